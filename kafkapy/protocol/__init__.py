@@ -1,0 +1,42 @@
+"""kafkapy's sans-I/O protocol layer: Kafka message specs compiled into construct codecs.
+
+No sockets, asyncio, kazoo or pyspark anywhere below this package.
+"""
+
+from kafkapy.errors import DecodeError, EncodeError
+from kafkapy.protocol.catalogue import ApiSpec, api_name, catalogue, get_api
+from kafkapy.protocol.codec import (
+    Request,
+    RequestHeader,
+    Response,
+    UnknownApiError,
+    UnsupportedVersionError,
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    message_schema,
+)
+from kafkapy.protocol.schema import Body
+
+__all__ = [
+    "ApiSpec",
+    "Body",
+    "DecodeError",
+    "EncodeError",
+    "Request",
+    "RequestHeader",
+    "Response",
+    "UnknownApiError",
+    "UnsupportedVersionError",
+    "api_name",
+    "catalogue",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "get_api",
+    "message_schema",
+]

@@ -1,0 +1,226 @@
+"""The public sans-I/O codec: frames (without their 4-byte size prefix) to and from values.
+
+Headers are decoded with the same compiled schemas as bodies, from Kafka's own
+RequestHeader/ResponseHeader specs at the header version that
+:mod:`kafkapy.protocol.catalogue` picks for the API and version.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from kafkapy.errors import DecodeError, EncodeError
+from kafkapy.protocol.catalogue import (
+    API_VERSIONS_KEY,
+    get_api,
+    request_header_version,
+    response_header_version,
+)
+from kafkapy.protocol.schema import Body, MessageSchema
+from kafkapy.protocol.specs import MessageSpec, standard_and_project_specs
+
+__all__ = [
+    "Request",
+    "RequestHeader",
+    "Response",
+    "UnknownApiError",
+    "UnsupportedVersionError",
+    "decode_request",
+    "decode_request_header",
+    "decode_response",
+    "encode_request",
+    "encode_response",
+    "message_schema",
+]
+
+UNSUPPORTED_VERSION = 35  # Kafka's UNSUPPORTED_VERSION error code
+
+Decoder = Callable[[memoryview, int, int], tuple[Body, int]]
+Encoder = Callable[[Mapping[str, Any], bytearray], None]
+
+
+class UnknownApiError(DecodeError):
+    """An API key no spec in the catalogue defines."""
+
+
+class UnsupportedVersionError(DecodeError):
+    """A known API at a version outside what the catalogue can decode."""
+
+
+@attrs.frozen
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
+    header_size: int  # bytes the header took; the body starts here
+
+
+@attrs.frozen
+class Request:
+    """A decoded request. ``trailing_bytes`` counts bytes after a complete body:
+    Java Kafka ignores them and real clients send some (librdkafka's Metadata v13
+    request carries 3), so they are accepted but kept visible."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Body
+    trailing_bytes: int = 0
+    header_version: int = 1
+
+
+@attrs.frozen
+class Response:
+    """A decoded response; ``api_version`` is the version its body was read at,
+    which differs from the request's for ApiVersions' v0 error fallback."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    body: Body
+    trailing_bytes: int = 0
+
+
+_schemas: dict[tuple[int, str, int], MessageSchema] = {}
+
+
+def _header_spec(kind: str) -> MessageSpec:
+    name = "RequestHeader" if kind == "request" else "ResponseHeader"
+    for spec in standard_and_project_specs():
+        if spec.name == name:
+            return spec
+    raise RuntimeError(f"no {name} spec in the catalogue")
+
+
+def message_schema(api_key: int, kind: str, version: int) -> MessageSchema:
+    """The cached construct schema of one API's request or response at one version.
+
+    ``api_key`` -1 selects the request or response header, at header version ``version``.
+    """
+    key = (api_key, kind, version)
+    schema = _schemas.get(key)
+    if schema is not None:
+        return schema
+    if api_key == -1:
+        spec = _header_spec(kind)
+        flexible = version >= (2 if kind == "request" else 1)
+        schema = MessageSchema(spec, version, flexible=flexible)
+    else:
+        api = get_api(api_key)
+        if api is None:
+            raise UnknownApiError(f"unknown API key {api_key}", api_key=api_key)
+        if version not in api.versions:
+            raise UnsupportedVersionError(
+                f"{api.name} v{version} is outside the versions kafkapy knows ({api.versions})",
+                api_key=api_key, api_version=version)
+        schema = MessageSchema(api.request if kind == "request" else api.response, version)
+    _schemas[key] = schema
+    return schema
+
+
+def _codec(api_key: int, kind: str, version: int) -> tuple[Decoder, Encoder]:
+    return message_schema(api_key, kind, version).compiled_codec()
+
+
+def _view(data: bytes | bytearray | memoryview) -> memoryview:
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def _run_decoder(decode: Decoder, buf: memoryview, pos: int, end: int,
+                 api_key: int, api_version: int) -> tuple[Body, int]:
+    try:
+        return decode(buf, pos, end)
+    except DecodeError as exc:
+        if exc.api_key is None:
+            exc.api_key, exc.api_version = api_key, api_version
+        raise
+    except Exception as exc:  # a decoder bug must still surface as the project's error
+        raise DecodeError(f"internal decoder error: {exc!r}", api_key=api_key,
+                          api_version=api_version) from exc
+
+
+def decode_request_header(data: bytes | bytearray | memoryview) -> RequestHeader:
+    """Read a request's header only; works for API keys the catalogue does not know."""
+    buf = _view(data)
+    if len(buf) < 8:
+        raise DecodeError(f"request header needs at least 8 bytes, got {len(buf)}",
+                          offset=0, truncated=True)
+    api_key, api_version = struct.unpack_from(">hh", buf, 0)
+    header_version = request_header_version(api_key, api_version)
+    decode, _ = _codec(-1, "request", header_version)
+    header, pos = _run_decoder(decode, buf, 0, len(buf), api_key, api_version)
+    return RequestHeader(api_key, api_version, header["correlation_id"], header.get("client_id"),
+                         header_version, pos)
+
+
+def decode_request(data: bytes | bytearray | memoryview) -> Request:
+    """Decode one request frame (without its size prefix)."""
+    buf = _view(data)
+    header = decode_request_header(buf)
+    decode, _ = _codec(header.api_key, "request", header.api_version)
+    body, pos = _run_decoder(decode, buf, header.header_size, len(buf), header.api_key, header.api_version)
+    return Request(header.api_key, header.api_version, header.correlation_id, header.client_id, body,
+                   len(buf) - pos, header.header_version)
+
+
+def decode_response(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> Response:
+    """Decode one response frame; the API key and version come from the matching request."""
+    buf = _view(data)
+    header_version = response_header_version(api_key, api_version)
+    decode_header, _ = _codec(-1, "response", header_version)
+    header, pos = _run_decoder(decode_header, buf, 0, len(buf), api_key, api_version)
+    version = api_version
+    if api_key == API_VERSIONS_KEY and api_version > 0 and len(buf) >= pos + 2 and \
+            struct.unpack_from(">h", buf, pos)[0] == UNSUPPORTED_VERSION:
+        version = 0  # a broker that cannot parse the request's version answers with a v0 body
+    decode, _ = _codec(api_key, "response", version)
+    body, end = _run_decoder(decode, buf, pos, len(buf), api_key, version)
+    return Response(api_key, version, header["correlation_id"], body, len(buf) - end)
+
+
+def _run_encoder(api_key: int, kind: str, version: int, body: Mapping[str, Any], out: bytearray) -> None:
+    schema = message_schema(api_key, kind, version)
+    _, encode = schema.compiled_codec()
+    mark = len(out)
+    try:
+        encode(body, out)
+    except EncodeError:
+        raise
+    except Exception as exc:
+        # Re-run the interpreted path: it checks field by field and names the culprit.
+        del out[mark:]
+        schema.root.write(body, bytearray())
+        raise EncodeError(f"cannot encode {schema.spec.name} v{version}: {exc!r}") from exc
+
+
+def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                   body: Mapping[str, Any]) -> bytes:
+    """Encode one request frame (without its size prefix). Missing fields take their defaults."""
+    message_schema(api_key, "request", api_version)  # refuses unknown keys and versions first
+    out = bytearray()
+    header_version = request_header_version(api_key, api_version)
+    _run_encoder(-1, "request", header_version, {
+        "request_api_key": api_key, "request_api_version": api_version,
+        "correlation_id": correlation_id, "client_id": client_id}, out)
+    _run_encoder(api_key, "request", api_version, body, out)
+    return bytes(out)
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:
+    """Encode one response frame (without its size prefix)."""
+    message_schema(api_key, "response", api_version)
+    out = bytearray()
+    _run_encoder(-1, "response", response_header_version(api_key, api_version),
+                 {"correlation_id": correlation_id}, out)
+    _run_encoder(api_key, "response", api_version, body, out)
+    return bytes(out)
