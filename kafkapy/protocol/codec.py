@@ -166,6 +166,10 @@ def decode_request_header(data: bytes | bytearray | memoryview) -> RequestHeader
 def decode_request(data: bytes | bytearray | memoryview) -> Request:
     """Decode one request frame (without its size prefix)."""
     buf = _view(data)
+    if len(buf) >= 4:
+        # Unknown keys and versions are reported as such, before their header is attempted.
+        api_key, api_version = struct.unpack_from(">hh", buf, 0)
+        message_schema(api_key, "request", api_version)
     header = decode_request_header(buf)
     decode, _ = _codec(header.api_key, "request", header.api_version)
     body, pos = _run_decoder(decode, buf, header.header_size, len(buf), header.api_key, header.api_version)

@@ -207,6 +207,8 @@ class Primitive:
 class Fixed(Primitive):
     """Fixed-width big-endian numbers, bool and uuid."""
 
+    fmt: str
+
     def __init__(self, name: str, fmt: str) -> None:
         self.name = name
         self.fmt = fmt
@@ -320,7 +322,9 @@ def _emit_length(g: Gen, n: str, ind: int, field: str, compact: bool, width: str
         g.emit(ind, f"{n} = _unpack_from({fmt!r}, buf, pos)[0]; pos += {size}")
 
 
-def _read_length(buf: memoryview, pos: int, end: int, field: str, compact: bool, width: str) -> tuple[int, int]:
+def _read_length(
+    buf: memoryview, pos: int, end: int, field: str, compact: bool, width: str
+) -> tuple[int, int]:
     if compact:
         n, pos = read_uvarint(buf, pos, end, field)
         return n - 1, pos

@@ -250,11 +250,11 @@ class StructCodec(Primitive):
                 raise DecodeError(f"needed {size} bytes for {where} but only {end - pos} remain",
                                   offset=pos, field=where, truncated=True)
             stop = pos + size
-            slot = by_tag.get(tag)
-            if slot is None:
+            tagged = by_tag.get(tag)
+            if tagged is None:
                 unknown[tag] = bytes(buf[pos:stop])
             else:
-                body[slot.key], _ = slot.codec.read(buf, pos, stop, slot.path)
+                body[tagged.key], _ = tagged.codec.read(buf, pos, stop, tagged.path)
             pos = stop
         if unknown:
             body[UNKNOWN_TAGS] = unknown
@@ -503,7 +503,7 @@ def _all_structs(codec: StructCodec) -> list[StructCodec]:
     return found
 
 
-class MessageSchema(construct.Construct):  # type: ignore[misc]
+class MessageSchema(construct.Construct):
     """A construct for one message at one version.
 
     ``parse``/``build`` work like any construct (interpreted); ``compile()``

@@ -173,7 +173,8 @@ def kafka_python_spec_dir() -> Path:
         raise RuntimeError("kafka-python is not installed; it provides Kafka's standard message specs")
     path = Path(next(iter(spec.submodule_search_locations))) / "protocol" / "schemas" / "resources"
     if not path.is_dir():
-        raise RuntimeError(f"kafka-python at {path.parent} has no message specs; kafkapy needs kafka-python>=3")
+        raise RuntimeError(
+            f"kafka-python at {path.parent} has no message specs; kafkapy needs kafka-python>=3")
     return path
 
 

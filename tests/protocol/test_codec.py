@@ -1,0 +1,135 @@
+"""The public codec API: headers, errors, trailing bytes, version rules."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kafkapy.errors import DecodeError, EncodeError
+from kafkapy.protocol import (
+    UnknownApiError,
+    UnsupportedVersionError,
+    api_name,
+    catalogue,
+    decode_request,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    message_schema,
+)
+from kafkapy.protocol.catalogue import request_header_version, response_header_version
+
+
+def test_catalogue_covers_kafka_python_and_project_specs() -> None:
+    apis = catalogue()
+    assert api_name(3) == "Metadata" and api_name(18) == "ApiVersions"
+    assert api_name(31337) == "Unknown(31337)"
+    assert apis[0].versions.low == 0 and apis[0].kafka_versions.low == 3  # Produce v0-2 still decode
+    assert {a.source for a in apis.values()} >= {"kafka-python"}
+
+
+def test_header_versions_follow_kafka_rules() -> None:
+    assert request_header_version(3, 8) == 1 and request_header_version(3, 9) == 2
+    assert response_header_version(3, 9) == 1
+    assert response_header_version(18, 3) == 0  # ApiVersions responses always use header v0
+    assert request_header_version(7, 0) == 0  # ControlledShutdown v0
+
+
+def test_request_round_trip_keeps_header_fields() -> None:
+    frame = encode_request(3, 12, 42, "client-a", {"topics": None, "allow_auto_topic_creation": False})
+    request = decode_request(frame)
+    assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (3, 12, 42,
+                                                                                                   "client-a")
+    assert request.body.topics is None and request.header_version == 2
+    assert encode_request(3, 12, 42, "client-a", request.body) == frame
+
+
+def test_null_client_id() -> None:
+    assert decode_request(encode_request(18, 0, 1, None, {})).client_id is None
+
+
+def test_trailing_bytes_are_accepted_and_counted() -> None:
+    """librdkafka's Metadata v13 request carries 3 trailing bytes; Java ignores them."""
+    frame = encode_request(3, 13, 5, "rdkafka", {"topics": []}) + b"\x00\x00\x00"
+    request = decode_request(frame)
+    assert request.trailing_bytes == 3 and request.body.topics == []
+
+
+def test_truncated_frame_names_api_version_and_offset() -> None:
+    frame = encode_request(3, 1, 5, "c", {"topics": [{"name": "topic-a"}]})
+    with pytest.raises(DecodeError) as info:
+        decode_request(frame[:-3])
+    err = info.value
+    assert err.truncated and err.api_key == 3 and err.api_version == 1 and err.offset is not None
+    assert "Metadata (key 3)" in str(err) and "v1" in str(err) and "byte offset" in str(err)
+
+
+def test_short_header() -> None:
+    with pytest.raises(DecodeError, match="at least 8 bytes"):
+        decode_request(b"\x00\x03\x00")
+
+
+def test_unknown_api_and_unsupported_version() -> None:
+    frame = struct.pack(">hhih", 31337, 0, 9, -1)
+    assert decode_request_header(frame).correlation_id == 9
+    with pytest.raises(UnknownApiError):
+        decode_request(frame)
+    with pytest.raises(UnsupportedVersionError):
+        decode_request(struct.pack(">hhih", 3, 999, 9, -1))
+    with pytest.raises(UnknownApiError):
+        encode_request(31337, 0, 1, None, {})
+
+
+def test_api_versions_error_falls_back_to_v0_body() -> None:
+    """A broker that cannot parse ApiVersions vN answers with a v0 body and error 35."""
+    frame = encode_response(18, 0, 7, {"error_code": 35, "api_keys": [
+        {"api_key": 18, "min_version": 0, "max_version": 4}]})
+    response = decode_response(frame, 18, 4)
+    assert response.api_version == 0 and response.body.error_code == 35
+    assert response.body.api_keys[0].max_version == 4
+
+
+def test_unknown_field_and_field_of_other_version_are_refused() -> None:
+    with pytest.raises(EncodeError, match="no field 'topicz'"):
+        encode_request(3, 12, 1, "c", {"topicz": []})
+    with pytest.raises(EncodeError, match="exists only in versions"):
+        encode_request(3, 1, 1, "c", {"topics": [], "allow_auto_topic_creation": False})
+    # A field of another version holding its default is harmless.
+    encode_request(3, 1, 1, "c", {"topics": [], "allow_auto_topic_creation": True})
+
+
+def test_encode_error_names_the_field() -> None:
+    with pytest.raises(EncodeError) as info:
+        encode_request(3, 1, 1, "c", {"topics": [{"name": 12}]})
+    assert info.value.field == "topics.name"
+    with pytest.raises(EncodeError):
+        encode_response(18, 3, 1, {"error_code": 70000})
+
+
+def test_unknown_tagged_fields_survive_a_round_trip() -> None:
+    body = {"error_code": 0, "api_keys": [], "throttle_time_ms": 0, "_unknown_tags": {7: b"abc", 99: b""}}
+    frame = encode_response(18, 3, 1, body)
+    decoded = decode_response(frame, 18, 3)
+    assert decoded.body["_unknown_tags"] == {7: b"abc", 99: b""}
+    assert encode_response(18, 3, 1, decoded.body) == frame
+
+
+def test_tagged_fields_absent_take_defaults() -> None:
+    decoded = decode_response(encode_response(18, 3, 1, {}), 18, 3)
+    assert decoded.body.finalized_features_epoch == -1 and decoded.body.supported_features == []
+
+
+def test_schema_is_a_construct_with_core_and_compiled_paths() -> None:
+    schema = message_schema(3, "response", 12)
+    body = {"brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}], "cluster_id": "c",
+            "controller_id": 1, "topics": []}
+    built = schema.build(body)
+    parsed = schema.parse(built)
+    assert parsed.brokers[0].host == "h" and schema.build(parsed) == built
+    compiled = schema.compile()
+    assert compiled.parse(built) == parsed and compiled.build(parsed) == built
+    decode, _ = schema.compiled_codec()
+    assert decode(memoryview(built), 0, len(built))[0] == parsed
+    assert message_schema(3, "response", 12) is schema  # built once, cached
