@@ -38,6 +38,10 @@ __all__ = [
 
 ZERO_UUID = uuid.UUID(int=0)
 
+# Decoders read from bytes (the fast case: indexing, unpack_from and str() are all
+# quicker on bytes than on a memoryview) or from a memoryview.
+Buffer = bytes | memoryview
+
 
 class Gen:
     """Collects generated source lines and the globals they need."""
@@ -71,7 +75,7 @@ def bad(pos: int, field: str, reason: str) -> DecodeError:
     return DecodeError(reason, offset=pos, field=field)
 
 
-def read_uvarint(buf: memoryview, pos: int, end: int, field: str) -> tuple[int, int]:
+def read_uvarint(buf: Buffer, pos: int, end: int, field: str) -> tuple[int, int]:
     """Unsigned varint, at most 5 bytes as Kafka's ByteUtils.readUnsignedVarint allows."""
     value = 0
     shift = 0
@@ -89,7 +93,7 @@ def read_uvarint(buf: memoryview, pos: int, end: int, field: str) -> tuple[int, 
             raise bad(start, field, "unsigned varint longer than 5 bytes")
 
 
-def read_varint64(buf: memoryview, pos: int, end: int, field: str, max_bytes: int) -> tuple[int, int]:
+def read_varint64(buf: Buffer, pos: int, end: int, field: str, max_bytes: int) -> tuple[int, int]:
     value = 0
     shift = 0
     start = pos
@@ -164,7 +168,23 @@ def binary_value(value: Any, field: str) -> bytes | memoryview:
     raise EncodeError(f"expected bytes, got {type(value).__name__}", field=field)
 
 
+class _ArrayStructs(dict):  # type: ignore[type-arg]
+    """struct.Struct objects for "n numbers of one format", made on first use."""
+
+    def __init__(self, fmt: str) -> None:
+        super().__init__()
+        self.fmt = fmt
+
+    def __missing__(self, count: int) -> struct.Struct:
+        made = self[count] = struct.Struct(f">{count}{self.fmt}")
+        return made
+
+
+ARRAY_STRUCTS = {fmt: _ArrayStructs(fmt) for fmt in "bhHiIqd"}
+
+
 RUNTIME: dict[str, Any] = {
+    "_ARRAY_STRUCTS": ARRAY_STRUCTS,
     "_short": short,
     "_bad": bad,
     "_uvarint": read_uvarint,
@@ -188,7 +208,7 @@ class Primitive:
     # Fixed-width types have a struct format char, so the compiler can merge runs of them.
     fmt: str | None = None
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str) -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         raise NotImplementedError
 
     def write(self, value: Any, out: bytearray, field: str) -> None:
@@ -238,7 +258,7 @@ class Fixed(Primitive):
             return f"_UUID(bytes=bytes({expr}))"
         return expr
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str) -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         if pos + self.size > end:
             raise short(pos, self.size, end, field)
         return self.from_wire(self._struct.unpack_from(buf, pos)[0]), pos + self.size
@@ -276,15 +296,16 @@ def fixed(name: str) -> Fixed:
 class UnsignedVarint(Primitive):
     name = "unsigned_varint"
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str) -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         return read_uvarint(buf, pos, end, field)
 
     def write(self, value: Any, out: bytearray, field: str) -> None:
         out += uvarint_bytes(value)
 
     def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
-        # Fast path for the overwhelmingly common one-byte case.
-        g.emit(ind, f"if pos < {end} and buf[pos] < 128: {target} = buf[pos]; pos += 1")
+        # Fast path for the overwhelmingly common one-byte case; 255 stands in for "no byte left".
+        g.emit(ind, f"{target} = buf[pos] if pos < {end} else 255")
+        g.emit(ind, f"if {target} < 128: pos += 1")
         g.emit(ind, f"else: {target}, pos = _uvarint(buf, pos, {end}, {field!r})")
 
     def emit_write(self, g: Gen, expr: str, ind: int, field: str) -> None:
@@ -298,7 +319,7 @@ class Varint(Primitive):
     bits = 32
     max_bytes = 5
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str) -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         return read_varint64(buf, pos, end, field, self.max_bytes)
 
     def write(self, value: Any, out: bytearray, field: str) -> None:
@@ -323,7 +344,7 @@ def _emit_length(g: Gen, n: str, ind: int, field: str, compact: bool, width: str
 
 
 def _read_length(
-    buf: memoryview, pos: int, end: int, field: str, compact: bool, width: str
+    buf: Buffer, pos: int, end: int, field: str, compact: bool, width: str
 ) -> tuple[int, int]:
     if compact:
         n, pos = read_uvarint(buf, pos, end, field)
@@ -355,7 +376,7 @@ class Text(Primitive):
         self.nullable = nullable
         self.name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + "string"
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str) -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         start = pos
         n, pos = _read_length(buf, pos, end, field, self.compact, "int16")
         if n < 0:
@@ -418,14 +439,14 @@ class Binary(Primitive):
         self.name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + (
             "records" if records else "bytes")
 
-    def _wrap(self, view: memoryview) -> Any:
+    def _wrap(self, buf: Buffer, pos: int, end: int) -> Any:
         if self.records:
             from kafkapy.protocol.records import Records
 
-            return Records(view)
-        return bytes(view)
+            return Records(memoryview(buf)[pos:end])
+        return bytes(buf[pos:end])
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str) -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         start = pos
         n, pos = _read_length(buf, pos, end, field, self.compact, "int32")
         if n < 0:
@@ -434,7 +455,7 @@ class Binary(Primitive):
             raise bad(start, field, f"null in a non-nullable {self.name}")
         if pos + n > end:
             raise short(pos, n, end, field)
-        return self._wrap(buf[pos:pos + n]), pos + n
+        return self._wrap(buf, pos, pos + n), pos + n
 
     def write(self, value: Any, out: bytearray, field: str) -> None:
         if value is None:
@@ -456,8 +477,9 @@ class Binary(Primitive):
             g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable {self.name}')")
         g.emit(ind, "else:")
         g.emit(ind + 1, f"if pos + {n} > {end}: raise _short(pos, {n}, {end}, {field!r})")
-        wrap = "_Records" if self.records else "bytes"
-        g.emit(ind + 1, f"{target} = {wrap}(buf[pos:pos + {n}]); pos += {n}")
+        # Records keep a zero-copy view of the frame; bytes fields get their own copy.
+        value = f"_Records(memoryview(buf)[pos:pos + {n}])" if self.records else f"bytes(buf[pos:pos + {n}])"
+        g.emit(ind + 1, f"{target} = {value}; pos += {n}")
 
     def emit_write(self, g: Gen, expr: str, ind: int, field: str) -> None:
         v, b = g.var("s"), g.var("b")
@@ -489,7 +511,7 @@ class Array(Primitive):
         self.width = width
         self.name = f"{'compact_' if compact else ''}{'nullable_' if nullable else ''}array[{element!r}]"
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str) -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         start = pos
         n, pos = _read_length(buf, pos, end, field, self.compact, self.width)
         if n < 0:
@@ -526,15 +548,16 @@ class Array(Primitive):
         else:
             g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable array')")
         g.emit(ind, "else:")
-        g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
         el = self.element
         if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):
-            # A run of fixed-width numbers is one unpack_from call.
+            # A run of fixed-width numbers is one unpack_from, with a Struct cached per count.
             size = g.var("z")
             g.emit(ind + 1, f"{size} = {n} * {el.size}")
             g.emit(ind + 1, f"if pos + {size} > {end}: raise _short(pos, {size}, {end}, {field!r})")
-            g.emit(ind + 1, f"{target} = list(_unpack_from('>%d{el.fmt}' % {n}, buf, pos)); pos += {size}")
+            g.emit(ind + 1, f"{target} = list(_ARRAY_STRUCTS[{el.fmt!r}][{n}].unpack_from(buf, pos)); "
+                            f"pos += {size}")
             return
+        g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
         g.emit(ind + 1, f"{items} = []")
         g.emit(ind + 1, f"for {i} in range({n}):")
         item = g.var("e")

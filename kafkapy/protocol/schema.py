@@ -37,6 +37,7 @@ import construct
 from kafkapy.errors import DecodeError, EncodeError
 from kafkapy.protocol.primitives import (
     FIXED,
+    Buffer,
     RUNTIME,
     Array,
     Binary,
@@ -112,7 +113,7 @@ class NullableStruct(Primitive):
         self.inner = inner
         self.name = f"nullable {inner.name}"
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str) -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         marker, pos = FIXED["int8"].read(buf, pos, end, field)
         if marker < 0:
             return None, pos
@@ -127,7 +128,7 @@ class NullableStruct(Primitive):
 
     def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
         g.emit(ind, f"if pos + 1 > {end}: raise _short(pos, 1, {end}, {field!r})")
-        g.emit(ind, "if buf[pos] >= 128: pos += 1; " + f"{target} = None")
+        g.emit(ind, f"if buf[pos] >= 128: pos += 1; {target} = None")
         g.emit(ind, "else:")
         g.emit(ind + 1, "pos += 1")
         self.inner.emit_read(g, target, ind + 1, field, end)
@@ -225,7 +226,7 @@ class StructCodec(Primitive):
 
     # --- interpreted path ------------------------------------------------------------------
 
-    def read(self, buf: memoryview, pos: int, end: int, field: str = "") -> tuple[Any, int]:
+    def read(self, buf: Buffer, pos: int, end: int, field: str = "") -> tuple[Any, int]:
         body = Body()
         for slot in self.slots:
             if slot.field.present_if_remaining and pos >= end:
@@ -236,7 +237,7 @@ class StructCodec(Primitive):
             pos = self._read_tags(body, buf, pos, end)
         return body, pos
 
-    def _read_tags(self, body: Body, buf: memoryview, pos: int, end: int) -> int:
+    def _read_tags(self, body: Body, buf: Buffer, pos: int, end: int) -> int:
         by_tag = {slot.field.tag: slot for slot in self.tagged}
         for slot in self.tagged:
             body[slot.key] = _fresh(slot.default)
