@@ -8,7 +8,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from kafkapy.protocol import api_name, catalogue, decode_request, decode_response, encode_request, encode_response
+from kafkapy.protocol import (
+    api_name,
+    catalogue,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 
 
 def _demo(_: argparse.Namespace) -> int:
@@ -30,7 +37,8 @@ def _demo(_: argparse.Namespace) -> int:
         response = decode_response(frame, key, version)
         print(f"<- {api_name(key)} v{version} response, {len(frame)} bytes")
         print(f"   {json.dumps(_plain(response.body))}")
-    print(f"\n{len(catalogue())} APIs in the catalogue; a broker on 127.0.0.1:9092 comes with the broker issue.")
+    print(f"\n{len(catalogue())} APIs in the catalogue; "
+          "a broker on 127.0.0.1:9092 comes with the broker issue.")
     return 0
 
 
@@ -45,7 +53,8 @@ def _plain(value: Any) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafkapy", description="Kafka's wire protocol from the broker side.")
+    parser = argparse.ArgumentParser(prog="kafkapy",
+                                     description="Kafka's wire protocol from the broker side.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="encode and decode a sample exchange")
     demo.set_defaults(func=_demo)

@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_wheel_ships_protocol_specs(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(ROOT)],
-                   check=True, capture_output=True, timeout=300)
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(ROOT)]
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
     wheel = next(tmp_path.glob("kafkapy-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"kafkapy/protocol_specs/{p.name}" for p in (ROOT / "protocol_specs").glob("*.json")}

@@ -37,10 +37,10 @@ import construct
 from kafkapy.errors import DecodeError, EncodeError
 from kafkapy.protocol.primitives import (
     FIXED,
-    Buffer,
     RUNTIME,
     Array,
     Binary,
+    Buffer,
     Fixed,
     Gen,
     Primitive,

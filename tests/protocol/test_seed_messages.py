@@ -3,7 +3,7 @@
 Each vector is a frame without its size prefix (the seeds' ``size`` field).
 Requests use header v1: api_key int16 (the seeds' request_type_id),
 api_version int16, correlation_id int32, client_id int16-length string.
-Responses use header v0: correlation_id int32. Keys 1000–1004 come from seed 001,
+Responses use header v0: correlation_id int32. Keys 1000-1004 come from seed 001,
 1010 from seed 002 (KIP-35 draft), and 1020 from seed 004 (KIP-584).
 """
 

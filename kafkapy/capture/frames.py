@@ -1,0 +1,686 @@
+"""Kafka framing: from reassembled TCP streams to size-prefixed Kafka frames.
+
+Theory of operation
+-------------------
+Every Kafka message on the wire is an int32 size followed by that many bytes
+(the "frame body", which starts with the request or response header). Each
+direction of a connection is split independently by a small state machine:
+
+    SYNCED    at a frame boundary: read the size, wait for the whole body
+    SKIPPING  discarding the rest of a frame whose middle the capture lost
+    HUNTING   position unknown: look for the next plausible frame header
+    UNDECIDED the connection is not yet known to carry Kafka
+
+A stream that starts with a SYN starts SYNCED. One that the capture joined
+mid-stream starts HUNTING, and the first candidate tried is offset 0. A gap
+inside a frame whose size is known costs only that frame (emitted truncated),
+because the next frame's position is still known; a gap over a frame
+boundary costs a HUNT.
+
+Hunting uses ``plausible_request`` for the client's direction and, for the
+server's, a size of at least 4 followed by the correlation id of a request
+still waiting for its response. Those checks also decide whether a
+connection on an unknown port carries Kafka at all: the ports in
+``kafka_ports`` are trusted, and the server port of every connection whose
+client sends a plausible request is added to that set (so later connections
+to the same broker port are recognised without looking, and earlier ones
+that were dismissed are picked up again).
+
+Frames of one direction come out in stream order; across directions, in
+capture order, except that when a connection is classified the client's
+buffered frames come out before the server's (whose hunt needs them).
+
+Memory: a SYNCED direction holds at most one partial frame (capped by
+``max_frame_size``), a HUNTING one only the bytes of a candidate header it
+cannot judge yet, and an UNDECIDED one at most ``PROBE_LIMIT`` bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import struct
+from collections.abc import Iterable, Iterator, MutableSet
+from typing import BinaryIO, Literal
+
+import attrs
+
+from kafkapy.capture.packets import PacketDecoder
+from kafkapy.capture.pcap import CaptureReader
+from kafkapy.capture.tcp import (
+    DEFAULT_KAFKA_PORTS,
+    Connection,
+    ConnectionClosed,
+    ConnectionOpened,
+    StreamData,
+    StreamEnd,
+    StreamGap,
+    TcpEvent,
+    TcpReassembler,
+)
+
+__all__ = [
+    "MAX_FRAME_SIZE",
+    "PROBE_LIMIT",
+    "ConnectionClassified",
+    "Frame",
+    "FrameEvent",
+    "FrameReader",
+    "KafkaFramer",
+    "Unframed",
+    "plausible_request",
+    "read_frames",
+]
+
+# Kafka's socket.request.max.bytes default (104857600): a broker closes the
+# connection on any larger request, so no real frame is bigger. Responses have
+# no such limit in principle, but fetch.max.bytes (50 MiB) keeps them below it.
+MAX_FRAME_SIZE = 104_857_600
+
+# The highest API key in Kafka 4.x is in the low 90s; 92 leaves headroom for
+# a release or two. Keys 1000+ are this project's private extensions.
+_MAX_API_KEY = 92
+_PRIVATE_API_KEYS = frozenset({1000, 1001, 1002, 1003, 1004, 1010, 1020})
+# The highest request version in Kafka 4.x is Fetch v17; 24 is headroom.
+_MAX_API_VERSION = 24
+# client.id has no length limit in Kafka, but real ones are short names like
+# "consumer-<group>-1", and group ids are usually under 255 characters.
+_MAX_CLIENT_ID = 4096
+# ControlledShutdown v0 alone uses request header v0, which has no client id.
+_CONTROLLED_SHUTDOWN = 7
+
+#: Bytes per direction examined before deciding a connection on an unknown
+#: port is not Kafka. 64 KiB is larger than most Kafka requests other than
+#: Produce, so a client joined mid-stream will start a new request by then.
+PROBE_LIMIT = 65_536
+
+# Requests a connection may have waiting for responses before the oldest is
+# forgotten. Clients pipeline at most max.in.flight.requests.per.connection
+# (5 by default); the rest of the margin covers acks=0 Produce requests,
+# which never get a response.
+_MAX_OUTSTANDING = 1024
+
+_I32 = struct.Struct(">i")
+_RESP_HEAD = struct.Struct(">ii")
+# How far below the first request's correlation id a response that opens a
+# mid-stream capture may be. Clients count requests up by one, so this is
+# "a million requests before the capture", while a random int32 lands in
+# the window only once in 4096 tries.
+_CORR_WINDOW = 1 << 20
+_REQ_HEAD = struct.Struct(">ihhi")
+
+UnframedReason = Literal["missing", "discarded"]
+
+
+@attrs.frozen
+class Frame:
+    """One Kafka frame: ``body`` is the frame without its 4-byte size prefix.
+
+    A truncated frame has fewer than ``size`` body bytes: the capture lost
+    part of it (``reason`` says how). Its header is usually still readable.
+    """
+
+    conn: Connection
+    side: int
+    from_client: bool
+    ts: float  # when the frame's first byte was captured
+    end_ts: float  # when its last byte (or the last byte seen) was captured
+    offset: int  # stream offset of the size prefix
+    size: int  # the declared body size
+    body: bytes
+    truncated: bool = False
+    reason: str | None = None  # "gap", "capture-end", "fin", "rst", ... when truncated
+
+    @property
+    def missing(self) -> int:
+        return self.size - len(self.body)
+
+    @property
+    def correlation_id(self) -> int | None:
+        at = 4 if self.from_client else 0
+        if len(self.body) < at + 4:
+            return None
+        return int(_I32.unpack_from(self.body, at)[0])
+
+    @property
+    def api_key(self) -> int | None:
+        """A request's API key, read straight from its header."""
+        if not self.from_client or len(self.body) < 2:
+            return None
+        return int.from_bytes(self.body[:2], "big", signed=True)
+
+    @property
+    def api_version(self) -> int | None:
+        if not self.from_client or len(self.body) < 4:
+            return None
+        return int.from_bytes(self.body[2:4], "big", signed=True)
+
+
+@attrs.frozen
+class Unframed:
+    """Stream bytes that belong to no emitted frame.
+
+    "missing": the capture does not have them (``length`` None: an unknown
+    amount before the capture started). "discarded": seen but skipped while
+    looking for a frame boundary.
+    """
+
+    conn: Connection
+    side: int
+    ts: float
+    offset: int
+    length: int | None
+    reason: UnframedReason
+
+
+@attrs.frozen
+class ConnectionClassified:
+    """The framer decided whether a connection carries Kafka, and why."""
+
+    conn: Connection
+    ts: float
+    kafka: bool
+    basis: str
+
+
+FrameEvent = Frame | Unframed | ConnectionClassified | ConnectionClosed
+
+_UNDECIDED, _SYNCED, _SKIPPING, _HUNTING, _IGNORED = range(5)
+
+
+def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAME_SIZE) -> bool | None:
+    """Could a client->server frame start at ``buf[pos]``? None: need more bytes."""
+    avail = len(buf) - pos
+    if avail < 4:
+        return None
+    size = _I32.unpack_from(buf, pos)[0]
+    if size < 8 or size > max_size:
+        return False
+    if avail < 12:
+        if avail >= 6:
+            key = int.from_bytes(buf[pos + 4 : pos + 6], "big", signed=True)
+            if not (0 <= key <= _MAX_API_KEY or key in _PRIVATE_API_KEYS):
+                return False
+        return None
+    _, key, version, _corr = _REQ_HEAD.unpack_from(buf, pos)
+    if not (0 <= key <= _MAX_API_KEY or key in _PRIVATE_API_KEYS):
+        return False
+    if not 0 <= version <= _MAX_API_VERSION:
+        return False
+    if key == _CONTROLLED_SHUTDOWN and version == 0:
+        return True
+    if size < 10:
+        return False
+    if avail < 14:
+        return None
+    cid_len = int.from_bytes(buf[pos + 12 : pos + 14], "big", signed=True)
+    if cid_len == -1:
+        return True
+    if cid_len < 0 or cid_len > size - 10 or cid_len > _MAX_CLIENT_ID:
+        return False
+    if avail < 14 + cid_len:
+        return None
+    try:
+        cid = bytes(buf[pos + 14 : pos + 14 + cid_len]).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return cid.isprintable()
+
+
+def _request_candidates(max_size: int) -> re.Pattern[bytes]:
+    """Positions worth a full plausible_request check: size's top byte within
+    range, API key's top byte 0 (keys < 256) or 3 (private keys 1000-1020),
+    version's top byte 0. The lookahead finds overlapping candidates."""
+    top = max(0, min(max_size >> 24, 0x7F))
+    return re.compile(rb"(?s)(?=[\x00-" + re.escape(bytes([top])) + rb"]...[\x00\x03].\x00)")
+
+
+class _Side:
+    """Framing state of one direction."""
+
+    __slots__ = (
+        "base",
+        "boundary",
+        "buf",
+        "lenient",
+        "marks_off",
+        "marks_ts",
+        "probe_failed",
+        "probe_pos",
+        "side",
+        "skip_left",
+        "state",
+    )
+
+    def __init__(self, side: int) -> None:
+        self.side = side
+        self.buf = bytearray()
+        self.base = 0  # stream offset of buf[0]
+        self.marks_off: list[int] = []  # where each buffered chunk starts...
+        self.marks_ts: list[float] = []  # ...and when it was captured
+        self.state = _UNDECIDED
+        self.skip_left = 0
+        self.boundary = True  # the stream starts at a frame boundary (no gap so far)
+        self.lenient = False  # joined mid-stream: may take an unverifiable first response
+        self.probe_pos = 0
+        self.probe_failed = False
+
+    def ts_at(self, offset: int, default: float) -> float:
+        i = bisect.bisect_right(self.marks_off, offset) - 1
+        return self.marks_ts[i] if i >= 0 else default
+
+    def consume(self, n: int) -> None:
+        if n <= 0:
+            return
+        del self.buf[:n]
+        self.base += n
+        i = bisect.bisect_right(self.marks_off, self.base) - 1
+        if i > 0:
+            del self.marks_off[:i]
+            del self.marks_ts[:i]
+
+    def clear_to(self, offset: int) -> None:
+        self.buf.clear()
+        self.base = offset
+        self.marks_off.clear()
+        self.marks_ts.clear()
+
+
+@attrs.define(eq=False)
+class _ConnState:
+    conn: Connection
+    sides: tuple[_Side, _Side]
+    kafka: bool | None = None
+    outstanding: dict[bytes, None] = attrs.Factory(dict)  # correlation ids (4 raw bytes) awaiting a response
+    first_request_corr: int | None = None
+
+
+class KafkaFramer:
+    """Feeds TCP events; returns Kafka frames and framing events.
+
+    ``kafka_ports`` is a live set: the framer adds the server port of every
+    connection whose content proves it is Kafka. Share it with the
+    TcpReassembler so both layers agree on which side is the server.
+    """
+
+    def __init__(
+        self,
+        kafka_ports: MutableSet[int] | None = None,
+        *,
+        max_frame_size: int = MAX_FRAME_SIZE,
+        learn_ports: bool = True,
+    ) -> None:
+        self.kafka_ports: MutableSet[int] = set(DEFAULT_KAFKA_PORTS) if kafka_ports is None else kafka_ports
+        self.max_frame_size = max_frame_size
+        self.learn_ports = learn_ports
+        self._candidates = _request_candidates(max_frame_size)
+        self._conns: dict[int, _ConnState] = {}
+
+    # -- entry points -----------------------------------------------------
+
+    def feed(self, event: TcpEvent) -> list[FrameEvent]:
+        out: list[FrameEvent] = []
+        if isinstance(event, ConnectionOpened):
+            cs = _ConnState(event.conn, (_Side(0), _Side(1)))
+            self._conns[event.conn.id] = cs
+            self._classify_by_port(cs, event.ts, out)
+            return out
+        cs_or_none = self._conns.get(event.conn.id)
+        if cs_or_none is None:
+            return out
+        cs = cs_or_none
+        if isinstance(event, StreamData):
+            self._data(cs, event, out)
+        elif isinstance(event, StreamGap):
+            self._gap(cs, cs.sides[event.side], event.offset, event.length, event.ts, out)
+        elif isinstance(event, StreamEnd):
+            self._end(cs, cs.sides[event.side], event.ts, event.reason, out)
+        elif isinstance(event, ConnectionClosed):
+            for s in cs.sides:
+                self._end(cs, s, event.ts, event.reason, out)
+            if cs.kafka is None:
+                self._decide(cs, False, "closed before any Kafka request", event.ts, out)
+            del self._conns[event.conn.id]
+            if cs.kafka:
+                out.append(event)
+        return out
+
+    # -- classification ---------------------------------------------------
+
+    def _classify_by_port(self, cs: _ConnState, ts: float, out: list[FrameEvent]) -> bool:
+        conn = cs.conn
+        a, b = conn.endpoints
+        known_a, known_b = a.port in self.kafka_ports, b.port in self.kafka_ports
+        if not (known_a or known_b):
+            return False
+        if known_a != known_b and conn.role_basis != "syn":
+            server = 0 if known_a else 1
+            if conn.client_side == server:
+                conn.set_client(1 - server, "port")
+        self._decide(cs, True, "port", ts, out)
+        return True
+
+    def _decide(self, cs: _ConnState, kafka: bool, basis: str, ts: float, out: list[FrameEvent]) -> None:
+        cs.kafka = kafka
+        conn = cs.conn
+        out.append(ConnectionClassified(conn, ts, kafka, basis))
+        if not kafka:
+            conn.ignored = True
+            for s in cs.sides:
+                s.state = _IGNORED
+                s.clear_to(s.base + len(s.buf))
+            return
+        conn.ignored = False
+        if self.learn_ports and basis == "requests" and conn.server.port not in self.kafka_ports:
+            self.kafka_ports.add(conn.server.port)
+            self._reconsider(conn.server.port, ts, out)
+        client = cs.sides[conn.client_side]
+        server = cs.sides[1 - conn.client_side]
+        for s in (client, server):
+            s.state = _SYNCED if s.boundary else _HUNTING
+        for s in (client, server):
+            self._drain(cs, s, ts, out)
+
+    def _reconsider(self, port: int, ts: float, out: list[FrameEvent]) -> None:
+        """Connections dismissed as not Kafka that use a newly learned port
+        get another chance, from their next byte on."""
+        for cs in self._conns.values():
+            if cs.kafka is False and port in (cs.conn.endpoints[0].port, cs.conn.endpoints[1].port):
+                for s in cs.sides:
+                    s.boundary = False
+                    s.lenient = False
+                    s.state = _UNDECIDED
+                self._classify_by_port(cs, ts, out)
+
+    def _probe(self, cs: _ConnState, ts: float, out: list[FrameEvent]) -> None:
+        if self._classify_by_port(cs, ts, out):
+            return
+        conn = cs.conn
+        client = cs.sides[conn.client_side]
+        server = cs.sides[1 - conn.client_side]
+        if conn.role_basis == "syn" and client.boundary:
+            # With the handshake seen, the client's first bytes must be a
+            # request header, and a Kafka server never speaks first.
+            if not client.buf:
+                if server.buf:
+                    self._decide(cs, False, "server spoke first", ts, out)
+                return
+            verdict = plausible_request(client.buf, 0, self.max_frame_size)
+            if verdict is None and len(client.buf) < PROBE_LIMIT:
+                return
+            self._decide(cs, bool(verdict), "requests" if verdict else "no request at stream start", ts, out)
+            return
+        for s in (client, server):
+            if s.probe_failed or len(s.buf) <= s.probe_pos:
+                continue
+            p, found = self._hunt_request(s.buf, s.probe_pos)
+            if found:
+                if s is server:
+                    conn.set_client(s.side, "requests")
+                self._decide(cs, True, "requests", ts, out)
+                return
+            s.probe_pos = p
+            if len(s.buf) >= PROBE_LIMIT:
+                s.probe_failed = True
+                s.clear_to(s.base + len(s.buf))
+                s.probe_pos = 0
+        if client.probe_failed and server.probe_failed:
+            self._decide(cs, False, "no request in the first bytes", ts, out)
+
+    # -- stream events ----------------------------------------------------
+
+    def _data(self, cs: _ConnState, event: StreamData, out: list[FrameEvent]) -> None:
+        s = cs.sides[event.side]
+        if s.state == _IGNORED:
+            s.clear_to(event.offset + len(event.data))
+            return
+        expected = s.base + len(s.buf)
+        if event.offset != expected:
+            # Bytes skipped while the connection was ignored: a gap to us.
+            self._gap(cs, s, expected, event.offset - expected, event.ts, out)
+        s.marks_off.append(event.offset)
+        s.marks_ts.append(event.ts)
+        s.buf += event.data
+        if s.state == _UNDECIDED:
+            self._probe(cs, event.ts, out)
+        else:
+            self._drain(cs, s, event.ts, out)
+
+    def _gap(
+        self, cs: _ConnState, s: _Side, offset: int, length: int | None, ts: float, out: list[FrameEvent]
+    ) -> None:
+        conn = cs.conn
+        s.boundary = False
+        if length is None:  # joined mid-stream (the TCP layer reported it)
+            s.lenient = True
+            if s.state in (_SYNCED, _SKIPPING):
+                s.state = _HUNTING
+            return
+        after = offset + length
+        if s.state in (_UNDECIDED, _IGNORED):
+            s.clear_to(after)
+            s.probe_pos = 0
+            return
+        n = len(s.buf)
+        lost = length  # missing bytes that fall outside any frame
+        if s.state == _SKIPPING:
+            if s.skip_left >= length:
+                s.skip_left -= length
+                lost = 0
+                if s.skip_left == 0:
+                    s.state = _SYNCED
+            else:
+                lost = length - s.skip_left
+                s.skip_left = 0
+                s.state = _HUNTING
+        elif s.state == _SYNCED and n >= 4:
+            size = _I32.unpack_from(s.buf, 0)[0]
+            remaining = 4 + size - n
+            self._emit(cs, s, 0, size, bytes(s.buf[4:]), ts, out, truncated="gap")
+            n = 0
+            if length < remaining:
+                s.state = _SKIPPING
+                s.skip_left = remaining - length
+                lost = 0
+            else:
+                lost = length - remaining
+                s.state = _SYNCED if lost == 0 else _HUNTING
+        else:
+            s.state = _HUNTING
+        if n:
+            out.append(Unframed(conn, s.side, ts, s.base, n, "discarded"))
+        if lost:
+            out.append(Unframed(conn, s.side, ts, after - lost, lost, "missing"))
+        s.clear_to(after)
+
+    def _end(self, cs: _ConnState, s: _Side, ts: float, reason: str, out: list[FrameEvent]) -> None:
+        n = len(s.buf)
+        if s.state == _SYNCED and n >= 4:
+            size = _I32.unpack_from(s.buf, 0)[0]
+            self._emit(cs, s, 0, size, bytes(s.buf[4:]), ts, out, truncated=reason)
+        elif n and s.state in (_SYNCED, _HUNTING):
+            out.append(Unframed(cs.conn, s.side, ts, s.base, n, "discarded"))
+        s.clear_to(s.base + n)
+        s.state = _IGNORED
+
+    # -- framing ----------------------------------------------------------
+
+    def _emit(
+        self,
+        cs: _ConnState,
+        s: _Side,
+        pos: int,
+        size: int,
+        body: bytes,
+        ts: float,
+        out: list[FrameEvent],
+        truncated: str | None = None,
+    ) -> None:
+        conn = cs.conn
+        from_client = conn.from_client(s.side)
+        offset = s.base + pos
+        frame = Frame(
+            conn, s.side, from_client, s.ts_at(offset, ts), ts, offset, size, body,
+            truncated is not None, truncated,
+        )  # fmt: skip
+        if from_client:
+            if len(body) >= 8:
+                if cs.first_request_corr is None:
+                    cs.first_request_corr = _I32.unpack_from(body, 4)[0]
+                outstanding = cs.outstanding
+                outstanding[body[4:8]] = None
+                if len(outstanding) > _MAX_OUTSTANDING:
+                    del outstanding[next(iter(outstanding))]
+        elif len(body) >= 4:
+            cs.outstanding.pop(body[:4], None)
+        out.append(frame)
+
+    def _drain(self, cs: _ConnState, s: _Side, ts: float, out: list[FrameEvent]) -> None:
+        buf = s.buf
+        n = len(buf)
+        pos = 0
+        from_client = cs.conn.from_client(s.side)
+        min_size = 8 if from_client else 4
+        while True:
+            state = s.state
+            if state == _SKIPPING:
+                take = min(s.skip_left, n - pos)
+                pos += take
+                s.skip_left -= take
+                if s.skip_left:
+                    break
+                s.state = _SYNCED
+            elif state == _SYNCED:
+                if n - pos < 4:
+                    break
+                size = _I32.unpack_from(buf, pos)[0]
+                if size < min_size or size > self.max_frame_size:
+                    s.state = _HUNTING  # lost sync: a length no Kafka peer sends
+                    continue
+                if n - pos < 4 + size:
+                    break
+                with memoryview(buf) as view:
+                    body = bytes(view[pos + 4 : pos + 4 + size])
+                self._emit(cs, s, pos, size, body, ts, out)
+                pos += 4 + size
+            elif state == _HUNTING:
+                if from_client:
+                    p, found = self._hunt_request(buf, pos)
+                else:
+                    p, found = self._hunt_response(cs, s, pos)
+                if p > pos:
+                    out.append(
+                        Unframed(
+                            cs.conn, s.side, s.ts_at(s.base + pos, ts), s.base + pos, p - pos, "discarded"
+                        )
+                    )
+                    pos = p
+                if not found:
+                    break
+                s.state = _SYNCED
+            else:
+                break
+        s.consume(pos)
+
+    def _hunt_request(self, buf: bytearray, pos: int) -> tuple[int, bool]:
+        """(p, True): a plausible request starts at p. (p, False): nothing
+        before p can start one; bytes from p on need more data to judge."""
+        for match in self._candidates.finditer(buf, pos):
+            p = match.start()
+            verdict = plausible_request(buf, p, self.max_frame_size)
+            if verdict:
+                return p, True
+            if verdict is None:
+                return p, False
+        # The candidate pattern needs 7 bytes, so the last 6 are undecided.
+        return max(pos, len(buf) - 6), False
+
+    def _hunt_response(self, cs: _ConnState, s: _Side, pos: int) -> tuple[int, bool]:
+        buf = s.buf
+        n = len(buf)
+        if s.lenient and s.base + pos == 0:
+            # Joined mid-stream: the first bytes may answer a request sent
+            # before the capture began. Clients number requests upwards, so
+            # such a response's correlation id is a little below the first
+            # request's we saw (or we saw none yet).
+            if n - pos < 8:
+                return pos, False
+            s.lenient = False
+            size, corr = _RESP_HEAD.unpack_from(buf, pos)
+            first = cs.first_request_corr
+            if 4 <= size <= self.max_frame_size and (first is None or 0 < first - corr <= _CORR_WINDOW):
+                return pos, True
+        s.lenient = False
+        best = -1
+        for corr in cs.outstanding:
+            i = buf.find(corr, pos + 4)
+            while i != -1:
+                p = i - 4
+                size = _I32.unpack_from(buf, p)[0]
+                if 4 <= size <= self.max_frame_size:
+                    if best < 0 or p < best:
+                        best = p
+                    break
+                i = buf.find(corr, i + 1)
+        if best >= 0:
+            return best, True
+        # A correlation id needs 8 bytes from its frame start to be seen.
+        return max(pos, n - 7), False
+
+
+def frames_from_tcp(events: Iterable[TcpEvent], framer: KafkaFramer | None = None) -> Iterator[FrameEvent]:
+    """Kafka framing of a stream of TCP events."""
+    framer = framer or KafkaFramer()
+    for event in events:
+        yield from framer.feed(event)
+
+
+class FrameReader:
+    """A capture file, decoded as far as Kafka frames.
+
+    Iterating yields FrameEvents in capture order; the layer objects stay
+    available for their statistics (``reader.tcp.stats``,
+    ``reader.packets.skipped``, ``reader.capture.truncated``).
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | BinaryIO,
+        *,
+        kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
+        max_frame_size: int = MAX_FRAME_SIZE,
+        idle_timeout: float | None = None,
+    ) -> None:
+        self.source = source
+        ports: set[int] = set(kafka_ports)
+        self.packets = PacketDecoder()
+        self.tcp = TcpReassembler(ports, idle_timeout=idle_timeout)
+        self.framer = KafkaFramer(ports, max_frame_size=max_frame_size)
+        self.capture: CaptureReader | None = None
+        self.packet_count = 0
+
+    @property
+    def kafka_ports(self) -> MutableSet[int]:
+        return self.framer.kafka_ports
+
+    def __iter__(self) -> Iterator[FrameEvent]:
+        with CaptureReader(self.source) as capture:
+            self.capture = capture
+            decode, feed_tcp, feed_framer = self.packets.decode, self.tcp.feed, self.framer.feed
+            for packet in capture:
+                self.packet_count += 1
+                seg = decode(packet)
+                if seg is None:
+                    continue
+                for event in feed_tcp(seg):
+                    yield from feed_framer(event)
+            for event in self.tcp.finish():
+                yield from feed_framer(event)
+
+
+def read_frames(
+    source: str | os.PathLike[str] | BinaryIO, *, kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS
+) -> Iterator[FrameEvent]:
+    """Every framing event of a capture file, in capture order."""
+    return iter(FrameReader(source, kafka_ports=kafka_ports))

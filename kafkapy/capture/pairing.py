@@ -1,0 +1,276 @@
+"""Pairing requests with responses, so each response decodes with the API key
+and version of the request it answers (a response does not carry them).
+
+Kafka answers a connection's requests in the order they were sent, each
+response echoing its request's correlation id. So a response is matched by
+correlation id; requests older than the matched one that are still waiting
+will never be answered (acks=0 Produce, or a response the capture lost) and
+are reported as such. Order is the fallback only for requests whose
+correlation id could not be read (a frame cut before its header ended).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, BinaryIO, Literal, Protocol, cast
+
+import attrs
+
+from kafkapy.capture.frames import Frame, FrameEvent, FrameReader
+from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, ConnectionClosed
+from kafkapy.errors import DecodeError
+
+__all__ = ["Exchange", "ExchangeStatus", "Pairer", "ProtocolDecoder", "pair_frames", "read_exchanges"]
+
+# Requests one connection may have waiting before the oldest is given up as
+# unanswered: far above max.in.flight.requests.per.connection (5 by default),
+# so only a client sending acks=0 Produce requests ever reaches it.
+_MAX_PENDING = 1024
+
+ExchangeStatus = Literal[
+    "ok",  # request and response both decoded
+    "empty_response",  # the broker answered with only a correlation id (an unknown or unsupported request)
+    "no_response",  # the connection ended, or a later request was answered, with none for this one
+    "orphan_response",  # a response to a request the capture does not have
+    "truncated",  # the capture lost part of a frame, so it could not be decoded in full
+    "error",  # a complete frame that does not decode
+]
+
+
+class RequestHeaderLike(Protocol):
+    @property
+    def api_key(self) -> int: ...
+    @property
+    def api_version(self) -> int: ...
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def client_id(self) -> str | None: ...
+
+
+class RequestLike(RequestHeaderLike, Protocol):
+    @property
+    def body(self) -> Mapping[str, Any]: ...
+    @property
+    def trailing_bytes(self) -> int: ...
+
+
+class ResponseLike(Protocol):
+    @property
+    def correlation_id(self) -> int: ...
+    @property
+    def body(self) -> Mapping[str, Any]: ...
+
+
+class ProtocolDecoder(Protocol):
+    """The three decoders of kafkapy.protocol that pairing relies on."""
+
+    def decode_request_header(self, frame_body: bytes) -> RequestHeaderLike: ...
+    def decode_request(self, frame_body: bytes) -> RequestLike: ...
+    def decode_response(self, frame_body: bytes, api_key: int, api_version: int) -> ResponseLike: ...
+
+
+def _default_decoder() -> ProtocolDecoder:
+    # Imported when first needed: the capture layers below pairing work
+    # without the protocol package.
+    module = importlib.import_module("kafkapy.protocol")
+    for name in ("decode_request_header", "decode_request", "decode_response"):
+        if not hasattr(module, name):
+            raise ImportError(f"kafkapy.protocol has no {name}()")
+    return cast(ProtocolDecoder, module)
+
+
+@attrs.frozen
+class Exchange:
+    """A request and its response, each as frame and decoded message."""
+
+    conn: Connection
+    status: ExchangeStatus
+    request_frame: Frame | None
+    response_frame: Frame | None
+    header: RequestHeaderLike | None = None  # decodes even for unknown API keys
+    request: RequestLike | None = None
+    response: ResponseLike | None = None
+    request_error: DecodeError | None = None
+    response_error: DecodeError | None = None
+    paired_by: Literal["correlation-id", "order"] | None = None
+
+    @property
+    def api_key(self) -> int | None:
+        if self.header is not None:
+            return self.header.api_key
+        return self.request_frame.api_key if self.request_frame is not None else None
+
+    @property
+    def api_version(self) -> int | None:
+        if self.header is not None:
+            return self.header.api_version
+        return self.request_frame.api_version if self.request_frame is not None else None
+
+    @property
+    def correlation_id(self) -> int | None:
+        frame = self.request_frame or self.response_frame
+        return frame.correlation_id if frame is not None else None
+
+    @property
+    def latency(self) -> float | None:
+        """Seconds from the request's last byte to the response's first."""
+        if self.request_frame is None or self.response_frame is None:
+            return None
+        return self.response_frame.ts - self.request_frame.end_ts
+
+
+@attrs.define
+class _Pending:
+    frame: Frame
+    header: RequestHeaderLike | None
+    request: RequestLike | None
+    error: DecodeError | None
+    api_key: int | None
+    api_version: int | None
+
+
+class Pairer:
+    """Feeds frame events; returns an Exchange for each request answered or
+    given up on, and for each response without a request."""
+
+    def __init__(self, decoder: ProtocolDecoder | None = None) -> None:
+        self.decoder = decoder if decoder is not None else _default_decoder()
+        # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
+        self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
+
+    def feed(self, event: FrameEvent) -> list[Exchange]:
+        out: list[Exchange] = []
+        if isinstance(event, Frame):
+            if event.from_client:
+                self._request(event, out)
+            else:
+                self._response(event, out)
+        elif isinstance(event, ConnectionClosed):
+            for waiting in self._pending.pop(event.conn.id, {}).values():
+                out.extend(self._unanswered(p) for p in waiting)
+            out.sort(key=lambda x: x.request_frame.offset if x.request_frame else 0)
+        return out
+
+    def finish(self) -> list[Exchange]:
+        out: list[Exchange] = []
+        for pending in self._pending.values():
+            for waiting in pending.values():
+                out.extend(self._unanswered(p) for p in waiting)
+        self._pending.clear()
+        return out
+
+    def _request(self, frame: Frame, out: list[Exchange]) -> None:
+        header: RequestHeaderLike | None = None
+        request: RequestLike | None = None
+        error: DecodeError | None = None
+        try:
+            header = self.decoder.decode_request_header(frame.body)
+            request = self.decoder.decode_request(frame.body)
+        except DecodeError as exc:
+            error = exc
+        api_key = header.api_key if header is not None else frame.api_key
+        api_version = header.api_version if header is not None else frame.api_version
+        corr = header.correlation_id if header is not None else frame.correlation_id
+        pending = self._pending.setdefault(frame.conn.id, {})
+        pending.setdefault(corr, []).append(_Pending(frame, header, request, error, api_key, api_version))
+        if sum(len(w) for w in pending.values()) > _MAX_PENDING:
+            oldest = min((w[0] for w in pending.values() if w), key=lambda p: p.frame.offset)
+            self._take(pending, oldest)
+            out.append(self._unanswered(oldest))
+
+    @staticmethod
+    def _take(pending: dict[int | None, list[_Pending]], entry: _Pending) -> None:
+        corr = entry.header.correlation_id if entry.header is not None else entry.frame.correlation_id
+        waiting = pending[corr]
+        waiting.remove(entry)
+        if not waiting:
+            del pending[corr]
+
+    def _response(self, frame: Frame, out: list[Exchange]) -> None:
+        pending = self._pending.get(frame.conn.id, {})
+        corr = frame.correlation_id
+        match: _Pending | None = None
+        paired_by: Literal["correlation-id", "order"] | None = None
+        if corr is not None and pending.get(corr):
+            match = pending[corr][0]
+            paired_by = "correlation-id"
+        elif pending.get(None):
+            match = pending[None][0]
+            paired_by = "order"
+        if match is None:
+            status: ExchangeStatus = "truncated" if frame.truncated else "orphan_response"
+            out.append(Exchange(frame.conn, status, None, frame))
+            return
+        # Responses come in request order: anything sent before the match
+        # and still waiting will never be answered.
+        for older in sorted(
+            (p for w in pending.values() for p in w if p.frame.offset < match.frame.offset),
+            key=lambda p: p.frame.offset,
+        ):
+            self._take(pending, older)
+            out.append(self._unanswered(older))
+        self._take(pending, match)
+        out.append(self._exchange(match, frame, paired_by))
+
+    def _exchange(
+        self, req: _Pending, frame: Frame, paired_by: Literal["correlation-id", "order"] | None
+    ) -> Exchange:
+        response: ResponseLike | None = None
+        response_error: DecodeError | None = None
+        if len(frame.body) == 4 and not frame.truncated:
+            # KIP-35's answer to a request the broker cannot handle: the
+            # correlation id and nothing else. Not a decode error.
+            status: ExchangeStatus = "empty_response"
+        elif req.api_key is None or req.api_version is None:
+            status = "truncated" if req.frame.truncated else "error"
+        else:
+            try:
+                response = self.decoder.decode_response(frame.body, req.api_key, req.api_version)
+            except DecodeError as exc:
+                response_error = exc
+            status = _status(req.frame, req.error, frame, response_error)
+        return Exchange(
+            frame.conn, status, req.frame, frame, req.header, req.request, response,
+            req.error, response_error, paired_by,
+        )  # fmt: skip
+
+    @staticmethod
+    def _unanswered(req: _Pending) -> Exchange:
+        status: ExchangeStatus = "no_response"
+        if req.error is not None:
+            status = "truncated" if req.frame.truncated or req.error.truncated else "error"
+        return Exchange(req.frame.conn, status, req.frame, None, req.header, req.request, None, req.error)
+
+
+def _status(
+    request_frame: Frame,
+    request_error: DecodeError | None,
+    response_frame: Frame,
+    response_error: DecodeError | None,
+) -> ExchangeStatus:
+    if request_error is None and response_error is None:
+        return "ok"
+    if request_frame.truncated or response_frame.truncated:
+        return "truncated"
+    return "error"
+
+
+def pair_frames(events: Iterable[FrameEvent], pairer: Pairer | None = None) -> Iterator[Exchange]:
+    """Exchanges from a stream of frame events, then the requests left unanswered."""
+    pairer = pairer or Pairer()
+    for event in events:
+        yield from pairer.feed(event)
+    yield from pairer.finish()
+
+
+def read_exchanges(
+    source: str | os.PathLike[str] | BinaryIO,
+    *,
+    kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
+    decoder: ProtocolDecoder | None = None,
+) -> Iterator[Exchange]:
+    """Every request/response exchange in a capture file, in capture order."""
+    return pair_frames(FrameReader(source, kafka_ports=kafka_ports), Pairer(decoder))

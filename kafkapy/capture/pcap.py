@@ -1,0 +1,399 @@
+"""Streaming reader for pcap and pcapng capture files.
+
+One record is read at a time, so memory does not grow with the file. Both
+formats are parsed here from their published layouts (the libpcap file format
+and the pcapng draft, draft-ietf-opsawg-pcapng); no packet library is used.
+
+What the reader promises about hostile input: it either yields packets, stops
+cleanly, or raises CaptureError. A file that ends inside a record is not an
+error: the partial packet is yielded with ``cut_by_eof`` set and the reader's
+``truncated`` flag tells the caller the file was cut short.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from typing import BinaryIO, Literal
+
+import attrs
+
+from kafkapy.capture.errors import CaptureError
+
+__all__ = ["MAX_CAPLEN", "CaptureReader", "Packet", "read_packets"]
+
+# The largest captured length accepted for one packet: 262144 bytes is
+# tcpdump's MAXIMUM_SNAPLEN and Wireshark's WTAP_MAX_PACKET_SIZE_STANDARD, the
+# most either tool writes for an Ethernet or IP link. A larger declared length
+# is a corrupt file, and refusing it keeps a hostile length field from making
+# us allocate gigabytes.
+MAX_CAPLEN = 262_144
+
+# Unknown pcapng blocks are skipped by reading them in pieces of this size, so
+# even a block that declares 4 GiB never costs more than this much memory.
+_SKIP_CHUNK = 65_536
+
+_PCAP_MAGICS: dict[bytes, tuple[str, int, int]] = {
+    # magic as stored -> (struct byte order, nanoseconds per fraction unit, extra header bytes)
+    b"\xd4\xc3\xb2\xa1": ("<", 1000, 0),  # microsecond, little-endian writer
+    b"\xa1\xb2\xc3\xd4": (">", 1000, 0),
+    b"\x4d\x3c\xb2\xa1": ("<", 1, 0),  # nanosecond
+    b"\xa1\xb2\x3c\x4d": (">", 1, 0),
+    # Alexey Kuznetzov's patched libpcap: 8 more bytes per record header
+    # (ifindex, protocol, pkt_type, pad). Still produced by old Red Hat tcpdump.
+    b"\x34\xcd\xb2\xa1": ("<", 1000, 8),
+    b"\xa1\xb2\xcd\x34": (">", 1000, 8),
+}
+
+_PCAPNG_SHB = 0x0A0D0D0A
+_PCAPNG_BYTE_ORDER_MAGIC = 0x1A2B3C4D
+_PCAPNG_IDB = 0x00000001
+_PCAPNG_OPB = 0x00000002  # obsolete Packet Block, still written by old tools
+_PCAPNG_SPB = 0x00000003
+_PCAPNG_EPB = 0x00000006
+_OPT_ENDOFOPT = 0
+_OPT_IF_TSRESOL = 9
+_OPT_IF_TSOFFSET = 14
+
+
+@attrs.frozen
+class Packet:
+    """One captured packet, as the capture file recorded it."""
+
+    index: int  # 1-based position in the file, like tshark's frame.number
+    ts: float  # seconds since the epoch
+    ts_ns: int  # the same instant in integer nanoseconds (a float cannot hold ns)
+    linktype: int  # a LINKTYPE_* value (1 Ethernet, 113 Linux SLL, ...)
+    data: bytes  # the bytes captured, possibly fewer than were on the wire
+    orig_len: int  # the packet's length on the wire
+    interface: int = 0  # pcapng interface id; always 0 for pcap
+    cut_by_eof: bool = False  # the file ended inside this packet's data
+
+    @property
+    def snapped(self) -> bool:
+        """True when the capture kept fewer bytes than were on the wire."""
+        return len(self.data) < self.orig_len
+
+
+@attrs.define
+class _Interface:
+    linktype: int
+    snaplen: int
+    ts_base: int = 10  # if_tsresol: 10**-exp or 2**-exp seconds per unit
+    ts_exp: int = 6
+    ts_offset_s: int = 0
+
+    def to_ns(self, units: int) -> int:
+        if self.ts_base == 10:
+            if self.ts_exp <= 9:
+                ns = units * int(10 ** (9 - self.ts_exp))
+            else:
+                ns = units // int(10 ** (self.ts_exp - 9))
+        else:
+            ns = (units * 1_000_000_000) >> self.ts_exp
+        return ns + self.ts_offset_s * 1_000_000_000
+
+
+class _Eof(Exception):
+    """Internal: the file ended inside a structure."""
+
+
+class CaptureReader:
+    """Iterate the packets of a pcap or pcapng file, one record at a time.
+
+    ``source`` is a path or a binary file object (which is not closed by us).
+    The format is recognised from the first four bytes.
+    """
+
+    format: Literal["pcap", "pcapng"]
+
+    def __init__(self, source: str | os.PathLike[str] | BinaryIO) -> None:
+        if isinstance(source, (str, os.PathLike)):
+            self._file: BinaryIO = open(source, "rb")
+            self._owns_file = True
+        else:
+            self._file = source
+            self._owns_file = False
+        self._pos = 0  # bytes consumed, for error offsets
+        self._index = 0
+        self._started = False
+        #: True once the reader found the file ending inside a record.
+        self.truncated = False
+        #: For pcap files, the linktype declared in the file header.
+        self.linktype: int | None = None
+        self.nanosecond = False
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------
+
+    def _read(self, n: int) -> bytes:
+        """Read exactly n bytes, or fewer only at end of file (short reads of
+        pipes and sockets are retried)."""
+        data = self._file.read(n)
+        if data is None:  # a non-blocking raw stream with nothing ready
+            data = b""
+        if len(data) < n and data:
+            parts = [data]
+            got = len(data)
+            while got < n:
+                more = self._file.read(n - got)
+                if not more:
+                    break
+                parts.append(more)
+                got += len(more)
+            data = b"".join(parts)
+        self._pos += len(data)
+        return data
+
+    def _read_full(self, n: int) -> bytes:
+        data = self._read(n)
+        if len(data) < n:
+            raise _Eof
+        return data
+
+    def _skip(self, n: int) -> None:
+        while n > 0:
+            got = len(self._read(min(n, _SKIP_CHUNK)))
+            if got == 0:
+                raise _Eof
+            n -= got
+
+    def close(self) -> None:
+        if self._owns_file:
+            self._file.close()
+
+    def __enter__(self) -> CaptureReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- header -----------------------------------------------------------
+
+    def _open(self) -> None:
+        magic = self._read(4)
+        if len(magic) < 4:
+            raise CaptureError("file too short to be a pcap or pcapng capture", offset=0, truncated=True)
+        if magic in _PCAP_MAGICS:
+            self.format = "pcap"
+            self._open_pcap(magic)
+        elif int.from_bytes(magic, "big") == _PCAPNG_SHB:
+            self.format = "pcapng"
+            self._pending_magic = magic
+        else:
+            raise CaptureError(f"not a pcap or pcapng file (magic {magic.hex()})", offset=0)
+
+    def _open_pcap(self, magic: bytes) -> None:
+        order, self._frac_ns, extra = _PCAP_MAGICS[magic]
+        self.nanosecond = self._frac_ns == 1
+        rest = self._read(20)
+        if len(rest) < 20:
+            raise CaptureError("pcap file header cut short", offset=self._pos, truncated=True)
+        major, _minor, _zone, _sigfigs, snaplen, network = struct.unpack(order + "HHiIII", rest)
+        if major != 2:
+            raise CaptureError(f"unsupported pcap version {major}", offset=4)
+        # The upper bits of the link-type word carry FCS information (pcap
+        # spec, "LinkType and additional information"); the type is the low 16.
+        self.linktype = network & 0xFFFF
+        self._snaplen = snaplen
+        self._rec = struct.Struct(order + "IIII")
+        self._rec_size = 16 + extra
+
+    # -- iteration --------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Packet]:
+        if self._started:
+            raise CaptureError("a CaptureReader can be iterated only once")
+        self._started = True
+        if self.format == "pcap":
+            return self._iter_pcap()
+        return self._iter_pcapng()
+
+    def _iter_pcap(self) -> Iterator[Packet]:
+        rec = self._rec
+        rec_size = self._rec_size
+        frac_ns = self._frac_ns
+        linktype = self.linktype
+        assert linktype is not None
+        read = self._read
+        while True:
+            head = read(rec_size)
+            if len(head) < rec_size:
+                if head:
+                    self.truncated = True
+                return
+            sec, frac, incl, orig = rec.unpack_from(head)
+            if incl > MAX_CAPLEN:
+                raise CaptureError(
+                    f"record declares {incl} captured bytes, more than the {MAX_CAPLEN}-byte cap",
+                    offset=self._pos - rec_size,
+                )
+            data = read(incl)
+            self._index += 1
+            ts_ns = sec * 1_000_000_000 + frac * frac_ns
+            cut = len(data) < incl
+            yield Packet(self._index, ts_ns / 1e9, ts_ns, linktype, data, orig, 0, cut)
+            if cut:
+                self.truncated = True
+                return
+
+    def _iter_pcapng(self) -> Iterator[Packet]:
+        order = "<"
+        interfaces: list[_Interface] = []
+        first = True
+        while True:
+            block_start = self._pos
+            packet: Packet | None = None
+            if first:
+                head = self._pending_magic + self._read(4)
+                block_start = 0
+                first = False
+            else:
+                head = self._read(8)
+            if not head:
+                return
+            if len(head) < 8:
+                self.truncated = True
+                return
+            try:
+                if int.from_bytes(head[:4], "big") == _PCAPNG_SHB:
+                    bom = self._read_full(4)
+                    if bom == b"\x4d\x3c\x2b\x1a":
+                        order = "<"
+                    elif bom == b"\x1a\x2b\x3c\x4d":
+                        order = ">"
+                    else:
+                        raise CaptureError(
+                            "pcapng section header has no byte-order magic", offset=block_start
+                        )
+                    block_type = _PCAPNG_SHB
+                    (total,) = struct.unpack(order + "I", head[4:])
+                    body_read = 4
+                else:
+                    block_type, total = struct.unpack(order + "II", head)
+                    body_read = 0
+                if total < 12 or total % 4:
+                    raise CaptureError(f"pcapng block length {total} is invalid", offset=block_start)
+                body_len = total - 12
+                if block_type == _PCAPNG_SHB:
+                    if body_len < 16:
+                        raise CaptureError("pcapng section header too short", offset=block_start)
+                    major = struct.unpack(order + "H", self._read_full(2))[0]
+                    body_read += 2
+                    if major != 1:
+                        raise CaptureError(f"unsupported pcapng version {major}", offset=block_start)
+                    interfaces = []  # interface ids are per section
+                elif block_type == _PCAPNG_IDB:
+                    body_read = self._read_idb(order, body_len, interfaces, block_start)
+                elif block_type in (_PCAPNG_EPB, _PCAPNG_OPB):
+                    packet, body_read = self._read_epb(order, block_type, body_len, interfaces, block_start)
+                elif block_type == _PCAPNG_SPB:
+                    packet, body_read = self._read_spb(order, body_len, interfaces, block_start)
+                if packet is not None and packet.cut_by_eof:
+                    yield packet
+                    self.truncated = True
+                    return
+                self._skip(body_len - body_read)
+                (trailer,) = struct.unpack(order + "I", self._read_full(4))
+                if trailer != total:
+                    raise CaptureError(
+                        f"pcapng block length {total} does not match its trailer {trailer}",
+                        offset=block_start,
+                    )
+            except _Eof:
+                # A packet whose data was complete is still worth yielding
+                # when only its options or trailer were cut off.
+                if packet is not None:
+                    yield packet
+                self.truncated = True
+                return
+            if packet is not None:
+                yield packet
+
+    def _read_idb(self, order: str, body_len: int, interfaces: list[_Interface], start: int) -> int:
+        if body_len < 8:
+            raise CaptureError("pcapng interface block too short", offset=start)
+        linktype, _reserved, snaplen = struct.unpack(order + "HHI", self._read_full(8))
+        iface = _Interface(linktype, snaplen)
+        used = 8
+        # Options are read one at a time; each value is at most 65535 bytes
+        # (a 16-bit length), so parsing them never needs a large buffer.
+        while body_len - used >= 4:
+            code, length = struct.unpack(order + "HH", self._read_full(4))
+            used += 4
+            if code == _OPT_ENDOFOPT:
+                break
+            padded = (length + 3) & ~3
+            if padded > body_len - used:
+                raise CaptureError("pcapng option runs past its block", offset=start)
+            value = self._read_full(padded)[:length]
+            used += padded
+            if code == _OPT_IF_TSRESOL and length >= 1:
+                iface.ts_base = 2 if value[0] & 0x80 else 10
+                iface.ts_exp = value[0] & 0x7F
+            elif code == _OPT_IF_TSOFFSET and length >= 8:
+                (iface.ts_offset_s,) = struct.unpack(order + "q", value[:8])
+        interfaces.append(iface)
+        return used
+
+    def _read_epb(
+        self, order: str, block_type: int, body_len: int, interfaces: list[_Interface], start: int
+    ) -> tuple[Packet, int]:
+        if body_len < 20:
+            raise CaptureError("pcapng packet block too short", offset=start)
+        fixed = self._read_full(20)
+        if block_type == _PCAPNG_EPB:
+            iface_id, ts_hi, ts_lo, caplen, orig = struct.unpack(order + "IIIII", fixed)
+        else:
+            iface_id, _drops, ts_hi, ts_lo, caplen, orig = struct.unpack(order + "HHIIII", fixed)
+        if iface_id >= len(interfaces):
+            raise CaptureError(f"packet refers to undeclared interface {iface_id}", offset=start)
+        if caplen > MAX_CAPLEN:
+            raise CaptureError(
+                f"packet declares {caplen} captured bytes, more than the {MAX_CAPLEN}-byte cap", offset=start
+            )
+        padded = (caplen + 3) & ~3
+        if padded > body_len - 20:
+            raise CaptureError("packet data runs past its block", offset=start)
+        iface = interfaces[iface_id]
+        data = self._read(caplen)
+        ts_ns = iface.to_ns((ts_hi << 32) | ts_lo)
+        self._index += 1
+        packet = Packet(
+            self._index, ts_ns / 1e9, ts_ns, iface.linktype, data, orig, iface_id, len(data) < caplen
+        )
+        return packet, 20 + caplen
+
+    def _read_spb(
+        self, order: str, body_len: int, interfaces: list[_Interface], start: int
+    ) -> tuple[Packet, int]:
+        if not interfaces:
+            raise CaptureError("simple packet block before any interface block", offset=start)
+        if body_len < 4:
+            raise CaptureError("pcapng simple packet block too short", offset=start)
+        (orig,) = struct.unpack(order + "I", self._read_full(4))
+        iface = interfaces[0]
+        # An SPB stores min(original length, snaplen) bytes; the block length
+        # is the other bound, since the SPB has no captured-length field.
+        caplen = min(orig, body_len - 4)
+        if iface.snaplen:
+            caplen = min(caplen, iface.snaplen)
+        if caplen > MAX_CAPLEN:
+            raise CaptureError(
+                f"packet declares {caplen} captured bytes, more than the {MAX_CAPLEN}-byte cap", offset=start
+            )
+        data = self._read(caplen)
+        self._index += 1
+        # SPBs carry no timestamp; 0 is what Wireshark shows for them too.
+        return Packet(self._index, 0.0, 0, iface.linktype, data, orig, 0, len(data) < caplen), 4 + caplen
+
+
+def read_packets(source: str | os.PathLike[str] | BinaryIO) -> Iterator[Packet]:
+    """Yield every packet of a capture file; closes the file it opened."""
+    with CaptureReader(source) as reader:
+        yield from reader
