@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SYSTEM_STAMP := $(VENV)/.system-packages
+# Real peers the tests compare against; tests that need a missing one skip with a loud reason.
+SYSTEM_PACKAGES := tshark kcat
 
 .PHONY: install run test lint bench clean
 
@@ -14,7 +17,19 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-install: $(STAMP)
+$(SYSTEM_STAMP): | $(PY)
+	@missing=""; for p in $(SYSTEM_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q $$missing >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $$missing >/dev/null 2>&1; } || \
+	  echo "WARNING: could not install$$missing; the tests that need them will skip"; \
+	else echo "WARNING: no apt-get or not root; missing$$missing; the tests that need them will skip"; fi
+	touch $(SYSTEM_STAMP)
+
+install: $(STAMP) $(SYSTEM_STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/kafkapy demo
@@ -23,7 +38,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check kafkapy tests benchmarks examples
 	$(VENV)/bin/mypy
 
-test: $(STAMP) lint
+test: install lint
 	$(PY) -m pytest
 
 bench: $(STAMP)

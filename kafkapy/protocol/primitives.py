@@ -575,5 +575,9 @@ class Array(Primitive):
             g.emit(ind + 1, f"raise EncodeError('null in a non-nullable array', field={field!r})")
         g.emit(ind, "else:")
         _emit_write_length(g, f"len({v})", ind + 1, self.compact, self.width)
+        el = self.element
+        if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):
+            g.emit(ind + 1, f"out += _ARRAY_STRUCTS[{el.fmt!r}][len({v})].pack(*{v})")
+            return
         g.emit(ind + 1, f"for {item} in {v}:")
-        self.element.emit_write(g, item, ind + 2, field + "[]")
+        el.emit_write(g, item, ind + 2, field + "[]")

@@ -368,7 +368,7 @@ class StructCodec(Primitive):
     def _emit_tag_decoder(self, g: Gen) -> None:
         where = f"{self.name} tagged fields"
         for slot in self.tagged:
-            g.emit(1, f"r[{slot.key!r}] = {_default_expr(g, slot)}")
+            g.emit(1, f"r[{slot.key!r}] = {_fresh_expr(slot.default)}")
         g.emit(1, "if pos < end and buf[pos] == 0: pos += 1")
         g.emit(1, "else:")
         uv = UnsignedVarint()
@@ -405,7 +405,7 @@ class StructCodec(Primitive):
                     _fixed(s).wire_expr(f"get({s.key!r}, {_literal(s.default)})") for s in run)
                 g.emit(1, f"out += {st}.pack({args})")
                 continue
-            expr = f"get({first.key!r}, {_default_expr(g, first)})"
+            expr = f"get({first.key!r}, {_template(g, first.default)})"
             if first.field.present_if_remaining:
                 v = g.var("s")
                 g.emit(1, f"{v} = {expr}")
@@ -427,13 +427,16 @@ class StructCodec(Primitive):
         g.emit(1, "saved = out")
         for slot in self.tagged:
             v = g.var("t")
-            g.emit(1, f"{v} = get({slot.key!r}, {_default_expr(g, slot)})")
-            g.emit(1, f"if {v} != {_default_expr(g, slot)}:")
+            template = _template(g, slot.default)
+            g.emit(1, f"{v} = get({slot.key!r}, {template})")
+            g.emit(1, f"if {v} != {template}:")
             g.emit(2, "out = bytearray()")
             slot.codec.emit_write(g, v, 2, slot.path)
             g.emit(2, f"chunks[{slot.field.tag}] = bytes(out)")
         g.emit(1, "out = saved")
-        g.emit(1, f"_write_tags(out, chunks, get({UNKNOWN_TAGS!r}))")
+        g.emit(1, f"unknown = get({UNKNOWN_TAGS!r})")
+        g.emit(1, "if chunks or unknown: _write_tags(out, chunks, unknown)")
+        g.emit(1, "else: out += b'\\x00'")
 
 
 def write_tag_section(out: bytearray, chunks: dict[int, bytes], unknown: Any) -> None:
@@ -474,15 +477,24 @@ def _literal(value: Any) -> str:
     return repr(value)
 
 
-def _default_expr(g: Gen, slot: _Slot) -> str:
-    """Source for a fresh default value; nested struct defaults come from a module-level template."""
-    value = slot.default
+def _fresh_expr(value: Any) -> str:
+    """Source that builds a new default value: a literal, so no copying at run time."""
     if isinstance(value, list):
         return "[]"
     if isinstance(value, Body):
+        items = ", ".join(f"{k!r}: {_fresh_expr(v)}" for k, v in value.items())
+        return f"_Body({{{items}}})"
+    return _literal(value)
+
+
+def _template(g: Gen, value: Any) -> str:
+    """A shared, read-only default for encoders: compared and read, never mutated."""
+    if isinstance(value, list):
+        return "[]"  # not (): tagged arrays compare against it, and () != []
+    if isinstance(value, Body):
         name = g.var("D")
-        g.lines.insert(0, f"{name} = _Body({dict(value)!r})")
-        return f"_fresh({name})"
+        g.lines.insert(0, f"{name} = {_fresh_expr(value)}")
+        return name
     return _literal(value)
 
 
@@ -597,7 +609,6 @@ def _module_runtime() -> dict[str, Any]:
         "_struct": struct,
         "_Body": Body,
         "_Records": _records_type(),
-        "_fresh": _fresh,
         "_write_tags": write_tag_section,
         "_decode_stream": _decode_stream,
         "_encode_stream": _encode_stream,
