@@ -16,6 +16,7 @@ from kafkapy.protocol.codec import (
     decode_response,
     encode_request,
     encode_response,
+    fit_body,
     message_schema,
 )
 from kafkapy.protocol.schema import Body
@@ -37,6 +38,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "fit_body",
     "get_api",
     "message_schema",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "fit_body",
     "message_schema",
 ]
 
@@ -206,6 +207,11 @@ def _run_encoder(api_key: int, kind: str, version: int, body: Mapping[str, Any],
         del out[mark:]
         schema.root.write(body, bytearray())
         raise EncodeError(f"cannot encode {schema.spec.name} v{version}: {exc!r}") from exc
+
+
+def fit_body(api_key: int, kind: str, version: int, body: Mapping[str, Any]) -> Body:
+    """Drop the fields ``version`` lacks, so a handler can write one body for all versions."""
+    return message_schema(api_key, kind, version).root.fit(body)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,

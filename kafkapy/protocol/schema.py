@@ -284,6 +284,17 @@ class StructCodec(Primitive):
                 chunks[slot.field.tag or 0] = bytes(buf)
         write_tag_section(out, chunks, value.get(UNKNOWN_TAGS))
 
+    def fit(self, value: Mapping[str, Any]) -> Body:
+        """A copy holding only the fields of this version, nested structs included, so one
+        body written for the newest version can be encoded at any older one."""
+        body = Body()
+        for slot in self.slots + self.tagged:
+            if slot.key in value:
+                body[slot.key] = _fit_value(slot.codec, value[slot.key])
+        if self.flexible and UNKNOWN_TAGS in value:
+            body[UNKNOWN_TAGS] = value[UNKNOWN_TAGS]
+        return body
+
     def check_keys(self, value: Mapping[str, Any]) -> None:
         """Refuse fields this version lacks, unless they hold their default, and unknown names."""
         for key in value.keys() - self.keys:
@@ -496,6 +507,18 @@ def _template(g: Gen, value: Any) -> str:
         g.lines.insert(0, f"{name} = {_fresh_expr(value)}")
         return name
     return _literal(value)
+
+
+def _fit_value(codec: Primitive, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(codec, NullableStruct):
+        codec = codec.inner
+    if isinstance(codec, StructCodec):
+        return codec.fit(value)
+    if isinstance(codec, Array) and isinstance(codec.element, (StructCodec, NullableStruct)):
+        return [_fit_value(codec.element, item) for item in value]
+    return value
 
 
 def _nested_structs(codec: Primitive) -> list[StructCodec]:

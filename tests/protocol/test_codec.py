@@ -133,3 +133,13 @@ def test_schema_is_a_construct_with_core_and_compiled_paths() -> None:
     decode, _ = schema.compiled_codec()
     assert decode(memoryview(built), 0, len(built))[0] == parsed
     assert message_schema(3, "response", 12) is schema  # built once, cached
+
+
+def test_fit_body_drops_fields_a_version_lacks() -> None:
+    from kafkapy.protocol import fit_body
+
+    newest = {"throttle_time_ms": 5, "cluster_id": "c", "controller_id": 1, "topics": [],
+              "brokers": [{"node_id": 1, "host": "h", "port": 1, "rack": "r"}]}
+    old = fit_body(3, "response", 0, newest)
+    assert old == {"brokers": [{"node_id": 1, "host": "h", "port": 1}], "topics": []}
+    assert decode_response(encode_response(3, 0, 1, old), 3, 0).body == old

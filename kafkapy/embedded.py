@@ -1,0 +1,118 @@
+"""An in-process broker for test suites: ``with Broker() as broker:`` or ``await broker.start()``.
+
+As a context manager it runs on its own event loop in a background thread, so
+synchronous test code and blocking clients can talk to it. Inside asyncio code,
+``await broker.start()`` runs it on the caller's loop instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+from kafkapy.server.broker import BrokerRuntime
+from kafkapy.server.config import BrokerConfig
+from kafkapy.server.modules import Module
+from kafkapy.store.memory import MemoryStore
+
+__all__ = ["Broker"]
+
+EMBEDDED_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0"}  # ephemeral: tests never collide
+
+
+class Broker:
+    def __init__(self, config: Mapping[str, Any] | None = None, *, store: MemoryStore | None = None,
+                 modules: list[type[Module]] | None = None) -> None:
+        self.config = BrokerConfig.build({**EMBEDDED_DEFAULTS, **(config or {})})
+        self.store = store
+        self.module_classes = modules
+        self.runtime: BrokerRuntime | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- on the caller's loop -------------------------------------------------------------
+
+    async def start(self) -> Broker:
+        runtime = BrokerRuntime(self.config, self.store, self._classes())
+        await runtime.start()
+        self.runtime, self.store = runtime, runtime.store
+        return self
+
+    async def stop(self) -> None:
+        if self.runtime is not None:
+            await self.runtime.stop()
+
+    async def __aenter__(self) -> Broker:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _classes(self) -> list[type[Module]] | None:
+        if self.module_classes is None:
+            return None
+        from kafkapy.server.broker import default_module_classes
+
+        return [*default_module_classes(self.config), *self.module_classes]
+
+    # --- on a background thread ------------------------------------------------------------
+
+    def __enter__(self) -> Broker:
+        started: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            assert self._loop is not None
+            asyncio.set_event_loop(self._loop)
+            try:
+                self._loop.run_until_complete(self.start())
+            except BaseException as exc:
+                started.set_exception(exc)
+                self._loop.close()
+                return
+            started.set_result(None)
+            self._loop.run_forever()
+            self._loop.close()
+
+        self._thread = threading.Thread(target=run, name="kafkapy-broker", daemon=True)
+        self._thread.start()
+        started.result()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or not thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self.stop(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        self._thread = None
+
+    # --- what tests need to connect ------------------------------------------------------
+
+    @property
+    def listeners(self) -> dict[str, str]:
+        """Listener name to the "host:port" clients should use (the advertised endpoint)."""
+        runtime = self._running()
+        return {b.name: f"{b.advertised_host}:{b.advertised_port}" for b in runtime.listeners}
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return next(iter(self.listeners.values()))
+
+    @property
+    def broker_id(self) -> int:
+        return self._running().broker_id
+
+    def _running(self) -> BrokerRuntime:
+        if self.runtime is None:
+            raise RuntimeError("the broker is not started: use `with Broker() as b:` or `await b.start()`")
+        return self.runtime

@@ -1,0 +1,1 @@
+"""The asyncio broker: listeners, framing, dispatch, modules and observers."""

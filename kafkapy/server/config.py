@@ -1,0 +1,192 @@
+"""The broker's configuration: one typed, frozen object from Kafka-style properties.
+
+Sources, in increasing precedence: defaults, a server.properties file, a
+dict, and ``--override key=value`` pairs. Keys Kafka has keep Kafka's names
+and defaults. An unknown key warns (Kafka logs unused keys too); an invalid
+value fails at start with a ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kafkapy.errors import KafkaPyError
+
+__all__ = ["BrokerConfig", "ConfigError", "ConfigKey", "load_properties", "parse_overrides"]
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(KafkaPyError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+@attrs.frozen
+class ConfigKey:
+    """A declared configuration key: its type, Kafka's default, and why it exists."""
+
+    name: str
+    type: str  # "int", "long", "double", "boolean", "string", "list", "password", "class"
+    default: Any
+    doc: str
+    validator: Callable[[Any], str | None] | None = None
+
+
+def _at_least(minimum: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= minimum else f"must be at least {minimum}"
+
+
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
+
+
+CORE_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("broker.id", "int", -1,
+              "This broker's id; -1 lets the metadata store assign one above reserved.broker.max.id.",
+              _at_least(-1)),
+    ConfigKey("reserved.broker.max.id", "int", 1000, "Kafka's default: generated ids start above it."),
+    ConfigKey("broker.rack", "string", None, "Rack reported in Metadata."),
+    ConfigKey("listeners", "string", "PLAINTEXT://127.0.0.1:9092",
+              "Comma-separated NAME://host:port; port 0 picks an ephemeral port."),
+    ConfigKey("advertised.listeners", "string", None, "What clients are told; defaults to listeners."),
+    ConfigKey("listener.security.protocol.map", "string",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "Listener name to security protocol (Kafka's default map)."),
+    ConfigKey("inter.broker.listener.name", "string", None,
+              "Listener brokers use between themselves; defaults to the PLAINTEXT listener."),
+    ConfigKey("socket.request.max.bytes", "int", 104857600,
+              "Kafka's default: a larger (or negative) frame size closes the connection unread.",
+              _at_least(1)),
+    ConfigKey("connections.max.idle.ms", "long", 600000, "Kafka's default idle timeout.", _at_least(1)),
+    ConfigKey("num.network.threads", "int", 3,
+              "Accepted for compatibility; one asyncio loop serves every connection.", _at_least(1)),
+    ConfigKey("message.max.bytes", "int", 1048588, "Kafka's default; reported in BrokerMetadata."),
+    ConfigKey("quota.window.num", "int", 11, "Kafka's default number of quota samples.", _at_least(1)),
+    ConfigKey("quota.window.size.seconds", "int", 1, "Kafka's default quota sample length.", _at_least(1)),
+    ConfigKey("observer.class.names", "list", [], "Dotted class paths of observers (KIP-388)."),
+    ConfigKey("ssl.certfile", "string", None, "PEM certificate for SSL listeners."),
+    ConfigKey("ssl.keyfile", "string", None, "PEM private key for SSL listeners."),
+    ConfigKey("ssl.cafile", "string", None, "PEM CA bundle for verifying client certificates."),
+    ConfigKey("ssl.client.auth", "string", "none", "Kafka's values: none, requested, required.",
+              _one_of("none", "requested", "required")),
+    ConfigKey("unknown.request.behavior", "string", "empty",
+              "empty: answer unknown requests with an empty response (KIP-35 draft); "
+              "close: close the connection as modern Kafka does.", _one_of("empty", "close")),
+    ConfigKey("advertise.private.api.keys", "boolean", True,
+              "List the private API keys in ApiVersions; some clients reject keys they do not know."),
+    ConfigKey("kafkapy.modules", "list", [], "Extra modules to enable, by entry-point name or dotted path."),
+    ConfigKey("cluster.id", "string", None, "Fixed cluster id; by default the store makes a stable one."),
+)
+
+_TAG_KEY = re.compile(r"^tag\.(.+)$")
+
+
+def _convert(key: ConfigKey, raw: Any) -> Any:
+    if raw is None:
+        return None
+    kind = key.type
+    if kind in ("int", "long"):
+        if isinstance(raw, bool):
+            raise ValueError("expected an integer")
+        return int(str(raw).strip())
+    if kind == "double":
+        return float(str(raw).strip())
+    if kind == "boolean":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text not in ("true", "false"):
+            raise ValueError("expected true or false")
+        return text == "true"
+    if kind == "list":
+        if isinstance(raw, (list, tuple)):
+            return [str(x).strip() for x in raw if str(x).strip()]
+        return [part.strip() for part in str(raw).split(",") if part.strip()]
+    return str(raw).strip()
+
+
+@attrs.frozen
+class BrokerConfig:
+    """Every setting the broker and its modules read, typed and validated."""
+
+    values: Mapping[str, Any]
+    tags: Mapping[str, str]  # tag.<name>=<value>, the KIP-35 draft's user tags
+    originals: Mapping[str, str]
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    @classmethod
+    def build(cls, settings: Mapping[str, Any] | None = None, *, properties: str | Path | None = None,
+              overrides: Iterable[str] = (), extra_keys: Iterable[ConfigKey] = ()) -> BrokerConfig:
+        raw: dict[str, Any] = {}
+        if properties is not None:
+            raw.update(load_properties(Path(properties)))
+        raw.update(settings or {})
+        raw.update(parse_overrides(overrides))
+        keys = {k.name: k for k in (*CORE_KEYS, *extra_keys)}
+        values: dict[str, Any] = {}
+        tags: dict[str, str] = {}
+        for name, value in raw.items():
+            match = _TAG_KEY.match(name)
+            if match:
+                tags[match.group(1)] = str(value)
+            elif name not in keys and not name.startswith("listener.name."):
+                log.warning("unknown configuration key %r (ignored)", name)
+        for name, key in keys.items():
+            value = raw.get(name, key.default)
+            try:
+                value = _convert(key, value)
+            except ValueError as exc:
+                raise ConfigError(f"invalid value {raw.get(name)!r} for {name}: {exc}") from None
+            if value is not None and key.validator is not None:
+                problem = key.validator(value)
+                if problem:
+                    raise ConfigError(f"invalid value {value!r} for {name}: {problem}")
+            values[name] = value
+        # Per-listener keys (listener.name.<l>.<key>) are kept verbatim for the modules that read them.
+        values.update({k: v for k, v in raw.items() if k.startswith("listener.name.")})
+        return cls(values=values, tags=tags, originals={k: str(v) for k, v in raw.items()})
+
+
+def load_properties(path: Path) -> dict[str, str]:
+    """Java .properties, as Kafka's server.properties uses them: key=value or key: value, # and ! comments."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    result: dict[str, str] = {}
+    pending = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not pending and (not stripped or stripped[0] in "#!"):
+            continue
+        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            pending += stripped[:-1]
+            continue
+        stripped, pending = pending + stripped, ""
+        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", stripped)
+        if match is None:
+            result[stripped] = ""
+        else:
+            result[match.group(1)] = match.group(2)
+    return result
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
+    result = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not KEY=VALUE")
+        result[key.strip()] = value.strip()
+    return result

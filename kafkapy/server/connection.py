@@ -1,0 +1,173 @@
+"""One client connection: bytes in, frames to the dispatcher, responses out in order.
+
+Theory of operation
+-------------------
+``data_received`` feeds a sans-I/O FrameBuffer and queues every complete
+frame. A single worker task per connection takes frames off the queue and
+awaits the dispatcher for each in turn, so requests are processed one at a
+time and responses leave in request order: pipelining works, as kfake does
+it. Reading pauses while the queue is long, so a fast sender cannot grow it.
+
+A frame size that is negative or over socket.request.max.bytes closes the
+connection before its body is read. The idle timer is one restartable
+TimerHandle (hypercorn's idea): any received bytes restart it, so a partial
+frame that stalls counts as idle and is closed after connections.max.idle.ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from kafkapy.server.framing import FrameBuffer, FrameSizeError
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.listeners import ListenerSpec
+
+__all__ = ["ConnectionInfo", "KafkaConnection"]
+
+log = logging.getLogger(__name__)
+
+_ids = itertools.count(1)
+_SIZE = struct.Struct(">i")
+MAX_QUEUED_FRAMES = 64  # pause reading beyond this many unprocessed frames
+
+
+@attrs.define(eq=False)
+class ConnectionInfo:
+    """What modules and observers know about a connection."""
+
+    id: str
+    listener: str
+    security_protocol: str
+    client_address: tuple[str, int]
+    broker_address: tuple[str, int]
+    principal: str = "User:ANONYMOUS"
+    attributes: dict[str, Any] = attrs.field(factory=dict)  # per-module state
+
+
+class CloseConnection(Exception):
+    """Raised by the dispatcher to end a connection without a response."""
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, runtime: BrokerRuntime, listener: ListenerSpec) -> None:
+        self.runtime = runtime
+        self.listener = listener
+        self.frames = FrameBuffer(runtime.config["socket.request.max.bytes"])
+        self.queue: collections.deque[bytes] = collections.deque()
+        self.transport: asyncio.Transport | None = None
+        self.info: ConnectionInfo | None = None
+        self.worker: asyncio.Task[None] | None = None
+        self.idle: asyncio.TimerHandle | None = None
+        self.closed = False
+        self.admitted = False
+        self.paused = False
+
+    # --- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("", 0)
+        sock = transport.get_extra_info("sockname") or ("", 0)
+        principal = "User:ANONYMOUS"
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            cert = ssl_object.getpeercert()
+            if cert:
+                subject = ",".join(f"{k}={v}" for rdn in cert.get("subject", ()) for k, v in rdn)
+                principal = f"User:{subject}"
+        self.info = ConnectionInfo(
+            id=f"{self.listener.name}-{peer[0]}:{peer[1]}-{next(_ids)}",
+            listener=self.listener.name, security_protocol=self.listener.security_protocol,
+            client_address=(peer[0], peer[1]), broker_address=(sock[0], sock[1]), principal=principal)
+        self.runtime.connections.add(self)
+        self._restart_idle()
+        self.worker = self.runtime.loop.create_task(self._admit_then_serve())
+
+    def data_received(self, data: bytes) -> None:
+        self._restart_idle()
+        self.frames.feed(data)
+        try:
+            while (frame := self.frames.next_frame()) is not None:
+                self.queue.append(frame)
+        except FrameSizeError as exc:
+            log.warning("closing %s: %s", self._who(), exc)
+            self.close()
+            return
+        if self.queue and self.admitted and (self.worker is None or self.worker.done()):
+            self.worker = self.runtime.loop.create_task(self._serve())
+        if len(self.queue) > MAX_QUEUED_FRAMES and not self.paused and self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        return None  # close once the buffered requests are answered? Kafka closes at once.
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self.idle is not None:
+            self.idle.cancel()
+        self.runtime.connections.discard(self)
+        if self.info is not None and self.admitted:
+            self.runtime.connection_closed(self.info)
+
+    # --- serving ---------------------------------------------------------------------------
+
+    async def _admit_then_serve(self) -> None:
+        assert self.info is not None
+        if not await self.runtime.admit(self.info):
+            self.close()
+            return
+        self.admitted = True
+        await self._serve()
+
+    async def _serve(self) -> None:
+        assert self.info is not None and self.transport is not None
+        dispatcher = self.runtime.dispatcher
+        while self.queue and not self.closed:
+            frame = self.queue.popleft()
+            if self.paused and len(self.queue) < MAX_QUEUED_FRAMES // 2:
+                self.paused = False
+                self.transport.resume_reading()
+            try:
+                response = await dispatcher.dispatch(self.info, frame)
+            except CloseConnection:
+                self.close()
+                return
+            if response is not None and not self.closed:
+                self.transport.write(_SIZE.pack(len(response)) + response)
+
+    def send(self, frame: bytes) -> None:
+        """Write a whole frame body (server-initiated requests use this)."""
+        if self.transport is not None and not self.closed:
+            self.transport.write(_SIZE.pack(len(frame)) + frame)
+
+    def _restart_idle(self) -> None:
+        if self.idle is not None:
+            self.idle.cancel()
+        timeout = self.runtime.config["connections.max.idle.ms"] / 1000
+        self.idle = self.runtime.loop.call_later(timeout, self._idle_expired)
+
+    def _idle_expired(self) -> None:
+        if self.worker is not None and not self.worker.done():
+            self._restart_idle()  # still working on a request: not idle
+            return
+        log.info("closing idle connection %s (connections.max.idle.ms)", self._who())
+        self.close()
+
+    def close(self) -> None:
+        if not self.closed and self.transport is not None:
+            self.closed = True
+            self.transport.close()
+
+    def _who(self) -> str:
+        return self.info.id if self.info is not None else "connection"

@@ -1,0 +1,154 @@
+"""The core module: the APIs every kafkapy broker serves.
+
+ApiVersions (18), Metadata (3), DescribeCluster (60) and BrokerMetadata
+(1010, the KIP-35 draft in seed 002).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import kafkapy
+from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.store.memory import BrokerRegistration
+
+__all__ = ["PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
+
+# The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
+# versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
+# history is in docs/broker.md, and tests/server/test_core_apis.py pins the set it stands for.
+PROTOCOL_VERSION = 1
+PROTOCOL_VERSION_MIN = 1
+
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_ID = 100
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
+
+# Kafka validates ApiVersions v3+ client software names and versions with this pattern.
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+COMPRESSION_CODECS = "1=gzip,2=snappy,3=lz4,4=zstd"
+MESSAGE_FORMATS = "v0,v1,v2"
+
+
+def _version_int(version: str) -> str:
+    """broker.version.int in the draft's format: 0xMMmmpp00 for version MM.mm.pp."""
+    parts = [int(p) for p in re.findall(r"\d+", version)[:3]] + [0, 0, 0]
+    return f"0x{parts[0]:02x}{parts[1]:02x}{parts[2]:02x}00"
+
+
+class CoreModule(Module):
+    name = "core"
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {
+            18: ApiHandler(VersionRange(0, 4), self.api_versions),
+            3: ApiHandler(VersionRange(0, 13), self.metadata),
+            60: ApiHandler(VersionRange(0, 2), self.describe_cluster),
+            1010: ApiHandler(VersionRange(0, 0), self.broker_metadata),
+        }
+
+    # --- ApiVersions --------------------------------------------------------------------------
+
+    async def api_versions(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        if ctx.api_version >= 3:
+            name = request.body.get("client_software_name", "")
+            version = request.body.get("client_software_version", "")
+            if not (_SOFTWARE.match(name) and _SOFTWARE.match(version)):
+                return {"error_code": INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+        advertise_private = ctx.broker.config["advertise.private.api.keys"]
+        api_keys = [{"api_key": key, "min_version": low, "max_version": high}
+                    for key, (low, high) in sorted(ctx.broker.dispatcher.served_versions().items())
+                    if advertise_private or key < 1000]
+        return {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+
+    # --- Metadata -----------------------------------------------------------------------------
+
+    def _brokers_on(self, listener: str) -> list[tuple[BrokerRegistration, str, int]]:
+        """Brokers with an endpoint on the listener the request came in on, as Kafka answers."""
+        found = []
+        for broker in self.broker.store.brokers():
+            endpoint = broker.endpoint(listener)
+            if endpoint is not None:
+                found.append((broker, endpoint.host, endpoint.port))
+        return found
+
+    async def metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        store = ctx.broker.store
+        requested = request.body.get("topics")
+        topics = []
+        if requested is None or (ctx.api_version == 0 and requested == []):
+            pass  # all topics: none exist until topics arrive with the coordination module
+        else:
+            for topic in requested:
+                name = topic.get("name")
+                if name is None:
+                    topics.append({"error_code": UNKNOWN_TOPIC_ID, "name": None,
+                                   "topic_id": topic.get("topic_id"), "is_internal": False, "partitions": [],
+                                   "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                else:
+                    topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                                   "is_internal": False, "partitions": [],
+                                   "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+        body = {
+            "throttle_time_ms": 0,
+            "brokers": [{"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
+                        for b, host, port in self._brokers_on(ctx.connection.listener)],
+            "cluster_id": store.cluster_id(),
+            "controller_id": store.controller_id(),
+            "topics": topics,
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
+        return fit_body(3, "response", ctx.api_version, body)
+
+    # --- DescribeCluster ----------------------------------------------------------------------
+
+    async def describe_cluster(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        store = ctx.broker.store
+        body = {
+            "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+            "cluster_id": store.cluster_id(), "controller_id": store.controller_id(),
+            "brokers": [{"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack,
+                         "is_fenced": False}
+                        for b, host, port in self._brokers_on(ctx.connection.listener)],
+            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        }
+        return fit_body(60, "response", ctx.api_version, body)
+
+    # --- BrokerMetadata (seed 002) ------------------------------------------------------------
+
+    async def broker_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        wanted = request.body.get("node_ids") or []
+        brokers = self.broker.store.brokers()
+        if wanted:
+            ids = {ctx.broker.broker_id if n == -1 else n for n in wanted}
+            brokers = [b for b in brokers if b.broker_id in ids]
+        answer = []
+        for broker in brokers:
+            endpoint = broker.endpoint(ctx.connection.listener) or broker.endpoints[0]
+            answer.append({
+                "node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
+                "protocol_version_min": PROTOCOL_VERSION_MIN, "protocol_version_max": PROTOCOL_VERSION,
+                "tags": [{"key": k, "value": v} for k, v in self._tags(broker).items()],
+            })
+        return {"brokers": answer}
+
+    def _tags(self, broker: BrokerRegistration) -> dict[str, str]:
+        config = self.broker.config
+        tags = {
+            "broker.id": str(broker.broker_id),
+            "broker.version": f"kafkapy-{kafkapy.__version__}",
+            "broker.version.int": _version_int(kafkapy.__version__),
+            "compression.codecs": COMPRESSION_CODECS,
+            "message.max.bytes": str(config["message.max.bytes"]),
+            "message.formats": MESSAGE_FORMATS,
+            "endpoints": ",".join(f"{e.listener.lower()}://{e.host}:{e.port}" for e in broker.endpoints),
+        }
+        if broker.broker_id == self.broker.broker_id:
+            tags.update(config.tags)
+        return tags

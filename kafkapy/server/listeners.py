@@ -1,0 +1,117 @@
+"""Listeners as Kafka configures them: names, security protocols, advertised endpoints."""
+
+from __future__ import annotations
+
+import re
+import ssl
+
+import attrs
+
+from kafkapy.server.config import BrokerConfig, ConfigError
+
+__all__ = ["Endpoint", "ListenerSpec", "parse_endpoints", "resolve_listeners", "ssl_context"]
+
+_ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:\[\]]*):(-?\d+)$")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+@attrs.frozen
+class Endpoint:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+@attrs.frozen
+class ListenerSpec:
+    """A listener to bind, and what clients are told about it."""
+
+    name: str
+    security_protocol: str
+    bind: Endpoint
+    advertised: Endpoint
+
+
+def parse_endpoints(text: str | None, key: str) -> list[Endpoint]:
+    endpoints = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        match = _ENDPOINT.match(item)
+        if match is None:
+            raise ConfigError(f"invalid value {item!r} for {key}: expected NAME://host:port")
+        name, host, port = match.group(1).upper(), match.group(2).strip("[]"), int(match.group(3))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"invalid value {item!r} for {key}: port out of range")
+        endpoints.append(Endpoint(name, host, port))
+    names = [e.name for e in endpoints]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"invalid value {text!r} for {key}: listener names must be unique")
+    return endpoints
+
+
+def _protocol_map(config: BrokerConfig) -> dict[str, str]:
+    mapping = {}
+    for item in str(config["listener.security.protocol.map"]).split(","):
+        name, sep, protocol = item.strip().partition(":")
+        if not sep or protocol.upper() not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"invalid value {item!r} for listener.security.protocol.map")
+        mapping[name.upper()] = protocol.upper()
+    return mapping
+
+
+def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
+    binds = parse_endpoints(config["listeners"], "listeners")
+    if not binds:
+        raise ConfigError("invalid value for listeners: at least one listener is required")
+    advertised = {e.name: e for e in parse_endpoints(config["advertised.listeners"], "advertised.listeners")}
+    protocols = _protocol_map(config)
+    specs = []
+    for bind in binds:
+        protocol = protocols.get(bind.name)
+        if protocol is None:
+            raise ConfigError(
+                f"invalid value for listeners: {bind.name} is not in listener.security.protocol.map")
+        if protocol.startswith("SASL"):
+            raise ConfigError(
+                f"invalid value for listeners: {bind.name} uses {protocol}, which kafkapy does not serve")
+        specs.append(ListenerSpec(bind.name, protocol, bind, advertised.get(bind.name, bind)))
+    unknown = set(advertised) - {s.name for s in specs}
+    if unknown:
+        raise ConfigError(f"invalid value for advertised.listeners: {sorted(unknown)} are not listeners")
+    inter = config["inter.broker.listener.name"]
+    if inter is not None and inter.upper() not in {s.name for s in specs}:
+        raise ConfigError(f"invalid value {inter!r} for inter.broker.listener.name: no such listener")
+    return specs
+
+
+def inter_broker_listener(config: BrokerConfig, specs: list[ListenerSpec]) -> str:
+    """Kafka's rule: the named listener, else the one whose protocol is PLAINTEXT."""
+    name = config["inter.broker.listener.name"]
+    if name:
+        return str(name).upper()
+    for spec in specs:
+        if spec.security_protocol == "PLAINTEXT":
+            return spec.name
+    return specs[0].name
+
+
+def ssl_context(config: BrokerConfig) -> ssl.SSLContext:
+    certfile, keyfile = config["ssl.certfile"], config["ssl.keyfile"]
+    if not certfile:
+        raise ConfigError("ssl.certfile is required for an SSL listener")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(certfile, keyfile)
+        if config["ssl.cafile"]:
+            context.load_verify_locations(config["ssl.cafile"])
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"invalid SSL files (ssl.certfile/ssl.keyfile/ssl.cafile): {exc}") from None
+    context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+                           "required": ssl.CERT_REQUIRED}[config["ssl.client.auth"]]
+    return context

@@ -1,0 +1,105 @@
+"""The one interface through which functionality plugs into the broker.
+
+A module declares the API keys it serves (with versions), hooks on connection
+accept/close and on every request, the features it supports (for feature
+gating), and its config keys. The broker's ApiVersions answer is derived from
+the enabled modules' declarations, never listed by hand.
+
+Modules are chosen by ``kafkapy.modules=`` (entry-point names or dotted
+paths); third parties register under the entry-point group ``kafkapy.modules``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable, Mapping
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.config import ConfigError, ConfigKey
+
+if TYPE_CHECKING:
+    from kafkapy.protocol import Request
+    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.connection import ConnectionInfo
+
+__all__ = ["ApiHandler", "Handler", "Module", "RequestContext", "load_module_class"]
+
+
+@attrs.frozen
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    connection: ConnectionInfo
+    broker: BrokerRuntime
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+# A handler returns the response body, or None when the request takes no response
+# (Produce with acks=0).
+Handler = Callable[[RequestContext, "Request"], Awaitable[Mapping[str, Any] | None]]
+
+
+@attrs.frozen
+class ApiHandler:
+    versions: VersionRange
+    handle: Handler
+    # A feature that must be finalized at >= level for the API to be served (KIP-584 gating).
+    feature: str | None = None
+    min_feature_level: int = 1
+
+
+class Module:
+    """Base class for broker modules; every hook is optional."""
+
+    name: ClassVar[str] = "module"
+    config_keys: ClassVar[tuple[ConfigKey, ...]] = ()
+    # feature name -> (min_version, max_version) supported by this module
+    features: ClassVar[Mapping[str, tuple[int, int]]] = {}
+
+    def __init__(self, broker: BrokerRuntime) -> None:
+        self.broker = broker
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {}
+
+    async def start(self) -> None:
+        """Called once the broker's listeners are bound, before serving."""
+
+    async def stop(self) -> None:
+        """Called at shutdown, after listeners stop accepting."""
+
+    async def on_accept(self, connection: ConnectionInfo) -> bool:
+        """Return False to close the new connection before it is served."""
+        return True
+
+    def on_close(self, connection: ConnectionInfo) -> None:
+        """A connection ended (either side)."""
+
+    async def on_request(self, context: RequestContext, request: Request) -> None:
+        """Seen before the handler runs, for every decoded request."""
+
+
+def load_module_class(name: str) -> type[Module]:
+    """An entry point in group ``kafkapy.modules``, or a dotted ``pkg.module:Class`` / ``pkg.Class``."""
+    for entry in entry_points(group="kafkapy.modules"):
+        if entry.name == name:
+            loaded = entry.load()
+            break
+    else:
+        module_name, sep, attr = name.partition(":")
+        if not sep:
+            module_name, _, attr = name.rpartition(".")
+        try:
+            loaded = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigError(f"invalid value {name!r} for kafkapy.modules: {exc}") from None
+    if not (isinstance(loaded, type) and issubclass(loaded, Module)):
+        raise ConfigError(f"invalid value {name!r} for kafkapy.modules: not a kafkapy Module")
+    return loaded
