@@ -16,13 +16,18 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.memory import BrokerRegistration
 
-__all__ = ["PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
+__all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
 
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_core_apis.py pins the set it stands for.
 PROTOCOL_VERSION = 1
 PROTOCOL_VERSION_MIN = 1
+# What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
+# modules. A test compares the live broker against the newest entry.
+PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
+    1: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0)}),
+}
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUEST = 42
