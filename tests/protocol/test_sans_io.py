@@ -35,6 +35,9 @@ def test_decoding_pulls_in_no_io_module_at_run_time() -> None:
         "from kafkapy.protocol import decode_request, encode_request\n"
         "decode_request(encode_request(3, 12, 1, 'c', {'topics': []}))\n"
         "decode_request(encode_request(0, 9, 1, 'c', {'topic_data': []}))\n"
+        "from kafkapy.protocol.records import Records, build_record_batch\n"
+        "batch = build_record_batch([(b'k', b'v', [], None)], compression='zstd')\n"
+        "assert [r.value for r in Records(batch).records()] == [b'v']\n"
         f"print(sorted(m for m in {sorted(FORBIDDEN)!r} if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

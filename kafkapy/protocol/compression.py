@@ -1,0 +1,215 @@
+"""Kafka's batch compression codecs, on top of cramjam.
+
+Theory of operation: cramjam does the real work for all four codecs; this
+module only adds the framing Kafka puts around them.  Two of those framings are
+Kafka-specific and are the reason this module exists:
+
+* snappy: the Java client writes snappy-java's "xerial" block stream (a 16-byte
+  header starting ``\\x82SNAPPY\\x00`` followed by ``[int32 length][raw snappy
+  block]`` chunks), while several non-Java clients write one raw snappy block.
+  Decoding sniffs the header and accepts both; encoding writes the xerial form,
+  which every Kafka consumer understands.
+* lz4: the LZ4 frame format, except that Kafka 0.8/0.9 (message format v0)
+  computed the frame header checksum over the wrong bytes.  A frame whose
+  header checksum does not verify gets it recomputed once and is retried, so
+  those old batches still decode.
+
+Every failure surfaces as :class:`~kafkapy.errors.DecodeError` carrying the byte
+offset of the compressed payload, because the caller only knows positions in
+the original records bytes, not inside the decompressed stream.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import cramjam
+
+from kafkapy.errors import DecodeError, EncodeError
+
+__all__ = ["Compression", "compress", "compression_of", "decompress"]
+
+Buffer = bytes | bytearray | memoryview
+
+
+class Compression(enum.IntEnum):
+    """The codec id carried in the low three bits of a batch's attributes."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+_BY_NAME = {c.name.lower(): c for c in Compression}
+
+
+def compression_of(codec: Compression | int | str | None) -> Compression:
+    """Normalise the many ways callers spell a codec ("gzip", 1, Compression.GZIP, None)."""
+    if codec is None:
+        return Compression.NONE
+    if isinstance(codec, str):
+        try:
+            return _BY_NAME[codec.strip().lower()]
+        except KeyError:
+            raise EncodeError(f"unknown compression {codec!r}", field="compression") from None
+    try:
+        return Compression(codec)
+    except ValueError:
+        raise EncodeError(f"unknown compression id {codec!r}", field="compression") from None
+
+
+# --- snappy (xerial framing) -------------------------------------------------
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+# version 1, minimum compatible version 1: what snappy-java writes.
+_XERIAL_HEADER = _XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"
+_XERIAL_HEADER_LEN = len(_XERIAL_HEADER)
+# snappy-java's default chunk; readers accept any size, so this only affects ratio.
+_XERIAL_BLOCK = 32 * 1024
+
+
+def _snappy_decode(data: Buffer) -> bytes:
+    view = memoryview(data)
+    if bytes(view[:8]) != _XERIAL_MAGIC or len(view) < _XERIAL_HEADER_LEN:
+        return bytes(cramjam.snappy.decompress_raw(view))
+    # The version/compat words are deliberately ignored: some producers write
+    # them little-endian, and there has only ever been one layout.
+    out: list[bytes] = []
+    pos, end = _XERIAL_HEADER_LEN, len(view)
+    while pos < end:
+        # snappy-java tolerates streams concatenated header and all.
+        if bytes(view[pos : pos + 8]) == _XERIAL_MAGIC:
+            pos += _XERIAL_HEADER_LEN
+            continue
+        if end - pos < 4:
+            raise ValueError("xerial snappy stream ends inside a chunk length")
+        size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
+        pos += 4
+        if size < 0 or size > end - pos:
+            raise ValueError(f"xerial snappy chunk of {size} bytes overruns the stream")
+        out.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + size])))
+        pos += size
+    return b"".join(out)
+
+
+def _snappy_encode(data: Buffer) -> bytes:
+    view = memoryview(data)
+    parts = [_XERIAL_HEADER]
+    for start in range(0, len(view), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
+        parts.append(len(block).to_bytes(4, "big"))
+        parts.append(block)
+    return b"".join(parts)
+
+
+# --- lz4 (Kafka 0.8/0.9 header checksum) -------------------------------------
+
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_M32 = 0xFFFFFFFF
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32, needed only to repair LZ4 frame header checksums (a few bytes long)."""
+    n = len(data)
+    pos = 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while pos + 16 <= n:
+            for i in range(4):
+                lane = int.from_bytes(data[pos : pos + 4], "little")
+                v[i] = (_rotl((v[i] + lane * _P2) & _M32, 13) * _P1) & _M32
+                pos += 4
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while pos + 4 <= n:
+        h = (h + int.from_bytes(data[pos : pos + 4], "little") * _P3) & _M32
+        h = (_rotl(h, 17) * _P4) & _M32
+        pos += 4
+    while pos < n:
+        h = (h + data[pos] * _P5) & _M32
+        h = (_rotl(h, 11) * _P1) & _M32
+        pos += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+def _lz4_fix_header_checksum(frame: bytes) -> bytes | None:
+    """Return ``frame`` with a correct header checksum, or None if it already had one."""
+    if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
+        return None
+    flg = frame[4]
+    hc_pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if len(frame) <= hc_pos:
+        return None
+    good = (xxh32(frame[4:hc_pos]) >> 8) & 0xFF
+    if frame[hc_pos] == good:
+        return None
+    return frame[:hc_pos] + bytes((good,)) + frame[hc_pos + 1 :]
+
+
+def _lz4_decode(data: Buffer) -> bytes:
+    try:
+        return bytes(cramjam.lz4.decompress(data))
+    except cramjam.DecompressionError:
+        fixed = _lz4_fix_header_checksum(bytes(data))
+        if fixed is None:
+            raise
+        return bytes(cramjam.lz4.decompress(fixed))
+
+
+# --- dispatch ----------------------------------------------------------------
+
+
+def decompress(codec: Compression, data: Buffer, *, offset: int | None = None) -> bytes:
+    """Inflate a batch payload; ``offset`` locates the payload for error reports."""
+    try:
+        if codec == Compression.GZIP:
+            return bytes(cramjam.gzip.decompress(data))
+        if codec == Compression.SNAPPY:
+            return _snappy_decode(data)
+        if codec == Compression.LZ4:
+            return _lz4_decode(data)
+        if codec == Compression.ZSTD:
+            return bytes(cramjam.zstd.decompress(data))
+        if codec == Compression.NONE:
+            return bytes(data)
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:
+        # BaseException on purpose: a Rust panic inside cramjam surfaces as
+        # pyo3's PanicException, which does not derive from Exception.
+        raise DecodeError(
+            f"{codec} payload does not decompress: {exc}", offset=offset, field="records"
+        ) from exc
+    raise DecodeError(f"unknown compression id {int(codec)}", offset=offset, field="records")
+
+
+def compress(codec: Compression, data: Buffer) -> bytes:
+    """Deflate a batch payload the way a Java producer would, so any consumer can read it."""
+    if codec == Compression.NONE:
+        return bytes(data)
+    if codec == Compression.GZIP:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == Compression.SNAPPY:
+        return _snappy_encode(data)
+    if codec == Compression.LZ4:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == Compression.ZSTD:
+        return bytes(cramjam.zstd.compress(data))
+    raise EncodeError(f"unknown compression {codec!r}", field="compression")

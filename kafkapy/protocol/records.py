@@ -1,0 +1,1144 @@
+"""Kafka ``records`` fields: record batches (magic 2) and legacy message sets (magic 0/1).
+
+Theory of operation
+-------------------
+A ``records`` field is an opaque byte string at the protocol level; most of the
+time a broker only stores and forwards it.  :class:`Records` therefore wraps the
+bytes and does nothing until asked: construction is O(1) and never fails, so a
+request carrying garbage records still parses and can be answered with
+CORRUPT_MESSAGE by whoever looks inside.
+
+Looking inside happens in three layers, each lazy:
+
+1. *Framing.*  Every entry, whatever its format, starts with
+   ``offset int64, length int32`` and has its magic byte at position 16, so the
+   walk over entries needs only those 17 bytes per entry.  An entry that claims
+   more bytes than remain is a *partial tail* -- normal at the end of a Fetch
+   response, which the broker cuts at ``max_bytes`` -- and ends iteration
+   quietly unless ``strict=True``.
+2. *Batch header.*  A :class:`RecordBatch` (v2) unpacks its fixed 61-byte
+   header with one ``struct`` call; a :class:`LegacyBatch` (v0/v1) unpacks one
+   message's header and locates its key and value.
+3. *Records.*  Only iterating a batch checks its CRC, inflates a compressed
+   payload, and decodes its records, a whole batch at a time (a list is
+   cheaper to build than a generator is to resume once per record).
+
+Decoding never trusts a length: each is compared with the bytes that remain
+before anything is sliced, and every inconsistency is a
+:class:`~kafkapy.errors.DecodeError` whose ``offset`` is a position in the
+original records bytes.  For trouble inside a compressed payload the offset is
+where that payload starts, and the reason says where in the inflated bytes.
+
+The v2 record decoder is the hot path.  Its varints are nearly always one or
+two bytes long (lengths under 8 KiB, deltas under 8192), so each is read
+inline through a 16384-entry zigzag table and only longer ones take a
+function call.
+
+Layouts (all integers big-endian)::
+
+    v2 batch:  base_offset q, batch_length i, partition_leader_epoch i, magic b,
+               crc I (CRC-32C of attributes..end), attributes h,
+               last_offset_delta i, base_timestamp q, max_timestamp q,
+               producer_id q, producer_epoch h, base_sequence i, count i,
+               records...
+    v2 record: length varint, attributes b, timestamp_delta varlong,
+               offset_delta varint, key varint-length bytes,
+               value varint-length bytes, header count varint,
+               headers (key varint-length utf8, value varint-length bytes)...
+    v0/v1:     offset q, size i, crc I (CRC-32 of magic..end), magic b,
+               attributes b, [timestamp q, v1 only], key i-length bytes,
+               value i-length bytes
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import chain
+from typing import Any, NoReturn
+
+import google_crc32c
+
+from kafkapy.errors import DecodeError, EncodeError
+from kafkapy.protocol.compression import Compression, compress, compression_of, decompress
+
+__all__ = [
+    "Batch",
+    "Compression",
+    "LegacyBatch",
+    "Record",
+    "RecordBatch",
+    "Records",
+    "build_record_batch",
+]
+
+Buffer = bytes | bytearray | memoryview
+Header = tuple[str, bytes | None]
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+NO_TIMESTAMP_TYPE = -1
+
+_LOG_OVERHEAD = 12  # offset int64 + length int32, common to every format
+_UP_TO_MAGIC = 17  # bytes needed before an entry's magic byte can be read
+
+_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
+_V2_HEADER_SIZE = _V2_HEADER.size  # 61
+_V2_CRC_AT = 17
+_V2_ATTRIBUTES_AT = 21  # the CRC covers everything from here on
+_V2_MIN_LENGTH = _V2_HEADER_SIZE - _LOG_OVERHEAD
+
+_LEGACY_HEADER = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
+_LEGACY_MIN_SIZE = (14, 22)  # crc+magic+attributes+[timestamp]+key length+value length
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+_DELETE_HORIZON_BIT = 0x40
+
+_INT32_MAX = (1 << 31) - 1
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+# Zigzag decoding of every value a one- or two-byte varint can hold: nearly all of them.
+_ZIGZAG = tuple((u >> 1) ^ -(u & 1) for u in range(1 << 14))
+
+
+class _Corrupt(Exception):
+    """Raised deep inside decoders, which know positions but not where their buffer sits."""
+
+    def __init__(self, reason: str, pos: int) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.pos = pos
+
+
+def _varint_long(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+    """Decode a zigzag varint of at most ``max_bytes``: the slow path behind the inline reads."""
+    start = pos
+    result = 0
+    shift = 0
+    for _ in range(max_bytes):
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            # Java drops bits beyond the type's width rather than rejecting them.
+            result &= 0xFFFFFFFF if max_bytes == 5 else 0xFFFFFFFFFFFFFFFF
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    raise _Corrupt(f"varint longer than {max_bytes} bytes", start)
+
+
+def _crc32c(data: memoryview) -> int:
+    """CRC-32C (Castagnoli), which record batches v2 carry. google-crc32c is a C
+    implementation whose import touches no I/O module (the crc32c package's does);
+    its entry point takes only bytes, so views are copied once (a memcpy)."""
+    return int(google_crc32c.value(bytes(data)))
+
+
+def _flat(raw: Buffer) -> bytes | memoryview:
+    """A buffer that slices and indexes as bytes, without copying."""
+    if isinstance(raw, bytes):
+        return raw
+    view = memoryview(raw)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _unb64(data: Any) -> bytes | None:
+    if data is None or isinstance(data, (bytes, bytearray, memoryview)):
+        return None if data is None else bytes(data)
+    return base64.b64decode(data, validate=True)
+
+
+def _short(data: bytes | None, limit: int = 24) -> str:
+    if data is None or len(data) <= limit:
+        return repr(data)
+    return f"{data[:limit]!r}...({len(data)} bytes)"
+
+
+class Record:
+    """One decoded record, the same shape for every message format.
+
+    A plain ``__slots__`` class rather than attrs: a Fetch response can hold
+    millions of these, and construction is about a third of decoding time.
+    """
+
+    __slots__ = ("headers", "key", "offset", "timestamp", "value")
+
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[Header] | None = None,
+    ) -> None:
+        self.offset = offset
+        # Absolute milliseconds; None only for magic 0, which has no timestamps.
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self.headers: list[Header] = [] if headers is None else headers
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable form; bytes become base64 so binary payloads survive."""
+        return {
+            "offset": self.offset,
+            "timestamp": self.timestamp,
+            "key": _b64(self.key),
+            "value": _b64(self.value),
+            "headers": [{"key": k, "value": _b64(v)} for k, v in self.headers],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Record:
+        """Inverse of :meth:`to_dict`; also accepts raw bytes where base64 is expected."""
+        headers: list[Header] = []
+        for h in data.get("headers") or ():
+            if isinstance(h, Mapping):
+                headers.append((str(h["key"]), _unb64(h.get("value"))))
+            else:
+                k, v = h
+                headers.append((str(k), _unb64(v)))
+        return cls(
+            int(data.get("offset", 0)),
+            data.get("timestamp"),
+            _unb64(data.get("key")),
+            _unb64(data.get("value")),
+            headers,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return (
+            self.offset == other.offset
+            and self.timestamp == other.timestamp
+            and self.key == other.key
+            and self.value == other.value
+            and self.headers == other.headers
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable: headers is a list
+
+    def __repr__(self) -> str:
+        return (
+            f"Record(offset={self.offset}, timestamp={self.timestamp}, key={_short(self.key)}, "
+            f"value={_short(self.value)}, headers={self.headers!r})"
+        )
+
+
+class RecordBatch:
+    """A magic-2 record batch: header decoded eagerly (cheap), records on iteration.
+
+    ``buf`` may be a whole records field; ``pos`` is where the batch starts in
+    it, so error offsets come out relative to the field rather than the batch.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_end",
+        "_pos",
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "crc",
+        "last_offset_delta",
+        "magic",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+    )
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    def __init__(self, buf: Buffer, pos: int = 0) -> None:
+        data = _flat(buf)
+        if len(data) - pos < _V2_HEADER_SIZE:
+            raise DecodeError(
+                f"record batch header needs {_V2_HEADER_SIZE} bytes, {len(data) - pos} remain",
+                offset=pos,
+                field="records",
+                truncated=True,
+            )
+        (
+            self.base_offset,
+            self.batch_length,
+            self.partition_leader_epoch,
+            self.magic,
+            self.crc,
+            self.attributes,
+            self.last_offset_delta,
+            self.base_timestamp,
+            self.max_timestamp,
+            self.producer_id,
+            self.producer_epoch,
+            self.base_sequence,
+            self.record_count,
+        ) = _V2_HEADER.unpack_from(data, pos)
+        if self.magic != 2:
+            raise DecodeError(f"record batch has magic {self.magic}, not 2", offset=pos + 16, field="records")
+        if self.batch_length < _V2_MIN_LENGTH:
+            raise DecodeError(
+                f"batch_length {self.batch_length} is shorter than a batch header",
+                offset=pos + 8,
+                field="records",
+            )
+        end = pos + _LOG_OVERHEAD + self.batch_length
+        if end > len(data):
+            raise DecodeError(
+                f"record batch of {self.batch_length + _LOG_OVERHEAD} bytes, {len(data) - pos} remain",
+                offset=pos + 8,
+                field="records",
+                truncated=True,
+            )
+        self._buf = data
+        self._pos = pos
+        self._end = end
+        if self.attributes & _COMPRESSION_MASK > Compression.ZSTD:
+            self._reject(f"unknown compression id {self.attributes & _COMPRESSION_MASK}", _V2_ATTRIBUTES_AT)
+        if self.record_count < 0:
+            self._reject(f"negative record count {self.record_count}", 57)
+
+    def _reject(self, reason: str, at: int) -> NoReturn:
+        """Report a nonsensical CRC-covered header field, as damage if the CRC says so."""
+        self._check_crc()
+        raise DecodeError(reason, offset=self._pos + at, field="records")
+
+    # -- derived header fields ----------------------------------------------
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & _COMPRESSION_MASK)
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & _TIMESTAMP_TYPE_BIT else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        """KIP-534: compaction reuses base_timestamp to hold the tombstone delete horizon."""
+        return bool(self.attributes & _DELETE_HORIZON_BIT)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._end - self._pos
+
+    @property
+    def raw(self) -> bytes | memoryview:
+        """This batch's bytes; a view when the records field was not ``bytes``."""
+        return self._buf[self._pos : self._end]
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.raw)
+
+    # -- integrity --------------------------------------------------------------
+
+    @property
+    def computed_crc(self) -> int:
+        view = memoryview(self._buf)[self._pos + _V2_ATTRIBUTES_AT : self._end]
+        return _crc32c(view)
+
+    @property
+    def crc_valid(self) -> bool:
+        return self.computed_crc == self.crc
+
+    def validate(self) -> None:
+        """Check the CRC and decode every record, raising DecodeError on the first fault."""
+        self.record_list(check_crc=True)
+
+    def _check_crc(self) -> None:
+        computed = self.computed_crc
+        if computed != self.crc:
+            raise DecodeError(
+                f"record batch CRC32C mismatch: header says {self.crc:#010x}, bytes give {computed:#010x}",
+                offset=self._pos + _V2_CRC_AT,
+                field="records",
+            )
+
+    # -- records ----------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.records()
+
+    def records(self, *, check_crc: bool = True) -> Iterator[Record]:
+        """Check the CRC, inflate and decode now; ``Records`` defers this call until a batch is reached."""
+        return iter(self.record_list(check_crc=check_crc))
+
+    def record_list(self, *, check_crc: bool = True) -> list[Record]:
+        """All records at once: building a list beats resuming a generator per record."""
+        if check_crc:
+            self._check_crc()
+        payload_at = self._pos + _V2_HEADER_SIZE
+        codec = self.attributes & _COMPRESSION_MASK
+        origin: int | None
+        if codec:
+            data = decompress(
+                Compression(codec), memoryview(self._buf)[payload_at : self._end], offset=payload_at
+            )
+            start, end, origin = 0, len(data), None
+        elif isinstance(self._buf, bytes):
+            data, start, end, origin = self._buf, payload_at, self._end, 0
+        else:
+            data = bytes(self._buf[payload_at : self._end])
+            start, end, origin = 0, len(data), payload_at
+        try:
+            return self._decode(data, start, end)
+        except _Corrupt as exc:
+            if origin is None:
+                raise DecodeError(
+                    f"{exc.reason} (at byte {exc.pos} of the decompressed payload)",
+                    offset=payload_at,
+                    field="records",
+                ) from None
+            raise DecodeError(exc.reason, offset=origin + exc.pos, field="records") from None
+
+    def _decode(self, data: bytes, pos: int, end: int) -> list[Record]:
+        """The hot loop; positions are within ``data`` and faults raise _Corrupt.
+
+        Every varint is decoded inline: one- and two-byte ones (nearly all of
+        them) through the zigzag table, longer ones through a call.  Reads past
+        ``end`` are caught by the per-record length check, reads past ``data``
+        by IndexError.
+        """
+        zz = _ZIGZAG
+        varint = _varint_long
+        out: list[Record] = []
+        append = out.append
+        base_offset = self.base_offset
+        base_ts = self.base_timestamp
+        # With log-append time the broker's stamp replaces every record's own.
+        lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
+        count = self.record_count
+        start = pos
+        try:
+            for index in range(count):
+                start = pos
+                if pos >= end:
+                    raise _Corrupt(f"batch ends after {index} of {count} records", pos)
+                b = data[pos]
+                if b < 0x80:
+                    length = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    length = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    length, pos = varint(data, pos, 5)
+                if length < 0 or length > end - pos:
+                    raise _Corrupt(
+                        f"record length {length} overruns the batch ({end - pos} bytes left)", start
+                    )
+                rec_end = pos + length
+                # The attributes byte at ``pos`` is unused by every Kafka version so far.
+                b = data[pos + 1]
+                if b < 0x80:
+                    ts_delta = zz[b]
+                    pos += 2
+                elif (c := data[pos + 2]) < 0x80:
+                    ts_delta = zz[(b & 0x7F) | (c << 7)]
+                    pos += 3
+                else:
+                    ts_delta, pos = varint(data, pos + 1, 10)
+                b = data[pos]
+                if b < 0x80:
+                    offset_delta = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    offset_delta = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    offset_delta, pos = varint(data, pos, 5)
+                b = data[pos]
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    n = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    n, pos = varint(data, pos, 5)
+                if n < 0:
+                    if n != -1:
+                        raise _Corrupt(f"negative key length {n}", pos)
+                    key = None
+                elif n > rec_end - pos:
+                    raise _Corrupt(f"key length {n} overruns the record", pos)
+                else:
+                    key = data[pos : pos + n]
+                    pos += n
+                b = data[pos]
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    n = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    n, pos = varint(data, pos, 5)
+                if n < 0:
+                    if n != -1:
+                        raise _Corrupt(f"negative value length {n}", pos)
+                    value = None
+                elif n > rec_end - pos:
+                    raise _Corrupt(f"value length {n} overruns the record", pos)
+                else:
+                    value = data[pos : pos + n]
+                    pos += n
+                b = data[pos]
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                else:
+                    n, pos = varint(data, pos, 5)
+                headers: list[Header] = []
+                if n:
+                    # Each header takes at least two bytes, which bounds a lying count.
+                    if n < 0 or n > (rec_end - pos) >> 1:
+                        raise _Corrupt(f"header count {n} does not fit the record", pos)
+                    for _ in range(n):
+                        b = data[pos]
+                        if b < 0x80:
+                            n = zz[b]
+                            pos += 1
+                        else:
+                            n, pos = varint(data, pos, 5)
+                        if n < 0 or n > rec_end - pos:
+                            raise _Corrupt(f"header key length {n} is invalid here", pos)
+                        try:
+                            hkey = data[pos : pos + n].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _Corrupt(f"header key is not UTF-8: {exc.reason}", pos) from None
+                        pos += n
+                        b = data[pos]
+                        if b < 0x80:
+                            n = zz[b]
+                            pos += 1
+                        elif (c := data[pos + 1]) < 0x80:
+                            n = zz[(b & 0x7F) | (c << 7)]
+                            pos += 2
+                        else:
+                            n, pos = varint(data, pos, 5)
+                        if n < 0:
+                            if n != -1:
+                                raise _Corrupt(f"negative header value length {n}", pos)
+                            headers.append((hkey, None))
+                        elif n > rec_end - pos:
+                            raise _Corrupt(f"header value length {n} overruns the record", pos)
+                        else:
+                            headers.append((hkey, data[pos : pos + n]))
+                            pos += n
+                if pos != rec_end:
+                    raise _Corrupt(
+                        f"record declares {length} bytes but its fields take {pos - rec_end + length}", start
+                    )
+                append(
+                    Record(
+                        base_offset + offset_delta,
+                        base_ts + ts_delta if lat is None else lat,
+                        key,
+                        value,
+                        headers,
+                    )
+                )
+        except IndexError:
+            raise _Corrupt("record runs past the end of the batch", start) from None
+        if pos != end:
+            raise _Corrupt(f"{end - pos} bytes follow the last of {count} records", pos)
+        return out
+
+    # -- rewriting --------------------------------------------------------------
+
+    def rebased(self, base_offset: int, partition_leader_epoch: int | None = None) -> bytes:
+        """This batch with broker-assigned fields replaced; both lie outside the CRC, so it stays valid."""
+        out = bytearray(self.raw)
+        _I64.pack_into(out, 0, base_offset)
+        if partition_leader_epoch is not None:
+            _I32.pack_into(out, 12, partition_leader_epoch)
+        return bytes(out)
+
+    def __repr__(self) -> str:
+        return (
+            f"<RecordBatch base_offset={self.base_offset} count={self.record_count} "
+            f"compression={self.compression} size={self.size_in_bytes}"
+            f"{' control' if self.is_control else ''}{' transactional' if self.is_transactional else ''}>"
+        )
+
+
+def _legacy_entry(data: bytes | memoryview, pos: int, end: int) -> tuple[int, ...]:
+    """Locate the parts of one v0/v1 message that lies wholly within ``data[pos:end]``.
+
+    Returns (offset, crc, magic, attributes, timestamp_or_-2, key_pos, key_len,
+    value_pos, value_len, message_end); a length of -1 means null.
+    """
+    if end - pos < _UP_TO_MAGIC + 1:
+        raise _Corrupt("message set entry shorter than its header", pos)
+    offset, size, crc, magic, attributes = _LEGACY_HEADER.unpack_from(data, pos)
+    if magic not in (0, 1):
+        raise _Corrupt(f"message has magic {magic}, not 0 or 1", pos + 16)
+    if size < _LEGACY_MIN_SIZE[magic]:
+        raise _Corrupt(f"message size {size} is below the v{magic} minimum", pos + 8)
+    msg_end = pos + _LOG_OVERHEAD + size
+    if msg_end > end:
+        raise _Corrupt(f"message of {size} bytes overruns its message set", pos + 8)
+    p = pos + 18
+    timestamp = -2
+    if magic == 1:
+        timestamp = _I64.unpack_from(data, p)[0]
+        p += 8
+    key_len = _I32.unpack_from(data, p)[0]
+    p += 4
+    if key_len < -1 or key_len > msg_end - p - 4:
+        raise _Corrupt(f"key length {key_len} overruns the message", p - 4)
+    key_pos = p
+    p += max(key_len, 0)
+    value_len = _I32.unpack_from(data, p)[0]
+    p += 4
+    if value_len < -1 or value_len > msg_end - p:
+        raise _Corrupt(f"value length {value_len} overruns the message", p - 4)
+    value_pos = p
+    p += max(value_len, 0)
+    if p != msg_end:
+        raise _Corrupt(f"{msg_end - p} unexplained bytes after the message value", p)
+    return (offset, crc, magic, attributes, timestamp, key_pos, key_len, value_pos, value_len, msg_end)
+
+
+def _slice(data: bytes | memoryview, pos: int, length: int) -> bytes | None:
+    return None if length < 0 else bytes(data[pos : pos + length])
+
+
+class LegacyBatch:
+    """One top-level v0/v1 message; a compressed wrapper expands to its inner messages.
+
+    Kafka calls these message sets; treating each top-level entry as a "batch"
+    lets callers handle all formats with one loop.
+    """
+
+    __slots__ = (
+        "_buf",
+        "_end",
+        "_key",
+        "_pos",
+        "_value",
+        "attributes",
+        "crc",
+        "magic",
+        "offset",
+        "timestamp",
+    )
+
+    offset: int
+    crc: int
+    magic: int
+    attributes: int
+    _end: int
+
+    def __init__(self, buf: Buffer, pos: int = 0) -> None:
+        data = _flat(buf)
+        if len(data) - pos >= _LOG_OVERHEAD:
+            size = _I32.unpack_from(data, pos + 8)[0]
+            if pos + _LOG_OVERHEAD + size > len(data):
+                raise DecodeError(
+                    f"message of {size} bytes, {len(data) - pos - _LOG_OVERHEAD} remain",
+                    offset=pos + 8,
+                    field="records",
+                    truncated=True,
+                )
+        self._buf = data
+        self._pos = pos
+        try:
+            entry = _legacy_entry(data, pos, len(data))
+        except _Corrupt as exc:
+            self._reject(exc.reason, exc.pos)
+        (self.offset, self.crc, self.magic, self.attributes, ts, kpos, klen, vpos, vlen, self._end) = entry
+        # Magic 0 has no timestamp at all; Kafka calls its type NO_TIMESTAMP_TYPE.
+        self.timestamp: int | None = None if ts == -2 else ts
+        if self.attributes & _COMPRESSION_MASK > Compression.LZ4:
+            self._reject(
+                f"compression id {self.attributes & _COMPRESSION_MASK} is not valid before magic 2", pos + 17
+            )
+        self._key = (kpos, klen)
+        self._value = (vpos, vlen)
+
+    def _reject(self, reason: str, at: int) -> NoReturn:
+        """Report a nonsensical message, as damage if its CRC says so (the likelier story)."""
+        data, pos = self._buf, self._pos
+        if len(data) - pos >= _LEGACY_HEADER.size:
+            size = _I32.unpack_from(data, pos + 8)[0]
+            if 4 < size <= len(data) - pos - _LOG_OVERHEAD:
+                self.crc = _I32.unpack_from(data, pos + 12)[0] & 0xFFFFFFFF
+                self._end = pos + _LOG_OVERHEAD + size
+                self._check_crc()
+        raise DecodeError(reason, offset=at, field="records")
+
+    def _check_crc(self) -> None:
+        computed = self.computed_crc
+        if computed != self.crc:
+            raise DecodeError(
+                f"message CRC32 mismatch: header says {self.crc:#010x}, bytes give {computed:#010x}",
+                offset=self._pos + 12,
+                field="records",
+            )
+
+    @property
+    def compression(self) -> Compression:
+        return Compression(self.attributes & _COMPRESSION_MASK)
+
+    @property
+    def timestamp_type(self) -> int:
+        if self.magic == 0:
+            return NO_TIMESTAMP_TYPE
+        return LOG_APPEND_TIME if self.attributes & _TIMESTAMP_TYPE_BIT else CREATE_TIME
+
+    @property
+    def key(self) -> bytes | None:
+        return _slice(self._buf, *self._key)
+
+    @property
+    def value(self) -> bytes | None:
+        """The message value; for a compressed wrapper, the compressed inner message set."""
+        return _slice(self._buf, *self._value)
+
+    @property
+    def last_offset(self) -> int:
+        """A wrapper carries the offset of its last inner message, so this needs no inflating."""
+        return self.offset
+
+    @property
+    def base_offset(self) -> int:
+        if not self.attributes & _COMPRESSION_MASK:
+            return self.offset
+        # Needs the inner set inflated: only the last inner offset is on the wrapper.
+        return self.record_list(check_crc=False)[0].offset
+
+    is_transactional = False
+    is_control = False
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._end - self._pos
+
+    @property
+    def raw(self) -> bytes | memoryview:
+        return self._buf[self._pos : self._end]
+
+    def __bytes__(self) -> bytes:
+        return bytes(self.raw)
+
+    @property
+    def computed_crc(self) -> int:
+        return zlib.crc32(memoryview(self._buf)[self._pos + 16 : self._end])
+
+    @property
+    def crc_valid(self) -> bool:
+        return self.computed_crc == self.crc
+
+    def validate(self) -> None:
+        """Check every CRC (wrapper and inner) and decode everything."""
+        self.record_list(check_crc=True)
+
+    def __iter__(self) -> Iterator[Record]:
+        return self.records()
+
+    def records(self, *, check_crc: bool = True) -> Iterator[Record]:
+        """Check CRCs, inflate and decode now; ``Records`` defers this call until a batch is reached."""
+        return iter(self.record_list(check_crc=check_crc))
+
+    def record_list(self, *, check_crc: bool = True) -> list[Record]:
+        if check_crc:
+            self._check_crc()
+        if not self.attributes & _COMPRESSION_MASK:
+            return [Record(self.offset, self.timestamp, self.key, self.value, [])]
+        vpos, vlen = self._value
+        if vlen < 0:
+            raise DecodeError("compressed message has a null value", offset=vpos - 4, field="records")
+        inner = decompress(self.compression, memoryview(self._buf)[vpos : vpos + vlen], offset=vpos)
+        try:
+            return self._inner(inner, check_crc)
+        except _Corrupt as exc:
+            raise DecodeError(
+                f"{exc.reason} (at byte {exc.pos} of the decompressed payload)", offset=vpos, field="records"
+            ) from None
+
+    def _inner(self, data: bytes, check_crc: bool) -> list[Record]:
+        # The whole inner set is parsed up front: v1 offsets are relative to the
+        # last inner message, which is only known at the end.
+        entries = []
+        pos = 0
+        while pos < len(data):
+            entry = _legacy_entry(data, pos, len(data))
+            if entry[3] & _COMPRESSION_MASK:
+                raise _Corrupt("message set is compressed twice", pos + 17)
+            if check_crc and zlib.crc32(memoryview(data)[pos + 16 : entry[9]]) != entry[1]:
+                raise _Corrupt("inner message CRC32 mismatch", pos + 12)
+            entries.append(entry)
+            pos = entry[9]
+        if not entries:
+            raise _Corrupt("compressed message set holds no messages", 0)
+        # Producers write inner offsets 0..n-1 and the broker stamps the wrapper
+        # with the absolute offset of the last one; a negative base means an
+        # unstamped (producer-side) wrapper whose inner offsets are taken as is.
+        base = self.offset - entries[-1][0] if self.magic > 0 else -1
+        lat = self.timestamp if self.timestamp_type == LOG_APPEND_TIME else None
+        out = []
+        for offset, _crc, _magic, _attrs, ts, kpos, klen, vpos, vlen, _end in entries:
+            out.append(
+                Record(
+                    offset + base if base >= 0 else offset,
+                    lat if lat is not None else (None if ts == -2 else ts),
+                    _slice(data, kpos, klen),
+                    _slice(data, vpos, vlen),
+                    [],
+                )
+            )
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"<LegacyBatch v{self.magic} offset={self.offset} compression={self.compression} "
+            f"size={self.size_in_bytes}>"
+        )
+
+
+Batch = RecordBatch | LegacyBatch
+
+
+class Records:
+    """The value of a ``records`` field: raw bytes, decoded only when iterated."""
+
+    __slots__ = ("_raw", "_tail")
+
+    def __init__(self, raw: Buffer) -> None:
+        self._raw = raw
+        self._tail: int | None = None
+
+    @classmethod
+    def from_batches(cls, *batches: Buffer) -> Records:
+        return cls(b"".join(batches))
+
+    @property
+    def raw(self) -> Buffer:
+        return self._raw
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._raw)
+
+    def __len__(self) -> int:
+        raw = self._raw
+        return raw.nbytes if isinstance(raw, memoryview) else len(raw)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Records):
+            other = other._raw
+        if isinstance(other, (bytes, bytearray, memoryview)):
+            return bytes(self._raw) == bytes(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        # Equal to bytes, so it must hash like them.
+        return hash(bytes(self._raw))
+
+    def __repr__(self) -> str:
+        return f"<Records {len(self)} bytes>"
+
+    # -- iteration ----------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self.batches()
+
+    def batches(self, *, strict: bool = False) -> Iterator[Batch]:
+        """Yield each batch; a partial trailing batch ends iteration unless ``strict``.
+
+        Only headers are decoded here; a batch's CRC is checked when its records are.
+        """
+        data = _flat(self._raw)
+        total = len(data)
+        pos = 0
+        while pos < total:
+            end = self._frame(data, pos, total)
+            if end is None:
+                self._tail = total - pos
+                if strict:
+                    raise DecodeError(
+                        f"records end inside a batch ({total - pos} trailing bytes)",
+                        offset=pos,
+                        field="records",
+                        truncated=True,
+                    )
+                return
+            if data[pos + 16] == 2:
+                yield RecordBatch(data, pos)
+            else:
+                yield LegacyBatch(data, pos)
+            pos = end
+        self._tail = 0
+
+    @staticmethod
+    def _frame(data: bytes | memoryview, pos: int, total: int) -> int | None:
+        """End of the entry at ``pos``, or None if the bytes stop before it does."""
+        remaining = total - pos
+        if remaining < _LOG_OVERHEAD:
+            return None
+        length: int = _I32.unpack_from(data, pos + 8)[0]
+        if length < _LEGACY_MIN_SIZE[0]:
+            raise DecodeError(f"entry length {length} is impossibly small", offset=pos + 8, field="records")
+        if remaining < _UP_TO_MAGIC:
+            return None
+        magic = data[pos + 16]
+        if magic > 2:
+            raise DecodeError(f"unknown magic byte {magic}", offset=pos + 16, field="records")
+        minimum = _V2_MIN_LENGTH if magic == 2 else _LEGACY_MIN_SIZE[magic]
+        if length < minimum:
+            raise DecodeError(
+                f"entry length {length} is below the magic {magic} minimum of {minimum}",
+                offset=pos + 8,
+                field="records",
+            )
+        if length > remaining - _LOG_OVERHEAD:
+            return None
+        return pos + _LOG_OVERHEAD + length
+
+    def records(self, *, strict: bool = False, check_crc: bool = True) -> Iterator[Record]:
+        """Every record of every batch, in order, control records included; decoded a batch at a time."""
+        return chain.from_iterable(b.record_list(check_crc=check_crc) for b in self.batches(strict=strict))
+
+    def validate(self, *, strict: bool = True) -> None:
+        """Decode everything and check every CRC; what a broker does before appending."""
+        for batch in self.batches(strict=strict):
+            batch.record_list(check_crc=True)
+
+    @property
+    def partial_tail_bytes(self) -> int:
+        """Bytes of an incomplete trailing batch (0 if none).
+
+        Known after a full iteration; otherwise found by walking just the
+        entry framing, which can raise DecodeError on corrupt framing.
+        """
+        if self._tail is None:
+            data = _flat(self._raw)
+            total = len(data)
+            pos = 0
+            while pos < total:
+                end = self._frame(data, pos, total)
+                if end is None:
+                    break
+                pos = end
+            self._tail = total - pos
+        return self._tail
+
+
+# --- building ----------------------------------------------------------------
+
+
+def _zigzag_varint(out: bytearray, value: int) -> None:
+    u = (value << 1) if value >= 0 else ((-value) << 1) - 1
+    while u >= 0x80:
+        out.append((u & 0x7F) | 0x80)
+        u >>= 7
+    out.append(u)
+
+
+def _as_bytes(value: Any, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise EncodeError(f"{what} must be bytes or None, not {type(value).__name__}", field=what)
+
+
+RecordLike = Record | Mapping[str, Any] | Sequence[Any]
+
+
+def _normalise(item: RecordLike) -> tuple[bytes | None, bytes | None, list[Header], int | None, int | None]:
+    """Accept a Record, a Record-like dict, or a (key, value[, headers[, timestamp]]) tuple."""
+    offset: int | None = None
+    headers: Any
+    if isinstance(item, Record):
+        key, value, headers, timestamp, offset = (
+            item.key,
+            item.value,
+            item.headers,
+            item.timestamp,
+            item.offset,
+        )
+    elif isinstance(item, Mapping):
+        key, value = item.get("key"), item.get("value")
+        headers, timestamp, offset = item.get("headers"), item.get("timestamp"), item.get("offset")
+    else:
+        if not 2 <= len(item) <= 4:
+            raise EncodeError("record tuples are (key, value[, headers[, timestamp]])", field="records")
+        key, value = item[0], item[1]
+        headers = item[2] if len(item) > 2 else None
+        timestamp = item[3] if len(item) > 3 else None
+    norm: list[Header] = []
+    for h in headers or ():
+        if isinstance(h, Mapping):
+            hk, hv = h["key"], h.get("value")
+        else:
+            hk, hv = h
+        if isinstance(hk, (bytes, bytearray, memoryview)):
+            hk = bytes(hk).decode("utf-8")
+        if not isinstance(hk, str):
+            raise EncodeError(f"header key must be str, not {type(hk).__name__}", field="headers")
+        norm.append((hk, _as_bytes(hv, "headers")))
+    return _as_bytes(key, "key"), _as_bytes(value, "value"), norm, timestamp, offset
+
+
+def build_record_batch(
+    records: Iterable[RecordLike],
+    *,
+    base_offset: int = 0,
+    compression: Compression | int | str | None = "none",
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = CREATE_TIME,
+    partition_leader_epoch: int = -1,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+) -> bytes:
+    """Encode one magic-2 batch.
+
+    Records without a timestamp get ``base_timestamp``, or the current time as
+    a producer would.  Records carrying an ``offset`` (Records, dicts) keep it,
+    which is how compacted batches with offset gaps are written; the others
+    follow their predecessor.  ``max_timestamp`` overrides the computed one, for
+    a broker stamping log-append time.
+    """
+    codec = compression_of(compression)
+    items = [_normalise(r) for r in records]
+    if base_timestamp is None:
+        first = next((ts for _, _, _, ts, _ in items if ts is not None), None)
+        if first is None:
+            first = int(time.time() * 1000) if items else -1
+        base_timestamp = first
+    if not _INT64_MIN <= base_timestamp <= _INT64_MAX:
+        raise EncodeError("base_timestamp does not fit int64", field="base_timestamp")
+    body = bytearray()
+    rec = bytearray()
+    delta = -1
+    top_ts: int | None = None
+    for key, value, headers, ts, offset in items:
+        if ts is None:
+            ts = base_timestamp
+        if top_ts is None or ts > top_ts:
+            top_ts = ts
+        new_delta = delta + 1 if offset is None else offset - base_offset
+        if new_delta <= delta or new_delta > _INT32_MAX:
+            raise EncodeError(
+                f"offset {base_offset + new_delta} does not follow {base_offset + delta} in the batch",
+                field="offset",
+            )
+        delta = new_delta
+        ts_delta = ts - base_timestamp
+        if not _INT64_MIN <= ts_delta <= _INT64_MAX:
+            raise EncodeError(f"timestamp {ts} is too far from base_timestamp", field="timestamp")
+        rec.clear()
+        rec.append(0)  # attributes
+        _zigzag_varint(rec, ts_delta)
+        _zigzag_varint(rec, delta)
+        for blob in (key, value):
+            if blob is None:
+                rec.append(1)  # zigzag(-1)
+            else:
+                _zigzag_varint(rec, len(blob))
+                rec += blob
+        _zigzag_varint(rec, len(headers))
+        for hk, hv in headers:
+            encoded = hk.encode("utf-8")
+            _zigzag_varint(rec, len(encoded))
+            rec += encoded
+            if hv is None:
+                rec.append(1)
+            else:
+                _zigzag_varint(rec, len(hv))
+                rec += hv
+        _zigzag_varint(body, len(rec))
+        body += rec
+    if len(items) > _INT32_MAX:
+        raise EncodeError("too many records for one batch", field="records")
+    payload = compress(codec, body) if codec else bytes(body)
+    attributes = int(codec)
+    if timestamp_type == LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE_BIT
+    elif timestamp_type != CREATE_TIME:
+        raise EncodeError(f"timestamp_type must be 0 or 1, not {timestamp_type}", field="timestamp_type")
+    if is_transactional:
+        attributes |= _TRANSACTIONAL_BIT
+    if is_control:
+        attributes |= _CONTROL_BIT
+    if max_timestamp is None:
+        max_timestamp = base_timestamp if top_ts is None else top_ts
+    batch_length = _V2_HEADER_SIZE - _LOG_OVERHEAD + len(payload)
+    if batch_length > _INT32_MAX:
+        raise EncodeError("batch exceeds 2 GiB", field="records")
+    out = bytearray(_V2_HEADER_SIZE)
+    try:
+        _V2_HEADER.pack_into(
+            out,
+            0,
+            base_offset,
+            batch_length,
+            partition_leader_epoch,
+            2,
+            0,
+            attributes,
+            max(delta, 0),
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(items),
+        )
+    except struct.error as exc:
+        raise EncodeError(f"batch header field out of range: {exc}", field="records") from None
+    out += payload
+    struct.pack_into(">I", out, _V2_CRC_AT, _crc32c(memoryview(out)[_V2_ATTRIBUTES_AT:]))
+    return bytes(out)
