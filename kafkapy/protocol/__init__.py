@@ -19,6 +19,7 @@ from kafkapy.protocol.codec import (
     fit_body,
     message_schema,
 )
+from kafkapy.protocol.records import Record, RecordBatch, Records, build_record_batch
 from kafkapy.protocol.schema import Body
 
 __all__ = [
@@ -26,12 +27,16 @@ __all__ = [
     "Body",
     "DecodeError",
     "EncodeError",
+    "Record",
+    "RecordBatch",
+    "Records",
     "Request",
     "RequestHeader",
     "Response",
     "UnknownApiError",
     "UnsupportedVersionError",
     "api_name",
+    "build_record_batch",
     "catalogue",
     "decode_request",
     "decode_request_header",
