@@ -32,7 +32,7 @@ $(SYSTEM_STAMP): | $(PY)
 install: $(STAMP) $(SYSTEM_STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/kafkapy demo
+	$(VENV)/bin/kafkapy serve
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kafkapy tests benchmarks examples

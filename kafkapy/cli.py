@@ -1,9 +1,14 @@
-"""The ``kafkapy`` command. Subcommands arrive with the issues that build them."""
+"""The ``kafkapy`` command: ``serve`` a broker, ask one for ``broker-metadata``, or run the codec ``demo``."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
+import signal
+import socket
+import struct
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +25,7 @@ from kafkapy.protocol import (
 
 def _demo(_: argparse.Namespace) -> int:
     """Encode and decode a client's opening exchange, showing what the codec sees."""
-    exchange = [
+    exchange: list[tuple[int, int, dict[str, Any], dict[str, Any]]] = [
         (18, 3, {"client_software_name": "kafkapy-demo", "client_software_version": "0.1"},
          {"error_code": 0, "api_keys": [{"api_key": 3, "min_version": 0, "max_version": 12}],
           "throttle_time_ms": 0}),
@@ -37,8 +42,7 @@ def _demo(_: argparse.Namespace) -> int:
         response = decode_response(frame, key, version)
         print(f"<- {api_name(key)} v{version} response, {len(frame)} bytes")
         print(f"   {json.dumps(_plain(response.body))}")
-    print(f"\n{len(catalogue())} APIs in the catalogue; "
-          "a broker on 127.0.0.1:9092 comes with the broker issue.")
+    print(f"\n{len(catalogue())} APIs in the catalogue; `kafkapy serve` runs a broker on 127.0.0.1:9092.")
     return 0
 
 
@@ -52,12 +56,175 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+# --- serve ---------------------------------------------------------------------------------
+
+def _configure_logging() -> None:
+    """INFO and above on stderr, so `listening on NAME://host:port` shows (unless already configured)."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+    if root.level == logging.NOTSET or root.level > logging.INFO:
+        root.setLevel(logging.INFO)
+
+
+async def _serve_until_signalled(config: Any) -> None:
+    from kafkapy.server.broker import BrokerRuntime
+
+    log = logging.getLogger("kafkapy.cli")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    received: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
+    # Handlers go in before the listeners bind, so a signal sent as soon as
+    # `listening on` shows is never missed.
+    handled = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+            pass
+    try:
+        runtime = BrokerRuntime(config)
+        await runtime.start()
+        try:
+            await stop.wait()
+        finally:
+            log.info("%s: stopping broker %d", received[0] if received else "exit", runtime.broker_id)
+            await runtime.stop()
+            log.info("stopped")
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from kafkapy.server.config import BrokerConfig, ConfigError
+
+    _configure_logging()
+    try:
+        config = BrokerConfig.build(properties=args.config, overrides=args.override)
+        asyncio.run(_serve_until_signalled(config))
+    except ConfigError as exc:
+        print(f"kafkapy serve: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"kafkapy serve: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # a SIGINT before the handlers were installed
+        return 130
+    return 0
+
+
+# --- broker-metadata -----------------------------------------------------------------------
+
+BROKER_METADATA = 1010
+
+
+class CommandError(Exception):
+    """A failure to report in one line, without a traceback."""
+
+
+def _parse_host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CommandError(f"--bootstrap-server {text!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < n:
+        chunk = sock.recv(n - len(chunks))
+        if not chunk:
+            raise CommandError("the broker closed the connection without answering "
+                               "(it does not serve BrokerMetadata, api key 1010?)")
+        chunks += chunk
+    return bytes(chunks)
+
+
+def fetch_broker_metadata(bootstrap: str, node_ids: Sequence[int] = (), timeout: float = 10.0
+                          ) -> list[dict[str, Any]]:
+    """Send one BrokerMetadata v0 request and return the plain brokers list of the answer."""
+    host, port = _parse_host_port(bootstrap)
+    frame = encode_request(BROKER_METADATA, 0, 1, "kafkapy-cli", {"node_ids": list(node_ids)})
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+            body = _read_exactly(sock, size)
+    except TimeoutError:
+        raise CommandError(f"no answer from {host}:{port} within {timeout:g}s") from None
+    except OSError as exc:
+        raise CommandError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
+    if len(body) == 4:  # the KIP-35 draft's empty response: the key is unknown there
+        raise CommandError(f"{host}:{port} does not serve BrokerMetadata (api key 1010) v0")
+    try:
+        response = decode_response(body, BROKER_METADATA, 0)
+    except ValueError as exc:
+        raise CommandError(f"cannot decode the BrokerMetadata response from {host}:{port}: {exc}") from None
+    brokers: list[dict[str, Any]] = _plain(response.body)["brokers"]
+    return brokers
+
+
+def _format_table(brokers: Sequence[dict[str, Any]]) -> str:
+    headers = ("NODE", "HOST", "PORT", "PROTOCOL", "TAGS")
+    rows = [(str(b["node_id"]), b["host"], str(b["port"]),
+             f"{b['protocol_version_min']}-{b['protocol_version_max']}",
+             " ".join(f"{t['key']}={t['value']}" for t in b["tags"])) for b in brokers]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in (headers, *rows)]
+    return "\n".join(lines)
+
+
+def _broker_metadata(args: argparse.Namespace) -> int:
+    try:
+        brokers = fetch_broker_metadata(args.bootstrap_server, args.node_id or (), args.timeout)
+    except CommandError as exc:
+        print(f"kafkapy broker-metadata: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"brokers": brokers}, indent=2))
+    elif not brokers:
+        print("no brokers matched")
+    else:
+        print(_format_table(brokers))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkapy",
                                      description="Kafka's wire protocol from the broker side.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="encode and decode a sample exchange")
     demo.set_defaults(func=_demo)
+
+    serve = commands.add_parser(
+        "serve", help="run a broker until SIGTERM or SIGINT",
+        description="Run a broker on asyncio. Settings, in increasing precedence: defaults, --config, "
+                    "--override. Logs `listening on NAME://host:port` per listener on stderr.")
+    serve.add_argument("--config", metavar="FILE", help="a server.properties-style file")
+    serve.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
+                       help="a setting, e.g. listeners=PLAINTEXT://127.0.0.1:0 (repeatable)")
+    serve.set_defaults(func=_serve)
+
+    metadata = commands.add_parser(
+        "broker-metadata", help="ask a broker for BrokerMetadata (api key 1010)",
+        description="Send BrokerMetadata v0 and print each broker's address, protocol version range "
+                    "and tags.")
+    metadata.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    metadata.add_argument("--node-id", metavar="N", type=int, action="append",
+                          help="describe only this broker (repeatable; -1: the one asked); default all")
+    metadata.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    metadata.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                          help="connect and read timeout (default 10)")
+    metadata.set_defaults(func=_broker_metadata)
     return parser
 
 

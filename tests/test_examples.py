@@ -43,3 +43,15 @@ def test_cli_demo_runs() -> None:
     result = run("-m", "kafkapy.cli", "demo")
     assert result.returncode == 0, result.stderr
     assert "ApiVersions v3 response" in result.stdout and "APIs in the catalogue" in result.stdout
+
+
+def test_embedded_broker_describes_the_cluster() -> None:
+    result = run(str(EXAMPLES / "embedded_broker.py"))
+    assert result.returncode == 0, result.stderr
+    first, _, rest = result.stdout.partition("\n")
+    assert first.startswith("broker 1 listening on {'PLAINTEXT': '127.0.0.1:")
+    out = json.loads(rest)
+    (broker,) = out["cluster"]["brokers"]
+    assert (broker["broker_id"], broker["host"], broker["rack"]) == (1, "127.0.0.1", "rack-a")
+    assert out["cluster"]["controller_id"] == 1 and out["cluster"]["cluster_id"]
+    assert out["api_versions"]["DescribeCluster"] == [0, 2]

@@ -165,18 +165,57 @@ def decode_request_header(data: bytes | bytearray | memoryview) -> RequestHeader
                          header_version, pos)
 
 
+@attrs.frozen
+class _Plan:
+    """Everything one (API, version, direction) needs, looked up once: the hot path is one dict get."""
+
+    header_version: int
+    decode_header: Decoder
+    decode_body: Decoder
+    encode_body: Encoder
+
+
+_request_plans: dict[tuple[int, int], _Plan] = {}
+_response_plans: dict[tuple[int, int], _Plan] = {}
+
+
+def _request_plan(api_key: int, api_version: int) -> _Plan:
+    plan = _request_plans.get((api_key, api_version))
+    if plan is None:
+        decode_body, encode_body = _codec(api_key, "request", api_version)  # refuses unknown keys first
+        header_version = request_header_version(api_key, api_version)
+        plan = _Plan(header_version, _codec(-1, "request", header_version)[0], decode_body, encode_body)
+        _request_plans[(api_key, api_version)] = plan
+    return plan
+
+
+def _response_plan(api_key: int, api_version: int) -> _Plan:
+    plan = _response_plans.get((api_key, api_version))
+    if plan is None:
+        decode_body, encode_body = _codec(api_key, "response", api_version)
+        header_version = response_header_version(api_key, api_version)
+        plan = _Plan(header_version, _codec(-1, "response", header_version)[0], decode_body, encode_body)
+        _response_plans[(api_key, api_version)] = plan
+    return plan
+
+
 def decode_request(data: bytes | bytearray | memoryview) -> Request:
     """Decode one request frame (without its size prefix)."""
     buf = _view(data)
-    if len(buf) >= 4:
-        # Unknown keys and versions are reported as such, before their header is attempted.
-        api_key, api_version = struct.unpack_from(">hh", buf, 0)
-        message_schema(api_key, "request", api_version)
-    header = decode_request_header(buf)
-    decode, _ = _codec(header.api_key, "request", header.api_version)
-    body, pos = _run_decoder(decode, buf, header.header_size, len(buf), header.api_key, header.api_version)
-    return Request(header.api_key, header.api_version, header.correlation_id, header.client_id, body,
-                   len(buf) - pos, header.header_version)
+    end = len(buf)
+    if end < 8:
+        raise DecodeError(f"request header needs at least 8 bytes, got {end}", offset=0, truncated=True)
+    api_key, api_version = _KEY_VERSION.unpack_from(buf, 0)
+    # Unknown keys and versions are reported as such, before their header is attempted.
+    plan = _request_plans.get((api_key, api_version)) or _request_plan(api_key, api_version)
+    header, pos = _run_decoder(plan.decode_header, buf, 0, end, api_key, api_version)
+    body, stop = _run_decoder(plan.decode_body, buf, pos, end, api_key, api_version)
+    return Request(api_key, api_version, header["correlation_id"], header.get("client_id"), body,
+                   end - stop, plan.header_version)
+
+
+_KEY_VERSION = struct.Struct(">hh")
+_CORRELATION = struct.Struct(">i")
 
 
 def decode_response(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> Response:
@@ -231,9 +270,16 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:
     """Encode one response frame (without its size prefix)."""
-    message_schema(api_key, "response", api_version)
-    out = bytearray()
-    _run_encoder(-1, "response", response_header_version(api_key, api_version),
-                 {"correlation_id": correlation_id}, out)
-    _run_encoder(api_key, "response", api_version, body, out)
+    plan = _response_plans.get((api_key, api_version)) or _response_plan(api_key, api_version)
+    # Response headers are the correlation id, plus an empty tag section from v1 on.
+    out = bytearray(_CORRELATION.pack(correlation_id))
+    if plan.header_version >= 1:
+        out += b"\x00"
+    try:
+        plan.encode_body(body, out)
+    except EncodeError:
+        raise
+    except Exception:
+        _run_encoder(api_key, "response", api_version, body, bytearray())  # names the field
+        raise
     return bytes(out)

@@ -1,0 +1,189 @@
+"""`kafkapy serve` and `kafkapy broker-metadata` as real processes talking over real sockets."""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+LISTENING = re.compile(r"listening on (\w+)://([^\s:]+):(\d+)")
+EPHEMERAL = "listeners=PLAINTEXT://127.0.0.1:0"
+
+
+def kafkapy(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkapy.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class Served:
+    """A `kafkapy serve` child process whose stderr is read on a thread."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "kafkapy.cli", "serve", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.stderr: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.stderr.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_listening(self, timeout: float = 20) -> tuple[str, str, int]:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                pytest.fail(f"kafkapy serve exited ({self.proc.wait()}) before listening:\n"
+                            + "".join(self.stderr))
+            match = LISTENING.search(line)
+            if match:
+                return match.group(1), match.group(2), int(match.group(3))
+        pytest.fail(f"no `listening on` line within {timeout}s:\n" + "".join(self.stderr))
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 20) -> int:
+        self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=5)
+        return code
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def served() -> Iterator[Served]:
+    server = Served("--override", EPHEMERAL, "--override", "broker.id=7", "--override", "tag.zone=eu-1")
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def refused(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
+def test_serve_answers_broker_metadata_then_stops_on_sigterm(served: Served) -> None:
+    name, host, port = served.wait_listening()
+    assert (name, host) == ("PLAINTEXT", "127.0.0.1") and port > 0
+    assert any(line.rstrip().endswith(f"listening on PLAINTEXT://127.0.0.1:{port}") for line in served.stderr)
+
+    table = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}")
+    assert table.returncode == 0, table.stderr
+    header, row = table.stdout.splitlines()
+    assert header.split() == ["NODE", "HOST", "PORT", "PROTOCOL", "TAGS"]
+    assert row.split()[:4] == ["7", "127.0.0.1", str(port), "1-1"]
+    assert "zone=eu-1" in row and "broker.id=7" in row
+
+    as_json = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}", "--node-id", "-1", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    (broker,) = json.loads(as_json.stdout)["brokers"]
+    assert (broker["node_id"], broker["host"], broker["port"]) == (7, "127.0.0.1", port)
+    assert (broker["protocol_version_min"], broker["protocol_version_max"]) == (1, 1)
+    tags = {t["key"]: t["value"] for t in broker["tags"]}
+    assert tags["zone"] == "eu-1" and tags["endpoints"] == f"plaintext://127.0.0.1:{port}"
+
+    none = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}", "--node-id", "99", "--json")
+    assert none.returncode == 0 and json.loads(none.stdout) == {"brokers": []}
+
+    assert served.stop(signal.SIGTERM) == 0, "".join(served.stderr)
+    assert "Traceback" not in "".join(served.stderr)
+    assert refused(host, port)
+
+
+def test_serve_stops_on_sigint(served: Served) -> None:
+    _, host, port = served.wait_listening()
+    assert served.stop(signal.SIGINT) == 0, "".join(served.stderr)
+    assert refused(host, port)
+
+
+def test_serve_finishes_with_an_open_client_connection(served: Served) -> None:
+    _, host, port = served.wait_listening()
+    with socket.create_connection((host, port), timeout=5) as idle_client:
+        started = time.monotonic()
+        assert served.stop() == 0, "".join(served.stderr)
+        assert time.monotonic() - started < 10
+        idle_client.settimeout(5)
+        assert idle_client.recv(1) == b""  # the broker closed it
+
+
+def test_bad_config_value_exits_non_zero_naming_the_key() -> None:
+    result = kafkapy("serve", "--override", EPHEMERAL, "--override", "broker.id=seven")
+    assert result.returncode != 0
+    assert "broker.id" in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_bad_override_syntax_exits_non_zero() -> None:
+    result = kafkapy("serve", "--override", "listeners")
+    assert result.returncode != 0 and "KEY=VALUE" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_taken_port_exits_non_zero_with_a_clear_message() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = kafkapy("serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}")
+    assert result.returncode != 0
+    assert "address already in use" in result.stderr.lower() and str(port) in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_config_file_is_read_and_overrides_win(tmp_path: Path) -> None:
+    properties = tmp_path / "server.properties"
+    properties.write_text("# a Kafka-style file\nbroker.id=3\nlisteners=PLAINTEXT://127.0.0.1:9\n"
+                          "tag.source: file\n", encoding="utf-8")
+    server = Served("--config", str(properties), "--override", EPHEMERAL)
+    try:
+        _, host, port = server.wait_listening()
+        result = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}", "--json")
+        assert result.returncode == 0, result.stderr
+        (broker,) = json.loads(result.stdout)["brokers"]
+        assert broker["node_id"] == 3 and {"key": "source", "value": "file"} in broker["tags"]
+        assert server.stop() == 0
+    finally:
+        server.kill()
+
+
+def test_missing_config_file_exits_non_zero(tmp_path: Path) -> None:
+    result = kafkapy("serve", "--config", str(tmp_path / "nope.properties"))
+    assert result.returncode != 0 and "nope.properties" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_broker_metadata_reports_connection_refused() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: connecting is refused
+        result = kafkapy("broker-metadata", "--bootstrap-server", f"127.0.0.1:{port}", "--timeout", "5")
+    assert result.returncode != 0
+    assert f"cannot connect to 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_broker_metadata_rejects_a_malformed_address() -> None:
+    result = kafkapy("broker-metadata", "--bootstrap-server", "localhost")
+    assert result.returncode != 0 and "HOST:PORT" in result.stderr

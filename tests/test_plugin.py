@@ -1,0 +1,147 @@
+"""The `kafkapy` pytest plugin: its fixtures used directly, and seen from a fresh pytest run."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+from kafkapy.embedded import Broker
+from kafkapy.protocol import decode_response, encode_request
+from kafkapy.testing import BrokerFactory, config_from_kwargs
+
+pytest_plugins = ["pytester"]
+
+# Inner runs skip hypothesis's plugin (a second of imports each) and keep test order.
+QUICK = ("-p", "no:hypothesispytest", "-p", "no:randomly")
+
+
+def broker_metadata(bootstrap: str) -> list[dict[str, object]]:
+    host, _, port = bootstrap.rpartition(":")
+    frame = encode_request(1010, 0, 1, "test-plugin", {"node_ids": []})
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        reader = sock.makefile("rb")
+        (size,) = struct.unpack(">i", reader.read(4))
+        body = reader.read(size)
+    return [dict(b) for b in decode_response(body, 1010, 0).body["brokers"]]
+
+
+def accepting(bootstrap: str) -> bool:
+    host, _, port = bootstrap.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+# --- the fixtures, used directly ------------------------------------------------------------
+
+def test_kafka_broker_is_started(kafka_broker: Broker) -> None:
+    assert kafka_broker.bootstrap_servers.startswith("127.0.0.1:")
+    (broker,) = broker_metadata(kafka_broker.bootstrap_servers)
+    assert broker["node_id"] == kafka_broker.broker_id
+
+
+def test_factory_accepts_a_mapping_and_kwargs(kafka_broker_factory: BrokerFactory) -> None:
+    first = kafka_broker_factory({"broker.id": 5, "tag.team": "a"})
+    second = kafka_broker_factory(broker_id=6, advertise_private_api_keys=False)
+    both = kafka_broker_factory({"broker.id": 1}, broker_id=8)  # kwargs win
+    assert (first.broker_id, second.broker_id, both.broker_id) == (5, 6, 8)
+    assert second.config["advertise.private.api.keys"] is False
+    assert first.config.tags == {"team": "a"}
+    assert len({first.bootstrap_servers, second.bootstrap_servers, both.bootstrap_servers}) == 3
+
+
+def test_config_from_kwargs_translates_underscores() -> None:
+    assert config_from_kwargs({"tag.my_tag": "x"}, broker_id=2, unknown_request_behavior="close") == {
+        "tag.my_tag": "x", "broker.id": 2, "unknown.request.behavior": "close"}
+
+
+def test_factory_reports_a_bad_config(kafka_broker_factory: BrokerFactory) -> None:
+    from kafkapy.server.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"broker\.id"):
+        kafka_broker_factory(broker_id="nine")
+
+
+# --- the plugin, as a user's suite sees it ------------------------------------------------
+
+def test_plugin_is_registered_by_entry_point(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        def test_plugin(request):
+            assert request.config.pluginmanager.has_plugin("kafkapy")
+    """)
+    pytester.runpytest(*QUICK).assert_outcomes(passed=1)
+
+
+def test_fixtures_start_fresh_brokers_and_stop_them(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import socket
+
+        import pytest
+
+        seen = []
+
+        def accepting(bootstrap):
+            host, _, port = bootstrap.rpartition(":")
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+            except OSError:
+                return False
+            return True
+
+        @pytest.mark.parametrize("n", [1, 2])
+        def test_fresh_broker(kafka_broker, n):
+            assert accepting(kafka_broker.bootstrap_servers)
+            seen.append(kafka_broker)
+
+        def test_previous_brokers_stopped():
+            assert len(seen) == 2 and seen[0] is not seen[1]
+            assert seen[0].bootstrap_servers != seen[1].bootstrap_servers
+            for broker in seen:
+                assert not accepting(broker.bootstrap_servers)
+
+        def test_factory(kafka_broker_factory):
+            a = kafka_broker_factory({"broker.id": 11})
+            b = kafka_broker_factory(broker_id=12, tag_zone="z")
+            assert (a.broker_id, b.broker_id) == (11, 12)
+            assert b.config.tags == {"zone": "z"}
+            seen.extend([a, b])
+
+        def test_factory_brokers_stopped():
+            for broker in seen[2:]:
+                assert not accepting(broker.bootstrap_servers)
+    """)
+    result = pytester.runpytest(*QUICK)
+    result.assert_outcomes(passed=5)
+
+
+def test_broker_stopped_after_failing_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import socket
+
+        addresses = []
+
+        def test_fails(kafka_broker):
+            addresses.append(kafka_broker.bootstrap_servers)
+            assert False, "on purpose"
+
+        def test_it_stopped():
+            host, _, port = addresses[0].rpartition(":")
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+            except OSError:
+                return
+            raise AssertionError("still accepting")
+    """)
+    pytester.runpytest(*QUICK).assert_outcomes(passed=1, failed=1)
+
+
+def test_stopped_broker_refuses(kafka_broker_factory: BrokerFactory) -> None:
+    broker = kafka_broker_factory()
+    address = broker.bootstrap_servers
+    broker.close()
+    assert not accepting(address)
