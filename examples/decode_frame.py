@@ -32,7 +32,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--response", nargs=2, type=int, metavar=("API_KEY", "API_VERSION"),
                         help="decode a response to this API key and version")
     parser.add_argument("hex", help="the frame, in hex")
