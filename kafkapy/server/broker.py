@@ -58,7 +58,9 @@ class BrokerRuntime:
         self.listeners: list[BoundListener] = []
         self.connections: set[KafkaConnection] = set()
         self.started_at = time.time()
-        self.observers = ObserverChain.from_config(config["observer.class.names"], config.values)
+        # KIP-388: configure() sees every setting, the observer's own (unknown to the broker) included.
+        self.observers = ObserverChain.from_config(config["observer.class.names"],
+                                                   {**config.originals, **config.values})
         classes = list(module_classes) if module_classes is not None else default_module_classes(config)
         self.modules: list[Module] = [cls(self) for cls in classes]
         from kafkapy.server.dispatch import Dispatcher

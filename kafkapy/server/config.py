@@ -170,7 +170,7 @@ def load_properties(path: Path) -> dict[str, str]:
         stripped = line.strip()
         if not pending and (not stripped or stripped[0] in "#!"):
             continue
-        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
+        if (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1:  # an odd number of \ continues
             pending += stripped[:-1]
             continue
         stripped, pending = pending + stripped, ""

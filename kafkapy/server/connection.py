@@ -53,6 +53,31 @@ class ConnectionInfo:
     attributes: dict[str, Any] = attrs.field(factory=dict)  # per-module state
 
 
+# The attribute keywords Java's X500Principal.getName() (RFC 2253) prints by name.
+_RFC2253_NAMES = {"commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST",
+                  "organizationName": "O", "organizationalUnitName": "OU", "streetAddress": "STREET",
+                  "domainComponent": "DC", "userId": "UID"}
+
+
+def _rfc2253_value(value: str) -> str:
+    escaped = "".join(f"\\{c}" if c in ',+"\\<>;' else c for c in value)
+    if escaped.startswith(("#", " ")):
+        escaped = "\\" + escaped
+    if escaped.endswith(" "):
+        escaped = escaped[:-1] + "\\ "
+    return escaped
+
+
+def rfc2253(subject: Any) -> str:
+    """A certificate subject as Kafka's default SSL principal names it: "CN=alice,OU=Streams,O=Acme".
+
+    ``subject`` is ``SSLSocket.getpeercert()["subject"]``: RDNs in certificate order, which RFC 2253
+    prints last to first.
+    """
+    return ",".join("+".join(f"{_RFC2253_NAMES.get(k, k)}={_rfc2253_value(v)}" for k, v in rdn)
+                    for rdn in reversed(tuple(subject)))
+
+
 class CloseConnection(Exception):
     """Raised by the dispatcher to end a connection without a response."""
 
@@ -70,6 +95,7 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = False
         self.admitted = False
         self.paused = False
+        self.draining = False  # a bad frame size arrived: answer what came before it, then close
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -83,8 +109,7 @@ class KafkaConnection(asyncio.Protocol):
         if ssl_object is not None:
             cert = ssl_object.getpeercert()
             if cert:
-                subject = ",".join(f"{k}={v}" for rdn in cert.get("subject", ()) for k, v in rdn)
-                principal = f"User:{subject}"
+                principal = f"User:{rfc2253(cert.get('subject', ()))}"
         self.info = ConnectionInfo(
             id=f"{self.listener.name}-{peer[0]}:{peer[1]}-{next(_ids)}",
             listener=self.listener.name, security_protocol=self.listener.security_protocol,
@@ -94,6 +119,8 @@ class KafkaConnection(asyncio.Protocol):
         self.worker = self.runtime.loop.create_task(self._admit_then_serve())
 
     def data_received(self, data: bytes) -> None:
+        if self.draining:
+            return
         self._restart_idle()
         self.frames.feed(data)
         try:
@@ -101,7 +128,15 @@ class KafkaConnection(asyncio.Protocol):
                 self.queue.append(frame)
         except FrameSizeError as exc:
             log.warning("closing %s: %s", self._who(), exc)
-            self.close()
+            # Nothing more is read; requests that arrived whole before the bad size are still answered
+            # in order (Kafka reads one request at a time, so it never even sees the bad size earlier).
+            self.draining = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            if not self.queue:
+                self.close()
+            elif self.admitted and (self.worker is None or self.worker.done()):
+                self.worker = self.runtime.loop.create_task(self._serve())
             return
         if self.queue and self.admitted and (self.worker is None or self.worker.done()):
             self.worker = self.runtime.loop.create_task(self._serve())
@@ -135,7 +170,7 @@ class KafkaConnection(asyncio.Protocol):
         dispatcher = self.runtime.dispatcher
         while self.queue and not self.closed:
             frame = self.queue.popleft()
-            if self.paused and len(self.queue) < MAX_QUEUED_FRAMES // 2:
+            if self.paused and not self.draining and len(self.queue) < MAX_QUEUED_FRAMES // 2:
                 self.paused = False
                 self.transport.resume_reading()
             try:
@@ -145,6 +180,8 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if response is not None and not self.closed:
                 self.transport.write(_SIZE.pack(len(response)) + response)
+        if self.draining:
+            self.close()
 
     def send(self, frame: bytes) -> None:
         """Write a whole frame body (server-initiated requests use this)."""

@@ -1,0 +1,197 @@
+"""The broker's configuration: properties files, dicts, overrides, Kafka's names and defaults."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import attrs
+import pytest
+
+from kafkapy import Broker
+from kafkapy.server.config import BrokerConfig, ConfigError, load_properties, parse_overrides
+
+PROPERTIES = """\
+# A server.properties as Kafka ships them
+! bang comments too
+   # and indented ones
+broker.id=7
+socket.request.max.bytes : 2048
+connections.max.idle.ms 1500
+listeners=PLAINTEXT://127.0.0.1:0,\\
+          INTERNAL://127.0.0.1:0
+listener.security.protocol.map = PLAINTEXT:PLAINTEXT,\\
+    INTERNAL:PLAINTEXT
+# a comment ending in a backslash does not continue \\
+quota.window.num=5
+
+observer.class.names=pkg.mod.First, pkg.mod.Second
+tag.rack = r1
+tag.equation=a=b
+advertise.private.api.keys=false
+"""
+
+
+@pytest.fixture
+def properties_file(tmp_path: Path) -> Path:
+    path = tmp_path / "server.properties"
+    path.write_text(PROPERTIES, encoding="utf-8")
+    return path
+
+
+def test_properties_file_parsing(properties_file: Path) -> None:
+    raw = load_properties(properties_file)
+    assert raw == {
+        "broker.id": "7",
+        "socket.request.max.bytes": "2048",
+        "connections.max.idle.ms": "1500",
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "quota.window.num": "5",
+        "observer.class.names": "pkg.mod.First, pkg.mod.Second",
+        "tag.rack": "r1",
+        "tag.equation": "a=b",
+        "advertise.private.api.keys": "false",
+    }
+
+
+def test_properties_file_gives_typed_values(properties_file: Path) -> None:
+    config = BrokerConfig.build(properties=properties_file)
+    assert config["broker.id"] == 7
+    assert config["socket.request.max.bytes"] == 2048
+    assert config["connections.max.idle.ms"] == 1500
+    assert config["quota.window.num"] == 5
+    assert config["observer.class.names"] == ["pkg.mod.First", "pkg.mod.Second"]
+    assert config["advertise.private.api.keys"] is False
+    assert config.tags == {"rack": "r1", "equation": "a=b"}
+    assert config["listeners"] == "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0"
+
+
+def test_continuation_with_an_escaped_backslash_and_a_blank_line(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    # Java: an odd number of trailing backslashes continues the line, an even number does not.
+    path.write_text("a=one\\\\\nb=two\\\\\\\n  more\nc=three\\\n\nd=four\n", encoding="utf-8")
+    raw = load_properties(path)
+    assert raw["a"].startswith("one") and "b" in raw  # "a" did not swallow the next line
+    assert raw["b"].startswith("two") and raw["b"].endswith("more")
+    assert raw["c"] == "three"
+    assert raw["d"] == "four"
+
+
+def test_missing_properties_file_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.properties"):
+        BrokerConfig.build(properties=tmp_path / "nope.properties")
+
+
+def test_config_is_one_frozen_attrs_object() -> None:
+    config = BrokerConfig.build({"broker.id": "3"})
+    assert attrs.has(type(config))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        config.values = {}  # type: ignore[misc]
+    assert config["broker.id"] == 3 and config.get("broker.id") == 3
+
+
+def test_dict_values_may_be_native_types() -> None:
+    config = BrokerConfig.build({"broker.id": 4, "advertise.private.api.keys": False,
+                                 "observer.class.names": ["a.B", " c.D "], "connections.max.idle.ms": 99})
+    assert config["broker.id"] == 4
+    assert config["advertise.private.api.keys"] is False
+    assert config["observer.class.names"] == ["a.B", "c.D"]
+    assert config["connections.max.idle.ms"] == 99
+
+
+def test_precedence_file_then_dict_then_overrides(properties_file: Path) -> None:
+    config = BrokerConfig.build({"broker.id": "8", "quota.window.num": "6"}, properties=properties_file,
+                                overrides=["broker.id=9", "tag.rack=r2"])
+    assert config["broker.id"] == 9  # override beats dict beats file
+    assert config["quota.window.num"] == 6  # dict beats file
+    assert config["socket.request.max.bytes"] == 2048  # file beats default
+    assert config.tags["rack"] == "r2"
+
+
+def test_parse_overrides() -> None:
+    assert parse_overrides(["a=1", " b = two ", "c=x=y", "d="]) == {"a": "1", "b": "two", "c": "x=y", "d": ""}
+    for bad in ("novalue", "=value"):
+        with pytest.raises(ConfigError, match="KEY=VALUE"):
+            parse_overrides([bad])
+
+
+def test_kafka_names_and_defaults() -> None:
+    config = BrokerConfig.build()
+    kafka_defaults = {
+        "broker.id": -1,
+        "reserved.broker.max.id": 1000,
+        "socket.request.max.bytes": 104857600,
+        "connections.max.idle.ms": 600000,
+        "num.network.threads": 3,
+        "quota.window.num": 11,
+        "quota.window.size.seconds": 1,
+        "message.max.bytes": 1048588,
+        "observer.class.names": [],
+        "ssl.client.auth": "none",
+        "advertised.listeners": None,
+        "inter.broker.listener.name": None,
+    }
+    for key, default in kafka_defaults.items():
+        assert config[key] == default, key
+    protocol_map = dict(item.split(":") for item in config["listener.security.protocol.map"].split(","))
+    assert protocol_map == {p: p for p in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")}
+    assert config.tags == {}
+
+
+def test_unknown_key_warns(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        config = BrokerConfig.build({"log.dirs": "/tmp/x", "broker.id": "1", "tag.zone": "z",
+                                     "listener.name.internal.ssl.keystore.location": "k"})
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "log.dirs" in warned[0]
+    assert config.tags == {"zone": "z"}
+    assert config["listener.name.internal.ssl.keystore.location"] == "k"
+    assert config.originals["log.dirs"] == "/tmp/x"
+
+
+def test_unknown_key_in_overrides_warns(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        BrokerConfig.build(overrides=["num.partitionz=3"])
+    assert any("num.partitionz" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(("key", "value"), [
+    ("broker.id", "abc"),
+    ("broker.id", "-2"),
+    ("broker.id", "1.5"),
+    ("broker.id", True),
+    ("socket.request.max.bytes", "0"),
+    ("socket.request.max.bytes", ""),
+    ("connections.max.idle.ms", "soon"),
+    ("num.network.threads", "0"),
+    ("quota.window.num", "0"),
+    ("quota.window.size.seconds", "-1"),
+    ("ssl.client.auth", "maybe"),
+    ("unknown.request.behavior", "ignore"),
+    ("advertise.private.api.keys", "yes"),
+])
+def test_invalid_value_names_the_key(key: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        BrokerConfig.build({key: value})
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        BrokerConfig.build(overrides=[f"{key}={value}"] if isinstance(value, str) else [f"{key}=x"])
+
+
+def test_invalid_value_fails_before_the_broker_starts() -> None:
+    with pytest.raises(ConfigError, match=r"socket\.request\.max\.bytes"):
+        Broker({"socket.request.max.bytes": "lots"})
+
+
+@pytest.mark.parametrize(("settings", "key"), [
+    ({"listeners": "PLAINTEXT//127.0.0.1:0"}, "listeners"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:70000"}, "listeners"),
+    ({"listeners": ""}, "listeners"),
+    ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "listener.security.protocol.map"),
+    ({"advertised.listeners": "PLAINTEXT:/x:1"}, "advertised.listeners"),
+    ({"observer.class.names": "no.such.module.Observer"}, "observer.class.names"),
+])
+def test_invalid_values_checked_at_start_name_the_key(settings: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        with Broker(settings):
+            pass
