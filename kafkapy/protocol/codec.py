@@ -34,8 +34,10 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "encode_response_body",
     "fit_body",
     "message_schema",
+    "response_header",
 ]
 
 UNSUPPORTED_VERSION = 35  # Kafka's UNSUPPORTED_VERSION error code
@@ -265,6 +267,20 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
         header["client_id"] = client_id
     _run_encoder(-1, "request", header_version, header, out)
     _run_encoder(api_key, "request", api_version, body, out)
+    return bytes(out)
+
+
+def response_header(api_key: int, api_version: int, correlation_id: int) -> bytes:
+    """The response header alone: the correlation id, plus an empty tag section from header v1 on."""
+    plan = _response_plans.get((api_key, api_version)) or _response_plan(api_key, api_version)
+    header = _CORRELATION.pack(correlation_id)
+    return header + b"\x00" if plan.header_version >= 1 else header
+
+
+def encode_response_body(api_key: int, api_version: int, body: Mapping[str, Any]) -> bytes:
+    """A response body without header, for responses a broker sends many times unchanged."""
+    out = bytearray()
+    _run_encoder(api_key, "response", api_version, body, out)
     return bytes(out)
 
 

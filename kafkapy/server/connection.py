@@ -95,6 +95,9 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = False
         self.admitted = False
         self.paused = False
+        self.outgoing: list[bytes] = []  # responses waiting for the next flush
+        self.flush_scheduled = False
+        self.last_activity = 0.0
         self.draining = False  # a bad frame size arrived: answer what came before it, then close
 
     # --- asyncio.Protocol ------------------------------------------------------------------
@@ -151,6 +154,7 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = True
         if self.idle is not None:
             self.idle.cancel()
+            self.idle = None
         self.runtime.connections.discard(self)
         if self.info is not None and self.admitted:
             self.runtime.connection_closed(self.info)
@@ -176,33 +180,59 @@ class KafkaConnection(asyncio.Protocol):
             try:
                 response = await dispatcher.dispatch(self.info, frame)
             except CloseConnection:
+                self._flush()  # answers to the requests before this one still go out
                 self.close()
                 return
-            if response is not None and not self.closed:
-                self.transport.write(_SIZE.pack(len(response)) + response)
+            if response is not None:
+                self._queue_output(response)
         if self.draining:
+            self._flush()
             self.close()
 
     def send(self, frame: bytes) -> None:
         """Write a whole frame body (server-initiated requests use this)."""
-        if self.transport is not None and not self.closed:
-            self.transport.write(_SIZE.pack(len(frame)) + frame)
+        self._queue_output(frame)
+
+    def _queue_output(self, frame: bytes) -> None:
+        """Responses produced in one loop step leave in one write (one syscall, not one each);
+        a handler that really waits lets the loop run the flush, so nothing sits behind it."""
+        self.outgoing.append(_SIZE.pack(len(frame)))
+        self.outgoing.append(frame)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.runtime.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.flush_scheduled = False
+        if not self.outgoing:
+            return
+        data, self.outgoing = b"".join(self.outgoing), []
+        transport = self.transport
+        if transport is not None and not self.closed and not transport.is_closing():
+            transport.write(data)
 
     def _restart_idle(self) -> None:
-        if self.idle is not None:
-            self.idle.cancel()
-        timeout = self.runtime.config["connections.max.idle.ms"] / 1000
-        self.idle = self.runtime.loop.call_later(timeout, self._idle_expired)
+        # Lazy: data only stamps the time; the timer re-arms itself for the remainder when it fires.
+        self.last_activity = self.runtime.loop.time()
+        if self.idle is None:
+            timeout = self.runtime.config["connections.max.idle.ms"] / 1000
+            self.idle = self.runtime.loop.call_later(timeout, self._idle_expired)
 
     def _idle_expired(self) -> None:
-        if self.worker is not None and not self.worker.done():
-            self._restart_idle()  # still working on a request: not idle
+        loop = self.runtime.loop
+        timeout = self.runtime.config["connections.max.idle.ms"] / 1000
+        remaining = self.last_activity + timeout - loop.time()
+        busy = self.worker is not None and not self.worker.done()
+        if busy or remaining > 0:  # still working on a request, or heard from since: not idle
+            self.idle = loop.call_later(remaining if remaining > 0 else timeout, self._idle_expired)
             return
+        self.idle = None
         log.info("closing idle connection %s (connections.max.idle.ms)", self._who())
         self.close()
 
     def close(self) -> None:
         if not self.closed and self.transport is not None:
+            self._flush()
             self.closed = True
             self.transport.close()
 

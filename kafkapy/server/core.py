@@ -12,8 +12,10 @@ from typing import Any
 
 import kafkapy
 from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.server.broker import BrokerRuntime
+from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
 from kafkapy.store.memory import BrokerRegistration
 
 __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
@@ -50,6 +52,12 @@ def _version_int(version: str) -> str:
 class CoreModule(Module):
     name = "core"
 
+    def __init__(self, broker: BrokerRuntime) -> None:
+        super().__init__(broker)
+        self._valid_software: set[tuple[str, str]] = set()  # names already checked against _SOFTWARE
+        self._api_keys: tuple[dict[int, tuple[int, int]], list[dict[str, int]]] | None = None
+        self._encoded: dict[int, EncodedResponse] = {}  # ApiVersions answer per version
+
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
             18: ApiHandler(VersionRange(0, 4), self.api_versions),
@@ -60,17 +68,33 @@ class CoreModule(Module):
 
     # --- ApiVersions --------------------------------------------------------------------------
 
-    async def api_versions(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    async def api_versions(self, ctx: RequestContext,
+                           request: Request) -> Mapping[str, Any] | EncodedResponse:
         if ctx.api_version >= 3:
-            name = request.body.get("client_software_name", "")
-            version = request.body.get("client_software_version", "")
-            if not (_SOFTWARE.match(name) and _SOFTWARE.match(version)):
-                return {"error_code": INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
-        advertise_private = ctx.broker.config["advertise.private.api.keys"]
-        api_keys = [{"api_key": key, "min_version": low, "max_version": high}
-                    for key, (low, high) in sorted(ctx.broker.dispatcher.served_versions().items())
-                    if advertise_private or key < 1000]
-        return {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+            asked = request.body
+            software = (asked.get("client_software_name", ""), asked.get("client_software_version", ""))
+            if software not in self._valid_software:
+                if not (_SOFTWARE.match(software[0]) and _SOFTWARE.match(software[1])):
+                    return {"error_code": INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+                if len(self._valid_software) < 1024:  # bounded: client names are few
+                    self._valid_software.add(software)
+        api_keys = self._advertised()
+        cached = self._encoded.get(ctx.api_version)
+        if cached is None or cached.body["api_keys"] is not api_keys:
+            body = {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+            cached = EncodedResponse(body, encode_response_body(18, ctx.api_version, body))
+            self._encoded[ctx.api_version] = cached
+        return cached
+
+    def _advertised(self) -> list[dict[str, int]]:
+        """The advertised keys; a new list object whenever the served set changes."""
+        served = self.broker.dispatcher.served_versions()
+        if self._api_keys is None or self._api_keys[0] is not served:
+            advertise_private = self.broker.config["advertise.private.api.keys"]
+            self._api_keys = (served, [{"api_key": key, "min_version": low, "max_version": high}
+                                       for key, (low, high) in sorted(served.items())
+                                       if advertise_private or key < 1000])
+        return self._api_keys[1]
 
     # --- Metadata -----------------------------------------------------------------------------
 

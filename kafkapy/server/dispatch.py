@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import decode_request, encode_response
 from kafkapy.protocol.catalogue import get_api
+from kafkapy.protocol.codec import response_header
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
-from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
@@ -52,11 +53,15 @@ class Dispatcher:
                     raise ValueError(f"module {module.name} serves API key {key}, which has no spec")
                 handlers[key] = handler
         self.handlers = handlers
+        self._served: dict[int, tuple[int, int]] | None = None
         self.request_hooks = [m for m in self.runtime.modules
                               if type(m).on_request is not Module.on_request]
 
     def served_versions(self) -> dict[int, tuple[int, int]]:
-        """What ApiVersions advertises: every served key, clipped to what the codec knows."""
+        """What ApiVersions advertises: every served key, clipped to what the codec knows.
+        Cached until the next rebuild (modules and feature gates call it when they change)."""
+        if self._served is not None:
+            return self._served
         served = {}
         for key, handler in self.handlers.items():
             api = get_api(key)
@@ -64,6 +69,7 @@ class Dispatcher:
             versions = handler.versions.intersect(api.versions)
             if versions and self.runtime.gate_open(handler):
                 served[key] = (versions.low, versions.high)
+        self._served = served
         return served
 
     async def dispatch(self, conn: ConnectionInfo, frame: bytes) -> bytes | None:
@@ -97,7 +103,11 @@ class Dispatcher:
             raise CloseConnection from None
         if body is None:
             return None
-        response = encode_response(api_key, api_version, correlation_id, body)
+        if isinstance(body, EncodedResponse):
+            response = response_header(api_key, api_version, correlation_id) + body.data
+            body = body.body
+        else:
+            response = encode_response(api_key, api_version, correlation_id, body)
         if observers.active:
             observers.record_response(body, api_version, correlation_id)
             if observers.wants_frames:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
     from kafkapy.server.connection import ConnectionInfo
 
-__all__ = ["ApiHandler", "Handler", "Module", "RequestContext", "load_module_class"]
+__all__ = ["ApiHandler", "EncodedResponse", "Handler", "Module", "RequestContext", "load_module_class"]
 
 
 @attrs.frozen
@@ -41,9 +41,18 @@ class RequestContext:
     client_id: str | None
 
 
-# A handler returns the response body, or None when the request takes no response
-# (Produce with acks=0).
-Handler = Callable[[RequestContext, "Request"], Awaitable[Mapping[str, Any] | None]]
+@attrs.frozen
+class EncodedResponse:
+    """A response body together with its encoding at the request's version (no header), for
+    answers that repeat unchanged: the dispatcher sends ``data`` and observers see ``body``."""
+
+    body: Mapping[str, Any]
+    data: bytes
+
+
+# A handler returns the response body (or an EncodedResponse), or None when the request takes
+# no response (Produce with acks=0).
+Handler = Callable[[RequestContext, "Request"], Awaitable[Mapping[str, Any] | EncodedResponse | None]]
 
 
 @attrs.frozen
