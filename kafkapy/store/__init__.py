@@ -1,5 +1,46 @@
-"""Cluster metadata stores: in memory by default (ZooKeeper comes with the metadata issue)."""
+"""Cluster metadata stores: in memory by default, ZooKeeper (kazoo) when zookeeper.connect is set."""
 
-from kafkapy.store.memory import BrokerRegistration, MemoryStore, RegisteredEndpoint, new_cluster_id
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["BrokerRegistration", "MemoryStore", "RegisteredEndpoint", "new_cluster_id"]
+from kafkapy.store.base import (
+    BrokerRegistration,
+    CorruptMetadata,
+    FeatureEpochConflict,
+    MetadataStore,
+    RegisteredEndpoint,
+    StoreError,
+    TopicAlreadyExists,
+    TopicInfo,
+    UnknownTopic,
+    Watch,
+    new_cluster_id,
+)
+from kafkapy.store.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from kafkapy.store.zookeeper import ZooKeeperStore
+
+__all__ = [
+    "BrokerRegistration",
+    "CorruptMetadata",
+    "FeatureEpochConflict",
+    "MemoryStore",
+    "MetadataStore",
+    "RegisteredEndpoint",
+    "StoreError",
+    "TopicAlreadyExists",
+    "TopicInfo",
+    "UnknownTopic",
+    "Watch",
+    "ZooKeeperStore",
+    "new_cluster_id",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # kazoo is imported only by those who use ZooKeeper.
+    if name == "ZooKeeperStore":
+        from kafkapy.store.zookeeper import ZooKeeperStore
+
+        return ZooKeeperStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

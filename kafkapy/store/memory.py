@@ -1,89 +1,421 @@
 """The embedded in-memory metadata store. Several Brokers in one process that
 share one MemoryStore form a cluster; it is thread-safe because each embedded
-broker runs its own event loop in its own thread."""
+broker runs its own event loop in its own thread.
+
+A MemoryStore handle plays the part of one ZooKeeper session: what it
+registers (brokers, the controller and coordinator it holds) is "ephemeral"
+and goes away when the handle is closed. ``peer()`` opens another handle on
+the same cluster state, as a second broker's ZooKeeperStore would.
+"""
 
 from __future__ import annotations
 
-import base64
+import logging
 import threading
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-import attrs
-
-from kafkapy.errors import KafkaPyError
+from kafkapy.store.base import (
+    ENTITY_TYPES,
+    BrokerRegistration,
+    FeatureEpochConflict,
+    RegisteredEndpoint,
+    StoreError,
+    TopicAlreadyExists,
+    TopicInfo,
+    UnknownTopic,
+    check_topic_name,
+    entity_type_of,
+    new_cluster_id,
+)
+from kafkapy.store.base import Watch as Watch
 
 __all__ = ["BrokerRegistration", "MemoryStore", "RegisteredEndpoint", "StoreError", "new_cluster_id"]
 
+log = logging.getLogger("kafkapy.store.memory")
 
-class StoreError(KafkaPyError):
-    """The store refused an operation (e.g. a broker id already registered)."""
-
-
-def new_cluster_id() -> str:
-    """A random UUID as Kafka prints it: URL-safe base64 without padding, 22 characters."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+_Notification = tuple[Callable[..., None], tuple[Any, ...]]
 
 
-@attrs.frozen
-class RegisteredEndpoint:
-    listener: str
-    security_protocol: str
-    host: str
-    port: int
+class _MemoryWatch:
+    def __init__(self, cluster: _Cluster, owner: MemoryStore, kind: str,
+                 callback: Callable[..., None]) -> None:
+        self._cluster = cluster
+        self.owner = owner
+        self.kind = kind
+        self.callback = callback
+        self.active = True
+
+    def cancel(self) -> None:
+        self.active = False
+        with self._cluster.lock:
+            if self in self._cluster.watches:
+                self._cluster.watches.remove(self)
 
 
-@attrs.frozen
-class BrokerRegistration:
-    broker_id: int
-    endpoints: tuple[RegisteredEndpoint, ...]
-    rack: str | None = None
-    features: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+class _Cluster:
+    """The state every handle of one in-memory cluster shares (the "ZooKeeper tree")."""
 
-    def endpoint(self, listener: str) -> RegisteredEndpoint | None:
-        for endpoint in self.endpoints:
-            if endpoint.listener == listener:
-                return endpoint
-        return None
+    def __init__(self, cluster_id: str) -> None:
+        self.lock = threading.Lock()
+        self.cluster_id = cluster_id
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.broker_owner: dict[int, MemoryStore] = {}
+        self.next_generated_id: int | None = None
+        self.controller: tuple[int, MemoryStore] | None = None
+        self.coordinator: tuple[int, MemoryStore] | None = None
+        self.configs: dict[str, dict[str, str]] = {}
+        self.change_seq = 0
+        self.features: dict[str, int] = {}
+        self.feature_epoch = -1
+        self.topics: dict[str, TopicInfo] = {}
+        self.owners: dict[str, dict[tuple[str, int], str]] = {}
+        self.offsets: dict[str, dict[tuple[str, int], int]] = {}
+        self.handles: list[MemoryStore] = []
+        self.watches: list[_MemoryWatch] = []
 
 
 class MemoryStore:
-    def __init__(self, cluster_id: str | None = None) -> None:
-        self._lock = threading.Lock()
-        self._cluster_id = cluster_id or new_cluster_id()
-        self._brokers: dict[int, BrokerRegistration] = {}
-        self._controller: int | None = None
-        self._next_generated_id: int | None = None
+    def __init__(self, cluster_id: str | None = None, *, _cluster: _Cluster | None = None) -> None:
+        self._cluster = _cluster or _Cluster(cluster_id or new_cluster_id())
+        self._lock = self._cluster.lock
+        self._closed = False
+        # Like a ZooKeeper session's: candidates re-run for controller/coordinator when the holder leaves.
+        self._controller_candidates: set[int] = set()
+        self._coordinator_candidates: set[int] = set()
+        with self._lock:
+            self._cluster.handles.append(self)
 
+    def peer(self) -> MemoryStore:
+        """Another handle (another "session") on the same cluster state."""
+        return MemoryStore(_cluster=self._cluster)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self._check_open()
+
+    def close(self) -> None:
+        """End this handle: its brokers, controller and coordinator go, as a session's ephemerals do."""
+        if self._closed:
+            return
+        with self._lock:
+            self._closed = True
+            c = self._cluster
+            notes: list[_Notification] = []
+            self._controller_candidates.clear()
+            self._coordinator_candidates.clear()
+            mine = [bid for bid, owner in c.broker_owner.items() if owner is self]
+            for bid in mine:
+                del c.brokers[bid]
+                del c.broker_owner[bid]
+            if mine:
+                notes += self._notes("brokers", self._broker_list())
+            notes += self._release_elections(lambda holder: holder[1] is self)
+            c.handles.remove(self)
+            for watch in c.watches:
+                if watch.owner is self:
+                    watch.active = False
+            c.watches = [w for w in c.watches if w.active]
+        self._deliver(notes)
+
+    # --- cluster and brokers -----------------------------------------------------------------
     def cluster_id(self) -> str:
-        return self._cluster_id
+        return self._cluster.cluster_id
 
     def allocate_broker_id(self, reserved_max: int) -> int:
         """Kafka's broker.id=-1: generated ids start above reserved.broker.max.id."""
         with self._lock:
-            candidate = self._next_generated_id or reserved_max + 1
-            while candidate in self._brokers:
+            self._check_open()
+            c = self._cluster
+            candidate = max(c.next_generated_id or 0, reserved_max + 1)
+            while candidate in c.brokers:
                 candidate += 1
-            self._next_generated_id = candidate + 1
+            c.next_generated_id = candidate + 1
             return candidate
 
     def register_broker(self, registration: BrokerRegistration) -> None:
+        """Also runs the broker for controller, as a Kafka broker does when it starts."""
         with self._lock:
-            if registration.broker_id in self._brokers:
+            self._check_open()
+            c = self._cluster
+            if registration.broker_id in c.brokers:
                 raise StoreError(f"broker id {registration.broker_id} is already registered in this cluster")
-            self._brokers[registration.broker_id] = registration
-            if self._controller is None:
-                self._controller = registration.broker_id  # the first to register wins, as with /controller
+            c.brokers[registration.broker_id] = registration
+            c.broker_owner[registration.broker_id] = self
+            notes = self._notes("brokers", self._broker_list())
+            notes += self._elect_controller_locked(registration.broker_id)
+        self._deliver(notes)
 
     def unregister_broker(self, broker_id: int) -> None:
+        """The broker leaves: its registration goes, and so does any controller/coordinator it holds."""
         with self._lock:
-            self._brokers.pop(broker_id, None)
-            if self._controller == broker_id:
-                self._controller = min(self._brokers) if self._brokers else None
+            c = self._cluster
+            notes: list[_Notification] = []
+            if c.broker_owner.get(broker_id) is self:
+                del c.brokers[broker_id]
+                del c.broker_owner[broker_id]
+                notes += self._notes("brokers", self._broker_list())
+            self._controller_candidates.discard(broker_id)
+            self._coordinator_candidates.discard(broker_id)
+            notes += self._release_elections(lambda holder: holder == (broker_id, self))
+        self._deliver(notes)
 
     def brokers(self) -> list[BrokerRegistration]:
         with self._lock:
-            return sorted(self._brokers.values(), key=lambda b: b.broker_id)
+            self._check_open()
+            return self._broker_list()
+
+    def watch_brokers(self, callback: Callable[[list[BrokerRegistration]], None]) -> Watch:
+        return self._watch("brokers", callback, lambda: (self._broker_list(),))
+
+    def _broker_list(self) -> list[BrokerRegistration]:
+        return sorted(self._cluster.brokers.values(), key=lambda b: b.broker_id)
+
+    # --- controller --------------------------------------------------------------------------
+    def elect_controller(self, broker_id: int) -> int:
+        with self._lock:
+            self._check_open()
+            notes = self._elect_controller_locked(broker_id)
+            winner = self._holder_id(self._cluster.controller)
+        self._deliver(notes)
+        return winner
 
     def controller_id(self) -> int:
-        return -1 if self._controller is None else self._controller
+        with self._lock:
+            return self._holder_id(self._cluster.controller)
+
+    def watch_controller(self, callback: Callable[[int], None]) -> Watch:
+        return self._watch("controller", callback, lambda: (self._holder_id(self._cluster.controller),))
+
+    def _elect_controller_locked(self, broker_id: int) -> list[_Notification]:
+        self._controller_candidates.add(broker_id)
+        if self._cluster.controller is not None:
+            return []
+        self._cluster.controller = (broker_id, self)
+        return self._notes("controller", broker_id)
+
+    # --- client quota configs ----------------------------------------------------------------
+    def entity_config(self, entity_path: str) -> dict[str, str]:
+        entity_type_of(entity_path)
+        with self._lock:
+            self._check_open()
+            return dict(self._cluster.configs.get(entity_path, {}))
+
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        if entity_type not in ENTITY_TYPES:
+            raise StoreError(f"unknown entity type {entity_type!r} (known: {', '.join(ENTITY_TYPES)})")
+        with self._lock:
+            self._check_open()
+            return {path: dict(config) for path, config in sorted(self._cluster.configs.items())
+                    if entity_type_of(path) == entity_type}
+
+    def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        entity_type_of(entity_path)
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            if config:
+                c.configs[entity_path] = {str(k): str(v) for k, v in config.items()}
+            else:
+                c.configs.pop(entity_path, None)
+            c.change_seq += 1
+            notes = self._notes("configs", entity_path)
+        self._deliver(notes)
+
+    def watch_entity_configs(self, callback: Callable[[str], None]) -> Watch:
+        """Called for each change made after the watch was set (no initial call)."""
+        return self._watch("configs", callback, None)
+
+    # --- finalized features ------------------------------------------------------------------
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        with self._lock:
+            self._check_open()
+            return self._cluster.feature_epoch, dict(self._cluster.features)
+
+    def set_finalized_features(self, features: Mapping[str, int], expected_epoch: int | None = None) -> int:
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            if expected_epoch is not None and expected_epoch != c.feature_epoch:
+                raise FeatureEpochConflict(
+                    f"finalized features are at epoch {c.feature_epoch}, not {expected_epoch}")
+            c.features = {str(k): int(v) for k, v in features.items()}
+            c.feature_epoch += 1
+            epoch = c.feature_epoch
+            notes = self._notes("features", epoch, dict(c.features))
+        self._deliver(notes)
+        return epoch
+
+    def watch_features(self, callback: Callable[[int, dict[str, int]], None]) -> Watch:
+        return self._watch("features", callback,
+                           lambda: (self._cluster.feature_epoch, dict(self._cluster.features)))
+
+    # --- topics ------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: Mapping[int, tuple[int, ...]],
+                     topic_id: uuid.UUID | None = None) -> TopicInfo:
+        check_topic_name(name)
+        parts = check_partitions(name, partitions, 0)
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            if name in c.topics:
+                raise TopicAlreadyExists(f"topic {name!r} already exists")
+            info = TopicInfo(name, topic_id or uuid.uuid4(), parts)
+            c.topics[name] = info
+            notes = self._notes("topics", dict(c.topics))
+        self._deliver(notes)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            if c.topics.pop(name, None) is None:
+                raise UnknownTopic(f"topic {name!r} does not exist")
+            notes = self._notes("topics", dict(c.topics))
+        self._deliver(notes)
+
+    def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            old = c.topics.get(name)
+            if old is None:
+                raise UnknownTopic(f"topic {name!r} does not exist")
+            new = check_partitions(name, partitions, len(old.partitions))
+            info = TopicInfo(name, old.topic_id, {**old.partitions, **new})
+            c.topics[name] = info
+            notes = self._notes("topics", dict(c.topics))
+        self._deliver(notes)
+        return info
+
+    def topics(self) -> dict[str, TopicInfo]:
+        with self._lock:
+            self._check_open()
+            return dict(self._cluster.topics)
+
+    def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch:
+        return self._watch("topics", callback, lambda: (dict(self._cluster.topics),))
+
+    # --- consumer coordinator (seed 001) -----------------------------------------------------
+    def elect_coordinator(self, broker_id: int) -> int:
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            self._coordinator_candidates.add(broker_id)
+            notes: list[_Notification] = []
+            if c.coordinator is None:
+                c.coordinator = (broker_id, self)
+                notes = self._notes("coordinator", broker_id)
+            winner = self._holder_id(c.coordinator)
+        self._deliver(notes)
+        return winner
+
+    def coordinator_id(self) -> int:
+        with self._lock:
+            return self._holder_id(self._cluster.coordinator)
+
+    def watch_coordinator(self, callback: Callable[[int], None]) -> Watch:
+        return self._watch("coordinator", callback, lambda: (self._holder_id(self._cluster.coordinator),))
+
+    def groups(self) -> list[str]:
+        with self._lock:
+            self._check_open()
+            return sorted(set(self._cluster.owners) | set(self._cluster.offsets))
+
+    def owners(self, group: str) -> dict[tuple[str, int], str]:
+        with self._lock:
+            self._check_open()
+            return dict(self._cluster.owners.get(group, {}))
+
+    def set_owners(self, group: str, owners: Mapping[tuple[str, int], str]) -> None:
+        with self._lock:
+            self._check_open()
+            self._cluster.owners[group] = {(str(t), int(p)): str(o) for (t, p), o in owners.items()}
+
+    def offsets(self, group: str) -> dict[tuple[str, int], int]:
+        with self._lock:
+            self._check_open()
+            return dict(self._cluster.offsets.get(group, {}))
+
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        with self._lock:
+            self._check_open()
+            committed = self._cluster.offsets.setdefault(group, {})
+            committed.update({(str(t), int(p)): int(o) for (t, p), o in offsets.items()})
+
+    # --- internals ---------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the metadata store is closed")
+
+    @staticmethod
+    def _holder_id(holder: tuple[int, MemoryStore] | None) -> int:
+        return -1 if holder is None else holder[0]
+
+    def _release_elections(self, released: Callable[[tuple[int, MemoryStore]], bool]) -> list[_Notification]:
+        """Drop the controller/coordinator if ``released`` says so; the remaining candidates re-run."""
+        c = self._cluster
+        notes: list[_Notification] = []
+        if c.controller is not None and released(c.controller):
+            c.controller = self._next_holder("_controller_candidates")
+            notes += self._notes("controller", self._holder_id(c.controller))
+        if c.coordinator is not None and released(c.coordinator):
+            c.coordinator = self._next_holder("_coordinator_candidates")
+            notes += self._notes("coordinator", self._holder_id(c.coordinator))
+        return notes
+
+    def _next_holder(self, attribute: str) -> tuple[int, MemoryStore] | None:
+        candidates = [(bid, handle) for handle in self._cluster.handles if not handle._closed
+                      for bid in getattr(handle, attribute)]
+        return min(candidates, key=lambda item: item[0]) if candidates else None
+
+    def _notes(self, kind: str, *args: Any) -> list[_Notification]:
+        return [(w.callback, args) for w in self._cluster.watches if w.kind == kind and w.active]
+
+    @staticmethod
+    def _deliver(notes: list[_Notification]) -> None:
+        """Watch callbacks run after the change, outside the lock, in the thread that made it.
+        A failing callback is logged; it never fails the change that triggered it."""
+        for callback, args in notes:
+            try:
+                callback(*args)
+            except Exception:
+                log.exception("metadata watch callback %r failed (ignored)", callback)
+
+    def _watch(self, kind: str, callback: Callable[..., None],
+               current: Callable[[], tuple[Any, ...]] | None) -> Watch:
+        with self._lock:
+            self._check_open()
+            watch = _MemoryWatch(self._cluster, self, kind, callback)
+            self._cluster.watches.append(watch)
+            state = current() if current is not None else None
+        if state is not None:
+            self._deliver([(callback, state)])
+        return watch
+
+
+def check_partitions(topic: str, partitions: Mapping[int, tuple[int, ...]],
+                     first: int) -> dict[int, tuple[int, ...]]:
+    """Partition ids must be first, first+1, ... with at least one replica each; at least one partition."""
+    ids = sorted(int(p) for p in partitions)
+    if not ids:
+        raise StoreError(f"topic {topic!r}: no partitions given")
+    if ids != list(range(first, first + len(ids))):
+        raise StoreError(f"topic {topic!r}: partitions must be numbered {first}..{first + len(ids) - 1}, "
+                         f"got {ids} (partitions only grow)")
+    result: dict[int, tuple[int, ...]] = {}
+    for p in ids:
+        replicas = tuple(int(r) for r in partitions[p])
+        if not replicas:
+            raise StoreError(f"topic {topic!r}: partition {p} has no replicas")
+        result[p] = replicas
+    return result
+
+
+if TYPE_CHECKING:
+    from kafkapy.store.base import MetadataStore
+
+    def _implements_the_interface(store: MemoryStore) -> MetadataStore:
+        return store

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Any
 
@@ -61,7 +62,10 @@ def interpreted_reader(prim: Primitive) -> Any:
 
 def outcome(fn: Any, data: bytes) -> Any:
     try:
-        return fn(memoryview(data), 0, len(data))
+        value, pos = fn(memoryview(data), 0, len(data))
+        if isinstance(value, float) and math.isnan(value):
+            return ("nan", pos)  # NaN != NaN, yet both paths read the same NaN
+        return value, pos
     except DecodeError as exc:
         return ("DecodeError", exc.truncated)
 

@@ -1,0 +1,239 @@
+"""The metadata store interface: the cluster state every broker shares.
+
+Two implementations behave the same and pass one shared test suite:
+MemoryStore (the default; several Brokers in one process sharing one
+MemoryStore form a cluster) and ZooKeeperStore (kazoo, at Kafka's own znode
+paths and JSON formats, for brokers on several machines).
+
+The interface is synchronous: kazoo is, and the in-memory store is trivially.
+Callers on an event loop run store calls that may block in a thread.
+
+Watches: ``watch_*`` registers a callback and returns a Watch whose
+``cancel()`` stops it. Callbacks may run on any thread (kazoo's event thread,
+or the thread that made the change in memory); they must be quick and
+thread-safe, e.g. ``loop.call_soon_threadsafe(...)``. Every watch survives a
+ZooKeeper session loss: the store re-arms it on the new session and calls it
+once with the current state, since changes may have been missed meanwhile.
+Each ``watch_*`` also calls its callback once at registration with the current
+state, except ``watch_entity_configs``, which reports only later changes. An
+exception in a callback is logged, never raised to whoever made the change.
+
+Elections: ``register_broker`` also runs the broker for controller (as a Kafka
+broker does when it starts); ``elect_coordinator`` enters the broker for
+/consumers/coordinator. When the holder unregisters, or its store is closed or
+loses its session, a remaining candidate takes over.
+
+Entity paths name client-quota entities as Kafka's /config tree does:
+``ips/1.2.3.4``, ``ips/<default>``, ``users/alice``, ``clients/c1``,
+``users/alice/clients/c1``, ``users/<default>/clients/<default>``. Names are
+URL-encoded (Kafka's Sanitizer) inside the path.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Protocol
+from urllib.parse import quote, unquote
+
+import attrs
+
+from kafkapy.errors import KafkaPyError
+
+__all__ = [
+    "BrokerRegistration",
+    "CorruptMetadata",
+    "FeatureEpochConflict",
+    "MetadataStore",
+    "RegisteredEndpoint",
+    "StoreError",
+    "TopicAlreadyExists",
+    "TopicInfo",
+    "UnknownTopic",
+    "Watch",
+    "check_topic_name",
+    "decode_uuid",
+    "desanitize",
+    "encode_uuid",
+    "entity_type_of",
+    "new_cluster_id",
+    "sanitize",
+]
+
+DEFAULT_ENTITY = "<default>"
+ENTITY_TYPES = ("ips", "users", "clients", "users/clients")
+
+
+class StoreError(KafkaPyError):
+    """The store refused an operation (e.g. a broker id already registered)."""
+
+
+class CorruptMetadata(StoreError):
+    """Stored data the store cannot read (invalid JSON, an unknown version...); names the path."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+
+
+def encode_uuid(value: uuid.UUID) -> str:
+    """A UUID as Kafka prints it: URL-safe base64 without padding, 22 characters."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+def decode_uuid(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return uuid.UUID(bytes=raw)
+
+
+def new_cluster_id() -> str:
+    """A random UUID as Kafka prints it: URL-safe base64 without padding, 22 characters."""
+    return encode_uuid(uuid.uuid4())
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: URL-encode an entity name for a znode path (<default> stays)."""
+    if name == DEFAULT_ENTITY:
+        return name
+    # java.net.URLEncoder keeps [A-Za-z0-9.-*_]; Sanitizer then turns "*" into %2A and "+" into %20.
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    return name if name == DEFAULT_ENTITY else unquote(name)
+
+
+def entity_type_of(entity_path: str) -> str:
+    """``ips/1.2.3.4`` -> ``ips``; ``users/a/clients/c`` -> ``users/clients``. StoreError if malformed."""
+    parts = entity_path.split("/")
+    if len(parts) == 2 and parts[0] in ("ips", "users", "clients") and parts[1]:
+        return parts[0]
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
+        return "users/clients"
+    raise StoreError(f"invalid entity path {entity_path!r} (expected <type>/<name> or users/<u>/clients/<c>)")
+
+
+def check_topic_name(name: str) -> None:
+    """Kafka's rule: 1 to 249 of [a-zA-Z0-9._-], and not "." or ".."."""
+    if not name or len(name) > 249 or name in (".", "..") or any(
+            not (ch.isascii() and (ch.isalnum() or ch in "._-")) for ch in name):
+        raise StoreError(f"invalid topic name {name!r} (1 to 249 of [a-zA-Z0-9._-], not '.' or '..')")
+
+
+@attrs.frozen
+class RegisteredEndpoint:
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+
+@attrs.frozen
+class BrokerRegistration:
+    broker_id: int
+    endpoints: tuple[RegisteredEndpoint, ...]
+    rack: str | None = None
+    features: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+
+    def endpoint(self, listener: str) -> RegisteredEndpoint | None:
+        for endpoint in self.endpoints:
+            if endpoint.listener == listener:
+                return endpoint
+        return None
+
+
+class TopicAlreadyExists(StoreError):
+    pass
+
+
+class UnknownTopic(StoreError):
+    pass
+
+
+class FeatureEpochConflict(StoreError):
+    """The finalized features changed since the epoch the caller read."""
+
+
+@attrs.frozen
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    # partition -> replica broker ids (the first is the preferred leader)
+    partitions: Mapping[int, tuple[int, ...]]
+
+
+class Watch(Protocol):
+    def cancel(self) -> None: ...
+
+
+class MetadataStore(Protocol):
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect (ZooKeeper: fail with StoreError after zookeeper.connection.timeout.ms)."""
+
+    def close(self) -> None: ...
+
+    # --- cluster and brokers (/cluster/id, /brokers/ids/<id>, /brokers/seqid) ----------------
+    def cluster_id(self) -> str: ...
+    def allocate_broker_id(self, reserved_max: int) -> int: ...
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        """Ephemeral: gone when the broker's session ends; re-created after a session loss."""
+
+    def unregister_broker(self, broker_id: int) -> None: ...
+    def brokers(self) -> list[BrokerRegistration]: ...
+    def watch_brokers(self, callback: Callable[[list[BrokerRegistration]], None]) -> Watch: ...
+
+    # --- controller (/controller, ephemeral) ------------------------------------------------
+    def elect_controller(self, broker_id: int) -> int:
+        """Try to become controller; return whoever is controller now (-1 if none)."""
+
+    def controller_id(self) -> int: ...
+    def watch_controller(self, callback: Callable[[int], None]) -> Watch: ...
+
+    # --- client quota configs (/config/<type>/<name>, /config/changes) ----------------------
+    def entity_config(self, entity_path: str) -> dict[str, str]: ...
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        """Every entity of a type ("ips", "users", "clients", or "users/clients" for pairs),
+        keyed by entity path."""
+
+    def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        """Replace an entity's config (empty: delete it) and post a change notification."""
+
+    def watch_entity_configs(self, callback: Callable[[str], None]) -> Watch:
+        """Called with the entity path of every change notification."""
+
+    # --- finalized features (/feature; epoch = znode version, -1 when absent) ---------------
+    def finalized_features(self) -> tuple[int, dict[str, int]]: ...
+    def set_finalized_features(self, features: Mapping[str, int], expected_epoch: int | None = None) -> int:
+        """Replace the finalized features; return the new epoch. FeatureEpochConflict if the
+        epoch moved since ``expected_epoch``."""
+
+    def watch_features(self, callback: Callable[[int, dict[str, int]], None]) -> Watch: ...
+
+    # --- topics (/brokers/topics/<topic>) ----------------------------------------------------
+    def create_topic(self, name: str, partitions: Mapping[int, tuple[int, ...]],
+                     topic_id: uuid.UUID | None = None) -> TopicInfo: ...
+    def delete_topic(self, name: str) -> None: ...
+    def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        """Partitions only grow: new ids must continue the existing ones."""
+
+    def topics(self) -> dict[str, TopicInfo]: ...
+    def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch: ...
+
+    # --- consumer coordinator, seed 001 (/consumers/...) ------------------------------------
+    def elect_coordinator(self, broker_id: int) -> int:
+        """/consumers/coordinator (ephemeral, holds the broker id): try to win; return the winner."""
+
+    def coordinator_id(self) -> int: ...
+    def watch_coordinator(self, callback: Callable[[int], None]) -> Watch: ...
+    def groups(self) -> list[str]: ...
+    def owners(self, group: str) -> dict[tuple[str, int], str]:
+        """(topic, partition) -> consumer thread id, from /consumers/<group>/owners/<topic>/<partition>."""
+
+    def set_owners(self, group: str, owners: Mapping[tuple[str, int], str]) -> None:
+        """Replace the group's ownership (persistent nodes, seed 001)."""
+
+    def offsets(self, group: str) -> dict[tuple[str, int], int]: ...
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """/consumers/<group>/offsets/<topic>/<partition>, the offset as a decimal string."""

@@ -1,0 +1,960 @@
+"""The ZooKeeper metadata store (kazoo), at Kafka's own znode paths and JSON formats.
+
+One ZooKeeperStore is one ZooKeeper session, normally one per broker. What it
+registers (/brokers/ids/<id>, /controller, /consumers/coordinator) is ephemeral.
+When the session is lost the store, once reconnected on a new session,
+re-creates its broker registrations, re-runs its controller/coordinator
+candidates and re-arms every watch, calling each once with the current state.
+
+A chroot in ``zookeeper.connect`` (``host:port/kafka``) is created if it is
+missing, as Kafka does.
+
+Watch callbacks run on the store's own worker thread (one per store), one at
+a time; a watch that hits a corrupt znode logs an error naming the path and
+keeps watching.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+)
+from kazoo.protocol.states import EventType
+
+from kafkapy.store.base import (
+    ENTITY_TYPES,
+    BrokerRegistration,
+    CorruptMetadata,
+    FeatureEpochConflict,
+    RegisteredEndpoint,
+    StoreError,
+    TopicAlreadyExists,
+    TopicInfo,
+    UnknownTopic,
+    Watch,
+    check_topic_name,
+    decode_uuid,
+    encode_uuid,
+    entity_type_of,
+    new_cluster_id,
+)
+from kafkapy.store.memory import check_partitions
+
+__all__ = ["ZooKeeperStore", "parse_connect"]
+
+log = logging.getLogger("kafkapy.store.zookeeper")
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+BROKER_SEQID = "/brokers/seqid"
+TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+FEATURE = "/feature"
+CONFIG = "/config"
+CONFIG_CHANGES = "/config/changes"
+CHANGE_PREFIX = "config_change_"
+CHANGE_EXPIRATION_S = 15 * 60
+CONSUMERS = "/consumers"
+COORDINATOR = "/consumers/coordinator"
+
+# Kafka's persistent paths, created at startup as KafkaZkClient.createTopLevelPaths does.
+_TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, "/config/topics", "/config/clients",
+              "/config/users", "/config/ips", "/config/brokers")
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def parse_connect(connect: str) -> tuple[str, str]:
+    """``h1:p1,h2:p2/chroot`` -> (hosts, chroot); chroot is "" when absent. StoreError if invalid."""
+    hosts, slash, rest = connect.strip().partition("/")
+    if not hosts:
+        raise StoreError(f"zookeeper.connect={connect!r} names no host")
+    if not slash:
+        return hosts, ""
+    chroot = "/" + rest
+    parts = rest.split("/")
+    if rest == "" or any(p in ("", ".", "..") for p in parts) or any(ch < " " for ch in rest):
+        raise StoreError(f"invalid ZooKeeper chroot {chroot!r} in zookeeper.connect={connect!r}")
+    return hosts, chroot
+
+
+def _dumps(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _now_ms() -> str:
+    return str(int(time.time() * 1000))
+
+
+class _ZkWatch:
+    """One user (or internal) watch: ``compute(trigger)`` reads the state, leaving ZooKeeper watches
+    that call ``trigger``; the callback runs when the state changed (always when forced)."""
+
+    def __init__(self, store: ZooKeeperStore, name: str, compute: Callable[[Any], tuple[Any, ...]],
+                 callback: Callable[..., None]) -> None:
+        self.store = store
+        self.name = name
+        self.compute = compute
+        self.callback = callback
+        self.lock = threading.RLock()
+        self.last: tuple[Any, ...] | None = None
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.store._forget(self)
+
+    def trigger(self, event: Any) -> None:
+        # EventType.NONE: kazoo dropped its watches on a connection loss; the reconnect refreshes.
+        if not self.cancelled and getattr(event, "type", None) != EventType.NONE:
+            self.store._submit(lambda: self.refresh(force=False))
+
+    def refresh(self, force: bool) -> None:
+        with self.lock:
+            if self.cancelled:
+                return
+            try:
+                state = self.compute(self.trigger)
+            except CorruptMetadata as exc:
+                log.error("watch on %s: %s", self.name, exc)
+                return
+            except StoreError as exc:
+                if self.store._connected():
+                    log.error("watch on %s: %s", self.name, exc)
+                return  # not connected: the reconnect refreshes every watch
+            if not force and state == self.last:
+                return
+            self.last = state
+            try:
+                self.callback(*state)
+            except Exception:
+                log.exception("watch callback on %s failed (ignored)", self.name)
+
+
+class _ChangeWatch(_ZkWatch):
+    """/config/changes: every notification with a higher sequence number than the last one seen.
+    Notifications are persistent, so none is missed across a session loss."""
+
+    def __init__(self, store: ZooKeeperStore, callback: Callable[[str], None]) -> None:
+        super().__init__(store, store._full(CONFIG_CHANGES), lambda w: (), callback)
+        self.seen = -1
+
+    def prime(self) -> None:
+        self.seen = max((seq for seq, _ in self.store._changes(None)), default=-1)
+
+    def refresh(self, force: bool) -> None:
+        with self.lock:
+            if self.cancelled:
+                return
+            try:
+                pending = [(seq, node) for seq, node in self.store._changes(self.trigger) if seq > self.seen]
+                for seq, node in pending:
+                    path = f"{CONFIG_CHANGES}/{node}"
+                    try:
+                        entity_path = self.store._read_change(path)
+                    except CorruptMetadata as exc:
+                        log.error("config change notification: %s", exc)
+                        self.seen = seq
+                        continue
+                    self.seen = seq  # only once read: a connection loss leaves it for the next round
+                    if entity_path is None:
+                        continue
+                    try:
+                        self.callback(entity_path)
+                    except Exception:
+                        log.exception("entity config watch callback failed (ignored)")
+                self.store._purge_changes()
+            except StoreError as exc:
+                if self.store._connected():
+                    log.error("watch on %s: %s", self.name, exc)
+
+
+class ZooKeeperStore:
+    def __init__(self, connect: str, session_timeout_ms: int = 18000,
+                 connection_timeout_ms: int | None = None, *, cluster_id: str | None = None) -> None:
+        self.connect = connect
+        self.hosts, self.chroot = parse_connect(connect)
+        self.session_timeout_ms = session_timeout_ms
+        # Kafka: zookeeper.connection.timeout.ms defaults to zookeeper.session.timeout.ms.
+        self.connection_timeout_ms = connection_timeout_ms if connection_timeout_ms is not None \
+            else session_timeout_ms
+        self._wanted_cluster_id = cluster_id
+        self._cluster_id: str | None = None
+        self._client: Any = None
+        self._lock = threading.Lock()
+        self._registrations: dict[int, BrokerRegistration] = {}
+        self._controller_candidates: set[int] = set()
+        self._coordinator_candidates: set[int] = set()
+        self._watches: list[_ZkWatch] = []
+        self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._session_id: int | None = None
+        self._closed = False
+        self._last_purge = 0.0
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._client is not None:
+            return
+        client = KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000,
+                             connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0})
+        try:
+            client.start(timeout=self.connection_timeout_ms / 1000)
+        except Exception as exc:
+            with contextlib.suppress(Exception):
+                client.stop()
+                client.close()
+            raise StoreError(f"cannot connect to ZooKeeper at {self.hosts} "
+                             f"within {self.connection_timeout_ms} ms "
+                             f"(zookeeper.connect={self.connect!r}, zookeeper.connection.timeout.ms): "
+                             f"{exc or type(exc).__name__}") from None
+        if self.chroot:
+            try:
+                client.ensure_path(self.chroot)
+            except Exception as exc:
+                client.stop()
+                client.close()
+                raise StoreError(f"cannot create the ZooKeeper chroot {self.chroot!r} "
+                                 f"(zookeeper.connect={self.connect!r}): "
+                                 f"{type(exc).__name__} {exc}") from None
+            client.chroot = self.chroot
+        self._client = client
+        self._session_id = client.client_id[0]
+        try:
+            with self._errors("creating the top-level paths"):
+                for path in _TOP_LEVEL:
+                    client.ensure_path(path)
+            self.cluster_id()
+        except BaseException:
+            self._client = None
+            client.stop()
+            client.close()
+            raise
+        self._worker = threading.Thread(target=self._run, name=f"kafkapy-zk-store{self.chroot}", daemon=True)
+        self._worker.start()
+        client.add_listener(self._on_state)
+        # Internal watches first: after a session loss they re-run the elections before users hear.
+        for path in (CONTROLLER, COORDINATOR):
+            self._add_watch(self._election_watch(path))
+
+    def close(self) -> None:
+        """Close the session: every ephemeral node of this store goes at once."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            for watch in self._watches:
+                watch.cancelled = True
+            self._watches.clear()
+        if self._worker is not None:
+            self._queue.put(None)
+            if self._worker is not threading.current_thread():
+                self._worker.join(5)
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.remove_listener(self._on_state)
+            with contextlib.suppress(Exception):
+                self._client.stop()
+                self._client.close()
+
+    def __enter__(self) -> ZooKeeperStore:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def client(self) -> Any:
+        """The kazoo client (tests and tools)."""
+        return self._zk()
+
+    # --- cluster and brokers -----------------------------------------------------------------
+    def cluster_id(self) -> str:
+        if self._cluster_id is not None:
+            return self._cluster_id
+        zk = self._zk()
+        with self._errors(CLUSTER_ID):
+            while True:
+                try:
+                    data, _ = zk.get(CLUSTER_ID)
+                except NoNodeError:
+                    wanted = self._wanted_cluster_id or new_cluster_id()
+                    with contextlib.suppress(NodeExistsError):
+                        zk.create(CLUSTER_ID, _dumps({"version": "1", "id": wanted}), makepath=True)
+                    continue
+                obj = self._json(CLUSTER_ID, data)
+                self._check_version(CLUSTER_ID, obj, ("1", 1), "version")
+                found = obj.get("id")
+                if not isinstance(found, str) or not found:
+                    raise CorruptMetadata(self._full(CLUSTER_ID), "no cluster id")
+                break
+        if self._wanted_cluster_id and found != self._wanted_cluster_id:
+            raise StoreError(f"cluster.id {self._wanted_cluster_id!r} does not match {found!r} "
+                             f"stored at {self._full(CLUSTER_ID)}")
+        self._cluster_id = found
+        return found
+
+    def allocate_broker_id(self, reserved_max: int) -> int:
+        """Kafka's way: the new version of /brokers/seqid, above reserved.broker.max.id."""
+        zk = self._zk()
+        with self._errors(BROKER_SEQID):
+            while True:
+                try:
+                    stat = zk.set(BROKER_SEQID, b"")
+                    return int(stat.version) + reserved_max
+                except NoNodeError:
+                    with contextlib.suppress(NodeExistsError):
+                        zk.create(BROKER_SEQID, b"", makepath=True)
+
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        """Ephemeral /brokers/ids/<id>; also runs the broker for controller, as a Kafka broker does."""
+        zk = self._zk()
+        path = f"{BROKER_IDS}/{registration.broker_id}"
+        with self._errors(path):
+            try:
+                zk.create(path, _dumps(encode_broker(registration)), ephemeral=True, makepath=True)
+            except NodeExistsError:
+                raise StoreError(f"broker id {registration.broker_id} is already registered in this cluster "
+                                 f"({self._full(path)} exists)") from None
+        with self._lock:
+            self._registrations[registration.broker_id] = registration
+        self.elect_controller(registration.broker_id)
+
+    def unregister_broker(self, broker_id: int) -> None:
+        with self._lock:
+            self._registrations.pop(broker_id, None)
+            self._controller_candidates.discard(broker_id)
+            self._coordinator_candidates.discard(broker_id)
+        if self._client is None or self._closed:
+            return
+        with self._errors(f"{BROKER_IDS}/{broker_id}"):
+            self._delete_own(f"{BROKER_IDS}/{broker_id}")
+        for path in (CONTROLLER, COORDINATOR):
+            try:
+                if self._read_holder(path, None) == broker_id:
+                    with self._errors(path):
+                        self._delete_own(path)
+            except StoreError as exc:  # a broker that stops must not fail on a corrupt /controller
+                log.error("unregistering broker %d: %s", broker_id, exc)
+
+    def brokers(self) -> list[BrokerRegistration]:
+        return self._read_brokers(None)
+
+    def watch_brokers(self, callback: Callable[[list[BrokerRegistration]], None]) -> Watch:
+        return self._add_watch(_ZkWatch(self, self._full(BROKER_IDS), lambda w: (self._read_brokers(w),),
+                                        callback))
+
+    def _read_brokers(self, watch: Any) -> list[BrokerRegistration]:
+        zk = self._zk()
+        with self._errors(BROKER_IDS):
+            raw = []
+            for child in sorted(zk.get_children(BROKER_IDS, watch=watch)):
+                path = f"{BROKER_IDS}/{child}"
+                try:
+                    raw.append((child, path, zk.get(path, watch=watch)[0]))
+                except NoNodeError:
+                    continue
+        result = []
+        for child, path, data in raw:
+            if not child.lstrip("-").isdigit():
+                raise CorruptMetadata(self._full(path), "not a broker id")
+            result.append(decode_broker(int(child), self._json(path, data), self._full(path)))
+        return sorted(result, key=lambda b: b.broker_id)
+
+    # --- controller --------------------------------------------------------------------------
+    def elect_controller(self, broker_id: int) -> int:
+        with self._lock:
+            self._controller_candidates.add(broker_id)
+        return self._elect(CONTROLLER, broker_id)
+
+    def controller_id(self) -> int:
+        return self._read_holder(CONTROLLER, None)
+
+    def watch_controller(self, callback: Callable[[int], None]) -> Watch:
+        return self._add_watch(_ZkWatch(self, self._full(CONTROLLER),
+                                        lambda w: (self._read_holder(CONTROLLER, w),), callback))
+
+    # --- client quota configs ----------------------------------------------------------------
+    def entity_config(self, entity_path: str) -> dict[str, str]:
+        entity_type_of(entity_path)
+        path = f"{CONFIG}/{entity_path}"
+        with self._errors(path):
+            try:
+                data, _ = self._zk().get(path)
+            except NoNodeError:
+                return {}
+        return self._decode_config(path, data)
+
+    def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
+        if entity_type not in ENTITY_TYPES:
+            raise StoreError(f"unknown entity type {entity_type!r} (known: {', '.join(ENTITY_TYPES)})")
+        zk = self._zk()
+        paths: list[str] = []
+        root = f"{CONFIG}/{entity_type.split('/')[0]}"
+        with self._errors(root):
+            names = sorted(self._children(root))
+            if entity_type == "users/clients":
+                for user in names:
+                    paths += [f"users/{user}/clients/{c}"
+                              for c in sorted(self._children(f"{root}/{user}/clients"))]
+            else:
+                paths = [f"{entity_type}/{name}" for name in names]
+            raw = []
+            for entity_path in paths:
+                with contextlib.suppress(NoNodeError):
+                    raw.append((entity_path, zk.get(f"{CONFIG}/{entity_path}")[0]))
+        result = {}
+        for entity_path, data in raw:
+            config = self._decode_config(f"{CONFIG}/{entity_path}", data)
+            if config:
+                result[entity_path] = config
+        return result
+
+    def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        entity_type_of(entity_path)
+        zk = self._zk()
+        path = f"{CONFIG}/{entity_path}"
+        with self._errors(path):
+            if config:
+                data = _dumps({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
+                try:
+                    zk.set(path, data)
+                except NoNodeError:
+                    try:
+                        zk.create(path, data, makepath=True)
+                    except NodeExistsError:
+                        zk.set(path, data)
+            else:
+                try:
+                    zk.delete(path)
+                except NoNodeError:
+                    pass
+                except NotEmptyError:  # users/<u> with clients/ under it: keep the node, empty its config
+                    zk.set(path, _dumps({"version": 1, "config": {}}))
+            zk.create(f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", _dumps({"version": 2, "entity_path": entity_path}),
+                      sequence=True, makepath=True)
+
+    def watch_entity_configs(self, callback: Callable[[str], None]) -> Watch:
+        """Called for each change notification posted after the watch was set (no initial call)."""
+        watch = _ChangeWatch(self, callback)
+        watch.prime()
+        return self._add_watch(watch)
+
+    def _changes(self, watch: Any) -> list[tuple[int, str]]:
+        with self._errors(CONFIG_CHANGES):
+            try:
+                children = self._zk().get_children(CONFIG_CHANGES, watch=watch)
+            except NoNodeError:
+                self._zk().ensure_path(CONFIG_CHANGES)
+                children = self._zk().get_children(CONFIG_CHANGES, watch=watch)
+        result = []
+        for child in children:
+            suffix = child[len(CHANGE_PREFIX):]
+            if child.startswith(CHANGE_PREFIX) and suffix.isdigit():
+                result.append((int(suffix), child))
+        return sorted(result)
+
+    def _purge_changes(self) -> None:
+        """Delete notifications older than 15 minutes, as Kafka's notification listener does
+        (changeExpirationMs); at most once a minute per store."""
+        now = time.time()
+        if now - self._last_purge < 60:
+            return
+        self._last_purge = now
+        zk = self._zk()
+        with self._errors(CONFIG_CHANGES):
+            for _, node in self._changes(None):
+                path = f"{CONFIG_CHANGES}/{node}"
+                stat = zk.exists(path)
+                if stat is None or stat.ctime / 1000 > now - CHANGE_EXPIRATION_S:
+                    break  # sorted by sequence, so the rest are newer
+                with contextlib.suppress(NoNodeError):
+                    zk.delete(path)
+
+    def _read_change(self, path: str) -> str | None:
+        with self._errors(path):
+            try:
+                data, _ = self._zk().get(path)
+            except NoNodeError:
+                return None
+        obj = self._json(path, data)
+        self._check_version(path, obj, (2,), "version")
+        entity_path = obj.get("entity_path")
+        if not isinstance(entity_path, str):
+            raise CorruptMetadata(self._full(path), "no entity_path")
+        return entity_path
+
+    def _decode_config(self, path: str, data: bytes) -> dict[str, str]:
+        if not data:
+            return {}  # a parent created on the way (users/<u> holding only clients/)
+        obj = self._json(path, data)
+        self._check_version(path, obj, (1,), "version")
+        config = obj.get("config")
+        if not isinstance(config, dict):
+            raise CorruptMetadata(self._full(path), "no config object")
+        return {str(k): str(v) for k, v in config.items()}
+
+    # --- finalized features ------------------------------------------------------------------
+    def finalized_features(self) -> tuple[int, dict[str, int]]:
+        return self._read_features(None)
+
+    def set_finalized_features(self, features: Mapping[str, int], expected_epoch: int | None = None) -> int:
+        zk = self._zk()
+        data = _dumps({"version": 2, "status": 1,
+                       "features": {str(k): {"max_version_level": int(v)} for k, v in features.items()}})
+        with self._errors(FEATURE):
+            if expected_epoch is None:
+                while True:
+                    try:
+                        return int(zk.set(FEATURE, data).version)
+                    except NoNodeError:
+                        with contextlib.suppress(NodeExistsError):
+                            zk.create(FEATURE, data)
+                            return 0
+            if expected_epoch < 0:
+                try:
+                    zk.create(FEATURE, data)
+                    return 0
+                except NodeExistsError:
+                    pass
+            else:
+                try:
+                    return int(zk.set(FEATURE, data, version=expected_epoch).version)
+                except (BadVersionError, NoNodeError):
+                    pass
+        epoch, _ = self._read_features(None)
+        raise FeatureEpochConflict(f"finalized features at {self._full(FEATURE)} are at epoch {epoch}, "
+                                   f"not {expected_epoch}")
+
+    def watch_features(self, callback: Callable[[int, dict[str, int]], None]) -> Watch:
+        return self._add_watch(_ZkWatch(self, self._full(FEATURE), self._read_features, callback))
+
+    def _read_features(self, watch: Any) -> tuple[int, dict[str, int]]:
+        got = self._get_or_watch(FEATURE, watch)
+        if got is None:
+            return -1, {}
+        data, version = got
+        obj = self._json(FEATURE, data)
+        self._check_version(FEATURE, obj, (1, 2), "version")
+        features = obj.get("features")
+        if not isinstance(features, dict) or obj.get("status") not in (0, 1):
+            raise CorruptMetadata(self._full(FEATURE), "no features object or status")
+        if obj["status"] == 0:  # FeatureZNodeStatus.Disabled: no finalized features
+            return version, {}
+        result = {}
+        for name, levels in features.items():
+            if not isinstance(levels, dict) or not isinstance(levels.get("max_version_level"), int):
+                raise CorruptMetadata(self._full(FEATURE), f"feature {name!r} has no max_version_level")
+            result[str(name)] = int(levels["max_version_level"])
+        return version, result
+
+    # --- topics ------------------------------------------------------------------------------
+    def create_topic(self, name: str, partitions: Mapping[int, tuple[int, ...]],
+                     topic_id: uuid.UUID | None = None) -> TopicInfo:
+        check_topic_name(name)
+        parts = check_partitions(name, partitions, 0)
+        info = TopicInfo(name, topic_id or uuid.uuid4(), parts)
+        path = f"{TOPICS}/{name}"
+        with self._errors(path):
+            try:
+                self._zk().create(path, _dumps(encode_topic(info)), makepath=True)
+            except NodeExistsError:
+                raise TopicAlreadyExists(f"topic {name!r} already exists") from None
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        path = f"{TOPICS}/{name}"
+        with self._errors(path):
+            # kazoo's recursive delete ignores a missing node: look first.
+            if self._zk().exists(path) is None:
+                raise UnknownTopic(f"topic {name!r} does not exist")
+            self._zk().delete(path, recursive=True)
+
+    def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        zk = self._zk()
+        path = f"{TOPICS}/{name}"
+        while True:
+            with self._errors(path):
+                try:
+                    data, stat = zk.get(path)
+                except NoNodeError:
+                    raise UnknownTopic(f"topic {name!r} does not exist") from None
+            old = decode_topic(name, self._json(path, data), self._full(path))
+            new = check_partitions(name, partitions, len(old.partitions))
+            info = TopicInfo(name, old.topic_id, {**old.partitions, **new})
+            with self._errors(path):
+                try:
+                    zk.set(path, _dumps(encode_topic(info)), version=stat.version)
+                    return info
+                except BadVersionError:
+                    continue  # changed meanwhile: check again against the new partitions
+                except NoNodeError:
+                    raise UnknownTopic(f"topic {name!r} does not exist") from None
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return self._read_topics(None)
+
+    def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch:
+        return self._add_watch(_ZkWatch(self, self._full(TOPICS), lambda w: (self._read_topics(w),),
+                                        callback))
+
+    def _read_topics(self, watch: Any) -> dict[str, TopicInfo]:
+        zk = self._zk()
+        with self._errors(TOPICS):
+            raw = []
+            for child in sorted(zk.get_children(TOPICS, watch=watch)):
+                with contextlib.suppress(NoNodeError):
+                    raw.append((child, zk.get(f"{TOPICS}/{child}", watch=watch)[0]))
+        return {name: decode_topic(name, self._json(f"{TOPICS}/{name}", data), self._full(f"{TOPICS}/{name}"))
+                for name, data in raw}
+
+    # --- consumer coordinator (seed 001) -----------------------------------------------------
+    def elect_coordinator(self, broker_id: int) -> int:
+        with self._lock:
+            self._coordinator_candidates.add(broker_id)
+        return self._elect(COORDINATOR, broker_id)
+
+    def coordinator_id(self) -> int:
+        return self._read_holder(COORDINATOR, None)
+
+    def watch_coordinator(self, callback: Callable[[int], None]) -> Watch:
+        return self._add_watch(_ZkWatch(self, self._full(COORDINATOR),
+                                        lambda w: (self._read_holder(COORDINATOR, w),), callback))
+
+    def groups(self) -> list[str]:
+        with self._errors(CONSUMERS):
+            return sorted(g for g in self._children(CONSUMERS) if g != "coordinator")
+
+    def owners(self, group: str) -> dict[tuple[str, int], str]:
+        return {key: data.decode() for key, data in self._read_group_tree(group, "owners").items()}
+
+    def set_owners(self, group: str, owners: Mapping[tuple[str, int], str]) -> None:
+        zk = self._zk()
+        root = f"{CONSUMERS}/{group}/owners"
+        wanted = {(str(t), int(p)): str(o) for (t, p), o in owners.items()}
+        current = self._read_group_tree(group, "owners")
+        with self._errors(root):
+            zk.ensure_path(root)
+            for topic, partition in current.keys() - wanted.keys():
+                with contextlib.suppress(NoNodeError):
+                    zk.delete(f"{root}/{topic}/{partition}")
+            for (topic, partition), owner in wanted.items():
+                self._put(f"{root}/{topic}/{partition}", owner.encode())
+
+    def offsets(self, group: str) -> dict[tuple[str, int], int]:
+        result = {}
+        for (topic, partition), data in self._read_group_tree(group, "offsets").items():
+            path = f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+            try:
+                result[(topic, partition)] = int(data.decode())
+            except ValueError:
+                raise CorruptMetadata(self._full(path), f"offset {data!r} is not a decimal number") from None
+        return result
+
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        root = f"{CONSUMERS}/{group}/offsets"
+        with self._errors(root):
+            for (topic, partition), offset in offsets.items():
+                self._put(f"{root}/{topic}/{int(partition)}", str(int(offset)).encode())
+
+    def _read_group_tree(self, group: str, kind: str) -> dict[tuple[str, int], bytes]:
+        zk = self._zk()
+        root = f"{CONSUMERS}/{group}/{kind}"
+        result = {}
+        with self._errors(root):
+            for topic in self._children(root):
+                for partition in self._children(f"{root}/{topic}"):
+                    path = f"{root}/{topic}/{partition}"
+                    if not partition.isdigit():
+                        raise CorruptMetadata(self._full(path), "not a partition number")
+                    with contextlib.suppress(NoNodeError):
+                        result[(topic, int(partition))] = zk.get(path)[0]
+        return result
+
+    # --- internals ---------------------------------------------------------------------------
+    def _zk(self) -> Any:
+        if self._closed:
+            raise StoreError("the metadata store is closed")
+        if self._client is None:
+            raise StoreError("the metadata store is not started (call start())")
+        return self._client
+
+    def _connected(self) -> bool:
+        return self._client is not None and not self._closed and bool(self._client.connected)
+
+    def _full(self, path: str) -> str:
+        return f"{self.chroot}{path}"
+
+    @contextlib.contextmanager
+    def _errors(self, path: str) -> Iterator[None]:
+        """kazoo's exceptions as StoreError naming the path."""
+        try:
+            yield
+        except KazooException as exc:
+            raise StoreError(f"ZooKeeper operation on {self._full(path)} failed: "
+                             f"{type(exc).__name__} {exc}".rstrip()) from None
+
+    def _json(self, path: str, data: bytes) -> dict[str, Any]:
+        try:
+            obj = json.loads(data.decode())
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CorruptMetadata(self._full(path), f"invalid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise CorruptMetadata(self._full(path), "not a JSON object")
+        return obj
+
+    def _check_version(self, path: str, obj: Mapping[str, Any], known: tuple[Any, ...], key: str) -> None:
+        if obj.get(key) not in known or isinstance(obj.get(key), bool):
+            raise CorruptMetadata(self._full(path), f"unknown version {obj.get(key)!r} "
+                                                    f"(known: {', '.join(map(str, known))})")
+
+    def _children(self, path: str) -> list[str]:
+        try:
+            return list(self._zk().get_children(path))
+        except NoNodeError:
+            return []
+
+    def _put(self, path: str, data: bytes) -> None:
+        zk = self._zk()
+        try:
+            zk.set(path, data)
+        except NoNodeError:
+            try:
+                zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                zk.set(path, data)
+
+    def _get_or_watch(self, path: str, watch: Any) -> tuple[bytes, int] | None:
+        """(data, version), or None when absent; with ``watch``, a ZooKeeper watch is left either way."""
+        zk = self._zk()
+        with self._errors(path):
+            while True:
+                try:
+                    data, stat = zk.get(path, watch=watch)
+                    return data, int(stat.version)
+                except NoNodeError:
+                    if watch is None or zk.exists(path, watch=watch) is None:
+                        return None
+
+    def _read_holder(self, path: str, watch: Any) -> int:
+        got = self._get_or_watch(path, watch)
+        if got is None:
+            return -1
+        data = got[0]
+        if path == COORDINATOR:
+            try:
+                return int(data.decode().strip())
+            except ValueError:
+                raise CorruptMetadata(self._full(path), f"{data!r} is not a broker id") from None
+        obj = self._json(path, data)
+        self._check_version(path, obj, (1, 2), "version")
+        broker_id = obj.get("brokerid")
+        if not isinstance(broker_id, int):
+            raise CorruptMetadata(self._full(path), "no brokerid")
+        return broker_id
+
+    def _elect(self, path: str, broker_id: int) -> int:
+        zk = self._zk()
+        if path == COORDINATOR:
+            data = str(broker_id).encode()
+        else:
+            data = _dumps({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+        while True:
+            with self._errors(path):
+                try:
+                    zk.create(path, data, ephemeral=True, makepath=True)
+                    log.info("broker %d is now the %s", broker_id, "consumer coordinator"
+                             if path == COORDINATOR else "controller")
+                    return broker_id
+                except NodeExistsError:
+                    pass
+            holder = self._read_holder(path, None)
+            if holder != -1:
+                return holder
+
+    def _election_watch(self, path: str) -> _ZkWatch:
+        return _ZkWatch(self, self._full(path), lambda w: (self._read_holder(path, w),),
+                        lambda holder: self._reelect(path, holder))
+
+    def _reelect(self, path: str, holder: int) -> None:
+        """Internal watch: the holder is gone, so our best candidate runs (every store races)."""
+        if holder != -1 or self._closed:
+            return
+        with self._lock:
+            candidates = self._controller_candidates if path == CONTROLLER else self._coordinator_candidates
+            best = min(candidates, default=None)
+        if best is not None:
+            self._elect(path, best)
+
+    def _delete_own(self, path: str) -> None:
+        """Delete an ephemeral node only if this session owns it."""
+        zk = self._zk()
+        stat = zk.exists(path)
+        if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
+            with contextlib.suppress(NoNodeError):
+                zk.delete(path, version=stat.version)
+
+    def _add_watch(self, watch: _ZkWatch) -> _ZkWatch:
+        self._zk()
+        with self._lock:
+            self._watches.append(watch)
+        watch.refresh(force=not isinstance(watch, _ChangeWatch))
+        return watch
+
+    def _forget(self, watch: _ZkWatch) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._watches.remove(watch)
+
+    def _submit(self, task: Callable[[], None]) -> None:
+        if not self._closed:
+            self._queue.put(task)
+
+    def _run(self) -> None:
+        while True:
+            task = self._queue.get()
+            if task is None or self._closed:
+                return
+            try:
+                task()
+            except Exception:
+                log.exception("ZooKeeper store task failed (ignored)")
+
+    def _on_state(self, state: Any) -> None:
+        # kazoo calls this on its connection thread, which must not block: hand over to the worker.
+        if state == KazooState.CONNECTED:
+            self._submit(self._reconnected)
+        elif state == KazooState.LOST:
+            log.warning("ZooKeeper session lost (%s); will re-register on a new session", self.connect)
+
+    def _reconnected(self) -> None:
+        if not self._connected():
+            return
+        session_id = self._client.client_id[0]
+        new_session = session_id != self._session_id
+        self._session_id = session_id
+        if new_session:
+            log.warning("new ZooKeeper session 0x%x: re-registering brokers %s and re-arming watches",
+                        session_id, sorted(self._registrations))
+            self._reregister()
+        with self._lock:
+            watches = list(self._watches)
+        for watch in watches:
+            watch.refresh(force=new_session)
+
+    def _reregister(self) -> None:
+        with self._lock:
+            registrations = list(self._registrations.values())
+        zk = self._client
+        deadline = time.monotonic() + self.session_timeout_ms / 1000 * 2
+        for registration in registrations:
+            path = f"{BROKER_IDS}/{registration.broker_id}"
+            while not self._closed:
+                try:
+                    zk.create(path, _dumps(encode_broker(registration)), ephemeral=True, makepath=True)
+                    break
+                except NodeExistsError:
+                    stat = zk.exists(path)
+                    if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
+                        break
+                    if time.monotonic() > deadline:
+                        log.error("cannot re-register broker %d: %s is held by another session",
+                                  registration.broker_id, self._full(path))
+                        break
+                    time.sleep(0.1)  # the old session's node has not gone yet
+                except KazooException as exc:
+                    log.error("cannot re-register broker %d at %s: %s", registration.broker_id,
+                              self._full(path), exc)
+                    break
+
+
+# --- Kafka's JSON formats ----------------------------------------------------------------------
+
+def encode_broker(registration: BrokerRegistration) -> dict[str, Any]:
+    """BrokerIdZNode version 5; host/port are the PLAINTEXT endpoint's (null/-1 without one)."""
+    plaintext = next((e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"), None)
+    return {
+        "version": 5,
+        "host": plaintext.host if plaintext else None,
+        "port": plaintext.port if plaintext else -1,
+        "jmx_port": -1,
+        "timestamp": _now_ms(),
+        "endpoints": [f"{e.listener}://{_host(e.host)}:{e.port}" for e in registration.endpoints],
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in registration.endpoints},
+        "rack": registration.rack,
+        "features": {name: {"min_version": lo, "max_version": hi}
+                     for name, (lo, hi) in registration.features.items()},
+    }
+
+
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def decode_broker(broker_id: int, obj: Mapping[str, Any], path: str) -> BrokerRegistration:
+    version = obj.get("version")
+    if version not in (1, 2, 3, 4, 5) or isinstance(version, bool):
+        raise CorruptMetadata(path, f"unknown version {version!r} (known: 1 to 5)")
+    try:
+        endpoints: tuple[RegisteredEndpoint, ...]
+        if version == 1:
+            endpoints = (RegisteredEndpoint("PLAINTEXT", "PLAINTEXT", str(obj["host"]), int(obj["port"])),)
+        else:
+            protocols = obj.get("listener_security_protocol_map") or {}
+            parsed = []
+            for text in obj["endpoints"]:
+                listener, _, address = str(text).partition("://")
+                host, _, port = address.rpartition(":")
+                parsed.append(RegisteredEndpoint(listener, str(protocols.get(listener, listener)),
+                                                 host.strip("[]"), int(port)))
+            endpoints = tuple(parsed)
+        rack = obj.get("rack")
+        features = {str(name): (int(levels["min_version"]), int(levels["max_version"]))
+                    for name, levels in (obj.get("features") or {}).items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptMetadata(path, f"malformed broker registration ({type(exc).__name__}: {exc})") from None
+    return BrokerRegistration(broker_id, endpoints, None if rack is None else str(rack), features)
+
+
+def encode_topic(info: TopicInfo) -> dict[str, Any]:
+    """TopicZNode version 3 (with topic_id)."""
+    return {
+        "version": 3,
+        "partitions": {str(p): list(replicas) for p, replicas in sorted(info.partitions.items())},
+        "topic_id": encode_uuid(info.topic_id),
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
+
+
+def decode_topic(name: str, obj: Mapping[str, Any], path: str) -> TopicInfo:
+    version = obj.get("version")
+    if version not in (1, 2, 3) or isinstance(version, bool):
+        raise CorruptMetadata(path, f"unknown version {version!r} (known: 1 to 3)")
+    try:
+        partitions = {int(p): tuple(int(r) for r in replicas) for p, replicas in obj["partitions"].items()}
+        topic_id = decode_uuid(obj["topic_id"]) if obj.get("topic_id") else _ZERO_UUID
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptMetadata(path, f"malformed topic ({type(exc).__name__}: {exc})") from None
+    return TopicInfo(name, topic_id, dict(sorted(partitions.items())))
+
+
+if TYPE_CHECKING:
+    from kafkapy.store.base import MetadataStore
+
+    def _implements_the_interface(store: ZooKeeperStore) -> MetadataStore:
+        return store

@@ -1,0 +1,127 @@
+"""Shared fixtures: a real ZooKeeper server (from pyspark's jars) for the metadata store tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _zookeeper_classpath() -> str | None:
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    if not list(jars.glob("zookeeper-*.jar")):
+        return None
+    return str(jars / "*")
+
+
+class ZooKeeperServer:
+    """A standalone ZooKeeper (ZooKeeperServerMain) that tests can stop and restart on the same
+    port and data directory."""
+
+    def __init__(self, java: str, classpath: str, port: int, data_dir: Path) -> None:
+        self.java = java
+        self.classpath = classpath
+        self.port = port
+        self.data_dir = data_dir
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def chroot(self) -> str:
+        """A fresh connect string with a chroot of its own, so tests never see each other's znodes."""
+        return f"{self.connect}/t{uuid.uuid4().hex[:12]}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        log = open(self.data_dir.parent / "zookeeper.log", "ab")
+        # tickTime 500 ms: sessions may be as short as 1 s, so expiry tests stay quick.
+        self.process = subprocess.Popen(
+            [self.java, "-Xmx256m", "-Dzookeeper.admin.enableServer=false",
+             "-Dzookeeper.4lw.commands.whitelist=*", "-cp", self.classpath,
+             "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.port), str(self.data_dir), "500"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {self.process.returncode}; "
+                                   f"see {self.data_dir.parent / 'zookeeper.log'}")
+            if self.ruok():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"ZooKeeper did not answer on port {self.port} within {timeout} s")
+
+    def ruok(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
+                sock.sendall(b"ruok")
+                return sock.recv(16) == b"imok"
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    java = shutil.which("java")
+    classpath = _zookeeper_classpath()
+    if java is None or classpath is None:
+        reason = "java is not installed" if java is None else "pyspark's ZooKeeper jars are not installed"
+        print(f"\n*** SKIPPING the ZooKeeper tests: {reason} ***")
+        pytest.skip(f"ZooKeeper tests need java and pyspark's jars: {reason}")
+    base = Path(tempfile.mkdtemp(prefix="kafkapy-zk-"))
+    (base / "data").mkdir()
+    server = ZooKeeperServer(java, classpath, _free_port(), base / "data")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        if os.environ.get("KAFKAPY_KEEP_ZK_LOGS") is None:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            print(f"\nZooKeeper log and data kept in {base}")
+
+
+@pytest.fixture(scope="session")
+def zookeeper(zookeeper_server: ZooKeeperServer) -> str:
+    """``127.0.0.1:PORT`` of a running ZooKeeper server (started once per test session)."""
+    return zookeeper_server.connect
+
+
+@pytest.fixture
+def zk_connect(zookeeper_server: ZooKeeperServer) -> str:
+    """A connect string with a chroot of this test's own."""
+    if not zookeeper_server.ruok():  # a test that stopped the server failed before restarting it
+        zookeeper_server.restart()
+    return zookeeper_server.chroot()

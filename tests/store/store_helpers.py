@@ -1,0 +1,64 @@
+"""Helpers for the metadata store tests: waiting for asynchronous watch callbacks."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kafkapy.store import BrokerRegistration, RegisteredEndpoint
+
+TIMEOUT = 10.0
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+class Recorder:
+    """A watch callback that remembers every call (its arguments; one argument unwrapped)."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+        self._cond = threading.Condition()
+
+    def __call__(self, *args: Any) -> None:
+        with self._cond:
+            self.calls.append(args[0] if len(args) == 1 else args)
+            self._cond.notify_all()
+
+    @property
+    def last(self) -> Any:
+        with self._cond:
+            return self.calls[-1] if self.calls else None
+
+    def wait_for(self, predicate: Callable[[Any], bool], timeout: float = TIMEOUT) -> Any:
+        """Wait until the latest call satisfies ``predicate``; return its value."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: bool(self.calls) and predicate(self.calls[-1]), timeout):
+                raise AssertionError(f"watch never saw the expected state; calls: {self.calls!r}")
+            return self.calls[-1]
+
+    def wait_count(self, count: int, timeout: float = TIMEOUT) -> list[Any]:
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self.calls) >= count, timeout):
+                raise AssertionError(f"expected {count} watch calls, got {self.calls!r}")
+            return list(self.calls)
+
+
+def registration(broker_id: int, port: int = 9092, rack: str | None = None) -> BrokerRegistration:
+    return BrokerRegistration(
+        broker_id,
+        (RegisteredEndpoint("PLAINTEXT", "PLAINTEXT", "localhost", port + broker_id),
+         RegisteredEndpoint("SECURE", "SSL", "broker.example", port + 100 + broker_id)),
+        rack,
+        {"metadata.version": (1, 7)},
+    )

@@ -1,0 +1,411 @@
+"""One suite, both metadata stores: MemoryStore and ZooKeeperStore must behave the same.
+
+``cluster`` opens store handles on one cluster: for memory, ``MemoryStore.peer()``; for
+ZooKeeper, another ZooKeeperStore (another session) on this test's own chroot. Watch callbacks
+are synchronous in memory and arrive on a worker thread with ZooKeeper, so every check of a
+watch or of a re-election waits for it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from store_helpers import Recorder, registration, wait_until
+
+from kafkapy.store import (
+    FeatureEpochConflict,
+    MemoryStore,
+    MetadataStore,
+    StoreError,
+    TopicAlreadyExists,
+    UnknownTopic,
+    ZooKeeperStore,
+)
+
+Opener = Callable[[], Any]
+
+
+@pytest.fixture(params=["memory", "zookeeper"])
+def cluster(request: pytest.FixtureRequest) -> Iterator[Opener]:
+    """A function opening (and starting) another store handle on one fresh cluster."""
+    opened: list[Any] = []
+    if request.param == "memory":
+        first = MemoryStore()
+
+        def open_store() -> Any:
+            store = first if not opened else first.peer()
+            store.start()
+            opened.append(store)
+            return store
+    else:
+        connect = request.getfixturevalue("zk_connect")
+
+        def open_store() -> Any:
+            store = ZooKeeperStore(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+            store.start()
+            opened.append(store)
+            return store
+    yield open_store
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(cluster: Opener) -> Any:
+    return cluster()
+
+
+def test_both_implement_the_protocol(store: MetadataStore) -> None:
+    # A static check really (mypy); here: every method of the interface exists.
+    for name in [n for n in dir(MetadataStore) if not n.startswith("_")]:
+        assert callable(getattr(store, name)), name
+
+
+# --- cluster and brokers ---------------------------------------------------------------------------
+
+def test_cluster_id_is_stable_and_shared(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert len(a.cluster_id()) == 22
+    assert a.cluster_id() == a.cluster_id() == b.cluster_id()
+
+
+def test_allocate_broker_id_above_reserved(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    ids = [a.allocate_broker_id(1000), b.allocate_broker_id(1000), a.allocate_broker_id(1000)]
+    assert ids[0] == 1001
+    assert len(set(ids)) == 3 and all(i > 1000 for i in ids)
+    assert ids == sorted(ids)
+
+
+def test_register_and_unregister_brokers(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.brokers() == []
+    a.register_broker(registration(1, rack="r1"))
+    b.register_broker(registration(2))
+    assert a.brokers() == b.brokers() == [registration(1, rack="r1"), registration(2)]
+    found = a.brokers()[1]
+    assert found.endpoint("SECURE") is not None and found.endpoint("SECURE").security_protocol == "SSL"
+    assert found.features == {"metadata.version": (1, 7)}
+    with pytest.raises(StoreError, match="already registered"):
+        b.register_broker(registration(1))
+    a.unregister_broker(1)
+    assert [r.broker_id for r in b.brokers()] == [2]
+    a.unregister_broker(1)  # twice is harmless
+
+
+def test_broker_registration_is_ephemeral(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    a.register_broker(registration(1))
+    b.register_broker(registration(2))
+    a.close()
+    wait_until(lambda: [r.broker_id for r in b.brokers()] == [2], what="broker 1 to go with its session")
+
+
+def test_watch_brokers(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    seen = Recorder()
+    watch = b.watch_brokers(seen)
+    assert seen.wait_count(1)[0] == []  # called at once with the current state
+    a.register_broker(registration(1))
+    seen.wait_for(lambda brokers: [r.broker_id for r in brokers] == [1])
+    a.register_broker(registration(2))
+    seen.wait_for(lambda brokers: [r.broker_id for r in brokers] == [1, 2])
+    a.unregister_broker(1)
+    seen.wait_for(lambda brokers: [r.broker_id for r in brokers] == [2])
+    watch.cancel()
+    count = len(seen.calls)
+    a.register_broker(registration(3))
+    marker = Recorder()
+    b.watch_brokers(marker)
+    marker.wait_for(lambda brokers: len(brokers) == 2)
+    assert len(seen.calls) == count
+
+
+# --- controller --------------------------------------------------------------------------------------
+
+def test_controller_election(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.controller_id() == -1
+    seen = Recorder()
+    b.watch_controller(seen)
+    assert seen.wait_count(1)[0] == -1
+    a.register_broker(registration(1))  # registering runs the broker for controller
+    assert a.controller_id() == 1
+    seen.wait_for(lambda c: c == 1)
+    b.register_broker(registration(2))
+    assert b.controller_id() == 1
+    assert b.elect_controller(2) == 1  # somebody else holds it
+    a.unregister_broker(1)
+    assert wait_until(lambda: b.controller_id() == 2, what="broker 2 to take over")
+    seen.wait_for(lambda c: c == 2)
+
+
+def test_controller_moves_when_its_session_ends(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    a.register_broker(registration(1))
+    b.register_broker(registration(2))
+    assert b.controller_id() == 1
+    a.close()
+    wait_until(lambda: b.controller_id() == 2, what="re-election after the controller's store closed")
+
+
+def test_elect_controller_without_registration(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.elect_controller(5) == 5
+    assert b.elect_controller(6) == 5
+    assert a.elect_controller(5) == 5
+
+
+# --- client quota configs ----------------------------------------------------------------------------
+
+def test_entity_configs(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.entity_config("ips/1.2.3.4") == {}
+    a.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "10"})
+    a.set_entity_config("ips/<default>", {"connection_creation_rate": "5"})
+    a.set_entity_config("users/alice", {"producer_byte_rate": "1024"})
+    a.set_entity_config("users/alice/clients/c%201", {"consumer_byte_rate": "2048"})
+    a.set_entity_config("users/<default>/clients/<default>", {"request_percentage": "50.0"})
+    a.set_entity_config("clients/c1", {"producer_byte_rate": "1"})
+    assert b.entity_config("ips/1.2.3.4") == {"connection_creation_rate": "10"}
+    assert b.entity_configs("ips") == {"ips/1.2.3.4": {"connection_creation_rate": "10"},
+                                       "ips/<default>": {"connection_creation_rate": "5"}}
+    assert b.entity_configs("users") == {"users/alice": {"producer_byte_rate": "1024"}}
+    assert b.entity_configs("clients") == {"clients/c1": {"producer_byte_rate": "1"}}
+    assert b.entity_configs("users/clients") == {
+        "users/<default>/clients/<default>": {"request_percentage": "50.0"},
+        "users/alice/clients/c%201": {"consumer_byte_rate": "2048"},
+    }
+    a.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "20"})  # replaces
+    assert b.entity_config("ips/1.2.3.4") == {"connection_creation_rate": "20"}
+
+
+def test_entity_config_deleted_when_empty(cluster: Opener) -> None:
+    a = cluster()
+    a.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "10"})
+    a.set_entity_config("ips/1.2.3.4", {})
+    assert a.entity_config("ips/1.2.3.4") == {}
+    assert a.entity_configs("ips") == {}
+    # A user that also has per-client configs under it: its own config goes, the pair stays.
+    a.set_entity_config("users/alice", {"producer_byte_rate": "1"})
+    a.set_entity_config("users/alice/clients/c1", {"producer_byte_rate": "2"})
+    a.set_entity_config("users/alice", {})
+    assert a.entity_configs("users") == {}
+    assert a.entity_configs("users/clients") == {"users/alice/clients/c1": {"producer_byte_rate": "2"}}
+    a.set_entity_config("clients/never-set", {})  # deleting nothing is fine
+
+
+def test_entity_config_change_notifications(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    a.set_entity_config("ips/9.9.9.9", {"connection_creation_rate": "1"})  # before the watch: not reported
+    seen = Recorder()
+    watch = b.watch_entity_configs(seen)
+    a.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "10"})
+    a.set_entity_config("users/alice/clients/c1", {"producer_byte_rate": "2"})
+    a.set_entity_config("ips/1.2.3.4", {})
+    assert seen.wait_count(3) == ["ips/1.2.3.4", "users/alice/clients/c1", "ips/1.2.3.4"]
+    watch.cancel()
+    a.set_entity_config("ips/5.5.5.5", {"connection_creation_rate": "1"})
+    later = Recorder()
+    b.watch_entity_configs(later)
+    a.set_entity_config("ips/6.6.6.6", {"connection_creation_rate": "1"})
+    assert later.wait_count(1) == ["ips/6.6.6.6"]
+    assert len(seen.calls) == 3
+
+
+@pytest.mark.parametrize("bad", ["ips", "ips/", "topics/t", "users/a/clients", "users/a/ips/b", "x/y/z/w"])
+def test_invalid_entity_path(store: Any, bad: str) -> None:
+    with pytest.raises(StoreError, match="entity path"):
+        store.set_entity_config(bad, {"a": "1"})
+    with pytest.raises(StoreError):
+        store.entity_config(bad)
+
+
+def test_unknown_entity_type(store: Any) -> None:
+    with pytest.raises(StoreError, match="unknown entity type"):
+        store.entity_configs("topics")
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "spaced name", "x" * 250, "caf\u00e9"])
+def test_invalid_topic_name(store: Any, bad: str) -> None:
+    with pytest.raises(StoreError, match="invalid topic name"):
+        store.create_topic(bad, {0: (1,)})
+    assert store.topics() == {}
+
+
+# --- finalized features ------------------------------------------------------------------------------
+
+def test_feature_epochs(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.finalized_features() == (-1, {})
+    assert a.set_finalized_features({"metadata.version": 7}, expected_epoch=-1) == 0
+    assert b.finalized_features() == (0, {"metadata.version": 7})
+    with pytest.raises(FeatureEpochConflict):
+        b.set_finalized_features({"metadata.version": 8}, expected_epoch=-1)  # it exists now
+    assert b.set_finalized_features({"metadata.version": 8}, expected_epoch=0) == 1
+    with pytest.raises(FeatureEpochConflict):
+        a.set_finalized_features({"metadata.version": 9}, expected_epoch=0)  # stale
+    assert a.finalized_features() == (1, {"metadata.version": 8})
+    assert a.set_finalized_features({"metadata.version": 9, "group.version": 1}) == 2  # unconditional
+    assert a.set_finalized_features({}) == 3  # epochs only go up, even for an empty set
+    assert b.finalized_features() == (3, {})
+
+
+def test_feature_conflict_on_an_unknown_epoch(store: Any) -> None:
+    with pytest.raises(FeatureEpochConflict):
+        store.set_finalized_features({"f": 1}, expected_epoch=4)
+    assert store.finalized_features() == (-1, {})
+    assert store.set_finalized_features({"f": 1}) == 0
+
+
+def test_watch_features(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    seen = Recorder()
+    b.watch_features(seen)
+    assert seen.wait_count(1)[0] == (-1, {})
+    a.set_finalized_features({"f": 1})
+    seen.wait_for(lambda s: s == (0, {"f": 1}))
+    a.set_finalized_features({"f": 2}, expected_epoch=0)
+    seen.wait_for(lambda s: s == (1, {"f": 2}))
+    epochs = [call[0] for call in seen.calls]
+    assert epochs == sorted(epochs)
+
+
+# --- topics ------------------------------------------------------------------------------------------
+
+def test_topics(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.topics() == {}
+    tid = uuid.uuid4()
+    info = a.create_topic("orders", {0: (1, 2), 1: (2, 1)}, topic_id=tid)
+    assert info.topic_id == tid and dict(info.partitions) == {0: (1, 2), 1: (2, 1)}
+    other = a.create_topic("logs", {0: (1,)})
+    assert isinstance(other.topic_id, uuid.UUID) and other.topic_id != tid
+    assert b.topics() == {"orders": info, "logs": other}
+    with pytest.raises(TopicAlreadyExists):
+        b.create_topic("orders", {0: (3,)})
+    b.delete_topic("logs")
+    assert list(a.topics()) == ["orders"]
+    with pytest.raises(UnknownTopic):
+        a.delete_topic("logs")
+
+
+def test_partitions_only_grow(store: Any) -> None:
+    store.create_topic("t", {0: (1,), 1: (2,)})
+    grown = store.add_partitions("t", {2: (3,), 3: (1,)})
+    assert dict(grown.partitions) == {0: (1,), 1: (2,), 2: (3,), 3: (1,)}
+    assert store.topics()["t"] == grown
+    for bad in ({1: (5,)}, {5: (1,)}, {}, {4: ()}):
+        with pytest.raises(StoreError):
+            store.add_partitions("t", bad)
+    assert store.topics()["t"] == grown
+    with pytest.raises(UnknownTopic):
+        store.add_partitions("nope", {0: (1,)})
+    with pytest.raises(StoreError):
+        store.create_topic("gap", {0: (1,), 2: (1,)})
+    with pytest.raises(StoreError):
+        store.create_topic("empty", {})
+
+
+def test_watch_topics(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    seen = Recorder()
+    b.watch_topics(seen)
+    assert seen.wait_count(1)[0] == {}
+    a.create_topic("t", {0: (1,)})
+    seen.wait_for(lambda topics: list(topics) == ["t"] and len(topics["t"].partitions) == 1)
+    a.add_partitions("t", {1: (1,)})
+    seen.wait_for(lambda topics: len(topics["t"].partitions) == 2)
+    a.delete_topic("t")
+    seen.wait_for(lambda topics: topics == {})
+
+
+# --- consumer coordinator (seed 001) -----------------------------------------------------------------
+
+def test_coordinator_election_and_reelection(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.coordinator_id() == -1
+    seen = Recorder()
+    b.watch_coordinator(seen)
+    assert seen.wait_count(1)[0] == -1
+    assert a.elect_coordinator(1) == 1
+    assert b.elect_coordinator(2) == 1
+    seen.wait_for(lambda c: c == 1)
+    a.close()  # the holder goes: the other candidate takes over
+    wait_until(lambda: b.coordinator_id() == 2, what="coordinator re-election")
+    seen.wait_for(lambda c: c == 2)
+
+
+def test_coordinator_released_on_unregister(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    a.register_broker(registration(1))
+    b.register_broker(registration(2))
+    assert a.elect_coordinator(1) == 1
+    assert b.elect_coordinator(2) == 1
+    a.unregister_broker(1)
+    wait_until(lambda: b.coordinator_id() == 2, what="coordinator to move to broker 2")
+
+
+def test_owners_and_offsets(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.groups() == [] and a.owners("g") == {} and a.offsets("g") == {}
+    a.set_owners("g", {("t", 0): "g_host-1-0", ("t", 1): "g_host-1-0", ("u", 0): "g_host-2-0"})
+    assert b.owners("g") == {("t", 0): "g_host-1-0", ("t", 1): "g_host-1-0", ("u", 0): "g_host-2-0"}
+    a.set_owners("g", {("t", 0): "g_host-2-0"})  # replaces the whole ownership
+    assert b.owners("g") == {("t", 0): "g_host-2-0"}
+    a.commit_offsets("g", {("t", 0): 42, ("t", 1): 7})
+    a.commit_offsets("g", {("t", 0): 43})  # merges
+    b.commit_offsets("h", {("x", 3): 0})
+    assert a.offsets("g") == {("t", 0): 43, ("t", 1): 7}
+    assert a.offsets("h") == {("x", 3): 0}
+    assert a.groups() == ["g", "h"]
+    b.close()
+    assert a.offsets("g") == {("t", 0): 43, ("t", 1): 7}  # durable, not tied to a session
+
+
+# --- lifecycle ---------------------------------------------------------------------------------------
+
+def test_durable_state_outlives_every_session(cluster: Opener) -> None:
+    a = cluster()
+    a.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "10"})
+    a.set_finalized_features({"f": 3})
+    a.create_topic("t", {0: (1,)})
+    a.commit_offsets("g", {("t", 0): 5})
+    a.register_broker(registration(1))
+    b = cluster()
+    a.close()
+    assert b.entity_config("ips/1.2.3.4") == {"connection_creation_rate": "10"}
+    assert b.finalized_features() == (0, {"f": 3})
+    assert list(b.topics()) == ["t"]
+    assert b.offsets("g") == {("t", 0): 5}
+    wait_until(lambda: b.brokers() == [], what="the ephemeral registration to go")
+
+
+def test_closed_store_refuses(store: Any) -> None:
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreError, match="closed"):
+        store.brokers()
+    with pytest.raises(StoreError, match="closed"):
+        store.set_entity_config("ips/1.2.3.4", {"a": "1"})
+
+
+def test_a_failing_callback_does_not_break_the_store(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    calls: list[int] = []
+
+    def bad(controller: int) -> None:
+        calls.append(controller)
+        if controller != -1:
+            raise RuntimeError("callback bug")
+
+    try:
+        b.watch_controller(bad)
+        a.register_broker(registration(1))
+    except RuntimeError:
+        pytest.fail("a watch callback's exception reached the caller")
+    wait_until(lambda: calls[-1:] == [1], what="the callback")
+    assert a.controller_id() == 1

@@ -1,0 +1,389 @@
+"""ZooKeeperStore specifics: Kafka's znode paths and JSON formats (read back raw with kazoo),
+session loss, an unreachable server, bad chroots and corrupt znodes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+from store_helpers import Recorder, registration, wait_until
+
+from kafkapy.store import CorruptMetadata, StoreError, ZooKeeperStore
+from kafkapy.store.base import encode_uuid, sanitize
+
+
+@pytest.fixture
+def open_store(zk_connect: str) -> Iterator[Any]:
+    opened: list[ZooKeeperStore] = []
+
+    def open_(session_timeout_ms: int = 6000) -> ZooKeeperStore:
+        store = ZooKeeperStore(zk_connect, session_timeout_ms=session_timeout_ms, connection_timeout_ms=10000)
+        store.start()
+        opened.append(store)
+        return store
+
+    yield open_
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(open_store: Any) -> ZooKeeperStore:
+    result: ZooKeeperStore = open_store()
+    return result
+
+
+@pytest.fixture
+def raw(store: ZooKeeperStore, zk_connect: str) -> Iterator[KazooClient]:
+    """A plain kazoo client on the same chroot (created by the store)."""
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def read_json(raw: KazooClient, path: str) -> Any:
+    return json.loads(raw.get(path)[0])
+
+
+def expire_session(store: ZooKeeperStore, connect: str) -> None:
+    """Expire the store's session for real: a second client takes the session over and closes it."""
+    session_id, password = store.client.client_id
+    thief = KazooClient(hosts=connect, client_id=(session_id, password))
+    thief.start(timeout=10)
+    thief.stop()
+    thief.close()
+
+
+# --- formats -----------------------------------------------------------------------------------------
+
+def test_broker_znode_is_kafkas_version_5(store: ZooKeeperStore, raw: KazooClient) -> None:
+    store.register_broker(registration(1, rack="rack-a"))
+    data = read_json(raw, "/brokers/ids/1")
+    timestamp = data.pop("timestamp")
+    assert isinstance(timestamp, str) and abs(int(timestamp) - time.time() * 1000) < 60_000
+    assert data == {
+        "version": 5, "host": "localhost", "port": 9093, "jmx_port": -1,
+        "endpoints": ["PLAINTEXT://localhost:9093", "SECURE://broker.example:9193"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", "SECURE": "SSL"},
+        "rack": "rack-a",
+        "features": {"metadata.version": {"min_version": 1, "max_version": 7}},
+    }
+    assert raw.exists("/brokers/ids/1").ephemeralOwner == store.client.client_id[0]
+    controller = read_json(raw, "/controller")
+    assert controller["version"] == 1 and controller["brokerid"] == 1 and controller["timestamp"].isdigit()
+    assert raw.exists("/controller").ephemeralOwner == store.client.client_id[0]
+
+
+def test_broker_without_plaintext_listener(store: ZooKeeperStore, raw: KazooClient) -> None:
+    from kafkapy.store import BrokerRegistration, RegisteredEndpoint
+
+    store.register_broker(BrokerRegistration(3, (RegisteredEndpoint("SSL", "SSL", "::1", 9094),)))
+    data = read_json(raw, "/brokers/ids/3")
+    assert data["host"] is None and data["port"] == -1 and data["rack"] is None
+    assert data["endpoints"] == ["SSL://[::1]:9094"]
+    assert store.brokers()[0].endpoints == (RegisteredEndpoint("SSL", "SSL", "::1", 9094),)
+
+
+def test_reads_older_kafka_broker_znodes(store: ZooKeeperStore, raw: KazooClient) -> None:
+    raw.create("/brokers/ids/7", json.dumps({
+        "listener_security_protocol_map": {"INTERNAL": "SASL_PLAINTEXT"}, "endpoints": ["INTERNAL://k7:9092"],
+        "jmx_port": 9999, "host": None, "timestamp": "1", "port": -1, "version": 4, "rack": "r"}).encode())
+    (found,) = store.brokers()
+    assert found.broker_id == 7 and found.rack == "r" and dict(found.features) == {}
+    assert found.endpoint("INTERNAL") is not None
+    assert found.endpoint("INTERNAL").security_protocol == "SASL_PLAINTEXT"
+
+
+def test_cluster_id_and_seqid(store: ZooKeeperStore, raw: KazooClient) -> None:
+    assert read_json(raw, "/cluster/id") == {"version": "1", "id": store.cluster_id()}
+    first = store.allocate_broker_id(1000)
+    second = store.allocate_broker_id(1000)
+    assert (first, second) == (1001, 1002)
+    assert raw.exists("/brokers/seqid").version + 1000 == second
+
+
+def test_existing_cluster_id_is_used(zk_connect: str) -> None:
+    with ZooKeeperStore(zk_connect, connection_timeout_ms=10000, cluster_id="AAAAAAAAAAAAAAAAAAAAAA") as a:
+        assert a.cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"
+    with ZooKeeperStore(zk_connect, connection_timeout_ms=10000) as b:
+        assert b.cluster_id() == "AAAAAAAAAAAAAAAAAAAAAA"
+    with pytest.raises(StoreError, match="does not match"):
+        ZooKeeperStore(zk_connect, connection_timeout_ms=10000, cluster_id="BBBBBBBBBBBBBBBBBBBBBB").start()
+
+
+def test_topic_znode(store: ZooKeeperStore, raw: KazooClient) -> None:
+    tid = uuid.uuid4()
+    store.create_topic("orders", {0: (1, 2), 1: (2, 1)}, topic_id=tid)
+    assert read_json(raw, "/brokers/topics/orders") == {
+        "version": 3, "partitions": {"0": [1, 2], "1": [2, 1]}, "topic_id": encode_uuid(tid),
+        "adding_replicas": {}, "removing_replicas": {}}
+    store.add_partitions("orders", {2: (3, 1)})
+    assert read_json(raw, "/brokers/topics/orders")["partitions"] == {"0": [1, 2], "1": [2, 1], "2": [3, 1]}
+    # A version 2 znode (before topic ids) reads with the zero topic id, as Kafka's Uuid.ZERO_UUID.
+    raw.create("/brokers/topics/old", b'{"version":2,"partitions":{"0":[1]},"adding_replicas":{},'
+                                      b'"removing_replicas":{}}')
+    assert store.topics()["old"].topic_id == uuid.UUID(int=0)
+
+
+def test_config_znodes_and_change_notifications(store: ZooKeeperStore, raw: KazooClient) -> None:
+    user = sanitize("alice@example.com")
+    assert user == "alice%40example.com"
+    store.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "10"})
+    store.set_entity_config(f"users/{user}/clients/{sanitize('c 1*')}", {"producer_byte_rate": "1024"})
+    store.set_entity_config("users/<default>", {"consumer_byte_rate": "5"})
+    assert read_json(raw, "/config/ips/1.2.3.4") == {"version": 1,
+                                                     "config": {"connection_creation_rate": "10"}}
+    assert read_json(raw, "/config/users/alice%40example.com/clients/c%201%2A") == {
+        "version": 1, "config": {"producer_byte_rate": "1024"}}
+    assert read_json(raw, "/config/users/<default>") == {"version": 1, "config": {"consumer_byte_rate": "5"}}
+    store.set_entity_config("ips/1.2.3.4", {})
+    assert raw.exists("/config/ips/1.2.3.4") is None
+    changes = sorted(raw.get_children("/config/changes"))
+    assert changes == [f"config_change_{i:010d}" for i in range(4)]
+    assert [read_json(raw, f"/config/changes/{c}") for c in changes] == [
+        {"version": 2, "entity_path": "ips/1.2.3.4"},
+        {"version": 2, "entity_path": "users/alice%40example.com/clients/c%201%2A"},
+        {"version": 2, "entity_path": "users/<default>"},
+        {"version": 2, "entity_path": "ips/1.2.3.4"},
+    ]
+
+
+def test_feature_znode(store: ZooKeeperStore, raw: KazooClient) -> None:
+    assert store.set_finalized_features({"metadata.version": 7}) == 0
+    store.set_finalized_features({"metadata.version": 8, "group.version": 1}, expected_epoch=0)
+    assert read_json(raw, "/feature") == {"version": 2, "status": 1, "features": {
+        "metadata.version": {"max_version_level": 8}, "group.version": {"max_version_level": 1}}}
+    assert raw.exists("/feature").version == 1 == store.finalized_features()[0]
+
+
+def test_reads_version_1_and_disabled_feature_znodes(store: ZooKeeperStore, raw: KazooClient) -> None:
+    raw.create("/feature", b'{"version":1,"status":1,"features":{"f":{"min_version_level":1,'
+                           b'"max_version_level":3}}}')
+    assert store.finalized_features() == (0, {"f": 3})
+    raw.set("/feature", b'{"version":1,"status":0,"features":{}}')
+    assert store.finalized_features() == (1, {})
+
+
+def test_consumer_znodes(store: ZooKeeperStore, raw: KazooClient) -> None:
+    store.elect_coordinator(4)
+    assert raw.get("/consumers/coordinator")[0] == b"4"
+    assert raw.exists("/consumers/coordinator").ephemeralOwner == store.client.client_id[0]
+    store.set_owners("g", {("t", 0): "g_host-1234-0"})
+    store.commit_offsets("g", {("t", 0): 42})
+    assert raw.get("/consumers/g/owners/t/0")[0] == b"g_host-1234-0"
+    assert raw.exists("/consumers/g/owners/t/0").ephemeralOwner == 0  # persistent, as seed 001 says
+    assert raw.get("/consumers/g/offsets/t/0")[0] == b"42"
+
+
+# --- sessions ----------------------------------------------------------------------------------------
+
+def test_session_loss_reregisters_and_rearms(open_store: Any, zk_connect: str) -> None:
+    a: ZooKeeperStore = open_store()
+    b: ZooKeeperStore = open_store()
+    a.register_broker(registration(1))
+    a.elect_coordinator(1)
+    a.set_finalized_features({"f": 1})
+    a.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "10"})
+    a.commit_offsets("g", {("t", 0): 9})
+    a.create_topic("t", {0: (1,)})
+    brokers, controller, features, topics, configs = (Recorder() for _ in range(5))
+    a.watch_brokers(brokers)
+    a.watch_controller(controller)
+    a.watch_features(features)
+    a.watch_topics(topics)
+    a.watch_entity_configs(configs)
+    before = {name: len(r.calls) for name, r in
+              [("brokers", brokers), ("controller", controller), ("features", features), ("topics", topics)]}
+    old_session = a.client.client_id[0]
+
+    started = time.monotonic()
+    expire_session(a, zk_connect)
+    wait_until(lambda: a.client.connected and a.client.client_id[0] != old_session, what="a new session")
+    new_session = a.client.client_id[0]
+
+    # The broker registration and the controller/coordinator it held come back, on the new session.
+    def owner(path: str) -> int | None:
+        stat = b.client.exists(path)
+        return None if stat is None else int(stat.ephemeralOwner)
+
+    wait_until(lambda: owner("/brokers/ids/1") == new_session, what="/brokers/ids/1 on the new session")
+    wait_until(lambda: owner("/controller") == new_session and owner("/consumers/coordinator") == new_session,
+               what="controller and coordinator re-elected")
+    assert [r.broker_id for r in b.brokers()] == [1] and b.controller_id() == 1 and b.coordinator_id() == 1
+    recovered = time.monotonic() - started
+
+    # Every watch was called once more with the current state...
+    for name, recorder in [("brokers", brokers), ("controller", controller), ("features", features),
+                           ("topics", topics)]:
+        recorder.wait_count(before[name] + 1)
+    brokers.wait_for(lambda regs: [r.broker_id for r in regs] == [1])
+    controller.wait_for(lambda c: c == 1)
+    assert features.last == (0, {"f": 1}) and list(topics.last) == ["t"]
+    # ... and is armed on the new session.
+    b.set_finalized_features({"f": 2}, expected_epoch=0)
+    features.wait_for(lambda s: s == (1, {"f": 2}))
+    b.add_partitions("t", {1: (1,)})
+    topics.wait_for(lambda t: len(t["t"].partitions) == 2)
+    b.set_entity_config("ips/5.6.7.8", {"connection_creation_rate": "1"})
+    configs.wait_for(lambda path: path == "ips/5.6.7.8")
+    b.register_broker(registration(2))
+    brokers.wait_for(lambda regs: [r.broker_id for r in regs] == [1, 2])
+
+    # Durable state is intact.
+    assert a.entity_config("ips/1.2.3.4") == {"connection_creation_rate": "10"}
+    assert a.offsets("g") == {("t", 0): 9}
+    assert recovered < 10
+
+
+def test_config_changes_missed_during_session_loss_are_delivered(open_store: Any, zk_connect: str) -> None:
+    a: ZooKeeperStore = open_store()
+    b: ZooKeeperStore = open_store()
+    configs = Recorder()
+    a.watch_entity_configs(configs)
+    a.client.stop()  # a is away...
+    b.set_entity_config("users/alice", {"producer_byte_rate": "1"})  # ...while this is posted
+    a.client.start(timeout=10)  # kazoo's stop() ended the session: this is a new one
+    configs.wait_for(lambda path: path == "users/alice")
+
+
+def test_server_restart_keeps_the_session(open_store: Any, zookeeper_server: Any) -> None:
+    a: ZooKeeperStore = open_store(session_timeout_ms=10000)
+    a.register_broker(registration(1))
+    a.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "10"})
+    features = Recorder()
+    a.watch_features(features)
+    session = a.client.client_id[0]
+    zookeeper_server.restart()
+    wait_until(lambda: a.client.connected, what="reconnection")
+    assert a.client.client_id[0] == session
+    assert [r.broker_id for r in a.brokers()] == [1]
+    assert a.entity_config("ips/1.2.3.4") == {"connection_creation_rate": "10"}
+    b: ZooKeeperStore = open_store()
+    b.set_finalized_features({"f": 1})
+    features.wait_for(lambda s: s == (0, {"f": 1}))
+
+
+# --- failures ----------------------------------------------------------------------------------------
+
+def test_unreachable_zookeeper_fails_clearly_within_the_timeout() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    store = ZooKeeperStore(f"127.0.0.1:{port}/kafka", session_timeout_ms=6000, connection_timeout_ms=1000)
+    started = time.monotonic()
+    with pytest.raises(StoreError, match=rf"cannot connect to ZooKeeper at 127.0.0.1:{port} within 1000 ms"):
+        store.start()
+    assert 0.9 < time.monotonic() - started < 3
+
+
+def test_timeouts_follow_kafka_defaults() -> None:
+    assert ZooKeeperStore("zk:2181").session_timeout_ms == 18000
+    assert ZooKeeperStore("zk:2181").connection_timeout_ms == 18000
+    assert ZooKeeperStore("zk:2181", session_timeout_ms=6000).connection_timeout_ms == 6000
+    assert ZooKeeperStore("zk:2181", connection_timeout_ms=500).connection_timeout_ms == 500
+
+
+@pytest.mark.parametrize("chroot", ["/bad//chroot", "/trailing/", "/a/../b", "/"])
+def test_invalid_chroot_is_named(zookeeper: str, chroot: str) -> None:
+    with pytest.raises(StoreError, match="chroot") as info:
+        ZooKeeperStore(zookeeper + chroot)
+    assert repr(chroot) in str(info.value)
+
+
+def test_missing_chroot_is_created(zk_connect: str, zookeeper: str) -> None:
+    chroot = zk_connect[len(zookeeper):] + "/deeper/kafka"
+    with ZooKeeperStore(zookeeper + chroot, connection_timeout_ms=10000) as store:
+        store.register_broker(registration(1))
+    root = KazooClient(hosts=zookeeper)
+    root.start(timeout=10)
+    try:
+        assert root.exists(chroot + "/brokers/ids") is not None
+        assert root.exists(chroot + "/cluster/id") is not None
+    finally:
+        root.stop()
+        root.close()
+
+
+def test_chroot_that_cannot_be_created_is_named(zk_connect: str, raw: KazooClient) -> None:
+    raw.create("/ephemeral", b"", ephemeral=True)  # ephemeral nodes cannot have children
+    with pytest.raises(StoreError, match=r"cannot create the ZooKeeper chroot '/t\w+/ephemeral/kafka'"):
+        ZooKeeperStore(zk_connect + "/ephemeral/kafka", connection_timeout_ms=10000).start()
+
+
+@pytest.mark.parametrize(("path", "data", "read", "problem"), [
+    ("/brokers/ids/99", b"{not json", lambda s: s.brokers(), "invalid JSON"),
+    ("/brokers/ids/99", b'{"version":6,"host":"h"}', lambda s: s.brokers(), "unknown version 6"),
+    ("/feature", b'{"version":99,"status":1,"features":{}}', lambda s: s.finalized_features(),
+     "unknown version 99"),
+    ("/feature", b"\xff\xfe", lambda s: s.finalized_features(), "invalid JSON"),
+    ("/brokers/topics/t", b'{"version":4,"partitions":{}}', lambda s: s.topics(), "unknown version 4"),
+    ("/brokers/topics/t", b'{"version":3,"partitions":[1]}', lambda s: s.topics(), "malformed topic"),
+    ("/controller", b"[]", lambda s: s.controller_id(), "not a JSON object"),
+    ("/cluster/id", b'{"version":"9","id":"x"}', lambda s: ZooKeeperStore(s.connect).start(),
+     "unknown version '9'"),
+    ("/config/ips/1.2.3.4", b'{"version":1,"config":', lambda s: s.entity_config("ips/1.2.3.4"),
+     "invalid JSON"),
+    ("/config/users/u", b'{"version":2,"config":{}}', lambda s: s.entity_configs("users"),
+     "unknown version 2"),
+    ("/consumers/g/offsets/t/0", b"forty-two", lambda s: s.offsets("g"), "not a decimal number"),
+    ("/consumers/coordinator", b"me", lambda s: s.coordinator_id(), "not a broker id"),
+])
+def test_corrupt_znode_error_names_the_path(store: ZooKeeperStore, raw: KazooClient, path: str, data: bytes,
+                                            read: Any, problem: str) -> None:
+    if raw.exists(path):
+        raw.set(path, data)
+    else:
+        raw.create(path, data, makepath=True)
+    with pytest.raises(CorruptMetadata) as info:
+        read(store)
+    assert info.value.path == store.chroot + path
+    assert str(info.value).startswith(f"{store.chroot}{path}: ")
+    assert problem in str(info.value)
+
+
+def test_watch_on_corrupt_znode_logs_and_survives(store: ZooKeeperStore, raw: KazooClient,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="kafkapy.store.zookeeper")
+    brokers, configs = Recorder(), Recorder()
+    store.watch_brokers(brokers)
+    store.watch_entity_configs(configs)
+    store.register_broker(registration(1))
+    brokers.wait_for(lambda regs: len(regs) == 1)
+    raw.create("/brokers/ids/99", b"{corrupt")
+    raw.create("/config/changes/config_change_", b"{corrupt", sequence=True)
+    wait_until(lambda: f"{store.chroot}/brokers/ids/99: invalid JSON" in caplog.text, what="broker error")
+    wait_until(lambda: f"{store.chroot}/config/changes/config_change_" in caplog.text, what="change error")
+    # The store and its watches carry on.
+    store.set_entity_config("ips/1.2.3.4", {"connection_creation_rate": "1"})
+    configs.wait_for(lambda path: path == "ips/1.2.3.4")
+    raw.set("/brokers/ids/99", b'{"version":4,"host":null,"port":-1,"jmx_port":-1,"timestamp":"1",'
+                               b'"endpoints":["PLAINTEXT://h:1"],"listener_security_protocol_map":'
+                               b'{"PLAINTEXT":"PLAINTEXT"},"rack":null}')
+    brokers.wait_for(lambda regs: [r.broker_id for r in regs] == [1, 99])
+    assert store.controller_id() == 1
+
+
+def test_old_change_notifications_are_purged(store: ZooKeeperStore, raw: KazooClient,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafkapy.store import zookeeper
+
+    monkeypatch.setattr(zookeeper, "CHANGE_EXPIRATION_S", 1.0)  # Kafka's is 15 minutes
+    configs = Recorder()
+    store.watch_entity_configs(configs)
+    store.set_entity_config("ips/1.1.1.1", {"connection_creation_rate": "1"})
+    configs.wait_count(1)
+    time.sleep(1.5)
+    store._last_purge = 0.0  # purges run at most once a minute
+    store.set_entity_config("ips/2.2.2.2", {"connection_creation_rate": "1"})
+    configs.wait_count(2)
+    wait_until(lambda: raw.get_children("/config/changes") == ["config_change_0000000001"],
+               what="the old notification to be purged, the new one kept")
