@@ -105,13 +105,14 @@ async def _serve_until_signalled(config: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from kafkapy.server.config import BrokerConfig, ConfigError
+    from kafkapy.errors import KafkaPyError
+    from kafkapy.server.config import BrokerConfig
 
     _configure_logging()
     try:
         config = BrokerConfig.build(properties=args.config, overrides=args.override)
         asyncio.run(_serve_until_signalled(config))
-    except ConfigError as exc:
+    except KafkaPyError as exc:  # a bad config, an unreachable or corrupt metadata store
         print(f"kafkapy serve: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:

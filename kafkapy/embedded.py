@@ -17,7 +17,7 @@ from typing import Any
 from kafkapy.server.broker import BrokerRuntime
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.modules import Module
-from kafkapy.store.memory import MemoryStore
+from kafkapy.store.base import MetadataStore
 
 __all__ = ["Broker"]
 
@@ -25,7 +25,7 @@ EMBEDDED_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0"}  # ephemeral: tests
 
 
 class Broker:
-    def __init__(self, config: Mapping[str, Any] | None = None, *, store: MemoryStore | None = None,
+    def __init__(self, config: Mapping[str, Any] | None = None, *, store: MetadataStore | None = None,
                  modules: list[type[Module]] | None = None) -> None:
         self.config = BrokerConfig.build({**EMBEDDED_DEFAULTS, **(config or {})})
         self.store = store

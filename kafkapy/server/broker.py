@@ -16,7 +16,8 @@ from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module, load_module_class
 from kafkapy.server.observers import ObserverChain
-from kafkapy.store.memory import BrokerRegistration, MemoryStore, RegisteredEndpoint
+from kafkapy.store.base import BrokerRegistration, MetadataStore, RegisteredEndpoint, Watch
+from kafkapy.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
@@ -48,11 +49,35 @@ class BoundListener:
         return f"{self.name}://{self.host}:{self.port}"
 
 
+class ClusterView:
+    """What handlers read about the cluster, kept current by store watches so that no request
+    waits on ZooKeeper. Watch callbacks replace whole values (atomic in Python), so readers on
+    the loop thread never see a half-updated list."""
+
+    def __init__(self) -> None:
+        self.cluster_id = ""
+        self.brokers: list[BrokerRegistration] = []
+        self.controller_id = -1
+
+
+def make_store(config: BrokerConfig) -> MetadataStore:
+    """ZooKeeper when zookeeper.connect is set, the embedded in-memory store otherwise."""
+    if config["zookeeper.connect"]:
+        from kafkapy.store.zookeeper import ZooKeeperStore
+
+        return ZooKeeperStore(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
+                              config["zookeeper.connection.timeout.ms"], cluster_id=config["cluster.id"])
+    return MemoryStore(cluster_id=config["cluster.id"])
+
+
 class BrokerRuntime:
-    def __init__(self, config: BrokerConfig, store: MemoryStore | None = None,
+    def __init__(self, config: BrokerConfig, store: MetadataStore | None = None,
                  module_classes: Sequence[type[Module]] | None = None) -> None:
         self.config = config
-        self.store = store or MemoryStore(cluster_id=config["cluster.id"])
+        self.owns_store = store is None
+        self.store: MetadataStore = store if store is not None else make_store(config)
+        self.cluster = ClusterView()
+        self._watches: list[Watch] = []
         self.loop = asyncio.get_running_loop()
         self.broker_id = -1
         self.listeners: list[BoundListener] = []
@@ -76,17 +101,25 @@ class BrokerRuntime:
     async def start(self) -> None:
         specs = resolve_listeners(self.config)
         self.inter_broker_listener = inter_broker_listener(self.config, specs)
-        requested = self.config["broker.id"]
-        self.broker_id = requested if requested >= 0 else self.store.allocate_broker_id(
-            self.config["reserved.broker.max.id"])
+        store = self.store
+        # Store calls may go over the network (ZooKeeper), so they run off the event loop.
+        if self.owns_store:
+            await asyncio.to_thread(store.start)
         try:
+            requested = self.config["broker.id"]
+            self.broker_id = requested if requested >= 0 else await asyncio.to_thread(
+                store.allocate_broker_id, self.config["reserved.broker.max.id"])
             for spec in specs:
                 self.listeners.append(await self._bind(spec))
-            self.store.register_broker(self.registration())
+            self.cluster.cluster_id = await asyncio.to_thread(store.cluster_id)
+            await asyncio.to_thread(store.register_broker, self.registration())
+            self._watches.append(await asyncio.to_thread(store.watch_brokers, self._brokers_changed))
+            self._watches.append(await asyncio.to_thread(store.watch_controller, self._controller_changed))
             for module in self.modules:
                 await module.start()
         except BaseException:
             await self._close_listeners()
+            await self._release_store()
             raise
         for listener in self.listeners:
             log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
@@ -111,6 +144,24 @@ class BrokerRuntime:
         for module in self.modules:
             features.update(module.features)
         return BrokerRegistration(self.broker_id, endpoints, self.config["broker.rack"], features)
+
+    def _brokers_changed(self, brokers: list[BrokerRegistration]) -> None:
+        self.cluster.brokers = brokers
+
+    def _controller_changed(self, controller_id: int) -> None:
+        self.cluster.controller_id = controller_id
+
+    async def _release_store(self) -> None:
+        for watch in self._watches:
+            watch.cancel()
+        self._watches.clear()
+        if self.broker_id >= 0:
+            try:
+                await asyncio.to_thread(self.store.unregister_broker, self.broker_id)
+            except Exception:
+                log.exception("could not unregister broker %d (ignored)", self.broker_id)
+        if self.owns_store:
+            await asyncio.to_thread(self.store.close)
 
     async def admit(self, conn: ConnectionInfo) -> bool:
         if self._stopping:
@@ -145,7 +196,7 @@ class BrokerRuntime:
                 await module.stop()
             except Exception:
                 log.exception("module %s failed to stop (ignored)", module.name)
-        self.store.unregister_broker(self.broker_id)
+        await self._release_store()
         self.observers.close(grace)
 
     async def _close_listeners(self) -> None:

@@ -82,6 +82,12 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "List the private API keys in ApiVersions; some clients reject keys they do not know."),
     ConfigKey("kafkapy.modules", "list", [], "Extra modules to enable, by entry-point name or dotted path."),
     ConfigKey("cluster.id", "string", None, "Fixed cluster id; by default the store makes a stable one."),
+    ConfigKey("zookeeper.connect", "string", None,
+              "host:port[,host:port...][/chroot]; unset means the embedded in-memory store."),
+    ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "Kafka's default ZooKeeper session timeout.",
+              _at_least(1)),
+    ConfigKey("zookeeper.connection.timeout.ms", "int", None,
+              "How long to wait for ZooKeeper at start; Kafka's default is the session timeout."),
 )
 
 _TAG_KEY = re.compile(r"^tag\.(.+)$")

@@ -16,7 +16,7 @@ from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.broker import BrokerRuntime
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
-from kafkapy.store.memory import BrokerRegistration
+from kafkapy.store.base import BrokerRegistration
 
 __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
 
@@ -101,14 +101,14 @@ class CoreModule(Module):
     def _brokers_on(self, listener: str) -> list[tuple[BrokerRegistration, str, int]]:
         """Brokers with an endpoint on the listener the request came in on, as Kafka answers."""
         found = []
-        for broker in self.broker.store.brokers():
+        for broker in self.broker.cluster.brokers:
             endpoint = broker.endpoint(listener)
             if endpoint is not None:
                 found.append((broker, endpoint.host, endpoint.port))
         return found
 
     async def metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        store = ctx.broker.store
+        cluster = ctx.broker.cluster
         requested = request.body.get("topics")
         topics = []
         if requested is None or (ctx.api_version == 0 and requested == []):
@@ -128,8 +128,8 @@ class CoreModule(Module):
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
                         for b, host, port in self._brokers_on(ctx.connection.listener)],
-            "cluster_id": store.cluster_id(),
-            "controller_id": store.controller_id(),
+            "cluster_id": cluster.cluster_id,
+            "controller_id": cluster.controller_id,
             "topics": topics,
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         }
@@ -138,10 +138,10 @@ class CoreModule(Module):
     # --- DescribeCluster ----------------------------------------------------------------------
 
     async def describe_cluster(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        store = ctx.broker.store
+        cluster = ctx.broker.cluster
         body = {
             "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
-            "cluster_id": store.cluster_id(), "controller_id": store.controller_id(),
+            "cluster_id": cluster.cluster_id, "controller_id": cluster.controller_id,
             "brokers": [{"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack,
                          "is_fenced": False}
                         for b, host, port in self._brokers_on(ctx.connection.listener)],
@@ -153,7 +153,7 @@ class CoreModule(Module):
 
     async def broker_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         wanted = request.body.get("node_ids") or []
-        brokers = self.broker.store.brokers()
+        brokers = self.broker.cluster.brokers
         if wanted:
             ids = {ctx.broker.broker_id if n == -1 else n for n in wanted}
             brokers = [b for b in brokers if b.broker_id in ids]

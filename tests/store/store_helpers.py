@@ -62,3 +62,14 @@ def registration(broker_id: int, port: int = 9092, rack: str | None = None) -> B
         rack,
         {"metadata.version": (1, 7)},
     )
+
+
+def expire_session(store: Any, connect: str) -> None:
+    """Expire a ZooKeeperStore's session for real: a second client takes it over and closes it."""
+    from kazoo.client import KazooClient
+
+    session_id, password = store.client.client_id
+    thief = KazooClient(hosts=connect, client_id=(session_id, password))
+    thief.start(timeout=10)
+    thief.stop()
+    thief.close()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
-from store_helpers import Recorder, registration, wait_until
+from store_helpers import Recorder, expire_session, registration, wait_until
 
 from kafkapy.store import CorruptMetadata, StoreError, ZooKeeperStore
 from kafkapy.store.base import encode_uuid, sanitize
@@ -52,15 +52,6 @@ def raw(store: ZooKeeperStore, zk_connect: str) -> Iterator[KazooClient]:
 
 def read_json(raw: KazooClient, path: str) -> Any:
     return json.loads(raw.get(path)[0])
-
-
-def expire_session(store: ZooKeeperStore, connect: str) -> None:
-    """Expire the store's session for real: a second client takes the session over and closes it."""
-    session_id, password = store.client.client_id
-    thief = KazooClient(hosts=connect, client_id=(session_id, password))
-    thief.start(timeout=10)
-    thief.stop()
-    thief.close()
 
 
 # --- formats -----------------------------------------------------------------------------------------
