@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
+import pkgutil
 import signal
 import socket
 import struct
@@ -13,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import kafkapy.commands
 from kafkapy.protocol import (
     api_name,
     catalogue,
@@ -226,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     metadata.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                           help="connect and read timeout (default 10)")
     metadata.set_defaults(func=_broker_metadata)
+
+    for found in pkgutil.iter_modules(kafkapy.commands.__path__):
+        importlib.import_module(f"kafkapy.commands.{found.name}").register(commands)
     return parser
 
 

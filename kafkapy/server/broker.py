@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from kafkapy.server.auth import Authorizer, load_authorizer
 from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module, load_module_class
@@ -84,6 +85,8 @@ class BrokerRuntime:
         self.connections: set[KafkaConnection] = set()
         self.started_at = time.time()
         # KIP-388: configure() sees every setting, the observer's own (unknown to the broker) included.
+        self.authorizer: Authorizer = load_authorizer(config["authorizer.class.name"],
+                                                      {**config.originals, **config.values})
         self.observers = ObserverChain.from_config(config["observer.class.names"],
                                                    {**config.originals, **config.values})
         classes = list(module_classes) if module_classes is not None else default_module_classes(config)
