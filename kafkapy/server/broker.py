@@ -79,6 +79,8 @@ class BrokerRuntime:
         self.store: MetadataStore = store if store is not None else make_store(config)
         self.cluster = ClusterView()
         self._watches: list[Watch] = []
+        # name -> finalized level, kept by the features module; None while no module manages them
+        self.finalized_features: dict[str, int] | None = None
         self.loop = asyncio.get_running_loop()
         self.broker_id = -1
         self.listeners: list[BoundListener] = []
@@ -97,9 +99,17 @@ class BrokerRuntime:
         self.inter_broker_listener = ""
         self._stopping = False
 
+    def feature_level(self, feature: str) -> int:
+        """The finalized level of a feature (KIP-584), which gates APIs and behaviors.
+
+        Until a features module takes over (it replaces ``self.finalized_features``), nothing is
+        gated: every feature reads as finalized at the highest level any module supports."""
+        if self.finalized_features is not None:
+            return self.finalized_features.get(feature, 0)
+        return max((m.features[feature][1] for m in self.modules if feature in m.features), default=0)
+
     def gate_open(self, handler: ApiHandler) -> bool:
-        """Feature gating arrives with the features module; until then every API is on."""
-        return True
+        return handler.feature is None or self.feature_level(handler.feature) >= handler.min_feature_level
 
     async def start(self) -> None:
         specs = resolve_listeners(self.config)
