@@ -54,8 +54,8 @@ def serve_process(zk_connect: str) -> Iterator[Any]:
     def start(broker_id: int) -> tuple[subprocess.Popen[str], int]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "kafkapy.cli", "serve", "--override", f"broker.id={broker_id}",
-             "--override", "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"zookeeper.connect={zk_connect}",
-             "--override", "zookeeper.session.timeout.ms=6000"],
+             "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+             "--override", f"zookeeper.connect={zk_connect}", "--override", "zookeeper.session.timeout.ms=6000"],
             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         procs.append(proc)
         assert proc.stderr is not None
@@ -76,7 +76,7 @@ def serve_process(zk_connect: str) -> Iterator[Any]:
 
 
 def test_two_serve_processes_on_one_zookeeper_see_each_other(serve_process: Any) -> None:
-    first, port_a = serve_process(1)
+    _first, port_a = serve_process(1)
     second, port_b = serve_process(2)
     for port in (port_a, port_b):
         metadata = wait_until(lambda p=port: _metadata_with(p, 2), what="both brokers in Metadata")
