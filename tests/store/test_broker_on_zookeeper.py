@@ -55,7 +55,8 @@ def serve_process(zk_connect: str) -> Iterator[Any]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "kafkapy.cli", "serve", "--override", f"broker.id={broker_id}",
              "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-             "--override", f"zookeeper.connect={zk_connect}", "--override", "zookeeper.session.timeout.ms=6000"],
+             "--override", f"zookeeper.connect={zk_connect}",
+             "--override", "zookeeper.session.timeout.ms=6000"],
             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         procs.append(proc)
         assert proc.stderr is not None
