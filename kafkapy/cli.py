@@ -97,11 +97,22 @@ async def _serve_until_signalled(config: Any) -> None:
         runtime = BrokerRuntime(config)
         await runtime.start()
         try:
-            await stop.wait()
+            # A signal, or the broker shutting itself down (an incompatible finalized feature).
+            waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(runtime.failed.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
         finally:
-            log.info("%s: stopping broker %d", received[0] if received else "exit", runtime.broker_id)
+            if runtime.failure is None:
+                log.info("%s: stopping broker %d", received[0] if received else "exit", runtime.broker_id)
             await runtime.stop()
             log.info("stopped")
+        if runtime.failure is not None:
+            from kafkapy.errors import KafkaPyError
+
+            raise KafkaPyError(f"broker {runtime.broker_id} shut down: {runtime.failure}")
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)

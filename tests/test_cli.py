@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from kafkapy.server.core import PROTOCOL_VERSION, PROTOCOL_VERSION_MIN
+
 LISTENING = re.compile(r"listening on (\w+)://([^\s:]+):(\d+)")
 EPHEMERAL = "listeners=PLAINTEXT://127.0.0.1:0"
 
@@ -96,14 +98,15 @@ def test_serve_answers_broker_metadata_then_stops_on_sigterm(served: Served) -> 
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()
     assert header.split() == ["NODE", "HOST", "PORT", "PROTOCOL", "TAGS"]
-    assert row.split()[:4] == ["7", "127.0.0.1", str(port), "1-1"]
+    assert row.split()[:4] == ["7", "127.0.0.1", str(port), f"{PROTOCOL_VERSION_MIN}-{PROTOCOL_VERSION}"]
     assert "zone=eu-1" in row and "broker.id=7" in row
 
     as_json = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}", "--node-id", "-1", "--json")
     assert as_json.returncode == 0, as_json.stderr
     (broker,) = json.loads(as_json.stdout)["brokers"]
     assert (broker["node_id"], broker["host"], broker["port"]) == (7, "127.0.0.1", port)
-    assert (broker["protocol_version_min"], broker["protocol_version_max"]) == (1, 1)
+    assert (broker["protocol_version_min"], broker["protocol_version_max"]) == (PROTOCOL_VERSION_MIN,
+                                                                                PROTOCOL_VERSION)
     tags = {t["key"]: t["value"] for t in broker["tags"]}
     assert tags["zone"] == "eu-1" and tags["endpoints"] == f"plaintext://127.0.0.1:{port}"
 

@@ -27,6 +27,7 @@ body re-encodes byte for byte.
 
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from collections.abc import Mapping
@@ -278,11 +279,20 @@ class StructCodec(Primitive):
         chunks: dict[int, bytes] = {}
         for slot in self.tagged:
             item = value.get(slot.key, slot.default)
-            if item != slot.default:
+            if not slot_holds_default(slot, item):
                 buf = bytearray()
                 slot.codec.write(item, buf, slot.path)
                 chunks[slot.field.tag or 0] = bytes(buf)
         write_tag_section(out, chunks, value.get(UNKNOWN_TAGS))
+
+    def holds_defaults(self, value: Mapping[str, Any]) -> bool:
+        """Every field at its default (missing ones count as default), unknown tags absent."""
+        if value.get(UNKNOWN_TAGS):
+            return False
+        for slot in self.slots + self.tagged:
+            if slot.key in value and not slot_holds_default(slot, value[slot.key]):
+                return False
+        return True
 
     def fit(self, value: Mapping[str, Any]) -> Body:
         """A copy holding only the fields of this version, nested structs included, so one
@@ -440,7 +450,11 @@ class StructCodec(Primitive):
             v = g.var("t")
             template = _template(g, slot.default)
             g.emit(1, f"{v} = get({slot.key!r}, {template})")
-            g.emit(1, f"if {v} != {template}:")
+            if isinstance(slot.codec, StructCodec) or slot.codec.name == "uuid":
+                # Partly-filled structs and None-as-zero UUIDs need the full comparison.
+                g.emit(1, f"if not _holds_default[{id(slot)}]({v}):")
+            else:
+                g.emit(1, f"if {v} != {template}:")
             g.emit(2, "out = bytearray()")
             slot.codec.emit_write(g, v, 2, slot.path)
             g.emit(2, f"chunks[{slot.field.tag}] = bytes(out)")
@@ -448,6 +462,17 @@ class StructCodec(Primitive):
         g.emit(1, f"unknown = get({UNKNOWN_TAGS!r})")
         g.emit(1, "if chunks or unknown: _write_tags(out, chunks, unknown)")
         g.emit(1, "else: out += b'\\x00'")
+
+
+def slot_holds_default(slot: _Slot, value: Any) -> bool:
+    """Whether a tagged field may be left off the wire: Kafka omits a tagged field equal to its
+    default. Structs compare field by field with omitted fields defaulted; None is the zero UUID."""
+    codec = slot.codec
+    if isinstance(codec, StructCodec):
+        return isinstance(value, Mapping) and codec.holds_defaults(value)
+    if codec.name == "uuid" and value is None:
+        return bool(slot.default == uuid.UUID(int=0))
+    return bool(value == slot.default)
 
 
 def write_tag_section(out: bytearray, chunks: dict[int, bytes], unknown: Any) -> None:
@@ -592,7 +617,10 @@ class MessageSchema(construct.Construct):
         names = self.root.emit_functions(g)
         code.append(g.source() + "\n")
         _CHECKERS[id(self)] = {id(s): s.check_keys for s in _all_structs(self.root)}
+        _DEFAULT_TESTS[id(self)] = {id(slot): functools.partial(slot_holds_default, slot)
+                                    for struct in _all_structs(self.root) for slot in struct.tagged}
         code.append(f"_check_keys.update(_checkers[{id(self)}])\n")
+        code.append(f"_holds_default.update(_default_tests[{id(self)}])\n")
         emitted[id(self)] = names
         self._emitted_names = names
         return names
@@ -609,6 +637,7 @@ class MessageSchema(construct.Construct):
 
 
 _CHECKERS: dict[int, dict[int, Any]] = {}
+_DEFAULT_TESTS: dict[int, dict[int, Any]] = {}
 
 
 def _decode_stream(io: Any, fn: Any) -> Any:
@@ -637,6 +666,8 @@ def _module_runtime() -> dict[str, Any]:
         "_encode_stream": _encode_stream,
         "_checkers": _CHECKERS,
         "_check_keys": {},
+        "_default_tests": _DEFAULT_TESTS,
+        "_holds_default": {},
         "UUID": uuid.UUID,
     })
     return names

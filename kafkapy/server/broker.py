@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import ssl
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kafkapy.server.auth import Authorizer, load_authorizer
 from kafkapy.server.config import BrokerConfig, ConfigError
@@ -24,17 +26,37 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.dispatch import Dispatcher
 
-__all__ = ["BoundListener", "BrokerRuntime"]
+__all__ = ["AcceptGate", "BoundListener", "BrokerRuntime"]
 
 log = logging.getLogger(__name__)
+
+
+LISTEN_BACKLOG = 100  # asyncio's default for create_server
+
+
+class AcceptGate(Protocol):
+    """What the accept loop consults (the quotas module installs one as ``runtime.accept_gate``).
+
+    For every accepted socket: ``acceptor_wait`` runs in the listener's accept loop, so while it
+    sleeps that listener accepts nothing (and only that listener); then ``admit`` runs in a task of
+    the connection's own, so a delay there holds back no one else. False closes the socket before
+    it is served. Once ``acceptor_wait`` has returned, ``released`` is called exactly once, when
+    the socket is closed, whichever way it went."""
+
+    async def acceptor_wait(self, listener: str) -> None: ...
+    async def admit(self, listener: str, address: str) -> bool: ...
+    def released(self, listener: str, address: str, admitted: bool) -> None: ...
 
 
 class BoundListener:
     """A listener after binding: the real port, and what is advertised for it."""
 
-    def __init__(self, spec: ListenerSpec, server: asyncio.Server, host: str, port: int) -> None:
+    def __init__(self, spec: ListenerSpec, sock: socket.socket, host: str, port: int,
+                 context: ssl.SSLContext | None = None) -> None:
         self.spec = spec
-        self.server = server
+        self.sock = sock
+        self.context = context
+        self.accept_task: asyncio.Task[None] | None = None
         self.host = host
         self.port = port
         advertised = spec.advertised
@@ -81,6 +103,12 @@ class BrokerRuntime:
         self._watches: list[Watch] = []
         # name -> finalized level, kept by the features module; None while no module manages them
         self.finalized_features: dict[str, int] | None = None
+        self.finalized_epoch = -1  # KIP-584's epoch of finalized_features; -1: unknown
+        # Why the broker shut itself down (e.g. an incompatible finalized feature); `failed` is set
+        # once that shutdown is complete, so `kafkapy serve` can exit non-zero.
+        self.failure: str | None = None
+        self.failed = asyncio.Event()
+        self._failing: asyncio.Task[None] | None = None
         self.loop = asyncio.get_running_loop()
         self.broker_id = -1
         self.listeners: list[BoundListener] = []
@@ -93,11 +121,16 @@ class BrokerRuntime:
                                                    {**config.originals, **config.values})
         classes = list(module_classes) if module_classes is not None else default_module_classes(config)
         self.modules: list[Module] = [cls(self) for cls in classes]
+        self.supported_features = self._supported_features()
         from kafkapy.server.dispatch import Dispatcher
 
         self.dispatcher: Dispatcher = Dispatcher(self)
         self.inter_broker_listener = ""
         self._stopping = False
+        # Module-declared config keys join the config (validated) before modules read it.
+        self.config = config = config.with_keys(k for cls in classes for k in cls.config_keys)
+        self.accept_gate: AcceptGate | None = None
+        self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
 
     def feature_level(self, feature: str) -> int:
         """The finalized level of a feature (KIP-584), which gates APIs and behaviors.
@@ -110,6 +143,39 @@ class BrokerRuntime:
 
     def gate_open(self, handler: ApiHandler) -> bool:
         return handler.feature is None or self.feature_level(handler.feature) >= handler.min_feature_level
+
+    def _supported_features(self) -> dict[str, tuple[int, int]]:
+        """The union of the modules' features, capped by supported.features.max (KIP-584)."""
+        features: dict[str, tuple[int, int]] = {}
+        for module in self.modules:
+            features.update(module.features)
+        for item in self.config.get("supported.features.max") or ():
+            name, _, level = item.rpartition(":")
+            if name not in features:
+                log.warning("supported.features.max names %r, which no module supports (ignored)", name)
+                continue
+            low, high = features[name]
+            if int(level) < low:
+                del features[name]
+            else:
+                features[name] = (low, min(high, int(level)))
+        return features
+
+    def fail(self, reason: str) -> None:
+        """Shut down in an orderly way because the broker cannot go on; ``failure`` keeps the reason
+        and ``failed`` is set once stopped (``kafkapy serve`` then exits non-zero)."""
+        if self.failure is not None or self._stopping:
+            return
+        self.failure = reason
+        log.error("broker %d shutting down: %s", self.broker_id, reason)
+
+        async def shut_down() -> None:
+            try:
+                await self.stop()
+            finally:
+                self.failed.set()
+
+        self._failing = self.loop.create_task(shut_down())
 
     async def start(self) -> None:
         specs = resolve_listeners(self.config)
@@ -130,6 +196,8 @@ class BrokerRuntime:
             self._watches.append(await asyncio.to_thread(store.watch_controller, self._controller_changed))
             for module in self.modules:
                 await module.start()
+            for listener in self.listeners:
+                listener.accept_task = self.loop.create_task(self._accept_loop(listener))
         except BaseException:
             await self._close_listeners()
             await self._release_store()
@@ -138,25 +206,80 @@ class BrokerRuntime:
             log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
 
     async def _bind(self, spec: ListenerSpec) -> BoundListener:
-        from kafkapy.server.connection import KafkaConnection
-
         context = ssl_context(self.config) if spec.security_protocol == "SSL" else None
         host = spec.bind.host or "0.0.0.0"
+        # The broker owns its accept loop (not loop.create_server), so that a connection quota can
+        # hold back one listener's accepts without touching the others (KIP-612).
+        sock: socket.socket | None = None
         try:
-            server = await self.loop.create_server(lambda: KafkaConnection(self, spec), host, spec.bind.port,
-                                                   ssl=context, reuse_address=True)
+            family, kind, proto, _, address = (await self.loop.getaddrinfo(
+                host, spec.bind.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))[0]
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(LISTEN_BACKLOG)
+            sock.setblocking(False)
         except OSError as exc:
+            if sock is not None:
+                sock.close()
             raise ConfigError(f"cannot listen on {spec.bind}: {exc.strerror or exc} (listeners)") from None
-        sock = server.sockets[0].getsockname()
-        return BoundListener(spec, server, sock[0], sock[1])
+        name = sock.getsockname()
+        return BoundListener(spec, sock, name[0], name[1], context)
+
+    async def _accept_loop(self, listener: BoundListener) -> None:
+        loop = self.loop
+        while not self._stopping:
+            try:
+                sock, address = await loop.sock_accept(listener.sock)
+            except OSError as exc:  # out of file descriptors, or the like: back off a little
+                if self._stopping or listener.sock.fileno() < 0:
+                    return
+                log.warning("accept on %s failed: %s", listener, exc.strerror or exc)
+                await asyncio.sleep(0.1)
+                continue
+            gate = self.accept_gate
+            if gate is not None:
+                try:
+                    await gate.acceptor_wait(listener.name)
+                except BaseException:
+                    sock.close()
+                    raise
+            task = loop.create_task(self._start_connection(listener, sock, str(address[0]), gate))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _start_connection(self, listener: BoundListener, sock: socket.socket, address: str,
+                                gate: AcceptGate | None) -> None:
+        from kafkapy.server.connection import KafkaConnection
+
+        served = admitted = False
+        try:
+            if gate is not None and not await gate.admit(listener.name, address):
+                return
+            admitted = True
+            if self._stopping:
+                return
+            connection = KafkaConnection(self, listener.spec)
+            if gate is not None:
+                name = listener.name
+                connection.on_lost = lambda: gate.released(name, address, True)
+            await self.loop.connect_accepted_socket(lambda: connection, sock, ssl=listener.context)
+            served = True
+        except (OSError, ssl.SSLError, asyncio.TimeoutError) as exc:
+            log.info("connection from %s on %s failed before it was served: %s", address, listener, exc)
+        finally:
+            if not served:
+                sock.close()
+                if gate is not None:
+                    gate.released(listener.name, address, admitted)
 
     def registration(self) -> BrokerRegistration:
         endpoints = tuple(RegisteredEndpoint(b.name, b.spec.security_protocol, b.advertised_host,
                                              b.advertised_port) for b in self.listeners)
-        features: dict[str, tuple[int, int]] = {}
-        for module in self.modules:
-            features.update(module.features)
-        return BrokerRegistration(self.broker_id, endpoints, self.config["broker.rack"], features)
+        return BrokerRegistration(self.broker_id, endpoints, self.config["broker.rack"],
+                                  dict(self.supported_features))
 
     def _brokers_changed(self, brokers: list[BrokerRegistration]) -> None:
         self.cluster.brokers = brokers
@@ -196,8 +319,7 @@ class BrokerRuntime:
         if self._stopping:
             return
         self._stopping = True
-        for listener in self.listeners:
-            listener.server.close()
+        await self._close_listeners()
         workers = [c.worker for c in self.connections if c.worker is not None and not c.worker.done()]
         if workers:
             await asyncio.wait(workers, timeout=grace)
@@ -213,12 +335,17 @@ class BrokerRuntime:
         self.observers.close(grace)
 
     async def _close_listeners(self) -> None:
+        tasks = [*self._handshakes]
         for listener in self.listeners:
-            listener.server.close()
-            try:
-                await asyncio.wait_for(listener.server.wait_closed(), 1.0)
-            except asyncio.TimeoutError:
-                pass
+            if listener.accept_task is not None:
+                tasks.append(listener.accept_task)
+                listener.accept_task = None
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
+        for listener in self.listeners:
+            listener.sock.close()
 
     def listener_for(self, name: str) -> BoundListener | None:
         for listener in self.listeners:
@@ -228,9 +355,11 @@ class BrokerRuntime:
 
 
 def default_module_classes(config: BrokerConfig, extra: Iterable[str] = ()) -> list[type[Module]]:
+    from kafkapy.features import FeaturesModule
+    from kafkapy.quotas import QuotasModule
     from kafkapy.server.core import CoreModule
 
-    classes: list[type[Module]] = [CoreModule]
+    classes: list[type[Module]] = [CoreModule, FeaturesModule, QuotasModule]
     for name in [*config["kafkapy.modules"], *extra]:
         cls = load_module_class(name)
         if cls not in classes:

@@ -85,13 +85,46 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("authorizer.class.name", "string", "",
               "Dotted class path of an authorizer, or a built-in short name (allowlist); empty allows all."),
     ConfigKey("super.users", "string", "", "Kafka's format: User:alice;User:bob. Always allowed."),
+    # Connection quotas (KIP-402, KIP-612), read by the quotas module; Kafka's names and defaults.
+    ConfigKey("max.connection.creation.rate", "int", 2147483647,
+              "Broker-wide connections accepted per second, inter-broker listener exempt (KIP-612). "
+              "listener.name.<l>.max.connection.creation.rate limits one listener.", _at_least(0)),
+    ConfigKey("max.connections", "int", 2147483647,
+              "Connections open at once, broker-wide (KIP-402); listener.name.<l>.max.connections per "
+              "listener.",
+              _at_least(0)),
+    ConfigKey("max.connections.per.ip", "int", 2147483647,
+              "Connections open at once from one address; 0 is allowed only with overrides.", _at_least(0)),
+    ConfigKey("max.connections.per.ip.overrides", "string", "",
+              "Comma-separated host-or-ip:count overrides of max.connections.per.ip."),
+    ConfigKey("metrics.listener", "string", None,
+              "http://host:port/path serving the broker's metrics in Prometheus text format; unset: none."),
+    ConfigKey("allowlist.rules", "string", "",
+              "authorizer.class.name=allowlist grants: PRINCIPAL@ADDRESS-OR-CIDR:OPERATION[,OPERATION];... "
+              "(* for any principal or address)."),
     ConfigKey("zookeeper.connect", "string", None,
               "host:port[,host:port...][/chroot]; unset means the embedded in-memory store."),
     ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "Kafka's default ZooKeeper session timeout.",
               _at_least(1)),
     ConfigKey("zookeeper.connection.timeout.ms", "int", None,
               "How long to wait for ZooKeeper at start; Kafka's default is the session timeout."),
+    ConfigKey("supported.features.max", "list", [],
+              "feature:level,... caps the feature levels this broker supports (KIP-584), e.g. to emulate "
+              "an older broker in a rolling upgrade; a level below the feature's minimum drops it.",
+              lambda v: _feature_caps_problem(v)),
+    ConfigKey("features.finalize.on.start", "boolean", True,
+              "On the first start of a fresh cluster, finalize every supported feature at its default "
+              "level (KIP-584); false leaves the finalized features empty."),
 )
+
+
+def _feature_caps_problem(items: list[str]) -> str | None:
+    for item in items:
+        name, sep, level = item.rpartition(":")
+        if not sep or not name or not level.strip().lstrip("-").isdigit():
+            return f"{item!r} is not feature:level"
+    return None
+
 
 _TAG_KEY = re.compile(r"^tag\.(.+)$")
 
@@ -165,6 +198,29 @@ class BrokerConfig:
         # Per-listener keys (listener.name.<l>.<key>) are kept verbatim for the modules that read them.
         values.update({k: v for k, v in raw.items() if k.startswith("listener.name.")})
         return cls(values=values, tags=tags, originals={k: str(v) for k, v in raw.items()})
+
+
+    def with_keys(self, extra_keys: Iterable[ConfigKey]) -> BrokerConfig:
+        """This config with module-declared keys added (converted and validated from the original
+        settings); keys it already has are left alone. A module key's value is a ConfigError
+        here if invalid, as a core key's is in build()."""
+        values = dict(self.values)
+        added = False
+        for key in extra_keys:
+            if key.name in values:
+                continue
+            raw = self.originals.get(key.name, key.default)
+            try:
+                value = _convert(key, raw)
+            except ValueError as exc:
+                raise ConfigError(f"invalid value {raw!r} for {key.name}: {exc}") from None
+            if value is not None and key.validator is not None:
+                problem = key.validator(value)
+                if problem:
+                    raise ConfigError(f"invalid value {value!r} for {key.name}: {problem}")
+            values[key.name] = value
+            added = True
+        return attrs.evolve(self, values=values) if added else self
 
 
 def load_properties(path: Path) -> dict[str, str]:

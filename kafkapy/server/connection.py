@@ -21,6 +21,7 @@ import collections
 import itertools
 import logging
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -99,6 +100,7 @@ class KafkaConnection(asyncio.Protocol):
         self.flush_scheduled = False
         self.last_activity = 0.0
         self.draining = False  # a bad frame size arrived: answer what came before it, then close
+        self.on_lost: Callable[[], None] | None = None  # the accept loop's release of a quota slot
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -158,6 +160,9 @@ class KafkaConnection(asyncio.Protocol):
         self.runtime.connections.discard(self)
         if self.info is not None and self.admitted:
             self.runtime.connection_closed(self.info)
+        if self.on_lost is not None:
+            on_lost, self.on_lost = self.on_lost, None
+            on_lost()
 
     # --- serving ---------------------------------------------------------------------------
 

@@ -23,12 +23,15 @@ __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "Core
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_core_apis.py pins the set it stands for.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules. A test compares the live broker against the newest entry.
 PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
     1: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0)}),
+    # + quotas (Describe/AlterClientQuotas) and features (UpdateFeatures, DeleteFeatures)
+    2: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
+                  (1020, 0, 0)}),
 }
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -57,6 +60,7 @@ class CoreModule(Module):
         self._valid_software: set[tuple[str, str]] = set()  # names already checked against _SOFTWARE
         self._api_keys: tuple[dict[int, tuple[int, int]], list[dict[str, int]]] | None = None
         self._encoded: dict[int, EncodedResponse] = {}  # ApiVersions answer per version
+        self._encoded_finalized: dict[str, int] | None = None  # the finalized features they carry
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -79,12 +83,31 @@ class CoreModule(Module):
                 if len(self._valid_software) < 1024:  # bounded: client names are few
                     self._valid_software.add(software)
         api_keys = self._advertised()
+        finalized = self.broker.finalized_features
+        if finalized is not self._encoded_finalized:  # KIP-584: a finalized change invalidates them all
+            self._encoded.clear()
+            self._encoded_finalized = finalized
         cached = self._encoded.get(ctx.api_version)
         if cached is None or cached.body["api_keys"] is not api_keys:
-            body = {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+            body: dict[str, Any] = {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+            if ctx.api_version >= 3:
+                body.update(self._features(ctx.api_version, finalized))
             cached = EncodedResponse(body, encode_response_body(18, ctx.api_version, body))
             self._encoded[ctx.api_version] = cached
         return cached
+
+    def _features(self, version: int, finalized: dict[str, int] | None) -> dict[str, Any]:
+        """KIP-584's tagged fields as Kafka fills them: supported features (v3 omits those with
+        minimum 0, KAFKA-17011), the finalized epoch (-1, thus absent, when unknown) and the
+        finalized levels (min = max = the level, as Kafka sends since KIP-778)."""
+        supported = [{"name": name, "min_version": low, "max_version": high}
+                     for name, (low, high) in sorted(self.broker.supported_features.items())
+                     if version >= 4 or low >= 1]
+        if finalized is None:
+            return {"supported_features": supported}
+        return {"supported_features": supported, "finalized_features_epoch": self.broker.finalized_epoch,
+                "finalized_features": [{"name": name, "max_version_level": level, "min_version_level": level}
+                                       for name, level in sorted(finalized.items()) if level >= 1]}
 
     def _advertised(self) -> list[dict[str, int]]:
         """The advertised keys; a new list object whenever the served set changes."""

@@ -1,0 +1,159 @@
+"""``kafkapy configs``: client and IP quotas, as kafka-configs.sh manages them.
+
+Entities are chosen as in kafka-configs.sh: ``--entity-type users|clients|ips``
+with ``--entity-name NAME`` or ``--entity-default`` (a user and a client
+together: two of each, in order), or the shortcuts ``--user``, ``--client``,
+``--ip``, ``--user-defaults``, ``--client-defaults``, ``--ip-defaults``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kafkapy.client import ClientError, SimpleClient
+
+__all__ = ["register"]
+
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
+_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
+_LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
+
+
+class _Usage(Exception):
+    pass
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "configs", help="describe or alter client and IP quotas (kafka-configs.sh)",
+        description="Describe or alter quotas of users, client ids and IPs through DescribeClientQuotas "
+                    "and AlterClientQuotas.")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true")
+    action.add_argument("--alter", action="store_true")
+    parser.add_argument("--entity-type", action="append", default=[], choices=sorted(_TYPES))
+    parser.add_argument("--entity-name", action="append", default=[], dest="entity_names")
+    parser.add_argument("--entity-default", action="append_const", const=None, dest="entity_names")
+    for name in ("user", "client", "ip"):
+        parser.add_argument(f"--{name}", metavar=name.upper())
+        parser.add_argument(f"--{name}-defaults", action="store_true")
+    parser.add_argument("--add-config", metavar="K=V[,K=V]", help="e.g. 'connection_creation_rate=100'")
+    parser.add_argument("--delete-config", metavar="K[,K]")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.set_defaults(func=_run)
+
+
+def _entity(args: argparse.Namespace) -> list[tuple[str, str | None, bool]]:
+    """(entity type, name or None, whether given) in kafka-configs.sh's order."""
+    found: list[tuple[str, str | None, bool]] = []
+    names = list(args.entity_names or [])
+    for i, kind in enumerate(args.entity_type):
+        if i < len(names):
+            found.append((_TYPES[kind], names[i], True))
+        else:
+            found.append((_TYPES[kind], None, False))
+    if len(names) > len(args.entity_type):
+        raise _Usage("each --entity-name or --entity-default needs an --entity-type")
+    for option, kind in (("user", "user"), ("client", "client-id"), ("ip", "ip")):
+        if getattr(args, option) is not None:
+            found.append((kind, getattr(args, option), True))
+        elif getattr(args, f"{option}_defaults"):
+            found.append((kind, None, True))
+    kinds = [k for k, _, _ in found]
+    if len(set(kinds)) != len(kinds):
+        raise _Usage("an entity type was given twice")
+    if not found:
+        raise _Usage("an entity is required: --entity-type with --entity-name/--entity-default, or --user, "
+                     "--client, --ip, --user-defaults, --client-defaults, --ip-defaults")
+    if "ip" in kinds and len(kinds) > 1:
+        raise _Usage("ips cannot be combined with users or clients")
+    return found
+
+
+def _parse_add(text: str) -> list[tuple[str, float]]:
+    text = text.strip()
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    result = []
+    for item in (p.strip() for p in text.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        try:
+            result.append((key.strip(), float(value)))
+        except ValueError:
+            raise _Usage(f"--add-config {item!r}: the value must be a number") from None
+        if not sep:
+            raise _Usage(f"--add-config {item!r} is not KEY=VALUE")
+    return result
+
+
+def _describe_entity(entity: list[dict[str, Any]]) -> str:
+    parts = []
+    for kind in ("user", "client-id", "ip"):
+        for component in entity:
+            if component["entity_type"] == kind:
+                name = component["entity_name"]
+                label = _LABELS[kind]
+                parts.append(f"{label} '{name}'" if name is not None else f"the default {label}")
+    return ", ".join(parts)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        entity = _entity(args)
+        with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
+            if args.describe:
+                return _describe(client, entity)
+            return _alter(client, entity, args)
+    except _Usage as exc:
+        print(f"kafkapy configs: error: {exc}", file=sys.stderr)
+        return 2
+    except ClientError as exc:
+        print(f"kafkapy configs: {exc}", file=sys.stderr)
+        return 1
+
+
+def _describe(client: SimpleClient, entity: list[tuple[str, str | None, bool]]) -> int:
+    components = []
+    for kind, name, given in entity:
+        if not given:
+            components.append({"entity_type": kind, "match_type": 2, "match": None})
+        elif name is None:
+            components.append({"entity_type": kind, "match_type": 1, "match": None})
+        else:
+            components.append({"entity_type": kind, "match_type": 0, "match": name})
+    body = client.request(DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": True})
+    if body["error_code"]:
+        print(f"kafkapy configs: error {body['error_code']}: {body['error_message']}", file=sys.stderr)
+        return 1
+    for entry in body["entries"] or []:
+        values = ", ".join(f"{v['key']}={float(v['value'])!r}" for v in entry["values"])
+        print(f"Quota configs for {_describe_entity(entry['entity'])} are {values}")
+    return 0
+
+
+def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], args: argparse.Namespace) -> int:
+    if any(not given for _, _, given in entity):
+        raise _Usage("--alter needs an --entity-name or --entity-default for each --entity-type")
+    ops: list[dict[str, Any]] = [{"key": k, "value": v, "remove": False}
+                                 for k, v in _parse_add(args.add_config or "")]
+    ops += [{"key": k.strip(), "value": 0.0, "remove": True}
+            for k in (args.delete_config or "").split(",") if k.strip()]
+    if not ops:
+        raise _Usage("--alter needs --add-config or --delete-config")
+    request = {"entries": [{"entity": [{"entity_type": k, "entity_name": n} for k, n, _ in entity],
+                            "ops": ops}], "validate_only": False}
+    body = client.request(ALTER_CLIENT_QUOTAS, 1, request)
+    entry = body["entries"][0]
+    if entry["error_code"]:
+        print(f"kafkapy configs: error {entry['error_code']}: {entry['error_message']}", file=sys.stderr)
+        return 1
+    names = " ".join(f"{_LABELS[k]} '{n}'" if n is not None else f"the default {_LABELS[k]}"
+                     for k, n, _ in entity)
+    print(f"Completed updating config for {names}.")
+    return 0

@@ -1,0 +1,227 @@
+"""The features module: finalized-feature cache, broker protections, UpdateFeatures/DeleteFeatures."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kafkapy.errors import KafkaPyError
+from kafkapy.features.rules import (
+    SAFE_DOWNGRADE,
+    UPGRADE,
+    FeatureUpdate,
+    incompatibilities,
+    plan_deletes,
+    plan_updates,
+)
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.store.base import BrokerRegistration, FeatureEpochConflict, StoreError, Watch
+
+if TYPE_CHECKING:
+    from kafkapy.protocol import Request
+    from kafkapy.server.broker import BrokerRuntime
+
+__all__ = ["DELETE_FEATURES", "UPDATE_FEATURES", "FeatureIncompatible", "FeaturesModule"]
+
+log = logging.getLogger(__name__)
+
+UPDATE_FEATURES = 57
+DELETE_FEATURES = 1020
+
+NONE = 0
+CLUSTER_AUTHORIZATION_FAILED = 31
+NOT_CONTROLLER = 41
+INVALID_REQUEST = 42
+INVALID_UPDATE_VERSION = 95
+FEATURE_UPDATE_FAILED = 96
+
+_ATTEMPTS = 5  # writes retried when another writer moved the epoch meanwhile
+
+
+class FeatureIncompatible(KafkaPyError):
+    """The broker cannot run at the cluster's finalized feature levels (KIP-584's broker protection)."""
+
+
+class FeaturesModule(Module):
+    name = "features"
+
+    def __init__(self, broker: BrokerRuntime) -> None:
+        super().__init__(broker)
+        # From now on the finalized features are managed: nothing is finalized until start() reads them.
+        broker.finalized_features = {}
+        broker.finalized_epoch = -1
+        self._watch: Watch | None = None
+        self._taken = False  # whether a finalized state was read yet
+        self._lock = asyncio.Lock()  # one update at a time on the controller
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {
+            UPDATE_FEATURES: ApiHandler(VersionRange(0, 2), self.update_features),
+            DELETE_FEATURES: ApiHandler(VersionRange(0, 0), self.delete_features),
+        }
+
+    # --- defaults, startup protection and the watch --------------------------------------------
+
+    def default_levels(self) -> dict[str, int]:
+        """The level each supported feature is finalized at on a fresh cluster: a module's
+        ``default_feature_levels`` entry, else the highest level supported (after the caps)."""
+        supported = self.broker.supported_features
+        levels = {name: high for name, (_, high) in supported.items() if high >= 1}
+        for module in self.broker.modules:
+            named: Mapping[str, int] = getattr(type(module), "default_feature_levels", {})
+            for name, level in named.items():
+                if name in supported:
+                    low, high = supported[name]
+                    if level < 1:
+                        levels.pop(name, None)
+                    else:
+                        levels[name] = max(low, min(level, high))
+        return levels
+
+    async def start(self) -> None:
+        runtime = self.broker
+        store = runtime.store
+        epoch, finalized = await asyncio.to_thread(store.finalized_features)
+        if epoch < 0 and runtime.config["features.finalize.on.start"]:
+            defaults = self.default_levels()
+            try:
+                epoch = await asyncio.to_thread(store.set_finalized_features, defaults, -1)
+                finalized = defaults
+                log.info("finalized the features of a fresh cluster at epoch %d: %s", epoch,
+                         _describe(defaults))
+            except FeatureEpochConflict:  # another broker finalized them first
+                epoch, finalized = await asyncio.to_thread(store.finalized_features)
+        problems = incompatibilities(runtime.supported_features, finalized)
+        if problems:
+            raise FeatureIncompatible(
+                f"broker {runtime.broker_id} refuses to start: {'; '.join(problems)} (finalized features "
+                f"epoch {epoch}; see supported.features.max and kafkapy features describe)")
+        self._apply(epoch, finalized)
+        self._watch = await asyncio.to_thread(store.watch_features, self._features_changed)
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def _features_changed(self, epoch: int, features: dict[str, int]) -> None:
+        """Store watch callback, on any thread."""
+        try:
+            self.broker.loop.call_soon_threadsafe(self._apply, epoch, features)
+        except RuntimeError:  # the loop is closed: the broker is gone
+            pass
+
+    def _apply(self, epoch: int, features: Mapping[str, int]) -> None:
+        """Take a finalized state if it is newer (the higher epoch wins), then reopen or close the
+        gates; a state this broker cannot run with shuts it down."""
+        runtime = self.broker
+        if self._taken and epoch <= runtime.finalized_epoch:
+            return
+        problems = incompatibilities(runtime.supported_features, features)
+        if problems and self._taken:
+            # Never serve at levels this broker cannot run: keep the old gates while stopping.
+            runtime.fail(f"incompatible finalized features at epoch {epoch}: {'; '.join(problems)}")
+            return
+        self._taken = True
+        runtime.finalized_epoch = epoch
+        runtime.finalized_features = dict(features)
+        runtime.dispatcher.rebuild()  # gates follow the levels; ApiVersions is re-derived
+        log.info("finalized features at epoch %d: %s", epoch, _describe(features))
+
+    # --- UpdateFeatures (57) and DeleteFeatures (1020) -----------------------------------------
+
+    def _refusal(self, ctx: RequestContext) -> tuple[int, str] | None:
+        """Who may change finalized features: ALTER on the cluster, and only the controller."""
+        conn = ctx.connection
+        if not ctx.broker.authorizer.authorize(conn.principal, conn.client_address[0], "ALTER", "CLUSTER",
+                                               CLUSTER_RESOURCE):
+            return CLUSTER_AUTHORIZATION_FAILED, f"{conn.principal} may not ALTER the cluster"
+        controller = ctx.broker.cluster.controller_id
+        if controller != ctx.broker.broker_id:
+            return NOT_CONTROLLER, (f"broker {ctx.broker.broker_id} is not the controller "
+                                    f"(the controller is broker {controller})")
+        return None
+
+    async def update_features(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        body = request.body
+        updates = []
+        for item in body["feature_updates"]:
+            if ctx.api_version == 0:
+                kind = SAFE_DOWNGRADE if item.get("allow_downgrade") else UPGRADE
+            else:
+                kind = item.get("upgrade_type", UPGRADE)
+            updates.append(FeatureUpdate(item["feature"], item["max_version_level"], kind))
+        names = [u.feature for u in updates]
+
+        def answer(code: int, message: str | None) -> dict[str, Any]:
+            response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": code, "error_message": message}
+            if ctx.api_version < 2:  # v2 dropped the per-feature results; v0-1 repeat the outcome
+                response["results"] = [{"feature": name, "error_code": code, "error_message": message}
+                                       for name in dict.fromkeys(names)]
+            return response
+
+        refused = self._refusal(ctx)
+        if refused is not None:
+            return answer(*refused)
+        if not updates:
+            return answer(INVALID_REQUEST, "The request has no feature updates.")
+        validate_only = bool(body.get("validate_only", False))
+        code, message = await self._change(
+            lambda finalized, brokers: plan_updates(finalized, brokers, updates), validate_only)
+        return answer(code, message)
+
+    async def delete_features(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        names: list[str] = list(request.body["feature_names"] or [])
+        refused = self._refusal(ctx)
+        if refused is not None:
+            return {"throttle_time_ms": 0, "error_code": refused[0], "error_message": refused[1],
+                    "results": [{"feature": n, "error_code": refused[0], "error_message": refused[1]}
+                                for n in names]}
+        errors: dict[str, str] = {}
+
+        def plan(finalized: Mapping[str, int], _: Sequence[BrokerRegistration]
+                 ) -> tuple[dict[str, int], dict[str, str]]:
+            result, found = plan_deletes(finalized, names)
+            errors.clear()
+            errors.update(found)
+            return result, found
+
+        code, message = await self._change(plan, False)
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "results": [{"feature": n, "error_code": code, "error_message": errors.get(n, message)}
+                            for n in names]}
+
+    async def _change(self, plan: Callable[[Mapping[str, int], Sequence[BrokerRegistration]],
+                                           tuple[dict[str, int], dict[str, str]]],
+                      validate_only: bool) -> tuple[int, str | None]:
+        """Validate against the store's current state and every live broker, then write all or
+        nothing (compare-and-set on the epoch, retried if another writer got in between)."""
+        store = self.broker.store
+        async with self._lock:
+            try:
+                for _ in range(_ATTEMPTS):
+                    epoch, finalized = await asyncio.to_thread(store.finalized_features)
+                    brokers = await asyncio.to_thread(store.brokers)
+                    wanted, errors = plan(finalized, brokers)
+                    if errors:
+                        return INVALID_UPDATE_VERSION, " ".join(errors.values())
+                    if validate_only or wanted == finalized:
+                        return NONE, None
+                    try:
+                        new_epoch = await asyncio.to_thread(store.set_finalized_features, wanted, epoch)
+                    except FeatureEpochConflict:
+                        continue
+                    log.info("finalized features changed to epoch %d: %s", new_epoch, _describe(wanted))
+                    self._apply(new_epoch, wanted)
+                    return NONE, None
+            except StoreError as exc:
+                return FEATURE_UPDATE_FAILED, f"the metadata store failed: {exc}"
+        return FEATURE_UPDATE_FAILED, "the finalized features kept changing meanwhile; try again"
+
+
+def _describe(features: Mapping[str, int]) -> str:
+    return ", ".join(f"{name}={level}" for name, level in sorted(features.items())) or "(none)"

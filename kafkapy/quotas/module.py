@@ -1,0 +1,395 @@
+"""The quotas module: DescribeClientQuotas (48) and AlterClientQuotas (49), and connection quotas.
+
+Client quotas live in the metadata store under Kafka's entity paths (``users/<u>``,
+``clients/<c>``, ``users/<u>/clients/<c>``, ``ips/<ip>``, ``<default>`` for the
+default entity); the store posts a change notification per change and every
+broker's watch reloads the ``ips`` quotas it enforces, so a change applies
+cluster-wide without a restart. Only ``ips`` quotas are enforced here (there is
+no Produce or Fetch to throttle); user and client-id quotas are kept and
+described as Kafka keeps them.
+
+The ``ip`` entity type, and per-IP rate enforcement, exist only while the
+feature ``kafkapy.ip_quota`` is finalized at level 1 or more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from kafkapy.protocol import Request
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.quotas.connections import ConnectionQuotas, parse_per_ip_overrides, resolve
+from kafkapy.quotas.metrics import MetricsRegistry, start_http_endpoint
+from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.config import ConfigError
+from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.store.base import DEFAULT_ENTITY, Watch, desanitize, sanitize
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import BrokerRuntime
+
+__all__ = ["IP_QUOTA_FEATURE", "QUOTA_KEYS", "QuotaError", "QuotasModule"]
+
+log = logging.getLogger(__name__)
+
+IP_QUOTA_FEATURE = "kafkapy.ip_quota"
+UNSUPPORTED_VERSION = 35
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_REQUEST = 42
+
+USER, CLIENT_ID, IP = "user", "client-id", "ip"
+ENTITY_TYPES = (USER, CLIENT_ID, IP)
+# Kafka's QuotaConfigs: key -> type, by entity kind.
+CLIENT_KEYS = {"producer_byte_rate": "LONG", "consumer_byte_rate": "LONG", "request_percentage": "DOUBLE",
+               "controller_mutation_rate": "DOUBLE"}
+IP_KEYS = {"connection_creation_rate": "INT"}
+QUOTA_KEYS = {**CLIENT_KEYS, **IP_KEYS}
+_LIMITS = {"INT": 2147483647, "LONG": 9223372036854775807}
+_STORE_TYPE = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
+
+Entity = dict[str, "str | None"]  # entity type -> name (None: the default entity)
+
+
+class QuotaError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def entity_path(entity: Mapping[str, str | None]) -> str:
+    def part(name: str | None) -> str:
+        return DEFAULT_ENTITY if name is None else sanitize(name)
+
+    if IP in entity:
+        return f"ips/{part(entity[IP])}"
+    if USER in entity and CLIENT_ID in entity:
+        return f"users/{part(entity[USER])}/clients/{part(entity[CLIENT_ID])}"
+    if USER in entity:
+        return f"users/{part(entity[USER])}"
+    return f"clients/{part(entity[CLIENT_ID])}"
+
+
+def parse_entity_path(path: str) -> Entity:
+    parts = path.split("/")
+
+    def name(raw: str) -> str | None:
+        return None if raw == DEFAULT_ENTITY else desanitize(raw)
+
+    if len(parts) == 4:
+        return {USER: name(parts[1]), CLIENT_ID: name(parts[3])}
+    kind = {"users": USER, "clients": CLIENT_ID, "ips": IP}[parts[0]]
+    return {kind: name(parts[1])}
+
+
+def valid_ip_literal(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def format_value(key_type: str, value: float) -> str:
+    return str(int(value + 1e-6)) if key_type in _LIMITS else repr(float(value))
+
+
+class QuotasModule(Module):
+    name = "quotas"
+    features: ClassVar[Mapping[str, tuple[int, int]]] = {IP_QUOTA_FEATURE: (1, 1)}
+
+    def __init__(self, broker: BrokerRuntime) -> None:
+        super().__init__(broker)
+        self.metrics = MetricsRegistry()
+        self.connection_quotas: ConnectionQuotas | None = None
+        self.metrics_url: str | None = None
+        self._http: Any = None
+        self._watch: Watch | None = None
+        self._alter_lock = asyncio.Lock()
+        self._reload_pending = False
+        self._reload_task: asyncio.Task[None] | None = None
+        self.settings: dict[str, Any] = dict(broker.config.values)
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {48: ApiHandler(VersionRange(0, 1), self.describe_client_quotas),
+                49: ApiHandler(VersionRange(0, 1), self.alter_client_quotas)}
+
+    def ip_quotas_enabled(self) -> bool:
+        return self.broker.feature_level(IP_QUOTA_FEATURE) >= 1
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        runtime = self.broker
+        overrides = await asyncio.to_thread(parse_per_ip_overrides,
+                                            str(self.settings.get("max.connections.per.ip.overrides") or ""))
+        quotas = ConnectionQuotas(self.settings, [b.name for b in runtime.listeners],
+                                  runtime.inter_broker_listener, self.metrics, self.ip_quotas_enabled)
+        quotas.configure(self.settings, overrides)
+        self.connection_quotas = quotas
+        self._watch = await asyncio.to_thread(runtime.store.watch_entity_configs, self._entity_changed)
+        await self._reload_ip_quotas()
+        url = self.settings.get("metrics.listener")
+        if url:
+            self._http, self.metrics_url = await asyncio.to_thread(start_http_endpoint, url, self.metrics)
+            log.info("metrics on %s", self.metrics_url)
+        runtime.accept_gate = quotas
+
+    async def stop(self) -> None:
+        if self.broker.accept_gate is self.connection_quotas:
+            self.broker.accept_gate = None
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        if self._reload_task is not None:
+            self._reload_task.cancel()
+        if self._http is not None:
+            http, self._http = self._http, None
+            await asyncio.to_thread(http.shutdown)
+            http.server_close()
+
+    async def reconfigure(self, updates: Mapping[str, Any]) -> None:
+        """Change dynamic broker settings at run time (Kafka's dynamic broker configs):
+        max.connection.creation.rate, max.connections, max.connections.per.ip(.overrides) and their
+        listener.name.<l>. forms. A value None restores the static setting. ConfigError if invalid;
+        then nothing changes."""
+        static = self.broker.config.values
+        settings = dict(self.settings)
+        for key, value in updates.items():
+            base = key.split(".", 3)[3] if key.startswith("listener.name.") and key.count(".") >= 3 else key
+            if base not in ("max.connection.creation.rate", "max.connections", "max.connections.per.ip",
+                            "max.connections.per.ip.overrides"):
+                raise ConfigError(f"{key} is not a dynamic connection-quota setting")
+            if value is None:
+                if key in static:
+                    settings[key] = static[key]
+                else:
+                    settings.pop(key, None)
+            else:
+                settings[key] = value
+        overrides = await asyncio.to_thread(parse_per_ip_overrides,
+                                            str(settings.get("max.connections.per.ip.overrides") or ""))
+        assert self.connection_quotas is not None
+        self.connection_quotas.configure(settings, overrides)
+        self.settings = settings
+
+    # --- dynamic ip quotas --------------------------------------------------------------------
+
+    def _entity_changed(self, path: str) -> None:
+        if path.startswith("ips/"):  # a store thread: hop onto the loop
+            self.broker.loop.call_soon_threadsafe(self._schedule_reload)
+
+    def _schedule_reload(self) -> None:
+        if self._reload_task is not None and not self._reload_task.done():
+            self._reload_pending = True
+            return
+        self._reload_task = self.broker.loop.create_task(self._reload_ip_quotas())
+
+    async def _reload_ip_quotas(self) -> None:
+        while True:
+            self._reload_pending = False
+            try:
+                specific, default = await asyncio.to_thread(self._read_ip_quotas)
+            except Exception:
+                log.exception("could not reload ip quotas (keeping the previous ones)")
+                return
+            if self.connection_quotas is not None:
+                self.connection_quotas.set_ip_rate_quotas(specific, default)
+            if not self._reload_pending:
+                return
+
+    def _read_ip_quotas(self) -> tuple[dict[str, float], float | None]:
+        specific: dict[str, float] = {}
+        default: float | None = None
+        for path, config in self.broker.store.entity_configs("ips").items():
+            raw = config.get("connection_creation_rate")
+            if raw is None:
+                continue
+            try:
+                value = float(raw)
+            except ValueError:
+                log.warning("ignoring %s: connection_creation_rate %r is not a number", path, raw)
+                continue
+            name = parse_entity_path(path)[IP]
+            if name is None:
+                default = value
+                continue
+            try:
+                specific[resolve(name)] = value
+            except OSError as exc:
+                log.warning("ignoring the quota of ip %r: it does not resolve (%s)", name, exc)
+        return specific, default
+
+    # --- DescribeClientQuotas -----------------------------------------------------------------
+
+    def _authorized(self, ctx: RequestContext, operation: str) -> bool:
+        conn = ctx.connection
+        return self.broker.authorizer.authorize(conn.principal, conn.client_address[0], operation, "CLUSTER",
+                                                CLUSTER_RESOURCE)
+
+    async def describe_client_quotas(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        def error(code: int, message: str) -> dict[str, Any]:
+            return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "entries": None}
+
+        if not self._authorized(ctx, "DESCRIBE_CONFIGS"):
+            return error(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        body = request.body
+        try:
+            components = self._filter(body.get("components") or [])
+        except QuotaError as exc:
+            return error(exc.code, exc.message)
+        strict = bool(body.get("strict"))
+        want_ips = self.ip_quotas_enabled() and (USER not in components and CLIENT_ID not in components)
+        want_clients = IP not in components
+        stored = await asyncio.to_thread(self._read_entities, want_clients, want_ips)
+        entries = []
+        for path, config in sorted(stored.items()):
+            entity = parse_entity_path(path)
+            if not self._matches(entity, components, strict):
+                continue
+            keys = IP_KEYS if IP in entity else CLIENT_KEYS
+            values = []
+            for key, raw in config.items():
+                if key in keys:
+                    try:
+                        values.append({"key": key, "value": float(raw)})
+                    except ValueError:
+                        continue
+            if values:
+                entries.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+                                "values": values})
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+
+    def _filter(self, components: list[Mapping[str, Any]]) -> dict[str, tuple[int, str | None]]:
+        result: dict[str, tuple[int, str | None]] = {}
+        for component in components:
+            entity_type = component.get("entity_type") or ""
+            match_type = component.get("match_type")
+            match = component.get("match")
+            if entity_type == "":
+                raise QuotaError(INVALID_REQUEST, "Unexpected empty filter component entity type")
+            if entity_type not in ENTITY_TYPES or (entity_type == IP and not self.ip_quotas_enabled()):
+                raise QuotaError(UNSUPPORTED_VERSION, f"Custom entity type '{entity_type}' not supported")
+            if entity_type in result:
+                raise QuotaError(INVALID_REQUEST, f"Duplicate {entity_type} filter component entity type")
+            if match_type not in (0, 1, 2):
+                raise QuotaError(INVALID_REQUEST, f"Unexpected match type: {match_type}")
+            if match_type == 0 and match is None:
+                raise QuotaError(INVALID_REQUEST, f"Exact match of {entity_type} without a name")
+            result[entity_type] = (match_type, match if match_type == 0 else None)
+        if IP in result and (USER in result or CLIENT_ID in result):
+            raise QuotaError(INVALID_REQUEST, "Invalid entity filter component combination, IP filter "
+                                              "component should not be used with user or clientId filter "
+                                              "component.")
+        return result
+
+    @staticmethod
+    def _matches(entity: Entity, components: Mapping[str, tuple[int, str | None]], strict: bool) -> bool:
+        for entity_type, (match_type, match) in components.items():
+            if entity_type not in entity:
+                return False
+            name = entity[entity_type]
+            if match_type == 0 and name != match:
+                return False
+            if match_type == 1 and name is not None:
+                return False
+        return not strict or all(t in components for t in entity)
+
+    def _read_entities(self, clients: bool, ips: bool) -> dict[str, dict[str, str]]:
+        store = self.broker.store
+        found: dict[str, dict[str, str]] = {}
+        for kind in (("users", "clients", "users/clients") if clients else ()) + (("ips",) if ips else ()):
+            found.update(store.entity_configs(kind))
+        return found
+
+    # --- AlterClientQuotas --------------------------------------------------------------------
+
+    async def alter_client_quotas(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        body = request.body
+        requested = body.get("entries") or []
+        authorized = self._authorized(ctx, "ALTER_CONFIGS")
+        validate_only = bool(body.get("validate_only"))
+        results = []
+        async with self._alter_lock:
+            for entry in requested:
+                echo = [{"entity_type": e.get("entity_type"), "entity_name": e.get("entity_name")}
+                        for e in entry.get("entity") or []]
+                code, message = 0, None
+                if not authorized:
+                    code, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+                else:
+                    try:
+                        entity = await self._validate_entity(entry.get("entity") or [])
+                        ops = self._validate_ops(entity, entry.get("ops") or [])
+                        if not validate_only:
+                            await asyncio.to_thread(self._apply, entity_path(entity), ops)
+                    except QuotaError as exc:
+                        code, message = exc.code, exc.message
+                results.append({"error_code": code, "error_message": message, "entity": echo})
+        return {"throttle_time_ms": 0, "entries": results}
+
+    async def _validate_entity(self, components: list[Mapping[str, Any]]) -> Entity:
+        if not components:
+            raise QuotaError(INVALID_REQUEST, "Invalid empty client quota entity")
+        entity: Entity = {}
+        for component in components:
+            entity_type = component.get("entity_type")
+            name = component.get("entity_name")
+            if entity_type not in ENTITY_TYPES or (entity_type == IP and not self.ip_quotas_enabled()):
+                raise QuotaError(INVALID_REQUEST, f"Unhandled client quota entity type: {entity_type}")
+            if name is not None and name == "":
+                raise QuotaError(INVALID_REQUEST, f"Empty {entity_type} not supported")
+            if entity_type in entity:
+                raise QuotaError(INVALID_REQUEST, f"Duplicate client quota entity type: {entity_type}")
+            entity[entity_type] = name
+        if IP in entity and len(entity) > 1:
+            raise QuotaError(INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be "
+                                              "combined with User/ClientId entity.")
+        ip = entity.get(IP)
+        if ip is not None and not valid_ip_literal(ip):
+            try:
+                await asyncio.wait_for(self.broker.loop.getaddrinfo(ip, None), 10.0)
+            except (OSError, asyncio.TimeoutError, UnicodeError):
+                raise QuotaError(INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.") from None
+        return entity
+
+    @staticmethod
+    def _validate_ops(entity: Entity, ops: list[Mapping[str, Any]]) -> dict[str, str | None]:
+        keys = IP_KEYS if IP in entity else CLIENT_KEYS
+        result: dict[str, str | None] = {}
+        for op in ops:
+            key = op.get("key") or ""
+            if op.get("remove"):
+                result[key] = None  # removing a key that is not there (or unknown) changes nothing
+                continue
+            key_type = keys.get(key)
+            if key_type is None:
+                raise QuotaError(INVALID_REQUEST, f"Invalid configuration key {key}")
+            value = op.get("value")
+            if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
+                raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be a number")
+            if value <= 0:
+                raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be positive, not {value}")
+            if key_type in _LIMITS:
+                whole = int(value + 1e-6)
+                if abs(whole - value) > 1e-6 or whole > _LIMITS[key_type]:
+                    raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be a {key_type} value")
+            result[key] = format_value(key_type, float(value))
+        return result
+
+    def _apply(self, path: str, ops: Mapping[str, str | None]) -> None:
+        store = self.broker.store
+        config = dict(store.entity_config(path))
+        before = dict(config)
+        for key, value in ops.items():
+            if value is None:
+                config.pop(key, None)
+            else:
+                config[key] = value
+        if config != before:
+            store.set_entity_config(path, config)  # empty: the entity is deleted
