@@ -9,13 +9,12 @@ import json
 import logging
 import pkgutil
 import signal
-import socket
-import struct
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import kafkapy.commands
+from kafkapy.client import ClientError, SimpleClient
 from kafkapy.protocol import (
     api_name,
     catalogue,
@@ -142,49 +141,12 @@ def _serve(args: argparse.Namespace) -> int:
 BROKER_METADATA = 1010
 
 
-class CommandError(Exception):
-    """A failure to report in one line, without a traceback."""
-
-
-def _parse_host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise CommandError(f"--bootstrap-server {text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = bytearray()
-    while len(chunks) < n:
-        chunk = sock.recv(n - len(chunks))
-        if not chunk:
-            raise CommandError("the broker closed the connection without answering "
-                               "(it does not serve BrokerMetadata, api key 1010?)")
-        chunks += chunk
-    return bytes(chunks)
-
-
 def fetch_broker_metadata(bootstrap: str, node_ids: Sequence[int] = (), timeout: float = 10.0
                           ) -> list[dict[str, Any]]:
     """Send one BrokerMetadata v0 request and return the plain brokers list of the answer."""
-    host, port = _parse_host_port(bootstrap)
-    frame = encode_request(BROKER_METADATA, 0, 1, "kafkapy-cli", {"node_ids": list(node_ids)})
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            (size,) = struct.unpack(">i", _read_exactly(sock, 4))
-            body = _read_exactly(sock, size)
-    except TimeoutError:
-        raise CommandError(f"no answer from {host}:{port} within {timeout:g}s") from None
-    except OSError as exc:
-        raise CommandError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from None
-    if len(body) == 4:  # the KIP-35 draft's empty response: the key is unknown there
-        raise CommandError(f"{host}:{port} does not serve BrokerMetadata (api key 1010) v0")
-    try:
-        response = decode_response(body, BROKER_METADATA, 0)
-    except ValueError as exc:
-        raise CommandError(f"cannot decode the BrokerMetadata response from {host}:{port}: {exc}") from None
-    brokers: list[dict[str, Any]] = _plain(response.body)["brokers"]
+    with SimpleClient(bootstrap, timeout) as client:
+        body = client.request(BROKER_METADATA, 0, {"node_ids": list(node_ids)})
+    brokers: list[dict[str, Any]] = _plain(body)["brokers"]
     return brokers
 
 
@@ -201,7 +163,7 @@ def _format_table(brokers: Sequence[dict[str, Any]]) -> str:
 def _broker_metadata(args: argparse.Namespace) -> int:
     try:
         brokers = fetch_broker_metadata(args.bootstrap_server, args.node_id or (), args.timeout)
-    except CommandError as exc:
+    except ClientError as exc:
         print(f"kafkapy broker-metadata: {exc}", file=sys.stderr)
         return 1
     if args.json:
