@@ -29,6 +29,11 @@ __all__ = ["Exchange", "ExchangeStatus", "Pairer", "ProtocolDecoder", "pair_fram
 # so only a client sending acks=0 Produce requests ever reaches it.
 _MAX_PENDING = 1024
 
+# Requests the consumer coordinator sends from the broker to a client (Ping,
+# StopFetcher, StartFetcher): on the server's side of a connection, a frame
+# that parses as a request with one of these keys is one of them.
+SERVER_INITIATED_API_KEYS = frozenset({1002, 1003, 1004})
+
 ExchangeStatus = Literal[
     "ok",  # request and response both decoded
     "empty_response",  # the broker answered with only a correlation id (an unknown or unsupported request)
@@ -111,8 +116,16 @@ class Exchange:
 
     @property
     def correlation_id(self) -> int | None:
+        if self.header is not None:
+            return self.header.correlation_id
         frame = self.request_frame or self.response_frame
         return frame.correlation_id if frame is not None else None
+
+    @property
+    def server_initiated(self) -> bool:
+        """A request the broker sent to the client (the consumer coordinator's
+        Ping, StopFetcher and StartFetcher), answered by the client."""
+        return self.request_frame is not None and not self.request_frame.from_client
 
     @property
     def latency(self) -> float | None:
@@ -140,6 +153,8 @@ class Pairer:
         self.decoder = decoder if decoder is not None else _default_decoder()
         # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
         self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
+        # per connection id: correlation id -> server-initiated request awaiting the client's answer
+        self._server_pending: dict[int, dict[int, _Pending]] = {}
 
     def feed(self, event: FrameEvent) -> list[Exchange]:
         out: list[Exchange] = []
@@ -151,6 +166,7 @@ class Pairer:
         elif isinstance(event, ConnectionClosed):
             for waiting in self._pending.pop(event.conn.id, {}).values():
                 out.extend(self._unanswered(p) for p in waiting)
+            out.extend(self._unanswered(p) for p in self._server_pending.pop(event.conn.id, {}).values())
             out.sort(key=lambda x: x.request_frame.offset if x.request_frame else 0)
         return out
 
@@ -159,18 +175,33 @@ class Pairer:
         for pending in self._pending.values():
             for waiting in pending.values():
                 out.extend(self._unanswered(p) for p in waiting)
+        for server_pending in self._server_pending.values():
+            out.extend(self._unanswered(p) for p in server_pending.values())
         self._pending.clear()
+        self._server_pending.clear()
         return out
 
     def _request(self, frame: Frame, out: list[Exchange]) -> None:
+        server_pending = self._server_pending.get(frame.conn.id)
+        if server_pending and len(frame.body) >= 4:
+            answered = int.from_bytes(frame.body[:4], "big", signed=True)
+            asked = server_pending.get(answered)
+            if asked is not None and self._client_answer(asked, frame, out):
+                del server_pending[answered]
+                return
         header: RequestHeaderLike | None = None
         request: RequestLike | None = None
         error: DecodeError | None = None
         try:
-            header = self.decoder.decode_request_header(frame.body)
+            # a decoded request carries its header's fields: one pass over the header, not two
             request = self.decoder.decode_request(frame.body)
+            header = request
         except DecodeError as exc:
             error = exc
+            try:
+                header = self.decoder.decode_request_header(frame.body)
+            except DecodeError:
+                header = None
         api_key = header.api_key if header is not None else frame.api_key
         api_version = header.api_version if header is not None else frame.api_version
         corr = header.correlation_id if header is not None else frame.correlation_id
@@ -189,6 +220,36 @@ class Pairer:
         if not waiting:
             del pending[corr]
 
+    def _client_answer(self, asked: _Pending, frame: Frame, out: list[Exchange]) -> bool:
+        """A client frame answering a server-initiated request, if it decodes as that answer."""
+        assert asked.api_key is not None and asked.api_version is not None
+        try:
+            response = self.decoder.decode_response(frame.body, asked.api_key, asked.api_version)
+        except DecodeError:
+            return False
+        if getattr(response, "trailing_bytes", 0):
+            return False
+        out.append(
+            Exchange(frame.conn, "ok", asked.frame, frame, asked.header, asked.request, response,
+                     None, None, "correlation-id")
+        )  # fmt: skip
+        return True
+
+    def _server_request(self, frame: Frame) -> bool:
+        """Is this server-side frame a request the broker sends (Ping, StopFetcher, StartFetcher)?"""
+        body = frame.body
+        if len(body) < 8 or int.from_bytes(body[:2], "big", signed=True) not in SERVER_INITIATED_API_KEYS:
+            return False
+        try:
+            header = self.decoder.decode_request_header(body)
+            request = self.decoder.decode_request(body)
+        except DecodeError:
+            return False
+        self._server_pending.setdefault(frame.conn.id, {})[header.correlation_id] = _Pending(
+            frame, header, request, None, header.api_key, header.api_version
+        )
+        return True
+
     def _response(self, frame: Frame, out: list[Exchange]) -> None:
         pending = self._pending.get(frame.conn.id, {})
         corr = frame.correlation_id
@@ -197,6 +258,8 @@ class Pairer:
         if corr is not None and pending.get(corr):
             match = pending[corr][0]
             paired_by = "correlation-id"
+        elif self._server_request(frame):
+            return
         elif pending.get(None):
             match = pending[None][0]
             paired_by = "order"

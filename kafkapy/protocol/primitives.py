@@ -20,6 +20,7 @@ import uuid
 from typing import Any
 
 from kafkapy.errors import DecodeError, EncodeError
+from kafkapy.protocol.records import Records
 
 __all__ = [
     "Array",
@@ -27,6 +28,7 @@ __all__ = [
     "Fixed",
     "Gen",
     "Primitive",
+    "RecordsField",
     "Text",
     "UnsignedVarint",
     "Varint",
@@ -185,6 +187,7 @@ ARRAY_STRUCTS = {fmt: _ArrayStructs(fmt) for fmt in "bhHiIqd"}
 
 RUNTIME: dict[str, Any] = {
     "_ARRAY_STRUCTS": ARRAY_STRUCTS,
+    "_Records": Records,
     "_short": short,
     "_bad": bad,
     "_uvarint": read_uvarint,
@@ -368,131 +371,129 @@ def _emit_write_length(g: Gen, n: str, ind: int, compact: bool, width: str) -> N
         g.emit(ind, f"out += _pack({'>h' if width == 'int16' else '>i'!r}, {n})")
 
 
-class Text(Primitive):
-    """(compact) (nullable) string: an int16 or unsigned-varint length, then UTF-8."""
+class _LengthPrefixed(Primitive):
+    """A length (int16, int32 or compact varint), then that many bytes; -1 (compact: 0) is null.
+
+    Subclasses say how bytes become a value and back, in both forms: ``value``/``value_source``
+    and ``payload``/``payload_source``.
+    """
+
+    width = "int32"
+    kind = "bytes"
 
     def __init__(self, compact: bool, nullable: bool) -> None:
         self.compact = compact
         self.nullable = nullable
-        self.name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + "string"
+        self.name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + self.kind
+
+    def value(self, buf: Buffer, pos: int, end: int) -> Any:
+        raise NotImplementedError
+
+    def value_source(self, n: str) -> str:
+        raise NotImplementedError
+
+    def payload(self, value: Any, field: str) -> bytes | memoryview:
+        raise NotImplementedError
+
+    def payload_source(self, v: str, field: str) -> str:
+        raise NotImplementedError
 
     def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
         start = pos
-        n, pos = _read_length(buf, pos, end, field, self.compact, "int16")
+        n, pos = _read_length(buf, pos, end, field, self.compact, self.width)
         if n < 0:
             if self.nullable:
                 return None, pos
-            raise bad(start, field, "null in a non-nullable string")
+            raise bad(start, field, f"null in a non-nullable {self.kind}")
         if pos + n > end:
             raise short(pos, n, end, field)
-        return str(buf[pos:pos + n], "utf-8", "surrogateescape"), pos + n
+        return self.value(buf, pos, pos + n), pos + n
 
     def write(self, value: Any, out: bytearray, field: str) -> None:
         if value is None:
             if not self.nullable:
-                raise EncodeError("null in a non-nullable string", field=field)
-            out += _length_prefix(-1, self.compact, "int16")
+                raise EncodeError(f"null in a non-nullable {self.kind}", field=field)
+            out += _length_prefix(-1, self.compact, self.width)
             return
+        data = self.payload(value, field)
+        out += _length_prefix(len(data), self.compact, self.width)
+        out += data
+
+    def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
+        n = g.var("n")
+        _emit_length(g, n, ind, field, self.compact, self.width, end)
+        g.emit(ind, f"if {n} < 0:")
+        if self.nullable:
+            g.emit(ind + 1, f"{target} = None")
+        else:
+            g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable {self.kind}')")
+        g.emit(ind, "else:")
+        g.emit(ind + 1, f"if pos + {n} > {end}: raise _short(pos, {n}, {end}, {field!r})")
+        g.emit(ind + 1, f"{target} = {self.value_source(n)}; pos += {n}")
+
+    def emit_write(self, g: Gen, expr: str, ind: int, field: str) -> None:
+        v, b = g.var("s"), g.var("b")
+        g.emit(ind, f"{v} = {expr}")
+        g.emit(ind, f"if {v} is None:")
+        if self.nullable:
+            g.emit(ind + 1, f"out += {_length_prefix(-1, self.compact, self.width)!r}")
+        else:
+            g.emit(ind + 1, f"raise EncodeError('null in a non-nullable {self.kind}', field={field!r})")
+        g.emit(ind, "else:")
+        g.emit(ind + 1, f"{b} = {self.payload_source(v, field)}")
+        _emit_write_length(g, f"len({b})", ind + 1, self.compact, self.width)
+        g.emit(ind + 1, f"out += {b}")
+
+
+class Text(_LengthPrefixed):
+    """(compact) (nullable) string: an int16 or unsigned-varint length, then UTF-8."""
+
+    width = "int16"
+    kind = "string"
+
+    def value(self, buf: Buffer, pos: int, end: int) -> Any:
+        return str(buf[pos:end], "utf-8", "surrogateescape")
+
+    def value_source(self, n: str) -> str:
+        return f"str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape')"
+
+    def payload(self, value: Any, field: str) -> bytes:
         data = encode_text(value, field)
         if not self.compact and len(data) > 0x7FFF:
             raise EncodeError(f"string of {len(data)} bytes exceeds int16 length", field=field)
-        out += _length_prefix(len(data), self.compact, "int16")
-        out += data
+        return data
 
-    def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
-        n = g.var("n")
-        _emit_length(g, n, ind, field, self.compact, "int16", end)
-        g.emit(ind, f"if {n} < 0:")
-        if self.nullable:
-            g.emit(ind + 1, f"{target} = None")
-        else:
-            g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable string')")
-        g.emit(ind, "else:")
-        g.emit(ind + 1, f"if pos + {n} > {end}: raise _short(pos, {n}, {end}, {field!r})")
-        g.emit(ind + 1, f"{target} = str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape'); pos += {n}")
-
-    def emit_write(self, g: Gen, expr: str, ind: int, field: str) -> None:
-        v, b = g.var("s"), g.var("b")
-        g.emit(ind, f"{v} = {expr}")
-        g.emit(ind, f"if {v} is None:")
-        if self.nullable:
-            g.emit(ind + 1, f"out += {_length_prefix(-1, self.compact, 'int16')!r}")
-        else:
-            g.emit(ind + 1, f"raise EncodeError('null in a non-nullable string', field={field!r})")
-        g.emit(ind, "else:")
-        g.emit(ind + 1, f"{b} = _encode_text({v}, {field!r})")
-        _emit_write_length(g, f"len({b})", ind + 1, self.compact, "int16")
-        g.emit(ind + 1, f"out += {b}")
+    def payload_source(self, v: str, field: str) -> str:
+        return f"_encode_text({v}, {field!r})"
 
 
-class Binary(Primitive):
-    """(compact) (nullable) bytes, and records: an int32 or varint length, then raw bytes.
+class Binary(_LengthPrefixed):
+    """(compact) (nullable) bytes: an int32 or unsigned-varint length, then raw bytes."""
 
-    ``records`` values stay lazy: a Records object over a zero-copy slice of the
-    input, decoded only when iterated, and re-encoded from its raw bytes.
-    """
-
-    def __init__(self, compact: bool, nullable: bool, records: bool = False) -> None:
-        self.compact = compact
-        self.nullable = nullable
-        self.records = records
-        self.name = ("compact_" if compact else "") + ("nullable_" if nullable else "") + (
-            "records" if records else "bytes")
-
-    def _wrap(self, buf: Buffer, pos: int, end: int) -> Any:
-        if self.records:
-            from kafkapy.protocol.records import Records
-
-            return Records(memoryview(buf)[pos:end])
+    def value(self, buf: Buffer, pos: int, end: int) -> Any:
         return bytes(buf[pos:end])
 
-    def read(self, buf: Buffer, pos: int, end: int, field: str) -> tuple[Any, int]:
-        start = pos
-        n, pos = _read_length(buf, pos, end, field, self.compact, "int32")
-        if n < 0:
-            if self.nullable:
-                return None, pos
-            raise bad(start, field, f"null in a non-nullable {self.name}")
-        if pos + n > end:
-            raise short(pos, n, end, field)
-        return self._wrap(buf, pos, pos + n), pos + n
+    def value_source(self, n: str) -> str:
+        return f"bytes(buf[pos:pos + {n}])"
 
-    def write(self, value: Any, out: bytearray, field: str) -> None:
-        if value is None:
-            if not self.nullable:
-                raise EncodeError(f"null in a non-nullable {self.name}", field=field)
-            out += _length_prefix(-1, self.compact, "int32")
-            return
-        data = binary_value(value, field)
-        out += _length_prefix(len(data), self.compact, "int32")
-        out += data
+    def payload(self, value: Any, field: str) -> bytes | memoryview:
+        return binary_value(value, field)
 
-    def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
-        n = g.var("n")
-        _emit_length(g, n, ind, field, self.compact, "int32", end)
-        g.emit(ind, f"if {n} < 0:")
-        if self.nullable:
-            g.emit(ind + 1, f"{target} = None")
-        else:
-            g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable {self.name}')")
-        g.emit(ind, "else:")
-        g.emit(ind + 1, f"if pos + {n} > {end}: raise _short(pos, {n}, {end}, {field!r})")
-        # Records keep a zero-copy view of the frame; bytes fields get their own copy.
-        value = f"_Records(memoryview(buf)[pos:pos + {n}])" if self.records else f"bytes(buf[pos:pos + {n}])"
-        g.emit(ind + 1, f"{target} = {value}; pos += {n}")
+    def payload_source(self, v: str, field: str) -> str:
+        return f"_binary_value({v}, {field!r})"
 
-    def emit_write(self, g: Gen, expr: str, ind: int, field: str) -> None:
-        v, b = g.var("s"), g.var("b")
-        g.emit(ind, f"{v} = {expr}")
-        g.emit(ind, f"if {v} is None:")
-        if self.nullable:
-            g.emit(ind + 1, f"out += {_length_prefix(-1, self.compact, 'int32')!r}")
-        else:
-            g.emit(ind + 1, f"raise EncodeError('null in a non-nullable {self.name}', field={field!r})")
-        g.emit(ind, "else:")
-        g.emit(ind + 1, f"{b} = _binary_value({v}, {field!r})")
-        _emit_write_length(g, f"len({b})", ind + 1, self.compact, "int32")
-        g.emit(ind + 1, f"out += {b}")
+
+class RecordsField(Binary):
+    """A ``records`` field: stays lazy, a Records object over a zero-copy slice of the input,
+    decoded only when iterated and re-encoded from its raw bytes."""
+
+    kind = "records"
+
+    def value(self, buf: Buffer, pos: int, end: int) -> Any:
+        return Records(memoryview(buf)[pos:end])
+
+    def value_source(self, n: str) -> str:
+        return f"_Records(memoryview(buf)[pos:pos + {n}])"
 
 
 class Array(Primitive):

@@ -45,6 +45,7 @@ from kafkapy.protocol.primitives import (
     Fixed,
     Gen,
     Primitive,
+    RecordsField,
     Text,
     UnsignedVarint,
     read_uvarint,
@@ -67,12 +68,6 @@ class Body(dict):  # type: ignore[type-arg]
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
-
-
-def _records_type() -> Any:
-    from kafkapy.protocol.records import Records
-
-    return Records
 
 
 def default_value(field: FieldSpec, version: int) -> Any:
@@ -203,7 +198,7 @@ class StructCodec(Primitive):
             assert isinstance(element, StructCodec)
             return NullableStruct(element)
         if isinstance(element, (Text, Binary)) and nullable:
-            return type(element)(compact, True, *([True] if getattr(element, "records", False) else []))
+            return type(element)(compact, True)
         return element
 
     def _element_codec(self, field: FieldSpec, type_: str, compact: bool, path: str) -> Primitive:
@@ -216,7 +211,7 @@ class StructCodec(Primitive):
         if type_ == "bytes":
             return Binary(compact, False)
         if type_ == "records":
-            return Binary(compact, False, records=True)
+            return RecordsField(compact, False)
         raise ValueError(f"field {field.name}: unsupported type {type_}")
 
     def default_body(self) -> Body:
@@ -660,7 +655,6 @@ def _module_runtime() -> dict[str, Any]:
     names.update({
         "_struct": struct,
         "_Body": Body,
-        "_Records": _records_type(),
         "_write_tags": write_tag_section,
         "_decode_stream": _decode_stream,
         "_encode_stream": _encode_stream,

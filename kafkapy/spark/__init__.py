@@ -1,0 +1,265 @@
+"""Decoding captured Kafka traffic on Spark (PySpark 4, Arrow throughout).
+
+``read_captures(spark, paths)``
+    A DataFrame of decoded exchanges, the columns of
+    :data:`kafkapy.capture.rows.COLUMNS`: one Spark task per capture file,
+    each streaming its file through kafkapy.capture (memory bounded by open
+    connections, not by the file) and handing Arrow batches to Spark.
+
+``decode_request(frame)`` and ``decode_response(frame, api_key, api_version)``
+    Arrow UDFs over any DataFrame of binary Kafka frames (the frame without
+    its 4-byte size prefix), returning a struct with the header fields, the
+    body as JSON and a decode error message (null when it decoded).
+
+The protocol schemas are construct objects compiled at first use; they do not
+pickle, so nothing of kafkapy.protocol is shipped with a task. Each Python
+worker imports it inside the task, and its module-level caches compile every
+(API, version) once per worker process.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = [
+    "REQUEST_TYPE",
+    "RESPONSE_TYPE",
+    "ROW_TYPE",
+    "decode_request",
+    "decode_response",
+    "expand_paths",
+    "read_captures",
+    "summarize",
+]
+
+#: Spark DDL of a decoded-exchange row (matches kafkapy.capture.rows.arrow_schema()).
+ROW_TYPE = (
+    "ts timestamp, src string, dst string, connection_id bigint, api_key int, api_name string, "
+    "api_version int, correlation_id int, client_id string, request string, response string, "
+    "error_code int, latency_ms double, request_bytes bigint, response_bytes bigint, status string, "
+    "reason string, topics array<string>, capture string"
+)
+REQUEST_TYPE = (
+    "api_key int, api_name string, api_version int, correlation_id int, client_id string, "
+    "body string, error string"
+)
+RESPONSE_TYPE = "correlation_id int, body string, error_code int, error string"
+
+_BATCH_ROWS = 4096
+
+
+def expand_paths(paths: str | Iterable[str]) -> list[str]:
+    """Glob patterns and directories to a sorted list of capture files (on the driver's filesystem)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [os.fspath(paths)]
+    out: list[str] = []
+    for pattern in paths:
+        pattern = pattern.removeprefix("file://")
+        if os.path.isdir(pattern):
+            names = [os.path.join(pattern, n) for n in os.listdir(pattern)]
+            out.extend(n for n in names if n.endswith((".pcap", ".pcapng", ".cap")) and os.path.isfile(n))
+            continue
+        found = glob.glob(pattern)
+        out.extend(found if found else ([pattern] if not glob.has_magic(pattern) else []))
+    return sorted(set(out))
+
+
+def _decode_files(
+    batches: Iterator[Any], ports: tuple[int, ...], decode_records: bool
+) -> Iterator[Any]:
+    """mapInArrow body: each input row is a capture path; out come row batches."""
+    # Imported here, on the executor: see the module docstring.
+    from kafkapy.capture.rows import arrow_schema, decode_capture, rows_to_arrow
+
+    schema = arrow_schema()
+    for batch in batches:
+        for path in batch.column(0).to_pylist():
+            rows: list[dict[str, Any]] = []
+            for row in decode_capture(path, kafka_ports=ports, decode_records=decode_records):
+                rows.append(row)
+                if len(rows) >= _BATCH_ROWS:
+                    yield rows_to_arrow(rows, schema)
+                    rows = []
+            if rows:
+                yield rows_to_arrow(rows, schema)
+
+
+def read_captures(
+    spark: SparkSession,
+    paths: str | Sequence[str],
+    *,
+    kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
+    decode_records: bool = True,
+) -> DataFrame:
+    """Decoded exchanges of capture files, one task per file.
+
+    ``paths``: files, directories or glob patterns, expanded on the driver;
+    the files must be readable at the same path by every executor (a local
+    run, or a shared mount).
+    """
+    files = expand_paths(paths)
+    if not files:
+        raise FileNotFoundError(f"no capture files match {paths!r}")
+    ports = tuple(kafka_ports)
+    files = [os.path.abspath(f) for f in files]
+    # parallelize with one slice per file: exactly one file per partition, so one task each
+    rdd = spark.sparkContext.parallelize([(f,) for f in files], numSlices=len(files))
+    paths_df = spark.createDataFrame(rdd, "path string")
+
+    def decode(batches: Iterator[Any]) -> Iterator[Any]:
+        return _decode_files(batches, ports, decode_records)
+
+    return paths_df.mapInArrow(decode, ROW_TYPE)
+
+
+# --- UDFs over binary frames -------------------------------------------------------------------
+
+
+def _request_struct(frames: Any) -> Any:
+    import pyarrow as pa
+
+    from kafkapy.capture.rows import to_json
+    from kafkapy.errors import DecodeError
+    from kafkapy.protocol import api_name, decode_request_header
+    from kafkapy.protocol import decode_request as decode
+
+    cols: dict[str, list[Any]] = {n: [] for n in
+                                  ("api_key", "api_name", "api_version", "correlation_id", "client_id",
+                                   "body", "error")}  # fmt: skip
+    for frame in frames.to_pylist():
+        key = version = corr = client = body = error = None
+        if frame is None:
+            error = "null frame"
+        else:
+            try:
+                header = decode_request_header(frame)
+                key, version, corr, client = (
+                    header.api_key, header.api_version, header.correlation_id, header.client_id
+                )
+                body = to_json(decode(frame).body)
+            except DecodeError as exc:
+                error = str(exc)
+        cols["api_key"].append(key)
+        cols["api_name"].append(api_name(key) if key is not None else None)
+        cols["api_version"].append(version)
+        cols["correlation_id"].append(corr)
+        cols["client_id"].append(client)
+        cols["body"].append(body)
+        cols["error"].append(error)
+    types = {"api_key": pa.int32(), "api_name": pa.string(), "api_version": pa.int32(),
+             "correlation_id": pa.int32(), "client_id": pa.string(), "body": pa.string(),
+             "error": pa.string()}  # fmt: skip
+    return pa.StructArray.from_arrays(
+        [pa.array(v, type=types[k]) for k, v in cols.items()], names=list(cols)
+    )
+
+
+def _response_struct(frames: Any, api_keys: Any, api_versions: Any) -> Any:
+    import pyarrow as pa
+
+    from kafkapy.capture.rows import to_json
+    from kafkapy.errors import DecodeError
+    from kafkapy.protocol import decode_response as decode
+
+    corrs: list[int | None] = []
+    bodies: list[str | None] = []
+    codes: list[int | None] = []
+    errors: list[str | None] = []
+    for frame, key, version in zip(frames.to_pylist(), api_keys.to_pylist(), api_versions.to_pylist()):
+        corr = body = code = error = None
+        if frame is None or key is None or version is None:
+            error = "null frame, api_key or api_version"
+        else:
+            if len(frame) >= 4:
+                corr = int.from_bytes(frame[:4], "big", signed=True)
+            try:
+                decoded = decode(frame, key, version)
+                body = to_json(decoded.body)
+                value = decoded.body.get("error_code")
+                code = value if isinstance(value, int) else None
+            except DecodeError as exc:
+                error = str(exc)
+        corrs.append(corr)
+        bodies.append(body)
+        codes.append(code)
+        errors.append(error)
+    return pa.StructArray.from_arrays(
+        [pa.array(corrs, pa.int32()), pa.array(bodies, pa.string()), pa.array(codes, pa.int32()),
+         pa.array(errors, pa.string())],
+        names=["correlation_id", "body", "error_code", "error"],
+    )  # fmt: skip
+
+
+def _arrow_udf() -> tuple[Any, Any]:
+    """pyspark.sql.functions.arrow_udf (PySpark 4.1+), looked up at run time: its stubs lag."""
+    import importlib
+
+    functions = importlib.import_module("pyspark.sql.functions")
+    return functions.arrow_udf, functions.ArrowUDFType.SCALAR
+
+
+def decode_request(frame: Column | str) -> Column:
+    """Column of request structs (REQUEST_TYPE) from a column of binary request frames."""
+    arrow_udf, scalar = _arrow_udf()
+
+    with warnings.catch_warnings():  # "prefer type hints": these functions import pyarrow lazily
+        warnings.simplefilter("ignore", UserWarning)
+        udf = arrow_udf(_request_struct, REQUEST_TYPE, scalar)
+    return udf(frame)  # type: ignore[no-any-return]
+
+
+def decode_response(frame: Column | str, api_key: Column | str, api_version: Column | str) -> Column:
+    """Column of response structs (RESPONSE_TYPE): each frame decoded at its row's API key and version."""
+    arrow_udf, scalar = _arrow_udf()
+
+    with warnings.catch_warnings():  # "prefer type hints": these functions import pyarrow lazily
+        warnings.simplefilter("ignore", UserWarning)
+        udf = arrow_udf(_response_struct, RESPONSE_TYPE, scalar)
+    return udf(frame, api_key, api_version)  # type: ignore[no-any-return]
+
+
+# --- summaries -------------------------------------------------------------------------------
+
+
+def summarize(df: DataFrame) -> Any:
+    """A kafkapy.capture.summary.Summary computed with Spark aggregates (only the results are collected)."""
+    from collections import Counter
+
+    from pyspark.sql import functions as F
+
+    from kafkapy.capture.summary import PERCENTILES, Summary
+
+    s = Summary()
+    s.rows = df.count()
+    s.status = Counter({r["status"]: r["count"] for r in df.groupBy("status").count().collect()})
+    named = df.where(F.col("api_name").isNotNull())
+    s.per_api = Counter({r["api_name"]: r["count"] for r in named.groupBy("api_name").count().collect()})
+    clients = named.select(F.coalesce("client_id", F.lit("(none)")).alias("c")).groupBy("c").count()
+    s.per_client = Counter({r["c"]: r["count"] for r in clients.collect()})
+    exploded = named.select(
+        F.explode("topics").alias("topic"),
+        (
+            (F.coalesce("request_bytes", F.lit(0)) + F.coalesce("response_bytes", F.lit(0)))
+            / F.greatest(F.size("topics"), F.lit(1))
+        ).cast("long").alias("b"),
+    )
+    for r in exploded.groupBy("topic").agg(F.count("*").alias("n"), F.sum("b").alias("b")).collect():
+        s.per_topic[r["topic"]] = r["n"]
+        s.bytes_per_topic[r["topic"]] = int(r["b"] or 0)
+    fractions = [p / 100.0 for p in PERCENTILES]
+    lat = named.where(F.col("latency_ms").isNotNull())
+    for r in lat.groupBy("api_name").agg(F.percentile("latency_ms", fractions).alias("p")).collect():
+        s.latency[r["api_name"]] = dict(zip(PERCENTILES, r["p"]))
+    total = lat.agg(F.percentile("latency_ms", fractions).alias("p")).collect()
+    if total and total[0]["p"] is not None:
+        s.latency["(all)"] = dict(zip(PERCENTILES, total[0]["p"]))
+    return s

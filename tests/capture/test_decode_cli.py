@@ -1,0 +1,87 @@
+"""``kafkapy decode``: formats, summaries, progress, and errors."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkapy.capture.rows import COLUMNS
+from kafkapy.cli import main
+
+CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
+CAPTURE_FILES = [str(p) for p in sorted(CAPTURES.glob("*.pcap"))]
+
+
+def test_jsonl_to_stdout_embeds_bodies_as_objects(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", *CAPTURE_FILES]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 13
+    rows = [json.loads(line) for line in lines]
+    assert all(set(r) == set(COLUMNS) for r in rows)
+    assert all(isinstance(r["request"], dict) and isinstance(r["response"], dict) for r in rows)
+    assert {r["api_name"] for r in rows} == {
+        "Produce", "Fetch", "JoinGroup", "LeaveGroup", "SyncGroup", "ApiVersions", "OffsetCommit", "Heartbeat"
+    }  # fmt: skip
+
+
+def test_table_format(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", "--format", "table", CAPTURE_FILES[0]]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["ts", "src", "dst", "api_name"]
+    assert "Produce" in out[1] and "console-producer" in out[1] and out[1].rstrip().endswith("ok")
+
+
+def test_parquet_output(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "rows.parquet"
+    assert main(["decode", "--format", "parquet", "--output", str(out), *CAPTURE_FILES]) == 0
+    table = pq.read_table(out)
+    assert table.num_rows == 13 and table.column_names == list(COLUMNS)
+    assert sorted(table.column("api_key").to_pylist()) == [0, 0, 0, 1, 1, 1, 1, 8, 11, 12, 13, 14, 18]
+
+
+def test_parquet_needs_an_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", "--format", "parquet", CAPTURE_FILES[0]]) == 2
+    assert "--output" in capsys.readouterr().err
+
+
+def test_summary_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "summary.png"
+    out = tmp_path / "rows.jsonl"
+    assert main(["decode", "--summary", "--summary-plot", str(png), "-o", str(out), *CAPTURE_FILES]) == 0
+    err = capsys.readouterr().err
+    for title in ("requests per API", "requests per client", "requests per topic", "bytes per topic",
+                  "latency (ms)"):  # fmt: skip
+        assert title in err
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bad_file_is_reported_and_others_still_decode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"\x00" * 100)
+    assert main(["decode", str(bad), CAPTURE_FILES[0]]) == 1
+    captured = capsys.readouterr()
+    rows = [json.loads(line) for line in captured.out.splitlines()]
+    assert [r["status"] for r in rows] == ["undecodable", "ok"]
+    assert "bad.pcap" in captured.err
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                     tmp_path: Path) -> None:  # fmt: skip
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    assert main(["decode", "-o", str(tmp_path / "x.jsonl"), *CAPTURE_FILES]) == 0
+    assert "\r" in tty.getvalue()  # the progress line is drawn and then cleared
+    assert "\r" not in capsys.readouterr().err  # not a terminal: no progress

@@ -1,0 +1,263 @@
+"""kafkapy.capture.rows: exchanges as rows (statuses, JSON bodies, records),
+server-initiated coordinator requests, summaries, and hostile input."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafkapy.capture import PcapWriter, TcpFlow
+from kafkapy.capture.rows import COLUMNS, STATUSES, decode_capture, rows_to_arrow, to_json
+from kafkapy.capture.summary import Summary
+from kafkapy.protocol import build_record_batch, encode_request, encode_response
+
+CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
+CAPTURE_FILES = sorted(CAPTURES.glob("*.pcap"))
+
+# (file, api_key, api_version, correlation_id, client_id) of each row, in output order
+EXPECTED = {
+    "00-produce-v2.pcap": [(0, 2, 1, "console-producer")],
+    "00-produce-v7-sw8.pcap": [(0, 7, 1, "kafka-python-producer-1")],
+    "00-produce-v9.pcap": [(0, 9, 47, "console-producer")],
+    "01-fetch-v12-ok.pcap": [(1, 12, 15603, "consumer-console-consumer-8919-1")],
+    "01-fetch-v12-perf.pcap": [(1, 12, 20, "consumer-console-consumer-84107-1")],
+    "01-fetch-v12-unknown.pcap": [(1, 12, 20, "consumer-console-consumer-84107-1")],
+    "11-join-group-v7.pcap": [(11, 7, 120, "consumer-zzzz12-1")],
+    "13-leave-group-v4.pcap": [(13, 4, 201, "consumer-zzzz12-1")],
+    "14-sync-group-v5.pcap": [(14, 5, 120, "consumer-zzzz12-1")],
+    "18-api-versions-v3.pcap": [(18, 3, 2, "adminclient-1")],
+    "mixed-with-unsupported.pcap": [
+        (8, 8, 15551977, "consumer-frauddetectionservice-1"),
+        (12, 4, 15551978, "consumer-frauddetectionservice-1"),
+        (1, 13, 15551976, "consumer-frauddetectionservice-1"),
+    ],
+}
+
+
+@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: p.name)
+def test_real_captures_decode_to_rows(path: Path) -> None:
+    rows = list(decode_capture(path))
+    assert [(r["api_key"], r["api_version"], r["correlation_id"], r["client_id"]) for r in rows] == EXPECTED[
+        path.name
+    ]
+    for r in rows:
+        assert set(r) == set(COLUMNS)
+        assert r["status"] == "ok" and r["reason"] is None
+        assert json.loads(r["request"]) and json.loads(r["response"]) is not None
+        assert r["latency_ms"] is not None and r["latency_ms"] >= 0
+        assert r["request_bytes"] > 8 and r["response_bytes"] > 4
+        assert r["capture"] == str(path)
+
+
+def test_produce_records_are_decoded() -> None:
+    (row,) = decode_capture(CAPTURES / "00-produce-v2.pcap")
+    body = json.loads(row["request"])
+    (record,) = body["topic_data"][0]["partition_data"][0]["records"]
+    assert base64.b64decode(record["value"]) == b"Message without compression"
+    assert record["key"] is None and record["offset"] == 0 and record["timestamp"] > 0
+    assert row["topics"] == ["topic2"]
+    (raw,) = decode_capture(CAPTURES / "00-produce-v2.pcap", decode_records=False)
+    records = json.loads(raw["request"])["topic_data"][0]["partition_data"][0]["records"]
+    assert isinstance(records, str) and base64.b64decode(records)[:8] == b"\x00" * 8
+
+
+def test_records_headers_survive() -> None:
+    (row,) = decode_capture(CAPTURES / "00-produce-v7-sw8.pcap")
+    records = json.loads(row["request"])["topic_data"][0]["partition_data"][0]["records"]
+    assert records and all("headers" in r for r in records)
+    assert any(r["headers"] for r in records)  # the sw8 tracing header
+
+
+def test_top_level_error_code() -> None:
+    (row,) = decode_capture(CAPTURES / "11-join-group-v7.pcap")
+    assert row["error_code"] == json.loads(row["response"])["error_code"]
+    assert isinstance(row["error_code"], int)
+    (row,) = decode_capture(CAPTURES / "00-produce-v2.pcap")
+    assert row["error_code"] is None  # Produce has no top-level error code
+
+
+def test_to_json_types() -> None:
+    u = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    assert json.loads(to_json({"b": b"\x00\xff", "u": u, "n": None})) == {
+        "b": "AP8=", "u": str(u), "n": None
+    }  # fmt: skip
+
+
+# --- synthetic captures ------------------------------------------------------------------
+
+
+def _pcap(conversation: list[tuple[bool, bytes]], *, drop: set[int] = frozenset(), close: bool = True,
+          port: int = 9092) -> bytes:  # fmt: skip
+    buf = io.BytesIO()
+    w = PcapWriter(buf)
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", port), mss=200)
+    ts = 1_700_000_000.0
+    for t, pkt in flow.handshake(ts):
+        w.write(pkt, t)
+    for i, (from_client, data) in enumerate(conversation):
+        ts += 0.002
+        for j, (t, pkt) in enumerate(flow.send(from_client, struct.pack(">i", len(data)) + data, ts)):
+            if (i, j) not in drop:
+                w.write(pkt, t)
+    if close:
+        for t, pkt in flow.close(ts + 0.001):
+            w.write(pkt, t)
+    w.close()
+    return buf.getvalue()
+
+
+def _rows(data: bytes, **kw: Any) -> list[dict[str, Any]]:
+    return list(decode_capture(io.BytesIO(data), capture="mem", **kw))
+
+
+META_REQ = encode_request(3, 12, 1, "c1", {"topics": None, "allow_auto_topic_creation": False})
+META_RESP = encode_response(
+    3, 12, 1,
+    {"brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}], "cluster_id": "x",
+     "controller_id": 1, "topics": []},
+)  # fmt: skip
+
+
+def test_statuses_of_a_synthetic_conversation() -> None:
+    produce = encode_request(
+        0, 9, 2, "c1",
+        {"transactional_id": None, "acks": 0, "timeout_ms": 100,
+         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": build_record_batch(
+             [(b"k", b"v", [("h", b"1")])])}]}]},
+    )  # fmt: skip
+    conversation = [
+        (True, META_REQ), (False, META_RESP),
+        (True, produce),  # acks=0: never answered
+        (True, encode_request(3, 12, 3, "c1", {"topics": None, "allow_auto_topic_creation": False})),
+        (False, struct.pack(">i", 3)),  # the empty response
+        (False, encode_response(18, 3, 77, {"error_code": 0, "api_keys": [], "throttle_time_ms": 0})),
+    ]  # fmt: skip
+    rows = _rows(_pcap(conversation))
+    statuses = [(r["api_name"], r["status"]) for r in rows]
+    assert statuses == [
+        ("Metadata", "ok"), ("Produce", "unmatched_request"), ("Metadata", "empty_response"),
+        (None, "unmatched_response"),
+    ]  # fmt: skip
+    produce_row = rows[1]
+    records = json.loads(produce_row["request"])["topic_data"][0]["partition_data"][0]["records"]
+    assert base64.b64decode(records[0]["key"]) == b"k"
+    assert records[0]["headers"] == [{"key": "h", "value": base64.b64encode(b"1").decode()}]
+    assert produce_row["response"] is None and produce_row["latency_ms"] is None
+    assert all(r["status"] in STATUSES for r in rows)
+    assert rows[0]["src"] == "10.0.0.1:40000" and rows[0]["dst"] == "10.0.0.2:9092"
+    table = rows_to_arrow(rows)
+    assert table.num_rows == len(rows) and table.schema.names == list(COLUMNS)
+
+
+def test_lost_segments_give_gap_and_truncated_rows() -> None:
+    big = encode_request(3, 12, 2, "c1", {"topics": [{"topic_id": uuid.UUID(int=0), "name": "t" * 600}],
+                                           "allow_auto_topic_creation": False})  # fmt: skip
+    conversation = [(True, META_REQ), (False, META_RESP), (True, big), (False, META_RESP)]
+    rows = _rows(_pcap(conversation, drop={(2, 1)}))
+    assert rows[0]["status"] == "ok"
+    assert "gap" in {r["status"] for r in rows[1:]}
+    for r in rows:
+        assert r["status"] in STATUSES
+
+
+def test_undecodable_request_body() -> None:
+    bad = META_REQ[:14] + b"\xff\xff\xff\xff" + META_REQ[18:]
+    rows = _rows(_pcap([(True, bad), (False, META_RESP)]))
+    assert [r["status"] for r in rows] == ["undecodable"]
+    assert rows[0]["reason"] and rows[0]["api_key"] == 3
+
+
+def test_server_initiated_coordinator_requests() -> None:
+    """Ping/StopFetcher/StartFetcher go broker -> client and are answered by the client."""
+    ping = encode_request(1002, 0, 500, "coordinator", {"consumer_id": "c-1", "num_retries": 0})
+    pong = encode_response(1002, 0, 500, {"request_type_id": 1002, "error_code": 0, "consumer_id": "c-1"})
+    stop = encode_request(1003, 0, 501, "coordinator", {"consumer_id": "c-1"})
+    conversation = [
+        (True, META_REQ), (False, META_RESP),
+        (False, ping), (True, pong),
+        (False, stop),  # never answered
+    ]  # fmt: skip
+    rows = _rows(_pcap(conversation))
+    assert [(r["api_name"], r["status"]) for r in rows] == [
+        ("Metadata", "ok"), ("Ping", "ok"), ("StopFetcher", "unmatched_request")
+    ]  # fmt: skip
+    ping_row = rows[1]
+    assert ping_row["src"] == "10.0.0.2:9092" and ping_row["dst"] == "10.0.0.1:40000"
+    assert ping_row["correlation_id"] == 500 and ping_row["client_id"] == "coordinator"
+    assert json.loads(ping_row["request"]) == {"consumer_id": "c-1", "num_retries": 0}
+    assert json.loads(ping_row["response"])["consumer_id"] == "c-1"
+    assert ping_row["error_code"] == 0
+
+
+def test_summary_from_rows() -> None:
+    rows = [r for p in CAPTURE_FILES for r in decode_capture(p)]
+    s = Summary().add_all(rows)
+    assert s.rows == 13 and s.per_api["Fetch"] == 4
+    assert s.per_client["consumer-zzzz12-1"] == 3
+    assert s.per_topic["zqy-test"] == 2 and s.bytes_per_topic["zqy-test"] > 0
+    assert s.latency["(all)"][100.0] == pytest.approx(13000.0)
+    assert "requests per client" in s.table()
+
+
+# --- hostile input ---------------------------------------------------------------------------
+
+
+def _never_crashes(data: bytes) -> list[dict[str, Any]]:
+    rows = _rows(data)
+    for r in rows:
+        assert r["status"] in STATUSES
+        to_json(r)
+    return rows
+
+
+def test_random_bytes_are_one_undecodable_row() -> None:
+    rows = _never_crashes(b"this is not a capture at all" * 10)
+    assert [r["status"] for r in rows] == ["undecodable"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=4000))
+def test_property_random_bytes(data: bytes) -> None:
+    _never_crashes(data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(CAPTURE_FILES), st.floats(0, 1), st.integers(0, 255), st.integers(0, 1 << 20))
+def test_property_truncated_and_corrupted_real_captures(path: Path, cut: float, byte: int, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    if data:
+        data[at % len(data)] = byte
+    _never_crashes(bytes(data[: int(len(data) * cut)]))
+    _never_crashes(bytes(data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=64), st.booleans())
+def test_property_huge_declared_frame_sizes(size: int, tail: bytes, from_client: bool) -> None:
+    buf = io.BytesIO()
+    w = PcapWriter(buf)
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092))
+    for t, pkt in flow.handshake(1.0):
+        w.write(pkt, t)
+    for t, pkt in flow.send(True, struct.pack(">i", len(META_REQ)) + META_REQ, 1.1):
+        w.write(pkt, t)
+    for t, pkt in flow.send(from_client, struct.pack(">i", size) + tail, 1.2):
+        w.write(pkt, t)
+    w.close()
+    _never_crashes(buf.getvalue())
+
+
+def test_huge_declared_pcap_record_length() -> None:
+    data = bytearray(_pcap([(True, META_REQ), (False, META_RESP)]))
+    struct.pack_into("<I", data, 24 + 8, 0xFFFFFFF0)  # first record's captured length
+    rows = _never_crashes(bytes(data))
+    assert rows[-1]["status"] == "undecodable"
