@@ -55,3 +55,14 @@ def test_embedded_broker_describes_the_cluster() -> None:
     assert (broker["broker_id"], broker["host"], broker["rack"]) == (1, "127.0.0.1", "rack-a")
     assert out["cluster"]["controller_id"] == 1 and out["cluster"]["cluster_id"]
     assert out["api_versions"]["DescribeCluster"] == [0, 2]
+
+
+def test_coordinated_consumer_example_rebalances() -> None:
+    result = run(str(EXAMPLES / "coordinated_consumer.py"))
+    assert result.returncode == 0, result.stderr
+    steps = [json.loads(line) for line in result.stdout.splitlines()]
+    assert steps == [
+        {"step": "alpha alone", "assignment": {"alpha": [0, 1, 2, 3]}},
+        {"step": "alpha and beta", "assignment": {"alpha": [0, 1], "beta": [2, 3]}},
+        {"step": "beta left", "assignment": {"alpha": [0, 1, 2, 3]}},
+    ]

@@ -19,7 +19,7 @@ from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module, load_module_class
 from kafkapy.server.observers import ObserverChain
-from kafkapy.store.base import BrokerRegistration, MetadataStore, RegisteredEndpoint, Watch
+from kafkapy.store.base import BrokerRegistration, MetadataStore, RegisteredEndpoint, TopicInfo, Watch
 from kafkapy.store.memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class ClusterView:
         self.cluster_id = ""
         self.brokers: list[BrokerRegistration] = []
         self.controller_id = -1
+        self.topics: dict[str, TopicInfo] = {}  # name -> topic, from the store's topics watch
 
 
 def make_store(config: BrokerConfig) -> MetadataStore:
@@ -194,6 +195,7 @@ class BrokerRuntime:
             await asyncio.to_thread(store.register_broker, self.registration())
             self._watches.append(await asyncio.to_thread(store.watch_brokers, self._brokers_changed))
             self._watches.append(await asyncio.to_thread(store.watch_controller, self._controller_changed))
+            self._watches.append(await asyncio.to_thread(store.watch_topics, self._topics_changed))
             for module in self.modules:
                 await module.start()
             for listener in self.listeners:
@@ -287,6 +289,9 @@ class BrokerRuntime:
     def _controller_changed(self, controller_id: int) -> None:
         self.cluster.controller_id = controller_id
 
+    def _topics_changed(self, topics: dict[str, TopicInfo]) -> None:
+        self.cluster.topics = topics
+
     async def _release_store(self) -> None:
         for watch in self._watches:
             watch.cancel()
@@ -306,6 +311,13 @@ class BrokerRuntime:
             if not await module.on_accept(conn):
                 return False
         return True
+
+    def connection_for(self, info: ConnectionInfo) -> KafkaConnection | None:
+        """The live connection behind a ConnectionInfo (for modules that send requests on it)."""
+        for connection in self.connections:
+            if connection.info is info:
+                return connection
+        return None
 
     def connection_closed(self, conn: ConnectionInfo) -> None:
         for module in self.modules:
@@ -358,8 +370,9 @@ def default_module_classes(config: BrokerConfig, extra: Iterable[str] = ()) -> l
     from kafkapy.features import FeaturesModule
     from kafkapy.quotas import QuotasModule
     from kafkapy.server.core import CoreModule
+    from kafkapy.topics import TopicsModule
 
-    classes: list[type[Module]] = [CoreModule, FeaturesModule, QuotasModule]
+    classes: list[type[Module]] = [CoreModule, FeaturesModule, QuotasModule, TopicsModule]
     for name in [*config["kafkapy.modules"], *extra]:
         cls = load_module_class(name)
         if cls not in classes:

@@ -178,12 +178,18 @@ class BrokerConfig:
         keys = {k.name: k for k in (*CORE_KEYS, *extra_keys)}
         values: dict[str, Any] = {}
         tags: dict[str, str] = {}
+        unknown = []
         for name, value in raw.items():
             match = _TAG_KEY.match(name)
             if match:
                 tags[match.group(1)] = str(value)
             elif name not in keys and not name.startswith("listener.name."):
-                log.warning("unknown configuration key %r (ignored)", name)
+                unknown.append(name)
+        if unknown:
+            declared = _declared_elsewhere(raw)
+            for name in unknown:
+                if name not in declared:
+                    log.warning("unknown configuration key %r (ignored)", name)
         for name, key in keys.items():
             value = raw.get(name, key.default)
             try:
@@ -221,6 +227,31 @@ class BrokerConfig:
             values[key.name] = value
             added = True
         return attrs.evolve(self, values=values) if added else self
+
+
+def _declared_elsewhere(raw: Mapping[str, Any]) -> set[str]:
+    """Keys that modules and observers declare (their ``config_keys``): those of every installed
+    module (entry points ``kafkapy.modules``) and of the modules and observers this config names.
+    Consulted only when a key looks unknown, so a normal start imports nothing extra."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    classes: list[Any] = []
+    for entry in entry_points(group="kafkapy.modules"):
+        try:
+            classes.append(entry.load())
+        except Exception:
+            log.debug("cannot load module entry point %s", entry.name, exc_info=True)
+    for setting in ("kafkapy.modules", "observer.class.names"):
+        for path in _convert(ConfigKey(setting, "list", [], ""), raw.get(setting, [])) or []:
+            module_name, sep, attr = path.partition(":")
+            if not sep:
+                module_name, _, attr = path.rpartition(".")
+            try:
+                classes.append(getattr(importlib.import_module(module_name), attr))
+            except Exception:
+                continue  # the broker reports a bad class path itself, naming the key
+    return {key.name for cls in classes for key in getattr(cls, "config_keys", ())}
 
 
 def load_properties(path: Path) -> dict[str, str]:

@@ -12,6 +12,15 @@ A frame size that is negative or over socket.request.max.bytes closes the
 connection before its body is read. The idle timer is one restartable
 TimerHandle (hypercorn's idea): any received bytes restart it, so a partial
 frame that stalls counts as idle and is closed after connections.max.idle.ms.
+
+Server-initiated requests (the seed-001 coordinator's Ping/StopFetcher/StartFetcher) go out on the
+client's own connection through ``request()``, with correlation ids the broker allocates from
+``BROKER_CORRELATION_MIN`` (2**30) up, a range no request header can start with (a request starts
+with its int16 API key, and none is >= 0x4000). A client frame whose first four bytes are the id of
+an outstanding broker request is its response: it is taken out in ``data_received`` (so it never
+waits behind requests being served), decoded with that request's API key and version, and resolves
+its future. An answer that comes after its request timed out is dropped too (the last
+``MAX_EXPIRED`` timed-out ids are remembered). Every other frame is a request, as before.
 """
 
 from __future__ import annotations
@@ -21,24 +30,29 @@ import collections
 import itertools
 import logging
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from kafkapy.errors import DecodeError
+from kafkapy.protocol import Response, decode_response, encode_request
 from kafkapy.server.framing import FrameBuffer, FrameSizeError
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
     from kafkapy.server.listeners import ListenerSpec
 
-__all__ = ["ConnectionInfo", "KafkaConnection"]
+__all__ = ["BROKER_CORRELATION_MIN", "ConnectionInfo", "KafkaConnection"]
 
 log = logging.getLogger(__name__)
 
 _ids = itertools.count(1)
 _SIZE = struct.Struct(">i")
 MAX_QUEUED_FRAMES = 64  # pause reading beyond this many unprocessed frames
+BROKER_CORRELATION_MIN = 2**30  # correlation ids of broker-initiated requests: [2**30, 2**31)
+BROKER_CLIENT_ID = "kafkapy-broker"
+MAX_EXPIRED = 256  # timed-out broker request ids whose late answers are still recognized
 
 
 @attrs.define(eq=False)
@@ -101,6 +115,10 @@ class KafkaConnection(asyncio.Protocol):
         self.last_activity = 0.0
         self.draining = False  # a bad frame size arrived: answer what came before it, then close
         self.on_lost: Callable[[], None] | None = None  # the accept loop's release of a quota slot
+        # broker-initiated requests awaiting their response: correlation id -> (key, version, future)
+        self.outstanding: dict[int, tuple[int, int, asyncio.Future[Response]]] = {}
+        self._next_correlation = BROKER_CORRELATION_MIN
+        self._expired: dict[int, None] = {}  # timed-out broker request ids, oldest first
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -130,7 +148,11 @@ class KafkaConnection(asyncio.Protocol):
         self.frames.feed(data)
         try:
             while (frame := self.frames.next_frame()) is not None:
-                self.queue.append(frame)
+                if (self.outstanding or self._expired) and len(frame) >= 4 and \
+                        self._is_response(_SIZE.unpack_from(frame, 0)[0]):
+                    self._response_received(frame)
+                else:
+                    self.queue.append(frame)
         except FrameSizeError as exc:
             log.warning("closing %s: %s", self._who(), exc)
             # Nothing more is read; requests that arrived whole before the bad size are still answered
@@ -158,6 +180,10 @@ class KafkaConnection(asyncio.Protocol):
             self.idle.cancel()
             self.idle = None
         self.runtime.connections.discard(self)
+        outstanding, self.outstanding = self.outstanding, {}
+        for _, _, future in outstanding.values():
+            if not future.done():
+                future.set_exception(ConnectionError("the connection closed"))
         if self.info is not None and self.admitted:
             self.runtime.connection_closed(self.info)
         if self.on_lost is not None:
@@ -197,6 +223,49 @@ class KafkaConnection(asyncio.Protocol):
     def send(self, frame: bytes) -> None:
         """Write a whole frame body (server-initiated requests use this)."""
         self._queue_output(frame)
+
+    async def request(self, api_key: int, api_version: int, body: Mapping[str, Any],
+                      timeout: float) -> Response:
+        """Send a request to the client on this connection and wait for its response.
+
+        TimeoutError after ``timeout`` seconds, ConnectionError if the connection is or gets closed,
+        DecodeError if the answer cannot be parsed."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            raise ConnectionError("the connection is closed")
+        correlation_id = self._next_correlation
+        self._next_correlation = (correlation_id + 1 if correlation_id < 2**31 - 1
+                                  else BROKER_CORRELATION_MIN)
+        frame = encode_request(api_key, api_version, correlation_id, BROKER_CLIENT_ID, body)
+        future: asyncio.Future[Response] = self.runtime.loop.create_future()
+        self.outstanding[correlation_id] = (api_key, api_version, future)
+        self.send(frame)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            self._expired[correlation_id] = None
+            if len(self._expired) > MAX_EXPIRED:
+                del self._expired[next(iter(self._expired))]
+            raise TimeoutError(f"no response to api key {api_key} within {timeout:.3f}s") from None
+        finally:
+            self.outstanding.pop(correlation_id, None)
+
+    def _is_response(self, correlation_id: int) -> bool:
+        return correlation_id in self.outstanding or correlation_id in self._expired
+
+    def _response_received(self, frame: bytes) -> None:
+        correlation_id = _SIZE.unpack_from(frame, 0)[0]
+        entry = self.outstanding.pop(correlation_id, None)
+        if entry is None:
+            self._expired.pop(correlation_id, None)
+            log.debug("%s: dropping a response with no outstanding request (%d)", self._who(), correlation_id)
+            return
+        api_key, api_version, future = entry
+        if future.done():
+            return
+        try:
+            future.set_result(decode_response(frame, api_key, api_version))
+        except DecodeError as exc:
+            future.set_exception(exc)
 
     def _queue_output(self, frame: bytes) -> None:
         """Responses produced in one loop step leave in one write (one syscall, not one each);

@@ -16,14 +16,14 @@ from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.broker import BrokerRuntime
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
-from kafkapy.store.base import BrokerRegistration
+from kafkapy.store.base import BrokerRegistration, TopicInfo
 
 __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
 
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_core_apis.py pins the set it stands for.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules. A test compares the live broker against the newest entry.
@@ -32,9 +32,13 @@ PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
     # + quotas (Describe/AlterClientQuotas) and features (UpdateFeatures, DeleteFeatures)
     2: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
                   (1020, 0, 0)}),
+    # + topics (CreateTopics, DeleteTopics, CreatePartitions); Metadata lists real topics
+    3: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
+                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3)}),
 }
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_ID = 100
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
@@ -44,6 +48,20 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 COMPRESSION_CODECS = "1=gzip,2=snappy,3=lz4,4=zstd"
 MESSAGE_FORMATS = "v0,v1,v2"
+
+
+def _topic_metadata(info: TopicInfo, live: set[int]) -> dict[str, Any]:
+    """A topic as Metadata lists it: the leader is the first live replica (the preferred leader
+    when it is up), the ISR the live replicas; no live replica: leader -1, LEADER_NOT_AVAILABLE."""
+    partitions = []
+    for index, replicas in sorted(info.partitions.items()):
+        isr = [r for r in replicas if r in live]
+        partitions.append({"error_code": 0 if isr else LEADER_NOT_AVAILABLE, "partition_index": index,
+                           "leader_id": isr[0] if isr else -1, "leader_epoch": 0,
+                           "replica_nodes": list(replicas), "isr_nodes": isr,
+                           "offline_replicas": [r for r in replicas if r not in live]})
+    return {"error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
+            "partitions": partitions, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
 def _version_int(version: str) -> str:
@@ -133,16 +151,27 @@ class CoreModule(Module):
     async def metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         cluster = ctx.broker.cluster
         requested = request.body.get("topics")
+        known = cluster.topics  # one snapshot: the watch replaces the whole dict
+        live = {b.broker_id for b in cluster.brokers}
         topics = []
         if requested is None or (ctx.api_version == 0 and requested == []):
-            pass  # all topics: none exist until topics arrive with the coordination module
+            topics = [_topic_metadata(info, live) for _, info in sorted(known.items())]
         else:
+            by_id: dict[Any, TopicInfo] | None = None
             for topic in requested:
                 name = topic.get("name")
                 if name is None:
+                    if by_id is None:
+                        by_id = {info.topic_id: info for info in known.values()}
+                    found = by_id.get(topic.get("topic_id"))
+                    if found is not None:
+                        topics.append(_topic_metadata(found, live))
+                        continue
                     topics.append({"error_code": UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": topic.get("topic_id"), "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                elif name in known:
+                    topics.append(_topic_metadata(known[name], live))
                 else:
                     topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                    "is_internal": False, "partitions": [],

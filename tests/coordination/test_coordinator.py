@@ -1,0 +1,379 @@
+"""Seed 001's broker-side consumer coordinator, end to end against served brokers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import pytest
+
+from kafkapy import Broker
+from kafkapy.coordination.assignment import Subscription, SubscriptionError, range_assign
+from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
+from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
+from kafkapy.store.memory import MemoryStore
+
+SIZE = struct.Struct(">i")
+SESSION_MS = 900
+CONFIG = {"kafkapy.modules": "coordination", "coordinator.min.session.timeout.ms": 300,
+          "coordinator.rebalance.backoff.ms": 100, "coordinator.offset.commit.interval.ms": 200}
+
+
+def run(coro: Awaitable[None], timeout: float = 30.0) -> None:
+    async def main() -> None:
+        await asyncio.wait_for(coro, timeout)
+
+    asyncio.run(main())
+
+
+async def broker(store: MemoryStore | None = None, **extra: Any) -> Broker:
+    return await Broker({**CONFIG, **extra}, store=store).start()
+
+
+def address(b: Broker) -> tuple[str, int]:
+    assert b.runtime is not None
+    listener = b.runtime.listeners[0]
+    return listener.host, listener.port
+
+
+async def create_topic(b: Broker, name: str, partitions: int, leader: int = 1) -> None:
+    assert b.runtime is not None
+    await asyncio.to_thread(b.runtime.store.create_topic, name, {p: (leader,) for p in range(partitions)})
+
+
+class Recorder:
+    """A consumer plus the events its callbacks saw."""
+
+    def __init__(self, b: Broker, consumer_id: str, topics: Mapping[str, int], **kwargs: Any) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self.consumer = CoordinatedConsumer(
+            [address(b)], "g", consumer_id, topics, session_timeout_ms=SESSION_MS,
+            on_assign=lambda parts: self.events.append(("assign", parts)),
+            on_revoke=lambda: self.events.append(("revoke", None)), retry_backoff_ms=50, **kwargs)
+
+    def start(self) -> Recorder:
+        self.consumer.start()
+        return self
+
+    @property
+    def owned(self) -> list[tuple[str, int]]:
+        return sorted((p.topic, p.partition) for p in self.consumer.assignment)
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+# --- raw wire helpers -------------------------------------------------------------------------
+
+async def call(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, api_key: int,
+               body: Mapping[str, Any], correlation_id: int = 1) -> dict[str, Any]:
+    frame = encode_request(api_key, 0, correlation_id, "raw", body)
+    writer.write(SIZE.pack(len(frame)) + frame)
+    await writer.drain()
+    while True:
+        data = await asyncio.wait_for(reader.readexactly(SIZE.unpack(await reader.readexactly(4))[0]), 5)
+        if SIZE.unpack_from(data, 0)[0] == correlation_id:
+            return dict(decode_response(data, api_key, 0).body)
+        # anything else must be one of the coordinator's own requests (never a stray answer)
+        assert decode_request(data).correlation_id >= 2**30, data
+
+
+def registration(consumer_id: str = "c1", session: int = SESSION_MS, topic_count: str | None = None,
+                 group: str = "g") -> dict[str, Any]:
+    return {"group_id": group, "consumer_id": consumer_id,
+            "topic_count": topic_count or Subscription("static", {"t": 1}).to_json(),
+            "auto_commit": True, "auto_offset_reset": "smallest", "session_timeout_ms": session}
+
+
+# --- pure parts -------------------------------------------------------------------------------
+
+def test_range_assignor_matches_the_old_consumer() -> None:
+    assert range_assign(range(5), ["b-0", "a-0"]) == {0: "a-0", 1: "a-0", 2: "a-0", 3: "b-0", 4: "b-0"}
+    assert range_assign(range(2), ["a-0", "b-0", "c-0"]) == {0: "a-0", 1: "b-0"}
+    assert range_assign(range(3), []) == {}
+
+
+def test_topic_count_json() -> None:
+    static = Subscription.parse('{"version":1,"pattern":"static","subscription":{"t":2}}')
+    assert static.topic_streams(["t", "u"]) == {"t": 2}
+    white = Subscription.parse('{"version":1,"pattern":"white_list","subscription":{"o.*":1}}')
+    assert white.topic_streams(["orders", "x-orders"]) == {"orders": 1}
+    black = Subscription.parse('{"version":1,"pattern":"black_list","subscription":{"o.*":3}}')
+    assert black.topic_streams(["orders", "x"]) == {"x": 3}
+    for bad in ("nope", "[]", '{"pattern":"regex","subscription":{"t":1}}', '{"subscription":{}}',
+                '{"subscription":{"t":0}}', '{"pattern":"white_list","subscription":{"(":1}}'):
+        with pytest.raises(SubscriptionError):
+            Subscription.parse(bad)
+
+
+# --- group management over real connections ----------------------------------------------------
+
+def test_one_consumer_gets_every_partition_and_ownership_is_stored() -> None:
+    async def main() -> None:
+        b = await broker(**{"broker.id": 7})
+        try:
+            await create_topic(b, "t", 4, leader=7)
+            r = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: len(r.owned) == 4, what="c1 owns t")
+            parts = r.consumer.assignment
+            assert {p.thread_id for p in parts} == {"c1-0"} and {p.broker_id for p in parts} == {7}
+            assert all(p.offset == -1 for p in parts)  # nothing committed yet
+            assert r.events[-1][0] == "assign"
+            assert b.runtime is not None
+            store = b.runtime.store
+            # written once every StartFetcher is answered
+            await until(lambda: store.owners("g") == {("t", p): "c1-0" for p in range(4)}, what="owners")
+            await r.consumer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_second_consumer_splits_the_range_and_both_see_stop_then_start() -> None:
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 4)
+            r1 = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: len(r1.owned) == 4, what="c1 owns t")
+            r1.events.clear()
+            r2 = Recorder(b, "c2", {"t": 1}).start()
+            await until(lambda: r1.owned == [("t", 0), ("t", 1)] and r2.owned == [("t", 2), ("t", 3)],
+                        what="range split")
+            assert [e for e, _ in r1.events] == ["revoke", "assign"]  # StopFetcher, then StartFetcher
+            assert [e for e, _ in r2.events] == ["assign"]  # nothing to stop yet
+            await r1.consumer.close()
+            await r2.consumer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+class Silent(CoordinatedConsumer):
+    """Stops answering once muted, as a hung consumer would (it still reads its socket)."""
+
+    muted = False
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if self.muted:
+            return None
+        return await super().answer(api_key, body)
+
+
+def test_a_consumer_that_stops_answering_pings_is_dropped() -> None:
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 4)
+            r1 = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: len(r1.owned) == 4)
+            silent = Silent([address(b)], "g", "c2", {"t": 1}, session_timeout_ms=SESSION_MS,
+                            retry_backoff_ms=5000)
+            silent.start()
+            await until(lambda: len(r1.owned) == 2 and len(silent.assignment) == 2, what="split")
+            silent.muted = True
+            loop = asyncio.get_running_loop()
+            muted_at = loop.time()
+            await until(lambda: len(r1.owned) == 4, timeout=4 * SESSION_MS / 1000, what="c1 owns all again")
+            # dead after more than max.ping.retries (1) failures: about 4/3 session timeouts
+            assert loop.time() - muted_at < 2.5 * SESSION_MS / 1000
+            await r1.consumer.close()
+            await silent.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_a_disconnecting_consumer_triggers_a_rebalance() -> None:
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 3)
+            r1 = Recorder(b, "c1", {"t": 1}).start()
+            r2 = Recorder(b, "c2", {"t": 1}).start()
+            await until(lambda: len(r1.owned) + len(r2.owned) == 3 and r1.owned and r2.owned)
+            await r2.consumer.close()
+            await until(lambda: len(r1.owned) == 3, what="c1 owns all")
+            await r1.consumer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_new_partitions_and_matching_topics_rebalance() -> None:
+    async def main() -> None:
+        b = await broker()
+        assert b.runtime is not None
+        try:
+            await create_topic(b, "orders", 1)
+            r = Recorder(b, "c1", {"ord.*": 2}, pattern="white_list").start()
+            await until(lambda: r.owned == [("orders", 0)])
+            await asyncio.to_thread(b.runtime.store.add_partitions, "orders", {1: (1,), 2: (1,)})
+            await until(lambda: len(r.owned) == 3, what="new partitions")
+            threads = {p.partition: p.thread_id for p in r.consumer.assignment}
+            assert threads == {0: "c1-0", 1: "c1-0", 2: "c1-1"}
+            await create_topic(b, "ordinals", 2)
+            await create_topic(b, "unrelated", 2)
+            await until(lambda: len(r.owned) == 5, what="new matching topic")
+            assert {t for t, _ in r.owned} == {"orders", "ordinals"}
+            await r.consumer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_offsets_from_pings_are_committed_and_used_as_start_offsets() -> None:
+    async def main() -> None:
+        b = await broker()
+        assert b.runtime is not None
+        store = b.runtime.store
+        try:
+            await create_topic(b, "t", 2)
+            consumed = {("t", 0): 41, ("t", 1): 7}
+            r1 = Recorder(b, "c1", {"t": 1}, offsets=lambda: consumed).start()
+            await until(lambda: len(r1.owned) == 2)
+            await until(lambda: store.offsets("g") == consumed, what="offsets committed")
+            r2 = Recorder(b, "c2", {"t": 1}).start()
+            await until(lambda: r2.owned == [("t", 1)])
+            assert [p.offset for p in r2.consumer.assignment] == [7]
+            await r1.consumer.close()
+            await r2.consumer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_coordinator_failover_to_another_broker() -> None:
+    async def main() -> None:
+        store = MemoryStore()
+        b1 = await broker(store, **{"broker.id": 1})
+        b2 = await broker(store.peer(), **{"broker.id": 2})
+        try:
+            await create_topic(b1, "t", 2)
+            consumer = CoordinatedConsumer([address(b1), address(b2)], "g", "c1", {"t": 1},
+                                           session_timeout_ms=SESSION_MS, retry_backoff_ms=50)
+            consumer.start()
+            await until(lambda: len(consumer.assignment) == 2 and consumer.coordinator_id == 1)
+            await b1.stop()  # the coordinator goes: broker 2 wins the election
+            await until(lambda: consumer.coordinator_id == 2 and len(consumer.assignment) == 2
+                        and consumer.registered.is_set(), what="re-registered with broker 2")
+            await until(lambda: store.owners("g") == {("t", 0): "c1-0", ("t", 1): "c1-0"})
+            await consumer.close()
+        finally:
+            await b2.stop()
+            await b1.stop()
+
+    run(main())
+
+
+# --- raw-socket error paths -------------------------------------------------------------------
+
+def test_cluster_metadata_and_registration_errors_keep_the_connection_open() -> None:
+    async def main() -> None:
+        store = MemoryStore()
+        b1 = await broker(store, **{"broker.id": 1})
+        b2 = await broker(store.peer(), **{"broker.id": 2})
+        try:
+            reader, writer = await asyncio.open_connection(*address(b2))
+            meta = await call(reader, writer, 1000, {})
+            assert meta["error_code"] == 0 and meta["coordinator_id"] == 1
+            assert [(x["id"], x["port"]) for x in meta["brokers_info"]] == [(1, address(b1)[1]),
+                                                                            (2, address(b2)[1])]
+            # 16 NOT_COORDINATOR from a broker that is not the coordinator
+            assert (await call(reader, writer, 1001, registration(), 2))["error_code"] == 16
+            writer.close()
+
+            reader, writer = await asyncio.open_connection(*address(b1))
+            assert (await call(reader, writer, 1001, registration(session=100), 3))["error_code"] == 26
+            assert (await call(reader, writer, 1001, registration(topic_count="{"), 4))["error_code"] == 42
+            assert (await call(reader, writer, 1001, registration(group=""), 5))["error_code"] == 24
+            assert (await call(reader, writer, 1001, registration(), 6))["error_code"] == 0
+            # the coordinator now sends requests on this connection; a second consumer with the same
+            # id on another connection is refused while this one is alive
+            r2, w2 = await asyncio.open_connection(*address(b1))
+            assert (await call(r2, w2, 1001, registration(), 7))["error_code"] == 82
+            assert (await call(r2, w2, 1000, {}, 8))["error_code"] == 0  # still open
+            w2.close()
+            writer.close()
+        finally:
+            await b2.stop()
+            await b1.stop()
+
+    run(main())
+
+
+def test_coordinator_requests_arrive_on_the_consumer_connection() -> None:
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 2)
+            reader, writer = await asyncio.open_connection(*address(b))
+            assert (await call(reader, writer, 1001, registration(), 1))["error_code"] == 0
+            seen = []
+            while len(seen) < 3:
+                size = SIZE.unpack(await reader.readexactly(4))[0]
+                data = await asyncio.wait_for(reader.readexactly(size), 5)
+                request = decode_request(data)
+                assert request.correlation_id >= 2**30 and request.client_id == "kafkapy-broker"
+                seen.append(request.api_key)
+                body: dict[str, Any] = {"request_type_id": request.api_key, "error_code": 0,
+                                        "consumer_id": "c1"}
+                if request.api_key == 1004:
+                    parts = request.body["ownership_info"][0]["assigned_parts"]
+                    assert [p["partition"] for p in parts] == ["1-0", "1-1"]
+                frame = encode_response(request.api_key, 0, request.correlation_id, body)
+                writer.write(SIZE.pack(len(frame)) + frame)
+            assert seen[:2] == [1003, 1004]  # StopFetcher, StartFetcher
+            assert seen[2] == 1002  # then pings
+            # a ping left unanswered times out; the retry says so; the late answer to the first is
+            # dropped rather than served as a request
+            size = SIZE.unpack(await reader.readexactly(4))[0]
+            first = decode_request(await asyncio.wait_for(reader.readexactly(size), 5))
+            size = SIZE.unpack(await reader.readexactly(4))[0]
+            retry = decode_request(await asyncio.wait_for(reader.readexactly(size), 5))
+            assert (first.api_key, retry.api_key, retry.body["num_retries"]) == (1002, 1002, 1)
+            for late in (first, retry):
+                frame = encode_response(1002, 0, late.correlation_id, {"request_type_id": 1002,
+                                                                       "error_code": 0, "consumer_id": "c1"})
+                writer.write(SIZE.pack(len(frame)) + frame)
+            assert (await call(reader, writer, 1000, {}, 9))["error_code"] == 0
+            writer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_not_served_unless_enabled() -> None:
+    async def main() -> None:
+        b = await Broker().start()
+        try:
+            reader, writer = await asyncio.open_connection(*address(b))
+            frame = encode_request(1000, 0, 5, "raw", {})
+            writer.write(SIZE.pack(len(frame)) + frame)
+            data = await reader.readexactly(SIZE.unpack(await reader.readexactly(4))[0])
+            assert data == SIZE.pack(5)  # the KIP-35 draft's empty answer to an unknown key
+            writer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_assigned_partition_is_plain_data() -> None:
+    p = AssignedPartition("c-0", "t", 1, 2, -1)
+    assert json.dumps([p.topic, p.partition]) == '["t", 1]'

@@ -1,0 +1,57 @@
+"""Topics on the ZooKeeper store: created through a broker, written where Kafka keeps them
+(/brokers/topics/<topic>), and seen by every broker of the cluster."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from kazoo.client import KazooClient
+
+from kafkapy.embedded import Broker
+
+TIMEOUT_S = 10
+TIMEOUT_MS = TIMEOUT_S * 1000
+
+
+def eventually(check: Callable[[], bool], timeout: float = TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "the condition did not hold in time"
+        time.sleep(0.05)
+
+
+def test_topics_live_in_zookeeper(zk_connect: str) -> None:
+    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+
+    with Broker({"zookeeper.connect": zk_connect, "broker.id": 1}) as first, \
+            Broker({"zookeeper.connect": zk_connect, "broker.id": 2}) as second:
+        assert first.runtime is not None and second.runtime is not None
+        eventually(lambda: len(first.runtime.cluster.brokers) == 2)  # type: ignore[union-attr]
+        admin = KafkaAdminClient(bootstrap_servers=second.bootstrap_servers, client_id="kafkapy-topics",
+                                 request_timeout_ms=TIMEOUT_MS, bootstrap_timeout_ms=TIMEOUT_MS)
+        try:
+            # kafka-python sends these to the controller (broker 1) whichever broker it bootstrapped from
+            admin.create_topics([NewTopic("zk-topic", 3, 2)], timeout_ms=TIMEOUT_MS)
+            admin.create_partitions({"zk-topic": NewPartitions(4)}, timeout_ms=TIMEOUT_MS)
+            admin.create_topics([NewTopic("zk-gone", 1, 1)], timeout_ms=TIMEOUT_MS)
+            admin.delete_topics(["zk-gone"], timeout_ms=TIMEOUT_MS)
+            assert admin.list_topics() == ["zk-topic"]
+        finally:
+            admin.close()
+        for broker in (first, second):
+            eventually(lambda b=broker: set(b.runtime.cluster.topics) == {"zk-topic"})  # type: ignore[misc]
+            assert len(broker.runtime.cluster.topics["zk-topic"].partitions) == 4  # type: ignore[union-attr]
+        zk = KazooClient(hosts=zk_connect)
+        zk.start(timeout=TIMEOUT_S)
+        try:
+            assert zk.get_children("/brokers/topics") == ["zk-topic"]
+            data, _ = zk.get("/brokers/topics/zk-topic")
+            stored = json.loads(data)
+            assert sorted(stored["partitions"]) == ["0", "1", "2", "3"]
+            assert all(len(replicas) == 2 and set(replicas) == {1, 2}
+                       for replicas in stored["partitions"].values())
+        finally:
+            zk.stop()
+            zk.close()
