@@ -281,7 +281,7 @@ class BrokerRuntime:
         endpoints = tuple(RegisteredEndpoint(b.name, b.spec.security_protocol, b.advertised_host,
                                              b.advertised_port) for b in self.listeners)
         return BrokerRegistration(self.broker_id, endpoints, self.config["broker.rack"],
-                                  dict(self.supported_features))
+                                  dict(self.supported_features), dict(self.config.tags))
 
     def _brokers_changed(self, brokers: list[BrokerRegistration]) -> None:
         self.cluster.brokers = brokers

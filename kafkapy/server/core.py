@@ -230,6 +230,5 @@ class CoreModule(Module):
             "message.formats": MESSAGE_FORMATS,
             "endpoints": ",".join(f"{e.listener.lower()}://{e.host}:{e.port}" for e in broker.endpoints),
         }
-        if broker.broker_id == self.broker.broker_id:
-            tags.update(config.tags)
+        tags.update(broker.tags)  # each broker's own tag.* settings, from its registration
         return tags

@@ -135,6 +135,8 @@ class BrokerRegistration:
     endpoints: tuple[RegisteredEndpoint, ...]
     rack: str | None = None
     features: Mapping[str, tuple[int, int]] = attrs.field(factory=dict)
+    # User tags (tag.<name>=<value>, the KIP-35 draft), so every broker can report every broker's.
+    tags: Mapping[str, str] = attrs.field(factory=dict)
 
     def endpoint(self, listener: str) -> RegisteredEndpoint | None:
         for endpoint in self.endpoints:

@@ -885,8 +885,10 @@ class ZooKeeperStore:
 # --- Kafka's JSON formats ----------------------------------------------------------------------
 
 def encode_broker(registration: BrokerRegistration) -> dict[str, Any]:
-    """BrokerIdZNode version 5; host/port are the PLAINTEXT endpoint's (null/-1 without one)."""
+    """BrokerIdZNode version 5; host/port are the PLAINTEXT endpoint's (null/-1 without one).
+    User tags ride along under "kafkapy_tags" only when there are some; Kafka ignores the key."""
     plaintext = next((e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"), None)
+    extra = {"kafkapy_tags": dict(registration.tags)} if registration.tags else {}
     return {
         "version": 5,
         "host": plaintext.host if plaintext else None,
@@ -898,6 +900,7 @@ def encode_broker(registration: BrokerRegistration) -> dict[str, Any]:
         "rack": registration.rack,
         "features": {name: {"min_version": lo, "max_version": hi}
                      for name, (lo, hi) in registration.features.items()},
+        **extra,
     }
 
 
@@ -925,9 +928,10 @@ def decode_broker(broker_id: int, obj: Mapping[str, Any], path: str) -> BrokerRe
         rack = obj.get("rack")
         features = {str(name): (int(levels["min_version"]), int(levels["max_version"]))
                     for name, levels in (obj.get("features") or {}).items()}
+        tags = {str(k): str(v) for k, v in (obj.get("kafkapy_tags") or {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadata(path, f"malformed broker registration ({type(exc).__name__}: {exc})") from None
-    return BrokerRegistration(broker_id, endpoints, None if rack is None else str(rack), features)
+    return BrokerRegistration(broker_id, endpoints, None if rack is None else str(rack), features, tags)
 
 
 def encode_topic(info: TopicInfo) -> dict[str, Any]:

@@ -424,8 +424,6 @@ def test_broker_metadata_tags(cluster: tuple[Broker, Broker]) -> None:
             "message.formats", "endpoints", "rack"} <= set(tags)
 
 
-@pytest.mark.xfail(strict=True, reason="user tags are not in the store's BrokerRegistration, so a broker "
-                                       "reports only its own tag.* values")
 def test_broker_metadata_reports_other_brokers_user_tags(cluster: tuple[Broker, Broker]) -> None:
     first, _ = cluster
     with KafkaSocket(first.bootstrap_servers) as s:

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import attrs
 import pytest
 from store_helpers import Recorder, registration, wait_until
 
@@ -94,6 +95,14 @@ def test_register_and_unregister_brokers(cluster: Opener) -> None:
     a.unregister_broker(1)
     assert [r.broker_id for r in b.brokers()] == [2]
     a.unregister_broker(1)  # twice is harmless
+
+
+def test_registration_keeps_user_tags(cluster: Opener) -> None:
+    """tag.<name> settings travel with the registration, so every broker reports every broker's."""
+    a, b = cluster(), cluster()
+    tagged = attrs.evolve(registration(3), tags={"rack": "r8a9", "aws.zone": "eu-central-1"})
+    a.register_broker(tagged)
+    assert b.brokers() == [tagged] and b.brokers()[0].tags["aws.zone"] == "eu-central-1"
 
 
 def test_broker_registration_is_ephemeral(cluster: Opener) -> None:
