@@ -153,6 +153,19 @@ def _convert(key: ConfigKey, raw: Any) -> Any:
     return str(raw).strip()
 
 
+def _checked(key: ConfigKey, raw: Any) -> Any:
+    """The typed value of one setting, or a ConfigError that names the key."""
+    try:
+        value = _convert(key, raw)
+    except ValueError as exc:
+        raise ConfigError(f"invalid value {raw!r} for {key.name}: {exc}") from None
+    if value is not None and key.validator is not None:
+        problem = key.validator(value)
+        if problem:
+            raise ConfigError(f"invalid value {value!r} for {key.name}: {problem}")
+    return value
+
+
 @attrs.frozen
 class BrokerConfig:
     """Every setting the broker and its modules read, typed and validated."""
@@ -191,16 +204,7 @@ class BrokerConfig:
                 if name not in declared:
                     log.warning("unknown configuration key %r (ignored)", name)
         for name, key in keys.items():
-            value = raw.get(name, key.default)
-            try:
-                value = _convert(key, value)
-            except ValueError as exc:
-                raise ConfigError(f"invalid value {raw.get(name)!r} for {name}: {exc}") from None
-            if value is not None and key.validator is not None:
-                problem = key.validator(value)
-                if problem:
-                    raise ConfigError(f"invalid value {value!r} for {name}: {problem}")
-            values[name] = value
+            values[name] = _checked(key, raw.get(name, key.default))
         # Per-listener keys (listener.name.<l>.<key>) are kept verbatim for the modules that read them.
         values.update({k: v for k, v in raw.items() if k.startswith("listener.name.")})
         return cls(values=values, tags=tags, originals={k: str(v) for k, v in raw.items()})
@@ -215,16 +219,7 @@ class BrokerConfig:
         for key in extra_keys:
             if key.name in values:
                 continue
-            raw = self.originals.get(key.name, key.default)
-            try:
-                value = _convert(key, raw)
-            except ValueError as exc:
-                raise ConfigError(f"invalid value {raw!r} for {key.name}: {exc}") from None
-            if value is not None and key.validator is not None:
-                problem = key.validator(value)
-                if problem:
-                    raise ConfigError(f"invalid value {value!r} for {key.name}: {problem}")
-            values[key.name] = value
+            values[key.name] = _checked(key, self.originals.get(key.name, key.default))
             added = True
         return attrs.evolve(self, values=values) if added else self
 
