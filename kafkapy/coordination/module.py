@@ -457,22 +457,22 @@ class CoordinationModule(Module):
         return result
 
     @staticmethod
-    def _portion(member: Member,
-                 assignment: Mapping[tuple[str, int], str]) -> dict[str, list[tuple[str, int]]]:
-        """The member's share: thread id -> sorted (topic, partition). A thread id ``<id>-<n>`` names
-        its consumer unambiguously (everything before the last dash), dashes in ids or not."""
-        portion: dict[str, list[tuple[str, int]]] = {}
+    def _portions(assignment: Mapping[tuple[str, int], str]) -> dict[str, dict[str, list[tuple[str, int]]]]:
+        """Every member's share in one pass: consumer id -> thread id -> sorted (topic, partition).
+        A thread id ``<id>-<n>`` names its consumer unambiguously (everything before the last dash),
+        dashes in ids or not. One pass, not one per member: groups hold thousands (seed 001)."""
+        portions: dict[str, dict[str, list[tuple[str, int]]]] = {}
         for key, thread in sorted(assignment.items()):
-            if thread.rpartition("-")[0] == member.consumer_id:
-                portion.setdefault(thread, []).append(key)
-        return portion
+            portions.setdefault(thread.rpartition("-")[0], {}).setdefault(thread, []).append(key)
+        return portions
 
     async def _rebalance(self, group: Group) -> None:
         store = self.broker.store
         members = [m for _, m in sorted(group.members.items())]
         group.topology = self._topology(group)
         assignment = self.assignment(group)
-        portions = {m.consumer_id: self._portion(m, assignment) for m in members}
+        shares = self._portions(assignment)
+        portions = {m.consumer_id: shares.get(m.consumer_id, {}) for m in members}
         owners = await asyncio.to_thread(store.owners, group.name)
         if owners == assignment and all(m.started == portions[m.consumer_id] for m in members):
             log.debug("group %s: ownership unchanged, no rebalance", group.name)
@@ -503,9 +503,12 @@ class CoordinationModule(Module):
             member.started = portions[member.consumer_id]
         # 4. record the new ownership
         await asyncio.to_thread(store.set_owners, group.name, assignment)
-        log.info("group %s rebalanced: %s", group.name,
-                 {m.consumer_id: sorted(k for p in portions[m.consumer_id].values() for k in p)
-                  for m in members})
+        log.info("group %s rebalanced: %d consumers, %d partitions", group.name, len(members),
+                 len(assignment))
+        if log.isEnabledFor(logging.DEBUG):  # the full map is a pass over the group: only on demand
+            log.debug("group %s assignment: %s", group.name,
+                      {m.consumer_id: sorted(k for p in portions[m.consumer_id].values() for k in p)
+                       for m in members})
 
     @staticmethod
     def _leader(topics: Mapping[str, TopicInfo], topic: str, partition: int) -> int:

@@ -445,9 +445,12 @@ class StructCodec(Primitive):
             v = g.var("t")
             template = _template(g, slot.default)
             g.emit(1, f"{v} = get({slot.key!r}, {template})")
-            if isinstance(slot.codec, StructCodec) or slot.codec.name == "uuid":
-                # Partly-filled structs and None-as-zero UUIDs need the full comparison.
-                g.emit(1, f"if not _holds_default[{id(slot)}]({v}):")
+            if isinstance(slot.codec, StructCodec):
+                # A full struct equal to the default is the common case and a C-speed dict compare;
+                # only a partly-filled mapping needs the field-by-field check.
+                g.emit(1, f"if {v} != {template} and not _holds_default[{id(slot)}]({v}):")
+            elif slot.codec.name == "uuid":
+                g.emit(1, f"if {v} is not None and {v} != {template}:")  # None is the zero UUID
             else:
                 g.emit(1, f"if {v} != {template}:")
             g.emit(2, "out = bytearray()")

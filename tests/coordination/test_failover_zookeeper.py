@@ -1,0 +1,224 @@
+"""Seed 001, section 10: coordinator failover on a real ZooKeeper.
+
+Two brokers share one ZooKeeper chroot, both with the coordination module. Consumers register
+with the elected coordinator and report consumed offsets in their Ping answers, which the
+coordinator commits to /consumers/<group>/offsets/<topic>/<partition>. Then the coordinator broker
+is stopped: the other broker wins /consumers/coordinator, the consumers re-discover it and
+re-register, and their StartFetcher start offsets are the committed ones, read back from the
+store (the consumers stop reporting offsets before the failover, so nothing else could carry them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+from kazoo.client import KazooClient
+
+from kafkapy import Broker
+from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
+
+ZK_SESSION_MS = 4000
+CONSUMER_SESSION_MS = 1500
+PARTITIONS = 4
+TOPIC = "orders"
+GROUP = "g"
+CONFIG = {"kafkapy.modules": "coordination", "listeners": "PLAINTEXT://127.0.0.1:0",
+          "zookeeper.session.timeout.ms": ZK_SESSION_MS,
+          "coordinator.min.session.timeout.ms": 300, "coordinator.rebalance.backoff.ms": 100,
+          "coordinator.offset.commit.interval.ms": 200}
+
+
+async def until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def holder(zk: KazooClient) -> int:
+    """The broker id in /consumers/coordinator, -1 when nobody holds it."""
+    if zk.exists("/consumers/coordinator") is None:
+        return -1
+    return int(zk.get("/consumers/coordinator")[0].decode())
+
+
+def committed(zk: KazooClient) -> dict[int, int]:
+    root = f"/consumers/{GROUP}/offsets/{TOPIC}"
+    if zk.exists(root) is None:
+        return {}
+    return {int(p): int(zk.get(f"{root}/{p}")[0].decode()) for p in zk.get_children(root)}
+
+
+def test_coordinator_failover_keeps_groups_and_offsets(zk_connect: str) -> None:
+    """The coordinator broker is stopped (Broker.close()): its session ends, the other broker wins."""
+    first = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 1}).__enter__()
+    second: Broker | None = None
+    zk = KazooClient(hosts=zk_connect)  # after the first broker created the chroot
+    try:
+        zk.start(timeout=15)
+        second = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 2}).__enter__()
+        create_topic(first)
+        stops = {1: first.close, 2: second.close}
+        asyncio.run(asyncio.wait_for(_scenario(zk, {1: address(first), 2: address(second)}, stops,
+                                               ZK_SESSION_MS / 1000 + 3), 90))
+    finally:
+        for b in (second, first):
+            if b is not None:
+                b.close()
+        zk.stop()
+        zk.close()
+
+
+def test_coordinator_crash_failover_within_the_session_timeout(zk_connect: str) -> None:
+    """The coordinator's process is killed (SIGKILL): its ephemeral /consumers/coordinator lingers
+    until ZooKeeper expires the session, then the other broker is elected."""
+    overrides = [f"{k}={v}" for k, v in {**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 1}.items()]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kafkapy.cli", "serve", *(a for o in overrides for a in ("--override", o))],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    second: Broker | None = None
+    zk = KazooClient(hosts=zk_connect)
+    try:
+        assert process.stderr is not None
+        crashed = address_from_log(process.stderr)
+        zk.start(timeout=15)
+        wait_until(lambda: holder(zk) == 1, 10, "broker 1 (the subprocess) to be the coordinator")
+        second = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 2}).__enter__()
+        create_topic(second)
+
+        def kill() -> None:
+            process.kill()
+            process.wait(10)
+
+        # Election waits for the session to expire: up to the session timeout after the kill.
+        asyncio.run(asyncio.wait_for(_scenario(zk, {1: crashed, 2: address(second)}, {1: kill},
+                                               ZK_SESSION_MS / 1000 * 1.5 + 3), 90))
+    finally:
+        process.kill()
+        process.wait(10)
+        if second is not None:
+            second.close()
+        zk.stop()
+        zk.close()
+
+
+def address(b: Broker) -> tuple[str, int]:
+    host, port = b.bootstrap_servers.rsplit(":", 1)
+    return host, int(port)
+
+
+def address_from_log(stderr: IO[str], timeout: float = 30) -> tuple[str, int]:
+    """The PLAINTEXT listener's address from `kafkapy serve`'s `listening on` log line."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        line = stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if match := re.search(r"listening on PLAINTEXT://([^:\s]+):(\d+)", line):
+            # keep draining stderr so the broker never blocks on a full pipe
+            threading.Thread(target=lambda: stderr.read(), daemon=True).start()
+            return match.group(1), int(match.group(2))
+    raise AssertionError(f"kafkapy serve did not log its listener: {''.join(seen)}")
+
+
+def create_topic(b: Broker) -> None:
+    assert b.runtime is not None
+    b.runtime.store.create_topic(TOPIC, {p: (1 + p % 2,) for p in range(PARTITIONS)})
+
+
+async def _scenario(zk: KazooClient, brokers: dict[int, tuple[str, int]],
+                    stop: dict[int, Callable[[], None]], election_deadline: float) -> None:
+    """Consumers settle and commit; the coordinator is stopped with ``stop[its id]``; the other
+    broker must hold /consumers/coordinator within ``election_deadline`` seconds."""
+    bootstrap = list(brokers.values())
+    # What each partition has been consumed up to; reported while `reporting` is on.
+    position = {(TOPIC, p): 100 + 10 * p for p in range(PARTITIONS)}
+    reporting = True
+    starts: dict[str, list[list[AssignedPartition]]] = {}
+    consumers: list[CoordinatedConsumer] = []
+
+    def make(consumer_id: str) -> CoordinatedConsumer:
+        starts[consumer_id] = []
+
+        def offsets() -> dict[tuple[str, int], int]:
+            if not reporting:
+                return {}
+            return {(p.topic, p.partition): position[(p.topic, p.partition)] for p in consumer.assignment}
+
+        consumer = CoordinatedConsumer(bootstrap, GROUP, consumer_id, {TOPIC: 1},
+                                       session_timeout_ms=CONSUMER_SESSION_MS, auto_offset_reset="smallest",
+                                       on_assign=lambda parts: starts[consumer_id].append(parts),
+                                       offsets=offsets, retry_backoff_ms=50)
+        return consumer
+
+    def owned() -> dict[int, str]:
+        return {p.partition: c.consumer_id for c in consumers for p in c.assignment}
+
+    def settled() -> bool:
+        # every consumer registered and the group's partitions split among all of them
+        return (all(c.registered.is_set() for c in consumers) and len(owned()) == PARTITIONS
+                and set(owned().values()) == {c.consumer_id for c in consumers})
+
+    consumers.extend([make("c1"), make("c2")])
+    try:
+        for c in consumers:
+            c.start()
+        old = await until(lambda: holder(zk) if holder(zk) in brokers else 0, 10, "a coordinator")
+        await until(settled, 20, "c1 and c2 to split the partitions")
+        assert all(p.offset == -1 for parts in starts.values() for p in parts[-1])  # nothing committed yet
+        expected = {p: position[(TOPIC, p)] for p in range(PARTITIONS)}
+        await until(lambda: committed(zk) == expected, 15, f"offsets {expected} in ZooKeeper")
+
+        # From here on only the store knows the offsets.
+        reporting = False
+        for c in consumers:
+            starts[c.consumer_id].clear()
+        failed_at = time.monotonic()
+        await asyncio.to_thread(stop[old])
+        new = await until(lambda: holder(zk) if holder(zk) not in (-1, old) else 0,
+                          election_deadline, "the other broker to win /consumers/coordinator")
+        elected = time.monotonic() - failed_at
+        assert new in brokers and new != old
+        print(f"broker {new} elected {elected:.2f} s after broker {old} went")
+        await until(lambda: settled() and all(c.coordinator_id == new for c in consumers), 30,
+                    "the consumers to re-register with the new coordinator")
+        for c in consumers:
+            assert starts[c.consumer_id], f"{c.consumer_id} was never started again"
+            assert all(p.offset == expected[p.partition] for p in c.assignment), (c.consumer_id,
+                                                                                   c.assignment)
+            assert {p.broker_id for p in c.assignment} <= {1, 2}
+        assert committed(zk) == expected
+
+        def owners() -> dict[tuple[str, int], str]:
+            root = f"/consumers/{GROUP}/owners/{TOPIC}"
+            if zk.exists(root) is None:
+                return {}
+            return {(TOPIC, int(p)): zk.get(f"{root}/{p}")[0].decode() for p in zk.get_children(root)}
+
+        await until(lambda: owners() == {(TOPIC, p.partition): p.thread_id
+                                         for c in consumers for p in c.assignment},
+                    10, "the new coordinator to record ownership")
+    finally:
+        for c in consumers:
+            await c.close()
