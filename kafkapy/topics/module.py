@@ -138,6 +138,18 @@ class TopicsModule(Module):
         return ctx.broker.authorizer.authorize(conn.principal, conn.client_address[0], operation,
                                                resource_type, name)
 
+    async def _snapshot_or_fail(self, pending: list[tuple[dict[str, Any], Any]]
+                                ) -> tuple[dict[str, TopicInfo], set[int], list[tuple[dict[str, Any], Any]]]:
+        """The store's topics and live brokers; if the store cannot answer, every pending result
+        fails with UNKNOWN_SERVER_ERROR naming the store's error, and nothing is left pending."""
+        try:
+            existing, live = await self._snapshot()
+        except StoreError as exc:
+            for result, _ in pending:
+                result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=f"metadata store: {exc}")
+            return {}, set(), []
+        return existing, live, pending
+
     async def _snapshot(self) -> tuple[dict[str, TopicInfo], set[int]]:
         """The store's topics and live broker ids (fresh, not the watched view)."""
         store = self.broker.store
@@ -183,13 +195,7 @@ class TopicsModule(Module):
         created: dict[str, int] = {}
         if pending:
             async with self._lock:
-                try:
-                    existing, live = await self._snapshot()
-                except StoreError as exc:
-                    existing, live = {}, set()
-                    for result, _ in pending:
-                        result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=f"metadata store: {exc}")
-                    pending = []
+                existing, live, pending = await self._snapshot_or_fail(pending)
                 for result, item in pending:
                     try:
                         info = self._plan_topic(item, existing, live)
@@ -360,13 +366,7 @@ class TopicsModule(Module):
         grown: dict[str, int] = {}
         if pending:
             async with self._lock:
-                try:
-                    existing, live = await self._snapshot()
-                except StoreError as exc:
-                    existing, live = {}, set()
-                    for result, _ in pending:
-                        result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=f"metadata store: {exc}")
-                    pending = []
+                existing, live, pending = await self._snapshot_or_fail(pending)
                 for result, item in pending:
                     name = item["name"]
                     try:
