@@ -37,6 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import Options, Report, machine_note, render_table, revision
+from benchmarks._processes import ChildProcess
 
 TITLE = "Consumer coordinator"
 
@@ -293,38 +294,6 @@ def _load(pipe: multiprocessing.connection.Connection) -> None:
 # --- the harness ---------------------------------------------------------------------------------
 
 
-class _Process:
-    def __init__(self, target: Callable[..., None], *args: Any) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.pipe, child = context.Pipe()
-        self.process = context.Process(target=target, args=(child, *args), daemon=True)
-        self.process.start()
-        child.close()
-
-    def ask(self, message: Any, timeout: float = 600) -> Any:
-        self.pipe.send(message)
-        result = self.receive(timeout)
-        if isinstance(result, Exception):
-            raise result
-        return result
-
-    def receive(self, timeout: float = 600) -> Any:
-        if not self.pipe.poll(timeout):
-            raise RuntimeError(f"{self.process.name} did not answer within {timeout} s")
-        return self.pipe.recv()
-
-    def stop(self, message: Any = "stop") -> None:
-        if self.process.is_alive():
-            try:
-                self.pipe.send(message)
-            except (BrokenPipeError, OSError):
-                pass
-        self.process.join(timeout=20)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-
-
 def _cpu_seconds(pid: int) -> float:
     """utime + stime of a process, from /proc/<pid>/stat."""
     with open(f"/proc/{pid}/stat") as f:
@@ -338,8 +307,8 @@ def run(options: Options) -> Report:
     consumers = int(os.environ.get("KAFKAPY_BENCH_CONSUMERS", default))
     window = SESSION_MS / 3000 * (1 if options.quick else 2)  # whole ping periods
     groups = _groups(consumers)
-    broker = _Process(_serve, groups)
-    load = _Process(_load)
+    broker = ChildProcess(_serve, groups)
+    load = ChildProcess(_load)
     try:
         port = broker.receive(60)
         assert broker.process.pid is not None
@@ -401,8 +370,8 @@ def run(options: Options) -> Report:
 def profile(consumers: int = 2_000) -> str:
     """cProfile of the broker while one consumer joins the largest group."""
     groups = _groups(consumers)
-    broker = _Process(_serve, groups, True)
-    load = _Process(_load)
+    broker = ChildProcess(_serve, groups, True)
+    load = ChildProcess(_load)
     try:
         load.pipe.send((broker.receive(60), dict(groups)))
         load.ask(("register", groups))

@@ -49,10 +49,10 @@ import statistics
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any
 
 from benchmarks import Options, Report, machine_note, render_table, revision
+from benchmarks._processes import ChildProcess
 
 TITLE = "Broker throughput"
 
@@ -326,37 +326,8 @@ def _quantile(ordered: list[float], q: float) -> float:
 # --- the harness side ---------------------------------------------------------------------------
 
 
-class _Process:
-    def __init__(self, target: Callable[..., None], *args: Any) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.pipe, child = context.Pipe()
-        self.process = context.Process(target=target, args=(child, *args), daemon=True)
-        self.process.start()
-        child.close()
-
-    def ask(self, message: Any, timeout: float = 120) -> Any:
-        self.pipe.send(message)
-        return self.receive(timeout)
-
-    def receive(self, timeout: float = 120) -> Any:
-        if not self.pipe.poll(timeout):
-            raise RuntimeError(f"{self.process.name} did not answer within {timeout} s")
-        return self.pipe.recv()
-
-    def stop(self, message: Any = "stop") -> None:
-        if self.process.is_alive():
-            try:
-                self.pipe.send(message)
-            except (BrokenPipeError, OSError):
-                pass
-        self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-
-
-def _server(kind: str, canned: bytes = b"", profile: bool = False) -> tuple[_Process, int]:
-    process = _Process(_serve, kind, canned, profile)
+def _server(kind: str, canned: bytes = b"", profile: bool = False) -> tuple[ChildProcess, int]:
+    process = ChildProcess(_serve, kind, canned, profile)
     port = process.receive(60)
     return process, port
 
@@ -382,7 +353,7 @@ class _Block:
     cpu: float  # server CPU seconds per request
 
 
-def _block(server: _Process, port: int, load: _Process, command: tuple[Any, ...]) -> _Block:
+def _block(server: ChildProcess, port: int, load: ChildProcess, command: tuple[Any, ...]) -> _Block:
     cpu = server.ask("cpu")
     result = load.ask((command[0], port, *command[1:]))
     cpu = server.ask("cpu") - cpu
@@ -411,7 +382,7 @@ def _row(label: str, ours: _Block, ceiling: _Block) -> list[str]:
 def run(options: Options) -> Report:
     repeats = 1 if options.quick else max(1, min(options.repeats, 5))
     seconds = 0.2 if options.quick else 0.8
-    load = _Process(_load)
+    load = ChildProcess(_load)
     kafkapy_server, kafkapy_port = _server("kafkapy")
     canned = _canned_response(kafkapy_port)
     ceiling_server, ceiling_port = _server("ceiling", canned)
@@ -461,7 +432,7 @@ def run(options: Options) -> Report:
 
 def profile(connections: int = 16, seconds: float = 3.0) -> str:
     """cProfile of the kafkapy broker process under the round-trip load."""
-    load = _Process(_load)
+    load = ChildProcess(_load)
     server, port = _server("kafkapy", profile=True)
     try:
         load.ask(("round-trips", port, connections, DEPTH, 0.3))  # warm up unprofiled

@@ -24,14 +24,15 @@ clients such as kafka-python can talk to it from the test's thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import pytest
 
 from kafkapy.embedded import Broker
 
-__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory"]
+__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "wait_until"]
 
 
 class BrokerFactory(Protocol):
@@ -73,3 +74,17 @@ def kafka_broker_factory() -> Iterator[BrokerFactory]:
 def kafka_broker(kafka_broker_factory: BrokerFactory) -> Broker:
     """A started broker with the embedded defaults, stopped after the test."""
     return kafka_broker_factory()
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy, and return that; fail the test with
+    an AssertionError naming ``what`` after ``timeout`` seconds. For cluster state that settles
+    asynchronously (watches, elections, rebalances)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)

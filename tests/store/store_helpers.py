@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from kafkapy.store import BrokerRegistration, RegisteredEndpoint
+from kafkapy.testing import wait_until  # noqa: F401  (re-exported for the tests here)
 
 TIMEOUT = 10.0
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 class Recorder:
