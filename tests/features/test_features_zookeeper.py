@@ -59,8 +59,10 @@ def test_an_upgrade_beyond_an_older_broker_is_rejected(zk_connect: str) -> None:
         assert answer["error_code"] == 41
         # The older broker leaves (the upgrade of the rolling upgrade): now level 3 is valid.
         old.close()
-        wait_until(lambda: new.runtime is not None and len(new.runtime.cluster.brokers) == 1,
-                   what="broker 2 to leave")
+        # Both must settle: the broker list and the controller election (which moves separately).
+        wait_until(lambda: new.runtime is not None and len(new.runtime.cluster.brokers) == 1
+                   and new.runtime.cluster.controller_id == 1,
+                   what="broker 2 to leave and broker 1 to be controller")
         with admin(new.bootstrap_servers) as client:
             assert client.update_features({TEST_FEATURE: 3}) == {TEST_FEATURE: "OK"}
         assert finalized(new.bootstrap_servers)[1][TEST_FEATURE] == 3
