@@ -359,12 +359,6 @@ class BrokerRuntime:
         for listener in self.listeners:
             listener.sock.close()
 
-    def listener_for(self, name: str) -> BoundListener | None:
-        for listener in self.listeners:
-            if listener.name == name:
-                return listener
-        return None
-
 
 def default_module_classes(config: BrokerConfig, extra: Iterable[str] = ()) -> list[type[Module]]:
     from kafkapy.features import FeaturesModule

@@ -150,6 +150,18 @@ def test_unknown_key_warns(caplog: pytest.LogCaptureFixture) -> None:
     assert config.originals["log.dirs"] == "/tmp/x"
 
 
+def test_keys_that_modules_and_observers_declare_do_not_warn(caplog: pytest.LogCaptureFixture) -> None:
+    """Module keys (an installed module's, via entry points) and the keys of observers the config
+    names are known, though the core config does not declare them; a real typo still warns."""
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        BrokerConfig.build({"coordinator.min.session.timeout.ms": "1000",
+                            "observer.class.names": "kafkapy.observers.CaptureObserver",
+                            "capture.path": "/tmp/kafkapy-test.pcap",
+                            "coordinator.min.sesion.timeout.ms": "1"})
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "coordinator.min.sesion.timeout.ms" in warned[0]
+
+
 def test_unknown_key_in_overrides_warns(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
         BrokerConfig.build(overrides=["num.partitionz=3"])

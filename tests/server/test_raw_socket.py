@@ -454,6 +454,32 @@ def test_closed_errors_are_reported(conn: KafkaSocket) -> None:
         conn.read_frame()
 
 
+# --- answers are not held behind a slow request ------------------------------------------------------
+
+
+class SlowDescribeClusterModule(Module):
+    """Makes DescribeCluster wait, as a handler that really awaits something would."""
+
+    name = "slow-describe-cluster"
+
+    async def on_request(self, context: RequestContext, request: Request) -> None:
+        if context.api_key == DESCRIBE_CLUSTER:
+            await asyncio.sleep(1.0)
+
+
+def test_an_answer_is_not_held_back_by_a_slower_request_behind_it() -> None:
+    """Responses are batched per loop step, but a handler that waits lets the batch go out: the
+    ApiVersions answer arrives while the DescribeCluster pipelined after it is still waiting."""
+    with Broker(modules=[SlowDescribeClusterModule]) as b, KafkaSocket(b.bootstrap_servers) as s:
+        first = s.send(API_VERSIONS, 3, SOFTWARE)
+        second = s.send(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
+        sent = time.monotonic()
+        assert s.read_response(API_VERSIONS, 3).correlation_id == first
+        assert time.monotonic() - sent < 0.7, "the first answer waited for the slow request behind it"
+        assert s.read_response(DESCRIBE_CLUSTER, 0).correlation_id == second
+        assert time.monotonic() - sent >= 0.9
+
+
 # --- graceful shutdown -------------------------------------------------------------------------------
 
 
