@@ -1,9 +1,13 @@
-"""``kafkapy configs``: client and IP quotas, as kafka-configs.sh manages them.
+"""``kafkapy configs``: client and IP quotas, and dynamic broker configs, as kafka-configs.sh
+manages them.
 
-Entities are chosen as in kafka-configs.sh: ``--entity-type users|clients|ips``
+Entities are chosen as in kafka-configs.sh: ``--entity-type users|clients|ips|brokers``
 with ``--entity-name NAME`` or ``--entity-default`` (a user and a client
 together: two of each, in order), or the shortcuts ``--user``, ``--client``,
-``--ip``, ``--user-defaults``, ``--client-defaults``, ``--ip-defaults``.
+``--ip``, ``--broker``, ``--user-defaults``, ``--client-defaults``, ``--ip-defaults``,
+``--broker-defaults``. Quotas go through Describe/AlterClientQuotas; brokers
+through DescribeConfigs and IncrementalAlterConfigs (resource BROKER, "" for the
+cluster-wide default).
 """
 
 from __future__ import annotations
@@ -18,6 +22,13 @@ __all__ = ["register"]
 
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
+DESCRIBE_CONFIGS = 32
+INCREMENTAL_ALTER_CONFIGS = 44
+BROKER_RESOURCE = 4
+SET, DELETE = 0, 1
+# DescribeConfigs sources, by number (Kafka's names)
+_SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
@@ -28,20 +39,23 @@ class _Usage(Exception):
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "configs", help="describe or alter client and IP quotas (kafka-configs.sh)",
+        "configs", help="client and IP quotas, dynamic broker configs (kafka-configs.sh)",
         description="Describe or alter quotas of users, client ids and IPs through DescribeClientQuotas "
-                    "and AlterClientQuotas.")
+                    "and AlterClientQuotas, and dynamic broker configs through DescribeConfigs and "
+                    "IncrementalAlterConfigs.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
-    parser.add_argument("--entity-type", action="append", default=[], choices=sorted(_TYPES))
+    parser.add_argument("--entity-type", action="append", default=[], choices=sorted([*_TYPES, "brokers"]))
     parser.add_argument("--entity-name", action="append", default=[], dest="entity_names")
     parser.add_argument("--entity-default", action="append_const", const=None, dest="entity_names")
-    for name in ("user", "client", "ip"):
+    for name in ("user", "client", "ip", "broker"):
         parser.add_argument(f"--{name}", metavar=name.upper())
         parser.add_argument(f"--{name}-defaults", action="store_true")
-    parser.add_argument("--add-config", metavar="K=V[,K=V]", help="e.g. 'connection_creation_rate=100'")
+    parser.add_argument("--add-config", metavar="K=V[,K=V]",
+                        help="e.g. 'connection_creation_rate=100'; a value with commas in brackets: "
+                             "'max.connections.per.ip.overrides=[h1:5,h2:9]'")
     parser.add_argument("--delete-config", metavar="K[,K]")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     parser.set_defaults(func=_run)
@@ -103,8 +117,38 @@ def _describe_entity(entity: list[dict[str, Any]]) -> str:
     return ", ".join(parts)
 
 
+def _broker(args: argparse.Namespace) -> str | None:
+    """The broker resource name ("" for the cluster default), or None when no broker was chosen."""
+    if "brokers" not in args.entity_type and args.broker is None and not args.broker_defaults:
+        return None
+    chosen: list[str] = []
+    if "brokers" in args.entity_type:
+        if args.entity_type != ["brokers"] or len(args.entity_names or []) != 1:
+            raise _Usage("--entity-type brokers takes one --entity-name ID or --entity-default, and no "
+                         "other entity")
+        chosen.append(args.entity_names[0] or "")
+    if args.broker is not None:
+        chosen.append(args.broker)
+    if args.broker_defaults:
+        chosen.append("")
+    if len(chosen) != 1 or any(getattr(args, o) is not None or getattr(args, f"{o}_defaults")
+                               for o in ("user", "client", "ip")):
+        raise _Usage("choose one broker (--entity-type brokers --entity-name ID, --entity-default, "
+                     "--broker ID or --broker-defaults) and no other entity")
+    name = chosen[0]
+    if name and not name.strip().lstrip("-").isdigit():
+        raise _Usage(f"the broker must be an integer id, not {name!r}")
+    return name.strip()
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
+        broker = _broker(args)
+        if broker is not None:
+            with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
+                if args.describe:
+                    return _describe_broker(client, broker)
+                return _alter_broker(client, broker, args)
         entity = _entity(args)
         with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
             if args.describe:
@@ -156,4 +200,73 @@ def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], arg
     names = " ".join(f"{_LABELS[k]} '{n}'" if n is not None else f"the default {_LABELS[k]}"
                      for k, n, _ in entity)
     print(f"Completed updating config for {names}.")
+    return 0
+
+
+def _split_configs(text: str) -> list[tuple[str, str]]:
+    """kafka-configs.sh's --add-config: K=V pairs split on commas outside square brackets (a
+    bracketed value keeps its commas)."""
+    items, depth, current = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            items.append(current)
+            current = ""
+            continue
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        current += ch
+    items.append(current)
+    result = []
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise _Usage(f"--add-config {item!r} is not KEY=VALUE")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]
+        result.append((key.strip(), value))
+    return result
+
+
+def _broker_label(name: str) -> str:
+    return f"broker {name}" if name else "brokers in the cluster"
+
+
+def _describe_broker(client: SimpleClient, name: str) -> int:
+    resource = {"resource_type": BROKER_RESOURCE, "resource_name": name, "configuration_keys": None}
+    request = {"resources": [resource],
+               "include_synonyms": True, "include_documentation": False}
+    result = client.request(DESCRIBE_CONFIGS, 4, request)["results"][0]
+    if result["error_code"]:
+        print(f"kafkapy configs: error {result['error_code']}: {result['error_message']}", file=sys.stderr)
+        return 1
+    wanted = 2 if name else 3  # the entity's own dynamic configs, as kafka-configs.sh lists them
+    print(f"{'Dynamic' if name else 'Default'} configs for {_broker_label(name)} are:")
+    for config in result["configs"]:
+        if config["config_source"] != wanted:
+            continue
+        value = config["value"] if not config["is_sensitive"] else None
+        synonyms = ", ".join(f"{_SOURCES.get(s['source'], s['source'])}:{s['name']}={s['value']}"
+                             for s in config["synonyms"])
+        print(f"  {config['name']}={value} sensitive={str(config['is_sensitive']).lower()} "
+              f"synonyms={{{synonyms}}}")
+    return 0
+
+
+def _alter_broker(client: SimpleClient, name: str, args: argparse.Namespace) -> int:
+    configs = [{"name": k, "config_operation": SET, "value": v}
+               for k, v in _split_configs(args.add_config or "")]
+    configs += [{"name": k.strip(), "config_operation": DELETE, "value": None}
+                for k in (args.delete_config or "").split(",") if k.strip()]
+    if not configs:
+        raise _Usage("--alter needs --add-config or --delete-config")
+    request = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": name, "configs": configs}],
+               "validate_only": False}
+    result = client.request(INCREMENTAL_ALTER_CONFIGS, 1, request)["responses"][0]
+    if result["error_code"]:
+        print(f"kafkapy configs: error {result['error_code']}: {result['error_message']}", file=sys.stderr)
+        return 1
+    what = f"config for broker {name}" if name else "default config for brokers in the cluster"
+    print(f"Completed updating {what}.")
     return 0

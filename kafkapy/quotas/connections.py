@@ -131,8 +131,10 @@ class ConnectionQuotas:
 
     def __init__(self, settings: Mapping[str, Any], listeners: list[str], inter_broker_listener: str,
                  metrics: MetricsRegistry, ip_quotas_enabled: Callable[[], bool] = lambda: True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 evict: Callable[[int], None] = lambda excess: None) -> None:
         self.clock = clock
+        self.evict = evict  # closes `excess` connections on other listeners (KIP-402)
         self.metrics = metrics
         self.samples = int(settings["quota.window.num"])
         self.window = float(settings["quota.window.size.seconds"])
@@ -177,6 +179,24 @@ class ConnectionQuotas:
     def configure(self, settings: Mapping[str, Any], overrides: dict[str, int] | None = None) -> None:
         """Apply the broker and listener limits (at start, and on a dynamic update). Validates
         everything before changing anything; ConfigError names the key."""
+        broker_rate, max_connections, max_per_ip, overrides, per_listener = self._parse(settings, overrides)
+        self.broker_rate.bound = float(broker_rate)
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = overrides
+        for name, (rate, count) in per_listener.items():
+            quota = self.listeners[name]
+            quota.rate.bound = float(rate) if rate is not None else float(INT_MAX)
+            quota.max_connections = count if count is not None else INT_MAX
+        self._slot_freed.set()  # a raised limit may free a waiting acceptor
+        self._enforce_max_connections()  # a lowered one closes connections, as Kafka's processors do
+
+    def check(self, settings: Mapping[str, Any], overrides: dict[str, int] | None = None) -> None:
+        """ConfigError unless ``configure(settings, overrides)`` would succeed; changes nothing."""
+        self._parse(settings, overrides)
+
+    def _parse(self, settings: Mapping[str, Any], overrides: dict[str, int] | None
+               ) -> tuple[int, int, int, dict[str, int], dict[str, tuple[int | None, int | None]]]:
         broker_rate = _int_setting("max.connection.creation.rate", settings["max.connection.creation.rate"])
         max_connections = _int_setting("max.connections", settings["max.connections"])
         max_per_ip = _int_setting("max.connections.per.ip", settings["max.connections.per.ip"])
@@ -193,15 +213,11 @@ class ConnectionQuotas:
                 full = f"listener.name.{name.lower()}.{key}"
                 values.append(None if raw is None else _int_setting(full, raw))
             per_listener[name] = (values[0], values[1])
-        self.broker_rate.bound = float(broker_rate)
-        self.max_connections = max_connections
-        self.max_per_ip = max_per_ip
-        self.per_ip_overrides = overrides
-        for name, (rate, count) in per_listener.items():
-            quota = self.listeners[name]
-            quota.rate.bound = float(rate) if rate is not None else float(INT_MAX)
-            quota.max_connections = count if count is not None else INT_MAX
-        self._slot_freed.set()  # a raised limit may free a waiting acceptor
+        return broker_rate, max_connections, max_per_ip, overrides, per_listener
+
+    def _enforce_max_connections(self) -> None:
+        if self.total > self.max_connections:
+            self.evict(self.total - self.max_connections)
 
     def set_ip_rate_quotas(self, specific: Mapping[str, float], default: float | None) -> None:
         """The ips entities' connection_creation_rate (addresses already resolved)."""
@@ -264,6 +280,8 @@ class ConnectionQuotas:
             quota.blocked.record(min(now - start, self.window), now)
         self.total += 1
         quota.count += 1
+        if self.total > self.max_connections:  # only an inter-broker connection gets past the limit
+            self.evict(self.total - self.max_connections)
 
     async def admit(self, listener: str, address: str) -> bool:
         quota = self.listeners[listener]

@@ -21,9 +21,16 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from kafkapy.configs.module import ConfigsModule, DynamicConfigs
 from kafkapy.protocol import Request
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.quotas.connections import ConnectionQuotas, parse_per_ip_overrides, resolve
+from kafkapy.quotas.connections import (
+    _LISTENER_KEYS,
+    DYNAMIC_KEYS,
+    ConnectionQuotas,
+    parse_per_ip_overrides,
+    resolve,
+)
 from kafkapy.quotas.metrics import MetricsRegistry, start_http_endpoint
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigError
@@ -114,6 +121,8 @@ class QuotasModule(Module):
         self._reload_pending = False
         self._reload_task: asyncio.Task[None] | None = None
         self.settings: dict[str, Any] = dict(broker.config.values)
+        self._dynamic: dict[str, Any] = dict(broker.config.values)  # static + stored dynamic configs
+        self._local: dict[str, Any] = {}  # reconfigure()'s values, on top
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {48: ApiHandler(VersionRange(0, 1), self.describe_client_quotas),
@@ -129,9 +138,14 @@ class QuotasModule(Module):
         overrides = await asyncio.to_thread(parse_per_ip_overrides,
                                             str(self.settings.get("max.connections.per.ip.overrides") or ""))
         quotas = ConnectionQuotas(self.settings, [b.name for b in runtime.listeners],
-                                  runtime.inter_broker_listener, self.metrics, self.ip_quotas_enabled)
+                                  runtime.inter_broker_listener, self.metrics, self.ip_quotas_enabled,
+                                  evict=self._evict_lowest_priority)
         quotas.configure(self.settings, overrides)
         self.connection_quotas = quotas
+        configs = next((m for m in runtime.modules if isinstance(m, ConfigsModule)), None)
+        if configs is not None:  # dynamic broker configs over the wire (DescribeConfigs, AlterConfigs)
+            await configs.register(DynamicConfigs(frozenset(DYNAMIC_KEYS), frozenset(_LISTENER_KEYS),
+                                                  self._validate_settings, self._apply_dynamic))
         self._watch = await asyncio.to_thread(runtime.store.watch_entity_configs, self._entity_changed)
         await self._reload_ip_quotas()
         url = self.settings.get("metrics.listener")
@@ -153,30 +167,59 @@ class QuotasModule(Module):
             await asyncio.to_thread(http.shutdown)
             http.server_close()
 
+    def _validate_settings(self, settings: Mapping[str, Any]) -> None:
+        """ConfigError unless the connection-quota settings are valid together (in a thread: resolves
+        the hosts of max.connections.per.ip.overrides)."""
+        overrides = parse_per_ip_overrides(str(settings.get("max.connections.per.ip.overrides") or ""))
+        assert self.connection_quotas is not None
+        self.connection_quotas.check(settings, overrides)
+
+    async def _apply_dynamic(self, settings: Mapping[str, Any]) -> None:
+        """The configs module's effective settings (static, then stored dynamic values); values
+        set with reconfigure() stay on top."""
+        self._dynamic = dict(settings)
+        await self._configure({**settings, **self._local})
+
     async def reconfigure(self, updates: Mapping[str, Any]) -> None:
-        """Change dynamic broker settings at run time (Kafka's dynamic broker configs):
+        """Change dynamic connection-quota settings from Python, on this broker only and not stored
+        (over the wire, AlterConfigs on the BROKER resource is the way; see docs/quotas.md):
         max.connection.creation.rate, max.connections, max.connections.per.ip(.overrides) and their
-        listener.name.<l>. forms. A value None restores the static setting. ConfigError if invalid;
-        then nothing changes."""
-        static = self.broker.config.values
-        settings = dict(self.settings)
+        listener.name.<l>. forms. A value None drops the local value. ConfigError if invalid; then
+        nothing changes."""
+        local = dict(self._local)
         for key, value in updates.items():
             base = key.split(".", 3)[3] if key.startswith("listener.name.") and key.count(".") >= 3 else key
-            if base not in ("max.connection.creation.rate", "max.connections", "max.connections.per.ip",
-                            "max.connections.per.ip.overrides"):
+            if base not in DYNAMIC_KEYS or (base != key and base not in _LISTENER_KEYS):
                 raise ConfigError(f"{key} is not a dynamic connection-quota setting")
             if value is None:
-                if key in static:
-                    settings[key] = static[key]
-                else:
-                    settings.pop(key, None)
+                local.pop(key, None)
             else:
-                settings[key] = value
+                local[key] = value
+        await self._configure({**self._dynamic, **local})
+        self._local = local
+
+    async def _configure(self, settings: Mapping[str, Any]) -> None:
         overrides = await asyncio.to_thread(parse_per_ip_overrides,
                                             str(settings.get("max.connections.per.ip.overrides") or ""))
         assert self.connection_quotas is not None
         self.connection_quotas.configure(settings, overrides)
-        self.settings = settings
+        self.settings = dict(settings)
+
+    def _evict_lowest_priority(self, excess: int) -> None:
+        """KIP-402: the broker is ``excess`` connections over max.connections (an inter-broker
+        connection got in, or the limit went down): close the least recently active served
+        connections on the other listeners, as Kafka's processors close their Selector's least
+        recently used channel. Connections already closing count as room being made."""
+        quotas = self.connection_quotas
+        assert quotas is not None
+        candidates = [c for c in self.broker.connections
+                      if c.info is not None and c.admitted and not quotas.protected(c.listener.name)]
+        excess -= sum(1 for c in candidates if c.closed)
+        open_ones = sorted((c for c in candidates if not c.closed), key=lambda c: c.last_activity)
+        for victim in open_ones[:max(excess, 0)]:
+            log.info("closing %s, the least recently active connection, to keep max.connections",
+                     victim.info.id if victim.info is not None else victim)
+            victim.close()
 
     # --- dynamic ip quotas --------------------------------------------------------------------
 

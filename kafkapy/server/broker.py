@@ -361,12 +361,14 @@ class BrokerRuntime:
 
 
 def default_module_classes(config: BrokerConfig, extra: Iterable[str] = ()) -> list[type[Module]]:
+    from kafkapy.configs import ConfigsModule
     from kafkapy.features import FeaturesModule
     from kafkapy.quotas import QuotasModule
     from kafkapy.server.core import CoreModule
     from kafkapy.topics import TopicsModule
 
-    classes: list[type[Module]] = [CoreModule, FeaturesModule, QuotasModule, TopicsModule]
+    # The configs module starts before the modules that register dynamic keys with it.
+    classes: list[type[Module]] = [CoreModule, ConfigsModule, FeaturesModule, QuotasModule, TopicsModule]
     for name in [*config["kafkapy.modules"], *extra]:
         cls = load_module_class(name)
         if cls not in classes:

@@ -26,7 +26,9 @@ loses its session, a remaining candidate takes over.
 Entity paths name client-quota entities as Kafka's /config tree does:
 ``ips/1.2.3.4``, ``ips/<default>``, ``users/alice``, ``clients/c1``,
 ``users/alice/clients/c1``, ``users/<default>/clients/<default>``. Names are
-URL-encoded (Kafka's Sanitizer) inside the path.
+URL-encoded (Kafka's Sanitizer) inside the path. Dynamic broker configs use the
+same calls and notifications: ``brokers/<default>`` (the cluster-wide default)
+and ``brokers/<id>`` (one broker's overrides), Kafka's /config/brokers nodes.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ __all__ = [
 ]
 
 DEFAULT_ENTITY = "<default>"
-ENTITY_TYPES = ("ips", "users", "clients", "users/clients")
+ENTITY_TYPES = ("ips", "users", "clients", "users/clients", "brokers")
 
 
 class StoreError(KafkaPyError):
@@ -105,9 +107,10 @@ def desanitize(name: str) -> str:
 
 
 def entity_type_of(entity_path: str) -> str:
-    """``ips/1.2.3.4`` -> ``ips``; ``users/a/clients/c`` -> ``users/clients``. StoreError if malformed."""
+    """``ips/1.2.3.4`` -> ``ips``; ``users/a/clients/c`` -> ``users/clients``; ``brokers/0`` ->
+    ``brokers``. StoreError if malformed."""
     parts = entity_path.split("/")
-    if len(parts) == 2 and parts[0] in ("ips", "users", "clients") and parts[1]:
+    if len(parts) == 2 and parts[0] in ("ips", "users", "clients", "brokers") and parts[1]:
         return parts[0]
     if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
         return "users/clients"
@@ -193,10 +196,10 @@ class MetadataStore(Protocol):
     def controller_id(self) -> int: ...
     def watch_controller(self, callback: Callable[[int], None]) -> Watch: ...
 
-    # --- client quota configs (/config/<type>/<name>, /config/changes) ----------------------
+    # --- entity configs: client quotas and dynamic broker configs (/config/<type>/<name>) --------
     def entity_config(self, entity_path: str) -> dict[str, str]: ...
     def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
-        """Every entity of a type ("ips", "users", "clients", or "users/clients" for pairs),
+        """Every entity of a type ("ips", "users", "clients", "brokers", or "users/clients" for pairs),
         keyed by entity path."""
 
     def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:

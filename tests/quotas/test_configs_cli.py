@@ -57,3 +57,56 @@ def test_configs_cli_alter_describe_delete(capsys: pytest.CaptureFixture[str]) -
         )
         assert "error 42" in capsys.readouterr().err
         assert main([*base, "--alter", "--add-config", "x=1", "--ip", "1.2.3.4", "--user", "u"]) == 2
+
+
+def test_configs_cli_dynamic_broker_configs(capsys: pytest.CaptureFixture[str]) -> None:
+    with Broker({"broker.id": "5"}) as b:
+        base = ["configs", "--bootstrap-server", b.bootstrap_servers]
+        assert (
+            main(
+                [
+                    *base,
+                    "--alter",
+                    "--add-config",
+                    "max.connections=900",
+                    "--entity-type",
+                    "brokers",
+                    "--entity-default",
+                ]
+            )
+            == 0
+        )
+        assert capsys.readouterr().out == "Completed updating default config for brokers in the cluster.\n"
+        overrides = (
+            "max.connections.per.ip.overrides=[127.0.0.2:3,127.0.0.3:4],max.connection.creation.rate=50"
+        )
+        assert main([*base, "--alter", "--add-config", overrides, "--broker", "5"]) == 0
+        assert capsys.readouterr().out == "Completed updating config for broker 5.\n"
+        assert main([*base, "--describe", "--broker-defaults"]) == 0
+        assert capsys.readouterr().out == (
+            "Default configs for brokers in the cluster are:\n"
+            "  max.connections=900 sensitive=false "
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:max.connections=900}\n"
+        )
+        assert main([*base, "--describe", "--entity-type", "brokers", "--entity-name", "5"]) == 0
+        assert capsys.readouterr().out == (
+            "Dynamic configs for broker 5 are:\n"
+            "  max.connection.creation.rate=50 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:"
+            "max.connection.creation.rate=50, DEFAULT_CONFIG:max.connection.creation.rate=2147483647}\n"
+            "  max.connections.per.ip.overrides=127.0.0.2:3,127.0.0.3:4 sensitive=false synonyms="
+            "{DYNAMIC_BROKER_CONFIG:max.connections.per.ip.overrides=127.0.0.2:3,127.0.0.3:4, "
+            "DEFAULT_CONFIG:max.connections.per.ip.overrides=}\n"
+        )
+        assert b.runtime is not None
+        quotas = next(m for m in b.runtime.modules if m.name == "quotas").connection_quotas  # type: ignore[attr-defined]
+        assert (quotas.max_connections, quotas.per_ip_overrides) == (900, {"127.0.0.2": 3, "127.0.0.3": 4})
+        assert (
+            main([*base, "--alter", "--delete-config", "max.connection.creation.rate", "--broker", "5"]) == 0
+        )
+        assert quotas.broker_rate.bound == 2147483647.0
+        capsys.readouterr()
+        assert main([*base, "--alter", "--add-config", "max.connections=many", "--broker-defaults"]) == 1
+        assert "error 40" in capsys.readouterr().err
+        assert main([*base, "--describe", "--broker", "9"]) == 1
+        assert "error 42" in capsys.readouterr().err
+        assert main([*base, "--describe", "--broker", "5", "--ip", "1.2.3.4"]) == 2

@@ -11,6 +11,7 @@ from quota_wire import alter, served
 
 from kafkapy import Broker
 from kafkapy.quotas import QuotasModule
+from kafkapy.testing import wait_until
 
 RATE = "connection_creation_rate"
 
@@ -227,4 +228,94 @@ def test_max_connections_waits_for_a_slot() -> None:
         assert waiting.result(3)
         for s in held:
             s.close()
+        pool.shutdown()
+
+
+def test_inter_broker_listener_at_max_connections_closes_the_least_recently_active_client() -> None:
+    """KIP-402: at max.connections the inter-broker listener still accepts, and the broker closes the
+    least recently active connection on another listener to get back to the limit."""
+    import socket
+    import struct
+
+    from kafkapy.client import SimpleClient
+    from kafkapy.protocol import encode_request
+
+    frame = encode_request(18, 0, 1, "kip-402", {})
+
+    def ask(sock: socket.socket) -> bool:
+        """One ApiVersions round trip on an open socket: False if the broker closed it."""
+        try:
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            header = sock.recv(4)
+            if len(header) < 4:
+                return False
+            size = struct.unpack(">i", header)[0]
+            while size > 0:
+                size -= len(sock.recv(size))
+            return True
+        except OSError:
+            return False
+
+    def closed_by_broker(sock: socket.socket) -> bool:
+        sock.settimeout(2.0)
+        try:
+            return sock.recv(1) == b""
+        except OSError:
+            return True
+
+    config = {
+        "listeners": "CLIENT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL",
+        "max.connections": "3",
+    }
+    with Broker(config) as b:
+        host, _, client_port = b.listeners["CLIENT"].rpartition(":")
+        internal_port = int(b.listeners["INTERNAL"].rpartition(":")[2])
+        clients = [socket.create_connection((host, int(client_port)), timeout=5) for _ in range(3)]
+        for sock in clients:  # activity in order 0, 1, 2, then 0 again: 1 is the least recently active
+            assert ask(sock)
+            time.sleep(0.05)
+        assert ask(clients[0])
+        # a fourth client connection waits for a slot ...
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        waiting = pool.submit(served, b.listeners["CLIENT"], None, 5.0)
+        time.sleep(0.3)
+        assert not waiting.done()
+        # ... but an inter-broker one is served at once, and client 1 makes room for it
+        internal = socket.create_connection((host, internal_port), timeout=5)
+        t0 = time.monotonic()
+        assert ask(internal)
+        assert time.monotonic() - t0 < 0.5
+        assert closed_by_broker(clients[1])
+        assert ask(clients[0]) and ask(clients[2])
+        quotas = _module(b).connection_quotas
+        assert quotas is not None
+        wait_until(lambda: quotas.total == 3, timeout=2.0, what="the count back at max.connections")
+        assert not waiting.done()  # still at the limit: the waiting client is not let in
+        internal.close()  # a slot frees: the waiting client gets it
+        assert waiting.result(5)
+        # lowering max.connections at run time (over the wire) closes the least recently active
+        assert ask(clients[2])
+        with SimpleClient(b.bootstrap_servers) as admin:
+            body = admin.request(
+                44,
+                1,
+                {
+                    "resources": [
+                        {
+                            "resource_type": 4,
+                            "resource_name": "",
+                            "configs": [{"name": "max.connections", "config_operation": 0, "value": "2"}],
+                        }
+                    ],
+                    "validate_only": False,
+                },
+            )
+        assert body["responses"][0]["error_code"] == 0
+        # the admin connection itself was the most recent; clients 0 and 2 remain, 0 is older
+        assert closed_by_broker(clients[0])
+        assert ask(clients[2])
+        for sock in [*clients, internal]:
+            sock.close()
         pool.shutdown()

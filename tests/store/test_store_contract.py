@@ -225,6 +225,20 @@ def test_entity_config_change_notifications(cluster: Opener) -> None:
     assert len(seen.calls) == 3
 
 
+def test_dynamic_broker_configs(cluster: Opener) -> None:
+    """Kafka's /config/brokers/<default> and /config/brokers/<id>, notified like client quotas."""
+    a, b = cluster(), cluster()
+    seen = Recorder()
+    b.watch_entity_configs(seen)
+    a.set_entity_config("brokers/<default>", {"max.connections": "100"})
+    a.set_entity_config("brokers/1", {"max.connection.creation.rate": "7"})
+    assert seen.wait_count(2) == ["brokers/<default>", "brokers/1"]
+    assert b.entity_configs("brokers") == {"brokers/1": {"max.connection.creation.rate": "7"},
+                                           "brokers/<default>": {"max.connections": "100"}}
+    a.set_entity_config("brokers/1", {})
+    assert b.entity_config("brokers/1") == {}
+
+
 @pytest.mark.parametrize("bad", ["ips", "ips/", "topics/t", "users/a/clients", "users/a/ips/b", "x/y/z/w"])
 def test_invalid_entity_path(store: Any, bad: str) -> None:
     with pytest.raises(StoreError, match="entity path"):

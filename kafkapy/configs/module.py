@@ -1,0 +1,485 @@
+"""The configs module: dynamic broker configs over the wire (DescribeConfigs 32, AlterConfigs 33,
+IncrementalAlterConfigs 44) for resources of type BROKER, as Kafka keeps them on ZooKeeper.
+
+Theory of operation. A broker's effective value of a setting is, in Kafka's order of precedence:
+this broker's dynamic override (store entity ``brokers/<id>``, source DYNAMIC_BROKER_CONFIG), the
+cluster-wide dynamic default (``brokers/<default>``, DYNAMIC_DEFAULT_BROKER_CONFIG), the static
+setting (server.properties or overrides, STATIC_BROKER_CONFIG), then kafkapy's default
+(DEFAULT_CONFIG). Resource name "" addresses the cluster default, a broker id that broker's
+overrides; as in Kafka, only the broker that receives the request may be named.
+
+Other modules own the settings: each registers the keys it can change at run time with
+:meth:`ConfigsModule.register`, a validator that sees the would-be effective settings (so a
+combination can be refused, such as max.connections.per.ip=0 without overrides) and a callback
+that applies them. An alter validates first, then writes the store; the store's change
+notification reaches every broker's watch (this one included), which recomputes its effective
+settings and calls the owners. So a change applies cluster-wide without a restart, and a restarted
+broker reads the stored values at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.config import CORE_KEYS, ConfigError, ConfigKey
+from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.store.base import DEFAULT_ENTITY, Watch
+
+if TYPE_CHECKING:
+    from kafkapy.server.broker import BrokerRuntime
+
+__all__ = ["ConfigsModule", "DynamicConfigs", "effective_settings"]
+
+log = logging.getLogger(__name__)
+
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+
+BROKER = 4  # Kafka's ConfigResource.Type
+RESOURCE_TYPE_NAMES = {
+    0: "UNKNOWN",
+    2: "TOPIC",
+    3: "GROUP",
+    4: "BROKER",
+    8: "BROKER_LOGGER",
+    16: "CLIENT_METRICS",
+}
+# Kafka's DescribeConfigsResponse.ConfigSource
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
+# Kafka's DescribeConfigsResponse.ConfigType, by kafkapy's ConfigKey.type
+CONFIG_TYPES = {
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "class": 8,
+    "password": 9,
+}
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
+LISTENER_PREFIX = "listener.name."
+_INT_RANGE = {"int": (-2147483648, 2147483647), "long": (-9223372036854775808, 9223372036854775807)}
+
+
+class ConfigsError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@attrs.frozen
+class DynamicConfigs:
+    """What a module lets change at run time: its keys (by their plain names), which of them may
+    also be set per listener (``listener.name.<l>.<key>``), a validator of the would-be effective
+    settings (raises ConfigError; runs in a thread, so it may resolve host names) and the callback
+    that applies the effective settings (on the event loop)."""
+
+    keys: frozenset[str]
+    listener_keys: frozenset[str]
+    validate: Callable[[Mapping[str, Any]], None]
+    apply: Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+def base_name(name: str) -> str:
+    """``listener.name.<l>.<key>`` -> ``<key>``; any other name as is."""
+    if name.startswith(LISTENER_PREFIX):
+        parts = name.split(".", 3)
+        if len(parts) == 4 and parts[2]:
+            return parts[3]
+    return name
+
+
+def effective_settings(
+    static: Mapping[str, Any], default: Mapping[str, Any], override: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Kafka's precedence: the broker's override, then the cluster default, then the static value."""
+    return {**static, **default, **override}
+
+
+def _format(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+class ConfigsModule(Module):
+    name = "configs"
+
+    def __init__(self, broker: BrokerRuntime) -> None:
+        super().__init__(broker)
+        self._owners: list[DynamicConfigs] = []
+        self._keys: dict[str, ConfigKey] = {}
+        self.default: dict[str, str] = {}  # brokers/<default>, as stored
+        self.override: dict[str, str] = {}  # brokers/<this broker's id>, as stored
+        self._watch: Watch | None = None
+        self._alter_lock = asyncio.Lock()
+        self._reload_pending = False
+        self._reload_task: asyncio.Task[None] | None = None
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {
+            32: ApiHandler(VersionRange(0, 4), self.describe_configs),
+            33: ApiHandler(VersionRange(0, 2), self.alter_configs),
+            44: ApiHandler(VersionRange(0, 1), self.incremental_alter_configs),
+        }
+
+    # --- registration and lifecycle -----------------------------------------------------------
+
+    async def register(self, owner: DynamicConfigs) -> None:
+        """Add a module's dynamic keys; its ``apply`` runs now with the current effective settings
+        (stored values included), then after every change."""
+        self._owners.append(owner)
+        await owner.apply(self.settings_for(owner, self.default, self.override))
+
+    def dynamic(self, name: str) -> DynamicConfigs | None:
+        """The owner of a dynamic key (plain or listener-prefixed), or None if it is not dynamic."""
+        base = base_name(name)
+        listener = base != name
+        for owner in self._owners:
+            if (base in owner.listener_keys) if listener else (name in owner.keys):
+                return owner
+        return None
+
+    def settings_for(
+        self, owner: DynamicConfigs, default: Mapping[str, str], override: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """The effective settings an owner sees: static values with the dynamic ones (converted to
+        the key's type) on top, for the owner's keys only."""
+
+        def converted(stored: Mapping[str, str]) -> dict[str, Any]:
+            return {k: self._convert(k, v) for k, v in stored.items() if self.dynamic(k) is owner}
+
+        return effective_settings(self.broker.config.values, converted(default), converted(override))
+
+    async def start(self) -> None:
+        self._keys = {k.name: k for k in CORE_KEYS}
+        for module in self.broker.modules:
+            self._keys.update({k.name: k for k in module.config_keys})
+        self._watch = await asyncio.to_thread(self.broker.store.watch_entity_configs, self._entity_changed)
+        self.default, self.override = await asyncio.to_thread(self._read)
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        if self._reload_task is not None:
+            self._reload_task.cancel()
+
+    def _path(self, broker_id: int | None) -> str:
+        return f"brokers/{DEFAULT_ENTITY if broker_id is None else broker_id}"
+
+    def _read(self) -> tuple[dict[str, str], dict[str, str]]:
+        store = self.broker.store
+        return store.entity_config(self._path(None)), store.entity_config(self._path(self.broker.broker_id))
+
+    def _entity_changed(self, path: str) -> None:
+        if path in (self._path(None), self._path(self.broker.broker_id)):  # a store thread: hop over
+            self.broker.loop.call_soon_threadsafe(self._schedule_reload)
+
+    def _schedule_reload(self) -> None:
+        if self._reload_task is not None and not self._reload_task.done():
+            self._reload_pending = True
+            return
+        self._reload_task = self.broker.loop.create_task(self._reload())
+
+    async def _reload(self) -> None:
+        while True:
+            self._reload_pending = False
+            try:
+                default, override = await asyncio.to_thread(self._read)
+            except Exception:
+                log.exception("could not reload dynamic broker configs (keeping the previous ones)")
+                return
+            changed = (default, override) != (self.default, self.override)
+            self.default, self.override = default, override
+            if changed:
+                for owner in self._owners:
+                    try:
+                        await owner.apply(self.settings_for(owner, default, override))
+                    except Exception:  # validated before it was stored; a bad hand edit is logged
+                        log.exception("could not apply dynamic broker configs %s / %s", default, override)
+            if not self._reload_pending:
+                return
+
+    # --- values and validation ----------------------------------------------------------------
+
+    def _key(self, name: str) -> ConfigKey | None:
+        return self._keys.get(base_name(name))
+
+    def _convert(self, name: str, raw: str) -> Any:
+        """A stored string as the key's type; ConfigsError (INVALID_CONFIG) in Kafka's wording."""
+        key = self._key(name)
+        kind = key.type if key is not None else "string"
+        text = raw.strip()
+        if kind in _INT_RANGE:
+            low, high = _INT_RANGE[kind]
+            try:
+                number = int(text)
+            except ValueError:
+                raise ConfigsError(
+                    INVALID_CONFIG,
+                    f"Invalid value {raw} for configuration {name}: Not a number of type {kind.upper()}",
+                ) from None
+            if not low <= number <= high:
+                raise ConfigsError(
+                    INVALID_CONFIG,
+                    f"Invalid value {raw} for configuration {name}: Not a number of type {kind.upper()}",
+                )
+            if key is not None and key.validator is not None:
+                problem = key.validator(number)
+                if problem:
+                    raise ConfigsError(
+                        INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: Value {problem}"
+                    )
+            return number
+        return text
+
+    def _check_names(self, names: Iterable[str], per_broker: bool) -> None:
+        """Kafka's checks on the keys of an alter: each must be dynamic."""
+        fixed = sorted(n for n in names if self.dynamic(n) is None)
+        if fixed:
+            known = [n for n in fixed if self._key(n) is not None and base_name(n) == n]
+            unknown = [n for n in fixed if n not in known]
+            parts = []
+            if known:
+                parts.append(f"Cannot update these configs dynamically: {', '.join(known)}")
+            if unknown:
+                parts.append(f"Unknown or not dynamic in kafkapy: {', '.join(unknown)}")
+            raise ConfigsError(INVALID_CONFIG, "; ".join(parts))
+
+    async def _validate(self, broker_id: int | None, config: Mapping[str, str]) -> None:
+        """Type-check every value, then let each owner judge the effective settings it would see."""
+        for name, value in config.items():
+            self._convert(name, value)
+        default = dict(config) if broker_id is None else self.default
+        override = self.override if broker_id is None else dict(config)
+        for owner in self._owners:
+            try:
+                await asyncio.to_thread(owner.validate, self.settings_for(owner, default, override))
+            except ConfigError as exc:
+                raise ConfigsError(INVALID_CONFIG, str(exc)) from None
+
+    # --- resources and authorization ----------------------------------------------------------
+
+    def _broker_id(self, resource_type: int, name: str) -> int | None:
+        """None for the cluster default (""), else this broker's id; ConfigsError otherwise."""
+        if resource_type != BROKER:
+            kind = RESOURCE_TYPE_NAMES.get(resource_type, str(resource_type))
+            raise ConfigsError(
+                INVALID_REQUEST,
+                f"Unsupported resource type: {kind} (kafkapy serves the configs of BROKER resources only)",
+            )
+        if not name:
+            return None
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise ConfigsError(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        if broker_id != self.broker.broker_id:
+            raise ConfigsError(
+                INVALID_REQUEST,
+                f"Unexpected broker id, expected {self.broker.broker_id} or "
+                f"empty string, but received {name}",
+            )
+        return broker_id
+
+    def _authorized(self, ctx: RequestContext, operation: str) -> bool:
+        conn = ctx.connection
+        return self.broker.authorizer.authorize(
+            conn.principal, conn.client_address[0], operation, "CLUSTER", CLUSTER_RESOURCE
+        )
+
+    # --- DescribeConfigs ----------------------------------------------------------------------
+
+    async def describe_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        body = request.body
+        synonyms = bool(body.get("include_synonyms"))
+        documentation = bool(body.get("include_documentation"))
+        authorized = None
+        results = []
+        for resource in body.get("resources") or []:
+            resource_type = resource.get("resource_type")
+            name = resource.get("resource_name") or ""
+            result: dict[str, Any] = {
+                "error_code": 0,
+                "error_message": None,
+                "resource_type": resource_type,
+                "resource_name": name,
+                "configs": [],
+            }
+            try:
+                broker_id = self._broker_id(resource_type, name)
+                if authorized is None:
+                    authorized = self._authorized(ctx, "DESCRIBE_CONFIGS")
+                if not authorized:
+                    raise ConfigsError(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+                keys = resource.get("configuration_keys")
+                entries = self._describe(broker_id, synonyms, documentation, ctx.api_version)
+                result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+            except ConfigsError as exc:
+                result.update(error_code=exc.code, error_message=exc.message)
+            results.append(result)
+        return fit_body(32, "response", ctx.api_version, {"throttle_time_ms": 0, "results": results})
+
+    def _describe(
+        self, broker_id: int | None, synonyms: bool, documentation: bool, version: int
+    ) -> list[dict[str, Any]]:
+        static = self.broker.config.values
+        originals = self.broker.config.originals
+        if broker_id is None:  # Kafka: the default resource lists only the dynamic defaults
+            names = sorted(self.default)
+        else:
+            names = sorted(set(static) | set(self.default) | set(self.override))
+        entries = []
+        for name in names:
+            key = self._key(name)
+            # Highest precedence first: Kafka's synonym order.
+            levels: list[tuple[int, str | None]] = []
+            if broker_id is not None and name in self.override:
+                levels.append((DYNAMIC_BROKER_CONFIG, self.override[name]))
+            if name in self.default:
+                levels.append((DYNAMIC_DEFAULT_BROKER_CONFIG, self.default[name]))
+            if broker_id is not None:
+                if name in originals:
+                    levels.append((STATIC_BROKER_CONFIG, _format(static.get(name))))
+                if key is not None and key.default is not None:
+                    levels.append((DEFAULT_CONFIG, _format(key.default)))
+            if not levels:
+                levels.append((DEFAULT_CONFIG, None))
+            source, value = levels[0]
+            sensitive = key is not None and key.type == "password"
+            entry: dict[str, Any] = {
+                "name": name,
+                "value": None if sensitive else value,
+                "read_only": self.dynamic(name) is None,
+                "config_source": source,
+                "is_default": source == DEFAULT_CONFIG,
+                "is_sensitive": sensitive,
+                "synonyms": [
+                    {"name": name, "value": None if sensitive else v, "source": s} for s, v in levels
+                ]
+                if synonyms and version >= 1
+                else [],
+                "config_type": CONFIG_TYPES.get(key.type, 0) if key is not None else 0,
+                "documentation": key.doc if documentation and key is not None else None,
+            }
+            entries.append(entry)
+        return entries
+
+    # --- AlterConfigs and IncrementalAlterConfigs ---------------------------------------------
+
+    async def alter_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        async def replace(broker_id: int | None, resource: Mapping[str, Any]) -> dict[str, str]:
+            # AlterConfigs replaces the whole set; a null value leaves the key out (Kafka).
+            return {
+                c["name"]: c["value"] for c in resource.get("configs") or [] if c.get("value") is not None
+            }
+
+        return await self._alter(ctx, request, replace)
+
+    async def incremental_alter_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        async def edit(broker_id: int | None, resource: Mapping[str, Any]) -> dict[str, str]:
+            ops = resource.get("configs") or []
+            names = [op.get("name") for op in ops]
+            if len(set(names)) != len(names):
+                raise ConfigsError(INVALID_REQUEST, "Error due to duplicate config keys")
+            config = dict(self.default if broker_id is None else self.override)
+            for op in ops:
+                name, operation, value = op.get("name") or "", op.get("config_operation"), op.get("value")
+                if operation == SET:
+                    if value is None:
+                        raise ConfigsError(INVALID_REQUEST, f"Null value not supported for : {name}")
+                    config[name] = value
+                elif operation == DELETE:
+                    config.pop(name, None)
+                elif operation in (APPEND, SUBTRACT):
+                    key = self._key(name)
+                    if key is None or key.type != "list":
+                        verb = "append" if operation == APPEND else "subtract"
+                        raise ConfigsError(
+                            INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}"
+                        )
+                    items = [
+                        v
+                        for v in (config.get(name) or _format(self.broker.config.get(name)) or "").split(",")
+                        if v.strip()
+                    ]
+                    given = [v.strip() for v in (value or "").split(",") if v.strip()]
+                    if operation == APPEND:
+                        items += [v for v in given if v not in items]
+                    else:
+                        items = [v for v in items if v not in given]
+                    config[name] = ",".join(items)
+                else:
+                    raise ConfigsError(INVALID_REQUEST, f"Unknown alter config operation: {operation}")
+            return config
+
+        return await self._alter(ctx, request, edit)
+
+    async def _alter(
+        self,
+        ctx: RequestContext,
+        request: Request,
+        build: Callable[[int | None, Mapping[str, Any]], Awaitable[dict[str, str]]],
+    ) -> Mapping[str, Any]:
+        body = request.body
+        validate_only = bool(body.get("validate_only"))
+        authorized = None
+        responses = []
+        async with self._alter_lock:
+            for resource in body.get("resources") or []:
+                resource_type = resource.get("resource_type")
+                name = resource.get("resource_name") or ""
+                code, message = 0, None
+                try:
+                    broker_id = self._broker_id(resource_type, name)
+                    if authorized is None:
+                        authorized = self._authorized(ctx, "ALTER_CONFIGS")
+                    if not authorized:
+                        raise ConfigsError(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+                    config = await build(broker_id, resource)
+                    self._check_names(config, broker_id is not None)
+                    await self._validate(broker_id, config)
+                    if not validate_only:
+                        await asyncio.to_thread(
+                            self.broker.store.set_entity_config, self._path(broker_id), config
+                        )
+                        # Apply here too, so the caller sees its change once answered.
+                        if broker_id is None:
+                            self.default = config
+                        else:
+                            self.override = config
+                        for owner in self._owners:
+                            await owner.apply(self.settings_for(owner, self.default, self.override))
+                except ConfigsError as exc:
+                    code, message = exc.code, exc.message
+                    if code == INVALID_CONFIG:
+                        what = (
+                            f"ConfigResource(type={RESOURCE_TYPE_NAMES.get(resource_type, resource_type)}, "
+                            f"name='{name}')"
+                        )
+                        message = f"Invalid config value for resource {what}: {message}"
+                responses.append(
+                    {
+                        "error_code": code,
+                        "error_message": message,
+                        "resource_type": resource_type,
+                        "resource_name": name,
+                    }
+                )
+        return {"throttle_time_ms": 0, "responses": responses}
