@@ -26,6 +26,7 @@ connection is handed to request processing only once admitted.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import math
@@ -49,6 +50,7 @@ DYNAMIC_KEYS = ("max.connection.creation.rate", "max.connections", "max.connecti
 _LISTENER_KEYS = ("max.connection.creation.rate", "max.connections")
 
 
+@functools.lru_cache(maxsize=4096)  # on every accept and close; the same peers come back
 def normalize_ip(address: str) -> str:
     """One spelling per address: compressed IPv6, IPv4-mapped IPv6 as IPv4."""
     try:
