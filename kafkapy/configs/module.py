@@ -249,7 +249,7 @@ class ConfigsModule(Module):
             return number
         return text
 
-    def _check_names(self, names: Iterable[str], per_broker: bool) -> None:
+    def _check_names(self, names: Iterable[str]) -> None:
         """Kafka's checks on the keys of an alter: each must be dynamic."""
         fixed = sorted(n for n in names if self.dynamic(n) is None)
         if fixed:
@@ -362,7 +362,9 @@ class ConfigsModule(Module):
             if not levels:
                 levels.append((DEFAULT_CONFIG, None))
             source, value = levels[0]
-            sensitive = key is not None and key.type == "password"
+            # Kafka's PASSWORD keys; listener-prefixed settings are kept verbatim, so judged by name
+            sensitive = (key is not None and key.type == "password") or "password" in name \
+                or name.endswith("sasl.jaas.config")
             entry: dict[str, Any] = {
                 "name": name,
                 "value": None if sensitive else value,
@@ -453,7 +455,7 @@ class ConfigsModule(Module):
                     if not authorized:
                         raise ConfigsError(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
                     config = await build(broker_id, resource)
-                    self._check_names(config, broker_id is not None)
+                    self._check_names(config)
                     await self._validate(broker_id, config)
                     if not validate_only:
                         await asyncio.to_thread(

@@ -392,3 +392,13 @@ def test_dynamic_configs_on_zookeeper_across_brokers_and_restarts(zk_connect: st
         )
         assert described["max.connections"]["config_source"] == DYNAMIC_DEFAULT
         assert described["max.connections.per.ip"]["config_source"] == DYNAMIC_BROKER
+
+
+def test_passwords_are_described_as_sensitive_without_their_value() -> None:
+    with Broker({"broker.id": "4", "listener.name.plaintext.ssl.keystore.password": "s3cret"}) as b:
+        _, _, described = _describe(
+            b.bootstrap_servers, "4", ["listener.name.plaintext.ssl.keystore.password"]
+        )
+        entry = described["listener.name.plaintext.ssl.keystore.password"]
+        assert (entry["value"], entry["is_sensitive"], entry["config_source"]) == (None, True, STATIC)
+        assert all(s["value"] is None for s in entry["synonyms"])
