@@ -120,6 +120,9 @@ class Group:
     handler: int = 0
     # The subscribed (topic, partition count) the last rebalance computed, to spot topic changes.
     topology: frozenset[tuple[str, int]] = frozenset()
+    # After an election: known consumers not yet re-registered -> loop time they count as dead.
+    awaiting: dict[str, float] = attrs.field(factory=dict)
+    timer: asyncio.TimerHandle | None = None
 
 
 class CoordinationModule(Module):
@@ -139,6 +142,7 @@ class CoordinationModule(Module):
         self._queues: list[asyncio.Queue[str]] = []
         self._tasks: list[asyncio.Task[None]] = []  # rebalance handlers and the committer
         self._electing: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()  # set once an elected coordinator has read the known groups
         self._stopping = False
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -206,6 +210,55 @@ class CoordinationModule(Module):
         self._queues = [asyncio.Queue() for _ in range(threads)]
         self._tasks = [loop.create_task(self._rebalance_handler(queue)) for queue in self._queues]
         self._tasks.append(loop.create_task(self._committer()))
+        self._ready = asyncio.Event()
+        self._tasks.append(loop.create_task(self._recover(self._ready)))
+
+    async def _recover(self, ready: asyncio.Event) -> None:
+        """Seed 001, coordinator step 2: read the groups' last membership from the store and wait
+        for those consumers to re-register before rebalancing. A consumer not back within its own
+        session timeout (counted from now) is taken for dead, so no group waits forever."""
+        store = self.broker.store
+        try:
+            for name in await asyncio.to_thread(store.groups):
+                members = await asyncio.to_thread(store.members, name)
+                if not members or not self.active:
+                    continue
+                offsets = await asyncio.to_thread(store.offsets, name)
+                now = self.broker.loop.time()
+                group = Group(name, offsets=offsets, handler=zlib.crc32(name.encode()) % len(self._queues),
+                              awaiting={cid: now + timeout / 1000 for cid, timeout in members.items()})
+                self.groups[name] = group
+                self._arm(group)
+                log.info("group %s: waiting for %d known consumers to re-register", name, len(members))
+        except Exception:
+            log.exception("broker %d: reading the known consumer groups failed", self.broker.broker_id)
+        finally:
+            ready.set()
+
+    def _arm(self, group: Group) -> None:
+        """Time the wait out at the earliest deadline of a consumer still awaited."""
+        if group.timer is not None:
+            group.timer.cancel()
+            group.timer = None
+        if group.awaiting:
+            group.timer = self.broker.loop.call_at(min(group.awaiting.values()), self._expire, group)
+
+    def _expire(self, group: Group) -> None:
+        group.timer = None
+        now = self.broker.loop.time()
+        for consumer_id, deadline in list(group.awaiting.items()):
+            if deadline <= now:
+                del group.awaiting[consumer_id]
+                log.info("group %s: known consumer %s did not re-register within its session timeout; "
+                         "taken for dead", group.name, consumer_id)
+        self._arm(group)
+        if not group.awaiting and group.members:
+            self._trigger(group)
+
+    def _returned(self, group: Group, consumer_id: str) -> None:
+        """A consumer registered: it is no longer awaited (the wait may be over)."""
+        if group.awaiting.pop(consumer_id, None) is not None:
+            self._expire(group)  # also drops whoever expired meanwhile, and re-arms
 
     async def _resign(self, commit: bool) -> None:
         """Stop coordinating: drop every consumer (closing its connection; it re-discovers)."""
@@ -213,6 +266,10 @@ class CoordinationModule(Module):
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
+        self._ready.set()  # registrations waiting for the recovery see that this broker resigned
+        for group in self.groups.values():
+            if group.timer is not None:
+                group.timer.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)
         if commit and was_active:
@@ -254,6 +311,10 @@ class CoordinationModule(Module):
         group_id, consumer_id = body["group_id"], body["consumer_id"]
         if not self.active:
             return {"error_code": NOT_COORDINATOR}
+        if not self._ready.is_set():  # just elected: the known groups are being read
+            await self._ready.wait()
+            if not self.active:
+                return {"error_code": NOT_COORDINATOR}
         if not group_id:
             return {"error_code": INVALID_GROUP_ID}
         if not consumer_id:
@@ -296,6 +357,8 @@ class CoordinationModule(Module):
         member.pinger = self.broker.loop.create_task(self._pinger(member))
         log.info("consumer %s registered in group %s (%s)", consumer_id, group_id, ctx.connection.id)
         # Queued now, the rebalance's StopFetcher leaves after this response on the same connection.
+        # (After an election, only once the last known consumer is back: see _recover.)
+        self._returned(group, consumer_id)
         self._trigger(group)
         return {"error_code": NONE}
 
@@ -412,7 +475,7 @@ class CoordinationModule(Module):
     # --- rebalancing ---------------------------------------------------------------------------
 
     def _trigger(self, group: Group) -> None:
-        if group.pending or not self.active:
+        if group.pending or not self.active or group.awaiting:
             return
         group.pending = True
         self._queues[group.handler].put_nowait(group.name)
@@ -501,8 +564,10 @@ class CoordinationModule(Module):
         await self._ask_all(members, start_request)
         for member in members:
             member.started = portions[member.consumer_id]
-        # 4. record the new ownership
+        # 4. record the new ownership, and who took part: a new coordinator waits for them
         await asyncio.to_thread(store.set_owners, group.name, assignment)
+        await asyncio.to_thread(store.set_members, group.name,
+                                {m.consumer_id: m.session_timeout_ms for m in members})
         log.info("group %s rebalanced: %d consumers, %d partitions", group.name, len(members),
                  len(assignment))
         if log.isEnabledFor(logging.DEBUG):  # the full map is a pass over the group: only on demand

@@ -239,6 +239,13 @@ class MetadataStore(Protocol):
     def set_owners(self, group: str, owners: Mapping[tuple[str, int], str]) -> None:
         """Replace the group's ownership (persistent nodes, seed 001)."""
 
+    def members(self, group: str) -> dict[str, int]:
+        """consumer id -> session_timeout_ms of the group's last rebalanced membership, from
+        /consumers/<group>/members/<sanitized id> (persistent): a new coordinator waits for them."""
+
+    def set_members(self, group: str, members: Mapping[str, int]) -> None:
+        """Replace the group's recorded membership."""
+
     def offsets(self, group: str) -> dict[tuple[str, int], int]: ...
     def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         """/consumers/<group>/offsets/<topic>/<partition>, the offset as a decimal string."""

@@ -72,6 +72,7 @@ class _Cluster:
         self.topics: dict[str, TopicInfo] = {}
         self.owners: dict[str, dict[tuple[str, int], str]] = {}
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
+        self.members: dict[str, dict[str, int]] = {}
         self.handles: list[MemoryStore] = []
         self.watches: list[_MemoryWatch] = []
 
@@ -322,7 +323,7 @@ class MemoryStore:
     def groups(self) -> list[str]:
         with self._lock:
             self._check_open()
-            return sorted(set(self._cluster.owners) | set(self._cluster.offsets))
+            return sorted(set(self._cluster.owners) | set(self._cluster.offsets) | set(self._cluster.members))
 
     def owners(self, group: str) -> dict[tuple[str, int], str]:
         with self._lock:
@@ -333,6 +334,16 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             self._cluster.owners[group] = {(str(t), int(p)): str(o) for (t, p), o in owners.items()}
+
+    def members(self, group: str) -> dict[str, int]:
+        with self._lock:
+            self._check_open()
+            return dict(self._cluster.members.get(group, {}))
+
+    def set_members(self, group: str, members: Mapping[str, int]) -> None:
+        with self._lock:
+            self._check_open()
+            self._cluster.members[group] = {str(c): int(t) for c, t in members.items()}
 
     def offsets(self, group: str) -> dict[tuple[str, int], int]:
         with self._lock:

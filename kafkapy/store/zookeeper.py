@@ -49,9 +49,11 @@ from kafkapy.store.base import (
     Watch,
     check_topic_name,
     decode_uuid,
+    desanitize,
     encode_uuid,
     entity_type_of,
     new_cluster_id,
+    sanitize,
 )
 from kafkapy.store.memory import check_partitions
 
@@ -655,6 +657,35 @@ class ZooKeeperStore:
                     zk.delete(f"{root}/{topic}/{partition}")
             for (topic, partition), owner in wanted.items():
                 self._put(f"{root}/{topic}/{partition}", owner.encode())
+
+    def members(self, group: str) -> dict[str, int]:
+        zk = self._zk()
+        root = f"{CONSUMERS}/{group}/members"
+        result = {}
+        with self._errors(root):
+            for child in self._children(root):
+                path = f"{root}/{child}"
+                try:
+                    data = zk.get(path)[0]
+                except NoNodeError:
+                    continue
+                timeout = self._json(path, data).get("session_timeout_ms")
+                if not isinstance(timeout, int) or isinstance(timeout, bool):
+                    raise CorruptMetadata(self._full(path), "session_timeout_ms is not an integer")
+                result[desanitize(child)] = timeout
+        return result
+
+    def set_members(self, group: str, members: Mapping[str, int]) -> None:
+        zk = self._zk()
+        root = f"{CONSUMERS}/{group}/members"
+        wanted = {sanitize(str(c)): int(t) for c, t in members.items()}
+        with self._errors(root):
+            zk.ensure_path(root)
+            for child in set(self._children(root)) - wanted.keys():
+                with contextlib.suppress(NoNodeError):
+                    zk.delete(f"{root}/{child}")
+            for child, timeout in wanted.items():
+                self._put(f"{root}/{child}", _dumps({"version": 1, "session_timeout_ms": timeout}))
 
     def offsets(self, group: str) -> dict[tuple[str, int], int]:
         result = {}

@@ -16,13 +16,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from kazoo.client import KazooClient
 
 from kafkapy import Broker
 from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
+from kafkapy.coordination.module import START_FETCHER, STOP_FETCHER
 
 ZK_SESSION_MS = 4000
 CONSUMER_SESSION_MS = 1500
@@ -221,4 +222,89 @@ async def _scenario(zk: KazooClient, brokers: dict[int, tuple[str, int]],
                     10, "the new coordinator to record ownership")
     finally:
         for c in consumers:
+            await c.close()
+
+
+class Counting(CoordinatedConsumer):
+    """Records every coordinator request it answers: (loop time, API key)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.requests: list[tuple[float, int]] = []
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        self.requests.append((asyncio.get_running_loop().time(), api_key))
+        return await super().answer(api_key, body)
+
+    def rounds(self, since: float) -> list[int]:
+        """The StopFetcher/StartFetcher requests answered since ``since``, in order."""
+        return [key for at, key in self.requests if at >= since and key in (STOP_FETCHER, START_FETCHER)]
+
+
+def test_new_coordinator_waits_for_the_known_consumers_then_rebalances_once(zk_connect: str) -> None:
+    """Seed 001, coordinator step 2: the new coordinator finds the group's last membership in
+    ZooKeeper and rebalances once, when every known consumer is back or taken for dead.
+
+    c1, c2 and c3 share the group. The coordinator broker is stopped; c1 re-registers at once, c2
+    only after a back-off, and c3 never comes back (its process "died" with the coordinator). Seed:
+    exactly one StopFetcher-StartFetcher round each for c1 and c2, not before c3's session timeout
+    ran out (counted from the election), c1 never started alone in between."""
+    first = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 1}).__enter__()
+    second: Broker | None = None
+    zk = KazooClient(hosts=zk_connect)
+    try:
+        zk.start(timeout=15)
+        second = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 2}).__enter__()
+        create_topic(first)
+        brokers = {1: first, 2: second}
+        asyncio.run(asyncio.wait_for(_wait_scenario(zk, brokers), 90))
+    finally:
+        for b in (second, first):
+            if b is not None:
+                b.close()
+        zk.stop()
+        zk.close()
+
+
+async def _wait_scenario(zk: KazooClient, brokers: dict[int, Broker]) -> None:
+    session_ms = 3000
+    bootstrap = [address(b) for b in brokers.values()]
+    backoff = {"c1": 50, "c2": 700, "c3": 60_000}  # c3's back-off outlasts the test: it is gone
+    consumers = {cid: Counting(bootstrap, GROUP, cid, {TOPIC: 1}, session_timeout_ms=session_ms,
+                               retry_backoff_ms=ms) for cid, ms in backoff.items()}
+    loop = asyncio.get_running_loop()
+
+    def owned() -> dict[int, str]:
+        return {p.partition: c.consumer_id for c in consumers.values() for p in c.assignment}
+
+    try:
+        for c in consumers.values():
+            c.start()
+        old = await until(lambda: holder(zk) if holder(zk) in brokers else 0, 10, "a coordinator")
+        await until(lambda: set(owned().values()) == set(consumers) and len(owned()) == PARTITIONS, 20,
+                    "c1, c2 and c3 to share the partitions")
+        members = f"/consumers/{GROUP}/members"
+        await until(lambda: zk.exists(members) and sorted(zk.get_children(members)) == ["c1", "c2", "c3"],
+                    10, "the membership in ZooKeeper")
+
+        stopped_at = loop.time()
+        await asyncio.to_thread(brokers[old].close)
+        await until(lambda: holder(zk) not in (-1, old), 15, "the other broker to win /consumers/coordinator")
+        elected_at = loop.time()  # no earlier than the election itself (polled)
+        c1, c2, c3 = consumers.values()
+        await until(lambda: c1.rounds(stopped_at) == [STOP_FETCHER, START_FETCHER]
+                    and c2.rounds(stopped_at) == [STOP_FETCHER, START_FETCHER], 15,
+                    "one StopFetcher-StartFetcher round for c1 and c2")
+        started_at = max(at for c in (c1, c2) for at, key in c.requests if key == START_FETCHER)
+        # c3 was awaited for its session timeout from the election (the poll above is at most ~20 ms
+        # late, the election itself earlier still)
+        assert started_at - elected_at >= session_ms / 1000 - 0.1, started_at - elected_at
+        assert sorted(owned().values()) == ["c1", "c1", "c2", "c2"]
+        assert c3.rounds(stopped_at) == []
+        # and nothing else follows: wait one more session timeout, pings only
+        await asyncio.sleep(session_ms / 1000)
+        assert c1.rounds(stopped_at) == c2.rounds(stopped_at) == [STOP_FETCHER, START_FETCHER]
+        assert sorted(zk.get_children(members)) == ["c1", "c2"]  # c3 is no longer known
+    finally:
+        for c in consumers.values():
             await c.close()

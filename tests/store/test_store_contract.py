@@ -389,6 +389,18 @@ def test_owners_and_offsets(cluster: Opener) -> None:
     assert a.offsets("g") == {("t", 0): 43, ("t", 1): 7}  # durable, not tied to a session
 
 
+def test_group_members(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.members("g") == {}
+    a.set_members("g", {"c1": 6000, "host/2 x": 9000})  # any consumer id fits in one znode name
+    assert b.members("g") == {"c1": 6000, "host/2 x": 9000}
+    a.set_members("g", {"c3": 7000})  # replaces the whole membership
+    assert b.members("g") == {"c3": 7000}
+    assert b.groups() == ["g"]
+    a.close()
+    assert b.members("g") == {"c3": 7000}  # persistent, seed 001's coordinator reads it on election
+
+
 # --- lifecycle ---------------------------------------------------------------------------------------
 
 def test_durable_state_outlives_every_session(cluster: Opener) -> None:
