@@ -5,6 +5,7 @@ ClusterMetadata, connect to the coordinator it names, RegisterConsumer, then kee
 coordinator's requests on that connection: Ping, StopFetcher and StartFetcher, each answered at
 once. When the connection breaks, or nothing is heard from the coordinator for session_timeout,
 the consumer revokes its partitions and discovers the coordinator again.
+``close()`` first completes the seed's shutdown Ping handshake, so the last offsets arrive.
 
 Fetching itself is the application's: ``on_assign`` receives the partitions (with start offsets)
 and ``on_revoke`` says to stop; ``offsets`` reports what was consumed, for auto-commit.
@@ -89,6 +90,8 @@ class CoordinatedConsumer:
         self._writer: asyncio.StreamWriter | None = None
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        self._shutdown: asyncio.Event | None = None  # set: close() may go on (seed handlePingRequest 1)
+        self._shutdown_answered = False  # a Ping was answered since close() began
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -96,7 +99,18 @@ class CoordinatedConsumer:
         self._task = asyncio.get_running_loop().create_task(self.run())
         return self._task
 
-    async def close(self) -> None:
+    async def close(self, graceful: bool = True) -> None:
+        """Leave the group. Gracefully (seed 001, handlePingRequest step 1) while registered: answer
+        the next Ping (with the offsets consumed so far when auto-committing), and with auto-commit
+        also wait for the Ping after it, which shows the coordinator got that answer. At most
+        session_timeout_ms is spent waiting (a dead coordinator pings no more)."""
+        if graceful and self.registered.is_set() and self._task is not None and not self._task.done():
+            self._shutdown = asyncio.Event()
+            self._shutdown_answered = False
+            try:
+                await asyncio.wait_for(self._shutdown.wait(), self.session_timeout_ms / 1000)
+            except asyncio.TimeoutError:
+                log.info("%s: no Ping during shutdown; closing anyway", self.consumer_id)
         self._closing = True
         if self._writer is not None:
             self._writer.close()
@@ -182,10 +196,22 @@ class CoordinatedConsumer:
                 self.registered.set()
                 continue
             request = decode_request(frame)
+            shutdown, ping = self._shutdown, request.api_key == PING
+            if shutdown is not None and ping and self._shutdown_answered:
+                # 1.2: this Ping came after our last answer, so that answer (and its offsets) arrived.
+                self._closing = True
+                shutdown.set()
+                return
             body = await self.answer(request.api_key, request.body)
             if body is not None:
                 writer.write(self._framed(encode_response(request.api_key, 0, request.correlation_id, body)))
                 await writer.drain()
+                if shutdown is not None and ping:
+                    if not self.auto_commit:  # 1.1: no offsets to deliver, done after this answer
+                        self._closing = True
+                        shutdown.set()
+                        return
+                    self._shutdown_answered = True
 
     async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The response to one coordinator request (None: do not answer)."""

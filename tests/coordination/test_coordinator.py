@@ -280,6 +280,81 @@ def test_coordinator_failover_to_another_broker() -> None:
     run(main())
 
 
+class PingLog(CoordinatedConsumer):
+    """Records when it answered each Ping (loop time)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pings: list[float] = []
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if api_key == 1002:
+            self.pings.append(asyncio.get_running_loop().time())
+        return await super().answer(api_key, body)
+
+
+@pytest.mark.parametrize("auto_commit", [True, False])
+def test_graceful_close_answers_a_ping_first(auto_commit: bool) -> None:
+    """Seed 001, handlePingRequest step 1: on shutdown the consumer answers the next Ping (with its
+    latest offsets), and with auto-commit waits for the Ping after that before it closes; so the
+    offsets consumed up to close() reach the coordinator and its store."""
+    async def main() -> None:
+        b = await broker()
+        assert b.runtime is not None
+        store = b.runtime.store
+        try:
+            await create_topic(b, "t", 2)
+            consumed = {("t", 0): 41, ("t", 1): 7}
+            consumer = PingLog([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                               auto_commit=auto_commit, offsets=lambda: consumed, retry_backoff_ms=50)
+            consumer.start()
+            await until(lambda: len(consumer.assignment) == 2 and consumer.registered.is_set())
+            if auto_commit:
+                await until(lambda: store.offsets("g") == consumed, what="offsets committed")
+            consumed = {("t", 0): 99, ("t", 1): 8}  # consumed since the last Ping
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            await consumer.close()
+            ended = loop.time()
+            answered = [at for at in consumer.pings if at >= began]
+            assert len(answered) == 1, answered  # exactly one Ping answered during the shutdown
+            interval = SESSION_MS / 3000  # the coordinator pings every session_timeout / 3
+            if auto_commit:
+                # it waited for the next Ping, and the last offsets got to the store
+                assert ended - answered[0] >= 0.8 * interval, ended - answered[0]
+                await until(lambda: store.offsets("g") == consumed, what="the last offsets committed")
+            else:
+                assert ended - answered[0] < 0.8 * interval, ended - answered[0]
+                assert store.offsets("g") == {}
+            assert ended - began < SESSION_MS / 1000  # bounded by the session timeout
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_close_without_a_coordinator_is_bounded() -> None:
+    """A registered consumer whose coordinator stops pinging still closes within its session timeout."""
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 1)
+            consumer = Silent([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                              retry_backoff_ms=5000)
+            consumer.start()
+            await until(lambda: len(consumer.assignment) == 1 and consumer.registered.is_set())
+            consumer.muted = True  # answers nothing, so the handshake never completes
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            await consumer.close()
+            assert loop.time() - began <= SESSION_MS / 1000 + 0.2
+            await consumer.close(graceful=False)  # closing again is harmless
+        finally:
+            await b.stop()
+
+    run(main())
+
+
 # --- raw-socket error paths -------------------------------------------------------------------
 
 def test_cluster_metadata_and_registration_errors_keep_the_connection_open() -> None:
