@@ -20,7 +20,9 @@ with its int16 API key, and none is >= 0x4000). A client frame whose first four 
 an outstanding broker request is its response: it is taken out in ``data_received`` (so it never
 waits behind requests being served), decoded with that request's API key and version, and resolves
 its future. An answer that comes after its request timed out is dropped too (the last
-``MAX_EXPIRED`` timed-out ids are remembered). Every other frame is a request, as before.
+``MAX_EXPIRED`` timed-out ids are remembered). Every other frame is a request, as before. When the
+counter wraps, ids still awaited or remembered are skipped. The client's own correlation ids never
+meet these: they lead the broker's responses, going the other way.
 """
 
 from __future__ import annotations
@@ -232,9 +234,7 @@ class KafkaConnection(asyncio.Protocol):
         DecodeError if the answer cannot be parsed."""
         if self.closed or self.transport is None or self.transport.is_closing():
             raise ConnectionError("the connection is closed")
-        correlation_id = self._next_correlation
-        self._next_correlation = (correlation_id + 1 if correlation_id < 2**31 - 1
-                                  else BROKER_CORRELATION_MIN)
+        correlation_id = self._allocate()
         frame = encode_request(api_key, api_version, correlation_id, BROKER_CLIENT_ID, body)
         future: asyncio.Future[Response] = self.runtime.loop.create_future()
         self.outstanding[correlation_id] = (api_key, api_version, future)
@@ -248,6 +248,18 @@ class KafkaConnection(asyncio.Protocol):
             raise TimeoutError(f"no response to api key {api_key} within {timeout:.3f}s") from None
         finally:
             self.outstanding.pop(correlation_id, None)
+
+    def _allocate(self) -> int:
+        """The next broker correlation id not in use. After 2**30 requests on one connection the
+        counter wraps and could come back to an id still awaited, or one whose late answer is still
+        expected: reusing it would hand one request's answer to the other. At most len(outstanding)
+        + MAX_EXPIRED ids are skipped."""
+        while True:
+            correlation_id = self._next_correlation
+            self._next_correlation = (correlation_id + 1 if correlation_id < 2**31 - 1
+                                      else BROKER_CORRELATION_MIN)
+            if not self._is_response(correlation_id):
+                return correlation_id
 
     def _is_response(self, correlation_id: int) -> bool:
         return correlation_id in self.outstanding or correlation_id in self._expired

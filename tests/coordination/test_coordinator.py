@@ -433,6 +433,46 @@ def test_coordinator_requests_arrive_on_the_consumer_connection() -> None:
     run(main())
 
 
+def test_broker_correlation_ids_in_use_are_skipped_after_a_wrap() -> None:
+    """Broker request ids count up from 2**30 and wrap below 2**31; one still awaited is never
+    reused (it would hand its answer to the wrong request). The wrap is simulated by setting the
+    connection's counter back onto the id of an unanswered StopFetcher."""
+    async def main() -> None:
+        b = await broker()
+        assert b.runtime is not None
+        try:
+            await create_topic(b, "t", 1)
+            reader, writer = await asyncio.open_connection(*address(b))
+            assert (await call(reader, writer, 1001, registration(), 1))["error_code"] == 0
+            stop = decode_request(await reader.readexactly(SIZE.unpack(await reader.readexactly(4))[0]))
+            assert stop.api_key == 1003  # left unanswered for now
+            (conn,) = [c for c in b.runtime.connections if stop.correlation_id in c.outstanding]
+            conn._next_correlation = stop.correlation_id  # as if 2**30 requests later
+            before = set(conn.outstanding)
+            ping = asyncio.create_task(conn.request(1002, 0, {"consumer_id": "c1", "num_retries": 0}, 5))
+            await asyncio.sleep(0)  # the request is sent, its id taken
+            assert conn.outstanding[stop.correlation_id][0] == 1003  # still the StopFetcher's
+            (ours,) = set(conn.outstanding) - before
+            assert ours == stop.correlation_id + 1
+            answers = {"request_type_id": 0, "error_code": 0, "consumer_id": "c1"}
+            pending = [stop]
+            while not ping.done() or pending:
+                for request in pending:
+                    frame = encode_response(request.api_key, 0, request.correlation_id,
+                                            {**answers, "request_type_id": request.api_key})
+                    writer.write(SIZE.pack(len(frame)) + frame)
+                pending = []
+                if not ping.done():
+                    size = SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), 5))[0]
+                    pending.append(decode_request(await reader.readexactly(size)))
+            assert (await ping).correlation_id == ours
+            writer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
 def test_not_served_unless_enabled() -> None:
     async def main() -> None:
         b = await Broker().start()
