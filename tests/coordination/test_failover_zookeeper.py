@@ -296,9 +296,9 @@ async def _wait_scenario(zk: KazooClient, brokers: dict[int, Broker]) -> None:
                     and c2.rounds(stopped_at) == [STOP_FETCHER, START_FETCHER], 15,
                     "one StopFetcher-StartFetcher round for c1 and c2")
         started_at = max(at for c in (c1, c2) for at, key in c.requests if key == START_FETCHER)
-        # c3 was awaited for its session timeout from the election (the poll above is at most ~20 ms
-        # late, the election itself earlier still)
-        assert started_at - elected_at >= session_ms / 1000 - 0.1, started_at - elected_at
+        # c3 was awaited for its session timeout from the election. elected_at is when the poll saw
+        # it (later than the election: 0.5 s of slack for a loaded machine); c2 was back long before.
+        assert started_at - elected_at >= session_ms / 1000 - 0.5, started_at - elected_at
         assert sorted(owned().values()) == ["c1", "c1", "c2", "c2"]
         assert c3.rounds(stopped_at) == []
         # and nothing else follows: wait one more session timeout, pings only
