@@ -123,6 +123,7 @@ class Group:
     # After an election: known consumers not yet re-registered -> loop time they count as dead.
     awaiting: dict[str, float] = attrs.field(factory=dict)
     timer: asyncio.TimerHandle | None = None
+    recorded: dict[str, int] | None = None  # the membership last written to the store
 
 
 class CoordinationModule(Module):
@@ -226,7 +227,8 @@ class CoordinationModule(Module):
                 offsets = await asyncio.to_thread(store.offsets, name)
                 now = self.broker.loop.time()
                 group = Group(name, offsets=offsets, handler=zlib.crc32(name.encode()) % len(self._queues),
-                              awaiting={cid: now + timeout / 1000 for cid, timeout in members.items()})
+                              awaiting={cid: now + timeout / 1000 for cid, timeout in members.items()},
+                              recorded=members)
                 self.groups[name] = group
                 self._arm(group)
                 log.info("group %s: waiting for %d known consumers to re-register", name, len(members))
@@ -539,6 +541,7 @@ class CoordinationModule(Module):
         owners = await asyncio.to_thread(store.owners, group.name)
         if owners == assignment and all(m.started == portions[m.consumer_id] for m in members):
             log.debug("group %s: ownership unchanged, no rebalance", group.name)
+            await self._record_members(group, members)  # a member owning nothing may have left
             return
         log.info("rebalancing group %s: %d consumers, %d partitions", group.name, len(members),
                  len(assignment))
@@ -566,14 +569,19 @@ class CoordinationModule(Module):
             member.started = portions[member.consumer_id]
         # 4. record the new ownership, and who took part: a new coordinator waits for them
         await asyncio.to_thread(store.set_owners, group.name, assignment)
-        await asyncio.to_thread(store.set_members, group.name,
-                                {m.consumer_id: m.session_timeout_ms for m in members})
+        await self._record_members(group, members)
         log.info("group %s rebalanced: %d consumers, %d partitions", group.name, len(members),
                  len(assignment))
         if log.isEnabledFor(logging.DEBUG):  # the full map is a pass over the group: only on demand
             log.debug("group %s assignment: %s", group.name,
                       {m.consumer_id: sorted(k for p in portions[m.consumer_id].values() for k in p)
                        for m in members})
+
+    async def _record_members(self, group: Group, members: Sequence[Member]) -> None:
+        membership = {m.consumer_id: m.session_timeout_ms for m in members}
+        if membership != group.recorded:
+            await asyncio.to_thread(self.broker.store.set_members, group.name, membership)
+            group.recorded = membership
 
     @staticmethod
     def _leader(topics: Mapping[str, TopicInfo], topic: str, partition: int) -> int:

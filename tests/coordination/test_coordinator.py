@@ -212,6 +212,33 @@ def test_a_disconnecting_consumer_triggers_a_rebalance() -> None:
     run(main())
 
 
+def test_membership_is_recorded_for_the_next_coordinator() -> None:
+    """Every rebalance records its members with their session timeouts, also one that changes no
+    ownership (a consumer with no partitions leaving)."""
+    async def main() -> None:
+        b = await broker()
+        assert b.runtime is not None
+        store = b.runtime.store
+        try:
+            await create_topic(b, "t", 2)
+            r1, r2 = Recorder(b, "c1", {"t": 1}).start(), Recorder(b, "c2", {"t": 1}).start()
+            await until(lambda: len(r1.owned) == 1 and len(r2.owned) == 1, what="split")
+            r3 = Recorder(b, "c3", {"t": 1}).start()  # more consumers than partitions: c3 owns nothing
+            await until(lambda: store.members("g") == {"c1": SESSION_MS, "c2": SESSION_MS, "c3": SESSION_MS},
+                        what="three members recorded")
+            owners = store.owners("g")
+            await r3.consumer.close()
+            await until(lambda: store.members("g") == {"c1": SESSION_MS, "c2": SESSION_MS},
+                        what="c3 no longer recorded")
+            assert store.owners("g") == owners
+            await r1.consumer.close(graceful=False)
+            await r2.consumer.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())
+
+
 def test_new_partitions_and_matching_topics_rebalance() -> None:
     async def main() -> None:
         b = await broker()
