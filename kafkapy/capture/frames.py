@@ -762,6 +762,8 @@ class FrameReader:
         tcp_table = self.tcp._table
         fast_data = framer._fast_data
         unpack = _ETH_IPV4_TCP.unpack_from
+        unpack_i32 = _I32.unpack_from
+        max_frame = framer.max_frame_size
         # raw address+port bytes of one direction -> the state both layers keep for it
         flows: dict[bytes, _Flow] = {}
         flow_keys: dict[int, list[bytes]] = {}  # connection id -> its keys in ``flows``
@@ -814,12 +816,31 @@ class FrameReader:
                             last_seen[0] = ts
                             self.packet_count = count
                             self.fast_packets += 1
-                            if end > 34 + hlen:
-                                payload = data[34 + hlen : end]
-                                half.next += end - 34 - hlen
-                                out = fast_data(cs, fside, ts, payload)
-                                if out:
-                                    yield from out
+                            start = 34 + hlen
+                            n = end - start
+                            if n:
+                                offset = fside.base
+                                half.next += n
+                                from_client = fside.side == conn.client_side
+                                size = unpack_i32(data, start)[0] if n >= 4 else -1
+                                if size + 4 == n and (8 if from_client else 4) <= size <= max_frame:
+                                    # One whole frame, the most common packet of all.
+                                    body = data[start + 4 : end]
+                                    if from_client:
+                                        if cs.first_request_corr is None:
+                                            cs.first_request_corr = unpack_i32(body, 4)[0]
+                                        outstanding = cs.outstanding
+                                        outstanding[body[4:8]] = None
+                                        if len(outstanding) > _MAX_OUTSTANDING:
+                                            del outstanding[next(iter(outstanding))]
+                                    else:
+                                        cs.outstanding.pop(body[:4], None)
+                                    fside.base = offset + n
+                                    yield Frame(conn, fside.side, from_client, ts, ts, offset, size, body)
+                                else:
+                                    out = fast_data(cs, fside, ts, data[start:end])
+                                    if out:
+                                        yield from out
                             continue
             # Anything else: the layers one at a time.
             self.packet_count = count
