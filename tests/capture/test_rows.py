@@ -92,6 +92,39 @@ def test_to_json_types() -> None:
     }  # fmt: skip
 
 
+def _reference_json(value: Any) -> str:
+    """to_json as json.dumps with Record.to_dict() would write it: what the direct writer must match."""
+    from kafkapy.protocol import Records
+
+    def default(v: Any) -> Any:
+        if isinstance(v, bytes):
+            return base64.b64encode(v).decode("ascii")
+        if isinstance(v, Records):
+            return [r.to_dict() for r in v.records(check_crc=False)]
+        raise TypeError(v)
+
+    return json.dumps(value, default=default, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_records_json_matches_the_dict_form() -> None:
+    from kafkapy.protocol import Records
+
+    batch = build_record_batch(
+        [(None, b"v"), (b"k", None), (b"", b"\x00\xff" * 40),
+         (b"k2", b"v2", [("h\u00e9\"\\\n", b"x"), ("null-value", None), ("", b"")])],
+        base_offset=7, base_timestamp=1_767_225_600_000,
+    )  # fmt: skip
+    records = Records(batch + build_record_batch([(b"a", b"b")], base_offset=11))
+    marker_like = "\x00" + "0" * 16 + ":0\x00"  # the shape of the splice marker, wrong nonce
+    body = {"topics": [{"name": "t\u00e9", "records": records, "other": records}], "s": marker_like,
+            "empty": Records(b"")}  # fmt: skip
+    assert to_json(body) == _reference_json(body)
+    assert json.loads(to_json(body))["s"] == marker_like
+    broken = Records(batch[:57] + b"\x00\x00\x00\x09" + batch[61:])  # declares 9 records, holds 4
+    decoded = json.loads(to_json({"records": broken}))["records"]
+    assert set(decoded) == {"undecodable_records", "error"}
+
+
 # --- synthetic captures ------------------------------------------------------------------
 
 
