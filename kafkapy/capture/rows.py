@@ -114,14 +114,18 @@ def _records_text(records: Any) -> str:
     and the generic encoder costs about twice as much."""
     quote = encode_basestring
     b64 = _b64_json
+    b2a = binascii.b2a_base64
     parts = []
     try:
         for r in records.records(check_crc=False):
-            ts = r.timestamp
-            headers = ",".join(f'{{"key":{quote(k)},"value":{b64(v)}}}' for k, v in r.headers)
+            ts, key, value = r.timestamp, r.key, r.value
+            # key and value inline: they are the bulk of the calls
+            k = "null" if key is None else f'"{b2a(key, newline=False).decode()}"'
+            v = "null" if value is None else f'"{b2a(value, newline=False).decode()}"'
+            headers = ",".join(f'{{"key":{quote(hk)},"value":{b64(hv)}}}' for hk, hv in r.headers)
             parts.append(
-                f'{{"offset":{r.offset},"timestamp":{"null" if ts is None else ts},"key":{b64(r.key)},'
-                f'"value":{b64(r.value)},"headers":[{headers}]}}'
+                f'{{"offset":{r.offset},"timestamp":{"null" if ts is None else ts},"key":{k},'
+                f'"value":{v},"headers":[{headers}]}}'
             )
     except DecodeError as exc:
         return _plain_json({"undecodable_records": _b64(bytes(records)), "error": str(exc)})
