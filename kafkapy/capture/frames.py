@@ -47,8 +47,9 @@ from typing import BinaryIO, Literal
 import attrs
 
 from kafkapy.capture.packets import PacketDecoder
-from kafkapy.capture.pcap import CaptureReader
+from kafkapy.capture.pcap import CaptureReader, Packet
 from kafkapy.capture.tcp import (
+    _MAX_WINDOW,
     DEFAULT_KAFKA_PORTS,
     Connection,
     ConnectionClosed,
@@ -58,6 +59,7 @@ from kafkapy.capture.tcp import (
     StreamGap,
     TcpEvent,
     TcpReassembler,
+    _Half,
 )
 
 __all__ = [
@@ -109,6 +111,9 @@ _RESP_HEAD = struct.Struct(">ii")
 # the window only once in 4096 tries.
 _CORR_WINDOW = 1 << 20
 _REQ_HEAD = struct.Struct(">ihhi")
+# Ethernet + IPv4 (no options) + TCP up to the flags byte: ethertype, IP
+# version/IHL, total length, fragment word, protocol, seq, ack, data offset, flags.
+_ETH_IPV4_TCP = struct.Struct("!12xHBxH2xHxB2x4x4x2x2xIIBB")
 
 UnframedReason = Literal["missing", "discarded"]
 
@@ -583,6 +588,47 @@ class KafkaFramer:
                 break
         s.consume(pos)
 
+    def _fast_data(self, cs: _ConnState, s: _Side, ts: float, data: bytes) -> list[FrameEvent]:
+        """StreamData for a SYNCED side with an empty buffer, without the event:
+        whole frames are cut straight from ``data``; the rest goes to _drain."""
+        out: list[FrameEvent] = []
+        conn = cs.conn
+        side = s.side
+        from_client = side == conn.client_side
+        min_size = 8 if from_client else 4
+        max_size = self.max_frame_size
+        offset = s.base
+        unpack = _I32.unpack_from
+        n = len(data)
+        pos = 0
+        while n - pos >= 4:
+            size = unpack(data, pos)[0]
+            if size < min_size or size > max_size or n - pos - 4 < size:
+                break
+            body = data[pos + 4 : pos + 4 + size]
+            if from_client:
+                if cs.first_request_corr is None:
+                    cs.first_request_corr = unpack(body, 4)[0]
+                outstanding = cs.outstanding
+                outstanding[body[4:8]] = None
+                if len(outstanding) > _MAX_OUTSTANDING:
+                    del outstanding[next(iter(outstanding))]
+            else:
+                cs.outstanding.pop(body[:4], None)
+            out.append(Frame(conn, side, from_client, ts, ts, offset + pos, size, body, False, None))
+            pos += 4 + size
+        s.marks_off.clear()
+        s.marks_ts.clear()
+        s.marks_off.append(offset)
+        s.marks_ts.append(ts)
+        if pos < n:
+            s.base = offset + pos
+            s.buf += memoryview(data)[pos:]
+            self._drain(cs, s, ts, out)
+        else:
+            s.base = offset + n
+        return out
+
     def _hunt_request(self, buf: bytearray, pos: int) -> tuple[int, bool]:
         """(p, True): a plausible request starts at p. (p, False): nothing
         before p can start one; bytes from p on need more data to judge."""
@@ -629,6 +675,12 @@ class KafkaFramer:
         return max(pos, n - 7), False
 
 
+# What FrameReader's fast path keeps per direction: the connection, the TCP
+# halves (sending, receiving), the connection's last-seen cell, the framer's
+# side and connection state.
+_Flow = tuple[Connection, _Half, _Half, list[float], _Side, _ConnState]
+
+
 def frames_from_tcp(events: Iterable[TcpEvent], framer: KafkaFramer | None = None) -> Iterator[FrameEvent]:
     """Kafka framing of a stream of TCP events."""
     framer = framer or KafkaFramer()
@@ -659,6 +711,8 @@ class FrameReader:
         self.framer = KafkaFramer(ports, max_frame_size=max_frame_size)
         self.capture: CaptureReader | None = None
         self.packet_count = 0
+        #: packets that took the fused fast path (see ``_fast``)
+        self.fast_packets = 0
 
     @property
     def kafka_ports(self) -> MutableSet[int]:
@@ -667,16 +721,156 @@ class FrameReader:
     def __iter__(self) -> Iterator[FrameEvent]:
         with CaptureReader(self.source) as capture:
             self.capture = capture
-            decode, feed_tcp, feed_framer = self.packets.decode, self.tcp.feed, self.framer.feed
-            for packet in capture:
-                self.packet_count += 1
-                seg = decode(packet)
-                if seg is None:
-                    continue
-                for event in feed_tcp(seg):
-                    yield from feed_framer(event)
+            if self.tcp.idle_timeout is not None:
+                # Idle sweeps run per segment: only the layer-by-layer path has them.
+                yield from self._layered(capture)
+            elif capture.format == "pcap":
+                assert capture.linktype is not None
+                yield from self._fast(capture.linktype, capture.pcap_records())
+            else:
+                yield from self._fast(None, capture)
             for event in self.tcp.finish():
+                yield from self.framer.feed(event)
+
+    def _layered(self, capture: CaptureReader) -> Iterator[FrameEvent]:
+        decode, feed_tcp, feed_framer = self.packets.decode, self.tcp.feed, self.framer.feed
+        for packet in capture:
+            self.packet_count += 1
+            seg = decode(packet)
+            if seg is None:
+                continue
+            for event in feed_tcp(seg):
                 yield from feed_framer(event)
+
+    def _fast(
+        self, pcap_linktype: int | None, records: Iterable[tuple[int, bytes, int, bool]] | Iterable[Packet]
+    ) -> Iterator[FrameEvent]:
+        """The layers fused for the common case, falling back to them for the rest.
+
+        A packet takes the fast path when it is an untagged Ethernet/IPv4/TCP
+        packet without IP options or fragmentation, captured whole, carrying
+        only ACK (and PSH), in sequence on a connection both layers already
+        follow, with an ACK that settles nothing, into a direction the framer
+        holds in sync with an empty buffer. Then the layers would only pass
+        the bytes up, so the frames are cut from the payload right here, with
+        no Packet, TcpSegment or StreamData made. Every other packet goes
+        through the layers one by one, exactly as ``_layered`` does; the
+        tests check both paths give the same events.
+        """
+        decode, feed_tcp, feed_framer = self.packets.decode, self.tcp.feed, self.framer.feed
+        framer = self.framer
+        tcp_table = self.tcp._table
+        fast_data = framer._fast_data
+        unpack = _ETH_IPV4_TCP.unpack_from
+        unpack_i32 = _I32.unpack_from
+        max_frame = framer.max_frame_size
+        # raw address+port bytes of one direction -> the state both layers keep for it
+        flows: dict[bytes, _Flow] = {}
+        flow_keys: dict[int, list[bytes]] = {}  # connection id -> its keys in ``flows``
+        count = self.packet_count
+        for record in records:
+            count += 1
+            if pcap_linktype is None:
+                assert isinstance(record, Packet)
+                packet: Packet | None = record
+                ts_ns, linktype, data = record.ts_ns, record.linktype, record.data
+            else:
+                assert isinstance(record, tuple)
+                packet = None
+                ts_ns, data, orig, cut = record
+                linktype = pcap_linktype
+            raw_key = None
+            if linktype == 1 and len(data) >= 54:
+                ethertype, vihl, total, frag, proto, seq, ack, doff, flags = unpack(data)
+                if ethertype == 0x0800 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
+                    raw_key = data[26:38]
+                    flow = flows.get(raw_key)
+                    if flow is not None and (flags == 0x10 or flags == 0x18):
+                        conn, half, peer, last_seen, fside, cs = flow
+                        hlen = (doff >> 4) * 4
+                        end = 14 + total
+                        if (
+                            hlen >= 20
+                            and 34 + hlen <= end <= len(data)
+                            and half.started
+                            and not half.ended
+                            and not half.pending
+                            and half.fin_at is None
+                            and not conn.ignored
+                            and not (seq - half.next) & 0xFFFFFFFF
+                            and (
+                                not peer.started
+                                or peer.ended
+                                or not 0 < (ack - peer.next) & 0xFFFFFFFF <= _MAX_WINDOW
+                            )
+                            and (
+                                end == 34 + hlen
+                                or (
+                                    fside.state == _SYNCED
+                                    and not fside.buf
+                                    and fside.base == half.next - half.start
+                                )
+                            )
+                        ):
+                            ts = ts_ns / 1e9
+                            last_seen[0] = ts
+                            self.packet_count = count
+                            self.fast_packets += 1
+                            start = 34 + hlen
+                            n = end - start
+                            if n:
+                                offset = fside.base
+                                half.next += n
+                                from_client = fside.side == conn.client_side
+                                size = unpack_i32(data, start)[0] if n >= 4 else -1
+                                if size + 4 == n and (8 if from_client else 4) <= size <= max_frame:
+                                    # One whole frame, the most common packet of all.
+                                    body = data[start + 4 : end]
+                                    if from_client:
+                                        if cs.first_request_corr is None:
+                                            cs.first_request_corr = unpack_i32(body, 4)[0]
+                                        outstanding = cs.outstanding
+                                        outstanding[body[4:8]] = None
+                                        if len(outstanding) > _MAX_OUTSTANDING:
+                                            del outstanding[next(iter(outstanding))]
+                                    else:
+                                        cs.outstanding.pop(body[:4], None)
+                                    fside.base = offset + n
+                                    yield Frame(conn, fside.side, from_client, ts, ts, offset, size, body)
+                                else:
+                                    out = fast_data(cs, fside, ts, data[start:end])
+                                    if out:
+                                        yield from out
+                            continue
+            # Anything else: the layers one at a time.
+            self.packet_count = count
+            if packet is None:
+                packet = Packet(count, ts_ns / 1e9, ts_ns, linktype, data, orig, 0, cut)
+            seg = decode(packet)
+            if seg is None:
+                continue
+            closed = False
+            for event in feed_tcp(seg):
+                if isinstance(event, ConnectionClosed):
+                    closed = True
+                    for key in flow_keys.pop(event.conn.id, ()):
+                        flows.pop(key, None)
+                yield from feed_framer(event)
+            if raw_key is not None and raw_key not in flows and not closed:
+                entry = tcp_table.get((seg.src, seg.sport, seg.dst, seg.dport))
+                state = framer._conns.get(entry[0].id) if entry is not None else None
+                if entry is not None and state is not None:
+                    conn, halves, last_seen = entry
+                    side = 0 if conn.endpoints[0] == (seg.src, seg.sport) else 1
+                    flows[raw_key] = (
+                        conn,
+                        halves[side],
+                        halves[1 - side],
+                        last_seen,
+                        state.sides[side],
+                        state,
+                    )
+                    flow_keys.setdefault(conn.id, []).append(raw_key)
 
 
 def read_frames(

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import struct
+from collections.abc import Container, Iterable, Iterator, Mapping
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
 import attrs
@@ -42,6 +43,10 @@ ExchangeStatus = Literal[
     "truncated",  # the capture lost part of a frame, so it could not be decoded in full
     "error",  # a complete frame that does not decode
 ]
+
+
+# api_key, api_version, correlation_id, client_id length: request header v1 and v2 alike
+_HEADER = struct.Struct(">hhih")
 
 
 class RequestHeaderLike(Protocol):
@@ -147,12 +152,26 @@ class _Pending:
 
 class Pairer:
     """Feeds frame events; returns an Exchange for each request answered or
-    given up on, and for each response without a request."""
+    given up on, and for each response without a request.
 
-    def __init__(self, decoder: ProtocolDecoder | None = None) -> None:
+    ``bodies``: the API keys whose request and response bodies are decoded
+    (None, the default: all). For the others only the request header is
+    decoded, which is most of the saving when only headers are wanted:
+    their exchanges carry no ``request`` or ``response``, and their status
+    says whether the frames were complete and the header readable, not
+    whether the bodies would decode.
+    """
+
+    def __init__(
+        self, decoder: ProtocolDecoder | None = None, *, bodies: Container[int] | None = None
+    ) -> None:
         self.decoder = decoder if decoder is not None else _default_decoder()
+        self.bodies = bodies
+        # header-only requests of the default decoder: (api key, version) -> (header version, class)
+        self._header_plans: dict[tuple[int, int], tuple[int, Any]] | None = {} if decoder is None else None
         # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
         self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
+        self._waiting: dict[int, int] = {}  # per connection id: requests in _pending
         # per connection id: correlation id -> server-initiated request awaiting the client's answer
         self._server_pending: dict[int, dict[int, _Pending]] = {}
 
@@ -164,6 +183,7 @@ class Pairer:
             else:
                 self._response(event, out)
         elif isinstance(event, ConnectionClosed):
+            self._waiting.pop(event.conn.id, None)
             for waiting in self._pending.pop(event.conn.id, {}).values():
                 out.extend(self._unanswered(p) for p in waiting)
             out.extend(self._unanswered(p) for p in self._server_pending.pop(event.conn.id, {}).values())
@@ -178,6 +198,7 @@ class Pairer:
         for server_pending in self._server_pending.values():
             out.extend(self._unanswered(p) for p in server_pending.values())
         self._pending.clear()
+        self._waiting.clear()
         self._server_pending.clear()
         return out
 
@@ -192,28 +213,78 @@ class Pairer:
         header: RequestHeaderLike | None = None
         request: RequestLike | None = None
         error: DecodeError | None = None
-        try:
-            # a decoded request carries its header's fields: one pass over the header, not two
-            request = self.decoder.decode_request(frame.body)
-            header = request
-        except DecodeError as exc:
-            error = exc
+        bodies = self.bodies
+        if bodies is not None and (len(frame.body) < 2 or frame.api_key not in bodies):
+            header = self._plain_header(frame.body) if self._header_plans is not None else None
+            if header is None:
+                try:
+                    header = self.decoder.decode_request_header(frame.body)
+                except DecodeError as exc:
+                    error = exc
+        else:
             try:
-                header = self.decoder.decode_request_header(frame.body)
-            except DecodeError:
-                header = None
+                # a decoded request carries its header's fields: one pass over the header, not two
+                request = self.decoder.decode_request(frame.body)
+                header = request
+            except DecodeError as exc:
+                error = exc
+                try:
+                    header = self.decoder.decode_request_header(frame.body)
+                except DecodeError:
+                    header = None
         api_key = header.api_key if header is not None else frame.api_key
         api_version = header.api_version if header is not None else frame.api_version
         corr = header.correlation_id if header is not None else frame.correlation_id
-        pending = self._pending.setdefault(frame.conn.id, {})
+        conn_id = frame.conn.id
+        pending = self._pending.setdefault(conn_id, {})
         pending.setdefault(corr, []).append(_Pending(frame, header, request, error, api_key, api_version))
-        if sum(len(w) for w in pending.values()) > _MAX_PENDING:
+        waiting = self._waiting[conn_id] = self._waiting.get(conn_id, 0) + 1
+        if waiting > _MAX_PENDING:
             oldest = min((w[0] for w in pending.values() if w), key=lambda p: p.frame.offset)
             self._take(pending, oldest)
             out.append(self._unanswered(oldest))
 
-    @staticmethod
-    def _take(pending: dict[int | None, list[_Pending]], entry: _Pending) -> None:
+    def _plain_header(self, body: bytes) -> RequestHeaderLike | None:
+        """The default decoder's decode_request_header for the plain case, without its
+        machinery: request header v1, or v2 with no tagged fields. None: anything else
+        (the decoder then gives the answer, or the error)."""
+        if len(body) < 10:
+            return None
+        api_key, api_version, corr, cid_len = _HEADER.unpack_from(body)
+        assert self._header_plans is not None
+        plan = self._header_plans.get((api_key, api_version))
+        if plan is None:
+            from kafkapy.protocol.catalogue import request_header_version
+            from kafkapy.protocol.codec import RequestHeader
+
+            plan = self._header_plans[(api_key, api_version)] = (
+                request_header_version(api_key, api_version),
+                RequestHeader,
+            )
+        version, cls = plan
+        if version == 0:
+            return None
+        if cid_len < 0:
+            if cid_len != -1:
+                return None
+            client_id = None
+            end = 10
+        else:
+            end = 10 + cid_len
+            if len(body) < end:
+                return None
+            try:
+                client_id = body[10:end].decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+        if version == 2:
+            if len(body) <= end or body[end] != 0:  # a tagged-field count other than a plain 0
+                return None
+            end += 1
+        return cast(RequestHeaderLike, cls(api_key, api_version, corr, client_id, version, end))
+
+    def _take(self, pending: dict[int | None, list[_Pending]], entry: _Pending) -> None:
+        self._waiting[entry.frame.conn.id] -= 1
         corr = entry.header.correlation_id if entry.header is not None else entry.frame.correlation_id
         waiting = pending[corr]
         waiting.remove(entry)
@@ -268,10 +339,14 @@ class Pairer:
             out.append(Exchange(frame.conn, status, None, frame))
             return
         # Responses come in request order: anything sent before the match
-        # and still waiting will never be answered.
-        for older in sorted(
-            (p for w in pending.values() for p in w if p.frame.offset < match.frame.offset),
-            key=lambda p: p.frame.offset,
+        # and still waiting will never be answered. (Usually nothing else waits.)
+        for older in (
+            ()
+            if len(pending) == 1 and len(next(iter(pending.values()))) == 1
+            else sorted(
+                (p for w in pending.values() for p in w if p.frame.offset < match.frame.offset),
+                key=lambda p: p.frame.offset,
+            )
         ):
             self._take(pending, older)
             out.append(self._unanswered(older))
@@ -289,6 +364,9 @@ class Pairer:
             status: ExchangeStatus = "empty_response"
         elif req.api_key is None or req.api_version is None:
             status = "truncated" if req.frame.truncated else "error"
+        elif req.request is None and req.error is None:
+            # A request decoded as far as its header only (see ``bodies``): so is its response.
+            status = "truncated" if req.frame.truncated or frame.truncated else "ok"
         else:
             try:
                 response = self.decoder.decode_response(frame.body, req.api_key, req.api_version)
@@ -305,6 +383,8 @@ class Pairer:
         status: ExchangeStatus = "no_response"
         if req.error is not None:
             status = "truncated" if req.frame.truncated or req.error.truncated else "error"
+        elif req.request is None and req.frame.truncated:
+            status = "truncated"  # decoded as far as its header only, which the cut spared
         return Exchange(req.frame.conn, status, req.frame, None, req.header, req.request, None, req.error)
 
 

@@ -34,6 +34,12 @@ MAX_CAPLEN = 262_144
 # even a block that declares 4 GiB never costs more than this much memory.
 _SKIP_CHUNK = 65_536
 
+# pcap files are read this many bytes at a time, whatever the records
+# declare: dozens of packets per read call, while the reader's own buffer
+# stays a small part of the memory a decode needs.
+_READ_CHUNK = 65_536
+
+
 _PCAP_MAGICS: dict[bytes, tuple[str, int, int]] = {
     # magic as stored -> (struct byte order, nanoseconds per fraction unit, extra header bytes)
     b"\xd4\xc3\xb2\xa1": ("<", 1000, 0),  # microsecond, little-endian writer
@@ -215,32 +221,59 @@ class CaptureReader:
         return self._iter_pcapng()
 
     def _iter_pcap(self) -> Iterator[Packet]:
-        rec = self._rec
-        rec_size = self._rec_size
-        frac_ns = self._frac_ns
         linktype = self.linktype
         assert linktype is not None
-        read = self._read
+        index = 0
+        for ts_ns, data, orig, cut in self._pcap_records():
+            index += 1
+            yield Packet(index, ts_ns / 1e9, ts_ns, linktype, data, orig, 0, cut)
+
+    def pcap_records(self) -> Iterator[tuple[int, bytes, int, bool]]:
+        """A pcap file's records as (ts_ns, data, orig_len, cut_by_eof) tuples.
+
+        The fast path of the layers above: the file is read in large chunks
+        and no object is made per packet. Only for ``format == "pcap"``, and
+        like iteration it can run once.
+        """
+        if self.format != "pcap" or self._started:
+            raise CaptureError("pcap_records() needs a pcap file not yet iterated")
+        self._started = True
+        return self._pcap_records()
+
+    def _pcap_records(self) -> Iterator[tuple[int, bytes, int, bool]]:
+        unpack = self._rec.unpack_from
+        rec_size = self._rec_size
+        frac_ns = self._frac_ns
+        read = self._file.read
+        buf = b""
+        pos = 0
         while True:
-            head = read(rec_size)
-            if len(head) < rec_size:
-                if head:
+            end = len(buf)
+            while end - pos >= rec_size:
+                sec, frac, incl, orig = unpack(buf, pos)
+                if incl > MAX_CAPLEN:
+                    raise CaptureError(
+                        f"record declares {incl} captured bytes, more than the {MAX_CAPLEN}-byte cap",
+                        offset=self._pos - end + pos,
+                    )
+                start = pos + rec_size
+                if end - start < incl:
+                    break
+                pos = start + incl
+                yield sec * 1_000_000_000 + frac * frac_ns, buf[start:pos], orig, False
+            rest = buf[pos:]
+            buf = b""  # freed before the next read, which keeps the peak at two chunks
+            more = read(_READ_CHUNK)
+            if not more:  # end of file (or of a non-blocking stream's data)
+                if rest:
                     self.truncated = True
+                    if len(rest) >= rec_size:
+                        sec, frac, _incl, orig = unpack(rest)
+                        yield sec * 1_000_000_000 + frac * frac_ns, rest[rec_size:], orig, True
                 return
-            sec, frac, incl, orig = rec.unpack_from(head)
-            if incl > MAX_CAPLEN:
-                raise CaptureError(
-                    f"record declares {incl} captured bytes, more than the {MAX_CAPLEN}-byte cap",
-                    offset=self._pos - rec_size,
-                )
-            data = read(incl)
-            self._index += 1
-            ts_ns = sec * 1_000_000_000 + frac * frac_ns
-            cut = len(data) < incl
-            yield Packet(self._index, ts_ns / 1e9, ts_ns, linktype, data, orig, 0, cut)
-            if cut:
-                self.truncated = True
-                return
+            self._pos += len(more)
+            buf = rest + more if rest else more
+            pos = 0
 
     def _iter_pcapng(self) -> Iterator[Packet]:
         order = "<"

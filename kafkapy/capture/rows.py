@@ -19,17 +19,20 @@ table rather than for the pairing algorithm:
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import os
+import secrets
+import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from json.encoder import encode_basestring  # the string escaper of json.dumps(ensure_ascii=False)
 from typing import Any, BinaryIO
 
 from kafkapy.capture.errors import CaptureError
 from kafkapy.capture.frames import Frame, FrameReader, Unframed
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer
-from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection
+from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
 from kafkapy.errors import DecodeError
 
 __all__ = [
@@ -37,10 +40,15 @@ __all__ = [
     "STATUSES",
     "arrow_schema",
     "decode_capture",
+    "decode_capture_batches",
+    "decode_capture_values",
     "exchange_row",
+    "exchange_values",
     "gap_row",
+    "gap_values",
     "rows_to_arrow",
     "to_json",
+    "values_to_arrow",
     "write_parquet",
 ]
 
@@ -92,35 +100,86 @@ Row = dict[str, Any]
 # --- JSON ------------------------------------------------------------------------------------
 
 
-def _records_json(records: Any) -> Any:
+def _b64(data: bytes | bytearray | memoryview) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _b64_json(data: bytes | None) -> str:
+    return "null" if data is None else '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"'
+
+
+def _records_text(records: Any) -> str:
+    """The JSON of ``[r.to_dict() for r in records]``, written directly: a Fetch
+    or Produce body is mostly records, and going through a dict per record
+    and the generic encoder costs about twice as much."""
+    quote = encode_basestring
+    b64 = _b64_json
+    b2a = binascii.b2a_base64
+    parts = []
     try:
-        return [r.to_dict() for r in records.records(check_crc=False)]
+        for r in records.records(check_crc=False):
+            ts, key, value = r.timestamp, r.key, r.value
+            # key and value inline: they are the bulk of the calls
+            k = "null" if key is None else f'"{b2a(key, newline=False).decode()}"'
+            v = "null" if value is None else f'"{b2a(value, newline=False).decode()}"'
+            headers = ",".join(f'{{"key":{quote(hk)},"value":{b64(hv)}}}' for hk, hv in r.headers)
+            parts.append(
+                f'{{"offset":{r.offset},"timestamp":{"null" if ts is None else ts},"key":{k},'
+                f'"value":{v},"headers":[{headers}]}}'
+            )
     except DecodeError as exc:
-        return {"undecodable_records": base64.b64encode(bytes(records)).decode("ascii"), "error": str(exc)}
+        return _plain_json({"undecodable_records": _b64(bytes(records)), "error": str(exc)})
+    return "[" + ",".join(parts) + "]"
 
 
-def _default(decode_records: bool) -> Callable[[Any], Any]:
-    from kafkapy.protocol import Records
+# Record lists are written by _records_text and spliced into the body's JSON
+# in place of a marker string. The marker holds NUL characters (which JSON
+# escapes) and a random nonce, so no string in a capture can pass for one.
+_NONCE = secrets.token_hex(8)
 
-    def default(value: Any) -> Any:
+
+class _BodyEncoder:
+    """JSON for decoded bodies, one encoder reused (json.dumps builds one per call)."""
+
+    def __init__(self, decode_records: bool) -> None:
+        from kafkapy.protocol import Records
+
+        self._records_type = Records
+        self._decode_records = decode_records
+        self._local = threading.local()
+        self._encoder = json.JSONEncoder(default=self._default, separators=(",", ":"), ensure_ascii=False)
+
+    def _default(self, value: Any) -> Any:
         if isinstance(value, (bytes, bytearray, memoryview)):
-            return base64.b64encode(value).decode("ascii")
+            return _b64(value)
         if isinstance(value, uuid.UUID):
             return str(value)
-        if isinstance(value, Records):
-            if decode_records:
-                return _records_json(value)
-            return base64.b64encode(bytes(value)).decode("ascii")
+        if isinstance(value, self._records_type):
+            if self._decode_records:
+                spliced: list[str] = self._local.spliced
+                spliced.append(_records_text(value))
+                return f"\x00{_NONCE}:{len(spliced) - 1}\x00"
+            return _b64(bytes(value))
         if isinstance(value, Mapping):
             return dict(value)
         if isinstance(value, (set, frozenset, tuple)):
             return list(value)
         return str(value)
 
-    return default
+    def encode(self, value: Any) -> str:
+        spliced: list[str] = []
+        self._local.spliced = spliced
+        text = self._encoder.encode(value)
+        for i, fragment in enumerate(spliced):
+            text = text.replace(f'"\\u0000{_NONCE}:{i}\\u0000"', fragment, 1)
+        return text
 
 
-_DEFAULTS: dict[bool, Callable[[Any], Any]] = {}
+_ENCODERS: dict[bool, _BodyEncoder] = {}
+
+
+def _plain_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def to_json(value: Any, *, decode_records: bool = True) -> str:
@@ -129,10 +188,10 @@ def to_json(value: Any, *, decode_records: bool = True) -> str:
     bytes -> base64; UUID -> str; Records -> a list of ``Record.to_dict()``
     when ``decode_records``, else base64 of the raw batches.
     """
-    default = _DEFAULTS.get(decode_records)
-    if default is None:
-        default = _DEFAULTS[decode_records] = _default(decode_records)
-    return json.dumps(value, default=default, separators=(",", ":"), ensure_ascii=False)
+    encoder = _ENCODERS.get(decode_records)
+    if encoder is None:
+        encoder = _ENCODERS[decode_records] = _BodyEncoder(decode_records)
+    return encoder.encode(value)
 
 
 # --- rows ------------------------------------------------------------------------------------
@@ -160,10 +219,6 @@ def _error_code(body: Mapping[str, Any] | None) -> int | None:
         return None
     code = body.get("error_code")
     return code if isinstance(code, int) and not isinstance(code, bool) else None
-
-
-def _frame_bytes(frame: Frame | None) -> int | None:
-    return None if frame is None else 4 + frame.size
 
 
 def _reason(x: Exchange) -> str | None:
@@ -195,63 +250,152 @@ def _status(x: Exchange) -> str:
     return status
 
 
-def exchange_row(x: Exchange, *, capture: str | None = None, decode_records: bool = True) -> Row:
-    """The row of one Exchange (see :data:`COLUMNS`)."""
+# Small caches for the per-row strings: a capture has few endpoints and APIs.
+_ENDPOINTS: dict[Endpoint, str] = {}
+_API_NAMES: dict[int, str] = {}
+_CACHE_LIMIT = 65_536
+
+
+def _endpoint(endpoint: Endpoint) -> str:
+    if len(_ENDPOINTS) >= _CACHE_LIMIT:
+        _ENDPOINTS.clear()
+    text = _ENDPOINTS[endpoint] = str(endpoint)
+    return text
+
+
+def _api_name(api_key: int) -> str:
     from kafkapy.protocol import api_name
 
-    first = x.request_frame or x.response_frame
+    if len(_API_NAMES) >= _CACHE_LIMIT:
+        _API_NAMES.clear()
+    name = _API_NAMES[api_key] = api_name(api_key)
+    return name
+
+
+def exchange_values(
+    x: Exchange, *, capture: str | None = None, decode_records: bool = True
+) -> tuple[Any, ...]:
+    """The values of one Exchange's row, in :data:`COLUMNS` order (the columnar builders' unit)."""
+    request_frame = x.request_frame
+    response_frame = x.response_frame
+    first = request_frame or response_frame
     conn: Connection = x.conn
     if first is not None and not first.from_client:
         src, dst = conn.server, conn.client
     else:
         src, dst = conn.client, conn.server
-    api_key = x.api_key
+    header = x.header
+    if header is not None:
+        api_key: int | None = header.api_key
+        api_version: int | None = header.api_version
+        correlation_id: int | None = header.correlation_id
+        client_id: str | None = header.client_id
+    else:
+        api_key, api_version, correlation_id, client_id = x.api_key, x.api_version, x.correlation_id, None
     request_body = x.request.body if x.request is not None else None
     response_body = x.response.body if x.response is not None else None
-    latency = x.latency
-    return {
-        "ts": first.ts if first is not None else conn.first_ts,
-        "src": str(src),
-        "dst": str(dst),
-        "connection_id": conn.id,
-        "api_key": api_key,
-        "api_name": api_name(api_key) if api_key is not None else None,
-        "api_version": x.api_version,
-        "correlation_id": x.correlation_id,
-        "client_id": x.header.client_id if x.header is not None else None,
-        "request": to_json(request_body, decode_records=decode_records) if request_body is not None else None,
-        "response": (
-            to_json(response_body, decode_records=decode_records) if response_body is not None else None
-        ),
-        "error_code": _error_code(response_body),
-        "latency_ms": latency * 1000.0 if latency is not None else None,
-        "request_bytes": _frame_bytes(x.request_frame),
-        "response_bytes": _frame_bytes(x.response_frame),
-        "status": _status(x),
-        "reason": _reason(x),
-        "topics": _topics(request_body),
-        "capture": capture,
-    }
+    if request_frame is not None and response_frame is not None:
+        latency_ms: float | None = (response_frame.ts - request_frame.end_ts) * 1000.0
+    else:
+        latency_ms = None
+    ok = x.status == "ok"
+    return (
+        first.ts if first is not None else conn.first_ts,
+        _ENDPOINTS.get(src) or _endpoint(src),
+        _ENDPOINTS.get(dst) or _endpoint(dst),
+        conn.id,
+        api_key,
+        None if api_key is None else _API_NAMES.get(api_key) or _api_name(api_key),
+        api_version,
+        correlation_id,
+        client_id,
+        to_json(request_body, decode_records=decode_records) if request_body is not None else None,
+        to_json(response_body, decode_records=decode_records) if response_body is not None else None,
+        _error_code(response_body),
+        latency_ms,
+        None if request_frame is None else 4 + request_frame.size,
+        None if response_frame is None else 4 + response_frame.size,
+        "ok" if ok else _status(x),
+        None if ok else _reason(x),
+        _topics(request_body),
+        capture,
+    )
+
+
+def exchange_row(x: Exchange, *, capture: str | None = None, decode_records: bool = True) -> Row:
+    """The row of one Exchange (see :data:`COLUMNS`)."""
+    return dict(zip(COLUMNS, exchange_values(x, capture=capture, decode_records=decode_records)))
+
+
+def _empty_values(ts: float, status: str, reason: str, capture: str | None) -> tuple[Any, ...]:
+    return (ts, None, None, None, None, None, None, None, None, None, None, None, None, None, None,
+            status, reason, None, capture)  # fmt: skip
 
 
 def _empty_row(ts: float, status: str, reason: str, capture: str | None) -> Row:
-    row: Row = dict.fromkeys(COLUMNS)
-    row.update(ts=ts, status=status, reason=reason, capture=capture)
-    return row
+    return dict(zip(COLUMNS, _empty_values(ts, status, reason, capture)))
 
 
-def gap_row(u: Unframed, *, capture: str | None = None) -> Row:
-    """A row for stream bytes the capture does not have."""
+def gap_values(u: Unframed, *, capture: str | None = None) -> tuple[Any, ...]:
+    """The row values for stream bytes the capture does not have."""
     conn = u.conn
     from_client = conn.from_client(u.side)
     src, dst = (conn.client, conn.server) if from_client else (conn.server, conn.client)
     size = "an unknown number of" if u.length is None else str(u.length)
-    row = _empty_row(
-        u.ts, "gap", f"{size} bytes missing from the {'client' if from_client else 'server'} stream "
-        f"at offset {u.offset}", capture,
-    )  # fmt: skip
-    row.update(src=str(src), dst=str(dst), connection_id=conn.id)
-    return row
+    reason = (
+        f"{size} bytes missing from the {'client' if from_client else 'server'} stream at offset {u.offset}"
+    )
+    return (u.ts, str(src), str(dst), conn.id, None, None, None, None, None, None, None, None, None, None,
+            None, "gap", reason, None, capture)  # fmt: skip
+
+
+def gap_row(u: Unframed, *, capture: str | None = None) -> Row:
+    """A row for stream bytes the capture does not have."""
+    return dict(zip(COLUMNS, gap_values(u, capture=capture)))
+
+
+def decode_capture_values(
+    source: str | os.PathLike[str] | BinaryIO,
+    *,
+    kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
+    decode_records: bool = True,
+    bodies: Container[int] | None = None,
+    capture: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """Like :func:`decode_capture`, each row as a tuple of values in :data:`COLUMNS` order."""
+    if capture is None and isinstance(source, (str, os.PathLike)):
+        capture = os.fspath(source)
+    reader = FrameReader(source, kafka_ports=kafka_ports)
+    pairer = Pairer(bodies=bodies)
+    feed = pairer.feed
+    last_ts = 0.0
+    try:
+        n = 0
+        for event in reader:
+            if type(event) is Frame:
+                last_ts = event.ts
+                for x in feed(event):
+                    yield exchange_values(x, capture=capture, decode_records=decode_records)
+            elif isinstance(event, Unframed):
+                # length None: joined mid-stream, a gap before the first byte (not news)
+                if event.reason == "missing" and event.length is not None:
+                    yield gap_values(event, capture=capture)
+            else:
+                for x in feed(event):
+                    yield exchange_values(x, capture=capture, decode_records=decode_records)
+            if progress is not None:
+                n += 1
+                if n % 4096 == 0:
+                    progress(reader.packet_count)
+        for x in pairer.finish():
+            yield exchange_values(x, capture=capture, decode_records=decode_records)
+    except (CaptureError, DecodeError, OSError) as exc:
+        for x in pairer.finish():
+            yield exchange_values(x, capture=capture, decode_records=decode_records)
+        yield _empty_values(last_ts, "undecodable", f"capture error: {exc}", capture)
+    if progress is not None:
+        progress(reader.packet_count)
 
 
 def decode_capture(
@@ -259,6 +403,7 @@ def decode_capture(
     *,
     kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
     decode_records: bool = True,
+    bodies: Container[int] | None = None,
     capture: str | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[Row]:
@@ -266,38 +411,16 @@ def decode_capture(
 
     A file that is not a capture, or that breaks off, ends with an
     ``undecodable`` row saying why rather than an exception. ``progress`` is
-    called now and then with the count of packets read so far.
+    called now and then with the count of packets read so far. ``bodies``
+    limits body decoding to those API keys (see :class:`Pairer`); the other
+    rows have no request, response, error_code or topics.
     """
-    if capture is None and isinstance(source, (str, os.PathLike)):
-        capture = os.fspath(source)
-    reader = FrameReader(source, kafka_ports=kafka_ports)
-    pairer = Pairer()
-    last_ts = 0.0
-    try:
-        n = 0
-        for event in reader:
-            if isinstance(event, Frame):
-                last_ts = event.ts
-                for x in pairer.feed(event):
-                    yield exchange_row(x, capture=capture, decode_records=decode_records)
-            elif isinstance(event, Unframed):
-                # length None: joined mid-stream, a gap before the first byte (not news)
-                if event.reason == "missing" and event.length is not None:
-                    yield gap_row(event, capture=capture)
-            else:
-                for x in pairer.feed(event):
-                    yield exchange_row(x, capture=capture, decode_records=decode_records)
-            n += 1
-            if progress is not None and n % 4096 == 0:
-                progress(reader.packet_count)
-        for x in pairer.finish():
-            yield exchange_row(x, capture=capture, decode_records=decode_records)
-    except (CaptureError, DecodeError, OSError) as exc:
-        for x in pairer.finish():
-            yield exchange_row(x, capture=capture, decode_records=decode_records)
-        yield _empty_row(last_ts, "undecodable", f"capture error: {exc}", capture)
-    if progress is not None:
-        progress(reader.packet_count)
+    columns = COLUMNS
+    for values in decode_capture_values(
+        source, kafka_ports=kafka_ports, decode_records=decode_records, bodies=bodies, capture=capture,
+        progress=progress,
+    ):  # fmt: skip
+        yield dict(zip(columns, values))
 
 
 # --- Arrow / Parquet -------------------------------------------------------------------------
@@ -344,6 +467,36 @@ def rows_to_arrow(rows: Iterable[Row], schema: Any = None) -> Any:
     columns["ts"] = [None if t is None else round(t * 1_000_000) for t in columns["ts"]]
     arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def values_to_arrow(values: list[tuple[Any, ...]], schema: Any = None) -> Any:
+    """A pyarrow RecordBatch of row value tuples (see :func:`exchange_values`), transposed in C."""
+    import pyarrow as pa
+
+    schema = schema if schema is not None else arrow_schema()
+    columns: list[Any] = list(zip(*values)) if values else [()] * len(COLUMNS)
+    columns[0] = [None if t is None else round(t * 1_000_000) for t in columns[0]]
+    arrays = [pa.array(col, type=f.type) for col, f in zip(columns, schema)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def decode_capture_batches(
+    source: str | os.PathLike[str] | BinaryIO,
+    *,
+    batch_rows: int = 8192,
+    schema: Any = None,
+    **options: Any,
+) -> Iterator[Any]:
+    """:func:`decode_capture` as pyarrow RecordBatches of up to ``batch_rows`` rows (no dict per row)."""
+    schema = schema if schema is not None else arrow_schema()
+    batch: list[tuple[Any, ...]] = []
+    for values in decode_capture_values(source, **options):
+        batch.append(values)
+        if len(batch) >= batch_rows:
+            yield values_to_arrow(batch, schema)
+            batch = []
+    if batch:
+        yield values_to_arrow(batch, schema)
 
 
 def _batched(rows: Iterable[Row], size: int) -> Iterator[list[Row]]:

@@ -37,9 +37,37 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         "--kafka-port", type=int, action="append", metavar="P", dest="kafka_ports",
         help="a broker port (repeatable; default 9092); ports seen carrying Kafka frames are added",
     )  # fmt: skip
+    p.add_argument(
+        "--bodies", default="all", type=parse_bodies, metavar="all|none|API,...",
+        help="decode request and response bodies of all APIs (the default), of none (header-level rows: "
+        "no request, response, error_code or topics), or of the APIs listed by name or key, e.g. "
+        "Produce,Fetch or 0,1",
+    )  # fmt: skip
     p.add_argument("--raw-records", action="store_true", help="keep record batches as base64, not decoded")
     p.add_argument("--summary", action="store_true", help="print a summary table to stderr")
     p.add_argument("--summary-plot", metavar="PNG", help="also draw the summary as a PNG (needs matplotlib)")
+
+
+def parse_bodies(text: str) -> frozenset[int] | None:
+    """``--bodies``: None for all APIs, else the API keys to decode bodies of."""
+    from kafkapy.protocol import catalogue
+
+    value = text.strip().lower()
+    if value == "all":
+        return None
+    if value == "none":
+        return frozenset()
+    by_name = {spec.name.lower(): key for key, spec in catalogue().items()}
+    keys: set[int] = set()
+    for item in value.split(","):
+        item = item.strip()
+        if item.lstrip("-").isdigit():
+            keys.add(int(item))
+        elif item in by_name:
+            keys.add(by_name[item])
+        else:
+            raise argparse.ArgumentTypeError(f"unknown API {item!r} (give a name such as Produce, or a key)")
+    return frozenset(keys)
 
 
 def kafka_ports(args: argparse.Namespace) -> tuple[int, ...]:
@@ -85,14 +113,17 @@ class _Progress:
 
 def iter_rows(
     paths: list[str], ports: tuple[int, ...], *, decode_records: bool, progress: _Progress | None,
-    errors: list[str],
+    errors: list[str], bodies: frozenset[int] | None = None,
 ) -> Iterator[Row]:  # fmt: skip
     for i, path in enumerate(paths, 1):
         callback: Callable[[int], None] | None = None
         if progress is not None:
             progress.start_file(i, path)
             callback = progress.packets
-        for row in decode_capture(path, kafka_ports=ports, decode_records=decode_records, progress=callback):
+        rows = decode_capture(
+            path, kafka_ports=ports, decode_records=decode_records, bodies=bodies, progress=callback
+        )
+        for row in rows:
             if row["api_key"] is None and row["status"] == "undecodable":
                 errors.append(f"{path}: {row['reason']}")
             if progress is not None:
@@ -124,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         progress = _Progress(sys.stderr, len(args.captures))
     errors: list[str] = []
     rows = iter_rows(list(args.captures), kafka_ports(args), decode_records=not args.raw_records,
-                     progress=progress, errors=errors)  # fmt: skip
+                     progress=progress, errors=errors, bodies=args.bodies)  # fmt: skip
     summary: Summary | None = Summary() if args.summary or args.summary_plot else None
     if summary is not None:
         rows = _tee(rows, summary)

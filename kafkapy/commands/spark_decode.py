@@ -50,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
         .getOrCreate()
     )
     try:
-        df = read_captures(spark, files, kafka_ports=kafka_ports(args), decode_records=not args.raw_records)
+        ports, bodies = kafka_ports(args), args.bodies
+        df = read_captures(
+            spark, files, kafka_ports=ports, decode_records=not args.raw_records, bodies=bodies
+        )
         df.write.mode(args.mode).parquet(args.output)
         written = spark.read.parquet(args.output)
         count = written.count()

@@ -74,23 +74,19 @@ def expand_paths(paths: str | Iterable[str]) -> list[str]:
 
 
 def _decode_files(
-    batches: Iterator[Any], ports: tuple[int, ...], decode_records: bool
+    batches: Iterator[Any], ports: tuple[int, ...], decode_records: bool, bodies: frozenset[int] | None
 ) -> Iterator[Any]:
     """mapInArrow body: each input row is a capture path; out come row batches."""
     # Imported here, on the executor: see the module docstring.
-    from kafkapy.capture.rows import arrow_schema, decode_capture, rows_to_arrow
+    from kafkapy.capture.rows import arrow_schema, decode_capture_batches
 
     schema = arrow_schema()
     for batch in batches:
         for path in batch.column(0).to_pylist():
-            rows: list[dict[str, Any]] = []
-            for row in decode_capture(path, kafka_ports=ports, decode_records=decode_records):
-                rows.append(row)
-                if len(rows) >= _BATCH_ROWS:
-                    yield rows_to_arrow(rows, schema)
-                    rows = []
-            if rows:
-                yield rows_to_arrow(rows, schema)
+            yield from decode_capture_batches(
+                path, batch_rows=_BATCH_ROWS, schema=schema, kafka_ports=ports,
+                decode_records=decode_records, bodies=bodies,
+            )  # fmt: skip
 
 
 def read_captures(
@@ -99,8 +95,12 @@ def read_captures(
     *,
     kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
     decode_records: bool = True,
+    bodies: Iterable[int] | None = None,
 ) -> DataFrame:
     """Decoded exchanges of capture files, one task per file.
+
+    ``bodies``: API keys whose bodies are decoded (None: all; empty:
+    header-level rows only), as in :func:`kafkapy.capture.rows.decode_capture`.
 
     ``paths``: files, directories or glob patterns, expanded on the driver;
     the files must be readable at the same path by every executor (a local
@@ -110,13 +110,14 @@ def read_captures(
     if not files:
         raise FileNotFoundError(f"no capture files match {paths!r}")
     ports = tuple(kafka_ports)
+    keys = None if bodies is None else frozenset(bodies)
     files = [os.path.abspath(f) for f in files]
     # parallelize with one slice per file: exactly one file per partition, so one task each
     rdd = spark.sparkContext.parallelize([(f,) for f in files], numSlices=len(files))
     paths_df = spark.createDataFrame(rdd, "path string")
 
     def decode(batches: Iterator[Any]) -> Iterator[Any]:
-        return _decode_files(batches, ports, decode_records)
+        return _decode_files(batches, ports, decode_records, keys)
 
     return paths_df.mapInArrow(decode, ROW_TYPE)
 

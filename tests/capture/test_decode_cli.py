@@ -28,6 +28,25 @@ def test_jsonl_to_stdout_embeds_bodies_as_objects(capsys: pytest.CaptureFixture[
     }  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("bodies", "decoded"),
+    [("none", set()), ("Produce,fetch", {"Produce", "Fetch"}), ("0,18", {"Produce", "ApiVersions"})],
+)
+def test_bodies_option(bodies: str, decoded: set[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["decode", "--bodies", bodies, *CAPTURE_FILES]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 13 and all(r["status"] == "ok" for r in rows)
+    assert {r["api_name"] for r in rows if r["request"] is not None} == decoded
+    assert all(isinstance(r["response"], dict) == (r["api_name"] in decoded) for r in rows)
+    assert all(r["client_id"] and r["correlation_id"] is not None for r in rows)
+
+
+def test_bodies_option_rejects_an_unknown_api(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["decode", "--bodies", "Produce,Nonsense", CAPTURE_FILES[0]])
+    assert "unknown API 'nonsense'" in capsys.readouterr().err
+
+
 def test_table_format(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["decode", "--format", "table", CAPTURE_FILES[0]]) == 0
     out = capsys.readouterr().out.splitlines()

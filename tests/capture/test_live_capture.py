@@ -235,3 +235,34 @@ def test_spark_decodes_the_same_rows(live: Live, tmp_path: Path) -> None:
         for col in ("api_key", "api_version", "correlation_id", "client_id", "request", "response",
                     "status", "request_bytes", "response_bytes", "error_code", "src", "dst"):  # fmt: skip
             assert g[col] == w[col], col
+
+
+def test_fast_path_gives_the_events_of_the_layers(live: Live) -> None:
+    """FrameReader's fused fast path against the layers composed by hand, on real loopback traffic."""
+    from kafkapy.capture import ConnectionClassified, Frame, FrameReader, Unframed, read_packets
+    from kafkapy.capture.frames import KafkaFramer
+    from kafkapy.capture.packets import PacketDecoder
+    from kafkapy.capture.tcp import TcpReassembler
+
+    def key(e: Any) -> tuple[Any, ...]:
+        if isinstance(e, Frame):
+            return ("frame", e.conn.id, e.side, e.ts, e.end_ts, e.offset, e.size, e.body, e.reason)
+        if isinstance(e, Unframed):
+            return ("unframed", e.conn.id, e.side, e.ts, e.offset, e.length, e.reason)
+        if isinstance(e, ConnectionClassified):
+            return ("classified", e.conn.id, e.kafka, e.basis)
+        return ("closed", e.conn.id, e.ts, e.reason)
+
+    ports = {9092, live.port}
+    shared = set(ports)  # one live set for both layers, as FrameReader keeps
+    decoder, tcp, framer = PacketDecoder(), TcpReassembler(shared), KafkaFramer(shared)
+    layered: list[Any] = []
+    for packet in read_packets(live.path):
+        seg = decoder.decode(packet)
+        for event in tcp.feed(seg) if seg is not None else ():
+            layered += framer.feed(event)
+    for event in tcp.finish():
+        layered += framer.feed(event)
+    reader = FrameReader(live.path, kafka_ports=ports)
+    assert [key(e) for e in reader] == [key(e) for e in layered]
+    assert reader.fast_packets > reader.packet_count // 4

@@ -117,6 +117,49 @@ def test_pcap_byte_orders_and_resolutions(order: str, nano: bool) -> None:
     assert got[1].snapped and not got[0].snapped
 
 
+class _Trickle(io.RawIOBase):
+    """A stream that hands out at most ``step`` bytes per read, like a pipe."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self._data, self._pos, self._step = data, 0, step
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
+        n = min(len(buf), self._step, len(self._data) - self._pos)
+        buf[:n] = self._data[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 54, 1514, 9000, 70_000]), min_size=1, max_size=40),
+    cut=st.integers(0, 2000),
+    step=st.sampled_from([7, 4096, 1 << 20]),
+)
+def test_chunked_reading_across_chunk_boundaries(sizes: list[int], cut: int, step: int) -> None:
+    """Records of every size, straddling the reader's 64 KiB chunks, from a file
+    cut anywhere and read through short reads, come out as written."""
+    pkts = [(1_700_000_000_000_000_000 + i * 1000, bytes([i % 251]) * n, n + 3) for i, n in enumerate(sizes)]
+    data = _pcap_bytes(pkts, order="<", nano=True)
+    data = data[: len(data) - cut] if cut < len(data) - 24 else data
+    reader = CaptureReader(_Trickle(data, step))
+    got = list(reader)
+    # reference: walk the records by hand
+    pos, want = 24, []
+    while pos + 16 <= len(data):
+        _, _, incl, _ = struct.unpack_from("<IIII", data, pos)
+        want.append(data[pos + 16 : pos + 16 + incl])
+        pos += 16 + incl
+    assert [p.data for p in got] == want
+    assert [p.index for p in got] == list(range(1, len(want) + 1))
+    assert [p.ts_ns for p in got] == [t for t, _, _ in pkts[: len(want)]]
+    assert reader.truncated == (pos != len(data))
+    assert [p.cut_by_eof for p in got] == [False] * (len(want) - 1) + [pos > len(data)] * bool(want)
+
+
 def test_pcap_linktype_word_keeps_only_the_link_type() -> None:
     # The upper bits of the link-type word carry FCS information.
     data = _pcap_bytes([(0, b"x", 1)], order="<", nano=False, linktype=0x1000_0000 | 113)

@@ -92,6 +92,39 @@ def test_to_json_types() -> None:
     }  # fmt: skip
 
 
+def _reference_json(value: Any) -> str:
+    """to_json as json.dumps with Record.to_dict() would write it: what the direct writer must match."""
+    from kafkapy.protocol import Records
+
+    def default(v: Any) -> Any:
+        if isinstance(v, bytes):
+            return base64.b64encode(v).decode("ascii")
+        if isinstance(v, Records):
+            return [r.to_dict() for r in v.records(check_crc=False)]
+        raise TypeError(v)
+
+    return json.dumps(value, default=default, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_records_json_matches_the_dict_form() -> None:
+    from kafkapy.protocol import Records
+
+    batch = build_record_batch(
+        [(None, b"v"), (b"k", None), (b"", b"\x00\xff" * 40),
+         (b"k2", b"v2", [("h\u00e9\"\\\n", b"x"), ("null-value", None), ("", b"")])],
+        base_offset=7, base_timestamp=1_767_225_600_000,
+    )  # fmt: skip
+    records = Records(batch + build_record_batch([(b"a", b"b")], base_offset=11))
+    marker_like = "\x00" + "0" * 16 + ":0\x00"  # the shape of the splice marker, wrong nonce
+    body = {"topics": [{"name": "t\u00e9", "records": records, "other": records}], "s": marker_like,
+            "empty": Records(b"")}  # fmt: skip
+    assert to_json(body) == _reference_json(body)
+    assert json.loads(to_json(body))["s"] == marker_like
+    broken = Records(batch[:57] + b"\x00\x00\x00\x09" + batch[61:])  # declares 9 records, holds 4
+    decoded = json.loads(to_json({"records": broken}))["records"]
+    assert set(decoded) == {"undecodable_records", "error"}
+
+
 # --- synthetic captures ------------------------------------------------------------------
 
 
@@ -261,3 +294,68 @@ def test_huge_declared_pcap_record_length() -> None:
     struct.pack_into("<I", data, 24 + 8, 0xFFFFFFF0)  # first record's captured length
     rows = _never_crashes(bytes(data))
     assert rows[-1]["status"] == "undecodable"
+
+
+# --- header-only rows and the columnar builder -------------------------------------------------
+
+_BODY_COLUMNS = ("request", "response", "error_code", "topics")
+
+
+def _bench_capture(tmp_path: Path) -> Path:
+    from benchmarks.capture import generate
+
+    paths, _ = generate(tmp_path, 1, files=1)
+    return paths[0]
+
+
+@pytest.mark.parametrize("path", [*CAPTURE_FILES, None], ids=lambda p: p.name if p else "bench-mix")
+def test_header_only_rows_are_the_full_rows_without_bodies(path: Path | None, tmp_path: Path) -> None:
+    path = path or _bench_capture(tmp_path)
+    full = list(decode_capture(path))
+    headers = list(decode_capture(path, bodies=()))
+    assert len(headers) == len(full) > 0
+    for h, f in zip(headers, full):
+        assert all(h[c] is None for c in _BODY_COLUMNS)
+        assert {k: v for k, v in h.items() if k not in _BODY_COLUMNS} == {
+            k: v for k, v in f.items() if k not in _BODY_COLUMNS
+        }
+
+
+def test_bodies_of_selected_apis_only(tmp_path: Path) -> None:
+    path = _bench_capture(tmp_path)
+    rows = list(decode_capture(path, bodies={0}))  # Produce only
+    produce = [r for r in rows if r["api_key"] == 0]
+    others = [r for r in rows if r["api_key"] != 0]
+    assert produce and others
+    assert all(r["request"] and r["response"] and r["topics"] == ["orders"] for r in produce)
+    assert all(r["request"] is None and r["response"] is None for r in others)
+    assert {r["status"] for r in rows} == {"ok"}
+
+
+def test_header_only_statuses_of_a_synthetic_conversation() -> None:
+    conversation = [
+        (True, META_REQ), (False, META_RESP),
+        (True, encode_request(3, 12, 3, "c1", {"topics": None, "allow_auto_topic_creation": False})),
+        (False, struct.pack(">i", 3)),  # the empty response
+        (True, META_REQ[:4] + b"\x00\x00\x00\x09" + META_REQ[8:]),  # correlation id 9: never answered
+        (False, encode_response(18, 3, 77, {"error_code": 0, "api_keys": [], "throttle_time_ms": 0})),
+        (True, META_REQ[:8] + b"\xff\xfe" + META_REQ[10:]),  # client id length -2
+    ]  # fmt: skip
+    rows = _rows(_pcap(conversation), bodies=())
+    assert [r["status"] for r in rows] == [r["status"] for r in _rows(_pcap(conversation))]
+    assert [(r["api_name"], r["correlation_id"], r["status"]) for r in rows] == [
+        ("Metadata", 1, "ok"), ("Metadata", 3, "empty_response"), (None, 77, "unmatched_response"),
+        ("Metadata", 9, "unmatched_request"), ("Metadata", 1, "truncated"),
+    ]  # fmt: skip
+    assert rows[-1]["reason"].startswith("request: ")
+
+
+def test_columnar_batches_hold_the_same_rows(tmp_path: Path) -> None:
+    from kafkapy.capture.rows import decode_capture_batches
+
+    path = _bench_capture(tmp_path)
+    rows = list(decode_capture(path))
+    batches = list(decode_capture_batches(path, batch_rows=500))
+    assert len(batches) > 1
+    assert sum(b.num_rows for b in batches) == len(rows)
+    assert [r for b in batches for r in b.to_pylist()] == rows_to_arrow(rows).to_pylist()
