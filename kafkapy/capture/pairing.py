@@ -106,6 +106,10 @@ class Exchange:
     request_error: DecodeError | None = None
     response_error: DecodeError | None = None
     paired_by: Literal["correlation-id", "order"] | None = None
+    # Unanswered requests only: how the connection ended before a response came ("fin", "rst",
+    # "idle", "reused"), or None when the capture simply stops first. A client that hangs up with
+    # requests in flight is normal (librdkafka drops its bootstrap connection so), not a loss.
+    ended_by: str | None = None
 
     @property
     def api_key(self) -> int | None:
@@ -184,9 +188,12 @@ class Pairer:
                 self._response(event, out)
         elif isinstance(event, ConnectionClosed):
             self._waiting.pop(event.conn.id, None)
+            ended_by = None if event.reason == "capture-end" else event.reason
             for waiting in self._pending.pop(event.conn.id, {}).values():
-                out.extend(self._unanswered(p) for p in waiting)
-            out.extend(self._unanswered(p) for p in self._server_pending.pop(event.conn.id, {}).values())
+                out.extend(self._unanswered(p, ended_by) for p in waiting)
+            out.extend(
+                self._unanswered(p, ended_by) for p in self._server_pending.pop(event.conn.id, {}).values()
+            )
             out.sort(key=lambda x: x.request_frame.offset if x.request_frame else 0)
         return out
 
@@ -379,13 +386,15 @@ class Pairer:
         )  # fmt: skip
 
     @staticmethod
-    def _unanswered(req: _Pending) -> Exchange:
+    def _unanswered(req: _Pending, ended_by: str | None = None) -> Exchange:
         status: ExchangeStatus = "no_response"
         if req.error is not None:
             status = "truncated" if req.frame.truncated or req.error.truncated else "error"
         elif req.request is None and req.frame.truncated:
             status = "truncated"  # decoded as far as its header only, which the cut spared
-        return Exchange(req.frame.conn, status, req.frame, None, req.header, req.request, None, req.error)
+        return Exchange(
+            req.frame.conn, status, req.frame, None, req.header, req.request, None, req.error, ended_by=ended_by
+        )
 
 
 def _status(

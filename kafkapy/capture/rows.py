@@ -221,6 +221,14 @@ def _error_code(body: Mapping[str, Any] | None) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+_ENDINGS = {
+    "fin": "closed with FIN",
+    "rst": "reset",
+    "idle": "idle in the capture",
+    "reused": "its ports were reused",
+}
+
+
 def _reason(x: Exchange) -> str | None:
     status = x.status
     if status == "ok":
@@ -228,6 +236,8 @@ def _reason(x: Exchange) -> str | None:
     if status == "empty_response":
         return "the broker answered with only a correlation id (unknown or unsupported request)"
     if status == "no_response":
+        if x.ended_by is not None:
+            return f"the connection ended ({_ENDINGS.get(x.ended_by, x.ended_by)}) before a response"
         return "no response in the capture"
     if status == "orphan_response":
         return "response to a request the capture does not have"

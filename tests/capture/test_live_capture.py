@@ -133,12 +133,19 @@ def _tshark_requests(live: Live) -> Counter[tuple[int, int, int, str]]:
 def test_cli_decodes_every_exchange(live: Live, tmp_path: Path) -> None:
     rows = _decode_cli(live, tmp_path, "--kafka-port", str(live.port))
     assert rows
-    assert {r["status"] for r in rows} == {"ok"}, [r for r in rows if r["status"] != "ok"]
+    # librdkafka drops its bootstrap connection once it knows the brokers, sometimes with a request
+    # still in flight: that one row is legitimately unanswered, and the reason must say the client
+    # closed the connection. Nothing else may be anything but ok.
+    hung_up = [r for r in rows if r["status"] == "unmatched_request"]
+    assert all(r["reason"] == "the connection ended (closed with FIN) before a response" for r in hung_up)
+    answered = [r for r in rows if r["status"] != "unmatched_request"]
+    assert {r["status"] for r in answered} == {"ok"}, [r for r in answered if r["status"] != "ok"]
+    assert len(answered) >= len(rows) - 1
     clients = {r["client_id"] for r in rows}
     assert {"ck-admin", "kp-admin"} <= clients
     if KCAT is not None:
         assert "kcat-cli" in clients
-    for r in rows:
+    for r in answered:
         assert r["request"] is not None and r["response"] is not None
         assert r["latency_ms"] is not None and r["latency_ms"] >= 0
         assert r["dst"].endswith(f":{live.port}")
@@ -185,7 +192,7 @@ def test_matches_what_the_clients_received(live: Live, tmp_path: Path) -> None:
         by_client.setdefault(r["client_id"], []).append(r)
     # confluent-kafka: Metadata's cluster id and brokers
     ck = live.seen["ck-admin"]
-    metas = [r for r in by_client["ck-admin"] if r["api_name"] == "Metadata"]
+    metas = [r for r in by_client["ck-admin"] if r["api_name"] == "Metadata" and r["status"] == "ok"]
     assert metas and all(r["response"]["cluster_id"] == ck["cluster_id"] for r in metas)
     assert sorted(b["node_id"] for b in metas[0]["response"]["brokers"]) == ck["brokers"]
     # kafka-python: DescribeCluster (key 60, beyond tshark) as the client saw it
@@ -199,7 +206,7 @@ def test_matches_what_the_clients_received(live: Live, tmp_path: Path) -> None:
     assert [b["broker_id"] for b in body["brokers"]] == [b["broker_id"] for b in kp["brokers"]]
     if "kcat-cli" in live.seen:
         kc = live.seen["kcat-cli"]
-        metas = [r for r in by_client["kcat-cli"] if r["api_name"] == "Metadata"]
+        metas = [r for r in by_client["kcat-cli"] if r["api_name"] == "Metadata" and r["status"] == "ok"]
         assert metas
         assert {b["node_id"] for b in metas[-1]["response"]["brokers"]} == {b["id"] for b in kc["brokers"]}
 

@@ -191,6 +191,15 @@ def test_statuses_of_a_synthetic_conversation() -> None:
     assert table.num_rows == len(rows) and table.schema.names == list(COLUMNS)
 
 
+def test_unanswered_reason_tells_a_hang_up_from_the_capture_ending() -> None:
+    conversation = [(True, META_REQ), (False, META_RESP), (True, META_REQ)]
+    closed = _rows(_pcap(conversation, close=True))[-1]
+    cut = _rows(_pcap(conversation, close=False))[-1]
+    assert closed["status"] == cut["status"] == "unmatched_request"
+    assert closed["reason"] == "the connection ended (closed with FIN) before a response"
+    assert cut["reason"] == "no response in the capture"
+
+
 def test_lost_segments_give_gap_and_truncated_rows() -> None:
     big = encode_request(3, 12, 2, "c1", {"topics": [{"topic_id": uuid.UUID(int=0), "name": "t" * 600}],
                                            "allow_auto_topic_creation": False})  # fmt: skip
