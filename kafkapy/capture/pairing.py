@@ -393,8 +393,9 @@ class Pairer:
         elif req.request is None and req.frame.truncated:
             status = "truncated"  # decoded as far as its header only, which the cut spared
         return Exchange(
-            req.frame.conn, status, req.frame, None, req.header, req.request, None, req.error, ended_by=ended_by
-        )
+            req.frame.conn, status, req.frame, None, req.header, req.request, None, req.error,
+            ended_by=ended_by,
+        )  # fmt: skip
 
 
 def _status(
