@@ -43,7 +43,9 @@ import datetime
 import io
 import multiprocessing
 import multiprocessing.connection
+import os
 import pstats
+import selectors
 import socket
 import statistics
 import struct
@@ -155,150 +157,176 @@ def _serve(pipe: multiprocessing.connection.Connection, kind: str, canned: bytes
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out)
         stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("tottime").print_stats("kafkapy", 40)
         stats.sort_stats("cumulative").print_stats(30)
         pipe.send(out.getvalue())
     pipe.close()
 
 
 # --- load generator (its own process) -----------------------------------------------------------
+#
+# Plain sockets and a selector, no asyncio: the load generator must cost as little per request as it
+# can, so that it is the server, not the generator, that sets the pace. Each block reports how busy
+# the generator was (its CPU time over the window) so a table can show it did not run out of core.
 
 
-@dataclasses.dataclass
 class _Window:
-    measuring: bool = False
-    running: bool = True
-    count: int = 0
-    latencies: list[float] = dataclasses.field(default_factory=list)
+    """Warm-up, then a counted window; ``tick`` says which phase ``now`` falls in."""
+
+    def __init__(self, seconds: float) -> None:
+        self.start = time.perf_counter()
+        self.opens = self.start + WARMUP
+        self.closes = self.opens + seconds
+        self.measuring = False
+        self.over = False
+        self.count = 0  # answers in the window
+        self.total = 0  # answers in the whole run, warm-up included: what server CPU is divided by
+        self.latencies: list[tuple[float, int]] = []  # (seconds, how many requests took that long)
+        self.cpu = 0.0
+        self.elapsed = 0.0
+
+    def tick(self, now: float) -> None:
+        if not self.measuring and not self.over and now >= self.opens:
+            self.measuring, self.opens, self.cpu = True, now, time.process_time()
+        elif self.measuring and now >= self.closes:
+            self.measuring, self.over = False, True
+            self.elapsed, self.cpu = now - self.opens, time.process_time() - self.cpu
+
+    def result(self) -> dict[str, Any]:
+        busy = self.cpu / self.elapsed if self.elapsed else float("nan")
+        return {"count": self.count, "total": self.total, "elapsed": self.elapsed,
+                "latencies": self.latencies, "load_busy": busy}
 
 
-class _Pipelined(asyncio.Protocol):
-    """Keeps ``depth`` requests in flight; every response frees a slot that is refilled at once."""
-
-    def __init__(self, request: bytes, depth: int, window: _Window, ready: asyncio.Future[None]) -> None:
-        self.request, self.depth, self.window, self.ready = request, depth, window, ready
-        self.buf = bytearray()
-        self.sent: deque[float] = deque()
-        self.transport: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if not self.ready.done():
-            self.ready.set_result(None)
-
-    def start(self) -> None:
-        assert self.transport is not None
-        now = time.perf_counter()
-        self.sent.extend([now] * self.depth)
-        self.transport.write(self.request * self.depth)
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        pos, end, n = 0, len(buf), 0
-        while end - pos >= 4:
-            size = int.from_bytes(buf[pos:pos + 4], "big")
-            if end - pos - 4 < size:
-                break
-            pos += 4 + size
-            n += 1
-        if not n:
-            return
-        del buf[:pos]
-        now = time.perf_counter()
-        window, sent = self.window, self.sent
-        if window.measuring:
-            window.count += n
-            latencies = window.latencies
-            for _ in range(n):
-                latencies.append(now - sent.popleft())
-        else:
-            for _ in range(n):
-                sent.popleft()
-        if window.running and self.transport is not None:
-            sent.extend([now] * n)
-            self.transport.write(self.request * n)
+def _connect(port: int) -> socket.socket:
+    sock = socket.create_connection((HOST, port), timeout=10)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
 
 
-class _OneShot(asyncio.Protocol):
-    """One request, one response, then done."""
+def _round_trips(port: int, connections: int, depth: int, seconds: float) -> dict[str, Any]:
+    """Every connection keeps ``depth`` requests in flight: each response read is replaced at once.
+    Blocking sockets, read only when the selector says so; a send never blocks, as at most
+    ``depth`` small requests are ever unanswered on a connection. Send times are kept per batch
+    of requests sent together, and latencies as (seconds, how many), so the cost per response
+    is counting it."""
+    request = _request()
+    selector = selectors.DefaultSelector()
+    socks = [_connect(port) for _ in range(connections)]
+    window = _Window(seconds)
+    for sock in socks:  # [socket, unparsed bytes, [send time, requests] of the batches in flight]
+        selector.register(sock, selectors.EVENT_READ, [sock, b"", deque([[time.perf_counter(), depth]])])
+        sock.sendall(request * depth)
+    select, perf_counter, unpack = selector.select, time.perf_counter, _SIZE.unpack_from
+    latencies = window.latencies
+    try:
+        while not window.over:
+            events = select(0.05)
+            now = perf_counter()
+            window.tick(now)
+            for key, _ in events:
+                state = key.data
+                sock, buf, sent = state
+                data = sock.recv(262144)
+                if not data:
+                    raise ConnectionError("the server closed a connection")
+                buf = buf + data if buf else data
+                pos, end, n = 0, len(buf), 0
+                while end - pos >= 4:
+                    stop = pos + 4 + unpack(buf, pos)[0]
+                    if stop > end:
+                        break
+                    pos = stop
+                    n += 1
+                state[1] = buf[pos:] if pos < end else b""
+                if not n:
+                    continue
+                window.total += n
+                if window.measuring:
+                    window.count += n
+                left = n
+                while left:
+                    batch = sent[0]
+                    taken = batch[1] if batch[1] <= left else left
+                    if window.measuring:
+                        latencies.append((now - batch[0], taken))
+                    left -= taken
+                    if taken == batch[1]:
+                        sent.popleft()
+                    else:
+                        batch[1] -= taken
+                sent.append([now, n])
+                sock.sendall(request * n)
+    finally:
+        for sock in socks:
+            selector.unregister(sock)
+            sock.close()
+        selector.close()
+    return window.result()
 
-    def __init__(self, request: bytes, done: asyncio.Future[None]) -> None:
-        self.request, self.done = request, done
-        self.buf = bytearray()
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        sock = transport.get_extra_info("socket")
+def _accepts(port: int, workers: int, seconds: float) -> dict[str, Any]:
+    """``workers`` connections at a time, each: connect, one ApiVersions round trip, close (with
+    SO_LINGER 0, a reset, so a run does not fill the ephemeral port range with TIME_WAIT sockets);
+    every closed one is replaced by a new one at once."""
+    request = _request()
+    selector = selectors.DefaultSelector()
+    window = _Window(seconds)
+    linger = struct.pack("ii", 1, 0)
+    live = 0
+
+    def start() -> None:
+        nonlocal live
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        transport.write(self.request)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)
+        sock.setblocking(False)
+        began = time.perf_counter()
+        if sock.connect_ex((HOST, port)) == 0:
+            sock.send(request)
+            selector.register(sock, selectors.EVENT_READ, [began, b""])
+        else:  # EINPROGRESS: send once connected
+            selector.register(sock, selectors.EVENT_WRITE, [began, b""])
+        live += 1
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        if len(self.buf) >= 4 and len(self.buf) - 4 >= int.from_bytes(self.buf[:4], "big"):
-            if not self.done.done():
-                self.done.set_result(None)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.done.done():
-            self.done.set_exception(exc or ConnectionError("closed before the response"))
-
-
-async def _round_trips(port: int, connections: int, depth: int, seconds: float) -> dict[str, Any]:
-    loop = asyncio.get_running_loop()
-    request, window = _request(), _Window()
-    protocols = []
-    for _ in range(connections):
-        ready: asyncio.Future[None] = loop.create_future()
-        _, protocol = await loop.create_connection(
-            lambda r=ready: _Pipelined(request, depth, window, r), HOST, port)  # type: ignore[misc]
-        protocols.append(protocol)
-    for protocol in protocols:
-        protocol.start()
-    await asyncio.sleep(WARMUP)
-    window.measuring = True
-    start = time.perf_counter()
-    await asyncio.sleep(seconds)
-    window.measuring = False
-    elapsed = time.perf_counter() - start
-    window.running = False
-    await asyncio.sleep(0.05)
-    for protocol in protocols:
-        if protocol.transport is not None:
-            protocol.transport.close()
-    await asyncio.sleep(0.05)
-    return {"count": window.count, "elapsed": elapsed, "latencies": window.latencies}
-
-
-async def _accepts(port: int, workers: int, seconds: float) -> dict[str, Any]:
-    loop = asyncio.get_running_loop()
-    request, window = _request(), _Window()
-
-    async def worker() -> None:
-        while window.running:
-            done: asyncio.Future[None] = loop.create_future()
-            began = time.perf_counter()
-            transport, _ = await loop.create_connection(lambda d=done: _OneShot(request, d), HOST, port)  # type: ignore[misc]
-            try:
-                await done
-            finally:
-                transport.close()
-            if window.measuring:
-                window.count += 1
-                window.latencies.append(time.perf_counter() - began)
-
-    tasks = [loop.create_task(worker()) for _ in range(workers)]
-    await asyncio.sleep(WARMUP)
-    window.measuring = True
-    start = time.perf_counter()
-    await asyncio.sleep(seconds)
-    window.measuring = False
-    elapsed = time.perf_counter() - start
-    window.running = False
-    await asyncio.gather(*tasks)
-    return {"count": window.count, "elapsed": elapsed, "latencies": window.latencies}
+    for _ in range(workers):
+        start()
+    try:
+        while live:
+            events = selector.select(0.05)
+            now = time.perf_counter()
+            window.tick(now)
+            for key, mask in events:
+                sock, state = key.fileobj, key.data
+                assert isinstance(sock, socket.socket)
+                if mask & selectors.EVENT_WRITE:
+                    error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                    if error:
+                        raise ConnectionError(f"connect failed: {os.strerror(error)}")
+                    sock.send(request)
+                    selector.modify(sock, selectors.EVENT_READ, state)
+                    continue
+                data = sock.recv(65536)
+                if not data:
+                    raise ConnectionError("the server closed a connection before answering")
+                buf = state[1] + data
+                if len(buf) < 4 or len(buf) - 4 < _SIZE.unpack_from(buf, 0)[0]:
+                    state[1] = buf
+                    continue
+                selector.unregister(sock)
+                sock.close()
+                live -= 1
+                window.total += 1
+                if window.measuring:
+                    window.count += 1
+                    window.latencies.append((now - state[0], 1))
+                if not window.over:
+                    start()
+    finally:
+        for key in list(selector.get_map().values()):
+            key.fileobj.close()  # type: ignore[union-attr]
+        selector.close()
+    return window.result()
 
 
 def _load(pipe: multiprocessing.connection.Connection) -> None:
@@ -308,19 +336,27 @@ def _load(pipe: multiprocessing.connection.Connection) -> None:
         if command is None:
             break
         kind, port, *args = command
-        run = _round_trips(port, *args) if kind == "round-trips" else _accepts(port, *args)
-        result = asyncio.run(run)
+        result = _round_trips(port, *args) if kind == "round-trips" else _accepts(port, *args)
         latencies = sorted(result.pop("latencies"))
-        result["p50"] = _quantile(latencies, 0.50)
-        result["p99"] = _quantile(latencies, 0.99)
+        result["p50"], result["p99"] = _quantiles(latencies, (0.50, 0.99))
         pipe.send(result)
     pipe.close()
 
 
-def _quantile(ordered: list[float], q: float) -> float:
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def _quantiles(ordered: list[tuple[float, int]], qs: tuple[float, ...]) -> list[float]:
+    """Quantiles of weighted samples (value, weight), sorted by value."""
+    total = sum(weight for _, weight in ordered)
+    if not total:
+        return [float("nan")] * len(qs)
+    found, seen, it = [], 0, iter(ordered)
+    value = float("nan")
+    for q in qs:
+        rank = min(total - 1, int(q * total))
+        while seen <= rank:
+            value, weight = next(it)
+            seen += weight
+        found.append(value)
+    return found
 
 
 # --- the harness side ---------------------------------------------------------------------------
@@ -351,23 +387,24 @@ class _Block:
     p50: float  # seconds
     p99: float
     cpu: float  # server CPU seconds per request
+    load_busy: float  # the load generator's CPU time over the window's wall time
 
 
 def _block(server: ChildProcess, port: int, load: ChildProcess, command: tuple[Any, ...]) -> _Block:
     cpu = server.ask("cpu")
     result = load.ask((command[0], port, *command[1:]))
     cpu = server.ask("cpu") - cpu
-    count = max(1, result["count"])
-    return _Block(result["count"] / result["elapsed"], result["p50"], result["p99"], cpu / count)
+    return _Block(result["count"] / result["elapsed"], result["p50"], result["p99"],
+                  cpu / max(1, result["total"]), result["load_busy"])
 
 
 def _median(blocks: list[_Block]) -> _Block:
-    return _Block(statistics.median(b.rate for b in blocks), statistics.median(b.p50 for b in blocks),
-                  statistics.median(b.p99 for b in blocks), statistics.median(b.cpu for b in blocks))
+    return _Block(*(statistics.median(getattr(b, f.name) for b in blocks)
+                    for f in dataclasses.fields(_Block)))
 
 
-HEADERS = ["scenario", "kafkapy /s", "p50 ms", "p99 ms", "CPU us", "ceiling /s", "p50 ms", "p99 ms",
-           "CPU us", "ratio", "ratio (CPU)"]
+HEADERS = ["scenario", "kafkapy /s", "p50 ms", "p99 ms", "CPU us", "gen", "ceiling /s", "p50 ms", "p99 ms",
+           "CPU us", "gen", "ratio", "ratio (CPU)"]
 
 
 def _row(label: str, ours: _Block, ceiling: _Block) -> list[str]:
@@ -375,8 +412,9 @@ def _row(label: str, ours: _Block, ceiling: _Block) -> list[str]:
         return f"{x * 1000:.2f}"
 
     return [label, f"{ours.rate:,.0f}", ms(ours.p50), ms(ours.p99), f"{ours.cpu * 1e6:.1f}",
-            f"{ceiling.rate:,.0f}", ms(ceiling.p50), ms(ceiling.p99), f"{ceiling.cpu * 1e6:.1f}",
-            f"{ours.rate / ceiling.rate:.0%}", f"{ceiling.cpu / ours.cpu:.0%}"]
+            f"{ours.load_busy:.0%}", f"{ceiling.rate:,.0f}", ms(ceiling.p50), ms(ceiling.p99),
+            f"{ceiling.cpu * 1e6:.1f}", f"{ceiling.load_busy:.0%}", f"{ours.rate / ceiling.rate:.0%}",
+            f"{ceiling.cpu / ours.cpu:.0%}"]
 
 
 def run(options: Options) -> Report:
@@ -430,14 +468,15 @@ def run(options: Options) -> Report:
     return Report(text, markdown)
 
 
-def profile(connections: int = 16, seconds: float = 3.0) -> str:
-    """cProfile of the kafkapy broker process under the round-trip load."""
+def profile(connections: int = 16, seconds: float = 3.0, accepts: bool = False) -> str:
+    """cProfile of the kafkapy broker process under the round-trip (or the accept) load."""
     load = ChildProcess(_load)
     server, port = _server("kafkapy", profile=True)
+    command = ("accepts", port, ACCEPT_WORKERS) if accepts else ("round-trips", port, connections, DEPTH)
     try:
-        load.ask(("round-trips", port, connections, DEPTH, 0.3))  # warm up unprofiled
+        load.ask((*command, 0.3))  # warm up unprofiled
         server.pipe.send("profile-on")
-        result = load.ask(("round-trips", port, connections, DEPTH, seconds))
+        result = load.ask((*command, seconds))
         server.ask("profile-off")
         server.pipe.send("stop")
         report: str = server.receive(60)
@@ -445,16 +484,19 @@ def profile(connections: int = 16, seconds: float = 3.0) -> str:
         load.stop(None)
         server.stop()
     rate = result["count"] / result["elapsed"]
-    return f"{rate:,.0f} round trips/s while profiled ({connections} connections x {DEPTH})\n\n{report}"
+    what = (f"connections/s while profiled ({ACCEPT_WORKERS} at a time)" if accepts else
+            f"round trips/s while profiled ({connections} connections x {DEPTH})")
+    return f"{rate:,.0f} {what}\n\n{report}"
 
 
 def _main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.server")
     parser.add_argument("--profile", action="store_true", help="profile the kafkapy broker under load")
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--accepts", action="store_true", help="profile under the accept load instead")
     args = parser.parse_args()
     if args.profile:
-        print(profile(args.connections))
+        print(profile(args.connections, accepts=args.accepts))
     else:
         print(run(Options()).text)
 

@@ -26,6 +26,7 @@ connection is handed to request processing only once admitted.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import math
@@ -49,6 +50,7 @@ DYNAMIC_KEYS = ("max.connection.creation.rate", "max.connections", "max.connecti
 _LISTENER_KEYS = ("max.connection.creation.rate", "max.connections")
 
 
+@functools.lru_cache(maxsize=4096)  # twice per connection (admit, release): parsing is most of it
 def normalize_ip(address: str) -> str:
     """One spelling per address: compressed IPv6, IPv4-mapped IPv6 as IPv4."""
     try:
@@ -58,6 +60,12 @@ def normalize_ip(address: str) -> str:
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         return str(ip.ipv4_mapped)
     return str(ip)
+
+
+def _rate_bound(rate: int) -> float | None:
+    """A creation-rate bound for a Rate; Kafka's default, Int.MaxValue connections per second,
+    can never be exceeded, so it is no bound at all (and spares the check on every accept)."""
+    return None if rate >= INT_MAX else float(rate)
 
 
 def resolve(host: str) -> str:
@@ -193,13 +201,13 @@ class ConnectionQuotas:
                 full = f"listener.name.{name.lower()}.{key}"
                 values.append(None if raw is None else _int_setting(full, raw))
             per_listener[name] = (values[0], values[1])
-        self.broker_rate.bound = float(broker_rate)
+        self.broker_rate.bound = _rate_bound(broker_rate)
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip
         self.per_ip_overrides = overrides
         for name, (rate, count) in per_listener.items():
             quota = self.listeners[name]
-            quota.rate.bound = float(rate) if rate is not None else float(INT_MAX)
+            quota.rate.bound = _rate_bound(rate if rate is not None else INT_MAX)
             quota.max_connections = count if count is not None else INT_MAX
         self._slot_freed.set()  # a raised limit may free a waiting acceptor
 
