@@ -89,7 +89,8 @@ def test_a_request_failing_after_it_waited_closes_after_the_answers_before_it(
     with Broker(modules=[FailingAfterAWait]) as b, KafkaSocket(b.bootstrap_servers) as s:
         with caplog.at_level(logging.ERROR, logger="kafkapy"):
             describe = {"include_cluster_authorized_operations": False}
-            s.send_raw(request_frame(API_VERSIONS, 3, 1, SOFTWARE) + request_frame(DESCRIBE_CLUSTER, 0, 2, describe)
+            s.send_raw(request_frame(API_VERSIONS, 3, 1, SOFTWARE)
+                       + request_frame(DESCRIBE_CLUSTER, 0, 2, describe)
                        + request_frame(API_VERSIONS, 3, 3, SOFTWARE))
             assert _read(s)[0] == 1
             assert s.wait_closed() == b""
