@@ -7,30 +7,39 @@ steers them over pipes.
 * kafkapy: ``kafkapy.Broker`` with its defaults, on the server process's main
   asyncio loop.
 * ceiling: an ``asyncio.Protocol`` that splits frames and answers each with
-  canned ApiVersions response bytes, the request's correlation id spliced in.
-  The bytes are the kafkapy broker's own answer to the same request, so both
-  servers write the same number of bytes. No decoding, no dispatch: what is
-  left is asyncio's own cost, the ceiling for a pure-Python server.
+  canned response bytes, the request's correlation id spliced in. The bytes
+  are the kafkapy broker's own answer to the same request, so both servers
+  write the same number of bytes. No decoding, no dispatch: what is left is
+  asyncio's own cost, the ceiling for a pure-Python server.
 
-The load generator uses asyncio Protocols and pre-encoded request bytes. Two
-measurements:
+The load generator is plain sockets and a selector (no asyncio), with
+pre-encoded requests, so that it costs less per request than either server;
+each block reports how busy it was ("gen": its CPU time over the window) to
+show it was not what set the pace. Measurements:
 
 * round trips: N connections each keep ``DEPTH`` ApiVersions v3 requests in
   flight (a response frees a slot, which is refilled at once); requests per
   second and the latency of each request, send to response.
-* accepts: ``ACCEPT_WORKERS`` concurrent loops of connect, one ApiVersions
-  round trip, close (with SO_LINGER 0, a reset, so a run does not fill the
-  ephemeral port range with TIME_WAIT sockets).
+* accepts: ``ACCEPT_WORKERS`` connections at a time, each: connect, one
+  ApiVersions round trip, close (with SO_LINGER 0, a reset, so a run does not
+  fill the ephemeral port range with TIME_WAIT sockets).
+* the general path (not part of the target): round trips of Metadata v12
+  requests, which kafkapy decodes, hands to its handler and encodes every
+  time (ApiVersions answers are memoized by request bytes; see
+  ``ApiHandler.memoize``), against a ceiling answering kafkapy's canned
+  Metadata response.
 
 Blocks of the two servers are interleaved, rotating who goes first, so noise
 from the shared cores hits both. Each block opens its connections, warms up,
-then counts for a fixed window. Server CPU time per request is read in the
-server process (``time.process_time``) around each window: on a shared
-machine it is the steadier basis for the ratio, and unlike the request rate it
-does not depend on whether the load generator kept the server busy.
+then counts for a fixed window. Server CPU time is read in the server process
+(``time.process_time``) around each block and divided by every answer of the
+block, warm-up included: on a shared machine it is the steadier basis for the
+ratio, and unlike the request rate it does not depend on whether the load
+generator kept the server busy.
 
-``python -m benchmarks.server --profile`` runs the kafkapy broker under
-cProfile for a few round-trip blocks and prints where its time goes.
+``python -m benchmarks.server --profile [--accepts]`` runs the kafkapy broker
+under cProfile for a few round-trip (or accept) blocks and prints where its
+time goes.
 """
 
 from __future__ import annotations
@@ -69,11 +78,18 @@ API_VERSIONS_VERSION = 3
 _SIZE = struct.Struct(">i")
 
 
-def _request() -> bytes:
+METADATA_VERSION = 12
+
+
+def _request(kind: str = "api-versions") -> bytes:
+    """A whole request frame: ApiVersions v3, or Metadata v12 for every topic (``"metadata"``)."""
     from kafkapy.protocol import encode_request
 
-    body = {"client_software_name": "kafkapy-bench", "client_software_version": "1.0"}
-    frame = encode_request(18, API_VERSIONS_VERSION, 1, CLIENT_ID, body)
+    if kind == "metadata":
+        frame = encode_request(3, METADATA_VERSION, 1, CLIENT_ID, {"topics": None})
+    else:
+        body = {"client_software_name": "kafkapy-bench", "client_software_version": "1.0"}
+        frame = encode_request(18, API_VERSIONS_VERSION, 1, CLIENT_ID, body)
     return _SIZE.pack(len(frame)) + frame
 
 
@@ -204,13 +220,14 @@ def _connect(port: int) -> socket.socket:
     return sock
 
 
-def _round_trips(port: int, connections: int, depth: int, seconds: float) -> dict[str, Any]:
+def _round_trips(port: int, connections: int, depth: int, seconds: float,
+                 kind: str = "api-versions") -> dict[str, Any]:
     """Every connection keeps ``depth`` requests in flight: each response read is replaced at once.
     Blocking sockets, read only when the selector says so; a send never blocks, as at most
     ``depth`` small requests are ever unanswered on a connection. Send times are kept per batch
     of requests sent together, and latencies as (seconds, how many), so the cost per response
     is counting it."""
-    request = _request()
+    request = _request(kind)
     selector = selectors.DefaultSelector()
     socks = [_connect(port) for _ in range(connections)]
     window = _Window(seconds)
@@ -368,15 +385,15 @@ def _server(kind: str, canned: bytes = b"", profile: bool = False) -> tuple[Chil
     return process, port
 
 
-def _canned_response(port: int) -> bytes:
+def _canned_response(port: int, kind: str = "api-versions") -> bytes:
     """The kafkapy broker's own response to the benchmark request, size prefix included."""
     with socket.create_connection((HOST, port), timeout=10) as sock:
-        sock.sendall(_request())
+        sock.sendall(_request(kind))
         data = b""
         while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
             chunk = sock.recv(65536)
             if not chunk:
-                raise RuntimeError("the broker closed the connection before answering ApiVersions")
+                raise RuntimeError(f"the broker closed the connection before answering {kind}")
             data += chunk
     return data
 
@@ -418,21 +435,27 @@ def _row(label: str, ours: _Block, ceiling: _Block) -> list[str]:
 
 
 def run(options: Options) -> Report:
-    repeats = 1 if options.quick else max(1, min(options.repeats, 5))
+    repeats = 1 if options.quick else max(1, min(options.repeats, 9))
     seconds = 0.2 if options.quick else 0.8
     load = ChildProcess(_load)
     kafkapy_server, kafkapy_port = _server("kafkapy")
     canned = _canned_response(kafkapy_port)
+    canned_metadata = _canned_response(kafkapy_port, "metadata")
     ceiling_server, ceiling_port = _server("ceiling", canned)
-    servers = {"kafkapy": (kafkapy_server, kafkapy_port), "ceiling": (ceiling_server, ceiling_port)}
-    scenarios: list[tuple[str, tuple[Any, ...]]] = [
-        (f"round trips, {n} conn x {DEPTH} in flight", ("round-trips", n, DEPTH, seconds))
+    metadata_server, metadata_port = _server("ceiling", canned_metadata)
+    ceiling = (ceiling_server, ceiling_port)
+    kafkapy = (kafkapy_server, kafkapy_port)
+    scenarios: list[tuple[str, tuple[Any, ...], tuple[ChildProcess, int]]] = [
+        (f"round trips, {n} conn x {DEPTH} in flight", ("round-trips", n, DEPTH, seconds), ceiling)
         for n in CONNECTIONS]
-    scenarios.append((f"accepts ({ACCEPT_WORKERS} concurrent connect/request/close)",
-                      ("accepts", ACCEPT_WORKERS, seconds)))
+    scenarios.append((f"accepts ({ACCEPT_WORKERS} at a time: connect, request, close)",
+                      ("accepts", ACCEPT_WORKERS, seconds), ceiling))
+    scenarios.append((f"not in the target: Metadata v{METADATA_VERSION}, 16 conn x {DEPTH} (general path)",
+                      ("round-trips", 16, DEPTH, seconds, "metadata"), (metadata_server, metadata_port)))
     rows = []
     try:
-        for label, command in scenarios:
+        for label, command, peer in scenarios:
+            servers = {"kafkapy": kafkapy, "ceiling": peer}
             blocks: dict[str, list[_Block]] = {name: [] for name in servers}
             names = list(servers)
             for r in range(repeats):
@@ -444,20 +467,26 @@ def run(options: Options) -> Report:
         load.stop(None)
         kafkapy_server.stop()
         ceiling_server.stop()
+        metadata_server.stop()
 
     setting = f"{machine_note()}; kafkapy {revision()}"
-    method = (f"Three processes on loopback: the server, an asyncio load generator sending pre-encoded "
-              f"ApiVersions v{API_VERSIONS_VERSION} requests ({len(_request())} bytes; responses "
-              f"{len(canned)} bytes), and the harness. ceiling: an asyncio.Protocol server that splits "
-              f"frames and answers with canned response bytes, the most a pure-Python asyncio server can "
-              f"do. Round trips: each connection keeps {DEPTH} requests in flight. Accepts: "
-              f"{ACCEPT_WORKERS} concurrent loops of connect, one round trip, close. {repeats} "
+    method = (f"Three processes on loopback: the server, a load generator (plain sockets and a selector, "
+              f"no asyncio) sending pre-encoded ApiVersions v{API_VERSIONS_VERSION} requests "
+              f"({len(_request())} bytes; responses {len(canned)} bytes), and the harness. ceiling: an "
+              f"asyncio.Protocol server that splits frames and answers with canned response bytes (kafkapy's "
+              f"own answer), the most a pure-Python asyncio server can do. Round trips: each connection "
+              f"keeps {DEPTH} requests in flight. Accepts: {ACCEPT_WORKERS} connections at a time, each "
+              f"connect, one round trip, close. The last row is outside the target: Metadata v"
+              f"{METADATA_VERSION} for all topics ({len(_request('metadata'))} bytes; responses "
+              f"{len(canned_metadata)} bytes), which kafkapy decodes, handles and encodes every time, "
+              f"where ApiVersions answers come from a memo of answers by request bytes. {repeats} "
               f"interleaved blocks of {seconds:g} s (after {WARMUP:g} s of warm-up) per server and "
               f"scenario; medians shown. /s: requests (or connections) per second; p50/p99: latency "
               f"of one request (one connect + round trip for accepts); CPU us: server CPU time per "
-              f"request. ratio = kafkapy/ceiling rate (target >= 70%); ratio (CPU) = ceiling CPU per "
-              f"request / kafkapy CPU per request, which does not depend on the load generator keeping "
-              f"up.")
+              f"request; gen: how busy the load generator was (CPU time over wall time; well under 100% "
+              f"means it was not what set the pace). ratio = kafkapy/ceiling rate (target >= 70%); "
+              f"ratio (CPU) = ceiling CPU per request / kafkapy CPU per request, which does not depend on "
+              f"the load generator keeping up and is the steadier figure on a shared machine.")
     text = "\n\n".join([setting, method, render_table(HEADERS, rows)])
     markdown = "\n\n".join([
         f"Measured {datetime.date.today().isoformat()} with `python -m benchmarks server --write-docs`: "
