@@ -114,6 +114,7 @@ class KafkaConnection(asyncio.Protocol):
         self._drain = self.frames.drain
         self._dispatch = runtime.dispatcher.dispatch
         self._dispatch_all = runtime.dispatcher.dispatch_all
+        self._is_closed = self._closed
         self._now = runtime.clock
         self.queue: collections.deque[bytes] = collections.deque()
         self.transport: asyncio.Transport | None = None
@@ -192,7 +193,7 @@ class KafkaConnection(asyncio.Protocol):
                 out = self.outgoing
                 remaining = iter(frames)
                 try:
-                    pending = self._dispatch_all(self.info, remaining, out, self._closed)  # type: ignore[arg-type]
+                    pending = self._dispatch_all(self.info, remaining, out, self._is_closed)  # type: ignore[arg-type]
                 except CloseConnection:
                     self.close()  # the answers to the requests before this one still go out
                     return
