@@ -292,6 +292,10 @@ class KafkaConnection(asyncio.Protocol):
         except CloseConnection:
             self.close()  # the answers to the requests before this one still go out
             return
+        except Exception:  # a bug: never leave frames queued behind a dead worker
+            log.exception("serving %s failed; closing it", self._who())
+            self.close()
+            return
         finally:
             self.busy = False
         if self.draining:
