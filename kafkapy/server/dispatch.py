@@ -150,7 +150,9 @@ class Dispatcher:
             if memo is not None:
                 answer = memo.get(frame[8:])
                 if answer is not None:  # (size prefix, answer after the correlation id)
-                    out += (answer[0], frame[4:8], answer[1])
+                    out.append(answer[0])
+                    out.append(frame[4:8])
+                    out.append(answer[1])
                     continue
             pending = self.dispatch(conn, frame, out)
             if pending is not None:
