@@ -116,8 +116,8 @@ class Dispatcher:
         self.handlers = handlers
         self.request_hooks = [m for m in self.runtime.modules
                               if type(m).on_request is not Module.on_request]
-        # Memoized answers skip the gate check too: a gated API's gate can close without a rebuild
-        # (the features module rebuilds, but gate_open is also the runtime's to answer), so none.
+        # Memo hits skip every check, the feature gate's too; gate_open is the runtime's to answer,
+        # not only the routing table's, so gated APIs are never memoized.
         plain = not self.request_hooks and not self.runtime.observers.active
         self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None)
                        for key, handler in handlers.items()}
