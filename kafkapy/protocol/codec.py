@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -37,6 +37,7 @@ __all__ = [
     "encode_response_body",
     "fit_body",
     "message_schema",
+    "request_decoder",
     "response_header",
 ]
 
@@ -64,11 +65,13 @@ class RequestHeader:
     header_size: int  # bytes the header took; the body starts here
 
 
-@attrs.frozen
-class Request:
+class Request(NamedTuple):
     """A decoded request. ``trailing_bytes`` counts bytes after a complete body:
     Java Kafka ignores them and real clients send some (librdkafka's Metadata v13
-    request carries 3), so they are accepted but kept visible."""
+    request carries 3), so they are accepted but kept visible.
+
+    A named tuple, immutable like the rest: a broker builds one per request, and a tuple is the
+    cheapest immutable object Python makes."""
 
     api_key: int
     api_version: int
@@ -201,23 +204,77 @@ def _response_plan(api_key: int, api_version: int) -> _Plan:
     return plan
 
 
+_KEY_VERSION = struct.Struct(">hh")
+_CORRELATION = struct.Struct(">i")
+RequestDecoder = Callable[[bytes], Request]
+_request_decoders: dict[tuple[int, int], RequestDecoder] = {}
+_HEAD = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+_new_request = tuple.__new__
+
+
+def request_decoder(api_key: int, api_version: int) -> RequestDecoder:
+    """The decoder of whole request frames of one API and version, made once and cached.
+
+    The header is read by hand (the common case: a client id and, in header v2, an empty tag
+    section); anything else (tags in the header, a truncated header) goes through the compiled
+    RequestHeader schema, which reads every case and names the error. The decoder expects a frame
+    of this API and version, as ``decode_request`` or a broker's routing table hands it. Unknown
+    keys and versions raise here, when the decoder is asked for."""
+    key = (api_key, api_version)
+    found = _request_decoders.get(key)
+    if found is not None:
+        return found
+    plan = _request_plans.get(key) or _request_plan(api_key, api_version)
+    header_version, decode_header, decode_body = plan.header_version, plan.decode_header, plan.decode_body
+    unpack_head = _HEAD.unpack_from
+
+    def slow_header(buf: bytes, end: int) -> tuple[int, str | None, int]:
+        header, pos = _run_decoder(decode_header, buf, 0, end, api_key, api_version)
+        return header["correlation_id"], header.get("client_id"), pos
+
+    def decode(buf: bytes) -> Request:
+        end = len(buf)
+        if header_version and end >= 10:
+            _, _, correlation_id, n = unpack_head(buf, 0)
+            if n < 0:
+                client_id, pos = None, 10
+            elif 10 + n <= end:
+                pos = 10 + n
+                client_id = str(buf[10:pos], "utf-8", "surrogateescape")
+            else:
+                correlation_id, client_id, pos = slow_header(buf, end)
+            if header_version == 2:
+                if pos < end and buf[pos] == 0:
+                    pos += 1  # no tagged fields in the header
+                else:
+                    correlation_id, client_id, pos = slow_header(buf, end)
+        else:
+            correlation_id, client_id, pos = slow_header(buf, end)
+        try:
+            body, stop = decode_body(buf, pos, end)
+        except DecodeError as exc:
+            if exc.api_key is None:
+                exc.api_key, exc.api_version = api_key, api_version
+            raise
+        except Exception as exc:  # a decoder bug must still surface as the project's error
+            raise DecodeError(f"internal decoder error: {exc!r}", api_key=api_key,
+                              api_version=api_version) from exc
+        return _new_request(Request, (api_key, api_version, correlation_id, client_id, body, end - stop,
+                                      header_version))
+
+    _request_decoders[key] = decode
+    return decode
+
+
 def decode_request(data: bytes | bytearray | memoryview) -> Request:
     """Decode one request frame (without its size prefix)."""
     buf = _view(data)
-    end = len(buf)
-    if end < 8:
-        raise DecodeError(f"request header needs at least 8 bytes, got {end}", offset=0, truncated=True)
-    api_key, api_version = _KEY_VERSION.unpack_from(buf, 0)
+    if len(buf) < 8:
+        raise DecodeError(f"request header needs at least 8 bytes, got {len(buf)}", offset=0, truncated=True)
+    key = _KEY_VERSION.unpack_from(buf, 0)
     # Unknown keys and versions are reported as such, before their header is attempted.
-    plan = _request_plans.get((api_key, api_version)) or _request_plan(api_key, api_version)
-    header, pos = _run_decoder(plan.decode_header, buf, 0, end, api_key, api_version)
-    body, stop = _run_decoder(plan.decode_body, buf, pos, end, api_key, api_version)
-    return Request(api_key, api_version, header["correlation_id"], header.get("client_id"), body,
-                   end - stop, plan.header_version)
-
-
-_KEY_VERSION = struct.Struct(">hh")
-_CORRELATION = struct.Struct(">i")
+    decode = _request_decoders.get(key) or request_decoder(*key)
+    return decode(buf)
 
 
 def decode_response(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> Response:

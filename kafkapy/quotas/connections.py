@@ -62,6 +62,12 @@ def normalize_ip(address: str) -> str:
     return str(ip)
 
 
+def _rate_bound(rate: int) -> float | None:
+    """A creation-rate bound for a Rate; Kafka's default, Int.MaxValue connections per second,
+    can never be exceeded, so it is no bound at all (and spares the check on every accept)."""
+    return None if rate >= INT_MAX else float(rate)
+
+
 def resolve(host: str) -> str:
     """An IP literal as is, else the first address the host resolves to (Java's InetAddress.getByName);
     OSError if it does not resolve."""
@@ -182,13 +188,13 @@ class ConnectionQuotas:
         """Apply the broker and listener limits (at start, and on a dynamic update). Validates
         everything before changing anything; ConfigError names the key."""
         broker_rate, max_connections, max_per_ip, overrides, per_listener = self._parse(settings, overrides)
-        self.broker_rate.bound = float(broker_rate)
+        self.broker_rate.bound = _rate_bound(broker_rate)
         self.max_connections = max_connections
         self.max_per_ip = max_per_ip
         self.per_ip_overrides = overrides
         for name, (rate, count) in per_listener.items():
             quota = self.listeners[name]
-            quota.rate.bound = float(rate) if rate is not None else float(INT_MAX)
+            quota.rate.bound = _rate_bound(rate if rate is not None else INT_MAX)
             quota.max_connections = count if count is not None else INT_MAX
         self._slot_freed.set()  # a raised limit may free a waiting acceptor
         self._enforce_max_connections()  # a lowered one closes connections, as Kafka's processors do

@@ -11,11 +11,13 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from kafkapy.server import eager
 from kafkapy.server.auth import Authorizer, load_authorizer
 from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.server.connection import KafkaConnection
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module, load_module_class
 from kafkapy.server.observers import ObserverChain
@@ -23,7 +25,7 @@ from kafkapy.store.base import BrokerRegistration, MetadataStore, RegisteredEndp
 from kafkapy.store.memory import MemoryStore
 
 if TYPE_CHECKING:
-    from kafkapy.server.connection import ConnectionInfo, KafkaConnection
+    from kafkapy.server.connection import ConnectionInfo
     from kafkapy.server.dispatch import Dispatcher
 
 __all__ = ["AcceptGate", "BoundListener", "BrokerRuntime"]
@@ -56,7 +58,8 @@ class BoundListener:
         self.spec = spec
         self.sock = sock
         self.context = context
-        self.accept_task: asyncio.Task[None] | None = None
+        self.accept_task: asyncio.Task[None] | None = None  # while a throttled accept waits
+        self.accepting = False  # the loop watches the socket for connections to accept
         self.host = host
         self.port = port
         advertised = spec.advertised
@@ -111,6 +114,10 @@ class BrokerRuntime:
         self.failed = asyncio.Event()
         self._failing: asyncio.Task[None] | None = None
         self.loop = asyncio.get_running_loop()
+        # The clock the loop schedules by; asyncio's own is time.monotonic, called straight (it is
+        # read on every receive).
+        self.clock = time.monotonic if type(self.loop).time is asyncio.BaseEventLoop.time else self.loop.time
+        self._idle_sweep: asyncio.TimerHandle | None = None
         self.broker_id = -1
         self.listeners: list[BoundListener] = []
         self.connections: set[KafkaConnection] = set()
@@ -122,6 +129,9 @@ class BrokerRuntime:
                                                    {**config.originals, **config.values})
         classes = list(module_classes) if module_classes is not None else default_module_classes(config)
         self.modules: list[Module] = [cls(self) for cls in classes]
+        # Only the modules that hook accept/close are called on every connection.
+        self.accept_hooks = [m for m in self.modules if type(m).on_accept is not Module.on_accept]
+        self.close_hooks = [m for m in self.modules if type(m).on_close is not Module.on_close]
         self.supported_features = self._supported_features()
         from kafkapy.server.dispatch import Dispatcher
 
@@ -199,7 +209,8 @@ class BrokerRuntime:
             for module in self.modules:
                 await module.start()
             for listener in self.listeners:
-                listener.accept_task = self.loop.create_task(self._accept_loop(listener))
+                self._watch(listener)
+            self._sweep_idle()
         except BaseException:
             await self._close_listeners()
             await self._release_store()
@@ -230,32 +241,69 @@ class BrokerRuntime:
         name = sock.getsockname()
         return BoundListener(spec, sock, name[0], name[1], context)
 
-    async def _accept_loop(self, listener: BoundListener) -> None:
-        loop = self.loop
-        while not self._stopping:
+    # The accept loop: the listening socket stays registered with the event loop, and every time it
+    # is readable the connections pending are accepted in one go (as asyncio's own servers do), so
+    # a busy listener costs no selector call per connection. The accept gate is started in place;
+    # when it really waits (a connection quota), the listener stops watching its socket, so it
+    # accepts nothing until the wait is over (and only that listener).
+
+    def _watch(self, listener: BoundListener) -> None:
+        if not self._stopping and not listener.accepting and listener.sock.fileno() >= 0:
+            self.loop.add_reader(listener.sock, self._accept_ready, listener)
+            listener.accepting = True
+
+    def _unwatch(self, listener: BoundListener) -> None:
+        if listener.accepting:
+            listener.accepting = False
+            if listener.sock.fileno() >= 0:
+                self.loop.remove_reader(listener.sock)
+
+    def _accept_ready(self, listener: BoundListener) -> None:
+        for _ in range(LISTEN_BACKLOG):
+            if self._stopping:
+                return
             try:
-                sock, address = await loop.sock_accept(listener.sock)
+                sock, address = listener.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as exc:  # out of file descriptors, or the like: back off a little
-                if self._stopping or listener.sock.fileno() < 0:
-                    return
                 log.warning("accept on %s failed: %s", listener, exc.strerror or exc)
-                await asyncio.sleep(0.1)
-                continue
+                self._unwatch(listener)
+                self.loop.call_later(0.1, self._watch, listener)
+                return
+            sock.setblocking(False)
             gate = self.accept_gate
             if gate is not None:
                 try:
-                    await gate.acceptor_wait(listener.name)
+                    done, waiting = eager.start(gate.acceptor_wait(listener.name))
                 except BaseException:
                     sock.close()
                     raise
-            task = loop.create_task(self._start_connection(listener, sock, str(address[0]), gate))
-            self._handshakes.add(task)
-            task.add_done_callback(self._handshakes.discard)
+                if not done:
+                    self._unwatch(listener)
+                    listener.accept_task = self.loop.create_task(
+                        self._accept_after(listener, sock, str(address[0]), gate, waiting))
+                    return
+            self._hand_over(listener, sock, str(address[0]), gate)
+
+    async def _accept_after(self, listener: BoundListener, sock: socket.socket, address: str,
+                            gate: AcceptGate, waiting: Awaitable[None]) -> None:
+        """A throttled accept: once the gate lets it through, serve it and watch the socket again."""
+        try:
+            await waiting
+        except BaseException:
+            sock.close()
+            raise
+        listener.accept_task = None
+        self._hand_over(listener, sock, address, gate)
+        self._watch(listener)
+
+    def _hand_over(self, listener: BoundListener, sock: socket.socket, address: str,
+                   gate: AcceptGate | None) -> None:
+        self._handshakes.add(self.loop.create_task(self._start_connection(listener, sock, address, gate)))
 
     async def _start_connection(self, listener: BoundListener, sock: socket.socket, address: str,
                                 gate: AcceptGate | None) -> None:
-        from kafkapy.server.connection import KafkaConnection
-
         served = admitted = False
         try:
             if gate is not None and not await gate.admit(listener.name, address):
@@ -272,6 +320,7 @@ class BrokerRuntime:
         except (OSError, ssl.SSLError, asyncio.TimeoutError) as exc:
             log.info("connection from %s on %s failed before it was served: %s", address, listener, exc)
         finally:
+            self._handshakes.discard(asyncio.current_task())
             if not served:
                 sock.close()
                 if gate is not None:
@@ -307,10 +356,22 @@ class BrokerRuntime:
     async def admit(self, conn: ConnectionInfo) -> bool:
         if self._stopping:
             return False
-        for module in self.modules:
+        for module in self.accept_hooks:
             if not await module.on_accept(conn):
                 return False
         return True
+
+    def _sweep_idle(self) -> None:
+        """Close the connections idle for connections.max.idle.ms, then come back in an eighth of
+        it (between 10 ms and a second): one timer for all connections, none per connection."""
+        timeout = self.config["connections.max.idle.ms"] / 1000
+        now = self.clock()
+        for connection in [c for c in self.connections if c.idle_since(now, timeout)]:
+            log.info("closing idle connection %s (connections.max.idle.ms)", connection.info.id
+                     if connection.info is not None else "connection")
+            connection.close()
+        if not self._stopping:
+            self._idle_sweep = self.loop.call_later(min(max(timeout / 8, 0.01), 1.0), self._sweep_idle)
 
     def connection_for(self, info: ConnectionInfo) -> KafkaConnection | None:
         """The live connection behind a ConnectionInfo (for modules that send requests on it)."""
@@ -320,7 +381,7 @@ class BrokerRuntime:
         return None
 
     def connection_closed(self, conn: ConnectionInfo) -> None:
-        for module in self.modules:
+        for module in self.close_hooks:
             try:
                 module.on_close(conn)
             except Exception:
@@ -331,6 +392,9 @@ class BrokerRuntime:
         if self._stopping:
             return
         self._stopping = True
+        if self._idle_sweep is not None:
+            self._idle_sweep.cancel()
+            self._idle_sweep = None
         await self._close_listeners()
         workers = [c.worker for c in self.connections if c.worker is not None and not c.worker.done()]
         if workers:
@@ -349,6 +413,7 @@ class BrokerRuntime:
     async def _close_listeners(self) -> None:
         tasks = [*self._handshakes]
         for listener in self.listeners:
+            self._unwatch(listener)
             if listener.accept_task is not None:
                 tasks.append(listener.accept_task)
                 listener.accept_task = None

@@ -2,16 +2,24 @@
 
 Theory of operation
 -------------------
-``data_received`` feeds a sans-I/O FrameBuffer and queues every complete
-frame. A single worker task per connection takes frames off the queue and
-awaits the dispatcher for each in turn, so requests are processed one at a
+``data_received`` splits the bytes into frames with a sans-I/O FrameBuffer and
+hands each complete frame to the dispatcher in turn, right there: most
+requests are answered without the dispatcher suspending (see
+kafkapy.server.dispatch), and the answers to all the frames of one read
+leave in one write. A request whose hooks or handler really wait comes back
+as an awaitable; a worker task awaits it, and every frame after it waits in
+the queue, served by that task in order, until the queue is empty and the
+connection is back to answering in place. So requests are processed one at a
 time and responses leave in request order: pipelining works, as kfake does
-it. Reading pauses while the queue is long, so a fast sender cannot grow it.
+it, and an answer already made never waits for a slow request behind it.
+Reading pauses while the queue is long, so a fast sender cannot grow it.
 
 A frame size that is negative or over socket.request.max.bytes closes the
-connection before its body is read. The idle timer is one restartable
-TimerHandle (hypercorn's idea): any received bytes restart it, so a partial
-frame that stalls counts as idle and is closed after connections.max.idle.ms.
+connection before its body is read. Idle connections are found by the
+broker's one idle sweep (BrokerRuntime), not a timer each: received bytes
+only stamp ``last_activity``, so a partial frame that stalls counts as idle
+and is closed after connections.max.idle.ms (a little after: the sweep runs
+every eighth of it).
 
 Server-initiated requests (the seed-001 coordinator's Ping/StopFetcher/StartFetcher) go out on the
 client's own connection through ``request()``, with correlation ids the broker allocates from
@@ -32,13 +40,14 @@ import collections
 import itertools
 import logging
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import Response, decode_response, encode_request
+from kafkapy.server import eager
 from kafkapy.server.framing import FrameBuffer, FrameSizeError
 
 if TYPE_CHECKING:
@@ -104,15 +113,22 @@ class KafkaConnection(asyncio.Protocol):
         self.runtime = runtime
         self.listener = listener
         self.frames = FrameBuffer(runtime.config["socket.request.max.bytes"])
+        self._drain = self.frames.drain
+        self._dispatch = runtime.dispatcher.dispatch
+        self._dispatch_all = runtime.dispatcher.dispatch_all
+        self._is_closed = self._closed
+        self._now = runtime.clock
         self.queue: collections.deque[bytes] = collections.deque()
         self.transport: asyncio.Transport | None = None
         self.info: ConnectionInfo | None = None
         self.worker: asyncio.Task[None] | None = None
-        self.idle: asyncio.TimerHandle | None = None
         self.closed = False
         self.admitted = False
         self.paused = False
-        self.outgoing: list[bytes] = []  # responses waiting for the next flush
+        # True while the worker task runs (admission, a request that waits, the queue behind it):
+        # frames then queue up; otherwise they are answered in place and the queue is empty.
+        self.busy = True
+        self.outgoing: list[bytes] = []  # responses waiting for the next flush (the same list always)
         self.flush_scheduled = False
         self.last_activity = 0.0
         self.draining = False  # a bad frame size arrived: answer what came before it, then close
@@ -140,21 +156,27 @@ class KafkaConnection(asyncio.Protocol):
             listener=self.listener.name, security_protocol=self.listener.security_protocol,
             client_address=(peer[0], peer[1]), broker_address=(sock[0], sock[1]), principal=principal)
         self.runtime.connections.add(self)
-        self._restart_idle()
-        self.worker = self.runtime.loop.create_task(self._admit_then_serve())
+        self.last_activity = self._now()
+        # Admission starts in place: with no module hooking accepts, or none that waits, the
+        # connection is served from its first read on without a task.
+        try:
+            done, admitted = eager.start(self.runtime.admit(self.info))
+        except Exception:
+            log.exception("admitting %s failed; closing it", self._who())
+            self.close()
+            return
+        if done:
+            self._admitted(admitted)
+        else:
+            self.worker = self.runtime.loop.create_task(self._admit_then_serve(admitted))
 
     def data_received(self, data: bytes) -> None:
-        if self.draining:
+        if self.draining or self.closed:
             return
-        self._restart_idle()
-        self.frames.feed(data)
+        self.last_activity = self._now()  # what the idle sweep looks at
+        frames: list[bytes] = []
         try:
-            while (frame := self.frames.next_frame()) is not None:
-                if (self.outstanding or self._expired) and len(frame) >= 4 and \
-                        self._is_response(_SIZE.unpack_from(frame, 0)[0]):
-                    self._response_received(frame)
-                else:
-                    self.queue.append(frame)
+            self._drain(data, frames)
         except FrameSizeError as exc:
             log.warning("closing %s: %s", self._who(), exc)
             # Nothing more is read; requests that arrived whole before the bad size are still answered
@@ -162,25 +184,58 @@ class KafkaConnection(asyncio.Protocol):
             self.draining = True
             if self.transport is not None:
                 self.transport.pause_reading()
-            if not self.queue:
-                self.close()
-            elif self.admitted and (self.worker is None or self.worker.done()):
-                self.worker = self.runtime.loop.create_task(self._serve())
-            return
-        if self.queue and self.admitted and (self.worker is None or self.worker.done()):
-            self.worker = self.runtime.loop.create_task(self._serve())
+        if frames:
+            if self.outstanding or self._expired:
+                frames = self._take_responses(frames)
+            if self.busy:
+                self._enqueue(frames)
+            else:
+                # Answer the frames of this read in place and in order, then write the answers in
+                # one go. A request that waits goes to the worker, the frames after it to the queue.
+                out = self.outgoing
+                remaining = iter(frames)
+                try:
+                    pending = self._dispatch_all(self.info, remaining, out, self._is_closed)  # type: ignore[arg-type]
+                except CloseConnection:
+                    self.close()  # the answers to the requests before this one still go out
+                    return
+                if pending is not None:
+                    self.busy = True
+                    self.worker = self.runtime.loop.create_task(self._serve(pending))
+                    self._enqueue(list(remaining))
+                elif self.closed:  # a handler closed it
+                    return
+                if out:  # not closed, so the transport is open: write here, not through _flush
+                    self.transport.write(b"".join(out))  # type: ignore[union-attr]
+                    out.clear()
+        if self.draining and not self.busy:
+            self.close()  # everything before the bad size is answered
+
+    def _closed(self) -> bool:
+        return self.closed
+
+    def _enqueue(self, frames: list[bytes]) -> None:
+        """Frames that wait for the worker; reading pauses while too many do."""
+        self.queue.extend(frames)
         if len(self.queue) > MAX_QUEUED_FRAMES and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
+
+    def _take_responses(self, frames: list[bytes]) -> list[bytes]:
+        """Resolve the frames that answer the broker's own requests; the rest are requests."""
+        requests = []
+        for frame in frames:
+            if len(frame) >= 4 and self._is_response(_SIZE.unpack_from(frame, 0)[0]):
+                self._response_received(frame)
+            else:
+                requests.append(frame)
+        return requests
 
     def eof_received(self) -> bool | None:
         return None  # close once the buffered requests are answered? Kafka closes at once.
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self.idle is not None:
-            self.idle.cancel()
-            self.idle = None
         self.runtime.connections.discard(self)
         outstanding, self.outstanding = self.outstanding, {}
         for _, _, future in outstanding.values():
@@ -194,32 +249,58 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- serving ---------------------------------------------------------------------------
 
-    async def _admit_then_serve(self) -> None:
-        assert self.info is not None
-        if not await self.runtime.admit(self.info):
+    def _admitted(self, admitted: bool) -> None:
+        if not admitted:
+            self.close()
+            return
+        self.admitted = True
+        self.busy = False  # nothing can have arrived yet
+
+    async def _admit_then_serve(self, admission: Awaitable[bool]) -> None:
+        try:
+            admitted = await admission
+        except Exception:
+            log.exception("admitting %s failed; closing it", self._who())
+            admitted = False
+        if not admitted:
             self.close()
             return
         self.admitted = True
         await self._serve()
 
-    async def _serve(self) -> None:
+    async def _serve(self, pending: Awaitable[bytes | None] | None = None) -> None:
+        """The worker, while the connection is busy: finish the request that waits, then serve the
+        queue in order (awaiting what waits) until it is empty and answers are made in place again."""
         assert self.info is not None and self.transport is not None
-        dispatcher = self.runtime.dispatcher
-        while self.queue and not self.closed:
-            frame = self.queue.popleft()
-            if self.paused and not self.draining and len(self.queue) < MAX_QUEUED_FRAMES // 2:
-                self.paused = False
-                self.transport.resume_reading()
-            try:
-                response = await dispatcher.dispatch(self.info, frame)
-            except CloseConnection:
-                self._flush()  # answers to the requests before this one still go out
-                self.close()
-                return
-            if response is not None:
-                self._queue_output(response)
+        dispatch, out, queue = self._dispatch, self.outgoing, self.queue
+        try:
+            while not self.closed:
+                if pending is not None:
+                    response = await pending
+                    pending = None
+                    if response is not None:
+                        self._queue_output(response)
+                    continue
+                if not queue:
+                    break
+                frame = queue.popleft()
+                if self.paused and not self.draining and len(queue) < MAX_QUEUED_FRAMES // 2:
+                    self.paused = False
+                    self.transport.resume_reading()
+                pending = dispatch(self.info, frame, out)
+                if out and not self.flush_scheduled:
+                    self.flush_scheduled = True
+                    self.runtime.loop.call_soon(self._flush)
+        except CloseConnection:
+            self.close()  # the answers to the requests before this one still go out
+            return
+        except Exception:  # a bug: never leave frames queued behind a dead worker
+            log.exception("serving %s failed; closing it", self._who())
+            self.close()
+            return
+        finally:
+            self.busy = False
         if self.draining:
-            self._flush()
             self.close()
 
     def send(self, frame: bytes) -> None:
@@ -290,31 +371,19 @@ class KafkaConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self.flush_scheduled = False
-        if not self.outgoing:
+        outgoing = self.outgoing
+        if not outgoing:
             return
-        data, self.outgoing = b"".join(self.outgoing), []
+        data = b"".join(outgoing)
+        outgoing.clear()
         transport = self.transport
         if transport is not None and not self.closed and not transport.is_closing():
             transport.write(data)
 
-    def _restart_idle(self) -> None:
-        # Lazy: data only stamps the time; the timer re-arms itself for the remainder when it fires.
-        self.last_activity = self.runtime.loop.time()
-        if self.idle is None:
-            timeout = self.runtime.config["connections.max.idle.ms"] / 1000
-            self.idle = self.runtime.loop.call_later(timeout, self._idle_expired)
-
-    def _idle_expired(self) -> None:
-        loop = self.runtime.loop
-        timeout = self.runtime.config["connections.max.idle.ms"] / 1000
-        remaining = self.last_activity + timeout - loop.time()
-        busy = self.worker is not None and not self.worker.done()
-        if busy or remaining > 0:  # still working on a request, or heard from since: not idle
-            self.idle = loop.call_later(remaining if remaining > 0 else timeout, self._idle_expired)
-            return
-        self.idle = None
-        log.info("closing idle connection %s (connections.max.idle.ms)", self._who())
-        self.close()
+    def idle_since(self, now: float, timeout: float) -> bool:
+        """Whether the idle sweep should close this connection: open, not working on a request,
+        and nothing received for ``timeout`` seconds."""
+        return not self.closed and not self.busy and now - self.last_activity >= timeout
 
     def close(self) -> None:
         if not self.closed and self.transport is not None:

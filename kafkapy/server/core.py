@@ -85,7 +85,7 @@ class CoreModule(Module):
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            18: ApiHandler(VersionRange(0, 4), self.api_versions),
+            18: ApiHandler(VersionRange(0, 4), self.api_versions, memoize=True),
             3: ApiHandler(VersionRange(0, 13), self.metadata),
             60: ApiHandler(VersionRange(0, 2), self.describe_cluster),
             1010: ApiHandler(VersionRange(0, 0), self.broker_metadata),

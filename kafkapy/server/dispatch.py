@@ -6,20 +6,33 @@ API keys and unsupported versions get the KIP-35 draft's empty response (just
 the correlation id) unless ``unknown.request.behavior=close``; ApiVersions at
 an unsupported version gets what Java Kafka sends instead, a v0 body with
 UNSUPPORTED_VERSION, so clients can negotiate down.
+
+``dispatch`` is synchronous up to the first await that really suspends, the
+way Python 3.12's eager tasks start: hooks and handler run as one coroutine,
+stepped once in place. Most handlers never suspend (they read state the broker
+keeps current), so their answer comes back at once as bytes, and a connection
+needs no task per request. A handler that does wait comes back as an
+awaitable that finishes the job (the connection awaits it in its worker task).
+Until that first suspension there is no current task: code that needs one
+(``asyncio.timeout``) must come after an await that suspends, or use
+``asyncio.wait_for``.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-from typing import TYPE_CHECKING
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafkapy.errors import DecodeError
-from kafkapy.protocol import decode_request, encode_response
+from kafkapy.protocol import Request, encode_response
 from kafkapy.protocol.catalogue import get_api
-from kafkapy.protocol.codec import response_header
+from kafkapy.protocol.codec import RequestDecoder, request_decoder, response_header
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
-from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
+from kafkapy.server.eager import resume
+from kafkapy.server.modules import ApiHandler, EncodedResponse, Handler, Module, RequestContext
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
@@ -29,15 +42,63 @@ __all__ = ["API_VERSIONS_FALLBACK_MAX", "Dispatcher"]
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+_CORRELATION = _SIZE
+_SIZE_CORRELATION = struct.Struct(">ii")
+_CoroutineType = types.CoroutineType
+_new_context = tuple.__new__
 API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
 API_VERSIONS_FALLBACK_MAX = 4  # ApiVersions v0-v4 are served
+MEMO_SIZE = 64  # memoized answers per API version (ApiHandler.memoize); when full, it starts over
+
+Pending = Awaitable[bytes | None]  # what a request that suspends comes back as
+
+
+class _Plan(NamedTuple):
+    """What requests of one API version need, found once."""
+
+    decode: RequestDecoder
+    tag: bytes  # what the response header has after the correlation id (an empty tag section)
+    # request bytes after the correlation id -> (size prefix, answer bytes after the correlation id)
+    memo: dict[bytes, tuple[bytes, bytes]] | None
+
+
+class _Route:
+    """One served API key: its handler, the versions it serves, and a plan per version."""
+
+    __slots__ = ("gated", "handle", "handler", "high", "low", "memoize", "versions")
+
+    def __init__(self, handler: ApiHandler, memoize: bool) -> None:
+        self.handler = handler
+        self.handle = handler.handle
+        self.low, self.high = handler.versions.low, handler.versions.high
+        self.gated = handler.feature is not None
+        self.memoize = memoize
+        self.versions: dict[int, _Plan] = {}
+
+    def plan(self, api_key: int, api_version: int) -> _Plan:
+        """Raises UnsupportedVersionError for a version the handler claims but no spec has."""
+        plan = self.versions.get(api_version)
+        if plan is None:
+            plan = _Plan(request_decoder(api_key, api_version), response_header(api_key, api_version, 0)[4:],
+                         {} if self.memoize else None)
+            self.versions[api_version] = plan
+        return plan
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 class Dispatcher:
     def __init__(self, runtime: BrokerRuntime) -> None:
         self.runtime = runtime
         self.handlers: dict[int, ApiHandler] = {}
+        self.routes: dict[int, _Route] = {}
+        # The memo of each memoized API version once served, by a frame's first four bytes (key
+        # and version): dispatch_all's fast path is two dict gets.
+        self.memos: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
         self.request_hooks: list[Module] = []
         self.rebuild()
 
@@ -53,9 +114,15 @@ class Dispatcher:
                     raise ValueError(f"module {module.name} serves API key {key}, which has no spec")
                 handlers[key] = handler
         self.handlers = handlers
-        self._served: dict[int, tuple[int, int]] | None = None
         self.request_hooks = [m for m in self.runtime.modules
                               if type(m).on_request is not Module.on_request]
+        # Memo hits skip every check, the feature gate's too; gate_open is the runtime's to answer,
+        # not only the routing table's, so gated APIs are never memoized.
+        plain = not self.request_hooks and not self.runtime.observers.active
+        self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None)
+                       for key, handler in handlers.items()}
+        self.memos = {}  # the plans are new, their memos too
+        self._served: dict[int, tuple[int, int]] | None = None
 
     def served_versions(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises: every served key, clipped to what the codec knows.
@@ -72,42 +139,124 @@ class Dispatcher:
         self._served = served
         return served
 
-    async def dispatch(self, conn: ConnectionInfo, frame: bytes) -> bytes | None:
+    def dispatch_all(self, conn: ConnectionInfo, frames: Iterator[bytes], out: list[bytes],
+                     closed: Callable[[], bool]) -> Pending | None:
+        """``dispatch`` the frames in turn, until one suspends (its awaitable is returned, and
+        ``frames`` holds the ones after it) or ``closed()`` says a handler closed the connection.
+        A request answered before, byte for byte, is answered from the memo right in this loop."""
+        memos = self.memos
+        for frame in frames:
+            memo = memos.get(frame[:4])  # API key and version
+            if memo is not None:
+                answer = memo.get(frame[8:])
+                if answer is not None:  # (size prefix, answer after the correlation id)
+                    out.append(answer[0])
+                    out.append(frame[4:8])
+                    out.append(answer[1])
+                    continue
+            pending = self.dispatch(conn, frame, out)
+            if pending is not None:
+                return pending
+            if closed():
+                return None
+        return None
+
+    def dispatch(self, conn: ConnectionInfo, frame: bytes, out: list[bytes]) -> Pending | None:
+        """Answer one request frame: the response goes onto ``out`` as wire bytes (size prefix,
+        then the frame), unless it takes none. If the request's hooks or handler suspend, the
+        result is instead an awaitable of the response frame (without size prefix) or None.
+        CloseConnection (raised here or by the awaitable) ends the connection without an answer."""
         if len(frame) < 8:
             log.warning("closing %s: %d-byte frame is too short for a request header", conn.id, len(frame))
             raise CloseConnection
         api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
-        handler = self.handlers.get(api_key)
-        if handler is None or api_version not in handler.versions or not self.runtime.gate_open(handler):
-            return self._unknown(conn, api_key, api_version, correlation_id)
+        route = self.routes.get(api_key)
+        if route is None or not route.low <= api_version <= route.high or \
+                (route.gated and not self.runtime.gate_open(route.handler)):
+            unknown = self._unknown(conn, api_key, api_version, correlation_id)
+            out.append(_SIZE.pack(len(unknown)))
+            out.append(unknown)
+            return None
         observers = self.runtime.observers
         if observers.wants_frames:
             observers.record_frame(conn, True, frame)
         try:
-            request = decode_request(frame)
+            plan = route.versions.get(api_version)
+            if plan is None:
+                plan = route.plan(api_key, api_version)
+                if plan.memo is not None:
+                    self.memos[frame[:4]] = plan.memo
+            decode, tag, memo = plan
+            request = decode(frame)
         except DecodeError as exc:
             log.warning("closing %s from %s:%d: cannot parse %s: %s", conn.id, *conn.client_address,
                         f"api key {api_key} v{api_version}", exc)
             raise CloseConnection from None
         if observers.active:
             observers.record_request(request.body, conn, api_key, api_version, correlation_id)
-        context = RequestContext(conn, self.runtime, api_key, api_version, correlation_id, request.client_id)
-        for module in self.request_hooks:
-            await module.on_request(context, request)
+        context = _new_context(RequestContext, (conn, self.runtime, api_key, api_version, correlation_id,
+                                                request.client_id))
+        coro = (self._hooks_then_handle(route.handle, context, request) if self.request_hooks
+                else route.handle(context, request))
+        if type(coro) is not _CoroutineType:
+            coro = _awaited(coro)
+        # The coroutine's first step runs here; most handlers finish in it (kafkapy.server.eager).
         try:
-            body = await handler.handle(context, request)
+            step = coro.send(None)
+        except StopIteration as stop:
+            response = self._respond(conn, context, tag, stop.value)
         except CloseConnection:
             raise
         except Exception:
             log.exception("handler for api key %d v%d failed; closing %s", api_key, api_version, conn.id)
             raise CloseConnection from None
+        else:
+            return self._finish(conn, context, tag, coro, step)
+        if response is not None:
+            out.append(_SIZE.pack(len(response)))
+            out.append(response)
+            if memo is not None and len(frame) > 8:
+                if len(memo) >= MEMO_SIZE:
+                    memo.clear()
+                memo[frame[8:]] = (_SIZE.pack(len(response)), response[4:])
+        return None
+
+    async def _hooks_then_handle(self, handle: Handler, context: RequestContext,
+                                 request: Request) -> Mapping[str, Any] | EncodedResponse | None:
+        for module in self.request_hooks:
+            await module.on_request(context, request)
+        return await handle(context, request)
+
+    async def _finish(self, conn: ConnectionInfo, context: RequestContext, tag: bytes,
+                      coro: Coroutine[Any, Any, Any], step: Any) -> bytes | None:
+        """The rest of a request whose hooks or handler suspended, in the connection's task."""
+        try:
+            body = await resume(coro, step)
+        except CloseConnection:
+            raise
+        except Exception:
+            log.exception("handler for api key %d v%d failed; closing %s", context.api_key,
+                          context.api_version, conn.id)
+            raise CloseConnection from None
+        return self._respond(conn, context, tag, body)
+
+    def _respond(self, conn: ConnectionInfo, context: RequestContext, tag: bytes,
+                 body: Mapping[str, Any] | EncodedResponse | None) -> bytes | None:
         if body is None:
             return None
+        api_key, api_version, correlation_id = context.api_key, context.api_version, context.correlation_id
         if isinstance(body, EncodedResponse):
-            response = response_header(api_key, api_version, correlation_id) + body.data
+            response = _CORRELATION.pack(correlation_id) + tag + body.data if tag else \
+                _CORRELATION.pack(correlation_id) + body.data
             body = body.body
         else:
-            response = encode_response(api_key, api_version, correlation_id, body)
+            try:
+                response = encode_response(api_key, api_version, correlation_id, body)
+            except Exception:
+                log.exception("cannot encode the response to api key %d v%d; closing %s", api_key,
+                              api_version, conn.id)
+                raise CloseConnection from None
+        observers = self.runtime.observers
         if observers.active:
             observers.record_response(body, api_version, correlation_id)
             if observers.wants_frames:

@@ -8,6 +8,8 @@ hostile size costs nothing.
 
 from __future__ import annotations
 
+import struct
+
 from kafkapy.errors import KafkaPyError
 
 __all__ = ["FrameBuffer", "FrameSizeError"]
@@ -23,38 +25,56 @@ class FrameSizeError(KafkaPyError):
         super().__init__(f"frame size {size} is {reason}")
 
 
+_SIZE = struct.Struct(">i")
+
+
 class FrameBuffer:
     """Accumulates received bytes and hands out complete frame bodies in order."""
 
-    __slots__ = ("_buf", "_limit", "_need")
+    __slots__ = ("_buf", "_failed", "_limit", "_want")
 
     def __init__(self, limit: int) -> None:
-        self._buf = bytearray()
+        self._buf = bytearray()  # the start of a frame whose end has not arrived
         self._limit = limit
-        self._need = -1  # body size of the frame in progress, -1 while its size is unknown
-
-    def feed(self, data: bytes) -> None:
-        self._buf += data
+        self._want = 4  # bytes _buf must hold before a frame can complete
+        self._failed: FrameSizeError | None = None
 
     @property
     def pending(self) -> int:
         """Bytes received but not yet handed out: a stalled partial frame shows here."""
         return len(self._buf)
 
-    def next_frame(self) -> bytes | None:
-        """The next complete frame body, or None until more bytes arrive."""
+    def drain(self, data: bytes, out: list[bytes]) -> None:
+        """Take received bytes: every frame body they complete is appended to ``out``, in order.
+
+        A frame size that is negative or over the limit raises FrameSizeError as soon as its four
+        bytes are in, after the frames before it were appended; the buffer then refuses all input.
+        Whole frames are sliced straight out of ``data``: bytes are only buffered (and copied) for
+        a frame that spans reads."""
+        if self._failed is not None:
+            raise self._failed
         buf = self._buf
-        if self._need < 0:
-            if len(buf) < 4:
-                return None
-            size = int.from_bytes(buf[:4], "big", signed=True)
-            if size < 0 or size > self._limit:
-                raise FrameSizeError(size, self._limit)
-            self._need = size
-        need = self._need
-        if len(buf) < need + 4:
-            return None
-        frame = bytes(buf[4:need + 4])
-        del buf[:need + 4]
-        self._need = -1
-        return frame
+        if buf:
+            buf += data
+            if len(buf) < self._want:
+                return
+            data = bytes(buf)
+            buf.clear()
+        elif type(data) is not bytes:
+            data = bytes(data)
+        pos, end, limit, unpack = 0, len(data), self._limit, _SIZE.unpack_from
+        want = 4
+        while end - pos >= 4:
+            size = unpack(data, pos)[0]
+            if size < 0 or size > limit:
+                self._failed = FrameSizeError(size, limit)
+                raise self._failed
+            stop = pos + 4 + size
+            if stop > end:
+                want = 4 + size
+                break
+            out.append(data[pos + 4:stop])
+            pos = stop
+        if pos < end:
+            buf += data[pos:] if pos else data
+        self._want = want

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable, Mapping
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import attrs
 
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 __all__ = ["ApiHandler", "EncodedResponse", "Handler", "Module", "RequestContext", "load_module_class"]
 
 
-@attrs.frozen
-class RequestContext:
-    """What a handler knows about the request besides its body."""
+class RequestContext(NamedTuple):
+    """What a handler knows about the request besides its body (a named tuple: immutable, and
+    the cheapest object to build once per request)."""
 
     connection: ConnectionInfo
     broker: BrokerRuntime
@@ -62,6 +62,13 @@ class ApiHandler:
     # A feature that must be finalized at >= level for the API to be served (KIP-584 gating).
     feature: str | None = None
     min_feature_level: int = 1
+    # True when the answer is a function of the request's version and its bytes after the
+    # correlation id (client id, body), and of broker state that only changes along with the
+    # routing table (modules, feature gates: Dispatcher.rebuild). The dispatcher then answers a
+    # request it has answered before, byte for byte, from a bounded memo: no decoding, no handler.
+    # Not while observers or request hooks are configured (they see every request).
+    # ApiVersions qualifies: each client library sends the same bytes on every connection.
+    memoize: bool = False
 
 
 class Module:

@@ -133,3 +133,51 @@ def test_compiled_and_interpreted_paths_agree_on_mutated_bodies(case: tuple[str,
     # Skip the header (its own schemas are covered by the frame-level tests above).
     body = data[_header_size(kind, key, version):]
     assert _outcome(decode, body) == _outcome(schema.root.read, body)
+
+
+# --- the hand-read request header ------------------------------------------------------------------
+
+
+def _reference_request(data: bytes) -> Any:
+    """decode_request the long way: the header through the compiled RequestHeader schema."""
+    try:
+        header = decode_request_header(data)
+        decode_body, _ = message_schema(header.api_key, "request", header.api_version).compiled_codec()
+        body, stop = decode_body(data, header.header_size, len(data))
+    except DecodeError:
+        return "DecodeError"
+    return (header.api_key, header.api_version, header.correlation_id, header.client_id, body,
+            len(data) - stop, header.header_version)
+
+
+def _request_outcome(data: bytes) -> Any:
+    try:
+        return tuple(decode_request(data))
+    except DecodeError:
+        return "DecodeError"
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=mutated())
+def test_the_hand_read_header_agrees_with_the_header_schema(case: tuple[str, int, int, bytes]) -> None:
+    kind, _, _, data = case
+    if kind == "request":
+        assert _request_outcome(data) == _reference_request(data)
+
+
+@pytest.mark.parametrize("client_id", ["", "a-client", None, "ünïcode"])
+@pytest.mark.parametrize("key,version", [(18, 3), (18, 0), (3, 12), (3, 1), (7, 0)])
+def test_the_hand_read_header_reads_every_header_version(key: int, version: int,
+                                                         client_id: str | None) -> None:
+    data = encode_request(key, version, 77, client_id, {})
+    assert _request_outcome(data) == _reference_request(data)
+    assert decode_request(data).client_id == (client_id if key != 7 else None)  # v0 header: no client id
+
+
+def test_tags_in_a_request_header_are_read_the_long_way() -> None:
+    plain = encode_request(18, 3, 5, "tagged", {"client_software_name": "a", "client_software_version": "1"})
+    at = 8 + 2 + len("tagged")  # the header's tag section: one byte, no tags
+    assert plain[at] == 0
+    tagged = plain[:at] + b"\x01\x05\x02ab" + plain[at + 1:]  # one unknown tag (5), two bytes
+    assert tuple(decode_request(tagged)) == tuple(decode_request(plain))
+    assert _request_outcome(tagged) == _reference_request(tagged)

@@ -1,0 +1,49 @@
+"""Coroutines started in place: the first step runs at once, a task is needed only if they suspend.
+
+This is what Python 3.12's eager tasks do, for 3.10 and 3.11 too, and without a task object
+for the (common) coroutine that never suspends: the broker's handlers and hooks mostly read
+state it keeps current, and a task per request or per connection would cost more than the work.
+Until the first suspension there is no current task (``asyncio.current_task()`` is None there).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Coroutine, Generator
+from typing import Any
+
+__all__ = ["resume", "start"]
+
+
+def start(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Run ``coro`` up to its first suspension: ``(True, result)`` if it finished, else
+    ``(False, awaitable)``, an awaitable of the result that drives the rest. Exceptions raised
+    before the first suspension propagate from here."""
+    try:
+        step = coro.send(None)
+    except StopIteration as stop:
+        return True, stop.value
+    return False, resume(coro, step)
+
+
+@types.coroutine
+def resume(coro: Coroutine[Any, Any, Any], step: Any) -> Generator[Any, Any, Any]:
+    """Go on driving a coroutine that was stepped outside any task and suspended on ``step``:
+    within the task that awaits this, it behaves as if it had been awaited from the start
+    (results, exceptions and cancellation pass through)."""
+    while True:
+        try:
+            sent = yield step
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # cancellation and the like go on into the coroutine
+            try:
+                step = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                step = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value

@@ -1,0 +1,150 @@
+"""Requests answered in place: what the fast path must keep.
+
+Most requests are answered inside the read that brought them (the handler's coroutine is
+stepped once and finishes); a request whose hooks or handler really wait goes to the
+connection's worker, with everything behind it. ApiVersions answers are memoized by request
+bytes. These tests pin the edges of that: order, what waits behind what, what happens when a
+waiting request fails, and that a memoized answer is the handler's answer, byte for byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+
+import pytest
+from observer_fixtures import RecordingObserver
+from server_wire import KafkaSocket, frame, request_frame
+
+from kafkapy import Broker
+from kafkapy.protocol import Request, decode_response, encode_request
+from kafkapy.server.modules import Module, RequestContext
+
+API_VERSIONS, METADATA, DESCRIBE_CLUSTER = 18, 3, 60
+SOFTWARE = {"client_software_name": "kafkapy-tests", "client_software_version": "1.0"}
+SLOW = 0.8  # seconds a slow request waits
+
+
+class SlowDescribeCluster(Module):
+    """DescribeCluster waits, as a hook that really awaits something would."""
+
+    name = "slow-describe-cluster"
+
+    async def on_request(self, context: RequestContext, request: Request) -> None:
+        if context.api_key == DESCRIBE_CLUSTER:
+            await asyncio.sleep(SLOW)
+
+
+class FailingAfterAWait(Module):
+    """DescribeCluster waits, then fails: the connection closes after the answers before it."""
+
+    name = "failing-after-a-wait"
+
+    async def on_request(self, context: RequestContext, request: Request) -> None:
+        if context.api_key == DESCRIBE_CLUSTER:
+            await asyncio.sleep(0.05)
+            raise RuntimeError("the hook failed after waiting")
+
+
+def _read(s: KafkaSocket) -> tuple[int, bytes]:
+    raw = s.read_frame()
+    return struct.unpack_from(">i", raw)[0], raw
+
+
+def test_requests_behind_a_waiting_one_keep_their_order_and_the_connection_recovers() -> None:
+    """In one write: a fast request, a slow one, two fast ones. The first answer leaves at once;
+    the two behind the slow one wait for it and come after it, in order; then the connection
+    answers in place again."""
+    with Broker(modules=[SlowDescribeCluster]) as b, KafkaSocket(b.bootstrap_servers) as s:
+        data = (request_frame(API_VERSIONS, 3, 1, SOFTWARE)
+                + request_frame(DESCRIBE_CLUSTER, 0, 2, {"include_cluster_authorized_operations": False})
+                + request_frame(API_VERSIONS, 3, 3, SOFTWARE)
+                + request_frame(METADATA, 12, 4, {"topics": None}))
+        sent = time.monotonic()
+        s.send_raw(data)
+        assert _read(s)[0] == 1
+        assert time.monotonic() - sent < SLOW - 0.1, "the first answer waited for the slow request"
+        assert [_read(s)[0] for _ in range(3)] == [2, 3, 4]
+        assert time.monotonic() - sent >= SLOW - 0.05
+        # The worker is done: answers come in place again, without waiting.
+        started = time.monotonic()
+        for _ in range(5):
+            assert s.call(API_VERSIONS, 3, SOFTWARE).body["error_code"] == 0
+        assert time.monotonic() - started < SLOW
+
+
+def test_frames_arriving_while_a_request_waits_are_answered_after_it() -> None:
+    with Broker(modules=[SlowDescribeCluster]) as b, KafkaSocket(b.bootstrap_servers) as s:
+        s.send_raw(request_frame(DESCRIBE_CLUSTER, 0, 1, {"include_cluster_authorized_operations": False}))
+        time.sleep(0.1)  # it is waiting now; these come in later reads
+        s.send_raw(request_frame(API_VERSIONS, 3, 2, SOFTWARE))
+        s.send_raw(request_frame(METADATA, 12, 3, {"topics": None}))
+        assert [_read(s)[0] for _ in range(3)] == [1, 2, 3]
+
+
+def test_a_request_failing_after_it_waited_closes_after_the_answers_before_it(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with Broker(modules=[FailingAfterAWait]) as b, KafkaSocket(b.bootstrap_servers) as s:
+        with caplog.at_level(logging.ERROR, logger="kafkapy"):
+            describe = {"include_cluster_authorized_operations": False}
+            s.send_raw(request_frame(API_VERSIONS, 3, 1, SOFTWARE)
+                       + request_frame(DESCRIBE_CLUSTER, 0, 2, describe)
+                       + request_frame(API_VERSIONS, 3, 3, SOFTWARE))
+            assert _read(s)[0] == 1
+            assert s.wait_closed() == b""
+        assert any("api key 60 v0 failed" in r.getMessage() for r in caplog.records)
+
+
+def test_memoized_api_versions_answers_are_the_handlers_byte_for_byte() -> None:
+    """Every ApiVersions version, asked twice on two connections with other correlation ids: the
+    answers differ in the correlation id only, and equal those of a broker that memoizes
+    nothing (an observer is configured: it must see every request)."""
+    requests = [(version, encode_request(API_VERSIONS, version, 0, "memo-tests",
+                                         SOFTWARE if version >= 3 else {})) for version in range(5)]
+
+    def exchange(b: Broker) -> list[bytes]:
+        answers = []
+        for _ in range(2):
+            with KafkaSocket(b.bootstrap_servers) as s:
+                for correlation_id, (version, body) in enumerate(requests, start=100):
+                    s.send_raw(frame(body[:4] + struct.pack(">i", correlation_id) + body[8:]))
+                    correlation, raw = _read(s)
+                    assert correlation == correlation_id
+                    decode_response(raw, API_VERSIONS, version)  # a well-formed answer
+                    answers.append(raw[4:])
+        return answers
+
+    with Broker({"broker.id": "7", "cluster.id": "AAAAAAAAAAAAAAAAAAAAAA"}) as b:
+        memoized = exchange(b)
+        routes = b.runtime.dispatcher.routes
+        assert routes[API_VERSIONS].memoize
+        assert all(routes[API_VERSIONS].versions[v].memo for v in range(5)), "the memo was not used"
+        assert not routes[METADATA].memoize
+    assert memoized[:5] == memoized[5:]
+    with Broker({"broker.id": "7", "cluster.id": "AAAAAAAAAAAAAAAAAAAAAA",
+                 "observer.class.names": "observer_fixtures.RecordingObserver"}) as b:
+        assert not b.runtime.dispatcher.routes[API_VERSIONS].memoize
+        assert exchange(b) == memoized
+        (observer,) = RecordingObserver.instances[-1:]
+        assert len(observer.requests) == len(observer.responses) == 10
+
+
+def test_a_refused_software_name_is_answered_the_same_every_time() -> None:
+    bad = {"client_software_name": "-bad-", "client_software_version": "1.0"}
+    with Broker() as b, KafkaSocket(b.bootstrap_servers) as s:
+        for _ in range(3):
+            assert s.call(API_VERSIONS, 3, bad).body["error_code"] == 42  # INVALID_REQUEST
+        assert s.call(API_VERSIONS, 3, SOFTWARE).body["error_code"] == 0
+
+
+def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafkapy.server import dispatch
+
+    monkeypatch.setattr(dispatch, "MEMO_SIZE", 4)
+    with Broker() as b, KafkaSocket(b.bootstrap_servers) as s:
+        for i in range(10):
+            body = {"client_software_name": f"client{i}", "client_software_version": "1.0"}
+            assert s.call(API_VERSIONS, 3, body).body["error_code"] == 0
+        assert 0 < len(b.runtime.dispatcher.routes[API_VERSIONS].versions[3].memo or {}) <= 4
