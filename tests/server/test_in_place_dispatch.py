@@ -20,7 +20,8 @@ from server_wire import KafkaSocket, frame, request_frame
 
 from kafkapy import Broker
 from kafkapy.protocol import Request, decode_response, encode_request
-from kafkapy.server.modules import Module, RequestContext
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.modules import ApiHandler, Module, RequestContext
 
 API_VERSIONS, METADATA, DESCRIBE_CLUSTER = 18, 3, 60
 SOFTWARE = {"client_software_name": "kafkapy-tests", "client_software_version": "1.0"}
@@ -148,3 +149,38 @@ def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
             body = {"client_software_name": f"client{i}", "client_software_version": "1.0"}
             assert s.call(API_VERSIONS, 3, body).body["error_code"] == 0
         assert 0 < len(b.runtime.dispatcher.routes[API_VERSIONS].versions[3].memo or {}) <= 4
+
+
+DESCRIBE_GROUPS = 15  # served by no built-in module
+
+
+class UnencodableAnswer(Module):
+    """A buggy module: its DescribeGroups answer cannot be encoded (a string where an int goes).
+    Without a wait when the group is "now", after one when it is "later"."""
+
+    name = "unencodable-answer"
+
+    def apis(self) -> dict[int, ApiHandler]:
+        return {DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 5), self._describe)}
+
+    async def _describe(self, context: RequestContext, request: Request) -> dict[str, object]:
+        if request.body["groups"] == ["later"]:
+            await asyncio.sleep(0.05)
+        return {"throttle_time_ms": "not a number", "groups": []}
+
+
+@pytest.mark.parametrize("group", ["now", "later"])
+def test_an_answer_that_cannot_be_encoded_closes_only_that_connection(
+        group: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The client is never left waiting for an answer that will not come: the answers before the
+    bad one go out, then the connection closes, the error is logged, and others keep being served."""
+    with Broker(modules=[UnencodableAnswer]) as b, KafkaSocket(b.bootstrap_servers) as s, \
+            KafkaSocket(b.bootstrap_servers) as other:
+        with caplog.at_level(logging.ERROR, logger="kafkapy"):
+            s.send_raw(request_frame(API_VERSIONS, 3, 1, SOFTWARE)
+                       + request_frame(DESCRIBE_GROUPS, 0, 2, {"groups": [group]})
+                       + request_frame(API_VERSIONS, 3, 3, SOFTWARE))
+            assert _read(s)[0] == 1
+            assert s.wait_closed() == b""
+        assert any("cannot encode the response to api key 15 v0" in r.getMessage() for r in caplog.records)
+        assert other.call(API_VERSIONS, 3, SOFTWARE).body["error_code"] == 0
