@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("kafkapy spark-decode needs pyspark: pip install 'kafkapy[spark]'", file=sys.stderr)
         return 2
-    from kafkapy.spark import expand_paths, read_captures, summarize
+    from kafkapy.spark import expand_paths, summarize, write_captures
 
     files = expand_paths(args.captures)
     if not files:
@@ -51,15 +51,19 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         ports, bodies = kafka_ports(args), args.bodies
-        df = read_captures(
-            spark, files, kafka_ports=ports, decode_records=not args.raw_records, bodies=bodies
-        )
-        df.write.mode(args.mode).parquet(args.output)
-        written = spark.read.parquet(args.output)
-        count = written.count()
+        # the tasks write Parquet themselves (see kafkapy.spark.write_captures)
+        try:
+            parts = write_captures(
+                spark, files, args.output, mode=args.mode, kafka_ports=ports,
+                decode_records=not args.raw_records, bodies=bodies,
+            )  # fmt: skip
+        except FileExistsError as exc:
+            print(f"kafkapy spark-decode: {exc}", file=sys.stderr)
+            return 2
+        count = sum(rows for _, rows in parts)
         print(f"kafkapy spark-decode: {len(files)} captures, {count} rows to {args.output}", file=sys.stderr)
         if args.summary or args.summary_plot:
-            summary = summarize(written)
+            summary = summarize(spark.read.parquet(args.output))
             print(summary.table(), file=sys.stderr)
             if args.summary_plot:
                 summary.plot(args.summary_plot)

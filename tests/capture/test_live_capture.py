@@ -217,7 +217,7 @@ def test_spark_decodes_the_same_rows(live: Live, tmp_path: Path) -> None:
     from pyspark.sql import SparkSession
 
     from kafkapy.capture.rows import decode_capture
-    from kafkapy.spark import read_captures
+    from kafkapy.spark import read_captures, write_captures
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
@@ -227,21 +227,26 @@ def test_spark_decodes_the_same_rows(live: Live, tmp_path: Path) -> None:
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )
+    out = tmp_path / "rows"
     try:
-        got = [r.asDict() for r in read_captures(spark, [str(live.path)], kafka_ports=[live.port]).collect()]
+        df = read_captures(spark, [str(live.path)], kafka_ports=[live.port])
+        frame = [r.asDict() for r in df.collect()]
+        write_captures(spark, [str(live.path)], out, kafka_ports=[live.port])
+        written = [r.asDict() for r in spark.read.parquet(str(out)).collect()]
     finally:
         spark.stop()
     want = list(decode_capture(str(live.path), kafka_ports=[live.port]))
-    assert len(got) == len(want) > 0
 
     def key(r: dict[str, Any]) -> tuple[Any, ...]:
         return (r["connection_id"], r["correlation_id"])
 
-    for g, w in zip(sorted(got, key=key), sorted(want, key=key)):
-        assert round(g["ts"].timestamp() * 1e6) == round(w["ts"] * 1e6)
-        for col in ("api_key", "api_version", "correlation_id", "client_id", "request", "response",
-                    "status", "request_bytes", "response_bytes", "error_code", "src", "dst"):  # fmt: skip
-            assert g[col] == w[col], col
+    for got in (frame, written):  # read_captures' DataFrame, then write_captures' Parquet
+        assert len(got) == len(want) > 0
+        for g, w in zip(sorted(got, key=key), sorted(want, key=key)):
+            assert round(g["ts"].timestamp() * 1e6) == round(w["ts"] * 1e6)
+            for col in ("api_key", "api_version", "correlation_id", "client_id", "request", "response",
+                        "status", "request_bytes", "response_bytes", "error_code", "src", "dst"):  # fmt: skip
+                assert g[col] == w[col], col
 
 
 def test_fast_path_gives_the_events_of_the_layers(live: Live) -> None:

@@ -54,27 +54,27 @@ def _comparable(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def test_read_captures_matches_the_local_decoder(spark: Any) -> None:
-    from kafkapy.spark import read_captures
+def _local_rows(**options: Any) -> list[dict[str, Any]]:
+    want = []
+    for path in CAPTURE_FILES:
+        for row in decode_capture(str(path.resolve()), **options):
+            row = dict(row)
+            row["ts"] = round(row["ts"] * 1_000_000)
+            want.append(row)
+    return want
 
-    df = read_captures(spark, str(CAPTURES / "*.pcap"))
-    assert tuple(df.columns) == COLUMNS
-    assert df.rdd.getNumPartitions() == len(CAPTURE_FILES)  # one task per capture file
+
+def _assert_same_rows(spark_rows: list[Any], want: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Spark Rows against the local decoder's rows, column by column (ts to the microsecond)."""
     got = []
-    for r in df.collect():
+    for r in spark_rows:
         d = r.asDict()
         ts = d["ts"]
         d["ts"] = round(ts.timestamp() * 1_000_000) if ts is not None else None
         got.append(d)
-    want = []
-    for path in CAPTURE_FILES:
-        for row in decode_capture(str(path.resolve())):
-            row = dict(row)
-            row["ts"] = round(row["ts"] * 1_000_000)
-            want.append(row)
-    assert len(got) == len(want) == 13
+    assert len(got) == len(want)
     got.sort(key=_key)
-    want.sort(key=_key)
+    want = sorted(want, key=_key)
     for g, w in zip(got, want):
         for col in COLUMNS:
             if col == "latency_ms" and w[col] is not None:
@@ -83,8 +83,77 @@ def test_read_captures_matches_the_local_decoder(spark: Any) -> None:
                 assert list(g[col] or []) == list(w[col] or [])
             else:
                 assert g[col] == w[col], col
+    return got
+
+
+def test_read_captures_matches_the_local_decoder(spark: Any) -> None:
+    from kafkapy.spark import read_captures
+
+    df = read_captures(spark, str(CAPTURES / "*.pcap"))
+    assert tuple(df.columns) == COLUMNS
+    assert df.rdd.getNumPartitions() == len(CAPTURE_FILES)  # one task per capture file
+    got = _assert_same_rows(df.collect(), _local_rows())
+    assert len(got) == 13
     assert {r["api_key"] for r in got} == {0, 1, 8, 11, 12, 13, 14, 18}
     assert all(r["status"] == "ok" and r["client_id"] for r in got)
+
+
+@pytest.mark.parametrize("options", [{}, {"bodies": ()}, {"decode_records": False}], ids=str)
+def test_write_captures_matches_the_local_decoder(
+    spark: Any, tmp_path: Path, options: dict[str, Any]
+) -> None:
+    import pyarrow.parquet as pq
+
+    from kafkapy.capture.rows import arrow_schema
+    from kafkapy.spark import write_captures
+
+    out = tmp_path / "rows"
+    parts = write_captures(spark, str(CAPTURES / "*.pcap"), out, **options)
+    # one Parquet file per capture, each written by its own task, plus Spark's _SUCCESS marker
+    assert len(parts) == len(CAPTURE_FILES) == len(set(p for p, _ in parts))
+    assert sorted(os.listdir(out)) == sorted([os.path.basename(p) for p, _ in parts] + ["_SUCCESS"])
+    for path, rows in parts:
+        assert pq.read_schema(path).equals(arrow_schema())
+        assert pq.read_metadata(path).num_rows == rows
+    got = _assert_same_rows(spark.read.parquet(str(out)).collect(), _local_rows(**options))
+    assert len(got) == 13
+    if options.get("bodies") == ():
+        assert all(r["request"] is None and r["response"] is None for r in got)
+
+
+def test_write_captures_save_modes(spark: Any, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from kafkapy.spark import write_captures
+
+    out = tmp_path / "rows"
+    first = write_captures(spark, [str(CAPTURE_FILES[0])], out)
+    with pytest.raises(FileExistsError):
+        write_captures(spark, [str(CAPTURE_FILES[1])], out)
+    # append: a new capture adds its part; the same capture again replaces its own
+    write_captures(spark, [str(p) for p in CAPTURE_FILES[:2]], out, mode="append")
+    assert pq.read_table(str(out)).num_rows == sum(
+        1 for p in CAPTURE_FILES[:2] for _ in decode_capture(str(p))
+    )
+    write_captures(spark, [str(CAPTURE_FILES[1])], out, mode="overwrite")
+    assert not os.path.exists(first[0][0])
+    assert pq.read_table(str(out)).num_rows == sum(1 for _ in decode_capture(str(CAPTURE_FILES[1])))
+    with pytest.raises(ValueError, match="unknown save mode"):
+        write_captures(spark, [str(CAPTURE_FILES[1])], out, mode="ignore-me")
+
+
+def test_write_captures_hostile_file_becomes_an_undecodable_row(spark: Any, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from kafkapy.spark import write_captures
+
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(os.urandom(3000))
+    ((path, rows),) = write_captures(spark, [str(bad)], tmp_path / "out")
+    table = pq.read_table(path).to_pylist()
+    assert rows == len(table) == 1 and table[0]["status"] == "undecodable"
+    assert "capture error" in table[0]["reason"]
+    assert not [n for n in os.listdir(tmp_path / "out") if n.startswith(".")]  # no partial file left
 
 
 def test_hostile_file_becomes_an_undecodable_row(spark: Any, tmp_path: Path) -> None:
@@ -136,7 +205,7 @@ def test_udfs_decode_a_dataframe_of_frames(spark: Any) -> None:
     assert '"cluster_id":"c"' in resp[0]["body"]
 
 
-def test_spark_decode_cli_writes_parquet_and_summary(spark: Any, tmp_path: Path) -> None:
+def test_read_captures_writes_parquet_and_summarizes(spark: Any, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     from kafkapy.spark import read_captures, summarize
@@ -155,3 +224,24 @@ def test_spark_decode_cli_writes_parquet_and_summary(spark: Any, tmp_path: Path)
     png = tmp_path / "s.png"
     summary.plot(png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_spark_decode_cli_writes_parquet_and_summary(tmp_path: Path) -> None:
+    """The command in its own process (it starts and stops its own SparkSession)."""
+    import subprocess
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    run_cli = "import sys; from kafkapy.cli import main; sys.exit(main(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", run_cli, "spark-decode", str(CAPTURES), "--output", str(out),
+           "--master", "local[1]", "--summary"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(CAPTURE_FILES)} captures, 13 rows to {out}" in done.stderr
+    assert "requests per topic" in done.stderr
+    table = pq.read_table(str(out))
+    assert table.num_rows == 13 and tuple(table.column_names) == COLUMNS
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 2 and "already exists" in again.stderr
