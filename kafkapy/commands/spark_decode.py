@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                 spark, files, args.output, mode=args.mode, kafka_ports=ports,
                 decode_records=not args.raw_records, bodies=bodies,
             )  # fmt: skip
-        except FileExistsError as exc:
+        except (FileExistsError, NotADirectoryError) as exc:
             print(f"kafkapy spark-decode: {exc}", file=sys.stderr)
             return 2
         count = sum(rows for _, rows in parts)

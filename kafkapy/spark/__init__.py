@@ -212,6 +212,9 @@ def write_captures(
     out = os.path.abspath(os.fspath(output).removeprefix("file://"))
     if mode not in ("errorifexists", "error", "overwrite", "append"):
         raise ValueError(f"unknown save mode {mode!r}: errorifexists, overwrite or append")
+    if os.path.exists(out) and not os.path.isdir(out):
+        # Never delete a user's file in the name of "overwrite": the output is a directory of parts.
+        raise NotADirectoryError(f"{out} is a file, not an output directory")
     if os.path.exists(out):
         if mode in ("errorifexists", "error"):
             raise FileExistsError(f"{out} already exists (mode 'overwrite' or 'append' to write anyway)")

@@ -140,6 +140,13 @@ def test_write_captures_save_modes(spark: Any, tmp_path: Path) -> None:
     assert pq.read_table(str(out)).num_rows == sum(1 for _ in decode_capture(str(CAPTURE_FILES[1])))
     with pytest.raises(ValueError, match="unknown save mode"):
         write_captures(spark, [str(CAPTURE_FILES[1])], out, mode="ignore-me")
+    # an output path that is a file is refused in every mode, and the file is left alone
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep me")
+    for mode in ("errorifexists", "overwrite", "append"):
+        with pytest.raises(NotADirectoryError, match="is a file, not an output directory"):
+            write_captures(spark, [str(CAPTURE_FILES[1])], a_file, mode=mode)
+    assert a_file.read_text() == "keep me"
 
 
 def test_write_captures_hostile_file_becomes_an_undecodable_row(spark: Any, tmp_path: Path) -> None:
