@@ -29,6 +29,7 @@ __all__ = [
     "Response",
     "UnknownApiError",
     "UnsupportedVersionError",
+    "body_fitter",
     "decode_request",
     "decode_request_header",
     "decode_response",
@@ -307,9 +308,24 @@ def _run_encoder(api_key: int, kind: str, version: int, body: Mapping[str, Any],
         raise EncodeError(f"cannot encode {schema.spec.name} v{version}: {exc!r}") from exc
 
 
+Fitter = Callable[[Mapping[str, Any]], Body]
+_fitters: dict[tuple[int, str, int], Fitter] = {}
+
+
+def body_fitter(api_key: int, kind: str, version: int) -> Fitter:
+    """The compiled ``fit_body`` of one message and version, for callers that fit many bodies."""
+    key = (api_key, kind, version)
+    fit = _fitters.get(key)
+    if fit is None:
+        fit = _fitters[key] = message_schema(api_key, kind, version).compiled_fit()
+    return fit
+
+
 def fit_body(api_key: int, kind: str, version: int, body: Mapping[str, Any]) -> Body:
-    """Drop the fields ``version`` lacks, so a handler can write one body for all versions."""
-    return message_schema(api_key, kind, version).root.fit(body)
+    """Drop the fields ``version`` lacks, so a handler can write one body for all versions.
+    Generated code (``MessageSchema.compiled_fit``), equal to ``StructCodec.fit``."""
+    fit = _fitters.get((api_key, kind, version)) or body_fitter(api_key, kind, version)
+    return fit(body)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
