@@ -27,7 +27,7 @@ import logging
 import struct
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import Request, encode_response
@@ -70,6 +70,9 @@ _ANSWERS = frozenset({dict, Body, EncodedResponse, type(None)})
 class _Plan(NamedTuple):
     """What requests of one API version need, found once."""
 
+    api_key: int
+    api_version: int
+    handle: Handler
     decode: RequestDecoder
     encode: ResponseEncoder
     tag: bytes  # what the response header has after the correlation id (an empty tag section)
@@ -94,7 +97,8 @@ class _Route:
         """Raises UnsupportedVersionError for a version the handler claims but no spec has."""
         plan = self.versions.get(api_version)
         if plan is None:
-            plan = _Plan(request_decoder(api_key, api_version), response_encoder(api_key, api_version),
+            plan = _Plan(api_key, api_version, self.handle, request_decoder(api_key, api_version),
+                         response_encoder(api_key, api_version),
                          response_header(api_key, api_version, 0)[4:], {} if self.memoize else None)
             self.versions[api_version] = plan
         return plan
@@ -113,6 +117,7 @@ class Dispatcher:
         # and version): dispatch_all's fast path is two dict gets.
         self.memos: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
         self.request_hooks: list[Module] = []
+        self.observers = runtime.observers
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -135,6 +140,7 @@ class Dispatcher:
         self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None)
                        for key, handler in handlers.items()}
         self.memos = {}  # the plans are new, their memos too
+        self.plans: dict[bytes, _Plan] = {}  # by a frame's first four bytes (key and version)
         self._served: dict[int, tuple[int, int]] | None = None
 
     def served_versions(self) -> dict[int, tuple[int, int]]:
@@ -182,36 +188,29 @@ class Dispatcher:
         if len(frame) < 8:
             log.warning("closing %s: %d-byte frame is too short for a request header", conn.id, len(frame))
             raise CloseConnection
-        api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
-        route = self.routes.get(api_key)
-        if route is None or not route.low <= api_version <= route.high or \
-                (route.gated and not self.runtime.gate_open(route.handler)):
-            unknown = self._unknown(conn, api_key, api_version, correlation_id)
-            out.append(_SIZE.pack(len(unknown)))
-            out.append(unknown)
-            return None
-        observers = self.runtime.observers
+        # An API version served before (and not feature-gated) has its plan one dict get away, by
+        # the frame's first four bytes; anything else is routed by key and version first.
+        plan = self.plans.get(frame[:4])
+        if plan is None:
+            plan = self._route(conn, frame, out)
+            if plan is None:
+                return None  # answered as an unknown request
+        api_key, api_version, memo = plan.api_key, plan.api_version, plan.memo
+        observers = self.observers
         if observers.wants_frames:
             observers.record_frame(conn, True, frame)
         try:
-            plan = route.versions.get(api_version)
-            if plan is None:
-                plan = route.plan(api_key, api_version)
-                if plan.memo is not None:
-                    self.memos[frame[:4]] = plan.memo
-            memo = plan.memo
             request = plan.decode(frame)
         except DecodeError as exc:
-            log.warning("closing %s from %s:%d: cannot parse %s: %s", conn.id, *conn.client_address,
-                        f"api key {api_key} v{api_version}", exc)
-            raise CloseConnection from None
+            self._unparsable(conn, api_key, api_version, exc)
+        correlation_id = request.correlation_id
         if observers.active:
             observers.record_request(request.body, conn, api_key, api_version, correlation_id)
         context = _new_context(RequestContext, (conn, self.runtime, api_key, api_version, correlation_id,
                                                 request.client_id))
         try:
-            answer: Any = (self._hooks_then_handle(route.handle, context, request) if self.request_hooks
-                           else route.handle(context, request))
+            answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self.request_hooks
+                           else plan.handle(context, request))
             kind = type(answer)
             # A plain-function handler has answered already. A coroutine's first step runs here,
             # and most finish in it (kafkapy.server.eager); one that suspends goes on in _finish.
@@ -237,6 +236,34 @@ class Dispatcher:
                     memo.clear()
                 memo[frame[8:]] = (_SIZE.pack(len(response)), response[4:])
         return None
+
+    def _route(self, conn: ConnectionInfo, frame: bytes, out: list[bytes]) -> _Plan | None:
+        """The plan for a frame's API key and version, made (and kept) on first use; None when
+        the frame was answered as an unknown request instead."""
+        api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
+        route = self.routes.get(api_key)
+        if route is None or not route.low <= api_version <= route.high or \
+                (route.gated and not self.runtime.gate_open(route.handler)):
+            unknown = self._unknown(conn, api_key, api_version, correlation_id)
+            out.append(_SIZE.pack(len(unknown)))
+            out.append(unknown)
+            return None
+        plan = route.versions.get(api_version)
+        if plan is None:
+            try:
+                plan = route.plan(api_key, api_version)
+            except DecodeError as exc:
+                self._unparsable(conn, api_key, api_version, exc)
+            if plan.memo is not None:
+                self.memos[frame[:4]] = plan.memo
+        if not route.gated:  # a gate is the runtime's to answer on every request
+            self.plans[frame[:4]] = plan
+        return plan
+
+    def _unparsable(self, conn: ConnectionInfo, api_key: int, api_version: int, exc: DecodeError) -> NoReturn:
+        log.warning("closing %s from %s:%d: cannot parse %s: %s", conn.id, *conn.client_address,
+                    f"api key {api_key} v{api_version}", exc)
+        raise CloseConnection from None
 
     async def _hooks_then_handle(self, handle: Handler, context: RequestContext,
                                  request: Request) -> Answer:
