@@ -23,11 +23,12 @@ show it was not what set the pace. Measurements:
 * accepts: ``ACCEPT_WORKERS`` connections at a time, each: connect, one
   ApiVersions round trip, close (with SO_LINGER 0, a reset, so a run does not
   fill the ephemeral port range with TIME_WAIT sockets).
-* the general path (not part of the target): round trips of Metadata v12
-  requests, which kafkapy decodes, hands to its handler and encodes every
-  time (ApiVersions answers are memoized by request bytes; see
-  ``ApiHandler.memoize``), against a ceiling answering kafkapy's canned
-  Metadata response.
+* the general path (not part of the target): ApiVersions answers are
+  memoized by request bytes (``ApiHandler.memoize``), so two rows measure
+  requests that kafkapy decodes and hands to its handler every time:
+  ApiVersions from DISTINCT_CLIENTS client ids per connection in turn (every
+  one misses the memo), and Metadata v12 (also encoded every time) against a
+  ceiling answering kafkapy's canned Metadata response.
 
 Blocks of the two servers are interleaved, rotating who goes first, so noise
 from the shared cores hits both. Each block opens its connections, warms up,
