@@ -483,8 +483,8 @@ def run(options: Options) -> Report:
         for n in CONNECTIONS]
     scenarios.append((f"accepts ({ACCEPT_WORKERS} at a time: connect, request, close)",
                       ("accepts", ACCEPT_WORKERS, seconds), ceiling))
-    scenarios.append((f"not in the target: ApiVersions, memo off ({DISTINCT_CLIENTS} client ids in turn), "
-                      f"16 conn x {DEPTH}",
+    scenarios.append((f"not in the target: ApiVersions missing the memo ({DISTINCT_CLIENTS} client ids "
+                      f"in turn), 16 conn x {DEPTH}",
                       ("round-trips", 16, DEPTH, seconds, "api-versions-distinct"), ceiling))
     scenarios.append((f"not in the target: Metadata v{METADATA_VERSION}, 16 conn x {DEPTH} (general path)",
                       ("round-trips", 16, DEPTH, seconds, "metadata"), (metadata_server, metadata_port)))
