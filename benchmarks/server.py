@@ -23,11 +23,12 @@ show it was not what set the pace. Measurements:
 * accepts: ``ACCEPT_WORKERS`` connections at a time, each: connect, one
   ApiVersions round trip, close (with SO_LINGER 0, a reset, so a run does not
   fill the ephemeral port range with TIME_WAIT sockets).
-* the general path (not part of the target): round trips of Metadata v12
-  requests, which kafkapy decodes, hands to its handler and encodes every
-  time (ApiVersions answers are memoized by request bytes; see
-  ``ApiHandler.memoize``), against a ceiling answering kafkapy's canned
-  Metadata response.
+* the general path (not part of the target): ApiVersions answers are
+  memoized by request bytes (``ApiHandler.memoize``), so two rows measure
+  requests that kafkapy decodes and hands to its handler every time:
+  ApiVersions from DISTINCT_CLIENTS client ids per connection in turn (every
+  one misses the memo), and Metadata v12 (also encoded every time) against a
+  ceiling answering kafkapy's canned Metadata response.
 
 Blocks of the two servers are interleaved, rotating who goes first, so noise
 from the shared cores hits both. Each block opens its connections, warms up,
@@ -81,16 +82,46 @@ _SIZE = struct.Struct(">i")
 METADATA_VERSION = 12
 
 
-def _request(kind: str = "api-versions") -> bytes:
+DISTINCT_CLIENTS = 128  # client ids the memo-off row cycles through: twice the memo's 64 entries
+
+
+def _request(kind: str = "api-versions", client_id: str = CLIENT_ID) -> bytes:
     """A whole request frame: ApiVersions v3, or Metadata v12 for every topic (``"metadata"``)."""
     from kafkapy.protocol import encode_request
 
     if kind == "metadata":
-        frame = encode_request(3, METADATA_VERSION, 1, CLIENT_ID, {"topics": None})
+        frame = encode_request(3, METADATA_VERSION, 1, client_id, {"topics": None})
     else:
         body = {"client_software_name": "kafkapy-bench", "client_software_version": "1.0"}
-        frame = encode_request(18, API_VERSIONS_VERSION, 1, CLIENT_ID, body)
+        frame = encode_request(18, API_VERSIONS_VERSION, 1, client_id, body)
     return _SIZE.pack(len(frame)) + frame
+
+
+def _requests(kind: str, connection: int) -> list[bytes]:
+    """The requests one connection sends in turn. ``"api-versions-distinct"``: ApiVersions v3 from
+    DISTINCT_CLIENTS client ids of its own (all of one length), in turn. The broker's memo of
+    answers holds 64 and starts over when full, and between two requests from one client id the
+    broker sees 127 others, so no request is ever answered from the memo: each is decoded and
+    handled."""
+    if kind == "api-versions-distinct":
+        return [_request("api-versions", f"{CLIENT_ID}-{connection:03d}-{i:03d}")
+                for i in range(DISTINCT_CLIENTS)]
+    return [_request(kind)]
+
+
+class _Sender:
+    """What one connection sends next: ``take(n)`` is its next ``n`` requests as one string."""
+
+    def __init__(self, requests: list[bytes], depth: int) -> None:
+        self.size, self.cycle, self.at = len(requests[0]), len(requests), 0
+        self.ring = b"".join(requests + requests[:depth])  # up to depth from any point: one slice
+
+    def take(self, n: int) -> bytes:
+        if self.cycle == 1:
+            return self.ring[:self.size] * n
+        at = self.at
+        self.at = (at + n) % self.cycle
+        return self.ring[at * self.size:(at + n) * self.size]
 
 
 # --- servers (each in its own process) ----------------------------------------------------------
@@ -227,13 +258,15 @@ def _round_trips(port: int, connections: int, depth: int, seconds: float,
     ``depth`` small requests are ever unanswered on a connection. Send times are kept per batch
     of requests sent together, and latencies as (seconds, how many), so the cost per response
     is counting it."""
-    request = _request(kind)
     selector = selectors.DefaultSelector()
     socks = [_connect(port) for _ in range(connections)]
     window = _Window(seconds)
-    for sock in socks:  # [socket, unparsed bytes, [send time, requests] of the batches in flight]
-        selector.register(sock, selectors.EVENT_READ, [sock, b"", deque([[time.perf_counter(), depth]])])
-        sock.sendall(request * depth)
+    # [socket, unparsed bytes, [send time, requests] of the batches in flight, its requests]
+    for index, sock in enumerate(socks):
+        sender = _Sender(_requests(kind, index), depth)
+        selector.register(sock, selectors.EVENT_READ,
+                          [sock, b"", deque([[time.perf_counter(), depth]]), sender.take])
+        sock.sendall(sender.take(depth))
     select, perf_counter, unpack = selector.select, time.perf_counter, _SIZE.unpack_from
     latencies = window.latencies
     try:
@@ -243,7 +276,7 @@ def _round_trips(port: int, connections: int, depth: int, seconds: float,
             window.tick(now)
             for key, _ in events:
                 state = key.data
-                sock, buf, sent = state
+                sock, buf, sent, take = state
                 data = sock.recv(262144)
                 if not data:
                     raise ConnectionError("the server closed a connection")
@@ -273,7 +306,7 @@ def _round_trips(port: int, connections: int, depth: int, seconds: float,
                     else:
                         batch[1] -= taken
                 sent.append([now, n])
-                sock.sendall(request * n)
+                sock.sendall(take(n))
     finally:
         for sock in socks:
             selector.unregister(sock)
@@ -450,6 +483,9 @@ def run(options: Options) -> Report:
         for n in CONNECTIONS]
     scenarios.append((f"accepts ({ACCEPT_WORKERS} at a time: connect, request, close)",
                       ("accepts", ACCEPT_WORKERS, seconds), ceiling))
+    scenarios.append((f"not in the target: ApiVersions missing the memo ({DISTINCT_CLIENTS} client ids "
+                      f"in turn), 16 conn x {DEPTH}",
+                      ("round-trips", 16, DEPTH, seconds, "api-versions-distinct"), ceiling))
     scenarios.append((f"not in the target: Metadata v{METADATA_VERSION}, 16 conn x {DEPTH} (general path)",
                       ("round-trips", 16, DEPTH, seconds, "metadata"), (metadata_server, metadata_port)))
     rows = []
@@ -476,10 +512,13 @@ def run(options: Options) -> Report:
               f"asyncio.Protocol server that splits frames and answers with canned response bytes (kafkapy's "
               f"own answer), the most a pure-Python asyncio server can do. Round trips: each connection "
               f"keeps {DEPTH} requests in flight. Accepts: {ACCEPT_WORKERS} connections at a time, each "
-              f"connect, one round trip, close. The last row is outside the target: Metadata v"
-              f"{METADATA_VERSION} for all topics ({len(_request('metadata'))} bytes; responses "
-              f"{len(canned_metadata)} bytes), which kafkapy decodes, handles and encodes every time, "
-              f"where ApiVersions answers come from a memo of answers by request bytes. {repeats} "
+              f"connect, one round trip, close. The last two rows are outside the target; there kafkapy "
+              f"decodes and handles every request, where the rows above answer ApiVersions from a memo of "
+              f"answers by request bytes: ApiVersions v{API_VERSIONS_VERSION} from {DISTINCT_CLIENTS} "
+              f"client ids in turn (the memo holds 64, so every request misses it; the handler's answer "
+              f"is encoded once per version and reused), and Metadata v{METADATA_VERSION} for all topics "
+              f"({len(_request('metadata'))} bytes; responses {len(canned_metadata)} bytes), also "
+              f"encoded every time. {repeats} "
               f"interleaved blocks of {seconds:g} s (after {WARMUP:g} s of warm-up) per server and "
               f"scenario; medians shown. /s: requests (or connections) per second; p50/p99: latency "
               f"of one request (one connect + round trip for accepts); CPU us: server CPU time per "

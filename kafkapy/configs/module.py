@@ -306,7 +306,7 @@ class ConfigsModule(Module):
 
     # --- DescribeConfigs ----------------------------------------------------------------------
 
-    async def describe_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def describe_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         body = request.body
         synonyms = bool(body.get("include_synonyms"))
         documentation = bool(body.get("include_documentation"))

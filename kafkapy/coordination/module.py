@@ -298,7 +298,7 @@ class CoordinationModule(Module):
                 brokers.append({"id": broker.broker_id, "host": endpoint.host, "port": endpoint.port})
         return brokers
 
-    async def cluster_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def cluster_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         coordinator = self.coordinator_id
         brokers: list[BrokerRegistration] = self.broker.cluster.brokers
         if coordinator not in {b.broker_id for b in brokers}:

@@ -29,6 +29,7 @@ __all__ = [
     "Response",
     "UnknownApiError",
     "UnsupportedVersionError",
+    "body_fitter",
     "decode_request",
     "decode_request_header",
     "decode_response",
@@ -38,6 +39,7 @@ __all__ = [
     "fit_body",
     "message_schema",
     "request_decoder",
+    "response_encoder",
     "response_header",
 ]
 
@@ -307,9 +309,24 @@ def _run_encoder(api_key: int, kind: str, version: int, body: Mapping[str, Any],
         raise EncodeError(f"cannot encode {schema.spec.name} v{version}: {exc!r}") from exc
 
 
+Fitter = Callable[[Mapping[str, Any]], Body]
+_fitters: dict[tuple[int, str, int], Fitter] = {}
+
+
+def body_fitter(api_key: int, kind: str, version: int) -> Fitter:
+    """The compiled ``fit_body`` of one message and version, for callers that fit many bodies."""
+    key = (api_key, kind, version)
+    fit = _fitters.get(key)
+    if fit is None:
+        fit = _fitters[key] = message_schema(api_key, kind, version).compiled_fit()
+    return fit
+
+
 def fit_body(api_key: int, kind: str, version: int, body: Mapping[str, Any]) -> Body:
-    """Drop the fields ``version`` lacks, so a handler can write one body for all versions."""
-    return message_schema(api_key, kind, version).root.fit(body)
+    """Drop the fields ``version`` lacks, so a handler can write one body for all versions.
+    Generated code (``MessageSchema.compiled_fit``), equal to ``StructCodec.fit``."""
+    fit = _fitters.get((api_key, kind, version)) or body_fitter(api_key, kind, version)
+    return fit(body)
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
@@ -339,6 +356,37 @@ def encode_response_body(api_key: int, api_version: int, body: Mapping[str, Any]
     out = bytearray()
     _run_encoder(api_key, "response", api_version, body, out)
     return bytes(out)
+
+
+ResponseEncoder = Callable[[int, Mapping[str, Any]], bytes]
+_response_encoders: dict[tuple[int, int], ResponseEncoder] = {}
+
+
+def response_encoder(api_key: int, api_version: int) -> ResponseEncoder:
+    """``encode_response`` for one API and version, made once and cached: (correlation id, body)
+    to a response frame, with nothing left to look up per response."""
+    key = (api_key, api_version)
+    found = _response_encoders.get(key)
+    if found is not None:
+        return found
+    plan = _response_plans.get(key) or _response_plan(api_key, api_version)
+    encode_body, pack = plan.encode_body, _CORRELATION.pack
+    tag = b"\x00" if plan.header_version >= 1 else b""  # an empty tag section from header v1 on
+
+    def encode(correlation_id: int, body: Mapping[str, Any]) -> bytes:
+        out = bytearray(pack(correlation_id))
+        out += tag
+        try:
+            encode_body(body, out)
+        except EncodeError:
+            raise
+        except Exception:
+            _run_encoder(api_key, "response", api_version, body, bytearray())  # names the field
+            raise
+        return bytes(out)
+
+    _response_encoders[key] = encode
+    return encode
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:

@@ -464,7 +464,10 @@ class Text(_LengthPrefixed):
         return data
 
     def payload_source(self, v: str, field: str) -> str:
-        return f"_encode_text({v}, {field!r})"
+        # A str is encoded inline (the common case, a call saved per string); anything else goes
+        # through encode_text, which accepts str subclasses and names the field otherwise.
+        return (f"({v}.encode('utf-8', 'surrogateescape') if type({v}) is str "
+                f"else _encode_text({v}, {field!r}))")
 
 
 class Binary(_LengthPrefixed):

@@ -11,7 +11,7 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kafkapy.server import eager
@@ -97,6 +97,29 @@ def make_store(config: BrokerConfig) -> MetadataStore:
     return MemoryStore(cluster_id=config["cluster.id"])
 
 
+MakeTransport = Callable[[socket.socket, asyncio.Protocol], object]
+
+
+def _transport_maker(loop: asyncio.AbstractEventLoop) -> MakeTransport | None:
+    """How to wrap an accepted plaintext socket in a transport at once, or None on a loop that
+    offers no way (then ``loop.connect_accepted_socket`` in a task does it).
+
+    ``connect_accepted_socket`` is a coroutine that waits for the transport to be ready, so each
+    accept would cost a task, a future and their loop steps. asyncio's selector loops make the
+    transport with ``_make_socket_transport``, which is what their own servers call per accepted
+    socket; the broker's accept loop already needs a selector loop (``add_reader``)."""
+    if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop):
+        return None
+    make = getattr(loop, "_make_socket_transport", None)
+    if make is None:
+        return None
+
+    def transport(sock: socket.socket, protocol: asyncio.Protocol) -> object:
+        return make(sock, protocol)
+
+    return transport
+
+
 class BrokerRuntime:
     def __init__(self, config: BrokerConfig, store: MetadataStore | None = None,
                  module_classes: Sequence[type[Module]] | None = None) -> None:
@@ -142,6 +165,7 @@ class BrokerRuntime:
         self.config = config = config.with_keys(k for cls in classes for k in cls.config_keys)
         self.accept_gate: AcceptGate | None = None
         self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
+        self._make_transport = _transport_maker(self.loop)
 
     def feature_level(self, feature: str) -> int:
         """The finalized level of a feature (KIP-584), which gates APIs and behaviors.
@@ -300,13 +324,64 @@ class BrokerRuntime:
 
     def _hand_over(self, listener: BoundListener, sock: socket.socket, address: str,
                    gate: AcceptGate | None) -> None:
-        self._handshakes.add(self.loop.create_task(self._start_connection(listener, sock, address, gate)))
+        """Serve an accepted socket. A plaintext one whose admission does not wait (no gate, or a
+        gate that answers at once) gets its transport right here: no task, no waiter. TLS needs its
+        handshake, and an admission that waits its time, so those go on in a task."""
+        admission: Awaitable[bool] | None = None
+        if listener.context is None and self._make_transport is not None:
+            if gate is None:
+                self._serve_plain(listener, sock, address, None)
+                return
+            try:
+                done, admitted = eager.start(gate.admit(listener.name, address))
+            except Exception:
+                log.exception("admitting a connection from %s on %s failed; closing it", address, listener)
+                sock.close()
+                gate.released(listener.name, address, False)
+                return
+            if done:
+                if admitted:
+                    self._serve_plain(listener, sock, address, gate)
+                else:
+                    sock.close()
+                    gate.released(listener.name, address, False)
+                return
+            admission = admitted
+        self._handshakes.add(self.loop.create_task(
+            self._start_connection(listener, sock, address, gate, admission)))
+
+    def _serve_plain(self, listener: BoundListener, sock: socket.socket, address: str,
+                     gate: AcceptGate | None) -> None:
+        """A plaintext socket, admitted: its transport is made at once (what asyncio's own servers
+        do, less the task and the waiter each accept costs them); connection_made follows."""
+        assert self._make_transport is not None
+        if self._stopping:
+            sock.close()
+            if gate is not None:
+                gate.released(listener.name, address, True)
+            return
+        connection = KafkaConnection(self, listener.spec)
+        if gate is not None:
+            name = listener.name
+            connection.on_lost = lambda: gate.released(name, address, True)
+        try:
+            self._make_transport(sock, connection)
+        except OSError as exc:
+            log.info("connection from %s on %s failed before it was served: %s", address, listener, exc)
+            sock.close()
+            if gate is not None:
+                gate.released(listener.name, address, True)
 
     async def _start_connection(self, listener: BoundListener, sock: socket.socket, address: str,
-                                gate: AcceptGate | None) -> None:
+                                gate: AcceptGate | None, admission: Awaitable[bool] | None = None) -> None:
+        """An accepted socket that needs a task: its admission waits (``admission``, already
+        started), or its TLS handshake does."""
         served = admitted = False
         try:
-            if gate is not None and not await gate.admit(listener.name, address):
+            if admission is not None:
+                if not await admission:
+                    return
+            elif gate is not None and not await gate.admit(listener.name, address):
                 return
             admitted = True
             if self._stopping:

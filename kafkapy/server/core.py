@@ -93,7 +93,7 @@ class CoreModule(Module):
 
     # --- ApiVersions --------------------------------------------------------------------------
 
-    async def api_versions(self, ctx: RequestContext,
+    def api_versions(self, ctx: RequestContext,
                            request: Request) -> Mapping[str, Any] | EncodedResponse:
         if ctx.api_version >= 3:
             asked = request.body
@@ -151,7 +151,7 @@ class CoreModule(Module):
                 found.append((broker, endpoint.host, endpoint.port))
         return found
 
-    async def metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         cluster = ctx.broker.cluster
         requested = request.body.get("topics")
         known = cluster.topics  # one snapshot: the watch replaces the whole dict
@@ -192,7 +192,7 @@ class CoreModule(Module):
 
     # --- DescribeCluster ----------------------------------------------------------------------
 
-    async def describe_cluster(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def describe_cluster(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         cluster = ctx.broker.cluster
         body = {
             "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
@@ -206,7 +206,7 @@ class CoreModule(Module):
 
     # --- BrokerMetadata (seed 002) ------------------------------------------------------------
 
-    async def broker_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def broker_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         wanted = request.body.get("node_ids") or []
         brokers = self.broker.cluster.brokers
         if wanted:

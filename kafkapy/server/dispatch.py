@@ -13,6 +13,8 @@ stepped once in place. Most handlers never suspend (they read state the broker
 keeps current), so their answer comes back at once as bytes, and a connection
 needs no task per request. A handler that does wait comes back as an
 awaitable that finishes the job (the connection awaits it in its worker task).
+A handler that never waits can be a plain function: it answers with no
+coroutine at all (the core APIs do).
 Until that first suspension there is no current task: code that needs one
 (``asyncio.timeout``) must come after an await that suspends, or use
 ``asyncio.wait_for``.
@@ -20,19 +22,27 @@ Until that first suspension there is no current task: code that needs one
 
 from __future__ import annotations
 
+import inspect
 import logging
 import struct
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import Request, encode_response
 from kafkapy.protocol.catalogue import get_api
-from kafkapy.protocol.codec import RequestDecoder, request_decoder, response_header
+from kafkapy.protocol.codec import (
+    RequestDecoder,
+    ResponseEncoder,
+    request_decoder,
+    response_encoder,
+    response_header,
+)
+from kafkapy.protocol.schema import Body
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.eager import resume
-from kafkapy.server.modules import ApiHandler, EncodedResponse, Handler, Module, RequestContext
+from kafkapy.server.modules import Answer, ApiHandler, EncodedResponse, Handler, Module, RequestContext
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
@@ -53,12 +63,18 @@ API_VERSIONS_FALLBACK_MAX = 4  # ApiVersions v0-v4 are served
 MEMO_SIZE = 64  # memoized answers per API version (ApiHandler.memoize); when full, it starts over
 
 Pending = Awaitable[bytes | None]  # what a request that suspends comes back as
+# What plain-function handlers return (besides other mappings): never awaitable, no need to ask.
+_ANSWERS = frozenset({dict, Body, EncodedResponse, type(None)})
 
 
 class _Plan(NamedTuple):
     """What requests of one API version need, found once."""
 
+    api_key: int
+    api_version: int
+    handle: Handler
     decode: RequestDecoder
+    encode: ResponseEncoder
     tag: bytes  # what the response header has after the correlation id (an empty tag section)
     # request bytes after the correlation id -> (size prefix, answer bytes after the correlation id)
     memo: dict[bytes, tuple[bytes, bytes]] | None
@@ -81,8 +97,9 @@ class _Route:
         """Raises UnsupportedVersionError for a version the handler claims but no spec has."""
         plan = self.versions.get(api_version)
         if plan is None:
-            plan = _Plan(request_decoder(api_key, api_version), response_header(api_key, api_version, 0)[4:],
-                         {} if self.memoize else None)
+            plan = _Plan(api_key, api_version, self.handle, request_decoder(api_key, api_version),
+                         response_encoder(api_key, api_version),
+                         response_header(api_key, api_version, 0)[4:], {} if self.memoize else None)
             self.versions[api_version] = plan
         return plan
 
@@ -100,6 +117,7 @@ class Dispatcher:
         # and version): dispatch_all's fast path is two dict gets.
         self.memos: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
         self.request_hooks: list[Module] = []
+        self.observers = runtime.observers
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -122,6 +140,7 @@ class Dispatcher:
         self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None)
                        for key, handler in handlers.items()}
         self.memos = {}  # the plans are new, their memos too
+        self.plans: dict[bytes, _Plan] = {}  # by a frame's first four bytes (key and version)
         self._served: dict[int, tuple[int, int]] | None = None
 
     def served_versions(self) -> dict[int, tuple[int, int]]:
@@ -169,49 +188,46 @@ class Dispatcher:
         if len(frame) < 8:
             log.warning("closing %s: %d-byte frame is too short for a request header", conn.id, len(frame))
             raise CloseConnection
-        api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
-        route = self.routes.get(api_key)
-        if route is None or not route.low <= api_version <= route.high or \
-                (route.gated and not self.runtime.gate_open(route.handler)):
-            unknown = self._unknown(conn, api_key, api_version, correlation_id)
-            out.append(_SIZE.pack(len(unknown)))
-            out.append(unknown)
-            return None
-        observers = self.runtime.observers
+        # An API version served before (and not feature-gated) has its plan one dict get away, by
+        # the frame's first four bytes; anything else is routed by key and version first.
+        plan = self.plans.get(frame[:4])
+        if plan is None:
+            plan = self._route(conn, frame, out)
+            if plan is None:
+                return None  # answered as an unknown request
+        api_key, api_version, memo = plan.api_key, plan.api_version, plan.memo
+        observers = self.observers
         if observers.wants_frames:
             observers.record_frame(conn, True, frame)
         try:
-            plan = route.versions.get(api_version)
-            if plan is None:
-                plan = route.plan(api_key, api_version)
-                if plan.memo is not None:
-                    self.memos[frame[:4]] = plan.memo
-            decode, tag, memo = plan
-            request = decode(frame)
+            request = plan.decode(frame)
         except DecodeError as exc:
-            log.warning("closing %s from %s:%d: cannot parse %s: %s", conn.id, *conn.client_address,
-                        f"api key {api_key} v{api_version}", exc)
-            raise CloseConnection from None
+            self._unparsable(conn, api_key, api_version, exc)
+        correlation_id = request.correlation_id
         if observers.active:
             observers.record_request(request.body, conn, api_key, api_version, correlation_id)
         context = _new_context(RequestContext, (conn, self.runtime, api_key, api_version, correlation_id,
                                                 request.client_id))
-        coro = (self._hooks_then_handle(route.handle, context, request) if self.request_hooks
-                else route.handle(context, request))
-        if type(coro) is not _CoroutineType:
-            coro = _awaited(coro)
-        # The coroutine's first step runs here; most handlers finish in it (kafkapy.server.eager).
         try:
-            step = coro.send(None)
-        except StopIteration as stop:
-            response = self._respond(conn, context, tag, stop.value)
+            answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self.request_hooks
+                           else plan.handle(context, request))
+            kind = type(answer)
+            # A plain-function handler has answered already. A coroutine's first step runs here,
+            # and most finish in it (kafkapy.server.eager); one that suspends goes on in _finish.
+            if kind is _CoroutineType or (kind not in _ANSWERS and inspect.isawaitable(answer)):
+                coro = answer if kind is _CoroutineType else _awaited(answer)
+                try:
+                    step = coro.send(None)
+                except StopIteration as stop:
+                    answer = stop.value
+                else:
+                    return self._finish(conn, context, plan, coro, step)
         except CloseConnection:
             raise
         except Exception:
             log.exception("handler for api key %d v%d failed; closing %s", api_key, api_version, conn.id)
             raise CloseConnection from None
-        else:
-            return self._finish(conn, context, tag, coro, step)
+        response = self._respond(conn, context, plan, answer)
         if response is not None:
             out.append(_SIZE.pack(len(response)))
             out.append(response)
@@ -221,13 +237,44 @@ class Dispatcher:
                 memo[frame[8:]] = (_SIZE.pack(len(response)), response[4:])
         return None
 
+    def _route(self, conn: ConnectionInfo, frame: bytes, out: list[bytes]) -> _Plan | None:
+        """The plan for a frame's API key and version, made (and kept) on first use; None when
+        the frame was answered as an unknown request instead."""
+        api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
+        route = self.routes.get(api_key)
+        if route is None or not route.low <= api_version <= route.high or \
+                (route.gated and not self.runtime.gate_open(route.handler)):
+            unknown = self._unknown(conn, api_key, api_version, correlation_id)
+            out.append(_SIZE.pack(len(unknown)))
+            out.append(unknown)
+            return None
+        plan = route.versions.get(api_version)
+        if plan is None:
+            try:
+                plan = route.plan(api_key, api_version)
+            except DecodeError as exc:
+                self._unparsable(conn, api_key, api_version, exc)
+            if plan.memo is not None:
+                self.memos[frame[:4]] = plan.memo
+        if not route.gated:  # a gate is the runtime's to answer on every request
+            self.plans[frame[:4]] = plan
+        return plan
+
+    def _unparsable(self, conn: ConnectionInfo, api_key: int, api_version: int, exc: DecodeError) -> NoReturn:
+        log.warning("closing %s from %s:%d: cannot parse %s: %s", conn.id, *conn.client_address,
+                    f"api key {api_key} v{api_version}", exc)
+        raise CloseConnection from None
+
     async def _hooks_then_handle(self, handle: Handler, context: RequestContext,
-                                 request: Request) -> Mapping[str, Any] | EncodedResponse | None:
+                                 request: Request) -> Answer:
         for module in self.request_hooks:
             await module.on_request(context, request)
-        return await handle(context, request)
+        answer = handle(context, request)
+        if inspect.isawaitable(answer):
+            return await answer
+        return answer
 
-    async def _finish(self, conn: ConnectionInfo, context: RequestContext, tag: bytes,
+    async def _finish(self, conn: ConnectionInfo, context: RequestContext, plan: _Plan,
                       coro: Coroutine[Any, Any, Any], step: Any) -> bytes | None:
         """The rest of a request whose hooks or handler suspended, in the connection's task."""
         try:
@@ -238,27 +285,27 @@ class Dispatcher:
             log.exception("handler for api key %d v%d failed; closing %s", context.api_key,
                           context.api_version, conn.id)
             raise CloseConnection from None
-        return self._respond(conn, context, tag, body)
+        return self._respond(conn, context, plan, body)
 
-    def _respond(self, conn: ConnectionInfo, context: RequestContext, tag: bytes,
-                 body: Mapping[str, Any] | EncodedResponse | None) -> bytes | None:
+    def _respond(self, conn: ConnectionInfo, context: RequestContext, plan: _Plan,
+                 body: Answer) -> bytes | None:
         if body is None:
             return None
-        api_key, api_version, correlation_id = context.api_key, context.api_version, context.correlation_id
         if isinstance(body, EncodedResponse):
-            response = _CORRELATION.pack(correlation_id) + tag + body.data if tag else \
-                _CORRELATION.pack(correlation_id) + body.data
+            tag = plan.tag
+            response = _CORRELATION.pack(context.correlation_id) + tag + body.data if tag else \
+                _CORRELATION.pack(context.correlation_id) + body.data
             body = body.body
         else:
             try:
-                response = encode_response(api_key, api_version, correlation_id, body)
+                response = plan.encode(context.correlation_id, body)
             except Exception:
-                log.exception("cannot encode the response to api key %d v%d; closing %s", api_key,
-                              api_version, conn.id)
+                log.exception("cannot encode the response to api key %d v%d; closing %s", context.api_key,
+                              context.api_version, conn.id)
                 raise CloseConnection from None
         observers = self.runtime.observers
         if observers.active:
-            observers.record_response(body, api_version, correlation_id)
+            observers.record_response(body, context.api_version, context.correlation_id)
             if observers.wants_frames:
                 observers.record_frame(conn, False, response)
         return response

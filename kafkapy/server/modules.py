@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
     from kafkapy.server.connection import ConnectionInfo
 
-__all__ = ["ApiHandler", "EncodedResponse", "Handler", "Module", "RequestContext", "load_module_class"]
+__all__ = ["Answer", "ApiHandler", "EncodedResponse", "Handler", "Module", "RequestContext",
+           "load_module_class"]
 
 
 class RequestContext(NamedTuple):
@@ -51,8 +52,10 @@ class EncodedResponse:
 
 
 # A handler returns the response body (or an EncodedResponse), or None when the request takes
-# no response (Produce with acks=0).
-Handler = Callable[[RequestContext, "Request"], Awaitable[Mapping[str, Any] | EncodedResponse | None]]
+# no response (Produce with acks=0). It may be a coroutine function, or a plain function when it
+# never waits: that saves a coroutine per request.
+Answer = Mapping[str, Any] | EncodedResponse | None
+Handler = Callable[[RequestContext, "Request"], Awaitable[Answer] | Answer]
 
 
 @attrs.frozen

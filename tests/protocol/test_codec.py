@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 
@@ -143,3 +144,48 @@ def test_fit_body_drops_fields_a_version_lacks() -> None:
     old = fit_body(3, "response", 0, newest)
     assert old == {"brokers": [{"node_id": 1, "host": "h", "port": 1}], "topics": []}
     assert decode_response(encode_response(3, 0, 1, old), 3, 0).body == old
+
+
+def _filled(codec: Any) -> Any:
+    """A value for ``codec`` with every nested struct present: arrays of structs hold one (and a
+    null where the element may be null), nullable structs are set, so ``fit`` has work at every level."""
+    from kafkapy.protocol.primitives import Array
+    from kafkapy.protocol.schema import NullableStruct, StructCodec
+
+    if isinstance(codec, NullableStruct):
+        return _filled(codec.inner)
+    if isinstance(codec, StructCodec):
+        body = codec.default_body()
+        for slot in codec.slots + codec.tagged:
+            body[slot.key] = _filled(slot.codec) if _has_struct(slot.codec) else body[slot.key]
+        body["not_a_field"] = 1  # no version has it: fit must drop it too
+        return body
+    if isinstance(codec, Array):
+        return [_filled(codec.element), None] if isinstance(codec.element, NullableStruct) else \
+            [_filled(codec.element)]
+    raise AssertionError(codec)
+
+
+def _has_struct(codec: Any) -> bool:
+    from kafkapy.protocol.primitives import Array
+    from kafkapy.protocol.schema import NullableStruct, StructCodec
+
+    if isinstance(codec, Array):
+        return _has_struct(codec.element)
+    return isinstance(codec, (StructCodec, NullableStruct))
+
+
+@pytest.mark.parametrize("kind", ["request", "response"])
+def test_compiled_fit_equals_the_interpreted_fit_for_every_message_and_version(kind: str) -> None:
+    from kafkapy.protocol.catalogue import catalogue
+
+    for key, api in catalogue().items():
+        newest = _filled(message_schema(key, kind, api.versions.high).root)
+        for version in range(api.versions.low, api.versions.high + 1):
+            schema = message_schema(key, kind, version)
+            expected = schema.root.fit(newest)
+            fitted = schema.compiled_fit()(newest)
+            assert fitted == expected, (api.name, version)
+            assert "not_a_field" not in fitted
+            exact = schema.root.fit(expected)  # nothing to drop: the one-copy path
+            assert schema.compiled_fit()(exact) == exact and schema.compiled_fit()(exact) is not exact

@@ -184,3 +184,68 @@ def test_an_answer_that_cannot_be_encoded_closes_only_that_connection(
             assert s.wait_closed() == b""
         assert any("cannot encode the response to api key 15 v0" in r.getMessage() for r in caplog.records)
         assert other.call(API_VERSIONS, 3, SOFTWARE).body["error_code"] == 0
+
+
+class PlainFunctionHandler(Module):
+    """DescribeGroups served by a plain function (no coroutine): it answers, raises, or returns an
+    awaitable that is not a coroutine (a future resolved a little later), by the group asked for."""
+
+    name = "plain-function-handler"
+
+    def apis(self) -> dict[int, ApiHandler]:
+        return {DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 5), self._describe)}
+
+    def _describe(self, context: RequestContext, request: Request) -> object:
+        group = request.body["groups"][0]
+        described = {"error_code": 0, "group_id": group, "group_state": "Empty", "protocol_type": "",
+                     "protocol_data": "", "members": []}
+        answer = {"throttle_time_ms": 0, "groups": [described]}
+        if group == "raises":
+            raise RuntimeError("the plain handler failed")
+        if group == "future":
+            future = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_later(0.05, future.set_result, answer)
+            return future
+        return answer
+
+
+class CountingHook(Module):
+    """A request hook, so handlers run behind the hooks' coroutine."""
+
+    name = "counting-hook"
+    seen = 0
+
+    async def on_request(self, context: RequestContext, request: Request) -> None:
+        CountingHook.seen += 1
+
+
+def _group(s: KafkaSocket, correlation_id: int) -> str:
+    correlation, raw = _read(s)
+    assert correlation == correlation_id
+    return str(decode_response(raw, DESCRIBE_GROUPS, 0).body["groups"][0]["group_id"])
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["no hooks", "behind a hook"])
+def test_plain_function_handlers_answer_in_order_and_may_return_an_awaitable(hooked: bool) -> None:
+    modules: list[type[Module]] = [PlainFunctionHandler, CountingHook] if hooked else [PlainFunctionHandler]
+    before = CountingHook.seen
+    with Broker(modules=modules) as b, KafkaSocket(b.bootstrap_servers) as s:
+        s.send_raw(request_frame(DESCRIBE_GROUPS, 0, 1, {"groups": ["plain"]})
+                   + request_frame(DESCRIBE_GROUPS, 0, 2, {"groups": ["future"]})
+                   + request_frame(DESCRIBE_GROUPS, 0, 3, {"groups": ["plain-again"]}))
+        assert [_group(s, 1), _group(s, 2), _group(s, 3)] == ["plain", "future", "plain-again"]
+    assert CountingHook.seen - before == (3 if hooked else 0)
+
+
+def test_a_plain_function_handler_that_raises_closes_only_that_connection(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with Broker(modules=[PlainFunctionHandler]) as b, KafkaSocket(b.bootstrap_servers) as s, \
+            KafkaSocket(b.bootstrap_servers) as other:
+        with caplog.at_level(logging.ERROR, logger="kafkapy"):
+            s.send_raw(request_frame(DESCRIBE_GROUPS, 0, 1, {"groups": ["plain"]})
+                       + request_frame(DESCRIBE_GROUPS, 0, 2, {"groups": ["raises"]})
+                       + request_frame(API_VERSIONS, 3, 3, SOFTWARE))
+            assert _group(s, 1) == "plain"
+            assert s.wait_closed() == b""
+        assert any("handler for api key 15 v0 failed" in r.getMessage() for r in caplog.records)
+        assert other.call(API_VERSIONS, 3, SOFTWARE).body["error_code"] == 0

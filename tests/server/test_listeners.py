@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -215,3 +216,26 @@ def test_principal_formatting_follows_rfc2253() -> None:
     subject = ((("countryName", "US"),), (("organizationName", "Acme, Inc"),),
                (("commonName", " #odd+name"), ("userId", "u1")))
     assert rfc2253(subject) == "CN=\\ #odd\\+name+UID=u1,O=Acme\\, Inc,C=US"
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["in place", "connect_accepted_socket"])
+def test_plaintext_connections_are_served_with_and_without_an_in_place_transport(
+        in_place: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On asyncio's selector loops an accepted plaintext socket gets its transport at once; on a
+    loop with no way to do that, loop.connect_accepted_socket in a task does it. Both serve, and
+    both give the connection slot back when the client goes."""
+    from kafkapy.server import broker as broker_module
+
+    if not in_place:
+        monkeypatch.setattr(broker_module, "_transport_maker", lambda loop: None)
+    with Broker() as b:
+        assert b.runtime is not None and (b.runtime._make_transport is not None) == in_place
+        for _ in range(3):
+            with KafkaSocket(b.bootstrap_servers) as s:
+                assert s.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).body[
+                    "error_code"] == 0
+        quotas = next(m for m in b.runtime.modules if m.name == "quotas").connection_quotas  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 5
+        while quotas.total and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert quotas.total == 0
