@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from kafkapy import Broker
 from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
@@ -57,9 +58,10 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
 
 def holder(zk: KazooClient) -> int:
     """The broker id in /consumers/coordinator, -1 when nobody holds it."""
-    if zk.exists("/consumers/coordinator") is None:
+    try:  # one read: the ephemeral node can vanish between an exists() and a get()
+        return int(zk.get("/consumers/coordinator")[0].decode())
+    except NoNodeError:
         return -1
-    return int(zk.get("/consumers/coordinator")[0].decode())
 
 
 def committed(zk: KazooClient) -> dict[int, int]:
