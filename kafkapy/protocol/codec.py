@@ -252,15 +252,7 @@ def request_decoder(api_key: int, api_version: int) -> RequestDecoder:
                     correlation_id, client_id, pos = slow_header(buf, end)
         else:
             correlation_id, client_id, pos = slow_header(buf, end)
-        try:
-            body, stop = decode_body(buf, pos, end)
-        except DecodeError as exc:
-            if exc.api_key is None:
-                exc.api_key, exc.api_version = api_key, api_version
-            raise
-        except Exception as exc:  # a decoder bug must still surface as the project's error
-            raise DecodeError(f"internal decoder error: {exc!r}", api_key=api_key,
-                              api_version=api_version) from exc
+        body, stop = _run_decoder(decode_body, buf, pos, end, api_key, api_version)
         return _new_request(Request, (api_key, api_version, correlation_id, client_id, body, end - stop,
                                       header_version))
 
