@@ -383,16 +383,4 @@ def response_encoder(api_key: int, api_version: int) -> ResponseEncoder:
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:
     """Encode one response frame (without its size prefix)."""
-    plan = _response_plans.get((api_key, api_version)) or _response_plan(api_key, api_version)
-    # Response headers are the correlation id, plus an empty tag section from v1 on.
-    out = bytearray(_CORRELATION.pack(correlation_id))
-    if plan.header_version >= 1:
-        out += b"\x00"
-    try:
-        plan.encode_body(body, out)
-    except EncodeError:
-        raise
-    except Exception:
-        _run_encoder(api_key, "response", api_version, body, bytearray())  # names the field
-        raise
-    return bytes(out)
+    return response_encoder(api_key, api_version)(correlation_id, body)

@@ -11,12 +11,13 @@ store (the consumers stop reporting offsets before the failover, so nothing else
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, Any
 
 from kazoo.client import KazooClient
@@ -71,8 +72,10 @@ def committed(zk: KazooClient) -> dict[int, int]:
     return {int(p): int(zk.get(f"{root}/{p}")[0].decode()) for p in zk.get_children(root)}
 
 
-def test_coordinator_failover_keeps_groups_and_offsets(zk_connect: str) -> None:
-    """The coordinator broker is stopped (Broker.close()): its session ends, the other broker wins."""
+@contextlib.contextmanager
+def two_brokers(zk_connect: str) -> Iterator[tuple[Broker, Broker, KazooClient]]:
+    """Brokers 1 and 2 on ZooKeeper (1 first, so it coordinates), the test topic, and a client of
+    the same ZooKeeper; all closed afterwards, whichever the test already stopped."""
     first = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 1}).__enter__()
     second: Broker | None = None
     zk = KazooClient(hosts=zk_connect)  # after the first broker created the chroot
@@ -80,15 +83,21 @@ def test_coordinator_failover_keeps_groups_and_offsets(zk_connect: str) -> None:
         zk.start(timeout=15)
         second = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 2}).__enter__()
         create_topic(first)
-        stops = {1: first.close, 2: second.close}
-        asyncio.run(asyncio.wait_for(_scenario(zk, {1: address(first), 2: address(second)}, stops,
-                                               ZK_SESSION_MS / 1000 + 3), 90))
+        yield first, second, zk
     finally:
         for b in (second, first):
             if b is not None:
                 b.close()
         zk.stop()
         zk.close()
+
+
+def test_coordinator_failover_keeps_groups_and_offsets(zk_connect: str) -> None:
+    """The coordinator broker is stopped (Broker.close()): its session ends, the other broker wins."""
+    with two_brokers(zk_connect) as (first, second, zk):
+        stops = {1: first.close, 2: second.close}
+        asyncio.run(asyncio.wait_for(_scenario(zk, {1: address(first), 2: address(second)}, stops,
+                                               ZK_SESSION_MS / 1000 + 3), 90))
 
 
 def test_coordinator_crash_failover_within_the_session_timeout(zk_connect: str) -> None:
@@ -251,21 +260,8 @@ def test_new_coordinator_waits_for_the_known_consumers_then_rebalances_once(zk_c
     only after a back-off, and c3 never comes back (its process "died" with the coordinator). Seed:
     exactly one StopFetcher-StartFetcher round each for c1 and c2, not before c3's session timeout
     ran out (counted from the election), c1 never started alone in between."""
-    first = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 1}).__enter__()
-    second: Broker | None = None
-    zk = KazooClient(hosts=zk_connect)
-    try:
-        zk.start(timeout=15)
-        second = Broker({**CONFIG, "zookeeper.connect": zk_connect, "broker.id": 2}).__enter__()
-        create_topic(first)
-        brokers = {1: first, 2: second}
-        asyncio.run(asyncio.wait_for(_wait_scenario(zk, brokers), 90))
-    finally:
-        for b in (second, first):
-            if b is not None:
-                b.close()
-        zk.stop()
-        zk.close()
+    with two_brokers(zk_connect) as (first, second, zk):
+        asyncio.run(asyncio.wait_for(_wait_scenario(zk, {1: first, 2: second}), 90))
 
 
 async def _wait_scenario(zk: KazooClient, brokers: dict[int, Broker]) -> None:
