@@ -300,6 +300,20 @@ class _ConnState:
     outstanding: dict[bytes, None] = attrs.Factory(dict)  # correlation ids (4 raw bytes) awaiting a response
     first_request_corr: int | None = None
 
+    def note(self, from_client: bool, body: bytes) -> None:
+        """Track the correlation ids awaiting an answer (bounded), which tells a broker-initiated
+        request from a response later on."""
+        if from_client:
+            if len(body) >= 8:
+                if self.first_request_corr is None:
+                    self.first_request_corr = _I32.unpack_from(body, 4)[0]
+                outstanding = self.outstanding
+                outstanding[body[4:8]] = None
+                if len(outstanding) > _MAX_OUTSTANDING:
+                    del outstanding[next(iter(outstanding))]
+        elif len(body) >= 4:
+            self.outstanding.pop(body[:4], None)
+
 
 class KafkaFramer:
     """Feeds TCP events; returns Kafka frames and framing events.
@@ -529,16 +543,7 @@ class KafkaFramer:
             conn, s.side, from_client, s.ts_at(offset, ts), ts, offset, size, body,
             truncated is not None, truncated,
         )  # fmt: skip
-        if from_client:
-            if len(body) >= 8:
-                if cs.first_request_corr is None:
-                    cs.first_request_corr = _I32.unpack_from(body, 4)[0]
-                outstanding = cs.outstanding
-                outstanding[body[4:8]] = None
-                if len(outstanding) > _MAX_OUTSTANDING:
-                    del outstanding[next(iter(outstanding))]
-        elif len(body) >= 4:
-            cs.outstanding.pop(body[:4], None)
+        cs.note(from_client, body)
         out.append(frame)
 
     def _drain(self, cs: _ConnState, s: _Side, ts: float, out: list[FrameEvent]) -> None:
@@ -606,15 +611,7 @@ class KafkaFramer:
             if size < min_size or size > max_size or n - pos - 4 < size:
                 break
             body = data[pos + 4 : pos + 4 + size]
-            if from_client:
-                if cs.first_request_corr is None:
-                    cs.first_request_corr = unpack(body, 4)[0]
-                outstanding = cs.outstanding
-                outstanding[body[4:8]] = None
-                if len(outstanding) > _MAX_OUTSTANDING:
-                    del outstanding[next(iter(outstanding))]
-            else:
-                cs.outstanding.pop(body[:4], None)
+            cs.note(from_client, body)
             out.append(Frame(conn, side, from_client, ts, ts, offset + pos, size, body, False, None))
             pos += 4 + size
         s.marks_off.clear()
@@ -826,15 +823,7 @@ class FrameReader:
                                 if size + 4 == n and (8 if from_client else 4) <= size <= max_frame:
                                     # One whole frame, the most common packet of all.
                                     body = data[start + 4 : end]
-                                    if from_client:
-                                        if cs.first_request_corr is None:
-                                            cs.first_request_corr = unpack_i32(body, 4)[0]
-                                        outstanding = cs.outstanding
-                                        outstanding[body[4:8]] = None
-                                        if len(outstanding) > _MAX_OUTSTANDING:
-                                            del outstanding[next(iter(outstanding))]
-                                    else:
-                                        cs.outstanding.pop(body[:4], None)
+                                    cs.note(from_client, body)
                                     fside.base = offset + n
                                     yield Frame(conn, fside.side, from_client, ts, ts, offset, size, body)
                                 else:
