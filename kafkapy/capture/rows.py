@@ -37,6 +37,7 @@ from kafkapy.capture.frames import Frame, FrameReader, Unframed
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
 from kafkapy.errors import DecodeError
+from kafkapy.protocol.records_json import records_json
 
 __all__ = [
     "COLUMNS",
@@ -107,43 +108,7 @@ def _b64(data: bytes | bytearray | memoryview) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-def _header_text(key: str, value: bytes | None) -> str:
-    v = "null" if value is None else f'"{_b64(value)}"'
-    return f'{{"key":{encode_basestring(key)},"value":{v}}}'
-
-
-def _records_text(records: Any) -> str:
-    """The JSON of ``[r.to_dict() for r in records]``, written directly: a Fetch
-    or Produce body is mostly records, and going through a dict per record
-    and the generic encoder costs about twice as much."""
-    quote = encode_basestring
-    b2a = binascii.b2a_base64
-    parts: list[str] = []
-    append = parts.append
-    try:
-        for r in records.records(check_crc=False):
-            ts, key, value, headers = r.timestamp, r.key, r.value, r.headers
-            # key and value inline: they are the bulk of the calls
-            k = "null" if key is None else f'"{b2a(key, newline=False).decode()}"'
-            v = "null" if value is None else f'"{b2a(value, newline=False).decode()}"'
-            if not headers:
-                h = ""
-            elif len(headers) == 1:  # the common case, without a loop
-                ((hk, hv),) = headers
-                hj = "null" if hv is None else f'"{b2a(hv, newline=False).decode()}"'
-                h = f'{{"key":{quote(hk)},"value":{hj}}}'
-            else:
-                h = ",".join([_header_text(hk, hv) for hk, hv in headers])
-            append(
-                f'{{"offset":{r.offset},"timestamp":{"null" if ts is None else ts},"key":{k},'
-                f'"value":{v},"headers":[{h}]}}'
-            )
-    except DecodeError as exc:
-        return _plain_json({"undecodable_records": _b64(bytes(records)), "error": str(exc)})
-    return "[" + ",".join(parts) + "]"
-
-
-# Record lists are written by _records_text and spliced into the body's JSON
+# Record lists are written by records_json and spliced into the body's JSON
 # in place of a marker string. The marker holds NUL characters (which JSON
 # escapes) and a random nonce, so no string in a capture can pass for one.
 _NONCE = secrets.token_hex(8)
@@ -175,7 +140,7 @@ class _BodyEncoder:
         if isinstance(value, self._records_type):
             if self._decode_records:
                 spliced: list[str] = self._local.spliced
-                spliced.append(_records_text(value))
+                spliced.append(records_json(value))
                 return f"\x00{_NONCE}:{len(spliced) - 1}\x00"
             return _b64(bytes(value))
         if isinstance(value, Mapping):
