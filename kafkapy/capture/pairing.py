@@ -151,27 +151,15 @@ class Exchange(NamedTuple):
         return self.response_frame.ts - self.request_frame.end_ts
 
 
-class _Pending:
-    """A request waiting for its response. Compared by identity (``list.remove`` finds this
-    one entry, never an equal one)."""
+class _Pending(NamedTuple):
+    """A request waiting for its response."""
 
-    __slots__ = ("api_key", "api_version", "error", "frame", "header", "request")
-
-    def __init__(
-        self,
-        frame: Frame,
-        header: RequestHeaderLike | None,
-        request: RequestLike | None,
-        error: DecodeError | None,
-        api_key: int | None,
-        api_version: int | None,
-    ) -> None:
-        self.frame = frame
-        self.header = header
-        self.request = request
-        self.error = error
-        self.api_key = api_key
-        self.api_version = api_version
+    frame: Frame
+    header: RequestHeaderLike | None
+    request: RequestLike | None
+    error: DecodeError | None
+    api_key: int | None
+    api_version: int | None
 
 
 class Pairer:
@@ -274,7 +262,7 @@ class Pairer:
         pending = self._pending.get(conn_id)
         if pending is None:
             pending = self._pending[conn_id] = {}
-        entry = _Pending(frame, header, request, error, api_key, api_version)
+        entry = _new_tuple(_Pending, (frame, header, request, error, api_key, api_version))
         same = pending.get(corr)
         if same is None:
             pending[corr] = [entry]

@@ -412,3 +412,11 @@ def test_columnar_timestamps_round_as_python_does(ts: float) -> None:
     batch = values_to_arrow([(ts, *values[1:])])
     assert batch.column(0).cast("int64").to_pylist() == [round(ts * 1_000_000)]
     assert batch.to_pylist()[0] == rows_to_arrow([dict(zip(COLUMNS, (ts, *values[1:])))]).to_pylist()[0]
+
+
+def test_row_dicts_have_the_columns_in_order() -> None:
+    from kafkapy.capture.rows import _row
+
+    values = tuple(range(len(COLUMNS)))
+    row = _row(values)
+    assert list(row) == list(COLUMNS) and row == dict(zip(COLUMNS, values))
