@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import kafkapy.protocol
 from kafkapy.capture import Frame, FrameReader
 from kafkapy.capture.frames import FrameEvent
-from kafkapy.capture.pairing import Exchange, Pairer, ProtocolDecoder, pair_frames
+from kafkapy.capture.pairing import Exchange, Pairer, pair_frames
 from kafkapy.capture.tcp import Connection, ConnectionClosed, Endpoint
 from kafkapy.protocol import RequestHeader, decode_request_header, encode_request, encode_response
 
@@ -37,9 +37,25 @@ def _bench_capture(tmp_path: Path) -> Path:
     return paths[0]
 
 
-def _general(decoder: ProtocolDecoder = kafkapy.protocol, **kw: Any) -> Pairer:
-    """A Pairer given its decoder explicitly: every header goes through decode_request_header."""
-    return Pairer(decoder, **kw)
+class _Decoder:
+    """kafkapy.protocol's decoders behind methods of their own, so Pairer cannot tell them for
+    the default decoder's: every header then goes through decode_request_header."""
+
+    def decode_request_header(self, frame_body: bytes) -> RequestHeader:
+        return decode_request_header(frame_body)
+
+    def decode_request(self, frame_body: bytes) -> Any:
+        return kafkapy.protocol.decode_request(frame_body)
+
+    def decode_response(self, frame_body: bytes, api_key: int, api_version: int) -> Any:
+        return kafkapy.protocol.decode_response(frame_body, api_key, api_version)
+
+
+def _general(**kw: Any) -> Pairer:
+    """A Pairer that reads no header by hand."""
+    pairer = Pairer(_Decoder(), **kw)
+    assert pairer._header_plans is None
+    return pairer
 
 
 def _key(x: Exchange) -> tuple[Any, ...]:
