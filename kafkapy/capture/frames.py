@@ -42,7 +42,7 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator, MutableSet
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, NamedTuple
 
 import attrs
 
@@ -118,12 +118,15 @@ _ETH_IPV4_TCP = struct.Struct("!12xHBxH2xHxB2x4x4x2x2xIIBB")
 UnframedReason = Literal["missing", "discarded"]
 
 
-@attrs.frozen
-class Frame:
+class Frame(NamedTuple):
     """One Kafka frame: ``body`` is the frame without its 4-byte size prefix.
 
     A truncated frame has fewer than ``size`` body bytes: the capture lost
     part of it (``reason`` says how). Its header is usually still readable.
+
+    A named tuple, immutable like the other events: one is made per frame, and
+    a tuple costs a third of a frozen attrs instance to build (measured: 0.26
+    against 0.70 us): as attrs instances, a row's two frames were a tenth of its cost.
     """
 
     conn: Connection
@@ -761,6 +764,8 @@ class FrameReader:
         unpack = _ETH_IPV4_TCP.unpack_from
         unpack_i32 = _I32.unpack_from
         max_frame = framer.max_frame_size
+        # Frame's own __new__ is a Python function around this: half the cost of a frame, skipped
+        new_frame = tuple.__new__
         # raw address+port bytes of one direction -> the state both layers keep for it
         flows: dict[bytes, _Flow] = {}
         flow_keys: dict[int, list[bytes]] = {}  # connection id -> its keys in ``flows``
@@ -825,7 +830,8 @@ class FrameReader:
                                     body = data[start + 4 : end]
                                     cs.note(from_client, body)
                                     fside.base = offset + n
-                                    yield Frame(conn, fside.side, from_client, ts, ts, offset, size, body)
+                                    yield new_frame(Frame, (conn, fside.side, from_client, ts, ts, offset,
+                                                            size, body, False, None))  # fmt: skip
                                 else:
                                     out = fast_data(cs, fside, ts, data[start:end])
                                     if out:

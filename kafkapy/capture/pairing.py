@@ -15,13 +15,14 @@ import importlib
 import os
 import struct
 from collections.abc import Container, Iterable, Iterator, Mapping
-from typing import Any, BinaryIO, Literal, Protocol, cast
-
-import attrs
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple, Protocol, cast
 
 from kafkapy.capture.frames import Frame, FrameEvent, FrameReader
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, ConnectionClosed
 from kafkapy.errors import DecodeError
+
+if TYPE_CHECKING:
+    from kafkapy.protocol.codec import RequestHeader
 
 __all__ = ["Exchange", "ExchangeStatus", "Pairer", "ProtocolDecoder", "pair_frames", "read_exchanges"]
 
@@ -47,6 +48,9 @@ ExchangeStatus = Literal[
 
 # api_key, api_version, correlation_id, client_id length: request header v1 and v2 alike
 _HEADER = struct.Struct(">hhih")
+_I32 = struct.Struct(">i")
+# Builds a named tuple from all its fields without the class's Python-level __new__
+_new_tuple = tuple.__new__
 
 
 class RequestHeaderLike(Protocol):
@@ -92,9 +96,12 @@ def _default_decoder() -> ProtocolDecoder:
     return cast(ProtocolDecoder, module)
 
 
-@attrs.frozen
-class Exchange:
-    """A request and its response, each as frame and decoded message."""
+class Exchange(NamedTuple):
+    """A request and its response, each as frame and decoded message.
+
+    A named tuple, immutable like Frame and for the same reason: one is made
+    per exchange, and a tuple is the cheapest immutable object to build.
+    """
 
     conn: Connection
     status: ExchangeStatus
@@ -144,8 +151,9 @@ class Exchange:
         return self.response_frame.ts - self.request_frame.end_ts
 
 
-@attrs.define
-class _Pending:
+class _Pending(NamedTuple):
+    """A request waiting for its response."""
+
     frame: Frame
     header: RequestHeaderLike | None
     request: RequestLike | None
@@ -171,8 +179,10 @@ class Pairer:
     ) -> None:
         self.decoder = decoder if decoder is not None else _default_decoder()
         self.bodies = bodies
-        # header-only requests of the default decoder: (api key, version) -> (header version, class)
-        self._header_plans: dict[tuple[int, int], tuple[int, Any]] | None = {} if decoder is None else None
+        # header-only requests of the default decoder: api key * 65536 + version -> (header version, class)
+        self._header_plans: dict[int, tuple[int, type[RequestHeader]]] | None = (
+            {} if decoder is None else None
+        )
         # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
         self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
         self._waiting: dict[int, int] = {}  # per connection id: requests in _pending
@@ -210,9 +220,11 @@ class Pairer:
         return out
 
     def _request(self, frame: Frame, out: list[Exchange]) -> None:
-        server_pending = self._server_pending.get(frame.conn.id)
-        if server_pending and len(frame.body) >= 4:
-            answered = int.from_bytes(frame.body[:4], "big", signed=True)
+        body = frame.body
+        conn_id = frame.conn.id
+        server_pending = self._server_pending.get(conn_id)
+        if server_pending and len(body) >= 4:
+            answered = int.from_bytes(body[:4], "big", signed=True)
             asked = server_pending.get(answered)
             if asked is not None and self._client_answer(asked, frame, out):
                 del server_pending[answered]
@@ -221,30 +233,41 @@ class Pairer:
         request: RequestLike | None = None
         error: DecodeError | None = None
         bodies = self.bodies
-        if bodies is not None and (len(frame.body) < 2 or frame.api_key not in bodies):
-            header = self._plain_header(frame.body) if self._header_plans is not None else None
+        if bodies is not None and (
+            not bodies or len(body) < 2 or int.from_bytes(body[:2], "big", signed=True) not in bodies
+        ):
+            header = self._plain_header(body) if self._header_plans is not None else None
             if header is None:
                 try:
-                    header = self.decoder.decode_request_header(frame.body)
+                    header = self.decoder.decode_request_header(body)
                 except DecodeError as exc:
                     error = exc
         else:
             try:
                 # a decoded request carries its header's fields: one pass over the header, not two
-                request = self.decoder.decode_request(frame.body)
+                request = self.decoder.decode_request(body)
                 header = request
             except DecodeError as exc:
                 error = exc
                 try:
-                    header = self.decoder.decode_request_header(frame.body)
+                    header = self.decoder.decode_request_header(body)
                 except DecodeError:
                     header = None
-        api_key = header.api_key if header is not None else frame.api_key
-        api_version = header.api_version if header is not None else frame.api_version
-        corr = header.correlation_id if header is not None else frame.correlation_id
-        conn_id = frame.conn.id
-        pending = self._pending.setdefault(conn_id, {})
-        pending.setdefault(corr, []).append(_Pending(frame, header, request, error, api_key, api_version))
+        if header is not None:
+            api_key: int | None = header.api_key
+            api_version: int | None = header.api_version
+            corr: int | None = header.correlation_id
+        else:
+            api_key, api_version, corr = frame.api_key, frame.api_version, frame.correlation_id
+        pending = self._pending.get(conn_id)
+        if pending is None:
+            pending = self._pending[conn_id] = {}
+        entry = _new_tuple(_Pending, (frame, header, request, error, api_key, api_version))
+        same = pending.get(corr)
+        if same is None:
+            pending[corr] = [entry]
+        else:
+            same.append(entry)
         waiting = self._waiting[conn_id] = self._waiting.get(conn_id, 0) + 1
         if waiting > _MAX_PENDING:
             oldest = min((w[0] for w in pending.values() if w), key=lambda p: p.frame.offset)
@@ -259,12 +282,12 @@ class Pairer:
             return None
         api_key, api_version, corr, cid_len = _HEADER.unpack_from(body)
         assert self._header_plans is not None
-        plan = self._header_plans.get((api_key, api_version))
+        plan = self._header_plans.get(api_key * 65536 + api_version)  # both int16: a unique int
         if plan is None:
             from kafkapy.protocol.catalogue import request_header_version
             from kafkapy.protocol.codec import RequestHeader
 
-            plan = self._header_plans[(api_key, api_version)] = (
+            plan = self._header_plans[api_key * 65536 + api_version] = (
                 request_header_version(api_key, api_version),
                 RequestHeader,
             )
@@ -288,7 +311,7 @@ class Pairer:
             if len(body) <= end or body[end] != 0:  # a tagged-field count other than a plain 0
                 return None
             end += 1
-        return cast(RequestHeaderLike, cls(api_key, api_version, corr, client_id, version, end))
+        return _new_tuple(cls, (api_key, api_version, corr, client_id, version, end))
 
     def _take(self, pending: dict[int | None, list[_Pending]], entry: _Pending) -> None:
         self._waiting[entry.frame.conn.id] -= 1
@@ -329,31 +352,41 @@ class Pairer:
         return True
 
     def _response(self, frame: Frame, out: list[Exchange]) -> None:
-        pending = self._pending.get(frame.conn.id, {})
-        corr = frame.correlation_id
-        match: _Pending | None = None
+        body = frame.body
+        conn_id = frame.conn.id
+        pending = self._pending.get(conn_id)
+        corr = _I32.unpack_from(body)[0] if len(body) >= 4 else None
+        if pending is None:
+            pending = {}
+            same = None
+        else:
+            same = pending.get(corr) if corr is not None else None
+            if same is not None and len(same) == 1 and len(pending) == 1:
+                # The usual case: the one waiting request has this correlation id.
+                del pending[corr]
+                self._waiting[conn_id] -= 1
+                out.append(self._exchange(same[0], frame, "correlation-id"))
+                return
         paired_by: Literal["correlation-id", "order"] | None = None
-        if corr is not None and pending.get(corr):
-            match = pending[corr][0]
+        if same:
+            match: _Pending | None = same[0]
             paired_by = "correlation-id"
         elif self._server_request(frame):
             return
         elif pending.get(None):
             match = pending[None][0]
             paired_by = "order"
+        else:
+            match = None
         if match is None:
             status: ExchangeStatus = "truncated" if frame.truncated else "orphan_response"
             out.append(Exchange(frame.conn, status, None, frame))
             return
         # Responses come in request order: anything sent before the match
-        # and still waiting will never be answered. (Usually nothing else waits.)
-        for older in (
-            ()
-            if len(pending) == 1 and len(next(iter(pending.values()))) == 1
-            else sorted(
-                (p for w in pending.values() for p in w if p.frame.offset < match.frame.offset),
-                key=lambda p: p.frame.offset,
-            )
+        # and still waiting will never be answered.
+        for older in sorted(
+            (p for w in pending.values() for p in w if p.frame.offset < match.frame.offset),
+            key=lambda p: p.frame.offset,
         ):
             self._take(pending, older)
             out.append(self._unanswered(older))
@@ -380,10 +413,9 @@ class Pairer:
             except DecodeError as exc:
                 response_error = exc
             status = _status(req.frame, req.error, frame, response_error)
-        return Exchange(
-            frame.conn, status, req.frame, frame, req.header, req.request, response,
-            req.error, response_error, paired_by,
-        )  # fmt: skip
+        # Exchange's fields in full, without its Python-level __new__ (a tenth of the exchange's cost)
+        return _new_tuple(Exchange, (frame.conn, status, req.frame, frame, req.header, req.request, response,
+                                     req.error, response_error, paired_by, None))  # fmt: skip
 
     @staticmethod
     def _unanswered(req: _Pending, ended_by: str | None = None) -> Exchange:

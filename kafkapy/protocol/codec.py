@@ -57,8 +57,9 @@ class UnsupportedVersionError(DecodeError):
     """A known API at a version outside what the catalogue can decode."""
 
 
-@attrs.frozen
-class RequestHeader:
+class RequestHeader(NamedTuple):
+    """A request's header. A named tuple like Request: capture decoding makes one per request."""
+
     api_key: int
     api_version: int
     correlation_id: int

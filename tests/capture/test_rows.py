@@ -401,3 +401,22 @@ def test_columnar_batches_hold_the_same_rows(tmp_path: Path) -> None:
     assert len(batches) > 1
     assert sum(b.num_rows for b in batches) == len(rows)
     assert [r for b in batches for r in b.to_pylist()] == rows_to_arrow(rows).to_pylist()
+
+
+@pytest.mark.parametrize("ts", [0.0, 5e-7, 1.5e-6, 2.5e-6, 1_700_000_000.123456, 1_700_000_000.9999996])
+def test_columnar_timestamps_round_as_python_does(ts: float) -> None:
+    """values_to_arrow turns seconds into microseconds in Arrow: half to even, as round() does."""
+    from kafkapy.capture.rows import decode_capture_values, values_to_arrow
+
+    values = next(iter(decode_capture_values(io.BytesIO(_pcap([(True, META_REQ), (False, META_RESP)])))))
+    batch = values_to_arrow([(ts, *values[1:])])
+    assert batch.column(0).cast("int64").to_pylist() == [round(ts * 1_000_000)]
+    assert batch.to_pylist()[0] == rows_to_arrow([dict(zip(COLUMNS, (ts, *values[1:])))]).to_pylist()[0]
+
+
+def test_row_dicts_have_the_columns_in_order() -> None:
+    from kafkapy.capture.rows import _row
+
+    values = tuple(range(len(COLUMNS)))
+    row = _row(values)
+    assert list(row) == list(COLUMNS) and row == dict(zip(COLUMNS, values))
