@@ -11,7 +11,8 @@ What each side produces, so the comparison is like for like:
 
 * ``tshark -T fields`` with ``-Y kafka`` prints, per packet holding Kafka
   data, the request key, version, correlation id, client id, the response's
-  key (tshark pairs responses with requests) and every error code.
+  key (tshark pairs responses with requests) and the error codes of the
+  bodies it dissects.
 * kafkapy header rows (``kafkapy decode --bodies none``): one row per
   request/response pair with api key, name and version, correlation id,
   client id, endpoints, latency, sizes and status. The same header fields as
