@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import struct
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Container, Iterable, Iterator
 from typing import Any, BinaryIO, Literal, Protocol, cast
 
 import attrs
@@ -62,7 +62,7 @@ class RequestHeaderLike(Protocol):
 
 class RequestLike(RequestHeaderLike, Protocol):
     @property
-    def body(self) -> Mapping[str, Any]: ...
+    def body(self) -> object: ...  # a Body, or whatever the decoder makes of it (rows: JSON text)
     @property
     def trailing_bytes(self) -> int: ...
 
@@ -71,11 +71,13 @@ class ResponseLike(Protocol):
     @property
     def correlation_id(self) -> int: ...
     @property
-    def body(self) -> Mapping[str, Any]: ...
+    def body(self) -> object: ...
 
 
 class ProtocolDecoder(Protocol):
-    """The three decoders of kafkapy.protocol that pairing relies on."""
+    """The three decoders of kafkapy.protocol that pairing relies on. Pairing reads only the
+    header fields of what they return, so the bodies may take any form (kafkapy.capture.rows
+    decodes them straight to JSON)."""
 
     def decode_request_header(self, frame_body: bytes) -> RequestHeaderLike: ...
     def decode_request(self, frame_body: bytes) -> RequestLike: ...
@@ -171,8 +173,10 @@ class Pairer:
     ) -> None:
         self.decoder = decoder if decoder is not None else _default_decoder()
         self.bodies = bodies
-        # header-only requests of the default decoder: (api key, version) -> (header version, class)
-        self._header_plans: dict[tuple[int, int], tuple[int, Any]] | None = {} if decoder is None else None
+        # header-only requests read by kafkapy.protocol's header decoder (the default decoder's, or
+        # a decoder that uses it): (api key, version) -> (header version, class)
+        plain = decoder is None or decoder.decode_request_header is _default_decoder().decode_request_header
+        self._header_plans: dict[tuple[int, int], tuple[int, Any]] | None = {} if plain else None
         # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
         self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
         self._waiting: dict[int, int] = {}  # per connection id: requests in _pending
