@@ -362,8 +362,49 @@ def decode_response(data: bytes | bytearray | memoryview, api_key: int, api_vers
 def decode_response_json(data: bytes | bytearray | memoryview, api_key: int, api_version: int, *,
                          decode_records: bool = True) -> RenderedResponse:
     """:func:`decode_response` with the body decoded straight to JSON, as :func:`decode_request_json`."""
-    decoders = _json_body if decode_records else _RAW_json_body
-    return _decode_response(data, api_key, api_version, decoders, RenderedResponse)  # type: ignore[no-any-return]
+    buf = _view(data)
+    decode = _rendered_response_decoders.get((api_key, api_version, decode_records)) or \
+        _rendered_response_decoder(api_key, api_version, decode_records)
+    if decode is None:  # an API or version outside the catalogue: the general path names the error
+        decoders = _json_body if decode_records else _raw_json_body
+        return _decode_response(buf, api_key, api_version, decoders, RenderedResponse)  # type: ignore[no-any-return]
+    return decode(buf)
+
+
+RenderedResponseDecoder = Callable[[bytes], RenderedResponse]
+_rendered_response_decoders: dict[tuple[int, int, bool], RenderedResponseDecoder] = {}
+_new_response = tuple.__new__
+
+
+def _rendered_response_decoder(api_key: int, api_version: int,
+                               decode_records: bool) -> RenderedResponseDecoder | None:
+    """decode_response_json for one API and version, made once and cached, with the common header
+    (a correlation id, then in header v1 an empty tag section) read by hand; anything else goes
+    through the general path. None for APIs and versions outside the catalogue."""
+    key = (api_key, api_version, decode_records)
+    try:
+        plan = _response_plans.get(key[:2]) or _response_plan(api_key, api_version)
+        decode_body = json_decoder(api_key, "response", api_version, decode_records)
+    except DecodeError:
+        return None
+    header_version, unpack_correlation = plan.header_version, _CORRELATION.unpack_from
+    decoders = _json_body if decode_records else _raw_json_body
+    # ApiVersions' v0 error fallback (see decode_response) takes the general path
+    may_fall_back = api_key == API_VERSIONS_KEY and api_version > 0
+    unpack_error = struct.Struct(">h").unpack_from
+
+    def decode(buf: bytes) -> RenderedResponse:
+        end = len(buf)
+        pos = 4 + header_version
+        if end < pos or (header_version and buf[4] != 0) or \
+                (may_fall_back and end >= pos + 2 and unpack_error(buf, pos)[0] == UNSUPPORTED_VERSION):
+            return _decode_response(buf, api_key, api_version, decoders, RenderedResponse)  # type: ignore[no-any-return]
+        body, stop = _run_decoder(decode_body, buf, pos, end, api_key, api_version)
+        return _new_response(RenderedResponse, (api_key, api_version, unpack_correlation(buf, 0)[0], body,
+                                                end - stop))
+
+    _rendered_response_decoders[key] = decode
+    return decode
 
 
 def _body_decoder(api_key: int, version: int) -> Decoder:
@@ -374,7 +415,7 @@ def _json_body(api_key: int, version: int) -> JsonDecoder:
     return json_decoder(api_key, "response", version, True)
 
 
-def _RAW_json_body(api_key: int, version: int) -> JsonDecoder:
+def _raw_json_body(api_key: int, version: int) -> JsonDecoder:
     return json_decoder(api_key, "response", version, False)
 
 

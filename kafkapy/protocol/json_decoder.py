@@ -339,12 +339,22 @@ class _Emitter:
         g.emit(ind, "else:")
         el = codec.element
         if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):
-            size = g.var("z")
-            each = "_float" if el.name == "float64" else "str"
+            # One unpack_from for the run; the common short arrays (none, or one broker id) skip the
+            # join, which costs more than the rest of the array.
+            size, one = g.var("z"), g.var("S")
+            self.prelude.append(f"{one} = _Struct('>{el.fmt}')")
+            unpack = f"_ARRAY_STRUCTS[{el.fmt!r}][{n}].unpack_from(buf, pos)"
             g.emit(ind + 1, f"{size} = {n} * {el.size}")
             g.emit(ind + 1, f"if pos + {size} > {end}: raise _short(pos, {size}, {end}, {field!r})")
-            g.emit(ind + 1, f"{target} = '[' + ','.join(map({each}, _ARRAY_STRUCTS[{el.fmt!r}][{n}]"
-                            f".unpack_from(buf, pos))) + ']'; pos += {size}")
+            g.emit(ind + 1, f"if {n} == 0: {target} = '[]'")
+            if el.name == "float64":
+                first = f"_float({one}.unpack_from(buf, pos)[0])"
+                g.emit(ind + 1, f"elif {n} == 1: {target} = '[' + {first} + ']'")
+                g.emit(ind + 1, f"else: {target} = '[' + ','.join(map(_float, {unpack})) + ']'")
+            else:  # a list of ints prints as JSON does, but for the spaces after its commas
+                g.emit(ind + 1, f"elif {n} == 1: {target} = f'[{{{one}.unpack_from(buf, pos)[0]}}]'")
+                g.emit(ind + 1, f"else: {target} = str(list({unpack})).replace(' ', '')")
+            g.emit(ind + 1, f"pos += {size}")
             return
         g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
         g.emit(ind + 1, f"{items} = []")
