@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from typing import Any
 
@@ -39,6 +40,8 @@ CASES = [
     for version in range(api.versions.low, api.versions.high + 1)
 ]
 SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
+# Drawn frames per property (about one per message and version); raise it for a deeper run.
+EXAMPLES = int(os.environ.get("KAFKAPY_JSON_EXAMPLES", "1500"))
 
 
 def _error(exc: DecodeError) -> tuple[Any, ...]:
@@ -117,14 +120,14 @@ def _frames(draw: st.DrawFn) -> tuple[str, int, int, bytes]:
     return kind, key, version, _encode(kind, key, version, body)
 
 
-@settings(SETTINGS, max_examples=3000)
+@settings(SETTINGS, max_examples=EXAMPLES)
 @given(frame=_frames())
 def test_drawn_bodies_decode_to_the_same_text(frame: tuple[str, int, int, bytes]) -> None:
     kind, key, version, data = frame
     assert _check(kind, data, key, version)[0] == "ok"
 
 
-@settings(SETTINGS, max_examples=3000)
+@settings(SETTINGS, max_examples=EXAMPLES)
 @given(frame=_frames(), data=st.data())
 def test_mutated_drawn_frames_give_the_same_text_or_the_same_error(
     frame: tuple[str, int, int, bytes], data: st.DataObject
@@ -151,14 +154,14 @@ def test_mutated_drawn_frames_give_the_same_text_or_the_same_error(
     _check(kind, bytes(buf), key, version)
 
 
-@settings(SETTINGS, max_examples=1500)
+@settings(SETTINGS, max_examples=EXAMPLES)
 @given(case=mutated())
 def test_mutated_default_frames_give_the_same_text_or_error(case: tuple[str, int, int, bytes]) -> None:
     kind, key, version, data = case
     _check(kind, data, key, version)
 
 
-@settings(SETTINGS, max_examples=1500)
+@settings(SETTINGS, max_examples=EXAMPLES)
 @given(case=st.sampled_from(CASES), data=st.binary(max_size=200))
 def test_random_bytes_give_the_same_text_or_the_same_error(case: tuple[int, str, int], data: bytes) -> None:
     key, kind, version = case
