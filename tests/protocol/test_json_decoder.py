@@ -188,3 +188,12 @@ def test_float64_fields_take_the_float_writer() -> None:
 def test_decoders_are_compiled_once() -> None:
     assert json_decoder(3, "response", 12) is json_decoder(3, "response", 12)
     assert json_decoder(3, "response", 12, False) is not json_decoder(3, "response", 12)
+
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_the_api_versions_v0_error_fallback(version: int) -> None:
+    """A broker that cannot read the request's version answers with a v0 body (UNSUPPORTED_VERSION)."""
+    frame = encode_response(18, 0, 9, {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0,
+                                                                       "max_version": 3}]})
+    outcome = _check("response", frame, 18, version)
+    assert outcome[1] == (18, 0, 9) and outcome[4] == 35
