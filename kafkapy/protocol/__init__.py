@@ -21,7 +21,7 @@ from kafkapy.protocol.codec import (
     encode_request,
     encode_response,
     fit_body,
-    json_decoder,
+    json_body_decoder,
     message_schema,
 )
 from kafkapy.protocol.json_decoder import RenderedBody
@@ -56,6 +56,6 @@ __all__ = [
     "encode_response",
     "fit_body",
     "get_api",
-    "json_decoder",
+    "json_body_decoder",
     "message_schema",
 ]

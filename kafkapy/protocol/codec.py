@@ -42,7 +42,7 @@ __all__ = [
     "encode_response",
     "encode_response_body",
     "fit_body",
-    "json_decoder",
+    "json_body_decoder",
     "message_schema",
     "request_decoder",
     "response_encoder",
@@ -169,7 +169,7 @@ def _codec(api_key: int, kind: str, version: int) -> tuple[Decoder, Encoder]:
 _json_decoders: dict[tuple[int, str, int, bool], JsonDecoder] = {}
 
 
-def json_decoder(api_key: int, kind: str, version: int, decode_records: bool = True) -> JsonDecoder:
+def json_body_decoder(api_key: int, kind: str, version: int, decode_records: bool = True) -> JsonDecoder:
     """The generated JSON decoder of one message body at one version, compiled on first use and
     cached: ``(buf, pos, end)`` to ``(RenderedBody, pos)``. ``decode_records``: records fields as
     lists of records (else base64 of their raw bytes)."""
@@ -330,12 +330,12 @@ _rendered_request_decoders: dict[tuple[int, int, bool], RenderedRequestDecoder] 
 def rendered_request_decoder(
     api_key: int, api_version: int, decode_records: bool = True
 ) -> RenderedRequestDecoder:
-    """:func:`request_decoder` with the body decoded straight to JSON (:func:`json_decoder`)."""
+    """:func:`request_decoder` with the body decoded straight to JSON (:func:`json_body_decoder`)."""
     key = (api_key, api_version, decode_records)
     found = _rendered_request_decoders.get(key)
     if found is None:
         _request_plans.get(key[:2]) or _request_plan(api_key, api_version)  # refuses unknown keys first
-        body = json_decoder(api_key, "request", api_version, decode_records)
+        body = json_body_decoder(api_key, "request", api_version, decode_records)
         found = _rendered_request_decoders[key] = _frame_decoder(api_key, api_version, body, RenderedRequest)
     return found
 
@@ -384,7 +384,7 @@ def _rendered_response_decoder(api_key: int, api_version: int,
     key = (api_key, api_version, decode_records)
     try:
         plan = _response_plans.get(key[:2]) or _response_plan(api_key, api_version)
-        decode_body = json_decoder(api_key, "response", api_version, decode_records)
+        decode_body = json_body_decoder(api_key, "response", api_version, decode_records)
     except DecodeError:
         return None
     header_version, unpack_correlation = plan.header_version, _CORRELATION.unpack_from
@@ -412,11 +412,11 @@ def _body_decoder(api_key: int, version: int) -> Decoder:
 
 
 def _json_body(api_key: int, version: int) -> JsonDecoder:
-    return json_decoder(api_key, "response", version, True)
+    return json_body_decoder(api_key, "response", version, True)
 
 
 def _raw_json_body(api_key: int, version: int) -> JsonDecoder:
-    return json_decoder(api_key, "response", version, False)
+    return json_body_decoder(api_key, "response", version, False)
 
 
 def _decode_response(data: bytes | bytearray | memoryview, api_key: int, api_version: int,

@@ -28,7 +28,7 @@ from kafkapy.protocol import catalogue, decode_request, decode_response, encode_
 from kafkapy.protocol.codec import (
     decode_request_json,
     decode_response_json,
-    json_decoder,
+    json_body_decoder,
     message_schema,
 )
 from kafkapy.protocol.json_decoder import _float
@@ -186,8 +186,8 @@ def test_float64_fields_take_the_float_writer() -> None:
 
 
 def test_decoders_are_compiled_once() -> None:
-    assert json_decoder(3, "response", 12) is json_decoder(3, "response", 12)
-    assert json_decoder(3, "response", 12, False) is not json_decoder(3, "response", 12)
+    assert json_body_decoder(3, "response", 12) is json_body_decoder(3, "response", 12)
+    assert json_body_decoder(3, "response", 12, False) is not json_body_decoder(3, "response", 12)
 
 
 @pytest.mark.parametrize("version", [1, 3, 4])
