@@ -372,13 +372,47 @@ class _Emitter:
         elif isinstance(el, StructCodec):
             fn = self.function(el)
             g.emit(ind + 1, f"for {i} in range({n}):")
-            g.emit(ind + 2, f"{item}, pos = {fn}(buf, pos, {end})")
-            g.emit(ind + 2, f"{items}.append({item})")
+            if self._emit_flat_element(el, items, ind + 2, end):
+                g.emit(ind + 2, "else:")
+                g.emit(ind + 3, f"{item}, pos = {fn}(buf, pos, {end})")
+                g.emit(ind + 3, f"{items}.append({item})")
+            else:
+                g.emit(ind + 2, f"{item}, pos = {fn}(buf, pos, {end})")
+                g.emit(ind + 2, f"{items}.append({item})")
         else:
             g.emit(ind + 1, f"for {i} in range({n}):")
             self._emit_json(el, item, ind + 2, field + "[]", end, None, None)
             g.emit(ind + 2, f"{items}.append({item})")
         g.emit(ind + 1, f"{target} = '[' + ','.join({items}) + ']'")
+
+
+    def _emit_flat_element(self, codec: StructCodec, items: str, ind: int, end: str) -> bool:
+        """For a struct of fixed-width fields only (ApiVersions' entries, Fetch's partitions), emit
+        an inline ``if`` for the common element: all its bytes there and, when flexible, an empty
+        tag section. Its text is then what the struct's function returns, so only other elements
+        (and every error) need the call, emitted by the caller as the ``else``. False when the
+        struct does not qualify."""
+        if not codec.slots or any(not isinstance(s.codec, Fixed) or s.field.present_if_remaining
+                                  for s in codec.slots):
+            return False
+        g = self.g
+        fmt = ">" + "".join(s.codec.fmt or "" for s in codec.slots)
+        size = struct.calcsize(fmt)
+        st = g.var("S")
+        self.prelude.append(f"{st} = _Struct({fmt!r})")
+        names = [g.var("x") for _ in codec.slots]
+        parts = [_key(s.key) + "{" + _fixed_json(s.codec, v) + "}"  # type: ignore[arg-type]
+                 for s, v in zip(codec.slots, names)]
+        # with an empty tag section every tagged field holds its default
+        parts += [_key(s.key) + _literal(_default_json(s.default)) for s in codec.tagged]
+        if codec.flexible:
+            g.emit(ind, f"if pos + {size} < {end} and buf[pos + {size}] == 0:")
+        else:
+            g.emit(ind, f"if pos + {size} <= {end}:")
+        g.emit(ind + 1, f"{', '.join(names)}{',' if len(names) == 1 else ''} = {st}.unpack_from(buf, pos)")
+        g.emit(ind + 1, f"pos += {size + codec.flexible}")
+        g.emit(ind + 1, f"{items}.append(f'{{{{{','.join(parts)}}}}}')")
+        return True
 
 
 def json_decoder_source(root: StructCodec, decode_records: bool) -> tuple[str, str]:
