@@ -14,8 +14,8 @@ from __future__ import annotations
 import importlib
 import os
 import struct
-from collections.abc import Container, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple, Protocol, cast
+from collections.abc import Container, Iterable, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Literal, NamedTuple, Protocol, cast
 
 from kafkapy.capture.frames import Frame, FrameEvent, FrameReader
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, ConnectionClosed
@@ -66,7 +66,7 @@ class RequestHeaderLike(Protocol):
 
 class RequestLike(RequestHeaderLike, Protocol):
     @property
-    def body(self) -> Mapping[str, Any]: ...
+    def body(self) -> object: ...  # a Body, or whatever the decoder makes of it (rows: JSON text)
     @property
     def trailing_bytes(self) -> int: ...
 
@@ -75,11 +75,13 @@ class ResponseLike(Protocol):
     @property
     def correlation_id(self) -> int: ...
     @property
-    def body(self) -> Mapping[str, Any]: ...
+    def body(self) -> object: ...
 
 
 class ProtocolDecoder(Protocol):
-    """The three decoders of kafkapy.protocol that pairing relies on."""
+    """The three decoders of kafkapy.protocol that pairing relies on. Pairing reads only the
+    header fields of what they return, so the bodies may take any form (kafkapy.capture.rows
+    decodes them straight to JSON)."""
 
     def decode_request_header(self, frame_body: bytes) -> RequestHeaderLike: ...
     def decode_request(self, frame_body: bytes) -> RequestLike: ...
@@ -179,10 +181,10 @@ class Pairer:
     ) -> None:
         self.decoder = decoder if decoder is not None else _default_decoder()
         self.bodies = bodies
-        # header-only requests of the default decoder: api key * 65536 + version -> (header version, class)
-        self._header_plans: dict[int, tuple[int, type[RequestHeader]]] | None = (
-            {} if decoder is None else None
-        )
+        # header-only requests read by kafkapy.protocol's header decoder (the default decoder's, or a
+        # decoder that uses it): api key * 65536 + version -> (header version, class)
+        plain = decoder is None or decoder.decode_request_header is _default_decoder().decode_request_header
+        self._header_plans: dict[int, tuple[int, type[RequestHeader]]] | None = {} if plain else None
         # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
         self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
         self._waiting: dict[int, int] = {}  # per connection id: requests in _pending

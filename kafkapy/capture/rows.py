@@ -35,14 +35,23 @@ from typing import Any, BinaryIO
 
 from kafkapy.capture.errors import CaptureError
 from kafkapy.capture.frames import Frame, FrameReader, Unframed
-from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer
+from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
 from kafkapy.errors import DecodeError
+from kafkapy.protocol.codec import (
+    RenderedRequest,
+    RenderedResponse,
+    decode_request_header,
+    decode_request_json,
+    decode_response_json,
+)
+from kafkapy.protocol.json_decoder import RenderedBody
 from kafkapy.protocol.records_json import records_json
 
 __all__ = [
     "COLUMNS",
     "STATUSES",
+    "RowDecoder",
     "arrow_schema",
     "decode_capture",
     "decode_capture_batches",
@@ -199,10 +208,37 @@ def to_json(value: Any, *, decode_records: bool = True) -> str:
 # --- rows ------------------------------------------------------------------------------------
 
 
-def _topics(body: Mapping[str, Any] | None) -> list[str] | None:
+class RowDecoder:
+    """The pairing decoder of the rows (a :class:`~kafkapy.capture.pairing.ProtocolDecoder`): bodies
+    are decoded straight to JSON by kafkapy.protocol's generated JSON decoders, so a row never
+    builds a Body nor runs a generic JSON encoder. Its requests and responses carry a RenderedBody
+    (text, error_code, topics) where kafkapy.protocol's carry a Body; pairing reads only their
+    headers, and :func:`exchange_values` takes either."""
+
+    def __init__(self, decode_records: bool = True) -> None:
+        self.decode_records = decode_records
+        # kafkapy.protocol's own header decoder, so Pairer keeps its header-only fast path
+        self.decode_request_header = decode_request_header
+
+    def decode_request(self, frame_body: bytes) -> RenderedRequest:
+        return decode_request_json(frame_body, decode_records=self.decode_records)
+
+    def decode_response(self, frame_body: bytes, api_key: int, api_version: int) -> RenderedResponse:
+        return decode_response_json(frame_body, api_key, api_version, decode_records=self.decode_records)
+
+
+def _body_json(body: Any, decode_records: bool) -> str | None:
+    if type(body) is RenderedBody:
+        return body.text
+    return None if body is None else to_json(body, decode_records=decode_records)
+
+
+def _topics(body: Any) -> list[str] | None:
     """Topic names a request names at its top level (Produce's topic_data, most others' topics)."""
     if body is None:
         return None
+    if type(body) is RenderedBody:
+        return body.topics
     names: list[str] = []
     for field in ("topic_data", "topics"):
         entries = body.get(field)
@@ -216,9 +252,11 @@ def _topics(body: Mapping[str, Any] | None) -> list[str] | None:
     return names
 
 
-def _error_code(body: Mapping[str, Any] | None) -> int | None:
+def _error_code(body: Any) -> int | None:
     if body is None:
         return None
+    if type(body) is RenderedBody:
+        return body.error_code
     code = body.get("error_code")
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
@@ -321,9 +359,9 @@ def exchange_values(
         api_version,
         correlation_id,
         client_id,
-        to_json(request_body, decode_records=decode_records) if request_body is not None else None,
-        to_json(response_body, decode_records=decode_records) if response_body is not None else None,
-        None if response_body is None else _error_code(response_body),
+        _body_json(request_body, decode_records),
+        _body_json(response_body, decode_records),
+        _error_code(response_body),
         latency_ms,
         None if request_frame is None else 4 + request_frame.size,
         None if response_frame is None else 4 + response_frame.size,
@@ -374,12 +412,17 @@ def decode_capture_values(
     bodies: Container[int] | None = None,
     capture: str | None = None,
     progress: Callable[[int], None] | None = None,
+    decoder: ProtocolDecoder | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """Like :func:`decode_capture`, each row as a tuple of values in :data:`COLUMNS` order."""
+    """Like :func:`decode_capture`, each row as a tuple of values in :data:`COLUMNS` order.
+
+    ``decoder``: the pairing decoder; by default a :class:`RowDecoder`, which writes each body's
+    JSON directly. Any other (kafkapy.protocol itself, say) gives Bodies that :func:`to_json` writes.
+    """
     if capture is None and isinstance(source, (str, os.PathLike)):
         capture = os.fspath(source)
     reader = FrameReader(source, kafka_ports=kafka_ports)
-    pairer = Pairer(bodies=bodies)
+    pairer = Pairer(decoder if decoder is not None else RowDecoder(decode_records), bodies=bodies)
     feed = pairer.feed
     last_ts = 0.0
     try:

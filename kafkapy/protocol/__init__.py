@@ -6,6 +6,8 @@ No sockets, asyncio, kazoo or pyspark anywhere below this package.
 from kafkapy.errors import DecodeError, EncodeError
 from kafkapy.protocol.catalogue import ApiSpec, api_name, catalogue, get_api
 from kafkapy.protocol.codec import (
+    RenderedRequest,
+    RenderedResponse,
     Request,
     RequestHeader,
     Response,
@@ -13,12 +15,16 @@ from kafkapy.protocol.codec import (
     UnsupportedVersionError,
     decode_request,
     decode_request_header,
+    decode_request_json,
     decode_response,
+    decode_response_json,
     encode_request,
     encode_response,
     fit_body,
+    json_body_decoder,
     message_schema,
 )
+from kafkapy.protocol.json_decoder import RenderedBody
 from kafkapy.protocol.records import Record, RecordBatch, Records, build_record_batch
 from kafkapy.protocol.schema import Body
 
@@ -30,6 +36,9 @@ __all__ = [
     "Record",
     "RecordBatch",
     "Records",
+    "RenderedBody",
+    "RenderedRequest",
+    "RenderedResponse",
     "Request",
     "RequestHeader",
     "Response",
@@ -40,10 +49,13 @@ __all__ = [
     "catalogue",
     "decode_request",
     "decode_request_header",
+    "decode_request_json",
     "decode_response",
+    "decode_response_json",
     "encode_request",
     "encode_response",
     "fit_body",
     "get_api",
+    "json_body_decoder",
     "message_schema",
 ]

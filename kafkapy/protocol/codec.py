@@ -20,10 +20,13 @@ from kafkapy.protocol.catalogue import (
     request_header_version,
     response_header_version,
 )
+from kafkapy.protocol.json_decoder import JsonDecoder, RenderedBody, compile_json_decoder
 from kafkapy.protocol.schema import Body, MessageSchema
 from kafkapy.protocol.specs import MessageSpec, standard_and_project_specs
 
 __all__ = [
+    "RenderedRequest",
+    "RenderedResponse",
     "Request",
     "RequestHeader",
     "Response",
@@ -32,11 +35,14 @@ __all__ = [
     "body_fitter",
     "decode_request",
     "decode_request_header",
+    "decode_request_json",
     "decode_response",
+    "decode_response_json",
     "encode_request",
     "encode_response",
     "encode_response_body",
     "fit_body",
+    "json_body_decoder",
     "message_schema",
     "request_decoder",
     "response_encoder",
@@ -97,6 +103,29 @@ class Response:
     trailing_bytes: int = 0
 
 
+class RenderedRequest(NamedTuple):
+    """A request whose body was decoded straight to JSON (see :mod:`kafkapy.protocol.json_decoder`):
+    the fields of :class:`Request`, with a RenderedBody for the Body."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: RenderedBody
+    trailing_bytes: int = 0
+    header_version: int = 1
+
+
+class RenderedResponse(NamedTuple):
+    """A response whose body was decoded straight to JSON: :class:`Response` with a RenderedBody."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    body: RenderedBody
+    trailing_bytes: int = 0
+
+
 _schemas: dict[tuple[int, str, int], MessageSchema] = {}
 
 
@@ -138,6 +167,21 @@ def _codec(api_key: int, kind: str, version: int) -> tuple[Decoder, Encoder]:
     return message_schema(api_key, kind, version).compiled_codec()
 
 
+_json_decoders: dict[tuple[int, str, int, bool], JsonDecoder] = {}
+
+
+def json_body_decoder(api_key: int, kind: str, version: int, decode_records: bool = True) -> JsonDecoder:
+    """The generated JSON decoder of one message body at one version, compiled on first use and
+    cached: ``(buf, pos, end)`` to ``(RenderedBody, pos)``. ``decode_records``: records fields as
+    lists of records (else base64 of their raw bytes)."""
+    key = (api_key, kind, version, decode_records)
+    found = _json_decoders.get(key)
+    if found is None:
+        root = message_schema(api_key, kind, version).root
+        found = _json_decoders[key] = compile_json_decoder(root, decode_records)
+    return found
+
+
 def _view(data: bytes | bytearray | memoryview) -> bytes:
     """Decoders run on bytes: indexing, unpack_from and str() are all faster on bytes than on
     memoryviews, and copying one frame costs far less than that difference."""
@@ -146,8 +190,8 @@ def _view(data: bytes | bytearray | memoryview) -> bytes:
     return bytes(data)
 
 
-def _run_decoder(decode: Decoder, buf: bytes, pos: int, end: int,
-                 api_key: int, api_version: int) -> tuple[Body, int]:
+def _run_decoder(decode: Callable[[bytes, int, int], tuple[Any, int]], buf: bytes, pos: int, end: int,
+                 api_key: int, api_version: int) -> tuple[Any, int]:
     try:
         return decode(buf, pos, end)
     except DecodeError as exc:
@@ -228,14 +272,23 @@ def request_decoder(api_key: int, api_version: int) -> RequestDecoder:
     if found is not None:
         return found
     plan = _request_plans.get(key) or _request_plan(api_key, api_version)
-    header_version, decode_header, decode_body = plan.header_version, plan.decode_header, plan.decode_body
+    decode = _request_decoders[key] = _frame_decoder(api_key, api_version, plan.decode_body, Request)
+    return decode
+
+
+def _frame_decoder(api_key: int, api_version: int, decode_body: Callable[[bytes, int, int], tuple[Any, int]],
+                   cls: type[Any]) -> Callable[[bytes], Any]:
+    """A request frame's header read by hand (see :func:`request_decoder`), its body by
+    ``decode_body``, both into a ``cls`` named tuple."""
+    plan = _request_plans.get((api_key, api_version)) or _request_plan(api_key, api_version)
+    header_version, decode_header = plan.header_version, plan.decode_header
     unpack_head = _HEAD.unpack_from
 
     def slow_header(buf: bytes, end: int) -> tuple[int, str | None, int]:
         header, pos = _run_decoder(decode_header, buf, 0, end, api_key, api_version)
         return header["correlation_id"], header.get("client_id"), pos
 
-    def decode(buf: bytes) -> Request:
+    def decode(buf: bytes) -> Any:
         end = len(buf)
         if header_version and end >= 10:
             _, _, correlation_id, n = unpack_head(buf, 0)
@@ -254,10 +307,9 @@ def request_decoder(api_key: int, api_version: int) -> RequestDecoder:
         else:
             correlation_id, client_id, pos = slow_header(buf, end)
         body, stop = _run_decoder(decode_body, buf, pos, end, api_key, api_version)
-        return _new_request(Request, (api_key, api_version, correlation_id, client_id, body, end - stop,
-                                      header_version))
+        return _new_request(cls, (api_key, api_version, correlation_id, client_id, body, end - stop,
+                                  header_version))
 
-    _request_decoders[key] = decode
     return decode
 
 
@@ -272,8 +324,105 @@ def decode_request(data: bytes | bytearray | memoryview) -> Request:
     return decode(buf)
 
 
+RenderedRequestDecoder = Callable[[bytes], RenderedRequest]
+_rendered_request_decoders: dict[tuple[int, int, bool], RenderedRequestDecoder] = {}
+
+
+def rendered_request_decoder(
+    api_key: int, api_version: int, decode_records: bool = True
+) -> RenderedRequestDecoder:
+    """:func:`request_decoder` with the body decoded straight to JSON (:func:`json_body_decoder`)."""
+    key = (api_key, api_version, decode_records)
+    found = _rendered_request_decoders.get(key)
+    if found is None:
+        _request_plans.get(key[:2]) or _request_plan(api_key, api_version)  # refuses unknown keys first
+        body = json_body_decoder(api_key, "request", api_version, decode_records)
+        found = _rendered_request_decoders[key] = _frame_decoder(api_key, api_version, body, RenderedRequest)
+    return found
+
+
+def decode_request_json(
+    data: bytes | bytearray | memoryview, *, decode_records: bool = True
+) -> RenderedRequest:
+    """:func:`decode_request` for readers that want the body as JSON only: no Body is built. The
+    text equals the capture rows' JSON of the Body, and bad input raises the same DecodeError."""
+    buf = _view(data)
+    if len(buf) < 8:
+        raise DecodeError(f"request header needs at least 8 bytes, got {len(buf)}", offset=0, truncated=True)
+    api_key, api_version = _KEY_VERSION.unpack_from(buf, 0)
+    decode = _rendered_request_decoders.get((api_key, api_version, decode_records)) or \
+        rendered_request_decoder(api_key, api_version, decode_records)
+    return decode(buf)
+
+
 def decode_response(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> Response:
     """Decode one response frame; the API key and version come from the matching request."""
+    return _decode_response(data, api_key, api_version, _body_decoder, Response)  # type: ignore[no-any-return]
+
+
+def decode_response_json(data: bytes | bytearray | memoryview, api_key: int, api_version: int, *,
+                         decode_records: bool = True) -> RenderedResponse:
+    """:func:`decode_response` with the body decoded straight to JSON, as :func:`decode_request_json`."""
+    buf = _view(data)
+    decode = _rendered_response_decoders.get((api_key, api_version, decode_records)) or \
+        _rendered_response_decoder(api_key, api_version, decode_records)
+    if decode is None:  # an API or version outside the catalogue: the general path names the error
+        decoders = _json_body if decode_records else _raw_json_body
+        return _decode_response(buf, api_key, api_version, decoders, RenderedResponse)  # type: ignore[no-any-return]
+    return decode(buf)
+
+
+RenderedResponseDecoder = Callable[[bytes], RenderedResponse]
+_rendered_response_decoders: dict[tuple[int, int, bool], RenderedResponseDecoder] = {}
+_new_response = tuple.__new__
+
+
+def _rendered_response_decoder(api_key: int, api_version: int,
+                               decode_records: bool) -> RenderedResponseDecoder | None:
+    """decode_response_json for one API and version, made once and cached, with the common header
+    (a correlation id, then in header v1 an empty tag section) read by hand; anything else goes
+    through the general path. None for APIs and versions outside the catalogue."""
+    key = (api_key, api_version, decode_records)
+    try:
+        plan = _response_plans.get(key[:2]) or _response_plan(api_key, api_version)
+        decode_body = json_body_decoder(api_key, "response", api_version, decode_records)
+    except DecodeError:
+        return None
+    header_version, unpack_correlation = plan.header_version, _CORRELATION.unpack_from
+    decoders = _json_body if decode_records else _raw_json_body
+    # ApiVersions' v0 error fallback (see decode_response) takes the general path
+    may_fall_back = api_key == API_VERSIONS_KEY and api_version > 0
+    unpack_error = struct.Struct(">h").unpack_from
+
+    def decode(buf: bytes) -> RenderedResponse:
+        end = len(buf)
+        pos = 4 + header_version
+        if end < pos or (header_version and buf[4] != 0) or \
+                (may_fall_back and end >= pos + 2 and unpack_error(buf, pos)[0] == UNSUPPORTED_VERSION):
+            return _decode_response(buf, api_key, api_version, decoders, RenderedResponse)  # type: ignore[no-any-return]
+        body, stop = _run_decoder(decode_body, buf, pos, end, api_key, api_version)
+        return _new_response(RenderedResponse, (api_key, api_version, unpack_correlation(buf, 0)[0], body,
+                                                end - stop))
+
+    _rendered_response_decoders[key] = decode
+    return decode
+
+
+def _body_decoder(api_key: int, version: int) -> Decoder:
+    return _codec(api_key, "response", version)[0]
+
+
+def _json_body(api_key: int, version: int) -> JsonDecoder:
+    return json_body_decoder(api_key, "response", version, True)
+
+
+def _raw_json_body(api_key: int, version: int) -> JsonDecoder:
+    return json_body_decoder(api_key, "response", version, False)
+
+
+def _decode_response(data: bytes | bytearray | memoryview, api_key: int, api_version: int,
+                     body_decoder: Callable[[int, int], Callable[[bytes, int, int], tuple[Any, int]]],
+                     cls: Callable[..., Any]) -> Any:
     buf = _view(data)
     header_version = response_header_version(api_key, api_version)
     decode_header, _ = _codec(-1, "response", header_version)
@@ -282,9 +431,9 @@ def decode_response(data: bytes | bytearray | memoryview, api_key: int, api_vers
     if api_key == API_VERSIONS_KEY and api_version > 0 and len(buf) >= pos + 2 and \
             struct.unpack_from(">h", buf, pos)[0] == UNSUPPORTED_VERSION:
         version = 0  # a broker that cannot parse the request's version answers with a v0 body
-    decode, _ = _codec(api_key, "response", version)
+    decode = body_decoder(api_key, version)
     body, end = _run_decoder(decode, buf, pos, len(buf), api_key, version)
-    return Response(api_key, version, header["correlation_id"], body, len(buf) - end)
+    return cls(api_key, version, header["correlation_id"], body, len(buf) - end)
 
 
 def _run_encoder(api_key: int, kind: str, version: int, body: Mapping[str, Any], out: bytearray) -> None:

@@ -335,7 +335,7 @@ class Varlong(Varint):
     max_bytes = 10
 
 
-def _emit_length(g: Gen, n: str, ind: int, field: str, compact: bool, width: str, end: str) -> None:
+def emit_length(g: Gen, n: str, ind: int, field: str, compact: bool, width: str, end: str) -> None:
     """Read a length prefix into ``n``; compact lengths are stored plus one."""
     if compact:
         UnsignedVarint().emit_read(g, n, ind, field, end)
@@ -421,7 +421,7 @@ class _LengthPrefixed(Primitive):
 
     def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
         n = g.var("n")
-        _emit_length(g, n, ind, field, self.compact, self.width, end)
+        emit_length(g, n, ind, field, self.compact, self.width, end)
         g.emit(ind, f"if {n} < 0:")
         if self.nullable:
             g.emit(ind + 1, f"{target} = None")
@@ -545,7 +545,7 @@ class Array(Primitive):
 
     def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
         n, items, i = g.var("n"), g.var("a"), g.var("i")
-        _emit_length(g, n, ind, field, self.compact, self.width, end)
+        emit_length(g, n, ind, field, self.compact, self.width, end)
         g.emit(ind, f"if {n} < 0:")
         if self.nullable:
             g.emit(ind + 1, f"{target} = None")

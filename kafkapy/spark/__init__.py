@@ -244,10 +244,9 @@ def write_captures(
 def _request_struct(frames: Any) -> Any:
     import pyarrow as pa
 
-    from kafkapy.capture.rows import to_json
     from kafkapy.errors import DecodeError
     from kafkapy.protocol import api_name, decode_request_header
-    from kafkapy.protocol import decode_request as decode
+    from kafkapy.protocol import decode_request_json as decode  # the body's JSON, no Body built
 
     cols: dict[str, list[Any]] = {n: [] for n in
                                   ("api_key", "api_name", "api_version", "correlation_id", "client_id",
@@ -262,7 +261,7 @@ def _request_struct(frames: Any) -> Any:
                 key, version, corr, client = (
                     header.api_key, header.api_version, header.correlation_id, header.client_id
                 )
-                body = to_json(decode(frame).body)
+                body = decode(frame).body.text
             except DecodeError as exc:
                 error = str(exc)
         cols["api_key"].append(key)
@@ -283,9 +282,8 @@ def _request_struct(frames: Any) -> Any:
 def _response_struct(frames: Any, api_keys: Any, api_versions: Any) -> Any:
     import pyarrow as pa
 
-    from kafkapy.capture.rows import to_json
     from kafkapy.errors import DecodeError
-    from kafkapy.protocol import decode_response as decode
+    from kafkapy.protocol import decode_response_json as decode  # the body's JSON, no Body built
 
     corrs: list[int | None] = []
     bodies: list[str | None] = []
@@ -299,10 +297,8 @@ def _response_struct(frames: Any, api_keys: Any, api_versions: Any) -> Any:
             if len(frame) >= 4:
                 corr = int.from_bytes(frame[:4], "big", signed=True)
             try:
-                decoded = decode(frame, key, version)
-                body = to_json(decoded.body)
-                value = decoded.body.get("error_code")
-                code = value if isinstance(value, int) else None
+                rendered = decode(frame, key, version).body
+                body, code = rendered.text, rendered.error_code
             except DecodeError as exc:
                 error = str(exc)
         corrs.append(corr)

@@ -252,3 +252,40 @@ def test_spark_decode_cli_writes_parquet_and_summary(tmp_path: Path) -> None:
     assert table.num_rows == 13 and tuple(table.column_names) == COLUMNS
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 2 and "already exists" in again.stderr
+
+
+def test_udf_bodies_equal_the_body_decoders_json() -> None:
+    """The UDFs write bodies with the JSON decoders: the same text (and error_code, and error) as
+    to_json of the Body decoders' output. Called on Arrow arrays directly; no Spark needed."""
+    import pyarrow as pa
+
+    from kafkapy.capture.rows import to_json
+    from kafkapy.errors import DecodeError
+    from kafkapy.protocol import decode_request, decode_response
+    from kafkapy.spark import _request_struct, _response_struct
+
+    def outcome(decode: Any, *args: Any) -> tuple[Any, Any, Any]:
+        try:
+            body = decode(*args).body
+        except DecodeError as exc:
+            return None, str(exc), None
+        return to_json(body), None, body.get("error_code")
+
+    requests: list[bytes] = []
+    responses: list[tuple[bytes, int, int]] = []
+    key = version = None
+    for path in CAPTURE_FILES:
+        for e in FrameReader(path):
+            if isinstance(e, Frame) and e.from_client:
+                requests += [e.body, e.body[: len(e.body) // 2]]  # whole, and cut short
+                key, version = e.api_key, e.api_version
+            elif isinstance(e, Frame) and key is not None and version is not None:
+                responses += [(e.body, key, version), (e.body[: len(e.body) * 2 // 3], key, version)]
+    got = _request_struct(pa.array(requests, pa.binary())).to_pylist()
+    for frame, row in zip(requests, got):
+        assert (row["body"], row["error"]) == outcome(decode_request, frame)[:2]
+    frames, keys, versions = zip(*responses)
+    got = _response_struct(pa.array(frames), pa.array(keys, pa.int32()), pa.array(versions, pa.int32()))
+    for (frame, key, version), row in zip(responses, got.to_pylist()):
+        assert (row["body"], row["error"], row["error_code"]) == outcome(decode_response, frame, key, version)
+    assert sum(r["error"] is None for r in got.to_pylist()) >= len(CAPTURE_FILES)

@@ -1,0 +1,432 @@
+"""A second backend of the schema compiler: wire bytes straight to JSON text.
+
+Theory of operation
+-------------------
+``StructCodec._emit_decoder`` turns a message at one version into Python that
+builds ``Body`` dicts; writing those as JSON then costs more than decoding them
+(the generic encoder is slow on many small dicts). For readers that only want
+the JSON (capture rows, the Spark UDFs), this module walks the same codec tree
+and emits functions that go from ``(buf, pos, end)`` to ``(text, pos)`` with no
+dict in between: a run of fixed-width fields is one ``unpack_from`` and the
+struct is one f-string with its keys baked in.
+
+The output is, by construction and by test, the text the capture rows' encoder
+writes for the Body the existing decoder builds: the same keys in the same order
+(fields, then tagged fields at their defaults unless present, then the unknown
+tags), bytes as base64, UUIDs as strings, floats as ``json.dumps`` writes them,
+strings escaped by ``encode_basestring`` (``json.dumps(ensure_ascii=False)``),
+records through :func:`~kafkapy.protocol.records_json.records_json` or, when
+not decoded, as base64 of their raw bytes. Errors are the same too: every value
+is read by the primitives' own ``emit_read`` (the same checks in the same order,
+so the same DecodeError at the same offset), and only then turned into text.
+
+The top-level function also returns what a capture row wants besides the text,
+so it never needs a Body: the top-level ``error_code`` (an int, else None) and
+the topic names of the top-level ``topic_data``/``topics`` arrays (each entry's
+``name``, or ``topic`` where it has no ``name``; strings only, first occurrence
+order), as a :class:`RenderedBody`.
+"""
+
+from __future__ import annotations
+
+import binascii
+import json
+import math
+import struct
+import uuid
+from collections.abc import Callable
+from json.encoder import encode_basestring  # the string escaper of json.dumps(ensure_ascii=False)
+from typing import Any, NamedTuple
+
+from kafkapy.protocol.primitives import (
+    ARRAY_STRUCTS,
+    RUNTIME,
+    Array,
+    Binary,
+    Fixed,
+    Gen,
+    Primitive,
+    RecordsField,
+    Text,
+    UnsignedVarint,
+    emit_length,
+)
+from kafkapy.protocol.records_json import records_json
+from kafkapy.protocol.schema import UNKNOWN_TAGS, NullableStruct, StructCodec
+
+__all__ = ["JsonDecoder", "RenderedBody", "compile_json_decoder"]
+
+# The top-level arrays whose entries name topics, in the order their names are listed.
+TOPIC_ARRAYS = ("topic_data", "topics")
+
+
+class RenderedBody(NamedTuple):
+    """A body as JSON text, with the two values capture rows take from it."""
+
+    text: str
+    error_code: int | None  # the top-level error_code, when it is an int
+    topics: list[str]  # names in the top-level topic_data/topics entries, first occurrence order
+
+
+JsonDecoder = Callable[[bytes, int, int], tuple[RenderedBody, int]]
+
+
+# --- runtime helpers ---------------------------------------------------------------------------
+
+
+def _b64(data: bytes | memoryview) -> str:
+    return '"' + binascii.b2a_base64(data, newline=False).decode("ascii") + '"'
+
+
+def _float(value: float) -> str:
+    """A float as json.dumps writes it (allow_nan: NaN, Infinity, -Infinity)."""
+    if math.isfinite(value):
+        return float.__repr__(value)
+    if value != value:
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+def _uuid(raw: bytes) -> str:
+    """16 wire bytes as the quoted ``str(UUID)``."""
+    h = raw.hex()
+    return f'"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
+
+
+def _records(value: Any) -> str:
+    return "null" if value is None else records_json(value)
+
+
+def _raw_records(value: Any) -> str:
+    return "null" if value is None else _b64(bytes(value))
+
+
+def _unknown_tags(unknown: dict[int, bytes]) -> str:
+    return "{" + ",".join(f'"{tag}":{_b64(data)}' for tag, data in unknown.items()) + "}"
+
+
+def _topic_names(names: list[Any]) -> list[str]:
+    return [n for n in dict.fromkeys(names) if type(n) is str]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return binascii.b2a_base64(value, newline=False).decode("ascii")
+    raise TypeError(f"no JSON form for {type(value).__name__}")
+
+
+def _default_json(value: Any) -> str:
+    """A tagged field's default as JSON, worked out once when the decoder is generated."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_plain)
+
+
+def _runtime() -> dict[str, Any]:
+    names = dict(RUNTIME)
+    names.update({
+        "_Struct": struct.Struct,
+        "_ARRAY_STRUCTS": ARRAY_STRUCTS,
+        "_quote": encode_basestring,
+        "_b64": _b64,
+        "_float": _float,
+        "_uuid": _uuid,
+        "_BOOL": ("false", "true"),
+        "_records": _records,
+        "_raw_records": _raw_records,
+        "_unknown_tags": _unknown_tags,
+        "_topic_names": _topic_names,
+        "_RenderedBody": RenderedBody,
+        "_new": tuple.__new__,
+    })  # fmt: skip
+    return names
+
+
+# --- code generation ---------------------------------------------------------------------------
+
+
+def _literal(text: str) -> str:
+    """Text for the literal part of a generated f-string."""
+    return text.replace("\\", "\\\\").replace("'", "\\'").replace("{", "{{").replace("}", "}}")
+
+
+def _key(name: str) -> str:
+    return _literal(encode_basestring(name) + ":")
+
+
+def _fixed_json(codec: Fixed, var: str) -> str:
+    """An expression for the JSON of a value as struct.unpack_from gives it."""
+    if codec.name == "bool":
+        return f"_BOOL[{var}]"
+    if codec.name == "float64":
+        return f"_float({var})"
+    if codec.name == "uuid":
+        return f"_uuid({var})"
+    return var  # an int: the f-string writes it as str() does
+
+
+class _Emitter:
+    """Emits the JSON decoders of one message: each struct function is generated into its own
+    line list (the primitives' emitters write to ``g.lines``), then appended to the module."""
+
+    def __init__(self, g: Gen, decode_records: bool) -> None:
+        self.g = g
+        self.decode_records = decode_records
+        self.prelude: list[str] = []  # module constants (precompiled Structs)
+        self.module: list[str] = []  # finished functions, nested ones before their users
+        self.functions: dict[int, str] = {}
+
+    def source(self) -> str:
+        return "\n".join(self.prelude + self.module) + "\n"
+
+    def function(self, codec: StructCodec, *, name_key: str | None = None, root: bool = False) -> str:
+        """Emit a struct's function once and return its name. With ``name_key`` it also returns that
+        field's value (a topic entry's name) as a third item; ``root`` returns a RenderedBody."""
+        found = self.functions.get(id(codec))
+        if found is not None:
+            return found
+        g = self.g
+        name = g.var("json_" + codec.name)
+        self.functions[id(codec)] = name
+        saved, g.lines = g.lines, []
+        g.emit(0, f"def {name}(buf, pos, end):")
+        self._struct_body(codec, name_key, root)
+        g.emit(0, "")
+        self.module.extend(g.lines)
+        g.lines = saved
+        return name
+
+    def _struct_body(self, codec: StructCodec, name_key: str | None, root: bool) -> None:
+        g = self.g
+        keep: dict[str, str] = {}  # field key -> local that keeps its value (not only its text)
+        if name_key is not None:
+            keep[name_key] = "name"
+        if root and "error_code" in codec.keys:
+            keep["error_code"] = "error_code"
+        topic_lists: list[str] = []
+        parts: list[str] = []  # f-string pieces (key literal and value expression), in Body order
+        for run in codec._runs():
+            first = run[0]
+            if isinstance(first.codec, Fixed) and not first.field.present_if_remaining:
+                fmt = ">" + "".join(s.codec.fmt or "" for s in run)
+                size = struct.calcsize(fmt)
+                st = g.var("S")
+                self.prelude.append(f"{st} = _Struct({fmt!r})")
+                names = [g.var("x") for _ in run]
+                g.emit(1, f"if pos + {size} > end: raise _short(pos, {size}, end, {first.path!r})")
+                g.emit(1, f"{', '.join(names)}{',' if len(run) == 1 else ''} = {st}.unpack_from(buf, pos)")
+                g.emit(1, f"pos += {size}")
+                for s, var in zip(run, names):
+                    assert isinstance(s.codec, Fixed)
+                    if s.key in keep:
+                        g.emit(1, f"{keep[s.key]} = {var}")
+                    parts.append(_key(s.key) + "{" + _fixed_json(s.codec, var) + "}")
+                continue
+            target = g.var("j")
+            topics = topic_lists if root and first.key in TOPIC_ARRAYS else None
+            if first.field.present_if_remaining:
+                g.emit(1, "if pos >= end:")
+                g.emit(2, f"{target} = 'null'")
+                if first.key in keep:
+                    g.emit(2, f"{keep[first.key]} = None")
+                g.emit(1, "else:")
+                self._emit_json(first.codec, target, 2, first.path, "end", keep.get(first.key), topics)
+            else:
+                self._emit_json(first.codec, target, 1, first.path, "end", keep.get(first.key), topics)
+            parts.append(_key(first.key) + "{" + target + "}")
+        tail = ""
+        if codec.flexible:
+            targets = {}
+            for slot in codec.tagged:
+                targets[slot.key] = target = g.var("j")
+                g.emit(1, f"{target} = {_default_json(slot.default)!r}")
+                if slot.key in keep:
+                    plain = isinstance(slot.default, (str, int)) and not isinstance(slot.default, bool)
+                    g.emit(1, f"{keep[slot.key]} = {repr(slot.default) if plain else None}")
+                parts.append(_key(slot.key) + "{" + target + "}")
+            self._emit_tags(codec, targets, keep)
+            tail = "{tail}"
+        text = "f'{{" + ",".join(parts) + tail + "}}'"
+        if root:
+            if topic_lists:
+                g.lines.insert(1, "    " + "; ".join(f"{t} = []" for t in topic_lists))
+            code = "error_code if type(error_code) is int else None" if "error_code" in keep else "None"
+            listed = f"_topic_names({' + '.join(topic_lists)})" if topic_lists else "[]"
+            g.emit(1, f"return _new(_RenderedBody, ({text}, {code}, {listed})), pos")
+        elif name_key is not None:
+            g.emit(1, f"return {text}, pos, name")
+        else:
+            g.emit(1, f"return {text}, pos")
+
+    def _emit_tags(self, codec: StructCodec, targets: dict[str, str], keep: dict[str, str]) -> None:
+        g = self.g
+        where = f"{codec.name} tagged fields"
+        g.emit(1, "tail = ''")  # the unknown tags' entry, if any
+        g.emit(1, "if pos < end and buf[pos] == 0: pos += 1")
+        g.emit(1, "else:")
+        uv = UnsignedVarint()
+        uv.emit_read(g, "ntags", 2, where)
+        g.emit(2, "unknown = None")
+        g.emit(2, "for _ in range(ntags):")
+        uv.emit_read(g, "tag", 3, where)
+        uv.emit_read(g, "size", 3, where)
+        g.emit(3, f"if pos + size > end: raise _short(pos, size, end, {where!r})")
+        g.emit(3, "stop = pos + size")
+        keyword = "if"
+        for slot in codec.tagged:
+            g.emit(3, f"{keyword} tag == {slot.field.tag}:")
+            self._emit_json(slot.codec, targets[slot.key], 4, slot.path, "stop", keep.get(slot.key), None)
+            keyword = "elif"
+        g.emit(3, "else:" if codec.tagged else "if True:")
+        g.emit(4, "if unknown is None: unknown = {}")
+        g.emit(4, "unknown[tag] = bytes(buf[pos:stop])")
+        g.emit(3, "pos = stop")
+        unknown_key = ("," if codec.slots or codec.tagged else "") + encode_basestring(UNKNOWN_TAGS) + ":"
+        g.emit(2, f"if unknown is not None: tail = {unknown_key!r} + _unknown_tags(unknown)")
+
+    def _emit_json(self, codec: Primitive, target: str, ind: int, field: str, end: str,
+                   keep: str | None, topics: list[str] | None) -> None:
+        """Read one value of ``codec`` and set ``target`` to its JSON text. ``keep``: a local that
+        gets the value itself (None unless a string or number); ``topics``: where an array of topic
+        entries registers the list its entries' names go to."""
+        g = self.g
+        if isinstance(codec, StructCodec):
+            g.emit(ind, f"{target}, pos = {self.function(codec)}(buf, pos, {end})")
+        elif isinstance(codec, NullableStruct):
+            fn = self.function(codec.inner)
+            g.emit(ind, f"if pos + 1 > {end}: raise _short(pos, 1, {end}, {field!r})")
+            g.emit(ind, f"if buf[pos] >= 128: pos += 1; {target} = 'null'")
+            g.emit(ind, "else:")
+            g.emit(ind + 1, "pos += 1")
+            g.emit(ind + 1, f"{target}, pos = {fn}(buf, pos, {end})")
+        elif isinstance(codec, Array):
+            self._emit_array(codec, target, ind, field, end, topics)
+        else:
+            value = keep or g.var("v")
+            codec.emit_read(g, value, ind, field, end)
+            if isinstance(codec, Fixed):
+                if codec.name == "uuid":  # emit_read made a UUID
+                    g.emit(ind, f"{target} = '\"' + str({value}) + '\"'")
+                else:
+                    expr = _fixed_json(codec, value)
+                    g.emit(ind, f"{target} = {f'str({value})' if expr == value else expr}")
+                return
+            if isinstance(codec, RecordsField):
+                convert = f"{'_records' if self.decode_records else '_raw_records'}({value})"
+                g.emit(ind, f"{target} = {convert}")
+            elif isinstance(codec, (Text, Binary)):
+                convert = f"_quote({value})" if isinstance(codec, Text) else f"_b64({value})"
+                if codec.nullable:
+                    convert = f"'null' if {value} is None else {convert}"
+                g.emit(ind, f"{target} = {convert}")
+                if isinstance(codec, Text):
+                    return
+            else:
+                raise TypeError(f"no JSON form for {codec!r}")
+        if keep:
+            g.emit(ind, f"{keep} = None")
+
+    def _emit_array(self, codec: Array, target: str, ind: int, field: str, end: str,
+                    topics: list[str] | None) -> None:
+        g = self.g
+        n, items, i, item = g.var("n"), g.var("a"), g.var("i"), g.var("e")
+        emit_length(g, n, ind, field, codec.compact, codec.width, end)
+        g.emit(ind, f"if {n} < 0:")
+        if codec.nullable:
+            g.emit(ind + 1, f"{target} = 'null'")
+        else:
+            g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable array')")
+        g.emit(ind, "else:")
+        el = codec.element
+        if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):
+            # One unpack_from for the run; the common short arrays (none, or one broker id) skip the
+            # join, which costs more than the rest of the array.
+            size, one = g.var("z"), g.var("S")
+            self.prelude.append(f"{one} = _Struct('>{el.fmt}')")
+            unpack = f"_ARRAY_STRUCTS[{el.fmt!r}][{n}].unpack_from(buf, pos)"
+            g.emit(ind + 1, f"{size} = {n} * {el.size}")
+            g.emit(ind + 1, f"if pos + {size} > {end}: raise _short(pos, {size}, {end}, {field!r})")
+            g.emit(ind + 1, f"if {n} == 0: {target} = '[]'")
+            if el.name == "float64":
+                first = f"_float({one}.unpack_from(buf, pos)[0])"
+                g.emit(ind + 1, f"elif {n} == 1: {target} = '[' + {first} + ']'")
+                g.emit(ind + 1, f"else: {target} = '[' + ','.join(map(_float, {unpack})) + ']'")
+            else:  # a list of ints prints as JSON does, but for the spaces after its commas
+                g.emit(ind + 1, f"elif {n} == 1: {target} = f'[{{{one}.unpack_from(buf, pos)[0]}}]'")
+                g.emit(ind + 1, f"else: {target} = str(list({unpack})).replace(' ', '')")
+            g.emit(ind + 1, f"pos += {size}")
+            return
+        g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
+        g.emit(ind + 1, f"{items} = []")
+        name_key = None
+        if isinstance(el, StructCodec) and topics is not None:
+            name_key = "name" if "name" in el.keys else "topic" if "topic" in el.keys else None
+        if name_key is not None:
+            assert isinstance(el, StructCodec) and topics is not None
+            names = g.var("names")
+            topics.append(names)
+            fn = self.function(el, name_key=name_key)
+            g.emit(ind + 1, f"for {i} in range({n}):")
+            g.emit(ind + 2, f"{item}, pos, name = {fn}(buf, pos, {end})")
+            g.emit(ind + 2, f"{items}.append({item}); {names}.append(name)")
+        elif isinstance(el, StructCodec):
+            fn = self.function(el)
+            g.emit(ind + 1, f"for {i} in range({n}):")
+            if self._emit_flat_element(el, items, ind + 2, end):
+                g.emit(ind + 2, "else:")
+                g.emit(ind + 3, f"{item}, pos = {fn}(buf, pos, {end})")
+                g.emit(ind + 3, f"{items}.append({item})")
+            else:
+                g.emit(ind + 2, f"{item}, pos = {fn}(buf, pos, {end})")
+                g.emit(ind + 2, f"{items}.append({item})")
+        else:
+            g.emit(ind + 1, f"for {i} in range({n}):")
+            self._emit_json(el, item, ind + 2, field + "[]", end, None, None)
+            g.emit(ind + 2, f"{items}.append({item})")
+        g.emit(ind + 1, f"{target} = '[' + ','.join({items}) + ']'")
+
+
+    def _emit_flat_element(self, codec: StructCodec, items: str, ind: int, end: str) -> bool:
+        """For a struct of fixed-width fields only (ApiVersions' entries, Fetch's partitions), emit
+        an inline ``if`` for the common element: all its bytes there and, when flexible, an empty
+        tag section. Its text is then what the struct's function returns, so only other elements
+        (and every error) need the call, emitted by the caller as the ``else``. False when the
+        struct does not qualify."""
+        if not codec.slots or any(not isinstance(s.codec, Fixed) or s.field.present_if_remaining
+                                  for s in codec.slots):
+            return False
+        g = self.g
+        fmt = ">" + "".join(s.codec.fmt or "" for s in codec.slots)
+        size = struct.calcsize(fmt)
+        st = g.var("S")
+        self.prelude.append(f"{st} = _Struct({fmt!r})")
+        names = [g.var("x") for _ in codec.slots]
+        parts = [_key(s.key) + "{" + _fixed_json(s.codec, v) + "}"  # type: ignore[arg-type]
+                 for s, v in zip(codec.slots, names)]
+        # with an empty tag section every tagged field holds its default
+        parts += [_key(s.key) + _literal(_default_json(s.default)) for s in codec.tagged]
+        if codec.flexible:
+            g.emit(ind, f"if pos + {size} < {end} and buf[pos + {size}] == 0:")
+        else:
+            g.emit(ind, f"if pos + {size} <= {end}:")
+        g.emit(ind + 1, f"{', '.join(names)}{',' if len(names) == 1 else ''} = {st}.unpack_from(buf, pos)")
+        g.emit(ind + 1, f"pos += {size + codec.flexible}")
+        g.emit(ind + 1, f"{items}.append(f'{{{{{','.join(parts)}}}}}')")
+        return True
+
+
+def json_decoder_source(root: StructCodec, decode_records: bool) -> tuple[str, str]:
+    """The generated source of one message's JSON decoder, and its top-level function's name."""
+    emitter = _Emitter(Gen(), decode_records)
+    name = emitter.function(root, root=True)
+    return emitter.source(), name
+
+
+def compile_json_decoder(root: StructCodec, decode_records: bool) -> JsonDecoder:
+    """Generate, compile and load one message's JSON decoder: ``(buf, pos, end)`` to
+    ``(RenderedBody, pos)``, raising what the Body decoder of ``root`` raises."""
+    source, name = json_decoder_source(root, decode_records)
+    namespace = _runtime()
+    exec(compile(source, f"<kafkapy json decoder {root.name} v{root.version}>", "exec"), namespace)
+    decoder: JsonDecoder = namespace[name]
+    return decoder

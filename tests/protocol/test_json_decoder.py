@@ -1,0 +1,199 @@
+"""The JSON decoders write what the capture rows' encoder writes for the Body decoder's output.
+
+For every message, direction and version: bodies drawn from the spec (the kafka-python
+interop test's strategies, unknown tags injected), encoded by kafkapy, then decoded both
+ways; and random or mutated bytes, where both ways must raise the same DecodeError (same
+message, offset, field) or give the same text. Real captures are compared in
+tests/capture/test_rendered.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_codec import _filled
+from test_fuzz import mutated
+from test_interop_kafka_python import inject_unknown_tags, struct_strategy
+
+from kafkapy.capture.rows import _error_code, _topics, to_json
+from kafkapy.errors import DecodeError, EncodeError
+from kafkapy.protocol import catalogue, decode_request, decode_response, encode_request, encode_response
+from kafkapy.protocol.codec import (
+    decode_request_json,
+    decode_response_json,
+    json_body_decoder,
+    message_schema,
+)
+from kafkapy.protocol.json_decoder import _float
+
+CASES = [
+    (key, kind, version)
+    for key, api in sorted(catalogue().items())
+    for kind in ("request", "response")
+    for version in range(api.versions.low, api.versions.high + 1)
+]
+SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck), database=None)
+# Drawn frames per property (about one per message and version); raise it for a deeper run.
+EXAMPLES = int(os.environ.get("KAFKAPY_JSON_EXAMPLES", "1500"))
+
+
+def _error(exc: DecodeError) -> tuple[Any, ...]:
+    return ("error", type(exc), str(exc), exc.offset, exc.field, exc.truncated, exc.api_key, exc.api_version)
+
+
+def _old(kind: str, data: bytes, key: int, version: int, decode_records: bool) -> tuple[Any, ...]:
+    try:
+        if kind == "request":
+            r: Any = decode_request(data)
+            head = (r.api_key, r.api_version, r.correlation_id, r.client_id, r.header_version)
+        else:
+            r = decode_response(data, key, version)
+            head = (r.api_key, r.api_version, r.correlation_id)
+    except DecodeError as exc:
+        return _error(exc)
+    body = r.body
+    return ("ok", head, r.trailing_bytes, to_json(body, decode_records=decode_records), _error_code(body),
+            _topics(body))  # fmt: skip
+
+
+def _new(kind: str, data: bytes, key: int, version: int, decode_records: bool) -> tuple[Any, ...]:
+    try:
+        if kind == "request":
+            r: Any = decode_request_json(data, decode_records=decode_records)
+            head = (r.api_key, r.api_version, r.correlation_id, r.client_id, r.header_version)
+        else:
+            r = decode_response_json(data, key, version, decode_records=decode_records)
+            head = (r.api_key, r.api_version, r.correlation_id)
+    except DecodeError as exc:
+        return _error(exc)
+    body = r.body
+    return ("ok", head, r.trailing_bytes, body.text, body.error_code, body.topics)
+
+
+def _check(kind: str, data: bytes, key: int, version: int) -> tuple[Any, ...]:
+    for decode_records in (True, False):
+        old = _old(kind, data, key, version, decode_records)
+        assert _new(kind, data, key, version, decode_records) == old
+    return old
+
+
+def _encode(kind: str, key: int, version: int, body: Any) -> bytes:
+    if kind == "request":
+        return encode_request(key, version, 77, "client", body)
+    return encode_response(key, version, 77, body)
+
+
+@pytest.mark.parametrize("kind", ["request", "response"])
+def test_every_message_and_version_with_defaults_and_every_struct_filled(kind: str) -> None:
+    checked = 0
+    for key, api in sorted(catalogue().items()):
+        newest = _filled(message_schema(key, kind, api.versions.high).root)
+        for version in range(api.versions.low, api.versions.high + 1):
+            assert _check(kind, _encode(kind, key, version, {}), key, version)[0] == "ok"
+            try:
+                frame = _encode(kind, key, version, message_schema(key, kind, version).root.fit(newest))
+            except EncodeError:  # a default a version cannot write (a null non-nullable records)
+                continue
+            assert _check(kind, frame, key, version)[0] == "ok"
+            checked += 1
+    assert checked > 300  # of the 341 versions per direction
+
+
+@st.composite
+def _frames(draw: st.DrawFn) -> tuple[str, int, int, bytes]:
+    """A frame of any message, direction and version, its body drawn from the spec; unknown tags in
+    every struct of flexible versions now and then."""
+    key, kind, version = draw(st.sampled_from(CASES))
+    spec = message_schema(key, kind, version).spec
+    flexible = spec.is_flexible(version)
+    body = draw(struct_strategy(spec.fields, version, flexible), label="body")
+    if flexible and draw(st.booleans()):
+        tags = draw(st.sampled_from([{99: b"xyz"}, {150: b"", 300: b"\x01", 20000: bytes(range(256))}]))
+        body = inject_unknown_tags(spec.fields, version, body, tags)
+    return kind, key, version, _encode(kind, key, version, body)
+
+
+@settings(SETTINGS, max_examples=EXAMPLES)
+@given(frame=_frames())
+def test_drawn_bodies_decode_to_the_same_text(frame: tuple[str, int, int, bytes]) -> None:
+    kind, key, version, data = frame
+    assert _check(kind, data, key, version)[0] == "ok"
+
+
+@settings(SETTINGS, max_examples=EXAMPLES)
+@given(frame=_frames(), data=st.data())
+def test_mutated_drawn_frames_give_the_same_text_or_the_same_error(
+    frame: tuple[str, int, int, bytes], data: st.DataObject
+) -> None:
+    kind, key, version, raw = frame
+    buf = bytearray(raw)
+    for _ in range(data.draw(st.integers(1, 4))):
+        op = data.draw(st.sampled_from(["flip", "cut", "insert", "big", "tags"]))
+        at = data.draw(st.integers(0, max(len(buf) - 1, 0)))
+        if op == "flip" and buf:
+            buf[at] ^= data.draw(st.integers(1, 255))
+        elif op == "cut":
+            del buf[at:]
+        elif op == "insert":
+            buf[at:at] = data.draw(st.binary(min_size=1, max_size=4))
+        elif op == "big" and len(buf) >= at + 4:
+            buf[at:at + 4] = struct.pack(">i", data.draw(st.sampled_from([2**31 - 1, -2, 0x7FFF0000, 65536])))
+        elif op == "tags":  # a tag section where a zero byte was: unknown and known tags, duplicates
+            zeros = [i for i, b in enumerate(buf) if b == 0]
+            if zeros:
+                i = data.draw(st.sampled_from(zeros))
+                buf[i:i + 1] = data.draw(st.sampled_from([b"\x02\x00\x01\x01\x00\x00", b"\x01\x05\x02ab",
+                                                          b"\x02\x07\x00\x07\x01\xff", b"\x01\x00\x03xyz"]))
+    _check(kind, bytes(buf), key, version)
+
+
+@settings(SETTINGS, max_examples=EXAMPLES)
+@given(case=mutated())
+def test_mutated_default_frames_give_the_same_text_or_error(case: tuple[str, int, int, bytes]) -> None:
+    kind, key, version, data = case
+    _check(kind, data, key, version)
+
+
+@settings(SETTINGS, max_examples=EXAMPLES)
+@given(case=st.sampled_from(CASES), data=st.binary(max_size=200))
+def test_random_bytes_give_the_same_text_or_the_same_error(case: tuple[int, str, int], data: bytes) -> None:
+    key, kind, version = case
+    head = struct.pack(">hhih", key, version, 5, 1) + b"c" if kind == "request" else struct.pack(">i", 5)
+    _check(kind, head + data, key, version)
+    _check(kind, data, key, version)
+
+
+def test_floats_are_written_as_json_dumps_writes_them() -> None:
+    for value in (0.0, -0.0, 1.5, 1e300, 5e-324, 1 / 3, math.nan, math.inf, -math.inf, 2.0**53 + 1):
+        assert _float(value) == json.dumps(value)
+
+
+def test_float64_fields_take_the_float_writer() -> None:
+    """DescribeClientQuotas' quota values are float64 (NaN and infinities included)."""
+    key, version = 48, 1
+    entries = [{"entity": [{"entity_type": "user", "entity_name": "u"}],
+                "values": [{"key": "rate", "value": v} for v in (1.5, math.nan, -math.inf, 1e300)]}]
+    frame = encode_response(key, version, 1, {"entries": entries})
+    text = _check("response", frame, key, version)[3]
+    assert '"value":NaN' in text and '"value":-Infinity' in text
+
+
+def test_decoders_are_compiled_once() -> None:
+    assert json_body_decoder(3, "response", 12) is json_body_decoder(3, "response", 12)
+    assert json_body_decoder(3, "response", 12, False) is not json_body_decoder(3, "response", 12)
+
+
+@pytest.mark.parametrize("version", [1, 3, 4])
+def test_the_api_versions_v0_error_fallback(version: int) -> None:
+    """A broker that cannot read the request's version answers with a v0 body (UNSUPPORTED_VERSION)."""
+    frame = encode_response(18, 0, 9, {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0,
+                                                                       "max_version": 3}]})
+    outcome = _check("response", frame, 18, version)
+    assert outcome[1] == (18, 0, 9) and outcome[4] == 35
