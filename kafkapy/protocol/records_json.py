@@ -21,12 +21,13 @@ the output:
   backwards, so a field that overruns its record, or a record its batch,
   leaves the position past where the record or batch must end (a slice past
   the data is short, not an error, and that check still catches it).
-* Null keys and values go into the template as a quoted NUL byte, and the
-  quoted NUL becomes ``null`` at the end. Nothing else in the text can hold
-  a NUL: base64, numbers, and header keys, whose control characters JSON
-  escapes.
-* A header key's JSON is kept for the next record with the same key bytes
-  (the key set of a batch is small: tracing, content type, ...).
+* A null value or header value goes into the template as a quoted NUL
+  byte, and in the text of a record that has one the quoted NUL becomes
+  ``null``. Nothing else in the text can hold a NUL: base64, numbers, and
+  header keys, whose control characters JSON escapes. Null keys, the common
+  null, have templates of their own.
+* A header key's JSON is kept for the next time the same key bytes come
+  (a small set recurs everywhere: tracing, content type, ...).
 
 The fast path never decides what an anomaly means. Output is all-or-nothing
 (one bad batch turns the whole field into the error object), so on any
@@ -66,13 +67,18 @@ _V2_HEADER_SIZE = 61
 _V2_MIN_LENGTH = 49  # a header without records, after offset and length
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
+_ZSTD = int(Compression.ZSTD)  # the highest codec id
 
-# One record, by header count.
-_RECORD = b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[]}'
-_RECORD_1H = b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[{"key":%b,"value":"%b"}]}'
-_RECORD_NH = b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[%b]}'
+# One record, by header count (none, one, more); keyed and (with an empty key) keyless.
+_KEYED: tuple[bytes, ...] = (
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[]}',
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[{"key":%b,"value":"%b"}]}',
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[%b]}',
+)
+_KEYLESS: tuple[bytes, ...] = tuple(t.replace(b'"key":"%b"', b'"key":null%b', 1) for t in _KEYED)
 _HEADER = b'{"key":%b,"value":"%b"}'
-# A null goes in as this, quoted like base64 text; _fused turns the quoted form into null.
+_HEADERS = tuple(b",".join([_HEADER] * n) for n in range(17))  # the header list of n headers
+# A null value goes in as this, quoted like base64 text, and the quoted form becomes null.
 _NULL = b"\x00"
 _QUOTED_NULL = b'"\x00"'
 # _ZIGZAG for one-byte varints, None where the varint goes on: one lookup instead of a test.
@@ -143,10 +149,32 @@ def _fused(raw: bytes | bytearray | memoryview) -> str | None:
     data = raw if isinstance(raw, bytes) else bytes(_flat(raw))
     total = len(data)
     parts: list[bytes] = []
-    keys: dict[bytes, bytes] = {}  # header key bytes -> quoted JSON: a batch repeats a few keys
     pos = 0
     while pos < total:
         remaining = total - pos
+        if remaining >= _V2_HEADER_SIZE and data[pos + 16] == 2:
+            (base_offset, length, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count) = (
+                _V2_HEADER.unpack_from(data, pos)
+            )
+            if length < _V2_MIN_LENGTH:
+                return None
+            if length > remaining - 12:
+                break  # a partial trailing batch
+            codec = attributes & _COMPRESSION_MASK
+            if codec > _ZSTD or count < 0:
+                return None
+            end = pos + 12 + length
+            # With log-append time the broker's stamp replaces every record's own.
+            lat = max_ts if attributes & _TIMESTAMP_TYPE_BIT else None
+            payload_at = pos + _V2_HEADER_SIZE
+            if codec:
+                inflated = decompress(Compression(codec), memoryview(data)[payload_at:end], offset=payload_at)
+                _v2_json(inflated, 0, len(inflated), base_offset, base_ts, lat, count, parts)
+            else:
+                _v2_json(data, payload_at, end, base_offset, base_ts, lat, count, parts)
+            pos = end
+            continue
+        # The rest of Records._frame: short tails, legacy formats, framing errors.
         if remaining < 12:
             break
         length = _I32.unpack_from(data, pos + 8)[0]
@@ -155,48 +183,34 @@ def _fused(raw: bytes | bytearray | memoryview) -> str | None:
         if remaining < 17:
             break
         magic = data[pos + 16]
-        if magic != 2:
-            if magic > 2 or length < _LEGACY_MIN_SIZE[magic]:
-                return None
-            if length > remaining - 12:
-                break
-            texts: list[str] = []
-            _format(LegacyBatch(data, pos).record_list(check_crc=False), texts.append)
-            parts += [t.encode() for t in texts]
-            pos += 12 + length
-            continue
-        if length < _V2_MIN_LENGTH:
+        if magic > 2 or length < (_V2_MIN_LENGTH if magic == 2 else _LEGACY_MIN_SIZE[magic]):
             return None
         if length > remaining - 12:
             break
-        end = pos + 12 + length
-        (base_offset, _, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count) = _V2_HEADER.unpack_from(
-            data, pos
-        )
-        codec = attributes & _COMPRESSION_MASK
-        if codec > Compression.ZSTD or count < 0:
-            return None
-        # With log-append time the broker's stamp replaces every record's own.
-        lat = max_ts if attributes & _TIMESTAMP_TYPE_BIT else None
-        payload_at = pos + _V2_HEADER_SIZE
-        if codec:
-            inflated = decompress(Compression(codec), memoryview(data)[payload_at:end], offset=payload_at)
-            _v2_json(inflated, 0, len(inflated), base_offset, base_ts, lat, count, parts, keys)
-        else:
-            _v2_json(data, payload_at, end, base_offset, base_ts, lat, count, parts, keys)
-        pos = end
-    joined = b",".join(parts)
-    if _NULL in joined:
-        joined = joined.replace(_QUOTED_NULL, b"null")
-    return f"[{joined.decode()}]"
+        # Only legacy entries get here: a whole v2 batch is longer than its header.
+        texts: list[str] = []
+        _format(LegacyBatch(data, pos).record_list(check_crc=False), texts.append)
+        parts += [t.encode() for t in texts]
+        pos += 12 + length
+    return f"[{b','.join(parts).decode()}]"
 
 
-def _quoted_key(raw: bytes, keys: dict[bytes, bytes]) -> bytes:
-    """A header key as JSON, from ``keys`` when seen before: a field holds a few distinct keys."""
-    quoted = keys.get(raw)
+# Header key bytes -> the key as JSON. Header keys are a small vocabulary (traceparent,
+# content-type, ...) that recurs in every batch, so they are kept across calls; the bound
+# stops a capture of random keys from growing it without end.
+_KEYS: dict[bytes, bytes] = {}
+_KEYS_KEPT = 4096
+
+
+def _quoted_key(raw: bytes) -> bytes:
+    """A header key as JSON text, from ``_KEYS`` once seen."""
+    quoted = _KEYS.get(raw)
     if quoted is None:
         # Not UTF-8 raises UnicodeDecodeError, and the reference then reports it.
-        quoted = keys[raw] = encode_basestring(raw.decode()).encode()
+        quoted = encode_basestring(raw.decode()).encode()
+        if len(_KEYS) >= _KEYS_KEPT:
+            _KEYS.clear()
+        _KEYS[raw] = quoted
     return quoted
 
 
@@ -209,22 +223,23 @@ def _v2_json(
     lat: int | None,
     count: int,
     parts: list[bytes],
-    keys: dict[bytes, bytes],
 ) -> None:
     """Append the JSON of each record in ``data[pos:end]``; raise wherever ``_decode`` would.
 
     The reads are those of ``RecordBatch._decode``. Its bounds checks are
     folded into the check that each record, and the batch, ends where it
-    says (see the module's notes); nulls are written as ``_NULL``.
+    says (see the module's notes).
     """
     zz = _ZIGZAG
     z1 = _ZIGZAG_1
+    keys = _KEYS
     varint = _varint_long
     b2a = binascii.b2a_base64
     append = parts.append
     n: int | None  # a length or delta, None after a _ZIGZAG_1 miss
-    last_key = None
-    quoted = b""
+    nulls = False  # whether the record's text holds _NULL
+    last_key = None  # the key bytes of the last one-header record, and its JSON:
+    quoted = b""  # the same key comes record after record
     for _ in range(count):
         # Record and value lengths are often two bytes long, the other varints one.
         b = data[pos]
@@ -266,8 +281,10 @@ def _v2_json(
             n, pos = varint(data, pos, 5)
         if n >= 0:
             key = b2a(data[pos : (pos := pos + n)], newline=False)
+            templates = _KEYED
         elif n == -1:
-            key = _NULL
+            key = b""
+            templates = _KEYLESS
         else:
             raise _Corrupt("negative key length", pos)
         b = data[pos]
@@ -283,6 +300,7 @@ def _v2_json(
             value = b2a(data[pos : (pos := pos + n)], newline=False)
         elif n == -1:
             value = _NULL
+            nulls = True
         else:
             raise _Corrupt("negative value length", pos)
         n = z1[data[pos]]
@@ -291,7 +309,7 @@ def _v2_json(
         else:
             n, pos = varint(data, pos, 5)
         if not n:
-            append(_RECORD % (offset, ts, key, value))
+            text = templates[0] % (offset, ts, key, value)
         elif n == 1:
             n = z1[data[pos]]
             if n is not None:
@@ -302,7 +320,7 @@ def _v2_json(
                 raise _Corrupt("negative header key length", pos)
             raw_key = data[pos : (pos := pos + n)]
             if raw_key != last_key:
-                quoted = _quoted_key(raw_key, keys)
+                quoted = _quoted_key(raw_key)
                 last_key = raw_key
             n = z1[data[pos]]
             if n is not None:
@@ -316,15 +334,17 @@ def _v2_json(
                 hv = b2a(data[pos : (pos := pos + n)], newline=False)
             elif n == -1:
                 hv = _NULL
+                nulls = True
             else:
                 raise _Corrupt("negative header value length", pos)
-            append(_RECORD_1H % (offset, ts, key, value, quoted, hv))
+            text = templates[1] % (offset, ts, key, value, quoted, hv)
         else:
             # Each header takes at least two bytes, which bounds a lying count.
             if n < 0 or n > (rec_end - pos) >> 1:
                 raise _Corrupt("header count does not fit the record", pos)
-            texts = []
-            for _ in range(n):
+            count_h = n
+            pieces: list[bytes] = []  # key, value, key, value... for one template
+            for _ in range(count_h):
                 n = z1[data[pos]]
                 if n is not None:
                     pos += 1
@@ -333,9 +353,7 @@ def _v2_json(
                 if n < 0:
                     raise _Corrupt("negative header key length", pos)
                 raw_key = data[pos : (pos := pos + n)]
-                if raw_key != last_key:
-                    quoted = _quoted_key(raw_key, keys)
-                    last_key = raw_key
+                hkey = keys.get(raw_key) or _quoted_key(raw_key)
                 n = z1[data[pos]]
                 if n is not None:
                     pos += 1
@@ -345,13 +363,19 @@ def _v2_json(
                 else:
                     n, pos = varint(data, pos, 5)
                 if n >= 0:
-                    texts.append(_HEADER % (quoted, b2a(data[pos : (pos := pos + n)], newline=False)))
+                    pieces += (hkey, b2a(data[pos : (pos := pos + n)], newline=False))
                 elif n == -1:
-                    texts.append(_HEADER % (quoted, _NULL))
+                    pieces += (hkey, _NULL)
+                    nulls = True
                 else:
                     raise _Corrupt("negative header value length", pos)
-            append(_RECORD_NH % (offset, ts, key, value, b",".join(texts)))
+            headers = _HEADERS[count_h] if count_h < len(_HEADERS) else b",".join([_HEADER] * count_h)
+            text = templates[2] % (offset, ts, key, value, headers % tuple(pieces))
         if pos != rec_end:
             raise _Corrupt("record fields do not fill the record", pos)
+        if nulls:
+            text = text.replace(_QUOTED_NULL, b"null")
+            nulls = False
+        append(text)
     if pos != end:
         raise _Corrupt("bytes follow the last record", pos)
