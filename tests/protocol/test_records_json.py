@@ -86,9 +86,7 @@ def assert_fast_and_same(raw: bytes) -> None:
 _LONG = (b"\x00\x7f\xff" * 2731, bytes(range(256)) * 32)
 blobs = st.one_of(st.none(), st.binary(max_size=70), st.sampled_from(_LONG))
 # Few distinct keys, so records repeat them (the writer keeps the last key's JSON).
-header_keys = st.one_of(
-    st.sampled_from(["", "0", "trace", '\u00e9\x00"\\\n\u2028']), st.text(max_size=10)
-)
+header_keys = st.one_of(st.sampled_from(["", "0", "trace", '\u00e9\x00"\\\n\u2028']), st.text(max_size=10))
 headers = st.lists(st.tuples(header_keys, blobs), max_size=4)
 timestamps = st.integers(-(1 << 40), 1 << 40)
 
