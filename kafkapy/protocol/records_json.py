@@ -1,24 +1,88 @@
-"""Records as JSON text, written straight from the decoded batches.
+"""Records as JSON text, written straight from the batch bytes.
 
 A Fetch or Produce body is mostly records, so their JSON is the bulk of a
-decoded capture's output. Going through a dict per record and the generic
-JSON encoder costs about twice as much as writing the text directly, so the
-capture decoder and the generated JSON decoders both come here. The output
-equals ``json.dumps([r.to_dict() for r in records], separators=(",", ":"),
-ensure_ascii=False)``; records that do not decode give an object naming the
-error and holding the raw bytes, so no data is lost.
+decoded capture's output. The output equals ``json.dumps([r.to_dict() for r
+in records], separators=(",", ":"), ensure_ascii=False)``; records that do
+not decode give an object naming the error and holding the raw bytes, so no
+data is lost.
+
+Theory of operation
+-------------------
+Decoding to :class:`~kafkapy.protocol.records.Record` objects and then
+formatting them takes two passes and an object per record, about 2.8 us a
+record. Magic-2 batches (everything since Kafka 0.11) are instead read and
+written in one pass: :func:`_v2_json` makes the reads of
+``RecordBatch._decode`` and formats each record with one ``bytes`` template
+(base64 output is bytes already), and the text is decoded once at the end.
+To keep that pass short it takes three liberties, none of which can change
+the output:
+
+* Bounds are checked once per record: no length moves the position
+  backwards, so a field that overruns its record, or a record its batch,
+  leaves the position past where the record or batch must end (a slice past
+  the data is short, not an error, and that check still catches it).
+* A null value or header value goes into the template as a quoted NUL
+  byte, and in the text of a record that has one the quoted NUL becomes
+  ``null``. Nothing else in the text can hold a NUL: base64, numbers, and
+  header keys, whose control characters JSON escapes. Null keys, the common
+  null, have templates of their own.
+* A header key's JSON is kept for the next time the same key bytes come
+  (a small set recurs everywhere: tracing, content type, ...).
+
+The fast path never decides what an anomaly means. Output is all-or-nothing
+(one bad batch turns the whole field into the error object), so on any
+exception -- a corrupt record, a bad UTF-8 header key, anything unforeseen --
+it gives up and :func:`_records_json_reference`, the two-pass writer, does
+the whole field again: the error text (or exception) is the old one by
+construction. Legacy (magic 0/1) batches, rare by now, decode through their
+own class and are formatted by the reference's code.
 """
 
 from __future__ import annotations
 
 import binascii
 import json
+import struct
+from collections.abc import Callable, Iterable
 from json.encoder import encode_basestring
 
 from kafkapy.errors import DecodeError
-from kafkapy.protocol.records import Records
+from kafkapy.protocol.compression import Compression, decompress
+from kafkapy.protocol.records import (
+    _LEGACY_MIN_SIZE,
+    _V2_HEADER,
+    _ZIGZAG,
+    LegacyBatch,
+    Record,
+    Records,
+    _Corrupt,
+    _flat,
+    _varint_long,
+)
 
 __all__ = ["records_json"]
+
+_I32 = struct.Struct(">i")
+_V2_HEADER_SIZE = 61
+_V2_MIN_LENGTH = 49  # a header without records, after offset and length
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_ZSTD = int(Compression.ZSTD)  # the highest codec id
+
+# One record, by header count (none, one, more); keyed and (with an empty key) keyless.
+_KEYED: tuple[bytes, ...] = (
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[]}',
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[{"key":%b,"value":"%b"}]}',
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[%b]}',
+)
+_KEYLESS: tuple[bytes, ...] = tuple(t.replace(b'"key":"%b"', b'"key":null%b', 1) for t in _KEYED)
+_HEADER = b'{"key":%b,"value":"%b"}'
+_HEADERS = tuple(b",".join([_HEADER] * n) for n in range(17))  # the header list of n headers
+# A null value goes in as this, quoted like base64 text, and the quoted form becomes null.
+_NULL = b"\x00"
+_QUOTED_NULL = b'"\x00"'
+# _ZIGZAG for one-byte varints, None where the varint goes on: one lookup instead of a test.
+_ZIGZAG_1 = tuple(None if b & 0x80 else _ZIGZAG[b] for b in range(256))
 
 
 def _b64(data: bytes | bytearray | memoryview) -> str:
@@ -30,33 +94,288 @@ def _header_text(key: str, value: bytes | None) -> str:
     return f'{{"key":{encode_basestring(key)},"value":{v}}}'
 
 
-def records_json(records: Records) -> str:
-    """The records of ``records`` as a JSON list (CRCs are not checked: captures are read as sent)."""
+def _format(records: Iterable[Record], append: Callable[[str], None]) -> None:
+    """Append each record's JSON: the second pass of the reference writer."""
     quote = encode_basestring
     b2a = binascii.b2a_base64
+    for r in records:
+        ts, key, value, headers = r.timestamp, r.key, r.value, r.headers
+        # key and value inline: they are the bulk of the calls
+        k = "null" if key is None else f'"{b2a(key, newline=False).decode()}"'
+        v = "null" if value is None else f'"{b2a(value, newline=False).decode()}"'
+        if not headers:
+            h = ""
+        elif len(headers) == 1:  # the common case, without a loop
+            ((hk, hv),) = headers
+            hj = "null" if hv is None else f'"{b2a(hv, newline=False).decode()}"'
+            h = f'{{"key":{quote(hk)},"value":{hj}}}'
+        else:
+            h = ",".join([_header_text(hk, hv) for hk, hv in headers])
+        append(
+            f'{{"offset":{r.offset},"timestamp":{"null" if ts is None else ts},"key":{k},'
+            f'"value":{v},"headers":[{h}]}}'
+        )
+
+
+def _records_json_reference(records: Records) -> str:
+    """Decode to Record objects, then format them: the definition the fast path must equal."""
     parts: list[str] = []
-    append = parts.append
     try:
-        for r in records.records(check_crc=False):
-            ts, key, value, headers = r.timestamp, r.key, r.value, r.headers
-            # key and value inline: they are the bulk of the calls
-            k = "null" if key is None else f'"{b2a(key, newline=False).decode()}"'
-            v = "null" if value is None else f'"{b2a(value, newline=False).decode()}"'
-            if not headers:
-                h = ""
-            elif len(headers) == 1:  # the common case, without a loop
-                ((hk, hv),) = headers
-                hj = "null" if hv is None else f'"{b2a(hv, newline=False).decode()}"'
-                h = f'{{"key":{quote(hk)},"value":{hj}}}'
-            else:
-                h = ",".join([_header_text(hk, hv) for hk, hv in headers])
-            append(
-                f'{{"offset":{r.offset},"timestamp":{"null" if ts is None else ts},"key":{k},'
-                f'"value":{v},"headers":[{h}]}}'
-            )
+        _format(records.records(check_crc=False), parts.append)
     except DecodeError as exc:
         return json.dumps(
             {"undecodable_records": _b64(bytes(records)), "error": str(exc)},
             separators=(",", ":"), ensure_ascii=False,
         )  # fmt: skip
     return "[" + ",".join(parts) + "]"
+
+
+def records_json(records: Records) -> str:
+    """The records of ``records`` as a JSON list (CRCs are not checked: captures are read as sent)."""
+    try:
+        text = _fused(records.raw)
+    except Exception:  # any anomaly: the reference decides, its error text included
+        text = None
+    return _records_json_reference(records) if text is None else text
+
+
+def _fused(raw: bytes | bytearray | memoryview) -> str | None:
+    """One pass over the field; None, or any exception, leaves it to the reference.
+
+    The framing mirrors ``Records.batches`` and ``RecordBatch.__init__``: a
+    partial trailing batch ends the field quietly, as it does there.
+    """
+    # bytes index and slice faster than a view; one copy of the field pays for itself.
+    data = raw if isinstance(raw, bytes) else bytes(_flat(raw))
+    total = len(data)
+    parts: list[bytes] = []
+    pos = 0
+    while pos < total:
+        remaining = total - pos
+        if remaining >= _V2_HEADER_SIZE and data[pos + 16] == 2:
+            (base_offset, length, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count) = (
+                _V2_HEADER.unpack_from(data, pos)
+            )
+            if length < _V2_MIN_LENGTH:
+                return None
+            if length > remaining - 12:
+                break  # a partial trailing batch
+            codec = attributes & _COMPRESSION_MASK
+            if codec > _ZSTD or count < 0:
+                return None
+            end = pos + 12 + length
+            # With log-append time the broker's stamp replaces every record's own.
+            lat = max_ts if attributes & _TIMESTAMP_TYPE_BIT else None
+            payload_at = pos + _V2_HEADER_SIZE
+            if codec:
+                inflated = decompress(Compression(codec), memoryview(data)[payload_at:end], offset=payload_at)
+                _v2_json(inflated, 0, len(inflated), base_offset, base_ts, lat, count, parts)
+            else:
+                _v2_json(data, payload_at, end, base_offset, base_ts, lat, count, parts)
+            pos = end
+            continue
+        # The rest of Records._frame: short tails, legacy formats, framing errors.
+        if remaining < 12:
+            break
+        length = _I32.unpack_from(data, pos + 8)[0]
+        if length < _LEGACY_MIN_SIZE[0]:
+            return None
+        if remaining < 17:
+            break
+        magic = data[pos + 16]
+        if magic > 2 or length < (_V2_MIN_LENGTH if magic == 2 else _LEGACY_MIN_SIZE[magic]):
+            return None
+        if length > remaining - 12:
+            break
+        # Only legacy entries get here: a whole v2 batch is longer than its header.
+        texts: list[str] = []
+        _format(LegacyBatch(data, pos).record_list(check_crc=False), texts.append)
+        parts += [t.encode() for t in texts]
+        pos += 12 + length
+    return f"[{b','.join(parts).decode()}]"
+
+
+# Header key bytes -> the key as JSON. Header keys are a small vocabulary (traceparent,
+# content-type, ...) that recurs in every batch, so they are kept across calls; the bound
+# stops a capture of random keys from growing it without end.
+_KEYS: dict[bytes, bytes] = {}
+_KEYS_KEPT = 4096
+
+
+def _quoted_key(raw: bytes) -> bytes:
+    """A header key as JSON text, from ``_KEYS`` once seen."""
+    quoted = _KEYS.get(raw)
+    if quoted is None:
+        # Not UTF-8 raises UnicodeDecodeError, and the reference then reports it.
+        quoted = encode_basestring(raw.decode()).encode()
+        if len(_KEYS) >= _KEYS_KEPT:
+            _KEYS.clear()
+        _KEYS[raw] = quoted
+    return quoted
+
+
+def _v2_json(
+    data: bytes,
+    pos: int,
+    end: int,
+    base_offset: int,
+    base_ts: int,
+    lat: int | None,
+    count: int,
+    parts: list[bytes],
+) -> None:
+    """Append the JSON of each record in ``data[pos:end]``; raise wherever ``_decode`` would.
+
+    The reads are those of ``RecordBatch._decode``. Its bounds checks are
+    folded into the check that each record, and the batch, ends where it
+    says (see the module's notes).
+    """
+    zz = _ZIGZAG
+    z1 = _ZIGZAG_1
+    keys = _KEYS
+    varint = _varint_long
+    b2a = binascii.b2a_base64
+    append = parts.append
+    n: int | None  # a length or delta, None after a _ZIGZAG_1 miss
+    nulls = False  # whether the record's text holds _NULL
+    last_key = None  # the key bytes of the last one-header record, and its JSON:
+    quoted = b""  # the same key comes record after record
+    for _ in range(count):
+        # Record and value lengths are often two bytes long, the other varints one.
+        b = data[pos]
+        if b < 0x80:
+            pos += 1
+            rec_end = pos + zz[b]
+        elif (c := data[pos + 1]) < 0x80:
+            pos += 2
+            rec_end = pos + zz[(b & 0x7F) | (c << 7)]
+        else:
+            n, pos = varint(data, pos, 5)
+            rec_end = pos + n
+        # The attributes byte at ``pos`` is unused by every Kafka version so far.
+        n = z1[data[pos + 1]]
+        if n is not None:
+            pos += 2
+        elif (c := data[pos + 2]) < 0x80:
+            n = zz[(data[pos + 1] & 0x7F) | (c << 7)]
+            pos += 3
+        else:
+            n, pos = varint(data, pos + 1, 10)
+        ts = base_ts + n if lat is None else lat
+        n = z1[data[pos]]
+        if n is not None:
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80:
+            n = zz[(data[pos] & 0x7F) | (c << 7)]
+            pos += 2
+        else:
+            n, pos = varint(data, pos, 5)
+        offset = base_offset + n
+        n = z1[data[pos]]
+        if n is not None:
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80:
+            n = zz[(data[pos] & 0x7F) | (c << 7)]
+            pos += 2
+        else:
+            n, pos = varint(data, pos, 5)
+        if n >= 0:
+            key = b2a(data[pos : (pos := pos + n)], newline=False)
+            templates = _KEYED
+        elif n == -1:
+            key = b""
+            templates = _KEYLESS
+        else:
+            raise _Corrupt("negative key length", pos)
+        b = data[pos]
+        if b < 0x80:
+            n = zz[b]
+            pos += 1
+        elif (c := data[pos + 1]) < 0x80:
+            n = zz[(b & 0x7F) | (c << 7)]
+            pos += 2
+        else:
+            n, pos = varint(data, pos, 5)
+        if n >= 0:
+            value = b2a(data[pos : (pos := pos + n)], newline=False)
+        elif n == -1:
+            value = _NULL
+            nulls = True
+        else:
+            raise _Corrupt("negative value length", pos)
+        n = z1[data[pos]]
+        if n is not None:
+            pos += 1
+        else:
+            n, pos = varint(data, pos, 5)
+        if not n:
+            text = templates[0] % (offset, ts, key, value)
+        elif n == 1:
+            n = z1[data[pos]]
+            if n is not None:
+                pos += 1
+            else:
+                n, pos = varint(data, pos, 5)
+            if n < 0:
+                raise _Corrupt("negative header key length", pos)
+            raw_key = data[pos : (pos := pos + n)]
+            if raw_key != last_key:
+                quoted = _quoted_key(raw_key)
+                last_key = raw_key
+            n = z1[data[pos]]
+            if n is not None:
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                n = zz[(data[pos] & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                n, pos = varint(data, pos, 5)
+            if n >= 0:
+                hv = b2a(data[pos : (pos := pos + n)], newline=False)
+            elif n == -1:
+                hv = _NULL
+                nulls = True
+            else:
+                raise _Corrupt("negative header value length", pos)
+            text = templates[1] % (offset, ts, key, value, quoted, hv)
+        else:
+            # Each header takes at least two bytes, which bounds a lying count.
+            if n < 0 or n > (rec_end - pos) >> 1:
+                raise _Corrupt("header count does not fit the record", pos)
+            count_h = n
+            pieces: list[bytes] = []  # key, value, key, value... for one template
+            for _ in range(count_h):
+                n = z1[data[pos]]
+                if n is not None:
+                    pos += 1
+                else:
+                    n, pos = varint(data, pos, 5)
+                if n < 0:
+                    raise _Corrupt("negative header key length", pos)
+                raw_key = data[pos : (pos := pos + n)]
+                hkey = keys.get(raw_key) or _quoted_key(raw_key)
+                n = z1[data[pos]]
+                if n is not None:
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    n = zz[(data[pos] & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    n, pos = varint(data, pos, 5)
+                if n >= 0:
+                    pieces += (hkey, b2a(data[pos : (pos := pos + n)], newline=False))
+                elif n == -1:
+                    pieces += (hkey, _NULL)
+                    nulls = True
+                else:
+                    raise _Corrupt("negative header value length", pos)
+            headers = _HEADERS[count_h] if count_h < len(_HEADERS) else b",".join([_HEADER] * count_h)
+            text = templates[2] % (offset, ts, key, value, headers % tuple(pieces))
+        if pos != rec_end:
+            raise _Corrupt("record fields do not fill the record", pos)
+        if nulls:
+            text = text.replace(_QUOTED_NULL, b"null")
+            nulls = False
+        append(text)
+    if pos != end:
+        raise _Corrupt("bytes follow the last record", pos)

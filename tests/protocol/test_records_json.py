@@ -1,0 +1,303 @@
+"""The one-pass records JSON writer against the two-pass reference, byte for byte.
+
+``records_json`` writes magic-2 batches straight from their bytes and hands
+anything it doubts to ``_records_json_reference`` (decode to Record objects,
+then format). These tests hold it to the reference's exact output -- text,
+error object and exception alike -- on batches built by kafkapy's encoder and
+kafka-python's (legacy formats), on mutated and truncated ones, on random
+bytes and on every records field of the real captures. They also check the
+fast path really is the one taken for valid input, and that the reference
+itself still equals ``json.dumps`` of ``Record.to_dict``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.record.memory_records import MemoryRecordsBuilder
+
+from kafkapy.capture.rows import decode_capture
+from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Records, build_record_batch
+from kafkapy.protocol.records_json import _fused, _records_json_reference, records_json
+
+CAPTURE_DIRS = (Path(__file__).resolve().parents[1] / "data" / "captures", Path("/work/shared/captures"))
+CAPTURES = sorted({p.name: p for d in CAPTURE_DIRS if d.is_dir() for p in d.glob("*.pcap")}.values())
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def outcome(fn: Any, records: Records) -> tuple[Any, ...]:
+    """What ``fn(records)`` gives: its text, or the type and message of what it raised."""
+    try:
+        return ("text", fn(records))
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+def spec(records: Records) -> str:
+    """The documented meaning of records_json for records that decode."""
+    return json.dumps(
+        [r.to_dict() for r in records.records(check_crc=False)], separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def assert_same(raw: bytes) -> str | None:
+    """records_json equals the reference on ``raw`` as bytes, a view of a larger buffer, a bytearray.
+
+    Each is compared with the reference on the same buffer: for a record
+    running past its batch the reference reports the first fault it meets,
+    which is not the same for bytes (read in place) and other buffers (batch
+    by batch copies). Text, when there is some, is the same for all three.
+    """
+    framed = b"\xee" * 3 + raw + b"\xee" * 2
+    texts = set()
+    for view in (raw, memoryview(framed)[3 : 3 + len(raw)], bytearray(raw)):
+        expected = outcome(_records_json_reference, Records(view))
+        assert outcome(records_json, Records(view)) == expected
+        texts.add(expected[1] if expected[0] == "text" else None)
+    assert len(texts) == 1 or not any(t and not t.startswith('{"undecodable') for t in texts)
+    return texts.pop() if len(texts) == 1 else None
+
+
+def fast(raw: bytes) -> str | None:
+    """The one-pass writer's own answer; None where it leaves the field to the reference."""
+    try:
+        return _fused(raw)
+    except Exception:
+        return None
+
+
+def assert_fast_and_same(raw: bytes) -> None:
+    """For valid magic-2 input: the one-pass writer answers by itself, and as the spec says."""
+    text = assert_same(raw)
+    assert text is not None and not text.startswith('{"undecodable_records"')
+    assert fast(raw) == text == spec(Records(raw))
+
+
+# --- strategies ----------------------------------------------------------------------------
+
+# Lengths of 8 KiB and more take three-byte varints; the inline reads stop at two.
+_LONG = (b"\x00\x7f\xff" * 2731, bytes(range(256)) * 32)
+blobs = st.one_of(st.none(), st.binary(max_size=70), st.sampled_from(_LONG))
+# Few distinct keys, so records repeat them (the writer keeps the last key's JSON).
+header_keys = st.one_of(st.sampled_from(["", "0", "trace", '\u00e9\x00"\\\n\u2028']), st.text(max_size=10))
+headers = st.lists(st.tuples(header_keys, blobs), max_size=4)
+timestamps = st.integers(-(1 << 40), 1 << 40)
+
+
+@st.composite
+def v2_batch(draw: st.DrawFn) -> bytes:
+    """One batch: offsets with gaps, timestamps far from the base, any codec and attribute."""
+    base_offset = draw(st.integers(0, 1 << 50))
+    base_ts = draw(timestamps)
+    rows = []
+    offset = base_offset
+    for _ in range(draw(st.integers(0, 6))):
+        offset += draw(st.sampled_from([1, 1, 1, 2, 70, 9000, 1 << 20]))
+        rows.append(
+            {
+                "key": draw(blobs),
+                "value": draw(blobs),
+                "headers": draw(headers),
+                "timestamp": base_ts + draw(st.sampled_from([0, 1, 63, 64, 9000, -1, -(1 << 35), 1 << 39])),
+                "offset": offset,
+            }
+        )
+    log_append = draw(st.booleans())
+    return build_record_batch(
+        rows,
+        base_offset=base_offset + 1,
+        base_timestamp=base_ts,
+        compression=draw(st.sampled_from(["none", "none", "gzip", "snappy", "lz4", "zstd"])),
+        timestamp_type=LOG_APPEND_TIME if log_append else CREATE_TIME,
+        max_timestamp=draw(timestamps) if log_append else None,
+        is_control=draw(st.booleans()),
+        is_transactional=draw(st.booleans()),
+    )
+
+
+@st.composite
+def legacy_batch(draw: st.DrawFn) -> bytes:
+    """Magic 0 or 1 message sets, plain or gzip-wrapped, as kafka-python's producer writes them."""
+    magic = draw(st.sampled_from([0, 1]))
+    builder = MemoryRecordsBuilder(
+        magic, draw(st.sampled_from([0, 1])), 1 << 20, offset=draw(st.integers(0, 99))
+    )
+    for _ in range(draw(st.integers(1, 4))):
+        key, value = draw(st.none() | st.binary(max_size=30)), draw(st.none() | st.binary(max_size=30))
+        assert builder.append(draw(st.integers(0, 1 << 41)), key, value, None) is not None
+    builder.close()
+    return bytes(builder.buffer())
+
+
+v2_fields = st.lists(v2_batch(), max_size=3).map(b"".join)
+any_fields = st.lists(st.one_of(v2_batch(), v2_batch(), legacy_batch()), max_size=3).map(b"".join)
+
+
+# --- valid input ---------------------------------------------------------------------------
+
+
+@given(raw=v2_fields)
+@PROPERTY
+def test_valid_v2_fields_take_the_fast_path_and_match(raw: bytes) -> None:
+    assert_fast_and_same(raw)
+
+
+@given(raw=any_fields)
+@PROPERTY
+def test_mixed_formats_match_the_reference(raw: bytes) -> None:
+    assert_same(raw)
+
+
+@given(raw=v2_fields.filter(bool), cut=st.integers(1, 1 << 20))
+@PROPERTY
+def test_a_partial_trailing_batch_is_left_out_as_before(raw: bytes, cut: int) -> None:
+    """Fetch responses end mid-batch at max_bytes: the whole batches before it are the records."""
+    complete = raw[: len(raw) - 61]  # ends inside the last batch, at the latest in its header
+    for tail in (complete[: cut % (len(complete) + 1)], raw[:-1], raw[:11], raw[:16]):
+        text = assert_same(tail)
+        if text is not None and not text.startswith('{"undecodable'):
+            assert fast(tail) == text  # a partial tail is no reason to leave the fast path
+
+
+def test_shapes_the_fast_path_writes_itself() -> None:
+    rows: list[Any] = [
+        (None, None),
+        (b"", b""),
+        (b"k", None, [("h", None)]),
+        (None, b"v", [("a", b""), ("b", None), ("\u00fc\u00f1\u00ee", b"\x00\xff")]),
+        (b"k" * 9000, b"v" * 20000, [("x" * 70, b"y" * 9000)]),
+        # One header, then several, then the first key again: the kept key JSON must follow.
+        (b"k", b"v", [("a", b"1")]),
+        (b"k", b"v", [("b", b"2"), ("c", None)]),
+        (b"k", b"v", [("a", b"3")]),
+        (b"k", b"v", [("c", b"4")]),
+    ]
+    for ts_type in (CREATE_TIME, LOG_APPEND_TIME):
+        batch = build_record_batch(rows, base_offset=(1 << 62), base_timestamp=-(1 << 61),
+                                   timestamp_type=ts_type, max_timestamp=(1 << 62))  # fmt: skip
+        assert_fast_and_same(batch)
+        assert_fast_and_same(batch + build_record_batch([], base_offset=3) + batch)
+    assert_fast_and_same(b"")
+    assert json.loads(records_json(Records(build_record_batch(rows[:1]))))[0]["key"] is None
+
+
+# --- broken input ------------------------------------------------------------------------
+
+
+@given(
+    raw=any_fields.filter(bool),
+    edits=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), max_size=4),
+    cut=st.integers(0, 1 << 20),
+    splice=st.binary(max_size=3),
+)
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_mutated_fields_give_the_reference_text_or_error(
+    raw: bytes, edits: list[tuple[int, int]], cut: int, splice: bytes
+) -> None:
+    data = bytearray(raw)
+    for where, value in edits:
+        data[where % len(data)] = value
+    if splice:  # shift everything after a point: lengths and varints then disagree
+        at = cut % len(data)
+        data[at:at] = splice
+    elif cut & 1:
+        data = data[: cut % (len(data) + 1)]
+    assert_same(bytes(data))
+
+
+def _record_bytes_edits() -> list[bytes]:
+    """Single-record batches whose record bytes lie in each way the decoder checks.
+
+    0x03 is a length of -2, 0x01 null, 0x00 empty, 0x80 and 0xFF start longer varints.
+    """
+    cases = []
+    for rows in ([(b"kk", b"vv", [("h", b"x")])], [(None, None, [("h", None)])], [(None, b"", [])]):
+        good = build_record_batch(rows, base_timestamp=5)
+        payload = good[61:]
+        for at in range(len(payload)):
+            for value in (0x00, 0x01, 0x03, 0x7F, 0x80, 0xFF):
+                body = bytearray(payload)
+                body[at] = value
+                cases.append(_reframe(good, bytes(body)))
+    # A header key length of -2 would step back onto the header count and come out even.
+    cases.append(_reframe(good, b"\x0e\x00\x00\x00\x01\x01\x02\x03"))
+    return cases
+
+
+def _reframe(batch: bytes, payload: bytes) -> bytes:
+    head = bytearray(batch[:61])
+    struct.pack_into(">i", head, 8, 49 + len(payload))
+    return bytes(head) + payload
+
+
+@pytest.mark.parametrize("raw", _record_bytes_edits())
+def test_every_single_byte_lie_in_a_record(raw: bytes) -> None:
+    assert_same(raw)
+
+
+@given(data=st.binary(max_size=300))
+@PROPERTY
+def test_random_bytes(data: bytes) -> None:
+    assert_same(data)
+
+
+@given(tail=st.binary(max_size=80), count=st.integers(-3, 40), attributes=st.integers(0, 0x7F))
+@PROPERTY
+def test_random_bytes_behind_a_valid_header(tail: bytes, count: int, attributes: int) -> None:
+    head = bytearray(build_record_batch([])[:61])
+    struct.pack_into(">i", head, 8, 49 + len(tail))
+    struct.pack_into(">h", head, 21, attributes)
+    struct.pack_into(">i", head, 57, count)
+    assert_same(bytes(head) + tail)
+
+
+def test_undecodable_fields_keep_the_reference_error_text() -> None:
+    batch = build_record_batch([(b"k", b"v", [("h", b"x")])] * 4)
+    lying = batch[:57] + struct.pack(">i", 9) + batch[61:]  # declares 9 records, holds 4
+    bad_key = batch.replace(b"\x02h", b"\x02\xff")  # header key not UTF-8
+    for raw in (lying, bad_key, batch + lying):
+        text = records_json(Records(raw))
+        assert text == _records_json_reference(Records(raw))
+        assert set(json.loads(text)) == {"undecodable_records", "error"}
+        assert fast(raw) is None
+
+
+# --- real captures -----------------------------------------------------------------------
+
+
+def _records_fields(raw_tree: Any, full_tree: Any) -> list[tuple[bytes, Any]]:
+    """(raw bytes, decoded JSON) of every records field, pairing the two decodings of one body."""
+    found = []
+    if isinstance(raw_tree, dict):
+        for name, value in raw_tree.items():
+            if name == "records" and isinstance(value, str):
+                found.append((base64.b64decode(value), full_tree[name]))
+            else:
+                found += _records_fields(value, full_tree[name])
+    elif isinstance(raw_tree, list):
+        for a, b in zip(raw_tree, full_tree, strict=True):
+            found += _records_fields(a, b)
+    return found
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.name)
+def test_every_records_field_of_the_real_captures(path: Path) -> None:
+    fields = []
+    for raw_row, full_row in zip(
+        decode_capture(path, decode_records=False), decode_capture(path), strict=True
+    ):
+        for column in ("request", "response"):
+            if raw_row[column] is not None:
+                fields += _records_fields(json.loads(raw_row[column]), json.loads(full_row[column]))
+    for raw, decoded in fields:
+        text = assert_same(raw)
+        assert text is not None and json.loads(text) == decoded
+    if path.name.startswith("00-produce"):  # the fetch responses captured hold no partitions
+        assert fields and any(json.loads(records_json(Records(raw))) for raw, _ in fields)
