@@ -47,7 +47,7 @@ from typing import BinaryIO, Literal, NamedTuple
 import attrs
 
 from kafkapy.capture.packets import PacketDecoder
-from kafkapy.capture.pcap import CaptureReader, Packet
+from kafkapy.capture.pcap import MAX_CAPLEN, CaptureReader, Packet
 from kafkapy.capture.tcp import (
     _MAX_WINDOW,
     DEFAULT_KAFKA_PORTS,
@@ -724,11 +724,8 @@ class FrameReader:
             if self.tcp.idle_timeout is not None:
                 # Idle sweeps run per segment: only the layer-by-layer path has them.
                 yield from self._layered(capture)
-            elif capture.format == "pcap":
-                assert capture.linktype is not None
-                yield from self._fast(capture.linktype, capture.pcap_records())
             else:
-                yield from self._fast(None, capture)
+                yield from self._fast(capture)
             for event in self.tcp.finish():
                 yield from self.framer.feed(event)
 
@@ -742,9 +739,7 @@ class FrameReader:
             for event in feed_tcp(seg):
                 yield from feed_framer(event)
 
-    def _fast(
-        self, pcap_linktype: int | None, records: Iterable[tuple[int, bytes, int, bool]] | Iterable[Packet]
-    ) -> Iterator[FrameEvent]:
+    def _fast(self, capture: CaptureReader) -> Iterator[FrameEvent]:
         """The layers fused for the common case, falling back to them for the rest.
 
         A packet takes the fast path when it is an untagged Ethernet/IPv4/TCP
@@ -754,12 +749,15 @@ class FrameReader:
         holds in sync with an empty buffer. Then the layers would only pass
         the bytes up, so the frames are cut from the payload right here, with
         no Packet, TcpSegment or StreamData made. Every other packet goes
-        through the layers one by one, exactly as ``_layered`` does; the
-        tests check both paths give the same events.
+        through the layers one by one (``_layers``), exactly as ``_layered``
+        does; the tests check both paths give the same events.
+
+        A pcap file is walked here chunk by chunk, record headers included, so
+        not even a bytes object or a tuple is made per packet: the frame
+        bodies are cut straight from the chunk. A pcapng file comes as
+        Packets, each walked as a chunk of its own.
         """
-        decode, feed_tcp, feed_framer = self.packets.decode, self.tcp.feed, self.framer.feed
         framer = self.framer
-        tcp_table = self.tcp._table
         fast_data = framer._fast_data
         unpack = _ETH_IPV4_TCP.unpack_from
         unpack_i32 = _I32.unpack_from
@@ -769,103 +767,158 @@ class FrameReader:
         # raw address+port bytes of one direction -> the state both layers keep for it
         flows: dict[bytes, _Flow] = {}
         flow_keys: dict[int, list[bytes]] = {}  # connection id -> its keys in ``flows``
+        blocks: Iterator[tuple[bytes, Packet | None]]
+        pcap = capture.format == "pcap"
+        if pcap:
+            rec, rec_size, frac_ns = capture.pcap_layout()
+            unpack_rec = rec.unpack_from
+            blocks = ((chunk, None) for chunk in iter(capture.read_chunk, b""))
+            assert capture.linktype is not None
+            linktype = capture.linktype
+        else:
+            blocks = ((packet.data, packet) for packet in capture)
         count = self.packet_count
-        for record in records:
-            count += 1
-            if pcap_linktype is None:
-                assert isinstance(record, Packet)
-                packet: Packet | None = record
-                ts_ns, linktype, data = record.ts_ns, record.linktype, record.data
-            else:
-                assert isinstance(record, tuple)
-                packet = None
-                ts_ns, data, orig, cut = record
-                linktype = pcap_linktype
-            raw_key = None
-            if linktype == 1 and len(data) >= 54:
-                ethertype, vihl, total, frag, proto, seq, ack, doff, flags = unpack(data)
-                if ethertype == 0x0800 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-                    raw_key = data[26:38]
-                    flow = flows.get(raw_key)
-                    if flow is not None and (flags == 0x10 or flags == 0x18):
-                        conn, half, peer, last_seen, fside, cs = flow
-                        hlen = (doff >> 4) * 4
-                        end = 14 + total
-                        if (
-                            hlen >= 20
-                            and 34 + hlen <= end <= len(data)
-                            and half.started
-                            and not half.ended
-                            and not half.pending
-                            and half.fin_at is None
-                            and not conn.ignored
-                            and not (seq - half.next) & 0xFFFFFFFF
-                            and (
-                                not peer.started
-                                or peer.ended
-                                or not 0 < (ack - peer.next) & 0xFFFFFFFF <= _MAX_WINDOW
-                            )
-                            and (
-                                end == 34 + hlen
-                                or (
-                                    fside.state == _SYNCED
-                                    and not fside.buf
-                                    and fside.base == half.next - half.start
+        carry = b""  # a pcap record begun at the end of the last chunk
+        for chunk, packet in blocks:
+            buf = carry + chunk if carry else chunk
+            end = len(buf)
+            pos = 0
+            while True:
+                # One packet: its captured bytes are buf[b:e].
+                if packet is None:
+                    if end - pos < rec_size:
+                        break
+                    sec, frac, incl, orig = unpack_rec(buf, pos)
+                    if incl > MAX_CAPLEN:
+                        raise capture.oversized(incl, end - pos)
+                    b = pos + rec_size
+                    e = b + incl
+                    if e > end:
+                        break
+                    pos = e
+                    ts_ns = sec * 1_000_000_000 + frac * frac_ns
+                else:
+                    if pos < 0:
+                        break
+                    pos = -1
+                    b, e = 0, end
+                    ts_ns, linktype = packet.ts_ns, packet.linktype
+                count += 1
+                raw_key = None
+                if linktype == 1 and e - b >= 54:
+                    ethertype, vihl, total, frag, proto, seq, ack, doff, flags = unpack(buf, b)
+                    if ethertype == 0x0800 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
+                        raw_key = buf[b + 26 : b + 38]
+                        flow = flows.get(raw_key)
+                        if flow is not None and (flags == 0x10 or flags == 0x18):
+                            conn, half, peer, last_seen, fside, cs = flow
+                            hlen = (doff >> 4) * 4
+                            start = b + 34 + hlen  # the TCP payload...
+                            stop = b + 14 + total  # ...ends with the IP packet
+                            if (
+                                hlen >= 20
+                                and start <= stop <= e
+                                and half.started
+                                and not half.ended
+                                and not half.pending
+                                and half.fin_at is None
+                                and not conn.ignored
+                                and not (seq - half.next) & 0xFFFFFFFF
+                                and (
+                                    not peer.started
+                                    or peer.ended
+                                    or not 0 < (ack - peer.next) & 0xFFFFFFFF <= _MAX_WINDOW
                                 )
-                            )
-                        ):
-                            ts = ts_ns / 1e9
-                            last_seen[0] = ts
-                            self.packet_count = count
-                            self.fast_packets += 1
-                            start = 34 + hlen
-                            n = end - start
-                            if n:
-                                offset = fside.base
-                                half.next += n
-                                from_client = fside.side == conn.client_side
-                                size = unpack_i32(data, start)[0] if n >= 4 else -1
-                                if size + 4 == n and (8 if from_client else 4) <= size <= max_frame:
-                                    # One whole frame, the most common packet of all.
-                                    body = data[start + 4 : end]
-                                    cs.note(from_client, body)
-                                    fside.base = offset + n
-                                    yield new_frame(Frame, (conn, fside.side, from_client, ts, ts, offset,
-                                                            size, body, False, None))  # fmt: skip
-                                else:
-                                    out = fast_data(cs, fside, ts, data[start:end])
-                                    if out:
-                                        yield from out
-                            continue
-            # Anything else: the layers one at a time.
-            self.packet_count = count
+                                and (
+                                    stop == start
+                                    or (
+                                        fside.state == _SYNCED
+                                        and not fside.buf
+                                        and fside.base == half.next - half.start
+                                    )
+                                )
+                            ):
+                                ts = ts_ns / 1e9
+                                last_seen[0] = ts
+                                self.packet_count = count
+                                self.fast_packets += 1
+                                n = stop - start
+                                if n:
+                                    offset = fside.base
+                                    half.next += n
+                                    side = fside.side
+                                    from_client = side == conn.client_side
+                                    size = unpack_i32(buf, start)[0] if n >= 4 else -1
+                                    if size + 4 == n and (8 if from_client else 4) <= size <= max_frame:
+                                        # One whole frame, the most common packet of all.
+                                        body = buf[start + 4 : stop]
+                                        # _ConnState.note, inlined
+                                        if from_client:
+                                            if cs.first_request_corr is None:
+                                                cs.first_request_corr = unpack_i32(body, 4)[0]
+                                            outstanding = cs.outstanding
+                                            outstanding[body[4:8]] = None
+                                            if len(outstanding) > _MAX_OUTSTANDING:
+                                                del outstanding[next(iter(outstanding))]
+                                        else:
+                                            cs.outstanding.pop(body[:4], None)
+                                        fside.base = offset + n
+                                        yield new_frame(Frame, (conn, side, from_client, ts, ts, offset, size,
+                                                                body, False, None))  # fmt: skip
+                                    else:
+                                        out = fast_data(cs, fside, ts, buf[start:stop])
+                                        if out:
+                                            yield from out
+                                continue
+                # Anything else: the layers one at a time.
+                self.packet_count = count
+                if packet is None:
+                    yield from self._layers(
+                        Packet(count, ts_ns / 1e9, ts_ns, linktype, buf[b:e], orig, 0, False),
+                        raw_key, flows, flow_keys,
+                    )  # fmt: skip
+                else:
+                    yield from self._layers(packet, raw_key, flows, flow_keys)
             if packet is None:
-                packet = Packet(count, ts_ns / 1e9, ts_ns, linktype, data, orig, 0, cut)
-            seg = decode(packet)
-            if seg is None:
-                continue
-            closed = False
-            for event in feed_tcp(seg):
-                if isinstance(event, ConnectionClosed):
-                    closed = True
-                    for key in flow_keys.pop(event.conn.id, ()):
-                        flows.pop(key, None)
-                yield from feed_framer(event)
-            if raw_key is not None and raw_key not in flows and not closed:
-                entry = tcp_table.get((seg.src, seg.sport, seg.dst, seg.dport))
-                state = framer._conns.get(entry[0].id) if entry is not None else None
-                if entry is not None and state is not None:
-                    conn, halves, last_seen = entry
-                    side = 0 if conn.endpoints[0] == (seg.src, seg.sport) else 1
-                    flows[raw_key] = (
-                        conn,
-                        halves[side],
-                        halves[1 - side],
-                        last_seen,
-                        state.sides[side],
-                        state,
-                    )
-                    flow_keys.setdefault(conn.id, []).append(raw_key)
+                carry = buf[pos:]
+                buf = chunk = b""  # freed before the next read, which keeps the peak at two chunks
+        if pcap:
+            cut = capture.cut_record(carry)
+            if cut is not None:
+                count += 1
+                self.packet_count = count
+                cut_ts_ns, data, orig = cut
+                cut_packet = Packet(count, cut_ts_ns / 1e9, cut_ts_ns, linktype, data, orig, 0, True)
+                yield from self._layers(cut_packet, None, flows, flow_keys)
+
+    def _layers(
+        self,
+        packet: Packet,
+        raw_key: bytes | None,
+        flows: dict[bytes, _Flow],
+        flow_keys: dict[int, list[bytes]],
+    ) -> Iterator[FrameEvent]:
+        """One packet through the layers, for ``_fast``; then, if it was
+        Ethernet/IPv4/TCP (``raw_key``), the state its flow keeps for the fast path."""
+        seg = self.packets.decode(packet)
+        if seg is None:
+            return
+        framer = self.framer
+        closed = False
+        for event in self.tcp.feed(seg):
+            if isinstance(event, ConnectionClosed):
+                closed = True
+                for key in flow_keys.pop(event.conn.id, ()):
+                    flows.pop(key, None)
+            yield from framer.feed(event)
+        if raw_key is not None and raw_key not in flows and not closed:
+            entry = self.tcp._table.get((seg.src, seg.sport, seg.dst, seg.dport))
+            state = framer._conns.get(entry[0].id) if entry is not None else None
+            if entry is not None and state is not None:
+                conn, halves, last_seen = entry
+                side = 0 if conn.endpoints[0] == (seg.src, seg.sport) else 1
+                flows[raw_key] = (conn, halves[side], halves[1 - side], last_seen, state.sides[side], state)
+                flow_keys.setdefault(conn.id, []).append(raw_key)
 
 
 def read_frames(

@@ -231,20 +231,65 @@ class CaptureReader:
     def pcap_records(self) -> Iterator[tuple[int, bytes, int, bool]]:
         """A pcap file's records as (ts_ns, data, orig_len, cut_by_eof) tuples.
 
-        The fast path of the layers above: the file is read in large chunks
-        and no object is made per packet. Only for ``format == "pcap"``, and
-        like iteration it can run once.
+        No object is made per packet beyond the tuple. Only for ``format == "pcap"``,
+        and like iteration it can run once.
         """
+        self._start_pcap()
+        return self._pcap_records()
+
+    def pcap_layout(self) -> tuple[struct.Struct, int, int]:
+        """For a walker of the raw chunks (:meth:`read_chunk`): the record header's
+        struct (seconds, fraction, captured length, original length), its size,
+        and nanoseconds per fraction unit. Starts the reading, like iteration.
+
+        The fused fast path of kafkapy.capture.frames walks the records in the
+        chunks itself, so no bytes object or tuple is made per packet; it must
+        check each captured length with :meth:`oversized` and hand a partial
+        record left at the end of the file to :meth:`cut_record`, as
+        :meth:`pcap_records` does.
+        """
+        self._start_pcap()
+        return self._rec, self._rec_size, self._frac_ns
+
+    def _start_pcap(self) -> None:
         if self.format != "pcap" or self._started:
             raise CaptureError("pcap_records() needs a pcap file not yet iterated")
         self._started = True
-        return self._pcap_records()
+
+    def read_chunk(self) -> bytes:
+        """The file's next bytes, up to a chunk; empty at its end."""
+        more = self._file.read(_READ_CHUNK)
+        if not more:  # end of file (or of a non-blocking stream's data)
+            return b""
+        self._pos += len(more)
+        return more
+
+    def oversized(self, incl: int, unread: int) -> CaptureError:
+        """The error for a record declaring ``incl`` captured bytes, more than
+        MAX_CAPLEN; ``unread`` counts the bytes read from the file but not yet
+        walked, from the record's header on (which places it in the file)."""
+        return CaptureError(
+            f"record declares {incl} captured bytes, more than the {MAX_CAPLEN}-byte cap",
+            offset=self._pos - unread,
+        )
+
+    def cut_record(self, rest: bytes) -> tuple[int, bytes, int] | None:
+        """The file ended with ``rest``, part of a record: marks the reader
+        truncated and gives (ts_ns, data, orig_len) of the cut packet, or None
+        when even its record header is incomplete."""
+        if not rest:
+            return None
+        self.truncated = True
+        if len(rest) < self._rec_size:
+            return None
+        sec, frac, _incl, orig = self._rec.unpack_from(rest)
+        return sec * 1_000_000_000 + frac * self._frac_ns, rest[self._rec_size :], orig
 
     def _pcap_records(self) -> Iterator[tuple[int, bytes, int, bool]]:
         unpack = self._rec.unpack_from
         rec_size = self._rec_size
         frac_ns = self._frac_ns
-        read = self._file.read
+        read = self.read_chunk
         buf = b""
         pos = 0
         while True:
@@ -252,10 +297,7 @@ class CaptureReader:
             while end - pos >= rec_size:
                 sec, frac, incl, orig = unpack(buf, pos)
                 if incl > MAX_CAPLEN:
-                    raise CaptureError(
-                        f"record declares {incl} captured bytes, more than the {MAX_CAPLEN}-byte cap",
-                        offset=self._pos - end + pos,
-                    )
+                    raise self.oversized(incl, end - pos)
                 start = pos + rec_size
                 if end - start < incl:
                     break
@@ -263,15 +305,12 @@ class CaptureReader:
                 yield sec * 1_000_000_000 + frac * frac_ns, buf[start:pos], orig, False
             rest = buf[pos:]
             buf = b""  # freed before the next read, which keeps the peak at two chunks
-            more = read(_READ_CHUNK)
-            if not more:  # end of file (or of a non-blocking stream's data)
-                if rest:
-                    self.truncated = True
-                    if len(rest) >= rec_size:
-                        sec, frac, _incl, orig = unpack(rest)
-                        yield sec * 1_000_000_000 + frac * frac_ns, rest[rec_size:], orig, True
+            more = read()
+            if not more:
+                cut = self.cut_record(rest)
+                if cut is not None:
+                    yield cut[0], cut[1], cut[2], True
                 return
-            self._pos += len(more)
             buf = rest + more if rest else more
             pos = 0
 

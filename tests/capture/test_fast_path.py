@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkapy.capture import (
+    CaptureError,
     ConnectionClassified,
     ConnectionClosed,
     Frame,
@@ -196,3 +197,77 @@ def test_in_order_and_reordered_segments_give_identical_rows() -> None:
     assert in_order == _rows(reordered)
     assert {r["status"] for r in in_order} == {"ok"}
     assert len(in_order) > 30
+
+
+# -- the pcap walk: records across chunks, cut files, hostile lengths ---------------
+
+
+class _ShortReads(io.RawIOBase):
+    """A stream that hands out at most ``step`` bytes a read, as a pipe may."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        self._data = data
+        self._pos = 0
+        self._step = step
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        take = self._step if n < 0 else min(n, self._step)
+        piece = self._data[self._pos : self._pos + take]
+        self._pos += len(piece)
+        return piece
+
+
+def _events(source: Any) -> list[tuple[Any, ...]]:
+    return [_key(e) for e in FrameReader(source)]
+
+
+def test_records_across_many_chunks_match() -> None:
+    data = _pcap(_conversation(random.Random(5), 3, 400, mss=1460))
+    assert len(data) > 4 * 65_536  # the reader's chunk size: records straddle chunk ends
+    events = _assert_same(data)
+    assert _events(_ShortReads(data, 997)) == events
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32), cut=st.floats(0.0, 1.0), step=st.sampled_from([1, 61, 65_536]))
+def test_property_a_file_cut_anywhere_gives_the_same_events(seed: int, cut: float, step: int) -> None:
+    data = _pcap(_conversation(random.Random(seed), 2, 8, mss=300, close=False))
+    data = data[: 24 + int((len(data) - 24) * cut)]
+    reader = FrameReader(_ShortReads(data, step))
+    assert [_key(e) for e in reader] == [_key(e) for e in _layered(data)]
+    layered = list(read_packets(io.BytesIO(data)))
+    assert reader.packet_count == len(layered)
+    assert reader.capture is not None
+    assert reader.capture.truncated == _ends_inside_a_record(data)
+
+
+def _ends_inside_a_record(data: bytes) -> bool:
+    pos = 24
+    while len(data) - pos >= 16:
+        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
+    return pos != len(data)
+
+
+def test_an_oversized_record_fails_as_in_the_reader_after_the_same_events() -> None:
+    packets = _conversation(random.Random(6), 2, 10, mss=1460, close=False)
+    data = bytearray(_pcap(packets))
+    pos = 24
+    for _ in range(len(packets) - 3):  # the header of the third record from the end
+        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
+    struct.pack_into("<I", data, pos + 8, 262_145)
+    with pytest.raises(CaptureError) as expected:
+        list(_layered(bytes(data)))
+    seen: list[tuple[Any, ...]] = []
+    with pytest.raises(CaptureError) as got:
+        for event in FrameReader(_ShortReads(bytes(data), 700)):
+            seen.append(_key(event))
+    assert str(got.value) == str(expected.value)
+    assert got.value.offset == expected.value.offset == pos
+    layered: list[tuple[Any, ...]] = []
+    with pytest.raises(CaptureError):
+        for event in _layered(bytes(data)):
+            layered.append(_key(event))
+    assert seen == layered and len(seen) > 10
