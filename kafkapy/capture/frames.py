@@ -677,8 +677,9 @@ class KafkaFramer:
 
 # What FrameReader's fast path keeps per direction: the connection, the TCP
 # halves (sending, receiving), the connection's last-seen cell, the framer's
-# side and connection state.
-_Flow = tuple[Connection, _Half, _Half, list[float], _Side, _ConnState]
+# side and connection state, the side's number and the connection's
+# outstanding correlation ids (the state's own dict).
+_Flow = tuple[Connection, _Half, _Half, list[float], _Side, _ConnState, int, dict[bytes, None]]
 
 
 def frames_from_tcp(events: Iterable[TcpEvent], framer: KafkaFramer | None = None) -> Iterator[FrameEvent]:
@@ -711,12 +712,16 @@ class FrameReader:
         self.framer = KafkaFramer(ports, max_frame_size=max_frame_size)
         self.capture: CaptureReader | None = None
         self.packet_count = 0
-        #: packets that took the fused fast path (see ``_fast``)
-        self.fast_packets = 0
+        self._layered_packets = 0  # packets that went through the layers one by one
 
     @property
     def kafka_ports(self) -> MutableSet[int]:
         return self.framer.kafka_ports
+
+    @property
+    def fast_packets(self) -> int:
+        """Packets that took the fused fast path (see ``_fast``)."""
+        return self.packet_count - self._layered_packets
 
     def __iter__(self) -> Iterator[FrameEvent]:
         with CaptureReader(self.source) as capture:
@@ -733,6 +738,7 @@ class FrameReader:
         decode, feed_tcp, feed_framer = self.packets.decode, self.tcp.feed, self.framer.feed
         for packet in capture:
             self.packet_count += 1
+            self._layered_packets += 1
             seg = decode(packet)
             if seg is None:
                 continue
@@ -811,7 +817,7 @@ class FrameReader:
                         raw_key = buf[b + 26 : b + 38]
                         flow = flows.get(raw_key)
                         if flow is not None and (flags == 0x10 or flags == 0x18):
-                            conn, half, peer, last_seen, fside, cs = flow
+                            conn, half, peer, last_seen, fside, cs, side, outstanding = flow
                             hlen = (doff >> 4) * 4
                             start = b + 34 + hlen  # the TCP payload...
                             stop = b + 14 + total  # ...ends with the IP packet
@@ -841,12 +847,10 @@ class FrameReader:
                                 ts = ts_ns / 1e9
                                 last_seen[0] = ts
                                 self.packet_count = count
-                                self.fast_packets += 1
                                 n = stop - start
                                 if n:
                                     offset = fside.base
                                     half.next += n
-                                    side = fside.side
                                     from_client = side == conn.client_side
                                     size = unpack_i32(buf, start)[0] if n >= 4 else -1
                                     if size + 4 == n and (8 if from_client else 4) <= size <= max_frame:
@@ -856,12 +860,11 @@ class FrameReader:
                                         if from_client:
                                             if cs.first_request_corr is None:
                                                 cs.first_request_corr = unpack_i32(body, 4)[0]
-                                            outstanding = cs.outstanding
                                             outstanding[body[4:8]] = None
                                             if len(outstanding) > _MAX_OUTSTANDING:
                                                 del outstanding[next(iter(outstanding))]
                                         else:
-                                            cs.outstanding.pop(body[:4], None)
+                                            outstanding.pop(body[:4], None)
                                         fside.base = offset + n
                                         yield new_frame(Frame, (conn, side, from_client, ts, ts, offset, size,
                                                                 body, False, None))  # fmt: skip
@@ -900,6 +903,7 @@ class FrameReader:
     ) -> Iterator[FrameEvent]:
         """One packet through the layers, for ``_fast``; then, if it was
         Ethernet/IPv4/TCP (``raw_key``), the state its flow keeps for the fast path."""
+        self._layered_packets += 1
         seg = self.packets.decode(packet)
         if seg is None:
             return
@@ -917,7 +921,10 @@ class FrameReader:
             if entry is not None and state is not None:
                 conn, halves, last_seen = entry
                 side = 0 if conn.endpoints[0] == (seg.src, seg.sport) else 1
-                flows[raw_key] = (conn, halves[side], halves[1 - side], last_seen, state.sides[side], state)
+                flows[raw_key] = (
+                    conn, halves[side], halves[1 - side], last_seen, state.sides[side], state, side,
+                    state.outstanding,
+                )  # fmt: skip
                 flow_keys.setdefault(conn.id, []).append(raw_key)
 
 

@@ -195,9 +195,9 @@ class Pairer:
         out: list[Exchange] = []
         if isinstance(event, Frame):
             if event.from_client:
-                self._request(event, out)
+                self.add_request(event, out)
             else:
-                self._response(event, out)
+                self.add_response(event, out)
         elif isinstance(event, ConnectionClosed):
             self._waiting.pop(event.conn.id, None)
             ended_by = None if event.reason == "capture-end" else event.reason
@@ -221,10 +221,11 @@ class Pairer:
         self._server_pending.clear()
         return out
 
-    def _request(self, frame: Frame, out: list[Exchange]) -> None:
+    def add_request(self, frame: Frame, out: list[Exchange]) -> None:
+        """``feed`` for a frame from the client: the exchanges it settles go to ``out``."""
         body = frame.body
         conn_id = frame.conn.id
-        server_pending = self._server_pending.get(conn_id)
+        server_pending = self._server_pending.get(conn_id) if self._server_pending else None
         if server_pending and len(body) >= 4:
             answered = int.from_bytes(body[:4], "big", signed=True)
             asked = server_pending.get(answered)
@@ -353,7 +354,8 @@ class Pairer:
         )
         return True
 
-    def _response(self, frame: Frame, out: list[Exchange]) -> None:
+    def add_response(self, frame: Frame, out: list[Exchange]) -> None:
+        """``feed`` for a frame from the server: the exchanges it settles go to ``out``."""
         body = frame.body
         conn_id = frame.conn.id
         pending = self._pending.get(conn_id)

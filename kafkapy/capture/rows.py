@@ -326,6 +326,10 @@ def exchange_values(
     x: Exchange, *, capture: str | None = None, decode_records: bool = True
 ) -> tuple[Any, ...]:
     """The values of one Exchange's row, in :data:`COLUMNS` order (the columnar builders' unit)."""
+    return _values(x, capture, decode_records)
+
+
+def _values(x: Exchange, capture: str | None, decode_records: bool) -> tuple[Any, ...]:
     conn: Connection
     conn, status, request_frame, response_frame, header, request, response, _, _, _, _ = x  # one unpacking
     first = request_frame or response_frame
@@ -342,8 +346,15 @@ def exchange_values(
         client_id: str | None = header.client_id
     else:
         api_key, api_version, correlation_id, client_id = x.api_key, x.api_version, x.correlation_id, None
-    request_body = request.body if request is not None else None
-    response_body = response.body if response is not None else None
+    if request is None and response is None:  # header rows (Pairer's ``bodies``), and most failures
+        request_json = response_json = error_code = topics = None
+    else:
+        request_body = request.body if request is not None else None
+        response_body = response.body if response is not None else None
+        request_json = _body_json(request_body, decode_records)
+        response_json = _body_json(response_body, decode_records)
+        error_code = _error_code(response_body)
+        topics = None if request_body is None else _topics(request_body)
     if request_frame is not None and response_frame is not None:
         latency_ms: float | None = (response_frame.ts - request_frame.end_ts) * 1000.0
     else:
@@ -359,15 +370,15 @@ def exchange_values(
         api_version,
         correlation_id,
         client_id,
-        _body_json(request_body, decode_records),
-        _body_json(response_body, decode_records),
-        _error_code(response_body),
+        request_json,
+        response_json,
+        error_code,
         latency_ms,
         None if request_frame is None else 4 + request_frame.size,
         None if response_frame is None else 4 + response_frame.size,
         "ok" if ok else _status(x),
         None if ok else _reason(x),
-        None if request_body is None else _topics(request_body),
+        topics,
         capture,
     )
 
@@ -423,31 +434,41 @@ def decode_capture_values(
         capture = os.fspath(source)
     reader = FrameReader(source, kafka_ports=kafka_ports)
     pairer = Pairer(decoder if decoder is not None else RowDecoder(decode_records), bodies=bodies)
-    feed = pairer.feed
+    # Pairer.feed's two halves for a Frame, called straight with one list reused
+    # (feed makes a list per frame and dispatches on the event's type)
+    request, response, feed = pairer.add_request, pairer.add_response, pairer.feed
+    values = _values
+    out: list[Exchange] = []
     last_ts = 0.0
     try:
         n = 0
         for event in reader:
             if type(event) is Frame:
                 last_ts = event.ts
-                for x in feed(event):
-                    yield exchange_values(x, capture=capture, decode_records=decode_records)
+                if event.from_client:
+                    request(event, out)
+                else:
+                    response(event, out)
+                if out:
+                    for x in out:
+                        yield values(x, capture, decode_records)
+                    out.clear()
             elif isinstance(event, Unframed):
                 # length None: joined mid-stream, a gap before the first byte (not news)
                 if event.reason == "missing" and event.length is not None:
                     yield gap_values(event, capture=capture)
             else:
                 for x in feed(event):
-                    yield exchange_values(x, capture=capture, decode_records=decode_records)
+                    yield values(x, capture, decode_records)
             if progress is not None:
                 n += 1
                 if n % 4096 == 0:
                     progress(reader.packet_count)
         for x in pairer.finish():
-            yield exchange_values(x, capture=capture, decode_records=decode_records)
+            yield values(x, capture, decode_records)
     except (CaptureError, DecodeError, OSError) as exc:
         for x in pairer.finish():
-            yield exchange_values(x, capture=capture, decode_records=decode_records)
+            yield values(x, capture, decode_records)
         yield _empty_values(last_ts, "undecodable", f"capture error: {exc}", capture)
     if progress is not None:
         progress(reader.packet_count)
