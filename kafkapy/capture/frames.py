@@ -677,9 +677,11 @@ class KafkaFramer:
 
 # What FrameReader's fast path keeps per direction: the connection, the TCP
 # halves (sending, receiving), the connection's last-seen cell, the framer's
-# side and connection state, the side's number and the connection's
-# outstanding correlation ids (the state's own dict).
-_Flow = tuple[Connection, _Half, _Half, list[float], _Side, _ConnState, int, dict[bytes, None]]
+# side and connection state, the side's number, the connection's outstanding
+# correlation ids (the state's own dict), and a cell [generation, peer live]
+# saying when the TCP state the fast path needs was last found in order (see
+# ``_fast``) and whether the peer's half was then started and not ended.
+_Flow = tuple[Connection, _Half, _Half, list[float], _Side, _ConnState, int, dict[bytes, None], list[int]]
 
 
 def frames_from_tcp(events: Iterable[TcpEvent], framer: KafkaFramer | None = None) -> Iterator[FrameEvent]:
@@ -784,6 +786,11 @@ class FrameReader:
         else:
             blocks = ((packet.data, packet) for packet in capture)
         count = self.packet_count
+        # The TCP state a flow needs in order (half started, not ended, nothing pending, no FIN, the
+        # connection not ignored; and whether the peer half is live) changes only while a packet goes
+        # through the layers, which counts ``_layered_packets``: so it is checked again only when that
+        # count moved since the flow's last check, which is almost never.
+        generation = self._layered_packets
         carry = b""  # a pcap record begun at the end of the last chunk
         for chunk, packet in blocks:
             buf = carry + chunk if carry else chunk
@@ -817,24 +824,28 @@ class FrameReader:
                         raw_key = buf[b + 26 : b + 38]
                         flow = flows.get(raw_key)
                         if flow is not None and (flags == 0x10 or flags == 0x18):
-                            conn, half, peer, last_seen, fside, cs, side, outstanding = flow
+                            conn, half, peer, last_seen, fside, cs, side, outstanding, settled = flow
+                            if settled[0] != generation:
+                                if (
+                                    half.started
+                                    and not half.ended
+                                    and not half.pending
+                                    and half.fin_at is None
+                                    and not conn.ignored
+                                ):
+                                    settled[0] = generation
+                                    settled[1] = peer.started and not peer.ended
+                                else:
+                                    settled[0] = -1
                             hlen = (doff >> 4) * 4
                             start = b + 34 + hlen  # the TCP payload...
                             stop = b + 14 + total  # ...ends with the IP packet
                             if (
-                                hlen >= 20
+                                settled[0] == generation
+                                and hlen >= 20
                                 and start <= stop <= e
-                                and half.started
-                                and not half.ended
-                                and not half.pending
-                                and half.fin_at is None
-                                and not conn.ignored
                                 and not (seq - half.next) & 0xFFFFFFFF
-                                and (
-                                    not peer.started
-                                    or peer.ended
-                                    or not 0 < (ack - peer.next) & 0xFFFFFFFF <= _MAX_WINDOW
-                                )
+                                and (not settled[1] or not 0 < (ack - peer.next) & 0xFFFFFFFF <= _MAX_WINDOW)
                                 and (
                                     stop == start
                                     or (
@@ -882,6 +893,7 @@ class FrameReader:
                     )  # fmt: skip
                 else:
                     yield from self._layers(packet, raw_key, flows, flow_keys)
+                generation = self._layered_packets
             if packet is None:
                 carry = buf[pos:]
                 buf = chunk = b""  # freed before the next read, which keeps the peak at two chunks
@@ -923,7 +935,7 @@ class FrameReader:
                 side = 0 if conn.endpoints[0] == (seg.src, seg.sport) else 1
                 flows[raw_key] = (
                     conn, halves[side], halves[1 - side], last_seen, state.sides[side], state, side,
-                    state.outstanding,
+                    state.outstanding, [-1, 0],
                 )  # fmt: skip
                 flow_keys.setdefault(conn.id, []).append(raw_key)
 

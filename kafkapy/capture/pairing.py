@@ -187,7 +187,9 @@ class Pairer:
         self._header_plans: dict[int, tuple[int, type[RequestHeader]]] | None = {} if plain else None
         # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
         self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
-        self._waiting: dict[int, int] = {}  # per connection id: requests in _pending
+        # per connection id: requests in _pending beyond the first of their correlation id (rare), so
+        # the requests waiting are len(_pending[id]) plus this, with no count kept per request
+        self._extra: dict[int, int] = {}
         # per connection id: correlation id -> server-initiated request awaiting the client's answer
         self._server_pending: dict[int, dict[int, _Pending]] = {}
 
@@ -199,7 +201,7 @@ class Pairer:
             else:
                 self.add_response(event, out)
         elif isinstance(event, ConnectionClosed):
-            self._waiting.pop(event.conn.id, None)
+            self._extra.pop(event.conn.id, None)
             ended_by = None if event.reason == "capture-end" else event.reason
             for waiting in self._pending.pop(event.conn.id, {}).values():
                 out.extend(self._unanswered(p, ended_by) for p in waiting)
@@ -217,7 +219,7 @@ class Pairer:
         for server_pending in self._server_pending.values():
             out.extend(self._unanswered(p) for p in server_pending.values())
         self._pending.clear()
-        self._waiting.clear()
+        self._extra.clear()
         self._server_pending.clear()
         return out
 
@@ -271,8 +273,10 @@ class Pairer:
             pending[corr] = [entry]
         else:
             same.append(entry)
-        waiting = self._waiting[conn_id] = self._waiting.get(conn_id, 0) + 1
-        if waiting > _MAX_PENDING:
+            self._extra[conn_id] = self._extra.get(conn_id, 0) + 1
+        if len(pending) > _MAX_PENDING or (
+            self._extra and len(pending) + self._extra.get(conn_id, 0) > _MAX_PENDING
+        ):
             oldest = min((w[0] for w in pending.values() if w), key=lambda p: p.frame.offset)
             self._take(pending, oldest)
             out.append(self._unanswered(oldest))
@@ -317,12 +321,17 @@ class Pairer:
         return _new_tuple(cls, (api_key, api_version, corr, client_id, version, end))
 
     def _take(self, pending: dict[int | None, list[_Pending]], entry: _Pending) -> None:
-        self._waiting[entry.frame.conn.id] -= 1
         corr = entry.header.correlation_id if entry.header is not None else entry.frame.correlation_id
         waiting = pending[corr]
         waiting.remove(entry)
         if not waiting:
             del pending[corr]
+        else:
+            conn_id = entry.frame.conn.id
+            if self._extra[conn_id] == 1:
+                del self._extra[conn_id]
+            else:
+                self._extra[conn_id] -= 1
 
     def _client_answer(self, asked: _Pending, frame: Frame, out: list[Exchange]) -> bool:
         """A client frame answering a server-initiated request, if it decodes as that answer."""
@@ -368,7 +377,6 @@ class Pairer:
             if same is not None and len(same) == 1 and len(pending) == 1:
                 # The usual case: the one waiting request has this correlation id.
                 del pending[corr]
-                self._waiting[conn_id] -= 1
                 out.append(self._exchange(same[0], frame, "correlation-id"))
                 return
         paired_by: Literal["correlation-id", "order"] | None = None

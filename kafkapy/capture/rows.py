@@ -313,6 +313,23 @@ def _endpoint(endpoint: Endpoint) -> str:
     return text
 
 
+# connection id -> (its endpoints, their texts by side). Ids repeat across captures, so an entry
+# holds the very endpoints tuple it was made for (kept alive by it, so never mistaken for another).
+_CONN_TEXTS: dict[int, tuple[tuple[Endpoint, Endpoint], str, str]] = {}
+
+
+def _conn_texts(conn: Connection) -> tuple[tuple[Endpoint, Endpoint], str, str]:
+    if len(_CONN_TEXTS) >= _CACHE_LIMIT:
+        _CONN_TEXTS.clear()
+    a, b = conn.endpoints
+    texts = _CONN_TEXTS[conn.id] = (
+        conn.endpoints,
+        _ENDPOINTS.get(a) or _endpoint(a),
+        _ENDPOINTS.get(b) or _endpoint(b),
+    )
+    return texts
+
+
 def _api_name(api_key: int) -> str:
     from kafkapy.protocol import api_name
 
@@ -333,12 +350,12 @@ def _values(x: Exchange, capture: str | None, decode_records: bool) -> tuple[Any
     conn: Connection
     conn, status, request_frame, response_frame, header, request, response, _, _, _, _ = x  # one unpacking
     first = request_frame or response_frame
-    endpoints = conn.endpoints
-    client = conn.client_side
+    texts = _CONN_TEXTS.get(conn.id)
+    if texts is None or texts[0] is not conn.endpoints:
+        texts = _conn_texts(conn)
+    src = conn.client_side  # the side whose frame opened the exchange
     if first is not None and not first.from_client:
-        src, dst = endpoints[1 - client], endpoints[client]
-    else:
-        src, dst = endpoints[client], endpoints[1 - client]
+        src = 1 - src
     if header is not None:
         api_key: int | None = header.api_key
         api_version: int | None = header.api_version
@@ -349,12 +366,19 @@ def _values(x: Exchange, capture: str | None, decode_records: bool) -> tuple[Any
     if request is None and response is None:  # header rows (Pairer's ``bodies``), and most failures
         request_json = response_json = error_code = topics = None
     else:
+        # RowDecoder's bodies (RenderedBody) read in place; any other through the helpers
         request_body = request.body if request is not None else None
+        if type(request_body) is RenderedBody:
+            request_json, topics = request_body.text, request_body.topics
+        else:
+            request_json = _body_json(request_body, decode_records)
+            topics = None if request_body is None else _topics(request_body)
         response_body = response.body if response is not None else None
-        request_json = _body_json(request_body, decode_records)
-        response_json = _body_json(response_body, decode_records)
-        error_code = _error_code(response_body)
-        topics = None if request_body is None else _topics(request_body)
+        if type(response_body) is RenderedBody:
+            response_json, error_code = response_body.text, response_body.error_code
+        else:
+            response_json = _body_json(response_body, decode_records)
+            error_code = _error_code(response_body)
     if request_frame is not None and response_frame is not None:
         latency_ms: float | None = (response_frame.ts - request_frame.end_ts) * 1000.0
     else:
@@ -362,8 +386,8 @@ def _values(x: Exchange, capture: str | None, decode_records: bool) -> tuple[Any
     ok = status == "ok"
     return (
         first.ts if first is not None else conn.first_ts,
-        _ENDPOINTS.get(src) or _endpoint(src),
-        _ENDPOINTS.get(dst) or _endpoint(dst),
+        texts[1 + src],
+        texts[2 - src],
         conn.id,
         api_key,
         None if api_key is None else _API_NAMES.get(api_key) or _api_name(api_key),

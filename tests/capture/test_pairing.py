@@ -114,14 +114,18 @@ def test_hand_read_headers_match_decode_request_header(
     assert exchange.header == expected
 
 
-def _model(conversation: list[tuple[bool, int]]) -> Iterator[tuple[str, int | None, int | None]]:
+def _model(
+    conversation: list[tuple[bool, int]], cap: int = 1024
+) -> Iterator[tuple[str, int | None, int | None]]:
     """The pairing rule, run on (from_client, correlation id) pairs: ("exchange", request
     offset, response offset), ("unanswered", request offset, None), ("orphan", None,
-    response offset)."""
+    response offset). More than ``cap`` requests waiting: the oldest is given up at once."""
     waiting: list[tuple[int, int]] = []  # (offset, correlation id), oldest first
     for offset, (from_client, corr) in enumerate(conversation):
         if from_client:
             waiting.append((offset, corr))
+            if len(waiting) > cap:
+                yield ("unanswered", waiting.pop(0)[0], None)
             continue
         match = next((i for i, (_, c) in enumerate(waiting) if c == corr), None)
         if match is None:
@@ -137,6 +141,37 @@ def _model(conversation: list[tuple[bool, int]]) -> Iterator[tuple[str, int | No
 
 _REQUEST = {"topics": None, "allow_auto_topic_creation": False}
 _RESPONSE = {"brokers": [], "cluster_id": "x", "controller_id": 1, "topics": []}
+
+
+def _pairs(
+    conversation: list[tuple[bool, int]], header_level: bool
+) -> list[tuple[str, int | None, int | None]]:
+    events: list[FrameEvent] = [
+        _frame(offset, True, encode_request(3, 12, corr, "c", _REQUEST)) if from_client
+        else _frame(offset, False, encode_response(3, 12, corr, _RESPONSE))
+        for offset, (from_client, corr) in enumerate(conversation)
+    ]  # fmt: skip
+    events.append(ConnectionClosed(_CONN, 1.0, "capture-end"))
+    got: list[tuple[str, int | None, int | None]] = []
+    for x in pair_frames(events, Pairer(bodies=() if header_level else None)):
+        request = x.request_frame.offset if x.request_frame is not None else None
+        response = x.response_frame.offset if x.response_frame is not None else None
+        kind = "exchange" if request is not None and response is not None else (
+            "orphan" if request is None else "unanswered")  # fmt: skip
+        got.append((kind, request, response))
+    return got
+
+
+@pytest.mark.parametrize("header_level", [True, False])
+@pytest.mark.parametrize("distinct", [1, 3, 2000], ids=lambda n: f"{n}-correlation-ids")
+def test_requests_beyond_the_pending_cap_are_given_up_oldest_first(header_level: bool, distinct: int) -> None:
+    """1100 requests with no response (acks=0 Produce, say), under few correlation ids or
+    many: past 1024 waiting, each new one gives up the oldest; then a few responses."""
+    conversation = [(True, i % distinct) for i in range(1100)] + [(False, 1), (False, 2), (False, 1)]
+    got = _pairs(conversation, header_level)
+    expected = list(_model(conversation))
+    assert got == expected
+    assert sum(1 for kind, _, _ in expected if kind == "unanswered") >= 1100 - 1024
 
 
 @settings(max_examples=300, deadline=None)
