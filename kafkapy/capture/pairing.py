@@ -153,15 +153,12 @@ class Exchange(NamedTuple):
         return self.response_frame.ts - self.request_frame.end_ts
 
 
-class _Pending(NamedTuple):
-    """A request waiting for its response."""
-
-    frame: Frame
-    header: RequestHeaderLike | None
-    request: RequestLike | None
-    error: DecodeError | None
-    api_key: int | None
-    api_version: int | None
+# A request waiting for its response: (frame, header, request, error, api_key, api_version).
+# A plain tuple, read by unpacking: one is made per request, and a tuple display costs
+# 0.06 us where tuple.__new__ of a named tuple costs 0.16 (measured, Python 3.11).
+_Pending = tuple[
+    Frame, RequestHeaderLike | None, RequestLike | None, DecodeError | None, int | None, int | None
+]
 
 
 class Pairer:
@@ -267,7 +264,7 @@ class Pairer:
         pending = self._pending.get(conn_id)
         if pending is None:
             pending = self._pending[conn_id] = {}
-        entry = _new_tuple(_Pending, (frame, header, request, error, api_key, api_version))
+        entry: _Pending = (frame, header, request, error, api_key, api_version)
         same = pending.get(corr)
         if same is None:
             pending[corr] = [entry]
@@ -277,7 +274,7 @@ class Pairer:
         if len(pending) > _MAX_PENDING or (
             self._extra and len(pending) + self._extra.get(conn_id, 0) > _MAX_PENDING
         ):
-            oldest = min((w[0] for w in pending.values() if w), key=lambda p: p.frame.offset)
+            oldest = min((w[0] for w in pending.values() if w), key=lambda p: p[0].offset)
             self._take(pending, oldest)
             out.append(self._unanswered(oldest))
 
@@ -321,13 +318,14 @@ class Pairer:
         return _new_tuple(cls, (api_key, api_version, corr, client_id, version, end))
 
     def _take(self, pending: dict[int | None, list[_Pending]], entry: _Pending) -> None:
-        corr = entry.header.correlation_id if entry.header is not None else entry.frame.correlation_id
+        frame, header = entry[0], entry[1]
+        corr = header.correlation_id if header is not None else frame.correlation_id
         waiting = pending[corr]
         waiting.remove(entry)
         if not waiting:
             del pending[corr]
         else:
-            conn_id = entry.frame.conn.id
+            conn_id = frame.conn.id
             if self._extra[conn_id] == 1:
                 del self._extra[conn_id]
             else:
@@ -335,15 +333,16 @@ class Pairer:
 
     def _client_answer(self, asked: _Pending, frame: Frame, out: list[Exchange]) -> bool:
         """A client frame answering a server-initiated request, if it decodes as that answer."""
-        assert asked.api_key is not None and asked.api_version is not None
+        request_frame, header, request, _, api_key, api_version = asked
+        assert api_key is not None and api_version is not None
         try:
-            response = self.decoder.decode_response(frame.body, asked.api_key, asked.api_version)
+            response = self.decoder.decode_response(frame.body, api_key, api_version)
         except DecodeError:
             return False
         if getattr(response, "trailing_bytes", 0):
             return False
         out.append(
-            Exchange(frame.conn, "ok", asked.frame, frame, asked.header, asked.request, response,
+            Exchange(frame.conn, "ok", request_frame, frame, header, request, response,
                      None, None, "correlation-id")
         )  # fmt: skip
         return True
@@ -358,7 +357,7 @@ class Pairer:
             request = self.decoder.decode_request(body)
         except DecodeError:
             return False
-        self._server_pending.setdefault(frame.conn.id, {})[header.correlation_id] = _Pending(
+        self._server_pending.setdefault(frame.conn.id, {})[header.correlation_id] = (
             frame, header, request, None, header.api_key, header.api_version
         )
         return True
@@ -397,8 +396,8 @@ class Pairer:
         # Responses come in request order: anything sent before the match
         # and still waiting will never be answered.
         for older in sorted(
-            (p for w in pending.values() for p in w if p.frame.offset < match.frame.offset),
-            key=lambda p: p.frame.offset,
+            (p for w in pending.values() for p in w if p[0].offset < match[0].offset),
+            key=lambda p: p[0].offset,
         ):
             self._take(pending, older)
             out.append(self._unanswered(older))
@@ -408,36 +407,38 @@ class Pairer:
     def _exchange(
         self, req: _Pending, frame: Frame, paired_by: Literal["correlation-id", "order"] | None
     ) -> Exchange:
+        request_frame, header, request, error, api_key, api_version = req
         response: ResponseLike | None = None
         response_error: DecodeError | None = None
         if len(frame.body) == 4 and not frame.truncated:
             # KIP-35's answer to a request the broker cannot handle: the
             # correlation id and nothing else. Not a decode error.
             status: ExchangeStatus = "empty_response"
-        elif req.api_key is None or req.api_version is None:
-            status = "truncated" if req.frame.truncated else "error"
-        elif req.request is None and req.error is None:
+        elif api_key is None or api_version is None:
+            status = "truncated" if request_frame.truncated else "error"
+        elif request is None and error is None:
             # A request decoded as far as its header only (see ``bodies``): so is its response.
-            status = "truncated" if req.frame.truncated or frame.truncated else "ok"
+            status = "truncated" if request_frame.truncated or frame.truncated else "ok"
         else:
             try:
-                response = self.decoder.decode_response(frame.body, req.api_key, req.api_version)
+                response = self.decoder.decode_response(frame.body, api_key, api_version)
             except DecodeError as exc:
                 response_error = exc
-            status = _status(req.frame, req.error, frame, response_error)
+            status = _status(request_frame, error, frame, response_error)
         # Exchange's fields in full, without its Python-level __new__ (a tenth of the exchange's cost)
-        return _new_tuple(Exchange, (frame.conn, status, req.frame, frame, req.header, req.request, response,
-                                     req.error, response_error, paired_by, None))  # fmt: skip
+        return _new_tuple(Exchange, (frame.conn, status, request_frame, frame, header, request, response,
+                                     error, response_error, paired_by, None))  # fmt: skip
 
     @staticmethod
     def _unanswered(req: _Pending, ended_by: str | None = None) -> Exchange:
+        request_frame, header, request, error, _, _ = req
         status: ExchangeStatus = "no_response"
-        if req.error is not None:
-            status = "truncated" if req.frame.truncated or req.error.truncated else "error"
-        elif req.request is None and req.frame.truncated:
+        if error is not None:
+            status = "truncated" if request_frame.truncated or error.truncated else "error"
+        elif request is None and request_frame.truncated:
             status = "truncated"  # decoded as far as its header only, which the cut spared
         return Exchange(
-            req.frame.conn, status, req.frame, None, req.header, req.request, None, req.error,
+            request_frame.conn, status, request_frame, None, header, request, None, error,
             ended_by=ended_by,
         )  # fmt: skip
 
