@@ -463,12 +463,12 @@ def decode_capture_values(
     request, response, feed = pairer.add_request, pairer.add_response, pairer.feed
     values = _values
     out: list[Exchange] = []
-    last_ts = 0.0
+    last: Frame | None = None  # the last frame read, whose time an error row takes
     try:
         n = 0
         for event in reader:
             if type(event) is Frame:
-                last_ts = event.ts
+                last = event
                 if event.from_client:
                     request(event, out)
                 else:
@@ -493,6 +493,7 @@ def decode_capture_values(
     except (CaptureError, DecodeError, OSError) as exc:
         for x in pairer.finish():
             yield values(x, capture, decode_records)
+        last_ts = 0.0 if last is None else last.ts
         yield _empty_values(last_ts, "undecodable", f"capture error: {exc}", capture)
     if progress is not None:
         progress(reader.packet_count)
