@@ -840,18 +840,20 @@ class FrameReader:
                             hlen = (doff >> 4) * 4
                             start = b + 34 + hlen  # the TCP payload...
                             stop = b + 14 + total  # ...ends with the IP packet
+                            nxt = half.next
+                            offset = fside.base
                             if (
                                 settled[0] == generation
                                 and hlen >= 20
                                 and start <= stop <= e
-                                and not (seq - half.next) & 0xFFFFFFFF
+                                and not (seq - nxt) & 0xFFFFFFFF
                                 and (not settled[1] or not 0 < (ack - peer.next) & 0xFFFFFFFF <= _MAX_WINDOW)
                                 and (
                                     stop == start
                                     or (
                                         fside.state == _SYNCED
                                         and not fside.buf
-                                        and fside.base == half.next - half.start
+                                        and offset == nxt - half.start
                                     )
                                 )
                             ):
@@ -860,8 +862,7 @@ class FrameReader:
                                 self.packet_count = count
                                 n = stop - start
                                 if n:
-                                    offset = fside.base
-                                    half.next += n
+                                    half.next = nxt + n
                                     from_client = side == conn.client_side
                                     size = unpack_i32(buf, start)[0] if n >= 4 else -1
                                     if size + 4 == n and (8 if from_client else 4) <= size <= max_frame:
