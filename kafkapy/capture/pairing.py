@@ -184,8 +184,10 @@ class Pairer:
         self._header_plans: dict[int, tuple[int, type[RequestHeader]]] | None = {} if plain else None
         # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
         self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
-        # per connection id: requests in _pending beyond the first of their correlation id (rare), so
-        # the requests waiting are len(_pending[id]) plus this, with no count kept per request
+        # per connection id that ever had two requests waiting under one correlation id (rare): the
+        # requests in _pending beyond the first of their id, so the requests waiting are
+        # len(_pending[id]) plus this, with no count kept per request. Without an entry, every id
+        # waiting came with its one request, so _pending[id] lists them oldest first.
         self._extra: dict[int, int] = {}
         # per connection id: correlation id -> server-initiated request awaiting the client's answer
         self._server_pending: dict[int, dict[int, _Pending]] = {}
@@ -325,11 +327,7 @@ class Pairer:
         if not waiting:
             del pending[corr]
         else:
-            conn_id = frame.conn.id
-            if self._extra[conn_id] == 1:
-                del self._extra[conn_id]
-            else:
-                self._extra[conn_id] -= 1
+            self._extra[frame.conn.id] -= 1  # the entry stays: the ids' order no longer tells age
 
     def _client_answer(self, asked: _Pending, frame: Frame, out: list[Exchange]) -> bool:
         """A client frame answering a server-initiated request, if it decodes as that answer."""
@@ -358,7 +356,12 @@ class Pairer:
         except DecodeError:
             return False
         self._server_pending.setdefault(frame.conn.id, {})[header.correlation_id] = (
-            frame, header, request, None, header.api_key, header.api_version
+            frame,
+            header,
+            request,
+            None,
+            header.api_key,
+            header.api_version,
         )
         return True
 
@@ -373,8 +376,14 @@ class Pairer:
             same = None
         else:
             same = pending.get(corr) if corr is not None else None
-            if same is not None and len(same) == 1 and len(pending) == 1:
-                # The usual case: the one waiting request has this correlation id.
+            if (
+                same is not None
+                and len(same) == 1
+                and (len(pending) == 1 or (conn_id not in self._extra and next(iter(pending)) == corr))
+            ):
+                # The usual case: the one waiting request has this correlation id, or (pipelining)
+                # the oldest does: with no entry in _extra, the first id waiting is the oldest
+                # request's, so nothing waiting was sent before it.
                 del pending[corr]
                 out.append(self._exchange(same[0], frame, "correlation-id"))
                 return

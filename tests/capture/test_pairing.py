@@ -174,6 +174,17 @@ def test_requests_beyond_the_pending_cap_are_given_up_oldest_first(header_level:
     assert sum(1 for kind, _, _ in expected if kind == "unanswered") >= 1100 - 1024
 
 
+@pytest.mark.parametrize("header_level", [True, False])
+def test_pipelined_requests_pair_in_order(header_level: bool) -> None:
+    """Five requests in flight, answered in order, one lost and one answered twice: the rule's
+    pairs (the oldest waiting request answered takes its shortcut)."""
+    conversation = [(True, c) for c in range(5)] + [(False, c) for c in (0, 1, 3, 3, 4)]
+    conversation += [(True, 9), (True, 9), (True, 10), (False, 9), (False, 9), (False, 10)]
+    got = _pairs(conversation, header_level)
+    assert got == list(_model(conversation))
+    assert ("unanswered", 2, None) in got and ("orphan", None, 8) in got
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 4)), max_size=30), st.booleans())
 def test_pairing_follows_the_rule(conversation: list[tuple[bool, int]], header_level: bool) -> None:
