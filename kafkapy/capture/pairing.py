@@ -431,9 +431,11 @@ class Pairer:
         else:
             try:
                 response = self.decoder.decode_response(frame.body, api_key, api_version)
+                # _status, with its usual answer inlined
+                status = "ok" if error is None else _status(request_frame, error, frame, None)
             except DecodeError as exc:
                 response_error = exc
-            status = _status(request_frame, error, frame, response_error)
+                status = _status(request_frame, error, frame, response_error)
         # Exchange's fields in full, without its Python-level __new__ (a tenth of the exchange's cost)
         return _new_tuple(Exchange, (frame.conn, status, request_frame, frame, header, request, response,
                                      error, response_error, paired_by, None))  # fmt: skip

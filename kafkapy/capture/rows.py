@@ -474,9 +474,12 @@ def decode_capture_values(
                 else:
                     response(event, out)
                 if out:
-                    for x in out:
-                        yield values(x, capture, decode_records)
-                    out.clear()
+                    if len(out) == 1:  # one exchange settled, as for nearly every frame that settles one
+                        yield values(out.pop(), capture, decode_records)
+                    else:
+                        for x in out:
+                            yield values(x, capture, decode_records)
+                        out.clear()
             elif isinstance(event, Unframed):
                 # length None: joined mid-stream, a gap before the first byte (not news)
                 if event.reason == "missing" and event.length is not None:
