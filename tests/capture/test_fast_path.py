@@ -271,3 +271,36 @@ def test_an_oversized_record_fails_as_in_the_reader_after_the_same_events() -> N
         for event in _layered(bytes(data)):
             layered.append(_key(event))
     assert seen == layered and len(seen) > 10
+
+
+def _pcapng(packets: list[tuple[float, bytes]]) -> bytes:
+    """The packets as pcapng (little-endian; one Ethernet interface in nanoseconds)."""
+    out = struct.pack("<IIIHHqI", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1, 28)
+    tsresol = struct.pack("<HHB3x", 9, 1, 9) + struct.pack("<HH", 0, 0)
+    out += (
+        struct.pack("<IIHHI", 1, 20 + len(tsresol), 1, 0, 0) + tsresol + struct.pack("<I", 20 + len(tsresol))
+    )
+    for ts, frame in packets:
+        ts_ns = round(ts * 1e9)
+        padded = frame + b"\x00" * (-len(frame) % 4)
+        total = 32 + len(padded)
+        out += struct.pack("<IIIIIII", 6, total, 0, ts_ns >> 32, ts_ns & 0xFFFFFFFF, len(frame), len(frame))
+        out += padded + struct.pack("<I", total)
+    return out
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["in-order", "reordered"])
+def test_pcapng_packets_take_the_fast_path_and_match(late: bool) -> None:
+    packets = _conversation(random.Random(7), 3, 60, mss=700, late=late)
+    data = _pcapng(packets)
+    events = _assert_same(data)
+    assert sum(1 for e in events if e[0] == "frame") > 200
+    reader = FrameReader(io.BytesIO(data))
+    assert [_key(e) for e in reader] == events
+    assert reader.capture is not None and reader.capture.format == "pcapng"
+    if not late:
+        assert reader.fast_packets > reader.packet_count // 2
+    # the same traffic as pcap: the same frames, times aside (pcap keeps microseconds)
+    as_pcap = [e[:4] + e[6:] for e in _events(io.BytesIO(_pcap(packets))) if e[0] == "frame"]
+    assert as_pcap == [e[:4] + e[6:] for e in events if e[0] == "frame"]
+    _assert_same(data[: len(data) * 2 // 3])  # cut mid-file
