@@ -197,3 +197,35 @@ def test_the_api_versions_v0_error_fallback(version: int) -> None:
                                                                        "max_version": 3}]})
     outcome = _check("response", frame, 18, version)
     assert outcome[1] == (18, 0, 9) and outcome[4] == 35
+
+
+def _api_keys(n: int) -> list[dict[str, int]]:
+    return [{"api_key": i, "min_version": -i, "max_version": 32767 - i} for i in range(n)]
+
+
+@pytest.mark.parametrize("version", [0, 3])  # without and with tag sections
+@pytest.mark.parametrize("count", [0, 1, 3, 4, 5, 60, 1024, 1025])
+def test_flat_arrays_read_whole_match_and_fail_alike(version: int, count: int) -> None:
+    """ApiVersions' entries are ints only: from four of them on, the array is read whole when all
+    its bytes (and empty tag sections) are there; otherwise, and cut anywhere, element by element."""
+    body = {"api_keys": _api_keys(count)}
+    frame = encode_response(18, version, 5, body)
+    assert _check("response", frame, 18, version)[0] == "ok"
+    for cut in {len(frame) - 1, len(frame) - 5, 12, 13, 14, 15}:
+        if 0 <= cut < len(frame):
+            _check("response", frame[:cut], 18, version)
+    if version and count:
+        tagged = inject_unknown_tags(message_schema(18, "response", version).spec.fields, version,
+                                     body, {42: b"ab"})
+        bad_tags = frame.replace(b"\x00\x00\x7f\xff\x00", b"\x00\x00\x7f\xff\x01", 1)  # a count, no tags
+        for other in (encode_response(18, version, 5, tagged), bad_tags):
+            _check("response", other, 18, version)
+
+
+def test_fetch_partitions_read_whole() -> None:
+    """Fetch requests' partitions (six ints and a tag section) take the whole-array read too."""
+    parts = [{"partition": i, "fetch_offset": 1 << 40 | i, "partition_max_bytes": 1 << 20} for i in range(9)]
+    body = {"topics": [{"topic": "t", "partitions": parts}], "max_wait_ms": 500}
+    frame = encode_request(1, 12, 3, "c", body)
+    outcome = _check("request", frame, 1, 12)
+    assert outcome[0] == "ok" and outcome[3].count('"partition":') == 9
