@@ -13,6 +13,7 @@ import json
 import math
 import os
 import struct
+from functools import partial
 from typing import Any
 
 import pytest
@@ -30,6 +31,8 @@ from kafkapy.protocol.codec import (
     decode_response_json,
     json_body_decoder,
     message_schema,
+    request_json_decoder,
+    response_json_decoder,
 )
 from kafkapy.protocol.json_decoder import _float
 
@@ -63,13 +66,23 @@ def _old(kind: str, data: bytes, key: int, version: int, decode_records: bool) -
             _topics(body))  # fmt: skip
 
 
-def _new(kind: str, data: bytes, key: int, version: int, decode_records: bool) -> tuple[Any, ...]:
+# The bound decoders the capture rows use, kept across examples as the rows keep them.
+BOUND = {d: (request_json_decoder(d), response_json_decoder(d)) for d in (True, False)}
+
+
+def _new(kind: str, data: Any, key: int, version: int, decode_records: bool, bound: bool = False
+         ) -> tuple[Any, ...]:
     try:
         if kind == "request":
-            r: Any = decode_request_json(data, decode_records=decode_records)
+            plain = partial(decode_request_json, decode_records=decode_records)
+            decode = BOUND[decode_records][0] if bound else plain
+            r: Any = decode(data)
             head = (r.api_key, r.api_version, r.correlation_id, r.client_id, r.header_version)
         else:
-            r = decode_response_json(data, key, version, decode_records=decode_records)
+            if bound:
+                r = BOUND[decode_records][1](data, key, version)
+            else:
+                r = decode_response_json(data, key, version, decode_records=decode_records)
             head = (r.api_key, r.api_version, r.correlation_id)
     except DecodeError as exc:
         return _error(exc)
@@ -81,6 +94,7 @@ def _check(kind: str, data: bytes, key: int, version: int) -> tuple[Any, ...]:
     for decode_records in (True, False):
         old = _old(kind, data, key, version, decode_records)
         assert _new(kind, data, key, version, decode_records) == old
+        assert _new(kind, data, key, version, decode_records, bound=True) == old
     return old
 
 
@@ -229,3 +243,19 @@ def test_fetch_partitions_read_whole() -> None:
     frame = encode_request(1, 12, 3, "c", body)
     outcome = _check("request", frame, 1, 12)
     assert outcome[0] == "ok" and outcome[3].count('"partition":') == 9
+
+
+def test_bound_decoders_take_any_buffer_and_refuse_alike() -> None:
+    """The bound decoders cache per API and version: short frames, unknown keys and versions still
+    raise every time, and views and bytearrays decode as bytes do."""
+    frame = encode_request(18, 3, 9, "c", {"client_software_name": "x"})
+    framed = memoryview(b"??" + frame + b"!")[2:-1]
+    for d in (True, False):
+        for data in (frame, bytearray(frame), framed, frame[:7], frame[:4], b"\x00\x12",
+                     struct.pack(">hhih", 9999, 0, 1, -1), struct.pack(">hhih", 18, 99, 1, -1), frame):
+            assert _new("request", data, 18, 3, d, bound=True) == _new("request", data, 18, 3, d)
+        response = encode_response(18, 3, 9, {"api_keys": _api_keys(5)})
+        for data, key, version in ((response, 18, 3), (memoryview(response), 18, 3), (response, 9999, 0),
+                                   (response, 18, 99), (response[:3], 18, 3), (response, 18, 3)):
+            expected = _new("response", data, key, version, d)
+            assert _new("response", data, key, version, d, bound=True) == expected
