@@ -415,7 +415,8 @@ class _Emitter:
             g.emit(ind + 1, f"for {i} in range({n}):")
             self._emit_json(el, item, ind + 2, field + "[]", end, None, None)
             g.emit(ind + 2, f"{items}.append({item})")
-        g.emit(ind + 1, f"{target} = '[' + ','.join({items}) + ']'")
+        # an f-string builds the text in one allocation; '[' + ... + ']' copies it twice
+        g.emit(ind + 1, f"{target} = f'[{{\",\".join({items})}}]'")
 
 
     def _emit_flat_array(self, codec: StructCodec, n: str, target: str, ind: int, end: str) -> bool:
