@@ -117,6 +117,10 @@ def _unknown_tags(unknown: dict[int, bytes]) -> str:
 
 
 def _topic_names(names: list[Any]) -> list[str]:
+    """``names`` (a fresh list per body) deduplicated, strings only; one name, the common case,
+    skips the dict and the comprehension."""
+    if len(names) == 1:
+        return names if type(names[0]) is str else []
     return [n for n in dict.fromkeys(names) if type(n) is str]
 
 

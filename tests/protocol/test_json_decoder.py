@@ -259,3 +259,12 @@ def test_bound_decoders_take_any_buffer_and_refuse_alike() -> None:
                                    (response, 18, 99), (response[:3], 18, 3), (response, 18, 3)):
             expected = _new("response", data, key, version, d)
             assert _new("response", data, key, version, d, bound=True) == expected
+
+
+@pytest.mark.parametrize("names", [[None], ["t"], [], ["a", None, "a", "b"]])
+def test_topic_names_of_one_and_many_topics(names: list[str | None]) -> None:
+    """One topic (the common body) takes a shortcut; a null name (Metadata v12's topics by id) is
+    left out there too, and the names of several are deduplicated in order."""
+    frame = encode_response(3, 12, 4, {"topics": [{"name": n} for n in names]})
+    outcome = _check("response", frame, 3, 12)
+    assert outcome[0] == "ok" and outcome[5] == list(dict.fromkeys(n for n in names if n is not None))
