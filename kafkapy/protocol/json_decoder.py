@@ -367,9 +367,13 @@ class _Emitter:
             g.emit(ind + 1, f"{target} = 'null'")
         else:
             g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable array')")
-        g.emit(ind, "else:")
         el = codec.element
-        if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):
+        ints = isinstance(el, Fixed) and el.name not in ("uuid", "bool")
+        if not ints:  # an empty array (Fetch's forgotten topics, say) needs no list, loop or join
+            g.emit(ind, f"elif {n} == 0: {target} = '[]'")
+        g.emit(ind, "else:")
+        if ints:
+            assert isinstance(el, Fixed)
             # One unpack_from for the run; the common short arrays (none, or one broker id) skip the
             # join, which costs more than the rest of the array.
             size, one = g.var("z"), g.var("S")
