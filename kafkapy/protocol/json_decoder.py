@@ -400,15 +400,24 @@ class _Emitter:
             names = g.var("names")
             topics.append(names)
             fn = self.function(el, name_key=name_key)
+            # one entry (a client's one topic, say) needs no list, loop or join
+            g.emit(ind + 1, f"if {n} == 1:")
+            g.emit(ind + 2, f"{item}, pos, name = {fn}(buf, pos, {end}); {names}.append(name)")
+            g.emit(ind + 2, f"{target} = f'[{{{item}}}]'")
+            g.emit(ind + 1, "else:")
+            ind += 1
             g.emit(ind + 1, f"{items} = []")
             g.emit(ind + 1, f"for {i} in range({n}):")
             g.emit(ind + 2, f"{item}, pos, name = {fn}(buf, pos, {end})")
             g.emit(ind + 2, f"{items}.append({item}); {names}.append(name)")
         elif isinstance(el, StructCodec):
             fn = self.function(el)
-            if self._emit_flat_array(el, n, target, ind + 1, end):
-                g.emit(ind + 1, "else:")
-                ind += 1
+            g.emit(ind + 1, f"if {n} == 1:")  # as above
+            g.emit(ind + 2, f"{item}, pos = {fn}(buf, pos, {end})")
+            g.emit(ind + 2, f"{target} = f'[{{{item}}}]'")
+            self._emit_flat_array(el, n, target, ind + 1, end, keyword="elif")
+            g.emit(ind + 1, "else:")
+            ind += 1
             g.emit(ind + 1, f"{items} = []")
             g.emit(ind + 1, f"for {i} in range({n}):")
             if self._emit_flat_element(el, items, ind + 2, end):
@@ -427,12 +436,14 @@ class _Emitter:
         g.emit(ind + 1, f"{target} = f'[{{\",\".join({items})}}]'")
 
 
-    def _emit_flat_array(self, codec: StructCodec, n: str, target: str, ind: int, end: str) -> bool:
+    def _emit_flat_array(self, codec: StructCodec, n: str, target: str, ind: int, end: str,
+                         keyword: str = "if") -> bool:
         """For an array of structs of int fields only (ApiVersions' 60-odd entries, Fetch's
         partitions), emit an ``if`` for the common array: every element's bytes there and, when
         flexible, every tag section empty. Then one unpack_from reads the whole array and one
         ``%`` writes it, against a loop of an unpack and an f-string per element. False when the
-        struct does not qualify (the caller then emits no ``if``)."""
+        struct does not qualify (the caller then emits no ``if``). ``keyword``: ``elif`` to go on
+        from a test the caller emitted."""
         if not codec.slots or any(not isinstance(s.codec, Fixed) or s.field.present_if_remaining
                                   or s.codec.name in ("bool", "float64", "uuid") for s in codec.slots):
             return False
@@ -449,10 +460,10 @@ class _Emitter:
         check = f"_FLAT_MIN <= {n} <= _FLAT_MAX and pos + {n} * {width} <= {end}"
         if codec.flexible:
             check += f" and buf[pos + {size}:pos + {n} * {width}:{width}] == bytes({n})"
-        g.emit(ind, f"if {check}:")
+        g.emit(ind, f"{keyword} {check}:")
         layout = g.var("L")
         g.emit(ind + 1, f"{layout} = _flat_layout({fmt + 'x' * codec.flexible!r}, {item!r}, {n})")
-        g.emit(ind + 1, f"{target} = '[' + {layout}[1] % {layout}[0].unpack_from(buf, pos) + ']'")
+        g.emit(ind + 1, f"{target} = f'[{{{layout}[1] % {layout}[0].unpack_from(buf, pos)}}]'")
         g.emit(ind + 1, f"pos += {n} * {width}")
         return True
 
