@@ -93,6 +93,10 @@ def _uuid(raw: bytes) -> str:
     return f'"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
 
 
+# "[%d,%d,...]" by length: a short int array (a partition's replicas) is one % on its unpacked tuple.
+_INT_LISTS_KEPT = 65
+_INT_LISTS = tuple("[" + ",".join(["%d"] * n) + "]" for n in range(_INT_LISTS_KEPT))
+
 # Whole flat arrays (see _Emitter._emit_flat_array): (element format, element template, count) to
 # the array's Struct and %-template. Counts are few per array (ApiVersions lists one per broker
 # release); the bounds keep hostile counts from filling it.
@@ -150,6 +154,8 @@ def _runtime() -> dict[str, Any]:
         "_records_at": records_json_at,
         "_flat_layout": _flat_layout,
         "_FLAT_MIN": _FLAT_MIN,
+        "_INT_LISTS": _INT_LISTS,
+        "_INT_LISTS_KEPT": _INT_LISTS_KEPT,
         "_FLAT_MAX": _FLAT_MAX,
         "_unknown_tags": _unknown_tags,
         "_topic_names": _topic_names,
@@ -388,6 +394,7 @@ class _Emitter:
                 g.emit(ind + 1, f"else: {target} = '[' + ','.join(map(_float, {unpack})) + ']'")
             else:  # a list of ints prints as JSON does, but for the spaces after its commas
                 g.emit(ind + 1, f"elif {n} == 1: {target} = f'[{{{one}.unpack_from(buf, pos)[0]}}]'")
+                g.emit(ind + 1, f"elif {n} < _INT_LISTS_KEPT: {target} = _INT_LISTS[{n}] % {unpack}")
                 g.emit(ind + 1, f"else: {target} = str(list({unpack})).replace(' ', '')")
             g.emit(ind + 1, f"pos += {size}")
             return

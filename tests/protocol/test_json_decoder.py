@@ -268,3 +268,13 @@ def test_topic_names_of_one_and_many_topics(names: list[str | None]) -> None:
     frame = encode_response(3, 12, 4, {"topics": [{"name": n} for n in names]})
     outcome = _check("response", frame, 3, 12)
     assert outcome[0] == "ok" and outcome[5] == list(dict.fromkeys(n for n in names if n is not None))
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 64, 65, 200])
+def test_int_arrays_of_any_length(count: int) -> None:
+    """Int arrays are written by one template per length up to 64, by str() beyond."""
+    nodes = [(-1) ** i * (i << 20) for i in range(count)]
+    partition = {"partition_index": 0, "replica_nodes": nodes, "isr_nodes": nodes[:2]}
+    frame = encode_response(3, 12, 4, {"topics": [{"name": "t", "partitions": [partition]}]})
+    outcome = _check("response", frame, 3, 12)
+    assert outcome[0] == "ok" and f'"replica_nodes":{json.dumps(nodes, separators=(",", ":"))}' in outcome[3]
