@@ -42,8 +42,8 @@ from kafkapy.protocol.codec import (
     RenderedRequest,
     RenderedResponse,
     decode_request_header,
-    decode_request_json,
-    decode_response_json,
+    request_json_decoder,
+    response_json_decoder,
 )
 from kafkapy.protocol.json_decoder import RenderedBody
 from kafkapy.protocol.records_json import records_json
@@ -219,12 +219,11 @@ class RowDecoder:
         self.decode_records = decode_records
         # kafkapy.protocol's own header decoder, so Pairer keeps its header-only fast path
         self.decode_request_header = decode_request_header
-
-    def decode_request(self, frame_body: bytes) -> RenderedRequest:
-        return decode_request_json(frame_body, decode_records=self.decode_records)
-
-    def decode_response(self, frame_body: bytes, api_key: int, api_version: int) -> RenderedResponse:
-        return decode_response_json(frame_body, api_key, api_version, decode_records=self.decode_records)
+        # decode_request_json and decode_response_json, bound once: a call less per body
+        self.decode_request: Callable[[bytes], RenderedRequest] = request_json_decoder(decode_records)
+        self.decode_response: Callable[[bytes, int, int], RenderedResponse] = response_json_decoder(
+            decode_records
+        )
 
 
 def _body_json(body: Any, decode_records: bool) -> str | None:

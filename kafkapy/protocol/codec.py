@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import attrs
 
@@ -45,8 +45,10 @@ __all__ = [
     "json_body_decoder",
     "message_schema",
     "request_decoder",
+    "request_json_decoder",
     "response_encoder",
     "response_header",
+    "response_json_decoder",
 ]
 
 UNSUPPORTED_VERSION = 35  # Kafka's UNSUPPORTED_VERSION error code
@@ -194,13 +196,18 @@ def _run_decoder(decode: Callable[[bytes, int, int], tuple[Any, int]], buf: byte
                  api_key: int, api_version: int) -> tuple[Any, int]:
     try:
         return decode(buf, pos, end)
-    except DecodeError as exc:
+    except Exception as exc:
+        _decoder_failed(exc, api_key, api_version)
+
+
+def _decoder_failed(exc: Exception, api_key: int, api_version: int) -> NoReturn:
+    """Raise what a body decoder raised as the project's error, naming the API and version."""
+    if isinstance(exc, DecodeError):
         if exc.api_key is None:
             exc.api_key, exc.api_version = api_key, api_version
-        raise
-    except Exception as exc:  # a decoder bug must still surface as the project's error
-        raise DecodeError(f"internal decoder error: {exc!r}", api_key=api_key,
-                          api_version=api_version) from exc
+        raise exc
+    # a decoder bug must still surface as the project's error
+    raise DecodeError(f"internal decoder error: {exc!r}", api_key=api_key, api_version=api_version) from exc
 
 
 def decode_request_header(data: bytes | bytearray | memoryview) -> RequestHeader:
@@ -306,7 +313,10 @@ def _frame_decoder(api_key: int, api_version: int, decode_body: Callable[[bytes,
                     correlation_id, client_id, pos = slow_header(buf, end)
         else:
             correlation_id, client_id, pos = slow_header(buf, end)
-        body, stop = _run_decoder(decode_body, buf, pos, end, api_key, api_version)
+        try:  # _run_decoder, inline: a call less per frame
+            body, stop = decode_body(buf, pos, end)
+        except Exception as exc:
+            _decoder_failed(exc, api_key, api_version)
         return _new_request(cls, (api_key, api_version, correlation_id, client_id, body, end - stop,
                                   header_version))
 
@@ -355,6 +365,48 @@ def decode_request_json(
     return decode(buf)
 
 
+def request_json_decoder(
+    decode_records: bool = True,
+) -> Callable[[bytes | bytearray | memoryview], RenderedRequest]:
+    """:func:`decode_request_json` with ``decode_records`` bound, for readers of many frames (the
+    capture rows): each API and version's frame decoder is found by the frame's first four bytes
+    in one dict, and called directly."""
+    decoders: dict[bytes, RenderedRequestDecoder] = {}
+
+    def decode(data: bytes | bytearray | memoryview) -> RenderedRequest:
+        buf = data if type(data) is bytes else _view(data)
+        found = decoders.get(buf[:4])
+        if found is None or len(buf) < 8:
+            if len(buf) < 8:
+                raise DecodeError(f"request header needs at least 8 bytes, got {len(buf)}", offset=0,
+                                  truncated=True)
+            # unknown keys and versions raise here, every time, and are never kept
+            api_key, api_version = _KEY_VERSION.unpack_from(buf, 0)
+            found = decoders[buf[:4]] = rendered_request_decoder(api_key, api_version, decode_records)
+        return found(buf)
+
+    return decode
+
+
+def response_json_decoder(
+    decode_records: bool = True,
+) -> Callable[[bytes | bytearray | memoryview, int, int], RenderedResponse]:
+    """:func:`decode_response_json` with ``decode_records`` bound, as :func:`request_json_decoder`."""
+    decoders: dict[tuple[int, int], RenderedResponseDecoder] = {}
+
+    def decode(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> RenderedResponse:
+        found = decoders.get((api_key, api_version))
+        if found is None:
+            found = _rendered_response_decoders.get((api_key, api_version, decode_records)) or \
+                _rendered_response_decoder(api_key, api_version, decode_records)
+            if found is None:  # outside the catalogue: the general path names the error
+                return decode_response_json(data, api_key, api_version, decode_records=decode_records)
+            decoders[(api_key, api_version)] = found
+        return found(data if type(data) is bytes else _view(data))
+
+    return decode
+
+
 def decode_response(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> Response:
     """Decode one response frame; the API key and version come from the matching request."""
     return _decode_response(data, api_key, api_version, _body_decoder, Response)  # type: ignore[no-any-return]
@@ -400,7 +452,10 @@ def _rendered_response_decoder(api_key: int, api_version: int,
         if end < pos or (header_version and buf[4] != 0) or \
                 (may_fall_back and end >= pos + 2 and unpack_error(buf, pos)[0] == UNSUPPORTED_VERSION):
             return _decode_response(buf, api_key, api_version, decoders, RenderedResponse)  # type: ignore[no-any-return]
-        body, stop = _run_decoder(decode_body, buf, pos, end, api_key, api_version)
+        try:  # as in _frame_decoder
+            body, stop = decode_body(buf, pos, end)
+        except Exception as exc:
+            _decoder_failed(exc, api_key, api_version)
         return _new_response(RenderedResponse, (api_key, api_version, unpack_correlation(buf, 0)[0], body,
                                                 end - stop))
 

@@ -15,7 +15,7 @@ writes for the Body the existing decoder builds: the same keys in the same order
 (fields, then tagged fields at their defaults unless present, then the unknown
 tags), bytes as base64, UUIDs as strings, floats as ``json.dumps`` writes them,
 strings escaped by ``encode_basestring`` (``json.dumps(ensure_ascii=False)``),
-records through :func:`~kafkapy.protocol.records_json.records_json` or, when
+records through :func:`~kafkapy.protocol.records_json.records_json_at` or, when
 not decoded, as base64 of their raw bytes. Errors are the same too: every value
 is read by the primitives' own ``emit_read`` (the same checks in the same order,
 so the same DecodeError at the same offset), and only then turned into text.
@@ -51,7 +51,7 @@ from kafkapy.protocol.primitives import (
     UnsignedVarint,
     emit_length,
 )
-from kafkapy.protocol.records_json import records_json
+from kafkapy.protocol.records_json import records_json_at
 from kafkapy.protocol.schema import UNKNOWN_TAGS, NullableStruct, StructCodec
 
 __all__ = ["JsonDecoder", "RenderedBody", "compile_json_decoder"]
@@ -93,12 +93,27 @@ def _uuid(raw: bytes) -> str:
     return f'"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"'
 
 
-def _records(value: Any) -> str:
-    return "null" if value is None else records_json(value)
+# "[%d,%d,...]" by length: a short int array (a partition's replicas) is one % on its unpacked tuple.
+_INT_LISTS_KEPT = 65
+_INT_LISTS = tuple("[" + ",".join(["%d"] * n) + "]" for n in range(_INT_LISTS_KEPT))
+
+# Whole flat arrays (see _Emitter._emit_flat_array): (element format, element template, count) to
+# the array's Struct and %-template. Counts are few per array (ApiVersions lists one per broker
+# release); the bounds keep hostile counts from filling it.
+_FLAT_MIN = 4
+_FLAT_MAX = 1024
+_FLAT_KEPT = 512
+_flat_layouts: dict[tuple[str, str, int], tuple[struct.Struct, str]] = {}
 
 
-def _raw_records(value: Any) -> str:
-    return "null" if value is None else _b64(bytes(value))
+def _flat_layout(fmt: str, item: str, n: int) -> tuple[struct.Struct, str]:
+    key = (fmt, item, n)
+    found = _flat_layouts.get(key)
+    if found is None:
+        if len(_flat_layouts) >= _FLAT_KEPT:
+            _flat_layouts.clear()
+        found = _flat_layouts[key] = (struct.Struct(">" + fmt * n), ",".join([item] * n))
+    return found
 
 
 def _unknown_tags(unknown: dict[int, bytes]) -> str:
@@ -106,6 +121,10 @@ def _unknown_tags(unknown: dict[int, bytes]) -> str:
 
 
 def _topic_names(names: list[Any]) -> list[str]:
+    """``names`` (a fresh list per body) deduplicated, strings only; one name, the common case,
+    skips the dict and the comprehension."""
+    if len(names) == 1:
+        return names if type(names[0]) is str else []
     return [n for n in dict.fromkeys(names) if type(n) is str]
 
 
@@ -132,8 +151,12 @@ def _runtime() -> dict[str, Any]:
         "_float": _float,
         "_uuid": _uuid,
         "_BOOL": ("false", "true"),
-        "_records": _records,
-        "_raw_records": _raw_records,
+        "_records_at": records_json_at,
+        "_flat_layout": _flat_layout,
+        "_FLAT_MIN": _FLAT_MIN,
+        "_INT_LISTS": _INT_LISTS,
+        "_INT_LISTS_KEPT": _INT_LISTS_KEPT,
+        "_FLAT_MAX": _FLAT_MAX,
         "_unknown_tags": _unknown_tags,
         "_topic_names": _topic_names,
         "_RenderedBody": RenderedBody,
@@ -301,6 +324,23 @@ class _Emitter:
             g.emit(ind + 1, f"{target}, pos = {fn}(buf, pos, {end})")
         elif isinstance(codec, Array):
             self._emit_array(codec, target, ind, field, end, topics)
+        elif isinstance(codec, RecordsField):
+            # RecordsField.emit_read's checks, but the JSON is written from the bytes where they lie:
+            # no Records object, no view (records fields are the bulk of a capture's bodies).
+            n = g.var("n")
+            emit_length(g, n, ind, field, codec.compact, codec.width, end)
+            g.emit(ind, f"if {n} < 0:")
+            if codec.nullable:
+                g.emit(ind + 1, f"{target} = 'null'")
+            else:
+                g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable {codec.kind}')")
+            g.emit(ind, "else:")
+            g.emit(ind + 1, f"if pos + {n} > {end}: raise _short(pos, {n}, {end}, {field!r})")
+            stop = f"pos + {n}"
+            convert = f"_records_at(buf, pos, {stop})" if self.decode_records else f"_b64(buf[pos:{stop}])"
+            g.emit(ind + 1, f"{target} = {convert}; pos += {n}")
+            if keep:
+                g.emit(ind, f"{keep} = None")
         else:
             value = keep or g.var("v")
             codec.emit_read(g, value, ind, field, end)
@@ -311,10 +351,7 @@ class _Emitter:
                     expr = _fixed_json(codec, value)
                     g.emit(ind, f"{target} = {f'str({value})' if expr == value else expr}")
                 return
-            if isinstance(codec, RecordsField):
-                convert = f"{'_records' if self.decode_records else '_raw_records'}({value})"
-                g.emit(ind, f"{target} = {convert}")
-            elif isinstance(codec, (Text, Binary)):
+            if isinstance(codec, (Text, Binary)):
                 convert = f"_quote({value})" if isinstance(codec, Text) else f"_b64({value})"
                 if codec.nullable:
                     convert = f"'null' if {value} is None else {convert}"
@@ -336,9 +373,13 @@ class _Emitter:
             g.emit(ind + 1, f"{target} = 'null'")
         else:
             g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable array')")
-        g.emit(ind, "else:")
         el = codec.element
-        if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):
+        ints = isinstance(el, Fixed) and el.name not in ("uuid", "bool")
+        if not ints:  # an empty array (Fetch's forgotten topics, say) needs no list, loop or join
+            g.emit(ind, f"elif {n} == 0: {target} = '[]'")
+        g.emit(ind, "else:")
+        if ints:
+            assert isinstance(el, Fixed)
             # One unpack_from for the run; the common short arrays (none, or one broker id) skip the
             # join, which costs more than the rest of the array.
             size, one = g.var("z"), g.var("S")
@@ -353,11 +394,11 @@ class _Emitter:
                 g.emit(ind + 1, f"else: {target} = '[' + ','.join(map(_float, {unpack})) + ']'")
             else:  # a list of ints prints as JSON does, but for the spaces after its commas
                 g.emit(ind + 1, f"elif {n} == 1: {target} = f'[{{{one}.unpack_from(buf, pos)[0]}}]'")
+                g.emit(ind + 1, f"elif {n} < _INT_LISTS_KEPT: {target} = _INT_LISTS[{n}] % {unpack}")
                 g.emit(ind + 1, f"else: {target} = str(list({unpack})).replace(' ', '')")
             g.emit(ind + 1, f"pos += {size}")
             return
         g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
-        g.emit(ind + 1, f"{items} = []")
         name_key = None
         if isinstance(el, StructCodec) and topics is not None:
             name_key = "name" if "name" in el.keys else "topic" if "topic" in el.keys else None
@@ -366,11 +407,25 @@ class _Emitter:
             names = g.var("names")
             topics.append(names)
             fn = self.function(el, name_key=name_key)
+            # one entry (a client's one topic, say) needs no list, loop or join
+            g.emit(ind + 1, f"if {n} == 1:")
+            g.emit(ind + 2, f"{item}, pos, name = {fn}(buf, pos, {end}); {names}.append(name)")
+            g.emit(ind + 2, f"{target} = f'[{{{item}}}]'")
+            g.emit(ind + 1, "else:")
+            ind += 1
+            g.emit(ind + 1, f"{items} = []")
             g.emit(ind + 1, f"for {i} in range({n}):")
             g.emit(ind + 2, f"{item}, pos, name = {fn}(buf, pos, {end})")
             g.emit(ind + 2, f"{items}.append({item}); {names}.append(name)")
         elif isinstance(el, StructCodec):
             fn = self.function(el)
+            g.emit(ind + 1, f"if {n} == 1:")  # as above
+            g.emit(ind + 2, f"{item}, pos = {fn}(buf, pos, {end})")
+            g.emit(ind + 2, f"{target} = f'[{{{item}}}]'")
+            self._emit_flat_array(el, n, target, ind + 1, end, keyword="elif")
+            g.emit(ind + 1, "else:")
+            ind += 1
+            g.emit(ind + 1, f"{items} = []")
             g.emit(ind + 1, f"for {i} in range({n}):")
             if self._emit_flat_element(el, items, ind + 2, end):
                 g.emit(ind + 2, "else:")
@@ -380,11 +435,44 @@ class _Emitter:
                 g.emit(ind + 2, f"{item}, pos = {fn}(buf, pos, {end})")
                 g.emit(ind + 2, f"{items}.append({item})")
         else:
+            g.emit(ind + 1, f"{items} = []")
             g.emit(ind + 1, f"for {i} in range({n}):")
             self._emit_json(el, item, ind + 2, field + "[]", end, None, None)
             g.emit(ind + 2, f"{items}.append({item})")
-        g.emit(ind + 1, f"{target} = '[' + ','.join({items}) + ']'")
+        # an f-string builds the text in one allocation; '[' + ... + ']' copies it twice
+        g.emit(ind + 1, f"{target} = f'[{{\",\".join({items})}}]'")
 
+
+    def _emit_flat_array(self, codec: StructCodec, n: str, target: str, ind: int, end: str,
+                         keyword: str = "if") -> bool:
+        """For an array of structs of int fields only (ApiVersions' 60-odd entries, Fetch's
+        partitions), emit an ``if`` for the common array: every element's bytes there and, when
+        flexible, every tag section empty. Then one unpack_from reads the whole array and one
+        ``%`` writes it, against a loop of an unpack and an f-string per element. False when the
+        struct does not qualify (the caller then emits no ``if``). ``keyword``: ``elif`` to go on
+        from a test the caller emitted."""
+        if not codec.slots or any(not isinstance(s.codec, Fixed) or s.field.present_if_remaining
+                                  or s.codec.name in ("bool", "float64", "uuid") for s in codec.slots):
+            return False
+        g = self.g
+        fmt = "".join(s.codec.fmt or "" for s in codec.slots)
+        size = struct.calcsize(">" + fmt)
+        width = size + codec.flexible  # an empty tag section is one zero byte, skipped as a pad byte
+        fields = [encode_basestring(s.key) + ":%d" for s in codec.slots]
+        # with an empty tag section every tagged field holds its default
+        fields += [(encode_basestring(s.key) + ":" + _default_json(s.default)).replace("%", "%%")
+                   for s in codec.tagged]
+        item = "{" + ",".join(fields) + "}"
+        # below _FLAT_MIN elements (Fetch's usual one partition) the loop's inline path is cheaper
+        check = f"_FLAT_MIN <= {n} <= _FLAT_MAX and pos + {n} * {width} <= {end}"
+        if codec.flexible:
+            check += f" and buf[pos + {size}:pos + {n} * {width}:{width}] == bytes({n})"
+        g.emit(ind, f"{keyword} {check}:")
+        layout = g.var("L")
+        g.emit(ind + 1, f"{layout} = _flat_layout({fmt + 'x' * codec.flexible!r}, {item!r}, {n})")
+        g.emit(ind + 1, f"{target} = f'[{{{layout}[1] % {layout}[0].unpack_from(buf, pos)}}]'")
+        g.emit(ind + 1, f"pos += {n} * {width}")
+        return True
 
     def _emit_flat_element(self, codec: StructCodec, items: str, ind: int, end: str) -> bool:
         """For a struct of fixed-width fields only (ApiVersions' entries, Fetch's partitions), emit

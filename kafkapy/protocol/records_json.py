@@ -60,7 +60,7 @@ from kafkapy.protocol.records import (
     _varint_long,
 )
 
-__all__ = ["records_json"]
+__all__ = ["records_json", "records_json_at"]
 
 _I32 = struct.Struct(">i")
 _V2_HEADER_SIZE = 61
@@ -132,24 +132,39 @@ def _records_json_reference(records: Records) -> str:
 
 def records_json(records: Records) -> str:
     """The records of ``records`` as a JSON list (CRCs are not checked: captures are read as sent)."""
+    raw = records.raw
+    # bytes index and slice faster than a view; one copy of the field pays for itself.
+    data = raw if isinstance(raw, bytes) else bytes(_flat(raw))
     try:
-        text = _fused(records.raw)
+        text = _fused(data, 0, len(data))
     except Exception:  # any anomaly: the reference decides, its error text included
         text = None
     return _records_json_reference(records) if text is None else text
 
 
-def _fused(raw: bytes | bytearray | memoryview) -> str | None:
-    """One pass over the field; None, or any exception, leaves it to the reference.
+def records_json_at(buf: bytes, start: int, stop: int) -> str:
+    """``records_json(Records(buf[start:stop]))``, read where it lies: the JSON decoders call this
+    for every records field, and neither the field's copy nor its Records object is needed unless
+    the reference has to decide."""
+    if type(buf) is not bytes:
+        return records_json(Records(memoryview(buf)[start:stop]))
+    try:
+        text = _fused(buf, start, stop)
+    except Exception:  # as in records_json
+        text = None
+    # Reads past ``stop`` see the next field's bytes, not an IndexError; the checks that each
+    # record and batch ends where it says still refuse them (see the module's notes).
+    return _records_json_reference(Records(memoryview(buf)[start:stop])) if text is None else text
+
+
+def _fused(data: bytes, pos: int, total: int) -> str | None:
+    """One pass over the field ``data[pos:total]``; None, or any exception, leaves it to the
+    reference.
 
     The framing mirrors ``Records.batches`` and ``RecordBatch.__init__``: a
     partial trailing batch ends the field quietly, as it does there.
     """
-    # bytes index and slice faster than a view; one copy of the field pays for itself.
-    data = raw if isinstance(raw, bytes) else bytes(_flat(raw))
-    total = len(data)
     parts: list[bytes] = []
-    pos = 0
     while pos < total:
         remaining = total - pos
         if remaining >= _V2_HEADER_SIZE and data[pos + 16] == 2:
@@ -189,7 +204,9 @@ def _fused(raw: bytes | bytearray | memoryview) -> str | None:
             break
         # Only legacy entries get here: a whole v2 batch is longer than its header.
         texts: list[str] = []
-        _format(LegacyBatch(data, pos).record_list(check_crc=False), texts.append)
+        # LegacyBatch bounds itself by the end of its buffer: give it one that ends with the field.
+        whole = data if total == len(data) else data[:total]
+        _format(LegacyBatch(whole, pos).record_list(check_crc=False), texts.append)
         parts += [t.encode() for t in texts]
         pos += 12 + length
     return f"[{b','.join(parts).decode()}]"

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import struct
+from functools import partial
 from typing import Any
 
 import pytest
@@ -30,6 +31,8 @@ from kafkapy.protocol.codec import (
     decode_response_json,
     json_body_decoder,
     message_schema,
+    request_json_decoder,
+    response_json_decoder,
 )
 from kafkapy.protocol.json_decoder import _float
 
@@ -63,13 +66,23 @@ def _old(kind: str, data: bytes, key: int, version: int, decode_records: bool) -
             _topics(body))  # fmt: skip
 
 
-def _new(kind: str, data: bytes, key: int, version: int, decode_records: bool) -> tuple[Any, ...]:
+# The bound decoders the capture rows use, kept across examples as the rows keep them.
+BOUND = {d: (request_json_decoder(d), response_json_decoder(d)) for d in (True, False)}
+
+
+def _new(kind: str, data: Any, key: int, version: int, decode_records: bool, bound: bool = False
+         ) -> tuple[Any, ...]:
     try:
         if kind == "request":
-            r: Any = decode_request_json(data, decode_records=decode_records)
+            plain = partial(decode_request_json, decode_records=decode_records)
+            decode = BOUND[decode_records][0] if bound else plain
+            r: Any = decode(data)
             head = (r.api_key, r.api_version, r.correlation_id, r.client_id, r.header_version)
         else:
-            r = decode_response_json(data, key, version, decode_records=decode_records)
+            if bound:
+                r = BOUND[decode_records][1](data, key, version)
+            else:
+                r = decode_response_json(data, key, version, decode_records=decode_records)
             head = (r.api_key, r.api_version, r.correlation_id)
     except DecodeError as exc:
         return _error(exc)
@@ -81,6 +94,7 @@ def _check(kind: str, data: bytes, key: int, version: int) -> tuple[Any, ...]:
     for decode_records in (True, False):
         old = _old(kind, data, key, version, decode_records)
         assert _new(kind, data, key, version, decode_records) == old
+        assert _new(kind, data, key, version, decode_records, bound=True) == old
     return old
 
 
@@ -197,3 +211,70 @@ def test_the_api_versions_v0_error_fallback(version: int) -> None:
                                                                        "max_version": 3}]})
     outcome = _check("response", frame, 18, version)
     assert outcome[1] == (18, 0, 9) and outcome[4] == 35
+
+
+def _api_keys(n: int) -> list[dict[str, int]]:
+    return [{"api_key": i, "min_version": -i, "max_version": 32767 - i} for i in range(n)]
+
+
+@pytest.mark.parametrize("version", [0, 3])  # without and with tag sections
+@pytest.mark.parametrize("count", [0, 1, 3, 4, 5, 60, 1024, 1025])
+def test_flat_arrays_read_whole_match_and_fail_alike(version: int, count: int) -> None:
+    """ApiVersions' entries are ints only: from four of them on, the array is read whole when all
+    its bytes (and empty tag sections) are there; otherwise, and cut anywhere, element by element."""
+    body = {"api_keys": _api_keys(count)}
+    frame = encode_response(18, version, 5, body)
+    assert _check("response", frame, 18, version)[0] == "ok"
+    for cut in {len(frame) - 1, len(frame) - 5, 12, 13, 14, 15}:
+        if 0 <= cut < len(frame):
+            _check("response", frame[:cut], 18, version)
+    if version and count:
+        tagged = inject_unknown_tags(message_schema(18, "response", version).spec.fields, version,
+                                     body, {42: b"ab"})
+        bad_tags = frame.replace(b"\x00\x00\x7f\xff\x00", b"\x00\x00\x7f\xff\x01", 1)  # a count, no tags
+        for other in (encode_response(18, version, 5, tagged), bad_tags):
+            _check("response", other, 18, version)
+
+
+def test_fetch_partitions_read_whole() -> None:
+    """Fetch requests' partitions (six ints and a tag section) take the whole-array read too."""
+    parts = [{"partition": i, "fetch_offset": 1 << 40 | i, "partition_max_bytes": 1 << 20} for i in range(9)]
+    body = {"topics": [{"topic": "t", "partitions": parts}], "max_wait_ms": 500}
+    frame = encode_request(1, 12, 3, "c", body)
+    outcome = _check("request", frame, 1, 12)
+    assert outcome[0] == "ok" and outcome[3].count('"partition":') == 9
+
+
+def test_bound_decoders_take_any_buffer_and_refuse_alike() -> None:
+    """The bound decoders cache per API and version: short frames, unknown keys and versions still
+    raise every time, and views and bytearrays decode as bytes do."""
+    frame = encode_request(18, 3, 9, "c", {"client_software_name": "x"})
+    framed = memoryview(b"??" + frame + b"!")[2:-1]
+    for d in (True, False):
+        for data in (frame, bytearray(frame), framed, frame[:7], frame[:4], b"\x00\x12",
+                     struct.pack(">hhih", 9999, 0, 1, -1), struct.pack(">hhih", 18, 99, 1, -1), frame):
+            assert _new("request", data, 18, 3, d, bound=True) == _new("request", data, 18, 3, d)
+        response = encode_response(18, 3, 9, {"api_keys": _api_keys(5)})
+        for data, key, version in ((response, 18, 3), (memoryview(response), 18, 3), (response, 9999, 0),
+                                   (response, 18, 99), (response[:3], 18, 3), (response, 18, 3)):
+            expected = _new("response", data, key, version, d)
+            assert _new("response", data, key, version, d, bound=True) == expected
+
+
+@pytest.mark.parametrize("names", [[None], ["t"], [], ["a", None, "a", "b"]])
+def test_topic_names_of_one_and_many_topics(names: list[str | None]) -> None:
+    """One topic (the common body) takes a shortcut; a null name (Metadata v12's topics by id) is
+    left out there too, and the names of several are deduplicated in order."""
+    frame = encode_response(3, 12, 4, {"topics": [{"name": n} for n in names]})
+    outcome = _check("response", frame, 3, 12)
+    assert outcome[0] == "ok" and outcome[5] == list(dict.fromkeys(n for n in names if n is not None))
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 3, 64, 65, 200])
+def test_int_arrays_of_any_length(count: int) -> None:
+    """Int arrays are written by one template per length up to 64, by str() beyond."""
+    nodes = [(-1) ** i * (i << 20) for i in range(count)]
+    partition = {"partition_index": 0, "replica_nodes": nodes, "isr_nodes": nodes[:2]}
+    frame = encode_response(3, 12, 4, {"topics": [{"name": "t", "partitions": [partition]}]})
+    outcome = _check("response", frame, 3, 12)
+    assert outcome[0] == "ok" and f'"replica_nodes":{json.dumps(nodes, separators=(",", ":"))}' in outcome[3]

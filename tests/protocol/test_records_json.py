@@ -25,7 +25,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkapy.capture.rows import decode_capture
 from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Records, build_record_batch
-from kafkapy.protocol.records_json import _fused, _records_json_reference, records_json
+from kafkapy.protocol.records_json import _fused, _records_json_reference, records_json, records_json_at
 
 CAPTURE_DIRS = (Path(__file__).resolve().parents[1] / "data" / "captures", Path("/work/shared/captures"))
 CAPTURES = sorted({p.name: p for d in CAPTURE_DIRS if d.is_dir() for p in d.glob("*.pcap")}.values())
@@ -61,6 +61,12 @@ def assert_same(raw: bytes) -> str | None:
         expected = outcome(_records_json_reference, Records(view))
         assert outcome(records_json, Records(view)) == expected
         texts.add(expected[1] if expected[0] == "text" else None)
+    # In place, as the JSON decoders call it: reads past the field see the frame's bytes (or,
+    # with a field that fills its buffer, IndexError), and either way the answer is the view's.
+    in_view = outcome(_records_json_reference, Records(memoryview(framed)[3 : 3 + len(raw)]))
+    for buf, start in ((framed, 3), (raw, 0), (b"\x01" * 5 + raw + b"\x01\x00" * 40, 5)):
+        assert outcome(lambda r, b=buf, s=start: records_json_at(b, s, s + len(raw)), None) == in_view
+    assert outcome(lambda r: records_json_at(bytearray(framed), 3, 3 + len(raw)), None) == in_view
     assert len(texts) == 1 or not any(t and not t.startswith('{"undecodable') for t in texts)
     return texts.pop() if len(texts) == 1 else None
 
@@ -68,7 +74,7 @@ def assert_same(raw: bytes) -> str | None:
 def fast(raw: bytes) -> str | None:
     """The one-pass writer's own answer; None where it leaves the field to the reference."""
     try:
-        return _fused(raw)
+        return _fused(raw, 0, len(raw))
     except Exception:
         return None
 
