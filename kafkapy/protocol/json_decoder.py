@@ -48,11 +48,10 @@ from kafkapy.protocol.primitives import (
     Primitive,
     RecordsField,
     Text,
-    UnsignedVarint,
-    emit_length,
+    emit_length_or_null,
 )
 from kafkapy.protocol.records_json import records_json_at
-from kafkapy.protocol.schema import UNKNOWN_TAGS, NullableStruct, StructCodec
+from kafkapy.protocol.schema import UNKNOWN_TAGS, NullableStruct, StructCodec, emit_tag_section
 
 __all__ = ["JsonDecoder", "RenderedBody", "compile_json_decoder"]
 
@@ -283,27 +282,14 @@ class _Emitter:
 
     def _emit_tags(self, codec: StructCodec, targets: dict[str, str], keep: dict[str, str]) -> None:
         g = self.g
-        where = f"{codec.name} tagged fields"
         g.emit(1, "tail = ''")  # the unknown tags' entry, if any
-        g.emit(1, "if pos < end and buf[pos] == 0: pos += 1")
-        g.emit(1, "else:")
-        uv = UnsignedVarint()
-        uv.emit_read(g, "ntags", 2, where)
-        g.emit(2, "unknown = None")
-        g.emit(2, "for _ in range(ntags):")
-        uv.emit_read(g, "tag", 3, where)
-        uv.emit_read(g, "size", 3, where)
-        g.emit(3, f"if pos + size > end: raise _short(pos, size, end, {where!r})")
-        g.emit(3, "stop = pos + size")
-        keyword = "if"
-        for slot in codec.tagged:
-            g.emit(3, f"{keyword} tag == {slot.field.tag}:")
-            self._emit_json(slot.codec, targets[slot.key], 4, slot.path, "stop", keep.get(slot.key), None)
-            keyword = "elif"
-        g.emit(3, "else:" if codec.tagged else "if True:")
-        g.emit(4, "if unknown is None: unknown = {}")
-        g.emit(4, "unknown[tag] = bytes(buf[pos:stop])")
-        g.emit(3, "pos = stop")
+        emit_tag_section(
+            g, codec,
+            lambda slot: self._emit_json(
+                slot.codec, targets[slot.key], 4, slot.path, "stop", keep.get(slot.key), None
+            ),
+            "unknown = {}",
+        )  # fmt: skip
         unknown_key = ("," if codec.slots or codec.tagged else "") + encode_basestring(UNKNOWN_TAGS) + ":"
         g.emit(2, f"if unknown is not None: tail = {unknown_key!r} + _unknown_tags(unknown)")
 
@@ -328,12 +314,7 @@ class _Emitter:
             # RecordsField.emit_read's checks, but the JSON is written from the bytes where they lie:
             # no Records object, no view (records fields are the bulk of a capture's bodies).
             n = g.var("n")
-            emit_length(g, n, ind, field, codec.compact, codec.width, end)
-            g.emit(ind, f"if {n} < 0:")
-            if codec.nullable:
-                g.emit(ind + 1, f"{target} = 'null'")
-            else:
-                g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable {codec.kind}')")
+            emit_length_or_null(g, n, ind, field, codec, end, target, "'null'", codec.kind)
             g.emit(ind, "else:")
             g.emit(ind + 1, f"if pos + {n} > {end}: raise _short(pos, {n}, {end}, {field!r})")
             stop = f"pos + {n}"
@@ -367,12 +348,7 @@ class _Emitter:
                     topics: list[str] | None) -> None:
         g = self.g
         n, items, i, item = g.var("n"), g.var("a"), g.var("i"), g.var("e")
-        emit_length(g, n, ind, field, codec.compact, codec.width, end)
-        g.emit(ind, f"if {n} < 0:")
-        if codec.nullable:
-            g.emit(ind + 1, f"{target} = 'null'")
-        else:
-            g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable array')")
+        emit_length_or_null(g, n, ind, field, codec, end, target, "'null'", "array")
         el = codec.element
         ints = isinstance(el, Fixed) and el.name not in ("uuid", "bool")
         if not ints:  # an empty array (Fetch's forgotten topics, say) needs no list, loop or join

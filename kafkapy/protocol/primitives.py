@@ -346,6 +346,20 @@ def emit_length(g: Gen, n: str, ind: int, field: str, compact: bool, width: str,
         g.emit(ind, f"{n} = _unpack_from({fmt!r}, buf, pos)[0]; pos += {size}")
 
 
+def emit_length_or_null(
+    g: Gen, n: str, ind: int, field: str, codec: Any, end: str, target: str, null: str, kind: str
+) -> None:
+    """Read ``codec``'s length prefix into ``n`` and handle a null one (``target = null``, or the
+    error of a non-nullable ``kind``); what follows is the ``else:`` for a present value, so both
+    generated backends share one reading of the prefix and one error."""
+    emit_length(g, n, ind, field, codec.compact, codec.width, end)
+    g.emit(ind, f"if {n} < 0:")
+    if codec.nullable:
+        g.emit(ind + 1, f"{target} = {null}")
+    else:
+        g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable {kind}')")
+
+
 def _read_length(
     buf: Buffer, pos: int, end: int, field: str, compact: bool, width: str
 ) -> tuple[int, int]:
@@ -421,12 +435,7 @@ class _LengthPrefixed(Primitive):
 
     def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
         n = g.var("n")
-        emit_length(g, n, ind, field, self.compact, self.width, end)
-        g.emit(ind, f"if {n} < 0:")
-        if self.nullable:
-            g.emit(ind + 1, f"{target} = None")
-        else:
-            g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable {self.kind}')")
+        emit_length_or_null(g, n, ind, field, self, end, target, "None", self.kind)
         g.emit(ind, "else:")
         g.emit(ind + 1, f"if pos + {n} > {end}: raise _short(pos, {n}, {end}, {field!r})")
         g.emit(ind + 1, f"{target} = {self.value_source(n)}; pos += {n}")
@@ -545,12 +554,7 @@ class Array(Primitive):
 
     def emit_read(self, g: Gen, target: str, ind: int, field: str, end: str = "end") -> None:
         n, items, i = g.var("n"), g.var("a"), g.var("i")
-        emit_length(g, n, ind, field, self.compact, self.width, end)
-        g.emit(ind, f"if {n} < 0:")
-        if self.nullable:
-            g.emit(ind + 1, f"{target} = None")
-        else:
-            g.emit(ind + 1, f"raise _bad(pos, {field!r}, 'null in a non-nullable array')")
+        emit_length_or_null(g, n, ind, field, self, end, target, "None", "array")
         g.emit(ind, "else:")
         el = self.element
         if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import construct
@@ -423,28 +423,12 @@ class StructCodec(Primitive):
         g.emit(0, "")
 
     def _emit_tag_decoder(self, g: Gen) -> None:
-        where = f"{self.name} tagged fields"
         for slot in self.tagged:
             g.emit(1, f"r[{slot.key!r}] = {_fresh_expr(slot.default)}")
-        g.emit(1, "if pos < end and buf[pos] == 0: pos += 1")
-        g.emit(1, "else:")
-        uv = UnsignedVarint()
-        uv.emit_read(g, "ntags", 2, where)
-        g.emit(2, "unknown = None")
-        g.emit(2, "for _ in range(ntags):")
-        uv.emit_read(g, "tag", 3, where)
-        uv.emit_read(g, "size", 3, where)
-        g.emit(3, f"if pos + size > end: raise _short(pos, size, end, {where!r})")
-        g.emit(3, "stop = pos + size")
-        keyword = "if"
-        for slot in self.tagged:
-            g.emit(3, f"{keyword} tag == {slot.field.tag}:")
-            slot.codec.emit_read(g, f"r[{slot.key!r}]", 4, slot.path, end="stop")
-            keyword = "elif"
-        g.emit(3, "else:" if self.tagged else "if True:")
-        g.emit(4, "if unknown is None: unknown = r[" + repr(UNKNOWN_TAGS) + "] = {}")
-        g.emit(4, "unknown[tag] = bytes(buf[pos:stop])")
-        g.emit(3, "pos = stop")
+        emit_tag_section(
+            g, self, lambda slot: slot.codec.emit_read(g, f"r[{slot.key!r}]", 4, slot.path, end="stop"),
+            "unknown = r[" + repr(UNKNOWN_TAGS) + "] = {}",
+        )
 
     def _emit_encoder(self, g: Gen, name: str) -> None:
         allowed = g.var("K")
@@ -601,6 +585,34 @@ def _all_structs(codec: StructCodec) -> list[StructCodec]:
         for nested in _nested_structs(slot.codec):
             found.extend(_all_structs(nested))
     return found
+
+
+def emit_tag_section(
+    g: Gen, codec: StructCodec, read_slot: Callable[[_Slot], None], new_unknown: str
+) -> None:
+    """Emit the read of ``codec``'s tag section, shared by the Body and JSON backends so both accept
+    and refuse the same bytes: ``read_slot`` emits a known tag's read (indent 4, bounded by
+    ``stop``), ``new_unknown`` the statement that makes the ``unknown`` dict (tag -> bytes)."""
+    where = f"{codec.name} tagged fields"
+    g.emit(1, "if pos < end and buf[pos] == 0: pos += 1")
+    g.emit(1, "else:")
+    uv = UnsignedVarint()
+    uv.emit_read(g, "ntags", 2, where)
+    g.emit(2, "unknown = None")
+    g.emit(2, "for _ in range(ntags):")
+    uv.emit_read(g, "tag", 3, where)
+    uv.emit_read(g, "size", 3, where)
+    g.emit(3, f"if pos + size > end: raise _short(pos, size, end, {where!r})")
+    g.emit(3, "stop = pos + size")
+    keyword = "if"
+    for slot in codec.tagged:
+        g.emit(3, f"{keyword} tag == {slot.field.tag}:")
+        read_slot(slot)
+        keyword = "elif"
+    g.emit(3, "else:" if codec.tagged else "if True:")
+    g.emit(4, f"if unknown is None: {new_unknown}")
+    g.emit(4, "unknown[tag] = bytes(buf[pos:stop])")
+    g.emit(3, "pos = stop")
 
 
 class MessageSchema(construct.Construct):
