@@ -143,23 +143,32 @@ _REQUEST = {"topics": None, "allow_auto_topic_creation": False}
 _RESPONSE = {"brokers": [], "cluster_id": "x", "controller_id": 1, "topics": []}
 
 
-def _pairs(
-    conversation: list[tuple[bool, int]], header_level: bool
-) -> list[tuple[str, int | None, int | None]]:
+def _exchanges(conversation: list[tuple[bool, int]], header_level: bool) -> list[tuple[str, Exchange]]:
+    """Pair one connection's conversation of (from client, correlation id) frames; each exchange with
+    its kind: "exchange", "orphan" or "unanswered"."""
     events: list[FrameEvent] = [
         _frame(offset, True, encode_request(3, 12, corr, "c", _REQUEST)) if from_client
         else _frame(offset, False, encode_response(3, 12, corr, _RESPONSE))
         for offset, (from_client, corr) in enumerate(conversation)
     ]  # fmt: skip
-    events.append(ConnectionClosed(_CONN, 1.0, "capture-end"))
-    got: list[tuple[str, int | None, int | None]] = []
+    events.append(ConnectionClosed(_CONN, 1.0, "capture-end"))  # as FrameReader ends every connection
+    out = []
     for x in pair_frames(events, Pairer(bodies=() if header_level else None)):
-        request = x.request_frame.offset if x.request_frame is not None else None
-        response = x.response_frame.offset if x.response_frame is not None else None
-        kind = "exchange" if request is not None and response is not None else (
-            "orphan" if request is None else "unanswered")  # fmt: skip
-        got.append((kind, request, response))
-    return got
+        kind = "exchange" if x.request_frame is not None and x.response_frame is not None else (
+            "orphan" if x.request_frame is None else "unanswered")  # fmt: skip
+        out.append((kind, x))
+    return out
+
+
+def _pairs(
+    conversation: list[tuple[bool, int]], header_level: bool
+) -> list[tuple[str, int | None, int | None]]:
+    """The (kind, request frame offset, response frame offset) of every exchange, as _model gives them."""
+    return [
+        (kind, None if x.request_frame is None else x.request_frame.offset,
+         None if x.response_frame is None else x.response_frame.offset)
+        for kind, x in _exchanges(conversation, header_level)
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("header_level", [True, False])
@@ -190,22 +199,12 @@ def test_pipelined_requests_pair_in_order(header_level: bool) -> None:
 def test_pairing_follows_the_rule(conversation: list[tuple[bool, int]], header_level: bool) -> None:
     """Requests, duplicates, lost and unknown responses in any order, on one connection: the
     pairs are those of the rule, whichever branch of the Pairer made them."""
-    events: list[FrameEvent] = [
-        _frame(offset, True, encode_request(3, 12, corr, "c", _REQUEST)) if from_client
-        else _frame(offset, False, encode_response(3, 12, corr, _RESPONSE))
-        for offset, (from_client, corr) in enumerate(conversation)
-    ]  # fmt: skip
-    events.append(ConnectionClosed(_CONN, 1.0, "capture-end"))  # as FrameReader ends every connection
-    got = []
-    for x in pair_frames(events, Pairer(bodies=() if header_level else None)):
-        request = x.request_frame.offset if x.request_frame is not None else None
-        response = x.response_frame.offset if x.response_frame is not None else None
-        kind = "exchange" if request is not None and response is not None else (
-            "orphan" if request is None else "unanswered")  # fmt: skip
-        got.append((kind, request, response))
+    for kind, x in _exchanges(conversation, header_level):
         assert x.status == {"exchange": "ok", "orphan": "orphan_response", "unanswered": "no_response"}[kind]
         if kind == "exchange":
-            assert x.header is not None and x.header.correlation_id == conversation[response][1]
+            assert x.response_frame is not None and x.header is not None
+            assert x.header.correlation_id == conversation[x.response_frame.offset][1]
             assert x.paired_by == "correlation-id"
             assert (x.request is None) == header_level and (x.response is None) == header_level
+    got = _pairs(conversation, header_level)
     assert got == list(_model(conversation))
