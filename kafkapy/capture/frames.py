@@ -42,7 +42,7 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator, MutableSet
-from typing import BinaryIO, Literal, NamedTuple
+from typing import Any, BinaryIO, Literal, NamedTuple
 
 import attrs
 
@@ -114,6 +114,14 @@ _REQ_HEAD = struct.Struct(">ihhi")
 # Ethernet + IPv4 (no options) + TCP up to the flags byte: ethertype, IP
 # version/IHL, total length, fragment word, protocol, seq, ack, data offset, flags.
 _ETH_IPV4_TCP = struct.Struct("!12xHBxH2xHxB2x4x4x2x2xIIBB")
+# A pcapng Enhanced Packet Block up to its data: type, total length, interface,
+# timestamp high and low, captured and original length; per byte order.
+_EPB = {order: struct.Struct(order + "IIIIIII") for order in "<>"}
+_U32 = {order: struct.Struct(order + "I") for order in "<>"}
+# The longest Enhanced Packet Block the fast path's walk waits for when it
+# straddles chunks (the largest packet, its header and some options); a
+# longer one is left to the reader, which skips its options piecewise.
+_NG_WAIT = MAX_CAPLEN + 4096
 
 UnframedReason = Literal["missing", "discarded"]
 
@@ -762,8 +770,10 @@ class FrameReader:
 
         A pcap file is walked here chunk by chunk, record headers included, so
         not even a bytes object or a tuple is made per packet: the frame
-        bodies are cut straight from the chunk. A pcapng file comes as
-        Packets, each walked as a chunk of its own.
+        bodies are cut straight from the chunk. So is a pcapng file's Enhanced
+        Packet Blocks; every other block (section and interface headers, other
+        packet blocks, anything odd, cut or corrupt) is handed back to the
+        reader (``_pcapng_blocks``), whose packet is walked as a chunk of its own.
         """
         framer = self.framer
         fast_data = framer._fast_data
@@ -777,6 +787,11 @@ class FrameReader:
         flow_keys: dict[int, list[bytes]] = {}  # connection id -> its keys in ``flows``
         blocks: Iterator[tuple[bytes, Packet | None]]
         pcap = capture.format == "pcap"
+        iface = 0
+        # pcapng: the walker stops at a block it leaves to the reader (``handback``); the
+        # section's byte order and interfaces, as the reader last found them
+        handback = [True]  # the first block, a section header, is the reader's
+        section: list[Any] = [_EPB["<"].unpack_from, _U32["<"].unpack_from, []]
         if pcap:
             rec, rec_size, frac_ns = capture.pcap_layout()
             unpack_rec = rec.unpack_from
@@ -784,7 +799,8 @@ class FrameReader:
             assert capture.linktype is not None
             linktype = capture.linktype
         else:
-            blocks = ((packet.data, packet) for packet in capture)
+            capture.pcapng_start()
+            blocks = self._pcapng_blocks(capture, handback, section)
         count = self.packet_count
         # The TCP state a flow needs in order (half started, not ended, nothing pending, no FIN, the
         # connection not ignored; and whether the peer half is live) changes only while a packet goes
@@ -793,12 +809,44 @@ class FrameReader:
         generation = self._layered_packets
         carry = b""  # a pcap record begun at the end of the last chunk
         for chunk, packet in blocks:
+            if not pcap:
+                ng_blocks, unpack_u32, interfaces = section
             buf = carry + chunk if carry else chunk
             end = len(buf)
             pos = 0
             while True:
                 # One packet: its captured bytes are buf[b:e].
-                if packet is None:
+                if packet is None and not pcap:
+                    # A pcapng Enhanced Packet Block this walk can vouch for: whole in the
+                    # buffer, of a declared interface, with every length and the trailer
+                    # as the reader checks them. Anything else is the reader's.
+                    if end - pos < 28:
+                        if pos < end and not chunk:
+                            handback[0] = True
+                        break
+                    btype, total, iface, ts_hi, ts_lo, incl, orig = ng_blocks(buf, pos)
+                    if (
+                        btype != 6
+                        or iface >= len(interfaces)
+                        or incl > MAX_CAPLEN
+                        or total & 3
+                        or total < 32 + ((incl + 3) & ~3)
+                    ):
+                        handback[0] = True
+                        break
+                    b = pos + total
+                    if b > end:
+                        if total > _NG_WAIT or not chunk:
+                            handback[0] = True
+                        break
+                    if unpack_u32(buf, b - 4)[0] != total:
+                        handback[0] = True
+                        break
+                    linktype, ts_mul, ts_div, ts_off = interfaces[iface]
+                    ts_ns = ((ts_hi << 32) | ts_lo) * ts_mul // ts_div + ts_off
+                    pos, b = b, pos + 28
+                    e = b + incl
+                elif packet is None:
                     if end - pos < rec_size:
                         break
                     sec, frac, incl, orig = unpack_rec(buf, pos)
@@ -889,7 +937,7 @@ class FrameReader:
                 self.packet_count = count
                 if packet is None:
                     yield from self._layers(
-                        Packet(count, ts_ns / 1e9, ts_ns, linktype, buf[b:e], orig, 0, False),
+                        Packet(count, ts_ns / 1e9, ts_ns, linktype, buf[b:e], orig, iface, False),
                         raw_key, flows, flow_keys,
                     )  # fmt: skip
                 else:
@@ -898,6 +946,9 @@ class FrameReader:
             if packet is None:
                 carry = buf[pos:]
                 buf = chunk = b""  # freed before the next read, which keeps the peak at two chunks
+                if not pcap and handback[0]:
+                    capture.unread(carry)
+                    carry = b""
         if pcap:
             cut = capture.cut_record(carry)
             if cut is not None:
@@ -906,6 +957,36 @@ class FrameReader:
                 cut_ts_ns, data, orig = cut
                 cut_packet = Packet(count, cut_ts_ns / 1e9, cut_ts_ns, linktype, data, orig, 0, True)
                 yield from self._layers(cut_packet, None, flows, flow_keys)
+
+    def _pcapng_blocks(
+        self, capture: CaptureReader, handback: list[bool], section: list[Any]
+    ) -> Iterator[tuple[bytes, Packet | None]]:
+        """A pcapng file for ``_fast``: its chunks to walk, as (chunk, None),
+        ending with an empty chunk at the end of the file; and, whenever the walk
+        stopped at a block it leaves to the reader (``handback``, after giving
+        back the unwalked bytes), that block read by the reader, as
+        (data, packet) when it holds a packet. ``section`` gets the byte order's
+        structs and the interfaces as the reader's blocks set them."""
+        ended = False
+        while True:
+            if handback[0]:
+                handback[0] = False
+                ended = False  # the walk gets the end of the file again after the reader's block
+                capture.set_packet_index(self.packet_count)
+                packet, more = capture.pcapng_block()
+                order, interfaces = capture.pcapng_section()
+                section[:] = [_EPB[order].unpack_from, _U32[order].unpack_from, interfaces]
+                if packet is not None:
+                    yield packet.data, packet
+                if not more:
+                    return
+                continue
+            chunk = capture.read_chunk()
+            if not chunk:
+                if ended:
+                    return
+                ended = True
+            yield chunk, None
 
     def _layers(
         self,

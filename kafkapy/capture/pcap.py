@@ -100,6 +100,16 @@ class _Interface:
             ns = (units * 1_000_000_000) >> self.ts_exp
         return ns + self.ts_offset_s * 1_000_000_000
 
+    def ns_scale(self) -> tuple[int, int, int, int]:
+        """(linktype, multiplier, divisor, offset): to_ns as one expression,
+        ``units * multiplier // divisor + offset``, for a walker to inline."""
+        offset = self.ts_offset_s * 1_000_000_000
+        if self.ts_base == 2:  # (units * 10**9) >> exp is this floor division
+            return self.linktype, 1_000_000_000, 1 << self.ts_exp, offset
+        if self.ts_exp <= 9:
+            return self.linktype, int(10 ** (9 - self.ts_exp)), 1, offset
+        return self.linktype, 1, int(10 ** (self.ts_exp - 9)), offset
+
 
 class _Eof(Exception):
     """Internal: the file ended inside a structure."""
@@ -122,6 +132,11 @@ class CaptureReader:
             self._file = source
             self._owns_file = False
         self._pos = 0  # bytes consumed, for error offsets
+        self._pushback = b""  # bytes given back by unread(), read before the file's...
+        self._pushback_at = 0  # ...from this position on
+        self._order = "<"  # the current pcapng section's byte order...
+        self._interfaces: list[_Interface] = []  # ...and interfaces
+        self._started_ng = False  # the first pcapng block (whose magic _open read) is behind us
         self._index = 0
         self._started = False
         #: True once the reader found the file ending inside a record.
@@ -140,9 +155,22 @@ class CaptureReader:
     def _read(self, n: int) -> bytes:
         """Read exactly n bytes, or fewer only at end of file (short reads of
         pipes and sockets are retried)."""
-        data = self._file.read(n)
-        if data is None:  # a non-blocking raw stream with nothing ready
-            data = b""
+        if self._pushback:
+            at = self._pushback_at
+            data = self._pushback[at : at + n]
+            if at + n < len(self._pushback):
+                self._pushback_at = at + n
+                self._pos += n
+                return data
+            self._pushback = b""
+            self._pushback_at = 0
+            if len(data) < n:
+                more = self._file.read(n - len(data))
+                data += more or b""
+        else:
+            data = self._file.read(n)
+            if data is None:  # a non-blocking raw stream with nothing ready
+                data = b""
         if len(data) < n and data:
             parts = [data]
             got = len(data)
@@ -258,6 +286,12 @@ class CaptureReader:
 
     def read_chunk(self) -> bytes:
         """The file's next bytes, up to a chunk; empty at its end."""
+        if self._pushback:
+            more = self._pushback[self._pushback_at :]
+            self._pushback = b""
+            self._pushback_at = 0
+            self._pos += len(more)
+            return more
         more = self._file.read(_READ_CHUNK)
         if not more:  # end of file (or of a non-blocking stream's data)
             return b""
@@ -315,77 +349,113 @@ class CaptureReader:
             pos = 0
 
     def _iter_pcapng(self) -> Iterator[Packet]:
-        order = "<"
-        interfaces: list[_Interface] = []
-        first = True
         while True:
-            block_start = self._pos
-            packet: Packet | None = None
-            if first:
-                head = self._pending_magic + self._read(4)
-                block_start = 0
-                first = False
-            else:
-                head = self._read(8)
-            if not head:
-                return
-            if len(head) < 8:
-                self.truncated = True
-                return
-            try:
-                if int.from_bytes(head[:4], "big") == _PCAPNG_SHB:
-                    bom = self._read_full(4)
-                    if bom == b"\x4d\x3c\x2b\x1a":
-                        order = "<"
-                    elif bom == b"\x1a\x2b\x3c\x4d":
-                        order = ">"
-                    else:
-                        raise CaptureError(
-                            "pcapng section header has no byte-order magic", offset=block_start
-                        )
-                    block_type = _PCAPNG_SHB
-                    (total,) = struct.unpack(order + "I", head[4:])
-                    body_read = 4
-                else:
-                    block_type, total = struct.unpack(order + "II", head)
-                    body_read = 0
-                if total < 12 or total % 4:
-                    raise CaptureError(f"pcapng block length {total} is invalid", offset=block_start)
-                body_len = total - 12
-                if block_type == _PCAPNG_SHB:
-                    if body_len < 16:
-                        raise CaptureError("pcapng section header too short", offset=block_start)
-                    major = struct.unpack(order + "H", self._read_full(2))[0]
-                    body_read += 2
-                    if major != 1:
-                        raise CaptureError(f"unsupported pcapng version {major}", offset=block_start)
-                    interfaces = []  # interface ids are per section
-                elif block_type == _PCAPNG_IDB:
-                    body_read = self._read_idb(order, body_len, interfaces, block_start)
-                elif block_type in (_PCAPNG_EPB, _PCAPNG_OPB):
-                    packet, body_read = self._read_epb(order, block_type, body_len, interfaces, block_start)
-                elif block_type == _PCAPNG_SPB:
-                    packet, body_read = self._read_spb(order, body_len, interfaces, block_start)
-                if packet is not None and packet.cut_by_eof:
-                    yield packet
-                    self.truncated = True
-                    return
-                self._skip(body_len - body_read)
-                (trailer,) = struct.unpack(order + "I", self._read_full(4))
-                if trailer != total:
-                    raise CaptureError(
-                        f"pcapng block length {total} does not match its trailer {trailer}",
-                        offset=block_start,
-                    )
-            except _Eof:
-                # A packet whose data was complete is still worth yielding
-                # when only its options or trailer were cut off.
-                if packet is not None:
-                    yield packet
-                self.truncated = True
-                return
+            packet, more = self.pcapng_block()
             if packet is not None:
                 yield packet
+            if not more:
+                return
+
+    def pcapng_block(self) -> tuple[Packet | None, bool]:
+        """Read one pcapng block: its packet, if it holds one, and whether
+        more blocks may follow (False once the file ended, cleanly or not).
+
+        Iteration is this in a loop. The fused fast path of
+        kafkapy.capture.frames walks the Enhanced Packet Blocks it can vouch
+        for in the chunks itself and hands every other block back here (see
+        :meth:`unread`), so errors, offsets and truncation are decided in one
+        place; :meth:`pcapng_section` tells it the state the blocks set.
+        """
+        order = self._order
+        block_start = self._pos
+        packet: Packet | None = None
+        if not self._started_ng:
+            head = self._pending_magic + self._read(4)
+            block_start = 0
+            self._started_ng = True
+        else:
+            head = self._read(8)
+        if not head:
+            return None, False
+        if len(head) < 8:
+            self.truncated = True
+            return None, False
+        try:
+            if int.from_bytes(head[:4], "big") == _PCAPNG_SHB:
+                bom = self._read_full(4)
+                if bom == b"\x4d\x3c\x2b\x1a":
+                    order = "<"
+                elif bom == b"\x1a\x2b\x3c\x4d":
+                    order = ">"
+                else:
+                    raise CaptureError("pcapng section header has no byte-order magic", offset=block_start)
+                self._order = order
+                block_type = _PCAPNG_SHB
+                (total,) = struct.unpack(order + "I", head[4:])
+                body_read = 4
+            else:
+                block_type, total = struct.unpack(order + "II", head)
+                body_read = 0
+            if total < 12 or total % 4:
+                raise CaptureError(f"pcapng block length {total} is invalid", offset=block_start)
+            body_len = total - 12
+            interfaces = self._interfaces
+            if block_type == _PCAPNG_SHB:
+                if body_len < 16:
+                    raise CaptureError("pcapng section header too short", offset=block_start)
+                major = struct.unpack(order + "H", self._read_full(2))[0]
+                body_read += 2
+                if major != 1:
+                    raise CaptureError(f"unsupported pcapng version {major}", offset=block_start)
+                self._interfaces = []  # interface ids are per section
+            elif block_type == _PCAPNG_IDB:
+                body_read = self._read_idb(order, body_len, interfaces, block_start)
+            elif block_type in (_PCAPNG_EPB, _PCAPNG_OPB):
+                packet, body_read = self._read_epb(order, block_type, body_len, interfaces, block_start)
+            elif block_type == _PCAPNG_SPB:
+                packet, body_read = self._read_spb(order, body_len, interfaces, block_start)
+            if packet is not None and packet.cut_by_eof:
+                self.truncated = True
+                return packet, False
+            self._skip(body_len - body_read)
+            (trailer,) = struct.unpack(order + "I", self._read_full(4))
+            if trailer != total:
+                raise CaptureError(
+                    f"pcapng block length {total} does not match its trailer {trailer}",
+                    offset=block_start,
+                )
+        except _Eof:
+            # A packet whose data was complete is still worth yielding
+            # when only its options or trailer were cut off.
+            self.truncated = True
+            return packet, False
+        return packet, True
+
+    def pcapng_start(self) -> None:
+        """Start reading a pcapng file block by block (:meth:`pcapng_block`), like iteration."""
+        if self.format != "pcapng" or self._started:
+            raise CaptureError("pcapng_block() needs a pcapng file not yet iterated")
+        self._started = True
+
+    def pcapng_section(self) -> tuple[str, list[tuple[int, int, int, int]]]:
+        """The current section's byte order (struct's "<" or ">") and, per
+        interface id, (link type, multiplier, divisor, offset in ns): a
+        timestamp of ``units`` is ``units * multiplier // divisor + offset``
+        nanoseconds, as the interface's if_tsresol and if_tsoffset say."""
+        return self._order, [iface.ns_scale() for iface in self._interfaces]
+
+    def set_packet_index(self, index: int) -> None:
+        """Number the next packet read here ``index + 1``: for a walker that
+        took the packets before it from the chunks itself."""
+        self._index = index
+
+    def unread(self, rest: bytes) -> None:
+        """Give back bytes read (by :meth:`read_chunk`) but not walked: the
+        next reads, of either kind, start with them."""
+        if rest:
+            self._pushback = rest + self._pushback[self._pushback_at :] if self._pushback else rest
+            self._pushback_at = 0
+            self._pos -= len(rest)
 
     def _read_idb(self, order: str, body_len: int, interfaces: list[_Interface], start: int) -> int:
         if body_len < 8:
