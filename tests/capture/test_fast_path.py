@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import io
 import random
+import shutil
 import struct
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 
 from kafkapy.capture import (
     CaptureError,
+    CaptureReader,
     ConnectionClassified,
     ConnectionClosed,
     Frame,
@@ -304,3 +307,177 @@ def test_pcapng_packets_take_the_fast_path_and_match(late: bool) -> None:
     as_pcap = [e[:4] + e[6:] for e in _events(io.BytesIO(_pcap(packets))) if e[0] == "frame"]
     assert as_pcap == [e[:4] + e[6:] for e in events if e[0] == "frame"]
     _assert_same(data[: len(data) * 2 // 3])  # cut mid-file
+
+
+# -- the pcapng walk: byte orders, resolutions, interfaces, sections, odd blocks --------------
+
+_ETHERNET, _RAW = 1, 101
+
+
+def _ng_block(order: str, btype: int, body: bytes) -> bytes:
+    body += b"\x00" * (-len(body) % 4)
+    return struct.pack(order + "II", btype, 12 + len(body)) + body + struct.pack(order + "I", 12 + len(body))
+
+
+def _ng_units(ts: float, tsresol: int) -> int:
+    return round(ts * (2 ** (tsresol & 0x7F) if tsresol & 0x80 else 10**tsresol))
+
+
+def _pcapng_of(
+    packets: list[tuple[float, bytes]],
+    *,
+    order: str = "<",
+    interfaces: tuple[tuple[int, int], ...] = ((_ETHERNET, 9),),
+    sections: int = 1,
+    extras: bool = False,
+) -> bytes:
+    """The packets as pcapng: ``interfaces`` are (link type, if_tsresol) pairs, declared anew in each
+    of ``sections`` sections, and taken in turn; ``extras`` puts statistics, name-resolution and
+    unknown blocks, Simple Packet Blocks and options between and in the packet blocks."""
+    end_opt = struct.pack(order + "HH", 0, 0)
+    out = b""
+    for i, (ts, frame) in enumerate(packets):
+        if i * sections // len(packets) != (i - 1) * sections // len(packets) or i == 0:
+            out += _ng_block(order, 0x0A0D0D0A, struct.pack(order + "IHHq", 0x1A2B3C4D, 1, 0, -1))
+            for linktype, tsresol in interfaces:
+                opts = struct.pack(order + "HHB3x", 9, 1, tsresol) + end_opt
+                out += _ng_block(order, 1, struct.pack(order + "HHI", linktype, 0, 0) + opts)
+        iface = i % len(interfaces)
+        linktype, tsresol = interfaces[iface]
+        data = frame if linktype == _ETHERNET else frame[14:]
+        if extras and i % 11 == 5:
+            out += _ng_block(order, 5, struct.pack(order + "III", iface, 0, 0))  # interface statistics
+            out += _ng_block(order, 4, struct.pack(order + "HH", 0, 0))  # name resolution, no records
+            out += _ng_block(order, 0x40000BAD, b"\x00\x00\x7e\x58kafkapy")  # custom, not copied
+        if extras and i % 17 == 9 and iface == 0:
+            out += _ng_block(order, 3, struct.pack(order + "I", len(data)) + data)
+            continue
+        units = _ng_units(ts, tsresol)
+        opts = struct.pack(order + "HHI", 2, 4, 0) + end_opt if extras and i % 3 == 0 else b""
+        fixed = struct.pack(order + "IIIII", iface, units >> 32, units & 0xFFFFFFFF, len(data), len(data))
+        out += _ng_block(order, 6, fixed + data + b"\x00" * (-len(data) % 4) + opts)
+    return out
+
+
+def _outcome(events: Iterator[FrameEvent]) -> tuple[list[tuple[Any, ...]], tuple[str, int | None] | None]:
+    """The events, then the error (message and offset) if any."""
+    seen: list[tuple[Any, ...]] = []
+    try:
+        for event in events:
+            seen.append(_key(event))
+    except CaptureError as exc:
+        return seen, (str(exc), exc.offset)
+    return seen, None
+
+
+@pytest.mark.parametrize("order", ["<", ">"], ids=["little-endian", "big-endian"])
+@pytest.mark.parametrize(
+    "interfaces",
+    [((_ETHERNET, 6),), ((_ETHERNET, 9),), ((_ETHERNET, 9), (_ETHERNET, 6), (_RAW, 0x94))],
+    ids=["us", "ns", "us-ns-raw"],
+)
+@pytest.mark.parametrize("sections", [1, 3])
+def test_pcapng_layouts_take_the_fast_path_and_match(
+    order: str, interfaces: tuple[tuple[int, int], ...], sections: int
+) -> None:
+    packets = _conversation(random.Random(8), 3, 50, mss=700)
+    data = _pcapng_of(packets, order=order, interfaces=interfaces, sections=sections, extras=True)
+    events = _assert_same(data)
+    assert sum(1 for e in events if e[0] == "frame") > 150
+    reader = FrameReader(_ShortReads(data, 4093))
+    assert [_key(e) for e in reader] == events
+    assert reader.packet_count == len(list(read_packets(io.BytesIO(data))))
+    ethernet = sum(1 for linktype, _ in interfaces if linktype == _ETHERNET) / len(interfaces)
+    assert reader.fast_packets > reader.packet_count * ethernet // 2
+    if len(interfaces) == 1 and sections == 1:
+        # the same traffic without the odd blocks: the same frames, times aside (SPBs have none)
+        plain = _events(io.BytesIO(_pcapng_of(packets, order=order, interfaces=interfaces)))
+        assert [e[:4] + e[6:] for e in plain if e[0] == "frame"] == [
+            e[:4] + e[6:] for e in events if e[0] == "frame"
+        ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    cut=st.floats(0.0, 1.0),
+    step=st.sampled_from([1, 61, 65_536]),
+    order=st.sampled_from("<>"),
+)
+def test_property_a_pcapng_file_cut_anywhere_gives_the_same_events(
+    seed: int, cut: float, step: int, order: str
+) -> None:
+    packets = _conversation(random.Random(seed), 2, 8, mss=300, close=False)
+    data = _pcapng_of(
+        packets, order=order, interfaces=((_ETHERNET, 6), (_ETHERNET, 9)), sections=2, extras=True
+    )
+    data = data[: int(len(data) * cut)]
+    reader = FrameReader(_ShortReads(data, step))
+    assert _outcome(iter(reader)) == _outcome(_layered(data))
+    layered = CaptureReader(io.BytesIO(data)) if len(data) >= 4 else None
+    if layered is not None:
+        assert reader.packet_count == sum(1 for _ in layered)
+        assert reader.capture is not None and reader.capture.truncated == layered.truncated
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    where=st.floats(0.0, 1.0),
+    word=st.sampled_from([0, 1, 2, 3, 5, 6, 12, 28, 31, 32, 0x7FFFFFFF, 0xFFFFFFFF, 262_145])
+    | st.integers(0, 2**32 - 1),
+    step=st.sampled_from([97, 65_536]),
+    order=st.sampled_from("<>"),
+)
+def test_property_a_corrupt_pcapng_block_fails_or_reads_as_in_the_reader(
+    seed: int, where: float, word: int, step: int, order: str
+) -> None:
+    """A 4-byte word overwritten anywhere (a block type or length, an interface id, a captured
+    length, a trailer, a byte-order magic...): the same events, then the same error at the same offset."""
+    packets = _conversation(random.Random(seed), 2, 10, mss=500, close=False)
+    data = bytearray(_pcapng_of(packets, order=order, interfaces=((_ETHERNET, 9), (_RAW, 6)), extras=True))
+    pos = int((len(data) - 4) * where) & ~3
+    struct.pack_into(order + "I", data, pos, word)
+    fast = _outcome(iter(FrameReader(_ShortReads(bytes(data), step))))
+    assert fast == _outcome(_layered(bytes(data)))
+
+
+@pytest.mark.skipif(shutil.which("editcap") is None, reason="needs Wireshark's editcap")
+@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: p.name)
+def test_real_captures_converted_to_pcapng_give_the_same_events(path: Path, tmp_path: Path) -> None:
+    converted = tmp_path / (path.stem + ".pcapng")
+    subprocess.run(["editcap", "-F", "pcapng", str(path), str(converted)], check=True, capture_output=True)
+    data = converted.read_bytes()
+    events = _assert_same(data)
+    reader = FrameReader(converted)
+    assert [_key(e) for e in reader] == events
+    as_pcap = FrameReader(path)
+    assert [_key(e) for e in as_pcap] == events
+    # every packet block is walked as the pcap's records are: as many packets take the fast path
+    assert (reader.fast_packets, reader.packet_count) == (as_pcap.fast_packets, as_pcap.packet_count)
+
+
+def _ng_blocks(data: bytes, order: str) -> Iterator[tuple[int, int, int]]:
+    """(offset, type, total length) of each block of a well-formed pcapng file."""
+    pos = 0
+    while pos < len(data):
+        btype, total = struct.unpack_from(order + "II", data, pos)
+        yield pos, btype, total
+        pos += total
+
+
+@pytest.mark.parametrize("order", ["<", ">"])
+@pytest.mark.parametrize("field", [0, 4, 8, 20, -4], ids=["type", "length", "interface", "caplen", "trailer"])
+@pytest.mark.parametrize("value", [1, 2, 3, 6, 33, 262_145, 0xFFFFFFFF])
+def test_a_corrupt_packet_block_fails_or_reads_as_in_the_reader(order: str, field: int, value: int) -> None:
+    """Each field the walk checks, broken in one Enhanced Packet Block amid Ethernet traffic that takes
+    the fast path: the same events, then the same error at the same offset, as the reader alone."""
+    packets = _conversation(random.Random(9), 2, 20, mss=500, close=False)
+    data = bytearray(_pcapng_of(packets, order=order, interfaces=((_ETHERNET, 9), (_ETHERNET, 6))))
+    epbs = [(pos, total) for pos, btype, total in _ng_blocks(bytes(data), order) if btype == 6]
+    pos, total = epbs[-5]
+    struct.pack_into(order + "I", data, pos + field if field >= 0 else pos + total + field, value)
+    reader = FrameReader(_ShortReads(bytes(data), 997))
+    fast = _outcome(iter(reader))
+    assert fast == _outcome(_layered(bytes(data)))
+    assert reader.fast_packets > 10
