@@ -189,10 +189,6 @@ class _BodyEncoder:
 _ENCODERS: dict[bool, _BodyEncoder] = {}
 
 
-def _plain_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def to_json(value: Any, *, decode_records: bool = True) -> str:
     """A decoded body (or any value inside one) as compact JSON.
 
@@ -414,10 +410,6 @@ def exchange_row(x: Exchange, *, capture: str | None = None, decode_records: boo
 def _empty_values(ts: float, status: str, reason: str, capture: str | None) -> tuple[Any, ...]:
     return (ts, None, None, None, None, None, None, None, None, None, None, None, None, None, None,
             status, reason, None, capture)  # fmt: skip
-
-
-def _empty_row(ts: float, status: str, reason: str, capture: str | None) -> Row:
-    return _row(_empty_values(ts, status, reason, capture))
 
 
 def gap_values(u: Unframed, *, capture: str | None = None) -> tuple[Any, ...]:
