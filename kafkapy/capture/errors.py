@@ -8,7 +8,7 @@ can catch one type around a whole capture.
 
 from __future__ import annotations
 
-from kafkapy.errors import CORRUPT_MESSAGE, KafkaPyError
+from kafkapy.errors import ErrorCode, KafkaPyError
 
 __all__ = ["CaptureError"]
 
@@ -21,7 +21,7 @@ class CaptureError(KafkaPyError, ValueError):
     containing contradictory bytes.
     """
 
-    error_code = CORRUPT_MESSAGE
+    error_code = ErrorCode.CORRUPT_MESSAGE
 
     def __init__(self, reason: str, *, offset: int | None = None, truncated: bool = False) -> None:
         self.reason = reason
