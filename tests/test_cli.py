@@ -190,3 +190,26 @@ def test_broker_metadata_reports_connection_refused() -> None:
 def test_broker_metadata_rejects_a_malformed_address() -> None:
     result = kafkapy("broker-metadata", "--bootstrap-server", "localhost")
     assert result.returncode != 0 and "HOST:PORT" in result.stderr
+
+
+def test_a_config_file_with_a_latin1_byte_serves(tmp_path: Path) -> None:
+    properties = tmp_path / "server.properties"
+    properties.write_bytes(b"# Configur\xe9 by hand\nbroker.id=4\ntag.city=Montr\\u00e9al\n")
+    server = Served("--config", str(properties), "--override", EPHEMERAL)
+    try:
+        _, host, port = server.wait_listening()
+        result = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}", "--json")
+        (broker,) = json.loads(result.stdout)["brokers"]
+        assert broker["node_id"] == 4 and {"key": "city", "value": "Montréal"} in broker["tags"]
+        assert server.stop() == 0
+    finally:
+        server.kill()
+
+
+def test_a_malformed_escape_in_the_config_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    properties = tmp_path / "server.properties"
+    properties.write_bytes(b"broker.id=4\ntag.city=Montr\\u0g9al\n")
+    result = kafkapy("serve", "--config", str(properties), "--override", EPHEMERAL)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"kafkapy serve: error: {properties}, line 2: malformed \\uXXXX escape '\\\\u0g9a'"]

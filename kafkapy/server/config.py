@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -250,27 +250,86 @@ def _declared_elsewhere(raw: Mapping[str, Any]) -> set[str]:
 
 
 def load_properties(path: Path) -> dict[str, str]:
-    """Java .properties, as Kafka's server.properties uses them: key=value or key: value, # and ! comments."""
+    """Java .properties, read as java.util.Properties.load(InputStream) reads Kafka's server.properties.
+
+    The file is ISO-8859-1 (every byte is a character, so no file fails to decode); other characters
+    are written as ``\\uXXXX``. ``key=value``, ``key: value`` or ``key value``; ``#`` and ``!``
+    comments; an odd number of trailing backslashes continues a line; ``\\t \\n \\r \\f`` and
+    ``\\uXXXX`` escapes in keys and values, any other escaped character stands for itself.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("iso-8859-1")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     result: dict[str, str] = {}
-    pending = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not pending and (not stripped or stripped[0] in "#!"):
-            continue
+    for number, logical in _logical_lines(text):
+        try:
+            key, value = _split_property(logical)
+        except ValueError as exc:
+            raise ConfigError(f"{path}, line {number}: {exc}") from None
+        result[key] = value
+    return result
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(first line number, text) of each property: comments and blank lines dropped, continuations
+    joined with the next line's leading whitespace removed (Java's LineReader)."""
+    pending: str | None = None
+    first = 0
+    for number, line in enumerate(re.split(r"\r\n|\r|\n", text), 1):
+        stripped = line.lstrip(" \t\f")
+        if pending is None:
+            if not stripped or stripped[0] in "#!":
+                continue  # a comment ending in a backslash does not continue
+            first, pending = number, ""
         if (len(stripped) - len(stripped.rstrip("\\"))) % 2 == 1:  # an odd number of \ continues
             pending += stripped[:-1]
             continue
-        stripped, pending = pending + stripped, ""
-        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", stripped)
-        if match is None:
-            result[stripped] = ""
+        yield first, pending + stripped
+        pending = None
+    if pending:
+        yield first, pending
+
+
+_ESCAPED = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    """Key and value of one logical line: the key ends at the first unescaped ``=``, ``:`` or
+    whitespace; whitespace, then at most one ``=`` or ``:``, then whitespace separate it from the value."""
+    end = 0
+    while end < len(line) and line[end] not in "=: \t\f":
+        end += 2 if line[end] == "\\" else 1
+    end = min(end, len(line))
+    rest = line[end:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(line[:end]), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\" or i + 1 == len(text):
+            out.append(char)  # Java drops a lone trailing backslash; a logical line never has one
+            i += 1
+            continue
+        escaped = text[i + 1]
+        if escaped == "u":
+            digits = text[i + 2:i + 6]
+            if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                raise ValueError(f"malformed \\uXXXX escape {text[i:i + 6]!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
         else:
-            result[match.group(1)] = match.group(2)
-    return result
+            out.append(_ESCAPED.get(escaped, escaped))
+            i += 2
+    # Java strings are UTF-16: a character beyond U+FFFF is written as two escaped surrogates.
+    return "".join(out).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:

@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 
 import attrs
+from hypothesis import given
+from hypothesis import strategies as st
 import pytest
 
 from kafkapy import Broker
@@ -207,3 +209,63 @@ def test_invalid_values_checked_at_start_name_the_key(settings: dict[str, str], 
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         with Broker(settings):
             pass
+
+
+# --- properties files are ISO-8859-1 with \uXXXX escapes, as java.util.Properties reads them ---
+
+def test_a_latin1_byte_in_a_comment_or_value_is_read_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_bytes(b"# Configur\xe9 by hand\nbroker.id=5\ntag.city=Montr\xe9al\n")
+    config = BrokerConfig.build(properties=path)
+    assert config["broker.id"] == 5 and config.tags == {"city": "Montréal"}
+
+
+def test_java_escapes_in_keys_and_values(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("tag.city=Montr\\u00e9al\ntag.a\\=b\\ c = x\\ty\\\\z\\q\nkey\\:colon:v\n  :empty\n"
+                    "tag.tail=ends\\\n", encoding="ascii")
+    assert load_properties(path) == {"tag.city": "Montréal", "tag.a=b c": "x\ty\\zq", "key:colon": "v",
+                                     "": "empty", "tag.tail": "ends"}
+
+
+def test_a_malformed_unicode_escape_is_one_config_error_naming_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=1\n\n# comment\ntag.x=\\u00g9\n", encoding="ascii")
+    with pytest.raises(ConfigError, match=r"server\.properties, line 4: malformed \\uXXXX"):
+        load_properties(path)
+
+
+_PROPERTY_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+def _java_store_escape(text: str, *, key: bool) -> str:
+    """How java.util.Properties.store(OutputStream) writes a key or value (saveConvert, ISO-8859-1)."""
+    out = []
+    for i, char in enumerate(text):
+        if char == " " and (key or i == 0):
+            out.append("\\ ")
+        elif char in "\t\n\r\f":
+            out.append("\\" + {"\t": "t", "\n": "n", "\r": "r", "\f": "f"}[char])
+        elif char in "\\=:#!":
+            out.append("\\" + char)
+        elif not " " <= char <= "~":
+            out.extend(f"\\u{unit:04X}" for unit in _utf16_units(char))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _utf16_units(char: str) -> list[int]:
+    data = char.encode("utf-16-be")
+    return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
+
+
+@given(st.dictionaries(_PROPERTY_TEXT, _PROPERTY_TEXT, max_size=6))
+def test_what_java_stores_reads_back(tmp_path_factory: pytest.TempPathFactory,
+                                     properties: dict[str, str]) -> None:
+    path = tmp_path_factory.mktemp("props") / "server.properties"
+    lines = [f"{_java_store_escape(k, key=True)}={_java_store_escape(v, key=False)}"
+             for k, v in properties.items()]
+    path.write_bytes(("#a comment\n" + "\n".join(lines) + "\n").encode("iso-8859-1"))
+    assert load_properties(path) == properties
+
