@@ -202,7 +202,8 @@ class BrokerConfig:
             declared = _declared_elsewhere(raw)
             for name in unknown:
                 if name not in declared:
-                    log.warning("unknown configuration key %r (ignored)", name)
+                    log.warning("unknown configuration key %r (ignored)%s", name,
+                                _did_you_mean(name, (*keys, *declared)))
         for name, key in keys.items():
             values[name] = _checked(key, raw.get(name, key.default))
         # Per-listener keys (listener.name.<l>.<key>) are kept verbatim for the modules that read them.
@@ -222,6 +223,20 @@ class BrokerConfig:
             values[key.name] = _checked(key, self.originals.get(key.name, key.default))
             added = True
         return attrs.evolve(self, values=values) if added else self
+
+
+def _did_you_mean(unknown: str, known: Iterable[str]) -> str:
+    """``; did you mean 'broker.id'?`` for the nearest known key, or nothing. Keyword spellings
+    (``broker_id``, ``Broker-Id``) are read as Kafka's dotted lower-case names first."""
+    import difflib
+
+    spelled = re.sub(r"[_\-]", ".", unknown).lower()
+    by_spelling = {name.lower(): name for name in known}
+    if spelled in by_spelling:
+        return f"; did you mean {by_spelling[spelled]!r}?"
+    # 0.8: difflib's ratio above which two keys differ by a typo or two, not in meaning.
+    nearest = difflib.get_close_matches(spelled, list(by_spelling), n=1, cutoff=0.8)
+    return f"; did you mean {by_spelling[nearest[0]]!r}?" if nearest else ""
 
 
 def _declared_elsewhere(raw: Mapping[str, Any]) -> set[str]:

@@ -269,3 +269,21 @@ def test_what_java_stores_reads_back(tmp_path_factory: pytest.TempPathFactory,
     path.write_bytes(("#a comment\n" + "\n".join(lines) + "\n").encode("iso-8859-1"))
     assert load_properties(path) == properties
 
+
+def test_a_keyword_spelling_of_a_key_suggests_kafkas_name(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        config = BrokerConfig.build({"broker_id": 1, "socket.request.max.byte": 5, "log.dirs": "/x"})
+    warned = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert warned == [
+        "unknown configuration key 'broker_id' (ignored); did you mean 'broker.id'?",
+        "unknown configuration key 'log.dirs' (ignored)",
+        "unknown configuration key 'socket.request.max.byte' (ignored); did you mean "
+        "'socket.request.max.bytes'?",
+    ]
+    assert config["broker.id"] == -1  # still only a warning, as in Kafka
+
+
+def test_a_module_key_typo_suggests_the_module_key(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        BrokerConfig.build({"coordinator.min.sesion.timeout.ms": "1"})
+    assert any("did you mean 'coordinator.min.session.timeout.ms'?" in r.getMessage() for r in caplog.records)
