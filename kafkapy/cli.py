@@ -168,10 +168,14 @@ def _broker_metadata(args: argparse.Namespace) -> int:
         return 1
     if args.json:
         print(json.dumps({"brokers": brokers}, indent=2))
-    elif not brokers:
-        print("no brokers matched")
-    else:
+    elif brokers:
         print(_format_table(brokers))
+    missing = sorted(set(args.node_id or ()) - {b["node_id"] for b in brokers} - {-1})
+    if missing or not brokers:
+        # Asked for a broker the cluster does not have: a failed lookup, as kafka-configs exits 1.
+        wanted = ", ".join(map(str, missing)) if missing else "any"
+        print(f"kafkapy broker-metadata: no broker with node id {wanted}", file=sys.stderr)
+        return 1
     return 0
 
 

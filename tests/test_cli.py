@@ -111,7 +111,12 @@ def test_serve_answers_broker_metadata_then_stops_on_sigterm(served: Served) -> 
     assert tags["zone"] == "eu-1" and tags["endpoints"] == f"plaintext://127.0.0.1:{port}"
 
     none = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}", "--node-id", "99", "--json")
-    assert none.returncode == 0 and json.loads(none.stdout) == {"brokers": []}
+    assert none.returncode == 1 and json.loads(none.stdout) == {"brokers": []}
+    assert none.stderr == "kafkapy broker-metadata: no broker with node id 99\n"
+    some = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}", "--node-id", "7",
+                   "--node-id", "5")
+    assert some.returncode == 1 and some.stdout.splitlines()[1].split()[0] == "7"
+    assert some.stderr == "kafkapy broker-metadata: no broker with node id 5\n"
 
     assert served.stop(signal.SIGTERM) == 0, "".join(served.stderr)
     assert "Traceback" not in "".join(served.stderr)
