@@ -6,9 +6,9 @@ import logging
 from pathlib import Path
 
 import attrs
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-import pytest
 
 from kafkapy import Broker
 from kafkapy.server.config import BrokerConfig, ConfigError, load_properties, parse_overrides
