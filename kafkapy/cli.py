@@ -10,11 +10,11 @@ import logging
 import pkgutil
 import signal
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, NoReturn
 
 import kafkapy.commands
-from kafkapy.client import ClientError, SimpleClient
+from kafkapy.client import ClientError, SimpleClient, host_port_argument
 from kafkapy.protocol import (
     api_name,
     catalogue,
@@ -179,9 +179,24 @@ def _broker_metadata(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with every usage error as one line on stderr and exit 2 (argparse's own code),
+    in every subcommand: subparsers are made of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield sub
+                yield from _subparsers(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kafkapy",
-                                     description="Kafka's wire protocol from the broker side.")
+    parser = _Parser(prog="kafkapy", description="Kafka's wire protocol from the broker side.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="encode and decode a sample exchange")
     demo.set_defaults(func=_demo)
@@ -209,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     for found in pkgutil.iter_modules(kafkapy.commands.__path__):
         importlib.import_module(f"kafkapy.commands.{found.name}").register(commands)
+    # One HOST:PORT rule for every command that connects, checked as a usage error.
+    for sub in _subparsers(parser):
+        for action in sub._actions:
+            if "--bootstrap-server" in action.option_strings:
+                action.type = host_port_argument
     return parser
 
 

@@ -6,6 +6,7 @@ answer, and turns every failure into a one-line ClientError.
 
 from __future__ import annotations
 
+import argparse
 import socket
 import struct
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ from kafkapy.errors import DecodeError, KafkaPyError
 from kafkapy.protocol import api_name, decode_response, encode_request
 from kafkapy.protocol.schema import Body
 
-__all__ = ["ClientError", "SimpleClient", "parse_host_port"]
+__all__ = ["ClientError", "SimpleClient", "host_port_argument", "parse_host_port"]
 
 
 class ClientError(KafkaPyError):
@@ -27,6 +28,16 @@ def parse_host_port(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ClientError(f"--bootstrap-server {text!r} is not HOST:PORT")
     return host.strip("[]"), int(port)
+
+
+def host_port_argument(text: str) -> str:
+    """argparse ``type`` for ``--bootstrap-server``: a malformed address is a usage error (exit 2)
+    reported before anything connects, by the same rule :func:`parse_host_port` applies."""
+    try:
+        parse_host_port(text)
+    except ClientError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (port 1-65535)") from None
+    return text
 
 
 class SimpleClient:

@@ -194,7 +194,33 @@ def test_broker_metadata_reports_connection_refused() -> None:
 
 def test_broker_metadata_rejects_a_malformed_address() -> None:
     result = kafkapy("broker-metadata", "--bootstrap-server", "localhost")
-    assert result.returncode != 0 and "HOST:PORT" in result.stderr
+    assert result.returncode == 2 and "HOST:PORT" in result.stderr
+
+
+CAPTURE = str(Path(__file__).parent / "data" / "captures" / "00-produce-v2.pcap")
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["broker-metadata", "--bootstrap-server", "nohost"], "'nohost' is not HOST:PORT"),
+    (["broker-metadata", "--bootstrap-server", "h:70000"], "'h:70000' is not HOST:PORT"),
+    (["configs", "--bootstrap-server", "nohost", "--describe", "--entity-type", "brokers",
+      "--entity-default"], "'nohost' is not HOST:PORT"),
+    (["features", "--bootstrap-server", "nohost", "describe"], "'nohost' is not HOST:PORT"),
+    (["decode", "--kafka-port", "70000", CAPTURE], "'70000' is not a TCP port"),
+    (["decode", "--kafka-port", "0", CAPTURE], "'0' is not a TCP port"),
+    (["decode", "--bodies", "99999", CAPTURE], "unknown API key 99999"),
+    (["decode", "--format", "parquet", CAPTURE], "--format parquet needs --output"),
+    (["decode", "-", "-"], "- (stdin) can be given once"),
+    (["spark-decode", "--kafka-port", "70000", "-o", "x", CAPTURE], "'70000' is not a TCP port"),
+    (["serve", "--no-such-option"], "unrecognized arguments"),
+    (["no-such-command"], "invalid choice"),
+    ([], "required"),
+])
+def test_every_usage_error_is_one_line_and_exit_2(args: list[str], says: str) -> None:
+    result = kafkapy(*args)
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+    assert result.stdout == ""
 
 
 def test_a_config_file_with_a_latin1_byte_serves(tmp_path: Path) -> None:

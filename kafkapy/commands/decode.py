@@ -7,12 +7,13 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from kafkapy.capture.rows import COLUMNS, Row, decode_capture, to_json, write_parquet
 from kafkapy.capture.summary import Summary
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
 
+STDIN = "-"
 _TABLE_COLUMNS = ("ts", "src", "dst", "api_name", "api_version", "correlation_id", "client_id",
                   "error_code", "latency_ms", "status")
 
@@ -24,7 +25,7 @@ def register(subparsers: Any) -> None:
         description="Decode Kafka traffic in pcap/pcapng captures: one row per request/response "
         "exchange, bodies as JSON.",
     )
-    p.add_argument("captures", nargs="+", metavar="CAPTURE", help="pcap or pcapng files")
+    p.add_argument("captures", nargs="+", metavar="CAPTURE", help="pcap or pcapng files; - reads stdin")
     add_common_options(p)
     p.add_argument("--format", choices=("jsonl", "table", "parquet"), default="jsonl")
     p.add_argument("--output", "-o", metavar="PATH", help="output file (default stdout; parquet needs one)")
@@ -34,7 +35,7 @@ def register(subparsers: Any) -> None:
 
 def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--kafka-port", type=int, action="append", metavar="P", dest="kafka_ports",
+        "--kafka-port", type=port_number, action="append", metavar="P", dest="kafka_ports",
         help="a broker port (repeatable; default 9092); ports seen carrying Kafka frames are added",
     )  # fmt: skip
     p.add_argument(
@@ -48,6 +49,13 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summary-plot", metavar="PNG", help="also draw the summary as a PNG (needs matplotlib)")
 
 
+def port_number(text: str) -> int:
+    """``--kafka-port``: a TCP port, 1-65535."""
+    if not text.strip().isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return int(text)
+
+
 def parse_bodies(text: str) -> frozenset[int] | None:
     """``--bodies``: None for all APIs, else the API keys to decode bodies of."""
     from kafkapy.protocol import catalogue
@@ -57,11 +65,14 @@ def parse_bodies(text: str) -> frozenset[int] | None:
         return None
     if value == "none":
         return frozenset()
-    by_name = {spec.name.lower(): key for key, spec in catalogue().items()}
+    known = catalogue()
+    by_name = {spec.name.lower(): key for key, spec in known.items()}
     keys: set[int] = set()
     for item in value.split(","):
         item = item.strip()
         if item.lstrip("-").isdigit():
+            if int(item) not in known:  # no body of a key outside the catalogue can be decoded
+                raise argparse.ArgumentTypeError(f"unknown API key {item} (not in kafkapy's catalogue)")
             keys.add(int(item))
         elif item in by_name:
             keys.add(by_name[item])
@@ -120,8 +131,12 @@ def iter_rows(
         if progress is not None:
             progress.start_file(i, path)
             callback = progress.packets
+        # "-": a capture piped in (tcpdump -w - | kafkapy decode -), read as a stream; the rows'
+        # capture column says "-" too.
+        source: str | BinaryIO = sys.stdin.buffer if path == STDIN else path
         rows = decode_capture(
-            path, kafka_ports=ports, decode_records=decode_records, bodies=bodies, progress=callback
+            source, kafka_ports=ports, decode_records=decode_records, bodies=bodies, capture=path,
+            progress=callback,
         )
         for row in rows:
             if row["api_key"] is None and row["status"] == "undecodable":
@@ -148,7 +163,10 @@ def _table_line(row: Row, header: bool = False) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.output:
-        print("kafkapy decode: --format parquet needs --output PATH", file=sys.stderr)
+        print("kafkapy decode: error: --format parquet needs --output PATH", file=sys.stderr)
+        return 2
+    if args.captures.count(STDIN) > 1:
+        print("kafkapy decode: error: - (stdin) can be given once", file=sys.stderr)
         return 2
     progress = None
     if not args.no_progress and sys.stderr.isatty():

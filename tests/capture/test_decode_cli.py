@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -104,3 +105,15 @@ def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, capsys: py
     assert main(["decode", "-o", str(tmp_path / "x.jsonl"), *CAPTURE_FILES]) == 0
     assert "\r" in tty.getvalue()  # the progress line is drawn and then cleared
     assert "\r" not in capsys.readouterr().err  # not a terminal: no progress
+
+
+def test_decode_reads_a_capture_piped_to_stdin() -> None:
+    piped = subprocess.run([sys.executable, "-m", "kafkapy.cli", "decode", "-"], capture_output=True,
+                           input=Path(CAPTURE_FILES[0]).read_bytes(), timeout=60)
+    assert piped.returncode == 0, piped.stderr
+    named = subprocess.run([sys.executable, "-m", "kafkapy.cli", "decode", CAPTURE_FILES[0]],
+                           capture_output=True, timeout=60)
+    rows = [json.loads(line) for line in piped.stdout.splitlines()]
+    expected = [json.loads(line) for line in named.stdout.splitlines()]
+    assert rows and [r["capture"] for r in rows] == ["-"] * len(rows)
+    assert [{**r, "capture": None} for r in rows] == [{**r, "capture": None} for r in expected]
