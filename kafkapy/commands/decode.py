@@ -49,6 +49,34 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summary-plot", metavar="PNG", help="also draw the summary as a PNG (needs matplotlib)")
 
 
+def output_problem(path: str) -> str | None:
+    """Why ``path`` cannot be written as an output file, or None: checked before any decoding, so
+    an unwritable output is a usage error at once, not an exception after all the work is done."""
+    if os.path.isdir(path):
+        return f"{path} is a directory"
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"cannot write {path}: no such directory"
+    if not os.access(path if os.path.exists(path) else parent, os.W_OK):
+        return f"cannot write {path}: permission denied"
+    return None
+
+
+def outputs_problem(args: argparse.Namespace, *, output_is_file: bool = True) -> str | None:
+    """The first problem with the output files these arguments name (``--output`` as a file,
+    ``--summary-plot``), or None."""
+    if args.summary_plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            return "--summary-plot needs matplotlib: pip install 'kafkapy[spark]'"
+    for path in (args.output if output_is_file else None, args.summary_plot):
+        problem = path and output_problem(path)
+        if problem:
+            return problem
+    return None
+
+
 def port_number(text: str) -> int:
     """``--kafka-port``: a TCP port, 1-65535."""
     if not text.strip().isdigit() or not 0 < int(text) < 65536:
@@ -167,6 +195,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.captures.count(STDIN) > 1:
         print("kafkapy decode: error: - (stdin) can be given once", file=sys.stderr)
+        return 2
+    problem = outputs_problem(args)
+    if problem:
+        print(f"kafkapy decode: error: {problem}", file=sys.stderr)
         return 2
     progress = None
     if not args.no_progress and sys.stderr.isatty():

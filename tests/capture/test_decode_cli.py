@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -117,3 +118,29 @@ def test_decode_reads_a_capture_piped_to_stdin() -> None:
     expected = [json.loads(line) for line in named.stdout.splitlines()]
     assert rows and [r["capture"] for r in rows] == ["-"] * len(rows)
     assert [{**r, "capture": None} for r in rows] == [{**r, "capture": None} for r in expected]
+
+
+def _kafkapy(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkapy.cli", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    (["--format", "parquet", "-o", "{tmp}/no/dir/x.parquet"],
+     "cannot write {tmp}/no/dir/x.parquet: no such directory"),
+    (["--format", "parquet", "-o", "{tmp}"], "{tmp} is a directory"),
+    (["-o", "{tmp}"], "{tmp} is a directory"),
+    (["--format", "table", "-o", "{tmp}/none/x.txt"], "cannot write {tmp}/none/x.txt: no such directory"),
+    (["--summary-plot", "{tmp}/no/dir/x.png"], "cannot write {tmp}/no/dir/x.png: no such directory"),
+    (["--format", "table", "-o", "{tmp}/ro/x.txt"], "cannot write {tmp}/ro/x.txt: permission denied"),
+])
+def test_an_unwritable_output_is_one_line_exit_2_before_decoding(
+    tmp_path: Path, options: list[str], says: str
+) -> None:
+    (tmp_path / "ro").mkdir(mode=0o500)
+    if os.access(tmp_path / "ro", os.W_OK) and "ro/" in says:
+        pytest.skip("running as a user who may write anywhere (root)")
+    result = _kafkapy("decode", *[o.format(tmp=tmp_path) for o in options], *CAPTURE_FILES)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"kafkapy decode: error: {says.format(tmp=tmp_path)}\n"
+    assert result.stdout == ""  # nothing decoded
