@@ -430,6 +430,15 @@ def gap_row(u: Unframed, *, capture: str | None = None) -> Row:
     return _row(gap_values(u, capture=capture))
 
 
+# The row for a file that ends inside a record (a copy cut short, a capture still being
+# written): its frames up to the cut are decoded, the cut frame is ``truncated``.
+_CUT_REASON = "capture error: the file ends inside a record (cut short)"
+
+
+def _file_cut(reader: FrameReader) -> bool:
+    return reader.capture is not None and reader.capture.truncated
+
+
 def decode_capture_values(
     source: str | os.PathLike[str] | BinaryIO,
     *,
@@ -459,6 +468,10 @@ def decode_capture_values(
         n = 0
         for event in reader:
             if type(event) is Frame:
+                if event.truncated and event.reason == "gap" and _file_cut(reader):
+                    # The bytes lost are those the file's last record was cut short of: the
+                    # capture ended, the network lost nothing.
+                    event = event._replace(reason="capture-end")
                 last = event
                 if event.from_client:
                     request(event, out)
@@ -472,8 +485,9 @@ def decode_capture_values(
                             yield values(x, capture, decode_records)
                         out.clear()
             elif isinstance(event, Unframed):
-                # length None: joined mid-stream, a gap before the first byte (not news)
-                if event.reason == "missing" and event.length is not None:
+                # length None: joined mid-stream, a gap before the first byte (not news); bytes
+                # missing once the file was cut are the cut, reported by the row below instead
+                if event.reason == "missing" and event.length is not None and not _file_cut(reader):
                     yield gap_values(event, capture=capture)
             else:
                 for x in feed(event):
@@ -484,6 +498,9 @@ def decode_capture_values(
                     progress(reader.packet_count)
         for x in pairer.finish():
             yield values(x, capture, decode_records)
+        if _file_cut(reader):
+            last_ts = 0.0 if last is None else last.ts
+            yield _empty_values(last_ts, "undecodable", _CUT_REASON, capture)
     except (CaptureError, DecodeError, OSError) as exc:
         for x in pairer.finish():
             yield values(x, capture, decode_records)

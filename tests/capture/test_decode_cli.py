@@ -144,3 +144,13 @@ def test_an_unwritable_output_is_one_line_exit_2_before_decoding(
     assert result.returncode == 2, result.stderr
     assert result.stderr == f"kafkapy decode: error: {says.format(tmp=tmp_path)}\n"
     assert result.stdout == ""  # nothing decoded
+
+
+def test_a_capture_cut_in_half_exits_1(tmp_path: Path) -> None:
+    half = tmp_path / "half.pcap"
+    half.write_bytes((CAPTURES / "00-produce-v7-sw8.pcap").read_bytes()[:535])
+    result = _kafkapy("decode", str(half), CAPTURE_FILES[0])
+    assert result.returncode == 1
+    assert [json.loads(line)["status"] for line in result.stdout.splitlines()] == [
+        "truncated", "undecodable", "ok"]
+    assert result.stderr == f"kafkapy decode: {half}: capture error: the file ends inside a record (cut short)\n"

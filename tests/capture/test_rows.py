@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shutil
 import struct
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -463,3 +465,58 @@ def test_the_benchmark_mix_is_beyond_tshark_and_its_second_capture_is_not(tmp_pa
     messages, keyed = _tshark_verdicts(older)
     assert keyed > 0
     assert messages == set(), messages
+
+
+def _record_ends(data: bytes) -> set[int]:
+    """Offsets where a pcap record or a pcapng block ends (little-endian files, as written here)."""
+    if data[:4] == b"\x0a\x0d\x0d\x0a":
+        ends, at = set(), 0
+        while at + 8 <= len(data):
+            at += struct.unpack_from("<I", data, at + 4)[0]
+            ends.add(at)
+        return ends
+    ends, at = {24}, 24
+    while at + 16 <= len(data):
+        at += 16 + struct.unpack_from("<I", data, at + 8)[0]
+        ends.add(at)
+    return ends
+
+
+def _as_pcapng(path: Path, tmp_path: Path) -> Path:
+    editcap = shutil.which("editcap")
+    if editcap is None:
+        pytest.skip("editcap (Wireshark) is not installed: `make install` installs tshark")
+    out = tmp_path / (path.stem + ".pcapng")
+    subprocess.run([editcap, "-F", "pcapng", str(path), str(out)], check=True)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: p.name)
+def test_a_file_cut_inside_a_record_is_truncated_not_a_gap(path: Path, fmt: str, tmp_path: Path) -> None:
+    """Cut anywhere inside a record, a capture ends in one undecodable row saying the file was cut,
+    the cut frame is `truncated` and no row claims a TCP gap; cut between records, nothing is
+    reported (the file is a shorter capture)."""
+    data = (path if fmt == "pcap" else _as_pcapng(path, tmp_path)).read_bytes()
+    ends = _record_ends(data)
+    assert max(ends) == len(data)
+    assert "gap" not in {r["status"] for r in decode_capture(io.BytesIO(data))}
+    cut_statuses = set()
+    for cut in range(min(ends), len(data)):
+        rows = list(decode_capture(io.BytesIO(data[:cut]), bodies=frozenset()))
+        statuses = [r["status"] for r in rows]
+        assert "gap" not in statuses, (cut, rows)
+        if cut in ends:
+            assert "undecodable" not in statuses, (cut, rows)
+        else:
+            assert statuses[-1] == "undecodable" and statuses.count("undecodable") == 1, (cut, rows)
+            assert rows[-1]["reason"] == "capture error: the file ends inside a record (cut short)"
+            cut_statuses.update(statuses[:-1])
+    assert "truncated" in cut_statuses
+
+
+def test_the_issue_case_a_produce_cut_at_535_bytes() -> None:
+    data = (CAPTURES / "00-produce-v7-sw8.pcap").read_bytes()[:535]
+    rows = list(decode_capture(io.BytesIO(data)))
+    assert [(r["api_name"], r["status"]) for r in rows] == [("Produce", "truncated"), (None, "undecodable")]
+    assert rows[0]["reason"].startswith("request frame truncated (capture-end, 105 bytes missing)")
