@@ -42,6 +42,8 @@ __all__ = [
     "REQUEST_TYPE",
     "RESPONSE_TYPE",
     "ROW_TYPE",
+    "capture_errors",
+    "check_output",
     "decode_request",
     "decode_response",
     "expand_paths",
@@ -186,6 +188,36 @@ def _write_files(
 _PARQUET_BATCH_ROWS = 8192
 
 
+def check_output(output: str | os.PathLike[str], mode: str = "errorifexists") -> str:
+    """The absolute output directory, if ``mode`` allows writing there; else FileExistsError,
+    NotADirectoryError or ValueError. Needs no Spark, so a command checks before starting one."""
+    out = os.path.abspath(os.fspath(output).removeprefix("file://"))
+    if mode not in ("errorifexists", "error", "overwrite", "append"):
+        raise ValueError(f"unknown save mode {mode!r}: errorifexists, overwrite or append")
+    if os.path.exists(out) and not os.path.isdir(out):
+        # Never delete a user's file in the name of "overwrite": the output is a directory of parts.
+        raise NotADirectoryError(f"{out} is a file, not an output directory")
+    if os.path.exists(out) and mode in ("errorifexists", "error"):
+        raise FileExistsError(f"{out} already exists (mode 'overwrite' or 'append' to write anyway)")
+    return out
+
+
+def capture_errors(parts: Iterable[tuple[str, int]]) -> list[str]:
+    """``capture: reason`` for each capture that could not be read to its end (the rows with no
+    API key and status ``undecodable``: not a capture, cut short, unreadable), read from the
+    Parquet parts :func:`write_captures` returned, in their order: what ``kafkapy decode``
+    reports on stderr."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    errors: list[str] = []
+    for part, _ in parts:
+        table = pq.read_table(part, columns=["api_key", "status", "reason", "capture"])
+        failed = table.filter(pc.and_(pc.is_null(table["api_key"]), pc.equal(table["status"], "undecodable")))
+        errors.extend(f"{row['capture']}: {row['reason']}" for row in failed.to_pylist())
+    return errors
+
+
 def write_captures(
     spark: SparkSession,
     paths: str | Sequence[str],
@@ -209,17 +241,9 @@ def write_captures(
     files = [os.path.abspath(f) for f in expand_paths(paths)]
     if not files:
         raise FileNotFoundError(f"no capture files match {paths!r}")
-    out = os.path.abspath(os.fspath(output).removeprefix("file://"))
-    if mode not in ("errorifexists", "error", "overwrite", "append"):
-        raise ValueError(f"unknown save mode {mode!r}: errorifexists, overwrite or append")
-    if os.path.exists(out) and not os.path.isdir(out):
-        # Never delete a user's file in the name of "overwrite": the output is a directory of parts.
-        raise NotADirectoryError(f"{out} is a file, not an output directory")
-    if os.path.exists(out):
-        if mode in ("errorifexists", "error"):
-            raise FileExistsError(f"{out} already exists (mode 'overwrite' or 'append' to write anyway)")
-        if mode == "overwrite":
-            shutil.rmtree(out)
+    out = check_output(output, mode)
+    if os.path.exists(out) and mode == "overwrite":
+        shutil.rmtree(out)
     os.makedirs(out, exist_ok=True)
     success = os.path.join(out, "_SUCCESS")
     if os.path.exists(success):

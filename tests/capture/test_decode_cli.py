@@ -153,4 +153,5 @@ def test_a_capture_cut_in_half_exits_1(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert [json.loads(line)["status"] for line in result.stdout.splitlines()] == [
         "truncated", "undecodable", "ok"]
-    assert result.stderr == f"kafkapy decode: {half}: capture error: the file ends inside a record (cut short)\n"
+    assert result.stderr == (f"kafkapy decode: {half}: capture error: the file ends inside a record "
+                             "(cut short)\n")

@@ -289,3 +289,80 @@ def test_udf_bodies_equal_the_body_decoders_json() -> None:
     for (frame, key, version), row in zip(responses, got.to_pylist()):
         assert (row["body"], row["error"], row["error_code"]) == outcome(decode_response, frame, key, version)
     assert sum(r["error"] is None for r in got.to_pylist()) >= len(CAPTURE_FILES)
+
+
+def _spark_decode(*args: str, env: dict[str, str] | None = None) -> Any:
+    import subprocess
+
+    run_cli = "import sys; from kafkapy.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})}
+    return subprocess.run([sys.executable, "-c", run_cli, "spark-decode", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def _junk(tmp_path: Path) -> list[str]:
+    (tmp_path / "notacapture.pcap").write_text("not a capture\n")
+    (tmp_path / "empty.pcap").write_bytes(b"")
+    (tmp_path / "half.pcap").write_bytes((CAPTURES / "00-produce-v7-sw8.pcap").read_bytes()[:535])
+    return [str(tmp_path / name) for name in ("empty.pcap", "half.pcap", "notacapture.pcap")]
+
+
+def test_spark_decode_reports_the_per_file_errors_decode_does_and_nothing_else(tmp_path: Path) -> None:
+    from kafkapy.cli import main
+
+    junk = _junk(tmp_path)
+    done = _spark_decode(*junk, str(CAPTURE_FILES[0]), "--output", str(tmp_path / "out"),
+                         "--master", "local[1]")
+    assert done.returncode == 1, done.stderr
+    decoded = _decode_cli_errors(main, junk)
+    assert done.stderr.splitlines() == [
+        *(line.replace("kafkapy decode:", "kafkapy spark-decode:") for line in decoded),
+        f"kafkapy spark-decode: 4 captures, 5 rows to {tmp_path / 'out'}",
+    ]  # no JVM notices, log4j lines or pandas warnings
+
+
+def _decode_cli_errors(main: Any, paths: list[str]) -> list[str]:
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["decode", *paths]) == 1
+    return err.getvalue().splitlines()
+
+
+def test_spark_decode_checks_the_output_before_starting_spark(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    # A SPARK_HOME with no spark-submit: had Spark been started, it would have failed otherwise.
+    no_spark = {"SPARK_HOME": str(tmp_path / "no-spark")}
+    exists = _spark_decode(str(CAPTURE_FILES[0]), "--output", str(tmp_path / "out"), env=no_spark)
+    assert exists.returncode == 2
+    assert exists.stderr == (f"kafkapy spark-decode: error: {tmp_path / 'out'} already exists "
+                             "(mode 'overwrite' or 'append' to write anyway)\n")
+    plot = _spark_decode(str(CAPTURE_FILES[0]), "--output", str(tmp_path / "new"), "--summary-plot",
+                         str(tmp_path / "no" / "p.png"), env=no_spark)
+    assert plot.returncode == 2
+    assert plot.stderr == (f"kafkapy spark-decode: error: cannot write {tmp_path / 'no' / 'p.png'}: "
+                           "no such directory\n")
+    bogus = _spark_decode(str(CAPTURE_FILES[0]), "--output", str(tmp_path / "new"), "--master", "bogus://x",
+                          env=no_spark)
+    assert bogus.returncode == 2 and len(bogus.stderr.splitlines()) == 1
+    assert "'bogus://x' is not a Spark master" in bogus.stderr
+
+
+def test_a_master_spark_rejects_is_one_line_naming_the_log(tmp_path: Path) -> None:
+    import re
+
+    done = _spark_decode(str(CAPTURE_FILES[0]), "--output", str(tmp_path / "out"), "--master", "local[abc]")
+    assert done.returncode == 1
+    match = re.fullmatch(r"kafkapy spark-decode: cannot start Spark \(--master local\[abc\]\): Could not "
+                         r"parse Master URL: 'local\[abc\]' \(Spark's log: (\S+)\)\n", done.stderr)
+    assert match, done.stderr
+    log = Path(match.group(1))
+    assert "SparkException" in log.read_text()
+    log.unlink()
+    verbose = _spark_decode(str(CAPTURE_FILES[0]), "--output", str(tmp_path / "out"),
+                            "--master", "local[abc]", "--verbose")
+    assert verbose.returncode == 1 and "SparkException" in verbose.stderr  # Spark's own output let through
+    assert verbose.stderr.splitlines()[-1] == ("kafkapy spark-decode: cannot start Spark (--master "
+                                               "local[abc]): Could not parse Master URL: 'local[abc]'")
