@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TextIO
 
-from kafkapy.capture.rows import COLUMNS, Row, decode_capture, to_json, write_parquet
+from kafkapy.capture.rows import Row, decode_capture, to_json, write_parquet
 from kafkapy.capture.summary import Summary
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
 
@@ -174,21 +174,6 @@ def iter_rows(
             yield row
 
 
-def _table_line(row: Row, header: bool = False) -> str:
-    cells = []
-    for name in _TABLE_COLUMNS:
-        value = row.get(name)
-        if header:
-            pass
-        elif name == "ts" and value is not None:
-            value = time.strftime("%H:%M:%S", time.gmtime(value)) + f".{int(value % 1 * 1e6):06d}"
-        elif name == "latency_ms" and value is not None:
-            value = f"{value:.3f}"
-        cells.append("-" if value is None else str(value))
-    widths = (15, 21, 21, 18, 3, 10, 28, 5, 10, 17)
-    return " ".join(f"{c:<{w}}" if w else c for c, w in zip(cells, widths)).rstrip()
-
-
 def run(args: argparse.Namespace) -> int:
     if args.format == "parquet" and not args.output:
         print("kafkapy decode: error: --format parquet needs --output PATH", file=sys.stderr)
@@ -245,11 +230,7 @@ def _tee(rows: Iterator[Row], summary: Summary) -> Iterator[Row]:
 def _write_text(rows: Iterator[Row], out: TextIO, fmt: str) -> int:
     count = 0
     if fmt == "table":
-        out.write(_table_line({c: c for c in COLUMNS}, header=True) + "\n")
-        for row in rows:
-            out.write(_table_line(row) + "\n")
-            count += 1
-        return count
+        return _write_table(rows, out)
     for row in rows:
         # bodies are JSON already: embedded as objects, not as strings
         request, response = row["request"], row["response"]
@@ -257,4 +238,69 @@ def _write_text(rows: Iterator[Row], out: TextIO, fmt: str) -> int:
         line = to_json(rest)
         out.write(f'{line[:-1]},"request":{request or "null"},"response":{response or "null"}}}\n')
         count += 1
+    return count
+
+
+# --- --format table ----------------------------------------------------------------------------
+
+# Columns wider than this fold onto more lines instead of widening the table: a long client id
+# (librdkafka's default embeds the whole program name) must not push the others out of view.
+_CELL_MAX_WIDTH = 40
+
+# rich's box.SIMPLE_HEAD drawn in ASCII: eight rows of four characters (rich.box.Box's layout),
+# blank but for the rule under the header.
+_ASCII_HEAD_RULE = "    \n    \n -- \n" + "    \n" * 5
+
+
+def table_cells(row: Row) -> list[str]:
+    """The table's cells of one row: ISO 8601 UTC timestamps to the microsecond, "-" for nothing
+    (a row with no time, such as a file that is not a capture, has none)."""
+    cells = []
+    for name in _TABLE_COLUMNS:
+        value = row.get(name)
+        if name == "ts":
+            value = _iso_time(value) if value else None
+        elif name == "latency_ms" and value is not None:
+            value = f"{value:.3f}"
+        cells.append("-" if value is None else str(value))
+    return cells
+
+
+def _iso_time(ts: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _write_table(rows: Iterator[Row], out: TextIO) -> int:
+    """Rows as a table rich lays out: every column as wide as its widest cell (up to
+    ``_CELL_MAX_WIDTH``), so headers and cells line up. The table is laid out once all rows are
+    in, so only their cells are kept; jsonl and parquet stream."""
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    terminal = out.isatty()
+    # A file or a pipe gets plain ASCII: a dashed rule under the header, no colour, no padding
+    # after the last column, as wide as the table needs; a terminal gets rich's rule and its width.
+    rule = box.SIMPLE_HEAD if terminal else box.Box(_ASCII_HEAD_RULE, ascii=True)
+    table = Table(box=rule, show_edge=False, pad_edge=False, highlight=False)
+    for name in _TABLE_COLUMNS:
+        numeric = name in ("api_version", "correlation_id", "error_code", "latency_ms")
+        table.add_column(name, justify="right" if numeric else "left", max_width=_CELL_MAX_WIDTH,
+                         overflow="fold")
+    count = 0
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in table_cells(row)))  # Text: a "[" in a client id is no markup
+        count += 1
+    if terminal:
+        Console(file=out, soft_wrap=False, emoji=False, markup=False).print(table)
+        return count
+    text = io.StringIO()
+    Console(file=text, width=100_000, color_system=None, soft_wrap=False, emoji=False, markup=False,
+            legacy_windows=False).print(table)
+    out.writelines(line.rstrip() + "\n" for line in text.getvalue().splitlines())
     return count

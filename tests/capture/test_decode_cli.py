@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +54,69 @@ def test_table_format(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["decode", "--format", "table", CAPTURE_FILES[0]]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:4] == ["ts", "src", "dst", "api_name"]
-    assert "Produce" in out[1] and "console-producer" in out[1] and out[1].rstrip().endswith("ok")
+    assert set(out[1]) == {"-"} and len(out[1]) == len(out[0])
+    assert out[2].split() == ["2016-11-17T21:06:37.793608Z", "127.0.0.1:34128", "127.0.1.1:9092", "Produce",
+                              "2", "1", "console-producer", "-", "16.107", "ok"]
+
+
+def _column_starts(header: str) -> list[int]:
+    return [m.start() for m in re.finditer(r"\S+", header)]
+
+
+def _cells(line: str, starts: list[int]) -> list[str]:
+    return [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
+
+
+def test_table_columns_line_up_with_their_headers_whatever_the_cells(tmp_path: Path) -> None:
+    """Every cell starts where its header does (left-aligned columns) or ends where it does
+    (right-aligned numbers); a 90-character client id folds within its column, and a client id
+    that looks like rich markup is shown as it is."""
+    from kafkapy.capture import PcapWriter, TcpFlow
+    from kafkapy.protocol import encode_request, encode_response
+
+    long_id, markup_id = "producer-" + "x" * 81, "[bold]not-markup[/bold]"
+    buf = io.BytesIO()
+    writer = PcapWriter(buf)
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092))
+    for t, pkt in flow.handshake(1_700_000_000.0):
+        writer.write(pkt, t)
+    for correlation_id, client_id in enumerate((long_id, markup_id, "c"), 1):
+        request = encode_request(18, 3, correlation_id, client_id, {"client_software_name": "a",
+                                                                    "client_software_version": "1"})
+        response = encode_response(18, 3, correlation_id, {"error_code": 0, "api_keys": [],
+                                                           "throttle_time_ms": 0})
+        for from_client, frame in ((True, request), (False, response)):
+            for t, pkt in flow.send(from_client, len(frame).to_bytes(4, "big") + frame,
+                                    1_700_000_000.5 + correlation_id):
+                writer.write(pkt, t)
+    writer.close()
+    capture = tmp_path / "ids.pcap"
+    capture.write_bytes(buf.getvalue())
+    out = tmp_path / "table.txt"
+    not_a_capture = str(CAPTURES / "README.md")
+    assert main(["decode", "--format", "table", "-o", str(out), str(capture), not_a_capture]) == 1
+    header, rule, *lines = out.read_text().splitlines()
+    starts = _column_starts(header)
+    assert _cells(header, starts) == ["ts", "src", "dst", "api_name", "api_version", "correlation_id",
+                                      "client_id", "error_code", "latency_ms", "status"]
+    client = starts[6]
+    assert starts[7] - client <= 40 + 3  # the client id column folded at 40
+    assert all(len(line) <= len(rule) for line in lines)
+    rows = [_cells(line, starts) for line in lines]
+    assert rows[0][:4] == ["2023-11-14T22:13:21.500000Z", "10.0.0.1:40000", "10.0.0.2:9092", "ApiVersions"]
+    # the long id goes on over the next lines, in its own column only
+    folded = [row for row in rows if not row[0]]
+    assert "".join([rows[0][6], *(row[6] for row in folded)]) == long_id
+    assert all(cell == "" for row in folded for i, cell in enumerate(row) if i != 6)
+    full = [row for row in rows if row[0]]
+    assert [row[6] for row in full] == [long_id[:40], markup_id, "c", "-"]
+    assert [row[9] for row in full] == ["ok", "ok", "ok", "undecodable"]
+    assert full[-1][:9] == ["-"] * 9  # a file that is not a capture has no time, not 00:00:00
+    names = _cells(header, starts)
+    for line in (line for line in lines if not line.startswith(" ")):  # numbers end where their header does
+        for i in (4, 5, 7, 8):
+            end = starts[i] + len(names[i])
+            assert line[end - 1] != " " and line[end] == " ", (names[i], line)
 
 
 def test_parquet_output(tmp_path: Path) -> None:
