@@ -1,9 +1,14 @@
 """Decode one Kafka frame given as hex on the command line.
 
-    python examples/decode_frame.py 00120003000000070002...          # a request
-    python examples/decode_frame.py --response 18 3 0000000100...    # a response to ApiVersions v3
+An ApiVersions v3 request from kcat 1.7 (client id "demo", correlation id 7), the broker's answer,
+and a Metadata v1 request for topic "orders" with its 4-byte size prefix (accepted and stripped
+when it matches the rest):
 
-A leading 4-byte size prefix is accepted and stripped when it matches the rest.
+    python examples/decode_frame.py 0012000300000007000464656d6f00056b63617404312e3700
+    python examples/decode_frame.py --response 18 3 0000000700000200030000000c000000000000
+    python examples/decode_frame.py 0000001a0003000100000001000464656d6f0000000100066f7264657273
+
+Input that is not hex is one line on stderr and exit 2; a frame that does not decode, exit 1.
 """
 
 from __future__ import annotations
@@ -38,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="decode a response to this API key and version")
     parser.add_argument("hex", help="the frame, in hex")
     args = parser.parse_args(argv)
-    data = bytes.fromhex(args.hex)
+    try:
+        data = bytes.fromhex(args.hex)
+    except ValueError as exc:  # fromhex says where: "non-hexadecimal number found ... at position 3"
+        print(f"decode_frame.py: error: the frame is not hex: {exc}", file=sys.stderr)
+        return 2
     if len(data) >= 4 and struct.unpack_from(">i", data)[0] == len(data) - 4:
         data = data[4:]
     try:

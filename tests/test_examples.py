@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kafkapy.protocol import encode_request, encode_response
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -37,6 +39,30 @@ def test_decode_frame_response() -> None:
 def test_decode_frame_reports_bad_input() -> None:
     result = run(str(EXAMPLES / "decode_frame.py"), "0003000c00000007")
     assert result.returncode == 1 and "cannot decode" in result.stderr and "Metadata" in result.stderr
+
+
+def test_decode_frame_docstring_samples_work_as_pasted() -> None:
+    """Every command line in the example's docstring, run as written."""
+    doc = (EXAMPLES / "decode_frame.py").read_text().split('"""')[1]
+    commands = [line.split()[1:] for line in doc.splitlines() if line.strip().startswith("python ")]
+    outs = []
+    for command in commands:
+        result = run(str(EXAMPLES.parent / command[0]), *command[1:])
+        assert result.returncode == 0, (command, result.stderr)
+        outs.append(json.loads(result.stdout))
+    assert [(o["api"], o["api_version"], o["correlation_id"]) for o in outs] == [
+        ("ApiVersions", 3, 7), ("ApiVersions", 3, 7), ("Metadata", 1, 1)]
+    assert outs[0]["body"]["client_software_name"] == "kcat" and outs[0]["client_id"] == "demo"
+    assert outs[1]["body"]["api_keys"] == [{"api_key": 3, "min_version": 0, "max_version": 12}]
+    assert outs[2]["body"]["topics"][0]["name"] == "orders"
+
+
+@pytest.mark.parametrize("text", ["00120003000000070002...", "zz", "123"])
+def test_decode_frame_non_hex_is_one_line(text: str) -> None:
+    result = run(str(EXAMPLES / "decode_frame.py"), text)
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith("decode_frame.py: error: the frame is not hex: ")
 
 
 def test_cli_demo_runs() -> None:
