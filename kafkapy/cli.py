@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
+import kafkapy
 import kafkapy.commands
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
 from kafkapy.protocol import (
@@ -197,8 +198,12 @@ def _subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentPa
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kafkapy", description="Kafka's wire protocol from the broker side.")
+    parser.add_argument("--version", action="version", version=f"kafkapy {kafkapy.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="encode and decode a sample exchange")
+    demo = commands.add_parser(
+        "demo", help="encode and decode a sample exchange",
+        description="Encode and decode a client's opening exchange (ApiVersions v3, then Metadata v12), "
+                    "printing each frame's bytes and the bodies the codec reads back. No network.")
     demo.set_defaults(func=_demo)
 
     serve = commands.add_parser(

@@ -244,3 +244,38 @@ def test_a_malformed_escape_in_the_config_file_is_one_line_exit_2(tmp_path: Path
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
         f"kafkapy serve: error: {properties}, line 2: malformed \\uXXXX escape '\\\\u0g9a'"]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_version_is_the_packages() -> None:
+    import tomllib
+
+    result = kafkapy("--version")
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert (result.returncode, result.stdout) == (0, f"kafkapy {version}\n")
+
+
+def test_the_readme_shows_every_subcommand() -> None:
+    from kafkapy.cli import _subparsers, build_parser
+
+    readme = (ROOT / "README.md").read_text()
+    top = next(_subparsers(build_parser())).prog.split()[0]
+    names = {sub.prog.split()[1] for sub in _subparsers(build_parser()) if len(sub.prog.split()) == 2}
+    assert top == "kafkapy" and {"demo", "serve", "decode", "spark-decode"} <= names
+    assert [name for name in sorted(names) if f"kafkapy {name} " not in readme] == []
+    assert "kafkapy --version" in readme
+
+
+def test_the_shipped_config_file_serves_without_a_warning() -> None:
+    server = Served("--config", str(ROOT / "config" / "server.properties"), "--override", EPHEMERAL)
+    try:
+        _, host, port = server.wait_listening()
+        result = kafkapy("broker-metadata", "--bootstrap-server", f"{host}:{port}", "--json")
+        (broker,) = json.loads(result.stdout)["brokers"]
+        assert broker["node_id"] == 0
+        assert server.stop() == 0
+    finally:
+        server.kill()
+    assert not [line for line in server.stderr if "WARNING" in line], server.stderr

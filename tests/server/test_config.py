@@ -287,3 +287,40 @@ def test_a_module_key_typo_suggests_the_module_key(caplog: pytest.LogCaptureFixt
     with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
         BrokerConfig.build({"coordinator.min.sesion.timeout.ms": "1"})
     assert any("did you mean 'coordinator.min.session.timeout.ms'?" in r.getMessage() for r in caplog.records)
+
+
+# --- the example config/server.properties ---
+
+SHIPPED = Path(__file__).resolve().parents[2] / "config" / "server.properties"
+
+
+def _shipped_settings(*, commented: bool) -> dict[str, str]:
+    import re
+
+    pattern = r"^#([a-z][\w.]*)=(.*)$" if commented else r"^([a-z][\w.]*)=(.*)$"
+    return {m.group(1): m.group(2) for line in SHIPPED.read_text(encoding="iso-8859-1").splitlines()
+            if (m := re.match(pattern, line))}
+
+
+def test_the_shipped_server_properties_holds_kafkas_defaults(caplog: pytest.LogCaptureFixture) -> None:
+    """Every key it sets or shows commented out is one kafkapy knows, with a valid value; the
+    keys it sets, and the commented ones that have a default, hold that default (broker.id is 0,
+    as in Kafka's own example file)."""
+    from importlib.metadata import entry_points
+
+    from kafkapy.server.config import CORE_KEYS
+
+    live, shown = _shipped_settings(commented=False), _shipped_settings(commented=True)
+    assert len(live) >= 4 and len(shown) >= 30
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        config = BrokerConfig.build(properties=SHIPPED)
+        BrokerConfig.build({**shown, **live})  # uncommented, every value is valid
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert config["broker.id"] == 0
+    defaults = {k.name: k.default for k in CORE_KEYS}
+    for entry in entry_points(group="kafkapy.modules"):
+        defaults.update({k.name: k.default for k in getattr(entry.load(), "config_keys", ())})
+    for key, value in {**shown, **live}.items():
+        assert key in defaults or key.startswith("tag."), key
+        if key in defaults and key != "broker.id" and defaults[key] not in (None, "", []):
+            assert str(value).lower() == str(defaults[key]).lower(), key
