@@ -7,6 +7,7 @@ import asyncio
 import importlib
 import json
 import logging
+import os
 import pkgutil
 import signal
 import sys
@@ -239,7 +240,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    result: int = args.func(args)
+    try:
+        result: int = args.func(args)
+        sys.stdout.flush()  # here, where a reader gone away is caught, not at exit
+    except BrokenPipeError:
+        # The reader went away (`kafkapy demo | head`): not an error of ours. Python's advice:
+        # point stdout at devnull so the flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     return result
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import signal
@@ -279,3 +280,15 @@ def test_the_shipped_config_file_serves_without_a_warning() -> None:
     finally:
         server.kill()
     assert not [line for line in server.stderr if "WARNING" in line], server.stderr
+
+
+def test_a_reader_that_goes_away_is_no_traceback() -> None:
+    # Unbuffered, so the demo's lines are written as it goes and the ones after the first meet
+    # a closed pipe (buffered, they would all be written at exit).
+    proc = subprocess.Popen([sys.executable, "-m", "kafkapy.cli", "demo"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)
+    proc.stdout.close()  # as `| head -c 10` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=30) == 0 and err == ""
