@@ -324,3 +324,10 @@ def test_the_shipped_server_properties_holds_kafkas_defaults(caplog: pytest.LogC
         assert key in defaults or key.startswith("tag."), key
         if key in defaults and key != "broker.id" and defaults[key] not in (None, "", []):
             assert str(value).lower() == str(defaults[key]).lower(), key
+
+
+def test_the_issue_case_broker_with_the_fixtures_keyword_spelling(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        Broker({"broker_id": 1})  # configured, not started
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "unknown configuration key 'broker_id' (ignored); did you mean 'broker.id'?"]
