@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import bisect
 from array import array
+from collections.abc import Callable
 
-from kafkapy.log.segmented import Segment, SegmentedLog
+from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.records import Buffer
 
@@ -68,8 +69,10 @@ class MemorySegment(Segment):
 class MemoryLog(SegmentedLog):
     """A partition log held in memory; producer-state snapshots are kept in a dict."""
 
-    def __init__(self, config: LogConfig | None = None, *, start_offset: int = 0, **kwargs: object) -> None:
-        super().__init__(config, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self, config: LogConfig | None = None, *, start_offset: int = 0, clock: Callable[[], int] = now_ms
+    ) -> None:
+        super().__init__(config, clock=clock)
         self._snapshots: dict[int, bytes] = {}
         self.segments = [self._new_segment(start_offset, self.clock())]
         self._log_start_offset = start_offset

@@ -266,6 +266,7 @@ class SegmentedLog:
         self.recovery_point = 0
         self._last_flush_ms = clock()
         self.snapshot_source: Callable[[], bytes] | None = None
+        self.closed = False
 
     # -- backend hooks -------------------------------------------------------------------
 
@@ -543,8 +544,13 @@ class SegmentedLog:
         self._advance_log_start(self.segments[0].base_offset)
 
     def close(self) -> None:
+        """Snapshot producer state at the log end, flush, release; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         if self.snapshot_source is not None:
             self.write_snapshot(self.log_end_offset, self.snapshot_source())
+        self.active.on_inactive()  # Kafka's LogSegment.close adds the final time index entry
         self.flush()
         for segment in self.segments:
             segment.close()

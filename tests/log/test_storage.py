@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,23 +20,36 @@ from kafkapy.log import (
     OffsetOutOfRange,
     TimestampAndOffset,
 )
-from kafkapy.log.segmented import SegmentedLog
+from kafkapy.log.segmented import SegmentedLog, now_ms
+from kafkapy.log.segments import FileLog
 from kafkapy.protocol.records import build_record_batch
 
-BACKENDS = ["memory"]
-
-
-def open_log(kind: str, tmp_path: Path, config: LogConfig | None = None) -> SegmentedLog:
-    if kind == "memory":
-        return MemoryLog(config)
-    raise AssertionError(kind)
+BACKENDS = ["memory", "file"]
+MakeLog = Callable[..., SegmentedLog]
 
 
 @pytest.fixture(params=BACKENDS)
-def log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SegmentedLog]:
-    opened = open_log(request.param, tmp_path)
-    yield opened
-    opened.close()
+def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeLog]:
+    """Opens logs of the parametrized backend; the file backend in its own partition directory."""
+    opened: list[SegmentedLog] = []
+
+    def make(config: LogConfig | None = None, clock: Callable[[], int] = now_ms) -> SegmentedLog:
+        log: SegmentedLog
+        if request.param == "memory":
+            log = MemoryLog(config, clock=clock)
+        else:
+            log = FileLog(tmp_path / f"topic-{len(opened)}", config, clock=clock)
+        opened.append(log)
+        return log
+
+    yield make
+    for log in opened:
+        log.close()
+
+
+@pytest.fixture
+def log(make_log: MakeLog) -> SegmentedLog:
+    return make_log()
 
 
 def test_append_answers_offsets_and_timestamps(log: SegmentedLog) -> None:
@@ -119,8 +132,8 @@ def test_offset_for_timestamp_and_the_special_timestamps(log: SegmentedLog) -> N
     assert log.offset_for_timestamp(MAX_TIMESTAMP) == TimestampAndOffset(202, 5, 2)
 
 
-def test_timestamp_lookup_walks_many_segments_and_index_entries() -> None:
-    log = MemoryLog(LogConfig(segment_bytes=2_000, index_interval_bytes=300))
+def test_timestamp_lookup_walks_many_segments_and_index_entries(make_log: MakeLog) -> None:
+    log = make_log(LogConfig(segment_bytes=2_000, index_interval_bytes=300))
     for i in range(60):
         log.append(batch_at(log, 2, timestamp=1_000 + 10 * i, value_size=60))
     assert len(log.segments) > 5 and any(len(s.time_timestamps) > 1 for s in log.segments)
@@ -184,8 +197,8 @@ def test_delete_records_advances_the_log_start(log: SegmentedLog) -> None:
     assert log.delete_records_before(8) == 8
 
 
-def test_delete_records_drops_whole_segments_but_not_the_active_one() -> None:
-    log = MemoryLog(LogConfig(segment_bytes=300))
+def test_delete_records_drops_whole_segments_but_not_the_active_one(make_log: MakeLog) -> None:
+    log = make_log(LogConfig(segment_bytes=300))
     for _ in range(6):
         log.append(batch_at(log, 2, value_size=100))
     assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8, 10]
@@ -196,9 +209,9 @@ def test_delete_records_drops_whole_segments_but_not_the_active_one() -> None:
     assert log.read(12, 100).chunks == []
 
 
-def test_segments_roll_by_bytes_time_and_index_size() -> None:
+def test_segments_roll_by_bytes_time_and_index_size(make_log: MakeLog) -> None:
     clock = [0]
-    log = MemoryLog(LogConfig(segment_bytes=1_000, segment_ms=60_000), clock=lambda: clock[0])
+    log = make_log(LogConfig(segment_bytes=1_000, segment_ms=60_000), clock=lambda: clock[0])
     sizes = [len(batch_at(log, 1, value_size=300))]
     log.append(batch_at(log, 1, value_size=300, timestamp=0))
     log.append(batch_at(log, 1, value_size=300, timestamp=0))
@@ -207,24 +220,26 @@ def test_segments_roll_by_bytes_time_and_index_size() -> None:
     log.append(batch_at(log, 1, value_size=1, timestamp=60_001))  # segment.ms by the first batch's timestamp
     assert [s.base_offset for s in log.segments] == [0, 2, 3]
     # 24 index bytes: 3 offset entries (8 bytes), 2 time entries (12); equal timestamps add one time entry
-    small = MemoryLog(LogConfig(segment_index_bytes=24, index_interval_bytes=1))
+    small = make_log(LogConfig(segment_index_bytes=24, index_interval_bytes=1))
     for _ in range(6):
         small.append(batch_at(small, 1))
     assert [len(s.index_offsets) for s in small.segments] == [3, 1]
     assert [s.base_offset for s in small.segments] == [0, 4]
 
 
-def test_snapshots_hooks_at_roll_and_close() -> None:
-    log = MemoryLog(LogConfig(segment_bytes=200))
-    states = iter([b"one", b"two", b"three", b"four"])
+def test_snapshots_hooks_at_roll_and_close(make_log: MakeLog) -> None:
+    log = make_log(LogConfig(segment_bytes=200))
+    states = iter([b"one", b"two", b"three"])
     log.snapshot_source = lambda: next(states)
     log.append(batch_at(log, 1, value_size=150))
     log.append(batch_at(log, 1, value_size=150))
+    log.append(batch_at(log, 1, value_size=150))
+    assert log.latest_snapshot() == (2, b"two")
+    log.truncate_to(1)  # snapshots past the new end go
     assert log.latest_snapshot() == (1, b"one")
     log.close()
-    assert log.latest_snapshot() == (2, b"two")
-    log.truncate_to(1)
-    assert log.latest_snapshot() == (1, b"one")
+    log.close()  # idempotent
+    assert log.latest_snapshot() == (1, b"three")
 
 
 def test_log_config_from_kafka_names() -> None:
