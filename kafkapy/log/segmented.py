@@ -46,7 +46,9 @@ from kafkapy.log.base import (
     ReadResult,
     TimestampAndOffset,
 )
+from kafkapy.log.compaction import build_offset_map, clean_batches, cleanable_segments
 from kafkapy.log.epochs import LeaderEpochCache
+from kafkapy.log.retention import SegmentFacts, deletable_segments
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.records import LOG_APPEND_TIME, Buffer, RecordBatch, Records
 
@@ -138,7 +140,7 @@ class Segment:
 
     def find_batch(self, offset: int) -> int | None:
         """The first batch whose last offset is >= ``offset``, or None past the segment's end."""
-        if offset >= self.next_offset:
+        if offset >= self.next_offset or not self.offsets:
             return None
         i = bisect.bisect_right(self.offsets, offset) - 1
         if i < 0:
@@ -533,15 +535,45 @@ class SegmentedLog:
             self.segments.pop(0).delete()
         self._drop_snapshots(below=self.segments[0].base_offset)
 
-    def delete_oldest_segments(self, count: int) -> None:
-        """Retention: drop the ``count`` oldest segments (never the active one)."""
-        count = min(count, len(self.segments) - 1)
-        if count <= 0:
-            return
-        del_segments, self.segments = self.segments[:count], self.segments[count:]
-        for segment in del_segments:
-            segment.delete()
-        self._advance_log_start(self.segments[0].base_offset)
+    # -- retention and compaction ------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int | None = None, config: LogConfig | None = None) -> int:
+        """Delete the old segments retention allows (retention.py); answers how many went."""
+        config = config or self.config
+        now = self.clock() if now_ms is None else now_ms
+        facts = [SegmentFacts(s.base_offset, s.size, s.retention_timestamp()) for s in self.segments]
+        count = deletable_segments(facts, config, now, self._log_start_offset, self.high_watermark)
+        if count:
+            gone, self.segments = self.segments[:count], self.segments[count:]
+            for segment in gone:
+                segment.delete()
+            self._advance_log_start(self.segments[0].base_offset)
+        return count
+
+    def compact(self, now_ms: int | None = None, config: LogConfig | None = None) -> int:
+        """cleanup.policy compact: rewrite the cleanable segments (compaction.py); answers records removed."""
+        config = config or self.config
+        if not config.compacts:
+            return 0
+        now = self.clock() if now_ms is None else now_ms
+        cleanable = self.segments[: cleanable_segments([s.max_timestamp for s in self.segments], config, now)]
+        offset_map = build_offset_map(batch for segment in cleanable for batch in segment.batches())
+        removed = 0
+        for segment in cleanable:
+            drop_tombstones = now - segment.retention_timestamp() > config.delete_retention_ms
+            data, gone = clean_batches(segment.batches(), offset_map, drop_tombstones=drop_tombstones)
+            if gone:
+                segment.replace(data, active=False)
+                removed += gone
+        return removed
+
+    def compaction_overdue(self, now_ms: int, config: LogConfig | None = None) -> bool:
+        """max.compaction.lag.ms: a rolled segment waited longer than that (the cleaner's must-clean rule)."""
+        config = config or self.config
+        return config.compacts and any(
+            s.rolling_timestamp is not None and now_ms - s.rolling_timestamp > config.max_compaction_lag_ms
+            for s in self.segments[:-1]
+        )
 
     def close(self) -> None:
         """Snapshot producer state at the log end, flush, release; a second call does nothing."""

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from kafkapy.log.segmented import SegmentedLog
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from kafkapy.log import LogConfig, MemoryLog
+from kafkapy.log.segmented import SegmentedLog, now_ms
+from kafkapy.log.segments import FileLog
 from kafkapy.protocol.records import RecordBatch, Records, build_record_batch
 
 
@@ -39,3 +44,25 @@ def batches_of(chunks: list[memoryview | bytes]) -> list[RecordBatch]:
         assert isinstance(batch, RecordBatch)
         out.append(batch)
     return out
+
+
+BACKENDS = ["memory", "file"]
+MakeLog = Callable[..., SegmentedLog]
+
+
+def log_factory(backend: str, tmp_path: Path) -> Iterator[MakeLog]:
+    """Body of each test module's ``make_log`` fixture: opens logs of ``backend``, closes them after."""
+    opened: list[SegmentedLog] = []
+
+    def make(config: LogConfig | None = None, clock: Callable[[], int] = now_ms) -> SegmentedLog:
+        log: SegmentedLog
+        if backend == "memory":
+            log = MemoryLog(config, clock=clock)
+        else:
+            log = FileLog(tmp_path / f"topic-{len(opened)}", config, clock=clock)
+        opened.append(log)
+        return log
+
+    yield make
+    for log in opened:
+        log.close()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from storage_helpers import batch_at, batches_of, joined
+from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, joined, log_factory
 
 from kafkapy.errors import ErrorCode
 from kafkapy.log import (
@@ -20,31 +20,13 @@ from kafkapy.log import (
     OffsetOutOfRange,
     TimestampAndOffset,
 )
-from kafkapy.log.segmented import SegmentedLog, now_ms
-from kafkapy.log.segments import FileLog
+from kafkapy.log.segmented import SegmentedLog
 from kafkapy.protocol.records import build_record_batch
-
-BACKENDS = ["memory", "file"]
-MakeLog = Callable[..., SegmentedLog]
 
 
 @pytest.fixture(params=BACKENDS)
 def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeLog]:
-    """Opens logs of the parametrized backend; the file backend in its own partition directory."""
-    opened: list[SegmentedLog] = []
-
-    def make(config: LogConfig | None = None, clock: Callable[[], int] = now_ms) -> SegmentedLog:
-        log: SegmentedLog
-        if request.param == "memory":
-            log = MemoryLog(config, clock=clock)
-        else:
-            log = FileLog(tmp_path / f"topic-{len(opened)}", config, clock=clock)
-        opened.append(log)
-        return log
-
-    yield make
-    for log in opened:
-        log.close()
+    yield from log_factory(request.param, tmp_path)
 
 
 @pytest.fixture
