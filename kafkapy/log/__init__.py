@@ -18,7 +18,9 @@ from kafkapy.log.base import (
     ReadResult,
     TimestampAndOffset,
 )
+from kafkapy.log.manager import LogDirDescription, LogManager
 from kafkapy.log.memory import MemoryLog
+from kafkapy.log.segments import FileLog
 from kafkapy.log.topic_config import LogConfig
 
 __all__ = [
@@ -28,7 +30,10 @@ __all__ = [
     "MAX_TIMESTAMP",
     "AppendInfo",
     "EpochEndOffset",
+    "FileLog",
+    "LogDirDescription",
     "LogConfig",
+    "LogManager",
     "MemoryLog",
     "OffsetOutOfRange",
     "PartitionLog",
