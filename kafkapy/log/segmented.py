@@ -500,6 +500,10 @@ class SegmentedLog:
         while len(self.segments) > 1 and self.active.base_offset > offset:
             self.segments.pop().delete()
         self.active.truncate_to(offset, active=True)
+        if self.log_end_offset < self._log_start_offset:
+            # Only a batch straddling the log start was left to cut: nothing readable remains.
+            self.truncate_fully_and_start_at(self._log_start_offset)
+            return
         self.epochs.truncate_from_end(self.log_end_offset)
         self._epochs_changed()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
