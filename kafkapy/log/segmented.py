@@ -134,6 +134,9 @@ class Segment:
         chunks = self.load(start, self.batch_end(i))
         return RecordBatch(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
+    def last_offset_of(self, i: int) -> int:
+        return self.batch(i).last_offset
+
     def batches(self) -> Iterator[RecordBatch]:
         for i in range(len(self.offsets)):
             yield self.batch(i)
@@ -145,7 +148,7 @@ class Segment:
         i = bisect.bisect_right(self.offsets, offset) - 1
         if i < 0:
             return 0
-        if self.batch(i).last_offset >= offset:
+        if self.last_offset_of(i) >= offset:
             return i
         return i + 1 if i + 1 < len(self.offsets) else None
 
@@ -197,12 +200,13 @@ class Segment:
         )
 
     def rebuild(self, active: bool) -> None:
-        """Replay the kept batches into fresh indexes (after truncation or compaction)."""
-        batches = [(self.batch(i), self.positions[i]) for i in range(len(self.offsets))]
-        size = self.size
+        """Replay the kept batches, one at a time, into a fresh table and indexes (after truncation)."""
+        positions, size = list(self.positions), self.size
         self.reset_table()
-        for batch, position in batches:
-            self.note_batch(batch, position)
+        for k, position in enumerate(positions):
+            end = positions[k + 1] if k + 1 < len(positions) else size
+            chunks = self.load(position, end)
+            self.note_batch(RecordBatch(chunks[0] if len(chunks) == 1 else b"".join(chunks)), position)
         self.size = size
         if not active:
             self.on_inactive()
@@ -395,8 +399,7 @@ class SegmentedLog:
     # -- read ----------------------------------------------------------------------------
 
     def _segment_index(self, offset: int) -> int:
-        bases = [segment.base_offset for segment in self.segments]
-        return max(bisect.bisect_right(bases, offset) - 1, 0)
+        return max(bisect.bisect_right(self.segments, offset, key=lambda segment: segment.base_offset) - 1, 0)
 
     def read(
         self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True

@@ -34,6 +34,7 @@ import mmap
 import os
 import shutil
 import struct
+from array import array
 from collections.abc import Callable
 from pathlib import Path
 
@@ -77,6 +78,26 @@ class FileSegment(Segment):
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._time_fd = os.open(self.time_index_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # Reads must know where the batch holding an offset ends without reading it from disk:
+        # files keep every batch's last offset too (8 more bytes a batch).
+        self.last_offsets = array("q")
+
+    def note_batch(self, batch: RecordBatch, position: int) -> None:
+        super().note_batch(batch, position)
+        self.last_offsets.append(batch.last_offset)
+
+    def reset_table(self) -> None:
+        super().reset_table()
+        self.last_offsets = array("q")
+
+    def last_offset_of(self, i: int) -> int:
+        return self.last_offsets[i]
+
+    def rebuild(self, active: bool) -> None:
+        """Re-walk the (truncated) file through an mmap rather than a read per batch."""
+        self.load_batches(verify=False)
+        if not active:
+            self.on_inactive()
 
     # -- storage ---------------------------------------------------------------------------
 
@@ -201,7 +222,10 @@ class FileLog(SegmentedLog):
         directory.mkdir(parents=True, exist_ok=True)
         self.recovered_bytes = 0  # what recovery cut off, for the log and for tests
         for leftover in directory.iterdir():
-            if leftover.suffix in _LEFTOVER_SUFFIXES:
+            orphan_index = (
+                leftover.suffix in (".index", ".timeindex") and not leftover.with_suffix(".log").exists()
+            )
+            if leftover.suffix in _LEFTOVER_SUFFIXES or orphan_index:
                 leftover.unlink()
         self.epochs = LeaderEpochCache.read(directory)
         self._load(recovery_point, log_start_offset, clean_shutdown)
