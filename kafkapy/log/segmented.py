@@ -32,6 +32,7 @@ import bisect
 import time
 from array import array
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -43,6 +44,7 @@ from kafkapy.log.base import (
     AppendInfo,
     EpochEndOffset,
     OffsetOutOfRange,
+    PartitionLog,
     ReadResult,
     TimestampAndOffset,
 )
@@ -439,16 +441,29 @@ class SegmentedLog:
 
     # -- ListOffsets and OffsetForLeaderEpoch ---------------------------------------------
 
+    def latest_offset(self) -> TimestampAndOffset:
+        """ListOffsets -1: the high watermark, with the latest leader epoch."""
+        return TimestampAndOffset(NO_TIMESTAMP, self.high_watermark, self.epochs.latest_epoch)
+
+    def earliest_offset(self) -> TimestampAndOffset:
+        """ListOffsets -2: the log start offset, with the epoch it was written in."""
+        offset = self._log_start_offset
+        return TimestampAndOffset(NO_TIMESTAMP, offset, self.epochs.epoch_for_offset(offset))
+
+    def earliest_local_offset(self) -> TimestampAndOffset:
+        """ListOffsets -4 (KIP-405): the first offset stored locally; all of it, without tiered storage."""
+        return self.earliest_offset()
+
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         """Kafka's UnifiedLog.fetchOffsetByTimestamp, without remote storage."""
-        if timestamp == LATEST_TIMESTAMP:
-            offset = self.high_watermark
-            return TimestampAndOffset(NO_TIMESTAMP, offset, self.epochs.epoch_for_offset(offset - 1))
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-            offset = self._log_start_offset
-            return TimestampAndOffset(NO_TIMESTAMP, offset, self.epochs.epoch_for_offset(offset))
-        if timestamp == MAX_TIMESTAMP:
-            return self._max_timestamp_offset()
+        special = {
+            LATEST_TIMESTAMP: self.latest_offset,
+            EARLIEST_TIMESTAMP: self.earliest_offset,
+            EARLIEST_LOCAL_TIMESTAMP: self.earliest_local_offset,
+            MAX_TIMESTAMP: self.max_timestamp_offset,
+        }.get(timestamp)
+        if special is not None:
+            return special()
         if timestamp < 0:
             raise ValueError(f"unknown special timestamp {timestamp}")
         for segment in self.segments:
@@ -469,8 +484,8 @@ class SegmentedLog:
                         )
         return None
 
-    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
-        """KIP-734: the record with the largest timestamp (the first of equals)."""
+    def max_timestamp_offset(self) -> TimestampAndOffset | None:
+        """ListOffsets -3 (KIP-734): the record with the largest timestamp (the first of equals)."""
         best: Segment | None = None
         for segment in self.segments:
             if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
@@ -593,3 +608,7 @@ class SegmentedLog:
         self.flush()
         for segment in self.segments:
             segment.close()
+
+
+if TYPE_CHECKING:
+    _CONFORMS: type[PartitionLog] = SegmentedLog  # mypy holds both backends to the interface
