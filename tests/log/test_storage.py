@@ -113,7 +113,9 @@ def test_offset_for_timestamp_and_the_special_timestamps(log: SegmentedLog) -> N
     assert log.offset_for_timestamp(EARLIEST_LOCAL_TIMESTAMP) == TimestampAndOffset(-1, 0, 1)
     assert log.offset_for_timestamp(MAX_TIMESTAMP) == TimestampAndOffset(202, 5, 2)
     assert log.latest_offset() == log.offset_for_timestamp(LATEST_TIMESTAMP)
-    assert log.earliest_offset() == log.earliest_local_offset() == log.offset_for_timestamp(EARLIEST_TIMESTAMP)
+    assert (
+        log.earliest_offset() == log.earliest_local_offset() == log.offset_for_timestamp(EARLIEST_TIMESTAMP)
+    )
     assert log.max_timestamp_offset() == log.offset_for_timestamp(MAX_TIMESTAMP)
     with pytest.raises(ValueError):
         log.offset_for_timestamp(-7)
