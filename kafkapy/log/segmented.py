@@ -346,7 +346,7 @@ class SegmentedLog:
         for batch in batches:
             if batch.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
-        segment = self._maybe_roll(nbytes, batches[0].max_timestamp, expected - 1, now)
+        segment = self._maybe_roll(nbytes, max_timestamp, expected - 1, now)
         segment.append(data, nbytes, batches, now)
         epochs_changed = False
         for batch in batches:
@@ -357,12 +357,14 @@ class SegmentedLog:
         append_time = max_timestamp if batches[-1].timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
         return AppendInfo(batches[0].base_offset, expected - 1, max_timestamp, offset_of_max, append_time)
 
-    def _maybe_roll(self, nbytes: int, first_timestamp: int, last_offset: int, now: int) -> Segment:
+    def _maybe_roll(self, nbytes: int, max_timestamp: int, last_offset: int, now: int) -> Segment:
+        """Kafka's LogSegment.shouldRoll; time waited is the new records' max timestamp minus the
+        segment's first batch's, or wall-clock time since creation when batches carry no timestamp."""
         segment = self.active
         if segment.size == 0:
             return segment
         rolling = segment.rolling_timestamp
-        waited = now - segment.created_ms if rolling is None or rolling < 0 else first_timestamp - rolling
+        waited = now - segment.created_ms if rolling is None or rolling < 0 else max_timestamp - rolling
         if (
             segment.size > self.config.segment_bytes - nbytes
             or waited > self.config.segment_ms
@@ -379,7 +381,8 @@ class SegmentedLog:
         if old.size == 0:
             return old
         old.on_inactive()
-        old.flush()
+        old.flush()  # every rolled segment is flushed, so the recovery point can move to its end
+        self.recovery_point = max(self.recovery_point, old.next_offset)
         self.segments.append(self._new_segment(self.log_end_offset, now))
         if self.snapshot_source is not None:
             self.write_snapshot(self.log_end_offset, self.snapshot_source())

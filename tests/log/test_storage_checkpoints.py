@@ -92,3 +92,12 @@ def test_flush_messages_and_flush_ms_move_the_recovery_point(tmp_path: Path) -> 
     for opened in (log, timed, default):
         opened.close()
     assert default.recovery_point == 5  # close flushes
+
+
+def test_a_roll_flushes_the_old_segment_and_moves_the_recovery_point(tmp_path: Path) -> None:
+    log = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=300))
+    log.append(batch_at(log, 2, value_size=100))
+    assert log.recovery_point == 0
+    log.append(batch_at(log, 2, value_size=100))  # rolls: the first segment is complete
+    assert [s.base_offset for s in log.segments] == [0, 2] and log.recovery_point == 2
+    log.close()
