@@ -251,6 +251,8 @@ class FileLog(SegmentedLog):
             segments = [self._new_segment(max(log_start_offset, 0), now)]
         self.segments = segments
         self._log_start_offset = max(log_start_offset, segments[0].base_offset)
+        if self._log_start_offset > self.log_end_offset:  # recovery cut below the log start: nothing readable
+            self.truncate_fully_and_start_at(self._log_start_offset)
         end = self.log_end_offset
         self.epochs.truncate_from_end(end)
         self.epochs.truncate_from_start(self._log_start_offset)

@@ -247,3 +247,17 @@ def test_any_damage_reopens_to_valid_batches_and_keeps_those_before_it(
     assert [bytes(b.raw) for b in held[:intact]] == written[:intact]
     assert again.log_end_offset == (held[-1].last_offset + 1 if held else 0)
     again.close()
+
+
+def test_recovery_cutting_below_the_log_start_restarts_the_log_there(tmp_path: Path) -> None:
+    log = FileLog(tmp_path / "t-0")
+    fill(log, 3)  # offsets 0..8 in one segment
+    log.delete_records_before(7)
+    log.close()
+    path = tmp_path / "t-0" / segment_name(0, ".log")
+    path.write_bytes(path.read_bytes()[:-10])  # the batch holding offsets 6..8 is torn
+    again = FileLog(tmp_path / "t-0", log_start_offset=7)
+    assert (again.log_start_offset, again.log_end_offset, again.size_in_bytes) == (7, 7, 0)
+    again.append(batch_at(again, 1))
+    assert again.log_end_offset == 8
+    again.close()
