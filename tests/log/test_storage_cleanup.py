@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, log_factory
 
-from kafkapy.log import LogConfig
+from kafkapy.log import LogConfig, MemoryLog
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.log.segments import FileLog
 from kafkapy.protocol.records import Compression, Record, build_record_batch
@@ -144,3 +146,39 @@ def test_compacted_segments_survive_reopening(tmp_path: Path) -> None:
     assert [(r.offset, r.key, r.value) for r in records(again)] == expected
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
     again.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    appends=st.lists(
+        st.lists(
+            st.tuples(st.sampled_from([b"a", b"b", b"c", b"d"]), st.one_of(st.none(), st.binary(max_size=3))),
+            min_size=1,
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    now=st.sampled_from([10, DAY + 10]),
+)
+def test_compaction_keeps_every_keys_latest_value_and_nothing_new(
+    appends: list[list[tuple[bytes, bytes | None]]], now: int
+) -> None:
+    """Compaction leaves a subsequence of the records written, with the same latest value per key."""
+    log = MemoryLog(LogConfig(segment_bytes=1, cleanup_policy="compact"))
+    for pairs in appends:
+        _keyed(log, list(pairs), 0)
+    before = [(r.offset, r.key, r.value) for r in records(log)]
+    latest = {key: value for _, key, value in before}
+    log.compact(now_ms=now)
+    after = [(r.offset, r.key, r.value) for r in records(log)]
+    assert set(after) <= set(before) and after == sorted(after)
+    assert log.log_end_offset == len(before)
+    survivors = {key: value for _, key, value in after}
+    for key, value in latest.items():
+        if value is None and now > DAY:
+            assert survivors.get(key) is None  # an expired tombstone may go, taking the key with it
+        else:
+            assert key in survivors and survivors[key] == value
+    active = [r for r in before if r[0] >= log.active.base_offset]
+    assert after[len(after) - len(active) :] == active  # the active segment is untouched
