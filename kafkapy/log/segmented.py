@@ -420,25 +420,27 @@ class SegmentedLog:
         limit = end_offset if max_offset is None else min(max_offset, end_offset)
         chunks: list[memoryview | bytes] = []
         total = 0
-        full = False
         for s in range(self._segment_index(fetch_offset), len(self.segments)):
             segment = self.segments[s]
             first = segment.find_batch(fetch_offset)
             if first is None:
                 continue
-            start = end = segment.positions[first]
-            i = first
-            while i < segment.batch_count and segment.offsets[i] < limit:
-                batch_end = segment.batch_end(i)
-                if total + batch_end - start > max_bytes and (total or end > start or not min_one_batch):
-                    full = True
-                    break
-                end = batch_end
-                i += 1
-            if end > start:
+            # Batches [first, stop) start below the limit; of those, take as many as fit in the
+            # budget (batch k fits when batch k+1 starts within it): two bisections, no walk.
+            stop = bisect.bisect_left(segment.offsets, limit, lo=first)
+            start = segment.positions[first]
+            budget_end = start + max_bytes - total
+            fitting = bisect.bisect_right(segment.positions, budget_end, lo=first) - 1
+            if fitting >= first and segment.batch_end(fitting) <= budget_end:
+                fitting += 1
+            if fitting == first and not chunks and min_one_batch:
+                fitting = first + 1  # the first batch goes whole whatever max_bytes says
+            taken = min(stop, fitting)
+            if taken > first:
+                end = segment.batch_end(taken - 1)
                 chunks.extend(segment.load(start, end))
                 total += end - start
-            if full or i < segment.batch_count:
+            if taken < segment.batch_count:
                 break
         return ReadResult(chunks, self.high_watermark, self._log_start_offset, self.last_stable_offset)
 
