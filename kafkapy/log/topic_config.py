@@ -7,7 +7,7 @@ the log a :class:`LogConfig` built with :meth:`LogConfig.from_topic_config`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 
@@ -18,11 +18,12 @@ LONG_MAX = (1 << 63) - 1  # Java's Long.MAX_VALUE, Kafka's "never" for the flush
 _DAY_MS = 24 * 60 * 60 * 1000
 
 
-def _policy(value: object) -> frozenset[str]:
+def _policy(value: str | Iterable[str]) -> frozenset[str]:
+    """cleanup.policy is a list: "delete", "compact" or "compact,delete"."""
     if isinstance(value, str):
         parts = [part.strip() for part in value.split(",") if part.strip()]
     else:
-        parts = [str(part) for part in value]  # type: ignore[attr-defined]
+        parts = [str(part) for part in value]
     unknown = set(parts) - {"delete", "compact"}
     if unknown or not parts:
         raise ValueError(f"cleanup.policy must be a list of delete and compact, not {value!r}")
