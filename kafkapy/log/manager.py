@@ -211,6 +211,17 @@ class LogManager:
         """Compaction over every log whose cleanup.policy has compact; answers records removed."""
         return sum(log.compact(now_ms) for log in self.logs.values())
 
+    def set_topic_config(self, topic: str, config: LogConfig) -> None:
+        """A topic's configs changed (AlterConfigs): its logs obey them from the next append on."""
+        for (name, _), log in self.logs.items():
+            if name == topic:
+                log.set_config(config)
+
+    def flush_due(self, now_ms: int | None = None) -> int:
+        """Kafka's flush scheduler: flush the logs whose flush.ms passed; answers how many."""
+        now = self.clock() if now_ms is None else now_ms
+        return sum(log.maybe_flush(now) for log in self.logs.values())
+
     def flush(self) -> None:
         for log in self.logs.values():
             log.flush()

@@ -353,7 +353,7 @@ class SegmentedLog:
             epochs_changed |= self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
         if epochs_changed:
             self._epochs_changed()
-        self._maybe_flush(now)
+        self.maybe_flush(now)
         append_time = max_timestamp if batches[-1].timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
         return AppendInfo(batches[0].base_offset, expected - 1, max_timestamp, offset_of_max, append_time)
 
@@ -388,10 +388,15 @@ class SegmentedLog:
             self.write_snapshot(self.log_end_offset, self.snapshot_source())
         return self.active
 
-    def _maybe_flush(self, now: int) -> None:
+    def maybe_flush(self, now: int) -> bool:
+        """Flush if flush.messages records are unflushed or flush.ms passed since the last flush."""
         unflushed = self.log_end_offset - self.recovery_point
-        if unflushed >= self.config.flush_messages or now - self._last_flush_ms >= self.config.flush_ms:
+        if unflushed >= self.config.flush_messages or (
+            unflushed and now - self._last_flush_ms >= self.config.flush_ms
+        ):
             self.flush(now)
+            return True
+        return False
 
     def flush(self, now: int | None = None) -> None:
         """Make every appended batch durable and move the recovery point to the log end."""

@@ -105,3 +105,19 @@ def test_meta_properties_of_another_broker_is_refused(tmp_path: Path) -> None:
     LogManager([tmp_path], broker_id=1).close()
     with pytest.raises(MetaPropertiesMismatch):
         LogManager([tmp_path], broker_id=2)
+
+
+def test_topic_configs_and_the_flush_scheduler_hook(tmp_path: Path) -> None:
+    clock = [0]
+    logs = LogManager([tmp_path], clock=lambda: clock[0])
+    log = logs.get_or_create("t", 0)
+    other = logs.get_or_create("u", 0)
+    logs.set_topic_config("t", LogConfig(flush_ms=1_000, segment_bytes=1))
+    assert log.config.flush_ms == 1_000 and other.config.flush_ms == LogConfig().flush_ms
+    log.append(batch_at(log, 2))
+    other.append(batch_at(other, 2))
+    assert logs.flush_due() == 0 and log.recovery_point == 0
+    clock[0] = 1_000
+    assert logs.flush_due() == 1 and log.recovery_point == 2 and other.recovery_point == 0
+    assert logs.flush_due() == 0  # nothing new to flush
+    logs.close()
