@@ -7,9 +7,10 @@ A log is a list of segments ordered by base offset; only the last, the
 table (base offset and byte position of every batch, 16 bytes a batch) and
 Kafka's two sparse indexes: an offset index entry ``(last offset, position)``
 and a time index entry ``(max timestamp so far, its offset)`` whenever more than
-``index.interval.bytes`` were written since the previous entry, exactly as
-Kafka's LogSegment.append and LogSegment.recover add them, so an index rebuilt
-by recovery equals the one written while appending.
+``index.interval.bytes`` were written since the previous entry, as Kafka's
+LogSegment.recover adds them: per batch, so an index rebuilt by recovery equals
+the one written while appending. (Kafka's LogSegment.append checks once per
+append of several batches; both forms are valid sparse indexes.)
 
 Reads bisect the batch table for the batch holding the fetch offset and hand
 back whole batches as the backend's buffers. ListOffsets by timestamp does what
