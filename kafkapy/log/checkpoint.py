@@ -1,0 +1,80 @@
+"""Kafka's checkpoint text files, written atomically.
+
+Layout (Kafka's CheckpointFile): a version line (0), a count line, then one
+entry per line with space-separated fields. Kafka uses it for the log dir's
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``replication-offset-checkpoint`` (entries ``topic partition offset``) and each
+partition's ``leader-epoch-checkpoint`` (entries ``epoch start_offset``).
+
+A checkpoint is written to ``<name>.tmp``, fsynced, renamed over the old file
+and the directory fsynced, so a crash leaves either the old or the new file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+__all__ = ["CheckpointCorrupt", "read_checkpoint", "read_offsets", "write_checkpoint", "write_offsets"]
+
+CHECKPOINT_VERSION = 0
+
+
+class CheckpointCorrupt(ValueError):
+    """A checkpoint file that does not follow Kafka's layout; Kafka refuses to start on one too."""
+
+
+def fsync_directory(path: Path) -> None:
+    """Make a rename or unlink inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(path: Path, entries: Iterable[tuple[object, ...]]) -> None:
+    rows = [" ".join(str(field) for field in entry) for entry in entries]
+    text = "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    fsync_directory(path.parent)
+
+
+def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
+    """The entries of a checkpoint, each split into ``fields`` strings; [] when the file is absent."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    if len(lines) < 2 or lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CheckpointCorrupt(f"{path}: expected version {CHECKPOINT_VERSION} and a count")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise CheckpointCorrupt(f"{path}: count {lines[1]!r} is not a number") from None
+    rows = [line.split() for line in lines[2:] if line.strip()]
+    if len(rows) != count or any(len(row) != fields for row in rows):
+        raise CheckpointCorrupt(f"{path}: expected {count} entries of {fields} fields")
+    return rows
+
+
+def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    """A ``topic partition offset`` checkpoint."""
+    write_checkpoint(
+        path, ((topic, partition, offset) for (topic, partition), offset in sorted(offsets.items()))
+    )
+
+
+def read_offsets(path: Path) -> dict[tuple[str, int], int]:
+    try:
+        return {(topic, int(partition)): int(offset) for topic, partition, offset in read_checkpoint(path, 3)}
+    except ValueError as exc:
+        if isinstance(exc, CheckpointCorrupt):
+            raise
+        raise CheckpointCorrupt(f"{path}: {exc}") from None

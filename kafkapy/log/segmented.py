@@ -1,0 +1,625 @@
+"""The partition log as a list of segments, independent of where segment bytes live.
+
+Theory of operation
+-------------------
+A log is a list of segments ordered by base offset; only the last, the
+*active* segment, is appended to. Each segment keeps, in memory, a dense batch
+table (base offset and byte position of every batch, 16 bytes a batch) and
+Kafka's two sparse indexes: an offset index entry ``(last offset, position)``
+and a time index entry ``(max timestamp so far, its offset)`` whenever more than
+``index.interval.bytes`` were written since the previous entry, as Kafka's
+LogSegment.recover adds them: per batch, so an index rebuilt by recovery equals
+the one written while appending. (Kafka's LogSegment.append checks once per
+append of several batches; both forms are valid sparse indexes.)
+
+Reads bisect the batch table for the batch holding the fetch offset and hand
+back whole batches as the backend's buffers. ListOffsets by timestamp does what
+Kafka does: the first segment whose max timestamp reaches the target, the time
+index entry below it, then a walk of batch headers and one batch's records.
+
+A segment rolls (Kafka's LogSegment.shouldRoll) when the append would pass
+``segment.bytes``, when ``segment.ms`` passed since its first batch's max
+timestamp (its creation time without one), when an index is full, or when the
+new offsets no longer fit a relative int32.
+
+:class:`Segment` subclasses store bytes (memory.py: the buffers handed in;
+segments.py: files); :class:`SegmentedLog` subclasses create, delete and
+persist segments.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from array import array
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from kafkapy.log.base import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_OFFSET,
+    NO_TIMESTAMP,
+    AppendInfo,
+    EpochEndOffset,
+    OffsetOutOfRange,
+    PartitionLog,
+    ReadResult,
+    TimestampAndOffset,
+)
+from kafkapy.log.compaction import build_offset_map, clean_batches, cleanable_segments
+from kafkapy.log.epochs import LeaderEpochCache
+from kafkapy.log.retention import SegmentFacts, deletable_segments
+from kafkapy.log.topic_config import LogConfig
+from kafkapy.protocol.records import LOG_APPEND_TIME, Buffer, RecordBatch, Records
+
+__all__ = ["Segment", "SegmentedLog", "now_ms"]
+
+_INT32_MAX = (1 << 31) - 1
+OFFSET_INDEX_ENTRY = 8  # relative offset int32, position int32
+TIME_INDEX_ENTRY = 12  # timestamp int64, relative offset int32
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Segment:
+    """One segment's batch table and indexes; subclasses say where its bytes are."""
+
+    def __init__(self, base_offset: int, config: LogConfig, created_ms: int) -> None:
+        self.base_offset = base_offset
+        self.next_offset = base_offset
+        self.size = 0
+        self.offsets = array("q")  # base offset of every batch
+        self.positions = array("q")  # where every batch starts
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = NO_OFFSET
+        self.rolling_timestamp: int | None = None  # the first batch's max timestamp (segment.ms)
+        self.created_ms = created_ms
+        self.last_modified_ms = created_ms
+        self.index_interval_bytes = config.index_interval_bytes
+        self.max_offset_entries = config.segment_index_bytes // OFFSET_INDEX_ENTRY
+        self.max_time_entries = config.segment_index_bytes // TIME_INDEX_ENTRY
+        self.index_offsets = array("q")  # offset index: absolute last offsets
+        self.index_positions = array("q")
+        self.time_timestamps = array("q")  # time index
+        self.time_offsets = array("q")
+        self._bytes_since_index = 0
+
+    # -- storage, supplied by subclasses -------------------------------------------------
+
+    def _store(self, data: Buffer, nbytes: int) -> None:
+        raise NotImplementedError
+
+    def load(self, start: int, end: int) -> list[memoryview | bytes]:
+        """The stored bytes [start, end) as one or more chunks."""
+        raise NotImplementedError
+
+    def _truncate_storage(self, size: int) -> None:
+        raise NotImplementedError
+
+    def _replace_storage(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def _index_entry_added(self, last_offset: int, position: int) -> None:
+        """Hook: an offset index entry was added (files append it)."""
+
+    def _time_entry_added(self, timestamp: int, offset: int) -> None:
+        """Hook: a time index entry was added (files append it)."""
+
+    def _indexes_reset(self) -> None:
+        """Hook: the indexes are about to be rebuilt from the batches."""
+
+    def flush(self) -> None:
+        """Make the segment's bytes and indexes durable; nothing to do in memory."""
+
+    def close(self) -> None:
+        """Release what the segment holds open."""
+
+    def delete(self) -> None:
+        """Remove the segment's storage."""
+
+    # -- the batch table -----------------------------------------------------------------
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.offsets)
+
+    def batch_end(self, i: int) -> int:
+        return self.positions[i + 1] if i + 1 < len(self.positions) else self.size
+
+    def batch(self, i: int) -> RecordBatch:
+        """Batch ``i`` read through records.py's one reader."""
+        start = self.positions[i]
+        chunks = self.load(start, self.batch_end(i))
+        return RecordBatch(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+
+    def last_offset_of(self, i: int) -> int:
+        return self.batch(i).last_offset
+
+    def batches(self) -> Iterator[RecordBatch]:
+        for i in range(len(self.offsets)):
+            yield self.batch(i)
+
+    def find_batch(self, offset: int) -> int | None:
+        """The first batch whose last offset is >= ``offset``, or None past the segment's end."""
+        if offset >= self.next_offset or not self.offsets:
+            return None
+        i = bisect.bisect_right(self.offsets, offset) - 1
+        if i < 0:
+            return 0
+        if self.last_offset_of(i) >= offset:
+            return i
+        return i + 1 if i + 1 < len(self.offsets) else None
+
+    def append(self, data: Buffer, nbytes: int, batches: list[RecordBatch], now: int) -> None:
+        position = self.size
+        self._store(data, nbytes)
+        for batch in batches:
+            self.note_batch(batch, position)
+            position += batch.size_in_bytes
+        self.size = position
+        self.last_modified_ms = now
+
+    def note_batch(self, batch: RecordBatch, position: int) -> None:
+        """Add a stored batch to the table and, past index.interval.bytes, to the indexes."""
+        self.offsets.append(batch.base_offset)
+        self.positions.append(position)
+        if self.rolling_timestamp is None:
+            self.rolling_timestamp = batch.max_timestamp
+        if batch.max_timestamp > self.max_timestamp:
+            self.max_timestamp = batch.max_timestamp
+            self.offset_of_max_timestamp = batch.last_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.index_offsets.append(batch.last_offset)
+            self.index_positions.append(position)
+            self._index_entry_added(batch.last_offset, position)
+            self._maybe_time_entry()
+            self._bytes_since_index = 0
+        self._bytes_since_index += batch.size_in_bytes
+        self.next_offset = batch.last_offset + 1
+
+    def _maybe_time_entry(self) -> None:
+        """Kafka's TimeIndex.maybeAppend: only a timestamp larger than the last entry's."""
+        if self.max_timestamp < 0:
+            return
+        if self.time_timestamps and self.max_timestamp <= self.time_timestamps[-1]:
+            return
+        self.time_timestamps.append(self.max_timestamp)
+        self.time_offsets.append(self.offset_of_max_timestamp)
+        self._time_entry_added(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def on_inactive(self) -> None:
+        """A new segment took over: the time index gets the final max timestamp, as Kafka's does."""
+        self._maybe_time_entry()
+
+    def indexes_full(self) -> bool:
+        return (
+            len(self.index_offsets) >= self.max_offset_entries
+            or len(self.time_timestamps) >= self.max_time_entries
+        )
+
+    def rebuild(self, active: bool) -> None:
+        """Replay the kept batches, one at a time, into a fresh table and indexes (after truncation)."""
+        positions, size = list(self.positions), self.size
+        self.reset_table()
+        for k, position in enumerate(positions):
+            end = positions[k + 1] if k + 1 < len(positions) else size
+            chunks = self.load(position, end)
+            self.note_batch(RecordBatch(chunks[0] if len(chunks) == 1 else b"".join(chunks)), position)
+        self.size = size
+        if not active:
+            self.on_inactive()
+
+    def reset_table(self) -> None:
+        self._indexes_reset()
+        self.offsets = array("q")
+        self.positions = array("q")
+        self.index_offsets = array("q")
+        self.index_positions = array("q")
+        self.time_timestamps = array("q")
+        self.time_offsets = array("q")
+        self._bytes_since_index = 0
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = NO_OFFSET
+        self.rolling_timestamp = None
+
+    def truncate_to(self, offset: int, active: bool) -> None:
+        """Drop every batch whose last offset is >= ``offset``."""
+        i = self.find_batch(offset)
+        if i is None:
+            return
+        keep = i
+        self._truncate_storage(self.positions[keep])
+        self.size = self.positions[keep]
+        del self.offsets[keep:]
+        del self.positions[keep:]
+        self.rebuild(active)
+
+    def replace(self, data: bytes, active: bool) -> None:
+        """Swap in rewritten batches (compaction), offsets preserved."""
+        self._replace_storage(data)
+        self.reset_table()
+        position = 0
+        for batch in Records(data).batches(strict=True):
+            assert isinstance(batch, RecordBatch)
+            self.note_batch(batch, position)
+            position += batch.size_in_bytes
+        self.size = position
+        if not active:
+            self.on_inactive()
+
+    def time_lookup(self, timestamp: int) -> int:
+        """The offset to start a timestamp search from (Kafka's TimeIndex.lookup)."""
+        i = bisect.bisect_right(self.time_timestamps, timestamp) - 1
+        return self.time_offsets[i] if i >= 0 else self.base_offset
+
+    def retention_timestamp(self) -> int:
+        """What retention.ms compares: the max timestamp, or the last write when batches carry none."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified_ms
+
+
+class SegmentedLog:
+    """A PartitionLog over segments; backends supply segment creation and persistence."""
+
+    def __init__(self, config: LogConfig | None = None, *, clock: Callable[[], int] = now_ms) -> None:
+        self.config = config or LogConfig()
+        self.clock = clock
+        self.segments: list[Segment] = []
+        self.epochs = LeaderEpochCache()
+        self._log_start_offset = 0
+        self.recovery_point = 0
+        self._last_flush_ms = clock()
+        self.snapshot_source: Callable[[], bytes] | None = None
+        self.closed = False
+
+    # -- backend hooks -------------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int, now: int) -> Segment:
+        raise NotImplementedError
+
+    def _epochs_changed(self) -> None:
+        """Hook: persist the leader-epoch cache."""
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        raise NotImplementedError
+
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        raise NotImplementedError
+
+    def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
+        raise NotImplementedError
+
+    # -- offsets -------------------------------------------------------------------------
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    def set_config(self, config: LogConfig) -> None:
+        """New topic configs apply to later rolls, retention and compaction (index sizes: new segments)."""
+        self.config = config
+
+    # -- append --------------------------------------------------------------------------
+
+    def append(self, data: Buffer, *, now_ms: int | None = None) -> AppendInfo:
+        """Store ``data`` as it is; its batches must continue the log's offsets exactly."""
+        batches: list[RecordBatch] = []
+        expected = self.log_end_offset
+        for batch in Records(data).batches(strict=True):
+            if not isinstance(batch, RecordBatch):
+                raise ValueError("the log stores magic 2 record batches only")
+            if batch.base_offset != expected:
+                raise ValueError(
+                    f"batch base offset {batch.base_offset} does not continue the log at {expected}"
+                )
+            expected = batch.last_offset + 1
+            batches.append(batch)
+        if not batches:
+            raise ValueError("nothing to append")
+        nbytes = sum(batch.size_in_bytes for batch in batches)
+        now = self.clock() if now_ms is None else now_ms
+        max_timestamp, offset_of_max = NO_TIMESTAMP, batches[0].last_offset
+        for batch in batches:
+            if batch.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+        segment = self._maybe_roll(nbytes, max_timestamp, expected - 1, now)
+        segment.append(data, nbytes, batches, now)
+        epochs_changed = False
+        for batch in batches:
+            epochs_changed |= self.epochs.assign(batch.partition_leader_epoch, batch.base_offset)
+        if epochs_changed:
+            self._epochs_changed()
+        self.maybe_flush(now)
+        append_time = max_timestamp if batches[-1].timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
+        return AppendInfo(batches[0].base_offset, expected - 1, max_timestamp, offset_of_max, append_time)
+
+    def _maybe_roll(self, nbytes: int, max_timestamp: int, last_offset: int, now: int) -> Segment:
+        """Kafka's LogSegment.shouldRoll; time waited is the new records' max timestamp minus the
+        segment's first batch's, or wall-clock time since creation when batches carry no timestamp."""
+        segment = self.active
+        if segment.size == 0:
+            return segment
+        rolling = segment.rolling_timestamp
+        waited = now - segment.created_ms if rolling is None or rolling < 0 else max_timestamp - rolling
+        if (
+            segment.size > self.config.segment_bytes - nbytes
+            or waited > self.config.segment_ms
+            or segment.indexes_full()
+            or last_offset - segment.base_offset > _INT32_MAX
+        ):
+            return self.roll(now)
+        return segment
+
+    def roll(self, now: int | None = None) -> Segment:
+        """Start a new active segment at the log end offset (Kafka flushes the old one on roll)."""
+        now = self.clock() if now is None else now
+        old = self.active
+        if old.size == 0:
+            return old
+        old.on_inactive()
+        old.flush()  # every rolled segment is flushed, so the recovery point can move to its end
+        self.recovery_point = max(self.recovery_point, old.next_offset)
+        self.segments.append(self._new_segment(self.log_end_offset, now))
+        if self.snapshot_source is not None:
+            self.write_snapshot(self.log_end_offset, self.snapshot_source())
+        return self.active
+
+    def maybe_flush(self, now: int) -> bool:
+        """Flush if flush.messages records are unflushed or flush.ms passed since the last flush."""
+        unflushed = self.log_end_offset - self.recovery_point
+        if unflushed >= self.config.flush_messages or (
+            unflushed and now - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self.flush(now)
+            return True
+        return False
+
+    def flush(self, now: int | None = None) -> None:
+        """Make every appended batch durable and move the recovery point to the log end."""
+        for segment in self.segments:
+            if segment.next_offset > self.recovery_point or segment is self.active:
+                segment.flush()
+        self.recovery_point = self.log_end_offset
+        self._last_flush_ms = self.clock() if now is None else now
+
+    # -- read ----------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self.segments, offset, key=lambda segment: segment.base_offset) - 1, 0)
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
+
+        ``max_offset`` (exclusive; the high watermark for consumers) stops before
+        the first batch that starts at or past it.
+        """
+        end_offset = self.log_end_offset
+        if not self._log_start_offset <= fetch_offset <= end_offset:
+            raise OffsetOutOfRange(fetch_offset, self._log_start_offset, end_offset)
+        limit = end_offset if max_offset is None else min(max_offset, end_offset)
+        chunks: list[memoryview | bytes] = []
+        total = 0
+        for s in range(self._segment_index(fetch_offset), len(self.segments)):
+            segment = self.segments[s]
+            first = segment.find_batch(fetch_offset)
+            if first is None:
+                continue
+            # Batches [first, stop) start below the limit; of those, take as many as fit in the
+            # budget (batch k fits when batch k+1 starts within it): two bisections, no walk.
+            stop = bisect.bisect_left(segment.offsets, limit, lo=first)
+            start = segment.positions[first]
+            budget_end = start + max_bytes - total
+            fitting = bisect.bisect_right(segment.positions, budget_end, lo=first) - 1
+            if fitting >= first and segment.batch_end(fitting) <= budget_end:
+                fitting += 1
+            if fitting == first and not chunks and min_one_batch:
+                fitting = first + 1  # the first batch goes whole whatever max_bytes says
+            taken = min(stop, fitting)
+            if taken > first:
+                end = segment.batch_end(taken - 1)
+                chunks.extend(segment.load(start, end))
+                total += end - start
+            if taken < segment.batch_count:
+                break
+        return ReadResult(chunks, self.high_watermark, self._log_start_offset, self.last_stable_offset)
+
+    # -- ListOffsets and OffsetForLeaderEpoch ---------------------------------------------
+
+    def latest_offset(self) -> TimestampAndOffset:
+        """ListOffsets -1: the high watermark, with the latest leader epoch."""
+        return TimestampAndOffset(NO_TIMESTAMP, self.high_watermark, self.epochs.latest_epoch)
+
+    def earliest_offset(self) -> TimestampAndOffset:
+        """ListOffsets -2: the log start offset, with the epoch it was written in."""
+        offset = self._log_start_offset
+        return TimestampAndOffset(NO_TIMESTAMP, offset, self.epochs.epoch_for_offset(offset))
+
+    def earliest_local_offset(self) -> TimestampAndOffset:
+        """ListOffsets -4 (KIP-405): the first offset stored locally; all of it, without tiered storage."""
+        return self.earliest_offset()
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """Kafka's UnifiedLog.fetchOffsetByTimestamp, without remote storage."""
+        special = {
+            LATEST_TIMESTAMP: self.latest_offset,
+            EARLIEST_TIMESTAMP: self.earliest_offset,
+            EARLIEST_LOCAL_TIMESTAMP: self.earliest_local_offset,
+            MAX_TIMESTAMP: self.max_timestamp_offset,
+        }.get(timestamp)
+        if special is not None:
+            return special()
+        if timestamp < 0:
+            raise ValueError(f"unknown special timestamp {timestamp}")
+        for segment in self.segments:
+            if segment.max_timestamp < timestamp:
+                continue
+            first = segment.find_batch(max(segment.time_lookup(timestamp), self._log_start_offset))
+            for i in range(first if first is not None else segment.batch_count, segment.batch_count):
+                batch = segment.batch(i)
+                if batch.max_timestamp < timestamp:
+                    continue
+                for record in batch.record_list():
+                    stamp = (
+                        batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else record.timestamp
+                    )
+                    if stamp is not None and stamp >= timestamp and record.offset >= self._log_start_offset:
+                        return TimestampAndOffset(
+                            stamp, record.offset, self.epochs.epoch_for_offset(record.offset)
+                        )
+        return None
+
+    def max_timestamp_offset(self) -> TimestampAndOffset | None:
+        """ListOffsets -3 (KIP-734): the record with the largest timestamp (the first of equals)."""
+        best: Segment | None = None
+        for segment in self.segments:
+            if segment.max_timestamp >= 0 and (best is None or segment.max_timestamp > best.max_timestamp):
+                best = segment
+        if best is None:
+            return None
+        i = best.find_batch(best.offset_of_max_timestamp)
+        assert i is not None
+        batch = best.batch(i)
+        offset = batch.last_offset
+        if batch.timestamp_type != LOG_APPEND_TIME:
+            offset = next(r.offset for r in batch.record_list() if r.timestamp == batch.max_timestamp)
+        return TimestampAndOffset(batch.max_timestamp, offset, self.epochs.epoch_for_offset(offset))
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
+        return self.epochs.end_offset_for(leader_epoch, self.log_end_offset)
+
+    # -- truncation and deletion -----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Kafka's UnifiedLog.truncateTo: drop every batch whose last offset is >= ``offset``.
+
+        A batch straddling ``offset`` goes too, so the log end may land below ``offset``.
+        """
+        if offset >= self.log_end_offset:
+            return
+        if offset < self._log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while len(self.segments) > 1 and self.active.base_offset > offset:
+            self.segments.pop().delete()
+        self.active.truncate_to(offset, active=True)
+        if self.log_end_offset < self._log_start_offset:
+            # Only a batch straddling the log start was left to cut: nothing readable remains.
+            self.truncate_fully_and_start_at(self._log_start_offset)
+            return
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self._epochs_changed()
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._drop_snapshots(above=self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and continue it at ``offset`` (a follower far behind, or a reset)."""
+        for segment in self.segments:
+            segment.delete()
+        self.segments = [self._new_segment(offset, self.clock())]
+        self._log_start_offset = offset
+        self.recovery_point = offset
+        self.epochs.clear()
+        self._epochs_changed()
+        self._drop_snapshots(above=offset - 1)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: the log starts at ``offset`` from now on; whole segments below it go."""
+        if not self._log_start_offset <= offset <= self.high_watermark:
+            if offset < self._log_start_offset and offset >= 0:
+                return self._log_start_offset
+            raise OffsetOutOfRange(offset, self._log_start_offset, self.high_watermark)
+        self._advance_log_start(offset)
+        return self._log_start_offset
+
+    def _advance_log_start(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self.epochs.truncate_from_start(offset)
+        self._epochs_changed()
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            self.segments.pop(0).delete()
+        self._drop_snapshots(below=self.segments[0].base_offset)
+
+    # -- retention and compaction ------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int | None = None, config: LogConfig | None = None) -> int:
+        """Delete the old segments retention allows (retention.py); answers how many went."""
+        config = config or self.config
+        now = self.clock() if now_ms is None else now_ms
+        facts = [SegmentFacts(s.base_offset, s.size, s.retention_timestamp()) for s in self.segments]
+        count = deletable_segments(facts, config, now, self._log_start_offset, self.high_watermark)
+        if count:
+            gone, self.segments = self.segments[:count], self.segments[count:]
+            for segment in gone:
+                segment.delete()
+            self._advance_log_start(self.segments[0].base_offset)
+        return count
+
+    def compact(self, now_ms: int | None = None, config: LogConfig | None = None) -> int:
+        """cleanup.policy compact: rewrite the cleanable segments (compaction.py); answers records removed."""
+        config = config or self.config
+        if not config.compacts:
+            return 0
+        now = self.clock() if now_ms is None else now_ms
+        cleanable = self.segments[: cleanable_segments([s.max_timestamp for s in self.segments], config, now)]
+        offset_map = build_offset_map(batch for segment in cleanable for batch in segment.batches())
+        removed = 0
+        for segment in cleanable:
+            drop_tombstones = now - segment.retention_timestamp() > config.delete_retention_ms
+            data, gone = clean_batches(segment.batches(), offset_map, drop_tombstones=drop_tombstones)
+            if gone:
+                segment.replace(data, active=False)
+                removed += gone
+        return removed
+
+    def compaction_overdue(self, now_ms: int, config: LogConfig | None = None) -> bool:
+        """max.compaction.lag.ms: a rolled segment waited longer than that (the cleaner's must-clean rule)."""
+        config = config or self.config
+        return config.compacts and any(
+            s.rolling_timestamp is not None and now_ms - s.rolling_timestamp > config.max_compaction_lag_ms
+            for s in self.segments[:-1]
+        )
+
+    def close(self) -> None:
+        """Snapshot producer state at the log end, flush, release; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.snapshot_source is not None:
+            self.write_snapshot(self.log_end_offset, self.snapshot_source())
+        self.active.on_inactive()  # Kafka's LogSegment.close adds the final time index entry
+        self.flush()
+        for segment in self.segments:
+            segment.close()
+
+
+if TYPE_CHECKING:
+    _CONFORMS: type[PartitionLog] = SegmentedLog  # mypy holds both backends to the interface

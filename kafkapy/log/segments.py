@@ -1,0 +1,302 @@
+"""The segment-file backend: one partition directory in Kafka's own on-disk layout.
+
+Theory of operation
+-------------------
+A partition directory ``<topic>-<partition>`` holds, per segment, Kafka's three
+files named by the segment's base offset as 20 digits:
+
+- ``.log``: the record batches, byte for byte as stored (Kafka's FileRecords);
+- ``.index``: entries ``relative offset int32, position int32`` (8 bytes);
+- ``.timeindex``: entries ``timestamp int64, relative offset int32`` (12 bytes);
+
+plus ``leader-epoch-checkpoint`` and the producer-state ``<offset>.snapshot``
+files. Index files are not preallocated: Kafka reads such a file as holding
+``length / entry size`` entries.
+
+Durability. ``append`` writes with ``pwrite`` before returning, so an appended
+batch is in the kernel's page cache and survives the broker process dying
+(``kill -9``); it survives the machine failing only once flushed (``fsync``):
+at ``flush.messages`` / ``flush.ms`` (Kafka's defaults: never), on segment
+roll, on ``flush()`` and on ``close()``. That is Kafka's rule too: acks=all
+means "written to every in-sync replica's log", not "fsynced".
+
+Recovery. Opening a directory walks the batch headers of every segment to
+rebuild the in-memory batch table and rewrites both index files from it. From
+the segment holding the recovery point on (every segment after an unclean
+shutdown) each batch is also checked as Kafka's LogSegment.recover does: whole,
+CRC-32C valid, offsets increasing. The first bad batch and everything after it
+are cut off; later segments are deleted.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import shutil
+import struct
+from array import array
+from collections.abc import Callable
+from pathlib import Path
+
+from kafkapy.errors import DecodeError
+from kafkapy.log.checkpoint import fsync_directory
+from kafkapy.log.epochs import LeaderEpochCache
+from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
+from kafkapy.log.topic_config import LogConfig
+from kafkapy.protocol.records import Buffer, RecordBatch
+
+__all__ = ["FileLog", "FileSegment", "segment_name"]
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_INT32_MAX = (1 << 31) - 1
+# Kafka's leftovers of an interrupted clean, swap or delete; kafkapy writes only the first two kinds.
+_LEFTOVER_SUFFIXES = (".cleaned", ".tmp", ".deleted", ".swap")
+
+
+def segment_name(base_offset: int, suffix: str) -> str:
+    """Kafka's file name: the base offset as 20 zero-padded digits (LogFileUtils.filenamePrefixFromOffset)."""
+    return f"{base_offset:020d}{suffix}"
+
+
+def _write_all(fd: int, data: Buffer, position: int) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        written = os.pwrite(fd, view, position)
+        view = view[written:]
+        position += written
+
+
+class FileSegment(Segment):
+    """A segment stored as ``.log``, ``.index`` and ``.timeindex`` files."""
+
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, created_ms: int) -> None:
+        super().__init__(base_offset, config, created_ms)
+        self.path = directory / segment_name(base_offset, ".log")
+        self.index_path = directory / segment_name(base_offset, ".index")
+        self.time_index_path = directory / segment_name(base_offset, ".timeindex")
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._time_fd = os.open(self.time_index_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # Reads must know where the batch holding an offset ends without reading it from disk:
+        # files keep every batch's last offset too (8 more bytes a batch).
+        self.last_offsets = array("q")
+
+    def note_batch(self, batch: RecordBatch, position: int) -> None:
+        super().note_batch(batch, position)
+        self.last_offsets.append(batch.last_offset)
+
+    def reset_table(self) -> None:
+        super().reset_table()
+        self.last_offsets = array("q")
+
+    def last_offset_of(self, i: int) -> int:
+        return self.last_offsets[i]
+
+    def rebuild(self, active: bool) -> None:
+        """Re-walk the (truncated) file through an mmap rather than a read per batch."""
+        self.load_batches(verify=False)
+        if not active:
+            self.on_inactive()
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def _store(self, data: Buffer, nbytes: int) -> None:
+        _write_all(self._fd, data, self.size)
+
+    def load(self, start: int, end: int) -> list[memoryview | bytes]:
+        data = os.pread(self._fd, end - start, start)
+        if len(data) != end - start:
+            raise OSError(f"{self.path}: {end - start} bytes expected at {start}, {len(data)} read")
+        return [data]
+
+    def _truncate_storage(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def _replace_storage(self, data: bytes) -> None:
+        """Write the cleaned segment beside the old one, then rename it over: all or nothing."""
+        cleaned = self.path.with_name(self.path.name + ".cleaned")
+        fd = os.open(cleaned, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data, 0)
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.replace(cleaned, self.path)
+        fsync_directory(self.path.parent)
+        os.close(self._fd)
+        self._fd = fd
+
+    def _index_entry_added(self, last_offset: int, position: int) -> None:
+        os.write(self._index_fd, _OFFSET_ENTRY.pack(last_offset - self.base_offset, position))
+
+    def _time_entry_added(self, timestamp: int, offset: int) -> None:
+        os.write(self._time_fd, _TIME_ENTRY.pack(timestamp, offset - self.base_offset))
+
+    def _indexes_reset(self) -> None:
+        os.ftruncate(self._index_fd, 0)
+        os.ftruncate(self._time_fd, 0)
+
+    def flush(self) -> None:
+        for fd in (self._fd, self._index_fd, self._time_fd):
+            os.fsync(fd)
+
+    def close(self) -> None:
+        for fd in (self._fd, self._index_fd, self._time_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._index_fd = self._time_fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        for path in (self.path, self.index_path, self.time_index_path):
+            path.unlink(missing_ok=True)
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    def load_batches(self, *, verify: bool) -> int:
+        """Rebuild the batch table and indexes from the file; answers the bytes cut off.
+
+        ``verify`` checks each batch as Kafka's recovery does and cuts the file at
+        the first that fails; without it a walk stops only where framing does.
+        """
+        self.reset_table()
+        file_size = os.fstat(self._fd).st_size
+        valid = 0
+        if file_size:
+            mapped = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ)
+            view = memoryview(mapped)
+            try:
+                valid = self._walk(view, file_size, verify)
+            finally:
+                view.release()
+                mapped.close()
+        self.size = valid
+        if valid < file_size:
+            os.ftruncate(self._fd, valid)
+        return file_size - valid
+
+    def _walk(self, view: memoryview, file_size: int, verify: bool) -> int:
+        position = 0
+        expected = self.base_offset
+        while position < file_size:
+            try:
+                batch = RecordBatch(view, position)
+            except DecodeError:
+                break
+            if verify and (
+                batch.base_offset < expected
+                or batch.last_offset - self.base_offset > _INT32_MAX
+                or not batch.crc_valid
+            ):
+                break
+            self.note_batch(batch, position)
+            expected = batch.last_offset + 1
+            position += batch.size_in_bytes
+            del batch  # no view into the mapping may outlive it
+        return position
+
+
+class FileLog(SegmentedLog):
+    """A partition log in one directory of ``log.dirs``.
+
+    ``recovery_point`` is where the last flush ended (the log dir's
+    recovery-point-offset-checkpoint); after an unclean shutdown everything
+    from it on is checked. A directory opened on its own (no checkpoint) is
+    checked whole.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig | None = None,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        clean_shutdown: bool = False,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        super().__init__(config, clock=clock)
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.recovered_bytes = 0  # what recovery cut off, for the log and for tests
+        for leftover in directory.iterdir():
+            orphan_index = (
+                leftover.suffix in (".index", ".timeindex") and not leftover.with_suffix(".log").exists()
+            )
+            if leftover.suffix in _LEFTOVER_SUFFIXES or orphan_index:
+                leftover.unlink()
+        self.epochs = LeaderEpochCache.read(directory)
+        self._load(recovery_point, log_start_offset, clean_shutdown)
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        bases = sorted(int(path.stem) for path in self.directory.glob("*.log") if path.stem.isdigit())
+        now = self.clock()
+        segments: list[Segment] = []
+        for k, base in enumerate(bases):
+            segment = FileSegment(self.directory, base, self.config, now)
+            next_base = bases[k + 1] if k + 1 < len(bases) else None
+            verify = not clean_shutdown and (next_base is None or next_base > recovery_point)
+            cut = segment.load_batches(verify=verify)
+            segments.append(segment)
+            if cut:
+                self.recovered_bytes += cut
+                for later in bases[k + 1 :]:  # Kafka deletes the unflushed segments after a torn one
+                    FileSegment(self.directory, later, self.config, now).delete()
+                break
+        for rolled in segments[:-1]:
+            rolled.on_inactive()
+        if not segments:
+            segments = [self._new_segment(max(log_start_offset, 0), now)]
+        self.segments = segments
+        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
+        if self._log_start_offset > self.log_end_offset:  # recovery cut below the log start: nothing readable
+            self.truncate_fully_and_start_at(self._log_start_offset)
+        end = self.log_end_offset
+        self.epochs.truncate_from_end(end)
+        self.epochs.truncate_from_start(self._log_start_offset)
+        self._drop_snapshots(above=end)
+        if clean_shutdown:
+            self.recovery_point = min(max(recovery_point, self._log_start_offset), end)
+        else:
+            self.flush()
+        self._epochs_changed()
+
+    def _new_segment(self, base_offset: int, now: int) -> Segment:
+        return FileSegment(self.directory, base_offset, self.config, now)
+
+    def _epochs_changed(self) -> None:
+        self.epochs.write(self.directory)
+
+    # -- producer-state snapshots ---------------------------------------------------------------
+
+    def _snapshot_offsets(self) -> list[int]:
+        return sorted(int(path.stem) for path in self.directory.glob("*.snapshot") if path.stem.isdigit())
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        path = self.directory / segment_name(offset, ".snapshot")
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        fsync_directory(self.directory)
+
+    def latest_snapshot(self) -> tuple[int, bytes] | None:
+        usable = [offset for offset in self._snapshot_offsets() if offset <= self.log_end_offset]
+        if not usable:
+            return None
+        return usable[-1], (self.directory / segment_name(usable[-1], ".snapshot")).read_bytes()
+
+    def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
+        for offset in self._snapshot_offsets():
+            if (below is not None and offset < below) or (above is not None and offset > above):
+                (self.directory / segment_name(offset, ".snapshot")).unlink(missing_ok=True)
+
+    def delete(self) -> None:
+        """Remove the partition directory (its topic was deleted)."""
+        for segment in self.segments:
+            segment.close()
+        shutil.rmtree(self.directory, ignore_errors=True)

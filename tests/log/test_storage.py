@@ -1,0 +1,245 @@
+"""The PartitionLog contract, run against every backend."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, joined, log_factory
+
+from kafkapy.errors import ErrorCode
+from kafkapy.log import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    EpochEndOffset,
+    LogConfig,
+    MemoryLog,
+    OffsetOutOfRange,
+    TimestampAndOffset,
+)
+from kafkapy.log.segmented import SegmentedLog
+from kafkapy.protocol.records import build_record_batch
+
+
+@pytest.fixture(params=BACKENDS)
+def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeLog]:
+    yield from log_factory(request.param, tmp_path)
+
+
+@pytest.fixture
+def log(make_log: MakeLog) -> SegmentedLog:
+    return make_log()
+
+
+def test_append_answers_offsets_and_timestamps(log: SegmentedLog) -> None:
+    info = log.append(batch_at(log, 3, timestamp=500))
+    assert (info.first_offset, info.last_offset, info.max_timestamp) == (0, 2, 502)
+    assert info.offset_of_max_timestamp == 2 and info.log_append_time == -1
+    assert log.log_end_offset == log.high_watermark == log.last_stable_offset == 3
+    info = log.append(batch_at(log, 2))
+    assert (info.first_offset, info.last_offset) == (3, 4)
+
+
+def test_append_rejects_offsets_that_do_not_continue_the_log(log: SegmentedLog) -> None:
+    log.append(batch_at(log, 2))
+    with pytest.raises(ValueError, match="does not continue"):
+        log.append(bytearray(build_record_batch([(b"k", b"v")], base_offset=5)))
+    with pytest.raises(ValueError, match="does not continue"):
+        two = build_record_batch([(b"k", b"v")], base_offset=2) + build_record_batch(
+            [(b"k", b"v")], base_offset=9
+        )
+        log.append(bytearray(two))
+    with pytest.raises(ValueError):
+        log.append(bytearray(build_record_batch([(b"k", b"v")], base_offset=2))[:-3])
+    assert log.log_end_offset == 2 and log.size_in_bytes == len(batch_at(log, 2))
+
+
+def test_memory_backend_keeps_the_buffer_it_was_handed() -> None:
+    log = MemoryLog()
+    data = batch_at(log, 2)
+    log.append(data)
+    chunk = log.read(0, 1 << 20).chunks[0]
+    assert isinstance(chunk, memoryview) and chunk.obj is data
+
+
+def test_read_starts_at_the_batch_holding_the_offset_and_returns_whole_batches(log: SegmentedLog) -> None:
+    sizes = []
+    for _ in range(4):
+        data = batch_at(log, 3, value_size=50)
+        sizes.append(len(data))
+        log.append(data)
+    result = log.read(4, sizes[1] + sizes[2] - 1)
+    assert [b.base_offset for b in batches_of(result.chunks)] == [3]
+    result = log.read(5, sizes[1] + sizes[2])
+    assert [b.base_offset for b in batches_of(result.chunks)] == [3, 6]
+    assert (result.high_watermark, result.log_start_offset, result.last_stable_offset) == (12, 0, 12)
+    assert result.size == sizes[1] + sizes[2]
+
+
+def test_first_batch_is_whole_even_past_max_bytes_unless_asked_not_to(log: SegmentedLog) -> None:
+    log.append(batch_at(log, 3, value_size=200))
+    assert len(batches_of(log.read(0, 1).chunks)) == 1
+    assert log.read(0, 1, min_one_batch=False).chunks == []
+
+
+def test_read_stops_before_max_offset_and_at_log_end(log: SegmentedLog) -> None:
+    for _ in range(3):
+        log.append(batch_at(log, 2))
+    assert [b.base_offset for b in batches_of(log.read(0, 1 << 20, max_offset=4).chunks)] == [0, 2]
+    assert log.read(6, 1 << 20).chunks == []
+
+
+@pytest.mark.parametrize("offset", [-1, 7])
+def test_read_outside_the_log_is_offset_out_of_range(log: SegmentedLog, offset: int) -> None:
+    log.append(batch_at(log, 6))
+    with pytest.raises(OffsetOutOfRange) as caught:
+        log.read(offset, 100)
+    assert caught.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_offset_for_timestamp_and_the_special_timestamps(log: SegmentedLog) -> None:
+    log.append(batch_at(log, 3, timestamp=100, epoch=1))  # 100..102
+    log.append(batch_at(log, 3, timestamp=200, epoch=2))  # 200..202
+    log.append(batch_at(log, 2, timestamp=150, epoch=2))  # 150..151, a late producer
+    assert log.offset_for_timestamp(101) == TimestampAndOffset(101, 1, 1)
+    assert log.offset_for_timestamp(103) == TimestampAndOffset(200, 3, 2)
+    assert log.offset_for_timestamp(202) == TimestampAndOffset(202, 5, 2)
+    assert log.offset_for_timestamp(203) is None
+    assert log.offset_for_timestamp(LATEST_TIMESTAMP) == TimestampAndOffset(-1, 8, 2)
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == TimestampAndOffset(-1, 0, 1)
+    assert log.offset_for_timestamp(EARLIEST_LOCAL_TIMESTAMP) == TimestampAndOffset(-1, 0, 1)
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == TimestampAndOffset(202, 5, 2)
+    assert log.latest_offset() == log.offset_for_timestamp(LATEST_TIMESTAMP)
+    assert (
+        log.earliest_offset() == log.earliest_local_offset() == log.offset_for_timestamp(EARLIEST_TIMESTAMP)
+    )
+    assert log.max_timestamp_offset() == log.offset_for_timestamp(MAX_TIMESTAMP)
+    with pytest.raises(ValueError):
+        log.offset_for_timestamp(-7)
+
+
+def test_timestamp_lookup_walks_many_segments_and_index_entries(make_log: MakeLog) -> None:
+    log = make_log(LogConfig(segment_bytes=2_000, index_interval_bytes=300))
+    for i in range(60):
+        log.append(batch_at(log, 2, timestamp=1_000 + 10 * i, value_size=60))
+    assert len(log.segments) > 5 and any(len(s.time_timestamps) > 1 for s in log.segments)
+    for i in range(60):
+        base = 1_000 + 10 * i
+        assert log.offset_for_timestamp(base + 1) == TimestampAndOffset(base + 1, 2 * i + 1)
+        if i < 59:
+            assert log.offset_for_timestamp(base + 2) == TimestampAndOffset(base + 10, 2 * i + 2)
+    assert log.offset_for_timestamp(1_000 + 10 * 59 + 2) is None
+
+
+def test_leader_epoch_end_offsets(log: SegmentedLog) -> None:
+    log.append(batch_at(log, 2, epoch=0))
+    log.append(batch_at(log, 2, epoch=3))
+    log.append(batch_at(log, 2, epoch=3))
+    log.append(batch_at(log, 2, epoch=5))
+    assert log.epochs.entries == [(0, 0), (3, 2), (5, 6)]
+    assert log.end_offset_for_epoch(5) == EpochEndOffset(5, 8)
+    assert log.end_offset_for_epoch(3) == EpochEndOffset(3, 6)
+    assert log.end_offset_for_epoch(4) == EpochEndOffset(3, 6)
+    assert log.end_offset_for_epoch(0) == EpochEndOffset(0, 2)
+    assert log.end_offset_for_epoch(6) == EpochEndOffset(-1, -1)
+    assert log.end_offset_for_epoch(-1) == EpochEndOffset(-1, -1)
+
+
+def test_truncate_to_drops_whole_batches_and_epochs(log: SegmentedLog) -> None:
+    log.append(batch_at(log, 3, epoch=1))
+    log.append(batch_at(log, 3, epoch=2))
+    log.append(batch_at(log, 3, epoch=3))
+    log.truncate_to(6)
+    assert log.log_end_offset == 6 and log.epochs.entries == [(1, 0), (2, 3)]
+    log.truncate_to(4)  # inside a batch: the whole batch goes
+    assert log.log_end_offset == 3
+    assert [b.base_offset for b in batches_of(log.read(0, 1 << 20).chunks)] == [0]
+    log.append(batch_at(log, 1, epoch=4))
+    assert log.log_end_offset == 4 and log.epochs.entries == [(1, 0), (4, 3)]
+
+
+def test_truncate_below_log_start_restarts_the_log_there(log: SegmentedLog) -> None:
+    log.append(batch_at(log, 5))
+    log.delete_records_before(3)
+    log.truncate_to(2)
+    assert (log.log_start_offset, log.log_end_offset, log.size_in_bytes) == (2, 2, 0)
+    log.append(batch_at(log, 1))
+    assert log.log_end_offset == 3
+
+
+def test_delete_records_advances_the_log_start(log: SegmentedLog) -> None:
+    log.append(batch_at(log, 4, epoch=1))
+    log.append(batch_at(log, 4, epoch=2))
+    assert log.delete_records_before(5) == 5
+    assert log.delete_records_before(2) == 5  # never backwards
+    assert log.offset_for_timestamp(EARLIEST_TIMESTAMP) == TimestampAndOffset(-1, 5, 2)
+    assert log.epochs.entries == [(2, 5)]
+    with pytest.raises(OffsetOutOfRange):
+        log.read(4, 100)
+    # the batch holding offset 5 comes back whole; the client skips offsets below the log start
+    assert [b.base_offset for b in batches_of(log.read(5, 1 << 20).chunks)] == [4]
+    with pytest.raises(OffsetOutOfRange):
+        log.delete_records_before(9)
+    assert log.delete_records_before(8) == 8
+
+
+def test_delete_records_drops_whole_segments_but_not_the_active_one(make_log: MakeLog) -> None:
+    log = make_log(LogConfig(segment_bytes=300))
+    for _ in range(6):
+        log.append(batch_at(log, 2, value_size=100))
+    assert [s.base_offset for s in log.segments] == [0, 2, 4, 6, 8, 10]
+    log.delete_records_before(5)
+    assert [s.base_offset for s in log.segments] == [4, 6, 8, 10]
+    log.delete_records_before(12)
+    assert [s.base_offset for s in log.segments] == [10] and log.log_start_offset == 12
+    assert log.read(12, 100).chunks == []
+
+
+def test_segments_roll_by_bytes_time_and_index_size(make_log: MakeLog) -> None:
+    clock = [0]
+    log = make_log(LogConfig(segment_bytes=1_000, segment_ms=60_000), clock=lambda: clock[0])
+    sizes = [len(batch_at(log, 1, value_size=300))]
+    log.append(batch_at(log, 1, value_size=300, timestamp=0))
+    log.append(batch_at(log, 1, value_size=300, timestamp=0))
+    log.append(batch_at(log, 1, value_size=300, timestamp=0))
+    assert len(log.segments) == 2 and log.segments[0].size == 2 * sizes[0]
+    log.append(batch_at(log, 1, value_size=1, timestamp=60_001))  # segment.ms by the first batch's timestamp
+    assert [s.base_offset for s in log.segments] == [0, 2, 3]
+    # 24 index bytes: 3 offset entries (8 bytes), 2 time entries (12); equal timestamps add one time entry
+    small = make_log(LogConfig(segment_index_bytes=24, index_interval_bytes=1))
+    for _ in range(6):
+        small.append(batch_at(small, 1))
+    assert [len(s.index_offsets) for s in small.segments] == [3, 1]
+    assert [s.base_offset for s in small.segments] == [0, 4]
+
+
+def test_snapshots_hooks_at_roll_and_close(make_log: MakeLog) -> None:
+    log = make_log(LogConfig(segment_bytes=200))
+    states = iter([b"one", b"two", b"three"])
+    log.snapshot_source = lambda: next(states)
+    log.append(batch_at(log, 1, value_size=150))
+    log.append(batch_at(log, 1, value_size=150))
+    log.append(batch_at(log, 1, value_size=150))
+    assert log.latest_snapshot() == (2, b"two")
+    log.truncate_to(1)  # snapshots past the new end go
+    assert log.latest_snapshot() == (1, b"one")
+    log.close()
+    log.close()  # idempotent
+    assert log.latest_snapshot() == (1, b"three")
+
+
+def test_log_config_from_kafka_names() -> None:
+    config = LogConfig.from_topic_config(
+        {"cleanup.policy": "compact,delete", "retention.ms": "-1", "segment.bytes": 1024, "unrelated": "x"}
+    )
+    assert config.compacts and config.deletes and config.retention_ms == -1 and config.segment_bytes == 1024
+    assert LogConfig().segment_ms == 604_800_000 and LogConfig().flush_messages == (1 << 63) - 1
+    with pytest.raises(ValueError):
+        LogConfig.from_topic_config({"cleanup.policy": "shred"})
+
+
+def test_joined_helper_sanity() -> None:
+    assert joined([b"a", memoryview(b"b")]) == b"ab"

@@ -1,0 +1,184 @@
+"""Retention and compaction on demand, on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, log_factory
+
+from kafkapy.log import LogConfig, MemoryLog
+from kafkapy.log.segmented import SegmentedLog
+from kafkapy.log.segments import FileLog
+from kafkapy.protocol.records import Compression, Record, build_record_batch
+
+DAY = 24 * 60 * 60 * 1000
+
+
+@pytest.fixture(params=BACKENDS)
+def make_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeLog]:
+    yield from log_factory(request.param, tmp_path)
+
+
+def segment_per_batch(make_log: MakeLog, **settings: object) -> SegmentedLog:
+    """One batch per segment: with segment.bytes 1 every append after the first rolls."""
+    return make_log(LogConfig(segment_bytes=1, **settings))  # type: ignore[arg-type]
+
+
+def records(log: SegmentedLog) -> list[Record]:
+    return [r for b in batches_of(log.read(log.log_start_offset, 1 << 30).chunks) for r in b]
+
+
+def test_retention_ms_deletes_old_whole_segments_never_the_active_one(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log)
+    for day in range(6):
+        log.append(batch_at(log, 3, value_size=40, timestamp=day * DAY))
+    assert len(log.segments) == 6
+    # 4.5 days on, the segments of days 0, 1 and 2 are older than 2 days
+    assert log.apply_retention(now_ms=4 * DAY + DAY // 2, config=LogConfig(retention_ms=2 * DAY)) == 3
+    assert [s.base_offset for s in log.segments] == [9, 12, 15] and log.log_start_offset == 9
+    assert log.apply_retention(now_ms=100 * DAY, config=LogConfig(retention_ms=2 * DAY)) == 2
+    assert [s.base_offset for s in log.segments] == [15] and log.log_start_offset == 15
+    assert [r.offset for r in records(log)] == [15, 16, 17]  # the active segment stays
+    assert log.apply_retention(now_ms=100 * DAY, config=LogConfig(retention_ms=-1)) == 0
+
+
+def test_retention_bytes_keeps_at_least_that_much(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log)
+    for _ in range(6):
+        log.append(batch_at(log, 3, value_size=40))
+    size = log.segments[0].size
+    config = LogConfig(retention_bytes=2 * size + 1, retention_ms=-1)
+    assert log.apply_retention(now_ms=0, config=config) == 3
+    assert log.size_in_bytes >= 2 * size + 1 and len(log.segments) == 3
+
+
+def test_compact_only_policy_never_deletes_by_time_or_size(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log)
+    for _ in range(4):
+        log.append(batch_at(log, 3, value_size=40, timestamp=0))
+    config = LogConfig(cleanup_policy="compact", retention_ms=1, retention_bytes=1)
+    assert log.apply_retention(now_ms=DAY, config=config) == 0
+    log.delete_records_before(7)  # but the log start offset still frees whole segments
+    assert log.apply_retention(now_ms=DAY, config=config) == 0 and log.segments[0].base_offset == 6
+
+
+def _keyed(log: SegmentedLog, pairs: list[tuple[bytes | None, bytes | None]], timestamp: int) -> None:
+    data = build_record_batch(
+        [(key, value, [], timestamp) for key, value in pairs],
+        base_offset=log.log_end_offset,
+        compression=Compression.GZIP,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=0,
+        partition_leader_epoch=4,
+    )
+    log.append(bytearray(data))
+
+
+def test_compaction_keeps_the_last_record_per_key_with_offsets_preserved(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log, cleanup_policy="compact")
+    _keyed(log, [(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], 0)
+    _keyed(log, [(b"a", b"2"), (None, b"keyless"), (b"b", None)], 0)  # b deleted by a tombstone
+    _keyed(log, [(b"c", b"3"), (b"d", b"3"), (b"e", b"3")], 0)
+    _keyed(log, [(b"a", b"active"), (b"e", b"active")], 0)  # active segment: never compacted, not in the map
+    assert len(log.segments) == 4
+    before = log.log_end_offset
+    assert log.compact(now_ms=1_000) == 4  # a@0, b@1, c@2, the keyless record
+    kept = [(r.offset, r.key, r.value) for r in records(log)]
+    assert kept == [
+        (3, b"a", b"2"),
+        (5, b"b", None),  # the tombstone stays for delete.retention.ms
+        (6, b"c", b"3"),
+        (7, b"d", b"3"),
+        (8, b"e", b"3"),
+        (9, b"a", b"active"),
+        (10, b"e", b"active"),
+    ]
+    assert log.log_end_offset == before
+    batch = batches_of(log.read(3, 1 << 20).chunks)[0]
+    assert (batch.base_offset, batch.last_offset, batch.producer_id, batch.producer_epoch) == (3, 5, 7, 1)
+    assert batch.compression == Compression.GZIP and batch.partition_leader_epoch == 4 and batch.crc_valid
+    # reads, time lookups and truncation still see batch boundaries after the rewrite
+    assert [b.base_offset for b in batches_of(log.read(1, 1).chunks)] == [3]
+    assert log.offset_for_timestamp(0) is not None and log.offset_for_timestamp(0).offset == 3  # type: ignore[union-attr]
+    # past delete.retention.ms the tombstone goes too; running again removes nothing else
+    assert log.compact(now_ms=DAY + 1) == 1
+    assert [r.offset for r in records(log)] == [3, 6, 7, 8, 9, 10]
+    assert log.compact(now_ms=DAY + 2) == 0
+
+
+def test_min_compaction_lag_holds_young_segments_back(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log, cleanup_policy="compact,delete", min_compaction_lag_ms=500)
+    _keyed(log, [(b"a", b"1"), (b"a", b"2")], 0)
+    _keyed(log, [(b"a", b"3"), (b"a", b"4")], 1_000)
+    _keyed(log, [(b"x", b"active")], 2_000)
+    assert log.compact(now_ms=1_200) == 1  # the second segment is too young: a@1 is the last a it sees
+    assert [(r.offset, r.value) for r in records(log)] == [(1, b"2"), (2, b"3"), (3, b"4"), (4, b"active")]
+    assert log.compact(now_ms=1_600) == 2
+    assert [(r.offset, r.value) for r in records(log)] == [(3, b"4"), (4, b"active")]
+    assert not log.compaction_overdue(now_ms=1_600)
+    assert log.compaction_overdue(
+        now_ms=1_600, config=LogConfig(cleanup_policy="compact", max_compaction_lag_ms=100)
+    )
+
+
+def test_delete_policy_does_not_compact(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log)
+    _keyed(log, [(b"a", b"1"), (b"a", b"2")], 0)
+    _keyed(log, [(b"x", b"active")], 0)
+    assert log.compact(now_ms=DAY) == 0
+
+
+def test_compacted_segments_survive_reopening(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=300, cleanup_policy="compact")
+    log = FileLog(tmp_path / "t-0", config)
+    for i in range(5):
+        _keyed(log, [(b"k", b"%d" % i), (b"other%d" % i, b"x")], 0)
+    log.compact(now_ms=10)
+    expected = [(r.offset, r.key, r.value) for r in records(log)]
+    log.close()
+    again = FileLog(tmp_path / "t-0", config)  # unclean: every batch CRC-checked
+    assert again.recovered_bytes == 0
+    assert [(r.offset, r.key, r.value) for r in records(again)] == expected
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+    again.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    appends=st.lists(
+        st.lists(
+            st.tuples(st.sampled_from([b"a", b"b", b"c", b"d"]), st.one_of(st.none(), st.binary(max_size=3))),
+            min_size=1,
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    now=st.sampled_from([10, DAY + 10]),
+)
+def test_compaction_keeps_every_keys_latest_value_and_nothing_new(
+    appends: list[list[tuple[bytes, bytes | None]]], now: int
+) -> None:
+    """Compaction leaves a subsequence of the records written, with the same latest value per key."""
+    log = MemoryLog(LogConfig(segment_bytes=1, cleanup_policy="compact"))
+    for pairs in appends:
+        _keyed(log, list(pairs), 0)
+    before = [(r.offset, r.key, r.value) for r in records(log)]
+    latest = {key: value for _, key, value in before}
+    log.compact(now_ms=now)
+    after = [(r.offset, r.key, r.value) for r in records(log)]
+    assert set(after) <= set(before) and after == sorted(after)
+    assert log.log_end_offset == len(before)
+    survivors = {key: value for _, key, value in after}
+    for key, value in latest.items():
+        if value is None and now > DAY:
+            assert survivors.get(key) is None  # an expired tombstone may go, taking the key with it
+        else:
+            assert key in survivors and survivors[key] == value
+    active = [r for r in before if r[0] >= log.active.base_offset]
+    assert after[len(after) - len(active) :] == active  # the active segment is untouched
