@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from kafkapy.assembly import assemble
 from kafkapy.server.broker import BrokerRuntime
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.modules import Module
@@ -37,7 +38,7 @@ class Broker:
     # --- on the caller's loop -------------------------------------------------------------
 
     async def start(self) -> Broker:
-        runtime = BrokerRuntime(self.config, self.store, self._classes())
+        runtime = assemble(self.config, store=self.store, extra_modules=self.module_classes or ())
         await runtime.start()
         self.runtime, self.store = runtime, runtime.store
         return self
@@ -51,13 +52,6 @@ class Broker:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    def _classes(self) -> list[type[Module]] | None:
-        if self.module_classes is None:
-            return None
-        from kafkapy.server.broker import default_module_classes
-
-        return [*default_module_classes(self.config), *self.module_classes]
 
     # --- on a background thread ------------------------------------------------------------
 

@@ -34,11 +34,13 @@ from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import DEFAULT_ENTITY, Watch
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.services import BrokerServices
 
-__all__ = ["ConfigsModule", "DynamicConfigs", "effective_settings"]
+__all__ = ["DYNAMIC_CONFIGS", "ConfigsModule", "DynamicConfigs", "effective_settings"]
 
 log = logging.getLogger(__name__)
+
+DYNAMIC_CONFIGS = "dynamic-configs"  # what ConfigsModule provides: owners of dynamic keys register
 
 CLUSTER_AUTHORIZATION_FAILED = 31
 INVALID_CONFIG = 40
@@ -119,9 +121,10 @@ def _format(value: Any) -> str | None:
 
 class ConfigsModule(Module):
     name = "configs"
+    provides = (DYNAMIC_CONFIGS,)
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self._owners: list[DynamicConfigs] = []
         self._keys: dict[str, ConfigKey] = {}
         self.default: dict[str, str] = {}  # brokers/<default>, as stored
@@ -164,13 +167,12 @@ class ConfigsModule(Module):
         def converted(stored: Mapping[str, str]) -> dict[str, Any]:
             return {k: self._convert(k, v) for k, v in stored.items() if self.dynamic(k) is owner}
 
-        return effective_settings(self.broker.config.values, converted(default), converted(override))
+        return effective_settings(self.services.config.values, converted(default), converted(override))
 
     async def start(self) -> None:
         self._keys = {k.name: k for k in CORE_KEYS}
-        for module in self.broker.modules:
-            self._keys.update({k.name: k for k in module.config_keys})
-        self._watch = await asyncio.to_thread(self.broker.store.watch_entity_configs, self._entity_changed)
+        self._keys.update({k.name: k for k in self.services.module_config_keys()})
+        self._watch = await asyncio.to_thread(self.services.store.watch_entity_configs, self._entity_changed)
         self.default, self.override = await asyncio.to_thread(self._read)
 
     async def stop(self) -> None:
@@ -184,18 +186,18 @@ class ConfigsModule(Module):
         return f"brokers/{DEFAULT_ENTITY if broker_id is None else broker_id}"
 
     def _read(self) -> tuple[dict[str, str], dict[str, str]]:
-        store = self.broker.store
-        return store.entity_config(self._path(None)), store.entity_config(self._path(self.broker.broker_id))
+        store = self.services.store
+        return store.entity_config(self._path(None)), store.entity_config(self._path(self.services.broker_id))
 
     def _entity_changed(self, path: str) -> None:
-        if path in (self._path(None), self._path(self.broker.broker_id)):  # a store thread: hop over
-            self.broker.loop.call_soon_threadsafe(self._schedule_reload)
+        if path in (self._path(None), self._path(self.services.broker_id)):  # a store thread: hop over
+            self.services.loop.call_soon_threadsafe(self._schedule_reload)
 
     def _schedule_reload(self) -> None:
         if self._reload_task is not None and not self._reload_task.done():
             self._reload_pending = True
             return
-        self._reload_task = self.broker.loop.create_task(self._reload())
+        self._reload_task = self.services.loop.create_task(self._reload())
 
     async def _reload(self) -> None:
         while True:
@@ -290,17 +292,17 @@ class ConfigsModule(Module):
             broker_id = int(name)
         except ValueError:
             raise ConfigsError(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
-        if broker_id != self.broker.broker_id:
+        if broker_id != self.services.broker_id:
             raise ConfigsError(
                 INVALID_REQUEST,
-                f"Unexpected broker id, expected {self.broker.broker_id} or "
+                f"Unexpected broker id, expected {self.services.broker_id} or "
                 f"empty string, but received {name}",
             )
         return broker_id
 
     def _authorized(self, ctx: RequestContext, operation: str) -> bool:
         conn = ctx.connection
-        return self.broker.authorizer.authorize(
+        return self.services.authorizer.authorize(
             conn.principal, conn.client_address[0], operation, "CLUSTER", CLUSTER_RESOURCE
         )
 
@@ -339,8 +341,8 @@ class ConfigsModule(Module):
     def _describe(
         self, broker_id: int | None, synonyms: bool, documentation: bool, version: int
     ) -> list[dict[str, Any]]:
-        static = self.broker.config.values
-        originals = self.broker.config.originals
+        static = self.services.config.values
+        originals = self.services.config.originals
         if broker_id is None:  # Kafka: the default resource lists only the dynamic defaults
             names = sorted(self.default)
         else:
@@ -416,11 +418,8 @@ class ConfigsModule(Module):
                         raise ConfigsError(
                             INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}"
                         )
-                    items = [
-                        v
-                        for v in (config.get(name) or _format(self.broker.config.get(name)) or "").split(",")
-                        if v.strip()
-                    ]
+                    current = config.get(name) or _format(self.services.config.get(name)) or ""
+                    items = [v for v in current.split(",") if v.strip()]
                     given = [v.strip() for v in (value or "").split(",") if v.strip()]
                     if operation == APPEND:
                         items += [v for v in given if v not in items]
@@ -459,7 +458,7 @@ class ConfigsModule(Module):
                     await self._validate(broker_id, config)
                     if not validate_only:
                         await asyncio.to_thread(
-                            self.broker.store.set_entity_config, self._path(broker_id), config
+                            self.services.store.set_entity_config, self._path(broker_id), config
                         )
                         # Apply here too, so the caller sees its change once answered.
                         if broker_id is None:

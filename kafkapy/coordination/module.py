@@ -32,8 +32,8 @@ from kafkapy.store.base import BrokerRegistration, TopicInfo, Watch
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request, Response
-    from kafkapy.server.broker import BrokerRuntime
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
+    from kafkapy.server.services import BrokerServices
 
 __all__ = ["CLUSTER_METADATA", "PING", "REGISTER_CONSUMER", "START_FETCHER", "STOP_FETCHER",
            "CoordinationModule"]
@@ -133,8 +133,8 @@ class CoordinationModule(Module):
     config_keys = CONFIG_KEYS
     features = {FEATURE: (1, 1)}
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self.coordinator_id = -1
         self.active = False  # this broker is the coordinator
         self.groups: dict[str, Group] = {}
@@ -156,11 +156,11 @@ class CoordinationModule(Module):
     # --- lifecycle and election ----------------------------------------------------------------
 
     async def start(self) -> None:
-        store = self.broker.store
+        store = self.services.store
         self.topics = await asyncio.to_thread(store.topics)
         topics_changed = self._threadsafe(self._topics_changed)
         self._watches.append(await asyncio.to_thread(store.watch_topics, topics_changed))
-        await asyncio.to_thread(store.elect_coordinator, self.broker.broker_id)
+        await asyncio.to_thread(store.elect_coordinator, self.services.broker_id)
         self._watches.append(await asyncio.to_thread(store.watch_coordinator,
                                                      self._threadsafe(self._coordinator_changed)))
 
@@ -174,7 +174,7 @@ class CoordinationModule(Module):
         await self._resign(commit=True)
 
     def _threadsafe(self, callback: Callable[..., None]) -> Callable[..., None]:
-        loop = self.broker.loop
+        loop = self.services.loop
 
         def call(*args: Any) -> None:
             try:
@@ -188,10 +188,10 @@ class CoordinationModule(Module):
         if self._stopping:
             return
         self.coordinator_id = coordinator_id
-        me = self.broker.broker_id
+        me = self.services.broker_id
         if coordinator_id == -1 and (self._electing is None or self._electing.done()):
             # The holder resigned: run again (the store picks one winner).
-            self._electing = self.broker.loop.create_task(self._elect())
+            self._electing = self.services.loop.create_task(self._elect())
         elif coordinator_id == me and not self.active:
             self._become_coordinator()
         elif coordinator_id != me and self.active:
@@ -199,15 +199,15 @@ class CoordinationModule(Module):
 
     async def _elect(self) -> None:
         try:
-            await asyncio.to_thread(self.broker.store.elect_coordinator, self.broker.broker_id)
+            await asyncio.to_thread(self.services.store.elect_coordinator, self.services.broker_id)
         except Exception:
-            log.exception("broker %d: coordinator election failed", self.broker.broker_id)
+            log.exception("broker %d: coordinator election failed", self.services.broker_id)
 
     def _become_coordinator(self) -> None:
-        log.info("broker %d is the consumer coordinator", self.broker.broker_id)
+        log.info("broker %d is the consumer coordinator", self.services.broker_id)
         self.active = True
-        loop = self.broker.loop
-        threads = self.broker.config["coordinator.rebalance.threads"]
+        loop = self.services.loop
+        threads = self.services.config["coordinator.rebalance.threads"]
         self._queues = [asyncio.Queue() for _ in range(threads)]
         self._tasks = [loop.create_task(self._rebalance_handler(queue)) for queue in self._queues]
         self._tasks.append(loop.create_task(self._committer()))
@@ -218,14 +218,14 @@ class CoordinationModule(Module):
         """Seed 001, coordinator step 2: read the groups' last membership from the store and wait
         for those consumers to re-register before rebalancing. A consumer not back within its own
         session timeout (counted from now) is taken for dead, so no group waits forever."""
-        store = self.broker.store
+        store = self.services.store
         try:
             for name in await asyncio.to_thread(store.groups):
                 members = await asyncio.to_thread(store.members, name)
                 if not members or not self.active:
                     continue
                 offsets = await asyncio.to_thread(store.offsets, name)
-                now = self.broker.loop.time()
+                now = self.services.loop.time()
                 group = Group(name, offsets=offsets, handler=zlib.crc32(name.encode()) % len(self._queues),
                               awaiting={cid: now + timeout / 1000 for cid, timeout in members.items()},
                               recorded=members)
@@ -233,7 +233,7 @@ class CoordinationModule(Module):
                 self._arm(group)
                 log.info("group %s: waiting for %d known consumers to re-register", name, len(members))
         except Exception:
-            log.exception("broker %d: reading the known consumer groups failed", self.broker.broker_id)
+            log.exception("broker %d: reading the known consumer groups failed", self.services.broker_id)
         finally:
             ready.set()
 
@@ -243,11 +243,11 @@ class CoordinationModule(Module):
             group.timer.cancel()
             group.timer = None
         if group.awaiting:
-            group.timer = self.broker.loop.call_at(min(group.awaiting.values()), self._expire, group)
+            group.timer = self.services.loop.call_at(min(group.awaiting.values()), self._expire, group)
 
     def _expire(self, group: Group) -> None:
         group.timer = None
-        now = self.broker.loop.time()
+        now = self.services.loop.time()
         for consumer_id, deadline in list(group.awaiting.items()):
             if deadline <= now:
                 del group.awaiting[consumer_id]
@@ -281,10 +281,10 @@ class CoordinationModule(Module):
                 self._drop(member, close=True)
         self.groups.clear()
         if was_active:
-            log.info("broker %d is no longer the consumer coordinator", self.broker.broker_id)
+            log.info("broker %d is no longer the consumer coordinator", self.services.broker_id)
 
     def _spawn(self, coroutine: Any) -> None:
-        task = self.broker.loop.create_task(coroutine)
+        task = self.services.loop.create_task(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -292,7 +292,7 @@ class CoordinationModule(Module):
 
     def _brokers(self, listener: str) -> list[dict[str, Any]]:
         brokers = []
-        for broker in sorted(self.broker.cluster.brokers, key=lambda b: b.broker_id):
+        for broker in sorted(self.services.cluster.brokers, key=lambda b: b.broker_id):
             endpoint = broker.endpoint(listener) or (broker.endpoints[0] if broker.endpoints else None)
             if endpoint is not None:
                 brokers.append({"id": broker.broker_id, "host": endpoint.host, "port": endpoint.port})
@@ -300,7 +300,7 @@ class CoordinationModule(Module):
 
     def cluster_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         coordinator = self.coordinator_id
-        brokers: list[BrokerRegistration] = self.broker.cluster.brokers
+        brokers: list[BrokerRegistration] = self.services.cluster.brokers
         if coordinator not in {b.broker_id for b in brokers}:
             coordinator = -1
         return {"error_code": NONE if coordinator >= 0 else COORDINATOR_NOT_AVAILABLE,
@@ -321,14 +321,14 @@ class CoordinationModule(Module):
             return {"error_code": INVALID_GROUP_ID}
         if not consumer_id:
             return {"error_code": INVALID_REQUEST}
-        if body["session_timeout_ms"] < self.broker.config["coordinator.min.session.timeout.ms"]:
+        if body["session_timeout_ms"] < self.services.config["coordinator.min.session.timeout.ms"]:
             return {"error_code": INVALID_SESSION_TIMEOUT}
         try:
             subscription = Subscription.parse(body["topic_count"])
         except SubscriptionError as exc:
             log.info("%s: RegisterConsumer %s/%s refused: %s", ctx.connection.id, group_id, consumer_id, exc)
             return {"error_code": INVALID_REQUEST}
-        connection = self.broker.connection_for(ctx.connection)
+        connection = self.services.connection_for(ctx.connection)
         if connection is None:  # closed meanwhile
             return {"error_code": INVALID_REQUEST}
         group = self.groups.get(group_id)
@@ -339,7 +339,7 @@ class CoordinationModule(Module):
         if isinstance(previous, Member) and previous is not holder:
             self._drop(previous, close=False)  # the connection registers as another consumer now
         if group is None:
-            offsets = await asyncio.to_thread(self.broker.store.offsets, group_id)
+            offsets = await asyncio.to_thread(self.services.store.offsets, group_id)
             if not self.active:
                 return {"error_code": NOT_COORDINATOR}
             group = self.groups.get(group_id)
@@ -356,7 +356,7 @@ class CoordinationModule(Module):
                         body["auto_offset_reset"], body["session_timeout_ms"])
         group.members[consumer_id] = member
         ctx.connection.attributes[_ATTRIBUTE] = member
-        member.pinger = self.broker.loop.create_task(self._pinger(member))
+        member.pinger = self.services.loop.create_task(self._pinger(member))
         log.info("consumer %s registered in group %s (%s)", consumer_id, group_id, ctx.connection.id)
         # Queued now, the rebalance's StopFetcher leaves after this response on the same connection.
         # (After an election, only once the last known consumer is back: see _recover.)
@@ -391,9 +391,9 @@ class CoordinationModule(Module):
     async def _pinger(self, member: Member) -> None:
         """Ping every session_timeout/3; an answer is due within 2/3 of it. More than
         coordinator.max.ping.retries failures in a row: the consumer is dead."""
-        loop = self.broker.loop
+        loop = self.services.loop
         interval = member.session_timeout_ms / 3000
-        retries = self.broker.config["coordinator.max.ping.retries"]
+        retries = self.services.config["coordinator.max.ping.retries"]
         next_ping = loop.time() + interval
         while member.alive:
             await asyncio.sleep(max(0.0, next_ping - loop.time()))
@@ -436,7 +436,7 @@ class CoordinationModule(Module):
                 group.dirty = True
 
     async def _committer(self) -> None:
-        interval = self.broker.config["coordinator.offset.commit.interval.ms"] / 1000
+        interval = self.services.config["coordinator.offset.commit.interval.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
             await self._commit_all()
@@ -451,7 +451,7 @@ class CoordinationModule(Module):
         group.dirty = False
         offsets = dict(group.offsets)
         try:
-            await asyncio.to_thread(self.broker.store.commit_offsets, group.name, offsets)
+            await asyncio.to_thread(self.services.store.commit_offsets, group.name, offsets)
         except Exception:
             group.dirty = True
             log.exception("committing offsets of group %s failed", group.name)
@@ -483,7 +483,7 @@ class CoordinationModule(Module):
         self._queues[group.handler].put_nowait(group.name)
 
     async def _rebalance_handler(self, queue: asyncio.Queue[str]) -> None:
-        config = self.broker.config
+        config = self.services.config
         while True:
             name = await queue.get()
             group = self.groups.get(name)
@@ -532,7 +532,7 @@ class CoordinationModule(Module):
         return portions
 
     async def _rebalance(self, group: Group) -> None:
-        store = self.broker.store
+        store = self.services.store
         members = [m for _, m in sorted(group.members.items())]
         group.topology = self._topology(group)
         assignment = self.assignment(group)
@@ -580,7 +580,7 @@ class CoordinationModule(Module):
     async def _record_members(self, group: Group, members: Sequence[Member]) -> None:
         membership = {m.consumer_id: m.session_timeout_ms for m in members}
         if membership != group.recorded:
-            await asyncio.to_thread(self.broker.store.set_members, group.name, membership)
+            await asyncio.to_thread(self.services.store.set_members, group.name, membership)
             group.recorded = membership
 
     @staticmethod

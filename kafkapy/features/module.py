@@ -19,11 +19,12 @@ from kafkapy.features.rules import (
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.server.services import FINALIZED_FEATURES
 from kafkapy.store.base import BrokerRegistration, FeatureEpochConflict, StoreError, Watch
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.services import BrokerServices
 
 __all__ = ["DELETE_FEATURES", "UPDATE_FEATURES", "FeatureIncompatible", "FeaturesModule"]
 
@@ -48,12 +49,12 @@ class FeatureIncompatible(KafkaPyError):
 
 class FeaturesModule(Module):
     name = "features"
+    # The broker takes it from here: nothing is finalized (gated APIs stay closed) until start()
+    # reads the finalized state and hands it over with set_finalized_features.
+    provides = (FINALIZED_FEATURES,)
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
-        # From now on the finalized features are managed: nothing is finalized until start() reads them.
-        broker.finalized_features = {}
-        broker.finalized_epoch = -1
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self._watch: Watch | None = None
         self._taken = False  # whether a finalized state was read yet
         self._lock = asyncio.Lock()  # one update at a time on the controller
@@ -69,21 +70,19 @@ class FeaturesModule(Module):
     def default_levels(self) -> dict[str, int]:
         """The level each supported feature is finalized at on a fresh cluster: a module's
         ``default_feature_levels`` entry, else the highest level supported (after the caps)."""
-        supported = self.broker.supported_features
+        supported = self.services.supported_features
         levels = {name: high for name, (_, high) in supported.items() if high >= 1}
-        for module in self.broker.modules:
-            named: Mapping[str, int] = getattr(type(module), "default_feature_levels", {})
-            for name, level in named.items():
-                if name in supported:
-                    low, high = supported[name]
-                    if level < 1:
-                        levels.pop(name, None)
-                    else:
-                        levels[name] = max(low, min(level, high))
+        for name, level in self.services.default_feature_levels().items():
+            if name in supported:
+                low, high = supported[name]
+                if level < 1:
+                    levels.pop(name, None)
+                else:
+                    levels[name] = max(low, min(level, high))
         return levels
 
     async def start(self) -> None:
-        runtime = self.broker
+        runtime = self.services
         store = runtime.store
         epoch, finalized = await asyncio.to_thread(store.finalized_features)
         if epoch < 0 and runtime.config["features.finalize.on.start"]:
@@ -111,14 +110,14 @@ class FeaturesModule(Module):
     def _features_changed(self, epoch: int, features: dict[str, int]) -> None:
         """Store watch callback, on any thread."""
         try:
-            self.broker.loop.call_soon_threadsafe(self._apply, epoch, features)
+            self.services.loop.call_soon_threadsafe(self._apply, epoch, features)
         except RuntimeError:  # the loop is closed: the broker is gone
             pass
 
     def _apply(self, epoch: int, features: Mapping[str, int]) -> None:
         """Take a finalized state if it is newer (the higher epoch wins), then reopen or close the
         gates; a state this broker cannot run with shuts it down."""
-        runtime = self.broker
+        runtime = self.services
         if self._taken and epoch <= runtime.finalized_epoch:
             return
         problems = incompatibilities(runtime.supported_features, features)
@@ -127,9 +126,7 @@ class FeaturesModule(Module):
             runtime.fail(f"incompatible finalized features at epoch {epoch}: {'; '.join(problems)}")
             return
         self._taken = True
-        runtime.finalized_epoch = epoch
-        runtime.finalized_features = dict(features)
-        runtime.dispatcher.rebuild()  # gates follow the levels; ApiVersions is re-derived
+        runtime.set_finalized_features(epoch, features)  # gates and ApiVersions follow
         log.info("finalized features at epoch %d: %s", epoch, _describe(features))
 
     # --- UpdateFeatures (57) and DeleteFeatures (1020) -----------------------------------------
@@ -137,12 +134,12 @@ class FeaturesModule(Module):
     def _refusal(self, ctx: RequestContext) -> tuple[int, str] | None:
         """Who may change finalized features: ALTER on the cluster, and only the controller."""
         conn = ctx.connection
-        if not ctx.broker.authorizer.authorize(conn.principal, conn.client_address[0], "ALTER", "CLUSTER",
+        if not self.services.authorizer.authorize(conn.principal, conn.client_address[0], "ALTER", "CLUSTER",
                                                CLUSTER_RESOURCE):
             return CLUSTER_AUTHORIZATION_FAILED, f"{conn.principal} may not ALTER the cluster"
-        controller = ctx.broker.cluster.controller_id
-        if controller != ctx.broker.broker_id:
-            return NOT_CONTROLLER, (f"broker {ctx.broker.broker_id} is not the controller "
+        controller = self.services.cluster.controller_id
+        if controller != self.services.broker_id:
+            return NOT_CONTROLLER, (f"broker {self.services.broker_id} is not the controller "
                                     f"(the controller is broker {controller})")
         return None
 
@@ -200,7 +197,7 @@ class FeaturesModule(Module):
                       validate_only: bool) -> tuple[int, str | None]:
         """Validate against the store's current state and every live broker, then write all or
         nothing (compare-and-set on the epoch, retried if another writer got in between)."""
-        store = self.broker.store
+        store = self.services.store
         async with self._lock:
             try:
                 for _ in range(_ATTEMPTS):

@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kafkapy.configs.module import ConfigsModule, DynamicConfigs
+from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule, DynamicConfigs
 from kafkapy.protocol import Request
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.quotas.connections import (
@@ -38,7 +38,7 @@ from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import DEFAULT_ENTITY, Watch, desanitize, sanitize
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.services import BrokerServices
 
 __all__ = ["IP_QUOTA_FEATURE", "QUOTA_KEYS", "QuotaError", "QuotasModule"]
 
@@ -109,9 +109,11 @@ def format_value(key_type: str, value: float) -> str:
 class QuotasModule(Module):
     name = "quotas"
     features: ClassVar[Mapping[str, tuple[int, int]]] = {IP_QUOTA_FEATURE: (1, 1)}
+    # The quota settings become dynamic broker configs when the configs module is there.
+    wants = (DYNAMIC_CONFIGS,)
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self.metrics = MetricsRegistry()
         self.connection_quotas: ConnectionQuotas | None = None
         self.metrics_url: str | None = None
@@ -120,8 +122,8 @@ class QuotasModule(Module):
         self._alter_lock = asyncio.Lock()
         self._reload_pending = False
         self._reload_task: asyncio.Task[None] | None = None
-        self.settings: dict[str, Any] = dict(broker.config.values)
-        self._dynamic: dict[str, Any] = dict(broker.config.values)  # static + stored dynamic configs
+        self.settings: dict[str, Any] = dict(services.config.values)
+        self._dynamic: dict[str, Any] = dict(services.config.values)  # static + stored dynamic configs
         self._local: dict[str, Any] = {}  # reconfigure()'s values, on top
 
     def apis(self) -> Mapping[int, ApiHandler]:
@@ -129,20 +131,20 @@ class QuotasModule(Module):
                 49: ApiHandler(VersionRange(0, 1), self.alter_client_quotas)}
 
     def ip_quotas_enabled(self) -> bool:
-        return self.broker.feature_level(IP_QUOTA_FEATURE) >= 1
+        return self.services.feature_level(IP_QUOTA_FEATURE) >= 1
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        runtime = self.broker
+        runtime = self.services
         overrides = await asyncio.to_thread(parse_per_ip_overrides,
                                             str(self.settings.get("max.connections.per.ip.overrides") or ""))
-        quotas = ConnectionQuotas(self.settings, [b.name for b in runtime.listeners],
+        quotas = ConnectionQuotas(self.settings, runtime.listener_names,
                                   runtime.inter_broker_listener, self.metrics, self.ip_quotas_enabled,
                                   evict=self._evict_lowest_priority)
         quotas.configure(self.settings, overrides)
         self.connection_quotas = quotas
-        configs = next((m for m in runtime.modules if isinstance(m, ConfigsModule)), None)
+        configs = runtime.provider(DYNAMIC_CONFIGS, ConfigsModule)
         if configs is not None:  # dynamic broker configs over the wire (DescribeConfigs, AlterConfigs)
             await configs.register(DynamicConfigs(frozenset(DYNAMIC_KEYS), frozenset(_LISTENER_KEYS),
                                                   self._validate_settings, self._apply_dynamic))
@@ -152,11 +154,11 @@ class QuotasModule(Module):
         if url:
             self._http, self.metrics_url = await asyncio.to_thread(start_http_endpoint, url, self.metrics)
             log.info("metrics on %s", self.metrics_url)
-        runtime.accept_gate = quotas
+        runtime.install_accept_gate(quotas)
 
     async def stop(self) -> None:
-        if self.broker.accept_gate is self.connection_quotas:
-            self.broker.accept_gate = None
+        if self.connection_quotas is not None:
+            self.services.remove_accept_gate(self.connection_quotas)
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
@@ -212,7 +214,7 @@ class QuotasModule(Module):
         recently used channel. Connections already closing count as room being made."""
         quotas = self.connection_quotas
         assert quotas is not None
-        candidates = [c for c in self.broker.connections
+        candidates = [c for c in self.services.connections()
                       if c.info is not None and c.admitted and not quotas.protected(c.listener.name)]
         excess -= sum(1 for c in candidates if c.closed)
         open_ones = sorted((c for c in candidates if not c.closed), key=lambda c: c.last_activity)
@@ -225,13 +227,13 @@ class QuotasModule(Module):
 
     def _entity_changed(self, path: str) -> None:
         if path.startswith("ips/"):  # a store thread: hop onto the loop
-            self.broker.loop.call_soon_threadsafe(self._schedule_reload)
+            self.services.loop.call_soon_threadsafe(self._schedule_reload)
 
     def _schedule_reload(self) -> None:
         if self._reload_task is not None and not self._reload_task.done():
             self._reload_pending = True
             return
-        self._reload_task = self.broker.loop.create_task(self._reload_ip_quotas())
+        self._reload_task = self.services.loop.create_task(self._reload_ip_quotas())
 
     async def _reload_ip_quotas(self) -> None:
         while True:
@@ -249,7 +251,7 @@ class QuotasModule(Module):
     def _read_ip_quotas(self) -> tuple[dict[str, float], float | None]:
         specific: dict[str, float] = {}
         default: float | None = None
-        for path, config in self.broker.store.entity_configs("ips").items():
+        for path, config in self.services.store.entity_configs("ips").items():
             raw = config.get("connection_creation_rate")
             if raw is None:
                 continue
@@ -272,8 +274,8 @@ class QuotasModule(Module):
 
     def _authorized(self, ctx: RequestContext, operation: str) -> bool:
         conn = ctx.connection
-        return self.broker.authorizer.authorize(conn.principal, conn.client_address[0], operation, "CLUSTER",
-                                                CLUSTER_RESOURCE)
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  "CLUSTER", CLUSTER_RESOURCE)
 
     async def describe_client_quotas(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         def error(code: int, message: str) -> dict[str, Any]:
@@ -344,7 +346,7 @@ class QuotasModule(Module):
         return not strict or all(t in components for t in entity)
 
     def _read_entities(self, clients: bool, ips: bool) -> dict[str, dict[str, str]]:
-        store = self.broker.store
+        store = self.services.store
         found: dict[str, dict[str, str]] = {}
         for kind in (("users", "clients", "users/clients") if clients else ()) + (("ips",) if ips else ()):
             found.update(store.entity_configs(kind))
@@ -396,7 +398,7 @@ class QuotasModule(Module):
         ip = entity.get(IP)
         if ip is not None and not valid_ip_literal(ip):
             try:
-                await asyncio.wait_for(self.broker.loop.getaddrinfo(ip, None), 10.0)
+                await asyncio.wait_for(self.services.loop.getaddrinfo(ip, None), 10.0)
             except (OSError, asyncio.TimeoutError, UnicodeError):
                 raise QuotaError(INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.") from None
         return entity
@@ -426,7 +428,7 @@ class QuotasModule(Module):
         return result
 
     def _apply(self, path: str, ops: Mapping[str, str | None]) -> None:
-        store = self.broker.store
+        store = self.services.store
         config = dict(store.entity_config(path))
         before = dict(config)
         for key, value in ops.items():

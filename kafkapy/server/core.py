@@ -14,8 +14,8 @@ import kafkapy
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.broker import BrokerRuntime
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
+from kafkapy.server.services import BrokerServices
 from kafkapy.store.base import BrokerRegistration, TopicInfo
 
 __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
@@ -76,12 +76,12 @@ def _version_int(version: str) -> str:
 class CoreModule(Module):
     name = "core"
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self._valid_software: set[tuple[str, str]] = set()  # names already checked against _SOFTWARE
-        self._api_keys: tuple[dict[int, tuple[int, int]], list[dict[str, int]]] | None = None
+        self._api_keys: tuple[Mapping[int, tuple[int, int]], list[dict[str, int]]] | None = None
         self._encoded: dict[int, EncodedResponse] = {}  # ApiVersions answer per version
-        self._encoded_finalized: dict[str, int] | None = None  # the finalized features they carry
+        self._encoded_finalized: Mapping[str, int] | None = None  # the finalized features they carry
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -104,7 +104,7 @@ class CoreModule(Module):
                 if len(self._valid_software) < 1024:  # bounded: client names are few
                     self._valid_software.add(software)
         api_keys = self._advertised()
-        finalized = self.broker.finalized_features
+        finalized = self.services.finalized_features
         if finalized is not self._encoded_finalized:  # KIP-584: a finalized change invalidates them all
             self._encoded.clear()
             self._encoded_finalized = finalized
@@ -117,24 +117,24 @@ class CoreModule(Module):
             self._encoded[ctx.api_version] = cached
         return cached
 
-    def _features(self, version: int, finalized: dict[str, int] | None) -> dict[str, Any]:
+    def _features(self, version: int, finalized: Mapping[str, int] | None) -> dict[str, Any]:
         """KIP-584's tagged fields as Kafka fills them: supported features (v3 omits those with
         minimum 0, KAFKA-17011), the finalized epoch (-1, thus absent, when unknown) and the
         finalized levels (min = max = the level, as Kafka sends since KIP-778)."""
         supported = [{"name": name, "min_version": low, "max_version": high}
-                     for name, (low, high) in sorted(self.broker.supported_features.items())
+                     for name, (low, high) in sorted(self.services.supported_features.items())
                      if version >= 4 or low >= 1]
         if finalized is None:
             return {"supported_features": supported}
-        return {"supported_features": supported, "finalized_features_epoch": self.broker.finalized_epoch,
+        return {"supported_features": supported, "finalized_features_epoch": self.services.finalized_epoch,
                 "finalized_features": [{"name": name, "max_version_level": level, "min_version_level": level}
                                        for name, level in sorted(finalized.items()) if level >= 1]}
 
     def _advertised(self) -> list[dict[str, int]]:
         """The advertised keys; a new list object whenever the served set changes."""
-        served = self.broker.dispatcher.served_versions()
+        served = self.services.served_versions()
         if self._api_keys is None or self._api_keys[0] is not served:
-            advertise_private = self.broker.config["advertise.private.api.keys"]
+            advertise_private = self.services.config["advertise.private.api.keys"]
             self._api_keys = (served, [{"api_key": key, "min_version": low, "max_version": high}
                                        for key, (low, high) in sorted(served.items())
                                        if advertise_private or key < 1000])
@@ -145,14 +145,14 @@ class CoreModule(Module):
     def _brokers_on(self, listener: str) -> list[tuple[BrokerRegistration, str, int]]:
         """Brokers with an endpoint on the listener the request came in on, as Kafka answers."""
         found = []
-        for broker in self.broker.cluster.brokers:
+        for broker in self.services.cluster.brokers:
             endpoint = broker.endpoint(listener)
             if endpoint is not None:
                 found.append((broker, endpoint.host, endpoint.port))
         return found
 
     def metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        cluster = ctx.broker.cluster
+        cluster = self.services.cluster
         requested = request.body.get("topics")
         known = cluster.topics  # one snapshot: the watch replaces the whole dict
         live = {b.broker_id for b in cluster.brokers}
@@ -193,7 +193,7 @@ class CoreModule(Module):
     # --- DescribeCluster ----------------------------------------------------------------------
 
     def describe_cluster(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        cluster = ctx.broker.cluster
+        cluster = self.services.cluster
         body = {
             "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
             "cluster_id": cluster.cluster_id, "controller_id": cluster.controller_id,
@@ -208,9 +208,9 @@ class CoreModule(Module):
 
     def broker_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         wanted = request.body.get("node_ids") or []
-        brokers = self.broker.cluster.brokers
+        brokers = self.services.cluster.brokers
         if wanted:
-            ids = {ctx.broker.broker_id if n == -1 else n for n in wanted}
+            ids = {self.services.broker_id if n == -1 else n for n in wanted}
             brokers = [b for b in brokers if b.broker_id in ids]
         answer = []
         for broker in brokers:
@@ -223,7 +223,7 @@ class CoreModule(Module):
         return {"brokers": answer}
 
     def _tags(self, broker: BrokerRegistration) -> dict[str, str]:
-        config = self.broker.config
+        config = self.services.config
         tags = {
             "broker.id": str(broker.broker_id),
             "broker.version": f"kafkapy-{kafkapy.__version__}",

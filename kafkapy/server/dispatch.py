@@ -206,8 +206,8 @@ class Dispatcher:
         correlation_id = request.correlation_id
         if observers.active:
             observers.record_request(request.body, conn, api_key, api_version, correlation_id)
-        context = _new_context(RequestContext, (conn, self.runtime, api_key, api_version, correlation_id,
-                                                request.client_id))
+        context = _new_context(RequestContext,
+                               (conn, api_key, api_version, correlation_id, request.client_id))
         try:
             answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self.request_hooks
                            else plan.handle(context, request))

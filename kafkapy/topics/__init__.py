@@ -1,7 +1,7 @@
 """Topics: CreateTopics, DeleteTopics and CreatePartitions, with Kafka's placement and errors.
 
 The topics themselves live in the metadata store (/brokers/topics/<topic> on ZooKeeper); every
-broker keeps a view of them (``BrokerRuntime.cluster.topics``) through the store's topics watch,
+broker keeps a view of them (``BrokerServices.cluster.topics``) through the store's topics watch,
 which Metadata answers from. docs/topics.md describes the module.
 """
 

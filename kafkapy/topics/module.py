@@ -27,7 +27,7 @@ from kafkapy.topics.assignment import assign_replicas, placement_for_new_partiti
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.services import BrokerServices
 
 __all__ = ["CREATE_PARTITIONS", "CREATE_TOPICS", "DELETE_TOPICS", "TopicError", "TopicsModule"]
 
@@ -112,8 +112,8 @@ class TopicsModule(Module):
                   _positive),
     )
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self._lock = asyncio.Lock()  # one change at a time on the controller
 
     def apis(self) -> Mapping[int, ApiHandler]:
@@ -126,16 +126,15 @@ class TopicsModule(Module):
     # --- shared -------------------------------------------------------------------------------
 
     def _not_controller(self, ctx: RequestContext) -> str | None:
-        controller = ctx.broker.cluster.controller_id
-        if controller == ctx.broker.broker_id:
+        controller = self.services.cluster.controller_id
+        if controller == self.services.broker_id:
             return None
-        return (f"This is not the correct controller for this cluster: broker {ctx.broker.broker_id} "
+        return (f"This is not the correct controller for this cluster: broker {self.services.broker_id} "
                 f"is not the controller (the controller is broker {controller}).")
 
-    @staticmethod
-    def _allowed(ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
         conn = ctx.connection
-        return ctx.broker.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
                                                resource_type, name)
 
     async def _snapshot_or_fail(self, pending: list[tuple[dict[str, Any], Any]]
@@ -152,7 +151,7 @@ class TopicsModule(Module):
 
     async def _snapshot(self) -> tuple[dict[str, TopicInfo], set[int]]:
         """The store's topics and live broker ids (fresh, not the watched view)."""
-        store = self.broker.store
+        store = self.services.store
         topics = await asyncio.to_thread(store.topics)
         brokers = await asyncio.to_thread(store.brokers)
         return topics, {b.broker_id for b in brokers}
@@ -162,7 +161,7 @@ class TopicsModule(Module):
         if timeout_ms <= 0:
             return False
         deadline = time.monotonic() + min(timeout_ms / 1000, _WAIT_CAP_S)
-        while not done(self.broker.cluster.topics):
+        while not done(self.services.cluster.topics):
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(_POLL_S)
@@ -200,7 +199,7 @@ class TopicsModule(Module):
                     try:
                         info = self._plan_topic(item, existing, live)
                         if not validate_only:
-                            info = await asyncio.to_thread(self.broker.store.create_topic, info.name,
+                            info = await asyncio.to_thread(self.services.store.create_topic, info.name,
                                                            info.partitions, info.topic_id)
                             existing[info.name] = info
                             created[info.name] = len(info.partitions)
@@ -222,7 +221,7 @@ class TopicsModule(Module):
                 lambda view: all(name in view for name in created), timeout_ms):
             for result in results:
                 name = result["name"]
-                if name in created and (timeout_ms <= 0 or name not in self.broker.cluster.topics):
+                if name in created and (timeout_ms <= 0 or name not in self.services.cluster.topics):
                     result.update(error_code=REQUEST_TIMED_OUT,
                                   error_message="The topic is being created; it is not in metadata yet.")
         return fit_body(CREATE_TOPICS, "response", ctx.api_version,
@@ -256,7 +255,7 @@ class TopicsModule(Module):
                 raise TopicError(INVALID_REPLICA_ASSIGNMENT, "Duplicate partition index in the assignment.")
             _check_assignment(explicit, live, 0)
             return TopicInfo(name, uuid.uuid4(), explicit)
-        config = self.broker.config
+        config = self.services.config
         if partitions == -1:
             partitions = config["num.partitions"]
         if factor == -1:
@@ -286,7 +285,7 @@ class TopicsModule(Module):
             for result in results:
                 result.update(error_code=NOT_CONTROLLER, error_message=refused)
             return self._delete_response(ctx, results)
-        known = self.broker.cluster.topics
+        known = self.services.cluster.topics
         by_id = {info.topic_id: info for info in known.values()}
         doomed: list[tuple[dict[str, Any], str]] = []
         for result in results:
@@ -313,7 +312,7 @@ class TopicsModule(Module):
                     if name in deleted:
                         continue
                     try:
-                        await asyncio.to_thread(self.broker.store.delete_topic, name)
+                        await asyncio.to_thread(self.services.store.delete_topic, name)
                     except UnknownTopic:
                         result.update(error_code=UNKNOWN_TOPIC_OR_PARTITION,
                                       error_message=f"Topic '{name}' does not exist.")
@@ -331,7 +330,7 @@ class TopicsModule(Module):
         if deleted and not await self._settled(lambda view: not deleted & view.keys(), timeout_ms):
             for result in results:
                 name = result["name"]
-                if name in deleted and (timeout_ms <= 0 or name in self.broker.cluster.topics):
+                if name in deleted and (timeout_ms <= 0 or name in self.services.cluster.topics):
                     result.update(error_code=REQUEST_TIMED_OUT,
                                   error_message="The topic is being deleted; it is still in metadata.")
         return self._delete_response(ctx, results)
@@ -372,7 +371,7 @@ class TopicsModule(Module):
                     try:
                         added = self._plan_partitions(item, existing.get(name), live)
                         if not validate_only:
-                            await asyncio.to_thread(self.broker.store.add_partitions, name, added)
+                            await asyncio.to_thread(self.services.store.add_partitions, name, added)
                             grown[name] = int(item["count"])
                             log.info("added partitions to topic %s: %s", name, added)
                     except TopicError as exc:
@@ -385,7 +384,7 @@ class TopicsModule(Module):
         if grown and not await self._settled(
                 lambda view: all(n in view and len(view[n].partitions) >= c for n, c in grown.items()),
                 timeout_ms):
-            view = self.broker.cluster.topics
+            view = self.services.cluster.topics
             for name in grown:
                 if timeout_ms <= 0 or name not in view or len(view[name].partitions) < grown[name]:
                     results[name].update(error_code=REQUEST_TIMED_OUT,
