@@ -29,6 +29,7 @@ from kafkapy.store.base import BrokerRegistration, MetadataStore, RegisteredEndp
 if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
     from kafkapy.server.dispatch import Dispatcher
+    from kafkapy.server.interceptors import Interceptor
 
 __all__ = ["BoundListener", "BrokerRuntime", "ModuleServices"]
 
@@ -168,6 +169,12 @@ class ModuleServices:
     def remove_accept_gate(self, gate: AcceptGate) -> None:
         if self._runtime.accept_gate is gate:
             self._runtime.accept_gate = None
+
+    def install_interceptor(self, interceptor: Interceptor) -> None:
+        self._runtime.dispatcher.install_interceptor(interceptor)
+
+    def remove_interceptor(self, interceptor: Interceptor) -> None:
+        self._runtime.dispatcher.remove_interceptor(interceptor)
 
     def fail(self, reason: str) -> None:
         self._runtime.fail(reason)

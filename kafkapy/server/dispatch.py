@@ -42,6 +42,7 @@ from kafkapy.protocol.codec import (
 from kafkapy.protocol.schema import Body
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.eager import resume
+from kafkapy.server.interceptors import Interceptor, run_chain
 from kafkapy.server.modules import Answer, ApiHandler, EncodedResponse, Handler, Module, RequestContext
 
 if TYPE_CHECKING:
@@ -117,8 +118,20 @@ class Dispatcher:
         # and version): dispatch_all's fast path is two dict gets.
         self.memos: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
         self.request_hooks: list[Module] = []
+        self.interceptors: list[Interceptor] = []  # in order, outermost first
+        self._wrapped = False  # whether requests go through hooks or interceptors
         self.observers = runtime.observers
         self.rebuild()
+
+    def install_interceptor(self, interceptor: Interceptor) -> None:
+        """Add ``interceptor`` to the end (innermost) of the chain (kafkapy.server.interceptors)."""
+        self.interceptors.append(interceptor)
+        self.rebuild()
+
+    def remove_interceptor(self, interceptor: Interceptor) -> None:
+        if interceptor in self.interceptors:
+            self.interceptors.remove(interceptor)
+            self.rebuild()
 
     def rebuild(self) -> None:
         """Derive the routing table from the enabled modules (and, later, feature gates)."""
@@ -134,9 +147,11 @@ class Dispatcher:
         self.handlers = handlers
         self.request_hooks = [m for m in self.runtime.modules
                               if type(m).on_request is not Module.on_request]
+        self._wrapped = bool(self.request_hooks or self.interceptors)
         # Memo hits skip every check, the feature gate's too; gate_open is the runtime's to answer,
-        # not only the routing table's, so gated APIs are never memoized.
-        plain = not self.request_hooks and not self.runtime.observers.active
+        # not only the routing table's, so gated APIs are never memoized. Nor is anything while
+        # hooks, interceptors or observers are there: they see every request.
+        plain = not self._wrapped and not self.runtime.observers.active
         self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None)
                        for key, handler in handlers.items()}
         self.memos = {}  # the plans are new, their memos too
@@ -209,7 +224,7 @@ class Dispatcher:
         context = _new_context(RequestContext,
                                (conn, api_key, api_version, correlation_id, request.client_id))
         try:
-            answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self.request_hooks
+            answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self._wrapped
                            else plan.handle(context, request))
             kind = type(answer)
             # A plain-function handler has answered already. A coroutine's first step runs here,
@@ -269,6 +284,8 @@ class Dispatcher:
                                  request: Request) -> Answer:
         for module in self.request_hooks:
             await module.on_request(context, request)
+        if self.interceptors:
+            return await run_chain(self.interceptors, handle, context, request)
         answer = handle(context, request)
         if inspect.isawaitable(answer):
             return await answer

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kafkapy.server.auth import Authorizer
     from kafkapy.server.config import BrokerConfig, ConfigKey
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
+    from kafkapy.server.interceptors import Interceptor
 
 __all__ = ["FINALIZED_FEATURES", "AcceptGate", "BrokerServices", "ClusterView"]
 
@@ -119,5 +120,8 @@ class BrokerServices(Protocol):
         """Put ``gate`` in front of every accepted socket."""
     def remove_accept_gate(self, gate: AcceptGate) -> None:
         """Take ``gate`` away again, if it is the one installed."""
+    def install_interceptor(self, interceptor: Interceptor) -> None:
+        """Add ``interceptor`` to the end (innermost) of the chain around every handler."""
+    def remove_interceptor(self, interceptor: Interceptor) -> None: ...
     def fail(self, reason: str) -> None:
         """Shut the broker down in an orderly way because it cannot go on."""
