@@ -284,3 +284,100 @@ def test_a_module_importing_the_runtime_fails(copy_of_kafkapy: Path) -> None:
 def test_a_file_in_no_layer_fails(copy_of_kafkapy: Path) -> None:
     (copy_of_kafkapy / "newthing.py").write_text("x = 1\n", encoding="utf-8")
     assert "newthing is in no layer (place it in tests/test_architecture.py)" in violations(copy_of_kafkapy)
+
+
+# --- error codes and API keys by name ---------------------------------------------------------------
+
+# Where codes and keys are written by name: the broker and its modules, and what builds on them.
+NAMED_CODE_UNITS = frozenset({"server", *MODULE_PACKAGES, "assembly", "embedded", "testing", "client"})
+# Calls whose first argument is an API key.
+API_KEY_CALLS = frozenset({"fit_body", "encode_response", "encode_response_body", "decode_request",
+                           "decode_response", "encode_request", "get_api", "api_name", "request_decoder",
+                           "response_encoder", "response_header", "request"})
+
+
+def _int_literal(node: ast.AST | None) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _names_key(node: ast.AST, word: str) -> bool:
+    """A name, attribute or string constant ending in ``word`` (``api_key``, ``error_code``)."""
+    if isinstance(node, ast.Name):
+        return node.id.endswith(word)
+    if isinstance(node, ast.Attribute):
+        return node.attr.endswith(word)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(word)
+
+
+def bare_codes(path: Path) -> list[str]:
+    """Error codes and API keys written as int literals in one file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if key is not None and _names_key(key, "error_code") and _int_literal(value):
+                    found.append(f"{line}: error_code given as a number")
+                if _int_literal(key) and isinstance(value, ast.Call) and \
+                        getattr(value.func, "id", "") == "ApiHandler":
+                    found.append(f"{line}: API key of an ApiHandler given as a number")
+        elif isinstance(node, ast.Call):
+            found += [f"{line}: error_code given as a number" for keyword in node.keywords
+                      if keyword.arg is not None and keyword.arg.endswith("error_code")
+                      and _int_literal(keyword.value)]
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", "")
+            if name in API_KEY_CALLS and node.args and _int_literal(node.args[0]):
+                found.append(f"{line}: API key of {name}() given as a number")
+            if name in ("KafkaApiError", "error") and node.args and _int_literal(node.args[0]):
+                found.append(f"{line}: error code of {name}() given as a number")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                subject = target.slice if isinstance(target, ast.Subscript) else target
+                if _names_key(subject, "error_code") and _int_literal(node.value):
+                    found.append(f"{line}: error_code given as a number")
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            for word in ("api_key", "error_code"):
+                if any(_names_key(side, word) for side in sides) and any(_int_literal(s) for s in sides):
+                    found.append(f"{line}: {word} compared with a number")
+    members = {*_enum_members("ErrorCode"), *_enum_members("ApiKey")}
+    for statement in tree.body:  # a module's own copy of an enum member
+        if isinstance(statement, ast.Assign) and _int_literal(statement.value):
+            found += [f"{statement.lineno}: {t.id} = a number; use the enum member" for t in
+                      statement.targets if isinstance(t, ast.Name) and t.id in members]
+    return sorted(found, key=lambda problem: int(problem.partition(":")[0]))
+
+
+def _enum_members(name: str) -> set[str]:
+    from kafkapy.errors import ErrorCode
+    from kafkapy.protocol.api_keys import ApiKey
+
+    return set((ErrorCode if name == "ErrorCode" else ApiKey).__members__)
+
+
+def test_error_codes_and_api_keys_are_written_by_name() -> None:
+    """In the broker, its modules and what stands on them: no ``"error_code": 42``, no
+    ``INVALID_REQUEST = 42``, no ``{18: ApiHandler(...)}``, no ``fit_body(32, ...)``, no
+    ``api_key == 18``. ErrorCode.NONE, not 0, says "no error" too."""
+    problems = [f"{path.relative_to(ROOT.parent)}:{problem}" for path in sorted(ROOT.rglob("*.py"))
+                if unit(module_name(ROOT, path)) in NAMED_CODE_UNITS for problem in bare_codes(path)]
+    assert problems == []
+
+
+def test_the_code_scan_finds_each_kind_of_bare_number(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        'INVALID_REQUEST = 42\n'
+        'a = {"error_code": 0, 18: ApiHandler(x)}\n'
+        'b = dict(error_code=35)\n'
+        'c["error_code"] = 3\n'
+        'fit_body(32, "response", 0, {})\n'
+        'if context.api_key == 18: pass\n'
+        'raise KafkaApiError(42, "no")\n'
+        'ok = {"error_code": ErrorCode.NONE, ApiKey.METADATA: ApiHandler(x)}\n', encoding="utf-8")
+    assert [problem.partition(":")[0] for problem in bare_codes(sample)] == \
+        ["1", "2", "2", "3", "4", "5", "6", "7"]

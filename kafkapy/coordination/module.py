@@ -25,6 +25,8 @@ from kafkapy.coordination.assignment import (
     range_assign,
     thread_ids,
 )
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
@@ -35,24 +37,11 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["CLUSTER_METADATA", "PING", "REGISTER_CONSUMER", "START_FETCHER", "STOP_FETCHER",
-           "CoordinationModule"]
+__all__ = ["CoordinationModule"]
 
 log = logging.getLogger(__name__)
 
-CLUSTER_METADATA = 1000
-REGISTER_CONSUMER = 1001
-PING = 1002
-STOP_FETCHER = 1003
-START_FETCHER = 1004
 
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-INVALID_GROUP_ID = 24
-INVALID_SESSION_TIMEOUT = 26
-INVALID_REQUEST = 42
-FENCED_INSTANCE_ID = 82  # the consumer id is held by another live consumer of the group
 
 FEATURE = "kafkapy.coordinator"
 NO_OFFSET = -1  # StartFetcher offset when nothing is committed: the consumer applies auto_offset_reset
@@ -149,8 +138,8 @@ class CoordinationModule(Module):
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            CLUSTER_METADATA: ApiHandler(VersionRange(0, 0), self.cluster_metadata, FEATURE, 1),
-            REGISTER_CONSUMER: ApiHandler(VersionRange(0, 0), self.register_consumer, FEATURE, 1),
+            ApiKey.CLUSTER_METADATA: ApiHandler(VersionRange(0, 0), self.cluster_metadata, FEATURE, 1),
+            ApiKey.REGISTER_CONSUMER: ApiHandler(VersionRange(0, 0), self.register_consumer, FEATURE, 1),
         }
 
     # --- lifecycle and election ----------------------------------------------------------------
@@ -303,7 +292,7 @@ class CoordinationModule(Module):
         brokers: list[BrokerRegistration] = self.services.cluster.brokers
         if coordinator not in {b.broker_id for b in brokers}:
             coordinator = -1
-        return {"error_code": NONE if coordinator >= 0 else COORDINATOR_NOT_AVAILABLE,
+        return {"error_code": ErrorCode.NONE if coordinator >= 0 else ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "coordinator_id": coordinator, "brokers_info": self._brokers(ctx.connection.listener)}
 
     # --- RegisterConsumer ----------------------------------------------------------------------
@@ -312,36 +301,36 @@ class CoordinationModule(Module):
         body = request.body
         group_id, consumer_id = body["group_id"], body["consumer_id"]
         if not self.active:
-            return {"error_code": NOT_COORDINATOR}
+            return {"error_code": ErrorCode.NOT_COORDINATOR}
         if not self._ready.is_set():  # just elected: the known groups are being read
             await self._ready.wait()
             if not self.active:
-                return {"error_code": NOT_COORDINATOR}
+                return {"error_code": ErrorCode.NOT_COORDINATOR}
         if not group_id:
-            return {"error_code": INVALID_GROUP_ID}
+            return {"error_code": ErrorCode.INVALID_GROUP_ID}
         if not consumer_id:
-            return {"error_code": INVALID_REQUEST}
+            return {"error_code": ErrorCode.INVALID_REQUEST}
         if body["session_timeout_ms"] < self.services.config["coordinator.min.session.timeout.ms"]:
-            return {"error_code": INVALID_SESSION_TIMEOUT}
+            return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT}
         try:
             subscription = Subscription.parse(body["topic_count"])
         except SubscriptionError as exc:
             log.info("%s: RegisterConsumer %s/%s refused: %s", ctx.connection.id, group_id, consumer_id, exc)
-            return {"error_code": INVALID_REQUEST}
+            return {"error_code": ErrorCode.INVALID_REQUEST}
         connection = self.services.connection_for(ctx.connection)
         if connection is None:  # closed meanwhile
-            return {"error_code": INVALID_REQUEST}
+            return {"error_code": ErrorCode.INVALID_REQUEST}
         group = self.groups.get(group_id)
         holder = group.members.get(consumer_id) if group is not None else None
         if holder is not None and holder.alive and holder.info is not ctx.connection:
-            return {"error_code": FENCED_INSTANCE_ID}
+            return {"error_code": ErrorCode.FENCED_INSTANCE_ID}
         previous = ctx.connection.attributes.get(_ATTRIBUTE)
         if isinstance(previous, Member) and previous is not holder:
             self._drop(previous, close=False)  # the connection registers as another consumer now
         if group is None:
             offsets = await asyncio.to_thread(self.services.store.offsets, group_id)
             if not self.active:
-                return {"error_code": NOT_COORDINATOR}
+                return {"error_code": ErrorCode.NOT_COORDINATOR}
             group = self.groups.get(group_id)
             if group is None:
                 group = Group(group_id, offsets=offsets,
@@ -349,7 +338,7 @@ class CoordinationModule(Module):
                 self.groups[group_id] = group
             if (other := group.members.get(consumer_id)) is not None and other.alive \
                     and other.info is not ctx.connection:
-                return {"error_code": FENCED_INSTANCE_ID}
+                return {"error_code": ErrorCode.FENCED_INSTANCE_ID}
         if holder is not None:
             self._drop(holder, close=False, rebalance=False)
         member = Member(group_id, consumer_id, connection, ctx.connection, subscription, body["auto_commit"],
@@ -362,7 +351,7 @@ class CoordinationModule(Module):
         # (After an election, only once the last known consumer is back: see _recover.)
         self._returned(group, consumer_id)
         self._trigger(group)
-        return {"error_code": NONE}
+        return {"error_code": ErrorCode.NONE}
 
     def on_close(self, connection: ConnectionInfo) -> None:
         member = connection.attributes.get(_ATTRIBUTE)
@@ -402,7 +391,7 @@ class CoordinationModule(Module):
             next_ping = loop.time() + interval
             try:
                 response = await member.connection.request(
-                    PING, 0, {"consumer_id": member.consumer_id, "num_retries": member.ping_failures},
+                    ApiKey.PING, 0, {"consumer_id": member.consumer_id, "num_retries": member.ping_failures},
                     member.reply_timeout)
             except ConnectionError:
                 self._drop(member, close=False)
@@ -546,7 +535,7 @@ class CoordinationModule(Module):
         log.info("rebalancing group %s: %d consumers, %d partitions", group.name, len(members),
                  len(assignment))
         # 1. stop every consumer's fetchers; their answers carry the offsets consumed so far
-        stops = await self._ask_all(members, lambda m: (STOP_FETCHER, {"consumer_id": m.consumer_id}))
+        stops = await self._ask_all(members, lambda m: (ApiKey.STOP_FETCHER, {"consumer_id": m.consumer_id}))
         for member, response in zip(members, stops):
             member.started = None
             self._record_offsets(member, response)
@@ -561,7 +550,7 @@ class CoordinationModule(Module):
                 {"topic": t, "partition": partition_label(self._leader(topics, t, p), p),
                  "offset": group.offsets.get((t, p), NO_OFFSET)} for t, p in parts]}
                 for thread, parts in portions[member.consumer_id].items()]
-            return START_FETCHER, {"consumer_id": member.consumer_id, "ownership_info": ownership,
+            return ApiKey.START_FETCHER, {"consumer_id": member.consumer_id, "ownership_info": ownership,
                                    "brokers_info": self._brokers(member.info.listener)}
 
         await self._ask_all(members, start_request)
@@ -604,7 +593,7 @@ class CoordinationModule(Module):
                 raise RebalanceFailed(f"consumer {member.consumer_id}: {exc}") from None
             except Exception as exc:
                 raise RebalanceFailed(f"consumer {member.consumer_id}: bad answer: {exc}") from None
-            if response.body.get("error_code", 0) != NONE:
+            if response.body.get("error_code", 0) != ErrorCode.NONE:
                 raise RebalanceFailed(f"consumer {member.consumer_id} answered error "
                                       f"{response.body['error_code']}")
             return response

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kafkapy.errors import KafkaPyError
+from kafkapy.errors import ErrorCode, KafkaPyError
 from kafkapy.features.rules import (
     SAFE_DOWNGRADE,
     UPGRADE,
@@ -16,6 +16,7 @@ from kafkapy.features.rules import (
     plan_deletes,
     plan_updates,
 )
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
@@ -26,19 +27,11 @@ if TYPE_CHECKING:
     from kafkapy.protocol import Request
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["DELETE_FEATURES", "UPDATE_FEATURES", "FeatureIncompatible", "FeaturesModule"]
+__all__ = ["FeatureIncompatible", "FeaturesModule"]
 
 log = logging.getLogger(__name__)
 
-UPDATE_FEATURES = 57
-DELETE_FEATURES = 1020
 
-NONE = 0
-CLUSTER_AUTHORIZATION_FAILED = 31
-NOT_CONTROLLER = 41
-INVALID_REQUEST = 42
-INVALID_UPDATE_VERSION = 95
-FEATURE_UPDATE_FAILED = 96
 
 _ATTEMPTS = 5  # writes retried when another writer moved the epoch meanwhile
 
@@ -61,8 +54,8 @@ class FeaturesModule(Module):
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            UPDATE_FEATURES: ApiHandler(VersionRange(0, 2), self.update_features),
-            DELETE_FEATURES: ApiHandler(VersionRange(0, 0), self.delete_features),
+            ApiKey.UPDATE_FEATURES: ApiHandler(VersionRange(0, 2), self.update_features),
+            ApiKey.DELETE_FEATURES: ApiHandler(VersionRange(0, 0), self.delete_features),
         }
 
     # --- defaults, startup protection and the watch --------------------------------------------
@@ -136,10 +129,10 @@ class FeaturesModule(Module):
         conn = ctx.connection
         if not self.services.authorizer.authorize(conn.principal, conn.client_address[0], "ALTER", "CLUSTER",
                                                CLUSTER_RESOURCE):
-            return CLUSTER_AUTHORIZATION_FAILED, f"{conn.principal} may not ALTER the cluster"
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{conn.principal} may not ALTER the cluster"
         controller = self.services.cluster.controller_id
         if controller != self.services.broker_id:
-            return NOT_CONTROLLER, (f"broker {self.services.broker_id} is not the controller "
+            return ErrorCode.NOT_CONTROLLER, (f"broker {self.services.broker_id} is not the controller "
                                     f"(the controller is broker {controller})")
         return None
 
@@ -165,7 +158,7 @@ class FeaturesModule(Module):
         if refused is not None:
             return answer(*refused)
         if not updates:
-            return answer(INVALID_REQUEST, "The request has no feature updates.")
+            return answer(ErrorCode.INVALID_REQUEST, "The request has no feature updates.")
         validate_only = bool(body.get("validate_only", False))
         code, message = await self._change(
             lambda finalized, brokers: plan_updates(finalized, brokers, updates), validate_only)
@@ -205,19 +198,19 @@ class FeaturesModule(Module):
                     brokers = await asyncio.to_thread(store.brokers)
                     wanted, errors = plan(finalized, brokers)
                     if errors:
-                        return INVALID_UPDATE_VERSION, " ".join(errors.values())
+                        return ErrorCode.INVALID_UPDATE_VERSION, " ".join(errors.values())
                     if validate_only or wanted == finalized:
-                        return NONE, None
+                        return ErrorCode.NONE, None
                     try:
                         new_epoch = await asyncio.to_thread(store.set_finalized_features, wanted, epoch)
                     except FeatureEpochConflict:
                         continue
                     log.info("finalized features changed to epoch %d: %s", new_epoch, _describe(wanted))
                     self._apply(new_epoch, wanted)
-                    return NONE, None
+                    return ErrorCode.NONE, None
             except StoreError as exc:
-                return FEATURE_UPDATE_FAILED, f"the metadata store failed: {exc}"
-        return FEATURE_UPDATE_FAILED, "the finalized features kept changing meanwhile; try again"
+                return ErrorCode.FEATURE_UPDATE_FAILED, f"the metadata store failed: {exc}"
+        return ErrorCode.FEATURE_UPDATE_FAILED, "the finalized features kept changing meanwhile; try again"
 
 
 def _describe(features: Mapping[str, int]) -> str:

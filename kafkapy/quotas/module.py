@@ -22,7 +22,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule, DynamicConfigs
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import Request
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.quotas.connections import (
     _LISTENER_KEYS,
@@ -40,14 +42,11 @@ from kafkapy.store.base import DEFAULT_ENTITY, Watch, desanitize, sanitize
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["IP_QUOTA_FEATURE", "QUOTA_KEYS", "QuotaError", "QuotasModule"]
+__all__ = ["IP_QUOTA_FEATURE", "QUOTA_KEYS", "QuotasModule"]
 
 log = logging.getLogger(__name__)
 
 IP_QUOTA_FEATURE = "kafkapy.ip_quota"
-UNSUPPORTED_VERSION = 35
-CLUSTER_AUTHORIZATION_FAILED = 31
-INVALID_REQUEST = 42
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
@@ -60,13 +59,6 @@ _LIMITS = {"INT": 2147483647, "LONG": 9223372036854775807}
 _STORE_TYPE = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
 
 Entity = dict[str, "str | None"]  # entity type -> name (None: the default entity)
-
-
-class QuotaError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def entity_path(entity: Mapping[str, str | None]) -> str:
@@ -127,8 +119,8 @@ class QuotasModule(Module):
         self._local: dict[str, Any] = {}  # reconfigure()'s values, on top
 
     def apis(self) -> Mapping[int, ApiHandler]:
-        return {48: ApiHandler(VersionRange(0, 1), self.describe_client_quotas),
-                49: ApiHandler(VersionRange(0, 1), self.alter_client_quotas)}
+        return {ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiHandler(VersionRange(0, 1), self.describe_client_quotas),
+                ApiKey.ALTER_CLIENT_QUOTAS: ApiHandler(VersionRange(0, 1), self.alter_client_quotas)}
 
     def ip_quotas_enabled(self) -> bool:
         return self.services.feature_level(IP_QUOTA_FEATURE) >= 1
@@ -282,12 +274,12 @@ class QuotasModule(Module):
             return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "entries": None}
 
         if not self._authorized(ctx, "DESCRIBE_CONFIGS"):
-            return error(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+            return error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         body = request.body
         try:
             components = self._filter(body.get("components") or [])
-        except QuotaError as exc:
-            return error(exc.code, exc.message)
+        except KafkaApiError as exc:
+            return error(exc.code, exc.message or "")
         strict = bool(body.get("strict"))
         want_ips = self.ip_quotas_enabled() and (USER not in components and CLIENT_ID not in components)
         want_clients = IP not in components
@@ -308,7 +300,8 @@ class QuotasModule(Module):
             if values:
                 entries.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
                                 "values": values})
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "entries": entries}
 
     def _filter(self, components: list[Mapping[str, Any]]) -> dict[str, tuple[int, str | None]]:
         result: dict[str, tuple[int, str | None]] = {}
@@ -317,20 +310,24 @@ class QuotasModule(Module):
             match_type = component.get("match_type")
             match = component.get("match")
             if entity_type == "":
-                raise QuotaError(INVALID_REQUEST, "Unexpected empty filter component entity type")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    "Unexpected empty filter component entity type")
             if entity_type not in ENTITY_TYPES or (entity_type == IP and not self.ip_quotas_enabled()):
-                raise QuotaError(UNSUPPORTED_VERSION, f"Custom entity type '{entity_type}' not supported")
+                raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
+                                    f"Custom entity type '{entity_type}' not supported")
             if entity_type in result:
-                raise QuotaError(INVALID_REQUEST, f"Duplicate {entity_type} filter component entity type")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Duplicate {entity_type} filter component entity type")
             if match_type not in (0, 1, 2):
-                raise QuotaError(INVALID_REQUEST, f"Unexpected match type: {match_type}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unexpected match type: {match_type}")
             if match_type == 0 and match is None:
-                raise QuotaError(INVALID_REQUEST, f"Exact match of {entity_type} without a name")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Exact match of {entity_type} without a name")
             result[entity_type] = (match_type, match if match_type == 0 else None)
         if IP in result and (USER in result or CLIENT_ID in result):
-            raise QuotaError(INVALID_REQUEST, "Invalid entity filter component combination, IP filter "
-                                              "component should not be used with user or clientId filter "
-                                              "component.")
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                "Invalid entity filter component combination, IP filter "
+                                "component should not be used with user or clientId filter "
+                                "component.")
         return result
 
     @staticmethod
@@ -366,41 +363,45 @@ class QuotasModule(Module):
                         for e in entry.get("entity") or []]
                 code, message = 0, None
                 if not authorized:
-                    code, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+                    code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
                 else:
                     try:
                         entity = await self._validate_entity(entry.get("entity") or [])
                         ops = self._validate_ops(entity, entry.get("ops") or [])
                         if not validate_only:
                             await asyncio.to_thread(self._apply, entity_path(entity), ops)
-                    except QuotaError as exc:
+                    except KafkaApiError as exc:
                         code, message = exc.code, exc.message
                 results.append({"error_code": code, "error_message": message, "entity": echo})
         return {"throttle_time_ms": 0, "entries": results}
 
     async def _validate_entity(self, components: list[Mapping[str, Any]]) -> Entity:
         if not components:
-            raise QuotaError(INVALID_REQUEST, "Invalid empty client quota entity")
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
         entity: Entity = {}
         for component in components:
             entity_type = component.get("entity_type")
             name = component.get("entity_name")
             if entity_type not in ENTITY_TYPES or (entity_type == IP and not self.ip_quotas_enabled()):
-                raise QuotaError(INVALID_REQUEST, f"Unhandled client quota entity type: {entity_type}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Unhandled client quota entity type: {entity_type}")
             if name is not None and name == "":
-                raise QuotaError(INVALID_REQUEST, f"Empty {entity_type} not supported")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Empty {entity_type} not supported")
             if entity_type in entity:
-                raise QuotaError(INVALID_REQUEST, f"Duplicate client quota entity type: {entity_type}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Duplicate client quota entity type: {entity_type}")
             entity[entity_type] = name
         if IP in entity and len(entity) > 1:
-            raise QuotaError(INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be "
-                                              "combined with User/ClientId entity.")
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                "Invalid quota entity combination, IP entity should not be "
+                                "combined with User/ClientId entity.")
         ip = entity.get(IP)
         if ip is not None and not valid_ip_literal(ip):
             try:
                 await asyncio.wait_for(self.services.loop.getaddrinfo(ip, None), 10.0)
             except (OSError, asyncio.TimeoutError, UnicodeError):
-                raise QuotaError(INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.") from None
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"{ip} is not a valid IP or resolvable host.") from None
         return entity
 
     @staticmethod
@@ -414,16 +415,18 @@ class QuotasModule(Module):
                 continue
             key_type = keys.get(key)
             if key_type is None:
-                raise QuotaError(INVALID_REQUEST, f"Invalid configuration key {key}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
             value = op.get("value")
             if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
-                raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be a number")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a number")
             if value <= 0:
-                raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be positive, not {value}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Configuration {key} must be positive, not {value}")
             if key_type in _LIMITS:
                 whole = int(value + 1e-6)
                 if abs(whole - value) > 1e-6 or whole > _LIMITS[key_type]:
-                    raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be a {key_type} value")
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                        f"Configuration {key} must be a {key_type} value")
             result[key] = format_value(key_type, float(value))
         return result
 

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import kafkapy
+from kafkapy.errors import ErrorCode
 from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
@@ -40,10 +42,6 @@ PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
                   (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1)}),
 }
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-INVALID_REQUEST = 42
-UNKNOWN_TOPIC_ID = 100
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
 
 # Kafka validates ApiVersions v3+ client software names and versions with this pattern.
@@ -59,11 +57,12 @@ def _topic_metadata(info: TopicInfo, live: set[int]) -> dict[str, Any]:
     partitions = []
     for index, replicas in sorted(info.partitions.items()):
         isr = [r for r in replicas if r in live]
-        partitions.append({"error_code": 0 if isr else LEADER_NOT_AVAILABLE, "partition_index": index,
+        partitions.append({"error_code": 0 if isr else ErrorCode.LEADER_NOT_AVAILABLE,
+                           "partition_index": index,
                            "leader_id": isr[0] if isr else -1, "leader_epoch": 0,
                            "replica_nodes": list(replicas), "isr_nodes": isr,
                            "offline_replicas": [r for r in replicas if r not in live]})
-    return {"error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
+    return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
             "partitions": partitions, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
@@ -85,10 +84,10 @@ class CoreModule(Module):
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            18: ApiHandler(VersionRange(0, 4), self.api_versions, memoize=True),
-            3: ApiHandler(VersionRange(0, 13), self.metadata),
-            60: ApiHandler(VersionRange(0, 2), self.describe_cluster),
-            1010: ApiHandler(VersionRange(0, 0), self.broker_metadata),
+            ApiKey.API_VERSIONS: ApiHandler(VersionRange(0, 4), self.api_versions, memoize=True),
+            ApiKey.METADATA: ApiHandler(VersionRange(0, 13), self.metadata),
+            ApiKey.DESCRIBE_CLUSTER: ApiHandler(VersionRange(0, 2), self.describe_cluster),
+            ApiKey.BROKER_METADATA: ApiHandler(VersionRange(0, 0), self.broker_metadata),
         }
 
     # --- ApiVersions --------------------------------------------------------------------------
@@ -100,7 +99,7 @@ class CoreModule(Module):
             software = (asked.get("client_software_name", ""), asked.get("client_software_version", ""))
             if software not in self._valid_software:
                 if not (_SOFTWARE.match(software[0]) and _SOFTWARE.match(software[1])):
-                    return {"error_code": INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+                    return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
                 if len(self._valid_software) < 1024:  # bounded: client names are few
                     self._valid_software.add(software)
         api_keys = self._advertised()
@@ -110,10 +109,10 @@ class CoreModule(Module):
             self._encoded_finalized = finalized
         cached = self._encoded.get(ctx.api_version)
         if cached is None or cached.body["api_keys"] is not api_keys:
-            body: dict[str, Any] = {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+            body: dict[str, Any] = {"error_code": ErrorCode.NONE, "api_keys": api_keys, "throttle_time_ms": 0}
             if ctx.api_version >= 3:
                 body.update(self._features(ctx.api_version, finalized))
-            cached = EncodedResponse(body, encode_response_body(18, ctx.api_version, body))
+            cached = EncodedResponse(body, encode_response_body(ApiKey.API_VERSIONS, ctx.api_version, body))
             self._encoded[ctx.api_version] = cached
         return cached
 
@@ -170,13 +169,13 @@ class CoreModule(Module):
                     if found is not None:
                         topics.append(_topic_metadata(found, live))
                         continue
-                    topics.append({"error_code": UNKNOWN_TOPIC_ID, "name": None,
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": topic.get("topic_id"), "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 elif name in known:
                     topics.append(_topic_metadata(known[name], live))
                 else:
-                    topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                    "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
         body = {
@@ -188,21 +187,21 @@ class CoreModule(Module):
             "topics": topics,
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         }
-        return fit_body(3, "response", ctx.api_version, body)
+        return fit_body(ApiKey.METADATA, "response", ctx.api_version, body)
 
     # --- DescribeCluster ----------------------------------------------------------------------
 
     def describe_cluster(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         cluster = self.services.cluster
         body = {
-            "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "endpoint_type": 1,
             "cluster_id": cluster.cluster_id, "controller_id": cluster.controller_id,
             "brokers": [{"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack,
                          "is_fenced": False}
                         for b, host, port in self._brokers_on(ctx.connection.listener)],
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         }
-        return fit_body(60, "response", ctx.api_version, body)
+        return fit_body(ApiKey.DESCRIBE_CLUSTER, "response", ctx.api_version, body)
 
     # --- BrokerMetadata (seed 002) ------------------------------------------------------------
 

@@ -5,7 +5,8 @@ of the module that serves the key, response body, response bytes. Unknown
 API keys and unsupported versions get the KIP-35 draft's empty response (just
 the correlation id) unless ``unknown.request.behavior=close``; ApiVersions at
 an unsupported version gets what Java Kafka sends instead, a v0 body with
-UNSUPPORTED_VERSION, so clients can negotiate down.
+UNSUPPORTED_VERSION, so clients can negotiate down. A handler (or interceptor) that raises
+KafkaApiError gets that code in the response's top-level error fields.
 
 ``dispatch`` is synchronous up to the first await that really suspends, the
 way Python 3.12's eager tasks start: hooks and handler run as one coroutine,
@@ -29,8 +30,9 @@ import types
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from kafkapy.errors import DecodeError
-from kafkapy.protocol import Request, encode_response
+from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
+from kafkapy.protocol import Request, encode_response, fit_body
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import get_api
 from kafkapy.protocol.codec import (
     RequestDecoder,
@@ -58,8 +60,6 @@ _CORRELATION = _SIZE
 _SIZE_CORRELATION = struct.Struct(">ii")
 _CoroutineType = types.CoroutineType
 _new_context = tuple.__new__
-API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 API_VERSIONS_FALLBACK_MAX = 4  # ApiVersions v0-v4 are served
 MEMO_SIZE = 64  # memoized answers per API version (ApiHandler.memoize); when full, it starts over
 
@@ -239,6 +239,8 @@ class Dispatcher:
                     return self._finish(conn, context, plan, coro, step)
         except CloseConnection:
             raise
+        except KafkaApiError as refusal:
+            answer = self._refusal(conn, context, refusal)
         except Exception:
             log.exception("handler for api key %d v%d failed; closing %s", api_key, api_version, conn.id)
             raise CloseConnection from None
@@ -298,11 +300,26 @@ class Dispatcher:
             body = await resume(coro, step)
         except CloseConnection:
             raise
+        except KafkaApiError as refusal:
+            body = self._refusal(conn, context, refusal)
         except Exception:
             log.exception("handler for api key %d v%d failed; closing %s", context.api_key,
                           context.api_version, conn.id)
             raise CloseConnection from None
         return self._respond(conn, context, plan, body)
+
+    @staticmethod
+    def _refusal(conn: ConnectionInfo, context: RequestContext, refusal: KafkaApiError) -> Answer:
+        """A handler's KafkaApiError as the response's top-level error_code (and error_message
+        where the version has one); every other field takes its default. A response with no
+        top-level error_code cannot say it: the connection closes, as for a failed handler."""
+        body = fit_body(context.api_key, "response", context.api_version,
+                        {"error_code": refusal.code, "error_message": refusal.message})
+        if "error_code" not in body:
+            log.warning("closing %s: api key %d v%d has no top-level error code for %s", conn.id,
+                        context.api_key, context.api_version, refusal)
+            raise CloseConnection from None
+        return body
 
     def _respond(self, conn: ConnectionInfo, context: RequestContext, plan: _Plan,
                  body: Answer) -> bytes | None:
@@ -331,10 +348,10 @@ class Dispatcher:
         observers = self.runtime.observers
         if observers.active:
             observers.record_request(None, conn, api_key, api_version, correlation_id)
-        if api_key == API_VERSIONS:
-            body = {"error_code": UNSUPPORTED_VERSION, "api_keys": [
-                {"api_key": API_VERSIONS, "min_version": 0, "max_version": API_VERSIONS_FALLBACK_MAX}]}
-            response = encode_response(API_VERSIONS, 0, correlation_id, body)
+        if api_key == ApiKey.API_VERSIONS:
+            body = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": [
+                {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": API_VERSIONS_FALLBACK_MAX}]}
+            response = encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
             if observers.active:
                 observers.record_response(body, 0, correlation_id)
             return response

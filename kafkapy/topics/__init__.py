@@ -8,6 +8,6 @@ which Metadata answers from. docs/topics.md describes the module.
 from __future__ import annotations
 
 from kafkapy.topics.assignment import assign_replicas, partition_label, placement_for_new_partitions
-from kafkapy.topics.module import TopicError, TopicsModule
+from kafkapy.topics.module import TopicsModule
 
-__all__ = ["TopicError", "TopicsModule", "assign_replicas", "partition_label", "placement_for_new_partitions"]
+__all__ = ["TopicsModule", "assign_replicas", "partition_label", "placement_for_new_partitions"]
