@@ -26,9 +26,10 @@ from importlib.metadata import entry_points
 from kafkapy.configs import ConfigsModule
 from kafkapy.features import FeaturesModule
 from kafkapy.quotas import QuotasModule
-from kafkapy.server.broker import BrokerRuntime
+from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.core import CoreModule
+from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.modules import Module
 from kafkapy.store.base import MetadataStore
 from kafkapy.store.memory import MemoryStore
@@ -123,12 +124,14 @@ def make_store(config: BrokerConfig) -> MetadataStore:
 
 
 def assemble(config: BrokerConfig, *, store: MetadataStore | None = None,
-             extra_modules: Iterable[type[Module]] = ()) -> BrokerRuntime:
+             extra_modules: Iterable[type[Module]] = (), fast_paths: FastPaths = ALL_FAST_PATHS
+             ) -> BrokerRuntime:
     """A broker ready to ``start()``, on the running loop. A store passed in stays the caller's
-    (not started or closed by the broker); otherwise one is made from the config."""
+    (not started or closed by the broker); otherwise one is made from the config. ``fast_paths``
+    is for tests that hold the fast paths equal to the plain ones."""
     classes = dependency_order(module_classes(config, extra_modules))
     config = config.with_keys(key for cls in classes for key in cls.config_keys)
     runtime = BrokerRuntime(config, store if store is not None else make_store(config),
-                            owns_store=store is None)
+                            owns_store=store is None, fast_paths=fast_paths)
     runtime.install([cls(runtime.services_for(cls)) for cls in classes])
     return runtime

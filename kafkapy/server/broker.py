@@ -13,13 +13,15 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from kafkapy.server import eager
+from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, load_authorizer
 from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.connection import KafkaConnection
+from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module
 from kafkapy.server.observers import ObserverChain
@@ -34,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["BoundListener", "BrokerRuntime", "ModuleServices"]
 
 T = TypeVar("T")
+
+ALL_FAST_PATHS = FastPaths()
 
 log = logging.getLogger(__name__)
 
@@ -64,29 +68,6 @@ class BoundListener:
 
     def __repr__(self) -> str:
         return f"{self.name}://{self.host}:{self.port}"
-
-
-MakeTransport = Callable[[socket.socket, asyncio.Protocol], object]
-
-
-def _transport_maker(loop: asyncio.AbstractEventLoop) -> MakeTransport | None:
-    """How to wrap an accepted plaintext socket in a transport at once, or None on a loop that
-    offers no way (then ``loop.connect_accepted_socket`` in a task does it).
-
-    ``connect_accepted_socket`` is a coroutine that waits for the transport to be ready, so each
-    accept would cost a task, a future and their loop steps. asyncio's selector loops make the
-    transport with ``_make_socket_transport``, which is what their own servers call per accepted
-    socket; the broker's accept loop already needs a selector loop (``add_reader``)."""
-    if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop):
-        return None
-    make = getattr(loop, "_make_socket_transport", None)
-    if make is None:
-        return None
-
-    def transport(sock: socket.socket, protocol: asyncio.Protocol) -> object:
-        return make(sock, protocol)
-
-    return transport
 
 
 class ModuleServices:
@@ -185,8 +166,12 @@ class BrokerRuntime:
     merges the modules' config keys into ``config`` and orders them), then ``install`` the
     modules built with ``services_for``, then ``start``."""
 
-    def __init__(self, config: BrokerConfig, store: MetadataStore, *, owns_store: bool) -> None:
+    def __init__(self, config: BrokerConfig, store: MetadataStore, *, owns_store: bool,
+                 fast_paths: FastPaths = ALL_FAST_PATHS) -> None:
         self.config = config
+        self.fast_paths = fast_paths
+        # Coroutines of the accept gate and admission: stepped in place, or left to a task.
+        self.start_eagerly = eager.start if fast_paths.eager else eager.deferred
         self.owns_store = owns_store
         self.store = store
         self.cluster = ClusterView()
@@ -222,7 +207,7 @@ class BrokerRuntime:
         self._stopping = False
         self.accept_gate: AcceptGate | None = None
         self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
-        self._make_transport = _transport_maker(self.loop)
+        self._make_transport = in_place_transport(self.loop) if fast_paths.in_place_accept else None
 
     def services_for(self, module_class: type[Module]) -> ModuleServices:
         """The services handed to a module of this class when it is built."""
@@ -373,7 +358,7 @@ class BrokerRuntime:
             gate = self.accept_gate
             if gate is not None:
                 try:
-                    done, waiting = eager.start(gate.acceptor_wait(listener.name))
+                    done, waiting = self.start_eagerly(gate.acceptor_wait(listener.name))
                 except BaseException:
                     sock.close()
                     raise
@@ -407,7 +392,7 @@ class BrokerRuntime:
                 self._serve_plain(listener, sock, address, None)
                 return
             try:
-                done, admitted = eager.start(gate.admit(listener.name, address))
+                done, admitted = self.start_eagerly(gate.admit(listener.name, address))
             except Exception:
                 log.exception("admitting a connection from %s on %s failed; closing it", address, listener)
                 sock.close()

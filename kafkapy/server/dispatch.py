@@ -8,17 +8,14 @@ an unsupported version gets what Java Kafka sends instead, a v0 body with
 UNSUPPORTED_VERSION, so clients can negotiate down. A handler (or interceptor) that raises
 KafkaApiError gets that code in the response's top-level error fields.
 
-``dispatch`` is synchronous up to the first await that really suspends, the
-way Python 3.12's eager tasks start: hooks and handler run as one coroutine,
-stepped once in place. Most handlers never suspend (they read state the broker
-keeps current), so their answer comes back at once as bytes, and a connection
-needs no task per request. A handler that does wait comes back as an
-awaitable that finishes the job (the connection awaits it in its worker task).
-A handler that never waits can be a plain function: it answers with no
-coroutine at all (the core APIs do).
-Until that first suspension there is no current task: code that needs one
-(``asyncio.timeout``) must come after an await that suspends, or use
-``asyncio.wait_for``.
+``dispatch`` answers in place when the handler is a plain function (the core
+APIs are: they read state the broker keeps current), so a connection needs no
+task per request, and the answers to all the frames of one read leave in one
+write. A coroutine handler (or hooks and interceptors, which are coroutines)
+comes back as an awaitable that finishes the job: the connection awaits it in
+its worker task, so the handler runs inside a task from its first line and
+``asyncio.timeout()`` works anywhere in it. Requests answered before, byte for
+byte, are replayed from a memo (kafkapy.server.memo).
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import inspect
 import logging
 import struct
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
@@ -43,8 +40,8 @@ from kafkapy.protocol.codec import (
 )
 from kafkapy.protocol.schema import Body
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
-from kafkapy.server.eager import resume
 from kafkapy.server.interceptors import Interceptor, run_chain
+from kafkapy.server.memo import AnswerMemo, Table
 from kafkapy.server.modules import Answer, ApiHandler, EncodedResponse, Handler, Module, RequestContext
 
 if TYPE_CHECKING:
@@ -61,7 +58,6 @@ _SIZE_CORRELATION = struct.Struct(">ii")
 _CoroutineType = types.CoroutineType
 _new_context = tuple.__new__
 API_VERSIONS_FALLBACK_MAX = 4  # ApiVersions v0-v4 are served
-MEMO_SIZE = 64  # memoized answers per API version (ApiHandler.memoize); when full, it starts over
 
 Pending = Awaitable[bytes | None]  # what a request that suspends comes back as
 # What plain-function handlers return (besides other mappings): never awaitable, no need to ask.
@@ -78,7 +74,7 @@ class _Plan(NamedTuple):
     encode: ResponseEncoder
     tag: bytes  # what the response header has after the correlation id (an empty tag section)
     # request bytes after the correlation id -> (size prefix, answer bytes after the correlation id)
-    memo: dict[bytes, tuple[bytes, bytes]] | None
+    memo: Table | None  # the memo table of this API version (kafkapy.server.memo), if memoized
 
 
 class _Route:
@@ -94,19 +90,15 @@ class _Route:
         self.memoize = memoize
         self.versions: dict[int, _Plan] = {}
 
-    def plan(self, api_key: int, api_version: int) -> _Plan:
+    def plan(self, api_key: int, api_version: int, memo: Table | None) -> _Plan:
         """Raises UnsupportedVersionError for a version the handler claims but no spec has."""
         plan = self.versions.get(api_version)
         if plan is None:
             plan = _Plan(api_key, api_version, self.handle, request_decoder(api_key, api_version),
                          response_encoder(api_key, api_version),
-                         response_header(api_key, api_version, 0)[4:], {} if self.memoize else None)
+                         response_header(api_key, api_version, 0)[4:], memo if self.memoize else None)
             self.versions[api_version] = plan
         return plan
-
-
-async def _awaited(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
 
 
 class Dispatcher:
@@ -114,9 +106,7 @@ class Dispatcher:
         self.runtime = runtime
         self.handlers: dict[int, ApiHandler] = {}
         self.routes: dict[int, _Route] = {}
-        # The memo of each memoized API version once served, by a frame's first four bytes (key
-        # and version): dispatch_all's fast path is two dict gets.
-        self.memos: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
+        self.memo = AnswerMemo()  # answers by request bytes (kafkapy.server.memo)
         self.request_hooks: list[Module] = []
         self.interceptors: list[Interceptor] = []  # in order, outermost first
         self._wrapped = False  # whether requests go through hooks or interceptors
@@ -151,10 +141,10 @@ class Dispatcher:
         # Memo hits skip every check, the feature gate's too; gate_open is the runtime's to answer,
         # not only the routing table's, so gated APIs are never memoized. Nor is anything while
         # hooks, interceptors or observers are there: they see every request.
-        plain = not self._wrapped and not self.runtime.observers.active
+        plain = not self._wrapped and not self.runtime.observers.active and self.runtime.fast_paths.memo
         self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None)
                        for key, handler in handlers.items()}
-        self.memos = {}  # the plans are new, their memos too
+        self.memo = AnswerMemo()  # the plans are new, their memos too
         self.plans: dict[bytes, _Plan] = {}  # by a frame's first four bytes (key and version)
         self._served: dict[int, tuple[int, int]] | None = None
 
@@ -178,11 +168,11 @@ class Dispatcher:
         """``dispatch`` the frames in turn, until one suspends (its awaitable is returned, and
         ``frames`` holds the ones after it) or ``closed()`` says a handler closed the connection.
         A request answered before, byte for byte, is answered from the memo right in this loop."""
-        memos = self.memos
+        tables = self.memo.tables  # AnswerMemo.replay, inline: two dict gets per frame
         for frame in frames:
-            memo = memos.get(frame[:4])  # API key and version
-            if memo is not None:
-                answer = memo.get(frame[8:])
+            table = tables.get(frame[:4])  # API key and version
+            if table is not None:
+                answer = table.get(frame[8:])
                 if answer is not None:  # (size prefix, answer after the correlation id)
                     out.append(answer[0])
                     out.append(frame[4:8])
@@ -227,16 +217,10 @@ class Dispatcher:
             answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self._wrapped
                            else plan.handle(context, request))
             kind = type(answer)
-            # A plain-function handler has answered already. A coroutine's first step runs here,
-            # and most finish in it (kafkapy.server.eager); one that suspends goes on in _finish.
+            # A plain-function handler has answered already; a coroutine (or other awaitable)
+            # runs in the connection's worker task, from its start (see the module docstring).
             if kind is _CoroutineType or (kind not in _ANSWERS and inspect.isawaitable(answer)):
-                coro = answer if kind is _CoroutineType else _awaited(answer)
-                try:
-                    step = coro.send(None)
-                except StopIteration as stop:
-                    answer = stop.value
-                else:
-                    return self._finish(conn, context, plan, coro, step)
+                return self._finish(conn, context, plan, answer)
         except CloseConnection:
             raise
         except KafkaApiError as refusal:
@@ -248,10 +232,8 @@ class Dispatcher:
         if response is not None:
             out.append(_SIZE.pack(len(response)))
             out.append(response)
-            if memo is not None and len(frame) > 8:
-                if len(memo) >= MEMO_SIZE:
-                    memo.clear()
-                memo[frame[8:]] = (_SIZE.pack(len(response)), response[4:])
+            if memo is not None:
+                AnswerMemo.remember(memo, frame, response)
         return None
 
     def _route(self, conn: ConnectionInfo, frame: bytes, out: list[bytes]) -> _Plan | None:
@@ -268,11 +250,9 @@ class Dispatcher:
         plan = route.versions.get(api_version)
         if plan is None:
             try:
-                plan = route.plan(api_key, api_version)
+                plan = route.plan(api_key, api_version, self.memo.table(frame) if route.memoize else None)
             except DecodeError as exc:
                 self._unparsable(conn, api_key, api_version, exc)
-            if plan.memo is not None:
-                self.memos[frame[:4]] = plan.memo
         if not route.gated:  # a gate is the runtime's to answer on every request
             self.plans[frame[:4]] = plan
         return plan
@@ -294,10 +274,10 @@ class Dispatcher:
         return answer
 
     async def _finish(self, conn: ConnectionInfo, context: RequestContext, plan: _Plan,
-                      coro: Coroutine[Any, Any, Any], step: Any) -> bytes | None:
-        """The rest of a request whose hooks or handler suspended, in the connection's task."""
+                      answer: Awaitable[Answer]) -> bytes | None:
+        """A request whose hooks or handler are a coroutine, awaited in the connection's task."""
         try:
-            body = await resume(coro, step)
+            body = await answer
         except CloseConnection:
             raise
         except KafkaApiError as refusal:
