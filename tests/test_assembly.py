@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -9,6 +10,8 @@ from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.assembly import DEFAULT_MODULES, dependency_order, load_module_class
@@ -104,3 +107,33 @@ def test_serve_with_an_unknown_module_name_says_so_in_one_line_and_exits_2() -> 
                                 "no module of that name is installed (installed: ")
     assert "coordination" in lines[-1] and "quotas" in lines[-1]
     assert "Traceback" not in done.stderr
+
+
+@given(st.integers(min_value=1, max_value=8).flatmap(
+    lambda n: st.tuples(st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1),
+                                                        st.booleans()), max_size=20))))
+def test_dependency_order_puts_providers_first_or_names_a_cycle(graph: tuple[int, list[tuple[int, int, bool]]]
+                                                                ) -> None:
+    """Random modules m0..mN, each providing "cN"; an edge (a, b, hard) makes m_a need (or want)
+    c_b. Either every module comes after the providers of its needs and wants, or the graph has a
+    cycle and the error names one."""
+    count, edges = graph
+    needs: dict[int, set[int]] = {i: set() for i in range(count)}
+    wants: dict[int, set[int]] = {i: set() for i in range(count)}
+    for a, b, hard in edges:
+        if a != b:
+            (needs if hard else wants)[a].add(b)
+    classes = [_module(f"m{i}", provides=(f"c{i}",), needs=tuple(f"c{j}" for j in sorted(needs[i])),
+                       wants=tuple(f"c{j}" for j in sorted(wants[i]))) for i in range(count)]
+    try:
+        order = dependency_order(classes)
+    except ConfigError as exc:
+        message = str(exc)
+        assert message.startswith("modules need each other: ")
+        cycle = [int(name[1:]) for name in message.removeprefix("modules need each other: ").split(" -> ")]
+        assert cycle[0] == cycle[-1] and len(cycle) >= 3
+        assert all(b in needs[a] | wants[a] for a, b in itertools.pairwise(cycle))
+        return
+    assert sorted(c.name for c in order) == sorted(c.name for c in classes)
+    position = {int(c.name[1:]): i for i, c in enumerate(order)}
+    assert all(position[b] < position[a] for a in range(count) for b in needs[a] | wants[a])
