@@ -55,7 +55,8 @@ class AcceptGate(Protocol):
     sleeps that listener accepts nothing (and only that listener); then ``admit`` runs in a task of
     the connection's own, so a delay there holds back no one else. False closes the socket before
     it is served. Once ``acceptor_wait`` has returned, ``released`` is called exactly once, when
-    the socket is closed, whichever way it went."""
+    the socket is closed, whichever way it went. Both coroutines are stepped in place
+    (kafkapy.server.eager): until one suspends there is no current task."""
 
     async def acceptor_wait(self, listener: str) -> None: ...
     async def admit(self, listener: str, address: str) -> bool: ...
