@@ -66,10 +66,12 @@ class ReadsItsKeyWhenBuilt(Module):
     name = "reads-its-key"
     config_keys: ClassVar[tuple[ConfigKey, ...]] = (ConfigKey("test.module.setting", "int", 7, "a test key"),)
     seen: ClassVar[list[int]] = []
+    loggers: ClassVar[list[str]] = []
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
         ReadsItsKeyWhenBuilt.seen.append(services.config["test.module.setting"])
+        ReadsItsKeyWhenBuilt.loggers.append(services.log.name)
 
     def apis(self) -> Mapping[int, Any]:
         return {}
@@ -80,6 +82,7 @@ def test_module_config_keys_are_merged_before_any_module_is_built() -> None:
     with Broker({"test.module.setting": "42"}, modules=[ReadsItsKeyWhenBuilt]):
         pass
     assert ReadsItsKeyWhenBuilt.seen == [42]
+    assert ReadsItsKeyWhenBuilt.loggers[-1] == "kafkapy.modules.reads-its-key"  # a logger of its own
 
 
 def test_a_missing_need_stops_the_embedded_broker_with_the_config_error() -> None:
