@@ -289,6 +289,9 @@ def test_a_file_in_no_layer_fails(copy_of_kafkapy: Path) -> None:
 # --- error codes and API keys by name ---------------------------------------------------------------
 
 # Where codes and keys are written by name: the broker and its modules, and what builds on them.
+# Not yet protocol/, capture/, commands/ and cli.py, which other branches are changing: the scan
+# finds 12 bare numbers there at this commit (codec.py's UNSUPPORTED_VERSION and an api_key
+# comparison, the commands' own API key constants, two in cli.py). Add them here once fixed.
 NAMED_CODE_UNITS = frozenset({"server", *MODULE_PACKAGES, "assembly", "embedded", "testing", "client"})
 # Calls whose first argument is an API key.
 API_KEY_CALLS = frozenset({"fit_body", "encode_response", "encode_response_body", "decode_request",
