@@ -74,7 +74,7 @@ def _configure_logging() -> None:
 
 
 async def _serve_until_signalled(config: Any) -> None:
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.assembly import assemble
 
     log = logging.getLogger("kafkapy.cli")
     stop = asyncio.Event()
@@ -95,7 +95,7 @@ async def _serve_until_signalled(config: Any) -> None:
         except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
             pass
     try:
-        runtime = BrokerRuntime(config)
+        runtime = assemble(config)
         await runtime.start()
         try:
             # A signal, or the broker shutting itself down (an incompatible finalized feature).

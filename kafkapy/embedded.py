@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from kafkapy.server.broker import BrokerRuntime
+from kafkapy.assembly import assemble
+from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.config import BrokerConfig
+from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.modules import Module
 from kafkapy.store.base import MetadataStore
 
@@ -26,10 +28,11 @@ EMBEDDED_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0"}  # ephemeral: tests
 
 class Broker:
     def __init__(self, config: Mapping[str, Any] | None = None, *, store: MetadataStore | None = None,
-                 modules: list[type[Module]] | None = None) -> None:
+                 modules: list[type[Module]] | None = None, fast_paths: FastPaths = ALL_FAST_PATHS) -> None:
         self.config = BrokerConfig.build({**EMBEDDED_DEFAULTS, **(config or {})})
         self.store = store
         self.module_classes = modules
+        self.fast_paths = fast_paths  # all on, unless a test compares them with the plain paths
         self.runtime: BrokerRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -37,7 +40,8 @@ class Broker:
     # --- on the caller's loop -------------------------------------------------------------
 
     async def start(self) -> Broker:
-        runtime = BrokerRuntime(self.config, self.store, self._classes())
+        runtime = assemble(self.config, store=self.store, extra_modules=self.module_classes or (),
+                           fast_paths=self.fast_paths)
         await runtime.start()
         self.runtime, self.store = runtime, runtime.store
         return self
@@ -51,13 +55,6 @@ class Broker:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
-
-    def _classes(self) -> list[type[Module]] | None:
-        if self.module_classes is None:
-            return None
-        from kafkapy.server.broker import default_module_classes
-
-        return [*default_module_classes(self.config), *self.module_classes]
 
     # --- on a background thread ------------------------------------------------------------
 

@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import CORE_KEYS, ConfigError, ConfigKey
@@ -34,15 +36,14 @@ from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import DEFAULT_ENTITY, Watch
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.services import BrokerServices
 
-__all__ = ["ConfigsModule", "DynamicConfigs", "effective_settings"]
+__all__ = ["DYNAMIC_CONFIGS", "ConfigsModule", "DynamicConfigs", "effective_settings"]
 
 log = logging.getLogger(__name__)
 
-CLUSTER_AUTHORIZATION_FAILED = 31
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
+DYNAMIC_CONFIGS = "dynamic-configs"  # what ConfigsModule provides: owners of dynamic keys register
+
 
 BROKER = 4  # Kafka's ConfigResource.Type
 RESOURCE_TYPE_NAMES = {
@@ -69,13 +70,6 @@ CONFIG_TYPES = {
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 LISTENER_PREFIX = "listener.name."
 _INT_RANGE = {"int": (-2147483648, 2147483647), "long": (-9223372036854775808, 9223372036854775807)}
-
-
-class ConfigsError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @attrs.frozen
@@ -119,9 +113,10 @@ def _format(value: Any) -> str | None:
 
 class ConfigsModule(Module):
     name = "configs"
+    provides = (DYNAMIC_CONFIGS,)
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self._owners: list[DynamicConfigs] = []
         self._keys: dict[str, ConfigKey] = {}
         self.default: dict[str, str] = {}  # brokers/<default>, as stored
@@ -133,9 +128,9 @@ class ConfigsModule(Module):
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            32: ApiHandler(VersionRange(0, 4), self.describe_configs),
-            33: ApiHandler(VersionRange(0, 2), self.alter_configs),
-            44: ApiHandler(VersionRange(0, 1), self.incremental_alter_configs),
+            ApiKey.DESCRIBE_CONFIGS: ApiHandler(VersionRange(0, 4), self.describe_configs),
+            ApiKey.ALTER_CONFIGS: ApiHandler(VersionRange(0, 2), self.alter_configs),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiHandler(VersionRange(0, 1), self.incremental_alter_configs),
         }
 
     # --- registration and lifecycle -----------------------------------------------------------
@@ -164,13 +159,12 @@ class ConfigsModule(Module):
         def converted(stored: Mapping[str, str]) -> dict[str, Any]:
             return {k: self._convert(k, v) for k, v in stored.items() if self.dynamic(k) is owner}
 
-        return effective_settings(self.broker.config.values, converted(default), converted(override))
+        return effective_settings(self.services.config.values, converted(default), converted(override))
 
     async def start(self) -> None:
         self._keys = {k.name: k for k in CORE_KEYS}
-        for module in self.broker.modules:
-            self._keys.update({k.name: k for k in module.config_keys})
-        self._watch = await asyncio.to_thread(self.broker.store.watch_entity_configs, self._entity_changed)
+        self._keys.update({k.name: k for k in self.services.module_config_keys()})
+        self._watch = await asyncio.to_thread(self.services.store.watch_entity_configs, self._entity_changed)
         self.default, self.override = await asyncio.to_thread(self._read)
 
     async def stop(self) -> None:
@@ -184,18 +178,18 @@ class ConfigsModule(Module):
         return f"brokers/{DEFAULT_ENTITY if broker_id is None else broker_id}"
 
     def _read(self) -> tuple[dict[str, str], dict[str, str]]:
-        store = self.broker.store
-        return store.entity_config(self._path(None)), store.entity_config(self._path(self.broker.broker_id))
+        store = self.services.store
+        return store.entity_config(self._path(None)), store.entity_config(self._path(self.services.broker_id))
 
     def _entity_changed(self, path: str) -> None:
-        if path in (self._path(None), self._path(self.broker.broker_id)):  # a store thread: hop over
-            self.broker.loop.call_soon_threadsafe(self._schedule_reload)
+        if path in (self._path(None), self._path(self.services.broker_id)):  # a store thread: hop over
+            self.services.loop.call_soon_threadsafe(self._schedule_reload)
 
     def _schedule_reload(self) -> None:
         if self._reload_task is not None and not self._reload_task.done():
             self._reload_pending = True
             return
-        self._reload_task = self.broker.loop.create_task(self._reload())
+        self._reload_task = self.services.loop.create_task(self._reload())
 
     async def _reload(self) -> None:
         while True:
@@ -222,7 +216,7 @@ class ConfigsModule(Module):
         return self._keys.get(base_name(name))
 
     def _convert(self, name: str, raw: str) -> Any:
-        """A stored string as the key's type; ConfigsError (INVALID_CONFIG) in Kafka's wording."""
+        """A stored string as the key's type; KafkaApiError (INVALID_CONFIG) in Kafka's wording."""
         key = self._key(name)
         kind = key.type if key is not None else "string"
         text = raw.strip()
@@ -231,21 +225,20 @@ class ConfigsModule(Module):
             try:
                 number = int(text)
             except ValueError:
-                raise ConfigsError(
-                    INVALID_CONFIG,
+                raise KafkaApiError(
+                    ErrorCode.INVALID_CONFIG,
                     f"Invalid value {raw} for configuration {name}: Not a number of type {kind.upper()}",
                 ) from None
             if not low <= number <= high:
-                raise ConfigsError(
-                    INVALID_CONFIG,
+                raise KafkaApiError(
+                    ErrorCode.INVALID_CONFIG,
                     f"Invalid value {raw} for configuration {name}: Not a number of type {kind.upper()}",
                 )
             if key is not None and key.validator is not None:
                 problem = key.validator(number)
                 if problem:
-                    raise ConfigsError(
-                        INVALID_CONFIG, f"Invalid value {raw} for configuration {name}: Value {problem}"
-                    )
+                    raise KafkaApiError(ErrorCode.INVALID_CONFIG,
+                                        f"Invalid value {raw} for configuration {name}: Value {problem}")
             return number
         return text
 
@@ -260,7 +253,7 @@ class ConfigsModule(Module):
                 parts.append(f"Cannot update these configs dynamically: {', '.join(known)}")
             if unknown:
                 parts.append(f"Unknown or not dynamic in kafkapy: {', '.join(unknown)}")
-            raise ConfigsError(INVALID_CONFIG, "; ".join(parts))
+            raise KafkaApiError(ErrorCode.INVALID_CONFIG, "; ".join(parts))
 
     async def _validate(self, broker_id: int | None, config: Mapping[str, str]) -> None:
         """Type-check every value, then let each owner judge the effective settings it would see."""
@@ -272,16 +265,16 @@ class ConfigsModule(Module):
             try:
                 await asyncio.to_thread(owner.validate, self.settings_for(owner, default, override))
             except ConfigError as exc:
-                raise ConfigsError(INVALID_CONFIG, str(exc)) from None
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
     # --- resources and authorization ----------------------------------------------------------
 
     def _broker_id(self, resource_type: int, name: str) -> int | None:
-        """None for the cluster default (""), else this broker's id; ConfigsError otherwise."""
+        """None for the cluster default (""), else this broker's id; KafkaApiError otherwise."""
         if resource_type != BROKER:
             kind = RESOURCE_TYPE_NAMES.get(resource_type, str(resource_type))
-            raise ConfigsError(
-                INVALID_REQUEST,
+            raise KafkaApiError(
+                ErrorCode.INVALID_REQUEST,
                 f"Unsupported resource type: {kind} (kafkapy serves the configs of BROKER resources only)",
             )
         if not name:
@@ -289,18 +282,19 @@ class ConfigsModule(Module):
         try:
             broker_id = int(name)
         except ValueError:
-            raise ConfigsError(INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
-        if broker_id != self.broker.broker_id:
-            raise ConfigsError(
-                INVALID_REQUEST,
-                f"Unexpected broker id, expected {self.broker.broker_id} or "
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                f"Broker id must be an integer, but it is: {name}") from None
+        if broker_id != self.services.broker_id:
+            raise KafkaApiError(
+                ErrorCode.INVALID_REQUEST,
+                f"Unexpected broker id, expected {self.services.broker_id} or "
                 f"empty string, but received {name}",
             )
         return broker_id
 
     def _authorized(self, ctx: RequestContext, operation: str) -> bool:
         conn = ctx.connection
-        return self.broker.authorizer.authorize(
+        return self.services.authorizer.authorize(
             conn.principal, conn.client_address[0], operation, "CLUSTER", CLUSTER_RESOURCE
         )
 
@@ -316,7 +310,7 @@ class ConfigsModule(Module):
             resource_type = resource.get("resource_type")
             name = resource.get("resource_name") or ""
             result: dict[str, Any] = {
-                "error_code": 0,
+                "error_code": ErrorCode.NONE,
                 "error_message": None,
                 "resource_type": resource_type,
                 "resource_name": name,
@@ -327,20 +321,22 @@ class ConfigsModule(Module):
                 if authorized is None:
                     authorized = self._authorized(ctx, "DESCRIBE_CONFIGS")
                 if not authorized:
-                    raise ConfigsError(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+                    raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                        "Cluster authorization failed.")
                 keys = resource.get("configuration_keys")
                 entries = self._describe(broker_id, synonyms, documentation, ctx.api_version)
                 result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
-            except ConfigsError as exc:
+            except KafkaApiError as exc:
                 result.update(error_code=exc.code, error_message=exc.message)
             results.append(result)
-        return fit_body(32, "response", ctx.api_version, {"throttle_time_ms": 0, "results": results})
+        return fit_body(ApiKey.DESCRIBE_CONFIGS, "response", ctx.api_version,
+                        {"throttle_time_ms": 0, "results": results})
 
     def _describe(
         self, broker_id: int | None, synonyms: bool, documentation: bool, version: int
     ) -> list[dict[str, Any]]:
-        static = self.broker.config.values
-        originals = self.broker.config.originals
+        static = self.services.config.values
+        originals = self.services.config.originals
         if broker_id is None:  # Kafka: the default resource lists only the dynamic defaults
             names = sorted(self.default)
         else:
@@ -399,13 +395,14 @@ class ConfigsModule(Module):
             ops = resource.get("configs") or []
             names = [op.get("name") for op in ops]
             if len(set(names)) != len(names):
-                raise ConfigsError(INVALID_REQUEST, "Error due to duplicate config keys")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
             config = dict(self.default if broker_id is None else self.override)
             for op in ops:
                 name, operation, value = op.get("name") or "", op.get("config_operation"), op.get("value")
                 if operation == SET:
                     if value is None:
-                        raise ConfigsError(INVALID_REQUEST, f"Null value not supported for : {name}")
+                        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                            f"Null value not supported for : {name}")
                     config[name] = value
                 elif operation == DELETE:
                     config.pop(name, None)
@@ -413,14 +410,10 @@ class ConfigsModule(Module):
                     key = self._key(name)
                     if key is None or key.type != "list":
                         verb = "append" if operation == APPEND else "subtract"
-                        raise ConfigsError(
-                            INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}"
-                        )
-                    items = [
-                        v
-                        for v in (config.get(name) or _format(self.broker.config.get(name)) or "").split(",")
-                        if v.strip()
-                    ]
+                        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                            f"Config value {verb} is not allowed for config key: {name}")
+                    current = config.get(name) or _format(self.services.config.get(name)) or ""
+                    items = [v for v in current.split(",") if v.strip()]
                     given = [v.strip() for v in (value or "").split(",") if v.strip()]
                     if operation == APPEND:
                         items += [v for v in given if v not in items]
@@ -428,7 +421,8 @@ class ConfigsModule(Module):
                         items = [v for v in items if v not in given]
                     config[name] = ",".join(items)
                 else:
-                    raise ConfigsError(INVALID_REQUEST, f"Unknown alter config operation: {operation}")
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                        f"Unknown alter config operation: {operation}")
             return config
 
         return await self._alter(ctx, request, edit)
@@ -453,13 +447,14 @@ class ConfigsModule(Module):
                     if authorized is None:
                         authorized = self._authorized(ctx, "ALTER_CONFIGS")
                     if not authorized:
-                        raise ConfigsError(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+                        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                            "Cluster authorization failed.")
                     config = await build(broker_id, resource)
                     self._check_names(config)
                     await self._validate(broker_id, config)
                     if not validate_only:
                         await asyncio.to_thread(
-                            self.broker.store.set_entity_config, self._path(broker_id), config
+                            self.services.store.set_entity_config, self._path(broker_id), config
                         )
                         # Apply here too, so the caller sees its change once answered.
                         if broker_id is None:
@@ -468,9 +463,9 @@ class ConfigsModule(Module):
                             self.override = config
                         for owner in self._owners:
                             await owner.apply(self.settings_for(owner, self.default, self.override))
-                except ConfigsError as exc:
+                except KafkaApiError as exc:
                     code, message = exc.code, exc.message
-                    if code == INVALID_CONFIG:
+                    if code == ErrorCode.INVALID_CONFIG:
                         what = (
                             f"ConfigResource(type={RESOURCE_TYPE_NAMES.get(resource_type, resource_type)}, "
                             f"name='{name}')"

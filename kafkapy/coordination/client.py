@@ -23,14 +23,9 @@ from typing import Any
 import attrs
 
 from kafkapy.coordination.assignment import Subscription, parse_label
-from kafkapy.coordination.module import (
-    CLUSTER_METADATA,
-    PING,
-    REGISTER_CONSUMER,
-    START_FETCHER,
-    STOP_FETCHER,
-)
+from kafkapy.errors import ErrorCode
 from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
+from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["AssignedPartition", "CoordinatedConsumer", "RegistrationError"]
 
@@ -157,7 +152,7 @@ class CoordinatedConsumer:
                 await asyncio.sleep(self.retry_backoff)
                 continue
             try:
-                body = await asyncio.wait_for(self._call(reader, writer, CLUSTER_METADATA, {}),
+                body = await asyncio.wait_for(self._call(reader, writer, ApiKey.CLUSTER_METADATA, {}),
                                               self.session_timeout_ms / 1000)
             except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
                 log.info("%s: ClusterMetadata from %s:%d failed: %s", self.consumer_id, host, port, exc)
@@ -180,7 +175,7 @@ class CoordinatedConsumer:
                     "topic_count": self.subscription.to_json(), "auto_commit": self.auto_commit,
                     "auto_offset_reset": self.auto_offset_reset,
                     "session_timeout_ms": self.session_timeout_ms}
-        correlation_id = self._send_request(writer, REGISTER_CONSUMER, register)
+        correlation_id = self._send_request(writer, ApiKey.REGISTER_CONSUMER, register)
         timeout = self.session_timeout_ms / 1000
         while True:
             # Nothing heard for session_timeout: the coordinator is presumed dead (seed section 10).
@@ -188,7 +183,7 @@ class CoordinatedConsumer:
             frame = await asyncio.wait_for(reader.readexactly(size), timeout)
             first = _SIZE.unpack_from(frame, 0)[0]
             if first == correlation_id:  # our RegisterConsumer's answer
-                error = decode_response(frame, REGISTER_CONSUMER, 0).body["error_code"]
+                error = decode_response(frame, ApiKey.REGISTER_CONSUMER, 0).body["error_code"]
                 self.last_error = error
                 if error:
                     raise RegistrationError(error)
@@ -196,7 +191,7 @@ class CoordinatedConsumer:
                 self.registered.set()
                 continue
             request = decode_request(frame)
-            shutdown, ping = self._shutdown, request.api_key == PING
+            shutdown, ping = self._shutdown, request.api_key == ApiKey.PING
             if shutdown is not None and ping and self._shutdown_answered:
                 # 1.2: this Ping came after our last answer, so that answer (and its offsets) arrived.
                 self._closing = True
@@ -215,13 +210,13 @@ class CoordinatedConsumer:
 
     async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """The response to one coordinator request (None: do not answer)."""
-        common = {"request_type_id": api_key, "error_code": 0, "consumer_id": self.consumer_id}
-        if api_key == PING:
+        common = {"request_type_id": api_key, "error_code": ErrorCode.NONE, "consumer_id": self.consumer_id}
+        if api_key == ApiKey.PING:
             return {**common, "offset_info": await self._offset_info()}
-        if api_key == STOP_FETCHER:
+        if api_key == ApiKey.STOP_FETCHER:
             await self._revoke()
             return {**common, "offset_info": await self._offset_info()}
-        if api_key == START_FETCHER:
+        if api_key == ApiKey.START_FETCHER:
             self.brokers = {b["id"]: (b["host"], b["port"]) for b in body["brokers_info"]}
             parts = []
             for ownership in body["ownership_info"]:

@@ -25,6 +25,8 @@ from kafkapy.coordination.assignment import (
     range_assign,
     thread_ids,
 )
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
@@ -32,27 +34,14 @@ from kafkapy.store.base import BrokerRegistration, TopicInfo, Watch
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request, Response
-    from kafkapy.server.broker import BrokerRuntime
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
+    from kafkapy.server.services import BrokerServices
 
-__all__ = ["CLUSTER_METADATA", "PING", "REGISTER_CONSUMER", "START_FETCHER", "STOP_FETCHER",
-           "CoordinationModule"]
+__all__ = ["CoordinationModule"]
 
 log = logging.getLogger(__name__)
 
-CLUSTER_METADATA = 1000
-REGISTER_CONSUMER = 1001
-PING = 1002
-STOP_FETCHER = 1003
-START_FETCHER = 1004
 
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-INVALID_GROUP_ID = 24
-INVALID_SESSION_TIMEOUT = 26
-INVALID_REQUEST = 42
-FENCED_INSTANCE_ID = 82  # the consumer id is held by another live consumer of the group
 
 FEATURE = "kafkapy.coordinator"
 NO_OFFSET = -1  # StartFetcher offset when nothing is committed: the consumer applies auto_offset_reset
@@ -133,8 +122,8 @@ class CoordinationModule(Module):
     config_keys = CONFIG_KEYS
     features = {FEATURE: (1, 1)}
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self.coordinator_id = -1
         self.active = False  # this broker is the coordinator
         self.groups: dict[str, Group] = {}
@@ -149,18 +138,18 @@ class CoordinationModule(Module):
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            CLUSTER_METADATA: ApiHandler(VersionRange(0, 0), self.cluster_metadata, FEATURE, 1),
-            REGISTER_CONSUMER: ApiHandler(VersionRange(0, 0), self.register_consumer, FEATURE, 1),
+            ApiKey.CLUSTER_METADATA: ApiHandler(VersionRange(0, 0), self.cluster_metadata, FEATURE, 1),
+            ApiKey.REGISTER_CONSUMER: ApiHandler(VersionRange(0, 0), self.register_consumer, FEATURE, 1),
         }
 
     # --- lifecycle and election ----------------------------------------------------------------
 
     async def start(self) -> None:
-        store = self.broker.store
+        store = self.services.store
         self.topics = await asyncio.to_thread(store.topics)
         topics_changed = self._threadsafe(self._topics_changed)
         self._watches.append(await asyncio.to_thread(store.watch_topics, topics_changed))
-        await asyncio.to_thread(store.elect_coordinator, self.broker.broker_id)
+        await asyncio.to_thread(store.elect_coordinator, self.services.broker_id)
         self._watches.append(await asyncio.to_thread(store.watch_coordinator,
                                                      self._threadsafe(self._coordinator_changed)))
 
@@ -174,7 +163,7 @@ class CoordinationModule(Module):
         await self._resign(commit=True)
 
     def _threadsafe(self, callback: Callable[..., None]) -> Callable[..., None]:
-        loop = self.broker.loop
+        loop = self.services.loop
 
         def call(*args: Any) -> None:
             try:
@@ -188,10 +177,10 @@ class CoordinationModule(Module):
         if self._stopping:
             return
         self.coordinator_id = coordinator_id
-        me = self.broker.broker_id
+        me = self.services.broker_id
         if coordinator_id == -1 and (self._electing is None or self._electing.done()):
             # The holder resigned: run again (the store picks one winner).
-            self._electing = self.broker.loop.create_task(self._elect())
+            self._electing = self.services.loop.create_task(self._elect())
         elif coordinator_id == me and not self.active:
             self._become_coordinator()
         elif coordinator_id != me and self.active:
@@ -199,15 +188,15 @@ class CoordinationModule(Module):
 
     async def _elect(self) -> None:
         try:
-            await asyncio.to_thread(self.broker.store.elect_coordinator, self.broker.broker_id)
+            await asyncio.to_thread(self.services.store.elect_coordinator, self.services.broker_id)
         except Exception:
-            log.exception("broker %d: coordinator election failed", self.broker.broker_id)
+            log.exception("broker %d: coordinator election failed", self.services.broker_id)
 
     def _become_coordinator(self) -> None:
-        log.info("broker %d is the consumer coordinator", self.broker.broker_id)
+        log.info("broker %d is the consumer coordinator", self.services.broker_id)
         self.active = True
-        loop = self.broker.loop
-        threads = self.broker.config["coordinator.rebalance.threads"]
+        loop = self.services.loop
+        threads = self.services.config["coordinator.rebalance.threads"]
         self._queues = [asyncio.Queue() for _ in range(threads)]
         self._tasks = [loop.create_task(self._rebalance_handler(queue)) for queue in self._queues]
         self._tasks.append(loop.create_task(self._committer()))
@@ -218,14 +207,14 @@ class CoordinationModule(Module):
         """Seed 001, coordinator step 2: read the groups' last membership from the store and wait
         for those consumers to re-register before rebalancing. A consumer not back within its own
         session timeout (counted from now) is taken for dead, so no group waits forever."""
-        store = self.broker.store
+        store = self.services.store
         try:
             for name in await asyncio.to_thread(store.groups):
                 members = await asyncio.to_thread(store.members, name)
                 if not members or not self.active:
                     continue
                 offsets = await asyncio.to_thread(store.offsets, name)
-                now = self.broker.loop.time()
+                now = self.services.loop.time()
                 group = Group(name, offsets=offsets, handler=zlib.crc32(name.encode()) % len(self._queues),
                               awaiting={cid: now + timeout / 1000 for cid, timeout in members.items()},
                               recorded=members)
@@ -233,7 +222,7 @@ class CoordinationModule(Module):
                 self._arm(group)
                 log.info("group %s: waiting for %d known consumers to re-register", name, len(members))
         except Exception:
-            log.exception("broker %d: reading the known consumer groups failed", self.broker.broker_id)
+            log.exception("broker %d: reading the known consumer groups failed", self.services.broker_id)
         finally:
             ready.set()
 
@@ -243,11 +232,11 @@ class CoordinationModule(Module):
             group.timer.cancel()
             group.timer = None
         if group.awaiting:
-            group.timer = self.broker.loop.call_at(min(group.awaiting.values()), self._expire, group)
+            group.timer = self.services.loop.call_at(min(group.awaiting.values()), self._expire, group)
 
     def _expire(self, group: Group) -> None:
         group.timer = None
-        now = self.broker.loop.time()
+        now = self.services.loop.time()
         for consumer_id, deadline in list(group.awaiting.items()):
             if deadline <= now:
                 del group.awaiting[consumer_id]
@@ -281,10 +270,10 @@ class CoordinationModule(Module):
                 self._drop(member, close=True)
         self.groups.clear()
         if was_active:
-            log.info("broker %d is no longer the consumer coordinator", self.broker.broker_id)
+            log.info("broker %d is no longer the consumer coordinator", self.services.broker_id)
 
     def _spawn(self, coroutine: Any) -> None:
-        task = self.broker.loop.create_task(coroutine)
+        task = self.services.loop.create_task(coroutine)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -292,7 +281,7 @@ class CoordinationModule(Module):
 
     def _brokers(self, listener: str) -> list[dict[str, Any]]:
         brokers = []
-        for broker in sorted(self.broker.cluster.brokers, key=lambda b: b.broker_id):
+        for broker in sorted(self.services.cluster.brokers, key=lambda b: b.broker_id):
             endpoint = broker.endpoint(listener) or (broker.endpoints[0] if broker.endpoints else None)
             if endpoint is not None:
                 brokers.append({"id": broker.broker_id, "host": endpoint.host, "port": endpoint.port})
@@ -300,10 +289,10 @@ class CoordinationModule(Module):
 
     def cluster_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         coordinator = self.coordinator_id
-        brokers: list[BrokerRegistration] = self.broker.cluster.brokers
+        brokers: list[BrokerRegistration] = self.services.cluster.brokers
         if coordinator not in {b.broker_id for b in brokers}:
             coordinator = -1
-        return {"error_code": NONE if coordinator >= 0 else COORDINATOR_NOT_AVAILABLE,
+        return {"error_code": ErrorCode.NONE if coordinator >= 0 else ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 "coordinator_id": coordinator, "brokers_info": self._brokers(ctx.connection.listener)}
 
     # --- RegisterConsumer ----------------------------------------------------------------------
@@ -312,36 +301,36 @@ class CoordinationModule(Module):
         body = request.body
         group_id, consumer_id = body["group_id"], body["consumer_id"]
         if not self.active:
-            return {"error_code": NOT_COORDINATOR}
+            return {"error_code": ErrorCode.NOT_COORDINATOR}
         if not self._ready.is_set():  # just elected: the known groups are being read
             await self._ready.wait()
             if not self.active:
-                return {"error_code": NOT_COORDINATOR}
+                return {"error_code": ErrorCode.NOT_COORDINATOR}
         if not group_id:
-            return {"error_code": INVALID_GROUP_ID}
+            return {"error_code": ErrorCode.INVALID_GROUP_ID}
         if not consumer_id:
-            return {"error_code": INVALID_REQUEST}
-        if body["session_timeout_ms"] < self.broker.config["coordinator.min.session.timeout.ms"]:
-            return {"error_code": INVALID_SESSION_TIMEOUT}
+            return {"error_code": ErrorCode.INVALID_REQUEST}
+        if body["session_timeout_ms"] < self.services.config["coordinator.min.session.timeout.ms"]:
+            return {"error_code": ErrorCode.INVALID_SESSION_TIMEOUT}
         try:
             subscription = Subscription.parse(body["topic_count"])
         except SubscriptionError as exc:
             log.info("%s: RegisterConsumer %s/%s refused: %s", ctx.connection.id, group_id, consumer_id, exc)
-            return {"error_code": INVALID_REQUEST}
-        connection = self.broker.connection_for(ctx.connection)
+            return {"error_code": ErrorCode.INVALID_REQUEST}
+        connection = self.services.connection_for(ctx.connection)
         if connection is None:  # closed meanwhile
-            return {"error_code": INVALID_REQUEST}
+            return {"error_code": ErrorCode.INVALID_REQUEST}
         group = self.groups.get(group_id)
         holder = group.members.get(consumer_id) if group is not None else None
         if holder is not None and holder.alive and holder.info is not ctx.connection:
-            return {"error_code": FENCED_INSTANCE_ID}
+            return {"error_code": ErrorCode.FENCED_INSTANCE_ID}
         previous = ctx.connection.attributes.get(_ATTRIBUTE)
         if isinstance(previous, Member) and previous is not holder:
             self._drop(previous, close=False)  # the connection registers as another consumer now
         if group is None:
-            offsets = await asyncio.to_thread(self.broker.store.offsets, group_id)
+            offsets = await asyncio.to_thread(self.services.store.offsets, group_id)
             if not self.active:
-                return {"error_code": NOT_COORDINATOR}
+                return {"error_code": ErrorCode.NOT_COORDINATOR}
             group = self.groups.get(group_id)
             if group is None:
                 group = Group(group_id, offsets=offsets,
@@ -349,20 +338,20 @@ class CoordinationModule(Module):
                 self.groups[group_id] = group
             if (other := group.members.get(consumer_id)) is not None and other.alive \
                     and other.info is not ctx.connection:
-                return {"error_code": FENCED_INSTANCE_ID}
+                return {"error_code": ErrorCode.FENCED_INSTANCE_ID}
         if holder is not None:
             self._drop(holder, close=False, rebalance=False)
         member = Member(group_id, consumer_id, connection, ctx.connection, subscription, body["auto_commit"],
                         body["auto_offset_reset"], body["session_timeout_ms"])
         group.members[consumer_id] = member
         ctx.connection.attributes[_ATTRIBUTE] = member
-        member.pinger = self.broker.loop.create_task(self._pinger(member))
+        member.pinger = self.services.loop.create_task(self._pinger(member))
         log.info("consumer %s registered in group %s (%s)", consumer_id, group_id, ctx.connection.id)
         # Queued now, the rebalance's StopFetcher leaves after this response on the same connection.
         # (After an election, only once the last known consumer is back: see _recover.)
         self._returned(group, consumer_id)
         self._trigger(group)
-        return {"error_code": NONE}
+        return {"error_code": ErrorCode.NONE}
 
     def on_close(self, connection: ConnectionInfo) -> None:
         member = connection.attributes.get(_ATTRIBUTE)
@@ -391,9 +380,9 @@ class CoordinationModule(Module):
     async def _pinger(self, member: Member) -> None:
         """Ping every session_timeout/3; an answer is due within 2/3 of it. More than
         coordinator.max.ping.retries failures in a row: the consumer is dead."""
-        loop = self.broker.loop
+        loop = self.services.loop
         interval = member.session_timeout_ms / 3000
-        retries = self.broker.config["coordinator.max.ping.retries"]
+        retries = self.services.config["coordinator.max.ping.retries"]
         next_ping = loop.time() + interval
         while member.alive:
             await asyncio.sleep(max(0.0, next_ping - loop.time()))
@@ -402,7 +391,7 @@ class CoordinationModule(Module):
             next_ping = loop.time() + interval
             try:
                 response = await member.connection.request(
-                    PING, 0, {"consumer_id": member.consumer_id, "num_retries": member.ping_failures},
+                    ApiKey.PING, 0, {"consumer_id": member.consumer_id, "num_retries": member.ping_failures},
                     member.reply_timeout)
             except ConnectionError:
                 self._drop(member, close=False)
@@ -436,7 +425,7 @@ class CoordinationModule(Module):
                 group.dirty = True
 
     async def _committer(self) -> None:
-        interval = self.broker.config["coordinator.offset.commit.interval.ms"] / 1000
+        interval = self.services.config["coordinator.offset.commit.interval.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
             await self._commit_all()
@@ -451,7 +440,7 @@ class CoordinationModule(Module):
         group.dirty = False
         offsets = dict(group.offsets)
         try:
-            await asyncio.to_thread(self.broker.store.commit_offsets, group.name, offsets)
+            await asyncio.to_thread(self.services.store.commit_offsets, group.name, offsets)
         except Exception:
             group.dirty = True
             log.exception("committing offsets of group %s failed", group.name)
@@ -483,7 +472,7 @@ class CoordinationModule(Module):
         self._queues[group.handler].put_nowait(group.name)
 
     async def _rebalance_handler(self, queue: asyncio.Queue[str]) -> None:
-        config = self.broker.config
+        config = self.services.config
         while True:
             name = await queue.get()
             group = self.groups.get(name)
@@ -532,7 +521,7 @@ class CoordinationModule(Module):
         return portions
 
     async def _rebalance(self, group: Group) -> None:
-        store = self.broker.store
+        store = self.services.store
         members = [m for _, m in sorted(group.members.items())]
         group.topology = self._topology(group)
         assignment = self.assignment(group)
@@ -546,7 +535,7 @@ class CoordinationModule(Module):
         log.info("rebalancing group %s: %d consumers, %d partitions", group.name, len(members),
                  len(assignment))
         # 1. stop every consumer's fetchers; their answers carry the offsets consumed so far
-        stops = await self._ask_all(members, lambda m: (STOP_FETCHER, {"consumer_id": m.consumer_id}))
+        stops = await self._ask_all(members, lambda m: (ApiKey.STOP_FETCHER, {"consumer_id": m.consumer_id}))
         for member, response in zip(members, stops):
             member.started = None
             self._record_offsets(member, response)
@@ -561,7 +550,7 @@ class CoordinationModule(Module):
                 {"topic": t, "partition": partition_label(self._leader(topics, t, p), p),
                  "offset": group.offsets.get((t, p), NO_OFFSET)} for t, p in parts]}
                 for thread, parts in portions[member.consumer_id].items()]
-            return START_FETCHER, {"consumer_id": member.consumer_id, "ownership_info": ownership,
+            return ApiKey.START_FETCHER, {"consumer_id": member.consumer_id, "ownership_info": ownership,
                                    "brokers_info": self._brokers(member.info.listener)}
 
         await self._ask_all(members, start_request)
@@ -580,7 +569,7 @@ class CoordinationModule(Module):
     async def _record_members(self, group: Group, members: Sequence[Member]) -> None:
         membership = {m.consumer_id: m.session_timeout_ms for m in members}
         if membership != group.recorded:
-            await asyncio.to_thread(self.broker.store.set_members, group.name, membership)
+            await asyncio.to_thread(self.services.store.set_members, group.name, membership)
             group.recorded = membership
 
     @staticmethod
@@ -604,7 +593,7 @@ class CoordinationModule(Module):
                 raise RebalanceFailed(f"consumer {member.consumer_id}: {exc}") from None
             except Exception as exc:
                 raise RebalanceFailed(f"consumer {member.consumer_id}: bad answer: {exc}") from None
-            if response.body.get("error_code", 0) != NONE:
+            if response.body.get("error_code", 0) != ErrorCode.NONE:
                 raise RebalanceFailed(f"consumer {member.consumer_id} answered error "
                                       f"{response.body['error_code']}")
             return response

@@ -10,9 +10,9 @@ epoch is the znode version) and every broker caches them through a watch. This m
   names another in ``default_feature_levels`` (name -> level);
 * refuses to start a broker that cannot run at the finalized levels, and shuts a running broker
   down when a finalized change it cannot run with arrives through its watch;
-* keeps ``BrokerRuntime.finalized_features`` current, which opens and closes the gates of
-  ``ApiHandler.feature`` (ApiVersions stops advertising gated-off APIs, and they get the empty
-  response);
+* keeps the broker's finalized features current (``BrokerServices.set_finalized_features``),
+  which opens and closes the gates of ``ApiHandler.feature`` (ApiVersions stops advertising
+  gated-off APIs, and they get the empty response);
 * serves UpdateFeatures (57, v0-2) and the seed's DeleteFeatures (1020), on the controller only,
   with ALTER on the cluster.
 

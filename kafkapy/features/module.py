@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kafkapy.errors import KafkaPyError
+from kafkapy.errors import ErrorCode, KafkaPyError
 from kafkapy.features.rules import (
     SAFE_DOWNGRADE,
     UPGRADE,
@@ -16,28 +16,22 @@ from kafkapy.features.rules import (
     plan_deletes,
     plan_updates,
 )
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.server.services import FINALIZED_FEATURES
 from kafkapy.store.base import BrokerRegistration, FeatureEpochConflict, StoreError, Watch
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.services import BrokerServices
 
-__all__ = ["DELETE_FEATURES", "UPDATE_FEATURES", "FeatureIncompatible", "FeaturesModule"]
+__all__ = ["FeatureIncompatible", "FeaturesModule"]
 
 log = logging.getLogger(__name__)
 
-UPDATE_FEATURES = 57
-DELETE_FEATURES = 1020
 
-NONE = 0
-CLUSTER_AUTHORIZATION_FAILED = 31
-NOT_CONTROLLER = 41
-INVALID_REQUEST = 42
-INVALID_UPDATE_VERSION = 95
-FEATURE_UPDATE_FAILED = 96
 
 _ATTEMPTS = 5  # writes retried when another writer moved the epoch meanwhile
 
@@ -48,20 +42,20 @@ class FeatureIncompatible(KafkaPyError):
 
 class FeaturesModule(Module):
     name = "features"
+    # The broker takes it from here: nothing is finalized (gated APIs stay closed) until start()
+    # reads the finalized state and hands it over with set_finalized_features.
+    provides = (FINALIZED_FEATURES,)
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
-        # From now on the finalized features are managed: nothing is finalized until start() reads them.
-        broker.finalized_features = {}
-        broker.finalized_epoch = -1
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self._watch: Watch | None = None
         self._taken = False  # whether a finalized state was read yet
         self._lock = asyncio.Lock()  # one update at a time on the controller
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            UPDATE_FEATURES: ApiHandler(VersionRange(0, 2), self.update_features),
-            DELETE_FEATURES: ApiHandler(VersionRange(0, 0), self.delete_features),
+            ApiKey.UPDATE_FEATURES: ApiHandler(VersionRange(0, 2), self.update_features),
+            ApiKey.DELETE_FEATURES: ApiHandler(VersionRange(0, 0), self.delete_features),
         }
 
     # --- defaults, startup protection and the watch --------------------------------------------
@@ -69,21 +63,19 @@ class FeaturesModule(Module):
     def default_levels(self) -> dict[str, int]:
         """The level each supported feature is finalized at on a fresh cluster: a module's
         ``default_feature_levels`` entry, else the highest level supported (after the caps)."""
-        supported = self.broker.supported_features
+        supported = self.services.supported_features
         levels = {name: high for name, (_, high) in supported.items() if high >= 1}
-        for module in self.broker.modules:
-            named: Mapping[str, int] = getattr(type(module), "default_feature_levels", {})
-            for name, level in named.items():
-                if name in supported:
-                    low, high = supported[name]
-                    if level < 1:
-                        levels.pop(name, None)
-                    else:
-                        levels[name] = max(low, min(level, high))
+        for name, level in self.services.default_feature_levels().items():
+            if name in supported:
+                low, high = supported[name]
+                if level < 1:
+                    levels.pop(name, None)
+                else:
+                    levels[name] = max(low, min(level, high))
         return levels
 
     async def start(self) -> None:
-        runtime = self.broker
+        runtime = self.services
         store = runtime.store
         epoch, finalized = await asyncio.to_thread(store.finalized_features)
         if epoch < 0 and runtime.config["features.finalize.on.start"]:
@@ -111,14 +103,14 @@ class FeaturesModule(Module):
     def _features_changed(self, epoch: int, features: dict[str, int]) -> None:
         """Store watch callback, on any thread."""
         try:
-            self.broker.loop.call_soon_threadsafe(self._apply, epoch, features)
+            self.services.loop.call_soon_threadsafe(self._apply, epoch, features)
         except RuntimeError:  # the loop is closed: the broker is gone
             pass
 
     def _apply(self, epoch: int, features: Mapping[str, int]) -> None:
         """Take a finalized state if it is newer (the higher epoch wins), then reopen or close the
         gates; a state this broker cannot run with shuts it down."""
-        runtime = self.broker
+        runtime = self.services
         if self._taken and epoch <= runtime.finalized_epoch:
             return
         problems = incompatibilities(runtime.supported_features, features)
@@ -127,9 +119,7 @@ class FeaturesModule(Module):
             runtime.fail(f"incompatible finalized features at epoch {epoch}: {'; '.join(problems)}")
             return
         self._taken = True
-        runtime.finalized_epoch = epoch
-        runtime.finalized_features = dict(features)
-        runtime.dispatcher.rebuild()  # gates follow the levels; ApiVersions is re-derived
+        runtime.set_finalized_features(epoch, features)  # gates and ApiVersions follow
         log.info("finalized features at epoch %d: %s", epoch, _describe(features))
 
     # --- UpdateFeatures (57) and DeleteFeatures (1020) -----------------------------------------
@@ -137,12 +127,12 @@ class FeaturesModule(Module):
     def _refusal(self, ctx: RequestContext) -> tuple[int, str] | None:
         """Who may change finalized features: ALTER on the cluster, and only the controller."""
         conn = ctx.connection
-        if not ctx.broker.authorizer.authorize(conn.principal, conn.client_address[0], "ALTER", "CLUSTER",
+        if not self.services.authorizer.authorize(conn.principal, conn.client_address[0], "ALTER", "CLUSTER",
                                                CLUSTER_RESOURCE):
-            return CLUSTER_AUTHORIZATION_FAILED, f"{conn.principal} may not ALTER the cluster"
-        controller = ctx.broker.cluster.controller_id
-        if controller != ctx.broker.broker_id:
-            return NOT_CONTROLLER, (f"broker {ctx.broker.broker_id} is not the controller "
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, f"{conn.principal} may not ALTER the cluster"
+        controller = self.services.cluster.controller_id
+        if controller != self.services.broker_id:
+            return ErrorCode.NOT_CONTROLLER, (f"broker {self.services.broker_id} is not the controller "
                                     f"(the controller is broker {controller})")
         return None
 
@@ -168,7 +158,7 @@ class FeaturesModule(Module):
         if refused is not None:
             return answer(*refused)
         if not updates:
-            return answer(INVALID_REQUEST, "The request has no feature updates.")
+            return answer(ErrorCode.INVALID_REQUEST, "The request has no feature updates.")
         validate_only = bool(body.get("validate_only", False))
         code, message = await self._change(
             lambda finalized, brokers: plan_updates(finalized, brokers, updates), validate_only)
@@ -200,7 +190,7 @@ class FeaturesModule(Module):
                       validate_only: bool) -> tuple[int, str | None]:
         """Validate against the store's current state and every live broker, then write all or
         nothing (compare-and-set on the epoch, retried if another writer got in between)."""
-        store = self.broker.store
+        store = self.services.store
         async with self._lock:
             try:
                 for _ in range(_ATTEMPTS):
@@ -208,19 +198,19 @@ class FeaturesModule(Module):
                     brokers = await asyncio.to_thread(store.brokers)
                     wanted, errors = plan(finalized, brokers)
                     if errors:
-                        return INVALID_UPDATE_VERSION, " ".join(errors.values())
+                        return ErrorCode.INVALID_UPDATE_VERSION, " ".join(errors.values())
                     if validate_only or wanted == finalized:
-                        return NONE, None
+                        return ErrorCode.NONE, None
                     try:
                         new_epoch = await asyncio.to_thread(store.set_finalized_features, wanted, epoch)
                     except FeatureEpochConflict:
                         continue
                     log.info("finalized features changed to epoch %d: %s", new_epoch, _describe(wanted))
                     self._apply(new_epoch, wanted)
-                    return NONE, None
+                    return ErrorCode.NONE, None
             except StoreError as exc:
-                return FEATURE_UPDATE_FAILED, f"the metadata store failed: {exc}"
-        return FEATURE_UPDATE_FAILED, "the finalized features kept changing meanwhile; try again"
+                return ErrorCode.FEATURE_UPDATE_FAILED, f"the metadata store failed: {exc}"
+        return ErrorCode.FEATURE_UPDATE_FAILED, "the finalized features kept changing meanwhile; try again"
 
 
 def _describe(features: Mapping[str, int]) -> str:

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from kafkapy.protocol import api_name, encode_response
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import request_header_version
 
 if TYPE_CHECKING:
@@ -57,9 +58,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AuditKey", "AuditObserver", "AuditRow", "TopicRow"]
 
-PRODUCE = 0
-FETCH = 1
-API_VERSIONS = 18
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 EMPTY_RESPONSE_BYTES = 4  # the KIP-35 draft's answer to an unknown request: the correlation id alone
 
@@ -149,7 +147,7 @@ class AuditObserver:
             counters = self._slot(key_out)
             counters.responses += 1
             counters.response_bytes += len(frame)
-            if (key_out[2] == FETCH and response is not None and len(frame) >= 4
+            if (key_out[2] == ApiKey.FETCH and response is not None and len(frame) >= 4
                     and int.from_bytes(frame[:4], "big", signed=True) == response[0]):
                 for topic in response[1].get("responses", ()):
                     name = _topic(topic, "topic")
@@ -162,7 +160,7 @@ class AuditObserver:
         self._unframed = None
         if framed is not None and framed[1][2] == api_key and framed[2] == correlation_id \
                 and framed[0].principal == principal and framed[0].client_address[0] == client_address:
-            if api_key == PRODUCE and request is not None:
+            if api_key == ApiKey.PRODUCE and request is not None:
                 with self._lock:
                     for topic in request.get("topic_data", ()):
                         name = _topic(topic, "name")
@@ -183,7 +181,7 @@ class AuditObserver:
             if response is None:
                 size = EMPTY_RESPONSE_BYTES
             else:  # ApiVersions' UNSUPPORTED_VERSION fallback, always v0
-                size = len(encode_response(API_VERSIONS, 0, correlation_id, response))
+                size = len(encode_response(ApiKey.API_VERSIONS, 0, correlation_id, response))
             with self._lock:
                 counters = self._slot(unframed[0])
                 counters.responses += 1

@@ -135,7 +135,7 @@ class _ListenerQuota:
 
 
 class ConnectionQuotas:
-    """The accept gate (see kafkapy.server.broker.AcceptGate) enforcing connection quotas."""
+    """The accept gate (see kafkapy.server.services.AcceptGate) enforcing connection quotas."""
 
     def __init__(self, settings: Mapping[str, Any], listeners: list[str], inter_broker_listener: str,
                  metrics: MetricsRegistry, ip_quotas_enabled: Callable[[], bool] = lambda: True,

@@ -21,8 +21,10 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kafkapy.configs.module import ConfigsModule, DynamicConfigs
+from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule, DynamicConfigs
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import Request
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.quotas.connections import (
     _LISTENER_KEYS,
@@ -38,16 +40,13 @@ from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import DEFAULT_ENTITY, Watch, desanitize, sanitize
 
 if TYPE_CHECKING:
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.services import BrokerServices
 
-__all__ = ["IP_QUOTA_FEATURE", "QUOTA_KEYS", "QuotaError", "QuotasModule"]
+__all__ = ["IP_QUOTA_FEATURE", "QUOTA_KEYS", "QuotasModule"]
 
 log = logging.getLogger(__name__)
 
 IP_QUOTA_FEATURE = "kafkapy.ip_quota"
-UNSUPPORTED_VERSION = 35
-CLUSTER_AUTHORIZATION_FAILED = 31
-INVALID_REQUEST = 42
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
@@ -60,13 +59,6 @@ _LIMITS = {"INT": 2147483647, "LONG": 9223372036854775807}
 _STORE_TYPE = {USER: "users", CLIENT_ID: "clients", IP: "ips"}
 
 Entity = dict[str, "str | None"]  # entity type -> name (None: the default entity)
-
-
-class QuotaError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def entity_path(entity: Mapping[str, str | None]) -> str:
@@ -109,9 +101,11 @@ def format_value(key_type: str, value: float) -> str:
 class QuotasModule(Module):
     name = "quotas"
     features: ClassVar[Mapping[str, tuple[int, int]]] = {IP_QUOTA_FEATURE: (1, 1)}
+    # The quota settings become dynamic broker configs when the configs module is there.
+    wants = (DYNAMIC_CONFIGS,)
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self.metrics = MetricsRegistry()
         self.connection_quotas: ConnectionQuotas | None = None
         self.metrics_url: str | None = None
@@ -120,29 +114,29 @@ class QuotasModule(Module):
         self._alter_lock = asyncio.Lock()
         self._reload_pending = False
         self._reload_task: asyncio.Task[None] | None = None
-        self.settings: dict[str, Any] = dict(broker.config.values)
-        self._dynamic: dict[str, Any] = dict(broker.config.values)  # static + stored dynamic configs
+        self.settings: dict[str, Any] = dict(services.config.values)
+        self._dynamic: dict[str, Any] = dict(services.config.values)  # static + stored dynamic configs
         self._local: dict[str, Any] = {}  # reconfigure()'s values, on top
 
     def apis(self) -> Mapping[int, ApiHandler]:
-        return {48: ApiHandler(VersionRange(0, 1), self.describe_client_quotas),
-                49: ApiHandler(VersionRange(0, 1), self.alter_client_quotas)}
+        return {ApiKey.DESCRIBE_CLIENT_QUOTAS: ApiHandler(VersionRange(0, 1), self.describe_client_quotas),
+                ApiKey.ALTER_CLIENT_QUOTAS: ApiHandler(VersionRange(0, 1), self.alter_client_quotas)}
 
     def ip_quotas_enabled(self) -> bool:
-        return self.broker.feature_level(IP_QUOTA_FEATURE) >= 1
+        return self.services.feature_level(IP_QUOTA_FEATURE) >= 1
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        runtime = self.broker
+        runtime = self.services
         overrides = await asyncio.to_thread(parse_per_ip_overrides,
                                             str(self.settings.get("max.connections.per.ip.overrides") or ""))
-        quotas = ConnectionQuotas(self.settings, [b.name for b in runtime.listeners],
+        quotas = ConnectionQuotas(self.settings, runtime.listener_names,
                                   runtime.inter_broker_listener, self.metrics, self.ip_quotas_enabled,
                                   evict=self._evict_lowest_priority)
         quotas.configure(self.settings, overrides)
         self.connection_quotas = quotas
-        configs = next((m for m in runtime.modules if isinstance(m, ConfigsModule)), None)
+        configs = runtime.provider(DYNAMIC_CONFIGS, ConfigsModule)
         if configs is not None:  # dynamic broker configs over the wire (DescribeConfigs, AlterConfigs)
             await configs.register(DynamicConfigs(frozenset(DYNAMIC_KEYS), frozenset(_LISTENER_KEYS),
                                                   self._validate_settings, self._apply_dynamic))
@@ -152,11 +146,11 @@ class QuotasModule(Module):
         if url:
             self._http, self.metrics_url = await asyncio.to_thread(start_http_endpoint, url, self.metrics)
             log.info("metrics on %s", self.metrics_url)
-        runtime.accept_gate = quotas
+        runtime.install_accept_gate(quotas)
 
     async def stop(self) -> None:
-        if self.broker.accept_gate is self.connection_quotas:
-            self.broker.accept_gate = None
+        if self.connection_quotas is not None:
+            self.services.remove_accept_gate(self.connection_quotas)
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
@@ -212,7 +206,7 @@ class QuotasModule(Module):
         recently used channel. Connections already closing count as room being made."""
         quotas = self.connection_quotas
         assert quotas is not None
-        candidates = [c for c in self.broker.connections
+        candidates = [c for c in self.services.connections()
                       if c.info is not None and c.admitted and not quotas.protected(c.listener.name)]
         excess -= sum(1 for c in candidates if c.closed)
         open_ones = sorted((c for c in candidates if not c.closed), key=lambda c: c.last_activity)
@@ -225,13 +219,13 @@ class QuotasModule(Module):
 
     def _entity_changed(self, path: str) -> None:
         if path.startswith("ips/"):  # a store thread: hop onto the loop
-            self.broker.loop.call_soon_threadsafe(self._schedule_reload)
+            self.services.loop.call_soon_threadsafe(self._schedule_reload)
 
     def _schedule_reload(self) -> None:
         if self._reload_task is not None and not self._reload_task.done():
             self._reload_pending = True
             return
-        self._reload_task = self.broker.loop.create_task(self._reload_ip_quotas())
+        self._reload_task = self.services.loop.create_task(self._reload_ip_quotas())
 
     async def _reload_ip_quotas(self) -> None:
         while True:
@@ -249,7 +243,7 @@ class QuotasModule(Module):
     def _read_ip_quotas(self) -> tuple[dict[str, float], float | None]:
         specific: dict[str, float] = {}
         default: float | None = None
-        for path, config in self.broker.store.entity_configs("ips").items():
+        for path, config in self.services.store.entity_configs("ips").items():
             raw = config.get("connection_creation_rate")
             if raw is None:
                 continue
@@ -272,20 +266,20 @@ class QuotasModule(Module):
 
     def _authorized(self, ctx: RequestContext, operation: str) -> bool:
         conn = ctx.connection
-        return self.broker.authorizer.authorize(conn.principal, conn.client_address[0], operation, "CLUSTER",
-                                                CLUSTER_RESOURCE)
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  "CLUSTER", CLUSTER_RESOURCE)
 
     async def describe_client_quotas(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         def error(code: int, message: str) -> dict[str, Any]:
             return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "entries": None}
 
         if not self._authorized(ctx, "DESCRIBE_CONFIGS"):
-            return error(CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+            return error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         body = request.body
         try:
             components = self._filter(body.get("components") or [])
-        except QuotaError as exc:
-            return error(exc.code, exc.message)
+        except KafkaApiError as exc:
+            return error(exc.code, exc.message or "")
         strict = bool(body.get("strict"))
         want_ips = self.ip_quotas_enabled() and (USER not in components and CLIENT_ID not in components)
         want_clients = IP not in components
@@ -306,7 +300,8 @@ class QuotasModule(Module):
             if values:
                 entries.append({"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
                                 "values": values})
-        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "entries": entries}
 
     def _filter(self, components: list[Mapping[str, Any]]) -> dict[str, tuple[int, str | None]]:
         result: dict[str, tuple[int, str | None]] = {}
@@ -315,20 +310,24 @@ class QuotasModule(Module):
             match_type = component.get("match_type")
             match = component.get("match")
             if entity_type == "":
-                raise QuotaError(INVALID_REQUEST, "Unexpected empty filter component entity type")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    "Unexpected empty filter component entity type")
             if entity_type not in ENTITY_TYPES or (entity_type == IP and not self.ip_quotas_enabled()):
-                raise QuotaError(UNSUPPORTED_VERSION, f"Custom entity type '{entity_type}' not supported")
+                raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
+                                    f"Custom entity type '{entity_type}' not supported")
             if entity_type in result:
-                raise QuotaError(INVALID_REQUEST, f"Duplicate {entity_type} filter component entity type")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Duplicate {entity_type} filter component entity type")
             if match_type not in (0, 1, 2):
-                raise QuotaError(INVALID_REQUEST, f"Unexpected match type: {match_type}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unexpected match type: {match_type}")
             if match_type == 0 and match is None:
-                raise QuotaError(INVALID_REQUEST, f"Exact match of {entity_type} without a name")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Exact match of {entity_type} without a name")
             result[entity_type] = (match_type, match if match_type == 0 else None)
         if IP in result and (USER in result or CLIENT_ID in result):
-            raise QuotaError(INVALID_REQUEST, "Invalid entity filter component combination, IP filter "
-                                              "component should not be used with user or clientId filter "
-                                              "component.")
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                "Invalid entity filter component combination, IP filter "
+                                "component should not be used with user or clientId filter "
+                                "component.")
         return result
 
     @staticmethod
@@ -344,7 +343,7 @@ class QuotasModule(Module):
         return not strict or all(t in components for t in entity)
 
     def _read_entities(self, clients: bool, ips: bool) -> dict[str, dict[str, str]]:
-        store = self.broker.store
+        store = self.services.store
         found: dict[str, dict[str, str]] = {}
         for kind in (("users", "clients", "users/clients") if clients else ()) + (("ips",) if ips else ()):
             found.update(store.entity_configs(kind))
@@ -364,41 +363,45 @@ class QuotasModule(Module):
                         for e in entry.get("entity") or []]
                 code, message = 0, None
                 if not authorized:
-                    code, message = CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+                    code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
                 else:
                     try:
                         entity = await self._validate_entity(entry.get("entity") or [])
                         ops = self._validate_ops(entity, entry.get("ops") or [])
                         if not validate_only:
                             await asyncio.to_thread(self._apply, entity_path(entity), ops)
-                    except QuotaError as exc:
+                    except KafkaApiError as exc:
                         code, message = exc.code, exc.message
                 results.append({"error_code": code, "error_message": message, "entity": echo})
         return {"throttle_time_ms": 0, "entries": results}
 
     async def _validate_entity(self, components: list[Mapping[str, Any]]) -> Entity:
         if not components:
-            raise QuotaError(INVALID_REQUEST, "Invalid empty client quota entity")
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
         entity: Entity = {}
         for component in components:
             entity_type = component.get("entity_type")
             name = component.get("entity_name")
             if entity_type not in ENTITY_TYPES or (entity_type == IP and not self.ip_quotas_enabled()):
-                raise QuotaError(INVALID_REQUEST, f"Unhandled client quota entity type: {entity_type}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Unhandled client quota entity type: {entity_type}")
             if name is not None and name == "":
-                raise QuotaError(INVALID_REQUEST, f"Empty {entity_type} not supported")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Empty {entity_type} not supported")
             if entity_type in entity:
-                raise QuotaError(INVALID_REQUEST, f"Duplicate client quota entity type: {entity_type}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Duplicate client quota entity type: {entity_type}")
             entity[entity_type] = name
         if IP in entity and len(entity) > 1:
-            raise QuotaError(INVALID_REQUEST, "Invalid quota entity combination, IP entity should not be "
-                                              "combined with User/ClientId entity.")
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                "Invalid quota entity combination, IP entity should not be "
+                                "combined with User/ClientId entity.")
         ip = entity.get(IP)
         if ip is not None and not valid_ip_literal(ip):
             try:
-                await asyncio.wait_for(self.broker.loop.getaddrinfo(ip, None), 10.0)
+                await asyncio.wait_for(self.services.loop.getaddrinfo(ip, None), 10.0)
             except (OSError, asyncio.TimeoutError, UnicodeError):
-                raise QuotaError(INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.") from None
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"{ip} is not a valid IP or resolvable host.") from None
         return entity
 
     @staticmethod
@@ -412,21 +415,23 @@ class QuotasModule(Module):
                 continue
             key_type = keys.get(key)
             if key_type is None:
-                raise QuotaError(INVALID_REQUEST, f"Invalid configuration key {key}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
             value = op.get("value")
             if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
-                raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be a number")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a number")
             if value <= 0:
-                raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be positive, not {value}")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Configuration {key} must be positive, not {value}")
             if key_type in _LIMITS:
                 whole = int(value + 1e-6)
                 if abs(whole - value) > 1e-6 or whole > _LIMITS[key_type]:
-                    raise QuotaError(INVALID_REQUEST, f"Configuration {key} must be a {key_type} value")
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                        f"Configuration {key} must be a {key_type} value")
             result[key] = format_value(key_type, float(value))
         return result
 
     def _apply(self, path: str, ops: Mapping[str, str | None]) -> None:
-        store = self.broker.store
+        store = self.services.store
         config = dict(store.entity_config(path))
         before = dict(config)
         for key, value in ops.items():

@@ -1,7 +1,9 @@
 """The broker's runtime: listeners bound, modules running, state registered.
 
-One BrokerRuntime lives on one asyncio loop. ``kafkapy serve`` runs it as the
-main program; the embedded ``kafkapy.Broker`` runs it on a loop in a thread.
+One BrokerRuntime lives on one asyncio loop. It is built by the composition
+root (kafkapy.assembly), which ``kafkapy serve``, the embedded
+``kafkapy.Broker`` and the pytest fixtures all use. Modules never see it: each
+gets a ``ModuleServices`` (the BrokerServices protocol), a narrow view of it.
 """
 
 from __future__ import annotations
@@ -11,43 +13,36 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Awaitable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from kafkapy.server import eager
+from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, load_authorizer
-from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.connection import KafkaConnection
+from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
-from kafkapy.server.modules import ApiHandler, Module, load_module_class
+from kafkapy.server.modules import ApiHandler, Module
 from kafkapy.server.observers import ObserverChain
+from kafkapy.server.services import FINALIZED_FEATURES, AcceptGate, ClusterView
 from kafkapy.store.base import BrokerRegistration, MetadataStore, RegisteredEndpoint, TopicInfo, Watch
-from kafkapy.store.memory import MemoryStore
 
 if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
     from kafkapy.server.dispatch import Dispatcher
+    from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["AcceptGate", "BoundListener", "BrokerRuntime"]
+__all__ = ["BoundListener", "BrokerRuntime", "ModuleServices"]
+
+T = TypeVar("T")
+
+ALL_FAST_PATHS = FastPaths()
 
 log = logging.getLogger(__name__)
 
 
 LISTEN_BACKLOG = 100  # asyncio's default for create_server
-
-
-class AcceptGate(Protocol):
-    """What the accept loop consults (the quotas module installs one as ``runtime.accept_gate``).
-
-    For every accepted socket: ``acceptor_wait`` runs in the listener's accept loop, so while it
-    sleeps that listener accepts nothing (and only that listener); then ``admit`` runs in a task of
-    the connection's own, so a delay there holds back no one else. False closes the socket before
-    it is served. Once ``acceptor_wait`` has returned, ``released`` is called exactly once, when
-    the socket is closed, whichever way it went."""
-
-    async def acceptor_wait(self, listener: str) -> None: ...
-    async def admit(self, listener: str, address: str) -> bool: ...
-    def released(self, listener: str, address: str, admitted: bool) -> None: ...
 
 
 class BoundListener:
@@ -75,60 +70,114 @@ class BoundListener:
         return f"{self.name}://{self.host}:{self.port}"
 
 
-class ClusterView:
-    """What handlers read about the cluster, kept current by store watches so that no request
-    waits on ZooKeeper. Watch callbacks replace whole values (atomic in Python), so readers on
-    the loop thread never see a half-updated list."""
+class ModuleServices:
+    """One module's view of the runtime (kafkapy.server.services.BrokerServices): what it may
+    read, and the few methods through which it may change broker state."""
 
-    def __init__(self) -> None:
-        self.cluster_id = ""
-        self.brokers: list[BrokerRegistration] = []
-        self.controller_id = -1
-        self.topics: dict[str, TopicInfo] = {}  # name -> topic, from the store's topics watch
+    def __init__(self, runtime: BrokerRuntime, module_name: str) -> None:
+        self._runtime = runtime
+        self.log = logging.getLogger(f"kafkapy.modules.{module_name}")
+        self.store = runtime.store
+        self.config = runtime.config
+        self.cluster = runtime.cluster
+        self.loop = runtime.loop
+        self.clock = runtime.clock
+        self.authorizer = runtime.authorizer
 
+    @property
+    def broker_id(self) -> int:
+        return self._runtime.broker_id
 
-def make_store(config: BrokerConfig) -> MetadataStore:
-    """ZooKeeper when zookeeper.connect is set, the embedded in-memory store otherwise."""
-    if config["zookeeper.connect"]:
-        from kafkapy.store.zookeeper import ZooKeeperStore
+    @property
+    def listener_names(self) -> list[str]:
+        return [listener.name for listener in self._runtime.listeners]
 
-        return ZooKeeperStore(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
-                              config["zookeeper.connection.timeout.ms"], cluster_id=config["cluster.id"])
-    return MemoryStore(cluster_id=config["cluster.id"])
+    @property
+    def inter_broker_listener(self) -> str:
+        return self._runtime.inter_broker_listener
 
+    @property
+    def supported_features(self) -> Mapping[str, tuple[int, int]]:
+        return self._runtime.supported_features
 
-MakeTransport = Callable[[socket.socket, asyncio.Protocol], object]
+    @property
+    def finalized_features(self) -> Mapping[str, int] | None:
+        return self._runtime.finalized_features
 
+    @property
+    def finalized_epoch(self) -> int:
+        return self._runtime.finalized_epoch
 
-def _transport_maker(loop: asyncio.AbstractEventLoop) -> MakeTransport | None:
-    """How to wrap an accepted plaintext socket in a transport at once, or None on a loop that
-    offers no way (then ``loop.connect_accepted_socket`` in a task does it).
+    def feature_level(self, feature: str) -> int:
+        return self._runtime.feature_level(feature)
 
-    ``connect_accepted_socket`` is a coroutine that waits for the transport to be ready, so each
-    accept would cost a task, a future and their loop steps. asyncio's selector loops make the
-    transport with ``_make_socket_transport``, which is what their own servers call per accepted
-    socket; the broker's accept loop already needs a selector loop (``add_reader``)."""
-    if not isinstance(loop, asyncio.selector_events.BaseSelectorEventLoop):
+    def default_feature_levels(self) -> Mapping[str, int]:
+        levels: dict[str, int] = {}
+        for module in self._runtime.modules:
+            levels.update(getattr(type(module), "default_feature_levels", {}))
+        return levels
+
+    def set_finalized_features(self, epoch: int, features: Mapping[str, int]) -> None:
+        runtime = self._runtime
+        runtime.finalized_epoch = epoch
+        runtime.finalized_features = dict(features)
+        runtime.dispatcher.rebuild()  # gates follow the levels; ApiVersions is re-derived
+
+    def served_versions(self) -> Mapping[int, tuple[int, int]]:
+        return self._runtime.dispatcher.served_versions()
+
+    def provider(self, capability: str, kind: type[T]) -> T | None:
+        for module in self._runtime.modules:
+            if capability in module.provides:
+                if not isinstance(module, kind):
+                    raise ConfigError(f"module {module.name} provides {capability!r} but is not a "
+                                      f"{kind.__name__}")
+                return module
         return None
-    make = getattr(loop, "_make_socket_transport", None)
-    if make is None:
-        return None
 
-    def transport(sock: socket.socket, protocol: asyncio.Protocol) -> object:
-        return make(sock, protocol)
+    def connections(self) -> Collection[KafkaConnection]:
+        return self._runtime.connections
 
-    return transport
+    def connection_for(self, info: ConnectionInfo) -> KafkaConnection | None:
+        return self._runtime.connection_for(info)
+
+    def module_config_keys(self) -> tuple[ConfigKey, ...]:
+        return tuple(key for module in self._runtime.modules for key in module.config_keys)
+
+    def install_accept_gate(self, gate: AcceptGate) -> None:
+        self._runtime.accept_gate = gate
+
+    def remove_accept_gate(self, gate: AcceptGate) -> None:
+        if self._runtime.accept_gate is gate:
+            self._runtime.accept_gate = None
+
+    def install_interceptor(self, interceptor: Interceptor) -> None:
+        self._runtime.dispatcher.install_interceptor(interceptor)
+
+    def remove_interceptor(self, interceptor: Interceptor) -> None:
+        self._runtime.dispatcher.remove_interceptor(interceptor)
+
+    def fail(self, reason: str) -> None:
+        self._runtime.fail(reason)
 
 
 class BrokerRuntime:
-    def __init__(self, config: BrokerConfig, store: MetadataStore | None = None,
-                 module_classes: Sequence[type[Module]] | None = None) -> None:
+    """Listeners, connections and modules on one loop. Build it with kafkapy.assembly (which
+    merges the modules' config keys into ``config`` and orders them), then ``install`` the
+    modules built with ``services_for``, then ``start``."""
+
+    def __init__(self, config: BrokerConfig, store: MetadataStore, *, owns_store: bool,
+                 fast_paths: FastPaths = ALL_FAST_PATHS) -> None:
         self.config = config
-        self.owns_store = store is None
-        self.store: MetadataStore = store if store is not None else make_store(config)
+        self.fast_paths = fast_paths
+        # Coroutines of the accept gate and admission: stepped in place, or left to a task.
+        self.start_eagerly = eager.start if fast_paths.eager else eager.deferred
+        self.owns_store = owns_store
+        self.store = store
         self.cluster = ClusterView()
         self._watches: list[Watch] = []
-        # name -> finalized level, kept by the features module; None while no module manages them
+        # name -> finalized level, kept by the module that provides FINALIZED_FEATURES; None while
+        # no module manages them
         self.finalized_features: dict[str, int] | None = None
         self.finalized_epoch = -1  # KIP-584's epoch of finalized_features; -1: unknown
         # Why the broker shut itself down (e.g. an incompatible finalized feature); `failed` is set
@@ -150,28 +199,38 @@ class BrokerRuntime:
                                                       {**config.originals, **config.values})
         self.observers = ObserverChain.from_config(config["observer.class.names"],
                                                    {**config.originals, **config.values})
-        classes = list(module_classes) if module_classes is not None else default_module_classes(config)
-        self.modules: list[Module] = [cls(self) for cls in classes]
+        self.modules: list[Module] = []
+        self.accept_hooks: list[Module] = []
+        self.close_hooks: list[Module] = []
+        self.supported_features: dict[str, tuple[int, int]] = {}
+        self.inter_broker_listener = ""
+        self._stopping = False
+        self.accept_gate: AcceptGate | None = None
+        self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
+        self._make_transport = in_place_transport(self.loop) if fast_paths.in_place_accept else None
+
+    def services_for(self, module_class: type[Module]) -> ModuleServices:
+        """The services handed to a module of this class when it is built."""
+        return ModuleServices(self, module_class.name)
+
+    def install(self, modules: Sequence[Module]) -> None:
+        """Take the modules (built in dependency order): hooks, features and routes follow them."""
+        from kafkapy.server.dispatch import Dispatcher
+
+        self.modules = list(modules)
         # Only the modules that hook accept/close are called on every connection.
         self.accept_hooks = [m for m in self.modules if type(m).on_accept is not Module.on_accept]
         self.close_hooks = [m for m in self.modules if type(m).on_close is not Module.on_close]
+        if any(FINALIZED_FEATURES in m.provides for m in self.modules):
+            self.finalized_features = {}  # nothing is finalized until that module reads the state
         self.supported_features = self._supported_features()
-        from kafkapy.server.dispatch import Dispatcher
-
         self.dispatcher: Dispatcher = Dispatcher(self)
-        self.inter_broker_listener = ""
-        self._stopping = False
-        # Module-declared config keys join the config (validated) before modules read it.
-        self.config = config = config.with_keys(k for cls in classes for k in cls.config_keys)
-        self.accept_gate: AcceptGate | None = None
-        self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
-        self._make_transport = _transport_maker(self.loop)
 
     def feature_level(self, feature: str) -> int:
         """The finalized level of a feature (KIP-584), which gates APIs and behaviors.
 
-        Until a features module takes over (it replaces ``self.finalized_features``), nothing is
-        gated: every feature reads as finalized at the highest level any module supports."""
+        Until a module that provides FINALIZED_FEATURES is enabled, nothing is gated: every feature
+        reads as finalized at the highest level any module supports."""
         if self.finalized_features is not None:
             return self.finalized_features.get(feature, 0)
         return max((m.features[feature][1] for m in self.modules if feature in m.features), default=0)
@@ -299,7 +358,7 @@ class BrokerRuntime:
             gate = self.accept_gate
             if gate is not None:
                 try:
-                    done, waiting = eager.start(gate.acceptor_wait(listener.name))
+                    done, waiting = self.start_eagerly(gate.acceptor_wait(listener.name))
                 except BaseException:
                     sock.close()
                     raise
@@ -333,7 +392,7 @@ class BrokerRuntime:
                 self._serve_plain(listener, sock, address, None)
                 return
             try:
-                done, admitted = eager.start(gate.admit(listener.name, address))
+                done, admitted = self.start_eagerly(gate.admit(listener.name, address))
             except Exception:
                 log.exception("admitting a connection from %s on %s failed; closing it", address, listener)
                 sock.close()
@@ -498,19 +557,3 @@ class BrokerRuntime:
             await asyncio.wait(tasks, timeout=1.0)
         for listener in self.listeners:
             listener.sock.close()
-
-
-def default_module_classes(config: BrokerConfig, extra: Iterable[str] = ()) -> list[type[Module]]:
-    from kafkapy.configs import ConfigsModule
-    from kafkapy.features import FeaturesModule
-    from kafkapy.quotas import QuotasModule
-    from kafkapy.server.core import CoreModule
-    from kafkapy.topics import TopicsModule
-
-    # The configs module starts before the modules that register dynamic keys with it.
-    classes: list[type[Module]] = [CoreModule, ConfigsModule, FeaturesModule, QuotasModule, TopicsModule]
-    for name in [*config["kafkapy.modules"], *extra]:
-        cls = load_module_class(name)
-        if cls not in classes:
-            classes.append(cls)
-    return classes

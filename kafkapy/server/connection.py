@@ -47,7 +47,6 @@ import attrs
 
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import Response, decode_response, encode_request
-from kafkapy.server import eager
 from kafkapy.server.framing import FrameBuffer, FrameSizeError
 
 if TYPE_CHECKING:
@@ -160,7 +159,7 @@ class KafkaConnection(asyncio.Protocol):
         # Admission starts in place: with no module hooking accepts, or none that waits, the
         # connection is served from its first read on without a task.
         try:
-            done, admitted = eager.start(self.runtime.admit(self.info))
+            done, admitted = self.runtime.start_eagerly(self.runtime.admit(self.info))
         except Exception:
             log.exception("admitting %s failed; closing it", self._who())
             self.close()

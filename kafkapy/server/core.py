@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import kafkapy
+from kafkapy.errors import ErrorCode
 from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.broker import BrokerRuntime
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
+from kafkapy.server.services import BrokerServices
 from kafkapy.store.base import BrokerRegistration, TopicInfo
 
 __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
@@ -40,10 +42,6 @@ PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
                   (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1)}),
 }
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-INVALID_REQUEST = 42
-UNKNOWN_TOPIC_ID = 100
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
 
 # Kafka validates ApiVersions v3+ client software names and versions with this pattern.
@@ -59,11 +57,12 @@ def _topic_metadata(info: TopicInfo, live: set[int]) -> dict[str, Any]:
     partitions = []
     for index, replicas in sorted(info.partitions.items()):
         isr = [r for r in replicas if r in live]
-        partitions.append({"error_code": 0 if isr else LEADER_NOT_AVAILABLE, "partition_index": index,
+        partitions.append({"error_code": 0 if isr else ErrorCode.LEADER_NOT_AVAILABLE,
+                           "partition_index": index,
                            "leader_id": isr[0] if isr else -1, "leader_epoch": 0,
                            "replica_nodes": list(replicas), "isr_nodes": isr,
                            "offline_replicas": [r for r in replicas if r not in live]})
-    return {"error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
+    return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
             "partitions": partitions, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
@@ -76,19 +75,19 @@ def _version_int(version: str) -> str:
 class CoreModule(Module):
     name = "core"
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self._valid_software: set[tuple[str, str]] = set()  # names already checked against _SOFTWARE
-        self._api_keys: tuple[dict[int, tuple[int, int]], list[dict[str, int]]] | None = None
+        self._api_keys: tuple[Mapping[int, tuple[int, int]], list[dict[str, int]]] | None = None
         self._encoded: dict[int, EncodedResponse] = {}  # ApiVersions answer per version
-        self._encoded_finalized: dict[str, int] | None = None  # the finalized features they carry
+        self._encoded_finalized: Mapping[str, int] | None = None  # the finalized features they carry
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            18: ApiHandler(VersionRange(0, 4), self.api_versions, memoize=True),
-            3: ApiHandler(VersionRange(0, 13), self.metadata),
-            60: ApiHandler(VersionRange(0, 2), self.describe_cluster),
-            1010: ApiHandler(VersionRange(0, 0), self.broker_metadata),
+            ApiKey.API_VERSIONS: ApiHandler(VersionRange(0, 4), self.api_versions, memoize=True),
+            ApiKey.METADATA: ApiHandler(VersionRange(0, 13), self.metadata),
+            ApiKey.DESCRIBE_CLUSTER: ApiHandler(VersionRange(0, 2), self.describe_cluster),
+            ApiKey.BROKER_METADATA: ApiHandler(VersionRange(0, 0), self.broker_metadata),
         }
 
     # --- ApiVersions --------------------------------------------------------------------------
@@ -100,41 +99,41 @@ class CoreModule(Module):
             software = (asked.get("client_software_name", ""), asked.get("client_software_version", ""))
             if software not in self._valid_software:
                 if not (_SOFTWARE.match(software[0]) and _SOFTWARE.match(software[1])):
-                    return {"error_code": INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
+                    return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
                 if len(self._valid_software) < 1024:  # bounded: client names are few
                     self._valid_software.add(software)
         api_keys = self._advertised()
-        finalized = self.broker.finalized_features
+        finalized = self.services.finalized_features
         if finalized is not self._encoded_finalized:  # KIP-584: a finalized change invalidates them all
             self._encoded.clear()
             self._encoded_finalized = finalized
         cached = self._encoded.get(ctx.api_version)
         if cached is None or cached.body["api_keys"] is not api_keys:
-            body: dict[str, Any] = {"error_code": 0, "api_keys": api_keys, "throttle_time_ms": 0}
+            body: dict[str, Any] = {"error_code": ErrorCode.NONE, "api_keys": api_keys, "throttle_time_ms": 0}
             if ctx.api_version >= 3:
                 body.update(self._features(ctx.api_version, finalized))
-            cached = EncodedResponse(body, encode_response_body(18, ctx.api_version, body))
+            cached = EncodedResponse(body, encode_response_body(ApiKey.API_VERSIONS, ctx.api_version, body))
             self._encoded[ctx.api_version] = cached
         return cached
 
-    def _features(self, version: int, finalized: dict[str, int] | None) -> dict[str, Any]:
+    def _features(self, version: int, finalized: Mapping[str, int] | None) -> dict[str, Any]:
         """KIP-584's tagged fields as Kafka fills them: supported features (v3 omits those with
         minimum 0, KAFKA-17011), the finalized epoch (-1, thus absent, when unknown) and the
         finalized levels (min = max = the level, as Kafka sends since KIP-778)."""
         supported = [{"name": name, "min_version": low, "max_version": high}
-                     for name, (low, high) in sorted(self.broker.supported_features.items())
+                     for name, (low, high) in sorted(self.services.supported_features.items())
                      if version >= 4 or low >= 1]
         if finalized is None:
             return {"supported_features": supported}
-        return {"supported_features": supported, "finalized_features_epoch": self.broker.finalized_epoch,
+        return {"supported_features": supported, "finalized_features_epoch": self.services.finalized_epoch,
                 "finalized_features": [{"name": name, "max_version_level": level, "min_version_level": level}
                                        for name, level in sorted(finalized.items()) if level >= 1]}
 
     def _advertised(self) -> list[dict[str, int]]:
         """The advertised keys; a new list object whenever the served set changes."""
-        served = self.broker.dispatcher.served_versions()
+        served = self.services.served_versions()
         if self._api_keys is None or self._api_keys[0] is not served:
-            advertise_private = self.broker.config["advertise.private.api.keys"]
+            advertise_private = self.services.config["advertise.private.api.keys"]
             self._api_keys = (served, [{"api_key": key, "min_version": low, "max_version": high}
                                        for key, (low, high) in sorted(served.items())
                                        if advertise_private or key < 1000])
@@ -145,14 +144,14 @@ class CoreModule(Module):
     def _brokers_on(self, listener: str) -> list[tuple[BrokerRegistration, str, int]]:
         """Brokers with an endpoint on the listener the request came in on, as Kafka answers."""
         found = []
-        for broker in self.broker.cluster.brokers:
+        for broker in self.services.cluster.brokers:
             endpoint = broker.endpoint(listener)
             if endpoint is not None:
                 found.append((broker, endpoint.host, endpoint.port))
         return found
 
     def metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        cluster = ctx.broker.cluster
+        cluster = self.services.cluster
         requested = request.body.get("topics")
         known = cluster.topics  # one snapshot: the watch replaces the whole dict
         live = {b.broker_id for b in cluster.brokers}
@@ -170,13 +169,13 @@ class CoreModule(Module):
                     if found is not None:
                         topics.append(_topic_metadata(found, live))
                         continue
-                    topics.append({"error_code": UNKNOWN_TOPIC_ID, "name": None,
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": topic.get("topic_id"), "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 elif name in known:
                     topics.append(_topic_metadata(known[name], live))
                 else:
-                    topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                    "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
         body = {
@@ -188,29 +187,29 @@ class CoreModule(Module):
             "topics": topics,
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         }
-        return fit_body(3, "response", ctx.api_version, body)
+        return fit_body(ApiKey.METADATA, "response", ctx.api_version, body)
 
     # --- DescribeCluster ----------------------------------------------------------------------
 
     def describe_cluster(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        cluster = ctx.broker.cluster
+        cluster = self.services.cluster
         body = {
-            "throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": 1,
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "endpoint_type": 1,
             "cluster_id": cluster.cluster_id, "controller_id": cluster.controller_id,
             "brokers": [{"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack,
                          "is_fenced": False}
                         for b, host, port in self._brokers_on(ctx.connection.listener)],
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         }
-        return fit_body(60, "response", ctx.api_version, body)
+        return fit_body(ApiKey.DESCRIBE_CLUSTER, "response", ctx.api_version, body)
 
     # --- BrokerMetadata (seed 002) ------------------------------------------------------------
 
     def broker_metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         wanted = request.body.get("node_ids") or []
-        brokers = self.broker.cluster.brokers
+        brokers = self.services.cluster.brokers
         if wanted:
-            ids = {ctx.broker.broker_id if n == -1 else n for n in wanted}
+            ids = {self.services.broker_id if n == -1 else n for n in wanted}
             brokers = [b for b in brokers if b.broker_id in ids]
         answer = []
         for broker in brokers:
@@ -223,7 +222,7 @@ class CoreModule(Module):
         return {"brokers": answer}
 
     def _tags(self, broker: BrokerRegistration) -> dict[str, str]:
-        config = self.broker.config
+        config = self.services.config
         tags = {
             "broker.id": str(broker.broker_id),
             "broker.version": f"kafkapy-{kafkapy.__version__}",

@@ -5,19 +5,17 @@ of the module that serves the key, response body, response bytes. Unknown
 API keys and unsupported versions get the KIP-35 draft's empty response (just
 the correlation id) unless ``unknown.request.behavior=close``; ApiVersions at
 an unsupported version gets what Java Kafka sends instead, a v0 body with
-UNSUPPORTED_VERSION, so clients can negotiate down.
+UNSUPPORTED_VERSION, so clients can negotiate down. A handler (or interceptor) that raises
+KafkaApiError gets that code in the response's top-level error fields.
 
-``dispatch`` is synchronous up to the first await that really suspends, the
-way Python 3.12's eager tasks start: hooks and handler run as one coroutine,
-stepped once in place. Most handlers never suspend (they read state the broker
-keeps current), so their answer comes back at once as bytes, and a connection
-needs no task per request. A handler that does wait comes back as an
-awaitable that finishes the job (the connection awaits it in its worker task).
-A handler that never waits can be a plain function: it answers with no
-coroutine at all (the core APIs do).
-Until that first suspension there is no current task: code that needs one
-(``asyncio.timeout``) must come after an await that suspends, or use
-``asyncio.wait_for``.
+``dispatch`` answers in place when the handler is a plain function (the core
+APIs are: they read state the broker keeps current), so a connection needs no
+task per request, and the answers to all the frames of one read leave in one
+write. A coroutine handler (or hooks and interceptors, which are coroutines)
+comes back as an awaitable that finishes the job: the connection awaits it in
+its worker task, so the handler runs inside a task from its first line and
+``asyncio.timeout()`` works anywhere in it. Requests answered before, byte for
+byte, are replayed from a memo (kafkapy.server.memo).
 """
 
 from __future__ import annotations
@@ -26,11 +24,12 @@ import inspect
 import logging
 import struct
 import types
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
-from kafkapy.errors import DecodeError
-from kafkapy.protocol import Request, encode_response
+from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
+from kafkapy.protocol import Request, encode_response, fit_body
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import get_api
 from kafkapy.protocol.codec import (
     RequestDecoder,
@@ -41,7 +40,8 @@ from kafkapy.protocol.codec import (
 )
 from kafkapy.protocol.schema import Body
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
-from kafkapy.server.eager import resume
+from kafkapy.server.interceptors import Interceptor, run_chain
+from kafkapy.server.memo import AnswerMemo, Table
 from kafkapy.server.modules import Answer, ApiHandler, EncodedResponse, Handler, Module, RequestContext
 
 if TYPE_CHECKING:
@@ -57,10 +57,7 @@ _CORRELATION = _SIZE
 _SIZE_CORRELATION = struct.Struct(">ii")
 _CoroutineType = types.CoroutineType
 _new_context = tuple.__new__
-API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 API_VERSIONS_FALLBACK_MAX = 4  # ApiVersions v0-v4 are served
-MEMO_SIZE = 64  # memoized answers per API version (ApiHandler.memoize); when full, it starts over
 
 Pending = Awaitable[bytes | None]  # what a request that suspends comes back as
 # What plain-function handlers return (besides other mappings): never awaitable, no need to ask.
@@ -77,7 +74,7 @@ class _Plan(NamedTuple):
     encode: ResponseEncoder
     tag: bytes  # what the response header has after the correlation id (an empty tag section)
     # request bytes after the correlation id -> (size prefix, answer bytes after the correlation id)
-    memo: dict[bytes, tuple[bytes, bytes]] | None
+    memo: Table | None  # the memo table of this API version (kafkapy.server.memo), if memoized
 
 
 class _Route:
@@ -93,19 +90,15 @@ class _Route:
         self.memoize = memoize
         self.versions: dict[int, _Plan] = {}
 
-    def plan(self, api_key: int, api_version: int) -> _Plan:
+    def plan(self, api_key: int, api_version: int, memo: Table | None) -> _Plan:
         """Raises UnsupportedVersionError for a version the handler claims but no spec has."""
         plan = self.versions.get(api_version)
         if plan is None:
             plan = _Plan(api_key, api_version, self.handle, request_decoder(api_key, api_version),
                          response_encoder(api_key, api_version),
-                         response_header(api_key, api_version, 0)[4:], {} if self.memoize else None)
+                         response_header(api_key, api_version, 0)[4:], memo if self.memoize else None)
             self.versions[api_version] = plan
         return plan
-
-
-async def _awaited(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
 
 
 class Dispatcher:
@@ -113,12 +106,22 @@ class Dispatcher:
         self.runtime = runtime
         self.handlers: dict[int, ApiHandler] = {}
         self.routes: dict[int, _Route] = {}
-        # The memo of each memoized API version once served, by a frame's first four bytes (key
-        # and version): dispatch_all's fast path is two dict gets.
-        self.memos: dict[bytes, dict[bytes, tuple[bytes, bytes]]] = {}
+        self.memo = AnswerMemo()  # answers by request bytes (kafkapy.server.memo)
         self.request_hooks: list[Module] = []
+        self.interceptors: list[Interceptor] = []  # in order, outermost first
+        self._wrapped = False  # whether requests go through hooks or interceptors
         self.observers = runtime.observers
         self.rebuild()
+
+    def install_interceptor(self, interceptor: Interceptor) -> None:
+        """Add ``interceptor`` to the end (innermost) of the chain (kafkapy.server.interceptors)."""
+        self.interceptors.append(interceptor)
+        self.rebuild()
+
+    def remove_interceptor(self, interceptor: Interceptor) -> None:
+        if interceptor in self.interceptors:
+            self.interceptors.remove(interceptor)
+            self.rebuild()
 
     def rebuild(self) -> None:
         """Derive the routing table from the enabled modules (and, later, feature gates)."""
@@ -134,12 +137,14 @@ class Dispatcher:
         self.handlers = handlers
         self.request_hooks = [m for m in self.runtime.modules
                               if type(m).on_request is not Module.on_request]
+        self._wrapped = bool(self.request_hooks or self.interceptors)
         # Memo hits skip every check, the feature gate's too; gate_open is the runtime's to answer,
-        # not only the routing table's, so gated APIs are never memoized.
-        plain = not self.request_hooks and not self.runtime.observers.active
+        # not only the routing table's, so gated APIs are never memoized. Nor is anything while
+        # hooks, interceptors or observers are there: they see every request.
+        plain = not self._wrapped and not self.runtime.observers.active and self.runtime.fast_paths.memo
         self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None)
                        for key, handler in handlers.items()}
-        self.memos = {}  # the plans are new, their memos too
+        self.memo = AnswerMemo()  # the plans are new, their memos too
         self.plans: dict[bytes, _Plan] = {}  # by a frame's first four bytes (key and version)
         self._served: dict[int, tuple[int, int]] | None = None
 
@@ -163,11 +168,11 @@ class Dispatcher:
         """``dispatch`` the frames in turn, until one suspends (its awaitable is returned, and
         ``frames`` holds the ones after it) or ``closed()`` says a handler closed the connection.
         A request answered before, byte for byte, is answered from the memo right in this loop."""
-        memos = self.memos
+        tables = self.memo.tables  # AnswerMemo.replay, inline: two dict gets per frame
         for frame in frames:
-            memo = memos.get(frame[:4])  # API key and version
-            if memo is not None:
-                answer = memo.get(frame[8:])
+            table = tables.get(frame[:4])  # API key and version
+            if table is not None:
+                answer = table.get(frame[8:])
                 if answer is not None:  # (size prefix, answer after the correlation id)
                     out.append(answer[0])
                     out.append(frame[4:8])
@@ -206,24 +211,20 @@ class Dispatcher:
         correlation_id = request.correlation_id
         if observers.active:
             observers.record_request(request.body, conn, api_key, api_version, correlation_id)
-        context = _new_context(RequestContext, (conn, self.runtime, api_key, api_version, correlation_id,
-                                                request.client_id))
+        context = _new_context(RequestContext,
+                               (conn, api_key, api_version, correlation_id, request.client_id))
         try:
-            answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self.request_hooks
+            answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self._wrapped
                            else plan.handle(context, request))
             kind = type(answer)
-            # A plain-function handler has answered already. A coroutine's first step runs here,
-            # and most finish in it (kafkapy.server.eager); one that suspends goes on in _finish.
+            # A plain-function handler has answered already; a coroutine (or other awaitable)
+            # runs in the connection's worker task, from its start (see the module docstring).
             if kind is _CoroutineType or (kind not in _ANSWERS and inspect.isawaitable(answer)):
-                coro = answer if kind is _CoroutineType else _awaited(answer)
-                try:
-                    step = coro.send(None)
-                except StopIteration as stop:
-                    answer = stop.value
-                else:
-                    return self._finish(conn, context, plan, coro, step)
+                return self._finish(conn, context, plan, answer)
         except CloseConnection:
             raise
+        except KafkaApiError as refusal:
+            answer = self._refusal(conn, context, refusal)
         except Exception:
             log.exception("handler for api key %d v%d failed; closing %s", api_key, api_version, conn.id)
             raise CloseConnection from None
@@ -231,10 +232,8 @@ class Dispatcher:
         if response is not None:
             out.append(_SIZE.pack(len(response)))
             out.append(response)
-            if memo is not None and len(frame) > 8:
-                if len(memo) >= MEMO_SIZE:
-                    memo.clear()
-                memo[frame[8:]] = (_SIZE.pack(len(response)), response[4:])
+            if memo is not None:
+                AnswerMemo.remember(memo, frame, response)
         return None
 
     def _route(self, conn: ConnectionInfo, frame: bytes, out: list[bytes]) -> _Plan | None:
@@ -251,11 +250,9 @@ class Dispatcher:
         plan = route.versions.get(api_version)
         if plan is None:
             try:
-                plan = route.plan(api_key, api_version)
+                plan = route.plan(api_key, api_version, self.memo.table(frame) if route.memoize else None)
             except DecodeError as exc:
                 self._unparsable(conn, api_key, api_version, exc)
-            if plan.memo is not None:
-                self.memos[frame[:4]] = plan.memo
         if not route.gated:  # a gate is the runtime's to answer on every request
             self.plans[frame[:4]] = plan
         return plan
@@ -269,23 +266,40 @@ class Dispatcher:
                                  request: Request) -> Answer:
         for module in self.request_hooks:
             await module.on_request(context, request)
+        if self.interceptors:
+            return await run_chain(self.interceptors, handle, context, request)
         answer = handle(context, request)
         if inspect.isawaitable(answer):
             return await answer
         return answer
 
     async def _finish(self, conn: ConnectionInfo, context: RequestContext, plan: _Plan,
-                      coro: Coroutine[Any, Any, Any], step: Any) -> bytes | None:
-        """The rest of a request whose hooks or handler suspended, in the connection's task."""
+                      answer: Awaitable[Answer]) -> bytes | None:
+        """A request whose hooks or handler are a coroutine, awaited in the connection's task."""
         try:
-            body = await resume(coro, step)
+            body = await answer
         except CloseConnection:
             raise
+        except KafkaApiError as refusal:
+            body = self._refusal(conn, context, refusal)
         except Exception:
             log.exception("handler for api key %d v%d failed; closing %s", context.api_key,
                           context.api_version, conn.id)
             raise CloseConnection from None
         return self._respond(conn, context, plan, body)
+
+    @staticmethod
+    def _refusal(conn: ConnectionInfo, context: RequestContext, refusal: KafkaApiError) -> Answer:
+        """A handler's KafkaApiError as the response's top-level error_code (and error_message
+        where the version has one); every other field takes its default. A response with no
+        top-level error_code cannot say it: the connection closes, as for a failed handler."""
+        body = fit_body(context.api_key, "response", context.api_version,
+                        {"error_code": refusal.code, "error_message": refusal.message})
+        if "error_code" not in body:
+            log.warning("closing %s: api key %d v%d has no top-level error code for %s", conn.id,
+                        context.api_key, context.api_version, refusal)
+            raise CloseConnection from None
+        return body
 
     def _respond(self, conn: ConnectionInfo, context: RequestContext, plan: _Plan,
                  body: Answer) -> bytes | None:
@@ -314,10 +328,10 @@ class Dispatcher:
         observers = self.runtime.observers
         if observers.active:
             observers.record_request(None, conn, api_key, api_version, correlation_id)
-        if api_key == API_VERSIONS:
-            body = {"error_code": UNSUPPORTED_VERSION, "api_keys": [
-                {"api_key": API_VERSIONS, "min_version": 0, "max_version": API_VERSIONS_FALLBACK_MAX}]}
-            response = encode_response(API_VERSIONS, 0, correlation_id, body)
+        if api_key == ApiKey.API_VERSIONS:
+            body = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": [
+                {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": API_VERSIONS_FALLBACK_MAX}]}
+            response = encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
             if observers.active:
                 observers.record_response(body, 0, correlation_id)
             return response

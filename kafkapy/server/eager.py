@@ -1,9 +1,11 @@
-"""Coroutines started in place: the first step runs at once, a task is needed only if they suspend.
+"""Fast path: coroutines started in place; a task is needed only if they suspend.
 
 This is what Python 3.12's eager tasks do, for 3.10 and 3.11 too, and without a task object
-for the (common) coroutine that never suspends: the broker's handlers and hooks mostly read
-state it keeps current, and a task per request or per connection would cost more than the work.
-Until the first suspension there is no current task (``asyncio.current_task()`` is None there).
+for the (common) coroutine that never suspends. The broker steps its accept gate and admission
+coroutines this way (kafkapy.server.fastpaths), so a connection nothing holds back costs no
+task. Until the first suspension there is no current task (``asyncio.current_task()`` is None,
+and ``asyncio.timeout()`` raises), so handlers are never started here: they start inside the
+connection's worker task. ``deferred`` is the plain path: nothing runs until awaited.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any
 
-__all__ = ["resume", "start"]
+__all__ = ["deferred", "resume", "start"]
 
 
 def start(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
@@ -24,6 +26,11 @@ def start(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
     except StopIteration as stop:
         return True, stop.value
     return False, resume(coro, step)
+
+
+def deferred(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """``start``'s plain path: ``(False, coro)``, so the caller awaits it in a task."""
+    return False, coro
 
 
 @types.coroutine

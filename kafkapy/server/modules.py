@@ -2,32 +2,34 @@
 
 A module declares the API keys it serves (with versions), hooks on connection
 accept/close and on every request, the features it supports (for feature
-gating), and its config keys. The broker's ApiVersions answer is derived from
-the enabled modules' declarations, never listed by hand.
+gating), its config keys, and what it provides to other modules and needs from
+them. The broker's ApiVersions answer is derived from the enabled modules'
+declarations, never listed by hand. A module is built with the broker's
+services (kafkapy.server.services), its only way to the broker; the
+composition root (kafkapy.assembly) builds the modules in dependency order.
 
 Modules are chosen by ``kafkapy.modules=`` (entry-point names or dotted
-paths); third parties register under the entry-point group ``kafkapy.modules``.
+paths; third parties register under the entry-point group ``kafkapy.modules``)
+and loaded by the composition root, kafkapy.assembly.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable, Mapping
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import attrs
 
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.config import ConfigError, ConfigKey
+from kafkapy.server.config import ConfigKey
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
-    from kafkapy.server.broker import BrokerRuntime
     from kafkapy.server.connection import ConnectionInfo
+    from kafkapy.server.services import BrokerServices
 
 __all__ = ["Answer", "ApiHandler", "EncodedResponse", "Handler", "Module", "RequestContext",
-           "load_module_class"]
+]
 
 
 class RequestContext(NamedTuple):
@@ -35,7 +37,6 @@ class RequestContext(NamedTuple):
     the cheapest object to build once per request)."""
 
     connection: ConnectionInfo
-    broker: BrokerRuntime
     api_key: int
     api_version: int
     correlation_id: int
@@ -81,9 +82,15 @@ class Module:
     config_keys: ClassVar[tuple[ConfigKey, ...]] = ()
     # feature name -> (min_version, max_version) supported by this module
     features: ClassVar[Mapping[str, tuple[int, int]]] = {}
+    # What other modules may look up with BrokerServices.provider (capability names), what must be
+    # provided for this module to run, and what it uses when present: the root builds and starts
+    # the providers first, and a missing need or a cycle is a ConfigError.
+    provides: ClassVar[tuple[str, ...]] = ()
+    needs: ClassVar[tuple[str, ...]] = ()
+    wants: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices) -> None:
+        self.services = services
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {}
@@ -103,22 +110,3 @@ class Module:
 
     async def on_request(self, context: RequestContext, request: Request) -> None:
         """Seen before the handler runs, for every decoded request."""
-
-
-def load_module_class(name: str) -> type[Module]:
-    """An entry point in group ``kafkapy.modules``, or a dotted ``pkg.module:Class`` / ``pkg.Class``."""
-    for entry in entry_points(group="kafkapy.modules"):
-        if entry.name == name:
-            loaded = entry.load()
-            break
-    else:
-        module_name, sep, attr = name.partition(":")
-        if not sep:
-            module_name, _, attr = name.rpartition(".")
-        try:
-            loaded = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigError(f"invalid value {name!r} for kafkapy.modules: {exc}") from None
-    if not (isinstance(loaded, type) and issubclass(loaded, Module)):
-        raise ConfigError(f"invalid value {name!r} for kafkapy.modules: not a kafkapy Module")
-    return loaded

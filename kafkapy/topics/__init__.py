@@ -1,13 +1,13 @@
 """Topics: CreateTopics, DeleteTopics and CreatePartitions, with Kafka's placement and errors.
 
 The topics themselves live in the metadata store (/brokers/topics/<topic> on ZooKeeper); every
-broker keeps a view of them (``BrokerRuntime.cluster.topics``) through the store's topics watch,
+broker keeps a view of them (``BrokerServices.cluster.topics``) through the store's topics watch,
 which Metadata answers from. docs/topics.md describes the module.
 """
 
 from __future__ import annotations
 
 from kafkapy.topics.assignment import assign_replicas, partition_label, placement_for_new_partitions
-from kafkapy.topics.module import TopicError, TopicsModule
+from kafkapy.topics.module import TopicsModule
 
-__all__ = ["TopicError", "TopicsModule", "assign_replicas", "partition_label", "placement_for_new_partitions"]
+__all__ = ["TopicsModule", "assign_replicas", "partition_label", "placement_for_new_partitions"]

@@ -17,7 +17,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import fit_body
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
@@ -27,29 +29,13 @@ from kafkapy.topics.assignment import assign_replicas, placement_for_new_partiti
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
-    from kafkapy.server.broker import BrokerRuntime
+    from kafkapy.server.services import BrokerServices
 
-__all__ = ["CREATE_PARTITIONS", "CREATE_TOPICS", "DELETE_TOPICS", "TopicError", "TopicsModule"]
+__all__ = ["TopicsModule"]
 
 log = logging.getLogger(__name__)
 
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-CREATE_PARTITIONS = 37
 
-NONE = 0
-UNKNOWN_SERVER_ERROR = -1
-UNKNOWN_TOPIC_OR_PARTITION = 3
-REQUEST_TIMED_OUT = 7
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_AUTHORIZATION_FAILED = 29
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-NOT_CONTROLLER = 41
-INVALID_REQUEST = 42
-UNKNOWN_TOPIC_ID = 100
 
 ZERO_UUID = uuid.UUID(int=0)
 _WAIT_CAP_S = 30.0  # never hold a request longer than this, whatever timeout_ms says
@@ -58,15 +44,6 @@ _POLL_S = 0.01
 
 def _positive(value: Any) -> str | None:
     return None if value >= 1 else "must be at least 1"
-
-
-class TopicError(Exception):
-    """A per-topic failure: Kafka's error code and message."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 def _collides(name: str, existing: Mapping[str, TopicInfo]) -> str | None:
@@ -83,23 +60,24 @@ def _check_assignment(assignment: Mapping[int, Sequence[int]], live: set[int], f
     one replication factor, live brokers only (INVALID_REPLICA_ASSIGNMENT otherwise)."""
     ids = sorted(assignment)
     if ids != list(range(first, first + len(ids))):
-        raise TopicError(INVALID_REPLICA_ASSIGNMENT,
-                         f"Partitions should be a consecutive {first}-based integer sequence, got {ids}.")
+        raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"Partitions should be a consecutive {first}-based integer sequence, got {ids}.")
     sizes = {len(replicas) for replicas in assignment.values()}
     for partition in ids:
         replicas = assignment[partition]
         if not replicas:
-            raise TopicError(INVALID_REPLICA_ASSIGNMENT, f"Partition {partition} has no replicas.")
+            raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Partition {partition} has no replicas.")
         if len(set(replicas)) != len(replicas):
-            raise TopicError(INVALID_REPLICA_ASSIGNMENT,
-                             f"Duplicate replica assignment found: {partition} -> {list(replicas)}.")
+            raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Duplicate replica assignment found: {partition} -> {list(replicas)}.")
         unknown = sorted(set(replicas) - live)
         if unknown:
-            raise TopicError(INVALID_REPLICA_ASSIGNMENT,
-                             f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+            raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
     if len(sizes) > 1:
-        raise TopicError(INVALID_REPLICA_ASSIGNMENT,
-                         "All partitions should have the same number of replicas.")
+        raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            "All partitions should have the same number of replicas.")
 
 
 class TopicsModule(Module):
@@ -112,30 +90,29 @@ class TopicsModule(Module):
                   _positive),
     )
 
-    def __init__(self, broker: BrokerRuntime) -> None:
-        super().__init__(broker)
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
         self._lock = asyncio.Lock()  # one change at a time on the controller
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
-            CREATE_TOPICS: ApiHandler(VersionRange(0, 7), self.create_topics),
-            DELETE_TOPICS: ApiHandler(VersionRange(0, 6), self.delete_topics),
-            CREATE_PARTITIONS: ApiHandler(VersionRange(0, 3), self.create_partitions),
+            ApiKey.CREATE_TOPICS: ApiHandler(VersionRange(0, 7), self.create_topics),
+            ApiKey.DELETE_TOPICS: ApiHandler(VersionRange(0, 6), self.delete_topics),
+            ApiKey.CREATE_PARTITIONS: ApiHandler(VersionRange(0, 3), self.create_partitions),
         }
 
     # --- shared -------------------------------------------------------------------------------
 
     def _not_controller(self, ctx: RequestContext) -> str | None:
-        controller = ctx.broker.cluster.controller_id
-        if controller == ctx.broker.broker_id:
+        controller = self.services.cluster.controller_id
+        if controller == self.services.broker_id:
             return None
-        return (f"This is not the correct controller for this cluster: broker {ctx.broker.broker_id} "
+        return (f"This is not the correct controller for this cluster: broker {self.services.broker_id} "
                 f"is not the controller (the controller is broker {controller}).")
 
-    @staticmethod
-    def _allowed(ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
         conn = ctx.connection
-        return ctx.broker.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
                                                resource_type, name)
 
     async def _snapshot_or_fail(self, pending: list[tuple[dict[str, Any], Any]]
@@ -146,13 +123,14 @@ class TopicsModule(Module):
             existing, live = await self._snapshot()
         except StoreError as exc:
             for result, _ in pending:
-                result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=f"metadata store: {exc}")
+                result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                              error_message=f"metadata store: {exc}")
             return {}, set(), []
         return existing, live, pending
 
     async def _snapshot(self) -> tuple[dict[str, TopicInfo], set[int]]:
         """The store's topics and live broker ids (fresh, not the watched view)."""
-        store = self.broker.store
+        store = self.services.store
         topics = await asyncio.to_thread(store.topics)
         brokers = await asyncio.to_thread(store.brokers)
         return topics, {b.broker_id for b in brokers}
@@ -162,7 +140,7 @@ class TopicsModule(Module):
         if timeout_ms <= 0:
             return False
         deadline = time.monotonic() + min(timeout_ms / 1000, _WAIT_CAP_S)
-        while not done(self.broker.cluster.topics):
+        while not done(self.services.cluster.topics):
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(_POLL_S)
@@ -175,7 +153,8 @@ class TopicsModule(Module):
         items: list[Mapping[str, Any]] = list(body.get("topics") or [])
         validate_only = bool(body.get("validate_only", False))
         timeout_ms = int(body.get("timeout_ms", 0))
-        results: list[dict[str, Any]] = [{"name": item["name"], "topic_id": ZERO_UUID, "error_code": NONE,
+        results: list[dict[str, Any]] = [{"name": item["name"], "topic_id": ZERO_UUID,
+                                          "error_code": ErrorCode.NONE,
                                           "error_message": None, "num_partitions": -1,
                                           "replication_factor": -1, "configs": []} for item in items]
         refused = self._not_controller(ctx)
@@ -184,12 +163,13 @@ class TopicsModule(Module):
         pending: list[tuple[dict[str, Any], Mapping[str, Any]]] = []
         for item, result in zip(items, results):
             if refused is not None:
-                result.update(error_code=NOT_CONTROLLER, error_message=refused)
+                result.update(error_code=ErrorCode.NOT_CONTROLLER, error_message=refused)
             elif counts[item["name"]] > 1:
-                result.update(error_code=INVALID_REQUEST,
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
                               error_message="Found multiple entries for this topic.")
             elif not cluster_ok and not self._allowed(ctx, "CREATE", "TOPIC", item["name"]):
-                result.update(error_code=TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+                result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              error_message="Authorization failed.")
             else:
                 pending.append((result, item))
         created: dict[str, int] = {}
@@ -200,21 +180,22 @@ class TopicsModule(Module):
                     try:
                         info = self._plan_topic(item, existing, live)
                         if not validate_only:
-                            info = await asyncio.to_thread(self.broker.store.create_topic, info.name,
+                            info = await asyncio.to_thread(self.services.store.create_topic, info.name,
                                                            info.partitions, info.topic_id)
                             existing[info.name] = info
                             created[info.name] = len(info.partitions)
                             log.info("created topic %s (%s) with %d partitions: %s", info.name,
                                      info.topic_id, len(info.partitions), dict(info.partitions))
-                    except TopicError as exc:
+                    except KafkaApiError as exc:
                         result.update(error_code=exc.code, error_message=exc.message)
                         continue
                     except TopicAlreadyExists:
-                        result.update(error_code=TOPIC_ALREADY_EXISTS,
+                        result.update(error_code=ErrorCode.TOPIC_ALREADY_EXISTS,
                                       error_message=f"Topic '{item['name']}' already exists.")
                         continue
                     except StoreError as exc:
-                        result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=f"metadata store: {exc}")
+                        result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                      error_message=f"metadata store: {exc}")
                         continue
                     result.update(topic_id=info.topic_id, num_partitions=len(info.partitions),
                                   replication_factor=len(info.partitions[0]))
@@ -222,52 +203,55 @@ class TopicsModule(Module):
                 lambda view: all(name in view for name in created), timeout_ms):
             for result in results:
                 name = result["name"]
-                if name in created and (timeout_ms <= 0 or name not in self.broker.cluster.topics):
-                    result.update(error_code=REQUEST_TIMED_OUT,
+                if name in created and (timeout_ms <= 0 or name not in self.services.cluster.topics):
+                    result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
                                   error_message="The topic is being created; it is not in metadata yet.")
-        return fit_body(CREATE_TOPICS, "response", ctx.api_version,
+        return fit_body(ApiKey.CREATE_TOPICS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "topics": results})
 
     def _plan_topic(self, item: Mapping[str, Any], existing: Mapping[str, TopicInfo],
                     live: set[int]) -> TopicInfo:
-        """The topic a CreateTopics entry asks for, checked as Kafka checks it (TopicError if not)."""
+        """The topic a CreateTopics entry asks for, checked as Kafka checks it (KafkaApiError if not)."""
         name: str = item["name"]
         try:
             check_topic_name(name)
         except StoreError as exc:
-            raise TopicError(INVALID_TOPIC_EXCEPTION, str(exc)) from None
+            raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
         if name in existing:
-            raise TopicError(TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            raise KafkaApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         other = _collides(name, existing)
         if other is not None:
-            raise TopicError(INVALID_TOPIC_EXCEPTION, f"Topic '{name}' collides with existing topic: {other}")
+            raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                f"Topic '{name}' collides with existing topic: {other}")
         partitions: int = item.get("num_partitions", -1)
         factor: int = item.get("replication_factor", -1)
         assignments = item.get("assignments") or []
         if assignments:
             if partitions != -1 or factor != -1:
-                raise TopicError(INVALID_REQUEST, "Both numPartitions or replicationFactor and "
-                                                  "replicasAssignments were set. Both cannot be used at the "
-                                                  "same time.")
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    "Both numPartitions or replicationFactor and replicasAssignments were "
+                                    "set. Both cannot be used at the same time.")
             explicit: dict[int, tuple[int, ...]] = {}
             for entry in assignments:
                 explicit[entry["partition_index"]] = tuple(entry.get("broker_ids") or ())
             if len(explicit) != len(assignments):
-                raise TopicError(INVALID_REPLICA_ASSIGNMENT, "Duplicate partition index in the assignment.")
+                raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                    "Duplicate partition index in the assignment.")
             _check_assignment(explicit, live, 0)
             return TopicInfo(name, uuid.uuid4(), explicit)
-        config = self.broker.config
+        config = self.services.config
         if partitions == -1:
             partitions = config["num.partitions"]
         if factor == -1:
             factor = config["default.replication.factor"]
         if partitions <= 0:
-            raise TopicError(INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+            raise KafkaApiError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
         if factor <= 0:
-            raise TopicError(INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+            raise KafkaApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                "Replication factor must be larger than 0.")
         if factor > len(live):
-            raise TopicError(INVALID_REPLICATION_FACTOR,
-                             f"Replication factor: {factor} larger than available brokers: {len(live)}.")
+            raise KafkaApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                f"Replication factor: {factor} larger than available brokers: {len(live)}.")
         return TopicInfo(name, uuid.uuid4(), assign_replicas(live, partitions, factor))
 
     # --- DeleteTopics (20) --------------------------------------------------------------------
@@ -279,31 +263,32 @@ class TopicsModule(Module):
             wanted = [(t.get("name"), t.get("topic_id") or ZERO_UUID) for t in body.get("topics") or []]
         else:
             wanted = [(name, ZERO_UUID) for name in body.get("topic_names") or []]
-        results: list[dict[str, Any]] = [{"name": name, "topic_id": topic_id, "error_code": NONE,
+        results: list[dict[str, Any]] = [{"name": name, "topic_id": topic_id, "error_code": ErrorCode.NONE,
                                           "error_message": None} for name, topic_id in wanted]
         refused = self._not_controller(ctx)
         if refused is not None:
             for result in results:
-                result.update(error_code=NOT_CONTROLLER, error_message=refused)
+                result.update(error_code=ErrorCode.NOT_CONTROLLER, error_message=refused)
             return self._delete_response(ctx, results)
-        known = self.broker.cluster.topics
+        known = self.services.cluster.topics
         by_id = {info.topic_id: info for info in known.values()}
         doomed: list[tuple[dict[str, Any], str]] = []
         for result in results:
             name, topic_id = result["name"], result["topic_id"]
             if name is not None and topic_id != ZERO_UUID:
-                result.update(error_code=INVALID_REQUEST,
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
                               error_message="Topic name and topic ID can not both be specified.")
                 continue
             if name is None:
                 found = by_id.get(topic_id)
                 if found is None or not self._allowed(ctx, "DESCRIBE", "TOPIC", found.name):
-                    result.update(error_code=UNKNOWN_TOPIC_ID,
+                    result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                   error_message=f"Topic id {topic_id} does not exist.")
                     continue
                 name = result["name"] = found.name
             if not self._allowed(ctx, "DELETE", "TOPIC", name):
-                result.update(error_code=TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+                result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              error_message="Authorization failed.")
                 continue
             doomed.append((result, name))
         deleted: set[str] = set()
@@ -313,32 +298,34 @@ class TopicsModule(Module):
                     if name in deleted:
                         continue
                     try:
-                        await asyncio.to_thread(self.broker.store.delete_topic, name)
+                        await asyncio.to_thread(self.services.store.delete_topic, name)
                     except UnknownTopic:
-                        result.update(error_code=UNKNOWN_TOPIC_OR_PARTITION,
+                        result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                       error_message=f"Topic '{name}' does not exist.")
                         continue
                     except StoreError as exc:
-                        result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=f"metadata store: {exc}")
+                        result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                      error_message=f"metadata store: {exc}")
                         continue
                     deleted.add(name)
                     log.info("deleted topic %s", name)
             for result, name in doomed:  # the same topic asked for twice shares the outcome
-                if name in deleted and result["error_code"] == NONE and result["topic_id"] == ZERO_UUID:
+                if name in deleted and result["error_code"] == ErrorCode.NONE and \
+                        result["topic_id"] == ZERO_UUID:
                     info = known.get(name)
                     if info is not None and ctx.api_version >= 6:
                         result["topic_id"] = info.topic_id
         if deleted and not await self._settled(lambda view: not deleted & view.keys(), timeout_ms):
             for result in results:
                 name = result["name"]
-                if name in deleted and (timeout_ms <= 0 or name in self.broker.cluster.topics):
-                    result.update(error_code=REQUEST_TIMED_OUT,
+                if name in deleted and (timeout_ms <= 0 or name in self.services.cluster.topics):
+                    result.update(error_code=ErrorCode.REQUEST_TIMED_OUT,
                                   error_message="The topic is being deleted; it is still in metadata.")
         return self._delete_response(ctx, results)
 
     @staticmethod
     def _delete_response(ctx: RequestContext, results: list[dict[str, Any]]) -> Mapping[str, Any]:
-        return fit_body(DELETE_TOPICS, "response", ctx.api_version,
+        return fit_body(ApiKey.DELETE_TOPICS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "responses": results})
 
     # --- CreatePartitions (37) ----------------------------------------------------------------
@@ -350,17 +337,20 @@ class TopicsModule(Module):
         timeout_ms = int(body.get("timeout_ms", 0))
         counts = Counter(item["name"] for item in items)
         firsts = {item["name"]: item for item in reversed(items)}  # the first entry of each name
-        results: dict[str, dict[str, Any]] = {name: {"name": name, "error_code": NONE, "error_message": None}
+        results: dict[str, dict[str, Any]] = {name: {"name": name, "error_code": ErrorCode.NONE,
+                                                     "error_message": None}
                                               for name in counts}
         refused = self._not_controller(ctx)
         pending: list[tuple[dict[str, Any], Mapping[str, Any]]] = []
         for name, result in results.items():
             if refused is not None:
-                result.update(error_code=NOT_CONTROLLER, error_message=refused)
+                result.update(error_code=ErrorCode.NOT_CONTROLLER, error_message=refused)
             elif counts[name] > 1:
-                result.update(error_code=INVALID_REQUEST, error_message="Duplicate topic in request.")
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
+                              error_message="Duplicate topic in request.")
             elif not self._allowed(ctx, "ALTER", "TOPIC", name):
-                result.update(error_code=TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+                result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                              error_message="Authorization failed.")
             else:
                 pending.append((result, firsts[name]))
         grown: dict[str, int] = {}
@@ -372,25 +362,26 @@ class TopicsModule(Module):
                     try:
                         added = self._plan_partitions(item, existing.get(name), live)
                         if not validate_only:
-                            await asyncio.to_thread(self.broker.store.add_partitions, name, added)
+                            await asyncio.to_thread(self.services.store.add_partitions, name, added)
                             grown[name] = int(item["count"])
                             log.info("added partitions to topic %s: %s", name, added)
-                    except TopicError as exc:
+                    except KafkaApiError as exc:
                         result.update(error_code=exc.code, error_message=exc.message)
                     except UnknownTopic:
-                        result.update(error_code=UNKNOWN_TOPIC_OR_PARTITION,
+                        result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                       error_message=f"The topic '{name}' does not exist.")
                     except StoreError as exc:
-                        result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=f"metadata store: {exc}")
+                        result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                                      error_message=f"metadata store: {exc}")
         if grown and not await self._settled(
                 lambda view: all(n in view and len(view[n].partitions) >= c for n, c in grown.items()),
                 timeout_ms):
-            view = self.broker.cluster.topics
+            view = self.services.cluster.topics
             for name in grown:
                 if timeout_ms <= 0 or name not in view or len(view[name].partitions) < grown[name]:
-                    results[name].update(error_code=REQUEST_TIMED_OUT,
+                    results[name].update(error_code=ErrorCode.REQUEST_TIMED_OUT,
                                          error_message="The partitions are being added; not in metadata yet.")
-        return fit_body(CREATE_PARTITIONS, "response", ctx.api_version,
+        return fit_body(ApiKey.CREATE_PARTITIONS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "results": list(results.values())})
 
     @staticmethod
@@ -399,31 +390,32 @@ class TopicsModule(Module):
         """The partitions a CreatePartitions entry adds, checked as Kafka checks them."""
         name = item["name"]
         if topic is None:
-            raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
         old = len(topic.partitions)
         count = int(item["count"])
         if count < old:
-            raise TopicError(INVALID_PARTITIONS,
-                             f"Topic currently has {old} partitions, which is higher than the requested "
-                             f"{count}.")
+            raise KafkaApiError(ErrorCode.INVALID_PARTITIONS,
+                                f"Topic currently has {old} partitions, which is higher than the requested "
+                                f"{count}.")
         if count == old:
-            raise TopicError(INVALID_PARTITIONS, f"Topic already has {old} partitions.")
+            raise KafkaApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {old} partitions.")
         assignments = item.get("assignments")
         if assignments is None:
             factor = len(topic.partitions[0]) if 0 in topic.partitions else 1
             if factor > len(live):
-                raise TopicError(INVALID_REPLICATION_FACTOR,
-                                 f"Replication factor: {factor} larger than available brokers: {len(live)}.")
+                raise KafkaApiError(ErrorCode.INVALID_REPLICATION_FACTOR, f"Replication factor: {factor} "
+                                    f"larger than available brokers: {len(live)}.")
             return placement_for_new_partitions(sorted(live), topic.partitions, count)
         if len(assignments) != count - old:
-            raise TopicError(INVALID_REPLICA_ASSIGNMENT,
-                             f"Increasing the number of partitions by {count - old} but {len(assignments)} "
-                             f"assignments provided.")
+            raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Increasing the number of partitions by {count - old} but "
+                                f"{len(assignments)} assignments provided.")
         added = {old + i: tuple(entry.get("broker_ids") or ()) for i, entry in enumerate(assignments)}
         _check_assignment(added, live, old)
         factor = len(topic.partitions[0]) if 0 in topic.partitions else len(added[old])
         if any(len(replicas) != factor for replicas in added.values()):
-            raise TopicError(INVALID_REPLICA_ASSIGNMENT,
-                             f"Inconsistent replication factor between partitions, partition 0 has {factor} "
-                             f"while the new partitions have {sorted({len(r) for r in added.values()})}.")
+            raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                f"Inconsistent replication factor between partitions, partition 0 has "
+                                f"{factor} while the new partitions have "
+                                f"{sorted({len(r) for r in added.values()})}.")
         return added

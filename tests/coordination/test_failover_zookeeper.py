@@ -25,7 +25,7 @@ from kazoo.exceptions import NoNodeError
 
 from kafkapy import Broker
 from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
-from kafkapy.coordination.module import START_FETCHER, STOP_FETCHER
+from kafkapy.protocol.api_keys import ApiKey
 
 ZK_SESSION_MS = 4000
 CONSUMER_SESSION_MS = 1500
@@ -249,7 +249,8 @@ class Counting(CoordinatedConsumer):
 
     def rounds(self, since: float) -> list[int]:
         """The StopFetcher/StartFetcher requests answered since ``since``, in order."""
-        return [key for at, key in self.requests if at >= since and key in (STOP_FETCHER, START_FETCHER)]
+        return [key for at, key in self.requests
+                if at >= since and key in (ApiKey.STOP_FETCHER, ApiKey.START_FETCHER)]
 
 
 def test_new_coordinator_waits_for_the_known_consumers_then_rebalances_once(zk_connect: str) -> None:
@@ -290,10 +291,10 @@ async def _wait_scenario(zk: KazooClient, brokers: dict[int, Broker]) -> None:
         await until(lambda: holder(zk) not in (-1, old), 15, "the other broker to win /consumers/coordinator")
         elected_at = loop.time()  # no earlier than the election itself (polled)
         c1, c2, c3 = consumers.values()
-        await until(lambda: c1.rounds(stopped_at) == [STOP_FETCHER, START_FETCHER]
-                    and c2.rounds(stopped_at) == [STOP_FETCHER, START_FETCHER], 15,
+        await until(lambda: c1.rounds(stopped_at) == [ApiKey.STOP_FETCHER, ApiKey.START_FETCHER]
+                    and c2.rounds(stopped_at) == [ApiKey.STOP_FETCHER, ApiKey.START_FETCHER], 15,
                     "one StopFetcher-StartFetcher round for c1 and c2")
-        started_at = max(at for c in (c1, c2) for at, key in c.requests if key == START_FETCHER)
+        started_at = max(at for c in (c1, c2) for at, key in c.requests if key == ApiKey.START_FETCHER)
         # c3 was awaited for its session timeout from the election. elected_at is when the poll saw
         # it (later than the election: 0.5 s of slack for a loaded machine); c2 was back long before.
         assert started_at - elected_at >= session_ms / 1000 - 0.5, started_at - elected_at
@@ -301,7 +302,7 @@ async def _wait_scenario(zk: KazooClient, brokers: dict[int, Broker]) -> None:
         assert c3.rounds(stopped_at) == []
         # and nothing else follows: wait one more session timeout, pings only
         await asyncio.sleep(session_ms / 1000)
-        assert c1.rounds(stopped_at) == c2.rounds(stopped_at) == [STOP_FETCHER, START_FETCHER]
+        assert c1.rounds(stopped_at) == c2.rounds(stopped_at) == [ApiKey.STOP_FETCHER, ApiKey.START_FETCHER]
         assert sorted(zk.get_children(members)) == ["c1", "c2"]  # c3 is no longer known
     finally:
         for c in consumers.values():

@@ -141,9 +141,9 @@ def test_a_refused_software_name_is_answered_the_same_every_time() -> None:
 
 
 def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafkapy.server import dispatch
+    from kafkapy.server import memo
 
-    monkeypatch.setattr(dispatch, "MEMO_SIZE", 4)
+    monkeypatch.setattr(memo, "MEMO_SIZE", 4)
     with Broker() as b, KafkaSocket(b.bootstrap_servers) as s:
         for i in range(10):
             body = {"client_software_name": f"client{i}", "client_software_version": "1.0"}

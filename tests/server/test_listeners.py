@@ -18,6 +18,7 @@ from server_wire import Closed, KafkaSocket, split_address
 
 from kafkapy import Broker
 from kafkapy.server.config import ConfigError
+from kafkapy.server.fastpaths import FastPaths
 
 TWO_LISTENERS = {
     "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
@@ -219,16 +220,11 @@ def test_principal_formatting_follows_rfc2253() -> None:
 
 
 @pytest.mark.parametrize("in_place", [True, False], ids=["in place", "connect_accepted_socket"])
-def test_plaintext_connections_are_served_with_and_without_an_in_place_transport(
-        in_place: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plaintext_connections_are_served_with_and_without_an_in_place_transport(in_place: bool) -> None:
     """On asyncio's selector loops an accepted plaintext socket gets its transport at once; on a
     loop with no way to do that, loop.connect_accepted_socket in a task does it. Both serve, and
     both give the connection slot back when the client goes."""
-    from kafkapy.server import broker as broker_module
-
-    if not in_place:
-        monkeypatch.setattr(broker_module, "_transport_maker", lambda loop: None)
-    with Broker() as b:
+    with Broker(fast_paths=FastPaths(in_place_accept=in_place)) as b:
         assert b.runtime is not None and (b.runtime._make_transport is not None) == in_place
         for _ in range(3):
             with KafkaSocket(b.bootstrap_servers) as s:

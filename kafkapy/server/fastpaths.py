@@ -1,0 +1,45 @@
+"""The broker's fast paths, and the switch that turns each off.
+
+Each fast path is a second way to do what a plain path already does, kept
+because the plain way costs measurably more on the hot path. Each lives in one
+module, reaches into no other kafkapy module's state, and is held equal to its
+plain path by a test that runs the same conversation with it off and compares
+the bytes (tests/server/test_fast_paths.py):
+
+* ``memo`` (kafkapy.server.memo): answers to requests whose answer is a function
+  of their bytes (``ApiHandler.memoize``: ApiVersions) are replayed from a
+  bounded memo, with no decoding and no handler. Plain path: decode, handle,
+  encode every time.
+* ``in_place_accept`` (kafkapy.server.accept): an accepted plaintext socket gets
+  its transport at once, through asyncio's selector loop's own
+  ``_make_socket_transport`` (what asyncio's servers call per socket), saving a
+  task and a waiter per accept. Plain path: ``loop.connect_accepted_socket`` in
+  a task. This is the one place kafkapy touches asyncio's private API; a loop
+  without it takes the plain path.
+* ``eager`` (kafkapy.server.eager): the accept gate and admission coroutines are
+  stepped in place, so a connection that nothing holds back needs no task.
+  Plain path: a task runs them. Handlers are never stepped in place: they start
+  inside the connection's worker task, so ``asyncio.current_task()`` and
+  ``asyncio.timeout()`` work in them from their first line (plain-function
+  handlers, the fastest kind, need no coroutine at all).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__all__ = ["FastPaths"]
+
+
+@attrs.frozen
+class FastPaths:
+    """Which fast paths are on (all, unless a test compares them with their plain paths)."""
+
+    memo: bool = True
+    in_place_accept: bool = True
+    eager: bool = True
+
+    @classmethod
+    def none(cls) -> FastPaths:
+        """Every plain path."""
+        return cls(memo=False, in_place_accept=False, eager=False)

@@ -1,0 +1,88 @@
+"""Interceptors: an ordered chain around every handler, for what is not one API's business.
+
+Byte-rate quotas (Kafka answers with throttle_time_ms and mutes the channel for
+that long), fault injection in tests, and the like need to act on requests of
+every API without any handler knowing. An interceptor can, before the handler:
+
+* answer the request itself (``before`` returns an answer instead of ``PASS``:
+  the handler and the interceptors after it are skipped, kfake's ``ControlKey``);
+* delay it (``before`` awaits);
+* drop the connection (raise ``CloseConnection``: no answer, the connection closes);
+
+and after the handler (``after`` gets the answer):
+
+* rewrite the answer (return another body; None sends none);
+* delay it (``after`` awaits; the connection answers in request order, so every
+  request behind it waits too: Kafka's muted channel);
+* drop the connection (raise ``CloseConnection``).
+
+Order is an onion: the first interceptor installed is the outermost, its
+``before`` runs first and its ``after`` last. When one answers in ``before``,
+only the interceptors outside it see that answer in their ``after``.
+
+Cost: the dispatcher runs the chain only while an interceptor is installed (and
+then memoizes no answers, since every request must reach the chain); with none,
+requests take the same path as before the seam existed. The chain is stepped in
+place like a handler (kafkapy.server.eager): interceptors that do not suspend
+cost no task. Interceptors see the requests the broker routes to a handler; the
+answers to unknown keys and unsupported versions are the dispatcher's own.
+
+Observers (kafkapy.server.observers) stay read-only: they see requests and
+responses but cannot change them; an interceptor is what can.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from kafkapy.server.connection import CloseConnection
+
+if TYPE_CHECKING:
+    from kafkapy.protocol import Request
+    from kafkapy.server.modules import Answer, Handler, RequestContext
+
+__all__ = ["PASS", "CloseConnection", "Interceptor", "Pass", "run_chain"]
+
+
+class Pass:
+    """The type of PASS: "not answered here, go on"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PASS"
+
+
+PASS: Final = Pass()
+
+
+class Interceptor:
+    """Base class: both hooks default to doing nothing, so override only what you need."""
+
+    async def before(self, context: RequestContext, request: Request) -> Answer | Pass:
+        """PASS to go on to the next interceptor (and, last, the handler), or the answer."""
+        return PASS
+
+    async def after(self, context: RequestContext, request: Request, answer: Answer) -> Answer:
+        """The answer to send (``answer`` itself to leave it alone)."""
+        return answer
+
+
+async def run_chain(chain: Sequence[Interceptor], handle: Handler, context: RequestContext,
+                    request: Request) -> Answer:
+    """The request through ``chain`` and the handler, as the module docstring says."""
+    answered_by = len(chain)
+    answer: Answer
+    for index, interceptor in enumerate(chain):
+        verdict = await interceptor.before(context, request)
+        if not isinstance(verdict, Pass):
+            answer, answered_by = verdict, index
+            break
+    else:
+        result = handle(context, request)
+        answer = await result if inspect.isawaitable(result) else result
+    for interceptor in reversed(chain[:answered_by]):
+        answer = await interceptor.after(context, request, answer)
+    return answer

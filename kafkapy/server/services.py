@@ -1,0 +1,128 @@
+"""What a module is given: the broker's services, narrow and typed.
+
+A module never sees the broker runtime (kafkapy.server.broker): it is handed a
+``BrokerServices`` at construction, one per module, and reaches the broker only
+through it. What it may read (store, config, cluster view, clock, feature
+levels) are plain attributes; what it may change (the finalized features, the
+accept gate, an orderly shutdown) are methods, so every write to broker state
+has one place to be found. Other modules are reached by what they declare they
+``provide`` (``provider``), never by scanning for a class.
+
+The store is typed as the whole MetadataStore for now; it narrows to the roles
+a module needs once the store is split by role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from kafkapy.store.base import BrokerRegistration, MetadataStore, TopicInfo
+
+if TYPE_CHECKING:
+    from kafkapy.server.auth import Authorizer
+    from kafkapy.server.config import BrokerConfig, ConfigKey
+    from kafkapy.server.connection import ConnectionInfo, KafkaConnection
+    from kafkapy.server.interceptors import Interceptor
+
+__all__ = ["FINALIZED_FEATURES", "AcceptGate", "BrokerServices", "ClusterView"]
+
+T = TypeVar("T")
+
+# The capability of a module that finalizes features (KIP-584): while one is enabled, nothing is
+# finalized (so gated APIs stay closed) until it says otherwise with set_finalized_features.
+FINALIZED_FEATURES = "finalized-features"
+
+
+class ClusterView:
+    """What handlers read about the cluster, kept current by store watches so that no request
+    waits on ZooKeeper. Watch callbacks replace whole values (atomic in Python), so readers on
+    the loop thread never see a half-updated list."""
+
+    def __init__(self) -> None:
+        self.cluster_id = ""
+        self.brokers: list[BrokerRegistration] = []
+        self.controller_id = -1
+        self.topics: dict[str, TopicInfo] = {}  # name -> topic, from the store's topics watch
+
+
+class AcceptGate(Protocol):
+    """What the accept loop consults (a module installs one with ``install_accept_gate``).
+
+    For every accepted socket: ``acceptor_wait`` runs in the listener's accept loop, so while it
+    sleeps that listener accepts nothing (and only that listener); then ``admit`` runs in a task of
+    the connection's own, so a delay there holds back no one else. False closes the socket before
+    it is served. Once ``acceptor_wait`` has returned, ``released`` is called exactly once, when
+    the socket is closed, whichever way it went. Both coroutines are stepped in place
+    (kafkapy.server.eager): until one suspends there is no current task."""
+
+    async def acceptor_wait(self, listener: str) -> None: ...
+    async def admit(self, listener: str, address: str) -> bool: ...
+    def released(self, listener: str, address: str, admitted: bool) -> None: ...
+
+
+class BrokerServices(Protocol):
+    """The broker as one module sees it. Read-only properties; changes go through methods."""
+
+    @property
+    def store(self) -> MetadataStore: ...
+    @property
+    def config(self) -> BrokerConfig:
+        """Every setting, every enabled module's keys included (merged before any module is built)."""
+    @property
+    def cluster(self) -> ClusterView: ...
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The loop's clock (seconds, monotonic)."""
+    @property
+    def log(self) -> logging.Logger:
+        """A logger of this module's own (``kafkapy.modules.<name>``)."""
+    @property
+    def authorizer(self) -> Authorizer: ...
+    @property
+    def broker_id(self) -> int:
+        """-1 until the broker has its id (start())."""
+    @property
+    def listener_names(self) -> list[str]:
+        """The bound listeners' names (empty before start())."""
+    @property
+    def inter_broker_listener(self) -> str: ...
+    @property
+    def supported_features(self) -> Mapping[str, tuple[int, int]]:
+        """KIP-584: the union of the modules' features, after supported.features.max."""
+    @property
+    def finalized_features(self) -> Mapping[str, int] | None:
+        """None while no module finalizes features (then nothing is gated)."""
+    @property
+    def finalized_epoch(self) -> int: ...
+
+    def feature_level(self, feature: str) -> int:
+        """The finalized level of a feature (KIP-584), which gates APIs and behaviors."""
+    def default_feature_levels(self) -> Mapping[str, int]:
+        """Every module's ``default_feature_levels``, merged."""
+    def set_finalized_features(self, epoch: int, features: Mapping[str, int]) -> None:
+        """Take a finalized state: feature gates and the ApiVersions answer follow it."""
+    def served_versions(self) -> Mapping[int, tuple[int, int]]:
+        """What ApiVersions advertises: API key -> (min, max) served now."""
+    def provider(self, capability: str, kind: type[T]) -> T | None:
+        """The module that provides ``capability`` (declared in its ``provides``), or None when no
+        enabled module does; a ConfigError when it is not a ``kind``."""
+    def connections(self) -> Collection[KafkaConnection]:
+        """The connections being served now."""
+    def connection_for(self, info: ConnectionInfo) -> KafkaConnection | None:
+        """The live connection behind a ConnectionInfo (for modules that send requests on it)."""
+    def module_config_keys(self) -> tuple[ConfigKey, ...]:
+        """The config keys the enabled modules declare (the core's are CORE_KEYS)."""
+    def install_accept_gate(self, gate: AcceptGate) -> None:
+        """Put ``gate`` in front of every accepted socket."""
+    def remove_accept_gate(self, gate: AcceptGate) -> None:
+        """Take ``gate`` away again, if it is the one installed."""
+    def install_interceptor(self, interceptor: Interceptor) -> None:
+        """Add ``interceptor`` to the end (innermost) of the chain around every handler."""
+    def remove_interceptor(self, interceptor: Interceptor) -> None: ...
+    def fail(self, reason: str) -> None:
+        """Shut the broker down in an orderly way because it cannot go on."""

@@ -1,0 +1,141 @@
+"""Each fast path (kafkapy.server.fastpaths) held equal to its plain path, and handlers in a task.
+
+The same conversation, on several connections, with every fast path on, with each one off, and
+with all off, against brokers of the same id, cluster and port: the bytes must be equal. Each
+run also checks that the fast path it claims to use was really taken (or really not).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from server_wire import KafkaSocket
+
+from kafkapy import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol import Request, encode_request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.fastpaths import FastPaths
+from kafkapy.server.interceptors import PASS, Interceptor, Pass
+from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+
+SOFTWARE = {"client_software_name": "fast-path-tests", "client_software_version": "1.0"}
+METADATA = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+CONVERSATION: list[tuple[int, int, Mapping[str, Any]]] = [
+    *[(ApiKey.API_VERSIONS, v, SOFTWARE if v >= 3 else {}) for v in range(5)],
+    *[(ApiKey.API_VERSIONS, v, SOFTWARE if v >= 3 else {}) for v in range(5)],  # memo hits
+    (ApiKey.METADATA, 12, METADATA), (ApiKey.METADATA, 1, {"topics": None}),
+    (ApiKey.DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False}),
+    (ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [{"resource_type": 4, "resource_name": "3",  # a coroutine
+                                                 "configuration_keys": ["broker.id", "log.dirs"]}],
+                                  "include_synonyms": False, "include_documentation": False}),
+    (ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}),
+]
+
+
+# An ApiVersions version no one knows (9): the v0 fallback answer, made by the dispatcher itself.
+UNKNOWN_VERSION = bytearray(encode_request(ApiKey.API_VERSIONS, 0, 11, "fast-path-tests", {}))
+UNKNOWN_VERSION[2:4] = (9).to_bytes(2, "big")
+FRAMES = [encode_request(key, version, 11, "fast-path-tests", body) for key, version, body in CONVERSATION]
+FRAMES.insert(10, bytes(UNKNOWN_VERSION))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def conversation(fast_paths: FastPaths, port: int) -> tuple[list[bytes], Broker]:
+    """Every answer, on three connections in turn, all requests of one connection in one write."""
+    config = {"broker.id": 3, "cluster.id": "fast-path-cluster", "listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+    answers = []
+    with Broker(config, fast_paths=fast_paths) as b:
+        for _ in range(3):
+            with KafkaSocket(b.bootstrap_servers) as s:
+                s.send_raw(b"".join(len(frame).to_bytes(4, "big") + frame for frame in FRAMES))
+                answers += [s.read_frame() for _ in FRAMES]
+        assert b.runtime is not None
+        runtime = b.runtime
+        assert bool(runtime.dispatcher.memo.tables.get(ApiKey.API_VERSIONS.to_bytes(2, "big") + b"\0\3")) \
+            == fast_paths.memo
+        assert (runtime._make_transport is not None) == fast_paths.in_place_accept
+        assert (runtime.start_eagerly.__name__ == "start") == fast_paths.eager
+    return answers, b
+
+
+PLAIN_VARIANTS = {"all off": FastPaths.none(), "memo off": FastPaths(memo=False),
+                  "in-place accept off": FastPaths(in_place_accept=False),
+                  "eager off": FastPaths(eager=False)}
+
+
+@pytest.mark.parametrize("plain", PLAIN_VARIANTS.values(), ids=PLAIN_VARIANTS.keys())
+def test_a_fast_path_answers_byte_for_byte_as_its_plain_path(plain: FastPaths) -> None:
+    port = _free_port()
+    fast, _ = conversation(FastPaths(), port)
+    slow, _ = conversation(plain, port)
+    assert len(fast) == 3 * len(FRAMES)
+    assert fast == slow
+
+
+# --- handlers run in a task from their first line -------------------------------------------------
+
+class UsesTimeouts(Module):
+    """DescribeGroups: asyncio.timeout before its first suspension, and one that fires after."""
+
+    name = "uses-timeouts"
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {ApiKey.DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 5), self.describe_groups)}
+
+    async def on_request(self, context: RequestContext, request: Request) -> None:
+        async with asyncio.timeout(1):  # a hook, too, before anything suspends
+            await asyncio.sleep(0)
+
+    async def describe_groups(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        assert asyncio.current_task() is not None
+        async with asyncio.timeout(1):  # first line: no suspension before it
+            await asyncio.sleep(0.01)
+        try:
+            async with asyncio.timeout(0.05):  # after suspending: and it fires
+                await asyncio.sleep(5)
+            state = "not timed out"
+        except TimeoutError:
+            state = "timed out"
+        group = {"error_code": ErrorCode.NONE, "group_id": request.body["groups"][0], "group_state": state,
+                 "protocol_type": "", "protocol_data": "", "members": []}
+        return {"throttle_time_ms": 0, "groups": [group]}
+
+
+class TimesOutBefore(Interceptor):
+    async def before(self, context: RequestContext, request: Request) -> Answer | Pass:
+        async with asyncio.timeout(1):
+            await asyncio.sleep(0)
+        return PASS
+
+
+class InstallsTimingInterceptor(Module):
+    name = "installs-timing-interceptor"
+
+    async def start(self) -> None:
+        self.services.install_interceptor(TimesOutBefore())
+
+
+@pytest.mark.parametrize("modules", [[UsesTimeouts], [UsesTimeouts, InstallsTimingInterceptor]],
+                         ids=["handler and hook", "and an interceptor"])
+def test_handlers_hooks_and_interceptors_may_use_asyncio_timeout(modules: list[type[Module]]) -> None:
+    """Sent on an idle connection (the path that answers in place), twice, with a pipelined
+    request behind: the timeouts work, nothing closes, order holds."""
+    with Broker(modules=modules) as b, KafkaSocket(b.bootstrap_servers) as s:
+        for _ in range(2):
+            first = s.send(ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["g"]})
+            behind = s.send(ApiKey.API_VERSIONS, 3, SOFTWARE)
+            answer = s.read_response(ApiKey.DESCRIBE_GROUPS, 0)
+            assert answer.correlation_id == first
+            assert answer.body["groups"][0]["group_state"] == "timed out"
+            assert s.read_response(ApiKey.API_VERSIONS, 3).correlation_id == behind
