@@ -1,0 +1,1 @@
+"""Partition logs: storage, append validation and idempotent producer state (issue 15)."""
