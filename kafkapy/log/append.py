@@ -39,11 +39,14 @@ per record: timestamp outside before/after.max.ms,       INVALID_TIMESTAMP + rec
 whole records larger than ``segment.bytes``              RECORD_LIST_TOO_LARGE
 ======================================================  ==============================
 
-Records are decoded (Kafka iterates them too: that is where structure, keys and
-timestamps are checked and where the batch's true max timestamp comes from) with
-:meth:`RecordBatch.record_list`, the project's one record reader, after the CRC has
-been checked once here.  A partial batch after the whole one is ignored and dropped
-by :func:`assign_offsets`, as Kafka's ``trimInvalidBytes`` drops it.
+Records are walked (Kafka iterates them too: that is where structure, keys and
+timestamps are checked and where the batch's true max timestamp comes from) by
+:meth:`RecordBatch.scan`, the fast path of the project's one record reader, which
+checks every record's structure and summarises it without building records; only a
+batch the summary shows to be faulty is decoded with :meth:`RecordBatch.record_list`
+to name the faulty records.  The CRC is checked once, here.  A partial batch after
+the whole one is ignored and dropped by :func:`assign_offsets`, as Kafka's
+``trimInvalidBytes`` drops it.
 
 :func:`assign_offsets` writes the base offset and partition leader epoch, fields
 outside the CRC, so normally the CRC stays as the producer computed it.  Only when
@@ -334,6 +337,38 @@ def validate_records(
 def _check_records(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int:
     """LogValidator's per-record checks; returns the records' max timestamp.
 
+    The fast path: :meth:`RecordBatch.scan` walks the records with every
+    structural check but builds nothing, and its summary (timestamp range, offset
+    deltas in order, null keys) shows whether any record can fail.  Only then does
+    :func:`_check_records_plain` decode the records to name them; a test holds the
+    two equal.
+    """
+    try:
+        summary = batch.scan()  # the CRC was checked by the caller
+    except DecodeError as exc:
+        raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
+    create_time = config.timestamp_type == CREATE_TIME
+    clear = summary.offsets_in_order and not (config.compact and summary.null_keys)
+    producer_says_append_time = batch.timestamp_type == LOG_APPEND_TIME
+    if producer_says_append_time and (not create_time or summary.max_timestamp == _NO_TIMESTAMP):
+        clear = False  # every record then carries that claim, and Kafka refuses it
+    elif create_time and _bounded(config):
+        lowest = now_ms - config.timestamp_before_max_ms
+        highest = now_ms + config.timestamp_after_max_ms
+        clear = clear and lowest <= summary.min_timestamp and summary.max_timestamp <= highest
+    if clear:
+        return max(summary.max_timestamp, _NO_TIMESTAMP)
+    return _check_records_plain(batch, config, now_ms)
+
+
+def _bounded(config: AppendConfig) -> bool:
+    """Whether message.timestamp.*.max.ms limit anything: the defaults mean no bound."""
+    return config.timestamp_before_max_ms != _LONG_MAX or config.timestamp_after_max_ms != _LONG_MAX
+
+
+def _check_records_plain(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int:
+    """The per-record checks on decoded records, collecting Kafka's record errors.
+
     Structural faults abort at once (INVALID_RECORD, no record errors), as
     Kafka's record iterator throws; key and timestamp faults are collected for
     every record and reported together.
@@ -347,8 +382,7 @@ def _check_records(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int
     max_timestamp = _NO_TIMESTAMP
     create_time = config.timestamp_type == CREATE_TIME
     producer_says_append_time = batch.timestamp_type == LOG_APPEND_TIME
-    # Defaults mean "no bound": skip the arithmetic on the hot path.
-    bounded = config.timestamp_before_max_ms != _LONG_MAX or config.timestamp_after_max_ms != _LONG_MAX
+    bounded = _bounded(config)
     lowest = now_ms - config.timestamp_before_max_ms
     highest = now_ms + config.timestamp_after_max_ms
     compact = config.compact

@@ -368,3 +368,46 @@ def test_append_and_producer_state_stay_below_the_server_layer() -> None:
             "('errors', 'protocol', 'store', 'log')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- the fast path's contract ---------------------------------------------------------
+
+configs = st.builds(
+    AppendConfig,
+    timestamp_type=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
+    timestamp_before_max_ms=st.one_of(st.just(2**63 - 1), st.integers(0, 10**6)),
+    timestamp_after_max_ms=st.one_of(st.just(2**63 - 1), st.integers(0, 10**6)),
+    compact=st.booleans(),
+)
+
+
+def _checked(fn: object, batch: RecordBatch, config: AppendConfig) -> object:
+    try:
+        return fn(batch, config, NOW)  # type: ignore[operator]
+    except RecordsRejected as exc:
+        return (exc.code, exc.message, exc.record_errors)
+
+
+@FUZZ
+@given(records=st.lists(st.tuples(blobs, blobs, st.just([]),
+                                  st.one_of(st.integers(NOW - 2 * 10**6, NOW + 2 * 10**6),
+                                            st.sampled_from([-1, -5, 0]))), min_size=1, max_size=8),
+       config=configs, kind=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
+       header_max=st.sampled_from([None, -1, NOW, NOW - 5 * 10**6]),
+       gap=st.booleans(), codec=st.sampled_from([0, 1]))
+def test_fast_record_checks_equal_the_plain_ones(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    config: AppendConfig, kind: int, header_max: int | None, gap: bool, codec: int,
+) -> None:
+    from kafkapy.log.append import _check_records, _check_records_plain
+
+    items = [{"key": k, "value": v, "timestamp": ts, **({"offset": i * 2} if gap else {})}
+             for i, (k, v, _, ts) in enumerate(records)]
+    raw = build_record_batch(items, compression=codec, timestamp_type=kind, max_timestamp=header_max)
+    batch = RecordBatch(raw)
+    assert _checked(_check_records, batch, config) == _checked(_check_records_plain, batch, config)
+
+
+def test_max_timestamp_never_reports_below_no_timestamp_as_kafka_starts_from_it() -> None:
+    data = bytearray(build_record_batch([(b"k", b"v", [], -5), (b"k", b"v", [], -7)]))
+    assert validate_records(data, AppendConfig(), NOW).max_timestamp == -1
