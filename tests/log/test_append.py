@@ -411,3 +411,17 @@ def test_fast_record_checks_equal_the_plain_ones(
 def test_max_timestamp_never_reports_below_no_timestamp_as_kafka_starts_from_it() -> None:
     data = bytearray(build_record_batch([(b"k", b"v", [], -5), (b"k", b"v", [], -7)]))
     assert validate_records(data, AppendConfig(), NOW).max_timestamp == -1
+
+
+_HEADER = build_record_batch([(b"k", b"v")])[:61]  # a real header, then random records
+
+
+@FUZZ
+@given(raw=st.one_of(st.binary(max_size=200), st.binary(max_size=120).map(lambda tail: _HEADER + tail)))
+def test_arbitrary_bytes_give_a_plan_or_records_rejected(raw: bytes) -> None:
+    try:
+        plan = validate_records(bytearray(raw), AppendConfig(), NOW)
+    except RecordsRejected as exc:
+        assert exc.code is not ErrorCode.NONE
+    else:
+        assert RecordBatch(raw[: plan.size]).crc_valid
