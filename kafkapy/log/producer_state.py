@@ -85,6 +85,7 @@ __all__ = [
     "Verdict",
     "decode_snapshot",
     "encode_snapshot",
+    "rules_markdown",
     "snapshot_file_name",
 ]
 
@@ -251,6 +252,22 @@ SEQUENCE_RULES: tuple[tuple[EpochRelation, bool | None, bool | None, bool | None
     (EpochRelation.SAME, True, None, True, Verdict.ACCEPT),
     (EpochRelation.SAME, True, None, False, Verdict.OUT_OF_ORDER_SEQUENCE_NUMBER),
 )
+
+
+def rules_markdown() -> str:
+    """:data:`SEQUENCE_RULES` as the markdown table docs/log-append.md shows (a test keeps them equal)."""
+
+    def cell(value: bool | None) -> str:
+        return "any" if value is None else "yes" if value else "no"
+
+    lines = [
+        "| batch epoch | entry has an epoch | seq == 0 | seq follows the last | verdict |",
+        "|:---|:---|:---|:---|:---|",
+    ]
+    for relation, known, zero, follows, verdict in SEQUENCE_RULES:
+        shown = "accept" if verdict is Verdict.ACCEPT else f"`{verdict.value}`"
+        lines.append(f"| {relation.value} | {cell(known)} | {cell(zero)} | {cell(follows)} | {shown} |")
+    return "\n".join(lines)
 
 
 def classify(entry: ProducerStateEntry, batch: ProducerBatch) -> Verdict:

@@ -154,6 +154,39 @@ def test_the_append_path_end_to_end_with_kafkapy_built_batches() -> None:
     assert log_end == 6 and manager.producers[11].last_seq == 5
 
 
+def test_kafka_python_idempotent_batches_retries_and_an_epoch_bump() -> None:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    def batch(epoch: int, seq: int, n: int, codec: int) -> bytearray:
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
+                                            producer_id=77, producer_epoch=epoch, base_sequence=seq,
+                                            batch_size=1 << 20)
+        for i in range(n):
+            builder.append(i, timestamp=NOW, key=b"k%d" % i, value=b"v" * 64, headers=[])
+        return bytearray(builder.build())
+
+    manager = ProducerStateManager()
+    log_end = 0
+    outcomes = []
+    for epoch, seq, n, codec in [(0, 0, 3, 0), (0, 3, 2, 3), (0, 0, 3, 4), (0, 7, 1, 0), (1, 0, 2, 1),
+                                 (0, 5, 1, 0)]:
+        data = batch(epoch, seq, n, codec)
+        plan = validate_records(data, AppendConfig(), NOW)
+        assign_offsets(data, plan, base_offset=log_end, leader_epoch=0)
+        try:
+            duplicate = manager.check_and_update(RecordBatch(data))
+        except ProducerStateError as exc:
+            outcomes.append(exc.code.name)
+            continue
+        if duplicate is None:
+            outcomes.append(("appended", log_end))
+            log_end += n
+        else:
+            outcomes.append(("duplicate", duplicate.first_offset, duplicate.last_offset))
+    assert outcomes == [("appended", 0), ("appended", 3), ("duplicate", 0, 2), "OUT_OF_ORDER_SEQUENCE_NUMBER",
+                        ("appended", 5), "INVALID_PRODUCER_EPOCH"]
+
+
 # --- snapshots -----------------------------------------------------------------------
 
 
@@ -396,3 +429,12 @@ class ProducerStateMachine(RuleBasedStateMachine):
 TestProducerStateMachine = ProducerStateMachine.TestCase
 TestProducerStateMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
                                              suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_the_docs_show_the_rule_table_the_code_runs() -> None:
+    from pathlib import Path
+
+    from kafkapy.log.producer_state import rules_markdown
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "log-append.md").read_text()
+    assert rules_markdown() in docs
