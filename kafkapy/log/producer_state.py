@@ -539,7 +539,7 @@ class ProducerStateManager:
             batch.producer_epoch,
             coordinator_epoch,
             batch.base_offset,
-            records[0].timestamp or batch.max_timestamp,
+            batch.max_timestamp if records[0].timestamp is None else records[0].timestamp,
             aborted=kind == _ABORT,
             strict=False,
         )

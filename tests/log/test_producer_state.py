@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import google_crc32c
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -438,3 +438,43 @@ def test_the_docs_show_the_rule_table_the_code_runs() -> None:
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "log-append.md").read_text()
     assert rules_markdown() in docs
+
+
+entries = st.builds(
+    lambda pid, epoch, coord, ts, txn, last: _entry(pid, epoch, coord, ts, txn, last),
+    st.integers(0, 2**63 - 1), st.integers(-1, 2**15 - 1), st.integers(-1, 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1), st.one_of(st.none(), st.integers(0, 2**63 - 1)),
+    st.one_of(st.none(), st.tuples(st.integers(0, INT32_MAX), st.integers(0, 2**63 - 1),
+                                   st.integers(0, INT32_MAX), st.just(0))),
+)
+
+
+def _entry(pid: int, epoch: int, coord: int, ts: int, txn: int | None,
+           last: tuple[int, int, int, int] | None) -> ProducerStateEntry:
+    entry = ProducerStateEntry(pid, epoch, coord, ts, txn)
+    if last is not None:
+        # The format keeps one timestamp per producer: the last batch's, which add_batch also
+        # makes the producer's last_timestamp.
+        entry.batches.append(BatchMetadata(last[0], last[1], last[2], ts))
+    return entry
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(entries, max_size=6))
+def test_snapshots_round_trip(items: list[ProducerStateEntry]) -> None:
+    assert decode_snapshot(encode_snapshot(items)) == items
+
+
+_ONE_ENTRY = encode_snapshot([_entry(1, 0, 0, 0, None, None)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=120), st.binary(max_size=60).map(lambda tail: _ONE_ENTRY + tail),
+                 st.integers(0, len(_ONE_ENTRY) - 1).map(lambda cut: _ONE_ENTRY[:cut])))
+def test_any_bytes_decode_as_a_snapshot_or_corrupt_snapshot_error(raw: bytes) -> None:
+    try:
+        decoded = decode_snapshot(raw)
+    except CorruptSnapshotError as exc:
+        assert exc.reason
+    else:  # only whole, CRC-valid snapshots get here: 10 header bytes and 46 per entry
+        assert len(raw) == 10 + 46 * len(decoded)
