@@ -69,6 +69,7 @@ from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Batch, Record
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_SEGMENT_BYTES",
     "AppendConfig",
     "AppendPlan",
     "OffsetsAssigned",
