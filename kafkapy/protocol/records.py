@@ -58,7 +58,7 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 import google_crc32c
 
@@ -72,6 +72,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "Records",
+    "RecordsSummary",
     "build_record_batch",
 ]
 
@@ -81,6 +82,7 @@ Header = tuple[str, bytes | None]
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 NO_TIMESTAMP_TYPE = -1
+_NO_TIMESTAMP_VALUE = -1  # a record timestamp of -1 means none
 
 _LOG_OVERHEAD = 12  # offset int64 + length int32, common to every format
 _UP_TO_MAGIC = 17  # bytes needed before an entry's magic byte can be read
@@ -238,6 +240,16 @@ class Record:
             f"Record(offset={self.offset}, timestamp={self.timestamp}, key={_short(self.key)}, "
             f"value={_short(self.value)}, headers={self.headers!r})"
         )
+
+
+class RecordsSummary(NamedTuple):
+    """What :meth:`RecordBatch.scan` reports: the facts append validation checks, per batch."""
+
+    records: int
+    min_timestamp: int  # absolute, as the records read (log-append time when the batch says so)
+    max_timestamp: int
+    offsets_in_order: bool  # offset deltas are exactly 0, 1, ..., count - 1
+    null_keys: int  # records without a key
 
 
 class RecordBatch:
@@ -413,29 +425,50 @@ class RecordBatch:
         """All records at once: building a list beats resuming a generator per record."""
         if check_crc:
             self._check_crc()
+        data, start, end, origin = self._payload()
+        try:
+            return self._decode(data, start, end)
+        except _Corrupt as exc:
+            raise self._located(exc, origin) from None
+
+    def scan(self) -> RecordsSummary:
+        """What a broker's append checks need from the records, without building them.
+
+        A fast path behind :meth:`record_list`'s contract: it raises DecodeError
+        exactly when ``record_list(check_crc=False)`` does (the CRC is the caller's
+        business) and otherwise summarises the records ``record_list`` returns.
+        """
+        data, start, end, origin = self._payload()
+        try:
+            return self._scan(data, start, end)
+        except _Corrupt as exc:
+            raise self._located(exc, origin) from None
+
+    def _payload(self) -> tuple[bytes, int, int, int | None]:
+        """The records' bytes (inflated if compressed), their span, and where they sit in the field.
+
+        ``origin`` is None for an inflated payload, whose positions mean nothing outside it.
+        """
         payload_at = self._pos + _V2_HEADER_SIZE
         codec = self.attributes & _COMPRESSION_MASK
-        origin: int | None
         if codec:
             data = decompress(
                 Compression(codec), memoryview(self._buf)[payload_at : self._end], offset=payload_at
             )
-            start, end, origin = 0, len(data), None
-        elif isinstance(self._buf, bytes):
-            data, start, end, origin = self._buf, payload_at, self._end, 0
-        else:
-            data = bytes(self._buf[payload_at : self._end])
-            start, end, origin = 0, len(data), payload_at
-        try:
-            return self._decode(data, start, end)
-        except _Corrupt as exc:
-            if origin is None:
-                raise DecodeError(
-                    f"{exc.reason} (at byte {exc.pos} of the decompressed payload)",
-                    offset=payload_at,
-                    field="records",
-                ) from None
-            raise DecodeError(exc.reason, offset=origin + exc.pos, field="records") from None
+            return data, 0, len(data), None
+        if isinstance(self._buf, bytes):
+            return self._buf, payload_at, self._end, 0
+        flat = bytes(self._buf[payload_at : self._end])
+        return flat, 0, len(flat), payload_at
+
+    def _located(self, exc: _Corrupt, origin: int | None) -> DecodeError:
+        if origin is None:
+            return DecodeError(
+                f"{exc.reason} (at byte {exc.pos} of the decompressed payload)",
+                offset=self._pos + _V2_HEADER_SIZE,
+                field="records",
+            )
+        return DecodeError(exc.reason, offset=origin + exc.pos, field="records")
 
     def _decode(self, data: bytes, pos: int, end: int) -> list[Record]:
         """The hot loop; positions are within ``data`` and faults raise _Corrupt.
@@ -590,6 +623,153 @@ class RecordBatch:
         if pos != end:
             raise _Corrupt(f"{end - pos} bytes follow the last of {count} records", pos)
         return out
+
+    def _scan(self, data: bytes, pos: int, end: int) -> RecordsSummary:
+        """:meth:`_decode`'s walk and checks, keeping counters instead of records.
+
+        Kept line for line beside ``_decode`` so the two fail on the same bytes;
+        tests/protocol/test_records_scan.py holds them equal.
+        """
+        zz = _ZIGZAG
+        varint = _varint_long
+        base_ts = self.base_timestamp
+        lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
+        count = self.record_count
+        start = pos
+        # Beyond any varlong, so the first record sets both.
+        min_ts, max_ts = 1 << 64, -(1 << 64)
+        in_order = True
+        null_keys = 0
+        try:
+            for index in range(count):
+                start = pos
+                if pos >= end:
+                    raise _Corrupt(f"batch ends after {index} of {count} records", pos)
+                b = data[pos]
+                if b < 0x80:
+                    length = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    length = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    length, pos = varint(data, pos, 5)
+                if length < 0 or length > end - pos:
+                    raise _Corrupt(
+                        f"record length {length} overruns the batch ({end - pos} bytes left)", start
+                    )
+                rec_end = pos + length
+                b = data[pos + 1]
+                if b < 0x80:
+                    ts_delta = zz[b]
+                    pos += 2
+                elif (c := data[pos + 2]) < 0x80:
+                    ts_delta = zz[(b & 0x7F) | (c << 7)]
+                    pos += 3
+                else:
+                    ts_delta, pos = varint(data, pos + 1, 10)
+                if ts_delta > max_ts:
+                    max_ts = ts_delta
+                if ts_delta < min_ts:
+                    min_ts = ts_delta
+                b = data[pos]
+                if b < 0x80:
+                    offset_delta = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    offset_delta = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    offset_delta, pos = varint(data, pos, 5)
+                if offset_delta != index:
+                    in_order = False
+                b = data[pos]
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    n = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    n, pos = varint(data, pos, 5)
+                if n < 0:
+                    if n != -1:
+                        raise _Corrupt(f"negative key length {n}", pos)
+                    null_keys += 1
+                elif n > rec_end - pos:
+                    raise _Corrupt(f"key length {n} overruns the record", pos)
+                else:
+                    pos += n
+                b = data[pos]
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                elif (c := data[pos + 1]) < 0x80:
+                    n = zz[(b & 0x7F) | (c << 7)]
+                    pos += 2
+                else:
+                    n, pos = varint(data, pos, 5)
+                if n < 0:
+                    if n != -1:
+                        raise _Corrupt(f"negative value length {n}", pos)
+                elif n > rec_end - pos:
+                    raise _Corrupt(f"value length {n} overruns the record", pos)
+                else:
+                    pos += n
+                b = data[pos]
+                if b < 0x80:
+                    n = zz[b]
+                    pos += 1
+                else:
+                    n, pos = varint(data, pos, 5)
+                if n:
+                    if n < 0 or n > (rec_end - pos) >> 1:
+                        raise _Corrupt(f"header count {n} does not fit the record", pos)
+                    for _ in range(n):
+                        b = data[pos]
+                        if b < 0x80:
+                            n = zz[b]
+                            pos += 1
+                        else:
+                            n, pos = varint(data, pos, 5)
+                        if n < 0 or n > rec_end - pos:
+                            raise _Corrupt(f"header key length {n} is invalid here", pos)
+                        try:
+                            data[pos : pos + n].decode()
+                        except UnicodeDecodeError as exc:
+                            raise _Corrupt(f"header key is not UTF-8: {exc.reason}", pos) from None
+                        pos += n
+                        b = data[pos]
+                        if b < 0x80:
+                            n = zz[b]
+                            pos += 1
+                        elif (c := data[pos + 1]) < 0x80:
+                            n = zz[(b & 0x7F) | (c << 7)]
+                            pos += 2
+                        else:
+                            n, pos = varint(data, pos, 5)
+                        if n < 0:
+                            if n != -1:
+                                raise _Corrupt(f"negative header value length {n}", pos)
+                        elif n > rec_end - pos:
+                            raise _Corrupt(f"header value length {n} overruns the record", pos)
+                        else:
+                            pos += n
+                if pos != rec_end:
+                    raise _Corrupt(
+                        f"record declares {length} bytes but its fields take {pos - rec_end + length}", start
+                    )
+        except IndexError:
+            raise _Corrupt("record runs past the end of the batch", start) from None
+        if pos != end:
+            raise _Corrupt(f"{end - pos} bytes follow the last of {count} records", pos)
+        if not count:
+            low = high = _NO_TIMESTAMP_VALUE
+        elif lat is not None:
+            low = high = lat
+        else:
+            low, high = base_ts + min_ts, base_ts + max_ts
+        return RecordsSummary(count, low, high, in_order, null_keys)
 
     # -- rewriting --------------------------------------------------------------
 

@@ -1,0 +1,471 @@
+"""Validation of a Produce request's records for one partition, and offset assignment in place.
+
+Theory of operation
+-------------------
+A Produce request (v3+) carries, per partition, exactly one magic-2 record batch
+whose offsets the producer left at 0.  A broker must (1) decide whether to accept
+it, answering a rejected batch with the error Kafka gives, and (2) stamp it with
+its place in the log.  The two steps are separate calls because the offset is only
+known once the handler holds the log (``base = log.log_end_offset``)::
+
+    plan = validate_records(data, config, now_ms)            # raises RecordsRejected
+    info = assign_offsets(data, plan, base_offset=base, leader_epoch=epoch,
+                          log_append_time_ms=now_ms if plan.log_append_time else None)
+
+The checks follow Kafka's own, in Kafka's order (``ProduceRequest.validateRecords``,
+then ``UnifiedLog.analyzeAndValidateRecords``, then ``LogValidator``; read at
+apache/kafka 1eb7644, Oct 2024), each answered with Kafka's error code:
+
+======================================================  ==============================
+check                                                   error
+======================================================  ==============================
+framing: entry length < 14, magic outside 0..2           CORRUPT_MESSAGE
+no whole batch at all                                    INVALID_RECORD
+magic 0 or 1 (Produce v3+ carries magic 2 only)          INVALID_RECORD
+zstd in Produce < v7                                     UNSUPPORTED_COMPRESSION_TYPE
+more than one batch                                      INVALID_RECORD
+base offset not 0                                        INVALID_RECORD
+batch larger than ``max.message.bytes``                  MESSAGE_TOO_LARGE
+batch_length below the v2 header, CRC-32C mismatch       CORRUPT_MESSAGE
+codec id 5..7                                            UNSUPPORTED_COMPRESSION_TYPE
+last_offset_delta + 1 <= 0, count <= 0, or unequal       INVALID_RECORD
+control batch from a client                              INVALID_RECORD
+producer id set but base sequence < 0                    INVALID_RECORD
+records that do not decode, or miss the batch's end      INVALID_RECORD
+per record: no key on a compacted topic                  INVALID_RECORD + record errors
+per record: offset delta is not its index                INVALID_RECORD + record errors
+per record: timestamp outside before/after.max.ms,       INVALID_TIMESTAMP + record errors
+  or LogAppendTime set by the producer
+whole records larger than ``segment.bytes``              RECORD_LIST_TOO_LARGE
+======================================================  ==============================
+
+Records are walked (Kafka iterates them too: that is where structure, keys and
+timestamps are checked and where the batch's true max timestamp comes from) by
+:meth:`RecordBatch.scan`, the fast path of the project's one record reader, which
+checks every record's structure and summarises it without building records; only a
+batch the summary shows to be faulty is decoded with :meth:`RecordBatch.record_list`
+to name the faulty records.  The CRC is checked once, here.  A partial batch after
+the whole one is ignored and dropped by :func:`assign_offsets`, as Kafka's
+``trimInvalidBytes`` drops it.
+
+:func:`assign_offsets` writes the base offset and partition leader epoch, fields
+outside the CRC, so normally the CRC stays as the producer computed it.  Only when
+the attributes' timestamp-type bit or the max timestamp must change (LogAppendTime,
+or a producer whose header disagrees with its records, which Kafka corrects too)
+is the CRC recomputed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Mapping
+
+import attrs
+import google_crc32c
+
+from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
+from kafkapy.protocol.compression import Compression
+from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Batch, RecordBatch, Records
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DEFAULT_SEGMENT_BYTES",
+    "AppendConfig",
+    "AppendPlan",
+    "OffsetsAssigned",
+    "RecordsRejected",
+    "assign_offsets",
+    "validate_records",
+]
+
+# Kafka's defaults (LogConfig / ServerLogConfigs).
+DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # max.message.bytes: 1 MiB plus the 12-byte log overhead
+DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024  # segment.bytes
+_LONG_MAX = (1 << 63) - 1  # message.timestamp.*.max.ms default: no limit
+_NO_TIMESTAMP = -1
+
+# Produce v7 is the first version allowed to carry zstd (KIP-110).
+_FIRST_ZSTD_PRODUCE_VERSION = 7
+
+# Positions in the v2 batch header (protocol/records.py's layout), for the in-place rewrite
+# and for telling apart which header field RecordBatch's constructor objected to.
+_LEADER_EPOCH_AT = 12
+_MAGIC_AT = 16
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21
+_MAX_TIMESTAMP_AT = 35
+_COUNT_AT = 57
+_TIMESTAMP_TYPE_BIT = 0x08
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+
+RecordError = tuple[int, str]  # (batch-relative record index, message), as Produce v8+ reports them
+
+
+class RecordsRejected(KafkaApiError):
+    """The whole batch is rejected with ``code``; ``record_errors`` name the offending records.
+
+    Produce v8+ carries ``record_errors`` and ``message`` back to the client
+    (``ProduceResponse.PartitionResponse.record_errors``/``error_message``).
+    """
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[RecordError] | None = None) -> None:
+        super().__init__(code, message)
+        self.message: str = message
+        self.record_errors: list[RecordError] = record_errors or []
+
+
+def _int_config(configs: Mapping[str, object], name: str, default: int) -> int:
+    value = configs.get(name)
+    if value is None:
+        return default
+    try:
+        return int(str(value))
+    except ValueError:
+        raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"{name} must be an integer, not {value!r}") from None
+
+
+@attrs.frozen
+class AppendConfig:
+    """The topic configs append validation reads, under Kafka's names and with Kafka's defaults."""
+
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # max.message.bytes
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES  # segment.bytes
+    timestamp_type: int = CREATE_TIME  # message.timestamp.type
+    timestamp_before_max_ms: int = _LONG_MAX  # message.timestamp.before.max.ms (KIP-937)
+    timestamp_after_max_ms: int = _LONG_MAX  # message.timestamp.after.max.ms (KIP-937)
+    compact: bool = False  # cleanup.policy contains "compact"
+
+    @classmethod
+    def from_topic_configs(cls, configs: Mapping[str, object]) -> AppendConfig:
+        """Read Kafka's topic config names (string values, as the store holds them).
+
+        The deprecated ``message.timestamp.difference.max.ms`` stands in for either
+        KIP-937 bound left at its default, as Kafka's LogConfig does.
+        """
+        kind = str(configs.get("message.timestamp.type") or "CreateTime")
+        if kind not in ("CreateTime", "LogAppendTime"):
+            raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"message.timestamp.type {kind!r}")
+        difference = _int_config(configs, "message.timestamp.difference.max.ms", _LONG_MAX)
+        before = _int_config(configs, "message.timestamp.before.max.ms", _LONG_MAX)
+        after = _int_config(configs, "message.timestamp.after.max.ms", _LONG_MAX)
+        policy = str(configs.get("cleanup.policy") or "delete")
+        return cls(
+            max_message_bytes=_int_config(configs, "max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES),
+            segment_bytes=_int_config(configs, "segment.bytes", DEFAULT_SEGMENT_BYTES),
+            timestamp_type=LOG_APPEND_TIME if kind == "LogAppendTime" else CREATE_TIME,
+            timestamp_before_max_ms=before if before != _LONG_MAX else difference,
+            timestamp_after_max_ms=after if after != _LONG_MAX else difference,
+            compact="compact" in (p.strip() for p in policy.split(",")),
+        )
+
+
+@attrs.frozen
+class AppendPlan:
+    """What validation learnt about the batch, handed on to :func:`assign_offsets`."""
+
+    size: int  # bytes of the whole batch; anything after it is a partial batch to drop
+    record_count: int
+    max_timestamp: int  # the records' own max (CreateTime); -1 if none has a timestamp
+    timestamp_type: int  # the topic's message.timestamp.type, which the stored batch will carry
+    compression: Compression
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_transactional: bool
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.timestamp_type == LOG_APPEND_TIME
+
+
+@attrs.frozen
+class OffsetsAssigned:
+    """Where the batch landed, as a Produce response and the log's indexes need it."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int  # the batch's max timestamp as stored (log-append time under LogAppendTime)
+    offset_of_max_timestamp: int  # Kafka keeps this per batch: its last offset
+    log_append_time_ms: int  # -1 under CreateTime, as Produce responses report it
+
+
+def _crc32c(data: memoryview) -> int:
+    return int(google_crc32c.value(bytes(data)))
+
+
+def _first_batch(data: bytearray | bytes | memoryview, produce_version: int | None) -> RecordBatch:
+    """Frame the records and return their one whole batch, or raise Kafka's error for the framing."""
+    records = Records(data)
+    batches = records.batches()
+    try:
+        first = next(batches, None)
+    except DecodeError as exc:
+        raise _header_rejection(data, exc) from None
+    if first is None:
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {produce_version if produce_version is not None else '3+'} "
+            "must have at least one record batch per partition",
+        )
+    if not isinstance(first, RecordBatch):
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests with version {produce_version if produce_version is not None else '3+'} "
+            f"are only allowed to contain record batches with magic version 2 (this is {first.magic})",
+        )
+    return _only_batch(first, batches, produce_version)
+
+
+def _only_batch(first: RecordBatch, rest: Iterator[Batch], produce_version: int | None) -> RecordBatch:
+    if (
+        produce_version is not None
+        and produce_version < _FIRST_ZSTD_PRODUCE_VERSION
+        and first.attributes & 0x07 == Compression.ZSTD
+    ):
+        raise RecordsRejected(
+            ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+            f"Produce requests with version {produce_version} are not allowed to use ZStandard compression",
+        )
+    try:
+        second = next(rest, None)
+    except DecodeError as exc:
+        raise RecordsRejected(ErrorCode.CORRUPT_MESSAGE, f"after the first batch: {exc}") from None
+    if second is not None:
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD,
+            "Produce requests with version 3+ are only allowed to contain exactly one record batch "
+            "per partition",
+        )
+    return first
+
+
+def _header_rejection(data: bytearray | bytes | memoryview, exc: DecodeError) -> RecordsRejected:
+    """Kafka's answer for a batch RecordBatch refused to construct, by the field it refused."""
+    view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    if len(view) > _MAGIC_AT and view[_MAGIC_AT] in (0, 1):
+        return RecordsRejected(
+            ErrorCode.INVALID_RECORD,
+            "Produce requests with version 3+ are only allowed to contain record batches with "
+            "magic version 2",
+        )
+    if exc.offset == _ATTRIBUTES_AT:  # codec id 5..7 with a valid CRC
+        return RecordsRejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
+    if exc.offset == _COUNT_AT:  # negative record count with a valid CRC
+        return RecordsRejected(ErrorCode.INVALID_RECORD, f"Invalid reported count for record batch: {exc}")
+    # Framing (length < 14, magic > 2), batch_length below the v2 header, CRC mismatch.
+    return RecordsRejected(ErrorCode.CORRUPT_MESSAGE, str(exc))
+
+
+def validate_records(
+    data: bytearray | bytes | memoryview,
+    config: AppendConfig,
+    now_ms: int,
+    *,
+    produce_version: int | None = None,
+) -> AppendPlan:
+    """Check one partition's records of a Produce request as Kafka does; raise RecordsRejected if not.
+
+    ``produce_version`` enables the one version-dependent rule (zstd needs v7+);
+    without it that rule is skipped.  Nothing is modified.
+    """
+    batch = _first_batch(data, produce_version)
+    size = batch.size_in_bytes
+
+    # UnifiedLog.analyzeAndValidateRecords
+    if batch.base_offset != 0:
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD,
+            f"The baseOffset of the record batch in the append should be 0, but it is {batch.base_offset}",
+        )
+    if size > config.max_message_bytes:
+        raise RecordsRejected(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"The record batch size in the append is {size} bytes which exceeds the maximum configured "
+            f"value of {config.max_message_bytes}.",
+        )
+    if not batch.crc_valid:
+        raise RecordsRejected(ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {batch.crc})")
+
+    # LogValidator.validateBatch
+    count_from_offsets = batch.last_offset_delta + 1
+    if count_from_offsets <= 0:
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD, f"Batch has an invalid offset range: [0, {batch.last_offset_delta}]"
+        )
+    if batch.record_count <= 0:
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD, f"Invalid reported count for record batch: {batch.record_count}"
+        )
+    if count_from_offsets != batch.record_count:
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD,
+            f"Inconsistent batch offset range [0, {batch.last_offset_delta}] and count of records "
+            f"{batch.record_count}",
+        )
+    if batch.is_control:
+        raise RecordsRejected(ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records")
+    if batch.producer_id >= 0 and batch.base_sequence < 0:
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD,
+            f"Invalid sequence number {batch.base_sequence} in record batch with producerId "
+            f"{batch.producer_id}",
+        )
+
+    max_timestamp = _check_records(batch, config, now_ms)
+
+    if size > config.segment_bytes:
+        raise RecordsRejected(
+            ErrorCode.RECORD_LIST_TOO_LARGE,
+            f"Message batch size is {size} bytes in append, which exceeds the maximum configured segment "
+            f"size of {config.segment_bytes}.",
+        )
+    return AppendPlan(
+        size=size,
+        record_count=batch.record_count,
+        max_timestamp=max_timestamp,
+        timestamp_type=config.timestamp_type,
+        compression=batch.compression,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+    )
+
+
+def _check_records(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int:
+    """LogValidator's per-record checks; returns the records' max timestamp.
+
+    The fast path: :meth:`RecordBatch.scan` walks the records with every
+    structural check but builds nothing, and its summary (timestamp range, offset
+    deltas in order, null keys) shows whether any record can fail.  Only then does
+    :func:`_check_records_plain` decode the records to name them; a test holds the
+    two equal.
+    """
+    try:
+        summary = batch.scan()  # the CRC was checked by the caller
+    except DecodeError as exc:
+        raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
+    create_time = config.timestamp_type == CREATE_TIME
+    clear = summary.offsets_in_order and not (config.compact and summary.null_keys)
+    producer_says_append_time = batch.timestamp_type == LOG_APPEND_TIME
+    if producer_says_append_time and (not create_time or summary.max_timestamp == _NO_TIMESTAMP):
+        clear = False  # every record then carries that claim, and Kafka refuses it
+    elif create_time and _bounded(config):
+        lowest = now_ms - config.timestamp_before_max_ms
+        highest = now_ms + config.timestamp_after_max_ms
+        clear = clear and lowest <= summary.min_timestamp and summary.max_timestamp <= highest
+    if clear:
+        return max(summary.max_timestamp, _NO_TIMESTAMP)
+    return _check_records_plain(batch, config, now_ms)
+
+
+def _bounded(config: AppendConfig) -> bool:
+    """Whether message.timestamp.*.max.ms limit anything: the defaults mean no bound."""
+    return config.timestamp_before_max_ms != _LONG_MAX or config.timestamp_after_max_ms != _LONG_MAX
+
+
+def _check_records_plain(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int:
+    """The per-record checks on decoded records, collecting Kafka's record errors.
+
+    Structural faults abort at once (INVALID_RECORD, no record errors), as
+    Kafka's record iterator throws; key and timestamp faults are collected for
+    every record and reported together.
+    """
+    try:
+        records = batch.record_list(check_crc=False)  # the CRC was checked by the caller
+    except DecodeError as exc:
+        raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
+    errors: list[RecordError] = []
+    timestamp_errors = False
+    max_timestamp = _NO_TIMESTAMP
+    create_time = config.timestamp_type == CREATE_TIME
+    producer_says_append_time = batch.timestamp_type == LOG_APPEND_TIME
+    bounded = _bounded(config)
+    lowest = now_ms - config.timestamp_before_max_ms
+    highest = now_ms + config.timestamp_after_max_ms
+    compact = config.compact
+    for index, record in enumerate(records):
+        timestamp = record.timestamp
+        assert timestamp is not None  # magic 2 always carries timestamps
+        if timestamp > max_timestamp:
+            max_timestamp = timestamp
+        if record.offset != index:
+            errors.append((index, f"Record offset delta {record.offset} is not its index {index}"))
+        elif compact and record.key is None:
+            errors.append((index, "Compacted topic cannot accept message without key"))
+        elif create_time and timestamp != _NO_TIMESTAMP:
+            if bounded and not lowest <= timestamp <= highest:
+                timestamp_errors = True
+                errors.append((
+                    index,
+                    f"Timestamp {timestamp} of message with offset {record.offset} is out of range. "
+                    f"The timestamp should be within [{lowest}, {highest}]",
+                ))
+        elif producer_says_append_time:
+            timestamp_errors = True
+            errors.append((
+                index,
+                f"Invalid timestamp type in message at offset {record.offset}. "
+                "Producer should not set timestamp type to LogAppendTime.",
+            ))
+    if errors:
+        if timestamp_errors:
+            raise RecordsRejected(
+                ErrorCode.INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp",
+                errors,
+            )
+        raise RecordsRejected(
+            ErrorCode.INVALID_RECORD,
+            f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
+            f"showing the first three errors at most: {errors[:3]}",
+            errors,
+        )
+    return max_timestamp
+
+
+def assign_offsets(
+    data: bytearray,
+    plan: AppendPlan,
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    log_append_time_ms: int | None = None,
+) -> OffsetsAssigned:
+    """Stamp the validated batch in ``data`` with its offsets and leader epoch, in place.
+
+    Drops a partial batch trailing the whole one.  Under LogAppendTime
+    (``plan.log_append_time``) ``log_append_time_ms`` is required; it becomes the
+    batch's max timestamp and sets the timestamp-type bit.  Under CreateTime the
+    max timestamp becomes the records' own max, as Kafka rewrites it.  The CRC is
+    recomputed only when the CRC-covered attributes or max timestamp change.
+    """
+    if plan.log_append_time and log_append_time_ms is None:
+        raise ValueError("log_append_time_ms is required when the topic uses LogAppendTime")
+    if len(data) > plan.size:
+        del data[plan.size :]
+    _I64.pack_into(data, 0, base_offset)
+    _I32.pack_into(data, _LEADER_EPOCH_AT, leader_epoch)
+    attributes = _I16.unpack_from(data, _ATTRIBUTES_AT)[0]
+    if plan.log_append_time:
+        assert log_append_time_ms is not None
+        max_timestamp = log_append_time_ms
+        new_attributes = attributes | _TIMESTAMP_TYPE_BIT
+    else:
+        max_timestamp = plan.max_timestamp
+        new_attributes = attributes & ~_TIMESTAMP_TYPE_BIT
+    if new_attributes != attributes or _I64.unpack_from(data, _MAX_TIMESTAMP_AT)[0] != max_timestamp:
+        _I16.pack_into(data, _ATTRIBUTES_AT, new_attributes)
+        _I64.pack_into(data, _MAX_TIMESTAMP_AT, max_timestamp)
+        _U32.pack_into(data, _CRC_AT, _crc32c(memoryview(data)[_ATTRIBUTES_AT : plan.size]))
+    last_offset = base_offset + plan.record_count - 1
+    return OffsetsAssigned(
+        first_offset=base_offset,
+        last_offset=last_offset,
+        max_timestamp=max_timestamp,
+        offset_of_max_timestamp=last_offset,
+        log_append_time_ms=max_timestamp if plan.log_append_time else -1,
+    )

@@ -1,0 +1,427 @@
+"""validate_records / assign_offsets against batches real client code builds, every rejection
+Kafka makes, and hypothesis: valid batches always pass and come out stamped, corrupt ones never
+raise anything but RecordsRejected and are never accepted with records that do not decode."""
+
+from __future__ import annotations
+
+import struct
+
+import google_crc32c
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+
+from kafkapy.errors import ErrorCode
+from kafkapy.log.append import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    AppendConfig,
+    RecordsRejected,
+    assign_offsets,
+    validate_records,
+)
+from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, RecordBatch, build_record_batch
+
+NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CODECS = [0, 1, 2, 3, 4]  # none, gzip, snappy, lz4, zstd: kafka-python has all four here
+
+
+def fix_crc(data: bytearray) -> bytearray:
+    struct.pack_into(">I", data, 17, int(google_crc32c.value(bytes(data[21:]))))
+    return data
+
+
+def patch(data: bytes, fmt: str, at: int, value: int, *, crc: bool = True) -> bytearray:
+    out = bytearray(data)
+    struct.pack_into(fmt, out, at, value)
+    return fix_crc(out) if crc else out
+
+
+def kp_batch(
+    codec: int = 0,
+    n: int = 5,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    timestamp: int = NOW,
+    key: bytes | None = b"k",
+) -> bytearray:
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=codec, is_transactional=transactional, producer_id=producer_id,
+        producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 22,
+    )
+    for i in range(n):
+        value = b"value-%d-" % i * 20
+        builder.append(i, timestamp=timestamp + i, key=key, value=value, headers=[("h", b"v")])
+    return bytearray(builder.build())
+
+
+def rejected(data: bytes | bytearray, config: AppendConfig | None = None, **kw: int) -> RecordsRejected:
+    with pytest.raises(RecordsRejected) as info:
+        validate_records(bytearray(data), config or AppendConfig(), NOW, **kw)
+    return info.value
+
+
+# --- accepted batches from real client code ---------------------------------------
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_kafka_python_batches_are_accepted_and_stamped_without_touching_the_crc(
+    codec: int, idempotent: bool
+) -> None:
+    ids = {"producer_id": 4000, "producer_epoch": 2, "base_sequence": 17} if idempotent else {}
+    data = kp_batch(codec, 7, **ids)
+    original_crc = RecordBatch(bytes(data)).crc
+    plan = validate_records(data, AppendConfig(), NOW)
+    assert (plan.record_count, plan.max_timestamp, int(plan.compression)) == (7, NOW + 6, codec)
+    info = assign_offsets(data, plan, base_offset=1000, leader_epoch=9)
+    assert (info.first_offset, info.last_offset) == (1000, 1006)
+    assert (info.max_timestamp, info.log_append_time_ms) == (NOW + 6, -1)
+    batch = RecordBatch(bytes(data))
+    assert (batch.base_offset, batch.partition_leader_epoch, batch.crc) == (1000, 9, original_crc)
+    assert batch.crc_valid
+    # kafka-python reads back what it wrote, at the assigned offsets.
+    kp = MemoryRecords(bytes(data)).next_batch()
+    assert [(r.offset, r.key, r.value) for r in kp] == [
+        (1000 + i, b"k", b"value-%d-" % i * 20) for i in range(7)
+    ]
+
+
+def test_memory_records_builder_batch_is_accepted() -> None:
+    builder = MemoryRecordsBuilder(magic=2, compression_type=3, batch_size=1 << 20)
+    for _ in range(3):
+        builder.append(timestamp=NOW, key=None, value=b"x" * 50, headers=[])
+    builder.close()
+    data = bytearray(builder.buffer())
+    plan = validate_records(data, AppendConfig(), NOW)
+    assign_offsets(data, plan, base_offset=5, leader_epoch=0)
+    assert [r.offset for r in RecordBatch(bytes(data))] == [5, 6, 7]
+
+
+@pytest.mark.parametrize("codec", [0, 4])
+def test_log_append_time_rewrites_max_timestamp_and_type_and_recomputes_the_crc(codec: int) -> None:
+    data = kp_batch(codec, 3, timestamp=NOW - 10_000)
+    config = AppendConfig.from_topic_configs({"message.timestamp.type": "LogAppendTime"})
+    plan = validate_records(data, config, NOW)
+    assert plan.log_append_time
+    with pytest.raises(ValueError, match="log_append_time_ms"):
+        assign_offsets(bytearray(data), plan, base_offset=0, leader_epoch=0)
+    info = assign_offsets(data, plan, base_offset=42, leader_epoch=1, log_append_time_ms=NOW + 5)
+    assert (info.max_timestamp, info.log_append_time_ms) == (NOW + 5, NOW + 5)
+    assert info.offset_of_max_timestamp == 44
+    batch = RecordBatch(bytes(data))
+    assert batch.crc_valid and batch.timestamp_type == LOG_APPEND_TIME and batch.max_timestamp == NOW + 5
+    kp = MemoryRecords(bytes(data)).next_batch()
+    assert [(r.timestamp, r.timestamp_type) for r in kp] == [(NOW + 5, 1)] * 3
+
+
+def test_create_time_corrects_a_wrong_header_max_timestamp_and_a_producer_append_time_bit() -> None:
+    wrong_max = patch(build_record_batch([(b"k", b"v", [], NOW - 5), (b"k", b"v", [], NOW - 1)]), ">q", 35, 7)
+    plan = validate_records(wrong_max, AppendConfig(), NOW)
+    assign_offsets(wrong_max, plan, base_offset=0, leader_epoch=0)
+    batch = RecordBatch(bytes(wrong_max))
+    assert batch.crc_valid and batch.max_timestamp == NOW - 1
+    # The producer set LogAppendTime on a CreateTime topic: records then read the header's max
+    # timestamp, which is in range, so Kafka accepts and stores the batch as CreateTime.
+    bit = build_record_batch([(b"k", b"v", [], NOW)], timestamp_type=LOG_APPEND_TIME)
+    data = bytearray(bit)
+    plan = validate_records(data, AppendConfig(), NOW)
+    assign_offsets(data, plan, base_offset=0, leader_epoch=0)
+    batch = RecordBatch(bytes(data))
+    assert batch.crc_valid and batch.timestamp_type == CREATE_TIME
+
+
+def test_a_partial_batch_after_the_whole_one_is_dropped_as_kafka_trims_it() -> None:
+    whole = kp_batch(0, 2)
+    data = whole + kp_batch(0, 2)[:30]
+    plan = validate_records(data, AppendConfig(), NOW)
+    assert plan.size == len(whole)
+    assign_offsets(data, plan, base_offset=3, leader_epoch=0)
+    assert len(data) == len(whole) and RecordBatch(bytes(data)).crc_valid
+
+
+# --- rejections, each with Kafka's code --------------------------------------------
+
+
+def test_no_batch_at_all_is_invalid_record() -> None:
+    assert rejected(b"").code is ErrorCode.INVALID_RECORD
+    assert rejected(kp_batch()[:40]).code is ErrorCode.INVALID_RECORD  # only a partial batch
+
+
+def test_broken_framing_is_corrupt_message() -> None:
+    assert rejected(patch(kp_batch(), ">i", 8, 13, crc=False)).code is ErrorCode.CORRUPT_MESSAGE
+    assert rejected(patch(kp_batch(), ">b", 16, 3, crc=False)).code is ErrorCode.CORRUPT_MESSAGE
+    assert rejected(patch(kp_batch(), ">i", 8, 40, crc=False)).code is ErrorCode.CORRUPT_MESSAGE
+
+
+def test_legacy_magic_is_invalid_record() -> None:
+    for magic in (0, 1):
+        builder = MemoryRecordsBuilder(magic=magic, compression_type=0, batch_size=1 << 20)
+        builder.append(timestamp=NOW if magic else None, key=b"k", value=b"v", headers=[])
+        builder.close()
+        error = rejected(builder.buffer())
+        assert error.code is ErrorCode.INVALID_RECORD and "magic version 2" in error.message
+
+
+def test_more_than_one_batch_is_invalid_record() -> None:
+    assert rejected(kp_batch() + kp_batch()).code is ErrorCode.INVALID_RECORD
+
+
+def test_zstd_needs_produce_v7() -> None:
+    data = kp_batch(4)
+    assert rejected(data, produce_version=6).code is ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    validate_records(data, AppendConfig(), NOW, produce_version=7)
+
+
+def test_base_offset_must_be_zero() -> None:
+    error = rejected(patch(kp_batch(), ">q", 0, 5, crc=False))
+    assert error.code is ErrorCode.INVALID_RECORD and "should be 0" in error.message
+
+
+def test_max_message_bytes_is_message_too_large() -> None:
+    data = kp_batch(0, 3)
+    assert rejected(data, AppendConfig(max_message_bytes=len(data) - 1)).code is ErrorCode.MESSAGE_TOO_LARGE
+    validate_records(data, AppendConfig(max_message_bytes=len(data)), NOW)
+    assert AppendConfig().max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES == 1048588
+
+
+def test_crc_mismatch_is_corrupt_message() -> None:
+    data = kp_batch(1)
+    data[-1] ^= 0xFF
+    assert rejected(data).code is ErrorCode.CORRUPT_MESSAGE
+
+
+def test_unknown_codec_is_unsupported_compression_type() -> None:
+    assert rejected(patch(kp_batch(), ">h", 21, 5)).code is ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+
+
+@pytest.mark.parametrize(("fmt", "at", "value"), [
+    (">i", 23, 3),  # last_offset_delta disagrees with count 5
+    (">i", 23, -1),  # offset range empty
+    (">i", 57, 0),  # count 0
+    (">i", 57, -2),  # negative count
+])
+def test_inconsistent_count_and_offsets_are_invalid_record(fmt: str, at: int, value: int) -> None:
+    assert rejected(patch(kp_batch(), fmt, at, value)).code is ErrorCode.INVALID_RECORD
+
+
+def test_control_batch_from_a_client_is_invalid_record() -> None:
+    data = build_record_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x05")], is_control=True,
+                              producer_id=1, producer_epoch=0, base_sequence=0)
+    assert "control" in rejected(data).message
+
+
+def test_producer_id_without_sequence_is_invalid_record() -> None:
+    error = rejected(kp_batch(producer_id=7, producer_epoch=0, base_sequence=-1))
+    assert error.code is ErrorCode.INVALID_RECORD and "sequence" in error.message
+
+
+def test_records_that_miss_the_batch_end_are_invalid_record_without_record_errors() -> None:
+    short = patch(patch(kp_batch(0, 5), ">i", 57, 6), ">i", 23, 5)  # count 6, five records
+    long = patch(patch(kp_batch(0, 5), ">i", 57, 4), ">i", 23, 3)  # count 4, five records
+    for data in (short, long):
+        error = rejected(data)
+        assert error.code is ErrorCode.INVALID_RECORD and error.record_errors == []
+
+
+def test_garbage_compressed_payload_is_invalid_record() -> None:
+    data = bytearray(kp_batch(1, 5))
+    data[61 + 12] ^= 0xFF  # inside the gzip stream, CRC then recomputed
+    assert rejected(fix_crc(data)).code is ErrorCode.INVALID_RECORD
+
+
+def test_offset_deltas_out_of_order_are_record_errors() -> None:
+    gap = build_record_batch([{"key": b"a", "value": b"1", "offset": 0},
+                              {"key": b"b", "value": b"2", "offset": 2}])
+    error = rejected(patch(gap, ">i", 23, 1))
+    assert error.code is ErrorCode.INVALID_RECORD and [i for i, _ in error.record_errors] == [1]
+
+
+def test_compacted_topic_needs_keys_with_the_record_indexes() -> None:
+    data = build_record_batch([(b"a", b"1"), (None, b"2"), (b"c", b"3"), (None, None)], base_timestamp=NOW)
+    config = AppendConfig.from_topic_configs({"cleanup.policy": "compact,delete"})
+    error = rejected(data, config)
+    assert error.code is ErrorCode.INVALID_RECORD
+    assert error.record_errors == [(1, "Compacted topic cannot accept message without key"),
+                                   (3, "Compacted topic cannot accept message without key")]
+    validate_records(bytearray(data), AppendConfig(), NOW)
+
+
+def test_timestamps_out_of_bounds_are_invalid_timestamp_with_record_errors() -> None:
+    records = [(b"k", b"v", [], NOW - 2000), (b"k", b"v", [], NOW), (b"k", b"v", [], NOW + 2000)]
+    data = build_record_batch(records)
+    config = AppendConfig.from_topic_configs({
+        "message.timestamp.before.max.ms": "1000", "message.timestamp.after.max.ms": "1000"})
+    error = rejected(data, config)
+    assert error.code is ErrorCode.INVALID_TIMESTAMP
+    assert [i for i, _ in error.record_errors] == [0, 2]
+    assert f"[{NOW - 1000}, {NOW + 1000}]" in error.record_errors[0][1]
+    # The deprecated difference bound stands in for both when they are left at their default.
+    legacy = AppendConfig.from_topic_configs({"message.timestamp.difference.max.ms": "1000"})
+    assert [i for i, _ in rejected(data, legacy).record_errors] == [0, 2]
+    # Under LogAppendTime the producer's timestamps are not checked.
+    lat = AppendConfig.from_topic_configs({"message.timestamp.type": "LogAppendTime",
+                                           "message.timestamp.difference.max.ms": "1000"})
+    validate_records(bytearray(data), lat, NOW)
+
+
+def test_key_error_wins_over_timestamp_error_and_any_timestamp_error_makes_it_invalid_timestamp() -> None:
+    data = build_record_batch([(None, b"v", [], NOW - 5000), (b"k", b"v", [], NOW - 5000)])
+    config = AppendConfig(compact=True, timestamp_before_max_ms=1000)
+    error = rejected(data, config)
+    assert error.code is ErrorCode.INVALID_TIMESTAMP
+    assert error.record_errors[0] == (0, "Compacted topic cannot accept message without key")
+    assert error.record_errors[1][0] == 1
+
+
+def test_log_append_time_set_by_the_producer_on_a_log_append_time_topic_is_invalid_timestamp() -> None:
+    data = build_record_batch([(b"k", b"v"), (b"k", b"v")], timestamp_type=LOG_APPEND_TIME,
+                              base_timestamp=NOW)
+    error = rejected(data, AppendConfig(timestamp_type=LOG_APPEND_TIME))
+    assert error.code is ErrorCode.INVALID_TIMESTAMP and [i for i, _ in error.record_errors] == [0, 1]
+
+
+def test_segment_bytes_is_record_list_too_large() -> None:
+    data = kp_batch(0, 3)
+    assert rejected(data, AppendConfig(segment_bytes=len(data) - 1)).code is ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+def test_topic_configs_are_read_under_kafkas_names() -> None:
+    config = AppendConfig.from_topic_configs({
+        "max.message.bytes": "2000", "segment.bytes": "4096", "message.timestamp.type": "CreateTime",
+        "message.timestamp.before.max.ms": "5", "message.timestamp.difference.max.ms": "9",
+        "cleanup.policy": "delete"})
+    assert config == AppendConfig(max_message_bytes=2000, segment_bytes=4096, timestamp_before_max_ms=5,
+                                  timestamp_after_max_ms=9, compact=False)
+    assert AppendConfig.from_topic_configs({}) == AppendConfig()
+
+
+# --- hypothesis --------------------------------------------------------------------
+
+blobs = st.one_of(st.none(), st.binary(max_size=40))
+record_lists = st.lists(
+    st.tuples(blobs, blobs, st.lists(st.tuples(st.text(max_size=5), blobs), max_size=2),
+              st.integers(NOW - 10**6, NOW + 10**6)),
+    min_size=1, max_size=12,
+)
+
+
+@FUZZ
+@given(records=record_lists, codec=st.sampled_from(CODECS), base=st.integers(0, 2**40),
+       epoch=st.integers(-1, 2**31 - 1))
+def test_any_valid_batch_is_accepted_and_reads_back_at_its_offsets(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    codec: int, base: int, epoch: int,
+) -> None:
+    data = bytearray(build_record_batch(records, compression=codec))
+    plan = validate_records(data, AppendConfig(), NOW)
+    assert plan.max_timestamp == max(r[3] for r in records)
+    assign_offsets(data, plan, base_offset=base, leader_epoch=epoch)
+    batch = RecordBatch(bytes(data))
+    batch.validate()
+    assert batch.partition_leader_epoch == epoch
+    assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in batch] == [
+        (base + i, k, v, h, ts) for i, (k, v, h, ts) in enumerate(records)
+    ]
+
+
+@FUZZ
+@given(records=record_lists, codec=st.sampled_from(CODECS), data=st.data())
+def test_damaged_batches_are_rejected_with_a_code_or_still_decode(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    codec: int, data: st.DataObject,
+) -> None:
+    raw = bytearray(build_record_batch(records, compression=codec))
+    kind = data.draw(st.sampled_from(["flip", "flip+crc", "truncate", "append"]))
+    if kind == "truncate":
+        del raw[data.draw(st.integers(0, len(raw) - 1)):]
+    elif kind == "append":
+        raw += data.draw(st.binary(min_size=1, max_size=80))
+    else:
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] ^= data.draw(st.integers(1, 255))
+        if kind == "flip+crc" and len(raw) >= 61:
+            fix_crc(raw)
+    try:
+        plan = validate_records(raw, AppendConfig(), NOW)
+    except RecordsRejected as exc:
+        assert isinstance(exc.code, ErrorCode) and exc.code is not ErrorCode.NONE
+        return
+    # Accepted: then it is one whole batch whose records decode, and stamping keeps it so.
+    assign_offsets(raw, plan, base_offset=10, leader_epoch=0)
+    batch = RecordBatch(bytes(raw))
+    assert batch.size_in_bytes == len(raw) == plan.size
+    assert len(batch.record_list(check_crc=True)) == plan.record_count
+
+
+def test_append_and_producer_state_stay_below_the_server_layer() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, kafkapy.log.append, kafkapy.log.producer_state; "
+            "print(sorted(m for m in sys.modules if m.startswith('kafkapy.') and m.split('.')[1] not in "
+            "('errors', 'protocol', 'store', 'log')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# --- the fast path's contract ---------------------------------------------------------
+
+configs = st.builds(
+    AppendConfig,
+    timestamp_type=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
+    timestamp_before_max_ms=st.one_of(st.just(2**63 - 1), st.integers(0, 10**6)),
+    timestamp_after_max_ms=st.one_of(st.just(2**63 - 1), st.integers(0, 10**6)),
+    compact=st.booleans(),
+)
+
+
+def _checked(fn: object, batch: RecordBatch, config: AppendConfig) -> object:
+    try:
+        return fn(batch, config, NOW)  # type: ignore[operator]
+    except RecordsRejected as exc:
+        return (exc.code, exc.message, exc.record_errors)
+
+
+@FUZZ
+@given(records=st.lists(st.tuples(blobs, blobs, st.just([]),
+                                  st.one_of(st.integers(NOW - 2 * 10**6, NOW + 2 * 10**6),
+                                            st.sampled_from([-1, -5, 0]))), min_size=1, max_size=8),
+       config=configs, kind=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
+       header_max=st.sampled_from([None, -1, NOW, NOW - 5 * 10**6]),
+       gap=st.booleans(), codec=st.sampled_from([0, 1]))
+def test_fast_record_checks_equal_the_plain_ones(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    config: AppendConfig, kind: int, header_max: int | None, gap: bool, codec: int,
+) -> None:
+    from kafkapy.log.append import _check_records, _check_records_plain
+
+    items = [{"key": k, "value": v, "timestamp": ts, **({"offset": i * 2} if gap else {})}
+             for i, (k, v, _, ts) in enumerate(records)]
+    raw = build_record_batch(items, compression=codec, timestamp_type=kind, max_timestamp=header_max)
+    batch = RecordBatch(raw)
+    assert _checked(_check_records, batch, config) == _checked(_check_records_plain, batch, config)
+
+
+def test_max_timestamp_never_reports_below_no_timestamp_as_kafka_starts_from_it() -> None:
+    data = bytearray(build_record_batch([(b"k", b"v", [], -5), (b"k", b"v", [], -7)]))
+    assert validate_records(data, AppendConfig(), NOW).max_timestamp == -1
+
+
+_HEADER = build_record_batch([(b"k", b"v")])[:61]  # a real header, then random records
+
+
+@FUZZ
+@given(raw=st.one_of(st.binary(max_size=200), st.binary(max_size=120).map(lambda tail: _HEADER + tail)))
+def test_arbitrary_bytes_give_a_plan_or_records_rejected(raw: bytes) -> None:
+    try:
+        plan = validate_records(bytearray(raw), AppendConfig(), NOW)
+    except RecordsRejected as exc:
+        assert exc.code is not ErrorCode.NONE
+    else:
+        assert RecordBatch(raw[: plan.size]).crc_valid
