@@ -359,17 +359,6 @@ def test_damaged_batches_are_rejected_with_a_code_or_still_decode(
     assert len(batch.record_list(check_crc=True)) == plan.record_count
 
 
-def test_append_and_producer_state_stay_below_the_server_layer() -> None:
-    import subprocess
-    import sys
-
-    code = ("import sys, kafkapy.log.append, kafkapy.log.producer_state; "
-            "print(sorted(m for m in sys.modules if m.startswith('kafkapy.') and m.split('.')[1] not in "
-            "('errors', 'protocol', 'store', 'log')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-
-
 # --- the fast path's contract ---------------------------------------------------------
 
 configs = st.builds(
