@@ -61,6 +61,7 @@ from kafkapy.capture.tcp import (
     TcpReassembler,
     _Half,
 )
+from kafkapy.protocol.api_keys import FIRST_PRIVATE_API_KEY, ApiKey
 
 __all__ = [
     "MAX_FRAME_SIZE",
@@ -80,17 +81,17 @@ __all__ = [
 # no such limit in principle, but fetch.max.bytes (50 MiB) keeps them below it.
 MAX_FRAME_SIZE = 104_857_600
 
-# The highest API key in Kafka 4.x is in the low 90s; 92 leaves headroom for
-# a release or two. Keys 1000+ are this project's private extensions.
-_MAX_API_KEY = 92
-_PRIVATE_API_KEYS = frozenset({1000, 1001, 1002, 1003, 1004, 1010, 1020})
+# Kafka numbers its APIs from 0 and never reuses a retired key (LeaderAndIsr, StopReplica and
+# UpdateMetadata, 4-6, left the specs but old captures still carry them), so any key up to the
+# highest the catalogue knows is plausible; above it, only kafkapy's private keys (ApiKey's
+# members from FIRST_PRIVATE_API_KEY, the seed designs in protocol_specs/).
+_MAX_API_KEY = int(max(key for key in ApiKey if key < FIRST_PRIVATE_API_KEY))
+_PRIVATE_API_KEYS = frozenset(int(key) for key in ApiKey if key >= FIRST_PRIVATE_API_KEY)
 # The highest request version in Kafka 4.x is Fetch v17; 24 is headroom.
 _MAX_API_VERSION = 24
 # client.id has no length limit in Kafka, but real ones are short names like
 # "consumer-<group>-1", and group ids are usually under 255 characters.
 _MAX_CLIENT_ID = 4096
-# ControlledShutdown v0 alone uses request header v0, which has no client id.
-_CONTROLLED_SHUTDOWN = 7
 
 #: Bytes per direction examined before deciding a connection on an unknown
 #: port is not Kafka. 64 KiB is larger than most Kafka requests other than
@@ -224,8 +225,8 @@ def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAM
         return False
     if not 0 <= version <= _MAX_API_VERSION:
         return False
-    if key == _CONTROLLED_SHUTDOWN and version == 0:
-        return True
+    if key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
+        return True  # request header v0: no client id to judge
     if size < 10:
         return False
     if avail < 14:

@@ -11,7 +11,8 @@ Two readers, one answer:
 * :func:`peek_request_header` reads the common case by hand (a client id, then in v2 an empty tag
   section) and hands everything else (tags in the header, a cut header, a bad length) to the
   compiled RequestHeader schema, which reads every case and names the error. A test holds it equal
-  to :func:`kafkapy.protocol.codec.decode_request_header`, the schema alone, on any bytes.
+  to :func:`decode_request_header_plain`, the schema alone, on any bytes. It is the codec's
+  ``decode_request_header``.
 * :data:`unpack_request_prefix` is the 8-byte prefix and nothing else: exactly one struct unpack,
   for a hot path (dispatch's routing) that needs no client id and has checked the frame holds
   :data:`REQUEST_PREFIX_SIZE` bytes.
@@ -31,7 +32,7 @@ from kafkapy.protocol.specs import MessageSpec, standard_and_project_specs
 __all__ = [
     "REQUEST_PREFIX_SIZE",
     "RequestHeader",
-    "decode_header_with_schema",
+    "decode_request_header_plain",
     "header_schema",
     "peek_request_header",
     "unpack_request_prefix",
@@ -97,8 +98,17 @@ def _too_short(end: int) -> DecodeError:
                        offset=0, truncated=True)
 
 
-def decode_header_with_schema(buf: bytes, header_version: int) -> RequestHeader:
-    """The plain path: the compiled RequestHeader schema at ``header_version`` reads ``buf``."""
+def decode_request_header_plain(data: bytes | bytearray | memoryview) -> RequestHeader:
+    """The plain path the peek is held to: the compiled RequestHeader schema alone, at the header
+    version the catalogue gives the frame's key and version."""
+    buf = data if type(data) is bytes else bytes(data)
+    if len(buf) < REQUEST_PREFIX_SIZE:
+        raise _too_short(len(buf))
+    api_key, api_version, _ = _PREFIX.unpack_from(buf, 0)
+    return _read_with_schema(buf, request_header_version(api_key, api_version))
+
+
+def _read_with_schema(buf: bytes, header_version: int) -> RequestHeader:
     api_key, api_version, _ = _PREFIX.unpack_from(buf, 0)
     decode = header_schema("request", header_version).compiled_codec()[0]
     try:
@@ -150,4 +160,4 @@ def peek_request_header(data: bytes | bytearray | memoryview) -> RequestHeader:
         if header_version is None:
             header_version = _header_version(key, version)
     # tags in the header, a cut or malformed client id: the schema reads it or names the error
-    return decode_header_with_schema(data if type(data) is bytes else bytes(data), header_version)
+    return _read_with_schema(data if type(data) is bytes else bytes(data), header_version)

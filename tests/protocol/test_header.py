@@ -1,7 +1,8 @@
 """The request-header peek against the compiled RequestHeader schema: one answer on any bytes.
 
-``peek_request_header`` reads the common header by hand and is what the codec, capture framing
-and pairing use; ``decode_request_header`` is the schema alone. Garbage gives DecodeError from
+``peek_request_header`` reads the common header by hand and is what the codec (as its
+``decode_request_header``), capture framing and pairing use; ``decode_request_header_plain`` is
+the schema alone. Garbage gives DecodeError from
 both and nothing else.
 """
 
@@ -20,6 +21,7 @@ from kafkapy.protocol.catalogue import request_header_version
 from kafkapy.protocol.header import (
     REQUEST_PREFIX_SIZE,
     RequestHeader,
+    decode_request_header_plain,
     peek_request_header,
     unpack_request_prefix,
 )
@@ -36,7 +38,7 @@ def _outcome(read: object, data: bytes | bytearray | memoryview) -> tuple[str, o
 
 
 def _assert_same(data: bytes) -> None:
-    plain = _outcome(decode_request_header, data)
+    plain = _outcome(decode_request_header_plain, data)
     assert _outcome(peek_request_header, data) == plain
     assert _outcome(peek_request_header, bytearray(data)) == plain
     assert _outcome(peek_request_header, memoryview(data)) == plain
@@ -83,7 +85,8 @@ def test_peek_reads_every_api_at_both_ends_of_its_versions(key: int) -> None:
         for client_id in ("peek", None, "ünïcode"):
             frame = encode_request(key, version, 4242, client_id, {})
             header = peek_request_header(frame)
-            assert header == decode_request_header(frame)
+            assert header == decode_request_header_plain(frame)
+            assert decode_request_header is peek_request_header
             assert header[:4] == (key, version, 4242, client_id if header.header_version else None)
             assert header.header_version == request_header_version(key, version)
             assert unpack_request_prefix(frame) == (key, version, 4242)
