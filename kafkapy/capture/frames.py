@@ -247,10 +247,11 @@ def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAM
 
 def _request_candidates(max_size: int) -> re.Pattern[bytes]:
     """Positions worth a full plausible_request check: size's top byte within
-    range, API key's top byte 0 (keys < 256) or 3 (private keys 1000-1020),
-    version's top byte 0. The lookahead finds overlapping candidates."""
+    range, API key's top byte one a plausible key has (today 0 for Kafka's keys, 3 for the
+    private 1000-1020), version's top byte 0. The lookahead finds overlapping candidates."""
     top = max(0, min(max_size >> 24, 0x7F))
-    return re.compile(rb"(?s)(?=[\x00-" + re.escape(bytes([top])) + rb"]...[\x00\x03].\x00)")
+    key_tops = bytes(sorted({key >> 8 for key in (*range(_MAX_API_KEY + 1), *_PRIVATE_API_KEYS)}))
+    return re.compile(rb"(?s)(?=[\x00-" + re.escape(bytes([top])) + rb"]...[" + re.escape(key_tops) + rb"].\x00)")
 
 
 class _Side:
