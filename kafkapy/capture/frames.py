@@ -251,7 +251,8 @@ def _request_candidates(max_size: int) -> re.Pattern[bytes]:
     private 1000-1020), version's top byte 0. The lookahead finds overlapping candidates."""
     top = max(0, min(max_size >> 24, 0x7F))
     key_tops = bytes(sorted({key >> 8 for key in (*range(_MAX_API_KEY + 1), *_PRIVATE_API_KEYS)}))
-    return re.compile(rb"(?s)(?=[\x00-" + re.escape(bytes([top])) + rb"]...[" + re.escape(key_tops) + rb"].\x00)")
+    size_top = re.escape(bytes([top]))
+    return re.compile(rb"(?s)(?=[\x00-" + size_top + rb"]...[" + re.escape(key_tops) + rb"].\x00)")
 
 
 class _Side:
