@@ -50,6 +50,7 @@ from kafkapy.errors import DecodeError
 from kafkapy.protocol.compression import Compression
 from kafkapy.protocol.records import (
     _V2_HEADER,
+    _V2_HEADER_SIZE,
     _ZIGZAG,
     LegacyBatch,
     Record,
@@ -177,8 +178,11 @@ def _fused(data: bytes, pos: int, total: int) -> str | None:
                 return None
             # With log-append time the broker's stamp replaces every record's own.
             lat = max_ts if attributes & _TIMESTAMP_TYPE_BIT else None
-            payload, start, stop, _ = v2_payload(data, pos, end, attributes)
-            _v2_json(payload, start, stop, base_offset, base_ts, lat, count, parts)
+            if attributes & _COMPRESSION_MASK:
+                payload, start, stop, _ = v2_payload(data, pos, end, attributes)
+                _v2_json(payload, start, stop, base_offset, base_ts, lat, count, parts)
+            else:  # v2_payload's in-place answer for bytes, without the call: the common batch
+                _v2_json(data, pos + _V2_HEADER_SIZE, end, base_offset, base_ts, lat, count, parts)
         else:
             texts: list[str] = []
             # LegacyBatch bounds itself by the end of its buffer: give it one that ends with the field.
