@@ -84,11 +84,16 @@ def header_schema(kind: str, version: int) -> MessageSchema:
     return schema
 
 
-# api_key * 65536 + api_version (both int16, so the int is unique) -> request header version
+# api_key * 65536 + api_version (both int16, so the int is unique) -> request header version.
+# Real traffic uses a few dozen pairs; the bound keeps garbage (a capture's damaged frames) from
+# growing it without end.
 _header_versions: dict[int, int] = {}
+_HEADER_VERSIONS_KEPT = 4096
 
 
 def _header_version(api_key: int, api_version: int) -> int:
+    if len(_header_versions) >= _HEADER_VERSIONS_KEPT:
+        _header_versions.clear()
     version = _header_versions[api_key * 65536 + api_version] = request_header_version(api_key, api_version)
     return version
 

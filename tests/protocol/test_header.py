@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkapy.errors import DecodeError
-from kafkapy.protocol import catalogue, decode_request_header, encode_request
+from kafkapy.protocol import catalogue, decode_request_header, encode_request, header
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import request_header_version
 from kafkapy.protocol.header import (
@@ -113,3 +113,11 @@ def test_controlled_shutdown_v0_has_no_client_id() -> None:
     frame = struct.pack(">hhi", ApiKey.CONTROLLED_SHUTDOWN, 0, 5) + b"\x00\x00\x00\x01"
     assert peek_request_header(frame) == RequestHeader(ApiKey.CONTROLLED_SHUTDOWN, 0, 5, None, 0,
                                                        REQUEST_PREFIX_SIZE)
+
+
+def test_the_header_version_cache_stays_bounded_on_garbage() -> None:
+    """Damaged frames carry any key and version: the peek's cache of header versions must not grow
+    with them."""
+    for key in range(-3000, 3000):
+        peek_request_header(struct.pack(">hhih", key, key, 1, -1) + b"\x00")
+    assert len(header._header_versions) <= header._HEADER_VERSIONS_KEPT
