@@ -62,6 +62,7 @@ from kafkapy.capture.tcp import (
     TcpReassembler,
 )
 from kafkapy.protocol.api_keys import FIRST_PRIVATE_API_KEY, ApiKey
+from kafkapy.protocol.header import unpack_request_prefix
 
 __all__ = [
     "MAX_FRAME_SIZE",
@@ -111,14 +112,17 @@ _RESP_HEAD = struct.Struct(">ii")
 # "a million requests before the capture", while a random int32 lands in
 # the window only once in 4096 tries.
 _CORR_WINDOW = 1 << 20
-_REQ_HEAD = struct.Struct(">ihhi")
 
 
 _UNDECIDED, _SYNCED, _SKIPPING, _HUNTING, _IGNORED = range(5)
 
 
 def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAME_SIZE) -> bool | None:
-    """Could a client->server frame start at ``buf[pos]``? None: need more bytes."""
+    """Could a client->server frame start at ``buf[pos]``? None: need more bytes.
+
+    A judgement, not a decode: it reads the header's fixed prefix with the protocol's
+    ``unpack_request_prefix`` and answers from the key, version and client id alone, as early as
+    they are in (a v2 header's tag section is not waited for; the header decoder reads it)."""
     avail = len(buf) - pos
     if avail < 4:
         return None
@@ -131,7 +135,7 @@ def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAM
             if not (0 <= key <= _MAX_API_KEY or key in _PRIVATE_API_KEYS):
                 return False
         return None
-    _, key, version, _corr = _REQ_HEAD.unpack_from(buf, pos)
+    key, version, _corr = unpack_request_prefix(buf, pos + 4)
     if not (0 <= key <= _MAX_API_KEY or key in _PRIVATE_API_KEYS):
         return False
     if not 0 <= version <= _MAX_API_VERSION:
