@@ -47,6 +47,9 @@ __all__ = [
     "response_json_decoder",
 ]
 
+#: ``message_schema``'s key for the request or response header itself: no API has key -1.
+HEADER_SCHEMA_KEY = -1
+
 Decoder = Callable[[bytes, int, int], tuple[Body, int]]
 Encoder = Callable[[Mapping[str, Any], bytearray], None]
 
@@ -117,13 +120,14 @@ _schemas: dict[tuple[int, str, int], MessageSchema] = {}
 def message_schema(api_key: int, kind: str, version: int) -> MessageSchema:
     """The cached construct schema of one API's request or response at one version.
 
-    ``api_key`` -1 selects the request or response header, at header version ``version``.
+    ``api_key`` HEADER_SCHEMA_KEY (-1) selects the request or response header, at header version
+    ``version``.
     """
     key = (api_key, kind, version)
     schema = _schemas.get(key)
     if schema is not None:
         return schema
-    if api_key == -1:
+    if api_key == HEADER_SCHEMA_KEY:
         schema = header_schema(kind, version)
     else:
         api = get_api(api_key)
@@ -207,7 +211,8 @@ def _request_plan(api_key: int, api_version: int) -> _Plan:
     if plan is None:
         decode_body, encode_body = _codec(api_key, "request", api_version)  # refuses unknown keys first
         header_version = request_header_version(api_key, api_version)
-        plan = _Plan(header_version, _codec(-1, "request", header_version)[0], decode_body, encode_body)
+        decode_header = _codec(HEADER_SCHEMA_KEY, "request", header_version)[0]
+        plan = _Plan(header_version, decode_header, decode_body, encode_body)
         _request_plans[(api_key, api_version)] = plan
     return plan
 
@@ -217,7 +222,8 @@ def _response_plan(api_key: int, api_version: int) -> _Plan:
     if plan is None:
         decode_body, encode_body = _codec(api_key, "response", api_version)
         header_version = response_header_version(api_key, api_version)
-        plan = _Plan(header_version, _codec(-1, "response", header_version)[0], decode_body, encode_body)
+        decode_header = _codec(HEADER_SCHEMA_KEY, "response", header_version)[0]
+        plan = _Plan(header_version, decode_header, decode_body, encode_body)
         _response_plans[(api_key, api_version)] = plan
     return plan
 
@@ -423,7 +429,7 @@ def _decode_response(data: bytes | bytearray | memoryview, api_key: int, api_ver
                      cls: Callable[..., Any]) -> Any:
     buf = _view(data)
     header_version = response_header_version(api_key, api_version)
-    decode_header, _ = _codec(-1, "response", header_version)
+    decode_header, _ = _codec(HEADER_SCHEMA_KEY, "response", header_version)
     header, pos = _run_decoder(decode_header, buf, 0, len(buf), api_key, api_version)
     version = api_version
     if api_key == ApiKey.API_VERSIONS and api_version > 0 and len(buf) >= pos + 2 and \
@@ -479,7 +485,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
                               "correlation_id": correlation_id}
     if header_version >= 1:  # header v0 (ControlledShutdown v0) has no client id
         header["client_id"] = client_id
-    _run_encoder(-1, "request", header_version, header, out)
+    _run_encoder(HEADER_SCHEMA_KEY, "request", header_version, header, out)
     _run_encoder(api_key, "request", api_version, body, out)
     return bytes(out)
 
