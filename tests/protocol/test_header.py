@@ -121,3 +121,13 @@ def test_the_header_version_cache_stays_bounded_on_garbage() -> None:
     for key in range(-3000, 3000):
         peek_request_header(struct.pack(">hhih", key, key, 1, -1) + b"\x00")
     assert len(header._header_versions) <= header._HEADER_VERSIONS_KEPT
+
+
+def test_the_prefix_reader_is_one_struct_unpack() -> None:
+    """Dispatch's routing calls it per request: it must cost what ``Struct.unpack_from`` costs, so
+    it is that bound method itself, no Python function around it."""
+    assert type(unpack_request_prefix).__name__ == "builtin_function_or_method"
+    owner = unpack_request_prefix.__self__  # type: ignore[attr-defined]
+    assert isinstance(owner, struct.Struct) and owner.format == ">hhi" and owner.size == REQUEST_PREFIX_SIZE
+    frame = encode_request(ApiKey.FETCH, 12, 99, "d", {})
+    assert unpack_request_prefix(frame, 0) == (ApiKey.FETCH, 12, 99)
