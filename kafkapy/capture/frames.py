@@ -42,14 +42,15 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator, MutableSet
-from typing import Any, BinaryIO, Literal, NamedTuple
+from typing import BinaryIO
 
 import attrs
 
+from kafkapy.capture.events import ConnectionClassified, Frame, FrameEvent, Unframed
+from kafkapy.capture.fused import FusedWalk
 from kafkapy.capture.packets import PacketDecoder
-from kafkapy.capture.pcap import MAX_CAPLEN, CaptureReader, Packet
+from kafkapy.capture.pcap import CaptureReader
 from kafkapy.capture.tcp import (
-    _MAX_WINDOW,
     DEFAULT_KAFKA_PORTS,
     Connection,
     ConnectionClosed,
@@ -59,8 +60,9 @@ from kafkapy.capture.tcp import (
     StreamGap,
     TcpEvent,
     TcpReassembler,
-    _Half,
 )
+from kafkapy.protocol.api_keys import FIRST_PRIVATE_API_KEY, ApiKey
+from kafkapy.protocol.header import unpack_request_prefix
 
 __all__ = [
     "MAX_FRAME_SIZE",
@@ -80,17 +82,17 @@ __all__ = [
 # no such limit in principle, but fetch.max.bytes (50 MiB) keeps them below it.
 MAX_FRAME_SIZE = 104_857_600
 
-# The highest API key in Kafka 4.x is in the low 90s; 92 leaves headroom for
-# a release or two. Keys 1000+ are this project's private extensions.
-_MAX_API_KEY = 92
-_PRIVATE_API_KEYS = frozenset({1000, 1001, 1002, 1003, 1004, 1010, 1020})
+# Kafka numbers its APIs from 0 and never reuses a retired key (LeaderAndIsr, StopReplica and
+# UpdateMetadata, 4-6, left the specs but old captures still carry them), so any key up to the
+# highest the catalogue knows is plausible; above it, only kafkapy's private keys (ApiKey's
+# members from FIRST_PRIVATE_API_KEY, the seed designs in protocol_specs/).
+_MAX_API_KEY = int(max(key for key in ApiKey if key < FIRST_PRIVATE_API_KEY))
+_PRIVATE_API_KEYS = frozenset(int(key) for key in ApiKey if key >= FIRST_PRIVATE_API_KEY)
 # The highest request version in Kafka 4.x is Fetch v17; 24 is headroom.
 _MAX_API_VERSION = 24
 # client.id has no length limit in Kafka, but real ones are short names like
 # "consumer-<group>-1", and group ids are usually under 255 characters.
 _MAX_CLIENT_ID = 4096
-# ControlledShutdown v0 alone uses request header v0, which has no client id.
-_CONTROLLED_SHUTDOWN = 7
 
 #: Bytes per direction examined before deciding a connection on an unknown
 #: port is not Kafka. 64 KiB is larger than most Kafka requests other than
@@ -110,103 +112,17 @@ _RESP_HEAD = struct.Struct(">ii")
 # "a million requests before the capture", while a random int32 lands in
 # the window only once in 4096 tries.
 _CORR_WINDOW = 1 << 20
-_REQ_HEAD = struct.Struct(">ihhi")
-# Ethernet + IPv4 (no options) + TCP up to the flags byte: ethertype, IP
-# version/IHL, total length, fragment word, protocol, seq, ack, data offset, flags.
-_ETH_IPV4_TCP = struct.Struct("!12xHBxH2xHxB2x4x4x2x2xIIBB")
-# A pcapng Enhanced Packet Block up to its data: type, total length, interface,
-# timestamp high and low, captured and original length; per byte order.
-_EPB = {order: struct.Struct(order + "IIIIIII") for order in "<>"}
-_U32 = {order: struct.Struct(order + "I") for order in "<>"}
-# The longest Enhanced Packet Block the fast path's walk waits for when it
-# straddles chunks (the largest packet, its header and some options); a
-# longer one is left to the reader, which skips its options piecewise.
-_NG_WAIT = MAX_CAPLEN + 4096
 
-UnframedReason = Literal["missing", "discarded"]
-
-
-class Frame(NamedTuple):
-    """One Kafka frame: ``body`` is the frame without its 4-byte size prefix.
-
-    A truncated frame has fewer than ``size`` body bytes: the capture lost
-    part of it (``reason`` says how). Its header is usually still readable.
-
-    A named tuple, immutable like the other events: one is made per frame, and
-    a tuple costs a third of a frozen attrs instance to build (measured: 0.26
-    against 0.70 us): as attrs instances, a row's two frames were a tenth of its cost.
-    """
-
-    conn: Connection
-    side: int
-    from_client: bool
-    ts: float  # when the frame's first byte was captured
-    end_ts: float  # when its last byte (or the last byte seen) was captured
-    offset: int  # stream offset of the size prefix
-    size: int  # the declared body size
-    body: bytes
-    truncated: bool = False
-    reason: str | None = None  # "gap", "capture-end", "fin", "rst", ... when truncated
-
-    @property
-    def missing(self) -> int:
-        return self.size - len(self.body)
-
-    @property
-    def correlation_id(self) -> int | None:
-        at = 4 if self.from_client else 0
-        if len(self.body) < at + 4:
-            return None
-        return int(_I32.unpack_from(self.body, at)[0])
-
-    @property
-    def api_key(self) -> int | None:
-        """A request's API key, read straight from its header."""
-        if not self.from_client or len(self.body) < 2:
-            return None
-        return int.from_bytes(self.body[:2], "big", signed=True)
-
-    @property
-    def api_version(self) -> int | None:
-        if not self.from_client or len(self.body) < 4:
-            return None
-        return int.from_bytes(self.body[2:4], "big", signed=True)
-
-
-@attrs.frozen
-class Unframed:
-    """Stream bytes that belong to no emitted frame.
-
-    "missing": the capture does not have them (``length`` None: an unknown
-    amount before the capture started). "discarded": seen but skipped while
-    looking for a frame boundary.
-    """
-
-    conn: Connection
-    side: int
-    ts: float
-    offset: int
-    length: int | None
-    reason: UnframedReason
-
-
-@attrs.frozen
-class ConnectionClassified:
-    """The framer decided whether a connection carries Kafka, and why."""
-
-    conn: Connection
-    ts: float
-    kafka: bool
-    basis: str
-
-
-FrameEvent = Frame | Unframed | ConnectionClassified | ConnectionClosed
 
 _UNDECIDED, _SYNCED, _SKIPPING, _HUNTING, _IGNORED = range(5)
 
 
 def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAME_SIZE) -> bool | None:
-    """Could a client->server frame start at ``buf[pos]``? None: need more bytes."""
+    """Could a client->server frame start at ``buf[pos]``? None: need more bytes.
+
+    A judgement, not a decode: it reads the header's fixed prefix with the protocol's
+    ``unpack_request_prefix`` and answers from the key, version and client id alone, as early as
+    they are in (a v2 header's tag section is not waited for; the header decoder reads it)."""
     avail = len(buf) - pos
     if avail < 4:
         return None
@@ -219,13 +135,13 @@ def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAM
             if not (0 <= key <= _MAX_API_KEY or key in _PRIVATE_API_KEYS):
                 return False
         return None
-    _, key, version, _corr = _REQ_HEAD.unpack_from(buf, pos)
+    key, version, _corr = unpack_request_prefix(buf, pos + 4)
     if not (0 <= key <= _MAX_API_KEY or key in _PRIVATE_API_KEYS):
         return False
     if not 0 <= version <= _MAX_API_VERSION:
         return False
-    if key == _CONTROLLED_SHUTDOWN and version == 0:
-        return True
+    if key == ApiKey.CONTROLLED_SHUTDOWN and version == 0:
+        return True  # request header v0: no client id to judge
     if size < 10:
         return False
     if avail < 14:
@@ -246,10 +162,12 @@ def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAM
 
 def _request_candidates(max_size: int) -> re.Pattern[bytes]:
     """Positions worth a full plausible_request check: size's top byte within
-    range, API key's top byte 0 (keys < 256) or 3 (private keys 1000-1020),
-    version's top byte 0. The lookahead finds overlapping candidates."""
+    range, API key's top byte one a plausible key has (today 0 for Kafka's keys, 3 for the
+    private 1000-1020), version's top byte 0. The lookahead finds overlapping candidates."""
     top = max(0, min(max_size >> 24, 0x7F))
-    return re.compile(rb"(?s)(?=[\x00-" + re.escape(bytes([top])) + rb"]...[\x00\x03].\x00)")
+    key_tops = bytes(sorted({key >> 8 for key in (*range(_MAX_API_KEY + 1), *_PRIVATE_API_KEYS)}))
+    size_top = re.escape(bytes([top]))
+    return re.compile(rb"(?s)(?=[\x00-" + size_top + rb"]...[" + re.escape(key_tops) + rb"].\x00)")
 
 
 class _Side:
@@ -346,6 +264,11 @@ class KafkaFramer:
         self.learn_ports = learn_ports
         self._candidates = _request_candidates(max_frame_size)
         self._conns: dict[int, _ConnState] = {}
+
+    # The fused walk's door (kafkapy.capture.fused.InSyncFramer): a side's state when it sits at
+    # a frame boundary, and the cap on a connection's outstanding correlation ids.
+    SYNCED = _SYNCED
+    MAX_OUTSTANDING = _MAX_OUTSTANDING
 
     # -- entry points -----------------------------------------------------
 
@@ -604,6 +527,18 @@ class KafkaFramer:
                 break
         s.consume(pos)
 
+    def framing_state(self, conn_id: int, side: int) -> tuple[_ConnState, _Side] | None:
+        """The live state of a followed connection and of one of its sides, for the fused walk
+        (see :class:`kafkapy.capture.fused.InSyncFramer` for what it may do with them)."""
+        cs = self._conns.get(conn_id)
+        return (cs, cs.sides[side]) if cs is not None else None
+
+    def data_in_sync(self, conn_id: int, side: int, ts: float, data: bytes) -> list[FrameEvent]:
+        """StreamData for a side that is SYNCED with an empty buffer, without the event: for the
+        fused walk, whose payloads are not exactly one frame."""
+        cs = self._conns[conn_id]
+        return self._fast_data(cs, cs.sides[side], ts, data)
+
     def _fast_data(self, cs: _ConnState, s: _Side, ts: float, data: bytes) -> list[FrameEvent]:
         """StreamData for a SYNCED side with an empty buffer, without the event:
         whole frames are cut straight from ``data``; the rest goes to _drain."""
@@ -683,13 +618,6 @@ class KafkaFramer:
         return max(pos, n - 7), False
 
 
-# What FrameReader's fast path keeps per direction: the connection, the TCP
-# halves (sending, receiving), the connection's last-seen cell, the framer's
-# side and connection state, the side's number, the connection's outstanding
-# correlation ids (the state's own dict), and a cell [generation, peer live]
-# saying when the TCP state the fast path needs was last found in order (see
-# ``_fast``) and whether the peer's half was then started and not ended.
-_Flow = tuple[Connection, _Half, _Half, list[float], _Side, _ConnState, int, dict[bytes, None], list[int]]
 
 
 def frames_from_tcp(events: Iterable[TcpEvent], framer: KafkaFramer | None = None) -> Iterator[FrameEvent]:
@@ -721,8 +649,13 @@ class FrameReader:
         self.tcp = TcpReassembler(ports, idle_timeout=idle_timeout)
         self.framer = KafkaFramer(ports, max_frame_size=max_frame_size)
         self.capture: CaptureReader | None = None
-        self.packet_count = 0
-        self._layered_packets = 0  # packets that went through the layers one by one
+        # the fast path, which also keeps the counts for the layer-by-layer path
+        self._walk = FusedWalk(self.packets, self.tcp, self.framer)
+
+    @property
+    def packet_count(self) -> int:
+        """Packets read so far (a progress bar reads it while the reader runs)."""
+        return self._walk.packet_count
 
     @property
     def kafka_ports(self) -> MutableSet[int]:
@@ -730,8 +663,8 @@ class FrameReader:
 
     @property
     def fast_packets(self) -> int:
-        """Packets that took the fused fast path (see ``_fast``)."""
-        return self.packet_count - self._layered_packets
+        """Packets that took the fused fast path (see :mod:`kafkapy.capture.fused`)."""
+        return self._walk.packet_count - self._walk.layered_packets
 
     def __iter__(self) -> Iterator[FrameEvent]:
         with CaptureReader(self.source) as capture:
@@ -740,286 +673,21 @@ class FrameReader:
                 # Idle sweeps run per segment: only the layer-by-layer path has them.
                 yield from self._layered(capture)
             else:
-                yield from self._fast(capture)
+                yield from self._walk.walk(capture)
             for event in self.tcp.finish():
                 yield from self.framer.feed(event)
 
     def _layered(self, capture: CaptureReader) -> Iterator[FrameEvent]:
         decode, feed_tcp, feed_framer = self.packets.decode, self.tcp.feed, self.framer.feed
+        counts = self._walk
         for packet in capture:
-            self.packet_count += 1
-            self._layered_packets += 1
+            counts.packet_count += 1
+            counts.layered_packets += 1
             seg = decode(packet)
             if seg is None:
                 continue
             for event in feed_tcp(seg):
                 yield from feed_framer(event)
-
-    def _fast(self, capture: CaptureReader) -> Iterator[FrameEvent]:
-        """The layers fused for the common case, falling back to them for the rest.
-
-        A packet takes the fast path when it is an untagged Ethernet/IPv4/TCP
-        packet without IP options or fragmentation, captured whole, carrying
-        only ACK (and PSH), in sequence on a connection both layers already
-        follow, with an ACK that settles nothing, into a direction the framer
-        holds in sync with an empty buffer. Then the layers would only pass
-        the bytes up, so the frames are cut from the payload right here, with
-        no Packet, TcpSegment or StreamData made. Every other packet goes
-        through the layers one by one (``_layers``), exactly as ``_layered``
-        does; the tests check both paths give the same events.
-
-        A pcap file is walked here chunk by chunk, record headers included, so
-        not even a bytes object or a tuple is made per packet: the frame
-        bodies are cut straight from the chunk. So is a pcapng file's Enhanced
-        Packet Blocks; every other block (section and interface headers, other
-        packet blocks, anything odd, cut or corrupt) is handed back to the
-        reader (``_pcapng_blocks``), whose packet is walked as a chunk of its own.
-        """
-        framer = self.framer
-        fast_data = framer._fast_data
-        unpack = _ETH_IPV4_TCP.unpack_from
-        unpack_i32 = _I32.unpack_from
-        max_frame = framer.max_frame_size
-        # Frame's own __new__ is a Python function around this: half the cost of a frame, skipped
-        new_frame = tuple.__new__
-        # raw address+port bytes of one direction -> the state both layers keep for it
-        flows: dict[bytes, _Flow] = {}
-        flow_keys: dict[int, list[bytes]] = {}  # connection id -> its keys in ``flows``
-        blocks: Iterator[tuple[bytes, Packet | None]]
-        pcap = capture.format == "pcap"
-        iface = 0
-        # pcapng: the walker stops at a block it leaves to the reader (``handback``); the
-        # section's byte order and interfaces, as the reader last found them
-        handback = [True]  # the first block, a section header, is the reader's
-        section: list[Any] = [_EPB["<"].unpack_from, _U32["<"].unpack_from, []]
-        if pcap:
-            rec, rec_size, frac_ns = capture.pcap_layout()
-            unpack_rec = rec.unpack_from
-            blocks = ((chunk, None) for chunk in iter(capture.read_chunk, b""))
-            assert capture.linktype is not None
-            linktype = capture.linktype
-        else:
-            capture.pcapng_start()
-            blocks = self._pcapng_blocks(capture, handback, section)
-        count = self.packet_count
-        # The TCP state a flow needs in order (half started, not ended, nothing pending, no FIN, the
-        # connection not ignored; and whether the peer half is live) changes only while a packet goes
-        # through the layers, which counts ``_layered_packets``: so it is checked again only when that
-        # count moved since the flow's last check, which is almost never.
-        generation = self._layered_packets
-        carry = b""  # a pcap record begun at the end of the last chunk
-        for chunk, packet in blocks:
-            if not pcap:
-                ng_blocks, unpack_u32, interfaces = section
-            buf = carry + chunk if carry else chunk
-            end = len(buf)
-            pos = 0
-            while True:
-                # One packet: its captured bytes are buf[b:e].
-                if packet is None and not pcap:
-                    # A pcapng Enhanced Packet Block this walk can vouch for: whole in the
-                    # buffer, of a declared interface, with every length and the trailer
-                    # as the reader checks them. Anything else is the reader's.
-                    if end - pos < 28:
-                        if pos < end and not chunk:
-                            handback[0] = True
-                        break
-                    btype, total, iface, ts_hi, ts_lo, incl, orig = ng_blocks(buf, pos)
-                    if (
-                        btype != 6
-                        or iface >= len(interfaces)
-                        or incl > MAX_CAPLEN
-                        or total & 3
-                        or total < 32 + ((incl + 3) & ~3)
-                    ):
-                        handback[0] = True
-                        break
-                    b = pos + total
-                    if b > end:
-                        if total > _NG_WAIT or not chunk:
-                            handback[0] = True
-                        break
-                    if unpack_u32(buf, b - 4)[0] != total:
-                        handback[0] = True
-                        break
-                    linktype, ts_mul, ts_div, ts_off = interfaces[iface]
-                    ts_ns = ((ts_hi << 32) | ts_lo) * ts_mul // ts_div + ts_off
-                    pos, b = b, pos + 28
-                    e = b + incl
-                elif packet is None:
-                    if end - pos < rec_size:
-                        break
-                    sec, frac, incl, orig = unpack_rec(buf, pos)
-                    if incl > MAX_CAPLEN:
-                        raise capture.oversized(incl, end - pos)
-                    b = pos + rec_size
-                    e = b + incl
-                    if e > end:
-                        break
-                    pos = e
-                    ts_ns = sec * 1_000_000_000 + frac * frac_ns
-                else:
-                    if pos < 0:
-                        break
-                    pos = -1
-                    b, e = 0, end
-                    ts_ns, linktype = packet.ts_ns, packet.linktype
-                count += 1
-                raw_key = None
-                if linktype == 1 and e - b >= 54:
-                    ethertype, vihl, total, frag, proto, seq, ack, doff, flags = unpack(buf, b)
-                    if ethertype == 0x0800 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
-                        raw_key = buf[b + 26 : b + 38]
-                        flow = flows.get(raw_key)
-                        if flow is not None and (flags == 0x10 or flags == 0x18):
-                            conn, half, peer, last_seen, fside, cs, side, outstanding, settled = flow
-                            if settled[0] != generation:
-                                if (
-                                    half.started
-                                    and not half.ended
-                                    and not half.pending
-                                    and half.fin_at is None
-                                    and not conn.ignored
-                                ):
-                                    settled[0] = generation
-                                    settled[1] = peer.started and not peer.ended
-                                else:
-                                    settled[0] = -1
-                            hlen = (doff >> 4) * 4
-                            start = b + 34 + hlen  # the TCP payload...
-                            stop = b + 14 + total  # ...ends with the IP packet
-                            nxt = half.next
-                            offset = fside.base
-                            if (
-                                settled[0] == generation
-                                and hlen >= 20
-                                and start <= stop <= e
-                                and not (seq - nxt) & 0xFFFFFFFF
-                                and (not settled[1] or not 0 < (ack - peer.next) & 0xFFFFFFFF <= _MAX_WINDOW)
-                                and (
-                                    stop == start
-                                    or (
-                                        fside.state == _SYNCED
-                                        and not fside.buf
-                                        and offset == nxt - half.start
-                                    )
-                                )
-                            ):
-                                ts = ts_ns / 1e9
-                                last_seen[0] = ts
-                                self.packet_count = count
-                                n = stop - start
-                                if n:
-                                    half.next = nxt + n
-                                    from_client = side == conn.client_side
-                                    size = unpack_i32(buf, start)[0] if n >= 4 else -1
-                                    if size + 4 == n and (8 if from_client else 4) <= size <= max_frame:
-                                        # One whole frame, the most common packet of all.
-                                        body = buf[start + 4 : stop]
-                                        # _ConnState.note, inlined
-                                        if from_client:
-                                            if cs.first_request_corr is None:
-                                                cs.first_request_corr = unpack_i32(body, 4)[0]
-                                            outstanding[body[4:8]] = None
-                                            if len(outstanding) > _MAX_OUTSTANDING:
-                                                del outstanding[next(iter(outstanding))]
-                                        else:
-                                            outstanding.pop(body[:4], None)
-                                        fside.base = offset + n
-                                        yield new_frame(Frame, (conn, side, from_client, ts, ts, offset, size,
-                                                                body, False, None))  # fmt: skip
-                                    else:
-                                        out = fast_data(cs, fside, ts, buf[start:stop])
-                                        if out:
-                                            yield from out
-                                continue
-                # Anything else: the layers one at a time.
-                self.packet_count = count
-                if packet is None:
-                    yield from self._layers(
-                        Packet(count, ts_ns / 1e9, ts_ns, linktype, buf[b:e], orig, iface, False),
-                        raw_key, flows, flow_keys,
-                    )  # fmt: skip
-                else:
-                    yield from self._layers(packet, raw_key, flows, flow_keys)
-                generation = self._layered_packets
-            if packet is None:
-                carry = buf[pos:]
-                buf = chunk = b""  # freed before the next read, which keeps the peak at two chunks
-                if not pcap and handback[0]:
-                    capture.unread(carry)
-                    carry = b""
-        if pcap:
-            cut = capture.cut_record(carry)
-            if cut is not None:
-                count += 1
-                self.packet_count = count
-                cut_ts_ns, data, orig = cut
-                cut_packet = Packet(count, cut_ts_ns / 1e9, cut_ts_ns, linktype, data, orig, 0, True)
-                yield from self._layers(cut_packet, None, flows, flow_keys)
-
-    def _pcapng_blocks(
-        self, capture: CaptureReader, handback: list[bool], section: list[Any]
-    ) -> Iterator[tuple[bytes, Packet | None]]:
-        """A pcapng file for ``_fast``: its chunks to walk, as (chunk, None),
-        ending with an empty chunk at the end of the file; and, whenever the walk
-        stopped at a block it leaves to the reader (``handback``, after giving
-        back the unwalked bytes), that block read by the reader, as
-        (data, packet) when it holds a packet. ``section`` gets the byte order's
-        structs and the interfaces as the reader's blocks set them."""
-        ended = False
-        while True:
-            if handback[0]:
-                handback[0] = False
-                ended = False  # the walk gets the end of the file again after the reader's block
-                capture.set_packet_index(self.packet_count)
-                packet, more = capture.pcapng_block()
-                order, interfaces = capture.pcapng_section()
-                section[:] = [_EPB[order].unpack_from, _U32[order].unpack_from, interfaces]
-                if packet is not None:
-                    yield packet.data, packet
-                if not more:
-                    return
-                continue
-            chunk = capture.read_chunk()
-            if not chunk:
-                if ended:
-                    return
-                ended = True
-            yield chunk, None
-
-    def _layers(
-        self,
-        packet: Packet,
-        raw_key: bytes | None,
-        flows: dict[bytes, _Flow],
-        flow_keys: dict[int, list[bytes]],
-    ) -> Iterator[FrameEvent]:
-        """One packet through the layers, for ``_fast``; then, if it was
-        Ethernet/IPv4/TCP (``raw_key``), the state its flow keeps for the fast path."""
-        self._layered_packets += 1
-        seg = self.packets.decode(packet)
-        if seg is None:
-            return
-        framer = self.framer
-        closed = False
-        for event in self.tcp.feed(seg):
-            if isinstance(event, ConnectionClosed):
-                closed = True
-                for key in flow_keys.pop(event.conn.id, ()):
-                    flows.pop(key, None)
-            yield from framer.feed(event)
-        if raw_key is not None and raw_key not in flows and not closed:
-            entry = self.tcp._table.get((seg.src, seg.sport, seg.dst, seg.dport))
-            state = framer._conns.get(entry[0].id) if entry is not None else None
-            if entry is not None and state is not None:
-                conn, halves, last_seen = entry
-                side = 0 if conn.endpoints[0] == (seg.src, seg.sport) else 1
-                flows[raw_key] = (
-                    conn, halves[side], halves[1 - side], last_seen, state.sides[side], state, side,
-                    state.outstanding, [-1, 0],
-                )  # fmt: skip
-                flow_keys.setdefault(conn.id, []).append(raw_key)
 
 
 def read_frames(

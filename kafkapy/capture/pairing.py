@@ -15,14 +15,12 @@ import importlib
 import os
 import struct
 from collections.abc import Container, Iterable, Iterator
-from typing import TYPE_CHECKING, BinaryIO, Literal, NamedTuple, Protocol, cast
+from typing import BinaryIO, Literal, NamedTuple, Protocol, cast
 
 from kafkapy.capture.frames import Frame, FrameEvent, FrameReader
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, ConnectionClosed
 from kafkapy.errors import DecodeError
-
-if TYPE_CHECKING:
-    from kafkapy.protocol.codec import RequestHeader
+from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["Exchange", "ExchangeStatus", "Pairer", "ProtocolDecoder", "pair_frames", "read_exchanges"]
 
@@ -34,7 +32,7 @@ _MAX_PENDING = 1024
 # Requests the consumer coordinator sends from the broker to a client (Ping,
 # StopFetcher, StartFetcher): on the server's side of a connection, a frame
 # that parses as a request with one of these keys is one of them.
-SERVER_INITIATED_API_KEYS = frozenset({1002, 1003, 1004})
+SERVER_INITIATED_API_KEYS = frozenset({ApiKey.PING, ApiKey.STOP_FETCHER, ApiKey.START_FETCHER})
 
 ExchangeStatus = Literal[
     "ok",  # request and response both decoded
@@ -46,8 +44,6 @@ ExchangeStatus = Literal[
 ]
 
 
-# api_key, api_version, correlation_id, client_id length: request header v1 and v2 alike
-_HEADER = struct.Struct(">hhih")
 _I32 = struct.Struct(">i")
 # Builds a named tuple from all its fields without the class's Python-level __new__
 _new_tuple = tuple.__new__
@@ -178,10 +174,6 @@ class Pairer:
     ) -> None:
         self.decoder = decoder if decoder is not None else _default_decoder()
         self.bodies = bodies
-        # header-only requests read by kafkapy.protocol's header decoder (the default decoder's, or a
-        # decoder that uses it): api key * 65536 + version -> (header version, class)
-        plain = decoder is None or decoder.decode_request_header is _default_decoder().decode_request_header
-        self._header_plans: dict[int, tuple[int, type[RequestHeader]]] | None = {} if plain else None
         # per connection id: correlation id (None if unreadable) -> waiting request, oldest first
         self._pending: dict[int, dict[int | None, list[_Pending]]] = {}
         # per connection id that ever had two requests waiting under one correlation id (rare): the
@@ -240,12 +232,10 @@ class Pairer:
         if bodies is not None and (
             not bodies or len(body) < 2 or int.from_bytes(body[:2], "big", signed=True) not in bodies
         ):
-            header = self._plain_header(body) if self._header_plans is not None else None
-            if header is None:
-                try:
-                    header = self.decoder.decode_request_header(body)
-                except DecodeError as exc:
-                    error = exc
+            try:  # kafkapy.protocol's is its one header peek
+                header = self.decoder.decode_request_header(body)
+            except DecodeError as exc:
+                error = exc
         else:
             try:
                 # a decoded request carries its header's fields: one pass over the header, not two
@@ -279,45 +269,6 @@ class Pairer:
             oldest = min((w[0] for w in pending.values() if w), key=lambda p: p[0].offset)
             self._take(pending, oldest)
             out.append(self._unanswered(oldest))
-
-    def _plain_header(self, body: bytes) -> RequestHeaderLike | None:
-        """The default decoder's decode_request_header for the plain case, without its
-        machinery: request header v1, or v2 with no tagged fields. None: anything else
-        (the decoder then gives the answer, or the error)."""
-        if len(body) < 10:
-            return None
-        api_key, api_version, corr, cid_len = _HEADER.unpack_from(body)
-        assert self._header_plans is not None
-        plan = self._header_plans.get(api_key * 65536 + api_version)  # both int16: a unique int
-        if plan is None:
-            from kafkapy.protocol.catalogue import request_header_version
-            from kafkapy.protocol.codec import RequestHeader
-
-            plan = self._header_plans[api_key * 65536 + api_version] = (
-                request_header_version(api_key, api_version),
-                RequestHeader,
-            )
-        version, cls = plan
-        if version == 0:
-            return None
-        if cid_len < 0:
-            if cid_len != -1:
-                return None
-            client_id = None
-            end = 10
-        else:
-            end = 10 + cid_len
-            if len(body) < end:
-                return None
-            try:
-                client_id = body[10:end].decode("utf-8")
-            except UnicodeDecodeError:
-                return None
-        if version == 2:
-            if len(body) <= end or body[end] != 0:  # a tagged-field count other than a plain 0
-                return None
-            end += 1
-        return _new_tuple(cls, (api_key, api_version, corr, client_id, version, end))
 
     def _take(self, pending: dict[int | None, list[_Pending]], entry: _Pending) -> None:
         frame, header = entry[0], entry[1]

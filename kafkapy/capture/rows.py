@@ -213,7 +213,7 @@ class RowDecoder:
 
     def __init__(self, decode_records: bool = True) -> None:
         self.decode_records = decode_records
-        # kafkapy.protocol's own header decoder, so Pairer keeps its header-only fast path
+        # kafkapy.protocol's own header decoder: its one peek
         self.decode_request_header = decode_request_header
         # decode_request_json and decode_response_json, bound once: a call less per body
         self.decode_request: Callable[[bytes], RenderedRequest] = request_json_decoder(decode_records)

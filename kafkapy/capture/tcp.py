@@ -53,10 +53,13 @@ from kafkapy.capture.packets import TcpSegment
 __all__ = [
     "DEFAULT_KAFKA_PORTS",
     "MAX_PENDING_BYTES",
+    "MAX_WINDOW",
     "Connection",
     "ConnectionClosed",
     "ConnectionOpened",
     "Endpoint",
+    "FlowState",
+    "HalfStream",
     "StreamData",
     "StreamEnd",
     "StreamGap",
@@ -76,10 +79,11 @@ DEFAULT_KAFKA_PORTS: frozenset[int] = frozenset({9092})
 # long before, and hostile input cannot make us buffer more.
 MAX_PENDING_BYTES = 16 * 1024 * 1024
 
-# RFC 7323: with window scaling the largest window is 2**30 bytes, so a
-# segment starting further than that past the next expected byte cannot be
-# part of this stream.
-_MAX_WINDOW = 1 << 30
+#: RFC 7323: with window scaling the largest window is 2**30 bytes, so a
+#: segment starting further than that past the next expected byte cannot be
+#: part of this stream (nor an ACK further than that past it current).
+MAX_WINDOW = 1 << 30
+_MAX_WINDOW = MAX_WINDOW
 
 _MOD = 1 << 32
 _HALF = 1 << 31
@@ -208,8 +212,16 @@ class _Piece:
     ts: float
 
 
-class _Half:
-    """Reassembly state of one sending side."""
+class HalfStream:
+    """Reassembly state of one sending side.
+
+    A fast path that passes in-order bytes up itself (kafkapy.capture.fused) gets the live
+    halves from :meth:`TcpReassembler.flow` and may rely on these public attributes: while
+    :meth:`passes_in_order` holds, an in-sequence segment carrying only ACK (and PSH) whose ACK
+    settles nothing would make :meth:`TcpReassembler.feed` do exactly two things, advance
+    ``next`` by the payload's length and set the connection's last-seen time, so the fast path
+    may do them instead. It changes nothing else; anything else goes through ``feed``.
+    """
 
     __slots__ = ("ended", "fin_at", "isn", "next", "pending", "pending_bytes", "start", "started", "starts")
 
@@ -224,11 +236,29 @@ class _Half:
         self.fin_at: int | None = None  # unwrapped sequence number the FIN occupies
         self.ended = False
 
+    def passes_in_order(self) -> bool:
+        """In-order bytes pass straight up: started, not ended, nothing waiting, no FIN seen."""
+        return self.started and not self.ended and not self.pending and self.fin_at is None
+
     def unwrap(self, seq: int) -> int:
         diff = (seq - self.next) % _MOD
         if diff >= _HALF:
             diff -= _MOD
         return self.next + diff
+
+
+_Half = HalfStream  # the name it had before it was part of the fast path's interface
+_Halves = tuple[HalfStream, HalfStream]  # a connection's, by side
+
+
+class FlowState(NamedTuple):
+    """One direction of a followed connection, live (see :meth:`TcpReassembler.flow`)."""
+
+    conn: Connection
+    side: int  # the sending side's index in conn.endpoints
+    half: HalfStream  # the sending side's reassembly state
+    peer: HalfStream  # the receiving side's
+    last_seen: list[float]  # one cell: when the connection was last seen
 
 
 class TcpReassembler:
@@ -248,7 +278,7 @@ class TcpReassembler:
         self.server_ports = server_ports
         self.max_pending = max_pending
         self.idle_timeout = idle_timeout
-        self._table: dict[tuple[str, int, str, int], tuple[Connection, tuple[_Half, _Half], list[float]]] = {}
+        self._table: dict[tuple[str, int, str, int], tuple[Connection, _Halves, list[float]]] = {}
         self._next_id = 0
         self._last_sweep = 0.0
         #: counters: "retransmitted-segments", "gaps", "gap-bytes", "overlaps", ...
@@ -288,6 +318,17 @@ class TcpReassembler:
         self._segment(conn, halves, side, seg, out)
         return out
 
+    def flow(self, src: str, sport: int, dst: str, dport: int) -> FlowState | None:
+        """The live state of the direction ``src:sport -> dst:dport`` of a followed connection, or
+        None. The one door for a fast path: what it may do with the halves is
+        :class:`HalfStream`'s contract."""
+        entry = self._table.get((src, sport, dst, dport))
+        if entry is None:
+            return None
+        conn, halves, last_seen = entry
+        side = 0 if conn.endpoints[0] == (src, sport) else 1
+        return FlowState(conn, side, halves[side], halves[1 - side], last_seen)
+
     def finish(self) -> list[TcpEvent]:
         """Settle every open connection at the end of the capture."""
         out: list[TcpEvent] = []
@@ -300,7 +341,7 @@ class TcpReassembler:
 
     # -- connections ------------------------------------------------------
 
-    def _open(self, seg: TcpSegment, out: list[TcpEvent]) -> tuple[Connection, tuple[_Half, _Half]]:
+    def _open(self, seg: TcpSegment, out: list[TcpEvent]) -> tuple[Connection, _Halves]:
         sender = Endpoint(seg.src, seg.sport)
         receiver = Endpoint(seg.dst, seg.dport)
         sender_is_client: bool
@@ -317,7 +358,7 @@ class TcpReassembler:
         endpoints = (sender, receiver) if sender_is_client else (receiver, sender)
         conn = Connection(self._next_id, endpoints, 0, basis, seg.ts)
         self._next_id += 1
-        halves = (_Half(), _Half())
+        halves = (HalfStream(), HalfStream())
         last = [seg.ts]
         self._table[(seg.src, seg.sport, seg.dst, seg.dport)] = (conn, halves, last)
         self._table[(seg.dst, seg.dport, seg.src, seg.sport)] = (conn, halves, last)
@@ -326,7 +367,7 @@ class TcpReassembler:
         return conn, halves
 
     def _close(
-        self, conn: Connection, halves: tuple[_Half, _Half], ts: float, reason: EndReason, out: list[TcpEvent]
+        self, conn: Connection, halves: _Halves, ts: float, reason: EndReason, out: list[TcpEvent]
     ) -> None:
         for side in (0, 1):
             half = halves[side]
@@ -352,7 +393,7 @@ class TcpReassembler:
     # -- one segment ------------------------------------------------------
 
     def _segment(
-        self, conn: Connection, halves: tuple[_Half, _Half], side: int, seg: TcpSegment, out: list[TcpEvent]
+        self, conn: Connection, halves: _Halves, side: int, seg: TcpSegment, out: list[TcpEvent]
     ) -> None:
         half, peer = halves[side], halves[1 - side]
         ts = seg.ts
@@ -407,7 +448,7 @@ class TcpReassembler:
         self._maybe_end(conn, halves, side, ts, out)
 
     def _maybe_end(
-        self, conn: Connection, halves: tuple[_Half, _Half], side: int, ts: float, out: list[TcpEvent]
+        self, conn: Connection, halves: _Halves, side: int, ts: float, out: list[TcpEvent]
     ) -> None:
         half = halves[side]
         if not half.ended and half.fin_at is not None and (half.next >= half.fin_at or conn.ignored):
@@ -420,7 +461,7 @@ class TcpReassembler:
         self,
         conn: Connection,
         side: int,
-        half: _Half,
+        half: HalfStream,
         begin: int,
         payload: bytes,
         wire_end: int,
@@ -490,7 +531,7 @@ class TcpReassembler:
             out.append(StreamOverlap(conn, side, ts, begin - half.start, overlap, conflict))
 
     @staticmethod
-    def _uncovered(half: _Half, piece: _Piece) -> Iterator[tuple[_Piece, _Piece | None]]:
+    def _uncovered(half: HalfStream, piece: _Piece) -> Iterator[tuple[_Piece, _Piece | None]]:
         """Split ``piece`` against pending pieces: (part, None) for bytes not
         yet held, (part, old) for bytes ``old`` already holds."""
         starts = half.starts
@@ -519,7 +560,7 @@ class TcpReassembler:
             yield part, old
             pos = stop
 
-    def _emit_ready(self, conn: Connection, side: int, half: _Half, out: list[TcpEvent]) -> None:
+    def _emit_ready(self, conn: Connection, side: int, half: HalfStream, out: list[TcpEvent]) -> None:
         pending = half.pending
         while pending and pending[0].start <= half.next:
             piece = pending.pop(0)
@@ -541,7 +582,7 @@ class TcpReassembler:
             half.next = piece.end
 
     def _settle(
-        self, conn: Connection, side: int, half: _Half, upto: int | None, ts: float, out: list[TcpEvent]
+        self, conn: Connection, side: int, half: HalfStream, upto: int | None, ts: float, out: list[TcpEvent]
     ) -> None:
         """Declare every hole below ``upto`` (None: below everything pending) lost."""
         while True:

@@ -24,6 +24,7 @@ from kafkapy.protocol.codec import (
     json_body_decoder,
     message_schema,
 )
+from kafkapy.protocol.header import peek_request_header, unpack_request_prefix
 from kafkapy.protocol.json_decoder import RenderedBody
 from kafkapy.protocol.records import Record, RecordBatch, Records, build_record_batch
 from kafkapy.protocol.schema import Body
@@ -58,4 +59,6 @@ __all__ = [
     "get_api",
     "json_body_decoder",
     "message_schema",
+    "peek_request_header",
+    "unpack_request_prefix",
 ]

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ApiKey"]
+__all__ = ["FIRST_PRIVATE_API_KEY", "ApiKey"]
+
+#: kafkapy's private keys (the seed designs) start here, far above any key Kafka has used.
+FIRST_PRIVATE_API_KEY = 1000
 
 
 class ApiKey(enum.IntEnum):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.specs import MessageSpec, standard_and_project_specs
 from kafkapy.protocol.versions import VersionRange
 
@@ -19,9 +20,6 @@ __all__ = [
     "request_header_version",
     "response_header_version",
 ]
-
-API_VERSIONS_KEY = 18
-CONTROLLED_SHUTDOWN_KEY = 7
 
 
 @attrs.frozen
@@ -93,7 +91,7 @@ def api_name(api_key: int) -> str:
 
 def request_header_version(api_key: int, api_version: int) -> int:
     """Request header v2 for flexible versions, v1 otherwise; ControlledShutdown v0 keeps v0."""
-    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     api = catalogue().get(api_key)
     return 2 if api is not None and api.is_flexible(api_version) else 1
@@ -101,7 +99,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 def response_header_version(api_key: int, api_version: int) -> int:
     """Response header v1 for flexible versions; ApiVersions always v0 so old clients can read it."""
-    if api_key == API_VERSIONS_KEY:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     api = catalogue().get(api_key)
     return 1 if api is not None and api.is_flexible(api_version) else 0

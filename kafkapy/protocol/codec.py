@@ -13,16 +13,12 @@ from typing import Any, NamedTuple, NoReturn
 
 import attrs
 
-from kafkapy.errors import DecodeError, EncodeError
-from kafkapy.protocol.catalogue import (
-    API_VERSIONS_KEY,
-    get_api,
-    request_header_version,
-    response_header_version,
-)
+from kafkapy.errors import DecodeError, EncodeError, ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.catalogue import get_api, request_header_version, response_header_version
+from kafkapy.protocol.header import RequestHeader, header_schema, peek_request_header
 from kafkapy.protocol.json_decoder import JsonDecoder, RenderedBody, compile_json_decoder
 from kafkapy.protocol.schema import Body, MessageSchema
-from kafkapy.protocol.specs import MessageSpec, standard_and_project_specs
 
 __all__ = [
     "RenderedRequest",
@@ -51,7 +47,8 @@ __all__ = [
     "response_json_decoder",
 ]
 
-UNSUPPORTED_VERSION = 35  # Kafka's UNSUPPORTED_VERSION error code
+#: ``message_schema``'s key for the request or response header itself: no API has key -1.
+HEADER_SCHEMA_KEY = -1
 
 Decoder = Callable[[bytes, int, int], tuple[Body, int]]
 Encoder = Callable[[Mapping[str, Any], bytearray], None]
@@ -63,17 +60,6 @@ class UnknownApiError(DecodeError):
 
 class UnsupportedVersionError(DecodeError):
     """A known API at a version outside what the catalogue can decode."""
-
-
-class RequestHeader(NamedTuple):
-    """A request's header. A named tuple like Request: capture decoding makes one per request."""
-
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    header_version: int
-    header_size: int  # bytes the header took; the body starts here
 
 
 class Request(NamedTuple):
@@ -131,27 +117,18 @@ class RenderedResponse(NamedTuple):
 _schemas: dict[tuple[int, str, int], MessageSchema] = {}
 
 
-def _header_spec(kind: str) -> MessageSpec:
-    name = "RequestHeader" if kind == "request" else "ResponseHeader"
-    for spec in standard_and_project_specs():
-        if spec.name == name:
-            return spec
-    raise RuntimeError(f"no {name} spec in the catalogue")
-
-
 def message_schema(api_key: int, kind: str, version: int) -> MessageSchema:
     """The cached construct schema of one API's request or response at one version.
 
-    ``api_key`` -1 selects the request or response header, at header version ``version``.
+    ``api_key`` HEADER_SCHEMA_KEY (-1) selects the request or response header, at header version
+    ``version``.
     """
     key = (api_key, kind, version)
     schema = _schemas.get(key)
     if schema is not None:
         return schema
-    if api_key == -1:
-        spec = _header_spec(kind)
-        flexible = version >= (2 if kind == "request" else 1)
-        schema = MessageSchema(spec, version, flexible=flexible)
+    if api_key == HEADER_SCHEMA_KEY:
+        schema = header_schema(kind, version)
     else:
         api = get_api(api_key)
         if api is None:
@@ -210,18 +187,9 @@ def _decoder_failed(exc: Exception, api_key: int, api_version: int) -> NoReturn:
     raise DecodeError(f"internal decoder error: {exc!r}", api_key=api_key, api_version=api_version) from exc
 
 
-def decode_request_header(data: bytes | bytearray | memoryview) -> RequestHeader:
-    """Read a request's header only; works for API keys the catalogue does not know."""
-    buf = _view(data)
-    if len(buf) < 8:
-        raise DecodeError(f"request header needs at least 8 bytes, got {len(buf)}",
-                          offset=0, truncated=True)
-    api_key, api_version = struct.unpack_from(">hh", buf, 0)
-    header_version = request_header_version(api_key, api_version)
-    decode, _ = _codec(-1, "request", header_version)
-    header, pos = _run_decoder(decode, buf, 0, len(buf), api_key, api_version)
-    return RequestHeader(api_key, api_version, header["correlation_id"], header.get("client_id"),
-                         header_version, pos)
+#: Read a request's header only; works for API keys the catalogue does not know. This is the peek
+#: (see :mod:`kafkapy.protocol.header`), which a test holds equal to the RequestHeader schema.
+decode_request_header = peek_request_header
 
 
 @attrs.frozen
@@ -243,7 +211,8 @@ def _request_plan(api_key: int, api_version: int) -> _Plan:
     if plan is None:
         decode_body, encode_body = _codec(api_key, "request", api_version)  # refuses unknown keys first
         header_version = request_header_version(api_key, api_version)
-        plan = _Plan(header_version, _codec(-1, "request", header_version)[0], decode_body, encode_body)
+        decode_header = _codec(HEADER_SCHEMA_KEY, "request", header_version)[0]
+        plan = _Plan(header_version, decode_header, decode_body, encode_body)
         _request_plans[(api_key, api_version)] = plan
     return plan
 
@@ -253,7 +222,8 @@ def _response_plan(api_key: int, api_version: int) -> _Plan:
     if plan is None:
         decode_body, encode_body = _codec(api_key, "response", api_version)
         header_version = response_header_version(api_key, api_version)
-        plan = _Plan(header_version, _codec(-1, "response", header_version)[0], decode_body, encode_body)
+        decode_header = _codec(HEADER_SCHEMA_KEY, "response", header_version)[0]
+        plan = _Plan(header_version, decode_header, decode_body, encode_body)
         _response_plans[(api_key, api_version)] = plan
     return plan
 
@@ -262,18 +232,15 @@ _KEY_VERSION = struct.Struct(">hh")
 _CORRELATION = struct.Struct(">i")
 RequestDecoder = Callable[[bytes], Request]
 _request_decoders: dict[tuple[int, int], RequestDecoder] = {}
-_HEAD = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _new_request = tuple.__new__
 
 
 def request_decoder(api_key: int, api_version: int) -> RequestDecoder:
     """The decoder of whole request frames of one API and version, made once and cached.
 
-    The header is read by hand (the common case: a client id and, in header v2, an empty tag
-    section); anything else (tags in the header, a truncated header) goes through the compiled
-    RequestHeader schema, which reads every case and names the error. The decoder expects a frame
-    of this API and version, as ``decode_request`` or a broker's routing table hands it. Unknown
-    keys and versions raise here, when the decoder is asked for."""
+    The header is read by :func:`~kafkapy.protocol.header.peek_request_header`. The decoder expects
+    a frame of this API and version, as ``decode_request`` or a broker's routing table hands it.
+    Unknown keys and versions raise here, when the decoder is asked for."""
     key = (api_key, api_version)
     found = _request_decoders.get(key)
     if found is not None:
@@ -285,34 +252,15 @@ def request_decoder(api_key: int, api_version: int) -> RequestDecoder:
 
 def _frame_decoder(api_key: int, api_version: int, decode_body: Callable[[bytes, int, int], tuple[Any, int]],
                    cls: type[Any]) -> Callable[[bytes], Any]:
-    """A request frame's header read by hand (see :func:`request_decoder`), its body by
-    ``decode_body``, both into a ``cls`` named tuple."""
+    """A request frame's header read by the peek, its body by ``decode_body``, both into a
+    ``cls`` named tuple."""
     plan = _request_plans.get((api_key, api_version)) or _request_plan(api_key, api_version)
-    header_version, decode_header = plan.header_version, plan.decode_header
-    unpack_head = _HEAD.unpack_from
-
-    def slow_header(buf: bytes, end: int) -> tuple[int, str | None, int]:
-        header, pos = _run_decoder(decode_header, buf, 0, end, api_key, api_version)
-        return header["correlation_id"], header.get("client_id"), pos
+    header_version = plan.header_version
+    peek = peek_request_header
 
     def decode(buf: bytes) -> Any:
+        _, _, correlation_id, client_id, _, pos = peek(buf)
         end = len(buf)
-        if header_version and end >= 10:
-            _, _, correlation_id, n = unpack_head(buf, 0)
-            if n < 0:
-                client_id, pos = None, 10
-            elif 10 + n <= end:
-                pos = 10 + n
-                client_id = str(buf[10:pos], "utf-8", "surrogateescape")
-            else:
-                correlation_id, client_id, pos = slow_header(buf, end)
-            if header_version == 2:
-                if pos < end and buf[pos] == 0:
-                    pos += 1  # no tagged fields in the header
-                else:
-                    correlation_id, client_id, pos = slow_header(buf, end)
-        else:
-            correlation_id, client_id, pos = slow_header(buf, end)
         try:  # _run_decoder, inline: a call less per frame
             body, stop = decode_body(buf, pos, end)
         except Exception as exc:
@@ -443,14 +391,15 @@ def _rendered_response_decoder(api_key: int, api_version: int,
     header_version, unpack_correlation = plan.header_version, _CORRELATION.unpack_from
     decoders = _json_body if decode_records else _raw_json_body
     # ApiVersions' v0 error fallback (see decode_response) takes the general path
-    may_fall_back = api_key == API_VERSIONS_KEY and api_version > 0
+    may_fall_back = api_key == ApiKey.API_VERSIONS and api_version > 0
     unpack_error = struct.Struct(">h").unpack_from
+    unsupported_version = ErrorCode.UNSUPPORTED_VERSION
 
     def decode(buf: bytes) -> RenderedResponse:
         end = len(buf)
         pos = 4 + header_version
         if end < pos or (header_version and buf[4] != 0) or \
-                (may_fall_back and end >= pos + 2 and unpack_error(buf, pos)[0] == UNSUPPORTED_VERSION):
+                (may_fall_back and end >= pos + 2 and unpack_error(buf, pos)[0] == unsupported_version):
             return _decode_response(buf, api_key, api_version, decoders, RenderedResponse)  # type: ignore[no-any-return]
         try:  # as in _frame_decoder
             body, stop = decode_body(buf, pos, end)
@@ -480,11 +429,11 @@ def _decode_response(data: bytes | bytearray | memoryview, api_key: int, api_ver
                      cls: Callable[..., Any]) -> Any:
     buf = _view(data)
     header_version = response_header_version(api_key, api_version)
-    decode_header, _ = _codec(-1, "response", header_version)
+    decode_header, _ = _codec(HEADER_SCHEMA_KEY, "response", header_version)
     header, pos = _run_decoder(decode_header, buf, 0, len(buf), api_key, api_version)
     version = api_version
-    if api_key == API_VERSIONS_KEY and api_version > 0 and len(buf) >= pos + 2 and \
-            struct.unpack_from(">h", buf, pos)[0] == UNSUPPORTED_VERSION:
+    if api_key == ApiKey.API_VERSIONS and api_version > 0 and len(buf) >= pos + 2 and \
+            struct.unpack_from(">h", buf, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
         version = 0  # a broker that cannot parse the request's version answers with a v0 body
     decode = body_decoder(api_key, version)
     body, end = _run_decoder(decode, buf, pos, len(buf), api_key, version)
@@ -536,7 +485,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
                               "correlation_id": correlation_id}
     if header_version >= 1:  # header v0 (ControlledShutdown v0) has no client id
         header["client_id"] = client_id
-    _run_encoder(-1, "request", header_version, header, out)
+    _run_encoder(HEADER_SCHEMA_KEY, "request", header_version, header, out)
     _run_encoder(api_key, "request", api_version, body, out)
     return bytes(out)
 

@@ -74,6 +74,9 @@ __all__ = [
     "Records",
     "RecordsSummary",
     "build_record_batch",
+    "entry_end",
+    "read_v2_records",
+    "v2_payload",
 ]
 
 Buffer = bytes | bytearray | memoryview
@@ -118,6 +121,17 @@ class _Corrupt(Exception):
         super().__init__(reason)
         self.reason = reason
         self.pos = pos
+
+    def located(self, origin: int | None, payload_at: int) -> DecodeError:
+        """The DecodeError to raise, placed in the records field: at ``origin + pos`` when the
+        payload was read in place, at the payload (with the position in the reason) when inflated."""
+        if origin is None:
+            return DecodeError(
+                f"{self.reason} (at byte {self.pos} of the decompressed payload)",
+                offset=payload_at,
+                field="records",
+            )
+        return DecodeError(self.reason, offset=origin + self.pos, field="records")
 
 
 def _varint_long(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
@@ -240,6 +254,207 @@ class Record:
             f"Record(offset={self.offset}, timestamp={self.timestamp}, key={_short(self.key)}, "
             f"value={_short(self.value)}, headers={self.headers!r})"
         )
+
+
+def entry_end(data: bytes | memoryview, pos: int, total: int) -> int | None:
+    """The one framing step of a records field: the end of the entry (batch or legacy message) at
+    ``pos``, or None if the field ends before it does (a partial tail); DecodeError for framing
+    no entry can have. Records, and the JSON writer, walk a field with it."""
+    remaining = total - pos
+    if remaining < _LOG_OVERHEAD:
+        return None
+    length: int = _I32.unpack_from(data, pos + 8)[0]
+    if length < _LEGACY_MIN_SIZE[0]:
+        raise DecodeError(f"entry length {length} is impossibly small", offset=pos + 8, field="records")
+    if remaining < _UP_TO_MAGIC:
+        return None
+    magic = data[pos + 16]
+    if magic > 2:
+        raise DecodeError(f"unknown magic byte {magic}", offset=pos + 16, field="records")
+    minimum = _V2_MIN_LENGTH if magic == 2 else _LEGACY_MIN_SIZE[magic]
+    if length < minimum:
+        raise DecodeError(
+            f"entry length {length} is below the magic {magic} minimum of {minimum}",
+            offset=pos + 8,
+            field="records",
+        )
+    if length > remaining - _LOG_OVERHEAD:
+        return None
+    return pos + _LOG_OVERHEAD + length
+
+
+def v2_payload(
+    buf: bytes | memoryview, pos: int, end: int, attributes: int
+) -> tuple[bytes, int, int, int | None]:
+    """The records of the v2 batch ``buf[pos:end]`` as ``(data, start, stop, origin)``: inflated when
+    compressed (``origin`` None: positions are in the inflated bytes), else the batch's own bytes
+    (``origin``: where ``data``'s position 0 lies in ``buf``). The one place a payload is found."""
+    payload_at = pos + _V2_HEADER_SIZE
+    codec = attributes & _COMPRESSION_MASK
+    if codec:
+        data = decompress(Compression(codec), memoryview(buf)[payload_at:end], offset=payload_at)
+        return data, 0, len(data), None
+    if isinstance(buf, bytes):
+        return buf, payload_at, end, 0
+    data = bytes(buf[payload_at:end])
+    return data, 0, len(data), payload_at
+
+
+def read_v2_records(
+    data: bytes, pos: int, end: int, base_offset: int, base_ts: int, lat: int | None, count: int
+) -> list[Record]:
+    """The one reader of magic-2 records: the ``count`` records of a batch payload ``data[pos:end]``
+    (inflated already), offsets from ``base_offset``, timestamps from ``base_ts`` or, with
+    log-append time, ``lat`` for every record. Positions are within ``data``; faults raise _Corrupt.
+
+    The JSON writer (records_json) keeps a copy of these reads, fused with its formatting, as its
+    fast path; it falls back to this reader on any doubt, and its tests hold the two equal.
+
+    Every varint is decoded inline: one- and two-byte ones (nearly all of
+    them) through the zigzag table, longer ones through a call.  Reads past
+    ``end`` are caught by the per-record length check, reads past ``data``
+    by IndexError.
+    """
+    zz = _ZIGZAG
+    varint = _varint_long
+    out: list[Record] = []
+    append = out.append
+    start = pos
+    try:
+        for index in range(count):
+            start = pos
+            if pos >= end:
+                raise _Corrupt(f"batch ends after {index} of {count} records", pos)
+            b = data[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                length = zz[(b & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                length, pos = varint(data, pos, 5)
+            if length < 0 or length > end - pos:
+                raise _Corrupt(
+                    f"record length {length} overruns the batch ({end - pos} bytes left)", start
+                )
+            rec_end = pos + length
+            # The attributes byte at ``pos`` is unused by every Kafka version so far.
+            b = data[pos + 1]
+            if b < 0x80:
+                ts_delta = zz[b]
+                pos += 2
+            elif (c := data[pos + 2]) < 0x80:
+                ts_delta = zz[(b & 0x7F) | (c << 7)]
+                pos += 3
+            else:
+                ts_delta, pos = varint(data, pos + 1, 10)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                offset_delta = zz[(b & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                offset_delta, pos = varint(data, pos, 5)
+            b = data[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                n = zz[(b & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                n, pos = varint(data, pos, 5)
+            if n < 0:
+                if n != -1:
+                    raise _Corrupt(f"negative key length {n}", pos)
+                key = None
+            elif n > rec_end - pos:
+                raise _Corrupt(f"key length {n} overruns the record", pos)
+            else:
+                key = data[pos : pos + n]
+                pos += n
+            b = data[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                n = zz[(b & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                n, pos = varint(data, pos, 5)
+            if n < 0:
+                if n != -1:
+                    raise _Corrupt(f"negative value length {n}", pos)
+                value = None
+            elif n > rec_end - pos:
+                raise _Corrupt(f"value length {n} overruns the record", pos)
+            else:
+                value = data[pos : pos + n]
+                pos += n
+            b = data[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                n, pos = varint(data, pos, 5)
+            headers: list[Header] = []
+            if n:
+                # Each header takes at least two bytes, which bounds a lying count.
+                if n < 0 or n > (rec_end - pos) >> 1:
+                    raise _Corrupt(f"header count {n} does not fit the record", pos)
+                for _ in range(n):
+                    b = data[pos]
+                    if b < 0x80:
+                        n = zz[b]
+                        pos += 1
+                    else:
+                        n, pos = varint(data, pos, 5)
+                    if n < 0 or n > rec_end - pos:
+                        raise _Corrupt(f"header key length {n} is invalid here", pos)
+                    try:
+                        hkey = data[pos : pos + n].decode()
+                    except UnicodeDecodeError as exc:
+                        raise _Corrupt(f"header key is not UTF-8: {exc.reason}", pos) from None
+                    pos += n
+                    b = data[pos]
+                    if b < 0x80:
+                        n = zz[b]
+                        pos += 1
+                    elif (c := data[pos + 1]) < 0x80:
+                        n = zz[(b & 0x7F) | (c << 7)]
+                        pos += 2
+                    else:
+                        n, pos = varint(data, pos, 5)
+                    if n < 0:
+                        if n != -1:
+                            raise _Corrupt(f"negative header value length {n}", pos)
+                        headers.append((hkey, None))
+                    elif n > rec_end - pos:
+                        raise _Corrupt(f"header value length {n} overruns the record", pos)
+                    else:
+                        headers.append((hkey, data[pos : pos + n]))
+                        pos += n
+            if pos != rec_end:
+                raise _Corrupt(
+                    f"record declares {length} bytes but its fields take {pos - rec_end + length}", start
+                )
+            append(
+                Record(
+                    base_offset + offset_delta,
+                    base_ts + ts_delta if lat is None else lat,
+                    key,
+                    value,
+                    headers,
+                )
+            )
+    except IndexError:
+        raise _Corrupt("record runs past the end of the batch", start) from None
+    if pos != end:
+        raise _Corrupt(f"{end - pos} bytes follow the last of {count} records", pos)
+    return out
 
 
 class RecordsSummary(NamedTuple):
@@ -425,11 +640,11 @@ class RecordBatch:
         """All records at once: building a list beats resuming a generator per record."""
         if check_crc:
             self._check_crc()
-        data, start, end, origin = self._payload()
+        data, start, end, origin = v2_payload(self._buf, self._pos, self._end, self.attributes)
         try:
             return self._decode(data, start, end)
         except _Corrupt as exc:
-            raise self._located(exc, origin) from None
+            raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
 
     def scan(self) -> RecordsSummary:
         """What a broker's append checks need from the records, without building them.
@@ -438,196 +653,21 @@ class RecordBatch:
         exactly when ``record_list(check_crc=False)`` does (the CRC is the caller's
         business) and otherwise summarises the records ``record_list`` returns.
         """
-        data, start, end, origin = self._payload()
+        data, start, end, origin = v2_payload(self._buf, self._pos, self._end, self.attributes)
         try:
             return self._scan(data, start, end)
         except _Corrupt as exc:
-            raise self._located(exc, origin) from None
-
-    def _payload(self) -> tuple[bytes, int, int, int | None]:
-        """The records' bytes (inflated if compressed), their span, and where they sit in the field.
-
-        ``origin`` is None for an inflated payload, whose positions mean nothing outside it.
-        """
-        payload_at = self._pos + _V2_HEADER_SIZE
-        codec = self.attributes & _COMPRESSION_MASK
-        if codec:
-            data = decompress(
-                Compression(codec), memoryview(self._buf)[payload_at : self._end], offset=payload_at
-            )
-            return data, 0, len(data), None
-        if isinstance(self._buf, bytes):
-            return self._buf, payload_at, self._end, 0
-        flat = bytes(self._buf[payload_at : self._end])
-        return flat, 0, len(flat), payload_at
-
-    def _located(self, exc: _Corrupt, origin: int | None) -> DecodeError:
-        if origin is None:
-            return DecodeError(
-                f"{exc.reason} (at byte {exc.pos} of the decompressed payload)",
-                offset=self._pos + _V2_HEADER_SIZE,
-                field="records",
-            )
-        return DecodeError(exc.reason, offset=origin + exc.pos, field="records")
+            raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
 
     def _decode(self, data: bytes, pos: int, end: int) -> list[Record]:
-        """The hot loop; positions are within ``data`` and faults raise _Corrupt.
-
-        Every varint is decoded inline: one- and two-byte ones (nearly all of
-        them) through the zigzag table, longer ones through a call.  Reads past
-        ``end`` are caught by the per-record length check, reads past ``data``
-        by IndexError.
-        """
-        zz = _ZIGZAG
-        varint = _varint_long
-        out: list[Record] = []
-        append = out.append
-        base_offset = self.base_offset
-        base_ts = self.base_timestamp
-        # With log-append time the broker's stamp replaces every record's own.
+        """This batch's records from its payload ``data[pos:end]``; faults raise _Corrupt."""
         lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
-        count = self.record_count
-        start = pos
-        try:
-            for index in range(count):
-                start = pos
-                if pos >= end:
-                    raise _Corrupt(f"batch ends after {index} of {count} records", pos)
-                b = data[pos]
-                if b < 0x80:
-                    length = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80:
-                    length = zz[(b & 0x7F) | (c << 7)]
-                    pos += 2
-                else:
-                    length, pos = varint(data, pos, 5)
-                if length < 0 or length > end - pos:
-                    raise _Corrupt(
-                        f"record length {length} overruns the batch ({end - pos} bytes left)", start
-                    )
-                rec_end = pos + length
-                # The attributes byte at ``pos`` is unused by every Kafka version so far.
-                b = data[pos + 1]
-                if b < 0x80:
-                    ts_delta = zz[b]
-                    pos += 2
-                elif (c := data[pos + 2]) < 0x80:
-                    ts_delta = zz[(b & 0x7F) | (c << 7)]
-                    pos += 3
-                else:
-                    ts_delta, pos = varint(data, pos + 1, 10)
-                b = data[pos]
-                if b < 0x80:
-                    offset_delta = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80:
-                    offset_delta = zz[(b & 0x7F) | (c << 7)]
-                    pos += 2
-                else:
-                    offset_delta, pos = varint(data, pos, 5)
-                b = data[pos]
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80:
-                    n = zz[(b & 0x7F) | (c << 7)]
-                    pos += 2
-                else:
-                    n, pos = varint(data, pos, 5)
-                if n < 0:
-                    if n != -1:
-                        raise _Corrupt(f"negative key length {n}", pos)
-                    key = None
-                elif n > rec_end - pos:
-                    raise _Corrupt(f"key length {n} overruns the record", pos)
-                else:
-                    key = data[pos : pos + n]
-                    pos += n
-                b = data[pos]
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80:
-                    n = zz[(b & 0x7F) | (c << 7)]
-                    pos += 2
-                else:
-                    n, pos = varint(data, pos, 5)
-                if n < 0:
-                    if n != -1:
-                        raise _Corrupt(f"negative value length {n}", pos)
-                    value = None
-                elif n > rec_end - pos:
-                    raise _Corrupt(f"value length {n} overruns the record", pos)
-                else:
-                    value = data[pos : pos + n]
-                    pos += n
-                b = data[pos]
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                else:
-                    n, pos = varint(data, pos, 5)
-                headers: list[Header] = []
-                if n:
-                    # Each header takes at least two bytes, which bounds a lying count.
-                    if n < 0 or n > (rec_end - pos) >> 1:
-                        raise _Corrupt(f"header count {n} does not fit the record", pos)
-                    for _ in range(n):
-                        b = data[pos]
-                        if b < 0x80:
-                            n = zz[b]
-                            pos += 1
-                        else:
-                            n, pos = varint(data, pos, 5)
-                        if n < 0 or n > rec_end - pos:
-                            raise _Corrupt(f"header key length {n} is invalid here", pos)
-                        try:
-                            hkey = data[pos : pos + n].decode()
-                        except UnicodeDecodeError as exc:
-                            raise _Corrupt(f"header key is not UTF-8: {exc.reason}", pos) from None
-                        pos += n
-                        b = data[pos]
-                        if b < 0x80:
-                            n = zz[b]
-                            pos += 1
-                        elif (c := data[pos + 1]) < 0x80:
-                            n = zz[(b & 0x7F) | (c << 7)]
-                            pos += 2
-                        else:
-                            n, pos = varint(data, pos, 5)
-                        if n < 0:
-                            if n != -1:
-                                raise _Corrupt(f"negative header value length {n}", pos)
-                            headers.append((hkey, None))
-                        elif n > rec_end - pos:
-                            raise _Corrupt(f"header value length {n} overruns the record", pos)
-                        else:
-                            headers.append((hkey, data[pos : pos + n]))
-                            pos += n
-                if pos != rec_end:
-                    raise _Corrupt(
-                        f"record declares {length} bytes but its fields take {pos - rec_end + length}", start
-                    )
-                append(
-                    Record(
-                        base_offset + offset_delta,
-                        base_ts + ts_delta if lat is None else lat,
-                        key,
-                        value,
-                        headers,
-                    )
-                )
-        except IndexError:
-            raise _Corrupt("record runs past the end of the batch", start) from None
-        if pos != end:
-            raise _Corrupt(f"{end - pos} bytes follow the last of {count} records", pos)
-        return out
+        return read_v2_records(data, pos, end, self.base_offset, self.base_timestamp, lat, self.record_count)
 
     def _scan(self, data: bytes, pos: int, end: int) -> RecordsSummary:
         """:meth:`_decode`'s walk and checks, keeping counters instead of records.
 
-        Kept line for line beside ``_decode`` so the two fail on the same bytes;
+        Kept line for line beside ``read_v2_records`` (the fast path of the append checks) so the two fail on the same bytes;
         tests/protocol/test_records_scan.py holds them equal.
         """
         zz = _ZIGZAG
@@ -1097,30 +1137,8 @@ class Records:
             pos = end
         self._tail = 0
 
-    @staticmethod
-    def _frame(data: bytes | memoryview, pos: int, total: int) -> int | None:
-        """End of the entry at ``pos``, or None if the bytes stop before it does."""
-        remaining = total - pos
-        if remaining < _LOG_OVERHEAD:
-            return None
-        length: int = _I32.unpack_from(data, pos + 8)[0]
-        if length < _LEGACY_MIN_SIZE[0]:
-            raise DecodeError(f"entry length {length} is impossibly small", offset=pos + 8, field="records")
-        if remaining < _UP_TO_MAGIC:
-            return None
-        magic = data[pos + 16]
-        if magic > 2:
-            raise DecodeError(f"unknown magic byte {magic}", offset=pos + 16, field="records")
-        minimum = _V2_MIN_LENGTH if magic == 2 else _LEGACY_MIN_SIZE[magic]
-        if length < minimum:
-            raise DecodeError(
-                f"entry length {length} is below the magic {magic} minimum of {minimum}",
-                offset=pos + 8,
-                field="records",
-            )
-        if length > remaining - _LOG_OVERHEAD:
-            return None
-        return pos + _LOG_OVERHEAD + length
+    # The framing step, kept under its old name for the methods below.
+    _frame = staticmethod(entry_end)
 
     def records(self, *, strict: bool = False, check_crc: bool = True) -> Iterator[Record]:
         """Every record of every batch, in order, control records included; decoded a batch at a time."""

@@ -12,7 +12,8 @@ Decoding to :class:`~kafkapy.protocol.records.Record` objects and then
 formatting them takes two passes and an object per record, about 2.8 us a
 record. Magic-2 batches (everything since Kafka 0.11) are instead read and
 written in one pass: :func:`_v2_json` makes the reads of
-``RecordBatch._decode`` and formats each record with one ``bytes`` template
+:func:`~kafkapy.protocol.records.read_v2_records` (the one record reader, which the
+reference stands on) and formats each record with one ``bytes`` template
 (base64 output is bytes already), and the text is decoded once at the end.
 To keep that pass short it takes three liberties, none of which can change
 the output:
@@ -42,15 +43,14 @@ from __future__ import annotations
 
 import binascii
 import json
-import struct
 from collections.abc import Callable, Iterable
 from json.encoder import encode_basestring
 
 from kafkapy.errors import DecodeError
-from kafkapy.protocol.compression import Compression, decompress
+from kafkapy.protocol.compression import Compression
 from kafkapy.protocol.records import (
-    _LEGACY_MIN_SIZE,
     _V2_HEADER,
+    _V2_HEADER_SIZE,
     _ZIGZAG,
     LegacyBatch,
     Record,
@@ -58,13 +58,12 @@ from kafkapy.protocol.records import (
     _Corrupt,
     _flat,
     _varint_long,
+    entry_end,
+    v2_payload,
 )
 
 __all__ = ["records_json", "records_json_at"]
 
-_I32 = struct.Struct(">i")
-_V2_HEADER_SIZE = 61
-_V2_MIN_LENGTH = 49  # a header without records, after offset and length
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
 _ZSTD = int(Compression.ZSTD)  # the highest codec id
@@ -161,54 +160,36 @@ def _fused(data: bytes, pos: int, total: int) -> str | None:
     """One pass over the field ``data[pos:total]``; None, or any exception, leaves it to the
     reference.
 
-    The framing mirrors ``Records.batches`` and ``RecordBatch.__init__``: a
-    partial trailing batch ends the field quietly, as it does there.
+    The field is walked, and each v2 payload found, by the records module's own steps
+    (``entry_end``, ``v2_payload``), as ``Records.batches`` and ``RecordBatch`` do: a partial
+    trailing batch ends the field quietly, as it does there. Only the per-record reads are the
+    fast path's copy (``_v2_json``).
     """
     parts: list[bytes] = []
     while pos < total:
-        remaining = total - pos
-        if remaining >= _V2_HEADER_SIZE and data[pos + 16] == 2:
-            (base_offset, length, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count) = (
+        end = entry_end(data, pos, total)
+        if end is None:
+            break  # a partial trailing batch
+        if data[pos + 16] == 2:
+            (base_offset, _, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count) = (
                 _V2_HEADER.unpack_from(data, pos)
             )
-            if length < _V2_MIN_LENGTH:
+            if attributes & _COMPRESSION_MASK > _ZSTD or count < 0:
                 return None
-            if length > remaining - 12:
-                break  # a partial trailing batch
-            codec = attributes & _COMPRESSION_MASK
-            if codec > _ZSTD or count < 0:
-                return None
-            end = pos + 12 + length
             # With log-append time the broker's stamp replaces every record's own.
             lat = max_ts if attributes & _TIMESTAMP_TYPE_BIT else None
-            payload_at = pos + _V2_HEADER_SIZE
-            if codec:
-                inflated = decompress(Compression(codec), memoryview(data)[payload_at:end], offset=payload_at)
-                _v2_json(inflated, 0, len(inflated), base_offset, base_ts, lat, count, parts)
-            else:
-                _v2_json(data, payload_at, end, base_offset, base_ts, lat, count, parts)
-            pos = end
-            continue
-        # The rest of Records._frame: short tails, legacy formats, framing errors.
-        if remaining < 12:
-            break
-        length = _I32.unpack_from(data, pos + 8)[0]
-        if length < _LEGACY_MIN_SIZE[0]:
-            return None
-        if remaining < 17:
-            break
-        magic = data[pos + 16]
-        if magic > 2 or length < (_V2_MIN_LENGTH if magic == 2 else _LEGACY_MIN_SIZE[magic]):
-            return None
-        if length > remaining - 12:
-            break
-        # Only legacy entries get here: a whole v2 batch is longer than its header.
-        texts: list[str] = []
-        # LegacyBatch bounds itself by the end of its buffer: give it one that ends with the field.
-        whole = data if total == len(data) else data[:total]
-        _format(LegacyBatch(whole, pos).record_list(check_crc=False), texts.append)
-        parts += [t.encode() for t in texts]
-        pos += 12 + length
+            if attributes & _COMPRESSION_MASK:
+                payload, start, stop, _ = v2_payload(data, pos, end, attributes)
+                _v2_json(payload, start, stop, base_offset, base_ts, lat, count, parts)
+            else:  # v2_payload's in-place answer for bytes, without the call: the common batch
+                _v2_json(data, pos + _V2_HEADER_SIZE, end, base_offset, base_ts, lat, count, parts)
+        else:
+            texts: list[str] = []
+            # LegacyBatch bounds itself by the end of its buffer: give it one that ends with the field.
+            whole = data if total == len(data) else data[:total]
+            _format(LegacyBatch(whole, pos).record_list(check_crc=False), texts.append)
+            parts += [t.encode() for t in texts]
+        pos = end
     return f"[{b','.join(parts).decode()}]"
 
 
@@ -243,7 +224,8 @@ def _v2_json(
 ) -> None:
     """Append the JSON of each record in ``data[pos:end]``; raise wherever ``_decode`` would.
 
-    The reads are those of ``RecordBatch._decode``. Its bounds checks are
+    The fast path's copy of :func:`~kafkapy.protocol.records.read_v2_records`'s reads, held equal
+    to it by tests/protocol/test_records_json.py. Its bounds checks are
     folded into the check that each record, and the batch, ends where it
     says (see the module's notes).
     """

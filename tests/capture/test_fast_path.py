@@ -8,6 +8,8 @@ reordered, duplicated, lost, coalesced and split traffic alike.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import io
 import random
 import shutil
@@ -34,14 +36,19 @@ from kafkapy.capture import (
     TcpFlow,
     TcpReassembler,
     Unframed,
+    fused,
     read_packets,
 )
 from kafkapy.capture.frames import FrameEvent
+from kafkapy.capture.fused import FusedWalk
 from kafkapy.capture.rows import decode_capture
 from kafkapy.protocol import encode_request, encode_response
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 CAPTURE_FILES = sorted(CAPTURES.glob("*.pcap*"))
+# The project's shared captures (the same recordings today; checked too, should they diverge)
+SHARED_CAPTURES = Path("/work/shared/captures")
+SHARED_CAPTURE_FILES = sorted(SHARED_CAPTURES.glob("*.pcap*")) if SHARED_CAPTURES.is_dir() else []
 
 
 def _layered(data: bytes, ports: set[int] | None = None) -> Iterator[FrameEvent]:
@@ -144,9 +151,75 @@ def _perturb(
         del packets[rnd.randrange(6, len(packets))]
 
 
-@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CAPTURE_FILES + SHARED_CAPTURE_FILES,
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_real_captures_give_the_same_events(path: Path) -> None:
     assert _assert_same(path.read_bytes())
+
+
+class _OnlyInSyncFramer:
+    """A KafkaFramer seen through InSyncFramer alone: the walk gets nothing else of it."""
+
+    def __init__(self, framer: KafkaFramer) -> None:
+        self.SYNCED = framer.SYNCED
+        self.MAX_OUTSTANDING = framer.MAX_OUTSTANDING
+        self.max_frame_size = framer.max_frame_size
+        self.feed = framer.feed
+        self.framing_state = framer.framing_state
+        self.data_in_sync = framer.data_in_sync
+
+
+class _OnlyFlowAndFeed:
+    """A TcpReassembler seen through the two doors the walk may use."""
+
+    def __init__(self, tcp: TcpReassembler) -> None:
+        self.feed = tcp.feed
+        self.flow = tcp.flow
+
+
+def _walked_through_its_doors(data: bytes) -> tuple[list[tuple[Any, ...]], int]:
+    """FusedWalk on a framer and reassembler that expose only its documented interface; the
+    events, and how many packets took the fused path."""
+    ports = {9092}
+    tcp, framer = TcpReassembler(ports), KafkaFramer(ports)
+    walk = FusedWalk(PacketDecoder(), _OnlyFlowAndFeed(tcp), _OnlyInSyncFramer(framer))  # type: ignore[arg-type]
+    events: list[FrameEvent] = []
+    with CaptureReader(io.BytesIO(data)) as capture:
+        events += walk.walk(capture)
+    for event in tcp.finish():
+        events += framer.feed(event)
+    return [_key(e) for e in events], walk.packet_count - walk.layered_packets
+
+
+@pytest.mark.parametrize("path", CAPTURE_FILES, ids=lambda p: p.name)
+def test_the_walk_needs_no_more_than_its_documented_doors(path: Path) -> None:
+    data = path.read_bytes()
+    events, _ = _walked_through_its_doors(data)
+    assert events == [_key(e) for e in _layered(data)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32), connections=st.integers(1, 4), exchanges=st.integers(1, 40),
+       mss=st.sampled_from([48, 536, 1460, 9000]), late=st.booleans(), close=st.booleans())
+def test_property_the_walk_through_its_doors_equals_the_layers(
+    seed: int, connections: int, exchanges: int, mss: int, late: bool, close: bool
+) -> None:
+    data = _pcap(_conversation(random.Random(seed), connections, exchanges, mss, close=close, late=late))
+    events, fused = _walked_through_its_doors(data)
+    assert events == [_key(e) for e in _layered(data)]
+    if not late and mss >= 536:
+        assert fused > 0  # in-order traffic: the fused path was taken, so it was the one compared
+
+
+def test_the_fused_walk_reaches_no_private_state_of_another_module() -> None:
+    """capture/fused.py names no underscored attribute but its own (self._x) and imports no
+    underscored name: the TCP and framing layers are reached through their public doors."""
+    tree = ast.parse(inspect.getsource(fused))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            assert isinstance(node.value, ast.Name) and node.value.id == "self", ast.unparse(node)
+        if isinstance(node, ast.ImportFrom):
+            assert not any(alias.name.startswith("_") for alias in node.names), ast.unparse(node)
 
 
 def test_in_order_traffic_takes_the_fast_path_and_matches() -> None:

@@ -1,9 +1,9 @@
 """kafkapy.capture.pairing: its shortcuts against the general path.
 
-The header-level Pairer reads plain request headers by hand and pairs a
-response with a connection's one waiting request without the general
-search. Here both are checked against what they stand in for: the
-protocol's own decode_request_header, and the pairing rule itself (a
+The header-level Pairer reads request headers with the protocol's peek and
+pairs a response with a connection's one waiting request without the
+general search. Here both are checked against what they stand in for: the
+RequestHeader schema alone (decode_request_header_plain), and the pairing rule itself (a
 response answers the oldest waiting request with its correlation id, and
 every request sent before that one is unanswered), run as a plain model.
 """
@@ -24,7 +24,8 @@ from kafkapy.capture import Frame, FrameReader
 from kafkapy.capture.frames import FrameEvent
 from kafkapy.capture.pairing import Exchange, Pairer, pair_frames
 from kafkapy.capture.tcp import Connection, ConnectionClosed, Endpoint
-from kafkapy.protocol import RequestHeader, decode_request_header, encode_request, encode_response
+from kafkapy.protocol import RequestHeader, encode_request, encode_response
+from kafkapy.protocol.header import decode_request_header_plain
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 CAPTURE_FILES = sorted(CAPTURES.glob("*.pcap*"))
@@ -38,11 +39,11 @@ def _bench_capture(tmp_path: Path) -> Path:
 
 
 class _Decoder:
-    """kafkapy.protocol's decoders behind methods of their own, so Pairer cannot tell them for
-    the default decoder's: every header then goes through decode_request_header."""
+    """kafkapy.protocol's decoders behind methods of their own, with headers read by the
+    RequestHeader schema alone (no peek)."""
 
     def decode_request_header(self, frame_body: bytes) -> RequestHeader:
-        return decode_request_header(frame_body)
+        return decode_request_header_plain(frame_body)
 
     def decode_request(self, frame_body: bytes) -> Any:
         return kafkapy.protocol.decode_request(frame_body)
@@ -53,9 +54,7 @@ class _Decoder:
 
 def _general(**kw: Any) -> Pairer:
     """A Pairer that reads no header by hand."""
-    pairer = Pairer(_Decoder(), **kw)
-    assert pairer._header_plans is None
-    return pairer
+    return Pairer(_Decoder(), **kw)
 
 
 def _key(x: Exchange) -> tuple[Any, ...]:
@@ -107,7 +106,7 @@ def test_hand_read_headers_match_decode_request_header(
     general = [_key(x) for x in pair_frames([_frame(0, True, body)], _general(bodies=()))]
     assert fast == general
     try:
-        expected: RequestHeader | None = decode_request_header(body)
+        expected: RequestHeader | None = decode_request_header_plain(body)
     except kafkapy.protocol.DecodeError:
         expected = None
     (exchange,) = pair_frames([_frame(0, True, body)], Pairer(bodies=()))

@@ -42,6 +42,7 @@ from kafkapy.capture.frames import FrameEvent, plausible_request
 from kafkapy.capture.packets import ACK, FIN, PSH, RST, SYN
 from kafkapy.capture.pairing import Exchange, Pairer, pair_frames
 from kafkapy.errors import DecodeError
+from kafkapy.protocol.api_keys import FIRST_PRIVATE_API_KEY, ApiKey
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 CAPTURE_FILES = sorted(CAPTURES.glob("*.pcap"))
@@ -426,6 +427,15 @@ def test_plausible_request() -> None:
         plausible_request(struct.pack(">ihhi", 8, 7, 0, 1), 0) is True
     )  # ControlledShutdown v0: no client id
     assert plausible_request(b"GET / HTTP/1.1\r\n", 0) is False
+
+
+def test_plausible_request_takes_its_key_limits_from_api_key() -> None:
+    highest = max(key for key in ApiKey if key < FIRST_PRIVATE_API_KEY)
+    assert plausible_request(request(highest, 0, 7, b"c"), 0) is True
+    assert plausible_request(request(highest + 1, 0, 7, b"c"), 0) is False
+    assert plausible_request(request(ApiKey.DELETE_FEATURES, 0, 7, b"c"), 0) is True
+    assert plausible_request(request(FIRST_PRIVATE_API_KEY - 1, 0, 7, b"c"), 0) is False
+    assert plausible_request(request(4, 0, 7, b"c"), 0) is True  # LeaderAndIsr: retired, never reused
 
 
 def conversation(
