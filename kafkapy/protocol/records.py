@@ -667,8 +667,8 @@ class RecordBatch:
     def _scan(self, data: bytes, pos: int, end: int) -> RecordsSummary:
         """:meth:`_decode`'s walk and checks, keeping counters instead of records.
 
-        Kept line for line beside ``read_v2_records`` (the fast path of the append checks) so the two fail on the same bytes;
-        tests/protocol/test_records_scan.py holds them equal.
+        The append checks' fast path, kept line for line beside ``read_v2_records`` so the
+        two fail on the same bytes; tests/protocol/test_records_scan.py holds them equal.
         """
         zz = _ZIGZAG
         varint = _varint_long

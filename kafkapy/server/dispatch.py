@@ -38,6 +38,7 @@ from kafkapy.protocol.codec import (
     response_encoder,
     response_header,
 )
+from kafkapy.protocol.header import unpack_request_prefix
 from kafkapy.protocol.schema import Body
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.interceptors import Interceptor, run_chain
@@ -51,7 +52,6 @@ __all__ = ["API_VERSIONS_FALLBACK_MAX", "Dispatcher"]
 
 log = logging.getLogger(__name__)
 
-_HEADER = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 _CORRELATION = _SIZE
 _SIZE_CORRELATION = struct.Struct(">ii")
@@ -239,7 +239,7 @@ class Dispatcher:
     def _route(self, conn: ConnectionInfo, frame: bytes, out: list[bytes]) -> _Plan | None:
         """The plan for a frame's API key and version, made (and kept) on first use; None when
         the frame was answered as an unknown request instead."""
-        api_key, api_version, correlation_id = _HEADER.unpack_from(frame, 0)
+        api_key, api_version, correlation_id = unpack_request_prefix(frame, 0)
         route = self.routes.get(api_key)
         if route is None or not route.low <= api_version <= route.high or \
                 (route.gated and not self.runtime.gate_open(route.handler)):
