@@ -20,9 +20,11 @@ from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import LogManager
 from kafkapy.log.base import PartitionLog
+from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import RecordLike, build_record_batch
-from kafkapy.server.modules import ApiHandler, Module
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.server.services import BrokerServices
 
 T = TypeVar("T")
@@ -40,7 +42,20 @@ class SeededLogs(Module):
         self.fetch = FetchHandler(self, services)
 
     def apis(self) -> Mapping[int, ApiHandler]:
-        return {ApiKey.FETCH: self.fetch.api()}
+        return {ApiKey.FETCH: self.fetch.api(),
+                ApiKey.PRODUCE: ApiHandler(VersionRange(3, 13), self.refuse_produce)}
+
+    @staticmethod
+    def refuse_produce(ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        """Produce is built on the dataplane branch. librdkafka fetches with magic-2 batches only
+        once the broker advertises Produce v3 *and* Fetch v4 (its MsgVer2 feature), so this
+        module advertises Produce and refuses every partition; these tests never produce."""
+        return fit_body(ApiKey.PRODUCE, "response", ctx.api_version, {"responses": [
+            {"name": topic.get("name"), "topic_id": topic.get("topic_id"), "partition_responses": [
+                {"index": p["index"], "error_code": ErrorCode.INVALID_REQUEST, "base_offset": -1,
+                 "error_message": "this test module serves Fetch only"}
+                for p in topic["partition_data"]]}
+            for topic in request.body["topic_data"]]})
 
     # --- PartitionSource ----------------------------------------------------------------------
 

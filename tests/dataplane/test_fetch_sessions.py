@@ -97,6 +97,8 @@ class SessionMachine(RuleBasedStateMachine):
         assert context.error == ErrorCode.NONE
         session.keys += [k for k in added if k not in session.keys]
         session.keys = [k for k in session.keys if k not in forgotten]
+        for k in forgotten:  # added again later, it is new to the session: always listed then
+            session.reported.pop(k, None)
         if not session.keys:  # emptied: closed, and this fetch answered sessionless
             del self.model[session_id]
             assert answered_id == 0
