@@ -24,7 +24,7 @@ import inspect
 import logging
 import struct
 import types
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
@@ -321,7 +321,10 @@ class Dispatcher:
         if body is None:
             return None
         if isinstance(body, ChunkedResponse):
-            return self._respond_in_chunks(conn, context, body)
+            if self.runtime.fast_paths.chunked_responses:
+                return self._respond_in_chunks(conn, context, body)
+            plain: Mapping[str, Any] = joined(body.body)  # the plain path: records copied into one frame
+            body = plain
         if isinstance(body, EncodedResponse):
             tag = plan.tag
             response = _CORRELATION.pack(context.correlation_id) + tag + body.data if tag else \

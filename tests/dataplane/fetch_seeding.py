@@ -85,9 +85,11 @@ class SeededLogs(Module):
 
     # --- seeding (on the loop) ---------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int = 1, leader: int | None = None) -> uuid.UUID:
+    def create_topic(self, name: str, partitions: int = 1, leader: int | None = None,
+                     topic_id: uuid.UUID | None = None) -> uuid.UUID:
         leader_id = self.services.broker_id if leader is None else leader
-        return self.services.store.create_topic(name, {p: (leader_id,) for p in range(partitions)}).topic_id
+        replicas = {p: (leader_id,) for p in range(partitions)}
+        return self.services.store.create_topic(name, replicas, topic_id).topic_id
 
     def append_batch(self, topic: str, partition: int, batch: bytes | bytearray) -> int:
         """Store one magic-2 batch at the log end (its base offset rewritten: not under the CRC)."""

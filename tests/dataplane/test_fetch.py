@@ -3,6 +3,8 @@ errors per partition, long-polling woken by appends, and KIP-227 sessions."""
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -16,8 +18,10 @@ from kafkapy.client import SimpleClient
 from kafkapy.dataplane.fetch import FETCH_VERSIONS
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.protocol import encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
+from kafkapy.server.fastpaths import FastPaths
 from kafkapy.testing import wait_until
 
 VERSIONS = range(FETCH_VERSIONS.low, FETCH_VERSIONS.high + 1)
@@ -197,6 +201,55 @@ def test_sessions_on_the_wire(broker: Broker) -> None:
         assert closed["session_id"] == 0 and len(closed["responses"][0]["partitions"]) == 2
         gone = fetch(client, 12, [], session_id=session_id, session_epoch=3)
         assert gone["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def raw_exchange(broker: Broker, frames: list[bytes]) -> list[bytes]:
+    """Send request frames on one socket and return the response frames, byte for byte."""
+    with socket.create_connection(host_port(broker), timeout=10) as sock:
+        answers = []
+        for frame in frames:
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", receive(sock, 4))[0]
+            answers.append(receive(sock, size))
+        return answers
+
+
+def receive(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data
+
+
+def host_port(broker: Broker) -> tuple[str, int]:
+    host, _, port = broker.bootstrap_servers.rpartition(":")
+    return host, int(port)
+
+
+def test_chunked_responses_answer_byte_for_byte_as_the_plain_path() -> None:
+    topic_id = uuid.uuid4()
+    frames = []
+    for version in VERSIONS:
+        name = {"topic_id": topic_id} if version >= 13 else {"topic": "t"}
+        frames.append(encode_request(ApiKey.FETCH, version, version, "c", {
+            "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1,
+            "topics": [{**name, "partitions": [
+                {"partition": p, "fetch_offset": 0, "partition_max_bytes": 300} for p in (0, 1, 2)]}]}))
+    answers = []
+
+    for fast_paths in (FastPaths(), FastPaths(chunked_responses=False)):
+        with Broker({"broker.id": 1}, modules=[SeededLogs], fast_paths=fast_paths) as running:
+            module = seeded(running)
+            wait_until(lambda: module.services.broker_id >= 0, what="the broker id")  # noqa: B023
+            on_loop(running, lambda: module.create_topic("t", 3, topic_id=topic_id))  # noqa: B023
+            wait_until(lambda: "t" in module.services.cluster.topics, what="t")  # noqa: B023
+            on_loop(running, lambda: [module.append("t", i % 2, [(b"k", b"v" * (40 * i))],  # noqa: B023
+                                                    base_timestamp=1000) for i in range(6)])
+            answers.append(raw_exchange(running, frames))
+    assert answers[0] == answers[1]
+    assert len(answers[0]) == len(VERSIONS)
 
 
 def test_a_batch_from_kafka_python_builder_is_served_whole(broker: Broker) -> None:
