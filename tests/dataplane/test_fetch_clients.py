@@ -97,6 +97,22 @@ def test_kafka_python_is_never_stalled_by_a_batch_larger_than_its_limits(broker:
     assert [value for _, _, value in got] == [big, b"after"]
 
 
+def test_kafka_python_sees_offset_out_of_range(broker: Broker) -> None:
+    from kafka import TopicPartition
+    from kafka.errors import OffsetOutOfRangeError
+
+    seed(broker)
+    consumer = kafka_python_consumer(broker, auto_offset_reset="none")  # raise instead of resetting
+    try:
+        consumer.seek(TopicPartition("t", 0), 1000)
+        with pytest.raises(OffsetOutOfRangeError):
+            deadline = time.monotonic() + TIMEOUT_S
+            while time.monotonic() < deadline:
+                consumer.poll(timeout_ms=500)
+    finally:
+        consumer.close()
+
+
 def test_kafka_python_long_poll_wakes_on_append(broker: Broker) -> None:
     consumer = kafka_python_consumer(broker, fetch_max_wait_ms=15000)
     read: dict[str, Any] = {}
