@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.protocol import encode_response
+from kafkapy.protocol import encode_response, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.chunks import RecordChunks, encode_response_chunks, frame_size, joined
 from kafkapy.protocol.codec import decode_response
@@ -46,11 +46,11 @@ def fetch_response(draw: st.DrawFn, version: int) -> dict[str, Any]:
     return body
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(data=st.data(), version=st.sampled_from(FETCH_VERSIONS), correlation_id=st.integers(0, 2**31 - 1))
 def test_chunked_fetch_response_equals_the_plain_encoding(data: st.DataObject, version: int,
                                                           correlation_id: int) -> None:
-    body = data.draw(fetch_response(version))
+    body = fit_body(ApiKey.FETCH, "response", version, data.draw(fetch_response(version)))
     chunks = encode_response_chunks(ApiKey.FETCH, version, correlation_id, body)
     plain = encode_response(ApiKey.FETCH, version, correlation_id, body)
     assert b"".join(chunks) == plain
