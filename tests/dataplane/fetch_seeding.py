@@ -13,7 +13,7 @@ import asyncio
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from kafkapy.dataplane.fetch import FETCH_CONFIG_KEYS, FetchHandler
 from kafkapy.embedded import Broker
@@ -104,6 +104,25 @@ class SeededLogs(Module):
 
     def append(self, topic: str, partition: int, records: Iterable[RecordLike], **options: Any) -> int:
         return self.append_batch(topic, partition, build_record_batch(records, **options))
+
+
+class ResponseRecorder:
+    """An observer (``observer.class.names=fetch_seeding.ResponseRecorder``) keeping the
+    responses it is shown, to check what observers see of a response written in chunks."""
+
+    responses: ClassVar[list[tuple[Any, int]]] = []
+
+    def configure(self, configs: dict[str, Any]) -> None:
+        ResponseRecorder.responses.clear()
+
+    def record_request(self, *args: Any) -> None:
+        pass
+
+    def record_response(self, response: Any, api_version: int, correlation_id: int) -> None:
+        ResponseRecorder.responses.append((response, api_version))
+
+    def close(self, timeout: float) -> None:
+        pass
 
 
 def seeded(broker: Broker) -> SeededLogs:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fetch_seeding import SeededLogs, on_loop, seeded
+from fetch_seeding import ResponseRecorder, SeededLogs, on_loop, seeded
 
 from kafkapy.client import SimpleClient
 from kafkapy.dataplane.fetch import FETCH_VERSIONS
@@ -250,6 +250,19 @@ def test_chunked_responses_answer_byte_for_byte_as_the_plain_path() -> None:
             answers.append(raw_exchange(running, frames))
     assert answers[0] == answers[1]
     assert len(answers[0]) == len(VERSIONS)
+
+
+def test_observers_see_the_records_of_a_chunked_response() -> None:
+    with Broker({"broker.id": 1, "observer.class.names": "fetch_seeding.ResponseRecorder"},
+                modules=[SeededLogs]) as running:
+        create(running, "t")
+        append(running, "t", [b"seen"])
+        with SimpleClient(running.bootstrap_servers) as client:
+            answer = fetch(client, 12, [{"partition": 0, "fetch_offset": 0}])
+    [(body, version)] = [(b, v) for b, v in ResponseRecorder.responses if b is not None and "responses" in b]
+    records = body["responses"][0]["partitions"][0]["records"]
+    assert version == 12 and isinstance(records, bytes)
+    assert records == bytes(answer["responses"][0]["partitions"][0]["records"].raw)
 
 
 def test_a_batch_from_kafka_python_builder_is_served_whole(broker: Broker) -> None:
