@@ -27,7 +27,7 @@ from kafkapy.errors import EncodeError
 from kafkapy.protocol.codec import response_encoder
 from kafkapy.protocol.primitives import uvarint_bytes
 
-__all__ = ["Chunk", "RecordChunks", "encode_response_chunks", "frame_size", "has_chunks", "joined"]
+__all__ = ["Chunk", "RecordChunks", "encode_response_chunks", "frame_size", "joined"]
 
 Chunk = bytes | memoryview
 _MARKER_SIZE = 16
@@ -57,17 +57,6 @@ class RecordChunks:
 def frame_size(frame: Sequence[Chunk]) -> int:
     """The size prefix of a frame made of several buffers, found without joining them."""
     return sum(len(chunk) if type(chunk) is bytes else memoryview(chunk).nbytes for chunk in frame)
-
-
-def has_chunks(value: Any) -> bool:
-    """Whether a body holds any RecordChunks (so it is worth encoding in chunks)."""
-    if isinstance(value, RecordChunks):
-        return True
-    if isinstance(value, Mapping):
-        return any(has_chunks(v) for v in value.values())
-    if isinstance(value, list):
-        return any(has_chunks(v) for v in value)
-    return False
 
 
 def joined(value: Any) -> Any:
