@@ -51,7 +51,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"protocol"}),
     frozenset({"store", "log", "client"}),
     frozenset({"server"}),
-    frozenset({"configs", "features", "quotas", "topics", "coordination", "observers"}),
+    frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane"}),
     frozenset({"assembly", "embedded", "testing", "capture", "spark"}),
     frozenset({"commands", "cli", "__main__"}),
 )

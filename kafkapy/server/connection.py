@@ -47,6 +47,7 @@ import attrs
 
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import Response, decode_response, encode_request
+from kafkapy.protocol.chunks import Chunk, frame_size
 from kafkapy.server.framing import FrameBuffer, FrameSizeError
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ class KafkaConnection(asyncio.Protocol):
         # True while the worker task runs (admission, a request that waits, the queue behind it):
         # frames then queue up; otherwise they are answered in place and the queue is empty.
         self.busy = True
-        self.outgoing: list[bytes] = []  # responses waiting for the next flush (the same list always)
+        self.outgoing: list[Chunk] = []  # responses waiting for the next flush (the same list always)
         self.flush_scheduled = False
         self.last_activity = 0.0
         self.draining = False  # a bad frame size arrived: answer what came before it, then close
@@ -205,7 +206,7 @@ class KafkaConnection(asyncio.Protocol):
                 elif self.closed:  # a handler closed it
                     return
                 if out:  # not closed, so the transport is open: write here, not through _flush
-                    self.transport.write(b"".join(out))  # type: ignore[union-attr]
+                    self.transport.writelines(out)  # type: ignore[union-attr]
                     out.clear()
         if self.draining and not self.busy:
             self.close()  # everything before the bad size is answered
@@ -267,7 +268,7 @@ class KafkaConnection(asyncio.Protocol):
         self.admitted = True
         await self._serve()
 
-    async def _serve(self, pending: Awaitable[bytes | None] | None = None) -> None:
+    async def _serve(self, pending: Awaitable[bytes | list[Chunk] | None] | None = None) -> None:
         """The worker, while the connection is busy: finish the request that waits, then serve the
         queue in order (awaiting what waits) until it is empty and answers are made in place again."""
         assert self.info is not None and self.transport is not None
@@ -359,11 +360,16 @@ class KafkaConnection(asyncio.Protocol):
         except DecodeError as exc:
             future.set_exception(exc)
 
-    def _queue_output(self, frame: bytes) -> None:
+    def _queue_output(self, frame: bytes | list[Chunk]) -> None:
         """Responses produced in one loop step leave in one write (one syscall, not one each);
-        a handler that really waits lets the loop run the flush, so nothing sits behind it."""
-        self.outgoing.append(_SIZE.pack(len(frame)))
-        self.outgoing.append(frame)
+        a handler that really waits lets the loop run the flush, so nothing sits behind it.
+        A frame of several buffers (a ChunkedResponse) is queued as its buffers."""
+        if isinstance(frame, list):
+            self.outgoing.append(_SIZE.pack(frame_size(frame)))
+            self.outgoing.extend(frame)
+        else:
+            self.outgoing.append(_SIZE.pack(len(frame)))
+            self.outgoing.append(frame)
         if not self.flush_scheduled:
             self.flush_scheduled = True
             self.runtime.loop.call_soon(self._flush)
@@ -373,11 +379,10 @@ class KafkaConnection(asyncio.Protocol):
         outgoing = self.outgoing
         if not outgoing:
             return
-        data = b"".join(outgoing)
-        outgoing.clear()
         transport = self.transport
         if transport is not None and not self.closed and not transport.is_closing():
-            transport.write(data)
+            transport.writelines(outgoing)
+        outgoing.clear()
 
     def idle_since(self, now: float, timeout: float) -> bool:
         """Whether the idle sweep should close this connection: open, not working on a request,

@@ -24,13 +24,14 @@ import inspect
 import logging
 import struct
 import types
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.protocol import Request, encode_response, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import get_api
+from kafkapy.protocol.chunks import Chunk, encode_response_chunks, frame_size, joined
 from kafkapy.protocol.codec import (
     RequestDecoder,
     ResponseEncoder,
@@ -43,12 +44,20 @@ from kafkapy.protocol.schema import Body
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.interceptors import Interceptor, run_chain
 from kafkapy.server.memo import AnswerMemo, Table
-from kafkapy.server.modules import Answer, ApiHandler, EncodedResponse, Handler, Module, RequestContext
+from kafkapy.server.modules import (
+    Answer,
+    ApiHandler,
+    ChunkedResponse,
+    EncodedResponse,
+    Handler,
+    Module,
+    RequestContext,
+)
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
 
-__all__ = ["API_VERSIONS_FALLBACK_MAX", "Dispatcher"]
+__all__ = ["API_VERSIONS_FALLBACK_MAX", "Dispatcher", "Frame"]
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +68,11 @@ _CoroutineType = types.CoroutineType
 _new_context = tuple.__new__
 API_VERSIONS_FALLBACK_MAX = 4  # ApiVersions v0-v4 are served
 
-Pending = Awaitable[bytes | None]  # what a request that suspends comes back as
+# A response frame (without size prefix): one bytes, or several buffers (a ChunkedResponse).
+Frame = bytes | list[Chunk]
+Pending = Awaitable[Frame | None]  # what a request that suspends comes back as
 # What plain-function handlers return (besides other mappings): never awaitable, no need to ask.
-_ANSWERS = frozenset({dict, Body, EncodedResponse, type(None)})
+_ANSWERS = frozenset({dict, Body, EncodedResponse, ChunkedResponse, type(None)})
 
 
 class _Plan(NamedTuple):
@@ -163,7 +174,7 @@ class Dispatcher:
         self._served = served
         return served
 
-    def dispatch_all(self, conn: ConnectionInfo, frames: Iterator[bytes], out: list[bytes],
+    def dispatch_all(self, conn: ConnectionInfo, frames: Iterator[bytes], out: list[Chunk],
                      closed: Callable[[], bool]) -> Pending | None:
         """``dispatch`` the frames in turn, until one suspends (its awaitable is returned, and
         ``frames`` holds the ones after it) or ``closed()`` says a handler closed the connection.
@@ -185,7 +196,7 @@ class Dispatcher:
                 return None
         return None
 
-    def dispatch(self, conn: ConnectionInfo, frame: bytes, out: list[bytes]) -> Pending | None:
+    def dispatch(self, conn: ConnectionInfo, frame: bytes, out: list[Chunk]) -> Pending | None:
         """Answer one request frame: the response goes onto ``out`` as wire bytes (size prefix,
         then the frame), unless it takes none. If the request's hooks or handler suspend, the
         result is instead an awaitable of the response frame (without size prefix) or None.
@@ -230,13 +241,17 @@ class Dispatcher:
             raise CloseConnection from None
         response = self._respond(conn, context, plan, answer)
         if response is not None:
+            if isinstance(response, list):
+                out.append(_SIZE.pack(frame_size(response)))
+                out.extend(response)
+                return None
             out.append(_SIZE.pack(len(response)))
             out.append(response)
             if memo is not None:
                 AnswerMemo.remember(memo, frame, response)
         return None
 
-    def _route(self, conn: ConnectionInfo, frame: bytes, out: list[bytes]) -> _Plan | None:
+    def _route(self, conn: ConnectionInfo, frame: bytes, out: list[Chunk]) -> _Plan | None:
         """The plan for a frame's API key and version, made (and kept) on first use; None when
         the frame was answered as an unknown request instead."""
         api_key, api_version, correlation_id = unpack_request_prefix(frame, 0)
@@ -274,7 +289,7 @@ class Dispatcher:
         return answer
 
     async def _finish(self, conn: ConnectionInfo, context: RequestContext, plan: _Plan,
-                      answer: Awaitable[Answer]) -> bytes | None:
+                      answer: Awaitable[Answer]) -> Frame | None:
         """A request whose hooks or handler are a coroutine, awaited in the connection's task."""
         try:
             body = await answer
@@ -302,9 +317,14 @@ class Dispatcher:
         return body
 
     def _respond(self, conn: ConnectionInfo, context: RequestContext, plan: _Plan,
-                 body: Answer) -> bytes | None:
+                 body: Answer) -> Frame | None:
         if body is None:
             return None
+        if isinstance(body, ChunkedResponse):
+            if self.runtime.fast_paths.chunked_responses:
+                return self._respond_in_chunks(conn, context, body)
+            plain: Mapping[str, Any] = joined(body.body)  # the plain path: records copied into one frame
+            body = plain
         if isinstance(body, EncodedResponse):
             tag = plan.tag
             response = _CORRELATION.pack(context.correlation_id) + tag + body.data if tag else \
@@ -323,6 +343,22 @@ class Dispatcher:
             if observers.wants_frames:
                 observers.record_frame(conn, False, response)
         return response
+
+    def _respond_in_chunks(self, conn: ConnectionInfo, context: RequestContext,
+                           answer: ChunkedResponse) -> list[Chunk]:
+        try:
+            chunks = encode_response_chunks(context.api_key, context.api_version, context.correlation_id,
+                                            answer.body)
+        except Exception:
+            log.exception("cannot encode the response to api key %d v%d; closing %s", context.api_key,
+                          context.api_version, conn.id)
+            raise CloseConnection from None
+        observers = self.runtime.observers
+        if observers.active:  # observers get bytes: a copy, made only for them
+            observers.record_response(joined(answer.body), context.api_version, context.correlation_id)
+            if observers.wants_frames:
+                observers.record_frame(conn, False, b"".join(chunks))
+        return chunks
 
     def _unknown(self, conn: ConnectionInfo, api_key: int, api_version: int, correlation_id: int) -> bytes:
         observers = self.runtime.observers

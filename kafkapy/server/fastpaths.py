@@ -22,6 +22,9 @@ the bytes (tests/server/test_fast_paths.py):
   inside the connection's worker task, so ``asyncio.current_task()`` and
   ``asyncio.timeout()`` work in them from their first line (plain-function
   handlers, the fastest kind, need no coroutine at all).
+* ``chunked_responses`` (kafkapy.protocol.chunks): a ChunkedResponse (Fetch) is
+  written as several buffers, the stored record batches among them, with
+  ``transport.writelines``. Plain path: the records joined into one encoded frame.
 """
 
 from __future__ import annotations
@@ -38,8 +41,9 @@ class FastPaths:
     memo: bool = True
     in_place_accept: bool = True
     eager: bool = True
+    chunked_responses: bool = True
 
     @classmethod
     def none(cls) -> FastPaths:
         """Every plain path."""
-        return cls(memo=False, in_place_accept=False, eager=False)
+        return cls(memo=False, in_place_accept=False, eager=False, chunked_responses=False)

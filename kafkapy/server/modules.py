@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["Answer", "ApiHandler", "EncodedResponse", "Handler", "Module", "RequestContext",
-]
+__all__ = ["Answer", "ApiHandler", "ChunkedResponse", "EncodedResponse", "Handler", "Module",
+           "RequestContext"]
 
 
 class RequestContext(NamedTuple):
@@ -52,10 +52,19 @@ class EncodedResponse:
     data: bytes
 
 
-# A handler returns the response body (or an EncodedResponse), or None when the request takes
-# no response (Produce with acks=0). It may be a coroutine function, or a plain function when it
-# never waits: that saves a coroutine per request.
-Answer = Mapping[str, Any] | EncodedResponse | None
+@attrs.frozen
+class ChunkedResponse:
+    """A response body whose ``records`` fields are RecordChunks (kafkapy.protocol.chunks): the
+    dispatcher writes it as several buffers, the stored record batches themselves among them,
+    with ``transport.writelines``; nothing is joined in Python."""
+
+    body: Mapping[str, Any]
+
+
+# A handler returns the response body (or an EncodedResponse or ChunkedResponse), or None when
+# the request takes no response (Produce with acks=0). It may be a coroutine function, or a plain
+# function when it never waits: that saves a coroutine per request.
+Answer = Mapping[str, Any] | EncodedResponse | ChunkedResponse | None
 Handler = Callable[[RequestContext, "Request"], Awaitable[Answer] | Answer]
 
 

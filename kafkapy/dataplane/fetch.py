@@ -1,0 +1,276 @@
+"""Fetch (v4 to the newest): consumers read record batches, long-polling for new ones.
+
+Theory of operation
+-------------------
+A request names partitions and offsets (all of them, or, in a KIP-227 fetch session, only what
+changed: kafkapy.dataplane.fetch_sessions decides what is read and what the response lists).
+Each partition is read from its leader's log (``PartitionSource.leader_log``) up to the high
+watermark, whole batches only, as the log stores them: the response carries them as
+``RecordChunks`` and is written with ``transport.writelines`` (a ChunkedResponse), never joined
+here.
+
+Byte limits are Kafka's (ReplicaManager.readFromLog): each partition reads at most
+``partition_max_bytes`` and at most what is left of the response's ``max_bytes`` (itself capped
+by the broker's ``fetch.max.bytes``), and the first batch of the first partition that has data
+goes whole even when it is larger than both, so that a consumer always makes progress.
+
+The response goes at once when it holds ``min_bytes``, when a partition answers an error, when
+``max_wait_ms`` is 0, or when nothing can be read. Otherwise the request waits (Kafka's
+DelayedFetch): a callback on every partition read (``PartitionSource.on_append``, called on the
+loop right after an append) wakes it, it reads again, and it answers once ``min_bytes`` are there
+or ``max_wait_ms`` has passed, whichever comes first. No loop polls, and a request answered at
+once sets no timer.
+
+isolation_level is accepted: READ_COMMITTED reads up to the last stable offset, which equals the
+high watermark until transactions land, so both levels read the same records today and
+``aborted_transactions`` is an empty list (READ_COMMITTED) or null (READ_UNCOMMITTED).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kafkapy.dataplane.fetch_sessions import (
+    NO_SESSION,
+    FetchContext,
+    FetchSessionCache,
+    PartitionKey,
+    SessionPartition,
+)
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log.base import PartitionLog
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.catalogue import get_api
+from kafkapy.protocol.chunks import RecordChunks
+from kafkapy.protocol.codec import fit_body
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.config import ConfigKey
+from kafkapy.server.modules import ApiHandler, ChunkedResponse, RequestContext
+
+if TYPE_CHECKING:
+    from kafkapy.protocol import Request
+    from kafkapy.server.services import BrokerServices
+
+
+
+def _newest_fetch() -> int:
+    api = get_api(ApiKey.FETCH)
+    assert api is not None, "the catalogue has Fetch"
+    return api.versions.high
+
+
+__all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FetchHandler", "PartitionSource"]
+
+FETCH_VERSIONS = VersionRange(4, _newest_fetch())  # v0-v3 carry the old message formats
+READ_COMMITTED = 1  # IsolationLevel.READ_COMMITTED
+FIRST_TOPIC_ID_VERSION = 13  # topics named by id from Fetch v13 (KIP-516)
+FIRST_SESSION_VERSION = 7  # KIP-227
+FIRST_CURRENT_LEADER_VERSION = 16  # KIP-951: current_leader and node_endpoints filled on leader errors
+NO_LEADER_EPOCH = -1
+
+FETCH_CONFIG_KEYS = (
+    ConfigKey("fetch.max.bytes", "int", 57671680,
+              "Kafka's default: the most a Fetch response carries, whatever the request asks"),
+    ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000,
+              "Kafka's default: the most KIP-227 fetch sessions the broker keeps"),
+)
+_LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+
+
+class PartitionSource(Protocol):
+    def leader_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker leads; raises KafkaApiError(UNKNOWN_TOPIC_OR_PARTITION)
+        or KafkaApiError(NOT_LEADER_OR_FOLLOWER)."""
+    def leader_epoch(self, topic: str, partition: int) -> int: ...
+    def topic_id(self, topic: str) -> uuid.UUID | None: ...
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+    def on_append(self, topic: str, partition: int, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (on the loop, synchronously, right after the append) each time the
+        partition's high watermark moves; returns a function that removes it."""
+
+
+def _error_data(index: int, code: ErrorCode) -> dict[str, Any]:
+    """A partition answered with an error: Kafka's unknown offsets (-1) and no records."""
+    return {"partition_index": index, "error_code": code, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
+
+
+class _Read:
+    """One read of every partition of a request, with the byte budget it used."""
+
+    __slots__ = ("bytes", "error", "results")
+
+    def __init__(self) -> None:
+        self.results: list[tuple[SessionPartition, dict[str, Any], int]] = []
+        self.bytes = 0
+        self.error = False
+
+
+class FetchHandler:
+    """Serves Fetch for the partitions a PartitionSource leads."""
+
+    def __init__(self, source: PartitionSource, services: BrokerServices,
+                 sessions: FetchSessionCache | None = None) -> None:
+        self.source = source
+        self.services = services
+        config = services.config
+        self.fetch_max_bytes = int(config.get("fetch.max.bytes", FETCH_CONFIG_KEYS[0].default))
+        clock = services.clock
+        self.sessions = sessions or FetchSessionCache(
+            int(config.get("max.incremental.fetch.session.cache.slots", FETCH_CONFIG_KEYS[1].default)),
+            clock_ms=lambda: int(clock() * 1000))
+
+    def api(self) -> ApiHandler:
+        return ApiHandler(FETCH_VERSIONS, self.handle)
+
+    async def handle(self, ctx: RequestContext, request: Request) -> ChunkedResponse:
+        body = request.body
+        version = ctx.api_version
+        uses_ids = version >= FIRST_TOPIC_ID_VERSION
+        names: dict[str | uuid.UUID, str | None] = {}
+        fetch = [self._partition(topic, p, uses_ids, names)
+                 for topic in body["topics"] for p in topic["partitions"]]
+        if version >= FIRST_SESSION_VERSION:
+            forgotten: list[PartitionKey] = [
+                (topic["topic_id"] if uses_ids else topic["topic"], index)
+                for topic in body.get("forgotten_topics_data") or () for index in topic["partitions"]]
+            context = self.sessions.new_context(body["session_id"], body["session_epoch"], fetch, forgotten,
+                                                uses_topic_ids=uses_ids)
+        else:
+            context = FetchContext(self.sessions, fetch)  # sessionless, as FINAL_EPOCH with id 0
+        if context.error != ErrorCode.NONE:
+            return ChunkedResponse(fit_body(ApiKey.FETCH, "response", version, {
+                "error_code": context.error, "session_id": NO_SESSION, "responses": []}))
+        for p in context.partitions:  # partitions named by a session's earlier requests
+            topic_key = p.key[0]
+            if topic_key not in names:
+                names[topic_key] = self.source.topic_name(topic_key) if isinstance(topic_key, uuid.UUID) \
+                    else topic_key
+        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
+        max_bytes = min(body.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
+        read = self._read_all(context.partitions, names, max_bytes, read_committed)
+        max_wait_ms, min_bytes = body["max_wait_ms"], body["min_bytes"]
+        if not (read.bytes >= min_bytes or read.error or max_wait_ms <= 0 or not context.partitions):
+            read = await self._wait(context.partitions, names, max_bytes, read_committed, min_bytes,
+                                    max_wait_ms / 1000)
+        response = self._response(ctx, body, context, read, names, read_committed)
+        return ChunkedResponse(fit_body(ApiKey.FETCH, "response", ctx.api_version, response))
+
+    @staticmethod
+    def _partition(topic: Mapping[str, Any], p: Mapping[str, Any], uses_ids: bool,
+                   names: dict[str | uuid.UUID, str | None]) -> SessionPartition:
+        key = topic["topic_id"] if uses_ids else topic["topic"]
+        return SessionPartition((key, p["partition"]), p["fetch_offset"], max(0, p["partition_max_bytes"]),
+                                p.get("current_leader_epoch", NO_LEADER_EPOCH), p.get("log_start_offset", -1),
+                                p.get("last_fetched_epoch", -1))
+
+    async def _wait(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
+                    max_bytes: int, read_committed: bool, min_bytes: int, max_wait: float) -> _Read:
+        """Kafka's DelayedFetch: read again on each append to a partition of the request, until
+        ``min_bytes`` are there or ``max_wait`` seconds passed."""
+        loop = self.services.loop
+        deadline = loop.time() + max_wait
+        appended = asyncio.Event()
+        removers = []
+        for p in partitions:
+            name = names.get(p.key[0])
+            if name is not None:
+                removers.append(self.source.on_append(name, p.key[1], appended.set))
+        try:
+            while (left := deadline - loop.time()) > 0:
+                try:
+                    await asyncio.wait_for(appended.wait(), left)
+                except asyncio.TimeoutError:
+                    break
+                appended.clear()
+                read = self._read_all(partitions, names, max_bytes, read_committed)
+                if read.bytes >= min_bytes or read.error:
+                    return read
+        finally:
+            for remove in removers:
+                remove()
+        return self._read_all(partitions, names, max_bytes, read_committed)
+
+    def _read_all(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
+                  max_bytes: int, read_committed: bool) -> _Read:
+        read = _Read()
+        for p in partitions:
+            data, size = self._read_one(p, names.get(p.key[0]), max_bytes - read.bytes,
+                                        min_one_batch=read.bytes == 0, read_committed=read_committed)
+            read.results.append((p, data, size))
+            read.bytes += size
+            read.error = read.error or data["error_code"] != ErrorCode.NONE
+        return read
+
+    def _read_one(self, p: SessionPartition, topic: str | None, budget: int, *, min_one_batch: bool,
+                  read_committed: bool) -> tuple[dict[str, Any], int]:
+        index = p.key[1]
+        if topic is None:
+            return _error_data(index, ErrorCode.UNKNOWN_TOPIC_ID), 0
+        try:
+            log = self.source.leader_log(topic, index)
+            if p.current_leader_epoch != NO_LEADER_EPOCH:
+                epoch = self.source.leader_epoch(topic, index)
+                if p.current_leader_epoch < epoch:
+                    return _error_data(index, ErrorCode.FENCED_LEADER_EPOCH), 0
+                if p.current_leader_epoch > epoch:
+                    return _error_data(index, ErrorCode.UNKNOWN_LEADER_EPOCH), 0
+            limit = min(p.max_bytes, max(budget, 0))
+            result = log.read(p.fetch_offset, limit,
+                              max_offset=log.last_stable_offset if read_committed else log.high_watermark,
+                              min_one_batch=min_one_batch)
+        except KafkaApiError as refusal:
+            return _error_data(index, ErrorCode(refusal.code)), 0
+        records = RecordChunks(result.chunks)
+        return {"partition_index": index, "error_code": ErrorCode.NONE,
+                "high_watermark": result.high_watermark, "last_stable_offset": result.last_stable_offset,
+                "log_start_offset": result.log_start_offset, "records": records}, records.size
+
+    def _response(self, ctx: RequestContext, body: Mapping[str, Any], context: FetchContext, read: _Read,
+                  names: Mapping[str | uuid.UUID, str | None], read_committed: bool) -> dict[str, Any]:
+        version = ctx.api_version
+        session_id, listed = context.respond(read.results)
+        topics: dict[str | uuid.UUID, list[dict[str, Any]]] = {}
+        leaders: set[int] = set()
+        for p, data in listed:
+            if read_committed and data["error_code"] == ErrorCode.NONE:
+                data["aborted_transactions"] = []
+            elif not read_committed:
+                data["aborted_transactions"] = None
+            if version >= FIRST_CURRENT_LEADER_VERSION and data["error_code"] in _LEADER_ERRORS:
+                leader = self._current_leader(names.get(p.key[0]), p.key[1])
+                if leader is not None:
+                    data["current_leader"] = leader
+                    leaders.add(leader["leader_id"])
+            topics.setdefault(p.key[0], []).append(data)
+        field = "topic_id" if version >= FIRST_TOPIC_ID_VERSION else "topic"
+        response: dict[str, Any] = {
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id,
+            "responses": [{field: key, "partitions": partitions} for key, partitions in topics.items()]}
+        if leaders:
+            response["node_endpoints"] = self._endpoints(ctx, leaders)
+        return response
+
+    def _current_leader(self, topic: str | None, partition: int) -> dict[str, int] | None:
+        """KIP-951: who leads the partition now, so a client need not ask Metadata first."""
+        info = self.services.cluster.topics.get(topic) if topic is not None else None
+        replicas = info.partitions.get(partition) if info is not None else None
+        if not replicas:
+            return None
+        try:
+            epoch = self.source.leader_epoch(topic, partition)  # type: ignore[arg-type]
+        except KafkaApiError:
+            epoch = NO_LEADER_EPOCH
+        return {"leader_id": replicas[0], "leader_epoch": epoch}
+
+    def _endpoints(self, ctx: RequestContext, leaders: set[int]) -> list[dict[str, Any]]:
+        endpoints = []
+        for broker in self.services.cluster.brokers:
+            endpoint = broker.endpoint(ctx.connection.listener)
+            if broker.broker_id in leaders and endpoint is not None:
+                endpoints.append({"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
+                                  "rack": broker.rack})
+        return endpoints

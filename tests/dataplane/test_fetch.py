@@ -1,0 +1,282 @@
+"""Fetch on the wire (kafkapy.dataplane.fetch): every version v4 to the newest, byte limits,
+errors per partition, long-polling woken by appends, and KIP-227 sessions."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fetch_seeding import ResponseRecorder, SeededLogs, on_loop, seeded
+
+from kafkapy.client import SimpleClient
+from kafkapy.dataplane.fetch import FETCH_VERSIONS
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol import encode_request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.records import build_record_batch
+from kafkapy.server.fastpaths import FastPaths
+from kafkapy.testing import wait_until
+
+VERSIONS = range(FETCH_VERSIONS.low, FETCH_VERSIONS.high + 1)
+NEWEST = FETCH_VERSIONS.high
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    with Broker({"broker.id": 1}, modules=[SeededLogs]) as running:
+        yield running
+
+
+def create(broker: Broker, topic: str, partitions: int = 1, leader: int | None = None) -> uuid.UUID:
+    topic_id = on_loop(broker, lambda: seeded(broker).create_topic(topic, partitions, leader))
+    wait_until(lambda: topic in seeded(broker).services.cluster.topics, what=f"{topic} in the cluster view")
+    return topic_id
+
+
+def append(broker: Broker, topic: str, values: list[bytes], partition: int = 0) -> int:
+    return on_loop(broker, lambda: seeded(broker).append(topic, partition, [(None, v) for v in values]))
+
+
+def fetch(client: SimpleClient, version: int, partitions: list[dict[str, Any]], *, topic: str = "t",
+          topic_id: uuid.UUID | None = None, **fields: Any) -> Any:
+    name = {"topic_id": topic_id} if version >= 13 else {"topic": topic}
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{**name, "partitions": [{"partition_max_bytes": 1 << 20, "current_leader_epoch": -1,
+                                                 **p} for p in partitions]}],
+            **fields}
+    return client.request(ApiKey.FETCH, version, body)
+
+
+def values(partition: Any) -> list[bytes | None]:
+    return [record.value for batch in partition["records"] for record in batch]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_fetch_reads_the_stored_batches_at_every_version(broker: Broker, version: int) -> None:
+    topic_id = create(broker, "t")
+    append(broker, "t", [b"a", b"b"])
+    append(broker, "t", [b"c"])
+    with SimpleClient(broker.bootstrap_servers) as client:
+        response = fetch(client, version, [{"partition": 0, "fetch_offset": 0}], topic_id=topic_id)
+        later = fetch(client, version, [{"partition": 0, "fetch_offset": 2}], topic_id=topic_id)
+    [topic] = response["responses"]
+    assert topic["topic_id" if version >= 13 else "topic"] == (topic_id if version >= 13 else "t")
+    [partition] = topic["partitions"]
+    assert partition["error_code"] == ErrorCode.NONE
+    assert (partition["high_watermark"], partition["last_stable_offset"]) == (3, 3)
+    assert partition.get("log_start_offset", 0) == 0  # from v5
+    assert values(partition) == [b"a", b"b", b"c"]
+    assert partition.get("preferred_read_replica", -1) == -1  # from v11
+    assert values(later["responses"][0]["partitions"][0]) == [b"c"]
+
+
+def test_the_first_batch_goes_whole_and_later_ones_only_while_they_fit(broker: Broker) -> None:
+    create(broker, "t", partitions=2)
+    big = b"x" * 5000
+    append(broker, "t", [big], partition=0)
+    append(broker, "t", [big], partition=0)
+    append(broker, "t", [b"small"], partition=1)
+    both = [{"partition": 0, "fetch_offset": 0}, {"partition": 1, "fetch_offset": 0}]
+    with SimpleClient(broker.bootstrap_servers) as client:
+        tiny = fetch(client, 12, both, max_bytes=100)  # response limit below one batch
+        per_partition = fetch(client, 12, [{**p, "partition_max_bytes": 50} for p in both])
+        roomy = fetch(client, 12, both, max_bytes=12000)
+    first, second = tiny["responses"][0]["partitions"]
+    assert values(first) == [big] and values(second) == []  # the first batch whole, nothing after it
+    first, second = per_partition["responses"][0]["partitions"]
+    assert values(first) == [big] and values(second) == []  # only the first partition's goes whole
+    first, second = roomy["responses"][0]["partitions"]
+    assert values(first) == [big, big] and values(second) == [b"small"]
+
+
+def test_errors_are_per_partition(broker: Broker) -> None:
+    topic_id = create(broker, "t")
+    create(broker, "elsewhere", leader=2)
+    append(broker, "t", [b"a"])
+    with SimpleClient(broker.bootstrap_servers) as client:
+        response = client.request(ApiKey.FETCH, 12, {
+            "max_wait_ms": 5000, "min_bytes": 1000, "max_bytes": 1 << 20, "session_epoch": -1, "topics": [
+                {"topic": "t", "partitions": [
+                    {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 1000},
+                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000,
+                     "current_leader_epoch": 3},
+                    {"partition": 9, "fetch_offset": 0, "partition_max_bytes": 1000}]},
+                {"topic": "elsewhere", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                       "partition_max_bytes": 1000}]}]})
+        unknown_id = fetch(client, 13, [{"partition": 0, "fetch_offset": 0}], topic_id=uuid.uuid4())
+        moved = fetch(client, NEWEST, [{"partition": 0, "fetch_offset": 0}],
+                      topic_id=seeded(broker).topic_id("elsewhere"))
+    codes = [p["error_code"] for topic in response["responses"] for p in topic["partitions"]]
+    assert codes == [ErrorCode.OFFSET_OUT_OF_RANGE, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER]
+    assert response["responses"][0]["partitions"][0]["high_watermark"] == -1
+    assert unknown_id["responses"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
+    [partition] = moved["responses"][0]["partitions"]
+    assert partition["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert partition["current_leader"] == {"leader_id": 2, "leader_epoch": 0}  # KIP-951
+    assert topic_id != seeded(broker).topic_id("elsewhere")
+
+
+def test_a_waiting_fetch_wakes_when_data_is_appended(broker: Broker) -> None:
+    create(broker, "t")
+    append(broker, "t", [b"old"])
+    module = seeded(broker)
+    answered: dict[str, Any] = {}
+
+    def consume() -> None:
+        with SimpleClient(broker.bootstrap_servers, timeout=30) as client:
+            answered["response"] = fetch(client, 12, [{"partition": 0, "fetch_offset": 1}],
+                                         max_wait_ms=20000)
+            answered["at"] = time.monotonic()
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    wait_until(lambda: module.watchers.get(("t", 0)), what="the fetch waiting on the partition")
+    appended_at = time.monotonic()
+    append(broker, "t", [b"new"])
+    consumer.join(30)
+    latency = answered["at"] - appended_at
+    print(f"long-poll wake-up latency: {latency * 1000:.2f} ms")
+    assert values(answered["response"]["responses"][0]["partitions"][0]) == [b"new"]
+    assert latency < 5  # woken by the append, far inside max_wait_ms (20 s)
+    assert module.watchers[("t", 0)] == []  # the callback was removed
+
+
+def test_a_fetch_with_nothing_to_read_waits_max_wait_ms(broker: Broker) -> None:
+    create(broker, "t")
+    with SimpleClient(broker.bootstrap_servers) as client:
+        started = time.monotonic()
+        response = fetch(client, NEWEST, [{"partition": 0, "fetch_offset": 0}], max_wait_ms=300,
+                         topic_id=seeded(broker).topic_id("t"))
+        waited = time.monotonic() - started
+        immediate = fetch(client, NEWEST, [{"partition": 0, "fetch_offset": 0}], max_wait_ms=0,
+                          topic_id=seeded(broker).topic_id("t"))
+    assert waited >= 0.3
+    assert values(response["responses"][0]["partitions"][0]) == []
+    assert values(immediate["responses"][0]["partitions"][0]) == []
+
+
+def test_isolation_levels_read_the_same_records_until_transactions_land(broker: Broker) -> None:
+    create(broker, "t")
+    append(broker, "t", [b"a"])
+    with SimpleClient(broker.bootstrap_servers) as client:
+        committed = fetch(client, 12, [{"partition": 0, "fetch_offset": 0}], isolation_level=1)
+        uncommitted = fetch(client, 12, [{"partition": 0, "fetch_offset": 0}], isolation_level=0)
+    assert values(committed["responses"][0]["partitions"][0]) == values(
+        uncommitted["responses"][0]["partitions"][0]) == [b"a"]
+    assert committed["responses"][0]["partitions"][0]["aborted_transactions"] == []
+    assert uncommitted["responses"][0]["partitions"][0]["aborted_transactions"] is None
+
+
+def test_sessions_on_the_wire(broker: Broker) -> None:
+    create(broker, "t", partitions=2)
+    append(broker, "t", [b"a"], partition=0)
+    both = [{"partition": 0, "fetch_offset": 0}, {"partition": 1, "fetch_offset": 0}]
+    with SimpleClient(broker.bootstrap_servers) as client:
+        full = fetch(client, 12, both, session_epoch=0)
+        session_id = full["session_id"]
+        assert session_id != 0 and full["error_code"] == ErrorCode.NONE
+        assert len(full["responses"][0]["partitions"]) == 2
+        # Incremental: partition 0 moved on, nothing changed anywhere: nothing listed.
+        quiet = fetch(client, 12, [{"partition": 0, "fetch_offset": 1}], session_id=session_id,
+                      session_epoch=1)
+        assert quiet["session_id"] == session_id and quiet["responses"] == []
+        append(broker, "t", [b"b"], partition=1)
+        changed = fetch(client, 12, [], session_id=session_id, session_epoch=2)
+        [partition] = changed["responses"][0]["partitions"]
+        assert partition["partition_index"] == 1 and values(partition) == [b"b"]
+        stale = fetch(client, 12, [], session_id=session_id, session_epoch=2)
+        assert stale["error_code"] == ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        missing = fetch(client, 12, [], session_id=session_id + 1, session_epoch=1)
+        assert missing["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        closed = fetch(client, 12, both, session_id=session_id, session_epoch=-1)
+        assert closed["session_id"] == 0 and len(closed["responses"][0]["partitions"]) == 2
+        gone = fetch(client, 12, [], session_id=session_id, session_epoch=3)
+        assert gone["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+def raw_exchange(broker: Broker, frames: list[bytes]) -> list[bytes]:
+    """Send request frames on one socket and return the response frames, byte for byte."""
+    with socket.create_connection(host_port(broker), timeout=10) as sock:
+        answers = []
+        for frame in frames:
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            size = struct.unpack(">i", receive(sock, 4))[0]
+            answers.append(receive(sock, size))
+        return answers
+
+
+def receive(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data
+
+
+def host_port(broker: Broker) -> tuple[str, int]:
+    host, _, port = broker.bootstrap_servers.rpartition(":")
+    return host, int(port)
+
+
+def test_chunked_responses_answer_byte_for_byte_as_the_plain_path() -> None:
+    topic_id = uuid.uuid4()
+    frames = []
+    for version in VERSIONS:
+        name = {"topic_id": topic_id} if version >= 13 else {"topic": "t"}
+        frames.append(encode_request(ApiKey.FETCH, version, version, "c", {
+            "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1,
+            "topics": [{**name, "partitions": [
+                {"partition": p, "fetch_offset": 0, "partition_max_bytes": 300} for p in (0, 1, 2)]}]}))
+    answers = []
+
+    for fast_paths in (FastPaths(), FastPaths(chunked_responses=False)):
+        with Broker({"broker.id": 1}, modules=[SeededLogs], fast_paths=fast_paths) as running:
+            module = seeded(running)
+            wait_until(lambda: module.services.broker_id >= 0, what="the broker id")  # noqa: B023
+            on_loop(running, lambda: module.create_topic("t", 3, topic_id=topic_id))  # noqa: B023
+            wait_until(lambda: "t" in module.services.cluster.topics, what="t")  # noqa: B023
+            on_loop(running, lambda: [module.append("t", i % 2, [(b"k", b"v" * (40 * i))],  # noqa: B023
+                                                    base_timestamp=1000) for i in range(6)])
+            answers.append(raw_exchange(running, frames))
+    assert answers[0] == answers[1]
+    assert len(answers[0]) == len(VERSIONS)
+
+
+def test_observers_see_the_records_of_a_chunked_response() -> None:
+    with Broker({"broker.id": 1, "observer.class.names": "fetch_seeding.ResponseRecorder"},
+                modules=[SeededLogs]) as running:
+        create(running, "t")
+        append(running, "t", [b"seen"])
+        with SimpleClient(running.bootstrap_servers) as client:
+            answer = fetch(client, 12, [{"partition": 0, "fetch_offset": 0}])
+    [(body, version)] = [(b, v) for b, v in ResponseRecorder.responses if b is not None and "responses" in b]
+    records = body["responses"][0]["partitions"][0]["records"]
+    assert version == 12 and isinstance(records, bytes)
+    assert records == bytes(answer["responses"][0]["partitions"][0]["records"].raw)
+
+
+def test_a_batch_from_kafka_python_builder_is_served_whole(broker: Broker) -> None:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    create(broker, "t")
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=1, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for i in range(3):
+        builder.append(i, timestamp=1000 + i, key=b"k", value=b"v%d" % i, headers=[("h", b"1")])
+    append(broker, "t", [b"first"])
+    on_loop(broker, lambda: seeded(broker).append_batch("t", 0, builder.build()))
+    with SimpleClient(broker.bootstrap_servers) as client:
+        response = fetch(client, 11, [{"partition": 0, "fetch_offset": 1}])
+    [batch] = list(response["responses"][0]["partitions"][0]["records"])
+    assert [(r.offset, r.value) for r in batch] == [(1, b"v0"), (2, b"v1"), (3, b"v2")]
+    assert build_record_batch  # the other builder, used by append()

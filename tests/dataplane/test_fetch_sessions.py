@@ -1,0 +1,152 @@
+"""KIP-227 fetch sessions (kafkapy.dataplane.fetch_sessions) against a model: a Hypothesis
+RuleBasedStateMachine sends full and incremental fetches, right and wrong epochs, unknown ids,
+forgotten partitions, lets time pass and fills a small cache, and checks each answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from kafkapy.dataplane.fetch_sessions import (
+    TRANSITIONS,
+    EpochKind,
+    FetchSessionCache,
+    SessionPartition,
+    Step,
+    next_epoch,
+)
+from kafkapy.errors import ErrorCode
+
+KEYS = [("t", p) for p in range(4)]
+SLOTS = 3
+EVICTION_MS = 1000
+
+
+class ModelSession:
+    def __init__(self, session_id: int, keys: list[tuple[str, int]], now: int,
+                 reported: dict[Any, int]) -> None:
+        self.id = session_id
+        self.keys = list(keys)  # session order
+        self.epoch = 1
+        self.last_used = now
+        self.reported = dict(reported)  # key -> high watermark the client was told
+
+
+class SessionMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0
+        self.cache = FetchSessionCache(SLOTS, EVICTION_MS, clock_ms=lambda: self.now)
+        self.model: dict[int, ModelSession] = {}
+        self.high_watermarks = dict.fromkeys(KEYS, 0)
+
+    def results(self, partitions: list[SessionPartition]
+                ) -> list[tuple[SessionPartition, dict[str, Any], int]]:
+        return [(p, {"error_code": ErrorCode.NONE, "high_watermark": self.high_watermarks[p.key],
+                     "log_start_offset": 0}, 0) for p in partitions]
+
+    def known_id(self, data: st.DataObject) -> int:
+        return data.draw(st.sampled_from([*self.model, 0, 12345]))
+
+    @rule(data=st.data(), epoch=st.sampled_from([0, -1]), keys=st.lists(st.sampled_from(KEYS), unique=True))
+    def full_fetch(self, data: st.DataObject, epoch: int, keys: list[tuple[str, int]]) -> None:
+        session_id = self.known_id(data)
+        context = self.cache.new_context(session_id, epoch, [SessionPartition(k, 0, 100) for k in keys], [],
+                                         uses_topic_ids=False)
+        self.model.pop(session_id, None)  # a full fetch closes the session it names
+        answered_id, listed = context.respond(self.results(context.partitions))
+        assert context.error == ErrorCode.NONE
+        assert [p.key for p, _ in listed] == keys
+        if epoch == -1:
+            assert answered_id == 0
+            return
+        if len(self.model) >= SLOTS:
+            stale = min(self.model.values(), key=lambda s: (s.last_used, s.id))
+            if self.now - stale.last_used > EVICTION_MS:
+                del self.model[stale.id]
+            else:
+                victim = min(self.model.values(), key=lambda s: (len(s.keys), s.id))
+                if len(keys) >= len(victim.keys):
+                    del self.model[victim.id]
+        if len(self.model) >= SLOTS:
+            assert answered_id == 0
+            return
+        assert answered_id != 0 and answered_id not in self.model
+        self.model[answered_id] = ModelSession(answered_id, keys, self.now,
+                                               {k: self.high_watermarks[k] for k in keys})
+
+    @rule(data=st.data(), right_epoch=st.booleans(), added=st.lists(st.sampled_from(KEYS), unique=True),
+          forgotten=st.lists(st.sampled_from(KEYS), unique=True))
+    def incremental_fetch(self, data: st.DataObject, right_epoch: bool, added: list[tuple[str, int]],
+                          forgotten: list[tuple[str, int]]) -> None:
+        session_id = self.known_id(data)
+        session = self.model.get(session_id)
+        epoch = session.epoch if session is not None and right_epoch else data.draw(st.integers(1, 50))
+        context = self.cache.new_context(session_id, epoch, [SessionPartition(k, 1, 100) for k in added],
+                                         forgotten, uses_topic_ids=False)
+        answered_id, listed = context.respond(self.results(context.partitions))
+        if session is None:
+            assert context.error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND and listed == []
+            return
+        if epoch != session.epoch:
+            assert context.error == ErrorCode.INVALID_FETCH_SESSION_EPOCH and listed == []
+            return
+        assert context.error == ErrorCode.NONE
+        session.keys += [k for k in added if k not in session.keys]
+        session.keys = [k for k in session.keys if k not in forgotten]
+        for k in forgotten:  # added again later, it is new to the session: always listed then
+            session.reported.pop(k, None)
+        if not session.keys:  # emptied: closed, and this fetch answered sessionless
+            del self.model[session_id]
+            assert answered_id == 0
+            return
+        changed = [k for k in session.keys if session.reported.get(k, -1) != self.high_watermarks[k]]
+        assert answered_id == session_id
+        assert [p.key for p, _ in listed] == changed
+        for k in changed:
+            session.reported[k] = self.high_watermarks[k]
+        session.epoch = next_epoch(session.epoch)
+        session.last_used = self.now
+
+    @rule(key=st.sampled_from(KEYS))
+    def append(self, key: tuple[str, int]) -> None:
+        self.high_watermarks[key] += 1
+
+    @rule(ms=st.integers(1, 2 * EVICTION_MS))
+    def time_passes(self, ms: int) -> None:
+        self.now += ms
+
+    @invariant()
+    def the_cache_holds_the_model_sessions(self) -> None:
+        assert len(self.cache.sessions) <= SLOTS
+        assert set(self.cache.sessions) == set(self.model)
+        for session_id, session in self.model.items():
+            assert self.cache.sessions[session_id].epoch == session.epoch
+            assert list(self.cache.sessions[session_id].partitions) == session.keys
+
+
+TestSessions = SessionMachine.TestCase
+TestSessions.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+
+
+def test_the_table_covers_every_request_kind() -> None:
+    assert set(TRANSITIONS) == {(given, kind) for given in (False, True) for kind in EpochKind}
+    answers = (Step.SESSIONLESS, Step.NEW_SESSION, Step.INCREMENTAL)
+    assert all(steps[-1] in answers for steps in TRANSITIONS.values())
+
+
+def test_epochs_wrap_from_int32_max_to_one() -> None:
+    assert [next_epoch(e) for e in (0, 1, 2**31 - 1)] == [1, 2, 1]
+
+
+def test_a_default_cache_has_kafkas_slots() -> None:
+    cache = FetchSessionCache()
+    for _ in range(1000):
+        assert cache.create(False, False, [SessionPartition(("t", 0), 0, 1)]) is not None
+    assert len(cache.sessions) == 1000
+    assert cache.create(False, False, []) is None  # smaller than every session: no room
+    assert cache.create(False, False, [SessionPartition(("t", 0), 0, 1)]) is not None  # worth as much: evicts
+    assert len(cache.sessions) == 1000 and cache.evictions == 1
