@@ -41,6 +41,7 @@ from kafkapy.store.base import (
     BrokerRegistration,
     CorruptMetadata,
     FeatureEpochConflict,
+    ProducerIdBlock,
     RegisteredEndpoint,
     StoreError,
     TopicAlreadyExists,
@@ -53,6 +54,7 @@ from kafkapy.store.base import (
     encode_uuid,
     entity_type_of,
     new_cluster_id,
+    next_producer_id_block,
     sanitize,
 )
 from kafkapy.store.memory import check_partitions
@@ -73,10 +75,11 @@ CHANGE_PREFIX = "config_change_"
 CHANGE_EXPIRATION_S = 15 * 60
 CONSUMERS = "/consumers"
 COORDINATOR = "/consumers/coordinator"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Kafka's persistent paths, created at startup as KafkaZkClient.createTopLevelPaths does.
-_TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, "/config/topics", "/config/clients",
-              "/config/users", "/config/ips", "/config/brokers")
+_TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, PRODUCER_ID_BLOCK, "/config/topics",
+              "/config/clients", "/config/users", "/config/ips", "/config/brokers")
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -717,6 +720,29 @@ class ZooKeeperStore:
                         result[(topic, int(partition))] = zk.get(path)[0]
         return result
 
+    # --- producer ids ------------------------------------------------------------------------
+    def allocate_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
+        """Kafka's ZkProducerIdManager: read the last block and its znode version, write the next
+        block only if the version has not moved (another broker got one meanwhile: read again)."""
+        zk = self._zk()
+        with self._errors(PRODUCER_ID_BLOCK):
+            while True:
+                try:
+                    data, stat = zk.get(PRODUCER_ID_BLOCK)
+                except NoNodeError:
+                    with contextlib.suppress(NodeExistsError):
+                        zk.create(PRODUCER_ID_BLOCK, b"", makepath=True)
+                    continue
+                # Kafka creates the znode empty at startup: no block has been handed out yet.
+                current = decode_producer_id_block(data, self._full(PRODUCER_ID_BLOCK)) if data else None
+                block = next_producer_id_block(current, broker_id)
+                try:
+                    zk.set(PRODUCER_ID_BLOCK, _dumps(encode_producer_id_block(block)), version=stat.version)
+                except BadVersionError:
+                    continue
+                log.info("broker %d got producer ids %d to %d", broker_id, block.first_id, block.last_id)
+                return block
+
     # --- internals ---------------------------------------------------------------------------
     def _zk(self) -> Any:
         if self._closed:
@@ -986,6 +1012,30 @@ def decode_topic(name: str, obj: Mapping[str, Any], path: str) -> TopicInfo:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadata(path, f"malformed topic ({type(exc).__name__}: {exc})") from None
     return TopicInfo(name, topic_id, dict(sorted(partitions.items())))
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> dict[str, Any]:
+    """ProducerIdBlockZNode version 1; Kafka writes the ids as decimal strings."""
+    return {"version": 1, "broker": block.broker_id, "block_start": str(block.first_id),
+            "block_end": str(block.last_id)}
+
+
+def decode_producer_id_block(data: bytes, path: str) -> ProducerIdBlock:
+    try:
+        obj = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptMetadata(path, f"invalid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise CorruptMetadata(path, "not a JSON object")
+    if obj.get("version") != 1 or isinstance(obj.get("version"), bool):
+        raise CorruptMetadata(path, f"unknown version {obj.get('version')!r} (known: 1)")
+    try:
+        broker, start, end = obj["broker"], int(obj["block_start"]), int(obj["block_end"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadata(path, f"malformed producer id block ({type(exc).__name__}: {exc})") from None
+    if not isinstance(broker, int) or isinstance(broker, bool) or start < 0 or end < start:
+        raise CorruptMetadata(path, f"malformed producer id block (broker {broker!r}, {start} to {end})")
+    return ProducerIdBlock(broker, start, end - start + 1)
 
 
 if TYPE_CHECKING:

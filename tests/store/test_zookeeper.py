@@ -56,6 +56,29 @@ def read_json(raw: KazooClient, path: str) -> Any:
 
 # --- formats -----------------------------------------------------------------------------------------
 
+def test_producer_id_block_znode_is_kafkas(store: ZooKeeperStore, raw: KazooClient) -> None:
+    """Kafka's ProducerIdBlockZNode: created empty at startup, then version 1 with the ids as strings."""
+    assert raw.get("/latest_producer_id_block")[0] == b""
+    store.allocate_producer_id_block(7)
+    data, stat = raw.get("/latest_producer_id_block")
+    assert json.loads(data) == {"version": 1, "broker": 7, "block_start": "0", "block_end": "999"}
+    # A block a Kafka broker wrote is continued, and every write is a new znode version.
+    raw.set("/latest_producer_id_block",
+            b'{"version":1,"broker":3,"block_start":"41000","block_end":"41999"}')
+    assert store.allocate_producer_id_block(8).first_id == 42000
+    assert read_json(raw, "/latest_producer_id_block") == {"version": 1, "broker": 8, "block_start": "42000",
+                                                          "block_end": "42999"}
+    assert raw.exists("/latest_producer_id_block").version == stat.version + 2
+
+
+def test_producer_ids_exhausted(store: ZooKeeperStore, raw: KazooClient) -> None:
+    last = 2**63 - 1
+    raw.set("/latest_producer_id_block", json.dumps(
+        {"version": 1, "broker": 1, "block_start": str(last - 1500), "block_end": str(last - 501)}).encode())
+    with pytest.raises(StoreError, match="producer ids are exhausted"):
+        store.allocate_producer_id_block(1)
+
+
 def test_broker_znode_is_kafkas_version_5(store: ZooKeeperStore, raw: KazooClient) -> None:
     store.register_broker(registration(1, rack="rack-a"))
     data = read_json(raw, "/brokers/ids/1")
@@ -327,6 +350,11 @@ def test_chroot_that_cannot_be_created_is_named(zk_connect: str, raw: KazooClien
      "unknown version 2"),
     ("/consumers/g/offsets/t/0", b"forty-two", lambda s: s.offsets("g"), "not a decimal number"),
     ("/consumers/coordinator", b"me", lambda s: s.coordinator_id(), "not a broker id"),
+    ("/latest_producer_id_block", b'{"version":2}', lambda s: s.allocate_producer_id_block(1),
+     "unknown version 2"),
+    ("/latest_producer_id_block", b'{"version":1,"broker":1,"block_start":"x","block_end":"9"}',
+     lambda s: s.allocate_producer_id_block(1), "malformed producer id block"),
+    ("/latest_producer_id_block", b"{", lambda s: s.allocate_producer_id_block(1), "invalid JSON"),
 ])
 def test_corrupt_znode_error_names_the_path(store: ZooKeeperStore, raw: KazooClient, path: str, data: bytes,
                                             read: Any, problem: str) -> None:
