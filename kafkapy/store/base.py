@@ -10,6 +10,12 @@ FeatureStore, CoordinatorStore, ProducerIdStore, StoreLifecycle), so that code
 states which part of the cluster state it touches; MetadataStore is their union,
 and both stores implement it whole.
 
+Reads of a list of children (brokers, topics, entity configs, a group's
+owners, members and offsets) skip a child that cannot be read (invalid JSON, an
+unknown version) and log it once per store and content, naming its path: one
+bad znode must not hide the good ones (a corrupt /brokers/ids/9 once left
+Metadata with no brokers at all). A read of one node raises CorruptMetadata.
+
 The interface is synchronous: kazoo is, and the in-memory store is trivially.
 Callers on an event loop run store calls that may block in a thread, and hand
 watch callbacks to the loop with kafkapy.store.onloop.

@@ -11,7 +11,8 @@ missing, as Kafka does.
 
 Watch callbacks run on the store's own worker thread (one per store), one at
 a time; a watch that hits a corrupt znode logs an error naming the path and
-keeps watching.
+keeps watching. A list read (and so a watch on a list) skips a corrupt child
+and logs it once per content (``_readable``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -62,6 +63,7 @@ from kafkapy.store.memory import check_partitions
 __all__ = ["ZooKeeperStore", "parse_connect"]
 
 log = logging.getLogger("kafkapy.store.zookeeper")
+_T = TypeVar("_T")
 
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
@@ -210,6 +212,8 @@ class ZooKeeperStore:
         self._session_id: int | None = None
         self._closed = False
         self._last_purge = 0.0
+        # path -> the content of a corrupt znode that list reads skip, as logged (once per content)
+        self._skipped: dict[str, bytes] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -371,15 +375,21 @@ class ZooKeeperStore:
             for child in sorted(zk.get_children(BROKER_IDS, watch=watch)):
                 path = f"{BROKER_IDS}/{child}"
                 try:
-                    raw.append((child, path, zk.get(path, watch=watch)[0]))
+                    raw.append((path, zk.get(path, watch=watch)[0]))
                 except NoNodeError:
                     continue
         result = []
-        for child, path, data in raw:
-            if not child.lstrip("-").isdigit():
-                raise CorruptMetadata(self._full(path), "not a broker id")
-            result.append(decode_broker(int(child), self._json(path, data), self._full(path)))
+        for path, data in raw:
+            registration = self._readable(path, data, self._decode_broker)
+            if registration is not None:
+                result.append(registration)
         return sorted(result, key=lambda b: b.broker_id)
+
+    def _decode_broker(self, path: str, data: bytes) -> BrokerRegistration:
+        child = path.rpartition("/")[2]
+        if not child.lstrip("-").isdigit():
+            raise CorruptMetadata(self._full(path), "not a broker id")
+        return decode_broker(int(child), self._json(path, data), self._full(path))
 
     # --- controller --------------------------------------------------------------------------
     def elect_controller(self, broker_id: int) -> int:
@@ -425,7 +435,8 @@ class ZooKeeperStore:
                     raw.append((entity_path, zk.get(f"{CONFIG}/{entity_path}")[0]))
         result = {}
         for entity_path, data in raw:
-            config = self._decode_config(f"{CONFIG}/{entity_path}", data)
+            path = f"{CONFIG}/{entity_path}"
+            config = self._readable(path, data, self._decode_config)
             if config:
                 result[entity_path] = config
         return result
@@ -625,8 +636,16 @@ class ZooKeeperStore:
             for child in sorted(zk.get_children(TOPICS, watch=watch)):
                 with contextlib.suppress(NoNodeError):
                     raw.append((child, zk.get(f"{TOPICS}/{child}", watch=watch)[0]))
-        return {name: decode_topic(name, self._json(f"{TOPICS}/{name}", data), self._full(f"{TOPICS}/{name}"))
-                for name, data in raw}
+        result = {}
+        for name, data in raw:
+            path = f"{TOPICS}/{name}"
+            info = self._readable(path, data, self._decode_topic)
+            if info is not None:
+                result[name] = info
+        return result
+
+    def _decode_topic(self, path: str, data: bytes) -> TopicInfo:
+        return decode_topic(path.rpartition("/")[2], self._json(path, data), self._full(path))
 
     # --- consumer coordinator (seed 001) -----------------------------------------------------
     def elect_coordinator(self, broker_id: int) -> int:
@@ -646,7 +665,13 @@ class ZooKeeperStore:
             return sorted(g for g in self._children(CONSUMERS) if g != "coordinator")
 
     def owners(self, group: str) -> dict[tuple[str, int], str]:
-        return {key: data.decode() for key, data in self._read_group_tree(group, "owners").items()}
+        result = {}
+        for (topic, partition), data in self._read_group_tree(group, "owners").items():
+            path = f"{CONSUMERS}/{group}/owners/{topic}/{partition}"
+            owner = self._readable(path, data, self._text)
+            if owner is not None:
+                result[(topic, partition)] = owner
+        return result
 
     def set_owners(self, group: str, owners: Mapping[tuple[str, int], str]) -> None:
         zk = self._zk()
@@ -672,11 +697,16 @@ class ZooKeeperStore:
                     data = zk.get(path)[0]
                 except NoNodeError:
                     continue
-                timeout = self._json(path, data).get("session_timeout_ms")
-                if not isinstance(timeout, int) or isinstance(timeout, bool):
-                    raise CorruptMetadata(self._full(path), "session_timeout_ms is not an integer")
-                result[desanitize(child)] = timeout
+                timeout = self._readable(path, data, self._session_timeout)
+                if timeout is not None:
+                    result[desanitize(child)] = timeout
         return result
+
+    def _session_timeout(self, path: str, data: bytes) -> int:
+        timeout = self._json(path, data).get("session_timeout_ms")
+        if not isinstance(timeout, int) or isinstance(timeout, bool):
+            raise CorruptMetadata(self._full(path), "session_timeout_ms is not an integer")
+        return timeout
 
     def set_members(self, group: str, members: Mapping[str, int]) -> None:
         zk = self._zk()
@@ -694,11 +724,16 @@ class ZooKeeperStore:
         result = {}
         for (topic, partition), data in self._read_group_tree(group, "offsets").items():
             path = f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
-            try:
-                result[(topic, partition)] = int(data.decode())
-            except ValueError:
-                raise CorruptMetadata(self._full(path), f"offset {data!r} is not a decimal number") from None
+            offset = self._readable(path, data, self._offset)
+            if offset is not None:
+                result[(topic, partition)] = offset
         return result
+
+    def _offset(self, path: str, data: bytes) -> int:
+        try:
+            return int(data.decode())
+        except ValueError:  # UnicodeDecodeError included
+            raise CorruptMetadata(self._full(path), f"offset {data!r} is not a decimal number") from None
 
     def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         root = f"{CONSUMERS}/{group}/offsets"
@@ -715,7 +750,8 @@ class ZooKeeperStore:
                 for partition in self._children(f"{root}/{topic}"):
                     path = f"{root}/{topic}/{partition}"
                     if not partition.isdigit():
-                        raise CorruptMetadata(self._full(path), "not a partition number")
+                        self._skip(path, b"", CorruptMetadata(self._full(path), "not a partition number"))
+                        continue
                     with contextlib.suppress(NoNodeError):
                         result[(topic, int(partition))] = zk.get(path)[0]
         return result
@@ -774,6 +810,33 @@ class ZooKeeperStore:
         if not isinstance(obj, dict):
             raise CorruptMetadata(self._full(path), "not a JSON object")
         return obj
+
+    def _text(self, path: str, data: bytes) -> str:
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise CorruptMetadata(self._full(path), f"not UTF-8 ({exc})") from None
+
+    def _readable(self, path: str, data: bytes, decode: Callable[[str, bytes], _T]) -> _T | None:
+        """One child of a list read: its decoded value, or None when it is corrupt, so that one bad
+        znode never hides the good ones. Skips are logged once per content of the znode, not on every
+        re-read (watches re-read often)."""
+        try:
+            value = decode(path, data)
+        except CorruptMetadata as exc:
+            self._skip(path, data, exc)
+            return None
+        if self._skipped:
+            with self._lock:
+                self._skipped.pop(path, None)  # readable again: a new corruption is news
+        return value
+
+    def _skip(self, path: str, data: bytes, problem: CorruptMetadata) -> None:
+        with self._lock:
+            news = self._skipped.get(path) != data
+            self._skipped[path] = data
+        if news:
+            log.error("skipping %s", problem)
 
     def _check_version(self, path: str, obj: Mapping[str, Any], known: tuple[Any, ...], key: str) -> None:
         if obj.get(key) not in known or isinstance(obj.get(key), bool):

@@ -334,21 +334,16 @@ def test_chroot_that_cannot_be_created_is_named(zk_connect: str, raw: KazooClien
 
 
 @pytest.mark.parametrize(("path", "data", "read", "problem"), [
-    ("/brokers/ids/99", b"{not json", lambda s: s.brokers(), "invalid JSON"),
-    ("/brokers/ids/99", b'{"version":6,"host":"h"}', lambda s: s.brokers(), "unknown version 6"),
     ("/feature", b'{"version":99,"status":1,"features":{}}', lambda s: s.finalized_features(),
      "unknown version 99"),
     ("/feature", b"\xff\xfe", lambda s: s.finalized_features(), "invalid JSON"),
-    ("/brokers/topics/t", b'{"version":4,"partitions":{}}', lambda s: s.topics(), "unknown version 4"),
-    ("/brokers/topics/t", b'{"version":3,"partitions":[1]}', lambda s: s.topics(), "malformed topic"),
+    ("/brokers/topics/t", b'{"version":4,"partitions":{}}', lambda s: s.add_partitions("t", {1: (1,)}),
+     "unknown version 4"),
     ("/controller", b"[]", lambda s: s.controller_id(), "not a JSON object"),
     ("/cluster/id", b'{"version":"9","id":"x"}', lambda s: ZooKeeperStore(s.connect).start(),
      "unknown version '9'"),
     ("/config/ips/1.2.3.4", b'{"version":1,"config":', lambda s: s.entity_config("ips/1.2.3.4"),
      "invalid JSON"),
-    ("/config/users/u", b'{"version":2,"config":{}}', lambda s: s.entity_configs("users"),
-     "unknown version 2"),
-    ("/consumers/g/offsets/t/0", b"forty-two", lambda s: s.offsets("g"), "not a decimal number"),
     ("/consumers/coordinator", b"me", lambda s: s.coordinator_id(), "not a broker id"),
     ("/latest_producer_id_block", b'{"version":2}', lambda s: s.allocate_producer_id_block(1),
      "unknown version 2"),
@@ -367,6 +362,84 @@ def test_corrupt_znode_error_names_the_path(store: ZooKeeperStore, raw: KazooCli
     assert info.value.path == store.chroot + path
     assert str(info.value).startswith(f"{store.chroot}{path}: ")
     assert problem in str(info.value)
+
+
+# One corrupt child of each list read: (path, data, the read, what it returns with only the good child).
+_GOOD = b'{"version":1,"config":{"consumer_byte_rate":"1"}}'
+_LIST_READS = [
+    ("/brokers/ids/9", b"{not json", lambda s: s.brokers(), "invalid JSON"),
+    ("/brokers/ids/9", b'{"version":6,"host":"h"}', lambda s: s.brokers(), "unknown version 6"),
+    ("/brokers/ids/nine", b"{}", lambda s: s.brokers(), "not a broker id"),
+    ("/brokers/topics/bad", b'{"version":4,"partitions":{}}', lambda s: s.topics(), "unknown version 4"),
+    ("/brokers/topics/bad", b'{"version":3,"partitions":[1]}', lambda s: s.topics(), "malformed topic"),
+    ("/config/users/bad", b'{"version":2,"config":{}}', lambda s: s.entity_configs("users"),
+     "unknown version 2"),
+    ("/config/ips/9.9.9.9", b"\xff", lambda s: s.entity_configs("ips"), "invalid JSON"),
+    ("/config/clients/bad", b'{"version":1}', lambda s: s.entity_configs("clients"), "no config object"),
+    ("/config/brokers/7", b"[", lambda s: s.entity_configs("brokers"), "invalid JSON"),
+    ("/config/users/u/clients/bad", b"{", lambda s: s.entity_configs("users/clients"), "invalid JSON"),
+    ("/consumers/g/offsets/t/1", b"forty-two", lambda s: s.offsets("g"), "not a decimal number"),
+    ("/consumers/g/offsets/t/x", b"1", lambda s: s.offsets("g"), "not a partition number"),
+    ("/consumers/g/owners/t/1", b"\xff\xfe", lambda s: s.owners("g"), "not UTF-8"),
+    ("/consumers/g/members/bad", b'{"session_timeout_ms":"9"}', lambda s: s.members("g"),
+     "session_timeout_ms is not an integer"),
+]
+
+
+def _good_children(store: ZooKeeperStore, path: str) -> None:
+    """One readable child beside the corrupt one, written the store's way."""
+    if path.startswith("/brokers/ids"):
+        store.register_broker(registration(1))
+    elif path.startswith("/brokers/topics"):
+        store.create_topic("good", {0: (1,)})
+    elif path.startswith("/config/users/u/clients"):
+        store.set_entity_config("users/u/clients/good", {"consumer_byte_rate": "1"})
+    elif path.startswith("/config"):
+        kind = path.split("/")[2]
+        store.set_entity_config(f"{kind}/{'1' if kind == 'brokers' else 'good'}", {"consumer_byte_rate": "1"})
+    elif "/offsets/" in path:
+        store.commit_offsets("g", {("t", 0): 42})
+    elif "/owners/" in path:
+        store.set_owners("g", {("t", 0): "c-1"})
+    else:
+        store.set_members("g", {"c-1": 6000})
+
+
+@pytest.mark.parametrize(("path", "data", "read", "problem"), _LIST_READS)
+def test_list_read_skips_a_corrupt_child_and_logs_it_once(store: ZooKeeperStore, raw: KazooClient, path: str,
+                                                          data: bytes, read: Any, problem: str,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 14: one corrupt znode must not hide the readable ones; it is logged once, naming its path."""
+    caplog.set_level(logging.ERROR, logger="kafkapy.store.zookeeper")
+    _good_children(store, path)
+    good = read(store)
+    assert good
+    raw.create(path, data, makepath=True)
+    assert read(store) == good
+    assert read(store) == good  # a re-read (as every watch does) logs nothing new
+    full = store.chroot + path
+    logged = [r.getMessage() for r in caplog.records if full in r.getMessage()]
+    assert len(logged) == 1 and problem in logged[0] and logged[0].startswith(f"skipping {full}: "), logged
+    if problem != "not a partition number":  # there the name is wrong, whatever the content
+        # Corrupt in another way: that is news, logged again.
+        raw.set(path, data + b" ")
+        assert read(store) == good
+        assert len([r for r in caplog.records if full in r.getMessage()]) == 2
+
+
+def test_watches_skip_a_corrupt_child(store: ZooKeeperStore, raw: KazooClient) -> None:
+    """A watch started while a corrupt child is present gets the readable ones at once."""
+    raw.create("/brokers/ids/9", b"{not json", makepath=True)
+    raw.create("/brokers/topics/bad", b"{", makepath=True)
+    store.register_broker(registration(1))
+    store.create_topic("good", {0: (1,)})
+    brokers, topics = Recorder(), Recorder()
+    store.watch_brokers(brokers)
+    store.watch_topics(topics)
+    assert [r.broker_id for r in brokers.wait_count(1)[0]] == [1]
+    assert list(topics.wait_count(1)[0]) == ["good"]
+    store.create_topic("later", {0: (1,)})
+    topics.wait_for(lambda view: sorted(view) == ["good", "later"])
 
 
 def test_watch_on_corrupt_znode_logs_and_survives(store: ZooKeeperStore, raw: KazooClient,
