@@ -30,6 +30,9 @@ once with the current state, since changes may have been missed meanwhile.
 Each ``watch_*`` also calls its callback once at registration with the current
 state, except ``watch_entity_configs``, which reports only later changes. An
 exception in a callback is logged, never raised to whoever made the change.
+Watches of one kind are called in the order they were set, each after the
+earlier ones have seen the state: a watch set later (a request waiting for a
+topic) never runs ahead of an earlier one (the broker's view of the cluster).
 
 Elections: ``register_broker`` also runs the broker for controller (as a Kafka
 broker does when it starts); ``elect_coordinator`` enters the broker for

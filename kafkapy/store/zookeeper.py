@@ -107,28 +107,36 @@ def _now_ms() -> str:
     return str(int(time.time() * 1000))
 
 
-class _ZkWatch:
-    """One user (or internal) watch: ``compute(trigger)`` reads the state, leaving ZooKeeper watches
-    that call ``trigger``; the callback runs when the state changed (always when forced)."""
+class _StateWatch:
+    """One ZooKeeper watch on one kind of state (the brokers, the topics, /controller...), shared by
+    every callback on it. ``compute(trigger)`` reads the state once per change, leaving ZooKeeper
+    watches that call ``trigger``; the callbacks then run in the order they subscribed (the internal
+    election first), each only after the ones before it have seen the state. So a watch set later
+    (a request waiting for a topic) never sees a state before an earlier one (the broker's view)."""
 
-    def __init__(self, store: ZooKeeperStore, name: str, compute: Callable[[Any], tuple[Any, ...]],
-                 callback: Callable[..., None]) -> None:
+    def __init__(self, store: ZooKeeperStore, name: str, compute: Callable[[Any], tuple[Any, ...]]) -> None:
         self.store = store
         self.name = name
         self.compute = compute
-        self.callback = callback
+        self.subscribers: list[_Subscription] = []  # changed under the store's lock
         self.lock = threading.RLock()
         self.last: tuple[Any, ...] | None = None
         self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        self.store._forget(self)
 
     def trigger(self, event: Any) -> None:
         # EventType.NONE: kazoo dropped its watches on a connection loss; the reconnect refreshes.
         if not self.cancelled and getattr(event, "type", None) != EventType.NONE:
             self.store._submit(lambda: self.refresh(force=False))
+
+    def start(self, subscription: _Subscription) -> None:
+        """A new subscriber's first call: the current state, without calling the others again."""
+        with self.lock:
+            if self.last is None:
+                subscription.ready = True
+                self.refresh(force=True)
+            else:
+                subscription.ready = True
+                subscription.deliver(self.last)
 
     def refresh(self, force: bool) -> None:
         with self.lock:
@@ -146,19 +154,53 @@ class _ZkWatch:
             if not force and state == self.last:
                 return
             self.last = state
-            try:
-                self.callback(*state)
-            except Exception:
-                log.exception("watch callback on %s failed (ignored)", self.name)
+            for subscription in list(self.subscribers):
+                if subscription.ready:
+                    subscription.deliver(state)
 
 
-class _ChangeWatch(_ZkWatch):
+class _Subscription:
+    """One ``watch_*`` call's callback on a shared _StateWatch; ``cancel()`` unsubscribes it."""
+
+    def __init__(self, watch: _StateWatch, callback: Callable[..., None]) -> None:
+        self.watch = watch
+        self.callback = callback
+        self.ready = False  # first called by _StateWatch.start, never before
+        self.cancelled = False
+
+    def deliver(self, state: tuple[Any, ...]) -> None:
+        if self.cancelled:
+            return
+        try:
+            self.callback(*state)
+        except Exception:
+            log.exception("watch callback on %s failed (ignored)", self.watch.name)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.watch.store._unsubscribe(self)
+
+
+class _ChangeWatch:
     """/config/changes: every notification with a higher sequence number than the last one seen.
-    Notifications are persistent, so none is missed across a session loss."""
+    Notifications are persistent, so none is missed across a session loss. Each has its own
+    ZooKeeper watch: what it has seen is its own."""
 
     def __init__(self, store: ZooKeeperStore, callback: Callable[[str], None]) -> None:
-        super().__init__(store, store._full(CONFIG_CHANGES), lambda w: (), callback)
+        self.store = store
+        self.name = store._full(CONFIG_CHANGES)
+        self.callback = callback
+        self.lock = threading.RLock()
+        self.cancelled = False
         self.seen = -1
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.store._forget(self)
+
+    def trigger(self, event: Any) -> None:
+        if not self.cancelled and getattr(event, "type", None) != EventType.NONE:
+            self.store._submit(lambda: self.refresh(force=False))
 
     def prime(self) -> None:
         self.seen = max((seq for seq, _ in self.store._changes(None)), default=-1)
@@ -206,7 +248,8 @@ class ZooKeeperStore:
         self._registrations: dict[int, BrokerRegistration] = {}
         self._controller_candidates: set[int] = set()
         self._coordinator_candidates: set[int] = set()
-        self._watches: list[_ZkWatch] = []
+        self._watches: list[_StateWatch | _ChangeWatch] = []
+        self._state_watches: dict[str, _StateWatch] = {}  # by full path
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._session_id: int | None = None
@@ -258,7 +301,7 @@ class ZooKeeperStore:
         client.add_listener(self._on_state)
         # Internal watches first: after a session loss they re-run the elections before users hear.
         for path in (CONTROLLER, COORDINATOR):
-            self._add_watch(self._election_watch(path))
+            self._watch_election(path)
 
     def close(self) -> None:
         """Close the session: every ephemeral node of this store goes at once."""
@@ -269,6 +312,7 @@ class ZooKeeperStore:
             for watch in self._watches:
                 watch.cancelled = True
             self._watches.clear()
+            self._state_watches.clear()
         if self._worker is not None:
             self._queue.put(None)
             if self._worker is not threading.current_thread():
@@ -365,8 +409,7 @@ class ZooKeeperStore:
         return self._read_brokers(None)
 
     def watch_brokers(self, callback: Callable[[list[BrokerRegistration]], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(BROKER_IDS), lambda w: (self._read_brokers(w),),
-                                        callback))
+        return self._watch_state(BROKER_IDS, lambda w: (self._read_brokers(w),), callback)
 
     def _read_brokers(self, watch: Any) -> list[BrokerRegistration]:
         zk = self._zk()
@@ -401,8 +444,7 @@ class ZooKeeperStore:
         return self._read_holder(CONTROLLER, None)
 
     def watch_controller(self, callback: Callable[[int], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(CONTROLLER),
-                                        lambda w: (self._read_holder(CONTROLLER, w),), callback))
+        return self._watch_state(CONTROLLER, lambda w: (self._read_holder(CONTROLLER, w),), callback)
 
     # --- client quota configs ----------------------------------------------------------------
     def entity_config(self, entity_path: str) -> dict[str, str]:
@@ -469,7 +511,11 @@ class ZooKeeperStore:
         """Called for each change notification posted after the watch was set (no initial call)."""
         watch = _ChangeWatch(self, callback)
         watch.prime()
-        return self._add_watch(watch)
+        self._zk()
+        with self._lock:
+            self._watches.append(watch)
+        watch.refresh(force=False)
+        return watch
 
     def _changes(self, watch: Any) -> list[tuple[int, str]]:
         with self._errors(CONFIG_CHANGES):
@@ -558,7 +604,7 @@ class ZooKeeperStore:
                                    f"not {expected_epoch}")
 
     def watch_features(self, callback: Callable[[int, dict[str, int]], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(FEATURE), self._read_features, callback))
+        return self._watch_state(FEATURE, self._read_features, callback)
 
     def _read_features(self, watch: Any) -> tuple[int, dict[str, int]]:
         got = self._get_or_watch(FEATURE, watch)
@@ -626,8 +672,7 @@ class ZooKeeperStore:
         return self._read_topics(None)
 
     def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(TOPICS), lambda w: (self._read_topics(w),),
-                                        callback))
+        return self._watch_state(TOPICS, lambda w: (self._read_topics(w),), callback)
 
     def _read_topics(self, watch: Any) -> dict[str, TopicInfo]:
         zk = self._zk()
@@ -657,8 +702,7 @@ class ZooKeeperStore:
         return self._read_holder(COORDINATOR, None)
 
     def watch_coordinator(self, callback: Callable[[int], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(COORDINATOR),
-                                        lambda w: (self._read_holder(COORDINATOR, w),), callback))
+        return self._watch_state(COORDINATOR, lambda w: (self._read_holder(COORDINATOR, w),), callback)
 
     def groups(self) -> list[str]:
         with self._errors(CONSUMERS):
@@ -907,9 +951,9 @@ class ZooKeeperStore:
             if holder != -1:
                 return holder
 
-    def _election_watch(self, path: str) -> _ZkWatch:
-        return _ZkWatch(self, self._full(path), lambda w: (self._read_holder(path, w),),
-                        lambda holder: self._reelect(path, holder))
+    def _watch_election(self, path: str) -> None:
+        self._watch_state(path, lambda w: (self._read_holder(path, w),),
+                          lambda holder: self._reelect(path, holder))
 
     def _reelect(self, path: str, holder: int) -> None:
         """Internal watch: the holder is gone, so our best candidate runs (every store races)."""
@@ -929,14 +973,32 @@ class ZooKeeperStore:
             with contextlib.suppress(NoNodeError):
                 zk.delete(path, version=stat.version)
 
-    def _add_watch(self, watch: _ZkWatch) -> _ZkWatch:
+    def _watch_state(self, path: str, compute: Callable[[Any], tuple[Any, ...]],
+                     callback: Callable[..., None]) -> _Subscription:
+        """Subscribe to the one _StateWatch of ``path`` (created on first use)."""
         self._zk()
+        name = self._full(path)
         with self._lock:
-            self._watches.append(watch)
-        watch.refresh(force=not isinstance(watch, _ChangeWatch))
-        return watch
+            watch = self._state_watches.get(name)
+            if watch is None:
+                watch = self._state_watches[name] = _StateWatch(self, name, compute)
+                self._watches.append(watch)
+            subscription = _Subscription(watch, callback)
+            watch.subscribers.append(subscription)
+        watch.start(subscription)
+        return subscription
 
-    def _forget(self, watch: _ZkWatch) -> None:
+    def _unsubscribe(self, subscription: _Subscription) -> None:
+        watch = subscription.watch
+        with self._lock:
+            with contextlib.suppress(ValueError):
+                watch.subscribers.remove(subscription)
+            if not watch.subscribers and self._state_watches.get(watch.name) is watch:
+                watch.cancelled = True  # its ZooKeeper watches fire once more, into nothing
+                del self._state_watches[watch.name]
+                self._watches.remove(watch)
+
+    def _forget(self, watch: _ChangeWatch) -> None:
         with self._lock, contextlib.suppress(ValueError):
             self._watches.remove(watch)
 

@@ -432,6 +432,27 @@ def test_group_members(cluster: Opener) -> None:
     assert b.members("g") == {"c3": 7000}  # persistent, seed 001's coordinator reads it on election
 
 
+def test_watches_of_one_kind_run_in_the_order_they_were_set(cluster: Opener) -> None:
+    """A watch set later sees a state only after the earlier ones did: a request waiting on its own
+    watch (CreateTopics) then finds the broker's view (an earlier watch) already up to date."""
+    a, b = cluster(), cluster()
+    first, late_starts, behind = Recorder(), Recorder(), []
+
+    def second(topics: dict[str, Any]) -> None:
+        if first.last is None or sorted(first.last) != sorted(topics):
+            behind.append((sorted(first.last or {}), sorted(topics)))
+
+    a.watch_topics(first)
+    a.watch_topics(second)
+    for i in range(10):
+        b.create_topic(f"t{i}", {0: (1,)})
+        a.watch_topics(lambda topics: late_starts(sorted(topics) == sorted(first.last or {})))
+    first.wait_for(lambda topics: len(topics) == 10)
+    wait_until(lambda: len(late_starts.calls) >= 10, what="every late watch's first call")
+    assert behind == []
+    assert all(late_starts.calls)
+
+
 # --- producer ids ----------------------------------------------------------------------------------
 
 def test_producer_id_blocks_follow_each_other(cluster: Opener) -> None:
