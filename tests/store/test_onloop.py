@@ -1,0 +1,191 @@
+"""kafkapy.store.onloop: store watch callbacks hop onto the event loop, a burst of changes folds into
+one reload, and waiting for a change is awaitable (woken by the change, never by a poll). With the
+memory store and a real ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkapy.store import MemoryStore, TopicInfo, ZooKeeperStore
+from kafkapy.store.onloop import LoopView, Reloader, call_soon_on, watching
+
+
+@pytest.fixture(params=["memory", "zookeeper"])
+def stores(request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
+    """Two handles (two sessions) on one fresh cluster: one watches, the other makes changes."""
+    if request.param == "memory":
+        first = MemoryStore()
+        pair = (first, first.peer())
+    else:
+        connect = request.getfixturevalue("zk_connect")
+        pair = (ZooKeeperStore(connect, connection_timeout_ms=10000),
+                ZooKeeperStore(connect, connection_timeout_ms=10000))
+    for store in pair:
+        store.start()
+    yield pair
+    for store in pair:
+        store.close()
+
+
+# --- Reloader ------------------------------------------------------------------------------------
+
+def test_reloads_run_on_the_loop_one_at_a_time_and_a_burst_folds_into_one_more() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        gate = asyncio.Event()
+        runs: list[int] = []
+        threads: set[int] = set()
+
+        async def reload() -> None:
+            threads.add(threading.get_ident())
+            runs.append(len(runs))
+            if len(runs) == 1:
+                await gate.wait()  # the first run is slow; requests pile up meanwhile
+
+        reloader = Reloader(loop, reload, "test state")
+        reloader.request()
+        while not runs:
+            await asyncio.sleep(0)
+        burst = [threading.Thread(target=reloader.request) for _ in range(20)]  # from store threads
+        for thread in burst:
+            thread.start()
+        for thread in burst:
+            thread.join()
+        await asyncio.sleep(0.05)
+        assert runs == [0]  # still one at a time
+        gate.set()
+        await reloader.idle()
+        assert runs == [0, 1]  # 20 requests during a run: exactly one more run after it
+        assert threads == {threading.get_ident()}  # every run on the loop's thread
+
+    asyncio.run(main())
+
+
+def test_a_failing_reload_is_logged_and_the_next_one_runs(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> list[str]:
+        outcomes = ["fail", "ok"]
+        done: list[str] = []
+
+        async def reload() -> None:
+            outcome = outcomes.pop(0)
+            if outcome == "fail":
+                raise ValueError("the store is unreadable")
+            done.append(outcome)
+
+        reloader = Reloader(asyncio.get_running_loop(), reload, "test state")
+        for _ in range(2):
+            reloader.request()
+            await asyncio.sleep(0.01)
+            await reloader.idle()
+        reloader.close()
+        reloader.request()  # closed: nothing runs
+        await asyncio.sleep(0.01)
+        return done
+
+    assert asyncio.run(main()) == ["ok"]
+    assert "could not reload test state (keeping the previous ones)" in caplog.text
+    assert "the store is unreadable" in caplog.text
+
+
+def test_news_for_a_closed_loop_is_dropped() -> None:
+    loop = asyncio.new_event_loop()
+    loop.close()
+    assert call_soon_on(loop, print, "never") is False
+    Reloader(loop, asyncio.sleep, "nothing").request()  # a store callback after the broker stopped
+    LoopView[int](loop)(1)
+
+
+# --- LoopView and watching -----------------------------------------------------------------------
+
+def test_waiting_for_a_topic_is_woken_by_the_change(stores: tuple[Any, Any]) -> None:
+    watcher, maker = stores
+
+    async def main() -> tuple[bool, float, int]:
+        loop = asyncio.get_running_loop()
+        checks = 0
+
+        def created(topics: dict[str, TopicInfo]) -> bool:
+            nonlocal checks
+            checks += 1
+            return "t1" in topics
+
+        async with watching(loop, watcher.watch_topics) as topics:
+            loop.call_later(0.3, maker.create_topic, "t1", {0: (1,)})
+            started = time.monotonic()
+            found = await topics.wait_for(created, timeout=10)
+            return found, time.monotonic() - started, checks
+
+    found, waited, checks = asyncio.run(main())
+    assert found and 0.25 < waited < 5
+    # Checked when the watch first reported and when the change came, not every few milliseconds.
+    assert checks <= 4
+
+
+def test_wait_for_times_out_without_polling(stores: tuple[Any, Any]) -> None:
+    watcher, _ = stores
+
+    async def main() -> tuple[bool, float, int]:
+        checks = 0
+
+        def never(topics: dict[str, TopicInfo]) -> bool:
+            nonlocal checks
+            checks += 1
+            return False
+
+        async with watching(asyncio.get_running_loop(), watcher.watch_topics) as topics:
+            started = time.monotonic()
+            found = await topics.wait_for(never, timeout=0.5)
+            return found, time.monotonic() - started, checks
+
+    found, waited, checks = asyncio.run(main())
+    assert not found and 0.45 < waited < 3
+    assert checks <= 3  # the first state, perhaps the empty view once more at the deadline
+
+
+def test_wait_for_a_state_that_already_holds_returns_at_once(stores: tuple[Any, Any]) -> None:
+    watcher, maker = stores
+    maker.create_topic("there", {0: (1,)})
+
+    async def main() -> tuple[bool, Any]:
+        async with watching(asyncio.get_running_loop(), watcher.watch_topics) as topics:
+            found = await topics.wait_for(lambda view: "there" in view, timeout=10)
+            return found, topics.state
+
+    found, state = asyncio.run(main())
+    assert found and set(state) == {"there"}
+
+
+def test_the_watch_ends_with_the_block(stores: tuple[Any, Any], caplog: pytest.LogCaptureFixture) -> None:
+    watcher, maker = stores
+    caplog.set_level(logging.DEBUG)
+
+    async def main() -> LoopView[dict[str, TopicInfo]]:
+        async with watching(asyncio.get_running_loop(), watcher.watch_topics) as topics:
+            await topics.wait_for(lambda view: True, timeout=10)
+        return topics
+
+    topics = asyncio.run(main())
+    first = topics.state
+    maker.create_topic("after", {0: (1,)})  # the loop is closed and the watch cancelled: no news
+    time.sleep(0.3)
+    assert topics.state is first
+    assert "failed" not in caplog.text
+
+
+def test_a_view_before_any_state() -> None:
+    async def main() -> None:
+        view: LoopView[int] = LoopView(asyncio.get_running_loop())
+        with pytest.raises(LookupError):
+            _ = view.state
+        assert await view.wait_for(lambda n: True, timeout=0.05) is False
+        threading.Thread(target=view, args=(0,)).start()  # None-like states are states too
+        assert await view.wait_for(lambda n: n == 0, timeout=5)
+
+    asyncio.run(main())
