@@ -94,6 +94,42 @@ def test_a_failing_reload_is_logged_and_the_next_one_runs(caplog: pytest.LogCapt
     assert "the store is unreadable" in caplog.text
 
 
+def test_a_reloader_follows_entity_config_changes(stores: tuple[Any, Any]) -> None:
+    """The configs/quotas modules' shape: the change-notification watch asks, the reload reads; after
+    a burst of changes the last read has them all, in fewer reads than changes."""
+    watcher, maker = stores
+
+    async def main() -> tuple[dict[str, dict[str, str]], int]:
+        loop = asyncio.get_running_loop()
+        seen: dict[str, dict[str, str]] = {}
+        reads = 0
+
+        async def reload() -> None:
+            nonlocal seen, reads
+            reads += 1
+            seen = await asyncio.to_thread(watcher.entity_configs, "ips")
+
+        reloader = Reloader(loop, reload, "ip quotas")
+        watch = await asyncio.to_thread(watcher.watch_entity_configs, lambda path: reloader.request())
+        try:
+            def burst() -> None:
+                for i in range(30):
+                    maker.set_entity_config(f"ips/10.0.0.{i}", {"connection_creation_rate": str(i)})
+
+            await asyncio.to_thread(burst)
+            deadline = loop.time() + 10
+            while len(seen) < 30 and loop.time() < deadline:  # the test's own wait, not the helper's
+                await asyncio.sleep(0.05)
+            await reloader.idle()
+        finally:
+            watch.cancel()
+        return seen, reads
+
+    seen, reads = asyncio.run(main())
+    assert seen == {f"ips/10.0.0.{i}": {"connection_creation_rate": str(i)} for i in range(30)}
+    assert 1 <= reads < 30
+
+
 def test_news_for_a_closed_loop_is_dropped() -> None:
     loop = asyncio.new_event_loop()
     loop.close()
