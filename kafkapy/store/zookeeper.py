@@ -1050,18 +1050,30 @@ class ZooKeeperStore:
                     zk.create(path, _dumps(encode_broker(registration)), ephemeral=True, makepath=True)
                     break
                 except NodeExistsError:
-                    stat = zk.exists(path)
-                    if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
-                        break
-                    if time.monotonic() > deadline:
+                    held = self._held_by_another(path, deadline)
+                    if held is None:
+                        break  # ours already
+                    if held:
                         log.error("cannot re-register broker %d: %s is held by another session",
                                   registration.broker_id, self._full(path))
                         break
-                    time.sleep(0.1)  # the old session's node has not gone yet
                 except KazooException as exc:
                     log.error("cannot re-register broker %d at %s: %s", registration.broker_id,
                               self._full(path), exc)
                     break
+
+    def _held_by_another(self, path: str, deadline: float) -> bool | None:
+        """None if this session holds ``path``; else wait (woken by a ZooKeeper watch, not a poll)
+        until it changes, typically the old session's node going, and say whether the deadline
+        passed first."""
+        zk = self._client
+        changed = threading.Event()
+        stat = zk.exists(path, watch=lambda event: changed.set())
+        if stat is None:
+            return False
+        if stat.ephemeralOwner == zk.client_id[0]:
+            return None
+        return not changed.wait(max(0.0, deadline - time.monotonic()))
 
 
 # --- Kafka's JSON formats ----------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -479,3 +480,26 @@ def test_old_change_notifications_are_purged(store: ZooKeeperStore, raw: KazooCl
     configs.wait_count(2)
     wait_until(lambda: raw.get_children("/config/changes") == ["config_change_0000000001"],
                what="the old notification to be purged, the new one kept")
+
+
+def test_re_registration_waits_for_the_old_node_to_go(open_store: Any, raw: KazooClient,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """After a session loss the old session's /brokers/ids/<id> may linger; the store waits for it to
+    go (woken by a ZooKeeper watch) and registers at once, or gives up with an error at its deadline."""
+    store = open_store(session_timeout_ms=1000)  # the deadline is twice the session timeout
+    store.register_broker(registration(5))
+    for held_for in (0.3, None):
+        raw.delete("/brokers/ids/5")
+        raw.create("/brokers/ids/5", b"{}", ephemeral=True)  # "the old session's" node
+        if held_for is not None:
+            threading.Timer(held_for, raw.delete, args=("/brokers/ids/5",)).start()
+        started = time.monotonic()
+        store._reregister()
+        took = time.monotonic() - started
+        owner = raw.exists("/brokers/ids/5").ephemeralOwner
+        if held_for is not None:
+            assert held_for <= took < held_for + 0.5  # woken by the deletion, not a poll's next turn
+            assert owner == store.client.client_id[0]
+        else:
+            assert took >= 1.5 and owner == raw.client_id[0]
+            assert f"{store.chroot}/brokers/ids/5 is held by another session" in caplog.text
