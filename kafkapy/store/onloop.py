@@ -7,7 +7,7 @@ the loop, two shapes cover every use:
 
 - ``Reloader``: the news means "read again". One reload runs at a time; news during a reload asks
   for exactly one more run after it, so a burst of changes costs at most two reads, and the last
-  read is never older than the last change.
+  read always starts after the last news (the table TRANSITIONS).
 - ``LoopView`` (``watching``): the news carries the state. The latest state is kept on the loop,
   and ``wait_for(predicate, timeout)`` sleeps until a change makes the predicate true. Nothing polls.
 
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from kafkapy.store.base import Watch
@@ -42,42 +43,65 @@ def call_soon_on(loop: asyncio.AbstractEventLoop, callback: Callable[..., object
     return True
 
 
+class _Phase(enum.Enum):
+    IDLE = "idle"
+    RUNNING = "running"
+    OWED = "running, one more run owed"
+
+
+class _Event(enum.Enum):
+    REQUEST = "request"
+    DONE = "done"
+    FAILED = "failed"
+
+
+# Reloader's state machine: (phase, event) -> (next phase, start a run now). A request while a run
+# is going can only be served by a run that starts after it, so it is owed one; any number of them
+# owe the same one. A failed run still pays what is owed: news it may have missed is read again.
+TRANSITIONS: Mapping[tuple[_Phase, _Event], tuple[_Phase, bool]] = {
+    (_Phase.IDLE, _Event.REQUEST): (_Phase.RUNNING, True),
+    (_Phase.RUNNING, _Event.REQUEST): (_Phase.OWED, False),
+    (_Phase.OWED, _Event.REQUEST): (_Phase.OWED, False),
+    (_Phase.RUNNING, _Event.DONE): (_Phase.IDLE, False),
+    (_Phase.RUNNING, _Event.FAILED): (_Phase.IDLE, False),
+    (_Phase.OWED, _Event.DONE): (_Phase.RUNNING, True),
+    (_Phase.OWED, _Event.FAILED): (_Phase.RUNNING, True),
+}
+
+
 class Reloader:
     """Runs ``reload()`` on ``loop`` after each ``request()`` (from any thread, e.g. a store watch
-    callback), one run at a time: requests during a run fold into one more run after it. A reload
-    that raises is logged and the previous state kept; the next request tries again."""
+    callback), one run at a time: requests during a run fold into one more run after it (TRANSITIONS).
+    A reload that raises is logged and the previous state kept."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, reload: Callable[[], Awaitable[None]],
                  what: str) -> None:
         self._loop = loop
         self._reload = reload
         self._what = what
+        self._phase = _Phase.IDLE
         self._task: asyncio.Task[None] | None = None
-        self._again = False
         self._closed = False
 
     def request(self) -> None:
         """Thread-safe: ask for a reload."""
-        call_soon_on(self._loop, self._start)
+        call_soon_on(self._loop, self._fire, _Event.REQUEST)
 
-    def _start(self) -> None:
+    def _fire(self, event: _Event) -> None:
         if self._closed:
             return
-        if self._task is not None and not self._task.done():
-            self._again = True
-            return
-        self._task = self._loop.create_task(self._run())
+        self._phase, run = TRANSITIONS[(self._phase, event)]
+        if run:
+            self._task = self._loop.create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
-            self._again = False
-            try:
-                await self._reload()
-            except Exception:
-                log.exception("could not reload %s (keeping the previous ones)", self._what)
-                return
-            if not self._again:
-                return
+        try:
+            await self._reload()
+        except Exception:
+            log.exception("could not reload %s (keeping the previous ones)", self._what)
+            self._fire(_Event.FAILED)
+        else:
+            self._fire(_Event.DONE)
 
     async def idle(self) -> None:
         """Until no reload runs or is owed (for an orderly stop, and for tests)."""

@@ -12,6 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kafkapy.store import MemoryStore, TopicInfo, ZooKeeperStore
 from kafkapy.store.onloop import LoopView, Reloader, call_soon_on, watching
@@ -225,3 +228,81 @@ def test_a_view_before_any_state() -> None:
         assert await view.wait_for(lambda n: n == 0, timeout=5)
 
     asyncio.run(main())
+
+
+# --- the Reloader's state machine, walked by Hypothesis -------------------------------------------
+
+class ReloaderMachine(RuleBasedStateMachine):
+    """Requests (from other threads) and reloads that finish or fail, in any order. Whatever the
+    order: never two reloads at once, never more reloads than requests, and once nothing runs, the
+    last reload started after the last request (no news left unread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.requests = 0
+        self.running = 0
+        self.started: list[int] = []  # requests made when each reload started
+        self.current: asyncio.Future[None] | None = None
+        self.reloader = Reloader(self.loop, self._reload, "model state")
+
+    async def _reload(self) -> None:
+        self.running += 1
+        assert self.running == 1, "two reloads at once"
+        self.started.append(self.requests)
+        self.current = self.loop.create_future()
+        try:
+            await self.current
+        finally:
+            self.running -= 1
+            self.current = None
+
+    def _pump(self) -> None:
+        for _ in range(5):
+            self.loop.run_until_complete(asyncio.sleep(0))
+
+    @rule(threads=st.integers(min_value=1, max_value=3))
+    def request(self, threads: int) -> None:
+        self.requests += threads
+        callers = [threading.Thread(target=self.reloader.request) for _ in range(threads)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+        self._pump()
+
+    @precondition(lambda self: self.current is not None)
+    @rule(fails=st.booleans())
+    def finish(self, fails: bool) -> None:
+        assert self.current is not None
+        if fails:
+            self.current.set_exception(ValueError("the store is unreadable"))
+        else:
+            self.current.set_result(None)
+        self._pump()
+
+    @invariant()
+    def one_at_a_time_and_never_stale(self) -> None:
+        assert self.running <= 1
+        assert len(self.started) <= self.requests
+        if self.running == 0 and self.requests:
+            assert self.started and self.started[-1] == self.requests
+
+    def teardown(self) -> None:
+        self.reloader.close()
+        self._pump()
+        self.loop.close()
+
+
+ReloaderMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+test_reloader_state_machine = ReloaderMachine.TestCase
+
+
+def test_the_reloader_table_is_complete() -> None:
+    """Every (phase, event) has a transition: a request or an outcome can never be dropped."""
+    from kafkapy.store.onloop import TRANSITIONS, _Event, _Phase
+
+    running = {_Phase.RUNNING, _Phase.OWED}
+    assert set(TRANSITIONS) == {(p, _Event.REQUEST) for p in _Phase} | {
+        (p, e) for p in running for e in (_Event.DONE, _Event.FAILED)}
+    assert all(next_phase in running for next_phase, run in TRANSITIONS.values() if run)
