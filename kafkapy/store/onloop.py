@@ -95,13 +95,14 @@ class Reloader:
             self._task = self._loop.create_task(self._run())
 
     async def _run(self) -> None:
+        outcome = _Event.FAILED
         try:
             await self._reload()
+            outcome = _Event.DONE
         except Exception:
             log.exception("could not reload %s (keeping the previous ones)", self._what)
-            self._fire(_Event.FAILED)
-        else:
-            self._fire(_Event.DONE)
+        finally:  # cancelled too: the phase must leave RUNNING, or no request would run again
+            self._fire(outcome)
 
     async def idle(self) -> None:
         """Until no reload runs or is owed (for an orderly stop, and for tests)."""

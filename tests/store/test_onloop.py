@@ -133,6 +133,33 @@ def test_a_reloader_follows_entity_config_changes(stores: tuple[Any, Any]) -> No
     assert 1 <= reads < 30
 
 
+def test_a_reload_cancelled_from_outside_does_not_stop_later_ones() -> None:
+    """A run cancelled by someone other than close() (its task cancelled) must not leave the Reloader
+    thinking a run is still going: later requests run. (Seen in the full suite: ip quotas never applied.)"""
+    async def main() -> list[str]:
+        runs: list[str] = []
+        gate = asyncio.Event()
+
+        async def reload() -> None:
+            runs.append("run")
+            if len(runs) == 1:
+                await gate.wait()
+
+        reloader = Reloader(asyncio.get_running_loop(), reload, "test state")
+        reloader.request()
+        while not runs:
+            await asyncio.sleep(0)
+        assert reloader._task is not None
+        reloader._task.cancel()
+        await asyncio.sleep(0.01)
+        reloader.request()
+        await asyncio.sleep(0.01)
+        await reloader.idle()
+        return runs
+
+    assert asyncio.run(main()) == ["run", "run"]
+
+
 def test_news_for_a_closed_loop_is_dropped() -> None:
     loop = asyncio.new_event_loop()
     loop.close()
