@@ -34,6 +34,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import CORE_KEYS, ConfigError, ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import DEFAULT_ENTITY, Watch
+from kafkapy.store.onloop import Reloader
 
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
@@ -123,8 +124,7 @@ class ConfigsModule(Module):
         self.override: dict[str, str] = {}  # brokers/<this broker's id>, as stored
         self._watch: Watch | None = None
         self._alter_lock = asyncio.Lock()
-        self._reload_pending = False
-        self._reload_task: asyncio.Task[None] | None = None
+        self._reloads = Reloader(services.loop, self._reload, "dynamic broker configs")
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -171,8 +171,7 @@ class ConfigsModule(Module):
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
-        if self._reload_task is not None:
-            self._reload_task.cancel()
+        self._reloads.close()
 
     def _path(self, broker_id: int | None) -> str:
         return f"brokers/{DEFAULT_ENTITY if broker_id is None else broker_id}"
@@ -182,33 +181,19 @@ class ConfigsModule(Module):
         return store.entity_config(self._path(None)), store.entity_config(self._path(self.services.broker_id))
 
     def _entity_changed(self, path: str) -> None:
-        if path in (self._path(None), self._path(self.services.broker_id)):  # a store thread: hop over
-            self.services.loop.call_soon_threadsafe(self._schedule_reload)
-
-    def _schedule_reload(self) -> None:
-        if self._reload_task is not None and not self._reload_task.done():
-            self._reload_pending = True
-            return
-        self._reload_task = self.services.loop.create_task(self._reload())
+        if path in (self._path(None), self._path(self.services.broker_id)):  # on a store thread
+            self._reloads.request()
 
     async def _reload(self) -> None:
-        while True:
-            self._reload_pending = False
-            try:
-                default, override = await asyncio.to_thread(self._read)
-            except Exception:
-                log.exception("could not reload dynamic broker configs (keeping the previous ones)")
-                return
-            changed = (default, override) != (self.default, self.override)
-            self.default, self.override = default, override
-            if changed:
-                for owner in self._owners:
-                    try:
-                        await owner.apply(self.settings_for(owner, default, override))
-                    except Exception:  # validated before it was stored; a bad hand edit is logged
-                        log.exception("could not apply dynamic broker configs %s / %s", default, override)
-            if not self._reload_pending:
-                return
+        default, override = await asyncio.to_thread(self._read)
+        changed = (default, override) != (self.default, self.override)
+        self.default, self.override = default, override
+        if changed:
+            for owner in self._owners:
+                try:
+                    await owner.apply(self.settings_for(owner, default, override))
+                except Exception:  # validated before it was stored; a bad hand edit is logged
+                    log.exception("could not apply dynamic broker configs %s / %s", default, override)
 
     # --- values and validation ----------------------------------------------------------------
 

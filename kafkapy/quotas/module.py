@@ -38,6 +38,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigError
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import DEFAULT_ENTITY, Watch, desanitize, sanitize
+from kafkapy.store.onloop import Reloader
 
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
@@ -112,8 +113,7 @@ class QuotasModule(Module):
         self._http: Any = None
         self._watch: Watch | None = None
         self._alter_lock = asyncio.Lock()
-        self._reload_pending = False
-        self._reload_task: asyncio.Task[None] | None = None
+        self._reloads = Reloader(services.loop, self._reload_ip_quotas, "ip quotas")
         self.settings: dict[str, Any] = dict(services.config.values)
         self._dynamic: dict[str, Any] = dict(services.config.values)  # static + stored dynamic configs
         self._local: dict[str, Any] = {}  # reconfigure()'s values, on top
@@ -154,8 +154,7 @@ class QuotasModule(Module):
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
-        if self._reload_task is not None:
-            self._reload_task.cancel()
+        self._reloads.close()
         if self._http is not None:
             http, self._http = self._http, None
             await asyncio.to_thread(http.shutdown)
@@ -218,27 +217,13 @@ class QuotasModule(Module):
     # --- dynamic ip quotas --------------------------------------------------------------------
 
     def _entity_changed(self, path: str) -> None:
-        if path.startswith("ips/"):  # a store thread: hop onto the loop
-            self.services.loop.call_soon_threadsafe(self._schedule_reload)
-
-    def _schedule_reload(self) -> None:
-        if self._reload_task is not None and not self._reload_task.done():
-            self._reload_pending = True
-            return
-        self._reload_task = self.services.loop.create_task(self._reload_ip_quotas())
+        if path.startswith("ips/"):  # on a store thread
+            self._reloads.request()
 
     async def _reload_ip_quotas(self) -> None:
-        while True:
-            self._reload_pending = False
-            try:
-                specific, default = await asyncio.to_thread(self._read_ip_quotas)
-            except Exception:
-                log.exception("could not reload ip quotas (keeping the previous ones)")
-                return
-            if self.connection_quotas is not None:
-                self.connection_quotas.set_ip_rate_quotas(specific, default)
-            if not self._reload_pending:
-                return
+        specific, default = await asyncio.to_thread(self._read_ip_quotas)
+        if self.connection_quotas is not None:
+            self.connection_quotas.set_ip_rate_quotas(specific, default)
 
     def _read_ip_quotas(self) -> tuple[dict[str, float], float | None]:
         specific: dict[str, float] = {}

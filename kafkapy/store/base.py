@@ -5,8 +5,21 @@ MemoryStore (the default; several Brokers in one process sharing one
 MemoryStore form a cluster) and ZooKeeperStore (kazoo, at Kafka's own znode
 paths and JSON formats, for brokers on several machines).
 
+The interface is split by role (BrokerStore, TopicStore, ConfigStore,
+FeatureStore, CoordinatorStore, ProducerIdStore, StoreLifecycle), so that code
+states which part of the cluster state it touches; MetadataStore is their union,
+and both stores implement it whole.
+
+Reads of a list of children (brokers, topics, entity configs, a group's
+owners, members and offsets) skip a child that cannot be read (invalid JSON, an
+unknown version) and log it once per store and content, naming its path: one
+bad znode must not hide the good ones (a corrupt /brokers/ids/9 once left
+Metadata with no brokers at all). A read of one node raises CorruptMetadata.
+
 The interface is synchronous: kazoo is, and the in-memory store is trivially.
-Callers on an event loop run store calls that may block in a thread.
+Callers on an event loop run store calls that may block in a thread, and hand
+watch callbacks to the loop with kafkapy.store.onloop.
+
 
 Watches: ``watch_*`` registers a callback and returns a Watch whose
 ``cancel()`` stops it. Callbacks may run on any thread (kazoo's event thread,
@@ -17,6 +30,9 @@ once with the current state, since changes may have been missed meanwhile.
 Each ``watch_*`` also calls its callback once at registration with the current
 state, except ``watch_entity_configs``, which reports only later changes. An
 exception in a callback is logged, never raised to whoever made the change.
+Watches of one kind are called in the order they were set, each after the
+earlier ones have seen the state: a watch set later (a request waiting for a
+topic) never runs ahead of an earlier one (the broker's view of the cluster).
 
 Elections: ``register_broker`` also runs the broker for controller (as a Kafka
 broker does when it starts); ``elect_coordinator`` enters the broker for
@@ -45,13 +61,21 @@ from kafkapy.errors import KafkaPyError
 
 __all__ = [
     "BrokerRegistration",
+    "BrokerStore",
+    "ConfigStore",
+    "CoordinatorStore",
     "CorruptMetadata",
     "FeatureEpochConflict",
+    "FeatureStore",
     "MetadataStore",
+    "ProducerIdBlock",
+    "ProducerIdStore",
     "RegisteredEndpoint",
     "StoreError",
+    "StoreLifecycle",
     "TopicAlreadyExists",
     "TopicInfo",
+    "TopicStore",
     "UnknownTopic",
     "Watch",
     "check_topic_name",
@@ -60,11 +84,15 @@ __all__ = [
     "encode_uuid",
     "entity_type_of",
     "new_cluster_id",
+    "next_producer_id_block",
     "sanitize",
 ]
 
 DEFAULT_ENTITY = "<default>"
 ENTITY_TYPES = ("ips", "users", "clients", "users/clients", "brokers")
+# Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE; ids are Java longs.
+PRODUCER_ID_BLOCK_SIZE = 1000
+MAX_PRODUCER_ID = 2**63 - 1
 
 
 class StoreError(KafkaPyError):
@@ -168,39 +196,83 @@ class TopicInfo:
     partitions: Mapping[int, tuple[int, ...]]
 
 
+@attrs.frozen
+class ProducerIdBlock:
+    """A range of producer ids one broker hands out (Kafka's ProducerIdsBlock): ``first_id`` to
+    ``last_id`` inclusive, ``size`` of them."""
+
+    broker_id: int
+    first_id: int
+    size: int = PRODUCER_ID_BLOCK_SIZE
+
+    @property
+    def last_id(self) -> int:
+        return self.first_id + self.size - 1
+
+    @property
+    def next_first_id(self) -> int:
+        return self.first_id + self.size
+
+
+def next_producer_id_block(current: ProducerIdBlock | None, broker_id: int) -> ProducerIdBlock:
+    """The block after ``current`` (the first block starts at 0), for ``broker_id``; StoreError once
+    the ids would pass Kafka's limit (a Java long), as Kafka's ProducerIdManager fails."""
+    if current is None:
+        return ProducerIdBlock(broker_id, 0)
+    if current.last_id > MAX_PRODUCER_ID - PRODUCER_ID_BLOCK_SIZE:
+        raise StoreError(f"producer ids are exhausted (the last block ends at {current.last_id})")
+    return ProducerIdBlock(broker_id, current.next_first_id)
+
+
 class Watch(Protocol):
     def cancel(self) -> None: ...
 
 
-class MetadataStore(Protocol):
-    # --- lifecycle ---------------------------------------------------------------------------
+# --- the roles -----------------------------------------------------------------------------------
+# Each role is what one concern of the broker needs; a module asks for the roles it uses, and a
+# store implements them all (MetadataStore). Every method belongs to exactly one role (a test holds
+# this). Roles the coming issues bring go beside these, each with its own znodes and its own test
+# section: partition state (leader, leader epoch, ISR at /brokers/topics/<t>/partitions/<p>/state)
+# and consumer-group offsets and metadata (KIP-848's coordinator state, not seed 001's /consumers).
+
+
+class StoreLifecycle(Protocol):
     def start(self) -> None:
         """Connect (ZooKeeper: fail with StoreError after zookeeper.connection.timeout.ms)."""
 
     def close(self) -> None: ...
 
-    # --- cluster and brokers (/cluster/id, /brokers/ids/<id>, /brokers/seqid) ----------------
+
+class BrokerStore(Protocol):
+    """Cluster id, broker registrations and ids, the controller election
+    (/cluster/id, /brokers/ids/<id>, /brokers/seqid, /controller)."""
+
     def cluster_id(self) -> str: ...
     def allocate_broker_id(self, reserved_max: int) -> int: ...
     def register_broker(self, registration: BrokerRegistration) -> None:
         """Ephemeral: gone when the broker's session ends; re-created after a session loss."""
 
     def unregister_broker(self, broker_id: int) -> None: ...
-    def brokers(self) -> list[BrokerRegistration]: ...
+    def brokers(self) -> list[BrokerRegistration]:
+        """Every readable registration; a corrupt one is skipped (and logged once, naming its path)."""
+
     def watch_brokers(self, callback: Callable[[list[BrokerRegistration]], None]) -> Watch: ...
 
-    # --- controller (/controller, ephemeral) ------------------------------------------------
     def elect_controller(self, broker_id: int) -> int:
         """Try to become controller; return whoever is controller now (-1 if none)."""
 
     def controller_id(self) -> int: ...
     def watch_controller(self, callback: Callable[[int], None]) -> Watch: ...
 
-    # --- entity configs: client quotas and dynamic broker configs (/config/<type>/<name>) --------
+
+class ConfigStore(Protocol):
+    """Entity configs: client quotas and dynamic broker configs (/config/<type>/<name>), with
+    Kafka's change notifications (/config/changes)."""
+
     def entity_config(self, entity_path: str) -> dict[str, str]: ...
     def entity_configs(self, entity_type: str) -> dict[str, dict[str, str]]:
         """Every entity of a type ("ips", "users", "clients", "brokers", or "users/clients" for pairs),
-        keyed by entity path."""
+        keyed by entity path; a corrupt entity is skipped (and logged once)."""
 
     def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
         """Replace an entity's config (empty: delete it) and post a change notification."""
@@ -208,7 +280,10 @@ class MetadataStore(Protocol):
     def watch_entity_configs(self, callback: Callable[[str], None]) -> Watch:
         """Called with the entity path of every change notification."""
 
-    # --- finalized features (/feature; epoch = znode version, -1 when absent) ---------------
+
+class FeatureStore(Protocol):
+    """Finalized features (/feature; epoch = znode version, -1 when absent)."""
+
     def finalized_features(self) -> tuple[int, dict[str, int]]: ...
     def set_finalized_features(self, features: Mapping[str, int], expected_epoch: int | None = None) -> int:
         """Replace the finalized features; return the new epoch. FeatureEpochConflict if the
@@ -216,17 +291,25 @@ class MetadataStore(Protocol):
 
     def watch_features(self, callback: Callable[[int, dict[str, int]], None]) -> Watch: ...
 
-    # --- topics (/brokers/topics/<topic>) ----------------------------------------------------
+
+class TopicStore(Protocol):
+    """Topics and their replica assignments (/brokers/topics/<topic>)."""
+
     def create_topic(self, name: str, partitions: Mapping[int, tuple[int, ...]],
                      topic_id: uuid.UUID | None = None) -> TopicInfo: ...
     def delete_topic(self, name: str) -> None: ...
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
         """Partitions only grow: new ids must continue the existing ones."""
 
-    def topics(self) -> dict[str, TopicInfo]: ...
+    def topics(self) -> dict[str, TopicInfo]:
+        """Every readable topic; a corrupt one is skipped (and logged once, naming its path)."""
+
     def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch: ...
 
-    # --- consumer coordinator, seed 001 (/consumers/...) ------------------------------------
+
+class CoordinatorStore(Protocol):
+    """The seed-001 consumer coordinator's state (/consumers/...)."""
+
     def elect_coordinator(self, broker_id: int) -> int:
         """/consumers/coordinator (ephemeral, holds the broker id): try to win; return the winner."""
 
@@ -249,3 +332,20 @@ class MetadataStore(Protocol):
     def offsets(self, group: str) -> dict[tuple[str, int], int]: ...
     def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         """/consumers/<group>/offsets/<topic>/<partition>, the offset as a decimal string."""
+
+
+class ProducerIdStore(Protocol):
+    """Blocks of producer ids for idempotent and transactional producers (/latest_producer_id_block)."""
+
+    def allocate_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
+        """The next block of PRODUCER_ID_BLOCK_SIZE ids, for ``broker_id``; no two calls anywhere in
+        the cluster get overlapping blocks (ZooKeeper: a conditional update on the znode version)."""
+
+
+ROLES: tuple[type, ...] = (StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore,
+                           CoordinatorStore, ProducerIdStore)
+
+
+class MetadataStore(StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore, CoordinatorStore,
+                    ProducerIdStore, Protocol):
+    """Every role: what a store implements and what code that needs the whole store asks for."""

@@ -20,6 +20,7 @@ from kafkapy.store.base import (
     ENTITY_TYPES,
     BrokerRegistration,
     FeatureEpochConflict,
+    ProducerIdBlock,
     RegisteredEndpoint,
     StoreError,
     TopicAlreadyExists,
@@ -28,6 +29,7 @@ from kafkapy.store.base import (
     check_topic_name,
     entity_type_of,
     new_cluster_id,
+    next_producer_id_block,
 )
 from kafkapy.store.base import Watch as Watch
 
@@ -73,6 +75,7 @@ class _Cluster:
         self.owners: dict[str, dict[tuple[str, int], str]] = {}
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.members: dict[str, dict[str, int]] = {}
+        self.producer_id_block: ProducerIdBlock | None = None
         self.handles: list[MemoryStore] = []
         self.watches: list[_MemoryWatch] = []
 
@@ -355,6 +358,14 @@ class MemoryStore:
             self._check_open()
             committed = self._cluster.offsets.setdefault(group, {})
             committed.update({(str(t), int(p)): int(o) for (t, p), o in offsets.items()})
+
+    # --- producer ids ------------------------------------------------------------------------
+    def allocate_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            c.producer_id_block = next_producer_id_block(c.producer_id_block, broker_id)
+            return c.producer_id_block
 
     # --- internals ---------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -11,7 +11,8 @@ missing, as Kafka does.
 
 Watch callbacks run on the store's own worker thread (one per store), one at
 a time; a watch that hits a corrupt znode logs an error naming the path and
-keeps watching.
+keeps watching. A list read (and so a watch on a list) skips a corrupt child
+and logs it once per content (``_readable``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -41,6 +42,7 @@ from kafkapy.store.base import (
     BrokerRegistration,
     CorruptMetadata,
     FeatureEpochConflict,
+    ProducerIdBlock,
     RegisteredEndpoint,
     StoreError,
     TopicAlreadyExists,
@@ -53,6 +55,7 @@ from kafkapy.store.base import (
     encode_uuid,
     entity_type_of,
     new_cluster_id,
+    next_producer_id_block,
     sanitize,
 )
 from kafkapy.store.memory import check_partitions
@@ -60,6 +63,7 @@ from kafkapy.store.memory import check_partitions
 __all__ = ["ZooKeeperStore", "parse_connect"]
 
 log = logging.getLogger("kafkapy.store.zookeeper")
+_T = TypeVar("_T")
 
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
@@ -73,10 +77,11 @@ CHANGE_PREFIX = "config_change_"
 CHANGE_EXPIRATION_S = 15 * 60
 CONSUMERS = "/consumers"
 COORDINATOR = "/consumers/coordinator"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Kafka's persistent paths, created at startup as KafkaZkClient.createTopLevelPaths does.
-_TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, "/config/topics", "/config/clients",
-              "/config/users", "/config/ips", "/config/brokers")
+_TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, PRODUCER_ID_BLOCK, "/config/topics",
+              "/config/clients", "/config/users", "/config/ips", "/config/brokers")
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -102,28 +107,36 @@ def _now_ms() -> str:
     return str(int(time.time() * 1000))
 
 
-class _ZkWatch:
-    """One user (or internal) watch: ``compute(trigger)`` reads the state, leaving ZooKeeper watches
-    that call ``trigger``; the callback runs when the state changed (always when forced)."""
+class _StateWatch:
+    """One ZooKeeper watch on one kind of state (the brokers, the topics, /controller...), shared by
+    every callback on it. ``compute(trigger)`` reads the state once per change, leaving ZooKeeper
+    watches that call ``trigger``; the callbacks then run in the order they subscribed (the internal
+    election first), each only after the ones before it have seen the state. So a watch set later
+    (a request waiting for a topic) never sees a state before an earlier one (the broker's view)."""
 
-    def __init__(self, store: ZooKeeperStore, name: str, compute: Callable[[Any], tuple[Any, ...]],
-                 callback: Callable[..., None]) -> None:
+    def __init__(self, store: ZooKeeperStore, name: str, compute: Callable[[Any], tuple[Any, ...]]) -> None:
         self.store = store
         self.name = name
         self.compute = compute
-        self.callback = callback
+        self.subscribers: list[_Subscription] = []  # changed under the store's lock
         self.lock = threading.RLock()
         self.last: tuple[Any, ...] | None = None
         self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        self.store._forget(self)
 
     def trigger(self, event: Any) -> None:
         # EventType.NONE: kazoo dropped its watches on a connection loss; the reconnect refreshes.
         if not self.cancelled and getattr(event, "type", None) != EventType.NONE:
             self.store._submit(lambda: self.refresh(force=False))
+
+    def start(self, subscription: _Subscription) -> None:
+        """A new subscriber's first call: the current state, without calling the others again."""
+        with self.lock:
+            if self.last is None:
+                subscription.ready = True
+                self.refresh(force=True)
+            else:
+                subscription.ready = True
+                subscription.deliver(self.last)
 
     def refresh(self, force: bool) -> None:
         with self.lock:
@@ -141,19 +154,53 @@ class _ZkWatch:
             if not force and state == self.last:
                 return
             self.last = state
-            try:
-                self.callback(*state)
-            except Exception:
-                log.exception("watch callback on %s failed (ignored)", self.name)
+            for subscription in list(self.subscribers):
+                if subscription.ready:
+                    subscription.deliver(state)
 
 
-class _ChangeWatch(_ZkWatch):
+class _Subscription:
+    """One ``watch_*`` call's callback on a shared _StateWatch; ``cancel()`` unsubscribes it."""
+
+    def __init__(self, watch: _StateWatch, callback: Callable[..., None]) -> None:
+        self.watch = watch
+        self.callback = callback
+        self.ready = False  # first called by _StateWatch.start, never before
+        self.cancelled = False
+
+    def deliver(self, state: tuple[Any, ...]) -> None:
+        if self.cancelled:
+            return
+        try:
+            self.callback(*state)
+        except Exception:
+            log.exception("watch callback on %s failed (ignored)", self.watch.name)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.watch.store._unsubscribe(self)
+
+
+class _ChangeWatch:
     """/config/changes: every notification with a higher sequence number than the last one seen.
-    Notifications are persistent, so none is missed across a session loss."""
+    Notifications are persistent, so none is missed across a session loss. Each has its own
+    ZooKeeper watch: what it has seen is its own."""
 
     def __init__(self, store: ZooKeeperStore, callback: Callable[[str], None]) -> None:
-        super().__init__(store, store._full(CONFIG_CHANGES), lambda w: (), callback)
+        self.store = store
+        self.name = store._full(CONFIG_CHANGES)
+        self.callback = callback
+        self.lock = threading.RLock()
+        self.cancelled = False
         self.seen = -1
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.store._forget(self)
+
+    def trigger(self, event: Any) -> None:
+        if not self.cancelled and getattr(event, "type", None) != EventType.NONE:
+            self.store._submit(lambda: self.refresh(force=False))
 
     def prime(self) -> None:
         self.seen = max((seq for seq, _ in self.store._changes(None)), default=-1)
@@ -201,12 +248,15 @@ class ZooKeeperStore:
         self._registrations: dict[int, BrokerRegistration] = {}
         self._controller_candidates: set[int] = set()
         self._coordinator_candidates: set[int] = set()
-        self._watches: list[_ZkWatch] = []
+        self._watches: list[_StateWatch | _ChangeWatch] = []
+        self._state_watches: dict[str, _StateWatch] = {}  # by full path
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._session_id: int | None = None
         self._closed = False
         self._last_purge = 0.0
+        # path -> the content of a corrupt znode that list reads skip, as logged (once per content)
+        self._skipped: dict[str, bytes] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -251,7 +301,7 @@ class ZooKeeperStore:
         client.add_listener(self._on_state)
         # Internal watches first: after a session loss they re-run the elections before users hear.
         for path in (CONTROLLER, COORDINATOR):
-            self._add_watch(self._election_watch(path))
+            self._watch_election(path)
 
     def close(self) -> None:
         """Close the session: every ephemeral node of this store goes at once."""
@@ -262,6 +312,7 @@ class ZooKeeperStore:
             for watch in self._watches:
                 watch.cancelled = True
             self._watches.clear()
+            self._state_watches.clear()
         if self._worker is not None:
             self._queue.put(None)
             if self._worker is not threading.current_thread():
@@ -358,8 +409,7 @@ class ZooKeeperStore:
         return self._read_brokers(None)
 
     def watch_brokers(self, callback: Callable[[list[BrokerRegistration]], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(BROKER_IDS), lambda w: (self._read_brokers(w),),
-                                        callback))
+        return self._watch_state(BROKER_IDS, lambda w: (self._read_brokers(w),), callback)
 
     def _read_brokers(self, watch: Any) -> list[BrokerRegistration]:
         zk = self._zk()
@@ -368,15 +418,21 @@ class ZooKeeperStore:
             for child in sorted(zk.get_children(BROKER_IDS, watch=watch)):
                 path = f"{BROKER_IDS}/{child}"
                 try:
-                    raw.append((child, path, zk.get(path, watch=watch)[0]))
+                    raw.append((path, zk.get(path, watch=watch)[0]))
                 except NoNodeError:
                     continue
         result = []
-        for child, path, data in raw:
-            if not child.lstrip("-").isdigit():
-                raise CorruptMetadata(self._full(path), "not a broker id")
-            result.append(decode_broker(int(child), self._json(path, data), self._full(path)))
+        for path, data in raw:
+            registration = self._readable(path, data, self._decode_broker)
+            if registration is not None:
+                result.append(registration)
         return sorted(result, key=lambda b: b.broker_id)
+
+    def _decode_broker(self, path: str, data: bytes) -> BrokerRegistration:
+        child = path.rpartition("/")[2]
+        if not child.lstrip("-").isdigit():
+            raise CorruptMetadata(self._full(path), "not a broker id")
+        return decode_broker(int(child), self._json(path, data), self._full(path))
 
     # --- controller --------------------------------------------------------------------------
     def elect_controller(self, broker_id: int) -> int:
@@ -388,8 +444,7 @@ class ZooKeeperStore:
         return self._read_holder(CONTROLLER, None)
 
     def watch_controller(self, callback: Callable[[int], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(CONTROLLER),
-                                        lambda w: (self._read_holder(CONTROLLER, w),), callback))
+        return self._watch_state(CONTROLLER, lambda w: (self._read_holder(CONTROLLER, w),), callback)
 
     # --- client quota configs ----------------------------------------------------------------
     def entity_config(self, entity_path: str) -> dict[str, str]:
@@ -422,7 +477,8 @@ class ZooKeeperStore:
                     raw.append((entity_path, zk.get(f"{CONFIG}/{entity_path}")[0]))
         result = {}
         for entity_path, data in raw:
-            config = self._decode_config(f"{CONFIG}/{entity_path}", data)
+            path = f"{CONFIG}/{entity_path}"
+            config = self._readable(path, data, self._decode_config)
             if config:
                 result[entity_path] = config
         return result
@@ -455,7 +511,11 @@ class ZooKeeperStore:
         """Called for each change notification posted after the watch was set (no initial call)."""
         watch = _ChangeWatch(self, callback)
         watch.prime()
-        return self._add_watch(watch)
+        self._zk()
+        with self._lock:
+            self._watches.append(watch)
+        watch.refresh(force=False)
+        return watch
 
     def _changes(self, watch: Any) -> list[tuple[int, str]]:
         with self._errors(CONFIG_CHANGES):
@@ -544,7 +604,7 @@ class ZooKeeperStore:
                                    f"not {expected_epoch}")
 
     def watch_features(self, callback: Callable[[int, dict[str, int]], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(FEATURE), self._read_features, callback))
+        return self._watch_state(FEATURE, self._read_features, callback)
 
     def _read_features(self, watch: Any) -> tuple[int, dict[str, int]]:
         got = self._get_or_watch(FEATURE, watch)
@@ -612,8 +672,7 @@ class ZooKeeperStore:
         return self._read_topics(None)
 
     def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(TOPICS), lambda w: (self._read_topics(w),),
-                                        callback))
+        return self._watch_state(TOPICS, lambda w: (self._read_topics(w),), callback)
 
     def _read_topics(self, watch: Any) -> dict[str, TopicInfo]:
         zk = self._zk()
@@ -622,8 +681,16 @@ class ZooKeeperStore:
             for child in sorted(zk.get_children(TOPICS, watch=watch)):
                 with contextlib.suppress(NoNodeError):
                     raw.append((child, zk.get(f"{TOPICS}/{child}", watch=watch)[0]))
-        return {name: decode_topic(name, self._json(f"{TOPICS}/{name}", data), self._full(f"{TOPICS}/{name}"))
-                for name, data in raw}
+        result = {}
+        for name, data in raw:
+            path = f"{TOPICS}/{name}"
+            info = self._readable(path, data, self._decode_topic)
+            if info is not None:
+                result[name] = info
+        return result
+
+    def _decode_topic(self, path: str, data: bytes) -> TopicInfo:
+        return decode_topic(path.rpartition("/")[2], self._json(path, data), self._full(path))
 
     # --- consumer coordinator (seed 001) -----------------------------------------------------
     def elect_coordinator(self, broker_id: int) -> int:
@@ -635,15 +702,20 @@ class ZooKeeperStore:
         return self._read_holder(COORDINATOR, None)
 
     def watch_coordinator(self, callback: Callable[[int], None]) -> Watch:
-        return self._add_watch(_ZkWatch(self, self._full(COORDINATOR),
-                                        lambda w: (self._read_holder(COORDINATOR, w),), callback))
+        return self._watch_state(COORDINATOR, lambda w: (self._read_holder(COORDINATOR, w),), callback)
 
     def groups(self) -> list[str]:
         with self._errors(CONSUMERS):
             return sorted(g for g in self._children(CONSUMERS) if g != "coordinator")
 
     def owners(self, group: str) -> dict[tuple[str, int], str]:
-        return {key: data.decode() for key, data in self._read_group_tree(group, "owners").items()}
+        result = {}
+        for (topic, partition), data in self._read_group_tree(group, "owners").items():
+            path = f"{CONSUMERS}/{group}/owners/{topic}/{partition}"
+            owner = self._readable(path, data, self._text)
+            if owner is not None:
+                result[(topic, partition)] = owner
+        return result
 
     def set_owners(self, group: str, owners: Mapping[tuple[str, int], str]) -> None:
         zk = self._zk()
@@ -669,11 +741,16 @@ class ZooKeeperStore:
                     data = zk.get(path)[0]
                 except NoNodeError:
                     continue
-                timeout = self._json(path, data).get("session_timeout_ms")
-                if not isinstance(timeout, int) or isinstance(timeout, bool):
-                    raise CorruptMetadata(self._full(path), "session_timeout_ms is not an integer")
-                result[desanitize(child)] = timeout
+                timeout = self._readable(path, data, self._session_timeout)
+                if timeout is not None:
+                    result[desanitize(child)] = timeout
         return result
+
+    def _session_timeout(self, path: str, data: bytes) -> int:
+        timeout = self._json(path, data).get("session_timeout_ms")
+        if not isinstance(timeout, int) or isinstance(timeout, bool):
+            raise CorruptMetadata(self._full(path), "session_timeout_ms is not an integer")
+        return timeout
 
     def set_members(self, group: str, members: Mapping[str, int]) -> None:
         zk = self._zk()
@@ -691,11 +768,16 @@ class ZooKeeperStore:
         result = {}
         for (topic, partition), data in self._read_group_tree(group, "offsets").items():
             path = f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
-            try:
-                result[(topic, partition)] = int(data.decode())
-            except ValueError:
-                raise CorruptMetadata(self._full(path), f"offset {data!r} is not a decimal number") from None
+            offset = self._readable(path, data, self._offset)
+            if offset is not None:
+                result[(topic, partition)] = offset
         return result
+
+    def _offset(self, path: str, data: bytes) -> int:
+        try:
+            return int(data.decode())
+        except ValueError:  # UnicodeDecodeError included
+            raise CorruptMetadata(self._full(path), f"offset {data!r} is not a decimal number") from None
 
     def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         root = f"{CONSUMERS}/{group}/offsets"
@@ -712,10 +794,34 @@ class ZooKeeperStore:
                 for partition in self._children(f"{root}/{topic}"):
                     path = f"{root}/{topic}/{partition}"
                     if not partition.isdigit():
-                        raise CorruptMetadata(self._full(path), "not a partition number")
+                        self._skip(path, b"", CorruptMetadata(self._full(path), "not a partition number"))
+                        continue
                     with contextlib.suppress(NoNodeError):
                         result[(topic, int(partition))] = zk.get(path)[0]
         return result
+
+    # --- producer ids ------------------------------------------------------------------------
+    def allocate_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
+        """Kafka's ZkProducerIdManager: read the last block and its znode version, write the next
+        block only if the version has not moved (another broker got one meanwhile: read again)."""
+        zk = self._zk()
+        with self._errors(PRODUCER_ID_BLOCK):
+            while True:
+                try:
+                    data, stat = zk.get(PRODUCER_ID_BLOCK)
+                except NoNodeError:
+                    with contextlib.suppress(NodeExistsError):
+                        zk.create(PRODUCER_ID_BLOCK, b"", makepath=True)
+                    continue
+                # Kafka creates the znode empty at startup: no block has been handed out yet.
+                current = decode_producer_id_block(data, self._full(PRODUCER_ID_BLOCK)) if data else None
+                block = next_producer_id_block(current, broker_id)
+                try:
+                    zk.set(PRODUCER_ID_BLOCK, _dumps(encode_producer_id_block(block)), version=stat.version)
+                except BadVersionError:
+                    continue
+                log.info("broker %d got producer ids %d to %d", broker_id, block.first_id, block.last_id)
+                return block
 
     # --- internals ---------------------------------------------------------------------------
     def _zk(self) -> Any:
@@ -748,6 +854,33 @@ class ZooKeeperStore:
         if not isinstance(obj, dict):
             raise CorruptMetadata(self._full(path), "not a JSON object")
         return obj
+
+    def _text(self, path: str, data: bytes) -> str:
+        try:
+            return data.decode()
+        except UnicodeDecodeError as exc:
+            raise CorruptMetadata(self._full(path), f"not UTF-8 ({exc})") from None
+
+    def _readable(self, path: str, data: bytes, decode: Callable[[str, bytes], _T]) -> _T | None:
+        """One child of a list read: its decoded value, or None when it is corrupt, so that one bad
+        znode never hides the good ones. Skips are logged once per content of the znode, not on every
+        re-read (watches re-read often)."""
+        try:
+            value = decode(path, data)
+        except CorruptMetadata as exc:
+            self._skip(path, data, exc)
+            return None
+        if self._skipped:
+            with self._lock:
+                self._skipped.pop(path, None)  # readable again: a new corruption is news
+        return value
+
+    def _skip(self, path: str, data: bytes, problem: CorruptMetadata) -> None:
+        with self._lock:
+            news = self._skipped.get(path) != data
+            self._skipped[path] = data
+        if news:
+            log.error("skipping %s", problem)
 
     def _check_version(self, path: str, obj: Mapping[str, Any], known: tuple[Any, ...], key: str) -> None:
         if obj.get(key) not in known or isinstance(obj.get(key), bool):
@@ -818,9 +951,9 @@ class ZooKeeperStore:
             if holder != -1:
                 return holder
 
-    def _election_watch(self, path: str) -> _ZkWatch:
-        return _ZkWatch(self, self._full(path), lambda w: (self._read_holder(path, w),),
-                        lambda holder: self._reelect(path, holder))
+    def _watch_election(self, path: str) -> None:
+        self._watch_state(path, lambda w: (self._read_holder(path, w),),
+                          lambda holder: self._reelect(path, holder))
 
     def _reelect(self, path: str, holder: int) -> None:
         """Internal watch: the holder is gone, so our best candidate runs (every store races)."""
@@ -840,14 +973,32 @@ class ZooKeeperStore:
             with contextlib.suppress(NoNodeError):
                 zk.delete(path, version=stat.version)
 
-    def _add_watch(self, watch: _ZkWatch) -> _ZkWatch:
+    def _watch_state(self, path: str, compute: Callable[[Any], tuple[Any, ...]],
+                     callback: Callable[..., None]) -> _Subscription:
+        """Subscribe to the one _StateWatch of ``path`` (created on first use)."""
         self._zk()
+        name = self._full(path)
         with self._lock:
-            self._watches.append(watch)
-        watch.refresh(force=not isinstance(watch, _ChangeWatch))
-        return watch
+            watch = self._state_watches.get(name)
+            if watch is None:
+                watch = self._state_watches[name] = _StateWatch(self, name, compute)
+                self._watches.append(watch)
+            subscription = _Subscription(watch, callback)
+            watch.subscribers.append(subscription)
+        watch.start(subscription)
+        return subscription
 
-    def _forget(self, watch: _ZkWatch) -> None:
+    def _unsubscribe(self, subscription: _Subscription) -> None:
+        watch = subscription.watch
+        with self._lock:
+            with contextlib.suppress(ValueError):
+                watch.subscribers.remove(subscription)
+            if not watch.subscribers and self._state_watches.get(watch.name) is watch:
+                watch.cancelled = True  # its ZooKeeper watches fire once more, into nothing
+                del self._state_watches[watch.name]
+                self._watches.remove(watch)
+
+    def _forget(self, watch: _ChangeWatch) -> None:
         with self._lock, contextlib.suppress(ValueError):
             self._watches.remove(watch)
 
@@ -899,18 +1050,30 @@ class ZooKeeperStore:
                     zk.create(path, _dumps(encode_broker(registration)), ephemeral=True, makepath=True)
                     break
                 except NodeExistsError:
-                    stat = zk.exists(path)
-                    if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
-                        break
-                    if time.monotonic() > deadline:
+                    held = self._held_by_another(path, deadline)
+                    if held is None:
+                        break  # ours already
+                    if held:
                         log.error("cannot re-register broker %d: %s is held by another session",
                                   registration.broker_id, self._full(path))
                         break
-                    time.sleep(0.1)  # the old session's node has not gone yet
                 except KazooException as exc:
                     log.error("cannot re-register broker %d at %s: %s", registration.broker_id,
                               self._full(path), exc)
                     break
+
+    def _held_by_another(self, path: str, deadline: float) -> bool | None:
+        """None if this session holds ``path``; else wait (woken by a ZooKeeper watch, not a poll)
+        until it changes, typically the old session's node going, and say whether the deadline
+        passed first."""
+        zk = self._client
+        changed = threading.Event()
+        stat = zk.exists(path, watch=lambda event: changed.set())
+        if stat is None:
+            return False
+        if stat.ephemeralOwner == zk.client_id[0]:
+            return None
+        return not changed.wait(max(0.0, deadline - time.monotonic()))
 
 
 # --- Kafka's JSON formats ----------------------------------------------------------------------
@@ -986,6 +1149,30 @@ def decode_topic(name: str, obj: Mapping[str, Any], path: str) -> TopicInfo:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadata(path, f"malformed topic ({type(exc).__name__}: {exc})") from None
     return TopicInfo(name, topic_id, dict(sorted(partitions.items())))
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> dict[str, Any]:
+    """ProducerIdBlockZNode version 1; Kafka writes the ids as decimal strings."""
+    return {"version": 1, "broker": block.broker_id, "block_start": str(block.first_id),
+            "block_end": str(block.last_id)}
+
+
+def decode_producer_id_block(data: bytes, path: str) -> ProducerIdBlock:
+    try:
+        obj = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptMetadata(path, f"invalid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise CorruptMetadata(path, "not a JSON object")
+    if obj.get("version") != 1 or isinstance(obj.get("version"), bool):
+        raise CorruptMetadata(path, f"unknown version {obj.get('version')!r} (known: 1)")
+    try:
+        broker, start, end = obj["broker"], int(obj["block_start"]), int(obj["block_end"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadata(path, f"malformed producer id block ({type(exc).__name__}: {exc})") from None
+    if not isinstance(broker, int) or isinstance(broker, bool) or start < 0 or end < start:
+        raise CorruptMetadata(path, f"malformed producer id block (broker {broker!r}, {start} to {end})")
+    return ProducerIdBlock(broker, start, end - start + 1)
 
 
 if TYPE_CHECKING:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -25,6 +24,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import StoreError, TopicAlreadyExists, TopicInfo, UnknownTopic, check_topic_name
+from kafkapy.store.onloop import watching
 from kafkapy.topics.assignment import assign_replicas, placement_for_new_partitions
 
 if TYPE_CHECKING:
@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
 _WAIT_CAP_S = 30.0  # never hold a request longer than this, whatever timeout_ms says
-_POLL_S = 0.01
 
 
 def _positive(value: Any) -> str | None:
@@ -136,15 +135,15 @@ class TopicsModule(Module):
         return topics, {b.broker_id for b in brokers}
 
     async def _settled(self, done: Callable[[Mapping[str, TopicInfo]], bool], timeout_ms: int) -> bool:
-        """Wait until this broker's topics view shows a change (True), or timeout_ms passes (False)."""
+        """Wait until this broker's topics view shows a change (True), or timeout_ms passes (False).
+        A watch of the store's topics wakes the wait; it is set after the broker's own, so when it
+        sees the change the broker's view (what Metadata answers from) already has it."""
         if timeout_ms <= 0:
             return False
-        deadline = time.monotonic() + min(timeout_ms / 1000, _WAIT_CAP_S)
-        while not done(self.services.cluster.topics):
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(_POLL_S)
-        return True
+        if done(self.services.cluster.topics):
+            return True
+        async with watching(self.services.loop, self.services.store.watch_topics) as topics:
+            return await topics.wait_for(done, min(timeout_ms / 1000, _WAIT_CAP_S))
 
     # --- CreateTopics (19) --------------------------------------------------------------------
 

@@ -49,7 +49,10 @@ def _metadata_with(port: int, brokers: int) -> Any:
 
 @pytest.fixture
 def serve_process(zk_connect: str) -> Iterator[Any]:
+    """Start `kafkapy serve` on this test's chroot: (process, port); what it logged before listening
+    is kept in ``start.early[process.pid]``."""
     procs: list[subprocess.Popen[str]] = []
+    early: dict[int, list[str]] = {}
 
     def start(broker_id: int) -> tuple[subprocess.Popen[str], int]:
         proc = subprocess.Popen(
@@ -60,15 +63,18 @@ def serve_process(zk_connect: str) -> Iterator[Any]:
             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         procs.append(proc)
         assert proc.stderr is not None
+        lines = early[proc.pid] = []
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = proc.stderr.readline()
+            lines.append(line)
             match = LISTENING.search(line)
             if match:
                 return proc, int(match.group(1))
             assert line or proc.poll() is None, f"kafkapy serve exited: {proc.returncode}"
         raise AssertionError("kafkapy serve did not start listening")
 
+    start.early = early  # type: ignore[attr-defined]
     yield start
     for proc in procs:
         if proc.poll() is None:
@@ -92,6 +98,49 @@ def test_two_serve_processes_on_one_zookeeper_see_each_other(serve_process: Any)
     assert second.wait(timeout=30) == 0
     wait_until(lambda: [b["node_id"] for b in _round_trip(port_a, 3, 12, {"topics": None})["brokers"]] == [1],
                what="the stopped broker to leave Metadata")
+
+
+def test_a_corrupt_broker_registration_hides_no_broker(zk_connect: str, serve_process: Any) -> None:
+    """Issue 14 item 1: /brokers/ids/9 with invalid JSON (and /brokers/ids/8 with an unknown version)
+    in ZooKeeper. A fresh `kafkapy serve` lists itself and every valid broker in Metadata, a real client
+    bootstraps, and each bad registration is logged once, naming its path, however often it is re-read."""
+    from kafka.admin import KafkaAdminClient
+
+    hosts, chroot = zk_connect.split("/", 1)
+    raw = KazooClient(hosts=hosts)
+    raw.start(timeout=10)
+    try:
+        raw.create(f"/{chroot}/brokers/ids/9", b"{not json", makepath=True)
+        raw.create(f"/{chroot}/brokers/ids/8", b'{"version":99,"host":"h","port":1}', makepath=True)
+        proc, port = serve_process(1)
+        metadata = _round_trip(port, 3, 12, {"topics": None})
+        assert [(b["node_id"], b["port"]) for b in metadata["brokers"]] == [(1, port)]
+        # Another (valid) broker registers later: the watch re-reads /brokers/ids, corrupt nodes and all.
+        raw.create(f"/{chroot}/brokers/ids/5", json.dumps(
+            {"version": 4, "host": "127.0.0.1", "port": port, "jmx_port": -1, "timestamp": "1",
+             "endpoints": [f"PLAINTEXT://127.0.0.1:{port}"],
+             "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"}, "rack": None}).encode(),
+            ephemeral=True)
+        wait_until(lambda: _metadata_with(port, 2), what="broker 5 in Metadata")
+        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}", client_id="corrupt-znode",
+                                 request_timeout_ms=10000)
+        try:
+            described = admin.describe_cluster()
+        finally:
+            admin.close()
+        assert sorted(b["broker_id"] for b in described["brokers"]) == [1, 5]
+        assert described["controller_id"] == 1
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.communicate(timeout=30)[1]
+        assert proc.returncode == 0
+    finally:
+        raw.stop()
+        raw.close()
+    stderr = "".join(serve_process.early[proc.pid]) + rest
+    assert "Traceback" not in stderr
+    for bad, problem in (("9", "invalid JSON"), ("8", "unknown version 99")):
+        logged = [line for line in stderr.splitlines() if f"/{chroot}/brokers/ids/{bad}" in line]
+        assert len(logged) == 1 and problem in logged[0], stderr
 
 
 def test_broker_re_registers_after_its_session_expires(zk_connect: str) -> None:

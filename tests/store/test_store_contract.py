@@ -8,6 +8,7 @@ watch or of a re-election waits for it.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,11 +21,13 @@ from kafkapy.store import (
     FeatureEpochConflict,
     MemoryStore,
     MetadataStore,
+    ProducerIdBlock,
     StoreError,
     TopicAlreadyExists,
     UnknownTopic,
     ZooKeeperStore,
 )
+from kafkapy.store.base import PRODUCER_ID_BLOCK_SIZE, ROLES
 
 Opener = Callable[[], Any]
 
@@ -59,10 +62,38 @@ def store(cluster: Opener) -> Any:
     return cluster()
 
 
+def _methods(protocol: type) -> set[str]:
+    return {n for n, v in vars(protocol).items() if not n.startswith("_") and callable(v)}
+
+
 def test_both_implement_the_protocol(store: MetadataStore) -> None:
     # A static check really (mypy); here: every method of the interface exists.
     for name in [n for n in dir(MetadataStore) if not n.startswith("_")]:
         assert callable(getattr(store, name)), name
+
+
+def test_metadata_store_is_exactly_the_union_of_the_roles() -> None:
+    """Every method has one role: the roles do not overlap, and MetadataStore adds nothing of its own."""
+    seen: dict[str, type] = {}
+    for role in ROLES:
+        assert role in MetadataStore.__mro__, role
+        for name in _methods(role):
+            assert name not in seen, f"{name} is in both {seen[name].__name__} and {role.__name__}"
+            seen[name] = role
+    assert not _methods(MetadataStore)
+    public = {n for n in dir(MetadataStore) if not n.startswith("_")}
+    assert public == seen.keys()
+    assert public >= _BEFORE_THE_SPLIT  # callers of the single interface keep working
+    assert "allocate_producer_id_block" in public
+
+
+# The 33 methods of MetadataStore before it was split into roles.
+_BEFORE_THE_SPLIT = set("""add_partitions allocate_broker_id brokers close cluster_id commit_offsets
+    controller_id coordinator_id create_topic delete_topic elect_controller elect_coordinator
+    entity_config entity_configs
+    finalized_features groups members offsets owners register_broker set_entity_config set_finalized_features
+    set_members set_owners start topics unregister_broker watch_brokers watch_controller watch_coordinator
+    watch_entity_configs watch_features watch_topics""".split())
 
 
 # --- cluster and brokers ---------------------------------------------------------------------------
@@ -399,6 +430,63 @@ def test_group_members(cluster: Opener) -> None:
     assert b.groups() == ["g"]
     a.close()
     assert b.members("g") == {"c3": 7000}  # persistent, seed 001's coordinator reads it on election
+
+
+def test_watches_of_one_kind_run_in_the_order_they_were_set(cluster: Opener) -> None:
+    """A watch set later sees a state only after the earlier ones did: a request waiting on its own
+    watch (CreateTopics) then finds the broker's view (an earlier watch) already up to date."""
+    a, b = cluster(), cluster()
+    first, late_starts, behind = Recorder(), Recorder(), []
+
+    def second(topics: dict[str, Any]) -> None:
+        if first.last is None or sorted(first.last) != sorted(topics):
+            behind.append((sorted(first.last or {}), sorted(topics)))
+
+    a.watch_topics(first)
+    a.watch_topics(second)
+    for i in range(10):
+        b.create_topic(f"t{i}", {0: (1,)})
+        a.watch_topics(lambda topics: late_starts(sorted(topics) == sorted(first.last or {})))
+    first.wait_for(lambda topics: len(topics) == 10)
+    wait_until(lambda: len(late_starts.calls) >= 10, what="every late watch's first call")
+    assert behind == []
+    assert all(late_starts.calls)
+
+
+# --- producer ids ----------------------------------------------------------------------------------
+
+def test_producer_id_blocks_follow_each_other(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert PRODUCER_ID_BLOCK_SIZE == 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
+    first = a.allocate_producer_id_block(1)
+    assert first == ProducerIdBlock(1, 0, 1000) and first.last_id == 999
+    assert b.allocate_producer_id_block(2) == ProducerIdBlock(2, 1000, 1000)
+    assert a.allocate_producer_id_block(1) == ProducerIdBlock(1, 2000, 1000)
+
+
+def test_producer_id_blocks_never_overlap_under_contention(cluster: Opener) -> None:
+    """Handles racing from threads (ZooKeeper: sessions racing on the znode version) never share an id."""
+    handles = [cluster() for _ in range(4)]
+    blocks: list[ProducerIdBlock] = []
+
+    def grab(handle: Any, broker_id: int) -> None:
+        for _ in range(5):
+            blocks.append(handle.allocate_producer_id_block(broker_id))
+
+    threads = [threading.Thread(target=grab, args=(h, i)) for i, h in enumerate(handles)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    starts = sorted(block.first_id for block in blocks)
+    assert starts == [i * 1000 for i in range(20)]
+
+
+def test_producer_id_blocks_outlive_every_session(cluster: Opener) -> None:
+    a = cluster()
+    a.allocate_producer_id_block(1)
+    a.close()
+    assert cluster().allocate_producer_id_block(2).first_id == 1000
 
 
 # --- lifecycle ---------------------------------------------------------------------------------------

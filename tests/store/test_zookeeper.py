@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -55,6 +56,29 @@ def read_json(raw: KazooClient, path: str) -> Any:
 
 
 # --- formats -----------------------------------------------------------------------------------------
+
+def test_producer_id_block_znode_is_kafkas(store: ZooKeeperStore, raw: KazooClient) -> None:
+    """Kafka's ProducerIdBlockZNode: created empty at startup, then version 1 with the ids as strings."""
+    assert raw.get("/latest_producer_id_block")[0] == b""
+    store.allocate_producer_id_block(7)
+    data, stat = raw.get("/latest_producer_id_block")
+    assert json.loads(data) == {"version": 1, "broker": 7, "block_start": "0", "block_end": "999"}
+    # A block a Kafka broker wrote is continued, and every write is a new znode version.
+    raw.set("/latest_producer_id_block",
+            b'{"version":1,"broker":3,"block_start":"41000","block_end":"41999"}')
+    assert store.allocate_producer_id_block(8).first_id == 42000
+    assert read_json(raw, "/latest_producer_id_block") == {"version": 1, "broker": 8, "block_start": "42000",
+                                                          "block_end": "42999"}
+    assert raw.exists("/latest_producer_id_block").version == stat.version + 2
+
+
+def test_producer_ids_exhausted(store: ZooKeeperStore, raw: KazooClient) -> None:
+    last = 2**63 - 1
+    raw.set("/latest_producer_id_block", json.dumps(
+        {"version": 1, "broker": 1, "block_start": str(last - 1500), "block_end": str(last - 501)}).encode())
+    with pytest.raises(StoreError, match="producer ids are exhausted"):
+        store.allocate_producer_id_block(1)
+
 
 def test_broker_znode_is_kafkas_version_5(store: ZooKeeperStore, raw: KazooClient) -> None:
     store.register_broker(registration(1, rack="rack-a"))
@@ -311,22 +335,22 @@ def test_chroot_that_cannot_be_created_is_named(zk_connect: str, raw: KazooClien
 
 
 @pytest.mark.parametrize(("path", "data", "read", "problem"), [
-    ("/brokers/ids/99", b"{not json", lambda s: s.brokers(), "invalid JSON"),
-    ("/brokers/ids/99", b'{"version":6,"host":"h"}', lambda s: s.brokers(), "unknown version 6"),
     ("/feature", b'{"version":99,"status":1,"features":{}}', lambda s: s.finalized_features(),
      "unknown version 99"),
     ("/feature", b"\xff\xfe", lambda s: s.finalized_features(), "invalid JSON"),
-    ("/brokers/topics/t", b'{"version":4,"partitions":{}}', lambda s: s.topics(), "unknown version 4"),
-    ("/brokers/topics/t", b'{"version":3,"partitions":[1]}', lambda s: s.topics(), "malformed topic"),
+    ("/brokers/topics/t", b'{"version":4,"partitions":{}}', lambda s: s.add_partitions("t", {1: (1,)}),
+     "unknown version 4"),
     ("/controller", b"[]", lambda s: s.controller_id(), "not a JSON object"),
     ("/cluster/id", b'{"version":"9","id":"x"}', lambda s: ZooKeeperStore(s.connect).start(),
      "unknown version '9'"),
     ("/config/ips/1.2.3.4", b'{"version":1,"config":', lambda s: s.entity_config("ips/1.2.3.4"),
      "invalid JSON"),
-    ("/config/users/u", b'{"version":2,"config":{}}', lambda s: s.entity_configs("users"),
-     "unknown version 2"),
-    ("/consumers/g/offsets/t/0", b"forty-two", lambda s: s.offsets("g"), "not a decimal number"),
     ("/consumers/coordinator", b"me", lambda s: s.coordinator_id(), "not a broker id"),
+    ("/latest_producer_id_block", b'{"version":2}', lambda s: s.allocate_producer_id_block(1),
+     "unknown version 2"),
+    ("/latest_producer_id_block", b'{"version":1,"broker":1,"block_start":"x","block_end":"9"}',
+     lambda s: s.allocate_producer_id_block(1), "malformed producer id block"),
+    ("/latest_producer_id_block", b"{", lambda s: s.allocate_producer_id_block(1), "invalid JSON"),
 ])
 def test_corrupt_znode_error_names_the_path(store: ZooKeeperStore, raw: KazooClient, path: str, data: bytes,
                                             read: Any, problem: str) -> None:
@@ -339,6 +363,84 @@ def test_corrupt_znode_error_names_the_path(store: ZooKeeperStore, raw: KazooCli
     assert info.value.path == store.chroot + path
     assert str(info.value).startswith(f"{store.chroot}{path}: ")
     assert problem in str(info.value)
+
+
+# One corrupt child of each list read: (path, data, the read, what it returns with only the good child).
+_GOOD = b'{"version":1,"config":{"consumer_byte_rate":"1"}}'
+_LIST_READS = [
+    ("/brokers/ids/9", b"{not json", lambda s: s.brokers(), "invalid JSON"),
+    ("/brokers/ids/9", b'{"version":6,"host":"h"}', lambda s: s.brokers(), "unknown version 6"),
+    ("/brokers/ids/nine", b"{}", lambda s: s.brokers(), "not a broker id"),
+    ("/brokers/topics/bad", b'{"version":4,"partitions":{}}', lambda s: s.topics(), "unknown version 4"),
+    ("/brokers/topics/bad", b'{"version":3,"partitions":[1]}', lambda s: s.topics(), "malformed topic"),
+    ("/config/users/bad", b'{"version":2,"config":{}}', lambda s: s.entity_configs("users"),
+     "unknown version 2"),
+    ("/config/ips/9.9.9.9", b"\xff", lambda s: s.entity_configs("ips"), "invalid JSON"),
+    ("/config/clients/bad", b'{"version":1}', lambda s: s.entity_configs("clients"), "no config object"),
+    ("/config/brokers/7", b"[", lambda s: s.entity_configs("brokers"), "invalid JSON"),
+    ("/config/users/u/clients/bad", b"{", lambda s: s.entity_configs("users/clients"), "invalid JSON"),
+    ("/consumers/g/offsets/t/1", b"forty-two", lambda s: s.offsets("g"), "not a decimal number"),
+    ("/consumers/g/offsets/t/x", b"1", lambda s: s.offsets("g"), "not a partition number"),
+    ("/consumers/g/owners/t/1", b"\xff\xfe", lambda s: s.owners("g"), "not UTF-8"),
+    ("/consumers/g/members/bad", b'{"session_timeout_ms":"9"}', lambda s: s.members("g"),
+     "session_timeout_ms is not an integer"),
+]
+
+
+def _good_children(store: ZooKeeperStore, path: str) -> None:
+    """One readable child beside the corrupt one, written the store's way."""
+    if path.startswith("/brokers/ids"):
+        store.register_broker(registration(1))
+    elif path.startswith("/brokers/topics"):
+        store.create_topic("good", {0: (1,)})
+    elif path.startswith("/config/users/u/clients"):
+        store.set_entity_config("users/u/clients/good", {"consumer_byte_rate": "1"})
+    elif path.startswith("/config"):
+        kind = path.split("/")[2]
+        store.set_entity_config(f"{kind}/{'1' if kind == 'brokers' else 'good'}", {"consumer_byte_rate": "1"})
+    elif "/offsets/" in path:
+        store.commit_offsets("g", {("t", 0): 42})
+    elif "/owners/" in path:
+        store.set_owners("g", {("t", 0): "c-1"})
+    else:
+        store.set_members("g", {"c-1": 6000})
+
+
+@pytest.mark.parametrize(("path", "data", "read", "problem"), _LIST_READS)
+def test_list_read_skips_a_corrupt_child_and_logs_it_once(store: ZooKeeperStore, raw: KazooClient, path: str,
+                                                          data: bytes, read: Any, problem: str,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 14: one corrupt znode must not hide the readable ones; it is logged once, naming its path."""
+    caplog.set_level(logging.ERROR, logger="kafkapy.store.zookeeper")
+    _good_children(store, path)
+    good = read(store)
+    assert good
+    raw.create(path, data, makepath=True)
+    assert read(store) == good
+    assert read(store) == good  # a re-read (as every watch does) logs nothing new
+    full = store.chroot + path
+    logged = [r.getMessage() for r in caplog.records if full in r.getMessage()]
+    assert len(logged) == 1 and problem in logged[0] and logged[0].startswith(f"skipping {full}: "), logged
+    if problem != "not a partition number":  # there the name is wrong, whatever the content
+        # Corrupt in another way: that is news, logged again.
+        raw.set(path, data + b" ")
+        assert read(store) == good
+        assert len([r for r in caplog.records if full in r.getMessage()]) == 2
+
+
+def test_watches_skip_a_corrupt_child(store: ZooKeeperStore, raw: KazooClient) -> None:
+    """A watch started while a corrupt child is present gets the readable ones at once."""
+    raw.create("/brokers/ids/9", b"{not json", makepath=True)
+    raw.create("/brokers/topics/bad", b"{", makepath=True)
+    store.register_broker(registration(1))
+    store.create_topic("good", {0: (1,)})
+    brokers, topics = Recorder(), Recorder()
+    store.watch_brokers(brokers)
+    store.watch_topics(topics)
+    assert [r.broker_id for r in brokers.wait_count(1)[0]] == [1]
+    assert list(topics.wait_count(1)[0]) == ["good"]
+    store.create_topic("later", {0: (1,)})
+    topics.wait_for(lambda view: sorted(view) == ["good", "later"])
 
 
 def test_watch_on_corrupt_znode_logs_and_survives(store: ZooKeeperStore, raw: KazooClient,
@@ -378,3 +480,26 @@ def test_old_change_notifications_are_purged(store: ZooKeeperStore, raw: KazooCl
     configs.wait_count(2)
     wait_until(lambda: raw.get_children("/config/changes") == ["config_change_0000000001"],
                what="the old notification to be purged, the new one kept")
+
+
+def test_re_registration_waits_for_the_old_node_to_go(open_store: Any, raw: KazooClient,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """After a session loss the old session's /brokers/ids/<id> may linger; the store waits for it to
+    go (woken by a ZooKeeper watch) and registers at once, or gives up with an error at its deadline."""
+    store = open_store(session_timeout_ms=1000)  # the deadline is twice the session timeout
+    store.register_broker(registration(5))
+    for held_for in (0.3, None):
+        raw.delete("/brokers/ids/5")
+        raw.create("/brokers/ids/5", b"{}", ephemeral=True)  # "the old session's" node
+        if held_for is not None:
+            threading.Timer(held_for, raw.delete, args=("/brokers/ids/5",)).start()
+        started = time.monotonic()
+        store._reregister()
+        took = time.monotonic() - started
+        owner = raw.exists("/brokers/ids/5").ephemeralOwner
+        if held_for is not None:
+            assert held_for <= took < held_for + 0.5  # woken by the deletion, not a poll's next turn
+            assert owner == store.client.client_id[0]
+        else:
+            assert took >= 1.5 and owner == raw.client_id[0]
+            assert f"{store.chroot}/brokers/ids/5 is held by another session" in caplog.text

@@ -55,3 +55,39 @@ def test_topics_live_in_zookeeper(zk_connect: str) -> None:
         finally:
             zk.stop()
             zk.close()
+
+
+def test_a_timed_create_or_delete_answers_once_metadata_shows_it(zk_connect: str) -> None:
+    """CreateTopics/DeleteTopics/CreatePartitions with a timeout answer when the change reached this
+    broker's view (woken by a store watch, not a poll), so Metadata on the same connection right
+    after shows it, every time."""
+    import sys
+    from pathlib import Path
+
+    from kafkapy.protocol.api_keys import ApiKey
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
+    from server_wire import KafkaSocket
+
+    def names(conn: KafkaSocket) -> dict[str, int]:
+        topics = conn.call(ApiKey.METADATA, 12, {"topics": None}).body["topics"]
+        return {t["name"]: len(t["partitions"]) for t in topics}
+
+    with Broker({"zookeeper.connect": zk_connect, "broker.id": 1}) as broker, \
+            KafkaSocket(broker.bootstrap_servers) as conn:
+        for i in range(8):
+            name = f"t{i}"
+            body = {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                                "configs": []}], "timeout_ms": TIMEOUT_MS, "validate_only": False}
+            created = conn.call(ApiKey.CREATE_TOPICS, 7, body).body["topics"]
+            assert created[0]["error_code"] == 0
+            assert names(conn).get(name) == 1
+            grown = conn.call(ApiKey.CREATE_PARTITIONS, 3, {
+                "topics": [{"name": name, "count": 2, "assignments": None}], "timeout_ms": TIMEOUT_MS,
+                "validate_only": False}).body["results"]
+            assert grown[0]["error_code"] == 0
+            assert names(conn).get(name) == 2
+            deleted = conn.call(ApiKey.DELETE_TOPICS, 5, {"topic_names": [name], "timeout_ms": TIMEOUT_MS}
+                                ).body["responses"]
+            assert deleted[0]["error_code"] == 0
+            assert name not in names(conn)
