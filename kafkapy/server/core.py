@@ -17,7 +17,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
-from kafkapy.server.services import BrokerServices
+from kafkapy.server.services import NO_LEADER, BrokerServices, partition_leader
 from kafkapy.store.base import BrokerRegistration, TopicInfo
 
 __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
@@ -57,9 +57,11 @@ def _topic_metadata(info: TopicInfo, live: set[int]) -> dict[str, Any]:
     partitions = []
     for index, replicas in sorted(info.partitions.items()):
         isr = [r for r in replicas if r in live]
-        partitions.append({"error_code": 0 if isr else ErrorCode.LEADER_NOT_AVAILABLE,
+        leader = partition_leader(replicas, live)
+        error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append({"error_code": error,
                            "partition_index": index,
-                           "leader_id": isr[0] if isr else -1, "leader_epoch": 0,
+                           "leader_id": leader, "leader_epoch": 0,
                            "replica_nodes": list(replicas), "isr_nodes": isr,
                            "offline_replicas": [r for r in replicas if r not in live]})
     return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id, "is_internal": False,

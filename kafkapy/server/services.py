@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kafkapy.store.base import BrokerRegistration, MetadataStore, TopicInfo
@@ -27,13 +27,27 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["FINALIZED_FEATURES", "AcceptGate", "BrokerServices", "ClusterView"]
+__all__ = ["FINALIZED_FEATURES", "NO_LEADER", "AcceptGate", "BrokerServices", "ClusterView",
+           "partition_leader"]
 
 T = TypeVar("T")
 
 # The capability of a module that finalizes features (KIP-584): while one is enabled, nothing is
 # finalized (so gated APIs stay closed) until it says otherwise with set_finalized_features.
 FINALIZED_FEATURES = "finalized-features"
+
+
+NO_LEADER = -1  # Metadata's leader_id when no replica is live
+
+
+def partition_leader(replicas: Sequence[int], live: Collection[int]) -> int:
+    """The leader of a partition: its first live replica (the preferred leader while it is up),
+    NO_LEADER when none is. The one rule Metadata answers with and the data plane enforces, so a
+    client sent to a broker by Metadata is never refused by it for leadership."""
+    for replica in replicas:
+        if replica in live:
+            return replica
+    return NO_LEADER
 
 
 class ClusterView:
