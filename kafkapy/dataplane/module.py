@@ -30,7 +30,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
-from kafkapy.server.config import ConfigKey
+from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import AUTO_TOPIC_CREATION, BrokerServices
 
@@ -138,9 +138,16 @@ class DataPlaneModule(Module):
         services = self.services
         expiration = services.config["producer.id.expiration.ms"]
         if self.log_dirs:
-            logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
-                                           cluster_id=services.cluster.cluster_id or None,
-                                           default_config=self.default_log_config)
+            # meta.properties pins a directory to its cluster only when the cluster has a lasting
+            # identity (ZooKeeper, or cluster.id set): an in-memory store makes a new one each run.
+            config = services.config
+            lasting = bool(config["zookeeper.connect"] or config["cluster.id"])
+            try:
+                logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
+                                               cluster_id=services.cluster.cluster_id if lasting else None,
+                                               default_config=self.default_log_config)
+            except (ValueError, OSError) as exc:  # MetaPropertiesMismatch is a ValueError
+                raise ConfigError(f"log.dirs {','.join(self.log_dirs)}: {exc}") from None
             home = LogHome(logs, producer_id_expiration_ms=expiration)
             self._owns_logs = True
         else:

@@ -149,7 +149,8 @@ def test_acks_zero_sends_no_answer_and_invalid_acks_are_refused(broker: Broker) 
         # the next answer on the connection is the ApiVersions one: Produce sent nothing
         assert conn.call(ApiKey.API_VERSIONS, 0, {}).body["error_code"] == 0
         assert partitions_of(broker).logs.get("t", 0).log_end_offset == 1  # type: ignore[union-attr]
-        assert produce(conn, "t", {0: batch(b"z")}, acks=2)[0]["error_code"] == ErrorCode.INVALID_REQUIRED_ACKS
+        refused = produce(conn, "t", {0: batch(b"z")}, acks=2)[0]
+        assert refused["error_code"] == ErrorCode.INVALID_REQUIRED_ACKS
         # acks=0 and a failed partition: the connection is closed, as Kafka does
         body["topic_data"][0]["partition_data"][0]["index"] = 9  # type: ignore[index]
         conn.send(ApiKey.PRODUCE, 9, body)
@@ -219,7 +220,8 @@ def test_auto_creation_off() -> None:
             KafkaSocket(b.bootstrap_servers) as conn:
         [topic] = conn.call(ApiKey.METADATA, 1, {"topics": [{"name": "nope"}]}).body["topics"]
         assert topic["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert produce(conn, "nope", {0: batch(b"x")})[0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        refused = produce(conn, "nope", {0: batch(b"x")})[0]
+        assert refused["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         time.sleep(0.2)
         assert b.runtime is not None and "nope" not in b.runtime.cluster.topics
 
