@@ -27,6 +27,7 @@ from kafkapy.log.base import NO_OFFSET, NO_TIMESTAMP, UNDEFINED_EPOCH
 from kafkapy.log.topic_config import LONG_MAX
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.catalogue import get_api
 from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
@@ -186,14 +187,16 @@ class DataPlaneModule(Module):
             ApiKey.DELETE_RECORDS: ApiHandler(VersionRange(0, 2), self.delete_records),
             ApiKey.DESCRIBE_LOG_DIRS: ApiHandler(VersionRange(1, 5), self.describe_log_dirs),
         }
-        if importlib.util.find_spec("kafkapy.dataplane.fetch") is not None:
-            handlers[ApiKey.FETCH] = ApiHandler(VersionRange(4, 17), self.fetch)
+        fetch_spec = get_api(ApiKey.FETCH)
+        if fetch_spec is not None and importlib.util.find_spec("kafkapy.dataplane.fetch") is not None:
+            handlers[ApiKey.FETCH] = ApiHandler(VersionRange(4, fetch_spec.max_version), self.fetch)
         return handlers
 
-    def fetch(self, ctx: RequestContext, request: Request) -> Awaitable[Answer]:
+    def fetch(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
+        """The fetch branch's FetchHandler.handle (kafkapy/dataplane/fetch.py)."""
         if self._fetch is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
-        result: Awaitable[Answer] = self._fetch.handle(ctx, request)
+        result: Answer | Awaitable[Answer] = self._fetch.handle(ctx, request)
         return result
 
     # --- auto topic creation ------------------------------------------------------------------

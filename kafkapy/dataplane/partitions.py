@@ -22,6 +22,7 @@ after that drops the old logs, so the new topic starts empty.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 import weakref
@@ -52,13 +53,21 @@ class LogHome:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[tuple[str, int], ProducerStateManager] = {}
         self.topic_ids: dict[str, uuid.UUID] = {}  # the topic id each topic's logs were made for
+        # Brokers of one in-process cluster run on loops of their own (Broker() as a context
+        # manager) and share a memory home: making a log or a producer table is done under it.
+        self.lock = threading.Lock()
 
     def producer_state(self, topic: str, partition: int, log: SegmentedLog) -> ProducerStateManager:
         """The partition's producer table; built from the log's snapshot and tail the first time
         (so it survives a restart with log.dirs), then kept in step with every append."""
         key = (topic, partition)
         state = self.producers.get(key)
-        if state is None:
+        if state is not None:
+            return state
+        with self.lock:
+            state = self.producers.get(key)
+            if state is not None:
+                return state
             state = ProducerStateManager(producer_id_expiration_ms=self.producer_id_expiration_ms)
             state.recover(log, lambda offset: _batches_from(log, offset), int(time.time() * 1000),
                           log_start_offset=log.log_start_offset)
@@ -123,23 +132,29 @@ class Partitions:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 f"This server is not the leader for partition {topic}-{partition} "
                                 f"(the leader is broker {leader}).")
+        home = self.home
         topic_id = self.cluster.topics[topic].topic_id
-        known = self.home.topic_ids.get(topic)
-        if known != topic_id:
-            if known is not None:  # deleted and created again: the old records are gone
-                self.home.forget_topic(topic)
-            self.home.topic_ids[topic] = topic_id
-        log = self.home.logs.get(topic, partition)
-        if log is None:
-            log = self.home.logs.get_or_create(topic, partition, self._log_config(topic))
-        return log
+        log = home.logs.get(topic, partition)
+        if log is not None and home.topic_ids.get(topic) == topic_id:
+            return log
+        with home.lock:
+            known = home.topic_ids.get(topic)
+            if known != topic_id:
+                if known is not None:  # deleted and created again: the old records are gone
+                    home.forget_topic(topic)
+                home.topic_ids[topic] = topic_id
+            return home.logs.get_or_create(topic, partition, self._log_config(topic))
 
     def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
         """The idempotent-producer table of a partition this broker leads."""
         return self.home.producer_state(topic, partition, self.leader_log(topic, partition))
 
     def leader_epoch(self, topic: str, partition: int) -> int:
-        self.leader_of(topic, partition)
+        """The partition's current leader epoch (UNKNOWN_TOPIC_OR_PARTITION if there is none)."""
+        info = self.cluster.topics.get(topic)
+        if info is None or partition not in info.partitions:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"This server does not host this topic-partition: {topic}-{partition}.")
         return INITIAL_LEADER_EPOCH
 
     def topic_id(self, topic: str) -> uuid.UUID | None:

@@ -94,7 +94,7 @@ class ProduceHandler:
             if topic not in partitions.cluster.topics:
                 self.auto_create(topic)
             log = partitions.leader_log(topic, index)
-            state = partitions.producer_state(topic, index)
+            state = partitions.home.producer_state(topic, index, log)
             if records is None:
                 raise RecordsRejected(ErrorCode.INVALID_RECORD, "The produce request has no records.")
             # The one copy: the batch header is rewritten in place (offsets, epoch), and the log
