@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -246,3 +247,55 @@ def test_not_leader_on_a_two_broker_cluster_and_a_leader_change_keeps_the_record
         with KafkaSocket(first.bootstrap_servers) as a:
             assert list_offset(a, "two", 1, -1)["offset"] == 1
             assert produce(a, "two", {1: batch(b"more")})[1]["base_offset"] == 1
+
+
+def test_produce_versions_v3_and_v13_by_topic_id(broker: Broker) -> None:
+    assert broker.runtime is not None
+    topic_id = broker.runtime.cluster.topics["t"].topic_id
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        old = produce(conn, "t", {0: batch(b"v3")}, version=3)[0]
+        assert (old["error_code"], old["base_offset"]) == (0, 0)
+        assert "log_start_offset" not in old or old["log_start_offset"] == -1  # v5+ only
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 1000, "topic_data": [
+            {"topic_id": topic_id, "partition_data": [{"index": 0, "records": batch(b"v13")}]},
+            {"topic_id": uuid.uuid4(), "partition_data": [{"index": 0, "records": batch(b"lost")}]}]}
+        known, unknown = conn.call(ApiKey.PRODUCE, 13, body).body["responses"]
+        assert known["topic_id"] == topic_id
+        assert [(p["error_code"], p["base_offset"]) for p in known["partition_responses"]] == [(0, 1)]
+        assert [p["error_code"] for p in unknown["partition_responses"]] == [ErrorCode.UNKNOWN_TOPIC_ID]
+
+
+def test_init_producer_id_with_a_transactional_id_is_not_served_here(broker: Broker) -> None:
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        asked = {"transactional_id": "tx", "transaction_timeout_ms": 1000, "producer_id": -1,
+                 "producer_epoch": -1}
+        body = conn.call(ApiKey.INIT_PRODUCER_ID, 4, asked).body
+        assert (body["error_code"], body["producer_id"]) == (ErrorCode.NOT_COORDINATOR, -1)
+
+
+def test_metadata_auto_creation_refuses_an_invalid_name(broker: Broker) -> None:
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        [topic] = conn.call(ApiKey.METADATA, 1, {"topics": [{"name": "bad name!"}]}).body["topics"]
+        assert topic["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_log_dirs_describe_and_survive_a_restart(tmp_path: Path) -> None:
+    config = {"broker.id": 1, "log.dirs": str(tmp_path)}
+    store = MemoryStore()  # the topic outlives the first broker, as it would on ZooKeeper
+    with Broker(config, store=store) as b:
+        create(b, "t", {0: (1,)})
+        with KafkaSocket(b.bootstrap_servers) as conn:
+            assert produce(conn, "t", {0: batch(b"a", b"b")})[0]["base_offset"] == 0
+            [result] = conn.call(ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}).body["results"]
+            assert result["log_dir"] == str(tmp_path) and result["total_bytes"] > 0
+            [topic] = result["topics"]
+            assert topic["partitions"][0]["partition_size"] == len(batch(b"a", b"b"))
+    assert (tmp_path / "t-0" / "00000000000000000000.log").stat().st_size == len(batch(b"a", b"b"))
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    with Broker(config, store=store) as again, KafkaSocket(again.bootstrap_servers) as conn:
+        create_wait = time.monotonic() + 5
+        while again.runtime is not None and "t" not in again.runtime.cluster.topics:
+            assert time.monotonic() < create_wait
+            time.sleep(0.01)
+        assert list_offset(conn, "t", 0, -1)["offset"] == 2
+        assert produce(conn, "t", {0: batch(b"c")})[0]["base_offset"] == 2
