@@ -54,14 +54,16 @@ class ProducerIds:
         self.store = store
         self.broker_id = broker_id
         self.block: ProducerIdBlock | None = None
+        self._lock = threading.Lock()  # next_id runs on the loop and, for a new block, in a thread
 
     def next_id(self) -> int:
-        """Blocking when a new block is needed (call it off the loop)."""
-        if self.block is None or self.block.exhausted:
-            self.block = allocate_block(self.store, self.broker_id)
-        producer_id = self.block.next
-        self.block.next += 1
-        return producer_id
+        """Blocking when a new block is needed (then call it off the loop)."""
+        with self._lock:
+            if self.block is None or self.block.exhausted:
+                self.block = allocate_block(self.store, self.broker_id)
+            producer_id = self.block.next
+            self.block.next += 1
+            return producer_id
 
     @property
     def needs_block(self) -> bool:

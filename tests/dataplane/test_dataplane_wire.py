@@ -94,8 +94,6 @@ def test_a_corrupt_batch_is_refused_and_the_other_partition_stored(broker: Broke
 def test_record_errors_come_with_an_error_message(broker: Broker) -> None:
     """Compacted topics need keys: INVALID_RECORD with record errors, and (only then) a message."""
     keyless = build_record_batch([{"key": None, "value": b"v", "timestamp": 1}])
-    configs = partitions_of(broker)
-    assert configs is not None
     with KafkaSocket(broker.bootstrap_servers) as conn:
         module = next(m for m in broker.runtime.modules if isinstance(m, DataPlaneModule))  # type: ignore[union-attr]
         module.default_append_config = type(module.default_append_config)(compact=True)
