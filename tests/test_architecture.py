@@ -6,7 +6,7 @@ The layers, lowest first (a unit is a top-level package, or a top-level module o
     protocol
     store  log  client
     server
-    configs  features  quotas  topics  coordination  observers     (the modules)
+    configs  features  quotas  topics  coordination  observers  dataplane   (the modules)
     assembly  embedded  testing  capture  spark
     commands  cli  __main__
 

@@ -7,7 +7,7 @@ ApiVersions (18), Metadata (3), DescribeCluster (60) and BrokerMetadata
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import kafkapy
@@ -17,7 +17,13 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
-from kafkapy.server.services import BrokerServices
+from kafkapy.server.services import (
+    AUTO_TOPIC_CREATION,
+    NO_LEADER,
+    AutoTopicCreation,
+    BrokerServices,
+    partition_leader,
+)
 from kafkapy.store.base import BrokerRegistration, TopicInfo
 
 __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
@@ -25,7 +31,7 @@ __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "Core
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_core_apis.py pins the set it stands for.
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules. A test compares the live broker against the newest entry.
@@ -40,6 +46,11 @@ PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
     # + configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) for BROKER resources
     4: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
                   (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1)}),
+    # + dataplane (Produce, ListOffsets, DeleteRecords, InitProducerId, OffsetForLeaderEpoch,
+    # DescribeLogDirs, DescribeProducers)
+    5: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
+                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1),
+                  (0, 3, 13), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5), (61, 0, 0)}),
 }
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
@@ -57,9 +68,11 @@ def _topic_metadata(info: TopicInfo, live: set[int]) -> dict[str, Any]:
     partitions = []
     for index, replicas in sorted(info.partitions.items()):
         isr = [r for r in replicas if r in live]
-        partitions.append({"error_code": 0 if isr else ErrorCode.LEADER_NOT_AVAILABLE,
+        leader = partition_leader(replicas, live)
+        error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
+        partitions.append({"error_code": error,
                            "partition_index": index,
-                           "leader_id": isr[0] if isr else -1, "leader_epoch": 0,
+                           "leader_id": leader, "leader_epoch": 0,
                            "replica_nodes": list(replicas), "isr_nodes": isr,
                            "offline_replicas": [r for r in replicas if r not in live]})
     return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
@@ -74,6 +87,7 @@ def _version_int(version: str) -> str:
 
 class CoreModule(Module):
     name = "core"
+    wants = (AUTO_TOPIC_CREATION,)
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
@@ -150,7 +164,25 @@ class CoreModule(Module):
                 found.append((broker, endpoint.host, endpoint.port))
         return found
 
-    def metadata(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def metadata(self, ctx: RequestContext,
+                 request: Request) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
+        """Answered in place, unless requested topics are missing and may be auto-created: then a
+        coroutine that starts creating them and answers as Kafka does (LEADER_NOT_AVAILABLE)."""
+        requested = request.body.get("topics")
+        if requested and (ctx.api_version < 4 or request.body.get("allow_auto_topic_creation", True)):
+            known = self.services.cluster.topics
+            missing = [t["name"] for t in requested if t.get("name") is not None and t["name"] not in known]
+            creator = self.services.provider(AUTO_TOPIC_CREATION, Module) if missing else None
+            if isinstance(creator, AutoTopicCreation):
+                return self._metadata_creating(ctx, request, creator, missing)
+        return self._metadata(ctx, request, {})
+
+    async def _metadata_creating(self, ctx: RequestContext, request: Request, creator: AutoTopicCreation,
+                                 missing: list[str]) -> Mapping[str, Any]:
+        return self._metadata(ctx, request, await creator.auto_create_topics(missing))
+
+    def _metadata(self, ctx: RequestContext, request: Request,
+                  creating: Mapping[str, ErrorCode]) -> Mapping[str, Any]:
         cluster = self.services.cluster
         requested = request.body.get("topics")
         known = cluster.topics  # one snapshot: the watch replaces the whole dict
@@ -172,10 +204,11 @@ class CoreModule(Module):
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": topic.get("topic_id"), "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
-                elif name in known:
+                elif name in known and name not in creating:
                     topics.append(_topic_metadata(known[name], live))
                 else:
-                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                    error = creating.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    topics.append({"error_code": error, "name": name,
                                    "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
         body = {

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
+from kafkapy.errors import ErrorCode
 from kafkapy.store.base import BrokerRegistration, MetadataStore, TopicInfo
 
 if TYPE_CHECKING:
@@ -27,13 +28,41 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["FINALIZED_FEATURES", "AcceptGate", "BrokerServices", "ClusterView"]
+__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "AcceptGate", "AutoTopicCreation",
+           "BrokerServices", "ClusterView", "partition_leader"]
 
 T = TypeVar("T")
 
 # The capability of a module that finalizes features (KIP-584): while one is enabled, nothing is
 # finalized (so gated APIs stay closed) until it says otherwise with set_finalized_features.
 FINALIZED_FEATURES = "finalized-features"
+
+
+# The capability of a module that creates topics on demand (Kafka's auto.create.topics.enable):
+# the core's Metadata handler asks it about requested topics that do not exist.
+AUTO_TOPIC_CREATION = "auto-topic-creation"
+
+
+@runtime_checkable
+class AutoTopicCreation(Protocol):
+    async def auto_create_topics(self, names: Collection[str]) -> dict[str, ErrorCode]:
+        """Start creating the missing topics ``names``; per name the error Metadata answers with
+        (LEADER_NOT_AVAILABLE while it is being created, or why it cannot be). Names left out
+        (auto-creation off) stay UNKNOWN_TOPIC_OR_PARTITION."""
+        ...
+
+
+NO_LEADER = -1  # Metadata's leader_id when no replica is live
+
+
+def partition_leader(replicas: Sequence[int], live: Collection[int]) -> int:
+    """The leader of a partition: its first live replica (the preferred leader while it is up),
+    NO_LEADER when none is. The one rule Metadata answers with and the data plane enforces, so a
+    client sent to a broker by Metadata is never refused by it for leadership."""
+    for replica in replicas:
+        if replica in live:
+            return replica
+    return NO_LEADER
 
 
 class ClusterView:

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -81,6 +81,7 @@ def _check_assignment(assignment: Mapping[int, Sequence[int]], live: set[int], f
 
 class TopicsModule(Module):
     name = "topics"
+    provides = ("topic-creation",)  # create_topics_with_defaults, for auto topic creation
     config_keys = (
         ConfigKey("num.partitions", "int", 1,
                   "Partitions of a topic created with num_partitions -1 (Kafka's default).", _positive),
@@ -207,6 +208,36 @@ class TopicsModule(Module):
                                   error_message="The topic is being created; it is not in metadata yet.")
         return fit_body(ApiKey.CREATE_TOPICS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "topics": results})
+
+    async def create_topics_with_defaults(self, names: Collection[str]) -> dict[str, ErrorCode]:
+        """Create topics with num.partitions and default.replication.factor on any broker (Kafka's
+        auto-creation, not a CreateTopics request: no controller check, no wait for the view).
+        Per name: NONE, TOPIC_ALREADY_EXISTS, or the code CreateTopics would answer."""
+        results: dict[str, ErrorCode] = {}
+        async with self._lock:
+            try:
+                existing, live = await self._snapshot()
+            except StoreError:
+                return dict.fromkeys(names, ErrorCode.UNKNOWN_SERVER_ERROR)
+            for name in names:
+                try:
+                    info = self._plan_topic({"name": name}, existing, live)
+                    info = await asyncio.to_thread(self.services.store.create_topic, info.name,
+                                                   info.partitions, info.topic_id)
+                except KafkaApiError as exc:
+                    results[name] = exc.code
+                    continue
+                except TopicAlreadyExists:
+                    results[name] = ErrorCode.TOPIC_ALREADY_EXISTS
+                    continue
+                except StoreError:
+                    results[name] = ErrorCode.UNKNOWN_SERVER_ERROR
+                    continue
+                existing[info.name] = info
+                results[name] = ErrorCode.NONE
+                log.info("auto-created topic %s (%s) with %d partitions", info.name, info.topic_id,
+                         len(info.partitions))
+        return results
 
     def _plan_topic(self, item: Mapping[str, Any], existing: Mapping[str, TopicInfo],
                     live: set[int]) -> TopicInfo:

@@ -21,20 +21,21 @@ DESCRIBE_ACLS = {"resource_type_filter": 1, "resource_name_filter": None, "patte
 
 
 class Refuses(Module):
-    """DescribeAcls refused at once, or after a real wait; ListOffsets (no top-level error code)."""
+    """DescribeAcls refused at once, or after a real wait; DescribeTransactions (no top-level error
+    code; a key no default module serves)."""
 
     name = "refuses"
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {ApiKey.DESCRIBE_ACLS: ApiHandler(VersionRange(0, 3), self.describe_acls),
-                ApiKey.LIST_OFFSETS: ApiHandler(VersionRange(0, 7), self.list_offsets)}
+                ApiKey.DESCRIBE_TRANSACTIONS: ApiHandler(VersionRange(0, 0), self.describe_transactions)}
 
     async def describe_acls(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         if ctx.api_version >= 1:
             await asyncio.sleep(0.05)  # refused after suspending: the worker task's path
         raise KafkaApiError(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
 
-    def list_offsets(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def describe_transactions(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "no top-level error code to say it with")
 
 
@@ -53,7 +54,7 @@ def test_a_raised_kafka_api_error_becomes_the_top_level_error_fields(version: in
 def test_a_kafka_api_error_with_no_top_level_error_field_closes_only_that_connection(
         caplog: pytest.LogCaptureFixture) -> None:
     with Broker(modules=[Refuses]) as b, KafkaSocket(b.bootstrap_servers) as s:
-        s.send(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": []})
+        s.send(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": []})
         assert s.wait_closed() == b""
         with KafkaSocket(b.bootstrap_servers) as other:
             assert other.call(ApiKey.API_VERSIONS, 0, {}).body["error_code"] == ErrorCode.NONE

@@ -19,6 +19,7 @@ from kafkapy.capture.pairing import read_exchanges
 from kafkapy.observers import AuditObserver, AuditRow, CaptureObserver
 from kafkapy.observers.capture import CAPTURE_PATH_ENV
 from kafkapy.protocol import decode_request, encode_request, encode_response
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.config import ConfigError
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.observers import ObserverChain
@@ -116,7 +117,8 @@ def test_audit_counts_requests_and_bytes_per_client_id_and_api() -> None:
 
 
 def test_audit_counts_requests_the_broker_does_not_route() -> None:
-    unknown = encode_request(PRODUCE, 9, 41, "audit-u", {"acks": 1, "timeout_ms": 100, "topic_data": []})
+    # DescribeTransactions: a key no default module serves (the transaction coordinator is to come)
+    unknown = encode_request(ApiKey.DESCRIBE_TRANSACTIONS, 0, 41, "audit-u", {"transactional_ids": []})
     unsupported = struct.pack(">hhih", API_VERSIONS, 99, 42, -1)  # ApiVersions v99: the v0 fallback answers
     with Broker({"observer.class.names": AUDIT}) as broker:
         client = RawClient(broker.bootstrap_servers)
@@ -127,7 +129,8 @@ def test_audit_counts_requests_the_broker_does_not_route() -> None:
         rows = _rows(_audit(broker))
     # No frame reaches observers for these, so the client id is unknown and request bytes are 0.
     anonymous = "User:ANONYMOUS"
-    assert rows[(None, PRODUCE)] == AuditRow(anonymous, None, PRODUCE, "Produce", 1, 0, 1, len(responses[0]))
+    assert rows[(None, ApiKey.DESCRIBE_TRANSACTIONS)] == AuditRow(
+        anonymous, None, ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", 1, 0, 1, len(responses[0]))
     assert len(responses[0]) == 4
     assert rows[(None, API_VERSIONS)] == AuditRow(anonymous, None, API_VERSIONS, "ApiVersions", 1, 0, 1,
                                                   len(responses[1]))

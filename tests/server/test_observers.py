@@ -37,7 +37,7 @@ def _exchange(s: KafkaSocket) -> list[tuple[int | None, int, int, bytes]]:
     sent = []
     s.send(18, 3, SOFTWARE, correlation_id=11)
     sent.append((18, 3, 11))
-    s.send(3, 12, {"topics": [{"name": "missing"}]}, correlation_id=12)
+    s.send(3, 12, {"topics": [{"name": "missing"}], "allow_auto_topic_creation": False}, correlation_id=12)
     sent.append((3, 12, 12))
     s.send_body(raw_header(4242, 2, 13))  # unknown key: empty response
     sent.append((4242, 2, 13))

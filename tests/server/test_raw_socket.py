@@ -16,6 +16,7 @@ from server_wire import Closed, KafkaSocket, frame, raw_header, request_frame, s
 
 from kafkapy import Broker
 from kafkapy.protocol import Request, decode_response, encode_request
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.core import PROTOCOL_HISTORY, PROTOCOL_VERSION
 from kafkapy.server.modules import Module, RequestContext
 from kafkapy.store import MemoryStore
@@ -72,7 +73,8 @@ def test_api_versions_advertises_exactly_what_is_served(broker: Broker, conn: Ka
     # ... and every advertised version really is served (no empty response).
     for key, (low, high) in advertised.items():
         for v in {low, high}:
-            body = software(v) if key == API_VERSIONS else {}
+            # Produce's default acks (0) takes no answer; acks 1 does
+            body = software(v) if key == API_VERSIONS else {"acks": 1} if key == ApiKey.PRODUCE else {}
             correlation_id = conn.send(key, v, body)
             raw = conn.read_frame()
             assert len(raw) > 4, (key, v)
@@ -126,7 +128,7 @@ def test_api_versions_at_an_unsupported_version_gets_a_v0_error_body(conn: Kafka
     (4242, 0),  # no such key anywhere
     (-1, 0),
     (32767, 3),
-    (0, 9),  # Produce: a real Kafka API this broker does not serve
+    (ApiKey.PRODUCE, 2),  # Produce below v3: a real Kafka API version this broker does not serve
     (METADATA, 14),  # unsupported versions of served APIs
     (METADATA, 99),
     (METADATA, -1),
@@ -145,7 +147,7 @@ def test_unknown_request_gets_an_empty_response_and_the_connection_stays_open(
 
 def test_unknown_request_behavior_close() -> None:
     with Broker({"unknown.request.behavior": "close"}) as b:
-        for api_key, api_version in [(4242, 0), (METADATA, 99), (0, 9)]:
+        for api_key, api_version in [(4242, 0), (METADATA, 99), (ApiKey.PRODUCE, 2)]:
             with KafkaSocket(b.bootstrap_servers) as s:
                 assert_serves(s)
                 s.send_body(raw_header(api_key, api_version, 5))
@@ -320,8 +322,12 @@ def test_activity_keeps_a_connection_open(idle_broker: Broker) -> None:
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Broker, Broker]]:
     store = MemoryStore()
-    with Broker({"broker.id": "1", "broker.rack": "rack-a", "tag.rack": "r8a9"}, store=store) as first, \
-            Broker({"broker.id": "2", "tag.rack": "r2"}, store=store) as second:
+    # These tests pin Metadata's answers for topics that do not exist: no auto-creation (Kafka's
+    # default, which tests/dataplane covers).
+    off = {"auto.create.topics.enable": "false"}
+    first_config = {"broker.id": "1", "broker.rack": "rack-a", "tag.rack": "r8a9", **off}
+    with Broker(first_config, store=store) as first, \
+            Broker({"broker.id": "2", "tag.rack": "r2", **off}, store=store) as second:
         yield first, second
 
 
@@ -501,7 +507,7 @@ def test_graceful_shutdown_finishes_in_flight_requests() -> None:
     address = b.bootstrap_servers
     s = KafkaSocket(address)
     try:
-        correlation_id = s.send(METADATA, 12, {"topics": [{"name": "t"}]})
+        correlation_id = s.send(METADATA, 12, {"topics": [{"name": "t"}], "allow_auto_topic_creation": False})
         assert SlowMetadataModule.entered.wait(5)
         closer = threading.Thread(target=b.close)
         closer.start()

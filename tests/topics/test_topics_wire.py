@@ -26,7 +26,8 @@ TIMEOUT_MS = 5000
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker({"broker.id": 1}) as b:
+    # Metadata for a missing topic must not create it here (tests/dataplane covers auto-creation)
+    with Broker({"broker.id": 1, "auto.create.topics.enable": False}) as b:
         yield b
 
 

@@ -1,0 +1,382 @@
+"""The data-plane module: the APIs that read and write partition logs.
+
+Produce (produce.py), InitProducerId for idempotent producers, DescribeProducers, ListOffsets,
+OffsetForLeaderEpoch, DeleteRecords and DescribeLogDirs here, Fetch from kafkapy.dataplane.fetch
+when that file is present. Partitions (partitions.py) says which partitions this broker leads
+and holds their logs. Auto topic creation (Kafka's ``auto.create.topics.enable``) is offered to
+the core's Metadata handler as the capability AUTO_TOPIC_CREATION and used by Produce; topics
+are made through the topics module's create path (capability "topic-creation").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Awaitable, Collection, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from kafkapy.dataplane.fetch import FETCH_CONFIG_KEYS, FETCH_VERSIONS, FetchHandler
+from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home
+from kafkapy.dataplane.produce import ProduceHandler
+from kafkapy.dataplane.producer_ids import ProducerIds
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log import LogConfig, LogManager
+from kafkapy.log.append import AppendConfig
+from kafkapy.log.base import NO_OFFSET, NO_TIMESTAMP, UNDEFINED_EPOCH
+from kafkapy.log.topic_config import LONG_MAX
+from kafkapy.protocol import Request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.codec import body_fitter
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.config import ConfigError, ConfigKey
+from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.services import AUTO_TOPIC_CREATION, BrokerServices
+
+__all__ = ["TOPIC_CREATION", "DataPlaneModule", "TopicCreation"]
+
+TOPIC_CREATION = "topic-creation"  # the topics module's create path, with the broker's defaults
+TOPIC_CONFIGS = "topic-configs"  # per-topic LogConfig (the configs side); Kafka's defaults without it
+_HOUR_MS = 60 * 60 * 1000
+NO_PRODUCER_EPOCH = -1
+
+
+@runtime_checkable
+class TopicCreation(Protocol):
+    async def create_topics_with_defaults(self, names: Collection[str]) -> dict[str, ErrorCode]:
+        """Create each topic with num.partitions and default.replication.factor; per name NONE,
+        TOPIC_ALREADY_EXISTS or the reason it was refused."""
+
+
+@runtime_checkable
+class TopicConfigs(Protocol):
+    def log_config(self, topic: str) -> LogConfig: ...
+
+
+def _non_negative(value: Any) -> str | None:
+    return None if value is None or value >= 0 else "must be at least 0"
+
+
+def _at_least_one(value: Any) -> str | None:
+    return None if value is None or value >= 1 else "must be at least 1"
+
+
+class DataPlaneModule(Module):
+    name = "dataplane"
+    provides = (AUTO_TOPIC_CREATION,)
+    wants = (TOPIC_CREATION, TOPIC_CONFIGS)
+    config_keys = (
+        ConfigKey("log.dirs", "list", None,
+                  "Directories for segment files (Kafka's layout); unset: log.dir, else logs in memory."),
+        ConfigKey("log.dir", "string", None,
+                  "One directory for segment files when log.dirs is unset (Kafka's default is "
+                  "/tmp/kafka-logs; kafkapy keeps logs in memory when neither is set)."),
+        ConfigKey("log.flush.interval.messages", "long", LONG_MAX,
+                  "Messages appended to a partition before it is fsynced (Kafka's default: never).",
+                  _at_least_one),
+        ConfigKey("log.flush.interval.ms", "long", None,
+                  "Milliseconds a message may wait before its partition is fsynced (Kafka's default: "
+                  "unset, never).", _non_negative),
+        ConfigKey("log.segment.bytes", "int", 1 << 30, "Size of a segment file (Kafka's default, 1 GiB).",
+                  _at_least_one),
+        ConfigKey("log.retention.hours", "int", 168, "Kafka's default retention: 7 days."),
+        ConfigKey("log.retention.minutes", "int", None, "Overrides log.retention.hours when set."),
+        ConfigKey("log.retention.ms", "long", None,
+                  "Overrides log.retention.minutes when set; -1 keeps records forever."),
+        ConfigKey("log.retention.bytes", "long", -1, "Bytes kept per partition; -1: no limit (Kafka's)."),
+        ConfigKey("auto.create.topics.enable", "boolean", True,
+                  "Create a topic on a Produce to it or a Metadata request allowing auto-creation "
+                  "(Kafka's default: true)."),
+        ConfigKey("producer.id.expiration.ms", "int", 24 * _HOUR_MS,
+                  "How long a partition remembers an idle idempotent producer (Kafka's default, 1 day).",
+                  _at_least_one),
+        *FETCH_CONFIG_KEYS,
+    )
+
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
+        self._partitions: Partitions | None = None
+        self._producer_ids: ProducerIds | None = None
+        self._produce: ProduceHandler | None = None
+        self._creating: set[asyncio.Task[Any]] = set()
+        self._owns_logs = False
+        self._fetch: FetchHandler | None = None
+        config = services.config
+        self.default_log_config = LogConfig(
+            segment_bytes=config["log.segment.bytes"],
+            flush_messages=config["log.flush.interval.messages"],
+            flush_ms=LONG_MAX if config["log.flush.interval.ms"] is None else config["log.flush.interval.ms"],
+            retention_ms=self._retention_ms(),
+            retention_bytes=config["log.retention.bytes"],
+        )
+        self.default_append_config = AppendConfig(max_message_bytes=config["message.max.bytes"],
+                                                  segment_bytes=config["log.segment.bytes"])
+
+    def _retention_ms(self) -> int:
+        """Kafka's precedence: log.retention.ms, then .minutes, then .hours."""
+        config = self.services.config
+        if config["log.retention.ms"] is not None:
+            return int(config["log.retention.ms"])
+        if config["log.retention.minutes"] is not None:
+            return int(config["log.retention.minutes"]) * 60_000
+        return int(config["log.retention.hours"]) * _HOUR_MS
+
+    @property
+    def log_dirs(self) -> list[str]:
+        config = self.services.config
+        return list(config["log.dirs"] or ([config["log.dir"]] if config["log.dir"] else []))
+
+    @property
+    def partitions(self) -> Partitions:
+        if self._partitions is None:
+            raise RuntimeError("the data plane has not started")
+        return self._partitions
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        services = self.services
+        expiration = services.config["producer.id.expiration.ms"]
+        if self.log_dirs:
+            # meta.properties pins a directory to its cluster only when the cluster has a lasting
+            # identity (ZooKeeper, or cluster.id set): an in-memory store makes a new one each run.
+            config = services.config
+            lasting = bool(config["zookeeper.connect"] or config["cluster.id"])
+            try:
+                logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
+                                               cluster_id=services.cluster.cluster_id if lasting else None,
+                                               default_config=self.default_log_config)
+            except (ValueError, OSError) as exc:  # MetaPropertiesMismatch is a ValueError
+                raise ConfigError(f"log.dirs {','.join(self.log_dirs)}: {exc}") from None
+            home = LogHome(logs, producer_id_expiration_ms=expiration)
+            self._owns_logs = True
+        else:
+            home = memory_home(services.store, lambda: LogHome(
+                LogManager(default_config=self.default_log_config), producer_id_expiration_ms=expiration))
+        self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self._log_config)
+        self._producer_ids = ProducerIds(services.store, services.broker_id)
+        self._produce = ProduceHandler(self._partitions, self._append_config, self._start_auto_create)
+        self._fetch = FetchHandler(self._partitions, services)
+
+    async def stop(self) -> None:
+        for task in list(self._creating):
+            task.cancel()
+        if self._owns_logs and self._partitions is not None:
+            await asyncio.to_thread(self._partitions.logs.close)
+
+    def _log_config(self, topic: str) -> LogConfig:
+        configs = self.services.provider(TOPIC_CONFIGS, Module)
+        return configs.log_config(topic) if isinstance(configs, TopicConfigs) else self.default_log_config
+
+    def _append_config(self, topic: str) -> AppendConfig:
+        return self.default_append_config
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        handlers: dict[int, ApiHandler] = {
+            ApiKey.PRODUCE: ApiHandler(VersionRange(3, 13), self.produce),
+            ApiKey.INIT_PRODUCER_ID: ApiHandler(VersionRange(0, 6), self.init_producer_id),
+            ApiKey.DESCRIBE_PRODUCERS: ApiHandler(VersionRange(0, 0), self.describe_producers),
+            ApiKey.LIST_OFFSETS: ApiHandler(VersionRange(1, 11), self.list_offsets),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiHandler(VersionRange(2, 4), self.offset_for_leader_epoch),
+            ApiKey.DELETE_RECORDS: ApiHandler(VersionRange(0, 2), self.delete_records),
+            ApiKey.DESCRIBE_LOG_DIRS: ApiHandler(VersionRange(1, 5), self.describe_log_dirs),
+        }
+        handlers[ApiKey.FETCH] = ApiHandler(FETCH_VERSIONS, self.fetch)
+        return handlers
+
+    def fetch(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
+        """FetchHandler.handle (kafkapy/dataplane/fetch.py) once the module has started."""
+        if self._fetch is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
+        return self._fetch.handle(ctx, request)
+
+    # --- auto topic creation ------------------------------------------------------------------
+
+    async def auto_create_topics(self, names: Collection[str]) -> dict[str, ErrorCode]:
+        """Kafka's auto-creation for Metadata: per name, LEADER_NOT_AVAILABLE while it is being
+        created (or was just made by someone else), or why it cannot be; {} when disabled."""
+        creation = self.services.provider(TOPIC_CREATION, Module)
+        if not (self.services.config["auto.create.topics.enable"] and isinstance(creation, TopicCreation)
+                and names):
+            return {}
+        results = await creation.create_topics_with_defaults(names)
+        return {name: ErrorCode.LEADER_NOT_AVAILABLE
+                if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS) else code
+                for name, code in results.items()}
+
+    def _start_auto_create(self, topic: str) -> None:
+        """Produce to a missing topic: create it in the background (the partition is answered
+        UNKNOWN_TOPIC_OR_PARTITION meanwhile, and the producer retries)."""
+        if not self.services.config["auto.create.topics.enable"]:
+            return
+        task = self.services.loop.create_task(self.auto_create_topics([topic]))
+        self._creating.add(task)
+        task.add_done_callback(self._creating.discard)
+
+    # --- Produce, InitProducerId, DescribeProducers ---------------------------------------------
+
+    def produce(self, ctx: RequestContext, request: Request) -> Answer:
+        if self._produce is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
+        return self._produce.handle(ctx, request)
+
+    def init_producer_id(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
+        """Idempotent producers only: a transactional id needs the transaction coordinator
+        (a later issue), so those get NOT_COORDINATOR, as from a broker that is not theirs."""
+        fit = body_fitter(ApiKey.INIT_PRODUCER_ID, "response", ctx.api_version)
+        if request.body.get("transactional_id") is not None:
+            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR,
+                        "producer_id": NO_OFFSET, "producer_epoch": NO_PRODUCER_EPOCH})
+        ids = self._producer_ids
+        assert ids is not None
+
+        def answer(producer_id: int) -> Answer:
+            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id,
+                        "producer_epoch": 0})
+
+        if not ids.needs_block:
+            return answer(ids.next_id())
+
+        async def from_new_block() -> Answer:
+            return answer(await asyncio.to_thread(ids.next_id))
+        return from_new_block()
+
+    def describe_producers(self, ctx: RequestContext, request: Request) -> Answer:
+        topics = []
+        for topic in request.body.get("topics") or []:
+            name = topic["name"]
+            results = []
+            for index in topic.get("partition_indexes") or []:
+                result: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
+                                          "error_message": None, "active_producers": []}
+                try:
+                    state = self.partitions.producer_state(name, index)
+                except KafkaApiError as exc:
+                    result.update(error_code=exc.code)
+                else:
+                    result["active_producers"] = [
+                        {"producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
+                         "last_sequence": entry.last_seq, "last_timestamp": entry.last_timestamp,
+                         "coordinator_epoch": entry.coordinator_epoch,
+                         "current_txn_start_offset": -1 if entry.current_txn_first_offset is None
+                         else entry.current_txn_first_offset}
+                        for entry in state.producers.values()]
+                results.append(result)
+            topics.append({"name": name, "partitions": results})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # --- ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeLogDirs ---------------------
+
+    def _check_epoch(self, topic: str, partition: int, current: int) -> None:
+        """A client's current_leader_epoch (KIP-320) against ours: older is fenced, newer unknown."""
+        if current == UNDEFINED_EPOCH:
+            return
+        ours = self.partitions.leader_epoch(topic, partition)
+        if current < ours:
+            raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
+        if current > ours:
+            raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    def list_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        topics = []
+        for topic in request.body.get("topics") or []:
+            name = topic["name"]
+            results = []
+            for asked in topic.get("partitions") or []:
+                index = asked["partition_index"]
+                result = {"partition_index": index, "error_code": ErrorCode.NONE,
+                          "timestamp": NO_TIMESTAMP, "offset": NO_OFFSET, "leader_epoch": UNDEFINED_EPOCH}
+                try:
+                    log = self.partitions.leader_log(name, index)
+                    self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
+                    found = log.offset_for_timestamp(asked["timestamp"])
+                    if found is not None:
+                        result.update(timestamp=found.timestamp, offset=found.offset,
+                                      leader_epoch=found.leader_epoch)
+                except KafkaApiError as exc:
+                    result["error_code"] = exc.code
+                results.append(result)
+            topics.append({"name": name, "partitions": results})
+        return body_fitter(ApiKey.LIST_OFFSETS, "response", ctx.api_version)(
+            {"throttle_time_ms": 0, "topics": topics})
+
+    def offset_for_leader_epoch(self, ctx: RequestContext, request: Request) -> Answer:
+        topics = []
+        for topic in request.body.get("topics") or []:
+            name = topic["topic"]
+            results = []
+            for asked in topic.get("partitions") or []:
+                index = asked["partition"]
+                result = {"partition": index, "error_code": ErrorCode.NONE, "leader_epoch": UNDEFINED_EPOCH,
+                          "end_offset": NO_OFFSET}
+                try:
+                    log = self.partitions.leader_log(name, index)
+                    self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
+                    found = log.end_offset_for_epoch(asked["leader_epoch"])
+                    result.update(leader_epoch=found.leader_epoch, end_offset=found.end_offset)
+                except KafkaApiError as exc:
+                    result["error_code"] = exc.code
+                results.append(result)
+            topics.append({"topic": name, "partitions": results})
+        return body_fitter(ApiKey.OFFSET_FOR_LEADER_EPOCH, "response", ctx.api_version)(
+            {"throttle_time_ms": 0, "topics": topics})
+
+    def delete_records(self, ctx: RequestContext, request: Request) -> Answer:
+        """Offset -1 means the high watermark (Kafka's DeleteRecordsRequest.HIGH_WATERMARK)."""
+        topics = []
+        for topic in request.body.get("topics") or []:
+            name = topic["name"]
+            results = []
+            for asked in topic.get("partitions") or []:
+                index = asked["partition_index"]
+                result = {"partition_index": index, "error_code": ErrorCode.NONE, "low_watermark": NO_OFFSET}
+                try:
+                    if not self._allowed(ctx, "DELETE", "TOPIC", name):
+                        raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    log = self.partitions.leader_log(name, index)
+                    offset = asked["offset"]
+                    if offset == NO_OFFSET:
+                        offset = log.high_watermark
+                    elif offset < 0:
+                        raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
+                    result["low_watermark"] = log.delete_records_before(offset)
+                except KafkaApiError as exc:
+                    result["error_code"] = exc.code
+                results.append(result)
+            topics.append({"name": name, "partitions": results})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+        conn = ctx.connection
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  resource_type, name)
+
+    def describe_log_dirs(self, ctx: RequestContext, request: Request) -> Answer:
+        """The partitions this broker leads, per log dir (one "memory" dir for in-memory logs)."""
+        fit = body_fitter(ApiKey.DESCRIBE_LOG_DIRS, "response", ctx.api_version)
+        if not self._allowed(ctx, "DESCRIBE", "CLUSTER", CLUSTER_RESOURCE):
+            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        "results": []})
+        wanted = request.body.get("topics")
+        asked = None if wanted is None else {(t["topic"], p) for t in wanted
+                                             for p in t.get("partitions") or []}
+        results = []
+        for described in self.partitions.logs.describe_log_dirs():
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for (topic, index), size in described.partition_sizes.items():
+                if asked is not None and (topic, index) not in asked:
+                    continue
+                try:
+                    self.partitions.leader_log(topic, index)
+                except KafkaApiError:
+                    continue  # shared memory logs of partitions other brokers lead
+                by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": size,
+                                                       "offset_lag": 0, "is_future_key": False})
+            total = usable = -1
+            if described.path != "memory":
+                usage = shutil.disk_usage(described.path)
+                total, usable = usage.total, usage.free
+            results.append({"error_code": ErrorCode.NONE, "log_dir": described.path,
+                            "topics": [{"name": t, "partitions": p} for t, p in sorted(by_topic.items())],
+                            "total_bytes": total, "usable_bytes": usable, "is_cordoned": False})
+        return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results})

@@ -1,0 +1,186 @@
+"""The broker's partition registry: which partitions this broker leads, and their logs.
+
+Every data-plane handler (Produce, ListOffsets, DeleteRecords, ..., and Fetch through the
+``PartitionSource`` protocol it defines) asks ``Partitions`` for a partition's log. The
+answer follows the topics view (``services.cluster.topics``, fed by the store's watch):
+
+* a topic or partition the view does not hold: UNKNOWN_TOPIC_OR_PARTITION;
+* a partition whose leader (``partition_leader``: the first live replica, the rule Metadata
+  answers with) is another broker: NOT_LEADER_OR_FOLLOWER;
+* otherwise the log, created empty the first time.
+
+Where the logs live (``LogHome``): with ``log.dirs`` each broker owns a LogManager over its
+directories (Kafka's layout, recovered at start). Without, logs are in memory and kept per
+metadata store: brokers of one in-process cluster share a MemoryStore object, so they share one
+LogManager (and the producer state beside it), and a partition keeps its records when its
+leadership moves. On ZooKeeper each broker process has its own memory, so a partition's log
+lives on its leader (replication is a later issue).
+
+A topic deleted and created again under the same name gets a new topic id; the first access
+after that drops the old logs, so the new topic starts empty.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log import LogConfig, LogManager
+from kafkapy.log.producer_state import ProducerStateManager
+from kafkapy.log.segmented import SegmentedLog
+from kafkapy.protocol.records import RecordBatch
+from kafkapy.server.services import partition_leader
+
+if TYPE_CHECKING:
+    from kafkapy.server.services import ClusterView
+
+__all__ = ["INITIAL_LEADER_EPOCH", "LogHome", "Partitions", "memory_home"]
+
+# No partition-state role in the store yet: every leader is in its first epoch, as Metadata says.
+INITIAL_LEADER_EPOCH = 0
+
+
+class LogHome:
+    """A LogManager and, per partition, the idempotent-producer table that goes with its log."""
+
+    def __init__(self, logs: LogManager, *, producer_id_expiration_ms: int) -> None:
+        self.logs = logs
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[tuple[str, int], ProducerStateManager] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}  # the topic id each topic's logs were made for
+        # Brokers of one in-process cluster run on loops of their own (Broker() as a context
+        # manager) and share a memory home: making a log or a producer table is done under it.
+        self.lock = threading.Lock()
+
+    def producer_state(self, topic: str, partition: int, log: SegmentedLog) -> ProducerStateManager:
+        """The partition's producer table; built from the log's snapshot and tail the first time
+        (so it survives a restart with log.dirs), then kept in step with every append."""
+        key = (topic, partition)
+        state = self.producers.get(key)
+        if state is not None:
+            return state
+        with self.lock:
+            state = self.producers.get(key)
+            if state is not None:
+                return state
+            state = ProducerStateManager(producer_id_expiration_ms=self.producer_id_expiration_ms)
+            state.recover(log, lambda offset: _batches_from(log, offset), int(time.time() * 1000),
+                          log_start_offset=log.log_start_offset)
+            log.snapshot_source = state.snapshot
+            self.producers[key] = state
+        return state
+
+    def forget_topic(self, topic: str) -> None:
+        self.logs.delete_topic(topic)
+        for key in [k for k in self.producers if k[0] == topic]:
+            del self.producers[key]
+        self.topic_ids.pop(topic, None)
+
+
+def _batches_from(log: SegmentedLog, offset: int) -> Iterator[RecordBatch]:
+    for segment in log.segments:
+        for batch in segment.batches():
+            if batch.last_offset >= offset:
+                yield batch
+
+
+# One home per MemoryStore object: the brokers of an in-process cluster share it (and its logs).
+_MEMORY_HOMES: weakref.WeakKeyDictionary[object, LogHome] = weakref.WeakKeyDictionary()
+
+
+def memory_home(store: object, make: Callable[[], LogHome]) -> LogHome:
+    """The in-memory LogHome of ``store``, made by ``make`` for the first broker that asks."""
+    home = _MEMORY_HOMES.get(store)
+    if home is None:
+        home = _MEMORY_HOMES[store] = make()
+    return home
+
+
+class Partitions:
+    """The partitions this broker leads and their logs (fetch's ``PartitionSource``)."""
+
+    def __init__(self, home: LogHome, cluster: ClusterView, broker_id: Callable[[], int],
+                 log_config: Callable[[str], LogConfig]) -> None:
+        self.home = home
+        self.cluster = cluster
+        self._broker_id = broker_id
+        self._log_config = log_config
+        self._listeners: dict[tuple[str, int], list[Callable[[], None]]] = {}
+
+    @property
+    def logs(self) -> LogManager:
+        return self.home.logs
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The partition's leader by the topics view; UNKNOWN_TOPIC_OR_PARTITION if it has none."""
+        info = self.cluster.topics.get(topic)
+        replicas = info.partitions.get(partition) if info is not None else None
+        if replicas is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"This server does not host this topic-partition: {topic}-{partition}.")
+        return partition_leader(replicas, {b.broker_id for b in self.cluster.brokers})
+
+    def leader_log(self, topic: str, partition: int) -> SegmentedLog:
+        """The log of a partition this broker leads (made empty the first time)."""
+        leader = self.leader_of(topic, partition)
+        if leader != self._broker_id():
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                f"This server is not the leader for partition {topic}-{partition} "
+                                f"(the leader is broker {leader}).")
+        home = self.home
+        topic_id = self.cluster.topics[topic].topic_id
+        log = home.logs.get(topic, partition)
+        if log is not None and home.topic_ids.get(topic) == topic_id:
+            return log
+        with home.lock:
+            known = home.topic_ids.get(topic)
+            if known != topic_id:
+                if known is not None:  # deleted and created again: the old records are gone
+                    home.forget_topic(topic)
+                home.topic_ids[topic] = topic_id
+            return home.logs.get_or_create(topic, partition, self._log_config(topic))
+
+    def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
+        """The idempotent-producer table of a partition this broker leads."""
+        return self.home.producer_state(topic, partition, self.leader_log(topic, partition))
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's current leader epoch (UNKNOWN_TOPIC_OR_PARTITION if there is none)."""
+        info = self.cluster.topics.get(topic)
+        if info is None or partition not in info.partitions:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"This server does not host this topic-partition: {topic}-{partition}.")
+        return INITIAL_LEADER_EPOCH
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        info = self.cluster.topics.get(topic)
+        return info.topic_id if info is not None else None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        for name, info in self.cluster.topics.items():
+            if info.topic_id == topic_id:
+                return name
+        return None
+
+    def on_append(self, topic: str, partition: int, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` right after each append that moves the partition's high watermark."""
+        key = (topic, partition)
+        self._listeners.setdefault(key, []).append(callback)
+
+        def remove() -> None:
+            callbacks = self._listeners.get(key)
+            if callbacks is not None and callback in callbacks:
+                callbacks.remove(callback)
+                if not callbacks:
+                    del self._listeners[key]
+        return remove
+
+    def appended(self, topic: str, partition: int) -> None:
+        """The high watermark of ``topic-partition`` moved: wake whoever waits on it."""
+        for callback in list(self._listeners.get((topic, partition), ())):
+            callback()

@@ -1,0 +1,133 @@
+"""Produce (0), v3 up to the newest in the catalogue.
+
+Each partition of a request is appended on its own, so one partition's rejection leaves the
+others alone (Kafka's ReplicaManager.appendToLocalLog):
+
+1. leadership (``Partitions.leader_log``): UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER;
+2. the records checked as Kafka checks them (``kafkapy.log.append.validate_records``);
+3. offsets and the leader epoch written into the batch in place (``assign_offsets``);
+4. idempotent producers (``ProducerStateManager.check_and_update``): a retried batch is
+   answered with the offsets it got the first time and not appended again;
+5. the batch stored as it is (``PartitionLog.append``), and whoever waits on the partition
+   woken (``Partitions.appended``, for Fetch's long polls).
+
+acks: 0 sends no answer (as Kafka, a failed partition then closes the connection, so the
+producer refreshes its metadata), 1 and -1 answer once the batch is in the log: with one
+replica per partition the high watermark is the log end as soon as the append returns, so
+acks=-1 has nothing more to wait for. Other values: INVALID_REQUIRED_ACKS for every partition.
+
+The handler is a plain function (no coroutine per request): it never waits. A topic that does
+not exist is created in the background when auto-creation is on (``auto_create``), and the
+partition answered UNKNOWN_TOPIC_OR_PARTITION, which producers retry after a metadata refresh.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kafkapy.dataplane.partitions import Partitions
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log.append import AppendConfig, RecordsRejected, assign_offsets, validate_records
+from kafkapy.protocol import Request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.codec import body_fitter
+from kafkapy.protocol.records import RecordBatch
+from kafkapy.server.connection import CloseConnection
+from kafkapy.server.modules import Answer, RequestContext
+
+__all__ = ["FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
+
+VALID_ACKS = (-1, 0, 1)  # Kafka's ProduceRequest: all in-sync replicas, none, the leader
+FIRST_TOPIC_ID_VERSION = 13  # KIP-516: Produce v13 names topics by id
+NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a failed partition
+
+
+class ProduceHandler:
+    def __init__(self, partitions: Partitions, append_config: Callable[[str], AppendConfig],
+                 auto_create: Callable[[str], None], clock_ms: Callable[[], int] | None = None) -> None:
+        self.partitions = partitions
+        self.append_config = append_config
+        self.auto_create = auto_create  # starts creating a missing topic (no-op when disabled)
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+
+    def handle(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        version = ctx.api_version
+        acks = body["acks"]
+        now_ms = self.clock_ms()
+        by_id = version >= FIRST_TOPIC_ID_VERSION
+        failed = False
+        responses = []
+        for topic_data in body["topic_data"]:
+            name: str | None
+            if by_id:
+                topic_id: uuid.UUID = topic_data["topic_id"]
+                name = self.partitions.topic_name(topic_id)
+            else:
+                name = topic_data["name"]
+            answers = []
+            for partition_data in topic_data["partition_data"]:
+                index = partition_data["index"]
+                if acks not in VALID_ACKS:
+                    answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
+                elif name is None:
+                    answer = _failed(index, ErrorCode.UNKNOWN_TOPIC_ID)
+                else:
+                    answer = self._append(name, index, partition_data["records"], version, now_ms)
+                failed = failed or answer["error_code"] != ErrorCode.NONE
+                answers.append(answer)
+            key = "topic_id" if by_id else "name"
+            responses.append({key: topic_data[key], "partition_responses": answers})
+        if acks == 0:
+            if failed:  # Kafka closes the connection: the producer learns only by reconnecting
+                raise CloseConnection
+            return None
+        return body_fitter(ApiKey.PRODUCE, "response", version)(
+            {"responses": responses, "throttle_time_ms": 0})
+
+    def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int) -> dict[str, Any]:
+        partitions = self.partitions
+        try:
+            if topic not in partitions.cluster.topics:
+                self.auto_create(topic)
+            log = partitions.leader_log(topic, index)
+            state = partitions.home.producer_state(topic, index, log)
+            if records is None:
+                raise RecordsRejected(ErrorCode.INVALID_RECORD, "The produce request has no records.")
+            # The one copy: the batch header is rewritten in place (offsets, epoch), and the log
+            # keeps this buffer as it is.
+            data = bytearray(records.raw)
+            plan = validate_records(data, self.append_config(topic), now_ms, produce_version=version)
+            assigned = assign_offsets(data, plan, base_offset=log.log_end_offset,
+                                      leader_epoch=partitions.leader_epoch(topic, index),
+                                      log_append_time_ms=now_ms if plan.log_append_time else None)
+            duplicate = state.check_and_update(RecordBatch(data))
+            if duplicate is not None:  # a retry: the offsets it got the first time, nothing stored
+                return _answer(index, duplicate.first_offset, NO_OFFSET, log.log_start_offset)
+            log.append(data, now_ms=now_ms)
+            partitions.appended(topic, index)
+            return _answer(index, assigned.first_offset, assigned.log_append_time_ms, log.log_start_offset)
+        except RecordsRejected as rejected:
+            answer = _failed(index, rejected.code)
+            if rejected.record_errors:  # Kafka sends a message only with record errors
+                answer["record_errors"] = [{"batch_index": i, "batch_index_error_message": message}
+                                           for i, message in rejected.record_errors]
+                answer["error_message"] = f"{rejected.message} ({topic}-{index})"
+            return answer
+        except KafkaApiError as refused:
+            return _failed(index, refused.code)
+
+
+def _answer(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> dict[str, Any]:
+    return {"index": index, "error_code": ErrorCode.NONE, "base_offset": base_offset,
+            "log_append_time_ms": log_append_time_ms, "log_start_offset": log_start_offset,
+            "record_errors": [], "error_message": None}
+
+
+def _failed(index: int, code: ErrorCode) -> dict[str, Any]:
+    return {"index": index, "error_code": code, "base_offset": NO_OFFSET, "log_append_time_ms": NO_OFFSET,
+            "log_start_offset": NO_OFFSET, "record_errors": [], "error_message": None}
+
