@@ -126,12 +126,6 @@ class DataPlaneModule(Module):
         config = self.services.config
         return list(config["log.dirs"] or ([config["log.dir"]] if config["log.dir"] else []))
 
-    @property
-    def partitions(self) -> Partitions:
-        if self._partitions is None:
-            raise RuntimeError("the data plane has not started")
-        return self._partitions
-
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -157,6 +151,20 @@ class DataPlaneModule(Module):
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         self._produce = ProduceHandler(self._partitions, self._append_config, self._start_auto_create)
         self._fetch = FetchHandler(self._partitions, services)
+
+    @property
+    def partitions(self) -> Partitions:
+        """The partition registry (for inspection: tests, the toolkit); set once started."""
+        if self._partitions is None:
+            raise RuntimeError("the data plane has not started")
+        return self._partitions
+
+    @property
+    def fetch_handler(self) -> FetchHandler:
+        """The Fetch handler and its KIP-227 session cache (for inspection); set once started."""
+        if self._fetch is None:
+            raise RuntimeError("the data plane has not started")
+        return self._fetch
 
     async def stop(self) -> None:
         for task in list(self._creating):

@@ -180,6 +180,10 @@ class Partitions:
                     del self._listeners[key]
         return remove
 
+    def has_waiters(self, topic: str, partition: int) -> bool:
+        """Whether anything (a long-polling Fetch) waits for an append to the partition."""
+        return bool(self._listeners.get((topic, partition)))
+
     def appended(self, topic: str, partition: int) -> None:
         """The high watermark of ``topic-partition`` moved: wake whoever waits on it."""
         for callback in list(self._listeners.get((topic, partition), ())):

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fetch_seeding import ResponseRecorder, SeededLogs, on_loop, seeded
+from fetch_seeding import ResponseRecorder, on_loop, seeded
 
 from kafkapy.client import SimpleClient
 from kafkapy.dataplane.fetch import FETCH_VERSIONS
@@ -30,7 +30,7 @@ NEWEST = FETCH_VERSIONS.high
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker({"broker.id": 1}, modules=[SeededLogs]) as running:
+    with Broker({"broker.id": 1}) as running:
         yield running
 
 
@@ -139,7 +139,7 @@ def test_a_waiting_fetch_wakes_when_data_is_appended(broker: Broker) -> None:
 
     consumer = threading.Thread(target=consume)
     consumer.start()
-    wait_until(lambda: module.watchers.get(("t", 0)), what="the fetch waiting on the partition")
+    wait_until(lambda: module.has_waiters("t", 0), what="the fetch waiting on the partition")
     appended_at = time.monotonic()
     append(broker, "t", [b"new"])
     consumer.join(30)
@@ -147,7 +147,7 @@ def test_a_waiting_fetch_wakes_when_data_is_appended(broker: Broker) -> None:
     print(f"long-poll wake-up latency: {latency * 1000:.2f} ms")
     assert values(answered["response"]["responses"][0]["partitions"][0]) == [b"new"]
     assert latency < 5  # woken by the append, far inside max_wait_ms (20 s)
-    assert module.watchers[("t", 0)] == []  # the callback was removed
+    assert not module.has_waiters("t", 0)  # the callback was removed
 
 
 def test_a_fetch_with_nothing_to_read_waits_max_wait_ms(broker: Broker) -> None:
@@ -240,7 +240,7 @@ def test_chunked_responses_answer_byte_for_byte_as_the_plain_path() -> None:
     answers = []
 
     for fast_paths in (FastPaths(), FastPaths(chunked_responses=False)):
-        with Broker({"broker.id": 1}, modules=[SeededLogs], fast_paths=fast_paths) as running:
+        with Broker({"broker.id": 1}, fast_paths=fast_paths) as running:
             module = seeded(running)
             wait_until(lambda: module.services.broker_id >= 0, what="the broker id")  # noqa: B023
             on_loop(running, lambda: module.create_topic("t", 3, topic_id=topic_id))  # noqa: B023
@@ -253,8 +253,7 @@ def test_chunked_responses_answer_byte_for_byte_as_the_plain_path() -> None:
 
 
 def test_observers_see_the_records_of_a_chunked_response() -> None:
-    with Broker({"broker.id": 1, "observer.class.names": "fetch_seeding.ResponseRecorder"},
-                modules=[SeededLogs]) as running:
+    with Broker({"broker.id": 1, "observer.class.names": "fetch_seeding.ResponseRecorder"}) as running:
         create(running, "t")
         append(running, "t", [b"seen"])
         with SimpleClient(running.bootstrap_servers) as client:

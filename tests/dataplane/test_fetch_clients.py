@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fetch_seeding import SeededLogs, on_loop, seeded
+from fetch_seeding import on_loop, seeded
 
 from kafkapy.embedded import Broker
 from kafkapy.testing import wait_until
@@ -28,7 +28,7 @@ RECORDS = [(b"k%d" % i, b"value-%d" % i) for i in range(10)]
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker({"broker.id": 1}, modules=[SeededLogs]) as running:
+    with Broker({"broker.id": 1}) as running:
         on_loop(running, lambda: seeded(running).create_topic("t", 1))
         wait_until(lambda: "t" in seeded(running).services.cluster.topics, what="t in the cluster view")
         yield running
@@ -45,7 +45,7 @@ def seed(broker: Broker) -> None:
 
 
 def waiting(broker: Broker) -> bool:
-    return bool(seeded(broker).watchers.get(("t", 0)))
+    return seeded(broker).has_waiters("t", 0)
 
 
 # --- kafka-python --------------------------------------------------------------------------
