@@ -34,6 +34,7 @@ __all__ = [
     "TOPIC_CONFIGS",
     "BrokerKey",
     "InvalidTopicConfig",
+    "InvalidTopicValue",
     "LogConfig",
     "TopicConfigKey",
     "broker_synonym_value",
@@ -62,6 +63,11 @@ class InvalidTopicConfig(KafkaApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__(ErrorCode.INVALID_CONFIG, message)
+
+
+class InvalidTopicValue(InvalidTopicConfig):
+    """A value ConfigDef refuses (Kafka's ConfigException, not LogConfig's own checks): alters
+    word it "Invalid config value for resource ..."."""
 
 
 Check = Callable[[object], "str | None"]
@@ -202,8 +208,8 @@ BROKER_KEYS: tuple[tuple[BrokerKey, TopicConfigKey], ...] = tuple(
 )
 
 
-def _invalid(name: str, raw: object, problem: str) -> InvalidTopicConfig:
-    return InvalidTopicConfig(f"Invalid value {raw} for configuration {name}: {problem}")
+def _invalid(name: str, raw: object, problem: str) -> InvalidTopicValue:
+    return InvalidTopicValue(f"Invalid value {raw} for configuration {name}: {problem}")
 
 
 def _typed(name: str, kind: str, raw: object) -> object:
