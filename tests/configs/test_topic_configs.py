@@ -272,3 +272,49 @@ def test_the_configs_module_provides_topic_configs(broker: Broker) -> None:
     assert configs_of(broker).log_config("anything") == LogConfig.from_topic_config(
         {}, {"log.retention.hours": 48, "log.segment.bytes": 2097152}
     )
+
+
+def test_describe_versions_types_documentation_and_validate_only(
+    broker: Broker, confluent: AdminClient
+) -> None:
+    from kafkapy.client import SimpleClient
+    from kafkapy.protocol.api_keys import ApiKey
+
+    create(confluent, "typed", {"retention.ms": "1000"})
+    resource = {"resource_type": 2, "resource_name": "typed", "configuration_keys": None}
+    with SimpleClient(broker.bootstrap_servers, TIMEOUT_S) as client:
+        body = client.request(
+            ApiKey.DESCRIBE_CONFIGS,
+            4,
+            {"resources": [resource], "include_synonyms": True, "include_documentation": True},
+        )
+        entries = {e["name"]: e for e in body["results"][0]["configs"]}
+        assert (entries["segment.bytes"]["config_type"], entries["retention.ms"]["config_type"]) == (
+            3,
+            5,
+        )  # INT, LONG
+        assert (entries["cleanup.policy"]["config_type"], entries["preallocate"]["config_type"]) == (
+            7,
+            1,
+        )  # LIST, BOOLEAN
+        assert entries["retention.ms"]["documentation"] and not entries["retention.ms"]["read_only"]
+        # v0 has no sources: is_default says whether the value is Kafka's default
+        body = client.request(ApiKey.DESCRIBE_CONFIGS, 0, {"resources": [resource]})
+        entries = {e["name"]: e for e in body["results"][0]["configs"]}
+        assert entries["retention.ms"]["is_default"] is False and entries["preallocate"]["is_default"] is True
+        # AlterConfigs with validate_only checks and stores nothing
+        alter = {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": "typed",
+                    "configs": [{"name": "retention.ms", "value": "5"}],
+                }
+            ],
+            "validate_only": True,
+        }
+        assert client.request(ApiKey.ALTER_CONFIGS, 1, alter)["responses"][0]["error_code"] == 0
+        alter["resources"][0]["configs"] = [{"name": "retention.ms", "value": "x"}]  # type: ignore[index]
+        assert client.request(ApiKey.ALTER_CONFIGS, 1, alter)["responses"][0]["error_code"] == 40
+    assert describe(confluent, "typed")["retention.ms"].value == "1000"
+    assert configs_of(broker).log_config("typed").retention_ms == 1000
