@@ -34,7 +34,7 @@ def _batch(records: int, codec: str) -> bytes:
 
 
 def _validate_and_assign(raw: bytes, config: LogConfig) -> Callable[[], object]:
-    log_append_time = NOW if config.timestamp_type == LOG_APPEND_TIME else None
+    log_append_time = NOW if config.message_timestamp_type == LOG_APPEND_TIME else None
 
     def run() -> object:
         data = bytearray(raw)

@@ -415,3 +415,16 @@ def test_arbitrary_bytes_give_a_plan_or_records_rejected(raw: bytes) -> None:
         assert exc.code is not ErrorCode.NONE
     else:
         assert RecordBatch(raw[: plan.size]).crc_valid
+
+
+def test_the_append_benchmark_runs() -> None:
+    """``python -m benchmarks append --quick`` builds its LogConfigs and checks its batches."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "append", "--quick"], cwd=root,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "~1 MB, none, LogAppendTime" in result.stdout and "compacted (key check)" in result.stdout
