@@ -267,6 +267,7 @@ class ConfigsModule(Module):
             changed = (default, override) != (self.default, self.override)
             self.default, self.override = default, override
             if changed:
+                self.topics.broker_settings_changed()
                 for owner in self._owners:
                     try:
                         await owner.apply(self.settings_for(owner, default, override))
@@ -526,6 +527,7 @@ class ConfigsModule(Module):
                             self.default = config
                         else:
                             self.override = config
+                        self.topics.broker_settings_changed()
                         for owner in self._owners:
                             await owner.apply(self.settings_for(owner, self.default, self.override))
                 except KafkaApiError as exc:

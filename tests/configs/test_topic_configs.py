@@ -269,6 +269,8 @@ def test_topic_configs_on_zookeeper_are_kafkas(zk_connect: str) -> None:
 
 def test_the_configs_module_provides_topic_configs(broker: Broker) -> None:
     assert TOPIC_CONFIGS_CAPABILITY in ConfigsModule.provides
+    configs = configs_of(broker)
+    assert configs.log_config("anything") is configs.log_config("anything")  # built once, then cached
     assert configs_of(broker).log_config("anything") == LogConfig.from_topic_config(
         {}, {"log.retention.hours": 48, "log.segment.bytes": 2097152}
     )
