@@ -228,8 +228,8 @@ class TopicConfigs:
         except StoreError as exc:
             raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
         store = self.services.store
-        topics = await asyncio.to_thread(store.topics)
-        if topic not in topics:
+        # The watched view first; the store only for a topic the view has not caught up with.
+        if topic not in self.services.cluster.topics and topic not in await asyncio.to_thread(store.topics):
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
         return await asyncio.to_thread(store.entity_config, f"topics/{topic}")
 

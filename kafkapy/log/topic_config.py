@@ -23,13 +23,12 @@ from collections.abc import Callable, Iterable, Mapping
 import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME
 
 __all__ = [
     "BROKER_KEYS",
-    "CREATE_TIME",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_SEGMENT_BYTES",
-    "LOG_APPEND_TIME",
     "LONG_MAX",
     "TOPIC_CONFIGS",
     "BrokerKey",
@@ -48,8 +47,7 @@ _INT_MAX = (1 << 31) - 1
 _RANGES = {"int": (-(1 << 31), _INT_MAX), "long": (-(1 << 63), LONG_MAX)}
 _HOUR_MS = 60 * 60 * 1000
 _DAY_MS = 24 * _HOUR_MS
-# Timestamp types as record batches carry them (protocol/records.py's CREATE_TIME/LOG_APPEND_TIME).
-CREATE_TIME, LOG_APPEND_TIME = 0, 1
+# message.timestamp.type's values, as the record batch attribute bit they set
 _TIMESTAMP_TYPES = {"CreateTime": CREATE_TIME, "LogAppendTime": LOG_APPEND_TIME}
 DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # max.message.bytes: 1 MiB plus the 12-byte log overhead
 DEFAULT_SEGMENT_BYTES = 1 << 30  # segment.bytes: 1 GiB

@@ -8,15 +8,16 @@ from hypothesis import strategies as st
 
 from kafkapy.errors import ErrorCode
 from kafkapy.log.topic_config import (
-    LOG_APPEND_TIME,
     LONG_MAX,
     TOPIC_CONFIGS,
     InvalidTopicConfig,
     LogConfig,
+    TopicConfigKey,
     format_topic_value,
     parse_topic_value,
     validate_topic_config,
 )
+from kafkapy.protocol.records import LOG_APPEND_TIME
 
 
 def refused(config: dict[str, object], broker: dict[str, object] | None = None) -> str:
@@ -150,10 +151,10 @@ def test_the_legacy_difference_key_stands_in_for_bounds_left_at_their_default() 
 
 
 @given(st.sampled_from(TOPIC_CONFIGS), st.text(max_size=12))
-def test_any_string_gives_a_value_or_invalid_config(key: object, raw: str) -> None:
+def test_any_string_gives_a_value_or_invalid_config(key: TopicConfigKey, raw: str) -> None:
     """Parser invariant: a value, or INVALID_CONFIG; never another exception."""
     try:
-        value = parse_topic_value(key.name, raw)  # type: ignore[attr-defined]
+        value = parse_topic_value(key.name, raw)
     except InvalidTopicConfig:
         return
-    assert parse_topic_value(key.name, format_topic_value(key.name, value)) == value  # type: ignore[attr-defined]
+    assert parse_topic_value(key.name, format_topic_value(key.name, value)) == value
