@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from benchmarks import Options, Report, machine_note, measure, render_table, revision
-from kafkapy.log.append import AppendConfig, assign_offsets, validate_records
+from kafkapy.log.append import assign_offsets, validate_records
+from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.records import LOG_APPEND_TIME, RecordBatch, build_record_batch
 
 TITLE = "Append validation"
@@ -32,8 +33,8 @@ def _batch(records: int, codec: str) -> bytes:
                               compression=codec)
 
 
-def _validate_and_assign(raw: bytes, config: AppendConfig) -> Callable[[], object]:
-    log_append_time = NOW if config.timestamp_type == LOG_APPEND_TIME else None
+def _validate_and_assign(raw: bytes, config: LogConfig) -> Callable[[], object]:
+    log_append_time = NOW if config.message_timestamp_type == LOG_APPEND_TIME else None
 
     def run() -> object:
         data = bytearray(raw)
@@ -46,13 +47,13 @@ def _validate_and_assign(raw: bytes, config: AppendConfig) -> Callable[[], objec
 
 def run(options: Options) -> Report:
     cases = [
-        ("16 KiB, none", 135, "none", AppendConfig()),
-        ("16 KiB, lz4", 135, "lz4", AppendConfig()),
-        ("~1 MB, none", 8000, "none", AppendConfig()),
-        ("~1 MB, none, LogAppendTime", 8000, "none", AppendConfig(timestamp_type=LOG_APPEND_TIME)),
-        ("~1 MB, none, compacted (key check)", 8000, "none", AppendConfig(compact=True)),
-        ("~1 MB of records, lz4", 8000, "lz4", AppendConfig()),
-        ("~1 MB of records, zstd", 8000, "zstd", AppendConfig()),
+        ("16 KiB, none", 135, "none", LogConfig()),
+        ("16 KiB, lz4", 135, "lz4", LogConfig()),
+        ("~1 MB, none", 8000, "none", LogConfig()),
+        ("~1 MB, none, LogAppendTime", 8000, "none", LogConfig(message_timestamp_type=LOG_APPEND_TIME)),
+        ("~1 MB, none, compacted (key check)", 8000, "none", LogConfig(cleanup_policy="compact")),
+        ("~1 MB of records, lz4", 8000, "lz4", LogConfig()),
+        ("~1 MB of records, zstd", 8000, "zstd", LogConfig()),
     ]
     headers = ["batch", "bytes", "records", "copy ms/MB", "validate+assign ms/MB", "µs/record", "x copy",
                "record_list µs/record"]

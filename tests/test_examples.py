@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,10 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60)
+    # The checkout under test first: a script's own directory, not the cwd, heads its sys.path.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(EXAMPLES.parent), os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, env=env)
 
 
 def test_decode_frame_request_with_size_prefix() -> None:
@@ -92,3 +96,14 @@ def test_coordinated_consumer_example_rebalances() -> None:
         {"step": "alpha and beta", "assignment": {"alpha": [0, 1], "beta": [2, 3]}},
         {"step": "beta left", "assignment": {"alpha": [0, 1, 2, 3]}},
     ]
+
+
+def test_topic_configs_example() -> None:
+    result = run(str(EXAMPLES / "topic_configs.py"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "described": {"cleanup.policy": ["compact", "DYNAMIC_TOPIC_CONFIG"],
+                      "max.message.bytes": ["65536", "DYNAMIC_TOPIC_CONFIG"],
+                      "retention.ms": ["172800000", "DEFAULT_CONFIG"]},
+        "log_config": {"compacts": True, "max_message_bytes": 65536, "retention_ms": 172_800_000},
+    }

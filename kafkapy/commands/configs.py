@@ -1,13 +1,14 @@
-"""``kafkapy configs``: client and IP quotas, and dynamic broker configs, as kafka-configs.sh
-manages them.
+"""``kafkapy configs``: client and IP quotas, dynamic broker configs and topic configs, as
+kafka-configs.sh manages them.
 
-Entities are chosen as in kafka-configs.sh: ``--entity-type users|clients|ips|brokers``
+Entities are chosen as in kafka-configs.sh: ``--entity-type users|clients|ips|brokers|topics``
 with ``--entity-name NAME`` or ``--entity-default`` (a user and a client
 together: two of each, in order), or the shortcuts ``--user``, ``--client``,
 ``--ip``, ``--broker``, ``--user-defaults``, ``--client-defaults``, ``--ip-defaults``,
 ``--broker-defaults``. Quotas go through Describe/AlterClientQuotas; brokers
 through DescribeConfigs and IncrementalAlterConfigs (resource BROKER, "" for the
-cluster-wide default).
+cluster-wide default); topics (``--entity-type topics --entity-name T`` or ``--topic T``) through
+DescribeConfigs and IncrementalAlterConfigs on resource TOPIC.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["register"]
 
@@ -25,6 +27,8 @@ ALTER_CLIENT_QUOTAS = 49
 DESCRIBE_CONFIGS = 32
 INCREMENTAL_ALTER_CONFIGS = 44
 BROKER_RESOURCE = 4
+TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
+DYNAMIC_TOPIC_CONFIG = 1
 SET, DELETE = 0, 1
 # DescribeConfigs sources, by number (Kafka's names)
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
@@ -47,12 +51,16 @@ def register(subparsers: Any) -> None:
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
-    parser.add_argument("--entity-type", action="append", default=[], choices=sorted([*_TYPES, "brokers"]))
+    parser.add_argument("--entity-type", action="append", default=[],
+                        choices=sorted([*_TYPES, "brokers", "topics"]))
     parser.add_argument("--entity-name", action="append", default=[], dest="entity_names")
     parser.add_argument("--entity-default", action="append_const", const=None, dest="entity_names")
     for name in ("user", "client", "ip", "broker"):
         parser.add_argument(f"--{name}", metavar=name.upper())
         parser.add_argument(f"--{name}-defaults", action="store_true")
+    parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
+    parser.add_argument("--all", action="store_true",
+                        help="with --describe of a topic or broker: every config, not only the dynamic ones")
     parser.add_argument("--add-config", metavar="K=V[,K=V]",
                         help="e.g. 'connection_creation_rate=100'; a value with commas in brackets: "
                              "'max.connections.per.ip.overrides=[h1:5,h2:9]'")
@@ -143,6 +151,12 @@ def _broker(args: argparse.Namespace) -> str | None:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        topic = _topic(args)
+        if topic is not None:
+            with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
+                if args.describe:
+                    return _describe_topic(client, topic, args.all)
+                return _alter_topic(client, topic, args)
         broker = _broker(args)
         if broker is not None:
             with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
@@ -269,4 +283,55 @@ def _alter_broker(client: SimpleClient, name: str, args: argparse.Namespace) -> 
         return 1
     what = f"config for broker {name}" if name else "default config for brokers in the cluster"
     print(f"Completed updating {what}.")
+    return 0
+
+
+def _topic(args: argparse.Namespace) -> str | None:
+    """The topic chosen (``--entity-type topics --entity-name T`` or ``--topic T``), or None."""
+    if "topics" not in args.entity_type and args.topic is None:
+        return None
+    chosen: list[str | None] = list(args.entity_names or []) if "topics" in args.entity_type else []
+    if args.topic is not None:
+        chosen.append(args.topic)
+    others = [t for t in args.entity_type if t != "topics"]
+    if len(chosen) != 1 or chosen[0] is None or others or args.entity_type.count("topics") > 1 or any(
+            getattr(args, o) is not None or getattr(args, f"{o}_defaults")
+            for o in ("user", "client", "ip", "broker")):
+        raise _Usage("--entity-type topics takes one --entity-name TOPIC (or --topic TOPIC), and no "
+                     "other entity")
+    return chosen[0]
+
+
+def _describe_topic(client: SimpleClient, topic: str, everything: bool) -> int:
+    resource = {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}
+    request = {"resources": [resource], "include_synonyms": True, "include_documentation": False}
+    result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, request)["results"][0]
+    if result["error_code"]:
+        print(f"kafkapy configs: error {result['error_code']}: {result['error_message']}", file=sys.stderr)
+        return 1
+    print(f"{'All' if everything else 'Dynamic'} configs for topic {topic} are:")
+    for config in result["configs"]:
+        if not everything and config["config_source"] != DYNAMIC_TOPIC_CONFIG:
+            continue
+        synonyms = ", ".join(f"{_SOURCES.get(s['source'], s['source'])}:{s['name']}={s['value']}"
+                             for s in config["synonyms"])
+        print(f"  {config['name']}={config['value']} sensitive={str(config['is_sensitive']).lower()} "
+              f"synonyms={{{synonyms}}}")
+    return 0
+
+
+def _alter_topic(client: SimpleClient, topic: str, args: argparse.Namespace) -> int:
+    configs = [{"name": k, "config_operation": SET, "value": v}
+               for k, v in _split_configs(args.add_config or "")]
+    configs += [{"name": k.strip(), "config_operation": DELETE, "value": None}
+                for k in (args.delete_config or "").split(",") if k.strip()]
+    if not configs:
+        raise _Usage("--alter needs --add-config or --delete-config")
+    request = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": configs}],
+               "validate_only": False}
+    result = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)["responses"][0]
+    if result["error_code"]:
+        print(f"kafkapy configs: error {result['error_code']}: {result['error_message']}", file=sys.stderr)
+        return 1
+    print(f"Completed updating config for topic {topic}.")
     return 0

@@ -1,5 +1,6 @@
-"""The configs module: dynamic broker configs over the wire (DescribeConfigs 32, AlterConfigs 33,
-IncrementalAlterConfigs 44) for resources of type BROKER, as Kafka keeps them on ZooKeeper.
+"""The configs module: dynamic broker configs and topic configs over the wire (DescribeConfigs 32,
+AlterConfigs 33, IncrementalAlterConfigs 44) for resources of type BROKER and TOPIC, as Kafka keeps
+them on ZooKeeper. TOPIC resources, and the ``topic-configs`` capability, are configs/topics.py's.
 
 Theory of operation. A broker's effective value of a setting is, in Kafka's order of precedence:
 this broker's dynamic override (store entity ``brokers/<id>``, source DYNAMIC_BROKER_CONFIG), the
@@ -26,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from kafkapy.configs.topics import (
+    TOPIC,
+    TOPIC_CONFIGS_CAPABILITY,
+    LogConfigCallback,
+    TopicConfigs,
+    topic_config_error,
+)
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log.topic_config import TOPIC_CONFIGS, InvalidTopicConfig, LogConfig
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
@@ -39,7 +48,8 @@ from kafkapy.store.onloop import Reloader
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["DYNAMIC_CONFIGS", "ConfigsModule", "DynamicConfigs", "effective_settings"]
+__all__ = ["DYNAMIC_CONFIGS", "TOPIC_CONFIGS_CAPABILITY", "ConfigsModule", "DynamicConfigs",
+           "apply_operations", "effective_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +122,49 @@ def _format(value: Any) -> str | None:
     return str(value)
 
 
+def apply_operations(
+    current: Mapping[str, str], ops: list[Mapping[str, Any]], is_list: Callable[[str], bool],
+    default_of: Callable[[str], str | None],
+) -> dict[str, str]:
+    """IncrementalAlterConfigs' SET/DELETE/APPEND/SUBTRACT on a stored config, as Kafka applies them
+    (APPEND/SUBTRACT only on LIST keys, starting from ``default_of`` when the key is not set)."""
+    names = [op.get("name") for op in ops]
+    if len(set(names)) != len(names):
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    config = dict(current)
+    for op in ops:
+        name, operation, value = op.get("name") or "", op.get("config_operation"), op.get("value")
+        if operation == SET:
+            if value is None:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+            config[name] = value
+        elif operation == DELETE:
+            config.pop(name, None)
+        elif operation in (APPEND, SUBTRACT):
+            if not is_list(name):
+                verb = "append" if operation == APPEND else "subtract"
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Config value {verb} is not allowed for config key: {name}")
+            old = config.get(name)
+            current_value = old if old is not None else (default_of(name) or "")
+            items = [v for v in current_value.split(",") if v.strip()]
+            given = [v.strip() for v in (value or "").split(",") if v.strip()]
+            if operation == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            config[name] = ",".join(items)
+        else:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation: {operation}")
+    return config
+
+
+_TOPIC_KEYS = {key.name: key for key in TOPIC_CONFIGS}
+
+
 class ConfigsModule(Module):
     name = "configs"
-    provides = (DYNAMIC_CONFIGS,)
+    provides = (DYNAMIC_CONFIGS, TOPIC_CONFIGS_CAPABILITY)
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
@@ -125,6 +175,7 @@ class ConfigsModule(Module):
         self._watch: Watch | None = None
         self._alter_lock = asyncio.Lock()
         self._reloads = Reloader(services.loop, self._reload, "dynamic broker configs")
+        self.topics = TopicConfigs(services, lambda: (self.default, self.override))
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -132,6 +183,17 @@ class ConfigsModule(Module):
             ApiKey.ALTER_CONFIGS: ApiHandler(VersionRange(0, 2), self.alter_configs),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiHandler(VersionRange(0, 1), self.incremental_alter_configs),
         }
+
+    # --- the topic-configs capability -----------------------------------------------------------
+
+    def log_config(self, topic: str) -> LogConfig:
+        """Kafka's defaults merged with the broker's log.* settings and the topic's overrides."""
+        return self.topics.log_config(topic)
+
+    def watch_log_configs(self, callback: LogConfigCallback) -> Callable[[], None]:
+        """``callback(topic, config)`` on the loop whenever a topic's config changes; returns the
+        function that removes it."""
+        return self.topics.watch(callback)
 
     # --- registration and lifecycle -----------------------------------------------------------
 
@@ -166,8 +228,10 @@ class ConfigsModule(Module):
         self._keys.update({k.name: k for k in self.services.module_config_keys()})
         self._watch = await asyncio.to_thread(self.services.store.watch_entity_configs, self._entity_changed)
         self.default, self.override = await asyncio.to_thread(self._read)
+        await self.topics.start()
 
     async def stop(self) -> None:
+        self.topics.stop()
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
@@ -181,6 +245,7 @@ class ConfigsModule(Module):
         return store.entity_config(self._path(None)), store.entity_config(self._path(self.services.broker_id))
 
     def _entity_changed(self, path: str) -> None:
+        self.topics.entity_changed(path)
         if path in (self._path(None), self._path(self.services.broker_id)):  # on a store thread
             self._reloads.request()
 
@@ -189,6 +254,7 @@ class ConfigsModule(Module):
         changed = (default, override) != (self.default, self.override)
         self.default, self.override = default, override
         if changed:
+            self.topics.broker_settings_changed()
             for owner in self._owners:
                 try:
                     await owner.apply(self.settings_for(owner, default, override))
@@ -277,6 +343,11 @@ class ConfigsModule(Module):
             )
         return broker_id
 
+    def _topic_authorized(self, ctx: RequestContext, operation: str, topic: str) -> bool:
+        conn = ctx.connection
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  "TOPIC", topic)
+
     def _authorized(self, ctx: RequestContext, operation: str) -> bool:
         conn = ctx.connection
         return self.services.authorizer.authorize(
@@ -285,7 +356,7 @@ class ConfigsModule(Module):
 
     # --- DescribeConfigs ----------------------------------------------------------------------
 
-    def describe_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    async def describe_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         body = request.body
         synonyms = bool(body.get("include_synonyms"))
         documentation = bool(body.get("include_documentation"))
@@ -302,6 +373,16 @@ class ConfigsModule(Module):
                 "configs": [],
             }
             try:
+                if resource_type == TOPIC:
+                    if not self._topic_authorized(ctx, "DESCRIBE_CONFIGS", name):
+                        raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                            "Topic authorization failed.")
+                    keys = resource.get("configuration_keys")
+                    overrides = await self.topics.existing_overrides(name)
+                    entries = self.topics.entries(overrides, synonyms, documentation, ctx.api_version)
+                    result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                    results.append(result)
+                    continue
                 broker_id = self._broker_id(resource_type, name)
                 if authorized is None:
                     authorized = self._authorized(ctx, "DESCRIBE_CONFIGS")
@@ -367,7 +448,7 @@ class ConfigsModule(Module):
     # --- AlterConfigs and IncrementalAlterConfigs ---------------------------------------------
 
     async def alter_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        async def replace(broker_id: int | None, resource: Mapping[str, Any]) -> dict[str, str]:
+        async def replace(current: Mapping[str, str], resource: Mapping[str, Any]) -> dict[str, str]:
             # AlterConfigs replaces the whole set; a null value leaves the key out (Kafka).
             return {
                 c["name"]: c["value"] for c in resource.get("configs") or [] if c.get("value") is not None
@@ -376,39 +457,19 @@ class ConfigsModule(Module):
         return await self._alter(ctx, request, replace)
 
     async def incremental_alter_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        async def edit(broker_id: int | None, resource: Mapping[str, Any]) -> dict[str, str]:
-            ops = resource.get("configs") or []
-            names = [op.get("name") for op in ops]
-            if len(set(names)) != len(names):
-                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-            config = dict(self.default if broker_id is None else self.override)
-            for op in ops:
-                name, operation, value = op.get("name") or "", op.get("config_operation"), op.get("value")
-                if operation == SET:
-                    if value is None:
-                        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                                            f"Null value not supported for : {name}")
-                    config[name] = value
-                elif operation == DELETE:
-                    config.pop(name, None)
-                elif operation in (APPEND, SUBTRACT):
-                    key = self._key(name)
-                    if key is None or key.type != "list":
-                        verb = "append" if operation == APPEND else "subtract"
-                        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                                            f"Config value {verb} is not allowed for config key: {name}")
-                    current = config.get(name) or _format(self.services.config.get(name)) or ""
-                    items = [v for v in current.split(",") if v.strip()]
-                    given = [v.strip() for v in (value or "").split(",") if v.strip()]
-                    if operation == APPEND:
-                        items += [v for v in given if v not in items]
-                    else:
-                        items = [v for v in items if v not in given]
-                    config[name] = ",".join(items)
-                else:
-                    raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                                        f"Unknown alter config operation: {operation}")
-            return config
+        async def edit(current: Mapping[str, str], resource: Mapping[str, Any]) -> dict[str, str]:
+            ops = list(resource.get("configs") or [])
+            if resource.get("resource_type") == TOPIC:
+                return apply_operations(
+                    current, ops, lambda n: n in _TOPIC_KEYS and _TOPIC_KEYS[n].type == "list",
+                    lambda n: ",".join(map(str, _TOPIC_KEYS[n].default)))  # type: ignore[call-overload]
+
+            def is_list(name: str) -> bool:
+                key = self._key(name)
+                return key is not None and key.type == "list"
+
+            return apply_operations(current, ops, is_list,
+                                    lambda n: _format(self.services.config.get(n)))
 
         return await self._alter(ctx, request, edit)
 
@@ -416,7 +477,7 @@ class ConfigsModule(Module):
         self,
         ctx: RequestContext,
         request: Request,
-        build: Callable[[int | None, Mapping[str, Any]], Awaitable[dict[str, str]]],
+        build: Callable[[Mapping[str, str], Mapping[str, Any]], Awaitable[dict[str, str]]],
     ) -> Mapping[str, Any]:
         body = request.body
         validate_only = bool(body.get("validate_only"))
@@ -428,13 +489,18 @@ class ConfigsModule(Module):
                 name = resource.get("resource_name") or ""
                 code, message = 0, None
                 try:
+                    if resource_type == TOPIC:
+                        await self._alter_topic(ctx, name, resource, build, validate_only)
+                        responses.append({"error_code": ErrorCode.NONE, "error_message": None,
+                                          "resource_type": resource_type, "resource_name": name})
+                        continue
                     broker_id = self._broker_id(resource_type, name)
                     if authorized is None:
                         authorized = self._authorized(ctx, "ALTER_CONFIGS")
                     if not authorized:
                         raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                             "Cluster authorization failed.")
-                    config = await build(broker_id, resource)
+                    config = await build(self.default if broker_id is None else self.override, resource)
                     self._check_names(config)
                     await self._validate(broker_id, config)
                     if not validate_only:
@@ -446,11 +512,12 @@ class ConfigsModule(Module):
                             self.default = config
                         else:
                             self.override = config
+                        self.topics.broker_settings_changed()
                         for owner in self._owners:
                             await owner.apply(self.settings_for(owner, self.default, self.override))
                 except KafkaApiError as exc:
                     code, message = exc.code, exc.message
-                    if code == ErrorCode.INVALID_CONFIG:
+                    if code == ErrorCode.INVALID_CONFIG and resource_type != TOPIC:
                         what = (
                             f"ConfigResource(type={RESOURCE_TYPE_NAMES.get(resource_type, resource_type)}, "
                             f"name='{name}')"
@@ -465,3 +532,21 @@ class ConfigsModule(Module):
                     }
                 )
         return {"throttle_time_ms": 0, "responses": responses}
+
+    async def _alter_topic(
+        self, ctx: RequestContext, topic: str, resource: Mapping[str, Any],
+        build: Callable[[Mapping[str, str], Mapping[str, Any]], Awaitable[dict[str, str]]],
+        validate_only: bool,
+    ) -> None:
+        """AlterConfigs/IncrementalAlterConfigs of one topic, checked as Kafka's
+        AdminZkClient.validateTopicConfig checks it, then stored (a change notification follows)."""
+        if not self._topic_authorized(ctx, "ALTER_CONFIGS", topic):
+            raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+        current = await self.topics.existing_overrides(topic)
+        config = await build(current, resource)
+        try:
+            self.topics.check_create(config)
+        except InvalidTopicConfig as exc:
+            raise topic_config_error(exc, f"ConfigResource(type=TOPIC, name='{topic}')") from None
+        if not validate_only:
+            await self.topics.store_overrides(topic, config)

@@ -5,7 +5,7 @@ OffsetForLeaderEpoch, DeleteRecords and DescribeLogDirs here, Fetch from kafkapy
 when that file is present. Partitions (partitions.py) says which partitions this broker leads
 and holds their logs. Auto topic creation (Kafka's ``auto.create.topics.enable``) is offered to
 the core's Metadata handler as the capability AUTO_TOPIC_CREATION and used by Produce; topics
-are made through the topics module's create path (capability "topic-creation").
+are made through the topics module's create path (capability TOPIC_CREATION).
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from kafkapy.dataplane.produce import ProduceHandler
 from kafkapy.dataplane.producer_ids import ProducerIds
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import LogConfig, LogManager
-from kafkapy.log.append import AppendConfig
 from kafkapy.log.base import NO_OFFSET, NO_TIMESTAMP, UNDEFINED_EPOCH
-from kafkapy.log.topic_config import LONG_MAX
+from kafkapy.log.topic_config import InvalidTopicConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
@@ -31,12 +30,15 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
-from kafkapy.server.services import AUTO_TOPIC_CREATION, BrokerServices
+from kafkapy.server.services import (
+    AUTO_TOPIC_CREATION,
+    TOPIC_CONFIGS_CAPABILITY,
+    TOPIC_CREATION,
+    BrokerServices,
+)
 
-__all__ = ["TOPIC_CREATION", "DataPlaneModule", "TopicCreation"]
+__all__ = ["DataPlaneModule", "TopicCreation"]
 
-TOPIC_CREATION = "topic-creation"  # the topics module's create path, with the broker's defaults
-TOPIC_CONFIGS = "topic-configs"  # per-topic LogConfig (the configs side); Kafka's defaults without it
 _HOUR_MS = 60 * 60 * 1000
 NO_PRODUCER_EPOCH = -1
 
@@ -64,26 +66,13 @@ def _at_least_one(value: Any) -> str | None:
 class DataPlaneModule(Module):
     name = "dataplane"
     provides = (AUTO_TOPIC_CREATION,)
-    wants = (TOPIC_CREATION, TOPIC_CONFIGS)
+    wants = (TOPIC_CREATION, TOPIC_CONFIGS_CAPABILITY)
     config_keys = (
         ConfigKey("log.dirs", "list", None,
                   "Directories for segment files (Kafka's layout); unset: log.dir, else logs in memory."),
         ConfigKey("log.dir", "string", None,
                   "One directory for segment files when log.dirs is unset (Kafka's default is "
                   "/tmp/kafka-logs; kafkapy keeps logs in memory when neither is set)."),
-        ConfigKey("log.flush.interval.messages", "long", LONG_MAX,
-                  "Messages appended to a partition before it is fsynced (Kafka's default: never).",
-                  _at_least_one),
-        ConfigKey("log.flush.interval.ms", "long", None,
-                  "Milliseconds a message may wait before its partition is fsynced (Kafka's default: "
-                  "unset, never).", _non_negative),
-        ConfigKey("log.segment.bytes", "int", 1 << 30, "Size of a segment file (Kafka's default, 1 GiB).",
-                  _at_least_one),
-        ConfigKey("log.retention.hours", "int", 168, "Kafka's default retention: 7 days."),
-        ConfigKey("log.retention.minutes", "int", None, "Overrides log.retention.hours when set."),
-        ConfigKey("log.retention.ms", "long", None,
-                  "Overrides log.retention.minutes when set; -1 keeps records forever."),
-        ConfigKey("log.retention.bytes", "long", -1, "Bytes kept per partition; -1: no limit (Kafka's)."),
         ConfigKey("auto.create.topics.enable", "boolean", True,
                   "Create a topic on a Produce to it or a Metadata request allowing auto-creation "
                   "(Kafka's default: true)."),
@@ -102,24 +91,12 @@ class DataPlaneModule(Module):
         self._owns_logs = False
         self._fetch: FetchHandler | None = None
         config = services.config
-        self.default_log_config = LogConfig(
-            segment_bytes=config["log.segment.bytes"],
-            flush_messages=config["log.flush.interval.messages"],
-            flush_ms=LONG_MAX if config["log.flush.interval.ms"] is None else config["log.flush.interval.ms"],
-            retention_ms=self._retention_ms(),
-            retention_bytes=config["log.retention.bytes"],
-        )
-        self.default_append_config = AppendConfig(max_message_bytes=config["message.max.bytes"],
-                                                  segment_bytes=config["log.segment.bytes"])
-
-    def _retention_ms(self) -> int:
-        """Kafka's precedence: log.retention.ms, then .minutes, then .hours."""
-        config = self.services.config
-        if config["log.retention.ms"] is not None:
-            return int(config["log.retention.ms"])
-        if config["log.retention.minutes"] is not None:
-            return int(config["log.retention.minutes"]) * 60_000
-        return int(config["log.retention.hours"]) * _HOUR_MS
+        # Kafka's defaults under the broker's log.* settings: what a topic without overrides gets
+        # when no configs module answers for it.
+        try:
+            self.default_log_config = LogConfig.from_topic_config({}, config.values)
+        except InvalidTopicConfig as exc:
+            raise ConfigError(f"invalid broker log settings: {exc.message}") from None
 
     @property
     def log_dirs(self) -> list[str]:
@@ -147,9 +124,9 @@ class DataPlaneModule(Module):
         else:
             home = memory_home(services.store, lambda: LogHome(
                 LogManager(default_config=self.default_log_config), producer_id_expiration_ms=expiration))
-        self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self._log_config)
+        self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self.log_config)
         self._producer_ids = ProducerIds(services.store, services.broker_id)
-        self._produce = ProduceHandler(self._partitions, self._append_config, self._start_auto_create)
+        self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create)
         self._fetch = FetchHandler(self._partitions, services)
 
     @property
@@ -172,12 +149,12 @@ class DataPlaneModule(Module):
         if self._owns_logs and self._partitions is not None:
             await asyncio.to_thread(self._partitions.logs.close)
 
-    def _log_config(self, topic: str) -> LogConfig:
-        configs = self.services.provider(TOPIC_CONFIGS, Module)
+    def log_config(self, topic: str) -> LogConfig:
+        """The topic's LogConfig as appends and new logs use it: the configs module's answer, or
+        the broker's defaults when no module answers for topic configs."""
+        configs = self.services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
         return configs.log_config(topic) if isinstance(configs, TopicConfigs) else self.default_log_config
 
-    def _append_config(self, topic: str) -> AppendConfig:
-        return self.default_append_config
 
     def apis(self) -> Mapping[int, ApiHandler]:
         handlers: dict[int, ApiHandler] = {

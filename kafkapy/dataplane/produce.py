@@ -30,7 +30,8 @@ from typing import Any
 
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.log.append import AppendConfig, RecordsRejected, assign_offsets, validate_records
+from kafkapy.log.append import RecordsRejected, assign_offsets, validate_records
+from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
@@ -46,7 +47,7 @@ NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a fail
 
 
 class ProduceHandler:
-    def __init__(self, partitions: Partitions, append_config: Callable[[str], AppendConfig],
+    def __init__(self, partitions: Partitions, append_config: Callable[[str], LogConfig],
                  auto_create: Callable[[str], None], clock_ms: Callable[[], int] | None = None) -> None:
         self.partitions = partitions
         self.append_config = append_config

@@ -58,19 +58,19 @@ is the CRC recomputed.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import attrs
 import google_crc32c
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
+from kafkapy.log.topic_config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES, LONG_MAX, LogConfig
 from kafkapy.protocol.compression import Compression
 from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Batch, RecordBatch, Records
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_SEGMENT_BYTES",
-    "AppendConfig",
     "AppendPlan",
     "OffsetsAssigned",
     "RecordsRejected",
@@ -78,10 +78,7 @@ __all__ = [
     "validate_records",
 ]
 
-# Kafka's defaults (LogConfig / ServerLogConfigs).
-DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024 + 12  # max.message.bytes: 1 MiB plus the 12-byte log overhead
-DEFAULT_SEGMENT_BYTES = 1024 * 1024 * 1024  # segment.bytes
-_LONG_MAX = (1 << 63) - 1  # message.timestamp.*.max.ms default: no limit
+_LONG_MAX = LONG_MAX  # message.timestamp.*.max.ms default: no limit
 _NO_TIMESTAMP = -1
 
 # Produce v7 is the first version allowed to carry zstd (KIP-110).
@@ -115,51 +112,6 @@ class RecordsRejected(KafkaApiError):
         super().__init__(code, message)
         self.message: str = message
         self.record_errors: list[RecordError] = record_errors or []
-
-
-def _int_config(configs: Mapping[str, object], name: str, default: int) -> int:
-    value = configs.get(name)
-    if value is None:
-        return default
-    try:
-        return int(str(value))
-    except ValueError:
-        raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"{name} must be an integer, not {value!r}") from None
-
-
-@attrs.frozen
-class AppendConfig:
-    """The topic configs append validation reads, under Kafka's names and with Kafka's defaults."""
-
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES  # max.message.bytes
-    segment_bytes: int = DEFAULT_SEGMENT_BYTES  # segment.bytes
-    timestamp_type: int = CREATE_TIME  # message.timestamp.type
-    timestamp_before_max_ms: int = _LONG_MAX  # message.timestamp.before.max.ms (KIP-937)
-    timestamp_after_max_ms: int = _LONG_MAX  # message.timestamp.after.max.ms (KIP-937)
-    compact: bool = False  # cleanup.policy contains "compact"
-
-    @classmethod
-    def from_topic_configs(cls, configs: Mapping[str, object]) -> AppendConfig:
-        """Read Kafka's topic config names (string values, as the store holds them).
-
-        The deprecated ``message.timestamp.difference.max.ms`` stands in for either
-        KIP-937 bound left at its default, as Kafka's LogConfig does.
-        """
-        kind = str(configs.get("message.timestamp.type") or "CreateTime")
-        if kind not in ("CreateTime", "LogAppendTime"):
-            raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"message.timestamp.type {kind!r}")
-        difference = _int_config(configs, "message.timestamp.difference.max.ms", _LONG_MAX)
-        before = _int_config(configs, "message.timestamp.before.max.ms", _LONG_MAX)
-        after = _int_config(configs, "message.timestamp.after.max.ms", _LONG_MAX)
-        policy = str(configs.get("cleanup.policy") or "delete")
-        return cls(
-            max_message_bytes=_int_config(configs, "max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES),
-            segment_bytes=_int_config(configs, "segment.bytes", DEFAULT_SEGMENT_BYTES),
-            timestamp_type=LOG_APPEND_TIME if kind == "LogAppendTime" else CREATE_TIME,
-            timestamp_before_max_ms=before if before != _LONG_MAX else difference,
-            timestamp_after_max_ms=after if after != _LONG_MAX else difference,
-            compact="compact" in (p.strip() for p in policy.split(",")),
-        )
 
 
 @attrs.frozen
@@ -261,7 +213,7 @@ def _header_rejection(data: bytearray | bytes | memoryview, exc: DecodeError) ->
 
 def validate_records(
     data: bytearray | bytes | memoryview,
-    config: AppendConfig,
+    config: LogConfig,
     now_ms: int,
     *,
     produce_version: int | None = None,
@@ -326,7 +278,7 @@ def validate_records(
         size=size,
         record_count=batch.record_count,
         max_timestamp=max_timestamp,
-        timestamp_type=config.timestamp_type,
+        timestamp_type=config.message_timestamp_type,
         compression=batch.compression,
         producer_id=batch.producer_id,
         producer_epoch=batch.producer_epoch,
@@ -335,7 +287,7 @@ def validate_records(
     )
 
 
-def _check_records(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int:
+def _check_records(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
     """LogValidator's per-record checks; returns the records' max timestamp.
 
     The fast path: :meth:`RecordBatch.scan` walks the records with every
@@ -348,8 +300,8 @@ def _check_records(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int
         summary = batch.scan()  # the CRC was checked by the caller
     except DecodeError as exc:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
-    create_time = config.timestamp_type == CREATE_TIME
-    clear = summary.offsets_in_order and not (config.compact and summary.null_keys)
+    create_time = config.message_timestamp_type == CREATE_TIME
+    clear = summary.offsets_in_order and not (config.compacts and summary.null_keys)
     producer_says_append_time = batch.timestamp_type == LOG_APPEND_TIME
     if producer_says_append_time and (not create_time or summary.max_timestamp == _NO_TIMESTAMP):
         clear = False  # every record then carries that claim, and Kafka refuses it
@@ -362,12 +314,12 @@ def _check_records(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int
     return _check_records_plain(batch, config, now_ms)
 
 
-def _bounded(config: AppendConfig) -> bool:
+def _bounded(config: LogConfig) -> bool:
     """Whether message.timestamp.*.max.ms limit anything: the defaults mean no bound."""
     return config.timestamp_before_max_ms != _LONG_MAX or config.timestamp_after_max_ms != _LONG_MAX
 
 
-def _check_records_plain(batch: RecordBatch, config: AppendConfig, now_ms: int) -> int:
+def _check_records_plain(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
     """The per-record checks on decoded records, collecting Kafka's record errors.
 
     Structural faults abort at once (INVALID_RECORD, no record errors), as
@@ -381,12 +333,12 @@ def _check_records_plain(batch: RecordBatch, config: AppendConfig, now_ms: int) 
     errors: list[RecordError] = []
     timestamp_errors = False
     max_timestamp = _NO_TIMESTAMP
-    create_time = config.timestamp_type == CREATE_TIME
+    create_time = config.message_timestamp_type == CREATE_TIME
     producer_says_append_time = batch.timestamp_type == LOG_APPEND_TIME
     bounded = _bounded(config)
     lowest = now_ms - config.timestamp_before_max_ms
     highest = now_ms + config.timestamp_after_max_ms
-    compact = config.compact
+    compact = config.compacts
     for index, record in enumerate(records):
         timestamp = record.timestamp
         assert timestamp is not None  # magic 2 always carries timestamps

@@ -46,11 +46,12 @@ PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
     # + configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) for BROKER resources
     4: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
                   (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1)}),
-    # + dataplane (Produce, ListOffsets, DeleteRecords, InitProducerId, OffsetForLeaderEpoch,
+    # + dataplane (Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId, OffsetForLeaderEpoch,
     # DescribeLogDirs, DescribeProducers)
     5: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
                   (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1),
-                  (0, 3, 13), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5), (61, 0, 0)}),
+                  (0, 3, 13), (1, 4, 18), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5),
+                  (61, 0, 0)}),
 }
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "AcceptGate", "AutoTopicCreation",
+__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "TOPIC_CONFIGS_CAPABILITY",
+           "TOPIC_CREATION", "AcceptGate", "AutoTopicCreation",
            "BrokerServices", "ClusterView", "partition_leader"]
 
 T = TypeVar("T")
@@ -41,6 +42,10 @@ FINALIZED_FEATURES = "finalized-features"
 # The capability of a module that creates topics on demand (Kafka's auto.create.topics.enable):
 # the core's Metadata handler asks it about requested topics that do not exist.
 AUTO_TOPIC_CREATION = "auto-topic-creation"
+# The topics module's create path with the broker's defaults (create_topics_with_defaults).
+TOPIC_CREATION = "topic-creation"
+# Per-topic LogConfig and its changes (log_config(topic), watch_log_configs(callback)): the configs module.
+TOPIC_CONFIGS_CAPABILITY = "topic-configs"
 
 
 @runtime_checkable

@@ -44,7 +44,9 @@ Entity paths name client-quota entities as Kafka's /config tree does:
 ``users/alice/clients/c1``, ``users/<default>/clients/<default>``. Names are
 URL-encoded (Kafka's Sanitizer) inside the path. Dynamic broker configs use the
 same calls and notifications: ``brokers/<default>`` (the cluster-wide default)
-and ``brokers/<id>`` (one broker's overrides), Kafka's /config/brokers nodes.
+and ``brokers/<id>`` (one broker's overrides), Kafka's /config/brokers nodes; and
+so do topic configs: ``topics/<topic>``, Kafka's /config/topics/<topic>, written
+by ``create_topic`` with the topic and removed by ``delete_topic``.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ __all__ = [
 ]
 
 DEFAULT_ENTITY = "<default>"
-ENTITY_TYPES = ("ips", "users", "clients", "users/clients", "brokers")
+ENTITY_TYPES = ("ips", "users", "clients", "users/clients", "brokers", "topics")
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE; ids are Java longs.
 PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PRODUCER_ID = 2**63 - 1
@@ -136,9 +138,9 @@ def desanitize(name: str) -> str:
 
 def entity_type_of(entity_path: str) -> str:
     """``ips/1.2.3.4`` -> ``ips``; ``users/a/clients/c`` -> ``users/clients``; ``brokers/0`` ->
-    ``brokers``. StoreError if malformed."""
+    ``brokers``; ``topics/t`` -> ``topics``. StoreError if malformed."""
     parts = entity_path.split("/")
-    if len(parts) == 2 and parts[0] in ("ips", "users", "clients", "brokers") and parts[1]:
+    if len(parts) == 2 and parts[0] in ("ips", "users", "clients", "brokers", "topics") and parts[1]:
         return parts[0]
     if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
         return "users/clients"
@@ -296,8 +298,13 @@ class TopicStore(Protocol):
     """Topics and their replica assignments (/brokers/topics/<topic>)."""
 
     def create_topic(self, name: str, partitions: Mapping[int, tuple[int, ...]],
-                     topic_id: uuid.UUID | None = None) -> TopicInfo: ...
-    def delete_topic(self, name: str) -> None: ...
+                     topic_id: uuid.UUID | None = None, config: Mapping[str, str] | None = None) -> TopicInfo:
+        """Create the topic with its config overrides (entity ``topics/<name>``) in one step, as
+        Kafka writes /config/topics/<name> with /brokers/topics/<name>; no change notification."""
+
+    def delete_topic(self, name: str) -> None:
+        """Remove the topic and its config overrides."""
+
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
         """Partitions only grow: new ids must continue the existing ones."""
 

@@ -257,7 +257,7 @@ class MemoryStore:
 
     # --- topics ------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: Mapping[int, tuple[int, ...]],
-                     topic_id: uuid.UUID | None = None) -> TopicInfo:
+                     topic_id: uuid.UUID | None = None, config: Mapping[str, str] | None = None) -> TopicInfo:
         check_topic_name(name)
         parts = check_partitions(name, partitions, 0)
         with self._lock:
@@ -267,6 +267,10 @@ class MemoryStore:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             info = TopicInfo(name, topic_id or uuid.uuid4(), parts)
             c.topics[name] = info
+            if config:
+                c.configs[f"topics/{name}"] = {str(k): str(v) for k, v in config.items()}
+            else:
+                c.configs.pop(f"topics/{name}", None)
             notes = self._notes("topics", dict(c.topics))
         self._deliver(notes)
         return info
@@ -277,6 +281,7 @@ class MemoryStore:
             c = self._cluster
             if c.topics.pop(name, None) is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
+            c.configs.pop(f"topics/{name}", None)
             notes = self._notes("topics", dict(c.topics))
         self._deliver(notes)
 

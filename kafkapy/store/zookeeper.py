@@ -72,6 +72,7 @@ TOPICS = "/brokers/topics"
 CONTROLLER = "/controller"
 FEATURE = "/feature"
 CONFIG = "/config"
+TOPIC_CONFIGS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CHANGE_PREFIX = "config_change_"
 CHANGE_EXPIRATION_S = 15 * 60
@@ -497,6 +498,11 @@ class ZooKeeperStore:
                         zk.create(path, data, makepath=True)
                     except NodeExistsError:
                         zk.set(path, data)
+            elif entity_path.startswith("topics/"):  # Kafka keeps a topic's node while the topic lives
+                try:
+                    zk.set(path, _dumps({"version": 1, "config": {}}))
+                except NoNodeError:
+                    pass
             else:
                 try:
                     zk.delete(path)
@@ -627,17 +633,36 @@ class ZooKeeperStore:
 
     # --- topics ------------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: Mapping[int, tuple[int, ...]],
-                     topic_id: uuid.UUID | None = None) -> TopicInfo:
+                     topic_id: uuid.UUID | None = None, config: Mapping[str, str] | None = None) -> TopicInfo:
         check_topic_name(name)
         parts = check_partitions(name, partitions, 0)
         info = TopicInfo(name, topic_id or uuid.uuid4(), parts)
         path = f"{TOPICS}/{name}"
+        config_path = f"{TOPIC_CONFIGS}/{name}"
+        # Kafka writes the config node (always, {} when empty) before the topic's; here both go in
+        # one transaction, so no broker ever sees the topic without its config.
+        config_data = _dumps({"version": 1, "config": {str(k): str(v) for k, v in (config or {}).items()}})
+        zk = self._zk()
         with self._errors(path):
-            try:
-                self._zk().create(path, _dumps(encode_topic(info)), makepath=True)
-            except NodeExistsError:
-                raise TopicAlreadyExists(f"topic {name!r} already exists") from None
-        return info
+            zk.ensure_path(TOPICS)
+            zk.ensure_path(TOPIC_CONFIGS)
+            while True:
+                stale = zk.exists(config_path)  # left by a Kafka broker, or by a delete cut short
+                tx = zk.transaction()
+                tx.create(path, _dumps(encode_topic(info)))
+                if stale is None:
+                    tx.create(config_path, config_data)
+                else:
+                    tx.set_data(config_path, config_data, version=stale.version)
+                results = tx.commit()
+                failed = [r for r in results if isinstance(r, Exception)]
+                if not failed:
+                    return info
+                if isinstance(results[0], NodeExistsError):
+                    raise TopicAlreadyExists(f"topic {name!r} already exists")
+                if not any(isinstance(r, (NodeExistsError, NoNodeError, BadVersionError)) for r in failed):
+                    raise failed[0]
+                # the config node changed between the look and the write: look again
 
     def delete_topic(self, name: str) -> None:
         path = f"{TOPICS}/{name}"
@@ -646,6 +671,9 @@ class ZooKeeperStore:
             if self._zk().exists(path) is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
             self._zk().delete(path, recursive=True)
+            # Kafka's controller removes the topic's config node with it (deleteTopicConfigs).
+            with contextlib.suppress(NoNodeError):
+                self._zk().delete(f"{TOPIC_CONFIGS}/{name}")
 
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
         zk = self._zk()

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kafkapy.configs.module import TOPIC_CONFIGS_CAPABILITY, ConfigsModule
+from kafkapy.configs.topics import BROKER_LOG_KEYS
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import fit_body
 from kafkapy.protocol.api_keys import ApiKey
@@ -23,6 +25,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.server.services import TOPIC_CREATION
 from kafkapy.store.base import StoreError, TopicAlreadyExists, TopicInfo, UnknownTopic, check_topic_name
 from kafkapy.store.onloop import watching
 from kafkapy.topics.assignment import assign_replicas, placement_for_new_partitions
@@ -81,13 +84,17 @@ def _check_assignment(assignment: Mapping[int, Sequence[int]], live: set[int], f
 
 class TopicsModule(Module):
     name = "topics"
-    provides = ("topic-creation",)  # create_topics_with_defaults, for auto topic creation
+    provides = (TOPIC_CREATION,)  # create_topics_with_defaults, for auto topic creation
+    wants = (TOPIC_CONFIGS_CAPABILITY,)  # CreateTopics' configs are checked and stored through it
     config_keys = (
         ConfigKey("num.partitions", "int", 1,
                   "Partitions of a topic created with num_partitions -1 (Kafka's default).", _positive),
         ConfigKey("default.replication.factor", "int", 1,
                   "Replication factor of a topic created with replication_factor -1 (Kafka's default).",
                   _positive),
+        # The broker's topic defaults (log.retention.hours, log.segment.bytes, ...): declared here,
+        # where a topic is made, so server.properties may set them; configs/topics.py reads them.
+        *BROKER_LOG_KEYS,
     )
 
     def __init__(self, services: BrokerServices) -> None:
@@ -179,9 +186,12 @@ class TopicsModule(Module):
                 for result, item in pending:
                     try:
                         info = self._plan_topic(item, existing, live)
+                        overrides = self._topic_configs(item)
                         if not validate_only:
                             info = await asyncio.to_thread(self.services.store.create_topic, info.name,
-                                                           info.partitions, info.topic_id)
+                                                           info.partitions, info.topic_id, overrides)
+                            if self._configs is not None:
+                                self._configs.topics.created(info.name, overrides)
                             existing[info.name] = info
                             created[info.name] = len(info.partitions)
                             log.info("created topic %s (%s) with %d partitions: %s", info.name,
@@ -199,6 +209,7 @@ class TopicsModule(Module):
                         continue
                     result.update(topic_id=info.topic_id, num_partitions=len(info.partitions),
                                   replication_factor=len(info.partitions[0]))
+                    self._report_configs(ctx, result, overrides)
         if created and not await self._settled(
                 lambda view: all(name in view for name in created), timeout_ms):
             for result in results:
@@ -238,6 +249,36 @@ class TopicsModule(Module):
                 log.info("auto-created topic %s (%s) with %d partitions", info.name, info.topic_id,
                          len(info.partitions))
         return results
+    @property
+    def _configs(self) -> ConfigsModule | None:
+        return self.services.provider(TOPIC_CONFIGS_CAPABILITY, ConfigsModule)
+
+    def _topic_configs(self, item: Mapping[str, Any]) -> dict[str, str]:
+        """The entry's configs, checked as Kafka's LogConfig checks them (INVALID_CONFIG if not)."""
+        given = {c["name"]: c.get("value") for c in item.get("configs") or []}
+        configs = self._configs
+        if configs is None:
+            if given:
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
+                                    "Topic configs need the configs module, which this broker does not run.")
+            return {}
+        return configs.topics.check_create(given)
+
+    def _report_configs(self, ctx: RequestContext, result: dict[str, Any],
+                        overrides: Mapping[str, str]) -> None:
+        """CreateTopics v5+ answers with the new topic's configs, as DescribeConfigs would show
+        them, when the caller may describe them (else TOPIC_AUTHORIZATION_FAILED in their place)."""
+        configs = self._configs
+        if configs is None or ctx.api_version < 5:
+            return
+        if not self._allowed(ctx, "DESCRIBE_CONFIGS", "TOPIC", result["name"]):
+            result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            return
+        result["configs"] = [
+            {"name": e["name"], "value": e["value"], "read_only": e["read_only"],
+             "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
+            for e in configs.topics.entries(overrides, False, False, 1)
+        ]
 
     def _plan_topic(self, item: Mapping[str, Any], existing: Mapping[str, TopicInfo],
                     live: set[int]) -> TopicInfo:

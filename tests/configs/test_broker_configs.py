@@ -16,6 +16,7 @@ from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
 from kafkapy import Broker
+from kafkapy.errors import ErrorCode
 from kafkapy.protocol import decode_response, encode_request, fit_body
 from kafkapy.quotas import QuotasModule
 from kafkapy.testing import wait_until
@@ -256,8 +257,12 @@ def test_validation_and_error_codes(broker: Broker) -> None:
         "Unexpected broker id, expected 3 or empty string, but received 7",
     )
     assert _incremental(a, "x", [("max.connections", 0, "5")])[0] == INVALID_REQUEST
-    assert _incremental(a, "t", [("retention.ms", 0, "5")], resource_type=2)[0] == INVALID_REQUEST
-    assert _describe(a, "t", resource_type=2)[0] == INVALID_REQUEST
+    assert _incremental(a, "g", [("retention.ms", 0, "5")], resource_type=3)[0] == INVALID_REQUEST
+    assert _describe(a, "g", resource_type=3)[0] == INVALID_REQUEST
+    # TOPIC resources are served (tests/configs/test_topic_configs.py); this topic does not exist
+    unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert _incremental(a, "t", [("retention.ms", 0, "5")], resource_type=2)[0] == unknown
+    assert _describe(a, "t", resource_type=2)[0] == unknown
     # validate_only validates fully and changes nothing
     assert _incremental(a, "3", [("max.connections", 0, "-1")], validate_only=True)[0] == INVALID_CONFIG
     assert _incremental(a, "3", [("max.connections", 0, "9")], validate_only=True) == (OK, None)

@@ -16,6 +16,7 @@ import pytest
 from kafkapy.dataplane import DataPlaneModule, Partitions
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.log import LogConfig
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.server.services import NO_LEADER, partition_leader
@@ -31,11 +32,16 @@ def partitions_of(broker: Broker) -> Partitions:
     return module.partitions
 
 
-def create(broker: Broker, name: str, assignment: dict[int, tuple[int, ...]]) -> None:
+def create(broker: Broker, name: str, assignment: dict[int, tuple[int, ...]],
+           config: dict[str, str] | None = None) -> None:
+    """The topic with its config overrides, stored as CreateTopics stores them; back once this broker
+    sees it (its topics view and, for the overrides, the configs module's)."""
     assert broker.store is not None and broker.runtime is not None
-    broker.store.create_topic(name, assignment)
+    broker.store.create_topic(name, assignment, config=config)
+    module = next(m for m in broker.runtime.modules if isinstance(m, DataPlaneModule))
+    expected = LogConfig.from_topic_config(config or {}, broker.runtime.config.values)
     deadline = time.monotonic() + 5
-    while name not in broker.runtime.cluster.topics:
+    while name not in broker.runtime.cluster.topics or module.log_config(name) != expected:
         assert time.monotonic() < deadline
         time.sleep(0.01)
 
@@ -94,13 +100,12 @@ def test_a_corrupt_batch_is_refused_and_the_other_partition_stored(broker: Broke
 def test_record_errors_come_with_an_error_message(broker: Broker) -> None:
     """Compacted topics need keys: INVALID_RECORD with record errors, and (only then) a message."""
     keyless = build_record_batch([{"key": None, "value": b"v", "timestamp": 1}])
+    create(broker, "compacted", {0: (1,)}, {"cleanup.policy": "compact"})
     with KafkaSocket(broker.bootstrap_servers) as conn:
-        module = next(m for m in broker.runtime.modules if isinstance(m, DataPlaneModule))  # type: ignore[union-attr]
-        module.default_append_config = type(module.default_append_config)(compact=True)
-        answers = produce(conn, "t", {0: keyless})
+        answers = produce(conn, "compacted", {0: keyless})
     assert answers[0]["error_code"] == ErrorCode.INVALID_RECORD
     assert [e["batch_index"] for e in answers[0]["record_errors"]] == [0]
-    assert answers[0]["error_message"] is not None and "t-0" in answers[0]["error_message"]
+    assert answers[0]["error_message"] is not None and "compacted-0" in answers[0]["error_message"]
 
 
 def test_offsets_follow_on_and_list_offsets_answers_every_special_timestamp(broker: Broker) -> None:
@@ -183,9 +188,7 @@ def test_idempotent_retry_gets_its_first_offsets_and_describe_producers_shows_it
 
 def test_log_append_time_is_answered() -> None:
     with Broker({"broker.id": 1}) as b:
-        create(b, "t", {0: (1,)})
-        module = next(m for m in b.runtime.modules if isinstance(m, DataPlaneModule))  # type: ignore[union-attr]
-        module.default_append_config = type(module.default_append_config)(timestamp_type=1)
+        create(b, "t", {0: (1,)}, {"message.timestamp.type": "LogAppendTime"})
         before = int(time.time() * 1000)
         with KafkaSocket(b.bootstrap_servers) as conn:
             answer = produce(conn, "t", {0: batch(b"x")})[0]

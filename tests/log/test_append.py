@@ -16,11 +16,11 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafkapy.errors import ErrorCode
 from kafkapy.log.append import (
     DEFAULT_MAX_MESSAGE_BYTES,
-    AppendConfig,
     RecordsRejected,
     assign_offsets,
     validate_records,
 )
+from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, RecordBatch, build_record_batch
 
 NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -60,9 +60,9 @@ def kp_batch(
     return bytearray(builder.build())
 
 
-def rejected(data: bytes | bytearray, config: AppendConfig | None = None, **kw: int) -> RecordsRejected:
+def rejected(data: bytes | bytearray, config: LogConfig | None = None, **kw: int) -> RecordsRejected:
     with pytest.raises(RecordsRejected) as info:
-        validate_records(bytearray(data), config or AppendConfig(), NOW, **kw)
+        validate_records(bytearray(data), config or LogConfig(), NOW, **kw)
     return info.value
 
 
@@ -77,7 +77,7 @@ def test_kafka_python_batches_are_accepted_and_stamped_without_touching_the_crc(
     ids = {"producer_id": 4000, "producer_epoch": 2, "base_sequence": 17} if idempotent else {}
     data = kp_batch(codec, 7, **ids)
     original_crc = RecordBatch(bytes(data)).crc
-    plan = validate_records(data, AppendConfig(), NOW)
+    plan = validate_records(data, LogConfig(), NOW)
     assert (plan.record_count, plan.max_timestamp, int(plan.compression)) == (7, NOW + 6, codec)
     info = assign_offsets(data, plan, base_offset=1000, leader_epoch=9)
     assert (info.first_offset, info.last_offset) == (1000, 1006)
@@ -98,7 +98,7 @@ def test_memory_records_builder_batch_is_accepted() -> None:
         builder.append(timestamp=NOW, key=None, value=b"x" * 50, headers=[])
     builder.close()
     data = bytearray(builder.buffer())
-    plan = validate_records(data, AppendConfig(), NOW)
+    plan = validate_records(data, LogConfig(), NOW)
     assign_offsets(data, plan, base_offset=5, leader_epoch=0)
     assert [r.offset for r in RecordBatch(bytes(data))] == [5, 6, 7]
 
@@ -106,7 +106,7 @@ def test_memory_records_builder_batch_is_accepted() -> None:
 @pytest.mark.parametrize("codec", [0, 4])
 def test_log_append_time_rewrites_max_timestamp_and_type_and_recomputes_the_crc(codec: int) -> None:
     data = kp_batch(codec, 3, timestamp=NOW - 10_000)
-    config = AppendConfig.from_topic_configs({"message.timestamp.type": "LogAppendTime"})
+    config = LogConfig.from_topic_config({"message.timestamp.type": "LogAppendTime"})
     plan = validate_records(data, config, NOW)
     assert plan.log_append_time
     with pytest.raises(ValueError, match="log_append_time_ms"):
@@ -122,7 +122,7 @@ def test_log_append_time_rewrites_max_timestamp_and_type_and_recomputes_the_crc(
 
 def test_create_time_corrects_a_wrong_header_max_timestamp_and_a_producer_append_time_bit() -> None:
     wrong_max = patch(build_record_batch([(b"k", b"v", [], NOW - 5), (b"k", b"v", [], NOW - 1)]), ">q", 35, 7)
-    plan = validate_records(wrong_max, AppendConfig(), NOW)
+    plan = validate_records(wrong_max, LogConfig(), NOW)
     assign_offsets(wrong_max, plan, base_offset=0, leader_epoch=0)
     batch = RecordBatch(bytes(wrong_max))
     assert batch.crc_valid and batch.max_timestamp == NOW - 1
@@ -130,7 +130,7 @@ def test_create_time_corrects_a_wrong_header_max_timestamp_and_a_producer_append
     # timestamp, which is in range, so Kafka accepts and stores the batch as CreateTime.
     bit = build_record_batch([(b"k", b"v", [], NOW)], timestamp_type=LOG_APPEND_TIME)
     data = bytearray(bit)
-    plan = validate_records(data, AppendConfig(), NOW)
+    plan = validate_records(data, LogConfig(), NOW)
     assign_offsets(data, plan, base_offset=0, leader_epoch=0)
     batch = RecordBatch(bytes(data))
     assert batch.crc_valid and batch.timestamp_type == CREATE_TIME
@@ -139,7 +139,7 @@ def test_create_time_corrects_a_wrong_header_max_timestamp_and_a_producer_append
 def test_a_partial_batch_after_the_whole_one_is_dropped_as_kafka_trims_it() -> None:
     whole = kp_batch(0, 2)
     data = whole + kp_batch(0, 2)[:30]
-    plan = validate_records(data, AppendConfig(), NOW)
+    plan = validate_records(data, LogConfig(), NOW)
     assert plan.size == len(whole)
     assign_offsets(data, plan, base_offset=3, leader_epoch=0)
     assert len(data) == len(whole) and RecordBatch(bytes(data)).crc_valid
@@ -175,7 +175,7 @@ def test_more_than_one_batch_is_invalid_record() -> None:
 def test_zstd_needs_produce_v7() -> None:
     data = kp_batch(4)
     assert rejected(data, produce_version=6).code is ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
-    validate_records(data, AppendConfig(), NOW, produce_version=7)
+    validate_records(data, LogConfig(), NOW, produce_version=7)
 
 
 def test_base_offset_must_be_zero() -> None:
@@ -185,9 +185,9 @@ def test_base_offset_must_be_zero() -> None:
 
 def test_max_message_bytes_is_message_too_large() -> None:
     data = kp_batch(0, 3)
-    assert rejected(data, AppendConfig(max_message_bytes=len(data) - 1)).code is ErrorCode.MESSAGE_TOO_LARGE
-    validate_records(data, AppendConfig(max_message_bytes=len(data)), NOW)
-    assert AppendConfig().max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES == 1048588
+    assert rejected(data, LogConfig(max_message_bytes=len(data) - 1)).code is ErrorCode.MESSAGE_TOO_LARGE
+    validate_records(data, LogConfig(max_message_bytes=len(data)), NOW)
+    assert LogConfig().max_message_bytes == DEFAULT_MAX_MESSAGE_BYTES == 1048588
 
 
 def test_crc_mismatch_is_corrupt_message() -> None:
@@ -244,35 +244,35 @@ def test_offset_deltas_out_of_order_are_record_errors() -> None:
 
 def test_compacted_topic_needs_keys_with_the_record_indexes() -> None:
     data = build_record_batch([(b"a", b"1"), (None, b"2"), (b"c", b"3"), (None, None)], base_timestamp=NOW)
-    config = AppendConfig.from_topic_configs({"cleanup.policy": "compact,delete"})
+    config = LogConfig.from_topic_config({"cleanup.policy": "compact,delete"})
     error = rejected(data, config)
     assert error.code is ErrorCode.INVALID_RECORD
     assert error.record_errors == [(1, "Compacted topic cannot accept message without key"),
                                    (3, "Compacted topic cannot accept message without key")]
-    validate_records(bytearray(data), AppendConfig(), NOW)
+    validate_records(bytearray(data), LogConfig(), NOW)
 
 
 def test_timestamps_out_of_bounds_are_invalid_timestamp_with_record_errors() -> None:
     records = [(b"k", b"v", [], NOW - 2000), (b"k", b"v", [], NOW), (b"k", b"v", [], NOW + 2000)]
     data = build_record_batch(records)
-    config = AppendConfig.from_topic_configs({
+    config = LogConfig.from_topic_config({
         "message.timestamp.before.max.ms": "1000", "message.timestamp.after.max.ms": "1000"})
     error = rejected(data, config)
     assert error.code is ErrorCode.INVALID_TIMESTAMP
     assert [i for i, _ in error.record_errors] == [0, 2]
     assert f"[{NOW - 1000}, {NOW + 1000}]" in error.record_errors[0][1]
     # The deprecated difference bound stands in for both when they are left at their default.
-    legacy = AppendConfig.from_topic_configs({"message.timestamp.difference.max.ms": "1000"})
+    legacy = LogConfig.from_topic_config({"message.timestamp.difference.max.ms": "1000"})
     assert [i for i, _ in rejected(data, legacy).record_errors] == [0, 2]
     # Under LogAppendTime the producer's timestamps are not checked.
-    lat = AppendConfig.from_topic_configs({"message.timestamp.type": "LogAppendTime",
+    lat = LogConfig.from_topic_config({"message.timestamp.type": "LogAppendTime",
                                            "message.timestamp.difference.max.ms": "1000"})
     validate_records(bytearray(data), lat, NOW)
 
 
 def test_key_error_wins_over_timestamp_error_and_any_timestamp_error_makes_it_invalid_timestamp() -> None:
     data = build_record_batch([(None, b"v", [], NOW - 5000), (b"k", b"v", [], NOW - 5000)])
-    config = AppendConfig(compact=True, timestamp_before_max_ms=1000)
+    config = LogConfig(cleanup_policy="compact", message_timestamp_before_max_ms=1000)
     error = rejected(data, config)
     assert error.code is ErrorCode.INVALID_TIMESTAMP
     assert error.record_errors[0] == (0, "Compacted topic cannot accept message without key")
@@ -282,23 +282,24 @@ def test_key_error_wins_over_timestamp_error_and_any_timestamp_error_makes_it_in
 def test_log_append_time_set_by_the_producer_on_a_log_append_time_topic_is_invalid_timestamp() -> None:
     data = build_record_batch([(b"k", b"v"), (b"k", b"v")], timestamp_type=LOG_APPEND_TIME,
                               base_timestamp=NOW)
-    error = rejected(data, AppendConfig(timestamp_type=LOG_APPEND_TIME))
+    error = rejected(data, LogConfig(message_timestamp_type=LOG_APPEND_TIME))
     assert error.code is ErrorCode.INVALID_TIMESTAMP and [i for i, _ in error.record_errors] == [0, 1]
 
 
 def test_segment_bytes_is_record_list_too_large() -> None:
     data = kp_batch(0, 3)
-    assert rejected(data, AppendConfig(segment_bytes=len(data) - 1)).code is ErrorCode.RECORD_LIST_TOO_LARGE
+    assert rejected(data, LogConfig(segment_bytes=len(data) - 1)).code is ErrorCode.RECORD_LIST_TOO_LARGE
 
 
 def test_topic_configs_are_read_under_kafkas_names() -> None:
-    config = AppendConfig.from_topic_configs({
+    config = LogConfig.from_topic_config({
         "max.message.bytes": "2000", "segment.bytes": "4096", "message.timestamp.type": "CreateTime",
         "message.timestamp.before.max.ms": "5", "message.timestamp.difference.max.ms": "9",
         "cleanup.policy": "delete"})
-    assert config == AppendConfig(max_message_bytes=2000, segment_bytes=4096, timestamp_before_max_ms=5,
-                                  timestamp_after_max_ms=9, compact=False)
-    assert AppendConfig.from_topic_configs({}) == AppendConfig()
+    assert config == LogConfig(max_message_bytes=2000, segment_bytes=4096, message_timestamp_before_max_ms=5,
+                               message_timestamp_difference_max_ms=9)
+    assert (config.timestamp_before_max_ms, config.timestamp_after_max_ms, config.compacts) == (5, 9, False)
+    assert LogConfig.from_topic_config({}) == LogConfig()
 
 
 # --- hypothesis --------------------------------------------------------------------
@@ -319,7 +320,7 @@ def test_any_valid_batch_is_accepted_and_reads_back_at_its_offsets(
     codec: int, base: int, epoch: int,
 ) -> None:
     data = bytearray(build_record_batch(records, compression=codec))
-    plan = validate_records(data, AppendConfig(), NOW)
+    plan = validate_records(data, LogConfig(), NOW)
     assert plan.max_timestamp == max(r[3] for r in records)
     assign_offsets(data, plan, base_offset=base, leader_epoch=epoch)
     batch = RecordBatch(bytes(data))
@@ -348,7 +349,7 @@ def test_damaged_batches_are_rejected_with_a_code_or_still_decode(
         if kind == "flip+crc" and len(raw) >= 61:
             fix_crc(raw)
     try:
-        plan = validate_records(raw, AppendConfig(), NOW)
+        plan = validate_records(raw, LogConfig(), NOW)
     except RecordsRejected as exc:
         assert isinstance(exc.code, ErrorCode) and exc.code is not ErrorCode.NONE
         return
@@ -362,15 +363,15 @@ def test_damaged_batches_are_rejected_with_a_code_or_still_decode(
 # --- the fast path's contract ---------------------------------------------------------
 
 configs = st.builds(
-    AppendConfig,
-    timestamp_type=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
-    timestamp_before_max_ms=st.one_of(st.just(2**63 - 1), st.integers(0, 10**6)),
-    timestamp_after_max_ms=st.one_of(st.just(2**63 - 1), st.integers(0, 10**6)),
-    compact=st.booleans(),
+    LogConfig,
+    message_timestamp_type=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]),
+    message_timestamp_before_max_ms=st.one_of(st.just(2**63 - 1), st.integers(0, 10**6)),
+    message_timestamp_after_max_ms=st.one_of(st.just(2**63 - 1), st.integers(0, 10**6)),
+    cleanup_policy=st.sampled_from(["delete", "compact"]),
 )
 
 
-def _checked(fn: object, batch: RecordBatch, config: AppendConfig) -> object:
+def _checked(fn: object, batch: RecordBatch, config: LogConfig) -> object:
     try:
         return fn(batch, config, NOW)  # type: ignore[operator]
     except RecordsRejected as exc:
@@ -386,7 +387,7 @@ def _checked(fn: object, batch: RecordBatch, config: AppendConfig) -> object:
        gap=st.booleans(), codec=st.sampled_from([0, 1]))
 def test_fast_record_checks_equal_the_plain_ones(
     records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
-    config: AppendConfig, kind: int, header_max: int | None, gap: bool, codec: int,
+    config: LogConfig, kind: int, header_max: int | None, gap: bool, codec: int,
 ) -> None:
     from kafkapy.log.append import _check_records, _check_records_plain
 
@@ -399,7 +400,7 @@ def test_fast_record_checks_equal_the_plain_ones(
 
 def test_max_timestamp_never_reports_below_no_timestamp_as_kafka_starts_from_it() -> None:
     data = bytearray(build_record_batch([(b"k", b"v", [], -5), (b"k", b"v", [], -7)]))
-    assert validate_records(data, AppendConfig(), NOW).max_timestamp == -1
+    assert validate_records(data, LogConfig(), NOW).max_timestamp == -1
 
 
 _HEADER = build_record_batch([(b"k", b"v")])[:61]  # a real header, then random records
@@ -409,8 +410,21 @@ _HEADER = build_record_batch([(b"k", b"v")])[:61]  # a real header, then random 
 @given(raw=st.one_of(st.binary(max_size=200), st.binary(max_size=120).map(lambda tail: _HEADER + tail)))
 def test_arbitrary_bytes_give_a_plan_or_records_rejected(raw: bytes) -> None:
     try:
-        plan = validate_records(bytearray(raw), AppendConfig(), NOW)
+        plan = validate_records(bytearray(raw), LogConfig(), NOW)
     except RecordsRejected as exc:
         assert exc.code is not ErrorCode.NONE
     else:
         assert RecordBatch(raw[: plan.size]).crc_valid
+
+
+def test_the_append_benchmark_runs() -> None:
+    """``python -m benchmarks append --quick`` builds its LogConfigs and checks its batches."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "append", "--quick"], cwd=root,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "~1 MB, none, LogAppendTime" in result.stdout and "compacted (key check)" in result.stdout

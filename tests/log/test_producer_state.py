@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kafkapy.errors import ErrorCode
-from kafkapy.log.append import AppendConfig, assign_offsets, validate_records
+from kafkapy.log.append import assign_offsets, validate_records
 from kafkapy.log.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     SEQUENCE_RULES,
@@ -30,6 +30,7 @@ from kafkapy.log.producer_state import (
     encode_snapshot,
     snapshot_file_name,
 )
+from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.records import RecordBatch, build_record_batch
 
 INT32_MAX = 2**31 - 1
@@ -142,7 +143,7 @@ def test_the_append_path_end_to_end_with_kafkapy_built_batches() -> None:
     for seq, retry in ((0, False), (2, False), (2, True), (4, False)):
         data = bytearray(build_record_batch([(b"k", b"a"), (b"k", b"b")], producer_id=11, producer_epoch=0,
                                             base_sequence=seq, base_timestamp=NOW))
-        plan = validate_records(data, AppendConfig(), NOW)
+        plan = validate_records(data, LogConfig(), NOW)
         assign_offsets(data, plan, base_offset=log_end, leader_epoch=0)
         duplicate = manager.check_and_update(RecordBatch(data))
         assert (duplicate is not None) == retry
@@ -171,7 +172,7 @@ def test_kafka_python_idempotent_batches_retries_and_an_epoch_bump() -> None:
     for epoch, seq, n, codec in [(0, 0, 3, 0), (0, 3, 2, 3), (0, 0, 3, 4), (0, 7, 1, 0), (1, 0, 2, 1),
                                  (0, 5, 1, 0)]:
         data = batch(epoch, seq, n, codec)
-        plan = validate_records(data, AppendConfig(), NOW)
+        plan = validate_records(data, LogConfig(), NOW)
         assign_offsets(data, plan, base_offset=log_end, leader_epoch=0)
         try:
             duplicate = manager.check_and_update(RecordBatch(data))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, joined, log_factory
 
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -237,8 +237,9 @@ def test_log_config_from_kafka_names() -> None:
     )
     assert config.compacts and config.deletes and config.retention_ms == -1 and config.segment_bytes == 1024
     assert LogConfig().segment_ms == 604_800_000 and LogConfig().flush_messages == (1 << 63) - 1
-    with pytest.raises(ValueError):
+    with pytest.raises(KafkaApiError) as refused:
         LogConfig.from_topic_config({"cleanup.policy": "shred"})
+    assert refused.value.code is ErrorCode.INVALID_CONFIG
 
 
 def test_joined_helper_sanity() -> None:

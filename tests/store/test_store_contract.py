@@ -270,7 +270,31 @@ def test_dynamic_broker_configs(cluster: Opener) -> None:
     assert b.entity_config("brokers/1") == {}
 
 
-@pytest.mark.parametrize("bad", ["ips", "ips/", "topics/t", "users/a/clients", "users/a/ips/b", "x/y/z/w"])
+def test_topic_configs_live_and_die_with_their_topic(cluster: Opener) -> None:
+    """topics/<t>: written by create_topic with the topic, changed like any entity, gone with it."""
+    a, b = cluster(), cluster()
+    seen = Recorder()
+    b.watch_entity_configs(seen)
+    a.create_topic("orders", {0: (1,)}, config={"retention.ms": "1000", "cleanup.policy": "compact"})
+    a.create_topic("plain", {0: (1,)})
+    assert b.entity_config("topics/orders") == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    assert b.entity_config("topics/plain") == {}
+    assert b.entity_configs("topics") == {
+        "topics/orders": {"retention.ms": "1000", "cleanup.policy": "compact"}}
+    a.set_entity_config("topics/plain", {"segment.bytes": "1024"})
+    assert seen.wait_count(1) == ["topics/plain"]  # creation posts no notification; a change does
+    assert b.entity_config("topics/plain") == {"segment.bytes": "1024"}
+    with pytest.raises(TopicAlreadyExists):
+        a.create_topic("orders", {0: (1,)}, config={"retention.ms": "5"})
+    assert b.entity_config("topics/orders") == {"retention.ms": "1000", "cleanup.policy": "compact"}
+    a.delete_topic("orders")
+    assert b.entity_config("topics/orders") == {}
+    a.create_topic("orders", {0: (1,)})  # a new topic of the same name starts with no overrides
+    assert b.entity_config("topics/orders") == {}
+
+
+@pytest.mark.parametrize("bad", ["ips", "ips/", "topics/", "topics/t/x", "users/a/clients", "users/a/ips/b",
+                                 "x/y/z/w"])
 def test_invalid_entity_path(store: Any, bad: str) -> None:
     with pytest.raises(StoreError, match="entity path"):
         store.set_entity_config(bad, {"a": "1"})
@@ -280,7 +304,7 @@ def test_invalid_entity_path(store: Any, bad: str) -> None:
 
 def test_unknown_entity_type(store: Any) -> None:
     with pytest.raises(StoreError, match="unknown entity type"):
-        store.entity_configs("topics")
+        store.entity_configs("groups")
 
 
 @pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "spaced name", "x" * 250, "caf\u00e9"])

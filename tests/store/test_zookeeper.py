@@ -149,6 +149,30 @@ def test_topic_znode(store: ZooKeeperStore, raw: KazooClient) -> None:
     assert store.topics()["old"].topic_id == uuid.UUID(int=0)
 
 
+def test_topic_config_znodes_are_kafkas(store: ZooKeeperStore, raw: KazooClient) -> None:
+    """/config/topics/<t> as Kafka's AdminZkClient writes it: always present with the topic,
+    {"version":1,"config":{...}}; a change posts /config/changes/config_change_<seq> naming
+    topics/<t>; the controller's delete removes it."""
+    store.create_topic("orders", {0: (1,)}, config={"retention.ms": "1000"})
+    store.create_topic("plain", {0: (1,)})
+    assert read_json(raw, "/config/topics/orders") == {"version": 1, "config": {"retention.ms": "1000"}}
+    assert read_json(raw, "/config/topics/plain") == {"version": 1, "config": {}}
+    before = set(raw.get_children("/config/changes"))
+    store.set_entity_config("topics/plain", {"cleanup.policy": "compact"})
+    (change,) = set(raw.get_children("/config/changes")) - before
+    assert change.startswith("config_change_") and len(change) == len("config_change_") + 10
+    assert read_json(raw, f"/config/changes/{change}") == {"version": 2, "entity_path": "topics/plain"}
+    assert read_json(raw, "/config/topics/plain") == {"version": 1, "config": {"cleanup.policy": "compact"}}
+    store.set_entity_config("topics/plain", {})  # the node stays while the topic lives
+    assert read_json(raw, "/config/topics/plain") == {"version": 1, "config": {}}
+    store.delete_topic("plain")
+    assert raw.exists("/config/topics/plain") is None
+    # A node Kafka (or an interrupted delete) left behind is overwritten by the next create.
+    raw.create("/config/topics/left", b'{"version":1,"config":{"retention.ms":"1"}}')
+    store.create_topic("left", {0: (1,)}, config={"segment.bytes": "2048"})
+    assert read_json(raw, "/config/topics/left") == {"version": 1, "config": {"segment.bytes": "2048"}}
+
+
 def test_config_znodes_and_change_notifications(store: ZooKeeperStore, raw: KazooClient) -> None:
     user = sanitize("alice@example.com")
     assert user == "alice%40example.com"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kafkapy.embedded import Broker
+from kafkapy.log.topic_config import TOPIC_CONFIGS
 from kafkapy.protocol import catalogue
 from kafkapy.store import MemoryStore
 from kafkapy.topics import assign_replicas, partition_label, placement_for_new_partitions
@@ -96,7 +97,10 @@ def test_create_topics_at_every_version(conn: KafkaSocket, version: int) -> None
     [result] = create(conn, topic(f"t{version}", 2, 1), version=version)
     assert result["error_code"] == 0
     if version >= 5:
-        assert (result["num_partitions"], result["replication_factor"], result["configs"]) == (2, 1, [])
+        assert (result["num_partitions"], result["replication_factor"]) == (2, 1)
+        # v5+ reports the new topic's configs as DescribeConfigs would: every one, all defaults here
+        assert [c["name"] for c in result["configs"]] == sorted(k.name for k in TOPIC_CONFIGS)
+        assert {c["config_source"] for c in result["configs"]} == {5}  # DEFAULT_CONFIG
     if version >= 7:
         assert result["topic_id"] != ZERO
         assert metadata(conn)[f"t{version}"]["topic_id"] == result["topic_id"]

@@ -1,0 +1,62 @@
+"""``kafkapy configs --entity-type topics`` against a served broker, as kafka-configs.sh prints it."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkapy import Broker
+from kafkapy.cli import main
+
+
+def test_topic_configs_cli_alter_describe_delete(capsys: pytest.CaptureFixture[str]) -> None:
+    with Broker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("orders", 1, 1)], request_timeout=10)["orders"].result(timeout=10)
+        base = ["configs", "--bootstrap-server", b.bootstrap_servers]
+        topic = ["--entity-type", "topics", "--entity-name", "orders"]
+        capsys.readouterr()
+        assert (
+            main(
+                [
+                    *base,
+                    *topic,
+                    "--alter",
+                    "--add-config",
+                    "retention.ms=1000,cleanup.policy=[compact,delete]",
+                ]
+            )
+            == 0
+        )
+        assert capsys.readouterr().out == "Completed updating config for topic orders.\n"
+        assert main([*base, *topic, "--describe"]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            "Dynamic configs for topic orders are:",
+            "  cleanup.policy=compact,delete sensitive=false "
+            "synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+            "DEFAULT_CONFIG:log.cleanup.policy=delete}",
+            "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}",
+        ]
+        assert main([*base, "--topic", "orders", "--alter", "--delete-config", "retention.ms"]) == 0
+        capsys.readouterr()
+        assert main([*base, "--topic", "orders", "--describe", "--all"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == "All configs for topic orders are:"
+        assert "  retention.ms=604800000 sensitive=false synonyms={}" in lines
+        assert (
+            "  segment.bytes=1073741824 sensitive=false "
+            "synonyms={DEFAULT_CONFIG:log.segment.bytes=1073741824}"
+        ) in lines
+        # a value Kafka refuses: one line naming Kafka's reason, exit 1
+        assert main([*base, *topic, "--alter", "--add-config", "segment.bytes=1"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(
+            "kafkapy configs: error 40: Invalid config value for resource "
+            "ConfigResource(type=TOPIC, name='orders'): Invalid value 1 for configuration "
+            "segment.bytes: Value must be at least 14"
+        )
+        assert len(err.splitlines()) == 1
+        assert main([*base, "--topic", "nope", "--describe"]) == 1
+        assert "error 3" in capsys.readouterr().err
+        # a topic with another entity is a usage error
+        assert main([*base, "--topic", "orders", "--ip", "1.2.3.4", "--describe"]) == 2
