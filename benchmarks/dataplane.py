@@ -16,8 +16,10 @@ a burst of noise from the other core hits both; the median over the blocks is re
 * one-at-a-time produce latency: produce one 100-byte record and flush, repeated; the p99
   (linger.ms=0 here, or both brokers would be measured at linger's 5 ms plus noise);
 * MB/s with 10 KB values (produce, acks=all, linger.ms=5);
-* RSS per GB held: the broker process's VmRSS growth while 1/4 GiB (quick: 8 MiB) of 10 KB
-  records is produced into a fresh topic, divided by the bytes produced;
+* RSS per GB held (kafkapy only: the mock keeps about 5 MB a partition and drops the oldest
+  records past that, measured here, so it holds nothing to weigh): the broker process's VmRSS
+  growth while 1/4 GiB (quick: 8 MiB) of 10 KB records is produced into a fresh topic, divided
+  by the bytes produced;
 * committed transactions/s: a row that says it is not served yet -- no number is made up.
 
 A broker whose ApiVersions lacks Produce or Fetch gets "not served" in its cells instead of a
@@ -208,7 +210,9 @@ Cell = float | str  # a number, NOT_SERVED or FAILED
 def _sizes(options: Options) -> dict[str, int]:
     if options.quick:
         return {"blocks": 1, "messages": 2_000, "latency": 20, "large": 200, "hold": 8 << 20}
-    return {"blocks": max(2, options.repeats), "messages": 50_000, "latency": 300, "large": 3_000,
+    # 20,000 records of 100 B are about 3 MB a block: within what the mock keeps of a partition (about
+    # 5 MB; past that it drops the oldest, and a consumer starting at 0 is out of range).
+    return {"blocks": max(2, options.repeats), "messages": 20_000, "latency": 300, "large": 3_000,
             "hold": 256 << 20}
 
 
@@ -272,7 +276,10 @@ def run(options: Options) -> Report:
         served = {name: serves_records(address) for name, address in brokers.items()}
         samples = _run_blocks(load, brokers, served, sizes, errors)
         held: dict[str, Cell] = {}
+        held[MOCK] = "n/a (keeps ~5 MB)"
         for name, address in brokers.items():
+            if name == MOCK:
+                continue
             if not served[name]:
                 held[name] = NOT_SERVED
                 continue
@@ -299,7 +306,7 @@ def run(options: Options) -> Report:
          {k: v * 1e3 if isinstance(v, float) else v
           for k, v in cells("latency", lambda s: median(map(_p99, s))).items()}, 2, "<= 1.5x"),
         ("produce MB/s (10 KB values)", cells("throughput", median), 1, ""),
-        ("RSS growth per GB held (GB)", held, 2, "kafkapy <= 1.15"),
+        ("RSS growth per GB held (GB)", held, 2, "<= 1.15"),
     ]
     headers = ["workload", KAFKAPY, MOCK, "kafkapy/mock", "target"]
     rows = [[label, _fmt(values[KAFKAPY], digits), _fmt(values[MOCK], digits),
