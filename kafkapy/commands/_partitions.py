@@ -198,6 +198,8 @@ class PartitionClient:
 
         def attempt() -> list[int]:
             (info,) = self.topics([topic], auto_create)
+            if info.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not auto_create:
+                raise ClientError(f"topic {topic!r}: {info.error.name}")  # nothing will create it
             _check(info.error, f"topic {topic!r}")
             if not info.partitions:
                 raise _Retry(f"topic {topic!r} has no partitions yet")

@@ -3,6 +3,7 @@ checked against confluent-kafka and kcat as independent readers and writers."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import os
@@ -17,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from records_cli import TIMEOUT_S, MockCluster, json_lines, kafkapy
 
-from kafkapy.commands.consume import render_bytes
+from kafkapy.commands.consume import _offset_argument, render_bytes
 from kafkapy.commands.produce import messages, split, unescape
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
@@ -231,6 +232,12 @@ def test_runtime_errors_exit_1_in_one_line(mock: MockCluster) -> None:
     missing = kafkapy("topics", "-b", mock.bootstrap, "--describe", "--topic", "no-such-topic")
     assert missing.returncode == 1
     assert missing.stderr.decode().strip() == "kafkapy topics: no topic no-such-topic"
+    started = time.monotonic()
+    unknown = kafkapy("consume", "-b", mock.bootstrap, "-t", "never-made", "-e")
+    assert unknown.returncode == 1
+    assert unknown.stderr.decode().strip() == (
+        "kafkapy consume: topic 'never-made': UNKNOWN_TOPIC_OR_PARTITION")
+    assert time.monotonic() - started < 5, "a consumer does not create topics: nothing to wait for"
     topic = new_topic()
     mock.write(topic, [{"value": b"v", "partition": 0}])
     beyond = kafkapy("consume", "-b", mock.bootstrap, "-t", topic, "-p", "0", "-o", "5", "-e")
@@ -264,6 +271,18 @@ def test_messages_split_any_chunking(parts: list[bytes], chunk: int) -> None:
     chunks = iter([data[start:start + chunk] for start in range(0, len(data), chunk)])
     found = [m for batch in messages(lambda _: next(chunks, b""), b"\n") for m in batch]
     assert found == parts
+
+
+@given(st.integers(-(1 << 62), 1 << 62))
+def test_offset_forms(number: int) -> None:
+    assert _offset_argument(str(number)) == (("relative", -number) if number < 0 else ("absolute", number))
+    assert _offset_argument(f"s@{number}") == ("timestamp", number)
+
+
+@pytest.mark.parametrize("text", ["", "begin", "s@", "s@x", "1.5", "--1", "end2"])
+def test_offset_forms_rejected(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        _offset_argument(text)
 
 
 def test_split_and_unescape() -> None:
