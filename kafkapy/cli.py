@@ -229,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     metadata.set_defaults(func=_broker_metadata)
 
     for found in pkgutil.iter_modules(kafkapy.commands.__path__):
+        if found.name.startswith("_"):  # shared helpers of the commands, not commands
+            continue
         importlib.import_module(f"kafkapy.commands.{found.name}").register(commands)
     # One HOST:PORT rule for every command that connects, checked as a usage error.
     for sub in _subparsers(parser):

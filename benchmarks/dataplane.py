@@ -1,0 +1,329 @@
+"""The data plane against librdkafka's mock cluster: one confluent-kafka client, two brokers.
+
+Issue 15's benchmark. Three processes besides the harness, so that on two cores no
+party steals time inside another's interpreter:
+
+* kafkapy: an embedded ``Broker`` with the defaults (memory logs);
+* mock: librdkafka's mock cluster (``test.mock.num.brokers=1``), owned by a client in its
+  process; its bootstrap address is the broker listed in that client's metadata;
+* load: the confluent-kafka Producer and Consumer, the same code and settings for both.
+
+Workloads, run against both brokers in one run, alternating which goes first (A B, B A, ...) so
+a burst of noise from the other core hits both; the median over the blocks is reported:
+
+* produce messages/s: 100-byte values, acks=all, linger.ms=5, one partition, until flushed;
+* consume messages/s: the records just produced, read back by an assigned Consumer;
+* one-at-a-time produce latency: produce one 100-byte record and flush, repeated; the p99
+  (linger.ms=0 here, or both brokers would be measured at linger's 5 ms plus noise);
+* MB/s with 10 KB values (produce, acks=all, linger.ms=5);
+* RSS per GB held (kafkapy only: the mock keeps about 5 MB a partition and drops the oldest
+  records past that, measured here, so it holds nothing to weigh): the broker process's VmRSS
+  growth while 1/4 GiB (quick: 8 MiB) of 10 KB records is produced into a fresh topic, divided
+  by the bytes produced;
+* committed transactions/s: a row that says it is not served yet -- no number is made up.
+
+A broker whose ApiVersions lacks Produce or Fetch gets "not served" in its cells instead of a
+number (kafkapy before its dataplane lands); a workload that fails shows "failed" and the error
+is printed below the table. Ratios are kafkapy/mock: a rate wants >= 1.0 (issue 15's target
+for messages/s), the latency <= 1.5.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.connection
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks import Options, Report, machine_note, render_table, revision
+from benchmarks._processes import ChildProcess
+
+TITLE = "Data plane: confluent-kafka against kafkapy and librdkafka's mock cluster"
+
+KAFKAPY, MOCK = "kafkapy", "mock"
+SMALL, LARGE = 100, 10 * 1024  # value bytes: issue 15's 100-byte and 10 KB records
+NOT_SERVED = "not served"
+FAILED = "failed"
+_TIMEOUT_S = 60.0
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
+
+
+def _answer(pipe: multiprocessing.connection.Connection) -> None:
+    """Serve "rss" (this process's resident bytes) until "stop"."""
+    while True:
+        message = pipe.recv()
+        if message == "stop":
+            return
+        pipe.send(_rss() if message == "rss" else ValueError(f"unknown message {message!r}"))
+
+
+# --- the broker processes ------------------------------------------------------------------------
+
+def _serve_kafkapy(pipe: multiprocessing.connection.Connection) -> None:
+    from kafkapy import Broker
+
+    with Broker({}) as broker:
+        pipe.send(broker.bootstrap_servers)
+        _answer(pipe)
+
+
+def _serve_mock(pipe: multiprocessing.connection.Connection) -> None:
+    import confluent_kafka
+
+    owner = confluent_kafka.Producer({"test.mock.num.brokers": 1, "log_level": 0})
+    (broker,) = owner.list_topics(timeout=_TIMEOUT_S).brokers.values()
+    pipe.send(f"{broker.host}:{broker.port}")
+    _answer(pipe)
+
+
+def serves_records(bootstrap: str) -> bool:
+    """Whether the broker's ApiVersions lists both Produce and Fetch."""
+    from kafkapy.client import SimpleClient
+    from kafkapy.protocol.api_keys import ApiKey
+
+    with SimpleClient(bootstrap, _TIMEOUT_S, "bench") as client:
+        body = client.request(ApiKey.API_VERSIONS, 0, {})
+    served = {k["api_key"] for k in body["api_keys"]}
+    return ApiKey.PRODUCE in served and ApiKey.FETCH in served
+
+
+# --- the load process ------------------------------------------------------------------------------
+
+class _Load:
+    """The confluent-kafka workloads; each returns plain numbers for the pipe."""
+
+    def __init__(self) -> None:
+        import confluent_kafka
+
+        self.ck = confluent_kafka
+
+    def _producer(self, bootstrap: str, linger_ms: int) -> Any:
+        return self.ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms,
+                                 "log_level": 0})
+
+    def _produce(self, bootstrap: str, topic: str, count: int, size: int) -> float:
+        """Seconds to produce ``count`` records of ``size`` bytes and have every ack."""
+        producer = self._producer(bootstrap, 5)
+        value = b"v" * size
+        errors: list[Any] = []
+
+        def report(error: Any, _: Any) -> None:
+            if error is not None:
+                errors.append(error)
+
+        producer.produce(topic, b"warm-up", partition=0)  # metadata and connection first
+        producer.flush(_TIMEOUT_S)
+        start = time.perf_counter()
+        for _ in range(count):
+            while True:
+                try:
+                    producer.produce(topic, value, partition=0, on_delivery=report)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.01)
+            producer.poll(0)
+        left = producer.flush(_TIMEOUT_S)
+        elapsed = time.perf_counter() - start
+        if left or errors:
+            raise RuntimeError(f"{left} records unacknowledged, {len(errors)} failed: {errors[:1]}")
+        return elapsed
+
+    def produce(self, bootstrap: str, topic: str, count: int, size: int) -> float:
+        return count / self._produce(bootstrap, topic, count, size)
+
+    def consume(self, bootstrap: str, topic: str, count: int) -> float:
+        """Records per second reading ``count`` records after the warm-up record at offset 0."""
+        consumer = self.ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                                     "enable.auto.commit": False, "log_level": 0})
+        try:
+            consumer.assign([self.ck.TopicPartition(topic, 0, 0)])
+            first = consumer.poll(_TIMEOUT_S)  # the warm-up record: connection and first fetch
+            if first is None or first.error():
+                raise RuntimeError(f"consume: first poll gave {first and first.error()}")
+            read = 0
+            start = time.perf_counter()
+            deadline = start + _TIMEOUT_S
+            while read < count and time.perf_counter() < deadline:
+                # No more than are still due, or consume() sits out its timeout waiting for the rest.
+                for message in consumer.consume(num_messages=min(10_000, count - read), timeout=1.0):
+                    if message.error():
+                        raise RuntimeError(f"consume: {message.error()}")
+                    read += 1
+            elapsed = time.perf_counter() - start
+        finally:
+            consumer.close()
+        if read < count:
+            raise RuntimeError(f"consume: {read} of {count} records within {_TIMEOUT_S:g} s")
+        return read / elapsed
+
+    def latency(self, bootstrap: str, topic: str, count: int) -> list[float]:
+        """Seconds from produce to ack, one record at a time."""
+        producer = self._producer(bootstrap, 0)
+        producer.produce(topic, b"warm-up", partition=0)
+        producer.flush(_TIMEOUT_S)
+        value = b"v" * SMALL
+        found = []
+        for _ in range(count):
+            start = time.perf_counter()
+            producer.produce(topic, value, partition=0)
+            if producer.flush(_TIMEOUT_S):
+                raise RuntimeError("latency: a record was not acknowledged")
+            found.append(time.perf_counter() - start)
+        return found
+
+    def throughput(self, bootstrap: str, topic: str, count: int) -> float:
+        """Megabytes (10^6) of values per second."""
+        return count * LARGE / self._produce(bootstrap, topic, count, LARGE) / 1e6
+
+    def hold(self, bootstrap: str, topic: str, total: int) -> int:
+        """Produce ``total`` bytes of 10 KB values; returns the value bytes produced."""
+        count = total // LARGE
+        self._produce(bootstrap, topic, count, LARGE)
+        return count * LARGE
+
+
+def _load(pipe: multiprocessing.connection.Connection) -> None:
+    load = _Load()
+    while True:
+        message = pipe.recv()
+        if message == "stop":
+            return
+        name, *args = message
+        try:
+            result: Any = getattr(load, name)(*args)
+        except Exception as exc:
+            result = RuntimeError(f"{name}: {exc}")
+        pipe.send(result)
+
+
+# --- the harness -----------------------------------------------------------------------------------
+
+Cell = float | str  # a number, NOT_SERVED or FAILED
+
+
+def _sizes(options: Options) -> dict[str, int]:
+    if options.quick:
+        return {"blocks": 1, "messages": 2_000, "latency": 20, "large": 200, "hold": 8 << 20}
+    # 20,000 records of 100 B are about 3 MB a block: within what the mock keeps of a partition (about
+    # 5 MB; past that it drops the oldest, and a consumer starting at 0 is out of range).
+    return {"blocks": max(2, options.repeats), "messages": 20_000, "latency": 300, "large": 3_000,
+            "hold": 256 << 20}
+
+
+def _run_blocks(load: ChildProcess, brokers: dict[str, str], served: dict[str, bool],
+                sizes: dict[str, int], errors: list[str]) -> dict[str, dict[str, list[Any]]]:
+    """Per workload and broker, one sample per block, brokers alternating first."""
+    samples: dict[str, dict[str, list[Any]]] = {w: {b: [] for b in brokers}
+                                                for w in ("produce", "consume", "latency", "throughput")}
+    names = list(brokers)
+    for block in range(sizes["blocks"]):
+        for name in names if block % 2 == 0 else names[::-1]:
+            if not served[name]:
+                continue
+            address = brokers[name]
+            topic = f"bench-{uuid.uuid4().hex[:12]}"
+            steps: list[tuple[str, tuple[Any, ...]]] = [
+                ("produce", ("produce", address, topic, sizes["messages"], SMALL)),
+                ("consume", ("consume", address, topic, sizes["messages"])),
+                ("latency", ("latency", address, topic + "-latency", sizes["latency"])),
+                ("throughput", ("throughput", address, topic + "-large", sizes["large"])),
+            ]
+            for workload, message in steps:
+                try:
+                    samples[workload][name].append(load.ask(message))
+                except Exception as exc:
+                    errors.append(f"{name} {workload}: {exc}")
+    return samples
+
+
+def _p99(latencies: list[float]) -> float:
+    ordered = sorted(latencies)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def _cell(values: list[Any], served: bool, summarise: Callable[[list[Any]], float]) -> Cell:
+    if not served:
+        return NOT_SERVED
+    return summarise(values) if values else FAILED
+
+
+def _fmt(cell: Cell, digits: int) -> str:
+    return cell if isinstance(cell, str) else f"{cell:,.{digits}f}"
+
+
+def _ratio(ours: Cell, theirs: Cell) -> str:
+    if isinstance(ours, str) or isinstance(theirs, str) or not theirs:
+        return "-"
+    return f"{ours / theirs:.2f}x"
+
+
+def run(options: Options) -> Report:
+    sizes = _sizes(options)
+    load = ChildProcess(_load)
+    servers: dict[str, ChildProcess] = {}
+    brokers: dict[str, str] = {}
+    errors: list[str] = []
+    try:
+        for name, target in ((KAFKAPY, _serve_kafkapy), (MOCK, _serve_mock)):
+            servers[name] = ChildProcess(target)
+            brokers[name] = servers[name].receive(_TIMEOUT_S)
+        served = {name: serves_records(address) for name, address in brokers.items()}
+        samples = _run_blocks(load, brokers, served, sizes, errors)
+        held: dict[str, Cell] = {}
+        held[MOCK] = "n/a (keeps ~5 MB)"
+        for name, address in brokers.items():
+            if name == MOCK:
+                continue
+            if not served[name]:
+                held[name] = NOT_SERVED
+                continue
+            try:
+                before = servers[name].ask("rss")
+                produced = load.ask(("hold", address, f"bench-hold-{uuid.uuid4().hex[:12]}", sizes["hold"]))
+                held[name] = (servers[name].ask("rss") - before) / produced
+            except Exception as exc:
+                errors.append(f"{name} hold: {exc}")
+                held[name] = FAILED
+    finally:
+        for server in servers.values():
+            server.stop()
+        load.stop()
+
+    def cells(workload: str, summarise: Callable[[list[Any]], float]) -> dict[str, Cell]:
+        return {name: _cell(samples[workload][name], served[name], summarise) for name in brokers}
+
+    median = statistics.median
+    rows_spec: list[tuple[str, dict[str, Cell], int, str]] = [
+        ("produce msg/s (100 B, acks=all, linger.ms=5)", cells("produce", median), 0, ">= 1.0x"),
+        ("consume msg/s (100 B)", cells("consume", median), 0, ">= 1.0x"),
+        ("produce p99 latency ms, one at a time",
+         {k: v * 1e3 if isinstance(v, float) else v
+          for k, v in cells("latency", lambda s: median(map(_p99, s))).items()}, 2, "<= 1.5x"),
+        ("produce MB/s (10 KB values)", cells("throughput", median), 1, ""),
+        ("RSS growth per GB held (GB)", held, 2, "<= 1.15"),
+    ]
+    headers = ["workload", KAFKAPY, MOCK, "kafkapy/mock", "target"]
+    rows = [[label, _fmt(values[KAFKAPY], digits), _fmt(values[MOCK], digits),
+             _ratio(values[KAFKAPY], values[MOCK]), target] for label, values, digits, target in rows_spec]
+    rows.append(["committed transactions/s", "transactions: not yet served", "-", "-", ""])
+    notes = [f"{sizes['blocks']} block(s) per broker, alternating; per block {sizes['messages']:,} records "
+             f"produced then consumed, {sizes['latency']} one-at-a-time produces, {sizes['large']:,} 10 KB "
+             f"records; RSS growth over {sizes['hold'] >> 20} MiB of 10 KB records in a fresh topic."]
+    if not served[KAFKAPY]:
+        notes.append("kafkapy: its ApiVersions lacks Produce or Fetch, so nothing was measured there "
+                     "(issue 15's dataplane not merged yet).")
+    notes += [f"error: {e}" for e in errors]
+    text = render_table(headers, rows) + "\n" + "\n".join(notes)
+    markdown = (f"{machine_note()}; {revision()}.\n\n{render_table(headers, rows, markdown=True)}\n\n"
+                + "\n".join(f"- {n}" for n in notes) + "\n")
+    return Report(text, markdown)
+
+
+if __name__ == "__main__":
+    print(run(Options()).text)

@@ -1,0 +1,54 @@
+"""`python -m benchmarks dataplane --quick` runs, measures the mock, and reports kafkapy honestly:
+numbers once kafkapy serves Produce and Fetch, "not served" before, never a crash or a made-up number."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.dataplane import serves_records
+from kafkapy.embedded import Broker
+
+ROOT = Path(__file__).resolve().parents[2]
+NUMBER = re.compile(r"^[\d,]+(\.\d+)?$")
+
+
+def test_quick_run_reports_both_brokers() -> None:
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "dataplane", "--quick"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = {}
+    for line in result.stdout.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if len(cells) >= 4 and cells[0].startswith(("produce", "consume", "RSS", "committed")):
+            rows[cells[0]] = cells
+    assert len(rows) == 6, result.stdout
+    dataplane = importlib.util.find_spec("kafkapy.dataplane") is not None
+    for label, cells in rows.items():
+        if label.startswith("committed"):
+            assert cells[1] == "transactions: not yet served"
+            continue
+        if label.startswith("RSS"):
+            assert cells[2] == "n/a (keeps ~5 MB)"
+        else:
+            assert NUMBER.match(cells[2]), f"mock {label}: {cells[2]}"
+        if dataplane:
+            assert NUMBER.match(cells[1]), f"kafkapy {label}: {cells[1]}"
+            assert cells[3].endswith("x") or label.startswith("RSS")
+        else:
+            assert cells[1] == "not served" and cells[3] == "-"
+    assert "error:" not in result.stdout
+
+
+def test_serves_records_reads_api_versions() -> None:
+    import confluent_kafka
+
+    owner = confluent_kafka.Producer({"test.mock.num.brokers": 1, "log_level": 0})
+    (mock,) = owner.list_topics(timeout=10).brokers.values()
+    assert serves_records(f"{mock.host}:{mock.port}")
+    with Broker({}) as broker:
+        assert serves_records(broker.bootstrap_servers) == (
+            importlib.util.find_spec("kafkapy.dataplane") is not None)
