@@ -533,8 +533,14 @@ class BrokerRuntime:
         workers = [c.worker for c in self.connections if c.worker is not None and not c.worker.done()]
         if workers:
             await asyncio.wait(workers, timeout=grace)
+        # Past the grace: requests still waiting (a long-polling Fetch) end with their connection.
+        late = [c.worker for c in self.connections if c.worker is not None and not c.worker.done()]
         for conn in list(self.connections):
             conn.close()
+        for worker in late:
+            worker.cancel()
+        if late:
+            await asyncio.wait(late, timeout=1.0)
         await self._close_listeners()
         for module in reversed(self.modules):
             try:

@@ -237,6 +237,9 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.runtime.connections.discard(self)
+        worker = self.worker
+        if worker is not None and not worker.done():
+            worker.cancel()  # its answers have nowhere to go: a long-polling Fetch stops waiting
         outstanding, self.outstanding = self.outstanding, {}
         for _, _, future in outstanding.values():
             if not future.done():

@@ -3,19 +3,11 @@ how the commands behave against a kafkapy broker that does not serve the record 
 
 from __future__ import annotations
 
-import importlib.util
-
-import confluent_kafka.admin
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from records_cli import TIMEOUT_S, kafkapy
 
 from kafkapy.commands._partitions import _read
-from kafkapy.embedded import Broker
 from kafkapy.protocol.records import Records, build_record_batch
-
-DATAPLANE = importlib.util.find_spec("kafkapy.dataplane") is not None
 
 # A batch: (records in it, gap before it, is a control batch)
 batch_specs = st.lists(st.tuples(st.integers(1, 4), st.integers(0, 3), st.booleans()), max_size=6)
@@ -54,25 +46,3 @@ def test_read_of_no_records() -> None:
     fetched = _read(None, 7, 9)
     assert (fetched.records, fetched.next_offset, fetched.high_watermark) == ([], 7, 9)
 
-
-@pytest.mark.skipif(DATAPLANE, reason="kafkapy serves the record APIs: nothing to fall back from")
-def test_against_kafkapy_without_the_record_apis(kafka_broker: Broker) -> None:
-    """Before the dataplane: topics --describe still shows the metadata (offsets "-", one note);
-    produce and consume fail in one line, exit 1, naming the API the broker lacks."""
-    bootstrap = kafka_broker.bootstrap_servers
-    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    for future in admin.create_topics([confluent_kafka.admin.NewTopic("meta-only", 2, 1)]).values():
-        future.result(TIMEOUT_S)
-    described = kafkapy("topics", "-b", bootstrap, "--describe", "--topic", "meta-only")
-    assert described.returncode == 0, described.stderr.decode()
-    assert described.stderr.decode().strip() == (
-        "kafkapy topics: note: the broker does not serve ListOffsets; offsets shown as -")
-    rows = [line.split() for line in described.stdout.decode().splitlines()[1:]]
-    assert [(r[0], r[1], r[6], r[7]) for r in rows] == [
-        ("meta-only", "0", "-", "-"), ("meta-only", "1", "-", "-")]
-    produced = kafkapy("produce", "-b", bootstrap, "-t", "meta-only", "-p", "0", stdin=b"v\n")
-    assert produced.returncode == 1
-    assert produced.stderr.decode().strip().endswith("does not serve Produce (api key 0)")
-    consumed = kafkapy("consume", "-b", bootstrap, "-t", "meta-only", "-e")
-    assert consumed.returncode == 1
-    assert len(consumed.stderr.decode().strip().splitlines()) == 1

@@ -13,9 +13,6 @@ from records_cli import TIMEOUT_S, json_lines, kafkapy
 
 from kafkapy.embedded import Broker
 
-pytest.importorskip("kafkapy.dataplane", reason="KAFKAPY DOES NOT SERVE PRODUCE/FETCH YET (issue 15's "
-                                                "dataplane branch): CLI tests against kafkapy SKIPPED")
-
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_round_trip_through_kafkapy(kafka_broker: Broker, codec: str) -> None:

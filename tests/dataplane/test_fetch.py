@@ -279,3 +279,19 @@ def test_a_batch_from_kafka_python_builder_is_served_whole(broker: Broker) -> No
     [batch] = list(response["responses"][0]["partitions"][0]["records"])
     assert [(r.offset, r.value) for r in batch] == [(1, b"v0"), (2, b"v1"), (3, b"v2")]
     assert build_record_batch  # the other builder, used by append()
+
+
+def test_a_client_that_goes_away_ends_its_long_poll(broker: Broker) -> None:
+    """The waiting Fetch of a closed connection stops waiting at once (its answer has nowhere to
+    go), instead of holding a task until max_wait_ms: nothing is left pending at shutdown."""
+    create(broker, "t")
+    module = seeded(broker)
+    frame = encode_request(ApiKey.FETCH, 12, 1, "c", {
+        "max_wait_ms": 60_000, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                   "partition_max_bytes": 1 << 20}]}]})
+    with socket.create_connection(host_port(broker), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        wait_until(lambda: module.has_waiters("t", 0), what="the fetch waiting on the partition")
+    wait_until(lambda: not module.has_waiters("t", 0), timeout=5,
+               what="the closed connection's fetch to stop waiting")
