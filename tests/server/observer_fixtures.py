@@ -101,3 +101,27 @@ class RejectingObserver:
 
     def close(self, timeout: float) -> None:
         pass
+
+
+TIMELINE: list[tuple[Any, ...]] = []  # one ordered log that observers, hooks and interceptors all write
+
+
+class TimelineObserver:
+    """Writes every call, raw frames included, onto TIMELINE, so a test can check its order
+    against the module hooks and interceptors that write there too."""
+
+    def configure(self, configs: dict[str, Any]) -> None:
+        pass
+
+    def record_request(self, request: Any, client_address: str, principal: str, api_key: int,
+                       api_version: int, correlation_id: int) -> None:
+        TIMELINE.append(("observer.request", api_key, correlation_id, request))
+
+    def record_response(self, response: Any, api_version: int, correlation_id: int) -> None:
+        TIMELINE.append(("observer.response", correlation_id, response))
+
+    def record_frame(self, connection: Any, from_client: bool, frame: bytes) -> None:
+        TIMELINE.append(("observer.frame", "in" if from_client else "out", frame))
+
+    def close(self, timeout: float) -> None:
+        pass
