@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["register"]
 
-DESCRIBE_CLIENT_QUOTAS = 48
-ALTER_CLIENT_QUOTAS = 49
-DESCRIBE_CONFIGS = 32
-INCREMENTAL_ALTER_CONFIGS = 44
 BROKER_RESOURCE = 4
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 DYNAMIC_TOPIC_CONFIG = 1
@@ -156,13 +154,15 @@ def _run(args: argparse.Namespace) -> int:
             with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
                 if args.describe:
                     return _describe_topic(client, topic, args.all)
-                return _alter_topic(client, topic, args)
+                return _alter_resource(client, TOPIC_RESOURCE, topic, args, f"config for topic {topic}")
         broker = _broker(args)
         if broker is not None:
             with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
                 if args.describe:
                     return _describe_broker(client, broker)
-                return _alter_broker(client, broker, args)
+                done = f"config for broker {broker}" if broker else \
+                    "default config for brokers in the cluster"
+                return _alter_resource(client, BROKER_RESOURCE, broker, args, done)
         entity = _entity(args)
         with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
             if args.describe:
@@ -185,9 +185,9 @@ def _describe(client: SimpleClient, entity: list[tuple[str, str | None, bool]]) 
             components.append({"entity_type": kind, "match_type": 1, "match": None})
         else:
             components.append({"entity_type": kind, "match_type": 0, "match": name})
-    body = client.request(DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": True})
+    body = client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": True})
     if body["error_code"]:
-        print(f"kafkapy configs: error {body['error_code']}: {body['error_message']}", file=sys.stderr)
+        _print_error(body)
         return 1
     for entry in body["entries"] or []:
         values = ", ".join(f"{v['key']}={float(v['value'])!r}" for v in entry["values"])
@@ -206,10 +206,10 @@ def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], arg
         raise _Usage("--alter needs --add-config or --delete-config")
     request = {"entries": [{"entity": [{"entity_type": k, "entity_name": n} for k, n, _ in entity],
                             "ops": ops}], "validate_only": False}
-    body = client.request(ALTER_CLIENT_QUOTAS, 1, request)
+    body = client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, request)
     entry = body["entries"][0]
     if entry["error_code"]:
-        print(f"kafkapy configs: error {entry['error_code']}: {entry['error_message']}", file=sys.stderr)
+        _print_error(entry)
         return 1
     names = " ".join(f"{_LABELS[k]} '{n}'" if n is not None else f"the default {_LABELS[k]}"
                      for k, n, _ in entity)
@@ -251,9 +251,9 @@ def _describe_broker(client: SimpleClient, name: str) -> int:
     resource = {"resource_type": BROKER_RESOURCE, "resource_name": name, "configuration_keys": None}
     request = {"resources": [resource],
                "include_synonyms": True, "include_documentation": False}
-    result = client.request(DESCRIBE_CONFIGS, 4, request)["results"][0]
+    result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, request)["results"][0]
     if result["error_code"]:
-        print(f"kafkapy configs: error {result['error_code']}: {result['error_message']}", file=sys.stderr)
+        _print_error(result)
         return 1
     wanted = 2 if name else 3  # the entity's own dynamic configs, as kafka-configs.sh lists them
     print(f"{'Dynamic' if name else 'Default'} configs for {_broker_label(name)} are:")
@@ -268,22 +268,30 @@ def _describe_broker(client: SimpleClient, name: str) -> int:
     return 0
 
 
-def _alter_broker(client: SimpleClient, name: str, args: argparse.Namespace) -> int:
+def _alter_resource(client: SimpleClient, resource_type: int, name: str, args: argparse.Namespace,
+                    done: str) -> int:
+    """IncrementalAlterConfigs of one resource from --add-config / --delete-config."""
     configs = [{"name": k, "config_operation": SET, "value": v}
                for k, v in _split_configs(args.add_config or "")]
     configs += [{"name": k.strip(), "config_operation": DELETE, "value": None}
                 for k in (args.delete_config or "").split(",") if k.strip()]
     if not configs:
         raise _Usage("--alter needs --add-config or --delete-config")
-    request = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": name, "configs": configs}],
+    request = {"resources": [{"resource_type": resource_type, "resource_name": name, "configs": configs}],
                "validate_only": False}
-    result = client.request(INCREMENTAL_ALTER_CONFIGS, 1, request)["responses"][0]
+    result = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)["responses"][0]
     if result["error_code"]:
-        print(f"kafkapy configs: error {result['error_code']}: {result['error_message']}", file=sys.stderr)
+        _print_error(result)
         return 1
-    what = f"config for broker {name}" if name else "default config for brokers in the cluster"
-    print(f"Completed updating {what}.")
+    print(f"Completed updating {done}.")
     return 0
+
+
+def _print_error(result: Mapping[str, Any]) -> None:
+    """A refusal as one line: Kafka's error name, then its message."""
+    code = result["error_code"]
+    name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
+    print(f"kafkapy configs: error {name}: {result.get('error_message')}", file=sys.stderr)
 
 
 def _topic(args: argparse.Namespace) -> str | None:
@@ -307,7 +315,7 @@ def _describe_topic(client: SimpleClient, topic: str, everything: bool) -> int:
     request = {"resources": [resource], "include_synonyms": True, "include_documentation": False}
     result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, request)["results"][0]
     if result["error_code"]:
-        print(f"kafkapy configs: error {result['error_code']}: {result['error_message']}", file=sys.stderr)
+        _print_error(result)
         return 1
     print(f"{'All' if everything else 'Dynamic'} configs for topic {topic} are:")
     for config in result["configs"]:
@@ -319,19 +327,3 @@ def _describe_topic(client: SimpleClient, topic: str, everything: bool) -> int:
               f"synonyms={{{synonyms}}}")
     return 0
 
-
-def _alter_topic(client: SimpleClient, topic: str, args: argparse.Namespace) -> int:
-    configs = [{"name": k, "config_operation": SET, "value": v}
-               for k, v in _split_configs(args.add_config or "")]
-    configs += [{"name": k.strip(), "config_operation": DELETE, "value": None}
-                for k in (args.delete_config or "").split(",") if k.strip()]
-    if not configs:
-        raise _Usage("--alter needs --add-config or --delete-config")
-    request = {"resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": configs}],
-               "validate_only": False}
-    result = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)["responses"][0]
-    if result["error_code"]:
-        print(f"kafkapy configs: error {result['error_code']}: {result['error_message']}", file=sys.stderr)
-        return 1
-    print(f"Completed updating config for topic {topic}.")
-    return 0

@@ -51,12 +51,12 @@ def test_topic_configs_cli_alter_describe_delete(capsys: pytest.CaptureFixture[s
         assert main([*base, *topic, "--alter", "--add-config", "segment.bytes=1"]) == 1
         err = capsys.readouterr().err
         assert err.startswith(
-            "kafkapy configs: error 40: Invalid config value for resource "
+            "kafkapy configs: error INVALID_CONFIG: Invalid config value for resource "
             "ConfigResource(type=TOPIC, name='orders'): Invalid value 1 for configuration "
             "segment.bytes: Value must be at least 14"
         )
         assert len(err.splitlines()) == 1
         assert main([*base, "--topic", "nope", "--describe"]) == 1
-        assert "error 3" in capsys.readouterr().err
+        assert "error UNKNOWN_TOPIC_OR_PARTITION" in capsys.readouterr().err
         # a topic with another entity is a usage error
         assert main([*base, "--topic", "orders", "--ip", "1.2.3.4", "--describe"]) == 2
