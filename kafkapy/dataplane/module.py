@@ -90,6 +90,8 @@ class DataPlaneModule(Module):
         self._creating: set[asyncio.Task[Any]] = set()
         self._owns_logs = False
         self._fetch: FetchHandler | None = None
+        self._configs_provider: Module | None = None  # log_config's cache of its provider check
+        self._topic_configs: TopicConfigs | None = None
         config = services.config
         # Kafka's defaults under the broker's log.* settings: what a topic without overrides gets
         # when no configs module answers for it.
@@ -153,7 +155,11 @@ class DataPlaneModule(Module):
         """The topic's LogConfig as appends and new logs use it: the configs module's answer, or
         the broker's defaults when no module answers for topic configs."""
         configs = self.services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
-        return configs.log_config(topic) if isinstance(configs, TopicConfigs) else self.default_log_config
+        if configs is not self._configs_provider:  # a Protocol isinstance costs microseconds
+            self._configs_provider = configs
+            self._topic_configs = configs if isinstance(configs, TopicConfigs) else None
+        topic_configs = self._topic_configs
+        return topic_configs.log_config(topic) if topic_configs is not None else self.default_log_config
 
 
     def apis(self) -> Mapping[int, ApiHandler]:

@@ -98,10 +98,12 @@ class ProduceHandler:
             state = partitions.home.producer_state(topic, index, log)
             if records is None:
                 raise RecordsRejected(ErrorCode.INVALID_RECORD, "The produce request has no records.")
-            # The one copy: the batch header is rewritten in place (offsets, epoch), and the log
-            # keeps this buffer as it is.
-            data = bytearray(records.raw)
-            plan = validate_records(data, self.append_config(topic), now_ms, produce_version=version)
+            # Checked where it lies in the request (a bytearray would cost the walk a second copy),
+            # then the one copy: the batch header is rewritten in place (offsets, epoch), and the
+            # log keeps this buffer as it is.
+            raw = records.raw
+            plan = validate_records(raw, self.append_config(topic), now_ms, produce_version=version)
+            data = bytearray(raw)
             assigned = assign_offsets(data, plan, base_offset=log.log_end_offset,
                                       leader_epoch=partitions.leader_epoch(topic, index),
                                       log_append_time_ms=now_ms if plan.log_append_time else None)

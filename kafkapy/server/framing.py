@@ -50,15 +50,22 @@ class FrameBuffer:
         A frame size that is negative or over the limit raises FrameSizeError as soon as its four
         bytes are in, after the frames before it were appended; the buffer then refuses all input.
         Whole frames are sliced straight out of ``data``: bytes are only buffered (and copied) for
-        a frame that spans reads."""
+        a frame that spans reads, and its body is copied out of the buffer once (a produce of a
+        megabyte spans many reads)."""
         if self._failed is not None:
             raise self._failed
         buf = self._buf
         if buf:
             buf += data
-            if len(buf) < self._want:
+            want = self._want
+            if len(buf) < want:
                 return
-            data = bytes(buf)
+            if want > 4:  # a frame that spanned reads, its size checked: its body copied once
+                with memoryview(buf) as view:
+                    out.append(bytes(view[4:want]))
+                    data = bytes(view[want:])
+            else:
+                data = bytes(buf)
             buf.clear()
         elif type(data) is not bytes:
             data = bytes(data)

@@ -102,3 +102,75 @@ def test_scan_rejects_a_bad_header_key_like_record_list() -> None:
     with pytest.raises(DecodeError) as listed:
         batch.record_list(check_crc=False)
     assert (scanned.value.reason, scanned.value.offset) == (listed.value.reason, listed.value.offset)
+
+
+# --- the uniform-records fast path (_scan_uniform), held equal to the full walk ------------------
+
+UNIFORM = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def uniform_batch(count: int, key_size: int | None, value_size: int, stamps: list[int],
+                  codec: Compression = Compression.NONE) -> bytes:
+    """``count`` records of one shape: what a producer sends with fixed-size keys and values."""
+    key = None if key_size is None else b"k" * key_size
+    items: list[tuple[bytes | None, bytes, list[tuple[str, bytes]], int]] = [
+        (key, bytes([i % 251]) * value_size, [], NOW + stamps[i % len(stamps)]) for i in range(count)]
+    return build_record_batch(items, base_timestamp=NOW, compression=codec)
+
+
+@UNIFORM
+@given(count=st.sampled_from([1, 15, 16, 63, 64, 65, 200, 8191, 8192, 8193, 9000]),
+       key_size=st.one_of(st.none(), st.integers(0, 200)), value_size=st.integers(0, 300),
+       stamps=st.lists(st.integers(0, 200), min_size=1, max_size=4),
+       codec=st.sampled_from([Compression.NONE, Compression.GZIP]), data=st.data())
+def test_uniform_fast_path_equals_the_full_walk(
+    count: int, key_size: int | None, value_size: int, stamps: list[int], codec: Compression,
+    data: st.DataObject,
+) -> None:
+    raw = bytearray(uniform_batch(count, key_size, value_size, stamps))
+    payload_at = 61
+    damage = data.draw(st.sampled_from(["none", "byte", "insert", "delete", "count"]))
+    if damage == "byte":
+        at = data.draw(st.integers(payload_at, len(raw) - 1))
+        raw[at] = data.draw(st.one_of(st.sampled_from([0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF]),
+                                      st.integers(0, 255)))
+    elif damage == "insert":
+        at = data.draw(st.integers(payload_at, len(raw)))
+        raw[at:at] = data.draw(st.binary(min_size=1, max_size=3))
+    elif damage == "delete":
+        at = data.draw(st.integers(payload_at, len(raw) - 1))
+        del raw[at : at + data.draw(st.integers(1, 3))]
+    elif damage == "count":
+        struct.pack_into(">i", raw, 57, data.draw(st.integers(0, count + 2)))
+    header, payload = bytes(raw[:payload_at]), bytes(raw[payload_at:])
+    body = compress(codec, payload) if codec else payload
+    framed = bytearray(header + body)
+    struct.pack_into(">i", framed, 8, 49 + len(body))
+    struct.pack_into(">h", framed, 21, struct.unpack_from(">h", framed, 21)[0] | int(codec))
+    batch = RecordBatch(bytes(framed))
+    walked = outcome(lambda: batch.scan(uniform=False))
+    assert outcome(batch.scan) == walked
+    if damage == "none":
+        assert walked == summary_from_records(batch)
+
+
+@pytest.mark.parametrize("count", [16, 64, 8192, 9000])
+def test_uniform_fast_path_is_taken_on_a_producers_batch(count: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not vacuous: a batch of one shape is summarised without the walk (the walk is broken
+    here, so only the fast path can answer)."""
+    batch = RecordBatch(uniform_batch(count, None, 100, [0, 3, 1]))
+    expected = batch.scan(uniform=False)
+
+    def no_walk(*_: object) -> RecordsSummary:
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(RecordBatch, "_scan", no_walk)
+    assert batch.scan() == expected == RecordsSummary(count, NOW, NOW + 3, True, count)
+
+
+def test_a_record_of_another_shape_goes_to_the_walk() -> None:
+    no_headers: list[tuple[str, bytes]] = []
+    same, other = (None, b"v" * 10, no_headers, NOW), (None, b"v" * 11, no_headers, NOW)
+    items = [same] * 20 + [other]
+    batch = RecordBatch(build_record_batch(items, base_timestamp=NOW))
+    assert batch.scan() == batch.scan(uniform=False) == RecordsSummary(21, NOW, NOW, True, 21)
