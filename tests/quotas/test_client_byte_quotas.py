@@ -3,6 +3,7 @@ precedence in which a (user, client-id) finds its quota."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -11,8 +12,14 @@ import pytest
 from quota_wire import alter
 
 from kafkapy.embedded import Broker
-from kafkapy.quotas.client_quotas import resolve_quota
+from kafkapy.protocol import Request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.quotas.client_quotas import ClientQuotas, resolve_quota
+from kafkapy.quotas.metrics import MetricsRegistry
 from kafkapy.quotas.module import QuotasModule
+from kafkapy.server.connection import ConnectionInfo
+from kafkapy.server.interceptors import PASS
+from kafkapy.server.modules import RequestContext
 
 TIMEOUT_S = 30
 # A small quota and enough data that the throttle decides the time taken. A sampled rate lets a
@@ -131,3 +138,77 @@ def test_kafka_python_consumer_is_throttled_to_its_quota() -> None:
         achieved = count * len(VALUE) / elapsed
         print(f"achieved {achieved:.0f} B/s in {elapsed:.2f} s against a quota of {QUOTA}")
         assert QUOTA * 0.3 < achieved < QUOTA * 2.0, (achieved, elapsed)
+
+
+# --- the interceptor on its own, with a clock the test moves --------------------------------------
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def produce(records: bytes) -> Any:
+    body = {"acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
+    return Request(ApiKey.PRODUCE, 9, 1, "app", body)
+
+
+def context(api_key: int = 0) -> Any:
+    conn = ConnectionInfo("c-1", "PLAINTEXT", "PLAINTEXT", ("127.0.0.1", 5), ("127.0.0.1", 9092),
+                          principal="User:alice")
+    return RequestContext(conn, api_key, 9, 1, "app")
+
+
+ANSWER = {"responses": [], "throttle_time_ms": 0}
+
+
+def test_throttle_time_is_kafkas_formula_and_the_channel_is_muted_for_it() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), samples=11, window=1.0, clock=clock)
+    quotas.set_entities({"users/alice": {"producer_byte_rate": 1000.0}})
+    ctx = context(ApiKey.PRODUCE)
+
+    async def run() -> tuple[Any, Any, float]:
+        assert await quotas.before(ctx, produce(b"x" * 5000)) is PASS
+        within = await quotas.after(ctx, produce(b"x" * 5000), ANSWER)  # 5000 B over 10 s: 500 B/s
+        over = await quotas.after(ctx, produce(b"x" * 10000), ANSWER)  # 15000 B over 10 s: 1500 B/s
+        clock.now += 4.7  # of the 5 s mute, 0.3 s are left: the next request waits them out
+        started = time.monotonic()
+        await quotas.before(ctx, produce(b""))
+        return within, over, time.monotonic() - started
+
+    within, over, waited = asyncio.run(run())
+    assert within is ANSWER  # no violation: the answer untouched
+    # (1500 - 1000) / 1000 * 10 s (a young sensor's window is padded to 10 windows) = 5 s
+    assert over["throttle_time_ms"] == 5000
+    assert waited >= 0.29  # the next request on the connection waited out the mute
+
+
+def test_the_mute_is_set_by_a_violation() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"clients/app": {"producer_byte_rate": 1000.0}})
+    ctx = context(ApiKey.PRODUCE)
+    asyncio.run(quotas.after(ctx, produce(b"x" * 20000), ANSWER))
+    # 20000 B over 10 s is 2000 B/s: (2000 - 1000) / 1000 * 10 s
+    assert ctx.connection.attributes["quotas.muted_until"] == pytest.approx(clock.now + 10.0)
+    metrics = quotas.metrics
+    assert metrics.value("byte-rate", group="Produce", user="", **{"client-id": "app"}) == 2000.0
+
+
+def test_request_percentage_throttle_is_capped_at_one_window() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"users/<default>": {"request_percentage": 0.001}})
+    ctx = context(ApiKey.METADATA)
+
+    async def run() -> Any:
+        await quotas.before(ctx, produce(b""))
+        time.sleep(0.05)  # 50 ms of handler time: 5 percent-seconds, far over 0.001 %
+        return await quotas.after(ctx, produce(b""), {"throttle_time_ms": 0, "topics": []})
+
+    answer = asyncio.run(run())
+    assert answer["throttle_time_ms"] == 1000  # Kafka's ClientRequestQuotaManager.maxThrottleTimeMs
