@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.chunks import RecordChunks
 from kafkapy.quotas.metrics import MetricsRegistry
 from kafkapy.quotas.rate import Rate
 from kafkapy.server.interceptors import PASS, Interceptor, Pass
@@ -61,6 +62,7 @@ BYTE_RATE_KEYS = (PRODUCE, FETCH, REQUEST)
 # Kafka's metric groups of the three quota sensors (QuotaType).
 _GROUPS = {PRODUCE: "Produce", FETCH: "Fetch", REQUEST: "Request"}
 _MUTED_UNTIL = "quotas.muted_until"  # ConnectionInfo.attributes key: monotonic time the mute ends
+_STARTED = "quotas.started"  # ConnectionInfo.attributes key: correlation id -> when handling began
 
 SensorKey = tuple[str, str]  # the metric tags (user, client-id); "" where the level has none
 
@@ -103,7 +105,7 @@ def answer_size(answer: Answer) -> int:
         for partition in topic.get("partitions") or ():
             records = partition.get("records")
             if records is not None:
-                total += records.size if hasattr(records, "size") else len(records)
+                total += records.size if isinstance(records, RecordChunks) else len(records)
     return total
 
 
@@ -172,11 +174,12 @@ class ClientQuotas(Interceptor):
             wait = muted_until - self.clock()
             if wait > 0:
                 await asyncio.sleep(wait)  # KIP-219: the channel is muted until the throttle ends
-        attributes["quotas.started"] = time.perf_counter()
+        attributes.setdefault(_STARTED, {})[context.correlation_id] = time.perf_counter()
         return PASS
 
     async def after(self, context: RequestContext, request: Request, answer: Answer) -> Answer:
         conn = context.connection
+        started = conn.attributes.get(_STARTED, {}).pop(context.correlation_id, time.perf_counter())
         user, client = _user(conn.principal), context.client_id or ""
         now = self.clock()
         throttle = 0.0
@@ -190,7 +193,7 @@ class ClientQuotas(Interceptor):
                 throttle = rate.record_checked(answer_size(answer), now)
         rate = self._sensor(REQUEST, user, client)
         if rate is not None:
-            spent = time.perf_counter() - conn.attributes.get("quotas.started", time.perf_counter())
+            spent = time.perf_counter() - started
             # Kafka records a request's thread time as a percentage of a second.
             throttle = max(throttle, min(rate.record_checked(spent * 100.0, now), self.window))
         if throttle <= 0:
