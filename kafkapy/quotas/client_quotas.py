@@ -4,9 +4,11 @@ Theory of operation
 -------------------
 Every client quota a broker enforces is one of ``producer_byte_rate`` (bytes of
 Produce requests per second), ``consumer_byte_rate`` (bytes of Fetch responses
-per second) and ``request_percentage`` (percent of one handler's time per
-second). A request's quota is found in the stored entities in Kafka's
-precedence order (``ClientQuotaManager``), the first that sets the key wins::
+per second) and ``request_percentage`` (percent of a second spent handling
+requests; Kafka counts handler thread time, here it is the wall time from the
+start of handling to the answer, waits included). A request's quota is found in
+the stored entities in Kafka's precedence order (``ClientQuotaManager``), the
+first that sets the key wins::
 
     users/<user>/clients/<client-id>     users/<default>/clients/<client-id>
     users/<user>/clients/<default>       users/<default>/clients/<default>
@@ -124,7 +126,7 @@ def _user(principal: str) -> str:
 
 
 class ClientQuotas(Interceptor):
-    """Charges Produce bytes, Fetch bytes and handler time to the (user, client-id) sensors."""
+    """Charges Produce bytes, Fetch bytes and request time to the (user, client-id) sensors."""
 
     def __init__(self, metrics: MetricsRegistry, samples: int = 11, window: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
