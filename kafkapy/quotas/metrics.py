@@ -87,11 +87,17 @@ class MetricsRegistry:
                 is_counter = name.endswith("-total")
                 kind = CounterMetricFamily if is_counter else GaugeMetricFamily
                 family = kind(metric.removesuffix("_total") if is_counter else metric,
-                              descriptions.get((group, name, tags)) or name, labels=labels[metric])
+                              descriptions.get((group, name, tags)) or name,
+                              labels=[_prometheus_label(k) for k in labels[metric]])
                 families[metric] = family
             tag_values = dict(tags)
             family.add_metric([tag_values.get(k, "") for k in labels[metric]], value)
         yield from families.values()
+
+
+def _prometheus_label(tag: str) -> str:
+    """Kafka's tag names have dashes (client-id); Prometheus labels may not."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", tag)
 
 
 def _prometheus_name(group: str, name: str) -> str:

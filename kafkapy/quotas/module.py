@@ -4,9 +4,9 @@ Client quotas live in the metadata store under Kafka's entity paths (``users/<u>
 ``clients/<c>``, ``users/<u>/clients/<c>``, ``ips/<ip>``, ``<default>`` for the
 default entity); the store posts a change notification per change and every
 broker's watch reloads the ``ips`` quotas it enforces, so a change applies
-cluster-wide without a restart. Only ``ips`` quotas are enforced here (there is
-no Produce or Fetch to throttle); user and client-id quotas are kept and
-described as Kafka keeps them.
+cluster-wide without a restart. ``ips`` quotas are enforced in the accept path
+(kafkapy.quotas.connections); user and client-id byte-rate and request quotas
+by an interceptor (kafkapy.quotas.client_quotas), reloaded the same way.
 
 The ``ip`` entity type, and per-IP rate enforcement, exist only while the
 feature ``kafkapy.ip_quota`` is finalized at level 1 or more.
@@ -26,6 +26,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.quotas.client_quotas import BYTE_RATE_KEYS, ClientQuotas
 from kafkapy.quotas.connections import (
     _LISTENER_KEYS,
     DYNAMIC_KEYS,
@@ -114,6 +115,11 @@ class QuotasModule(Module):
         self._watch: Watch | None = None
         self._alter_lock = asyncio.Lock()
         self._reloads = Reloader(services.loop, self._reload_ip_quotas, "ip quotas")
+        self._client_reloads = Reloader(services.loop, self._reload_client_quotas, "client quotas")
+        self.client_quotas = ClientQuotas(self.metrics,
+                                          int(services.config.values["quota.window.num"]),
+                                          float(services.config.values["quota.window.size.seconds"]))
+        self._client_quotas_installed = False
         self.settings: dict[str, Any] = dict(services.config.values)
         self._dynamic: dict[str, Any] = dict(services.config.values)  # static + stored dynamic configs
         self._local: dict[str, Any] = {}  # reconfigure()'s values, on top
@@ -142,6 +148,7 @@ class QuotasModule(Module):
                                                   self._validate_settings, self._apply_dynamic))
         self._watch = await asyncio.to_thread(runtime.store.watch_entity_configs, self._entity_changed)
         await self._reload_ip_quotas()
+        await self._reload_client_quotas()
         url = self.settings.get("metrics.listener")
         if url:
             self._http, self.metrics_url = await asyncio.to_thread(start_http_endpoint, url, self.metrics)
@@ -155,6 +162,11 @@ class QuotasModule(Module):
             self._watch.cancel()
             self._watch = None
         self._reloads.close()
+        self._client_reloads.close()
+        if self._client_quotas_installed:
+            self.services.remove_interceptor(self.client_quotas)
+            self._client_quotas_installed = False
+        self.client_quotas.close()
         if self._http is not None:
             http, self._http = self._http, None
             await asyncio.to_thread(http.shutdown)
@@ -219,6 +231,36 @@ class QuotasModule(Module):
     def _entity_changed(self, path: str) -> None:
         if path.startswith("ips/"):  # on a store thread
             self._reloads.request()
+        else:
+            self._client_reloads.request()
+
+    async def _reload_client_quotas(self) -> None:
+        """The byte-rate and request quotas of users and client-ids; the interceptor is installed
+        only while one is set (so a broker without them pays nothing per request)."""
+        entities = await asyncio.to_thread(self._read_client_quotas)
+        self.client_quotas.set_entities(entities)
+        if entities and not self._client_quotas_installed:
+            self.services.install_interceptor(self.client_quotas)
+            self._client_quotas_installed = True
+        elif not entities and self._client_quotas_installed:
+            self.services.remove_interceptor(self.client_quotas)
+            self._client_quotas_installed = False
+
+    def _read_client_quotas(self) -> dict[str, dict[str, float]]:
+        entities: dict[str, dict[str, float]] = {}
+        for path, config in self._read_entities(clients=True, ips=False).items():
+            values: dict[str, float] = {}
+            for key in BYTE_RATE_KEYS:
+                raw = config.get(key)
+                if raw is None:
+                    continue
+                try:
+                    values[key] = float(raw)
+                except ValueError:
+                    log.warning("ignoring %s: %s %r is not a number", path, key, raw)
+            if values:
+                entities[path] = values
+        return entities
 
     async def _reload_ip_quotas(self) -> None:
         specific, default = await asyncio.to_thread(self._read_ip_quotas)

@@ -1,0 +1,212 @@
+"""Byte-rate and request quotas for (user, client-id): Kafka's ClientQuotaManager, as an interceptor.
+
+Theory of operation
+-------------------
+Every client quota a broker enforces is one of ``producer_byte_rate`` (bytes of
+Produce requests per second), ``consumer_byte_rate`` (bytes of Fetch responses
+per second) and ``request_percentage`` (percent of a second spent handling
+requests; Kafka counts handler thread time, here it is the wall time from the
+start of handling to the answer, waits included). A request's quota is found in
+the stored entities in Kafka's precedence order (``ClientQuotaManager``), the
+first that sets the key wins::
+
+    users/<user>/clients/<client-id>     users/<default>/clients/<client-id>
+    users/<user>/clients/<default>       users/<default>/clients/<default>
+    users/<user>                         users/<default>
+                                         clients/<client-id>
+                                         clients/<default>
+
+(left column first, top to bottom). The level that matched decides which
+sensor is charged, as Kafka's metric tags do: a ``users/<default>`` quota gives
+every user a sensor of its own, a ``clients/<c>`` quota one per client-id
+shared by all users.
+
+Each sensor is a :class:`~kafkapy.quotas.rate.Rate` over ``quota.window.num``
+(11) windows of ``quota.window.size.seconds`` (1 s). After the handler, the
+request's amount is recorded; over the bound, the throttle time is Kafka's
+``QuotaUtils.throttleTime``, ``(rate - bound) / bound * windowSize``; the
+request quota's is capped at one window (Kafka's
+``ClientRequestQuotaManager.maxThrottleTimeMs``), the byte-rate ones are not.
+
+KIP-219: the answer goes out at once with ``throttle_time_ms`` set, and the
+connection is muted for that long: the next request on it is not handled
+before the throttle ends (its ``before`` waits; requests on a connection are
+answered in order, so nothing behind it is either). A client that honours
+``throttle_time_ms`` sends nothing meanwhile anyway.
+
+Cost: the interceptor is installed only while some stored entity sets one of
+these keys; with none, requests take the plain path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.chunks import RecordChunks
+from kafkapy.quotas.metrics import MetricsRegistry
+from kafkapy.quotas.rate import Rate
+from kafkapy.server.interceptors import PASS, Interceptor, Pass
+from kafkapy.server.modules import ChunkedResponse, EncodedResponse
+from kafkapy.store.base import DEFAULT_ENTITY, sanitize
+
+if TYPE_CHECKING:
+    from kafkapy.protocol import Request
+    from kafkapy.server.modules import Answer, RequestContext
+
+__all__ = ["BYTE_RATE_KEYS", "ClientQuotas", "answer_size", "produce_size", "resolve_quota"]
+
+PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+BYTE_RATE_KEYS = (PRODUCE, FETCH, REQUEST)
+# Kafka's metric groups of the three quota sensors (QuotaType).
+_GROUPS = {PRODUCE: "Produce", FETCH: "Fetch", REQUEST: "Request"}
+_MUTED_UNTIL = "quotas.muted_until"  # ConnectionInfo.attributes key: monotonic time the mute ends
+_STARTED = "quotas.started"  # ConnectionInfo.attributes key: correlation id -> when handling began
+
+SensorKey = tuple[str, str]  # the metric tags (user, client-id); "" where the level has none
+
+
+def _levels(user: str, client: str) -> list[tuple[str, SensorKey]]:
+    """The entity paths to look in, in Kafka's precedence order, each with the sensor it charges."""
+    u, c, d = sanitize(user), sanitize(client), DEFAULT_ENTITY
+    return [(f"users/{u}/clients/{c}", (user, client)), (f"users/{u}/clients/{d}", (user, client)),
+            (f"users/{u}", (user, "")),
+            (f"users/{d}/clients/{c}", (user, client)), (f"users/{d}/clients/{d}", (user, client)),
+            (f"users/{d}", (user, "")),
+            (f"clients/{c}", ("", client)), (f"clients/{d}", ("", client))]
+
+
+def resolve_quota(entities: Mapping[str, Mapping[str, float]], user: str, client: str,
+                  key: str) -> tuple[float, SensorKey] | None:
+    """The quota ``key`` for (user, client-id) and the sensor it charges, or None if unset."""
+    for path, sensor in _levels(user, client):
+        bound = entities.get(path, {}).get(key)
+        if bound is not None:
+            return bound, sensor
+    return None
+
+
+def produce_size(request: Request) -> int:
+    """The bytes a Produce request is charged: its record sets (the bulk of Kafka's request.sizeInBytes)."""
+    return sum(len(p["records"] or b"") for t in request.body["topic_data"] for p in t["partition_data"])
+
+
+def answer_size(answer: Answer) -> int:
+    """The bytes a Fetch response is charged: its record sets."""
+    if isinstance(answer, (ChunkedResponse, EncodedResponse)):
+        body: Any = answer.body
+    elif answer is None:
+        return 0
+    else:
+        body = answer
+    total = 0
+    for topic in body.get("responses") or ():
+        for partition in topic.get("partitions") or ():
+            records = partition.get("records")
+            if records is not None:
+                total += records.size if isinstance(records, RecordChunks) else len(records)
+    return total
+
+
+def _with_throttle(answer: Answer, throttle_ms: int) -> Answer:
+    if isinstance(answer, ChunkedResponse):
+        return ChunkedResponse({**answer.body, "throttle_time_ms": throttle_ms})
+    if isinstance(answer, EncodedResponse):  # re-encoded by the dispatcher from the body
+        return {**answer.body, "throttle_time_ms": throttle_ms}
+    if answer is None:
+        return None
+    return {**answer, "throttle_time_ms": throttle_ms}
+
+
+def _user(principal: str) -> str:
+    return principal.split(":", 1)[1] if ":" in principal else principal
+
+
+class ClientQuotas(Interceptor):
+    """Charges Produce bytes, Fetch bytes and request time to the (user, client-id) sensors."""
+
+    def __init__(self, metrics: MetricsRegistry, samples: int = 11, window: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.metrics = metrics
+        self.samples = samples
+        self.window = window
+        self.clock = clock
+        self.entities: dict[str, dict[str, float]] = {}
+        self._sensors: dict[tuple[str, SensorKey], Rate] = {}
+        self._resolved: dict[tuple[str, str, str], tuple[float, SensorKey] | None] = {}
+
+    def set_entities(self, entities: Mapping[str, Mapping[str, float]]) -> None:
+        """New stored quotas: bounds change in place, so a sensor keeps its history (as Kafka's do)."""
+        self.entities = {path: dict(values) for path, values in entities.items()}
+        self._resolved.clear()  # each sensor takes its new bound when next charged
+
+    def close(self) -> None:
+        for key, (user, client) in self._sensors:
+            self.metrics.remove(_GROUPS[key], "byte-rate" if key != REQUEST else "request-time",
+                                user=user, **{"client-id": client})
+        self._sensors.clear()
+
+    def _sensor(self, key: str, user: str, client: str) -> Rate | None:
+        cache = (key, user, client)
+        if cache in self._resolved:
+            found = self._resolved[cache]
+        else:
+            found = self._resolved[cache] = resolve_quota(self.entities, user, client, key)
+        if found is None:
+            return None
+        bound, sensor = found
+        rate = self._sensors.get((key, sensor))
+        if rate is not None:
+            rate.bound = bound
+        else:
+            rate = Rate(self.samples, self.window, bound)
+            self._sensors[(key, sensor)] = rate
+            self.metrics.add(_GROUPS[key], "byte-rate" if key != REQUEST else "request-time", rate,
+                             f"the {key} of one quota entity (Kafka's {_GROUPS[key]} quota sensor)",
+                             user=sensor[0], **{"client-id": sensor[1]})
+        return rate
+
+    async def before(self, context: RequestContext, request: Request) -> Answer | Pass:
+        attributes = context.connection.attributes
+        muted_until = attributes.get(_MUTED_UNTIL)
+        if muted_until is not None:
+            wait = muted_until - self.clock()
+            if wait > 0:
+                await asyncio.sleep(wait)  # KIP-219: the channel is muted until the throttle ends
+        attributes.setdefault(_STARTED, {})[context.correlation_id] = time.perf_counter()
+        return PASS
+
+    async def after(self, context: RequestContext, request: Request, answer: Answer) -> Answer:
+        conn = context.connection
+        started = conn.attributes.get(_STARTED, {}).pop(context.correlation_id, time.perf_counter())
+        user, client = _user(conn.principal), context.client_id or ""
+        now = self.clock()
+        throttle = 0.0
+        if context.api_key == ApiKey.PRODUCE:
+            rate = self._sensor(PRODUCE, user, client)
+            if rate is not None:
+                throttle = rate.record_checked(produce_size(request), now)
+        elif context.api_key == ApiKey.FETCH:
+            rate = self._sensor(FETCH, user, client)
+            if rate is not None:
+                throttle = rate.record_checked(answer_size(answer), now)
+        rate = self._sensor(REQUEST, user, client)
+        if rate is not None:
+            spent = time.perf_counter() - started
+            # Kafka records a request's thread time as a percentage of a second.
+            throttle = max(throttle, min(rate.record_checked(spent * 100.0, now), self.window))
+        if throttle <= 0:
+            return answer
+        throttle_ms = int(throttle * 1000)
+        conn.attributes[_MUTED_UNTIL] = now + throttle
+        if not _has_throttle(answer):  # an answer without the field (none, or an old version)
+            return answer
+        return _with_throttle(answer, throttle_ms)
+
+
+def _has_throttle(answer: Answer) -> bool:
+    body: Any = answer.body if isinstance(answer, (ChunkedResponse, EncodedResponse)) else answer
+    return isinstance(body, Mapping) and "throttle_time_ms" in body

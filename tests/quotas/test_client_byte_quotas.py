@@ -1,0 +1,210 @@
+"""Byte-rate quotas (producer_byte_rate, consumer_byte_rate) enforced on real clients, and the
+precedence in which a (user, client-id) finds its quota."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+from typing import Any
+
+import pytest
+from quota_wire import alter
+
+from kafkapy.embedded import Broker
+from kafkapy.protocol import Request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.quotas.client_quotas import ClientQuotas, resolve_quota
+from kafkapy.quotas.metrics import MetricsRegistry
+from kafkapy.quotas.module import QuotasModule
+from kafkapy.server.connection import ConnectionInfo
+from kafkapy.server.interceptors import PASS
+from kafkapy.server.modules import RequestContext
+
+TIMEOUT_S = 30
+# A small quota and enough data that the throttle decides the time taken. A sampled rate lets a
+# burst of (quota.window.num - 1) windows through unthrottled (the young sensor's padded window),
+# so the tests keep 2 samples: a 1 s burst, then the quota.
+QUOTA = 100_000  # bytes per second
+VALUE = b"x" * 1000
+COUNT = 600  # 600 kB: about 5 s at the quota, 1 s of it the burst
+CONFIG = {"quota.window.num": 2, "metrics.listener": "http://127.0.0.1:0/metrics"}
+
+
+def quotas_of(broker: Broker) -> QuotasModule:
+    assert broker.runtime is not None
+    [module] = [m for m in broker.runtime.modules if isinstance(m, QuotasModule)]
+    return module
+
+
+def wait_installed(broker: Broker, installed: bool = True) -> None:
+    deadline = time.monotonic() + 10
+    while quotas_of(broker)._client_quotas_installed is not installed:
+        assert time.monotonic() < deadline, "the client quotas never reached the interceptor"
+        time.sleep(0.02)
+
+
+LEVELS = ["users/alice/clients/app", "users/alice/clients/<default>", "users/alice",
+          "users/<default>/clients/app", "users/<default>/clients/<default>", "users/<default>",
+          "clients/app", "clients/<default>"]
+SENSORS = [("alice", "app"), ("alice", "app"), ("alice", ""), ("alice", "app"), ("alice", "app"),
+           ("alice", ""), ("", "app"), ("", "app")]
+
+
+@pytest.mark.parametrize("first", range(len(LEVELS)))
+def test_precedence_is_kafkas(first: int) -> None:
+    """With every level from ``first`` down set, the quota comes from ``first`` (Kafka's order)."""
+    entities = {path: {"producer_byte_rate": float(i + 1)} for i, path in enumerate(LEVELS) if i >= first}
+    assert resolve_quota(entities, "alice", "app", "producer_byte_rate") == (float(first + 1), SENSORS[first])
+    assert resolve_quota(entities, "alice", "app", "consumer_byte_rate") is None
+
+
+def test_no_quota_no_interceptor() -> None:
+    with Broker() as broker:
+        alter(broker.bootstrap_servers, [({"user": "bob"}, [("producer_byte_rate", 1000)])])
+        wait_installed(broker)
+        assert broker.runtime is not None
+        assert quotas_of(broker).client_quotas in broker.runtime.dispatcher.interceptors
+        alter(broker.bootstrap_servers, [({"user": "bob"}, [("producer_byte_rate", None)])])
+        wait_installed(broker, False)
+        assert quotas_of(broker).client_quotas not in broker.runtime.dispatcher.interceptors
+
+
+def test_confluent_producer_is_throttled_to_its_quota() -> None:
+    from confluent_kafka import Producer
+
+    with Broker(CONFIG) as broker:
+        alter(broker.bootstrap_servers, [({"client-id": "slow-producer"}, [("producer_byte_rate", QUOTA)])])
+        wait_installed(broker)
+        throttle_events: list[Any] = []
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "slow-producer",
+                             "linger.ms": 5, "batch.size": 4096, "throttle_cb": throttle_events.append,
+                             "compression.type": "none"})
+        count = COUNT
+        started = time.monotonic()
+        for _ in range(count):
+            producer.produce("quota-topic", VALUE, partition=0)
+            producer.poll(0)
+        assert producer.flush(TIMEOUT_S * 2) == 0
+        elapsed = time.monotonic() - started
+        assert throttle_events and max(e.throttle_time for e in throttle_events) > 0
+        achieved = count * len(VALUE) / elapsed
+        print(f"achieved {achieved:.0f} B/s in {elapsed:.2f} s against a quota of {QUOTA}")
+        # Unthrottled it is tens of times the quota here: under twice it, and not starved.
+        assert QUOTA * 0.3 < achieved < QUOTA * 2.0, (achieved, elapsed)
+        metrics = quotas_of(broker).metrics
+        assert metrics.value("byte-rate", group="Produce", user="", **{"client-id": "slow-producer"}) > 0
+        url = quotas_of(broker).metrics_url
+        assert url is not None
+        text = urllib.request.urlopen(url, timeout=5).read().decode()
+        assert 'kafka_network_produce_byte_rate{client_id="slow-producer",user=""}' in text
+
+
+def test_kafka_python_consumer_is_throttled_to_its_quota() -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    with Broker(CONFIG) as broker:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=5)
+        count = COUNT
+        for _ in range(count):
+            producer.send("quota-fetch", VALUE, partition=0)
+        producer.flush(TIMEOUT_S)
+        producer.close()
+        alter(broker.bootstrap_servers, [({"client-id": "slow-consumer"}, [("consumer_byte_rate", QUOTA)])])
+        wait_installed(broker)
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, client_id="slow-consumer",
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 max_partition_fetch_bytes=8192, fetch_max_bytes=8192,
+                                 request_timeout_ms=TIMEOUT_S * 1000)
+        try:
+            consumer.assign([TopicPartition("quota-fetch", 0)])
+            received, throttle = 0, 0.0
+            started = time.monotonic()
+            while received < count:
+                assert time.monotonic() - started < TIMEOUT_S * 2
+                for records in consumer.poll(timeout_ms=1000).values():
+                    received += len(records)
+                # kafka-python's throttle-time sensor records each response's throttle_time_ms.
+                throttle = max([throttle] + [group.get("throttle-time-max", 0.0)
+                                             for group in consumer.metrics().values()])
+            elapsed = time.monotonic() - started
+        finally:
+            consumer.close()
+        assert throttle > 0
+        achieved = count * len(VALUE) / elapsed
+        print(f"achieved {achieved:.0f} B/s in {elapsed:.2f} s against a quota of {QUOTA}")
+        assert QUOTA * 0.3 < achieved < QUOTA * 2.0, (achieved, elapsed)
+
+
+# --- the interceptor on its own, with a clock the test moves --------------------------------------
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def produce(records: bytes) -> Any:
+    body = {"acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}
+    return Request(ApiKey.PRODUCE, 9, 1, "app", body)
+
+
+def context(api_key: int = 0) -> Any:
+    conn = ConnectionInfo("c-1", "PLAINTEXT", "PLAINTEXT", ("127.0.0.1", 5), ("127.0.0.1", 9092),
+                          principal="User:alice")
+    return RequestContext(conn, api_key, 9, 1, "app")
+
+
+ANSWER = {"responses": [], "throttle_time_ms": 0}
+
+
+def test_throttle_time_is_kafkas_formula_and_the_channel_is_muted_for_it() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), samples=11, window=1.0, clock=clock)
+    quotas.set_entities({"users/alice": {"producer_byte_rate": 1000.0}})
+    ctx = context(ApiKey.PRODUCE)
+
+    async def run() -> tuple[Any, Any, float]:
+        assert await quotas.before(ctx, produce(b"x" * 5000)) is PASS
+        within = await quotas.after(ctx, produce(b"x" * 5000), ANSWER)  # 5000 B over 10 s: 500 B/s
+        over = await quotas.after(ctx, produce(b"x" * 10000), ANSWER)  # 15000 B over 10 s: 1500 B/s
+        clock.now += 4.7  # of the 5 s mute, 0.3 s are left: the next request waits them out
+        started = time.monotonic()
+        await quotas.before(ctx, produce(b""))
+        return within, over, time.monotonic() - started
+
+    within, over, waited = asyncio.run(run())
+    assert within is ANSWER  # no violation: the answer untouched
+    # (1500 - 1000) / 1000 * 10 s (a young sensor's window is padded to 10 windows) = 5 s
+    assert over["throttle_time_ms"] == 5000
+    assert waited >= 0.29  # the next request on the connection waited out the mute
+
+
+def test_the_mute_is_set_by_a_violation() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"clients/app": {"producer_byte_rate": 1000.0}})
+    ctx = context(ApiKey.PRODUCE)
+    asyncio.run(quotas.after(ctx, produce(b"x" * 20000), ANSWER))
+    # 20000 B over 10 s is 2000 B/s: (2000 - 1000) / 1000 * 10 s
+    assert ctx.connection.attributes["quotas.muted_until"] == pytest.approx(clock.now + 10.0)
+    metrics = quotas.metrics
+    assert metrics.value("byte-rate", group="Produce", user="", **{"client-id": "app"}) == 2000.0
+
+
+def test_request_percentage_throttle_is_capped_at_one_window() -> None:
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"users/<default>": {"request_percentage": 0.001}})
+    ctx = context(ApiKey.METADATA)
+
+    async def run() -> Any:
+        await quotas.before(ctx, produce(b""))
+        time.sleep(0.05)  # 50 ms of handler time: 5 percent-seconds, far over 0.001 %
+        return await quotas.after(ctx, produce(b""), {"throttle_time_ms": 0, "topics": []})
+
+    answer = asyncio.run(run())
+    assert answer["throttle_time_ms"] == 1000  # Kafka's ClientRequestQuotaManager.maxThrottleTimeMs
