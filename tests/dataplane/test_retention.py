@@ -170,3 +170,42 @@ def test_periods_must_be_positive(key: str) -> None:
 
     with pytest.raises(ConfigError, match=key), Broker({key: 0}):
         pass
+
+
+def test_the_cleaner_waits_for_min_cleanable_dirty_ratio() -> None:
+    """A timer pass compacts a log only once enough of it was written since its last cleaning;
+    on demand, compact() cleans whatever it can."""
+    import threading
+
+    from kafkapy.dataplane.maintenance import LogMaintenance, dirty_ratio
+    from kafkapy.log import LogConfig, LogManager
+    from kafkapy.protocol.records import build_record_batch
+
+    logs = LogManager(default_config=LogConfig(segment_bytes=100, cleanup_policy=("compact",)))
+    log = logs.get_or_create("t", 0)
+
+    def write(*keys: bytes) -> None:
+        for key in keys:
+            record = {"key": key, "value": b"value", "timestamp": 1_700_000_000_000}
+            log.append(build_record_batch([record], base_offset=log.log_end_offset), now_ms=0)
+
+    maintenance = LogMaintenance(lambda: logs, lock=threading.Lock(), retention_check_interval_ms=1,
+                                 cleaner_enable=True, cleaner_backoff_ms=1, clock=time.monotonic)
+    write(*(b"k%d" % i for i in range(12)), b"k0", b"filler")  # k0 again, in a rolled segment
+    assert len(log.segments) > 10 and dirty_ratio(log, 0) == 1.0
+    now = 1_700_000_001_000  # past the records' timestamps (min.compaction.lag.ms 0)
+    assert maintenance.compact(now_ms=now, only_dirty=True) == {("t", 0): 1}
+    cleaned_to = log.active.base_offset
+    write(b"k1", b"filler")  # k1 again: one dirty segment of a dozen
+    assert 0 < dirty_ratio(log, cleaned_to) < 0.5
+    assert maintenance.compact(now_ms=now, only_dirty=True) == {}
+    assert maintenance.compact(now_ms=now)[("t", 0)] > 0
+
+
+def test_the_pytest_fixture_brokers_offer_the_helpers(kafka_broker_factory: Any) -> None:
+    broker = kafka_broker_factory({"log.cleaner.min.cleanable.ratio": 0.9})
+    create_topic(broker, "fixture", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+    produce(broker, "fixture", [(b"k", b"v%d" % i) for i in range(4)],
+            timestamp_ms=int(time.time() * 1000) - 2 * HOUR_MS)
+    assert broker.logs.apply_retention()[("fixture", 0)] >= 1
+    assert broker.logs.compact() == {}
