@@ -59,10 +59,14 @@ class LogMaintenance:
     """Retention and compaction over a LogManager's logs, periodic and on demand."""
 
     def __init__(self, logs: Callable[[], LogManager], *, lock: threading.Lock,
+                 maintains: Callable[[TopicPartition], bool] = lambda key: True,
                  retention_check_interval_ms: int,
                  cleaner_enable: bool, cleaner_backoff_ms: int, clock: Callable[[], float]) -> None:
         self._logs = logs
         self._lock = lock  # the LogHome's: brokers of one in-process cluster share in-memory logs
+        # Which logs are this broker's to clean: all of its own log dirs; of shared in-memory logs,
+        # those it leads (appended to on its loop only), so brokers never clean each other's.
+        self._maintains = maintains
         self.retention_check_interval_ms = retention_check_interval_ms
         self.cleaner_enable = cleaner_enable
         self.cleaner_backoff_ms = cleaner_backoff_ms
@@ -73,11 +77,14 @@ class LogMaintenance:
 
     # -- on demand ----------------------------------------------------------------------------
 
+    def _mine(self) -> list[tuple[TopicPartition, SegmentedLog]]:
+        return [(key, log) for key, log in list(self._logs().logs.items()) if self._maintains(key)]
+
     def apply_retention(self, now_ms: int | None = None) -> dict[TopicPartition, int]:
         """Delete what each log's retention allows; answers segments deleted per partition."""
         removed: dict[TopicPartition, int] = {}
         with self._lock:
-            for key, log in list(self._logs().logs.items()):
+            for key, log in self._mine():
                 count = log.apply_retention(now_ms)
                 if count:
                     removed[key] = count
@@ -88,7 +95,7 @@ class LogMaintenance:
         records removed per partition."""
         removed: dict[TopicPartition, int] = {}
         with self._lock:
-            for key, log in list(self._logs().logs.items()):
+            for key, log in self._mine():
                 if not log.config.compacts:
                     continue
                 if only_dirty and not self._due(key, log, now_ms):

@@ -141,6 +141,7 @@ class DataPlaneModule(Module):
         config = services.config
         self._maintenance = LogMaintenance(
             lambda: partitions.logs, lock=partitions.home.lock,
+            maintains=(lambda key: True) if self._owns_logs else self._leads,
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             cleaner_enable=config["log.cleaner.enable"], cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
             clock=services.clock)
@@ -164,6 +165,12 @@ class DataPlaneModule(Module):
         if self._fetch is None:
             raise RuntimeError("the data plane has not started")
         return self._fetch
+
+    def _leads(self, key: tuple[str, int]) -> bool:
+        try:
+            return self.partitions.leader_of(*key) == self.services.broker_id
+        except KafkaApiError:
+            return False
 
     @property
     def maintenance(self) -> LogMaintenance:

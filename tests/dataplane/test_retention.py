@@ -209,3 +209,23 @@ def test_the_pytest_fixture_brokers_offer_the_helpers(kafka_broker_factory: Any)
             timestamp_ms=int(time.time() * 1000) - 2 * HOUR_MS)
     assert broker.logs.apply_retention()[("fixture", 0)] >= 1
     assert broker.logs.compact() == {}
+
+
+def test_brokers_sharing_in_memory_logs_each_clean_only_the_partitions_they_lead() -> None:
+    from kafkapy.store import MemoryStore
+
+    store = MemoryStore()
+    with Broker({"broker.id": 1}, store=store) as first, Broker({"broker.id": 2}, store=store) as second:
+        store.create_topic("shared", {0: (1, 2), 1: (2, 1)},
+                           config={"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": first.bootstrap_servers, "linger.ms": 0,
+                             "max.in.flight.requests.per.connection": 1})
+        old = int(time.time() * 1000) - 2 * HOUR_MS
+        for i in range(8):
+            producer.produce("shared", b"v%d" % i, b"k", partition=i % 2, timestamp=old)
+            producer.flush(TIMEOUT_S)
+        assert producer.flush(TIMEOUT_S) == 0
+        assert set(first.logs.apply_retention()) == {("shared", 0)}
+        assert set(second.logs.apply_retention()) == {("shared", 1)}
