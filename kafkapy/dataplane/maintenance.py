@@ -17,6 +17,7 @@ answer per partition what they removed.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,7 @@ from kafkapy.server.config import ConfigKey
 __all__ = ["MAINTENANCE_CONFIG_KEYS", "LogMaintenance"]
 
 TopicPartition = tuple[str, int]
+_log = logging.getLogger(__name__)
 
 
 def _at_least_one(value: Any) -> str | None:
@@ -132,10 +134,14 @@ class LogMaintenance:
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
         """One wake-up: whichever pass is due runs, then the next wake-up is set."""
         now = self._clock()
-        if now >= self._next_retention:
-            self.apply_retention()
-            self._next_retention = now + self.retention_check_interval_ms / 1000
-        if self.cleaner_enable and now >= self._next_cleaning:
-            self.compact(only_dirty=True)
-            self._next_cleaning = now + self.cleaner_backoff_ms / 1000
-        self._schedule(loop)
+        try:
+            if now >= self._next_retention:
+                self._next_retention = now + self.retention_check_interval_ms / 1000
+                self.apply_retention()
+            if self.cleaner_enable and now >= self._next_cleaning:
+                self._next_cleaning = now + self.cleaner_backoff_ms / 1000
+                self.compact(only_dirty=True)
+        except Exception:  # a failed pass (a disk error) is logged; the next one still runs
+            _log.exception("log maintenance failed")
+        finally:
+            self._schedule(loop)

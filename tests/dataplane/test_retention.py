@@ -229,3 +229,34 @@ def test_brokers_sharing_in_memory_logs_each_clean_only_the_partitions_they_lead
         assert producer.flush(TIMEOUT_S) == 0
         assert set(first.logs.apply_retention()) == {("shared", 0)}
         assert set(second.logs.apply_retention()) == {("shared", 1)}
+
+
+def test_a_failed_pass_does_not_stop_the_timer() -> None:
+    import asyncio
+    import threading
+
+    from kafkapy.dataplane.maintenance import LogMaintenance
+    from kafkapy.log import LogManager
+
+    calls: list[int] = []
+    logs = LogManager()
+
+    def flaky() -> LogManager:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            raise OSError("disk gone for a moment")
+        return logs
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        maintenance = LogMaintenance(flaky, lock=threading.Lock(), retention_check_interval_ms=10,
+                                     cleaner_enable=False, cleaner_backoff_ms=10, clock=loop.time)
+        maintenance.start(loop)
+        await asyncio.sleep(0.2)
+        maintenance.stop()
+        count = len(calls)
+        await asyncio.sleep(0.05)
+        assert len(calls) == count  # stopped means stopped
+
+    asyncio.run(run())
+    assert len(calls) >= 3
