@@ -10,20 +10,40 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from kafkapy.assembly import assemble
+from kafkapy.dataplane.maintenance import LogMaintenance
+from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.modules import Module
 from kafkapy.store.base import MetadataStore
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "BrokerLogs"]
+
+T = TypeVar("T")
+TopicPartition = tuple[str, int]
 
 EMBEDDED_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0"}  # ephemeral: tests never collide
+
+
+class BrokerLogs:
+    """Run the data plane's log maintenance now, so tests need not wait for its timer."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def apply_retention(self, now_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Retention per topic config now; answers segments deleted per partition."""
+        return self._broker.call_on_loop(lambda m: m.apply_retention(now_ms))
+
+    def compact(self, now_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Compaction of every compacted topic now; answers records removed per partition."""
+        return self._broker.call_on_loop(lambda m: m.compact(now_ms))
 
 
 class Broker:
@@ -108,6 +128,26 @@ class Broker:
     @property
     def broker_id(self) -> int:
         return self._running().broker_id
+
+    @property
+    def logs(self) -> BrokerLogs:
+        """``broker.logs.apply_retention()`` / ``broker.logs.compact()``."""
+        return BrokerLogs(self)
+
+    def call_on_loop(self, action: Callable[[LogMaintenance], T]) -> T:
+        """``action(maintenance)`` on the broker's loop (where logs change), from any thread."""
+        runtime = self._running()
+        dataplane = next((m for m in runtime.modules if isinstance(m, DataPlaneModule)), None)
+        if dataplane is None:
+            raise RuntimeError("the broker runs no data plane")
+        maintenance = dataplane.maintenance
+        loop = self._loop
+        if loop is None or threading.current_thread() is self._thread:
+            return action(maintenance)
+
+        async def run() -> T:
+            return action(maintenance)
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout=60)
 
     def _running(self) -> BrokerRuntime:
         if self.runtime is None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Awaitable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from kafkapy.dataplane.fetch import FETCH_CONFIG_KEYS, FETCH_VERSIONS, FetchHandler
+from kafkapy.dataplane.maintenance import MAINTENANCE_CONFIG_KEYS, LogMaintenance
 from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home
 from kafkapy.dataplane.produce import ProduceHandler
 from kafkapy.dataplane.producer_ids import ProducerIds
@@ -55,6 +56,11 @@ class TopicConfigs(Protocol):
     def log_config(self, topic: str) -> LogConfig: ...
 
 
+@runtime_checkable
+class WatchedTopicConfigs(Protocol):
+    def watch_log_configs(self, callback: Callable[[str, LogConfig], None]) -> Callable[[], None]: ...
+
+
 def _non_negative(value: Any) -> str | None:
     return None if value is None or value >= 0 else "must be at least 0"
 
@@ -80,6 +86,7 @@ class DataPlaneModule(Module):
                   "How long a partition remembers an idle idempotent producer (Kafka's default, 1 day).",
                   _at_least_one),
         *FETCH_CONFIG_KEYS,
+        *MAINTENANCE_CONFIG_KEYS,
     )
 
     def __init__(self, services: BrokerServices) -> None:
@@ -92,6 +99,8 @@ class DataPlaneModule(Module):
         self._fetch: FetchHandler | None = None
         self._configs_provider: Module | None = None  # log_config's cache of its provider check
         self._topic_configs: TopicConfigs | None = None
+        self._maintenance: LogMaintenance | None = None
+        self._unwatch_configs: Callable[[], None] | None = None
         config = services.config
         # Kafka's defaults under the broker's log.* settings: what a topic without overrides gets
         # when no configs module answers for it.
@@ -130,6 +139,20 @@ class DataPlaneModule(Module):
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create)
         self._fetch = FetchHandler(self._partitions, services)
+        partitions = self._partitions
+        config = services.config
+        self._maintenance = LogMaintenance(
+            lambda: partitions.logs, lock=partitions.home.lock,
+            maintains=(lambda key: True) if self._owns_logs else self._leads,
+            retention_check_interval_ms=config["log.retention.check.interval.ms"],
+            cleaner_enable=config["log.cleaner.enable"], cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
+            clock=services.clock)
+        self._maintenance.start(services.loop)
+        configs = services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
+        if isinstance(configs, WatchedTopicConfigs):
+            # A log keeps the LogConfig it was made with unless told: segment.bytes/ms, retention
+            # and cleanup.policy changes reach the existing logs here.
+            self._unwatch_configs = configs.watch_log_configs(partitions.logs.set_topic_config)
 
     @property
     def partitions(self) -> Partitions:
@@ -145,7 +168,25 @@ class DataPlaneModule(Module):
             raise RuntimeError("the data plane has not started")
         return self._fetch
 
+    def _leads(self, key: tuple[str, int]) -> bool:
+        try:
+            return self.partitions.leader_of(*key) == self.services.broker_id
+        except KafkaApiError:
+            return False
+
+    @property
+    def maintenance(self) -> LogMaintenance:
+        """Retention and compaction (periodic, and on demand for tests); set once started."""
+        if self._maintenance is None:
+            raise RuntimeError("the data plane has not started")
+        return self._maintenance
+
     async def stop(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.stop()
+        if self._unwatch_configs is not None:
+            self._unwatch_configs()
+            self._unwatch_configs = None
         for task in list(self._creating):
             task.cancel()
         if self._owns_logs and self._partitions is not None:

@@ -22,6 +22,7 @@ after that drops the old logs, so the new topic starts empty.
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 import uuid
@@ -83,8 +84,13 @@ class LogHome:
 
 
 def _batches_from(log: SegmentedLog, offset: int) -> Iterator[RecordBatch]:
-    for segment in log.segments:
-        for batch in segment.batches():
+    """The batches holding ``offset`` and after: the tail past a producer snapshot, so recovery
+    reads only that (Kafka's rebuildProducerState), not the whole log."""
+    first = max(bisect.bisect_right(log.segments, offset, key=lambda s: s.base_offset) - 1, 0)
+    for segment in log.segments[first:]:
+        start = segment.find_batch(offset) if segment.base_offset <= offset else 0
+        for i in range(segment.batch_count if start is None else start, segment.batch_count):
+            batch = segment.batch(i)
             if batch.last_offset >= offset:
                 yield batch
 

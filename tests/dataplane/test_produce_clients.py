@@ -173,10 +173,11 @@ def test_kcat_produces_lists_and_queries_offsets() -> None:
 LISTENING = re.compile(r"listening on \w+://([^\s:]+):(\d+)")
 
 
-def _serve(log_dir: Path) -> tuple[subprocess.Popen[str], str]:
+def _serve(log_dir: Path, *overrides: str) -> tuple[subprocess.Popen[str], str]:
+    extra = [arg for override in overrides for arg in ("--override", override)]
     proc = subprocess.Popen([sys.executable, "-m", "kafkapy.cli", "serve", "--override",
                              "listeners=PLAINTEXT://127.0.0.1:0", "--override", "broker.id=1",
-                             "--override", f"log.dirs={log_dir}"],
+                             "--override", f"log.dirs={log_dir}", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     deadline = time.monotonic() + TIMEOUT_S

@@ -1,0 +1,147 @@
+"""Log maintenance at run time: Kafka's retention check and log cleaner, on one periodic timer.
+
+Kafka runs retention (``LogManager.cleanupLogs``) every ``log.retention.check.interval.ms`` and
+its log cleaner threads wake every ``log.cleaner.backoff.ms`` to compact the dirtiest compacted
+log. kafkapy does both from one timer on the broker's loop, at the shorter of the two periods
+(so no other polling loop exists); each pass runs only when its own period has passed by the
+services' clock, which a virtual clock may replace.
+
+Compaction picks a log, as Kafka's cleaner does, when its dirty ratio (bytes written since the
+last clean over the bytes of its rolled segments) reaches ``min.cleanable.dirty.ratio``, or when
+``max.compaction.lag.ms`` says a segment waited too long.
+
+``apply_retention()``/``compact()`` run a pass on demand (the embedded Broker's ``logs``), and
+answer per partition what they removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kafkapy.log import LogManager
+from kafkapy.log.segmented import SegmentedLog
+from kafkapy.server.config import ConfigKey
+
+__all__ = ["MAINTENANCE_CONFIG_KEYS", "LogMaintenance"]
+
+TopicPartition = tuple[str, int]
+_log = logging.getLogger(__name__)
+
+
+def _at_least_one(value: Any) -> str | None:
+    return None if value is None or value >= 1 else "must be at least 1"
+
+
+MAINTENANCE_CONFIG_KEYS = (
+    ConfigKey("log.retention.check.interval.ms", "long", 300_000,
+              "How often retention deletes old segments (Kafka's default, 5 minutes).", _at_least_one),
+    ConfigKey("log.cleaner.enable", "boolean", True,
+              "Compact topics whose cleanup.policy has compact (Kafka's default: true)."),
+    ConfigKey("log.cleaner.backoff.ms", "long", 15_000,
+              "How often the cleaner looks for a log to compact (Kafka's default, 15 seconds).",
+              _at_least_one),
+)
+
+
+def dirty_ratio(log: SegmentedLog, cleaned_to: int) -> float:
+    """Bytes of the rolled segments at or past ``cleaned_to`` over the bytes of all rolled ones
+    (Kafka's LogToClean.cleanableRatio, with the active segment never cleanable)."""
+    rolled = log.segments[:-1]
+    total = sum(segment.size for segment in rolled)
+    if total == 0:
+        return 0.0
+    return sum(segment.size for segment in rolled if segment.base_offset >= cleaned_to) / total
+
+
+class LogMaintenance:
+    """Retention and compaction over a LogManager's logs, periodic and on demand."""
+
+    def __init__(self, logs: Callable[[], LogManager], *, lock: threading.Lock,
+                 maintains: Callable[[TopicPartition], bool] = lambda key: True,
+                 retention_check_interval_ms: int,
+                 cleaner_enable: bool, cleaner_backoff_ms: int, clock: Callable[[], float]) -> None:
+        self._logs = logs
+        self._lock = lock  # the LogHome's: brokers of one in-process cluster share in-memory logs
+        # Which logs are this broker's to clean: all of its own log dirs; of shared in-memory logs,
+        # those it leads (appended to on its loop only), so brokers never clean each other's.
+        self._maintains = maintains
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self.cleaner_enable = cleaner_enable
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self._clock = clock  # seconds (the services' clock)
+        self._cleaned_to: dict[TopicPartition, int] = {}  # Kafka's cleaner-offset-checkpoint, in memory
+        self._timer: asyncio.TimerHandle | None = None
+        self._next_retention = self._next_cleaning = 0.0
+
+    # -- on demand ----------------------------------------------------------------------------
+
+    def _mine(self) -> list[tuple[TopicPartition, SegmentedLog]]:
+        return [(key, log) for key, log in list(self._logs().logs.items()) if self._maintains(key)]
+
+    def apply_retention(self, now_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Delete what each log's retention allows; answers segments deleted per partition."""
+        removed: dict[TopicPartition, int] = {}
+        with self._lock:
+            for key, log in self._mine():
+                count = log.apply_retention(now_ms)
+                if count:
+                    removed[key] = count
+        return removed
+
+    def compact(self, now_ms: int | None = None, *, only_dirty: bool = False) -> dict[TopicPartition, int]:
+        """Compact every compacted log (or, ``only_dirty``, those the cleaner would pick); answers
+        records removed per partition."""
+        removed: dict[TopicPartition, int] = {}
+        with self._lock:
+            for key, log in self._mine():
+                if not log.config.compacts:
+                    continue
+                if only_dirty and not self._due(key, log, now_ms):
+                    continue
+                count = log.compact(now_ms)
+                self._cleaned_to[key] = log.active.base_offset
+                if count:
+                    removed[key] = count
+        return removed
+
+    def _due(self, key: TopicPartition, log: SegmentedLog, now_ms: int | None) -> bool:
+        now = log.clock() if now_ms is None else now_ms
+        ratio = dirty_ratio(log, self._cleaned_to.get(key, 0))
+        return (ratio > 0 and ratio >= log.config.min_cleanable_dirty_ratio) or log.compaction_overdue(now)
+
+    # -- the timer ----------------------------------------------------------------------------
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        now = self._clock()
+        self._next_retention = now + self.retention_check_interval_ms / 1000
+        self._next_cleaning = now + self.cleaner_backoff_ms / 1000
+        self._schedule(loop)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        wake = self._next_retention if not self.cleaner_enable else min(self._next_retention,
+                                                                          self._next_cleaning)
+        self._timer = loop.call_later(max(wake - self._clock(), 0.0), self._tick, loop)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """One wake-up: whichever pass is due runs, then the next wake-up is set."""
+        now = self._clock()
+        try:
+            if now >= self._next_retention:
+                self._next_retention = now + self.retention_check_interval_ms / 1000
+                self.apply_retention()
+            if self.cleaner_enable and now >= self._next_cleaning:
+                self._next_cleaning = now + self.cleaner_backoff_ms / 1000
+                self.compact(only_dirty=True)
+        except Exception:  # a failed pass (a disk error) is logged; the next one still runs
+            _log.exception("log maintenance failed")
+        finally:
+            self._schedule(loop)

@@ -1,0 +1,262 @@
+"""Retention and compaction at run time, with real clients: the scheduler, the on-demand helpers
+(``broker.logs``), and topic config changes reaching existing logs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from kafkapy.embedded import Broker
+from kafkapy.testing import wait_until
+
+TIMEOUT_S = 20
+HOUR_MS = 60 * 60 * 1000
+
+
+def create_topic(broker: Broker, name: str, config: dict[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    [future] = admin.create_topics([NewTopic(name, 1, 1, config=config)]).values()
+    future.result(timeout=TIMEOUT_S)
+
+
+def produce(broker: Broker, topic: str, records: list[tuple[bytes, bytes]], timestamp_ms: int = 0) -> None:
+    """One record per request (linger 0, one in flight), so small segment.bytes rolls often."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0,
+                         "max.in.flight.requests.per.connection": 1, "enable.idempotence": False})
+    for key, value in records:
+        producer.produce(topic, value, key, timestamp=timestamp_ms)
+        producer.flush(TIMEOUT_S)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def consume_all(broker: Broker, topic: str, start: int) -> list[Any]:
+    """Everything from ``start`` (an offset the log may no longer hold) to the end."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"g-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, start)])
+    messages = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is None:
+            continue
+        if message.error():
+            if message.error().code() == message.error()._PARTITION_EOF:
+                break
+            raise AssertionError(message.error())
+        messages.append(message)
+    consumer.close()
+    return messages
+
+
+def low_watermark(broker: Broker, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "watermarks"})
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=TIMEOUT_S)
+        return int(low)
+    finally:
+        consumer.close()
+
+
+def test_retention_moves_earliest_and_a_consumer_resets_as_kafka() -> None:
+    with Broker({"log.retention.check.interval.ms": HOUR_MS}) as broker:
+        create_topic(broker, "old", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+        produce(broker, "old", [(b"k%d" % i, b"value-%d" % i) for i in range(6)],
+                timestamp_ms=int(time.time() * 1000) - 2 * HOUR_MS)
+        assert low_watermark(broker, "old") == 0
+        removed = broker.logs.apply_retention()
+        assert removed and removed[("old", 0)] >= 1
+        earliest = low_watermark(broker, "old")
+        assert 0 < earliest < 6  # the active segment always stays
+        assert broker.logs.apply_retention() == {}  # nothing left to remove
+        # A consumer asking for offset 0 is out of range: auto.offset.reset=earliest moves it to
+        # the new log start, as against Kafka.
+        messages = consume_all(broker, "old", 0)
+        assert [m.offset() for m in messages] == list(range(earliest, 6))
+        assert messages[-1].value() == b"value-5"
+
+
+def test_young_records_survive_retention() -> None:
+    with Broker() as broker:
+        create_topic(broker, "young", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+        produce(broker, "young", [(b"k", b"v%d" % i) for i in range(4)])
+        assert broker.logs.apply_retention() == {}
+        assert low_watermark(broker, "young") == 0
+
+
+def test_compacted_topic_keeps_the_latest_value_per_key() -> None:
+    with Broker() as broker:
+        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        records = [(b"key-%d" % (i % 3), b"value-%d" % i) for i in range(12)]
+        produce(broker, "table", records)
+        removed = broker.logs.compact()
+        assert removed[("table", 0)] > 0
+        messages = consume_all(broker, "table", 0)
+        assert len(messages) == len(records) - removed[("table", 0)]
+        latest = {key: value for key, value in records}
+        assert {m.key(): m.value() for m in messages} == latest
+        # Offsets keep their gaps, and only records a later one overwrote are gone.
+        kept = {m.offset() for m in messages}
+        for offset, (key, value) in enumerate(records):
+            if offset in kept:
+                assert messages[[m.offset() for m in messages].index(offset)].value() == value
+            else:
+                assert key in [k for k, _ in records[offset + 1:]]
+        assert broker.logs.compact() == {}
+
+
+def test_delete_topics_are_not_compacted() -> None:
+    with Broker() as broker:
+        create_topic(broker, "plain", {"segment.bytes": "100"})
+        produce(broker, "plain", [(b"same", b"v%d" % i) for i in range(5)])
+        assert broker.logs.compact() == {}
+        assert len(consume_all(broker, "plain", 0)) == 5
+
+
+def test_the_scheduler_applies_retention_on_its_interval() -> None:
+    with Broker({"log.retention.check.interval.ms": 200}) as broker:
+        create_topic(broker, "timed", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+        produce(broker, "timed", [(b"k", b"v%d" % i) for i in range(5)],
+                timestamp_ms=int(time.time() * 1000) - 2 * HOUR_MS)
+        wait_until(lambda: low_watermark(broker, "timed") > 0, what="the retention timer")
+
+
+def test_the_cleaner_compacts_dirty_logs_after_its_backoff() -> None:
+    with Broker({"log.cleaner.backoff.ms": 200}) as broker:
+        create_topic(broker, "cleaned", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        produce(broker, "cleaned", [(b"same", b"v%d" % i) for i in range(6)])
+        wait_until(lambda: len(consume_all(broker, "cleaned", 0)) < 6, what="the cleaner")
+
+
+def test_a_disabled_cleaner_leaves_compacted_topics_alone() -> None:
+    with Broker({"log.cleaner.backoff.ms": 100, "log.cleaner.enable": False}) as broker:
+        create_topic(broker, "kept", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        produce(broker, "kept", [(b"same", b"v%d" % i) for i in range(6)])
+        time.sleep(0.5)
+        assert len(consume_all(broker, "kept", 0)) == 6
+
+
+def test_altered_topic_configs_reach_existing_logs() -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    with Broker() as broker:
+        create_topic(broker, "altered", {"segment.bytes": "100"})
+        produce(broker, "altered", [(b"k", b"v%d" % i) for i in range(5)],
+                timestamp_ms=int(time.time() * 1000) - 2 * HOUR_MS)
+        assert broker.logs.apply_retention() == {}  # 7 days' retention by default
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        entry = ConfigEntry("retention.ms", str(HOUR_MS), incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource("TOPIC", "altered", incremental_configs=[entry])
+        [future] = admin.incremental_alter_configs([resource]).values()
+        future.result(timeout=TIMEOUT_S)
+        wait_until(lambda: broker.logs.apply_retention() != {}, what="the new retention.ms")
+        assert low_watermark(broker, "altered") > 0
+
+
+@pytest.mark.parametrize("key", ["log.retention.check.interval.ms", "log.cleaner.backoff.ms"])
+def test_periods_must_be_positive(key: str) -> None:
+    from kafkapy.server.config import ConfigError
+
+    with pytest.raises(ConfigError, match=key), Broker({key: 0}):
+        pass
+
+
+def test_the_cleaner_waits_for_min_cleanable_dirty_ratio() -> None:
+    """A timer pass compacts a log only once enough of it was written since its last cleaning;
+    on demand, compact() cleans whatever it can."""
+    import threading
+
+    from kafkapy.dataplane.maintenance import LogMaintenance, dirty_ratio
+    from kafkapy.log import LogConfig, LogManager
+    from kafkapy.protocol.records import build_record_batch
+
+    logs = LogManager(default_config=LogConfig(segment_bytes=100, cleanup_policy=("compact",)))
+    log = logs.get_or_create("t", 0)
+
+    def write(*keys: bytes) -> None:
+        for key in keys:
+            record = {"key": key, "value": b"value", "timestamp": 1_700_000_000_000}
+            log.append(build_record_batch([record], base_offset=log.log_end_offset), now_ms=0)
+
+    maintenance = LogMaintenance(lambda: logs, lock=threading.Lock(), retention_check_interval_ms=1,
+                                 cleaner_enable=True, cleaner_backoff_ms=1, clock=time.monotonic)
+    write(*(b"k%d" % i for i in range(12)), b"k0", b"filler")  # k0 again, in a rolled segment
+    assert len(log.segments) > 10 and dirty_ratio(log, 0) == 1.0
+    now = 1_700_000_001_000  # past the records' timestamps (min.compaction.lag.ms 0)
+    assert maintenance.compact(now_ms=now, only_dirty=True) == {("t", 0): 1}
+    cleaned_to = log.active.base_offset
+    write(b"k1", b"filler")  # k1 again: one dirty segment of a dozen
+    assert 0 < dirty_ratio(log, cleaned_to) < 0.5
+    assert maintenance.compact(now_ms=now, only_dirty=True) == {}
+    assert maintenance.compact(now_ms=now)[("t", 0)] > 0
+
+
+def test_the_pytest_fixture_brokers_offer_the_helpers(kafka_broker_factory: Any) -> None:
+    broker = kafka_broker_factory({"log.cleaner.min.cleanable.ratio": 0.9})
+    create_topic(broker, "fixture", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+    produce(broker, "fixture", [(b"k", b"v%d" % i) for i in range(4)],
+            timestamp_ms=int(time.time() * 1000) - 2 * HOUR_MS)
+    assert broker.logs.apply_retention()[("fixture", 0)] >= 1
+    assert broker.logs.compact() == {}
+
+
+def test_brokers_sharing_in_memory_logs_each_clean_only_the_partitions_they_lead() -> None:
+    from kafkapy.store import MemoryStore
+
+    store = MemoryStore()
+    with Broker({"broker.id": 1}, store=store) as first, Broker({"broker.id": 2}, store=store) as second:
+        store.create_topic("shared", {0: (1, 2), 1: (2, 1)},
+                           config={"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": first.bootstrap_servers, "linger.ms": 0,
+                             "max.in.flight.requests.per.connection": 1})
+        old = int(time.time() * 1000) - 2 * HOUR_MS
+        for i in range(8):
+            producer.produce("shared", b"v%d" % i, b"k", partition=i % 2, timestamp=old)
+            producer.flush(TIMEOUT_S)
+        assert producer.flush(TIMEOUT_S) == 0
+        assert set(first.logs.apply_retention()) == {("shared", 0)}
+        assert set(second.logs.apply_retention()) == {("shared", 1)}
+
+
+def test_a_failed_pass_does_not_stop_the_timer() -> None:
+    import asyncio
+    import threading
+
+    from kafkapy.dataplane.maintenance import LogMaintenance
+    from kafkapy.log import LogManager
+
+    calls: list[int] = []
+    logs = LogManager()
+
+    def flaky() -> LogManager:
+        calls.append(len(calls))
+        if len(calls) == 1:
+            raise OSError("disk gone for a moment")
+        return logs
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        maintenance = LogMaintenance(flaky, lock=threading.Lock(), retention_check_interval_ms=10,
+                                     cleaner_enable=False, cleaner_backoff_ms=10, clock=loop.time)
+        maintenance.start(loop)
+        await asyncio.sleep(0.2)
+        maintenance.stop()
+        count = len(calls)
+        await asyncio.sleep(0.05)
+        assert len(calls) == count  # stopped means stopped
+
+    asyncio.run(run())
+    assert len(calls) >= 3
