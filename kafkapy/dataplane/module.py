@@ -69,6 +69,25 @@ def _at_least_one(value: Any) -> str | None:
     return None if value is None or value >= 1 else "must be at least 1"
 
 
+def _each_partition(topics: Any, topic_key: str, partition_key: str, blank: Mapping[str, Any],
+                    answer: Callable[[str, Mapping[str, Any]], Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Kafka's per-partition answer: every partition asked gets its own result, ``blank`` filled in by
+    ``answer``, and a KafkaApiError becomes that partition's error_code (the others are unaffected)."""
+    answered = []
+    for topic in topics or []:
+        name = topic[topic_key]
+        results = []
+        for asked in topic.get("partitions") or []:
+            result = {partition_key: asked[partition_key], "error_code": ErrorCode.NONE, **blank}
+            try:
+                result.update(answer(name, asked))
+            except KafkaApiError as exc:
+                result["error_code"] = exc.code
+            results.append(result)
+        answered.append({topic_key: name, "partitions": results})
+    return answered
+
+
 class DataPlaneModule(Module):
     name = "dataplane"
     provides = (AUTO_TOPIC_CREATION,)
@@ -310,72 +329,47 @@ class DataPlaneModule(Module):
             raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
     def list_offsets(self, ctx: RequestContext, request: Request) -> Answer:
-        topics = []
-        for topic in request.body.get("topics") or []:
-            name = topic["name"]
-            results = []
-            for asked in topic.get("partitions") or []:
-                index = asked["partition_index"]
-                result = {"partition_index": index, "error_code": ErrorCode.NONE,
-                          "timestamp": NO_TIMESTAMP, "offset": NO_OFFSET, "leader_epoch": UNDEFINED_EPOCH}
-                try:
-                    log = self.partitions.leader_log(name, index)
-                    self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
-                    found = log.offset_for_timestamp(asked["timestamp"])
-                    if found is not None:
-                        result.update(timestamp=found.timestamp, offset=found.offset,
-                                      leader_epoch=found.leader_epoch)
-                except KafkaApiError as exc:
-                    result["error_code"] = exc.code
-                results.append(result)
-            topics.append({"name": name, "partitions": results})
+        def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
+            index = asked["partition_index"]
+            log = self.partitions.leader_log(name, index)
+            self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
+            found = log.offset_for_timestamp(asked["timestamp"])
+            if found is None:
+                return {}
+            return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": found.leader_epoch}
+
+        topics = _each_partition(request.body.get("topics"), "name", "partition_index", {
+            "timestamp": NO_TIMESTAMP, "offset": NO_OFFSET, "leader_epoch": UNDEFINED_EPOCH}, answer)
         return body_fitter(ApiKey.LIST_OFFSETS, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "topics": topics})
 
     def offset_for_leader_epoch(self, ctx: RequestContext, request: Request) -> Answer:
-        topics = []
-        for topic in request.body.get("topics") or []:
-            name = topic["topic"]
-            results = []
-            for asked in topic.get("partitions") or []:
-                index = asked["partition"]
-                result = {"partition": index, "error_code": ErrorCode.NONE, "leader_epoch": UNDEFINED_EPOCH,
-                          "end_offset": NO_OFFSET}
-                try:
-                    log = self.partitions.leader_log(name, index)
-                    self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
-                    found = log.end_offset_for_epoch(asked["leader_epoch"])
-                    result.update(leader_epoch=found.leader_epoch, end_offset=found.end_offset)
-                except KafkaApiError as exc:
-                    result["error_code"] = exc.code
-                results.append(result)
-            topics.append({"topic": name, "partitions": results})
+        def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
+            log = self.partitions.leader_log(name, asked["partition"])
+            self._check_epoch(name, asked["partition"], asked.get("current_leader_epoch", UNDEFINED_EPOCH))
+            found = log.end_offset_for_epoch(asked["leader_epoch"])
+            return {"leader_epoch": found.leader_epoch, "end_offset": found.end_offset}
+
+        topics = _each_partition(request.body.get("topics"), "topic", "partition", {
+            "leader_epoch": UNDEFINED_EPOCH, "end_offset": NO_OFFSET}, answer)
         return body_fitter(ApiKey.OFFSET_FOR_LEADER_EPOCH, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "topics": topics})
 
     def delete_records(self, ctx: RequestContext, request: Request) -> Answer:
         """Offset -1 means the high watermark (Kafka's DeleteRecordsRequest.HIGH_WATERMARK)."""
-        topics = []
-        for topic in request.body.get("topics") or []:
-            name = topic["name"]
-            results = []
-            for asked in topic.get("partitions") or []:
-                index = asked["partition_index"]
-                result = {"partition_index": index, "error_code": ErrorCode.NONE, "low_watermark": NO_OFFSET}
-                try:
-                    if not self._allowed(ctx, "DELETE", "TOPIC", name):
-                        raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                    log = self.partitions.leader_log(name, index)
-                    offset = asked["offset"]
-                    if offset == NO_OFFSET:
-                        offset = log.high_watermark
-                    elif offset < 0:
-                        raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
-                    result["low_watermark"] = log.delete_records_before(offset)
-                except KafkaApiError as exc:
-                    result["error_code"] = exc.code
-                results.append(result)
-            topics.append({"name": name, "partitions": results})
+        def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
+            if not self._allowed(ctx, "DELETE", "TOPIC", name):
+                raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            log = self.partitions.leader_log(name, asked["partition_index"])
+            offset = asked["offset"]
+            if offset == NO_OFFSET:
+                offset = log.high_watermark
+            elif offset < 0:
+                raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
+            return {"low_watermark": log.delete_records_before(offset)}
+
+        topics = _each_partition(request.body.get("topics"), "name", "partition_index",
+                                 {"low_watermark": NO_OFFSET}, answer)
         return {"throttle_time_ms": 0, "topics": topics}
 
     def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
