@@ -61,12 +61,25 @@ import struct
 from collections.abc import Iterator
 
 import attrs
-import google_crc32c
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.topic_config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES, LONG_MAX, LogConfig
 from kafkapy.protocol.compression import Compression
-from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Batch, RecordBatch, Records
+from kafkapy.protocol.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    TIMESTAMP_TYPE_BIT,
+    V2_ATTRIBUTES_AT,
+    V2_COUNT_AT,
+    V2_CRC_AT,
+    V2_LEADER_EPOCH_AT,
+    V2_MAGIC_AT,
+    V2_MAX_TIMESTAMP_AT,
+    Batch,
+    RecordBatch,
+    Records,
+    crc32c,
+)
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -84,15 +97,6 @@ _NO_TIMESTAMP = -1
 # Produce v7 is the first version allowed to carry zstd (KIP-110).
 _FIRST_ZSTD_PRODUCE_VERSION = 7
 
-# Positions in the v2 batch header (protocol/records.py's layout), for the in-place rewrite
-# and for telling apart which header field RecordBatch's constructor objected to.
-_LEADER_EPOCH_AT = 12
-_MAGIC_AT = 16
-_CRC_AT = 17
-_ATTRIBUTES_AT = 21
-_MAX_TIMESTAMP_AT = 35
-_COUNT_AT = 57
-_TIMESTAMP_TYPE_BIT = 0x08
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -144,10 +148,6 @@ class OffsetsAssigned:
     log_append_time_ms: int  # -1 under CreateTime, as Produce responses report it
 
 
-def _crc32c(data: memoryview) -> int:
-    return int(google_crc32c.value(bytes(data)))
-
-
 def _first_batch(data: bytearray | bytes | memoryview, produce_version: int | None) -> RecordBatch:
     """Frame the records and return their one whole batch, or raise Kafka's error for the framing."""
     records = Records(data)
@@ -197,15 +197,15 @@ def _only_batch(first: RecordBatch, rest: Iterator[Batch], produce_version: int 
 def _header_rejection(data: bytearray | bytes | memoryview, exc: DecodeError) -> RecordsRejected:
     """Kafka's answer for a batch RecordBatch refused to construct, by the field it refused."""
     view = memoryview(data).cast("B") if not isinstance(data, bytes) else data
-    if len(view) > _MAGIC_AT and view[_MAGIC_AT] in (0, 1):
+    if len(view) > V2_MAGIC_AT and view[V2_MAGIC_AT] in (0, 1):
         return RecordsRejected(
             ErrorCode.INVALID_RECORD,
             "Produce requests with version 3+ are only allowed to contain record batches with "
             "magic version 2",
         )
-    if exc.offset == _ATTRIBUTES_AT:  # codec id 5..7 with a valid CRC
+    if exc.offset == V2_ATTRIBUTES_AT:  # codec id 5..7 with a valid CRC
         return RecordsRejected(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(exc))
-    if exc.offset == _COUNT_AT:  # negative record count with a valid CRC
+    if exc.offset == V2_COUNT_AT:  # negative record count with a valid CRC
         return RecordsRejected(ErrorCode.INVALID_RECORD, f"Invalid reported count for record batch: {exc}")
     # Framing (length < 14, magic > 2), batch_length below the v2 header, CRC mismatch.
     return RecordsRejected(ErrorCode.CORRUPT_MESSAGE, str(exc))
@@ -400,19 +400,19 @@ def assign_offsets(
     if len(data) > plan.size:
         del data[plan.size :]
     _I64.pack_into(data, 0, base_offset)
-    _I32.pack_into(data, _LEADER_EPOCH_AT, leader_epoch)
-    attributes = _I16.unpack_from(data, _ATTRIBUTES_AT)[0]
+    _I32.pack_into(data, V2_LEADER_EPOCH_AT, leader_epoch)
+    attributes = _I16.unpack_from(data, V2_ATTRIBUTES_AT)[0]
     if plan.log_append_time:
         assert log_append_time_ms is not None
         max_timestamp = log_append_time_ms
-        new_attributes = attributes | _TIMESTAMP_TYPE_BIT
+        new_attributes = attributes | TIMESTAMP_TYPE_BIT
     else:
         max_timestamp = plan.max_timestamp
-        new_attributes = attributes & ~_TIMESTAMP_TYPE_BIT
-    if new_attributes != attributes or _I64.unpack_from(data, _MAX_TIMESTAMP_AT)[0] != max_timestamp:
-        _I16.pack_into(data, _ATTRIBUTES_AT, new_attributes)
-        _I64.pack_into(data, _MAX_TIMESTAMP_AT, max_timestamp)
-        _U32.pack_into(data, _CRC_AT, _crc32c(memoryview(data)[_ATTRIBUTES_AT : plan.size]))
+        new_attributes = attributes & ~TIMESTAMP_TYPE_BIT
+    if new_attributes != attributes or _I64.unpack_from(data, V2_MAX_TIMESTAMP_AT)[0] != max_timestamp:
+        _I16.pack_into(data, V2_ATTRIBUTES_AT, new_attributes)
+        _I64.pack_into(data, V2_MAX_TIMESTAMP_AT, max_timestamp)
+        _U32.pack_into(data, V2_CRC_AT, crc32c(memoryview(data)[V2_ATTRIBUTES_AT : plan.size]))
     last_offset = base_offset + plan.record_count - 1
     return OffsetsAssigned(
         first_offset=base_offset,

@@ -65,10 +65,9 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 import attrs
-import google_crc32c
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
-from kafkapy.protocol.records import RecordBatch
+from kafkapy.protocol.records import RecordBatch, crc32c
 
 __all__ = [
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
@@ -315,7 +314,7 @@ def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
         )
         count += 1
     out = bytearray(_SNAPSHOT_HEAD.pack(_SNAPSHOT_VERSION, 0, count)) + body
-    crc = int(google_crc32c.value(bytes(out[_SNAPSHOT_CRC_FROM:])))
+    crc = crc32c(memoryview(out)[_SNAPSHOT_CRC_FROM:])
     struct.pack_into(">I", out, 2, crc)
     return bytes(out)
 
@@ -333,7 +332,7 @@ def decode_snapshot(data: bytes | bytearray | memoryview) -> list[ProducerStateE
             f"snapshot says {count} entries but holds {len(raw) - _SNAPSHOT_HEAD.size} bytes of them",
             offset=6,
         )
-    computed = int(google_crc32c.value(raw[_SNAPSHOT_CRC_FROM:]))
+    computed = crc32c(raw[_SNAPSHOT_CRC_FROM:])
     if computed != crc:
         raise CorruptSnapshotError(
             f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}",

@@ -67,6 +67,13 @@ from kafkapy.errors import DecodeError, EncodeError
 from kafkapy.protocol.compression import Compression, compress, compression_of, decompress
 
 __all__ = [
+    "TIMESTAMP_TYPE_BIT",
+    "V2_ATTRIBUTES_AT",
+    "V2_COUNT_AT",
+    "V2_CRC_AT",
+    "V2_LEADER_EPOCH_AT",
+    "V2_MAGIC_AT",
+    "V2_MAX_TIMESTAMP_AT",
     "Batch",
     "Compression",
     "LegacyBatch",
@@ -75,6 +82,7 @@ __all__ = [
     "Records",
     "RecordsSummary",
     "build_record_batch",
+    "crc32c",
     "entry_end",
     "read_v2_records",
     "v2_payload",
@@ -93,8 +101,15 @@ _UP_TO_MAGIC = 17  # bytes needed before an entry's magic byte can be read
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _V2_HEADER_SIZE = _V2_HEADER.size  # 61
-_V2_CRC_AT = 17
-_V2_ATTRIBUTES_AT = 21  # the CRC covers everything from here on
+# Where the v2 header's fields sit, for code that rewrites a batch in place (the broker's append).
+V2_LEADER_EPOCH_AT = 12
+V2_MAGIC_AT = 16
+V2_CRC_AT = 17
+V2_ATTRIBUTES_AT = 21  # the CRC covers everything from here on
+V2_MAX_TIMESTAMP_AT = 35
+V2_COUNT_AT = 57
+_V2_CRC_AT = V2_CRC_AT
+_V2_ATTRIBUTES_AT = V2_ATTRIBUTES_AT
 _V2_MIN_LENGTH = _V2_HEADER_SIZE - _LOG_OVERHEAD
 
 _LEGACY_HEADER = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
@@ -103,7 +118,8 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 _COMPRESSION_MASK = 0x07
-_TIMESTAMP_TYPE_BIT = 0x08
+TIMESTAMP_TYPE_BIT = 0x08  # attributes: set when the batch carries log-append time
+_TIMESTAMP_TYPE_BIT = TIMESTAMP_TYPE_BIT
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
 _DELETE_HORIZON_BIT = 0x40
@@ -248,11 +264,11 @@ def _scan_uniform(data: bytes, pos: int, end: int, count: int) -> tuple[int, int
     return min(deltas), max(deltas), null_keys
 
 
-def _crc32c(data: memoryview) -> int:
-    """CRC-32C (Castagnoli), which record batches v2 carry. google-crc32c is a C
-    implementation whose import touches no I/O module (the crc32c package's does);
-    its entry point takes only bytes, so views are copied once (a memcpy)."""
-    return int(google_crc32c.value(bytes(data)))
+def crc32c(data: Buffer) -> int:
+    """CRC-32C (Castagnoli), which record batches v2 (and Kafka's snapshot files) carry.
+    google-crc32c is a C implementation whose import touches no I/O module (the crc32c
+    package's does); its entry point takes only bytes, so views are copied once (a memcpy)."""
+    return int(google_crc32c.value(data if isinstance(data, bytes) else bytes(data)))
 
 
 def _flat(raw: Buffer) -> bytes | memoryview:
@@ -705,7 +721,7 @@ class RecordBatch:
     @property
     def computed_crc(self) -> int:
         view = memoryview(self._buf)[self._pos + _V2_ATTRIBUTES_AT : self._end]
-        return _crc32c(view)
+        return crc32c(view)
 
     @property
     def crc_valid(self) -> bool:
@@ -1446,5 +1462,5 @@ def build_record_batch(
     except struct.error as exc:
         raise EncodeError(f"batch header field out of range: {exc}", field="records") from None
     out += payload
-    struct.pack_into(">I", out, _V2_CRC_AT, _crc32c(memoryview(out)[_V2_ATTRIBUTES_AT:]))
+    struct.pack_into(">I", out, _V2_CRC_AT, crc32c(memoryview(out)[_V2_ATTRIBUTES_AT:]))
     return bytes(out)
