@@ -6,7 +6,7 @@ The layers, lowest first (a unit is a top-level package, or a top-level module o
     protocol
     store  log  client
     server
-    configs  features  quotas  topics  coordination  observers  dataplane   (the modules)
+    configs  features  quotas  topics  coordination  observers  dataplane  groups   (the modules)
     assembly  embedded  testing  capture  spark
     commands  cli  __main__
 
@@ -51,7 +51,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"protocol"}),
     frozenset({"store", "log", "client"}),
     frozenset({"server"}),
-    frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane"}),
+    frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane",
+               "groups"}),
     frozenset({"assembly", "embedded", "testing", "capture", "spark"}),
     frozenset({"commands", "cli", "__main__"}),
 )
