@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,7 +48,7 @@ def group_metadata(group: str, generation: int) -> GroupRecord:
                                                                    1_700_000_000_000, (member,)))
 
 
-def run(scenario: Callable[[], Awaitable[T]]) -> T:
+def run(scenario: Callable[[], Coroutine[Any, Any, T]]) -> T:
     return asyncio.run(scenario())
 
 
