@@ -1,68 +1,40 @@
-"""End-transaction markers: the TXN_MARKERS capability and WriteTxnMarkers (27), v0-v2.
+"""The TXN_MARKERS capability and WriteTxnMarkers (27), v0-v2: end-transaction markers into
+the partitions this broker leads.
 
-A transaction ends when its coordinator has a marker written into every partition the
-transaction wrote to. A marker is a control batch, Kafka's EndTransactionMarker
-(``MemoryRecords.withEndTransactionMarker``): attributes with the control and transactional
-bits, the producer's id and epoch, base sequence -1, the partition's leader epoch, and one
-record whose key is ``version int16 (0), type int16 (0 ABORT, 1 COMMIT)`` (ControlRecordType)
-and whose value is ``version int16 (0), coordinator_epoch int32``. Per partition, in Kafka's
-order (UnifiedLog.append with the coordinator as origin):
+The transaction coordinator calls :meth:`MarkerWriter.write_markers` (the data-plane module
+offers it as TXN_MARKERS) for the partitions this broker leads; WriteTxnMarkers requests from
+other brokers and tools go through the same code. Per partition: leadership
+(UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER), then
+``kafkapy.log.end_txn_marker.append_end_txn_marker`` (the producer state closes the transaction
+or refuses the marker with INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED; the control
+batch; the aborted-transaction index), then whoever waits on the partition is woken: the LSO
+moved, so a read_committed long poll reads on.
 
-1. leadership (``Partitions.leader_log``): UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER;
-2. the producer state closes the transaction (``complete_transaction``): an older producer
-   epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCED,
-   and nothing is written then;
-3. the control batch is appended at the log end; an ABORT that closed a transaction adds its
-   entry to the transaction index, with the LSO after it;
-4. whoever waits on the partition is woken: the LSO moved, so a read_committed long poll reads on.
-
-The coordinator uses :meth:`MarkerWriter.write_markers` (the data-plane module offers it as
-TXN_MARKERS) for the partitions this broker leads; WriteTxnMarkers requests from other brokers
-and tools go through the same code. WriteTxnMarkers needs CLUSTER_ACTION on the cluster, as in
-Kafka. v2's ``transaction_version`` (KIP-890's TV2 epoch rules) is read and not acted on.
+WriteTxnMarkers needs CLUSTER_ACTION on the cluster, as in Kafka. v2's ``transaction_version``
+(KIP-890's TV2 epoch rules) is read and not acted on.
 """
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log.end_txn_marker import append_end_txn_marker
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
-from kafkapy.protocol.records import build_record_batch
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.modules import Answer, RequestContext
 from kafkapy.server.txn_markers import TxnMarker
 
-__all__ = ["ABORT", "COMMIT", "WRITE_TXN_MARKERS_VERSIONS", "MarkerWriter", "end_txn_marker_batch"]
+__all__ = ["WRITE_TXN_MARKERS_VERSIONS", "MarkerWriter"]
 
 WRITE_TXN_MARKERS_VERSIONS = VersionRange(0, 2)
-ABORT, COMMIT = 0, 1  # ControlRecordType
-_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType key: version, type
-_MARKER_VALUE = struct.Struct(">hi")  # EndTransactionMarker value: version, coordinator_epoch
-_CONTROL_KEY_VERSION = 0  # ControlRecordType.CURRENT_CONTROL_RECORD_KEY_VERSION
-_END_TXN_MARKER_VERSION = 0  # EndTransactionMarker.CURRENT_END_TXN_MARKER_VERSION
-NO_SEQUENCE = -1  # RecordBatch.NO_SEQUENCE: markers carry none
-
-
-def end_txn_marker_batch(*, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int,
-                         base_offset: int, leader_epoch: int, timestamp_ms: int,
-                         timestamp_type: int) -> bytes:
-    """One control batch holding one EndTransactionMarker record, Kafka's layout."""
-    key = _CONTROL_KEY.pack(_CONTROL_KEY_VERSION, COMMIT if committed else ABORT)
-    value = _MARKER_VALUE.pack(_END_TXN_MARKER_VERSION, coordinator_epoch)
-    return build_record_batch([{"key": key, "value": value, "timestamp": timestamp_ms}],
-                              base_offset=base_offset, producer_id=producer_id,
-                              producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
-                              is_transactional=True, is_control=True, timestamp_type=timestamp_type,
-                              partition_leader_epoch=leader_epoch, max_timestamp=timestamp_ms)
 
 
 class MarkerWriter:
@@ -82,21 +54,13 @@ class MarkerWriter:
         try:
             log = partitions.leader_log(topic, partition)
             state = partitions.home.producer_state(topic, partition, log)
-            offset = log.log_end_offset
-            now = self.clock_ms()
-            batch = end_txn_marker_batch(
-                producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
-                committed=marker.committed, coordinator_epoch=marker.coordinator_epoch, base_offset=offset,
-                leader_epoch=partitions.leader_epoch(topic, partition), timestamp_ms=now,
+            append_end_txn_marker(
+                log, state, producer_id=marker.producer_id, producer_epoch=marker.producer_epoch,
+                committed=marker.committed, coordinator_epoch=marker.coordinator_epoch,
+                leader_epoch=partitions.leader_epoch(topic, partition), now_ms=self.clock_ms(),
                 timestamp_type=self.log_config(topic).message_timestamp_type)
-            completed = state.complete_transaction(
-                marker.producer_id, marker.producer_epoch, marker.coordinator_epoch, offset, now,
-                aborted=not marker.committed)
         except KafkaApiError as refused:
             return ErrorCode(refused.code)
-        log.append(bytearray(batch), now_ms=now)
-        if completed is not None and completed.is_aborted:
-            log.add_aborted_txn(state.aborted_entry(completed))
         partitions.appended(topic, partition)
         return ErrorCode.NONE
 

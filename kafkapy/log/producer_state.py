@@ -85,7 +85,11 @@ from kafkapy.log.txn_index import AbortedTxn
 from kafkapy.protocol.records import RecordBatch, crc32c
 
 __all__ = [
+    "ABORT",
+    "COMMIT",
+    "CONTROL_RECORD_KEY",
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "END_TXN_MARKER_VALUE",
     "NUM_BATCHES_TO_RETAIN",
     "SEQUENCE_RULES",
     "BatchMetadata",
@@ -376,9 +380,12 @@ class SnapshotStore(Protocol):
 
 # --- the manager -------------------------------------------------------------------
 
-_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 abort, 1 commit): EndTransactionMarker key
-_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
-_ABORT = 0
+# The EndTransactionMarker record: the key is ControlRecordType's (version, type: 0 ABORT, 1 COMMIT),
+# the value EndTransactionMarker's (version, coordinator epoch); both versions 0. end_txn_marker.py
+# writes what this reads.
+CONTROL_RECORD_KEY = struct.Struct(">hh")
+END_TXN_MARKER_VALUE = struct.Struct(">hi")
+ABORT, COMMIT = 0, 1
 
 
 class ProducerStateManager:
@@ -579,17 +586,17 @@ class ProducerStateManager:
         if not records:  # a marker whose transaction was cleaned away
             return None
         key, value = records[0].key or b"", records[0].value or b""
-        if len(key) < _CONTROL_KEY.size or len(value) < _CONTROL_VALUE.size:
+        if len(key) < CONTROL_RECORD_KEY.size or len(value) < END_TXN_MARKER_VALUE.size:
             raise DecodeError("control record too short for an end-transaction marker", field="records")
-        _version, kind = _CONTROL_KEY.unpack_from(key)
-        _value_version, coordinator_epoch = _CONTROL_VALUE.unpack_from(value)
+        _version, kind = CONTROL_RECORD_KEY.unpack_from(key)
+        _value_version, coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(value)
         return self.complete_transaction(
             batch.producer_id,
             batch.producer_epoch,
             coordinator_epoch,
             batch.base_offset,
             batch.max_timestamp if records[0].timestamp is None else records[0].timestamp,
-            aborted=kind == _ABORT,
+            aborted=kind == ABORT,
             strict=False,
         )
 
