@@ -55,9 +55,12 @@ def append_end_txn_marker(log: PartitionLog, state: ProducerStateManager, *, pro
                                  coordinator_epoch=coordinator_epoch, base_offset=offset,
                                  leader_epoch=leader_epoch, timestamp_ms=now_ms,
                                  timestamp_type=timestamp_type)
+    # Checked, then appended, then applied: a snapshot taken if the append rolls a segment holds
+    # the state before the marker, as Kafka's does (the replay from it applies the marker).
+    state.check_marker(producer_id, producer_epoch, coordinator_epoch, offset)
+    log.append(bytearray(batch), now_ms=now_ms)
     completed = state.complete_transaction(producer_id, producer_epoch, coordinator_epoch, offset, now_ms,
                                            aborted=not committed)
-    log.append(bytearray(batch), now_ms=now_ms)
     if completed is not None and completed.is_aborted:
         log.add_aborted_txn(state.aborted_entry(completed))
     return completed

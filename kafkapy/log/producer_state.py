@@ -486,6 +486,26 @@ class ProducerStateManager:
         self.producers[info.producer_id] = entry
         self.map_end_offset = max(self.map_end_offset, info.last_offset + 1)
 
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     offset: int) -> None:
+        """Raise what :meth:`complete_transaction` would refuse the marker with, changing nothing:
+        so the marker is appended only once it is known to be accepted."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {producer_id} at offset {offset} is {producer_epoch}, "
+                f"which is smaller than the last seen epoch {entry.producer_epoch}",
+            )
+        if entry.coordinator_epoch > coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"Invalid coordinator epoch for producerId {producer_id} at offset {offset}: "
+                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)",
+            )
+
     def complete_transaction(
         self,
         producer_id: int,
@@ -503,18 +523,8 @@ class ProducerStateManager:
         epochs are applied rather than refused, as Kafka's replication origin does.
         """
         entry = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        if strict and producer_epoch < entry.producer_epoch:
-            raise ProducerStateError(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"Epoch of producer {producer_id} at offset {offset} is {producer_epoch}, "
-                f"which is smaller than the last seen epoch {entry.producer_epoch}",
-            )
-        if strict and entry.coordinator_epoch > coordinator_epoch:
-            raise ProducerStateError(
-                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-                f"Invalid coordinator epoch for producerId {producer_id} at offset {offset}: "
-                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)",
-            )
+        if strict:
+            self.check_marker(producer_id, producer_epoch, coordinator_epoch, offset)
         completed = (
             CompletedTxn(producer_id, entry.current_txn_first_offset, offset, aborted)
             if entry.current_txn_first_offset is not None

@@ -16,7 +16,7 @@ from storage_helpers import BACKENDS, MakeLog, log_factory
 from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.log import LogConfig, LogManager
 from kafkapy.log.end_txn_marker import append_end_txn_marker
-from kafkapy.log.producer_state import ProducerStateError, ProducerStateManager
+from kafkapy.log.producer_state import ProducerStateError, ProducerStateManager, decode_snapshot
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.log.segments import FileLog
 from kafkapy.log.txn_index import ABORTED_TXN_SIZE, AbortedTxn, TxnIndex, decode_entries, encode_entry
@@ -277,4 +277,29 @@ def test_a_restart_rebuilds_open_transactions_the_lso_and_the_index(tmp_path: Pa
     assert (log2.last_stable_offset, log2.collect_aborted_txns(0, log2.log_end_offset),
             log2.log_end_offset) == before
     assert state2.first_unstable_offset == open_at
+    reopened.close()
+
+
+def test_a_marker_that_rolls_the_segment_is_snapshotted_as_not_yet_applied(tmp_path: Path) -> None:
+    """The roll's snapshot is taken at the marker's offset, so it must hold the transaction still
+    open: the replay from it applies the marker (and restores its index entry)."""
+    manager = LogManager([tmp_path], default_config=SMALL_SEGMENTS)
+    manager.get_or_create("t", 0)
+    log, state = _recovered(manager)
+    p = Partition(log, state)
+    first = p.data(1, transactional=True, count=3)
+    while log.active.size + 80 <= SMALL_SEGMENTS.segment_bytes:
+        p.data()
+    at = p.marker(1, commit=False)
+    assert log.active.base_offset == at  # the marker opened a new segment
+    offset, data = log.latest_snapshot() or (None, b"")
+    assert offset == at
+    [entry] = [e for e in decode_snapshot(data) if e.producer_id == 1]
+    assert entry.current_txn_first_offset == first
+    for segment in log.segments:
+        segment.close()
+    (tmp_path / "t-0" / f"{at:020d}.txnindex").unlink()
+    reopened = LogManager([tmp_path], default_config=SMALL_SEGMENTS)
+    log2, _ = _recovered(reopened)
+    assert log2.collect_aborted_txns(0, log2.log_end_offset) == [AbortedTxn(1, first, at, at + 1)]
     reopened.close()
