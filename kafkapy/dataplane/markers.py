@@ -47,6 +47,16 @@ class MarkerWriter:
         self.log_config = log_config
         self.authorize = authorize  # the broker's: (principal, host, operation, resource type, name)
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._watchers: list[Callable[[TxnMarker, str, int], None]] = []
+
+    def watch(self, callback: Callable[[TxnMarker, str, int], None]) -> Callable[[], None]:
+        """TxnMarkerEvents: ``callback(marker, topic, partition)`` after each marker written."""
+        self._watchers.append(callback)
+
+        def stop() -> None:
+            if callback in self._watchers:
+                self._watchers.remove(callback)
+        return stop
 
     def write(self, marker: TxnMarker, topic: str, partition: int) -> ErrorCode:
         """One partition's marker; NONE or the partition's error (nothing written then)."""
@@ -62,6 +72,8 @@ class MarkerWriter:
         except KafkaApiError as refused:
             return ErrorCode(refused.code)
         partitions.appended(topic, partition)
+        for watcher in list(self._watchers):
+            watcher(marker, topic, partition)
         return ErrorCode.NONE
 
     async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
@@ -78,7 +90,9 @@ class MarkerWriter:
         for asked in request.body.get("markers") or []:
             marker = TxnMarker(producer_id=asked["producer_id"], producer_epoch=asked["producer_epoch"],
                                committed=bool(asked["transaction_result"]),
-                               coordinator_epoch=asked["coordinator_epoch"], partitions=())
+                               coordinator_epoch=asked["coordinator_epoch"],
+                               partitions=tuple((t["name"], index) for t in asked.get("topics") or []
+                                                for index in t.get("partition_indexes") or []))
             topics: list[dict[str, Any]] = []
             for topic in asked.get("topics") or []:
                 name = topic["name"]

@@ -266,6 +266,12 @@ class DataPlaneModule(Module):
             raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
         return await self._markers.write_markers(markers)
 
+    def watch_txn_markers(self, callback: Callable[[TxnMarker, str, int], None]) -> Callable[[], None]:
+        """TxnMarkerEvents (kafkapy.server.txn_markers): told of each marker written here."""
+        if self._markers is None:
+            raise RuntimeError("the data plane has not started")
+        return self._markers.watch(callback)
+
     def write_txn_markers(self, ctx: RequestContext, request: Request) -> Answer:
         if self._markers is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")

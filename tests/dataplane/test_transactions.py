@@ -23,7 +23,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import RecordBatch, build_record_batch
 from kafkapy.server.modules import Module
-from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
+from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerEvents, TxnMarkerWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_produce_clients import TIMEOUT_S, _serve
@@ -200,12 +200,20 @@ def test_the_txn_markers_capability_is_the_data_plane(broker: Broker) -> None:
     assert runtime is not None
     [module] = [m for m in runtime.modules if isinstance(m, DataPlaneModule)]
     assert module.services.provider(TXN_MARKERS, Module) is module
-    assert isinstance(module, TxnMarkerWriter)
+    assert isinstance(module, TxnMarkerWriter) and isinstance(module, TxnMarkerEvents)
+    told: list[tuple[TxnMarker, str, int]] = []
+    stop = module.watch_txn_markers(lambda marker, topic, partition: told.append((marker, topic, partition)))
     with SimpleClient(broker.bootstrap_servers) as client:
         pid = init_producer_id(client)
         produce(client, "t", txn_batch(pid, [b"x"], 0), transactional_id="tx")
         marker = TxnMarker(pid, 0, False, 0, (("t", 0), ("nope", 0)))
         errors = asyncio.run_coroutine_threadsafe(module.write_markers([marker]), runtime.loop).result(10)
+        assert told == [(marker, "t", 0)]  # the partition written, not the refused one
+        assert write_markers(client, "t", pid, commit=True, partitions=[0]) == {0: ErrorCode.NONE}
+        assert [(m.committed, m.partitions) for m, _, _ in told[1:]] == [(True, (("t", 0),))]
+        stop()
+        write_markers(client, "t", pid, commit=True, partitions=[0])
+        assert len(told) == 2
         assert errors == {(pid, "t", 0): ErrorCode.NONE,
                           (pid, "nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
         assert fetch(client, "t", isolation_level=1)["aborted_transactions"] == [
