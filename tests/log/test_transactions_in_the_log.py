@@ -303,3 +303,46 @@ def test_a_marker_that_rolls_the_segment_is_snapshotted_as_not_yet_applied(tmp_p
     log2, _ = _recovered(reopened)
     assert log2.collect_aborted_txns(0, log2.log_end_offset) == [AbortedTxn(1, first, at, at + 1)]
     reopened.close()
+
+
+RECOVERY_SEGMENTS = LogConfig(segment_bytes=900)  # rolls every ten batches or so: several markers a segment
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=ops, clean=st.booleans(), lose_newest_index=st.booleans())
+def test_recovery_after_random_transactions_gives_the_same_partition(
+        tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int, int]], clean: bool,
+        lose_newest_index: bool) -> None:
+    """Whatever was written, a reopen (clean, or a crash that may also lose the newest segment's
+    index file: its entries are past the last roll's snapshot) rebuilds the same LSO, open
+    transactions and aborted-transaction index."""
+    directory = tmp_path_factory.mktemp("recovery")
+    manager = LogManager([directory], default_config=RECOVERY_SEGMENTS)
+    manager.get_or_create("t", 0)
+    log, state = _recovered(manager)
+    p = Partition(log, state)
+    open_txns: set[int] = set()
+    for kind, producer, count in steps:
+        if kind == "plain":
+            p.data(count=count)
+        elif kind == "txn":
+            p.data(producer, transactional=True, count=count)
+            open_txns.add(producer)
+        elif producer in open_txns:
+            p.marker(producer, commit=kind == "commit")
+            open_txns.discard(producer)
+    before = (log.last_stable_offset, log.collect_aborted_txns(0, log.log_end_offset), log.log_end_offset,
+              dict(state.ongoing))
+    newest = log.segments[-1].base_offset
+    if clean:
+        manager.close()
+    else:
+        for segment in log.segments:
+            segment.close()
+        if lose_newest_index:
+            (directory / "t-0" / f"{newest:020d}.txnindex").unlink(missing_ok=True)
+    reopened = LogManager([directory], default_config=RECOVERY_SEGMENTS)
+    log2, state2 = _recovered(reopened)
+    assert (log2.last_stable_offset, log2.collect_aborted_txns(0, log2.log_end_offset), log2.log_end_offset,
+            state2.ongoing) == before
+    reopened.close()
