@@ -1,10 +1,11 @@
-"""Real consumers against transactional data: confluent-kafka (librdkafka) and kafka-python with
+"""Real consumers against transactional data: confluent-kafka (librdkafka), kafka-python and aiokafka with
 isolation.level read_committed skip aborted transactions and stop at the last stable offset, and
 read_uncommitted sees every record. The transactions are written with kafkapy's codec (Produce
 with transactional batches, WriteTxnMarkers) until the transaction coordinator lands."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -101,7 +102,33 @@ def kafka_python(bootstrap: str, topic: str, isolation: str, expected: int) -> l
         consumer.close()
 
 
-@pytest.mark.parametrize("consume", [confluent, kafka_python], ids=["confluent-kafka", "kafka-python"])
+def aiokafka(bootstrap: str, topic: str, isolation: str, expected: int) -> list[bytes]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> list[bytes]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation,
+                                    enable_auto_commit=False, auto_offset_reset="earliest", group_id=None)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            values: list[bytes] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            settle = None
+            while time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    values.extend(r.value for r in records)
+                if len(values) >= expected:
+                    settle = settle or time.monotonic() + 1.0
+                    if time.monotonic() > settle:
+                        break
+            return values
+        finally:
+            await consumer.stop()
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("consume", [confluent, kafka_python, aiokafka],
+                         ids=["confluent-kafka", "kafka-python", "aiokafka"])
 def test_real_consumers_read_committed_and_uncommitted(broker: Broker, consume: Consume) -> None:
     topic = f"txn-{consume.__name__}"
     commit_c = _scenario(broker, topic)
