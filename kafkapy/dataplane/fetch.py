@@ -21,9 +21,11 @@ loop right after an append) wakes it, it reads again, and it answers once ``min_
 or ``max_wait_ms`` has passed, whichever comes first. No loop polls, and a request answered at
 once sets no timer.
 
-isolation_level is accepted: READ_COMMITTED reads up to the last stable offset, which equals the
-high watermark until transactions land, so both levels read the same records today and
-``aborted_transactions`` is an empty list (READ_COMMITTED) or null (READ_UNCOMMITTED).
+isolation_level: READ_UNCOMMITTED reads up to the high watermark and answers
+``aborted_transactions`` null. READ_COMMITTED reads up to the last stable offset (the first offset
+of the earliest open transaction) and lists the aborted transactions overlapping the batches it
+returns, ``(producer_id, first_offset)``, from the segments' transaction indexes, so the consumer
+can drop their records (the log's read, kafkapy.log.txn_index).
 """
 
 from __future__ import annotations
@@ -221,13 +223,17 @@ class FetchHandler:
             limit = min(p.max_bytes, max(budget, 0))
             result = log.read(p.fetch_offset, limit,
                               max_offset=log.last_stable_offset if read_committed else log.high_watermark,
-                              min_one_batch=min_one_batch)
+                              min_one_batch=min_one_batch, aborted_transactions=read_committed)
         except KafkaApiError as refusal:
             return _error_data(index, ErrorCode(refusal.code)), 0
         records = RecordChunks(result.chunks)
-        return {"partition_index": index, "error_code": ErrorCode.NONE,
+        data = {"partition_index": index, "error_code": ErrorCode.NONE,
                 "high_watermark": result.high_watermark, "last_stable_offset": result.last_stable_offset,
-                "log_start_offset": result.log_start_offset, "records": records}, records.size
+                "log_start_offset": result.log_start_offset, "records": records}
+        if result.aborted_transactions is not None:
+            data["aborted_transactions"] = [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+                                            for txn in result.aborted_transactions]
+        return data, records.size
 
     def _response(self, ctx: RequestContext, body: Mapping[str, Any], context: FetchContext, read: _Read,
                   names: Mapping[str | uuid.UUID, str | None], read_committed: bool) -> dict[str, Any]:
@@ -237,7 +243,7 @@ class FetchHandler:
         leaders: set[int] = set()
         for p, data in listed:
             if read_committed and data["error_code"] == ErrorCode.NONE:
-                data["aborted_transactions"] = []
+                data.setdefault("aborted_transactions", [])
             elif not read_committed:
                 data["aborted_transactions"] = None
             if version >= FIRST_CURRENT_LEADER_VERSION and data["error_code"] in _LEADER_ERRORS:

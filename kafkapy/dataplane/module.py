@@ -12,17 +12,26 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from kafkapy.dataplane.fetch import FETCH_CONFIG_KEYS, FETCH_VERSIONS, FetchHandler
 from kafkapy.dataplane.maintenance import MAINTENANCE_CONFIG_KEYS, LogMaintenance
+from kafkapy.dataplane.markers import WRITE_TXN_MARKERS_VERSIONS, MarkerWriter
 from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home
 from kafkapy.dataplane.produce import ProduceHandler
 from kafkapy.dataplane.producer_ids import ProducerIds
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import LogConfig, LogManager
-from kafkapy.log.base import NO_OFFSET, NO_TIMESTAMP, UNDEFINED_EPOCH
+from kafkapy.log.base import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_OFFSET,
+    NO_TIMESTAMP,
+    UNDEFINED_EPOCH,
+    TimestampAndOffset,
+)
 from kafkapy.log.topic_config import InvalidTopicConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
@@ -39,11 +48,14 @@ from kafkapy.server.services import (
     BrokerServices,
     PartitionLogs,
 )
+from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
 
 __all__ = ["DataPlaneModule", "TopicCreation"]
 
 _HOUR_MS = 60 * 60 * 1000
 NO_PRODUCER_EPOCH = -1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # IsolationLevel
+_EARLIEST = (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)  # answered whatever the isolation level
 
 
 @runtime_checkable
@@ -92,7 +104,7 @@ def _each_partition(topics: Any, topic_key: str, partition_key: str, blank: Mapp
 
 class DataPlaneModule(Module):
     name = "dataplane"
-    provides = (AUTO_TOPIC_CREATION, PARTITION_LOGS)
+    provides = (AUTO_TOPIC_CREATION, PARTITION_LOGS, TXN_MARKERS)
     wants = (TOPIC_CREATION, TOPIC_CONFIGS_CAPABILITY)
     config_keys = (
         ConfigKey("log.dirs", "list", None,
@@ -115,6 +127,7 @@ class DataPlaneModule(Module):
         self._partitions: Partitions | None = None
         self._producer_ids: ProducerIds | None = None
         self._produce: ProduceHandler | None = None
+        self._markers: MarkerWriter | None = None
         self._creating: set[asyncio.Task[Any]] = set()
         self._owns_logs = False
         self._fetch: FetchHandler | None = None
@@ -149,16 +162,19 @@ class DataPlaneModule(Module):
                 logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
                                                cluster_id=services.cluster.cluster_id if lasting else None,
                                                default_config=self.default_log_config)
+                home = LogHome(logs, producer_id_expiration_ms=expiration)
+                await asyncio.to_thread(home.recover_producer_states)
             except (ValueError, OSError) as exc:  # MetaPropertiesMismatch is a ValueError
                 raise ConfigError(f"log.dirs {','.join(self.log_dirs)}: {exc}") from None
-            home = LogHome(logs, producer_id_expiration_ms=expiration)
             self._owns_logs = True
         else:
             home = memory_home(services.store, lambda: LogHome(
                 LogManager(default_config=self.default_log_config), producer_id_expiration_ms=expiration))
         self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self.log_config)
         self._producer_ids = ProducerIds(services.store, services.broker_id)
-        self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create)
+        self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create,
+                                       authorize=services.authorizer.authorize)
+        self._markers = MarkerWriter(self._partitions, self.log_config, services.authorizer.authorize)
         self._fetch = FetchHandler(self._partitions, services)
         partitions = self._partitions
         config = services.config
@@ -237,6 +253,7 @@ class DataPlaneModule(Module):
             ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiHandler(VersionRange(2, 4), self.offset_for_leader_epoch),
             ApiKey.DELETE_RECORDS: ApiHandler(VersionRange(0, 2), self.delete_records),
             ApiKey.DESCRIBE_LOG_DIRS: ApiHandler(VersionRange(1, 5), self.describe_log_dirs),
+            ApiKey.WRITE_TXN_MARKERS: ApiHandler(WRITE_TXN_MARKERS_VERSIONS, self.write_txn_markers),
         }
         handlers[ApiKey.FETCH] = ApiHandler(FETCH_VERSIONS, self.fetch)
         return handlers
@@ -246,6 +263,25 @@ class DataPlaneModule(Module):
         if self._fetch is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
         return self._fetch.handle(ctx, request)
+
+    # --- transaction markers (TXN_MARKERS, WriteTxnMarkers) ------------------------------------
+
+    async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
+        """TXN_MARKERS (kafkapy.server.txn_markers.TxnMarkerWriter), for the transaction coordinator."""
+        if self._markers is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
+        return await self._markers.write_markers(markers)
+
+    def watch_txn_markers(self, callback: Callable[[TxnMarker, str, int], None]) -> Callable[[], None]:
+        """TxnMarkerEvents (kafkapy.server.txn_markers): told of each marker written here."""
+        if self._markers is None:
+            raise RuntimeError("the data plane has not started")
+        return self._markers.watch(callback)
+
+    def write_txn_markers(self, ctx: RequestContext, request: Request) -> Answer:
+        if self._markers is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
+        return self._markers.handle(ctx, request)
 
     # --- auto topic creation ------------------------------------------------------------------
 
@@ -339,10 +375,23 @@ class DataPlaneModule(Module):
             index = asked["partition_index"]
             log = self.partitions.leader_log(name, index)
             self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
-            found = log.offset_for_timestamp(asked["timestamp"])
+            timestamp = asked["timestamp"]
+            found: TimestampAndOffset | None
+            if read_committed and timestamp == LATEST_TIMESTAMP:  # the LSO, with the latest epoch
+                found = TimestampAndOffset(NO_TIMESTAMP, log.last_stable_offset,
+                                           log.latest_offset().leader_epoch)
+            else:
+                found = log.offset_for_timestamp(timestamp)
+                # Kafka's Partition.fetchOffsetForTimestamp: nothing a consumer of this isolation
+                # level could not read yet (the high watermark is the log end here).
+                if (found is not None and read_committed and timestamp not in _EARLIEST
+                        and found.offset >= log.last_stable_offset):
+                    found = None
             if found is None:
                 return {}
             return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": found.leader_epoch}
+
+        read_committed = request.body.get("isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
 
         topics = _each_partition(request.body.get("topics"), "name", "partition_index", {
             "timestamp": NO_TIMESTAMP, "offset": NO_OFFSET, "leader_epoch": UNDEFINED_EPOCH}, answer)

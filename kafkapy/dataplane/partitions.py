@@ -60,7 +60,9 @@ class LogHome:
 
     def producer_state(self, topic: str, partition: int, log: SegmentedLog) -> ProducerStateManager:
         """The partition's producer table; built from the log's snapshot and tail the first time
-        (so it survives a restart with log.dirs), then kept in step with every append."""
+        (so it survives a restart with log.dirs), then kept in step with every append. Its open
+        transactions hold the log's last stable offset back, and the ABORT markers replayed
+        restore transaction index entries a crash lost."""
         key = (topic, partition)
         state = self.producers.get(key)
         if state is not None:
@@ -71,10 +73,17 @@ class LogHome:
                 return state
             state = ProducerStateManager(producer_id_expiration_ms=self.producer_id_expiration_ms)
             state.recover(log, lambda offset: _batches_from(log, offset), int(time.time() * 1000),
-                          log_start_offset=log.log_start_offset)
+                          log_start_offset=log.log_start_offset, on_aborted=log.restore_aborted_txn)
             log.snapshot_source = state.snapshot
+            log.unstable_offset_source = lambda: state.first_unstable_offset
             self.producers[key] = state
         return state
+
+    def recover_producer_states(self) -> None:
+        """Build every log's producer table now, as Kafka does when it loads a log: a log read from
+        log.dirs must know its open transactions (its LSO) before anyone reads it."""
+        for (topic, partition), log in list(self.logs.logs.items()):
+            self.producer_state(topic, partition, log)
 
     def forget_topic(self, topic: str) -> None:
         self.logs.delete_topic(topic)

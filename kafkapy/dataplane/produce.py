@@ -11,6 +11,13 @@ others alone (Kafka's ReplicaManager.appendToLocalLog):
 5. the batch stored as it is (``PartitionLog.append``), and whoever waits on the partition
    woken (``Partitions.appended``, for Fetch's long polls).
 
+Transactional batches (KafkaApis.handleProduceRequest): a request holding one needs a
+``transactional_id`` the principal may WRITE, else every partition is answered
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is stored. The producer state then opens the
+producer's transaction in the partition at the batch's offset, which holds the last stable
+offset there until the coordinator's marker (markers.py) closes it. There is no KIP-890
+verification with the coordinator before the first batch of a transaction.
+
 acks: 0 sends no answer (as Kafka, a failed partition then closes the connection, so the
 producer refreshes its metadata), 1 and -1 answer once the batch is in the log: with one
 replica per partition the high watermark is the log end as soon as the append returns, so
@@ -35,7 +42,7 @@ from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
-from kafkapy.protocol.records import RecordBatch
+from kafkapy.protocol.records import TRANSACTIONAL_BIT, V2_ATTRIBUTES_AT, V2_MAGIC_AT, RecordBatch
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.modules import Answer, RequestContext
 
@@ -44,14 +51,31 @@ __all__ = ["FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
 VALID_ACKS = (-1, 0, 1)  # Kafka's ProduceRequest: all in-sync replicas, none, the leader
 FIRST_TOPIC_ID_VERSION = 13  # KIP-516: Produce v13 names topics by id
 NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a failed partition
+_ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16; the bits sit in this byte
+MAGIC_V2 = 2
+
+
+def has_transactional_records(topic_data: Any) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords, from the batch headers alone (Produce v3+
+    carries one batch per partition; anything unreadable is left for validation to refuse)."""
+    for topic in topic_data:
+        for partition in topic["partition_data"]:
+            records = partition["records"]
+            raw = records.raw if records is not None else b""
+            if (len(raw) > _ATTRIBUTES_LOW_BYTE and raw[V2_MAGIC_AT] == MAGIC_V2
+                    and raw[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT):
+                return True
+    return False
 
 
 class ProduceHandler:
     def __init__(self, partitions: Partitions, append_config: Callable[[str], LogConfig],
-                 auto_create: Callable[[str], None], clock_ms: Callable[[], int] | None = None) -> None:
+                 auto_create: Callable[[str], None], clock_ms: Callable[[], int] | None = None, *,
+                 authorize: Callable[[str, str, str, str, str], bool] | None = None) -> None:
         self.partitions = partitions
         self.append_config = append_config
         self.auto_create = auto_create  # starts creating a missing topic (no-op when disabled)
+        self.authorize = authorize  # (principal, host, operation, resource type, name); None: allow all
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
 
     def handle(self, ctx: RequestContext, request: Request) -> Answer:
@@ -62,6 +86,7 @@ class ProduceHandler:
         by_id = version >= FIRST_TOPIC_ID_VERSION
         failed = False
         responses = []
+        refused = self._transactional_refusal(ctx, body)
         for topic_data in body["topic_data"]:
             name: str | None
             if by_id:
@@ -72,7 +97,9 @@ class ProduceHandler:
             answers = []
             for partition_data in topic_data["partition_data"]:
                 index = partition_data["index"]
-                if acks not in VALID_ACKS:
+                if refused is not None:
+                    answer = _failed(index, refused)
+                elif acks not in VALID_ACKS:
                     answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name is None:
                     answer = _failed(index, ErrorCode.UNKNOWN_TOPIC_ID)
@@ -88,6 +115,18 @@ class ProduceHandler:
             return None
         return body_fitter(ApiKey.PRODUCE, "response", version)(
             {"responses": responses, "throttle_time_ms": 0})
+
+    def _transactional_refusal(self, ctx: RequestContext, body: Any) -> ErrorCode | None:
+        """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional records without a transactional
+        id the principal may WRITE (Kafka refuses the whole request before any append)."""
+        if not has_transactional_records(body["topic_data"]):
+            return None
+        transactional_id = body.get("transactional_id")
+        if transactional_id is not None and (self.authorize is None or self.authorize(
+                ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TRANSACTIONAL_ID",
+                transactional_id)):
+            return None
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
     def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int) -> dict[str, Any]:
         partitions = self.partitions

@@ -20,6 +20,7 @@ from typing import Protocol
 import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log.txn_index import AbortedTxn
 from kafkapy.protocol.records import Buffer
 
 __all__ = [
@@ -86,12 +87,15 @@ class ReadResult:
 
     ``chunks`` are views of (memory backend) or bytes read from (segment files)
     the stored batches; adjacent batches of one stored buffer come as one chunk.
+    ``aborted_transactions`` (asked for by read_committed reads) are those overlapping the
+    batches returned, from the segments' transaction indexes; None when not asked for.
     """
 
     chunks: list[memoryview | bytes]
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
+    aborted_transactions: tuple[AbortedTxn, ...] | None = None
 
     @property
     def size(self) -> int:
@@ -135,8 +139,12 @@ class PartitionLog(Protocol):
 
     @property
     def last_stable_offset(self) -> int:
-        """The read_committed limit; equal to the high watermark until transactions land."""
+        """The read_committed limit: the first offset of the earliest open transaction (never below
+        the log start offset), else the high watermark."""
         ...
+
+    unstable_offset_source: Callable[[], int | None] | None
+    """The first offset of the earliest open transaction, or None; set by the producer state's owner."""
 
     @property
     def size_in_bytes(self) -> int: ...
@@ -146,8 +154,17 @@ class PartitionLog(Protocol):
         ...
 
     def read(
-        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True,
+        aborted_transactions: bool = False,
     ) -> ReadResult: ...
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Record an aborted transaction whose ABORT marker was just appended."""
+        ...
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound)."""
+        ...
 
     def latest_offset(self) -> TimestampAndOffset: ...
 

@@ -40,6 +40,20 @@ no longer answer UNKNOWN_PRODUCER_ID on the produce path.  "Follows" is
 retained batches.  A non-transactional batch while a transaction is open is
 INVALID_TXN_STATE.
 
+Transactions.  A producer's first transactional batch opens its transaction in the
+partition (``current_txn_first_offset``); the table keeps the open ones by first
+offset, and the earliest is :attr:`ProducerStateManager.first_unstable_offset`, which
+holds the partition's last stable offset back.  An end-transaction marker (a control
+batch written for the coordinator, :meth:`ProducerStateManager.complete_transaction`)
+closes it: an older producer epoch is INVALID_PRODUCER_EPOCH and an older coordinator
+epoch TRANSACTION_COORDINATOR_FENCED; a marker for a producer with no open
+transaction completes nothing (Kafka emits no CompletedTxn for an empty transaction).
+An aborted one becomes an :class:`~kafkapy.log.txn_index.AbortedTxn` whose last
+stable offset is the next open transaction's first offset, else the marker's offset + 1
+(Kafka's ``lastStableOffset(completedTxn)``).  With one replica the high watermark is
+the log end at once, so Kafka's "unreplicated" completed transactions never hold the
+LSO here.
+
 Producers idle for ``producer.id.expiration.ms`` (Kafka's default one day,
 measured from the last batch's max timestamp) and without an open transaction are
 forgotten by :meth:`ProducerStateManager.remove_expired`, which the broker calls
@@ -67,10 +81,15 @@ from typing import Protocol
 import attrs
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
+from kafkapy.log.txn_index import AbortedTxn
 from kafkapy.protocol.records import RecordBatch, crc32c
 
 __all__ = [
+    "ABORT",
+    "COMMIT",
+    "CONTROL_RECORD_KEY",
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "END_TXN_MARKER_VALUE",
     "NUM_BATCHES_TO_RETAIN",
     "SEQUENCE_RULES",
     "BatchMetadata",
@@ -361,9 +380,12 @@ class SnapshotStore(Protocol):
 
 # --- the manager -------------------------------------------------------------------
 
-_CONTROL_KEY = struct.Struct(">hh")  # version, type (0 abort, 1 commit): EndTransactionMarker key
-_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
-_ABORT = 0
+# The EndTransactionMarker record: the key is ControlRecordType's (version, type: 0 ABORT, 1 COMMIT),
+# the value EndTransactionMarker's (version, coordinator epoch); both versions 0. end_txn_marker.py
+# writes what this reads.
+CONTROL_RECORD_KEY = struct.Struct(">hh")
+END_TXN_MARKER_VALUE = struct.Struct(">hi")
+ABORT, COMMIT = 0, 1
 
 
 class ProducerStateManager:
@@ -378,6 +400,32 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset = 0
+        self.ongoing: dict[int, int] = {}  # open transactions: first offset -> producer id
+        self.first_unstable_offset: int | None = None  # min(ongoing), kept as it changes
+
+    def _open_txn(self, producer_id: int, first_offset: int) -> None:
+        self.ongoing[first_offset] = producer_id
+        if self.first_unstable_offset is None or first_offset < self.first_unstable_offset:
+            self.first_unstable_offset = first_offset
+
+    def _close_txn(self, first_offset: int) -> None:
+        self.ongoing.pop(first_offset, None)
+        if first_offset == self.first_unstable_offset:
+            self.first_unstable_offset = min(self.ongoing) if self.ongoing else None
+
+    def _rebuild_ongoing(self) -> None:
+        self.ongoing = {}
+        self.first_unstable_offset = None
+        for entry in self.producers.values():
+            if entry.current_txn_first_offset is not None:
+                self._open_txn(entry.producer_id, entry.current_txn_first_offset)
+
+    def aborted_entry(self, completed: CompletedTxn) -> AbortedTxn:
+        """The transaction index entry of an aborted transaction just completed: the last stable
+        offset is the next open transaction's first offset, else the marker's offset + 1."""
+        stable = self.first_unstable_offset
+        return AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                          completed.last_offset + 1 if stable is None else stable)
 
     # -- the append path ------------------------------------------------------------
 
@@ -434,8 +482,29 @@ class ProducerStateManager:
         )
         if info.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = info.first_offset
+            self._open_txn(info.producer_id, info.first_offset)
         self.producers[info.producer_id] = entry
         self.map_end_offset = max(self.map_end_offset, info.last_offset + 1)
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     offset: int) -> None:
+        """Raise what :meth:`complete_transaction` would refuse the marker with, changing nothing:
+        so the marker is appended only once it is known to be accepted."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {producer_id} at offset {offset} is {producer_epoch}, "
+                f"which is smaller than the last seen epoch {entry.producer_epoch}",
+            )
+        if entry.coordinator_epoch > coordinator_epoch:
+            raise ProducerStateError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"Invalid coordinator epoch for producerId {producer_id} at offset {offset}: "
+                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)",
+            )
 
     def complete_transaction(
         self,
@@ -454,18 +523,8 @@ class ProducerStateManager:
         epochs are applied rather than refused, as Kafka's replication origin does.
         """
         entry = self.producers.get(producer_id) or ProducerStateEntry(producer_id)
-        if strict and producer_epoch < entry.producer_epoch:
-            raise ProducerStateError(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"Epoch of producer {producer_id} at offset {offset} is {producer_epoch}, "
-                f"which is smaller than the last seen epoch {entry.producer_epoch}",
-            )
-        if strict and entry.coordinator_epoch > coordinator_epoch:
-            raise ProducerStateError(
-                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
-                f"Invalid coordinator epoch for producerId {producer_id} at offset {offset}: "
-                f"{coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)",
-            )
+        if strict:
+            self.check_marker(producer_id, producer_epoch, coordinator_epoch, offset)
         completed = (
             CompletedTxn(producer_id, entry.current_txn_first_offset, offset, aborted)
             if entry.current_txn_first_offset is not None
@@ -473,6 +532,8 @@ class ProducerStateManager:
         )
         entry.update_epoch(producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
+        if entry.current_txn_first_offset is not None:
+            self._close_txn(entry.current_txn_first_offset)
         entry.current_txn_first_offset = None
         entry.last_timestamp = timestamp
         self.producers[producer_id] = entry
@@ -511,35 +572,41 @@ class ProducerStateManager:
         entries = decode_snapshot(data)
         self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
         self.map_end_offset = self.last_snapshot_offset = offset
+        self._rebuild_ongoing()
 
-    def replay(self, batches: Iterable[RecordBatch]) -> None:
-        """Rebuild from batches already in the log: no sequence checks, markers applied leniently."""
+    def replay(self, batches: Iterable[RecordBatch],
+               on_aborted: Callable[[AbortedTxn], object] | None = None) -> None:
+        """Rebuild from batches already in the log: no sequence checks, markers applied leniently.
+        ``on_aborted`` sees each ABORT marker's index entry, so the caller can restore the
+        transaction index (Kafka rebuilds it when recovering a segment)."""
         for batch in batches:
             if batch.producer_id >= 0:
                 if batch.is_control:
-                    self._replay_marker(batch)
+                    completed = self._replay_marker(batch)
+                    if completed is not None and completed.is_aborted and on_aborted is not None:
+                        on_aborted(self.aborted_entry(completed))
                 else:
                     info = ProducerBatch.of(batch)
                     entry = self.producers.get(info.producer_id) or ProducerStateEntry(info.producer_id)
                     self._record(entry, info)
             self.map_end_offset = max(self.map_end_offset, batch.next_offset)
 
-    def _replay_marker(self, batch: RecordBatch) -> None:
+    def _replay_marker(self, batch: RecordBatch) -> CompletedTxn | None:
         records = batch.record_list(check_crc=False)
         if not records:  # a marker whose transaction was cleaned away
-            return
+            return None
         key, value = records[0].key or b"", records[0].value or b""
-        if len(key) < _CONTROL_KEY.size or len(value) < _CONTROL_VALUE.size:
+        if len(key) < CONTROL_RECORD_KEY.size or len(value) < END_TXN_MARKER_VALUE.size:
             raise DecodeError("control record too short for an end-transaction marker", field="records")
-        _version, kind = _CONTROL_KEY.unpack_from(key)
-        _value_version, coordinator_epoch = _CONTROL_VALUE.unpack_from(value)
-        self.complete_transaction(
+        _version, kind = CONTROL_RECORD_KEY.unpack_from(key)
+        _value_version, coordinator_epoch = END_TXN_MARKER_VALUE.unpack_from(value)
+        return self.complete_transaction(
             batch.producer_id,
             batch.producer_epoch,
             coordinator_epoch,
             batch.base_offset,
             batch.max_timestamp if records[0].timestamp is None else records[0].timestamp,
-            aborted=kind == _ABORT,
+            aborted=kind == ABORT,
             strict=False,
         )
 
@@ -550,9 +617,12 @@ class ProducerStateManager:
         now_ms: int,
         *,
         log_start_offset: int = 0,
+        on_aborted: Callable[[AbortedTxn], object] | None = None,
     ) -> None:
         """Load the newest snapshot and replay the log after it; a corrupt snapshot means a full replay."""
         self.producers = {}
+        self.ongoing = {}
+        self.first_unstable_offset = None
         self.map_end_offset = self.last_snapshot_offset = log_start_offset
         latest = store.latest_snapshot()
         if latest is not None:
@@ -561,5 +631,6 @@ class ProducerStateManager:
                 self.load_snapshot(offset, data, now_ms)
             except CorruptSnapshotError:
                 self.producers = {}
+                self._rebuild_ongoing()
                 self.map_end_offset = self.last_snapshot_offset = log_start_offset
-        self.replay(batches_from(self.map_end_offset))
+        self.replay(batches_from(self.map_end_offset), on_aborted)

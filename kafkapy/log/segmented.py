@@ -53,6 +53,7 @@ from kafkapy.log.compaction import build_offset_map, clean_batches, cleanable_se
 from kafkapy.log.epochs import LeaderEpochCache
 from kafkapy.log.retention import SegmentFacts, deletable_segments
 from kafkapy.log.topic_config import LogConfig
+from kafkapy.log.txn_index import AbortedTxn, TxnIndex
 from kafkapy.protocol.records import LOG_APPEND_TIME, Buffer, RecordBatch, Records
 
 __all__ = ["Segment", "SegmentedLog", "now_ms"]
@@ -88,6 +89,7 @@ class Segment:
         self.time_timestamps = array("q")  # time index
         self.time_offsets = array("q")
         self._bytes_since_index = 0
+        self.txn_index = TxnIndex()  # the transactions aborted by markers in this segment
 
     # -- storage, supplied by subclasses -------------------------------------------------
 
@@ -230,6 +232,7 @@ class Segment:
 
     def truncate_to(self, offset: int, active: bool) -> None:
         """Drop every batch whose last offset is >= ``offset``."""
+        self.txn_index.truncate_to(offset)
         i = self.find_batch(offset)
         if i is None:
             return
@@ -275,6 +278,9 @@ class SegmentedLog:
         self.recovery_point = 0
         self._last_flush_ms = clock()
         self.snapshot_source: Callable[[], bytes] | None = None
+        # The producer state's earliest open transaction (its first offset), which holds the LSO
+        # back; set by whoever keeps the producer state beside this log.
+        self.unstable_offset_source: Callable[[], int | None] | None = None
         self.closed = False
 
     # -- backend hooks -------------------------------------------------------------------
@@ -314,7 +320,14 @@ class SegmentedLog:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        """Kafka's UnifiedLog.lastStableOffset: the earliest open transaction's first offset (not
+        below the log start, as maybeIncrementFirstUnstableOffset keeps it), capped by the HW."""
+        high_watermark = self.high_watermark
+        source = self.unstable_offset_source
+        first_unstable = source() if source is not None else None
+        if first_unstable is None:
+            return high_watermark
+        return min(max(first_unstable, self._log_start_offset), high_watermark)
 
     @property
     def size_in_bytes(self) -> int:
@@ -413,12 +426,16 @@ class SegmentedLog:
         return max(bisect.bisect_right(self.segments, offset, key=lambda segment: segment.base_offset) - 1, 0)
 
     def read(
-        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True
+        self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True,
+        aborted_transactions: bool = False,
     ) -> ReadResult:
         """Whole batches from the one holding ``fetch_offset``, up to ``max_bytes``.
 
         ``max_offset`` (exclusive; the high watermark for consumers) stops before
-        the first batch that starts at or past it.
+        the first batch that starts at or past it. ``aborted_transactions`` (read_committed)
+        also lists the aborted transactions overlapping what was read: from ``fetch_offset`` to
+        the offset after the last batch returned (Kafka bounds it by the next sparse offset-index
+        entry, so it may list a few more).
         """
         end_offset = self.log_end_offset
         if not self._log_start_offset <= fetch_offset <= end_offset:
@@ -426,6 +443,7 @@ class SegmentedLog:
         limit = end_offset if max_offset is None else min(max_offset, end_offset)
         chunks: list[memoryview | bytes] = []
         total = 0
+        upper_bound = fetch_offset  # the offset after the last batch taken
         for s in range(self._segment_index(fetch_offset), len(self.segments)):
             segment = self.segments[s]
             first = segment.find_batch(fetch_offset)
@@ -446,9 +464,41 @@ class SegmentedLog:
                 end = segment.batch_end(taken - 1)
                 chunks.extend(segment.load(start, end))
                 total += end - start
+                upper_bound = segment.offsets[taken] if taken < segment.batch_count else segment.next_offset
             if taken < segment.batch_count:
                 break
-        return ReadResult(chunks, self.high_watermark, self._log_start_offset, self.last_stable_offset)
+        aborted = None
+        if aborted_transactions:
+            aborted = tuple(self.collect_aborted_txns(fetch_offset, upper_bound)) if chunks else ()
+        return ReadResult(chunks, self.high_watermark, self._log_start_offset, self.last_stable_offset,
+                          aborted)
+
+    # -- the aborted-transaction index -------------------------------------------------------
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Kafka's LogSegment.updateTxnIndex: the entry goes to the segment holding the marker."""
+        self.segments[self._segment_index(txn.last_offset)].txn_index.append(txn)
+
+    def restore_aborted_txn(self, txn: AbortedTxn) -> bool:
+        """Recovery's replay of an ABORT marker: add the entry unless its segment's index has it
+        (written before a crash); answers whether it was missing."""
+        index = self.segments[self._segment_index(txn.last_offset)].txn_index
+        last = index.last_offset
+        if last is not None and txn.last_offset <= last:
+            return False
+        index.append(txn)
+        return True
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Kafka's UnifiedLog.collectAbortedTransactions: from the segment holding ``fetch_offset``
+        on, until an index says the search is complete."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_index(fetch_offset):]:
+            txns, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(txns)
+            if complete:
+                break
+        return found
 
     # -- ListOffsets and OffsetForLeaderEpoch ---------------------------------------------
 

@@ -9,9 +9,10 @@ files named by the segment's base offset as 20 digits:
 - ``.index``: entries ``relative offset int32, position int32`` (8 bytes);
 - ``.timeindex``: entries ``timestamp int64, relative offset int32`` (12 bytes);
 
-plus ``leader-epoch-checkpoint`` and the producer-state ``<offset>.snapshot``
-files. Index files are not preallocated: Kafka reads such a file as holding
-``length / entry size`` entries.
+plus ``.txnindex`` (the aborted transactions whose markers the segment holds,
+txn_index.py; made at its first entry), ``leader-epoch-checkpoint`` and the
+producer-state ``<offset>.snapshot`` files. Index files are not preallocated:
+Kafka reads such a file as holding ``length / entry size`` entries.
 
 Durability. ``append`` writes with ``pwrite`` before returning, so an appended
 batch is in the kernel's page cache and survives the broker process dying
@@ -25,7 +26,8 @@ rebuild the in-memory batch table and rewrites both index files from it. From
 the segment holding the recovery point on (every segment after an unclean
 shutdown) each batch is also checked as Kafka's LogSegment.recover does: whole,
 CRC-32C valid, offsets increasing. The first bad batch and everything after it
-are cut off; later segments are deleted.
+are cut off; later segments are deleted, and transaction index entries past the
+new log end go with them.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from kafkapy.log.checkpoint import fsync_directory
 from kafkapy.log.epochs import LeaderEpochCache
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
 from kafkapy.log.topic_config import LogConfig
+from kafkapy.log.txn_index import TxnIndex
 from kafkapy.protocol.records import Buffer, RecordBatch
 
 __all__ = ["FileLog", "FileSegment", "segment_name"]
@@ -78,6 +81,7 @@ class FileSegment(Segment):
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._time_fd = os.open(self.time_index_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.txn_index = TxnIndex(directory / segment_name(base_offset, ".txnindex"))
         # Reads must know where the batch holding an offset ends without reading it from disk:
         # files keep every batch's last offset too (8 more bytes a batch).
         self.last_offsets = array("q")
@@ -141,15 +145,18 @@ class FileSegment(Segment):
     def flush(self) -> None:
         for fd in (self._fd, self._index_fd, self._time_fd):
             os.fsync(fd)
+        self.txn_index.flush()
 
     def close(self) -> None:
         for fd in (self._fd, self._index_fd, self._time_fd):
             if fd >= 0:
                 os.close(fd)
         self._fd = self._index_fd = self._time_fd = -1
+        self.txn_index.close()
 
     def delete(self) -> None:
         self.close()
+        self.txn_index.delete()
         for path in (self.path, self.index_path, self.time_index_path):
             path.unlink(missing_ok=True)
 
@@ -223,7 +230,8 @@ class FileLog(SegmentedLog):
         self.recovered_bytes = 0  # what recovery cut off, for the log and for tests
         for leftover in directory.iterdir():
             orphan_index = (
-                leftover.suffix in (".index", ".timeindex") and not leftover.with_suffix(".log").exists()
+                leftover.suffix in (".index", ".timeindex", ".txnindex")
+                and not leftover.with_suffix(".log").exists()
             )
             if leftover.suffix in _LEFTOVER_SUFFIXES or orphan_index:
                 leftover.unlink()
@@ -247,6 +255,8 @@ class FileLog(SegmentedLog):
                 break
         for rolled in segments[:-1]:
             rolled.on_inactive()
+        for kept in segments:  # markers cut off by recovery take their index entries along
+            kept.txn_index.truncate_to(kept.next_offset)
         if not segments:
             segments = [self._new_segment(max(log_start_offset, 0), now)]
         self.segments = segments

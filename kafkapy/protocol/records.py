@@ -68,6 +68,7 @@ from kafkapy.protocol.compression import Compression, compress, compression_of, 
 
 __all__ = [
     "TIMESTAMP_TYPE_BIT",
+    "TRANSACTIONAL_BIT",
     "V2_ATTRIBUTES_AT",
     "V2_COUNT_AT",
     "V2_CRC_AT",
@@ -120,7 +121,8 @@ _I64 = struct.Struct(">q")
 _COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_BIT = 0x08  # attributes: set when the batch carries log-append time
 _TIMESTAMP_TYPE_BIT = TIMESTAMP_TYPE_BIT
-_TRANSACTIONAL_BIT = 0x10
+TRANSACTIONAL_BIT = 0x10  # attributes: set on a transaction's batches and markers
+_TRANSACTIONAL_BIT = TRANSACTIONAL_BIT
 _CONTROL_BIT = 0x20
 _DELETE_HORIZON_BIT = 0x40
 

@@ -8,14 +8,14 @@ the partitions this broker leads, and WriteTxnMarkers requests for the others.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
 
 from kafkapy.errors import ErrorCode
 
-__all__ = ["TXN_MARKERS", "TxnMarker", "TxnMarkerWriter"]
+__all__ = ["TXN_MARKERS", "TxnMarker", "TxnMarkerEvents", "TxnMarkerWriter"]
 
 TXN_MARKERS = "txn-markers"
 
@@ -37,4 +37,13 @@ class TxnMarkerWriter(Protocol):
         """Append each marker's control batch to each of its partitions (durable as acks=all);
         per (producer_id, topic, partition) NONE or Kafka's error for that partition
         (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH, ...)."""
+        ...
+
+
+@runtime_checkable
+class TxnMarkerEvents(Protocol):
+    def watch_txn_markers(self, callback: Callable[[TxnMarker, str, int], None]) -> Callable[[], None]:
+        """Call ``callback(marker, topic, partition)`` on the loop after each marker written to a
+        partition (by the capability or by WriteTxnMarkers), as Kafka tells its group coordinator
+        (onTransactionCompleted) about __consumer_offsets markers; returns a function that stops it."""
         ...
