@@ -24,7 +24,8 @@ from kafkapy.groups.reconciliation import MemberState
 SUBSCRIPTIONS: list[tuple[tuple[str, ...] | None, str | None]] = [
     (("t",), None), (("t", "u"), None), (None, "u|t"), (("u",), None)]
 #: What a client may be told when the coordinator refuses it; anything else is a bug.
-EXPECTED_REFUSALS = {ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID}
+EXPECTED_REFUSALS = {ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.FENCED_MEMBER_EPOCH,
+                     ErrorCode.UNKNOWN_MEMBER_ID}
 
 
 class ConsumerGroupMachine(RuleBasedStateMachine):
@@ -42,7 +43,8 @@ class ConsumerGroupMachine(RuleBasedStateMachine):
         st.sampled_from(range(len(SUBSCRIPTIONS))), min_size=CLIENTS, max_size=CLIENTS),
         static=st.lists(st.booleans(), min_size=CLIENTS, max_size=CLIENTS),
         assignor=st.sampled_from(["uniform", "range", None]))
-    def setup(self, t: int, u: int, subscriptions: list[int], static: list[bool], assignor: str | None) -> None:
+    def setup(self, t: int, u: int, subscriptions: list[int], static: list[bool],
+              assignor: str | None) -> None:
         self.topics.update(t=TopicInfo(topic_id("t"), t), u=TopicInfo(topic_id("u"), u))
         for i, (choice, is_static) in enumerate(zip(subscriptions, static)):
             names, regex = SUBSCRIPTIONS[choice]
