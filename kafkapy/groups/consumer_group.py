@@ -183,6 +183,14 @@ class ConsumerGroup:
             return GroupState.RECONCILING
         return GroupState.STABLE
 
+    def copy(self) -> ConsumerGroup:
+        """An independent copy (members and targets are immutable values, so the maps suffice)."""
+        clone = ConsumerGroup(self.group_id)
+        clone.group_epoch, clone.assignment_epoch = self.group_epoch, self.assignment_epoch
+        clone.members, clone.targets = dict(self.members), dict(self.targets)
+        clone.subscription_metadata, clone._holders = dict(self.subscription_metadata), dict(self._holders)
+        return clone
+
     def static_member(self, instance_id: str) -> ConsumerMember | None:
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
 
@@ -503,22 +511,28 @@ class ConsumerGroups:
     def expire(self, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
         """Fence every member whose session expired, or who did not revoke within its rebalance
         timeout (only if it is still at the epoch it was asked at)."""
+        timed = (*self._session_deadlines, *self._rebalance_deadlines)
+        group_ids = sorted({group_id for group_id, _ in timed})
+        return tuple(record for group_id in group_ids for record in self.expire_group(group_id, now_ms))
+
+    def expire_group(self, group_id: str, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
         records: list[ConsumerGroupRecord] = []
-        for (group_id, member_id), deadline in sorted(self._session_deadlines.items()):
-            group = self.groups.get(group_id)
-            if group is None or member_id not in group.members:
-                self._cancel_timers(group_id, member_id)
-            elif deadline <= now_ms:
-                records.extend(self._fence(group, member_id))
-        for (group_id, member_id), (deadline, epoch) in sorted(self._rebalance_deadlines.items()):
-            group = self.groups.get(group_id)
-            if deadline > now_ms or group is None:
+        group = self.groups.get(group_id)
+        for key, deadline in sorted(self._session_deadlines.items()):
+            if key[0] != group_id:
                 continue
-            member = group.members.get(member_id)
-            if member is not None and member.member_epoch == epoch:
-                records.extend(self._fence(group, member_id))
+            if group is None or key[1] not in group.members:
+                self._cancel_timers(*key)
+            elif deadline <= now_ms:
+                records.extend(self._fence(group, key[1]))
+        for key, (deadline, epoch) in sorted(self._rebalance_deadlines.items()):
+            if key[0] != group_id or deadline > now_ms:
+                continue
+            member = None if group is None else group.members.get(key[1])
+            if group is not None and member is not None and member.member_epoch == epoch:
+                records.extend(self._fence(group, key[1]))
             else:
-                self._rebalance_deadlines.pop((group_id, member_id), None)
+                self._rebalance_deadlines.pop(key, None)
         return tuple(records)
 
     # -- assignment -----------------------------------------------------------------------------
@@ -546,10 +560,10 @@ class ConsumerGroups:
                                   targets.get(m_id, {}), member.instance_id)
                  for m_id, member in members.items()}
         counts = {t.topic_id: t.num_partitions for t in metadata.values()}
-        assignor = ASSIGNORS[self._preferred_assignor(members.values())]
+        assignor = ASSIGNORS[self.preferred_assignor(members.values())]
         return dict(assignor.assign(specs, counts))
 
-    def _preferred_assignor(self, members: Iterable[ConsumerMember]) -> str:
+    def preferred_assignor(self, members: Iterable[ConsumerMember]) -> str:
         """The assignor most members ask for (Kafka's ``computePreferredServerAssignor``), ties to
         the first by name; the configured default when none asks."""
         votes = Counter(m.server_assignor for m in members if m.server_assignor is not None)
