@@ -37,7 +37,7 @@ from typing import Final
 import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError, KafkaPyError
-from kafkapy.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, MemberSpec, TopicId, freeze
+from kafkapy.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, MemberSpec, TopicId
 from kafkapy.groups.consumer_records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
@@ -53,6 +53,8 @@ from kafkapy.groups.consumer_records import (
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
     TopicMetadata,
+    from_topic_partitions,
+    to_topic_partitions,
 )
 from kafkapy.groups.reconciliation import NO_OWNER, ConsumerMember, MemberState, reconcile
 
@@ -222,7 +224,7 @@ class ConsumerGroup:
                 self.assignment_epoch = value.assignment_epoch
         elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
             if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
-                self.targets[key.member_id] = freeze(value.topic_partitions)
+                self.targets[key.member_id] = from_topic_partitions(value.topic_partitions)
             else:
                 self.targets.pop(key.member_id, None)
         elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
@@ -246,8 +248,8 @@ class ConsumerGroup:
         if isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
             member = attrs.evolve(
                 member, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
-                state=MemberState(value.state), assigned=freeze(value.assigned_partitions),
-                pending_revocation=freeze(value.partitions_pending_revocation))
+                state=MemberState(value.state), assigned=from_topic_partitions(value.assigned_partitions),
+                pending_revocation=from_topic_partitions(value.partitions_pending_revocation))
         else:
             member = attrs.evolve(member, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
                                   previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
@@ -667,7 +669,7 @@ def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetada
 
 def _target_record(group_id: str, member_id: str, target: Assignment) -> ConsumerGroupRecord:
     return ConsumerGroupRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
-                               ConsumerGroupTargetAssignmentMemberValue(freeze(target)))
+                               ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)))
 
 
 def _current_assignment_record(group_id: str, member: ConsumerMember) -> ConsumerGroupRecord:
@@ -675,8 +677,8 @@ def _current_assignment_record(group_id: str, member: ConsumerMember) -> Consume
         ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id),
         ConsumerGroupCurrentMemberAssignmentValue(
             member_epoch=member.member_epoch, previous_member_epoch=member.previous_member_epoch,
-            state=int(member.state), assigned_partitions=member.assigned,
-            partitions_pending_revocation=member.pending_revocation))
+            state=int(member.state), assigned_partitions=to_topic_partitions(member.assigned),
+            partitions_pending_revocation=to_topic_partitions(member.pending_revocation)))
 
 
 def _removal_records(group_id: str, member_id: str) -> list[ConsumerGroupRecord]:

@@ -1,23 +1,26 @@
-"""The records a KIP-848 consumer group writes to ``__consumer_offsets``, as this package's values.
+"""The records a KIP-848 consumer group writes to ``__consumer_offsets``, as values.
 
 One class per Kafka record schema (``group-coordinator/src/main/resources/common/message/
-ConsumerGroup*Key/Value.json``), with Kafka's field names in snake case, so the mapping to the
-shared record values in :mod:`kafkapy.groups.records` (and from there to bytes) is one class to one
-class, field to field. A record whose ``value`` is ``None`` is a tombstone: the key's state is gone.
-
-The group emits these in the order Kafka does and rebuilds itself from them
-(:meth:`kafkapy.groups.consumer_group.ConsumerGroups.replay`), so what is written is all there is.
+ConsumerGroup*Key/Value.json``), Kafka's field names in snake case. They are, name for name and
+field for field, the KIP-848 classes the offsets-topic work adds to :mod:`kafkapy.groups.records`
+(which this package may not edit in parallel): once both are in one tree, this module's imports
+become imports from ``kafkapy.groups.records`` (``GroupRecord`` for ``ConsumerGroupRecord``) and the
+file goes. Assignments are written as sorted ``TopicPartitions`` tuples, as Kafka writes them; the
+group works with :data:`kafkapy.groups.assignors.Assignment` maps (``to_topic_partitions`` and
+``from_topic_partitions`` convert). A record whose ``value`` is ``None`` is a tombstone.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 import attrs
 
-from kafkapy.groups.assignors import Assignment, TopicId
-
 __all__ = [
+    "ClassicMemberMetadata",
+    "ClassicProtocol",
     "ConsumerGroupCurrentMemberAssignmentKey",
     "ConsumerGroupCurrentMemberAssignmentValue",
     "ConsumerGroupMemberMetadataKey",
@@ -31,7 +34,11 @@ __all__ = [
     "ConsumerGroupTargetAssignmentMemberValue",
     "ConsumerGroupTargetAssignmentMetadataKey",
     "ConsumerGroupTargetAssignmentMetadataValue",
+    "PartitionRacks",
     "TopicMetadata",
+    "TopicPartitions",
+    "from_topic_partitions",
+    "to_topic_partitions",
 ]
 
 
@@ -42,17 +49,21 @@ class ConsumerGroupMetadataKey:
 
 @attrs.frozen
 class ConsumerGroupMetadataValue:
-    """The group epoch: bumped whenever a member joins, leaves or changes its subscription, or a
-    subscribed topic changes."""
+    epoch: int  # the group epoch
 
-    epoch: int
+
+@attrs.frozen
+class PartitionRacks:
+    partition: int
+    racks: tuple[str, ...] = ()
 
 
 @attrs.frozen
 class TopicMetadata:
-    topic_id: TopicId
+    topic_id: uuid.UUID
     topic_name: str
     num_partitions: int
+    partition_metadata: tuple[PartitionRacks, ...] = ()  # unused since Kafka 4.0: written empty
 
 
 @attrs.frozen
@@ -64,7 +75,21 @@ class ConsumerGroupPartitionMetadataKey:
 class ConsumerGroupPartitionMetadataValue:
     """The subscribed topics as the last assignment saw them; a difference bumps the group epoch."""
 
-    topics: tuple[TopicMetadata, ...]
+    topics: tuple[TopicMetadata, ...] = ()
+
+
+@attrs.frozen
+class ClassicProtocol:
+    name: str
+    metadata: bytes
+
+
+@attrs.frozen
+class ClassicMemberMetadata:
+    """A member that joined with JoinGroup (KIP-848's upgrade path; never written here)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[ClassicProtocol, ...] = ()
 
 
 @attrs.frozen
@@ -83,6 +108,7 @@ class ConsumerGroupMemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None
 
 
 @attrs.frozen
@@ -96,6 +122,12 @@ class ConsumerGroupTargetAssignmentMetadataValue:
 
 
 @attrs.frozen
+class TopicPartitions:
+    topic_id: uuid.UUID
+    partitions: tuple[int, ...]
+
+
+@attrs.frozen
 class ConsumerGroupTargetAssignmentMemberKey:
     group_id: str
     member_id: str
@@ -103,7 +135,7 @@ class ConsumerGroupTargetAssignmentMemberKey:
 
 @attrs.frozen
 class ConsumerGroupTargetAssignmentMemberValue:
-    topic_partitions: Assignment = attrs.field(eq=True, hash=False)
+    topic_partitions: tuple[TopicPartitions, ...] = ()
 
 
 @attrs.frozen
@@ -114,14 +146,11 @@ class ConsumerGroupCurrentMemberAssignmentKey:
 
 @attrs.frozen
 class ConsumerGroupCurrentMemberAssignmentValue:
-    """Where the member is in its reconciliation: ``state`` is the MemberState byte (Kafka's
-    ``MemberState.value()``: 0 stable, 1 unrevoked, 2 unreleased)."""
-
     member_epoch: int
     previous_member_epoch: int
-    state: int
-    assigned_partitions: Assignment = attrs.field(eq=True, hash=False)
-    partitions_pending_revocation: Assignment = attrs.field(eq=True, hash=False)
+    state: int  # Kafka's MemberState value: 0 stable, 1 unrevoked, 2 unreleased
+    assigned_partitions: tuple[TopicPartitions, ...] = ()
+    partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
 
 
 ConsumerGroupKey: TypeAlias = (
@@ -140,3 +169,16 @@ class ConsumerGroupRecord:
 
     key: ConsumerGroupKey
     value: ConsumerGroupValue | None
+
+
+def to_topic_partitions(assignment: Mapping[uuid.UUID, Iterable[int]]) -> tuple[TopicPartitions, ...]:
+    """An assignment as written: topics and partitions sorted, empty topics left out."""
+    return tuple(TopicPartitions(topic, tuple(sorted(parts)))
+                 for topic, parts in sorted(assignment.items()) if parts)
+
+
+def from_topic_partitions(written: Iterable[TopicPartitions]) -> dict[uuid.UUID, frozenset[int]]:
+    merged: dict[uuid.UUID, frozenset[int]] = {}
+    for entry in written:
+        merged[entry.topic_id] = merged.get(entry.topic_id, frozenset()) | frozenset(entry.partitions)
+    return {topic: parts for topic, parts in merged.items() if parts}
