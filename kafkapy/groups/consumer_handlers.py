@@ -23,21 +23,65 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.assignors import Assignment, TopicId, freeze
-from kafkapy.groups.consumer_group import ConsumerGroup, ConsumerGroups, HeartbeatRequest, HeartbeatResponse
+from kafkapy.groups.assignors import ASSIGNORS, Assignment, TopicId, freeze
+from kafkapy.groups.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroups,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
 from kafkapy.groups.consumer_records import ConsumerGroupRecord
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.modules import ApiHandler, RequestContext
 
-__all__ = ["CONSUMER_GROUP_VERSIONS", "ConsumerGroupHandlers", "Persist"]
+__all__ = ["CONSUMER_GROUP_CONFIG_KEYS", "CONSUMER_GROUP_VERSIONS", "ConsumerGroupHandlers", "Persist",
+           "consumer_group_config"]
 
 CONSUMER_GROUP_VERSIONS = VersionRange(0, 1)
 #: Kafka's sentinel when authorized operations were not asked for (and kafkapy's answer when they
 #: were, as for Metadata: there are no ACLs to compute them from).
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
+
+#: Kafka's class names for its assignors, accepted in ``group.consumer.assignors`` as the short names.
+_ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+                     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
+
+CONSUMER_GROUP_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("group.consumer.session.timeout.ms", "int", 45_000,
+              "Kafka's default: a consumer-protocol member not heard from for this long is fenced"),
+    ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5_000,
+              "Kafka's default: how often consumer-protocol members are told to heartbeat"),
+    ConfigKey("group.consumer.max.size", "int", 2**31 - 1,
+              "Kafka's default (no limit): more members get GROUP_MAX_SIZE_REACHED"),
+    ConfigKey("group.consumer.assignors", "list", "uniform,range",
+              "Server-side assignors, short names or Kafka's class names; the first is the default"),
+)
+
+
+def consumer_group_config(config: Mapping[str, Any]) -> ConsumerGroupConfig:
+    """The broker's ``group.consumer.*`` settings as the groups take them."""
+    defaults = {key.name: key.default for key in CONSUMER_GROUP_CONFIG_KEYS}
+
+    def setting(name: str) -> Any:
+        value = config.get(name)
+        return defaults[name] if value is None else value
+
+    names = setting("group.consumer.assignors")
+    listed = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    assignors = tuple(_ASSIGNOR_CLASSES.get(n, n) for n in listed)
+    unknown = [n for n in assignors if n not in ASSIGNORS]
+    if unknown or not assignors:
+        raise ConfigError(f"invalid value {names!r} for group.consumer.assignors: known assignors are "
+                          f"{', '.join(ASSIGNORS)}")
+    return ConsumerGroupConfig(session_timeout_ms=int(setting("group.consumer.session.timeout.ms")),
+                               heartbeat_interval_ms=int(setting("group.consumer.heartbeat.interval.ms")),
+                               max_size=int(setting("group.consumer.max.size")), assignors=assignors)
+
 
 #: Makes a group's records durable, raising KafkaApiError when it cannot.
 Persist = Callable[[str, Sequence[ConsumerGroupRecord]], Awaitable[None]]

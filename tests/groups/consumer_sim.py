@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.assignors import Assignment, TopicId
 from kafkapy.groups.consumer_group import ConsumerGroups, HeartbeatRequest, HeartbeatResponse, TopicInfo
+from kafkapy.groups.consumer_records import ConsumerGroupRecord
 
 GROUP = "g"
 
@@ -31,7 +32,8 @@ class SimConsumer:
 
     def __init__(self, groups: ConsumerGroups, member_id: str, subscribe: tuple[str, ...] | None = ("t",), *,
                  regex: str | None = None, instance_id: str | None = None, assignor: str | None = None,
-                 rebalance_timeout_ms: int = 30_000) -> None:
+                 rebalance_timeout_ms: int = 30_000,
+                 journal: list[ConsumerGroupRecord] | None = None) -> None:
         self.groups = groups
         self.member_id = member_id
         self.subscribe = subscribe
@@ -43,6 +45,7 @@ class SimConsumer:
         self.owned: dict[TopicId, frozenset[int]] = {}
         self.told: dict[TopicId, frozenset[int]] = {}
         self.joined = False
+        self.journal = journal  # every record its heartbeats wrote, when given
 
     def request(self, *, report_owned: bool = True) -> HeartbeatRequest:
         joining = self.epoch == 0
@@ -59,11 +62,13 @@ class SimConsumer:
         if ack:
             self.owned = dict(self.told)
         try:
-            response = self.groups.heartbeat(self.request(report_owned=report_owned), now_ms).response
+            result = self.groups.heartbeat(self.request(report_owned=report_owned), now_ms)
         except KafkaApiError as exc:
             if exc.code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
                 self.drop()
             raise
+        self._keep(result.records)
+        response = result.response
         self.joined = True
         self.epoch = response.member_epoch
         if response.assignment is not None:
@@ -81,9 +86,14 @@ class SimConsumer:
         epoch = -2 if static else -1
         request = HeartbeatRequest(group_id=GROUP, member_id=self.member_id, member_epoch=epoch,
                                    instance_id=self.instance_id, client_id="sim", client_host="/127.0.0.1")
-        response = self.groups.heartbeat(request, now_ms).response
+        result = self.groups.heartbeat(request, now_ms)
+        self._keep(result.records)
         self.drop()
-        return response
+        return result.response
+
+    def _keep(self, records: tuple[ConsumerGroupRecord, ...]) -> None:
+        if self.journal is not None:
+            self.journal.extend(records)
 
     def may_hold(self) -> set[tuple[TopicId, int]]:
         return parts(self.owned) | parts(self.told)

@@ -23,18 +23,8 @@ from kafkapy.groups.reconciliation import MemberState
 T = topic_id("t")
 
 
-class Recorder(ConsumerGroups):
-    """Keeps every record the groups wrote, to replay them elsewhere."""
-
-    def __init__(self, topic_map: dict[str, TopicInfo], config: ConsumerGroupConfig | None = None) -> None:
-        super().__init__(lambda: topic_map, config)
-        self.topic_map = topic_map
-        self.written: list[ConsumerGroupRecord] = []
-
-    def _commit(self, records):  # type: ignore[no-untyped-def]
-        committed = super()._commit(records)
-        self.written.extend(committed)
-        return committed
+def make(topic_map: dict[str, TopicInfo], config: ConsumerGroupConfig | None = None) -> ConsumerGroups:
+    return ConsumerGroups(lambda: topic_map, config)
 
 
 def settle(*consumers: SimConsumer, now_ms: int = 0, rounds: int = 6) -> None:
@@ -53,7 +43,7 @@ def snapshot(group: ConsumerGroup) -> tuple[object, ...]:
 
 
 def test_three_members_on_six_partitions_get_two_each() -> None:
-    groups = Recorder(topics(t=6))
+    groups = make(topics(t=6))
     consumers = [SimConsumer(groups, f"m{i}") for i in range(3)]
     settle(*consumers)
     assert sorted(len(parts(c.owned)) for c in consumers) == [2, 2, 2]
@@ -64,7 +54,7 @@ def test_three_members_on_six_partitions_get_two_each() -> None:
 
 
 def test_a_partition_moves_only_after_its_old_owner_revoked_it() -> None:
-    groups = Recorder(topics(t=4))
+    groups = make(topics(t=4))
     a, b = SimConsumer(groups, "a"), SimConsumer(groups, "b")
     settle(a)
     assert parts(a.owned) == {(T, p) for p in range(4)}
@@ -92,7 +82,7 @@ def test_a_partition_moves_only_after_its_old_owner_revoked_it() -> None:
 
 
 def test_a_leaving_member_s_partitions_go_to_the_others() -> None:
-    groups = Recorder(topics(t=6))
+    groups = make(topics(t=6))
     a, b, c = (SimConsumer(groups, m) for m in "abc")
     settle(a, b, c)
     epoch = group_of(groups).group_epoch
@@ -103,7 +93,7 @@ def test_a_leaving_member_s_partitions_go_to_the_others() -> None:
 
 
 def test_the_session_timeout_fences_a_silent_member() -> None:
-    groups = Recorder(topics(t=2))
+    groups = make(topics(t=2))
     a, b = SimConsumer(groups, "a"), SimConsumer(groups, "b")
     settle(a, b, now_ms=0)
     assert groups.next_deadline() == 45_000
@@ -119,7 +109,7 @@ def test_the_session_timeout_fences_a_silent_member() -> None:
 
 
 def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() -> None:
-    groups = Recorder(topics(t=2))
+    groups = make(topics(t=2))
     a = SimConsumer(groups, "a", rebalance_timeout_ms=1_000)
     settle(a)
     SimConsumer(groups, "b").heartbeat(now_ms=100)
@@ -131,7 +121,7 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() 
 
 
 def test_a_member_that_revokes_in_time_is_not_fenced_by_the_rebalance_timeout() -> None:
-    groups = Recorder(topics(t=2))
+    groups = make(topics(t=2))
     a = SimConsumer(groups, "a", rebalance_timeout_ms=1_000)
     settle(a)
     b = SimConsumer(groups, "b")
@@ -166,14 +156,14 @@ BAD_REGEX = ErrorCode.INVALID_REGULAR_EXPRESSION
 ])
 def test_bad_heartbeats_get_kafkas_error_and_change_nothing(change: dict[str, Any], code: ErrorCode,
                                                              message: str | None) -> None:
-    groups = Recorder(topics(t=1))
+    groups = make(topics(t=1))
     good = SimConsumer(groups, "m").request()
     with pytest.raises(KafkaApiError) as refused:
         groups.heartbeat(attrs.evolve(good, **change), 0)
     assert refused.value.code is code
     if message is not None:
         assert refused.value.message == message
-    assert groups.groups == {} and groups.written == []
+    assert groups.groups == {} and groups.next_deadline() is None
 
 
 def test_v0_joins_may_leave_the_member_id_to_the_coordinator() -> None:
@@ -184,7 +174,7 @@ def test_v0_joins_may_leave_the_member_id_to_the_coordinator() -> None:
 
 
 def test_fencing_by_epoch() -> None:
-    groups = Recorder(topics(t=2))
+    groups = make(topics(t=2))
     a = SimConsumer(groups, "a")
     settle(a)
     with pytest.raises(KafkaApiError) as unknown_group:
@@ -211,7 +201,7 @@ def test_fencing_by_epoch() -> None:
 
 
 def test_a_known_member_rejoining_at_epoch_0_keeps_its_place() -> None:
-    groups = Recorder(topics(t=2))
+    groups = make(topics(t=2))
     a = SimConsumer(groups, "a")
     settle(a)
     epoch, owned = a.epoch, dict(a.owned)
@@ -221,7 +211,7 @@ def test_a_known_member_rejoining_at_epoch_0_keeps_its_place() -> None:
 
 
 def test_a_static_member_that_comes_back_in_time_takes_its_partitions_without_a_rebalance() -> None:
-    groups = Recorder(topics(t=4))
+    groups = make(topics(t=4))
     a = SimConsumer(groups, "a1", instance_id="i-a")
     b = SimConsumer(groups, "b", instance_id="i-b")
     settle(a, b)
@@ -250,7 +240,7 @@ def test_a_static_member_that_comes_back_in_time_takes_its_partitions_without_a_
 
 
 def test_a_static_member_gone_for_longer_than_its_session_loses_its_partitions() -> None:
-    groups = Recorder(topics(t=4))
+    groups = make(topics(t=4))
     a, b = SimConsumer(groups, "a", instance_id="i-a"), SimConsumer(groups, "b")
     settle(a, b)
     a.leave(static=True)
@@ -263,7 +253,7 @@ def test_a_static_member_gone_for_longer_than_its_session_loses_its_partitions()
 
 def test_a_regex_subscribes_to_matching_topics_and_to_new_ones_as_they_appear() -> None:
     topic_map = topics(t1=2, t2=1, u=3)
-    groups = Recorder(topic_map)
+    groups = make(topic_map)
     a = SimConsumer(groups, "a", subscribe=None, regex="t.*")
     settle(a)
     assert {t for t, _ in parts(a.owned)} == {topic_id("t1"), topic_id("t2")}
@@ -274,7 +264,7 @@ def test_a_regex_subscribes_to_matching_topics_and_to_new_ones_as_they_appear() 
 
 def test_topic_growth_bumps_the_group_epoch_and_assigns_the_new_partitions() -> None:
     topic_map = topics(t=2)
-    groups = Recorder(topic_map)
+    groups = make(topic_map)
     a = SimConsumer(groups, "a")
     settle(a)
     epoch = group_of(groups).group_epoch
@@ -284,7 +274,7 @@ def test_topic_growth_bumps_the_group_epoch_and_assigns_the_new_partitions() -> 
 
 
 def test_the_assignor_most_members_ask_for_is_used() -> None:
-    groups = Recorder(topics(x=2, y=2))
+    groups = make(topics(x=2, y=2))
     consumers = [SimConsumer(groups, m, subscribe=("x", "y"), assignor="range") for m in "ab"]
     settle(*consumers)
     assert [c.owned for c in consumers] == [{topic_id("x"): frozenset([0]), topic_id("y"): frozenset([0])},
@@ -292,7 +282,7 @@ def test_the_assignor_most_members_ask_for_is_used() -> None:
 
 
 def test_the_group_size_limit() -> None:
-    groups = Recorder(topics(t=1), ConsumerGroupConfig(max_size=1))
+    groups = make(topics(t=1), ConsumerGroupConfig(max_size=1))
     settle(SimConsumer(groups, "a"))
     with pytest.raises(KafkaApiError) as full:
         SimConsumer(groups, "b").heartbeat()
@@ -301,18 +291,19 @@ def test_the_group_size_limit() -> None:
 
 def test_a_group_rebuilt_from_its_records_equals_the_group_that_wrote_them() -> None:
     topic_map = topics(t=5, u=3)
-    groups = Recorder(topic_map)
-    a = SimConsumer(groups, "a", subscribe=("t", "u"))
-    b = SimConsumer(groups, "b", instance_id="i-b")
-    c = SimConsumer(groups, "c", subscribe=None, regex="u")
+    groups = make(topic_map)
+    written: list[ConsumerGroupRecord] = []
+    a = SimConsumer(groups, "a", subscribe=("t", "u"), journal=written)
+    b = SimConsumer(groups, "b", instance_id="i-b", journal=written)
+    c = SimConsumer(groups, "c", subscribe=None, regex="u", journal=written)
     settle(a, b, c)
-    d = SimConsumer(groups, "d")
+    d = SimConsumer(groups, "d", journal=written)
     d.heartbeat()
     a.heartbeat(ack=False)
     b.leave(static=True)
     c.leave()
     rebuilt = ConsumerGroups(lambda: topic_map)
-    rebuilt.load(groups.written, now_ms=0)
+    rebuilt.load(written, now_ms=0)
     assert snapshot(group_of(rebuilt)) == snapshot(group_of(groups))
     assert group_of(rebuilt).state is group_of(groups).state
     for member in group_of(groups).members:

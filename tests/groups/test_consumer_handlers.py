@@ -11,12 +11,17 @@ import pytest
 from consumer_sim import topic_id, topics
 
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.consumer_group import ConsumerGroups, TopicInfo
-from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_VERSIONS, ConsumerGroupHandlers
+from kafkapy.groups.consumer_group import ConsumerGroupConfig, ConsumerGroups, TopicInfo
+from kafkapy.groups.consumer_handlers import (
+    CONSUMER_GROUP_VERSIONS,
+    ConsumerGroupHandlers,
+    consumer_group_config,
+)
 from kafkapy.groups.consumer_records import ConsumerGroupRecord
 from kafkapy.protocol import decode_request, decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body, response_header
+from kafkapy.server.config import ConfigError
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.modules import RequestContext
 
@@ -167,3 +172,14 @@ def test_expire_fences_silent_members_and_persists_it() -> None:
     asyncio.run(handlers.expire())
     assert handlers.groups.groups["g"].members == {} and any(r.value is None for r in written)
     assert handlers.next_deadline() is None
+
+
+def test_the_group_consumer_settings_with_kafkas_defaults_and_class_names() -> None:
+    assert consumer_group_config({}) == ConsumerGroupConfig()
+    configured = consumer_group_config({
+        "group.consumer.session.timeout.ms": 6_000, "group.consumer.heartbeat.interval.ms": 500,
+        "group.consumer.max.size": 3,
+        "group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"})
+    assert configured == ConsumerGroupConfig(6_000, 500, 3, ("range", "uniform"))
+    with pytest.raises(ConfigError, match=r"group\.consumer\.assignors"):
+        consumer_group_config({"group.consumer.assignors": "sticky"})
