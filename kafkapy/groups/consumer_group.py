@@ -269,8 +269,31 @@ class ConsumerGroup:
             del self._holders[tp]
 
 
-def _member_key(group_id: str, member_id: str) -> tuple[str, str]:
-    return (group_id, member_id)
+class _Timers:
+    """Per group, each member's session deadline and, while it is asked to revoke, its rebalance
+    deadline with the epoch it was asked at."""
+
+    def __init__(self) -> None:
+        self.session: dict[str, dict[str, int]] = {}
+        self.rebalance: dict[str, dict[str, tuple[int, int]]] = {}
+
+    def renew_session(self, group_id: str, member_id: str, deadline: int) -> None:
+        self.session.setdefault(group_id, {})[member_id] = deadline
+
+    def start_rebalance(self, group_id: str, member_id: str, deadline: int, epoch: int) -> None:
+        self.rebalance.setdefault(group_id, {})[member_id] = (deadline, epoch)
+
+    def stop_rebalance(self, group_id: str, member_id: str) -> None:
+        self.rebalance.get(group_id, {}).pop(member_id, None)
+
+    def cancel(self, group_id: str, member_id: str) -> None:
+        self.session.get(group_id, {}).pop(member_id, None)
+        self.stop_rebalance(group_id, member_id)
+
+    def earliest(self) -> int | None:
+        sessions = (d for members in self.session.values() for d in members.values())
+        rebalances = (d for members in self.rebalance.values() for d, _ in members.values())
+        return min((*sessions, *rebalances), default=None)
 
 
 class ConsumerGroups:
@@ -283,8 +306,7 @@ class ConsumerGroups:
         self._topics = topics
         self._new_member_id = new_member_id
         self.groups: dict[str, ConsumerGroup] = {}
-        self._session_deadlines: dict[tuple[str, str], int] = {}
-        self._rebalance_deadlines: dict[tuple[str, str], tuple[int, int]] = {}
+        self._timers = _Timers()
 
     # -- replay ---------------------------------------------------------------------------------
 
@@ -306,8 +328,7 @@ class ConsumerGroups:
             self.replay(record)
         for group in self.groups.values():
             for member_id in group.members:
-                self._session_deadlines[_member_key(group.group_id, member_id)] = (
-                    now_ms + self.config.session_timeout_ms)
+                self._timers.renew_session(group.group_id, member_id, now_ms + self.config.session_timeout_ms)
 
     def _commit(self, records: Sequence[ConsumerGroupRecord]) -> tuple[ConsumerGroupRecord, ...]:
         for record in records:
@@ -376,16 +397,15 @@ class ConsumerGroups:
             records.append(_current_assignment_record(group.group_id, reconciled))
         committed = self._commit(records)
 
-        key = _member_key(group.group_id, member_id)
         if replaced is not None:
-            self._cancel_timers(group.group_id, replaced)
-        self._session_deadlines[key] = now_ms + self.config.session_timeout_ms
+            self._timers.cancel(group.group_id, replaced)
+        self._timers.renew_session(group.group_id, member_id, now_ms + self.config.session_timeout_ms)
         if changed:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 deadline = now_ms + reconciled.rebalance_timeout_ms
-                self._rebalance_deadlines[key] = (deadline, reconciled.member_epoch)
+                self._timers.start_rebalance(group.group_id, member_id, deadline, reconciled.member_epoch)
             else:
-                self._rebalance_deadlines.pop(key, None)
+                self._timers.stop_rebalance(group.group_id, member_id)
 
         # A full heartbeat (every optional field set, as after an error) always gets the assignment.
         full_request = joining or (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
@@ -497,44 +517,39 @@ class ConsumerGroups:
             records.append(_partition_metadata_record(group.group_id, metadata))
         records.append(ConsumerGroupRecord(ConsumerGroupMetadataKey(group.group_id),
                                            ConsumerGroupMetadataValue(group.group_epoch + 1)))
-        self._cancel_timers(group.group_id, member_id)
+        self._timers.cancel(group.group_id, member_id)
         return self._commit(records)
-
-    def _cancel_timers(self, group_id: str, member_id: str) -> None:
-        self._session_deadlines.pop(_member_key(group_id, member_id), None)
-        self._rebalance_deadlines.pop(_member_key(group_id, member_id), None)
 
     # -- timers ---------------------------------------------------------------------------------
 
     def next_deadline(self) -> int | None:
-        deadlines = [*self._session_deadlines.values(), *(d for d, _ in self._rebalance_deadlines.values())]
-        return min(deadlines, default=None)
+        return self._timers.earliest()
 
     def expire(self, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
         """Fence every member whose session expired, or who did not revoke within its rebalance
         timeout (only if it is still at the epoch it was asked at)."""
-        timed = (*self._session_deadlines, *self._rebalance_deadlines)
-        group_ids = sorted({group_id for group_id, _ in timed})
+        group_ids = sorted(self._timers.session.keys() | self._timers.rebalance.keys())
         return tuple(record for group_id in group_ids for record in self.expire_group(group_id, now_ms))
 
     def expire_group(self, group_id: str, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
         records: list[ConsumerGroupRecord] = []
         group = self.groups.get(group_id)
-        for key, deadline in sorted(self._session_deadlines.items()):
-            if key[0] != group_id:
-                continue
-            if group is None or key[1] not in group.members:
-                self._cancel_timers(*key)
+        for member_id, deadline in sorted(self._timers.session.get(group_id, {}).items()):
+            if group is None or member_id not in group.members:
+                self._timers.cancel(group_id, member_id)
             elif deadline <= now_ms:
-                records.extend(self._fence(group, key[1]))
-        for key, (deadline, epoch) in sorted(self._rebalance_deadlines.items()):
-            if key[0] != group_id or deadline > now_ms:
+                records.extend(self._fence(group, member_id))
+        for member_id, (deadline, epoch) in sorted(self._timers.rebalance.get(group_id, {}).items()):
+            if deadline > now_ms:
                 continue
-            member = None if group is None else group.members.get(key[1])
+            member = None if group is None else group.members.get(member_id)
             if group is not None and member is not None and member.member_epoch == epoch:
-                records.extend(self._fence(group, key[1]))
+                records.extend(self._fence(group, member_id))
             else:
-                self._rebalance_deadlines.pop(key, None)
+                self._timers.stop_rebalance(group_id, member_id)
+        for timers in (self._timers.session, self._timers.rebalance):
+            if not timers.get(group_id, True):
+                del timers[group_id]
         return tuple(records)
 
     # -- assignment -----------------------------------------------------------------------------
@@ -585,7 +600,7 @@ class ConsumerGroups:
         return {info.topic_id: name for name, info in self._topics().items()}
 
     def session_deadline(self, group_id: str, member_id: str) -> int | None:
-        return self._session_deadlines.get(_member_key(group_id, member_id))
+        return self._timers.session.get(group_id, {}).get(member_id)
 
 
 def _compile_regex(regex: str) -> re.Pattern[str]:
