@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from consumer_sim import topic_id, topics
+from consumer_sim import parts, topic_id, topics
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.consumer_group import ConsumerGroupConfig, ConsumerGroups, TopicInfo
@@ -183,3 +185,47 @@ def test_the_group_consumer_settings_with_kafkas_defaults_and_class_names() -> N
     assert configured == ConsumerGroupConfig(6_000, 500, 3, ("range", "uniform"))
     with pytest.raises(ConfigError, match=r"group\.consumer\.assignors"):
         consumer_group_config({"group.consumer.assignors": "sticky"})
+
+
+TOPIC_IDS = [topic_id("t"), topic_id("u"), topic_id("nope")]
+heartbeat_bodies = st.fixed_dictionaries({
+    "group_id": st.sampled_from(["g", "", "h"]),
+    "member_id": st.sampled_from(["m1", "m2", "", "x" * 40]),
+    "member_epoch": st.integers(-4, 6),
+    "instance_id": st.none() | st.sampled_from(["", "i1", "i2"]),
+    "rack_id": st.none() | st.sampled_from(["", "r"]),
+    "rebalance_timeout_ms": st.sampled_from([-1, 0, 1_000, 2**31 - 1]),
+    "subscribed_topic_names": st.none() | st.lists(st.sampled_from(["t", "u", "", "missing"]), max_size=3),
+    "subscribed_topic_regex": st.none() | st.text(alphabet="tu.*+?()[]{}|^$\\-0123456789,<=!:P", max_size=8),
+    "server_assignor": st.none() | st.sampled_from(["uniform", "range", "", "sticky"]),
+    "topic_partitions": st.none() | st.lists(st.fixed_dictionaries({
+        "topic_id": st.sampled_from(TOPIC_IDS), "partitions": st.lists(st.integers(-1, 5), max_size=4)}),
+        max_size=3),
+})
+
+
+owned = st.lists(st.fixed_dictionaries({"topic_id": st.sampled_from(TOPIC_IDS),
+                                         "partitions": st.lists(st.integers(0, 3), max_size=3)}), max_size=2)
+joins = st.fixed_dictionaries({
+    "group_id": st.just("g"), "member_id": st.sampled_from(["m1", "m2", "m3"]), "member_epoch": st.just(0),
+    "instance_id": st.none() | st.sampled_from(["i1", "i2"]), "rebalance_timeout_ms": st.just(1_000),
+    "subscribed_topic_names": st.lists(st.sampled_from(["t", "u", "missing"]), max_size=2),
+    "server_assignor": st.none() | st.sampled_from(["uniform", "range"]), "topic_partitions": st.just([])})
+follow_ups = st.fixed_dictionaries({
+    "group_id": st.just("g"), "member_id": st.sampled_from(["m1", "m2", "m3"]),
+    "member_epoch": st.integers(-2, 4), "instance_id": st.none() | st.sampled_from(["i1", "i2"]),
+    "topic_partitions": st.none() | owned})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(heartbeat_bodies | joins | follow_ups, min_size=1, max_size=12))
+def test_any_heartbeat_is_answered_with_a_response_or_one_kafka_error(bodies: list[dict[str, Any]]) -> None:
+    """Whatever a client sends, the answer encodes at its version: a response, or an error code
+    with nothing else changed, never an exception."""
+    handlers = make(topics(t=3, u=2))
+    for body in bodies:
+        answered = heartbeat(handlers, 1, body)
+        assert answered["error_code"] == ErrorCode.NONE or answered["assignment"] is None
+    for group in handlers.groups.groups.values():
+        held = [tp for m in group.members.values() for tp in parts(m.assigned) | parts(m.pending_revocation)]
+        assert len(held) == len(set(held))
