@@ -528,8 +528,12 @@ class ConsumerGroups:
     def expire(self, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
         """Fence every member whose session expired, or who did not revoke within its rebalance
         timeout (only if it is still at the epoch it was asked at)."""
-        group_ids = sorted(self._timers.session.keys() | self._timers.rebalance.keys())
-        return tuple(record for group_id in group_ids for record in self.expire_group(group_id, now_ms))
+        return tuple(record for group_id in self.timed_groups()
+                     for record in self.expire_group(group_id, now_ms))
+
+    def timed_groups(self) -> list[str]:
+        """The groups with a member whose session or rebalance timeout runs."""
+        return sorted(self._timers.session.keys() | self._timers.rebalance.keys())
 
     def expire_group(self, group_id: str, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
         records: list[ConsumerGroupRecord] = []

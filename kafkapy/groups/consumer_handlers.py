@@ -138,7 +138,7 @@ class ConsumerGroupHandlers:
     async def expire(self) -> None:
         """Fence the members whose session or rebalance timeout passed, and persist that."""
         now = self._clock()
-        for group_id in list(self.groups.groups):
+        for group_id in self.groups.timed_groups():
             async with self._lock(group_id):
                 before = self._snapshot(group_id)
                 records = self.groups.expire_group(group_id, now)
