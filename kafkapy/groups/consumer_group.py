@@ -1,0 +1,707 @@
+"""KIP-848 consumer groups, sans I/O: ConsumerGroupHeartbeat in, a response and records out.
+
+Theory of operation. A group has a *group epoch*, bumped whenever its membership or what it
+subscribes to changes, and a *target assignment* computed by a server-side assignor at an
+*assignment epoch*. A heartbeat does three things, as Kafka's ``GroupMetadataManager`` does:
+
+1. It creates or updates the member (epoch 0 joins; -1 leaves; -2 is a static member's leave that
+   keeps its partitions until its session expires, so a restart under the same
+   ``group.instance.id`` takes them back without a rebalance). A changed subscription, a new
+   member or changed topics bump the group epoch.
+2. If the group epoch is past the assignment epoch, the assignor computes a new target for every
+   member, sticky to the previous one.
+3. The member is reconciled towards its target (:mod:`kafkapy.groups.reconciliation`): revoke
+   first, then assign only partitions no one else still holds.
+
+Nothing here mutates state directly: each operation computes the records Kafka would write to
+``__consumer_offsets`` (:mod:`kafkapy.groups.consumer_records`) and then *replays* them, the same
+code that rebuilds groups when a coordinator loads its partition. So a group rebuilt from what was
+written equals the group that wrote it, and an operation that fails changes nothing.
+
+Timers are not records: each member has a session deadline (``group.consumer.session.timeout.ms``)
+renewed by every heartbeat, and a member asked to revoke has until its rebalance timeout to do so.
+:meth:`ConsumerGroups.expire` fences members whose deadline passed; the I/O side calls it at
+:meth:`ConsumerGroups.next_deadline`.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Final
+
+import attrs
+
+from kafkapy.errors import ErrorCode, KafkaApiError, KafkaPyError
+from kafkapy.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, MemberSpec, TopicId
+from kafkapy.groups.consumer_records import (
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupRecord,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    TopicMetadata,
+    from_topic_partitions,
+    to_topic_partitions,
+)
+from kafkapy.groups.reconciliation import NO_OWNER, ConsumerMember, MemberState, reconcile
+
+__all__ = [
+    "INTERNAL_TOPICS",
+    "JOIN_GROUP_MEMBER_EPOCH",
+    "LEAVE_GROUP_MEMBER_EPOCH",
+    "LEAVE_GROUP_STATIC_MEMBER_EPOCH",
+    "ConsumerGroup",
+    "ConsumerGroupConfig",
+    "ConsumerGroups",
+    "GroupState",
+    "GroupStateError",
+    "HeartbeatRequest",
+    "HeartbeatResponse",
+    "HeartbeatResult",
+    "TopicInfo",
+]
+
+JOIN_GROUP_MEMBER_EPOCH: Final = 0
+LEAVE_GROUP_MEMBER_EPOCH: Final = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
+#: The v1 rule (KIP-1082): the client generates its member id; v0 may leave it empty on join.
+CLIENT_GENERATED_MEMBER_ID_VERSION: Final = 1
+#: Never matched by a subscription regex: kafkapy's choice, like the classic consumer's
+#: ``exclude.internal.topics=true``.
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+# RE2/J rejects what needs backtracking; Python's re accepts it. Reject the same constructs.
+_RE2_UNSUPPORTED = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=")
+
+
+class GroupStateError(KafkaPyError):
+    """The group's own bookkeeping broke (two members holding one partition): a bug, never the
+    client's fault."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class GroupState(enum.Enum):
+    """Kafka's ``ConsumerGroup.ConsumerGroupState``, the names ConsumerGroupDescribe reports."""
+
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@attrs.frozen
+class TopicInfo:
+    topic_id: TopicId
+    partitions: int
+
+
+@attrs.frozen
+class ConsumerGroupConfig:
+    """Kafka 4.0's broker defaults."""
+
+    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+    assignors: tuple[str, ...] = tuple(ASSIGNORS)  # group.consumer.assignors; the first is the default
+
+
+@attrs.frozen
+class HeartbeatRequest:
+    """ConsumerGroupHeartbeatRequest's fields (``None`` = unchanged since the last heartbeat), plus
+    who sent it and at which version."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: Assignment | None = attrs.field(default=None, hash=False)
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = CLIENT_GENERATED_MEMBER_ID_VERSION
+
+
+@attrs.frozen
+class HeartbeatResponse:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = attrs.field(default=None, hash=False)
+
+
+@attrs.frozen
+class HeartbeatResult:
+    response: HeartbeatResponse
+    records: tuple[ConsumerGroupRecord, ...]
+
+
+def _invalid(message: str) -> KafkaApiError:
+    return KafkaApiError(ErrorCode.INVALID_REQUEST, message)
+
+
+def kafka_member_id() -> str:
+    """A new member id the way Kafka's ``Uuid.randomUuid().toString()`` prints one: URL-safe
+    base64 of 16 random bytes, unpadded."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class ConsumerGroup:
+    """One group's state, changed only by :meth:`apply` (a record at a time)."""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerMember] = {}
+        self.targets: dict[str, Assignment] = {}
+        self.subscription_metadata: dict[str, TopicMetadata] = {}
+        self._holders: dict[tuple[TopicId, int], tuple[str, int]] = {}
+
+    @property
+    def state(self) -> GroupState:
+        if not self.members:
+            return GroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return GroupState.ASSIGNING
+        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return GroupState.RECONCILING
+        return GroupState.STABLE
+
+    def copy(self) -> ConsumerGroup:
+        """An independent copy (members and targets are immutable values, so the maps suffice)."""
+        clone = ConsumerGroup(self.group_id)
+        clone.group_epoch, clone.assignment_epoch = self.group_epoch, self.assignment_epoch
+        clone.members, clone.targets = dict(self.members), dict(self.targets)
+        clone.subscription_metadata, clone._holders = dict(self.subscription_metadata), dict(self._holders)
+        return clone
+
+    def static_member(self, instance_id: str) -> ConsumerMember | None:
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
+    def partition_epoch(self, topic: TopicId, partition: int) -> int:
+        """The epoch of the member holding the partition (assigned or pending revocation), or
+        NO_OWNER."""
+        holder = self._holders.get((topic, partition))
+        return NO_OWNER if holder is None else holder[1]
+
+    def holder(self, topic: TopicId, partition: int) -> str | None:
+        holder = self._holders.get((topic, partition))
+        return None if holder is None else holder[0]
+
+    def target_of(self, member_id: str) -> Assignment:
+        return self.targets.get(member_id, {})
+
+    def apply(self, key: object, value: object) -> None:
+        """Replay one record of this group (Kafka's ``GroupMetadataManager.replay``)."""
+        if isinstance(key, ConsumerGroupMetadataKey):
+            if isinstance(value, ConsumerGroupMetadataValue):
+                self.group_epoch = value.epoch
+        elif isinstance(key, ConsumerGroupPartitionMetadataKey):
+            topics = value.topics if isinstance(value, ConsumerGroupPartitionMetadataValue) else ()
+            self.subscription_metadata = {t.topic_name: t for t in topics}
+        elif isinstance(key, ConsumerGroupMemberMetadataKey):
+            self._apply_member_metadata(key.member_id, value)
+        elif isinstance(key, ConsumerGroupTargetAssignmentMetadataKey):
+            if isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+                self.assignment_epoch = value.assignment_epoch
+        elif isinstance(key, ConsumerGroupTargetAssignmentMemberKey):
+            if isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+                self.targets[key.member_id] = from_topic_partitions(value.topic_partitions)
+            else:
+                self.targets.pop(key.member_id, None)
+        elif isinstance(key, ConsumerGroupCurrentMemberAssignmentKey):
+            self._apply_current_assignment(key.member_id, value)
+
+    def _apply_member_metadata(self, member_id: str, value: object) -> None:
+        if not isinstance(value, ConsumerGroupMemberMetadataValue):
+            self._release(member_id)
+            self.members.pop(member_id, None)
+            return
+        member = self.members.get(member_id) or ConsumerMember(member_id)
+        self.members[member_id] = attrs.evolve(
+            member, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
+            client_host=value.client_host, subscribed_topic_names=value.subscribed_topic_names,
+            subscribed_topic_regex=value.subscribed_topic_regex,
+            rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor)
+
+    def _apply_current_assignment(self, member_id: str, value: object) -> None:
+        member = self.members.get(member_id) or ConsumerMember(member_id)
+        self._release(member_id)
+        if isinstance(value, ConsumerGroupCurrentMemberAssignmentValue):
+            member = attrs.evolve(
+                member, member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
+                state=MemberState(value.state), assigned=from_topic_partitions(value.assigned_partitions),
+                pending_revocation=from_topic_partitions(value.partitions_pending_revocation))
+        else:
+            member = attrs.evolve(member, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                                  previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                                  state=MemberState.STABLE, assigned={}, pending_revocation={})
+        self.members[member_id] = member
+        for held in (member.assigned, member.pending_revocation):
+            for topic, parts in held.items():
+                for p in parts:
+                    other = self._holders.get((topic, p))
+                    if other is not None and other[0] != member_id:
+                        raise GroupStateError(f"partition {topic}-{p} of group {self.group_id} is held by "
+                                              f"{other[0]} and would be given to {member_id}")
+                    self._holders[(topic, p)] = (member_id, member.member_epoch)
+
+    def _release(self, member_id: str) -> None:
+        for tp in [tp for tp, (who, _) in self._holders.items() if who == member_id]:
+            del self._holders[tp]
+
+
+class _Timers:
+    """Per group, each member's session deadline and, while it is asked to revoke, its rebalance
+    deadline with the epoch it was asked at."""
+
+    def __init__(self) -> None:
+        self.session: dict[str, dict[str, int]] = {}
+        self.rebalance: dict[str, dict[str, tuple[int, int]]] = {}
+
+    def renew_session(self, group_id: str, member_id: str, deadline: int) -> None:
+        self.session.setdefault(group_id, {})[member_id] = deadline
+
+    def start_rebalance(self, group_id: str, member_id: str, deadline: int, epoch: int) -> None:
+        self.rebalance.setdefault(group_id, {})[member_id] = (deadline, epoch)
+
+    def stop_rebalance(self, group_id: str, member_id: str) -> None:
+        self.rebalance.get(group_id, {}).pop(member_id, None)
+
+    def cancel(self, group_id: str, member_id: str) -> None:
+        self.session.get(group_id, {}).pop(member_id, None)
+        self.stop_rebalance(group_id, member_id)
+
+    def earliest(self) -> int | None:
+        sessions = (d for members in self.session.values() for d in members.values())
+        rebalances = (d for members in self.rebalance.values() for d, _ in members.values())
+        return min((*sessions, *rebalances), default=None)
+
+
+class ConsumerGroups:
+    """The consumer groups of one coordinator: heartbeats, leaves, timeouts, describe, replay."""
+
+    def __init__(self, topics: Callable[[], Mapping[str, TopicInfo]],
+                 config: ConsumerGroupConfig | None = None,
+                 new_member_id: Callable[[], str] = kafka_member_id) -> None:
+        self.config = config or ConsumerGroupConfig()
+        self._topics = topics
+        self._new_member_id = new_member_id
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._timers = _Timers()
+
+    # -- replay ---------------------------------------------------------------------------------
+
+    def replay(self, record: ConsumerGroupRecord) -> None:
+        """Apply one record; a group appears with its first record and goes with its metadata
+        tombstone."""
+        group_id = record.key.group_id
+        if isinstance(record.key, ConsumerGroupMetadataKey) and record.value is None:
+            self.groups.pop(group_id, None)
+            return
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ConsumerGroup(group_id)
+        group.apply(record.key, record.value)
+
+    def load(self, records: Iterable[ConsumerGroupRecord], now_ms: int) -> None:
+        """Rebuild from a partition's records, giving every member a fresh session."""
+        for record in records:
+            self.replay(record)
+        for group in self.groups.values():
+            for member_id in group.members:
+                self._timers.renew_session(group.group_id, member_id, now_ms + self.config.session_timeout_ms)
+
+    def _commit(self, records: Sequence[ConsumerGroupRecord]) -> tuple[ConsumerGroupRecord, ...]:
+        for record in records:
+            self.replay(record)
+        return tuple(records)
+
+    # -- heartbeat ------------------------------------------------------------------------------
+
+    def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> HeartbeatResult:
+        """One ConsumerGroupHeartbeat. Raises KafkaApiError with Kafka's code for every refusal,
+        having changed nothing."""
+        self._validate(request)
+        if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            return self._leave(request)
+        joining = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        group = self.groups.get(request.group_id)
+        if group is None:
+            if not joining:
+                raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+            group = ConsumerGroup(request.group_id)
+        member_id = request.member_id or self._new_member_id()
+        if len(group.members) >= self.config.max_size and member_id not in group.members:
+            raise KafkaApiError(ErrorCode.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its "
+                                f"maximum capacity of {self.config.max_size} members.")
+        records: list[ConsumerGroupRecord] = []
+        member, replaced = self._member_for(group, request, member_id, records)
+        is_new = member_id not in group.members and replaced is None
+
+        updated = _updated_member(member, request)
+        if updated.subscribed_topic_regex != member.subscribed_topic_regex and updated.subscribed_topic_regex:
+            _compile_regex(updated.subscribed_topic_regex)
+        bump = is_new
+        if updated != member:
+            records.append(_member_metadata_record(group.group_id, updated))
+            bump = bump or (updated.subscribed_topic_names != member.subscribed_topic_names
+                            or updated.subscribed_topic_regex != member.subscribed_topic_regex)
+
+        others = {m: v for m, v in group.members.items() if m != member_id and m != replaced}
+        members = {**others, member_id: updated}
+        metadata = self._subscription_metadata(members.values())
+        if metadata != group.subscription_metadata:
+            records.append(_partition_metadata_record(group.group_id, metadata))
+            bump = True
+        group_epoch = group.group_epoch + 1 if bump else group.group_epoch
+        if bump:
+            records.append(ConsumerGroupRecord(ConsumerGroupMetadataKey(group.group_id),
+                                               ConsumerGroupMetadataValue(group_epoch)))
+
+        targets = {m: group.target_of(m) for m in members}
+        if replaced is not None:
+            targets[member_id] = group.target_of(replaced)
+        assignment_epoch = group.assignment_epoch
+        if group_epoch > assignment_epoch:
+            new_targets = self._assign(members, targets, metadata)
+            for m, target in sorted(new_targets.items()):
+                if target != targets.get(m) or m not in group.targets:
+                    records.append(_target_record(group.group_id, m, target))
+            targets, assignment_epoch = new_targets, group_epoch
+            records.append(ConsumerGroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
+                                               ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch)))
+
+        reconciled = reconcile(updated, assignment_epoch, targets.get(member_id, {}), group.partition_epoch,
+                               request.topic_partitions)
+        changed = _assignment_state(reconciled) != _assignment_state(updated) or is_new
+        if changed:
+            records.append(_current_assignment_record(group.group_id, reconciled))
+        committed = self._commit(records)
+
+        if replaced is not None:
+            self._timers.cancel(group.group_id, replaced)
+        self._timers.renew_session(group.group_id, member_id, now_ms + self.config.session_timeout_ms)
+        if changed:
+            if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                deadline = now_ms + reconciled.rebalance_timeout_ms
+                self._timers.start_rebalance(group.group_id, member_id, deadline, reconciled.member_epoch)
+            else:
+                self._timers.stop_rebalance(group.group_id, member_id)
+
+        # A full heartbeat (every optional field set, as after an error) always gets the assignment.
+        full_request = joining or (request.rebalance_timeout_ms != -1 and request.topic_partitions is not None
+                                   and request.subscribed_topic_names is not None)
+        send_assignment = full_request or reconciled.assigned != member.assigned
+        return HeartbeatResult(
+            HeartbeatResponse(member_id, reconciled.member_epoch, self.config.heartbeat_interval_ms,
+                              reconciled.assigned if send_assignment else None),
+            committed)
+
+    def _validate(self, request: HeartbeatRequest) -> None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, message for message."""
+        epoch = request.member_epoch
+        if (request.api_version >= CLIENT_GENERATED_MEMBER_ID_VERSION or epoch > 0
+                or epoch == LEAVE_GROUP_MEMBER_EPOCH) and request.member_id == "":
+            raise _invalid("MemberId can't be empty.")
+        if request.group_id == "":
+            raise _invalid("GroupId can't be empty.")
+        if request.instance_id == "":
+            raise _invalid("InstanceId can't be empty.")
+        if request.rack_id == "":
+            raise _invalid("RackId can't be empty.")
+        if epoch == JOIN_GROUP_MEMBER_EPOCH:
+            if request.rebalance_timeout_ms == -1:
+                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+            if request.topic_partitions is None or request.topic_partitions:
+                raise _invalid("TopicPartitions must be empty when (re-)joining.")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                raise _invalid("Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                               "(re-)joining.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if request.instance_id is None:
+                raise _invalid("InstanceId can't be null.")
+        elif epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            raise _invalid("MemberEpoch is invalid.")
+        if request.server_assignor is not None and request.server_assignor not in self.config.assignors:
+            raise KafkaApiError(ErrorCode.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {request.server_assignor} "
+                                f"is not supported. Supported assignors: {', '.join(self.config.assignors)}.")
+
+    def _member_for(self, group: ConsumerGroup, request: HeartbeatRequest, member_id: str,
+                    records: list[ConsumerGroupRecord]) -> tuple[ConsumerMember, str | None]:
+        """The member this heartbeat speaks for, and the id of the static member it replaces."""
+        joining = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        if request.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not joining:
+                    raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                        f"Member {member_id} is not a member of group {group.group_id}.")
+                return ConsumerMember(member_id), None
+            if not joining:
+                _check_epoch(member, request.member_epoch, request.topic_partitions)
+            return member, None
+        existing = group.static_member(request.instance_id)
+        if joining:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerMember(member_id), None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise KafkaApiError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with "
+                                    f"instance id {request.instance_id} cannot join the group because the "
+                                    f"instance id is owned by {existing.member_id} member.")
+            # The instance comes back: a copy under the new id inherits its partitions and target.
+            replacement = attrs.evolve(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            if existing.member_id != member_id:
+                records.extend(_removal_records(group.group_id, existing.member_id))
+                records.append(_member_metadata_record(group.group_id, replacement))
+                records.append(_target_record(group.group_id, member_id, group.target_of(existing.member_id)))
+            records.append(_current_assignment_record(group.group_id, replacement))
+            return replacement, existing.member_id if existing.member_id != member_id else None
+        if existing is None:
+            raise _unknown_instance(request.instance_id)
+        if existing.member_id != member_id:
+            raise _fenced_instance(member_id, request.instance_id, existing.member_id)
+        _check_epoch(existing, request.member_epoch, request.topic_partitions)
+        return existing, None
+
+    def _leave(self, request: HeartbeatRequest) -> HeartbeatResult:
+        group = self.groups.get(request.group_id)
+        if group is None:
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+        if request.instance_id is None:
+            member = group.members.get(request.member_id)
+            if member is None:
+                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                    f"Member {request.member_id} is not a member of group {group.group_id}.")
+        else:
+            static = group.static_member(request.instance_id)
+            if static is None:
+                raise _unknown_instance(request.instance_id)
+            if static.member_id != request.member_id:
+                raise _fenced_instance(request.member_id, request.instance_id, static.member_id)
+            member = static
+            if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # Keeps its partitions (and its target) until its session expires or it returns.
+                leaving = attrs.evolve(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                                       pending_revocation={})
+                records = self._commit([_current_assignment_record(group.group_id, leaving)])
+                return HeartbeatResult(HeartbeatResponse(member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH),
+                                       records)
+        records = self._fence(group, member.member_id)
+        return HeartbeatResult(HeartbeatResponse(member.member_id, request.member_epoch), records)
+
+    def _fence(self, group: ConsumerGroup, member_id: str) -> tuple[ConsumerGroupRecord, ...]:
+        """Remove a member and bump the group epoch; the next heartbeat of anyone reassigns."""
+        records = _removal_records(group.group_id, member_id)
+        remaining = [m for m_id, m in group.members.items() if m_id != member_id]
+        metadata = self._subscription_metadata(remaining)
+        if metadata != group.subscription_metadata:
+            records.append(_partition_metadata_record(group.group_id, metadata))
+        records.append(ConsumerGroupRecord(ConsumerGroupMetadataKey(group.group_id),
+                                           ConsumerGroupMetadataValue(group.group_epoch + 1)))
+        self._timers.cancel(group.group_id, member_id)
+        return self._commit(records)
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        return self._timers.earliest()
+
+    def expire(self, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
+        """Fence every member whose session expired, or who did not revoke within its rebalance
+        timeout (only if it is still at the epoch it was asked at)."""
+        return tuple(record for group_id in self.timed_groups()
+                     for record in self.expire_group(group_id, now_ms))
+
+    def timed_groups(self) -> list[str]:
+        """The groups with a member whose session or rebalance timeout runs."""
+        return sorted(self._timers.session.keys() | self._timers.rebalance.keys())
+
+    def expire_group(self, group_id: str, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
+        records: list[ConsumerGroupRecord] = []
+        group = self.groups.get(group_id)
+        for member_id, deadline in sorted(self._timers.session.get(group_id, {}).items()):
+            if group is None or member_id not in group.members:
+                self._timers.cancel(group_id, member_id)
+            elif deadline <= now_ms:
+                records.extend(self._fence(group, member_id))
+        for member_id, (deadline, epoch) in sorted(self._timers.rebalance.get(group_id, {}).items()):
+            if deadline > now_ms:
+                continue
+            member = None if group is None else group.members.get(member_id)
+            if group is not None and member is not None and member.member_epoch == epoch:
+                records.extend(self._fence(group, member_id))
+            else:
+                self._timers.stop_rebalance(group_id, member_id)
+        for timers in (self._timers.session, self._timers.rebalance):
+            if not timers.get(group_id, True):
+                del timers[group_id]
+        return tuple(records)
+
+    # -- assignment -----------------------------------------------------------------------------
+
+    def resolve(self, member: ConsumerMember, topics: Mapping[str, TopicInfo] | None = None) -> set[str]:
+        """The existing topics a member subscribes to: its names plus its regex's matches."""
+        topics = self._topics() if topics is None else topics
+        names = {name for name in member.subscribed_topic_names if name in topics}
+        if member.subscribed_topic_regex:
+            pattern = _compile_regex(member.subscribed_topic_regex)
+            names.update(name for name in topics if name not in INTERNAL_TOPICS and pattern.fullmatch(name))
+        return names
+
+    def _subscription_metadata(self, members: Iterable[ConsumerMember]) -> dict[str, TopicMetadata]:
+        topics = self._topics()
+        names = set().union(*(self.resolve(m, topics) for m in members))
+        return {name: TopicMetadata(topics[name].topic_id, name, topics[name].partitions)
+                for name in sorted(names)}
+
+    def _assign(self, members: Mapping[str, ConsumerMember], targets: Mapping[str, Assignment],
+                metadata: Mapping[str, TopicMetadata]) -> dict[str, Assignment]:
+        topics = self._topics()
+        specs = {m_id: MemberSpec(frozenset(metadata[name].topic_id for name in self.resolve(member, topics)
+                                            if name in metadata),
+                                  targets.get(m_id, {}), member.instance_id)
+                 for m_id, member in members.items()}
+        counts = {t.topic_id: t.num_partitions for t in metadata.values()}
+        assignor = ASSIGNORS[self.preferred_assignor(members.values())]
+        return dict(assignor.assign(specs, counts))
+
+    def preferred_assignor(self, members: Iterable[ConsumerMember]) -> str:
+        """The assignor most members ask for (Kafka's ``computePreferredServerAssignor``), ties to
+        the first by name; the configured default when none asks."""
+        votes = Counter(m.server_assignor for m in members if m.server_assignor is not None)
+        if not votes:
+            return self.config.assignors[0] if self.config.assignors else DEFAULT_ASSIGNOR
+        return min(votes, key=lambda name: (-votes[name], name))
+
+    # -- describe -------------------------------------------------------------------------------
+
+    def describe(self, group_id: str) -> ConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        return group
+
+    def topic_names(self) -> dict[TopicId, str]:
+        return {info.topic_id: name for name, info in self._topics().items()}
+
+    def session_deadline(self, group_id: str, member_id: str) -> int | None:
+        return self._timers.session.get(group_id, {}).get(member_id)
+
+
+def _compile_regex(regex: str) -> re.Pattern[str]:
+    """A subscription regex, refused as Kafka refuses what RE2/J cannot compile."""
+    if _RE2_UNSUPPORTED.search(regex):
+        raise KafkaApiError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a "
+                            "valid regular expression: lookaround and backreferences are not supported.")
+    try:
+        return re.compile(regex)
+    except re.error as exc:
+        raise KafkaApiError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a "
+                            f"valid regular expression: {exc}.") from None
+
+
+def _check_epoch(member: ConsumerMember, received: int, owned: Assignment | None) -> None:
+    """Kafka's ``throwIfConsumerGroupMemberEpochIsInvalid``: ahead is always fenced; behind only
+    passes at the previous epoch with owned partitions within the current assignment (the
+    response that moved it on was lost)."""
+
+    def fenced(relation: str) -> KafkaApiError:
+        return KafkaApiError(ErrorCode.FENCED_MEMBER_EPOCH, f"The consumer group member has a {relation} "
+                             f"member epoch ({received}) than the one known by the group coordinator "
+                             f"({member.member_epoch}). The member must abandon all its partitions and "
+                             "rejoin.")
+
+    if received > member.member_epoch:
+        raise fenced("greater")
+    if received < member.member_epoch:
+        within = owned is not None and all(parts <= member.assigned.get(t, frozenset())
+                                           for t, parts in owned.items())
+        if received != member.previous_member_epoch or not within:
+            raise fenced("smaller")
+
+
+def _updated_member(member: ConsumerMember, request: HeartbeatRequest) -> ConsumerMember:
+    """The member with what the heartbeat changed (``None``/-1 fields mean unchanged)."""
+    def pick(sent: str | None, kept: str | None) -> str | None:
+        return kept if sent is None else sent
+
+    return attrs.evolve(
+        member,
+        instance_id=pick(request.instance_id, member.instance_id),
+        rack_id=pick(request.rack_id, member.rack_id),
+        rebalance_timeout_ms=(member.rebalance_timeout_ms if request.rebalance_timeout_ms == -1
+                              else request.rebalance_timeout_ms),
+        server_assignor=pick(request.server_assignor, member.server_assignor),
+        subscribed_topic_names=(member.subscribed_topic_names if request.subscribed_topic_names is None
+                                else tuple(request.subscribed_topic_names)),
+        subscribed_topic_regex=pick(request.subscribed_topic_regex, member.subscribed_topic_regex),
+        client_id=request.client_id, client_host=request.client_host)
+
+
+def _unknown_instance(instance_id: str) -> KafkaApiError:
+    return KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+
+
+def _fenced_instance(member_id: str, instance_id: str, owner: str) -> KafkaApiError:
+    return KafkaApiError(ErrorCode.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                         f"{instance_id} was fenced by member {owner}.")
+
+
+def _assignment_state(member: ConsumerMember) -> tuple[int, int, MemberState, Assignment, Assignment]:
+    return (member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
+            member.pending_revocation)
+
+
+def _member_metadata_record(group_id: str, member: ConsumerMember) -> ConsumerGroupRecord:
+    return ConsumerGroupRecord(
+        ConsumerGroupMemberMetadataKey(group_id, member.member_id),
+        ConsumerGroupMemberMetadataValue(
+            instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
+            client_host=member.client_host, subscribed_topic_names=member.subscribed_topic_names,
+            subscribed_topic_regex=member.subscribed_topic_regex,
+            rebalance_timeout_ms=member.rebalance_timeout_ms, server_assignor=member.server_assignor))
+
+
+def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetadata]) -> ConsumerGroupRecord:
+    return ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(group_id),
+                               ConsumerGroupPartitionMetadataValue(tuple(metadata.values())))
+
+
+def _target_record(group_id: str, member_id: str, target: Assignment) -> ConsumerGroupRecord:
+    return ConsumerGroupRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+                               ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)))
+
+
+def _current_assignment_record(group_id: str, member: ConsumerMember) -> ConsumerGroupRecord:
+    return ConsumerGroupRecord(
+        ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id),
+        ConsumerGroupCurrentMemberAssignmentValue(
+            member_epoch=member.member_epoch, previous_member_epoch=member.previous_member_epoch,
+            state=int(member.state), assigned_partitions=to_topic_partitions(member.assigned),
+            partitions_pending_revocation=to_topic_partitions(member.pending_revocation)))
+
+
+def _removal_records(group_id: str, member_id: str) -> list[ConsumerGroupRecord]:
+    """Kafka's order: current assignment, target, then the member itself."""
+    return [ConsumerGroupRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
+            ConsumerGroupRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
+            ConsumerGroupRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None)]

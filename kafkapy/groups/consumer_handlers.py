@@ -1,0 +1,246 @@
+"""ConsumerGroupHeartbeat (key 68) and ConsumerGroupDescribe (key 69), v0-1, over ConsumerGroups.
+
+Version notes: v1 (KIP-1082) makes the client generate its member id and adds
+``SubscribedTopicRegex`` to the heartbeat and ``MemberType`` to describe's members. Both APIs
+are flexible from v0.
+
+The handlers turn decoded bodies into :class:`kafkapy.groups.consumer_group.HeartbeatRequest`
+values and the results back into response bodies. Before a heartbeat is answered its records
+are handed to ``persist`` (the coordinator's ``__consumer_offsets`` writer); if that fails, the
+group is put back as it was and the error is the answer, so a client is never told what was not
+made durable. Operations on one group run one at a time for that reason.
+
+Which broker coordinates which group (NOT_COORDINATOR), ACLs and FindCoordinator are the group
+coordinator module's; it registers :meth:`ConsumerGroupHandlers.apis` and drives
+:meth:`ConsumerGroupHandlers.expire` at :meth:`ConsumerGroupHandlers.next_deadline`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.assignors import ASSIGNORS, Assignment, TopicId, freeze
+from kafkapy.groups.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupConfig,
+    ConsumerGroups,
+    HeartbeatRequest,
+    HeartbeatResponse,
+)
+from kafkapy.groups.consumer_records import ConsumerGroupRecord
+from kafkapy.protocol import Request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.config import ConfigError, ConfigKey
+from kafkapy.server.modules import ApiHandler, RequestContext
+
+__all__ = ["CONSUMER_GROUP_CONFIG_KEYS", "CONSUMER_GROUP_VERSIONS", "ConsumerGroupHandlers", "Persist",
+           "consumer_group_config"]
+
+CONSUMER_GROUP_VERSIONS = VersionRange(0, 1)
+#: Kafka's sentinel when authorized operations were not asked for (and kafkapy's answer when they
+#: were, as for Metadata: there are no ACLs to compute them from).
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
+
+#: Kafka's class names for its assignors, accepted in ``group.consumer.assignors`` as the short names.
+_ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+                     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
+
+CONSUMER_GROUP_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("group.consumer.session.timeout.ms", "int", 45_000,
+              "Kafka's default: a consumer-protocol member not heard from for this long is fenced"),
+    ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5_000,
+              "Kafka's default: how often consumer-protocol members are told to heartbeat"),
+    ConfigKey("group.consumer.max.size", "int", 2**31 - 1,
+              "Kafka's default (no limit): more members get GROUP_MAX_SIZE_REACHED"),
+    ConfigKey("group.consumer.assignors", "list", "uniform,range",
+              "Server-side assignors, short names or Kafka's class names; the first is the default"),
+)
+
+
+def consumer_group_config(config: Mapping[str, Any]) -> ConsumerGroupConfig:
+    """The broker's ``group.consumer.*`` settings as the groups take them."""
+    defaults = {key.name: key.default for key in CONSUMER_GROUP_CONFIG_KEYS}
+
+    def setting(name: str) -> Any:
+        value = config.get(name)
+        return defaults[name] if value is None else value
+
+    names = setting("group.consumer.assignors")
+    listed = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    assignors = tuple(_ASSIGNOR_CLASSES.get(n, n) for n in listed)
+    unknown = [n for n in assignors if n not in ASSIGNORS]
+    if unknown or not assignors:
+        raise ConfigError(f"invalid value {names!r} for group.consumer.assignors: known assignors are "
+                          f"{', '.join(ASSIGNORS)}")
+    return ConsumerGroupConfig(session_timeout_ms=int(setting("group.consumer.session.timeout.ms")),
+                               heartbeat_interval_ms=int(setting("group.consumer.heartbeat.interval.ms")),
+                               max_size=int(setting("group.consumer.max.size")), assignors=assignors)
+
+
+#: Makes a group's records durable, raising KafkaApiError when it cannot.
+Persist = Callable[[str, Sequence[ConsumerGroupRecord]], Awaitable[None]]
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+async def _nowhere(group_id: str, records: Sequence[ConsumerGroupRecord]) -> None:
+    """Keeps nothing: for tests and brokers without an offsets topic."""
+
+
+class ConsumerGroupHandlers:
+    def __init__(self, groups: ConsumerGroups, *, persist: Persist = _nowhere,
+                 clock: Callable[[], int] = monotonic_ms) -> None:
+        self.groups = groups
+        self._persist = persist
+        self._clock = clock
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def apis(self) -> dict[int, ApiHandler]:
+        return {ApiKey.CONSUMER_GROUP_HEARTBEAT: ApiHandler(CONSUMER_GROUP_VERSIONS, self.handle_heartbeat),
+                ApiKey.CONSUMER_GROUP_DESCRIBE: ApiHandler(CONSUMER_GROUP_VERSIONS, self.handle_describe)}
+
+    async def handle_heartbeat(self, context: RequestContext, request: Request) -> Mapping[str, Any]:
+        host = context.connection.client_address[0]
+        return await self.heartbeat(request.body, context.api_version, client_id=context.client_id or "",
+                                    client_host=f"/{host}")
+
+    def handle_describe(self, context: RequestContext, request: Request) -> Mapping[str, Any]:
+        return self.describe(request.body, context.api_version)
+
+    # -- ConsumerGroupHeartbeat -------------------------------------------------------------------
+
+    async def heartbeat(self, body: Mapping[str, Any], version: int, *, client_id: str = "",
+                        client_host: str = "") -> dict[str, Any]:
+        try:
+            request = _heartbeat_request(body, version, client_id, client_host)
+            async with self._lock(request.group_id):
+                before = self._snapshot(request.group_id)
+                result = self.groups.heartbeat(request, self._clock())
+                await self._durable(request.group_id, result.records, before)
+        except KafkaApiError as refusal:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+        return _heartbeat_response(result.response)
+
+    # -- timers -----------------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        return self.groups.next_deadline()
+
+    async def expire(self) -> None:
+        """Fence the members whose session or rebalance timeout passed, and persist that."""
+        now = self._clock()
+        for group_id in self.groups.timed_groups():
+            async with self._lock(group_id):
+                before = self._snapshot(group_id)
+                records = self.groups.expire_group(group_id, now)
+                await self._durable(group_id, records, before)
+
+    # -- ConsumerGroupDescribe --------------------------------------------------------------------
+
+    def describe(self, body: Mapping[str, Any], version: int) -> dict[str, Any]:
+        names = self.groups.topic_names()
+        described = []
+        for group_id in body.get("group_ids") or ():
+            try:
+                group = self.groups.describe(group_id)
+            except KafkaApiError as refusal:
+                described.append({"error_code": refusal.code, "error_message": refusal.message,
+                                  "group_id": group_id, "group_state": "", "group_epoch": 0,
+                                  "assignment_epoch": 0, "assignor_name": "", "members": [],
+                                  "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                continue
+            described.append(self._described_group(group, names, version))
+        return {"throttle_time_ms": 0, "groups": described}
+
+    def _described_group(self, group: ConsumerGroup, names: Mapping[TopicId, str],
+                         version: int) -> dict[str, Any]:
+        members = []
+        for member in group.members.values():
+            entry: dict[str, Any] = {
+                "member_id": member.member_id, "instance_id": member.instance_id, "rack_id": member.rack_id,
+                "member_epoch": member.member_epoch, "client_id": member.client_id,
+                "client_host": member.client_host,
+                "subscribed_topic_names": list(member.subscribed_topic_names),
+                "subscribed_topic_regex": member.subscribed_topic_regex,
+                "assignment": _described_assignment(member.assigned, names),
+                "target_assignment": _described_assignment(group.target_of(member.member_id), names)}
+            if version >= 1:
+                entry["member_type"] = MEMBER_TYPE_CONSUMER
+            members.append(entry)
+        return {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group.group_id,
+                "group_state": group.state.value, "group_epoch": group.group_epoch,
+                "assignment_epoch": group.assignment_epoch,
+                "assignor_name": self.groups.preferred_assignor(group.members.values()), "members": members,
+                "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+
+    # -- one group at a time, undone when it cannot be made durable -------------------------------
+
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        lock = self._locks.get(group_id)
+        if lock is None:
+            lock = self._locks[group_id] = asyncio.Lock()
+        return lock
+
+    def _snapshot(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.groups.get(group_id)
+        return None if group is None else group.copy()
+
+    async def _durable(self, group_id: str, records: Sequence[ConsumerGroupRecord],
+                       before: ConsumerGroup | None) -> None:
+        if not records:
+            return
+        try:
+            await self._persist(group_id, records)
+        except KafkaApiError:
+            if before is None:
+                self.groups.groups.pop(group_id, None)
+            else:
+                self.groups.groups[group_id] = before
+            raise
+
+
+def _heartbeat_request(body: Mapping[str, Any], version: int, client_id: str,
+                       client_host: str) -> HeartbeatRequest:
+    names = body.get("subscribed_topic_names")
+    owned = body.get("topic_partitions")
+    return HeartbeatRequest(
+        group_id=body["group_id"], member_id=body["member_id"], member_epoch=body["member_epoch"],
+        instance_id=body.get("instance_id"), rack_id=body.get("rack_id"),
+        rebalance_timeout_ms=body.get("rebalance_timeout_ms", -1),
+        subscribed_topic_names=None if names is None else tuple(names),
+        subscribed_topic_regex=body.get("subscribed_topic_regex"),
+        server_assignor=body.get("server_assignor"),
+        topic_partitions=None if owned is None else _assignment(owned),
+        client_id=client_id, client_host=client_host, api_version=version)
+
+
+def _assignment(topic_partitions: Sequence[Mapping[str, Any]]) -> Assignment:
+    merged: dict[TopicId, set[int]] = {}
+    for entry in topic_partitions:
+        merged.setdefault(entry["topic_id"], set()).update(entry["partitions"])
+    return freeze(merged)
+
+
+def _heartbeat_response(response: HeartbeatResponse) -> dict[str, Any]:
+    assignment = None
+    if response.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": topic, "partitions": sorted(parts)}
+                                           for topic, parts in sorted(response.assignment.items())]}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "member_id": response.member_id, "member_epoch": response.member_epoch,
+            "heartbeat_interval_ms": response.heartbeat_interval_ms, "assignment": assignment}
+
+
+def _described_assignment(assignment: Assignment, names: Mapping[TopicId, str]) -> dict[str, Any]:
+    return {"topic_partitions": [
+        {"topic_id": topic, "topic_name": names.get(topic, ""), "partitions": sorted(parts)}
+        for topic, parts in sorted(assignment.items())]}
