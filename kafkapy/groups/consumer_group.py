@@ -14,7 +14,7 @@ subscribes to changes, and a *target assignment* computed by a server-side assig
    first, then assign only partitions no one else still holds.
 
 Nothing here mutates state directly: each operation computes the records Kafka would write to
-``__consumer_offsets`` (:mod:`kafkapy.groups.consumer_records`) and then *replays* them, the same
+``__consumer_offsets`` (:mod:`kafkapy.groups.records`) and then *replays* them, the same
 code that rebuilds groups when a coordinator loads its partition. So a group rebuilt from what was
 written equals the group that wrote it, and an operation that fails changes nothing.
 
@@ -38,7 +38,8 @@ import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError, KafkaPyError
 from kafkapy.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, MemberSpec, TopicId
-from kafkapy.groups.consumer_records import (
+from kafkapy.groups.reconciliation import NO_OWNER, ConsumerMember, MemberState, reconcile
+from kafkapy.groups.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
@@ -47,16 +48,17 @@ from kafkapy.groups.consumer_records import (
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupPartitionMetadataValue,
-    ConsumerGroupRecord,
     ConsumerGroupTargetAssignmentMemberKey,
     ConsumerGroupTargetAssignmentMemberValue,
     ConsumerGroupTargetAssignmentMetadataKey,
     ConsumerGroupTargetAssignmentMetadataValue,
+    GroupMetadataKey,
+    GroupRecord,
+    OffsetCommitKey,
     TopicMetadata,
     from_topic_partitions,
     to_topic_partitions,
 )
-from kafkapy.groups.reconciliation import NO_OWNER, ConsumerMember, MemberState, reconcile
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -150,7 +152,7 @@ class HeartbeatResponse:
 @attrs.frozen
 class HeartbeatResult:
     response: HeartbeatResponse
-    records: tuple[ConsumerGroupRecord, ...]
+    records: tuple[GroupRecord, ...]
 
 
 def _invalid(message: str) -> KafkaApiError:
@@ -310,9 +312,11 @@ class ConsumerGroups:
 
     # -- replay ---------------------------------------------------------------------------------
 
-    def replay(self, record: ConsumerGroupRecord) -> None:
+    def replay(self, record: GroupRecord) -> None:
         """Apply one record; a group appears with its first record and goes with its metadata
-        tombstone."""
+        tombstone. Classic groups' records and offsets are the classic coordinator's."""
+        if isinstance(record.key, (OffsetCommitKey, GroupMetadataKey)):
+            return
         group_id = record.key.group_id
         if isinstance(record.key, ConsumerGroupMetadataKey) and record.value is None:
             self.groups.pop(group_id, None)
@@ -322,7 +326,7 @@ class ConsumerGroups:
             group = self.groups[group_id] = ConsumerGroup(group_id)
         group.apply(record.key, record.value)
 
-    def load(self, records: Iterable[ConsumerGroupRecord], now_ms: int) -> None:
+    def load(self, records: Iterable[GroupRecord], now_ms: int) -> None:
         """Rebuild from a partition's records, giving every member a fresh session."""
         for record in records:
             self.replay(record)
@@ -330,7 +334,7 @@ class ConsumerGroups:
             for member_id in group.members:
                 self._timers.renew_session(group.group_id, member_id, now_ms + self.config.session_timeout_ms)
 
-    def _commit(self, records: Sequence[ConsumerGroupRecord]) -> tuple[ConsumerGroupRecord, ...]:
+    def _commit(self, records: Sequence[GroupRecord]) -> tuple[GroupRecord, ...]:
         for record in records:
             self.replay(record)
         return tuple(records)
@@ -353,7 +357,7 @@ class ConsumerGroups:
         if len(group.members) >= self.config.max_size and member_id not in group.members:
             raise KafkaApiError(ErrorCode.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its "
                                 f"maximum capacity of {self.config.max_size} members.")
-        records: list[ConsumerGroupRecord] = []
+        records: list[GroupRecord] = []
         member, replaced = self._member_for(group, request, member_id, records)
         is_new = member_id not in group.members and replaced is None
 
@@ -374,7 +378,7 @@ class ConsumerGroups:
             bump = True
         group_epoch = group.group_epoch + 1 if bump else group.group_epoch
         if bump:
-            records.append(ConsumerGroupRecord(ConsumerGroupMetadataKey(group.group_id),
+            records.append(GroupRecord(ConsumerGroupMetadataKey(group.group_id),
                                                ConsumerGroupMetadataValue(group_epoch)))
 
         targets = {m: group.target_of(m) for m in members}
@@ -387,7 +391,7 @@ class ConsumerGroups:
                 if target != targets.get(m) or m not in group.targets:
                     records.append(_target_record(group.group_id, m, target))
             targets, assignment_epoch = new_targets, group_epoch
-            records.append(ConsumerGroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
+            records.append(GroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group.group_id),
                                                ConsumerGroupTargetAssignmentMetadataValue(assignment_epoch)))
 
         reconciled = reconcile(updated, assignment_epoch, targets.get(member_id, {}), group.partition_epoch,
@@ -446,7 +450,7 @@ class ConsumerGroups:
                                 f"is not supported. Supported assignors: {', '.join(self.config.assignors)}.")
 
     def _member_for(self, group: ConsumerGroup, request: HeartbeatRequest, member_id: str,
-                    records: list[ConsumerGroupRecord]) -> tuple[ConsumerMember, str | None]:
+                    records: list[GroupRecord]) -> tuple[ConsumerMember, str | None]:
         """The member this heartbeat speaks for, and the id of the static member it replaces."""
         joining = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         if request.instance_id is None:
@@ -508,14 +512,14 @@ class ConsumerGroups:
         records = self._fence(group, member.member_id)
         return HeartbeatResult(HeartbeatResponse(member.member_id, request.member_epoch), records)
 
-    def _fence(self, group: ConsumerGroup, member_id: str) -> tuple[ConsumerGroupRecord, ...]:
+    def _fence(self, group: ConsumerGroup, member_id: str) -> tuple[GroupRecord, ...]:
         """Remove a member and bump the group epoch; the next heartbeat of anyone reassigns."""
         records = _removal_records(group.group_id, member_id)
         remaining = [m for m_id, m in group.members.items() if m_id != member_id]
         metadata = self._subscription_metadata(remaining)
         if metadata != group.subscription_metadata:
             records.append(_partition_metadata_record(group.group_id, metadata))
-        records.append(ConsumerGroupRecord(ConsumerGroupMetadataKey(group.group_id),
+        records.append(GroupRecord(ConsumerGroupMetadataKey(group.group_id),
                                            ConsumerGroupMetadataValue(group.group_epoch + 1)))
         self._timers.cancel(group.group_id, member_id)
         return self._commit(records)
@@ -525,7 +529,7 @@ class ConsumerGroups:
     def next_deadline(self) -> int | None:
         return self._timers.earliest()
 
-    def expire(self, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
+    def expire(self, now_ms: int) -> tuple[GroupRecord, ...]:
         """Fence every member whose session expired, or who did not revoke within its rebalance
         timeout (only if it is still at the epoch it was asked at)."""
         return tuple(record for group_id in self.timed_groups()
@@ -535,8 +539,8 @@ class ConsumerGroups:
         """The groups with a member whose session or rebalance timeout runs."""
         return sorted(self._timers.session.keys() | self._timers.rebalance.keys())
 
-    def expire_group(self, group_id: str, now_ms: int) -> tuple[ConsumerGroupRecord, ...]:
-        records: list[ConsumerGroupRecord] = []
+    def expire_group(self, group_id: str, now_ms: int) -> tuple[GroupRecord, ...]:
+        records: list[GroupRecord] = []
         group = self.groups.get(group_id)
         for member_id, deadline in sorted(self._timers.session.get(group_id, {}).items()):
             if group is None or member_id not in group.members:
@@ -671,8 +675,8 @@ def _assignment_state(member: ConsumerMember) -> tuple[int, int, MemberState, As
             member.pending_revocation)
 
 
-def _member_metadata_record(group_id: str, member: ConsumerMember) -> ConsumerGroupRecord:
-    return ConsumerGroupRecord(
+def _member_metadata_record(group_id: str, member: ConsumerMember) -> GroupRecord:
+    return GroupRecord(
         ConsumerGroupMemberMetadataKey(group_id, member.member_id),
         ConsumerGroupMemberMetadataValue(
             instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
@@ -681,18 +685,18 @@ def _member_metadata_record(group_id: str, member: ConsumerMember) -> ConsumerGr
             rebalance_timeout_ms=member.rebalance_timeout_ms, server_assignor=member.server_assignor))
 
 
-def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetadata]) -> ConsumerGroupRecord:
-    return ConsumerGroupRecord(ConsumerGroupPartitionMetadataKey(group_id),
+def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetadata]) -> GroupRecord:
+    return GroupRecord(ConsumerGroupPartitionMetadataKey(group_id),
                                ConsumerGroupPartitionMetadataValue(tuple(metadata.values())))
 
 
-def _target_record(group_id: str, member_id: str, target: Assignment) -> ConsumerGroupRecord:
-    return ConsumerGroupRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
+def _target_record(group_id: str, member_id: str, target: Assignment) -> GroupRecord:
+    return GroupRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id),
                                ConsumerGroupTargetAssignmentMemberValue(to_topic_partitions(target)))
 
 
-def _current_assignment_record(group_id: str, member: ConsumerMember) -> ConsumerGroupRecord:
-    return ConsumerGroupRecord(
+def _current_assignment_record(group_id: str, member: ConsumerMember) -> GroupRecord:
+    return GroupRecord(
         ConsumerGroupCurrentMemberAssignmentKey(group_id, member.member_id),
         ConsumerGroupCurrentMemberAssignmentValue(
             member_epoch=member.member_epoch, previous_member_epoch=member.previous_member_epoch,
@@ -700,8 +704,8 @@ def _current_assignment_record(group_id: str, member: ConsumerMember) -> Consume
             partitions_pending_revocation=to_topic_partitions(member.pending_revocation)))
 
 
-def _removal_records(group_id: str, member_id: str) -> list[ConsumerGroupRecord]:
+def _removal_records(group_id: str, member_id: str) -> list[GroupRecord]:
     """Kafka's order: current assignment, target, then the member itself."""
-    return [ConsumerGroupRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
-            ConsumerGroupRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
-            ConsumerGroupRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None)]
+    return [GroupRecord(ConsumerGroupCurrentMemberAssignmentKey(group_id, member_id), None),
+            GroupRecord(ConsumerGroupTargetAssignmentMemberKey(group_id, member_id), None),
+            GroupRecord(ConsumerGroupMemberMetadataKey(group_id, member_id), None)]

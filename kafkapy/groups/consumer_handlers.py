@@ -31,7 +31,7 @@ from kafkapy.groups.consumer_group import (
     HeartbeatRequest,
     HeartbeatResponse,
 )
-from kafkapy.groups.consumer_records import ConsumerGroupRecord
+from kafkapy.groups.records import GroupRecord
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
@@ -84,14 +84,14 @@ def consumer_group_config(config: Mapping[str, Any]) -> ConsumerGroupConfig:
 
 
 #: Makes a group's records durable, raising KafkaApiError when it cannot.
-Persist = Callable[[str, Sequence[ConsumerGroupRecord]], Awaitable[None]]
+Persist = Callable[[str, Sequence[GroupRecord]], Awaitable[None]]
 
 
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-async def _nowhere(group_id: str, records: Sequence[ConsumerGroupRecord]) -> None:
+async def _nowhere(group_id: str, records: Sequence[GroupRecord]) -> None:
     """Keeps nothing: for tests and brokers without an offsets topic."""
 
 
@@ -194,7 +194,7 @@ class ConsumerGroupHandlers:
         group = self.groups.groups.get(group_id)
         return None if group is None else group.copy()
 
-    async def _durable(self, group_id: str, records: Sequence[ConsumerGroupRecord],
+    async def _durable(self, group_id: str, records: Sequence[GroupRecord],
                        before: ConsumerGroup | None) -> None:
         if not records:
             return

@@ -9,19 +9,20 @@ records) in the shape the coordinator works with; their bytes are the codec's bu
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 import attrs
 
 __all__ = ["NO_EXPIRE_TIMESTAMP", "ClassicMemberMetadata", "ClassicProtocol",
            "ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue",
-           "ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue", "ConsumerGroupMetadataKey",
-           "ConsumerGroupMetadataValue", "ConsumerGroupPartitionMetadataKey",
-           "ConsumerGroupPartitionMetadataValue",
-           "ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue",
-           "ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue",
-           "GroupMetadataKey", "GroupMetadataValue", "GroupRecord", "MemberMetadata", "OffsetCommitKey",
-           "OffsetCommitValue", "PartitionRacks", "TopicMetadata", "TopicPartitions"]
+           "ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue",
+           "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue", "ConsumerGroupPartitionMetadataKey",
+           "ConsumerGroupPartitionMetadataValue", "ConsumerGroupTargetAssignmentMemberKey",
+           "ConsumerGroupTargetAssignmentMemberValue", "ConsumerGroupTargetAssignmentMetadataKey",
+           "ConsumerGroupTargetAssignmentMetadataValue", "GroupMetadataKey", "GroupMetadataValue",
+           "GroupRecord", "MemberMetadata", "OffsetCommitKey", "OffsetCommitValue", "PartitionRacks",
+           "TopicMetadata", "TopicPartitions", "from_topic_partitions", "to_topic_partitions"]
 
 NO_EXPIRE_TIMESTAMP = -1  # commits since KIP-211 carry no expiry of their own
 
@@ -199,3 +200,16 @@ class GroupRecord:
 
     key: GroupKey
     value: GroupValue | None
+
+
+def to_topic_partitions(assignment: Mapping[uuid.UUID, Iterable[int]]) -> tuple[TopicPartitions, ...]:
+    """An assignment as written: topics and partitions sorted, empty topics left out."""
+    return tuple(TopicPartitions(topic, tuple(sorted(parts)))
+                 for topic, parts in sorted(assignment.items()) if parts)
+
+
+def from_topic_partitions(written: Iterable[TopicPartitions]) -> dict[uuid.UUID, frozenset[int]]:
+    merged: dict[uuid.UUID, frozenset[int]] = {}
+    for entry in written:
+        merged[entry.topic_id] = merged.get(entry.topic_id, frozenset()) | frozenset(entry.partitions)
+    return {topic: parts for topic, parts in merged.items() if parts}

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.assignors import Assignment, TopicId
 from kafkapy.groups.consumer_group import ConsumerGroups, HeartbeatRequest, HeartbeatResponse, TopicInfo
-from kafkapy.groups.consumer_records import ConsumerGroupRecord
+from kafkapy.groups.records import GroupRecord
 
 GROUP = "g"
 
@@ -33,7 +33,7 @@ class SimConsumer:
     def __init__(self, groups: ConsumerGroups, member_id: str, subscribe: tuple[str, ...] | None = ("t",), *,
                  regex: str | None = None, instance_id: str | None = None, assignor: str | None = None,
                  rebalance_timeout_ms: int = 30_000,
-                 journal: list[ConsumerGroupRecord] | None = None) -> None:
+                 journal: list[GroupRecord] | None = None) -> None:
         self.groups = groups
         self.member_id = member_id
         self.subscribe = subscribe
@@ -91,7 +91,7 @@ class SimConsumer:
         self.drop()
         return result.response
 
-    def _keep(self, records: tuple[ConsumerGroupRecord, ...]) -> None:
+    def _keep(self, records: tuple[GroupRecord, ...]) -> None:
         if self.journal is not None:
             self.journal.extend(records)
 

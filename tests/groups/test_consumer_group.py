@@ -17,8 +17,8 @@ from kafkapy.groups.consumer_group import (
     GroupState,
     TopicInfo,
 )
-from kafkapy.groups.consumer_records import ConsumerGroupRecord
 from kafkapy.groups.reconciliation import MemberState
+from kafkapy.groups.records import GroupRecord
 
 T = topic_id("t")
 
@@ -292,7 +292,7 @@ def test_the_group_size_limit() -> None:
 def test_a_group_rebuilt_from_its_records_equals_the_group_that_wrote_them() -> None:
     topic_map = topics(t=5, u=3)
     groups = make(topic_map)
-    written: list[ConsumerGroupRecord] = []
+    written: list[GroupRecord] = []
     a = SimConsumer(groups, "a", subscribe=("t", "u"), journal=written)
     b = SimConsumer(groups, "b", instance_id="i-b", journal=written)
     c = SimConsumer(groups, "c", subscribe=None, regex="u", journal=written)

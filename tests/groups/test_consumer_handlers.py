@@ -19,7 +19,7 @@ from kafkapy.groups.consumer_handlers import (
     ConsumerGroupHandlers,
     consumer_group_config,
 )
-from kafkapy.groups.consumer_records import ConsumerGroupRecord
+from kafkapy.groups.records import GroupRecord
 from kafkapy.protocol import decode_request, decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body, response_header
@@ -102,9 +102,9 @@ def test_a_regex_subscription_at_v1() -> None:
 
 def test_a_heartbeat_that_cannot_be_made_durable_is_refused_and_undone() -> None:
     failing = True
-    written: list[ConsumerGroupRecord] = []
+    written: list[GroupRecord] = []
 
-    async def persist(group_id: str, records: Sequence[ConsumerGroupRecord]) -> None:
+    async def persist(group_id: str, records: Sequence[GroupRecord]) -> None:
         if failing:
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         written.extend(records)
@@ -161,9 +161,9 @@ def test_the_registered_handlers_read_the_client_from_the_request_context() -> N
 
 def test_expire_fences_silent_members_and_persists_it() -> None:
     clock = Clock()
-    written: list[ConsumerGroupRecord] = []
+    written: list[GroupRecord] = []
 
-    async def persist(group_id: str, records: Sequence[ConsumerGroupRecord]) -> None:
+    async def persist(group_id: str, records: Sequence[GroupRecord]) -> None:
         written.extend(records)
 
     handlers = make(persist=persist, clock=clock)
