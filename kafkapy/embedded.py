@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from kafkapy.assembly import assemble
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
+from kafkapy.faults import Faults, FaultsModule
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.fastpaths import FastPaths
@@ -133,6 +134,15 @@ class Broker:
     def logs(self) -> BrokerLogs:
         """``broker.logs.apply_retention()`` / ``broker.logs.compact()``."""
         return BrokerLogs(self)
+
+    @property
+    def faults(self) -> Faults:
+        """Fault injection: ``broker.faults.add(FaultRule(...))`` or ``with broker.faults.injected(rule):``
+        (kafkapy.faults)."""
+        module = next((m for m in self._running().modules if isinstance(m, FaultsModule)), None)
+        if module is None:
+            raise RuntimeError("the broker runs no faults module")
+        return module.faults
 
     def call_on_loop(self, action: Callable[[LogMaintenance], T]) -> T:
         """``action(maintenance)`` on the broker's loop (where logs change), from any thread."""
