@@ -52,7 +52,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"store", "log", "client"}),
     frozenset({"server"}),
     frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane",
-               "groups", "transactions", "faults"}),
+               "groups", "transactions", "faults", "inspection"}),
     frozenset({"assembly", "embedded", "testing", "capture", "spark"}),
     frozenset({"commands", "cli", "__main__"}),
 )
