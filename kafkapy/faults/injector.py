@@ -40,7 +40,7 @@ from kafkapy.faults.rules import (
 )
 from kafkapy.protocol.chunks import joined
 from kafkapy.protocol.codec import encode_response_body
-from kafkapy.protocol.error_answers import error_answer, has_error_code
+from kafkapy.protocol.error_answers import error_answer
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.interceptors import PASS, Interceptor, Pass
 from kafkapy.server.modules import Answer, ChunkedResponse, EncodedResponse
@@ -111,6 +111,7 @@ class FaultInjector(Interceptor):
 
     async def before(self, context: RequestContext, request: Request) -> Answer | Pass:
         attributes = context.connection.attributes
+        attributes.pop(_FIRED, None)  # left by a request whose handler raised (no ``after`` ran)
         muted_until = attributes.get(_MUTED_UNTIL)
         if muted_until is not None:
             wait = muted_until - self.faults.clock()
@@ -122,9 +123,10 @@ class FaultInjector(Interceptor):
             return PASS
         action = handle.rule.action
         if isinstance(action, ErrorAnswer):
-            if has_error_code(context.api_key, context.api_version):
+            try:
                 return error_answer(context.api_key, context.api_version, request.body, action.code)
-            raise KafkaApiError(action.code)  # nowhere to say it: the dispatcher closes
+            except ValueError:  # nowhere in this answer to say it: the connection closes
+                raise KafkaApiError(action.code) from None
         if isinstance(action, DropConnection) and action.when == "before":
             raise CloseConnection
         if isinstance(action, Stall):

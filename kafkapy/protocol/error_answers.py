@@ -46,13 +46,14 @@ IDENTITY_ALIASES: Final[Mapping[str, str]] = {
 
 def error_answer(api_key: int, api_version: int, request: Mapping[str, Any], code: int) -> Body:
     """The response to ``request`` (a decoded body) that fails it with ``code``, as described in
-    the module docstring. A ValueError when the response has no ``error_code`` anywhere."""
+    the module docstring. A ValueError when the answer has nowhere to carry it (no top-level
+    ``error_code``, and no element of the request that pairs with one that has one)."""
     api = get_api(api_key)
     if api is None:
         raise UnknownApiError(f"unknown API key {api_key}", api_key=api_key)
     body, carried = _answer(api.response.fields, request, code, api_version)
     if not carried:
-        raise ValueError(f"{api.name} v{api_version} responses have no error_code to carry {code}")
+        raise ValueError(f"{api.name} v{api_version}: this answer has no error_code to carry {code}")
     return fit_body(api_key, "response", api_version, body)
 
 

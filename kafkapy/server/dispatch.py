@@ -128,7 +128,10 @@ class _Route:
 def _refuse_unsupported(context: RequestContext, request: Request) -> Answer:
     """A version the emulated release advertised but refused (kafkapy.protocol.releases): Kafka's
     UNSUPPORTED_VERSION, per partition where the response has partitions."""
-    return error_answer(context.api_key, context.api_version, request.body, ErrorCode.UNSUPPORTED_VERSION)
+    try:
+        return error_answer(context.api_key, context.api_version, request.body, ErrorCode.UNSUPPORTED_VERSION)
+    except ValueError:  # nowhere in this answer to say it: the connection closes
+        raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION) from None
 
 
 class Dispatcher:
