@@ -14,6 +14,12 @@ error code, and the response frame that follows closes the entry. A connection s
 request at a time, so one open entry per connection is enough. A request that gets no answer
 (Produce acks=0, a dropped connection) stays in the history with ``answered`` False.
 
+Requests the broker does not route (an API key or version it does not serve) come with no frame:
+``record_request`` (with no body) and ``record_response`` follow each other at once, and the entry
+is made from them, with the client's host for its connection (KIP-388 gives no more) and no
+client id. Its error code is UNSUPPORTED_VERSION, what the KIP-35 empty answer and ApiVersions'
+fallback answer both mean.
+
 The error code is the response's top-level ``error_code`` when it is set, else the first
 non-zero one inside (a partition's), else NONE: the one that explains a failure.
 
@@ -84,6 +90,7 @@ class RequestHistory:
         self._entries: collections.deque[HistoryEntry] = collections.deque(maxlen=DEFAULT_HISTORY_SIZE)
         self._open: weakref.WeakKeyDictionary[ConnectionInfo, HistoryEntry] = weakref.WeakKeyDictionary()
         self._error: int | None = None  # the error code of the response being recorded
+        self._unrouted: HistoryEntry | None = None  # a request with no frame, until its response
 
     def configure(self, configs: Mapping[str, Any]) -> None:
         size = int(configs.get(HISTORY_SIZE, DEFAULT_HISTORY_SIZE))
@@ -92,13 +99,24 @@ class RequestHistory:
 
     def record_request(self, body: Any, client_address: str, principal: str, api_key: int, api_version: int,
                        correlation_id: int) -> None:
-        """Nothing: the request frame (record_frame) carries more."""
+        """Only requests the broker does not route: the others' frames (record_frame) carry more."""
+        if body is None:
+            self._unrouted = HistoryEntry(client_address, (client_address, 0), None, api_key, api_version,
+                                          correlation_id, time.time())
+            with self._lock:
+                self._entries.append(self._unrouted)
 
     def record_response(self, body: Mapping[str, Any] | None, api_version: int, correlation_id: int) -> None:
+        unrouted, self._unrouted = self._unrouted, None
+        if unrouted is not None:
+            self._replace(unrouted, attrs.evolve(unrouted, error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                                 answered=True))
+            return
         self._error = ErrorCode.NONE if body is None else _error_code(body)
 
     def record_frame(self, connection: ConnectionInfo, from_client: bool, frame: bytes) -> None:
         if from_client:
+            self._unrouted = None  # one before this went unanswered (unknown.request.behavior=close)
             try:
                 header = peek_request_header(frame)
             except DecodeError:
@@ -112,10 +130,12 @@ class RequestHistory:
         opened = self._open.pop(connection, None)
         if opened is None:
             return
-        answered = attrs.evolve(opened, error_code=self._error, answered=True)
-        with self._lock:  # replaced where it stands (searched from the newest end: it is near it)
+        self._replace(opened, attrs.evolve(opened, error_code=self._error, answered=True))
+
+    def _replace(self, entry: HistoryEntry, answered: HistoryEntry) -> None:
+        with self._lock:  # where it stands (searched from the newest end: it is near it)
             for index in range(len(self._entries) - 1, -1, -1):
-                if self._entries[index] is opened:
+                if self._entries[index] is entry:
                     self._entries[index] = answered
                     break
 

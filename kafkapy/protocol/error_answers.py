@@ -16,7 +16,9 @@ pairs with its response ``responses[].name``, Fetch's ``partitions[].partition``
 identity fields copied, and the walk goes down. ``error_code`` is set on the deepest structs
 reached: a struct sets its own only when none of its paired arrays carried the code further
 down, so Produce answers per partition, Metadata per topic, and an API with nothing to pair
-(JoinGroup) at the top. Every other field takes its spec default (``fit_body``).
+(JoinGroup) at the top. Offsets (int64 ``*offset`` fields and ``high_watermark``) without a spec
+default are -1, as in Kafka's own error answers (ProduceResponse's and FetchResponse's
+INVALID_OFFSET); every other field takes its spec default.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from kafkapy.protocol.specs import FieldSpec
 __all__ = ["IDENTITY_ALIASES", "error_answer", "has_error_code"]
 
 ERROR_CODE: Final = "error_code"
+INVALID_OFFSET: Final = -1  # Kafka's ProduceResponse.INVALID_OFFSET, FetchResponse.INVALID_HIGH_WATERMARK
 
 # Field name (snake case) -> what it identifies. Names absent here are never copied or paired.
 IDENTITY_ALIASES: Final[Mapping[str, str]] = {
@@ -106,6 +109,9 @@ def _answer(fields: Sequence[FieldSpec], request: Mapping[str, Any], code: int,
             continue
         if field.snake == ERROR_CODE:
             has_own = True
+        elif field.type == "int64" and field.default is None and \
+                (field.snake.endswith("offset") or field.snake == "high_watermark"):
+            out[field.snake] = INVALID_OFFSET
         elif field.is_struct_array:
             assert field.fields is not None
             elements = []

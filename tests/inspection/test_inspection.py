@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkapy.client import SimpleClient
+from kafkapy.client import ClientError, SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import encode_request
@@ -118,3 +118,16 @@ def test_wait_for_on_the_brokers_own_loop() -> None:
                 await local.wait_for(lambda: [], timeout=0.1, what="nothing")
             writer.close()
     asyncio.run(run())
+
+
+def test_history_keeps_requests_the_broker_does_not_serve() -> None:
+    with Broker({"observer.class.names": HISTORY, "kafka.version": "2.8"}) as old, \
+            SimpleClient(old.bootstrap_servers, client_id="too-new") as client:
+        with pytest.raises(ClientError, match="does not serve"):
+            client.request(ApiKey.PRODUCE, 12, {"acks": 1, "timeout_ms": 1, "topic_data": []})
+        client.request(ApiKey.METADATA, 9, {"topics": []})
+        entries = old.history()
+    assert [(e.api_key, e.api_version, e.client_id, e.error_code) for e in entries] == [
+        (ApiKey.PRODUCE, 12, None, ErrorCode.UNSUPPORTED_VERSION),
+        (ApiKey.METADATA, 9, "too-new", ErrorCode.NONE)]
+    assert entries[0].connection == "127.0.0.1"  # KIP-388 tells an observer no more of it

@@ -73,6 +73,7 @@ def test_produce_answers_each_partition_it_was_sent(named: dict[str, list[int]],
     got = {(t.name, p.index, p.error_code) for t in decoded.responses for p in t.partition_responses}
     assert got == {(t, p, CODE) for t, ps in named.items() for p in ps}
     assert "error_code" not in decoded  # Produce has none at the top
+    assert {p.base_offset for t in decoded.responses for p in t.partition_responses} == {-1}  # INVALID_OFFSET
 
 
 @settings(max_examples=40, deadline=None)
