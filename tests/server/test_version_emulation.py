@@ -3,6 +3,8 @@ real clients' ApiVersions view, and refuses what that release refused."""
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -150,3 +152,29 @@ def test_the_release_tables_hold_their_shape() -> None:
 def test_unknown_releases_are_one_clear_config_error(value: str) -> None:
     with pytest.raises(ConfigError, match=r"kafka\.version.*2\.8, 3\.9, 4\.0"):
         BrokerConfig.build({"kafka.version": value})
+
+
+@pytest.mark.parametrize(("release", "produce", "fetch", "api_versions"), [
+    ("2.8", (3, 9), (4, 12), (0, 3)), ("4.0", (0, 12), (4, 17), (0, 4))])
+def test_librdkafka_logs_the_releases_ranges(release: str, produce: tuple[int, int], fetch: tuple[int, int],
+                                             api_versions: tuple[int, int]) -> None:
+    """What librdkafka says it learned from ApiVersions (its APIVERSION debug log)."""
+    from confluent_kafka import Producer
+
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+    logger = logging.getLogger(f"librdkafka-{release}")
+    logger.addHandler(Keep())
+    logger.setLevel(logging.DEBUG)
+    with Broker({"kafka.version": release}) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "debug": "feature",
+                             "logger": logger})
+        producer.produce("seen", b"v")
+        assert producer.flush(20) == 0
+    learned = {int(key): (int(low), int(high)) for key, low, high in
+               re.findall(r"ApiKey \w+ \((\d+)\) Versions (\d+)\.\.(\d+)", "\n".join(lines))}
+    assert (learned[ApiKey.PRODUCE], learned[ApiKey.FETCH], learned[ApiKey.API_VERSIONS]) == (
+        produce, fetch, api_versions)
