@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafkapy.errors import KafkaApiError
@@ -39,7 +40,7 @@ from kafkapy.faults.rules import (
     TruncateResponse,
 )
 from kafkapy.protocol.chunks import joined
-from kafkapy.protocol.codec import encode_response_body
+from kafkapy.protocol.codec import encode_response_body, fit_body
 from kafkapy.protocol.error_answers import error_answer
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.interceptors import PASS, Interceptor, Pass
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _MUTED_UNTIL = "faults.muted_until"  # ConnectionInfo.attributes: loop time a Throttle's mute ends
+THROTTLE_TIME = "throttle_time_ms"
 _FIRED = "faults.fired"  # ConnectionInfo.attributes: the handle that fired for the request in hand
 
 
@@ -153,11 +155,16 @@ class FaultInjector(Interceptor):
     def _throttled(self, context: RequestContext, answer: Answer, milliseconds: int) -> Answer:
         context.connection.attributes[_MUTED_UNTIL] = self.faults.clock() + milliseconds / 1000
         body: Any = answer.body if isinstance(answer, (ChunkedResponse, EncodedResponse)) else answer
-        if not isinstance(body, dict) or "throttle_time_ms" not in body:
-            return answer  # no field to say it in: the mute alone delays what follows
+        if not isinstance(body, Mapping) or not _has_throttle_field(context.api_key, context.api_version):
+            return answer  # no field to say it in (or no answer): the mute alone delays what follows
         if isinstance(answer, ChunkedResponse):
-            return ChunkedResponse({**answer.body, "throttle_time_ms": milliseconds})
-        return {**body, "throttle_time_ms": milliseconds}
+            return ChunkedResponse({**answer.body, THROTTLE_TIME: milliseconds})
+        return {**body, THROTTLE_TIME: milliseconds}
+
+
+@functools.cache
+def _has_throttle_field(api_key: int, api_version: int) -> bool:
+    return THROTTLE_TIME in fit_body(api_key, "response", api_version, {THROTTLE_TIME: 0})
 
 
 def _truncated(context: RequestContext, answer: Answer, keep: float) -> Answer:

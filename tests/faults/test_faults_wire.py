@@ -225,3 +225,16 @@ def test_rules_reject_nonsense() -> None:
         FaultRule(Delay(1), partition=3)
     with pytest.raises(ValueError, match="keep"):
         TruncateResponse(1.5)
+
+
+@pytest.mark.parametrize("version", [0, 9])
+def test_throttle_says_so_where_the_version_can(broker: Broker, version: int) -> None:
+    """Metadata v0 has no throttle_time_ms: the mute alone is the throttle, as for Kafka's quotas."""
+    with SimpleClient(broker.bootstrap_servers) as client, \
+            broker.faults.injected(FaultRule(Throttle(250), api=ApiKey.METADATA, times=1)):
+        answer = client.request(ApiKey.METADATA, version, {"topics": []})
+        start = time.monotonic()
+        client.request(ApiKey.METADATA, version, {"topics": []})
+        muted = time.monotonic() - start
+    assert answer.get("throttle_time_ms") == (250 if version else None)
+    assert muted >= 0.2
