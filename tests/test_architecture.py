@@ -6,7 +6,8 @@ The layers, lowest first (a unit is a top-level package, or a top-level module o
     protocol
     store  log  client
     server
-    configs  features  quotas  topics  coordination  observers  dataplane  groups  transactions   (the modules)
+    configs  features  quotas  topics  coordination  observers  dataplane  groups  transactions
+    faults  inspection                                                              (the modules)
     assembly  embedded  testing  capture  spark
     commands  cli  __main__
 
