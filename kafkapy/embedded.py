@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
@@ -17,6 +18,9 @@ from typing import Any, TypeVar
 from kafkapy.assembly import assemble
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
+from kafkapy.faults import Faults, FaultsModule
+from kafkapy.inspection import StoredRecord, stored_records
+from kafkapy.observers.history import HistoryEntry, RequestHistory
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.config import BrokerConfig
 from kafkapy.server.fastpaths import FastPaths
@@ -134,22 +138,97 @@ class Broker:
         """``broker.logs.apply_retention()`` / ``broker.logs.compact()``."""
         return BrokerLogs(self)
 
+    @property
+    def faults(self) -> Faults:
+        """Fault injection: ``broker.faults.add(FaultRule(...))`` or ``with broker.faults.injected(rule):``
+        (kafkapy.faults)."""
+        module = next((m for m in self._running().modules if isinstance(m, FaultsModule)), None)
+        if module is None:
+            raise RuntimeError("the broker runs no faults module")
+        return module.faults
+
     def call_on_loop(self, action: Callable[[LogMaintenance], T]) -> T:
         """``action(maintenance)`` on the broker's loop (where logs change), from any thread."""
-        runtime = self._running()
-        dataplane = next((m for m in runtime.modules if isinstance(m, DataPlaneModule)), None)
+        maintenance = self._dataplane().maintenance
+        return self._on_loop(lambda: action(maintenance))
+
+    # --- inspection ------------------------------------------------------------------------
+
+    def records(self, topic: str, partition: int | None = None, from_offset: int = 0) -> list[StoredRecord]:
+        """The records the log of ``topic`` holds (one partition, or all in turn) from ``from_offset``,
+        decoded, with producer id, sequence and transaction flags (kafkapy.inspection)."""
+        partitions = self._dataplane().partitions
+        return self._on_loop(lambda: stored_records(partitions, topic, partition, from_offset))
+
+    def history(self, *, connection: str | None = None, client_id: str | None = None,
+                since: float | None = None) -> list[HistoryEntry]:
+        """The requests the broker answered, oldest first (kafkapy.observers.history); the broker must
+        run the RequestHistory observer (``observer.class.names``; the pytest fixtures add it)."""
+        observer = self.history_observer
+        if observer is None:
+            raise RuntimeError("the broker keeps no request history: add kafkapy.observers.RequestHistory "
+                               "to observer.class.names")
+        return observer.entries(connection=connection, client_id=client_id, since=since)
+
+    @property
+    def history_observer(self) -> RequestHistory | None:
+        return next((o for o in self._running().observers.observers if isinstance(o, RequestHistory)), None)
+
+    def wait_for_sync(self, observe: Callable[[], T], until: Callable[[T], object] = bool, *,
+                      timeout: float = 10.0, what: str | None = None) -> T:
+        """Call ``observe`` until ``until`` holds for what it returns, and return that; after
+        ``timeout`` seconds an AssertionError that shows the last thing observed. For tests on
+        the thread that runs blocking clients (``with Broker()``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = observe()
+            if until(seen):
+                return seen
+            if time.monotonic() >= deadline:
+                raise AssertionError(_timed_out(timeout, what or _name(until), seen))
+            time.sleep(0.02)
+
+    async def wait_for(self, observe: Callable[[], T], until: Callable[[T], object] = bool, *,
+                       timeout: float = 10.0, what: str | None = None) -> T:
+        """``wait_for_sync`` for asyncio tests: it sleeps with the loop, so a broker on this loop
+        (``await broker.start()``) goes on serving meanwhile."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = observe()
+            if until(seen):
+                return seen
+            if time.monotonic() >= deadline:
+                raise AssertionError(_timed_out(timeout, what or _name(until), seen))
+            await asyncio.sleep(0.02)
+
+    def _dataplane(self) -> DataPlaneModule:
+        dataplane = next((m for m in self._running().modules if isinstance(m, DataPlaneModule)), None)
         if dataplane is None:
             raise RuntimeError("the broker runs no data plane")
-        maintenance = dataplane.maintenance
+        return dataplane
+
+    def _on_loop(self, action: Callable[[], T]) -> T:
+        """``action()`` on the broker's loop (where its state changes), from any thread."""
         loop = self._loop
         if loop is None or threading.current_thread() is self._thread:
-            return action(maintenance)
+            return action()
 
         async def run() -> T:
-            return action(maintenance)
+            return action()
         return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout=60)
 
     def _running(self) -> BrokerRuntime:
         if self.runtime is None:
             raise RuntimeError("the broker is not started: use `with Broker() as b:` or `await b.start()`")
         return self.runtime
+
+
+def _name(until: Callable[..., object]) -> str:
+    return str(getattr(until, "__name__", "condition"))
+
+
+def _timed_out(timeout: float, what: str, seen: object) -> str:
+    shown = repr(seen)
+    if len(shown) > 2000:  # enough to see what went wrong, not a screenful per record
+        shown = shown[:2000] + f"... ({len(shown)} characters)"
+    return f"timed out after {timeout:g} s waiting for {what}; last seen: {shown}"

@@ -18,21 +18,37 @@ Installing kafkapy makes two fixtures available to every test suite:
     Keyword arguments win over the mapping. A key that itself needs an
     underscore (``tag.my_tag``) can only be given in the mapping.
 
-Both run the broker on a background thread (``with Broker(...)``), so blocking
+``kafka_faults``
+    The ``kafka_broker``'s fault injection (:class:`kafkapy.faults.Faults`):
+    ``kafka_faults.add(FaultRule(...))``; every rule is removed when the test ends.
+
+Both brokers run on a background thread (``with Broker(...)``), so blocking
 clients such as kafka-python can talk to it from the test's thread.
+
+The brokers these fixtures start keep a request history (the RequestHistory
+observer, added to ``observer.class.names``): when a test fails, its report
+gets a section per broker listing the requests it answered during the test
+(API, version, client id, correlation id, error code), the last
+``HISTORY_SHOWN`` of them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Protocol
 
 import pytest
 
 from kafkapy.embedded import Broker
+from kafkapy.faults import Faults
 
-__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "wait_until"]
+__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "kafka_faults",
+           "pytest_runtest_makereport", "wait_until"]
+
+HISTORY_OBSERVER = "kafkapy.observers.RequestHistory"
+HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
+_BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
 
 
 class BrokerFactory(Protocol):
@@ -46,13 +62,23 @@ def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: A
     return merged
 
 
+def with_history(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the RequestHistory observer added to ``observer.class.names``."""
+    names = config.get("observer.class.names") or []
+    names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    if HISTORY_OBSERVER not in names and "kafkapy.observers.history.RequestHistory" not in names:
+        names.append(HISTORY_OBSERVER)
+    return {**config, "observer.class.names": names}
+
+
 @pytest.fixture
-def kafka_broker_factory() -> Iterator[BrokerFactory]:
+def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFactory]:
     """Start brokers on demand: ``factory(config_dict)`` or ``factory(broker_id=7)``; all stop at teardown."""
     started: list[Broker] = []
+    request.node.stash[_BROKERS] = started
 
     def factory(config: Mapping[str, Any] | None = None, /, **settings: Any) -> Broker:
-        broker = Broker(config_from_kwargs(config, **settings))
+        broker = Broker(with_history(config_from_kwargs(config, **settings)))
         broker.__enter__()
         started.append(broker)
         return broker
@@ -74,6 +100,44 @@ def kafka_broker_factory() -> Iterator[BrokerFactory]:
 def kafka_broker(kafka_broker_factory: BrokerFactory) -> Broker:
     """A started broker with the embedded defaults, stopped after the test."""
     return kafka_broker_factory()
+
+
+@pytest.fixture
+def kafka_faults(kafka_broker: Broker) -> Iterator[Faults]:
+    """``kafka_broker``'s faults; the rules a test adds are removed when it ends."""
+    faults = kafka_broker.faults
+    try:
+        yield faults
+    finally:
+        faults.clear()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """A failing test's report gets the request history of the brokers its fixtures started."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for broker in item.stash.get(_BROKERS, []):
+        report.sections.append((f"kafkapy request history ({_where(broker)})", _history_text(broker)))
+
+
+def _where(broker: Broker) -> str:
+    try:
+        return broker.bootstrap_servers
+    except Exception:
+        return "a stopped broker"
+
+
+def _history_text(broker: Broker) -> str:
+    try:
+        entries = broker.history()
+    except RuntimeError as exc:
+        return str(exc)
+    shown = entries[-HISTORY_SHOWN:]
+    skipped = f"... {len(entries) - len(shown)} earlier requests\n" if len(entries) > len(shown) else ""
+    return skipped + "\n".join(str(entry) for entry in shown) if entries else "(no requests)"
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:

@@ -7,7 +7,7 @@ The layers, lowest first (a unit is a top-level package, or a top-level module o
     store  log  client
     server
     configs  features  quotas  topics  coordination  observers  dataplane  groups  transactions
-        (the modules)
+    faults  inspection                                                              (the modules)
     assembly  embedded  testing  capture  spark
     commands  cli  __main__
 
@@ -53,7 +53,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"store", "log", "client"}),
     frozenset({"server"}),
     frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane",
-               "groups", "transactions"}),
+               "groups", "transactions", "faults", "inspection"}),
     frozenset({"assembly", "embedded", "testing", "capture", "spark"}),
     frozenset({"commands", "cli", "__main__"}),
 )

@@ -107,3 +107,13 @@ def test_topic_configs_example() -> None:
                       "retention.ms": ["172800000", "DEFAULT_CONFIG"]},
         "log_config": {"compacts": True, "max_message_bytes": 65536, "retention_ms": 172_800_000},
     }
+
+
+def test_fault_injection_example_delivers_exactly_once() -> None:
+    result = run(str(EXAMPLES / "fault_injection.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["undelivered"] == 0 and out["fault_fired"] == 2
+    answers = out["produce_answers"]
+    assert answers[:2] == ["NOT_LEADER_OR_FOLLOWER"] * 2 and answers[-1] == "NONE"
+    assert out["stored"] == [[i, f"order-{i}", i] for i in range(5)]

@@ -145,3 +145,43 @@ def test_stopped_broker_refuses(kafka_broker_factory: BrokerFactory) -> None:
     address = broker.bootstrap_servers
     broker.close()
     assert not accepting(address)
+
+
+def test_a_failing_test_reports_its_brokers_request_history(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        from kafkapy.client import SimpleClient
+
+        def test_fails(kafka_broker):
+            with SimpleClient(kafka_broker.bootstrap_servers, client_id="the-app") as client:
+                client.request(3, 9, {"topics": [{"name": "orders"}], "allow_auto_topic_creation": False})
+            assert False, "the app misbehaved"
+
+        def test_passes(kafka_broker):
+            with SimpleClient(kafka_broker.bootstrap_servers, client_id="quiet-app") as client:
+                client.request(3, 9, {"topics": []})
+    """)
+    result = pytester.runpytest(*QUICK)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*kafkapy request history (127.0.0.1:*)*",
+                                 "*client 'the-app' Metadata v9 #1: UNKNOWN_TOPIC_OR_PARTITION"])
+    assert "quiet-app" not in result.stdout.str()  # passing tests print nothing
+
+
+def test_kafka_faults_fixture_scopes_rules_to_the_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        import pytest
+        from kafkapy.client import ClientError, SimpleClient
+        from kafkapy.faults import DropConnection, FaultRule
+        from kafkapy.protocol.api_keys import ApiKey
+
+        kept = []
+
+        def test_faulted(kafka_faults, kafka_broker):
+            kept.append(kafka_faults.add(FaultRule(DropConnection(), api=ApiKey.METADATA)))
+            with SimpleClient(kafka_broker.bootstrap_servers) as client, pytest.raises(ClientError):
+                client.request(ApiKey.METADATA, 9, {"topics": []})
+
+        def test_rules_were_removed():
+            assert kept[0].removed and kept[0].fired == 1
+    """)
+    pytester.runpytest(*QUICK).assert_outcomes(passed=2)

@@ -42,6 +42,16 @@ def _at_least(minimum: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= minimum else f"must be at least {minimum}"
 
 
+def _kafka_release(value: Any) -> str | None:
+    from kafkapy.protocol.releases import kafka_release
+
+    try:
+        kafka_release(str(value))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _one_of(*choices: str) -> Callable[[Any], str | None]:
     return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
 
@@ -75,6 +85,10 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("ssl.cafile", "string", None, "PEM CA bundle for verifying client certificates."),
     ConfigKey("ssl.client.auth", "string", "none", "Kafka's values: none, requested, required.",
               _one_of("none", "requested", "required")),
+    ConfigKey("kafka.version", "string", None,
+              "Serve what this Apache Kafka release served (2.8, 3.9, 4.0; kafkapy.protocol.releases): "
+              "its ApiVersions ranges, clipped to kafkapy's, and its refusals. Unset: kafkapy's own.",
+              _kafka_release),
     ConfigKey("unknown.request.behavior", "string", "empty",
               "empty: answer unknown requests with an empty response (KIP-35 draft); "
               "close: close the connection as modern Kafka does.", _one_of("empty", "close")),

@@ -16,6 +16,10 @@ comes back as an awaitable that finishes the job: the connection awaits it in
 its worker task, so the handler runs inside a task from its first line and
 ``asyncio.timeout()`` works anywhere in it. Requests answered before, byte for
 byte, are replayed from a memo (kafkapy.server.memo).
+
+With ``kafka.version`` set, the routing table is clipped to what that Kafka release advertised
+(kafkapy.protocol.releases): what it did not serve is answered as unknown, and what it advertised
+but refused (Produce v0-v2 in 4.0) gets UNSUPPORTED_VERSION per partition.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import struct
 import types
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
+
+import attrs
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.protocol import Request, encode_response, fit_body
@@ -39,8 +45,12 @@ from kafkapy.protocol.codec import (
     response_encoder,
     response_header,
 )
+from kafkapy.protocol.error_answers import error_answer
 from kafkapy.protocol.header import unpack_request_prefix
+from kafkapy.protocol.releases import KafkaRelease, kafka_release
 from kafkapy.protocol.schema import Body
+from kafkapy.protocol.versions import NONE as NO_VERSIONS
+from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.interceptors import Interceptor, run_chain
 from kafkapy.server.memo import AnswerMemo, Table
@@ -67,6 +77,7 @@ _SIZE_CORRELATION = struct.Struct(">ii")
 _CoroutineType = types.CoroutineType
 _new_context = tuple.__new__
 API_VERSIONS_FALLBACK_MAX = 4  # ApiVersions v0-v4 are served
+_API_KEYS = frozenset(ApiKey)
 
 # A response frame (without size prefix): one bytes, or several buffers (a ChunkedResponse).
 Frame = bytes | list[Chunk]
@@ -91,25 +102,36 @@ class _Plan(NamedTuple):
 class _Route:
     """One served API key: its handler, the versions it serves, and a plan per version."""
 
-    __slots__ = ("gated", "handle", "handler", "high", "low", "memoize", "versions")
+    __slots__ = ("gated", "handle", "handler", "high", "low", "memoize", "refused", "versions")
 
-    def __init__(self, handler: ApiHandler, memoize: bool) -> None:
+    def __init__(self, handler: ApiHandler, memoize: bool, refused: VersionRange = NO_VERSIONS) -> None:
         self.handler = handler
         self.handle = handler.handle
         self.low, self.high = handler.versions.low, handler.versions.high
         self.gated = handler.feature is not None
-        self.memoize = memoize
+        self.memoize = memoize and not refused
+        self.refused = refused  # advertised, but answered UNSUPPORTED_VERSION (kafka.version)
         self.versions: dict[int, _Plan] = {}
 
     def plan(self, api_key: int, api_version: int, memo: Table | None) -> _Plan:
         """Raises UnsupportedVersionError for a version the handler claims but no spec has."""
         plan = self.versions.get(api_version)
         if plan is None:
-            plan = _Plan(api_key, api_version, self.handle, request_decoder(api_key, api_version),
+            handle = _refuse_unsupported if api_version in self.refused else self.handle
+            plan = _Plan(api_key, api_version, handle, request_decoder(api_key, api_version),
                          response_encoder(api_key, api_version),
                          response_header(api_key, api_version, 0)[4:], memo if self.memoize else None)
             self.versions[api_version] = plan
         return plan
+
+
+def _refuse_unsupported(context: RequestContext, request: Request) -> Answer:
+    """A version the emulated release advertised but refused (kafkapy.protocol.releases): Kafka's
+    UNSUPPORTED_VERSION, per partition where the response has partitions."""
+    try:
+        return error_answer(context.api_key, context.api_version, request.body, ErrorCode.UNSUPPORTED_VERSION)
+    except ValueError:  # nowhere in this answer to say it: the connection closes
+        raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION) from None
 
 
 class Dispatcher:
@@ -122,6 +144,8 @@ class Dispatcher:
         self.interceptors: list[Interceptor] = []  # in order, outermost first
         self._wrapped = False  # whether requests go through hooks or interceptors
         self.observers = runtime.observers
+        emulated = runtime.config["kafka.version"]
+        self.release: KafkaRelease | None = None if emulated is None else kafka_release(emulated)
         self.rebuild()
 
     def install_interceptor(self, interceptor: Interceptor) -> None:
@@ -145,6 +169,8 @@ class Dispatcher:
                 if api is None:
                     raise ValueError(f"module {module.name} serves API key {key}, which has no spec")
                 handlers[key] = handler
+        if self.release is not None:
+            handlers = self._as_released(handlers, self.release)
         self.handlers = handlers
         self.request_hooks = [m for m in self.runtime.modules
                               if type(m).on_request is not Module.on_request]
@@ -153,11 +179,30 @@ class Dispatcher:
         # not only the routing table's, so gated APIs are never memoized. Nor is anything while
         # hooks, interceptors or observers are there: they see every request.
         plain = not self._wrapped and not self.runtime.observers.active and self.runtime.fast_paths.memo
-        self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None)
+        refused = self.release.refused if self.release is not None else {}
+        self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None,
+                                   refused.get(ApiKey(key), NO_VERSIONS))
                        for key, handler in handlers.items()}
         self.memo = AnswerMemo()  # the plans are new, their memos too
         self.plans: dict[bytes, _Plan] = {}  # by a frame's first four bytes (key and version)
         self._served: dict[int, tuple[int, int]] | None = None
+
+    @staticmethod
+    def _as_released(handlers: dict[int, ApiHandler], release: KafkaRelease) -> dict[int, ApiHandler]:
+        """The handlers clipped to what ``release`` advertised; keys it did not serve are dropped."""
+        clipped = {}
+        for key, handler in handlers.items():
+            released = release.advertised.get(ApiKey(key)) if key in _API_KEYS else None
+            if released is None:
+                continue
+            served = handler.versions
+            refused = release.refused.get(ApiKey(key), NO_VERSIONS)
+            if refused and refused.high + 1 >= served.low:  # refusing takes a codec, not a handler
+                served = VersionRange(min(served.low, refused.low), served.high)
+            versions = served.intersect(released)
+            if versions:
+                clipped[key] = attrs.evolve(handler, versions=versions)
+        return clipped
 
     def served_versions(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises: every served key, clipped to what the codec knows.
@@ -365,8 +410,9 @@ class Dispatcher:
         if observers.active:
             observers.record_request(None, conn, api_key, api_version, correlation_id)
         if api_key == ApiKey.API_VERSIONS:
+            low, high = self.served_versions().get(ApiKey.API_VERSIONS, (0, API_VERSIONS_FALLBACK_MAX))
             body = {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": [
-                {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": API_VERSIONS_FALLBACK_MAX}]}
+                {"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}]}
             response = encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
             if observers.active:
                 observers.record_response(body, 0, correlation_id)

@@ -1,0 +1,24 @@
+"""Fault injection for tests: rules that make the broker fail requests the way real ones do.
+
+``broker.faults.add(FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE,
+times=2))`` returns a handle (``fired``, ``remove()``); ``with broker.faults.injected(rule):``
+scopes a rule to a block. See docs/testing.md.
+"""
+
+from kafkapy.faults.injector import FaultHandle, FaultInjector, Faults
+from kafkapy.faults.matching import named_partitions
+from kafkapy.faults.module import FAULTS_CAPABILITY, FaultsModule
+from kafkapy.faults.rules import (
+    Delay,
+    DropConnection,
+    ErrorAnswer,
+    FaultAction,
+    FaultRule,
+    Stall,
+    Throttle,
+    TruncateResponse,
+)
+
+__all__ = ["FAULTS_CAPABILITY", "Delay", "DropConnection", "ErrorAnswer", "FaultAction", "FaultHandle",
+           "FaultInjector", "FaultRule", "Faults", "FaultsModule", "Stall", "Throttle", "TruncateResponse",
+           "named_partitions"]

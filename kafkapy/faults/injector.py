@@ -1,0 +1,269 @@
+"""The fault injector: one interceptor that applies the installed rules, and their handles.
+
+Theory of operation
+-------------------
+``Faults`` holds the rules in installation order, as a tuple replaced whole on every change
+(so the loop thread, which reads it per request, never sees half an update while a test thread
+adds or removes a rule). The interceptor is installed with the first rule and removed with the
+last: with no rule there is no interceptor, and requests cost what they cost without faults.
+
+Per request, ``before`` walks the rules in order; the first that matches *and fires* decides
+(later rules are not consulted, so two rules never act on one request). A firing rule acts at
+once (ErrorAnswer, DropConnection before, Stall) or marks the request so that ``after`` acts on
+the answer (Delay, Throttle, DropConnection after, TruncateResponse). Counting is per handle:
+``matched`` counts matching requests, ``fired`` those it acted on.
+
+Changes from other threads (a test's, while the broker runs on its own loop) are carried out
+on the broker's loop and waited for, so a request sent after ``add`` returns meets the rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import random
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kafkapy.errors import KafkaApiError
+from kafkapy.faults.matching import named_partitions
+from kafkapy.faults.rules import (
+    Delay,
+    DropConnection,
+    ErrorAnswer,
+    FaultRule,
+    Stall,
+    Throttle,
+    TruncateResponse,
+)
+from kafkapy.protocol.chunks import joined
+from kafkapy.protocol.codec import encode_response_body, fit_body
+from kafkapy.protocol.error_answers import error_answer
+from kafkapy.server.connection import CloseConnection
+from kafkapy.server.interceptors import PASS, Interceptor, Pass
+from kafkapy.server.modules import Answer, ChunkedResponse, EncodedResponse
+
+if TYPE_CHECKING:
+    from kafkapy.protocol import Request
+    from kafkapy.server.modules import RequestContext
+    from kafkapy.server.services import BrokerServices
+
+__all__ = ["FaultHandle", "FaultInjector", "Faults"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_MUTED_UNTIL = "faults.muted_until"  # ConnectionInfo.attributes: loop time a Throttle's mute ends
+THROTTLE_TIME = "throttle_time_ms"
+_FIRED = "faults.fired"  # ConnectionInfo.attributes: the handle that fired for the request in hand
+
+
+class FaultHandle:
+    """An installed rule: how often it matched and fired; ``remove()`` uninstalls it."""
+
+    def __init__(self, faults: Faults, rule: FaultRule) -> None:
+        self.rule = rule
+        self.matched = 0
+        self.fired = 0
+        self.removed = False
+        self._faults = faults
+        self._random = random.Random(rule.seed)
+        self._released: asyncio.Event | None = None  # Stall: set when the rule is removed
+
+    def remove(self) -> None:
+        """Uninstall the rule (again: nothing); stalled requests go on."""
+        self._faults.remove(self)
+
+    def __repr__(self) -> str:
+        return f"FaultHandle({self.rule!r}, matched={self.matched}, fired={self.fired})"
+
+    def _fires(self) -> bool:
+        """Count a match; whether the rule acts on it (module docstring of kafkapy.faults.rules)."""
+        rule = self.rule
+        self.matched += 1
+        if rule.times is not None and self.fired >= rule.times:
+            return False
+        if self.matched % rule.every:
+            return False
+        if rule.probability < 1.0 and self._random.random() >= rule.probability:
+            return False
+        self.fired += 1
+        return True
+
+    async def _stall(self) -> None:
+        if self._released is None:
+            self._released = asyncio.Event()
+        await self._released.wait()
+
+    def _release(self) -> None:
+        self.removed = True
+        if self._released is not None:
+            self._released.set()
+
+
+class FaultInjector(Interceptor):
+    """The interceptor that applies ``faults``' rules (module docstring)."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+
+    async def before(self, context: RequestContext, request: Request) -> Answer | Pass:
+        attributes = context.connection.attributes
+        attributes.pop(_FIRED, None)  # left by a request whose handler raised (no ``after`` ran)
+        muted_until = attributes.get(_MUTED_UNTIL)
+        if muted_until is not None:
+            wait = muted_until - self.faults.clock()
+            if wait > 0:
+                await asyncio.sleep(wait)  # a Throttle's mute, as KIP-219's
+            del attributes[_MUTED_UNTIL]
+        handle = self.faults.firing(context, request)
+        if handle is None:
+            return PASS
+        action = handle.rule.action
+        if isinstance(action, ErrorAnswer):
+            try:
+                return error_answer(context.api_key, context.api_version, request.body, action.code)
+            except ValueError:  # nowhere in this answer to say it: the connection closes
+                raise KafkaApiError(action.code) from None
+        if isinstance(action, DropConnection) and action.when == "before":
+            raise CloseConnection
+        if isinstance(action, Stall):
+            await handle._stall()
+            return PASS
+        attributes[_FIRED] = handle
+        return PASS
+
+    async def after(self, context: RequestContext, request: Request, answer: Answer) -> Answer:
+        handle = context.connection.attributes.pop(_FIRED, None)
+        if not isinstance(handle, FaultHandle):
+            return answer
+        action = handle.rule.action
+        if isinstance(action, Delay):
+            await asyncio.sleep(action.seconds)
+        elif isinstance(action, DropConnection):
+            raise CloseConnection
+        elif isinstance(action, Throttle):
+            return self._throttled(context, answer, action.milliseconds)
+        elif isinstance(action, TruncateResponse):
+            return _truncated(context, answer, action.keep)
+        return answer
+
+    def _throttled(self, context: RequestContext, answer: Answer, milliseconds: int) -> Answer:
+        context.connection.attributes[_MUTED_UNTIL] = self.faults.clock() + milliseconds / 1000
+        body: Any = answer.body if isinstance(answer, (ChunkedResponse, EncodedResponse)) else answer
+        if not isinstance(body, Mapping) or not _has_throttle_field(context.api_key, context.api_version):
+            return answer  # no field to say it in (or no answer): the mute alone delays what follows
+        if isinstance(answer, ChunkedResponse):
+            return ChunkedResponse({**answer.body, THROTTLE_TIME: milliseconds})
+        return {**body, THROTTLE_TIME: milliseconds}
+
+
+@functools.cache
+def _has_throttle_field(api_key: int, api_version: int) -> bool:
+    return THROTTLE_TIME in fit_body(api_key, "response", api_version, {THROTTLE_TIME: 0})
+
+
+def _truncated(context: RequestContext, answer: Answer, keep: float) -> Answer:
+    if answer is None:
+        return None  # no answer to cut (Produce acks=0)
+    body: Any = answer.body if isinstance(answer, (ChunkedResponse, EncodedResponse)) else answer
+    if isinstance(answer, ChunkedResponse):
+        body = joined(answer.body)
+    data = encode_response_body(context.api_key, context.api_version, body)
+    return EncodedResponse(body, data[:int(len(data) * keep)])
+
+
+class Faults:
+    """The rules installed on one broker: ``add`` (a handle), ``injected`` (scoped to a block),
+    ``clear``. Built by the faults module (kafkapy.faults.module) with its services."""
+
+    def __init__(self, services: BrokerServices) -> None:
+        self._services = services
+        self.clock: Callable[[], float] = services.clock
+        self.handles: tuple[FaultHandle, ...] = ()
+        self._injector = FaultInjector(self)
+        self._installed = False
+
+    def add(self, rule: FaultRule) -> FaultHandle:
+        """Install ``rule`` after the others; from any thread."""
+        handle = FaultHandle(self, rule)
+
+        def install() -> None:
+            self.handles = (*self.handles, handle)
+            if not self._installed:
+                self._services.install_interceptor(self._injector)
+                self._installed = True
+        self._on_loop(install)
+        return handle
+
+    def remove(self, handle: FaultHandle) -> None:
+        def uninstall() -> None:
+            if handle in self.handles:
+                self.handles = tuple(h for h in self.handles if h is not handle)
+            handle._release()
+            if not self.handles and self._installed:
+                self._services.remove_interceptor(self._injector)
+                self._installed = False
+        self._on_loop(uninstall)
+
+    def clear(self) -> None:
+        """Remove every rule."""
+        for handle in self.handles:
+            self.remove(handle)
+
+    @contextlib.contextmanager
+    def injected(self, rule: FaultRule) -> Iterator[FaultHandle]:
+        """``with faults.injected(rule) as handle:``: the rule holds inside the block only."""
+        handle = self.add(rule)
+        try:
+            yield handle
+        finally:
+            handle.remove()
+
+    def firing(self, context: RequestContext, request: Request) -> FaultHandle | None:
+        """The first handle whose rule matches this request and fires."""
+        for handle in self.handles:
+            if self._matches(handle.rule, context, request) and handle._fires():
+                return handle
+        return None
+
+    def _matches(self, rule: FaultRule, context: RequestContext, request: Request) -> bool:
+        if rule.api is not None and context.api_key not in rule.api:
+            return False
+        if rule.versions is not None and not rule.versions[0] <= context.api_version <= rule.versions[1]:
+            return False
+        if rule.client_id is not None and context.client_id != rule.client_id:
+            return False
+        if rule.connection is not None and context.connection.id != rule.connection:
+            return False
+        if rule.topic is not None:
+            named = named_partitions(request.body, self._topic_name)
+            if not any(topic == rule.topic and (rule.partition is None or partition == rule.partition)
+                       for topic, partition in named):
+                return False
+        return rule.when is None or bool(rule.when(request.body))
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str | None:
+        for topic in self._services.cluster.topics.values():
+            if topic.topic_id == topic_id:
+                return topic.name
+        return None
+
+    def _on_loop(self, change: Callable[[], None]) -> None:
+        """Run ``change`` on the broker's loop, now if this is its thread (or it is not running)."""
+        loop = self._services.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop or not loop.is_running():
+            change()
+            return
+
+        async def run() -> None:
+            change()
+        asyncio.run_coroutine_threadsafe(run(), loop).result(timeout=30)

@@ -1,0 +1,133 @@
+"""broker.records, broker.history and wait_for, against what real producers did."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from kafkapy.client import ClientError, SimpleClient
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol import encode_request
+from kafkapy.protocol.api_keys import ApiKey
+
+TIMEOUT_S = 20
+HISTORY = "kafkapy.observers.RequestHistory"
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker({"observer.class.names": HISTORY, "num.partitions": 2}) as running:
+        yield running
+
+
+def test_records_are_decoded_with_what_only_the_broker_knows(broker: Broker) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
+                         "linger.ms": 0, "compression.type": "gzip"})
+    for i in range(4):
+        producer.produce("inspected", key=b"k%d" % i, value=b"v%d" % i, partition=i % 2,
+                         headers=[("h", b"%d" % i)], timestamp=1_700_000_000_000 + i)
+    assert producer.flush(TIMEOUT_S) == 0
+    everything = broker.records("inspected")
+    assert [(r.partition, r.offset, r.key, r.value) for r in everything] == [
+        (0, 0, b"k0", b"v0"), (0, 1, b"k2", b"v2"), (1, 0, b"k1", b"v1"), (1, 1, b"k3", b"v3")]
+    assert [r.headers for r in everything] == [(("h", b"0"),), (("h", b"2"),), (("h", b"1"),), (("h", b"3"),)]
+    assert [r.timestamp for r in everything] == [1_700_000_000_000 + i for i in (0, 2, 1, 3)]
+    assert len({r.producer_id for r in everything}) == 1 and everything[0].producer_id >= 0
+    assert [r.sequence for r in everything] == [0, 1, 0, 1]
+    assert not any(r.is_transactional or r.is_control for r in everything)
+    assert [r.value for r in broker.records("inspected", partition=1, from_offset=1)] == [b"v3"]
+    assert broker.records("inspected", partition=0, from_offset=5) == []
+    assert broker.records("no-such-topic") == []
+
+
+def test_records_of_a_plain_producer_have_no_producer_id(broker: Broker) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1, enable_idempotence=False)
+    try:
+        producer.send("plain", value=b"x", partition=0).get(TIMEOUT_S)
+    finally:
+        producer.close(TIMEOUT_S)
+    [record] = broker.records("plain")
+    assert (record.producer_id, record.sequence, record.key, record.value) == (-1, -1, None, b"x")
+
+
+def test_history_has_api_version_client_and_error_per_connection(broker: Broker) -> None:
+    with SimpleClient(broker.bootstrap_servers, client_id="historian") as client:
+        client.request(ApiKey.METADATA, 9, {"topics": [{"name": "seen"}], "allow_auto_topic_creation": True})
+        client.request(ApiKey.CREATE_TOPICS, 5, {"topics": [{"name": "bad name!", "num_partitions": 1,
+                                                            "replication_factor": 1}], "timeout_ms": 1000})
+        client.request(ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "topics": [
+            {"name": "never-created", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    mine = broker.history(client_id="historian")
+    assert [(e.api_key, e.api_version, e.correlation_id) for e in mine] == [
+        (ApiKey.METADATA, 9, 1), (ApiKey.CREATE_TOPICS, 5, 2), (ApiKey.LIST_OFFSETS, 5, 3)]
+    assert len({e.connection for e in mine}) == 1
+    assert all(e.answered for e in mine)
+    # the first non-zero code inside: topics' (being auto-created; an invalid name), a partition's
+    assert [e.error_code for e in mine] == [ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert broker.history(connection=mine[0].connection) == mine
+    assert "ListOffsets v5 #3: UNKNOWN_TOPIC_OR_PARTITION" in str(mine[-1])
+
+
+def test_history_is_bounded() -> None:
+    with Broker({"observer.class.names": HISTORY, "request.history.size": 3}) as small, \
+            SimpleClient(small.bootstrap_servers) as client:
+        for _ in range(5):
+            client.request(ApiKey.METADATA, 9, {"topics": []})
+        assert [e.correlation_id for e in small.history()] == [3, 4, 5]
+
+
+def test_history_needs_its_observer() -> None:
+    with Broker() as plain, pytest.raises(RuntimeError, match="RequestHistory"):
+        plain.history()
+
+
+def test_wait_for_sync_returns_what_it_saw_or_says_what_it_saw(broker: Broker) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        producer.send("awaited", value=b"a", partition=0)
+        got = broker.wait_for_sync(lambda: broker.records("awaited"), lambda records: len(records) == 1)
+    finally:
+        producer.close(TIMEOUT_S)
+    assert [r.value for r in got] == [b"a"]
+    with pytest.raises(AssertionError, match=r"two records; last seen: \[StoredRecord\(.*value=b'a'"):
+        broker.wait_for_sync(lambda: broker.records("awaited"), lambda records: len(records) == 2,
+                             timeout=0.2, what="two records")
+
+
+def test_wait_for_on_the_brokers_own_loop() -> None:
+    async def run() -> None:
+        async with Broker({"observer.class.names": HISTORY}) as local:
+            host, port = local.bootstrap_servers.split(":")
+            _reader, writer = await asyncio.open_connection(host, int(port))
+            frame = encode_request(ApiKey.METADATA, 9, 7, "async", {"topics": []})
+            writer.write(len(frame).to_bytes(4, "big") + frame)
+            seen = await local.wait_for(lambda: local.history(client_id="async"),
+                                        lambda entries: entries and entries[0].answered, timeout=5)
+            assert seen[0].correlation_id == 7
+            with pytest.raises(AssertionError, match=r"timed out after 0\.1 s waiting for nothing"):
+                await local.wait_for(lambda: [], timeout=0.1, what="nothing")
+            writer.close()
+    asyncio.run(run())
+
+
+def test_history_keeps_requests_the_broker_does_not_serve() -> None:
+    with Broker({"observer.class.names": HISTORY, "kafka.version": "2.8"}) as old, \
+            SimpleClient(old.bootstrap_servers, client_id="too-new") as client:
+        with pytest.raises(ClientError, match="does not serve"):
+            client.request(ApiKey.PRODUCE, 12, {"acks": 1, "timeout_ms": 1, "topic_data": []})
+        client.request(ApiKey.METADATA, 9, {"topics": []})
+        entries = old.history()
+    assert [(e.api_key, e.api_version, e.client_id, e.error_code) for e in entries] == [
+        (ApiKey.PRODUCE, 12, None, ErrorCode.UNSUPPORTED_VERSION),
+        (ApiKey.METADATA, 9, "too-new", ErrorCode.NONE)]
+    assert entries[0].connection == "127.0.0.1"  # KIP-388 tells an observer no more of it
