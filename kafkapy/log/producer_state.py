@@ -389,6 +389,9 @@ class ProducerStateManager:
         Raises ProducerStateError with Kafka's code otherwise; nothing is
         recorded then.  Batches without a producer id pass untouched.
         """
+        if batch.producer_id < 0:  # not idempotent: only the map's end moves
+            self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
+            return None
         info = batch if isinstance(batch, ProducerBatch) else ProducerBatch.of(batch)
         if info.producer_id < 0:
             self.map_end_offset = max(self.map_end_offset, info.last_offset + 1)

@@ -61,10 +61,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any, NamedTuple, NoReturn
 
-import google_crc32c
-
 from kafkapy.errors import DecodeError, EncodeError
 from kafkapy.protocol.compression import Compression, compress, compression_of, decompress
+from kafkapy.protocol.crc32c import crc32c  # v2 batches' checksum; exported from here too
 
 __all__ = [
     "TIMESTAMP_TYPE_BIT",
@@ -151,7 +150,7 @@ class _Corrupt(Exception):
         return DecodeError(self.reason, offset=origin + self.pos, field="records")
 
 
-def _varint_long(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+def _varint_long(data: bytes | bytearray, pos: int, max_bytes: int) -> tuple[int, int]:
     """Decode a zigzag varint of at most ``max_bytes``: the slow path behind the inline reads."""
     start = pos
     result = 0
@@ -189,7 +188,9 @@ def _offset_delta_bytes(width: int) -> tuple[bytes, ...]:
     return tuple(bytes(code[j] for code in encoded) for j in range(width))
 
 
-def _record_shape(data: bytes, pos: int, end: int, width: int) -> tuple[int, int, list[int], bool] | None:
+def _record_shape(
+    data: bytes | bytearray, pos: int, end: int, width: int
+) -> tuple[int, int, list[int], bool] | None:
     """Walk one record at ``pos`` with ``width`` offset-delta bytes: ``(stride, timestamp byte at,
     structure byte positions, key is null)``, relative to ``pos``, or None when it is not of the
     uniform shape (a multi-byte timestamp delta, headers, or anything the full walk must judge)."""
@@ -223,7 +224,7 @@ def _record_shape(data: bytes, pos: int, end: int, width: int) -> tuple[int, int
     return rec_end - pos, ts_at - pos, structure, null_key
 
 
-def _scan_uniform(data: bytes, pos: int, end: int, count: int) -> tuple[int, int, int] | None:
+def _scan_uniform(data: bytes | bytearray, pos: int, end: int, count: int) -> tuple[int, int, int] | None:
     """``(min timestamp delta, max timestamp delta, null keys)`` of ``count`` records of the
     uniform shape filling ``data[pos:end]`` exactly, with offset deltas 0..count-1; else None,
     and the full walk decides (and words any error)."""
@@ -262,13 +263,6 @@ def _scan_uniform(data: bytes, pos: int, end: int, count: int) -> tuple[int, int
         return None
     deltas = [zz[b] for b in stamps]
     return min(deltas), max(deltas), null_keys
-
-
-def crc32c(data: Buffer) -> int:
-    """CRC-32C (Castagnoli), which record batches v2 (and Kafka's snapshot files) carry.
-    google-crc32c is a C implementation whose import touches no I/O module (the crc32c
-    package's does); its entry point takes only bytes, so views are copied once (a memcpy)."""
-    return int(google_crc32c.value(data if isinstance(data, bytes) else bytes(data)))
 
 
 def _flat(raw: Buffer) -> bytes | memoryview:
@@ -768,7 +762,18 @@ class RecordBatch:
         ``uniform`` adds a second fast path (``_scan_uniform``) for batches whose records
         share one shape; off, every record is walked (tests hold the two equal).
         """
-        data, start, end, origin = v2_payload(self._buf, self._pos, self._end, self.attributes)
+        buf = self._buf
+        data: bytes | bytearray
+        origin: int | None
+        whole = buf.obj if isinstance(buf, memoryview) else None
+        if (isinstance(whole, bytearray) and not self.attributes & _COMPRESSION_MASK
+                and len(buf) == len(whole)):
+            # A view of a whole bytearray (Produce checks the batch in the buffer it is stamped in):
+            # the walk only reads, and a bytearray indexes and slices as bytes do, at the same
+            # positions, so the payload needs no copy. (record_list copies: records hold bytes.)
+            data, start, end, origin = whole, self._pos + _V2_HEADER_SIZE, self._end, 0
+        else:
+            data, start, end, origin = v2_payload(buf, self._pos, self._end, self.attributes)
         if uniform and self.record_count >= _UNIFORM_MIN_RECORDS:
             uniform_summary = _scan_uniform(data, start, end, self.record_count)
             if uniform_summary is not None:
@@ -788,7 +793,7 @@ class RecordBatch:
         lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
         return read_v2_records(data, pos, end, self.base_offset, self.base_timestamp, lat, self.record_count)
 
-    def _scan(self, data: bytes, pos: int, end: int) -> RecordsSummary:
+    def _scan(self, data: bytes | bytearray, pos: int, end: int) -> RecordsSummary:
         """:meth:`_decode`'s walk and checks, keeping counters instead of records.
 
         The append checks' fast path, kept line for line beside ``read_v2_records`` so the
