@@ -128,6 +128,6 @@ def test_the_common_answer_is_written_by_hand_and_the_unusual_one_is_not(version
     assert fast(1, common) == _general(version)(1, common) and calls == []
     if version >= 8:
         errors = [{"batch_index": 0, "batch_index_error_message": "bad"}]
-        unusual = fit({"responses": [{"name": "t", "partition_responses": [{**answer, "record_errors": errors}]}],
-                       "throttle_time_ms": 0})
+        with_errors = {**answer, "record_errors": errors}
+        unusual = fit({"responses": [{"name": "t", "partition_responses": [with_errors]}], "throttle_time_ms": 0})
         assert fast(2, unusual) == _general(version)(2, unusual) and calls == [2]
