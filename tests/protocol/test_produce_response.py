@@ -129,5 +129,6 @@ def test_the_common_answer_is_written_by_hand_and_the_unusual_one_is_not(version
     if version >= 8:
         errors = [{"batch_index": 0, "batch_index_error_message": "bad"}]
         with_errors = {**answer, "record_errors": errors}
-        unusual = fit({"responses": [{"name": "t", "partition_responses": [with_errors]}], "throttle_time_ms": 0})
+        unusual = fit({"responses": [{"name": "t", "partition_responses": [with_errors]}],
+                       "throttle_time_ms": 0})
         assert fast(2, unusual) == _general(version)(2, unusual) and calls == [2]
