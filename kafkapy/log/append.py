@@ -66,12 +66,16 @@ from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.topic_config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES, LONG_MAX, LogConfig
 from kafkapy.protocol.compression import Compression
 from kafkapy.protocol.records import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
     CREATE_TIME,
     LOG_APPEND_TIME,
     TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     V2_ATTRIBUTES_AT,
     V2_COUNT_AT,
     V2_CRC_AT,
+    V2_HEADER_SIZE,
     V2_LEADER_EPOCH_AT,
     V2_MAGIC_AT,
     V2_MAX_TIMESTAMP_AT,
@@ -97,13 +101,7 @@ _NO_TIMESTAMP = -1
 
 # Produce v7 is the first version allowed to carry zstd (KIP-110).
 _FIRST_ZSTD_PRODUCE_VERSION = 7
-
-# The v2 attributes' bits (Kafka's DefaultRecordBatch): codec id, transactional, control.
-_COMPRESSION_MASK = 0x07
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
 _COMPRESSIONS = tuple(Compression)  # by codec id 0..4, without an enum call per batch
-V2_HEADER_SIZE = 61  # the v2 batch header, base offset to record count
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -314,7 +312,7 @@ def _one_clean_batch(data: bytearray | bytes | memoryview, config: LogConfig, no
     except DecodeError:
         return None
     attributes = batch.attributes
-    codec = attributes & _COMPRESSION_MASK
+    codec = attributes & COMPRESSION_MASK
     if (
         batch.size_in_bytes != size
         or batch.base_offset != 0
@@ -324,7 +322,7 @@ def _one_clean_batch(data: bytearray | bytes | memoryview, config: LogConfig, no
             and produce_version < _FIRST_ZSTD_PRODUCE_VERSION)
         or batch.record_count <= 0
         or batch.last_offset_delta + 1 != batch.record_count
-        or attributes & _CONTROL_BIT
+        or attributes & CONTROL_BIT
         or (batch.producer_id >= 0 and batch.base_sequence < 0)
         or crc32c(memoryview(data)[V2_ATTRIBUTES_AT:]) != batch.crc
     ):
@@ -345,7 +343,7 @@ def _one_clean_batch(data: bytearray | bytes | memoryview, config: LogConfig, no
         producer_id=batch.producer_id,
         producer_epoch=batch.producer_epoch,
         base_sequence=batch.base_sequence,
-        is_transactional=bool(attributes & _TRANSACTIONAL_BIT),
+        is_transactional=bool(attributes & TRANSACTIONAL_BIT),
     )
 
 

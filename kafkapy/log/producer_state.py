@@ -389,13 +389,10 @@ class ProducerStateManager:
         Raises ProducerStateError with Kafka's code otherwise; nothing is
         recorded then.  Batches without a producer id pass untouched.
         """
-        if batch.producer_id < 0:  # not idempotent: only the map's end moves
+        if batch.producer_id < 0:  # not idempotent: only the map's end moves (nothing built for it)
             self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
             return None
         info = batch if isinstance(batch, ProducerBatch) else ProducerBatch.of(batch)
-        if info.producer_id < 0:
-            self.map_end_offset = max(self.map_end_offset, info.last_offset + 1)
-            return None
         entry = self.producers.get(info.producer_id)
         if entry is not None:
             duplicate = entry.find_duplicate(info)

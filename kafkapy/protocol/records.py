@@ -66,10 +66,14 @@ from kafkapy.protocol.compression import Compression, compress, compression_of, 
 from kafkapy.protocol.crc32c import crc32c  # v2 batches' checksum; exported from here too
 
 __all__ = [
+    "COMPRESSION_MASK",
+    "CONTROL_BIT",
     "TIMESTAMP_TYPE_BIT",
+    "TRANSACTIONAL_BIT",
     "V2_ATTRIBUTES_AT",
     "V2_COUNT_AT",
     "V2_CRC_AT",
+    "V2_HEADER_SIZE",
     "V2_LEADER_EPOCH_AT",
     "V2_MAGIC_AT",
     "V2_MAX_TIMESTAMP_AT",
@@ -99,7 +103,8 @@ _LOG_OVERHEAD = 12  # offset int64 + length int32, common to every format
 _UP_TO_MAGIC = 17  # bytes needed before an entry's magic byte can be read
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-_V2_HEADER_SIZE = _V2_HEADER.size  # 61
+V2_HEADER_SIZE = _V2_HEADER.size  # 61: base offset to record count
+_V2_HEADER_SIZE = V2_HEADER_SIZE
 # Where the v2 header's fields sit, for code that rewrites a batch in place (the broker's append).
 V2_LEADER_EPOCH_AT = 12
 V2_MAGIC_AT = 16
@@ -116,11 +121,14 @@ _LEGACY_MIN_SIZE = (14, 22)  # crc+magic+attributes+[timestamp]+key length+value
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
-_COMPRESSION_MASK = 0x07
+COMPRESSION_MASK = 0x07  # attributes: the codec id
+_COMPRESSION_MASK = COMPRESSION_MASK
 TIMESTAMP_TYPE_BIT = 0x08  # attributes: set when the batch carries log-append time
 _TIMESTAMP_TYPE_BIT = TIMESTAMP_TYPE_BIT
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
+TRANSACTIONAL_BIT = 0x10
+_TRANSACTIONAL_BIT = TRANSACTIONAL_BIT
+CONTROL_BIT = 0x20
+_CONTROL_BIT = CONTROL_BIT
 _DELETE_HORIZON_BIT = 0x40
 
 _INT32_MAX = (1 << 31) - 1
