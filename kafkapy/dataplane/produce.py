@@ -137,19 +137,19 @@ class ProduceHandler:
             state = partitions.home.producer_state(topic, index, log)
             if records is None:
                 raise RecordsRejected(ErrorCode.INVALID_RECORD, "The produce request has no records.")
-            # Checked where it lies in the request (a bytearray would cost the walk a second copy),
-            # then the one copy: the batch header is rewritten in place (offsets, epoch), and the
-            # log keeps this buffer as it is.
-            raw = records.raw
-            plan = validate_records(raw, self.append_config(topic), now_ms, produce_version=version)
-            data = bytearray(raw)
+            # The one copy, made first: the checks read it (the CRC of a writable buffer and the
+            # walk over it need no copy of their own), its header is stamped in place (offsets,
+            # epoch), and the log keeps it as it is.
+            data = bytearray(records.raw)
+            plan = validate_records(data, self.append_config(topic), now_ms, produce_version=version)
             assigned = assign_offsets(data, plan, base_offset=log.log_end_offset,
                                       leader_epoch=partitions.leader_epoch(topic, index),
                                       log_append_time_ms=now_ms if plan.log_append_time else None)
-            duplicate = state.check_and_update(RecordBatch(data))
+            batch = RecordBatch(data)  # the stamped header, read once for producer state and the log
+            duplicate = state.check_and_update(batch)
             if duplicate is not None:  # a retry: the offsets it got the first time, nothing stored
                 return _answer(index, duplicate.first_offset, NO_OFFSET, log.log_start_offset)
-            log.append(data, now_ms=now_ms)
+            log.append(data, now_ms=now_ms, header=batch)
             partitions.appended(topic, index)
             return _answer(index, assigned.first_offset, assigned.log_append_time_ms, log.log_start_offset)
         except RecordsRejected as rejected:

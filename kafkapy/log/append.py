@@ -66,18 +66,23 @@ from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.topic_config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES, LONG_MAX, LogConfig
 from kafkapy.protocol.compression import Compression
 from kafkapy.protocol.records import (
+    COMPRESSION_MASK,
+    CONTROL_BIT,
     CREATE_TIME,
     LOG_APPEND_TIME,
     TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     V2_ATTRIBUTES_AT,
     V2_COUNT_AT,
     V2_CRC_AT,
+    V2_HEADER_SIZE,
     V2_LEADER_EPOCH_AT,
     V2_MAGIC_AT,
     V2_MAX_TIMESTAMP_AT,
     Batch,
     RecordBatch,
     Records,
+    RecordsSummary,
     crc32c,
 )
 
@@ -96,6 +101,7 @@ _NO_TIMESTAMP = -1
 
 # Produce v7 is the first version allowed to carry zstd (KIP-110).
 _FIRST_ZSTD_PRODUCE_VERSION = 7
+_COMPRESSIONS = tuple(Compression)  # by codec id 0..4, without an enum call per batch
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -223,6 +229,9 @@ def validate_records(
     ``produce_version`` enables the one version-dependent rule (zstd needs v7+);
     without it that rule is skipped.  Nothing is modified.
     """
+    plan = _one_clean_batch(data, config, now_ms, produce_version)
+    if plan is not None:
+        return plan
     batch = _first_batch(data, produce_version)
     size = batch.size_in_bytes
 
@@ -287,6 +296,57 @@ def validate_records(
     )
 
 
+def _one_clean_batch(data: bytearray | bytes | memoryview, config: LogConfig, now_ms: int,
+                     produce_version: int | None) -> AppendPlan | None:
+    """:func:`validate_records`' fast path, for what producers send: ``data`` is exactly one
+    magic-2 batch that passes every check. The same checks as the plain path, made in fewer steps
+    (one header read, no framing walk, no generators); the first that fails, or anything unusual
+    (a partial batch after it, a header RecordBatch refuses), answers None and the plain path
+    decides and words the rejection, in Kafka's order. tests/log/test_append.py holds the two
+    equal on random valid and damaged batches."""
+    size = len(data)
+    if size < V2_HEADER_SIZE or data[V2_MAGIC_AT] != 2:
+        return None
+    try:
+        batch = RecordBatch(data)
+    except DecodeError:
+        return None
+    attributes = batch.attributes
+    codec = attributes & COMPRESSION_MASK
+    if (
+        batch.size_in_bytes != size
+        or batch.base_offset != 0
+        or size > config.max_message_bytes
+        or size > config.segment_bytes
+        or (codec == Compression.ZSTD and produce_version is not None
+            and produce_version < _FIRST_ZSTD_PRODUCE_VERSION)
+        or batch.record_count <= 0
+        or batch.last_offset_delta + 1 != batch.record_count
+        or attributes & CONTROL_BIT
+        or (batch.producer_id >= 0 and batch.base_sequence < 0)
+        or crc32c(memoryview(data)[V2_ATTRIBUTES_AT:]) != batch.crc
+    ):
+        return None
+    try:
+        summary = batch.scan()
+    except DecodeError:
+        return None
+    max_timestamp = _max_timestamp_if_clear(batch, summary, config, now_ms)
+    if max_timestamp is None:
+        return None
+    return AppendPlan(
+        size=size,
+        record_count=batch.record_count,
+        max_timestamp=max_timestamp,
+        timestamp_type=config.message_timestamp_type,
+        compression=_COMPRESSIONS[codec],
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=bool(attributes & TRANSACTIONAL_BIT),
+    )
+
+
 def _check_records(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
     """LogValidator's per-record checks; returns the records' max timestamp.
 
@@ -300,18 +360,24 @@ def _check_records(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
         summary = batch.scan()  # the CRC was checked by the caller
     except DecodeError as exc:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
+    max_timestamp = _max_timestamp_if_clear(batch, summary, config, now_ms)
+    return max_timestamp if max_timestamp is not None else _check_records_plain(batch, config, now_ms)
+
+
+def _max_timestamp_if_clear(batch: RecordBatch, summary: RecordsSummary, config: LogConfig,
+                            now_ms: int) -> int | None:
+    """The records' max timestamp if the summary shows no record can fail LogValidator's per-record
+    checks; None if one may, and the records must be decoded to name it."""
     create_time = config.message_timestamp_type == CREATE_TIME
     clear = summary.offsets_in_order and not (config.compacts and summary.null_keys)
-    producer_says_append_time = batch.timestamp_type == LOG_APPEND_TIME
+    producer_says_append_time = batch.attributes & TIMESTAMP_TYPE_BIT
     if producer_says_append_time and (not create_time or summary.max_timestamp == _NO_TIMESTAMP):
         clear = False  # every record then carries that claim, and Kafka refuses it
     elif create_time and _bounded(config):
         lowest = now_ms - config.timestamp_before_max_ms
         highest = now_ms + config.timestamp_after_max_ms
         clear = clear and lowest <= summary.min_timestamp and summary.max_timestamp <= highest
-    if clear:
-        return max(summary.max_timestamp, _NO_TIMESTAMP)
-    return _check_records_plain(batch, config, now_ms)
+    return max(summary.max_timestamp, _NO_TIMESTAMP) if clear else None
 
 
 def _bounded(config: LogConfig) -> bool:

@@ -21,7 +21,7 @@ import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.txn_index import AbortedTxn
-from kafkapy.protocol.records import Buffer
+from kafkapy.protocol.records import Buffer, RecordBatch
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -149,8 +149,10 @@ class PartitionLog(Protocol):
     @property
     def size_in_bytes(self) -> int: ...
 
-    def append(self, data: Buffer, *, now_ms: int | None = None) -> AppendInfo:
-        """Store batches whose offsets are already assigned, contiguous from log_end_offset."""
+    def append(self, data: Buffer, *, now_ms: int | None = None,
+               header: RecordBatch | None = None) -> AppendInfo:
+        """Store batches whose offsets are already assigned, contiguous from log_end_offset;
+        ``header``, when given, is ``data``'s one batch, read already by the caller."""
         ...
 
     def read(

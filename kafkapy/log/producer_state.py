@@ -437,10 +437,10 @@ class ProducerStateManager:
         Raises ProducerStateError with Kafka's code otherwise; nothing is
         recorded then.  Batches without a producer id pass untouched.
         """
-        info = batch if isinstance(batch, ProducerBatch) else ProducerBatch.of(batch)
-        if info.producer_id < 0:
-            self.map_end_offset = max(self.map_end_offset, info.last_offset + 1)
+        if batch.producer_id < 0:  # not idempotent: only the map's end moves (nothing built for it)
+            self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
             return None
+        info = batch if isinstance(batch, ProducerBatch) else ProducerBatch.of(batch)
         entry = self.producers.get(info.producer_id)
         if entry is not None:
             duplicate = entry.find_duplicate(info)

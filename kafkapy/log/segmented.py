@@ -339,19 +339,33 @@ class SegmentedLog:
 
     # -- append --------------------------------------------------------------------------
 
-    def append(self, data: Buffer, *, now_ms: int | None = None) -> AppendInfo:
-        """Store ``data`` as it is; its batches must continue the log's offsets exactly."""
+    def append(self, data: Buffer, *, now_ms: int | None = None,
+               header: RecordBatch | None = None) -> AppendInfo:
+        """Store ``data`` as it is; its batches must continue the log's offsets exactly.
+
+        ``header``: ``data`` is this one batch, whose header the caller has read already (Produce
+        has), so the log need not frame ``data`` again; its offset and size are still checked.
+        """
         batches: list[RecordBatch] = []
         expected = self.log_end_offset
-        for batch in Records(data).batches(strict=True):
-            if not isinstance(batch, RecordBatch):
-                raise ValueError("the log stores magic 2 record batches only")
-            if batch.base_offset != expected:
+        if header is not None:
+            if header.size_in_bytes != (data.nbytes if isinstance(data, memoryview) else len(data)):
+                raise ValueError("the header given is not the one batch of the data")
+            if header.base_offset != expected:
                 raise ValueError(
-                    f"batch base offset {batch.base_offset} does not continue the log at {expected}"
-                )
-            expected = batch.last_offset + 1
-            batches.append(batch)
+                    f"batch base offset {header.base_offset} does not continue the log at {expected}")
+            batches.append(header)
+            expected = header.last_offset + 1
+        else:
+            for batch in Records(data).batches(strict=True):
+                if not isinstance(batch, RecordBatch):
+                    raise ValueError("the log stores magic 2 record batches only")
+                if batch.base_offset != expected:
+                    raise ValueError(
+                        f"batch base offset {batch.base_offset} does not continue the log at {expected}"
+                    )
+                expected = batch.last_offset + 1
+                batches.append(batch)
         if not batches:
             raise ValueError("nothing to append")
         nbytes = sum(batch.size_in_bytes for batch in batches)

@@ -18,6 +18,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import get_api, request_header_version, response_header_version
 from kafkapy.protocol.header import RequestHeader, header_schema, peek_request_header
 from kafkapy.protocol.json_decoder import JsonDecoder, RenderedBody, compile_json_decoder
+from kafkapy.protocol.produce_response import FAST_VERSIONS, fast_response_encoder
 from kafkapy.protocol.schema import Body, MessageSchema
 
 __all__ = [
@@ -531,8 +532,11 @@ def response_encoder(api_key: int, api_version: int) -> ResponseEncoder:
             raise
         return bytes(out)
 
-    _response_encoders[key] = encode
-    return encode
+    found = encode
+    if api_key == ApiKey.PRODUCE and api_version in FAST_VERSIONS:  # the hot path, by hand
+        found = fast_response_encoder(api_version, encode)
+    _response_encoders[key] = found
+    return found
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> bytes:

@@ -61,17 +61,19 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any, NamedTuple, NoReturn
 
-import google_crc32c
-
 from kafkapy.errors import DecodeError, EncodeError
 from kafkapy.protocol.compression import Compression, compress, compression_of, decompress
+from kafkapy.protocol.crc32c import crc32c  # v2 batches' checksum; exported from here too
 
 __all__ = [
+    "COMPRESSION_MASK",
+    "CONTROL_BIT",
     "TIMESTAMP_TYPE_BIT",
     "TRANSACTIONAL_BIT",
     "V2_ATTRIBUTES_AT",
     "V2_COUNT_AT",
     "V2_CRC_AT",
+    "V2_HEADER_SIZE",
     "V2_LEADER_EPOCH_AT",
     "V2_MAGIC_AT",
     "V2_MAX_TIMESTAMP_AT",
@@ -101,7 +103,8 @@ _LOG_OVERHEAD = 12  # offset int64 + length int32, common to every format
 _UP_TO_MAGIC = 17  # bytes needed before an entry's magic byte can be read
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")
-_V2_HEADER_SIZE = _V2_HEADER.size  # 61
+V2_HEADER_SIZE = _V2_HEADER.size  # 61: base offset to record count
+_V2_HEADER_SIZE = V2_HEADER_SIZE
 # Where the v2 header's fields sit, for code that rewrites a batch in place (the broker's append).
 V2_LEADER_EPOCH_AT = 12
 V2_MAGIC_AT = 16
@@ -118,12 +121,14 @@ _LEGACY_MIN_SIZE = (14, 22)  # crc+magic+attributes+[timestamp]+key length+value
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
-_COMPRESSION_MASK = 0x07
+COMPRESSION_MASK = 0x07  # attributes: the codec id
+_COMPRESSION_MASK = COMPRESSION_MASK
 TIMESTAMP_TYPE_BIT = 0x08  # attributes: set when the batch carries log-append time
 _TIMESTAMP_TYPE_BIT = TIMESTAMP_TYPE_BIT
 TRANSACTIONAL_BIT = 0x10  # attributes: set on a transaction's batches and markers
 _TRANSACTIONAL_BIT = TRANSACTIONAL_BIT
-_CONTROL_BIT = 0x20
+CONTROL_BIT = 0x20
+_CONTROL_BIT = CONTROL_BIT
 _DELETE_HORIZON_BIT = 0x40
 
 _INT32_MAX = (1 << 31) - 1
@@ -153,7 +158,7 @@ class _Corrupt(Exception):
         return DecodeError(self.reason, offset=origin + self.pos, field="records")
 
 
-def _varint_long(data: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
+def _varint_long(data: bytes | bytearray, pos: int, max_bytes: int) -> tuple[int, int]:
     """Decode a zigzag varint of at most ``max_bytes``: the slow path behind the inline reads."""
     start = pos
     result = 0
@@ -191,7 +196,9 @@ def _offset_delta_bytes(width: int) -> tuple[bytes, ...]:
     return tuple(bytes(code[j] for code in encoded) for j in range(width))
 
 
-def _record_shape(data: bytes, pos: int, end: int, width: int) -> tuple[int, int, list[int], bool] | None:
+def _record_shape(
+    data: bytes | bytearray, pos: int, end: int, width: int
+) -> tuple[int, int, list[int], bool] | None:
     """Walk one record at ``pos`` with ``width`` offset-delta bytes: ``(stride, timestamp byte at,
     structure byte positions, key is null)``, relative to ``pos``, or None when it is not of the
     uniform shape (a multi-byte timestamp delta, headers, or anything the full walk must judge)."""
@@ -225,7 +232,7 @@ def _record_shape(data: bytes, pos: int, end: int, width: int) -> tuple[int, int
     return rec_end - pos, ts_at - pos, structure, null_key
 
 
-def _scan_uniform(data: bytes, pos: int, end: int, count: int) -> tuple[int, int, int] | None:
+def _scan_uniform(data: bytes | bytearray, pos: int, end: int, count: int) -> tuple[int, int, int] | None:
     """``(min timestamp delta, max timestamp delta, null keys)`` of ``count`` records of the
     uniform shape filling ``data[pos:end]`` exactly, with offset deltas 0..count-1; else None,
     and the full walk decides (and words any error)."""
@@ -264,13 +271,6 @@ def _scan_uniform(data: bytes, pos: int, end: int, count: int) -> tuple[int, int
         return None
     deltas = [zz[b] for b in stamps]
     return min(deltas), max(deltas), null_keys
-
-
-def crc32c(data: Buffer) -> int:
-    """CRC-32C (Castagnoli), which record batches v2 (and Kafka's snapshot files) carry.
-    google-crc32c is a C implementation whose import touches no I/O module (the crc32c
-    package's does); its entry point takes only bytes, so views are copied once (a memcpy)."""
-    return int(google_crc32c.value(data if isinstance(data, bytes) else bytes(data)))
 
 
 def _flat(raw: Buffer) -> bytes | memoryview:
@@ -770,7 +770,18 @@ class RecordBatch:
         ``uniform`` adds a second fast path (``_scan_uniform``) for batches whose records
         share one shape; off, every record is walked (tests hold the two equal).
         """
-        data, start, end, origin = v2_payload(self._buf, self._pos, self._end, self.attributes)
+        buf = self._buf
+        data: bytes | bytearray
+        origin: int | None
+        whole = buf.obj if isinstance(buf, memoryview) else None
+        if (isinstance(whole, bytearray) and not self.attributes & _COMPRESSION_MASK
+                and len(buf) == len(whole)):
+            # A view of a whole bytearray (Produce checks the batch in the buffer it is stamped in):
+            # the walk only reads, and a bytearray indexes and slices as bytes do, at the same
+            # positions, so the payload needs no copy. (record_list copies: records hold bytes.)
+            data, start, end, origin = whole, self._pos + _V2_HEADER_SIZE, self._end, 0
+        else:
+            data, start, end, origin = v2_payload(buf, self._pos, self._end, self.attributes)
         if uniform and self.record_count >= _UNIFORM_MIN_RECORDS:
             uniform_summary = _scan_uniform(data, start, end, self.record_count)
             if uniform_summary is not None:
@@ -790,7 +801,7 @@ class RecordBatch:
         lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
         return read_v2_records(data, pos, end, self.base_offset, self.base_timestamp, lat, self.record_count)
 
-    def _scan(self, data: bytes, pos: int, end: int) -> RecordsSummary:
+    def _scan(self, data: bytes | bytearray, pos: int, end: int) -> RecordsSummary:
         """:meth:`_decode`'s walk and checks, keeping counters instead of records.
 
         The append checks' fast path, kept line for line beside ``read_v2_records`` so the

@@ -22,9 +22,10 @@ def test_quick_run_reports_both_brokers() -> None:
     rows = {}
     for line in result.stdout.splitlines():
         cells = re.split(r"\s{2,}", line.strip())
-        if len(cells) >= 4 and cells[0].startswith(("produce", "consume", "RSS", "committed")):
+        if len(cells) >= 4 and cells[0].startswith(("produce", "consume", "RSS", "committed", "broker")):
             rows[cells[0]] = cells
-    assert len(rows) == 6, result.stdout
+    assert len(rows) == 7, result.stdout
+    assert "broker process CPU us per one-at-a-time produce" in rows
     for label, cells in rows.items():
         if label.startswith("committed"):
             assert cells[1] == "transactions: not yet served"

@@ -5,6 +5,7 @@ raise anything but RecordsRejected and are never accepted with records that do n
 from __future__ import annotations
 
 import struct
+from unittest import mock
 
 import google_crc32c
 import pytest
@@ -428,3 +429,53 @@ def test_the_append_benchmark_runs() -> None:
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "~1 MB, none, LogAppendTime" in result.stdout and "compacted (key check)" in result.stdout
+
+
+def _validated(raw: bytearray, config: LogConfig, version: int | None, fast: bool) -> object:
+    from kafkapy.log import append
+
+    with mock.patch.object(append, "_one_clean_batch", append._one_clean_batch if fast else
+                           (lambda *args: None)):
+        try:
+            return validate_records(bytearray(raw), config, NOW, produce_version=version)
+        except RecordsRejected as exc:
+            return (exc.code, exc.message, exc.record_errors)
+
+
+@FUZZ
+@given(records=record_lists, codec=st.sampled_from(CODECS), config=configs,
+       version=st.sampled_from([None, 3, 6, 7, 13]), data=st.data())
+def test_the_one_clean_batch_fast_path_equals_the_plain_checks(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    codec: int, config: LogConfig, version: int | None, data: st.DataObject,
+) -> None:
+    """validate_records' fast path (one whole batch that passes) against the plain checks alone, on
+    valid batches and on batches damaged, re-checksummed, cut, extended and re-headed: the same plan
+    or the same rejection, code, message and record errors."""
+    raw = bytearray(build_record_batch(records, compression=codec))
+    kind = data.draw(st.sampled_from(["none", "flip", "flip+crc", "truncate", "append", "field"]))
+    if kind == "truncate":
+        del raw[data.draw(st.integers(0, len(raw) - 1)):]
+    elif kind == "append":
+        raw += data.draw(st.binary(min_size=1, max_size=80))
+    elif kind in ("flip", "flip+crc"):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] ^= data.draw(st.integers(1, 255))
+        if kind == "flip+crc" and len(raw) >= 61:
+            fix_crc(raw)
+    elif kind == "field":  # a header field set to an edge value, the CRC kept valid
+        fmt, at = data.draw(st.sampled_from([(">q", 0), (">i", 23), (">i", 57), (">q", 43), (">i", 53),
+                                             (">h", 21)]))
+        struct.pack_into(fmt, raw, at, data.draw(st.sampled_from([-1, 0, 1, 5, 0x20, 0x04])))
+        fix_crc(raw)
+    assert _validated(raw, config, version, fast=True) == _validated(raw, config, version, fast=False)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_producers_batch_takes_the_fast_path(codec: int) -> None:
+    from kafkapy.log.append import _one_clean_batch
+
+    raw = bytearray(build_record_batch([(b"k", b"v" * 100, [], NOW)] * 20, compression=codec))
+    plan = _one_clean_batch(raw, LogConfig(), NOW, 10)
+    assert plan is not None and plan == _validated(raw, LogConfig(), 10, fast=False)
+    assert _one_clean_batch(raw + b"\x00" * 5, LogConfig(), NOW, 10) is None  # a tail: the plain path

@@ -244,3 +244,29 @@ def test_log_config_from_kafka_names() -> None:
 
 def test_joined_helper_sanity() -> None:
     assert joined([b"a", memoryview(b"b")]) == b"ab"
+
+
+def test_append_with_the_header_read_already_equals_append_without(make_log: MakeLog) -> None:
+    """Produce hands the log the header it has read (``header=``): the log's state afterwards is
+    the one a plain append gives, and a header that is not the data's one batch is refused."""
+    from kafkapy.protocol.records import RecordBatch
+
+    plain, given = make_log(), make_log()
+    for count, timestamp, epoch in ((3, 500, 0), (1, 400, 0), (2, 900, 2)):
+        data = batch_at(plain, count, timestamp=timestamp, epoch=epoch)
+        assert plain.append(bytearray(data), now_ms=1_000) == given.append(
+            data, now_ms=1_000, header=RecordBatch(data))
+    for log_state in (plain, given):
+        assert log_state.log_end_offset == 6
+    assert joined(plain.read(0, 1 << 20).chunks) == joined(given.read(0, 1 << 20).chunks)
+    assert plain.offset_for_timestamp(450) == given.offset_for_timestamp(450)
+    assert plain.end_offset_for_epoch(0) == given.end_offset_for_epoch(0)
+    assert plain.max_timestamp_offset() == given.max_timestamp_offset()
+    stale = batch_at(given, 1)
+    elsewhere = bytearray(stale)
+    elsewhere[:8] = (2).to_bytes(8, "big")  # the same batch at base offset 2
+    with pytest.raises(ValueError, match="does not continue"):
+        given.append(stale, header=RecordBatch(elsewhere))
+    with pytest.raises(ValueError, match="not the one batch"):
+        given.append(stale + stale, header=RecordBatch(stale))
+    assert given.log_end_offset == 6

@@ -174,3 +174,44 @@ def test_a_record_of_another_shape_goes_to_the_walk() -> None:
     items = [same] * 20 + [other]
     batch = RecordBatch(build_record_batch(items, base_timestamp=NOW))
     assert batch.scan() == batch.scan(uniform=False) == RecordsSummary(21, NOW, NOW, True, 21)
+
+
+@FUZZ
+@given(items=records, kind=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]), data=st.data())
+def test_scan_in_a_bytearray_equals_scan_of_the_bytes(
+    items: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    kind: int, data: st.DataObject,
+) -> None:
+    """Produce checks a batch in the bytearray it stamps; scan then walks the bytearray in place
+    (no payload copy) and must give what it gives on bytes, damage included."""
+    raw = bytearray(build_record_batch(items, timestamp_type=kind))
+    if len(raw) > 61 and data.draw(st.booleans()):
+        at = data.draw(st.integers(61, len(raw) - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    assert outcome(lambda: RecordBatch(raw).scan()) == outcome(lambda: RecordBatch(bytes(raw)).scan())
+    assert outcome(lambda: RecordBatch(raw).scan(uniform=False)) == outcome(
+        lambda: RecordBatch(bytes(raw)).scan(uniform=False))
+
+
+@FUZZ
+@given(items=records, kind=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]), data=st.data())
+def test_scan_of_a_view_into_a_larger_buffer_equals_scan_of_the_bytes(
+    items: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    kind: int, data: st.DataObject,
+) -> None:
+    """A batch inside a frame (Produce stamps large frames in place): scan walks the view itself,
+    without copying the payload, and its answer and errors (offsets relative to the view) are
+    those of the same bytes on their own."""
+    raw = bytearray(build_record_batch(items, timestamp_type=kind))
+    if len(raw) > 61 and data.draw(st.booleans()):
+        at = data.draw(st.integers(61, len(raw) - 1))
+        raw[at] = data.draw(st.integers(0, 255))
+    before, after = data.draw(st.binary(max_size=9)), data.draw(st.binary(max_size=9))
+    frame = bytearray(before) + raw + bytearray(after)
+    views = (memoryview(frame)[len(before):len(before) + len(raw)],
+             memoryview(bytes(frame))[len(before):len(before) + len(raw)])
+    for view in views:
+        plain = outcome(lambda: RecordBatch(bytes(raw)).scan())
+        assert outcome(lambda v=view: RecordBatch(v).scan()) == plain
+        assert outcome(lambda v=view: RecordBatch(v).scan(uniform=False)) == outcome(
+            lambda: RecordBatch(bytes(raw)).scan(uniform=False))
