@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "TOPIC_CONFIGS_CAPABILITY",
-           "TOPIC_CREATION", "AcceptGate", "AutoTopicCreation",
+__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "PARTITION_LOGS",
+           "TOPIC_CONFIGS_CAPABILITY", "TOPIC_CREATION", "AcceptGate", "AutoTopicCreation",
            "BrokerServices", "ClusterView", "partition_leader"]
 
 T = TypeVar("T")
@@ -46,6 +46,9 @@ AUTO_TOPIC_CREATION = "auto-topic-creation"
 TOPIC_CREATION = "topic-creation"
 # Per-topic LogConfig and its changes (log_config(topic), watch_log_configs(callback)): the configs module.
 TOPIC_CONFIGS_CAPABILITY = "topic-configs"
+# The data plane's partition registry (its ``partitions``: leader_log, leader_of, appended), for
+# coordinators that keep their state in internal topics (__transaction_state, __consumer_offsets).
+PARTITION_LOGS = "partition-logs"
 
 
 @runtime_checkable
