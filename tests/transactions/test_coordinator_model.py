@@ -5,7 +5,8 @@ and a restart replays them into a new coordinator."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
 
 import attrs
 from hypothesis import settings
@@ -20,6 +21,7 @@ from kafkapy.transactions.metadata import TopicPartition
 from kafkapy.transactions.state import TxnState
 from kafkapy.transactions.state_log import TopicStateLog
 
+T = TypeVar("T")
 IDS = ("alpha", "beta", "gamma")
 POOL = [("orders", 0), ("orders", 1), ("audit", 0)]
 MAX_TIMEOUT = 60_000
@@ -76,7 +78,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         self.loop.close()
 
-    def run(self, work):  # type: ignore[no-untyped-def]
+    def run(self, work: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(work)
 
     def _abort_in_model(self, model: Model) -> None:
@@ -120,10 +122,11 @@ class CoordinatorMachine(RuleBasedStateMachine):
         else:
             assert result.error == ErrorCode.PRODUCER_FENCED
             return None
-        assert (result.error, result.producer_id, result.producer_epoch) == (ErrorCode.NONE, model.producer_id,
-                                                                             new_epoch)
+        assert (result.error, result.producer_id, result.producer_epoch) == (
+            ErrorCode.NONE, model.producer_id, new_epoch)
         model.epoch, model.last_epoch = new_epoch, last
-        model.state, model.partitions, model.start_ms, model.timeout_ms = TxnState.EMPTY, frozenset(), -1, timeout
+        model.state, model.partitions, model.start_ms = TxnState.EMPTY, frozenset(), -1
+        model.timeout_ms = timeout
         return Handle(transactional_id, model.producer_id, new_epoch)
 
     def _checked(self, handle: Handle) -> ErrorCode | None:
@@ -138,8 +141,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def add_partitions(self, handle: Handle | None, partitions: set[TopicPartition]) -> None:
         if handle is None:
             return
-        code = self.run(self.coordinator.add_partitions(handle.transactional_id, handle.producer_id, handle.epoch,
-                                                        partitions))
+        code = self.run(self.coordinator.add_partitions(
+            handle.transactional_id, handle.producer_id, handle.epoch, partitions))
         refused = self._checked(handle)
         assert code == (refused or ErrorCode.NONE)
         if refused is None:
@@ -163,8 +166,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def end(self, handle: Handle | None, commit: bool) -> None:
         if handle is None:
             return
-        code = self.run(self.coordinator.end_transaction(handle.transactional_id, handle.producer_id, handle.epoch,
-                                                         commit))
+        code = self.run(self.coordinator.end_transaction(
+            handle.transactional_id, handle.producer_id, handle.epoch, commit))
         refused = self._checked(handle)
         model = self.model[handle.transactional_id]
         if refused is not None:
@@ -216,8 +219,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
     @invariant()
     def markers_match_model(self) -> None:
-        assert [(m.producer_id, m.producer_epoch, m.committed, frozenset(m.partitions)) for m in self.markers] == [
-            marker for marker in self.expected_markers if marker[3]]
+        sent = [(m.producer_id, m.producer_epoch, m.committed, frozenset(m.partitions)) for m in self.markers]
+        assert sent == [marker for marker in self.expected_markers if marker[3]]
 
 
 CoordinatorMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)

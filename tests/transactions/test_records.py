@@ -29,7 +29,8 @@ def test_value_v0_bytes_worked_by_hand() -> None:
     status, partitions (int32 count; per topic an int16-length string and an int32 array), then the
     two int64 timestamps."""
     metadata = TxnMetadata("t", producer_id=5, producer_epoch=1, timeout_ms=60_000, state=TxnState.ONGOING,
-                           last_update_ms=100, start_ms=50, partitions=frozenset({("b", 2), ("a", 1), ("a", 0)}))
+                           last_update_ms=100, start_ms=50,
+                           partitions=frozenset({("b", 2), ("a", 1), ("a", 0)}))
     expected = (struct.pack(">hqhib", 0, 5, 1, 60_000, 1)
                 + struct.pack(">i", 2)
                 + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 1)
@@ -78,7 +79,8 @@ partitions = st.frozensets(st.tuples(st.text(min_size=1, max_size=10), st.intege
 metadata = st.builds(
     TxnMetadata, transactional_id=st.text(max_size=20), producer_id=st.integers(0, 2**63 - 1),
     producer_epoch=st.integers(0, 2**15 - 1), timeout_ms=st.integers(1, 2**31 - 1),
-    state=st.sampled_from([s for s in TxnState if s is not TxnState.EMPTY]), last_update_ms=st.integers(0, 2**62),
+    state=st.sampled_from([s for s in TxnState if s is not TxnState.EMPTY]),
+    last_update_ms=st.integers(0, 2**62),
     start_ms=st.integers(-1, 2**62), partitions=partitions)
 
 
