@@ -44,7 +44,8 @@ class StandInFindCoordinator(Module):
             code, node = await locator.find_transaction_coordinator(key)
             endpoint = node.endpoints[0] if node is not None else None
             found.append({"key": key, "node_id": node.broker_id if node is not None else -1,
-                          "host": endpoint.host if endpoint else "", "port": endpoint.port if endpoint else -1,
+                          "host": endpoint.host if endpoint else "",
+                          "port": endpoint.port if endpoint else -1,
                           "error_code": code, "error_message": None})
         if ctx.api_version >= 4:
             return {"throttle_time_ms": 0, "coordinators": found}
