@@ -69,9 +69,10 @@ def test_list_and_describe(broker: tuple[Broker, confluent_kafka.Producer]) -> N
 
 def test_describe_producers(broker: tuple[Broker, confluent_kafka.Producer]) -> None:
     running, _ = broker
-    header, *producers = rows(transactions(running, "describe-producers", "--topic", "out", "--partition", "1"))
-    assert header == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
-                      "CurrentTransactionStartOffset"]
+    described = transactions(running, "describe-producers", "--topic", "out", "--partition", "1")
+    header, *producers = rows(described)
+    assert header == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                      "LastTimestamp", "CurrentTransactionStartOffset"]
     assert [p[:2] for p in producers] == [["0", "0"]]
 
 
@@ -83,7 +84,8 @@ def test_errors_are_one_line(broker: tuple[Broker, confluent_kafka.Producer]) ->
         "Failed to describe transaction state of transactional-id `nobody`: "
         "describe transactional id 'nobody': TRANSACTIONAL_ID_NOT_FOUND")
     unnamed = transactions(running, "abort", "--topic", "out", "--partition", "1")
-    assert unnamed.returncode == 1 and "must be identified either with --start-offset" in unnamed.stderr.decode()
+    assert unnamed.returncode == 1
+    assert "must be identified either with --start-offset" in unnamed.stderr.decode()
     no_such = transactions(running, "abort", "--topic", "out", "--partition", "1", "--start-offset", "99")
     assert no_such.stderr.decode().strip() == (
         "Could not find any open transactions starting at offset 99 on partition out-1")
