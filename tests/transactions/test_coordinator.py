@@ -4,6 +4,7 @@ exhausted epoch (a new producer id), and an append that fails (nothing changes, 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Mapping
 
 import attrs
@@ -15,6 +16,9 @@ from kafkapy.transactions.coordinator import TransactionCoordinator
 from kafkapy.transactions.metadata import MAX_PRODUCER_EPOCH, TopicPartition, TxnMetadata
 from kafkapy.transactions.state import TxnState
 from kafkapy.transactions.state_log import TopicStateLog
+
+
+PRODUCER_IDS = itertools.count(100)  # one allocator for every coordinator, as the store's blocks are
 
 
 @attrs.define
@@ -34,10 +38,8 @@ class FailingLog(TopicStateLog):
 
 
 def coordinator(clock: Clock, log: TopicStateLog | None = None) -> TransactionCoordinator:
-    ids = iter(range(100, 200))
-
     async def new_id() -> int:
-        return next(ids)
+        return next(PRODUCER_IDS)
 
     async def send(marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
         return dict.fromkeys(marker.partitions, ErrorCode.NONE)
@@ -69,7 +71,8 @@ def test_an_exhausted_epoch_rotates_the_producer_id() -> None:
         log = TopicStateLog(LogManager().get_or_create, lambda: clock.now)
         first = await coordinator(clock, log).init_producer_id("t", 1_000)
         # The log says the id is at the last epoch a client may hold (Short.MaxValue - 1) ...
-        exhausted = TxnMetadata("t", first.producer_id, MAX_PRODUCER_EPOCH - 1, 1_000, TxnState.EMPTY, clock.now)
+        exhausted = TxnMetadata("t", first.producer_id, MAX_PRODUCER_EPOCH - 1, 1_000, TxnState.EMPTY,
+                                clock.now)
         await log.append(coordinator(clock).partition_for("t"), "t", exhausted)
         txn = coordinator(clock, log)  # ... and a coordinator takes the partition over
         rotated = await txn.init_producer_id("t", 1_000, (first.producer_id, MAX_PRODUCER_EPOCH - 1))
