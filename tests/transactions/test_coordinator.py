@@ -17,7 +17,6 @@ from kafkapy.transactions.metadata import MAX_PRODUCER_EPOCH, TopicPartition, Tx
 from kafkapy.transactions.state import TxnState
 from kafkapy.transactions.state_log import TopicStateLog
 
-
 PRODUCER_IDS = itertools.count(100)  # one allocator for every coordinator, as the store's blocks are
 
 
