@@ -7,8 +7,9 @@ InitProducerId for transactional ids on behalf of the data plane, which serves t
 the coordinator of a transactional id (capability TRANSACTION_COORDINATOR).
 
 What it uses: the data plane's partition logs for ``__transaction_state`` (PARTITION_LOGS),
-its TXN_MARKERS to write markers into the partitions this broker leads, and the store for
-producer-id blocks and for creating ``__transaction_state`` (compact) on first need.
+its TXN_MARKERS to write markers into the partitions this broker leads (WriteTxnMarkers to the
+leaders of the others, marker_channel.py), and the store for producer-id blocks and for
+creating ``__transaction_state`` (compact) on first need.
 
 Time: record timestamps are wall-clock milliseconds as Kafka writes them, but they advance with
 the loop's clock (``services.clock``) from the wall-clock time the module started, and the
@@ -23,6 +24,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+import attrs
+
 from kafkapy.dataplane.module import TRANSACTIONAL_PRODUCERS
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.dataplane.producer_ids import ProducerIds
@@ -34,7 +37,7 @@ from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
-from kafkapy.server.services import PARTITION_LOGS, BrokerServices, partition_leader
+from kafkapy.server.services import NO_LEADER, PARTITION_LOGS, BrokerServices, partition_leader
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
 from kafkapy.store.base import BrokerRegistration
 from kafkapy.transactions.coordinator import (
@@ -43,6 +46,7 @@ from kafkapy.transactions.coordinator import (
     TransactionCoordinator,
 )
 from kafkapy.transactions.internal_topic import create_internal_topic
+from kafkapy.transactions.marker_channel import MarkerChannel
 from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from kafkapy.transactions.state import TxnState
 from kafkapy.transactions.state_log import TopicStateLog
@@ -107,6 +111,8 @@ class TransactionsModule(Module):
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         self._timers: list[asyncio.Task[None]] = []
         self._creating: asyncio.Task[None] | None = None
+        self._channel = MarkerChannel(lambda: services.cluster.brokers,
+                                      lambda: services.inter_broker_listener)
         self._wall_at_start_ms = int(time.time() * 1000)
         self._clock_at_start = services.clock()
         self.coordinator = TransactionCoordinator(
@@ -145,6 +151,7 @@ class TransactionsModule(Module):
         if self._creating is not None:
             self._creating.cancel()
         self.coordinator.cancel()
+        self._channel.close()
 
     async def _every(self, interval_ms: int, work: Callable[[], Awaitable[object]]) -> None:
         while True:
@@ -182,13 +189,34 @@ class TransactionsModule(Module):
         return ids.next_id() if not ids.needs_block else await asyncio.to_thread(ids.next_id)
 
     async def _send_markers(self, marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
-        """TXN_MARKERS for the partitions led here; the others answer NOT_LEADER_OR_FOLLOWER and are
-        retried (WriteTxnMarkers to other leaders is not sent yet)."""
+        """Through TXN_MARKERS for the partitions led here, WriteTxnMarkers to the leaders of the
+        others (concurrently); a partition without a leader is tried again later."""
+        by_leader: dict[int, list[TopicPartition]] = {}
+        results: dict[TopicPartition, ErrorCode] = {}
+        partitions = self._partitions()
+        for topic, partition in marker.partitions:
+            try:
+                leader = partitions.leader_of(topic, partition)
+            except KafkaApiError as exc:
+                results[(topic, partition)] = exc.code
+                continue
+            by_leader.setdefault(leader, []).append((topic, partition))
+        sends = [self._send_to(leader, attrs.evolve(marker, partitions=tuple(found)))
+                 for leader, found in by_leader.items()]
+        for answered in await asyncio.gather(*sends):
+            results.update(answered)
+        return results
+
+    async def _send_to(self, leader: int, marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
+        if leader == NO_LEADER:
+            return dict.fromkeys(marker.partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if leader != self.services.broker_id:
+            return await self._channel.write(leader, marker)
         writer = self.services.provider(TXN_MARKERS, Module)
         if not isinstance(writer, TxnMarkerWriter):
             return dict.fromkeys(marker.partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        results = await writer.write_markers([marker])
-        return {(topic, partition): code for (producer_id, topic, partition), code in results.items()
+        written = await writer.write_markers([marker])
+        return {(topic, partition): code for (producer_id, topic, partition), code in written.items()
                 if producer_id == marker.producer_id}
 
     # --- FindCoordinator (TRANSACTION_COORDINATOR) ---------------------------------------------------

@@ -75,6 +75,8 @@ def broker() -> Iterator[Broker]:
     store = MemoryStore()
     with make_broker(store) as b:
         store.create_topic("orders", {0: (1,), 1: (1,)})
+        offsets = b.runtime.config.get("offsets.topic.num.partitions", 50)  # type: ignore[union-attr]
+        store.create_topic("__consumer_offsets", {p: (1,) for p in range(offsets)})  # the groups module's
         coordinator_ready(b)
         yield b
 
