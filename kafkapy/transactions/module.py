@@ -35,6 +35,7 @@ from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import NO_LEADER, PARTITION_LOGS, BrokerServices, partition_leader
@@ -43,6 +44,7 @@ from kafkapy.store.base import BrokerRegistration
 from kafkapy.transactions.coordinator import (
     TRANSACTION_STATE_TOPIC,
     CoordinatorConfig,
+    InitResult,
     TransactionCoordinator,
 )
 from kafkapy.transactions.internal_topic import create_internal_topic
@@ -260,6 +262,15 @@ class TransactionsModule(Module):
             ApiKey.LIST_TRANSACTIONS: ApiHandler(VersionRange(0, 2), self.list_transactions),
         }
 
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+        conn = ctx.connection
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  resource_type, name)
+
+    def _may_write(self, ctx: RequestContext, transactional_id: str) -> bool:
+        """Kafka's WRITE on the TransactionalId resource, which every producer request needs."""
+        return self._allowed(ctx, "WRITE", "TRANSACTIONAL_ID", transactional_id)
+
     @staticmethod
     def _for_version(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
         if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < _FENCED_SINCE.get(ApiKey(ctx.api_key), 0):
@@ -272,8 +283,11 @@ class TransactionsModule(Module):
         expected = None
         if body.get("producer_id", NO_PRODUCER_ID) != NO_PRODUCER_ID:
             expected = (body["producer_id"], body.get("producer_epoch", NO_PRODUCER_EPOCH))
-        result = await self.coordinator.init_producer_id(
-            body["transactional_id"], body["transaction_timeout_ms"], expected)
+        if self._may_write(ctx, body["transactional_id"]):
+            result = await self.coordinator.init_producer_id(
+                body["transactional_id"], body["transaction_timeout_ms"], expected)
+        else:
+            result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return body_fitter(ApiKey.INIT_PRODUCER_ID, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "error_code": self._for_version(ctx, result.error),
              "producer_id": result.producer_id, "producer_epoch": result.producer_epoch})
@@ -288,8 +302,15 @@ class TransactionsModule(Module):
         """One transaction's AddPartitionsToTxn: its per-topic, per-partition results."""
         partitions = [(t["name"], p) for t in topics for p in t.get("partitions") or ()]
         unknown = self._unknown_partitions(partitions)
+        refused = {tp for tp in partitions if not self._allowed(ctx, "WRITE", "TOPIC", tp[0])}
         codes: dict[TopicPartition, ErrorCode]
-        if verify_only:
+        if not verify_only and not self._may_write(ctx, transactional_id):
+            codes = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not verify_only and refused:
+            # Kafka's KafkaApis: partitions the producer may not write fail, the rest are not attempted.
+            codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in refused
+                     else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
+        elif verify_only:
             codes = self.coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
         elif unknown:
             # Kafka's KafkaApis: unknown partitions fail, the rest are not attempted.
@@ -312,6 +333,10 @@ class TransactionsModule(Module):
                                       body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
                                       body["v3_and_below_topics"] or [], False)
             return fit({"throttle_time_ms": 0, "results_by_topic_v3_and_below": results})
+        if not self._allowed(ctx, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE):
+            # v4+ is the brokers' batched form (KIP-890): only brokers may send it.
+            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        "results_by_transaction": []})
         answered = []
         for txn in body["transactions"] or []:
             results = await self._add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
@@ -326,22 +351,33 @@ class TransactionsModule(Module):
 
     async def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        code = await self.coordinator.add_partitions(
-            body["transactional_id"], body["producer_id"], body["producer_epoch"],
-            [self.offsets_partition(body["group_id"])])
+        if not self._may_write(ctx, body["transactional_id"]):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not self._allowed(ctx, "READ", "GROUP", body["group_id"]):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            code = await self.coordinator.add_partitions(
+                body["transactional_id"], body["producer_id"], body["producer_epoch"],
+                [self.offsets_partition(body["group_id"])])
         return {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)}
 
     async def end_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        code = await self.coordinator.end_transaction(body["transactional_id"], body["producer_id"],
-                                                      body["producer_epoch"], body["committed"])
+        if self._may_write(ctx, body["transactional_id"]):
+            code = await self.coordinator.end_transaction(body["transactional_id"], body["producer_id"],
+                                                          body["producer_epoch"], body["committed"])
+        else:
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return body_fitter(ApiKey.END_TXN, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)})
 
     def describe_transactions(self, ctx: RequestContext, request: Request) -> Answer:
         states = []
         for transactional_id in request.body["transactional_ids"] or []:
-            code, metadata = self.coordinator.describe(transactional_id)
+            if self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", transactional_id):
+                code, metadata = self.coordinator.describe(transactional_id)
+            else:
+                code, metadata = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
             state: dict[str, Any] = {"error_code": code, "transactional_id": transactional_id,
                                      "transaction_state": "", "transaction_timeout_ms": 0,
                                      "transaction_start_time_ms": -1, "producer_id": NO_PRODUCER_ID,
@@ -375,7 +411,8 @@ class TransactionsModule(Module):
             states={state for state in known if state is not None} if names else None,
             producer_ids=set(body.get("producer_id_filters") or ()),
             min_duration_ms=body.get("duration_filter", -1),
-            matches=(lambda name: matcher.fullmatch(name) is not None) if matcher else (lambda name: True))
+            matches=lambda name: ((matcher is None or matcher.fullmatch(name) is not None)
+                                  and self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", name)))
         listed.sort(key=lambda m: m.transactional_id)
         return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
                     "transaction_states": [{"transactional_id": m.transactional_id,

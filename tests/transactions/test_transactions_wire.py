@@ -268,3 +268,31 @@ def test_timed_out_transactions_are_aborted_by_the_coordinator() -> None:
             [marker] = WRITTEN
             assert (marker.producer_epoch, marker.committed) == (epoch + 1, False)
             assert end(conn, "slow", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
+
+
+def test_acls_as_kafka_checks_them() -> None:
+    """WRITE on the transactional id for the producer's requests, READ on the group for
+    AddOffsetsToTxn, CLUSTER_ACTION for the brokers' batched AddPartitionsToTxn, DESCRIBE to see one."""
+    store = MemoryStore()
+    config = {"broker.id": 1, "transaction.state.log.num.partitions": 5, "authorizer.class.name": "allowlist",
+              "allowlist.rules": "*@*:DESCRIBE"}
+    with Broker(config, store=store, modules=[TransactionsModule, RecordingMarkers]) as readonly:
+        store.create_topic("orders", {0: (1,)})
+        coordinator_ready(readonly)
+        with KafkaSocket(readonly.bootstrap_servers) as conn:
+            assert init(conn, "tx")[0] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            assert add(conn, "tx", 1, 0, {"orders": [0]}) == {
+                ("orders", 0): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+            assert end(conn, "tx", 1, 0, True) == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            batched = conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": []}).body
+            assert batched["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            assert describe(conn, "tx")[0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+    config["allowlist.rules"] = "*@*:WRITE"  # implies DESCRIBE, not READ
+    with Broker(config, store=MemoryStore(), modules=[TransactionsModule, RecordingMarkers]) as writer:
+        coordinator_ready(writer)
+        with KafkaSocket(writer.bootstrap_servers) as conn:
+            code, pid, epoch = init(conn, "tx")
+            assert code == ErrorCode.NONE
+            offsets = conn.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+                "transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch, "group_id": "g"}).body
+            assert offsets["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
