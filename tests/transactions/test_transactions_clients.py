@@ -1,4 +1,5 @@
-"""confluent-kafka's transactional producer against the coordinator: init_transactions,
+"""Real transactional producers against the coordinator (confluent-kafka, kafka-python,
+aiokafka). confluent-kafka: init_transactions,
 a committed transaction over two partitions (one marker per partition), and fencing by a second
 instance with the same transactional id (the first gets librdkafka's fatal _FENCED).
 
@@ -9,6 +10,7 @@ recording TXN_MARKERS of the wire tests (the data plane's half is being written 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -92,3 +94,69 @@ def test_confluent_transactional_producer_commits_and_is_fenced() -> None:
         second.flush(10)
         second.commit_transaction(20)
         assert WRITTEN[-1].committed and WRITTEN[-1].producer_epoch == committed_epoch + 2
+
+
+def broker_with_stand_ins(store: MemoryStore) -> Broker:
+    return Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
+                  modules=[TransactionsModule, RecordingMarkers, StandInFindCoordinator])
+
+
+def test_kafka_python_transactional_producer_commits_and_is_fenced() -> None:
+    if any(cls.name == "groups" for cls in DEFAULT_MODULES):
+        pytest.skip("FindCoordinator is served by the groups module now: drop the stand-in")
+    kafka = pytest.importorskip("kafka")
+    WRITTEN.clear()
+    store = MemoryStore()
+    with broker_with_stand_ins(store) as broker:
+        store.create_topic("out", {0: (1,), 1: (1,)})
+        coordinator_ready(broker)
+        first = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id="kp")
+        first.init_transactions()
+        first.begin_transaction()
+        for i in range(4):
+            first.send("out", value=b"v", partition=i % 2)
+        first.commit_transaction()
+        [marker] = WRITTEN
+        assert marker.committed and sorted(marker.partitions) == [("out", 0), ("out", 1)]
+        first.begin_transaction()
+        first.send("out", value=b"late", partition=0)
+        first.flush()
+        second = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id="kp")
+        second.init_transactions()
+        assert not WRITTEN[-1].committed and WRITTEN[-1].producer_epoch == marker.producer_epoch + 1
+        with pytest.raises(kafka.errors.ProducerFencedError):
+            first.commit_transaction()
+        second.close()
+        first.close()
+
+
+def test_aiokafka_transactional_producer_commits() -> None:
+    if any(cls.name == "groups" for cls in DEFAULT_MODULES):
+        pytest.skip("FindCoordinator is served by the groups module now: drop the stand-in")
+    aiokafka = pytest.importorskip("aiokafka")
+    WRITTEN.clear()
+    store = MemoryStore()
+    with broker_with_stand_ins(store) as broker:
+        store.create_topic("out", {0: (1,), 1: (1,)})
+        coordinator_ready(broker)
+
+        async def transaction(commit: bool) -> None:
+            producer = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                                                 transactional_id="aio")
+            await producer.start()
+            try:
+                await producer.begin_transaction()
+                await producer.send("out", b"a", partition=0)
+                await producer.send("out", b"b", partition=1)
+                if commit:
+                    await producer.commit_transaction()
+                else:
+                    await producer.abort_transaction()
+            finally:
+                await producer.stop()
+
+        asyncio.run(transaction(commit=True))
+        asyncio.run(transaction(commit=False))
+        assert [(m.committed, sorted(m.partitions)) for m in WRITTEN] == [
+            (True, [("out", 0), ("out", 1)]), (False, [("out", 0), ("out", 1)])]
+        assert WRITTEN[1].producer_epoch == WRITTEN[0].producer_epoch + 1  # the second start bumped it
