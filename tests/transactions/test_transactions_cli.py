@@ -18,7 +18,7 @@ from kafkapy.transactions import TransactionsModule
 from tests.commands.records_cli import kafkapy
 
 from .test_transactions_clients import StandInFindCoordinator
-from .test_transactions_wire import RecordingMarkers, coordinator_ready
+from .test_transactions_wire import MARKER_MODULES, coordinator_ready
 
 
 def transactions(broker: Broker, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -37,7 +37,7 @@ def broker() -> Iterator[tuple[Broker, confluent_kafka.Producer]]:
     stand_in = [] if any(cls.name == "groups" for cls in DEFAULT_MODULES) else [StandInFindCoordinator]
     store = MemoryStore()
     with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                modules=[TransactionsModule, RecordingMarkers, *stand_in]) as running:
+                modules=[TransactionsModule, *MARKER_MODULES, *stand_in]) as running:
         store.create_topic("out", {0: (1,), 1: (1,)})
         coordinator_ready(running)
         producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers,

@@ -5,8 +5,9 @@ instance with the same transactional id (the first gets librdkafka's fatal _FENC
 
 FindCoordinator is the group coordinator module's API (being written in parallel); until it is
 among the default modules, a stand-in here answers key type TRANSACTION through the
-TRANSACTION_COORDINATOR capability, the way that module is to call it. Markers go to the
-recording TXN_MARKERS of the wire tests (the data plane's half is being written in parallel)."""
+TRANSACTION_COORDINATOR capability, the way that module is to call it. Markers are read with
+the wire tests' ``markers_on`` (recorded, or read from the partitions once the data plane writes
+them)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store import MemoryStore
 from kafkapy.transactions import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator, TransactionsModule
 
-from .test_transactions_wire import WRITTEN, RecordingMarkers, coordinator_ready
+from .test_transactions_wire import MARKER_MODULES, WRITTEN, coordinator_ready, markers_on
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -62,7 +63,7 @@ def test_confluent_transactional_producer_commits_and_is_fenced() -> None:
     WRITTEN.clear()
     store = MemoryStore()
     with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                modules=[TransactionsModule, RecordingMarkers, StandInFindCoordinator]) as broker:
+                modules=[TransactionsModule, *MARKER_MODULES, StandInFindCoordinator]) as broker:
         store.create_topic("out", {0: (1,), 1: (1,)})
         coordinator_ready(broker)
         config = {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "pipeline"}
@@ -73,18 +74,18 @@ def test_confluent_transactional_producer_commits_and_is_fenced() -> None:
             first.produce("out", value=b"v%d" % i, partition=i % 2)
         first.flush(10)
         first.commit_transaction(20)
-        [marker] = WRITTEN
-        assert marker.committed and sorted(marker.partitions) == [("out", 0), ("out", 1)]
-        committed_epoch = marker.producer_epoch
+        marked = markers_on(broker, ("out", 0), ("out", 1))
+        [(pid, committed_epoch, committed)] = marked[("out", 0)]
+        assert committed and marked[("out", 1)] == [(pid, committed_epoch, True)]
 
         first.begin_transaction()
         first.produce("out", value=b"late", partition=0)
         first.flush(10)
         second = confluent_kafka.Producer(config)
         second.init_transactions(20)  # aborts the first one's open transaction, then fences it
-        abort = WRITTEN[-1]
-        assert (abort.committed, abort.partitions, abort.producer_epoch) == (False, (("out", 0),),
-                                                                             committed_epoch + 1)
+        marked = markers_on(broker, ("out", 0), ("out", 1))
+        assert marked[("out", 0)][-1] == (pid, committed_epoch + 1, False)
+        assert len(marked[("out", 1)]) == 1  # the aborted transaction never wrote there
         with pytest.raises(confluent_kafka.KafkaException) as raised:
             first.commit_transaction(10)
         error = raised.value.args[0]
@@ -93,12 +94,12 @@ def test_confluent_transactional_producer_commits_and_is_fenced() -> None:
         second.produce("out", value=b"after", partition=1)
         second.flush(10)
         second.commit_transaction(20)
-        assert WRITTEN[-1].committed and WRITTEN[-1].producer_epoch == committed_epoch + 2
+        assert markers_on(broker, ("out", 1))[("out", 1)][-1] == (pid, committed_epoch + 2, True)
 
 
 def broker_with_stand_ins(store: MemoryStore) -> Broker:
     return Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                  modules=[TransactionsModule, RecordingMarkers, StandInFindCoordinator])
+                  modules=[TransactionsModule, *MARKER_MODULES, StandInFindCoordinator])
 
 
 def test_kafka_python_transactional_producer_commits_and_is_fenced() -> None:
@@ -116,14 +117,15 @@ def test_kafka_python_transactional_producer_commits_and_is_fenced() -> None:
         for i in range(4):
             first.send("out", value=b"v", partition=i % 2)
         first.commit_transaction()
-        [marker] = WRITTEN
-        assert marker.committed and sorted(marker.partitions) == [("out", 0), ("out", 1)]
+        marked = markers_on(broker, ("out", 0), ("out", 1))
+        [(pid, epoch, committed)] = marked[("out", 0)]
+        assert committed and marked[("out", 1)] == [(pid, epoch, True)]
         first.begin_transaction()
         first.send("out", value=b"late", partition=0)
         first.flush()
         second = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id="kp")
         second.init_transactions()
-        assert not WRITTEN[-1].committed and WRITTEN[-1].producer_epoch == marker.producer_epoch + 1
+        assert markers_on(broker, ("out", 0))[("out", 0)][-1] == (pid, epoch + 1, False)
         with pytest.raises(kafka.errors.ProducerFencedError):
             first.commit_transaction()
         second.close()
@@ -157,6 +159,8 @@ def test_aiokafka_transactional_producer_commits() -> None:
 
         asyncio.run(transaction(commit=True))
         asyncio.run(transaction(commit=False))
-        assert [(m.committed, sorted(m.partitions)) for m in WRITTEN] == [
-            (True, [("out", 0), ("out", 1)]), (False, [("out", 0), ("out", 1)])]
-        assert WRITTEN[1].producer_epoch == WRITTEN[0].producer_epoch + 1  # the second start bumped it
+        marked = markers_on(broker, ("out", 0), ("out", 1))
+        assert marked[("out", 0)] == marked[("out", 1)]
+        [(pid, epoch, committed), (same_pid, bumped, aborted)] = marked[("out", 0)]
+        # The second producer's start bumped the epoch.
+        assert (committed, aborted, same_pid, bumped) == (True, False, pid, epoch + 1)

@@ -3,12 +3,14 @@ transactional id, AddPartitionsToTxn (client and KIP-890 forms), AddOffsetsToTxn
 fencing with the error each version gets, Describe/ListTransactions, FindCoordinator's half,
 and the state surviving a restart with log.dirs.
 
-The markers go to a recording TXN_MARKERS provider: the data plane's own (issue 17's data half)
-is being written in parallel; this stands in for it and shows what the coordinator asks for."""
+While the data plane does not provide TXN_MARKERS (issue 17's data half, written in parallel),
+the markers go to a recording provider that stands in for it; once it does, ``markers_on`` reads
+the control batches from the partitions instead, so the same assertions hold."""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,10 +19,12 @@ from typing import Any
 
 import pytest
 
+from kafkapy.dataplane import DataPlaneModule
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.groups.partitioning import offsets_partition_for
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.records import RecordBatch, Records
 from kafkapy.server.modules import Module
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
 from kafkapy.store import MemoryStore
@@ -30,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
 from server_wire import KafkaSocket
 
 WRITTEN: list[TxnMarker] = []
+REAL_MARKERS = TXN_MARKERS in DataPlaneModule.provides
 
 
 class RecordingMarkers(Module):
@@ -41,6 +46,37 @@ class RecordingMarkers(Module):
     async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
         WRITTEN.extend(markers)
         return {(m.producer_id, t, p): ErrorCode.NONE for m in markers for t, p in m.partitions}
+
+
+# The TXN_MARKERS provider besides the defaults: none once the data plane has its own.
+MARKER_MODULES: list[type[Module]] = [] if REAL_MARKERS else [RecordingMarkers]
+_COMMIT = 1  # the control record key's type for COMMIT (ABORT is 0), Kafka's ControlRecordType
+
+
+Marker = tuple[int, int, bool]  # producer id, epoch, committed
+
+
+def markers_on(broker: Broker, *partitions: tuple[str, int]) -> dict[tuple[str, int], list[Marker]]:
+    """Per partition, the markers written to it, in order."""
+    found: dict[tuple[str, int], list[Marker]] = {tp: [] for tp in partitions}
+    if not REAL_MARKERS:
+        for marker in WRITTEN:
+            for tp in marker.partitions:
+                if tp in found:
+                    found[tp].append((marker.producer_id, marker.producer_epoch, marker.committed))
+        return found
+    assert broker.runtime is not None
+    dataplane = next(m for m in broker.runtime.modules if isinstance(m, DataPlaneModule))
+    for tp in partitions:
+        log = dataplane.partitions.logs.get(*tp)
+        if log is None:
+            continue
+        for batch in Records(b"".join(log.read(log.log_start_offset, 1 << 30).chunks)).batches():
+            if isinstance(batch, RecordBatch) and batch.is_control:
+                key = next(iter(batch.records())).key or b""
+                found[tp].append((batch.producer_id, batch.producer_epoch,
+                                  struct.unpack_from(">hh", key)[1] == _COMMIT))
+    return found
 
 
 def module_of(broker: Broker) -> TransactionsModule:
@@ -67,7 +103,7 @@ def make_broker(store: MemoryStore, log_dirs: Path | None = None) -> Broker:
     config: dict[str, Any] = {"broker.id": 1, "transaction.state.log.num.partitions": 5}
     if log_dirs is not None:
         config["log.dirs"] = str(log_dirs)
-    return Broker(config, store=store, modules=[TransactionsModule, RecordingMarkers])
+    return Broker(config, store=store, modules=[TransactionsModule, *MARKER_MODULES])
 
 
 @pytest.fixture
@@ -137,10 +173,8 @@ def test_a_committed_transaction(broker: Broker) -> None:
         assert {t["topic"]: t["partitions"] for t in state["topics"]} == {
             "orders": [0, 1], "__consumer_offsets": [group_partition]}
         assert end(conn, "tx", pid, epoch, commit=True) == ErrorCode.NONE
-        [marker] = WRITTEN
-        assert (marker.producer_id, marker.producer_epoch, marker.committed) == (pid, epoch, True)
-        assert set(marker.partitions) == {("orders", 0), ("orders", 1),
-                                          ("__consumer_offsets", group_partition)}
+        marked = [("orders", 0), ("orders", 1), ("__consumer_offsets", group_partition)]
+        assert markers_on(broker, *marked) == {tp: [(pid, epoch, True)] for tp in marked}
         [state] = describe(conn, "tx")
         assert (state["transaction_state"], state["topics"]) == ("CompleteCommit", [])
         assert end(conn, "tx", pid, epoch, commit=True) == ErrorCode.NONE  # a retry
@@ -168,8 +202,7 @@ def test_a_second_producer_fences_the_first(broker: Broker) -> None:
         add(conn, "tx", pid, epoch, {"orders": [0]})
         # The new instance: the ongoing transaction is aborted under a bumped epoch first.
         assert init(conn, "tx")[0] == ErrorCode.CONCURRENT_TRANSACTIONS
-        [marker] = WRITTEN
-        assert (marker.producer_id, marker.producer_epoch, marker.committed) == (pid, epoch + 1, False)
+        assert markers_on(broker, ("orders", 0)) == {("orders", 0): [(pid, epoch + 1, False)]}
         code, new_pid, new_epoch = init(conn, "tx")
         assert (code, new_pid, new_epoch) == (ErrorCode.NONE, pid, epoch + 2)
         # The old instance is fenced; old request versions get INVALID_PRODUCER_EPOCH (KIP-588).
@@ -255,7 +288,7 @@ def test_timed_out_transactions_are_aborted_by_the_coordinator() -> None:
     store = MemoryStore()
     config = {"broker.id": 1, "transaction.state.log.num.partitions": 5,
               "transaction.abort.timed.out.transaction.cleanup.interval.ms": 50}
-    with Broker(config, store=store, modules=[TransactionsModule, RecordingMarkers]) as b:
+    with Broker(config, store=store, modules=[TransactionsModule, *MARKER_MODULES]) as b:
         store.create_topic("orders", {0: (1,)})
         coordinator_ready(b)
         with KafkaSocket(b.bootstrap_servers) as conn:
@@ -265,8 +298,7 @@ def test_timed_out_transactions_are_aborted_by_the_coordinator() -> None:
             while describe(conn, "slow")[0]["transaction_state"] != "CompleteAbort":
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
-            [marker] = WRITTEN
-            assert (marker.producer_epoch, marker.committed) == (epoch + 1, False)
+            assert markers_on(b, ("orders", 0)) == {("orders", 0): [(pid, epoch + 1, False)]}
             assert end(conn, "slow", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
 
 
@@ -276,7 +308,7 @@ def test_acls_as_kafka_checks_them() -> None:
     store = MemoryStore()
     config = {"broker.id": 1, "transaction.state.log.num.partitions": 5, "authorizer.class.name": "allowlist",
               "allowlist.rules": "*@*:DESCRIBE"}
-    with Broker(config, store=store, modules=[TransactionsModule, RecordingMarkers]) as readonly:
+    with Broker(config, store=store, modules=[TransactionsModule, *MARKER_MODULES]) as readonly:
         store.create_topic("orders", {0: (1,)})
         coordinator_ready(readonly)
         with KafkaSocket(readonly.bootstrap_servers) as conn:
@@ -288,7 +320,7 @@ def test_acls_as_kafka_checks_them() -> None:
             assert batched["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             assert describe(conn, "tx")[0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
     config["allowlist.rules"] = "*@*:WRITE"  # implies DESCRIBE, not READ
-    with Broker(config, store=MemoryStore(), modules=[TransactionsModule, RecordingMarkers]) as writer:
+    with Broker(config, store=MemoryStore(), modules=[TransactionsModule, *MARKER_MODULES]) as writer:
         coordinator_ready(writer)
         with KafkaSocket(writer.bootstrap_servers) as conn:
             code, pid, epoch = init(conn, "tx")
