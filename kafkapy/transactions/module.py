@@ -4,7 +4,8 @@ Serves AddPartitionsToTxn (v0-3 client form, v4 batched broker form with KIP-890
 verify-only), AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions; answers
 InitProducerId for transactional ids on behalf of the data plane, which serves the key
 (capability TRANSACTIONAL_PRODUCERS); and gives FindCoordinator (the group coordinator's API)
-the coordinator of a transactional id (capability TRANSACTION_COORDINATOR).
+the coordinator of a transactional id (capability TRANSACTION_COORDINATOR, whose seam is
+kafkapy/server/txn_coordinator.py).
 
 What it uses: the data plane's partition logs for ``__transaction_state`` (PARTITION_LOGS),
 its TXN_MARKERS to write markers into the partitions this broker leads (WriteTxnMarkers to the
@@ -39,6 +40,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import NO_LEADER, PARTITION_LOGS, BrokerServices, partition_leader
+from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
 from kafkapy.store.base import BrokerRegistration
 from kafkapy.transactions.coordinator import (
@@ -53,21 +55,7 @@ from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, Top
 from kafkapy.transactions.state import TxnState
 from kafkapy.transactions.state_log import TopicStateLog
 
-__all__ = ["TRANSACTION_COORDINATOR", "TransactionCoordinatorLocator", "TransactionsModule"]
-
-# FindCoordinator with key type TRANSACTION asks the module providing this.
-TRANSACTION_COORDINATOR = "transaction-coordinator"
-
-
-@runtime_checkable
-class TransactionCoordinatorLocator(Protocol):
-    async def find_transaction_coordinator(
-            self, transactional_id: str) -> tuple[ErrorCode, BrokerRegistration | None]:
-        """(NONE, the broker leading the id's __transaction_state partition), or why there is
-        none yet: COORDINATOR_NOT_AVAILABLE while the topic is being created or the partition
-        has no leader, INVALID_REQUEST for an empty id."""
-        ...
-
+__all__ = ["TransactionsModule"]
 
 @runtime_checkable
 class _Leading(Protocol):
