@@ -37,6 +37,7 @@ from kafkapy.server.services import (
     TOPIC_CONFIGS_CAPABILITY,
     TOPIC_CREATION,
     BrokerServices,
+    PartitionLogs,
 )
 
 __all__ = ["TRANSACTIONAL_PRODUCERS", "DataPlaneModule", "TopicCreation", "TransactionalProducers"]
@@ -189,6 +190,10 @@ class DataPlaneModule(Module):
         if self._partitions is None:
             raise RuntimeError("the data plane has not started")
         return self._partitions
+
+    def partition_logs(self) -> PartitionLogs:
+        """PARTITION_LOGS: the partitions this broker leads, for modules keeping state in a topic."""
+        return self.partitions
 
     @property
     def fetch_handler(self) -> FetchHandler:

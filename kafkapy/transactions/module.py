@@ -8,7 +8,7 @@ the coordinator of a transactional id (capability TRANSACTION_COORDINATOR, whose
 kafkapy/server/txn_coordinator.py).
 
 What it uses: the data plane's partition logs for ``__transaction_state`` (PARTITION_LOGS),
-its TXN_MARKERS to write markers into the partitions this broker leads (WriteTxnMarkers to the
+the data plane's TXN_MARKERS to write markers into the partitions this broker leads (WriteTxnMarkers to the
 leaders of the others, marker_channel.py), and the store for producer-id blocks and for
 creating ``__transaction_state`` (compact) on first need.
 
@@ -23,15 +23,15 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import attrs
 
 from kafkapy.dataplane.module import TRANSACTIONAL_PRODUCERS
-from kafkapy.dataplane.partitions import Partitions
 from kafkapy.dataplane.producer_ids import ProducerIds
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
+from kafkapy.log.base import PartitionLog
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
@@ -39,7 +39,14 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
-from kafkapy.server.services import NO_LEADER, PARTITION_LOGS, BrokerServices, partition_leader
+from kafkapy.server.services import (
+    NO_LEADER,
+    PARTITION_LOGS,
+    BrokerServices,
+    PartitionLogs,
+    PartitionLogsProvider,
+    partition_leader,
+)
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
 from kafkapy.store.base import BrokerRegistration
@@ -56,12 +63,6 @@ from kafkapy.transactions.state import TxnState
 from kafkapy.transactions.state_log import TopicStateLog
 
 __all__ = ["TransactionsModule"]
-
-@runtime_checkable
-class _Leading(Protocol):
-    @property
-    def partitions(self) -> Partitions: ...
-
 
 # PRODUCER_FENCED (KIP-588) is answered as INVALID_PRODUCER_EPOCH below these versions.
 _FENCED_SINCE: dict[ApiKey, int] = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
@@ -156,21 +157,30 @@ class TransactionsModule(Module):
 
     # --- what the coordinator uses ----------------------------------------------------------------
 
-    def _partitions(self) -> Partitions:
+    def _partition_logs(self) -> PartitionLogs:
         source = self.services.provider(PARTITION_LOGS, Module)
-        if not isinstance(source, _Leading):
+        if not isinstance(source, PartitionLogsProvider):
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no data plane serves partition logs")
-        return source.partitions
+        return source.partition_logs()
 
-    def _leader_log(self, topic: str, partition: int) -> Any:
-        return self._partitions().leader_log(topic, partition)
+    def _leader_log(self, topic: str, partition: int) -> PartitionLog:
+        return self._partition_logs().leader_log(topic, partition)
 
     def _appended(self, topic: str, partition: int) -> None:
-        self._partitions().appended(topic, partition)
+        self._partition_logs().appended(topic, partition)
+
+    def _leader_of(self, topic: str, partition: int) -> int:
+        """By the topics view, with the rule Metadata answers with; KafkaApiError for an unknown one."""
+        cluster = self.services.cluster
+        info = cluster.topics.get(topic)
+        replicas = info.partitions.get(partition) if info is not None else None
+        if replicas is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partition_leader(replicas, {broker.broker_id for broker in cluster.brokers})
 
     def _leads(self, partition: int) -> bool:
         try:
-            return self._partitions().leader_of(TRANSACTION_STATE_TOPIC, partition) == self.services.broker_id
+            return self._leader_of(TRANSACTION_STATE_TOPIC, partition) == self.services.broker_id
         except KafkaApiError:
             return False
 
@@ -183,10 +193,9 @@ class TransactionsModule(Module):
         others (concurrently); a partition without a leader is tried again later."""
         by_leader: dict[int, list[TopicPartition]] = {}
         results: dict[TopicPartition, ErrorCode] = {}
-        partitions = self._partitions()
         for topic, partition in marker.partitions:
             try:
-                leader = partitions.leader_of(topic, partition)
+                leader = self._leader_of(topic, partition)
             except KafkaApiError as exc:
                 results[(topic, partition)] = exc.code
                 continue
