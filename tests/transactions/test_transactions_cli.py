@@ -11,13 +11,12 @@ from collections.abc import Iterator
 import confluent_kafka
 import pytest
 
-from kafkapy.assembly import DEFAULT_MODULES
 from kafkapy.embedded import Broker
 from kafkapy.store import MemoryStore
 from kafkapy.transactions import TransactionsModule
 from tests.commands.records_cli import kafkapy
 
-from .test_transactions_clients import StandInFindCoordinator
+from .test_transactions_clients import STAND_IN
 from .test_transactions_wire import MARKER_MODULES, coordinator_ready
 
 
@@ -34,10 +33,9 @@ def rows(result: subprocess.CompletedProcess[bytes]) -> list[list[str]]:
 
 @pytest.fixture()
 def broker() -> Iterator[tuple[Broker, confluent_kafka.Producer]]:
-    stand_in = [] if any(cls.name == "groups" for cls in DEFAULT_MODULES) else [StandInFindCoordinator]
     store = MemoryStore()
     with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                modules=[TransactionsModule, *MARKER_MODULES, *stand_in]) as running:
+                modules=[TransactionsModule, *MARKER_MODULES, *STAND_IN]) as running:
         store.create_topic("out", {0: (1,), 1: (1,)})
         coordinator_ready(running)
         producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers,

@@ -5,7 +5,8 @@ instance with the same transactional id (the first gets librdkafka's fatal _FENC
 
 FindCoordinator is the group coordinator module's API (being written in parallel); until it is
 among the default modules, a stand-in here answers key type TRANSACTION through the
-TRANSACTION_COORDINATOR capability, the way that module is to call it. Markers are read with
+TRANSACTION_COORDINATOR capability, the way that module is to call it; from then on the tests
+use the groups module's FindCoordinator. Markers are read with
 the wire tests' ``markers_on`` (recorded, or read from the partitions once the data plane writes
 them)."""
 
@@ -57,13 +58,16 @@ class StandInFindCoordinator(Module):
                 "node_id": first["node_id"], "host": first["host"], "port": first["port"]}
 
 
+# The stand-in only while the groups module (which serves FindCoordinator) is not a default one.
+STAND_IN: list[type[Module]] = ([] if any(cls.name == "groups" for cls in DEFAULT_MODULES)
+                                else [StandInFindCoordinator])
+
+
 def test_confluent_transactional_producer_commits_and_is_fenced() -> None:
-    if any(cls.name == "groups" for cls in DEFAULT_MODULES):
-        pytest.skip("FindCoordinator is served by the groups module now: drop the stand-in")
     WRITTEN.clear()
     store = MemoryStore()
     with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                modules=[TransactionsModule, *MARKER_MODULES, StandInFindCoordinator]) as broker:
+                modules=[TransactionsModule, *MARKER_MODULES, *STAND_IN]) as broker:
         store.create_topic("out", {0: (1,), 1: (1,)})
         coordinator_ready(broker)
         config = {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "pipeline"}
@@ -99,12 +103,10 @@ def test_confluent_transactional_producer_commits_and_is_fenced() -> None:
 
 def broker_with_stand_ins(store: MemoryStore) -> Broker:
     return Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                  modules=[TransactionsModule, *MARKER_MODULES, StandInFindCoordinator])
+                  modules=[TransactionsModule, *MARKER_MODULES, *STAND_IN])
 
 
 def test_kafka_python_transactional_producer_commits_and_is_fenced() -> None:
-    if any(cls.name == "groups" for cls in DEFAULT_MODULES):
-        pytest.skip("FindCoordinator is served by the groups module now: drop the stand-in")
     kafka = pytest.importorskip("kafka")
     WRITTEN.clear()
     store = MemoryStore()
@@ -133,8 +135,6 @@ def test_kafka_python_transactional_producer_commits_and_is_fenced() -> None:
 
 
 def test_aiokafka_transactional_producer_commits() -> None:
-    if any(cls.name == "groups" for cls in DEFAULT_MODULES):
-        pytest.skip("FindCoordinator is served by the groups module now: drop the stand-in")
     aiokafka = pytest.importorskip("aiokafka")
     WRITTEN.clear()
     store = MemoryStore()
