@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,15 @@ def test_ids_and_names_are_kafkas() -> None:
         (5, "CompleteAbort"), (6, "Dead"), (7, "PrepareEpochFence")]
     assert all(TxnState.from_kafka_name(s.kafka_name) is s for s in TxnState)
     assert TxnState.from_kafka_name("ongoing") is None  # Kafka's names are case-sensitive
+
+
+def test_the_docs_show_the_table() -> None:
+    """docs/transactions.md's state table is VALID_PREVIOUS, row for row."""
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "transactions.md").read_text()
+    rows = {}
+    for line in docs.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 2 and TxnState.from_kafka_name(cells[0]) is not None:
+            rows[cells[0]] = set(cells[1].split(", "))
+    assert rows == {target.kafka_name: {source.kafka_name for source in sources}
+                    for target, sources in VALID_PREVIOUS.items()}
