@@ -15,6 +15,7 @@ def test_wheel_ships_protocol_specs(tmp_path: Path) -> None:
     subprocess.run(command, check=True, capture_output=True, timeout=300)
     wheel = next(tmp_path.glob("kafkapy-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    expected = {f"kafkapy/protocol_specs/{p.name}" for p in (ROOT / "protocol_specs").glob("*.json")}
+    expected = {f"kafkapy/protocol_specs/{p.relative_to(ROOT / 'protocol_specs').as_posix()}"
+                for p in (ROOT / "protocol_specs").rglob("*.json")}  # subfolders too (transaction/)
     assert expected and expected <= names
     assert "kafkapy/protocol/codec.py" in names

@@ -50,7 +50,7 @@ from kafkapy.server.services import (
 )
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
 
-__all__ = ["DataPlaneModule", "TopicCreation"]
+__all__ = ["TRANSACTIONAL_PRODUCERS", "DataPlaneModule", "TopicCreation", "TransactionalProducers"]
 
 _HOUR_MS = 60 * 60 * 1000
 NO_PRODUCER_EPOCH = -1
@@ -63,6 +63,15 @@ class TopicCreation(Protocol):
     async def create_topics_with_defaults(self, names: Collection[str]) -> dict[str, ErrorCode]:
         """Create each topic with num.partitions and default.replication.factor; per name NONE,
         TOPIC_ALREADY_EXISTS or the reason it was refused."""
+
+
+# The transaction coordinator: InitProducerId with a transactional id is its to answer.
+TRANSACTIONAL_PRODUCERS = "transactional-producers"
+
+
+@runtime_checkable
+class TransactionalProducers(Protocol):
+    def init_transactional_producer(self, ctx: RequestContext, request: Request) -> Awaitable[Answer]: ...
 
 
 @runtime_checkable
@@ -314,10 +323,14 @@ class DataPlaneModule(Module):
         return self._produce.handle(ctx, request)
 
     def init_producer_id(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
-        """Idempotent producers only: a transactional id needs the transaction coordinator
-        (a later issue), so those get NOT_COORDINATOR, as from a broker that is not theirs."""
+        """Idempotent producers here; a transactional id goes to the transaction coordinator
+        (TRANSACTIONAL_PRODUCERS), or without one gets NOT_COORDINATOR, as from a broker that is
+        not theirs."""
         fit = body_fitter(ApiKey.INIT_PRODUCER_ID, "response", ctx.api_version)
         if request.body.get("transactional_id") is not None:
+            coordinator = self.services.provider(TRANSACTIONAL_PRODUCERS, Module)
+            if isinstance(coordinator, TransactionalProducers):
+                return coordinator.init_transactional_producer(ctx, request)
             return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR,
                         "producer_id": NO_OFFSET, "producer_epoch": NO_PRODUCER_EPOCH})
         ids = self._producer_ids

@@ -1,0 +1,504 @@
+"""The transaction coordinator: Kafka's rules for transactional producers, without the wire.
+
+Theory of operation. Each transactional id lives in one partition of ``__transaction_state``
+(``transaction_partition_for``), and the broker leading that partition is its coordinator. The
+coordinator keeps, per partition it leads, the latest ``TxnMetadata`` of every id there; the
+cache is filled by replaying the partition the first time it is needed (so a restart with
+log.dirs, or a move of leadership, picks the state up from the log) and dropped when the
+partition is no longer led here.
+
+Every change follows one pattern (Kafka's prepareTransition/completeTransition): check the
+request against the current value, build the next value (``TxnMetadata.transit``, checked
+against the state table), mark the id pending so that concurrent requests get
+CONCURRENT_TRANSACTIONS, append the next value to the log, and only then put it in the cache.
+A failed append leaves the cache as it was.
+
+Ending a transaction: PREPARE_COMMIT/PREPARE_ABORT is appended first, which decides the
+outcome; then the markers go to every partition of the transaction (``MarkerSender``), then
+COMPLETE_COMMIT/COMPLETE_ABORT is appended. Kafka answers EndTxn once the PREPARE record is
+durable and sends markers in the background; kafkapy tries the markers once before answering
+(so a client that saw its commit answered sees a completed transaction when every partition is
+reachable), and keeps retrying in the background for partitions it could not reach.
+
+Fencing: InitProducerId for an id whose transaction is ONGOING bumps the epoch
+(PREPARE_EPOCH_FENCE, in memory), aborts the transaction under the bumped epoch and answers
+CONCURRENT_TRANSACTIONS; the producer retries and gets the epoch after that. The timeout
+(``abort_timed_out``) aborts the same way, so the old producer is fenced either way.
+
+Errors are answered as Kafka's codes; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for old
+request versions in the module, which knows the version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import Protocol
+
+import attrs
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.partitioning import java_string_hash
+from kafkapy.server.txn_markers import TxnMarker
+from kafkapy.transactions.metadata import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TopicPartition,
+    TxnMetadata,
+    epoch_exhausted,
+)
+from kafkapy.transactions.state import TxnState
+
+__all__ = ["TRANSACTION_STATE_TOPIC", "CoordinatorConfig", "InitResult", "MarkerSender", "StateLog",
+           "TransactionCoordinator", "transaction_partition_for"]
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+_INT32_MIN = -(1 << 31)
+log = logging.getLogger(__name__)
+
+
+def transaction_partition_for(transactional_id: str, partition_count: int) -> int:
+    """Kafka's ``Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions``."""
+    hashed = java_string_hash(transactional_id)
+    return (0 if hashed == _INT32_MIN else abs(hashed)) % partition_count
+
+
+class StateLog(Protocol):
+    """Where the coordinator makes its changes durable: a partition of __transaction_state."""
+
+    async def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
+        """Append one record (None: a tombstone), durable as acks=all; KafkaApiError when it
+        cannot (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+
+    def replay(self, partition: int) -> dict[str, TxnMetadata]:
+        """Every transactional id of the partition, its latest value (tombstoned ids left out)."""
+
+
+# Sends one transaction's markers; per partition NONE or why that partition has none yet.
+MarkerSender = Callable[[TxnMarker], Awaitable[Mapping[TopicPartition, ErrorCode]]]
+
+
+@attrs.frozen
+class CoordinatorConfig:
+    partition_count: int = 50  # transaction.state.log.num.partitions (Kafka's default)
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms (Kafka's default, 15 minutes)
+    transactional_id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms (7 days)
+    marker_retry_backoff_ms: int = 100  # retry.backoff.ms, Kafka's default for the marker channel
+
+
+@attrs.frozen
+class InitResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+# Append errors as the client sees them (Kafka's TransactionStateManager.appendTransactionToLog).
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+# Marker errors after which the partition is tried again (Kafka's marker completion handler);
+# INVALID_PRODUCER_EPOCH and TRANSACTION_COORDINATOR_FENCED stop sending: a newer coordinator
+# or producer epoch owns the partition.
+_STOP_SENDING = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+
+class _Refused(Exception):
+    """A request that is answered with ``code`` and changes nothing."""
+
+    def __init__(self, code: ErrorCode) -> None:
+        super().__init__(code.name)
+        self.code = code
+
+
+class TransactionCoordinator:
+    """The coordinator's state and rules; its I/O goes through ``state_log``, ``send_markers``
+    and ``new_producer_id``."""
+
+    def __init__(self, *, state_log: StateLog, send_markers: MarkerSender,
+                 new_producer_id: Callable[[], Awaitable[int]], now_ms: Callable[[], int],
+                 leads: Callable[[int], bool], config: CoordinatorConfig = CoordinatorConfig(),
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 topic_exists: Callable[[str], bool] = lambda topic: True) -> None:
+        self.state_log = state_log
+        self.send_markers = send_markers
+        self.new_producer_id = new_producer_id
+        self.now_ms = now_ms
+        self.leads = leads
+        self.config = config
+        self.sleep = sleep
+        self.topic_exists = topic_exists
+        self._loaded: dict[int, dict[str, TxnMetadata]] = {}  # partition -> id -> its latest value
+        self._pending: dict[str, TxnState] = {}  # ids with a change on its way to the log
+        self._tasks: set[asyncio.Task[None]] = set()  # marker retries in the background
+
+    # --- where an id lives ---------------------------------------------------------------------
+
+    def partition_for(self, transactional_id: str) -> int:
+        return transaction_partition_for(transactional_id, self.config.partition_count)
+
+    def _ids_of(self, transactional_id: str) -> dict[str, TxnMetadata]:
+        """The loaded ids of the partition holding ``transactional_id``; NOT_COORDINATOR unless led here."""
+        partition = self.partition_for(transactional_id)
+        if not self.leads(partition):
+            self._loaded.pop(partition, None)
+            raise _Refused(ErrorCode.NOT_COORDINATOR)
+        ids = self._loaded.get(partition)
+        if ids is None:
+            ids = self._load(partition)
+        return ids
+
+    def _load(self, partition: int) -> dict[str, TxnMetadata]:
+        """Replay the partition; transactions left in PREPARE_* get their markers sent again."""
+        ids = self._loaded[partition] = self.state_log.replay(partition)
+        for metadata in ids.values():
+            if metadata.state.is_completing:
+                self._spawn(self._finish(metadata))
+        return ids
+
+    def loaded(self) -> Iterable[TxnMetadata]:
+        """Every id of every partition led here and loaded (for listing, timeouts, expiry)."""
+        for partition in list(self._loaded):
+            if not self.leads(partition):
+                del self._loaded[partition]
+                continue
+            yield from list(self._loaded[partition].values())
+
+    def load_led_partitions(self) -> None:
+        """Load every partition led here that is not loaded yet (ListTransactions, the timers)."""
+        for partition in range(self.config.partition_count):
+            if partition not in self._loaded and self.leads(partition):
+                try:
+                    self._load(partition)
+                except KafkaApiError:
+                    continue
+
+    def get(self, transactional_id: str) -> TxnMetadata | None:
+        try:
+            return self._ids_of(transactional_id).get(transactional_id)
+        except _Refused:
+            return None
+
+    async def _write(self, current: TxnMetadata | None, next_value: TxnMetadata | None,
+                     transactional_id: str) -> None:
+        """Append ``next_value`` (None: a tombstone) and put it in the cache once durable."""
+        target = next_value.state if next_value is not None else TxnState.DEAD
+        self._pending[transactional_id] = target
+        partition = self.partition_for(transactional_id)
+        try:
+            await self.state_log.append(partition, transactional_id, next_value)
+        except KafkaApiError as exc:
+            raise _Refused(_APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
+        finally:
+            del self._pending[transactional_id]
+        ids = self._loaded.get(partition)
+        if ids is None:
+            raise _Refused(ErrorCode.NOT_COORDINATOR)  # resigned while the append was on its way
+        if next_value is None:
+            ids.pop(transactional_id, None)
+        else:
+            ids[transactional_id] = next_value
+
+    # --- InitProducerId -------------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> InitResult:
+        """Kafka's handleInitProducerId for a transactional id; ``expected`` is the client's
+        current (producer id, epoch) when it asks for a KIP-360 bump."""
+        try:
+            return await self._init(transactional_id, timeout_ms, expected)
+        except _Refused as refused:
+            return InitResult(refused.code)
+
+    async def _init(self, transactional_id: str, timeout_ms: int,
+                    expected: tuple[int, int] | None) -> InitResult:
+        if not transactional_id:
+            raise _Refused(ErrorCode.INVALID_REQUEST)
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            raise _Refused(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        ids = self._ids_of(transactional_id)
+        current = ids.get(transactional_id)
+        now = self.now_ms()
+        if current is None:
+            producer_id = await self.new_producer_id()
+            current = TxnMetadata(transactional_id, producer_id, NO_PRODUCER_EPOCH, timeout_ms,
+                                  TxnState.EMPTY, now)
+        if transactional_id in self._pending:
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if expected is not None and not self._may_bump(current, *expected):
+            raise _Refused(ErrorCode.PRODUCER_FENCED)
+        state = current.state
+        if state.is_completing:
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state is TxnState.ONGOING:
+            await self._fence_and_abort(current)
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if epoch_exhausted(current.producer_epoch) and (expected is None
+                                                         or expected[1] == current.producer_epoch):
+            # Rotation: a new producer id at epoch 0 (Kafka's prepareProducerIdRotation).
+            next_value = current.transit(
+                TxnState.EMPTY, now, producer_id=await self.new_producer_id(), producer_epoch=0,
+                previous_producer_id=current.producer_id,
+                last_producer_epoch=current.producer_epoch if expected is not None else NO_PRODUCER_EPOCH,
+                timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1)
+        else:
+            epoch, last_epoch = self._bumped_epoch(current, None if expected is None else expected[1])
+            next_value = current.transit(TxnState.EMPTY, now, producer_epoch=epoch,
+                                         last_producer_epoch=last_epoch, timeout_ms=timeout_ms,
+                                         partitions=frozenset(), start_ms=-1)
+        await self._write(current, next_value, transactional_id)
+        return InitResult(ErrorCode.NONE, next_value.producer_id, next_value.producer_epoch)
+
+    @staticmethod
+    def _may_bump(current: TxnMetadata, producer_id: int, epoch: int) -> bool:
+        """Kafka's isValidProducerId: a new id, the current id, or a retry after a rotation."""
+        return (current.producer_epoch == NO_PRODUCER_EPOCH or producer_id == current.producer_id
+                or (producer_id == current.previous_producer_id and epoch_exhausted(epoch)))
+
+    @staticmethod
+    def _bumped_epoch(current: TxnMetadata, expected_epoch: int | None) -> tuple[int, int]:
+        """(new epoch, last epoch) as Kafka's prepareIncrementProducerEpoch: a retried KIP-360
+        request whose bump already happened gets the same epoch again."""
+        bumped = current.producer_epoch + 1
+        if expected_epoch is None:
+            return bumped, NO_PRODUCER_EPOCH
+        if current.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == current.producer_epoch:
+            return bumped, current.producer_epoch
+        if expected_epoch == current.last_producer_epoch:
+            return current.producer_epoch, current.last_producer_epoch
+        raise _Refused(ErrorCode.PRODUCER_FENCED)
+
+    # --- AddPartitionsToTxn, AddOffsetsToTxn -----------------------------------------------------
+
+    def _checked(self, transactional_id: str, producer_id: int, epoch: int) -> TxnMetadata:
+        """The id's value, if the request's producer id and epoch are its current ones."""
+        if not transactional_id:
+            raise _Refused(ErrorCode.INVALID_REQUEST)
+        current = self._ids_of(transactional_id).get(transactional_id)
+        if current is None or current.producer_id != producer_id:
+            raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if current.producer_epoch != epoch:
+            raise _Refused(ErrorCode.PRODUCER_FENCED)
+        return current
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                             partitions: Collection[TopicPartition]) -> ErrorCode:
+        """Kafka's handleAddPartitionsToTransaction: the partitions join the (new or ongoing) transaction."""
+        try:
+            current = self._checked(transactional_id, producer_id, epoch)
+            if transactional_id in self._pending or current.state.is_completing:
+                raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+            if current.state is TxnState.ONGOING and current.partitions.issuperset(partitions):
+                return ErrorCode.NONE
+            now = self.now_ms()
+            start = current.start_ms if current.state is TxnState.ONGOING else now
+            next_value = current.transit(TxnState.ONGOING, now, start_ms=start,
+                                         partitions=current.partitions | frozenset(partitions))
+            await self._write(current, next_value, transactional_id)
+        except _Refused as refused:
+            return refused.code
+        return ErrorCode.NONE
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: Collection[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890's verify-only AddPartitionsToTxn: NONE for the partitions already in the
+        transaction, TRANSACTION_ABORTABLE for the others; nothing changes. A TxnOffsetCommit
+        check (is the group's offsets partition in the producer's transaction?) is this call."""
+        try:
+            current = self._checked(transactional_id, producer_id, epoch)
+            if current.state.is_completing:
+                raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+        except _Refused as refused:
+            return dict.fromkeys(partitions, refused.code)
+        return {tp: ErrorCode.NONE if tp in current.partitions else ErrorCode.TRANSACTION_ABORTABLE
+                for tp in partitions}
+
+    # --- EndTxn ---------------------------------------------------------------------------------
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int,
+                              committed: bool) -> ErrorCode:
+        """Kafka's handleEndTransaction (Transactions V1: the epoch stays as it is)."""
+        try:
+            if not transactional_id:
+                raise _Refused(ErrorCode.INVALID_REQUEST)
+            current = self._ids_of(transactional_id).get(transactional_id)
+            if current is None or current.producer_id != producer_id:
+                raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+            if epoch != current.producer_epoch:
+                raise _Refused(ErrorCode.PRODUCER_FENCED)
+            if transactional_id in self._pending:
+                raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+            await self._end(current, committed)
+        except _Refused as refused:
+            return refused.code
+        return ErrorCode.NONE
+
+    async def _end(self, current: TxnMetadata, committed: bool) -> None:
+        state = current.state
+        wanted_complete = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        wanted_prepare = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
+        if state is wanted_complete:
+            return  # a retried EndTxn of a transaction that has completed
+        if state is wanted_prepare:
+            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if state is not TxnState.ONGOING:
+            raise _Refused(ErrorCode.INVALID_TXN_STATE)
+        prepared = current.transit(wanted_prepare, self.now_ms())
+        await self._write(current, prepared, current.transactional_id)
+        await self._finish(prepared)
+
+    async def _fence_and_abort(self, current: TxnMetadata) -> None:
+        """Bump the epoch of an ONGOING transaction (PREPARE_EPOCH_FENCE, never written) and abort
+        it under the bumped epoch: the producer that had it is fenced."""
+        now = self.now_ms()
+        fence = current.transit(TxnState.PREPARE_EPOCH_FENCE, now, producer_epoch=current.producer_epoch + 1,
+                                last_producer_epoch=NO_PRODUCER_EPOCH)
+        prepared = fence.transit(TxnState.PREPARE_ABORT, now)
+        await self._write(current, prepared, current.transactional_id)
+        await self._finish(prepared)
+
+    async def _finish(self, prepared: TxnMetadata) -> None:
+        """Markers to every partition, then COMPLETE_*: one try here, the partitions it could not
+        reach again in the background."""
+        remaining = await self._send_once(prepared, set(prepared.partitions))
+        if remaining is None:
+            return
+        if remaining:
+            self._spawn(self._finish_later(prepared, remaining))
+            return
+        await self._complete(prepared)
+
+    async def _finish_later(self, prepared: TxnMetadata, remaining: set[TopicPartition]) -> None:
+        while remaining:
+            await self.sleep(self.config.marker_retry_backoff_ms / 1000)
+            if self.get(prepared.transactional_id) != prepared:
+                return  # resigned, or the coordinator moved on
+            left = await self._send_once(prepared, remaining)
+            if left is None:
+                return
+            remaining = left
+        await self._complete(prepared)
+
+    async def _send_once(self, prepared: TxnMetadata,
+                         remaining: set[TopicPartition]) -> set[TopicPartition] | None:
+        """The partitions still without their marker after one try; None to stop sending."""
+        if not remaining:
+            return remaining
+        marker = TxnMarker(prepared.producer_id, prepared.producer_epoch,
+                           prepared.state is TxnState.PREPARE_COMMIT, 0, tuple(sorted(remaining)))
+        results = await self.send_markers(marker)
+        left = set()
+        for tp in remaining:
+            code = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if code == ErrorCode.NONE:
+                continue
+            if code in _STOP_SENDING:
+                log.warning("stopped sending markers for %s: %s from %s-%d", prepared.transactional_id,
+                            code.name, *tp)
+                return None
+            if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not self.topic_exists(tp[0]):
+                continue  # the topic was deleted: nothing to mark
+            left.add(tp)
+        return left
+
+    async def _complete(self, prepared: TxnMetadata) -> None:
+        committed = prepared.state is TxnState.PREPARE_COMMIT
+        target = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
+        completed = prepared.transit(target, self.now_ms(), partitions=frozenset(),
+                                     last_producer_epoch=prepared.producer_epoch)
+        try:
+            await self._write(prepared, completed, prepared.transactional_id)
+        except _Refused as refused:
+            # The outcome is in the log as PREPARE_*: the next coordinator finishes it on load.
+            log.warning("could not complete the transaction of %s: %s", prepared.transactional_id,
+                        refused.code.name)
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for the background marker retries (tests; shutdown cancels them instead)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def cancel(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    # --- timers ---------------------------------------------------------------------------------
+
+    async def abort_timed_out(self) -> list[str]:
+        """Abort every ONGOING transaction open longer than its timeout (Kafka's
+        abortTimedOutTransactions); the ids aborted."""
+        now = self.now_ms()
+        aborted = []
+        for metadata in list(self.loaded()):
+            if (metadata.state is TxnState.ONGOING and metadata.transactional_id not in self._pending
+                    and metadata.start_ms + metadata.timeout_ms < now):
+                try:
+                    await self._fence_and_abort(metadata)
+                except _Refused as refused:
+                    log.info("could not abort the timed-out transaction of %s: %s", metadata.transactional_id,
+                             refused.code.name)
+                    continue
+                aborted.append(metadata.transactional_id)
+        return aborted
+
+    async def expire_transactional_ids(self) -> list[str]:
+        """Forget ids idle (EMPTY or COMPLETE_*) for transactional.id.expiration.ms: a tombstone
+        each (Kafka's removeExpiredTransactionalIds, by way of DEAD)."""
+        now = self.now_ms()
+        expired = []
+        for metadata in list(self.loaded()):
+            if (metadata.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+                    and metadata.transactional_id not in self._pending
+                    and metadata.last_update_ms + self.config.transactional_id_expiration_ms <= now):
+                metadata.transit(TxnState.DEAD, now)  # the table's check; DEAD itself is the tombstone
+                try:
+                    await self._write(metadata, None, metadata.transactional_id)
+                except _Refused:
+                    continue
+                expired.append(metadata.transactional_id)
+        return expired
+
+    # --- DescribeTransactions, ListTransactions ----------------------------------------------------
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TxnMetadata | None]:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
+        try:
+            current = self._ids_of(transactional_id).get(transactional_id)
+        except _Refused as refused:
+            return refused.code, None
+        if current is None:
+            return ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, None
+        return ErrorCode.NONE, current
+
+    def list(self, states: Collection[TxnState] | None = None, producer_ids: Collection[int] = (),
+             min_duration_ms: int = -1,
+             matches: Callable[[str], bool] = lambda name: True) -> list[TxnMetadata]:
+        """Kafka's listTransactionStates: ``states`` None and empty ``producer_ids`` match
+        everything; the duration filter (KIP-994) keeps those whose start is longer ago than
+        ``min_duration_ms``, as Kafka compares it (an id with no transaction has start -1)."""
+        self.load_led_partitions()
+        now = self.now_ms()
+        found = []
+        for metadata in self.loaded():
+            if states is not None and metadata.state not in states:
+                continue
+            if producer_ids and metadata.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and now - metadata.start_ms <= min_duration_ms:
+                continue
+            if not matches(metadata.transactional_id):
+                continue
+            found.append(metadata)
+        return found

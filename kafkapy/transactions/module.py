@@ -1,0 +1,417 @@
+"""The transactions module: the transaction coordinator's APIs on the wire.
+
+Serves AddPartitionsToTxn (v0-3 client form, v4 batched broker form with KIP-890's
+verify-only), AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions; answers
+InitProducerId for transactional ids on behalf of the data plane, which serves the key
+(capability TRANSACTIONAL_PRODUCERS); and gives FindCoordinator (the group coordinator's API)
+the coordinator of a transactional id (capability TRANSACTION_COORDINATOR, whose seam is
+kafkapy/server/txn_coordinator.py).
+
+What it uses: the data plane's partition logs for ``__transaction_state`` (PARTITION_LOGS),
+the data plane's TXN_MARKERS to write markers into the partitions this broker leads (WriteTxnMarkers to the
+leaders of the others, marker_channel.py), and the store for producer-id blocks and for
+creating ``__transaction_state`` (compact) on first need.
+
+Time: record timestamps are wall-clock milliseconds as Kafka writes them, but they advance with
+the loop's clock (``services.clock``) from the wall-clock time the module started, and the
+timers sleep on the loop; a virtual loop clock moves both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+
+from kafkapy.dataplane.module import TRANSACTIONAL_PRODUCERS
+from kafkapy.dataplane.producer_ids import ProducerIds
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
+from kafkapy.log.base import PartitionLog
+from kafkapy.protocol import Request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.codec import body_fitter
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.config import ConfigKey
+from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.services import (
+    NO_LEADER,
+    PARTITION_LOGS,
+    BrokerServices,
+    PartitionLogs,
+    PartitionLogsProvider,
+    partition_leader,
+)
+from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR
+from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
+from kafkapy.store.base import BrokerRegistration
+from kafkapy.transactions.coordinator import (
+    TRANSACTION_STATE_TOPIC,
+    CoordinatorConfig,
+    InitResult,
+    TransactionCoordinator,
+)
+from kafkapy.transactions.internal_topic import create_internal_topic
+from kafkapy.transactions.marker_channel import MarkerChannel
+from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
+from kafkapy.transactions.state import TxnState
+from kafkapy.transactions.state_log import TopicStateLog
+
+__all__ = ["TransactionsModule"]
+
+# PRODUCER_FENCED (KIP-588) is answered as INVALID_PRODUCER_EPOCH below these versions.
+_FENCED_SINCE: dict[ApiKey, int] = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+                                    ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2}
+_MINUTE_MS = 60_000
+
+
+def _positive(value: Any) -> str | None:
+    return None if value is None or value >= 1 else "must be at least 1"
+
+
+class TransactionsModule(Module):
+    name = "transactions"
+    provides = (TRANSACTION_COORDINATOR, TRANSACTIONAL_PRODUCERS)
+    wants = (PARTITION_LOGS, TXN_MARKERS)
+    config_keys = (
+        ConfigKey("transaction.state.log.num.partitions", "int", 50,
+                  "Partitions of __transaction_state (Kafka's default).", _positive),
+        ConfigKey("transaction.state.log.replication.factor", "int", 3,
+                  "Replicas of __transaction_state (Kafka's default; capped at the live brokers "
+                  "when the topic is made).", _positive),
+        ConfigKey("transaction.state.log.segment.bytes", "int", 100 * 1024 * 1024,
+                  "segment.bytes of __transaction_state (Kafka's default, 100 MiB).", _positive),
+        ConfigKey("transaction.max.timeout.ms", "int", 15 * _MINUTE_MS,
+                  "The longest transaction.timeout.ms a producer may ask for (Kafka's default).", _positive),
+        ConfigKey("transactional.id.expiration.ms", "int", 7 * 24 * 60 * _MINUTE_MS,
+                  "How long an idle transactional id is kept (Kafka's default, 7 days).", _positive),
+        ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000,
+                  "How often timed-out transactions are aborted (Kafka's default).", _positive),
+        ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 60 * _MINUTE_MS,
+                  "How often expired transactional ids are removed (Kafka's default).", _positive),
+    )
+
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
+        config = services.config
+        self._producer_ids = ProducerIds(services.store, services.broker_id)
+        self._timers: list[asyncio.Task[None]] = []
+        self._creating: asyncio.Task[None] | None = None
+        self._channel = MarkerChannel(lambda: services.cluster.brokers,
+                                      lambda: services.inter_broker_listener)
+        self._wall_at_start_ms = int(time.time() * 1000)
+        self._clock_at_start = services.clock()
+        self.coordinator = TransactionCoordinator(
+            state_log=TopicStateLog(self._leader_log, self.now_ms, self._appended),
+            send_markers=self._send_markers,
+            new_producer_id=self._new_producer_id,
+            now_ms=self.now_ms,
+            leads=self._leads,
+            config=CoordinatorConfig(
+                partition_count=config["transaction.state.log.num.partitions"],
+                max_timeout_ms=config["transaction.max.timeout.ms"],
+                transactional_id_expiration_ms=config["transactional.id.expiration.ms"]),
+            topic_exists=lambda topic: topic in services.cluster.topics,
+        )
+
+    def now_ms(self) -> int:
+        return self._wall_at_start_ms + int((self.services.clock() - self._clock_at_start) * 1000)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._producer_ids.broker_id = self.services.broker_id
+        config = self.services.config
+        self._timers = [
+            self.services.loop.create_task(self._every(
+                config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                self.coordinator.abort_timed_out)),
+            self.services.loop.create_task(self._every(
+                config["transaction.remove.expired.transaction.cleanup.interval.ms"],
+                self.coordinator.expire_transactional_ids)),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._timers:
+            task.cancel()
+        if self._creating is not None:
+            self._creating.cancel()
+        self.coordinator.cancel()
+        self._channel.close()
+
+    async def _every(self, interval_ms: int, work: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            if self.services.cluster.topics.get(TRANSACTION_STATE_TOPIC) is None:
+                continue
+            try:
+                self.coordinator.load_led_partitions()
+                await work()
+            except Exception:  # a timer must outlive one bad round; it is logged
+                self.services.log.exception("transaction coordinator timer failed")
+
+    # --- what the coordinator uses ----------------------------------------------------------------
+
+    def _partition_logs(self) -> PartitionLogs:
+        source = self.services.provider(PARTITION_LOGS, Module)
+        if not isinstance(source, PartitionLogsProvider):
+            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no data plane serves partition logs")
+        return source.partition_logs()
+
+    def _leader_log(self, topic: str, partition: int) -> PartitionLog:
+        return self._partition_logs().leader_log(topic, partition)
+
+    def _appended(self, topic: str, partition: int) -> None:
+        self._partition_logs().appended(topic, partition)
+
+    def _leader_of(self, topic: str, partition: int) -> int:
+        """By the topics view, with the rule Metadata answers with; KafkaApiError for an unknown one."""
+        cluster = self.services.cluster
+        info = cluster.topics.get(topic)
+        replicas = info.partitions.get(partition) if info is not None else None
+        if replicas is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return partition_leader(replicas, {broker.broker_id for broker in cluster.brokers})
+
+    def _leads(self, partition: int) -> bool:
+        try:
+            return self._leader_of(TRANSACTION_STATE_TOPIC, partition) == self.services.broker_id
+        except KafkaApiError:
+            return False
+
+    async def _new_producer_id(self) -> int:
+        ids = self._producer_ids
+        return ids.next_id() if not ids.needs_block else await asyncio.to_thread(ids.next_id)
+
+    async def _send_markers(self, marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
+        """Through TXN_MARKERS for the partitions led here, WriteTxnMarkers to the leaders of the
+        others (concurrently); a partition without a leader is tried again later."""
+        by_leader: dict[int, list[TopicPartition]] = {}
+        results: dict[TopicPartition, ErrorCode] = {}
+        for topic, partition in marker.partitions:
+            try:
+                leader = self._leader_of(topic, partition)
+            except KafkaApiError as exc:
+                results[(topic, partition)] = exc.code
+                continue
+            by_leader.setdefault(leader, []).append((topic, partition))
+        sends = [self._send_to(leader, attrs.evolve(marker, partitions=tuple(found)))
+                 for leader, found in by_leader.items()]
+        for answered in await asyncio.gather(*sends):
+            results.update(answered)
+        return results
+
+    async def _send_to(self, leader: int, marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
+        if leader == NO_LEADER:
+            return dict.fromkeys(marker.partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if leader != self.services.broker_id:
+            return await self._channel.write(leader, marker)
+        writer = self.services.provider(TXN_MARKERS, Module)
+        if not isinstance(writer, TxnMarkerWriter):
+            return dict.fromkeys(marker.partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        written = await writer.write_markers([marker])
+        return {(topic, partition): code for (producer_id, topic, partition), code in written.items()
+                if producer_id == marker.producer_id}
+
+    # --- FindCoordinator (TRANSACTION_COORDINATOR) ---------------------------------------------------
+
+    async def find_transaction_coordinator(
+            self, transactional_id: str) -> tuple[ErrorCode, BrokerRegistration | None]:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST, None
+        cluster = self.services.cluster
+        info = cluster.topics.get(TRANSACTION_STATE_TOPIC)
+        if info is None:
+            self._create_state_topic()
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        replicas = info.partitions.get(self.coordinator.partition_for(transactional_id))
+        live = {broker.broker_id: broker for broker in cluster.brokers}
+        leader = partition_leader(replicas or (), live)
+        if leader not in live:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        return ErrorCode.NONE, live[leader]
+
+    def _create_state_topic(self) -> None:
+        """Kafka makes __transaction_state on the first FindCoordinator that needs it; one try at a time."""
+        if self._creating is not None and not self._creating.done():
+            return
+        config = self.services.config
+        self._creating = self.services.loop.create_task(create_internal_topic(
+            self.services, TRANSACTION_STATE_TOPIC, config["transaction.state.log.num.partitions"],
+            config["transaction.state.log.replication.factor"],
+            {"cleanup.policy": "compact", "compression.type": "uncompressed",
+             "min.insync.replicas": "1",  # Kafka's transaction.state.log.min.isr default is 2; one copy here
+             "segment.bytes": str(config["transaction.state.log.segment.bytes"])}))
+
+    # --- APIs -------------------------------------------------------------------------------------
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {
+            ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_partitions_to_txn),
+            ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_offsets_to_txn),
+            ApiKey.END_TXN: ApiHandler(VersionRange(0, 4), self.end_txn),
+            ApiKey.DESCRIBE_TRANSACTIONS: ApiHandler(VersionRange(0, 0), self.describe_transactions),
+            ApiKey.LIST_TRANSACTIONS: ApiHandler(VersionRange(0, 2), self.list_transactions),
+        }
+
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+        conn = ctx.connection
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  resource_type, name)
+
+    def _may_write(self, ctx: RequestContext, transactional_id: str) -> bool:
+        """Kafka's WRITE on the TransactionalId resource, which every producer request needs."""
+        return self._allowed(ctx, "WRITE", "TRANSACTIONAL_ID", transactional_id)
+
+    @staticmethod
+    def _for_version(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
+        if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < _FENCED_SINCE.get(ApiKey(ctx.api_key), 0):
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        return code
+
+    async def init_transactional_producer(self, ctx: RequestContext, request: Request) -> Answer:
+        """InitProducerId with a transactional id (the data plane hands these over)."""
+        body = request.body
+        expected = None
+        if body.get("producer_id", NO_PRODUCER_ID) != NO_PRODUCER_ID:
+            expected = (body["producer_id"], body.get("producer_epoch", NO_PRODUCER_EPOCH))
+        if self._may_write(ctx, body["transactional_id"]):
+            result = await self.coordinator.init_producer_id(
+                body["transactional_id"], body["transaction_timeout_ms"], expected)
+        else:
+            result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return body_fitter(ApiKey.INIT_PRODUCER_ID, "response", ctx.api_version)(
+            {"throttle_time_ms": 0, "error_code": self._for_version(ctx, result.error),
+             "producer_id": result.producer_id, "producer_epoch": result.producer_epoch})
+
+    def _unknown_partitions(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
+        topics = self.services.cluster.topics
+        return {(topic, partition) for topic, partition in partitions
+                if topic not in topics or partition not in topics[topic].partitions}
+
+    async def _add(self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
+                   topics: list[Mapping[str, Any]], verify_only: bool) -> list[dict[str, Any]]:
+        """One transaction's AddPartitionsToTxn: its per-topic, per-partition results."""
+        partitions = [(t["name"], p) for t in topics for p in t.get("partitions") or ()]
+        unknown = self._unknown_partitions(partitions)
+        refused = {tp for tp in partitions if not self._allowed(ctx, "WRITE", "TOPIC", tp[0])}
+        codes: dict[TopicPartition, ErrorCode]
+        if not verify_only and not self._may_write(ctx, transactional_id):
+            codes = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not verify_only and refused:
+            # Kafka's KafkaApis: partitions the producer may not write fail, the rest are not attempted.
+            codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in refused
+                     else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
+        elif verify_only:
+            codes = self.coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+        elif unknown:
+            # Kafka's KafkaApis: unknown partitions fail, the rest are not attempted.
+            codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                     else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
+        else:
+            code = await self.coordinator.add_partitions(transactional_id, producer_id, epoch, partitions)
+            codes = dict.fromkeys(partitions, code)
+        results: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), code in codes.items():
+            results.setdefault(topic, []).append(
+                {"partition_index": partition, "partition_error_code": self._for_version(ctx, code)})
+        return [{"name": topic, "results_by_partition": found} for topic, found in results.items()]
+
+    async def add_partitions_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        fit = body_fitter(ApiKey.ADD_PARTITIONS_TO_TXN, "response", ctx.api_version)
+        if ctx.api_version <= 3:
+            results = await self._add(ctx, body["v3_and_below_transactional_id"],
+                                      body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
+                                      body["v3_and_below_topics"] or [], False)
+            return fit({"throttle_time_ms": 0, "results_by_topic_v3_and_below": results})
+        if not self._allowed(ctx, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE):
+            # v4+ is the brokers' batched form (KIP-890): only brokers may send it.
+            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        "results_by_transaction": []})
+        answered = []
+        for txn in body["transactions"] or []:
+            results = await self._add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
+                                      txn["topics"] or [], txn["verify_only"])
+            answered.append({"transactional_id": txn["transactional_id"], "topic_results": results})
+        return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": answered})
+
+    def offsets_partition(self, group_id: str) -> TopicPartition:
+        """The group's __consumer_offsets partition, the one AddOffsetsToTxn adds."""
+        count = self.services.config.get("offsets.topic.num.partitions", 50)  # the groups module's key
+        return OFFSETS_TOPIC, offsets_partition_for(group_id, count)
+
+    async def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        if not self._may_write(ctx, body["transactional_id"]):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif not self._allowed(ctx, "READ", "GROUP", body["group_id"]):
+            code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        else:
+            code = await self.coordinator.add_partitions(
+                body["transactional_id"], body["producer_id"], body["producer_epoch"],
+                [self.offsets_partition(body["group_id"])])
+        return {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)}
+
+    async def end_txn(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        if self._may_write(ctx, body["transactional_id"]):
+            code = await self.coordinator.end_transaction(body["transactional_id"], body["producer_id"],
+                                                          body["producer_epoch"], body["committed"])
+        else:
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return body_fitter(ApiKey.END_TXN, "response", ctx.api_version)(
+            {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)})
+
+    def describe_transactions(self, ctx: RequestContext, request: Request) -> Answer:
+        states = []
+        for transactional_id in request.body["transactional_ids"] or []:
+            if self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", transactional_id):
+                code, metadata = self.coordinator.describe(transactional_id)
+            else:
+                code, metadata = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+            state: dict[str, Any] = {"error_code": code, "transactional_id": transactional_id,
+                                     "transaction_state": "", "transaction_timeout_ms": 0,
+                                     "transaction_start_time_ms": -1, "producer_id": NO_PRODUCER_ID,
+                                     "producer_epoch": NO_PRODUCER_EPOCH, "topics": []}
+            if metadata is not None:
+                by_topic: dict[str, list[int]] = {}
+                for topic, partition in sorted(metadata.partitions):
+                    by_topic.setdefault(topic, []).append(partition)
+                state.update(transaction_state=metadata.state.kafka_name,
+                             transaction_timeout_ms=metadata.timeout_ms,
+                             transaction_start_time_ms=metadata.start_ms, producer_id=metadata.producer_id,
+                             producer_epoch=metadata.producer_epoch,
+                             topics=[{"topic": t, "partitions": p} for t, p in by_topic.items()])
+            states.append(state)
+        return {"throttle_time_ms": 0, "transaction_states": states}
+
+    def list_transactions(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        fit = body_fitter(ApiKey.LIST_TRANSACTIONS, "response", ctx.api_version)
+        names = body.get("state_filters") or []
+        known = [TxnState.from_kafka_name(name) for name in names]
+        unknown = [name for name, state in zip(names, known, strict=True) if state is None]
+        pattern = body.get("transactional_id_pattern")
+        try:
+            matcher = re.compile(pattern) if pattern else None
+        except re.error as exc:
+            self.services.log.info("ListTransactions pattern %r: %s", pattern, exc)
+            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REGULAR_EXPRESSION,
+                        "unknown_state_filters": [], "transaction_states": []})
+        listed = self.coordinator.list(
+            states={state for state in known if state is not None} if names else None,
+            producer_ids=set(body.get("producer_id_filters") or ()),
+            min_duration_ms=body.get("duration_filter", -1),
+            matches=lambda name: ((matcher is None or matcher.fullmatch(name) is not None)
+                                  and self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", name)))
+        listed.sort(key=lambda m: m.transactional_id)
+        return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
+                    "transaction_states": [{"transactional_id": m.transactional_id,
+                                            "producer_id": m.producer_id,
+                                            "transaction_state": m.state.kafka_name} for m in listed]})

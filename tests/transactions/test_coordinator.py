@@ -1,0 +1,116 @@
+"""The coordinator's edges that a random walk rarely reaches: the exact timeout boundary, an
+exhausted epoch (a new producer id), and an append that fails (nothing changes, Kafka's code)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Mapping
+
+import attrs
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log import LogManager
+from kafkapy.server.txn_markers import TxnMarker
+from kafkapy.transactions.coordinator import TransactionCoordinator
+from kafkapy.transactions.metadata import MAX_PRODUCER_EPOCH, TopicPartition, TxnMetadata
+from kafkapy.transactions.state import TxnState
+from kafkapy.transactions.state_log import TopicStateLog
+
+PRODUCER_IDS = itertools.count(100)  # one allocator for every coordinator, as the store's blocks are
+
+
+@attrs.define
+class Clock:
+    now: int = 1_700_000_000_000
+
+
+class FailingLog(TopicStateLog):
+    """The real log, until told to fail as a partition that moved away would."""
+
+    failure: ErrorCode | None = None
+
+    async def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
+        if self.failure is not None:
+            raise KafkaApiError(self.failure)
+        await super().append(partition, transactional_id, metadata)
+
+
+def coordinator(clock: Clock, log: TopicStateLog | None = None) -> TransactionCoordinator:
+    async def new_id() -> int:
+        return next(PRODUCER_IDS)
+
+    async def send(marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
+        return dict.fromkeys(marker.partitions, ErrorCode.NONE)
+
+    return TransactionCoordinator(
+        state_log=log or TopicStateLog(LogManager().get_or_create, lambda: clock.now), send_markers=send,
+        new_producer_id=new_id, now_ms=lambda: clock.now, leads=lambda partition: True)
+
+
+def test_a_transaction_times_out_only_after_its_timeout() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        txn = coordinator(clock)
+        init = await txn.init_producer_id("t", 1_000)
+        assert await txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == ErrorCode.NONE
+        clock.now += 1_000
+        assert await txn.abort_timed_out() == []  # Kafka: start + timeout < now
+        clock.now += 1
+        assert await txn.abort_timed_out() == ["t"]
+        found = txn.get("t")
+        assert found is not None and (found.state, found.producer_epoch) == (TxnState.COMPLETE_ABORT, 1)
+
+    asyncio.run(scenario())
+
+
+def test_an_exhausted_epoch_rotates_the_producer_id() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        log = TopicStateLog(LogManager().get_or_create, lambda: clock.now)
+        first = await coordinator(clock, log).init_producer_id("t", 1_000)
+        # The log says the id is at the last epoch a client may hold (Short.MaxValue - 1) ...
+        exhausted = TxnMetadata("t", first.producer_id, MAX_PRODUCER_EPOCH - 1, 1_000, TxnState.EMPTY,
+                                clock.now)
+        await log.append(coordinator(clock).partition_for("t"), "t", exhausted)
+        txn = coordinator(clock, log)  # ... and a coordinator takes the partition over
+        rotated = await txn.init_producer_id("t", 1_000, (first.producer_id, MAX_PRODUCER_EPOCH - 1))
+        assert (rotated.error, rotated.producer_epoch) == (ErrorCode.NONE, 0)
+        assert rotated.producer_id != first.producer_id
+        after = txn.get("t")
+        assert after is not None and after.previous_producer_id == first.producer_id
+        # A retry of that request (the answer was lost) is not fenced: the old id was exhausted.
+        retried = await txn.init_producer_id("t", 1_000, (first.producer_id, MAX_PRODUCER_EPOCH - 1))
+        assert retried.error == ErrorCode.NONE and retried.producer_id == rotated.producer_id
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_append_changes_nothing_and_answers_as_kafka() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        log = FailingLog(LogManager().get_or_create, lambda: clock.now)
+        txn = coordinator(clock, log)
+        init = await txn.init_producer_id("t", 1_000)
+        before = txn.get("t")
+        for failure, answered in [(ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR),
+                                  (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                                  (ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNKNOWN_SERVER_ERROR)]:
+            log.failure = failure
+            assert await txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == answered
+            assert txn.get("t") == before
+        log.failure = None
+        assert await txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == ErrorCode.NONE
+
+    asyncio.run(scenario())
+
+
+def test_not_led_partitions_are_not_coordinated() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        txn = coordinator(clock)
+        txn.leads = lambda partition: False
+        assert (await txn.init_producer_id("t", 1_000)).error == ErrorCode.NOT_COORDINATOR
+        assert txn.describe("t") == (ErrorCode.NOT_COORDINATOR, None)
+
+    asyncio.run(scenario())

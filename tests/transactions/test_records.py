@@ -1,0 +1,99 @@
+"""__transaction_state records: Kafka's layout byte for byte, round trips, and clear errors."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kafkapy.transactions.metadata import TxnMetadata
+from kafkapy.transactions.records import (
+    TransactionLogError,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from kafkapy.transactions.state import TxnState
+
+
+def test_key_is_version_then_string() -> None:
+    assert encode_key("tx") == b"\x00\x00" + b"\x00\x02tx"
+    assert decode_key(b"\x00\x00\x00\x02tx") == "tx"
+
+
+def test_value_v0_bytes_worked_by_hand() -> None:
+    """Derived from the spec: int16 version, int64 producer id, int16 epoch, int32 timeout, int8
+    status, partitions (int32 count; per topic an int16-length string and an int32 array), then the
+    two int64 timestamps."""
+    metadata = TxnMetadata("t", producer_id=5, producer_epoch=1, timeout_ms=60_000, state=TxnState.ONGOING,
+                           last_update_ms=100, start_ms=50,
+                           partitions=frozenset({("b", 2), ("a", 1), ("a", 0)}))
+    expected = (struct.pack(">hqhib", 0, 5, 1, 60_000, 1)
+                + struct.pack(">i", 2)
+                + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 1)
+                + struct.pack(">h", 1) + b"b" + struct.pack(">ii", 1, 2)
+                + struct.pack(">qq", 100, 50))
+    assert encode_value(metadata) == expected
+    assert decode_value("t", expected) == metadata
+
+
+def test_empty_writes_null_partitions_and_none_is_a_tombstone() -> None:
+    metadata = TxnMetadata("t", 7, 0, 1000, TxnState.EMPTY, last_update_ms=1)
+    data = encode_value(metadata)
+    assert data is not None
+    assert data[2 + 8 + 2 + 4 + 1:][:4] == struct.pack(">i", -1)  # a null array
+    assert decode_value("t", data) == metadata
+    assert encode_value(None) is None and decode_value("t", None) is None
+
+
+def test_version_1_with_tagged_fields_is_read() -> None:
+    metadata = TxnMetadata("t", 9, 3, 1000, TxnState.COMPLETE_COMMIT, last_update_ms=5, start_ms=4,
+                           previous_producer_id=8)
+    data = encode_value(metadata, version=1)
+    assert data is not None and data[:2] == b"\x00\x01"
+    assert decode_value("t", data) == metadata
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    (b"\x00\x05\x00\x01t", "TransactionLogKey version 5"),
+    (b"\x00", "too short"),
+    (b"\x00\x00\x00\x05tx", "TransactionLogKey v0"),
+])
+def test_bad_keys_give_one_clear_error(data: bytes, message: str) -> None:
+    with pytest.raises(TransactionLogError, match=message):
+        decode_key(data)
+
+
+def test_unknown_status_is_refused() -> None:
+    data = encode_value(TxnMetadata("t", 1, 0, 1000, TxnState.EMPTY, 0))
+    assert data is not None
+    bad = data[:16] + b"\x09" + data[17:]
+    with pytest.raises(TransactionLogError, match="unknown transaction status 9"):
+        decode_value("t", bad)
+
+
+partitions = st.frozensets(st.tuples(st.text(min_size=1, max_size=10), st.integers(0, 1000)), max_size=6)
+metadata = st.builds(
+    TxnMetadata, transactional_id=st.text(max_size=20), producer_id=st.integers(0, 2**63 - 1),
+    producer_epoch=st.integers(0, 2**15 - 1), timeout_ms=st.integers(1, 2**31 - 1),
+    state=st.sampled_from([s for s in TxnState if s is not TxnState.EMPTY]),
+    last_update_ms=st.integers(0, 2**62),
+    start_ms=st.integers(-1, 2**62), partitions=partitions)
+
+
+@given(metadata, st.sampled_from([0, 1]))
+def test_round_trip(value: TxnMetadata, version: int) -> None:
+    assert decode_key(encode_key(value.transactional_id)) == value.transactional_id
+    assert decode_value(value.transactional_id, encode_value(value, version)) == value
+
+
+@given(st.binary(max_size=64))
+def test_garbage_gives_transaction_log_error_or_a_value(data: bytes) -> None:
+    try:
+        value = decode_value("t", data)
+    except TransactionLogError:
+        return
+    assert isinstance(value, TxnMetadata)
