@@ -34,8 +34,10 @@ generated code drops them). Trailing bytes after a message are ignored, as Kafka
 
 from __future__ import annotations
 
+import base64
 import functools
 import struct
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -85,6 +87,7 @@ __all__ = [
     "encode_value",
     "kind_for_type",
     "kind_of",
+    "record_json",
     "value_version_for",
 ]
 
@@ -211,6 +214,11 @@ def _encode(spec: MessageSpec, version: int, item: Any) -> bytes:
 
 def _decode(spec: MessageSpec, cls: type[Any], data: bytes, version: int, where: str) -> Any:
     decode, _, _ = _schema(spec.name, version)
+    return _from_body(cls, _run_decoder(decode, spec, data, version, where), spec.fields)
+
+
+def _run_decoder(decode: Decoder, spec: MessageSpec, data: bytes, version: int,
+                 where: str) -> Mapping[str, Any]:
     try:
         body, _ = decode(data, _VERSION.size, len(data))
     except DecodeError as exc:
@@ -218,7 +226,7 @@ def _decode(spec: MessageSpec, cls: type[Any], data: bytes, version: int, where:
                                offset=exc.offset, field=exc.field, truncated=exc.truncated) from None
     except Exception as exc:  # a decoder bug must still surface as the one error readers expect
         raise GroupRecordError(f"__consumer_offsets {where} ({spec.name} v{version}): {exc!r}") from exc
-    return _from_body(cls, body, spec.fields)
+    return body
 
 
 def _version(data: bytes, where: str) -> int:
@@ -281,6 +289,55 @@ def decode_record(key: bytes, value: bytes | None) -> GroupRecord:
     GroupRecordError (UnknownRecordType for a record type kafkapy has no schema for) otherwise."""
     decoded_key = decode_key(key)
     return GroupRecord(decoded_key, decode_value(_VERSION.unpack_from(key)[0], value))
+
+
+def record_json(key: bytes, value: bytes | None) -> dict[str, Any]:
+    """A record as Kafka's console formatters for ``__consumer_offsets`` print it (Kafka 4's
+    CoordinatorRecordMessageFormatter): ``{"key": {"type": T, "data": {...}}, "value": {"version":
+    V, "data": {...}} or null}``, fields by their spec names, bytes in base64, topic ids as Kafka
+    writes a Uuid (URL-safe base64). GroupRecordError when the bytes are not such a record."""
+    key = bytes(key)
+    record_type = _version(key, "key")
+    kind = kind_for_type(record_type)
+    decode, _, _ = _schema(kind.key_spec.name, record_type)
+    key_body = _run_decoder(decode, kind.key_spec, key, record_type, "key")
+    answer: dict[str, Any] = {
+        "key": {"type": record_type, "data": _json_body(key_body, kind.key_spec.fields)}, "value": None}
+    if value is not None:
+        value = bytes(value)
+        version = _version(value, "value")
+        _checked(kind.value_spec, version, "value")
+        decode, _, _ = _schema(kind.value_spec.name, version)
+        value_body = _run_decoder(decode, kind.value_spec, value, version, "value")
+        answer["value"] = {"version": version, "data": _json_body(value_body, kind.value_spec.fields)}
+    return answer
+
+
+def _json_body(body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in fields:
+        if field.snake in body:
+            out[field.name] = _json_value(body[field.snake], field)
+    return out
+
+
+def _json_value(value: Any, field: FieldSpec) -> Any:
+    if value is None:
+        return None
+    if field.fields is not None:
+        inner = field.fields
+        return [_json_body(v, inner) for v in value] if field.is_array else _json_body(value, inner)
+    if isinstance(value, list):
+        return [_json_scalar(v) for v in value]
+    return _json_scalar(value)
+
+
+def _json_scalar(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, uuid.UUID):
+        return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+    return value
 
 
 # --- attrs values <-> decoded bodies -----------------------------------------------------------

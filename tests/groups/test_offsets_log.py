@@ -5,7 +5,9 @@ drops tombstones after delete.retention.ms; errors are the coordinator's."""
 from __future__ import annotations
 
 import asyncio
+import json
 import struct
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -213,3 +215,54 @@ def test_errors_are_the_coordinators() -> None:
 def test_partition_count_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         OffsetsTopicLog(None, 0)  # type: ignore[arg-type]
+
+
+def test_clients_read_what_was_appended_and_the_cli_decodes_it() -> None:
+    """Fetch serves the partition like any other: confluent-kafka reads our batch, and
+    ``kafkapy consume --formatter offsets`` prints Kafka's JSON of each record."""
+    async def scenario() -> None:
+        async with broker_with_offsets_topic({}, MemoryStore()) as (broker, log):
+            records = [group_metadata("g", 1), commit("g", "orders", 2, 42),
+                       GroupRecord(OffsetCommitKey("g", "orders", 3), None)]
+            await log.append("g", records)
+            partition = log.partition_for("g")
+            cli = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "kafkapy.cli", "consume", "-b", broker.bootstrap_servers,
+                "-t", OFFSETS_TOPIC, "-p", str(partition), "-e", "--formatter", "offsets",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(cli.communicate(), 60)
+            assert cli.returncode == 0, err.decode()
+            lines = [json.loads(line) for line in out.splitlines()]
+            assert [line["offset"] for line in lines] == [0, 1, 2]
+            assert lines[1]["key"] == {"type": 1, "data": {"group": "g", "topic": "orders", "partition": 2}}
+            assert lines[1]["value"] == {"version": 3, "data": {
+                "offset": 42, "leaderEpoch": 0, "metadata": "", "commitTimestamp": 1_700_000_000_000}}
+            assert lines[0]["key"]["type"] == 2
+            assert lines[0]["value"]["data"]["members"][0]["memberId"] == "m-1"
+            assert lines[2]["value"] is None
+            read = await asyncio.to_thread(read_with_confluent, broker.bootstrap_servers, partition,
+                                           len(records))
+            assert read == [encode_record(r) for r in records]
+    run(scenario)
+
+
+def read_with_confluent(bootstrap: str, partition: int,
+                        count: int) -> list[tuple[bytes | None, bytes | None]]:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
+                                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        start = confluent_kafka.TopicPartition(OFFSETS_TOPIC, partition, confluent_kafka.OFFSET_BEGINNING)
+        consumer.assign([start])
+        found: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while len(found) < count and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            found.append((message.key(), message.value()))
+        return found
+    finally:
+        consumer.close()

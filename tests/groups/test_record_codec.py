@@ -24,6 +24,7 @@ from kafkapy.groups.record_codec import (
     encode_record,
     encode_value,
     kind_of,
+    record_json,
 )
 from kafkapy.protocol.specs import FieldSpec
 
@@ -251,3 +252,42 @@ def test_the_attrs_values_name_every_spec_field() -> None:
     for kind in record_codec._KINDS:
         check(kind.key_class, kind.key_spec.fields)
         check(kind.value_class, kind.value_spec.fields)
+
+
+# --- the console formatter's JSON ---------------------------------------------------------------
+
+def test_record_json_is_kafkas_formatter_shape() -> None:
+    topic = uuid.UUID(int=1)
+    key, value = encode_record(r.GroupRecord(
+        r.ConsumerGroupTargetAssignmentMemberKey("g", "m"),
+        r.ConsumerGroupTargetAssignmentMemberValue((r.TopicPartitions(topic, (0,)),))))
+    assert record_json(key, value) == {
+        "key": {"type": 7, "data": {"GroupId": "g", "MemberId": "m"}},
+        "value": {"version": 0, "data": {"TopicPartitions": [
+            {"TopicId": "AAAAAAAAAAAAAAAAAAAAAQ", "Partitions": [0]}]}}}  # Kafka's Uuid.toString
+    key, _ = encode_record(r.GroupRecord(r.GroupMetadataKey("g"), None))
+    assert record_json(key, None) == {"key": {"type": 2, "data": {"group": "g"}}, "value": None}
+
+
+def test_the_offsets_formatter_prints_an_error_for_a_record_it_cannot_read() -> None:
+    from kafkapy.commands.consume import as_offsets_json
+    from kafkapy.protocol.records import Record
+
+    good = as_offsets_json(3, Record(5, 1, *encode_record(commit_record())))
+    assert good["partition"] == 3 and good["offset"] == 5 and good["key"]["type"] == 1
+    bad = as_offsets_json(3, Record(6, 1, b"\x00\x63", None))
+    assert bad["offset"] == 6 and "record type 99" in bad["error"]
+    assert "without a key" in as_offsets_json(3, Record(7, 1, None, b"v"))["error"]
+
+
+def commit_record() -> r.GroupRecord:
+    return r.GroupRecord(r.OffsetCommitKey("g", "t", 0), r.OffsetCommitValue(1, 0, "", 2))
+
+
+@given(key=st.binary(max_size=40), value=st.none() | st.binary(max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_record_json_of_garbage_is_a_group_record_error(key: bytes, value: bytes | None) -> None:
+    try:
+        record_json(key, value)
+    except GroupRecordError:
+        pass
