@@ -9,6 +9,7 @@ import json
 import struct
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,12 +24,17 @@ from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.record_codec import GroupRecordError, encode_record
 from kafkapy.groups.records import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
     GroupMetadataKey,
     GroupMetadataValue,
     GroupRecord,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    TopicPartitions,
 )
 from kafkapy.protocol.records import RecordBatch, Records, build_record_batch
 from kafkapy.server.services import PARTITION_LOGS, PartitionLogsProvider
@@ -126,8 +132,11 @@ def test_one_append_is_one_batch_as_kafkas_coordinator_writes_it() -> None:
 def test_replay_after_a_restart_with_log_dirs_gives_back_what_was_appended(tmp_path: Path) -> None:
     store = MemoryStore()
     config = {"log.dirs": str(tmp_path), "broker.id": 1}
+    assignment = ConsumerGroupTargetAssignmentMemberValue((TopicPartitions(uuid.UUID(int=7), (0, 1)),))
     appended = [group_metadata("g", 1), commit("g", "orders", 0, 42), commit("g", "orders", 1, 7),
-                GroupRecord(OffsetCommitKey("g", "orders", 1), None), group_metadata("g", 2)]
+                GroupRecord(OffsetCommitKey("g", "orders", 1), None), group_metadata("g", 2),
+                GroupRecord(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(epoch=4)),
+                GroupRecord(ConsumerGroupTargetAssignmentMemberKey("g", "m"), assignment)]
 
     async def write() -> int:
         async with broker_with_offsets_topic(config, store) as (_, log):
