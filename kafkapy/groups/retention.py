@@ -69,7 +69,8 @@ class ClassicGroupFacts:
     protocol_type: str
     empty: bool  # in state Empty
     stable: bool  # in state Stable
-    current_state_timestamp: int | None  # when it entered its state; None from pre-v2 group metadata
+    # when it entered its state; None when unknown (pre-v2 group metadata, which decodes it as -1)
+    current_state_timestamp: int | None
     # subscribed_topics_of(...): None when unknown (then a consumer group's offsets never expire),
     # frozenset() for an Empty consumer group, which subscribes to nothing
     subscribed_topics: frozenset[str] | None
