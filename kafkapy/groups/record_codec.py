@@ -358,26 +358,41 @@ def _to_body(item: Any) -> dict[str, Any]:
     return body
 
 
-def _from_body(cls: type[Any], body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> Any:
+# One plan per (attrs class, spec fields): per attribute its body key, its default when the version
+# lacks it, and the nested class; built once, so decoding a record is a loop over tuples.
+_Step = tuple[str, str, Any, "type[Any] | None", bool, "tuple[FieldSpec, ...] | None"]
+_PLANS: dict[tuple[type[Any], int], tuple[_Step, ...]] = {}
+
+
+def _plan(cls: type[Any], fields: tuple[FieldSpec, ...]) -> tuple[_Step, ...]:
     renames = _RENAMES.get(cls, {})
     nested = _NESTED.get(cls, {})
     by_snake = {field.snake: field for field in fields}
-    kwargs: dict[str, Any] = {}
+    steps = []
     for attribute in attrs.fields(cls):
         spec = by_snake[renames.get(attribute.name, attribute.name)]
-        if spec.snake in body:
-            value = body[spec.snake]
-        else:  # a field this version lacks: its spec default, at a version that has the field
-            value = default_value(spec, spec.versions.high)
-        sub = nested.get(attribute.name)
+        # a field a version lacks gets its spec default, taken at a version that has the field
+        default = default_value(spec, spec.versions.high)
+        if isinstance(default, list):
+            default = tuple(default)
+        steps.append((attribute.name, spec.snake, default, nested.get(attribute.name), spec.is_array,
+                      spec.fields))
+    plan = _PLANS[(cls, id(fields))] = tuple(steps)
+    return plan
+
+
+def _from_body(cls: type[Any], body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> Any:
+    plan = _PLANS.get((cls, id(fields))) or _plan(cls, fields)
+    kwargs: dict[str, Any] = {}
+    for name, key, default, sub, is_array, inner in plan:
+        value = body.get(key, default)
         if sub is not None and value is not None:
-            assert spec.fields is not None
-            inner = spec.fields
-            value = tuple(_from_body(sub, v, inner) for v in value) if spec.is_array \
+            assert inner is not None
+            value = tuple(_from_body(sub, v, inner) for v in value) if is_array \
                 else _from_body(sub, value, inner)
-        elif isinstance(value, list):
+        elif type(value) is list:
             value = tuple(value)
         elif isinstance(value, (bytearray, memoryview)):
             value = bytes(value)
-        kwargs[attribute.name] = value
+        kwargs[name] = value
     return cls(**kwargs)
