@@ -142,7 +142,13 @@ def test_replay_after_a_restart_with_log_dirs_gives_back_what_was_appended(tmp_p
         async with broker_with_offsets_topic(config, store) as (_, log):
             for record in appended:
                 await log.append("g", [record])
-            return log.partition_for("g")
+            partition = log.partition_for("g")
+            # In the file once append returns (written, not buffered: a kill -9 would keep it),
+            # before any clean shutdown has flushed or closed anything.
+            [segment] = (tmp_path / f"{OFFSETS_TOPIC}-{partition}").glob("*.log")
+            on_disk = segment.read_bytes()
+            assert all(encode_record(record)[0] in on_disk for record in appended)
+            return partition
 
     async def read(partition: int) -> list[GroupRecord]:
         async with broker_with_offsets_topic(config, store) as (_, log):
