@@ -20,7 +20,7 @@ import pytest
 from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.offsets_log import OffsetsTopicLog
+from kafkapy.groups.offsets_log import OffsetsTopicLog, offsets_topic_configs
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.record_codec import GroupRecordError, encode_record
 from kafkapy.groups.records import (
@@ -36,6 +36,7 @@ from kafkapy.groups.records import (
     OffsetCommitValue,
     TopicPartitions,
 )
+from kafkapy.log import LogConfig
 from kafkapy.protocol.records import RecordBatch, Records, build_record_batch
 from kafkapy.server.services import PARTITION_LOGS, PartitionLogsProvider
 from kafkapy.store.memory import MemoryStore
@@ -72,8 +73,8 @@ async def broker_with_offsets_topic(config: dict[str, Any], store: MemoryStore,
         assert broker.runtime is not None
         if OFFSETS_TOPIC not in store.topics():
             leaders = assignment or {p: (broker.broker_id,) for p in range(PARTITIONS)}
-            store.create_topic(OFFSETS_TOPIC, leaders,
-                               config={"cleanup.policy": "compact", **(topic_config or {})})
+            configs = {**offsets_topic_configs(), **(topic_config or {})}
+            store.create_topic(OFFSETS_TOPIC, leaders, config=configs)
         # Back once the topics view holds the topic and the configs module its compact policy.
         deadline = time.monotonic() + 5
         while OFFSETS_TOPIC not in broker.runtime.cluster.topics \
@@ -94,6 +95,14 @@ def dataplane(broker: Broker) -> DataPlaneModule:
 
 def test_the_dataplane_provides_its_partition_logs() -> None:
     assert PARTITION_LOGS in DataPlaneModule.provides
+
+
+def test_the_topic_configs_are_kafkas_and_valid_here() -> None:
+    configs = offsets_topic_configs()
+    assert configs == {"cleanup.policy": "compact", "compression.type": "producer",
+                       "segment.bytes": "104857600"}
+    config = LogConfig.from_topic_config(configs, {})
+    assert config.compacts and config.segment_bytes == 100 * 1024 * 1024
 
 
 def test_appended_records_replay_in_order_per_partition() -> None:
