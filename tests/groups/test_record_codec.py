@@ -3,6 +3,7 @@ kind at every value version, and answers garbage with GroupRecordError alone."""
 
 from __future__ import annotations
 
+import json
 import struct
 import uuid
 from typing import Any
@@ -291,3 +292,35 @@ def test_record_json_of_garbage_is_a_group_record_error(key: bytes, value: bytes
         record_json(key, value)
     except GroupRecordError:
         pass
+
+
+def test_the_example_decodes_the_records_its_docstring_shows() -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "offsets_record.py"
+    lines = [line.strip().rstrip("\\").split() for line in (example.read_text().split('"""')[1]).splitlines()
+             if "offsets_record.py" in line or line.strip().startswith("0003")]
+    commit_args = lines[0][2:] + lines[1]
+    tombstone_args = lines[2][2:]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        # The checkout under test first (a script's own directory, not the cwd, heads its sys.path).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(example.parents[1]), os.environ.get("PYTHONPATH", "")) if p)}
+        return subprocess.run([sys.executable, str(example), *args], capture_output=True, text=True,
+                              timeout=60, env=env)
+
+    done = run(*commit_args)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout.splitlines()[0])
+    assert printed["key"] == {"type": 1, "data": {"group": "my-group", "topic": "orders", "partition": 7}}
+    assert printed["value"]["data"]["offset"] == 1234 and printed["value"]["data"]["leaderEpoch"] == 5
+    assert json.loads(run(*tombstone_args).stdout.splitlines()[0]) == {
+        "key": {"type": 2, "data": {"group": "my-group"}}, "value": None}
+    bad = run("zz")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    unknown = run("0063")
+    assert unknown.returncode == 1 and "record type 99" in unknown.stderr
