@@ -35,13 +35,13 @@ from typing import Any
 import attrs
 
 from kafkapy.errors import DecodeError
-from kafkapy.groups.records import NO_EXPIRE_TIMESTAMP, OffsetCommitValue
+from kafkapy.groups.records import NO_EXPIRE_TIMESTAMP, GroupRecord, OffsetCommitKey, OffsetCommitValue
 from kafkapy.protocol.schema import MessageSchema
 from kafkapy.protocol.specs import standard_and_project_specs
 
 __all__ = ["CONSUMER_PROTOCOL_TYPE", "DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS",
            "DEFAULT_OFFSETS_RETENTION_MINUTES", "ClassicGroupFacts", "ConsumerGroupFacts", "Expiry",
-           "StandaloneGroupFacts", "expire_offsets", "is_offset_expired", "retention_ms",
+           "StandaloneGroupFacts", "expire_offsets", "expiry_tombstones", "is_offset_expired", "retention_ms",
            "subscribed_topics_of"]
 
 DEFAULT_OFFSETS_RETENTION_MINUTES = 10080  # Kafka's offsets.retention.minutes: 7 days
@@ -144,6 +144,13 @@ def expire_offsets(group: GroupFacts, offsets: Mapping[TopicPartition, OffsetCom
         else:
             everything = False
     return Expiry(tuple(expired), everything and not open_transactions)
+
+
+def expiry_tombstones(group_id: str, expiry: Expiry) -> list[GroupRecord]:
+    """The records that make an expiry durable: one offset tombstone per expired partition (the
+    coordinator adds the group's own tombstone when it deletes an Empty group)."""
+    return [GroupRecord(OffsetCommitKey(group_id, topic, partition), None)
+            for topic, partition in expiry.expired]
 
 
 @functools.cache

@@ -8,7 +8,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.groups.records import NO_EXPIRE_TIMESTAMP, OffsetCommitValue
+from kafkapy.groups.records import NO_EXPIRE_TIMESTAMP, GroupRecord, OffsetCommitKey, OffsetCommitValue
 from kafkapy.groups.retention import (
     DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
     DEFAULT_OFFSETS_RETENTION_MINUTES,
@@ -17,6 +17,7 @@ from kafkapy.groups.retention import (
     Expiry,
     StandaloneGroupFacts,
     expire_offsets,
+    expiry_tombstones,
     retention_ms,
     subscribed_topics_of,
 )
@@ -98,6 +99,13 @@ def test_pending_transactions_hold_offsets_and_the_group() -> None:
         Expiry((("t", 0),), False)
     assert expire_offsets(group, offsets, late, RETENTION, open_transactions=True) == \
         Expiry((("t", 0), ("t", 1)), False)
+
+
+def test_an_expiry_becomes_offset_tombstones() -> None:
+    expiry = expire_offsets(StandaloneGroupFacts(), {("t", 0): committed(T0), ("u", 2): committed(T0)},
+                            T0 + RETENTION, RETENTION)
+    assert expiry_tombstones("g", expiry) == [GroupRecord(OffsetCommitKey("g", "t", 0), None),
+                                             GroupRecord(OffsetCommitKey("g", "u", 2), None)]
 
 
 def test_a_group_without_offsets_can_go() -> None:
