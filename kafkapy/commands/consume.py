@@ -19,6 +19,12 @@ JSON output (``--format json``, or ``-J`` as kcat) is one object per line::
 Key, value and header values are ``null`` when null, a string when the bytes
 are valid UTF-8, and otherwise ``{"base64": "..."}`` -- the bytes in base64,
 so no byte is lost or replaced and a reader can tell text from binary.
+
+``--formatter offsets`` reads ``__consumer_offsets``: each record's key and
+value decoded as Kafka's console formatters print them (``record_json`` of
+``kafkapy.groups.record_codec``), one JSON object per line with the
+partition, offset and timestamp; a record that does not decode is printed
+with an ``error`` instead, and the rest go on.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from kafkapy.client import ClientError
 from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient
 from kafkapy.commands.produce import unescape
 from kafkapy.errors import DecodeError
+from kafkapy.groups.record_codec import GroupRecordError, record_json
 from kafkapy.protocol.records import Record
 
 __all__ = ["register", "render_bytes"]
@@ -61,6 +68,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-Z", "--null-text", action="store_true", help="text output: null as NULL")
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("-J", dest="format", action="store_const", const="json", help="--format json")
+    parser.add_argument("--formatter", choices=["offsets"],
+                        help="offsets: decode __consumer_offsets keys and values (JSON lines)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="per request, and how long to wait for a leader (default 10)")
     parser.set_defaults(func=_run)
@@ -97,6 +106,17 @@ def as_json(topic: str, partition: int, record: Record) -> dict[str, Any]:
     return {"topic": topic, "partition": partition, "offset": record.offset, "timestamp": record.timestamp,
             "key": render_bytes(record.key), "value": render_bytes(record.value),
             "headers": [{"key": name, "value": render_bytes(value)} for name, value in record.headers]}
+
+
+def as_offsets_json(partition: int, record: Record) -> dict[str, Any]:
+    """A __consumer_offsets record decoded; ``error`` says why one could not be."""
+    answer: dict[str, Any] = {"partition": partition, "offset": record.offset, "timestamp": record.timestamp}
+    if record.key is None:
+        return {**answer, "error": "a record without a key is not a __consumer_offsets record"}
+    try:
+        return {**answer, **record_json(record.key, record.value)}
+    except GroupRecordError as exc:
+        return {**answer, "error": str(exc)}
 
 
 def _start(client: PartitionClient, topic: str, partition: int, start: Start) -> int:
@@ -144,7 +164,9 @@ def _run(args: argparse.Namespace) -> int:
                     for record in answer.records:
                         if args.count is not None and printed >= args.count:
                             break
-                        if args.format == "json":
+                        if args.formatter == "offsets":
+                            out.write(json.dumps(as_offsets_json(partition, record)).encode() + b"\n")
+                        elif args.format == "json":
                             out.write(json.dumps(as_json(args.topic, partition, record)).encode() + b"\n")
                         else:
                             if key_delimiter is not None:

@@ -37,10 +37,21 @@ from kafkapy.log.base import PartitionLog
 from kafkapy.protocol.records import Compression, RecordBatch, Records, build_record_batch
 from kafkapy.server.services import PartitionLogs
 
-__all__ = ["COORDINATOR_ERRORS", "NO_PRODUCER", "REPLAY_READ_BYTES", "OffsetsTopicLog"]
+__all__ = ["COORDINATOR_ERRORS", "DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES", "NO_PRODUCER", "REPLAY_READ_BYTES",
+           "OffsetsTopicLog", "offsets_topic_configs"]
 
 NO_PRODUCER = -1  # the coordinator's batches are not idempotent: producer id, epoch and sequence -1
 REPLAY_READ_BYTES = 1 << 20  # per read while replaying (Kafka's offsets.load.buffer.size is 5 MiB)
+
+DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
+
+
+def offsets_topic_configs(segment_bytes: int = DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES) -> dict[str, str]:
+    """The configs Kafka creates ``__consumer_offsets`` with (GroupCoordinatorService's
+    groupMetadataTopicConfigs): compacted, batches kept as the coordinator wrote them, segments of
+    ``offsets.topic.segment.bytes``."""
+    return {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(segment_bytes)}
+
 
 # The data plane's error -> the coordinator's (Kafka's GroupCoordinatorService.handleOperationException).
 COORDINATOR_ERRORS = {

@@ -34,8 +34,10 @@ generated code drops them). Trailing bytes after a message are ignored, as Kafka
 
 from __future__ import annotations
 
+import base64
 import functools
 import struct
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -85,6 +87,7 @@ __all__ = [
     "encode_value",
     "kind_for_type",
     "kind_of",
+    "record_json",
     "value_version_for",
 ]
 
@@ -211,6 +214,11 @@ def _encode(spec: MessageSpec, version: int, item: Any) -> bytes:
 
 def _decode(spec: MessageSpec, cls: type[Any], data: bytes, version: int, where: str) -> Any:
     decode, _, _ = _schema(spec.name, version)
+    return _from_body(cls, _run_decoder(decode, spec, data, version, where), spec.fields)
+
+
+def _run_decoder(decode: Decoder, spec: MessageSpec, data: bytes, version: int,
+                 where: str) -> Mapping[str, Any]:
     try:
         body, _ = decode(data, _VERSION.size, len(data))
     except DecodeError as exc:
@@ -218,7 +226,7 @@ def _decode(spec: MessageSpec, cls: type[Any], data: bytes, version: int, where:
                                offset=exc.offset, field=exc.field, truncated=exc.truncated) from None
     except Exception as exc:  # a decoder bug must still surface as the one error readers expect
         raise GroupRecordError(f"__consumer_offsets {where} ({spec.name} v{version}): {exc!r}") from exc
-    return _from_body(cls, body, spec.fields)
+    return body
 
 
 def _version(data: bytes, where: str) -> int:
@@ -283,6 +291,55 @@ def decode_record(key: bytes, value: bytes | None) -> GroupRecord:
     return GroupRecord(decoded_key, decode_value(_VERSION.unpack_from(key)[0], value))
 
 
+def record_json(key: bytes, value: bytes | None) -> dict[str, Any]:
+    """A record as Kafka's console formatters for ``__consumer_offsets`` print it (Kafka 4's
+    CoordinatorRecordMessageFormatter): ``{"key": {"type": T, "data": {...}}, "value": {"version":
+    V, "data": {...}} or null}``, fields by their spec names, bytes in base64, topic ids as Kafka
+    writes a Uuid (URL-safe base64). GroupRecordError when the bytes are not such a record."""
+    key = bytes(key)
+    record_type = _version(key, "key")
+    kind = kind_for_type(record_type)
+    decode, _, _ = _schema(kind.key_spec.name, record_type)
+    key_body = _run_decoder(decode, kind.key_spec, key, record_type, "key")
+    answer: dict[str, Any] = {
+        "key": {"type": record_type, "data": _json_body(key_body, kind.key_spec.fields)}, "value": None}
+    if value is not None:
+        value = bytes(value)
+        version = _version(value, "value")
+        _checked(kind.value_spec, version, "value")
+        decode, _, _ = _schema(kind.value_spec.name, version)
+        value_body = _run_decoder(decode, kind.value_spec, value, version, "value")
+        answer["value"] = {"version": version, "data": _json_body(value_body, kind.value_spec.fields)}
+    return answer
+
+
+def _json_body(body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for field in fields:
+        if field.snake in body:
+            out[field.name] = _json_value(body[field.snake], field)
+    return out
+
+
+def _json_value(value: Any, field: FieldSpec) -> Any:
+    if value is None:
+        return None
+    if field.fields is not None:
+        inner = field.fields
+        return [_json_body(v, inner) for v in value] if field.is_array else _json_body(value, inner)
+    if isinstance(value, list):
+        return [_json_scalar(v) for v in value]
+    return _json_scalar(value)
+
+
+def _json_scalar(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, uuid.UUID):
+        return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
+    return value
+
+
 # --- attrs values <-> decoded bodies -----------------------------------------------------------
 
 
@@ -301,26 +358,41 @@ def _to_body(item: Any) -> dict[str, Any]:
     return body
 
 
-def _from_body(cls: type[Any], body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> Any:
+# One plan per (attrs class, spec fields): per attribute its body key, its default when the version
+# lacks it, and the nested class; built once, so decoding a record is a loop over tuples.
+_Step = tuple[str, str, Any, "type[Any] | None", bool, "tuple[FieldSpec, ...] | None"]
+_PLANS: dict[tuple[type[Any], int], tuple[_Step, ...]] = {}
+
+
+def _plan(cls: type[Any], fields: tuple[FieldSpec, ...]) -> tuple[_Step, ...]:
     renames = _RENAMES.get(cls, {})
     nested = _NESTED.get(cls, {})
     by_snake = {field.snake: field for field in fields}
-    kwargs: dict[str, Any] = {}
+    steps = []
     for attribute in attrs.fields(cls):
         spec = by_snake[renames.get(attribute.name, attribute.name)]
-        if spec.snake in body:
-            value = body[spec.snake]
-        else:  # a field this version lacks: its spec default, at a version that has the field
-            value = default_value(spec, spec.versions.high)
-        sub = nested.get(attribute.name)
+        # a field a version lacks gets its spec default, taken at a version that has the field
+        default = default_value(spec, spec.versions.high)
+        if isinstance(default, list):
+            default = tuple(default)
+        steps.append((attribute.name, spec.snake, default, nested.get(attribute.name), spec.is_array,
+                      spec.fields))
+    plan = _PLANS[(cls, id(fields))] = tuple(steps)
+    return plan
+
+
+def _from_body(cls: type[Any], body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> Any:
+    plan = _PLANS.get((cls, id(fields))) or _plan(cls, fields)
+    kwargs: dict[str, Any] = {}
+    for name, key, default, sub, is_array, inner in plan:
+        value = body.get(key, default)
         if sub is not None and value is not None:
-            assert spec.fields is not None
-            inner = spec.fields
-            value = tuple(_from_body(sub, v, inner) for v in value) if spec.is_array \
+            assert inner is not None
+            value = tuple(_from_body(sub, v, inner) for v in value) if is_array \
                 else _from_body(sub, value, inner)
-        elif isinstance(value, list):
+        elif type(value) is list:
             value = tuple(value)
         elif isinstance(value, (bytearray, memoryview)):
             value = bytes(value)
-        kwargs[attribute.name] = value
+        kwargs[name] = value
     return cls(**kwargs)

@@ -5,8 +5,11 @@ drops tombstones after delete.retention.ms; errors are the coordinator's."""
 from __future__ import annotations
 
 import asyncio
+import json
 import struct
+import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,17 +20,23 @@ import pytest
 from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.offsets_log import OffsetsTopicLog
+from kafkapy.groups.offsets_log import OffsetsTopicLog, offsets_topic_configs
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.record_codec import GroupRecordError, encode_record
 from kafkapy.groups.records import (
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
     GroupMetadataKey,
     GroupMetadataValue,
     GroupRecord,
     MemberMetadata,
     OffsetCommitKey,
     OffsetCommitValue,
+    TopicPartitions,
 )
+from kafkapy.log import LogConfig
 from kafkapy.protocol.records import RecordBatch, Records, build_record_batch
 from kafkapy.server.services import PARTITION_LOGS, PartitionLogsProvider
 from kafkapy.store.memory import MemoryStore
@@ -64,8 +73,8 @@ async def broker_with_offsets_topic(config: dict[str, Any], store: MemoryStore,
         assert broker.runtime is not None
         if OFFSETS_TOPIC not in store.topics():
             leaders = assignment or {p: (broker.broker_id,) for p in range(PARTITIONS)}
-            store.create_topic(OFFSETS_TOPIC, leaders,
-                               config={"cleanup.policy": "compact", **(topic_config or {})})
+            configs = {**offsets_topic_configs(), **(topic_config or {})}
+            store.create_topic(OFFSETS_TOPIC, leaders, config=configs)
         # Back once the topics view holds the topic and the configs module its compact policy.
         deadline = time.monotonic() + 5
         while OFFSETS_TOPIC not in broker.runtime.cluster.topics \
@@ -86,6 +95,14 @@ def dataplane(broker: Broker) -> DataPlaneModule:
 
 def test_the_dataplane_provides_its_partition_logs() -> None:
     assert PARTITION_LOGS in DataPlaneModule.provides
+
+
+def test_the_topic_configs_are_kafkas_and_valid_here() -> None:
+    configs = offsets_topic_configs()
+    assert configs == {"cleanup.policy": "compact", "compression.type": "producer",
+                       "segment.bytes": "104857600"}
+    config = LogConfig.from_topic_config(configs, {})
+    assert config.compacts and config.segment_bytes == 100 * 1024 * 1024
 
 
 def test_appended_records_replay_in_order_per_partition() -> None:
@@ -124,14 +141,23 @@ def test_one_append_is_one_batch_as_kafkas_coordinator_writes_it() -> None:
 def test_replay_after_a_restart_with_log_dirs_gives_back_what_was_appended(tmp_path: Path) -> None:
     store = MemoryStore()
     config = {"log.dirs": str(tmp_path), "broker.id": 1}
+    assignment = ConsumerGroupTargetAssignmentMemberValue((TopicPartitions(uuid.UUID(int=7), (0, 1)),))
     appended = [group_metadata("g", 1), commit("g", "orders", 0, 42), commit("g", "orders", 1, 7),
-                GroupRecord(OffsetCommitKey("g", "orders", 1), None), group_metadata("g", 2)]
+                GroupRecord(OffsetCommitKey("g", "orders", 1), None), group_metadata("g", 2),
+                GroupRecord(ConsumerGroupMetadataKey("g"), ConsumerGroupMetadataValue(epoch=4)),
+                GroupRecord(ConsumerGroupTargetAssignmentMemberKey("g", "m"), assignment)]
 
     async def write() -> int:
         async with broker_with_offsets_topic(config, store) as (_, log):
             for record in appended:
                 await log.append("g", [record])
-            return log.partition_for("g")
+            partition = log.partition_for("g")
+            # In the file once append returns (written, not buffered: a kill -9 would keep it),
+            # before any clean shutdown has flushed or closed anything.
+            [segment] = (tmp_path / f"{OFFSETS_TOPIC}-{partition}").glob("*.log")
+            on_disk = segment.read_bytes()
+            assert all(encode_record(record)[0] in on_disk for record in appended)
+            return partition
 
     async def read(partition: int) -> list[GroupRecord]:
         async with broker_with_offsets_topic(config, store) as (_, log):
@@ -213,3 +239,54 @@ def test_errors_are_the_coordinators() -> None:
 def test_partition_count_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         OffsetsTopicLog(None, 0)  # type: ignore[arg-type]
+
+
+def test_clients_read_what_was_appended_and_the_cli_decodes_it() -> None:
+    """Fetch serves the partition like any other: confluent-kafka reads our batch, and
+    ``kafkapy consume --formatter offsets`` prints Kafka's JSON of each record."""
+    async def scenario() -> None:
+        async with broker_with_offsets_topic({}, MemoryStore()) as (broker, log):
+            records = [group_metadata("g", 1), commit("g", "orders", 2, 42),
+                       GroupRecord(OffsetCommitKey("g", "orders", 3), None)]
+            await log.append("g", records)
+            partition = log.partition_for("g")
+            cli = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "kafkapy.cli", "consume", "-b", broker.bootstrap_servers,
+                "-t", OFFSETS_TOPIC, "-p", str(partition), "-e", "--formatter", "offsets",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            out, err = await asyncio.wait_for(cli.communicate(), 60)
+            assert cli.returncode == 0, err.decode()
+            lines = [json.loads(line) for line in out.splitlines()]
+            assert [line["offset"] for line in lines] == [0, 1, 2]
+            assert lines[1]["key"] == {"type": 1, "data": {"group": "g", "topic": "orders", "partition": 2}}
+            assert lines[1]["value"] == {"version": 3, "data": {
+                "offset": 42, "leaderEpoch": 0, "metadata": "", "commitTimestamp": 1_700_000_000_000}}
+            assert lines[0]["key"]["type"] == 2
+            assert lines[0]["value"]["data"]["members"][0]["memberId"] == "m-1"
+            assert lines[2]["value"] is None
+            read = await asyncio.to_thread(read_with_confluent, broker.bootstrap_servers, partition,
+                                           len(records))
+            assert read == [encode_record(r) for r in records]
+    run(scenario)
+
+
+def read_with_confluent(bootstrap: str, partition: int,
+                        count: int) -> list[tuple[bytes | None, bytes | None]]:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
+                                         "enable.auto.commit": False, "log_level": 0})
+    try:
+        start = confluent_kafka.TopicPartition(OFFSETS_TOPIC, partition, confluent_kafka.OFFSET_BEGINNING)
+        consumer.assign([start])
+        found: list[tuple[bytes | None, bytes | None]] = []
+        deadline = time.monotonic() + 30
+        while len(found) < count and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is None:
+                continue
+            assert message.error() is None, message.error()
+            found.append((message.key(), message.value()))
+        return found
+    finally:
+        consumer.close()

@@ -3,6 +3,7 @@ kind at every value version, and answers garbage with GroupRecordError alone."""
 
 from __future__ import annotations
 
+import json
 import struct
 import uuid
 from typing import Any
@@ -24,6 +25,7 @@ from kafkapy.groups.record_codec import (
     encode_record,
     encode_value,
     kind_of,
+    record_json,
 )
 from kafkapy.protocol.specs import FieldSpec
 
@@ -251,3 +253,74 @@ def test_the_attrs_values_name_every_spec_field() -> None:
     for kind in record_codec._KINDS:
         check(kind.key_class, kind.key_spec.fields)
         check(kind.value_class, kind.value_spec.fields)
+
+
+# --- the console formatter's JSON ---------------------------------------------------------------
+
+def test_record_json_is_kafkas_formatter_shape() -> None:
+    topic = uuid.UUID(int=1)
+    key, value = encode_record(r.GroupRecord(
+        r.ConsumerGroupTargetAssignmentMemberKey("g", "m"),
+        r.ConsumerGroupTargetAssignmentMemberValue((r.TopicPartitions(topic, (0,)),))))
+    assert record_json(key, value) == {
+        "key": {"type": 7, "data": {"GroupId": "g", "MemberId": "m"}},
+        "value": {"version": 0, "data": {"TopicPartitions": [
+            {"TopicId": "AAAAAAAAAAAAAAAAAAAAAQ", "Partitions": [0]}]}}}  # Kafka's Uuid.toString
+    key, _ = encode_record(r.GroupRecord(r.GroupMetadataKey("g"), None))
+    assert record_json(key, None) == {"key": {"type": 2, "data": {"group": "g"}}, "value": None}
+
+
+def test_the_offsets_formatter_prints_an_error_for_a_record_it_cannot_read() -> None:
+    from kafkapy.commands.consume import as_offsets_json
+    from kafkapy.protocol.records import Record
+
+    good = as_offsets_json(3, Record(5, 1, *encode_record(commit_record())))
+    assert good["partition"] == 3 and good["offset"] == 5 and good["key"]["type"] == 1
+    bad = as_offsets_json(3, Record(6, 1, b"\x00\x63", None))
+    assert bad["offset"] == 6 and "record type 99" in bad["error"]
+    assert "without a key" in as_offsets_json(3, Record(7, 1, None, b"v"))["error"]
+
+
+def commit_record() -> r.GroupRecord:
+    return r.GroupRecord(r.OffsetCommitKey("g", "t", 0), r.OffsetCommitValue(1, 0, "", 2))
+
+
+@given(key=st.binary(max_size=40), value=st.none() | st.binary(max_size=60))
+@settings(max_examples=200, deadline=None)
+def test_record_json_of_garbage_is_a_group_record_error(key: bytes, value: bytes | None) -> None:
+    try:
+        record_json(key, value)
+    except GroupRecordError:
+        pass
+
+
+def test_the_example_decodes_the_records_its_docstring_shows() -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "offsets_record.py"
+    lines = [line.strip().rstrip("\\").split() for line in (example.read_text().split('"""')[1]).splitlines()
+             if "offsets_record.py" in line or line.strip().startswith("0003")]
+    commit_args = lines[0][2:] + lines[1]
+    tombstone_args = lines[2][2:]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        # The checkout under test first (a script's own directory, not the cwd, heads its sys.path).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            p for p in (str(example.parents[1]), os.environ.get("PYTHONPATH", "")) if p)}
+        return subprocess.run([sys.executable, str(example), *args], capture_output=True, text=True,
+                              timeout=60, env=env)
+
+    done = run(*commit_args)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout.splitlines()[0])
+    assert printed["key"] == {"type": 1, "data": {"group": "my-group", "topic": "orders", "partition": 7}}
+    assert printed["value"]["data"]["offset"] == 1234 and printed["value"]["data"]["leaderEpoch"] == 5
+    assert json.loads(run(*tombstone_args).stdout.splitlines()[0]) == {
+        "key": {"type": 2, "data": {"group": "my-group"}}, "value": None}
+    bad = run("zz")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+    unknown = run("0063")
+    assert unknown.returncode == 1 and "record type 99" in unknown.stderr
