@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from kafkapy.errors import ErrorCode
-from kafkapy.store.base import BrokerRegistration, MetadataStore, TopicInfo
+from kafkapy.store.base import BrokerRegistration, MetadataStore, PartitionState, TopicInfo
 
 if TYPE_CHECKING:
     from kafkapy.server.auth import Authorizer
@@ -28,9 +28,10 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "TOPIC_CONFIGS_CAPABILITY",
+__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "INITIAL_LEADER_EPOCH", "NO_LEADER",
+           "TOPIC_CONFIGS_CAPABILITY",
            "TOPIC_CREATION", "AcceptGate", "AutoTopicCreation",
-           "BrokerServices", "ClusterView", "partition_leader"]
+           "BrokerServices", "ClusterView", "partition_leader", "partition_leadership"]
 
 T = TypeVar("T")
 
@@ -70,6 +71,26 @@ def partition_leader(replicas: Sequence[int], live: Collection[int]) -> int:
     return NO_LEADER
 
 
+INITIAL_LEADER_EPOCH = 0  # a partition's first leader, before any move (Kafka's controller starts at 0)
+
+
+def partition_leadership(replicas: Sequence[int], live: Collection[int],
+                         state: PartitionState | None) -> tuple[int, int]:
+    """(leader, leader epoch) as Metadata answers and the data plane enforces.
+
+    The leader is ``partition_leader``'s; its epoch is the stored state's once the controller has
+    written a state naming that leader (kafkapy.server.leadership). Before any state exists the
+    partition is in its first epoch. While the stored state still names another leader (a broker
+    came or went, and the controller has not written the move yet) there is no leader: serving
+    then would pair the new leader with the old one's epoch, which fences nothing."""
+    leader = partition_leader(replicas, live)
+    if state is None:
+        return leader, INITIAL_LEADER_EPOCH
+    if state.leader != leader:
+        return NO_LEADER, state.leader_epoch
+    return leader, state.leader_epoch
+
+
 class ClusterView:
     """What handlers read about the cluster, kept current by store watches so that no request
     waits on ZooKeeper. Watch callbacks replace whole values (atomic in Python), so readers on
@@ -80,6 +101,17 @@ class ClusterView:
         self.brokers: list[BrokerRegistration] = []
         self.controller_id = -1
         self.topics: dict[str, TopicInfo] = {}  # name -> topic, from the store's topics watch
+        # (topic, partition) -> leader, leader epoch and ISR, from the store's partition-state watch
+        self.partition_states: dict[tuple[str, int], PartitionState] = {}
+
+    def live_broker_ids(self) -> set[int]:
+        return {b.broker_id for b in self.brokers}
+
+    def leadership(self, topic: str, partition: int, replicas: Sequence[int],
+                   live: Collection[int] | None = None) -> tuple[int, int]:
+        """``partition_leadership`` of one partition by this view."""
+        return partition_leadership(replicas, self.live_broker_ids() if live is None else live,
+                                    self.partition_states.get((topic, partition)))
 
 
 class AcceptGate(Protocol):
