@@ -6,6 +6,7 @@ ListOffsets and OffsetForLeaderEpoch on the raw wire."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -267,3 +268,35 @@ def test_epochs_on_the_wire_fence_old_clients_and_show_divergence() -> None:
                                                         "include_topic_authorized_operations": False})
             [partition] = metadata.body["topics"][0]["partitions"]
             assert (partition["leader_id"], partition["leader_epoch"]) == (1, 1)
+
+
+# --- ZooKeeper ----------------------------------------------------------------------------------
+
+def test_zookeeper_keeps_kafkas_state_znode_across_broker_restarts(zk_connect: str) -> None:
+    """The state lives at Kafka's path in Kafka's JSON; a restarted cluster continues its epochs."""
+    from kazoo.client import KazooClient
+
+    config = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 6000}
+    with Broker({**config, "broker.id": 1}) as first:
+        with Broker({**config, "broker.id": 2}) as second:
+            assert second.store is not None
+            second.store.create_topic("zk", {0: (2, 1)})
+            wait_for_state(first, "zk", 2, 0)
+        wait_for_state(first, "zk", 1, 1)  # broker 2 left: broker 1 leads in epoch 1
+    hosts, _, chroot = zk_connect.partition("/")
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=10)
+    try:
+        data, stat = zk.get(f"/{chroot}/brokers/topics/zk/partitions/0/state")
+    finally:
+        zk.stop()
+        zk.close()
+    assert json.loads(data) == {"controller_epoch": 0, "leader": 1, "version": 1, "leader_epoch": 1,
+                                "isr": [1]}
+    assert stat.version == 1
+    with Broker({**config, "broker.id": 1}) as again:  # the state outlived every broker
+        wait_for_state(again, "zk", 1, 1)
+        assert metadata_epoch(again.bootstrap_servers, "zk") == (1, 1)
+        with Broker({**config, "broker.id": 2}):
+            wait_for_state(again, "zk", 2, 2)
+            assert metadata_epoch(again.bootstrap_servers, "zk") == (2, 2)
