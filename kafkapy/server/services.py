@@ -98,14 +98,25 @@ class ClusterView:
 
     def __init__(self) -> None:
         self.cluster_id = ""
-        self.brokers: list[BrokerRegistration] = []
+        self._brokers: list[BrokerRegistration] = []
+        self._live: frozenset[int] = frozenset()
         self.controller_id = -1
         self.topics: dict[str, TopicInfo] = {}  # name -> topic, from the store's topics watch
         # (topic, partition) -> leader, leader epoch and ISR, from the store's partition-state watch
         self.partition_states: dict[tuple[str, int], PartitionState] = {}
 
-    def live_broker_ids(self) -> set[int]:
-        return {b.broker_id for b in self.brokers}
+    @property
+    def brokers(self) -> list[BrokerRegistration]:
+        return self._brokers
+
+    @brokers.setter
+    def brokers(self, brokers: list[BrokerRegistration]) -> None:
+        # The live ids are worked out once per change of the list, not once per request.
+        self._live = frozenset(b.broker_id for b in brokers)
+        self._brokers = brokers
+
+    def live_broker_ids(self) -> frozenset[int]:
+        return self._live
 
     def leadership(self, topic: str, partition: int, replicas: Sequence[int],
                    live: Collection[int] | None = None) -> tuple[int, int]:

@@ -89,6 +89,7 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 _TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, PRODUCER_ID_BLOCK, "/config/topics",
               "/config/clients", "/config/users", "/config/ips", "/config/brokers")
 _ZERO_UUID = uuid.UUID(int=0)
+_DELETE_TREE_ATTEMPTS = 20  # each failed attempt means a concurrent write landed in the tree
 
 
 def parse_connect(connect: str) -> tuple[str, str]:
@@ -300,12 +301,14 @@ class _PartitionStates:
     def _read(self, path: str, watching: bool) -> PartitionState | None:
         zk = self.store._zk()
         watch = self.node_changed if watching else None
-        try:
-            data, stat = zk.get(path, watch=watch)
-        except NoNodeError:
-            if watching:
-                zk.exists(path, watch=watch)  # its creation fires node_changed
-            return None
+        while True:
+            try:
+                data, stat = zk.get(path, watch=watch)
+                break
+            except NoNodeError:
+                # Absent: its creation fires node_changed; created since the get: read it now.
+                if not watching or zk.exists(path, watch=watch) is None:
+                    return None
         return self.store._readable(path, data, lambda p, d: decode_partition_state(
             self.store._json(p, d), self.store._full(p), int(stat.version)))
 
@@ -747,16 +750,38 @@ class ZooKeeperStore:
             # kazoo's recursive delete ignores a missing node: look first.
             if self._zk().exists(path) is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
-            for attempt in range(5):
-                try:
-                    self._zk().delete(path, recursive=True)
-                    break
-                except NotEmptyError:  # a partition state written meanwhile: delete it too
-                    if attempt == 4:
-                        raise
+            self._delete_tree(path)
             # Kafka's controller removes the topic's config node with it (deleteTopicConfigs).
             with contextlib.suppress(NoNodeError):
                 self._zk().delete(f"{TOPIC_CONFIGS}/{name}")
+
+    def _delete_tree(self, path: str) -> None:
+        """Delete ``path`` and everything under it in one transaction. One at a time (kazoo's
+        recursive delete), the partition states would go before the topic, the controller would
+        see partitions without a state and write them again, and the topic's node would never be
+        empty. A transaction that a concurrent write spoils is retried on the new tree."""
+        zk = self._zk()
+        for _ in range(_DELETE_TREE_ATTEMPTS):
+            nodes: list[str] = []
+            pending = [path]
+            while pending:
+                node = pending.pop()
+                try:
+                    children = zk.get_children(node)
+                except NoNodeError:
+                    continue
+                nodes.append(node)
+                pending += [f"{node}/{child}" for child in children]
+            if not nodes:
+                return
+            tx = zk.transaction()
+            for node in sorted(nodes, key=lambda n: n.count("/"), reverse=True):
+                tx.delete(node)
+            results = tx.commit()
+            if not any(isinstance(r, Exception) for r in results):
+                return
+        raise StoreError(f"cannot delete {self._full(path)}: it kept changing under "
+                         f"{_DELETE_TREE_ATTEMPTS} attempts")
 
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
         zk = self._zk()
