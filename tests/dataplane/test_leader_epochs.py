@@ -300,3 +300,31 @@ def test_zookeeper_keeps_kafkas_state_znode_across_broker_restarts(zk_connect: s
         with Broker({**config, "broker.id": 2}):
             wait_for_state(again, "zk", 2, 2)
             assert metadata_epoch(again.bootstrap_servers, "zk") == (2, 2)
+
+
+def test_the_leader_epoch_checkpoint_holds_the_real_epochs(tmp_path: Path) -> None:
+    """With log.dirs each broker keeps its own log: a leader starts its epoch at its log end
+    (Kafka's makeLeader), and Kafka's leader-epoch-checkpoint file lists the epochs it led in."""
+    store = MemoryStore()
+    record = build_record_batch([{"key": None, "value": b"v", "timestamp": 1}])
+    produce = {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+               "topic_data": [{"name": "cp", "partition_data": [{"index": 0, "records": record}]}]}
+    one = {"broker.id": 1, "log.dirs": str(tmp_path / "one")}
+    with Broker({"broker.id": 2, "log.dirs": str(tmp_path / "two")}, store=store) as second:
+        with Broker(one, store=store) as first:
+            assert first.store is not None
+            first.store.create_topic("cp", {0: (1, 2)})
+            wait_for_state(first, "cp", 1, 0)
+            with KafkaSocket(first.bootstrap_servers) as conn:
+                for _ in range(3):
+                    conn.call(ApiKey.PRODUCE, 9, produce)
+        wait_for_state(second, "cp", 2, 1)
+        with KafkaSocket(second.bootstrap_servers) as conn:  # broker 2's own, empty log, in epoch 1
+            assert conn.call(ApiKey.PRODUCE, 9, produce).body["responses"][0]["partition_responses"][0][
+                "base_offset"] == 0
+        with Broker(one, store=store) as first, KafkaSocket(first.bootstrap_servers) as conn:
+            wait_for_state(first, "cp", 1, 2)
+            answer = conn.call(ApiKey.PRODUCE, 9, produce).body["responses"][0]["partition_responses"][0]
+            assert answer["base_offset"] == 3
+    assert (tmp_path / "two" / "cp-0" / "leader-epoch-checkpoint").read_text() == "0\n1\n1 0\n"
+    assert (tmp_path / "one" / "cp-0" / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n2 3\n"
