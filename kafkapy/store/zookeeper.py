@@ -240,21 +240,24 @@ class _ChangeWatch:
 
 
 class _PartitionStates:
-    """Every /brokers/topics/<t>/partitions/<p>/state, read incrementally for a watch: a state znode
-    is read again only when its own data watch fired (or it is new), so a leader move of P
-    partitions costs P reads, not P squared. The lists (topics, each topic's partitions) are
-    re-listed on every change, with child watches that catch new topics and partitions. A new
-    session has lost every watch: the cache is dropped and everything read again."""
+    """Every /brokers/topics/<t>/partitions/<p>/state, read incrementally for a watch: a node is
+    read again only when its own ZooKeeper watch fired (a state znode's data watch; the child
+    watch of /brokers/topics or of a topic's partitions node), or when it is new. A leader move of
+    P partitions then costs P reads, not P times the number of topics. A new session has lost
+    every watch: the caches are dropped and everything read again. Without a watch (a one-off
+    ``partition_states()``) everything is read, and nothing kept."""
 
     def __init__(self, store: ZooKeeperStore) -> None:
         self.store = store
-        self.cache: dict[str, tuple[tuple[str, int], PartitionState | None]] = {}
-        self.dirty: set[str] = set()
+        self.states: dict[str, tuple[tuple[str, int], PartitionState | None]] = {}  # by state path
+        self.lists: dict[str, list[str] | None] = {}  # listed path -> its children (None: absent)
+        self.dirty: set[str] = set()  # paths whose watch fired since they were read
         self.session: int | None = None
         self.trigger: Any = None
 
-    def node_changed(self, event: Any) -> None:
-        """A state znode's data watch (a bound method, so kazoo keeps one per path)."""
+    def changed(self, event: Any) -> None:
+        """Every ZooKeeper watch this reader sets (one bound method, so kazoo keeps one per path
+        and kind): the node is read again by the next compute, which ``trigger`` asks for."""
         path = getattr(event, "path", None)
         if path:
             self.dirty.add(path)
@@ -266,47 +269,69 @@ class _PartitionStates:
         zk = store._zk()
         watching = trigger is not None
         self.trigger = trigger
-        if zk.client_id[0] != self.session:
+        if watching and zk.client_id[0] != self.session:
             self.session = zk.client_id[0]
-            self.cache.clear()
+            self.states.clear()
+            self.lists.clear()
+            self.dirty.clear()
         result: dict[tuple[str, int], PartitionState] = {}
-        seen: set[str] = set()
+        seen_states: set[str] = set()
+        seen_lists = {TOPICS}
         with store._errors(TOPICS):
-            for topic in sorted(zk.get_children(TOPICS, watch=trigger)):
+            for topic in sorted(self._children(TOPICS, watching) or ()):
                 root = f"{TOPICS}/{topic}/partitions"
-                try:
-                    children = zk.get_children(root, watch=trigger)
-                except NoNodeError:  # no state yet: wake when the first one makes the node
-                    if not watching or zk.exists(root, watch=trigger) is None:
-                        continue
-                    children = zk.get_children(root, watch=trigger)
-                for child in children:
+                seen_lists.add(root)
+                for child in self._children(root, watching) or ():  # absent until a first state
                     if not child.isdigit():
                         continue
                     path = f"{root}/{child}/state"
-                    seen.add(path)
-                    entry = self.cache.get(path) if watching else None
+                    seen_states.add(path)
+                    entry = self.states.get(path) if watching else None
                     if entry is None or path in self.dirty:
                         self.dirty.discard(path)
                         entry = ((topic, int(child)), self._read(path, watching))
                         if watching:
-                            self.cache[path] = entry
+                            self.states[path] = entry
                     key, state = entry
                     if state is not None:
                         result[key] = state
-        for gone in self.cache.keys() - seen:
-            del self.cache[gone]
+        if watching:
+            for gone in self.states.keys() - seen_states:
+                del self.states[gone]
+            for gone in self.lists.keys() - seen_lists:
+                del self.lists[gone]
         return (dict(sorted(result.items())),)
+
+    def _children(self, path: str, watching: bool) -> list[str] | None:
+        """The children of ``path`` (None when it does not exist), listed again only when its
+        watch fired; while absent, an exists watch waits for its creation."""
+        if watching and path in self.lists and path not in self.dirty:
+            return self.lists[path]
+        self.dirty.discard(path)
+        zk = self.store._zk()
+        watch = self.changed if watching else None
+        children: list[str] | None
+        while True:
+            try:
+                children = list(zk.get_children(path, watch=watch))
+                break
+            except NoNodeError:
+                if not watching or zk.exists(path, watch=watch) is None:
+                    children = None
+                    break
+        if watching:
+            self.lists[path] = children
+        return children
 
     def _read(self, path: str, watching: bool) -> PartitionState | None:
         zk = self.store._zk()
-        watch = self.node_changed if watching else None
+        watch = self.changed if watching else None
         while True:
             try:
                 data, stat = zk.get(path, watch=watch)
                 break
             except NoNodeError:
-                # Absent: its creation fires node_changed; created since the get: read it now.
+                # Absent: its creation fires the watch; created since the get: read it now.
                 if not watching or zk.exists(path, watch=watch) is None:
                     return None
         return self.store._readable(path, data, lambda p, d: decode_partition_state(

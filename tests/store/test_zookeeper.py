@@ -283,6 +283,28 @@ def test_session_loss_reregisters_and_rearms(open_store: Any, zk_connect: str) -
     assert recovered < 10
 
 
+def test_partition_states_watch_is_rearmed_and_catches_up_after_session_loss(
+        open_store: Any, zk_connect: str) -> None:
+    from kafkapy.store import PartitionState
+
+    a: ZooKeeperStore = open_store()
+    b: ZooKeeperStore = open_store()
+    b.create_topic("t", {0: (1,), 1: (1,)})
+    b.set_partition_state("t", 0, PartitionState(1, 0, (1,)), -1)
+    states = Recorder()
+    a.watch_partition_states(states)
+    states.wait_for(lambda s: list(s) == [("t", 0)])
+    old_session = a.client.client_id[0]
+    a.client.stop()  # a is away (its session ends) ...
+    b.set_partition_state("t", 0, PartitionState(2, 1, (2,)), 0)  # ... while a state moves
+    b.set_partition_state("t", 1, PartitionState(1, 0, (1,)), -1)  # ... and one is created
+    a.client.start(timeout=10)
+    assert a.client.client_id[0] != old_session
+    states.wait_for(lambda s: s.get(("t", 0)) == PartitionState(2, 1, (2,), 0, 1) and ("t", 1) in s)
+    b.set_partition_state("t", 1, PartitionState(3, 1, (3,)), 0)  # and the watch is armed again
+    states.wait_for(lambda s: s.get(("t", 1)) == PartitionState(3, 1, (3,), 0, 1))
+
+
 def test_config_changes_missed_during_session_loss_are_delivered(open_store: Any, zk_connect: str) -> None:
     a: ZooKeeperStore = open_store()
     b: ZooKeeperStore = open_store()
