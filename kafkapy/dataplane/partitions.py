@@ -124,12 +124,11 @@ class Partitions:
     def leadership(self, topic: str, partition: int) -> tuple[int, int]:
         """The partition's (leader, leader epoch) by the cluster view (its stored state);
         UNKNOWN_TOPIC_OR_PARTITION if the view has no such partition."""
-        info = self.cluster.topics.get(topic)
-        replicas = info.partitions.get(partition) if info is not None else None
-        if replicas is None:
+        found = self.cluster.leadership(topic, partition)
+        if found is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 f"This server does not host this topic-partition: {topic}-{partition}.")
-        return self.cluster.leadership(topic, partition, replicas)
+        return found
 
     def leader_of(self, topic: str, partition: int) -> int:
         """The partition's leader by the topics view; UNKNOWN_TOPIC_OR_PARTITION if it has none."""

@@ -94,16 +94,21 @@ def partition_leadership(replicas: Sequence[int], live: Collection[int],
 class ClusterView:
     """What handlers read about the cluster, kept current by store watches so that no request
     waits on ZooKeeper. Watch callbacks replace whole values (atomic in Python), so readers on
-    the loop thread never see a half-updated list."""
+    the loop thread never see a half-updated list.
+
+    Each partition's (leader, leader epoch) is worked out once and kept until the brokers, the
+    topics or the partition states change: Produce and Fetch ask for it on every partition. A
+    setter stores its value before it drops the cache, and a reader fills the cache it took
+    before reading, so an answer worked out from old values never outlives the change."""
 
     def __init__(self) -> None:
         self.cluster_id = ""
+        self.controller_id = -1
         self._brokers: list[BrokerRegistration] = []
         self._live: frozenset[int] = frozenset()
-        self.controller_id = -1
-        self.topics: dict[str, TopicInfo] = {}  # name -> topic, from the store's topics watch
-        # (topic, partition) -> leader, leader epoch and ISR, from the store's partition-state watch
-        self.partition_states: dict[tuple[str, int], PartitionState] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        self._partition_states: dict[tuple[str, int], PartitionState] = {}
+        self._leadership: dict[tuple[str, int], tuple[int, int]] = {}
 
     @property
     def brokers(self) -> list[BrokerRegistration]:
@@ -111,18 +116,45 @@ class ClusterView:
 
     @brokers.setter
     def brokers(self, brokers: list[BrokerRegistration]) -> None:
-        # The live ids are worked out once per change of the list, not once per request.
         self._live = frozenset(b.broker_id for b in brokers)
         self._brokers = brokers
+        self._leadership = {}
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        """name -> topic, from the store's topics watch."""
+        return self._topics
+
+    @topics.setter
+    def topics(self, topics: dict[str, TopicInfo]) -> None:
+        self._topics = topics
+        self._leadership = {}
+
+    @property
+    def partition_states(self) -> dict[tuple[str, int], PartitionState]:
+        """(topic, partition) -> leader, leader epoch and ISR, from the store's partition-state watch."""
+        return self._partition_states
+
+    @partition_states.setter
+    def partition_states(self, states: dict[tuple[str, int], PartitionState]) -> None:
+        self._partition_states = states
+        self._leadership = {}
 
     def live_broker_ids(self) -> frozenset[int]:
         return self._live
 
-    def leadership(self, topic: str, partition: int, replicas: Sequence[int],
-                   live: Collection[int] | None = None) -> tuple[int, int]:
-        """``partition_leadership`` of one partition by this view."""
-        return partition_leadership(replicas, self.live_broker_ids() if live is None else live,
-                                    self.partition_states.get((topic, partition)))
+    def leadership(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """``partition_leadership`` of one partition by this view; None if it has no such partition."""
+        cache = self._leadership
+        key = (topic, partition)
+        found = cache.get(key)
+        if found is None:
+            info = self._topics.get(topic)
+            replicas = info.partitions.get(partition) if info is not None else None
+            if replicas is None:
+                return None
+            found = cache[key] = partition_leadership(replicas, self._live, self._partition_states.get(key))
+        return found
 
 
 class AcceptGate(Protocol):

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kafkapy.server.leadership import PartitionLeadership, next_state
-from kafkapy.server.services import ClusterView
+from kafkapy.server.services import ClusterView, partition_leadership
 from kafkapy.store import BrokerRegistration, MemoryStore, PartitionState
 
 BROKERS = (1, 2, 3)
@@ -143,3 +143,31 @@ def test_a_stale_controller_cannot_hand_out_an_epoch_twice() -> None:
         assert (state.leader, state.leader_epoch) == (-1, 1)
     finally:
         loop.close()
+
+
+# --- ClusterView's cached leadership: held equal to working it out afresh ---------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(("brokers", "topics", "states", "ask")),
+                          st.sets(st.sampled_from(BROKERS)), st.integers(0, 3)), max_size=40))
+def test_cached_leadership_equals_the_plain_rule(steps: list[tuple[str, set[int], int]]) -> None:
+    view = ClusterView()
+    store = MemoryStore()
+    for name, partitions in TOPICS.items():
+        store.create_topic(name, partitions)
+    for what, brokers, epoch in steps:
+        if what == "brokers":
+            view.brokers = [registration(b) for b in sorted(brokers)]
+        elif what == "topics":
+            view.topics = {n: i for n, i in store.topics().items() if len(n) <= epoch + 1}
+        elif what == "states":
+            view.partition_states = {(t, p): PartitionState(min(brokers, default=-1), epoch, tuple(brokers))
+                                     for t, parts in TOPICS.items() for p in parts}
+        for topic, parts in TOPICS.items():
+            for partition in (*parts, 9):
+                info = view.topics.get(topic)
+                replicas = info.partitions.get(partition) if info is not None else None
+                live = {b.broker_id for b in view.brokers}
+                plain = None if replicas is None else partition_leadership(
+                    replicas, live, view.partition_states.get((topic, partition)))
+                assert view.leadership(topic, partition) == plain
