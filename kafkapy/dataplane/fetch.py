@@ -102,9 +102,10 @@ def _error_data(index: int, code: ErrorCode) -> dict[str, Any]:
 
 def _diverging_epoch(log: PartitionLog, p: SessionPartition) -> dict[str, int] | None:
     """Fetch v12+ (KIP-595): a fetcher that names the epoch of the last batch it holds learns where
-    that epoch ends here when its position is past it (or the epoch is unknown here), and gets no
-    records: the log it read diverged and it must truncate (Kafka's Partition.readRecords).
-    OFFSET_OUT_OF_RANGE when no end offset is known for the epoch at all."""
+    that epoch ends here when its position is past that end, or when only an older epoch is
+    known here, and gets no records: the log it read diverged and it must truncate (Kafka's
+    Partition.readRecords). OFFSET_OUT_OF_RANGE when no end offset is known for the epoch at all
+    (newer than any epoch here)."""
     end = log.end_offset_for_epoch(p.last_fetched_epoch)
     if end.leader_epoch == NO_LEADER_EPOCH or end.end_offset < 0:
         raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE,
