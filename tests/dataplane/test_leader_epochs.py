@@ -250,6 +250,8 @@ def test_epochs_on_the_wire_fence_old_clients_and_show_divergence() -> None:
             diverged = fetch(conn, "e", current=1, last_fetched=0, offset=3)
             assert (diverged["error_code"], diverged["diverging_epoch"]) == (0, {"epoch": 0, "end_offset": 2})
             assert diverged["records"] in (b"", None) or len(diverged["records"]) == 0
+            unknown = fetch(conn, "e", current=1, last_fetched=5, offset=2)  # newer than any here
+            assert unknown["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
             fine = fetch(conn, "e", current=1, last_fetched=1, offset=2)
             assert fine["diverging_epoch"] == {"epoch": -1, "end_offset": -1} and fine["records"]
             body = {"replica_id": -1, "topics": [{"topic": "e", "partitions": [
