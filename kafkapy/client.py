@@ -68,6 +68,18 @@ class SimpleClient:
                 raise ClientError(f"cannot connect to {self.host}:{self.port}: {reason}") from None
         return self._sock
 
+    def send(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> None:
+        """Send one request that gets no answer (a Produce with acks=0)."""
+        self._correlation += 1
+        frame = encode_request(api_key, api_version, self._correlation, self.client_id, body)
+        sock = self._connection()
+        try:
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+        except OSError as exc:
+            self.close()
+            reason = exc.strerror or exc
+            raise ClientError(f"connection to {self.host}:{self.port} failed: {reason}") from None
+
     def request(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> Body:
         """Send one request and return the decoded response body."""
         self._correlation += 1

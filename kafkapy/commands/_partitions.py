@@ -45,6 +45,8 @@ _VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
 }
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
 _NO_REPLICA = -1  # replica_id of a consumer, not a follower
+_NO_ACKS = 0  # Produce acks=0: the broker sends no answer
+NO_OFFSET = -1  # the base offset of a batch sent with acks=0 (nothing said it was stored)
 _RETRY_BACKOFF = 0.1  # seconds; librdkafka's retry.backoff.ms is 100
 _RETRIED = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                       ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT,
@@ -230,12 +232,20 @@ class PartitionClient:
     # --- records -------------------------------------------------------------------------
 
     def produce(self, topic: str, partition: int, batch: bytes, acks: int = -1) -> int:
-        """Append one record batch; returns its base offset. (acks 0 would get no answer to read.)"""
+        """Append one record batch; returns its base offset, or NO_OFFSET with acks 0: the broker
+        answers nothing then (and closes the connection if the batch failed, which the next
+        request on it finds)."""
 
         def attempt() -> int:
-            body = self._request(self._leader(topic, partition), ApiKey.PRODUCE, {
-                "acks": acks, "timeout_ms": int(self.timeout * 1000), "transactional_id": None,
-                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
+            asked = {"acks": acks, "timeout_ms": int(self.timeout * 1000), "transactional_id": None,
+                     "topic_data": [{"name": topic,
+                                     "partition_data": [{"index": partition, "records": batch}]}]}
+            leader = self._leader(topic, partition)
+            if acks == _NO_ACKS:
+                version = self._version(leader, ApiKey.PRODUCE)
+                leader.send(ApiKey.PRODUCE, version, fit_body(ApiKey.PRODUCE, "request", version, asked))
+                return NO_OFFSET
+            body = self._request(leader, ApiKey.PRODUCE, asked)
             (answer,) = body["responses"][0]["partition_responses"]
             _check(answer["error_code"], f"produce to {topic}-{partition}")
             base_offset: int = answer["base_offset"]

@@ -34,7 +34,7 @@ __all__ = ["register"]
 _CHUNK = 1 << 16  # bytes read from stdin at a time
 _BATCH_RECORDS = 10_000  # records per Produce request at most, to keep requests well under 1 MB
 _BATCH_BYTES = 512 * 1024  # ... and this many value+key bytes; Kafka's max.message.bytes is ~1 MiB
-_ACKS = {"all": -1, "-1": -1, "1": 1}
+_ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}  # kcat's default is librdkafka's, -1 (all)
 
 RecordTuple = tuple[bytes | None, bytes | None]
 
@@ -58,7 +58,8 @@ def register(subparsers: Any) -> None:
                         help="send an empty key or value as null (a tombstone for an empty value)")
     parser.add_argument("-z", "--compression", default="none", choices=[str(c) for c in Compression])
     parser.add_argument("--acks", default="all", choices=sorted(_ACKS),
-                        help="all (-1, the default) or 1; acks=0 is not offered (no answer to report)")
+                        help="all (-1, the default, as kcat's), 1 (the leader), or 0 (no answer: "
+                             "nothing confirms the records were stored)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="per request, and how long to wait for a leader (default 10)")
     parser.set_defaults(func=_run)

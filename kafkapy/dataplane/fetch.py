@@ -87,6 +87,8 @@ class PartitionSource(Protocol):
         """The log of a partition this broker leads; raises KafkaApiError(UNKNOWN_TOPIC_OR_PARTITION)
         or KafkaApiError(NOT_LEADER_OR_FOLLOWER)."""
     def leader_epoch(self, topic: str, partition: int) -> int: ...
+    def leadership(self, topic: str, partition: int) -> tuple[int, int]:
+        """(leader, leader epoch) as Metadata answers them; raises KafkaApiError like leader_log."""
     def topic_id(self, topic: str) -> uuid.UUID | None: ...
     def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
     def on_append(self, topic: str, partition: int, callback: Callable[[], None]) -> Callable[[], None]:
@@ -98,6 +100,21 @@ def _error_data(index: int, code: ErrorCode) -> dict[str, Any]:
     """A partition answered with an error: Kafka's unknown offsets (-1) and no records."""
     return {"partition_index": index, "error_code": code, "high_watermark": -1,
             "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
+
+
+def _diverging_epoch(log: PartitionLog, p: SessionPartition) -> dict[str, int] | None:
+    """Fetch v12+ (KIP-595): a fetcher that names the epoch of the last batch it holds learns where
+    that epoch ends here when its position is past that end, or when only an older epoch is
+    known here, and gets no records: the log it read diverged and it must truncate (Kafka's
+    Partition.readRecords). OFFSET_OUT_OF_RANGE when no end offset is known for the epoch at all
+    (newer than any epoch here)."""
+    end = log.end_offset_for_epoch(p.last_fetched_epoch)
+    if end.leader_epoch == NO_LEADER_EPOCH or end.end_offset < 0:
+        raise KafkaApiError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                            f"no end offset is known for the last fetched epoch {p.last_fetched_epoch}")
+    if end.leader_epoch < p.last_fetched_epoch or end.end_offset < p.fetch_offset:
+        return {"epoch": end.leader_epoch, "end_offset": end.end_offset}
+    return None
 
 
 class _Read:
@@ -220,6 +237,14 @@ class FetchHandler:
                     return _error_data(index, ErrorCode.FENCED_LEADER_EPOCH), 0
                 if p.current_leader_epoch > epoch:
                     return _error_data(index, ErrorCode.UNKNOWN_LEADER_EPOCH), 0
+            if p.last_fetched_epoch != NO_LEADER_EPOCH:
+                diverging = _diverging_epoch(log, p)
+                if diverging is not None:
+                    return {"partition_index": index, "error_code": ErrorCode.NONE,
+                            "high_watermark": log.high_watermark,
+                            "last_stable_offset": log.last_stable_offset,
+                            "log_start_offset": log.log_start_offset, "diverging_epoch": diverging,
+                            "records": b""}, 0
             limit = min(p.max_bytes, max(budget, 0))
             result = log.read(p.fetch_offset, limit,
                               max_offset=log.last_stable_offset if read_committed else log.high_watermark,
@@ -261,16 +286,15 @@ class FetchHandler:
         return response
 
     def _current_leader(self, topic: str | None, partition: int) -> dict[str, int] | None:
-        """KIP-951: who leads the partition now, so a client need not ask Metadata first."""
-        info = self.services.cluster.topics.get(topic) if topic is not None else None
-        replicas = info.partitions.get(partition) if info is not None else None
-        if not replicas:
+        """KIP-951: who leads the partition now and in which epoch, so a client need not ask
+        Metadata first (leader -1 while a move is not written yet, as Kafka's LeaderAndIsr says)."""
+        if topic is None:
             return None
         try:
-            epoch = self.source.leader_epoch(topic, partition)  # type: ignore[arg-type]
+            leader, epoch = self.source.leadership(topic, partition)
         except KafkaApiError:
-            epoch = NO_LEADER_EPOCH
-        return {"leader_id": replicas[0], "leader_epoch": epoch}
+            return None
+        return {"leader_id": leader, "leader_epoch": epoch}
 
     def _endpoints(self, ctx: RequestContext, leaders: set[int]) -> list[dict[str, Any]]:
         endpoints = []

@@ -5,8 +5,9 @@ Every data-plane handler (Produce, ListOffsets, DeleteRecords, ..., and Fetch th
 answer follows the topics view (``services.cluster.topics``, fed by the store's watch):
 
 * a topic or partition the view does not hold: UNKNOWN_TOPIC_OR_PARTITION;
-* a partition whose leader (``partition_leader``: the first live replica, the rule Metadata
-  answers with) is another broker: NOT_LEADER_OR_FOLLOWER;
+* a partition whose leader (``ClusterView.leadership``: the first live replica with its stored
+  leader epoch, the rule Metadata answers with) is another broker, or none while the controller
+  has not written a move yet: NOT_LEADER_OR_FOLLOWER;
 * otherwise the log, created empty the first time.
 
 Where the logs live (``LogHome``): with ``log.dirs`` each broker owns a LogManager over its
@@ -35,15 +36,13 @@ from kafkapy.log import LogConfig, LogManager
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.protocol.records import RecordBatch
-from kafkapy.server.services import partition_leader
+from kafkapy.server.services import INITIAL_LEADER_EPOCH
 
 if TYPE_CHECKING:
     from kafkapy.server.services import ClusterView
 
 __all__ = ["INITIAL_LEADER_EPOCH", "LogHome", "Partitions", "memory_home"]
 
-# No partition-state role in the store yet: every leader is in its first epoch, as Metadata says.
-INITIAL_LEADER_EPOCH = 0
 
 
 class LogHome:
@@ -131,18 +130,23 @@ class Partitions:
     def logs(self) -> LogManager:
         return self.home.logs
 
-    def leader_of(self, topic: str, partition: int) -> int:
-        """The partition's leader by the topics view; UNKNOWN_TOPIC_OR_PARTITION if it has none."""
-        info = self.cluster.topics.get(topic)
-        replicas = info.partitions.get(partition) if info is not None else None
-        if replicas is None:
+    def leadership(self, topic: str, partition: int) -> tuple[int, int]:
+        """The partition's (leader, leader epoch) by the cluster view (its stored state);
+        UNKNOWN_TOPIC_OR_PARTITION if the view has no such partition."""
+        found = self.cluster.leadership(topic, partition)
+        if found is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                 f"This server does not host this topic-partition: {topic}-{partition}.")
-        return partition_leader(replicas, {b.broker_id for b in self.cluster.brokers})
+        return found
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The partition's leader by the topics view; UNKNOWN_TOPIC_OR_PARTITION if it has none."""
+        return self.leadership(topic, partition)[0]
 
     def leader_log(self, topic: str, partition: int) -> SegmentedLog:
-        """The log of a partition this broker leads (made empty the first time)."""
-        leader = self.leader_of(topic, partition)
+        """The log of a partition this broker leads (made empty the first time), with the
+        current leader epoch started in its epoch cache."""
+        leader, epoch = self.leadership(topic, partition)
         if leader != self._broker_id():
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 f"This server is not the leader for partition {topic}-{partition} "
@@ -150,27 +154,26 @@ class Partitions:
         home = self.home
         topic_id = self.cluster.topics[topic].topic_id
         log = home.logs.get(topic, partition)
-        if log is not None and home.topic_ids.get(topic) == topic_id:
-            return log
-        with home.lock:
-            known = home.topic_ids.get(topic)
-            if known != topic_id:
-                if known is not None:  # deleted and created again: the old records are gone
-                    home.forget_topic(topic)
-                home.topic_ids[topic] = topic_id
-            return home.logs.get_or_create(topic, partition, self._log_config(topic))
+        if log is None or home.topic_ids.get(topic) != topic_id:
+            with home.lock:
+                known = home.topic_ids.get(topic)
+                if known != topic_id:
+                    if known is not None:  # deleted and created again: the old records are gone
+                        home.forget_topic(topic)
+                    home.topic_ids[topic] = topic_id
+                log = home.logs.get_or_create(topic, partition, self._log_config(topic))
+        if log.epochs.latest_epoch < epoch:
+            log.start_leader_epoch(epoch)
+        return log
 
     def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
         """The idempotent-producer table of a partition this broker leads."""
         return self.home.producer_state(topic, partition, self.leader_log(topic, partition))
 
     def leader_epoch(self, topic: str, partition: int) -> int:
-        """The partition's current leader epoch (UNKNOWN_TOPIC_OR_PARTITION if there is none)."""
-        info = self.cluster.topics.get(topic)
-        if info is None or partition not in info.partitions:
-            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                f"This server does not host this topic-partition: {topic}-{partition}.")
-        return INITIAL_LEADER_EPOCH
+        """The partition's current leader epoch, from its stored state (UNKNOWN_TOPIC_OR_PARTITION
+        if there is no such partition)."""
+        return self.leadership(topic, partition)[1]
 
     def topic_id(self, topic: str) -> uuid.UUID | None:
         info = self.cluster.topics.get(topic)

@@ -578,6 +578,13 @@ class SegmentedLog:
     def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:
         return self.epochs.end_offset_for(leader_epoch, self.log_end_offset)
 
+    def start_leader_epoch(self, leader_epoch: int) -> None:
+        """A leader takes the partition in ``leader_epoch``: the epoch starts at the log end now,
+        before any batch of it is written (Kafka's makeLeader, maybeAssignEpochStartOffset), so
+        OffsetForLeaderEpoch answers for the current epoch at once. Older epochs change nothing."""
+        if self.epochs.assign(leader_epoch, self.log_end_offset):
+            self._epochs_changed()
+
     # -- truncation and deletion -----------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:

@@ -32,7 +32,9 @@ KIP-219: the answer goes out at once with ``throttle_time_ms`` set, and the
 connection is muted for that long: the next request on it is not handled
 before the throttle ends (its ``before`` waits; requests on a connection are
 answered in order, so nothing behind it is either). A client that honours
-``throttle_time_ms`` sends nothing meanwhile anyway.
+``throttle_time_ms`` sends nothing meanwhile anyway. A throttled Fetch is answered with no
+partitions, its bytes taken off the sensor again, as Kafka answers one (the consumer fetches the
+same offsets once the mute ends).
 
 Cost: the interceptor is installed only while some stored entity sets one of
 these keys; with none, requests take the plain path.
@@ -185,6 +187,7 @@ class ClientQuotas(Interceptor):
         user, client = _user(conn.principal), context.client_id or ""
         now = self.clock()
         throttle = 0.0
+        fetched, fetch_rate = 0, None
         if context.api_key == ApiKey.PRODUCE:
             rate = self._sensor(PRODUCE, user, client)
             if rate is not None:
@@ -192,7 +195,8 @@ class ClientQuotas(Interceptor):
         elif context.api_key == ApiKey.FETCH:
             rate = self._sensor(FETCH, user, client)
             if rate is not None:
-                throttle = rate.record_checked(answer_size(answer), now)
+                fetched, fetch_rate = answer_size(answer), rate
+                throttle = rate.record_checked(fetched, now)
         rate = self._sensor(REQUEST, user, client)
         if rate is not None:
             spent = time.perf_counter() - started
@@ -202,9 +206,25 @@ class ClientQuotas(Interceptor):
             return answer
         throttle_ms = int(throttle * 1000)
         conn.attributes[_MUTED_UNTIL] = now + throttle
+        if context.api_key == ApiKey.FETCH:
+            # Kafka (KafkaApis.handleFetchRequest): a throttled fetch answers no records, and the
+            # bytes it would have carried are taken off the fetch sensor again.
+            answer = _without_records(answer)
+            if fetch_rate is not None:
+                fetch_rate.record(-fetched, now)
         if not _has_throttle(answer):  # an answer without the field (none, or an old version)
             return answer
         return _with_throttle(answer, throttle_ms)
+
+
+def _without_records(answer: Answer) -> Answer:
+    """A Fetch answer as Kafka's fetch context's getThrottledResponse: no partitions, the session
+    and error kept (the session still reads from the fetcher's offsets, so nothing is skipped)."""
+    if isinstance(answer, ChunkedResponse):
+        return ChunkedResponse({**answer.body, "responses": []})
+    if isinstance(answer, Mapping):
+        return {**answer, "responses": []}
+    return answer
 
 
 def _has_throttle(answer: Answer) -> bool:

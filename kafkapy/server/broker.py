@@ -22,11 +22,19 @@ from kafkapy.server.auth import Authorizer, load_authorizer
 from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.connection import KafkaConnection
 from kafkapy.server.fastpaths import FastPaths
+from kafkapy.server.leadership import PartitionLeadership
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module
 from kafkapy.server.observers import ObserverChain
 from kafkapy.server.services import FINALIZED_FEATURES, AcceptGate, ClusterView
-from kafkapy.store.base import BrokerRegistration, MetadataStore, RegisteredEndpoint, TopicInfo, Watch
+from kafkapy.store.base import (
+    BrokerRegistration,
+    MetadataStore,
+    PartitionStates,
+    RegisteredEndpoint,
+    TopicInfo,
+    Watch,
+)
 
 if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
@@ -176,6 +184,7 @@ class BrokerRuntime:
         self.store = store
         self.cluster = ClusterView()
         self._watches: list[Watch] = []
+        self.leadership: PartitionLeadership | None = None  # the controller's writer, set by start()
         # name -> finalized level, kept by the module that provides FINALIZED_FEATURES; None while
         # no module manages them
         self.finalized_features: dict[str, int] | None = None
@@ -286,9 +295,12 @@ class BrokerRuntime:
                 self.listeners.append(await self._bind(spec))
             self.cluster.cluster_id = await asyncio.to_thread(store.cluster_id)
             await asyncio.to_thread(store.register_broker, self.registration())
+            self.leadership = PartitionLeadership(store, self.cluster, self.broker_id, self.loop)
             self._watches.append(await asyncio.to_thread(store.watch_brokers, self._brokers_changed))
             self._watches.append(await asyncio.to_thread(store.watch_controller, self._controller_changed))
             self._watches.append(await asyncio.to_thread(store.watch_topics, self._topics_changed))
+            self._watches.append(await asyncio.to_thread(store.watch_partition_states,
+                                                         self._partition_states_changed))
             for module in self.modules:
                 await module.start()
             for listener in self.listeners:
@@ -466,16 +478,30 @@ class BrokerRuntime:
         return BrokerRegistration(self.broker_id, endpoints, self.config["broker.rack"],
                                   dict(self.supported_features), dict(self.config.tags))
 
+    # Each change may move a leader: the controller's PartitionLeadership looks (any thread).
     def _brokers_changed(self, brokers: list[BrokerRegistration]) -> None:
         self.cluster.brokers = brokers
+        self._leaders_may_move()
 
     def _controller_changed(self, controller_id: int) -> None:
         self.cluster.controller_id = controller_id
+        self._leaders_may_move()
 
     def _topics_changed(self, topics: dict[str, TopicInfo]) -> None:
         self.cluster.topics = topics
+        self._leaders_may_move()
+
+    def _partition_states_changed(self, states: PartitionStates) -> None:
+        self.cluster.partition_states = states
+        self._leaders_may_move()
+
+    def _leaders_may_move(self) -> None:
+        if self.leadership is not None:
+            self.leadership.request()
 
     async def _release_store(self) -> None:
+        if self.leadership is not None:
+            self.leadership.close()  # a broker on its way out writes no more states
         for watch in self._watches:
             watch.cancel()
         self._watches.clear()

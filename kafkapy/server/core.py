@@ -22,9 +22,9 @@ from kafkapy.server.services import (
     NO_LEADER,
     AutoTopicCreation,
     BrokerServices,
-    partition_leader,
+    partition_leadership,
 )
-from kafkapy.store.base import BrokerRegistration, TopicInfo
+from kafkapy.store.base import BrokerRegistration, PartitionStates, TopicInfo
 
 __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
 
@@ -68,17 +68,19 @@ COMPRESSION_CODECS = "1=gzip,2=snappy,3=lz4,4=zstd"
 MESSAGE_FORMATS = "v0,v1,v2"
 
 
-def _topic_metadata(info: TopicInfo, live: set[int]) -> dict[str, Any]:
+def _topic_metadata(info: TopicInfo, live: set[int], states: PartitionStates) -> dict[str, Any]:
     """A topic as Metadata lists it: the leader is the first live replica (the preferred leader
-    when it is up), the ISR the live replicas; no live replica: leader -1, LEADER_NOT_AVAILABLE."""
+    when it is up) with the leader epoch of its stored state (``partition_leadership``), the ISR
+    the live replicas; no live replica, or a move the controller has not written yet: leader -1,
+    LEADER_NOT_AVAILABLE."""
     partitions = []
     for index, replicas in sorted(info.partitions.items()):
         isr = [r for r in replicas if r in live]
-        leader = partition_leader(replicas, live)
+        leader, epoch = partition_leadership(replicas, live, states.get((info.name, index)))
         error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
         partitions.append({"error_code": error,
                            "partition_index": index,
-                           "leader_id": leader, "leader_epoch": 0,
+                           "leader_id": leader, "leader_epoch": epoch,
                            "replica_nodes": list(replicas), "isr_nodes": isr,
                            "offline_replicas": [r for r in replicas if r not in live]})
     return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
@@ -193,9 +195,10 @@ class CoreModule(Module):
         requested = request.body.get("topics")
         known = cluster.topics  # one snapshot: the watch replaces the whole dict
         live = {b.broker_id for b in cluster.brokers}
+        states = cluster.partition_states
         topics = []
         if requested is None or (ctx.api_version == 0 and requested == []):
-            topics = [_topic_metadata(info, live) for _, info in sorted(known.items())]
+            topics = [_topic_metadata(info, live, states) for _, info in sorted(known.items())]
         else:
             by_id: dict[Any, TopicInfo] | None = None
             for topic in requested:
@@ -205,13 +208,13 @@ class CoreModule(Module):
                         by_id = {info.topic_id: info for info in known.values()}
                     found = by_id.get(topic.get("topic_id"))
                     if found is not None:
-                        topics.append(_topic_metadata(found, live))
+                        topics.append(_topic_metadata(found, live, states))
                         continue
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": topic.get("topic_id"), "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 elif name in known and name not in creating:
-                    topics.append(_topic_metadata(known[name], live))
+                    topics.append(_topic_metadata(known[name], live, states))
                 else:
                     error = creating.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     topics.append({"error_code": error, "name": name,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from kafkapy.errors import ErrorCode
 from kafkapy.log.base import PartitionLog
-from kafkapy.store.base import BrokerRegistration, MetadataStore, TopicInfo
+from kafkapy.store.base import BrokerRegistration, MetadataStore, PartitionState, TopicInfo
 
 if TYPE_CHECKING:
     from kafkapy.server.auth import Authorizer
@@ -29,9 +29,10 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "PARTITION_LOGS",
+__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "INITIAL_LEADER_EPOCH", "NO_LEADER", "PARTITION_LOGS",
            "TOPIC_CONFIGS_CAPABILITY", "TOPIC_CREATION", "AcceptGate", "AutoTopicCreation",
-           "BrokerServices", "ClusterView", "PartitionLogs", "PartitionLogsProvider", "partition_leader"]
+           "BrokerServices", "ClusterView", "PartitionLogs", "PartitionLogsProvider", "partition_leader",
+           "partition_leadership"]
 
 T = TypeVar("T")
 
@@ -89,16 +90,90 @@ def partition_leader(replicas: Sequence[int], live: Collection[int]) -> int:
     return NO_LEADER
 
 
+INITIAL_LEADER_EPOCH = 0  # a partition's first leader, before any move (Kafka's controller starts at 0)
+
+
+def partition_leadership(replicas: Sequence[int], live: Collection[int],
+                         state: PartitionState | None) -> tuple[int, int]:
+    """(leader, leader epoch) as Metadata answers and the data plane enforces.
+
+    The leader is ``partition_leader``'s; its epoch is the stored state's once the controller has
+    written a state naming that leader (kafkapy.server.leadership). Before any state exists the
+    partition is in its first epoch. While the stored state still names another leader (a broker
+    came or went, and the controller has not written the move yet) there is no leader: serving
+    then would pair the new leader with the old one's epoch, which fences nothing."""
+    leader = partition_leader(replicas, live)
+    if state is None:
+        return leader, INITIAL_LEADER_EPOCH
+    if state.leader != leader:
+        return NO_LEADER, state.leader_epoch
+    return leader, state.leader_epoch
+
+
 class ClusterView:
     """What handlers read about the cluster, kept current by store watches so that no request
     waits on ZooKeeper. Watch callbacks replace whole values (atomic in Python), so readers on
-    the loop thread never see a half-updated list."""
+    the loop thread never see a half-updated list.
+
+    Each partition's (leader, leader epoch) is worked out once and kept until the brokers, the
+    topics or the partition states change: Produce and Fetch ask for it on every partition. A
+    setter stores its value before it drops the cache, and a reader fills the cache it took
+    before reading, so an answer worked out from old values never outlives the change."""
 
     def __init__(self) -> None:
         self.cluster_id = ""
-        self.brokers: list[BrokerRegistration] = []
         self.controller_id = -1
-        self.topics: dict[str, TopicInfo] = {}  # name -> topic, from the store's topics watch
+        self._brokers: list[BrokerRegistration] = []
+        self._live: frozenset[int] = frozenset()
+        self._topics: dict[str, TopicInfo] = {}
+        self._partition_states: dict[tuple[str, int], PartitionState] = {}
+        self._leadership: dict[tuple[str, int], tuple[int, int]] = {}
+
+    @property
+    def brokers(self) -> list[BrokerRegistration]:
+        return self._brokers
+
+    @brokers.setter
+    def brokers(self, brokers: list[BrokerRegistration]) -> None:
+        self._live = frozenset(b.broker_id for b in brokers)
+        self._brokers = brokers
+        self._leadership = {}
+
+    @property
+    def topics(self) -> dict[str, TopicInfo]:
+        """name -> topic, from the store's topics watch."""
+        return self._topics
+
+    @topics.setter
+    def topics(self, topics: dict[str, TopicInfo]) -> None:
+        self._topics = topics
+        self._leadership = {}
+
+    @property
+    def partition_states(self) -> dict[tuple[str, int], PartitionState]:
+        """(topic, partition) -> leader, leader epoch and ISR, from the store's partition-state watch."""
+        return self._partition_states
+
+    @partition_states.setter
+    def partition_states(self, states: dict[tuple[str, int], PartitionState]) -> None:
+        self._partition_states = states
+        self._leadership = {}
+
+    def live_broker_ids(self) -> frozenset[int]:
+        return self._live
+
+    def leadership(self, topic: str, partition: int) -> tuple[int, int] | None:
+        """``partition_leadership`` of one partition by this view; None if it has no such partition."""
+        cache = self._leadership
+        key = (topic, partition)
+        found = cache.get(key)
+        if found is None:
+            info = self._topics.get(topic)
+            replicas = info.partitions.get(partition) if info is not None else None
+            if replicas is None:
+                return None
+            found = cache[key] = partition_leadership(replicas, self._live, self._partition_states.get(key))
+        return found
 
 
 class AcceptGate(Protocol):

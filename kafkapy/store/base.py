@@ -6,7 +6,7 @@ MemoryStore form a cluster) and ZooKeeperStore (kazoo, at Kafka's own znode
 paths and JSON formats, for brokers on several machines).
 
 The interface is split by role (BrokerStore, TopicStore, ConfigStore,
-FeatureStore, CoordinatorStore, ProducerIdStore, StoreLifecycle), so that code
+FeatureStore, CoordinatorStore, ProducerIdStore, PartitionStateStore, StoreLifecycle), so that code
 states which part of the cluster state it touches; MetadataStore is their union,
 and both stores implement it whole.
 
@@ -70,6 +70,10 @@ __all__ = [
     "FeatureEpochConflict",
     "FeatureStore",
     "MetadataStore",
+    "PartitionState",
+    "PartitionStateConflict",
+    "PartitionStateStore",
+    "PartitionStates",
     "ProducerIdBlock",
     "ProducerIdStore",
     "RegisteredEndpoint",
@@ -190,6 +194,36 @@ class FeatureEpochConflict(StoreError):
     """The finalized features changed since the epoch the caller read."""
 
 
+class PartitionStateConflict(StoreError):
+    """A partition's state changed since the partition epoch the writer read."""
+
+
+NO_PARTITION_EPOCH = -1  # set_partition_state's expected epoch when the state must not exist yet
+
+
+@attrs.frozen
+class PartitionState:
+    """One partition's leadership, as Kafka's controller keeps it (LeaderAndIsr, ZooKeeper's
+    /brokers/topics/<topic>/partitions/<p>/state).
+
+    ``leader_epoch`` goes up by one each time the leader changes (-1 for no leader counts as a
+    leader), which is what fences a client or a replica that still talks to the old one.
+    ``partition_epoch`` is the state's own version, bumped by every write, ISR changes included
+    (Kafka's partitionEpoch; on ZooKeeper, the znode's version): writers compare-and-set on it.
+    ``controller_epoch`` is carried for Kafka's JSON; kafkapy has no /controller_epoch and writes 0.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int = 0
+    partition_epoch: int = NO_PARTITION_EPOCH
+
+
+# (topic, partition) -> its state: what partition_states() and its watch give
+PartitionStates = dict[tuple[str, int], PartitionState]
+
+
 @attrs.frozen
 class TopicInfo:
     name: str
@@ -234,8 +268,7 @@ class Watch(Protocol):
 # Each role is what one concern of the broker needs; a module asks for the roles it uses, and a
 # store implements them all (MetadataStore). Every method belongs to exactly one role (a test holds
 # this). Roles the coming issues bring go beside these, each with its own znodes and its own test
-# section: partition state (leader, leader epoch, ISR at /brokers/topics/<t>/partitions/<p>/state)
-# and consumer-group offsets and metadata (KIP-848's coordinator state, not seed 001's /consumers).
+# section: consumer-group offsets and metadata (KIP-848's coordinator state, not seed 001's /consumers).
 
 
 class StoreLifecycle(Protocol):
@@ -349,10 +382,27 @@ class ProducerIdStore(Protocol):
         the cluster get overlapping blocks (ZooKeeper: a conditional update on the znode version)."""
 
 
+class PartitionStateStore(Protocol):
+    """Each partition's leader, leader epoch and ISR (/brokers/topics/<topic>/partitions/<p>/state).
+    States live and die with their topic: ``delete_topic`` removes them."""
+
+    def partition_states(self) -> dict[tuple[str, int], PartitionState]:
+        """Every readable state, by (topic, partition); a corrupt one is skipped (and logged once)."""
+
+    def set_partition_state(self, topic: str, partition: int, state: PartitionState,
+                            expected_partition_epoch: int) -> PartitionState:
+        """Write ``state`` (its partition_epoch is ignored) only if the stored one is still at
+        ``expected_partition_epoch`` (NO_PARTITION_EPOCH: only if there is none); return it with its
+        new partition epoch. PartitionStateConflict otherwise; UnknownTopic if the topic is gone."""
+
+    def watch_partition_states(self, callback: Callable[[PartitionStates], None]) -> Watch:
+        ...
+
+
 ROLES: tuple[type, ...] = (StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore,
-                           CoordinatorStore, ProducerIdStore)
+                           CoordinatorStore, ProducerIdStore, PartitionStateStore)
 
 
 class MetadataStore(StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore, CoordinatorStore,
-                    ProducerIdStore, Protocol):
+                    ProducerIdStore, PartitionStateStore, Protocol):
     """Every role: what a store implements and what code that needs the whole store asks for."""

@@ -16,10 +16,16 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from kafkapy.store.base import (
     ENTITY_TYPES,
+    NO_PARTITION_EPOCH,
     BrokerRegistration,
     FeatureEpochConflict,
+    PartitionState,
+    PartitionStateConflict,
+    PartitionStates,
     ProducerIdBlock,
     RegisteredEndpoint,
     StoreError,
@@ -76,6 +82,7 @@ class _Cluster:
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.members: dict[str, dict[str, int]] = {}
         self.producer_id_block: ProducerIdBlock | None = None
+        self.partition_states: dict[tuple[str, int], PartitionState] = {}
         self.handles: list[MemoryStore] = []
         self.watches: list[_MemoryWatch] = []
 
@@ -283,6 +290,11 @@ class MemoryStore:
                 raise UnknownTopic(f"topic {name!r} does not exist")
             c.configs.pop(f"topics/{name}", None)
             notes = self._notes("topics", dict(c.topics))
+            gone = [key for key in c.partition_states if key[0] == name]
+            for key in gone:  # the states live under the topic's znode in Kafka's tree
+                del c.partition_states[key]
+            if gone:
+                notes += self._notes("partition_states", dict(c.partition_states))
         self._deliver(notes)
 
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
@@ -371,6 +383,35 @@ class MemoryStore:
             c = self._cluster
             c.producer_id_block = next_producer_id_block(c.producer_id_block, broker_id)
             return c.producer_id_block
+
+    # --- partition states --------------------------------------------------------------------
+    def partition_states(self) -> dict[tuple[str, int], PartitionState]:
+        with self._lock:
+            self._check_open()
+            return dict(self._cluster.partition_states)
+
+    def set_partition_state(self, topic: str, partition: int, state: PartitionState,
+                            expected_partition_epoch: int) -> PartitionState:
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            info = c.topics.get(topic)
+            if info is None or partition not in info.partitions:
+                raise UnknownTopic(f"topic {topic!r} has no partition {partition}")
+            current = c.partition_states.get((topic, partition))
+            found = NO_PARTITION_EPOCH if current is None else current.partition_epoch
+            if found != expected_partition_epoch:
+                raise PartitionStateConflict(f"the state of {topic}-{partition} is at partition epoch "
+                                             f"{found}, not {expected_partition_epoch}")
+            # As a znode's version: 0 when created, one more on every write.
+            written = attrs.evolve(state, isr=tuple(state.isr), partition_epoch=found + 1)
+            c.partition_states[(topic, partition)] = written
+            notes = self._notes("partition_states", dict(c.partition_states))
+        self._deliver(notes)
+        return written
+
+    def watch_partition_states(self, callback: Callable[[PartitionStates], None]) -> Watch:
+        return self._watch("partition_states", callback, lambda: (dict(self._cluster.partition_states),))
 
     # --- internals ---------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import attrs
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
@@ -39,9 +40,13 @@ from kazoo.protocol.states import EventType
 
 from kafkapy.store.base import (
     ENTITY_TYPES,
+    NO_PARTITION_EPOCH,
     BrokerRegistration,
     CorruptMetadata,
     FeatureEpochConflict,
+    PartitionState,
+    PartitionStateConflict,
+    PartitionStates,
     ProducerIdBlock,
     RegisteredEndpoint,
     StoreError,
@@ -84,6 +89,7 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 _TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, PRODUCER_ID_BLOCK, "/config/topics",
               "/config/clients", "/config/users", "/config/ips", "/config/brokers")
 _ZERO_UUID = uuid.UUID(int=0)
+_DELETE_TREE_ATTEMPTS = 20  # each failed attempt means a concurrent write landed in the tree
 
 
 def parse_connect(connect: str) -> tuple[str, str]:
@@ -231,6 +237,105 @@ class _ChangeWatch:
             except StoreError as exc:
                 if self.store._connected():
                     log.error("watch on %s: %s", self.name, exc)
+
+
+class _PartitionStates:
+    """Every /brokers/topics/<t>/partitions/<p>/state, read incrementally for a watch: a node is
+    read again only when its own ZooKeeper watch fired (a state znode's data watch; the child
+    watch of /brokers/topics or of a topic's partitions node), or when it is new. A leader move of
+    P partitions then costs P reads, not P times the number of topics. A new session has lost
+    every watch: the caches are dropped and everything read again. Without a watch (a one-off
+    ``partition_states()``) everything is read, and nothing kept."""
+
+    def __init__(self, store: ZooKeeperStore) -> None:
+        self.store = store
+        self.states: dict[str, tuple[tuple[str, int], PartitionState | None]] = {}  # by state path
+        self.lists: dict[str, list[str] | None] = {}  # listed path -> its children (None: absent)
+        self.dirty: set[str] = set()  # paths whose watch fired since they were read
+        self.session: int | None = None
+        self.trigger: Any = None
+
+    def changed(self, event: Any) -> None:
+        """Every ZooKeeper watch this reader sets (one bound method, so kazoo keeps one per path
+        and kind): the node is read again by the next compute, which ``trigger`` asks for."""
+        path = getattr(event, "path", None)
+        if path:
+            self.dirty.add(path)
+        if self.trigger is not None:
+            self.trigger(event)
+
+    def compute(self, trigger: Any) -> tuple[dict[tuple[str, int], PartitionState]]:
+        store = self.store
+        zk = store._zk()
+        watching = trigger is not None
+        self.trigger = trigger
+        if watching and zk.client_id[0] != self.session:
+            self.session = zk.client_id[0]
+            self.states.clear()
+            self.lists.clear()
+            self.dirty.clear()
+        result: dict[tuple[str, int], PartitionState] = {}
+        seen_states: set[str] = set()
+        seen_lists = {TOPICS}
+        with store._errors(TOPICS):
+            for topic in sorted(self._children(TOPICS, watching) or ()):
+                root = f"{TOPICS}/{topic}/partitions"
+                seen_lists.add(root)
+                for child in self._children(root, watching) or ():  # absent until a first state
+                    if not child.isdigit():
+                        continue
+                    path = f"{root}/{child}/state"
+                    seen_states.add(path)
+                    entry = self.states.get(path) if watching else None
+                    if entry is None or path in self.dirty:
+                        self.dirty.discard(path)
+                        entry = ((topic, int(child)), self._read(path, watching))
+                        if watching:
+                            self.states[path] = entry
+                    key, state = entry
+                    if state is not None:
+                        result[key] = state
+        if watching:
+            for gone in self.states.keys() - seen_states:
+                del self.states[gone]
+            for gone in self.lists.keys() - seen_lists:
+                del self.lists[gone]
+        return (dict(sorted(result.items())),)
+
+    def _children(self, path: str, watching: bool) -> list[str] | None:
+        """The children of ``path`` (None when it does not exist), listed again only when its
+        watch fired; while absent, an exists watch waits for its creation."""
+        if watching and path in self.lists and path not in self.dirty:
+            return self.lists[path]
+        self.dirty.discard(path)
+        zk = self.store._zk()
+        watch = self.changed if watching else None
+        children: list[str] | None
+        while True:
+            try:
+                children = list(zk.get_children(path, watch=watch))
+                break
+            except NoNodeError:
+                if not watching or zk.exists(path, watch=watch) is None:
+                    children = None
+                    break
+        if watching:
+            self.lists[path] = children
+        return children
+
+    def _read(self, path: str, watching: bool) -> PartitionState | None:
+        zk = self.store._zk()
+        watch = self.changed if watching else None
+        while True:
+            try:
+                data, stat = zk.get(path, watch=watch)
+                break
+            except NoNodeError:
+                # Absent: its creation fires the watch; created since the get: read it now.
+                if not watching or zk.exists(path, watch=watch) is None:
+                    return None
+        return self.store._readable(path, data, lambda p, d: decode_partition_state(
+            self.store._json(p, d), self.store._full(p), int(stat.version)))
 
 
 class ZooKeeperStore:
@@ -670,10 +775,38 @@ class ZooKeeperStore:
             # kazoo's recursive delete ignores a missing node: look first.
             if self._zk().exists(path) is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
-            self._zk().delete(path, recursive=True)
+            self._delete_tree(path)
             # Kafka's controller removes the topic's config node with it (deleteTopicConfigs).
             with contextlib.suppress(NoNodeError):
                 self._zk().delete(f"{TOPIC_CONFIGS}/{name}")
+
+    def _delete_tree(self, path: str) -> None:
+        """Delete ``path`` and everything under it in one transaction. One at a time (kazoo's
+        recursive delete), the partition states would go before the topic, the controller would
+        see partitions without a state and write them again, and the topic's node would never be
+        empty. A transaction that a concurrent write spoils is retried on the new tree."""
+        zk = self._zk()
+        for _ in range(_DELETE_TREE_ATTEMPTS):
+            nodes: list[str] = []
+            pending = [path]
+            while pending:
+                node = pending.pop()
+                try:
+                    children = zk.get_children(node)
+                except NoNodeError:
+                    continue
+                nodes.append(node)
+                pending += [f"{node}/{child}" for child in children]
+            if not nodes:
+                return
+            tx = zk.transaction()
+            for node in sorted(nodes, key=lambda n: n.count("/"), reverse=True):
+                tx.delete(node)
+            results = tx.commit()
+            if not any(isinstance(r, Exception) for r in results):
+                return
+        raise StoreError(f"cannot delete {self._full(path)}: it kept changing under "
+                         f"{_DELETE_TREE_ATTEMPTS} attempts")
 
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
         zk = self._zk()
@@ -850,6 +983,64 @@ class ZooKeeperStore:
                     continue
                 log.info("broker %d got producer ids %d to %d", broker_id, block.first_id, block.last_id)
                 return block
+
+    # --- partition states --------------------------------------------------------------------
+    def partition_states(self) -> dict[tuple[str, int], PartitionState]:
+        return _PartitionStates(self).compute(None)[0]
+
+    def set_partition_state(self, topic: str, partition: int, state: PartitionState,
+                            expected_partition_epoch: int) -> PartitionState:
+        """Kafka's controller writes a state with a conditional update on the znode's version
+        (its zkVersion); here every writer does, so no write is lost and none based on a stale read
+        lands. Parents are created without makepath, so a deleted topic is never brought back."""
+        zk = self._zk()
+        path = partition_state_path(topic, partition)
+        data = _dumps(encode_partition_state(state))
+        with self._errors(path):
+            if expected_partition_epoch != NO_PARTITION_EPOCH:
+                try:
+                    stat = zk.set(path, data, version=expected_partition_epoch)
+                    return attrs.evolve(state, partition_epoch=int(stat.version))
+                except BadVersionError:
+                    pass
+                except NoNodeError:
+                    self._check_partition(topic, partition)
+                raise self._state_conflict(topic, partition, expected_partition_epoch)
+            self._check_partition(topic, partition)
+            parents = (f"{TOPICS}/{topic}/partitions", f"{TOPICS}/{topic}/partitions/{partition}")
+            while True:
+                try:
+                    zk.create(path, data)
+                    return attrs.evolve(state, partition_epoch=0)
+                except NodeExistsError:
+                    raise self._state_conflict(topic, partition, expected_partition_epoch) from None
+                except NoNodeError:
+                    for parent in parents:
+                        try:
+                            zk.create(parent, b"")
+                        except NodeExistsError:
+                            pass
+                        except NoNodeError:
+                            raise UnknownTopic(f"topic {topic!r} does not exist") from None
+
+    def _check_partition(self, topic: str, partition: int) -> None:
+        path = f"{TOPICS}/{topic}"
+        try:
+            data, _ = self._zk().get(path)
+        except NoNodeError:
+            raise UnknownTopic(f"topic {topic!r} does not exist") from None
+        if partition not in decode_topic(topic, self._json(path, data), self._full(path)).partitions:
+            raise UnknownTopic(f"topic {topic!r} has no partition {partition}")
+
+    def _state_conflict(self, topic: str, partition: int, expected: int) -> PartitionStateConflict:
+        stat = self._zk().exists(partition_state_path(topic, partition))
+        found = NO_PARTITION_EPOCH if stat is None else int(stat.version)
+        return PartitionStateConflict(f"{self._full(partition_state_path(topic, partition))} is at "
+                                      f"version {found}, not {expected}")
+
+    def watch_partition_states(self, callback: Callable[[PartitionStates], None]) -> Watch:
+        reader = _PartitionStates(self)
+        return self._watch_state(f"{TOPICS}/*/partitions/*/state", reader.compute, callback)
 
     # --- internals ---------------------------------------------------------------------------
     def _zk(self) -> Any:
@@ -1177,6 +1368,32 @@ def decode_topic(name: str, obj: Mapping[str, Any], path: str) -> TopicInfo:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadata(path, f"malformed topic ({type(exc).__name__}: {exc})") from None
     return TopicInfo(name, topic_id, dict(sorted(partitions.items())))
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def encode_partition_state(state: PartitionState) -> dict[str, Any]:
+    """TopicPartitionStateZNode version 1, Kafka's JSON (the partition epoch is the znode version)."""
+    return {"controller_epoch": state.controller_epoch, "leader": state.leader, "version": 1,
+            "leader_epoch": state.leader_epoch, "isr": list(state.isr)}
+
+
+def decode_partition_state(obj: Mapping[str, Any], path: str, version: int) -> PartitionState:
+    """Versions 1 and 2 (2 adds leader_recovery_state, which a leader without replication ignores)."""
+    if obj.get("version") not in (1, 2) or isinstance(obj.get("version"), bool):
+        raise CorruptMetadata(path, f"unknown version {obj.get('version')!r} (known: 1, 2)")
+    try:
+        leader, epoch, controller_epoch = obj["leader"], obj["leader_epoch"], obj["controller_epoch"]
+        isr = tuple(obj["isr"])
+    except (KeyError, TypeError) as exc:
+        raise CorruptMetadata(path, f"malformed partition state ({type(exc).__name__}: {exc})") from None
+    numbers = (leader, epoch, controller_epoch, *isr)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in numbers):
+        raise CorruptMetadata(path, "malformed partition state (leader, leader_epoch, controller_epoch and "
+                                    "isr must be integers)")
+    return PartitionState(leader, epoch, isr, controller_epoch, version)
 
 
 def encode_producer_id_block(block: ProducerIdBlock) -> dict[str, Any]:

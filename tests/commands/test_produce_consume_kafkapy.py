@@ -66,3 +66,18 @@ def test_kcat_and_kafkapy_commands_through_kafkapy(kafka_broker: Broker) -> None
     assert theirs.returncode == 0, theirs.stderr.decode()
     assert [(r["key"], r["payload"]) for r in map(json.loads, theirs.stdout.splitlines())] == [
         ("a", "1"), ("b", "2"), ("c", "3")]
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "-1"])
+def test_produce_acks(kafka_broker: Broker, acks: str) -> None:
+    """--acks 0 sends Produce requests that get no answer (waiting for one would take the whole
+    --timeout and fail); 1 and -1 are answered. Either way the records are stored."""
+    bootstrap = kafka_broker.bootstrap_servers
+    topic = f"acks{acks.replace('-', 'm')}"
+    started = time.monotonic()
+    wrote = kafkapy("produce", "-b", bootstrap, "-t", topic, "-p", "0", "--acks", acks, "--timeout", "5",
+                    stdin=b"a\nb\n")
+    assert wrote.returncode == 0, wrote.stderr.decode()
+    assert time.monotonic() - started < 5
+    records = json_lines(kafkapy("consume", "-b", bootstrap, "-t", topic, "-p", "0", "-e", "-J"))
+    assert [r["value"] for r in records] == ["a", "b"]

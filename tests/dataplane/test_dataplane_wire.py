@@ -20,7 +20,7 @@ from kafkapy.log import LogConfig
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.server.services import NO_LEADER, partition_leader
-from kafkapy.store import MemoryStore
+from kafkapy.store import MemoryStore, PartitionState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
 from server_wire import KafkaSocket
@@ -242,7 +242,10 @@ def test_not_leader_on_a_two_broker_cluster_and_a_leader_change_keeps_the_record
         # broker 2 is gone: broker 1 leads partition 1 and finds its record
         assert first.runtime is not None
         deadline = time.monotonic() + 5
-        while len(first.runtime.cluster.brokers) != 1:
+        # ... once the controller (broker 1) has written the move: leader 1 in epoch 1
+        moved = PartitionState(1, 1, (1,), 0, 1)
+        while len(first.runtime.cluster.brokers) != 1 or \
+                first.runtime.cluster.partition_states.get(("two", 1)) != moved:
             assert time.monotonic() < deadline
             time.sleep(0.01)
         with KafkaSocket(first.bootstrap_servers) as a:

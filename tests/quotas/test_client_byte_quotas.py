@@ -208,3 +208,33 @@ def test_request_percentage_throttle_is_capped_at_one_window() -> None:
 
     answer = asyncio.run(run())
     assert answer["throttle_time_ms"] == 1000  # Kafka's ClientRequestQuotaManager.maxThrottleTimeMs
+
+
+def test_a_throttled_fetch_answers_no_records_and_is_not_charged() -> None:
+    """Kafka's KafkaApis: over the quota, the fetch context's throttled (empty) response goes, and
+    the bytes it would have carried are unrecorded from the fetch sensor."""
+    from kafkapy.protocol.chunks import RecordChunks
+    from kafkapy.server.modules import ChunkedResponse
+
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"clients/app": {"consumer_byte_rate": 1000.0}})
+    ctx = context(ApiKey.FETCH)
+    request = Request(ApiKey.FETCH, 12, 1, "app", {})
+
+    def fetched(size: int) -> ChunkedResponse:
+        return ChunkedResponse({"throttle_time_ms": 0, "error_code": 0, "session_id": 7, "responses": [
+            {"topic": "t", "partitions": [{"partition_index": 0, "records": RecordChunks([b"x" * size])}]}]})
+
+    async def run() -> tuple[Any, Any]:
+        within = await quotas.after(ctx, request, fetched(5000))  # 500 B/s: served
+        over = await quotas.after(ctx, request, fetched(10000))  # would be 1500 B/s: throttled
+        return within, over
+
+    within, over = asyncio.run(run())
+    assert within.body["responses"][0]["partitions"][0]["records"].size == 5000
+    assert isinstance(over, ChunkedResponse)
+    assert over.body["responses"] == [] and over.body["session_id"] == 7
+    assert over.body["throttle_time_ms"] == 5000  # (1500 - 1000) / 1000 * 10 s
+    metrics = quotas.metrics
+    assert metrics.value("byte-rate", group="Fetch", user="", **{"client-id": "app"}) == 500.0

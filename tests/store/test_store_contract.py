@@ -21,6 +21,8 @@ from kafkapy.store import (
     FeatureEpochConflict,
     MemoryStore,
     MetadataStore,
+    PartitionState,
+    PartitionStateConflict,
     ProducerIdBlock,
     StoreError,
     TopicAlreadyExists,
@@ -399,6 +401,69 @@ def test_watch_topics(cluster: Opener) -> None:
     seen.wait_for(lambda topics: len(topics["t"].partitions) == 2)
     a.delete_topic("t")
     seen.wait_for(lambda topics: topics == {})
+
+
+# --- partition states --------------------------------------------------------------------------------
+
+def test_partition_states_compare_and_set_on_the_partition_epoch(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    a.create_topic("t", {0: (1, 2), 1: (2, 1)})
+    assert a.partition_states() == {}
+    first = a.set_partition_state("t", 0, PartitionState(1, 0, (1, 2)), -1)
+    assert first == PartitionState(1, 0, (1, 2), 0, 0)
+    assert b.partition_states() == {("t", 0): first}
+    with pytest.raises(PartitionStateConflict):  # it exists now
+        b.set_partition_state("t", 0, PartitionState(2, 1, (2,)), -1)
+    moved = b.set_partition_state("t", 0, PartitionState(2, 1, (2,)), 0)
+    assert (moved.leader, moved.leader_epoch, moved.isr, moved.partition_epoch) == (2, 1, (2,), 1)
+    with pytest.raises(PartitionStateConflict):  # a writer that read before the move is refused
+        a.set_partition_state("t", 0, PartitionState(1, 1, (1,)), 0)
+    assert a.partition_states() == {("t", 0): moved}
+    with pytest.raises(PartitionStateConflict):  # no state yet for partition 1
+        a.set_partition_state("t", 1, PartitionState(2, 0, (2,)), 3)
+    with pytest.raises(UnknownTopic):
+        a.set_partition_state("t", 7, PartitionState(1, 0, (1,)), -1)
+    with pytest.raises(UnknownTopic):
+        a.set_partition_state("nope", 0, PartitionState(1, 0, (1,)), -1)
+
+
+def test_partition_states_go_with_their_topic(cluster: Opener) -> None:
+    a = cluster()
+    a.create_topic("t", {0: (1,)})
+    a.set_partition_state("t", 0, PartitionState(1, 4, (1,)), -1)
+    a.delete_topic("t")
+    assert a.partition_states() == {}
+    assert "t" not in a.topics()
+    with pytest.raises(UnknownTopic):  # never brings the deleted topic back
+        a.set_partition_state("t", 0, PartitionState(1, 5, (1,)), 0)
+    assert "t" not in a.topics()
+    a.create_topic("t", {0: (1,)})  # a new topic of that name starts with no state
+    assert a.partition_states() == {}
+
+
+def test_watch_partition_states(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    seen = Recorder()
+    b.watch_partition_states(seen)
+    assert seen.wait_count(1)[0] == {}
+    a.create_topic("t", {0: (1, 2), 1: (1, 2)})
+    a.set_partition_state("t", 0, PartitionState(1, 0, (1, 2)), -1)
+    seen.wait_for(lambda states: states.get(("t", 0)) == PartitionState(1, 0, (1, 2), 0, 0))
+    a.set_partition_state("t", 1, PartitionState(2, 0, (2,)), -1)
+    a.set_partition_state("t", 0, PartitionState(2, 1, (2,)), 0)
+    seen.wait_for(lambda states: states == {("t", 0): PartitionState(2, 1, (2,), 0, 1),
+                                            ("t", 1): PartitionState(2, 0, (2,), 0, 0)})
+    a.delete_topic("t")
+    seen.wait_for(lambda states: states == {})
+
+
+def test_partition_states_outlive_every_session(cluster: Opener) -> None:
+    a = cluster()
+    a.create_topic("t", {0: (1,)})
+    written = a.set_partition_state("t", 0, PartitionState(1, 3, (1,)), -1)
+    b = cluster()
+    a.close()
+    assert b.partition_states() == {("t", 0): written}
 
 
 # --- consumer coordinator (seed 001) -----------------------------------------------------------------

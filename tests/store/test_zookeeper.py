@@ -283,6 +283,28 @@ def test_session_loss_reregisters_and_rearms(open_store: Any, zk_connect: str) -
     assert recovered < 10
 
 
+def test_partition_states_watch_is_rearmed_and_catches_up_after_session_loss(
+        open_store: Any, zk_connect: str) -> None:
+    from kafkapy.store import PartitionState
+
+    a: ZooKeeperStore = open_store()
+    b: ZooKeeperStore = open_store()
+    b.create_topic("t", {0: (1,), 1: (1,)})
+    b.set_partition_state("t", 0, PartitionState(1, 0, (1,)), -1)
+    states = Recorder()
+    a.watch_partition_states(states)
+    states.wait_for(lambda s: list(s) == [("t", 0)])
+    old_session = a.client.client_id[0]
+    a.client.stop()  # a is away (its session ends) ...
+    b.set_partition_state("t", 0, PartitionState(2, 1, (2,)), 0)  # ... while a state moves
+    b.set_partition_state("t", 1, PartitionState(1, 0, (1,)), -1)  # ... and one is created
+    a.client.start(timeout=10)
+    assert a.client.client_id[0] != old_session
+    states.wait_for(lambda s: s.get(("t", 0)) == PartitionState(2, 1, (2,), 0, 1) and ("t", 1) in s)
+    b.set_partition_state("t", 1, PartitionState(3, 1, (3,)), 0)  # and the watch is armed again
+    states.wait_for(lambda s: s.get(("t", 1)) == PartitionState(3, 1, (3,), 0, 1))
+
+
 def test_config_changes_missed_during_session_loss_are_delivered(open_store: Any, zk_connect: str) -> None:
     a: ZooKeeperStore = open_store()
     b: ZooKeeperStore = open_store()
@@ -527,3 +549,21 @@ def test_re_registration_waits_for_the_old_node_to_go(open_store: Any, raw: Kazo
         else:
             assert took >= 1.5 and owner == raw.client_id[0]
             assert f"{store.chroot}/brokers/ids/5 is held by another session" in caplog.text
+
+
+def test_partition_states_written_by_kafka_are_read_and_a_corrupt_one_skipped(zk_connect: str) -> None:
+    from kafkapy.store import PartitionState
+
+    with ZooKeeperStore(zk_connect) as store:
+        store.create_topic("t", {0: (1, 2), 1: (2,)})
+        zk = store.client
+        # Kafka 3.x writes version 2 with leader_recovery_state when a leader recovers
+        zk.create("/brokers/topics/t/partitions/0/state", json.dumps(
+            {"controller_epoch": 7, "leader": 2, "version": 2, "leader_epoch": 12, "isr": [2],
+             "leader_recovery_state": 1}).encode(), makepath=True)
+        zk.create("/brokers/topics/t/partitions/1/state", b"{not json", makepath=True)
+        assert store.partition_states() == {("t", 0): PartitionState(2, 12, (2,), 7, 0)}
+        moved = store.set_partition_state("t", 0, PartitionState(1, 13, (1,), 7), 0)
+        assert moved.partition_epoch == 1
+        assert json.loads(zk.get("/brokers/topics/t/partitions/0/state")[0]) == {
+            "controller_epoch": 7, "leader": 1, "version": 1, "leader_epoch": 13, "isr": [1]}

@@ -1,0 +1,129 @@
+"""The controller's part of leadership: every partition's state (leader, leader epoch, ISR) in the store.
+
+Theory of operation
+-------------------
+A partition's leader is its first live replica (``services.partition_leader``). Kafka's
+controller records each leader in the partition's state with a leader epoch that goes up by one
+on every change, and brokers and clients use the epoch to fence whoever still talks to the old
+leader (KIP-101, KIP-320). Here the same state lives in the store's PartitionStateStore role
+(ZooKeeper: Kafka's /brokers/topics/<t>/partitions/<p>/state).
+
+Who writes: the controller only (the broker the store elected, ``cluster.controller_id``), as in
+Kafka. Every broker runs a ``PartitionLeadership``; it acts only while its broker is the
+controller. A reconcile compares, for each partition of the cluster view, the state the view
+holds with ``next_state`` (the table below) and writes the difference with a compare-and-set on
+the partition epoch. That makes it race-free without a lock:
+
+* a write based on a stale read fails (PartitionStateConflict) instead of losing an update, and
+  the store's partition-state watch, which brought the newer state, asks for a reconcile again;
+* a controller that lost its place in the middle of a pass (a new one was elected) can land at
+  most the writes it had read for; the new controller reads those states and corrects them, and
+  epochs only ever go up, so no epoch is handed out twice for different leaders;
+* a burst of changes (brokers, topics, controller, states) folds into at most one more pass
+  (``kafkapy.store.onloop.Reloader``), and a pass that finds nothing to change writes nothing.
+
+What ``next_state`` writes, given the stored state and the leader the live brokers imply:
+
+==================  ===================  =======================================
+stored state        implied leader        written
+==================  ===================  =======================================
+none                any (-1 included)     leader, epoch 0, ISR = live replicas
+leader L            L, same ISR           nothing
+leader L            L, another ISR        same leader and epoch, the new ISR
+leader L            M != L                M, epoch + 1, ISR = live replicas
+==================  ===================  =======================================
+
+Until the controller has written a move, ``services.partition_leadership`` answers no leader for
+the partition, so no broker serves it under an epoch that is not its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Sequence
+
+import attrs
+
+from kafkapy.server.services import INITIAL_LEADER_EPOCH, ClusterView, partition_leader
+from kafkapy.store.base import (
+    NO_PARTITION_EPOCH,
+    PartitionState,
+    PartitionStateConflict,
+    PartitionStateStore,
+    UnknownTopic,
+)
+from kafkapy.store.onloop import Reloader
+
+__all__ = ["PartitionLeadership", "next_state"]
+
+log = logging.getLogger("kafkapy.server.leadership")
+
+# One change to write: (topic, partition, the new state, the partition epoch it replaces).
+_Write = tuple[str, int, PartitionState, int]
+
+
+def next_state(replicas: Sequence[int], live: Collection[int],
+               current: PartitionState | None) -> PartitionState | None:
+    """The state a partition should have now (the module's table), or None if ``current`` is it."""
+    leader = partition_leader(replicas, live)
+    isr = tuple(r for r in replicas if r in live)
+    if current is None:
+        return PartitionState(leader, INITIAL_LEADER_EPOCH, isr)
+    if current.leader == leader:
+        return None if tuple(current.isr) == isr else attrs.evolve(current, isr=isr)
+    return attrs.evolve(current, leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr)
+
+
+class PartitionLeadership:
+    """Writes partition states while this broker is the controller (see the module's docstring)."""
+
+    def __init__(self, store: PartitionStateStore, cluster: ClusterView, broker_id: int,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.broker_id = broker_id
+        self._reloader = Reloader(loop, self._reconcile, "partition leadership")
+
+    def request(self) -> None:
+        """Something changed (brokers, topics, the controller, states): reconcile soon. Any thread."""
+        self._reloader.request()
+
+    async def idle(self) -> None:
+        await self._reloader.idle()
+
+    def close(self) -> None:
+        self._reloader.close()
+
+    def changes(self) -> list[_Write]:
+        """What the cluster view says must be written now (nothing unless this broker is the controller)."""
+        cluster = self.cluster
+        if cluster.controller_id != self.broker_id:
+            return []
+        live = cluster.live_broker_ids()
+        states = cluster.partition_states
+        writes = []
+        for name, info in cluster.topics.items():
+            for index, replicas in info.partitions.items():
+                current = states.get((name, index))
+                wanted = next_state(replicas, live, current)
+                if wanted is not None:
+                    expected = NO_PARTITION_EPOCH if current is None else current.partition_epoch
+                    writes.append((name, index, wanted, expected))
+        return writes
+
+    async def _reconcile(self) -> None:
+        writes = self.changes()
+        if writes:
+            await asyncio.to_thread(self._write, writes)
+
+    def _write(self, writes: list[_Write]) -> None:
+        for topic, partition, state, expected in writes:
+            try:
+                written = self.store.set_partition_state(topic, partition, state, expected)
+            except PartitionStateConflict:
+                continue  # someone wrote first; the states watch brings it and asks again
+            except UnknownTopic:
+                continue  # deleted meanwhile
+            log.debug("%s-%d: leader %d, leader epoch %d, isr %s", topic, partition, written.leader,
+                     written.leader_epoch, list(written.isr))
