@@ -45,7 +45,6 @@ from kafkapy.server.services import (
     BrokerServices,
     PartitionLogs,
     PartitionLogsProvider,
-    partition_leader,
 )
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
@@ -171,12 +170,10 @@ class TransactionsModule(Module):
 
     def _leader_of(self, topic: str, partition: int) -> int:
         """By the topics view, with the rule Metadata answers with; KafkaApiError for an unknown one."""
-        cluster = self.services.cluster
-        info = cluster.topics.get(topic)
-        replicas = info.partitions.get(partition) if info is not None else None
-        if replicas is None:
+        leadership = self.services.cluster.leadership(topic, partition)
+        if leadership is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        return partition_leader(replicas, {broker.broker_id for broker in cluster.brokers})
+        return leadership[0]
 
     def _leads(self, partition: int) -> bool:
         try:
@@ -229,9 +226,10 @@ class TransactionsModule(Module):
         if info is None:
             self._create_state_topic()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
-        replicas = info.partitions.get(self.coordinator.partition_for(transactional_id))
+        partition = self.coordinator.partition_for(transactional_id)
+        leadership = cluster.leadership(TRANSACTION_STATE_TOPIC, partition)
         live = {broker.broker_id: broker for broker in cluster.brokers}
-        leader = partition_leader(replicas or (), live)
+        leader = NO_LEADER if leadership is None else leadership[0]
         if leader not in live:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         return ErrorCode.NONE, live[leader]
