@@ -26,6 +26,7 @@ from importlib.metadata import entry_points
 from kafkapy.configs import ConfigsModule
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.features import FeaturesModule
+from kafkapy.groups import GroupsModule
 from kafkapy.quotas import QuotasModule
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.config import BrokerConfig, ConfigError
@@ -42,7 +43,7 @@ __all__ = ["DEFAULT_MODULES", "assemble", "dependency_order", "load_module_class
 MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules register under
 
 DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, FeaturesModule, QuotasModule,
-                                             TopicsModule, DataPlaneModule)
+                                             TopicsModule, DataPlaneModule, GroupsModule)
 
 
 def load_module_class(name: str) -> type[Module]:
