@@ -59,7 +59,8 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.answers: dict[int, list[Any]] = {}
         self.next_request = 0
         self.generation_seen = 0
-        self.generations: dict[int, tuple[str, str | None, frozenset[str]]] = {}  # gen -> leader, protocol, ids
+        # generation -> (leader, protocol, member ids) as the join answers told them
+        self.generations: dict[int, tuple[str, str | None, frozenset[str]]] = {}
         self.assigned: dict[int, dict[str, bytes]] = {}  # gen -> what its leader assigned
 
     def _persist(self, group_id: str, records: Any, done: Any) -> None:
@@ -253,12 +254,12 @@ class CoordinatorModel(RuleBasedStateMachine):
         assert group.state in TRANSITIONS
         assert group.pending_sync <= set(group.members)
         if group.state is GroupState.EMPTY:
-            assert not group.members and group.leader_id is None or not group.members
+            assert not group.members and group.leader_id is None
         if group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
             assert group.leader_id in group.members
             assert all(m.awaiting_join is None for m in group.members.values())
-            leader, protocol, _ = self.generations.get(group.generation_id, (group.leader_id, None, frozenset()))
-            assert leader == group.leader_id
+            told = self.generations.get(group.generation_id)
+            assert told is None or told[0] == group.leader_id
         if group.state is GroupState.STABLE:
             assigned = self.assigned.get(group.generation_id, {})
             for member in group.members.values():

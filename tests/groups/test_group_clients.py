@@ -87,7 +87,7 @@ class ConfluentMember:
             message = self.consumer.poll(0.1)
             self.parts = {tp.partition for tp in self.consumer.assignment()}
             if message is not None and not message.error():
-                self.seen.append(int(message.value()))
+                self.seen.append(int(message.value() or b""))
                 unsaved = message
             if unsaved is not None and unsaved.partition() in self.parts:
                 try:
@@ -253,13 +253,15 @@ def test_aiokafka_group_consumes_and_commits(broker: Broker) -> None:
                                     auto_offset_reset="earliest", enable_auto_commit=False)
         await consumer.start()
         seen: list[int] = []
+
+        async def until_all() -> None:
+            while len(seen) < 18:
+                batches = await consumer.getmany(timeout_ms=200)
+                for records in batches.values():
+                    seen.extend(int(r.value) for r in records)
+                await consumer.commit()
         try:
-            async with asyncio.timeout(TIMEOUT_S):
-                while len(seen) < 18:
-                    batches = await consumer.getmany(timeout_ms=200)
-                    for records in batches.values():
-                        seen.extend(int(r.value) for r in records)
-                    await consumer.commit()
+            await asyncio.wait_for(until_all(), TIMEOUT_S)
             committed = {p: await consumer.committed(TopicPartition(TOPIC, p)) for p in range(PARTITIONS)}
         finally:
             await consumer.stop()
