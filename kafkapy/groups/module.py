@@ -38,7 +38,8 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import NO_LEADER, TOPIC_CREATION, BrokerServices, partition_leader
-from kafkapy.store.onloop import watching
+from kafkapy.store.base import Watch
+from kafkapy.store.onloop import call_soon_on, watching
 
 __all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "GroupsModule", "InternalTopicCreation"]
 
@@ -134,6 +135,7 @@ class GroupsModule(Module):
         self._partitions: dict[int, _Load] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[bool] | None = None
+        self._watches: list[Watch] = []
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -150,7 +152,32 @@ class GroupsModule(Module):
             ApiKey.OFFSET_DELETE: ApiHandler(VersionRange(0, 0), self.offset_delete),
         }
 
+    async def start(self) -> None:
+        """Follow leadership of ``__consumer_offsets`` (Kafka's onElection/onResignation): load
+        the partitions this broker comes to lead, drop those it stops leading. The store's
+        watches run after the broker's own, so the cluster view is current when they fire."""
+        loop, store = self.services.loop, self.services.store
+
+        def changed(_: object) -> None:
+            call_soon_on(loop, self._follow_leadership)
+        self._watches = [store.watch_topics(changed), store.watch_brokers(changed)]
+
+    def _follow_leadership(self) -> None:
+        info = self.services.cluster.topics.get(OFFSETS_TOPIC)
+        if info is None:
+            return
+        me = self.services.broker_id
+        for partition in info.partitions:
+            leads = self._offsets_leader(partition) == me
+            if leads and partition not in self._partitions:
+                self._start_load(partition)
+            elif not leads and partition in self._partitions:
+                self._unload(partition)
+
     async def stop(self) -> None:
+        for watch in self._watches:
+            watch.cancel()
+        self._watches = []
         self.timers.cancel_all()
         for task in list(self._tasks):
             task.cancel()
@@ -213,27 +240,50 @@ class GroupsModule(Module):
                             f"The coordinator is loading the groups of {OFFSETS_TOPIC}-{partition}.")
 
     def _start_load(self, partition: int) -> None:
+        """Replay the partition into the coordinator. A short log is loaded at once; a long one
+        yields to the loop every _LOAD_YIELD_EVERY records, its groups answering
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         if partition in self._partitions:
             return
         self._partitions[partition] = _Load.LOADING
+        records: list[GroupRecord] = []
+        replay = self.group_log.replay(partition)
 
-        async def load() -> None:
-            records: list[GroupRecord] = []
-            try:
-                for count, record in enumerate(self.group_log.replay(partition), 1):
-                    records.append(record)
-                    if count % _LOAD_YIELD_EVERY == 0:
-                        await asyncio.sleep(0)
-                self.coordinator.load(partition, records)
-            except Exception:
-                self.services.log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
-                self._partitions.pop(partition, None)
-                return
+        def read_some() -> bool:
+            """Up to _LOAD_YIELD_EVERY more records; True once the log is exhausted."""
+            for record in replay:
+                records.append(record)
+                if len(records) % _LOAD_YIELD_EVERY == 0:
+                    return False
+            return True
+
+        def finish() -> None:
             if self._partitions.get(partition) is _Load.LOADING:
+                self.coordinator.load(partition, records)
                 self._partitions[partition] = _Load.LOADED
-                self.services.log.info("loaded the groups of %s-%d (%d records)", OFFSETS_TOPIC, partition,
-                                       len(records))
-        self._spawn(load())
+                self.services.log.debug("loaded the groups of %s-%d (%d records)", OFFSETS_TOPIC, partition,
+                                        len(records))
+
+        def failed() -> None:
+            self.services.log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
+            self._partitions.pop(partition, None)
+
+        try:
+            if read_some():
+                finish()
+                return
+        except Exception:
+            failed()
+            return
+
+        async def load_rest() -> None:
+            try:
+                while not read_some():
+                    await asyncio.sleep(0)
+                finish()
+            except Exception:
+                failed()
+        self._spawn(load_rest())
 
     def _unload(self, partition: int) -> None:
         self._partitions.pop(partition, None)
