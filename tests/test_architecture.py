@@ -6,7 +6,7 @@ The layers, lowest first (a unit is a top-level package, or a top-level module o
     protocol
     store  log  client
     server
-    configs  features  quotas  topics  coordination  observers  dataplane  groups   (the modules)
+    configs  features  quotas  topics  coordination  observers  dataplane  groups  transactions   (the modules)
     assembly  embedded  testing  capture  spark
     commands  cli  __main__
 
@@ -52,7 +52,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"store", "log", "client"}),
     frozenset({"server"}),
     frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane",
-               "groups"}),
+               "groups", "transactions"}),
     frozenset({"assembly", "embedded", "testing", "capture", "spark"}),
     frozenset({"commands", "cli", "__main__"}),
 )

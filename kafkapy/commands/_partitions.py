@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.errors import ErrorCode
@@ -48,9 +48,12 @@ _NO_REPLICA = -1  # replica_id of a consumer, not a follower
 _RETRY_BACKOFF = 0.1  # seconds; librdkafka's retry.backoff.ms is 100
 _RETRIED = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                       ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT,
-                      ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH})
+                      ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+                      ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                      ErrorCode.NOT_COORDINATOR})
 
 T = TypeVar("T")
+C = TypeVar("C", bound="PartitionClient")
 
 
 class _Retry(Exception):
@@ -107,6 +110,8 @@ def _check(code: int, what: str) -> None:
 class PartitionClient:
     """Metadata, Produce, ListOffsets and Fetch, each sent to the partition's leader."""
 
+    versions: ClassVar[Mapping[ApiKey, tuple[int, int]]] = _VERSIONS  # a subclass adds its APIs
+
     def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-cli") -> None:
         self.timeout = timeout
         self.client_id = client_id
@@ -116,7 +121,7 @@ class PartitionClient:
         self._versions: dict[int, dict[int, int]] = {}  # id(connection) -> api key -> newest version
         self._leaders: dict[tuple[str, int], int] = {}
 
-    def __enter__(self) -> PartitionClient:
+    def __enter__(self: C) -> C:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -137,7 +142,7 @@ class PartitionClient:
             _check(body["error_code"], "ApiVersions")
             versions = {k["api_key"]: k["max_version"] for k in body["api_keys"]}
             self._versions[id(connection)] = versions
-        oldest, newest = _VERSIONS[api_key]
+        oldest, newest = self.versions[api_key]
         served = versions.get(api_key)
         where = f"{connection.host}:{connection.port}"
         if served is None:
@@ -168,8 +173,12 @@ class PartitionClient:
             except _Retry as retry:
                 if time.monotonic() >= deadline:
                     raise ClientError(f"{retry.message} (still after {self.timeout:g}s)") from None
-                self._leaders.clear()
+                self._forget()
                 time.sleep(_RETRY_BACKOFF)
+
+    def _forget(self) -> None:
+        """Drop what a retriable error may have made stale: who leads what."""
+        self._leaders.clear()
 
     # --- metadata ------------------------------------------------------------------------
 

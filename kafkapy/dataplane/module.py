@@ -33,9 +33,11 @@ from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
     AUTO_TOPIC_CREATION,
+    PARTITION_LOGS,
     TOPIC_CONFIGS_CAPABILITY,
     TOPIC_CREATION,
     BrokerServices,
+    PartitionLogs,
 )
 
 __all__ = ["DataPlaneModule", "TopicCreation"]
@@ -90,7 +92,7 @@ def _each_partition(topics: Any, topic_key: str, partition_key: str, blank: Mapp
 
 class DataPlaneModule(Module):
     name = "dataplane"
-    provides = (AUTO_TOPIC_CREATION,)
+    provides = (AUTO_TOPIC_CREATION, PARTITION_LOGS)
     wants = (TOPIC_CREATION, TOPIC_CONFIGS_CAPABILITY)
     config_keys = (
         ConfigKey("log.dirs", "list", None,
@@ -179,6 +181,10 @@ class DataPlaneModule(Module):
         if self._partitions is None:
             raise RuntimeError("the data plane has not started")
         return self._partitions
+
+    def partition_logs(self) -> PartitionLogs:
+        """PARTITION_LOGS: the partitions this broker leads, for modules keeping state in a topic."""
+        return self.partitions
 
     @property
     def fetch_handler(self) -> FetchHandler:

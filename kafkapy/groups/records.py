@@ -8,12 +8,20 @@ records) in the shape the coordinator works with; their bytes are the codec's bu
 
 from __future__ import annotations
 
+import uuid
 from typing import TypeAlias
 
 import attrs
 
-__all__ = ["NO_EXPIRE_TIMESTAMP", "GroupMetadataKey", "GroupMetadataValue", "GroupRecord", "MemberMetadata",
-           "OffsetCommitKey", "OffsetCommitValue"]
+__all__ = ["NO_EXPIRE_TIMESTAMP", "ClassicMemberMetadata", "ClassicProtocol",
+           "ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue",
+           "ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue", "ConsumerGroupMetadataKey",
+           "ConsumerGroupMetadataValue", "ConsumerGroupPartitionMetadataKey",
+           "ConsumerGroupPartitionMetadataValue",
+           "ConsumerGroupTargetAssignmentMemberKey", "ConsumerGroupTargetAssignmentMemberValue",
+           "ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupTargetAssignmentMetadataValue",
+           "GroupMetadataKey", "GroupMetadataValue", "GroupRecord", "MemberMetadata", "OffsetCommitKey",
+           "OffsetCommitValue", "PartitionRacks", "TopicMetadata", "TopicPartitions"]
 
 NO_EXPIRE_TIMESTAMP = -1  # commits since KIP-211 carry no expiry of their own
 
@@ -61,8 +69,128 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...] = ()
 
 
-GroupKey: TypeAlias = OffsetCommitKey | GroupMetadataKey
-GroupValue: TypeAlias = OffsetCommitValue | GroupMetadataValue
+# --- KIP-848 consumer groups: one record per fact, so a heartbeat rewrites only what changed ---------
+# Field names are the snake_case of Kafka's, as the codec's specs (protocol_specs/records/) name them.
+
+
+@attrs.frozen
+class ConsumerGroupMetadataKey:
+    group_id: str
+
+
+@attrs.frozen
+class ConsumerGroupMetadataValue:
+    epoch: int  # the group epoch
+
+
+@attrs.frozen
+class PartitionRacks:
+    partition: int
+    racks: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class TopicMetadata:
+    topic_id: uuid.UUID
+    topic_name: str
+    num_partitions: int
+    partition_metadata: tuple[PartitionRacks, ...] = ()  # unused since Kafka 4.0: written empty
+
+
+@attrs.frozen
+class ConsumerGroupPartitionMetadataKey:
+    group_id: str
+
+
+@attrs.frozen
+class ConsumerGroupPartitionMetadataValue:
+    topics: tuple[TopicMetadata, ...] = ()
+
+
+@attrs.frozen
+class ClassicProtocol:
+    name: str
+    metadata: bytes
+
+
+@attrs.frozen
+class ClassicMemberMetadata:
+    """A member of a consumer group that joined with JoinGroup (KIP-848's upgrade path)."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[ClassicProtocol, ...] = ()
+
+
+@attrs.frozen
+class ConsumerGroupMemberMetadataKey:
+    group_id: str
+    member_id: str
+
+
+@attrs.frozen
+class ConsumerGroupMemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    classic_member_metadata: ClassicMemberMetadata | None = None
+
+
+@attrs.frozen
+class ConsumerGroupTargetAssignmentMetadataKey:
+    group_id: str
+
+
+@attrs.frozen
+class ConsumerGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@attrs.frozen
+class TopicPartitions:
+    topic_id: uuid.UUID
+    partitions: tuple[int, ...]
+
+
+@attrs.frozen
+class ConsumerGroupTargetAssignmentMemberKey:
+    group_id: str
+    member_id: str
+
+
+@attrs.frozen
+class ConsumerGroupTargetAssignmentMemberValue:
+    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+
+@attrs.frozen
+class ConsumerGroupCurrentMemberAssignmentKey:
+    group_id: str
+    member_id: str
+
+
+@attrs.frozen
+class ConsumerGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState value
+    assigned_partitions: tuple[TopicPartitions, ...] = ()
+    partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
+
+
+GroupKey: TypeAlias = (OffsetCommitKey | GroupMetadataKey | ConsumerGroupMetadataKey
+                       | ConsumerGroupPartitionMetadataKey | ConsumerGroupMemberMetadataKey
+                       | ConsumerGroupTargetAssignmentMetadataKey | ConsumerGroupTargetAssignmentMemberKey
+                       | ConsumerGroupCurrentMemberAssignmentKey)
+GroupValue: TypeAlias = (OffsetCommitValue | GroupMetadataValue | ConsumerGroupMetadataValue
+                         | ConsumerGroupPartitionMetadataValue | ConsumerGroupMemberMetadataValue
+                         | ConsumerGroupTargetAssignmentMetadataValue
+                         | ConsumerGroupTargetAssignmentMemberValue
+                         | ConsumerGroupCurrentMemberAssignmentValue)
 
 
 @attrs.frozen

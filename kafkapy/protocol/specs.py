@@ -37,6 +37,7 @@ __all__ = [
     "load_spec_file",
     "parse_spec",
     "project_spec_dir",
+    "record_spec",
     "snake_case",
     "standard_and_project_specs",
 ]
@@ -185,6 +186,21 @@ def project_spec_dir() -> Path:
         if candidate.is_dir():
             return candidate
     raise RuntimeError("kafkapy's protocol_specs directory is missing from this installation")
+
+
+@functools.cache
+def _record_specs() -> dict[str, MessageSpec]:
+    return {spec.name: spec for spec in _iter_dir(project_spec_dir() / "records", "kafkapy")}
+
+
+def record_spec(name: str) -> MessageSpec:
+    """A record schema of an internal topic (``protocol_specs/records/``: the ``__consumer_offsets``
+    keys and values), by name. Kept out of the API catalogue: these are record payloads, not
+    requests, and their "versions" are the int16 a record's key or value starts with."""
+    try:
+        return _record_specs()[name]
+    except KeyError:
+        raise KeyError(f"no record spec {name!r} in protocol_specs/records") from None
 
 
 def _iter_dir(path: Path, source: str) -> Iterator[MessageSpec]:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from kafkapy.errors import ErrorCode
+from kafkapy.log.base import PartitionLog
 from kafkapy.store.base import BrokerRegistration, MetadataStore, TopicInfo
 
 if TYPE_CHECKING:
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "TOPIC_CONFIGS_CAPABILITY",
-           "TOPIC_CREATION", "AcceptGate", "AutoTopicCreation",
-           "BrokerServices", "ClusterView", "partition_leader"]
+__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "NO_LEADER", "PARTITION_LOGS",
+           "TOPIC_CONFIGS_CAPABILITY", "TOPIC_CREATION", "AcceptGate", "AutoTopicCreation",
+           "BrokerServices", "ClusterView", "PartitionLogs", "PartitionLogsProvider", "partition_leader"]
 
 T = TypeVar("T")
 
@@ -46,6 +47,24 @@ AUTO_TOPIC_CREATION = "auto-topic-creation"
 TOPIC_CREATION = "topic-creation"
 # Per-topic LogConfig and its changes (log_config(topic), watch_log_configs(callback)): the configs module.
 TOPIC_CONFIGS_CAPABILITY = "topic-configs"
+# The data plane's partition logs (``partition_logs()``), for a module that keeps its state in a topic
+# of its own (the group coordinator in __consumer_offsets), written and read as Produce and Fetch do.
+PARTITION_LOGS = "partition-logs"
+
+
+@runtime_checkable
+class PartitionLogs(Protocol):
+    def leader_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker leads; KafkaApiError UNKNOWN_TOPIC_OR_PARTITION or
+        NOT_LEADER_OR_FOLLOWER otherwise, as Produce answers."""
+    def leader_epoch(self, topic: str, partition: int) -> int: ...
+    def appended(self, topic: str, partition: int) -> None:
+        """Say that the partition's high watermark moved (wakes long-polling Fetches)."""
+
+
+@runtime_checkable
+class PartitionLogsProvider(Protocol):
+    def partition_logs(self) -> PartitionLogs: ...
 
 
 @runtime_checkable

@@ -1,0 +1,295 @@
+"""``kafkapy groups``: list, describe, delete consumer groups and reset their offsets.
+
+The flags, the columns and the messages are kafka-consumer-groups.sh's, so a runbook written for
+Kafka works here unchanged: ``--describe`` shows GROUP TOPIC PARTITION CURRENT-OFFSET
+LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID; ``--reset-offsets`` is a dry run unless
+``--execute`` is given, and refuses a group that still has members (their positions would
+overwrite the reset at their next commit). ``--json`` prints the same facts for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from kafkapy.client import ClientError
+from kafkapy.commands._groups import GroupClient, GroupDescription
+from kafkapy.commands._partitions import EARLIEST, LATEST
+from kafkapy.errors import ErrorCode
+
+__all__ = ["register"]
+
+_INACTIVE = frozenset({"Empty", "Dead"})  # the states in which Kafka lets offsets be reset
+_NONE = "-"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "groups", help="list, describe, delete consumer groups, reset offsets (kafka-consumer-groups.sh)",
+        description="Consumer group administration with kafka-consumer-groups.sh's flags and columns.")
+    parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="list every group")
+    action.add_argument("--describe", action="store_true", help="offsets and lag (or --members / --state)")
+    action.add_argument("--delete", action="store_true", help="delete empty groups")
+    action.add_argument("--reset-offsets", action="store_true", help="move committed offsets (dry run "
+                                                                     "unless --execute)")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--group", action="append", metavar="GROUP", help="a group (repeatable)")
+    scope.add_argument("--all-groups", action="store_true")
+    view = parser.add_mutually_exclusive_group()
+    view.add_argument("--members", action="store_true", help="with --describe: one row per member")
+    view.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (default)")
+    view.add_argument("--state", nargs="*", metavar="STATE",
+                      help="with --describe: the group's state; with --list: show (or filter by) state")
+    parser.add_argument("--verbose", action="store_true", help="with --members: the assigned partitions")
+    topics = parser.add_mutually_exclusive_group()
+    topics.add_argument("--topic", action="append", metavar="TOPIC[:P,P]",
+                        help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
+    topics.add_argument("--all-topics", action="store_true",
+                        help="with --reset-offsets: every topic the group has offsets for")
+    spec = parser.add_mutually_exclusive_group()
+    spec.add_argument("--to-earliest", action="store_true")
+    spec.add_argument("--to-latest", action="store_true")
+    spec.add_argument("--to-current", action="store_true")
+    spec.add_argument("--to-offset", type=int, metavar="OFFSET")
+    spec.add_argument("--shift-by", type=int, metavar="N")
+    spec.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                      help="the first offset at or after this time (UTC unless an offset is given)")
+    spec.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset this long ago")
+    run = parser.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
+    run.add_argument("--execute", action="store_true", help="commit the new offsets")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.set_defaults(func=_run)
+
+
+class _Usage(Exception):
+    """A mistake in the command line, told in one line like kafka-consumer-groups.sh does."""
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    cells = [[_NONE if value is None else str(value) for value in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    return "\n".join(" ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                     for row in (list(headers), *cells))
+
+
+def _groups(client: GroupClient, args: argparse.Namespace) -> list[str]:
+    if args.all_groups:
+        return [g.group_id for g in client.list_groups()]
+    if not args.group:
+        raise _Usage("one of --group or --all-groups is required")
+    return list(args.group)
+
+
+def _list(client: GroupClient, args: argparse.Namespace) -> str:
+    states = args.state or ()
+    listed = client.list_groups(states)
+    if args.json:
+        return json.dumps({"groups": [{"group": g.group_id, "state": g.state or None,
+                                       "protocol_type": g.protocol_type} for g in listed]})
+    if args.state is not None:
+        return table(("GROUP", "STATE"), ((g.group_id, g.state or None) for g in listed))
+    return "\n".join(g.group_id for g in listed)
+
+
+def _offset_rows(client: GroupClient, group: GroupDescription) -> list[dict[str, Any]]:
+    """One row per partition the group has an offset for or a member owns, with the lag."""
+    committed = {(c.topic, c.partition): c.offset for c in client.committed(group.group_id)}
+    owners = {tp: m for m in group.members for tp in m.assignment}
+    rows = []
+    for topic, partition in sorted(committed.keys() | owners.keys()):
+        end = client.list_offset(topic, partition, LATEST)
+        current = committed.get((topic, partition))
+        member = owners.get((topic, partition))
+        rows.append({"group": group.group_id, "topic": topic, "partition": partition,
+                     "current_offset": current, "log_end_offset": end,
+                     "lag": None if current is None else max(end - current, 0),
+                     "consumer_id": member and member.member_id, "host": member and member.client_host,
+                     "client_id": member and member.client_id})
+    return rows
+
+
+def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> str:
+    out_json: list[dict[str, Any]] = []
+    blocks: list[str] = []
+    for group_id in _groups(client, args):
+        group = client.describe_group(group_id)
+        if group.error is not ErrorCode.NONE:
+            raise ClientError(f"describe group {group_id!r}: {group.error.name}")
+        if group.state == "Dead":
+            warn.append(f"Error: Consumer group '{group_id}' does not exist.")
+            continue
+        if not group.members and args.state is None:
+            warn.append(f"Consumer group '{group_id}' has no active members.")
+        if args.state is not None:
+            row = {"group": group_id, "coordinator": group.coordinator, "assignment_strategy": group.protocol,
+                   "state": group.state, "members": len(group.members)}
+            out_json.append(row)
+            blocks.append(table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                                [(group_id, group.coordinator, group.protocol or None, group.state,
+                                  len(group.members))]))
+        elif args.members:
+            members = [{"group": group_id, "consumer_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "host": m.client_host, "client_id": m.client_id, "partitions": len(m.assignment),
+                        "assignment": [f"{t}-{p}" for t, p in m.assignment]} for m in group.members]
+            out_json.extend(members)
+            headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+            keys = ["group", "consumer_id", "group_instance_id", "host", "client_id", "partitions"]
+            member_rows: list[list[Any]] = [[m[k] for k in keys] for m in members]
+            if args.verbose:
+                headers.append("ASSIGNMENT")
+                for member_row, member in zip(member_rows, group.members):
+                    member_row.append(",".join(f"{t}-{p}" for t, p in member.assignment) or None)
+            blocks.append(table(headers, member_rows))
+        else:
+            offsets = _offset_rows(client, group)
+            out_json.extend(offsets)
+            columns = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag",
+                       "consumer_id", "host", "client_id")
+            blocks.append(table([c.upper().replace("_", "-") for c in columns],
+                                ([r[k] for k in columns] for r in offsets)))
+    return json.dumps({"groups": out_json}) if args.json else "\n\n".join(blocks)
+
+
+def _delete(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> tuple[str, bool]:
+    group_ids = _groups(client, args)
+    results = client.delete_groups(group_ids)
+    failed = {g: e for g, e in results.items() if e is not ErrorCode.NONE}
+    if args.json:
+        return json.dumps({"deleted": [g for g in group_ids if g not in failed],
+                           "failed": {g: e.name for g, e in failed.items()}}), not failed
+    done = [g for g in group_ids if g not in failed]
+    lines = []
+    if done:
+        names = ", ".join(f"'{g}'" for g in done)
+        lines.append(f"Deletion of requested consumer groups ({names}) was successful.")
+    if failed:
+        warn.append("Error: Deletion of some consumer groups failed:")
+        warn.extend(f"* Group '{g}' could not be deleted due to: {e.name}" for g, e in failed.items())
+    return "\n".join(lines), not failed
+
+
+_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+
+
+def _timestamp_ms(args: argparse.Namespace) -> int | None:
+    """The time --to-datetime or --by-duration names, in ms since the epoch."""
+    if args.to_datetime is not None:
+        try:
+            when = datetime.fromisoformat(args.to_datetime)
+        except ValueError:
+            raise _Usage(f"--to-datetime {args.to_datetime!r}: expected YYYY-MM-DDTHH:mm:SS.sss") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return int(when.timestamp() * 1000)
+    if args.by_duration is not None:
+        match = _DURATION.match(args.by_duration)
+        if not match or args.by_duration in ("P", "PT"):
+            raise _Usage(f"--by-duration {args.by_duration!r}: expected an ISO-8601 duration like PT1H30M")
+        days, hours, minutes, seconds = (float(part or 0) for part in match.groups())
+        ago = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+        return int((datetime.now(timezone.utc).timestamp() - ago) * 1000)
+    return None
+
+
+def _targets(client: GroupClient, args: argparse.Namespace, group_id: str) -> list[tuple[str, int]]:
+    if args.all_topics:
+        return [(c.topic, c.partition) for c in client.committed(group_id)]
+    if not args.topic:
+        raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
+    chosen: list[tuple[str, int]] = []
+    for entry in args.topic:
+        topic, _, partitions = entry.partition(":")
+        if partitions:
+            try:
+                chosen.extend((topic, int(p)) for p in partitions.split(","))
+            except ValueError:
+                raise _Usage(f"--topic {entry!r}: partitions must be numbers, as in {topic}:0,1") from None
+        else:
+            chosen.extend((topic, p) for p in client.partitions(topic))
+    return sorted(set(chosen))
+
+
+def _new_offset(client: GroupClient, args: argparse.Namespace, current: dict[tuple[str, int], int],
+                tp: tuple[str, int], when: int | None) -> int:
+    earliest = client.list_offset(*tp, EARLIEST)
+    latest = client.list_offset(*tp, LATEST)
+    if args.to_earliest:
+        return earliest
+    if args.to_latest:
+        return latest
+    if when is not None:
+        found = client.list_offset(*tp, when)
+        return latest if found < 0 else found
+    if args.to_current:
+        return current.get(tp, latest)
+    if args.to_offset is not None:
+        wanted = int(args.to_offset)
+    else:  # --shift-by: from the committed offset (Kafka starts a partition without one at the end)
+        wanted = current.get(tp, latest) + int(args.shift_by)
+    return min(max(wanted, earliest), latest)  # Kafka clamps into what the log holds
+
+
+def _reset(client: GroupClient, args: argparse.Namespace) -> str:
+    if not any((args.to_earliest, args.to_latest, args.to_current, args.to_datetime, args.by_duration,
+                args.to_offset is not None, args.shift_by is not None)):
+        raise _Usage("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, "
+                     "--shift-by, --to-datetime, --by-duration")
+    when = _timestamp_ms(args)
+    planned: list[dict[str, Any]] = []
+    for group_id in _groups(client, args):
+        group = client.describe_group(group_id)
+        if group.state not in _INACTIVE:
+            raise ClientError(f"Assignments can only be reset if the group '{group_id}' is inactive, but "
+                              f"the current state is {group.state}.")
+        current = {(c.topic, c.partition): c.offset for c in client.committed(group_id)}
+        offsets = {tp: _new_offset(client, args, current, tp, when)
+                   for tp in _targets(client, args, group_id)}
+        if args.execute and offsets:
+            failed = {tp: e for tp, e in client.commit(group_id, offsets).items() if e is not ErrorCode.NONE}
+            if failed:
+                (topic, partition), error = next(iter(failed.items()))
+                raise ClientError(f"committing the reset of group '{group_id}' failed for "
+                                  f"{topic}-{partition}: {error.name}")
+        planned.extend({"group": group_id, "topic": t, "partition": p, "new_offset": o}
+                       for (t, p), o in sorted(offsets.items()))
+    if args.json:
+        return json.dumps({"executed": bool(args.execute), "offsets": planned})
+    return table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
+                 ([r["group"], r["topic"], r["partition"], r["new_offset"]] for r in planned))
+
+
+def _run(args: argparse.Namespace) -> int:
+    prog = "kafkapy groups"
+    warn: list[str] = []
+    ok = True
+    try:
+        with GroupClient(args.bootstrap_server, args.timeout) as client:
+            if args.list:
+                out = _list(client, args)
+            elif args.describe:
+                out = _describe(client, args, warn)
+            elif args.delete:
+                out, ok = _delete(client, args, warn)
+            else:
+                out = _reset(client, args)
+    except _Usage as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    except ClientError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
+    for line in warn:
+        print(line, file=sys.stderr)
+    if out:
+        print(out)
+    return 0 if ok else 1

@@ -1,0 +1,144 @@
+"""The GroupLog over the data plane's partition logs: ``__consumer_offsets`` as Kafka keeps it.
+
+Theory of operation
+-------------------
+The coordinator's decisions go to the group's partition of ``__consumer_offsets`` (Kafka's rule,
+``partitioning.offsets_partition_for``) as one magic-2 record batch per ``append``: producer id
+-1, create time stamped now, uncompressed unless ``offsets.topic.compression.codec`` says
+otherwise (Kafka's default, 0: none). Keys and values are Kafka's own bytes (``record_codec``),
+so a Kafka tool reading our topic, or we reading Kafka's, see the same records.
+
+The batch goes into the log the way Produce puts one there (offsets from the log end, the
+partition's leader epoch), and Fetch's waiters are woken. With one replica per partition the
+high watermark is the log end once the append returns: that is acks=all here, as for Produce.
+
+``replay`` reads the partition from its log start to the high watermark, batch by batch, in log
+order: control batches are skipped (they carry transaction markers, not records), and so are
+transactional batches until transactions land (their offsets count only once committed, which
+needs the markers' outcome). A record type kafkapy has no schema for is skipped, as Kafka's
+loader skips it; any other undecodable record stops the replay with a GroupRecordError naming
+the partition and offset.
+
+Errors are the coordinator's, mapped from the data plane's as Kafka's group coordinator maps
+them (GroupCoordinatorService): a partition that does not exist (yet) or cannot be written is
+COORDINATOR_NOT_AVAILABLE, one this broker does not lead is NOT_COORDINATOR.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
+from kafkapy.groups.record_codec import GroupRecordError, UnknownRecordType, decode_record, encode_record
+from kafkapy.groups.records import GroupRecord
+from kafkapy.log.base import PartitionLog
+from kafkapy.protocol.records import Compression, RecordBatch, Records, build_record_batch
+from kafkapy.server.services import PartitionLogs
+
+__all__ = ["COORDINATOR_ERRORS", "NO_PRODUCER", "REPLAY_READ_BYTES", "OffsetsTopicLog"]
+
+NO_PRODUCER = -1  # the coordinator's batches are not idempotent: producer id, epoch and sequence -1
+REPLAY_READ_BYTES = 1 << 20  # per read while replaying (Kafka's offsets.load.buffer.size is 5 MiB)
+
+# The data plane's error -> the coordinator's (Kafka's GroupCoordinatorService.handleOperationException).
+COORDINATOR_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class OffsetsTopicLog:
+    """``persistence.GroupLog`` over the partitions the data plane offers (PARTITION_LOGS)."""
+
+    def __init__(self, partitions: PartitionLogs, partition_count: int, *,
+                 compression: Compression | int | str = "none",
+                 clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
+        if partition_count < 1:
+            raise ValueError(f"offsets.topic.num.partitions must be at least 1, got {partition_count}")
+        self._partitions = partitions
+        self._partition_count = partition_count
+        self._compression = compression
+        self._clock_ms = clock_ms
+
+    @property
+    def partition_count(self) -> int:
+        return self._partition_count
+
+    def partition_for(self, group_id: str) -> int:
+        return offsets_partition_for(group_id, self._partition_count)
+
+    def _leader_log(self, partition: int) -> PartitionLog:
+        try:
+            return self._partitions.leader_log(OFFSETS_TOPIC, partition)
+        except KafkaApiError as exc:
+            raise _as_coordinator_error(exc, partition) from None
+
+    async def append(self, group_id: str, records: Sequence[GroupRecord]) -> None:
+        """One batch of ``records`` to the group's partition, durable (acks=all) when this returns."""
+        if not records:
+            return
+        partition = self.partition_for(group_id)
+        log = self._leader_log(partition)
+        now = self._clock_ms()
+        entries = []
+        for record in records:
+            key, value = encode_record(record)
+            entries.append({"key": key, "value": value, "timestamp": now})
+        try:
+            batch = build_record_batch(
+                entries, base_offset=log.log_end_offset, compression=self._compression,
+                producer_id=NO_PRODUCER, producer_epoch=NO_PRODUCER, base_sequence=NO_PRODUCER,
+                partition_leader_epoch=self._partitions.leader_epoch(OFFSETS_TOPIC, partition),
+                base_timestamp=now)
+            log.append(batch, now_ms=now)
+        except KafkaApiError as exc:
+            raise _as_coordinator_error(exc, partition) from None
+        except OSError as exc:  # the disk refused: Kafka's KAFKA_STORAGE_ERROR, so NOT_COORDINATOR
+            raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
+                                f"{OFFSETS_TOPIC}-{partition} cannot be written: {exc}") from None
+        self._partitions.appended(OFFSETS_TOPIC, partition)
+
+    def replay(self, partition: int) -> Iterator[GroupRecord]:
+        """Every record of ``partition`` up to its high watermark, in log order, tombstones
+        included (later records win); see the module docstring for what is skipped."""
+        log = self._leader_log(partition)
+        offset, end = log.log_start_offset, log.high_watermark
+        while offset < end:
+            read = log.read(offset, REPLAY_READ_BYTES, max_offset=end)
+            if not read.chunks:
+                return
+            for chunk in read.chunks:
+                for batch in Records(chunk).batches(strict=True):
+                    offset = batch.last_offset + 1
+                    if not isinstance(batch, RecordBatch) or batch.is_control or batch.is_transactional:
+                        continue  # legacy batches never hold coordinator records written since 0.11
+                    yield from _decoded(batch, partition)
+
+
+def _decoded(batch: RecordBatch, partition: int) -> Iterator[GroupRecord]:
+    for record in batch.records():
+        if record.key is None:
+            continue  # not a coordinator record; Kafka's loader refuses these too
+        try:
+            yield decode_record(record.key, record.value)
+        except UnknownRecordType:
+            continue  # a newer broker's record: Kafka's loader skips it as well
+        except GroupRecordError as exc:
+            raise GroupRecordError(f"{OFFSETS_TOPIC}-{partition} offset {record.offset}: {exc.reason}",
+                                   offset=exc.offset, field=exc.field) from None
+
+
+def _as_coordinator_error(exc: KafkaApiError, partition: int) -> KafkaApiError:
+    code = COORDINATOR_ERRORS.get(exc.code, exc.code)
+    return KafkaApiError(code, f"{OFFSETS_TOPIC}-{partition}: {exc.message or exc.code.name}")

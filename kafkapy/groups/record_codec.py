@@ -1,0 +1,326 @@
+"""``__consumer_offsets`` records to and from bytes, as Kafka's group coordinator writes them.
+
+Theory of operation
+-------------------
+A record's key is a big-endian int16 *record type* followed by the key message at that version;
+its value is an int16 *value version* followed by the value message, or null for a tombstone
+(Kafka's CoordinatorRecordSerde). The record type is the key's schema version, so it says which
+key and value schemas follow:
+
+====  ======================================================  =========================
+type  key / value                                             value versions (written)
+====  ======================================================  =========================
+0, 1  OffsetCommitKey / OffsetCommitValue                     0-4 (3; 1 with an expiry)
+2     GroupMetadataKey / GroupMetadataValue                   0-4 (3)
+3     ConsumerGroupMetadataKey / ...Value                     0
+4     ConsumerGroupPartitionMetadataKey / ...Value            0
+5     ConsumerGroupMemberMetadataKey / ...Value               0
+6     ConsumerGroupTargetAssignmentMetadataKey / ...Value     0
+7     ConsumerGroupTargetAssignmentMemberKey / ...Value       0
+8     ConsumerGroupCurrentMemberAssignmentKey / ...Value      0
+====  ======================================================  =========================
+
+Types 9-15 are share groups' (KIP-932), which kafkapy does not serve. The written versions are
+those of Kafka's MetadataVersion.offsetCommitValueVersion / groupMetadataValueVersion at any
+metadata version since 2.3: the newest non-flexible one, since no tagged field exists yet.
+
+The schemas are this project's specs in ``protocol_specs/records/`` (Kafka's dialect), compiled
+and cached like every API's. A value's Python shape is the attrs class of
+``kafkapy.groups.records``, whose field names are the specs' snake_case names (two classic member
+fields excepted, renamed in ``_RENAMES``). A field an older version lacks decodes to its spec
+default; encoding at an older version drops the fields it lacks (all of them ignorable, as Kafka's
+generated code drops them). Trailing bytes after a message are ignored, as Kafka's reader does.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from kafkapy.errors import DecodeError
+from kafkapy.groups.records import (
+    NO_EXPIRE_TIMESTAMP,
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupCurrentMemberAssignmentKey,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    GroupKey,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    GroupRecord,
+    GroupValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    PartitionRacks,
+    TopicMetadata,
+    TopicPartitions,
+)
+from kafkapy.protocol.schema import MessageSchema, default_value
+from kafkapy.protocol.specs import FieldSpec, MessageSpec, record_spec
+
+__all__ = [
+    "GroupRecordError",
+    "RecordKind",
+    "UnknownRecordType",
+    "decode_key",
+    "decode_record",
+    "decode_value",
+    "encode_key",
+    "encode_record",
+    "encode_value",
+    "kind_for_type",
+    "kind_of",
+    "value_version_for",
+]
+
+_VERSION = struct.Struct(">h")
+SHARE_GROUP_TYPES = range(9, 16)  # KIP-932's records: Kafka knows them, kafkapy serves no share groups
+
+
+class GroupRecordError(DecodeError):
+    """Bytes that are not a ``__consumer_offsets`` record kafkapy can read: one line saying why."""
+
+
+class UnknownRecordType(GroupRecordError):
+    """A key whose record type (its version prefix) kafkapy has no schema for. Kafka's loader
+    skips such records with a warning (a leftover of a newer broker), and so does replay."""
+
+    def __init__(self, record_type: int) -> None:
+        self.record_type = record_type
+        what = "a share group record (KIP-932), which kafkapy does not serve" \
+            if record_type in SHARE_GROUP_TYPES else "not a record type kafkapy knows (0-8)"
+        super().__init__(f"__consumer_offsets key of record type {record_type}: {what}", offset=0,
+                         field="key.version")
+
+
+@attrs.frozen
+class RecordKind:
+    """One kind of record: the key version Kafka writes for it and its two schemas' names."""
+
+    record_type: int
+    key_class: type[Any]
+    value_class: type[Any]
+
+    @property
+    def key_spec(self) -> MessageSpec:
+        return record_spec(self.key_class.__name__)
+
+    @property
+    def value_spec(self) -> MessageSpec:
+        return record_spec(self.value_class.__name__)
+
+
+_KINDS = (
+    RecordKind(1, OffsetCommitKey, OffsetCommitValue),
+    RecordKind(2, GroupMetadataKey, GroupMetadataValue),
+    RecordKind(3, ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+    RecordKind(4, ConsumerGroupPartitionMetadataKey, ConsumerGroupPartitionMetadataValue),
+    RecordKind(5, ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+    RecordKind(6, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
+    RecordKind(7, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
+    RecordKind(8, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+)
+# Type 0 is OffsetCommitKey's first version (the same layout); Kafka reads both, writes 1.
+_BY_TYPE: dict[int, RecordKind] = {0: _KINDS[0], **{kind.record_type: kind for kind in _KINDS}}
+_BY_KEY_CLASS: dict[type[Any], RecordKind] = {kind.key_class: kind for kind in _KINDS}
+_BY_VALUE_CLASS: dict[type[Any], RecordKind] = {kind.value_class: kind for kind in _KINDS}
+
+# attrs field -> spec field, where the names differ (the classic member's timeouts say their unit).
+_RENAMES: dict[type[Any], dict[str, str]] = {
+    MemberMetadata: {"rebalance_timeout_ms": "rebalance_timeout", "session_timeout_ms": "session_timeout"},
+}
+# attrs field -> the attrs class of its struct (or of each element of its struct array).
+_NESTED: dict[type[Any], dict[str, type[Any]]] = {
+    GroupMetadataValue: {"members": MemberMetadata},
+    ConsumerGroupPartitionMetadataValue: {"topics": TopicMetadata},
+    TopicMetadata: {"partition_metadata": PartitionRacks},
+    ConsumerGroupMemberMetadataValue: {"classic_member_metadata": ClassicMemberMetadata},
+    ClassicMemberMetadata: {"supported_protocols": ClassicProtocol},
+    ConsumerGroupTargetAssignmentMemberValue: {"topic_partitions": TopicPartitions},
+    ConsumerGroupCurrentMemberAssignmentValue: {"assigned_partitions": TopicPartitions,
+                                                "partitions_pending_revocation": TopicPartitions},
+}
+
+
+def kind_for_type(record_type: int) -> RecordKind:
+    """The kind a key's record type names; UnknownRecordType for any other."""
+    kind = _BY_TYPE.get(record_type)
+    if kind is None:
+        raise UnknownRecordType(record_type)
+    return kind
+
+
+def kind_of(item: GroupKey | GroupValue) -> RecordKind:
+    kind = _BY_KEY_CLASS.get(type(item)) or _BY_VALUE_CLASS.get(type(item))
+    if kind is None:
+        raise TypeError(f"{type(item).__name__} is not a __consumer_offsets key or value")
+    return kind
+
+
+def value_version_for(value: GroupValue) -> int:
+    """The value version Kafka writes: OffsetCommitValue v3 (v1 when the commit expires on its
+    own), GroupMetadataValue v3, every KIP-848 value v0."""
+    if isinstance(value, OffsetCommitValue):
+        return 1 if value.expire_timestamp != NO_EXPIRE_TIMESTAMP else 3
+    if isinstance(value, GroupMetadataValue):
+        return 3
+    return 0
+
+
+# --- schemas: compiled once per (spec, version) ------------------------------------------------
+
+Decoder = Callable[[bytes, int, int], tuple[Mapping[str, Any], int]]
+Encoder = Callable[[Mapping[str, Any], bytearray], None]
+
+
+@functools.cache
+def _schema(name: str, version: int) -> tuple[Decoder, Encoder, Callable[[Mapping[str, Any]], Any]]:
+    schema = MessageSchema(record_spec(name), version)
+    decode, encode = schema.compiled_codec()
+    return decode, encode, schema.compiled_fit()
+
+
+def _checked(spec: MessageSpec, version: int, where: str) -> None:
+    if version not in spec.valid_versions:
+        raise GroupRecordError(f"__consumer_offsets {where}: {spec.name} has no version {version} "
+                               f"(kafkapy reads {spec.valid_versions.low}-{spec.valid_versions.high})",
+                               offset=0, field=f"{where}.version")
+
+
+def _encode(spec: MessageSpec, version: int, item: Any) -> bytes:
+    _, encode, fit = _schema(spec.name, version)
+    out = bytearray(_VERSION.pack(version))
+    encode(fit(_to_body(item)), out)
+    return bytes(out)
+
+
+def _decode(spec: MessageSpec, cls: type[Any], data: bytes, version: int, where: str) -> Any:
+    decode, _, _ = _schema(spec.name, version)
+    try:
+        body, _ = decode(data, _VERSION.size, len(data))
+    except DecodeError as exc:
+        raise GroupRecordError(f"__consumer_offsets {where} ({spec.name} v{version}): {exc.reason}",
+                               offset=exc.offset, field=exc.field, truncated=exc.truncated) from None
+    except Exception as exc:  # a decoder bug must still surface as the one error readers expect
+        raise GroupRecordError(f"__consumer_offsets {where} ({spec.name} v{version}): {exc!r}") from exc
+    return _from_body(cls, body, spec.fields)
+
+
+def _version(data: bytes, where: str) -> int:
+    if len(data) < _VERSION.size:
+        raise GroupRecordError(f"__consumer_offsets {where} of {len(data)} bytes has no version",
+                               offset=0, field=f"{where}.version", truncated=True)
+    version: int = _VERSION.unpack_from(data)[0]
+    return version
+
+
+# --- public ------------------------------------------------------------------------------------
+
+
+def encode_key(key: GroupKey) -> bytes:
+    """The key's bytes: its record type, then the key message at that version."""
+    kind = kind_of(key)
+    return _encode(kind.key_spec, kind.record_type, key)
+
+
+def encode_value(value: GroupValue | None, version: int | None = None) -> bytes | None:
+    """The value's bytes at ``version`` (what Kafka writes when None); None stays a tombstone."""
+    if value is None:
+        return None
+    spec = kind_of(value).value_spec
+    version = value_version_for(value) if version is None else version
+    if version not in spec.valid_versions:
+        raise ValueError(f"{spec.name} has no version {version} ({spec.valid_versions})")
+    return _encode(spec, version, value)
+
+
+def encode_record(record: GroupRecord) -> tuple[bytes, bytes | None]:
+    """A record's key and value bytes, as Kafka's coordinator would write them."""
+    if record.value is not None and kind_of(record.value) is not kind_of(record.key):
+        raise TypeError(f"{type(record.key).__name__} cannot hold a {type(record.value).__name__}")
+    return encode_key(record.key), encode_value(record.value)
+
+
+def decode_key(data: bytes) -> GroupKey:
+    data = bytes(data)
+    record_type = _version(data, "key")
+    kind = kind_for_type(record_type)
+    key: GroupKey = _decode(kind.key_spec, kind.key_class, data, record_type, "key")
+    return key
+
+
+def decode_value(record_type: int, data: bytes | None) -> GroupValue | None:
+    """The value of a record of ``record_type`` (its key's version); None for a tombstone."""
+    if data is None:
+        return None
+    data = bytes(data)
+    spec = kind_for_type(record_type).value_spec
+    version = _version(data, "value")
+    _checked(spec, version, "value")
+    value: GroupValue = _decode(spec, kind_for_type(record_type).value_class, data, version, "value")
+    return value
+
+
+def decode_record(key: bytes, value: bytes | None) -> GroupRecord:
+    """A ``__consumer_offsets`` record from its key and value bytes (None: a tombstone).
+    GroupRecordError (UnknownRecordType for a record type kafkapy has no schema for) otherwise."""
+    decoded_key = decode_key(key)
+    return GroupRecord(decoded_key, decode_value(_VERSION.unpack_from(key)[0], value))
+
+
+# --- attrs values <-> decoded bodies -----------------------------------------------------------
+
+
+def _to_body(item: Any) -> dict[str, Any]:
+    cls = type(item)
+    renames = _RENAMES.get(cls, {})
+    nested = _NESTED.get(cls, {})
+    body: dict[str, Any] = {}
+    for field in attrs.fields(cls):
+        value = getattr(item, field.name)
+        if field.name in nested and value is not None:
+            value = [_to_body(v) for v in value] if isinstance(value, tuple) else _to_body(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        body[renames.get(field.name, field.name)] = value
+    return body
+
+
+def _from_body(cls: type[Any], body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> Any:
+    renames = _RENAMES.get(cls, {})
+    nested = _NESTED.get(cls, {})
+    by_snake = {field.snake: field for field in fields}
+    kwargs: dict[str, Any] = {}
+    for attribute in attrs.fields(cls):
+        spec = by_snake[renames.get(attribute.name, attribute.name)]
+        if spec.snake in body:
+            value = body[spec.snake]
+        else:  # a field this version lacks: its spec default, at a version that has the field
+            value = default_value(spec, spec.versions.high)
+        sub = nested.get(attribute.name)
+        if sub is not None and value is not None:
+            assert spec.fields is not None
+            inner = spec.fields
+            value = tuple(_from_body(sub, v, inner) for v in value) if spec.is_array \
+                else _from_body(sub, value, inner)
+        elif isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(value, (bytearray, memoryview)):
+            value = bytes(value)
+        kwargs[attribute.name] = value
+    return cls(**kwargs)

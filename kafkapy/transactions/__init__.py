@@ -1,0 +1,1 @@
+"""Kafka's transaction coordinator: transactional producers, markers and __transaction_state."""

@@ -1,0 +1,137 @@
+"""``kafkapy groups`` as a process, against kafkapy's group coordinator with real consumers.
+
+The columns and messages are kafka-consumer-groups.sh's; the group is made by confluent-kafka
+consumers, so what the command shows is checked against what a real client did.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import time
+from collections.abc import Iterator
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkapy import Broker
+from kafkapy.commands._groups import decode_assignment
+from tests.commands.records_cli import MockCluster, kafkapy
+
+TOPIC = "orders"
+PARTITIONS = 3
+RECORDS = 12
+
+
+def groups(broker: Broker, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return kafkapy("groups", "--bootstrap-server", broker.bootstrap_servers, *args)
+
+
+def rows(result: subprocess.CompletedProcess[bytes]) -> list[list[str]]:
+    assert result.returncode == 0, result.stderr.decode()
+    header, *lines = result.stdout.decode().splitlines()
+    return [header.split(), *(line.split() for line in lines if line.strip())]
+
+
+@pytest.fixture()
+def broker() -> Iterator[Broker]:
+    with Broker() as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])["orders"].result(10)
+        producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers})
+        for i in range(RECORDS):
+            producer.produce(TOPIC, value=b"%d" % i, partition=i % PARTITIONS)
+        assert producer.flush(10) == 0
+        yield running
+
+
+def consume_all(broker: Broker, group: str) -> confluent_kafka.Consumer:
+    """A member of ``group`` that read and committed every record, left running."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                         "client.id": "cli-test"})
+    consumer.subscribe([TOPIC])
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < RECORDS and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            seen += 1
+            consumer.commit(message=message, asynchronous=False)
+    assert seen == RECORDS
+    return consumer
+
+
+def test_describe_list_reset_delete(broker: Broker) -> None:
+    consumer = consume_all(broker, "billing")
+    try:
+        assert groups(broker, "--list").stdout.decode().split() == ["billing"]
+        header, *described = rows(groups(broker, "--describe", "--group", "billing"))
+        assert header == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
+                          "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        assert sorted(int(r[2]) for r in described) == list(range(PARTITIONS))
+        for row in described:
+            assert row[3] == row[4] == str(RECORDS // PARTITIONS) and row[5] == "0"
+            assert row[6] != "-" and row[8] == "cli-test"
+        state = rows(groups(broker, "--describe", "--group", "billing", "--state"))
+        assert state[1][-2:] == ["Stable", "1"]
+        refused = groups(broker, "--reset-offsets", "--group", "billing", "--all-topics", "--to-earliest")
+        assert refused.returncode == 1
+        assert b"can only be reset if the group 'billing' is inactive, but the current state is Stable" \
+            in refused.stderr
+    finally:
+        consumer.close()
+
+    empty = groups(broker, "--describe", "--group", "billing")
+    assert b"Consumer group 'billing' has no active members." in empty.stderr
+    assert all(row[6] == "-" for row in rows(empty)[1:])
+
+    dry = rows(groups(broker, "--reset-offsets", "--group", "billing", "--topic", f"{TOPIC}:0",
+                      "--shift-by", "-1"))
+    assert dry == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["billing", TOPIC, "0", "3"]]
+    assert rows(groups(broker, "--describe", "--group", "billing"))[1][3] == "4"  # a dry run commits nothing
+
+    executed = groups(broker, "--reset-offsets", "--group", "billing", "--all-topics", "--to-earliest",
+                      "--execute", "--json")
+    assert json.loads(executed.stdout)["offsets"] == [
+        {"group": "billing", "topic": TOPIC, "partition": p, "new_offset": 0} for p in range(PARTITIONS)]
+    lags = [row[5] for row in rows(groups(broker, "--describe", "--group", "billing"))[1:]]
+    assert lags == [str(RECORDS // PARTITIONS)] * PARTITIONS
+
+    deleted = groups(broker, "--delete", "--group", "billing")
+    assert deleted.stdout.decode().strip() == \
+        "Deletion of requested consumer groups ('billing') was successful."
+    assert groups(broker, "--list").stdout.decode().split() == []
+
+
+def test_delete_of_an_active_group_fails_per_group(broker: Broker) -> None:
+    consumer = consume_all(broker, "busy")
+    try:
+        result = groups(broker, "--delete", "--group", "busy")
+        assert result.returncode == 1
+        assert b"* Group 'busy' could not be deleted due to: NON_EMPTY_GROUP" in result.stderr
+    finally:
+        consumer.close()
+
+
+def test_usage_mistakes_are_one_line(broker: Broker) -> None:
+    result = groups(broker, "--reset-offsets", "--group", "g", "--all-topics")
+    assert result.returncode == 2
+    assert result.stderr.decode().strip().count("\n") == 0 and b"--to-earliest" in result.stderr
+
+
+def test_a_broker_without_group_apis_is_a_one_line_error() -> None:
+    mock = MockCluster()  # librdkafka's mock serves groups to members, but not ListGroups
+    result = kafkapy("groups", "--bootstrap-server", mock.bootstrap, "--list")
+    assert result.returncode == 1
+    assert result.stderr.decode().strip().endswith("does not serve ListGroups (api key 16)")
+
+
+def test_decode_assignment() -> None:
+    data = struct.pack(">hi", 1, 2) + struct.pack(">h", 1) + b"a" + struct.pack(">iii", 2, 0, 3) \
+        + struct.pack(">h", 2) + b"bb" + struct.pack(">ii", 1, 7) + struct.pack(">i", -1)
+    assert decode_assignment(data) == (("a", 0), ("a", 3), ("bb", 7))
+    assert decode_assignment(b"") == ()
+    assert decode_assignment(b"\x00\x01\x00") == ()  # not an assignment: shown as none, not a failure
