@@ -663,8 +663,9 @@ class ClassicCoordinator:
                     self.offsets.delete(key.group, key.topic, key.partition)
                 elif isinstance(record.value, OffsetCommitValue):
                     self.offsets.put(key, record.value)
-            else:
+            elif isinstance(key, GroupMetadataKey):
                 metadata[key.group] = record.value if isinstance(record.value, GroupMetadataValue) else None
+            # KIP-848 consumer groups' records are that coordinator's to load (kafkapy.groups.consumer_group*)
         for group_id in self.offsets.groups():
             if self._partition_for(group_id) == partition and group_id not in metadata \
                     and group_id not in self.groups:

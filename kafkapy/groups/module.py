@@ -11,7 +11,9 @@ responses, and owns what touches the broker:
 * which groups this broker coordinates: those whose partition of it (partitioning.py) this broker
   leads. Another broker's group gets NOT_COORDINATOR; while a partition's records are replayed
   into the coordinator (GroupLog.replay), its groups get COORDINATOR_LOAD_IN_PROGRESS;
-* the GroupLog the coordinator writes through (persistence.py).
+* the GroupLog the coordinator writes through (persistence.py): ``__consumer_offsets`` itself
+  (offsets_log.py) when the data plane offers its partition logs (PARTITION_LOGS), else a log in
+  memory (memory_log.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequ
 from kafkapy.groups.group import JoinResult, SyncResult
 from kafkapy.groups.memory_log import memory_group_log
 from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
+from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog
 from kafkapy.groups.records import GroupRecord
@@ -37,7 +40,14 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
-from kafkapy.server.services import NO_LEADER, TOPIC_CREATION, BrokerServices, partition_leader
+from kafkapy.server.services import (
+    NO_LEADER,
+    PARTITION_LOGS,
+    TOPIC_CREATION,
+    BrokerServices,
+    PartitionLogsProvider,
+    partition_leader,
+)
 from kafkapy.store.base import Watch
 from kafkapy.store.onloop import call_soon_on, watching
 
@@ -106,6 +116,9 @@ CONFIG_KEYS = (
               "Kafka's own config/server.properties sets it for one broker).", _at_least(1)),
     ConfigKey("offsets.topic.segment.bytes", "int", 104857600,
               "segment.bytes of __consumer_offsets (Kafka's default, 100 MiB).", _at_least(14)),
+    ConfigKey("offsets.topic.compression.codec", "int", 0,
+              "Codec of the coordinator's batches in __consumer_offsets: 0 none, 1 gzip, 2 snappy, 3 lz4, "
+              "4 zstd (Kafka's default: 0).", _at_least(0)),
     ConfigKey("offset.metadata.max.bytes", "int", 4096,
               "The longest metadata string an offset commit may carry (Kafka's default).", _at_least(0)),
 )
@@ -114,7 +127,7 @@ CONFIG_KEYS = (
 class GroupsModule(Module):
     name = "groups"
     provides = (GROUP_COORDINATOR,)
-    wants = (TOPIC_CREATION,)
+    wants = (TOPIC_CREATION, PARTITION_LOGS)
     config_keys = CONFIG_KEYS
 
     def __init__(self, services: BrokerServices, group_log: GroupLog | None = None) -> None:
@@ -130,8 +143,10 @@ class GroupsModule(Module):
             services.store, config["offsets.topic.num.partitions"])
         self.timers = Timers(services.clock,
                              lambda delay, callback: services.loop.call_later(delay, callback))
+        self._own_log = group_log is None  # replaced by the offsets topic's log at start, if served
         self.coordinator = ClassicCoordinator(self.group_config, self.timers, self._persist,
-                                              partition_for=self.group_log.partition_for, log=services.log)
+                                              partition_for=lambda group: self.group_log.partition_for(group),
+                                              log=services.log)
         self._partitions: dict[int, _Load] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[bool] | None = None
@@ -157,6 +172,12 @@ class GroupsModule(Module):
         the partitions this broker comes to lead, drop those it stops leading. The store's
         watches run after the broker's own, so the cluster view is current when they fire."""
         loop, store = self.services.loop, self.services.store
+        logs = self.services.provider(PARTITION_LOGS, Module)
+        if self._own_log and isinstance(logs, PartitionLogsProvider):
+            # __consumer_offsets itself: offsets and groups survive a restart with log.dirs
+            config = self.services.config
+            self.group_log = OffsetsTopicLog(logs.partition_logs(), config["offsets.topic.num.partitions"],
+                                             compression=config["offsets.topic.compression.codec"])
 
         def changed(_: object) -> None:
             call_soon_on(loop, self._follow_leadership)
