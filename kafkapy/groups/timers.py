@@ -83,7 +83,7 @@ class ManualScheduler:
 
     def advance(self, seconds: float) -> None:
         """Move the clock on, running every timer that falls due, in due order."""
-        target = self.now + seconds
+        target = round(self.now + seconds, 6)  # whole microseconds: steps of 0.1 s add up exactly
         while True:
             live = [e for e in self._entries if not e.cancelled and e.due <= target]
             if not live:
