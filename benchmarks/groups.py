@@ -71,7 +71,7 @@ def _group_forms(bootstrap: str, members: int) -> float:
             assigned.add(index)  # its share, empty when members outnumber partitions
         return record
 
-    for index in range(members):
+    for _ in range(members):
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 0,
                              "partition.assignment.strategy": "range", "session.timeout.ms": 10000,
                              "heartbeat.interval.ms": 1000})
@@ -145,8 +145,9 @@ def run(options: Options) -> Report:
                      "failed" if theirs is None else f"{theirs:.0f}", ratio, "<= 1.0x"])
     headers = ["ms until all own partitions", KAFKAPY, MOCK, "kafkapy/mock", "target"]
     notes = [f"median of {rounds} round(s); range assignor, a {PARTITIONS}-partition topic, consumers "
-             f"polled from one thread; done when every member's on_assign has run; kafkapy with group.initial.rebalance.delay.ms=0. librdkafka's mock "
-             f"coordinator paces its rebalances with timers of its own, which no client setting reaches."]
+             "polled from one thread; done when every member's on_assign has run; kafkapy with "
+             "group.initial.rebalance.delay.ms=0. librdkafka's mock coordinator paces its rebalances "
+             "with timers of its own, which no client setting reaches."]
     notes += [f"error: {e}" for e in errors]
     text = render_table(headers, rows) + "\n" + "\n".join(notes)
     markdown = (f"{machine_note()}; {revision()}.\n\n{render_table(headers, rows, markdown=True)}\n\n"
