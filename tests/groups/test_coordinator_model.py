@@ -190,6 +190,28 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.clock.advance(ms / 1000)
         self._collect()
 
+    @rule(steps=st.integers(1, 30), members=st.sets(st.integers(0, CLIENTS - 1), min_size=1))
+    def play_by_the_rules(self, steps: int, members: set[int]) -> None:
+        """Some clients behave as a consumer does, 100 ms at a time: join, sync what they were
+        given, heartbeat, and rejoin when the coordinator says so (the way groups reach Stable)."""
+        for _ in range(steps):
+            self.advance(100)
+            for index in sorted(members):
+                client = self.clients[index]
+                if client.joining is not None or client.syncing is not None:
+                    continue
+                if not client.member_id or client.generation < 0:
+                    self.join(index)
+                elif client.assignment is None:
+                    self.sync(index)
+                else:
+                    try:
+                        self.coordinator.heartbeat(GROUP, client.generation, client.member_id, None)
+                    except KafkaApiError as exc:
+                        if exc.code == ErrorCode.UNKNOWN_MEMBER_ID:
+                            client.member_id, client.generation = "", -1
+                        self.join(index)
+
     @precondition(lambda self: self.group is not None)
     @rule()
     def everyone_falls_silent(self) -> None:
@@ -221,9 +243,14 @@ class CoordinatorModel(RuleBasedStateMachine):
                     client.assignment = synced.assignment
                     assigned = self.assigned.get(client.generation)
                     assert assigned is not None and synced.assignment == assigned.get(client.member_id, b"")
+                elif synced.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
+                    client.member_id, client.generation = "", -1
+                else:  # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: rejoin
+                    client.generation = -1
 
     def _joined(self, client: Client, result: JoinResult) -> None:
         client.member_id, client.generation = result.member_id, result.generation_id
+        client.assignment = None  # until this generation's SyncGroup answers
         client.leader = result.leader == result.member_id
         client.members = tuple(m for m, _, _ in result.members)
         known = self.generations.get(result.generation_id)
