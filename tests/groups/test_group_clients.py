@@ -283,3 +283,28 @@ def test_kcat_balanced_consumer(broker: Broker) -> None:
     values = sorted(int(line.split()[1]) for line in result.stdout.splitlines())
     assert values == list(range(12))
 
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_a_killed_member_is_taken_over_after_its_session_timeout(broker: Broker) -> None:
+    """A member that dies without a LeaveGroup (kcat -G, SIGKILL): the coordinator notices by its
+    session timeout alone, and the other two take its partitions."""
+    members = [ConfluentMember(broker, "g-killed", "range") for _ in range(2)]
+    doomed = subprocess.Popen(["kcat", "-b", broker.bootstrap_servers, "-G", "g-killed", "-q",
+                               "-X", "session.timeout.ms=2000", "-X", "heartbeat.interval.ms=200",
+                               "-X", "partition.assignment.strategy=range", TOPIC],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: sorted(len(m.assignment()) for m in members) == [2, 2], TIMEOUT_S,
+                   "three members (two here, kcat) with two partitions each")
+        doomed.kill()
+        killed_at = time.monotonic()
+        wait_until(lambda: balanced(members, 3), TIMEOUT_S, "the two survivors with three partitions each")
+        taken_over = time.monotonic() - killed_at
+    finally:
+        doomed.kill()
+        doomed.wait(TIMEOUT_S)
+        for member in members:
+            member.close()
+    # the session (2 s) must run out first; then one rebalance (the survivors' heartbeats, 0.5 s)
+    assert 1.5 < taken_over < 2 + 6, taken_over
