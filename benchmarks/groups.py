@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing.connection
 import statistics
+import sys
 import time
 import uuid
 from typing import Any
@@ -124,8 +125,9 @@ def run(options: Options) -> Report:
             for members in sizes:
                 for name, address in brokers.items():  # alternating: both meet the same noise
                     try:
-                        samples.setdefault((name, members), []).append(
-                            load.ask((address, members), timeout=_TIMEOUT_S * 2))
+                        took = load.ask((address, members), timeout=_TIMEOUT_S * 2)
+                        samples.setdefault((name, members), []).append(took)
+                        print(f"  {name} N={members}: {took * 1e3:.0f} ms", file=sys.stderr, flush=True)
                     except Exception as exc:
                         errors.append(f"{name} N={members}: {exc}")
     finally:
