@@ -11,7 +11,7 @@ import pytest
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
-from kafkapy.groups.group import JoinResult, SyncResult
+from kafkapy.groups.group import ClassicGroup, JoinResult, SyncResult
 from kafkapy.groups.state import GroupState
 from kafkapy.groups.timers import ManualScheduler, Timers
 
@@ -204,3 +204,21 @@ def test_static_member_replacement_keeps_a_stable_group() -> None:
     assert fenced.value.code == ErrorCode.FENCED_INSTANCE_ID
     (synced,) = h.sync(again)
     assert synced.assignment == b"mine"
+
+
+def test_a_classic_request_for_another_type_of_group_is_refused() -> None:
+    """Groups share one namespace with KIP-848 consumer groups: JoinGroup, SyncGroup, Heartbeat,
+    LeaveGroup and OffsetCommit for a group of another type get GROUP_ID_NOT_FOUND, as Kafka."""
+    h = Harness()
+    h.coordinator.groups["g"] = ClassicGroup("g", 0, group_type="consumer")
+    calls: list[Callable[[], object]] = [
+        lambda: h.join(),
+        lambda: h.coordinator.sync("g", 1, "m", None, None, None, [], lambda _: None),
+        lambda: h.coordinator.heartbeat("g", 1, "m", None),
+        lambda: h.coordinator.leave("g", [("m", None)]),
+        lambda: h.coordinator.commit_offsets("g", 1, "m", None, [], lambda _: None),
+    ]
+    for call in calls:
+        with pytest.raises(KafkaApiError) as refused:
+            call()
+        assert refused.value.code == ErrorCode.GROUP_ID_NOT_FOUND
