@@ -27,6 +27,7 @@ from kafkapy.configs import ConfigsModule
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.faults import FaultsModule
 from kafkapy.features import FeaturesModule
+from kafkapy.groups import GroupsModule
 from kafkapy.quotas import QuotasModule
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.config import BrokerConfig, ConfigError
@@ -43,7 +44,7 @@ __all__ = ["DEFAULT_MODULES", "assemble", "dependency_order", "load_module_class
 MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules register under
 
 DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, FeaturesModule, QuotasModule,
-                                             TopicsModule, DataPlaneModule, FaultsModule)
+                                             TopicsModule, DataPlaneModule, GroupsModule, FaultsModule)
 
 
 def load_module_class(name: str) -> type[Module]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
-from kafkapy.assembly import assemble
+from kafkapy.assembly import DEFAULT_MODULES, assemble
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.faults import Faults, FaultsModule
@@ -32,7 +32,10 @@ __all__ = ["Broker", "BrokerLogs"]
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
 
-EMBEDDED_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0"}  # ephemeral: tests never collide
+# listeners: ephemeral ports, so tests never collide. group.initial.rebalance.delay.ms: 0, not
+# Kafka's 3000, so a test's group forms at once (Kafka's own config/server.properties sets 0 too).
+EMBEDDED_DEFAULTS: dict[str, Any] = {"listeners": "PLAINTEXT://127.0.0.1:0",
+                                     "group.initial.rebalance.delay.ms": 0}
 
 
 class BrokerLogs:
@@ -53,7 +56,8 @@ class BrokerLogs:
 class Broker:
     def __init__(self, config: Mapping[str, Any] | None = None, *, store: MetadataStore | None = None,
                  modules: list[type[Module]] | None = None, fast_paths: FastPaths = ALL_FAST_PATHS) -> None:
-        self.config = BrokerConfig.build({**EMBEDDED_DEFAULTS, **(config or {})})
+        default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
+        self.config = BrokerConfig.build({**EMBEDDED_DEFAULTS, **(config or {})}, extra_keys=default_keys)
         self.store = store
         self.module_classes = modules
         self.fast_paths = fast_paths  # all on, unless a test compares them with the plain paths

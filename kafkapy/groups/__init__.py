@@ -2,3 +2,7 @@
 
 Separate from the seed-001 coordinator in ``kafkapy.coordination`` (keys 1000-1004).
 """
+
+from kafkapy.groups.module import GroupsModule
+
+__all__ = ["GroupsModule"]

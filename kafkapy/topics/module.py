@@ -249,6 +249,32 @@ class TopicsModule(Module):
                 log.info("auto-created topic %s (%s) with %d partitions", info.name, info.topic_id,
                          len(info.partitions))
         return results
+
+    async def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                                    configs: Mapping[str, str]) -> ErrorCode:
+        """One topic of its own size and configs on any broker, for a module's internal topic
+        (``__consumer_offsets``, made by the group coordinator). NONE, TOPIC_ALREADY_EXISTS, or
+        the code CreateTopics would answer."""
+        async with self._lock:
+            try:
+                existing, live = await self._snapshot()
+                info = self._plan_topic({"name": name, "num_partitions": num_partitions,
+                                         "replication_factor": replication_factor}, existing, live)
+                given = [{"name": k, "value": v} for k, v in configs.items()]
+                overrides = self._topic_configs({"configs": given}) if self._configs is not None else {}
+                info = await asyncio.to_thread(self.services.store.create_topic, info.name, info.partitions,
+                                               info.topic_id, overrides)
+            except KafkaApiError as exc:
+                return exc.code
+            except TopicAlreadyExists:
+                return ErrorCode.TOPIC_ALREADY_EXISTS
+            except StoreError:
+                return ErrorCode.UNKNOWN_SERVER_ERROR
+            if self._configs is not None:
+                self._configs.topics.created(info.name, overrides)
+        log.info("created internal topic %s (%s) with %d partitions", name, info.topic_id, num_partitions)
+        return ErrorCode.NONE
+
     @property
     def _configs(self) -> ConfigsModule | None:
         return self.services.provider(TOPIC_CONFIGS_CAPABILITY, ConfigsModule)

@@ -86,12 +86,13 @@ def test_a_fast_path_answers_byte_for_byte_as_its_plain_path(plain: FastPaths) -
 # --- handlers run in a task from their first line -------------------------------------------------
 
 class UsesTimeouts(Module):
-    """DescribeGroups: asyncio.timeout before its first suspension, and one that fires after."""
+    """StreamsGroupDescribe (no built-in module serves it): asyncio.timeout before its first
+    suspension, and one that fires after."""
 
     name = "uses-timeouts"
 
     def apis(self) -> Mapping[int, ApiHandler]:
-        return {ApiKey.DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 5), self.describe_groups)}
+        return {ApiKey.STREAMS_GROUP_DESCRIBE: ApiHandler(VersionRange(0, 0), self.describe_groups)}
 
     async def on_request(self, context: RequestContext, request: Request) -> None:
         async with asyncio.timeout(1):  # a hook, too, before anything suspends
@@ -107,8 +108,8 @@ class UsesTimeouts(Module):
             state = "not timed out"
         except TimeoutError:
             state = "timed out"
-        group = {"error_code": ErrorCode.NONE, "group_id": request.body["groups"][0], "group_state": state,
-                 "protocol_type": "", "protocol_data": "", "members": []}
+        group = {"error_code": ErrorCode.NONE, "group_id": request.body["group_ids"][0], "group_state": state,
+                 "members": []}
         return {"throttle_time_ms": 0, "groups": [group]}
 
 
@@ -133,9 +134,9 @@ def test_handlers_hooks_and_interceptors_may_use_asyncio_timeout(modules: list[t
     request behind: the timeouts work, nothing closes, order holds."""
     with Broker(modules=modules) as b, KafkaSocket(b.bootstrap_servers) as s:
         for _ in range(2):
-            first = s.send(ApiKey.DESCRIBE_GROUPS, 0, {"groups": ["g"]})
+            first = s.send(ApiKey.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": ["g"]})
             behind = s.send(ApiKey.API_VERSIONS, 3, SOFTWARE)
-            answer = s.read_response(ApiKey.DESCRIBE_GROUPS, 0)
+            answer = s.read_response(ApiKey.STREAMS_GROUP_DESCRIBE, 0)
             assert answer.correlation_id == first
             assert answer.body["groups"][0]["group_state"] == "timed out"
             assert s.read_response(ApiKey.API_VERSIONS, 3).correlation_id == behind

@@ -151,20 +151,20 @@ def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         assert 0 < len(b.runtime.dispatcher.routes[API_VERSIONS].versions[3].memo or {}) <= 4
 
 
-DESCRIBE_GROUPS = 15  # served by no built-in module
+UNSERVED_DESCRIBE = 89  # StreamsGroupDescribe (KIP-1071): served by no built-in module
 
 
 class UnencodableAnswer(Module):
-    """A buggy module: its DescribeGroups answer cannot be encoded (a string where an int goes).
+    """A buggy module: its StreamsGroupDescribe answer cannot be encoded (a string where an int goes).
     Without a wait when the group is "now", after one when it is "later"."""
 
     name = "unencodable-answer"
 
     def apis(self) -> dict[int, ApiHandler]:
-        return {DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 5), self._describe)}
+        return {UNSERVED_DESCRIBE: ApiHandler(VersionRange(0, 0), self._describe)}
 
     async def _describe(self, context: RequestContext, request: Request) -> dict[str, object]:
-        if request.body["groups"] == ["later"]:
+        if request.body["group_ids"] == ["later"]:
             await asyncio.sleep(0.05)
         return {"throttle_time_ms": "not a number", "groups": []}
 
@@ -178,27 +178,26 @@ def test_an_answer_that_cannot_be_encoded_closes_only_that_connection(
             KafkaSocket(b.bootstrap_servers) as other:
         with caplog.at_level(logging.ERROR, logger="kafkapy"):
             s.send_raw(request_frame(API_VERSIONS, 3, 1, SOFTWARE)
-                       + request_frame(DESCRIBE_GROUPS, 0, 2, {"groups": [group]})
+                       + request_frame(UNSERVED_DESCRIBE, 0, 2, {"group_ids": [group]})
                        + request_frame(API_VERSIONS, 3, 3, SOFTWARE))
             assert _read(s)[0] == 1
             assert s.wait_closed() == b""
-        assert any("cannot encode the response to api key 15 v0" in r.getMessage() for r in caplog.records)
+        assert any("cannot encode the response to api key 89 v0" in r.getMessage() for r in caplog.records)
         assert other.call(API_VERSIONS, 3, SOFTWARE).body["error_code"] == 0
 
 
 class PlainFunctionHandler(Module):
-    """DescribeGroups served by a plain function (no coroutine): it answers, raises, or returns an
+    """StreamsGroupDescribe served by a plain function (no coroutine): it answers, raises, or returns an
     awaitable that is not a coroutine (a future resolved a little later), by the group asked for."""
 
     name = "plain-function-handler"
 
     def apis(self) -> dict[int, ApiHandler]:
-        return {DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 5), self._describe)}
+        return {UNSERVED_DESCRIBE: ApiHandler(VersionRange(0, 0), self._describe)}
 
     def _describe(self, context: RequestContext, request: Request) -> object:
-        group = request.body["groups"][0]
-        described = {"error_code": 0, "group_id": group, "group_state": "Empty", "protocol_type": "",
-                     "protocol_data": "", "members": []}
+        group = request.body["group_ids"][0]
+        described = {"error_code": 0, "group_id": group, "group_state": "Empty", "members": []}
         answer = {"throttle_time_ms": 0, "groups": [described]}
         if group == "raises":
             raise RuntimeError("the plain handler failed")
@@ -222,7 +221,7 @@ class CountingHook(Module):
 def _group(s: KafkaSocket, correlation_id: int) -> str:
     correlation, raw = _read(s)
     assert correlation == correlation_id
-    return str(decode_response(raw, DESCRIBE_GROUPS, 0).body["groups"][0]["group_id"])
+    return str(decode_response(raw, UNSERVED_DESCRIBE, 0).body["groups"][0]["group_id"])
 
 
 @pytest.mark.parametrize("hooked", [False, True], ids=["no hooks", "behind a hook"])
@@ -230,9 +229,9 @@ def test_plain_function_handlers_answer_in_order_and_may_return_an_awaitable(hoo
     modules: list[type[Module]] = [PlainFunctionHandler, CountingHook] if hooked else [PlainFunctionHandler]
     before = CountingHook.seen
     with Broker(modules=modules) as b, KafkaSocket(b.bootstrap_servers) as s:
-        s.send_raw(request_frame(DESCRIBE_GROUPS, 0, 1, {"groups": ["plain"]})
-                   + request_frame(DESCRIBE_GROUPS, 0, 2, {"groups": ["future"]})
-                   + request_frame(DESCRIBE_GROUPS, 0, 3, {"groups": ["plain-again"]}))
+        s.send_raw(request_frame(UNSERVED_DESCRIBE, 0, 1, {"group_ids": ["plain"]})
+                   + request_frame(UNSERVED_DESCRIBE, 0, 2, {"group_ids": ["future"]})
+                   + request_frame(UNSERVED_DESCRIBE, 0, 3, {"group_ids": ["plain-again"]}))
         assert [_group(s, 1), _group(s, 2), _group(s, 3)] == ["plain", "future", "plain-again"]
     assert CountingHook.seen - before == (3 if hooked else 0)
 
@@ -242,10 +241,10 @@ def test_a_plain_function_handler_that_raises_closes_only_that_connection(
     with Broker(modules=[PlainFunctionHandler]) as b, KafkaSocket(b.bootstrap_servers) as s, \
             KafkaSocket(b.bootstrap_servers) as other:
         with caplog.at_level(logging.ERROR, logger="kafkapy"):
-            s.send_raw(request_frame(DESCRIBE_GROUPS, 0, 1, {"groups": ["plain"]})
-                       + request_frame(DESCRIBE_GROUPS, 0, 2, {"groups": ["raises"]})
+            s.send_raw(request_frame(UNSERVED_DESCRIBE, 0, 1, {"group_ids": ["plain"]})
+                       + request_frame(UNSERVED_DESCRIBE, 0, 2, {"group_ids": ["raises"]})
                        + request_frame(API_VERSIONS, 3, 3, SOFTWARE))
             assert _group(s, 1) == "plain"
             assert s.wait_closed() == b""
-        assert any("handler for api key 15 v0 failed" in r.getMessage() for r in caplog.records)
+        assert any("handler for api key 89 v0 failed" in r.getMessage() for r in caplog.records)
         assert other.call(API_VERSIONS, 3, SOFTWARE).body["error_code"] == 0

@@ -1,0 +1,649 @@
+"""The groups module: Kafka's group coordinator on the wire.
+
+FindCoordinator (all versions, batched keys from v4), JoinGroup, SyncGroup, Heartbeat, LeaveGroup
+(batched members from v3), OffsetCommit, OffsetFetch (several groups from v8), DescribeGroups,
+ListGroups (state and type filters), DeleteGroups and OffsetDelete. The decisions are the
+coordinator's (coordinator.py); this file turns requests into its calls and its answers into
+responses, and owns what touches the broker:
+
+* ``__consumer_offsets``: made (compacted, ``offsets.topic.num.partitions``) through the topics
+  module the first time a coordinator is looked up, as Kafka does;
+* which groups this broker coordinates: those whose partition of it (partitioning.py) this broker
+  leads. Another broker's group gets NOT_COORDINATOR; while a partition's records are replayed
+  into the coordinator (GroupLog.replay), its groups get COORDINATOR_LOAD_IN_PROGRESS;
+* the GroupLog the coordinator writes through (persistence.py): ``__consumer_offsets`` itself
+  (offsets_log.py) when the data plane offers its partition logs (PARTITION_LOGS), else a log in
+  memory (memory_log.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
+from kafkapy.groups.group import JoinResult, SyncResult
+from kafkapy.groups.memory_log import memory_group_log
+from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
+from kafkapy.groups.offsets_log import OffsetsTopicLog
+from kafkapy.groups.partitioning import OFFSETS_TOPIC
+from kafkapy.groups.persistence import GroupLog
+from kafkapy.groups.records import GroupRecord
+from kafkapy.groups.state import GroupState
+from kafkapy.groups.timers import Timers
+from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.config import ConfigKey
+from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.services import (
+    NO_LEADER,
+    PARTITION_LOGS,
+    TOPIC_CREATION,
+    BrokerServices,
+    PartitionLogsProvider,
+)
+from kafkapy.store.base import Watch
+from kafkapy.store.onloop import call_soon_on, watching
+
+__all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "GroupsModule", "InternalTopicCreation"]
+
+T = TypeVar("T")
+
+# The capability: the group coordinator, for tools (the groups CLI) and tests.
+GROUP_COORDINATOR = "group-coordinator"
+
+NO_NODE = -1
+NO_EPOCH = -1
+_CREATE_WAIT_S = 5.0  # how long a FindCoordinator waits for a new __consumer_offsets to show
+_LOAD_YIELD_EVERY = 1000  # records replayed between yields to the loop while loading
+
+
+class CoordinatorKeyType(enum.IntEnum):
+    """FindCoordinator's key_type (Kafka's FindCoordinatorRequest.CoordinatorType)."""
+
+    GROUP = 0
+    TRANSACTION = 1
+    SHARE = 2
+
+
+class _Load(enum.Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+@runtime_checkable
+class InternalTopicCreation(Protocol):
+    async def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                                    configs: Mapping[str, str]) -> ErrorCode:
+        """Create one topic of its own size and configs; NONE, TOPIC_ALREADY_EXISTS or why not."""
+
+
+def _at_least(low: int) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value is None or value >= low else f"must be at least {low}"
+    return check
+
+
+def _settle(future: asyncio.Future[T]) -> Callable[[T], None]:
+    """A callback that completes ``future`` once (a client gone meanwhile cancelled it)."""
+    def settle(value: T) -> None:
+        if not future.done():
+            future.set_result(value)
+    return settle
+
+
+CONFIG_KEYS = (
+    ConfigKey("group.initial.rebalance.delay.ms", "int", 3000,
+              "How long the first rebalance of an empty group waits for more members (Kafka's default "
+              "3000; the embedded Broker and the pytest fixtures set 0).", _at_least(0)),
+    ConfigKey("group.min.session.timeout.ms", "int", 6000,
+              "The smallest session timeout a member may ask for (Kafka's default).", _at_least(0)),
+    ConfigKey("group.max.session.timeout.ms", "int", 1800000,
+              "The largest session timeout a member may ask for (Kafka's default, 30 minutes).",
+              _at_least(0)),
+    ConfigKey("group.max.size", "int", 2147483647,
+              "The most members a classic group may have (Kafka's default: no limit).", _at_least(1)),
+    ConfigKey("offsets.topic.num.partitions", "int", 50,
+              "Partitions of __consumer_offsets, fixed once it is created (Kafka's default).", _at_least(1)),
+    ConfigKey("offsets.topic.replication.factor", "int", 1,
+              "Replication factor of __consumer_offsets (Kafka's default is 3; kafkapy's is 1, as "
+              "Kafka's own config/server.properties sets it for one broker).", _at_least(1)),
+    ConfigKey("offsets.topic.segment.bytes", "int", 104857600,
+              "segment.bytes of __consumer_offsets (Kafka's default, 100 MiB).", _at_least(14)),
+    ConfigKey("offsets.topic.compression.codec", "int", 0,
+              "Codec of the coordinator's batches in __consumer_offsets: 0 none, 1 gzip, 2 snappy, 3 lz4, "
+              "4 zstd (Kafka's default: 0).", _at_least(0)),
+    ConfigKey("offset.metadata.max.bytes", "int", 4096,
+              "The longest metadata string an offset commit may carry (Kafka's default).", _at_least(0)),
+)
+
+
+class GroupsModule(Module):
+    name = "groups"
+    provides = (GROUP_COORDINATOR,)
+    wants = (TOPIC_CREATION, PARTITION_LOGS)
+    config_keys = CONFIG_KEYS
+
+    def __init__(self, services: BrokerServices, group_log: GroupLog | None = None) -> None:
+        super().__init__(services)
+        config = services.config
+        self.group_config = GroupConfig(
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            max_size=config["group.max.size"],
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"])
+        self.group_log: GroupLog = group_log if group_log is not None else memory_group_log(
+            services.store, config["offsets.topic.num.partitions"])
+        self.timers = Timers(services.clock,
+                             lambda delay, callback: services.loop.call_later(delay, callback))
+        self._own_log = group_log is None  # replaced by the offsets topic's log at start, if served
+        self.coordinator = ClassicCoordinator(self.group_config, self.timers, self._persist,
+                                              partition_for=lambda group: self.group_log.partition_for(group),
+                                              log=services.log)
+        self._partitions: dict[int, _Load] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._creating: asyncio.Task[bool] | None = None
+        self._watches: list[Watch] = []
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {
+            ApiKey.FIND_COORDINATOR: ApiHandler(VersionRange(0, 6), self.find_coordinator),
+            ApiKey.JOIN_GROUP: ApiHandler(VersionRange(0, 9), self.join_group),
+            ApiKey.SYNC_GROUP: ApiHandler(VersionRange(0, 5), self.sync_group),
+            ApiKey.HEARTBEAT: ApiHandler(VersionRange(0, 4), self.heartbeat),
+            ApiKey.LEAVE_GROUP: ApiHandler(VersionRange(0, 5), self.leave_group),
+            ApiKey.OFFSET_COMMIT: ApiHandler(VersionRange(2, 9), self.offset_commit),
+            ApiKey.OFFSET_FETCH: ApiHandler(VersionRange(1, 9), self.offset_fetch),
+            ApiKey.DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 6), self.describe_groups),
+            ApiKey.LIST_GROUPS: ApiHandler(VersionRange(0, 5), self.list_groups),
+            ApiKey.DELETE_GROUPS: ApiHandler(VersionRange(0, 2), self.delete_groups),
+            ApiKey.OFFSET_DELETE: ApiHandler(VersionRange(0, 0), self.offset_delete),
+        }
+
+    async def start(self) -> None:
+        """Follow leadership of ``__consumer_offsets`` (Kafka's onElection/onResignation): load
+        the partitions this broker comes to lead, drop those it stops leading. The store's
+        watches run after the broker's own, so the cluster view is current when they fire."""
+        loop, store = self.services.loop, self.services.store
+        logs = self.services.provider(PARTITION_LOGS, Module)
+        if self._own_log and isinstance(logs, PartitionLogsProvider):
+            # __consumer_offsets itself: offsets and groups survive a restart with log.dirs
+            config = self.services.config
+            self.group_log = OffsetsTopicLog(logs.partition_logs(), config["offsets.topic.num.partitions"],
+                                             compression=config["offsets.topic.compression.codec"])
+
+        def changed(_: object) -> None:
+            call_soon_on(loop, self._follow_leadership)
+        self._watches = [store.watch_topics(changed), store.watch_brokers(changed)]
+
+    def _follow_leadership(self) -> None:
+        info = self.services.cluster.topics.get(OFFSETS_TOPIC)
+        if info is None:
+            return
+        me = self.services.broker_id
+        for partition in info.partitions:
+            leads = self._offsets_leader(partition) == me
+            if leads and partition not in self._partitions:
+                self._start_load(partition)
+            elif not leads and partition in self._partitions:
+                self._unload(partition)
+
+    async def stop(self) -> None:
+        for watch in self._watches:
+            watch.cancel()
+        self._watches = []
+        self.timers.cancel_all()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._creating is not None:
+            self._creating.cancel()
+
+    def _spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+        task = self.services.loop.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+        conn = ctx.connection
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  resource_type, name)
+
+    # --- persistence --------------------------------------------------------------------------
+
+    def _persist(self, group_id: str, records: Sequence[GroupRecord],
+                 done: Callable[[ErrorCode], None]) -> None:
+        """The coordinator's writes: through the GroupLog, then ``done`` with the outcome."""
+        async def write() -> None:
+            try:
+                await self.group_log.append(group_id, records)
+                code = ErrorCode.NONE
+            except KafkaApiError as exc:
+                code = exc.code
+            except Exception:
+                self.services.log.exception("writing group %s's records failed", group_id)
+                code = ErrorCode.UNKNOWN_SERVER_ERROR
+            done(code)
+        self._spawn(write())
+
+    # --- which groups are ours ----------------------------------------------------------------
+
+    def _offsets_leader(self, partition: int) -> int:
+        """By the stored leadership, as Metadata and the data plane answer, so the coordinator and
+        the partition's log move together."""
+        leadership = self.services.cluster.leadership(OFFSETS_TOPIC, partition)
+        return NO_LEADER if leadership is None else leadership[0]
+
+    def check_coordinator(self, group_id: str) -> None:
+        """Returns if this broker coordinates ``group_id`` now; else KafkaApiError with
+        NOT_COORDINATOR (another broker leads its partition, or none exists yet) or
+        COORDINATOR_LOAD_IN_PROGRESS (its partition is being loaded)."""
+        partition = self.group_log.partition_for(group_id)
+        if self._offsets_leader(partition) != self.services.broker_id:
+            if partition in self._partitions:
+                self._unload(partition)
+            raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
+                                f"This is not the correct coordinator for group {group_id}.")
+        state = self._partitions.get(partition)
+        if state is _Load.LOADED:
+            return
+        if state is None:
+            self._start_load(partition)
+        raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                            f"The coordinator is loading the groups of {OFFSETS_TOPIC}-{partition}.")
+
+    def _start_load(self, partition: int) -> None:
+        """Replay the partition into the coordinator. A short log is loaded at once; a long one
+        yields to the loop every _LOAD_YIELD_EVERY records, its groups answering
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        if partition in self._partitions:
+            return
+        self._partitions[partition] = _Load.LOADING
+        records: list[GroupRecord] = []
+        replay = self.group_log.replay(partition)
+
+        def read_some() -> bool:
+            """Up to _LOAD_YIELD_EVERY more records; True once the log is exhausted."""
+            for record in replay:
+                records.append(record)
+                if len(records) % _LOAD_YIELD_EVERY == 0:
+                    return False
+            return True
+
+        def finish() -> None:
+            if self._partitions.get(partition) is _Load.LOADING:
+                self.coordinator.load(partition, records)
+                self._partitions[partition] = _Load.LOADED
+                self.services.log.debug("loaded the groups of %s-%d (%d records)", OFFSETS_TOPIC, partition,
+                                        len(records))
+
+        def failed() -> None:
+            self.services.log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
+            self._partitions.pop(partition, None)
+
+        try:
+            if read_some():
+                finish()
+                return
+        except Exception:
+            failed()
+            return
+
+        async def load_rest() -> None:
+            try:
+                while not read_some():
+                    await asyncio.sleep(0)
+                finish()
+            except Exception:
+                failed()
+        self._spawn(load_rest())
+
+    def _unload(self, partition: int) -> None:
+        self._partitions.pop(partition, None)
+        self.coordinator.unload(partition)
+        self.services.log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, partition)
+
+    async def _ensure_offsets_topic(self) -> bool:
+        """``__consumer_offsets`` exists in this broker's view (made now if need be)."""
+        if OFFSETS_TOPIC in self.services.cluster.topics:
+            return True
+        if self._creating is None or self._creating.done():
+            self._creating = self.services.loop.create_task(self._create_offsets_topic())
+        try:
+            return await asyncio.shield(self._creating)
+        except Exception:
+            return False
+
+    async def _create_offsets_topic(self) -> bool:
+        creation = self.services.provider(TOPIC_CREATION, Module)
+        if not isinstance(creation, InternalTopicCreation):
+            self.services.log.warning("cannot create %s: no module offers internal topic creation",
+                                      OFFSETS_TOPIC)
+            return False
+        config = self.services.config
+        code = await creation.create_internal_topic(
+            OFFSETS_TOPIC, config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],
+            {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+             "compression.type": "producer"})
+        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            self.services.log.warning("cannot create %s: %s", OFFSETS_TOPIC, code.name)
+            return False
+        if OFFSETS_TOPIC in self.services.cluster.topics:
+            return True
+        async with watching(self.services.loop, self.services.store.watch_topics) as topics:
+            return await topics.wait_for(lambda view: OFFSETS_TOPIC in view, _CREATE_WAIT_S)
+
+    # --- FindCoordinator ----------------------------------------------------------------------
+
+    async def find_coordinator(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        version = ctx.api_version
+        key_type = body.get("key_type", CoordinatorKeyType.GROUP)
+        keys: list[str] = list(body.get("coordinator_keys") or []) if version >= 4 else [body["key"]]
+        found = [await self._coordinator_for(ctx, key_type, key) for key in keys]
+        if version >= 4:
+            return fit_body(ApiKey.FIND_COORDINATOR, "response", version,
+                            {"throttle_time_ms": 0, "coordinators": found})
+        only = found[0]
+        return fit_body(ApiKey.FIND_COORDINATOR, "response", version, {
+            "throttle_time_ms": 0, "error_code": only["error_code"], "error_message": only["error_message"],
+            "node_id": only["node_id"], "host": only["host"], "port": only["port"]})
+
+    async def _coordinator_for(self, ctx: RequestContext, key_type: int, key: str) -> dict[str, Any]:
+        def refused(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+            return {"key": key, "node_id": NO_NODE, "host": "", "port": -1, "error_code": code,
+                    "error_message": message}
+
+        if key_type == CoordinatorKeyType.TRANSACTION:
+            # The transaction coordinator is a later module; its place is this branch.
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           "This broker runs no transaction coordinator.")
+        if key_type != CoordinatorKeyType.GROUP:
+            return refused(ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}.")
+        if not self._allowed(ctx, "DESCRIBE", "GROUP", key):
+            return refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if not await self._ensure_offsets_topic():
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+        partition = self.group_log.partition_for(key)
+        leader = self._offsets_leader(partition)
+        broker = next((b for b in self.services.cluster.brokers if b.broker_id == leader), None)
+        endpoint = broker.endpoint(ctx.connection.listener) if broker is not None else None
+        if leader == NO_LEADER or endpoint is None:
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+        if leader == self.services.broker_id:
+            self._start_load(partition)  # so the group is ready when its first request comes
+        return {"key": key, "node_id": leader, "host": endpoint.host, "port": endpoint.port,
+                "error_code": ErrorCode.NONE, "error_message": None}
+
+    # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------------
+
+    def _group_request(self, ctx: RequestContext, group_id: str, operation: str = "READ") -> None:
+        """The checks every request about one group starts with (Kafka's order: authorization,
+        then coordinator)."""
+        if not self._allowed(ctx, operation, "GROUP", group_id):
+            raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        self.check_coordinator(group_id)
+
+    async def join_group(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        version = ctx.api_version
+        self._group_request(ctx, body["group_id"])
+        session = body["session_timeout_ms"]
+        rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
+        join = JoinRequest(
+            group_id=body["group_id"], member_id=body["member_id"],
+            group_instance_id=body.get("group_instance_id"), client_id=ctx.client_id or "",
+            client_host="/" + ctx.connection.client_address[0], session_timeout_ms=session,
+            rebalance_timeout_ms=session if rebalance < 0 else rebalance,
+            protocol_type=body["protocol_type"],
+            protocols=tuple((p["name"], bytes(p["metadata"])) for p in body.get("protocols") or []),
+            require_known_member_id=version >= 4)
+        answer: asyncio.Future[JoinResult] = self.services.loop.create_future()
+        self.coordinator.join(join, _settle(answer))
+        result = await answer
+        return fit_body(ApiKey.JOIN_GROUP, "response", version, {
+            "throttle_time_ms": 0, "error_code": result.error_code, "generation_id": result.generation_id,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name if result.protocol_name is not None or version >= 7 else "",
+            "leader": result.leader, "skip_assignment": result.skip_assignment, "member_id": result.member_id,
+            "members": [{"member_id": m, "group_instance_id": i, "metadata": metadata}
+                        for m, i, metadata in result.members]})
+
+    async def sync_group(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        self._group_request(ctx, body["group_id"])
+        answer: asyncio.Future[SyncResult] = self.services.loop.create_future()
+        assignments = [(a["member_id"], bytes(a["assignment"])) for a in body.get("assignments") or []]
+        self.coordinator.sync(body["group_id"], body["generation_id"], body["member_id"],
+                              body.get("group_instance_id"), body.get("protocol_type"),
+                              body.get("protocol_name"), assignments, _settle(answer))
+        result = await answer
+        return fit_body(ApiKey.SYNC_GROUP, "response", ctx.api_version, {
+            "throttle_time_ms": 0, "error_code": result.error_code, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name, "assignment": result.assignment})
+
+    def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        self._group_request(ctx, body["group_id"])
+        self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
+                                   body.get("group_instance_id"))
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
+
+    def leave_group(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        version = ctx.api_version
+        self._group_request(ctx, body["group_id"])
+        leaving = [(m["member_id"], m.get("group_instance_id")) for m in body.get("members") or []] \
+            if version >= 3 else [(body["member_id"], None)]
+        codes = self.coordinator.leave(body["group_id"], leaving)
+        if version < 3:
+            return fit_body(ApiKey.LEAVE_GROUP, "response", version,
+                            {"throttle_time_ms": 0, "error_code": codes[0]})
+        return fit_body(ApiKey.LEAVE_GROUP, "response", version, {
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+            "members": [{"member_id": m, "group_instance_id": i, "error_code": code}
+                        for (m, i), code in zip(leaving, codes)]})
+
+    # --- OffsetCommit, OffsetFetch, OffsetDelete ------------------------------------------------
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        info = self.services.cluster.topics.get(topic)
+        return info is not None and partition in info.partitions
+
+    async def offset_commit(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        group_id = body["group_id"]
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        entries: list[OffsetEntry] = []
+        max_metadata = self.group_config.offset_metadata_max_bytes
+        for topic in body.get("topics") or []:
+            name = topic["name"]
+            readable = self._allowed(ctx, "READ", "TOPIC", name)
+            for p in topic.get("partitions") or []:
+                key = (name, p["partition_index"])
+                metadata = p.get("committed_metadata") or ""
+                if not readable:
+                    codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif not self._partition_exists(*key):
+                    codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata.encode("utf-8")) > max_metadata:
+                    codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    codes[key] = ErrorCode.NONE
+                    entries.append(OffsetEntry(name, key[1], p["committed_offset"],
+                                               p.get("committed_leader_epoch", NO_EPOCH), metadata))
+        try:
+            self._group_request(ctx, group_id)
+            outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
+            self.coordinator.commit_offsets(group_id, body.get("generation_id_or_member_epoch", -1),
+                                            body.get("member_id", ""), body.get("group_instance_id"),
+                                            entries, _settle(outcome))
+            written = await outcome
+        except KafkaApiError as exc:
+            written = exc.code
+        for entry in entries:
+            codes[(entry.topic, entry.partition)] = written
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (name, partition), code in codes.items():
+            by_topic.setdefault(name, []).append({"partition_index": partition, "error_code": code})
+        return fit_body(ApiKey.OFFSET_COMMIT, "response", ctx.api_version, {
+            "throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]})
+
+    def _fetch_group(self, ctx: RequestContext, group_id: str,
+                     topics: Sequence[Mapping[str, Any]] | None) -> tuple[ErrorCode, list[dict[str, Any]]]:
+        """One group's OffsetFetch answer: (group error, topics). A partition never committed is
+        offset -1; with the group's error every partition asked carries it too (v0-1 style)."""
+        asked = None if topics is None else [(t["name"], list(t.get("partition_indexes") or []))
+                                             for t in topics]
+        try:
+            self._group_request(ctx, group_id, "DESCRIBE")
+            self.coordinator.classic_group(group_id)
+            error = ErrorCode.NONE
+        except KafkaApiError as exc:
+            error = exc.code
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        if error != ErrorCode.NONE:
+            for name, partitions in asked or []:
+                by_topic[name] = [{"partition_index": p, "committed_offset": NO_OFFSET,
+                                   "committed_leader_epoch": NO_EPOCH, "metadata": "", "error_code": error}
+                                  for p in partitions]
+        else:
+            for name, partition, value in self.coordinator.offsets.committed(group_id, asked):
+                if not self._allowed(ctx, "DESCRIBE", "TOPIC", name):
+                    if asked is None:
+                        continue  # "all offsets" leaves out the topics the caller may not see
+                    row = {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_EPOCH, "metadata": "",
+                           "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                elif value is None:
+                    row = {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_EPOCH, "metadata": "",
+                           "error_code": ErrorCode.NONE}
+                else:
+                    row = {"committed_offset": value.offset, "committed_leader_epoch": value.leader_epoch,
+                           "metadata": value.metadata, "error_code": ErrorCode.NONE}
+                by_topic.setdefault(name, []).append({"partition_index": partition, **row})
+        return error, [{"name": n, "partitions": p} for n, p in by_topic.items()]
+
+    def offset_fetch(self, ctx: RequestContext, request: Request) -> Answer:
+        """require_stable (v7+) asks for no offsets with transactional commits pending: there are
+        none until transactions land, so every answer is stable."""
+        body = request.body
+        version = ctx.api_version
+        if version >= 8:
+            groups = []
+            for asked in body.get("groups") or []:
+                error, topics = self._fetch_group(ctx, asked["group_id"], asked.get("topics"))
+                groups.append({"group_id": asked["group_id"], "topics": topics, "error_code": error})
+            return fit_body(ApiKey.OFFSET_FETCH, "response", version,
+                            {"throttle_time_ms": 0, "groups": groups})
+        error, topics = self._fetch_group(ctx, body["group_id"], body.get("topics"))
+        return fit_body(ApiKey.OFFSET_FETCH, "response", version,
+                        {"throttle_time_ms": 0, "topics": topics, "error_code": error})
+
+    async def offset_delete(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        group_id = body["group_id"]
+        self._group_request(ctx, group_id, "DELETE")
+        asked: list[tuple[str, int]] = []
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        for topic in body.get("topics") or []:
+            readable = self._allowed(ctx, "READ", "TOPIC", topic["name"])
+            for p in topic.get("partitions") or []:
+                key = (topic["name"], p["partition_index"])
+                if not readable:
+                    codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif not self._partition_exists(*key):
+                    codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    asked.append(key)
+        outcome: asyncio.Future[dict[tuple[str, int], ErrorCode]] = self.services.loop.create_future()
+        self.coordinator.delete_offsets(group_id, asked, _settle(outcome))
+        codes.update(await outcome)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (name, partition), code in codes.items():
+            by_topic.setdefault(name, []).append({"partition_index": partition, "error_code": code})
+        return {"error_code": ErrorCode.NONE, "throttle_time_ms": 0,
+                "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
+
+    # --- DescribeGroups, ListGroups, DeleteGroups -----------------------------------------------
+
+    def describe_group(self, group_id: str, version: int = 6) -> dict[str, Any]:
+        """One group as DescribeGroups answers it (also the admin's view from Python)."""
+        blank: dict[str, Any] = {"group_id": group_id, "error_message": None, "group_state": "",
+                                 "protocol_type": "", "protocol_data": "", "members": []}
+        try:
+            self.check_coordinator(group_id)
+            group = self.coordinator.classic_group(group_id)
+        except KafkaApiError as exc:
+            return {**blank, "error_code": exc.code, "error_message": exc.message}
+        if group is None:
+            if version >= 6:
+                return {**blank, "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                        "group_state": GroupState.DEAD.value, "error_message": f"Group {group_id} not found."}
+            return {**blank, "error_code": ErrorCode.NONE, "group_state": GroupState.DEAD.value}
+        return group.describe()
+
+    def describe_groups(self, ctx: RequestContext, request: Request) -> Answer:
+        described = []
+        for group_id in request.body.get("groups") or []:
+            if not self._allowed(ctx, "DESCRIBE", "GROUP", group_id):
+                described.append({"group_id": group_id, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                  "error_message": None, "group_state": "", "protocol_type": "",
+                                  "protocol_data": "", "members": []})
+                continue
+            described.append(self.describe_group(group_id, ctx.api_version))
+        return fit_body(ApiKey.DESCRIBE_GROUPS, "response", ctx.api_version,
+                        {"throttle_time_ms": 0, "groups": described})
+
+    def list_group_states(self, states: Collection[str] = (), types: Collection[str] = ()
+                          ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+        """The groups this broker coordinates, filtered as ListGroups v4/v5 filter (case-blind)."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        listed = []
+        for group in self.coordinator.groups.values():
+            if self._partitions.get(group.partition) is not _Load.LOADED or group.state is GroupState.DEAD:
+                continue
+            if wanted_states and group.state.value.lower() not in wanted_states:
+                continue
+            if wanted_types and group.group_type not in wanted_types:
+                continue
+            listed.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
+                           "group_state": group.state.value, "group_type": group.group_type})
+        loading = any(state is _Load.LOADING for state in self._partitions.values())
+        return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), listed
+
+    def list_groups(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        error, listed = self.list_group_states(body.get("states_filter") or (),
+                                               body.get("types_filter") or ())
+        if not self._allowed(ctx, "DESCRIBE", "CLUSTER", CLUSTER_RESOURCE):
+            listed = [g for g in listed if self._allowed(ctx, "DESCRIBE", "GROUP", g["group_id"])]
+        return fit_body(ApiKey.LIST_GROUPS, "response", ctx.api_version,
+                        {"throttle_time_ms": 0, "error_code": error, "groups": listed})
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """One group deleted (it must be empty); the admin's call from Python as well."""
+        try:
+            self.check_coordinator(group_id)
+            outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
+            self.coordinator.delete_group(group_id, _settle(outcome))
+            return await outcome
+        except KafkaApiError as exc:
+            return exc.code
+
+    async def delete_groups(self, ctx: RequestContext, request: Request) -> Answer:
+        results = []
+        for group_id in request.body.get("groups_names") or []:
+            if not self._allowed(ctx, "DELETE", "GROUP", group_id):
+                code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            else:
+                code = await self.delete_group(group_id)
+            results.append({"group_id": group_id, "error_code": code})
+        return {"throttle_time_ms": 0, "results": results}
+

@@ -1,0 +1,71 @@
+"""Committed offsets, per group and partition, as the coordinator last wrote them.
+
+Kept apart from the groups themselves because every group type has them (classic and KIP-848
+groups share the namespace and the OffsetCommit/OffsetFetch APIs), and because a group may have
+offsets and no members at all (a consumer that assigns partitions itself commits with
+generation -1). The store holds only what ``__consumer_offsets`` already holds: the coordinator
+puts a commit here once its record is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import attrs
+
+from kafkapy.groups.records import OffsetCommitKey, OffsetCommitValue
+
+__all__ = ["NO_OFFSET", "OffsetEntry", "OffsetStore"]
+
+NO_OFFSET = -1  # OffsetFetch's committed_offset for a partition with no commit
+
+
+@attrs.frozen
+class OffsetEntry:
+    """One partition of an OffsetCommit request."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+
+
+class OffsetStore:
+    def __init__(self) -> None:
+        self._by_group: dict[str, dict[tuple[str, int], OffsetCommitValue]] = {}
+
+    def put(self, key: OffsetCommitKey, value: OffsetCommitValue) -> None:
+        self._by_group.setdefault(key.group, {})[(key.topic, key.partition)] = value
+
+    def get(self, group: str, topic: str, partition: int) -> OffsetCommitValue | None:
+        return self._by_group.get(group, {}).get((topic, partition))
+
+    def delete(self, group: str, topic: str, partition: int) -> None:
+        offsets = self._by_group.get(group)
+        if offsets is not None:
+            offsets.pop((topic, partition), None)
+            if not offsets:
+                del self._by_group[group]
+
+    def drop_group(self, group: str) -> None:
+        self._by_group.pop(group, None)
+
+    def groups(self) -> list[str]:
+        return list(self._by_group)
+
+    def partitions(self, group: str) -> list[tuple[str, int]]:
+        return sorted(self._by_group.get(group, {}))
+
+    def committed(self, group: str, topics: Iterable[tuple[str, Iterable[int]]] | None
+                  ) -> Iterator[tuple[str, int, OffsetCommitValue | None]]:
+        """(topic, partition, commit or None) for the partitions asked, or for every committed
+        partition of the group when ``topics`` is None (OffsetFetch's "all")."""
+        offsets = self._by_group.get(group, {})
+        if topics is None:
+            for (topic, partition), value in sorted(offsets.items()):
+                yield topic, partition, value
+            return
+        for topic, partitions in topics:
+            for partition in partitions:
+                yield topic, partition, offsets.get((topic, partition))

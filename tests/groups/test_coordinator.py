@@ -1,0 +1,224 @@
+"""The coordinator's timers and rules, one at a time, on a manual clock (Kafka's behaviour for
+each: initial delay, rebalance timeout, session expiry, sync timeout, KIP-394 member ids that
+lapse, group.max.size, the protocol vote, a write that fails)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
+from kafkapy.groups.group import ClassicGroup, JoinResult, SyncResult
+from kafkapy.groups.state import GroupState
+from kafkapy.groups.timers import ManualScheduler, Timers
+
+SESSION_MS = 1000
+REBALANCE_MS = 5000
+
+
+class Harness:
+    def __init__(self, **config: Any) -> None:
+        self.clock = ManualScheduler()
+        self.write_error = ErrorCode.NONE
+        self.written: list[Any] = []
+        ids = iter(range(1000))
+        self.coordinator = ClassicCoordinator(
+            GroupConfig(**{"initial_rebalance_delay_ms": 0, "min_session_timeout_ms": 100, **config}),
+            Timers(self.clock.clock, self.clock.call_later), self._persist,
+            new_member_id=lambda prefix: f"{prefix}-{next(ids)}")
+
+    def _persist(self, group: str, records: Any, done: Callable[[ErrorCode], None]) -> None:
+        self.written.extend(records)
+        done(self.write_error)
+
+    def join(self, member_id: str = "", protocols: tuple[tuple[str, bytes], ...] = (("range", b"m"),),
+             instance: str | None = None, known_required: bool = False) -> list[JoinResult]:
+        answers: list[JoinResult] = []
+        self.coordinator.join(JoinRequest("g", member_id, instance, "c", "/h", SESSION_MS, REBALANCE_MS,
+                                          "consumer", protocols, known_required), answers.append)
+        return answers
+
+    def sync(self, result: JoinResult, assignments: dict[str, bytes] | None = None) -> list[SyncResult]:
+        answers: list[SyncResult] = []
+        self.coordinator.sync("g", result.generation_id, result.member_id, None, None, None,
+                              list((assignments or {}).items()), answers.append)
+        return answers
+
+    def advance(self, ms: int) -> None:
+        self.clock.advance(ms / 1000)
+
+    def heartbeats(self, ms: int, *members: JoinResult) -> None:
+        """``ms`` pass while ``members`` heartbeat every 100 ms (answers ignored)."""
+        for _ in range(ms // 100):
+            self.advance(100)
+            for member in members:
+                try:
+                    self.coordinator.heartbeat("g", member.generation_id, member.member_id, None)
+                except KafkaApiError:
+                    pass
+
+    @property
+    def group(self) -> Any:
+        return self.coordinator.groups["g"]
+
+
+def test_initial_delay_waits_for_more_members_then_completes() -> None:
+    h = Harness(initial_rebalance_delay_ms=300)
+    a = h.join()
+    h.advance(200)
+    assert a == [] and h.group.state is GroupState.PREPARING_REBALANCE
+    b = h.join()  # arrives during the delay: at its end (300) the join waits another 300
+    h.advance(350)
+    assert a == b == []
+    h.advance(50)
+    assert [r.error_code for r in a + b] == [ErrorCode.NONE, ErrorCode.NONE]
+    assert a[0].generation_id == b[0].generation_id == 1
+    assert h.group.state is GroupState.COMPLETING_REBALANCE
+
+
+def test_initial_delay_never_exceeds_the_rebalance_timeout() -> None:
+    h = Harness(initial_rebalance_delay_ms=4000)
+    a = h.join()
+    h.advance(3000)
+    h.join()  # at 4000 the join would wait 4000 more, but only 1000 of the 5000 ms are left
+    h.advance(1999)
+    assert a == []
+    h.advance(1)
+    assert a and a[0].error_code == ErrorCode.NONE
+
+
+def two_members(h: Harness) -> tuple[JoinResult, JoinResult]:
+    first = h.join()
+    h.advance(0)
+    (a,) = first
+    b_answers = h.join()
+    a_answers = h.join(a.member_id)
+    h.advance(0)
+    (a2,), (b2,) = a_answers, b_answers
+    return a2, b2
+
+
+def test_rebalance_timeout_removes_members_that_do_not_rejoin() -> None:
+    h = Harness()
+    leader, follower = two_members(h)
+    h.sync(follower)
+    h.sync(leader, {leader.member_id: b"x", follower.member_id: b"y"})
+    assert h.group.state is GroupState.STABLE
+    rejoin = h.join(leader.member_id, protocols=(("range", b"changed"),))
+    assert h.group.state is GroupState.PREPARING_REBALANCE and rejoin == []
+    h.heartbeats(REBALANCE_MS - 100, follower)  # alive, but it does not rejoin
+    assert rejoin == []
+    h.advance(100)
+    assert rejoin[0].error_code == ErrorCode.NONE and rejoin[0].generation_id == leader.generation_id + 1
+    assert list(h.group.members) == [leader.member_id]
+
+
+def test_session_expiry_removes_a_silent_member_and_rebalances() -> None:
+    h = Harness()
+    leader, follower = two_members(h)
+    h.sync(follower)
+    h.sync(leader, {})
+    for _ in range(5):  # the leader heartbeats, the follower is silent
+        h.advance(SESSION_MS // 2)
+        try:
+            h.coordinator.heartbeat("g", leader.generation_id, leader.member_id, None)
+        except KafkaApiError as exc:
+            assert exc.code == ErrorCode.REBALANCE_IN_PROGRESS
+            break
+    assert follower.member_id not in h.group.members
+    assert h.group.state is GroupState.PREPARING_REBALANCE
+
+
+def test_sync_timeout_removes_members_that_never_sync() -> None:
+    h = Harness()
+    leader, follower = two_members(h)
+    synced = h.sync(leader, {})
+    assert synced and h.group.state is GroupState.STABLE
+    h.heartbeats(REBALANCE_MS, leader, follower)
+    assert follower.member_id not in h.group.members
+    assert h.group.state is GroupState.PREPARING_REBALANCE
+
+
+def test_member_id_required_then_lapses() -> None:
+    h = Harness()
+    (first,) = h.join(known_required=True)
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED and first.member_id in h.group.pending_members
+    h.advance(SESSION_MS)
+    assert not h.group.pending_members
+    with pytest.raises(KafkaApiError) as refused:
+        h.join(first.member_id)
+    assert refused.value.code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_group_max_size() -> None:
+    h = Harness(max_size=1)
+    answers = h.join()
+    h.advance(0)
+    (a,) = answers
+    with pytest.raises(KafkaApiError) as refused:
+        h.join()
+    assert refused.value.code == ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert a.error_code == ErrorCode.NONE
+
+
+def test_protocol_vote_picks_the_common_first_choice() -> None:
+    h = Harness()
+    a = h.join(protocols=(("roundrobin", b""), ("range", b"")))
+    h.advance(0)
+    b = h.join(protocols=(("range", b""), ("sticky", b"")))
+    h.join(a[0].member_id, protocols=(("range", b""), ("roundrobin", b"")))
+    h.advance(0)
+    assert b[0].protocol_name == "range"
+    with pytest.raises(KafkaApiError) as refused:
+        h.join(protocols=(("sticky", b""),))
+    assert refused.value.code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_a_failed_assignment_write_sends_the_group_back_to_rebalance() -> None:
+    h = Harness()
+    answers = h.join()
+    h.advance(0)
+    (a,) = answers
+    h.write_error = ErrorCode.NOT_COORDINATOR
+    answers = h.sync(a, {a.member_id: b"x"})
+    assert answers == [SyncResult(ErrorCode.NOT_COORDINATOR)]
+    assert h.group.state is GroupState.PREPARING_REBALANCE
+
+
+def test_static_member_replacement_keeps_a_stable_group() -> None:
+    h = Harness()
+    answers = h.join(instance="i1")
+    h.advance(0)
+    (a,) = answers
+    h.sync(a, {a.member_id: b"mine"})
+    written = len(h.written)
+    (again,) = h.join(instance="i1")
+    assert again.error_code == ErrorCode.NONE and again.generation_id == a.generation_id
+    assert again.skip_assignment and h.group.state is GroupState.STABLE
+    assert len(h.written) == written + 1, "the replacement is written"
+    with pytest.raises(KafkaApiError) as fenced:
+        h.coordinator.heartbeat("g", a.generation_id, a.member_id, "i1")
+    assert fenced.value.code == ErrorCode.FENCED_INSTANCE_ID
+    (synced,) = h.sync(again)
+    assert synced.assignment == b"mine"
+
+
+def test_a_classic_request_for_another_type_of_group_is_refused() -> None:
+    """Groups share one namespace with KIP-848 consumer groups: JoinGroup, SyncGroup, Heartbeat,
+    LeaveGroup and OffsetCommit for a group of another type get GROUP_ID_NOT_FOUND, as Kafka."""
+    h = Harness()
+    h.coordinator.groups["g"] = ClassicGroup("g", 0, group_type="consumer")
+    calls: list[Callable[[], object]] = [
+        lambda: h.join(),
+        lambda: h.coordinator.sync("g", 1, "m", None, None, None, [], lambda _: None),
+        lambda: h.coordinator.heartbeat("g", 1, "m", None),
+        lambda: h.coordinator.leave("g", [("m", None)]),
+        lambda: h.coordinator.commit_offsets("g", 1, "m", None, [], lambda _: None),
+    ]
+    for call in calls:
+        with pytest.raises(KafkaApiError) as refused:
+            call()
+        assert refused.value.code == ErrorCode.GROUP_ID_NOT_FOUND
