@@ -47,6 +47,7 @@ from kafkapy.server.services import (
     BrokerServices,
     PartitionLogsProvider,
 )
+from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.store.base import Watch
 from kafkapy.store.onloop import call_soon_on, watching
 
@@ -126,7 +127,7 @@ CONFIG_KEYS = (
 class GroupsModule(Module):
     name = "groups"
     provides = (GROUP_COORDINATOR,)
-    wants = (TOPIC_CREATION, PARTITION_LOGS)
+    wants = (TOPIC_CREATION, PARTITION_LOGS, TRANSACTION_COORDINATOR)
     config_keys = CONFIG_KEYS
 
     def __init__(self, services: BrokerServices, group_log: GroupLog | None = None) -> None:
@@ -361,9 +362,7 @@ class GroupsModule(Module):
                     "error_message": message}
 
         if key_type == CoordinatorKeyType.TRANSACTION:
-            # The transaction coordinator is a later module; its place is this branch.
-            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           "This broker runs no transaction coordinator.")
+            return await self._transaction_coordinator_for(ctx, key, refused)
         if key_type != CoordinatorKeyType.GROUP:
             return refused(ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}.")
         if not self._allowed(ctx, "DESCRIBE", "GROUP", key):
@@ -379,6 +378,25 @@ class GroupsModule(Module):
         if leader == self.services.broker_id:
             self._start_load(partition)  # so the group is ready when its first request comes
         return {"key": key, "node_id": leader, "host": endpoint.host, "port": endpoint.port,
+                "error_code": ErrorCode.NONE, "error_message": None}
+
+    async def _transaction_coordinator_for(self, ctx: RequestContext, key: str,
+                                           refused: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+        """Key type TRANSACTION: the transaction coordinator (TRANSACTION_COORDINATOR) names the
+        broker; DESCRIBE on the TransactionalId first, as Kafka checks it."""
+        locator = self.services.provider(TRANSACTION_COORDINATOR, Module)
+        if not isinstance(locator, TransactionCoordinatorLocator):
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           "This broker runs no transaction coordinator.")
+        if not self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", key):
+            return refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        code, broker = await locator.find_transaction_coordinator(key)
+        endpoint = broker.endpoint(ctx.connection.listener) if broker is not None else None
+        if code != ErrorCode.NONE or broker is None or endpoint is None:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.NONE else code
+            return refused(code, "The coordinator is not available." if code != ErrorCode.INVALID_REQUEST
+                           else "A transactional id must not be empty.")
+        return {"key": key, "node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
                 "error_code": ErrorCode.NONE, "error_message": None}
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------------
