@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -233,6 +233,11 @@ class TransactionsModule(Module):
         if leader not in live:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         return ErrorCode.NONE, live[leader]
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Collection[TopicPartition]) -> Mapping[TopicPartition, ErrorCode]:
+        """TRANSACTION_COORDINATOR: TxnOffsetCommit's check, the verify-only AddPartitionsToTxn's."""
+        return self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
 
     def _create_state_topic(self) -> None:
         """Kafka makes __transaction_state on the first FindCoordinator that needs it; one try at a time."""
