@@ -159,6 +159,7 @@ class GroupsModule(Module):
             allowed=self._allowed, partition_exists=self._partition_exists,
             verifier=lambda: services.provider(TRANSACTION_COORDINATOR, Module),
             is_loaded=lambda partition: self._partitions.get(partition) is _Load.LOADED,
+            is_loading=lambda partition: self._partitions.get(partition) is _Load.LOADING,
             max_metadata_bytes=config["offset.metadata.max.bytes"])
         self._stop_markers: Callable[[], None] | None = None
 
@@ -297,7 +298,7 @@ class GroupsModule(Module):
         def finish() -> None:
             if self._partitions.get(partition) is _Load.LOADING:
                 self.coordinator.load(partition, [r for r in records if isinstance(r, GroupRecord)])
-                self.txn_offsets.load(r for r in records if isinstance(r, OpenTxnRecords))
+                self.txn_offsets.load(partition, (r for r in records if isinstance(r, OpenTxnRecords)))
                 self._partitions[partition] = _Load.LOADED
                 self.services.log.debug("loaded the groups of %s-%d (%d records)", OFFSETS_TOPIC, partition,
                                         len(records))

@@ -108,7 +108,8 @@ class TxnOffsetCommits:
                  check_coordinator: Callable[[str], None],
                  allowed: Callable[[RequestContext, str, str, str], bool],
                  partition_exists: Callable[[str, int], bool], verifier: Callable[[], object],
-                 is_loaded: Callable[[int], bool], max_metadata_bytes: int) -> None:
+                 is_loaded: Callable[[int], bool], is_loading: Callable[[int], bool],
+                 max_metadata_bytes: int) -> None:
         self.coordinator = coordinator
         self.pending = PendingTxnOffsets()
         self._group_log = group_log
@@ -117,6 +118,9 @@ class TxnOffsetCommits:
         self._partition_exists = partition_exists
         self._verifier = verifier  # the TRANSACTION_COORDINATOR provider, if any
         self._is_loaded = is_loaded
+        self._is_loading = is_loading
+        # Markers written while a partition loads, after the replay's end: applied once it is loaded.
+        self._ended_while_loading: dict[int, list[tuple[int, bool]]] = {}
         self._max_metadata_bytes = max_metadata_bytes
 
     # --- the request ----------------------------------------------------------------------------
@@ -205,20 +209,30 @@ class TxnOffsetCommits:
     def on_marker(self, marker: TxnMarker, topic: str, partition: int) -> None:
         """TxnMarkerEvents: a marker written into one of our ``__consumer_offsets`` partitions
         ends the producer's pending offsets of the groups kept there."""
-        if topic != OFFSETS_TOPIC or not self._is_loaded(partition):
+        if topic != OFFSETS_TOPIC:
             return
+        if self._is_loaded(partition):
+            self._end(partition, marker.producer_id, marker.committed)
+        elif self._is_loading(partition):
+            self._ended_while_loading.setdefault(partition, []).append((marker.producer_id, marker.committed))
+
+    def _end(self, partition: int, producer_id: int, committed: bool) -> None:
         log = self._group_log()
-        ended = self.pending.complete(marker.producer_id, lambda group: log.partition_for(group) == partition)
-        if marker.committed:
+        ended = self.pending.complete(producer_id, lambda group: log.partition_for(group) == partition)
+        if committed:
             for record in ended:
                 assert isinstance(record.key, OffsetCommitKey) and isinstance(record.value, OffsetCommitValue)
                 self.coordinator.offsets.put(record.key, record.value)
 
-    def load(self, open_txns: Iterable[OpenTxnRecords]) -> None:
-        """The transactions a replay found open: pending again until their marker."""
+    def load(self, partition: int, open_txns: Iterable[OpenTxnRecords]) -> None:
+        """The transactions a replay of ``partition`` found open: pending again until their
+        marker (or ended now, by one written while the partition was loading)."""
         for txn in open_txns:
             self.pending.add(txn.producer_id, txn.records)
+        for producer_id, committed in self._ended_while_loading.pop(partition, []):
+            self._end(partition, producer_id, committed)
 
     def unload(self, partition: int) -> None:
+        self._ended_while_loading.pop(partition, None)
         log = self._group_log()
         self.pending.drop(lambda group: log.partition_for(group) == partition)

@@ -14,9 +14,15 @@ import pytest
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig
 from kafkapy.groups.module import CoordinatorKeyType
-from kafkapy.groups.partitioning import offsets_partition_for
+from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
+from kafkapy.groups.persistence import OpenTxnRecords
+from kafkapy.groups.records import GroupRecord, OffsetCommitKey, OffsetCommitValue
+from kafkapy.groups.timers import ManualScheduler, Timers
+from kafkapy.groups.txn_offsets import TxnOffsetCommits
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.txn_markers import TxnMarker
 from kafkapy.testing import wait_until
 
 Partition = tuple[str, int]
@@ -191,3 +197,60 @@ def test_a_restart_replays_committed_aborted_and_open_transactions(tmp_path: Pat
         assert end(client, "tx", producer, commit=True) == ErrorCode.NONE
         wait_until(lambda: fetch(client, "g", require_stable=True)[("t", 1)] == (8, ErrorCode.NONE),
                    what="the open transaction's commit after the restart")
+
+
+# --- the markers, without a broker: TxnOffsetCommits' bookkeeping on its own -----------------------
+
+class _Partitions:
+    """partition_for of a GroupLog: every group in partition 0 but "elsewhere" (partition 1)."""
+
+    partition_count = 2
+
+    def partition_for(self, group_id: str) -> int:
+        return 1 if group_id == "elsewhere" else 0
+
+
+def _commits(states: dict[int, str]) -> TxnOffsetCommits:
+    clock = ManualScheduler()
+    coordinator = ClassicCoordinator(GroupConfig(initial_rebalance_delay_ms=0),
+                                     Timers(clock.clock, clock.call_later), lambda *_: None,
+                                     partition_for=_Partitions().partition_for)
+    return TxnOffsetCommits(
+        coordinator=coordinator, group_log=lambda: _Partitions(),  # type: ignore[arg-type,return-value]
+        check_coordinator=lambda _: None, allowed=lambda *_: True, partition_exists=lambda *_: True,
+        verifier=lambda: None, is_loaded=lambda p: states.get(p) == "loaded",
+        is_loading=lambda p: states.get(p) == "loading", max_metadata_bytes=4096)
+
+
+def _offset(group: str, offset: int) -> GroupRecord:
+    return GroupRecord(OffsetCommitKey(group, "t", 0), OffsetCommitValue(offset, -1, "", 0))
+
+
+def _marker(producer_id: int, committed: bool) -> TxnMarker:
+    return TxnMarker(producer_id, 0, committed, 0, ((OFFSETS_TOPIC, 0),))
+
+
+def test_a_marker_ends_only_its_producers_offsets_in_its_partition() -> None:
+    commits = _commits({0: "loaded", 1: "loaded"})
+    commits.pending.add(7, [_offset("g", 5), _offset("elsewhere", 6)])
+    commits.pending.add(8, [_offset("h", 9)])
+    commits.on_marker(_marker(7, committed=True), OFFSETS_TOPIC, 0)
+    offsets = commits.coordinator.offsets
+    assert offsets.get("g", "t", 0) == OffsetCommitValue(5, -1, "", 0)
+    assert offsets.get("elsewhere", "t", 0) is None and commits.pending.is_pending("elsewhere", "t", 0)
+    assert commits.pending.is_pending("h", "t", 0)
+    commits.on_marker(_marker(8, committed=False), OFFSETS_TOPIC, 0)
+    assert offsets.get("h", "t", 0) is None and not commits.pending.is_pending("h", "t", 0)
+    commits.on_marker(_marker(7, committed=True), "other-topic", 1)  # not ours: nothing happens
+    assert commits.pending.is_pending("elsewhere", "t", 0)
+
+
+def test_a_marker_written_while_the_partition_loads_ends_what_the_replay_found_open() -> None:
+    states = {0: "loading"}
+    commits = _commits(states)
+    commits.on_marker(_marker(7, committed=True), OFFSETS_TOPIC, 0)
+    commits.on_marker(_marker(9, committed=True), OFFSETS_TOPIC, 0)  # a producer with nothing here
+    states[0] = "loaded"
+    commits.load(0, [OpenTxnRecords(7, (_offset("g", 5),)), OpenTxnRecords(8, (_offset("h", 1),))])
+    assert commits.coordinator.offsets.get("g", "t", 0) == OffsetCommitValue(5, -1, "", 0)
+    assert commits.pending.is_pending("h", "t", 0) and not commits.pending.is_pending("g", "t", 0)
