@@ -20,7 +20,11 @@ a burst of noise from the other core hits both; the median over the blocks is re
   records past that, measured here, so it holds nothing to weigh): the broker process's VmRSS
   growth while 1/4 GiB (quick: 8 MiB) of 10 KB records is produced into a fresh topic, divided
   by the bytes produced;
-* committed transactions/s: a row that says it is not served yet -- no number is made up.
+* committed transactions/s: a transactional Producer (its own transactional.id) runs
+  begin, 10 records of 100 B over 2 partitions (5 each), commit, one after another; kafkapy's
+  topic is made with 2 partitions through CreateTopics first (the mock answers no CreateTopics
+  and makes the topic on first use, with 4 partitions, 2 of them written), and one transaction
+  warms up (coordinator lookup, InitProducerId, connections) outside the clock.
 
 A broker whose ApiVersions lacks Produce or Fetch gets "not served" in its cells instead of a
 number (kafkapy before its dataplane lands); a workload that fails shows "failed" and the error
@@ -47,6 +51,7 @@ SMALL, LARGE = 100, 10 * 1024  # value bytes: issue 15's 100-byte and 10 KB reco
 NOT_SERVED = "not served"
 FAILED = "failed"
 _TIMEOUT_S = 60.0
+_TXN_RECORDS = 10  # per transaction, over 2 partitions (issue 17's benchmark)
 
 
 def _rss() -> int:
@@ -187,6 +192,32 @@ class _Load:
         """Megabytes (10^6) of values per second."""
         return count * LARGE / self._produce(bootstrap, topic, count, LARGE) / 1e6
 
+    def transactions(self, bootstrap: str, topic: str, count: int, create: bool) -> float:
+        """Committed transactions per second: 10 records over 2 partitions each. ``create``: make
+        the topic with 2 partitions by CreateTopics (the mock answers none; it makes a produced-to
+        topic itself, with 4 partitions)."""
+        if create:
+            from confluent_kafka.admin import AdminClient, NewTopic
+
+            admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+            for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
+                future.result(_TIMEOUT_S)
+        producer = self.ck.Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}",
+                                     "linger.ms": 0, "log_level": 0})
+        producer.init_transactions(_TIMEOUT_S)
+        value = b"v" * SMALL
+
+        def transaction() -> None:
+            producer.begin_transaction()
+            for i in range(_TXN_RECORDS):
+                producer.produce(topic, value, partition=i % 2)
+            producer.commit_transaction(_TIMEOUT_S)  # flushes first, as commit must
+        transaction()  # warm-up: partitions added, connections open
+        start = time.perf_counter()
+        for _ in range(count):
+            transaction()
+        return count / (time.perf_counter() - start)
+
     def hold(self, bootstrap: str, topic: str, total: int) -> int:
         """Produce ``total`` bytes of 10 KB values; returns the value bytes produced."""
         count = total // LARGE
@@ -215,11 +246,12 @@ Cell = float | str  # a number, NOT_SERVED or FAILED
 
 def _sizes(options: Options) -> dict[str, int]:
     if options.quick:
-        return {"blocks": 1, "messages": 2_000, "latency": 20, "large": 200, "hold": 8 << 20}
+        return {"blocks": 1, "messages": 2_000, "latency": 20, "large": 200, "hold": 8 << 20,
+                "transactions": 30}
     # 20,000 records of 100 B are about 3 MB a block: within what the mock keeps of a partition (about
     # 5 MB; past that it drops the oldest, and a consumer starting at 0 is out of range).
     return {"blocks": max(2, options.repeats), "messages": 20_000, "latency": 300, "large": 3_000,
-            "hold": 256 << 20}
+            "hold": 256 << 20, "transactions": 300}
 
 
 def _run_blocks(load: ChildProcess, servers: dict[str, ChildProcess], brokers: dict[str, str],
@@ -229,7 +261,8 @@ def _run_blocks(load: ChildProcess, servers: dict[str, ChildProcess], brokers: d
     broker process's CPU seconds per one-at-a-time produce (time it spent on the CPU, so the
     steadier figure when other work shares the cores)."""
     samples: dict[str, dict[str, list[Any]]] = {
-        w: {b: [] for b in brokers} for w in ("produce", "consume", "latency", "latency_cpu", "throughput")}
+        w: {b: [] for b in brokers} for w in ("produce", "consume", "latency", "latency_cpu", "throughput",
+                                  "transactions")}
     names = list(brokers)
     for block in range(sizes["blocks"]):
         for name in names if block % 2 == 0 else names[::-1]:
@@ -242,6 +275,8 @@ def _run_blocks(load: ChildProcess, servers: dict[str, ChildProcess], brokers: d
                 ("consume", ("consume", address, topic, sizes["messages"])),
                 ("latency", ("latency", address, topic + "-latency", sizes["latency"])),
                 ("throughput", ("throughput", address, topic + "-large", sizes["large"])),
+                ("transactions", ("transactions", address, topic + "-txn", sizes["transactions"],
+                                  name != MOCK)),
             ]
             for workload, message in steps:
                 try:
@@ -329,10 +364,13 @@ def run(options: Options) -> Report:
     headers = ["workload", KAFKAPY, MOCK, "kafkapy/mock", "target"]
     rows = [[label, _fmt(values[KAFKAPY], digits), _fmt(values[MOCK], digits),
              _ratio(values[KAFKAPY], values[MOCK]), target] for label, values, digits, target in rows_spec]
-    rows.append(["committed transactions/s", "transactions: not yet served", "-", "-", ""])
+    txn = cells("transactions", median)
+    rows.append([f"committed transactions/s ({_TXN_RECORDS} records, 2 partitions)", _fmt(txn[KAFKAPY], 0),
+                 _fmt(txn[MOCK], 0), _ratio(txn[KAFKAPY], txn[MOCK]), ">= 1.0x"])
     notes = [f"{sizes['blocks']} block(s) per broker, alternating; per block {sizes['messages']:,} records "
              f"produced then consumed, {sizes['latency']} one-at-a-time produces, {sizes['large']:,} 10 KB "
-             f"records; RSS growth over {sizes['hold'] >> 20} MiB of 10 KB records in a fresh topic."]
+             f"records, {sizes['transactions']} transactions; RSS growth over {sizes['hold'] >> 20} MiB "
+             "of 10 KB records in a fresh topic."]
     if not served[KAFKAPY]:
         notes.append("kafkapy: its ApiVersions lacks Produce or Fetch, so nothing was measured there "
                      "(issue 15's dataplane not merged yet).")

@@ -37,6 +37,7 @@ from kafkapy.server.modules import Module
 from kafkapy.store.base import MetadataStore
 from kafkapy.store.memory import MemoryStore
 from kafkapy.topics import TopicsModule
+from kafkapy.transactions import TransactionsModule
 
 __all__ = ["DEFAULT_MODULES", "assemble", "dependency_order", "load_module_class", "make_store",
            "module_classes"]
@@ -44,7 +45,8 @@ __all__ = ["DEFAULT_MODULES", "assemble", "dependency_order", "load_module_class
 MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules register under
 
 DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, FeaturesModule, QuotasModule,
-                                             TopicsModule, DataPlaneModule, GroupsModule, FaultsModule)
+                                             TopicsModule, DataPlaneModule, TransactionsModule, GroupsModule,
+                                             FaultsModule)
 
 
 def load_module_class(name: str) -> type[Module]:

@@ -581,6 +581,24 @@ class ClassicCoordinator:
             done(code)
         self._persist(group_id, records, stored)
 
+    def check_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                                instance_id: str | None) -> None:
+        """Kafka's checks of a TxnOffsetCommit (GroupCoordinator.handleTxnCommitOffsets): a group
+        that does not exist yet is made (the producer's consumer may assign itself); the member
+        and generation are checked only when given (v3+ sends them, older versions cannot)."""
+        group = self.classic_group(group_id)
+        if group is None:
+            group = self._create_group(group_id)
+        if group.state is S.DEAD:
+            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        holder = group.static_member_id(instance_id)
+        if holder is not None and holder != member_id:
+            raise KafkaApiError(ErrorCode.FENCED_INSTANCE_ID)
+        if member_id and member_id not in group.members:
+            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if generation_id >= 0 and generation_id != group.generation_id:
+            raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+
     def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]],
                        done: Callable[[dict[tuple[str, int], ErrorCode]], None]) -> None:
         """OffsetDelete: only where no member subscribes (GROUP_SUBSCRIBED_TO_TOPIC), and not at

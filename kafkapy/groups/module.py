@@ -30,10 +30,11 @@ from kafkapy.groups.memory_log import memory_group_log
 from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
-from kafkapy.groups.persistence import GroupLog
+from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
 from kafkapy.groups.records import GroupRecord
 from kafkapy.groups.state import GroupState
 from kafkapy.groups.timers import Timers
+from kafkapy.groups.txn_offsets import TXN_OFFSET_COMMIT_VERSIONS, TxnOffsetCommits
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
@@ -47,6 +48,8 @@ from kafkapy.server.services import (
     BrokerServices,
     PartitionLogsProvider,
 )
+from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
+from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
 from kafkapy.store.base import Watch
 from kafkapy.store.onloop import call_soon_on, watching
 
@@ -126,7 +129,7 @@ CONFIG_KEYS = (
 class GroupsModule(Module):
     name = "groups"
     provides = (GROUP_COORDINATOR,)
-    wants = (TOPIC_CREATION, PARTITION_LOGS)
+    wants = (TOPIC_CREATION, PARTITION_LOGS, TRANSACTION_COORDINATOR, TXN_MARKERS)
     config_keys = CONFIG_KEYS
 
     def __init__(self, services: BrokerServices, group_log: GroupLog | None = None) -> None:
@@ -150,6 +153,15 @@ class GroupsModule(Module):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[bool] | None = None
         self._watches: list[Watch] = []
+        self.txn_offsets = TxnOffsetCommits(
+            coordinator=self.coordinator, group_log=lambda: self.group_log,
+            check_coordinator=self.check_coordinator,
+            allowed=self._allowed, partition_exists=self._partition_exists,
+            verifier=lambda: services.provider(TRANSACTION_COORDINATOR, Module),
+            is_loaded=lambda partition: self._partitions.get(partition) is _Load.LOADED,
+            is_loading=lambda partition: self._partitions.get(partition) is _Load.LOADING,
+            max_metadata_bytes=config["offset.metadata.max.bytes"])
+        self._stop_markers: Callable[[], None] | None = None
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -164,6 +176,7 @@ class GroupsModule(Module):
             ApiKey.LIST_GROUPS: ApiHandler(VersionRange(0, 5), self.list_groups),
             ApiKey.DELETE_GROUPS: ApiHandler(VersionRange(0, 2), self.delete_groups),
             ApiKey.OFFSET_DELETE: ApiHandler(VersionRange(0, 0), self.offset_delete),
+            ApiKey.TXN_OFFSET_COMMIT: ApiHandler(TXN_OFFSET_COMMIT_VERSIONS, self.txn_offsets.handle),
         }
 
     async def start(self) -> None:
@@ -177,6 +190,10 @@ class GroupsModule(Module):
             config = self.services.config
             self.group_log = OffsetsTopicLog(logs.partition_logs(), config["offsets.topic.num.partitions"],
                                              compression=config["offsets.topic.compression.codec"])
+
+        markers = self.services.provider(TXN_MARKERS, Module)
+        if isinstance(markers, TxnMarkerEvents):  # transactional offsets end with their markers
+            self._stop_markers = markers.watch_txn_markers(self.txn_offsets.on_marker)
 
         def changed(_: object) -> None:
             call_soon_on(loop, self._follow_leadership)
@@ -198,6 +215,8 @@ class GroupsModule(Module):
         for watch in self._watches:
             watch.cancel()
         self._watches = []
+        if self._stop_markers is not None:
+            self._stop_markers()
         self.timers.cancel_all()
         for task in list(self._tasks):
             task.cancel()
@@ -265,7 +284,7 @@ class GroupsModule(Module):
         if partition in self._partitions:
             return
         self._partitions[partition] = _Load.LOADING
-        records: list[GroupRecord] = []
+        records: list[GroupRecord | OpenTxnRecords] = []
         replay = self.group_log.replay(partition)
 
         def read_some() -> bool:
@@ -278,7 +297,8 @@ class GroupsModule(Module):
 
         def finish() -> None:
             if self._partitions.get(partition) is _Load.LOADING:
-                self.coordinator.load(partition, records)
+                self.coordinator.load(partition, [r for r in records if isinstance(r, GroupRecord)])
+                self.txn_offsets.load(partition, (r for r in records if isinstance(r, OpenTxnRecords)))
                 self._partitions[partition] = _Load.LOADED
                 self.services.log.debug("loaded the groups of %s-%d (%d records)", OFFSETS_TOPIC, partition,
                                         len(records))
@@ -307,6 +327,7 @@ class GroupsModule(Module):
     def _unload(self, partition: int) -> None:
         self._partitions.pop(partition, None)
         self.coordinator.unload(partition)
+        self.txn_offsets.unload(partition)
         self.services.log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, partition)
 
     async def _ensure_offsets_topic(self) -> bool:
@@ -361,9 +382,7 @@ class GroupsModule(Module):
                     "error_message": message}
 
         if key_type == CoordinatorKeyType.TRANSACTION:
-            # The transaction coordinator is a later module; its place is this branch.
-            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                           "This broker runs no transaction coordinator.")
+            return await self._transaction_coordinator_for(ctx, key, refused)
         if key_type != CoordinatorKeyType.GROUP:
             return refused(ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}.")
         if not self._allowed(ctx, "DESCRIBE", "GROUP", key):
@@ -379,6 +398,25 @@ class GroupsModule(Module):
         if leader == self.services.broker_id:
             self._start_load(partition)  # so the group is ready when its first request comes
         return {"key": key, "node_id": leader, "host": endpoint.host, "port": endpoint.port,
+                "error_code": ErrorCode.NONE, "error_message": None}
+
+    async def _transaction_coordinator_for(self, ctx: RequestContext, key: str,
+                                           refused: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+        """Key type TRANSACTION: the transaction coordinator (TRANSACTION_COORDINATOR) names the
+        broker; DESCRIBE on the TransactionalId first, as Kafka checks it."""
+        locator = self.services.provider(TRANSACTION_COORDINATOR, Module)
+        if not isinstance(locator, TransactionCoordinatorLocator):
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                           "This broker runs no transaction coordinator.")
+        if not self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", key):
+            return refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        code, broker = await locator.find_transaction_coordinator(key)
+        endpoint = broker.endpoint(ctx.connection.listener) if broker is not None else None
+        if code != ErrorCode.NONE or broker is None or endpoint is None:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.NONE else code
+            return refused(code, "The coordinator is not available." if code != ErrorCode.INVALID_REQUEST
+                           else "A transactional id must not be empty.")
+        return {"key": key, "node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
                 "error_code": ErrorCode.NONE, "error_message": None}
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------------
@@ -495,10 +533,11 @@ class GroupsModule(Module):
         return fit_body(ApiKey.OFFSET_COMMIT, "response", ctx.api_version, {
             "throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]})
 
-    def _fetch_group(self, ctx: RequestContext, group_id: str,
-                     topics: Sequence[Mapping[str, Any]] | None) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    def _fetch_group(self, ctx: RequestContext, group_id: str, topics: Sequence[Mapping[str, Any]] | None,
+                     require_stable: bool = False) -> tuple[ErrorCode, list[dict[str, Any]]]:
         """One group's OffsetFetch answer: (group error, topics). A partition never committed is
-        offset -1; with the group's error every partition asked carries it too (v0-1 style)."""
+        offset -1; with the group's error every partition asked carries it too (v0-1 style).
+        ``require_stable`` (KIP-447): UNSTABLE_OFFSET_COMMIT where a transaction's offsets wait."""
         asked = None if topics is None else [(t["name"], list(t.get("partition_indexes") or []))
                                              for t in topics]
         try:
@@ -520,6 +559,9 @@ class GroupsModule(Module):
                         continue  # "all offsets" leaves out the topics the caller may not see
                     row = {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_EPOCH, "metadata": "",
                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                elif require_stable and self.txn_offsets.pending.is_pending(group_id, name, partition):
+                    row = {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_EPOCH, "metadata": "",
+                           "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT}
                 elif value is None:
                     row = {"committed_offset": NO_OFFSET, "committed_leader_epoch": NO_EPOCH, "metadata": "",
                            "error_code": ErrorCode.NONE}
@@ -530,18 +572,19 @@ class GroupsModule(Module):
         return error, [{"name": n, "partitions": p} for n, p in by_topic.items()]
 
     def offset_fetch(self, ctx: RequestContext, request: Request) -> Answer:
-        """require_stable (v7+) asks for no offsets with transactional commits pending: there are
-        none until transactions land, so every answer is stable."""
+        """require_stable (v7+): partitions with transactional offsets pending answer
+        UNSTABLE_OFFSET_COMMIT, which the consumer retries (KIP-447)."""
         body = request.body
+        stable = bool(body.get("require_stable", False))
         version = ctx.api_version
         if version >= 8:
             groups = []
             for asked in body.get("groups") or []:
-                error, topics = self._fetch_group(ctx, asked["group_id"], asked.get("topics"))
+                error, topics = self._fetch_group(ctx, asked["group_id"], asked.get("topics"), stable)
                 groups.append({"group_id": asked["group_id"], "topics": topics, "error_code": error})
             return fit_body(ApiKey.OFFSET_FETCH, "response", version,
                             {"throttle_time_ms": 0, "groups": groups})
-        error, topics = self._fetch_group(ctx, body["group_id"], body.get("topics"))
+        error, topics = self._fetch_group(ctx, body["group_id"], body.get("topics"), stable)
         return fit_body(ApiKey.OFFSET_FETCH, "response", version,
                         {"throttle_time_ms": 0, "topics": topics, "error_code": error})
 

@@ -12,12 +12,17 @@ The batch goes into the log the way Produce puts one there (offsets from the log
 partition's leader epoch), and Fetch's waiters are woken. With one replica per partition the
 high watermark is the log end once the append returns: that is acks=all here, as for Produce.
 
+TxnOffsetCommit's records go in as a transactional batch of the producer's id and epoch
+(``append_transactional``, Kafka's GroupMetadataManager.storeOffsets with a producer id): the
+partition's producer state checks and records it first, as Produce's path does, so the batch
+opens the producer's transaction there and the coordinator's COMMIT or ABORT marker closes it.
+
 ``replay`` reads the partition from its log start to the high watermark, batch by batch, in log
-order: control batches are skipped (they carry transaction markers, not records), and so are
-transactional batches until transactions land (their offsets count only once committed, which
-needs the markers' outcome). A record type kafkapy has no schema for is skipped, as Kafka's
-loader skips it; any other undecodable record stops the replay with a GroupRecordError naming
-the partition and offset.
+order. A transactional batch's records are held per producer id until its control batch: a
+COMMIT marker hands them on at the marker's place, an ABORT marker drops them, and those still
+open when the log ends come last as OpenTxnRecords (pending until their marker). A record type
+kafkapy has no schema for is skipped, as Kafka's loader skips it; any other undecodable record
+stops the replay with a GroupRecordError naming the partition and offset.
 
 Errors are the coordinator's, mapped from the data plane's as Kafka's group coordinator maps
 them (GroupCoordinatorService): a partition that does not exist (yet) or cannot be written is
@@ -31,9 +36,11 @@ from collections.abc import Callable, Iterator, Sequence
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
+from kafkapy.groups.persistence import OpenTxnRecords
 from kafkapy.groups.record_codec import GroupRecordError, UnknownRecordType, decode_record, encode_record
 from kafkapy.groups.records import GroupRecord
 from kafkapy.log.base import PartitionLog
+from kafkapy.log.producer_state import COMMIT, CONTROL_RECORD_KEY, NO_SEQUENCE, ProducerStateManager
 from kafkapy.protocol.records import Compression, RecordBatch, Records, build_record_batch
 from kafkapy.server.services import PartitionLogs
 
@@ -41,6 +48,7 @@ __all__ = ["COORDINATOR_ERRORS", "DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES", "NO_PROD
            "OffsetsTopicLog", "offsets_topic_configs"]
 
 NO_PRODUCER = -1  # the coordinator's batches are not idempotent: producer id, epoch and sequence -1
+_SEQUENCE_WRAP = 1 << 31  # sequences are int32s that wrap to 0 (Kafka's DefaultRecordBatch.incrementSequence)
 REPLAY_READ_BYTES = 1 << 20  # per read while replaying (Kafka's offsets.load.buffer.size is 5 MiB)
 
 DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
@@ -97,6 +105,16 @@ class OffsetsTopicLog:
 
     async def append(self, group_id: str, records: Sequence[GroupRecord]) -> None:
         """One batch of ``records`` to the group's partition, durable (acks=all) when this returns."""
+        self._append(group_id, records, None)
+
+    async def append_transactional(self, group_id: str, records: Sequence[GroupRecord], producer_id: int,
+                                   producer_epoch: int) -> None:
+        """``records`` as one transactional batch of the producer's, checked by the partition's
+        producer state (INVALID_PRODUCER_EPOCH for a fenced epoch) before it is appended."""
+        self._append(group_id, records, (producer_id, producer_epoch))
+
+    def _append(self, group_id: str, records: Sequence[GroupRecord],
+                producer: tuple[int, int] | None) -> None:
         if not records:
             return
         partition = self.partition_for(group_id)
@@ -107,12 +125,19 @@ class OffsetsTopicLog:
             key, value = encode_record(record)
             entries.append({"key": key, "value": value, "timestamp": now})
         try:
+            state = None if producer is None else self._partitions.producer_state(OFFSETS_TOPIC, partition)
+            producer_id, epoch = producer if producer is not None else (NO_PRODUCER, NO_PRODUCER)
             batch = build_record_batch(
                 entries, base_offset=log.log_end_offset, compression=self._compression,
-                producer_id=NO_PRODUCER, producer_epoch=NO_PRODUCER, base_sequence=NO_PRODUCER,
+                producer_id=producer_id, producer_epoch=epoch,
+                base_sequence=NO_PRODUCER if state is None else _next_sequence(state, producer_id, epoch),
+                is_transactional=producer is not None,
                 partition_leader_epoch=self._partitions.leader_epoch(OFFSETS_TOPIC, partition),
                 base_timestamp=now)
-            log.append(batch, now_ms=now)
+            header = RecordBatch(batch)
+            if state is not None and state.check_and_update(header) is not None:
+                return  # the same batch again: it is in the log already
+            log.append(batch, now_ms=now, header=header)
         except KafkaApiError as exc:
             raise _as_coordinator_error(exc, partition) from None
         except OSError as exc:  # the disk refused: Kafka's KAFKA_STORAGE_ERROR, so NOT_COORDINATOR
@@ -120,21 +145,50 @@ class OffsetsTopicLog:
                                 f"{OFFSETS_TOPIC}-{partition} cannot be written: {exc}") from None
         self._partitions.appended(OFFSETS_TOPIC, partition)
 
-    def replay(self, partition: int) -> Iterator[GroupRecord]:
+    def replay(self, partition: int) -> Iterator[GroupRecord | OpenTxnRecords]:
         """Every record of ``partition`` up to its high watermark, in log order, tombstones
-        included (later records win); see the module docstring for what is skipped."""
+        included (later records win); transactional ones as the module docstring says."""
         log = self._leader_log(partition)
         offset, end = log.log_start_offset, log.high_watermark
+        open_txns: dict[int, list[GroupRecord]] = {}
         while offset < end:
             read = log.read(offset, REPLAY_READ_BYTES, max_offset=end)
             if not read.chunks:
-                return
+                break
             for chunk in read.chunks:
                 for batch in Records(chunk).batches(strict=True):
                     offset = batch.last_offset + 1
-                    if not isinstance(batch, RecordBatch) or batch.is_control or batch.is_transactional:
+                    if not isinstance(batch, RecordBatch):
                         continue  # legacy batches never hold coordinator records written since 0.11
-                    yield from _decoded(batch, partition)
+                    if batch.is_control:
+                        held = open_txns.pop(batch.producer_id, [])
+                        if _is_commit(batch):
+                            yield from held
+                    elif batch.is_transactional:
+                        open_txns.setdefault(batch.producer_id, []).extend(_decoded(batch, partition))
+                    else:
+                        yield from _decoded(batch, partition)
+        for producer_id, held in open_txns.items():
+            yield OpenTxnRecords(producer_id, tuple(held))
+
+
+def _next_sequence(state: ProducerStateManager, producer_id: int, epoch: int) -> int:
+    """The sequence the producer's next batch here must carry: only TxnOffsetCommit writes a
+    producer's batches to this topic, so the coordinator numbers them (Kafka skips the check
+    for its own appends instead; a numbered batch passes the same table Produce's do)."""
+    entry = state.producers.get(producer_id)
+    if entry is None or entry.producer_epoch != epoch or entry.last_seq == NO_SEQUENCE:
+        return 0
+    return (entry.last_seq + 1) % _SEQUENCE_WRAP
+
+
+def _is_commit(batch: RecordBatch) -> bool:
+    """A control batch's first record's key says COMMIT or ABORT (Kafka's ControlRecordType)."""
+    for record in batch.records():
+        if record.key is not None and len(record.key) >= CONTROL_RECORD_KEY.size:
+            kind: int = CONTROL_RECORD_KEY.unpack_from(record.key)[1]
+            return kind == COMMIT
+    return False
 
 
 def _decoded(batch: RecordBatch, partition: int) -> Iterator[GroupRecord]:

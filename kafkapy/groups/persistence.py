@@ -10,9 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
+import attrs
+
 from kafkapy.groups.records import GroupRecord
 
-__all__ = ["GroupLog"]
+__all__ = ["GroupLog", "OpenTxnRecords"]
+
+
+@attrs.frozen
+class OpenTxnRecords:
+    """What a replay found of a transaction with no marker yet: a producer's transactional
+    records (TxnOffsetCommit's), pending until its COMMIT or ABORT marker is written."""
+
+    producer_id: int
+    records: tuple[GroupRecord, ...]
 
 
 class GroupLog(Protocol):
@@ -27,6 +38,7 @@ class GroupLog(Protocol):
         durable as an acks=all Produce. Raises KafkaApiError (COORDINATOR_NOT_AVAILABLE while
         the partition cannot be written, NOT_COORDINATOR when this broker does not lead it)."""
 
-    def replay(self, partition: int) -> Iterator[GroupRecord]:
+    def replay(self, partition: int) -> Iterator[GroupRecord | OpenTxnRecords]:
         """Every record of ``partition`` in log order, tombstones included, for a coordinator
-        loading the partition's groups (later records win)."""
+        loading the partition's groups (later records win); a committed transaction's records
+        at its marker, an aborted one's never, an open one's last, as OpenTxnRecords."""

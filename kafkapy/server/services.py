@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from kafkapy.errors import ErrorCode
 from kafkapy.log.base import PartitionLog
+from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.store.base import BrokerRegistration, MetadataStore, PartitionState, TopicInfo
 
 if TYPE_CHECKING:
@@ -61,6 +62,9 @@ class PartitionLogs(Protocol):
     def leader_epoch(self, topic: str, partition: int) -> int: ...
     def appended(self, topic: str, partition: int) -> None:
         """Say that the partition's high watermark moved (wakes long-polling Fetches)."""
+    def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
+        """The producer table of a partition this broker leads: a module appending a producer's
+        batch itself (TxnOffsetCommit's) checks it here first, as Produce does."""
 
 
 @runtime_checkable

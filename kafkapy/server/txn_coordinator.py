@@ -1,7 +1,8 @@
 """The seam between FindCoordinator (the group coordinator's API) and the transaction coordinator.
 
 FindCoordinator with key type TRANSACTION names the leader of the transactional id's
-``__transaction_state`` partition. The transaction coordinator module (kafkapy.transactions)
+``__transaction_state`` partition, and TxnOffsetCommit asks whether the group's offsets
+partition is in the producer's transaction. The transaction coordinator module (kafkapy.transactions)
 provides the capability ``TRANSACTION_COORDINATOR`` answering that; the seam lives here, below
 both modules, because the transaction coordinator already uses kafkapy.groups (the offsets
 partition of AddOffsetsToTxn) and the group coordinator must not import it back.
@@ -9,6 +10,7 @@ partition of AddOffsetsToTxn) and the group coordinator must not import it back.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Protocol, runtime_checkable
 
 from kafkapy.errors import ErrorCode
@@ -27,4 +29,12 @@ class TransactionCoordinatorLocator(Protocol):
         none yet: COORDINATOR_NOT_AVAILABLE while the topic is being created or the partition
         has no leader, INVALID_REQUEST for an empty id. FindCoordinator checks DESCRIBE on the
         TransactionalId first (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), as Kafka does."""
+        ...
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Collection[tuple[str, int]]) -> Mapping[tuple[str, int], ErrorCode]:
+        """KIP-890's verification, for TxnOffsetCommit: per partition NONE if it is in the
+        producer's ongoing transaction, TRANSACTION_ABORTABLE if not, or why the producer is
+        refused (PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS;
+        NOT_COORDINATOR when this broker is not the id's transaction coordinator)."""
         ...

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -100,6 +100,8 @@ class TransactionsModule(Module):
         config = services.config
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         self._timers: list[asyncio.Task[None]] = []
+        self._logs: PartitionLogs | None = None  # the data plane's, found on first use
+        self._markers: TxnMarkerWriter | None = None
         self._creating: asyncio.Task[None] | None = None
         self._channel = MarkerChannel(lambda: services.cluster.brokers,
                                       lambda: services.inter_broker_listener)
@@ -157,10 +159,15 @@ class TransactionsModule(Module):
     # --- what the coordinator uses ----------------------------------------------------------------
 
     def _partition_logs(self) -> PartitionLogs:
-        source = self.services.provider(PARTITION_LOGS, Module)
-        if not isinstance(source, PartitionLogsProvider):
-            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no data plane serves partition logs")
-        return source.partition_logs()
+        """Looked up once: a runtime-checked Protocol's isinstance costs more than the append it
+        guards (three state records per transaction; see docs/performance.md)."""
+        if self._logs is None:
+            source = self.services.provider(PARTITION_LOGS, Module)
+            if not isinstance(source, PartitionLogsProvider):
+                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                    "no data plane serves partition logs")
+            self._logs = source.partition_logs()
+        return self._logs
 
     def _leader_log(self, topic: str, partition: int) -> PartitionLog:
         return self._partition_logs().leader_log(topic, partition)
@@ -208,8 +215,11 @@ class TransactionsModule(Module):
             return dict.fromkeys(marker.partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if leader != self.services.broker_id:
             return await self._channel.write(leader, marker)
-        writer = self.services.provider(TXN_MARKERS, Module)
-        if not isinstance(writer, TxnMarkerWriter):
+        if self._markers is None:
+            found = self.services.provider(TXN_MARKERS, Module)
+            self._markers = found if isinstance(found, TxnMarkerWriter) else None
+        writer = self._markers
+        if writer is None:
             return dict.fromkeys(marker.partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         written = await writer.write_markers([marker])
         return {(topic, partition): code for (producer_id, topic, partition), code in written.items()
@@ -233,6 +243,11 @@ class TransactionsModule(Module):
         if leader not in live:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         return ErrorCode.NONE, live[leader]
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Collection[TopicPartition]) -> Mapping[TopicPartition, ErrorCode]:
+        """TRANSACTION_COORDINATOR: TxnOffsetCommit's check, the verify-only AddPartitionsToTxn's."""
+        return self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
 
     def _create_state_topic(self) -> None:
         """Kafka makes __transaction_state on the first FindCoordinator that needs it; one try at a time."""

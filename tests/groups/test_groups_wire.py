@@ -78,8 +78,9 @@ def test_find_coordinator_batched_keys_and_key_types(client: SimpleClient) -> No
     answer = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
     assert [(c["key"], c["error_code"], c["node_id"]) for c in answer["coordinators"]] == \
         [("a", ErrorCode.NONE, 1), ("b", ErrorCode.NONE, 1)]
-    transactions = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": ["tx"]})
-    assert transactions["coordinators"][0]["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    transactions = {"key_type": 1, "coordinator_keys": ["tx"]}
+    wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 4, transactions)["coordinators"][0][
+        "error_code"] == ErrorCode.NONE, what="a transaction coordinator")
     unknown = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 7, "coordinator_keys": ["x"]})
     assert unknown["coordinators"][0]["error_code"] == ErrorCode.INVALID_REQUEST
 

@@ -1,32 +1,22 @@
 """Markers for partitions another broker leads go there as WriteTxnMarkers, and are sent again
 until that broker answers: a commit whose partition leader is down stays PrepareCommit, and
-completes once the leader is back.
-
-Broker 2 answers WriteTxnMarkers with a stand-in that records the markers while the data plane's
-own WriteTxnMarkers (issue 17's data half, written in parallel) is not on this branch."""
+completes once the leader is back. Both brokers are default ones: broker 2's data plane
+answers WriteTxnMarkers and writes the control batch."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
-from kafkapy.protocol import Request
-from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import Records
-from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.modules import ApiHandler, Module, RequestContext
-from kafkapy.server.txn_markers import TXN_MARKERS
 from kafkapy.store import MemoryStore
-from kafkapy.transactions import TRANSACTION_STATE_TOPIC, TransactionsModule
+from kafkapy.transactions import TRANSACTION_STATE_TOPIC
 
 from .test_transactions_wire import (
-    WRITTEN,
     KafkaSocket,
-    RecordingMarkers,
     add,
     coordinator_ready,
     describe,
@@ -34,26 +24,9 @@ from .test_transactions_wire import (
     init,
 )
 
-REMOTE: list[dict[str, Any]] = []
-REAL_MARKERS = TXN_MARKERS in DataPlaneModule.provides  # the data plane serves WriteTxnMarkers itself
-
-
-class StandInWriteTxnMarkers(Module):
-    name = "stand-in-write-txn-markers"
-
-    def apis(self) -> Mapping[int, ApiHandler]:
-        return {ApiKey.WRITE_TXN_MARKERS: ApiHandler(VersionRange(1, 1), self.write)}
-
-    def write(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        REMOTE.extend(request.body["markers"])
-        return {"markers": [{"producer_id": m["producer_id"], "topics": [
-            {"name": t["name"], "partitions": [{"partition_index": p, "error_code": ErrorCode.NONE}
-                                               for p in t["partition_indexes"]]} for t in m["topics"]]}
-            for m in request.body["markers"]]}
-
 
 def second_broker(store: MemoryStore) -> Broker:
-    return Broker({"broker.id": 2}, store=store, modules=[] if REAL_MARKERS else [StandInWriteTxnMarkers])
+    return Broker({"broker.id": 2}, store=store, )
 
 
 def wait_for(condition: Any, timeout: float = 10.0) -> None:
@@ -75,11 +48,8 @@ def marker_in_log(broker: Broker, topic: str, partition: int) -> bool:
 
 
 def test_markers_reach_the_other_leader_and_wait_for_it() -> None:
-    WRITTEN.clear()
-    REMOTE.clear()
     store = MemoryStore()
-    with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                modules=[TransactionsModule, *([] if REAL_MARKERS else [RecordingMarkers])]) as first:
+    with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store) as first:
         store.create_topic(TRANSACTION_STATE_TOPIC, {p: (1,) for p in range(5)},
                            config={"cleanup.policy": "compact"})
         store.create_topic("orders", {0: (1,), 1: (2,)})
@@ -90,13 +60,7 @@ def test_markers_reach_the_other_leader_and_wait_for_it() -> None:
             assert add(conn, "tx", pid, epoch, {"orders": [0, 1]}) == {("orders", 0): 0, ("orders", 1): 0}
             assert end(conn, "tx", pid, epoch, commit=True) == ErrorCode.NONE
             assert describe(conn, "tx")[0]["transaction_state"] == "CompleteCommit"
-            if REAL_MARKERS:
-                assert marker_in_log(first, "orders", 0) and marker_in_log(second, "orders", 1)
-            else:
-                assert [m.partitions for m in WRITTEN] == [(("orders", 0),)]
-                assert REMOTE == [{"producer_id": pid, "producer_epoch": epoch, "transaction_result": True,
-                                   "coordinator_epoch": 0,
-                                   "topics": [{"name": "orders", "partition_indexes": [1]}]}]
+            assert marker_in_log(first, "orders", 0) and marker_in_log(second, "orders", 1)
         # Broker 2 is gone: the next commit is decided (PrepareCommit) but waits for its marker.
         with KafkaSocket(first.bootstrap_servers) as conn:
             wait_for(lambda: len(first.runtime.cluster.brokers) == 1)  # type: ignore[union-attr]
@@ -105,8 +69,6 @@ def test_markers_reach_the_other_leader_and_wait_for_it() -> None:
             assert describe(conn, "tx")[0]["transaction_state"] == "PrepareCommit"
             assert add(conn, "tx", pid, epoch, {"orders": [0]}) == {
                 ("orders", 0): ErrorCode.CONCURRENT_TRANSACTIONS}
-            with second_broker(store):
+            with second_broker(store) as back:
                 wait_for(lambda: describe(conn, "tx")[0]["transaction_state"] == "CompleteCommit")
-            if not REAL_MARKERS:
-                assert len(REMOTE) == 2
-                assert REMOTE[1]["topics"] == [{"name": "orders", "partition_indexes": [1]}]
+                assert marker_in_log(back, "orders", 1)

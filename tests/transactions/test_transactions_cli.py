@@ -13,11 +13,9 @@ import pytest
 
 from kafkapy.embedded import Broker
 from kafkapy.store import MemoryStore
-from kafkapy.transactions import TransactionsModule
 from tests.commands.records_cli import kafkapy
 
-from .test_transactions_clients import STAND_IN
-from .test_transactions_wire import MARKER_MODULES, coordinator_ready
+from .test_transactions_wire import coordinator_ready
 
 
 def transactions(broker: Broker, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -34,8 +32,7 @@ def rows(result: subprocess.CompletedProcess[bytes]) -> list[list[str]]:
 @pytest.fixture()
 def broker() -> Iterator[tuple[Broker, confluent_kafka.Producer]]:
     store = MemoryStore()
-    with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                modules=[TransactionsModule, *MARKER_MODULES, *STAND_IN]) as running:
+    with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store) as running:
         store.create_topic("out", {0: (1,), 1: (1,)})
         coordinator_ready(running)
         producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers,

@@ -3,71 +3,26 @@ aiokafka). confluent-kafka: init_transactions,
 a committed transaction over two partitions (one marker per partition), and fencing by a second
 instance with the same transactional id (the first gets librdkafka's fatal _FENCED).
 
-FindCoordinator is the group coordinator module's API (being written in parallel); until it is
-among the default modules, a stand-in here answers key type TRANSACTION through the
-TRANSACTION_COORDINATOR capability, the way that module is to call it; from then on the tests
-use the groups module's FindCoordinator. Markers are read with
-the wire tests' ``markers_on`` (recorded, or read from the partitions once the data plane writes
-them)."""
+Everything is the default broker: the groups module's FindCoordinator (key type TRANSACTION),
+the transactions module, the data plane's markers, read back with the wire tests' ``markers_on``."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
-from kafkapy.assembly import DEFAULT_MODULES
 from kafkapy.embedded import Broker
-from kafkapy.protocol import Request
-from kafkapy.protocol.api_keys import ApiKey
-from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store import MemoryStore
-from kafkapy.transactions import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator, TransactionsModule
 
-from .test_transactions_wire import MARKER_MODULES, WRITTEN, coordinator_ready, markers_on
+from .test_transactions_wire import coordinator_ready, markers_on
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
-class StandInFindCoordinator(Module):
-    """FindCoordinator for transactional ids only, through TRANSACTION_COORDINATOR."""
-
-    name = "stand-in-find-coordinator"
-
-    def apis(self) -> dict[int, ApiHandler]:
-        return {ApiKey.FIND_COORDINATOR: ApiHandler(VersionRange(0, 4), self.find)}
-
-    async def find(self, ctx: RequestContext, request: Request) -> dict[str, Any]:
-        locator = self.services.provider(TRANSACTION_COORDINATOR, Module)
-        assert isinstance(locator, TransactionCoordinatorLocator)
-        keys = request.body.get("coordinator_keys") or [request.body.get("key")]
-        found = []
-        for key in keys:
-            code, node = await locator.find_transaction_coordinator(key)
-            endpoint = node.endpoints[0] if node is not None else None
-            found.append({"key": key, "node_id": node.broker_id if node is not None else -1,
-                          "host": endpoint.host if endpoint else "",
-                          "port": endpoint.port if endpoint else -1,
-                          "error_code": code, "error_message": None})
-        if ctx.api_version >= 4:
-            return {"throttle_time_ms": 0, "coordinators": found}
-        first = found[0]
-        return {"throttle_time_ms": 0, "error_code": first["error_code"], "error_message": None,
-                "node_id": first["node_id"], "host": first["host"], "port": first["port"]}
-
-
-# The stand-in only while the groups module (which serves FindCoordinator) is not a default one.
-STAND_IN: list[type[Module]] = ([] if any(cls.name == "groups" for cls in DEFAULT_MODULES)
-                                else [StandInFindCoordinator])
-
-
 def test_confluent_transactional_producer_commits_and_is_fenced() -> None:
-    WRITTEN.clear()
     store = MemoryStore()
-    with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                modules=[TransactionsModule, *MARKER_MODULES, *STAND_IN]) as broker:
+    with Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store) as broker:
         store.create_topic("out", {0: (1,), 1: (1,)})
         coordinator_ready(broker)
         config = {"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "pipeline"}
@@ -101,16 +56,14 @@ def test_confluent_transactional_producer_commits_and_is_fenced() -> None:
         assert markers_on(broker, ("out", 1))[("out", 1)][-1] == (pid, committed_epoch + 2, True)
 
 
-def broker_with_stand_ins(store: MemoryStore) -> Broker:
-    return Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store,
-                  modules=[TransactionsModule, *MARKER_MODULES, *STAND_IN])
+def default_broker(store: MemoryStore) -> Broker:
+    return Broker({"broker.id": 1, "transaction.state.log.num.partitions": 5}, store=store)
 
 
 def test_kafka_python_transactional_producer_commits_and_is_fenced() -> None:
     kafka = pytest.importorskip("kafka")
-    WRITTEN.clear()
     store = MemoryStore()
-    with broker_with_stand_ins(store) as broker:
+    with default_broker(store) as broker:
         store.create_topic("out", {0: (1,), 1: (1,)})
         coordinator_ready(broker)
         first = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id="kp")
@@ -136,9 +89,8 @@ def test_kafka_python_transactional_producer_commits_and_is_fenced() -> None:
 
 def test_aiokafka_transactional_producer_commits() -> None:
     aiokafka = pytest.importorskip("aiokafka")
-    WRITTEN.clear()
     store = MemoryStore()
-    with broker_with_stand_ins(store) as broker:
+    with default_broker(store) as broker:
         store.create_topic("out", {0: (1,), 1: (1,)})
         coordinator_ready(broker)
 

@@ -3,9 +3,8 @@ transactional id, AddPartitionsToTxn (client and KIP-890 forms), AddOffsetsToTxn
 fencing with the error each version gets, Describe/ListTransactions, FindCoordinator's half,
 and the state surviving a restart with log.dirs.
 
-While the data plane does not provide TXN_MARKERS (issue 17's data half, written in parallel),
-the markers go to a recording provider that stands in for it; once it does, ``markers_on`` reads
-the control batches from the partitions instead, so the same assertions hold."""
+The transactions module is a default one; ``markers_on`` reads the control batches the data
+plane wrote into the partitions."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ import asyncio
 import struct
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,31 +24,12 @@ from kafkapy.errors import ErrorCode
 from kafkapy.groups.partitioning import offsets_partition_for
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import RecordBatch, Records
-from kafkapy.server.modules import Module
-from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
 from kafkapy.store import MemoryStore
 from kafkapy.transactions import TRANSACTION_STATE_TOPIC, TransactionsModule
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
 from server_wire import KafkaSocket
 
-WRITTEN: list[TxnMarker] = []
-REAL_MARKERS = TXN_MARKERS in DataPlaneModule.provides
-
-
-class RecordingMarkers(Module):
-    """TXN_MARKERS that records what it is asked to write."""
-
-    name = "recording-markers"
-    provides = (TXN_MARKERS,)
-
-    async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
-        WRITTEN.extend(markers)
-        return {(m.producer_id, t, p): ErrorCode.NONE for m in markers for t, p in m.partitions}
-
-
-# The TXN_MARKERS provider besides the defaults: none once the data plane has its own.
-MARKER_MODULES: list[type[Module]] = [] if REAL_MARKERS else [RecordingMarkers]
 _COMMIT = 1  # the control record key's type for COMMIT (ABORT is 0), Kafka's ControlRecordType
 
 
@@ -59,12 +39,6 @@ Marker = tuple[int, int, bool]  # producer id, epoch, committed
 def markers_on(broker: Broker, *partitions: tuple[str, int]) -> dict[tuple[str, int], list[Marker]]:
     """Per partition, the markers written to it, in order."""
     found: dict[tuple[str, int], list[Marker]] = {tp: [] for tp in partitions}
-    if not REAL_MARKERS:
-        for marker in WRITTEN:
-            for tp in marker.partitions:
-                if tp in found:
-                    found[tp].append((marker.producer_id, marker.producer_epoch, marker.committed))
-        return found
     assert broker.runtime is not None
     dataplane = next(m for m in broker.runtime.modules if isinstance(m, DataPlaneModule))
     for tp in partitions:
@@ -103,7 +77,7 @@ def make_broker(store: MemoryStore, log_dirs: Path | None = None) -> Broker:
     config: dict[str, Any] = {"broker.id": 1, "transaction.state.log.num.partitions": 5}
     if log_dirs is not None:
         config["log.dirs"] = str(log_dirs)
-    return Broker(config, store=store, modules=[TransactionsModule, *MARKER_MODULES])
+    return Broker(config, store=store)
 
 
 @pytest.fixture
@@ -158,7 +132,6 @@ def test_find_coordinator_creates_the_compacted_state_topic() -> None:
 
 
 def test_a_committed_transaction(broker: Broker) -> None:
-    WRITTEN.clear()
     with KafkaSocket(broker.bootstrap_servers) as conn:
         code, pid, epoch = init(conn, "tx")
         assert (code, epoch) == (ErrorCode.NONE, 0)
@@ -196,7 +169,6 @@ def test_unknown_partitions_and_bad_requests(broker: Broker) -> None:
 
 
 def test_a_second_producer_fences_the_first(broker: Broker) -> None:
-    WRITTEN.clear()
     with KafkaSocket(broker.bootstrap_servers) as conn:
         _, pid, epoch = init(conn, "tx")
         add(conn, "tx", pid, epoch, {"orders": [0]})
@@ -284,11 +256,10 @@ def test_state_survives_a_restart_with_log_dirs(tmp_path: Path) -> None:
 
 
 def test_timed_out_transactions_are_aborted_by_the_coordinator() -> None:
-    WRITTEN.clear()
     store = MemoryStore()
     config = {"broker.id": 1, "transaction.state.log.num.partitions": 5,
               "transaction.abort.timed.out.transaction.cleanup.interval.ms": 50}
-    with Broker(config, store=store, modules=[TransactionsModule, *MARKER_MODULES]) as b:
+    with Broker(config, store=store) as b:
         store.create_topic("orders", {0: (1,)})
         coordinator_ready(b)
         with KafkaSocket(b.bootstrap_servers) as conn:
@@ -308,7 +279,7 @@ def test_acls_as_kafka_checks_them() -> None:
     store = MemoryStore()
     config = {"broker.id": 1, "transaction.state.log.num.partitions": 5, "authorizer.class.name": "allowlist",
               "allowlist.rules": "*@*:DESCRIBE"}
-    with Broker(config, store=store, modules=[TransactionsModule, *MARKER_MODULES]) as readonly:
+    with Broker(config, store=store) as readonly:
         store.create_topic("orders", {0: (1,)})
         coordinator_ready(readonly)
         with KafkaSocket(readonly.bootstrap_servers) as conn:
@@ -320,7 +291,7 @@ def test_acls_as_kafka_checks_them() -> None:
             assert batched["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             assert describe(conn, "tx")[0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
     config["allowlist.rules"] = "*@*:WRITE"  # implies DESCRIBE, not READ
-    with Broker(config, store=MemoryStore(), modules=[TransactionsModule, *MARKER_MODULES]) as writer:
+    with Broker(config, store=MemoryStore()) as writer:
         coordinator_ready(writer)
         with KafkaSocket(writer.bootstrap_servers) as conn:
             code, pid, epoch = init(conn, "tx")

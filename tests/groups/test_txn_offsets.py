@@ -1,0 +1,256 @@
+"""TxnOffsetCommit on the wire (kafkapy.groups.txn_offsets): Kafka's checks, the offsets pending
+until the transaction's marker (UNSTABLE_OFFSET_COMMIT for require_stable meanwhile), a commit
+making them the group's and an abort dropping them, and all of it rebuilt from
+``__consumer_offsets`` after a restart with log.dirs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkapy.client import SimpleClient
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig
+from kafkapy.groups.module import CoordinatorKeyType
+from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
+from kafkapy.groups.persistence import OpenTxnRecords
+from kafkapy.groups.records import GroupRecord, OffsetCommitKey, OffsetCommitValue
+from kafkapy.groups.timers import ManualScheduler, Timers
+from kafkapy.groups.txn_offsets import TxnOffsetCommits
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.txn_markers import TxnMarker
+from kafkapy.testing import wait_until
+
+Partition = tuple[str, int]
+CONFIG = {"broker.id": 1, "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
+
+
+def ready(client: SimpleClient, group: str, transactional_id: str) -> None:
+    """Both coordinators found (their topics made) and answering."""
+    def found(key_type: int, key: str) -> bool:
+        answer = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": key, "key_type": key_type})
+        return bool(answer["error_code"] == ErrorCode.NONE)
+    wait_until(lambda: found(CoordinatorKeyType.GROUP, group), what="a group coordinator")
+    wait_until(lambda: found(CoordinatorKeyType.TRANSACTION, transactional_id), what="a txn coordinator")
+
+
+def init(client: SimpleClient, transactional_id: str) -> tuple[int, int]:
+    answers: list[Any] = []
+
+    def answered() -> bool:
+        answers.append(client.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": transactional_id, "transaction_timeout_ms": 60_000,
+            "producer_id": -1, "producer_epoch": -1}))
+        return bool(answers[-1]["error_code"] == ErrorCode.NONE)
+    wait_until(answered, what="a producer id")
+    return answers[-1]["producer_id"], answers[-1]["producer_epoch"]
+
+
+def add_offsets(client: SimpleClient, transactional_id: str, producer: tuple[int, int], group: str) -> int:
+    return int(client.request(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
+        "transactional_id": transactional_id, "producer_id": producer[0], "producer_epoch": producer[1],
+        "group_id": group})["error_code"])
+
+
+def txn_commit(client: SimpleClient, transactional_id: str, producer: tuple[int, int], group: str,
+               offsets: dict[tuple[str, int], int], version: int = 3, **extra: Any) -> dict[Partition, int]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
+                                             "committed_leader_epoch": -1, "committed_metadata": "m"})
+    body = client.request(ApiKey.TXN_OFFSET_COMMIT, version, {
+        "transactional_id": transactional_id, "group_id": group, "producer_id": producer[0],
+        "producer_epoch": producer[1],
+        "topics": [{"name": t, "partitions": p} for t, p in topics.items()],
+        **extra})
+    return {(t["name"], p["partition_index"]): p["error_code"]
+            for t in body["topics"] for p in t["partitions"]}
+
+
+def end(client: SimpleClient, transactional_id: str, producer: tuple[int, int], commit: bool) -> int:
+    return int(client.request(ApiKey.END_TXN, 3, {
+        "transactional_id": transactional_id, "producer_id": producer[0], "producer_epoch": producer[1],
+        "committed": commit})["error_code"])
+
+
+def fetch(client: SimpleClient, group: str, require_stable: bool = False) -> dict[Partition, tuple[int, int]]:
+    """(offset, error) per partition of topic t (partitions 0 and 1)."""
+    body = client.request(ApiKey.OFFSET_FETCH, 7, {
+        "group_id": group, "topics": [{"name": "t", "partition_indexes": [0, 1]}],
+        "require_stable": require_stable})
+    return {("t", p["partition_index"]): (p["committed_offset"], p["error_code"])
+            for t in body["topics"] for p in t["partitions"]}
+
+
+@pytest.fixture
+def client() -> Iterator[SimpleClient]:
+    with Broker(CONFIG) as broker, SimpleClient(broker.bootstrap_servers) as simple:
+        simple.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "t", "num_partitions": 2,
+                                                             "replication_factor": 1}], "timeout_ms": 5000})
+        ready(simple, "g", "tx")
+        yield simple
+
+
+def test_offsets_wait_for_the_commit_marker(client: SimpleClient) -> None:
+    producer = init(client, "tx")
+    assert add_offsets(client, "tx", producer, "g") == ErrorCode.NONE
+    assert txn_commit(client, "tx", producer, "g", {("t", 0): 5, ("t", 1): 7}) == {
+        ("t", 0): ErrorCode.NONE, ("t", 1): ErrorCode.NONE}
+    assert fetch(client, "g") == {("t", 0): (-1, ErrorCode.NONE), ("t", 1): (-1, ErrorCode.NONE)}
+    assert fetch(client, "g", require_stable=True) == {
+        ("t", 0): (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT), ("t", 1): (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)}
+    assert end(client, "tx", producer, commit=True) == ErrorCode.NONE
+    wait_until(lambda: fetch(client, "g", require_stable=True) == {
+        ("t", 0): (5, ErrorCode.NONE), ("t", 1): (7, ErrorCode.NONE)}, what="the committed offsets")
+
+
+def test_an_aborted_transactions_offsets_are_dropped(client: SimpleClient) -> None:
+    producer = init(client, "tx")
+    add_offsets(client, "tx", producer, "g")
+    txn_commit(client, "tx", producer, "g", {("t", 0): 5})
+    assert end(client, "tx", producer, commit=True) == ErrorCode.NONE
+    wait_until(lambda: fetch(client, "g", require_stable=True)[("t", 0)] == (5, ErrorCode.NONE),
+               what="the first commit")
+    add_offsets(client, "tx", producer, "g")
+    txn_commit(client, "tx", producer, "g", {("t", 0): 9})
+    assert end(client, "tx", producer, commit=False) == ErrorCode.NONE
+    wait_until(lambda: fetch(client, "g", require_stable=True)[("t", 0)] == (5, ErrorCode.NONE),
+               what="the abort's marker")
+
+
+def test_the_offsets_partition_must_be_in_the_transaction(client: SimpleClient) -> None:
+    producer = init(client, "tx")
+    assert txn_commit(client, "tx", producer, "g", {("t", 0): 5}, version=4) == {
+        ("t", 0): ErrorCode.TRANSACTION_ABORTABLE}
+    assert txn_commit(client, "tx", producer, "g", {("t", 0): 5}, version=3) == {
+        ("t", 0): ErrorCode.INVALID_TXN_STATE}  # v3 lacks TRANSACTION_ABORTABLE (KIP-890)
+    assert fetch(client, "g", require_stable=True)[("t", 0)] == (-1, ErrorCode.NONE)
+
+
+def test_fenced_producers_unknown_partitions_and_members(client: SimpleClient) -> None:
+    old = init(client, "tx")
+    add_offsets(client, "tx", old, "g")
+    new = init(client, "tx")  # bumps the epoch: the old producer is fenced
+    assert new[1] > old[1]
+    assert txn_commit(client, "tx", old, "g", {("t", 0): 1}) == {("t", 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+    add_offsets(client, "tx", new, "g")
+    assert txn_commit(client, "tx", new, "g", {("t", 0): 1, ("t", 9): 1, ("nope", 0): 1}) == {
+        ("t", 0): ErrorCode.NONE, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert txn_commit(client, "tx", new, "g", {("t", 0): 2}, generation_id=-1, member_id="stranger") == {
+        ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+    assert txn_commit(client, "tx", new, "g", {("t", 0): 2}, generation_id=3) == {
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION}
+    elsewhere = next(g for g in (f"g{i}" for i in range(100))
+                     if offsets_partition_for(g, 3) != offsets_partition_for("g", 3))
+    ready(client, elsewhere, "tx")
+    assert txn_commit(client, "tx", new, elsewhere, {("t", 0): 2}, version=4) == {
+        ("t", 0): ErrorCode.TRANSACTION_ABORTABLE}  # its offsets partition is not in the transaction
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
+def test_every_version_commits(client: SimpleClient, version: int) -> None:
+    producer = init(client, "tx")
+    add_offsets(client, "tx", producer, "g")
+    assert txn_commit(client, "tx", producer, "g", {("t", 1): 40 + version}, version=version) == {
+        ("t", 1): ErrorCode.NONE}
+    assert end(client, "tx", producer, commit=True) == ErrorCode.NONE
+    wait_until(lambda: fetch(client, "g")[("t", 1)] == (40 + version, ErrorCode.NONE), what="the offset")
+
+
+def test_authorization_in_kafkas_order() -> None:
+    config = {**CONFIG, "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:DESCRIBE"}
+    with Broker(config) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        assert txn_commit(client, "tx", (1, 0), "g", {("t", 0): 1}) == {
+            ("t", 0): ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    config["allowlist.rules"] = "*@*:WRITE"  # WRITE on the transactional id, no READ on the group
+    with Broker(config) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        assert txn_commit(client, "tx", (1, 0), "g", {("t", 0): 1}) == {
+            ("t", 0): ErrorCode.GROUP_AUTHORIZATION_FAILED}
+
+
+def test_a_restart_replays_committed_aborted_and_open_transactions(tmp_path: Path) -> None:
+    config = {**CONFIG, "log.dirs": str(tmp_path)}
+    with Broker(config) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        client.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "t", "num_partitions": 2,
+                                                             "replication_factor": 1}], "timeout_ms": 5000})
+        ready(client, "g", "tx")
+        producer = init(client, "tx")
+        add_offsets(client, "tx", producer, "g")
+        txn_commit(client, "tx", producer, "g", {("t", 0): 3})
+        end(client, "tx", producer, commit=True)
+        add_offsets(client, "tx", producer, "g")
+        txn_commit(client, "tx", producer, "g", {("t", 0): 4})
+        end(client, "tx", producer, commit=False)
+        add_offsets(client, "tx", producer, "g")
+        txn_commit(client, "tx", producer, "g", {("t", 1): 8})  # left open across the restart
+        wait_until(lambda: fetch(client, "g")[("t", 0)] == (3, ErrorCode.NONE), what="the markers")
+    with Broker(config) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        ready(client, "g", "tx")
+        wait_until(lambda: fetch(client, "g", require_stable=True) == {
+            ("t", 0): (3, ErrorCode.NONE), ("t", 1): (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)},
+            what="the replayed offsets")
+        assert end(client, "tx", producer, commit=True) == ErrorCode.NONE
+        wait_until(lambda: fetch(client, "g", require_stable=True)[("t", 1)] == (8, ErrorCode.NONE),
+                   what="the open transaction's commit after the restart")
+
+
+# --- the markers, without a broker: TxnOffsetCommits' bookkeeping on its own -----------------------
+
+class _Partitions:
+    """partition_for of a GroupLog: every group in partition 0 but "elsewhere" (partition 1)."""
+
+    partition_count = 2
+
+    def partition_for(self, group_id: str) -> int:
+        return 1 if group_id == "elsewhere" else 0
+
+
+def _commits(states: dict[int, str]) -> TxnOffsetCommits:
+    clock = ManualScheduler()
+    coordinator = ClassicCoordinator(GroupConfig(initial_rebalance_delay_ms=0),
+                                     Timers(clock.clock, clock.call_later), lambda *_: None,
+                                     partition_for=_Partitions().partition_for)
+    return TxnOffsetCommits(
+        coordinator=coordinator, group_log=lambda: _Partitions(),  # type: ignore[arg-type,return-value]
+        check_coordinator=lambda _: None, allowed=lambda *_: True, partition_exists=lambda *_: True,
+        verifier=lambda: None, is_loaded=lambda p: states.get(p) == "loaded",
+        is_loading=lambda p: states.get(p) == "loading", max_metadata_bytes=4096)
+
+
+def _offset(group: str, offset: int) -> GroupRecord:
+    return GroupRecord(OffsetCommitKey(group, "t", 0), OffsetCommitValue(offset, -1, "", 0))
+
+
+def _marker(producer_id: int, committed: bool) -> TxnMarker:
+    return TxnMarker(producer_id, 0, committed, 0, ((OFFSETS_TOPIC, 0),))
+
+
+def test_a_marker_ends_only_its_producers_offsets_in_its_partition() -> None:
+    commits = _commits({0: "loaded", 1: "loaded"})
+    commits.pending.add(7, [_offset("g", 5), _offset("elsewhere", 6)])
+    commits.pending.add(8, [_offset("h", 9)])
+    commits.on_marker(_marker(7, committed=True), OFFSETS_TOPIC, 0)
+    offsets = commits.coordinator.offsets
+    assert offsets.get("g", "t", 0) == OffsetCommitValue(5, -1, "", 0)
+    assert offsets.get("elsewhere", "t", 0) is None and commits.pending.is_pending("elsewhere", "t", 0)
+    assert commits.pending.is_pending("h", "t", 0)
+    commits.on_marker(_marker(8, committed=False), OFFSETS_TOPIC, 0)
+    assert offsets.get("h", "t", 0) is None and not commits.pending.is_pending("h", "t", 0)
+    commits.on_marker(_marker(7, committed=True), "other-topic", 1)  # not ours: nothing happens
+    assert commits.pending.is_pending("elsewhere", "t", 0)
+
+
+def test_a_marker_written_while_the_partition_loads_ends_what_the_replay_found_open() -> None:
+    states = {0: "loading"}
+    commits = _commits(states)
+    commits.on_marker(_marker(7, committed=True), OFFSETS_TOPIC, 0)
+    commits.on_marker(_marker(9, committed=True), OFFSETS_TOPIC, 0)  # a producer with nothing here
+    states[0] = "loaded"
+    commits.load(0, [OpenTxnRecords(7, (_offset("g", 5),)), OpenTxnRecords(8, (_offset("h", 1),))])
+    assert commits.coordinator.offsets.get("g", "t", 0) == OffsetCommitValue(5, -1, "", 0)
+    assert commits.pending.is_pending("h", "t", 0) and not commits.pending.is_pending("g", "t", 0)
