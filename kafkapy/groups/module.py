@@ -24,6 +24,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.consumer_group import TopicInfo
+from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
+from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
 from kafkapy.groups.group import JoinResult, SyncResult
 from kafkapy.groups.memory_log import memory_group_log
@@ -120,6 +123,7 @@ CONFIG_KEYS = (
               "4 zstd (Kafka's default: 0).", _at_least(0)),
     ConfigKey("offset.metadata.max.bytes", "int", 4096,
               "The longest metadata string an offset commit may carry (Kafka's default).", _at_least(0)),
+    *CONSUMER_GROUP_CONFIG_KEYS,
 )
 
 
@@ -145,7 +149,12 @@ class GroupsModule(Module):
         self._own_log = group_log is None  # replaced by the offsets topic's log at start, if served
         self.coordinator = ClassicCoordinator(self.group_config, self.timers, self._persist,
                                               partition_for=lambda group: self.group_log.partition_for(group),
-                                              log=services.log)
+                                              log=services.log,
+                                              other_type=lambda group: self.consumer.get(group) is not None)
+        consumer_settings = {key.name: config[key.name] for key in CONSUMER_GROUP_CONFIG_KEYS}
+        self.consumer = ConsumerGroupService(consumer_settings, self.timers, self._topic_infos, self._write,
+                                             lambda group: self.group_log.partition_for(group),
+                                             self.coordinator.offsets, self._spawn)
         self._partitions: dict[int, _Load] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[bool] | None = None
@@ -164,6 +173,7 @@ class GroupsModule(Module):
             ApiKey.LIST_GROUPS: ApiHandler(VersionRange(0, 5), self.list_groups),
             ApiKey.DELETE_GROUPS: ApiHandler(VersionRange(0, 2), self.delete_groups),
             ApiKey.OFFSET_DELETE: ApiHandler(VersionRange(0, 0), self.offset_delete),
+            **self.consumer.apis(self.consumer_group_heartbeat, self.consumer_group_describe),
         }
 
     async def start(self) -> None:
@@ -232,6 +242,20 @@ class GroupsModule(Module):
             done(code)
         self._spawn(write())
 
+    async def _write(self, group_id: str, records: Sequence[GroupRecord]) -> None:
+        """The consumer groups' writes: through the GroupLog, KafkaApiError when they fail."""
+        try:
+            await self.group_log.append(group_id, records)
+        except KafkaApiError:
+            raise
+        except Exception:
+            self.services.log.exception("writing group %s's records failed", group_id)
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR) from None
+
+    def _topic_infos(self) -> dict[str, TopicInfo]:
+        return {name: TopicInfo(info.topic_id, len(info.partitions))
+                for name, info in self.services.cluster.topics.items()}
+
     # --- which groups are ours ----------------------------------------------------------------
 
     def _offsets_leader(self, partition: int) -> int:
@@ -278,6 +302,7 @@ class GroupsModule(Module):
 
         def finish() -> None:
             if self._partitions.get(partition) is _Load.LOADING:
+                self.consumer.load(records)
                 self.coordinator.load(partition, records)
                 self._partitions[partition] = _Load.LOADED
                 self.services.log.debug("loaded the groups of %s-%d (%d records)", OFFSETS_TOPIC, partition,
@@ -307,6 +332,7 @@ class GroupsModule(Module):
     def _unload(self, partition: int) -> None:
         self._partitions.pop(partition, None)
         self.coordinator.unload(partition)
+        self.consumer.unload(partition)
         self.services.log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, partition)
 
     async def _ensure_offsets_topic(self) -> bool:
@@ -394,6 +420,7 @@ class GroupsModule(Module):
         body = request.body
         version = ctx.api_version
         self._group_request(ctx, body["group_id"])
+        await self._claim_for_classic(body["group_id"])
         session = body["session_timeout_ms"]
         rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
         join = JoinRequest(
@@ -450,6 +477,55 @@ class GroupsModule(Module):
             "members": [{"member_id": m, "group_instance_id": i, "error_code": code}
                         for (m, i), code in zip(leaving, codes)]})
 
+    # --- KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe (consumer_service.py) ----------
+
+    async def consumer_group_heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+        group_id = request.body["group_id"]
+        try:
+            if group_id:  # an empty id is the handler's INVALID_REQUEST
+                self._group_request(ctx, group_id)
+                self._claim_for_consumer(group_id)
+        except KafkaApiError as refusal:
+            return self.consumer.refused_heartbeat(refusal)
+        return await self.consumer.heartbeat(ctx, request.body)
+
+    def consumer_group_describe(self, ctx: RequestContext, request: Request) -> Answer:
+        described = []
+        for group_id in request.body.get("group_ids") or []:
+            try:
+                if not self._allowed(ctx, "DESCRIBE", "GROUP", group_id):
+                    raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                self.check_coordinator(group_id)
+                if self.consumer.get(group_id) is None and self.coordinator.groups.get(group_id) is not None:
+                    raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                        f"Group {group_id} is not a consumer group.")
+                described.append(self.consumer.describe(group_id, ctx.api_version))
+            except KafkaApiError as refusal:
+                described.append(self.consumer.refused_describe(group_id, refusal))
+        return {"throttle_time_ms": 0, "groups": described}
+
+    def _claim_for_consumer(self, group_id: str) -> None:
+        """A heartbeat may take over a classic group only if it just holds offsets (Kafka's
+        "simple" group, backed by no record); any other is GROUP_ID_NOT_FOUND."""
+        classic = self.coordinator.groups.get(group_id)
+        if classic is None:
+            return
+        if classic.members or classic.protocol_type or classic.state is not GroupState.EMPTY:
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        del self.coordinator.groups[group_id]  # its offsets stay: they are the consumer group's now
+
+    async def _claim_for_classic(self, group_id: str) -> None:
+        """A classic JoinGroup for a consumer group: an empty one is deleted first (Kafka's
+        downgrade); a non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member
+        in through KIP-848's migration, which kafkapy does not do)."""
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is None:
+            return
+        if consumer_group.members:
+            raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                                f"Group {group_id} is a consumer group with consumer-protocol members.")
+        await self.consumer.delete(group_id)
+
     # --- OffsetCommit, OffsetFetch, OffsetDelete ------------------------------------------------
 
     def _partition_exists(self, topic: str, partition: int) -> bool:
@@ -480,11 +556,18 @@ class GroupsModule(Module):
                                                p.get("committed_leader_epoch", NO_EPOCH), metadata))
         try:
             self._group_request(ctx, group_id)
-            outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
-            self.coordinator.commit_offsets(group_id, body.get("generation_id_or_member_epoch", -1),
-                                            body.get("member_id", ""), body.get("group_instance_id"),
-                                            entries, _settle(outcome))
-            written = await outcome
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                self.consumer.check_commit(consumer_group, body.get("member_id", ""),
+                                           body.get("generation_id_or_member_epoch", -1), ctx.api_version)
+                await self.consumer.commit_offsets(group_id, entries, self.timers.now_ms())
+                written = ErrorCode.NONE
+            else:
+                outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
+                self.coordinator.commit_offsets(group_id, body.get("generation_id_or_member_epoch", -1),
+                                                body.get("member_id", ""), body.get("group_instance_id"),
+                                                entries, _settle(outcome))
+                written = await outcome
         except KafkaApiError as exc:
             written = exc.code
         for entry in entries:
@@ -495,15 +578,20 @@ class GroupsModule(Module):
         return fit_body(ApiKey.OFFSET_COMMIT, "response", ctx.api_version, {
             "throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]})
 
-    def _fetch_group(self, ctx: RequestContext, group_id: str,
-                     topics: Sequence[Mapping[str, Any]] | None) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    def _fetch_group(self, ctx: RequestContext, group_id: str, topics: Sequence[Mapping[str, Any]] | None,
+                     member_id: str | None = None, member_epoch: int = -1
+                     ) -> tuple[ErrorCode, list[dict[str, Any]]]:
         """One group's OffsetFetch answer: (group error, topics). A partition never committed is
         offset -1; with the group's error every partition asked carries it too (v0-1 style)."""
         asked = None if topics is None else [(t["name"], list(t.get("partition_indexes") or []))
                                              for t in topics]
         try:
             self._group_request(ctx, group_id, "DESCRIBE")
-            self.coordinator.classic_group(group_id)
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                self.consumer.check_fetch(consumer_group, member_id, member_epoch)
+            else:
+                self.coordinator.classic_group(group_id)
             error = ErrorCode.NONE
         except KafkaApiError as exc:
             error = exc.code
@@ -537,7 +625,8 @@ class GroupsModule(Module):
         if version >= 8:
             groups = []
             for asked in body.get("groups") or []:
-                error, topics = self._fetch_group(ctx, asked["group_id"], asked.get("topics"))
+                error, topics = self._fetch_group(ctx, asked["group_id"], asked.get("topics"),
+                                                  asked.get("member_id"), asked.get("member_epoch", -1))
                 groups.append({"group_id": asked["group_id"], "topics": topics, "error_code": error})
             return fit_body(ApiKey.OFFSET_FETCH, "response", version,
                             {"throttle_time_ms": 0, "groups": groups})
@@ -578,6 +667,9 @@ class GroupsModule(Module):
                                  "protocol_type": "", "protocol_data": "", "members": []}
         try:
             self.check_coordinator(group_id)
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                return self.consumer.described_as_classic(consumer_group)
             group = self.coordinator.classic_group(group_id)
         except KafkaApiError as exc:
             return {**blank, "error_code": exc.code, "error_message": exc.message}
@@ -615,6 +707,8 @@ class GroupsModule(Module):
                 continue
             listed.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                            "group_state": group.state.value, "group_type": group.group_type})
+        listed += self.consumer.listed(lambda partition: self._partitions.get(partition) is _Load.LOADED,
+                                       wanted_states, wanted_types)
         loading = any(state is _Load.LOADING for state in self._partitions.values())
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), listed
 
@@ -631,6 +725,9 @@ class GroupsModule(Module):
         """One group deleted (it must be empty); the admin's call from Python as well."""
         try:
             self.check_coordinator(group_id)
+            if self.consumer.get(group_id) is not None:
+                await self.consumer.delete(group_id)
+                return ErrorCode.NONE
             outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
             self.coordinator.delete_group(group_id, _settle(outcome))
             return await outcome
