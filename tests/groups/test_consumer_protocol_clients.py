@@ -31,10 +31,14 @@ def _settings(log_dirs: Path) -> dict[str, Any]:
     return {"broker.id": 1, "log.dirs": str(log_dirs), "offsets.topic.num.partitions": 3}
 
 
-def _fill(running: Broker) -> None:
+def _create_topic(running: Broker) -> None:
     admin = admin_api.AdminClient({"bootstrap.servers": running.bootstrap_servers})
     for future in admin.create_topics([admin_api.NewTopic("t", PARTITIONS, 1)]).values():
         future.result(timeout=TIMEOUT_S)
+
+
+def _fill(running: Broker) -> None:
+    _create_topic(running)
     producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers})
     for i in range(MESSAGES):
         producer.produce("t", value=b"m%d" % i, partition=i % PARTITIONS)
@@ -120,6 +124,7 @@ def test_committed_offsets_and_the_group_survive_a_restart_with_log_dirs(tmp_pat
         epoch = group.group_epoch
     with Broker(_settings(tmp_path)) as running:
         module = module_of(running)
+        _create_topic(running)  # a fresh in-memory store: the topic again, its log from the same dirs
         again = consumer(running, "c1")
         try:
             poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
