@@ -18,7 +18,10 @@ file owns what only consumer groups need from it:
 * offsets of consumer groups: OffsetCommit v9+ and OffsetFetch v9+ checked against the member's
   epoch (Kafka's ``ConsumerGroup.validateOffsetCommit`` / ``validateOffsetFetch``), kept in the
   classic coordinator's OffsetStore like every group's;
-* DescribeGroups, ListGroups and DeleteGroups rows for consumer groups.
+* DescribeGroups, ListGroups and DeleteGroups rows for consumer groups;
+* offset retention (retention.py): a consumer group's offsets of topics none of its members
+  subscribes to expire ``offsets.retention.minutes`` after their commit, and an empty group whose
+  offsets all went is deleted, as Kafka's ``cleanupGroupMetadata`` does.
 """
 
 from __future__ import annotations
@@ -44,7 +47,12 @@ from kafkapy.groups.records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
-from kafkapy.groups.retention import CONSUMER_PROTOCOL_TYPE
+from kafkapy.groups.retention import (
+    CONSUMER_PROTOCOL_TYPE,
+    ConsumerGroupFacts,
+    expire_offsets,
+    expiry_tombstones,
+)
 from kafkapy.groups.timers import Timers
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.modules import ApiHandler, RequestContext
@@ -196,6 +204,25 @@ class ConsumerGroupService:
             key, value = record.key, record.value
             assert isinstance(key, OffsetCommitKey) and isinstance(value, OffsetCommitValue)
             self._offsets.put(key, value)
+
+    async def expire_offsets(self, loaded: Callable[[int], bool], now_ms: int, retention_ms: int) -> None:
+        """One retention pass over the consumer groups of loaded partitions."""
+        for group_id, group in list(self.groups.groups.items()):
+            if not loaded(self._partition_for(group_id)):
+                continue
+            offsets = {(t, p): value for t, p in self._offsets.partitions(group_id)
+                       if (value := self._offsets.get(group_id, t, p)) is not None}
+            subscribed = frozenset().union(*(self.groups.resolve(m) for m in group.members.values()))
+            expiry = expire_offsets(ConsumerGroupFacts(subscribed), offsets, now_ms, retention_ms)
+            try:
+                if expiry.expired:
+                    await self._persist(group_id, expiry_tombstones(group_id, expiry))
+                    for topic, partition in expiry.expired:
+                        self._offsets.delete(group_id, topic, partition)
+                if expiry.all_expired and not group.members:
+                    await self.delete(group_id)
+            except KafkaApiError:
+                continue  # written next pass; a member that joined meanwhile keeps the group
 
     # -- admin rows -------------------------------------------------------------------------------
 

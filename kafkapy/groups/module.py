@@ -35,6 +35,11 @@ from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog
 from kafkapy.groups.records import GroupRecord
+from kafkapy.groups.retention import (
+    DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+    DEFAULT_OFFSETS_RETENTION_MINUTES,
+    retention_ms,
+)
 from kafkapy.groups.state import GroupState
 from kafkapy.groups.timers import Timers
 from kafkapy.protocol import Request, fit_body
@@ -123,6 +128,11 @@ CONFIG_KEYS = (
               "4 zstd (Kafka's default: 0).", _at_least(0)),
     ConfigKey("offset.metadata.max.bytes", "int", 4096,
               "The longest metadata string an offset commit may carry (Kafka's default).", _at_least(0)),
+    ConfigKey("offsets.retention.minutes", "int", DEFAULT_OFFSETS_RETENTION_MINUTES,
+              "How long a committed offset outlives its group's interest in it (Kafka's default, 7 days).",
+              _at_least(1)),
+    ConfigKey("offsets.retention.check.interval.ms", "long", DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+              "How often expired offsets are looked for (Kafka's default, 10 minutes).", _at_least(1)),
     *CONSUMER_GROUP_CONFIG_KEYS,
 )
 
@@ -188,9 +198,27 @@ class GroupsModule(Module):
             self.group_log = OffsetsTopicLog(logs.partition_logs(), config["offsets.topic.num.partitions"],
                                              compression=config["offsets.topic.compression.codec"])
 
+        self._schedule_retention()
+
         def changed(_: object) -> None:
             call_soon_on(loop, self._follow_leadership)
         self._watches = [store.watch_topics(changed), store.watch_brokers(changed)]
+
+    def _schedule_retention(self) -> None:
+        """Every ``offsets.retention.check.interval.ms``: expired offsets go (consumer groups'
+        here; the classic groups' expiry is not wired yet)."""
+        config = self.services.config
+
+        def check() -> None:
+            self._spawn(self.expire_offsets(self.timers.now_ms()))
+            self._schedule_retention()
+        self.timers.set(("offsets", "retention"), config["offsets.retention.check.interval.ms"], check)
+
+    async def expire_offsets(self, now_ms: int) -> None:
+        """One retention pass at ``now_ms`` (also for tests and tools)."""
+        retention = retention_ms(self.services.config["offsets.retention.minutes"])
+        await self.consumer.expire_offsets(lambda partition: self._partitions.get(partition) is _Load.LOADED,
+                                           now_ms, retention)
 
     def _follow_leadership(self) -> None:
         info = self.services.cluster.topics.get(OFFSETS_TOPIC)

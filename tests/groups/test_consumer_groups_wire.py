@@ -5,6 +5,7 @@ session expiry on the broker's clock. Expected codes are Kafka 4.0's for each ca
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +15,8 @@ import pytest
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import GroupsModule
+from kafkapy.groups.retention import DEFAULT_OFFSETS_RETENTION_MINUTES, retention_ms
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
@@ -166,3 +169,40 @@ def test_a_silent_member_is_fenced_when_its_session_expires(client: SimpleClient
     wait_until(lambda: describe(client, "g")["members"] == [], timeout=10 * SESSION_MS / 1000,
                what="the member fenced")
     assert describe(client, "g")["group_state"] == "Empty"
+
+
+def test_offset_retention_of_consumer_groups(broker: Broker, client: SimpleClient) -> None:
+    """Offsets of topics no member subscribes to expire offsets.retention.minutes after their
+    commit; an empty group whose offsets all went is deleted. The pass is run at a chosen time on
+    the broker's loop (its timer would run it every offsets.retention.check.interval.ms)."""
+    client.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "u", "num_partitions": 1,
+                                                         "replication_factor": 1}], "timeout_ms": 5000})
+    member = joined(client, "g")
+    member_id, epoch = member["member_id"], member["member_epoch"]
+    answer = client.request(ApiKey.OFFSET_COMMIT, 9, {
+        "group_id": "g", "generation_id_or_member_epoch": epoch, "member_id": member_id,
+        "topics": [{"name": name, "partitions": [{"partition_index": 0, "committed_offset": 5,
+                                                  "committed_metadata": ""}]} for name in ("t", "u")]})
+    assert {p["error_code"] for t in answer["topics"] for p in t["partitions"]} == {ErrorCode.NONE}
+    assert broker.runtime is not None and broker._loop is not None
+    module = next(m for m in broker.runtime.modules if isinstance(m, GroupsModule))
+    week_later = module.timers.now_ms() + retention_ms(DEFAULT_OFFSETS_RETENTION_MINUTES) + 1
+
+    def retention_pass(now_ms: int) -> None:
+        assert broker._loop is not None
+        asyncio.run_coroutine_threadsafe(module.expire_offsets(now_ms), broker._loop).result(10)
+
+    def committed() -> dict[str, int]:
+        every = {"group_id": "g", "member_id": None, "member_epoch": -1, "topics": None}
+        fetched = client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [every], "require_stable": False})
+        return {t["name"]: p["committed_offset"]
+                for t in fetched["groups"][0]["topics"] for p in t["partitions"]}
+
+    retention_pass(module.timers.now_ms())
+    assert committed() == {"t": 5, "u": 5}
+    retention_pass(week_later)
+    assert committed() == {"t": 5}, "only the topic no member subscribes to expires"
+    heartbeat(client, "g", member_id, -1)
+    retention_pass(week_later)
+    assert committed() == {}
+    assert describe(client, "g")["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
