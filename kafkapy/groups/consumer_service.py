@@ -224,6 +224,21 @@ class ConsumerGroupService:
             except KafkaApiError:
                 continue  # written next pass; a member that joined meanwhile keeps the group
 
+    async def delete_offsets(self, group: ConsumerGroup, partitions: Sequence[tuple[str, int]]
+                             ) -> dict[tuple[str, int], ErrorCode]:
+        """OffsetDelete: not for a topic a member subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        subscribed = frozenset().union(*(self.groups.resolve(m) for m in group.members.values()))
+        codes = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ErrorCode.NONE
+                 for tp in partitions}
+        gone = [tp for tp, code in codes.items()
+                if code == ErrorCode.NONE and self._offsets.get(group.group_id, *tp) is not None]
+        if gone:
+            await self._persist(group.group_id, [GroupRecord(OffsetCommitKey(group.group_id, t, p), None)
+                                                 for t, p in gone])
+            for topic, partition in gone:
+                self._offsets.delete(group.group_id, topic, partition)
+        return codes
+
     # -- admin rows -------------------------------------------------------------------------------
 
     def described_as_classic(self, group: ConsumerGroup) -> dict[str, Any]:

@@ -678,9 +678,13 @@ class GroupsModule(Module):
                     codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     asked.append(key)
-        outcome: asyncio.Future[dict[tuple[str, int], ErrorCode]] = self.services.loop.create_future()
-        self.coordinator.delete_offsets(group_id, asked, _settle(outcome))
-        codes.update(await outcome)
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None:
+            codes.update(await self.consumer.delete_offsets(consumer_group, asked))
+        else:
+            outcome: asyncio.Future[dict[tuple[str, int], ErrorCode]] = self.services.loop.create_future()
+            self.coordinator.delete_offsets(group_id, asked, _settle(outcome))
+            codes.update(await outcome)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (name, partition), code in codes.items():
             by_topic.setdefault(name, []).append({"partition_index": partition, "error_code": code})

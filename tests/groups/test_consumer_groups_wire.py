@@ -206,3 +206,17 @@ def test_offset_retention_of_consumer_groups(broker: Broker, client: SimpleClien
     retention_pass(week_later)
     assert committed() == {}
     assert describe(client, "g")["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_offset_delete_of_a_consumer_group(client: SimpleClient) -> None:
+    member = joined(client, "g")
+    assert commit(client, "g", member["member_epoch"], member["member_id"]) == ErrorCode.NONE
+
+    def delete_t0() -> ErrorCode:
+        answer = client.request(ApiKey.OFFSET_DELETE, 0, {"group_id": "g", "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0}]}]})
+        return ErrorCode(answer["topics"][0]["partitions"][0]["error_code"])
+    assert delete_t0() == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+    heartbeat(client, "g", member["member_id"], -1)
+    assert delete_t0() == ErrorCode.NONE
+    assert fetch(client, "g")["topics"][0]["partitions"][0]["committed_offset"] == -1
