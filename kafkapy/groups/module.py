@@ -473,6 +473,7 @@ class GroupsModule(Module):
     async def sync_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         self._group_request(ctx, body["group_id"])
+        self._no_classic_members(body["group_id"])
         answer: asyncio.Future[SyncResult] = self.services.loop.create_future()
         assignments = [(a["member_id"], bytes(a["assignment"])) for a in body.get("assignments") or []]
         self.coordinator.sync(body["group_id"], body["generation_id"], body["member_id"],
@@ -486,6 +487,7 @@ class GroupsModule(Module):
     def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         self._group_request(ctx, body["group_id"])
+        self._no_classic_members(body["group_id"])
         self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
                                    body.get("group_instance_id"))
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
@@ -496,7 +498,10 @@ class GroupsModule(Module):
         self._group_request(ctx, body["group_id"])
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in body.get("members") or []] \
             if version >= 3 else [(body["member_id"], None)]
-        codes = self.coordinator.leave(body["group_id"], leaving)
+        if self.consumer.get(body["group_id"]) is not None:  # as _no_classic_members, member by member
+            codes = [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        else:
+            codes = self.coordinator.leave(body["group_id"], leaving)
         if version < 3:
             return fit_body(ApiKey.LEAVE_GROUP, "response", version,
                             {"throttle_time_ms": 0, "error_code": codes[0]})
@@ -541,6 +546,13 @@ class GroupsModule(Module):
         if classic.members or classic.protocol_type or classic.state is not GroupState.EMPTY:
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         del self.coordinator.groups[group_id]  # its offsets stay: they are the consumer group's now
+
+    def _no_classic_members(self, group_id: str) -> None:
+        """SyncGroup, Heartbeat and LeaveGroup for a consumer group: its members are not classic
+        ones, so the member is unknown (Kafka's validateConsumerGroupMember)."""
+        if self.consumer.get(group_id) is not None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                f"Group {group_id} is a consumer group: it has no classic members.")
 
     async def _claim_for_classic(self, group_id: str) -> None:
         """A classic JoinGroup for a consumer group: an empty one is deleted first (Kafka's

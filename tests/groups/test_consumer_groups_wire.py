@@ -109,8 +109,15 @@ def test_one_namespace_with_classic_groups(client: SimpleClient) -> None:
                "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
     refused = client.request(ApiKey.JOIN_GROUP, 7, {"group_id": "kip848", **classic})
     assert refused["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    # its members are not classic ones: unknown to SyncGroup, Heartbeat and LeaveGroup, as in Kafka
     beat = client.request(ApiKey.HEARTBEAT, 3, {"group_id": "kip848", "generation_id": 1, "member_id": "m"})
-    assert beat["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert beat["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    synced = client.request(ApiKey.SYNC_GROUP, 3, {"group_id": "kip848", "generation_id": 1, "member_id": "m",
+                                                   "assignments": []})
+    assert synced["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    left = client.request(ApiKey.LEAVE_GROUP, 3, {"group_id": "kip848", "members": [{"member_id": "m"}]})
+    assert left["error_code"] == ErrorCode.NONE
+    assert left["members"][0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
 
     ready(client, "old")
     first = client.request(ApiKey.JOIN_GROUP, 3, {"group_id": "old", **classic})
