@@ -16,7 +16,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from kafkapy.client import SimpleClient
+from kafkapy.client import ClientError, SimpleClient
 from kafkapy.commands._partitions import _VERSIONS, PartitionClient, _check, _error
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
@@ -38,6 +38,7 @@ _GROUP_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_FETCH: (2, 7),
     ApiKey.OFFSET_COMMIT: (2, 8),
     ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 
 
@@ -151,8 +152,14 @@ class GroupClient(PartitionClient):
         return sorted(found.values(), key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> GroupDescription:
+        """ConsumerGroupDescribe first, as Kafka's admin client asks since KIP-848; DescribeGroups
+        for a classic group (GROUP_ID_NOT_FOUND there) or a broker without KIP-848."""
         def attempt() -> GroupDescription:
             node = self.coordinator(group_id)
+            if self._serves(self._broker(node), ApiKey.CONSUMER_GROUP_DESCRIBE):
+                described = self._describe_consumer_group(group_id, node)
+                if described is not None:
+                    return described
             body = self._request(self._broker(node), ApiKey.DESCRIBE_GROUPS,
                                  {"groups": [group_id], "include_authorized_operations": False})
             (group,) = body["groups"]
@@ -169,6 +176,31 @@ class GroupClient(PartitionClient):
                                     group["protocol_data"], members, node)
 
         return self._retrying(attempt)
+
+    def _serves(self, connection: SimpleClient, api_key: ApiKey) -> bool:
+        try:
+            self._version(connection, api_key)
+        except ClientError:
+            return False
+        return True
+
+    def _describe_consumer_group(self, group_id: str, node: int) -> GroupDescription | None:
+        """A KIP-848 group as ConsumerGroupDescribe answers it; None when it is no such group."""
+        body = self._request(self._broker(node), ApiKey.CONSUMER_GROUP_DESCRIBE,
+                             {"group_ids": [group_id], "include_authorized_operations": False})
+        (group,) = body["groups"]
+        error = _error(group["error_code"])
+        if error is ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+        if error in _MOVED:
+            _check(error, f"describe group {group_id!r}")
+        members = tuple(
+            MemberDescription(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"],
+                              tuple((tp["topic_name"], p) for tp in m["assignment"]["topic_partitions"]
+                                    for p in sorted(tp["partitions"])))
+            for m in group["members"])
+        return GroupDescription(group_id, error, group["group_state"], "consumer", group["assignor_name"],
+                                members, node)
 
     def committed(self, group_id: str) -> list[CommittedOffset]:
         """Every committed offset of the group (OffsetFetch with all topics)."""

@@ -327,12 +327,17 @@ class ConsumerGroups:
         group.apply(record.key, record.value)
 
     def load(self, records: Iterable[GroupRecord], now_ms: int) -> None:
-        """Rebuild from a partition's records, giving every member a fresh session."""
+        """Rebuild from a partition's records, giving every member of its groups a fresh session
+        (the groups of partitions loaded before keep theirs)."""
+        loaded: set[str] = set()
         for record in records:
             self.replay(record)
-        for group in self.groups.values():
-            for member_id in group.members:
-                self._timers.renew_session(group.group_id, member_id, now_ms + self.config.session_timeout_ms)
+            if not isinstance(record.key, (OffsetCommitKey, GroupMetadataKey)):
+                loaded.add(record.key.group_id)
+        for group_id in sorted(loaded):
+            group = self.groups.get(group_id)
+            for member_id in group.members if group is not None else ():
+                self._timers.renew_session(group_id, member_id, now_ms + self.config.session_timeout_ms)
 
     def _commit(self, records: Sequence[GroupRecord]) -> tuple[GroupRecord, ...]:
         for record in records:

@@ -93,12 +93,14 @@ class ClassicCoordinator:
     def __init__(self, config: GroupConfig, timers: Timers, persist: Persist, *,
                  partition_for: Callable[[str], int] = lambda group: 0,
                  new_member_id: Callable[[str], str] = _default_member_id,
-                 log: logging.Logger | None = None) -> None:
+                 log: logging.Logger | None = None,
+                 other_type: Callable[[str], bool] = lambda group: False) -> None:
         self.config = config
         self.timers = timers
         self._persist = persist
         self._partition_for = partition_for
         self._new_member_id = new_member_id
+        self._other_type = other_type  # the id names a group of another type (a KIP-848 group)
         self._log = log or logging.getLogger("kafkapy.groups")
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets = OffsetStore()
@@ -110,6 +112,8 @@ class ClassicCoordinator:
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         """The group if it is classic; GROUP_ID_NOT_FOUND if the id belongs to another type."""
         group = self.groups.get(group_id)
+        if group is None and self._other_type(group_id):
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
         if group is not None and group.group_type != CLASSIC:
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a classic group.")
         return group
@@ -686,7 +690,7 @@ class ClassicCoordinator:
             # KIP-848 consumer groups' records are that coordinator's to load (kafkapy.groups.consumer_group*)
         for group_id in self.offsets.groups():
             if self._partition_for(group_id) == partition and group_id not in metadata \
-                    and group_id not in self.groups:
+                    and group_id not in self.groups and not self._other_type(group_id):
                 self._create_group(group_id)
         for group_id, value in metadata.items():
             if value is None:

@@ -24,6 +24,9 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.consumer_group import TopicInfo
+from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
+from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
 from kafkapy.groups.group import JoinResult, SyncResult
 from kafkapy.groups.memory_log import memory_group_log
@@ -32,6 +35,11 @@ from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
 from kafkapy.groups.records import GroupRecord
+from kafkapy.groups.retention import (
+    DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+    DEFAULT_OFFSETS_RETENTION_MINUTES,
+    retention_ms,
+)
 from kafkapy.groups.state import GroupState
 from kafkapy.groups.timers import Timers
 from kafkapy.groups.txn_offsets import TXN_OFFSET_COMMIT_VERSIONS, TxnOffsetCommits
@@ -123,6 +131,12 @@ CONFIG_KEYS = (
               "4 zstd (Kafka's default: 0).", _at_least(0)),
     ConfigKey("offset.metadata.max.bytes", "int", 4096,
               "The longest metadata string an offset commit may carry (Kafka's default).", _at_least(0)),
+    ConfigKey("offsets.retention.minutes", "int", DEFAULT_OFFSETS_RETENTION_MINUTES,
+              "How long a committed offset outlives its group's interest in it (Kafka's default, 7 days).",
+              _at_least(1)),
+    ConfigKey("offsets.retention.check.interval.ms", "long", DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
+              "How often expired offsets are looked for (Kafka's default, 10 minutes).", _at_least(1)),
+    *CONSUMER_GROUP_CONFIG_KEYS,
 )
 
 
@@ -148,7 +162,12 @@ class GroupsModule(Module):
         self._own_log = group_log is None  # replaced by the offsets topic's log at start, if served
         self.coordinator = ClassicCoordinator(self.group_config, self.timers, self._persist,
                                               partition_for=lambda group: self.group_log.partition_for(group),
-                                              log=services.log)
+                                              log=services.log,
+                                              other_type=lambda group: self.consumer.get(group) is not None)
+        consumer_settings = {key.name: config[key.name] for key in CONSUMER_GROUP_CONFIG_KEYS}
+        self.consumer = ConsumerGroupService(consumer_settings, self.timers, self._topic_infos, self._write,
+                                             lambda group: self.group_log.partition_for(group),
+                                             self.coordinator.offsets, self._spawn)
         self._partitions: dict[int, _Load] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[bool] | None = None
@@ -177,6 +196,7 @@ class GroupsModule(Module):
             ApiKey.DELETE_GROUPS: ApiHandler(VersionRange(0, 2), self.delete_groups),
             ApiKey.OFFSET_DELETE: ApiHandler(VersionRange(0, 0), self.offset_delete),
             ApiKey.TXN_OFFSET_COMMIT: ApiHandler(TXN_OFFSET_COMMIT_VERSIONS, self.txn_offsets.handle),
+            **self.consumer.apis(self.consumer_group_heartbeat, self.consumer_group_describe),
         }
 
     async def start(self) -> None:
@@ -194,10 +214,27 @@ class GroupsModule(Module):
         markers = self.services.provider(TXN_MARKERS, Module)
         if isinstance(markers, TxnMarkerEvents):  # transactional offsets end with their markers
             self._stop_markers = markers.watch_txn_markers(self.txn_offsets.on_marker)
+        self._schedule_retention()
 
         def changed(_: object) -> None:
             call_soon_on(loop, self._follow_leadership)
         self._watches = [store.watch_topics(changed), store.watch_brokers(changed)]
+
+    def _schedule_retention(self) -> None:
+        """Every ``offsets.retention.check.interval.ms``: expired offsets go (consumer groups'
+        here; the classic groups' expiry is not wired yet)."""
+        config = self.services.config
+
+        def check() -> None:
+            self._spawn(self.expire_offsets(self.timers.now_ms()))
+            self._schedule_retention()
+        self.timers.set(("offsets", "retention"), config["offsets.retention.check.interval.ms"], check)
+
+    async def expire_offsets(self, now_ms: int) -> None:
+        """One retention pass at ``now_ms`` (also for tests and tools)."""
+        retention = retention_ms(self.services.config["offsets.retention.minutes"])
+        await self.consumer.expire_offsets(lambda partition: self._partitions.get(partition) is _Load.LOADED,
+                                           now_ms, retention)
 
     def _follow_leadership(self) -> None:
         info = self.services.cluster.topics.get(OFFSETS_TOPIC)
@@ -251,6 +288,20 @@ class GroupsModule(Module):
             done(code)
         self._spawn(write())
 
+    async def _write(self, group_id: str, records: Sequence[GroupRecord]) -> None:
+        """The consumer groups' writes: through the GroupLog, KafkaApiError when they fail."""
+        try:
+            await self.group_log.append(group_id, records)
+        except KafkaApiError:
+            raise
+        except Exception:
+            self.services.log.exception("writing group %s's records failed", group_id)
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR) from None
+
+    def _topic_infos(self) -> dict[str, TopicInfo]:
+        return {name: TopicInfo(info.topic_id, len(info.partitions))
+                for name, info in self.services.cluster.topics.items()}
+
     # --- which groups are ours ----------------------------------------------------------------
 
     def _offsets_leader(self, partition: int) -> int:
@@ -297,7 +348,9 @@ class GroupsModule(Module):
 
         def finish() -> None:
             if self._partitions.get(partition) is _Load.LOADING:
-                self.coordinator.load(partition, [r for r in records if isinstance(r, GroupRecord)])
+                settled = [r for r in records if isinstance(r, GroupRecord)]
+                self.consumer.load(settled)
+                self.coordinator.load(partition, settled)
                 self.txn_offsets.load(partition, (r for r in records if isinstance(r, OpenTxnRecords)))
                 self._partitions[partition] = _Load.LOADED
                 self.services.log.debug("loaded the groups of %s-%d (%d records)", OFFSETS_TOPIC, partition,
@@ -328,6 +381,7 @@ class GroupsModule(Module):
         self._partitions.pop(partition, None)
         self.coordinator.unload(partition)
         self.txn_offsets.unload(partition)
+        self.consumer.unload(partition)
         self.services.log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, partition)
 
     async def _ensure_offsets_topic(self) -> bool:
@@ -432,6 +486,7 @@ class GroupsModule(Module):
         body = request.body
         version = ctx.api_version
         self._group_request(ctx, body["group_id"])
+        await self._claim_for_classic(body["group_id"])
         session = body["session_timeout_ms"]
         rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
         join = JoinRequest(
@@ -456,6 +511,7 @@ class GroupsModule(Module):
     async def sync_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         self._group_request(ctx, body["group_id"])
+        self._no_classic_members(body["group_id"])
         answer: asyncio.Future[SyncResult] = self.services.loop.create_future()
         assignments = [(a["member_id"], bytes(a["assignment"])) for a in body.get("assignments") or []]
         self.coordinator.sync(body["group_id"], body["generation_id"], body["member_id"],
@@ -469,6 +525,7 @@ class GroupsModule(Module):
     def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         self._group_request(ctx, body["group_id"])
+        self._no_classic_members(body["group_id"])
         self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
                                    body.get("group_instance_id"))
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
@@ -479,7 +536,10 @@ class GroupsModule(Module):
         self._group_request(ctx, body["group_id"])
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in body.get("members") or []] \
             if version >= 3 else [(body["member_id"], None)]
-        codes = self.coordinator.leave(body["group_id"], leaving)
+        if self.consumer.get(body["group_id"]) is not None:  # as _no_classic_members, member by member
+            codes = [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        else:
+            codes = self.coordinator.leave(body["group_id"], leaving)
         if version < 3:
             return fit_body(ApiKey.LEAVE_GROUP, "response", version,
                             {"throttle_time_ms": 0, "error_code": codes[0]})
@@ -487,6 +547,62 @@ class GroupsModule(Module):
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE,
             "members": [{"member_id": m, "group_instance_id": i, "error_code": code}
                         for (m, i), code in zip(leaving, codes)]})
+
+    # --- KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe (consumer_service.py) ----------
+
+    async def consumer_group_heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+        group_id = request.body["group_id"]
+        try:
+            if group_id:  # an empty id is the handler's INVALID_REQUEST
+                self._group_request(ctx, group_id)
+                self._claim_for_consumer(group_id)
+        except KafkaApiError as refusal:
+            return self.consumer.refused_heartbeat(refusal)
+        return await self.consumer.heartbeat(ctx, request.body)
+
+    def consumer_group_describe(self, ctx: RequestContext, request: Request) -> Answer:
+        described = []
+        for group_id in request.body.get("group_ids") or []:
+            try:
+                if not self._allowed(ctx, "DESCRIBE", "GROUP", group_id):
+                    raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                self.check_coordinator(group_id)
+                if self.consumer.get(group_id) is None and self.coordinator.groups.get(group_id) is not None:
+                    raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                        f"Group {group_id} is not a consumer group.")
+                described.append(self.consumer.describe(group_id, ctx.api_version))
+            except KafkaApiError as refusal:
+                described.append(self.consumer.refused_describe(group_id, refusal))
+        return {"throttle_time_ms": 0, "groups": described}
+
+    def _claim_for_consumer(self, group_id: str) -> None:
+        """A heartbeat may take over a classic group only if it just holds offsets (Kafka's
+        "simple" group, backed by no record); any other is GROUP_ID_NOT_FOUND."""
+        classic = self.coordinator.groups.get(group_id)
+        if classic is None:
+            return
+        if classic.members or classic.protocol_type or classic.state is not GroupState.EMPTY:
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        del self.coordinator.groups[group_id]  # its offsets stay: they are the consumer group's now
+
+    def _no_classic_members(self, group_id: str) -> None:
+        """SyncGroup, Heartbeat and LeaveGroup for a consumer group: its members are not classic
+        ones, so the member is unknown (Kafka's validateConsumerGroupMember)."""
+        if self.consumer.get(group_id) is not None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                f"Group {group_id} is a consumer group: it has no classic members.")
+
+    async def _claim_for_classic(self, group_id: str) -> None:
+        """A classic JoinGroup for a consumer group: an empty one is deleted first (Kafka's
+        downgrade); a non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member
+        in through KIP-848's migration, which kafkapy does not do)."""
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is None:
+            return
+        if consumer_group.members:
+            raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                                f"Group {group_id} is a consumer group with consumer-protocol members.")
+        await self.consumer.delete(group_id)
 
     # --- OffsetCommit, OffsetFetch, OffsetDelete ------------------------------------------------
 
@@ -518,11 +634,18 @@ class GroupsModule(Module):
                                                p.get("committed_leader_epoch", NO_EPOCH), metadata))
         try:
             self._group_request(ctx, group_id)
-            outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
-            self.coordinator.commit_offsets(group_id, body.get("generation_id_or_member_epoch", -1),
-                                            body.get("member_id", ""), body.get("group_instance_id"),
-                                            entries, _settle(outcome))
-            written = await outcome
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                self.consumer.check_commit(consumer_group, body.get("member_id", ""),
+                                           body.get("generation_id_or_member_epoch", -1), ctx.api_version)
+                await self.consumer.commit_offsets(group_id, entries, self.timers.now_ms())
+                written = ErrorCode.NONE
+            else:
+                outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
+                self.coordinator.commit_offsets(group_id, body.get("generation_id_or_member_epoch", -1),
+                                                body.get("member_id", ""), body.get("group_instance_id"),
+                                                entries, _settle(outcome))
+                written = await outcome
         except KafkaApiError as exc:
             written = exc.code
         for entry in entries:
@@ -534,7 +657,8 @@ class GroupsModule(Module):
             "throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]})
 
     def _fetch_group(self, ctx: RequestContext, group_id: str, topics: Sequence[Mapping[str, Any]] | None,
-                     require_stable: bool = False) -> tuple[ErrorCode, list[dict[str, Any]]]:
+                     require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1
+                     ) -> tuple[ErrorCode, list[dict[str, Any]]]:
         """One group's OffsetFetch answer: (group error, topics). A partition never committed is
         offset -1; with the group's error every partition asked carries it too (v0-1 style).
         ``require_stable`` (KIP-447): UNSTABLE_OFFSET_COMMIT where a transaction's offsets wait."""
@@ -542,7 +666,11 @@ class GroupsModule(Module):
                                              for t in topics]
         try:
             self._group_request(ctx, group_id, "DESCRIBE")
-            self.coordinator.classic_group(group_id)
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                self.consumer.check_fetch(consumer_group, member_id, member_epoch)
+            else:
+                self.coordinator.classic_group(group_id)
             error = ErrorCode.NONE
         except KafkaApiError as exc:
             error = exc.code
@@ -580,7 +708,8 @@ class GroupsModule(Module):
         if version >= 8:
             groups = []
             for asked in body.get("groups") or []:
-                error, topics = self._fetch_group(ctx, asked["group_id"], asked.get("topics"), stable)
+                error, topics = self._fetch_group(ctx, asked["group_id"], asked.get("topics"), stable,
+                                                  asked.get("member_id"), asked.get("member_epoch", -1))
                 groups.append({"group_id": asked["group_id"], "topics": topics, "error_code": error})
             return fit_body(ApiKey.OFFSET_FETCH, "response", version,
                             {"throttle_time_ms": 0, "groups": groups})
@@ -604,9 +733,13 @@ class GroupsModule(Module):
                     codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     asked.append(key)
-        outcome: asyncio.Future[dict[tuple[str, int], ErrorCode]] = self.services.loop.create_future()
-        self.coordinator.delete_offsets(group_id, asked, _settle(outcome))
-        codes.update(await outcome)
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is not None:
+            codes.update(await self.consumer.delete_offsets(consumer_group, asked))
+        else:
+            outcome: asyncio.Future[dict[tuple[str, int], ErrorCode]] = self.services.loop.create_future()
+            self.coordinator.delete_offsets(group_id, asked, _settle(outcome))
+            codes.update(await outcome)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (name, partition), code in codes.items():
             by_topic.setdefault(name, []).append({"partition_index": partition, "error_code": code})
@@ -621,6 +754,9 @@ class GroupsModule(Module):
                                  "protocol_type": "", "protocol_data": "", "members": []}
         try:
             self.check_coordinator(group_id)
+            consumer_group = self.consumer.get(group_id)
+            if consumer_group is not None:
+                return self.consumer.described_as_classic(consumer_group)
             group = self.coordinator.classic_group(group_id)
         except KafkaApiError as exc:
             return {**blank, "error_code": exc.code, "error_message": exc.message}
@@ -658,6 +794,8 @@ class GroupsModule(Module):
                 continue
             listed.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                            "group_state": group.state.value, "group_type": group.group_type})
+        listed += self.consumer.listed(lambda partition: self._partitions.get(partition) is _Load.LOADED,
+                                       wanted_states, wanted_types)
         loading = any(state is _Load.LOADING for state in self._partitions.values())
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), listed
 
@@ -674,6 +812,9 @@ class GroupsModule(Module):
         """One group deleted (it must be empty); the admin's call from Python as well."""
         try:
             self.check_coordinator(group_id)
+            if self.consumer.get(group_id) is not None:
+                await self.consumer.delete(group_id)
+                return ErrorCode.NONE
             outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
             self.coordinator.delete_group(group_id, _settle(outcome))
             return await outcome

@@ -31,7 +31,7 @@ __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "Core
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_core_apis.py pins the set it stands for.
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules. A test compares the live broker against the newest entry.
@@ -72,6 +72,14 @@ PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
                   (61, 0, 0), (27, 0, 2), (10, 0, 6), (11, 0, 9), (14, 0, 5), (12, 0, 4), (13, 0, 5),
                   (8, 2, 9), (9, 1, 9), (15, 0, 6), (16, 0, 5), (42, 0, 2), (47, 0, 0),
                   (24, 0, 4), (25, 0, 4), (26, 0, 4), (28, 0, 5), (65, 0, 0), (66, 0, 2)}),
+    # + KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
+    9: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
+                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1),
+                  (0, 3, 13), (1, 4, 18), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5),
+                  (61, 0, 0), (27, 0, 2), (10, 0, 6), (11, 0, 9), (14, 0, 5), (12, 0, 4), (13, 0, 5),
+                  (8, 2, 9), (9, 1, 9), (15, 0, 6), (16, 0, 5), (42, 0, 2), (47, 0, 0),
+                  (24, 0, 4), (25, 0, 4), (26, 0, 4), (28, 0, 5), (65, 0, 0), (66, 0, 2),
+                  (68, 0, 1), (69, 0, 1)}),
 }
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for

@@ -47,11 +47,11 @@ def broker() -> Iterator[Broker]:
         yield running
 
 
-def consume_all(broker: Broker, group: str) -> confluent_kafka.Consumer:
+def consume_all(broker: Broker, group: str, protocol: str = "classic") -> confluent_kafka.Consumer:
     """A member of ``group`` that read and committed every record, left running."""
     consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
                                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                         "client.id": "cli-test"})
+                                         "client.id": "cli-test", "group.protocol": protocol})
     consumer.subscribe([TOPIC])
     seen = 0
     deadline = time.monotonic() + 30
@@ -104,6 +104,26 @@ def test_describe_list_reset_delete(broker: Broker) -> None:
     assert deleted.stdout.decode().strip() == \
         "Deletion of requested consumer groups ('billing') was successful."
     assert groups(broker, "--list").stdout.decode().split() == []
+
+
+def test_describe_a_kip848_consumer_group(broker: Broker) -> None:
+    """A group.protocol=consumer group is described through ConsumerGroupDescribe, so its members'
+    partitions show (DescribeGroups carries no assignment bytes for it)."""
+    consumer = consume_all(broker, "modern", protocol="consumer")
+    try:
+        described = rows(groups(broker, "--describe", "--group", "modern"))[1:]
+        assert sorted(int(r[2]) for r in described) == list(range(PARTITIONS))
+        assert all(r[3] == r[4] == str(RECORDS // PARTITIONS) and r[6] != "-" and r[8] == "cli-test"
+                   for r in described)
+        state = rows(groups(broker, "--describe", "--group", "modern", "--state"))
+        assert state[1][-3:] == ["uniform", "Stable", "1"]
+        members = rows(groups(broker, "--describe", "--group", "modern", "--members"))
+        assert members[1][-1] == str(PARTITIONS)
+    finally:
+        consumer.close()
+    deleted = groups(broker, "--delete", "--group", "modern")
+    assert deleted.stdout.decode().strip() == \
+        "Deletion of requested consumer groups ('modern') was successful."
 
 
 def test_delete_of_an_active_group_fails_per_group(broker: Broker) -> None:

@@ -309,3 +309,22 @@ def test_a_group_rebuilt_from_its_records_equals_the_group_that_wrote_them() -> 
     for member in group_of(groups).members:
         for tp in parts(group_of(groups).members[member].assigned):
             assert group_of(rebuilt).holder(*tp) == member
+
+
+def test_loading_a_partition_renews_only_its_own_groups_sessions() -> None:
+    """A second partition loaded later must not give the members of the first a fresh session."""
+    topic_map = topics(t=2)
+    written: list[GroupRecord] = []
+    SimConsumer(make(topic_map), "a", journal=written).heartbeat()
+    other = [GroupRecord(_regrouped(r.key, "h"), r.value) for r in written]
+    rebuilt = ConsumerGroups(lambda: topic_map)
+    rebuilt.load(written, now_ms=0)
+    rebuilt.load(other, now_ms=10_000)
+    session = rebuilt.config.session_timeout_ms
+    assert rebuilt.session_deadline(GROUP, "a") == session
+    assert rebuilt.session_deadline("h", "a") == 10_000 + session
+
+
+def _regrouped(key: object, group_id: str) -> Any:
+    """The same record key for another group (every KIP-848 key has a group_id)."""
+    return attrs.evolve(key, group_id=group_id)  # type: ignore[misc]

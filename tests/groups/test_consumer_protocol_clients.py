@@ -1,20 +1,22 @@
-"""librdkafka's KIP-848 consumer (``group.protocol=consumer``) against kafkapy's heartbeat handlers.
+"""librdkafka's KIP-848 consumer (``group.protocol=consumer``) against the groups module.
 
-FindCoordinator and offsets come from a test-only scaffold (consumer_protocol_module.py) until the
-group coordinator module is merged; what is under test is the heartbeat path: joins, the server
-assignor's split, revoke-then-assign on a member leaving and joining, every record consumed once.
+The whole path a real client takes: FindCoordinator, ConsumerGroupHeartbeat (joins, the server
+assignor's split, revoke-then-assign on a member leaving and joining), OffsetCommit/OffsetFetch v9
+with member epochs, every record consumed once; and the group's records and offsets in
+``__consumer_offsets``, so a broker restarted on the same ``log.dirs`` hands them back.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from consumer_protocol_module import ConsumerProtocolModule
 
 from kafkapy.embedded import Broker
+from kafkapy.groups.module import GroupsModule
 from kafkapy.testing import wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -25,22 +27,34 @@ MESSAGES = 60
 TIMEOUT_S = 30
 
 
+def _settings(log_dirs: Path) -> dict[str, Any]:
+    return {"broker.id": 1, "log.dirs": str(log_dirs), "offsets.topic.num.partitions": 3}
+
+
+def _create_topic(running: Broker) -> None:
+    admin = admin_api.AdminClient({"bootstrap.servers": running.bootstrap_servers})
+    for future in admin.create_topics([admin_api.NewTopic("t", PARTITIONS, 1)]).values():
+        future.result(timeout=TIMEOUT_S)
+
+
+def _fill(running: Broker) -> None:
+    _create_topic(running)
+    producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers})
+    for i in range(MESSAGES):
+        producer.produce("t", value=b"m%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(TIMEOUT_S) == 0
+
+
 @pytest.fixture
-def broker() -> Iterator[Broker]:
-    with Broker({"broker.id": 1}, modules=[ConsumerProtocolModule]) as running:
-        admin = admin_api.AdminClient({"bootstrap.servers": running.bootstrap_servers})
-        for future in admin.create_topics([admin_api.NewTopic("t", PARTITIONS, 1)]).values():
-            future.result(timeout=TIMEOUT_S)
-        producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers})
-        for i in range(MESSAGES):
-            producer.produce("t", value=b"m%d" % i, partition=i % PARTITIONS)
-        assert producer.flush(TIMEOUT_S) == 0
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    with Broker(_settings(tmp_path)) as running:
+        _fill(running)
         yield running
 
 
-def module_of(broker: Broker) -> ConsumerProtocolModule:
+def module_of(broker: Broker) -> GroupsModule:
     assert broker.runtime is not None
-    return next(m for m in broker.runtime.modules if isinstance(m, ConsumerProtocolModule))
+    return next(m for m in broker.runtime.modules if isinstance(m, GroupsModule))
 
 
 def consumer(broker: Broker, name: str) -> Any:
@@ -78,8 +92,9 @@ def test_three_librdkafka_consumers_split_six_partitions_and_take_over_a_leaver_
         assert set().union(*(assigned(c) for c in consumers)) == set(range(PARTITIONS))
         assert len(set(seen.values())) == 3, "every member consumed its own partitions"
 
-        group = module_of(broker).handlers.groups.groups["g"]
-        wait_until(lambda: group.state.value == "Stable", timeout=TIMEOUT_S, what="a stable group")
+        module = module_of(broker)
+        wait_until(lambda: (g := module.consumer.get("g")) is not None and g.state.value == "Stable",
+                   timeout=TIMEOUT_S, what="a stable group")
 
         leaver = consumers.pop()
         leaver.close()
@@ -93,3 +108,33 @@ def test_three_librdkafka_consumers_split_six_partitions_and_take_over_a_leaver_
     finally:
         for c in consumers:
             c.close()
+
+
+def test_committed_offsets_and_the_group_survive_a_restart_with_log_dirs(tmp_path: Path) -> None:
+    seen: dict[bytes, str] = {}
+    with Broker(_settings(tmp_path)) as running:
+        _fill(running)
+        first = consumer(running, "c0")
+        try:
+            poll_until([first], lambda: len(seen) == MESSAGES, seen)
+        finally:
+            first.close()
+        group = module_of(running).consumer.get("g")
+        assert group is not None and group.state.value == "Empty"
+        epoch = group.group_epoch
+    with Broker(_settings(tmp_path)) as running:
+        module = module_of(running)
+        _create_topic(running)  # a fresh in-memory store: the topic again, its log from the same dirs
+        again = consumer(running, "c1")
+        try:
+            poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
+            committed = again.committed([confluent_kafka.TopicPartition("t", p) for p in range(PARTITIONS)],
+                                        timeout=TIMEOUT_S)
+            assert [tp.offset for tp in committed] == [MESSAGES // PARTITIONS] * PARTITIONS
+            settle = time.monotonic() + 1.0
+            poll_until([again], lambda: time.monotonic() > settle, seen)  # asserts nothing comes twice
+            assert len(seen) == MESSAGES
+        finally:
+            again.close()
+        group = module.consumer.get("g")
+        assert group is not None and group.group_epoch > epoch, "the group's epoch went on from its records"
