@@ -46,6 +46,14 @@ from kafkapy.groups.records import (
     OffsetCommitKey,
     OffsetCommitValue,
 )
+from kafkapy.groups.retention import (
+    CONSUMER_PROTOCOL_TYPE,
+    ClassicGroupFacts,
+    GroupFacts,
+    StandaloneGroupFacts,
+    expire_offsets,
+    expiry_tombstones,
+)
 from kafkapy.groups.state import GroupState
 from kafkapy.groups.timers import Timers
 
@@ -119,7 +127,8 @@ class ClassicCoordinator:
         return group
 
     def _create_group(self, group_id: str) -> ClassicGroup:
-        group = ClassicGroup(group_id, self._partition_for(group_id), state_timestamp_ms=self.timers.now_ms())
+        group = ClassicGroup(group_id, self._partition_for(group_id),
+                             state_timestamp_ms=self.timers.wall_ms())
         self.groups[group_id] = group
         return group
 
@@ -295,7 +304,7 @@ class ClassicCoordinator:
         if group.state is S.COMPLETING_REBALANCE:
             self._reset_sync(group, ErrorCode.REBALANCE_IN_PROGRESS)
         was_empty = group.state is S.EMPTY
-        group.move_to(S.PREPARING_REBALANCE, self.timers.now_ms())
+        group.move_to(S.PREPARING_REBALANCE, self.timers.wall_ms())
         rebalance_timeout = group.max_rebalance_timeout_ms()
         if was_empty:
             delay = min(self.config.initial_rebalance_delay_ms, rebalance_timeout)
@@ -339,7 +348,7 @@ class ClassicCoordinator:
             self._log.info("group %s: member %s did not rejoin in time; removed", group.group_id,
                            member.member_id)
             self._remove_member(group, member)
-        now = self.timers.now_ms()
+        now = self.timers.wall_ms()
         group.generation_id += 1
         if not group.members:
             group.protocol_name = None
@@ -474,7 +483,7 @@ class ClassicCoordinator:
                 return
             for m in group.members.values():
                 m.assignment = planned.get(m.member_id, b"")
-            group.move_to(S.STABLE, self.timers.now_ms())
+            group.move_to(S.STABLE, self.timers.wall_ms())
             for m in group.members.values():
                 waiting, m.awaiting_sync = m.awaiting_sync, None
                 if waiting is not None:
@@ -571,7 +580,7 @@ class ClassicCoordinator:
         if not offsets:
             done(ErrorCode.NONE)
             return
-        now = self.timers.now_ms()
+        now = self.timers.wall_ms()
         records = [GroupRecord(OffsetCommitKey(group_id, e.topic, e.partition),
                                OffsetCommitValue(e.offset, e.leader_epoch, e.metadata, now))
                    for e in offsets]
@@ -635,6 +644,60 @@ class ClassicCoordinator:
             done(codes)
         self._persist(group_id, records, stored)
 
+    # --- offset retention ---------------------------------------------------------------------
+
+    def _retention_facts(self, group_id: str) -> GroupFacts:
+        """What Kafka's offsetExpirationCondition looks at: standalone (no protocol type), or the
+        classic group's state, when it entered it, and its members' subscriptions."""
+        group = self.groups.get(group_id)
+        if group is None or group.protocol_type is None:
+            return StandaloneGroupFacts()
+        empty = group.state is S.EMPTY
+        if empty and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed: frozenset[str] | None = frozenset()  # nobody left subscribes to anything
+        else:
+            topics = group.subscribed_topics()
+            subscribed = None if topics is None else frozenset(topics)
+        return ClassicGroupFacts(group.protocol_type, empty, group.state is S.STABLE,
+                                 group.state_timestamp_ms if group.state_timestamp_ms >= 0 else None,
+                                 subscribed)
+
+    def expire_offsets(self, loaded: Callable[[int], bool], now_ms: int, retention_ms: int,
+                       pending: Callable[[str, str, int], bool] = lambda group, topic, partition: False
+                       ) -> None:
+        """One retention pass over the classic and standalone groups of loaded partitions (Kafka's
+        cleanupGroupMetadata): expired offsets get tombstones, and an Empty group left with no
+        offsets goes too. ``now_ms`` is wall time, like the commit timestamps."""
+        for group_id in sorted(set(self.offsets.groups()) | set(self.groups)):
+            if not loaded(self._partition_for(group_id)) or self._other_type(group_id):
+                continue
+            offsets = {(t, p): value for t, p in self.offsets.partitions(group_id)
+                       if (value := self.offsets.get(group_id, t, p)) is not None}
+            held = [tp for tp in offsets if pending(group_id, *tp)]
+            expiry = expire_offsets(self._retention_facts(group_id), offsets, now_ms, retention_ms,
+                                    pending_transactional=held)
+            group = self.groups.get(group_id)
+            drop_group = expiry.all_expired and group is not None and group.state is S.EMPTY
+            records = expiry_tombstones(group_id, expiry)
+            if drop_group:
+                records.append(GroupRecord(GroupMetadataKey(group_id), None))
+            if not records:
+                continue
+
+            def stored(code: ErrorCode, group_id: str = group_id, expired: tuple[tuple[str, int], ...] =
+                       expiry.expired, drop: bool = drop_group) -> None:
+                if code != ErrorCode.NONE:
+                    return  # written on the next pass
+                for topic, partition in expired:
+                    self.offsets.delete(group_id, topic, partition)
+                group = self.groups.get(group_id)
+                if drop and group is not None and group.state is S.EMPTY:
+                    self._forget(group)
+                    self.offsets.drop_group(group_id)
+                self._log.info("group %s: %d offset(s) expired%s", group_id, len(expired),
+                               "; the empty group is gone" if drop else "")
+            self._persist(group_id, records, stored)
+
     # --- admin: DeleteGroups ------------------------------------------------------------------
 
     def delete_group(self, group_id: str, done: Callable[[ErrorCode], None]) -> None:
@@ -657,7 +720,7 @@ class ClassicCoordinator:
         self._persist(group_id, records, stored)
 
     def _forget(self, group: ClassicGroup) -> None:
-        group.move_to(S.DEAD, self.timers.now_ms())
+        group.move_to(S.DEAD, self.timers.wall_ms())
         self.timers.cancel(("join", group.group_id))
         self.timers.cancel(("sync", group.group_id))
         for member in list(group.members.values()):

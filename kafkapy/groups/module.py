@@ -221,20 +221,23 @@ class GroupsModule(Module):
         self._watches = [store.watch_topics(changed), store.watch_brokers(changed)]
 
     def _schedule_retention(self) -> None:
-        """Every ``offsets.retention.check.interval.ms``: expired offsets go (consumer groups'
-        here; the classic groups' expiry is not wired yet)."""
+        """Every ``offsets.retention.check.interval.ms``: expired offsets go, classic,
+        standalone and consumer groups' alike (Kafka's rules in kafkapy.groups.retention)."""
         config = self.services.config
 
         def check() -> None:
-            self._spawn(self.expire_offsets(self.timers.now_ms()))
+            self._spawn(self.expire_offsets(self.timers.wall_ms()))
             self._schedule_retention()
         self.timers.set(("offsets", "retention"), config["offsets.retention.check.interval.ms"], check)
 
     async def expire_offsets(self, now_ms: int) -> None:
-        """One retention pass at ``now_ms`` (also for tests and tools)."""
+        """One retention pass at ``now_ms`` (epoch ms; also for tests and tools)."""
         retention = retention_ms(self.services.config["offsets.retention.minutes"])
-        await self.consumer.expire_offsets(lambda partition: self._partitions.get(partition) is _Load.LOADED,
-                                           now_ms, retention)
+
+        def loaded(partition: int) -> bool:
+            return self._partitions.get(partition) is _Load.LOADED
+        self.coordinator.expire_offsets(loaded, now_ms, retention, self.txn_offsets.pending.is_pending)
+        await self.consumer.expire_offsets(loaded, now_ms, retention)
 
     def _follow_leadership(self) -> None:
         info = self.services.cluster.topics.get(OFFSETS_TOPIC)
@@ -638,7 +641,7 @@ class GroupsModule(Module):
             if consumer_group is not None:
                 self.consumer.check_commit(consumer_group, body.get("member_id", ""),
                                            body.get("generation_id_or_member_epoch", -1), ctx.api_version)
-                await self.consumer.commit_offsets(group_id, entries, self.timers.now_ms())
+                await self.consumer.commit_offsets(group_id, entries, self.timers.wall_ms())
                 written = ErrorCode.NONE
             else:
                 outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()

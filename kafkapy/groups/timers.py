@@ -8,6 +8,7 @@ broker), so a virtual clock (issue 18) or a test's manual one drives every deadl
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable
 from typing import Protocol
 
@@ -26,9 +27,18 @@ class Timers:
         self.clock = clock  # seconds, monotonic
         self._call_later = call_later
         self._pending: dict[Hashable, Cancellable] = {}
+        # Wall time as the clock moves it: the timestamps written to records (commit times, when a
+        # group entered its state) must be epoch milliseconds, as Kafka writes and reads them, and
+        # outlive a restart; deriving them from the clock keeps a virtual clock in charge of both.
+        self._wall_offset = time.time() - clock()
 
     def now_ms(self) -> int:
+        """For deadlines: the clock's (monotonic) milliseconds."""
         return int(self.clock() * 1000)
+
+    def wall_ms(self) -> int:
+        """For timestamps that are written down: epoch milliseconds."""
+        return int((self.clock() + self._wall_offset) * 1000)
 
     def set(self, key: Hashable, delay_ms: int, callback: Callable[[], None]) -> None:
         """Run ``callback`` in ``delay_ms``, replacing any timer of the same name."""

@@ -150,7 +150,7 @@ class TxnOffsetCommits:
                       asked: list[tuple[str, dict[str, Any]]]) -> dict[Partition, ErrorCode]:
         group_id = body["group_id"]
         codes: dict[Partition, ErrorCode] = {}
-        now = self.coordinator.timers.now_ms()
+        now = self.coordinator.timers.wall_ms()
         records: list[GroupRecord] = []
         readable: dict[str, bool] = {}
         for name, p in asked:

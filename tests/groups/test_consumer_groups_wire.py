@@ -193,7 +193,7 @@ def test_offset_retention_of_consumer_groups(broker: Broker, client: SimpleClien
     assert {p["error_code"] for t in answer["topics"] for p in t["partitions"]} == {ErrorCode.NONE}
     assert broker.runtime is not None and broker._loop is not None
     module = next(m for m in broker.runtime.modules if isinstance(m, GroupsModule))
-    week_later = module.timers.now_ms() + retention_ms(DEFAULT_OFFSETS_RETENTION_MINUTES) + 1
+    week_later = module.timers.wall_ms() + retention_ms(DEFAULT_OFFSETS_RETENTION_MINUTES) + 1
 
     def retention_pass(now_ms: int) -> None:
         assert broker._loop is not None
@@ -205,7 +205,7 @@ def test_offset_retention_of_consumer_groups(broker: Broker, client: SimpleClien
         return {t["name"]: p["committed_offset"]
                 for t in fetched["groups"][0]["topics"] for p in t["partitions"]}
 
-    retention_pass(module.timers.now_ms())
+    retention_pass(module.timers.wall_ms())
     assert committed() == {"t": 5, "u": 5}
     retention_pass(week_later)
     assert committed() == {"t": 5}, "only the topic no member subscribes to expires"
