@@ -280,3 +280,43 @@ def test_every_version_is_answered(client: SimpleClient, api_key: ApiKey) -> Non
             body = {**body, "group_id": f"join-v{version}"}
         answer = client.request(api_key, version, fit_body(api_key, "request", version, body))
         assert isinstance(answer, dict), (api_key, version)
+
+
+def test_a_coordinator_move_loads_the_groups_offsets() -> None:
+    """The broker that takes over a __consumer_offsets partition loads its groups from the log
+    (in-process brokers share their logs through the store), so committed offsets move with it."""
+    store = MemoryStore()
+    config = {"offsets.topic.num.partitions": 2, "offsets.topic.replication.factor": 2}
+    brokers = {1: Broker({"broker.id": 1, **config}, store=store), 2: Broker({"broker.id": 2, **config},
+                                                                             store=store)}
+    for broker in brokers.values():
+        broker.__enter__()
+    try:
+        store.create_topic("t", {0: (1, 2)})
+        with SimpleClient(brokers[1].bootstrap_servers) as client:
+            found = wait_until(lambda: (answer := client.request(ApiKey.FIND_COORDINATOR, 3, {
+                "key": "moving", "key_type": 0}))["error_code"] == ErrorCode.NONE and answer,
+                what="a coordinator for the group")
+        old = found["node_id"]
+        with SimpleClient(brokers[old].bootstrap_servers) as client:
+            answer = client.request(ApiKey.OFFSET_COMMIT, 8, {
+                "group_id": "moving", "generation_id_or_member_epoch": -1, "member_id": "",
+                "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 42,
+                                                         "committed_metadata": "m"}]}]})
+            assert answer["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+        brokers[old].__exit__(None, None, None)
+        new = 2 if old == 1 else 1
+
+        def fetched() -> Any:
+            with SimpleClient(brokers[new].bootstrap_servers) as client:
+                body = client.request(ApiKey.OFFSET_FETCH, 7, {"group_id": "moving", "topics": None})
+            if body["error_code"] != ErrorCode.NONE:
+                return None
+            return [(t["name"], p["partition_index"], p["committed_offset"], p["metadata"])
+                    for t in body["topics"] for p in t["partitions"]]
+        assert wait_until(fetched, timeout=15, what="the new coordinator to serve the group") == \
+            [("t", 0, 42, "m")]
+    finally:
+        for broker in brokers.values():
+            if broker.runtime is not None:
+                broker.__exit__(None, None, None)
