@@ -154,7 +154,9 @@ def test_aiokafka_consumer_reconnects_after_a_dropped_fetch(broker: Broker) -> N
 
     assert asyncio.run(run()) == [b"s0", b"s1", b"s2"]
     fetches = [e for e in broker.history() if e.api_key == ApiKey.FETCH]
-    assert not fetches[0].answered and fetches[-1].answered
+    # The first Fetch was dropped; a later one brought the records. (The last may be a long poll
+    # still waiting when the consumer stopped, so it is not the one to look at.)
+    assert not fetches[0].answered and any(e.answered for e in fetches[1:])
 
 
 def test_a_delay_shows_in_the_clients_latency(broker: Broker) -> None:
