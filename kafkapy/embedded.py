@@ -110,11 +110,14 @@ class BrokerLogs:
 class Broker:
     def __init__(self, config: Mapping[str, Any] | None = None, *, brokers: int = 1,
                  store: MetadataStore | None = None, modules: list[type[Module]] | None = None,
-                 fast_paths: FastPaths = ALL_FAST_PATHS) -> None:
+                 fast_paths: FastPaths = ALL_FAST_PATHS,
+                 defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS) -> None:
+        """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
+        passes none, so it keeps Kafka's)."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
-        given = {**EMBEDDED_DEFAULTS, **(config or {})}
+        given = {**defaults, **(config or {})}
         if brokers > 1:
             # Replicas on more than one broker, so a broker taken down leaves its partitions a
             # leader (Kafka's own default is 1; 3 is what a three-broker cluster is run with).
@@ -135,7 +138,7 @@ class Broker:
         self.brokers: list[Broker] = [self]
         if brokers > 1:
             self.brokers = [Broker(member_config(given, i), store=store, modules=modules,
-                                   fast_paths=fast_paths) for i in range(brokers)]
+                                   fast_paths=fast_paths, defaults={}) for i in range(brokers)]
             for member in self.brokers:
                 member._cluster = self
 
