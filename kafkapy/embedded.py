@@ -176,7 +176,9 @@ class Broker:
                 self.store.close()
             return
         if self.runtime is not None:
-            runtime, self.runtime = self.runtime, None
+            runtime = self.runtime
+            if self._cluster is not None:  # a cluster's broker that is down has no runtime to ask
+                self.runtime = None
             await runtime.stop()
 
     # --- the brokers of a cluster ----------------------------------------------------------------
