@@ -309,6 +309,8 @@ class Broker:
 
     @property
     def broker_id(self) -> int:
+        if self._cluster is not None and self.runtime is None:  # a cluster's broker while it is down
+            return int(self.config["broker.id"])
         return self._running().broker_id
 
     @property

@@ -109,6 +109,7 @@ def test_a_broker_goes_down_its_partitions_move_and_it_comes_back(kafka_cluster:
     assert len(kafka_cluster.bootstrap_servers.split(",")) == 2
     with pytest.raises(RuntimeError, match="not started"):
         kafka_cluster.brokers[1].records("moving")
+    assert kafka_cluster.brokers[1].broker_id == 1  # known while it is down
     moved = wait_until(lambda: (found := leaders(first, "moving")) and 1 not in found.values() and found)
     assert all(leader in (0, 2) for leader in moved.values())
     produce(first, "moving", [(p, b"b%d" % p) for p in range(3)])
