@@ -462,15 +462,17 @@ class Broker:
     async def reset_async(self) -> None:
         runtime = self._running()
         store = runtime.store
-        dataplane = self._dataplane()
-        home = dataplane.partitions.home
+        # One log home for a shared MemoryStore; one per broker on ZooKeeper or log.dirs.
+        homes = list({id(home): home for home in (m._dataplane().partitions.home
+                                                  for m in self._running_members())}.values())
         for name in [n for n in runtime.cluster.topics if not n.startswith("__")]:
             try:
                 store.delete_topic(name)  # every broker's view follows from the store's watch
             except UnknownTopic:
                 pass
-            with home.lock:  # the logs go with it (a topic made again starts empty anyway)
-                home.forget_topic(name)
+            for home in homes:
+                with home.lock:  # the logs go with it (a topic made again starts empty anyway)
+                    home.forget_topic(name)
         for member in self._running_members():
             groups = _find_module(member._running(), GroupsModule)
             if groups is None:

@@ -312,3 +312,25 @@ def test_reset_between_tests_second_finds_nothing_left(fresh: Broker) -> None:
     assert user_topics(fresh.bootstrap_servers) == set()
     assert groups(fresh.bootstrap_servers) == []
     assert committed(fresh.bootstrap_servers, "left-group") == {}
+
+
+def test_a_cluster_on_zookeeper_shares_it_and_its_brokers_register_there(zk_connect: str) -> None:
+    """With zookeeper.connect each broker opens its own session, as separate Kafka brokers do;
+    Metadata lists the three, a topic spreads over them, and one going down moves its leadership.
+    The logs are each broker's own there (no shared memory store), so only metadata is checked."""
+    from kazoo.client import KazooClient
+
+    with Broker({"zookeeper.connect": zk_connect, "broker.id": 5}, brokers=3) as cluster:
+        assert [b.broker_id for b in cluster.brokers] == [5, 6, 7]
+        zk = KazooClient(hosts=zk_connect)
+        zk.start()
+        try:
+            assert sorted(zk.get_children("/brokers/ids")) == ["5", "6", "7"]
+        finally:
+            zk.stop()
+        cluster.seed({"zk-topic": {"partitions": 3, "replication_factor": 3}})
+        assert sorted(leaders(cluster.bootstrap_servers, "zk-topic").values()) == [5, 6, 7]
+        cluster.stop_broker(1)
+        assert 6 not in wait_until(lambda: leaders(cluster.bootstrap_servers, "zk-topic")).values()
+        cluster.reset()
+        assert user_topics(cluster.bootstrap_servers) == set()
