@@ -150,11 +150,15 @@ class Broker:
 
     async def start(self) -> Broker:
         if self.is_cluster:
-            for member in self.brokers:
-                member._loop, member._thread = self._loop, self._thread
-                await member.start()
-            self.runtime = self.brokers[0].runtime
-            await self._settle()
+            try:
+                for member in self.brokers:
+                    member._loop, member._thread = self._loop, self._thread
+                    await member.start()
+                self.runtime = self.brokers[0].runtime
+                await self._settle()
+            except BaseException:  # a port taken, say: the brokers already up go down again
+                await self.stop()
+                raise
             return self
         runtime = assemble(self.config, store=self.store, extra_modules=self.module_classes or (),
                            fast_paths=self.fast_paths)

@@ -334,3 +334,27 @@ def test_a_cluster_on_zookeeper_shares_it_and_its_brokers_register_there(zk_conn
         assert 6 not in wait_until(lambda: leaders(cluster.bootstrap_servers, "zk-topic")).values()
         cluster.reset()
         assert user_topics(cluster.bootstrap_servers) == set()
+
+
+def test_a_cluster_that_cannot_bind_stops_the_brokers_it_started() -> None:
+    import socket
+
+    from kafkapy.server.config import ConfigError
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port - 1))
+            except OSError:
+                pytest.skip("the port below the taken one is in use too")
+        cluster = Broker({"listeners": f"PLAINTEXT://127.0.0.1:{port - 1}"}, brokers=2)
+        with pytest.raises(ConfigError, match="cannot listen"):
+            cluster.__enter__()
+    # broker 0 had bound port - 1: it is closed again, so the port is free
+    with socket.socket() as again:
+        again.bind(("127.0.0.1", port - 1))
+    with pytest.raises(ConfigError, match="brokers must be at least 1"):
+        Broker(brokers=0)
