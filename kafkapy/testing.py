@@ -1,6 +1,6 @@
 """pytest fixtures for an in-process kafkapy broker (registered as the ``kafkapy`` pytest plugin).
 
-Installing kafkapy makes two fixtures available to every test suite:
+Installing kafkapy makes these fixtures (and a marker) available to every test suite:
 
 ``kafka_broker``
     A fresh, started :class:`kafkapy.Broker` per test on an ephemeral
