@@ -119,6 +119,51 @@ async def _serve_until_signalled(config: Any) -> None:
             loop.remove_signal_handler(sig)
 
 
+async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: str | None) -> None:
+    """``serve --brokers N`` / ``--seed FILE``: the embedded Broker on this loop, N brokers sharing
+    one store (kafkapy.embedded), seeded before anyone is told it is up."""
+    from kafkapy.embedded import Broker
+    from kafkapy.errors import KafkaPyError
+    from kafkapy.seeding import load_seed_file
+
+    log = logging.getLogger("kafkapy.cli")
+    seed = load_seed_file(seed_file) if seed_file else None  # a bad file fails before any bind
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+    broker = Broker(config.originals, brokers=brokers, defaults={})
+    try:
+        await broker.start()
+        try:
+            if seed:
+                await broker.seed_async(seed)
+                log.info("seeded %d topic(s) from %s", len(seed), seed_file)
+            log.info("serving %d broker(s), bootstrap servers %s", brokers, broker.bootstrap_servers)
+            runtimes = [m.runtime for m in broker.brokers if m.runtime is not None]
+            waits = [asyncio.ensure_future(stop.wait()),
+                     *(asyncio.ensure_future(r.failed.wait()) for r in runtimes)]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+            failed = next((r for r in runtimes if r.failure is not None), None)
+        finally:
+            await broker.stop()
+            log.info("stopped")
+        if failed is not None:
+            raise KafkaPyError(f"broker {failed.broker_id} shut down: {failed.failure}")
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from kafkapy.errors import KafkaPyError
     from kafkapy.server.config import BrokerConfig
@@ -126,7 +171,12 @@ def _serve(args: argparse.Namespace) -> int:
     _configure_logging()
     try:
         config = BrokerConfig.build(properties=args.config, overrides=args.override)
-        asyncio.run(_serve_until_signalled(config))
+        if args.brokers < 1:
+            raise KafkaPyError(f"--brokers must be at least 1, not {args.brokers}")
+        if args.brokers > 1 or args.seed:
+            asyncio.run(_serve_cluster_until_signalled(config, args.brokers, args.seed))
+        else:
+            asyncio.run(_serve_until_signalled(config))
     except KafkaPyError as exc:  # a bad config, an unreachable or corrupt metadata store
         print(f"kafkapy serve: error: {exc}", file=sys.stderr)
         return 2
@@ -214,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", metavar="FILE", help="a server.properties-style file")
     serve.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
                        help="a setting, e.g. listeners=PLAINTEXT://127.0.0.1:0 (repeatable)")
+    serve.add_argument("--brokers", metavar="N", type=int, default=1,
+                       help="run N brokers in this process sharing one store, ids broker.id (or 0) "
+                            "and up, on consecutive ports (ephemeral ones for port 0)")
+    serve.add_argument("--seed", metavar="FILE",
+                       help="create these topics and records first: JSON, or YAML with PyYAML installed "
+                            "({\"topic\": {\"partitions\": 3, \"config\": {...}, \"records\": [...]}})")
     serve.set_defaults(func=_serve)
 
     metadata = commands.add_parser(

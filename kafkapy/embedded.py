@@ -3,6 +3,15 @@
 As a context manager it runs on its own event loop in a background thread, so
 synchronous test code and blocking clients can talk to it. Inside asyncio code,
 ``await broker.start()`` runs it on the caller's loop instead.
+
+``Broker(brokers=3)`` is a cluster in one process: three brokers on one loop sharing one
+metadata store (and so one set of in-memory logs), ids 0, 1, 2 (or broker.id, +1, +2), on
+consecutive ports from the configured one (ephemeral ones for port 0). ``broker.brokers[i]``
+is one of them; ``stop_broker(i)``/``start_broker(i)`` close and reopen its listeners on the
+same ports, and the controller moves its leaderships meanwhile (kafkapy.server.leadership).
+
+Seeding, snapshots and reset (``seed``, ``snapshot``, ``restore``, ``reset``) let one
+long-lived broker serve a whole test suite; the seed shape is kafkapy.seeding's.
 """
 
 from __future__ import annotations
@@ -11,23 +20,33 @@ import asyncio
 import concurrent.futures
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
+
+import attrs
 
 from kafkapy.assembly import DEFAULT_MODULES, assemble
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import Faults, FaultsModule
+from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import StoredRecord, stored_records
 from kafkapy.observers.history import HistoryEntry, RequestHistory
+from kafkapy.protocol.records import build_record_batch
+from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
-from kafkapy.server.config import BrokerConfig
+from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.fastpaths import FastPaths
+from kafkapy.server.listeners import parse_endpoints
 from kafkapy.server.modules import Module
-from kafkapy.store.base import MetadataStore
+from kafkapy.server.services import NO_LEADER, partition_leader
+from kafkapy.store.base import MetadataStore, UnknownTopic
+from kafkapy.store.memory import MemoryStore
+from kafkapy.topics.module import TopicsModule
 
-__all__ = ["Broker", "BrokerLogs"]
+__all__ = ["Broker", "BrokerLogs", "Snapshot"]
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -36,6 +55,41 @@ TopicPartition = tuple[str, int]
 # Kafka's 3000, so a test's group forms at once (Kafka's own config/server.properties sets 0 too).
 EMBEDDED_DEFAULTS: dict[str, Any] = {"listeners": "PLAINTEXT://127.0.0.1:0",
                                      "group.initial.rebalance.delay.ms": 0}
+# records per seeded batch: small records stay well under Kafka's 1 MiB max.message.bytes
+SEED_BATCH_RECORDS = 500
+SETTLE_TIMEOUT_S = 10.0  # how long a cluster change may take to show in every broker's view
+SETTLE_POLL_S = 0.002
+
+
+@attrs.frozen
+class Snapshot:
+    """What ``broker.snapshot()`` saw: ``topics`` in kafkapy.seeding's shape (configs and
+    records, so ``broker.seed(snapshot.topics)`` makes them again) and each group's committed
+    offsets, ``{group: {(topic, partition): offset}}``."""
+
+    topics: dict[str, dict[str, Any]]
+    offsets: dict[str, dict[tuple[str, int], int]]
+
+
+def member_config(config: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """The configuration of broker ``index`` of an in-process cluster built from ``config``: its
+    id (broker.id + index, from 0 when unset) and its listeners' ports (+ index, 0 stays 0)."""
+    member = dict(config)
+    base = int(config.get("broker.id", -1))
+    member["broker.id"] = (base if base >= 0 else 0) + index
+    for key in ("listeners", "advertised.listeners"):
+        if config.get(key):
+            member[key] = ",".join(str(attrs.evolve(e, port=e.port + index if e.port else 0))
+                                   for e in parse_endpoints(config[key], key))
+    return member
+
+
+def _pinned(config: Mapping[str, Any], runtime: BrokerRuntime) -> dict[str, Any]:
+    """``config`` with its listeners' ports as bound, so a restart reopens the same addresses."""
+    bound = {listener.name: listener.port for listener in runtime.listeners}
+    endpoints = parse_endpoints(config["listeners"], "listeners")
+    return {**config, "listeners": ",".join(str(attrs.evolve(e, port=bound.get(e.name, e.port)))
+                                            for e in endpoints)}
 
 
 class BrokerLogs:
@@ -54,29 +108,147 @@ class BrokerLogs:
 
 
 class Broker:
-    def __init__(self, config: Mapping[str, Any] | None = None, *, store: MetadataStore | None = None,
-                 modules: list[type[Module]] | None = None, fast_paths: FastPaths = ALL_FAST_PATHS) -> None:
+    def __init__(self, config: Mapping[str, Any] | None = None, *, brokers: int = 1,
+                 store: MetadataStore | None = None, modules: list[type[Module]] | None = None,
+                 fast_paths: FastPaths = ALL_FAST_PATHS,
+                 defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS) -> None:
+        """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
+        passes none, so it keeps Kafka's)."""
+        if brokers < 1:
+            raise ConfigError(f"brokers must be at least 1, not {brokers}")
         default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
-        self.config = BrokerConfig.build({**EMBEDDED_DEFAULTS, **(config or {})}, extra_keys=default_keys)
-        self.store = store
+        given = {**defaults, **(config or {})}
+        if brokers > 1:
+            # Replicas on more than one broker, so a broker taken down leaves its partitions a
+            # leader (Kafka's own default is 1; 3 is what a three-broker cluster is run with).
+            given.setdefault("default.replication.factor", min(brokers, 3))
+        self.config = BrokerConfig.build(given, extra_keys=default_keys)
+        self._given = given
         self.module_classes = modules
         self.fast_paths = fast_paths  # all on, unless a test compares them with the plain paths
         self.runtime: BrokerRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._cluster: Broker | None = None  # set on the brokers of a cluster: the whole
+        self._owns_store = False
+        if brokers > 1 and store is None and not self.config["zookeeper.connect"]:
+            store, self._owns_store = MemoryStore(cluster_id=self.config["cluster.id"]), True
+        self.store = store
+        # One Broker per member of a cluster (sharing the store); [self] for a single broker.
+        self.brokers: list[Broker] = [self]
+        if brokers > 1:
+            self.brokers = [Broker(member_config(given, i), store=store, modules=modules,
+                                   fast_paths=fast_paths, defaults={}) for i in range(brokers)]
+            for member in self.brokers:
+                member._cluster = self
+
+    @property
+    def is_cluster(self) -> bool:
+        return self.brokers != [self]
 
     # --- on the caller's loop -------------------------------------------------------------
 
     async def start(self) -> Broker:
+        if self.is_cluster:
+            try:
+                for member in self.brokers:
+                    member._loop, member._thread = self._loop, self._thread
+                    await member.start()
+                self.runtime = self.brokers[0].runtime
+                await self._settle()
+            except BaseException:  # a port taken, say: the brokers already up go down again
+                await self.stop()
+                raise
+            return self
         runtime = assemble(self.config, store=self.store, extra_modules=self.module_classes or (),
                            fast_paths=self.fast_paths)
         await runtime.start()
         self.runtime, self.store = runtime, runtime.store
+        if self._cluster is not None:
+            # A restarted member comes back on the ports it had (clients know those addresses).
+            self._given = _pinned(self._given, runtime)
+            self.config = BrokerConfig.build(self._given,
+                                             extra_keys=[k for c in DEFAULT_MODULES for k in c.config_keys])
         return self
 
     async def stop(self) -> None:
+        if self.is_cluster:
+            for member in reversed(self.brokers):
+                await member.stop()
+            self.runtime = None
+            if self._owns_store and self.store is not None:
+                self.store.close()
+            return
         if self.runtime is not None:
-            await self.runtime.stop()
+            runtime = self.runtime
+            if self._cluster is not None:  # a cluster's broker that is down has no runtime to ask
+                self.runtime = None
+            await runtime.stop()
+
+    # --- the brokers of a cluster ----------------------------------------------------------------
+
+    async def stop_broker_async(self, index: int) -> None:
+        """Take broker ``index`` down (listeners closed, unregistered) and wait until the other
+        brokers' views show its leaderships moved."""
+        await self.brokers[index].stop()
+        self.runtime = self._first_running()
+        await self._settle()
+
+    async def start_broker_async(self, index: int) -> None:
+        """Bring broker ``index`` back on its ports and wait until every broker sees it and the
+        leaderships it prefers are back with it."""
+        member = self.brokers[index]
+        if member.runtime is None:
+            await member.start()
+        self.runtime = self._first_running()
+        await self._settle()
+
+    def stop_broker(self, index: int) -> None:
+        """``stop_broker_async`` from the test's thread (``with Broker(brokers=N)``)."""
+        self._from_thread(self.stop_broker_async(index))
+
+    def start_broker(self, index: int) -> None:
+        """``start_broker_async`` from the test's thread (``with Broker(brokers=N)``)."""
+        self._from_thread(self.start_broker_async(index))
+
+    def _running_members(self) -> list[Broker]:
+        return [m for m in self.brokers if m.runtime is not None]
+
+    def _first_running(self) -> BrokerRuntime | None:
+        return next((m.runtime for m in self.brokers if m.runtime is not None), None)
+
+    def _unsettled(self) -> str | None:
+        """What some running broker's view still lacks (None once all agree with the live set):
+        every running broker listed, every partition led by its first live replica."""
+        running = self._running_members()
+        live = {m.broker_id for m in running}
+        for member in running:
+            assert member.runtime is not None
+            cluster = member.runtime.cluster
+            if set(cluster.live_broker_ids()) != live:
+                seen = sorted(cluster.live_broker_ids())
+                return f"broker {member.broker_id} sees brokers {seen}, not {sorted(live)}"
+            for name, info in cluster.topics.items():
+                for index, replicas in info.partitions.items():
+                    wanted = partition_leader(replicas, live)
+                    found = cluster.leadership(name, index)
+                    if found is None or found[0] != wanted:
+                        return f"broker {member.broker_id} sees {name}-{index} led by {found}, not {wanted}"
+        return None
+
+    async def _settle(self, timeout: float = SETTLE_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout
+        while (missing := self._unsettled()) is not None:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the cluster did not settle within {timeout:g} s: {missing}")
+            await asyncio.sleep(SETTLE_POLL_S)
+
+    def _from_thread(self, coroutine: Any) -> Any:
+        loop = self._loop
+        if loop is None or threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("on the broker's own loop, await the *_async form instead")
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result(timeout=60)
 
     async def __aenter__(self) -> Broker:
         return await self.start()
@@ -113,6 +285,9 @@ class Broker:
         self.close()
 
     def close(self) -> None:
+        if self._cluster is not None:  # one broker of a cluster: only it goes down
+            self._cluster.stop_broker(self._cluster.brokers.index(self))
+            return
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not thread.is_alive():
             return
@@ -131,10 +306,15 @@ class Broker:
 
     @property
     def bootstrap_servers(self) -> str:
+        """Every running broker's first listener, comma-separated (one address for one broker)."""
+        if self.is_cluster:
+            return ",".join(member.bootstrap_servers for member in self._running_members())
         return next(iter(self.listeners.values()))
 
     @property
     def broker_id(self) -> int:
+        if self._cluster is not None and self.runtime is None:  # a cluster's broker while it is down
+            return int(self.config["broker.id"])
         return self._running().broker_id
 
     @property
@@ -155,6 +335,155 @@ class Broker:
         """``action(maintenance)`` on the broker's loop (where logs change), from any thread."""
         maintenance = self._dataplane().maintenance
         return self._on_loop(lambda: action(maintenance))
+
+    # --- seeding, snapshots, reset -----------------------------------------------------------
+
+    def seed(self, data: Mapping[str, Any] | Sequence[TopicSeed]) -> None:
+        """Create the topics ``data`` names (``{"topic": {"partitions": 3, "config": {...},
+        "records": [...]}}``, kafkapy.seeding) and append their records, through the topics
+        module's create path and Produce's append path. A topic that exists gets the records only.
+        From the test's thread; ``await seed_async(...)`` on the broker's loop."""
+        self._from_thread(self.seed_async(data))
+
+    async def seed_async(self, data: Mapping[str, Any] | Sequence[TopicSeed]) -> None:
+        topics = parse_seed(data) if isinstance(data, Mapping) else list(data)
+        runtime = self._running()
+        topics_module = _module(runtime, TopicsModule)
+        for topic in topics:
+            code = await topics_module.create_internal_topic(
+                topic.name, topic.partitions or runtime.config["num.partitions"],
+                topic.replication_factor or runtime.config["default.replication.factor"], topic.config)
+            if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                raise SeedError(f"topic {topic.name!r} cannot be created: {code.name}")
+        await self._settle_topics({topic.name for topic in topics})
+        for topic in topics:
+            self._append_seeded(topic)
+
+    async def _settle_topics(self, names: set[str], timeout: float = SETTLE_TIMEOUT_S) -> None:
+        """Wait until every running broker's view has ``names`` with their leaders written."""
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = next((f"broker {m.broker_id} does not see topic {name!r}"
+                            for m in self._running_members()
+                            for name in names if name not in m._running().cluster.topics), None)
+            missing = missing or self._unsettled()
+            if missing is None:
+                return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"seeded topics not ready within {timeout:g} s: {missing}")
+            await asyncio.sleep(SETTLE_POLL_S)
+
+    def _append_seeded(self, topic: TopicSeed) -> None:
+        if not topic.records:
+            return
+        by_id = {m.broker_id: m for m in self._running_members()}
+        cluster = self._running().cluster
+        now_ms = int(time.time() * 1000)
+        for partition, records in placed(topic.records, len(cluster.topics[topic.name].partitions)).items():
+            found = cluster.leadership(topic.name, partition)
+            leader = by_id.get(found[0] if found is not None else NO_LEADER)
+            if leader is None:
+                raise SeedError(f"{topic.name}-{partition} has no running leader to append to")
+            dataplane = leader._dataplane()
+            for start in range(0, len(records), SEED_BATCH_RECORDS):
+                batch = build_record_batch([
+                    {"key": r.key, "value": r.value, "headers": list(r.headers),
+                     "timestamp": now_ms if r.timestamp is None else r.timestamp}
+                    for r in records[start:start + SEED_BATCH_RECORDS]])
+                code = dataplane.append_batch(topic.name, partition, batch)
+                if code != ErrorCode.NONE:
+                    raise SeedError(f"records for {topic.name}-{partition} were refused: {code.name}")
+
+    def snapshot(self) -> Snapshot:
+        """The topics (not the internal ``__`` ones: their state is the groups' and transactions'),
+        their configs and data records, and the groups' committed offsets, as they are now."""
+        return self._on_loop(self._snapshot)
+
+    def _snapshot(self) -> Snapshot:
+        runtime = self._running()
+        partitions = self._dataplane().partitions
+        topics: dict[str, dict[str, Any]] = {}
+        for name, info in sorted(runtime.cluster.topics.items()):
+            if name.startswith("__"):
+                continue
+            records = [{"key": r.key, "value": r.value, "headers": [list(h) for h in r.headers],
+                        "partition": r.partition, "timestamp": r.timestamp}
+                       for r in stored_records(partitions, name) if not r.is_control]
+            topics[name] = {"partitions": len(info.partitions),
+                            "replication_factor": len(next(iter(info.partitions.values()))),
+                            "config": dict(runtime.store.entity_config(f"topics/{name}")),
+                            "records": records}
+        offsets: dict[str, dict[tuple[str, int], int]] = {}
+        for member in self._running_members():
+            groups = _find_module(member._running(), GroupsModule)
+            if groups is None:
+                continue
+            store = groups.coordinator.offsets
+            for group in store.groups():
+                for topic, partition in store.partitions(group):
+                    value = store.get(group, topic, partition)
+                    if value is not None and topic in topics:
+                        offsets.setdefault(group, {})[(topic, partition)] = value.offset
+        return Snapshot(topics, offsets)
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """``reset()``, then the snapshot's topics seeded again and its offsets committed again
+        (as a consumer outside group management commits: generation -1). Offsets start again
+        at 0: a log whose start had moved (retention, DeleteRecords) is renumbered."""
+        self._from_thread(self.restore_async(snapshot))
+
+    async def restore_async(self, snapshot: Snapshot) -> None:
+        await self.reset_async()
+        await self.seed_async(snapshot.topics)
+        for group, committed in snapshot.offsets.items():
+            await self._commit(group, committed)
+
+    async def _commit(self, group: str, committed: Mapping[tuple[str, int], int]) -> None:
+        from kafkapy.groups.offsets import OffsetEntry  # the groups module's own commit entry
+
+        for member in self._running_members():
+            groups = _find_module(member._running(), GroupsModule)
+            if groups is None:
+                continue
+            try:
+                groups.check_coordinator(group)
+            except KafkaApiError:
+                continue
+            outcome: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
+            entries = [OffsetEntry(t, p, offset, -1, "") for (t, p), offset in committed.items()]
+            groups.coordinator.commit_offsets(group, -1, "", None, entries, outcome.set_result)
+            code = await outcome
+            if code != ErrorCode.NONE:
+                raise SeedError(f"group {group!r}: committing the snapshot's offsets failed: {code.name}")
+            return
+        raise SeedError(f"group {group!r}: no running broker coordinates it")
+
+    def reset(self) -> None:
+        """Delete every topic but the internal ones, with their logs, and every empty group with
+        its offsets; what tests made is gone, the brokers and their connections stay."""
+        self._from_thread(self.reset_async())
+
+    async def reset_async(self) -> None:
+        runtime = self._running()
+        store = runtime.store
+        # One log home for a shared MemoryStore; one per broker on ZooKeeper or log.dirs.
+        homes = list({id(home): home for home in (m._dataplane().partitions.home
+                                                  for m in self._running_members())}.values())
+        for name in [n for n in runtime.cluster.topics if not n.startswith("__")]:
+            try:
+                store.delete_topic(name)  # every broker's view follows from the store's watch
+            except UnknownTopic:
+                pass
+            for home in homes:
+                with home.lock:  # the logs go with it (a topic made again starts empty anyway)
+                    home.forget_topic(name)
+        for member in self._running_members():
+            groups = _find_module(member._running(), GroupsModule)
+            if groups is None:
+                continue
+            _, listed = groups.list_group_states(("Empty",))
+            for group in listed:
+                await groups.delete_group(group["group_id"])
 
     # --- inspection ------------------------------------------------------------------------
 
@@ -222,9 +551,25 @@ class Broker:
         return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout=60)
 
     def _running(self) -> BrokerRuntime:
+        if self.is_cluster:  # cluster-wide questions go to any running broker: they share the logs
+            self.runtime = self._first_running()
         if self.runtime is None:
             raise RuntimeError("the broker is not started: use `with Broker() as b:` or `await b.start()`")
         return self.runtime
+
+
+M = TypeVar("M", bound=Module)
+
+
+def _find_module(runtime: BrokerRuntime, kind: type[M]) -> M | None:
+    return next((m for m in runtime.modules if isinstance(m, kind)), None)
+
+
+def _module(runtime: BrokerRuntime, kind: type[M]) -> M:
+    found = _find_module(runtime, kind)
+    if found is None:
+        raise RuntimeError(f"the broker runs no {kind.__name__}")
+    return found
 
 
 def _name(until: Callable[..., object]) -> str:

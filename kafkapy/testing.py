@@ -1,6 +1,6 @@
 """pytest fixtures for an in-process kafkapy broker (registered as the ``kafkapy`` pytest plugin).
 
-Installing kafkapy makes two fixtures available to every test suite:
+Installing kafkapy makes these fixtures (and a marker) available to every test suite:
 
 ``kafka_broker``
     A fresh, started :class:`kafkapy.Broker` per test on an ephemeral
@@ -21,6 +21,16 @@ Installing kafkapy makes two fixtures available to every test suite:
 ``kafka_faults``
     The ``kafka_broker``'s fault injection (:class:`kafkapy.faults.Faults`):
     ``kafka_faults.add(FaultRule(...))``; every rule is removed when the test ends.
+
+``kafka_cluster``
+    Three brokers in one process (``Broker(brokers=3)``), ids 0-2, sharing one store;
+    ``kafka_cluster.bootstrap_servers`` lists all three, ``kafka_cluster.brokers[i]`` is one,
+    ``kafka_cluster.stop_broker(i)`` / ``start_broker(i)`` take it down and up.
+    ``kafka_broker_factory(brokers=5)`` makes other sizes.
+
+``@pytest.mark.kafka_seed({...})``
+    Seeds ``kafka_broker`` and ``kafka_cluster`` before the test (``Broker.seed``'s shape:
+    ``{"topic": {"partitions": 3, "config": {...}, "records": [...]}}``).
 
 Both brokers run on a background thread (``with Broker(...)``), so blocking
 clients such as kafka-python can talk to it from the test's thread.
@@ -43,16 +53,26 @@ import pytest
 from kafkapy.embedded import Broker
 from kafkapy.faults import Faults
 
-__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "kafka_faults",
-           "pytest_runtest_makereport", "wait_until"]
+__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "kafka_cluster",
+           "kafka_faults", "pytest_configure", "pytest_runtest_makereport", "wait_until"]
 
 HISTORY_OBSERVER = "kafkapy.observers.RequestHistory"
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
 _BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
 
 
+SEED_MARKER = "kafka_seed"
+CLUSTER_SIZE = 3  # kafka_cluster: what client test suites written for a real cluster expect
+
+
 class BrokerFactory(Protocol):
-    def __call__(self, config: Mapping[str, Any] | None = None, /, **settings: Any) -> Broker: ...
+    def __call__(self, config: Mapping[str, Any] | None = None, /, *, brokers: int = 1,
+                 **settings: Any) -> Broker: ...
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{SEED_MARKER}(data): seed kafka_broker / kafka_cluster with "
+                                       "topics and records (kafkapy.Broker.seed's shape)")
 
 
 def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: Any) -> dict[str, Any]:
@@ -77,8 +97,8 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
     started: list[Broker] = []
     request.node.stash[_BROKERS] = started
 
-    def factory(config: Mapping[str, Any] | None = None, /, **settings: Any) -> Broker:
-        broker = Broker(with_history(config_from_kwargs(config, **settings)))
+    def factory(config: Mapping[str, Any] | None = None, /, *, brokers: int = 1, **settings: Any) -> Broker:
+        broker = Broker(with_history(config_from_kwargs(config, **settings)), brokers=brokers)
         broker.__enter__()
         started.append(broker)
         return broker
@@ -96,10 +116,26 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
             raise errors[0]
 
 
+def _seeded(request: pytest.FixtureRequest, broker: Broker) -> Broker:
+    for marker in reversed(list(request.node.iter_markers(SEED_MARKER))):  # the closest seeds last
+        if len(marker.args) != 1 or marker.kwargs:
+            raise pytest.UsageError(f"@pytest.mark.{SEED_MARKER} takes one mapping: {{topic: {{...}}}}")
+        broker.seed(marker.args[0])
+    return broker
+
+
 @pytest.fixture
-def kafka_broker(kafka_broker_factory: BrokerFactory) -> Broker:
-    """A started broker with the embedded defaults, stopped after the test."""
-    return kafka_broker_factory()
+def kafka_broker(request: pytest.FixtureRequest, kafka_broker_factory: BrokerFactory) -> Broker:
+    """A started broker with the embedded defaults, seeded by ``kafka_seed`` markers, stopped
+    after the test."""
+    return _seeded(request, kafka_broker_factory())
+
+
+@pytest.fixture
+def kafka_cluster(request: pytest.FixtureRequest, kafka_broker_factory: BrokerFactory) -> Broker:
+    """Three started brokers in one process sharing one store, seeded by ``kafka_seed`` markers,
+    stopped after the test."""
+    return _seeded(request, kafka_broker_factory(brokers=CLUSTER_SIZE))
 
 
 @pytest.fixture
@@ -119,8 +155,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = outcome.get_result()
     if report.when != "call" or not report.failed:
         return
-    for broker in item.stash.get(_BROKERS, []):
-        report.sections.append((f"kafkapy request history ({_where(broker)})", _history_text(broker)))
+    for started in item.stash.get(_BROKERS, []):
+        for broker in started.brokers:  # each broker of a cluster has its own history
+            report.sections.append((f"kafkapy request history ({_where(broker)})", _history_text(broker)))
 
 
 def _where(broker: Broker) -> str:

@@ -8,7 +8,7 @@ The layers, lowest first (a unit is a top-level package, or a top-level module o
     server
     configs  features  quotas  topics  coordination  observers  dataplane  groups  transactions
     faults  inspection                                                              (the modules)
-    assembly  embedded  testing  capture  spark
+    assembly  embedded  seeding  testing  capture  spark
     commands  cli  __main__
 
 A unit may import its own layer or any below it, never one above. Placement, and why:
@@ -54,7 +54,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"server"}),
     frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane",
                "groups", "transactions", "faults", "inspection"}),
-    frozenset({"assembly", "embedded", "testing", "capture", "spark"}),
+    frozenset({"assembly", "embedded", "seeding", "testing", "capture", "spark"}),
     frozenset({"commands", "cli", "__main__"}),
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}

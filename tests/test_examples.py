@@ -117,3 +117,13 @@ def test_fault_injection_example_delivers_exactly_once() -> None:
     answers = out["produce_answers"]
     assert answers[:2] == ["NOT_LEADER_OR_FOLLOWER"] * 2 and answers[-1] == "NONE"
     assert out["stored"] == [[i, f"order-{i}", i] for i in range(5)]
+
+
+def test_seeded_cluster_example_spreads_reads_moves_and_resets() -> None:
+    result = run(str(EXAMPLES / "seeded_cluster.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["brokers"] == [0, 1, 2] and sorted(out["leaders"]) == [0, 1, 2]
+    assert 1 not in out["leaders_with_broker_1_down"]
+    assert out["records"] == [[i % 3, f"order-{i}"] for i in sorted(range(6), key=lambda i: (i % 3, i))]
+    assert out["topics_after_reset"] == []

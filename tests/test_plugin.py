@@ -185,3 +185,30 @@ def test_kafka_faults_fixture_scopes_rules_to_the_test(pytester: pytest.Pytester
             assert kept[0].removed and kept[0].fired == 1
     """)
     pytester.runpytest(*QUICK).assert_outcomes(passed=2)
+
+
+def test_kafka_cluster_and_the_seed_marker_in_a_fresh_run(pytester: pytest.Pytester) -> None:
+    """The marker is registered (--strict-markers passes), seeds the fixture's brokers (the
+    closest marker last), and a failing cluster test reports each broker's history."""
+    pytester.makepyfile("""
+        import pytest
+        from kafkapy.client import SimpleClient
+
+        pytestmark = pytest.mark.kafka_seed({"module-wide": {}})
+
+        @pytest.mark.kafka_seed({"t": {"partitions": 2, "records": [{"value": "v", "partition": 1}]}})
+        def test_seeded(kafka_cluster):
+            assert [b.broker_id for b in kafka_cluster.brokers] == [0, 1, 2]
+            assert sorted(kafka_cluster.runtime.cluster.topics) == ["module-wide", "t"]
+            assert [(r.partition, r.value) for r in kafka_cluster.records("t")] == [(1, b"v")]
+
+        def test_fails(kafka_cluster):
+            with SimpleClient(kafka_cluster.brokers[2].bootstrap_servers, client_id="third") as client:
+                client.request(3, 9, {"topics": []})
+            assert False
+    """)
+    result = pytester.runpytest(*QUICK, "--strict-markers")
+    result.assert_outcomes(passed=1, failed=1)
+    sections = [line for line in result.stdout.lines if "kafkapy request history" in line]
+    assert len(sections) == 3, result.stdout.str()
+    result.stdout.fnmatch_lines(["*client 'third' Metadata v9 #1: NONE*"])

@@ -322,6 +322,14 @@ class DataPlaneModule(Module):
             raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
         return self._produce.handle(ctx, request)
 
+    def append_batch(self, topic: str, partition: int, batch: bytes) -> ErrorCode:
+        """A record batch appended to a partition this broker leads, through Produce's own path
+        (for seeding in process); NONE or the code a Produce would answer."""
+        if self._produce is None:
+            raise RuntimeError("the data plane has not started")
+        version = self.apis()[ApiKey.PRODUCE].versions.high
+        return ErrorCode(self._produce.append(topic, partition, batch, version)["error_code"])
+
     def init_producer_id(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
         """Idempotent producers here; a transactional id goes to the transaction coordinator
         (TRANSACTIONAL_PRODUCERS), or without one gets NOT_COORDINATOR, as from a broker that is

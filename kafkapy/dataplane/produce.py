@@ -42,7 +42,7 @@ from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
-from kafkapy.protocol.records import TRANSACTIONAL_BIT, V2_ATTRIBUTES_AT, V2_MAGIC_AT, RecordBatch
+from kafkapy.protocol.records import TRANSACTIONAL_BIT, V2_ATTRIBUTES_AT, V2_MAGIC_AT, RecordBatch, Records
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.modules import Answer, RequestContext
 
@@ -127,6 +127,11 @@ class ProduceHandler:
                 transactional_id)):
             return None
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    def append(self, topic: str, index: int, batch: bytes, version: int) -> dict[str, Any]:
+        """One batch appended as a Produce of ``version`` would append it (seeding a broker in
+        process): the same checks, offsets and producer state; the partition's answer."""
+        return self._append(topic, index, Records(batch), version, self.clock_ms())
 
     def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int) -> dict[str, Any]:
         partitions = self.partitions
