@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, TypeVar
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.consumer_group import TopicInfo
@@ -54,6 +54,7 @@ from kafkapy.server.services import (
     PARTITION_LOGS,
     TOPIC_CREATION,
     BrokerServices,
+    InternalTopicCreation,
     PartitionLogsProvider,
 )
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
@@ -61,7 +62,7 @@ from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
 from kafkapy.store.base import Watch
 from kafkapy.store.onloop import call_soon_on, watching
 
-__all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "GroupsModule", "InternalTopicCreation"]
+__all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "GroupsModule"]
 
 T = TypeVar("T")
 
@@ -85,13 +86,6 @@ class CoordinatorKeyType(enum.IntEnum):
 class _Load(enum.Enum):
     LOADING = "loading"
     LOADED = "loaded"
-
-
-@runtime_checkable
-class InternalTopicCreation(Protocol):
-    async def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
-                                    configs: Mapping[str, str]) -> ErrorCode:
-        """Create one topic of its own size and configs; NONE, TOPIC_ALREADY_EXISTS or why not."""
 
 
 def _at_least(low: int) -> Callable[[Any], str | None]:

@@ -30,10 +30,24 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo, KafkaConnection
     from kafkapy.server.interceptors import Interceptor
 
-__all__ = ["AUTO_TOPIC_CREATION", "FINALIZED_FEATURES", "INITIAL_LEADER_EPOCH", "NO_LEADER", "PARTITION_LOGS",
-           "TOPIC_CONFIGS_CAPABILITY", "TOPIC_CREATION", "AcceptGate", "AutoTopicCreation",
-           "BrokerServices", "ClusterView", "PartitionLogs", "PartitionLogsProvider", "partition_leader",
-           "partition_leadership"]
+__all__ = [
+    "AUTO_TOPIC_CREATION",
+    "FINALIZED_FEATURES",
+    "INITIAL_LEADER_EPOCH",
+    "NO_LEADER",
+    "PARTITION_LOGS",
+    "TOPIC_CONFIGS_CAPABILITY",
+    "TOPIC_CREATION",
+    "AcceptGate",
+    "AutoTopicCreation",
+    "BrokerServices",
+    "ClusterView",
+    "InternalTopicCreation",
+    "PartitionLogs",
+    "PartitionLogsProvider",
+    "partition_leader",
+    "partition_leadership",
+]
 
 T = TypeVar("T")
 
@@ -70,6 +84,17 @@ class PartitionLogs(Protocol):
 @runtime_checkable
 class PartitionLogsProvider(Protocol):
     def partition_logs(self) -> PartitionLogs: ...
+
+
+@runtime_checkable
+class InternalTopicCreation(Protocol):
+    """TOPIC_CREATION's path for a module's internal topic (__consumer_offsets,
+    __transaction_state): its own size and configs, checked as CreateTopics checks them."""
+
+    async def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                                    configs: Mapping[str, str]) -> ErrorCode:
+        """NONE, TOPIC_ALREADY_EXISTS, or the code CreateTopics would answer."""
+        ...
 
 
 @runtime_checkable

@@ -42,7 +42,9 @@ from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
     NO_LEADER,
     PARTITION_LOGS,
+    TOPIC_CREATION,
     BrokerServices,
+    InternalTopicCreation,
     PartitionLogs,
     PartitionLogsProvider,
 )
@@ -55,7 +57,6 @@ from kafkapy.transactions.coordinator import (
     InitResult,
     TransactionCoordinator,
 )
-from kafkapy.transactions.internal_topic import create_internal_topic
 from kafkapy.transactions.marker_channel import MarkerChannel
 from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from kafkapy.transactions.state import TxnState
@@ -76,13 +77,14 @@ def _positive(value: Any) -> str | None:
 class TransactionsModule(Module):
     name = "transactions"
     provides = (TRANSACTION_COORDINATOR, TRANSACTIONAL_PRODUCERS)
-    wants = (PARTITION_LOGS, TXN_MARKERS)
+    wants = (PARTITION_LOGS, TXN_MARKERS, TOPIC_CREATION)
     config_keys = (
         ConfigKey("transaction.state.log.num.partitions", "int", 50,
                   "Partitions of __transaction_state (Kafka's default).", _positive),
-        ConfigKey("transaction.state.log.replication.factor", "int", 3,
-                  "Replicas of __transaction_state (Kafka's default; capped at the live brokers "
-                  "when the topic is made).", _positive),
+        ConfigKey("transaction.state.log.replication.factor", "int", 1,
+                  "Replicas of __transaction_state (Kafka's default is 3; kafkapy's is 1, as Kafka's "
+                  "own config/server.properties sets it for one broker; like Kafka, the topic is not "
+                  "made while fewer brokers are live).", _positive),
         ConfigKey("transaction.state.log.segment.bytes", "int", 100 * 1024 * 1024,
                   "segment.bytes of __transaction_state (Kafka's default, 100 MiB).", _positive),
         ConfigKey("transaction.max.timeout.ms", "int", 15 * _MINUTE_MS,
@@ -250,16 +252,28 @@ class TransactionsModule(Module):
         return self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
 
     def _create_state_topic(self) -> None:
-        """Kafka makes __transaction_state on the first FindCoordinator that needs it; one try at a time."""
+        """Kafka makes __transaction_state on the first FindCoordinator that needs it; one try at a time,
+        through the topics module's internal-topic path (the client hears COORDINATOR_NOT_AVAILABLE
+        meanwhile, and the next FindCoordinator tries again after a failure)."""
         if self._creating is not None and not self._creating.done():
             return
+        self._creating = self.services.loop.create_task(self._make_state_topic())
+
+    async def _make_state_topic(self) -> None:
+        creation = self.services.provider(TOPIC_CREATION, Module)
+        if not isinstance(creation, InternalTopicCreation):
+            self.services.log.warning("cannot create %s: no module offers internal topic creation",
+                                      TRANSACTION_STATE_TOPIC)
+            return
         config = self.services.config
-        self._creating = self.services.loop.create_task(create_internal_topic(
-            self.services, TRANSACTION_STATE_TOPIC, config["transaction.state.log.num.partitions"],
+        code = await creation.create_internal_topic(
+            TRANSACTION_STATE_TOPIC, config["transaction.state.log.num.partitions"],
             config["transaction.state.log.replication.factor"],
             {"cleanup.policy": "compact", "compression.type": "uncompressed",
              "min.insync.replicas": "1",  # Kafka's transaction.state.log.min.isr default is 2; one copy here
-             "segment.bytes": str(config["transaction.state.log.segment.bytes"])}))
+             "segment.bytes": str(config["transaction.state.log.segment.bytes"])})
+        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+            self.services.log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, code.name)
 
     # --- APIs -------------------------------------------------------------------------------------
 
