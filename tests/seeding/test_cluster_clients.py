@@ -333,7 +333,8 @@ def test_a_cluster_on_zookeeper_shares_it_and_its_brokers_register_there(zk_conn
         cluster.stop_broker(1)
         assert 6 not in wait_until(lambda: leaders(cluster.bootstrap_servers, "zk-topic")).values()
         cluster.reset()
-        assert user_topics(cluster.bootstrap_servers) == set()
+        # every broker learns of the deletions through its own ZooKeeper watch: converges, not at once
+        wait_until(lambda: user_topics(cluster.bootstrap_servers) == set(), what="no topic left after reset")
 
 
 def test_a_cluster_that_cannot_bind_stops_the_brokers_it_started() -> None:
