@@ -13,17 +13,12 @@ from typing import Any
 
 import kafkapy
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.errors import ErrorCode
+from kafkapy.features.rules import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE
+from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["register"]
 
-API_VERSIONS = 18
-METADATA = 3
-UPDATE_FEATURES = 57
-DELETE_FEATURES = 1020
-UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
-
-ERROR_NAMES = {31: "CLUSTER_AUTHORIZATION_FAILED", 41: "NOT_CONTROLLER", 42: "INVALID_REQUEST",
-               95: "INVALID_UPDATE_VERSION", 96: "FEATURE_UPDATE_FAILED"}
 
 
 def register(subparsers: Any) -> None:
@@ -68,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _describe(args: argparse.Namespace) -> int:
     with SimpleClient(args.bootstrap_server, args.timeout) as client:
-        body = client.request(API_VERSIONS, 3, {"client_software_name": "kafkapy-features",
+        body = client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "kafkapy-features",
                                                 "client_software_version": kafkapy.__version__})
     if body["error_code"]:
         raise ClientError(f"ApiVersions failed with error {body['error_code']}")
@@ -90,7 +85,7 @@ def _controller(args: argparse.Namespace) -> SimpleClient:
     """A client connected to the controller (the bootstrap broker if Metadata cannot say)."""
     client = SimpleClient(args.bootstrap_server, args.timeout, client_id="kafkapy-features")
     try:
-        metadata = client.request(METADATA, 1, {"topics": []})
+        metadata = client.request(ApiKey.METADATA, 1, {"topics": []})
     except ClientError:
         client.close()
         raise
@@ -106,7 +101,10 @@ def _controller(args: argparse.Namespace) -> SimpleClient:
 
 
 def _error(code: int, message: str | None) -> str:
-    name = ERROR_NAMES.get(code, f"error {code}")
+    try:
+        name = ErrorCode(code).name
+    except ValueError:
+        name = f"error {code}"
     return f"{name}: {message}" if message else name
 
 
@@ -125,7 +123,7 @@ def _update(args: argparse.Namespace) -> int:
         kind = UNSAFE_DOWNGRADE if args.unsafe else SAFE_DOWNGRADE
         verb = "disabled" if args.action == "disable" else "downgraded"
     with _controller(args) as client:
-        body = client.request(UPDATE_FEATURES, 1, {
+        body = client.request(ApiKey.UPDATE_FEATURES, 1, {
             "feature_updates": [{"feature": feature, "max_version_level": level, "upgrade_type": kind}],
             "validate_only": bool(args.dry_run)})
     results = {r["feature"]: r for r in body.get("results") or []}
@@ -145,7 +143,7 @@ def _update(args: argparse.Namespace) -> int:
 
 def _delete(args: argparse.Namespace) -> int:
     with _controller(args) as client:
-        body = client.request(DELETE_FEATURES, 0, {"feature_names": args.feature})
+        body = client.request(ApiKey.DELETE_FEATURES, 0, {"feature_names": args.feature})
     if body["error_code"]:
         problem = _error(body["error_code"], body["error_message"])
         print(f"Could not delete {', '.join(args.feature)}. {problem}", file=sys.stderr)
