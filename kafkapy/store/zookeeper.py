@@ -37,6 +37,7 @@ from kazoo.exceptions import (
     NotEmptyError,
 )
 from kazoo.protocol.states import EventType
+from kazoo.retry import KazooRetry
 
 from kafkapy.store.base import (
     ENTITY_TYPES,
@@ -338,6 +339,41 @@ class _PartitionStates:
             self.store._json(p, d), self.store._full(p), int(stat.version)))
 
 
+class _RepeatedReads:
+    """The kazoo client, with reads repeated across a lost connection.
+
+    Kafka's ZooKeeper client holds a request through a connection loss and sends it again once
+    connected; a loaded machine drops a connection now and then (a missed ping) without the session
+    ending. Reads and ``ensure_path`` may be sent twice safely, so they wait for the reconnection for
+    up to a session timeout. Writes are not repeated: a create or compare-and-set that reached the
+    server before the connection dropped would fail its second sending as if it had lost a race.
+    """
+
+    def __init__(self, client: KazooClient, session_timeout_s: float) -> None:
+        self.raw = client
+        self._session_timeout_s = session_timeout_s
+
+    def _repeat(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        retry = KazooRetry(max_tries=-1, delay=0.05, max_delay=0.5, max_jitter=0.05,
+                           deadline=self._session_timeout_s, ignore_expire=False)
+        return retry(call, *args, **kwargs)
+
+    def get(self, path: str, watch: Any = None) -> Any:
+        return self._repeat(self.raw.get, path, watch=watch)
+
+    def get_children(self, path: str, watch: Any = None) -> Any:
+        return self._repeat(self.raw.get_children, path, watch=watch)
+
+    def exists(self, path: str, watch: Any = None) -> Any:
+        return self._repeat(self.raw.exists, path, watch=watch)
+
+    def ensure_path(self, path: str) -> Any:
+        return self._repeat(self.raw.ensure_path, path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
 class ZooKeeperStore:
     def __init__(self, connect: str, session_timeout_ms: int = 18000,
                  connection_timeout_ms: int | None = None, *, cluster_id: str | None = None) -> None:
@@ -350,6 +386,7 @@ class ZooKeeperStore:
         self._wanted_cluster_id = cluster_id
         self._cluster_id: str | None = None
         self._client: Any = None
+        self._reads: Any = None  # _RepeatedReads over _client, once started
         self._lock = threading.Lock()
         self._registrations: dict[int, BrokerRegistration] = {}
         self._controller_candidates: set[int] = set()
@@ -382,7 +419,7 @@ class ZooKeeperStore:
                              f"{exc or type(exc).__name__}") from None
         if self.chroot:
             try:
-                client.ensure_path(self.chroot)
+                _RepeatedReads(client, self.session_timeout_ms / 1000).ensure_path(self.chroot)
             except Exception as exc:
                 client.stop()
                 client.close()
@@ -391,11 +428,12 @@ class ZooKeeperStore:
                                  f"{type(exc).__name__} {exc}") from None
             client.chroot = self.chroot
         self._client = client
+        self._reads = _RepeatedReads(client, self.session_timeout_ms / 1000)
         self._session_id = client.client_id[0]
         try:
-            with self._errors("creating the top-level paths"):
-                for path in _TOP_LEVEL:
-                    client.ensure_path(path)
+            for path in _TOP_LEVEL:
+                with self._errors(path):
+                    self._reads.ensure_path(path)
             self.cluster_id()
         except BaseException:
             self._client = None
@@ -1048,7 +1086,7 @@ class ZooKeeperStore:
             raise StoreError("the metadata store is closed")
         if self._client is None:
             raise StoreError("the metadata store is not started (call start())")
-        return self._client
+        return self._reads
 
     def _connected(self) -> bool:
         return self._client is not None and not self._closed and bool(self._client.connected)
