@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -71,6 +72,9 @@ GROUP_COORDINATOR = "group-coordinator"
 
 NO_NODE = -1
 NO_EPOCH = -1
+# OffsetCommit and OffsetFetch name topics by id from v10 (KIP-848's follow-up, Kafka 4.1).
+FIRST_TOPIC_ID_OFFSETS_VERSION = 10
+NO_TOPIC_ID = uuid.UUID(int=0)
 _CREATE_WAIT_S = 5.0  # how long a FindCoordinator waits for a new __consumer_offsets to show
 _LOAD_YIELD_EVERY = 1000  # records replayed between yields to the loop while loading
 
@@ -183,8 +187,8 @@ class GroupsModule(Module):
             ApiKey.SYNC_GROUP: ApiHandler(VersionRange(0, 5), self.sync_group),
             ApiKey.HEARTBEAT: ApiHandler(VersionRange(0, 4), self.heartbeat),
             ApiKey.LEAVE_GROUP: ApiHandler(VersionRange(0, 5), self.leave_group),
-            ApiKey.OFFSET_COMMIT: ApiHandler(VersionRange(2, 9), self.offset_commit),
-            ApiKey.OFFSET_FETCH: ApiHandler(VersionRange(1, 9), self.offset_fetch),
+            ApiKey.OFFSET_COMMIT: ApiHandler(VersionRange(2, 10), self.offset_commit),
+            ApiKey.OFFSET_FETCH: ApiHandler(VersionRange(1, 10), self.offset_fetch),
             ApiKey.DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 6), self.describe_groups),
             ApiKey.LIST_GROUPS: ApiHandler(VersionRange(0, 5), self.list_groups),
             ApiKey.DELETE_GROUPS: ApiHandler(VersionRange(0, 2), self.delete_groups),
@@ -607,14 +611,29 @@ class GroupsModule(Module):
         info = self.services.cluster.topics.get(topic)
         return info is not None and partition in info.partitions
 
+    def _topic_names_by_id(self) -> dict[uuid.UUID, str]:
+        return {info.topic_id: name for name, info in self.services.cluster.topics.items()}
+
+    def _topic_id(self, name: str) -> uuid.UUID:
+        info = self.services.cluster.topics.get(name)
+        return info.topic_id if info is not None else NO_TOPIC_ID
+
     async def offset_commit(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         group_id = body["group_id"]
         codes: dict[tuple[str, int], ErrorCode] = {}
         entries: list[OffsetEntry] = []
         max_metadata = self.group_config.offset_metadata_max_bytes
+        by_id = ctx.api_version >= FIRST_TOPIC_ID_OFFSETS_VERSION
+        names = self._topic_names_by_id() if by_id else {}
+        unknown_ids: list[dict[str, Any]] = []  # v10+: topics named by an id no topic has
         for topic in body.get("topics") or []:
-            name = topic["name"]
+            if by_id and topic["topic_id"] not in names:
+                unknown_ids.append({"topic_id": topic["topic_id"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": ErrorCode.UNKNOWN_TOPIC_ID}
+                    for p in topic.get("partitions") or []]})
+                continue
+            name = names[topic["topic_id"]] if by_id else topic["name"]
             readable = self._allowed(ctx, "READ", "TOPIC", name)
             for p in topic.get("partitions") or []:
                 key = (name, p["partition_index"])
@@ -650,17 +669,33 @@ class GroupsModule(Module):
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (name, partition), code in codes.items():
             by_topic.setdefault(name, []).append({"partition_index": partition, "error_code": code})
+        answered = [{"name": n, "topic_id": self._topic_id(n) if by_id else NO_TOPIC_ID, "partitions": p}
+                    for n, p in by_topic.items()]
         return fit_body(ApiKey.OFFSET_COMMIT, "response", ctx.api_version, {
-            "throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]})
+            "throttle_time_ms": 0, "topics": answered + unknown_ids})
 
     def _fetch_group(self, ctx: RequestContext, group_id: str, topics: Sequence[Mapping[str, Any]] | None,
-                     require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1
-                     ) -> tuple[ErrorCode, list[dict[str, Any]]]:
+                     require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1,
+                     by_id: bool = False) -> tuple[ErrorCode, list[dict[str, Any]]]:
         """One group's OffsetFetch answer: (group error, topics). A partition never committed is
         offset -1; with the group's error every partition asked carries it too (v0-1 style).
-        ``require_stable`` (KIP-447): UNSTABLE_OFFSET_COMMIT where a transaction's offsets wait."""
-        asked = None if topics is None else [(t["name"], list(t.get("partition_indexes") or []))
-                                             for t in topics]
+        ``require_stable`` (KIP-447): UNSTABLE_OFFSET_COMMIT where a transaction's offsets wait.
+        ``by_id`` (v10+): topics are named by id, answered by id; an unknown id is UNKNOWN_TOPIC_ID,
+        and "every committed partition" leaves out topics that no longer exist (they have no id)."""
+        unknown_ids: list[dict[str, Any]] = []
+        asked: list[tuple[str, list[int]]] | None = None
+        if topics is not None:
+            names = self._topic_names_by_id() if by_id else {}
+            asked = []
+            for t in topics:
+                partitions = list(t.get("partition_indexes") or [])
+                if by_id and t["topic_id"] not in names:
+                    unknown_ids.append({"topic_id": t["topic_id"], "partitions": [
+                        {"partition_index": p, "committed_offset": NO_OFFSET, "metadata": "",
+                         "committed_leader_epoch": NO_EPOCH, "error_code": ErrorCode.UNKNOWN_TOPIC_ID}
+                        for p in partitions]})
+                    continue
+                asked.append((names[t["topic_id"]] if by_id else t["name"], partitions))
         try:
             self._group_request(ctx, group_id, "DESCRIBE")
             consumer_group = self.consumer.get(group_id)
@@ -694,7 +729,10 @@ class GroupsModule(Module):
                     row = {"committed_offset": value.offset, "committed_leader_epoch": value.leader_epoch,
                            "metadata": value.metadata, "error_code": ErrorCode.NONE}
                 by_topic.setdefault(name, []).append({"partition_index": partition, **row})
-        return error, [{"name": n, "partitions": p} for n, p in by_topic.items()]
+        if not by_id:
+            return error, [{"name": n, "partitions": p} for n, p in by_topic.items()]
+        answered = [{"topic_id": self._topic_id(n), "partitions": p} for n, p in by_topic.items()]
+        return error, [t for t in answered if t["topic_id"] != NO_TOPIC_ID] + unknown_ids
 
     def offset_fetch(self, ctx: RequestContext, request: Request) -> Answer:
         """require_stable (v7+): partitions with transactional offsets pending answer
@@ -706,7 +744,8 @@ class GroupsModule(Module):
             groups = []
             for asked in body.get("groups") or []:
                 error, topics = self._fetch_group(ctx, asked["group_id"], asked.get("topics"), stable,
-                                                  asked.get("member_id"), asked.get("member_epoch", -1))
+                                                  asked.get("member_id"), asked.get("member_epoch", -1),
+                                                  by_id=version >= FIRST_TOPIC_ID_OFFSETS_VERSION)
                 groups.append({"group_id": asked["group_id"], "topics": topics, "error_code": error})
             return fit_body(ApiKey.OFFSET_FETCH, "response", version,
                             {"throttle_time_ms": 0, "groups": groups})

@@ -6,6 +6,7 @@ partition. Expected codes are Kafka's for each case."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,6 +178,36 @@ def test_offsets_commit_and_fetch(client: SimpleClient) -> None:
     assert by_group["nobody"]["topics"] == [] and by_group["nobody"]["error_code"] == ErrorCode.NONE
 
 
+def test_offsets_by_topic_id_from_v10(client: SimpleClient) -> None:
+    """v10 names topics by id both ways; the offsets are the same ones v9 sees by name, an id no
+    topic has is UNKNOWN_TOPIC_ID, and "every committed partition" answers ids."""
+    find(client, "ids")
+    wait_until(lambda: find(client, "ids")["error_code"] == ErrorCode.NONE, what="a coordinator")
+    (topic,) = client.request(ApiKey.METADATA, 12, {"topics": [{"name": "t"}]})["topics"]
+    topic_id, stranger = topic["topic_id"], uuid.uuid4()
+    committed = client.request(ApiKey.OFFSET_COMMIT, 10, {
+        "group_id": "ids", "generation_id_or_member_epoch": -1, "member_id": "", "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition_index": 1, "committed_offset": 7}]},
+            {"topic_id": stranger, "partitions": [{"partition_index": 0, "committed_offset": 7}]}]})
+    assert [(t["topic_id"], [(p["partition_index"], p["error_code"]) for p in t["partitions"]])
+            for t in committed["topics"]] == [(topic_id, [(1, ErrorCode.NONE)]),
+                                              (stranger, [(0, ErrorCode.UNKNOWN_TOPIC_ID)])]
+    by_name = client.request(ApiKey.OFFSET_FETCH, 9, {"groups": [
+        {"group_id": "ids", "topics": [{"name": "t", "partition_indexes": [1]}]}]})
+    assert by_name["groups"][0]["topics"][0]["partitions"][0]["committed_offset"] == 7
+    by_id = client.request(ApiKey.OFFSET_FETCH, 10, {"groups": [
+        {"group_id": "ids", "topics": [{"topic_id": topic_id, "partition_indexes": [0, 1]},
+                                       {"topic_id": stranger, "partition_indexes": [0]}]},
+        {"group_id": "ids", "topics": None}]})
+    asked, every = by_id["groups"]
+    assert [(t["topic_id"], [(p["partition_index"], p["committed_offset"], p["error_code"])
+                             for p in t["partitions"]]) for t in asked["topics"]] == [
+        (topic_id, [(0, -1, ErrorCode.NONE), (1, 7, ErrorCode.NONE)]),
+        (stranger, [(0, -1, ErrorCode.UNKNOWN_TOPIC_ID)])]
+    assert [(t["topic_id"], [p["committed_offset"] for p in t["partitions"]]) for t in every["topics"]] == \
+        [(topic_id, [7])]
+
+
 def test_commit_checks_membership(client: SimpleClient) -> None:
     member = joined_member(client, "g")
     assert commit(client, "g", 1, generation=member["generation_id"], member_id=member["member_id"]
@@ -258,10 +289,11 @@ GROUP_APIS = {
     ApiKey.SYNC_GROUP: (0, 5, {"group_id": "g", "generation_id": 1, "member_id": "m", "assignments": []}),
     ApiKey.HEARTBEAT: (0, 4, {"group_id": "g", "generation_id": 1, "member_id": "m"}),
     ApiKey.LEAVE_GROUP: (0, 5, {"group_id": "g", "member_id": "m", "members": [{"member_id": "m"}]}),
-    ApiKey.OFFSET_COMMIT: (2, 9, {"group_id": "g", "topics": [
-        {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]}),
-    ApiKey.OFFSET_FETCH: (1, 9, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}],
-                                 "groups": [{"group_id": "g", "topics": None}]}),
+    ApiKey.OFFSET_COMMIT: (2, 10, {"group_id": "g", "topics": [
+        {"name": "t", "topic_id": uuid.uuid4(),
+         "partitions": [{"partition_index": 0, "committed_offset": 1}]}]}),
+    ApiKey.OFFSET_FETCH: (1, 10, {"group_id": "g", "topics": [{"name": "t", "partition_indexes": [0]}],
+                                  "groups": [{"group_id": "g", "topics": None}]}),
     ApiKey.DESCRIBE_GROUPS: (0, 6, {"groups": ["g"]}),
     ApiKey.LIST_GROUPS: (0, 5, {}),
     ApiKey.DELETE_GROUPS: (0, 2, {"groups_names": ["g"]}),
