@@ -45,6 +45,7 @@ T = TypeVar("T")
 # How long advance() from another thread waits for the loop before it gives up: a callback that
 # blocks the loop would otherwise hang the test for good (real seconds; an advance takes ms).
 ADVANCE_TIMEOUT_S = 60.0
+_ONE_LOOP = "a VirtualClock drives one running loop at a time: run every broker of the clock on its loop"
 
 
 class _Advance:
@@ -229,6 +230,11 @@ class VirtualClock:
 
     def run(self, main: Coroutine[Any, Any, T]) -> T:
         """``asyncio.run(main)`` on a new loop on this clock, in this thread."""
+        with self._lock:
+            busy = self._running is not None
+        if busy:
+            main.close()
+            raise RuntimeError(_ONE_LOOP)
         loop = self.new_event_loop()
         try:
             asyncio.set_event_loop(loop)
@@ -272,8 +278,7 @@ class VirtualClock:
     def _attach(self, loop: VirtualTimeLoop) -> None:
         with self._lock:
             if self._running is not None and self._running is not loop:
-                raise RuntimeError("a VirtualClock drives one running loop at a time: run every broker "
-                                   "of the clock on its loop")
+                raise RuntimeError(_ONE_LOOP)
             self._running, self._running_thread = loop, threading.get_ident()
 
     def _detach(self, loop: VirtualTimeLoop) -> None:
