@@ -195,7 +195,7 @@ def test_with_no_loop_running_time_just_moves() -> None:
 
 def test_one_clock_drives_one_running_loop() -> None:
     clock = VirtualClock()
-    loop, _ = clock.acquire_thread()
+    clock.acquire_thread()
     try:
         with pytest.raises(RuntimeError, match="one running loop"):
             clock.run(asyncio.sleep(0))
