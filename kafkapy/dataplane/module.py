@@ -198,7 +198,8 @@ class DataPlaneModule(Module):
             maintains=(lambda key: True) if self._owns_logs else self._leads,
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             cleaner_enable=config["log.cleaner.enable"], cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
-            clock=services.clock)
+            clock=services.clock, producers=lambda: partitions.home.producers,
+            producer_expiration_check_ms=config["producer.id.expiration.check.interval.ms"])
         self._maintenance.start(services.loop)
         configs = services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
         if isinstance(configs, WatchedTopicConfigs):

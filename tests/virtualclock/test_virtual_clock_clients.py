@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from kafkapy import VirtualClock
+from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import BrokerFactory, wait_until
@@ -110,6 +111,52 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
     finally:
         consumer.close()
         plain.close()
+
+
+def test_committed_offsets_expire_after_offsets_retention_minutes(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    broker = kafka_broker_factory({"offsets.retention.minutes": 1,
+                                   "offsets.retention.check.interval.ms": 1000})
+    broker.seed({"ledger": {"partitions": 1, "records": [{"value": "a"}, {"value": "b"}]}})
+    partition = kafka.TopicPartition("ledger", 0)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="auditors",
+                                   enable_auto_commit=False)
+    try:
+        consumer.assign([partition])  # no subscription: a group that only commits (Kafka's "simple" group)
+        consumer.commit({partition: kafka.OffsetAndMetadata(2, "", -1)})
+        kafka_clock.advance(55)
+        assert consumer.committed(partition) == 2
+        kafka_clock.advance(10)  # past a minute since the commit, and a check has run
+        assert consumer.committed(partition) is None
+    finally:
+        consumer.close()
+
+
+def _active_producers(broker: Broker, topic: str) -> list[int]:
+    with SimpleClient(broker.bootstrap_servers) as client:
+        body = client.request(ApiKey.DESCRIBE_PRODUCERS, 0,
+                              {"topics": [{"name": topic, "partition_indexes": [0]}]})
+    [partition] = body["topics"][0]["partitions"]
+    return [producer["producer_id"] for producer in partition["active_producers"]]
+
+
+def test_an_idle_producer_id_expires_after_producer_id_expiration_ms(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    broker = kafka_broker_factory({"producer.id.expiration.ms": 60_000,
+                                   "producer.id.expiration.check.interval.ms": 1000})
+    broker.seed({"events": {"partitions": 1}})
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True)
+    try:
+        now_ms = int(kafka_clock.wall() * 1000)
+        producer.send("events", value=b"once", partition=0, timestamp_ms=now_ms).get(10)
+        [producer_id] = _active_producers(broker, "events")
+        assert producer_id >= 0
+        kafka_clock.advance(55)
+        assert _active_producers(broker, "events") == [producer_id]
+        kafka_clock.advance(10)  # its last batch is over a minute old, and a check has run
+        assert _active_producers(broker, "events") == []
+    finally:
+        producer.close()
 
 
 def _values(consumer: Any, seconds: float) -> list[bytes]:
