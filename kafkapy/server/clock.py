@@ -97,10 +97,6 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self.virtual_clock._now
 
-    def wall_time(self) -> float:
-        """Epoch seconds on the virtual clock: what record timestamps are written with."""
-        return self.virtual_clock.wall()
-
     def call_later_real(self, delay: float, callback: Callable[[], None]) -> _RealTimer:
         """``callback`` after ``delay`` real seconds (on this loop's thread), virtual time aside."""
         timer = _RealTimer(time.monotonic() + max(delay, 0.0), callback)
@@ -206,7 +202,10 @@ class VirtualClock:
                 raise RuntimeError("advance() on the clock's own loop would wait for itself: "
                                    "await clock.advance_async(seconds) there")
             self._advances.append(_Advance(seconds, finished.set))
-        loop.call_soon_threadsafe(_wake)
+        try:
+            loop.call_soon_threadsafe(_wake)
+        except RuntimeError:  # closed meanwhile: _detach has moved the time and finished it
+            pass
         if not finished.wait(ADVANCE_TIMEOUT_S):
             raise TimeoutError(f"the clock's loop did not finish advancing {seconds:g} s within "
                                f"{ADVANCE_TIMEOUT_S:g} real seconds (is a callback blocking it?)")
