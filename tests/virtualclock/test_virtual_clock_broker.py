@@ -12,8 +12,11 @@ import pytest
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
 from kafkapy.faults import Delay, FaultRule
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.records import build_record_batch
+from kafkapy.quotas.module import QuotasModule
 from kafkapy.server.broker import BrokerRuntime
 from kafkapy.testing import BrokerFactory
 
@@ -101,3 +104,35 @@ def test_a_fault_delay_waits_for_the_clock(kafka_clock: VirtualClock,
     kafka_clock.advance(0.1)
     assert answered.wait(5)
     asker.join(5)
+
+
+def test_a_quota_throttle_mutes_the_connection_until_the_clock_passes_it(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    broker = kafka_broker_factory({"quota.window.num": 2})
+    broker.seed({"metered": {"partitions": 1}})
+    with SimpleClient(broker.bootstrap_servers, client_id="admin") as admin:
+        answer = admin.request(ApiKey.ALTER_CLIENT_QUOTAS, 0, {"validate_only": False, "entries": [{
+            "entity": [{"entity_type": "client-id", "entity_name": "metered-app"}],
+            "ops": [{"key": "producer_byte_rate", "value": 1000.0, "remove": False}]}]})
+        assert [entry["error_code"] for entry in answer["entries"]] == [ErrorCode.NONE]
+    [quotas] = [m for m in broker._running().modules if isinstance(m, QuotasModule)]
+    broker.wait_for_sync(lambda: quotas._client_quotas_installed, what="the client quota")
+    answered = threading.Event()
+    with SimpleClient(broker.bootstrap_servers, client_id="metered-app") as client:
+        batch = build_record_batch([{"value": b"x" * 1000} for _ in range(20)])
+        produced = client.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
+                                                      "topic_data": [{"name": "metered", "partition_data": [
+                                                          {"index": 0, "records": batch}]}]})
+        throttle_ms = produced["throttle_time_ms"]
+        assert throttle_ms > 1000  # 20 kB against 1 kB/s
+
+        def ask() -> None:
+            client.request(ApiKey.API_VERSIONS, 0, {})
+            answered.set()
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        assert not answered.wait(0.3)  # muted (KIP-219), and no real time ends the mute
+        kafka_clock.advance(throttle_ms / 1000)
+        assert answered.wait(5)
+        asker.join(5)
