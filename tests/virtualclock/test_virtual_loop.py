@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kafkapy import VirtualClock
+from kafkapy.groups.timers import Cancellable, ManualScheduler
 from kafkapy.server.clock import VirtualTimeLoop, call_later_real, sleep_real, wait_real
 
 
@@ -272,3 +274,59 @@ def test_advances_fire_exactly_what_falls_due_in_order(delays: list[int], steps:
 
 async def _call(action: Callable[[], Any]) -> Any:
     return action()
+
+
+class LoopAgainstManualScheduler(RuleBasedStateMachine):
+    """The virtual loop, driven from another thread, fires exactly what the groups' ManualScheduler
+    (the model of "timers on a clock that moves when told") fires, in the same order, at the same
+    times, whatever is scheduled, cancelled and advanced. Times are quarters of a second: exact in
+    binary, so both sides add them up alike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = VirtualClock()
+        self.loop, _ = self.clock.acquire_thread()
+        self.model = ManualScheduler()
+        self.fired: list[tuple[int, float]] = []
+        self.expected: list[tuple[int, float]] = []
+        self.handles: list[tuple[Cancellable, asyncio.TimerHandle]] = []
+
+    @rule(quarters=st.integers(0, 40))
+    def schedule(self, quarters: int) -> None:
+        name, delay = len(self.handles), quarters / 4
+        model_handle = self.model.call_later(delay, lambda: self.expected.append((name, self.model.now)))
+
+        def on_loop() -> asyncio.TimerHandle:
+            return self.loop.call_later(delay, lambda: self.fired.append((name, self.loop.time())))
+
+        handle = asyncio.run_coroutine_threadsafe(_call(on_loop), self.loop).result()
+        self.handles.append((model_handle, handle))
+        # A timer due now fires at once on the loop (as on asyncio's own); advance(0) waits for that,
+        # and is how the model fires it.
+        self.clock.advance(0)
+        self.model.advance(0)
+
+    @precondition(lambda self: bool(self.handles))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        model_handle, handle = data.draw(st.sampled_from(self.handles))
+        model_handle.cancel()
+        self.loop.call_soon_threadsafe(handle.cancel)
+
+    @rule(quarters=st.integers(0, 24))
+    def advance(self, quarters: int) -> None:
+        self.model.advance(quarters / 4)
+        self.clock.advance(quarters / 4)
+
+    @invariant()
+    def same_firings(self) -> None:
+        assert self.fired == self.expected
+        assert self.clock.time() == self.model.now
+
+    def teardown(self) -> None:
+        self.clock.release_thread()
+
+
+LoopAgainstManualScheduler.TestCase.settings = settings(max_examples=25, stateful_step_count=20,
+                                                        deadline=None)
+test_loop_against_manual_scheduler = LoopAgainstManualScheduler.TestCase
