@@ -133,6 +133,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def _next_due(self) -> float | None:
         scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        if scheduled and not scheduled[0].cancelled():
+            return scheduled[0].when()  # the heap's head, when live, is the earliest
         return min((h.when() for h in scheduled if not h.cancelled()), default=None)
 
     def _step(self) -> None:
