@@ -30,6 +30,7 @@ other brokers of the test share one time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 import itertools
 import selectors
@@ -45,6 +46,7 @@ T = TypeVar("T")
 # How long advance() from another thread waits for the loop before it gives up: a callback that
 # blocks the loop would otherwise hang the test for good (real seconds; an advance takes ms).
 ADVANCE_TIMEOUT_S = 60.0
+TIME_DIGITS = 9  # an advance's target is rounded to whole nanoseconds: 0.1 + 0.2 stands at 0.3
 _ONE_LOOP = "a VirtualClock drives one running loop at a time: run every broker of the clock on its loop"
 
 
@@ -71,6 +73,23 @@ class _RealTimer:
         self.cancelled = True
 
 
+class _OrderedTimerHandle(asyncio.TimerHandle):
+    """A timer that keeps its place among timers due at the same time: they fire in the order
+    they were set (asyncio's heap alone leaves that order to chance)."""
+
+    __slots__ = ("_order",)
+
+    def __init__(self, when: float, callback: Callable[..., object], args: tuple[Any, ...],
+                 loop: asyncio.AbstractEventLoop, context: contextvars.Context | None, order: int) -> None:
+        super().__init__(when, callback, args, loop, context)
+        self._order = order
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, _OrderedTimerHandle):
+            return (self.when(), self._order) < (other.when(), other._order)
+        return super().__lt__(other)  # type: ignore[operator]
+
+
 class _Selector(selectors.DefaultSelector):
     """The loop's selector: a positive timeout (the next virtual timer's distance) becomes a wait
     for I/O, a wake-up or the next real timer, whichever comes first."""
@@ -93,9 +112,26 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self.virtual_clock = clock
         self._real_timers: list[tuple[float, int, _RealTimer]] = []
         self._real_seq = itertools.count()
+        self._timer_order = itertools.count()
 
     def time(self) -> float:
         return self.virtual_clock._now
+
+    def call_at(self, when: float, callback: Callable[..., object], *args: Any,  # type: ignore[override]
+                context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        # BaseEventLoop.call_at with an _OrderedTimerHandle: call_later and asyncio.timeout come here.
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()  # type: ignore[attr-defined]
+        if self.get_debug():
+            self._check_thread()  # type: ignore[attr-defined]
+            self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
+        timer = _OrderedTimerHandle(when, callback, args, self, context, next(self._timer_order))
+        if timer._source_traceback:  # type: ignore[attr-defined]
+            del timer._source_traceback[-1]  # type: ignore[attr-defined]
+        heapq.heappush(self._scheduled, timer)  # type: ignore[attr-defined]
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
 
     def call_later_real(self, delay: float, callback: Callable[[], None]) -> _RealTimer:
         """``callback`` after ``delay`` real seconds (on this loop's thread), virtual time aside."""
@@ -140,17 +176,20 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def _step(self) -> None:
         """Serve the advances waiting, as far as this instant allows (the theory of operation)."""
         clock = self.virtual_clock
+        # asyncio runs a timer once it is due within the clock's resolution (1 ns): so does an
+        # advance, so that steps adding up to a timer's time in floating point still reach it.
+        resolution: float = self._clock_resolution  # type: ignore[attr-defined]
         while clock._advances and not self._ready:  # type: ignore[attr-defined]
             due = self._next_due()
             now = clock._now
-            if due is not None and due <= now:
+            if due is not None and due < now + resolution:
                 return  # this instant's timers run first
             with clock._lock:
                 request = clock._advances[0]
                 if request.target is None:
-                    request.target = now + request.seconds
-                if due is not None and due <= request.target:
-                    clock._now = due
+                    request.target = round(now + request.seconds, TIME_DIGITS)
+                if due is not None and due < request.target + resolution:
+                    clock._now = min(due, request.target)
                     return
                 clock._now = request.target
                 clock._advances.pop(0)
@@ -198,7 +237,7 @@ class VirtualClock:
         with self._lock:
             loop = self._running
             if loop is None:  # no loop runs: nothing could fire, time just moves
-                self._now += seconds
+                self._now = round(self._now + seconds, TIME_DIGITS)
                 return
             if threading.get_ident() == self._running_thread:
                 raise RuntimeError("advance() on the clock's own loop would wait for itself: "
@@ -290,7 +329,8 @@ class VirtualClock:
             # Advances nobody will serve now: the time moves, and their callers go on.
             waiting, self._advances = self._advances, []
             for request in waiting:
-                self._now = request.target if request.target is not None else self._now + request.seconds
+                self._now = request.target if request.target is not None else round(
+                    self._now + request.seconds, TIME_DIGITS)
         for request in waiting:
             request.done()
 

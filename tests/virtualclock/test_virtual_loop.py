@@ -43,6 +43,24 @@ def test_advance_fires_due_callbacks_in_due_order_at_their_time() -> None:
     clock.run(main())
 
 
+def test_timers_due_at_one_instant_fire_in_the_order_they_were_set() -> None:
+    clock = VirtualClock()
+    fired: list[int] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for name in range(20):
+            loop.call_at(5.0, fired.append, name)
+        loop.call_later(2.5, lambda: loop.call_later(2.5, fired.append, 20))  # due at 5.0 too, set later
+        for _ in range(49):  # 49 steps of 0.1 s: in floating point they add up to 4.899999999999999...
+            await clock.advance_async(0.1)
+        assert fired == [] and clock.time() == 4.9
+        await clock.advance_async(0.1)
+        assert fired == list(range(21)) and clock.time() == 5.0
+
+    clock.run(main())
+
+
 def test_nothing_fires_while_the_clock_stands_still() -> None:
     clock = VirtualClock()
     fired: list[int] = []
