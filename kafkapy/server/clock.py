@@ -12,7 +12,9 @@ itself, between iterations, whenever it is idle at the current instant (no ready
 timer due now): it moves the clock to its earliest pending timer if that lies at or before the
 advance's target, so the timers fire one instant at a time in due order, and whatever they set
 off at that instant (callbacks, the tasks they wake, timers due at once) runs before the clock
-moves again. When no timer lies before the target, the clock stands at the target and the
+moves again. Timers due at one instant fire in the order they were set; a target is rounded to
+whole nanoseconds and reaches a timer within asyncio's clock resolution of it, so ten steps of
+0.1 s reach a timer at 1.0. When no timer lies before the target, the clock stands at the target and the
 advance is done: ``advance()`` (from another thread) returns, ``await advance_async()`` (from a
 coroutine on the loop) resumes. Work handed to other threads or to peers (a store write in a
 thread, a client's next request) is not waited for.
