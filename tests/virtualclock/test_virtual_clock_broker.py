@@ -136,3 +136,14 @@ def test_a_quota_throttle_mutes_the_connection_until_the_clock_passes_it(
         kafka_clock.advance(throttle_ms / 1000)
         assert answered.wait(5)
         asker.join(5)
+
+
+def test_the_fixtures_cluster_runs_on_kafka_clock(kafka_clock: VirtualClock, kafka_cluster: Broker) -> None:
+    kafka_clock.advance(42)
+    clocks = [member.runtime.clock() for member in kafka_cluster.brokers if member.runtime is not None]
+    assert clocks == [42.0, 42.0, 42.0]
+
+
+def test_without_kafka_clock_the_fixtures_keep_real_time(kafka_broker: Broker) -> None:
+    assert kafka_broker.clock is None
+    assert kafka_broker.runtime is not None and kafka_broker.runtime.clock is time.monotonic
