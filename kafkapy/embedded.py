@@ -12,6 +12,12 @@ same ports, and the controller moves its leaderships meanwhile (kafkapy.server.l
 
 Seeding, snapshots and reset (``seed``, ``snapshot``, ``restore``, ``reset``) let one
 long-lived broker serve a whole test suite; the seed shape is kafkapy.seeding's.
+
+``Broker(clock=VirtualClock())`` runs on virtual time (kafkapy.server.clock): every broker timer
+(sessions, rebalances, transaction timeouts, Fetch long-polls, retention, quotas, idle
+connections) waits for ``clock.advance(seconds)``. As a context manager it runs on the clock's
+own loop thread, which every broker given that clock shares; ``await broker.start()`` must run on
+the clock's loop (``clock.run(main())``).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from kafkapy.observers.history import HistoryEntry, RequestHistory
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
+from kafkapy.server.clock import VirtualClock, VirtualTimeLoop, sleep_real
 from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.listeners import parse_endpoints
@@ -111,9 +118,9 @@ class Broker:
     def __init__(self, config: Mapping[str, Any] | None = None, *, brokers: int = 1,
                  store: MetadataStore | None = None, modules: list[type[Module]] | None = None,
                  fast_paths: FastPaths = ALL_FAST_PATHS,
-                 defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS) -> None:
+                 defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, clock: VirtualClock | None = None) -> None:
         """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
-        passes none, so it keeps Kafka's)."""
+        passes none, so it keeps Kafka's). ``clock``: a VirtualClock to run on instead of real time."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
@@ -126,6 +133,7 @@ class Broker:
         self._given = given
         self.module_classes = modules
         self.fast_paths = fast_paths  # all on, unless a test compares them with the plain paths
+        self.clock = clock
         self.runtime: BrokerRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -138,7 +146,7 @@ class Broker:
         self.brokers: list[Broker] = [self]
         if brokers > 1:
             self.brokers = [Broker(member_config(given, i), store=store, modules=modules,
-                                   fast_paths=fast_paths, defaults={}) for i in range(brokers)]
+                                   fast_paths=fast_paths, defaults={}, clock=clock) for i in range(brokers)]
             for member in self.brokers:
                 member._cluster = self
 
@@ -149,6 +157,11 @@ class Broker:
     # --- on the caller's loop -------------------------------------------------------------
 
     async def start(self) -> Broker:
+        if self.clock is not None:
+            loop = asyncio.get_running_loop()
+            if not (isinstance(loop, VirtualTimeLoop) and loop.virtual_clock is self.clock):
+                raise RuntimeError("Broker(clock=...) runs on its clock's loop: use `with Broker(clock=c)`, "
+                                   "or await start() inside c.run(...)")
         if self.is_cluster:
             try:
                 for member in self.brokers:
@@ -241,7 +254,7 @@ class Broker:
         while (missing := self._unsettled()) is not None:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"the cluster did not settle within {timeout:g} s: {missing}")
-            await asyncio.sleep(SETTLE_POLL_S)
+            await sleep_real(SETTLE_POLL_S)  # other threads (store watches) settle it, in real time
 
     def _from_thread(self, coroutine: Any) -> Any:
         loop = self._loop
@@ -259,6 +272,8 @@ class Broker:
     # --- on a background thread ------------------------------------------------------------
 
     def __enter__(self) -> Broker:
+        if self.clock is not None:
+            return self._enter_clock(self.clock)
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._loop = asyncio.new_event_loop()
 
@@ -280,6 +295,17 @@ class Broker:
         started.result()
         return self
 
+    def _enter_clock(self, clock: VirtualClock) -> Broker:
+        """``__enter__`` on the clock's loop thread (shared with its other brokers)."""
+        self._loop, self._thread = clock.acquire_thread()
+        try:
+            asyncio.run_coroutine_threadsafe(self.start(), self._loop).result()
+        except BaseException:
+            self._loop = self._thread = None
+            clock.release_thread()
+            raise
+        return self
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
@@ -292,6 +318,10 @@ class Broker:
         if loop is None or thread is None or not thread.is_alive():
             return
         asyncio.run_coroutine_threadsafe(self.stop(), loop).result(timeout=30)
+        if self.clock is not None:  # the clock's thread: it stops with its last broker
+            self._loop = self._thread = None
+            self.clock.release_thread()
+            return
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=30)
         self._thread = None
@@ -371,14 +401,14 @@ class Broker:
                 return
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"seeded topics not ready within {timeout:g} s: {missing}")
-            await asyncio.sleep(SETTLE_POLL_S)
+            await sleep_real(SETTLE_POLL_S)  # other threads (store watches) settle it, in real time
 
     def _append_seeded(self, topic: TopicSeed) -> None:
         if not topic.records:
             return
         by_id = {m.broker_id: m for m in self._running_members()}
         cluster = self._running().cluster
-        now_ms = int(time.time() * 1000)
+        now_ms = int(self._running().wall_clock() * 1000)  # the broker's time (virtual, with a clock)
         for partition, records in placed(topic.records, len(cluster.topics[topic.name].partitions)).items():
             found = cluster.leadership(topic.name, partition)
             leader = by_id.get(found[0] if found is not None else NO_LEADER)
@@ -532,7 +562,7 @@ class Broker:
                 return seen
             if time.monotonic() >= deadline:
                 raise AssertionError(_timed_out(timeout, what or _name(until), seen))
-            await asyncio.sleep(0.02)
+            await sleep_real(0.02)
 
     def _dataplane(self) -> DataPlaneModule:
         dataplane = next((m for m in self._running().modules if isinstance(m, DataPlaneModule)), None)

@@ -28,6 +28,12 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     ``kafka_cluster.stop_broker(i)`` / ``start_broker(i)`` take it down and up.
     ``kafka_broker_factory(brokers=5)`` makes other sizes.
 
+``kafka_clock``
+    A :class:`kafkapy.server.clock.VirtualClock`. A test that asks for it gets
+    ``kafka_broker``, ``kafka_cluster`` and ``kafka_broker_factory``'s brokers on that
+    clock: every broker timer waits for ``kafka_clock.advance(seconds)``, which fires
+    what falls due, in order, and returns once it has run (docs/testing.md, "Virtual clock").
+
 ``@pytest.mark.kafka_seed({...})``
     Seeds ``kafka_broker`` and ``kafka_cluster`` before the test (``Broker.seed``'s shape:
     ``{"topic": {"partitions": 3, "config": {...}, "records": [...]}}``).
@@ -52,9 +58,10 @@ import pytest
 
 from kafkapy.embedded import Broker
 from kafkapy.faults import Faults
+from kafkapy.server.clock import VirtualClock
 
-__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "kafka_cluster",
-           "kafka_faults", "pytest_configure", "pytest_runtest_makereport", "wait_until"]
+__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "kafka_clock",
+           "kafka_cluster", "kafka_faults", "pytest_configure", "pytest_runtest_makereport", "wait_until"]
 
 HISTORY_OBSERVER = "kafkapy.observers.RequestHistory"
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
@@ -96,9 +103,10 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
     """Start brokers on demand: ``factory(config_dict)`` or ``factory(broker_id=7)``; all stop at teardown."""
     started: list[Broker] = []
     request.node.stash[_BROKERS] = started
+    clock = _virtual_clock(request)
 
     def factory(config: Mapping[str, Any] | None = None, /, *, brokers: int = 1, **settings: Any) -> Broker:
-        broker = Broker(with_history(config_from_kwargs(config, **settings)), brokers=brokers)
+        broker = Broker(with_history(config_from_kwargs(config, **settings)), brokers=brokers, clock=clock)
         broker.__enter__()
         started.append(broker)
         return broker
@@ -114,6 +122,22 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
                 errors.append(exc)
         if errors:
             raise errors[0]
+
+
+@pytest.fixture
+def kafka_clock() -> VirtualClock:
+    """A virtual clock; the test's brokers (kafka_broker, kafka_cluster, kafka_broker_factory) run on
+    it when the test asks for it."""
+    return VirtualClock()
+
+
+def _virtual_clock(request: pytest.FixtureRequest) -> VirtualClock | None:
+    """The test's kafka_clock, if it asked for one (whichever fixture pytest set up first)."""
+    if "kafka_clock" not in request.fixturenames:
+        return None
+    clock = request.getfixturevalue("kafka_clock")
+    assert isinstance(clock, VirtualClock)
+    return clock
 
 
 def _seeded(request: pytest.FixtureRequest, broker: Broker) -> Broker:

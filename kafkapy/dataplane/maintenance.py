@@ -1,10 +1,12 @@
-"""Log maintenance at run time: Kafka's retention check and log cleaner, on one periodic timer.
+"""Log maintenance at run time: Kafka's retention check, log cleaner and producer-id expiry, on
+one periodic timer.
 
-Kafka runs retention (``LogManager.cleanupLogs``) every ``log.retention.check.interval.ms`` and
-its log cleaner threads wake every ``log.cleaner.backoff.ms`` to compact the dirtiest compacted
-log. kafkapy does both from one timer on the broker's loop, at the shorter of the two periods
-(so no other polling loop exists); each pass runs only when its own period has passed by the
-services' clock, which a virtual clock may replace.
+Kafka runs retention (``LogManager.cleanupLogs``) every ``log.retention.check.interval.ms``, its
+log cleaner threads wake every ``log.cleaner.backoff.ms`` to compact the dirtiest compacted log,
+and each log forgets the idempotent producers idle for ``producer.id.expiration.ms`` every
+``producer.id.expiration.check.interval.ms``. kafkapy does all three from one timer on the
+broker's loop, at the shortest of the periods (so no other polling loop exists); each pass runs
+only when its own period has passed by the services' clock, which a virtual clock may replace.
 
 Compaction picks a log, as Kafka's cleaner does, when its dirty ratio (bytes written since the
 last clean over the bytes of its rolled segments) reaches ``min.cleanable.dirty.ratio``, or when
@@ -19,10 +21,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkapy.log import LogManager
+from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.server.config import ConfigKey
 
@@ -44,6 +47,9 @@ MAINTENANCE_CONFIG_KEYS = (
     ConfigKey("log.cleaner.backoff.ms", "long", 15_000,
               "How often the cleaner looks for a log to compact (Kafka's default, 15 seconds).",
               _at_least_one),
+    ConfigKey("producer.id.expiration.check.interval.ms", "int", 600_000,
+              "How often idle idempotent producers are forgotten (Kafka's default, 10 minutes).",
+              _at_least_one),
 )
 
 
@@ -63,7 +69,9 @@ class LogMaintenance:
     def __init__(self, logs: Callable[[], LogManager], *, lock: threading.Lock,
                  maintains: Callable[[TopicPartition], bool] = lambda key: True,
                  retention_check_interval_ms: int,
-                 cleaner_enable: bool, cleaner_backoff_ms: int, clock: Callable[[], float]) -> None:
+                 cleaner_enable: bool, cleaner_backoff_ms: int, clock: Callable[[], float],
+                 producers: Callable[[], Mapping[TopicPartition, ProducerStateManager]] = dict,
+                 producer_expiration_check_ms: int = 600_000) -> None:
         self._logs = logs
         self._lock = lock  # the LogHome's: brokers of one in-process cluster share in-memory logs
         # Which logs are this broker's to clean: all of its own log dirs; of shared in-memory logs,
@@ -73,9 +81,11 @@ class LogMaintenance:
         self.cleaner_enable = cleaner_enable
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self._clock = clock  # seconds (the services' clock)
+        self._producers = producers  # each partition's producer table (the LogHome's)
+        self.producer_expiration_check_ms = producer_expiration_check_ms
         self._cleaned_to: dict[TopicPartition, int] = {}  # Kafka's cleaner-offset-checkpoint, in memory
         self._timer: asyncio.TimerHandle | None = None
-        self._next_retention = self._next_cleaning = 0.0
+        self._next_retention = self._next_cleaning = self._next_producer_expiry = 0.0
 
     # -- on demand ----------------------------------------------------------------------------
 
@@ -108,6 +118,19 @@ class LogMaintenance:
                     removed[key] = count
         return removed
 
+    def expire_producers(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
+        """Forget the producers idle for producer.id.expiration.ms (no open transaction, last
+        batch that old by the logs' clock); answers the producer ids forgotten per partition."""
+        removed: dict[TopicPartition, list[int]] = {}
+        now = self._logs().clock() if now_ms is None else now_ms
+        with self._lock:
+            for key, state in list(self._producers().items()):
+                if self._maintains(key):
+                    gone = state.remove_expired(now)
+                    if gone:
+                        removed[key] = gone
+        return removed
+
     def _due(self, key: TopicPartition, log: SegmentedLog, now_ms: int | None) -> bool:
         now = log.clock() if now_ms is None else now_ms
         ratio = dirty_ratio(log, self._cleaned_to.get(key, 0))
@@ -119,6 +142,7 @@ class LogMaintenance:
         now = self._clock()
         self._next_retention = now + self.retention_check_interval_ms / 1000
         self._next_cleaning = now + self.cleaner_backoff_ms / 1000
+        self._next_producer_expiry = now + self.producer_expiration_check_ms / 1000
         self._schedule(loop)
 
     def stop(self) -> None:
@@ -127,8 +151,9 @@ class LogMaintenance:
             self._timer = None
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        wake = self._next_retention if not self.cleaner_enable else min(self._next_retention,
-                                                                          self._next_cleaning)
+        wake = min(self._next_retention, self._next_producer_expiry)
+        if self.cleaner_enable:
+            wake = min(wake, self._next_cleaning)
         self._timer = loop.call_later(max(wake - self._clock(), 0.0), self._tick, loop)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -141,6 +166,9 @@ class LogMaintenance:
             if self.cleaner_enable and now >= self._next_cleaning:
                 self._next_cleaning = now + self.cleaner_backoff_ms / 1000
                 self.compact(only_dirty=True)
+            if now >= self._next_producer_expiry:
+                self._next_producer_expiry = now + self.producer_expiration_check_ms / 1000
+                self.expire_producers()
         except Exception:  # a failed pass (a disk error) is logged; the next one still runs
             _log.exception("log maintenance failed")
         finally:

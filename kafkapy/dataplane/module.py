@@ -162,6 +162,10 @@ class DataPlaneModule(Module):
     async def start(self) -> None:
         services = self.services
         expiration = services.config["producer.id.expiration.ms"]
+        wall = services.wall_clock  # record timestamps, time-based roll and retention: a virtual clock's too
+
+        def wall_ms() -> int:
+            return int(wall() * 1000)
         if self.log_dirs:
             # meta.properties pins a directory to its cluster only when the cluster has a lasting
             # identity (ZooKeeper, or cluster.id set): an in-memory store makes a new one each run.
@@ -170,7 +174,7 @@ class DataPlaneModule(Module):
             try:
                 logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
                                                cluster_id=services.cluster.cluster_id if lasting else None,
-                                               default_config=self.default_log_config)
+                                               default_config=self.default_log_config, clock=wall_ms)
                 home = LogHome(logs, producer_id_expiration_ms=expiration)
                 await asyncio.to_thread(home.recover_producer_states)
             except (ValueError, OSError) as exc:  # MetaPropertiesMismatch is a ValueError
@@ -178,12 +182,14 @@ class DataPlaneModule(Module):
             self._owns_logs = True
         else:
             home = memory_home(services.store, lambda: LogHome(
-                LogManager(default_config=self.default_log_config), producer_id_expiration_ms=expiration))
+                LogManager(default_config=self.default_log_config, clock=wall_ms),
+                producer_id_expiration_ms=expiration))
         self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self.log_config)
         self._producer_ids = ProducerIds(services.store, services.broker_id)
-        self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create,
+        self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create, wall_ms,
                                        authorize=services.authorizer.authorize)
-        self._markers = MarkerWriter(self._partitions, self.log_config, services.authorizer.authorize)
+        self._markers = MarkerWriter(self._partitions, self.log_config, services.authorizer.authorize,
+                                     wall_ms)
         self._fetch = FetchHandler(self._partitions, services)
         partitions = self._partitions
         config = services.config
@@ -192,7 +198,8 @@ class DataPlaneModule(Module):
             maintains=(lambda key: True) if self._owns_logs else self._leads,
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             cleaner_enable=config["log.cleaner.enable"], cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
-            clock=services.clock)
+            clock=services.clock, producers=lambda: partitions.home.producers,
+            producer_expiration_check_ms=config["producer.id.expiration.check.interval.ms"])
         self._maintenance.start(services.loop)
         configs = services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
         if isinstance(configs, WatchedTopicConfigs):

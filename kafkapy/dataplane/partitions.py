@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import threading
-import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -71,7 +70,7 @@ class LogHome:
             if state is not None:
                 return state
             state = ProducerStateManager(producer_id_expiration_ms=self.producer_id_expiration_ms)
-            state.recover(log, lambda offset: _batches_from(log, offset), int(time.time() * 1000),
+            state.recover(log, lambda offset: _batches_from(log, offset), log.clock(),
                           log_start_offset=log.log_start_offset, on_aborted=log.restore_aborted_txn)
             log.snapshot_source = state.snapshot
             log.unstable_offset_source = lambda: state.first_unstable_offset

@@ -156,7 +156,8 @@ class GroupsModule(Module):
         self.group_log: GroupLog = group_log if group_log is not None else memory_group_log(
             services.store, config["offsets.topic.num.partitions"])
         self.timers = Timers(services.clock,
-                             lambda delay, callback: services.loop.call_later(delay, callback))
+                             lambda delay, callback: services.loop.call_later(delay, callback),
+                             services.wall_clock)
         self._own_log = group_log is None  # replaced by the offsets topic's log at start, if served
         self.coordinator = ClassicCoordinator(self.group_config, self.timers, self._persist,
                                               partition_for=lambda group: self.group_log.partition_for(group),
@@ -207,7 +208,8 @@ class GroupsModule(Module):
             # __consumer_offsets itself: offsets and groups survive a restart with log.dirs
             config = self.services.config
             self.group_log = OffsetsTopicLog(logs.partition_logs(), config["offsets.topic.num.partitions"],
-                                             compression=config["offsets.topic.compression.codec"])
+                                             compression=config["offsets.topic.compression.codec"],
+                                             clock_ms=self.timers.wall_ms)
 
         markers = self.services.provider(TXN_MARKERS, Module)
         if isinstance(markers, TxnMarkerEvents):  # transactional offsets end with their markers

@@ -23,14 +23,17 @@ CallLater = Callable[[float, Callable[[], None]], Cancellable]
 
 
 class Timers:
-    def __init__(self, clock: Callable[[], float], call_later: CallLater) -> None:
+    def __init__(self, clock: Callable[[], float], call_later: CallLater,
+                 wall_clock: Callable[[], float] | None = None) -> None:
         self.clock = clock  # seconds, monotonic
         self._call_later = call_later
         self._pending: dict[Hashable, Cancellable] = {}
         # Wall time as the clock moves it: the timestamps written to records (commit times, when a
         # group entered its state) must be epoch milliseconds, as Kafka writes and reads them, and
         # outlive a restart; deriving them from the clock keeps a virtual clock in charge of both.
+        # The broker hands its own (services.wall_clock), so every module writes the same time.
         self._wall_offset = time.time() - clock()
+        self._wall_clock = wall_clock
 
     def now_ms(self) -> int:
         """For deadlines: the clock's (monotonic) milliseconds."""
@@ -38,6 +41,8 @@ class Timers:
 
     def wall_ms(self) -> int:
         """For timestamps that are written down: epoch milliseconds."""
+        if self._wall_clock is not None:
+            return int(self._wall_clock() * 1000)
         return int((self.clock() + self._wall_offset) * 1000)
 
     def set(self, key: Hashable, delay_ms: int, callback: Callable[[], None]) -> None:

@@ -108,7 +108,7 @@ class QuotasModule(Module):
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
-        self.metrics = MetricsRegistry()
+        self.metrics = MetricsRegistry(services.clock)  # quota windows and mutes on the broker's clock
         self.connection_quotas: ConnectionQuotas | None = None
         self.metrics_url: str | None = None
         self._http: Any = None
@@ -118,7 +118,8 @@ class QuotasModule(Module):
         self._client_reloads = Reloader(services.loop, self._reload_client_quotas, "client quotas")
         self.client_quotas = ClientQuotas(self.metrics,
                                           int(services.config.values["quota.window.num"]),
-                                          float(services.config.values["quota.window.size.seconds"]))
+                                          float(services.config.values["quota.window.size.seconds"]),
+                                          clock=services.clock)
         self._client_quotas_installed = False
         self.settings: dict[str, Any] = dict(services.config.values)
         self._dynamic: dict[str, Any] = dict(services.config.values)  # static + stored dynamic configs
@@ -139,7 +140,7 @@ class QuotasModule(Module):
                                             str(self.settings.get("max.connections.per.ip.overrides") or ""))
         quotas = ConnectionQuotas(self.settings, runtime.listener_names,
                                   runtime.inter_broker_listener, self.metrics, self.ip_quotas_enabled,
-                                  evict=self._evict_lowest_priority)
+                                  evict=self._evict_lowest_priority, clock=runtime.clock)
         quotas.configure(self.settings, overrides)
         self.connection_quotas = quotas
         configs = runtime.provider(DYNAMIC_CONFIGS, ConfigsModule)

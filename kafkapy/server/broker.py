@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 from kafkapy.server import eager
 from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, load_authorizer
+from kafkapy.server.clock import call_later_real, wait_real, wall_clock_of
 from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.connection import KafkaConnection
 from kafkapy.server.fastpaths import FastPaths
@@ -90,6 +91,7 @@ class ModuleServices:
         self.cluster = runtime.cluster
         self.loop = runtime.loop
         self.clock = runtime.clock
+        self.wall_clock = runtime.wall_clock
         self.authorizer = runtime.authorizer
 
     @property
@@ -198,6 +200,9 @@ class BrokerRuntime:
         # The clock the loop schedules by; asyncio's own is time.monotonic, called straight (it is
         # read on every receive).
         self.clock = time.monotonic if type(self.loop).time is asyncio.BaseEventLoop.time else self.loop.time
+        # Epoch seconds for what is written down (record timestamps, commit times): time.time on
+        # asyncio's own clock; on another (a VirtualClock's loop) it moves with that clock.
+        self.wall_clock = time.time if self.clock is time.monotonic else wall_clock_of(self.loop)
         self._idle_sweep: asyncio.TimerHandle | None = None
         self.broker_id = -1
         self.listeners: list[BoundListener] = []
@@ -364,7 +369,7 @@ class BrokerRuntime:
             except OSError as exc:  # out of file descriptors, or the like: back off a little
                 log.warning("accept on %s failed: %s", listener, exc.strerror or exc)
                 self._unwatch(listener)
-                self.loop.call_later(0.1, self._watch, listener)
+                call_later_real(self.loop, 0.1, lambda: self._watch(listener))  # real: not a broker timer
                 return
             sock.setblocking(False)
             gate = self.accept_gate
@@ -557,8 +562,9 @@ class BrokerRuntime:
             self._idle_sweep = None
         await self._close_listeners()
         workers = [c.worker for c in self.connections if c.worker is not None and not c.worker.done()]
+        # The grace is real seconds: a virtual clock standing still must not hold a shutdown.
         if workers:
-            await asyncio.wait(workers, timeout=grace)
+            await wait_real(workers, grace)
         # Past the grace: requests still waiting (a long-polling Fetch) end with their connection.
         late = [c.worker for c in self.connections if c.worker is not None and not c.worker.done()]
         for conn in list(self.connections):
@@ -566,7 +572,7 @@ class BrokerRuntime:
         for worker in late:
             worker.cancel()
         if late:
-            await asyncio.wait(late, timeout=1.0)
+            await wait_real(late, 1.0)
         await self._close_listeners()
         for module in reversed(self.modules):
             try:
@@ -586,6 +592,6 @@ class BrokerRuntime:
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+            await wait_real(tasks, 1.0)
         for listener in self.listeners:
             listener.sock.close()

@@ -236,6 +236,10 @@ class BrokerServices(Protocol):
     def clock(self) -> Callable[[], float]:
         """The loop's clock (seconds, monotonic)."""
     @property
+    def wall_clock(self) -> Callable[[], float]:
+        """Epoch seconds that move with ``clock`` (``time.time`` unless the clock is virtual): for
+        timestamps written down (records, commits), never for deadlines."""
+    @property
     def log(self) -> logging.Logger:
         """A logger of this module's own (``kafkapy.modules.<name>``)."""
     @property

@@ -12,16 +12,15 @@ the data plane's TXN_MARKERS to write markers into the partitions this broker le
 leaders of the others, marker_channel.py), and the store for producer-id blocks and for
 creating ``__transaction_state`` (compact) on first need.
 
-Time: record timestamps are wall-clock milliseconds as Kafka writes them, but they advance with
-the loop's clock (``services.clock``) from the wall-clock time the module started, and the
-timers sleep on the loop; a virtual loop clock moves both.
+Time: record timestamps are wall-clock milliseconds as Kafka writes them, read from the broker's
+wall clock (``services.wall_clock``, which moves with the loop's clock), and the timers sleep on
+the loop; a virtual loop clock moves both.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
@@ -107,8 +106,6 @@ class TransactionsModule(Module):
         self._creating: asyncio.Task[None] | None = None
         self._channel = MarkerChannel(lambda: services.cluster.brokers,
                                       lambda: services.inter_broker_listener)
-        self._wall_at_start_ms = int(time.time() * 1000)
-        self._clock_at_start = services.clock()
         self.coordinator = TransactionCoordinator(
             state_log=TopicStateLog(self._leader_log, self.now_ms, self._appended),
             send_markers=self._send_markers,
@@ -123,7 +120,7 @@ class TransactionsModule(Module):
         )
 
     def now_ms(self) -> int:
-        return self._wall_at_start_ms + int((self.services.clock() - self._clock_at_start) * 1000)
+        return int(self.services.wall_clock() * 1000)
 
     # --- lifecycle ------------------------------------------------------------------------------
 

@@ -1,0 +1,248 @@
+"""The virtual clock with real clients (issue 18's proof): a consumer group rebalances, an open
+transaction is aborted, retention deletes a segment and an idle connection is closed, each when
+the clock is advanced past its timeout, with no real waiting for it."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkapy import VirtualClock
+from kafkapy.client import SimpleClient
+from kafkapy.embedded import Broker
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.testing import BrokerFactory, wait_until
+
+kafka = pytest.importorskip("kafka")
+
+IDLE_MS = 10_000  # connections.max.idle.ms for the idle test (Kafka's default is 10 minutes)
+SESSION_MS = 10_000  # the consumers' session.timeout.ms (Kafka's default is 45 s)
+STEP_S = 2.0  # advance in steps shorter than a session, so the live member can heartbeat in between
+
+
+def _api_versions_v0(correlation_id: int) -> bytes:
+    client_id = b"idle"
+    body = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, correlation_id, len(client_id)) + client_id
+    return struct.pack(">i", len(body)) + body
+
+
+def _still_open(sock: socket.socket) -> bool:
+    readable, _, _ = select.select([sock], [], [], 0)
+    return not readable  # the broker wrote nothing, and did not close it
+
+
+def test_an_idle_connection_is_closed_once_the_clock_passes_connections_max_idle_ms(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    broker = kafka_broker_factory({"connections.max.idle.ms": IDLE_MS})
+    host, port = broker.bootstrap_servers.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(_api_versions_v0(1))
+        assert sock.recv(4)  # answered: the connection is served
+        sock.recv(65536)
+        kafka_clock.advance(IDLE_MS / 1000 - 0.5)
+        assert _still_open(sock)
+        started = time.monotonic()
+        kafka_clock.advance(1.0)  # the idle sweep runs at most a (virtual) second apart
+        sock.settimeout(5)
+        assert sock.recv(1) == b""  # closed by the broker
+        assert time.monotonic() - started < 2  # it did not wait IDLE_MS real milliseconds
+
+
+def test_retention_ms_deletes_a_segment_after_advance(kafka_clock: VirtualClock,
+                                                      kafka_broker_factory: BrokerFactory) -> None:
+    broker = kafka_broker_factory({"log.retention.check.interval.ms": 1000})
+    broker.seed({"aged": {"partitions": 1, "config": {"retention.ms": "60000", "segment.bytes": "200"}}})
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=0)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        for _ in range(3):  # two batches do not fit in 200 bytes: each gets a segment of its own
+            producer.send("aged", value=b"x" * 60, partition=0, timestamp_ms=int(kafka_clock.wall() * 1000))
+            producer.flush(10)
+        partition = kafka.TopicPartition("aged", 0)
+        assert consumer.beginning_offsets([partition])[partition] == 0
+        kafka_clock.advance(55)
+        assert consumer.beginning_offsets([partition])[partition] == 0  # 55 s old: kept
+        kafka_clock.advance(10)  # 65 s old, and a retention check has run since
+        assert consumer.beginning_offsets([partition])[partition] > 0
+        assert broker.records("aged")[0].offset > 0
+    finally:
+        producer.close()
+        consumer.close()
+
+
+def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    broker = kafka_broker_factory({"transaction.state.log.num.partitions": 1})
+    broker.seed({"orders": {"partitions": 1}})
+    stuck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                      "transactional.id": "stuck", "transaction.timeout.ms": 60_000})
+    plain = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
+                                   isolation_level="read_committed", auto_offset_reset="earliest")
+    try:
+        stuck.init_transactions(20)
+        stuck.begin_transaction()
+        stuck.produce("orders", value=b"never committed", partition=0)
+        stuck.flush(10)  # the transaction stays open: no commit, no abort
+        plain.send("orders", value=b"after", partition=0).get(timeout=10)
+        consumer.assign([kafka.TopicPartition("orders", 0)])
+        assert _values(consumer, 0.5) == []  # read_committed stops at the open transaction
+        started = time.monotonic()
+        # The coordinator looks for timed-out transactions every 10 s
+        # (transaction.abort.timed.out.transaction.cleanup.interval.ms, Kafka's default).
+        kafka_clock.advance(70)
+        got = wait_until(lambda: _values(consumer, 0.1), what="the records after the aborted transaction")
+        assert got == [b"after"]
+        assert time.monotonic() - started < 10
+        aborted = [r for r in broker.records("orders") if r.is_control]
+        assert len(aborted) == 1 and aborted[0].producer_id >= 0
+    finally:
+        consumer.close()
+        plain.close()
+
+
+def test_committed_offsets_expire_after_offsets_retention_minutes(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    broker = kafka_broker_factory({"offsets.retention.minutes": 1,
+                                   "offsets.retention.check.interval.ms": 1000})
+    broker.seed({"ledger": {"partitions": 1, "records": [{"value": "a"}, {"value": "b"}]}})
+    partition = kafka.TopicPartition("ledger", 0)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="auditors",
+                                   enable_auto_commit=False)
+    try:
+        consumer.assign([partition])  # no subscription: a group that only commits (Kafka's "simple" group)
+        consumer.commit({partition: kafka.OffsetAndMetadata(2, "", -1)})
+        kafka_clock.advance(55)
+        assert consumer.committed(partition) == 2
+        kafka_clock.advance(10)  # past a minute since the commit, and a check has run
+        assert consumer.committed(partition) is None
+    finally:
+        consumer.close()
+
+
+def _active_producers(broker: Broker, topic: str) -> list[int]:
+    with SimpleClient(broker.bootstrap_servers) as client:
+        body = client.request(ApiKey.DESCRIBE_PRODUCERS, 0,
+                              {"topics": [{"name": topic, "partition_indexes": [0]}]})
+    [partition] = body["topics"][0]["partitions"]
+    return [producer["producer_id"] for producer in partition["active_producers"]]
+
+
+def test_an_idle_producer_id_expires_after_producer_id_expiration_ms(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    broker = kafka_broker_factory({"producer.id.expiration.ms": 60_000,
+                                   "producer.id.expiration.check.interval.ms": 1000})
+    broker.seed({"events": {"partitions": 1}})
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True)
+    try:
+        now_ms = int(kafka_clock.wall() * 1000)
+        producer.send("events", value=b"once", partition=0, timestamp_ms=now_ms).get(10)
+        [producer_id] = _active_producers(broker, "events")
+        assert producer_id >= 0
+        kafka_clock.advance(55)
+        assert _active_producers(broker, "events") == [producer_id]
+        kafka_clock.advance(10)  # its last batch is over a minute old, and a check has run
+        assert _active_producers(broker, "events") == []
+    finally:
+        producer.close()
+
+
+def _values(consumer: Any, seconds: float) -> list[bytes]:
+    polled = consumer.poll(timeout_ms=int(seconds * 1000))
+    return [record.value for records in polled.values() for record in records]
+
+
+# -- the group: one member in another process, stopped with SIGSTOP ------------------------------
+
+_MEMBER = textwrap.dedent("""
+    import sys, confluent_kafka
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": sys.argv[1], "group.id": "workers",
+                                         "client.id": "stopped", "session.timeout.ms": int(sys.argv[2]),
+                                         "heartbeat.interval.ms": 100})
+    consumer.subscribe(["jobs"])
+    shown = None
+    while True:
+        consumer.poll(0.05)
+        assigned = sorted(p.partition for p in consumer.assignment())
+        if assigned != shown:
+            print(",".join(map(str, assigned)), flush=True)
+            shown = assigned
+""")
+
+
+@pytest.fixture
+def member_process(kafka_broker: Broker) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen([sys.executable, "-c", _MEMBER, kafka_broker.bootstrap_servers,
+                                str(SESSION_MS)], stdout=subprocess.PIPE, text=True)
+    try:
+        yield process
+    finally:
+        process.kill()
+        process.wait(10)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def _line(process: subprocess.Popen[str], timeout: float) -> str | None:
+    assert process.stdout is not None
+    readable, _, _ = select.select([process.stdout], [], [], timeout)
+    return process.stdout.readline().strip() if readable else None
+
+
+def _polled(consumer: Any) -> bool:
+    """Let a confluent-kafka consumer serve its rebalance callbacks for a moment; True."""
+    consumer.poll(0.02)
+    return True
+
+
+def _heartbeats(broker: Broker, client_id: str) -> int:
+    return sum(1 for e in broker.history(client_id=client_id) if e.api_key == ApiKey.HEARTBEAT and e.answered)
+
+
+@pytest.mark.kafka_seed({"jobs": {"partitions": 4}})
+def test_a_group_rebalances_to_the_live_member_when_the_clock_passes_the_session_timeout(
+        kafka_clock: VirtualClock, kafka_broker: Broker, member_process: subprocess.Popen[str]) -> None:
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    live = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers,
+                                     "group.id": "workers", "client.id": "live",
+                                     "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 100})
+    live.subscribe(["jobs"])
+    try:
+        shown = ""
+
+        def split() -> bool:  # both members have two partitions each
+            nonlocal shown
+            live.poll(0.02)
+            line = _line(member_process, 0)
+            shown = line if line is not None else shown
+            return len(live.assignment()) == 2 and len(shown.split(",")) == 2
+
+        wait_until(split, timeout=30, what="the two members to share the partitions")
+        os.kill(member_process.pid, signal.SIGSTOP)  # it holds its connections but sends nothing more
+        started = time.monotonic()
+        for _ in range(int(SESSION_MS / 1000 / STEP_S) + 1):
+            seen = _heartbeats(kafka_broker, "live")
+            kafka_clock.advance(STEP_S)
+            wait_until(lambda seen=seen: _polled(live) and _heartbeats(kafka_broker, "live") > seen,
+                       what="a heartbeat from the live member")
+            if kafka_clock.time() < SESSION_MS / 1000:  # the stopped member's session has not run out yet
+                assert len(live.assignment()) == 2
+        wait_until(lambda: _polled(live) and len(live.assignment()) == 4,
+                   what="the live member to own every partition")
+        assert time.monotonic() - started < SESSION_MS / 1000  # the session ran out on the clock alone
+        kafka_clock.advance(STEP_S)  # the live member stays: it heartbeats in every step
+        wait_until(lambda: _polled(live) and len(live.assignment()) == 4, what="the live member to stay")
+    finally:
+        live.close()
