@@ -206,6 +206,9 @@ class TransactionsModule(Module):
                 results[(topic, partition)] = exc.code
                 continue
             by_leader.setdefault(leader, []).append((topic, partition))
+        if len(by_leader) == 1 and not results:  # one leader (usually this broker): no gather, no task
+            (leader,) = by_leader
+            return await self._send_to(leader, marker)
         sends = [self._send_to(leader, attrs.evolve(marker, partitions=tuple(found)))
                  for leader, found in by_leader.items()]
         for answered in await asyncio.gather(*sends):
@@ -278,10 +281,14 @@ class TransactionsModule(Module):
     # --- APIs -------------------------------------------------------------------------------------
 
     def apis(self) -> Mapping[int, ApiHandler]:
+        # In place (ApiHandler.in_place): with the state log and the markers local, nothing here
+        # waits, so a transaction's requests cost no task and no extra loop steps each; what does
+        # wait (a new producer-id block, markers to another broker) goes on in the worker.
         return {
-            ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_partitions_to_txn),
-            ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_offsets_to_txn),
-            ApiKey.END_TXN: ApiHandler(VersionRange(0, 4), self.end_txn),
+            ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_partitions_to_txn,
+                                                     in_place=True),
+            ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_offsets_to_txn, in_place=True),
+            ApiKey.END_TXN: ApiHandler(VersionRange(0, 4), self.end_txn, in_place=True),
             ApiKey.DESCRIBE_TRANSACTIONS: ApiHandler(VersionRange(0, 0), self.describe_transactions),
             ApiKey.LIST_TRANSACTIONS: ApiHandler(VersionRange(0, 2), self.list_transactions),
         }
