@@ -32,6 +32,7 @@ request versions in the module, which knows the version.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Protocol
@@ -58,6 +59,7 @@ _INT32_MIN = -(1 << 31)
 log = logging.getLogger(__name__)
 
 
+@functools.lru_cache(maxsize=4096)  # asked five times a transaction; the hash is a Python loop
 def transaction_partition_for(transactional_id: str, partition_count: int) -> int:
     """Kafka's ``Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions``."""
     hashed = java_string_hash(transactional_id)
