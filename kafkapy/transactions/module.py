@@ -120,6 +120,7 @@ class TransactionsModule(Module):
                 max_timeout_ms=config["transaction.max.timeout.ms"],
                 transactional_id_expiration_ms=config["transactional.id.expiration.ms"]),
             topic_exists=lambda topic: topic in services.cluster.topics,
+            is_local=self._is_local,
         )
 
     def now_ms(self) -> int:
@@ -183,6 +184,13 @@ class TransactionsModule(Module):
         if leadership is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return leadership[0]
+
+    def _is_local(self, tp: TopicPartition) -> bool:
+        """Led here, so its marker goes through TXN_MARKERS, which never waits."""
+        try:
+            return self._leader_of(*tp) == self.services.broker_id
+        except KafkaApiError:
+            return False
 
     def _leads(self, partition: int) -> bool:
         try:
