@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks import Options, Report, machine_note, render_table, revision
+from benchmarks._brokers import answer, serve_mock
 from benchmarks._processes import ChildProcess
 
 TITLE = "Data plane: confluent-kafka against kafkapy and librdkafka's mock cluster"
@@ -54,26 +55,6 @@ _TIMEOUT_S = 60.0
 _TXN_RECORDS = 10  # per transaction, over 2 partitions (issue 17's benchmark)
 
 
-def _rss() -> int:
-    with open("/proc/self/status") as status:
-        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
-
-
-def _answer(pipe: multiprocessing.connection.Connection) -> None:
-    """Serve "rss" (this process's resident bytes) and "cpu" (its CPU seconds, all threads) until
-    "stop"."""
-    while True:
-        message = pipe.recv()
-        if message == "stop":
-            return
-        if message == "rss":
-            pipe.send(_rss())
-        elif message == "cpu":
-            pipe.send(time.process_time())
-        else:
-            pipe.send(ValueError(f"unknown message {message!r}"))
-
-
 # --- the broker processes ------------------------------------------------------------------------
 
 def _serve_kafkapy(pipe: multiprocessing.connection.Connection) -> None:
@@ -81,16 +62,7 @@ def _serve_kafkapy(pipe: multiprocessing.connection.Connection) -> None:
 
     with Broker({}) as broker:
         pipe.send(broker.bootstrap_servers)
-        _answer(pipe)
-
-
-def _serve_mock(pipe: multiprocessing.connection.Connection) -> None:
-    import confluent_kafka
-
-    owner = confluent_kafka.Producer({"test.mock.num.brokers": 1, "log_level": 0})
-    (broker,) = owner.list_topics(timeout=_TIMEOUT_S).brokers.values()
-    pipe.send(f"{broker.host}:{broker.port}")
-    _answer(pipe)
+        answer(pipe)
 
 
 def serves_records(bootstrap: str) -> bool:
@@ -321,7 +293,7 @@ def run(options: Options) -> Report:
     brokers: dict[str, str] = {}
     errors: list[str] = []
     try:
-        for name, target in ((KAFKAPY, _serve_kafkapy), (MOCK, _serve_mock)):
+        for name, target in ((KAFKAPY, _serve_kafkapy), (MOCK, serve_mock)):
             servers[name] = ChildProcess(target)
             brokers[name] = servers[name].receive(_TIMEOUT_S)
         served = {name: serves_records(address) for name, address in brokers.items()}

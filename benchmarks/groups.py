@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from benchmarks import Options, Report, machine_note, render_table, revision
+from benchmarks._brokers import answer, serve_mock
 from benchmarks._processes import ChildProcess
 
 TITLE = "Consumer groups: confluent-kafka consumers until all own their partitions, kafkapy and the mock"
@@ -31,26 +32,12 @@ PARTITIONS = 4  # librdkafka's mock auto-creates topics with 4 partitions; kafka
 _TIMEOUT_S = 120.0
 
 
-def _answer_until_stop(pipe: multiprocessing.connection.Connection) -> None:
-    while pipe.recv() != "stop":
-        pipe.send(ValueError("this process only answers 'stop'"))
-
-
 def _serve_kafkapy(pipe: multiprocessing.connection.Connection) -> None:
     from kafkapy import Broker
 
     with Broker({"group.initial.rebalance.delay.ms": 0, "num.partitions": PARTITIONS}) as broker:
         pipe.send(broker.bootstrap_servers)
-        _answer_until_stop(pipe)
-
-
-def _serve_mock(pipe: multiprocessing.connection.Connection) -> None:
-    import confluent_kafka
-
-    owner = confluent_kafka.Producer({"test.mock.num.brokers": 1, "log_level": 0})
-    (broker,) = owner.list_topics(timeout=_TIMEOUT_S).brokers.values()
-    pipe.send(f"{broker.host}:{broker.port}")
-    _answer_until_stop(pipe)
+        answer(pipe)
 
 
 def _group_forms(bootstrap: str, members: int) -> float:
@@ -118,7 +105,7 @@ def run(options: Options) -> Report:
     samples: dict[tuple[str, int], list[float]] = {}
     errors: list[str] = []
     try:
-        for name, target in ((KAFKAPY, _serve_kafkapy), (MOCK, _serve_mock)):
+        for name, target in ((KAFKAPY, _serve_kafkapy), (MOCK, serve_mock)):
             servers[name] = ChildProcess(target)
             brokers[name] = servers[name].receive(_TIMEOUT_S)
         for _ in range(rounds):

@@ -23,7 +23,8 @@ from kafkapy.log.producer_state import (
     CompletedTxn,
     ProducerStateManager,
 )
-from kafkapy.protocol.records import build_record_batch
+from kafkapy.protocol.one_record_batch import one_record_batch
+from kafkapy.protocol.records import RecordBatch
 
 __all__ = ["append_end_txn_marker", "end_txn_marker_batch"]
 
@@ -38,11 +39,10 @@ def end_txn_marker_batch(*, producer_id: int, producer_epoch: int, committed: bo
     """One control batch holding one EndTransactionMarker record, Kafka's layout."""
     key = CONTROL_RECORD_KEY.pack(CONTROL_RECORD_KEY_VERSION, COMMIT if committed else ABORT)
     value = END_TXN_MARKER_VALUE.pack(END_TXN_MARKER_VERSION, coordinator_epoch)
-    return build_record_batch([{"key": key, "value": value, "timestamp": timestamp_ms}],
-                              base_offset=base_offset, producer_id=producer_id,
-                              producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
-                              is_transactional=True, is_control=True, timestamp_type=timestamp_type,
-                              partition_leader_epoch=leader_epoch, max_timestamp=timestamp_ms)
+    return one_record_batch(key, value, base_offset=base_offset, base_timestamp=timestamp_ms,
+                            producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=NO_SEQUENCE,
+                            is_transactional=True, is_control=True, timestamp_type=timestamp_type,
+                            partition_leader_epoch=leader_epoch)
 
 
 def append_end_txn_marker(log: PartitionLog, state: ProducerStateManager, *, producer_id: int,
@@ -58,7 +58,7 @@ def append_end_txn_marker(log: PartitionLog, state: ProducerStateManager, *, pro
     # Checked, then appended, then applied: a snapshot taken if the append rolls a segment holds
     # the state before the marker, as Kafka's does (the replay from it applies the marker).
     state.check_marker(producer_id, producer_epoch, coordinator_epoch, offset)
-    log.append(bytearray(batch), now_ms=now_ms)
+    log.append(bytearray(batch), now_ms=now_ms, header=RecordBatch(batch))  # built here: not framed again
     completed = state.complete_transaction(producer_id, producer_epoch, coordinator_epoch, offset, now_ms,
                                            aborted=not committed)
     if completed is not None and completed.is_aborted:

@@ -14,8 +14,9 @@ task per request, and the answers to all the frames of one read leave in one
 write. A coroutine handler (or hooks and interceptors, which are coroutines)
 comes back as an awaitable that finishes the job: the connection awaits it in
 its worker task, so the handler runs inside a task from its first line and
-``asyncio.timeout()`` works anywhere in it. Requests answered before, byte for
-byte, are replayed from a memo (kafkapy.server.memo).
+``asyncio.timeout()`` works anywhere in it; unless it is declared ``ApiHandler.in_place``, when
+it is started right here and only the rest of one that suspends goes to the worker. Requests
+answered before, byte for byte, are replayed from a memo (kafkapy.server.memo).
 
 With ``kafka.version`` set, the routing table is clipped to what that Kafka release advertised
 (kafkapy.protocol.releases): what it did not serve is answered as unknown, and what it advertised
@@ -52,6 +53,7 @@ from kafkapy.protocol.schema import Body
 from kafkapy.protocol.versions import NONE as NO_VERSIONS
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
+from kafkapy.server.eager import stepped as eager_step
 from kafkapy.server.interceptors import Interceptor, run_chain
 from kafkapy.server.memo import AnswerMemo, Table
 from kafkapy.server.modules import (
@@ -104,9 +106,11 @@ class _Route:
 
     __slots__ = ("gated", "handle", "handler", "high", "low", "memoize", "refused", "versions")
 
-    def __init__(self, handler: ApiHandler, memoize: bool, refused: VersionRange = NO_VERSIONS) -> None:
+    def __init__(self, handler: ApiHandler, memoize: bool, refused: VersionRange = NO_VERSIONS,
+                 eager: bool = False) -> None:
         self.handler = handler
-        self.handle = handler.handle
+        # ApiHandler.in_place: the handler's coroutine is started in place (the eager fast path).
+        self.handle = eager_step(handler.handle) if eager and handler.in_place else handler.handle
         self.low, self.high = handler.versions.low, handler.versions.high
         self.gated = handler.feature is not None
         self.memoize = memoize and not refused
@@ -181,7 +185,7 @@ class Dispatcher:
         plain = not self._wrapped and not self.runtime.observers.active and self.runtime.fast_paths.memo
         refused = self.release.refused if self.release is not None else {}
         self.routes = {key: _Route(handler, plain and handler.memoize and handler.feature is None,
-                                   refused.get(ApiKey(key), NO_VERSIONS))
+                                   refused.get(ApiKey(key), NO_VERSIONS), self.runtime.fast_paths.eager)
                        for key, handler in handlers.items()}
         self.memo = AnswerMemo()  # the plans are new, their memos too
         self.plans: dict[bytes, _Plan] = {}  # by a frame's first four bytes (key and version)

@@ -18,10 +18,13 @@ the bytes (tests/server/test_fast_paths.py):
   without it takes the plain path.
 * ``eager`` (kafkapy.server.eager): the accept gate and admission coroutines are
   stepped in place, so a connection that nothing holds back needs no task.
-  Plain path: a task runs them. Handlers are never stepped in place: they start
-  inside the connection's worker task, so ``asyncio.current_task()`` and
+  Plain path: a task runs them. Handlers are stepped in place only when they
+  declare it (``ApiHandler.in_place``: the transaction coordinator's APIs, which
+  never wait on a broker with local logs); the others start inside the
+  connection's worker task, so ``asyncio.current_task()`` and
   ``asyncio.timeout()`` work in them from their first line (plain-function
-  handlers, the fastest kind, need no coroutine at all).
+  handlers, the fastest kind, need no coroutine at all). Plain path: every
+  coroutine handler in the worker task.
 * ``chunked_responses`` (kafkapy.protocol.chunks): a ChunkedResponse (Fetch) is
   written as several buffers, the stored record batches among them, with
   ``transport.writelines``. Plain path: the records joined into one encoded frame.

@@ -82,6 +82,12 @@ class ApiHandler:
     # Not while observers or request hooks are configured (they see every request).
     # ApiVersions qualifies: each client library sends the same bytes on every connection.
     memoize: bool = False
+    # True for a coroutine handler that neither calls asyncio.current_task() nor enters
+    # asyncio.timeout() before it first suspends: it is then started in place, inside the read
+    # that brought the request (kafkapy.server.eager, the ``eager`` fast path), and a request
+    # that never waits is answered there, with no task and no extra loop steps; one that
+    # suspends is finished by the connection's worker, as any coroutine handler is.
+    in_place: bool = False
 
 
 class Module:

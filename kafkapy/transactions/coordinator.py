@@ -16,9 +16,14 @@ A failed append leaves the cache as it was.
 Ending a transaction: PREPARE_COMMIT/PREPARE_ABORT is appended first, which decides the
 outcome; then the markers go to every partition of the transaction (``MarkerSender``), then
 COMPLETE_COMMIT/COMPLETE_ABORT is appended. Kafka answers EndTxn once the PREPARE record is
-durable and sends markers in the background; kafkapy tries the markers once before answering
-(so a client that saw its commit answered sees a completed transaction when every partition is
-reachable), and keeps retrying in the background for partitions it could not reach.
+durable and sends markers in the background. kafkapy does too when every partition is led here
+(``is_local``): the markers and COMPLETE_* are written by a task that runs in the loop's next
+step and never suspends, so the answer leaves first (the client's next step overlaps the
+broker's), yet nothing read after the answer was sent (the client's next request, a consumer's
+Fetch, a test's look at the logs through the loop) can see the transaction unfinished. With a
+partition on another broker, kafkapy tries the markers once before answering (so a client that
+saw its commit answered sees a completed transaction when every partition is reachable), and
+keeps retrying in the background for partitions it could not reach.
 
 Fencing: InitProducerId for an id whose transaction is ONGOING bumps the epoch
 (PREPARE_EPOCH_FENCE, in memory), aborts the transaction under the bumped epoch and answers
@@ -32,6 +37,7 @@ request versions in the module, which knows the version.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Protocol
@@ -58,6 +64,7 @@ _INT32_MIN = -(1 << 31)
 log = logging.getLogger(__name__)
 
 
+@functools.lru_cache(maxsize=4096)  # asked five times a transaction; the hash is a Python loop
 def transaction_partition_for(transactional_id: str, partition_count: int) -> int:
     """Kafka's ``Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions``."""
     hashed = java_string_hash(transactional_id)
@@ -125,7 +132,8 @@ class TransactionCoordinator:
                  new_producer_id: Callable[[], Awaitable[int]], now_ms: Callable[[], int],
                  leads: Callable[[int], bool], config: CoordinatorConfig = CoordinatorConfig(),
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-                 topic_exists: Callable[[str], bool] = lambda topic: True) -> None:
+                 topic_exists: Callable[[str], bool] = lambda topic: True,
+                 is_local: Callable[[TopicPartition], bool] = lambda tp: False) -> None:
         self.state_log = state_log
         self.send_markers = send_markers
         self.new_producer_id = new_producer_id
@@ -134,6 +142,7 @@ class TransactionCoordinator:
         self.config = config
         self.sleep = sleep
         self.topic_exists = topic_exists
+        self.is_local = is_local  # the partition is led here: its marker is written without waiting
         self._loaded: dict[int, dict[str, TxnMetadata]] = {}  # partition -> id -> its latest value
         self._pending: dict[str, TxnState] = {}  # ids with a change on its way to the log
         self._tasks: set[asyncio.Task[None]] = set()  # marker retries in the background
@@ -351,7 +360,10 @@ class TransactionCoordinator:
             raise _Refused(ErrorCode.INVALID_TXN_STATE)
         prepared = current.transit(wanted_prepare, self.now_ms())
         await self._write(current, prepared, current.transactional_id)
-        await self._finish(prepared)
+        if all(map(self.is_local, prepared.partitions)):
+            self._spawn(self._finish(prepared))  # answered now; finished in the loop's next step
+        else:
+            await self._finish(prepared)
 
     async def _fence_and_abort(self, current: TxnMetadata) -> None:
         """Bump the epoch of an ONGOING transaction (PREPARE_EPOCH_FENCE, never written) and abort

@@ -5,6 +5,13 @@ version (protocol_specs/transaction/, Kafka's JSON dialect, read by kafkapy's co
 other message). A null value is a tombstone: the transactional id expired. Kafka writes value
 version 0 while the ``transaction.version`` feature is 0, and version 1 (flexible, tagged
 fields) from 1 on; kafkapy writes 0 and reads both.
+
+Every state change writes a key and a value, three a committed transaction, so what kafkapy
+writes (key v0, value v0) is encoded by hand with ``struct``: the fast path, held equal to the
+spec codec byte for byte by a hypothesis test (tests/transactions/test_records.py), and left to
+the spec codec for anything a ``struct`` field cannot hold (the codec's error then). Keys and
+the partitions part of a value are kept per id and per partition set (a transaction's Ongoing
+and PrepareCommit records carry the same set). Reading is the spec codec's, on load only.
 """
 
 from __future__ import annotations
@@ -21,11 +28,20 @@ from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, TopicPartition, Txn
 from kafkapy.transactions.state import TxnState
 
 __all__ = ["KEY_VERSION", "VALUE_VERSION", "TransactionLogError", "decode_key", "decode_value",
-           "encode_key", "encode_value"]
+           "encode_key", "encode_value", "spec_encode_key", "spec_encode_value"]
 
 KEY_VERSION = 0
 VALUE_VERSION = 0  # what Kafka writes with transaction.version 0
 _VERSION = struct.Struct(">h")
+# The hand-written v0 layouts: version, producer id, epoch, timeout, status | the partitions
+# (an int32 count, null as -1; per topic an int16-length string and an int32 array) | the last
+# update and start timestamps.
+_VALUE_V0_HEAD = struct.Struct(">hqhib")
+_VALUE_V0_TAIL = struct.Struct(">qq")
+_INT32 = struct.Struct(">i")
+_NULL_ARRAY = _INT32.pack(-1)
+_STRING_MAX = 0x7FFF  # an int16 length
+_CACHED = 4096  # ids (keys) and partition sets (values) kept encoded
 
 
 class TransactionLogError(ValueError):
@@ -66,7 +82,19 @@ def _decode(name: str, data: bytes) -> tuple[int, dict[str, Any]]:
     return version, body
 
 
+@functools.lru_cache(maxsize=_CACHED)
 def encode_key(transactional_id: str) -> bytes:
+    try:
+        encoded = transactional_id.encode()
+    except UnicodeEncodeError:
+        return spec_encode_key(transactional_id)
+    if len(encoded) > _STRING_MAX:
+        return spec_encode_key(transactional_id)
+    return _VERSION.pack(KEY_VERSION) + _VERSION.pack(len(encoded)) + encoded
+
+
+def spec_encode_key(transactional_id: str) -> bytes:
+    """``encode_key``'s plain path: the spec codec."""
     return _encode("TransactionLogKey", KEY_VERSION, {"transactional_id": transactional_id})
 
 
@@ -82,11 +110,46 @@ def _grouped(partitions: Iterable[TopicPartition]) -> list[dict[str, object]]:
     return [{"topic": topic, "partition_ids": ids} for topic, ids in by_topic.items()]
 
 
+@functools.lru_cache(maxsize=_CACHED)
+def _partitions_v0(partitions: frozenset[TopicPartition]) -> bytes | None:
+    """The partitions array of a value v0 (as ``_grouped`` orders it), or None when ``struct``
+    cannot hold it."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    parts = [_INT32.pack(len(by_topic))]
+    try:
+        for topic, ids in by_topic.items():
+            name = topic.encode()
+            if len(name) > _STRING_MAX:
+                return None
+            parts.append(_VERSION.pack(len(name)) + name + struct.pack(f">i{len(ids)}i", len(ids), *ids))
+    except (struct.error, UnicodeEncodeError):
+        return None
+    return b"".join(parts)
+
+
 def encode_value(metadata: TxnMetadata | None, version: int = VALUE_VERSION) -> bytes | None:
     """The value bytes for ``metadata``; None (a tombstone) for None. EMPTY writes no partitions
     (null), as Kafka does."""
     if metadata is None:
         return None
+    if version == 0:
+        state = metadata.state
+        partitions = _NULL_ARRAY if state is TxnState.EMPTY else _partitions_v0(metadata.partitions)
+        if partitions is not None:
+            try:
+                return b"".join((
+                    _VALUE_V0_HEAD.pack(0, metadata.producer_id, metadata.producer_epoch, metadata.timeout_ms,
+                                        state),
+                    partitions, _VALUE_V0_TAIL.pack(metadata.last_update_ms, metadata.start_ms)))
+            except struct.error:
+                pass
+    return spec_encode_value(metadata, version)
+
+
+def spec_encode_value(metadata: TxnMetadata, version: int = VALUE_VERSION) -> bytes:
+    """``encode_value``'s plain path: the spec codec, for every version."""
     partitions = None if metadata.state is TxnState.EMPTY else _grouped(metadata.partitions)
     body: dict[str, object] = {
         "producer_id": metadata.producer_id,

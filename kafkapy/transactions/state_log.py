@@ -16,7 +16,8 @@ import logging
 from collections.abc import Callable
 
 from kafkapy.log.base import PartitionLog
-from kafkapy.protocol.records import RecordBatch, Records, build_record_batch
+from kafkapy.protocol.one_record_batch import one_record_batch
+from kafkapy.protocol.records import RecordBatch, Records
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.metadata import TxnMetadata
 from kafkapy.transactions.records import (
@@ -45,9 +46,9 @@ class TopicStateLog:
 
     async def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
         target = self.leader_log(self.topic, partition)
-        batch = build_record_batch([(encode_key(transactional_id), encode_value(metadata))],
-                                   base_offset=target.log_end_offset, base_timestamp=self.now_ms())
-        target.append(batch)
+        batch = one_record_batch(encode_key(transactional_id), encode_value(metadata),
+                                 base_offset=target.log_end_offset, base_timestamp=self.now_ms())
+        target.append(batch, header=RecordBatch(batch))  # built here: no need to frame it again
         self.appended(self.topic, partition)
 
     def replay(self, partition: int) -> dict[str, TxnMetadata]:

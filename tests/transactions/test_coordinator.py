@@ -114,3 +114,39 @@ def test_not_led_partitions_are_not_coordinated() -> None:
         assert txn.describe("t") == (ErrorCode.NOT_COORDINATOR, None)
 
     asyncio.run(scenario())
+
+
+def test_end_txn_with_local_partitions_is_answered_at_prepare_and_finished_in_the_next_step() -> None:
+    """Kafka answers EndTxn once PrepareCommit is durable; with every partition local (``is_local``)
+    kafkapy does too, and the markers and CompleteCommit follow in the loop's next step. A
+    partition that is not local keeps the answer until the markers were tried."""
+    async def scenario() -> None:
+        clock = Clock()
+        sent: list[TxnMarker] = []
+
+        async def send(marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
+            sent.append(marker)
+            return dict.fromkeys(marker.partitions, ErrorCode.NONE)
+
+        async def new_id() -> int:
+            return next(PRODUCER_IDS)
+
+        txn = TransactionCoordinator(
+            state_log=TopicStateLog(LogManager().get_or_create, lambda: clock.now), send_markers=send,
+            new_producer_id=new_id, now_ms=lambda: clock.now, leads=lambda partition: True,
+            is_local=lambda tp: tp[0] == "here")
+        init = await txn.init_producer_id("t", 1_000)
+        for partitions, answered_at in [([("here", 0), ("here", 1)], TxnState.PREPARE_COMMIT),
+                                        ([("here", 0), ("there", 0)], TxnState.COMPLETE_COMMIT)]:
+            sent.clear()
+            assert await txn.add_partitions("t", init.producer_id, 0, partitions) == ErrorCode.NONE
+            assert await txn.end_transaction("t", init.producer_id, 0, True) == ErrorCode.NONE
+            answered = txn.get("t")
+            assert answered is not None and answered.state is answered_at
+            assert len(sent) == (0 if answered_at is TxnState.PREPARE_COMMIT else 1)
+            await asyncio.sleep(0)  # the loop's next step
+            done = txn.get("t")
+            assert done is not None and done.state is TxnState.COMPLETE_COMMIT
+            assert [set(marker.partitions) for marker in sent] == [set(partitions)]
+
+    asyncio.run(scenario())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -15,6 +16,8 @@ from kafkapy.transactions.records import (
     decode_value,
     encode_key,
     encode_value,
+    spec_encode_key,
+    spec_encode_value,
 )
 from kafkapy.transactions.state import TxnState
 
@@ -97,3 +100,42 @@ def test_garbage_gives_transaction_log_error_or_a_value(data: bytes) -> None:
     except TransactionLogError:
         return
     assert isinstance(value, TxnMetadata)
+
+
+# --- the hand-written encoders (what every state change writes) against the spec codec ----------
+
+any_state = st.sampled_from(list(TxnState))
+wide_metadata = st.builds(
+    TxnMetadata, transactional_id=st.text(max_size=40), producer_id=st.integers(-(2**64), 2**64),
+    producer_epoch=st.integers(-(2**16), 2**16), timeout_ms=st.integers(-(2**32), 2**32), state=any_state,
+    last_update_ms=st.integers(-(2**64), 2**64), start_ms=st.integers(-(2**64), 2**64),
+    partitions=st.frozensets(st.tuples(st.text(max_size=12), st.integers(-(2**32), 2**32)), max_size=8))
+
+
+def _outcome(encode: Callable[[], object]) -> object:
+    try:
+        return encode()
+    except Exception as exc:  # the two paths must fail alike, whatever the failure
+        return f"{type(exc).__name__}: {exc}"
+
+
+@given(st.one_of(metadata, wide_metadata))
+def test_hand_encoded_value_v0_is_the_spec_codecs_byte_for_byte(value: TxnMetadata) -> None:
+    """In range the bytes are equal; out of any field's range both give the spec codec's error."""
+    assert _outcome(lambda: encode_value(value)) == _outcome(lambda: spec_encode_value(value, 0))
+    assert _outcome(lambda: encode_value(value)) == _outcome(lambda: encode_value(value))  # cached alike
+
+
+@given(st.text(max_size=40) | st.integers(32_760, 32_800).map(lambda n: "a" * n))
+def test_hand_encoded_key_is_the_spec_codecs_byte_for_byte(transactional_id: str) -> None:
+    """Including ids around the int16 length limit (32,767 bytes), past which both refuse."""
+    fast = _outcome(lambda: encode_key(transactional_id))
+    assert fast == _outcome(lambda: spec_encode_key(transactional_id))
+
+
+def test_hand_encoders_take_the_spec_path_for_what_struct_cannot_hold() -> None:
+    huge_topic = TxnMetadata("t", 1, 0, 1000, TxnState.ONGOING, 0, 0, frozenset({("x" * 40_000, 0)}))
+    assert _outcome(lambda: encode_value(huge_topic)) == _outcome(lambda: spec_encode_value(huge_topic, 0))
+    assert isinstance(_outcome(lambda: encode_value(huge_topic)), str)  # refused, as the codec refuses it
+    version_1 = TxnMetadata("t", 1, 0, 1000, TxnState.ONGOING, 0, 0, previous_producer_id=3)
+    assert encode_value(version_1, version=1) == spec_encode_value(version_1, 1)

@@ -18,12 +18,10 @@ from typing import Any
 
 import pytest
 
-from kafkapy.dataplane import DataPlaneModule
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.groups.partitioning import offsets_partition_for
 from kafkapy.protocol.api_keys import ApiKey
-from kafkapy.protocol.records import RecordBatch, Records
 from kafkapy.store import MemoryStore
 from kafkapy.transactions import TRANSACTION_STATE_TOPIC, TransactionsModule
 
@@ -37,20 +35,13 @@ Marker = tuple[int, int, bool]  # producer id, epoch, committed
 
 
 def markers_on(broker: Broker, *partitions: tuple[str, int]) -> dict[tuple[str, int], list[Marker]]:
-    """Per partition, the markers written to it, in order."""
-    found: dict[tuple[str, int], list[Marker]] = {tp: [] for tp in partitions}
-    assert broker.runtime is not None
-    dataplane = next(m for m in broker.runtime.modules if isinstance(m, DataPlaneModule))
-    for tp in partitions:
-        log = dataplane.partitions.logs.get(*tp)
-        if log is None:
-            continue
-        for batch in Records(b"".join(log.read(log.log_start_offset, 1 << 30).chunks)).batches():
-            if isinstance(batch, RecordBatch) and batch.is_control:
-                key = next(iter(batch.records())).key or b""
-                found[tp].append((batch.producer_id, batch.producer_epoch,
-                                  struct.unpack_from(">hh", key)[1] == _COMMIT))
-    return found
+    """Per partition, the markers written to it, in order. Read with ``broker.records``, on the
+    broker's loop: a commit answered to a client whose partitions are all on this broker is
+    completed (markers, CompleteCommit) in the loop step after the answer, so a look at the logs
+    from another thread without the loop could come between the two."""
+    return {tp: [(record.producer_id, record.producer_epoch,
+                  struct.unpack_from(">hh", record.key or b"")[1] == _COMMIT)
+                 for record in broker.records(*tp) if record.is_control] for tp in partitions}
 
 
 def module_of(broker: Broker) -> TransactionsModule:

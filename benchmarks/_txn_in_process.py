@@ -1,0 +1,132 @@
+"""``python -m benchmarks._txn_in_process``: the broker's CPU per committed transaction, no sockets.
+
+The requests confluent-kafka sends for one transaction of issue 17's benchmark (AddPartitionsToTxn
+v0, a Produce v10 per partition with 5 transactional records each, EndTxn v1), through
+``Dispatcher.dispatch`` of an embedded broker on its own loop, a request that suspends awaited as
+its connection would. Prints the best of 5 windows of process CPU time per transaction. Run it
+from two checkouts in turn to compare them without the noise of loopback sockets and a client
+(docs/performance.md, issue 17).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kafkapy import Broker
+from kafkapy.client import SimpleClient
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol import decode_response, encode_request
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.records import build_record_batch
+from kafkapy.server.connection import ConnectionInfo
+
+TOPIC = "bench-txn"
+TRANSACTIONAL_ID = "bench-txn-in-process"
+RECORDS = 5  # per partition, 2 partitions: issue 17's 10 records a transaction
+VALUE = b"v" * 100
+WINDOWS = 5
+PER_WINDOW = 400
+
+
+def _connection(name: str) -> ConnectionInfo:
+    return ConnectionInfo(id=name, listener="PLAINTEXT", security_protocol="PLAINTEXT",
+                          client_address=("127.0.0.1", 1), broker_address=("127.0.0.1", 2),
+                          principal="User:ANONYMOUS")
+
+
+def _setup(bootstrap: str) -> tuple[int, int]:
+    """The topic, the coordinator, and the producer id and epoch."""
+    with SimpleClient(bootstrap, 10.0, "bench") as client:
+        client.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": TOPIC, "num_partitions": 2,
+                                                              "replication_factor": 1, "assignments": [],
+                                                              "configs": []}], "timeout_ms": 10_000})
+        for _ in range(100):
+            found = client.request(ApiKey.FIND_COORDINATOR, 2, {"key": TRANSACTIONAL_ID, "key_type": 1})
+            if found["error_code"] == ErrorCode.NONE:
+                break
+            time.sleep(0.05)
+        init = client.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": TRANSACTIONAL_ID,
+                                                           "transaction_timeout_ms": 60_000,
+                                                           "producer_id": -1, "producer_epoch": -1})
+        assert init["error_code"] == ErrorCode.NONE, init
+        return init["producer_id"], init["producer_epoch"]
+
+
+def _frames(producer_id: int, epoch: int, first: int, count: int) -> list[list[tuple[str, bytes]]]:
+    """Per transaction, the frames in order, each with the connection it goes on."""
+    txns = []
+    for n in range(first, first + count):
+        add = encode_request(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 1, "rdkafka", {
+            "v3_and_below_transactional_id": TRANSACTIONAL_ID, "v3_and_below_producer_id": producer_id,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": TOPIC, "partitions": [0, 1]}]})
+        batch = build_record_batch([{"value": VALUE} for _ in range(RECORDS)], producer_id=producer_id,
+                                   producer_epoch=epoch, base_sequence=n * RECORDS, is_transactional=True)
+        produces = [encode_request(ApiKey.PRODUCE, 10, 2, "rdkafka", {
+            "transactional_id": TRANSACTIONAL_ID, "acks": -1, "timeout_ms": 30_000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}]})
+            for partition in (0, 1)]
+        end = encode_request(ApiKey.END_TXN, 1, 3, "rdkafka", {
+            "transactional_id": TRANSACTIONAL_ID, "producer_id": producer_id, "producer_epoch": epoch,
+            "committed": True})
+        txns.append([("coordinator", add), ("leader", produces[0]), ("leader", produces[1]),
+                     ("coordinator", end)])
+    return txns
+
+
+def _codes(value: Any) -> list[int]:
+    """Every error code in a decoded response body."""
+    if isinstance(value, dict):
+        return [code for key, item in value.items()
+                for code in ([item] if key.endswith("error_code") else _codes(item))]
+    if isinstance(value, list):
+        return [code for item in value for code in _codes(item)]
+    return []
+
+
+async def _run(dispatcher: Any, txns: list[list[tuple[str, bytes]]], check: bool) -> None:
+    """Each frame as its connection would: answered in place, or the awaitable awaited; a loop step
+    between transactions, as between an answer and the next request over a socket. With
+    ``check``, every answer is decoded and must hold no error (outside the timed windows)."""
+    connections = {"coordinator": _connection("coordinator"), "leader": _connection("leader")}
+    out: list[Any] = []
+    for frames in txns:
+        for connection, frame in frames:
+            pending = dispatcher.dispatch(connections[connection], frame, out)
+            if pending is not None:
+                out += [b"", await pending]
+            if check:
+                key, version = int.from_bytes(frame[:2], "big"), int.from_bytes(frame[2:4], "big")
+                body = decode_response(out[-1], key, version).body
+                assert not any(_codes(body)), (ApiKey(key).name, body)
+            out.clear()
+        # A client's next request comes in a later loop step than the answer to EndTxn; what the
+        # coordinator does after answering (the markers, CompleteCommit) runs before it.
+        await asyncio.sleep(0)
+
+
+def main() -> None:
+    with Broker() as broker:
+        assert broker.runtime is not None and broker._loop is not None
+        producer_id, epoch = _setup(broker.bootstrap_servers)
+        dispatcher = broker.runtime.dispatcher
+        done = 50
+        warm = _frames(producer_id, epoch, 0, done)
+        asyncio.run_coroutine_threadsafe(_run(dispatcher, warm, True), broker._loop).result()
+        windows = []
+        for _ in range(WINDOWS):
+            txns = _frames(producer_id, epoch, done, PER_WINDOW)
+            done += PER_WINDOW
+            started = time.process_time()
+            asyncio.run_coroutine_threadsafe(_run(dispatcher, txns, False), broker._loop).result()
+            windows.append((time.process_time() - started) / PER_WINDOW * 1e6)
+        markers = [r for r in broker.records(TOPIC, 1) if r.is_control]
+    if len(markers) != done:
+        raise SystemExit(f"{len(markers)} markers for {done} transactions: not every one committed")
+    print(f"us per transaction: best {min(windows):.1f}, windows {' '.join(f'{w:.0f}' for w in windows)}")
+
+
+if __name__ == "__main__":
+    main()
