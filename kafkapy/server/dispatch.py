@@ -336,7 +336,8 @@ class Dispatcher:
                 in_place = in_place and interceptor.steps_in_place
         if not chain and not self.request_hooks:
             return handle(context, request)  # as if none were installed
-        through = self._hooks_then_handle(handle, context, request, chain)
+        through = (self._hooks_then_handle(handle, context, request, chain) if self.request_hooks
+                   else run_chain(chain, handle, context, request))
         if not in_place:
             return through
         return eager_start(through)[1]  # the answer, or an awaitable of it for the worker task
