@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import multiprocessing.connection
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 __all__ = ["answer", "serve_mock"]
 
@@ -22,9 +24,12 @@ def _rss() -> int:
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmRSS:"))
 
 
-def answer(pipe: multiprocessing.connection.Connection) -> None:
-    """Serve "rss" (this process's resident bytes) and "cpu" (its CPU seconds, all threads) until
-    "stop"; anything else gets a ValueError back."""
+def answer(pipe: multiprocessing.connection.Connection,
+           commands: Mapping[str, Callable[..., Any]] | None = None) -> None:
+    """Serve "rss" (this process's resident bytes), "cpu" (its CPU seconds, all threads) and the
+    benchmark's own ``commands`` (a tuple message ``(name, *arguments)``, answered with what the
+    command returns) until "stop"; anything else gets a ValueError back."""
+    commands = commands or {}
     while True:
         message = pipe.recv()
         if message == "stop":
@@ -33,6 +38,8 @@ def answer(pipe: multiprocessing.connection.Connection) -> None:
             pipe.send(_rss())
         elif message == "cpu":
             pipe.send(time.process_time())
+        elif isinstance(message, tuple) and message and message[0] in commands:
+            pipe.send(commands[message[0]](*message[1:]))
         else:
             pipe.send(ValueError(f"unknown message {message!r}"))
 

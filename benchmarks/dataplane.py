@@ -26,6 +26,12 @@ a burst of noise from the other core hits both; the median over the blocks is re
   and makes the topic on first use, with 4 partitions, 2 of them written), and one transaction
   warms up (coordinator lookup, InitProducerId, connections) outside the clock.
 
+The interceptor chain's cost, kafkapy alone, in the same blocks: the one-at-a-time produce (its
+p99 and the broker's CPU per produce) with no fault rule installed, with one rule for another API
+(DeleteTopics), and with one rule for Produce to another topic (it matches on the API, so the
+injector runs and looks for the topic in the decoded request, then passes), the three in turn, the
+order alternating by block. A rule that fires is not measured: that is the fault's own cost.
+
 A broker whose ApiVersions lacks Produce or Fetch gets "not served" in its cells instead of a
 number (kafkapy before its dataplane lands); a workload that fails shows "failed" and the error
 is printed below the table. Ratios are kafkapy/mock: a rate wants >= 1.0 (issue 15's target
@@ -55,6 +61,36 @@ _TIMEOUT_S = 60.0
 _TXN_RECORDS = 10  # per transaction, over 2 partitions (issue 17's benchmark)
 
 
+def _fault_command(broker: Any) -> Callable[[str | None], bool]:
+    """The ("fault", variant) command of the kafkapy broker process: the chain-cost rule of
+    ``variant`` installed in place of the last (None: none)."""
+    installed: list[Any] = []
+
+    def install(variant: str | None) -> bool:
+        while installed:
+            installed.pop().remove()
+        if variant is not None:
+            installed.append(broker.faults.add(_chain_rule(variant)))
+        return True
+    return install
+
+
+NO_RULE, OTHER_API, OTHER_TOPIC = "no rule", "one rule, another API", "one rule, Produce to another topic"
+CHAIN_VARIANTS = (NO_RULE, OTHER_API, OTHER_TOPIC)
+
+
+def _chain_rule(variant: str) -> Any:
+    """The fault rule of a chain-cost variant: one that never fires on the benchmark's produces."""
+    from kafkapy.errors import ErrorCode
+    from kafkapy.faults import ErrorAnswer, FaultRule
+    from kafkapy.protocol.api_keys import ApiKey
+
+    if variant == OTHER_API:
+        return FaultRule(ErrorAnswer(ErrorCode.NOT_CONTROLLER), api=ApiKey.DELETE_TOPICS)
+    return FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE,
+                     topic="bench-not-this-one")
+
+
 # --- the broker processes ------------------------------------------------------------------------
 
 def _serve_kafkapy(pipe: multiprocessing.connection.Connection) -> None:
@@ -62,7 +98,7 @@ def _serve_kafkapy(pipe: multiprocessing.connection.Connection) -> None:
 
     with Broker({}) as broker:
         pipe.send(broker.bootstrap_servers)
-        answer(pipe)
+        answer(pipe, {"fault": _fault_command(broker)})
 
 
 def serves_records(bootstrap: str) -> bool:
@@ -262,7 +298,27 @@ def _run_blocks(load: ChildProcess, servers: dict[str, ChildProcess], brokers: d
                         samples["latency_cpu"][name].append(cpu_each)
                 except Exception as exc:
                     errors.append(f"{name} {workload}: {exc}")
+            if name == KAFKAPY:
+                _chain_cost(load, servers[name], address, topic, sizes["latency"], block, samples, errors)
     return samples
+
+
+def _chain_cost(load: ChildProcess, server: ChildProcess, address: str, topic: str, count: int, block: int,
+                samples: dict[str, dict[str, list[Any]]], errors: list[str]) -> None:
+    """The one-at-a-time produce with each chain-cost rule installed in turn (module docstring)."""
+    variants = CHAIN_VARIANTS if block % 2 == 0 else CHAIN_VARIANTS[::-1]
+    try:
+        load.ask(("latency", address, topic + "-chain", 0))  # the topic made and the client warm
+        for variant in variants:
+            server.ask(("fault", None if variant == NO_RULE else variant))
+            cpu = server.ask("cpu")
+            latencies = load.ask(("latency", address, topic + "-chain", count))
+            cpu_each = (server.ask("cpu") - cpu) / count
+            samples.setdefault(f"chain_latency {variant}", {KAFKAPY: []})[KAFKAPY].append(_p99(latencies))
+            samples.setdefault(f"chain_cpu {variant}", {KAFKAPY: []})[KAFKAPY].append(cpu_each)
+        server.ask(("fault", None))
+    except Exception as exc:
+        errors.append(f"kafkapy chain cost: {exc}")
 
 
 def _p99(latencies: list[float]) -> float:
@@ -339,6 +395,7 @@ def run(options: Options) -> Report:
     txn = cells("transactions", median)
     rows.append([f"committed transactions/s ({_TXN_RECORDS} records, 2 partitions)", _fmt(txn[KAFKAPY], 0),
                  _fmt(txn[MOCK], 0), _ratio(txn[KAFKAPY], txn[MOCK]), ">= 1.0x"])
+    chain_headers, chain_rows = _chain_table(samples)
     notes = [f"{sizes['blocks']} block(s) per broker, alternating; per block {sizes['messages']:,} records "
              f"produced then consumed, {sizes['latency']} one-at-a-time produces, {sizes['large']:,} 10 KB "
              f"records, {sizes['transactions']} transactions; RSS growth over {sizes['hold'] >> 20} MiB "
@@ -347,10 +404,31 @@ def run(options: Options) -> Report:
         notes.append("kafkapy: its ApiVersions lacks Produce or Fetch, so nothing was measured there "
                      "(issue 15's dataplane not merged yet).")
     notes += [f"error: {e}" for e in errors]
-    text = render_table(headers, rows) + "\n" + "\n".join(notes)
+    chain_note = ("The interceptor chain's cost (kafkapy alone, same blocks): the one-at-a-time produce "
+                  "with no fault rule, and with one that never fires; ratio to no rule.")
+    text = (render_table(headers, rows) + "\n" + "\n".join(notes) + "\n\n" + chain_note + "\n"
+            + render_table(chain_headers, chain_rows))
     markdown = (f"{machine_note()}; {revision()}.\n\n{render_table(headers, rows, markdown=True)}\n\n"
-                + "\n".join(f"- {n}" for n in notes) + "\n")
+                + "\n".join(f"- {n}" for n in notes) + "\n\n" + chain_note + "\n\n"
+                + render_table(chain_headers, chain_rows, markdown=True) + "\n")
     return Report(text, markdown)
+
+
+def _chain_table(samples: dict[str, dict[str, list[Any]]]) -> tuple[list[str], list[list[str]]]:
+    """Median p99 and CPU per produce for each chain-cost variant, and each one's ratio to no rule."""
+    def median_of(kind: str, variant: str) -> float | None:
+        values = samples.get(f"{kind} {variant}", {}).get(KAFKAPY)
+        return statistics.median(values) if values else None
+
+    rows = []
+    for variant in CHAIN_VARIANTS:
+        row = [variant]
+        for kind, scale, digits in (("chain_latency", 1e3, 2), ("chain_cpu", 1e6, 1)):
+            value, base = median_of(kind, variant), median_of(kind, NO_RULE)
+            row.append(FAILED if value is None else f"{value * scale:,.{digits}f}")
+            row.append("-" if value is None or not base else f"{value / base:.2f}x")
+        rows.append(row)
+    return ["one-at-a-time produce", "p99 ms", "p99 / no rule", "broker CPU us", "CPU / no rule"], rows
 
 
 if __name__ == "__main__":

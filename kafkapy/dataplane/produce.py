@@ -46,10 +46,14 @@ from kafkapy.protocol.records import TRANSACTIONAL_BIT, V2_ATTRIBUTES_AT, V2_MAG
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.modules import Answer, RequestContext
 
-__all__ = ["FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
+__all__ = ["FIRST_FITTED_ANSWER_VERSION", "FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
 
 VALID_ACKS = (-1, 0, 1)  # Kafka's ProduceRequest: all in-sync replicas, none, the leader
 FIRST_TOPIC_ID_VERSION = 13  # KIP-516: Produce v13 names topics by id
+# From v8 (KIP-467: record_errors, error_message) the answers built here hold exactly the
+# response's fields, so they are sent unfitted; tests/dataplane/test_produce_answer_shape.py
+# holds them equal to their fitted form.
+FIRST_FITTED_ANSWER_VERSION = 8
 NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a failed partition
 _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16; the bits sit in this byte
 MAGIC_V2 = 2
@@ -113,8 +117,10 @@ class ProduceHandler:
             if failed:  # Kafka closes the connection: the producer learns only by reconnecting
                 raise CloseConnection
             return None
-        return body_fitter(ApiKey.PRODUCE, "response", version)(
-            {"responses": responses, "throttle_time_ms": 0})
+        answer = {"responses": responses, "throttle_time_ms": 0}
+        if version >= FIRST_FITTED_ANSWER_VERSION:
+            return answer  # the version's own shape: fitting would copy it unchanged
+        return body_fitter(ApiKey.PRODUCE, "response", version)(answer)
 
     def _transactional_refusal(self, ctx: RequestContext, body: Any) -> ErrorCode | None:
         """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional records without a transactional

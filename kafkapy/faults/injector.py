@@ -7,6 +7,11 @@ Theory of operation
 adds or removes a rule). The interceptor is installed with the first rule and removed with the
 last: with no rule there is no interceptor, and requests cost what they cost without faults.
 
+Requests of an API no rule names are none of the injector's business: ``applies`` says so from
+an index of the rules' API keys (rebuilt with the tuple), so they skip the chain and cost what
+they cost without faults, unless a Throttle's mute is pending on their connection. The injector's
+hooks may be stepped in place (``steps_in_place``): they only sleep or wait on an event.
+
 Per request, ``before`` walks the rules in order; the first that matches *and fires* decides
 (later rules are not consulted, so two rules never act on one request). A firing rule acts at
 once (ErrorAnswer, DropConnection before, Stall) or marks the request so that ``after`` acts on
@@ -108,8 +113,15 @@ class FaultHandle:
 class FaultInjector(Interceptor):
     """The interceptor that applies ``faults``' rules (module docstring)."""
 
+    steps_in_place = True
+
     def __init__(self, faults: Faults) -> None:
         self.faults = faults
+
+    def applies(self, context: RequestContext) -> bool:
+        faults = self.faults
+        return (faults.every_api or context.api_key in faults.api_keys
+                or _MUTED_UNTIL in context.connection.attributes)
 
     async def before(self, context: RequestContext, request: Request) -> Answer | Pass:
         attributes = context.connection.attributes
@@ -185,6 +197,10 @@ class Faults:
         self._services = services
         self.clock: Callable[[], float] = services.clock
         self.handles: tuple[FaultHandle, ...] = ()
+        # The index FaultInjector.applies reads: the API keys the rules name, or every API if a
+        # rule names none. Replaced together with ``handles``, on the loop.
+        self.api_keys: frozenset[int] = frozenset()
+        self.every_api = False
         self._injector = FaultInjector(self)
         self._installed = False
 
@@ -194,6 +210,7 @@ class Faults:
 
         def install() -> None:
             self.handles = (*self.handles, handle)
+            self._index()
             if not self._installed:
                 self._services.install_interceptor(self._injector)
                 self._installed = True
@@ -204,11 +221,17 @@ class Faults:
         def uninstall() -> None:
             if handle in self.handles:
                 self.handles = tuple(h for h in self.handles if h is not handle)
+                self._index()
             handle._release()
             if not self.handles and self._installed:
                 self._services.remove_interceptor(self._injector)
                 self._installed = False
         self._on_loop(uninstall)
+
+    def _index(self) -> None:
+        rules = [handle.rule for handle in self.handles]
+        self.every_api = any(rule.api is None for rule in rules)
+        self.api_keys = frozenset(int(key) for rule in rules for key in rule.api or ())
 
     def clear(self) -> None:
         """Remove every rule."""

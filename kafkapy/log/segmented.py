@@ -346,7 +346,6 @@ class SegmentedLog:
         ``header``: ``data`` is this one batch, whose header the caller has read already (Produce
         has), so the log need not frame ``data`` again; its offset and size are still checked.
         """
-        batches: list[RecordBatch] = []
         expected = self.log_end_offset
         if header is not None:
             if header.size_in_bytes != (data.nbytes if isinstance(data, memoryview) else len(data)):
@@ -354,18 +353,17 @@ class SegmentedLog:
             if header.base_offset != expected:
                 raise ValueError(
                     f"batch base offset {header.base_offset} does not continue the log at {expected}")
-            batches.append(header)
-            expected = header.last_offset + 1
-        else:
-            for batch in Records(data).batches(strict=True):
-                if not isinstance(batch, RecordBatch):
-                    raise ValueError("the log stores magic 2 record batches only")
-                if batch.base_offset != expected:
-                    raise ValueError(
-                        f"batch base offset {batch.base_offset} does not continue the log at {expected}"
-                    )
-                expected = batch.last_offset + 1
-                batches.append(batch)
+            return self._append_one(data, header, self.clock() if now_ms is None else now_ms)
+        batches: list[RecordBatch] = []
+        for batch in Records(data).batches(strict=True):
+            if not isinstance(batch, RecordBatch):
+                raise ValueError("the log stores magic 2 record batches only")
+            if batch.base_offset != expected:
+                raise ValueError(
+                    f"batch base offset {batch.base_offset} does not continue the log at {expected}"
+                )
+            expected = batch.last_offset + 1
+            batches.append(batch)
         if not batches:
             raise ValueError("nothing to append")
         nbytes = sum(batch.size_in_bytes for batch in batches)
@@ -384,6 +382,19 @@ class SegmentedLog:
         self.maybe_flush(now)
         append_time = max_timestamp if batches[-1].timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
         return AppendInfo(batches[0].base_offset, expected - 1, max_timestamp, offset_of_max, append_time)
+
+    def _append_one(self, data: Buffer, batch: RecordBatch, now: int) -> AppendInfo:
+        """``append`` of one batch whose header is read and checked (what every Produce appends):
+        the same bookkeeping, without the lists and loops over batches."""
+        last_offset = batch.base_offset + batch.last_offset_delta
+        max_timestamp = batch.max_timestamp if batch.max_timestamp > NO_TIMESTAMP else NO_TIMESTAMP
+        segment = self._maybe_roll(batch.size_in_bytes, max_timestamp, last_offset, now)
+        segment.append(data, batch.size_in_bytes, [batch], now)
+        if self.epochs.assign(batch.partition_leader_epoch, batch.base_offset):
+            self._epochs_changed()
+        self.maybe_flush(now)
+        append_time = max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
+        return AppendInfo(batch.base_offset, last_offset, max_timestamp, last_offset, append_time)
 
     def _maybe_roll(self, nbytes: int, max_timestamp: int, last_offset: int, now: int) -> Segment:
         """Kafka's LogSegment.shouldRoll; time waited is the new records' max timestamp minus the

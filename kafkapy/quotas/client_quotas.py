@@ -37,7 +37,11 @@ partitions, its bytes taken off the sensor again, as Kafka answers one (the cons
 same offsets once the mute ends).
 
 Cost: the interceptor is installed only while some stored entity sets one of
-these keys; with none, requests take the plain path.
+these keys; with none, requests take the plain path. While installed, it
+``applies`` only to what a stored key can charge (every request with a
+``request_percentage`` somewhere; else Produce for ``producer_byte_rate``, Fetch
+for ``consumer_byte_rate``) and to requests on a muted connection: the rest skip
+the chain. Its hooks are stepped in place (``steps_in_place``: they only sleep).
 """
 
 from __future__ import annotations
@@ -130,6 +134,8 @@ def _user(principal: str) -> str:
 class ClientQuotas(Interceptor):
     """Charges Produce bytes, Fetch bytes and request time to the (user, client-id) sensors."""
 
+    steps_in_place = True
+
     def __init__(self, metrics: MetricsRegistry, samples: int = 11, window: float = 1.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.metrics = metrics
@@ -139,11 +145,27 @@ class ClientQuotas(Interceptor):
         self.entities: dict[str, dict[str, float]] = {}
         self._sensors: dict[tuple[str, SensorKey], Rate] = {}
         self._resolved: dict[tuple[str, str, str], tuple[float, SensorKey] | None] = {}
+        # What ``applies`` reads: whether some entity sets request_percentage (then every request
+        # is charged), else the API keys a byte rate is charged on.
+        self._every_request = False
+        self._charged: frozenset[int] = frozenset()
 
     def set_entities(self, entities: Mapping[str, Mapping[str, float]]) -> None:
         """New stored quotas: bounds change in place, so a sensor keeps its history (as Kafka's do)."""
         self.entities = {path: dict(values) for path, values in entities.items()}
         self._resolved.clear()  # each sensor takes its new bound when next charged
+        keys = {key for values in self.entities.values() for key in values}
+        self._every_request = REQUEST in keys
+        self._charged = frozenset(api for key, api in ((PRODUCE, ApiKey.PRODUCE), (FETCH, ApiKey.FETCH))
+                                  if key in keys)
+
+    def applies(self, context: RequestContext) -> bool:
+        """False only where ``before`` would not wait and nothing would be charged: no stored key
+        charges this API, and the connection is not muted now."""
+        if self._every_request or context.api_key in self._charged:
+            return True
+        muted_until = context.connection.attributes.get(_MUTED_UNTIL)
+        return muted_until is not None and muted_until > self.clock()
 
     def close(self) -> None:
         for key, (user, client) in self._sensors:

@@ -53,6 +53,7 @@ from kafkapy.protocol.schema import Body
 from kafkapy.protocol.versions import NONE as NO_VERSIONS
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
+from kafkapy.server.eager import start as eager_start
 from kafkapy.server.eager import stepped as eager_step
 from kafkapy.server.interceptors import Interceptor, run_chain
 from kafkapy.server.memo import AnswerMemo, Table
@@ -179,6 +180,8 @@ class Dispatcher:
         self.request_hooks = [m for m in self.runtime.modules
                               if type(m).on_request is not Module.on_request]
         self._wrapped = bool(self.request_hooks or self.interceptors)
+        # The chain stepped in place (kafkapy.server.interceptors); module hooks never are.
+        self._chain_in_place = self.runtime.fast_paths.in_place_chain and not self.request_hooks
         # Memo hits skip every check, the feature gate's too; gate_open is the runtime's to answer,
         # not only the routing table's, so gated APIs are never memoized. Nor is anything while
         # hooks, interceptors or observers are there: they see every request.
@@ -274,7 +277,7 @@ class Dispatcher:
         context = _new_context(RequestContext,
                                (conn, api_key, api_version, correlation_id, request.client_id))
         try:
-            answer: Any = (self._hooks_then_handle(plan.handle, context, request) if self._wrapped
+            answer: Any = (self._through_chain(plan.handle, context, request) if self._wrapped
                            else plan.handle(context, request))
             kind = type(answer)
             # A plain-function handler has answered already; a coroutine (or other awaitable)
@@ -326,12 +329,29 @@ class Dispatcher:
                     f"api key {api_key} v{api_version}", exc)
         raise CloseConnection from None
 
+    def _through_chain(self, handle: Handler, context: RequestContext, request: Request) -> Any:
+        """The request through the hooks and the interceptors that apply to it: the answer, or an
+        awaitable of it (kafkapy.server.interceptors says when the chain is stepped in place)."""
+        chain = []
+        in_place = self._chain_in_place
+        for interceptor in self.interceptors:
+            if interceptor.applies(context):
+                chain.append(interceptor)
+                in_place = in_place and interceptor.steps_in_place
+        if not chain and not self.request_hooks:
+            return handle(context, request)  # as if none were installed
+        through = (self._hooks_then_handle(handle, context, request, chain) if self.request_hooks
+                   else run_chain(chain, handle, context, request))
+        if not in_place:
+            return through
+        return eager_start(through)[1]  # the answer, or an awaitable of it for the worker task
+
     async def _hooks_then_handle(self, handle: Handler, context: RequestContext,
-                                 request: Request) -> Answer:
+                                 request: Request, chain: list[Interceptor]) -> Answer:
         for module in self.request_hooks:
             await module.on_request(context, request)
-        if self.interceptors:
-            return await run_chain(self.interceptors, handle, context, request)
+        if chain:
+            return await run_chain(chain, handle, context, request)
         answer = handle(context, request)
         if inspect.isawaitable(answer):
             return await answer

@@ -7,15 +7,45 @@ task. Until the first suspension there is no current task (``asyncio.current_tas
 and ``asyncio.timeout()`` raises), so a handler is started here only when it declares it may be
 (``ApiHandler.in_place``, through ``stepped``); the others start inside the connection's worker
 task. ``deferred`` is the plain path: nothing runs until awaited.
+
+A coroutine stepped in place that is about to start one that needs a task (the interceptor chain,
+before it runs a coroutine handler) awaits ``into_task()`` first: outside a task that suspends it
+on the ``INTO_TASK`` marker, ``start`` hands it back as an awaitable, and ``resume``, now inside
+the worker task, goes straight on without yielding the marker to the loop. Inside a task (or
+when a task awaits the coroutine from the start) ``into_task()`` does nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import types
 from collections.abc import Callable, Coroutine, Generator
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["deferred", "resume", "start", "stepped"]
+__all__ = ["INTO_TASK", "deferred", "into_task", "resume", "start", "stepped"]
+
+
+class _IntoTask:
+    """The type of INTO_TASK: "go on inside a task", never seen by the loop."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "INTO_TASK"
+
+
+INTO_TASK: Final = _IntoTask()
+
+
+@types.coroutine
+def into_task() -> Generator[Any, Any, None]:
+    """Await this before starting what must run inside a task (see the module docstring)."""
+    try:
+        in_task = asyncio.current_task() is not None
+    except RuntimeError:  # no running loop: no task either
+        in_task = False
+    if not in_task:
+        yield INTO_TASK
 
 
 def start(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
@@ -50,8 +80,15 @@ def stepped(handle: Callable[..., Any]) -> Callable[..., Any]:
 def resume(coro: Coroutine[Any, Any, Any], step: Any) -> Generator[Any, Any, Any]:
     """Go on driving a coroutine that was stepped outside any task and suspended on ``step``:
     within the task that awaits this, it behaves as if it had been awaited from the start
-    (results, exceptions and cancellation pass through)."""
+    (results, exceptions and cancellation pass through). The INTO_TASK marker is not passed on:
+    the coroutine goes on at once, inside the task."""
     while True:
+        if step is INTO_TASK:
+            try:
+                step = coro.send(None)
+            except StopIteration as stop:
+                return stop.value
+            continue
         try:
             sent = yield step
         except GeneratorExit:

@@ -25,6 +25,11 @@ the bytes (tests/server/test_fast_paths.py):
   ``asyncio.timeout()`` work in them from their first line (plain-function
   handlers, the fastest kind, need no coroutine at all). Plain path: every
   coroutine handler in the worker task.
+* ``in_place_chain`` (kafkapy.server.interceptors): an interceptor chain whose
+  interceptors all allow it is stepped in place like the accept gate, so a request
+  whose hooks do not suspend costs no task; a coroutine handler inside it still
+  starts in the worker task (unless it is ``in_place``). Plain path: every request
+  through the chain runs in the connection's worker task.
 * ``chunked_responses`` (kafkapy.protocol.chunks): a ChunkedResponse (Fetch) is
   written as several buffers, the stored record batches among them, with
   ``transport.writelines``. Plain path: the records joined into one encoded frame.
@@ -45,8 +50,10 @@ class FastPaths:
     in_place_accept: bool = True
     eager: bool = True
     chunked_responses: bool = True
+    in_place_chain: bool = True
 
     @classmethod
     def none(cls) -> FastPaths:
         """Every plain path."""
-        return cls(memo=False, in_place_accept=False, eager=False, chunked_responses=False)
+        return cls(memo=False, in_place_accept=False, eager=False, chunked_responses=False,
+                   in_place_chain=False)

@@ -22,10 +22,19 @@ only the interceptors outside it see that answer in their ``after``.
 
 Cost: the dispatcher runs the chain only while an interceptor is installed (and
 then memoizes no answers, since every request must reach the chain); with none,
-requests take the same path as before the seam existed. The chain is stepped in
-place like a handler (kafkapy.server.eager): interceptors that do not suspend
-cost no task. Interceptors see the requests the broker routes to a handler; the
-answers to unknown keys and unsupported versions are the dispatcher's own.
+requests take the same path as before the seam existed. Per request, each
+interceptor is first asked ``applies(context)``, synchronously: one that says
+False is left out of that request's chain (both hooks), and a request no
+interceptor applies to is handled exactly as with none installed. So a fault
+rule for another API, or a byte-rate quota on Produce, costs other requests one
+call. The chain that remains is a coroutine, and runs in the connection's worker
+task; but when every interceptor in it says ``steps_in_place`` (its hooks use no
+``asyncio.timeout()`` or ``current_task()`` before they first suspend: the
+fault injector and the client quotas), the dispatcher steps it in place
+(kafkapy.server.eager), and a request none of whose hooks suspends costs no task.
+A coroutine handler still starts inside the task (``into_task``, below).
+Interceptors see the requests the broker routes to a handler; the answers to
+unknown keys and unsupported versions are the dispatcher's own.
 
 Observers (kafkapy.server.observers) stay read-only: they see requests and
 responses but cannot change them; an interceptor is what can.
@@ -35,9 +44,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, ClassVar, Final
 
 from kafkapy.server.connection import CloseConnection
+from kafkapy.server.eager import into_task
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
@@ -61,6 +71,16 @@ PASS: Final = Pass()
 class Interceptor:
     """Base class: both hooks default to doing nothing, so override only what you need."""
 
+    # Whether the dispatcher may start the hooks outside a task (module docstring): only for
+    # hooks that call neither asyncio.timeout() nor asyncio.current_task() before suspending.
+    steps_in_place: ClassVar[bool] = False
+
+    def applies(self, context: RequestContext) -> bool:
+        """Whether this request may concern the interceptor. False is a promise: ``before``
+        would PASS and ``after`` return the answer unchanged, with no other effect, so both are
+        skipped. Called for every request while installed: keep it to a few dict looks."""
+        return True
+
     async def before(self, context: RequestContext, request: Request) -> Answer | Pass:
         """PASS to go on to the next interceptor (and, last, the handler), or the answer."""
         return PASS
@@ -82,7 +102,11 @@ async def run_chain(chain: Sequence[Interceptor], handle: Handler, context: Requ
             break
     else:
         result = handle(context, request)
-        answer = await result if inspect.isawaitable(result) else result
+        if inspect.isawaitable(result):
+            await into_task()  # a coroutine handler starts inside the task, even when stepped in place
+            answer = await result
+        else:
+            answer = result
     for interceptor in reversed(chain[:answered_by]):
         answer = await interceptor.after(context, request, answer)
     return answer

@@ -1,5 +1,5 @@
 """`python -m benchmarks dataplane --quick` runs and measures both kafkapy and the mock: numbers, never
-a crash or a made-up number, committed transactions/s included."""
+a crash or a made-up number, committed transactions/s and the interceptor chain's cost included."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.dataplane import serves_records
+from benchmarks.dataplane import CHAIN_VARIANTS, NO_RULE, serves_records
 from kafkapy.embedded import Broker
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,6 +34,17 @@ def test_quick_run_reports_both_brokers() -> None:
         assert NUMBER.match(cells[1]), f"kafkapy {label}: {cells[1]}"
         assert cells[3].endswith("x") or label.startswith("RSS")
     assert "error:" not in result.stdout
+    # The interceptor chain's cost: each rule variant measured, with its ratio to no rule.
+    chain = {}
+    for line in result.stdout.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells[0] in CHAIN_VARIANTS:
+            chain[cells[0]] = cells
+    assert set(chain) == set(CHAIN_VARIANTS), result.stdout
+    for variant, cells in chain.items():
+        assert NUMBER.match(cells[1]) and NUMBER.match(cells[3]), f"{variant}: {cells}"
+        assert cells[2].endswith("x") and cells[4].endswith("x"), f"{variant}: {cells}"
+    assert chain[NO_RULE][2] == chain[NO_RULE][4] == "1.00x"
 
 
 def test_serves_records_reads_api_versions() -> None:

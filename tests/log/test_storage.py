@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, joined, log_factory
 
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -270,3 +272,30 @@ def test_append_with_the_header_read_already_equals_append_without(make_log: Mak
     with pytest.raises(ValueError, match="not the one batch"):
         given.append(stale + stale, header=RecordBatch(stale))
     assert given.log_end_offset == 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.sampled_from([-1, 0, 400, 500, 900]), st.integers(-1, 3)),
+                min_size=1, max_size=12),
+       st.sampled_from([150, 400, 1 << 20]), st.integers(1, 4))
+def test_append_of_one_read_header_equals_the_plain_append_on_random_logs(
+        batches: list[tuple[int, int, int]], segment_bytes: int, flush_messages: int) -> None:
+    """The one-header path (``_append_one``) against the plain append, over random batch sizes,
+    timestamps (none among them), leader epochs (some going back), rolls and flushes: the same
+    answers and the same log afterwards."""
+    from kafkapy.protocol.records import RecordBatch
+
+    config = LogConfig(segment_bytes=segment_bytes, flush_messages=flush_messages)
+    plain, given = MemoryLog(config, clock=lambda: 1_000), MemoryLog(config, clock=lambda: 1_000)
+    for count, timestamp, epoch in batches:
+        data = batch_at(plain, count, timestamp=timestamp, epoch=epoch)
+        assert plain.append(bytearray(data), now_ms=1_000) == given.append(
+            data, now_ms=1_000, header=RecordBatch(data))
+    assert joined(plain.read(0, 1 << 20).chunks) == joined(given.read(0, 1 << 20).chunks)
+    assert [s.base_offset for s in plain.segments] == [s.base_offset for s in given.segments]
+    assert plain.recovery_point == given.recovery_point
+    assert plain.max_timestamp_offset() == given.max_timestamp_offset()
+    for epoch in range(-1, 4):
+        assert plain.end_offset_for_epoch(epoch) == given.end_offset_for_epoch(epoch)
+    for timestamp in (-1, 0, 450, 901):
+        assert plain.offset_for_timestamp(timestamp) == given.offset_for_timestamp(timestamp)

@@ -127,8 +127,28 @@ class InstallsTimingInterceptor(Module):
         self.services.install_interceptor(TimesOutBefore())
 
 
-@pytest.mark.parametrize("modules", [[UsesTimeouts], [UsesTimeouts, InstallsTimingInterceptor]],
-                         ids=["handler and hook", "and an interceptor"])
+class PassesInPlace(Interceptor):
+    """Allows the chain to be stepped in place, and never suspends: the coroutine handler inside
+    it must still start in the worker task (kafkapy.server.eager.into_task)."""
+
+    steps_in_place = True
+
+
+class UsesTimeoutsWithoutHook(UsesTimeouts):
+    name = "uses-timeouts-without-hook"
+    on_request = Module.on_request  # no module hook: the chain may be stepped in place
+
+
+class InstallsInPlaceInterceptor(Module):
+    name = "installs-in-place-interceptor"
+
+    async def start(self) -> None:
+        self.services.install_interceptor(PassesInPlace())
+
+
+@pytest.mark.parametrize("modules", [[UsesTimeouts], [UsesTimeouts, InstallsTimingInterceptor],
+                                     [UsesTimeoutsWithoutHook, InstallsInPlaceInterceptor]],
+                         ids=["handler and hook", "and an interceptor", "in an in-place chain"])
 def test_handlers_hooks_and_interceptors_may_use_asyncio_timeout(modules: list[type[Module]]) -> None:
     """Sent on an idle connection (the path that answers in place), twice, with a pipelined
     request behind: the timeouts work, nothing closes, order holds."""
