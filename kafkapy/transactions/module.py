@@ -10,7 +10,9 @@ kafkapy/server/txn_coordinator.py).
 What it uses: the data plane's partition logs for ``__transaction_state`` (PARTITION_LOGS),
 the data plane's TXN_MARKERS to write markers into the partitions this broker leads (WriteTxnMarkers to the
 leaders of the others, marker_channel.py), and the store for producer-id blocks and for
-creating ``__transaction_state`` (compact) on first need.
+creating ``__transaction_state`` (compact) on first need. A transactional id under a test's
+outage (COORDINATOR_OUTAGES, kafkapy.server.coordinator_outages) is answered with the outage's
+error before the coordinator looks at it.
 
 Time: record timestamps are wall-clock milliseconds as Kafka writes them, but they advance with
 the loop's clock (``services.clock``) from the wall-clock time the module started, and the
@@ -38,6 +40,7 @@ from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
     NO_LEADER,
@@ -77,7 +80,7 @@ def _positive(value: Any) -> str | None:
 class TransactionsModule(Module):
     name = "transactions"
     provides = (TRANSACTION_COORDINATOR, TRANSACTIONAL_PRODUCERS)
-    wants = (PARTITION_LOGS, TXN_MARKERS, TOPIC_CREATION)
+    wants = (PARTITION_LOGS, TXN_MARKERS, TOPIC_CREATION, COORDINATOR_OUTAGES)
     config_keys = (
         ConfigKey("transaction.state.log.num.partitions", "int", 50,
                   "Partitions of __transaction_state (Kafka's default).", _positive),
@@ -105,6 +108,7 @@ class TransactionsModule(Module):
         self._logs: PartitionLogs | None = None  # the data plane's, found on first use
         self._markers: TxnMarkerWriter | None = None
         self._creating: asyncio.Task[None] | None = None
+        self._outages: CoordinatorOutageView | None = None  # found at start
         self._channel = MarkerChannel(lambda: services.cluster.brokers,
                                       lambda: services.inter_broker_listener)
         self._wall_at_start_ms = int(time.time() * 1000)
@@ -129,6 +133,8 @@ class TransactionsModule(Module):
 
     async def start(self) -> None:
         self._producer_ids.broker_id = self.services.broker_id
+        outages = self.services.provider(COORDINATOR_OUTAGES, Module)
+        self._outages = outages if isinstance(outages, CoordinatorOutageView) else None
         config = self.services.config
         self._timers = [
             self.services.loop.create_task(self._every(
@@ -295,6 +301,9 @@ class TransactionsModule(Module):
         """Kafka's WRITE on the TransactionalId resource, which every producer request needs."""
         return self._allowed(ctx, "WRITE", "TRANSACTIONAL_ID", transactional_id)
 
+    def _outage(self, transactional_id: str) -> ErrorCode | None:
+        return None if self._outages is None else self._outages.transaction_outage(transactional_id)
+
     @staticmethod
     def _for_version(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
         if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < _FENCED_SINCE.get(ApiKey(ctx.api_key), 0):
@@ -307,7 +316,10 @@ class TransactionsModule(Module):
         expected = None
         if body.get("producer_id", NO_PRODUCER_ID) != NO_PRODUCER_ID:
             expected = (body["producer_id"], body.get("producer_epoch", NO_PRODUCER_EPOCH))
-        if self._may_write(ctx, body["transactional_id"]):
+        outage = self._outage(body["transactional_id"])
+        if outage is not None:
+            result = InitResult(outage)
+        elif self._may_write(ctx, body["transactional_id"]):
             result = await self.coordinator.init_producer_id(
                 body["transactional_id"], body["transaction_timeout_ms"], expected)
         else:
@@ -328,7 +340,10 @@ class TransactionsModule(Module):
         unknown = self._unknown_partitions(partitions)
         refused = {tp for tp in partitions if not self._allowed(ctx, "WRITE", "TOPIC", tp[0])}
         codes: dict[TopicPartition, ErrorCode]
-        if not verify_only and not self._may_write(ctx, transactional_id):
+        outage = self._outage(transactional_id)
+        if outage is not None:
+            codes = dict.fromkeys(partitions, outage)
+        elif not verify_only and not self._may_write(ctx, transactional_id):
             codes = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         elif not verify_only and refused:
             # Kafka's KafkaApis: partitions the producer may not write fail, the rest are not attempted.
@@ -375,7 +390,10 @@ class TransactionsModule(Module):
 
     async def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        if not self._may_write(ctx, body["transactional_id"]):
+        outage = self._outage(body["transactional_id"])
+        if outage is not None:
+            code = outage
+        elif not self._may_write(ctx, body["transactional_id"]):
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif not self._allowed(ctx, "READ", "GROUP", body["group_id"]):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -387,7 +405,10 @@ class TransactionsModule(Module):
 
     async def end_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        if self._may_write(ctx, body["transactional_id"]):
+        outage = self._outage(body["transactional_id"])
+        if outage is not None:
+            code = outage
+        elif self._may_write(ctx, body["transactional_id"]):
             code = await self.coordinator.end_transaction(body["transactional_id"], body["producer_id"],
                                                           body["producer_epoch"], body["committed"])
         else:
