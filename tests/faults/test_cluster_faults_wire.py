@@ -78,7 +78,8 @@ def test_a_moved_leader_has_the_next_epoch_and_the_old_one_is_fenced(cluster: Br
     with client_of(cluster, old) as client:
         refused = produce(client, "moving", b"to the old leader")
         assert refused.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert fetch(client, "moving", epoch + 1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        stale = fetch(client, "moving", epoch + 1)
+        assert stale["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
     with client_of(cluster, to) as client:
         assert fetch(client, "moving", epoch)["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
         assert produce(client, "moving", b"after").error_code == ErrorCode.NONE
