@@ -12,7 +12,7 @@ the data plane's TXN_MARKERS to write markers into the partitions this broker le
 leaders of the others, marker_channel.py), and the store for producer-id blocks and for
 creating ``__transaction_state`` (compact) on first need. A transactional id under a test's
 outage (COORDINATOR_OUTAGES, kafkapy.server.coordinator_outages) is answered with the outage's
-error before the coordinator looks at it.
+error once authorized (Kafka's order: authorization, then the coordinator).
 
 Time: record timestamps are wall-clock milliseconds as Kafka writes them, but they advance with
 the loop's clock (``services.clock``) from the wall-clock time the module started, and the
@@ -317,13 +317,13 @@ class TransactionsModule(Module):
         if body.get("producer_id", NO_PRODUCER_ID) != NO_PRODUCER_ID:
             expected = (body["producer_id"], body.get("producer_epoch", NO_PRODUCER_EPOCH))
         outage = self._outage(body["transactional_id"])
-        if outage is not None:
+        if not self._may_write(ctx, body["transactional_id"]):
+            result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif outage is not None:
             result = InitResult(outage)
-        elif self._may_write(ctx, body["transactional_id"]):
+        else:
             result = await self.coordinator.init_producer_id(
                 body["transactional_id"], body["transaction_timeout_ms"], expected)
-        else:
-            result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return body_fitter(ApiKey.INIT_PRODUCER_ID, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "error_code": self._for_version(ctx, result.error),
              "producer_id": result.producer_id, "producer_epoch": result.producer_epoch})
@@ -341,10 +341,10 @@ class TransactionsModule(Module):
         refused = {tp for tp in partitions if not self._allowed(ctx, "WRITE", "TOPIC", tp[0])}
         codes: dict[TopicPartition, ErrorCode]
         outage = self._outage(transactional_id)
-        if outage is not None:
-            codes = dict.fromkeys(partitions, outage)
-        elif not verify_only and not self._may_write(ctx, transactional_id):
+        if not verify_only and not self._may_write(ctx, transactional_id):
             codes = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif outage is not None:
+            codes = dict.fromkeys(partitions, outage)
         elif not verify_only and refused:
             # Kafka's KafkaApis: partitions the producer may not write fail, the rest are not attempted.
             codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in refused
@@ -391,12 +391,12 @@ class TransactionsModule(Module):
     async def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         outage = self._outage(body["transactional_id"])
-        if outage is not None:
-            code = outage
-        elif not self._may_write(ctx, body["transactional_id"]):
+        if not self._may_write(ctx, body["transactional_id"]):
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif not self._allowed(ctx, "READ", "GROUP", body["group_id"]):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif outage is not None:
+            code = outage
         else:
             code = await self.coordinator.add_partitions(
                 body["transactional_id"], body["producer_id"], body["producer_epoch"],
@@ -406,13 +406,13 @@ class TransactionsModule(Module):
     async def end_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         outage = self._outage(body["transactional_id"])
-        if outage is not None:
+        if not self._may_write(ctx, body["transactional_id"]):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif outage is not None:
             code = outage
-        elif self._may_write(ctx, body["transactional_id"]):
+        else:
             code = await self.coordinator.end_transaction(body["transactional_id"], body["producer_id"],
                                                           body["producer_epoch"], body["committed"])
-        else:
-            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return body_fitter(ApiKey.END_TXN, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)})
 
