@@ -1,10 +1,15 @@
 """The cluster faults' small parts against models: the outage registry (a Hypothesis state
 machine: of the outages of one id, the latest still in force decides), the replica order a leader
-move writes, and a move asked of a broker that is not the controller."""
+move writes, a move asked of a broker that is not the controller; and examples/cluster_faults.py."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -100,3 +105,17 @@ def test_only_the_controller_moves_a_leader() -> None:
             future.result(timeout=10)
         assert refused.value.code == ErrorCode.NOT_CONTROLLER
         assert other.cluster.leadership("t", 0) == leader
+
+
+def test_the_cluster_faults_example_moves_a_leader_and_expires_a_session() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "cluster_faults.py"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(example.parents[1]), os.environ.get("PYTHONPATH", "")) if p)}
+    result = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120,
+                            env=env)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["move"]["to"] in (1, 2) and out["move"]["from"] != out["move"]["to"]
+    assert out["move"]["leader_epoch"] == 1 and out["undelivered"] == 0
+    assert out["stored"] == [[i, f"order-{i}", i] for i in range(10)]
+    assert out["read"] == [f"order-{i}" for i in range(10)] and out["expired"] == 1
