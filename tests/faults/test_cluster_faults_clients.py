@@ -119,9 +119,13 @@ class Member:
     def __init__(self, broker: Broker, group: str, topic: str, client_id: str, **extra: Any) -> None:
         from kafka import KafkaConsumer
 
-        self.consumer = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+        self.consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
                                       client_id=client_id, auto_offset_reset="earliest",
-                                      enable_auto_commit=False, heartbeat_interval_ms=100, **extra)
+                                      enable_auto_commit=False, heartbeat_interval_ms=500, **extra)
+        # Its metadata first, so its first join already knows the topic's partitions (kafka-python
+        # otherwise joins with none, and the rebalance that follows once hung its I/O thread).
+        wait_until(lambda: topic in self.consumer.topics(), TIMEOUT_S, what=f"{client_id} to see {topic}")
+        self.consumer.subscribe([topic])
         self.seen: list[bytes] = []
         self.parts: set[int] = set()
         self.failed_commits = 0
@@ -159,7 +163,9 @@ def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_com
     member = Member(broker, "survivor", "events", "survivor-1", session_timeout_ms=2000)
     try:
         broker.wait_for_sync(lambda: (committed_offset(broker, "survivor", "events"), len(member.seen),
-                                      member.parts, classic(broker, "survivor"), broker.history()[-8:]),
+                                      member.parts, classic(broker, "survivor"),
+                                      [(round(e.time % 100, 3), e.api_name, e.api_version, e.error_code)
+                                       for e in broker.history()[-40:]]),
                              lambda seen: seen[0] == 10, timeout=TIMEOUT_S,
                              what="the first ten records committed")
         generation, members, _ = classic(broker, "survivor")
@@ -182,7 +188,7 @@ def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_com
                    what="the records produced after the rejoin committed")
     finally:
         member.close()
-    assert refused & {ApiKey.HEARTBEAT, ApiKey.OFFSET_COMMIT}  # the coordinator refused it too
+    assert refused - {ApiKey.FIND_COORDINATOR}  # the coordinator refused it too (a heartbeat, a join, ...)
     assert after > generation and state == "Stable"
     assert list(rejoined.values()) == ["survivor-1"] and set(rejoined) != set(members)  # a new member id
     assert member.seen == [str(i).encode() for i in range(20)]  # each record read once
