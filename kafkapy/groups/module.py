@@ -12,8 +12,7 @@ responses, and owns what touches the broker:
   leads. Another broker's group gets NOT_COORDINATOR; while a partition's records are replayed
   into the coordinator (GroupLog.replay), its groups get COORDINATOR_LOAD_IN_PROGRESS;
 * outages a test asked for (COORDINATOR_OUTAGES, kafkapy.server.coordinator_outages): a group
-  id under one is answered as Kafka answers while its partition is not served, before anything
-  else about it is looked at;
+  id under one is answered, once authorized, as Kafka answers while its partition is not served;
 * the GroupLog the coordinator writes through (persistence.py): ``__consumer_offsets`` itself
   (offsets_log.py) when the data plane offers its partition logs (PARTITION_LOGS), else a log in
   memory (memory_log.py).
@@ -329,7 +328,7 @@ class GroupsModule(Module):
         self._check_partition(group_id)
 
     def _check_partition(self, group_id: str) -> None:
-        """check_coordinator but for outages: this broker leads the group's partition, loaded."""
+        """check_coordinator without the outages: this broker leads the group's partition, loaded."""
         partition = self.group_log.partition_for(group_id)
         if self._offsets_leader(partition) != self.services.broker_id:
             if partition in self._partitions:
