@@ -194,6 +194,31 @@ def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_com
     assert member.seen == [str(i).encode() for i in range(20)]  # each record read once
 
 
+def test_a_consumer_waits_out_a_coordinator_that_is_loading(broker: Broker) -> None:
+    """COORDINATOR_LOAD_IN_PROGRESS, deterministically: FindCoordinator names the coordinator, which
+    answers that it is loading; kafka-python retries and joins once the load is over."""
+    broker.seed({"loading": {"partitions": 1, "records": [{"value": "x"}]}})
+    started = time.monotonic()
+    outage = broker.coordinator_unavailable(group="patient", error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    member = Member(broker, "patient", "loading", "patient-1")
+    try:
+        loading = broker.wait_for_sync(
+            lambda: [e for e in broker.history(since=started)
+                     if e.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS],
+            lambda seen: len(seen) >= 2, timeout=TIMEOUT_S,
+            what="requests answered COORDINATOR_LOAD_IN_PROGRESS")
+        assert member.seen == []
+        outage.remove()
+        wait_until(lambda: committed_offset(broker, "patient", "loading") == 1, TIMEOUT_S,
+                   what="the record read and committed once loaded")
+    finally:
+        member.close()
+    assert member.seen == [b"x"]
+    found = [e for e in broker.history(since=started) if e.api_key == ApiKey.FIND_COORDINATOR]
+    assert found and all(e.error_code == ErrorCode.NONE for e in found)  # the coordinator was named
+    assert {e.api_key for e in loading} <= {ApiKey.JOIN_GROUP, ApiKey.OFFSET_FETCH, ApiKey.HEARTBEAT}
+
+
 # --- a session ended now ----------------------------------------------------------------------------
 
 def test_an_expired_member_of_two_makes_the_group_rebalance_at_once(broker: Broker) -> None:
