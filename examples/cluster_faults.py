@@ -38,10 +38,13 @@ def main() -> None:
             producer.produce("orders", value=f"order-{i}".encode(), partition=0)
         undelivered = producer.flush(30)
 
-        consumer = KafkaConsumer("orders", bootstrap_servers=cluster.bootstrap_servers, group_id="readers",
+        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="readers",
                                  client_id="reader", auto_offset_reset="earliest", enable_auto_commit=False)
-        read: list[str] = []
         deadline = time.monotonic() + 30
+        while "orders" not in consumer.topics() and time.monotonic() < deadline:
+            time.sleep(0.05)  # knowing the topic first, its first join gets the partition
+        consumer.subscribe(["orders"])
+        read: list[str] = []
         while len(read) < 10 and time.monotonic() < deadline:
             read += [r.value.decode() for batch in consumer.poll(200).values() for r in batch]
         expired = cluster.expire_session("readers", client_id="reader")
