@@ -18,6 +18,10 @@ long-lived broker serve a whole test suite; the seed shape is kafkapy.seeding's.
 connections) waits for ``clock.advance(seconds)``. As a context manager it runs on the clock's
 own loop thread, which every broker given that clock shares; ``await broker.start()`` must run on
 the clock's loop (``clock.run(main())``).
+
+Cluster faults (``move_leader``, ``coordinator_unavailable``, ``expire_session``) act on the
+whole cluster, whichever of its brokers they are called on (kafkapy.faults.cluster,
+kafkapy.faults.coordinators).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from kafkapy.assembly import DEFAULT_MODULES, assemble
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.faults import Faults, FaultsModule
+from kafkapy.faults import CoordinatorOutage, CoordinatorOutages, Faults, FaultsModule
+from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import StoredRecord, stored_records
 from kafkapy.observers.history import HistoryEntry, RequestHistory
@@ -139,6 +144,8 @@ class Broker:
         self._thread: threading.Thread | None = None
         self._cluster: Broker | None = None  # set on the brokers of a cluster: the whole
         self._owns_store = False
+        # The coordinator outages of this broker, or of this cluster, which its brokers share.
+        self._coordinator_outages = CoordinatorOutages()
         if brokers > 1 and store is None and not self.config["zookeeper.connect"]:
             store, self._owns_store = MemoryStore(cluster_id=self.config["cluster.id"]), True
         self.store = store
@@ -177,6 +184,9 @@ class Broker:
                            fast_paths=self.fast_paths)
         await runtime.start()
         self.runtime, self.store = runtime, runtime.store
+        faults_module = _find_module(runtime, FaultsModule)
+        if faults_module is not None:  # one set of outages for the cluster, kept over restarts
+            faults_module.coordinator_outages = (self._cluster or self)._coordinator_outages
         if self._cluster is not None:
             # A restarted member comes back on the ports it had (clients know those addresses).
             self._given = _pinned(self._given, runtime)
@@ -365,6 +375,47 @@ class Broker:
         """``action(maintenance)`` on the broker's loop (where logs change), from any thread."""
         maintenance = self._dataplane().maintenance
         return self._on_loop(lambda: action(maintenance))
+
+    # --- cluster faults (kafkapy.faults.cluster, kafkapy.faults.coordinators) -------------------
+
+    def move_leader(self, topic: str, partition: int, *, to: int) -> LeaderMove:
+        """Make broker ``to`` the leader of ``topic``-``partition`` through the controller (the
+        leader epoch goes up by one) and return once every running broker shows it. One
+        KafkaApiError when it cannot (kafkapy.faults.cluster.move_leader): on a single broker
+        always (ELIGIBLE_LEADERS_NOT_AVAILABLE), when ``to`` is not running
+        (BROKER_NOT_AVAILABLE) or leads already (ELECTION_NOT_NEEDED)."""
+        result: LeaderMove = self._from_thread(self.move_leader_async(topic, partition, to=to))
+        return result
+
+    async def move_leader_async(self, topic: str, partition: int, *, to: int) -> LeaderMove:
+        return await move_leader(self._running_runtimes(), topic, partition, to)
+
+    def coordinator_unavailable(self, *, group: str | None = None, transactional_id: str | None = None,
+                                error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> CoordinatorOutage:
+        """Cut off the coordinator of ``group`` and/or ``transactional_id`` on every broker until
+        the handle's ``remove()`` (or the end of its ``with`` block): FindCoordinator answers
+        COORDINATOR_NOT_AVAILABLE and requests to the coordinator answer ``error``
+        (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS, for which
+        FindCoordinator answers as usual). Any thread."""
+        return (self._cluster or self)._coordinator_outages.add(group, transactional_id, error)
+
+    def expire_session(self, group: str, *, member_id: str | None = None,
+                       client_id: str | None = None) -> list[str]:
+        """End now, as a session timeout would, the session of ``group``'s member ``member_id`` (or
+        of its members with ``client_id``): a classic member is removed and the group rebalances,
+        a KIP-848 member is fenced. Returns the member ids expired."""
+        result: list[str] = self._from_thread(self.expire_session_async(group, member_id=member_id,
+                                                                        client_id=client_id))
+        return result
+
+    async def expire_session_async(self, group: str, *, member_id: str | None = None,
+                                   client_id: str | None = None) -> list[str]:
+        return await expire_session(self._running_runtimes(), group, member_id=member_id, client_id=client_id)
+
+    def _running_runtimes(self) -> list[BrokerRuntime]:
+        """Every running broker of this broker's cluster (itself alone when it is one broker)."""
+        whole = self._cluster or self
+        return [m.runtime for m in whole.brokers if m.runtime is not None]
 
     # --- seeding, snapshots, reset -----------------------------------------------------------
 

@@ -5,6 +5,7 @@ times=2))`` returns a handle (``fired``, ``remove()``); ``with broker.faults.inj
 scopes a rule to a block. See docs/testing.md.
 """
 
+from kafkapy.faults.coordinators import CoordinatorOutage, CoordinatorOutages
 from kafkapy.faults.injector import FaultHandle, FaultInjector, Faults
 from kafkapy.faults.matching import named_partitions
 from kafkapy.faults.module import FAULTS_CAPABILITY, FaultsModule
@@ -19,6 +20,6 @@ from kafkapy.faults.rules import (
     TruncateResponse,
 )
 
-__all__ = ["FAULTS_CAPABILITY", "Delay", "DropConnection", "ErrorAnswer", "FaultAction", "FaultHandle",
-           "FaultInjector", "FaultRule", "Faults", "FaultsModule", "Stall", "Throttle", "TruncateResponse",
-           "named_partitions"]
+__all__ = ["FAULTS_CAPABILITY", "CoordinatorOutage", "CoordinatorOutages", "Delay", "DropConnection",
+           "ErrorAnswer", "FaultAction", "FaultHandle", "FaultInjector", "FaultRule", "Faults",
+           "FaultsModule", "Stall", "Throttle", "TruncateResponse", "named_partitions"]

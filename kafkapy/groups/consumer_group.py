@@ -540,6 +540,10 @@ class ConsumerGroups:
         return tuple(record for group_id in self.timed_groups()
                      for record in self.expire_group(group_id, now_ms))
 
+    def end_session(self, group_id: str, member_id: str, now_ms: int) -> None:
+        """The member's session deadline is now: the next ``expire`` fences it (a test's fault)."""
+        self._timers.renew_session(group_id, member_id, now_ms)
+
     def timed_groups(self) -> list[str]:
         """The groups with a member whose session or rebalance timeout runs."""
         return sorted(self._timers.session.keys() | self._timers.rebalance.keys())

@@ -26,7 +26,7 @@ file owns what only consumer groups need from it:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -124,6 +124,16 @@ class ConsumerGroupService:
             self._timers.cancel(_EXPIRY_TIMER)
             return
         self._timers.set(_EXPIRY_TIMER, deadline - self._timers.now_ms(), self._expired)
+
+    async def expire_sessions(self, group_id: str, member_ids: Collection[str]) -> None:
+        """End these members' sessions now: they are fenced through the timeout's own path."""
+        now = self._timers.now_ms()
+        for member_id in member_ids:
+            self.groups.end_session(group_id, member_id, now)
+        try:
+            await self.handlers.expire()
+        finally:
+            self.schedule_expiry()
 
     def _expired(self) -> None:
         async def expire() -> None:

@@ -415,6 +415,23 @@ class ClassicCoordinator:
         self._log.info("group %s: member %s's session expired", group.group_id, member_id)
         self._remove_member_and_update(group, member)
 
+    def expire_sessions(self, group_id: str, member_ids: Iterable[str]) -> list[str]:
+        """End these members' sessions now, as a timeout would (a test's fault, not Kafka's API):
+        each is removed and the group rebalances. Unlike the timer, a member waiting in a
+        JoinGroup or SyncGroup is removed too (its request is answered UNKNOWN_MEMBER_ID): the
+        test asked for the session to end. Answers the member ids removed."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return []
+        expired = []
+        for member_id in member_ids:
+            member = group.members.get(member_id)
+            if member is not None:
+                self._log.info("group %s: member %s's session was ended", group_id, member_id)
+                self._remove_member_and_update(group, member)
+                expired.append(member_id)
+        return expired
+
     def _pending_expired(self, group: ClassicGroup, member_id: str) -> None:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)

@@ -11,6 +11,8 @@ responses, and owns what touches the broker:
 * which groups this broker coordinates: those whose partition of it (partitioning.py) this broker
   leads. Another broker's group gets NOT_COORDINATOR; while a partition's records are replayed
   into the coordinator (GroupLog.replay), its groups get COORDINATOR_LOAD_IN_PROGRESS;
+* outages a test asked for (COORDINATOR_OUTAGES, kafkapy.server.coordinator_outages): a group
+  id under one is answered, once authorized, as Kafka answers while its partition is not served;
 * the GroupLog the coordinator writes through (persistence.py): ``__consumer_offsets`` itself
   (offsets_log.py) when the data plane offers its partition logs (PARTITION_LOGS), else a log in
   memory (memory_log.py).
@@ -49,6 +51,11 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.coordinator_outages import (
+    COORDINATOR_OUTAGES,
+    CoordinatorOutageView,
+    find_coordinator_error,
+)
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
     NO_LEADER,
@@ -141,7 +148,7 @@ CONFIG_KEYS = (
 class GroupsModule(Module):
     name = "groups"
     provides = (GROUP_COORDINATOR,)
-    wants = (TOPIC_CREATION, PARTITION_LOGS, TRANSACTION_COORDINATOR, TXN_MARKERS)
+    wants = (TOPIC_CREATION, PARTITION_LOGS, TRANSACTION_COORDINATOR, TXN_MARKERS, COORDINATOR_OUTAGES)
     config_keys = CONFIG_KEYS
 
     def __init__(self, services: BrokerServices, group_log: GroupLog | None = None) -> None:
@@ -180,6 +187,7 @@ class GroupsModule(Module):
             is_loading=lambda partition: self._partitions.get(partition) is _Load.LOADING,
             max_metadata_bytes=config["offset.metadata.max.bytes"])
         self._stop_markers: Callable[[], None] | None = None
+        self._outages: CoordinatorOutageView | None = None  # found at start
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -211,6 +219,8 @@ class GroupsModule(Module):
                                              compression=config["offsets.topic.compression.codec"],
                                              clock_ms=self.timers.wall_ms)
 
+        outages = self.services.provider(COORDINATOR_OUTAGES, Module)
+        self._outages = outages if isinstance(outages, CoordinatorOutageView) else None
         markers = self.services.provider(TXN_MARKERS, Module)
         if isinstance(markers, TxnMarkerEvents):  # transactional offsets end with their markers
             self._stop_markers = markers.watch_txn_markers(self.txn_offsets.on_marker)
@@ -316,7 +326,15 @@ class GroupsModule(Module):
     def check_coordinator(self, group_id: str) -> None:
         """Returns if this broker coordinates ``group_id`` now; else KafkaApiError with
         NOT_COORDINATOR (another broker leads its partition, or none exists yet) or
-        COORDINATOR_LOAD_IN_PROGRESS (its partition is being loaded)."""
+        COORDINATOR_LOAD_IN_PROGRESS (its partition is being loaded), or an outage's error."""
+        outage = self._outage(group_id)
+        if outage is not None:
+            raise KafkaApiError(outage, f"The coordinator of group {group_id} is unavailable "
+                                        "(a test's outage).")
+        self._check_partition(group_id)
+
+    def _check_partition(self, group_id: str) -> None:
+        """check_coordinator without the outages: this broker leads the group's partition, loaded."""
         partition = self.group_log.partition_for(group_id)
         if self._offsets_leader(partition) != self.services.broker_id:
             if partition in self._partitions:
@@ -330,6 +348,37 @@ class GroupsModule(Module):
             self._start_load(partition)
         raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                             f"The coordinator is loading the groups of {OFFSETS_TOPIC}-{partition}.")
+
+    async def expire_session(self, group_id: str, *, member_id: str | None = None,
+                             client_id: str | None = None) -> list[str]:
+        """End now the session of member ``member_id`` of ``group_id``, or of every member whose
+        client id is ``client_id``, as a session timeout would (a test's fault): a classic member
+        is removed and its group rebalances, a consumer-protocol (KIP-848) member is fenced.
+        Answers the member ids expired. KafkaApiError: NOT_COORDINATOR (or
+        COORDINATOR_LOAD_IN_PROGRESS) off the coordinator, GROUP_ID_NOT_FOUND without such a
+        group, UNKNOWN_MEMBER_ID when no member matches."""
+        if (member_id is None) == (client_id is None):
+            raise ValueError("give member_id or client_id (one of them)")
+        self._check_partition(group_id)
+        classic = self.coordinator.groups.get(group_id)
+        consumer = self.consumer.get(group_id)
+        members: Mapping[str, Any] = (consumer.members if consumer is not None
+                                      else classic.members if classic is not None else {})
+        if consumer is None and classic is None:
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist here")
+        chosen = [m for m, member in members.items()
+                  if m == member_id or (client_id is not None and member.client_id == client_id)]
+        if not chosen:
+            who = f"member {member_id!r}" if member_id is not None else f"client id {client_id!r}"
+            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                f"group {group_id!r} has no {who} (members: {sorted(members)})")
+        if consumer is not None:
+            await self.consumer.expire_sessions(group_id, chosen)
+            return chosen
+        return self.coordinator.expire_sessions(group_id, chosen)
+
+    def _outage(self, group_id: str) -> ErrorCode | None:
+        return None if self._outages is None else self._outages.group_outage(group_id)
 
     def _start_load(self, partition: int) -> None:
         """Replay the partition into the coordinator. A short log is loaded at once; a long one
@@ -444,6 +493,8 @@ class GroupsModule(Module):
             return refused(ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}.")
         if not self._allowed(ctx, "DESCRIBE", "GROUP", key):
             return refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if find_coordinator_error(self._outage(key)) != ErrorCode.NONE:
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
         if not await self._ensure_offsets_topic():
             return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
         partition = self.group_log.partition_for(key)
@@ -467,6 +518,9 @@ class GroupsModule(Module):
                            "This broker runs no transaction coordinator.")
         if not self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", key):
             return refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        outage = None if self._outages is None else self._outages.transaction_outage(key)
+        if find_coordinator_error(outage) != ErrorCode.NONE:
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
         code, broker = await locator.find_transaction_coordinator(key)
         endpoint = broker.endpoint(ctx.connection.listener) if broker is not None else None
         if code != ErrorCode.NONE or broker is None or endpoint is None:

@@ -35,6 +35,12 @@ leader L            M != L                M, epoch + 1, ISR = live replicas
 
 Until the controller has written a move, ``services.partition_leadership`` answers no leader for
 the partition, so no broker serves it under an epoch that is not its own.
+
+Moving a leader on purpose (``move_leader``, the tests' cluster fault) is Kafka's reassignment
+plus preferred-leader election in one: the controller rewrites the partition's replica list with
+the new leader first (the preferred replica), and the reconcile that the topics watch asks for
+writes the move through the table above (last row: epoch + 1). The leader rule stays the one
+rule; the new leader keeps the partition while it is up, and gets it back after a restart.
 """
 
 from __future__ import annotations
@@ -42,20 +48,23 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Sequence
+from typing import Protocol
 
 import attrs
 
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.server.services import INITIAL_LEADER_EPOCH, ClusterView, partition_leader
 from kafkapy.store.base import (
     NO_PARTITION_EPOCH,
     PartitionState,
     PartitionStateConflict,
     PartitionStateStore,
+    TopicStore,
     UnknownTopic,
 )
 from kafkapy.store.onloop import Reloader
 
-__all__ = ["PartitionLeadership", "next_state"]
+__all__ = ["ControllerStore", "PartitionLeadership", "led_by", "next_state"]
 
 log = logging.getLogger("kafkapy.server.leadership")
 
@@ -75,10 +84,23 @@ def next_state(replicas: Sequence[int], live: Collection[int],
     return attrs.evolve(current, leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr)
 
 
+def led_by(replicas: Sequence[int], leader: int) -> tuple[int, ...]:
+    """``replicas`` reordered so that ``leader`` is the preferred (first) replica, the others in
+    their order; a broker that is not a replica takes the old preferred one's place (the
+    replication factor stays)."""
+    if leader in replicas:
+        return (leader, *(r for r in replicas if r != leader))
+    return (leader, *replicas[1:])
+
+
+class ControllerStore(PartitionStateStore, TopicStore, Protocol):
+    """What the controller writes: partition states, and replica lists when it moves a leader."""
+
+
 class PartitionLeadership:
     """Writes partition states while this broker is the controller (see the module's docstring)."""
 
-    def __init__(self, store: PartitionStateStore, cluster: ClusterView, broker_id: int,
+    def __init__(self, store: ControllerStore, cluster: ClusterView, broker_id: int,
                  loop: asyncio.AbstractEventLoop) -> None:
         self.store = store
         self.cluster = cluster
@@ -111,6 +133,40 @@ class PartitionLeadership:
                     expected = NO_PARTITION_EPOCH if current is None else current.partition_epoch
                     writes.append((name, index, wanted, expected))
         return writes
+
+    async def move_leader(self, topic: str, partition: int, to: int) -> tuple[int, ...]:
+        """Make live broker ``to`` the leader of ``topic``-``partition`` (module docstring) and
+        return the partition's new replica list; the state follows from the reconcile. Refused
+        with Kafka's codes: NOT_CONTROLLER, UNKNOWN_TOPIC_OR_PARTITION, ELIGIBLE_LEADERS_NOT_AVAILABLE
+        (one live broker: nowhere to move), BROKER_NOT_AVAILABLE (``to`` is not a live broker),
+        ELECTION_NOT_NEEDED (it leads already)."""
+        cluster = self.cluster
+        if cluster.controller_id != self.broker_id:
+            raise KafkaApiError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller "
+                                f"(broker {cluster.controller_id} is)")
+        info = cluster.topics.get(topic)
+        replicas = info.partitions.get(partition) if info is not None else None
+        if replicas is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no partition {topic}-{partition}")
+        live = cluster.live_broker_ids()
+        if len(live) == 1:
+            raise KafkaApiError(ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, f"one live broker ({min(live)}): "
+                                f"there is no other to move {topic}-{partition}'s leader to")
+        if to not in live:
+            raise KafkaApiError(ErrorCode.BROKER_NOT_AVAILABLE,
+                                f"broker {to} is not a live broker (live: {sorted(live)})")
+        if partition_leader(replicas, live) == to:
+            raise KafkaApiError(ErrorCode.ELECTION_NOT_NEEDED, f"{topic}-{partition} is led by broker {to} "
+                                f"already (live brokers: {sorted(live)})")
+        reassigned = led_by(replicas, to)
+        try:
+            await asyncio.to_thread(self.store.reassign_partitions, topic, {partition: reassigned})
+        except UnknownTopic:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                f"no partition {topic}-{partition}") from None
+        log.info("%s-%d: moving the leader to broker %d (replicas %s)", topic, partition, to,
+                 list(reassigned))
+        return reassigned
 
     async def _reconcile(self) -> None:
         writes = self.changes()

@@ -341,6 +341,12 @@ class TopicStore(Protocol):
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
         """Partitions only grow: new ids must continue the existing ones."""
 
+    def reassign_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        """New replica lists for existing partitions (the others keep theirs), as Kafka's controller
+        writes a finished reassignment; the first replica is the preferred leader, so reordering
+        the replicas moves leadership (kafkapy.server.leadership). StoreError for a partition the
+        topic lacks or an empty or repeating replica list, UnknownTopic for no such topic."""
+
     def topics(self) -> dict[str, TopicInfo]:
         """Every readable topic; a corrupt one is skipped (and logged once, naming its path)."""
 

@@ -311,6 +311,19 @@ class MemoryStore:
         self._deliver(notes)
         return info
 
+    def reassign_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            old = c.topics.get(name)
+            if old is None:
+                raise UnknownTopic(f"topic {name!r} does not exist")
+            info = TopicInfo(name, old.topic_id, {**old.partitions, **check_reassignment(old, partitions)})
+            c.topics[name] = info
+            notes = self._notes("topics", dict(c.topics))
+        self._deliver(notes)
+        return info
+
     def topics(self) -> dict[str, TopicInfo]:
         with self._lock:
             self._check_open()
@@ -479,6 +492,21 @@ def check_partitions(topic: str, partitions: Mapping[int, tuple[int, ...]],
         if not replicas:
             raise StoreError(f"topic {topic!r}: partition {p} has no replicas")
         result[p] = replicas
+    return result
+
+
+def check_reassignment(topic: TopicInfo,
+                       partitions: Mapping[int, tuple[int, ...]]) -> dict[int, tuple[int, ...]]:
+    """New replica lists for partitions ``topic`` has: each non-empty, no broker twice."""
+    result: dict[int, tuple[int, ...]] = {}
+    for p, replicas in partitions.items():
+        if int(p) not in topic.partitions:
+            raise StoreError(f"topic {topic.name!r} has no partition {p} to reassign")
+        checked = tuple(int(r) for r in replicas)
+        if not checked or len(set(checked)) != len(checked):
+            raise StoreError(f"topic {topic.name!r}: partition {p} needs distinct replicas, "
+                             f"not {list(checked)}")
+        result[int(p)] = checked
     return result
 
 

@@ -64,7 +64,7 @@ from kafkapy.store.base import (
     next_producer_id_block,
     sanitize,
 )
-from kafkapy.store.memory import check_partitions
+from kafkapy.store.memory import check_partitions, check_reassignment
 
 __all__ = ["ZooKeeperStore", "parse_connect"]
 
@@ -864,6 +864,26 @@ class ZooKeeperStore:
                     return info
                 except BadVersionError:
                     continue  # changed meanwhile: check again against the new partitions
+                except NoNodeError:
+                    raise UnknownTopic(f"topic {name!r} does not exist") from None
+
+    def reassign_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        zk = self._zk()
+        path = f"{TOPICS}/{name}"
+        while True:
+            with self._errors(path):
+                try:
+                    data, stat = zk.get(path)
+                except NoNodeError:
+                    raise UnknownTopic(f"topic {name!r} does not exist") from None
+            old = decode_topic(name, self._json(path, data), self._full(path))
+            info = TopicInfo(name, old.topic_id, {**old.partitions, **check_reassignment(old, partitions)})
+            with self._errors(path):
+                try:
+                    zk.set(path, _dumps(encode_topic(info)), version=stat.version)
+                    return info
+                except BadVersionError:
+                    continue  # changed meanwhile (partitions added): apply to the new assignment
                 except NoNodeError:
                     raise UnknownTopic(f"topic {name!r} does not exist") from None
 

@@ -10,7 +10,9 @@ kafkapy/server/txn_coordinator.py).
 What it uses: the data plane's partition logs for ``__transaction_state`` (PARTITION_LOGS),
 the data plane's TXN_MARKERS to write markers into the partitions this broker leads (WriteTxnMarkers to the
 leaders of the others, marker_channel.py), and the store for producer-id blocks and for
-creating ``__transaction_state`` (compact) on first need.
+creating ``__transaction_state`` (compact) on first need. A transactional id under a test's
+outage (COORDINATOR_OUTAGES, kafkapy.server.coordinator_outages) is answered with the outage's
+error once authorized (Kafka's order: authorization, then the coordinator).
 
 Time: record timestamps are wall-clock milliseconds as Kafka writes them, read from the broker's
 wall clock (``services.wall_clock``, which moves with the loop's clock), and the timers sleep on
@@ -37,6 +39,7 @@ from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
     NO_LEADER,
@@ -76,7 +79,7 @@ def _positive(value: Any) -> str | None:
 class TransactionsModule(Module):
     name = "transactions"
     provides = (TRANSACTION_COORDINATOR, TRANSACTIONAL_PRODUCERS)
-    wants = (PARTITION_LOGS, TXN_MARKERS, TOPIC_CREATION)
+    wants = (PARTITION_LOGS, TXN_MARKERS, TOPIC_CREATION, COORDINATOR_OUTAGES)
     config_keys = (
         ConfigKey("transaction.state.log.num.partitions", "int", 50,
                   "Partitions of __transaction_state (Kafka's default).", _positive),
@@ -104,6 +107,7 @@ class TransactionsModule(Module):
         self._logs: PartitionLogs | None = None  # the data plane's, found on first use
         self._markers: TxnMarkerWriter | None = None
         self._creating: asyncio.Task[None] | None = None
+        self._outages: CoordinatorOutageView | None = None  # found at start
         self._channel = MarkerChannel(lambda: services.cluster.brokers,
                                       lambda: services.inter_broker_listener)
         self.coordinator = TransactionCoordinator(
@@ -127,6 +131,8 @@ class TransactionsModule(Module):
 
     async def start(self) -> None:
         self._producer_ids.broker_id = self.services.broker_id
+        outages = self.services.provider(COORDINATOR_OUTAGES, Module)
+        self._outages = outages if isinstance(outages, CoordinatorOutageView) else None
         config = self.services.config
         self._timers = [
             self.services.loop.create_task(self._every(
@@ -307,6 +313,9 @@ class TransactionsModule(Module):
         """Kafka's WRITE on the TransactionalId resource, which every producer request needs."""
         return self._allowed(ctx, "WRITE", "TRANSACTIONAL_ID", transactional_id)
 
+    def _outage(self, transactional_id: str) -> ErrorCode | None:
+        return None if self._outages is None else self._outages.transaction_outage(transactional_id)
+
     @staticmethod
     def _for_version(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
         if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < _FENCED_SINCE.get(ApiKey(ctx.api_key), 0):
@@ -319,11 +328,14 @@ class TransactionsModule(Module):
         expected = None
         if body.get("producer_id", NO_PRODUCER_ID) != NO_PRODUCER_ID:
             expected = (body["producer_id"], body.get("producer_epoch", NO_PRODUCER_EPOCH))
-        if self._may_write(ctx, body["transactional_id"]):
+        outage = self._outage(body["transactional_id"])
+        if not self._may_write(ctx, body["transactional_id"]):
+            result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif outage is not None:
+            result = InitResult(outage)
+        else:
             result = await self.coordinator.init_producer_id(
                 body["transactional_id"], body["transaction_timeout_ms"], expected)
-        else:
-            result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return body_fitter(ApiKey.INIT_PRODUCER_ID, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "error_code": self._for_version(ctx, result.error),
              "producer_id": result.producer_id, "producer_epoch": result.producer_epoch})
@@ -340,8 +352,11 @@ class TransactionsModule(Module):
         unknown = self._unknown_partitions(partitions)
         refused = {tp for tp in partitions if not self._allowed(ctx, "WRITE", "TOPIC", tp[0])}
         codes: dict[TopicPartition, ErrorCode]
+        outage = self._outage(transactional_id)
         if not verify_only and not self._may_write(ctx, transactional_id):
             codes = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif outage is not None:
+            codes = dict.fromkeys(partitions, outage)
         elif not verify_only and refused:
             # Kafka's KafkaApis: partitions the producer may not write fail, the rest are not attempted.
             codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in refused
@@ -387,10 +402,13 @@ class TransactionsModule(Module):
 
     async def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
+        outage = self._outage(body["transactional_id"])
         if not self._may_write(ctx, body["transactional_id"]):
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif not self._allowed(ctx, "READ", "GROUP", body["group_id"]):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        elif outage is not None:
+            code = outage
         else:
             code = await self.coordinator.add_partitions(
                 body["transactional_id"], body["producer_id"], body["producer_epoch"],
@@ -399,11 +417,14 @@ class TransactionsModule(Module):
 
     async def end_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        if self._may_write(ctx, body["transactional_id"]):
+        outage = self._outage(body["transactional_id"])
+        if not self._may_write(ctx, body["transactional_id"]):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif outage is not None:
+            code = outage
+        else:
             code = await self.coordinator.end_transaction(body["transactional_id"], body["producer_id"],
                                                           body["producer_epoch"], body["committed"])
-        else:
-            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return body_fitter(ApiKey.END_TXN, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)})
 

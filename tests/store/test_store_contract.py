@@ -390,6 +390,23 @@ def test_partitions_only_grow(store: Any) -> None:
         store.create_topic("empty", {})
 
 
+def test_reassigning_partitions_replaces_their_replica_lists(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    a.create_topic("t", {0: (1, 2, 3), 1: (2, 3, 1)})
+    seen = Recorder()
+    b.watch_topics(seen)
+    moved = a.reassign_partitions("t", {0: (3, 1, 2)})
+    assert dict(moved.partitions) == {0: (3, 1, 2), 1: (2, 3, 1)}
+    assert b.topics()["t"] == moved
+    seen.wait_for(lambda topics: topics["t"].partitions[0] == (3, 1, 2))
+    for bad in ({2: (1,)}, {0: ()}, {0: (1, 1)}):
+        with pytest.raises(StoreError):
+            a.reassign_partitions("t", bad)
+    assert a.topics()["t"] == moved
+    with pytest.raises(UnknownTopic):
+        a.reassign_partitions("nope", {0: (1,)})
+
+
 def test_watch_topics(cluster: Opener) -> None:
     a, b = cluster(), cluster()
     seen = Recorder()
