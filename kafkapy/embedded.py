@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import attrs
 
 from kafkapy.assembly import DEFAULT_MODULES, assemble
+from kafkapy.control import ControlServer
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -111,9 +112,11 @@ class Broker:
     def __init__(self, config: Mapping[str, Any] | None = None, *, brokers: int = 1,
                  store: MetadataStore | None = None, modules: list[type[Module]] | None = None,
                  fast_paths: FastPaths = ALL_FAST_PATHS,
-                 defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS) -> None:
+                 defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, control: str | None = None,
+                 control_allow_remote: bool = False) -> None:
         """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
-        passes none, so it keeps Kafka's)."""
+        passes none, so it keeps Kafka's). ``control``: serve the HTTP control endpoint there
+        ("127.0.0.1:0"; kafkapy.control) while the broker runs."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
@@ -141,6 +144,10 @@ class Broker:
                                    fast_paths=fast_paths, defaults={}) for i in range(brokers)]
             for member in self.brokers:
                 member._cluster = self
+        # The HTTP control endpoint (kafkapy.control): checked now, so a bad address fails here.
+        self.control: ControlServer | None = None
+        self._control_server = None if control is None else \
+            ControlServer(self, control, allow_remote=control_allow_remote)
 
     @property
     def is_cluster(self) -> bool:
@@ -149,6 +156,16 @@ class Broker:
     # --- on the caller's loop -------------------------------------------------------------
 
     async def start(self) -> Broker:
+        await self._start_brokers()
+        if self._control_server is not None and self.control is None:
+            try:
+                self.control = await self._control_server.start()
+            except BaseException:  # its port taken, say: the brokers go down again
+                await self.stop()
+                raise
+        return self
+
+    async def _start_brokers(self) -> Broker:
         if self.is_cluster:
             try:
                 for member in self.brokers:
@@ -172,6 +189,9 @@ class Broker:
         return self
 
     async def stop(self) -> None:
+        if self.control is not None:
+            control, self.control = self.control, None
+            await control.stop()
         if self.is_cluster:
             for member in reversed(self.brokers):
                 await member.stop()
@@ -184,6 +204,23 @@ class Broker:
             if self._cluster is not None:  # a cluster's broker that is down has no runtime to ask
                 self.runtime = None
             await runtime.stop()
+
+    # --- the HTTP control endpoint ----------------------------------------------------------------
+
+    async def serve_control_async(self, address: str = "127.0.0.1:0", *,
+                                  allow_remote: bool = False) -> ControlServer:
+        """Serve the HTTP control endpoint (kafkapy.control) on ``address`` until the broker stops;
+        ``broker.control.url`` is where. Loopback addresses only, unless ``allow_remote``."""
+        if self.control is not None:
+            raise RuntimeError(f"the control endpoint already serves {self.control.url}")
+        self.control = await ControlServer(self, address, allow_remote=allow_remote).start()
+        return self.control
+
+    def serve_control(self, address: str = "127.0.0.1:0", *, allow_remote: bool = False) -> ControlServer:
+        """``serve_control_async`` from the test's thread (``with Broker()``)."""
+        result: ControlServer = self._from_thread(self.serve_control_async(address,
+                                                                           allow_remote=allow_remote))
+        return result
 
     # --- the brokers of a cluster ----------------------------------------------------------------
 

@@ -26,7 +26,8 @@ from kafka.partitioner.default import murmur2
 
 from kafkapy.errors import KafkaPyError
 
-__all__ = ["RecordSeed", "SeedError", "TopicSeed", "load_seed_file", "parse_seed", "placed"]
+__all__ = ["RecordSeed", "SeedError", "TopicSeed", "load_seed_file", "parse_seed", "parse_seed_text",
+           "placed"]
 
 _TOPIC_FIELDS = frozenset({"partitions", "replication_factor", "config", "records"})
 _RECORD_FIELDS = frozenset({"key", "value", "headers", "partition", "timestamp"})
@@ -143,21 +144,26 @@ def load_seed_file(path: str | Path) -> list[TopicSeed]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
+    return parse_seed_text(text, yaml=path.suffix.lower() in (".yaml", ".yml"), source=str(path))
+
+
+def parse_seed_text(text: str, *, yaml: bool = False, source: str = "seed data") -> list[TopicSeed]:
+    """Seed data as JSON text, or YAML (PyYAML needed); ``source`` names it in errors."""
+    if yaml:
         try:
-            import yaml  # type: ignore[import-untyped]
+            import yaml as pyyaml  # type: ignore[import-untyped]
         except ImportError:
-            raise SeedError(f"{path}: YAML seed files need PyYAML (pip install pyyaml); "
+            raise SeedError(f"{source}: YAML seed files need PyYAML (pip install pyyaml); "
                             "JSON needs nothing") from None
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SeedError(f"{path}: not valid YAML: {exc}") from None
+            data = pyyaml.safe_load(text)
+        except pyyaml.YAMLError as exc:
+            raise SeedError(f"{source}: not valid YAML: {exc}") from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SeedError(f"{path}: not valid JSON: {exc}") from None
+            raise SeedError(f"{source}: not valid JSON: {exc}") from None
     return parse_seed(data)
 
 
