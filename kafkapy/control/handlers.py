@@ -22,7 +22,7 @@ import attrs
 
 from kafkapy.control.errors import ControlError
 from kafkapy.control.faults_json import fault_rule, rule_json
-from kafkapy.control.records_json import record_json
+from kafkapy.control.records_json import ENCODINGS, record_json
 from kafkapy.control.routes import Call, Reply, Route
 from kafkapy.control.target import ControlMember, ControlTarget
 from kafkapy.errors import ErrorCode
@@ -209,6 +209,8 @@ async def delete_snapshot(api: ControlApi, call: Call) -> Reply:
 
 async def records(api: ControlApi, call: Call) -> Reply:
     encoding = call.request.query.get("encoding", "utf-8")
+    if encoding not in ENCODINGS:
+        raise ControlError(f"query encoding: expected one of {', '.join(ENCODINGS)}, not {encoding!r}")
     found = api.target.records(call.params["topic"], call.query_int("partition"),
                                call.query_int("from_offset", 0) or 0)
     return HTTPStatus.OK, {"records": [record_json(record, encoding) for record in found]}
