@@ -36,7 +36,8 @@ class ControlClient:
     def call(self, method: str, path: str, body: Any = None, *, text: bytes | None = None,
              headers: dict[str, str] | None = None) -> tuple[int, Any]:
         data = text if text is not None else None if body is None else json.dumps(body).encode()
-        status, raw, got = self.raw(method, path, data, {"Content-Type": "application/json", **(headers or {})})
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        status, raw, got = self.raw(method, path, data, sent)
         assert got["Content-Type"] == "application/json"
         return status, json.loads(raw)
 

@@ -20,14 +20,18 @@ from .conftest import ControlClient
 TIMEOUT_S = 30
 
 
-def test_a_fault_added_as_json_reaches_a_kafka_python_producer(controlled: tuple[Broker, ControlClient]) -> None:
+Controlled = tuple[Broker, ControlClient]
+
+
+def test_a_fault_added_as_json_reaches_a_kafka_python_producer(controlled: Controlled) -> None:
     from kafka import KafkaProducer
     from kafka.errors import PolicyViolationError
 
     broker, control = controlled
     assert control.call("POST", "/seed", {"events": {"partitions": 1}})[0] == 200
-    status, fault = control.call("POST", "/faults", {"api": "Produce", "topic": "events", "times": 1,
-                                                     "action": {"type": "error", "error": "POLICY_VIOLATION"}})
+    rule = {"api": "Produce", "topic": "events", "times": 1,
+            "action": {"type": "error", "error": "POLICY_VIOLATION"}}
+    status, fault = control.call("POST", "/faults", rule)
     assert status == 201 and fault["rule"]["action"] == {"type": "error", "error": "POLICY_VIOLATION"}
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, retries=0, acks="all",
                              request_timeout_ms=TIMEOUT_S * 1000)
@@ -47,7 +51,7 @@ def test_a_fault_added_as_json_reaches_a_kafka_python_producer(controlled: tuple
     assert control.call("GET", "/faults") == (200, {"faults": []})
 
 
-def test_seed_then_consume_with_confluent_kafka_then_reset(controlled: tuple[Broker, ControlClient]) -> None:
+def test_seed_then_consume_with_confluent_kafka_then_reset(controlled: Controlled) -> None:
     from confluent_kafka import Consumer
 
     broker, control = controlled
@@ -78,7 +82,7 @@ def test_seed_then_consume_with_confluent_kafka_then_reset(controlled: tuple[Bro
     assert broker.records("orders") == []
 
 
-def test_records_give_bytes_that_are_not_text_as_base64(controlled: tuple[Broker, ControlClient]) -> None:
+def test_records_give_bytes_that_are_not_text_as_base64(controlled: Controlled) -> None:
     broker, control = controlled
     broker.seed({"blobs": {"partitions": 1, "records": [{"key": "k", "value": b"\xff\x00binary"},
                                                         {"key": None, "value": "text"}]}})
@@ -93,7 +97,7 @@ def test_records_give_bytes_that_are_not_text_as_base64(controlled: tuple[Broker
         [(1, "base64", base64.b64encode(b"text").decode())]
 
 
-def test_snapshots_are_held_by_name(controlled: tuple[Broker, ControlClient]) -> None:
+def test_snapshots_are_held_by_name(controlled: Controlled) -> None:
     broker, control = controlled
     broker.seed({"t": {"partitions": 1, "records": [{"value": "a"}, {"value": "b"}]}})
     assert control.call("POST", "/snapshots/base") == \
@@ -107,7 +111,7 @@ def test_snapshots_are_held_by_name(controlled: tuple[Broker, ControlClient]) ->
     assert status == 404 and error["error"] == "no snapshot 'base' (GET /snapshots lists them)"
 
 
-def test_faults_added_from_python_are_cleared_too(controlled: tuple[Broker, ControlClient]) -> None:
+def test_faults_added_from_python_are_cleared_too(controlled: Controlled) -> None:
     broker, control = controlled
     handle = broker.faults.add(FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE))
     status, fault = control.call("POST", "/faults", {"api": ["FETCH", "list_offsets"], "versions": [4, 12],
@@ -124,8 +128,10 @@ def test_faults_added_from_python_are_cleared_too(controlled: tuple[Broker, Cont
 @pytest.mark.parametrize(("method", "path", "body", "status", "message"), [
     ("POST", "/faults", b"{not json", 400, "the body is not valid JSON: Expecting property name"),
     ("POST", "/faults", b"", 400, "expected a JSON body"),
-    ("POST", "/faults", b'{"action": {"type": "delay", "seconds": NaN}}', 400, "the body is not valid JSON: NaN is not JSON"),
-    ("POST", "/faults", b'{"api": "Prodyce", "action": {"type": "stall"}}', 400, "api: unknown API 'Prodyce'"),
+    ("POST", "/faults", b'{"action": {"type": "delay", "seconds": NaN}}', 400,
+     "the body is not valid JSON: NaN is not JSON"),
+    ("POST", "/faults", b'{"api": "Prodyce", "action": {"type": "stall"}}', 400,
+     "api: unknown API 'Prodyce'"),
     ("POST", "/faults", b'{"action": {"type": "error", "error": "NOT_A_CODE"}}', 400,
      "action.error: unknown error code 'NOT_A_CODE'"),
     ("POST", "/faults", b'{"action": {"type": "explode"}}', 400,
@@ -135,7 +141,8 @@ def test_faults_added_from_python_are_cleared_too(controlled: tuple[Broker, Cont
      "a partition is matched within a topic: give topic= too"),
     ("POST", "/faults", b'{"action": {"type": "stall"}, "broker": 3}', 404, "no broker index '3'"),
     ("POST", "/faults", b'{"action": {"type": "stall"}, "colour": "red"}', 400, "unknown field(s) colour"),
-    ("POST", "/seed", b'{"t": {"partitions": 0}}', 400, "topic 't' partitions: expected an integer of at least 1"),
+    ("POST", "/seed", b'{"t": {"partitions": 0}}', 400,
+     "topic 't' partitions: expected an integer of at least 1"),
     ("POST", "/seed", b'["t"]', 400, "seed data must be a mapping"),
     ("GET", "/faults/99", None, 404, "no fault rule '99'"),
     ("GET", "/topics/t/records?partition=x", None, 400, "query partition: expected an integer, not 'x'"),
@@ -146,7 +153,7 @@ def test_faults_added_from_python_are_cleared_too(controlled: tuple[Broker, Cont
     ("POST", "/cluster/brokers/0/stop", None, 409, "a single broker is not stopped through its own endpoint"),
 ])
 def test_bad_requests_are_one_line_4xx_and_the_endpoint_keeps_serving(
-        controlled: tuple[Broker, ControlClient], method: str, path: str, body: bytes | None, status: int,
+        controlled: Controlled, method: str, path: str, body: bytes | None, status: int,
         message: str) -> None:
     _, control = controlled
     got, error = control.call(method, path, text=body)
