@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 One task per connection reads a request head (request line and headers, at most
-``MAX_HEAD_BYTES``), then exactly ``Content-Length`` bytes of body (at most ``MAX_BODY_BYTES``;
-chunked bodies are refused: curl, urllib, http.client and every HTTP library send a length
-for a JSON body), hands an ``HttpRequest`` to the application and writes its ``HttpResponse``.
+``MAX_HEAD_BYTES``), then exactly ``Content-Length`` bytes of body, or a chunked body (Go's
+and Java's clients send one for a body of unknown length), at most ``MAX_BODY_BYTES``; hands an
+``HttpRequest`` to the application and writes its ``HttpResponse``.
 The connection is kept for the next request unless the client says ``Connection: close`` or
 speaks HTTP/1.0, and closed after ``IDLE_TIMEOUT_S`` without one. A head or body that cannot
 be read is answered 400 (413, 501) with a JSON error and the connection closed, since the
@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from http import HTTPStatus
 from typing import Any
@@ -63,6 +64,9 @@ def json_error(status: int, message: str) -> HttpResponse:
     """The one error shape: ``{"error": "one line", "status": 400}``."""
     line = " ".join(message.split())  # one line, whatever the message held
     return HttpResponse.json(status, {"error": line, "status": status})
+
+
+_METHOD = re.compile(r"[A-Z]{1,20}")
 
 
 class _BadRequest(Exception):
@@ -138,25 +142,59 @@ class HttpServer:
             raise _BadRequest(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
                               f"the request head is over {MAX_HEAD_BYTES} bytes") from None
         method, target, version, headers = _parse_head(head)
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            raise _BadRequest(HTTPStatus.NOT_IMPLEMENTED, "chunked request bodies are not supported: "
-                                                          "send Content-Length")
-        length_text = headers.get("content-length", "0")
-        if not length_text.isdigit():
-            raise _BadRequest(HTTPStatus.BAD_REQUEST, f"Content-Length {length_text!r} is not a number")
-        length = int(length_text)
-        if length > MAX_BODY_BYTES:
-            raise _BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                              f"the body of {length} bytes is over the {MAX_BODY_BYTES} bytes allowed")
+        coding = headers.get("transfer-encoding", "").strip().lower()
         try:
-            body = await asyncio.wait_for(reader.readexactly(length), READ_TIMEOUT_S) if length else b""
+            if coding == "chunked":
+                body = await asyncio.wait_for(_read_chunked(reader), READ_TIMEOUT_S)
+            elif coding:
+                raise _BadRequest(HTTPStatus.NOT_IMPLEMENTED, f"transfer coding {coding!r} is not supported: "
+                                                              "send Content-Length or chunked")
+            else:
+                body = await asyncio.wait_for(_read_sized(reader, headers), READ_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise _BadRequest(HTTPStatus.REQUEST_TIMEOUT, "the body stopped arriving") from None
+        except asyncio.LimitOverrunError:
+            raise _BadRequest(HTTPStatus.BAD_REQUEST, f"a chunk line is over {MAX_HEAD_BYTES} bytes") \
+                from None
         split = urlsplit(target)
         connection = headers.get("connection", "").lower()
         keep_alive = version == "HTTP/1.1" and connection != "close"
         request = HttpRequest(method, unquote(split.path), dict(parse_qsl(split.query)), headers, body)
         return request, keep_alive
+
+
+async def _read_sized(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> bytes:
+    length_text = headers.get("content-length", "0")
+    if not length_text.isdigit():
+        raise _BadRequest(HTTPStatus.BAD_REQUEST, f"Content-Length {length_text!r} is not a number")
+    length = int(length_text)
+    if length > MAX_BODY_BYTES:
+        raise _BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                          f"the body of {length} bytes is over the {MAX_BODY_BYTES} bytes allowed")
+    return await reader.readexactly(length) if length else b""
+
+
+async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+    """A chunked body (RFC 9112 7.1), as Go's and Java's clients send a body of unknown length:
+    hex size lines (extensions ignored), data, a zero size, then trailers, which are dropped."""
+    body = bytearray()
+    while True:
+        line = await reader.readuntil(b"\r\n")
+        size_text = line.split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise _BadRequest(HTTPStatus.BAD_REQUEST, f"not a chunk size: {size_text[:20]!r}") from None
+        if size < 0 or len(body) + size > MAX_BODY_BYTES:
+            raise _BadRequest(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                              f"the body is over the {MAX_BODY_BYTES} bytes allowed")
+        if size == 0:
+            while (await reader.readuntil(b"\r\n")) != b"\r\n":
+                pass
+            return bytes(body)
+        body += await reader.readexactly(size)
+        if await reader.readexactly(2) != b"\r\n":
+            raise _BadRequest(HTTPStatus.BAD_REQUEST, "a chunk does not end with CRLF")
 
 
 def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
@@ -166,7 +204,8 @@ def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
         raise _BadRequest(HTTPStatus.BAD_REQUEST, "the request head is not text") from None
     lines = text.split("\r\n")
     parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[1].startswith("/"):
+    if len(parts) != 3 or not _METHOD.fullmatch(parts[0]) or parts[2] not in ("HTTP/1.0", "HTTP/1.1") \
+            or not parts[1].startswith("/"):
         raise _BadRequest(HTTPStatus.BAD_REQUEST, f"not an HTTP/1.x request line: {lines[0][:100]!r}")
     headers: dict[str, str] = {}
     for line in lines[1:]:
