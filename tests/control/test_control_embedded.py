@@ -190,3 +190,16 @@ def test_a_non_loopback_control_address_is_refused_unless_allowed() -> None:
         assert broker.control is not None and broker.control.bound is not None
         port = broker.control.bound[1]
         assert ControlClient(f"http://127.0.0.1:{port}").call("GET", "/health")[0] == 200
+
+
+def test_a_yaml_seed_needs_pyyaml(controlled: Controlled) -> None:
+    broker, control = controlled
+    text = b"yaml-topic:\n  partitions: 1\n  records:\n    - {key: k, value: v}\n"
+    status, answer = control.call("POST", "/seed", text=text, headers={"Content-Type": "application/yaml"})
+    try:
+        import yaml  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError:
+        assert status == 415 and answer["error"].startswith("YAML seed data needs PyYAML")
+    else:
+        assert (status, answer) == (200, {"seeded": ["yaml-topic"], "records": 1})
+        assert [r.value for r in broker.records("yaml-topic")] == [b"v"]
