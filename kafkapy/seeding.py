@@ -65,9 +65,16 @@ def _bytes(value: Any, where: str) -> bytes | None:
     raise SeedError(f"{where}: expected text, bytes or null, not {type(value).__name__}")
 
 
-def _int(value: Any, where: str, low: int) -> int:
+# The widest each field is on the wire: partition counts and indexes are INT32 (CreateTopics,
+# Produce), replication factors INT16 (CreateTopics), timestamps INT64 (the record batch).
+INT16_MAX, INT32_MAX, INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
+
+
+def _int(value: Any, where: str, low: int, high: int = INT32_MAX) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise SeedError(f"{where}: expected an integer of at least {low}, not {value!r}")
+    if value > high:
+        raise SeedError(f"{where}: {value} is more than Kafka's {high}")
     return value
 
 
@@ -98,7 +105,7 @@ def _record(raw: Any, where: str, partitions: int | None) -> RecordSeed:
     timestamp = raw.get("timestamp")
     return RecordSeed(_bytes(raw.get("key"), f"{where} key"), _bytes(raw.get("value"), f"{where} value"),
                       tuple(headers), partition,
-                      None if timestamp is None else _int(timestamp, f"{where} timestamp", 0))
+                      None if timestamp is None else _int(timestamp, f"{where} timestamp", 0, INT64_MAX))
 
 
 def _topic(name: Any, raw: Any) -> TopicSeed:
@@ -114,7 +121,7 @@ def _topic(name: Any, raw: Any) -> TopicSeed:
     partitions = raw.get("partitions")
     partitions = None if partitions is None else _int(partitions, f"topic {name!r} partitions", 1)
     factor = raw.get("replication_factor")
-    factor = None if factor is None else _int(factor, f"topic {name!r} replication_factor", 1)
+    factor = None if factor is None else _int(factor, f"topic {name!r} replication_factor", 1, INT16_MAX)
     config = raw.get("config") or {}
     if not isinstance(config, Mapping):
         raise SeedError(f"topic {name!r}: config must be a mapping of Kafka topic config names to values")

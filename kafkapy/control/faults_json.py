@@ -160,6 +160,8 @@ def fault_rule(raw: Any) -> FaultRule:
                          every=every, probability=float(probability), seed=_optional_int(raw, "seed"))
     except ValueError as exc:  # FaultRule's and the actions' own checks (times >= 1, keep < 1, ...)
         raise ControlError(str(exc)) from None
+    except OverflowError:  # an integer too large for a float, where seconds or a fraction go
+        raise ControlError("a number in the rule is too large") from None
 
 
 def _action_json(action: FaultAction) -> dict[str, Any]:

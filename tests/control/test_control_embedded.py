@@ -6,6 +6,7 @@ answers after which the endpoint goes on serving."""
 from __future__ import annotations
 
 import base64
+import json
 import time
 
 import pytest
@@ -203,3 +204,20 @@ def test_a_yaml_seed_needs_pyyaml(controlled: Controlled) -> None:
     else:
         assert (status, answer) == (200, {"seeded": ["yaml-topic"], "records": 1})
         assert [r.value for r in broker.records("yaml-topic")] == [b"v"]
+
+
+@pytest.mark.parametrize(("path", "body", "message"), [
+    ("/faults", {"action": {"type": "delay", "seconds": 10**400}}, "a number in the rule is too large"),
+    ("/faults", {"action": {"type": "truncate", "keep": 10**400}}, "a number in the rule is too large"),
+    ("/faults", {"action": {"type": "stall"}, "probability": 10**400}, "a number in the rule is too large"),
+    ("/seed", {"t": {"records": [{"timestamp": 2**63}]}},
+     "topic 't' record 0 timestamp: 9223372036854775808 is more than Kafka's 9223372036854775807"),
+    ("/seed", {"t": {"partitions": 2**31}}, "topic 't' partitions: 2147483648 is more than Kafka's"),
+    ("/seed", {"t": {"replication_factor": 2**15}}, "topic 't' replication_factor: 32768 is more"),
+    ("/seed", {"t": {"records": [{"partition": 2**31}]}}, "topic 't' record 0 partition: 2147483648 is more"),
+])
+def test_numbers_beyond_what_kafka_carries_are_400(controlled: Controlled, path: str, body: object,
+                                                   message: str) -> None:
+    _, control = controlled
+    status, error = control.call("POST", path, text=json.dumps(body).encode())
+    assert status == 400 and error["error"].startswith(message)

@@ -3,7 +3,8 @@
 
 Bodies come from two strategies: any JSON value, and rule- or seed-shaped objects whose fields
 hold any JSON value, so the fuzz reaches the deep checks as well as the first ones. Integers in
-seed bodies are kept small: a seed asking for a billion partitions is honoured, not refused."""
+seed bodies are kept small or past Kafka's limits: a seed asking for a billion partitions (within
+Kafka's INT32) is honoured, not refused, and would take the broker that long."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kafkapy.control.faults_json import ACTION_TYPES, RULE_FIELDS
@@ -25,18 +26,40 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 
 def json_values(small_ints: bool = False) -> st.SearchStrategy[Any]:
-    integers = st.integers(-3, 12) if small_ints else st.integers()
+    # Past what Kafka's fields carry (INT16/INT32/INT64) and past a float: refused, never a 500.
+    beyond = st.sampled_from([2**15, 2**31, 2**63, -(2**63) - 1, 10**400])
+    integers = (st.integers(-3, 12) if small_ints else st.integers()) | beyond
     scalars = st.none() | st.booleans() | integers | st.floats(allow_nan=False, allow_infinity=False) | \
         st.text(max_size=20) | st.sampled_from(["PRODUCE", "Fetch", "NOT_LEADER_OR_FOLLOWER", "after"])
     return st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) |
                         st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
 
 
-actions = st.fixed_dictionaries({"type": st.sampled_from(sorted(ACTION_TYPES)) | json_values()},
-                                optional={f: json_values() for f in ("error", "seconds", "milliseconds",
-                                                                     "when", "keep", "colour")})
-rules = st.fixed_dictionaries({}, optional={**{f: json_values() for f in RULE_FIELDS - {"action"}},
-                                            "action": actions | json_values()})
+# Rules: plausible values (which make a rule that is installed, then removed) mixed with any JSON.
+plausible_actions = st.one_of(
+    st.fixed_dictionaries({"type": st.just("error"), "error": st.sampled_from(["NOT_LEADER_OR_FOLLOWER",
+                                                                               "policy_violation"])}),
+    st.fixed_dictionaries({"type": st.just("delay"), "seconds": st.floats(0, 0.01)}),
+    st.fixed_dictionaries({"type": st.just("throttle"), "milliseconds": st.integers(0, 10)}),
+    st.fixed_dictionaries({"type": st.just("drop")}, optional={"when": st.sampled_from(["before", "after"])}),
+    st.fixed_dictionaries({"type": st.just("truncate")}, optional={"keep": st.floats(0, 0.99)}),
+    st.fixed_dictionaries({"type": st.just("stall")}))
+any_actions = st.fixed_dictionaries({"type": st.sampled_from(sorted(ACTION_TYPES)) | json_values()},
+                                    optional={f: json_values() for f in ("error", "seconds", "milliseconds",
+                                                                         "when", "keep", "colour")})
+plausible_fields: dict[str, st.SearchStrategy[Any]] = {
+    "api": st.sampled_from(["Produce", "FETCH", "metadata"]) |
+    st.lists(st.sampled_from(["Produce", "Fetch"])),
+    "versions": st.lists(st.integers(0, 15), min_size=2, max_size=2), "client_id": st.text(max_size=5),
+    "connection": st.text(max_size=5), "topic": st.sampled_from(["orders", "t"]),
+    "partition": st.integers(0, 3), "times": st.integers(0, 3), "every": st.integers(0, 3),
+    "probability": st.floats(0, 1), "seed": st.integers(), "broker": st.integers(0, 1)}
+plausible_rules = st.fixed_dictionaries({"action": plausible_actions}, optional=plausible_fields)
+mixed_rules = st.fixed_dictionaries({}, optional={
+    **{field: values | json_values() for field, values in plausible_fields.items()},
+    "action": plausible_actions | any_actions | json_values()})
+rules = plausible_rules | mixed_rules
+assert set(plausible_fields) | {"action"} == RULE_FIELDS
 records = st.fixed_dictionaries({}, optional={f: json_values(small_ints=True) for f in
                                               ("key", "value", "headers", "partition", "timestamp", "x")})
 topics = st.fixed_dictionaries({}, optional={"partitions": st.integers(-1, 4) | json_values(True),
@@ -59,6 +82,7 @@ def control() -> Iterator[ControlClient]:
 def answered(control: ControlClient, method: str, path: str, body: bytes | None) -> int:
     status, raw, _ = control.raw(method, path, body, {"Content-Type": "application/json"})
     assert status < 500, raw
+    event(f"{method} {path.split('?')[0][:12]} -> {status}")  # --hypothesis-show-statistics: reached
     answer = json.loads(raw)
     if status >= 400:
         assert set(answer) == {"error", "status"} and answer["status"] == status
