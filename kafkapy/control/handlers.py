@@ -6,8 +6,9 @@ only the endpoint needs is kept in ``ControlApi``: the fault rules it added (by 
 JSON client cannot hold a FaultHandle) and the snapshots it took (by name).
 
 On a cluster a fault rule goes to every running broker unless it names one (``"broker": i``):
-a client's request may reach any of them. Its counts are the sums over those brokers. A broker
-stopped and started again comes back without the rules (its faults are its runtime's).
+a client's request may reach any of them. Each broker counts for itself (``times``, ``every``, the
+RNG), and the counts shown are the sums over those brokers. A broker stopped and started again
+comes back without the rules (its faults are its runtime's).
 """
 
 from __future__ import annotations

@@ -123,6 +123,11 @@ class HttpServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away mid-request: nothing to answer
+        except asyncio.CancelledError:
+            # stop() ends the connection. The task ends normally, not cancelled: asyncio's
+            # start_server (3.11) asks a finished connection task for its exception, which
+            # re-raises a cancellation and logs it as an unhandled error.
+            pass
         finally:
             self._connections.discard(task)
             writer.close()

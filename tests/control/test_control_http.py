@@ -98,3 +98,13 @@ def test_other_addresses_are_refused_in_one_line(text: str, message: str) -> Non
 
 def test_allow_remote_accepts_any_host() -> None:
     assert parse_control_address("0.0.0.0:8080", allow_remote=True) == ControlAddress("0.0.0.0", 8080)
+
+
+def test_stopping_with_a_kept_alive_connection_logs_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    with Broker(control="127.0.0.1:0") as broker:
+        assert broker.control is not None and broker.control.bound is not None
+        connection = http.client.HTTPConnection(*broker.control.bound, timeout=30)
+        connection.request("GET", "/health")
+        assert connection.getresponse().read()  # the connection stays open, waiting for the next request
+    connection.close()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
