@@ -56,12 +56,15 @@ def error_code_named(name: Any) -> ErrorCode:
     return code
 
 
-def _number(raw: Mapping[str, Any], field: str, where: str, *, integer: bool = False) -> Any:
+def _number(raw: Mapping[str, Any], field: str, where: str, *, integer: bool = False,
+            low: float | None = None) -> Any:
     value = raw.get(field)
     kinds = (int,) if integer else (int, float)
+    kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, kinds):
-        kind = "an integer" if integer else "a number"
         raise ControlError(f"{where}{field}: expected {kind}, not {value!r}")
+    if low is not None and value < low:
+        raise ControlError(f"{where}{field}: expected {kind} of at least {low:g}, not {value!r}")
     return value
 
 
@@ -70,11 +73,11 @@ def _error(raw: Mapping[str, Any]) -> FaultAction:
 
 
 def _delay(raw: Mapping[str, Any]) -> FaultAction:
-    return Delay(float(_number(raw, "seconds", "action.")))
+    return Delay(float(_number(raw, "seconds", "action.", low=0)))
 
 
 def _throttle(raw: Mapping[str, Any]) -> FaultAction:
-    return Throttle(_number(raw, "milliseconds", "action.", integer=True))
+    return Throttle(_number(raw, "milliseconds", "action.", integer=True, low=0))
 
 
 def _drop(raw: Mapping[str, Any]) -> FaultAction:
@@ -139,12 +142,15 @@ def fault_rule(raw: Any) -> FaultRule:
         raise ControlError("action: missing; e.g. "
                            "{\"type\": \"error\", \"error\": \"NOT_LEADER_OR_FOLLOWER\"}")
     api = raw.get("api")
+    if api == []:
+        raise ControlError("api: an empty list matches nothing; leave api out to match every API")
     keys = None if api is None else [api_key_named(n) for n in (api if isinstance(api, list) else [api])]
     versions = raw.get("versions")
     if versions is not None:
         if (not isinstance(versions, list) or len(versions) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in versions)):
-            raise ControlError(f"versions: expected [low, high] (inclusive), not {versions!r}")
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in versions)
+                or versions[0] > versions[1]):
+            raise ControlError(f"versions: expected [low, high] (inclusive, low <= high), not {versions!r}")
         versions = (versions[0], versions[1])
     probability = raw.get("probability", 1.0)
     if isinstance(probability, bool) or not isinstance(probability, (int, float)):

@@ -111,7 +111,7 @@ class HttpServer:
         try:
             while True:
                 try:
-                    request, keep_alive = await self._read_request(reader)
+                    request, keep_alive = await self._read_request(reader, writer)
                 except _BadRequest as bad:
                     await _write(writer, json_error(bad.status, str(bad)), keep_alive=False)
                     return
@@ -134,7 +134,8 @@ class HttpServer:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 await writer.wait_closed()
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> tuple[HttpRequest | None, bool]:
+    async def _read_request(self, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> tuple[HttpRequest | None, bool]:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_TIMEOUT_S)
         except asyncio.TimeoutError:
@@ -147,6 +148,9 @@ class HttpServer:
             raise _BadRequest(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
                               f"the request head is over {MAX_HEAD_BYTES} bytes") from None
         method, target, version, headers = _parse_head(head)
+        if headers.get("expect", "").lower() == "100-continue":
+            # curl sends this for bodies over 1 KiB and waits a second for the go-ahead
+            await _write_continue(writer)
         coding = headers.get("transfer-encoding", "").strip().lower()
         try:
             if coding == "chunked":
@@ -229,4 +233,9 @@ async def _write(writer: asyncio.StreamWriter, response: HttpResponse, *, keep_a
             f"Content-Length: {len(response.body)}\r\nConnection: {'keep-alive' if keep_alive else 'close'}"
             "\r\n\r\n")
     writer.write(head.encode("latin-1") + response.body)
+    await writer.drain()
+
+
+async def _write_continue(writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
     await writer.drain()

@@ -221,3 +221,20 @@ def test_numbers_beyond_what_kafka_carries_are_400(controlled: Controlled, path:
     _, control = controlled
     status, error = control.call("POST", path, text=json.dumps(body).encode())
     assert status == 400 and error["error"].startswith(message)
+
+
+@pytest.mark.parametrize(("rule", "message"), [
+    ({"api": [], "action": {"type": "stall"}}, "api: an empty list matches nothing"),
+    ({"versions": [5, 2], "action": {"type": "stall"}},
+     "versions: expected [low, high] (inclusive, low <= high)"),
+    ({"action": {"type": "delay", "seconds": -1}}, "action.seconds: expected a number of at least 0, not -1"),
+    ({"action": {"type": "throttle", "milliseconds": 1.5}},
+     "action.milliseconds: expected an integer, not 1.5"),
+    ({"action": {"type": "drop", "when": "during"}}, "action.when: expected \"before\" or \"after\""),
+    ({"action": {"type": "truncate", "keep": 1}}, "keep must be in [0, 1), not 1"),
+])
+def test_a_rule_that_could_not_mean_anything_is_refused(controlled: Controlled, rule: object,
+                                                        message: str) -> None:
+    _, control = controlled
+    status, error = control.call("POST", "/faults", rule)
+    assert status == 400 and error["error"].startswith(message)

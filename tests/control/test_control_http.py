@@ -108,3 +108,19 @@ def test_stopping_with_a_kept_alive_connection_logs_no_error(caplog: pytest.LogC
         assert connection.getresponse().read()  # the connection stays open, waiting for the next request
     connection.close()
     assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+
+
+def test_expect_100_continue_gets_the_go_ahead(controlled: tuple[Broker, ControlClient]) -> None:
+    """curl sends ``Expect: 100-continue`` with a body over 1 KiB and waits for it."""
+    _, control = controlled
+    body = json.dumps({"big": {"partitions": 1, "records": [{"value": "x" * 2000}]}}).encode()
+    with socket.create_connection((control.host, control.port), timeout=30) as sock:
+        sock.sendall(b"POST /seed HTTP/1.1\r\nConnection: close\r\nExpect: 100-continue\r\n"
+                     + f"Content-Length: {len(body)}\r\n\r\n".encode())
+        assert sock.recv(1024) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert json.loads(received.partition(b"\r\n\r\n")[2]) == {"seeded": ["big"], "records": 1}
