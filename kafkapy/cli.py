@@ -119,9 +119,11 @@ async def _serve_until_signalled(config: Any) -> None:
             loop.remove_signal_handler(sig)
 
 
-async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: str | None) -> None:
-    """``serve --brokers N`` / ``--seed FILE``: the embedded Broker on this loop, N brokers sharing
-    one store (kafkapy.embedded), seeded before anyone is told it is up."""
+async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: str | None,
+                                         control: str | None = None,
+                                         control_allow_remote: bool = False) -> None:
+    """``serve --brokers N`` / ``--seed FILE`` / ``--control HOST:PORT``: the embedded Broker on this
+    loop, N brokers sharing one store (kafkapy.embedded), seeded before anyone is told it is up."""
     from kafkapy.embedded import Broker
     from kafkapy.errors import KafkaPyError
     from kafkapy.seeding import load_seed_file
@@ -137,13 +139,22 @@ async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: s
             handled.append(sig)
         except (NotImplementedError, RuntimeError):
             pass
-    broker = Broker(config.originals, brokers=brokers, defaults={})
+    settings = dict(config.originals)
+    if control is not None:  # what GET /history answers from
+        from kafkapy.observers.history import with_history
+
+        settings = with_history(settings)
+    # A bad control address fails here, before any listener binds.
+    broker = Broker(settings, brokers=brokers, defaults={}, control=control,
+                    control_allow_remote=control_allow_remote)
     try:
         await broker.start()
         try:
             if seed:
                 await broker.seed_async(seed)
                 log.info("seeded %d topic(s) from %s", len(seed), seed_file)
+            if broker.control is not None:
+                log.info("control endpoint on %s", broker.control.url)
             log.info("serving %d broker(s), bootstrap servers %s", brokers, broker.bootstrap_servers)
             runtimes = [m.runtime for m in broker.brokers if m.runtime is not None]
             waits = [asyncio.ensure_future(stop.wait()),
@@ -173,8 +184,11 @@ def _serve(args: argparse.Namespace) -> int:
         config = BrokerConfig.build(properties=args.config, overrides=args.override)
         if args.brokers < 1:
             raise KafkaPyError(f"--brokers must be at least 1, not {args.brokers}")
-        if args.brokers > 1 or args.seed:
-            asyncio.run(_serve_cluster_until_signalled(config, args.brokers, args.seed))
+        if args.control_allow_remote and not args.control:
+            raise KafkaPyError("--control-allow-remote needs --control HOST:PORT")
+        if args.brokers > 1 or args.seed or args.control:
+            asyncio.run(_serve_cluster_until_signalled(config, args.brokers, args.seed, args.control,
+                                                       args.control_allow_remote))
         else:
             asyncio.run(_serve_until_signalled(config))
     except KafkaPyError as exc:  # a bad config, an unreachable or corrupt metadata store
@@ -270,6 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--seed", metavar="FILE",
                        help="create these topics and records first: JSON, or YAML with PyYAML installed "
                             "({\"topic\": {\"partitions\": 3, \"config\": {...}, \"records\": [...]}})")
+    serve.add_argument("--control", metavar="HOST:PORT",
+                       help="serve the HTTP/JSON control endpoint there (faults, seed, snapshots, reset, "
+                            "records, history, brokers; GET /openapi.json): a loopback address, e.g. "
+                            "127.0.0.1:8080 (port 0: any)")
+    serve.add_argument("--control-allow-remote", action="store_true",
+                       help="let --control bind a non-loopback address (the endpoint has no authentication)")
     serve.set_defaults(func=_serve)
 
     metadata = commands.add_parser(

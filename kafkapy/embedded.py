@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import attrs
 
 from kafkapy.assembly import DEFAULT_MODULES, assemble
+from kafkapy.control import ControlServer
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -123,9 +124,12 @@ class Broker:
     def __init__(self, config: Mapping[str, Any] | None = None, *, brokers: int = 1,
                  store: MetadataStore | None = None, modules: list[type[Module]] | None = None,
                  fast_paths: FastPaths = ALL_FAST_PATHS,
-                 defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, clock: VirtualClock | None = None) -> None:
+                 defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, clock: VirtualClock | None = None,
+                 control: str | None = None, control_allow_remote: bool = False) -> None:
         """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
-        passes none, so it keeps Kafka's). ``clock``: a VirtualClock to run on instead of real time."""
+        passes none, so it keeps Kafka's). ``clock``: a VirtualClock to run on instead of real time.
+        ``control``: serve the HTTP control endpoint there ("127.0.0.1:0"; kafkapy.control) while
+        the broker runs."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
@@ -156,6 +160,10 @@ class Broker:
                                    fast_paths=fast_paths, defaults={}, clock=clock) for i in range(brokers)]
             for member in self.brokers:
                 member._cluster = self
+        # The HTTP control endpoint (kafkapy.control): checked now, so a bad address fails here.
+        self.control: ControlServer | None = None
+        self._control_server = None if control is None else \
+            ControlServer(self, control, allow_remote=control_allow_remote)
 
     @property
     def is_cluster(self) -> bool:
@@ -169,6 +177,16 @@ class Broker:
             if not (isinstance(loop, VirtualTimeLoop) and loop.virtual_clock is self.clock):
                 raise RuntimeError("Broker(clock=...) runs on its clock's loop: use `with Broker(clock=c)`, "
                                    "or await start() inside c.run(...)")
+        await self._start_brokers()
+        if self._control_server is not None and self.control is None:
+            try:
+                self.control = await self._control_server.start()
+            except BaseException:  # its port taken, say: the brokers go down again
+                await self.stop()
+                raise
+        return self
+
+    async def _start_brokers(self) -> Broker:
         if self.is_cluster:
             try:
                 for member in self.brokers:
@@ -195,6 +213,9 @@ class Broker:
         return self
 
     async def stop(self) -> None:
+        if self.control is not None:
+            control, self.control = self.control, None
+            await control.stop()
         if self.is_cluster:
             for member in reversed(self.brokers):
                 await member.stop()
@@ -207,6 +228,23 @@ class Broker:
             if self._cluster is not None:  # a cluster's broker that is down has no runtime to ask
                 self.runtime = None
             await runtime.stop()
+
+    # --- the HTTP control endpoint ----------------------------------------------------------------
+
+    async def serve_control_async(self, address: str = "127.0.0.1:0", *,
+                                  allow_remote: bool = False) -> ControlServer:
+        """Serve the HTTP control endpoint (kafkapy.control) on ``address`` until the broker stops;
+        ``broker.control.url`` is where. Loopback addresses only, unless ``allow_remote``."""
+        if self.control is not None:
+            raise RuntimeError(f"the control endpoint already serves {self.control.url}")
+        self.control = await ControlServer(self, address, allow_remote=allow_remote).start()
+        return self.control
+
+    def serve_control(self, address: str = "127.0.0.1:0", *, allow_remote: bool = False) -> ControlServer:
+        """``serve_control_async`` from the test's thread (``with Broker()``)."""
+        result: ControlServer = self._from_thread(self.serve_control_async(address,
+                                                                           allow_remote=allow_remote))
+        return result
 
     # --- the brokers of a cluster ----------------------------------------------------------------
 

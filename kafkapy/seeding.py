@@ -26,7 +26,8 @@ from kafka.partitioner.default import murmur2
 
 from kafkapy.errors import KafkaPyError
 
-__all__ = ["RecordSeed", "SeedError", "TopicSeed", "load_seed_file", "parse_seed", "placed"]
+__all__ = ["RecordSeed", "SeedError", "TopicSeed", "load_seed_file", "parse_seed", "parse_seed_text",
+           "placed"]
 
 _TOPIC_FIELDS = frozenset({"partitions", "replication_factor", "config", "records"})
 _RECORD_FIELDS = frozenset({"key", "value", "headers", "partition", "timestamp"})
@@ -64,9 +65,16 @@ def _bytes(value: Any, where: str) -> bytes | None:
     raise SeedError(f"{where}: expected text, bytes or null, not {type(value).__name__}")
 
 
-def _int(value: Any, where: str, low: int) -> int:
+# The widest each field is on the wire: partition counts and indexes are INT32 (CreateTopics,
+# Produce), replication factors INT16 (CreateTopics), timestamps INT64 (the record batch).
+INT16_MAX, INT32_MAX, INT64_MAX = 2**15 - 1, 2**31 - 1, 2**63 - 1
+
+
+def _int(value: Any, where: str, low: int, high: int = INT32_MAX) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise SeedError(f"{where}: expected an integer of at least {low}, not {value!r}")
+    if value > high:
+        raise SeedError(f"{where}: {value} is more than Kafka's {high}")
     return value
 
 
@@ -97,7 +105,7 @@ def _record(raw: Any, where: str, partitions: int | None) -> RecordSeed:
     timestamp = raw.get("timestamp")
     return RecordSeed(_bytes(raw.get("key"), f"{where} key"), _bytes(raw.get("value"), f"{where} value"),
                       tuple(headers), partition,
-                      None if timestamp is None else _int(timestamp, f"{where} timestamp", 0))
+                      None if timestamp is None else _int(timestamp, f"{where} timestamp", 0, INT64_MAX))
 
 
 def _topic(name: Any, raw: Any) -> TopicSeed:
@@ -113,7 +121,7 @@ def _topic(name: Any, raw: Any) -> TopicSeed:
     partitions = raw.get("partitions")
     partitions = None if partitions is None else _int(partitions, f"topic {name!r} partitions", 1)
     factor = raw.get("replication_factor")
-    factor = None if factor is None else _int(factor, f"topic {name!r} replication_factor", 1)
+    factor = None if factor is None else _int(factor, f"topic {name!r} replication_factor", 1, INT16_MAX)
     config = raw.get("config") or {}
     if not isinstance(config, Mapping):
         raise SeedError(f"topic {name!r}: config must be a mapping of Kafka topic config names to values")
@@ -143,21 +151,26 @@ def load_seed_file(path: str | Path) -> list[TopicSeed]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
+    return parse_seed_text(text, yaml=path.suffix.lower() in (".yaml", ".yml"), source=str(path))
+
+
+def parse_seed_text(text: str, *, yaml: bool = False, source: str = "seed data") -> list[TopicSeed]:
+    """Seed data as JSON text, or YAML (PyYAML needed); ``source`` names it in errors."""
+    if yaml:
         try:
-            import yaml  # type: ignore[import-untyped]
+            import yaml as pyyaml  # type: ignore[import-untyped]
         except ImportError:
-            raise SeedError(f"{path}: YAML seed files need PyYAML (pip install pyyaml); "
+            raise SeedError(f"{source}: YAML seed files need PyYAML (pip install pyyaml); "
                             "JSON needs nothing") from None
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise SeedError(f"{path}: not valid YAML: {exc}") from None
+            data = pyyaml.safe_load(text)
+        except pyyaml.YAMLError as exc:
+            raise SeedError(f"{source}: not valid YAML: {exc}") from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SeedError(f"{path}: not valid JSON: {exc}") from None
+            raise SeedError(f"{source}: not valid JSON: {exc}") from None
     return parse_seed(data)
 
 

@@ -58,12 +58,12 @@ import pytest
 
 from kafkapy.embedded import Broker
 from kafkapy.faults import Faults
+from kafkapy.observers.history import with_history
 from kafkapy.server.clock import VirtualClock
 
 __all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "kafka_clock",
            "kafka_cluster", "kafka_faults", "pytest_configure", "pytest_runtest_makereport", "wait_until"]
 
-HISTORY_OBSERVER = "kafkapy.observers.RequestHistory"
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
 _BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
 
@@ -87,15 +87,6 @@ def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: A
     merged = dict(config or {})
     merged.update({name.replace("_", "."): value for name, value in settings.items()})
     return merged
-
-
-def with_history(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` with the RequestHistory observer added to ``observer.class.names``."""
-    names = config.get("observer.class.names") or []
-    names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
-    if HISTORY_OBSERVER not in names and "kafkapy.observers.history.RequestHistory" not in names:
-        names.append(HISTORY_OBSERVER)
-    return {**config, "observer.class.names": names}
 
 
 @pytest.fixture

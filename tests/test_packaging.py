@@ -19,3 +19,4 @@ def test_wheel_ships_protocol_specs(tmp_path: Path) -> None:
                 for p in (ROOT / "protocol_specs").rglob("*.json")}  # subfolders too (transaction/)
     assert expected and expected <= names
     assert "kafkapy/protocol/codec.py" in names
+    assert "kafkapy/control/openapi.json" in names  # GET /openapi.json serves it from the package

@@ -44,10 +44,11 @@ from kafkapy.server.config import ConfigKey
 if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
 
-__all__ = ["HISTORY_SIZE", "HistoryEntry", "RequestHistory"]
+__all__ = ["HISTORY_OBSERVER", "HISTORY_SIZE", "HistoryEntry", "RequestHistory", "with_history"]
 
 HISTORY_SIZE = "request.history.size"
 DEFAULT_HISTORY_SIZE = 10_000  # entries: a few MB at most, enough for one test's story
+HISTORY_OBSERVER = "kafkapy.observers.RequestHistory"  # its name for observer.class.names
 
 
 @attrs.frozen
@@ -168,3 +169,13 @@ def _nested_codes(value: Any) -> Iterator[int]:
     elif isinstance(value, (tuple, list)):
         for item in value:
             yield from _nested_codes(item)
+
+
+def with_history(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the RequestHistory observer added to ``observer.class.names`` (the pytest
+    fixtures' brokers and ``kafkapy serve --control`` keep a history)."""
+    names = config.get("observer.class.names") or []
+    names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    if HISTORY_OBSERVER not in names and "kafkapy.observers.history.RequestHistory" not in names:
+        names.append(HISTORY_OBSERVER)
+    return {**config, "observer.class.names": names}

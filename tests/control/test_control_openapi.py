@@ -1,0 +1,163 @@
+"""The OpenAPI document and the endpoint agree: every route documented and every documented
+operation served; the document's names (APIs, error codes, actions, rule fields) are the ones
+the endpoint accepts; every example request validates against its schema (jsonschema, JSON
+Schema 2020-12 as OpenAPI 3.1 uses) and is accepted by a live endpoint, whose answers validate
+against the documented responses for their status."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from kafkapy.control import ROUTES, openapi_document
+from kafkapy.control.faults_json import ACTION_TYPES, RULE_FIELDS
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol import api_name
+from kafkapy.protocol.api_keys import ApiKey
+
+from .conftest import HISTORY, ControlClient
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "control-openapi.json"
+DOCUMENT_URI = "urn:kafkapy:control-openapi"
+METHODS = ("get", "post", "put", "delete", "patch")
+
+
+def operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in METHODS:
+                yield method.upper(), path, operation
+
+
+def pointer(*parts: str) -> str:
+    return "/".join(part.replace("~", "~0").replace("/", "~1") for part in parts)
+
+
+def validator(*parts: str) -> jsonschema.protocols.Validator:
+    """A validator for the schema at that place in the document, its $refs resolved in it."""
+    registry: Registry[Any] = Registry().with_resource(
+        DOCUMENT_URI, Resource.from_contents(openapi_document(), default_specification=DRAFT202012))
+    return jsonschema.Draft202012Validator({"$ref": f"{DOCUMENT_URI}#/{pointer(*parts)}"}, registry=registry)
+
+
+def test_the_docs_copy_is_the_served_document() -> None:
+    assert json.loads(DOCS.read_text(encoding="utf-8")) == openapi_document()
+    assert openapi_document()["openapi"].startswith("3.1")
+
+
+def test_every_route_is_documented_and_every_documented_operation_served() -> None:
+    served = {(route.method, route.path) for route in ROUTES}
+    documented = {(method, path) for method, path, _ in operations(openapi_document())}
+    assert served == documented
+
+
+def test_every_path_parameter_is_declared() -> None:
+    for method, path, operation in operations(openapi_document()):
+        item = openapi_document()["paths"][path]
+        declared = {p["name"] for p in [*item.get("parameters", []), *operation.get("parameters", [])]
+                    if p["in"] == "path"}
+        in_template = {part[1:-1] for part in path.split("/") if part.startswith("{")}
+        assert declared == in_template, f"{method} {path}"
+
+
+def test_the_documents_names_are_the_ones_the_endpoint_accepts() -> None:
+    schemas = openapi_document()["components"]["schemas"]
+    assert set(schemas["ApiName"]["enum"]) == {api_name(k) for k in ApiKey} | {k.name for k in ApiKey}
+    assert schemas["ErrorName"]["enum"] == [code.name for code in ErrorCode]
+    assert [a["properties"]["type"]["const"] for a in schemas["FaultAction"]["oneOf"]] == list(ACTION_TYPES)
+    for action in schemas["FaultAction"]["oneOf"]:
+        fields, _ = ACTION_TYPES[action["properties"]["type"]["const"]]
+        assert set(action["properties"]) - {"type"} == fields
+    assert set(schemas["FaultRule"]["properties"]) == RULE_FIELDS
+
+
+def test_the_component_schemas_are_valid_json_schema() -> None:
+    schemas = openapi_document()["components"]["schemas"]
+    assert len(schemas) > 10
+    for schema in schemas.values():
+        jsonschema.Draft202012Validator.check_schema(schema)  # raises SchemaError
+
+
+def request_examples() -> list[tuple[str, str, str, Any]]:
+    found = []
+    for method, path, operation in operations(openapi_document()):
+        content = operation.get("requestBody", {}).get("content", {}).get("application/json")
+        for name, example in (content or {}).get("examples", {}).items():
+            found.append((method, path, name, example["value"]))
+    return found
+
+
+@pytest.mark.parametrize(("method", "path", "name", "example"), request_examples())
+def test_every_example_request_validates(method: str, path: str, name: str, example: Any) -> None:
+    validator("paths", path, method.lower(), "requestBody", "content", "application/json",
+              "schema").validate(example)
+
+
+def test_the_schema_check_can_fail() -> None:
+    rule = validator("components", "schemas", "FaultRule")
+    with pytest.raises(jsonschema.ValidationError):
+        rule.validate({"action": {"type": "error", "error": "NOT_A_CODE"}})
+    with pytest.raises(jsonschema.ValidationError):
+        rule.validate({"action": {"type": "delay"}})
+
+
+class Checked:
+    """Calls the live endpoint and validates each answer against the documented response."""
+
+    def __init__(self, client: ControlClient) -> None:
+        self.client = client
+        self.seen: set[tuple[str, str, int]] = set()
+
+    def call(self, method: str, template: str, path: str | None = None, body: Any = None) -> tuple[int, Any]:
+        status, answer = self.client.call(method, path or template, body)
+        responses = openapi_document()["paths"][template][method.lower()]["responses"]
+        assert str(status) in responses, f"{method} {path}: {status} is not documented: {answer}"
+        validator("paths", template, method.lower(), "responses", str(status), "content", "application/json",
+                  "schema").validate(answer)
+        self.seen.add((method, template, status))
+        return status, answer
+
+
+def test_a_live_endpoint_accepts_the_examples_and_answers_as_documented() -> None:
+    with Broker(HISTORY, brokers=2, control="127.0.0.1:0") as broker:
+        assert broker.control is not None
+        checked = Checked(ControlClient(broker.control.url))
+        assert checked.call("GET", "/health")[0] == 200
+        status, served = checked.call("GET", "/openapi.json")
+        assert served == openapi_document()
+        for method, path, name, example in request_examples():
+            if path == "/faults":
+                status, fault = checked.call(method, path, body=example)
+                assert status == 201, name
+                assert checked.call("GET", "/faults/{id}", f"/faults/{fault['id']}")[0] == 200
+            elif path == "/seed":
+                assert checked.call(method, path, body=example)[0] == 200, name
+        assert checked.call("GET", "/faults")[0] == 200
+        assert checked.call("DELETE", "/faults/{id}", "/faults/1")[0] == 200
+        assert checked.call("DELETE", "/faults/{id}", "/faults/1")[0] == 404
+        assert checked.call("DELETE", "/faults")[0] == 200
+        assert checked.call("GET", "/topics/{topic}/records", "/topics/orders/records")[0] == 200
+        assert checked.call("GET", "/topics/{topic}/records", "/topics/orders/records?encoding=x")[0] == 400
+        assert checked.call("POST", "/snapshots/{name}", "/snapshots/s")[0] == 201
+        assert checked.call("GET", "/snapshots")[0] == 200
+        assert checked.call("POST", "/snapshots/{name}/restore", "/snapshots/s/restore")[0] == 200
+        assert checked.call("DELETE", "/snapshots/{name}", "/snapshots/s")[0] == 200
+        assert checked.call("POST", "/snapshots/{name}/restore", "/snapshots/s/restore")[0] == 404
+        assert checked.call("POST", "/reset")[0] == 200
+        assert checked.call("GET", "/history", "/history?limit=5")[0] == 200
+        assert checked.call("GET", "/cluster")[0] == 200
+        assert checked.call("POST", "/cluster/brokers/{index}/stop", "/cluster/brokers/1/stop")[0] == 200
+        assert checked.call("POST", "/cluster/brokers/{index}/stop", "/cluster/brokers/0/stop")[0] == 409
+        assert checked.call("POST", "/cluster/brokers/{index}/start", "/cluster/brokers/1/start")[0] == 200
+        assert checked.call("POST", "/cluster/brokers/{index}/start", "/cluster/brokers/7/start")[0] == 404
+        assert checked.call("POST", "/seed", body={"t": {"partitions": -1}})[0] == 400
+    exercised = {(method, template) for method, template, _ in checked.seen}
+    assert exercised == {(route.method, route.path) for route in ROUTES}

@@ -1,0 +1,142 @@
+"""``kafkapy serve --control`` as a real process, driven over HTTP as a Java or Go test would drive
+it: seed, then consume with confluent-kafka; a fault added as JSON reaches kafka-python; a broker
+of the cluster taken down and up; reset. A non-loopback address is one error line and exit 2."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from .conftest import ControlClient
+
+TIMEOUT_S = 30
+CONTROL = re.compile(r"control endpoint on (http://\S+)")
+SERVING = re.compile(r"serving \d+ broker\(s\), bootstrap servers (\S+)")
+
+
+def serve(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "kafkapy.cli", "serve", *args], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[ControlClient, str]]:
+    """Two brokers and their control endpoint, ports chosen by the system; stopped with SIGTERM."""
+    proc = serve("--brokers", "2", "--control", "127.0.0.1:0", "--override", "listeners=PLAINTEXT://127.0.0.1:0")
+    assert proc.stderr is not None
+    try:
+        lines: list[str] = []
+        url = bootstrap = None
+        deadline = time.monotonic() + TIMEOUT_S
+        while bootstrap is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if found := CONTROL.search(line):
+                url = found.group(1)
+            if found := SERVING.search(line):
+                bootstrap = found.group(1)
+        assert url is not None and bootstrap is not None, "".join(lines)
+        yield ControlClient(url), bootstrap
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=TIMEOUT_S) == 0
+    assert "Traceback" not in proc.stderr.read()
+
+
+def consume(bootstrap: str, topic: str, count: int) -> list[tuple[bytes | None, bytes | None]]:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"control-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    seen: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(seen) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                seen.append((message.key(), message.value()))
+    finally:
+        consumer.close()
+    return sorted(seen, key=repr)
+
+
+def test_serve_control_drives_a_two_broker_cluster(served: tuple[ControlClient, str]) -> None:
+    from kafka import KafkaProducer
+    from kafka.errors import PolicyViolationError
+
+    control, bootstrap = served
+    assert control.call("GET", "/health") == (200, {"status": "ok", "cluster": True, "brokers": 2,
+                                                    "running": 2})
+    status, _ = control.call("POST", "/seed", {"orders": {"partitions": 2, "records": [
+        {"key": "a", "value": "one", "partition": 0}, {"key": "b", "value": "two", "partition": 1}]}})
+    assert status == 200
+    assert consume(bootstrap, "orders", 2) == [(b"a", b"one"), (b"b", b"two")]
+
+    rule = {"api": "Produce", "topic": "orders", "times": 1,
+            "action": {"type": "error", "error": "POLICY_VIOLATION"}}
+    status, fault = control.call("POST", "/faults", rule)
+    assert status == 201 and fault["brokers"] == [0, 1]  # every running broker: either may lead
+    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0, request_timeout_ms=TIMEOUT_S * 1000)
+    try:
+        with pytest.raises(PolicyViolationError):
+            producer.send("orders", b"refused", partition=0).get(TIMEOUT_S)
+        producer.send("orders", b"three", partition=0).get(TIMEOUT_S)
+    finally:
+        producer.close(TIMEOUT_S)
+    assert control.call("GET", f"/faults/{fault['id']}")[1]["fired"] == 1
+    status, history = control.call("GET", "/history")  # serve --control keeps a request history
+    assert "POLICY_VIOLATION" in [entry["error"] for entry in history["history"] if entry["api"] == "Produce"]
+    status, records = control.call("GET", "/topics/orders/records?partition=0")
+    assert [r["value"] for r in records["records"]] == ["one", "three"]
+
+    status, cluster = control.call("POST", "/cluster/brokers/1/stop")
+    assert status == 200 and [b["running"] for b in cluster["brokers"]] == [True, False]
+    assert len(cluster["bootstrap_servers"].split(",")) == 1
+    status, cluster = control.call("POST", "/cluster/brokers/1/start")
+    assert status == 200 and [b["running"] for b in cluster["brokers"]] == [True, True]
+
+    assert control.call("POST", "/reset") == (200, {"reset": True})
+    assert control.call("GET", "/topics/orders/records") == (200, {"records": []})
+
+
+def test_serve_control_on_a_single_broker() -> None:
+    proc = serve("--control", "localhost:0", "--override", "listeners=PLAINTEXT://127.0.0.1:0")
+    assert proc.stderr is not None
+    try:
+        url = None
+        deadline = time.monotonic() + TIMEOUT_S
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            if found := CONTROL.search(line):
+                url = found.group(1)
+        assert url is not None
+        assert ControlClient(url).call("GET", "/cluster")[1]["cluster"] is False
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=TIMEOUT_S) == 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--control", "0.0.0.0:0"], "control address '0.0.0.0:0' is not a loopback address"),
+    (["--control", "127.0.0.1"], "control address '127.0.0.1' is not HOST:PORT"),
+    (["--control", "127.0.0.1:http"], "the port 'http' is not a number"),
+    (["--control-allow-remote"], "--control-allow-remote needs --control HOST:PORT"),
+])
+def test_a_bad_control_address_is_one_error_line_before_anything_listens(args: list[str],
+                                                                         message: str) -> None:
+    proc = serve(*args, "--override", "listeners=PLAINTEXT://127.0.0.1:0")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    assert message in err and "Traceback" not in err and "listening on" not in err
+    assert len(err.strip().splitlines()) == 1
