@@ -33,6 +33,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import Faults, FaultsModule
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import StoredRecord, stored_records
+from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
 from kafkapy.observers.history import HistoryEntry, RequestHistory
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
@@ -459,8 +460,9 @@ class Broker:
         raise SeedError(f"group {group!r}: no running broker coordinates it")
 
     def reset(self) -> None:
-        """Delete every topic but the internal ones, with their logs, and every empty group with
-        its offsets; what tests made is gone, the brokers and their connections stay."""
+        """Delete every topic but the internal ones, with their logs, and forget every group (its
+        members and offsets) and every transactional id (open transactions dropped); what tests
+        made is gone, the brokers and their connections stay (kafkapy.inspection.reset)."""
         self._from_thread(self.reset_async())
 
     async def reset_async(self) -> None:
@@ -478,12 +480,9 @@ class Broker:
                 with home.lock:  # the logs go with it (a topic made again starts empty anyway)
                     home.forget_topic(name)
         for member in self._running_members():
-            groups = _find_module(member._running(), GroupsModule)
-            if groups is None:
-                continue
-            _, listed = groups.list_group_states(("Empty",))
-            for group in listed:
-                await groups.delete_group(group["group_id"])
+            forget_groups_and_transactions(member._running())
+        for home in homes:
+            empty_coordinator_logs(home)
 
     # --- inspection ------------------------------------------------------------------------
 
