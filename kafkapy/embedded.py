@@ -20,6 +20,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -33,7 +34,9 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import Faults, FaultsModule
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import StoredRecord, stored_records
+from kafkapy.inspection.groups import GroupView, group_views
 from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
+from kafkapy.inspection.transactions import TransactionView, transaction_views
 from kafkapy.observers.history import HistoryEntry, RequestHistory
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
@@ -46,6 +49,7 @@ from kafkapy.server.services import NO_LEADER, partition_leader
 from kafkapy.store.base import MetadataStore, UnknownTopic
 from kafkapy.store.memory import MemoryStore
 from kafkapy.topics.module import TopicsModule
+from kafkapy.transactions.module import TransactionsModule
 
 __all__ = ["Broker", "BrokerLogs", "Snapshot"]
 
@@ -492,6 +496,36 @@ class Broker:
         partitions = self._dataplane().partitions
         return self._on_loop(lambda: stored_records(partitions, topic, partition, from_offset))
 
+    # --- inspection of the coordinators (kafkapy.inspection.groups, .transactions) ----------------
+
+    def groups(self, *group_ids: str) -> list[GroupView]:
+        """Every group (or those named), as its coordinator holds it now: members with their
+        subscriptions and assignments, generation, committed and pending offsets. Frozen values,
+        read on the broker's loop; each group from the broker that coordinates it."""
+        wanted = group_ids or None
+        return self._on_loop(lambda: sorted(
+            (view for member in self._running_members()
+             for module in _modules(member._running(), GroupsModule)
+             for view in group_views(module, _topic_names(member._running()), wanted)),
+            key=lambda view: view.group_id))
+
+    def group(self, group_id: str) -> GroupView | None:
+        """One group (None if no coordinator knows it)."""
+        return next(iter(self.groups(group_id)), None)
+
+    def transactions(self, *transactional_ids: str) -> list[TransactionView]:
+        """Every transactional id (or those named) as its coordinator holds it now: state,
+        producer id and epoch, timeout, the open transaction's partitions and start."""
+        wanted = transactional_ids or None
+        return self._on_loop(lambda: sorted(
+            (view for member in self._running_members()
+             for module in _modules(member._running(), TransactionsModule)
+             for view in transaction_views(module, wanted)),
+            key=lambda view: view.transactional_id))
+
+    def transaction(self, transactional_id: str) -> TransactionView | None:
+        return next(iter(self.transactions(transactional_id)), None)
+
     def history(self, *, connection: str | None = None, client_id: str | None = None,
                 since: float | None = None) -> list[HistoryEntry]:
         """The requests the broker answered, oldest first (kafkapy.observers.history); the broker must
@@ -569,6 +603,14 @@ def _module(runtime: BrokerRuntime, kind: type[M]) -> M:
     if found is None:
         raise RuntimeError(f"the broker runs no {kind.__name__}")
     return found
+
+
+def _modules(runtime: BrokerRuntime, kind: type[M]) -> list[M]:
+    return [m for m in runtime.modules if isinstance(m, kind)]
+
+
+def _topic_names(runtime: BrokerRuntime) -> dict[uuid.UUID, str]:
+    return {info.topic_id: name for name, info in runtime.cluster.topics.items()}
 
 
 def _name(until: Callable[..., object]) -> str:

@@ -348,6 +348,13 @@ class GroupsModule(Module):
         raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                             f"The coordinator is loading the groups of {OFFSETS_TOPIC}-{partition}.")
 
+    def coordinates_now(self, group_id: str) -> bool:
+        """This broker leads the group's partition and has loaded it (inspection; no side effects,
+        unlike check_coordinator)."""
+        partition = self.group_log.partition_for(group_id)
+        return self._offsets_leader(partition) == self.services.broker_id and \
+            self._partitions.get(partition) is _Load.LOADED
+
     def _start_load(self, partition: int) -> None:
         """Replay the partition into the coordinator. A short log is loaded at once; a long one
         yields to the loop every _LOAD_YIELD_EVERY records, its groups answering
