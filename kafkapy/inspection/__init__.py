@@ -5,4 +5,5 @@ from kafkapy.inspection.groups import CommittedOffset, GroupMemberView, GroupVie
 from kafkapy.inspection.records import StoredRecord, stored_records
 from kafkapy.inspection.transactions import TransactionView
 
-__all__ = ["CommittedOffset", "GroupMemberView", "GroupView", "StoredRecord", "TransactionView", "stored_records"]
+__all__ = ["CommittedOffset", "GroupMemberView", "GroupView", "StoredRecord", "TransactionView",
+           "stored_records"]

@@ -33,6 +33,8 @@ __all__ = ["CommittedOffset", "GroupMemberView", "GroupView", "group_views"]
 CONSUMER = "consumer"  # a KIP-848 group's kind (ListGroups v5's group_type)
 _VERSION_SIZE = 2  # the int16 version that heads the consumer protocol's bytes
 Assigned = Mapping[str, tuple[int, ...]]
+Decoder = Callable[[bytes, int, int], tuple[Mapping[str, Any], int]]
+Offsets = tuple["CommittedOffset", ...]
 
 
 def _frozen_map(items: Mapping[str, tuple[int, ...]]) -> Assigned:
@@ -97,9 +99,9 @@ class GroupView:
 
 
 @functools.cache
-def _decoder(name: str) -> Callable[[bytes, int, int], tuple[Mapping[str, Any], int]]:
+def _decoder(name: str) -> Decoder:
     spec = next(s for s in standard_and_project_specs() if s.name == name)
-    decode: Callable[[bytes, int, int], tuple[Mapping[str, Any], int]] = MessageSchema(spec, 0).compiled_codec()[0]
+    decode: Decoder = MessageSchema(spec, 0).compiled_codec()[0]
     return decode
 
 
@@ -129,7 +131,7 @@ def assignment_partitions(data: bytes) -> Assigned:
     return _frozen_map(assigned)
 
 
-def _offsets(module: GroupsModule, group_id: str) -> tuple[tuple[CommittedOffset, ...], tuple[CommittedOffset, ...]]:
+def _offsets(module: GroupsModule, group_id: str) -> tuple[Offsets, Offsets]:
     store = module.coordinator.offsets
     committed = []
     for topic, partition in store.partitions(group_id):
@@ -141,7 +143,8 @@ def _offsets(module: GroupsModule, group_id: str) -> tuple[tuple[CommittedOffset
     return tuple(committed), pending
 
 
-def _offset(topic: str, partition: int, value: OffsetCommitValue, producer_id: int | None = None) -> CommittedOffset:
+def _offset(topic: str, partition: int, value: OffsetCommitValue,
+            producer_id: int | None = None) -> CommittedOffset:
     return CommittedOffset(topic, partition, value.offset, value.leader_epoch, value.metadata,
                            value.commit_timestamp, producer_id is not None,
                            -1 if producer_id is None else producer_id)
@@ -158,8 +161,9 @@ def _classic(module: GroupsModule, group: ClassicGroup, broker_id: int) -> Group
             m.rebalance_timeout_ms, subscription_topics(metadata) if consumer else (),
             assignment_partitions(m.assignment) if consumer else _frozen_map({})))
     offsets, pending = _offsets(module, group.group_id)
-    return GroupView(group.group_id, CLASSIC, group.protocol_type or "", group.state.value, group.generation_id,
-                     group.protocol_name, group.leader_id, tuple(members), offsets, pending, broker_id)
+    return GroupView(group.group_id, CLASSIC, group.protocol_type or "", group.state.value,
+                     group.generation_id, group.protocol_name, group.leader_id, tuple(members), offsets,
+                     pending, broker_id)
 
 
 def _consumer(module: GroupsModule, group: ConsumerGroup, broker_id: int,

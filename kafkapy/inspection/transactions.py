@@ -41,7 +41,8 @@ def _view(metadata: TxnMetadata, broker_id: int) -> TransactionView:
                            metadata.start_ms, metadata.last_update_ms, broker_id)
 
 
-def transaction_views(module: TransactionsModule, wanted: Iterable[str] | None = None) -> list[TransactionView]:
+def transaction_views(module: TransactionsModule,
+                      wanted: Iterable[str] | None = None) -> list[TransactionView]:
     """The transactional ids ``module``'s broker coordinates (``wanted`` ones only), sorted."""
     names = None if wanted is None else set(wanted)
     broker_id = module.services.broker_id

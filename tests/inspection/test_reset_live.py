@@ -15,8 +15,10 @@ from kafkapy.protocol.api_keys import ApiKey
 from tests.inspection.test_coordinator_views import PARTITIONS, TOPIC, KafkaPythonMember
 
 TIMEOUT_S = 20
+MEMBER_APIS = (ApiKey.HEARTBEAT, ApiKey.SYNC_GROUP, ApiKey.OFFSET_COMMIT)
 HISTORY = "kafkapy.observers.RequestHistory"
-SEED = {TOPIC: {"partitions": PARTITIONS, "records": [{"value": "x", "partition": p} for p in range(PARTITIONS)]}}
+SEED = {TOPIC: {"partitions": PARTITIONS,
+                "records": [{"value": "x", "partition": p} for p in range(PARTITIONS)]}}
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,7 @@ def test_reset_forgets_a_live_group_and_an_open_transaction(fresh: Broker) -> No
         # the members hear UNKNOWN_MEMBER_ID, join again and form the group anew (new member ids, no
         # offsets; kafka-python's Metadata makes the topic again, empty, so nothing is committed)
         fresh.wait_for_sync(lambda: [e.error_code for e in fresh.history(since=since)
-                                     if e.api_key in (ApiKey.HEARTBEAT, ApiKey.SYNC_GROUP, ApiKey.OFFSET_COMMIT)],
+                                     if e.api_key in MEMBER_APIS],
                             lambda codes: ErrorCode.UNKNOWN_MEMBER_ID in codes, timeout=TIMEOUT_S,
                             what="a member told it is unknown")
         again = fresh.wait_for_sync(lambda: fresh.group("live"),
