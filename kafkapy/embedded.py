@@ -30,6 +30,7 @@ import attrs
 from kafkapy.assembly import DEFAULT_MODULES, assemble
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
+from kafkapy.dataplane.partitions import LogHome
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import Faults, FaultsModule
 from kafkapy.groups.module import GroupsModule
@@ -472,21 +473,29 @@ class Broker:
     async def reset_async(self) -> None:
         runtime = self._running()
         store = runtime.store
-        # One log home for a shared MemoryStore; one per broker on ZooKeeper or log.dirs.
-        homes = list({id(home): home for home in (m._dataplane().partitions.home
-                                                  for m in self._running_members())}.values())
+        homes = self._log_homes()
         for name in [n for n in runtime.cluster.topics if not n.startswith("__")]:
-            try:
-                store.delete_topic(name)  # every broker's view follows from the store's watch
-            except UnknownTopic:
-                pass
-            for home in homes:
-                with home.lock:  # the logs go with it (a topic made again starts empty anyway)
-                    home.forget_topic(name)
+            _delete_topic(store, homes, name)
         for member in self._running_members():
-            forget_groups_and_transactions(member._running())
+            forget_groups_and_transactions(member._running().modules)
         for home in homes:
             empty_coordinator_logs(home)
+
+    def delete_topics(self, *names: str) -> None:
+        """Delete ``names`` (those that exist) with their logs at once, as reset deletes topics;
+        the ``kafka_topic`` fixture's cleanup. From the test's thread; ``delete_topics_async`` on
+        the broker's loop."""
+        self._from_thread(self.delete_topics_async(*names))
+
+    async def delete_topics_async(self, *names: str) -> None:
+        store, homes = self._running().store, self._log_homes()
+        for name in names:
+            _delete_topic(store, homes, name)
+
+    def _log_homes(self) -> list[LogHome]:
+        """One log home for a shared MemoryStore; one per broker on ZooKeeper or log.dirs."""
+        return list({id(home): home for home in (m._dataplane().partitions.home
+                                                 for m in self._running_members())}.values())
 
     # --- inspection ------------------------------------------------------------------------
 
@@ -603,6 +612,16 @@ def _module(runtime: BrokerRuntime, kind: type[M]) -> M:
     if found is None:
         raise RuntimeError(f"the broker runs no {kind.__name__}")
     return found
+
+
+def _delete_topic(store: MetadataStore, homes: Sequence[LogHome], name: str) -> None:
+    try:
+        store.delete_topic(name)  # every broker's view follows from the store's watch
+    except UnknownTopic:
+        pass
+    for home in homes:
+        with home.lock:  # the logs go with it (a topic made again starts empty anyway)
+            home.forget_topic(name)
 
 
 def _modules(runtime: BrokerRuntime, kind: type[M]) -> list[M]:

@@ -21,10 +21,12 @@ AddPartitionsToTxn or EndTxn; it rejoins or re-initializes as it would after a c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kafkapy.dataplane.partitions import LogHome
 from kafkapy.groups.module import GroupsModule
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
-from kafkapy.server.broker import BrokerRuntime
+from kafkapy.server.modules import Module
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.module import TransactionsModule
 
@@ -33,9 +35,9 @@ __all__ = ["COORDINATOR_TOPICS", "empty_coordinator_logs", "forget_groups_and_tr
 COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
-def forget_groups_and_transactions(runtime: BrokerRuntime) -> None:
-    """Step 1 on one broker, on its loop."""
-    for module in runtime.modules:
+def forget_groups_and_transactions(modules: Iterable[Module]) -> None:
+    """Step 1 on one broker (its modules), on its loop."""
+    for module in modules:
         if isinstance(module, GroupsModule):
             module.forget_everything()
         elif isinstance(module, TransactionsModule):
