@@ -111,3 +111,22 @@ def test_the_next_test_finds_a_clean_broker_and_uses_it(fresh: Broker) -> None:
             member.close()
     assert view is not None
     assert sorted(p for m in view.members for p in m.assignment[TOPIC]) == list(range(PARTITIONS))
+
+
+def test_a_snapshot_brings_back_a_groups_offsets_and_nothing_else(fresh: Broker) -> None:
+    members = [KafkaPythonMember(fresh, "snapped") for _ in range(2)]
+    try:
+        before = fresh.wait_for_sync(lambda: fresh.group("snapped"),
+                                     lambda v: v is not None and v.state == "Stable" and len(v.members) == 2
+                                     and len(v.offsets) == PARTITIONS,
+                                     timeout=TIMEOUT_S, what="a stable group of two, its offsets committed")
+        snapshot = fresh.snapshot()
+    finally:
+        for member in members:
+            member.close()
+    assert before is not None and snapshot.offsets == {"snapped": before.committed()}
+    fresh.restore(snapshot)
+    [restored] = fresh.groups()
+    assert (restored.group_id, restored.state, restored.members) == ("snapped", "Empty", ())
+    assert (restored.generation, restored.protocol_type) == (0, "")  # as a standalone committer's
+    assert restored.committed() == before.committed() and restored.pending_offsets == ()
