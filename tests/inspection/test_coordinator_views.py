@@ -174,3 +174,27 @@ def test_a_transaction_is_ongoing_with_its_partitions_then_complete(broker: Brok
     [eos] = broker.groups("eos")
     assert eos.committed() == {(TOPIC, 0): 7} and eos.pending_offsets == ()
     assert broker.transactions("someone-else") == []
+
+
+def test_in_a_cluster_each_group_is_read_from_its_coordinator(kafka_cluster: Broker) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    kafka_cluster.seed({TOPIC: {"partitions": PARTITIONS}})
+    ids = [f"spread-{i}" for i in range(6)]
+    for group_id in ids:
+        consumer = Consumer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "group.id": group_id})
+        try:
+            consumer.commit(offsets=[TopicPartition(TOPIC, 0, len(group_id))], asynchronous=False)
+        finally:
+            consumer.close()
+    views = kafka_cluster.groups()
+    assert [v.group_id for v in views] == ids  # each once, though three coordinators hold groups
+    assert len({v.coordinator for v in views}) > 1  # spread over the brokers (Kafka's hash of the id)
+    view_cluster = kafka_cluster._running().cluster
+    for view in views:
+        groups_module = next(m for m in kafka_cluster.brokers[0]._running().modules
+                             if type(m).__name__ == "GroupsModule")
+        partition = groups_module.group_log.partition_for(view.group_id)
+        leadership = view_cluster.leadership("__consumer_offsets", partition)
+        assert leadership is not None and view.coordinator == leadership[0]
+        assert view.committed() == {(TOPIC, 0): len(view.group_id)}
