@@ -38,6 +38,18 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     Seeds ``kafka_broker`` and ``kafka_cluster`` before the test (``Broker.seed``'s shape:
     ``{"topic": {"partitions": 3, "config": {...}, "records": [...]}}``).
 
+``kafka_session_broker``
+    One started broker for the whole test session (the same defaults and request history as
+    ``kafka_broker``); pair it with ``reset()`` between tests to keep them apart.
+
+``kafka_topic``
+    A fresh topic per test on ``kafka_session_broker``, with a unique name, deleted after the
+    test: ``kafka_topic.name``, ``kafka_topic.bootstrap_servers``, ``str(kafka_topic)``. One
+    partition unless ``@pytest.mark.kafka_topic(partitions=3, config={...}, records=[...])``
+    (one topic of ``Broker.seed``'s shape) or indirect parametrization
+    (``@pytest.mark.parametrize("kafka_topic", [3, {"partitions": 2}], indirect=True)``) says
+    otherwise.
+
 Both brokers run on a background thread (``with Broker(...)``), so blocking
 clients such as kafka-python can talk to it from the test's thread.
 
@@ -50,10 +62,13 @@ gets a section per broker listing the requests it answered during the test
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Protocol
 
+import attrs
 import pytest
 
 from kafkapy.embedded import Broker
@@ -61,8 +76,9 @@ from kafkapy.faults import Faults
 from kafkapy.observers.history import with_history
 from kafkapy.server.clock import VirtualClock
 
-__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "kafka_clock",
-           "kafka_cluster", "kafka_faults", "pytest_configure", "pytest_runtest_makereport", "wait_until"]
+__all__ = ["BrokerFactory", "KafkaTopic", "config_from_kwargs", "kafka_broker", "kafka_broker_factory",
+           "kafka_clock", "kafka_cluster", "kafka_faults", "kafka_session_broker", "kafka_topic",
+           "pytest_configure", "pytest_runtest_makereport", "wait_until"]
 
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
 _BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
@@ -80,6 +96,8 @@ class BrokerFactory(Protocol):
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{SEED_MARKER}(data): seed kafka_broker / kafka_cluster with "
                                        "topics and records (kafkapy.Broker.seed's shape)")
+    config.addinivalue_line("markers", f"{TOPIC_MARKER}(partitions=1, config=None, records=None): the "
+                                       "kafka_topic fixture's topic (one topic of Broker.seed's shape)")
 
 
 def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: Any) -> dict[str, Any]:
@@ -161,6 +179,69 @@ def kafka_faults(kafka_broker: Broker) -> Iterator[Faults]:
         yield faults
     finally:
         faults.clear()
+
+
+# --- kafka_session_broker, kafka_topic ---------------------------------------------------------
+
+TOPIC_MARKER = "kafka_topic"
+_TOPIC_NAME_MAX = 200  # Kafka allows 249 characters; room left for the unique suffix
+_ILLEGAL_IN_TOPIC = re.compile(r"[^a-zA-Z0-9._-]+")  # Kafka's legal topic characters
+
+
+@attrs.frozen
+class KafkaTopic:
+    """The ``kafka_topic`` fixture's topic: its name and the broker that holds it."""
+
+    name: str
+    partitions: int
+    broker: Broker = attrs.field(repr=False)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.broker.bootstrap_servers
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@pytest.fixture(scope="session")
+def kafka_session_broker() -> Iterator[Broker]:
+    """One started broker for the whole session (with a request history), stopped at its end."""
+    with Broker(with_history({})) as broker:
+        yield broker
+
+
+def _topic_spec(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The topic asked for: indirect parametrization (a partition count or a mapping) wins over
+    the closest ``kafka_topic`` marker; one partition when neither says."""
+    spec: dict[str, Any] = {"partitions": 1}
+    marker = request.node.get_closest_marker(TOPIC_MARKER)
+    if marker is not None:
+        if marker.args:
+            raise pytest.UsageError(f"@pytest.mark.{TOPIC_MARKER} takes keywords: "
+                                    "partitions=, config=, records=")
+        spec.update(marker.kwargs)
+    param = getattr(request, "param", None)
+    if isinstance(param, int) and not isinstance(param, bool):
+        spec["partitions"] = param
+    elif isinstance(param, Mapping):
+        spec.update(param)
+    elif param is not None:
+        raise pytest.UsageError(f"kafka_topic's parameter is a partition count or a mapping, not {param!r}")
+    return spec
+
+
+@pytest.fixture
+def kafka_topic(request: pytest.FixtureRequest, kafka_session_broker: Broker) -> Iterator[KafkaTopic]:
+    """A topic of its own for this test on the session's broker, deleted after it."""
+    spec = _topic_spec(request)
+    stem = _ILLEGAL_IN_TOPIC.sub("-", request.node.name).strip("-.")[:_TOPIC_NAME_MAX] or "topic"
+    name = f"{stem}-{uuid.uuid4().hex[:12]}"
+    kafka_session_broker.seed({name: spec})
+    try:
+        yield KafkaTopic(name, int(spec["partitions"]), kafka_session_broker)
+    finally:
+        kafka_session_broker.delete_topics(name)
 
 
 @pytest.hookimpl(hookwrapper=True)
