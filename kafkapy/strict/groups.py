@@ -140,3 +140,9 @@ class GroupWatch:
         if owned is None:
             return [], frozenset()
         return sorted(p for p in partitions if p not in owned), owned
+
+    def assignments(self, group: str) -> dict[str, frozenset[TopicPartition]]:
+        """Each member's partitions at the latest generation it was given them, as strict mode
+        judges its commits (what a test can check strict mode saw)."""
+        return {member: state.owned[max(state.owned)] for (name, member), state in self._members.items()
+                if name == group and state.owned}
