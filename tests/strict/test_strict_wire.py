@@ -270,3 +270,54 @@ def test_a_cluster_lists_every_brokers_violations_and_clears_them() -> None:
         assert len(cluster.violations) == 2  # the one recorded by the broker now down included
         cluster.violations.clear()
         assert cluster.violations == []
+
+
+def consumer_heartbeat(client: SimpleClient, group: str, member_id: str, epoch: int) -> Any:
+    return client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+        "group_id": group, "member_id": member_id, "member_epoch": epoch, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": 30000,
+        "subscribed_topic_names": [TOPIC] if epoch == 0 else None, "server_assignor": None,
+        "topic_partitions": [] if epoch == 0 else None})
+
+
+def test_kip848_member_commits_outside_its_assignment_and_invents_an_epoch(broker: Broker) -> None:
+    group = "strict-848"
+    broker.seed({"strict-other": {}})
+    with SimpleClient(broker.bootstrap_servers, client_id="raw-848") as client:
+        find = {"key": group, "key_type": 0}
+        wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 3, find).error_code == ErrorCode.NONE,
+                   what="the group coordinator")
+        joined = consumer_heartbeat(client, group, "", 0)
+        assert joined.error_code == ErrorCode.NONE
+        member = joined.member_id
+        latest = [joined]
+
+        def assigned() -> bool:
+            answer = latest[-1]
+            if answer.assignment is not None and answer.assignment.topic_partitions:
+                return True
+            latest.append(consumer_heartbeat(client, group, member, answer.member_epoch))
+            return False
+
+        wait_until(assigned, what="an assignment")
+        epoch = latest[-1].member_epoch
+        body = {"group_id": group, "generation_id_or_member_epoch": epoch, "member_id": member,
+                "group_instance_id": None, "topics": []}
+
+        def commit_to(topic: str) -> int:
+            topics = [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                      "committed_leader_epoch": -1,
+                                                      "committed_metadata": ""}]}]
+            committed = client.request(ApiKey.OFFSET_COMMIT, 9, {**body, "topics": topics})
+            return int(committed.topics[0].partitions[0].error_code)
+
+        assert commit_to(TOPIC) == ErrorCode.NONE
+        assert broker.violations == []
+        assert commit_to("strict-other") == ErrorCode.NONE  # accepted: the coordinator checks the epoch only
+        fenced = consumer_heartbeat(client, group, member, epoch + 5)
+        assert fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+        consumer_heartbeat(client, group, member, -1)  # leave
+    assert kinds(broker) == [ViolationKind.UNASSIGNED_COMMIT, ViolationKind.STALE_GENERATION]
+    unassigned, invented = broker.violations
+    assert "strict-other-0" in unassigned.what and f"{TOPIC}-0, {TOPIC}-1" in unassigned.expected
+    assert "FENCED_MEMBER_EPOCH" in invented.what and "never gave it" in invented.what
