@@ -14,8 +14,8 @@ client could have known better (docs/testing.md, "Strict mode"):
   them in order. With no such excuse the producer skipped sequences: misuse. The first
   out-of-order answer starts a recovery itself, so the pipelined batches behind the one judged
   are not judged again.
-* A batch whose sequences were all acknowledged before (same epoch) is a duplicate; Kafka answers
-  it quietly with the first write's offsets. It is normal when the first answer never reached
+* A batch the broker had acknowledged before (same epoch, same sequences) is a duplicate; Kafka
+  answers it quietly with the first write's offsets. It is normal when the first answer never reached
   the client (a dropped connection, a truncated answer: the retry is what idempotence is for),
   and misuse when it did: the client resent a batch it had been told was written.
 
@@ -26,6 +26,7 @@ does not.
 
 from __future__ import annotations
 
+import collections
 from typing import NamedTuple
 
 import attrs
@@ -35,6 +36,9 @@ from kafkapy.errors import ErrorCode
 __all__ = ["BatchSequences", "SequenceWatch"]
 
 TopicPartition = tuple[str, int]
+# Acknowledged batches remembered per producer and partition: more than the five a producer may
+# have in flight (max.in.flight.requests.per.connection), the most it can resend at once.
+ACKNOWLEDGED_KEPT = 32
 
 
 class BatchSequences(NamedTuple):
@@ -49,7 +53,10 @@ class BatchSequences(NamedTuple):
 @attrs.define
 class _Producer:
     epoch: int = -1
-    acknowledged: int = -1  # the last sequence answered without error at ``epoch``; -1: none
+    acknowledged: int = -1  # the highest sequence answered without error at ``epoch``; -1: none
+    # the batches (first, last) answered without error at ``epoch``, the latest ones
+    batches: collections.deque[tuple[int, int]] = attrs.Factory(
+        lambda: collections.deque(maxlen=ACKNOWLEDGED_KEPT))
     recovering: bool = False
     unanswered: set[int] = attrs.Factory(set)  # stamps of its requests not answered yet
 
@@ -71,18 +78,23 @@ class SequenceWatch:
         duplicate), or None."""
         state = self._producers.setdefault((batch.producer_id, partition), _Producer())
         state.unanswered.discard(stamp)
-        acknowledged = state.acknowledged if state.epoch == batch.producer_epoch else -1
+        same_epoch = state.epoch == batch.producer_epoch
+        acknowledged = state.acknowledged if same_epoch else -1
         judged: tuple[str, str, bool] | None = None
         if code == ErrorCode.NONE:
-            if acknowledged >= 0 and batch.last <= acknowledged:
+            if same_epoch and (batch.first, batch.last) in state.batches:
                 judged = (f"producer {batch.producer_id} (epoch {batch.producer_epoch}) resent sequences "
                           f"{batch.first}-{batch.last}, which the broker had acknowledged (up to "
                           f"{acknowledged}); Kafka answers such a duplicate quietly with its first offsets",
                           f"the next batch to start at sequence {acknowledged + 1}; a batch is resent only "
                           f"when its answer was lost or was an error", False)
             if delivered:
-                state.epoch = batch.producer_epoch
+                if not same_epoch:
+                    state.epoch = batch.producer_epoch
+                    state.batches.clear()
                 state.acknowledged = max(acknowledged, batch.last)
+                if (batch.first, batch.last) not in state.batches:
+                    state.batches.append((batch.first, batch.last))
                 state.recovering = False
                 state.unanswered = {s for s in state.unanswered if s > stamp}
             else:
