@@ -42,8 +42,10 @@ _COMMITS = frozenset({ApiKey.OFFSET_COMMIT, ApiKey.TXN_OFFSET_COMMIT})
 
 class StrictInterceptor(Interceptor):
     def __init__(self, violations: Violations, served_versions: Callable[[], Mapping[int, tuple[int, int]]],
-                 topic_name: Callable[[uuid.UUID], str | None]) -> None:
+                 topic_name: Callable[[uuid.UUID], str | None],
+                 recorded: Callable[[Violation], None] = lambda violation: None) -> None:
         self.violations = violations
+        self.recorded = recorded  # told of each violation as it is recorded (the module logs it)
         self.served_versions = served_versions
         self.topic_name = topic_name
         self.groups = GroupWatch()
@@ -205,9 +207,11 @@ class StrictInterceptor(Interceptor):
 
     def _record(self, kind: ViolationKind, context: RequestContext, body: Mapping[str, Any] | None,
                 what: str, expected: str) -> None:
-        self.violations.record(Violation(
+        violation = Violation(
             kind, context.api_key, context.api_version, context.correlation_id, context.connection.id,
-            context.client_id, None if body is None else request_summary(body), what, expected))
+            context.client_id, None if body is None else request_summary(body), what, expected)
+        self.violations.record(violation)
+        self.recorded(violation)
 
     def _advertised(self, api_key: int) -> str:
         served = self.served_versions().get(api_key)

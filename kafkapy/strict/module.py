@@ -2,7 +2,8 @@
 
 Off (the default) it installs nothing, so requests cost what they cost without it. On, its
 interceptor (kafkapy.strict.interceptor) is installed when the broker starts, before any fault
-rule can be, so it is the outermost one and sees the answers that are sent.
+rule can be, so it is the outermost one and sees the answers that are sent. Each violation is
+also logged as a warning, for a ``kafkapy serve`` that no test reads.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Module
 from kafkapy.strict.interceptor import StrictInterceptor
-from kafkapy.strict.violations import Violations
+from kafkapy.strict.violations import Violation, Violations
 
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
@@ -38,7 +39,8 @@ class StrictModule(Module):
         super().__init__(services)
         self.enabled = bool(services.config[STRICT])
         self.violations = Violations()
-        self.interceptor = StrictInterceptor(self.violations, services.served_versions, self._topic_name)
+        self.interceptor = StrictInterceptor(self.violations, services.served_versions, self._topic_name,
+                                             self._log)
 
     async def start(self) -> None:
         if self.enabled:
@@ -47,6 +49,9 @@ class StrictModule(Module):
     async def stop(self) -> None:
         if self.enabled:
             self.services.remove_interceptor(self.interceptor)
+
+    def _log(self, violation: Violation) -> None:
+        self.services.log.warning("strict mode: %s", violation)
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         for topic in self.services.cluster.topics.values():

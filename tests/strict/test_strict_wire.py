@@ -254,10 +254,12 @@ def test_strict_off_records_nothing_and_says_so() -> None:
         assert broker.runtime is not None and broker.runtime.dispatcher.interceptors == []
 
 
-def test_config_key_turns_it_on_and_clear_forgets() -> None:
+def test_config_key_turns_it_on_logs_and_clear_forgets(caplog: pytest.LogCaptureFixture) -> None:
     with Broker({"kafkapy.strict": "true"}) as broker:
         unserved(broker.bootstrap_servers, ApiKey.METADATA, 99)
         assert kinds(broker) == [ViolationKind.UNSUPPORTED_VERSION]
+        logged = "strict mode: [unsupported_version] Metadata v99"
+        assert any(r.levelname == "WARNING" and logged in r.getMessage() for r in caplog.records)
         broker.violations.clear()
         assert broker.violations == []
 
