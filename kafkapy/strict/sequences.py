@@ -11,11 +11,14 @@ client could have known better (docs/testing.md, "Strict mode"):
 * OUT_OF_ORDER_SEQUENCE_NUMBER is normal while the producer recovers: an earlier batch for the
   partition failed (any error) or has no answer yet (a dropped connection, a request in flight on
   another connection), so the batches sent behind it arrive with a gap, and the client retries
-  them in order. With no such excuse the producer skipped sequences: misuse. The first
-  out-of-order answer starts a recovery itself, so the pipelined batches behind the one judged
-  are not judged again.
+  them in order. A batch below the highest acknowledged sequence that was never acknowledged
+  itself is a retry of a batch whose answer was lost or failed (the broker may have it, and may
+  no longer remember it among its last five): recovery too. A batch ahead of what was
+  acknowledged with no such excuse skipped sequences: misuse. The first out-of-order answer
+  starts a recovery itself, so the pipelined batches behind the one judged are not judged again.
 * A batch the broker had acknowledged before (same epoch, same sequences) is a duplicate; Kafka
-  answers it quietly with the first write's offsets. It is normal when the first answer never reached
+  answers it quietly with the first write's offsets (or out of order, once it is older than the
+  last five batches). It is normal when the first answer never reached
   the client (a dropped connection, a truncated answer: the retry is what idempotence is for),
   and misuse when it did: the client resent a batch it had been told was written.
 
@@ -58,7 +61,8 @@ class _Producer:
     batches: collections.deque[tuple[int, int]] = attrs.Factory(
         lambda: collections.deque(maxlen=ACKNOWLEDGED_KEPT))
     recovering: bool = False
-    unanswered: set[int] = attrs.Factory(set)  # stamps of its requests not answered yet
+    # its requests not answered yet: stamp -> the batch's (first, last) sequences
+    unanswered: dict[int, tuple[int, int]] = attrs.Factory(dict)
 
 
 class SequenceWatch:
@@ -69,7 +73,8 @@ class SequenceWatch:
 
     def sent(self, stamp: int, partition: TopicPartition, batch: BatchSequences) -> None:
         """A Produce carrying ``batch`` arrived (stamped ``stamp``)."""
-        self._producers.setdefault((batch.producer_id, partition), _Producer()).unanswered.add(stamp)
+        state = self._producers.setdefault((batch.producer_id, partition), _Producer())
+        state.unanswered[stamp] = (batch.first, batch.last)
 
     def answered(self, stamp: int, partition: TopicPartition, batch: BatchSequences, code: int,
                  delivered: bool) -> tuple[str, str, bool] | None:
@@ -77,32 +82,31 @@ class SequenceWatch:
         client. Misuse as (what happened, what was expected, whether out of order rather than a
         duplicate), or None."""
         state = self._producers.setdefault((batch.producer_id, partition), _Producer())
-        state.unanswered.discard(stamp)
+        state.unanswered.pop(stamp, None)
         same_epoch = state.epoch == batch.producer_epoch
         acknowledged = state.acknowledged if same_epoch else -1
-        judged: tuple[str, str, bool] | None = None
+        resent = same_epoch and (batch.first, batch.last) in state.batches
         if code == ErrorCode.NONE:
-            if same_epoch and (batch.first, batch.last) in state.batches:
-                judged = (f"producer {batch.producer_id} (epoch {batch.producer_epoch}) resent sequences "
-                          f"{batch.first}-{batch.last}, which the broker had acknowledged (up to "
-                          f"{acknowledged}); Kafka answers such a duplicate quietly with its first offsets",
-                          f"the next batch to start at sequence {acknowledged + 1}; a batch is resent only "
-                          f"when its answer was lost or was an error", False)
             if delivered:
                 if not same_epoch:
                     state.epoch = batch.producer_epoch
                     state.batches.clear()
                 state.acknowledged = max(acknowledged, batch.last)
-                if (batch.first, batch.last) not in state.batches:
+                if not resent:
                     state.batches.append((batch.first, batch.last))
                 state.recovering = False
-                state.unanswered = {s for s in state.unanswered if s > stamp}
+                # what it covers is answered for: a lost answer below it no longer explains a gap
+                state.unanswered = {s: b for s, b in state.unanswered.items() if b[1] > batch.last}
             else:
                 state.recovering = True
-            return judged
+            return self._duplicate(batch, acknowledged, "quietly, with its first offsets") if resent else None
+        judged = None
         if code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            excused = state.recovering or any(s < stamp for s in state.unanswered)
-            if not excused:
+            if resent:
+                judged = self._duplicate(batch, acknowledged, "OUT_OF_ORDER_SEQUENCE_NUMBER (it is older "
+                                                              "than the last five batches Kafka remembers)")
+            elif batch.first > acknowledged and not state.recovering and \
+                    not any(s < stamp for s in state.unanswered):
                 expected = f"base sequence {acknowledged + 1}" if acknowledged >= 0 else \
                     "the sequence after the last one the producer wrote (0 for its first batch)"
                 judged = (f"producer {batch.producer_id} (epoch {batch.producer_epoch}) sent sequences "
@@ -111,8 +115,16 @@ class SequenceWatch:
         state.recovering = True
         return judged
 
+    @staticmethod
+    def _duplicate(batch: BatchSequences, acknowledged: int, answer: str) -> tuple[str, str, bool]:
+        return (f"producer {batch.producer_id} (epoch {batch.producer_epoch}) resent sequences "
+                f"{batch.first}-{batch.last}, which the broker had acknowledged; Kafka answers such a "
+                f"duplicate {answer}",
+                f"the next batch to start at sequence {acknowledged + 1}; a batch is resent only when its "
+                f"answer was lost or was an error", False)
+
     def dropped(self, stamp: int, partition: TopicPartition, batch: BatchSequences) -> None:
         """The request's answer will not reach the client (acks=0, or a refusal)."""
         state = self._producers.setdefault((batch.producer_id, partition), _Producer())
-        state.unanswered.discard(stamp)
+        state.unanswered.pop(stamp, None)
         state.recovering = True

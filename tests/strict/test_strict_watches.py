@@ -154,3 +154,25 @@ def test_a_producer_skipping_or_resending_acknowledged_batches_is_judged() -> No
     # a new epoch starts its sequences again: not a duplicate
     watch.sent(4, PARTITION, BatchSequences(7, 1, 0, 1))
     assert watch.answered(4, PARTITION, BatchSequences(7, 1, 0, 1), ErrorCode.NONE, True) is None
+
+
+def test_an_acknowledged_batch_resent_after_it_left_kafkas_window_is_a_duplicate() -> None:
+    watch = SequenceWatch()
+    for stamp in range(1, 8):  # seven one-record batches, all acknowledged
+        sent = BatchSequences(9, 0, stamp - 1, stamp - 1)
+        watch.sent(stamp, PARTITION, sent)
+        assert watch.answered(stamp, PARTITION, sent, ErrorCode.NONE, True) is None
+    old = BatchSequences(9, 0, 0, 0)
+    watch.sent(8, PARTITION, old)
+    judged = watch.answered(8, PARTITION, old, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, True)
+    assert judged is not None and judged[2] is False and "older than the last five" in judged[0]
+
+
+def test_an_unacknowledged_batch_below_the_acknowledged_ones_is_a_retry() -> None:
+    watch = SequenceWatch()
+    lost, later = BatchSequences(9, 0, 0, 0), BatchSequences(9, 0, 1, 1)
+    watch.sent(1, PARTITION, lost)  # written, its answer lost (no ``answered``)
+    watch.sent(2, PARTITION, later)
+    assert watch.answered(2, PARTITION, later, ErrorCode.NONE, True) is None
+    watch.sent(3, PARTITION, lost)
+    assert watch.answered(3, PARTITION, lost, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, True) is None
