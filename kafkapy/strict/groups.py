@@ -18,10 +18,13 @@ Two judgements (docs/testing.md, "Strict mode", gives the reasoning):
   is ahead of every one the coordinator ever gave it (it made one up). "Before" is by arrival
   order: each request gets a stamp as it arrives, each answer the stamp current when it was made.
 * An accepted OffsetCommit (or TxnOffsetCommit) from a member at a generation (epoch) whose
-  partitions are known, for a partition not among them, is misuse: Kafka's coordinator does not
-  check, and the commit silently moves another member's position. A KIP-848 member keeps
-  partitions it is told to revoke until it acknowledges that, at the same epoch, and commits them
-  first, so its partitions at an epoch are every partition it was given while at that epoch.
+  partitions are known, for a partition it may not commit then, is misuse: Kafka's coordinator
+  does not check, and the commit silently moves another member's position. What it may commit
+  at a generation: what it was given at that generation and at its previous one. A member revokes
+  partitions during the generation that takes them away, committing them first: a cooperative
+  classic member learns of the revocation from that generation's SyncGroup, and a KIP-848 member
+  keeps them, at the same epoch, until it acknowledges the revocation (so its partitions at an
+  epoch are every partition it was given while at that epoch).
   Commits outside group management (generation -1, no member id) are not judged, nor are members
   whose assignment this broker did not see (the group moved here from another coordinator).
 """
@@ -133,12 +136,15 @@ class GroupWatch:
 
     def unowned(self, group: str, member: str, generation: int, partitions: Iterable[TopicPartition]
                 ) -> tuple[list[TopicPartition], frozenset[TopicPartition]]:
-        """The ``partitions`` the member did not own at ``generation``, and what it owned then;
-        nothing when its partitions at that generation are not known."""
+        """The ``partitions`` the member may not commit at ``generation``, and what it may
+        (module docstring); nothing when its partitions at that generation are not known."""
         state = self._members.get((group, member))
         owned = state.owned.get(generation) if state is not None else None
-        if owned is None:
+        if state is None or owned is None:
             return [], frozenset()
+        previous = [g for g in state.owned if g < generation]
+        if previous:  # being revoked during this generation, so committed first
+            owned = owned | state.owned[max(previous)]
         return sorted(p for p in partitions if p not in owned), owned
 
     def assignments(self, group: str) -> dict[str, frozenset[TopicPartition]]:

@@ -151,8 +151,10 @@ class StrictInterceptor(Interceptor):
             mine = ", ".join(f"{t}-{p}" for t, p in sorted(owned)) or "no partitions"
             self._record(ViolationKind.UNASSIGNED_COMMIT, context, body,
                          f"member {member!r} of group {body['group_id']!r} committed offsets for {shown}, "
-                         f"not assigned to it at generation {generation}; the coordinator accepted them",
-                         f"commits only for its own partitions at generation {generation}: {mine}")
+                         f"not assigned to it at generation {generation} nor the one before; the "
+                         f"coordinator accepted them",
+                         f"commits only for the partitions it holds or is revoking at generation "
+                         f"{generation}: {mine}")
 
     # --- produce --------------------------------------------------------------------------
 

@@ -106,9 +106,12 @@ def confluent_member(broker: Broker, group: str, **settings: Any) -> Member:
     return Member(make, poll)
 
 
-def balanced(members: list[Member], each: int) -> bool:
-    assigned = [m.parts for m in members]
-    return all(len(a) == each for a in assigned) and set().union(*assigned) == set(range(PARTITIONS))
+def wait_balanced(broker: Broker, members: list[Member], each: int) -> None:
+    def balanced(assigned: list[set[int]]) -> bool:
+        return all(len(a) == each for a in assigned) and set().union(*assigned) == set(range(PARTITIONS))
+
+    broker.wait_for_sync(lambda: [set(m.parts) for m in members], balanced, timeout=TIMEOUT_S,
+                         what=f"{len(members)} members with {each} partitions each")
 
 
 def rebalance_through(broker: Broker, group: str, start: Any) -> None:
@@ -117,12 +120,12 @@ def rebalance_through(broker: Broker, group: str, start: Any) -> None:
     members = [start() for _ in range(2)]
     everyone = list(members)
     try:
-        wait_until(lambda: balanced(members, 3), TIMEOUT_S, "two members with three partitions each")
+        wait_balanced(broker, members, 3)
         members.append(start())
         everyone.append(members[-1])
-        wait_until(lambda: balanced(members, 2), TIMEOUT_S, "three members with two partitions each")
+        wait_balanced(broker, members, 2)
         members.pop(0).close()
-        wait_until(lambda: balanced(members, 3), TIMEOUT_S, "two members with three partitions each again")
+        wait_balanced(broker, members, 3)
         wait_until(lambda: set().union(*(m.seen for m in everyone)) == set(range(MESSAGES)), TIMEOUT_S,
                    "every message consumed")
         known = strict_module(broker).interceptor.groups.assignments(group)

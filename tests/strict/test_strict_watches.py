@@ -176,3 +176,14 @@ def test_an_unacknowledged_batch_below_the_acknowledged_ones_is_a_retry() -> Non
     assert watch.answered(2, PARTITION, later, ErrorCode.NONE, True) is None
     watch.sent(3, PARTITION, lost)
     assert watch.answered(3, PARTITION, lost, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, True) is None
+
+
+def test_a_member_may_commit_what_it_is_revoking_during_the_generation_that_takes_it() -> None:
+    watch = GroupWatch()
+    t = "t"
+    watch.synced("g", "m", 3, frozenset({(t, 0), (t, 1), (t, 2)}))
+    watch.synced("g", "m", 4, frozenset({(t, 1), (t, 2)}))  # cooperative: partition 0 is revoked during 4
+    assert watch.unowned("g", "m", 4, [(t, 0), (t, 1)])[0] == []
+    watch.synced("g", "m", 5, frozenset({(t, 1), (t, 2)}))
+    assert watch.unowned("g", "m", 5, [(t, 0), (t, 1)])[0] == [(t, 0)]
+    assert watch.unowned("g", "m", 9, [(t, 0)]) == ([], frozenset())  # a generation not seen: not judged
