@@ -46,7 +46,8 @@ class Member:
     records (kafka-python) or every message (confluent-kafka), recording its partitions."""
 
     def __init__(self, make: Any, poll: Any) -> None:
-        self.consumer = make()
+        self._make = make  # on the member's thread: a client is made and used on one thread
+        self.consumer: Any = None
         self._poll = poll
         self.seen: list[int] = []
         self.parts: set[int] = set()
@@ -55,6 +56,7 @@ class Member:
         self.thread.start()
 
     def _run(self) -> None:
+        self.consumer = self._make()
         while not self.stop.is_set():
             self._poll(self)
         self.consumer.close()
@@ -66,10 +68,17 @@ class Member:
 
 def kafka_python_member(broker: Broker, group: str) -> Member:
     def make() -> Any:
-        return kafka.KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                                   client_id="kp-member", auto_offset_reset="earliest",
-                                   enable_auto_commit=False, session_timeout_ms=6000,
-                                   heartbeat_interval_ms=500)
+        consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                       client_id="kp-member", auto_offset_reset="earliest",
+                                       enable_auto_commit=False, heartbeat_interval_ms=500,
+                                       # long: on a loaded machine kafka-python's heartbeats lag
+                                       # (its net loop warns it is blocked), and a member timed out
+                                       # while it still believes it holds its partitions stalls
+                                       # the test; members here leave explicitly
+                                       session_timeout_ms=30000)
+        assert consumer.partitions_for_topic(TOPIC)  # so its first assignment has the partitions
+        consumer.subscribe([TOPIC])
+        return consumer
 
     def poll(member: Member) -> None:
         batches = member.consumer.poll(100)
@@ -77,9 +86,11 @@ def kafka_python_member(broker: Broker, group: str) -> Member:
             member.seen.extend(int(r.value) for r in records)
         if batches:
             try:
-                member.consumer.commit()
-            except kafka.errors.CommitFailedError:
-                pass  # a rebalance took the partitions: the next owner consumes them again
+                member.consumer.commit(timeout_ms=1000)  # bounded: a commit retried through a
+                # rebalance must not keep this member from polling, which is how it rejoins
+            except (kafka.errors.CommitFailedError, kafka.errors.RebalanceInProgressError,
+                    kafka.errors.KafkaTimeoutError):
+                pass  # a rebalance under way: the next poll rejoins, the next commit covers these
         member.parts = {tp.partition for tp in member.consumer.assignment()}
 
     return Member(make, poll)
@@ -106,26 +117,32 @@ def confluent_member(broker: Broker, group: str, **settings: Any) -> Member:
     return Member(make, poll)
 
 
-def wait_balanced(broker: Broker, members: list[Member], each: int) -> None:
+def wait_balanced(broker: Broker, members: list[Member], each: int, stage: str) -> None:
     def balanced(assigned: list[set[int]]) -> bool:
         return all(len(a) == each for a in assigned) and set().union(*assigned) == set(range(PARTITIONS))
 
     broker.wait_for_sync(lambda: [set(m.parts) for m in members], balanced, timeout=TIMEOUT_S,
-                         what=f"{len(members)} members with {each} partitions each")
+                         what=f"{len(members)} members with {each} partitions each ({stage})")
 
 
 def rebalance_through(broker: Broker, group: str, start: Any) -> None:
-    """Two members, a third joining, one leaving; every message consumed; no violation, while
+    """One member, a second and a third joining, one leaving; every message consumed; no violation, while
     strict mode knew the members' partitions (so the commits were judged)."""
-    members = [start() for _ in range(2)]
+    # One at a time: two kafka-python consumers started at the same instant sometimes end with one
+    # holding every partition and the other none for good (seen about once in 15 runs, with
+    # strict mode off too), which is not what this test is about.
+    members = [start()]
     everyone = list(members)
     try:
-        wait_balanced(broker, members, 3)
+        wait_balanced(broker, members, PARTITIONS, "the first joined")
         members.append(start())
         everyone.append(members[-1])
-        wait_balanced(broker, members, 2)
+        wait_balanced(broker, members, 3, "a second joined")
+        members.append(start())
+        everyone.append(members[-1])
+        wait_balanced(broker, members, 2, "a third joined")
         members.pop(0).close()
-        wait_balanced(broker, members, 3)
+        wait_balanced(broker, members, 3, "the first left")
         wait_until(lambda: set().union(*(m.seen for m in everyone)) == set(range(MESSAGES)), TIMEOUT_S,
                    "every message consumed")
         known = strict_module(broker).interceptor.groups.assignments(group)
