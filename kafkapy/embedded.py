@@ -62,6 +62,7 @@ from kafkapy.server.modules import Module
 from kafkapy.server.services import NO_LEADER, partition_leader
 from kafkapy.store.base import MetadataStore, UnknownTopic
 from kafkapy.store.memory import MemoryStore
+from kafkapy.strict import STRICT, StrictModule, Violations
 from kafkapy.topics.module import TopicsModule
 from kafkapy.transactions.module import TransactionsModule
 
@@ -131,15 +132,19 @@ class Broker:
                  store: MetadataStore | None = None, modules: list[type[Module]] | None = None,
                  fast_paths: FastPaths = ALL_FAST_PATHS,
                  defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, clock: VirtualClock | None = None,
-                 control: str | None = None, control_allow_remote: bool = False) -> None:
+                 control: str | None = None, control_allow_remote: bool = False,
+                 strict: bool = False) -> None:
         """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
         passes none, so it keeps Kafka's). ``clock``: a VirtualClock to run on instead of real time.
         ``control``: serve the HTTP control endpoint there ("127.0.0.1:0"; kafkapy.control) while
-        the broker runs."""
+        the broker runs. ``strict``: ``kafkapy.strict=true`` (kafkapy.strict)."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
         given = {**defaults, **(config or {})}
+        if strict:
+            given[STRICT] = True
+        self._strict_lists: list[Violations] = []  # strict mode's lists, kept once the broker is down
         if brokers > 1:
             # Replicas on more than one broker, so a broker taken down leaves its partitions a
             # leader (Kafka's own default is 1; 3 is what a three-broker cluster is run with).
@@ -257,6 +262,7 @@ class Broker:
     async def stop_broker_async(self, index: int) -> None:
         """Take broker ``index`` down (listeners closed, unregistered) and wait until the other
         brokers' views show its leaderships moved."""
+        self.brokers[index]._violation_sources()  # strict mode: its violations stay readable
         await self.brokers[index].stop()
         self.runtime = self._first_running()
         await self._settle()
@@ -414,6 +420,29 @@ class Broker:
         if module is None:
             raise RuntimeError("the broker runs no faults module")
         return module.faults
+
+    # --- strict mode -------------------------------------------------------------------------
+
+    @property
+    def violations(self) -> Violations:
+        """The protocol misuse strict mode recorded (kafkapy.strict), oldest first; ``clear()``
+        forgets it. A cluster's lists every broker's, those of brokers now down included."""
+        sources = [source for member in self.brokers for source in member._violation_sources()]
+        if not sources:
+            raise RuntimeError("the broker is not strict: Broker(strict=True) or kafkapy.strict=true")
+        if not self.is_cluster:
+            return sources[-1]
+        combined = sorted((v for source in sources for v in list(source)), key=lambda v: v.time)
+        return Violations(combined, sources)
+
+    def _violation_sources(self) -> list[Violations]:
+        """This broker's strict lists: one per start (a cluster's broker restarted has a new one)."""
+        kept = self._strict_lists
+        if self.runtime is not None:
+            module = _find_module(self.runtime, StrictModule)
+            if module is not None and module.enabled and not any(module.violations is k for k in kept):
+                kept.append(module.violations)
+        return kept
 
     def call_on_loop(self, action: Callable[[LogMaintenance], T]) -> T:
         """``action(maintenance)`` on the broker's loop (where logs change), from any thread."""

@@ -50,6 +50,11 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     (``@pytest.mark.parametrize("kafka_topic", [3, {"partitions": 2}], indirect=True)``) says
     otherwise.
 
+``@pytest.mark.kafka_strict`` (or ``kafka_strict = true`` in the pytest ini, or
+``kafka_broker_factory(strict=True)``)
+    Strict mode (kafkapy.strict): the brokers record protocol misuse that Kafka tolerates, and
+    the test fails at teardown listing each violation with its decoded request.
+
 Both brokers run on a background thread (``with Broker(...)``), so blocking
 clients such as kafka-python can talk to it from the test's thread.
 
@@ -78,19 +83,25 @@ from kafkapy.server.clock import VirtualClock
 
 __all__ = ["BrokerFactory", "KafkaTopic", "config_from_kwargs", "kafka_broker", "kafka_broker_factory",
            "kafka_clock", "kafka_cluster", "kafka_faults", "kafka_session_broker", "kafka_topic",
-           "pytest_configure", "pytest_runtest_makereport", "wait_until"]
+           "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "strict_report", "wait_until"]
 
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
 _BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
 
 
 SEED_MARKER = "kafka_seed"
+STRICT_MARKER = "kafka_strict"  # the marker, and the ini option that makes every test strict
 CLUSTER_SIZE = 3  # kafka_cluster: what client test suites written for a real cluster expect
 
 
 class BrokerFactory(Protocol):
     def __call__(self, config: Mapping[str, Any] | None = None, /, *, brokers: int = 1,
-                 **settings: Any) -> Broker: ...
+                 strict: bool | None = None, **settings: Any) -> Broker: ...
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(STRICT_MARKER, "kafkapy's fixtures start strict brokers: a test whose client misuses the "
+                                 "protocol fails (kafkapy.strict)", type="bool", default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -98,6 +109,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "topics and records (kafkapy.Broker.seed's shape)")
     config.addinivalue_line("markers", f"{TOPIC_MARKER}(partitions=1, config=None, records=None): the "
                                        "kafka_topic fixture's topic (one topic of Broker.seed's shape)")
+    config.addinivalue_line("markers", f"{STRICT_MARKER}: kafkapy's fixtures start strict brokers; protocol "
+                                       "misuse fails the test at teardown (kafkapy.strict)")
 
 
 def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: Any) -> dict[str, Any]:
@@ -113,9 +126,13 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
     started: list[Broker] = []
     request.node.stash[_BROKERS] = started
     clock = _virtual_clock(request)
+    strict_by_default = (request.node.get_closest_marker(STRICT_MARKER) is not None
+                         or bool(request.config.getini(STRICT_MARKER)))
 
-    def factory(config: Mapping[str, Any] | None = None, /, *, brokers: int = 1, **settings: Any) -> Broker:
-        broker = Broker(with_history(config_from_kwargs(config, **settings)), brokers=brokers, clock=clock)
+    def factory(config: Mapping[str, Any] | None = None, /, *, brokers: int = 1, strict: bool | None = None,
+                **settings: Any) -> Broker:
+        broker = Broker(with_history(config_from_kwargs(config, **settings)), brokers=brokers, clock=clock,
+                        strict=strict_by_default if strict is None else strict)
         broker.__enter__()
         started.append(broker)
         return broker
@@ -123,6 +140,7 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
     try:
         yield factory
     finally:
+        misuse = strict_report(started)  # read while the brokers run; reported once they are stopped
         errors: list[BaseException] = []
         for broker in reversed(started):
             try:
@@ -131,6 +149,22 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
                 errors.append(exc)
         if errors:
             raise errors[0]
+        if misuse:
+            pytest.fail(misuse, pytrace=False)
+
+
+def strict_report(brokers: list[Broker]) -> str:
+    """What strict brokers recorded, as a failing test shows it; empty when nothing was."""
+    sections = []
+    for broker in brokers:
+        try:
+            violations = broker.violations
+        except RuntimeError:  # not strict
+            continue
+        if violations:
+            sections.append(f"kafkapy strict mode: {len(violations)} protocol violation(s) on "
+                            f"{_where(broker)}\n{violations.report()}")
+    return "\n".join(sections)
 
 
 @pytest.fixture
