@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 import pytest
+from kafka_python_workarounds import keep_pending_join_needed
 
 from kafkapy.embedded import Broker
 from kafkapy.inspection import GroupView
@@ -48,6 +49,7 @@ class KafkaPythonMember:
     def _run(self) -> None:
         while not self.stop.is_set():
             batches = self.consumer.poll(100)
+            keep_pending_join_needed(self.consumer._coordinator)
             if batches:
                 try:
                     self.consumer.commit()
