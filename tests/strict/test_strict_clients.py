@@ -30,6 +30,8 @@ MESSAGES = 60
 @pytest.fixture
 def broker() -> Iterator[Broker]:
     settings = {"group.min.session.timeout.ms": 1000,
+                # KIP-848 members heartbeat as the broker says: Kafka's 5 s makes each rebalance step 5 s
+                "group.consumer.heartbeat.interval.ms": 500,
                 "observer.class.names": "kafkapy.observers.RequestHistory"}
     with Broker(settings, strict=True) as running:
         running.seed({TOPIC: {"partitions": PARTITIONS, "records": [
