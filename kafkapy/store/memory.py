@@ -298,27 +298,22 @@ class MemoryStore:
         self._deliver(notes)
 
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
-        with self._lock:
-            self._check_open()
-            c = self._cluster
-            old = c.topics.get(name)
-            if old is None:
-                raise UnknownTopic(f"topic {name!r} does not exist")
-            new = check_partitions(name, partitions, len(old.partitions))
-            info = TopicInfo(name, old.topic_id, {**old.partitions, **new})
-            c.topics[name] = info
-            notes = self._notes("topics", dict(c.topics))
-        self._deliver(notes)
-        return info
+        def added(old: TopicInfo) -> Mapping[int, tuple[int, ...]]:
+            return check_partitions(name, partitions, len(old.partitions))
+        return self._change_partitions(name, added)
 
     def reassign_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        return self._change_partitions(name, lambda old: check_reassignment(old, partitions))
+
+    def _change_partitions(self, name: str,
+                           change: Callable[[TopicInfo], Mapping[int, tuple[int, ...]]]) -> TopicInfo:
         with self._lock:
             self._check_open()
             c = self._cluster
             old = c.topics.get(name)
             if old is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
-            info = TopicInfo(name, old.topic_id, {**old.partitions, **check_reassignment(old, partitions)})
+            info = TopicInfo(name, old.topic_id, {**old.partitions, **change(old)})
             c.topics[name] = info
             notes = self._notes("topics", dict(c.topics))
         self._deliver(notes)

@@ -847,6 +847,17 @@ class ZooKeeperStore:
                          f"{_DELETE_TREE_ATTEMPTS} attempts")
 
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        def added(old: TopicInfo) -> Mapping[int, tuple[int, ...]]:
+            return check_partitions(name, partitions, len(old.partitions))
+        return self._change_partitions(name, added)
+
+    def reassign_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
+        return self._change_partitions(name, lambda old: check_reassignment(old, partitions))
+
+    def _change_partitions(self, name: str,
+                           change: Callable[[TopicInfo], Mapping[int, tuple[int, ...]]]) -> TopicInfo:
+        """The topic with ``change(old)``'s partitions written over its own, by compare-and-set:
+        a topic changed meanwhile is read and checked again."""
         zk = self._zk()
         path = f"{TOPICS}/{name}"
         while True:
@@ -856,34 +867,13 @@ class ZooKeeperStore:
                 except NoNodeError:
                     raise UnknownTopic(f"topic {name!r} does not exist") from None
             old = decode_topic(name, self._json(path, data), self._full(path))
-            new = check_partitions(name, partitions, len(old.partitions))
-            info = TopicInfo(name, old.topic_id, {**old.partitions, **new})
+            info = TopicInfo(name, old.topic_id, {**old.partitions, **change(old)})
             with self._errors(path):
                 try:
                     zk.set(path, _dumps(encode_topic(info)), version=stat.version)
                     return info
                 except BadVersionError:
                     continue  # changed meanwhile: check again against the new partitions
-                except NoNodeError:
-                    raise UnknownTopic(f"topic {name!r} does not exist") from None
-
-    def reassign_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
-        zk = self._zk()
-        path = f"{TOPICS}/{name}"
-        while True:
-            with self._errors(path):
-                try:
-                    data, stat = zk.get(path)
-                except NoNodeError:
-                    raise UnknownTopic(f"topic {name!r} does not exist") from None
-            old = decode_topic(name, self._json(path, data), self._full(path))
-            info = TopicInfo(name, old.topic_id, {**old.partitions, **check_reassignment(old, partitions)})
-            with self._errors(path):
-                try:
-                    zk.set(path, _dumps(encode_topic(info)), version=stat.version)
-                    return info
-                except BadVersionError:
-                    continue  # changed meanwhile (partitions added): apply to the new assignment
                 except NoNodeError:
                     raise UnknownTopic(f"topic {name!r} does not exist") from None
 
