@@ -4,12 +4,12 @@ group), a session ended now (a two-member kafka-python group). Every wait is on 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kafka_python_groups import PolledMember
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -111,46 +111,21 @@ def broker() -> Iterator[Broker]:
         yield running
 
 
-class Member:
-    """A kafka-python consumer polled on a thread of its own; it records what it reads and
-    commits after every batch that brought something (a failed commit is counted, then retried
-    by the next batch's)."""
+class Member(PolledMember):
+    """A kafka-python consumer polled on a thread of its own (kafka_python_groups.PolledMember),
+    subscribed once its metadata has the topic."""
 
     def __init__(self, broker: Broker, group: str, topic: str, client_id: str, **extra: Any) -> None:
         from kafka import KafkaConsumer
 
-        self.consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                                      client_id=client_id, auto_offset_reset="earliest",
-                                      enable_auto_commit=False, heartbeat_interval_ms=500, **extra)
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                 client_id=client_id, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, heartbeat_interval_ms=500, **extra)
         # Its metadata first, so its first join already knows the topic's partitions (kafka-python
         # otherwise joins with none, and the rebalance that follows once hung its I/O thread).
-        wait_until(lambda: topic in self.consumer.topics(), TIMEOUT_S, what=f"{client_id} to see {topic}")
-        self.consumer.subscribe([topic])
-        self.seen: list[bytes] = []
-        self.parts: set[int] = set()
-        self.failed_commits = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        from kafka.errors import KafkaError
-
-        while not self.stop.is_set():
-            batches = self.consumer.poll(100)
-            for records in batches.values():
-                self.seen.extend(r.value for r in records)
-            if batches:
-                try:
-                    self.consumer.commit()
-                except KafkaError:
-                    self.failed_commits += 1
-            self.parts = {tp.partition for tp in self.consumer.assignment()}
-        self.consumer.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(TIMEOUT_S)
+        wait_until(lambda: topic in consumer.topics(), TIMEOUT_S, what=f"{client_id} to see {topic}")
+        consumer.subscribe([topic])
+        super().__init__(consumer)
 
 
 def committed_offset(broker: Broker, group: str, topic: str) -> int | None:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_python_workarounds import keep_pending_join_needed
+from kafka_python_groups import PolledMember
 
 from kafkapy.embedded import Broker
 from kafkapy.testing import wait_until
@@ -196,36 +196,16 @@ def test_static_member_restart_causes_no_rebalance(broker: Broker) -> None:
 
 # --- kafka-python ------------------------------------------------------------------------------
 
-class KafkaPythonMember:
+class KafkaPythonMember(PolledMember):
     def __init__(self, broker: Broker, group: str) -> None:
         from kafka import KafkaConsumer
 
-        self.consumer = KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                                      auto_offset_reset="earliest", enable_auto_commit=False,
-                                      session_timeout_ms=6000, heartbeat_interval_ms=500)
-        self.seen: list[int] = []
-        self.parts: set[int] = set()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            batches = self.consumer.poll(100)
-            keep_pending_join_needed(self.consumer._coordinator)
-            for records in batches.values():
-                self.seen.extend(int(r.value) for r in records)
-            if batches:
-                self.consumer.commit()
-            self.parts = {tp.partition for tp in self.consumer.assignment()}
-        self.consumer.close()
+        super().__init__(KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                       auto_offset_reset="earliest", enable_auto_commit=False,
+                                       session_timeout_ms=6000, heartbeat_interval_ms=500), decode=int)
 
     def assignment(self) -> set[int]:
         return self.parts
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(TIMEOUT_S)
 
 
 def kafka_python_split_and_take_over(broker: Broker, group: str) -> None:

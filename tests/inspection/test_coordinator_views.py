@@ -3,13 +3,12 @@ of two, a confluent-kafka consumer group, and a confluent-kafka transactional pr
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import attrs
 import pytest
-from kafka_python_workarounds import keep_pending_join_needed
+from kafka_python_groups import PolledMember
 
 from kafkapy.embedded import Broker
 from kafkapy.inspection import GroupView
@@ -31,36 +30,16 @@ def broker() -> Iterator[Broker]:
         yield running
 
 
-class KafkaPythonMember:
+class KafkaPythonMember(PolledMember):
     """A kafka-python consumer polled on a thread of its own; it commits what it read."""
 
     def __init__(self, broker: Broker, group: str) -> None:
         from kafka import KafkaConsumer
 
-        self.consumer = KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=group,
-                                      client_id=f"reader-{id(self)}", auto_offset_reset="earliest",
-                                      enable_auto_commit=False, session_timeout_ms=6000,
-                                      heartbeat_interval_ms=200)
-        self.parts: set[int] = set()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            batches = self.consumer.poll(100)
-            keep_pending_join_needed(self.consumer._coordinator)
-            if batches:
-                try:
-                    self.consumer.commit()
-                except Exception:  # a rebalance under way: the next poll commits again
-                    pass
-            self.parts = {tp.partition for tp in self.consumer.assignment()}
-        self.consumer.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(TIMEOUT_S)
+        super().__init__(KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                                       client_id=f"reader-{id(self)}", auto_offset_reset="earliest",
+                                       enable_auto_commit=False, session_timeout_ms=6000,
+                                       heartbeat_interval_ms=200))
 
 
 def settled(broker: Broker, group: str, members: list[KafkaPythonMember]) -> GroupView | None:
