@@ -299,8 +299,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "({\"topic\": {\"partitions\": 3, \"config\": {...}, \"records\": [...]}})")
     serve.add_argument("--control", metavar="HOST:PORT",
                        help="serve the HTTP/JSON control endpoint there (faults, seed, snapshots, reset, "
-                            "records, history, brokers; GET /openapi.json): a loopback address, e.g. "
-                            "127.0.0.1:8080 (port 0: any)")
+                            "records, history, brokers, clock, cluster faults; GET /openapi.json): a "
+                            "loopback address, e.g. 127.0.0.1:8080 (port 0: any)")
     serve.add_argument("--control-allow-remote", action="store_true",
                        help="let --control bind a non-loopback address (the endpoint has no authentication)")
     serve.add_argument("--virtual-clock", action="store_true",
