@@ -36,6 +36,7 @@ from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.modules import Module
 from kafkapy.store.base import MetadataStore
 from kafkapy.store.memory import MemoryStore
+from kafkapy.strict import StrictModule
 from kafkapy.topics import TopicsModule
 from kafkapy.transactions import TransactionsModule
 
@@ -46,7 +47,8 @@ MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules re
 
 DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, FeaturesModule, QuotasModule,
                                              TopicsModule, DataPlaneModule, TransactionsModule, GroupsModule,
-                                             FaultsModule)
+                                             FaultsModule,
+                                             StrictModule)
 
 
 def load_module_class(name: str) -> type[Module]:

@@ -30,6 +30,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -40,11 +41,15 @@ from kafkapy.assembly import DEFAULT_MODULES, assemble
 from kafkapy.control import ControlServer
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
+from kafkapy.dataplane.partitions import LogHome
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import CoordinatorOutage, CoordinatorOutages, Faults, FaultsModule
 from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import StoredRecord, stored_records
+from kafkapy.inspection.groups import GroupView, group_views
+from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
+from kafkapy.inspection.transactions import TransactionView, transaction_views
 from kafkapy.observers.history import HistoryEntry, RequestHistory
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
@@ -57,7 +62,9 @@ from kafkapy.server.modules import Module
 from kafkapy.server.services import NO_LEADER, partition_leader
 from kafkapy.store.base import MetadataStore, UnknownTopic
 from kafkapy.store.memory import MemoryStore
+from kafkapy.strict import STRICT, StrictModule, Violations
 from kafkapy.topics.module import TopicsModule
+from kafkapy.transactions.module import TransactionsModule
 
 __all__ = ["Broker", "BrokerLogs", "Snapshot"]
 
@@ -125,15 +132,19 @@ class Broker:
                  store: MetadataStore | None = None, modules: list[type[Module]] | None = None,
                  fast_paths: FastPaths = ALL_FAST_PATHS,
                  defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, clock: VirtualClock | None = None,
-                 control: str | None = None, control_allow_remote: bool = False) -> None:
+                 control: str | None = None, control_allow_remote: bool = False,
+                 strict: bool = False) -> None:
         """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
         passes none, so it keeps Kafka's). ``clock``: a VirtualClock to run on instead of real time.
         ``control``: serve the HTTP control endpoint there ("127.0.0.1:0"; kafkapy.control) while
-        the broker runs."""
+        the broker runs. ``strict``: ``kafkapy.strict=true`` (kafkapy.strict)."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
         given = {**defaults, **(config or {})}
+        if strict:
+            given[STRICT] = True
+        self._strict_lists: list[Violations] = []  # strict mode's lists, kept once the broker is down
         if brokers > 1:
             # Replicas on more than one broker, so a broker taken down leaves its partitions a
             # leader (Kafka's own default is 1; 3 is what a three-broker cluster is run with).
@@ -251,6 +262,7 @@ class Broker:
     async def stop_broker_async(self, index: int) -> None:
         """Take broker ``index`` down (listeners closed, unregistered) and wait until the other
         brokers' views show its leaderships moved."""
+        self.brokers[index]._violation_sources()  # strict mode: its violations stay readable
         await self.brokers[index].stop()
         self.runtime = self._first_running()
         await self._settle()
@@ -408,6 +420,29 @@ class Broker:
         if module is None:
             raise RuntimeError("the broker runs no faults module")
         return module.faults
+
+    # --- strict mode -------------------------------------------------------------------------
+
+    @property
+    def violations(self) -> Violations:
+        """The protocol misuse strict mode recorded (kafkapy.strict), oldest first; ``clear()``
+        forgets it. A cluster's lists every broker's, those of brokers now down included."""
+        sources = [source for member in self.brokers for source in member._violation_sources()]
+        if not sources:
+            raise RuntimeError("the broker is not strict: Broker(strict=True) or kafkapy.strict=true")
+        if not self.is_cluster:
+            return sources[-1]
+        combined = sorted((v for source in sources for v in list(source)), key=lambda v: v.time)
+        return Violations(combined, sources)
+
+    def _violation_sources(self) -> list[Violations]:
+        """This broker's strict lists: one per start (a cluster's broker restarted has a new one)."""
+        kept = self._strict_lists
+        if self.runtime is not None:
+            module = _find_module(self.runtime, StrictModule)
+            if module is not None and module.enabled and not any(module.violations is k for k in kept):
+                kept.append(module.violations)
+        return kept
 
     def call_on_loop(self, action: Callable[[LogMaintenance], T]) -> T:
         """``action(maintenance)`` on the broker's loop (where logs change), from any thread."""
@@ -578,31 +613,38 @@ class Broker:
         raise SeedError(f"group {group!r}: no running broker coordinates it")
 
     def reset(self) -> None:
-        """Delete every topic but the internal ones, with their logs, and every empty group with
-        its offsets; what tests made is gone, the brokers and their connections stay."""
+        """Delete every topic but the internal ones, with their logs, and forget every group (its
+        members and offsets) and every transactional id (open transactions dropped); what tests
+        made is gone, the brokers and their connections stay (kafkapy.inspection.reset)."""
         self._from_thread(self.reset_async())
 
     async def reset_async(self) -> None:
         runtime = self._running()
         store = runtime.store
-        # One log home for a shared MemoryStore; one per broker on ZooKeeper or log.dirs.
-        homes = list({id(home): home for home in (m._dataplane().partitions.home
-                                                  for m in self._running_members())}.values())
+        homes = self._log_homes()
         for name in [n for n in runtime.cluster.topics if not n.startswith("__")]:
-            try:
-                store.delete_topic(name)  # every broker's view follows from the store's watch
-            except UnknownTopic:
-                pass
-            for home in homes:
-                with home.lock:  # the logs go with it (a topic made again starts empty anyway)
-                    home.forget_topic(name)
+            _delete_topic(store, homes, name)
         for member in self._running_members():
-            groups = _find_module(member._running(), GroupsModule)
-            if groups is None:
-                continue
-            _, listed = groups.list_group_states(("Empty",))
-            for group in listed:
-                await groups.delete_group(group["group_id"])
+            forget_groups_and_transactions(member._running().modules)
+        for home in homes:
+            empty_coordinator_logs(home)
+        (self._cluster or self)._coordinator_outages.clear()  # an outage is about groups gone now
+
+    def delete_topics(self, *names: str) -> None:
+        """Delete ``names`` (those that exist) with their logs at once, as reset deletes topics;
+        the ``kafka_topic`` fixture's cleanup. From the test's thread; ``delete_topics_async`` on
+        the broker's loop."""
+        self._from_thread(self.delete_topics_async(*names))
+
+    async def delete_topics_async(self, *names: str) -> None:
+        store, homes = self._running().store, self._log_homes()
+        for name in names:
+            _delete_topic(store, homes, name)
+
+    def _log_homes(self) -> list[LogHome]:
+        """One log home for a shared MemoryStore; one per broker on ZooKeeper or log.dirs."""
+        return list({id(home): home for home in (m._dataplane().partitions.home
+                                                 for m in self._running_members())}.values())
 
     # --- inspection ------------------------------------------------------------------------
 
@@ -611,6 +653,36 @@ class Broker:
         decoded, with producer id, sequence and transaction flags (kafkapy.inspection)."""
         partitions = self._dataplane().partitions
         return self._on_loop(lambda: stored_records(partitions, topic, partition, from_offset))
+
+    # --- inspection of the coordinators (kafkapy.inspection.groups, .transactions) ----------------
+
+    def groups(self, *group_ids: str) -> list[GroupView]:
+        """Every group (or those named), as its coordinator holds it now: members with their
+        subscriptions and assignments, generation, committed and pending offsets. Frozen values,
+        read on the broker's loop; each group from the broker that coordinates it."""
+        wanted = group_ids or None
+        return self._on_loop(lambda: sorted(
+            (view for member in self._running_members()
+             for module in _modules(member._running(), GroupsModule)
+             for view in group_views(module, _topic_names(member._running()), wanted)),
+            key=lambda view: view.group_id))
+
+    def group(self, group_id: str) -> GroupView | None:
+        """One group (None if no coordinator knows it)."""
+        return next(iter(self.groups(group_id)), None)
+
+    def transactions(self, *transactional_ids: str) -> list[TransactionView]:
+        """Every transactional id (or those named) as its coordinator holds it now: state,
+        producer id and epoch, timeout, the open transaction's partitions and start."""
+        wanted = transactional_ids or None
+        return self._on_loop(lambda: sorted(
+            (view for member in self._running_members()
+             for module in _modules(member._running(), TransactionsModule)
+             for view in transaction_views(module, wanted)),
+            key=lambda view: view.transactional_id))
+
+    def transaction(self, transactional_id: str) -> TransactionView | None:
+        return next(iter(self.transactions(transactional_id)), None)
 
     def history(self, *, connection: str | None = None, client_id: str | None = None,
                 since: float | None = None) -> list[HistoryEntry]:
@@ -689,6 +761,24 @@ def _module(runtime: BrokerRuntime, kind: type[M]) -> M:
     if found is None:
         raise RuntimeError(f"the broker runs no {kind.__name__}")
     return found
+
+
+def _delete_topic(store: MetadataStore, homes: Sequence[LogHome], name: str) -> None:
+    try:
+        store.delete_topic(name)  # every broker's view follows from the store's watch
+    except UnknownTopic:
+        pass
+    for home in homes:
+        with home.lock:  # the logs go with it (a topic made again starts empty anyway)
+            home.forget_topic(name)
+
+
+def _modules(runtime: BrokerRuntime, kind: type[M]) -> list[M]:
+    return [m for m in runtime.modules if isinstance(m, kind)]
+
+
+def _topic_names(runtime: BrokerRuntime) -> dict[uuid.UUID, str]:
+    return {info.topic_id: name for name, info in runtime.cluster.topics.items()}
 
 
 def _name(until: Callable[..., object]) -> str:

@@ -38,6 +38,23 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     Seeds ``kafka_broker`` and ``kafka_cluster`` before the test (``Broker.seed``'s shape:
     ``{"topic": {"partitions": 3, "config": {...}, "records": [...]}}``).
 
+``kafka_session_broker``
+    One started broker for the whole test session (the same defaults and request history as
+    ``kafka_broker``); pair it with ``reset()`` between tests to keep them apart.
+
+``kafka_topic``
+    A fresh topic per test on ``kafka_session_broker``, with a unique name, deleted after the
+    test: ``kafka_topic.name``, ``kafka_topic.bootstrap_servers``, ``str(kafka_topic)``. One
+    partition unless ``@pytest.mark.kafka_topic(partitions=3, config={...}, records=[...])``
+    (one topic of ``Broker.seed``'s shape) or indirect parametrization
+    (``@pytest.mark.parametrize("kafka_topic", [3, {"partitions": 2}], indirect=True)``) says
+    otherwise.
+
+``@pytest.mark.kafka_strict`` (or ``kafka_strict = true`` in the pytest ini, or
+``kafka_broker_factory(strict=True)``)
+    Strict mode (kafkapy.strict): the brokers record protocol misuse that Kafka tolerates, and
+    the test fails at teardown listing each violation with its decoded request.
+
 Both brokers run on a background thread (``with Broker(...)``), so blocking
 clients such as kafka-python can talk to it from the test's thread.
 
@@ -50,10 +67,13 @@ gets a section per broker listing the requests it answered during the test
 
 from __future__ import annotations
 
+import re
 import time
+import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any, Protocol
 
+import attrs
 import pytest
 
 from kafkapy.embedded import Broker
@@ -61,25 +81,36 @@ from kafkapy.faults import Faults
 from kafkapy.observers.history import with_history
 from kafkapy.server.clock import VirtualClock
 
-__all__ = ["BrokerFactory", "config_from_kwargs", "kafka_broker", "kafka_broker_factory", "kafka_clock",
-           "kafka_cluster", "kafka_faults", "pytest_configure", "pytest_runtest_makereport", "wait_until"]
+__all__ = ["BrokerFactory", "KafkaTopic", "config_from_kwargs", "kafka_broker", "kafka_broker_factory",
+           "kafka_clock", "kafka_cluster", "kafka_faults", "kafka_session_broker", "kafka_topic",
+           "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "strict_report", "wait_until"]
 
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
 _BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
 
 
 SEED_MARKER = "kafka_seed"
+STRICT_MARKER = "kafka_strict"  # the marker, and the ini option that makes every test strict
 CLUSTER_SIZE = 3  # kafka_cluster: what client test suites written for a real cluster expect
 
 
 class BrokerFactory(Protocol):
     def __call__(self, config: Mapping[str, Any] | None = None, /, *, brokers: int = 1,
-                 **settings: Any) -> Broker: ...
+                 strict: bool | None = None, **settings: Any) -> Broker: ...
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(STRICT_MARKER, "kafkapy's fixtures start strict brokers: a test whose client misuses the "
+                                 "protocol fails (kafkapy.strict)", type="bool", default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{SEED_MARKER}(data): seed kafka_broker / kafka_cluster with "
                                        "topics and records (kafkapy.Broker.seed's shape)")
+    config.addinivalue_line("markers", f"{TOPIC_MARKER}(partitions=1, config=None, records=None): the "
+                                       "kafka_topic fixture's topic (one topic of Broker.seed's shape)")
+    config.addinivalue_line("markers", f"{STRICT_MARKER}: kafkapy's fixtures start strict brokers; protocol "
+                                       "misuse fails the test at teardown (kafkapy.strict)")
 
 
 def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: Any) -> dict[str, Any]:
@@ -95,9 +126,13 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
     started: list[Broker] = []
     request.node.stash[_BROKERS] = started
     clock = _virtual_clock(request)
+    strict_by_default = (request.node.get_closest_marker(STRICT_MARKER) is not None
+                         or bool(request.config.getini(STRICT_MARKER)))
 
-    def factory(config: Mapping[str, Any] | None = None, /, *, brokers: int = 1, **settings: Any) -> Broker:
-        broker = Broker(with_history(config_from_kwargs(config, **settings)), brokers=brokers, clock=clock)
+    def factory(config: Mapping[str, Any] | None = None, /, *, brokers: int = 1, strict: bool | None = None,
+                **settings: Any) -> Broker:
+        broker = Broker(with_history(config_from_kwargs(config, **settings)), brokers=brokers, clock=clock,
+                        strict=strict_by_default if strict is None else strict)
         broker.__enter__()
         started.append(broker)
         return broker
@@ -105,6 +140,7 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
     try:
         yield factory
     finally:
+        misuse = strict_report(started)  # read while the brokers run; reported once they are stopped
         errors: list[BaseException] = []
         for broker in reversed(started):
             try:
@@ -113,6 +149,22 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
                 errors.append(exc)
         if errors:
             raise errors[0]
+        if misuse:
+            pytest.fail(misuse, pytrace=False)
+
+
+def strict_report(brokers: list[Broker]) -> str:
+    """What strict brokers recorded, as a failing test shows it; empty when nothing was."""
+    sections = []
+    for broker in brokers:
+        try:
+            violations = broker.violations
+        except RuntimeError:  # not strict
+            continue
+        if violations:
+            sections.append(f"kafkapy strict mode: {len(violations)} protocol violation(s) on "
+                            f"{_where(broker)}\n{violations.report()}")
+    return "\n".join(sections)
 
 
 @pytest.fixture
@@ -161,6 +213,69 @@ def kafka_faults(kafka_broker: Broker) -> Iterator[Faults]:
         yield faults
     finally:
         faults.clear()
+
+
+# --- kafka_session_broker, kafka_topic ---------------------------------------------------------
+
+TOPIC_MARKER = "kafka_topic"
+_TOPIC_NAME_MAX = 200  # Kafka allows 249 characters; room left for the unique suffix
+_ILLEGAL_IN_TOPIC = re.compile(r"[^a-zA-Z0-9._-]+")  # Kafka's legal topic characters
+
+
+@attrs.frozen
+class KafkaTopic:
+    """The ``kafka_topic`` fixture's topic: its name and the broker that holds it."""
+
+    name: str
+    partitions: int
+    broker: Broker = attrs.field(repr=False)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.broker.bootstrap_servers
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@pytest.fixture(scope="session")
+def kafka_session_broker() -> Iterator[Broker]:
+    """One started broker for the whole session (with a request history), stopped at its end."""
+    with Broker(with_history({})) as broker:
+        yield broker
+
+
+def _topic_spec(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The topic asked for: indirect parametrization (a partition count or a mapping) wins over
+    the closest ``kafka_topic`` marker; one partition when neither says."""
+    spec: dict[str, Any] = {"partitions": 1}
+    marker = request.node.get_closest_marker(TOPIC_MARKER)
+    if marker is not None:
+        if marker.args:
+            raise pytest.UsageError(f"@pytest.mark.{TOPIC_MARKER} takes keywords: "
+                                    "partitions=, config=, records=")
+        spec.update(marker.kwargs)
+    param = getattr(request, "param", None)
+    if isinstance(param, int) and not isinstance(param, bool):
+        spec["partitions"] = param
+    elif isinstance(param, Mapping):
+        spec.update(param)
+    elif param is not None:
+        raise pytest.UsageError(f"kafka_topic's parameter is a partition count or a mapping, not {param!r}")
+    return spec
+
+
+@pytest.fixture
+def kafka_topic(request: pytest.FixtureRequest, kafka_session_broker: Broker) -> Iterator[KafkaTopic]:
+    """A topic of its own for this test on the session's broker, deleted after it."""
+    spec = _topic_spec(request)
+    stem = _ILLEGAL_IN_TOPIC.sub("-", request.node.name).strip("-.")[:_TOPIC_NAME_MAX] or "topic"
+    name = f"{stem}-{uuid.uuid4().hex[:12]}"
+    kafka_session_broker.seed({name: spec})
+    try:
+        yield KafkaTopic(name, int(spec["partitions"]), kafka_session_broker)
+    finally:
+        kafka_session_broker.delete_topics(name)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -310,6 +310,11 @@ class ConsumerGroups:
         self.groups: dict[str, ConsumerGroup] = {}
         self._timers = _Timers()
 
+    def clear(self) -> None:
+        """Every group and member deadline gone (a broker reset: the log is emptied too)."""
+        self.groups.clear()
+        self._timers = _Timers()
+
     # -- replay ---------------------------------------------------------------------------------
 
     def replay(self, record: GroupRecord) -> None:

@@ -155,6 +155,11 @@ class ConsumerGroupService:
             del self.groups.groups[group_id]  # its timers lapse: expire() skips members it cannot find
         self.schedule_expiry()
 
+    def forget_all(self) -> None:
+        """Every consumer group gone (a broker reset); the expiry timer follows."""
+        self.groups.clear()
+        self.schedule_expiry()
+
     # -- the one namespace ------------------------------------------------------------------------
 
     async def delete(self, group_id: str) -> None:

@@ -747,6 +747,16 @@ class ClassicCoordinator:
         self._new_members.pop(group.group_id, None)
         del self.groups[group.group_id]
 
+    def forget_all(self) -> None:
+        """Every group, member, offset and group timer gone (a broker reset, whose caller empties
+        the log as well). A JoinGroup or SyncGroup still waiting is answered UNKNOWN_MEMBER_ID, as
+        when its member is removed; later requests of those clients meet a coordinator that does
+        not know their group, and get Kafka's answers for that."""
+        for group in list(self.groups.values()):
+            self._forget(group)
+        self.offsets.clear()
+        self._new_members.clear()
+
     def _store_group(self, group: ClassicGroup, done: Callable[[ErrorCode], None]) -> None:
         record = GroupRecord(GroupMetadataKey(group.group_id), group.to_record())
         self._persist(group.group_id, [record], done)

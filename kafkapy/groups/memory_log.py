@@ -36,6 +36,10 @@ class MemoryGroupLog:
     def replay(self, partition: int) -> Iterator[GroupRecord]:
         return iter(list(self._records.get(partition, ())))
 
+    def clear(self) -> None:
+        """Every partition empty again (a broker reset)."""
+        self._records.clear()
+
 
 _SHARED: weakref.WeakKeyDictionary[object, MemoryGroupLog] = weakref.WeakKeyDictionary()
 

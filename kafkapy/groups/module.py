@@ -32,7 +32,7 @@ from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
 from kafkapy.groups.group import JoinResult, SyncResult
-from kafkapy.groups.memory_log import memory_group_log
+from kafkapy.groups.memory_log import MemoryGroupLog, memory_group_log
 from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
@@ -188,6 +188,7 @@ class GroupsModule(Module):
             max_metadata_bytes=config["offset.metadata.max.bytes"])
         self._stop_markers: Callable[[], None] | None = None
         self._outages: CoordinatorOutageView | None = None  # found at start
+        self._resets = 0  # forget_everything() calls: a write queued before one is dropped
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -289,7 +290,12 @@ class GroupsModule(Module):
     def _persist(self, group_id: str, records: Sequence[GroupRecord],
                  done: Callable[[ErrorCode], None]) -> None:
         """The coordinator's writes: through the GroupLog, then ``done`` with the outcome."""
+        resets = self._resets
+
         async def write() -> None:
+            if resets != self._resets:  # queued before a reset: its group is gone, and stays gone
+                done(ErrorCode.NOT_COORDINATOR)
+                return
             try:
                 await self.group_log.append(group_id, records)
                 code = ErrorCode.NONE
@@ -314,6 +320,23 @@ class GroupsModule(Module):
     def _topic_infos(self) -> dict[str, TopicInfo]:
         return {name: TopicInfo(info.topic_id, len(info.partitions))
                 for name, info in self.services.cluster.topics.items()}
+
+    # --- reset (kafkapy.embedded's Broker.reset) -------------------------------------------------
+
+    def forget_everything(self) -> None:
+        """Every group (classic and KIP-848), member, committed and pending transactional offset,
+        and group timer goes; the partitions this broker leads stay loaded, now empty. The caller
+        empties ``__consumer_offsets`` itself (or a memory GroupLog is cleared here), so nothing
+        comes back on a reload. A client still connected hears Kafka's answers for a group the
+        coordinator does not know; a write queued before this runs is answered NOT_COORDINATOR."""
+        self._resets += 1
+        self.coordinator.forget_all()
+        self.consumer.forget_all()
+        self.txn_offsets.pending.drop(lambda group: True)
+        self.timers.cancel_all()
+        self._schedule_retention()
+        if isinstance(self.group_log, MemoryGroupLog):
+            self.group_log.clear()
 
     # --- which groups are ours ----------------------------------------------------------------
 
@@ -379,6 +402,13 @@ class GroupsModule(Module):
 
     def _outage(self, group_id: str) -> ErrorCode | None:
         return None if self._outages is None else self._outages.group_outage(group_id)
+
+    def coordinates_now(self, group_id: str) -> bool:
+        """This broker leads the group's partition and has loaded it (inspection; no side effects,
+        unlike check_coordinator)."""
+        partition = self.group_log.partition_for(group_id)
+        return self._offsets_leader(partition) == self.services.broker_id and \
+            self._partitions.get(partition) is _Load.LOADED
 
     def _start_load(self, partition: int) -> None:
         """Replay the partition into the coordinator. A short log is loaded at once; a long one

@@ -54,6 +54,10 @@ class OffsetStore:
     def groups(self) -> list[str]:
         return list(self._by_group)
 
+    def clear(self) -> None:
+        """Every group's offsets gone (a broker reset: its log is emptied too)."""
+        self._by_group.clear()
+
     def partitions(self, group: str) -> list[tuple[str, int]]:
         return sorted(self._by_group.get(group, {}))
 

@@ -88,6 +88,16 @@ class PendingTxnOffsets:
             del self._by_producer[producer_id]
         return taken
 
+    def of_group(self, group: str) -> list[tuple[int, str, int, OffsetCommitValue]]:
+        """(producer id, topic, partition, offset) of every pending offset of ``group`` (inspection)."""
+        return sorted(((producer_id, topic, partition, value)
+                       for producer_id, groups in self._by_producer.items()
+                       for (topic, partition), value in groups.get(group, {}).items()),
+                      key=lambda row: row[:3])
+
+    def groups(self) -> set[str]:
+        return {group for groups in self._by_producer.values() for group in groups}
+
     def is_pending(self, group: str, topic: str, partition: int) -> bool:
         return any((topic, partition) in groups.get(group, {}) for groups in self._by_producer.values())
 

@@ -1,5 +1,9 @@
-"""Inspection for tests: what the broker's logs hold, decoded (``broker.records(...)``)."""
+"""Inspection for tests: what the broker's logs hold, decoded (``broker.records(...)``), and what
+its group and transaction coordinators hold (``broker.groups()``, ``broker.transactions()``)."""
 
+from kafkapy.inspection.groups import CommittedOffset, GroupMemberView, GroupView
 from kafkapy.inspection.records import StoredRecord, stored_records
+from kafkapy.inspection.transactions import TransactionView
 
-__all__ = ["StoredRecord", "stored_records"]
+__all__ = ["CommittedOffset", "GroupMemberView", "GroupView", "StoredRecord", "TransactionView",
+           "stored_records"]

@@ -47,7 +47,7 @@ from kafkapy.protocol.codec import (
     response_header,
 )
 from kafkapy.protocol.error_answers import error_answer
-from kafkapy.protocol.header import unpack_request_prefix
+from kafkapy.protocol.header import peek_request_header, unpack_request_prefix
 from kafkapy.protocol.releases import KafkaRelease, kafka_release
 from kafkapy.protocol.schema import Body
 from kafkapy.protocol.versions import NONE as NO_VERSIONS
@@ -310,6 +310,8 @@ class Dispatcher:
         route = self.routes.get(api_key)
         if route is None or not route.low <= api_version <= route.high or \
                 (route.gated and not self.runtime.gate_open(route.handler)):
+            if self.interceptors:
+                self._tell_unrouted(conn, frame, api_key, api_version, correlation_id)
             unknown = self._unknown(conn, api_key, api_version, correlation_id)
             out.append(_SIZE.pack(len(unknown)))
             out.append(unknown)
@@ -323,6 +325,17 @@ class Dispatcher:
         if not route.gated:  # a gate is the runtime's to answer on every request
             self.plans[frame[:4]] = plan
         return plan
+
+    def _tell_unrouted(self, conn: ConnectionInfo, frame: bytes, api_key: int, api_version: int,
+                       correlation_id: int) -> None:
+        """The interceptors' ``unrouted`` notice: told, not asked (the answer is the dispatcher's)."""
+        try:
+            client_id = peek_request_header(frame).client_id
+        except DecodeError:
+            client_id = None
+        context = _new_context(RequestContext, (conn, api_key, api_version, correlation_id, client_id))
+        for interceptor in self.interceptors:
+            interceptor.unrouted(context)
 
     def _unparsable(self, conn: ConnectionInfo, api_key: int, api_version: int, exc: DecodeError) -> NoReturn:
         log.warning("closing %s from %s:%d: cannot parse %s: %s", conn.id, *conn.client_address,

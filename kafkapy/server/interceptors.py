@@ -36,6 +36,11 @@ A coroutine handler still starts inside the task (``into_task``, below).
 Interceptors see the requests the broker routes to a handler; the answers to
 unknown keys and unsupported versions are the dispatcher's own.
 
+Two notices, for interceptors that judge rather than change (strict mode, kafkapy.strict): a
+request the dispatcher answers itself as unknown or unsupported is told to ``unrouted``, and a
+handler's KafkaApiError (which the dispatcher turns into the answer's top-level error code,
+after the chain) is told to ``refused`` on its way out. Neither can change the answer.
+
 Observers (kafkapy.server.observers) stay read-only: they see requests and
 responses but cannot change them; an interceptor is what can.
 """
@@ -46,6 +51,7 @@ import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Final
 
+from kafkapy.errors import KafkaApiError
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.eager import into_task
 
@@ -89,6 +95,13 @@ class Interceptor:
         """The answer to send (``answer`` itself to leave it alone)."""
         return answer
 
+    def unrouted(self, context: RequestContext) -> None:
+        """Told of a request for an API or version the broker does not serve (not decoded: the
+        dispatcher answers it as unknown, whatever is done here)."""
+
+    def refused(self, context: RequestContext, request: Request, refusal: KafkaApiError) -> None:
+        """Told that the handler refused ``request`` with ``refusal`` (no ``after`` runs for it)."""
+
 
 async def run_chain(chain: Sequence[Interceptor], handle: Handler, context: RequestContext,
                     request: Request) -> Answer:
@@ -101,12 +114,17 @@ async def run_chain(chain: Sequence[Interceptor], handle: Handler, context: Requ
             answer, answered_by = verdict, index
             break
     else:
-        result = handle(context, request)
-        if inspect.isawaitable(result):
-            await into_task()  # a coroutine handler starts inside the task, even when stepped in place
-            answer = await result
-        else:
-            answer = result
+        try:
+            result = handle(context, request)
+            if inspect.isawaitable(result):
+                await into_task()  # a coroutine handler starts inside the task, even when stepped in place
+                answer = await result
+            else:
+                answer = result
+        except KafkaApiError as refusal:
+            for interceptor in reversed(chain):
+                interceptor.refused(context, request, refusal)
+            raise
     for interceptor in reversed(chain[:answered_by]):
         answer = await interceptor.after(context, request, answer)
     return answer

@@ -146,6 +146,7 @@ class TransactionCoordinator:
         self._loaded: dict[int, dict[str, TxnMetadata]] = {}  # partition -> id -> its latest value
         self._pending: dict[str, TxnState] = {}  # ids with a change on its way to the log
         self._tasks: set[asyncio.Task[None]] = set()  # marker retries in the background
+        self.resets = 0  # forget_all() calls: a transaction ending across one stops there
 
     # --- where an id lives ---------------------------------------------------------------------
 
@@ -198,14 +199,16 @@ class TransactionCoordinator:
                      transactional_id: str) -> None:
         """Append ``next_value`` (None: a tombstone) and put it in the cache once durable."""
         target = next_value.state if next_value is not None else TxnState.DEAD
-        self._pending[transactional_id] = target
         partition = self.partition_for(transactional_id)
+        if partition not in self._loaded:
+            raise _Refused(ErrorCode.NOT_COORDINATOR)  # resigned, or reset, since the request began
+        self._pending[transactional_id] = target
         try:
             await self.state_log.append(partition, transactional_id, next_value)
         except KafkaApiError as exc:
             raise _Refused(_APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
         finally:
-            del self._pending[transactional_id]
+            self._pending.pop(transactional_id, None)  # a reset may have cleared it meanwhile
         ids = self._loaded.get(partition)
         if ids is None:
             raise _Refused(ErrorCode.NOT_COORDINATOR)  # resigned while the append was on its way
@@ -404,7 +407,10 @@ class TransactionCoordinator:
             return remaining
         marker = TxnMarker(prepared.producer_id, prepared.producer_epoch,
                            prepared.state is TxnState.PREPARE_COMMIT, 0, tuple(sorted(remaining)))
+        resets = self.resets
         results = await self.send_markers(marker)
+        if resets != self.resets:
+            return None  # the coordinator was reset meanwhile: this transaction is forgotten
         left = set()
         for tp in remaining:
             code = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -444,6 +450,16 @@ class TransactionCoordinator:
     def cancel(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+
+    def forget_all(self) -> None:
+        """Every transactional id gone, open transactions dropped without markers (a broker
+        reset, whose caller empties ``__transaction_state`` and the partitions the transactions
+        wrote to). A producer still connected then hears Kafka's answer for an id the coordinator
+        does not know: INVALID_PRODUCER_ID_MAPPING, until it calls InitProducerId again."""
+        self.resets += 1
+        self.cancel()
+        self._loaded.clear()
+        self._pending.clear()
 
     # --- timers ---------------------------------------------------------------------------------
 

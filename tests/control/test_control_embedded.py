@@ -35,7 +35,7 @@ def test_a_fault_added_as_json_reaches_a_kafka_python_producer(controlled: Contr
     status, fault = control.call("POST", "/faults", rule)
     assert status == 201 and fault["rule"]["action"] == {"type": "error", "error": "POLICY_VIOLATION"}
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, retries=0, acks="all",
-                             request_timeout_ms=TIMEOUT_S * 1000)
+                             request_timeout_ms=TIMEOUT_S * 1000, client_id="json-fault-producer")
     try:
         with pytest.raises(PolicyViolationError):
             producer.send("events", b"refused", partition=0).get(TIMEOUT_S)
@@ -45,7 +45,7 @@ def test_a_fault_added_as_json_reaches_a_kafka_python_producer(controlled: Contr
     status, listed = control.call("GET", f"/faults/{fault['id']}")
     assert status == 200 and (listed["matched"], listed["fired"]) == (2, 1)
     assert [r.value for r in broker.records("events")] == [b"written"]
-    status, history = control.call("GET", "/history?client_id=kafka-python-producer-1")
+    status, history = control.call("GET", "/history?client_id=json-fault-producer")
     produced = [e for e in history["history"] if e["api"] == "Produce"]
     assert [e["error"] for e in produced] == ["POLICY_VIOLATION", "NONE"]
     assert control.call("DELETE", f"/faults/{fault['id']}")[0] == 200

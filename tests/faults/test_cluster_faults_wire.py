@@ -274,3 +274,13 @@ def test_an_expired_consumer_protocol_member_is_fenced(broker: Broker) -> None:
             "instance_id": None, "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": None,
             "server_assignor": None, "topic_partitions": None})
     assert fenced.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_reset_ends_coordinator_outages(broker: Broker) -> None:
+    """A long-lived broker's next test must not inherit an outage its last test left in place."""
+    group = "outage-then-reset"
+    with coordinator_client(broker, group) as client:
+        broker.coordinator_unavailable(group=group)
+        assert find_coordinator(client, group)[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        broker.reset()
+        assert find_coordinator(client, group)[0] == ErrorCode.NONE
