@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from kafkapy.control.coordinators_json import view_json
 from kafkapy.control.errors import ControlError
 from kafkapy.control.faults_json import fault_rule, rule_json
 from kafkapy.control.records_json import ENCODINGS, record_json
@@ -419,6 +420,32 @@ async def expire_members(api: ControlApi, call: Call) -> Reply:
     return HTTPStatus.OK, {"group": call.params["group"], "expired": expired}
 
 
+# --- the coordinators' state: groups and transactions --------------------------------------------
+
+async def list_groups(api: ControlApi, call: Call) -> Reply:
+    return HTTPStatus.OK, {"groups": [view_json(view) for view in api.target.groups()]}
+
+
+async def get_group(api: ControlApi, call: Call) -> Reply:
+    view = api.target.group(call.params["group"])
+    if view is None:
+        raise ControlError(f"no group {call.params['group']!r} is known to a coordinator "
+                           "(GET /groups lists them)", HTTPStatus.NOT_FOUND)
+    return HTTPStatus.OK, view_json(view)
+
+
+async def list_transactions(api: ControlApi, call: Call) -> Reply:
+    return HTTPStatus.OK, {"transactions": [view_json(view) for view in api.target.transactions()]}
+
+
+async def get_transaction(api: ControlApi, call: Call) -> Reply:
+    view = api.target.transaction(call.params["id"])
+    if view is None:
+        raise ControlError(f"no transactional id {call.params['id']!r} is known to a coordinator "
+                           "(GET /transactions lists them)", HTTPStatus.NOT_FOUND)
+    return HTTPStatus.OK, view_json(view)
+
+
 # The routing table (kafkapy.control.routes): one entry per operation of openapi.json.
 ROUTES: tuple[Route[ControlApi], ...] = (
     Route("GET", "/health", health, "whether the endpoint answers, and how many brokers run"),
@@ -448,4 +475,8 @@ ROUTES: tuple[Route[ControlApi], ...] = (
           "cut off the coordinator of a group or a transactional id"),
     Route("DELETE", "/coordinators/unavailable/{id}", remove_outage, "end a coordinator outage"),
     Route("POST", "/groups/{group}/members/expire", expire_members, "end members' sessions now"),
+    Route("GET", "/groups", list_groups, "every group the coordinators hold"),
+    Route("GET", "/groups/{group}", get_group, "one group: members, assignments, offsets"),
+    Route("GET", "/transactions", list_transactions, "every transactional id the coordinators hold"),
+    Route("GET", "/transactions/{id}", get_transaction, "one transactional id's state"),
 )

@@ -15,7 +15,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.faults import Faults
 from kafkapy.faults.cluster import LeaderMove
 from kafkapy.faults.coordinators import CoordinatorOutage
-from kafkapy.inspection import StoredRecord
+from kafkapy.inspection import GroupView, StoredRecord, TransactionView
 from kafkapy.observers.history import HistoryEntry
 from kafkapy.seeding import TopicSeed
 from kafkapy.server.clock import VirtualClock
@@ -79,3 +79,13 @@ class ControlTarget(ControlMember, Protocol):
 
     async def expire_session_async(self, group: str, *, member_id: str | None = None,
                                    client_id: str | None = None) -> list[str]: ...
+
+    # The coordinators' state (kafkapy.inspection.groups, .transactions): frozen views.
+
+    def groups(self, *group_ids: str) -> list[GroupView]: ...
+
+    def group(self, group_id: str) -> GroupView | None: ...
+
+    def transactions(self, *transactional_ids: str) -> list[TransactionView]: ...
+
+    def transaction(self, transactional_id: str) -> TransactionView | None: ...

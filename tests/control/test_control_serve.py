@@ -175,6 +175,8 @@ def test_serve_virtual_clock_aborts_an_abandoned_transaction_when_advanced_over_
         status, clock = control.call("POST", "/clock/advance", {"seconds": 40})  # + the 10 s check
         assert status == 200 and clock["time"] == 70
         wait_until(lambda: markers(control), what="the abort marker")
+        status, transaction = control.call("GET", "/transactions/abandoned")
+        assert status == 200 and transaction["state"] == "CompleteAbort"
         assert [r["value"] for r in records(control) if not r["is_control"]] == ["never committed"]
 
 
