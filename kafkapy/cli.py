@@ -121,9 +121,10 @@ async def _serve_until_signalled(config: Any) -> None:
 
 async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: str | None,
                                          control: str | None = None,
-                                         control_allow_remote: bool = False) -> None:
+                                         control_allow_remote: bool = False, clock: Any = None) -> None:
     """``serve --brokers N`` / ``--seed FILE`` / ``--control HOST:PORT``: the embedded Broker on this
-    loop, N brokers sharing one store (kafkapy.embedded), seeded before anyone is told it is up."""
+    loop, N brokers sharing one store (kafkapy.embedded), seeded before anyone is told it is up.
+    ``clock`` (``--virtual-clock``): a VirtualClock whose loop this runs on."""
     from kafkapy.embedded import Broker
     from kafkapy.errors import KafkaPyError
     from kafkapy.seeding import load_seed_file
@@ -146,7 +147,7 @@ async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: s
         settings = with_history(settings)
     # A bad control address fails here, before any listener binds.
     broker = Broker(settings, brokers=brokers, defaults={}, control=control,
-                    control_allow_remote=control_allow_remote)
+                    control_allow_remote=control_allow_remote, clock=clock)
     try:
         await broker.start()
         try:
@@ -155,6 +156,8 @@ async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: s
                 log.info("seeded %d topic(s) from %s", len(seed), seed_file)
             if broker.control is not None:
                 log.info("control endpoint on %s", broker.control.url)
+            if clock is not None:
+                log.info("on a virtual clock: broker time moves only on POST /clock/advance")
             log.info("serving %d broker(s), bootstrap servers %s", brokers, broker.bootstrap_servers)
             runtimes = [m.runtime for m in broker.brokers if m.runtime is not None]
             waits = [asyncio.ensure_future(stop.wait()),
@@ -186,7 +189,17 @@ def _serve(args: argparse.Namespace) -> int:
             raise KafkaPyError(f"--brokers must be at least 1, not {args.brokers}")
         if args.control_allow_remote and not args.control:
             raise KafkaPyError("--control-allow-remote needs --control HOST:PORT")
-        if args.brokers > 1 or args.seed or args.control:
+        if args.virtual_clock and not args.control:
+            raise KafkaPyError("--virtual-clock needs --control HOST:PORT: the clock moves only on "
+                               "POST /clock/advance")
+        if args.virtual_clock:
+            from kafkapy.server.clock import VirtualClock
+
+            # The brokers run on the clock's own loop (Broker(clock=...) asks for it), in this thread.
+            clock = VirtualClock()
+            clock.run(_serve_cluster_until_signalled(config, args.brokers, args.seed, args.control,
+                                                     args.control_allow_remote, clock))
+        elif args.brokers > 1 or args.seed or args.control:
             asyncio.run(_serve_cluster_until_signalled(config, args.brokers, args.seed, args.control,
                                                        args.control_allow_remote))
         else:
@@ -286,10 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "({\"topic\": {\"partitions\": 3, \"config\": {...}, \"records\": [...]}})")
     serve.add_argument("--control", metavar="HOST:PORT",
                        help="serve the HTTP/JSON control endpoint there (faults, seed, snapshots, reset, "
-                            "records, history, brokers; GET /openapi.json): a loopback address, e.g. "
-                            "127.0.0.1:8080 (port 0: any)")
+                            "records, history, brokers, clock, cluster faults; GET /openapi.json): a "
+                            "loopback address, e.g. 127.0.0.1:8080 (port 0: any)")
     serve.add_argument("--control-allow-remote", action="store_true",
                        help="let --control bind a non-loopback address (the endpoint has no authentication)")
+    serve.add_argument("--virtual-clock", action="store_true",
+                       help="run the brokers on a virtual clock that stands still until POST /clock/advance "
+                            "(needs --control): session, transaction and retention timeouts on demand")
     serve.set_defaults(func=_serve)
 
     metadata = commands.add_parser(

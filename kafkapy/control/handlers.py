@@ -13,23 +13,28 @@ comes back without the rules (its faults are its runtime's).
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import itertools
-from collections.abc import Mapping
+import math
+import time
+from collections.abc import Collection, Mapping
 from http import HTTPStatus
 from typing import Any
 
 import attrs
 
+from kafkapy.control.coordinators_json import view_json
 from kafkapy.control.errors import ControlError
 from kafkapy.control.faults_json import fault_rule, rule_json
 from kafkapy.control.records_json import ENCODINGS, record_json
 from kafkapy.control.routes import Call, Reply, Route
 from kafkapy.control.target import ControlMember, ControlTarget
-from kafkapy.errors import ErrorCode
-from kafkapy.faults import FaultHandle
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.faults import CoordinatorOutage, FaultHandle
 from kafkapy.observers.history import HistoryEntry
 from kafkapy.seeding import SeedError, parse_seed, parse_seed_text
+from kafkapy.server.coordinator_outages import OUTAGE_ERRORS
 
 __all__ = ["ROUTES", "ControlApi", "ControlFault"]
 
@@ -63,10 +68,15 @@ class ControlApi:
         self.document = document
         self.faults: dict[int, ControlFault] = {}
         self.snapshots: dict[str, Any] = {}
+        self.outages: dict[int, CoordinatorOutage] = {}  # the coordinator outages added here, by id
         self._ids = itertools.count(1)
+        self._outage_ids = itertools.count(1)
 
     def next_fault_id(self) -> int:
         return next(self._ids)
+
+    def next_outage_id(self) -> int:
+        return next(self._outage_ids)
 
     def running(self) -> list[tuple[int, ControlMember]]:
         return [(i, m) for i, m in enumerate(self.target.brokers) if m.runtime is not None]
@@ -283,6 +293,159 @@ async def start_broker(api: ControlApi, call: Call) -> Reply:
     return HTTPStatus.OK, _cluster_json(api)
 
 
+# --- the clock ---------------------------------------------------------------------------------
+
+def _clock_json(api: ControlApi) -> dict[str, Any]:
+    clock = api.target.clock
+    if clock is None:  # real time: the loop's monotonic seconds and the epoch
+        return {"virtual": False, "time": asyncio.get_running_loop().time(), "wall": time.time()}
+    return {"virtual": True, "time": clock.time(), "wall": clock.wall()}
+
+
+async def get_clock(api: ControlApi, call: Call) -> Reply:
+    return HTTPStatus.OK, _clock_json(api)
+
+
+async def advance_clock(api: ControlApi, call: Call) -> Reply:
+    """On the clock's loop, the broker's, as ``advance_async`` asks: answered once what fell due ran."""
+    body = _object(call.json(), {"seconds"}, required={"seconds"})
+    given = body["seconds"]
+    try:
+        seconds = -1.0 if isinstance(given, bool) or not isinstance(given, int | float) else float(given)
+    except OverflowError:  # an integer past a float's range
+        seconds = math.inf
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise ControlError(f"seconds: expected a number of seconds, 0 or more, not {given!r}")
+    clock = api.target.clock
+    if clock is None:
+        raise ControlError("the broker runs on real time, which moves by itself: start it on a virtual "
+                           "clock (kafkapy serve --virtual-clock, Broker(clock=VirtualClock()))",
+                           HTTPStatus.CONFLICT)
+    await clock.advance_async(seconds)
+    return HTTPStatus.OK, _clock_json(api)
+
+
+# --- cluster faults: leaders, coordinators, sessions ---------------------------------------------
+
+# A broker's refusal as HTTP: what names something that does not exist is a 404, the rest is the
+# brokers' state refusing (409). The message keeps Kafka's error name first.
+_MISSING = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND,
+                      ErrorCode.UNKNOWN_MEMBER_ID})
+
+
+def _refused(exc: KafkaApiError) -> ControlError:
+    return ControlError(str(exc), HTTPStatus.NOT_FOUND if exc.code in _MISSING else HTTPStatus.CONFLICT)
+
+
+def _object(raw: Any, fields: Collection[str], *, required: Collection[str] = ()) -> dict[str, Any]:
+    """``raw`` as a JSON object of only ``fields``, with every one of ``required``."""
+    if not isinstance(raw, dict):
+        raise ControlError(f"expected a JSON object, not {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ControlError(f"unknown field {unknown[0]!r}; expected {', '.join(sorted(fields))}")
+    missing = sorted(set(required) - set(raw))
+    if missing:
+        raise ControlError(f"{missing[0]}: required")
+    return raw
+
+
+def _text(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise ControlError(f"{name}: expected a string, not {value!r}")
+    return value
+
+
+async def move_leader(api: ControlApi, call: Call) -> Reply:
+    text = call.params["partition"]
+    if not text.isdigit() or len(text) > 10:
+        raise ControlError(f"partition: expected a partition number, not {text!r}")
+    body = _object(call.json(), {"broker_id"}, required={"broker_id"})
+    to = body["broker_id"]
+    if isinstance(to, bool) or not isinstance(to, int):
+        raise ControlError(f"broker_id: expected a broker id, not {to!r}")
+    try:
+        moved = await api.target.move_leader_async(call.params["topic"], int(text), to=to)
+    except KafkaApiError as exc:
+        raise _refused(exc) from None
+    return HTTPStatus.OK, {**attrs.asdict(moved), "replicas": list(moved.replicas)}
+
+
+def _outage_json(outage_id: int, outage: CoordinatorOutage) -> dict[str, Any]:
+    return {"id": outage_id, "group": outage.group_id, "transactional_id": outage.transactional_id,
+            "error": outage.error.name, "active": not outage.removed}
+
+
+async def add_outage(api: ControlApi, call: Call) -> Reply:
+    body = _object(call.json(), {"group", "transactional_id", "error"})
+    group, transactional_id = _text(body, "group"), _text(body, "transactional_id")
+    if group is None and transactional_id is None:
+        raise ControlError("give group, transactional_id or both: the coordinator to cut off")
+    name = body.get("error", ErrorCode.COORDINATOR_NOT_AVAILABLE.name)
+    error = ErrorCode.__members__.get(name.upper()) if isinstance(name, str) else None
+    if error not in OUTAGE_ERRORS:
+        raise ControlError(f"error: expected one of {', '.join(code.name for code in OUTAGE_ERRORS)}, "
+                           f"not {name!r}")
+    outage = api.target.coordinator_unavailable(group=group, transactional_id=transactional_id, error=error)
+    outage_id = api.next_outage_id()
+    api.outages[outage_id] = outage
+    return HTTPStatus.CREATED, _outage_json(outage_id, outage)
+
+
+async def list_outages(api: ControlApi, call: Call) -> Reply:
+    return HTTPStatus.OK, {"outages": [_outage_json(i, o) for i, o in api.outages.items()]}
+
+
+async def remove_outage(api: ControlApi, call: Call) -> Reply:
+    text = call.params["id"]
+    outage = api.outages.pop(int(text), None) if text.isdigit() else None
+    if outage is None:
+        raise ControlError(f"no coordinator outage {text!r} (GET /coordinators/unavailable lists them)",
+                           HTTPStatus.NOT_FOUND)
+    outage.remove()
+    return HTTPStatus.OK, _outage_json(int(text), outage)
+
+
+async def expire_members(api: ControlApi, call: Call) -> Reply:
+    body = _object(call.json(), {"member_id", "client_id"})
+    member_id, client_id = _text(body, "member_id"), _text(body, "client_id")
+    if (member_id is None) == (client_id is None):
+        raise ControlError("give member_id or client_id (one of them): whose session ends")
+    try:
+        expired = await api.target.expire_session_async(call.params["group"], member_id=member_id,
+                                                        client_id=client_id)
+    except KafkaApiError as exc:
+        raise _refused(exc) from None
+    return HTTPStatus.OK, {"group": call.params["group"], "expired": expired}
+
+
+# --- the coordinators' state: groups and transactions --------------------------------------------
+
+async def list_groups(api: ControlApi, call: Call) -> Reply:
+    return HTTPStatus.OK, {"groups": [view_json(view) for view in api.target.groups()]}
+
+
+async def get_group(api: ControlApi, call: Call) -> Reply:
+    view = api.target.group(call.params["group"])
+    if view is None:
+        raise ControlError(f"no group {call.params['group']!r} is known to a coordinator "
+                           "(GET /groups lists them)", HTTPStatus.NOT_FOUND)
+    return HTTPStatus.OK, view_json(view)
+
+
+async def list_transactions(api: ControlApi, call: Call) -> Reply:
+    return HTTPStatus.OK, {"transactions": [view_json(view) for view in api.target.transactions()]}
+
+
+async def get_transaction(api: ControlApi, call: Call) -> Reply:
+    view = api.target.transaction(call.params["id"])
+    if view is None:
+        raise ControlError(f"no transactional id {call.params['id']!r} is known to a coordinator "
+                           "(GET /transactions lists them)", HTTPStatus.NOT_FOUND)
+    return HTTPStatus.OK, view_json(view)
+
+
 # The routing table (kafkapy.control.routes): one entry per operation of openapi.json.
 ROUTES: tuple[Route[ControlApi], ...] = (
     Route("GET", "/health", health, "whether the endpoint answers, and how many brokers run"),
@@ -303,4 +466,17 @@ ROUTES: tuple[Route[ControlApi], ...] = (
     Route("GET", "/cluster", cluster, "the brokers, running or not"),
     Route("POST", "/cluster/brokers/{index}/stop", stop_broker, "take a broker down"),
     Route("POST", "/cluster/brokers/{index}/start", start_broker, "bring a broker back"),
+    Route("GET", "/clock", get_clock, "the broker's clock: virtual or real, and where it stands"),
+    Route("POST", "/clock/advance", advance_clock, "move a virtual clock on, firing what falls due"),
+    Route("POST", "/topics/{topic}/partitions/{partition}/leader", move_leader,
+          "make a broker the partition's leader"),
+    Route("GET", "/coordinators/unavailable", list_outages, "the coordinator outages added here"),
+    Route("POST", "/coordinators/unavailable", add_outage,
+          "cut off the coordinator of a group or a transactional id"),
+    Route("DELETE", "/coordinators/unavailable/{id}", remove_outage, "end a coordinator outage"),
+    Route("POST", "/groups/{group}/members/expire", expire_members, "end members' sessions now"),
+    Route("GET", "/groups", list_groups, "every group the coordinators hold"),
+    Route("GET", "/groups/{group}", get_group, "one group: members, assignments, offsets"),
+    Route("GET", "/transactions", list_transactions, "every transactional id the coordinators hold"),
+    Route("GET", "/transactions/{id}", get_transaction, "one transactional id's state"),
 )

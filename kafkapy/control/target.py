@@ -11,10 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from kafkapy.errors import ErrorCode
 from kafkapy.faults import Faults
-from kafkapy.inspection import StoredRecord
+from kafkapy.faults.cluster import LeaderMove
+from kafkapy.faults.coordinators import CoordinatorOutage
+from kafkapy.inspection import GroupView, StoredRecord, TransactionView
 from kafkapy.observers.history import HistoryEntry
 from kafkapy.seeding import TopicSeed
+from kafkapy.server.clock import VirtualClock
 
 __all__ = ["ControlMember", "ControlTarget"]
 
@@ -61,3 +65,27 @@ class ControlTarget(ControlMember, Protocol):
     async def stop_broker_async(self, index: int) -> None: ...
 
     async def start_broker_async(self, index: int) -> None: ...
+
+    # The clock and the cluster faults (kafkapy.server.clock, kafkapy.faults.cluster/coordinators).
+
+    @property
+    def clock(self) -> VirtualClock | None: ...  # None: the broker runs on real time
+
+    async def move_leader_async(self, topic: str, partition: int, *, to: int) -> LeaderMove: ...
+
+    def coordinator_unavailable(
+            self, *, group: str | None = None, transactional_id: str | None = None,
+            error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> CoordinatorOutage: ...
+
+    async def expire_session_async(self, group: str, *, member_id: str | None = None,
+                                   client_id: str | None = None) -> list[str]: ...
+
+    # The coordinators' state (kafkapy.inspection.groups, .transactions): frozen views.
+
+    def groups(self, *group_ids: str) -> list[GroupView]: ...
+
+    def group(self, group_id: str) -> GroupView | None: ...
+
+    def transactions(self, *transactional_ids: str) -> list[TransactionView]: ...
+
+    def transaction(self, transactional_id: str) -> TransactionView | None: ...

@@ -106,6 +106,34 @@ def test_seed_bodies_never_crash_the_endpoint(control: ControlClient, body: Any)
     assert answered(control, "POST", "/reset", None) == 200
 
 
+# The routes with a body besides /faults and /seed, and what a body of theirs holds.
+BODY_ROUTES = {"/clock/advance": {"seconds": st.floats(0, 1) | json_values()},
+               "/topics/orders/partitions/0/leader": {"broker_id": st.integers(-1, 2) | json_values()},
+               "/coordinators/unavailable": {"group": st.sampled_from(["g", ""]) | json_values(),
+                                             "transactional_id": st.just("t") | json_values(),
+                                             "error": st.sampled_from(["NOT_COORDINATOR", "NONE"]) |
+                                             json_values()},
+               "/groups/g/members/expire": {"member_id": st.just("m") | json_values(),
+                                            "client_id": st.just("c") | json_values()}}
+
+
+@FUZZ
+@given(path_and_body=st.sampled_from(sorted(BODY_ROUTES)).flatmap(lambda path: st.tuples(
+    st.just(path),
+    st.fixed_dictionaries({}, optional={**BODY_ROUTES[path], "x": json_values()}) | json_values())))
+def test_clock_and_cluster_fault_bodies_never_crash_the_endpoint(control: ControlClient,
+                                                                 path_and_body: tuple[str, Any]) -> None:
+    path, body = path_and_body
+    data = json.dumps(body).encode()
+    status, raw, _ = control.raw("POST", path, data, {"Content-Type": "application/json"})
+    assert status < 500, raw
+    if status == 201:  # a coordinator outage: ended again
+        assert answered(control, "DELETE", f"/coordinators/unavailable/{json.loads(raw)['id']}", None) == 200
+    else:
+        answered(control, "POST", path, data)  # the error's shape (the same body again)
+    assert control.call("GET", "/health")[0] == 200
+
+
 @FUZZ
 @given(body=st.binary(max_size=64))
 def test_bodies_that_are_not_json_are_400(control: ControlClient, body: bytes) -> None:
@@ -118,7 +146,9 @@ def test_bodies_that_are_not_json_are_400(control: ControlClient, body: bytes) -
 @FUZZ
 @given(method=st.sampled_from(["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD_"]),
        path=st.lists(st.sampled_from(["faults", "1", "x", "snapshots", "restore", "topics", "records",
-                                      "cluster", "brokers", "0", "9", "stop", "start", "history", "%2F", ""]),
+                                      "cluster", "brokers", "0", "9", "stop", "start", "history", "%2F", "",
+                                      "clock", "advance", "partitions", "leader", "coordinators",
+                                      "unavailable", "groups", "members", "expire"]),
                      max_size=4).map(lambda parts: "/" + "/".join(parts)),
        query=st.dictionaries(st.sampled_from(["partition", "from_offset", "encoding", "limit", "since",
                                               "broker", "connection"]),

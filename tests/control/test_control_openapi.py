@@ -22,6 +22,7 @@ from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import api_name
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.clock import VirtualClock
 
 from .conftest import HISTORY, ControlClient
 
@@ -140,6 +141,8 @@ def test_a_live_endpoint_accepts_the_examples_and_answers_as_documented() -> Non
                 assert checked.call("GET", "/faults/{id}", f"/faults/{fault['id']}")[0] == 200
             elif path == "/seed":
                 assert checked.call(method, path, body=example)[0] == 200, name
+            elif path == "/coordinators/unavailable":
+                assert checked.call(method, path, body=example)[0] == 201, name
         assert checked.call("GET", "/faults")[0] == 200
         assert checked.call("DELETE", "/faults/{id}", "/faults/1")[0] == 200
         assert checked.call("DELETE", "/faults/{id}", "/faults/1")[0] == 404
@@ -159,5 +162,63 @@ def test_a_live_endpoint_accepts_the_examples_and_answers_as_documented() -> Non
         assert checked.call("POST", "/cluster/brokers/{index}/start", "/cluster/brokers/1/start")[0] == 200
         assert checked.call("POST", "/cluster/brokers/{index}/start", "/cluster/brokers/7/start")[0] == 404
         assert checked.call("POST", "/seed", body={"t": {"partitions": -1}})[0] == 400
+        check_the_cluster_fault_routes(checked, broker)
+    clock = VirtualClock()
+    with Broker(clock=clock, control="127.0.0.1:0") as timed:  # the clock's own routes
+        assert timed.control is not None
+        checked.client = ControlClient(timed.control.url)
+        assert checked.call("GET", "/clock")[1] == {"virtual": True, "time": 0, "wall": clock.wall()}
+        [(_, _, _, advance)] = [e for e in request_examples() if e[1] == "/clock/advance"]
+        status, after = checked.call("POST", "/clock/advance", body=advance)
+        assert status == 200 and after["time"] == advance["seconds"]
     exercised = {(method, template) for method, template, _ in checked.seen}
     assert exercised == {(route.method, route.path) for route in ROUTES}
+
+
+def check_the_cluster_fault_routes(checked: Checked, broker: Broker) -> None:
+    """The clock (on real time here), leader moves, coordinator outages and session expiry, on the
+    live test's two brokers, after its examples added coordinator outages and POST /reset."""
+    status, clock = checked.call("GET", "/clock")
+    assert status == 200 and clock["virtual"] is False
+    assert checked.call("POST", "/clock/advance", body={"seconds": 1})[0] == 409
+    assert checked.call("POST", "/clock/advance", body={"seconds": -1})[0] == 400
+
+    leader = "/topics/{topic}/partitions/{partition}/leader"
+    assert checked.call("POST", "/seed", body={"orders": {"partitions": 1}})[0] == 200  # reset before
+    [(_, _, _, to_one)] = [e for e in request_examples() if e[1] == leader]
+    status, moved = checked.call("POST", leader, "/topics/orders/partitions/0/leader", to_one)
+    if status == 409:  # broker 1 led it already (ELECTION_NOT_NEEDED): move it to broker 0
+        assert moved["error"].startswith("ELECTION_NOT_NEEDED: ")
+        status, moved = checked.call("POST", leader, "/topics/orders/partitions/0/leader", {"broker_id": 0})
+    assert status == 200 and moved["leader"] == moved["replicas"][0]
+    view = broker.brokers[0].runtime
+    assert view is not None
+    assert view.cluster.leadership("orders", 0) == (moved["leader"], moved["leader_epoch"])
+    again = {"broker_id": moved["leader"]}
+    assert checked.call("POST", leader, "/topics/orders/partitions/0/leader", again)[0] == 409
+    assert checked.call("POST", leader, "/topics/nowhere/partitions/0/leader", again)[0] == 404
+    assert checked.call("POST", leader, "/topics/orders/partitions/x/leader", again)[0] == 400
+
+    status, listed = checked.call("GET", "/coordinators/unavailable")
+    # The examples' outages, ended by the POST /reset above, are listed until DELETEd.
+    assert status == 200 and [o["active"] for o in listed["outages"]] == [False, False]
+    status, added = checked.call("POST", "/coordinators/unavailable", body={"group": "workers"})
+    assert status == 201 and added["active"] is True
+    assert checked.call("GET", "/coordinators/unavailable")[1]["outages"][-1] == added
+    outage = f"/coordinators/unavailable/{added['id']}"
+    assert checked.call("DELETE", "/coordinators/unavailable/{id}", outage)[1]["active"] is False
+    assert checked.call("DELETE", "/coordinators/unavailable/{id}", outage)[0] == 404
+    assert checked.call("POST", "/coordinators/unavailable", body={"group": "g", "error": "NONE"})[0] == 400
+
+    expire = "/groups/{group}/members/expire"
+    [(_, _, _, by_client)] = [e for e in request_examples() if e[1] == expire]
+    # No group has been coordinated yet (no __consumer_offsets): no broker coordinates "nobody".
+    status, refused = checked.call("POST", expire, "/groups/nobody/members/expire", by_client)
+    assert status == 409 and refused["error"].startswith("NOT_COORDINATOR: ")
+    assert checked.call("POST", expire, "/groups/nobody/members/expire", {})[0] == 400
+
+    # The coordinators' views: none yet (test_control_coordinators.py reads real ones).
+    assert checked.call("GET", "/groups") == (200, {"groups": []})
+    assert checked.call("GET", "/groups/{group}", "/groups/nobody")[0] == 404
+    assert checked.call("GET", "/transactions") == (200, {"transactions": []})
+    assert checked.call("GET", "/transactions/{id}", "/transactions/nobody")[0] == 404

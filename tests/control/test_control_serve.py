@@ -4,14 +4,19 @@ of the cluster taken down and up; reset. A non-loopback address is one error lin
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+from kafkapy.testing import wait_until
 
 from .conftest import ControlClient
 
@@ -25,10 +30,11 @@ def serve(*args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.DEVNULL, text=True)
 
 
-@pytest.fixture
-def served() -> Iterator[tuple[ControlClient, str]]:
-    """Two brokers and their control endpoint, ports chosen by the system; stopped with SIGTERM."""
-    proc = serve("--brokers", "2", "--control", "127.0.0.1:0", "--override", "listeners=PLAINTEXT://127.0.0.1:0")
+@contextlib.contextmanager
+def serving(*args: str) -> Iterator[tuple[ControlClient, str, list[str]]]:
+    """``kafkapy serve --control 127.0.0.1:0 ARGS`` until SIGTERM: its endpoint, bootstrap servers
+    and the log lines up to "serving"."""
+    proc = serve("--control", "127.0.0.1:0", "--override", "listeners=PLAINTEXT://127.0.0.1:0", *args)
     assert proc.stderr is not None
     try:
         lines: list[str] = []
@@ -44,11 +50,18 @@ def served() -> Iterator[tuple[ControlClient, str]]:
             if found := SERVING.search(line):
                 bootstrap = found.group(1)
         assert url is not None and bootstrap is not None, "".join(lines)
-        yield ControlClient(url), bootstrap
+        yield ControlClient(url), bootstrap, lines
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=TIMEOUT_S) == 0
     assert "Traceback" not in proc.stderr.read()
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[ControlClient, str]]:
+    """Two brokers and their control endpoint, ports chosen by the system; stopped with SIGTERM."""
+    with serving("--brokers", "2") as (control, bootstrap, _):
+        yield control, bootstrap
 
 
 def consume(bootstrap: str, topic: str, count: int) -> list[tuple[bytes | None, bytes | None]]:
@@ -132,6 +145,7 @@ def test_serve_control_on_a_single_broker() -> None:
     (["--control", "127.0.0.1"], "control address '127.0.0.1' is not HOST:PORT"),
     (["--control", "127.0.0.1:http"], "the port 'http' is not a number"),
     (["--control-allow-remote"], "--control-allow-remote needs --control HOST:PORT"),
+    (["--virtual-clock"], "--virtual-clock needs --control HOST:PORT"),
 ])
 def test_a_bad_control_address_is_one_error_line_before_anything_listens(args: list[str],
                                                                          message: str) -> None:
@@ -140,3 +154,38 @@ def test_a_bad_control_address_is_one_error_line_before_anything_listens(args: l
     assert proc.returncode == 2
     assert message in err and "Traceback" not in err and "listening on" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_serve_virtual_clock_aborts_an_abandoned_transaction_when_advanced_over_http() -> None:
+    """What a Java test would do: a transaction left open, the clock moved past
+    transaction.timeout.ms over HTTP, the coordinator's abort marker in the log."""
+    from confluent_kafka import Producer
+
+    with serving("--virtual-clock") as (control, bootstrap, lines):
+        assert any("on a virtual clock" in line for line in lines)
+        assert control.call("GET", "/clock")[1]["virtual"] is True
+        assert control.call("POST", "/seed", {"orders": {"partitions": 1}})[0] == 200
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "abandoned"})
+        producer.init_transactions(TIMEOUT_S)
+        producer.begin_transaction()
+        producer.produce("orders", b"never committed")
+        assert producer.flush(TIMEOUT_S) == 0
+        assert control.call("POST", "/clock/advance", {"seconds": 30})[1]["time"] == 30
+        assert markers(control) == []  # transaction.timeout.ms (librdkafka's 60 s) not yet passed
+        status, clock = control.call("POST", "/clock/advance", {"seconds": 40})  # + the 10 s check
+        assert status == 200 and clock["time"] == 70
+        wait_until(lambda: markers(control), what="the abort marker")
+        status, transaction = control.call("GET", "/transactions/abandoned")
+        assert status == 200 and transaction["state"] == "CompleteAbort"
+        assert [r["value"] for r in records(control) if not r["is_control"]] == ["never committed"]
+
+
+def records(control: ControlClient) -> list[dict[str, Any]]:
+    status, found = control.call("GET", "/topics/orders/records?encoding=base64")
+    assert status == 200
+    return [{**r, "value": None if r["value"] is None or r["is_control"] else
+             base64.b64decode(r["value"]).decode()} for r in found["records"]]
+
+
+def markers(control: ControlClient) -> list[dict[str, Any]]:
+    return [r for r in records(control) if r["is_control"]]
