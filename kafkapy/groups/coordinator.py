@@ -454,11 +454,10 @@ class ClassicCoordinator:
         elif group.state is S.PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    # --- SyncGroup ----------------------------------------------------------------------------
-
-    def sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
-             protocol_type: str | None, protocol_name: str | None, assignments: Iterable[tuple[str, bytes]],
-             respond: Callable[[SyncResult], None]) -> None:
+    def _member_of_generation(self, group_id: str, generation_id: int, member_id: str,
+                              instance_id: str | None) -> tuple[ClassicGroup, Member]:
+        """SyncGroup's and Heartbeat's first checks, in Kafka's order: a known member of a live
+        group, at the group's generation."""
         group = self.classic_group(group_id)
         if group is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -467,6 +466,14 @@ class ClassicCoordinator:
         member = self._check_member(group, member_id, instance_id)
         if generation_id != group.generation_id:
             raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+        return group, member
+
+    # --- SyncGroup ----------------------------------------------------------------------------
+
+    def sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+             protocol_type: str | None, protocol_name: str | None, assignments: Iterable[tuple[str, bytes]],
+             respond: Callable[[SyncResult], None]) -> None:
+        group, member = self._member_of_generation(group_id, generation_id, member_id, instance_id)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
             raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
@@ -517,14 +524,7 @@ class ClassicCoordinator:
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> None:
         """Returns when the heartbeat is good; KafkaApiError says why not."""
-        group = self.classic_group(group_id)
-        if group is None:
-            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if group.state is S.DEAD:
-            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        member = self._check_member(group, member_id, instance_id)
-        if generation_id != group.generation_id:
-            raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+        group, member = self._member_of_generation(group_id, generation_id, member_id, instance_id)
         self._touch(group, member)
         if group.state is S.PREPARING_REBALANCE:
             raise KafkaApiError(ErrorCode.REBALANCE_IN_PROGRESS)
