@@ -8,7 +8,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PolledMember", "keep_pending_join_needed"]
+from kafkapy.testing import wait_until
+
+__all__ = ["PolledMember", "keep_pending_join_needed", "poll_once", "poll_until_assigned",
+           "subscribe_when_seen"]
 
 JOIN_TIMEOUT_S = 30.0
 
@@ -66,3 +69,23 @@ class PolledMember:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(JOIN_TIMEOUT_S)
+
+
+def subscribe_when_seen(consumer: Any, topic: str, timeout: float = JOIN_TIMEOUT_S) -> None:
+    """Subscribe once the consumer's metadata has ``topic``: joining without it, kafka-python's
+    leader assigns nothing and rejoins on its own, the round the bug above can strand."""
+    wait_until(lambda: topic in consumer.topics(), timeout, what=f"the consumer to see {topic}")
+    consumer.subscribe([topic])
+
+
+def poll_once(consumer: Any) -> None:
+    """One short poll, with the workaround after it."""
+    consumer.poll(100)
+    keep_pending_join_needed(consumer._coordinator)
+
+
+def poll_until_assigned(consumer: Any, partitions: int, timeout: float = JOIN_TIMEOUT_S) -> None:
+    def assigned() -> bool:
+        poll_once(consumer)
+        return len(consumer.assignment()) == partitions
+    wait_until(assigned, timeout, what=f"the consumer's assignment of {partitions} partitions")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from kafka_python_groups import keep_pending_join_needed
+from kafka_python_groups import poll_once, poll_until_assigned, subscribe_when_seen
 
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
@@ -95,16 +95,8 @@ def test_a_session_expired_over_http_leaves_its_group(cluster: tuple[Broker, Che
                              client_id="stuck", session_timeout_ms=30_000, heartbeat_interval_ms=1_000,
                              enable_auto_commit=False)
     try:
-        # Its metadata first, and kafka-python's stranded-rejoin workaround after each short poll
-        # (tests/kafka_python_groups.py), as every kafka-python group test here.
-        wait_until(lambda: "jobs" in consumer.topics(), timeout=TIMEOUT_S, what="the member to see jobs")
-        consumer.subscribe(["jobs"])
-
-        def assigned() -> bool:
-            consumer.poll(100)
-            keep_pending_join_needed(consumer._coordinator)
-            return len(consumer.assignment()) == 2
-        wait_until(assigned, timeout=TIMEOUT_S, what="the member's assignment")
+        subscribe_when_seen(consumer, "jobs", TIMEOUT_S)  # both against kafka-python's stranded rejoin
+        poll_until_assigned(consumer, 2, TIMEOUT_S)
         expire, path = "/groups/{group}/members/expire", "/groups/workers/members/expire"
         status, expired = checked.call("POST", expire, path, {"client_id": "stuck"})
         assert status == 200 and expired["group"] == "workers"
@@ -115,8 +107,7 @@ def test_a_session_expired_over_http_leaves_its_group(cluster: tuple[Broker, Che
         # Its next heartbeat is refused and it joins again, as after a real session timeout.
         deadline = time.monotonic() + TIMEOUT_S
         while time.monotonic() < deadline and joins(broker) < 2:
-            consumer.poll(100)
-            keep_pending_join_needed(consumer._coordinator)
+            poll_once(consumer)
         assert joins(broker) >= 2
     finally:
         consumer.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from kafka_python_groups import keep_pending_join_needed
+from kafka_python_groups import poll_until_assigned, subscribe_when_seen
 
 from kafkapy.control.coordinators_json import view_json
 from kafkapy.embedded import Broker
@@ -36,16 +36,8 @@ def test_a_kafka_python_group_as_json(controlled_cluster: tuple[Broker, Checked]
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="workers",
                              client_id="worker-1", enable_auto_commit=False, auto_offset_reset="earliest")
     try:
-        # Its metadata first, and kafka-python's stranded-rejoin workaround after each short poll
-        # (tests/kafka_python_groups.py): without them this timed out in CI waiting for the assignment.
-        wait_until(lambda: "jobs" in consumer.topics(), timeout=TIMEOUT_S, what="the member to see jobs")
-        consumer.subscribe(["jobs"])
-
-        def assigned() -> bool:
-            consumer.poll(100)
-            keep_pending_join_needed(consumer._coordinator)
-            return len(consumer.assignment()) == 2
-        wait_until(assigned, timeout=TIMEOUT_S, what="the member's assignment")
+        subscribe_when_seen(consumer, "jobs", TIMEOUT_S)  # both against kafka-python's stranded rejoin
+        poll_until_assigned(consumer, 2, TIMEOUT_S)
         consumer.commit({TopicPartition("jobs", 0): _offset(1)})
         status, group = checked.call("GET", "/groups/{group}", "/groups/workers")
         assert status == 200

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_python_groups import PolledMember
+from kafka_python_groups import PolledMember, subscribe_when_seen
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -121,10 +121,7 @@ class Member(PolledMember):
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
                                  client_id=client_id, auto_offset_reset="earliest",
                                  enable_auto_commit=False, heartbeat_interval_ms=500, **extra)
-        # Its metadata first, so its first join already knows the topic's partitions (kafka-python
-        # otherwise joins with none, and the rebalance that follows once hung its I/O thread).
-        wait_until(lambda: topic in consumer.topics(), TIMEOUT_S, what=f"{client_id} to see {topic}")
-        consumer.subscribe([topic])
+        subscribe_when_seen(consumer, topic, TIMEOUT_S)
         super().__init__(consumer)
 
 
