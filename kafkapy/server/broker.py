@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 
 
 LISTEN_BACKLOG = 100  # asyncio's default for create_server
+IDLE_RECHECK_MIN_S = 0.01  # the idle sweep's shortest wait: a deadline just past is not a busy loop
 
 
 class BoundListener:
@@ -527,16 +528,27 @@ class BrokerRuntime:
         return True
 
     def _sweep_idle(self) -> None:
-        """Close the connections idle for connections.max.idle.ms, then come back in an eighth of
-        it (between 10 ms and a second): one timer for all connections, none per connection."""
+        """Close the connections idle for connections.max.idle.ms, then come back when the next
+        one could be: one timer for all connections, none per connection. Sleeping until the
+        earliest deadline, rather than ticking, is what lets a virtual clock jump days at once."""
         timeout = self.config["connections.max.idle.ms"] / 1000
         now = self.clock()
-        for connection in [c for c in self.connections if c.idle_since(now, timeout)]:
-            log.info("closing idle connection %s (connections.max.idle.ms)", connection.info.id
-                     if connection.info is not None else "connection")
-            connection.close()
+        next_sweep = now + timeout  # a connection accepted from now on idles out no sooner
+        for connection in list(self.connections):
+            if connection.closed:
+                continue
+            deadline = connection.last_activity + timeout
+            if deadline > now:
+                next_sweep = min(next_sweep, deadline)
+            elif connection.busy:  # at work on a request: look again shortly
+                next_sweep = min(next_sweep, now + min(max(timeout / 8, IDLE_RECHECK_MIN_S), 1.0))
+            else:
+                log.info("closing idle connection %s (connections.max.idle.ms)", connection.info.id
+                         if connection.info is not None else "connection")
+                connection.close()
         if not self._stopping:
-            self._idle_sweep = self.loop.call_later(min(max(timeout / 8, 0.01), 1.0), self._sweep_idle)
+            delay = max(next_sweep - now, IDLE_RECHECK_MIN_S)
+            self._idle_sweep = self.loop.call_later(delay, self._sweep_idle)
 
     def connection_for(self, info: ConnectionInfo) -> KafkaConnection | None:
         """The live connection behind a ConnectionInfo (for modules that send requests on it)."""
