@@ -87,6 +87,9 @@ __all__ = ["BrokerFactory", "KafkaTopic", "config_from_kwargs", "kafka_broker", 
 
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
 _BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
+# A shared broker a test used (kafka_topic's), and when the test began using it: its report shows
+# only the requests from then on, not the whole session's.
+_SHARED_SINCE = pytest.StashKey[tuple[Broker, float]]()
 
 
 SEED_MARKER = "kafka_seed"
@@ -271,6 +274,7 @@ def kafka_topic(request: pytest.FixtureRequest, kafka_session_broker: Broker) ->
     spec = _topic_spec(request)
     stem = _ILLEGAL_IN_TOPIC.sub("-", request.node.name).strip("-.")[:_TOPIC_NAME_MAX] or "topic"
     name = f"{stem}-{uuid.uuid4().hex[:12]}"
+    request.node.stash[_SHARED_SINCE] = (kafka_session_broker, time.time())
     kafka_session_broker.seed({name: spec})
     try:
         yield KafkaTopic(name, int(spec["partitions"]), kafka_session_broker)
@@ -288,6 +292,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     for started in item.stash.get(_BROKERS, []):
         for broker in started.brokers:  # each broker of a cluster has its own history
             report.sections.append((f"kafkapy request history ({_where(broker)})", _history_text(broker)))
+    shared = item.stash.get(_SHARED_SINCE, None)
+    if shared is not None:
+        broker, since = shared
+        report.sections.append((f"kafkapy request history ({_where(broker)}, the session's broker, "
+                                "during this test)", _history_text(broker, since)))
 
 
 def _where(broker: Broker) -> str:
@@ -297,9 +306,9 @@ def _where(broker: Broker) -> str:
         return "a stopped broker"
 
 
-def _history_text(broker: Broker) -> str:
+def _history_text(broker: Broker, since: float | None = None) -> str:
     try:
-        entries = broker.history()
+        entries = broker.history(since=since)
     except RuntimeError as exc:
         return str(exc)
     shown = entries[-HISTORY_SHOWN:]

@@ -212,3 +212,29 @@ def test_kafka_cluster_and_the_seed_marker_in_a_fresh_run(pytester: pytest.Pytes
     sections = [line for line in result.stdout.lines if "kafkapy request history" in line]
     assert len(sections) == 3, result.stdout.str()
     result.stdout.fnmatch_lines(["*client 'third' Metadata v9 #1: NONE*"])
+
+
+def test_a_failing_kafka_topic_test_reports_the_session_brokers_requests_of_that_test(
+        pytester: pytest.Pytester) -> None:
+    """kafka_topic shares one broker across the session: a failing test's report shows the
+    requests made while it ran, not those of the tests before it."""
+    pytester.makepyfile("""
+        from kafkapy.client import SimpleClient
+
+        def ask(topic, client_id):
+            with SimpleClient(topic.bootstrap_servers, client_id=client_id) as client:
+                client.request(3, 9, {"topics": [{"name": topic.name}], "allow_auto_topic_creation": False})
+
+        def test_earlier(kafka_topic):
+            ask(kafka_topic, "earlier-app")
+
+        def test_fails(kafka_topic):
+            ask(kafka_topic, "the-app")
+            assert False, "the app misbehaved"
+    """)
+    result = pytester.runpytest(*QUICK)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*kafkapy request history (127.0.0.1:*, the session's broker, during this test)*",
+         "*client 'the-app' Metadata v9 #1: NONE"])
+    assert "earlier-app" not in result.stdout.str()
