@@ -74,6 +74,7 @@ class LogHome:
                           log_start_offset=log.log_start_offset, on_aborted=log.restore_aborted_txn)
             log.snapshot_source = state.snapshot
             log.unstable_offset_source = lambda: state.first_unstable_offset
+            log.producers_source = state.last_records
             self.producers[key] = state
         return state
 

@@ -4,19 +4,31 @@ Theory of operation
 -------------------
 Compaction looks at the *cleanable* segments: the rolled ones, oldest first,
 up to the first whose largest timestamp is younger than
-``min.compaction.lag.ms`` (Kafka's first uncleanable offset). Pass one maps
-every key in them to its last offset; pass two rewrites each segment keeping a
-record only if it is that last offset. The active segment is never touched,
-so a key whose newest record sits there keeps its older one until the next
-roll, as in Kafka.
+``min.compaction.lag.ms``, and never past the last stable offset (Kafka's
+first uncleanable offset: an open transaction's records are not settled).
+Pass one maps every key in them to its last offset; pass two rewrites each
+segment keeping a record only if it is that last offset. The active segment
+is never touched, so a key whose newest record sits there keeps its older one
+until the next roll, as in Kafka.
 
 Batches are rewritten with ``build_record_batch``, keeping base offset,
-producer id, epoch and base sequence, partition leader epoch, codec and
-timestamp type; records keep their offsets and timestamps (a compacted batch
-has offset gaps, as Kafka's do). A batch nothing was removed from is kept as
-its original bytes. Control and transactional batches are kept whole until
-transactions land. Records without a key are dropped, as Kafka's cleaner
-drops them.
+producer id, epoch and base sequence, partition leader epoch, codec,
+timestamp type and the transactional flag; records keep their offsets and
+timestamps (a compacted batch has offset gaps, as Kafka's do). A batch
+nothing was removed from is kept as its original bytes. Records without a key
+are dropped, as Kafka's cleaner drops them.
+
+Transactions. Both passes walk the batches in offset order with a
+:class:`TransactionWalk`, fed the aborted transactions of the range from the
+transaction index. A committed transaction's records are compacted like any
+others; an aborted one's are all removed, and never count as a key's last
+value. An ABORT marker stays while any record of its transaction is still in
+the log, a COMMIT marker while the pass read a batch of its transaction;
+after that a marker goes like a tombstone (``delete.retention.ms``), and an
+aborted transaction whose marker went leaves the transaction index. The batch
+that holds an active producer's last sequence (or, when its last entry is a
+marker, that marker) is kept even when emptied, as a header without records,
+so the producer's sequence and epoch survive the cleaning and a restart.
 
 Tombstones (null values) are kept while their segment's largest timestamp is
 within ``delete.retention.ms`` of now, then removed, so a consumer that was
@@ -25,12 +37,21 @@ behind still sees the delete.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import collections
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
 
 from kafkapy.log.topic_config import LogConfig
-from kafkapy.protocol.records import LOG_APPEND_TIME, RecordBatch, build_record_batch
+from kafkapy.log.txn_index import AbortedTxn
+from kafkapy.protocol.records import LOG_APPEND_TIME, Record, RecordBatch, build_record_batch
 
-__all__ = ["build_offset_map", "clean_batches", "cleanable_segments"]
+__all__ = ["CleanedSegment", "LastRecord", "TransactionWalk", "build_offset_map", "clean_batches",
+           "cleanable_segments"]
+
+_CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType's key: version, type
+_ABORT, _COMMIT = 0, 1  # ControlRecordType
 
 
 def cleanable_segments(largest_timestamps: Sequence[int], config: LogConfig, now_ms: int) -> int:
@@ -43,52 +64,178 @@ def cleanable_segments(largest_timestamps: Sequence[int], config: LogConfig, now
     return count
 
 
-def _compactable(batch: RecordBatch) -> bool:
-    return not (batch.is_control or batch.is_transactional)
+@attrs.frozen
+class LastRecord:
+    """What the producer table knows of an active producer (Kafka's LastRecord): the last offset
+    of its last data batch (None when it has none), and its epoch."""
+
+    last_data_offset: int | None
+    producer_epoch: int
 
 
-def build_offset_map(batches: Iterable[RecordBatch]) -> dict[bytes, int]:
-    """Every key's last offset (Kafka's SkimpyOffsetMap, exact rather than hashed)."""
+class TransactionWalk:
+    """Which transactions a pass is inside, as it reads the batches in offset order (Kafka's
+    CleanedTransactionMetadata). One walk per pass."""
+
+    def __init__(self, aborted: Iterable[AbortedTxn] = ()) -> None:
+        self._pending = collections.deque(sorted(aborted, key=lambda txn: txn.first_offset))
+        self._aborted_open: dict[int, bool] = {}  # producer id -> a batch of it was read
+        self._committed_open: set[int] = set()
+
+    def _enter(self, offset: int) -> None:
+        while self._pending and self._pending[0].first_offset <= offset:
+            self._aborted_open.setdefault(self._pending.popleft().producer_id, False)
+
+    def data_batch(self, batch: RecordBatch) -> bool:
+        """Whether the batch belongs to an aborted transaction (its records all go)."""
+        self._enter(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        if batch.producer_id in self._aborted_open:
+            self._aborted_open[batch.producer_id] = True
+            return True
+        self._committed_open.add(batch.producer_id)
+        return False
+
+    def marker(self, batch: RecordBatch) -> bool:
+        """Whether this control batch may go (once past delete.retention.ms): its transaction
+        has no record left in the log."""
+        self._enter(batch.last_offset)
+        records = batch.record_list()
+        if not records:  # a marker already emptied by an earlier cleaning
+            return True
+        key = records[0].key or b""
+        kind = _CONTROL_KEY.unpack_from(key)[1] if len(key) >= _CONTROL_KEY.size else None
+        if kind == _ABORT:
+            return not self._aborted_open.pop(batch.producer_id, False)
+        if kind == _COMMIT:
+            was_read = batch.producer_id in self._committed_open
+            self._committed_open.discard(batch.producer_id)
+            return not was_read
+        return False  # a control type we do not know: keep it
+
+
+def build_offset_map(batches: Iterable[RecordBatch], walk: TransactionWalk | None = None) -> dict[bytes, int]:
+    """Every key's last offset (Kafka's SkimpyOffsetMap, exact rather than hashed); markers and
+    aborted records never count."""
+    walk = walk or TransactionWalk()
     last: dict[bytes, int] = {}
     for batch in batches:
-        if _compactable(batch):
-            for record in batch.record_list():
-                if record.key is not None:
-                    last[record.key] = record.offset
+        if batch.is_control:
+            walk.marker(batch)  # it ends a transaction: later batches of its producer are not in it
+            continue
+        if walk.data_batch(batch):
+            continue
+        for record in batch.record_list():
+            if record.key is not None:
+                last[record.key] = record.offset
     return last
 
 
+@attrs.frozen
+class CleanedSegment:
+    """A segment's batches after cleaning, how many records went, and the offsets of the markers
+    kept (the transaction index keeps only the entries of those)."""
+
+    data: bytes
+    removed: int  # records
+    kept_markers: frozenset[int]
+    changed: bool  # a batch went or was rewritten (an emptied one going removes no record)
+
+
+def _emptied(batch: RecordBatch) -> bytes:
+    """The batch as a header without records, still spanning its offsets (Kafka's empty header:
+    no compression, no base timestamp, the max timestamp kept)."""
+    return build_record_batch(
+        (),
+        base_offset=batch.base_offset,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+        timestamp_type=batch.timestamp_type,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        base_timestamp=-1,
+        max_timestamp=batch.max_timestamp,
+        last_offset_delta=batch.last_offset_delta,
+    )
+
+
+def _holds_last_of_producer(batch: RecordBatch, last_records: Mapping[int, LastRecord]) -> bool:
+    last = last_records.get(batch.producer_id) if batch.producer_id >= 0 else None
+    if last is None:
+        return False
+    if last.last_data_offset is not None:
+        return batch.last_offset == last.last_data_offset
+    return batch.is_control and batch.producer_epoch == last.producer_epoch
+
+
+def _rebuilt(batch: RecordBatch, kept: list[Record]) -> bytes:
+    return build_record_batch(
+        kept,
+        base_offset=batch.base_offset,
+        compression=batch.compression,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        timestamp_type=batch.timestamp_type,
+        partition_leader_epoch=batch.partition_leader_epoch,
+        max_timestamp=batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None,
+    )
+
+
 def clean_batches(
-    batches: Iterable[RecordBatch], offset_map: dict[bytes, int], *, drop_tombstones: bool
-) -> tuple[bytes, int]:
-    """The segment's batches with superseded records removed, and how many records went."""
+    batches: Iterable[RecordBatch],
+    offset_map: dict[bytes, int],
+    *,
+    drop_tombstones: bool,
+    walk: TransactionWalk | None = None,
+    last_records: Mapping[int, LastRecord] | None = None,
+) -> CleanedSegment:
+    """The segment's batches with superseded, deleted and aborted records removed. ``walk``
+    carries the transactions across the segments of one pass; ``drop_tombstones`` says the
+    segment is past delete.retention.ms, for tombstones and markers alike.
+
+    Per batch, as Kafka's filter decides: all records kept, the original bytes; some, a rebuilt
+    batch; none, an empty header if it holds its producer's last entry, else nothing."""
+    walk = walk or TransactionWalk()
+    last_records = last_records or {}
     out = bytearray()
     removed = 0
+    kept_markers: set[int] = set()
+    changed = False
     for batch in batches:
-        if not _compactable(batch):
+        kept: list[Record] | None = None  # None: every record stays
+        if batch.is_control:
+            if walk.marker(batch) and drop_tombstones:
+                kept = []
+            elif batch.record_count:
+                kept_markers.add(batch.base_offset)
+        elif walk.data_batch(batch):  # an aborted transaction's
+            kept = []
+        else:
+            records = batch.record_list()
+            kept = [record for record in records
+                    if record.key is not None
+                    and offset_map.get(record.key) == record.offset
+                    and not (drop_tombstones and record.value is None)]
+            if len(kept) == len(records):
+                kept = None
+        if kept is None and batch.record_count:
             out += batch.raw
             continue
-        records = batch.record_list()
-        kept = [
-            record
-            for record in records
-            if record.key is not None
-            and offset_map.get(record.key) == record.offset
-            and not (drop_tombstones and record.value is None)
-        ]
-        removed += len(records) - len(kept)
-        if len(kept) == len(records):
-            out += batch.raw
-        elif kept:
-            out += build_record_batch(
-                kept,
-                base_offset=batch.base_offset,
-                compression=batch.compression,
-                producer_id=batch.producer_id,
-                producer_epoch=batch.producer_epoch,
-                base_sequence=batch.base_sequence,
-                timestamp_type=batch.timestamp_type,
-                partition_leader_epoch=batch.partition_leader_epoch,
-                max_timestamp=batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None,
-            )
-    return bytes(out), removed
+        removed += batch.record_count - len(kept or ())
+        if kept:
+            out += _rebuilt(batch, kept)
+        elif not _holds_last_of_producer(batch, last_records):
+            changed = True  # the batch goes
+            continue
+        elif batch.record_count:
+            out += _emptied(batch)
+        else:
+            out += batch.raw  # already empty: as it was
+            continue
+        changed = True
+    return CleanedSegment(bytes(out), removed, frozenset(kept_markers), changed)

@@ -81,6 +81,7 @@ from typing import Protocol
 import attrs
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
+from kafkapy.log.compaction import LastRecord
 from kafkapy.log.txn_index import AbortedTxn
 from kafkapy.protocol.records import RecordBatch, crc32c
 
@@ -402,6 +403,11 @@ class ProducerStateManager:
         self.last_snapshot_offset = 0
         self.ongoing: dict[int, int] = {}  # open transactions: first offset -> producer id
         self.first_unstable_offset: int | None = None  # min(ongoing), kept as it changes
+
+    def last_records(self) -> dict[int, LastRecord]:
+        """Each active producer's last data offset and epoch: the batches compaction must keep."""
+        return {pid: LastRecord(entry.last_data_offset if entry.batches else None, entry.producer_epoch)
+                for pid, entry in self.producers.items()}
 
     def _open_txn(self, producer_id: int, first_offset: int) -> None:
         self.ongoing[first_offset] = producer_id

@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from kafkapy.log.base import (
@@ -49,7 +49,13 @@ from kafkapy.log.base import (
     ReadResult,
     TimestampAndOffset,
 )
-from kafkapy.log.compaction import build_offset_map, clean_batches, cleanable_segments
+from kafkapy.log.compaction import (
+    LastRecord,
+    TransactionWalk,
+    build_offset_map,
+    clean_batches,
+    cleanable_segments,
+)
 from kafkapy.log.epochs import LeaderEpochCache
 from kafkapy.log.retention import SegmentFacts, deletable_segments
 from kafkapy.log.topic_config import LogConfig
@@ -281,6 +287,9 @@ class SegmentedLog:
         # The producer state's earliest open transaction (its first offset), which holds the LSO
         # back; set by whoever keeps the producer state beside this log.
         self.unstable_offset_source: Callable[[], int | None] | None = None
+        # The producer table's active producers, whose last batches compaction keeps; set by the
+        # same owner. Without it compaction keeps no emptied batch for anyone.
+        self.producers_source: Callable[[], Mapping[int, LastRecord]] | None = None
         self.closed = False
 
     # -- backend hooks -------------------------------------------------------------------
@@ -671,15 +680,30 @@ class SegmentedLog:
         if not config.compacts:
             return 0
         now = self.clock() if now_ms is None else now_ms
-        cleanable = self.segments[: cleanable_segments([s.max_timestamp for s in self.segments], config, now)]
-        offset_map = build_offset_map(batch for segment in cleanable for batch in segment.batches())
+        count = cleanable_segments([s.max_timestamp for s in self.segments], config, now)
+        stable = self.last_stable_offset  # an open transaction's records are not settled yet
+        while count and self.segments[count].base_offset > stable:
+            count -= 1
+        if not count:
+            return 0
+        cleanable = self.segments[:count]
+        start, end = cleanable[0].base_offset, self.segments[count].base_offset
+        aborted = self.collect_aborted_txns(start, end)
+        offset_map = build_offset_map((batch for segment in cleanable for batch in segment.batches()),
+                                      TransactionWalk(aborted))
+        last_records = self.producers_source() if self.producers_source is not None else {}
+        walk = TransactionWalk(aborted)
         removed = 0
         for segment in cleanable:
             drop_tombstones = now - segment.retention_timestamp() > config.delete_retention_ms
-            data, gone = clean_batches(segment.batches(), offset_map, drop_tombstones=drop_tombstones)
-            if gone:
-                segment.replace(data, active=False)
-                removed += gone
+            cleaned = clean_batches(segment.batches(), offset_map, drop_tombstones=drop_tombstones, walk=walk,
+                                    last_records=last_records)
+            if cleaned.changed:
+                segment.replace(cleaned.data, active=False)
+                kept = [txn for txn in segment.txn_index if txn.last_offset in cleaned.kept_markers]
+                if len(kept) != len(segment.txn_index):
+                    segment.txn_index.replace(kept)
+                removed += cleaned.removed
         return removed
 
     def compaction_overdue(self, now_ms: int, config: LogConfig | None = None) -> bool:

@@ -1377,6 +1377,7 @@ def build_record_batch(
     partition_leader_epoch: int = -1,
     base_timestamp: int | None = None,
     max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
 ) -> bytes:
     """Encode one magic-2 batch.
 
@@ -1384,7 +1385,9 @@ def build_record_batch(
     a producer would.  Records carrying an ``offset`` (Records, dicts) keep it,
     which is how compacted batches with offset gaps are written; the others
     follow their predecessor.  ``max_timestamp`` overrides the computed one, for
-    a broker stamping log-append time.
+    a broker stamping log-append time.  ``last_offset_delta`` overrides the
+    computed one, so an emptied batch still spans the offsets it held (what
+    Kafka's cleaner keeps of a producer's last batch).
     """
     codec = compression_of(compression)
     items = [_normalise(r) for r in records]
@@ -1450,6 +1453,8 @@ def build_record_batch(
         attributes |= _CONTROL_BIT
     if max_timestamp is None:
         max_timestamp = base_timestamp if top_ts is None else top_ts
+    if last_offset_delta is not None and last_offset_delta < max(delta, 0):
+        raise EncodeError(f"last_offset_delta {last_offset_delta} ends before the records do", field="offset")
     batch_length = _V2_HEADER_SIZE - _LOG_OVERHEAD + len(payload)
     if batch_length > _INT32_MAX:
         raise EncodeError("batch exceeds 2 GiB", field="records")
@@ -1464,7 +1469,7 @@ def build_record_batch(
             2,
             0,
             attributes,
-            max(delta, 0),
+            max(delta, 0) if last_offset_delta is None else last_offset_delta,
             base_timestamp,
             max_timestamp,
             producer_id,
