@@ -1,5 +1,5 @@
-"""``python -m benchmarks._txn_timeline [TRANSACTIONS] [PCAP]``: where one committed transaction's wall
-time goes, seen from the wire, for kafkapy and for librdkafka's mock.
+"""``python -m benchmarks._txn_timeline [TRANSACTIONS] [--pcap PATH] [--pin]``: where one
+committed transaction's wall time goes, seen from the wire, for kafkapy and for librdkafka's mock.
 
 issue 17's workload (``_Load.transactions``: confluent-kafka, linger.ms=0, 10 records over 2
 partitions, commit) runs against each broker while ``dumpcap`` records the loopback traffic of
@@ -14,18 +14,19 @@ the like); then the medians of both shares per transaction. Issue 17's round 7 r
 
 from __future__ import annotations
 
+import argparse
 import collections
 import contextlib
 import itertools
+import multiprocessing.connection
 import os
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from benchmarks._brokers import serve_mock
@@ -127,7 +128,7 @@ def _report(name: str, transactions: list[list[Exchange]]) -> None:
         print(f"    {common[0][index].api.name:24} {statistics.median(gaps) * 1e3:7.3f} | "
               f"{statistics.median(waits) * 1e3:7.3f}")
     whole = [t[-1].answered - t[0].sent for t in transactions]
-    broker = [sum(e.answered - e.sent for e in t) for t in transactions]
+    broker = [_awaited(t) for t in transactions]
     between = [b[0].sent - a[-1].answered for a, b in itertools.pairwise(transactions)]
     print(f"  per transaction (median ms): first request to last answer {_ms(whole)}, of which awaiting "
           f"answers {_ms(broker)}; from the EndTxn answer to the next AddPartitionsToTxn {_ms(between)} "
@@ -136,14 +137,37 @@ def _report(name: str, transactions: list[list[Exchange]]) -> None:
     print(f"  cycle (median ms): {_ms(cycle)} -> {1 / statistics.median(cycle):.0f} tx/s")
 
 
+def _awaited(transaction: list[Exchange]) -> float:
+    """How long at least one request was unanswered: the two Produces overlap."""
+    total, reach = 0.0, float("-inf")
+    for exchange in sorted(transaction, key=lambda e: e.sent):
+        start = max(exchange.sent, reach)
+        if exchange.answered > start:
+            total += exchange.answered - start
+        reach = max(reach, exchange.answered)
+    return total
+
+
 def _ms(seconds: list[float]) -> str:
     return f"{statistics.median(seconds) * 1e3:.3f}"
 
 
-def main(count: int = 300, keep: str | None = None) -> None:
-    """``keep``: a path to keep the capture at."""
+def _pinned(pipe: multiprocessing.connection.Connection, serve: Callable[..., None], cpus: set[int]) -> None:
+    """``serve`` on ``cpus`` only (its threads, started after this, inherit the mask)."""
+    os.sched_setaffinity(0, cpus)
+    serve(pipe)
+
+
+def main(count: int = 300, keep: str | None = None, pin: bool = False) -> None:
+    """``keep``: a path to keep the capture at. ``pin``: each broker on CPU 1 and the client on
+    CPU 0, so that the kernel never runs the client's threads on the core the broker is busy on
+    (the client's gaps then show how much of their length that sharing was)."""
     load = ChildProcess(_load)
-    servers = {KAFKAPY: ChildProcess(_serve_kafkapy), MOCK: ChildProcess(serve_mock)}
+    if pin:
+        assert load.process.pid is not None  # started
+        os.sched_setaffinity(load.process.pid, {0})  # before the client makes its threads
+    servers = {name: ChildProcess(_pinned, serve, {1}) if pin else ChildProcess(serve)
+               for name, serve in ((KAFKAPY, _serve_kafkapy), (MOCK, serve_mock))}
     with tempfile.TemporaryDirectory() as directory:
         path = keep or os.path.join(directory, "txn.pcap")
         try:
@@ -164,4 +188,9 @@ def main(count: int = 300, keep: str | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 300, sys.argv[2] if len(sys.argv) > 2 else None)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("transactions", nargs="?", type=int, default=300)
+    parser.add_argument("--pcap", help="keep the capture at this path")
+    parser.add_argument("--pin", action="store_true", help="brokers on CPU 1, the client on CPU 0")
+    arguments = parser.parse_args()
+    main(arguments.transactions, arguments.pcap, arguments.pin)
