@@ -1,4 +1,5 @@
-"""``python -m benchmarks._txn_in_process``: the broker's CPU per committed transaction, no sockets.
+"""``python -m benchmarks._txn_in_process [--per-request]``: the broker's CPU per committed
+transaction, no sockets.
 
 The requests confluent-kafka sends for one transaction of issue 17's benchmark (AddPartitionsToTxn
 v0, a Produce v10 per partition with 5 transactional records each, EndTxn v1), through
@@ -11,6 +12,8 @@ from two checkouts in turn to compare them without the noise of loopback sockets
 from __future__ import annotations
 
 import asyncio
+import statistics
+import sys
 import time
 from typing import Any
 
@@ -86,17 +89,24 @@ def _codes(value: Any) -> list[int]:
     return []
 
 
-async def _run(dispatcher: Any, txns: list[list[tuple[str, bytes]]], check: bool) -> None:
+async def _run(dispatcher: Any, txns: list[list[tuple[str, bytes]]], check: bool,
+               steps: list[list[float]] | None = None) -> None:
     """Each frame as its connection would: answered in place, or the awaitable awaited; a loop step
     between transactions, as between an answer and the next request over a socket. With
-    ``check``, every answer is decoded and must hold no error (outside the timed windows)."""
+    ``check``, every answer is decoded and must hold no error (outside the timed windows). With
+    ``steps`` (one list per frame of a transaction, and one for the step after EndTxn), each
+    one's wall time is appended to its list."""
     connections = {"coordinator": _connection("coordinator"), "leader": _connection("leader")}
     out: list[Any] = []
+    clock = time.perf_counter
     for frames in txns:
-        for connection, frame in frames:
+        for index, (connection, frame) in enumerate(frames):
+            started = clock()
             pending = dispatcher.dispatch(connections[connection], frame, out)
             if pending is not None:
                 out += [b"", await pending]
+            if steps is not None:
+                steps[index].append(clock() - started)
             if check:
                 key, version = int.from_bytes(frame[:2], "big"), int.from_bytes(frame[2:4], "big")
                 body = decode_response(out[-1], key, version).body
@@ -104,10 +114,19 @@ async def _run(dispatcher: Any, txns: list[list[tuple[str, bytes]]], check: bool
             out.clear()
         # A client's next request comes in a later loop step than the answer to EndTxn; what the
         # coordinator does after answering (the markers, CompleteCommit) runs before it.
+        started = clock()
         await asyncio.sleep(0)
+        if steps is not None:
+            steps[-1].append(clock() - started)
 
 
-def main() -> None:
+STEPS = ("AddPartitionsToTxn", "Produce p0", "Produce p1", "EndTxn", "the step after EndTxn")
+
+
+def main(per_request: bool = False) -> None:
+    """``per_request``: also print each request's median wall time (and the step after EndTxn:
+    the markers and CompleteCommit), from the window with the least CPU."""
+    best: list[list[float]] = []
     with Broker() as broker:
         assert broker.runtime is not None and broker._loop is not None
         producer_id, epoch = _setup(broker.bootstrap_servers)
@@ -119,14 +138,20 @@ def main() -> None:
         for _ in range(WINDOWS):
             txns = _frames(producer_id, epoch, done, PER_WINDOW)
             done += PER_WINDOW
+            steps: list[list[float]] | None = [[] for _ in STEPS] if per_request else None
             started = time.process_time()
-            asyncio.run_coroutine_threadsafe(_run(dispatcher, txns, False), broker._loop).result()
+            asyncio.run_coroutine_threadsafe(_run(dispatcher, txns, False, steps), broker._loop).result()
             windows.append((time.process_time() - started) / PER_WINDOW * 1e6)
+            if steps is not None and min(windows) == windows[-1]:
+                best = steps
         markers = [r for r in broker.records(TOPIC, 1) if r.is_control]
     if len(markers) != done:
         raise SystemExit(f"{len(markers)} markers for {done} transactions: not every one committed")
     print(f"us per transaction: best {min(windows):.1f}, windows {' '.join(f'{w:.0f}' for w in windows)}")
+    if best:
+        print("us per request, medians: " + ", ".join(
+            f"{name} {statistics.median(times) * 1e6:.1f}" for name, times in zip(STEPS, best, strict=True)))
 
 
 if __name__ == "__main__":
-    main()
+    main("--per-request" in sys.argv[1:])

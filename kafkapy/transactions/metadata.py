@@ -8,6 +8,8 @@ against the state table, and the coordinator swaps it in once it is durable in
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from kafkapy.transactions.state import TxnState, check_transition
@@ -44,7 +46,22 @@ class TxnMetadata:
     previous_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
 
-    def transit(self, state: TxnState, now_ms: int, **changes: object) -> TxnMetadata:
-        """This id in ``state`` (IllegalTransition unless the table allows it), with ``changes``."""
+    def transit(self, state: TxnState, now_ms: int, **changes: Any) -> TxnMetadata:
+        """This id in ``state`` (IllegalTransition unless the table allows it), with ``changes``.
+
+        Built positionally rather than with ``attrs.evolve`` (0.9 against 2.1 us; three to four
+        transits a transaction); tests/transactions/test_txn_metadata.py holds the two equal."""
         check_transition(self.state, state)
-        return attrs.evolve(self, state=state, last_update_ms=now_ms, **changes)  # type: ignore[arg-type]
+        if changes and not _CHANGEABLE.issuperset(changes):
+            raise TypeError(f"not a field a transit changes: {sorted(set(changes) - _CHANGEABLE)}")
+        get = changes.get
+        return TxnMetadata(
+            get("transactional_id", self.transactional_id), get("producer_id", self.producer_id),
+            get("producer_epoch", self.producer_epoch), get("timeout_ms", self.timeout_ms),
+            state, now_ms, get("start_ms", self.start_ms), get("partitions", self.partitions),
+            get("previous_producer_id", self.previous_producer_id),
+            get("last_producer_epoch", self.last_producer_epoch))
+
+
+# What ``transit``'s changes may name: every field but the two it always sets.
+_CHANGEABLE = frozenset(field.name for field in attrs.fields(TxnMetadata)) - {"state", "last_update_ms"}
