@@ -296,7 +296,9 @@ class TransactionsModule(Module):
         # waits, so a transaction's requests cost no task and no extra loop steps each; what does
         # wait (a new producer-id block, markers to another broker) goes on in the worker.
         return {
-            ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_partitions_to_txn,
+            # v5 (KIP-890) is v4's verify-only form from a broker that knows TRANSACTION_ABORTABLE,
+            # which the coordinator answers at every version, as Kafka's does.
+            ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(VersionRange(0, 5), self.add_partitions_to_txn,
                                                      in_place=True),
             ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_offsets_to_txn, in_place=True),
             ApiKey.END_TXN: ApiHandler(VersionRange(0, 4), self.end_txn, in_place=True),

@@ -182,11 +182,12 @@ def test_a_second_producer_fences_the_first(broker: Broker) -> None:
         assert stale_v3[0] == ErrorCode.INVALID_PRODUCER_EPOCH
 
 
-def test_verify_only_batched_form(broker: Broker) -> None:
+@pytest.mark.parametrize("version", [4, 5])  # v5: the same form, TRANSACTION_ABORTABLE known to the sender
+def test_verify_only_batched_form(broker: Broker, version: int) -> None:
     with KafkaSocket(broker.bootstrap_servers) as conn:
         _, pid, epoch = init(conn, "tx")
         add(conn, "tx", pid, epoch, {"orders": [0]})
-        body = conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [
+        body = conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, version, {"transactions": [
             {"transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch, "verify_only": True,
              "topics": [{"name": "orders", "partitions": [0, 1]}]},
             {"transactional_id": "other", "producer_id": 5, "producer_epoch": 0, "verify_only": True,
