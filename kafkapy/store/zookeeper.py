@@ -31,10 +31,12 @@ import attrs
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    OperationTimeoutError,
 )
 from kazoo.protocol.states import EventType
 from kazoo.retry import KazooRetry
@@ -339,14 +341,23 @@ class _PartitionStates:
             self.store._json(p, d), self.store._full(p), int(stat.version)))
 
 
+_NOT_OURS = object()  # a resent write's conflict was someone else's doing
+
+
 class _RepeatedReads:
-    """The kazoo client, with reads repeated across a lost connection.
+    """The kazoo client, with requests sent again across a lost connection.
 
     Kafka's ZooKeeper client holds a request through a connection loss and sends it again once
     connected; a loaded machine drops a connection now and then (a missed ping) without the session
     ending. Reads and ``ensure_path`` may be sent twice safely, so they wait for the reconnection for
-    up to a session timeout. Writes are not repeated: a create or compare-and-set that reached the
-    server before the connection dropped would fail its second sending as if it had lost a race.
+    up to a session timeout. Writes are sent again too, but a write that reached the server before
+    the connection dropped makes its second sending fail (BadVersion for a compare-and-set,
+    NodeExists for a create, NoNode for a delete). Such a failure after a resend is checked against
+    the znode, as Kafka's controller checks a conditional update whose reply was lost: when the
+    znode holds what was written (at the version the write would have made, and for an ephemeral
+    node in this session) the write landed and counts as done. A sequential create sent twice may
+    make two nodes (only config change notifications are sequential: a duplicate is harmless), and
+    ``transaction()`` is not repeated.
     """
 
     def __init__(self, client: KazooClient, session_timeout_s: float) -> None:
@@ -369,6 +380,54 @@ class _RepeatedReads:
 
     def ensure_path(self, path: str) -> Any:
         return self._repeat(self.raw.ensure_path, path)
+
+    def _write(self, send: Callable[[], Any], conflict: type[KazooException],
+               landed: Callable[[], Any]) -> Any:
+        deadline = time.monotonic() + self._session_timeout_s
+        delay, resent = 0.05, False
+        while True:
+            try:
+                return send()
+            except conflict:
+                if not resent:
+                    raise
+                outcome = landed()
+                if outcome is _NOT_OURS:
+                    raise
+                return outcome
+            except (ConnectionLoss, OperationTimeoutError):
+                if time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay, resent = min(delay * 2, 0.5), True
+
+    def set(self, path: str, value: bytes, version: int = -1) -> Any:
+        def landed() -> Any:
+            try:
+                data, stat = self.get(path)
+            except NoNodeError:
+                return _NOT_OURS
+            return stat if data == value and stat.version == version + 1 else _NOT_OURS
+
+        return self._write(lambda: self.raw.set(path, value, version=version), BadVersionError, landed)
+
+    def create(self, path: str, value: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
+               makepath: bool = False) -> Any:
+        def landed() -> Any:
+            try:
+                data, stat = self.get(path)
+            except NoNodeError:
+                return _NOT_OURS
+            ours = data == value and (not ephemeral or stat.ephemeralOwner == self.raw.client_id[0])
+            return path if ours else _NOT_OURS
+
+        def send() -> Any:
+            return self.raw.create(path, value, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
+
+        return self._write(send, NodeExistsError, landed)
+
+    def delete(self, path: str, version: int = -1) -> Any:
+        return self._write(lambda: self.raw.delete(path, version=version), NoNodeError, lambda: True)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.raw, name)

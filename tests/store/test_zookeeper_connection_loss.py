@@ -1,19 +1,27 @@
-"""A lost ZooKeeper connection (the session living on) holds a read until the store reconnects.
+"""A lost ZooKeeper connection (the session living on) holds a request until the store
+reconnects; a write whose reply was lost is sent again and counts as done when it had landed.
 
 A TCP relay sits between the store and the real ZooKeeper server, so the test can cut the
-connection while a read is in flight, as a loaded machine's missed ping does.
+connection while a request is in flight, as a loaded machine's missed ping does.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from typing import TypeVar
 
 import pytest
+from store_helpers import registration
 
+from kafkapy.store import PartitionState, StoreError
+from kafkapy.store.base import NO_PARTITION_EPOCH
 from kafkapy.store.zookeeper import ZooKeeperStore
+
+T = TypeVar("T")
 
 
 class Relay:
@@ -23,8 +31,10 @@ class Relay:
         self.target = target
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
-        self.flowing = threading.Event()
+        self.flowing = threading.Event()  # the client's requests pass
         self.flowing.set()
+        self.replies = threading.Event()  # the server's replies pass
+        self.replies.set()
         self.held = threading.Event()  # set once data waits at a held relay
         self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
@@ -39,15 +49,15 @@ class Relay:
             server = socket.create_connection(self.target)
             with self.lock:
                 self.sockets += [client, server]
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            for source, sink, gate in ((client, server, self.flowing), (server, client, self.replies)):
+                threading.Thread(target=self._pump, args=(source, sink, gate), daemon=True).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, gate: threading.Event) -> None:
         try:
             while data := source.recv(65536):
-                if not self.flowing.is_set():
+                if not gate.is_set():
                     self.held.set()
-                self.flowing.wait()
+                gate.wait()
                 sink.sendall(data)
         except OSError:
             pass
@@ -66,6 +76,7 @@ class Relay:
 
     def close(self) -> None:
         self.flowing.set()
+        self.replies.set()
         self.listener.close()
         self.cut()
 
@@ -103,3 +114,70 @@ def test_a_read_waits_out_a_lost_connection(relay: tuple[Relay, str]) -> None:
         assert store.client.client_id[0] == session  # the same session, reconnected
     finally:
         store.close()
+
+
+def _in_thread(call: Callable[[], T]) -> Future[T]:
+    answer: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            answer.set_result(call())
+        except BaseException as exc:  # handed to the test thread
+            answer.set_exception(exc)
+
+    threading.Thread(target=run, daemon=True).start()
+    return answer
+
+
+def _lose_the_reply(proxy: Relay, write: Callable[[], T], landed: Callable[[], bool]) -> T:
+    """Run ``write`` with the server's replies held; once the server has applied it (``landed``,
+    read past the relay), cut the connection, so the store only learns of it by asking again."""
+    proxy.replies.clear()
+    answer = _in_thread(write)
+    deadline = time.monotonic() + 10
+    while not landed():
+        assert time.monotonic() < deadline, "the write never reached the server"
+        time.sleep(0.02)
+    proxy.cut()
+    proxy.replies.set()
+    return answer.result(timeout=15)
+
+
+def test_a_compare_and_set_whose_reply_was_lost_counts_as_done(relay: tuple[Relay, str],
+                                                               zk_connect: str) -> None:
+    proxy, connect = relay
+    store = ZooKeeperStore(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+    direct = ZooKeeperStore(zk_connect)
+    store.start()
+    direct.start()
+    try:
+        store.create_topic("t", {0: (1, 2)})
+        store.set_partition_state("t", 0, PartitionState(1, 0, (1, 2)), NO_PARTITION_EPOCH)
+        moved = _lose_the_reply(
+            proxy, lambda: store.set_partition_state("t", 0, PartitionState(2, 1, (2,)), 0),
+            lambda: direct.partition_states()[("t", 0)].leader == 2)
+        # Not a conflict: the resend met the store's own write, at the version it made.
+        assert moved == PartitionState(2, 1, (2,), 0, 1)
+        assert direct.partition_states()[("t", 0)] == moved
+    finally:
+        store.close()
+        direct.close()
+
+
+def test_an_ephemeral_create_whose_reply_was_lost_is_the_sessions_own(relay: tuple[Relay, str],
+                                                                      zk_connect: str) -> None:
+    proxy, connect = relay
+    store = ZooKeeperStore(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+    direct = ZooKeeperStore(zk_connect)
+    store.start()
+    direct.start()
+    try:
+        _lose_the_reply(proxy, lambda: store.register_broker(registration(4)),
+                        lambda: [b.broker_id for b in direct.brokers()] == [4])
+        assert [b.broker_id for b in store.brokers()] == [4]  # registered once, not "already registered"
+        # Another session's node is not taken for the store's own: that stays an error.
+        with pytest.raises(StoreError, match="already registered"):
+            direct.register_broker(registration(4))
+    finally:
+        store.close()
+        direct.close()
