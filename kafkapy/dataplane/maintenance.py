@@ -113,7 +113,7 @@ class LogMaintenance:
                 if only_dirty and not self._due(key, log, now_ms):
                     continue
                 count = log.compact(now_ms)
-                self._cleaned_to[key] = log.active.base_offset
+                self._cleaned_to[key] = log.cleaned_to  # not past min.compaction.lag.ms or the LSO
                 if count:
                     removed[key] = count
         return removed

@@ -290,6 +290,8 @@ class SegmentedLog:
         # The producer table's active producers, whose last batches compaction keeps; set by the
         # same owner. Without it compaction keeps no emptied batch for anyone.
         self.producers_source: Callable[[], Mapping[int, LastRecord]] | None = None
+        # Where the last compaction stopped (Kafka's cleaner checkpoint): below it the log is clean.
+        self.cleaned_to = 0
         self.closed = False
 
     # -- backend hooks -------------------------------------------------------------------
@@ -627,6 +629,7 @@ class SegmentedLog:
         self.epochs.truncate_from_end(self.log_end_offset)
         self._epochs_changed()
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.cleaned_to = min(self.cleaned_to, self.log_end_offset)  # what comes again is dirty
         self._drop_snapshots(above=self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -636,6 +639,7 @@ class SegmentedLog:
         self.segments = [self._new_segment(offset, self.clock())]
         self._log_start_offset = offset
         self.recovery_point = offset
+        self.cleaned_to = offset
         self.epochs.clear()
         self._epochs_changed()
         self._drop_snapshots(above=offset - 1)
@@ -688,6 +692,7 @@ class SegmentedLog:
             return 0
         cleanable = self.segments[:count]
         start, end = cleanable[0].base_offset, self.segments[count].base_offset
+        self.cleaned_to = max(self.cleaned_to, end)
         aborted = self.collect_aborted_txns(start, end)
         offset_map = build_offset_map((batch for segment in cleanable for batch in segment.batches()),
                                       TransactionWalk(aborted))

@@ -210,3 +210,21 @@ def test_a_read_committed_consumer_sees_the_same_latest_values_after_any_compact
                     assert survivors.get(key, "missing") == value, (key, before, after)
             assert {offset for offset, _, _ in log.records()} <= offsets_before
             assert [r for r in after if r[0] >= stable] == [r for r in before if r[0] >= stable]
+
+
+def test_the_cleaner_checkpoint_stops_where_the_cleaning_stopped() -> None:
+    """cleaned_to (Kafka's cleaner-offset-checkpoint) is the first offset the pass did not clean:
+    the segments held back by an open transaction stay dirty for the next pass to pick."""
+    log = TxnLog()
+    log.write([(b"k", b"1")])  # 0
+    log.write([(b"k", b"open")], producer_id=5, transactional=True)  # 1
+    log.write([(b"k", b"3")])  # 2
+    log.write([(b"other", b"x")])  # 3, active
+    log.log.compact(now_ms=10)
+    assert log.log.cleaned_to == 1  # not the active segment's 3: offsets 1-2 were not cleaned
+    log.end(5, committed=True)
+    log.write([(b"more", b"y")])
+    log.log.compact(now_ms=10)
+    assert log.log.cleaned_to == 5
+    log.log.truncate_to(2)
+    assert log.log.cleaned_to == 2  # what is written again is dirty
