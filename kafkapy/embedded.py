@@ -48,6 +48,7 @@ from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import StoredRecord, stored_records
 from kafkapy.inspection.groups import GroupView, group_views
+from kafkapy.inspection.producers import ProducerView, producer_views
 from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
 from kafkapy.inspection.transactions import TransactionView, transaction_views
 from kafkapy.observers.history import HistoryEntry, RequestHistory
@@ -653,6 +654,15 @@ class Broker:
         decoded, with producer id, sequence and transaction flags (kafkapy.inspection)."""
         partitions = self._dataplane().partitions
         return self._on_loop(lambda: stored_records(partitions, topic, partition, from_offset))
+
+    def producers(self, topic: str | None = None, partition: int | None = None) -> list[ProducerView]:
+        """The idempotent and transactional producers each partition's leader knows (of ``topic``,
+        of one ``partition``): epoch, last sequence, an open transaction's first offset. Frozen
+        values, read on the broker's loop (kafkapy.inspection.producers)."""
+        return self._on_loop(lambda: sorted(
+            (view for member in self._running_members()
+             for view in producer_views(member._dataplane().partitions, topic, partition)),
+            key=lambda view: (view.topic, view.partition, view.producer_id)))
 
     # --- inspection of the coordinators (kafkapy.inspection.groups, .transactions) ----------------
 

@@ -1,9 +1,11 @@
-"""Inspection for tests: what the broker's logs hold, decoded (``broker.records(...)``), and what
-its group and transaction coordinators hold (``broker.groups()``, ``broker.transactions()``)."""
+"""Inspection for tests: what the broker's logs hold, decoded (``broker.records(...)``), what its
+partitions know of their producers (``broker.producers()``), and what its group and transaction
+coordinators hold (``broker.groups()``, ``broker.transactions()``)."""
 
 from kafkapy.inspection.groups import CommittedOffset, GroupMemberView, GroupView
+from kafkapy.inspection.producers import ProducerView
 from kafkapy.inspection.records import StoredRecord, stored_records
 from kafkapy.inspection.transactions import TransactionView
 
-__all__ = ["CommittedOffset", "GroupMemberView", "GroupView", "StoredRecord", "TransactionView",
-           "stored_records"]
+__all__ = ["CommittedOffset", "GroupMemberView", "GroupView", "ProducerView", "StoredRecord",
+           "TransactionView", "stored_records"]
