@@ -133,7 +133,8 @@ class TransactionCoordinator:
                  leads: Callable[[int], bool], config: CoordinatorConfig = CoordinatorConfig(),
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  topic_exists: Callable[[str], bool] = lambda topic: True,
-                 is_local: Callable[[TopicPartition], bool] = lambda tp: False) -> None:
+                 is_local: Callable[[TopicPartition], bool] = lambda tp: False,
+                 leader_epoch: Callable[[int], int] = lambda partition: 0) -> None:
         self.state_log = state_log
         self.send_markers = send_markers
         self.new_producer_id = new_producer_id
@@ -143,7 +144,12 @@ class TransactionCoordinator:
         self.sleep = sleep
         self.topic_exists = topic_exists
         self.is_local = is_local  # the partition is led here: its marker is written without waiting
+        # A __transaction_state partition's leader epoch now. Loaded under one epoch, a partition
+        # is read again under the next (another coordinator may have written it meanwhile), and
+        # its markers carry that epoch as their coordinator epoch, as Kafka's coordinatorEpoch.
+        self.leader_epoch = leader_epoch
         self._loaded: dict[int, dict[str, TxnMetadata]] = {}  # partition -> id -> its latest value
+        self._loaded_epochs: dict[int, int] = {}  # partition -> the leader epoch it was loaded under
         self._pending: dict[str, TxnState] = {}  # ids with a change on its way to the log
         self._tasks: set[asyncio.Task[None]] = set()  # marker retries in the background
         self.resets = 0  # forget_all() calls: a transaction ending across one stops there
@@ -160,12 +166,17 @@ class TransactionCoordinator:
             self._loaded.pop(partition, None)
             raise _Refused(ErrorCode.NOT_COORDINATOR)
         ids = self._loaded.get(partition)
-        if ids is None:
+        if ids is None or self._loaded_epochs.get(partition) != self.leader_epoch(partition):
             ids = self._load(partition)
         return ids
 
+    def coordinator_epoch(self, transactional_id: str) -> int:
+        """The epoch this coordinator holds ``transactional_id``'s partition under (its markers')."""
+        return self._loaded_epochs.get(self.partition_for(transactional_id), 0)
+
     def _load(self, partition: int) -> dict[str, TxnMetadata]:
         """Replay the partition; transactions left in PREPARE_* get their markers sent again."""
+        self._loaded_epochs[partition] = self.leader_epoch(partition)
         ids = self._loaded[partition] = self.state_log.replay(partition)
         for metadata in ids.values():
             if metadata.state.is_completing:
@@ -178,6 +189,8 @@ class TransactionCoordinator:
             if not self.leads(partition):
                 del self._loaded[partition]
                 continue
+            if self._loaded_epochs.get(partition) != self.leader_epoch(partition):
+                self._load(partition)
             yield from list(self._loaded[partition].values())
 
     def load_led_partitions(self) -> None:
@@ -200,8 +213,8 @@ class TransactionCoordinator:
         """Append ``next_value`` (None: a tombstone) and put it in the cache once durable."""
         target = next_value.state if next_value is not None else TxnState.DEAD
         partition = self.partition_for(transactional_id)
-        if partition not in self._loaded:
-            raise _Refused(ErrorCode.NOT_COORDINATOR)  # resigned, or reset, since the request began
+        if partition not in self._loaded or self._loaded_epochs[partition] != self.leader_epoch(partition):
+            raise _Refused(ErrorCode.NOT_COORDINATOR)  # resigned, reset or moved since the request began
         self._pending[transactional_id] = target
         try:
             await self.state_log.append(partition, transactional_id, next_value)
@@ -380,25 +393,29 @@ class TransactionCoordinator:
 
     async def _finish(self, prepared: TxnMetadata) -> None:
         """Markers to every partition, then COMPLETE_*: one try here, the partitions it could not
-        reach again in the background."""
+        reach again in the background. Under one coordinator epoch: if the partition is loaded
+        again under another meanwhile, that load's own finishing takes over."""
+        epoch = self.coordinator_epoch(prepared.transactional_id)
         remaining = await self._send_once(prepared, set(prepared.partitions))
-        if remaining is None:
+        if remaining is None or self.coordinator_epoch(prepared.transactional_id) != epoch:
             return
         if remaining:
-            self._spawn(self._finish_later(prepared, remaining))
+            self._spawn(self._finish_later(prepared, remaining, epoch))
             return
         await self._complete(prepared)
 
-    async def _finish_later(self, prepared: TxnMetadata, remaining: set[TopicPartition]) -> None:
+    async def _finish_later(self, prepared: TxnMetadata, remaining: set[TopicPartition], epoch: int) -> None:
         while remaining:
             await self.sleep(self.config.marker_retry_backoff_ms / 1000)
-            if self.get(prepared.transactional_id) != prepared:
-                return  # resigned, or the coordinator moved on
+            if (self.get(prepared.transactional_id) != prepared
+                    or self.coordinator_epoch(prepared.transactional_id) != epoch):
+                return  # resigned, moved on, or loaded again (that load finishes it)
             left = await self._send_once(prepared, remaining)
             if left is None:
                 return
             remaining = left
-        await self._complete(prepared)
+        if self.coordinator_epoch(prepared.transactional_id) == epoch:
+            await self._complete(prepared)
 
     async def _send_once(self, prepared: TxnMetadata,
                          remaining: set[TopicPartition]) -> set[TopicPartition] | None:
@@ -406,7 +423,8 @@ class TransactionCoordinator:
         if not remaining:
             return remaining
         marker = TxnMarker(prepared.producer_id, prepared.producer_epoch,
-                           prepared.state is TxnState.PREPARE_COMMIT, 0, tuple(sorted(remaining)))
+                           prepared.state is TxnState.PREPARE_COMMIT,
+                           self.coordinator_epoch(prepared.transactional_id), tuple(sorted(remaining)))
         resets = self.resets
         results = await self.send_markers(marker)
         if resets != self.resets:
@@ -459,6 +477,7 @@ class TransactionCoordinator:
         self.resets += 1
         self.cancel()
         self._loaded.clear()
+        self._loaded_epochs.clear()
         self._pending.clear()
 
     # --- timers ---------------------------------------------------------------------------------

@@ -122,6 +122,7 @@ class TransactionsModule(Module):
                 transactional_id_expiration_ms=config["transactional.id.expiration.ms"]),
             topic_exists=lambda topic: topic in services.cluster.topics,
             is_local=self._is_local,
+            leader_epoch=self._state_leader_epoch,
         )
 
     def now_ms(self) -> int:
@@ -194,6 +195,11 @@ class TransactionsModule(Module):
             return self._leader_of(*tp) == self.services.broker_id
         except KafkaApiError:
             return False
+
+    def _state_leader_epoch(self, partition: int) -> int:
+        """A __transaction_state partition's leader epoch (the coordinator epoch of its markers)."""
+        leadership = self.services.cluster.leadership(TRANSACTION_STATE_TOPIC, partition)
+        return 0 if leadership is None else leadership[1]
 
     def _leads(self, partition: int) -> bool:
         try:
