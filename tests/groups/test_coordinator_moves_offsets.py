@@ -1,0 +1,57 @@
+"""Committed offsets across moves of the group coordinator (the __consumer_offsets partition's
+leader), with a real consumer (confluent-kafka): what the second coordinator committed is what
+the first one answers once it leads again."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kafkapy.embedded import Broker
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+OFFSETS = "__consumer_offsets"
+TOPIC = "events"
+TIMEOUT_S = 20
+
+
+def committed_offset(consumer: confluent_kafka.Consumer, partition: confluent_kafka.TopicPartition) -> int:
+    """committed() answers NOT_COORDINATOR once after a move, as against Kafka: librdkafka looks
+    the coordinator up again for the next call."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            [committed] = consumer.committed([partition], timeout=TIMEOUT_S)
+            return int(committed.offset)
+        except confluent_kafka.KafkaException as exc:
+            moved = exc.args[0].code() == confluent_kafka.KafkaError.NOT_COORDINATOR
+            if not moved or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_offsets_committed_on_the_other_coordinator_survive_the_move_back() -> None:
+    with Broker({"offsets.topic.num.partitions": 1}, brokers=2) as cluster:
+        cluster.seed({TOPIC: {"partitions": 1}})
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
+                                             "group.id": "movers", "enable.auto.commit": False})
+        try:
+            partition = confluent_kafka.TopicPartition(TOPIC, 0)
+            consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 5)], asynchronous=False)
+            runtime = cluster.runtime
+            assert runtime is not None
+            first, epoch = runtime.cluster.leadership(OFFSETS, 0)  # type: ignore[misc]
+            group = cluster.group("movers")
+            assert group is not None and group.committed() == {(TOPIC, 0): 5}
+
+            cluster.move_leader(OFFSETS, 0, to=1 - first)
+            consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 7)], asynchronous=False)
+            cluster.move_leader(OFFSETS, 0, to=first)
+            assert runtime.cluster.leadership(OFFSETS, 0) == (first, epoch + 2)
+            assert committed_offset(consumer, partition) == 7
+            group = cluster.group("movers")
+            assert group is not None and group.committed() == {(TOPIC, 0): 7}
+        finally:
+            consumer.close()
