@@ -362,7 +362,10 @@ class Dispatcher:
             return False
         context = _new_context(RequestContext, (conn, header.api_key, header.api_version,
                                                 header.correlation_id, header.client_id))
-        return not any(interceptor.applies(context) for interceptor in self.interceptors)
+        for interceptor in self.interceptors:
+            if interceptor.applies(context):
+                return False
+        return True
 
     def _tell_unrouted(self, conn: ConnectionInfo, frame: bytes, api_key: int, api_version: int,
                        correlation_id: int) -> None:
