@@ -206,12 +206,12 @@ class ProduceFromFrame:
                 return None
 
             # --- 2. admit ----------------------------------------------------------------------
-            authorize = handler.authorize
-            if frame[records_start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT and (
-                    transactional_id is None or (authorize is not None and not authorize(
+            if frame[records_start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT:
+                authorize = handler.authorize
+                if transactional_id is None or (authorize is not None and not authorize(
                         conn.principal, conn.client_address[0], "WRITE", "TRANSACTIONAL_ID",
-                        transactional_id))):
-                return None
+                        transactional_id)):
+                    return None
             cluster = partitions.cluster
             info = cluster.topics.get(name)
             leadership = cluster.leadership(name, index) if info is not None else None
