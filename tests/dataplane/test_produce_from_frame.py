@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.dataplane.produce_frame import FAST_VERSIONS
-from kafkapy.protocol import encode_request
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol import decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import LOG_APPEND_TIME, build_record_batch
 from kafkapy.server.clock import VirtualClock
@@ -191,6 +192,13 @@ def _changed(frame: bytes, request: dict[str, Any]) -> bytes:
     return frame
 
 
+def _one_batch(version: int, acks: int, transactional_id: str | None, topic: str, records: bytes, *,
+               index: int = 0) -> Callable[[dict[str, uuid.UUID]], bytes]:
+    """A builder of the frame of one batch to one partition, by the brokers' topic ids."""
+    correlation_id = next(_correlation)
+    return lambda ids: _frame(version, acks, transactional_id, [(topic, index, records)], ids, correlation_id)
+
+
 def _exchange(fast: Broker, plain: Broker, build: Callable[[dict[str, uuid.UUID]], bytes],
               change: Callable[[bytes], bytes] = lambda frame: frame) -> list[bytes | str]:
     """The answers of both brokers to the frame ``build`` makes with each one's topic ids, after
@@ -243,9 +251,8 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
     producer = 8000 + version
 
     def send(records: bytes, acks: int, transactional_id: str | None = None) -> None:
-        correlation_id = next(_correlation)
-        fast_answer, plain_answer = _exchange(fast, plain, lambda ids: _frame(
-            version, acks, transactional_id, [("plain", 1, records)], ids, correlation_id))
+        fast_answer, plain_answer = _exchange(fast, plain, _one_batch(version, acks, transactional_id,
+                                                                      "plain", records, index=1))
         assert fast_answer == plain_answer
         assert fast_answer == (b"" if acks == 0 else fast_answer) and fast_answer != "closed"
 
@@ -259,3 +266,33 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
                             base_sequence=0, is_transactional=True), -1, "tx-b")
     assert _CountedPaths.answered == before + 4
     assert _state(fast) == _state(plain)
+
+
+def test_a_transactional_batch_the_principal_may_not_write_is_refused_alike() -> None:
+    """With WRITE on the transactional id denied, the fast path declines (after asking the
+    authorizer) and the plain path answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, storing nothing."""
+    clock = VirtualClock(wall_start=WALL_START)
+    config = {"auto.create.topics.enable": False, "cluster.id": "from-frame-denied",
+              "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:DESCRIBE"}
+    with Broker(config, clock=clock) as fast, \
+            Broker(config, clock=clock, fast_paths=FastPaths(from_frame=False)) as plain:
+        for broker in (fast, plain):
+            broker.seed({"t": {"partitions": 1}})
+        assert fast.runtime is not None
+        fast.runtime.dispatcher.frame_paths = _CountedPaths()
+        for version in (3, 8, 9, 13):
+            for records, transactional_id in (  # (a version's first request finds its route: plain)
+                    (build_record_batch([{"value": b"plain"}]), None),
+                    (build_record_batch([{"value": b"plain"}]), None),
+                    (build_record_batch([{"value": b"in a transaction"}], producer_id=9000 + version,
+                                        producer_epoch=0, base_sequence=0, is_transactional=True), "tx")):
+                fast_answer, plain_answer = _exchange(fast, plain, _one_batch(version, 1, transactional_id,
+                                                                              "t", records))
+                assert fast_answer == plain_answer
+                assert isinstance(plain_answer, bytes)
+                response = decode_response(plain_answer[4:], ApiKey.PRODUCE, version).body
+                code = response["responses"][0]["partition_responses"][0]["error_code"]
+                assert code == (ErrorCode.NONE if transactional_id is None
+                                else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        assert _CountedPaths.answered > 0  # the second plain batch of each version
+        assert _state(fast) == _state(plain)
