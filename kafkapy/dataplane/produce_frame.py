@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kafkapy.dataplane.produce import FIRST_TOPIC_ID_VERSION, ProduceHandler
+from kafkapy.dataplane.produce import FIRST_TOPIC_ID_VERSION, VALID_ACKS, ProduceHandler
 from kafkapy.errors import DecodeError, KafkaApiError
 from kafkapy.log.append import clean_batch_max_timestamp, stamp_batch
 from kafkapy.protocol.records import (
@@ -47,6 +47,7 @@ from kafkapy.protocol.records import (
     TRANSACTIONAL_BIT,
     V2_ATTRIBUTES_AT,
     V2_HEADER_SIZE,
+    V2_MAGIC_AT,
     RecordBatch,
 )
 from kafkapy.server.modules import NO_RESPONSE, FromFrame
@@ -60,8 +61,7 @@ FAST_VERSIONS = range(3, FIRST_TOPIC_ID_VERSION + 1)  # every version the plain 
 _FIRST_FLEXIBLE = 9  # Produce v9 is the first flexible version (KIP-482)
 _FIRST_LOG_START_OFFSET = 5  # log_start_offset in responses from v5 (KIP-107)
 _FIRST_RECORD_ERRORS = 8  # record_errors and error_message from v8 (KIP-467)
-_ACKS = frozenset((-1, 0, 1))  # produce.VALID_ACKS
-_MAGIC_AT = 16  # the record batch's magic byte
+_ACKS = frozenset(VALID_ACKS)
 _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # the byte holding the transactional bit
 _NO_OFFSET = -1  # log_append_time_ms under CreateTime
 _UUID_SIZE = 16
@@ -71,7 +71,6 @@ _NAMES_KEPT = 1024  # response heads kept per version, by topic name bytes (boun
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 _ACKS_AND_COUNT = struct.Struct(">h4xi").unpack_from  # acks, timeout (skipped), topic count
-_ACKS_ONLY = struct.Struct(">h").unpack_from
 _COUNT_I32 = struct.Struct(">ii").unpack_from  # partition count, partition index
 _SIZE = struct.Struct(">i").pack
 _PARTITION_V3 = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
@@ -135,7 +134,7 @@ class ProduceFromFrame:
                     if n:
                         transactional_id = str(frame[pos:pos + n - 1], "utf-8", "surrogateescape")
                         pos += n - 1
-                    acks = _ACKS_ONLY(frame, pos)[0]
+                    acks = _I16(frame, pos)[0]
                     if frame[pos + 6] != 2:  # one topic
                         return None
                     pos += 7
@@ -202,7 +201,7 @@ class ProduceFromFrame:
             except (struct.error, IndexError, ValueError):
                 return None
             name_field = frame[name_start:name_end]
-            if acks not in _ACKS or frame[records_start + _MAGIC_AT] != 2:
+            if acks not in _ACKS or frame[records_start + V2_MAGIC_AT] != 2:
                 return None
 
             # --- 2. admit ----------------------------------------------------------------------
