@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kafkapy.dataplane.produce import FIRST_TOPIC_ID_VERSION, VALID_ACKS, ProduceHandler
-from kafkapy.errors import DecodeError, KafkaApiError
+from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.append import clean_batch_max_timestamp, stamp_batch
 from kafkapy.protocol.records import (
     LOG_APPEND_TIME,
@@ -64,6 +64,7 @@ _FIRST_RECORD_ERRORS = 8  # record_errors and error_message from v8 (KIP-467)
 _ACKS = frozenset(VALID_ACKS)
 _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # the byte holding the transactional bit
 _NO_OFFSET = -1  # log_append_time_ms under CreateTime
+_NO_ERROR = int(ErrorCode.NONE)  # packed as a plain int
 _UUID_SIZE = 16
 _COPY_SLICE_BELOW = 4096  # records smaller than this are copied through a slice, quicker than a view
 _NAMES_KEPT = 1024  # response heads kept per version, by topic name bytes (bounded against churn)
@@ -213,7 +214,9 @@ class ProduceFromFrame:
                     return None
             cluster = partitions.cluster
             info = cluster.topics.get(name)
-            leadership = cluster.leadership(name, index) if info is not None else None
+            if info is None:
+                return None
+            leadership = cluster.leadership(name, index)
             if leadership is None or leadership[0] != broker_id():
                 return None
             key = (name, index)
@@ -221,7 +224,7 @@ class ProduceFromFrame:
             log = home.logs.logs.get(key)
             state = home.producers.get(key)
             epoch = leadership[1]
-            if (log is None or state is None or home.topic_ids.get(name) != info.topic_id  # type: ignore[union-attr]
+            if (log is None or state is None or home.topic_ids.get(name) != info.topic_id
                     or log.epochs.latest_epoch < epoch):
                 return None
 
@@ -260,9 +263,9 @@ class ProduceFromFrame:
                     heads.clear()
                 head = heads[name_field] = (_SIZE(fixed_size + len(name_field)),
                                             before_name + name_field + between)
-            partition = pack_partition(index, 0, base_offset, now_ms if log_append_time else _NO_OFFSET,
-                                       log.log_start_offset) if with_log_start else \
-                pack_partition(index, 0, base_offset, now_ms if log_append_time else _NO_OFFSET)
+            append_time = now_ms if log_append_time else _NO_OFFSET
+            partition = pack_partition(index, _NO_ERROR, base_offset, append_time, log.log_start_offset) \
+                if with_log_start else pack_partition(index, _NO_ERROR, base_offset, append_time)
             return b"".join((head[0], frame[4:8], head[1], partition, after))
 
         return answer
