@@ -20,6 +20,7 @@ from kafkapy.dataplane.maintenance import MAINTENANCE_CONFIG_KEYS, LogMaintenanc
 from kafkapy.dataplane.markers import WRITE_TXN_MARKERS_VERSIONS, MarkerWriter
 from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home
 from kafkapy.dataplane.produce import ProduceHandler
+from kafkapy.dataplane.produce_frame import ProduceFromFrame
 from kafkapy.dataplane.producer_ids import ProducerIds
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import LogConfig, LogManager
@@ -39,7 +40,7 @@ from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigError, ConfigKey
-from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.modules import Answer, ApiHandler, FromFrame, Module, RequestContext
 from kafkapy.server.services import (
     AUTO_TOPIC_CREATION,
     PARTITION_LOGS,
@@ -136,6 +137,7 @@ class DataPlaneModule(Module):
         self._partitions: Partitions | None = None
         self._producer_ids: ProducerIds | None = None
         self._produce: ProduceHandler | None = None
+        self._produce_frames: ProduceFromFrame | None = None
         self._markers: MarkerWriter | None = None
         self._creating: set[asyncio.Task[Any]] = set()
         self._owns_logs = False
@@ -188,6 +190,7 @@ class DataPlaneModule(Module):
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create, wall_ms,
                                        authorize=services.authorizer.authorize)
+        self._produce_frames = ProduceFromFrame(self._produce, lambda: services.broker_id)
         self._markers = MarkerWriter(self._partitions, self.log_config, services.authorizer.authorize,
                                      wall_ms)
         self._fetch = FetchHandler(self._partitions, services)
@@ -262,7 +265,7 @@ class DataPlaneModule(Module):
 
     def apis(self) -> Mapping[int, ApiHandler]:
         handlers: dict[int, ApiHandler] = {
-            ApiKey.PRODUCE: ApiHandler(VersionRange(3, 13), self.produce),
+            ApiKey.PRODUCE: ApiHandler(VersionRange(3, 13), self.produce, from_frame=self.produce_from_frame),
             ApiKey.INIT_PRODUCER_ID: ApiHandler(VersionRange(0, 6), self.init_producer_id),
             ApiKey.DESCRIBE_PRODUCERS: ApiHandler(VersionRange(0, 0), self.describe_producers),
             ApiKey.LIST_OFFSETS: ApiHandler(VersionRange(1, 11), self.list_offsets),
@@ -328,6 +331,13 @@ class DataPlaneModule(Module):
         if self._produce is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
         return self._produce.handle(ctx, request)
+
+    def produce_from_frame(self, api_version: int) -> FromFrame | None:
+        """Produce's fast path from the frame (kafkapy.dataplane.produce_frame) for one version,
+        once the module has started (before, the plain path answers, and refuses)."""
+        if self._produce_frames is None:
+            return None
+        return self._produce_frames.for_version(api_version)
 
     def append_batch(self, topic: str, partition: int, batch: bytes) -> ErrorCode:
         """A record batch appended to a partition this broker leads, through Produce's own path

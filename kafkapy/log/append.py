@@ -93,6 +93,8 @@ __all__ = [
     "OffsetsAssigned",
     "RecordsRejected",
     "assign_offsets",
+    "clean_batch_max_timestamp",
+    "stamp_batch",
     "validate_records",
 ]
 
@@ -304,21 +306,44 @@ def _one_clean_batch(data: bytearray | bytes | memoryview, config: LogConfig, no
     (a partial batch after it, a header RecordBatch refuses), answers None and the plain path
     decides and words the rejection, in Kafka's order. tests/log/test_append.py holds the two
     equal on random valid and damaged batches."""
-    size = len(data)
-    if size < V2_HEADER_SIZE or data[V2_MAGIC_AT] != 2:
+    if len(data) < V2_HEADER_SIZE or data[V2_MAGIC_AT] != 2:
         return None
     try:
         batch = RecordBatch(data)
     except DecodeError:
         return None
+    max_timestamp = clean_batch_max_timestamp(batch, data, config, now_ms, produce_version)
+    if max_timestamp is None:
+        return None
     attributes = batch.attributes
-    codec = attributes & COMPRESSION_MASK
+    return AppendPlan(
+        size=len(data),
+        record_count=batch.record_count,
+        max_timestamp=max_timestamp,
+        timestamp_type=config.message_timestamp_type,
+        compression=_COMPRESSIONS[attributes & COMPRESSION_MASK],
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=bool(attributes & TRANSACTIONAL_BIT),
+    )
+
+
+def clean_batch_max_timestamp(batch: RecordBatch, data: bytearray | bytes | memoryview, config: LogConfig,
+                              now_ms: int, produce_version: int | None) -> int | None:
+    """Every check of :func:`validate_records` on ``batch``, the header of all of ``data`` (read
+    by the caller, once): the records' max timestamp if the batch passes them all, None if one
+    fails or may (the plain path then decides and words it). The checks of ``_one_clean_batch``,
+    which calls this; Produce's fast path from the frame (kafkapy.dataplane.produce_frame) calls it
+    with the header it keeps for the log."""
+    size = len(data)
+    attributes = batch.attributes
     if (
         batch.size_in_bytes != size
         or batch.base_offset != 0
         or size > config.max_message_bytes
         or size > config.segment_bytes
-        or (codec == Compression.ZSTD and produce_version is not None
+        or (attributes & COMPRESSION_MASK == Compression.ZSTD and produce_version is not None
             and produce_version < _FIRST_ZSTD_PRODUCE_VERSION)
         or batch.record_count <= 0
         or batch.last_offset_delta + 1 != batch.record_count
@@ -331,20 +356,7 @@ def _one_clean_batch(data: bytearray | bytes | memoryview, config: LogConfig, no
         summary = batch.scan()
     except DecodeError:
         return None
-    max_timestamp = _max_timestamp_if_clear(batch, summary, config, now_ms)
-    if max_timestamp is None:
-        return None
-    return AppendPlan(
-        size=size,
-        record_count=batch.record_count,
-        max_timestamp=max_timestamp,
-        timestamp_type=config.message_timestamp_type,
-        compression=_COMPRESSIONS[codec],
-        producer_id=batch.producer_id,
-        producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence,
-        is_transactional=bool(attributes & TRANSACTIONAL_BIT),
-    )
+    return _max_timestamp_if_clear(batch, summary, config, now_ms)
 
 
 def _check_records(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
@@ -465,20 +477,9 @@ def assign_offsets(
         raise ValueError("log_append_time_ms is required when the topic uses LogAppendTime")
     if len(data) > plan.size:
         del data[plan.size :]
-    _I64.pack_into(data, 0, base_offset)
-    _I32.pack_into(data, V2_LEADER_EPOCH_AT, leader_epoch)
-    attributes = _I16.unpack_from(data, V2_ATTRIBUTES_AT)[0]
-    if plan.log_append_time:
-        assert log_append_time_ms is not None
-        max_timestamp = log_append_time_ms
-        new_attributes = attributes | TIMESTAMP_TYPE_BIT
-    else:
-        max_timestamp = plan.max_timestamp
-        new_attributes = attributes & ~TIMESTAMP_TYPE_BIT
-    if new_attributes != attributes or _I64.unpack_from(data, V2_MAX_TIMESTAMP_AT)[0] != max_timestamp:
-        _I16.pack_into(data, V2_ATTRIBUTES_AT, new_attributes)
-        _I64.pack_into(data, V2_MAX_TIMESTAMP_AT, max_timestamp)
-        _U32.pack_into(data, V2_CRC_AT, crc32c(memoryview(data)[V2_ATTRIBUTES_AT : plan.size]))
+    max_timestamp = log_append_time_ms if log_append_time_ms is not None and plan.log_append_time \
+        else plan.max_timestamp
+    _stamp(data, plan.size, base_offset, leader_epoch, max_timestamp, plan.log_append_time)
     last_offset = base_offset + plan.record_count - 1
     return OffsetsAssigned(
         first_offset=base_offset,
@@ -487,3 +488,36 @@ def assign_offsets(
         offset_of_max_timestamp=last_offset,
         log_append_time_ms=max_timestamp if plan.log_append_time else -1,
     )
+
+
+def stamp_batch(data: bytearray, batch: RecordBatch, *, base_offset: int, leader_epoch: int,
+                max_timestamp: int, log_append_time: bool) -> None:
+    """:func:`assign_offsets` for a batch that is all of ``data``, whose header ``batch`` was read
+    before the stamp and is kept in step with it (so the log and producer state read it without a
+    second header parse): the same stamp, ``max_timestamp`` being the log-append time under
+    LogAppendTime and the records' max otherwise."""
+    crc = _stamp(data, len(data), base_offset, leader_epoch, max_timestamp, log_append_time)
+    batch.base_offset = base_offset
+    batch.partition_leader_epoch = leader_epoch
+    if crc is not None:
+        batch.attributes = _I16.unpack_from(data, V2_ATTRIBUTES_AT)[0]
+        batch.max_timestamp = max_timestamp
+        batch.crc = crc
+
+
+def _stamp(data: bytearray, size: int, base_offset: int, leader_epoch: int, max_timestamp: int,
+           log_append_time: bool) -> int | None:
+    """Write the offsets, epoch, timestamp type and max timestamp into the batch header in
+    ``data[:size]``, and the CRC again if a CRC-covered field changed: then the new CRC, else
+    None."""
+    _I64.pack_into(data, 0, base_offset)
+    _I32.pack_into(data, V2_LEADER_EPOCH_AT, leader_epoch)
+    attributes = _I16.unpack_from(data, V2_ATTRIBUTES_AT)[0]
+    new_attributes = attributes | TIMESTAMP_TYPE_BIT if log_append_time else attributes & ~TIMESTAMP_TYPE_BIT
+    if new_attributes != attributes or _I64.unpack_from(data, V2_MAX_TIMESTAMP_AT)[0] != max_timestamp:
+        _I16.pack_into(data, V2_ATTRIBUTES_AT, new_attributes)
+        _I64.pack_into(data, V2_MAX_TIMESTAMP_AT, max_timestamp)
+        crc = crc32c(memoryview(data)[V2_ATTRIBUTES_AT:size])
+        _U32.pack_into(data, V2_CRC_AT, crc)
+        return crc
+    return None

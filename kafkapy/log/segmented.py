@@ -364,7 +364,7 @@ class SegmentedLog:
             if header.base_offset != expected:
                 raise ValueError(
                     f"batch base offset {header.base_offset} does not continue the log at {expected}")
-            return self._append_one(data, header, self.clock() if now_ms is None else now_ms)
+            return self.append_one(data, header, self.clock() if now_ms is None else now_ms)
         batches: list[RecordBatch] = []
         for batch in Records(data).batches(strict=True):
             if not isinstance(batch, RecordBatch):
@@ -394,9 +394,11 @@ class SegmentedLog:
         append_time = max_timestamp if batches[-1].timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
         return AppendInfo(batches[0].base_offset, expected - 1, max_timestamp, offset_of_max, append_time)
 
-    def _append_one(self, data: Buffer, batch: RecordBatch, now: int) -> AppendInfo:
+    def append_one(self, data: Buffer, batch: RecordBatch, now: int) -> AppendInfo:
         """``append`` of one batch whose header is read and checked (what every Produce appends):
-        the same bookkeeping, without the lists and loops over batches."""
+        the same bookkeeping, without the lists and loops over batches. The caller guarantees
+        what ``append(header=)`` checks: ``batch`` is the header of all of ``data``, and its base
+        offset is the log end offset (Produce's fast path from the frame stamps it so)."""
         last_offset = batch.base_offset + batch.last_offset_delta
         max_timestamp = batch.max_timestamp if batch.max_timestamp > NO_TIMESTAMP else NO_TIMESTAMP
         segment = self._maybe_roll(batch.size_in_bytes, max_timestamp, last_offset, now)

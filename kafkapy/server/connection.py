@@ -206,7 +206,10 @@ class KafkaConnection(asyncio.Protocol):
                 elif self.closed:  # a handler closed it
                     return
                 if out:  # not closed, so the transport is open: write here, not through _flush
-                    self.transport.writelines(out)  # type: ignore[union-attr]
+                    if len(out) == 1:  # one answer from a fast path: no join to make
+                        self.transport.write(out[0])  # type: ignore[union-attr]
+                    else:
+                        self.transport.writelines(out)  # type: ignore[union-attr]
                     out.clear()
         if self.draining and not self.busy:
             self.close()  # everything before the bad size is answered

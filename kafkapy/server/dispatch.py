@@ -62,6 +62,7 @@ from kafkapy.server.modules import (
     ApiHandler,
     ChunkedResponse,
     EncodedResponse,
+    FromFrame,
     Handler,
     Module,
     RequestContext,
@@ -192,6 +193,10 @@ class Dispatcher:
                        for key, handler in handlers.items()}
         self.memo = AnswerMemo()  # the plans are new, their memos too
         self.plans: dict[bytes, _Plan] = {}  # by a frame's first four bytes (key and version)
+        # ApiHandler.from_frame's answerers by the same four bytes, made with the plans; none while
+        # module hooks see every request (the FastPaths.from_frame switch).
+        self.frame_paths: dict[bytes, FromFrame] = {}
+        self._from_frames = self.runtime.fast_paths.from_frame and not self.request_hooks
         self._served: dict[int, tuple[int, int]] | None = None
 
     @staticmethod
@@ -230,16 +235,33 @@ class Dispatcher:
                      closed: Callable[[], bool]) -> Pending | None:
         """``dispatch`` the frames in turn, until one suspends (its awaitable is returned, and
         ``frames`` holds the ones after it) or ``closed()`` says a handler closed the connection.
-        A request answered before, byte for byte, is answered from the memo right in this loop."""
+        A request answered before, byte for byte, is answered from the memo right in this loop,
+        and one an ``ApiHandler.from_frame`` fast path takes is answered by it here."""
         tables = self.memo.tables  # AnswerMemo.replay, inline: two dict gets per frame
+        frame_paths = self.frame_paths
+        observers = self.observers
         for frame in frames:
-            table = tables.get(frame[:4])  # API key and version
+            prefix = frame[:4]  # API key and version
+            table = tables.get(prefix)
             if table is not None:
                 answer = table.get(frame[8:])
                 if answer is not None:  # (size prefix, answer after the correlation id)
                     out.append(answer[0])
                     out.append(frame[4:8])
                     out.append(answer[1])
+                    continue
+            from_frame = frame_paths.get(prefix)
+            if from_frame is not None and not observers.active and (
+                    not self.interceptors or self._none_applies(conn, frame)):
+                try:
+                    wire = from_frame(conn, frame)
+                except Exception:
+                    log.exception("the fast path of api key %d v%d failed; closing %s",
+                                  *unpack_request_prefix(frame, 0)[:2], conn.id)
+                    raise CloseConnection from None
+                if wire is not None:
+                    if wire:  # else NO_RESPONSE
+                        out.append(wire)
                     continue
             pending = self.dispatch(conn, frame, out)
             if pending is not None:
@@ -324,7 +346,26 @@ class Dispatcher:
                 self._unparsable(conn, api_key, api_version, exc)
         if not route.gated:  # a gate is the runtime's to answer on every request
             self.plans[frame[:4]] = plan
+            from_frame = route.handler.from_frame
+            if self._from_frames and from_frame is not None and plan.handle is route.handle:  # not refused
+                answerer = from_frame(api_version)
+                if answerer is not None:
+                    self.frame_paths[frame[:4]] = answerer
         return plan
+
+    def _none_applies(self, conn: ConnectionInfo, frame: bytes) -> bool:
+        """Whether no installed interceptor applies to the request (``Interceptor.applies``), so
+        it may take a fast path from the frame; a header that does not read goes the plain way."""
+        try:
+            header = peek_request_header(frame)
+        except DecodeError:
+            return False
+        context = _new_context(RequestContext, (conn, header.api_key, header.api_version,
+                                                header.correlation_id, header.client_id))
+        for interceptor in self.interceptors:
+            if interceptor.applies(context):
+                return False
+        return True
 
     def _tell_unrouted(self, conn: ConnectionInfo, frame: bytes, api_key: int, api_version: int,
                        correlation_id: int) -> None:

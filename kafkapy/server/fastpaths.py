@@ -33,6 +33,10 @@ the bytes (tests/server/test_fast_paths.py):
 * ``chunked_responses`` (kafkapy.protocol.chunks): a ChunkedResponse (Fetch) is
   written as several buffers, the stored record batches among them, with
   ``transport.writelines``. Plain path: the records joined into one encoded frame.
+* ``from_frame`` (``ApiHandler.from_frame``; Produce's is kafkapy.dataplane.produce_frame): the
+  common request of an API answered straight from the frame's bytes, or declined before any
+  effect, when no observer, module hook or applying interceptor sees it. Plain path: decode,
+  handler, encode every time. Held equal by tests/dataplane/test_produce_from_frame.py.
 """
 
 from __future__ import annotations
@@ -51,9 +55,10 @@ class FastPaths:
     eager: bool = True
     chunked_responses: bool = True
     in_place_chain: bool = True
+    from_frame: bool = True
 
     @classmethod
     def none(cls) -> FastPaths:
         """Every plain path."""
         return cls(memo=False, in_place_accept=False, eager=False, chunked_responses=False,
-                   in_place_chain=False)
+                   in_place_chain=False, from_frame=False)

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["Answer", "ApiHandler", "ChunkedResponse", "EncodedResponse", "Handler", "Module",
-           "RequestContext"]
+__all__ = ["NO_RESPONSE", "Answer", "ApiHandler", "ChunkedResponse", "EncodedResponse", "FromFrame",
+           "Handler", "Module", "RequestContext"]
 
 
 class RequestContext(NamedTuple):
@@ -66,6 +66,11 @@ class ChunkedResponse:
 # function when it never waits: that saves a coroutine per request.
 Answer = Mapping[str, Any] | EncodedResponse | ChunkedResponse | None
 Handler = Callable[[RequestContext, "Request"], Awaitable[Answer] | Answer]
+# A fast path from the frame (``ApiHandler.from_frame``): given the connection and a request frame
+# (no size prefix), the whole answer on the wire (size prefix included), NO_RESPONSE when it was
+# handled and takes none, or None, having changed nothing, to leave the frame to the plain path.
+FromFrame = Callable[["ConnectionInfo", bytes], bytes | None]
+NO_RESPONSE = b""
 
 
 @attrs.frozen
@@ -88,6 +93,12 @@ class ApiHandler:
     # that never waits is answered there, with no task and no extra loop steps; one that
     # suspends is finished by the connection's worker, as any coroutine handler is.
     in_place: bool = False
+    # A fast path for the common request of one version, straight from the frame's bytes: called
+    # once per served version, it gives that version's FromFrame (or None). The dispatcher offers
+    # it a frame only when nothing watches or wraps the request (no observers, no module request
+    # hooks, no interceptor that applies; FastPaths.from_frame on), and it must answer exactly as
+    # the plain path would, or decline before any effect (kafkapy.dataplane.produce_frame).
+    from_frame: Callable[[int], FromFrame | None] | None = None
 
 
 class Module:

@@ -280,7 +280,7 @@ def test_append_with_the_header_read_already_equals_append_without(make_log: Mak
        st.sampled_from([150, 400, 1 << 20]), st.integers(1, 4))
 def test_append_of_one_read_header_equals_the_plain_append_on_random_logs(
         batches: list[tuple[int, int, int]], segment_bytes: int, flush_messages: int) -> None:
-    """The one-header path (``_append_one``) against the plain append, over random batch sizes,
+    """The one-header path (``append_one``) against the plain append, over random batch sizes,
     timestamps (none among them), leader epochs (some going back), rolls and flushes: the same
     answers and the same log afterwards."""
     from kafkapy.protocol.records import RecordBatch

@@ -1,0 +1,271 @@
+"""Produce's fast path from the frame: the common Produce answered straight from its bytes.
+
+A producer sending one record at a time makes the per-request costs the whole cost, and the
+plain path (kafkapy.dataplane.produce, behind the dispatcher's decode and encode) spends about
+two hundred Python calls on a request that is nearly always the same shape. This path takes that
+shape only, and answers it in a few dozen:
+
+Theory of operation
+-------------------
+1. **Read** the frame with struct reads at known offsets (no schema, no dict per level): the
+   header's correlation id (the client id skipped), then the body, which must be one topic with
+   one partition holding records, no tagged fields anywhere, and end where the frame ends.
+2. **Admit** with what the plain path looks up, read-only: acks -1, 0 or 1; a transactional batch
+   with a transactional id the principal may WRITE; a topic the topics view holds, led here, whose
+   log and producer table exist and whose log has started the current leader epoch (the plain
+   path makes them the first time).
+3. **Check** one RecordBatch read over the one copy of the records with
+   ``clean_batch_max_timestamp``, every check ``validate_records`` makes.
+4. **Stamp** offsets and epoch in place (``stamp_batch``, which keeps the header read in step).
+5. **Producer state**: ``check_and_update``; a retried batch or a refusal records nothing.
+6. **Append** (``SegmentedLog.append_one``, the plain path's one-batch append, rolls included),
+   wake the partition's long polls, and answer with the response bytes built here.
+
+Anything else returns None before step 5 has recorded anything, and the dispatcher hands the
+frame to the plain path, which decides it from scratch: so nothing this path declines is
+answered differently, and the copy and stamp it made are simply dropped. (One thing is done
+twice then: a transactional batch whose WRITE is denied asks the authorizer again.) The
+dispatcher offers a frame only when nothing watches or wraps the request: no observers, no
+module request hooks, no interceptor that applies (kafkapy.server.dispatch), the version is not
+refused by an emulated release, and the switch ``FastPaths.from_frame`` is on.
+tests/dataplane/test_produce_from_frame.py holds it byte-equal to the plain path (answers, log
+contents, producer state, high watermark) over generated requests, good and bad.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kafkapy.dataplane.produce import FIRST_TOPIC_ID_VERSION, VALID_ACKS, ProduceHandler
+from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
+from kafkapy.log.append import clean_batch_max_timestamp, stamp_batch
+from kafkapy.protocol.records import (
+    LOG_APPEND_TIME,
+    TRANSACTIONAL_BIT,
+    V2_ATTRIBUTES_AT,
+    V2_HEADER_SIZE,
+    V2_MAGIC_AT,
+    RecordBatch,
+)
+from kafkapy.server.modules import NO_RESPONSE, FromFrame
+
+if TYPE_CHECKING:
+    from kafkapy.server.connection import ConnectionInfo
+
+__all__ = ["FAST_VERSIONS", "ProduceFromFrame"]
+
+FAST_VERSIONS = range(3, FIRST_TOPIC_ID_VERSION + 1)  # every version the plain path serves
+_FIRST_FLEXIBLE = 9  # Produce v9 is the first flexible version (KIP-482)
+_FIRST_LOG_START_OFFSET = 5  # log_start_offset in responses from v5 (KIP-107)
+_FIRST_RECORD_ERRORS = 8  # record_errors and error_message from v8 (KIP-467)
+_ACKS = frozenset(VALID_ACKS)
+_ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # the byte holding the transactional bit
+_NO_OFFSET = -1  # log_append_time_ms under CreateTime
+_NO_ERROR = int(ErrorCode.NONE)  # packed as a plain int
+_UUID_SIZE = 16
+_COPY_SLICE_BELOW = 4096  # records smaller than this are copied through a slice, quicker than a view
+_NAMES_KEPT = 1024  # response heads kept per version, by topic name bytes (bounded against churn)
+
+_I16 = struct.Struct(">h").unpack_from
+_I32 = struct.Struct(">i").unpack_from
+_ACKS_AND_COUNT = struct.Struct(">h4xi").unpack_from  # acks, timeout (skipped), topic count
+_COUNT_I32 = struct.Struct(">ii").unpack_from  # partition count, partition index
+_SIZE = struct.Struct(">i").pack
+_PARTITION_V3 = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
+_PARTITION_V5 = struct.Struct(">ihqqq")  # ... and log_start_offset
+
+
+class ProduceFromFrame:
+    """Per Produce version, the frame answerer of the common request (``ApiHandler.from_frame``)."""
+
+    def __init__(self, handler: ProduceHandler, broker_id: Callable[[], int]) -> None:
+        self.handler = handler
+        self.broker_id = broker_id
+
+    def for_version(self, api_version: int) -> FromFrame | None:
+        """The answerer of ``api_version`` frames, or None for a version it does not read."""
+        if api_version not in FAST_VERSIONS:
+            return None
+        flexible = api_version >= _FIRST_FLEXIBLE
+        by_id = api_version >= FIRST_TOPIC_ID_VERSION
+        with_log_start = api_version >= _FIRST_LOG_START_OFFSET
+        partition_layout = _PARTITION_V5 if with_log_start else _PARTITION_V3
+        pack_partition = partition_layout.pack
+        # The response around the topic name (or id) and the partition, fixed per version: after
+        # the correlation id, the header's tag section (flexible), then one topic; after the
+        # partition, record_errors and error_message (v8+), the tag sections, throttle_time_ms 0.
+        before_name = b"\x00\x02" if flexible else b"\x00\x00\x00\x01"
+        between = b"\x02" if flexible else b"\x00\x00\x00\x01"
+        if flexible:
+            after = b"\x01\x00\x00\x00" + b"\x00\x00\x00\x00" + b"\x00"
+        elif api_version >= _FIRST_RECORD_ERRORS:
+            after = b"\x00\x00\x00\x00\xff\xff" + b"\x00\x00\x00\x00"
+        else:
+            after = b"\x00\x00\x00\x00"
+        fixed_size = 4 + len(before_name) + len(between) + partition_layout.size + len(after)
+        heads: dict[bytes, tuple[bytes, bytes]] = {}  # name field -> (size prefix, bytes up to the partition)
+
+        handler = self.handler
+        partitions = handler.partitions
+        append_config = handler.append_config
+        clock_ms = handler.clock_ms
+        broker_id = self.broker_id
+        topic_name = partitions.topic_name
+        appended = partitions.appended
+
+        def answer(conn: ConnectionInfo, frame: bytes) -> bytes | None:
+            end = len(frame)
+            try:
+                # --- 1. read ---------------------------------------------------------------
+                n = _I16(frame, 8)[0]  # the client id's length (int16 in every header version)
+                pos = 10 + n if n > 0 else 10
+                if n < -1:
+                    return None
+                transactional_id: str | None = None
+                if flexible:
+                    if frame[pos] != 0:  # the header's tagged fields
+                        return None
+                    n = frame[pos + 1]  # the transactional id: a compact nullable string
+                    if n >= 0x80:
+                        return None
+                    pos += 2
+                    if n:
+                        transactional_id = str(frame[pos:pos + n - 1], "utf-8", "surrogateescape")
+                        pos += n - 1
+                    acks = _I16(frame, pos)[0]
+                    if frame[pos + 6] != 2:  # one topic
+                        return None
+                    pos += 7
+                    if by_id:
+                        name_start, pos = pos, pos + _UUID_SIZE
+                        name = topic_name(uuid.UUID(bytes=frame[name_start:pos]))  # ValueError if cut
+                        name_end = pos
+                        if name is None:
+                            return None
+                    else:
+                        n = frame[pos]
+                        if not 0 < n < 0x80:
+                            return None
+                        name_start, pos = pos, pos + n
+                        name = str(frame[name_start + 1:pos], "utf-8", "surrogateescape")
+                        name_end = pos
+                    if frame[pos] != 2:  # one partition
+                        return None
+                    index = _I32(frame, pos + 1)[0]
+                    pos += 5
+                    # the records: compact nullable bytes, an unsigned varint length + 1
+                    size = shift = 0
+                    while True:
+                        byte = frame[pos]
+                        pos += 1
+                        size |= (byte & 0x7F) << shift
+                        if byte < 0x80:
+                            break
+                        shift += 7
+                        if shift > 28:
+                            return None
+                    size -= 1
+                    records_start = pos
+                    pos += size
+                    # the partition's, the topic's and the body's tag sections, all empty
+                    if size < V2_HEADER_SIZE or pos + 3 != end or frame[pos:] != b"\x00\x00\x00":
+                        return None
+                else:
+                    n = _I16(frame, pos)[0]  # the transactional id: a nullable string
+                    if n < -1:
+                        return None
+                    pos += 2
+                    if n >= 0:
+                        transactional_id = str(frame[pos:pos + n], "utf-8", "surrogateescape")
+                        pos += n
+                    acks, topics = _ACKS_AND_COUNT(frame, pos)
+                    if topics != 1:
+                        return None
+                    pos += 10
+                    n = _I16(frame, pos)[0]
+                    if n < 0:
+                        return None
+                    name_start, pos = pos, pos + 2 + n
+                    name = str(frame[name_start + 2:pos], "utf-8", "surrogateescape")
+                    name_end = pos
+                    count, index = _COUNT_I32(frame, pos)
+                    size = _I32(frame, pos + 8)[0]
+                    if count != 1:
+                        return None
+                    records_start = pos + 12
+                    pos = records_start + size
+                    if size < V2_HEADER_SIZE or pos != end:
+                        return None
+            except (struct.error, IndexError, ValueError):
+                return None
+            name_field = frame[name_start:name_end]
+            if acks not in _ACKS or frame[records_start + V2_MAGIC_AT] != 2:
+                return None
+
+            # --- 2. admit ----------------------------------------------------------------------
+            if frame[records_start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT:
+                authorize = handler.authorize
+                if transactional_id is None or (authorize is not None and not authorize(
+                        conn.principal, conn.client_address[0], "WRITE", "TRANSACTIONAL_ID",
+                        transactional_id)):
+                    return None
+            cluster = partitions.cluster
+            info = cluster.topics.get(name)
+            if info is None:
+                return None
+            leadership = cluster.leadership(name, index)
+            if leadership is None or leadership[0] != broker_id():
+                return None
+            key = (name, index)
+            home = partitions.home
+            log = home.logs.logs.get(key)
+            state = home.producers.get(key)
+            epoch = leadership[1]
+            if (log is None or state is None or home.topic_ids.get(name) != info.topic_id
+                    or log.epochs.latest_epoch < epoch):
+                return None
+
+            # --- 3. check, 4. stamp ------------------------------------------------------------
+            now_ms = clock_ms()
+            config = append_config(name)
+            # the one copy (a slice of a large frame would be one more)
+            data = bytearray(frame[records_start:pos] if size < _COPY_SLICE_BELOW
+                             else memoryview(frame)[records_start:pos])
+            try:
+                batch = RecordBatch(data)
+            except DecodeError:
+                return None
+            max_timestamp = clean_batch_max_timestamp(batch, data, config, now_ms, api_version)
+            if max_timestamp is None:
+                return None
+            log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
+            base_offset = log.log_end_offset
+            stamp_batch(data, batch, base_offset=base_offset, leader_epoch=epoch,
+                        max_timestamp=now_ms if log_append_time else max_timestamp,
+                        log_append_time=log_append_time)
+
+            # --- 5. producer state, 6. append and answer -----------------------------------------
+            try:
+                if state.check_and_update(batch) is not None:
+                    return None  # a retry: the plain path answers with the offsets it got then
+            except KafkaApiError:
+                return None  # refused, nothing recorded: the plain path answers it
+            log.append_one(data, batch, now_ms)
+            appended(name, index)
+            if acks == 0:
+                return NO_RESPONSE
+            head = heads.get(name_field)
+            if head is None:
+                if len(heads) >= _NAMES_KEPT:
+                    heads.clear()
+                head = heads[name_field] = (_SIZE(fixed_size + len(name_field)),
+                                            before_name + name_field + between)
+            append_time = now_ms if log_append_time else _NO_OFFSET
+            partition = pack_partition(index, _NO_ERROR, base_offset, append_time, log.log_start_offset) \
+                if with_log_start else pack_partition(index, _NO_ERROR, base_offset, append_time)
+            return b"".join((head[0], frame[4:8], head[1], partition, after))
+
+        return answer
