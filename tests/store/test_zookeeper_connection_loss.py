@@ -143,41 +143,41 @@ def _lose_the_reply(proxy: Relay, write: Callable[[], T], landed: Callable[[], b
     return answer.result(timeout=15)
 
 
-def test_a_compare_and_set_whose_reply_was_lost_counts_as_done(relay: tuple[Relay, str],
-                                                               zk_connect: str) -> None:
+@pytest.fixture
+def stores(relay: tuple[Relay, str],
+           zk_connect: str) -> Iterator[tuple[Relay, ZooKeeperStore, ZooKeeperStore]]:
+    """The relay, a store behind it, and a store connected directly (to see what landed)."""
     proxy, connect = relay
     store = ZooKeeperStore(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
     direct = ZooKeeperStore(zk_connect)
     store.start()
     direct.start()
     try:
-        store.create_topic("t", {0: (1, 2)})
-        store.set_partition_state("t", 0, PartitionState(1, 0, (1, 2)), NO_PARTITION_EPOCH)
-        moved = _lose_the_reply(
-            proxy, lambda: store.set_partition_state("t", 0, PartitionState(2, 1, (2,)), 0),
-            lambda: direct.partition_states()[("t", 0)].leader == 2)
-        # Not a conflict: the resend met the store's own write, at the version it made.
-        assert moved == PartitionState(2, 1, (2,), 0, 1)
-        assert direct.partition_states()[("t", 0)] == moved
+        yield proxy, store, direct
     finally:
         store.close()
         direct.close()
 
 
-def test_an_ephemeral_create_whose_reply_was_lost_is_the_sessions_own(relay: tuple[Relay, str],
-                                                                      zk_connect: str) -> None:
-    proxy, connect = relay
-    store = ZooKeeperStore(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
-    direct = ZooKeeperStore(zk_connect)
-    store.start()
-    direct.start()
-    try:
-        _lose_the_reply(proxy, lambda: store.register_broker(registration(4)),
-                        lambda: [b.broker_id for b in direct.brokers()] == [4])
-        assert [b.broker_id for b in store.brokers()] == [4]  # registered once, not "already registered"
-        # Another session's node is not taken for the store's own: that stays an error.
-        with pytest.raises(StoreError, match="already registered"):
-            direct.register_broker(registration(4))
-    finally:
-        store.close()
-        direct.close()
+def test_a_compare_and_set_whose_reply_was_lost_counts_as_done(
+        stores: tuple[Relay, ZooKeeperStore, ZooKeeperStore]) -> None:
+    proxy, store, direct = stores
+    store.create_topic("t", {0: (1, 2)})
+    store.set_partition_state("t", 0, PartitionState(1, 0, (1, 2)), NO_PARTITION_EPOCH)
+    moved = _lose_the_reply(
+        proxy, lambda: store.set_partition_state("t", 0, PartitionState(2, 1, (2,)), 0),
+        lambda: direct.partition_states()[("t", 0)].leader == 2)
+    # Not a conflict: the resend met the store's own write, at the version it made.
+    assert moved == PartitionState(2, 1, (2,), 0, 1)
+    assert direct.partition_states()[("t", 0)] == moved
+
+
+def test_an_ephemeral_create_whose_reply_was_lost_is_the_sessions_own(
+        stores: tuple[Relay, ZooKeeperStore, ZooKeeperStore]) -> None:
+    proxy, store, direct = stores
+    _lose_the_reply(proxy, lambda: store.register_broker(registration(4)),
+                    lambda: [b.broker_id for b in direct.brokers()] == [4])
+    assert [b.broker_id for b in store.brokers()] == [4]  # registered once, not "already registered"
+    # Another session's node is not taken for the store's own: that stays an error.
+    with pytest.raises(StoreError, match="already registered"):
+        direct.register_broker(registration(4))
