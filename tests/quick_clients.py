@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CONSUMER", "RDKAFKA_CONSUMER"]
+__all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CONSUMER", "RDKAFKA_CLIENT", "RDKAFKA_CONSUMER"]
 
 # A classic rebalance completes when every member has rejoined, and a member hears of the
 # rebalance in its next heartbeat's answer: the heartbeat interval is most of each step's wall time.
 HEARTBEAT_MS = 100
 
+# librdkafka's main thread runs its state machines (the consumer group's, the idempotent and
+# transactional producer's PID acquisition) when an op or a timer wakes it, else every 500 ms to
+# 1 s: a producer waits that long for its first InitProducerId, a cooperative rebalance's second
+# round and each rejoin that long to start. A 100 ms metadata refresh timer (default 300 000)
+# wakes it.
+RDKAFKA_CLIENT: dict[str, Any] = {"topic.metadata.refresh.interval.ms": 100}
+
 RDKAFKA_CONSUMER: dict[str, Any] = {
-    # librdkafka's main thread runs its group state machine when an op or a timer wakes it, else
-    # once a second; a short metadata refresh timer wakes it, so a cooperative rebalance's second
-    # round (and each rejoin) starts within 100 ms instead of up to 1 s (default 300 000).
-    "topic.metadata.refresh.interval.ms": 100,
+    **RDKAFKA_CLIENT,
     # A connection answers in order (as Kafka's does), so a ListOffsets or OffsetFetch sent behind
     # a Fetch long-poll on an idle partition waits out that Fetch: 100 ms, not the default 500.
     "fetch.wait.max.ms": 100,

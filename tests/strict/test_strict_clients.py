@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import HEARTBEAT_MS, KAFKA_PYTHON_CONSUMER, RDKAFKA_CONSUMER
+from quick_clients import HEARTBEAT_MS, KAFKA_PYTHON_CONSUMER, RDKAFKA_CLIENT, RDKAFKA_CONSUMER
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -182,7 +182,8 @@ def test_librdkafka_kip848_group_join_commit_rebalance(broker: Broker) -> None:
 
 def idempotent_producer(broker: Broker) -> Any:
     return confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5,
-                                     "enable.idempotence": True, "client.id": "rdkafka-idempotent"})
+                                     "enable.idempotence": True, "client.id": "rdkafka-idempotent",
+                                     **RDKAFKA_CLIENT})
 
 
 def test_confluent_idempotent_produce(broker: Broker) -> None:
