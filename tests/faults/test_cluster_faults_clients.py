@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kafka_python_groups import PolledMember, subscribe_when_seen
+from quick_clients import KAFKA_PYTHON_CONSUMER
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -120,7 +121,7 @@ class Member(PolledMember):
 
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
                                  client_id=client_id, auto_offset_reset="earliest",
-                                 enable_auto_commit=False, heartbeat_interval_ms=500, **extra)
+                                 enable_auto_commit=False, **{**KAFKA_PYTHON_CONSUMER, **extra})
         subscribe_when_seen(consumer, topic, TIMEOUT_S)
         super().__init__(consumer)
 
