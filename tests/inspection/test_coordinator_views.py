@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 import pytest
 from kafka_python_groups import PolledMember
+from quick_clients import RDKAFKA_CLIENT
 
 from kafkapy.embedded import Broker
 from kafkapy.inspection import GroupView
@@ -121,7 +122,7 @@ def test_a_transaction_is_ongoing_with_its_partitions_then_complete(broker: Brok
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "inspected-tx",
-                         "transaction.timeout.ms": 30000, "linger.ms": 0})
+                         "transaction.timeout.ms": 30000, "linger.ms": 0, **RDKAFKA_CLIENT})
     producer.init_transactions(TIMEOUT_S)
     [idle] = broker.transactions()
     assert (idle.transactional_id, idle.state, idle.partitions, idle.start_time_ms) == \

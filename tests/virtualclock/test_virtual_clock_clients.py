@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from quick_clients import RDKAFKA_CLIENT
 
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
@@ -87,7 +88,8 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
     broker = kafka_broker_factory({"transaction.state.log.num.partitions": 1})
     broker.seed({"orders": {"partitions": 1}})
     stuck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                      "transactional.id": "stuck", "transaction.timeout.ms": 60_000})
+                                      "transactional.id": "stuck", "transaction.timeout.ms": 60_000,
+                                      **RDKAFKA_CLIENT})
     plain = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
     consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
                                    isolation_level="read_committed", auto_offset_reset="earliest")
