@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CONSUMER", "RDKAFKA_CLIENT", "RDKAFKA_CONSUMER"]
+from kafkapy.client import SimpleClient
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.testing import wait_until
+
+__all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CONSUMER", "RDKAFKA_CLIENT", "RDKAFKA_CONSUMER",
+           "warm_transaction_coordinator"]
+
+TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id (0: a group)
 
 # A classic rebalance completes when every member has rejoined, and a member hears of the
 # rebalance in its next heartbeat's answer: the heartbeat interval is most of each step's wall time.
@@ -36,3 +44,15 @@ KAFKA_PYTHON_CONSUMER: dict[str, Any] = {
     # The same in-order wait as librdkafka's above (default 500).
     "fetch_max_wait_ms": 100,
 }
+
+
+def warm_transaction_coordinator(bootstrap_servers: str, timeout: float = 10.0) -> None:
+    """Have the broker make ``__transaction_state`` now. Kafka (and kafkapy) make it on the first
+    FindCoordinator that needs it and answer that one COORDINATOR_NOT_AVAILABLE; librdkafka asks
+    again 500 ms later, on a fixed timer. For a test whose point is not that first use."""
+    with SimpleClient(bootstrap_servers.split(",")[0]) as client:  # any broker of a cluster answers
+        def found() -> bool:
+            answer = client.request(ApiKey.FIND_COORDINATOR, 1,
+                                    {"key": "warm-up", "key_type": TRANSACTION_KEY_TYPE})
+            return bool(answer.error_code == ErrorCode.NONE)
+        wait_until(found, timeout, what="the transaction coordinator")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from quick_clients import RDKAFKA_CLIENT
+from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -49,6 +49,7 @@ def test_reset_forgets_a_live_group_and_an_open_transaction(fresh: Broker) -> No
     from confluent_kafka import KafkaException, Producer
 
     members = [KafkaPythonMember(fresh, "live") for _ in range(2)]
+    warm_transaction_coordinator(fresh.bootstrap_servers)
     producer = Producer({"bootstrap.servers": fresh.bootstrap_servers, "transactional.id": "live-tx",
                          "linger.ms": 0, **RDKAFKA_CLIENT})
     try:
@@ -90,6 +91,7 @@ def test_the_next_test_finds_a_clean_broker_and_uses_it(fresh: Broker) -> None:
     from confluent_kafka import Producer
 
     assert fresh.groups() == [] and fresh.transactions() == []
+    warm_transaction_coordinator(fresh.bootstrap_servers)
     producer = Producer({"bootstrap.servers": fresh.bootstrap_servers, "transactional.id": "live-tx",
                          "linger.ms": 0, **RDKAFKA_CLIENT})
     producer.init_transactions(TIMEOUT_S)

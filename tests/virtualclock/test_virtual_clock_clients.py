@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import RDKAFKA_CLIENT, RDKAFKA_CONSUMER
+from quick_clients import RDKAFKA_CLIENT, RDKAFKA_CONSUMER, warm_transaction_coordinator
 
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
@@ -87,6 +87,7 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
     confluent_kafka = pytest.importorskip("confluent_kafka")
     broker = kafka_broker_factory({"transaction.state.log.num.partitions": 1})
     broker.seed({"orders": {"partitions": 1}})
+    warm_transaction_coordinator(broker.bootstrap_servers)
     stuck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
                                       "transactional.id": "stuck", "transaction.timeout.ms": 60_000,
                                       **RDKAFKA_CLIENT})
