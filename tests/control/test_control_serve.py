@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import RDKAFKA_CLIENT, RDKAFKA_CONSUMER
+from quick_clients import RDKAFKA_CLIENT, RDKAFKA_CONSUMER, warm_transaction_coordinator
 from serve_in_process import serve_in_process
 
 from kafkapy.testing import wait_until
@@ -184,6 +184,7 @@ def test_serve_virtual_clock_aborts_an_abandoned_transaction_when_advanced_over_
         assert any("on a virtual clock" in line for line in lines)
         assert control.call("GET", "/clock")[1]["virtual"] is True
         assert control.call("POST", "/seed", {"orders": {"partitions": 1}})[0] == 200
+        warm_transaction_coordinator(bootstrap)
         producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "abandoned",
                              **RDKAFKA_CLIENT})
         producer.init_transactions(TIMEOUT_S)
