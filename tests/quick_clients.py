@@ -16,7 +16,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
-__all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CONSUMER", "RDKAFKA_CLIENT", "RDKAFKA_CONSUMER",
+__all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CONSUMER", "KCAT_CONSUMER", "RDKAFKA_CLIENT", "RDKAFKA_CONSUMER",
            "warm_transaction_coordinator"]
 
 TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id (0: a group)
@@ -38,6 +38,10 @@ RDKAFKA_CONSUMER: dict[str, Any] = {
     # a Fetch long-poll on an idle partition waits out that Fetch: 100 ms, not the default 500.
     "fetch.wait.max.ms": 100,
 }
+
+# kcat -C -e exits once each partition's Fetch has come back at its end, which an empty read
+# does only after fetch.wait.max.ms: 100 ms, not the default 500.
+KCAT_CONSUMER = ["-X", f"fetch.wait.max.ms={RDKAFKA_CONSUMER['fetch.wait.max.ms']}"]
 
 KAFKA_PYTHON_CONSUMER: dict[str, Any] = {
     "heartbeat_interval_ms": HEARTBEAT_MS,

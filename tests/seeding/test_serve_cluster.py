@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from quick_clients import KCAT_CONSUMER
 from serve_in_process import serve_in_process
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
@@ -51,7 +52,7 @@ def test_serve_runs_a_seeded_three_broker_cluster(tmp_path: Path) -> None:
         assert sorted(b["id"] for b in metadata["brokers"]) == [0, 1, 2]
         [topic] = [t for t in metadata["topics"] if t["topic"] == "greetings"]
         assert len({p["leader"] for p in topic["partitions"]}) == 2  # spread: a leader each
-        out = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", "greetings", "-e", "-q",
+        out = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", "greetings", "-e", "-q", *KCAT_CONSUMER,
                               "-f", "%p %o %k=%s %h %T\\n"], capture_output=True, text=True, timeout=60,
                              check=True).stdout
         assert sorted(out.splitlines()) == ["0 0 a=hello h=1 1700000000000", "1 0 b=world  1700000000001"]
