@@ -1,10 +1,10 @@
-"""Client timer settings for tests whose point is not the clients' default timing (tests/ is on
-sys.path through its conftest).
+"""Client settings (and one warm-up) for tests whose point is not the clients' default timing
+(tests/ is on sys.path through its conftest).
 
 A real client's defaults are tuned for a broker across a network, and a test that leaves them
 waits on them: issue 18 asks that its tests run in under 30 s because nothing waits on wall-clock
-time (docs/testing.md, "The toolkit's own test budget"). Each setting here names the wait it
-removes; a test whose point is one of these timers sets that timer itself instead.
+time (docs/testing.md, "Keeping tests fast"). Each setting here names the wait it removes; a test
+whose point is one of these timers sets that timer itself instead.
 """
 
 from __future__ import annotations
