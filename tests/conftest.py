@@ -52,10 +52,7 @@ class ZooKeeperServer:
         """A fresh connect string with a chroot of its own, so tests never see each other's znodes."""
         return f"{self.connect}/t{uuid.uuid4().hex[:12]}"
 
-    def launch(self) -> None:
-        """Start the JVM, without waiting for it to serve (``start`` waits)."""
-        if self.process is not None:
-            return
+    def start(self, timeout: float = 30.0) -> None:
         log = open(self.data_dir.parent / "zookeeper.log", "ab")
         # tickTime 500 ms: sessions may be as short as 1 s, so expiry tests stay quick.
         self.process = subprocess.Popen(
@@ -64,10 +61,6 @@ class ZooKeeperServer:
              "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.port), str(self.data_dir), "500"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
-
-    def start(self, timeout: float = 30.0) -> None:
-        self.launch()
-        assert self.process is not None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -98,57 +91,26 @@ class ZooKeeperServer:
         self.start()
 
 
-def _new_zookeeper() -> ZooKeeperServer | str:
-    """A ZooKeeperServer in a fresh temporary directory (not started), or why there can be none."""
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
     java = shutil.which("java")
     classpath = _zookeeper_classpath()
     if java is None or classpath is None:
-        return "java is not installed" if java is None else "pyspark's ZooKeeper jars are not installed"
+        reason = "java is not installed" if java is None else "pyspark's ZooKeeper jars are not installed"
+        print(f"\n*** SKIPPING the ZooKeeper tests: {reason} ***")
+        pytest.skip(f"ZooKeeper tests need java and pyspark's jars: {reason}")
     base = Path(tempfile.mkdtemp(prefix="kafkapy-zk-"))
     (base / "data").mkdir()
-    return ZooKeeperServer(java, classpath, _free_port(), base / "data")
-
-
-def _discard(server: ZooKeeperServer) -> None:
-    server.stop()
-    if os.environ.get("KAFKAPY_KEEP_ZK_LOGS") is None:
-        shutil.rmtree(server.data_dir.parent, ignore_errors=True)
-    else:
-        print(f"\nZooKeeper log and data kept in {server.data_dir.parent}")
-
-
-ZOOKEEPER_FIXTURES = frozenset({"zookeeper_server", "zookeeper", "zk_connect"})
-_launched: list[ZooKeeperServer] = []  # launched once collection showed a test needs it
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Launch ZooKeeper as soon as the run is known to need it: the JVM's start-up (one to two
-    seconds) then overlaps the tests before the first ZooKeeper test instead of adding to the run."""
-    if session.config.option.collectonly:
-        return
-    if any(ZOOKEEPER_FIXTURES.intersection(getattr(item, "fixturenames", ())) for item in session.items):
-        server = _new_zookeeper()
-        if isinstance(server, ZooKeeperServer):
-            server.launch()
-            _launched.append(server)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    while _launched:  # launched, but no test asked for it (the run stopped early)
-        _discard(_launched.pop())
-
-
-@pytest.fixture(scope="session")
-def zookeeper_server() -> Iterator[ZooKeeperServer]:
-    server = _launched.pop() if _launched else _new_zookeeper()
-    if isinstance(server, str):
-        print(f"\n*** SKIPPING the ZooKeeper tests: {server} ***")
-        pytest.skip(f"ZooKeeper tests need java and pyspark's jars: {server}")
+    server = ZooKeeperServer(java, classpath, _free_port(), base / "data")
     try:
         server.start()
         yield server
     finally:
-        _discard(server)
+        server.stop()
+        if os.environ.get("KAFKAPY_KEEP_ZK_LOGS") is None:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            print(f"\nZooKeeper log and data kept in {base}")
 
 
 @pytest.fixture(scope="session")
