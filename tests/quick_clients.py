@@ -29,7 +29,8 @@ HEARTBEAT_MS = 100
 # transactional producer's PID acquisition) when an op or a timer wakes it, else every 500 ms to
 # 1 s: a producer waits that long for its first InitProducerId, a cooperative rebalance's second
 # round and each rejoin that long to start. A 100 ms metadata refresh timer (default 300 000)
-# wakes it.
+# wakes it. Not for a consumer of a broker on a frozen virtual clock: a Metadata request sent
+# behind its parked Fetch long poll waits with it, and a rejoin waits for that Metadata.
 RDKAFKA_CLIENT: dict[str, Any] = {"topic.metadata.refresh.interval.ms": 100}
 
 RDKAFKA_CONSUMER: dict[str, Any] = {
