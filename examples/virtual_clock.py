@@ -24,7 +24,10 @@ def main() -> None:
     with Broker({"transaction.state.log.num.partitions": 1}, clock=clock) as broker:
         broker.seed({"orders": {"partitions": 1}})
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "quiet",
-                             "transaction.timeout.ms": 60_000})
+                             "transaction.timeout.ms": 60_000,
+                             # wakes librdkafka every 100 ms, so its first InitProducerId is not
+                             # half a second late (docs/testing.md, "Keeping tests fast")
+                             "topic.metadata.refresh.interval.ms": 100})
         producer.init_transactions(20)
         producer.begin_transaction()
         producer.produce("orders", value=b"never committed", partition=0)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from kafka.partitioner.default import murmur2
 
 from kafkapy.errors import KafkaPyError
 
@@ -183,6 +182,8 @@ def placed(records: Sequence[RecordSeed], partitions: int) -> dict[int, list[Rec
         partition = record.partition
         if partition is None:
             if record.key is not None:
+                from kafka.partitioner.default import murmur2  # lazy: kafka-python costs `serve` 70 ms
+
                 partition = (murmur2(record.key) & 0x7FFFFFFF) % partitions
             else:
                 partition, turn = turn % partitions, turn + 1

@@ -292,3 +292,14 @@ def test_a_reader_that_goes_away_is_no_traceback() -> None:
     proc.stdout.close()  # as `| head -c 10` does
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=30) == 0 and err == ""
+
+
+def test_serve_starts_without_importing_kafka_python() -> None:
+    """kafka-python is imported only to place keyed records (produce, seed): importing it costs
+    every command about 70 ms of start-up, and the toolkit's tests start ``serve`` often."""
+    code = ("import sys\nfrom kafkapy.cli import main\n"
+            "assert main(['serve', '--brokers', '0']) == 2\n"
+            "print(sorted(m for m in sys.modules if m == 'kafka' or m.startswith('kafka.')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -21,8 +21,6 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kafka.partitioner.default import murmur2
-
 from kafkapy.client import ClientError
 from kafkapy.commands._partitions import PartitionClient
 from kafkapy.errors import EncodeError
@@ -120,6 +118,9 @@ def _headers(specs: list[str]) -> list[tuple[str, bytes | None]]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # lazy: importing kafka-python costs every kafkapy command (`serve` too) about 70 ms
+    from kafka.partitioner.default import murmur2
+
     prog = "kafkapy produce"
     try:
         headers = _headers(args.header)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from kafka_python_groups import poll_until_assigned, subscribe_when_seen
+from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.control.coordinators_json import view_json
 from kafkapy.embedded import Broker
@@ -65,7 +66,9 @@ def test_a_confluent_transaction_as_json(controlled_cluster: tuple[Broker, Check
 
     broker, checked = controlled_cluster
     checked.call("POST", "/seed", body={"orders": {"partitions": 1}})
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "t1"})
+    warm_transaction_coordinator(broker.bootstrap_servers)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "t1",
+                         **RDKAFKA_CLIENT})
     producer.init_transactions(TIMEOUT_S)
     producer.begin_transaction()
     producer.produce("orders", b"in a transaction", partition=0)

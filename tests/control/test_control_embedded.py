@@ -10,6 +10,7 @@ import json
 import time
 
 import pytest
+from quick_clients import RDKAFKA_CONSUMER
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -61,7 +62,7 @@ def test_seed_then_consume_with_confluent_kafka_then_reset(controlled: Controlle
         {"key": "o-2", "value": "second", "partition": 1}]}})
     assert (status, seeded) == (200, {"seeded": ["orders"], "records": 2})
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "control-test",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **RDKAFKA_CONSUMER})
     try:
         consumer.subscribe(["orders"])
         seen: list[tuple[bytes | None, bytes | None, object]] = []

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from kafka_python_groups import PolledMember, subscribe_when_seen
+from quick_clients import KAFKA_PYTHON_CONSUMER
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -120,7 +121,7 @@ class Member(PolledMember):
 
         consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
                                  client_id=client_id, auto_offset_reset="earliest",
-                                 enable_auto_commit=False, heartbeat_interval_ms=500, **extra)
+                                 enable_auto_commit=False, **{**KAFKA_PYTHON_CONSUMER, **extra})
         subscribe_when_seen(consumer, topic, TIMEOUT_S)
         super().__init__(consumer)
 
@@ -132,7 +133,8 @@ def committed_offset(broker: Broker, group: str, topic: str) -> int | None:
 
 def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_commits(broker: Broker) -> None:
     broker.seed({"events": {"partitions": 1, "records": [{"value": f"{i}"} for i in range(10)]}})
-    member = Member(broker, "survivor", "events", "survivor-1", session_timeout_ms=2000)
+    # the group.min.session.timeout.ms of the fixture: the outage outlasts it in a second
+    member = Member(broker, "survivor", "events", "survivor-1", session_timeout_ms=1000)
     try:
         broker.wait_for_sync(lambda: (committed_offset(broker, "survivor", "events"), len(member.seen),
                                       member.parts, classic(broker, "survivor"),
@@ -144,7 +146,8 @@ def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_com
         started = time.monotonic()
         with broker.coordinator_unavailable(group="survivor"):
             # The member's heartbeats are refused and its lookups find no coordinator; its
-            # session (2 s) runs out meanwhile, as it would behind a real coordinator outage.
+            # session (1 s; it heartbeats every 100 ms) runs out meanwhile, as it would behind a
+            # real coordinator outage.
             broker.wait_for_sync(lambda: classic(broker, "survivor"), lambda seen: not seen[1],
                                  timeout=TIMEOUT_S, what="the member's session to run out")
             refused = broker.wait_for_sync(

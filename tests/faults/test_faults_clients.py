@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from quick_clients import RDKAFKA_CLIENT, RDKAFKA_CONSUMER
 
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
@@ -47,7 +48,7 @@ def test_confluent_idempotent_producer_retries_not_leader_and_delivers_once(brok
     handle = broker.faults.add(FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE,
                                          topic="orders", times=2))
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
-                         "linger.ms": 0, "retry.backoff.ms": 10})
+                         "linger.ms": 0, "retry.backoff.ms": 10, **RDKAFKA_CLIENT})
     reports: list[Any] = []
     for i in range(10):
         producer.produce("orders", value=b"order-%d" % i, partition=0,
@@ -70,7 +71,7 @@ def test_confluent_idempotent_producer_survives_a_drop_after_the_write(broker: B
     create(broker, "payments")
     handle = broker.faults.add(FaultRule(DropConnection("after"), api=ApiKey.PRODUCE, times=1))
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
-                         "linger.ms": 0, "retry.backoff.ms": 10})
+                         "linger.ms": 0, "retry.backoff.ms": 10, **RDKAFKA_CLIENT})
     errors: list[Any] = []
     producer.produce("payments", value=b"once", partition=0, on_delivery=lambda err, msg: errors.append(err))
     assert producer.flush(TIMEOUT_S) == 0
@@ -107,7 +108,7 @@ def test_confluent_consumer_recovers_from_a_dropped_fetch(broker: Broker) -> Non
     assert producer.flush(TIMEOUT_S) == 0
     handle = broker.faults.add(FaultRule(DropConnection(), api=ApiKey.FETCH, times=1))
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "faults",
-                         "enable.auto.commit": False, "reconnect.backoff.ms": 10})
+                         "enable.auto.commit": False, "reconnect.backoff.ms": 10, **RDKAFKA_CONSUMER})
     consumer.assign([TopicPartition("feed", 0, 0)])
     got: list[bytes | None] = []
     deadline = time.monotonic() + TIMEOUT_S

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 import pytest
 from kafka_python_groups import PolledMember
+from quick_clients import KAFKA_PYTHON_CONSUMER, RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.embedded import Broker
 from kafkapy.inspection import GroupView
@@ -39,7 +40,7 @@ class KafkaPythonMember(PolledMember):
         super().__init__(KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=group,
                                        client_id=f"reader-{id(self)}", auto_offset_reset="earliest",
                                        enable_auto_commit=False, session_timeout_ms=6000,
-                                       heartbeat_interval_ms=200))
+                                       **KAFKA_PYTHON_CONSUMER))
 
 
 def settled(broker: Broker, group: str, members: list[KafkaPythonMember]) -> GroupView | None:
@@ -120,8 +121,9 @@ def test_a_standalone_committer_and_a_kip848_group_are_listed_by_kind(broker: Br
 def test_a_transaction_is_ongoing_with_its_partitions_then_complete(broker: Broker) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
+    warm_transaction_coordinator(broker.bootstrap_servers)
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "inspected-tx",
-                         "transaction.timeout.ms": 30000, "linger.ms": 0})
+                         "transaction.timeout.ms": 30000, "linger.ms": 0, **RDKAFKA_CLIENT})
     producer.init_transactions(TIMEOUT_S)
     [idle] = broker.transactions()
     assert (idle.transactional_id, idle.state, idle.partitions, idle.start_time_ms) == \

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -48,8 +49,9 @@ def test_reset_forgets_a_live_group_and_an_open_transaction(fresh: Broker) -> No
     from confluent_kafka import KafkaException, Producer
 
     members = [KafkaPythonMember(fresh, "live") for _ in range(2)]
+    warm_transaction_coordinator(fresh.bootstrap_servers)
     producer = Producer({"bootstrap.servers": fresh.bootstrap_servers, "transactional.id": "live-tx",
-                         "linger.ms": 0})
+                         "linger.ms": 0, **RDKAFKA_CLIENT})
     try:
         before = fresh.wait_for_sync(lambda: fresh.group("live"),
                                      lambda v: v is not None and v.state == "Stable" and len(v.members) == 2
@@ -89,8 +91,9 @@ def test_the_next_test_finds_a_clean_broker_and_uses_it(fresh: Broker) -> None:
     from confluent_kafka import Producer
 
     assert fresh.groups() == [] and fresh.transactions() == []
+    warm_transaction_coordinator(fresh.bootstrap_servers)
     producer = Producer({"bootstrap.servers": fresh.bootstrap_servers, "transactional.id": "live-tx",
-                         "linger.ms": 0})
+                         "linger.ms": 0, **RDKAFKA_CLIENT})
     producer.init_transactions(TIMEOUT_S)
     [txn] = fresh.transactions()
     assert (txn.state, txn.producer_epoch) == ("Empty", 0)  # a new producer id, not a bumped epoch

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from quick_clients import KCAT_CONSUMER
 
 from kafkapy.embedded import Broker, member_config
 from kafkapy.testing import wait_until
@@ -168,7 +169,8 @@ def test_seeded_records_are_read_back_by_kcat_and_confluent(kafka_cluster: Broke
 
     assert KCAT is not None
     out = subprocess.run([KCAT, "-b", kafka_cluster.bootstrap_servers, "-C", "-t", "greetings", "-e", "-q",
-                          "-J"], capture_output=True, text=True, timeout=60, check=True).stdout
+                          "-J", *KCAT_CONSUMER], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
     read = [json.loads(line) for line in out.splitlines()]
     assert len(read) == 14
     first = next(r for r in read if r["key"] == "k0")

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from quick_clients import KCAT_CONSUMER
+from serve_in_process import serve_in_process
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 SERVING = re.compile(r"serving (\d+) broker\(s\), bootstrap servers (\S+)")
@@ -50,7 +52,7 @@ def test_serve_runs_a_seeded_three_broker_cluster(tmp_path: Path) -> None:
         assert sorted(b["id"] for b in metadata["brokers"]) == [0, 1, 2]
         [topic] = [t for t in metadata["topics"] if t["topic"] == "greetings"]
         assert len({p["leader"] for p in topic["partitions"]}) == 2  # spread: a leader each
-        out = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", "greetings", "-e", "-q",
+        out = subprocess.run([KCAT, "-b", bootstrap, "-C", "-t", "greetings", "-e", "-q", *KCAT_CONSUMER,
                               "-f", "%p %o %k=%s %h %T\\n"], capture_output=True, text=True, timeout=60,
                              check=True).stdout
         assert sorted(out.splitlines()) == ["0 0 a=hello h=1 1700000000000", "1 0 b=world  1700000000001"]
@@ -61,11 +63,14 @@ def test_serve_runs_a_seeded_three_broker_cluster(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr.read()
 
 
-@pytest.mark.parametrize(("content", "message"), [
+BAD_SEEDS = [
     ("{oops", "not valid JSON"),
     ('{"t": {"partitions": 0}}', "topic 't' partitions: expected an integer of at least 1"),
-])
-def test_a_bad_seed_file_is_one_error_line(tmp_path: Path, content: str, message: str) -> None:
+]
+
+
+def test_a_bad_seed_file_is_one_error_line_from_the_real_process(tmp_path: Path) -> None:
+    content, message = BAD_SEEDS[0]
     seed = tmp_path / "seed.json"
     seed.write_text(content)
     proc = serve("--brokers", "2", "--seed", str(seed), "--override", "listeners=PLAINTEXT://127.0.0.1:0")
@@ -74,7 +79,17 @@ def test_a_bad_seed_file_is_one_error_line(tmp_path: Path, content: str, message
     assert message in err and "Traceback" not in err and "listening on" not in err
 
 
+@pytest.mark.parametrize(("content", "message"), BAD_SEEDS)
+def test_a_bad_seed_file_is_one_error_line(tmp_path: Path, content: str, message: str) -> None:
+    """In this process (the real process's output is proven above, for the first of these)."""
+    seed = tmp_path / "seed.json"
+    seed.write_text(content)
+    code, err = serve_in_process("--brokers", "2", "--seed", str(seed),
+                                 "--override", "listeners=PLAINTEXT://127.0.0.1:0")
+    assert code == 2
+    assert message in err and "Traceback" not in err and "listening on" not in err
+
+
 def test_brokers_must_be_positive() -> None:
-    proc = serve("--brokers", "0")
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and "--brokers must be at least 1" in err
+    code, err = serve_in_process("--brokers", "0")
+    assert code == 2 and "--brokers must be at least 1" in err

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from quick_clients import HEARTBEAT_MS, KAFKA_PYTHON_CONSUMER, RDKAFKA_CLIENT, RDKAFKA_CONSUMER
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -30,8 +31,9 @@ MESSAGES = 60
 @pytest.fixture
 def broker() -> Iterator[Broker]:
     settings = {"group.min.session.timeout.ms": 1000,
-                # KIP-848 members heartbeat as the broker says: Kafka's 5 s makes each rebalance step 5 s
-                "group.consumer.heartbeat.interval.ms": 500,
+                # KIP-848 members heartbeat as the broker says, and each rebalance step waits for the
+                # next heartbeat: Kafka's 5 s would make each step 5 s
+                "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
                 "observer.class.names": "kafkapy.observers.RequestHistory"}
     with Broker(settings, strict=True) as running:
         running.seed({TOPIC: {"partitions": PARTITIONS, "records": [
@@ -72,7 +74,7 @@ def kafka_python_member(broker: Broker, group: str) -> Member:
     def make() -> Any:
         consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
                                        client_id="kp-member", auto_offset_reset="earliest",
-                                       enable_auto_commit=False, heartbeat_interval_ms=500,
+                                       enable_auto_commit=False, **KAFKA_PYTHON_CONSUMER,
                                        # long: on a loaded machine kafka-python's heartbeats lag
                                        # (its net loop warns it is blocked), and a member timed out
                                        # while it still believes it holds its partitions stalls
@@ -102,7 +104,7 @@ def confluent_member(broker: Broker, group: str, **settings: Any) -> Member:
     def make() -> Any:
         consumer = confluent_kafka.Consumer({
             "bootstrap.servers": broker.bootstrap_servers, "group.id": group, "client.id": "rdkafka-member",
-            "auto.offset.reset": "earliest", "enable.auto.commit": False, **settings})
+            "auto.offset.reset": "earliest", "enable.auto.commit": False, **RDKAFKA_CONSUMER, **settings})
         consumer.subscribe([TOPIC])
         return consumer
 
@@ -169,7 +171,8 @@ def test_kafka_python_group_join_commit_rebalance(broker: Broker) -> None:
 def test_librdkafka_classic_group_join_commit_rebalance(broker: Broker, strategy: str) -> None:
     rebalance_through(broker, f"strict-rd-{strategy}", lambda: confluent_member(
         broker, f"strict-rd-{strategy}", **{"partition.assignment.strategy": strategy,
-                                            "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}))
+                                            "session.timeout.ms": 6000,
+                                            "heartbeat.interval.ms": HEARTBEAT_MS}))
 
 
 def test_librdkafka_kip848_group_join_commit_rebalance(broker: Broker) -> None:
@@ -179,7 +182,8 @@ def test_librdkafka_kip848_group_join_commit_rebalance(broker: Broker) -> None:
 
 def idempotent_producer(broker: Broker) -> Any:
     return confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5,
-                                     "enable.idempotence": True, "client.id": "rdkafka-idempotent"})
+                                     "enable.idempotence": True, "client.id": "rdkafka-idempotent",
+                                     **RDKAFKA_CLIENT})
 
 
 def test_confluent_idempotent_produce(broker: Broker) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
@@ -86,11 +87,16 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
     confluent_kafka = pytest.importorskip("confluent_kafka")
     broker = kafka_broker_factory({"transaction.state.log.num.partitions": 1})
     broker.seed({"orders": {"partitions": 1}})
+    warm_transaction_coordinator(broker.bootstrap_servers)
     stuck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                      "transactional.id": "stuck", "transaction.timeout.ms": 60_000})
+                                      "transactional.id": "stuck", "transaction.timeout.ms": 60_000,
+                                      **RDKAFKA_CLIENT})
     plain = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
-    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
-                                   isolation_level="read_committed", auto_offset_reset="earliest")
+    # fetch_max_wait_ms=0: each Fetch is answered at once, so "nothing yet" below is a Fetch
+    # answered with nothing, not one still waiting out its max wait on the frozen clock
+    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, client_id="committed-reader",
+                                   isolation_level="read_committed", auto_offset_reset="earliest",
+                                   fetch_max_wait_ms=0)
     try:
         stuck.init_transactions(20)
         stuck.begin_transaction()
@@ -98,7 +104,15 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
         stuck.flush(10)  # the transaction stays open: no commit, no abort
         plain.send("orders", value=b"after", partition=0).get(timeout=10)
         consumer.assign([kafka.TopicPartition("orders", 0)])
-        assert _values(consumer, 0.5) == []  # read_committed stops at the open transaction
+        before_abort: list[bytes] = []
+
+        def answered_twice() -> bool:  # the consumer sends its next Fetch once it has read the last answer
+            before_abort.extend(_values(consumer, 0.05))
+            return _answered(broker, "committed-reader", ApiKey.FETCH) >= 2
+
+        wait_until(answered_twice, what="two Fetches answered")
+        before_abort.extend(_values(consumer, 0.05))
+        assert before_abort == []  # read_committed stops at the open transaction
         started = time.monotonic()
         # The coordinator looks for timed-out transactions every 10 s
         # (transaction.abort.timed.out.transaction.cleanup.interval.ms, Kafka's default).
@@ -207,8 +221,12 @@ def _polled(consumer: Any) -> bool:
     return True
 
 
+def _answered(broker: Broker, client_id: str, api_key: ApiKey) -> int:
+    return sum(1 for e in broker.history(client_id=client_id) if e.api_key == api_key and e.answered)
+
+
 def _heartbeats(broker: Broker, client_id: str) -> int:
-    return sum(1 for e in broker.history(client_id=client_id) if e.api_key == ApiKey.HEARTBEAT and e.answered)
+    return _answered(broker, client_id, ApiKey.HEARTBEAT)
 
 
 @pytest.mark.kafka_seed({"jobs": {"partitions": 4}})
@@ -217,6 +235,9 @@ def test_a_group_rebalances_to_the_live_member_when_the_clock_passes_the_session
     confluent_kafka = pytest.importorskip("confluent_kafka")
     live = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers,
                                      "group.id": "workers", "client.id": "live",
+                                     # not quick_clients' 100 ms metadata refresh: on a frozen clock
+                                     # a Metadata queued behind this consumer's parked Fetch never
+                                     # comes back, and librdkafka's rejoin waits for it
                                      "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 100})
     live.subscribe(["jobs"])
     try:
