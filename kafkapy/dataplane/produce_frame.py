@@ -50,6 +50,7 @@ from kafkapy.protocol.records import (
     V2_MAGIC_AT,
     RecordBatch,
 )
+from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import NO_RESPONSE, FromFrame
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class ProduceFromFrame:
         topic_name = partitions.topic_name
         appended = partitions.appended
 
-        def answer(conn: ConnectionInfo, frame: bytes) -> bytes | None:
+        def answer(conn: ConnectionInfo, frame: ReceivedFrame) -> bytes | None:
             end = len(frame)
             try:
                 # --- 1. read ---------------------------------------------------------------
@@ -141,7 +142,7 @@ class ProduceFromFrame:
                     pos += 7
                     if by_id:
                         name_start, pos = pos, pos + _UUID_SIZE
-                        name = topic_name(uuid.UUID(bytes=frame[name_start:pos]))  # ValueError if cut
+                        name = topic_name(uuid.UUID(bytes=bytes(frame[name_start:pos])))  # ValueError if cut
                         name_end = pos
                         if name is None:
                             return None
@@ -201,7 +202,7 @@ class ProduceFromFrame:
                         return None
             except (struct.error, IndexError, ValueError):
                 return None
-            name_field = frame[name_start:name_end]
+            name_field = bytes(frame[name_start:name_end])  # a dict key, also of a kept bytearray frame
             if acks not in _ACKS or frame[records_start + V2_MAGIC_AT] != 2:
                 return None
 
