@@ -10,6 +10,7 @@ in turn to compare them (docs/performance.md, "Round 7: frames that span reads")
 from __future__ import annotations
 
 import inspect
+import itertools
 import time
 from typing import Any
 
@@ -31,7 +32,7 @@ def _chunks() -> list[bytes]:
         "topic_data": [{"name": "bench", "partition_data": [{"index": 0, "records": batch}]}]})
     wire = len(frame).to_bytes(4, "big") + frame
     cuts = [0, len(wire) // 4, len(wire) // 2, 3 * len(wire) // 4, len(wire)]
-    return [wire[a:b] for a, b in zip(cuts, cuts[1:])]
+    return [wire[a:b] for a, b in itertools.pairwise(cuts)]
 
 
 def _buffer(**kept: Any) -> FrameBuffer:

@@ -111,7 +111,8 @@ def large_frames(fast_paths: FastPaths, port: int) -> list[bytes]:
         "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
         "topics": [{"topic": "big", "partitions": [{"partition": 0, "current_leader_epoch": -1,
                                                      "fetch_offset": 0, "last_fetched_epoch": -1,
-                                                     "log_start_offset": -1, "partition_max_bytes": 50 << 20}]}]})
+                                                     "log_start_offset": -1,
+                                                     "partition_max_bytes": 50 << 20}]}]})
     frames = [FRAMES[0], *produces[:2], FRAMES[0], *produces[2:]]
     with Broker(config, fast_paths=fast_paths) as b:
         b.seed({"big": {"partitions": 1}})
