@@ -282,6 +282,7 @@ class _Cut:
         self.header: bytearray | None = None  # the batch header before its stamp
 
     def undo(self) -> None:
+        """The frame as it came (only once no view of it is held: a bytearray with one won't resize)."""
         frame = self.frame
         if self.header is not None:
             frame[:len(self.header)] = self.header

@@ -13,11 +13,10 @@ no growing buffer, no copy of the body out of it, no copy of the leftover of
 the read that ends it. Only a size cut between reads (under four bytes) is
 buffered. A body over PREALLOCATE_UP_TO is not allocated ahead of its bytes
 (a peer announcing socket.request.max.bytes and sending nothing would pin
-that much): it grows as they arrive, which for such sizes realloc does in
-place (mremap), still with no copy out. Such a body is handed out as the ``bytearray`` itself when it is at
-least ``keep_from`` bytes (the connection never touches it again, so whoever
-takes it may keep or stamp it), else as ``bytes`` (one more copy of a small
-frame, so the common small request looks as it always did).
+that much): it grows as they arrive. A body that spanned reads is handed out
+as the ``bytearray`` itself when it is at least ``keep_from`` bytes (the
+connection never touches it again, so whoever takes it may keep or cut it),
+else as ``bytes`` (one more copy, of a small frame).
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ __all__ = ["KEEP_FROM", "PREALLOCATE_UP_TO", "FrameBuffer", "FrameSizeError", "R
 ReceivedFrame = bytes | bytearray
 
 # Bodies from this size on that span reads are handed out as their bytearray (FastPaths.kept_frames):
-# a Produce batch of librdkafka's (linger.ms=5) is 10-1000 KB, a read at most 256 KiB (asyncio's
-# selector transport's max_size); under this a copy costs less than a consumer's bytes() of it.
+# the Produce batches worth it (librdkafka's, linger.ms=5, are 10-1000 KB; asyncio reads at most
+# 256 KiB at a time). Smaller ones stay bytes, as every request was before, for a copy of a few KB.
 KEEP_FROM = 16 * 1024
 # The largest body allocated whole before its bytes arrive: librdkafka's message.max.bytes default
 # (1,000,000) bounds its requests, so a producer's batches all fit.
