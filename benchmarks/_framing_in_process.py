@@ -3,7 +3,8 @@
 Frames one Produce v9 of a 2,000-record batch (100-byte values, 226 KB: what confluent-kafka sends
 in the produce msg/s workload) arriving in four reads, through ``FrameBuffer.drain`` alone and
 through ``drain`` then ``Dispatcher.dispatch_all`` of an embedded broker (answered from the frame),
-and prints the best of 5 windows of 100 (process CPU time), per request. Run it from two checkouts
+and prints the best of 5 windows of 100 (process CPU time), per request; before that, two wall-clock
+loops of ``drain`` alone: that frame, dropped as soon as it is out, and one small frame per read. Run it from two checkouts
 in turn to compare them (docs/performance.md, "Round 7: frames that span reads").
 """
 
@@ -42,9 +43,37 @@ def _buffer(**kept: Any) -> FrameBuffer:
     return FrameBuffer(100 * 1024 * 1024)
 
 
+def _drain_dropped(chunks: list[bytes]) -> float:
+    """drain alone, each request's frames dropped at once: best of 7 windows of 2,000, seconds each."""
+    buffer, best = _buffer(), float("inf")
+    for _ in range(7):
+        start = time.perf_counter()
+        for _ in range(2000):
+            out: list[Any] = []
+            for chunk in chunks:
+                buffer.drain(chunk, out)
+            del out
+        best = min(best, (time.perf_counter() - start) / 2000)
+    return best
+
+
+def _drain_small() -> float:
+    """drain of one 44-byte frame per read (an ApiVersions round trip's): best of 7 windows of 200,000."""
+    wire, buffer, best = (40).to_bytes(4, "big") + b"x" * 40, _buffer(), float("inf")
+    for _ in range(7):
+        start = time.perf_counter()
+        for _ in range(200_000):
+            out: list[Any] = []
+            buffer.drain(wire, out)
+        best = min(best, (time.perf_counter() - start) / 200_000)
+    return best
+
+
 def main() -> None:
     chunks = _chunks()
     print(f"one Produce v9 of {sum(map(len, chunks)):,} bytes in {len(chunks)} reads")
+    print(f"drain, each frame dropped at once: {_drain_dropped(chunks) * 1e6:.1f} us")
+    print(f"drain of one 44-byte frame per read: {_drain_small() * 1e9:.0f} ns")
     connection = ConnectionInfo(id="bench", listener="PLAINTEXT", security_protocol="PLAINTEXT",
                                 client_address=("127.0.0.1", 1), broker_address=("127.0.0.1", 2),
                                 principal="User:ANONYMOUS")
