@@ -4,8 +4,9 @@ Frames one Produce v9 of a 2,000-record batch (100-byte values, 226 KB: what con
 in the produce msg/s workload) arriving in four reads, through ``FrameBuffer.drain`` alone and
 through ``drain`` then ``Dispatcher.dispatch_all`` of an embedded broker (answered from the frame),
 and prints the best of 5 windows of 100 (process CPU time), per request; before that, two wall-clock
-loops of ``drain`` alone: that frame, dropped as soon as it is out, and one small frame per read. Run it from two checkouts
-in turn to compare them (docs/performance.md, "Round 7: frames that span reads").
+loops of ``drain`` alone: that frame, dropped as soon as it is out, and one small frame per read.
+Run it from two checkouts in turn to compare them (docs/performance.md, "Round 7: frames that span
+reads").
 """
 
 from __future__ import annotations
