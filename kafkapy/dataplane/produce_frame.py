@@ -50,9 +50,13 @@ from kafkapy.protocol.records import (
     V2_MAGIC_AT,
     RecordBatch,
 )
+from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import NO_RESPONSE, FromFrame
 
 if TYPE_CHECKING:
+    from kafkapy.log.producer_state import ProducerStateManager
+    from kafkapy.log.segmented import SegmentedLog
+    from kafkapy.log.topic_config import LogConfig
     from kafkapy.server.connection import ConnectionInfo
 
 __all__ = ["FAST_VERSIONS", "ProduceFromFrame"]
@@ -116,7 +120,7 @@ class ProduceFromFrame:
         topic_name = partitions.topic_name
         appended = partitions.appended
 
-        def answer(conn: ConnectionInfo, frame: bytes) -> bytes | None:
+        def answer(conn: ConnectionInfo, frame: ReceivedFrame) -> bytes | None:
             end = len(frame)
             try:
                 # --- 1. read ---------------------------------------------------------------
@@ -141,7 +145,7 @@ class ProduceFromFrame:
                     pos += 7
                     if by_id:
                         name_start, pos = pos, pos + _UUID_SIZE
-                        name = topic_name(uuid.UUID(bytes=frame[name_start:pos]))  # ValueError if cut
+                        name = topic_name(uuid.UUID(bytes=bytes(frame[name_start:pos])))  # ValueError if cut
                         name_end = pos
                         if name is None:
                             return None
@@ -201,7 +205,7 @@ class ProduceFromFrame:
                         return None
             except (struct.error, IndexError, ValueError):
                 return None
-            name_field = frame[name_start:name_end]
+            name_field = bytes(frame[name_start:name_end])  # a dict key, also of a kept bytearray frame
             if acks not in _ACKS or frame[records_start + V2_MAGIC_AT] != 2:
                 return None
 
@@ -228,32 +232,25 @@ class ProduceFromFrame:
                     or log.epochs.latest_epoch < epoch):
                 return None
 
-            # --- 3. check, 4. stamp ------------------------------------------------------------
+            # --- 3. check, 4. stamp, 5. producer state, 6. append (_check_stamp_append); answer ---
             now_ms = clock_ms()
             config = append_config(name)
-            # the one copy (a slice of a large frame would be one more)
-            data = bytearray(frame[records_start:pos] if size < _COPY_SLICE_BELOW
-                             else memoryview(frame)[records_start:pos])
-            try:
-                batch = RecordBatch(data)
-            except DecodeError:
-                return None
-            max_timestamp = clean_batch_max_timestamp(batch, data, config, now_ms, api_version)
-            if max_timestamp is None:
-                return None
             log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
             base_offset = log.log_end_offset
-            stamp_batch(data, batch, base_offset=base_offset, leader_epoch=epoch,
-                        max_timestamp=now_ms if log_append_time else max_timestamp,
-                        log_append_time=log_append_time)
-
-            # --- 5. producer state, 6. append and answer -----------------------------------------
-            try:
-                if state.check_and_update(batch) is not None:
-                    return None  # a retry: the plain path answers with the offsets it got then
-            except KafkaApiError:
-                return None  # refused, nothing recorded: the plain path answers it
-            log.append_one(data, batch, now_ms)
+            correlation_id = frame[4:8]
+            if type(frame) is bytearray:
+                # A large frame kept as received (FastPaths.kept_frames), no one else's: it becomes
+                # the batch the log keeps, its request head and tag bytes cut off in place (a cut at
+                # the front moves the bytearray's start, no copy), all put back if it is declined.
+                cut = _Cut(frame, records_start, pos)
+                if not _check_stamp_append(frame, cut, config, now_ms, api_version, log, epoch, state):
+                    cut.undo()  # the batch and its views are gone with the call: the frame may resize
+                    return None
+            elif not _check_stamp_append(  # the one copy (a slice of a large frame would be one more)
+                    bytearray(frame[records_start:pos] if size < _COPY_SLICE_BELOW
+                              else memoryview(frame)[records_start:pos]),
+                    None, config, now_ms, api_version, log, epoch, state):
+                return None
             appended(name, index)
             if acks == 0:
                 return NO_RESPONSE
@@ -266,6 +263,54 @@ class ProduceFromFrame:
             append_time = now_ms if log_append_time else _NO_OFFSET
             partition = pack_partition(index, _NO_ERROR, base_offset, append_time, log.log_start_offset) \
                 if with_log_start else pack_partition(index, _NO_ERROR, base_offset, append_time)
-            return b"".join((head[0], frame[4:8], head[1], partition, after))
+            return b"".join((head[0], correlation_id, head[1], partition, after))
 
         return answer
+
+
+class _Cut:
+    """A kept frame cut down to its records in place, and what it takes to make it whole again."""
+
+    __slots__ = ("frame", "head", "header", "tail")
+
+    def __init__(self, frame: bytearray, start: int, stop: int) -> None:
+        self.frame = frame
+        self.tail = frame[stop:]
+        del frame[stop:]
+        self.head = frame[:start]
+        del frame[:start]
+        self.header: bytearray | None = None  # the batch header before its stamp
+
+    def undo(self) -> None:
+        """The frame as it came (only once no view of it is held: a bytearray with one won't resize)."""
+        frame = self.frame
+        if self.header is not None:
+            frame[:len(self.header)] = self.header
+        frame[:0] = self.head
+        frame += self.tail
+
+
+def _check_stamp_append(data: bytearray, cut: _Cut | None, config: LogConfig, now_ms: int,
+                        api_version: int, log: SegmentedLog, epoch: int, state: ProducerStateManager) -> bool:
+    """Steps 3-6 on the batch that is all of ``data``: check, stamp, producer state, append. False
+    if the plain path must answer; nothing then changed but ``data``'s header (kept in ``cut``)."""
+    try:
+        batch = RecordBatch(data)
+    except DecodeError:
+        return False
+    max_timestamp = clean_batch_max_timestamp(batch, data, config, now_ms, api_version)
+    if max_timestamp is None:
+        return False
+    log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
+    if cut is not None:
+        cut.header = data[:V2_HEADER_SIZE]
+    stamp_batch(data, batch, base_offset=log.log_end_offset, leader_epoch=epoch,
+                max_timestamp=now_ms if log_append_time else max_timestamp,
+                log_append_time=log_append_time)
+    try:
+        if state.check_and_update(batch) is not None:
+            return False  # a retry: the plain path answers with the offsets it got then
+    except KafkaApiError:
+        return False  # refused, nothing recorded: the plain path answers it
+    log.append_one(data, batch, now_ms)
+    return True

@@ -48,7 +48,7 @@ import attrs
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import Response, decode_response, encode_request
 from kafkapy.protocol.chunks import Chunk, frame_size
-from kafkapy.server.framing import FrameBuffer, FrameSizeError
+from kafkapy.server.framing import KEEP_FROM, FrameBuffer, FrameSizeError, ReceivedFrame
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
@@ -112,13 +112,14 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, runtime: BrokerRuntime, listener: ListenerSpec) -> None:
         self.runtime = runtime
         self.listener = listener
-        self.frames = FrameBuffer(runtime.config["socket.request.max.bytes"])
+        self.frames = FrameBuffer(runtime.config["socket.request.max.bytes"],
+                                  KEEP_FROM if runtime.fast_paths.kept_frames else None)
         self._drain = self.frames.drain
         self._dispatch = runtime.dispatcher.dispatch
         self._dispatch_all = runtime.dispatcher.dispatch_all
         self._is_closed = self._closed
         self._now = runtime.clock
-        self.queue: collections.deque[bytes] = collections.deque()
+        self.queue: collections.deque[ReceivedFrame] = collections.deque()
         self.transport: asyncio.Transport | None = None
         self.info: ConnectionInfo | None = None
         self.worker: asyncio.Task[None] | None = None
@@ -174,7 +175,7 @@ class KafkaConnection(asyncio.Protocol):
         if self.draining or self.closed:
             return
         self.last_activity = self._now()  # what the idle sweep looks at
-        frames: list[bytes] = []
+        frames: list[ReceivedFrame] = []
         try:
             self._drain(data, frames)
         except FrameSizeError as exc:
@@ -217,19 +218,19 @@ class KafkaConnection(asyncio.Protocol):
     def _closed(self) -> bool:
         return self.closed
 
-    def _enqueue(self, frames: list[bytes]) -> None:
+    def _enqueue(self, frames: list[ReceivedFrame]) -> None:
         """Frames that wait for the worker; reading pauses while too many do."""
         self.queue.extend(frames)
         if len(self.queue) > MAX_QUEUED_FRAMES and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
 
-    def _take_responses(self, frames: list[bytes]) -> list[bytes]:
+    def _take_responses(self, frames: list[ReceivedFrame]) -> list[ReceivedFrame]:
         """Resolve the frames that answer the broker's own requests; the rest are requests."""
         requests = []
         for frame in frames:
             if len(frame) >= 4 and self._is_response(_SIZE.unpack_from(frame, 0)[0]):
-                self._response_received(frame)
+                self._response_received(bytes(frame))
             else:
                 requests.append(frame)
         return requests

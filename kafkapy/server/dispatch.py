@@ -55,6 +55,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.eager import start as eager_start
 from kafkapy.server.eager import stepped as eager_step
+from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.interceptors import Interceptor, run_chain
 from kafkapy.server.memo import AnswerMemo, Table
 from kafkapy.server.modules import (
@@ -231,25 +232,29 @@ class Dispatcher:
         self._served = served
         return served
 
-    def dispatch_all(self, conn: ConnectionInfo, frames: Iterator[bytes], out: list[Chunk],
+    def dispatch_all(self, conn: ConnectionInfo, frames: Iterator[ReceivedFrame], out: list[Chunk],
                      closed: Callable[[], bool]) -> Pending | None:
         """``dispatch`` the frames in turn, until one suspends (its awaitable is returned, and
         ``frames`` holds the ones after it) or ``closed()`` says a handler closed the connection.
         A request answered before, byte for byte, is answered from the memo right in this loop,
-        and one an ``ApiHandler.from_frame`` fast path takes is answered by it here."""
+        and one an ``ApiHandler.from_frame`` fast path takes is answered by it here. A large frame
+        kept as received (a bytearray, FastPaths.kept_frames) skips the memo (its keys are bytes)."""
         tables = self.memo.tables  # AnswerMemo.replay, inline: two dict gets per frame
         frame_paths = self.frame_paths
         observers = self.observers
         for frame in frames:
-            prefix = frame[:4]  # API key and version
-            table = tables.get(prefix)
-            if table is not None:
-                answer = table.get(frame[8:])
-                if answer is not None:  # (size prefix, answer after the correlation id)
-                    out.append(answer[0])
-                    out.append(frame[4:8])
-                    out.append(answer[1])
-                    continue
+            if type(frame) is bytes:
+                prefix = frame[:4]  # API key and version
+                table = tables.get(prefix)
+                if table is not None:
+                    answer = table.get(frame[8:])
+                    if answer is not None:  # (size prefix, answer after the correlation id)
+                        out.append(answer[0])
+                        out.append(frame[4:8])
+                        out.append(answer[1])
+                        continue
+            else:
+                prefix = bytes(frame[:4])
             from_frame = frame_paths.get(prefix)
             if from_frame is not None and not observers.active and (
                     not self.interceptors or self._none_applies(conn, frame)):
@@ -270,11 +275,13 @@ class Dispatcher:
                 return None
         return None
 
-    def dispatch(self, conn: ConnectionInfo, frame: bytes, out: list[Chunk]) -> Pending | None:
+    def dispatch(self, conn: ConnectionInfo, frame: ReceivedFrame, out: list[Chunk]) -> Pending | None:
         """Answer one request frame: the response goes onto ``out`` as wire bytes (size prefix,
         then the frame), unless it takes none. If the request's hooks or handler suspend, the
         result is instead an awaitable of the response frame (without size prefix) or None.
         CloseConnection (raised here or by the awaitable) ends the connection without an answer."""
+        if type(frame) is not bytes:  # a large frame kept as received: the plain path reads bytes
+            frame = bytes(frame)
         if len(frame) < 8:
             log.warning("closing %s: %d-byte frame is too short for a request header", conn.id, len(frame))
             raise CloseConnection
@@ -353,7 +360,7 @@ class Dispatcher:
                     self.frame_paths[frame[:4]] = answerer
         return plan
 
-    def _none_applies(self, conn: ConnectionInfo, frame: bytes) -> bool:
+    def _none_applies(self, conn: ConnectionInfo, frame: ReceivedFrame) -> bool:
         """Whether no installed interceptor applies to the request (``Interceptor.applies``), so
         it may take a fast path from the frame; a header that does not read goes the plain way."""
         try:

@@ -37,6 +37,11 @@ the bytes (tests/server/test_fast_paths.py):
   common request of an API answered straight from the frame's bytes, or declined before any
   effect, when no observer, module hook or applying interceptor sees it. Plain path: decode,
   handler, encode every time. Held equal by tests/dataplane/test_produce_from_frame.py.
+* ``kept_frames`` (kafkapy.server.framing): a large frame that spans reads is handed out as the
+  bytearray its body was received into (no copy out); the plain path of the dispatcher takes
+  ``bytes`` of it, a ``from_frame`` fast path reads it as it is. Plain path: every frame handed
+  out as ``bytes``. Held equal by tests/server/test_framing.py (the frames) and
+  tests/dataplane/test_produce_from_frame.py (Produce from a kept frame).
 """
 
 from __future__ import annotations
@@ -56,9 +61,10 @@ class FastPaths:
     chunked_responses: bool = True
     in_place_chain: bool = True
     from_frame: bool = True
+    kept_frames: bool = True
 
     @classmethod
     def none(cls) -> FastPaths:
         """Every plain path."""
         return cls(memo=False, in_place_accept=False, eager=False, chunked_responses=False,
-                   in_place_chain=False, from_frame=False)
+                   in_place_chain=False, from_frame=False, kept_frames=False)

@@ -3,7 +3,20 @@
 Each frame is a 4-byte big-endian size, then that many bytes. A size below
 zero or above the limit (socket.request.max.bytes) is refused as soon as the
 four size bytes arrive, before any of the body is read or buffered, so a
-hostile size costs nothing.
+hostile size costs little.
+
+Theory of operation: a frame whose bytes all arrive in one read is sliced out
+of it (one copy). A frame that spans reads gets its body allocated once, as
+soon as its size is known (``bytearray(size)``), and each read is copied into
+its place, so each of its bytes is copied once however many reads bring it:
+no growing buffer, no copy of the body out of it, no copy of the leftover of
+the read that ends it. Only a size cut between reads (under four bytes) is
+buffered. A body over PREALLOCATE_UP_TO is not allocated ahead of its bytes
+(a peer announcing socket.request.max.bytes and sending nothing would pin
+that much): it grows as they arrive. A body that spanned reads is handed out
+as the ``bytearray`` itself when it is at least ``keep_from`` bytes (the
+connection never touches it again, so whoever takes it may keep or cut it),
+else as ``bytes`` (one more copy, of a small frame).
 """
 
 from __future__ import annotations
@@ -12,7 +25,18 @@ import struct
 
 from kafkapy.errors import KafkaPyError
 
-__all__ = ["FrameBuffer", "FrameSizeError"]
+__all__ = ["KEEP_FROM", "PREALLOCATE_UP_TO", "FrameBuffer", "FrameSizeError", "ReceivedFrame"]
+
+# A frame body as handed out: ``bytes``, or a large frame's own ``bytearray`` (see above).
+ReceivedFrame = bytes | bytearray
+
+# Bodies from this size on that span reads are handed out as their bytearray (FastPaths.kept_frames):
+# the Produce batches worth it (librdkafka's, linger.ms=5, are 10-1000 KB; asyncio reads at most
+# 256 KiB at a time). Smaller ones stay bytes, as every request was before, for a copy of a few KB.
+KEEP_FROM = 16 * 1024
+# The largest body allocated whole before its bytes arrive: librdkafka's message.max.bytes default
+# (1,000,000) bounds its requests, so a producer's batches all fit.
+PREALLOCATE_UP_TO = 1 << 20
 
 
 class FrameSizeError(KafkaPyError):
@@ -31,57 +55,87 @@ _SIZE = struct.Struct(">i")
 class FrameBuffer:
     """Accumulates received bytes and hands out complete frame bodies in order."""
 
-    __slots__ = ("_buf", "_failed", "_limit", "_want")
+    __slots__ = ("_body", "_failed", "_filled", "_head", "_keep_from", "_limit", "_size")
 
-    def __init__(self, limit: int) -> None:
-        self._buf = bytearray()  # the start of a frame whose end has not arrived
+    def __init__(self, limit: int, keep_from: int | None = KEEP_FROM) -> None:
+        self._head = b""  # under four bytes of a size cut between reads
+        self._body: bytearray | None = None  # the body of a frame that spans reads, allocated whole
+        self._filled = 0  # bytes of _body received so far
+        self._size = 0  # the size of _body's frame
         self._limit = limit
-        self._want = 4  # bytes _buf must hold before a frame can complete
+        self._keep_from = keep_from  # None: every body handed out as bytes
         self._failed: FrameSizeError | None = None
 
     @property
     def pending(self) -> int:
         """Bytes received but not yet handed out: a stalled partial frame shows here."""
-        return len(self._buf)
+        return len(self._head) if self._body is None else 4 + self._filled
 
-    def drain(self, data: bytes, out: list[bytes]) -> None:
+    def drain(self, data: bytes | bytearray | memoryview, out: list[ReceivedFrame]) -> None:
         """Take received bytes: every frame body they complete is appended to ``out``, in order.
 
         A frame size that is negative or over the limit raises FrameSizeError as soon as its four
-        bytes are in, after the frames before it were appended; the buffer then refuses all input.
-        Whole frames are sliced straight out of ``data``: bytes are only buffered (and copied) for
-        a frame that spans reads, and its body is copied out of the buffer once (a produce of a
-        megabyte spans many reads)."""
+        bytes are in, after the frames before it were appended; the buffer then refuses all input."""
         if self._failed is not None:
             raise self._failed
-        buf = self._buf
-        if buf:
-            buf += data
-            want = self._want
-            if len(buf) < want:
-                return
-            if want > 4:  # a frame that spanned reads, its size checked: its body copied once
-                with memoryview(buf) as view:
-                    out.append(bytes(view[4:want]))
-                    data = bytes(view[want:])
-            else:
-                data = bytes(buf)
-            buf.clear()
-        elif type(data) is not bytes:
+        if type(data) is not bytes:
             data = bytes(data)
-        pos, end, limit, unpack = 0, len(data), self._limit, _SIZE.unpack_from
-        want = 4
+        pos, end = 0, len(data)
+        body = self._body
+        if body is not None:  # more of a frame that spans reads, copied into its place
+            filled = self._filled
+            take = self._size - filled
+            if take > end:
+                body[filled:filled + end] = data
+                self._filled = filled + end
+                return
+            with memoryview(data) as view:
+                body[filled:] = view[:take]
+            self._body = None
+            keep_from = self._keep_from
+            out.append(body if keep_from is not None and take + filled >= keep_from else bytes(body))
+            pos = take
+        elif self._head:  # a size cut between reads
+            head = self._head
+            need = 4 - len(head)
+            if end < need:
+                self._head = head + data
+                return
+            self._head = b""
+            size = self._checked(_SIZE.unpack(head + data[:need])[0])
+            pos = need
+            if pos + size > end:
+                self._start_body(data, pos, end, size)
+                return
+            out.append(data[pos:pos + size])
+            pos += size
+        limit, unpack = self._limit, _SIZE.unpack_from
         while end - pos >= 4:
             size = unpack(data, pos)[0]
             if size < 0 or size > limit:
-                self._failed = FrameSizeError(size, limit)
-                raise self._failed
+                self._checked(size)
             stop = pos + 4 + size
             if stop > end:
-                want = 4 + size
-                break
+                self._start_body(data, pos + 4, end, size)
+                return
             out.append(data[pos + 4:stop])
             pos = stop
         if pos < end:
-            buf += data[pos:] if pos else data
-        self._want = want
+            self._head = data[pos:]
+
+    def _checked(self, size: int) -> int:
+        """``size``, or FrameSizeError (and every later drain refused) if it must not be read."""
+        if size < 0 or size > self._limit:
+            self._failed = FrameSizeError(size, self._limit)
+            raise self._failed
+        return size
+
+    def _start_body(self, data: bytes, start: int, end: int, size: int) -> None:
+        """Allocate the body of a frame that spans reads, and copy in the part of it that came."""
+        with memoryview(data) as view:
+            if size <= PREALLOCATE_UP_TO:
+                body = self._body = bytearray(size)
+                body[:end - start] = view[start:end]
+            else:
+                self._body = bytearray(view[start:end])
+        self._filled, self._size = end - start, size

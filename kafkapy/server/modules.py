@@ -26,6 +26,7 @@ from kafkapy.server.config import ConfigKey
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
     from kafkapy.server.connection import ConnectionInfo
+    from kafkapy.server.framing import ReceivedFrame
     from kafkapy.server.services import BrokerServices
 
 __all__ = ["NO_RESPONSE", "Answer", "ApiHandler", "ChunkedResponse", "EncodedResponse", "FromFrame",
@@ -69,7 +70,9 @@ Handler = Callable[[RequestContext, "Request"], Awaitable[Answer] | Answer]
 # A fast path from the frame (``ApiHandler.from_frame``): given the connection and a request frame
 # (no size prefix), the whole answer on the wire (size prefix included), NO_RESPONSE when it was
 # handled and takes none, or None, having changed nothing, to leave the frame to the plain path.
-FromFrame = Callable[["ConnectionInfo", bytes], bytes | None]
+# The frame is bytes, or a large frame's own bytearray (FastPaths.kept_frames): read it, never keep
+# or change it unless the answer is given from it.
+FromFrame = Callable[["ConnectionInfo", "ReceivedFrame"], bytes | None]
 NO_RESPONSE = b""
 
 

@@ -31,6 +31,7 @@ from kafkapy.protocol.records import LOG_APPEND_TIME, build_record_batch
 from kafkapy.server.clock import VirtualClock
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.fastpaths import FastPaths
+from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import FromFrame
 
 WALL_START = 1_750_000_000.0
@@ -55,7 +56,7 @@ class _CountedPaths(dict[bytes, FromFrame]):
     answered = 0
 
     def __setitem__(self, key: bytes, answerer: FromFrame) -> None:
-        def counted(conn: ConnectionInfo, frame: bytes) -> bytes | None:
+        def counted(conn: ConnectionInfo, frame: ReceivedFrame) -> bytes | None:
             wire = answerer(conn, frame)
             if wire is not None:
                 type(self).answered += 1
@@ -82,7 +83,7 @@ def _topic_ids(broker: Broker) -> dict[str, uuid.UUID]:
     return {name: info.topic_id for name, info in broker.runtime.cluster.topics.items()}
 
 
-def _answer(broker: Broker, frame: bytes) -> bytes | str:
+def _answer(broker: Broker, frame: bytes | bytearray) -> bytes | str:
     """What one read holding ``frame`` answers: the wire bytes, or "closed"."""
     assert broker.runtime is not None
     dispatcher = broker.runtime.dispatcher
@@ -200,16 +201,26 @@ def _one_batch(version: int, acks: int, transactional_id: str | None, topic: str
 
 
 def _exchange(fast: Broker, plain: Broker, build: Callable[[dict[str, uuid.UUID]], bytes],
-              change: Callable[[bytes], bytes] = lambda frame: frame) -> list[bytes | str]:
+              change: Callable[[bytes], bytes] = lambda frame: frame, *,
+              kept: bool = False) -> list[bytes | str]:
     """The answers of both brokers to the frame ``build`` makes with each one's topic ids, after
     ``change``. v13 names topics by id, so in the answers each id is replaced by its topic's name
-    (an id ``change`` altered, by the name marked as altered where it was)."""
+    (an id ``change`` altered, by the name marked as altered where it was). ``kept``: the fast
+    broker gets the frame as a bytearray, as FrameBuffer hands out a large frame that spanned reads
+    (FastPaths.kept_frames), which it may keep only if it answers it."""
     answers = []
     for broker in (fast, plain):
         ids = _topic_ids(broker)
         frame = build(ids)
         changed = change(frame)
-        answer = _answer(broker, changed)
+        if kept and broker is fast:
+            received = bytearray(changed)
+            answered = _CountedPaths.answered
+            answer = _answer(broker, received)
+            if _CountedPaths.answered == answered:  # declined: the plain path read it as it came
+                assert received == changed
+        else:
+            answer = _answer(broker, changed)
         if isinstance(answer, bytes):
             for name, topic_id in ids.items():
                 at = frame.find(topic_id.bytes)
@@ -228,6 +239,7 @@ def test_the_fast_path_answers_and_stores_as_the_plain_path(brokers: tuple[Broke
     sequences: dict[tuple[int, str, int], int] = {}
     for request in data.draw(st.lists(requests(sequences), min_size=1, max_size=5)):
         correlation_id = next(_correlation)
+        kept = data.draw(st.booleans(), label="kept as a bytearray")
 
         def build(ids: dict[str, uuid.UUID], request: dict[str, Any] = request,
                   correlation_id: int = correlation_id) -> bytes:
@@ -235,7 +247,8 @@ def test_the_fast_path_answers_and_stores_as_the_plain_path(brokers: tuple[Broke
                           request["parts"], ids, correlation_id)
         answered = _CountedPaths.answered
         fast_answer, plain_answer = _exchange(fast, plain, build,
-                                              lambda frame, request=request: _changed(frame, request))
+                                              lambda frame, request=request: _changed(frame, request),
+                                              kept=kept)
         assert fast_answer == plain_answer, request
         event("answered by the fast path" if _CountedPaths.answered > answered else "left to the plain path")
     assert _state(fast) == _state(plain)
@@ -250,9 +263,9 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
     fast, plain = brokers
     producer = 8000 + version
 
-    def send(records: bytes, acks: int, transactional_id: str | None = None) -> None:
+    def send(records: bytes, acks: int, transactional_id: str | None = None, kept: bool = False) -> None:
         fast_answer, plain_answer = _exchange(fast, plain, _one_batch(version, acks, transactional_id,
-                                                                      "plain", records, index=1))
+                                                                      "plain", records, index=1), kept=kept)
         assert fast_answer == plain_answer
         assert fast_answer == (b"" if acks == 0 else fast_answer) and fast_answer != "closed"
 
@@ -264,7 +277,10 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
                             base_sequence=0), -1)
     send(build_record_batch([{"value": b"transactional"}], producer_id=producer + 100, producer_epoch=0,
                             base_sequence=0, is_transactional=True), -1, "tx-b")
-    assert _CountedPaths.answered == before + 4
+    send(build_record_batch([{"value": b"kept"}]), 1, kept=True)  # a large frame's own bytearray
+    send(build_record_batch([{"value": b"kept, idempotent"}], producer_id=producer, producer_epoch=0,
+                            base_sequence=1), -1, kept=True)
+    assert _CountedPaths.answered == before + 6
     assert _state(fast) == _state(plain)
 
 

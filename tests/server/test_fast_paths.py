@@ -8,6 +8,7 @@ run also checks that the fast path it claims to use was really taken (or really 
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 from collections.abc import Mapping
 from typing import Any
@@ -19,6 +20,7 @@ from kafkapy import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import Request, encode_request
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.records import build_record_batch
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.interceptors import PASS, Interceptor, Pass
@@ -81,6 +83,54 @@ def test_a_fast_path_answers_byte_for_byte_as_its_plain_path(plain: FastPaths) -
     slow, _ = conversation(plain, port)
     assert len(fast) == 3 * len(FRAMES)
     assert fast == slow
+
+
+# --- frames that span reads, kept as received (kept_frames) --------------------------------------
+
+@functools.cache  # the same bytes (timestamps) for both brokers
+def _big_batch(tag: bytes, records: int, corrupt: bool = False) -> bytes:
+    batch = bytearray(build_record_batch([{"key": tag + b"%d" % i, "value": bytes([i % 251]) * 300}
+                                          for i in range(records)]))
+    if corrupt:
+        batch[-1] ^= 0xFF  # its CRC fails: declined by the fast path, refused by the plain one
+    return bytes(batch)
+
+
+def large_frames(fast_paths: FastPaths, port: int) -> list[bytes]:
+    """Produces larger than a read (asyncio reads at most 256 KiB) in one write with small frames,
+    then the partition fetched back: every answer's bytes."""
+    config = {"broker.id": 3, "cluster.id": "fast-path-cluster", "listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+    produces = [encode_request(ApiKey.PRODUCE, version, 21 + i, "fast-path-tests", {
+        "transactional_id": None, "acks": 1, "timeout_ms": 30000,
+        "topic_data": [{"name": "big", "partition_data": [{"index": 0, "records": batch}]}]})
+        for i, (version, batch) in enumerate([(9, _big_batch(b"a", 2000)), (7, _big_batch(b"b", 900)),
+                                              (9, _big_batch(b"c", 1500, corrupt=True)),
+                                              (9, _big_batch(b"d", 60))])]
+    fetch = encode_request(ApiKey.FETCH, 12, 40, "fast-path-tests", {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": "big", "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                     "fetch_offset": 0, "last_fetched_epoch": -1,
+                                                     "log_start_offset": -1,
+                                                     "partition_max_bytes": 50 << 20}]}]})
+    frames = [FRAMES[0], *produces[:2], FRAMES[0], *produces[2:]]
+    with Broker(config, fast_paths=fast_paths) as b:
+        b.seed({"big": {"partitions": 1}})
+        with KafkaSocket(b.bootstrap_servers) as s:
+            s.send_raw(b"".join(len(frame).to_bytes(4, "big") + frame for frame in frames))
+            answers = [s.read_frame() for _ in frames]
+            s.send_raw(len(fetch).to_bytes(4, "big") + fetch)
+            answers.append(s.read_frame())
+    return answers
+
+
+def test_frames_that_span_reads_answer_and_store_as_the_plain_path() -> None:
+    port = _free_port()
+    kept = large_frames(FastPaths(), port)
+    plain = large_frames(FastPaths(kept_frames=False), port)
+    assert kept == plain
+    stored = kept[-1]
+    assert b"a1999" in stored and b"b899" in stored and b"d59" in stored and b"c0" not in stored
 
 
 # --- handlers run in a task from their first line -------------------------------------------------

@@ -6,9 +6,11 @@ import asyncio
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkapy.server import eager
-from kafkapy.server.framing import FrameBuffer, FrameSizeError
+from kafkapy.server.framing import KEEP_FROM, PREALLOCATE_UP_TO, FrameBuffer, FrameSizeError, ReceivedFrame
 
 
 def _frame(body: bytes) -> bytes:
@@ -70,6 +72,155 @@ def test_a_big_frame_across_many_reads() -> None:
         buffer.drain(data[i:i + 4096], out)
         assert buffer.pending == (0 if out else min(i + 4096, len(data)))
     assert out == [body]
+
+
+# --- held equal to the copying FrameBuffer it replaced ----------------------------------------------
+
+_SIZE = struct.Struct(">i")
+
+
+class CopyingFrameBuffer:
+    """The FrameBuffer before bodies were preallocated (main 5b97767): growing buffer, copies out.
+
+    The reference the new one is held equal to; it raises FrameSizeError as the new one does."""
+
+    __slots__ = ("_buf", "_failed", "_limit", "_want")
+
+    def __init__(self, limit: int) -> None:
+        self._buf = bytearray()  # the start of a frame whose end has not arrived
+        self._limit = limit
+        self._want = 4  # bytes _buf must hold before a frame can complete
+        self._failed: FrameSizeError | None = None
+
+    @property
+    def pending(self) -> int:
+        """Bytes received but not yet handed out: a stalled partial frame shows here."""
+        return len(self._buf)
+
+    def drain(self, data: bytes, out: list[bytes]) -> None:
+        """Take received bytes: every frame body they complete is appended to ``out``, in order.
+
+        A frame size that is negative or over the limit raises FrameSizeError as soon as its four
+        bytes are in, after the frames before it were appended; the buffer then refuses all input.
+        Whole frames are sliced straight out of ``data``: bytes are only buffered (and copied) for
+        a frame that spans reads, and its body is copied out of the buffer once (a produce of a
+        megabyte spans many reads)."""
+        if self._failed is not None:
+            raise self._failed
+        buf = self._buf
+        if buf:
+            buf += data
+            want = self._want
+            if len(buf) < want:
+                return
+            if want > 4:  # a frame that spanned reads, its size checked: its body copied once
+                with memoryview(buf) as view:
+                    out.append(bytes(view[4:want]))
+                    data = bytes(view[want:])
+            else:
+                data = bytes(buf)
+            buf.clear()
+        elif type(data) is not bytes:
+            data = bytes(data)
+        pos, end, limit, unpack = 0, len(data), self._limit, _SIZE.unpack_from
+        want = 4
+        while end - pos >= 4:
+            size = unpack(data, pos)[0]
+            if size < 0 or size > limit:
+                self._failed = FrameSizeError(size, limit)
+                raise self._failed
+            stop = pos + 4 + size
+            if stop > end:
+                want = 4 + size
+                break
+            out.append(data[pos + 4:stop])
+            pos = stop
+        if pos < end:
+            buf += data[pos:] if pos else data
+        self._want = want
+
+
+def _run(buffer: FrameBuffer | CopyingFrameBuffer,
+         chunks: list[bytes]) -> tuple[list[list[bytes]], int | None, int]:
+    """The frames each read completes (as bytes), the bad size that stopped it, and what is pending."""
+    per_read: list[list[bytes]] = []
+    for chunk in chunks:
+        out: list[ReceivedFrame] = []
+        try:
+            buffer.drain(chunk, out)  # type: ignore[arg-type]
+        except FrameSizeError as error:
+            per_read.append([bytes(frame) for frame in out])
+            with pytest.raises(FrameSizeError):  # refused for good
+                buffer.drain(b"\0\0\0\0", [])
+            return per_read, error.size, buffer.pending
+        per_read.append([bytes(frame) for frame in out])
+    return per_read, None, buffer.pending
+
+
+# sizes about each threshold; and bad ones, and huge ones only announced (their bodies never come)
+_BAD = (-1, -(2**31), 2**31 - 1, PREALLOCATE_UP_TO + 1)
+_sizes = st.one_of(st.integers(0, 40), st.integers(KEEP_FROM - 2, KEEP_FROM + 2), st.sampled_from(_BAD))
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> tuple[bytes, list[bytes]]:
+    """Frames with bodies of any bytes, sometimes a bad or short size among them, cut anywhere."""
+    parts = []
+    for size in draw(st.lists(_sizes, max_size=6)):
+        length = size if 0 <= size <= KEEP_FROM + 2 else draw(st.integers(0, 40))  # too short: stays pending
+        body = (draw(st.binary(max_size=40)) * (1 + length // 40))[:length].ljust(length, b"b")
+        parts.append(_SIZE.pack(size) + body)
+    stream = b"".join(parts) + draw(st.binary(max_size=6))  # maybe a cut-off size or body at the end
+    cuts = sorted(draw(st.lists(st.integers(0, len(stream)), max_size=12)))
+    return stream, [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)])]
+
+
+@settings(max_examples=400, deadline=None)
+@given(streams(), st.sampled_from([None, 0, 5, KEEP_FROM]), st.sampled_from([40, KEEP_FROM + 2, 2**31 - 1]))
+def test_frames_match_the_copying_buffer_over_any_chunking(stream: tuple[bytes, list[bytes]],
+                                                           keep_from: int | None, limit: int) -> None:
+    """Same frames after the same reads, same bad size at the same read, same bytes pending; a body
+    is a bytearray exactly when it spanned reads and is at least ``keep_from`` bytes."""
+    data, chunks = stream
+    new = FrameBuffer(limit, keep_from)
+    assert _run(new, chunks) == _run(CopyingFrameBuffer(limit), chunks)
+    boundaries, at = set(), 0
+    for chunk in chunks:
+        at += len(chunk)
+        boundaries.add(at)
+    kinds, pos = FrameBuffer(limit, keep_from), 0
+    for chunk in chunks:
+        out: list[ReceivedFrame] = []
+        try:
+            kinds.drain(chunk, out)
+        except FrameSizeError:
+            break
+        for frame in out:
+            start, pos = pos + 4, pos + 4 + len(frame)
+            spanned = any(start < cut < pos for cut in boundaries)
+            kept = spanned and keep_from is not None and len(frame) >= keep_from
+            assert type(frame) is (bytearray if kept else bytes)
+            assert frame == data[start:pos]
+
+
+def test_a_kept_body_is_the_buffer_it_was_received_into() -> None:
+    body = bytes(range(256)) * 100
+    data = _frame(body) + _frame(b"next")
+    buffer, out = FrameBuffer(len(body), keep_from=1000), []
+    for i in range(0, len(data), 1000):
+        buffer.drain(data[i:i + 1000], out)
+    assert out == [body, b"next"] and type(out[0]) is bytearray and type(out[1]) is bytes
+
+
+def test_a_body_over_the_preallocation_bound_grows_as_it_arrives() -> None:
+    body = bytes(range(256)) * (PREALLOCATE_UP_TO // 256 + 1)
+    data = _frame(body) + _frame(b"next")
+    buffer, out = FrameBuffer(len(body)), []
+    buffer.drain(data[:10], out)
+    assert buffer.pending == 10  # what came, not the announced size, is held
+    for i in range(10, len(data), 300_000):
+        buffer.drain(data[i:i + 300_000], out)
+    assert out == [body, b"next"] and type(out[0]) is bytearray and buffer.pending == 0
 
 
 # --- eager ----------------------------------------------------------------------------------------
