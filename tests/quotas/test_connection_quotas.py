@@ -21,6 +21,14 @@ def _module(broker: Broker) -> QuotasModule:
     return next(m for m in broker.runtime.modules if isinstance(m, QuotasModule))
 
 
+def _ip_quota_is(broker: Broker, address: str, quota: float | None) -> None:
+    """Wait until the broker applies an ip quota just altered: the store's change reaches the
+    quotas module through a watch, after AlterClientQuotas has answered (as in Kafka)."""
+    quotas = _module(broker).connection_quotas
+    assert quotas is not None
+    wait_until(lambda: quotas.ip_rate_quota(address) == quota, what=f"{address}'s ip quota at {quota}")
+
+
 def _storm(
     address: str,
     attempts: int,
@@ -58,6 +66,7 @@ def test_per_ip_rate_serves_about_the_quota_and_closes_the_rest() -> None:
     with Broker(config) as b:
         a = b.bootstrap_servers
         assert alter(a, [({"ip": "127.0.0.2"}, [(RATE, 10)])]) == [(0, None)]
+        _ip_quota_is(b, "127.0.0.2", 10.0)
         # 60 attempts over 3 s from 127.0.0.2 (20/s), while 127.0.0.3 connects now and then
         other: list[float] = []
 
@@ -103,11 +112,11 @@ def test_per_ip_rate_serves_about_the_quota_and_closes_the_rest() -> None:
             assert name in text, name
         # raising the quota at run time takes effect without a restart
         assert alter(a, [({"ip": "127.0.0.2"}, [(RATE, 1000)])]) == [(0, None)]
-        time.sleep(0.2)
+        _ip_quota_is(b, "127.0.0.2", 1000.0)
         assert all(_storm(a, 20, 0.0, "127.0.0.2")[0])
         # removing it: unlimited, and the per-IP metric goes away
         assert alter(a, [({"ip": "127.0.0.2"}, [(RATE, None)])]) == [(0, None)]
-        time.sleep(0.2)
+        _ip_quota_is(b, "127.0.0.2", None)
         text = urllib.request.urlopen(url, timeout=5).read().decode()
         assert 'connection_accept_rate{ip="127.0.0.2"' not in text
 
@@ -118,10 +127,8 @@ def test_default_ip_quota_applies_to_ips_without_their_own() -> None:
         assert (
             alter(a, [({"ip": None}, [(RATE, 5)]), ({"ip": "127.0.0.5"}, [(RATE, 1000)])]) == [(0, None)] * 2
         )
-        time.sleep(0.1)
-        quotas = _module(b).connection_quotas
-        assert quotas is not None
-        assert quotas.ip_rate_quota("127.0.0.4") == 5.0 and quotas.ip_rate_quota("127.0.0.5") == 1000.0
+        _ip_quota_is(b, "127.0.0.5", 1000.0)
+        _ip_quota_is(b, "127.0.0.4", 5.0)
         assert all(_storm(a, 15, 0.0, "127.0.0.5")[0])
         assert sum(_storm(a, 15, 0.0, "127.0.0.4")[0]) < 15
 
