@@ -175,9 +175,6 @@ class GroupsModule(Module):
                                              lambda group: self.group_log.partition_for(group),
                                              self.coordinator.offsets, self._spawn)
         self._partitions: dict[int, _Load] = {}
-        # The leader epoch each partition was loaded under: led again under another (it moved away
-        # and back, and another coordinator may have written it), it is read again.
-        self._load_epochs: dict[int, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[bool] | None = None
         self._watches: list[Watch] = []
@@ -260,9 +257,6 @@ class GroupsModule(Module):
         me = self.services.broker_id
         for partition in info.partitions:
             leads = self._offsets_leader(partition) == me
-            if leads and partition in self._partitions and \
-                    self._load_epochs.get(partition) != self._offsets_epoch(partition):
-                self._unload(partition)  # led again since it was loaded: read it again
             if leads and partition not in self._partitions:
                 self._start_load(partition)
             elif not leads and partition in self._partitions:
@@ -346,10 +340,6 @@ class GroupsModule(Module):
 
     # --- which groups are ours ----------------------------------------------------------------
 
-    def _offsets_epoch(self, partition: int) -> int:
-        leadership = self.services.cluster.leadership(OFFSETS_TOPIC, partition)
-        return -1 if leadership is None else leadership[1]
-
     def _offsets_leader(self, partition: int) -> int:
         """By the stored leadership, as Metadata and the data plane answer, so the coordinator and
         the partition's log move together."""
@@ -374,9 +364,6 @@ class GroupsModule(Module):
                 self._unload(partition)
             raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
                                 f"This is not the correct coordinator for group {group_id}.")
-        if partition in self._partitions and \
-                self._load_epochs.get(partition) != self._offsets_epoch(partition):
-            self._unload(partition)  # led again since it was loaded (the watch has not run yet)
         state = self._partitions.get(partition)
         if state is _Load.LOADED:
             return
@@ -430,7 +417,6 @@ class GroupsModule(Module):
         if partition in self._partitions:
             return
         self._partitions[partition] = _Load.LOADING
-        self._load_epochs[partition] = self._offsets_epoch(partition)
         records: list[GroupRecord | OpenTxnRecords] = []
         replay = self.group_log.replay(partition)
 
@@ -475,7 +461,6 @@ class GroupsModule(Module):
 
     def _unload(self, partition: int) -> None:
         self._partitions.pop(partition, None)
-        self._load_epochs.pop(partition, None)
         self.coordinator.unload(partition)
         self.txn_offsets.unload(partition)
         self.consumer.unload(partition)

@@ -32,26 +32,38 @@ def committed_offset(consumer: confluent_kafka.Consumer, partition: confluent_ka
             time.sleep(0.05)
 
 
+def _consumer(bootstrap: str) -> confluent_kafka.Consumer:
+    return confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "movers",
+                                     "enable.auto.commit": False})
+
+
 def test_offsets_committed_on_the_other_coordinator_survive_the_move_back() -> None:
+    """Each commit and the read come from a consumer of their own, so no consumer that talked to
+    the first coordinator is sent back to it: it must notice the move by itself."""
     with Broker({"offsets.topic.num.partitions": 1}, brokers=2) as cluster:
         cluster.seed({TOPIC: {"partitions": 1}})
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
-                                             "group.id": "movers", "enable.auto.commit": False})
+        runtime = cluster.runtime
+        assert runtime is not None
+        consumers = []
         try:
-            partition = confluent_kafka.TopicPartition(TOPIC, 0)
-            consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 5)], asynchronous=False)
-            runtime = cluster.runtime
-            assert runtime is not None
+            first_committer = _consumer(cluster.bootstrap_servers)
+            consumers.append(first_committer)
+            first_committer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 5)], asynchronous=False)
             first, epoch = runtime.cluster.leadership(OFFSETS, 0)  # type: ignore[misc]
             group = cluster.group("movers")
             assert group is not None and group.committed() == {(TOPIC, 0): 5}
 
             cluster.move_leader(OFFSETS, 0, to=1 - first)
-            consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 7)], asynchronous=False)
+            second_committer = _consumer(cluster.bootstrap_servers)
+            consumers.append(second_committer)
+            second_committer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 7)], asynchronous=False)
             cluster.move_leader(OFFSETS, 0, to=first)
             assert runtime.cluster.leadership(OFFSETS, 0) == (first, epoch + 2)
-            assert committed_offset(consumer, partition) == 7
+            reader = _consumer(cluster.bootstrap_servers)
+            consumers.append(reader)
+            assert committed_offset(reader, confluent_kafka.TopicPartition(TOPIC, 0)) == 7
             group = cluster.group("movers")
             assert group is not None and group.committed() == {(TOPIC, 0): 7}
         finally:
-            consumer.close()
+            for consumer in consumers:
+                consumer.close()
