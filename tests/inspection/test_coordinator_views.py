@@ -44,9 +44,11 @@ class KafkaPythonMember(PolledMember):
 
 
 def settled(broker: Broker, group: str, members: list[KafkaPythonMember]) -> GroupView | None:
-    """The group once Stable with every member's partitions and every partition's offset committed."""
+    """The group once Stable, each member holding its half (a member that polled alone before the
+    second joined still holds all four until its next poll) and every partition's offset committed."""
     view = broker.group(group)
     done = (view is not None and view.state == "Stable" and len(view.members) == len(members)
+            and all(len(m.parts) == PARTITIONS // len(members) for m in members)
             and sorted(p for m in members for p in m.parts) == list(range(PARTITIONS))
             and view.committed() == {(TOPIC, p): RECORDS_PER_PARTITION for p in range(PARTITIONS)})
     return view if done else None
