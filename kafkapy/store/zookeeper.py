@@ -18,6 +18,7 @@ and logs it once per content (``_readable``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import queue
@@ -28,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
@@ -344,6 +345,22 @@ class _PartitionStates:
 _NOT_OURS = object()  # a resent write's conflict was someone else's doing
 
 
+def _topic_creation(tx: TransactionRequest, topic: tuple[str, bytes], config: tuple[str, bytes],
+                    config_version: int | None) -> None:
+    """The topic's node and its config node together (the config node may be left over)."""
+    tx.create(*topic)
+    if config_version is None:
+        tx.create(*config)
+    else:
+        tx.set_data(*config, version=config_version)
+
+
+def _tree_deletion(tx: TransactionRequest, nodes: list[str]) -> None:
+    """Deepest first, so each node is empty when its delete runs."""
+    for node in sorted(nodes, key=lambda n: n.count("/"), reverse=True):
+        tx.delete(node)
+
+
 class _RepeatedReads:
     """The kazoo client, with requests sent again across a lost connection.
 
@@ -356,8 +373,9 @@ class _RepeatedReads:
     the znode, as Kafka's controller checks a conditional update whose reply was lost: when the
     znode holds what was written (at the version the write would have made, and for an ephemeral
     node in this session) the write landed and counts as done. A sequential create sent twice may
-    make two nodes (only config change notifications are sequential: a duplicate is harmless), and
-    ``transaction()`` is not repeated.
+    make two nodes (only config change notifications are sequential: a duplicate is harmless). A
+    multi-op transaction is sent again through ``commit``, which tells its caller that it was, so
+    the caller can tell its own landed transaction from someone else's.
     """
 
     def __init__(self, client: KazooClient, session_timeout_s: float) -> None:
@@ -381,7 +399,7 @@ class _RepeatedReads:
     def ensure_path(self, path: str) -> Any:
         return self._repeat(self.raw.ensure_path, path)
 
-    def _write(self, send: Callable[[], Any], conflict: type[KazooException],
+    def _write(self, send: Callable[[], Any], conflict: type[KazooException] | tuple[()],
                landed: Callable[[], Any]) -> Any:
         deadline = time.monotonic() + self._session_timeout_s
         delay, resent = 0.05, False
@@ -400,6 +418,23 @@ class _RepeatedReads:
                     raise
                 time.sleep(delay)
                 delay, resent = min(delay * 2, 0.5), True
+
+    def commit(self, build: Callable[[TransactionRequest], None]) -> tuple[list[Any], bool]:
+        """Commit the transaction ``build`` fills, sent again (built afresh: kazoo commits a request
+        once) across a lost connection; returns its results and whether it was sent more than once."""
+        resent = False
+
+        def send() -> list[Any]:
+            nonlocal resent
+            request = self.raw.transaction()
+            build(request)
+            try:
+                return list(request.commit())
+            except (ConnectionLoss, OperationTimeoutError):
+                resent = True
+                raise
+
+        return self._write(send, (), lambda: _NOT_OURS), resent  # no conflict: the caller reads the results
 
     def set(self, path: str, value: bytes, version: int = -1) -> Any:
         def landed() -> Any:
@@ -844,23 +879,23 @@ class ZooKeeperStore:
         # Kafka writes the config node (always, {} when empty) before the topic's; here both go in
         # one transaction, so no broker ever sees the topic without its config.
         config_data = _dumps({"version": 1, "config": {str(k): str(v) for k, v in (config or {}).items()}})
+        topic_data = _dumps(encode_topic(info))
         zk = self._zk()
         with self._errors(path):
             zk.ensure_path(TOPICS)
             zk.ensure_path(TOPIC_CONFIGS)
             while True:
                 stale = zk.exists(config_path)  # left by a Kafka broker, or by a delete cut short
-                tx = zk.transaction()
-                tx.create(path, _dumps(encode_topic(info)))
-                if stale is None:
-                    tx.create(config_path, config_data)
-                else:
-                    tx.set_data(config_path, config_data, version=stale.version)
-                results = tx.commit()
+                results, resent = zk.commit(functools.partial(
+                    _topic_creation, topic=(path, topic_data), config=(config_path, config_data),
+                    config_version=None if stale is None else stale.version))
                 failed = [r for r in results if isinstance(r, Exception)]
                 if not failed:
                     return info
                 if isinstance(results[0], NodeExistsError):
+                    # A resend that meets this very topic (its id is new) met its own first sending.
+                    if resent and self._topic_data(path) == topic_data:
+                        return info
                     raise TopicAlreadyExists(f"topic {name!r} already exists")
                 if not any(isinstance(r, (NodeExistsError, NoNodeError, BadVersionError)) for r in failed):
                     raise failed[0]
@@ -876,6 +911,13 @@ class ZooKeeperStore:
             # Kafka's controller removes the topic's config node with it (deleteTopicConfigs).
             with contextlib.suppress(NoNodeError):
                 self._zk().delete(f"{TOPIC_CONFIGS}/{name}")
+
+    def _topic_data(self, path: str) -> bytes | None:
+        try:
+            data: bytes = self._zk().get(path)[0]
+        except NoNodeError:
+            return None
+        return data
 
     def _delete_tree(self, path: str) -> None:
         """Delete ``path`` and everything under it in one transaction. One at a time (kazoo's
@@ -895,11 +937,8 @@ class ZooKeeperStore:
                 nodes.append(node)
                 pending += [f"{node}/{child}" for child in children]
             if not nodes:
-                return
-            tx = zk.transaction()
-            for node in sorted(nodes, key=lambda n: n.count("/"), reverse=True):
-                tx.delete(node)
-            results = tx.commit()
+                return  # also when a resent transaction had landed: the next look finds nothing
+            results, _ = zk.commit(functools.partial(_tree_deletion, nodes=nodes))
             if not any(isinstance(r, Exception) for r in results):
                 return
         raise StoreError(f"cannot delete {self._full(path)}: it kept changing under "

@@ -8,6 +8,7 @@ connection while a request is in flight, as a loaded machine's missed ping does.
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from kafkapy.store.base import NO_PARTITION_EPOCH
 from kafkapy.store.zookeeper import ZooKeeperStore
 
 T = TypeVar("T")
+MULTI_REQUEST = struct.pack(">i", 14)  # ZooKeeper's opcode for a transaction, after length and xid
 
 
 class Relay:
@@ -36,6 +38,7 @@ class Relay:
         self.replies = threading.Event()  # the server's replies pass
         self.replies.set()
         self.held = threading.Event()  # set once data waits at a held relay
+        self.hold_replies_after_multi = False  # hold the replies from the next multi-op request on
         self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -55,6 +58,9 @@ class Relay:
     def _pump(self, source: socket.socket, sink: socket.socket, gate: threading.Event) -> None:
         try:
             while data := source.recv(65536):
+                if gate is self.flowing and self.hold_replies_after_multi and data[8:12] == MULTI_REQUEST:
+                    self.hold_replies_after_multi = False
+                    self.replies.clear()
                 if not gate.is_set():
                     self.held.set()
                 gate.wait()
@@ -129,10 +135,15 @@ def _in_thread(call: Callable[[], T]) -> Future[T]:
     return answer
 
 
-def _lose_the_reply(proxy: Relay, write: Callable[[], T], landed: Callable[[], bool]) -> T:
-    """Run ``write`` with the server's replies held; once the server has applied it (``landed``,
-    read past the relay), cut the connection, so the store only learns of it by asking again."""
-    proxy.replies.clear()
+def _lose_the_reply(proxy: Relay, write: Callable[[], T], landed: Callable[[], bool],
+                    from_the_multi: bool = False) -> T:
+    """Run ``write`` with the server's replies held (``from_the_multi``: from its transaction on, so
+    its reads before are answered); once the server has applied it (``landed``, read past the
+    relay), cut the connection, so the store only learns of it by asking again."""
+    if from_the_multi:
+        proxy.hold_replies_after_multi = True
+    else:
+        proxy.replies.clear()
     answer = _in_thread(write)
     deadline = time.monotonic() + 10
     while not landed():
@@ -181,3 +192,28 @@ def test_an_ephemeral_create_whose_reply_was_lost_is_the_sessions_own(
     # Another session's node is not taken for the store's own: that stays an error.
     with pytest.raises(StoreError, match="already registered"):
         direct.register_broker(registration(4))
+
+
+def test_a_topic_create_whose_reply_was_lost_is_created_once(
+        stores: tuple[Relay, ZooKeeperStore, ZooKeeperStore]) -> None:
+    proxy, store, direct = stores
+    created = _lose_the_reply(proxy, lambda: store.create_topic("orders", {0: (1,), 1: (1,)},
+                                                                config={"cleanup.policy": "compact"}),
+                              lambda: "orders" in direct.topics(), from_the_multi=True)
+    # Not "already exists": the resend met the store's own transaction, the same topic id.
+    assert direct.topics()["orders"] == created
+    assert direct.entity_config("topics/orders") == {"cleanup.policy": "compact"}
+    # A topic someone else made is still refused.
+    with pytest.raises(StoreError, match="already exists"):
+        store.create_topic("orders", {0: (1,)})
+
+
+def test_a_topic_delete_whose_reply_was_lost_is_done(
+        stores: tuple[Relay, ZooKeeperStore, ZooKeeperStore]) -> None:
+    proxy, store, direct = stores
+    store.create_topic("gone", {0: (1,)}, config={"retention.ms": "1"})
+    store.set_partition_state("gone", 0, PartitionState(1, 0, (1,)), NO_PARTITION_EPOCH)
+    _lose_the_reply(proxy, lambda: store.delete_topic("gone"), lambda: "gone" not in direct.topics(),
+                    from_the_multi=True)
+    assert "gone" not in direct.topics() and ("gone", 0) not in direct.partition_states()
+    assert direct.entity_config("topics/gone") == {}
