@@ -123,6 +123,7 @@ class TransactionsModule(Module):
             topic_exists=lambda topic: topic in services.cluster.topics,
             is_local=self._is_local,
             leader_epoch=self._state_leader_epoch,
+            write_local_markers=self._write_here,
         )
 
     def now_ms(self) -> int:
@@ -237,13 +238,19 @@ class TransactionsModule(Module):
             return dict.fromkeys(marker.partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if leader != self.services.broker_id:
             return await self._channel.write(leader, marker)
+        return self._write_here(marker)
+
+    def _write_here(self, marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
+        """The marker into partitions this broker leads, through TXN_MARKERS (a plain call); one
+        whose leadership moved answers NOT_LEADER_OR_FOLLOWER, and the coordinator tries it again
+        through ``_send_markers``."""
         if self._markers is None:
             found = self.services.provider(TXN_MARKERS, Module)
             self._markers = found if isinstance(found, TxnMarkerWriter) else None
         writer = self._markers
         if writer is None:
             return dict.fromkeys(marker.partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        written = await writer.write_markers([marker])
+        written = writer.write_markers([marker])
         return {(topic, partition): code for (producer_id, topic, partition), code in written.items()
                 if producer_id == marker.producer_id}
 
@@ -298,15 +305,15 @@ class TransactionsModule(Module):
     # --- APIs -------------------------------------------------------------------------------------
 
     def apis(self) -> Mapping[int, ApiHandler]:
-        # In place (ApiHandler.in_place): with the state log and the markers local, nothing here
-        # waits, so a transaction's requests cost no task and no extra loop steps each; what does
-        # wait (a new producer-id block, markers to another broker) goes on in the worker.
+        # AddPartitionsToTxn and AddOffsetsToTxn are plain functions (the state log is a plain
+        # call). EndTxn in place (ApiHandler.in_place): with every partition led here nothing in
+        # it waits, so it costs no task and no extra loop steps; markers to another broker, which
+        # do wait, go on in the worker.
         return {
             # v5 (KIP-890) is v4's verify-only form from a broker that knows TRANSACTION_ABORTABLE,
             # which the coordinator answers at every version, as Kafka's does.
-            ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(VersionRange(0, 5), self.add_partitions_to_txn,
-                                                     in_place=True),
-            ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_offsets_to_txn, in_place=True),
+            ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(VersionRange(0, 5), self.add_partitions_to_txn),
+            ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_offsets_to_txn),
             ApiKey.END_TXN: ApiHandler(VersionRange(0, 4), self.end_txn, in_place=True),
             ApiKey.DESCRIBE_TRANSACTIONS: ApiHandler(VersionRange(0, 0), self.describe_transactions),
             ApiKey.LIST_TRANSACTIONS: ApiHandler(VersionRange(0, 2), self.list_transactions),
@@ -353,7 +360,7 @@ class TransactionsModule(Module):
         return {(topic, partition) for topic, partition in partitions
                 if topic not in topics or partition not in topics[topic].partitions}
 
-    async def _add(self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
+    def _add(self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
                    topics: list[Mapping[str, Any]], verify_only: bool) -> list[dict[str, Any]]:
         """One transaction's AddPartitionsToTxn: its per-topic, per-partition results."""
         partitions = [(t["name"], p) for t in topics for p in t.get("partitions") or ()]
@@ -376,7 +383,7 @@ class TransactionsModule(Module):
             codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                      else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
         else:
-            code = await self.coordinator.add_partitions(transactional_id, producer_id, epoch, partitions)
+            code = self.coordinator.add_partitions(transactional_id, producer_id, epoch, partitions)
             codes = dict.fromkeys(partitions, code)
         results: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), code in codes.items():
@@ -384,11 +391,11 @@ class TransactionsModule(Module):
                 {"partition_index": partition, "partition_error_code": self._for_version(ctx, code)})
         return [{"name": topic, "results_by_partition": found} for topic, found in results.items()]
 
-    async def add_partitions_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
+    def add_partitions_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         fit = body_fitter(ApiKey.ADD_PARTITIONS_TO_TXN, "response", ctx.api_version)
         if ctx.api_version <= 3:
-            results = await self._add(ctx, body["v3_and_below_transactional_id"],
+            results = self._add(ctx, body["v3_and_below_transactional_id"],
                                       body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
                                       body["v3_and_below_topics"] or [], False)
             return fit({"throttle_time_ms": 0, "results_by_topic_v3_and_below": results})
@@ -398,7 +405,7 @@ class TransactionsModule(Module):
                         "results_by_transaction": []})
         answered = []
         for txn in body["transactions"] or []:
-            results = await self._add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
+            results = self._add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
                                       txn["topics"] or [], txn["verify_only"])
             answered.append({"transactional_id": txn["transactional_id"], "topic_results": results})
         return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": answered})
@@ -408,7 +415,7 @@ class TransactionsModule(Module):
         count = self.services.config.get("offsets.topic.num.partitions", 50)  # the groups module's key
         return OFFSETS_TOPIC, offsets_partition_for(group_id, count)
 
-    async def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
+    def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         outage = self._outage(body["transactional_id"])
         if not self._may_write(ctx, body["transactional_id"]):
@@ -418,7 +425,7 @@ class TransactionsModule(Module):
         elif outage is not None:
             code = outage
         else:
-            code = await self.coordinator.add_partitions(
+            code = self.coordinator.add_partitions(
                 body["transactional_id"], body["producer_id"], body["producer_epoch"],
                 [self.offsets_partition(body["group_id"])])
         return {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)}

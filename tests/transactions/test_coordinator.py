@@ -30,10 +30,10 @@ class FailingLog(TopicStateLog):
 
     failure: ErrorCode | None = None
 
-    async def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
+    def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
         if self.failure is not None:
             raise KafkaApiError(self.failure)
-        await super().append(partition, transactional_id, metadata)
+        super().append(partition, transactional_id, metadata)
 
 
 def coordinator(clock: Clock, log: TopicStateLog | None = None) -> TransactionCoordinator:
@@ -53,7 +53,7 @@ def test_a_transaction_times_out_only_after_its_timeout() -> None:
         clock = Clock()
         txn = coordinator(clock)
         init = await txn.init_producer_id("t", 1_000)
-        assert await txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == ErrorCode.NONE
+        assert txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == ErrorCode.NONE
         clock.now += 1_000
         assert await txn.abort_timed_out() == []  # Kafka: start + timeout < now
         clock.now += 1
@@ -72,7 +72,7 @@ def test_an_exhausted_epoch_rotates_the_producer_id() -> None:
         # The log says the id is at the last epoch a client may hold (Short.MaxValue - 1) ...
         exhausted = TxnMetadata("t", first.producer_id, MAX_PRODUCER_EPOCH - 1, 1_000, TxnState.EMPTY,
                                 clock.now)
-        await log.append(coordinator(clock).partition_for("t"), "t", exhausted)
+        log.append(coordinator(clock).partition_for("t"), "t", exhausted)
         txn = coordinator(clock, log)  # ... and a coordinator takes the partition over
         rotated = await txn.init_producer_id("t", 1_000, (first.producer_id, MAX_PRODUCER_EPOCH - 1))
         assert (rotated.error, rotated.producer_epoch) == (ErrorCode.NONE, 0)
@@ -97,10 +97,10 @@ def test_a_failed_append_changes_nothing_and_answers_as_kafka() -> None:
                                   (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.COORDINATOR_NOT_AVAILABLE),
                                   (ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNKNOWN_SERVER_ERROR)]:
             log.failure = failure
-            assert await txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == answered
+            assert txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == answered
             assert txn.get("t") == before
         log.failure = None
-        assert await txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == ErrorCode.NONE
+        assert txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == ErrorCode.NONE
 
     asyncio.run(scenario())
 
@@ -139,7 +139,7 @@ def test_end_txn_with_local_partitions_is_answered_at_prepare_and_finished_in_th
         for partitions, answered_at in [([("here", 0), ("here", 1)], TxnState.PREPARE_COMMIT),
                                         ([("here", 0), ("there", 0)], TxnState.COMPLETE_COMMIT)]:
             sent.clear()
-            assert await txn.add_partitions("t", init.producer_id, 0, partitions) == ErrorCode.NONE
+            assert txn.add_partitions("t", init.producer_id, 0, partitions) == ErrorCode.NONE
             assert await txn.end_transaction("t", init.producer_id, 0, True) == ErrorCode.NONE
             answered = txn.get("t")
             assert answered is not None and answered.state is answered_at
