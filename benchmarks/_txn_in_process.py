@@ -5,9 +5,9 @@ The requests confluent-kafka sends for one transaction of issue 17's benchmark (
 v0, a Produce v10 per partition with 5 transactional records each, EndTxn v1), through
 ``Dispatcher.dispatch_all`` of an embedded broker on its own loop (as a connection's read hands
 them over, so the fast paths from the frame answer what they take; before round 8 this called
-``dispatch``, the plain path), a request that suspends awaited as its connection would. Prints the best of 5 windows of process CPU time per transaction. Run it
-from two checkouts in turn to compare them without the noise of loopback sockets and a client
-(docs/performance.md, issue 17).
+``dispatch``, the plain path), a request that suspends awaited as its connection would. Prints
+the best of 5 windows of process CPU time per transaction. Run it from two checkouts in turn to
+compare them without the noise of loopback sockets and a client (docs/performance.md, issue 17).
 """
 
 from __future__ import annotations
