@@ -63,8 +63,7 @@ from kafkapy.transactions.metadata import (
 from kafkapy.transactions.state import TxnState
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "CoordinatorConfig", "InitResult", "LocalMarkerWriter", "MarkerSender",
-           "StateLog",
-           "TransactionCoordinator", "transaction_partition_for"]
+           "StateLog", "TransactionCoordinator", "transaction_partition_for"]
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _INT32_MIN = -(1 << 31)
@@ -423,9 +422,10 @@ class TransactionCoordinator:
         write = self.write_local_markers
         assert write is not None
         epoch = self.coordinator_epoch(prepared.transactional_id)
-        remaining = set(prepared.partitions)
-        left = self._unmarked(prepared, remaining, write(self._marker(prepared, remaining))) if remaining \
-            else remaining
+        left: set[TopicPartition] | None = set()
+        if prepared.partitions:
+            remaining = set(prepared.partitions)
+            left = self._unmarked(prepared, remaining, write(self._marker(prepared, remaining)))
         if left is None:
             return
         if left:

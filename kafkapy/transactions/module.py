@@ -403,8 +403,8 @@ class TransactionsModule(Module):
         fit = body_fitter(ApiKey.ADD_PARTITIONS_TO_TXN, "response", ctx.api_version)
         if ctx.api_version <= 3:
             results = self._add(ctx, body["v3_and_below_transactional_id"],
-                                      body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
-                                      body["v3_and_below_topics"] or [], False)
+                                body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
+                                body["v3_and_below_topics"] or [], False)
             return fit({"throttle_time_ms": 0, "results_by_topic_v3_and_below": results})
         if not self._allowed(ctx.connection, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE):
             # v4+ is the brokers' batched form (KIP-890): only brokers may send it.
@@ -413,7 +413,7 @@ class TransactionsModule(Module):
         answered = []
         for txn in body["transactions"] or []:
             results = self._add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
-                                      txn["topics"] or [], txn["verify_only"])
+                                txn["topics"] or [], txn["verify_only"])
             answered.append({"transactional_id": txn["transactional_id"], "topic_results": results})
         return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": answered})
 
