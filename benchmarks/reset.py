@@ -84,8 +84,8 @@ async def _open_transaction(broker: Broker) -> None:
         if found is None or found.broker_id != member.broker_id:
             continue
         init = await txns.coordinator.init_producer_id("bench-tx", 60_000)
-        code = await txns.coordinator.add_partitions("bench-tx", init.producer_id, init.producer_epoch,
-                                                     [("topic-0", 0)])
+        code = txns.coordinator.add_partitions("bench-tx", init.producer_id, init.producer_epoch,
+                                               [("topic-0", 0)])
         assert code == ErrorCode.NONE, code
         return
     raise AssertionError("no broker coordinates bench-tx")

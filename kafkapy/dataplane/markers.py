@@ -76,7 +76,7 @@ class MarkerWriter:
             watcher(marker, topic, partition)
         return ErrorCode.NONE
 
-    async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
+    def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
         """TxnMarkerWriter: with one replica, in the log is as durable as acks=all gets."""
         return {(marker.producer_id, topic, partition): self.write(marker, topic, partition)
                 for marker in markers for topic, partition in marker.partitions}

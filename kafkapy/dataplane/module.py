@@ -285,11 +285,11 @@ class DataPlaneModule(Module):
 
     # --- transaction markers (TXN_MARKERS, WriteTxnMarkers) ------------------------------------
 
-    async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
+    def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
         """TXN_MARKERS (kafkapy.server.txn_markers.TxnMarkerWriter), for the transaction coordinator."""
         if self._markers is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
-        return await self._markers.write_markers(markers)
+        return self._markers.write_markers(markers)
 
     def watch_txn_markers(self, callback: Callable[[TxnMarker, str, int], None]) -> Callable[[], None]:
         """TxnMarkerEvents (kafkapy.server.txn_markers): told of each marker written here."""

@@ -36,7 +36,9 @@ the bytes (tests/server/test_fast_paths.py):
 * ``from_frame`` (``ApiHandler.from_frame``; Produce's is kafkapy.dataplane.produce_frame): the
   common request of an API answered straight from the frame's bytes, or declined before any
   effect, when no observer, module hook or applying interceptor sees it. Plain path: decode,
-  handler, encode every time. Held equal by tests/dataplane/test_produce_from_frame.py.
+  handler, encode every time. Held equal by tests/dataplane/test_produce_from_frame.py
+  (AddPartitionsToTxn's and EndTxn's, kafkapy.transactions.from_frame: by
+  tests/transactions/test_txn_from_frame.py).
 * ``kept_frames`` (kafkapy.server.framing): a large frame that spans reads is handed out as the
   bytearray its body was received into (no copy out); the plain path of the dispatcher takes
   ``bytes`` of it, a ``from_frame`` fast path reads it as it is. Plain path: every frame handed

@@ -33,8 +33,9 @@ class TxnMarker:
 
 @runtime_checkable
 class TxnMarkerWriter(Protocol):
-    async def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
-        """Append each marker's control batch to each of its partitions (durable as acks=all);
+    def write_markers(self, markers: Sequence[TxnMarker]) -> Mapping[tuple[int, str, int], ErrorCode]:
+        """Append each marker's control batch to each of its partitions (durable as acks=all when
+        it returns: a plain call, so the coordinator can finish a transaction without a task);
         per (producer_id, topic, partition) NONE or Kafka's error for that partition
         (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, INVALID_PRODUCER_EPOCH, ...)."""
         ...

@@ -9,18 +9,24 @@ partition is no longer led here.
 
 Every change follows one pattern (Kafka's prepareTransition/completeTransition): check the
 request against the current value, build the next value (``TxnMetadata.transit``, checked
-against the state table), mark the id pending so that concurrent requests get
-CONCURRENT_TRANSACTIONS, append the next value to the log, and only then put it in the cache.
-A failed append leaves the cache as it was.
+against the state table), append the next value to the log, and only then put it in the cache.
+A failed append leaves the cache as it was. The append is a plain call (``StateLog.append``:
+the partition's log is this broker's, and with one replica in the log is as durable as acks=all
+gets), so nothing runs between the check and the swap, and Kafka's pending-state guard (a
+concurrent request answered CONCURRENT_TRANSACTIONS while an append is on its way) has nothing
+to guard: a request can only meet a transaction between whole changes, where PREPARE_* is what
+answers CONCURRENT_TRANSACTIONS.
 
 Ending a transaction: PREPARE_COMMIT/PREPARE_ABORT is appended first, which decides the
 outcome; then the markers go to every partition of the transaction (``MarkerSender``), then
 COMPLETE_COMMIT/COMPLETE_ABORT is appended. Kafka answers EndTxn once the PREPARE record is
 durable and sends markers in the background. kafkapy does too when every partition is led here
-(``is_local``): the markers and COMPLETE_* are written by a task that runs in the loop's next
-step and never suspends, so the answer leaves first (the client's next step overlaps the
-broker's), yet nothing read after the answer was sent (the client's next request, a consumer's
-Fetch, a test's look at the logs through the loop) can see the transaction unfinished. With a
+(``is_local``): the markers and COMPLETE_* are written by one plain callback in the loop's
+next step (``loop.call_soon``: no task, and through ``write_local_markers``, which never waits),
+so the answer leaves first (the client's next step overlaps the broker's), yet nothing read
+after the answer was sent (the client's next request, a consumer's Fetch, a test's look at the
+logs through the loop) can see the transaction unfinished. Markers go out after PREPARE_* is in
+the log, and COMPLETE_* only after every marker is. With a
 partition on another broker, kafkapy tries the markers once before answering (so a client that
 saw its commit answered sees a completed transaction when every partition is reachable), and
 keeps retrying in the background for partitions it could not reach.
@@ -56,8 +62,8 @@ from kafkapy.transactions.metadata import (
 )
 from kafkapy.transactions.state import TxnState
 
-__all__ = ["TRANSACTION_STATE_TOPIC", "CoordinatorConfig", "InitResult", "MarkerSender", "StateLog",
-           "TransactionCoordinator", "transaction_partition_for"]
+__all__ = ["TRANSACTION_STATE_TOPIC", "CoordinatorConfig", "InitResult", "LocalMarkerWriter", "MarkerSender",
+           "StateLog", "TransactionCoordinator", "transaction_partition_for"]
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _INT32_MIN = -(1 << 31)
@@ -74,9 +80,9 @@ def transaction_partition_for(transactional_id: str, partition_count: int) -> in
 class StateLog(Protocol):
     """Where the coordinator makes its changes durable: a partition of __transaction_state."""
 
-    async def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
-        """Append one record (None: a tombstone), durable as acks=all; KafkaApiError when it
-        cannot (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
+    def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
+        """Append one record (None: a tombstone), durable as acks=all when it returns; KafkaApiError
+        when it cannot (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
 
     def replay(self, partition: int) -> dict[str, TxnMetadata]:
         """Every transactional id of the partition, its latest value (tombstoned ids left out)."""
@@ -84,6 +90,8 @@ class StateLog(Protocol):
 
 # Sends one transaction's markers; per partition NONE or why that partition has none yet.
 MarkerSender = Callable[[TxnMarker], Awaitable[Mapping[TopicPartition, ErrorCode]]]
+# The same for partitions this broker leads, written before it returns (the data plane's TXN_MARKERS).
+LocalMarkerWriter = Callable[[TxnMarker], Mapping[TopicPartition, ErrorCode]]
 
 
 @attrs.frozen
@@ -134,7 +142,8 @@ class TransactionCoordinator:
                  sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
                  topic_exists: Callable[[str], bool] = lambda topic: True,
                  is_local: Callable[[TopicPartition], bool] = lambda tp: False,
-                 leader_epoch: Callable[[int], int] = lambda partition: 0) -> None:
+                 leader_epoch: Callable[[int], int] = lambda partition: 0,
+                 write_local_markers: LocalMarkerWriter | None = None) -> None:
         self.state_log = state_log
         self.send_markers = send_markers
         self.new_producer_id = new_producer_id
@@ -144,14 +153,16 @@ class TransactionCoordinator:
         self.sleep = sleep
         self.topic_exists = topic_exists
         self.is_local = is_local  # the partition is led here: its marker is written without waiting
+        # Markers for partitions led here, as a plain call; without it they go through send_markers.
+        self.write_local_markers = write_local_markers
         # A __transaction_state partition's leader epoch now. Loaded under one epoch, a partition
         # is read again under the next (another coordinator may have written it meanwhile), and
         # its markers carry that epoch as their coordinator epoch, as Kafka's coordinatorEpoch.
         self.leader_epoch = leader_epoch
         self._loaded: dict[int, dict[str, TxnMetadata]] = {}  # partition -> id -> its latest value
         self._loaded_epochs: dict[int, int] = {}  # partition -> the leader epoch it was loaded under
-        self._pending: dict[str, TxnState] = {}  # ids with a change on its way to the log
         self._tasks: set[asyncio.Task[None]] = set()  # marker retries in the background
+        self._soon: dict[str, asyncio.Handle] = {}  # by id: local transactions finished in the next loop step
         self.resets = 0  # forget_all() calls: a transaction ending across one stops there
 
     # --- where an id lives ---------------------------------------------------------------------
@@ -208,23 +219,16 @@ class TransactionCoordinator:
         except _Refused:
             return None
 
-    async def _write(self, current: TxnMetadata | None, next_value: TxnMetadata | None,
-                     transactional_id: str) -> None:
+    def _write(self, next_value: TxnMetadata | None, transactional_id: str) -> None:
         """Append ``next_value`` (None: a tombstone) and put it in the cache once durable."""
-        target = next_value.state if next_value is not None else TxnState.DEAD
         partition = self.partition_for(transactional_id)
-        if partition not in self._loaded or self._loaded_epochs[partition] != self.leader_epoch(partition):
+        ids = self._loaded.get(partition)
+        if ids is None or self._loaded_epochs[partition] != self.leader_epoch(partition):
             raise _Refused(ErrorCode.NOT_COORDINATOR)  # resigned, reset or moved since the request began
-        self._pending[transactional_id] = target
         try:
-            await self.state_log.append(partition, transactional_id, next_value)
+            self.state_log.append(partition, transactional_id, next_value)
         except KafkaApiError as exc:
             raise _Refused(_APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
-        finally:
-            self._pending.pop(transactional_id, None)  # a reset may have cleared it meanwhile
-        ids = self._loaded.get(partition)
-        if ids is None:
-            raise _Refused(ErrorCode.NOT_COORDINATOR)  # resigned while the append was on its way
         if next_value is None:
             ids.pop(transactional_id, None)
         else:
@@ -254,8 +258,6 @@ class TransactionCoordinator:
             producer_id = await self.new_producer_id()
             current = TxnMetadata(transactional_id, producer_id, NO_PRODUCER_EPOCH, timeout_ms,
                                   TxnState.EMPTY, now)
-        if transactional_id in self._pending:
-            raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
         if expected is not None and not self._may_bump(current, *expected):
             raise _Refused(ErrorCode.PRODUCER_FENCED)
         state = current.state
@@ -277,7 +279,7 @@ class TransactionCoordinator:
             next_value = current.transit(TxnState.EMPTY, now, producer_epoch=epoch,
                                          last_producer_epoch=last_epoch, timeout_ms=timeout_ms,
                                          partitions=frozenset(), start_ms=-1)
-        await self._write(current, next_value, transactional_id)
+        self._write(next_value, transactional_id)
         return InitResult(ErrorCode.NONE, next_value.producer_id, next_value.producer_epoch)
 
     @staticmethod
@@ -312,12 +314,13 @@ class TransactionCoordinator:
             raise _Refused(ErrorCode.PRODUCER_FENCED)
         return current
 
-    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                             partitions: Collection[TopicPartition]) -> ErrorCode:
-        """Kafka's handleAddPartitionsToTransaction: the partitions join the (new or ongoing) transaction."""
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Collection[TopicPartition]) -> ErrorCode:
+        """Kafka's handleAddPartitionsToTransaction: the partitions join the (new or ongoing)
+        transaction. Answered once the ONGOING record is in the log, as Kafka answers."""
         try:
             current = self._checked(transactional_id, producer_id, epoch)
-            if transactional_id in self._pending or current.state.is_completing:
+            if current.state.is_completing:
                 raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
             if current.state is TxnState.ONGOING and current.partitions.issuperset(partitions):
                 return ErrorCode.NONE
@@ -325,7 +328,7 @@ class TransactionCoordinator:
             start = current.start_ms if current.state is TxnState.ONGOING else now
             next_value = current.transit(TxnState.ONGOING, now, start_ms=start,
                                          partitions=current.partitions | frozenset(partitions))
-            await self._write(current, next_value, transactional_id)
+            self._write(next_value, transactional_id)
         except _Refused as refused:
             return refused.code
         return ErrorCode.NONE
@@ -350,36 +353,89 @@ class TransactionCoordinator:
                               committed: bool) -> ErrorCode:
         """Kafka's handleEndTransaction (Transactions V1: the epoch stays as it is)."""
         try:
-            if not transactional_id:
-                raise _Refused(ErrorCode.INVALID_REQUEST)
-            current = self._ids_of(transactional_id).get(transactional_id)
-            if current is None or current.producer_id != producer_id:
-                raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
-            if epoch != current.producer_epoch:
-                raise _Refused(ErrorCode.PRODUCER_FENCED)
-            if transactional_id in self._pending:
-                raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
-            await self._end(current, committed)
+            current = self._to_end(transactional_id, producer_id, epoch, committed)
+            if current is not None:
+                local = all(map(self.is_local, current.partitions))
+                prepared = self._prepare(current, committed)
+                if local:
+                    self._finish_soon(prepared)
+                else:
+                    await self._finish(prepared)
         except _Refused as refused:
             return refused.code
         return ErrorCode.NONE
 
-    async def _end(self, current: TxnMetadata, committed: bool) -> None:
+    def end_transaction_now(self, transactional_id: str, producer_id: int, epoch: int,
+                            committed: bool) -> ErrorCode | None:
+        """``end_transaction`` when it needs no waiting: the same answer and the same effects,
+        or None, with nothing done, when a partition of the transaction is led by another
+        broker (its marker is tried before answering, which waits)."""
+        try:
+            current = self._to_end(transactional_id, producer_id, epoch, committed)
+            if current is not None:
+                if not all(map(self.is_local, current.partitions)):
+                    return None
+                self._finish_soon(self._prepare(current, committed))
+        except _Refused as refused:
+            return refused.code
+        return ErrorCode.NONE
+
+    def _to_end(self, transactional_id: str, producer_id: int, epoch: int,
+                committed: bool) -> TxnMetadata | None:
+        """The ONGOING transaction EndTxn ends; None for a retry of an end that completed."""
+        if not transactional_id:
+            raise _Refused(ErrorCode.INVALID_REQUEST)
+        current = self._ids_of(transactional_id).get(transactional_id)
+        if current is None or current.producer_id != producer_id:
+            raise _Refused(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
+        if epoch != current.producer_epoch:
+            raise _Refused(ErrorCode.PRODUCER_FENCED)
         state = current.state
-        wanted_complete = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
-        wanted_prepare = TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT
-        if state is wanted_complete:
-            return  # a retried EndTxn of a transaction that has completed
-        if state is wanted_prepare:
+        if state is (TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT):
+            return None  # a retried EndTxn of a transaction that has completed
+        if state is (TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT):
             raise _Refused(ErrorCode.CONCURRENT_TRANSACTIONS)
         if state is not TxnState.ONGOING:
             raise _Refused(ErrorCode.INVALID_TXN_STATE)
-        prepared = current.transit(wanted_prepare, self.now_ms())
-        await self._write(current, prepared, current.transactional_id)
-        if all(map(self.is_local, prepared.partitions)):
-            self._spawn(self._finish(prepared))  # answered now; finished in the loop's next step
-        else:
-            await self._finish(prepared)
+        return current
+
+    def _prepare(self, current: TxnMetadata, committed: bool) -> TxnMetadata:
+        """PREPARE_COMMIT or PREPARE_ABORT in the log: the outcome is decided."""
+        prepared = current.transit(TxnState.PREPARE_COMMIT if committed else TxnState.PREPARE_ABORT,
+                                   self.now_ms())
+        self._write(prepared, current.transactional_id)
+        return prepared
+
+    def _finish_soon(self, prepared: TxnMetadata) -> None:
+        """Finish a transaction whose partitions are all led here in the loop's next step, after
+        the answer went out: a plain callback when the markers can be written in place, else a task."""
+        if self.write_local_markers is None:
+            self._spawn(self._finish(prepared))
+            return
+        loop = asyncio.get_running_loop()
+        self._soon[prepared.transactional_id] = loop.call_soon(self._finish_local, prepared)
+
+    def _finish_local(self, prepared: TxnMetadata) -> None:
+        """``_finish`` with the markers written in place; a partition that refused its marker
+        (leadership moved since EndTxn) is retried in the background, as ``_finish`` retries."""
+        self._soon.pop(prepared.transactional_id, None)
+        write = self.write_local_markers
+        assert write is not None
+        epoch = self.coordinator_epoch(prepared.transactional_id)
+        left: set[TopicPartition] | None = set()
+        if prepared.partitions:
+            remaining = set(prepared.partitions)
+            left = self._unmarked(prepared, remaining, write(self._marker(prepared, remaining)))
+        if left is None:
+            return
+        if left:
+            self._spawn(self._finish_later(prepared, left, epoch))
+            return
+        try:
+            self._complete_now(prepared)
+        except _Refused as refused:
+            log.warning("could not complete the transaction of %s: %s", prepared.transactional_id,
+                        refused.code.name)
 
     async def _fence_and_abort(self, current: TxnMetadata) -> None:
         """Bump the epoch of an ONGOING transaction (PREPARE_EPOCH_FENCE, never written) and abort
@@ -388,7 +444,7 @@ class TransactionCoordinator:
         fence = current.transit(TxnState.PREPARE_EPOCH_FENCE, now, producer_epoch=current.producer_epoch + 1,
                                 last_producer_epoch=NO_PRODUCER_EPOCH)
         prepared = fence.transit(TxnState.PREPARE_ABORT, now)
-        await self._write(current, prepared, current.transactional_id)
+        self._write(prepared, current.transactional_id)
         await self._finish(prepared)
 
     async def _finish(self, prepared: TxnMetadata) -> None:
@@ -417,18 +473,26 @@ class TransactionCoordinator:
         if self.coordinator_epoch(prepared.transactional_id) == epoch:
             await self._complete(prepared)
 
+    def _marker(self, prepared: TxnMetadata, remaining: set[TopicPartition]) -> TxnMarker:
+        return TxnMarker(prepared.producer_id, prepared.producer_epoch,
+                         prepared.state is TxnState.PREPARE_COMMIT,
+                         self.coordinator_epoch(prepared.transactional_id), tuple(sorted(remaining)))
+
     async def _send_once(self, prepared: TxnMetadata,
                          remaining: set[TopicPartition]) -> set[TopicPartition] | None:
         """The partitions still without their marker after one try; None to stop sending."""
         if not remaining:
             return remaining
-        marker = TxnMarker(prepared.producer_id, prepared.producer_epoch,
-                           prepared.state is TxnState.PREPARE_COMMIT,
-                           self.coordinator_epoch(prepared.transactional_id), tuple(sorted(remaining)))
         resets = self.resets
-        results = await self.send_markers(marker)
+        results = await self.send_markers(self._marker(prepared, remaining))
         if resets != self.resets:
             return None  # the coordinator was reset meanwhile: this transaction is forgotten
+        return self._unmarked(prepared, remaining, results)
+
+    def _unmarked(self, prepared: TxnMetadata, remaining: set[TopicPartition],
+                  results: Mapping[TopicPartition, ErrorCode]) -> set[TopicPartition] | None:
+        """The partitions of ``remaining`` whose marker is still due after ``results``; None to
+        stop sending (a newer producer or coordinator epoch owns a partition)."""
         left = set()
         for tp in remaining:
             code = results.get(tp, ErrorCode.UNKNOWN_SERVER_ERROR)
@@ -443,13 +507,17 @@ class TransactionCoordinator:
             left.add(tp)
         return left
 
-    async def _complete(self, prepared: TxnMetadata) -> None:
+    def _complete_now(self, prepared: TxnMetadata) -> None:
+        """COMPLETE_COMMIT or COMPLETE_ABORT in the log, once every marker is written."""
         committed = prepared.state is TxnState.PREPARE_COMMIT
         target = TxnState.COMPLETE_COMMIT if committed else TxnState.COMPLETE_ABORT
         completed = prepared.transit(target, self.now_ms(), partitions=frozenset(),
                                      last_producer_epoch=prepared.producer_epoch)
+        self._write(completed, prepared.transactional_id)
+
+    async def _complete(self, prepared: TxnMetadata) -> None:
         try:
-            await self._write(prepared, completed, prepared.transactional_id)
+            self._complete_now(prepared)
         except _Refused as refused:
             # The outcome is in the log as PREPARE_*: the next coordinator finishes it on load.
             log.warning("could not complete the transaction of %s: %s", prepared.transactional_id,
@@ -462,12 +530,16 @@ class TransactionCoordinator:
 
     async def drain(self) -> None:
         """Wait for the background marker retries (tests; shutdown cancels them instead)."""
+        await asyncio.sleep(0)  # the transactions finished in the next loop step
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def cancel(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        for handle in self._soon.values():
+            handle.cancel()
+        self._soon.clear()
 
     def forget_all(self) -> None:
         """Every transactional id gone, open transactions dropped without markers (a broker
@@ -478,7 +550,6 @@ class TransactionCoordinator:
         self.cancel()
         self._loaded.clear()
         self._loaded_epochs.clear()
-        self._pending.clear()
 
     # --- timers ---------------------------------------------------------------------------------
 
@@ -488,8 +559,7 @@ class TransactionCoordinator:
         now = self.now_ms()
         aborted = []
         for metadata in list(self.loaded()):
-            if (metadata.state is TxnState.ONGOING and metadata.transactional_id not in self._pending
-                    and metadata.start_ms + metadata.timeout_ms < now):
+            if (metadata.state is TxnState.ONGOING and metadata.start_ms + metadata.timeout_ms < now):
                 try:
                     await self._fence_and_abort(metadata)
                 except _Refused as refused:
@@ -506,11 +576,10 @@ class TransactionCoordinator:
         expired = []
         for metadata in list(self.loaded()):
             if (metadata.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-                    and metadata.transactional_id not in self._pending
                     and metadata.last_update_ms + self.config.transactional_id_expiration_ms <= now):
                 metadata.transit(TxnState.DEAD, now)  # the table's check; DEAD itself is the tombstone
                 try:
-                    await self._write(metadata, None, metadata.transactional_id)
+                    self._write(None, metadata.transactional_id)
                 except _Refused:
                     continue
                 expired.append(metadata.transactional_id)

@@ -39,6 +39,7 @@ from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
@@ -53,12 +54,14 @@ from kafkapy.server.services import (
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
 from kafkapy.store.base import BrokerRegistration
+from kafkapy.transactions.answers import by_topic, for_version
 from kafkapy.transactions.coordinator import (
     TRANSACTION_STATE_TOPIC,
     CoordinatorConfig,
     InitResult,
     TransactionCoordinator,
 )
+from kafkapy.transactions.from_frame import TxnFromFrame
 from kafkapy.transactions.marker_channel import MarkerChannel
 from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from kafkapy.transactions.state import TxnState
@@ -66,9 +69,6 @@ from kafkapy.transactions.state_log import TopicStateLog
 
 __all__ = ["TransactionsModule"]
 
-# PRODUCER_FENCED (KIP-588) is answered as INVALID_PRODUCER_EPOCH below these versions.
-_FENCED_SINCE: dict[ApiKey, int] = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
-                                    ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2}
 _MINUTE_MS = 60_000
 
 
@@ -123,7 +123,9 @@ class TransactionsModule(Module):
             topic_exists=lambda topic: topic in services.cluster.topics,
             is_local=self._is_local,
             leader_epoch=self._state_leader_epoch,
+            write_local_markers=self._write_here,
         )
+        self._frames = TxnFromFrame(self.add_codes, self.end_refusal, self.coordinator.end_transaction_now)
 
     def now_ms(self) -> int:
         return int(self.services.wall_clock() * 1000)
@@ -237,13 +239,19 @@ class TransactionsModule(Module):
             return dict.fromkeys(marker.partitions, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if leader != self.services.broker_id:
             return await self._channel.write(leader, marker)
+        return self._write_here(marker)
+
+    def _write_here(self, marker: TxnMarker) -> Mapping[TopicPartition, ErrorCode]:
+        """The marker into partitions this broker leads, through TXN_MARKERS (a plain call); one
+        whose leadership moved answers NOT_LEADER_OR_FOLLOWER, and the coordinator tries it again
+        through ``_send_markers``."""
         if self._markers is None:
             found = self.services.provider(TXN_MARKERS, Module)
             self._markers = found if isinstance(found, TxnMarkerWriter) else None
         writer = self._markers
         if writer is None:
             return dict.fromkeys(marker.partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        written = await writer.write_markers([marker])
+        written = writer.write_markers([marker])
         return {(topic, partition): code for (producer_id, topic, partition), code in written.items()
                 if producer_id == marker.producer_id}
 
@@ -298,37 +306,37 @@ class TransactionsModule(Module):
     # --- APIs -------------------------------------------------------------------------------------
 
     def apis(self) -> Mapping[int, ApiHandler]:
-        # In place (ApiHandler.in_place): with the state log and the markers local, nothing here
-        # waits, so a transaction's requests cost no task and no extra loop steps each; what does
-        # wait (a new producer-id block, markers to another broker) goes on in the worker.
+        # AddPartitionsToTxn and AddOffsetsToTxn are plain functions (the state log is a plain
+        # call). EndTxn in place (ApiHandler.in_place): with every partition led here nothing in
+        # it waits, so it costs no task and no extra loop steps; markers to another broker, which
+        # do wait, go on in the worker. AddPartitionsToTxn v0-v3 and EndTxn are also answered
+        # from the frame (kafkapy.transactions.from_frame), with the same code in between.
         return {
             # v5 (KIP-890) is v4's verify-only form from a broker that knows TRANSACTION_ABORTABLE,
             # which the coordinator answers at every version, as Kafka's does.
             ApiKey.ADD_PARTITIONS_TO_TXN: ApiHandler(VersionRange(0, 5), self.add_partitions_to_txn,
-                                                     in_place=True),
-            ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_offsets_to_txn, in_place=True),
-            ApiKey.END_TXN: ApiHandler(VersionRange(0, 4), self.end_txn, in_place=True),
+                                                     from_frame=self._frames.add_partitions),
+            ApiKey.ADD_OFFSETS_TO_TXN: ApiHandler(VersionRange(0, 4), self.add_offsets_to_txn),
+            ApiKey.END_TXN: ApiHandler(VersionRange(0, 4), self.end_txn, in_place=True,
+                                       from_frame=self._frames.end_txn),
             ApiKey.DESCRIBE_TRANSACTIONS: ApiHandler(VersionRange(0, 0), self.describe_transactions),
             ApiKey.LIST_TRANSACTIONS: ApiHandler(VersionRange(0, 2), self.list_transactions),
         }
 
-    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
-        conn = ctx.connection
+    def _allowed(self, conn: ConnectionInfo, operation: str, resource_type: str, name: str) -> bool:
         return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
                                                   resource_type, name)
 
-    def _may_write(self, ctx: RequestContext, transactional_id: str) -> bool:
+    def _may_write(self, conn: ConnectionInfo, transactional_id: str) -> bool:
         """Kafka's WRITE on the TransactionalId resource, which every producer request needs."""
-        return self._allowed(ctx, "WRITE", "TRANSACTIONAL_ID", transactional_id)
+        return self._allowed(conn, "WRITE", "TRANSACTIONAL_ID", transactional_id)
 
     def _outage(self, transactional_id: str) -> ErrorCode | None:
         return None if self._outages is None else self._outages.transaction_outage(transactional_id)
 
     @staticmethod
     def _for_version(ctx: RequestContext, code: ErrorCode) -> ErrorCode:
-        if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < _FENCED_SINCE.get(ApiKey(ctx.api_key), 0):
-            return ErrorCode.INVALID_PRODUCER_EPOCH
-        return code
+        return for_version(ApiKey(ctx.api_key), ctx.api_version, code)
 
     async def init_transactional_producer(self, ctx: RequestContext, request: Request) -> Answer:
         """InitProducerId with a transactional id (the data plane hands these over)."""
@@ -337,7 +345,7 @@ class TransactionsModule(Module):
         if body.get("producer_id", NO_PRODUCER_ID) != NO_PRODUCER_ID:
             expected = (body["producer_id"], body.get("producer_epoch", NO_PRODUCER_EPOCH))
         outage = self._outage(body["transactional_id"])
-        if not self._may_write(ctx, body["transactional_id"]):
+        if not self._may_write(ctx.connection, body["transactional_id"]):
             result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         elif outage is not None:
             result = InitResult(outage)
@@ -353,15 +361,25 @@ class TransactionsModule(Module):
         return {(topic, partition) for topic, partition in partitions
                 if topic not in topics or partition not in topics[topic].partitions}
 
-    async def _add(self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
-                   topics: list[Mapping[str, Any]], verify_only: bool) -> list[dict[str, Any]]:
+    def _add(self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
+             topics: list[Mapping[str, Any]], verify_only: bool) -> list[dict[str, Any]]:
         """One transaction's AddPartitionsToTxn: its per-topic, per-partition results."""
         partitions = [(t["name"], p) for t in topics for p in t.get("partitions") or ()]
+        codes = self.add_codes(ctx.connection, transactional_id, producer_id, epoch, partitions, verify_only)
+        return [{"name": topic, "results_by_partition": [
+                    {"partition_index": partition, "partition_error_code": self._for_version(ctx, code)}
+                    for partition, code in found]}
+                for topic, found in by_topic(codes)]
+
+    def add_codes(self, conn: ConnectionInfo, transactional_id: str, producer_id: int, epoch: int,
+                  partitions: list[TopicPartition], verify_only: bool) -> dict[TopicPartition, ErrorCode]:
+        """One transaction's AddPartitionsToTxn, the partitions in request order: each one's
+        code (before ``for_version``), duplicates once. Shared with the path from the frame."""
         unknown = self._unknown_partitions(partitions)
-        refused = {tp for tp in partitions if not self._allowed(ctx, "WRITE", "TOPIC", tp[0])}
+        refused = {tp for tp in partitions if not self._allowed(conn, "WRITE", "TOPIC", tp[0])}
         codes: dict[TopicPartition, ErrorCode]
         outage = self._outage(transactional_id)
-        if not verify_only and not self._may_write(ctx, transactional_id):
+        if not verify_only and not self._may_write(conn, transactional_id):
             codes = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         elif outage is not None:
             codes = dict.fromkeys(partitions, outage)
@@ -376,30 +394,26 @@ class TransactionsModule(Module):
             codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
                      else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
         else:
-            code = await self.coordinator.add_partitions(transactional_id, producer_id, epoch, partitions)
+            code = self.coordinator.add_partitions(transactional_id, producer_id, epoch, partitions)
             codes = dict.fromkeys(partitions, code)
-        results: dict[str, list[dict[str, Any]]] = {}
-        for (topic, partition), code in codes.items():
-            results.setdefault(topic, []).append(
-                {"partition_index": partition, "partition_error_code": self._for_version(ctx, code)})
-        return [{"name": topic, "results_by_partition": found} for topic, found in results.items()]
+        return codes
 
-    async def add_partitions_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
+    def add_partitions_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         fit = body_fitter(ApiKey.ADD_PARTITIONS_TO_TXN, "response", ctx.api_version)
         if ctx.api_version <= 3:
-            results = await self._add(ctx, body["v3_and_below_transactional_id"],
-                                      body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
-                                      body["v3_and_below_topics"] or [], False)
+            results = self._add(ctx, body["v3_and_below_transactional_id"],
+                                body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"],
+                                body["v3_and_below_topics"] or [], False)
             return fit({"throttle_time_ms": 0, "results_by_topic_v3_and_below": results})
-        if not self._allowed(ctx, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE):
+        if not self._allowed(ctx.connection, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE):
             # v4+ is the brokers' batched form (KIP-890): only brokers may send it.
             return fit({"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                         "results_by_transaction": []})
         answered = []
         for txn in body["transactions"] or []:
-            results = await self._add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
-                                      txn["topics"] or [], txn["verify_only"])
+            results = self._add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"],
+                                txn["topics"] or [], txn["verify_only"])
             answered.append({"transactional_id": txn["transactional_id"], "topic_results": results})
         return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results_by_transaction": answered})
 
@@ -408,38 +422,41 @@ class TransactionsModule(Module):
         count = self.services.config.get("offsets.topic.num.partitions", 50)  # the groups module's key
         return OFFSETS_TOPIC, offsets_partition_for(group_id, count)
 
-    async def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
+    def add_offsets_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         outage = self._outage(body["transactional_id"])
-        if not self._may_write(ctx, body["transactional_id"]):
+        if not self._may_write(ctx.connection, body["transactional_id"]):
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        elif not self._allowed(ctx, "READ", "GROUP", body["group_id"]):
+        elif not self._allowed(ctx.connection, "READ", "GROUP", body["group_id"]):
             code = ErrorCode.GROUP_AUTHORIZATION_FAILED
         elif outage is not None:
             code = outage
         else:
-            code = await self.coordinator.add_partitions(
+            code = self.coordinator.add_partitions(
                 body["transactional_id"], body["producer_id"], body["producer_epoch"],
                 [self.offsets_partition(body["group_id"])])
         return {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)}
 
     async def end_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        outage = self._outage(body["transactional_id"])
-        if not self._may_write(ctx, body["transactional_id"]):
-            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        elif outage is not None:
-            code = outage
-        else:
+        code = self.end_refusal(ctx.connection, body["transactional_id"])
+        if code is None:
             code = await self.coordinator.end_transaction(body["transactional_id"], body["producer_id"],
                                                           body["producer_epoch"], body["committed"])
         return body_fitter(ApiKey.END_TXN, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "error_code": self._for_version(ctx, code)})
 
+    def end_refusal(self, conn: ConnectionInfo, transactional_id: str) -> ErrorCode | None:
+        """Why EndTxn is refused before the coordinator looks (authorization, then an outage), or
+        None. Shared with the path from the frame."""
+        if not self._may_write(conn, transactional_id):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return self._outage(transactional_id)
+
     def describe_transactions(self, ctx: RequestContext, request: Request) -> Answer:
         states = []
         for transactional_id in request.body["transactional_ids"] or []:
-            if self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", transactional_id):
+            if self._allowed(ctx.connection, "DESCRIBE", "TRANSACTIONAL_ID", transactional_id):
                 code, metadata = self.coordinator.describe(transactional_id)
             else:
                 code, metadata = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
@@ -477,7 +494,7 @@ class TransactionsModule(Module):
             producer_ids=set(body.get("producer_id_filters") or ()),
             min_duration_ms=body.get("duration_filter", -1),
             matches=lambda name: ((matcher is None or matcher.fullmatch(name) is not None)
-                                  and self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", name)))
+                                  and self._allowed(ctx.connection, "DESCRIBE", "TRANSACTIONAL_ID", name)))
         listed.sort(key=lambda m: m.transactional_id)
         return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
                     "transaction_states": [{"transactional_id": m.transactional_id,

@@ -44,7 +44,7 @@ class TopicStateLog:
         self.appended = appended  # wakes long-polling fetchers of the partition
         self.topic = topic
 
-    async def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
+    def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
         target = self.leader_log(self.topic, partition)
         batch = one_record_batch(encode_key(transactional_id), encode_value(metadata),
                                  base_offset=target.log_end_offset, base_timestamp=self.now_ms())

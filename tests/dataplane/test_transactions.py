@@ -5,7 +5,6 @@ a marker), ListOffsets by isolation level, DescribeProducers, authorization, and
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import sys
 import threading
@@ -207,7 +206,7 @@ def test_the_txn_markers_capability_is_the_data_plane(broker: Broker) -> None:
         pid = init_producer_id(client)
         produce(client, "t", txn_batch(pid, [b"x"], 0), transactional_id="tx")
         marker = TxnMarker(pid, 0, False, 0, (("t", 0), ("nope", 0)))
-        errors = asyncio.run_coroutine_threadsafe(module.write_markers([marker]), runtime.loop).result(10)
+        errors = broker._on_loop(lambda: module.write_markers([marker]))
         assert told == [(marker, "t", 0)]  # the partition written, not the refused one
         assert write_markers(client, "t", pid, commit=True, partitions=[0]) == {0: ErrorCode.NONE}
         assert [(m.committed, m.partitions) for m, _, _ in told[1:]] == [(True, (("t", 0),))]

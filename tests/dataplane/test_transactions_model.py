@@ -11,7 +11,6 @@ stable offset and the records together."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import time
 from collections.abc import Iterator
@@ -220,8 +219,8 @@ class TransactionsMachine(RuleBasedStateMachine):
     def _write_through_capability(self, marker: TxnMarker) -> dict[int, ErrorCode]:
         assert self.broker.runtime is not None
         [module] = [m for m in self.broker.runtime.modules if isinstance(m, DataPlaneModule)]
-        done = asyncio.run_coroutine_threadsafe(module.write_markers([marker]), self.broker.runtime.loop)
-        return {p: code for (_, _, p), code in done.result(timeout=10).items()}
+        done = self.broker._on_loop(lambda: module.write_markers([marker]))
+        return {p: code for (_, _, p), code in done.items()}
 
     def _write_on_the_wire(self, marker: TxnMarker) -> dict[int, ErrorCode]:
         body = {"markers": [{

@@ -40,7 +40,7 @@ def test_a_transaction_ending_across_a_reset_is_not_completed_afterwards() -> No
         txn = TransactionCoordinator(state_log=state_log, send_markers=send, new_producer_id=new_id,
                                      now_ms=lambda: 1_700_000_000_000, leads=lambda partition: True)
         init = await txn.init_producer_id("t", 10_000)
-        assert await txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == ErrorCode.NONE
+        assert txn.add_partitions("t", init.producer_id, 0, [("a", 0)]) == ErrorCode.NONE
         ending = asyncio.ensure_future(txn.end_transaction("t", init.producer_id, 0, True))
         await markers_sent.wait()
         assert txn.get("t").state is TxnState.PREPARE_COMMIT  # type: ignore[union-attr]

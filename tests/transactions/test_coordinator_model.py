@@ -176,8 +176,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def add_partitions(self, handle: Handle | None, partitions: set[TopicPartition]) -> None:
         if handle is None:
             return
-        code = self.run(self.coordinator.add_partitions(
-            handle.transactional_id, handle.producer_id, handle.epoch, partitions))
+        code = self.coordinator.add_partitions(handle.transactional_id, handle.producer_id, handle.epoch,
+                                               partitions)
         refused = self._refused(handle)
         if refused is not None:
             assert code == refused
