@@ -312,5 +312,5 @@ def _check_stamp_append(data: bytearray, cut: _Cut | None, config: LogConfig, no
             return False  # a retry: the plain path answers with the offsets it got then
     except KafkaApiError:
         return False  # refused, nothing recorded: the plain path answers it
-    log.append_one(data, batch, now_ms)
+    log.store_one(data, batch, now_ms)
     return True
