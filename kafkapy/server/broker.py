@@ -23,6 +23,7 @@ from kafkapy.server.clock import call_later_real, wait_real, wall_clock_of
 from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.connection import BufferedKafkaConnection, KafkaConnection
 from kafkapy.server.fastpaths import FastPaths
+from kafkapy.server.framing import READ_SIZE
 from kafkapy.server.leadership import PartitionLeadership
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module
@@ -224,6 +225,8 @@ class BrokerRuntime:
         self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
         self._make_transport = in_place_transport(self.loop) if fast_paths.in_place_accept else None
         self._connection_class = BufferedKafkaConnection if fast_paths.buffered_reads else KafkaConnection
+        # Where buffered reads land, shared by every connection of this loop (kafkapy.server.framing).
+        self.read_buffer = memoryview(bytearray(READ_SIZE)) if fast_paths.buffered_reads else None
 
     def services_for(self, module_class: type[Module]) -> ModuleServices:
         """The services handed to a module of this class when it is built."""

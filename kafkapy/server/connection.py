@@ -113,7 +113,7 @@ class KafkaConnection(asyncio.Protocol):
         self.runtime = runtime
         self.listener = listener
         self.frames = FrameBuffer(runtime.config["socket.request.max.bytes"],
-                                  KEEP_FROM if runtime.fast_paths.kept_frames else None)
+                                  KEEP_FROM if runtime.fast_paths.kept_frames else None, runtime.read_buffer)
         self._drain = self.frames.drain
         self._dispatch = runtime.dispatcher.dispatch
         self._dispatch_all = runtime.dispatcher.dispatch_all

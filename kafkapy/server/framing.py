@@ -22,7 +22,8 @@ Bytes come in one of two ways. ``drain`` takes a read's ``bytes`` (asyncio.Proto
 data_received). ``get_buffer``/``buffer_updated`` are asyncio.BufferedProtocol's: the socket is
 read straight into the body of a frame that spans reads, once its size is known, so those bytes
 are copied once in all (by the kernel); other reads land in one read buffer kept for the
-connection (no fresh 256 KiB ``bytes`` per read) and are drained from there, so both ways hand out
+connection, or shared by a loop's connections (no fresh 256 KiB ``bytes`` per read), and are drained
+from there at once, so both ways hand out
 the same frames after the same reads (tests/server/test_framing.py holds them equal).
 """
 
@@ -67,7 +68,8 @@ class FrameBuffer:
     __slots__ = ("_body", "_failed", "_filled", "_head", "_keep_from", "_lent", "_limit", "_read_view",
                  "_size")
 
-    def __init__(self, limit: int, keep_from: int | None = KEEP_FROM) -> None:
+    def __init__(self, limit: int, keep_from: int | None = KEEP_FROM,
+                 read_buffer: memoryview | None = None) -> None:
         self._head = b""  # under four bytes of a size cut between reads
         self._body: bytearray | None = None  # the body of a frame that spans reads, allocated whole
         self._filled = 0  # bytes of _body received so far
@@ -75,7 +77,9 @@ class FrameBuffer:
         self._limit = limit
         self._keep_from = keep_from  # None: every body handed out as bytes
         self._failed: FrameSizeError | None = None
-        self._read_view: memoryview | None = None  # get_buffer's read buffer, made on first use
+        # get_buffer's read buffer, made on first use unless given: every read is drained out of it
+        # before the next one lands, so one loop's connections may share one (the broker's do).
+        self._read_view = read_buffer
         self._lent: memoryview | None = None  # the part of _body get_buffer lent for the next read
 
     @property

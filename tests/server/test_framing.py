@@ -275,6 +275,26 @@ def test_buffered_reads_hand_out_the_frames_drain_does(stream: tuple[bytes, list
     assert all(keep_from is not None and len(f) >= keep_from for f in frames if type(f) is bytearray)
 
 
+@settings(max_examples=100, deadline=None)
+@given(streams(), streams())
+def test_connections_sharing_a_read_buffer_get_their_own_frames(
+        one: tuple[bytes, list[bytes]], other: tuple[bytes, list[bytes]]) -> None:
+    """Two buffers sharing one read buffer (the broker's connections do), their reads interleaved:
+    each hands out what it would alone."""
+    shared = memoryview(bytearray(READ_SIZE))
+    buffers = [FrameBuffer(2**31 - 1, KEEP_FROM, shared), FrameBuffer(2**31 - 1, KEEP_FROM, shared)]
+    results: list[list[bytes]] = [[], []]
+    chunks = [one[1], other[1]]
+    for step in range(max(len(one[1]), len(other[1]))):
+        for k in (0, 1):
+            if step < len(chunks[k]):
+                frames, _, _ = _run_buffered(buffers[k], [chunks[k][step]])
+                results[k] += [bytes(f) for f in frames]
+    for k in (0, 1):
+        per_read, _, _ = _run(FrameBuffer(2**31 - 1, KEEP_FROM), chunks[k])
+        assert results[k] == [f for read in per_read for f in read]
+
+
 def test_a_large_body_is_read_straight_into_place() -> None:
     body = bytes(range(256)) * 4000  # a 1 MB Produce's worth: over READ_SIZE
     data = _frame(body) + _frame(b"next")
