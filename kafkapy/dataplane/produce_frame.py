@@ -228,7 +228,8 @@ class ProduceFromFrame:
             log = home.logs.logs.get(key)
             state = home.producers.get(key)
             epoch = leadership[1]
-            if (log is None or state is None or home.topic_ids.get(name) != info.topic_id
+            topic_id = home.topic_ids.get(name)  # usually the very UUID the topics view holds: no __eq__
+            if (log is None or state is None or (topic_id is not info.topic_id and topic_id != info.topic_id)
                     or log.epochs.latest_epoch < epoch):
                 return None
 
