@@ -156,8 +156,14 @@ class FrameBuffer:
         """``nbytes`` were read into the last ``get_buffer``: as ``drain`` of those bytes."""
         lent = self._lent
         if lent is None:
-            assert self._read_view is not None
-            self.drain(bytes(self._read_view[:nbytes]), out)
+            view = self._read_view
+            assert view is not None
+            if nbytes >= 4 and not self._head and self._body is None and self._failed is None:
+                size = _SIZE.unpack_from(view, 0)[0]
+                if size == nbytes - 4 and size <= self._limit:  # one whole frame (one at a time)
+                    out.append(bytes(view[4:nbytes]))
+                    return
+            self.drain(bytes(view[:nbytes]), out)
             return
         self._lent = None
         lent.release()  # a body lent out and complete is handed out, maybe to be cut: no view may pin it
