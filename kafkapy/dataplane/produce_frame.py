@@ -18,7 +18,7 @@ Theory of operation
    ``clean_batch_max_timestamp``, every check ``validate_records`` makes.
 4. **Stamp** offsets and epoch in place (``stamp_batch``, which keeps the header read in step).
 5. **Producer state**: ``check_and_update``; a retried batch or a refusal records nothing.
-6. **Append** (``SegmentedLog.append_one``, the plain path's one-batch append, rolls included),
+6. **Append** (``SegmentedLog.store_one``, the plain path's one-batch append less its AppendInfo),
    wake the partition's long polls, and answer with the response bytes built here.
 
 Anything else returns None before step 5 has recorded anything, and the dispatcher hands the

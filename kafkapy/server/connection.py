@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-``data_received`` splits the bytes into frames with a sans-I/O FrameBuffer and
-hands each complete frame to the dispatcher in turn, right there: most
+``data_received`` (or, with FastPaths.buffered_reads, ``buffer_updated`` after the
+socket was read into the FrameBuffer's own buffers) splits the bytes into frames with
+a sans-I/O FrameBuffer and hands each complete frame to the dispatcher in turn, right there: most
 requests are answered without the dispatcher suspending (see
 kafkapy.server.dispatch), and the answers to all the frames of one read
 leave in one write. A request whose hooks or handler really wait comes back
