@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 ``data_received`` (or, with FastPaths.buffered_reads, ``buffer_updated`` after the
-socket was read into the FrameBuffer's own buffers) splits the bytes into frames with
-a sans-I/O FrameBuffer and hands each complete frame to the dispatcher in turn, right there: most
-requests are answered without the dispatcher suspending (see
+socket was read into the FrameBuffer's buffers) splits the bytes into frames with a
+sans-I/O FrameBuffer and hands each complete frame to the dispatcher in turn, right
+there: most requests are answered without the dispatcher suspending (see
 kafkapy.server.dispatch), and the answers to all the frames of one read
 leave in one write. A request whose hooks or handler really wait comes back
 as an awaitable; a worker task awaits it, and every frame after it waits in
@@ -416,9 +416,9 @@ class KafkaConnection(asyncio.Protocol):
 
 class BufferedKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
     """A KafkaConnection whose transport reads into its FrameBuffer's buffers (FastPaths.buffered_reads):
-    a large frame's bytes straight into the body the log may keep, other reads into one read buffer
-    kept for the connection instead of a fresh ``bytes`` each (kafkapy.server.framing). Every frame
-    then takes the same way as through ``data_received``."""
+    a large frame's bytes straight into the body the log may keep, other reads into the read buffer
+    the broker's connections share, instead of a fresh ``bytes`` each (kafkapy.server.framing).
+    Every frame then takes the same way as through ``data_received``."""
 
     def __init__(self, runtime: BrokerRuntime, listener: ListenerSpec) -> None:
         super().__init__(runtime, listener)

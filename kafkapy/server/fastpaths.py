@@ -44,7 +44,8 @@ the bytes (tests/server/test_fast_paths.py):
   tests/dataplane/test_produce_from_frame.py (Produce from a kept frame).
 * ``buffered_reads`` (kafkapy.server.connection.BufferedKafkaConnection, an
   asyncio.BufferedProtocol): the socket is read into the FrameBuffer's buffers, a frame that
-  spans reads straight into its body, other reads into one read buffer per connection. Plain
+  spans reads straight into its body, other reads into one read buffer the broker's connections
+  share. Plain
   path: asyncio.Protocol's ``data_received`` of a fresh ``bytes`` per read. Held equal by
   tests/server/test_framing.py (the same frames after the same reads) and
   tests/server/test_fast_paths.py (the same answers and stored records).

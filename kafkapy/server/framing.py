@@ -21,10 +21,10 @@ else as ``bytes`` (one more copy, of a small frame).
 Bytes come in one of two ways. ``drain`` takes a read's ``bytes`` (asyncio.Protocol's
 data_received). ``get_buffer``/``buffer_updated`` are asyncio.BufferedProtocol's: the socket is
 read straight into the body of a frame that spans reads, once its size is known, so those bytes
-are copied once in all (by the kernel); other reads land in one read buffer kept for the
-connection, or shared by a loop's connections (no fresh 256 KiB ``bytes`` per read), and are drained
-from there at once, so both ways hand out
-the same frames after the same reads (tests/server/test_framing.py holds them equal).
+are copied once in all (by the kernel); other reads land in a read buffer (the broker's
+connections share one: no fresh 256 KiB ``bytes`` per read) and are drained out of it at once,
+so both ways hand out the same frames after the same reads (tests/server/test_framing.py holds
+them equal).
 """
 
 from __future__ import annotations
