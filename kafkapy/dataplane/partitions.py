@@ -204,5 +204,7 @@ class Partitions:
 
     def appended(self, topic: str, partition: int) -> None:
         """The high watermark of ``topic-partition`` moved: wake whoever waits on it."""
-        for callback in list(self._listeners.get((topic, partition), ())):
-            callback()
+        callbacks = self._listeners.get((topic, partition))
+        if callbacks:  # nearly always none: no list made per Produce
+            for callback in list(callbacks):
+                callback()

@@ -18,7 +18,7 @@ Theory of operation
    ``clean_batch_max_timestamp``, every check ``validate_records`` makes.
 4. **Stamp** offsets and epoch in place (``stamp_batch``, which keeps the header read in step).
 5. **Producer state**: ``check_and_update``; a retried batch or a refusal records nothing.
-6. **Append** (``SegmentedLog.append_one``, the plain path's one-batch append, rolls included),
+6. **Append** (``SegmentedLog.store_one``, the plain path's one-batch append less its AppendInfo),
    wake the partition's long polls, and answer with the response bytes built here.
 
 Anything else returns None before step 5 has recorded anything, and the dispatcher hands the
@@ -228,7 +228,8 @@ class ProduceFromFrame:
             log = home.logs.logs.get(key)
             state = home.producers.get(key)
             epoch = leadership[1]
-            if (log is None or state is None or home.topic_ids.get(name) != info.topic_id
+            topic_id = home.topic_ids.get(name)  # usually the very UUID the topics view holds: no __eq__
+            if (log is None or state is None or (topic_id is not info.topic_id and topic_id != info.topic_id)
                     or log.epochs.latest_epoch < epoch):
                 return None
 
@@ -243,13 +244,14 @@ class ProduceFromFrame:
                 # the batch the log keeps, its request head and tag bytes cut off in place (a cut at
                 # the front moves the bytearray's start, no copy), all put back if it is declined.
                 cut = _Cut(frame, records_start, pos)
-                if not _check_stamp_append(frame, cut, config, now_ms, api_version, log, epoch, state):
+                if not _check_stamp_append(frame, cut, config, now_ms, api_version, log, base_offset, epoch,
+                                           state):
                     cut.undo()  # the batch and its views are gone with the call: the frame may resize
                     return None
             elif not _check_stamp_append(  # the one copy (a slice of a large frame would be one more)
                     bytearray(frame[records_start:pos] if size < _COPY_SLICE_BELOW
                               else memoryview(frame)[records_start:pos]),
-                    None, config, now_ms, api_version, log, epoch, state):
+                    None, config, now_ms, api_version, log, base_offset, epoch, state):
                 return None
             appended(name, index)
             if acks == 0:
@@ -290,10 +292,11 @@ class _Cut:
         frame += self.tail
 
 
-def _check_stamp_append(data: bytearray, cut: _Cut | None, config: LogConfig, now_ms: int,
-                        api_version: int, log: SegmentedLog, epoch: int, state: ProducerStateManager) -> bool:
-    """Steps 3-6 on the batch that is all of ``data``: check, stamp, producer state, append. False
-    if the plain path must answer; nothing then changed but ``data``'s header (kept in ``cut``)."""
+def _check_stamp_append(data: bytearray, cut: _Cut | None, config: LogConfig, now_ms: int, api_version: int,
+                        log: SegmentedLog, base_offset: int, epoch: int, state: ProducerStateManager) -> bool:
+    """Steps 3-6 on the batch that is all of ``data``: check, stamp at ``base_offset`` (the log end
+    offset, read once by the caller), producer state, append. False if the plain path must answer;
+    nothing then changed but ``data``'s header (kept in ``cut``)."""
     try:
         batch = RecordBatch(data)
     except DecodeError:
@@ -304,7 +307,7 @@ def _check_stamp_append(data: bytearray, cut: _Cut | None, config: LogConfig, no
     log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
     if cut is not None:
         cut.header = data[:V2_HEADER_SIZE]
-    stamp_batch(data, batch, base_offset=log.log_end_offset, leader_epoch=epoch,
+    stamp_batch(data, batch, base_offset=base_offset, leader_epoch=epoch,
                 max_timestamp=now_ms if log_append_time else max_timestamp,
                 log_append_time=log_append_time)
     try:
@@ -312,5 +315,5 @@ def _check_stamp_append(data: bytearray, cut: _Cut | None, config: LogConfig, no
             return False  # a retry: the plain path answers with the offsets it got then
     except KafkaApiError:
         return False  # refused, nothing recorded: the plain path answers it
-    log.append_one(data, batch, now_ms)
+    log.store_one(data, batch, now_ms)
     return True

@@ -172,23 +172,33 @@ class Segment:
         self.size = position
         self.last_modified_ms = now
 
+    def append_one(self, data: Buffer, nbytes: int, batch: RecordBatch, now: int) -> None:
+        """``append`` of the one batch that is all of ``data``, without a list around it."""
+        position = self.size
+        self._store(data, nbytes)
+        self.note_batch(batch, position)
+        self.size = position + nbytes
+        self.last_modified_ms = now
+
     def note_batch(self, batch: RecordBatch, position: int) -> None:
         """Add a stored batch to the table and, past index.interval.bytes, to the indexes."""
-        self.offsets.append(batch.base_offset)
+        base_offset, max_timestamp = batch.base_offset, batch.max_timestamp
+        last_offset = base_offset + batch.last_offset_delta
+        self.offsets.append(base_offset)
         self.positions.append(position)
         if self.rolling_timestamp is None:
-            self.rolling_timestamp = batch.max_timestamp
-        if batch.max_timestamp > self.max_timestamp:
-            self.max_timestamp = batch.max_timestamp
-            self.offset_of_max_timestamp = batch.last_offset
+            self.rolling_timestamp = max_timestamp
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
         if self._bytes_since_index > self.index_interval_bytes:
-            self.index_offsets.append(batch.last_offset)
+            self.index_offsets.append(last_offset)
             self.index_positions.append(position)
-            self._index_entry_added(batch.last_offset, position)
+            self._index_entry_added(last_offset, position)
             self._maybe_time_entry()
             self._bytes_since_index = 0
         self._bytes_since_index += batch.size_in_bytes
-        self.next_offset = batch.last_offset + 1
+        self.next_offset = last_offset + 1
 
     def _maybe_time_entry(self) -> None:
         """Kafka's TimeIndex.maybeAppend: only a timestamp larger than the last entry's."""
@@ -399,15 +409,22 @@ class SegmentedLog:
         the same bookkeeping, without the lists and loops over batches. The caller guarantees
         what ``append(header=)`` checks: ``batch`` is the header of all of ``data``, and its base
         offset is the log end offset (Produce's fast path from the frame stamps it so)."""
+        self.store_one(data, batch, now)
         last_offset = batch.base_offset + batch.last_offset_delta
         max_timestamp = batch.max_timestamp if batch.max_timestamp > NO_TIMESTAMP else NO_TIMESTAMP
-        segment = self._maybe_roll(batch.size_in_bytes, max_timestamp, last_offset, now)
-        segment.append(data, batch.size_in_bytes, [batch], now)
+        append_time = max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
+        return AppendInfo(batch.base_offset, last_offset, max_timestamp, last_offset, append_time)
+
+    def store_one(self, data: Buffer, batch: RecordBatch, now: int) -> None:
+        """``append_one`` without its AppendInfo, for callers that answer from the header they
+        hold (Produce: an object fewer per request)."""
+        size = batch.size_in_bytes
+        last_offset = batch.base_offset + batch.last_offset_delta
+        max_timestamp = batch.max_timestamp if batch.max_timestamp > NO_TIMESTAMP else NO_TIMESTAMP
+        self._maybe_roll(size, max_timestamp, last_offset, now).append_one(data, size, batch, now)
         if self.epochs.assign(batch.partition_leader_epoch, batch.base_offset):
             self._epochs_changed()
         self.maybe_flush(now)
-        append_time = max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else NO_TIMESTAMP
-        return AppendInfo(batch.base_offset, last_offset, max_timestamp, last_offset, append_time)
 
     def _maybe_roll(self, nbytes: int, max_timestamp: int, last_offset: int, now: int) -> Segment:
         """Kafka's LogSegment.shouldRoll; time waited is the new records' max timestamp minus the

@@ -21,8 +21,9 @@ from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, load_authorizer
 from kafkapy.server.clock import call_later_real, wait_real, wall_clock_of
 from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
-from kafkapy.server.connection import KafkaConnection
+from kafkapy.server.connection import BufferedKafkaConnection, KafkaConnection
 from kafkapy.server.fastpaths import FastPaths
+from kafkapy.server.framing import READ_SIZE
 from kafkapy.server.leadership import PartitionLeadership
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module
@@ -223,6 +224,9 @@ class BrokerRuntime:
         self.accept_gate: AcceptGate | None = None
         self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
         self._make_transport = in_place_transport(self.loop) if fast_paths.in_place_accept else None
+        self._connection_class = BufferedKafkaConnection if fast_paths.buffered_reads else KafkaConnection
+        # Where buffered reads land, shared by every connection of this loop (kafkapy.server.framing).
+        self.read_buffer = memoryview(bytearray(READ_SIZE)) if fast_paths.buffered_reads else None
 
     def services_for(self, module_class: type[Module]) -> ModuleServices:
         """The services handed to a module of this class when it is built."""
@@ -437,7 +441,7 @@ class BrokerRuntime:
             if gate is not None:
                 gate.released(listener.name, address, True)
             return
-        connection = KafkaConnection(self, listener.spec)
+        connection = self._connection_class(self, listener.spec)
         if gate is not None:
             name = listener.name
             connection.on_lost = lambda: gate.released(name, address, True)
@@ -463,7 +467,7 @@ class BrokerRuntime:
             admitted = True
             if self._stopping:
                 return
-            connection = KafkaConnection(self, listener.spec)
+            connection = self._connection_class(self, listener.spec)
             if gate is not None:
                 name = listener.name
                 connection.on_lost = lambda: gate.released(name, address, True)

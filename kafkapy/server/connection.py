@@ -2,9 +2,10 @@
 
 Theory of operation
 -------------------
-``data_received`` splits the bytes into frames with a sans-I/O FrameBuffer and
-hands each complete frame to the dispatcher in turn, right there: most
-requests are answered without the dispatcher suspending (see
+``data_received`` (or, with FastPaths.buffered_reads, ``buffer_updated`` after the
+socket was read into the FrameBuffer's buffers) splits the bytes into frames with a
+sans-I/O FrameBuffer and hands each complete frame to the dispatcher in turn, right
+there: most requests are answered without the dispatcher suspending (see
 kafkapy.server.dispatch), and the answers to all the frames of one read
 leave in one write. A request whose hooks or handler really wait comes back
 as an awaitable; a worker task awaits it, and every frame after it waits in
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
     from kafkapy.server.listeners import ListenerSpec
 
-__all__ = ["BROKER_CORRELATION_MIN", "ConnectionInfo", "KafkaConnection"]
+__all__ = ["BROKER_CORRELATION_MIN", "BufferedKafkaConnection", "ConnectionInfo", "KafkaConnection"]
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ class KafkaConnection(asyncio.Protocol):
         self.runtime = runtime
         self.listener = listener
         self.frames = FrameBuffer(runtime.config["socket.request.max.bytes"],
-                                  KEEP_FROM if runtime.fast_paths.kept_frames else None)
+                                  KEEP_FROM if runtime.fast_paths.kept_frames else None, runtime.read_buffer)
         self._drain = self.frames.drain
         self._dispatch = runtime.dispatcher.dispatch
         self._dispatch_all = runtime.dispatcher.dispatch_all
@@ -179,12 +180,19 @@ class KafkaConnection(asyncio.Protocol):
         try:
             self._drain(data, frames)
         except FrameSizeError as exc:
-            log.warning("closing %s: %s", self._who(), exc)
-            # Nothing more is read; requests that arrived whole before the bad size are still answered
-            # in order (Kafka reads one request at a time, so it never even sees the bad size earlier).
-            self.draining = True
-            if self.transport is not None:
-                self.transport.pause_reading()
+            self._refuse_more(exc)
+        self._received(frames)
+
+    def _refuse_more(self, exc: FrameSizeError) -> None:
+        log.warning("closing %s: %s", self._who(), exc)
+        # Nothing more is read; requests that arrived whole before the bad size are still answered
+        # in order (Kafka reads one request at a time, so it never even sees the bad size earlier).
+        self.draining = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def _received(self, frames: list[ReceivedFrame]) -> None:
+        """The frames a read completed: answered in place, or queued for the worker."""
         if frames:
             if self.outstanding or self._expired:
                 frames = self._take_responses(frames)
@@ -404,3 +412,27 @@ class KafkaConnection(asyncio.Protocol):
 
     def _who(self) -> str:
         return self.info.id if self.info is not None else "connection"
+
+
+class BufferedKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
+    """A KafkaConnection whose transport reads into its FrameBuffer's buffers (FastPaths.buffered_reads):
+    a large frame's bytes straight into the body the log may keep, other reads into the read buffer
+    the broker's connections share, instead of a fresh ``bytes`` each (kafkapy.server.framing).
+    Every frame then takes the same way as through ``data_received``."""
+
+    def __init__(self, runtime: BrokerRuntime, listener: ListenerSpec) -> None:
+        super().__init__(runtime, listener)
+        # asyncio asks for a buffer before every read: the FrameBuffer's own method answers it.
+        self.get_buffer = self.frames.get_buffer  # type: ignore[method-assign]
+        self._read_into = self.frames.buffer_updated
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.draining or self.closed:
+            return
+        self.last_activity = self._now()  # what the idle sweep looks at
+        frames: list[ReceivedFrame] = []
+        try:
+            self._read_into(nbytes, frames)
+        except FrameSizeError as exc:
+            self._refuse_more(exc)
+        self._received(frames)

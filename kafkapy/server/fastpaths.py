@@ -44,6 +44,13 @@ the bytes (tests/server/test_fast_paths.py):
   ``bytes`` of it, a ``from_frame`` fast path reads it as it is. Plain path: every frame handed
   out as ``bytes``. Held equal by tests/server/test_framing.py (the frames) and
   tests/dataplane/test_produce_from_frame.py (Produce from a kept frame).
+* ``buffered_reads`` (kafkapy.server.connection.BufferedKafkaConnection, an
+  asyncio.BufferedProtocol): the socket is read into the FrameBuffer's buffers, a frame that
+  spans reads straight into its body, other reads into one read buffer the broker's connections
+  share. Plain
+  path: asyncio.Protocol's ``data_received`` of a fresh ``bytes`` per read. Held equal by
+  tests/server/test_framing.py (the same frames after the same reads) and
+  tests/server/test_fast_paths.py (the same answers and stored records).
 """
 
 from __future__ import annotations
@@ -64,9 +71,10 @@ class FastPaths:
     in_place_chain: bool = True
     from_frame: bool = True
     kept_frames: bool = True
+    buffered_reads: bool = True
 
     @classmethod
     def none(cls) -> FastPaths:
         """Every plain path."""
         return cls(memo=False, in_place_accept=False, eager=False, chunked_responses=False,
-                   in_place_chain=False, from_frame=False, kept_frames=False)
+                   in_place_chain=False, from_frame=False, kept_frames=False, buffered_reads=False)

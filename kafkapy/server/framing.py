@@ -17,6 +17,14 @@ that much): it grows as they arrive. A body that spanned reads is handed out
 as the ``bytearray`` itself when it is at least ``keep_from`` bytes (the
 connection never touches it again, so whoever takes it may keep or cut it),
 else as ``bytes`` (one more copy, of a small frame).
+
+Bytes come in one of two ways. ``drain`` takes a read's ``bytes`` (asyncio.Protocol's
+data_received). ``get_buffer``/``buffer_updated`` are asyncio.BufferedProtocol's: the socket is
+read straight into the body of a frame that spans reads, once its size is known, so those bytes
+are copied once in all (by the kernel); other reads land in a read buffer (the broker's
+connections share one: no fresh 256 KiB ``bytes`` per read) and are drained out of it at once,
+so both ways hand out the same frames after the same reads (tests/server/test_framing.py holds
+them equal).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import struct
 
 from kafkapy.errors import KafkaPyError
 
-__all__ = ["KEEP_FROM", "PREALLOCATE_UP_TO", "FrameBuffer", "FrameSizeError", "ReceivedFrame"]
+__all__ = ["KEEP_FROM", "PREALLOCATE_UP_TO", "READ_SIZE", "FrameBuffer", "FrameSizeError", "ReceivedFrame"]
 
 # A frame body as handed out: ``bytes``, or a large frame's own ``bytearray`` (see above).
 ReceivedFrame = bytes | bytearray
@@ -37,6 +45,8 @@ KEEP_FROM = 16 * 1024
 # The largest body allocated whole before its bytes arrive: librdkafka's message.max.bytes default
 # (1,000,000) bounds its requests, so a producer's batches all fit.
 PREALLOCATE_UP_TO = 1 << 20
+# The read buffer of get_buffer: what asyncio's selector transports read at most at a time (max_size).
+READ_SIZE = 256 * 1024
 
 
 class FrameSizeError(KafkaPyError):
@@ -55,9 +65,11 @@ _SIZE = struct.Struct(">i")
 class FrameBuffer:
     """Accumulates received bytes and hands out complete frame bodies in order."""
 
-    __slots__ = ("_body", "_failed", "_filled", "_head", "_keep_from", "_limit", "_size")
+    __slots__ = ("_body", "_failed", "_filled", "_head", "_keep_from", "_lent", "_limit", "_read_view",
+                 "_size")
 
-    def __init__(self, limit: int, keep_from: int | None = KEEP_FROM) -> None:
+    def __init__(self, limit: int, keep_from: int | None = KEEP_FROM,
+                 read_buffer: memoryview | None = None) -> None:
         self._head = b""  # under four bytes of a size cut between reads
         self._body: bytearray | None = None  # the body of a frame that spans reads, allocated whole
         self._filled = 0  # bytes of _body received so far
@@ -65,6 +77,10 @@ class FrameBuffer:
         self._limit = limit
         self._keep_from = keep_from  # None: every body handed out as bytes
         self._failed: FrameSizeError | None = None
+        # get_buffer's read buffer, made on first use unless given: every read is drained out of it
+        # before the next one lands, so one loop's connections may share one (the broker's do).
+        self._read_view = read_buffer
+        self._lent: memoryview | None = None  # the part of _body get_buffer lent for the next read
 
     @property
     def pending(self) -> int:
@@ -122,6 +138,44 @@ class FrameBuffer:
             pos = stop
         if pos < end:
             self._head = data[pos:]
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next read goes (asyncio.BufferedProtocol.get_buffer; ``sizehint`` is not
+        needed): the rest of a frame body that spans reads and was allocated whole, else the read
+        buffer. ``buffer_updated`` then takes the bytes read."""
+        body = self._body
+        if body is not None and len(body) == self._size:
+            lent = self._lent = memoryview(body)[self._filled:]
+            return lent
+        view = self._read_view
+        if view is None:
+            view = self._read_view = memoryview(bytearray(READ_SIZE))
+        return view
+
+    def buffer_updated(self, nbytes: int, out: list[ReceivedFrame]) -> None:
+        """``nbytes`` were read into the last ``get_buffer``: as ``drain`` of those bytes."""
+        lent = self._lent
+        if lent is None:
+            view = self._read_view
+            assert view is not None
+            if nbytes >= 4 and not self._head and self._body is None and self._failed is None:
+                size = _SIZE.unpack_from(view, 0)[0]
+                if size == nbytes - 4 and size <= self._limit:  # one whole frame (one at a time)
+                    out.append(bytes(view[4:nbytes]))
+                    return
+            self.drain(bytes(view[:nbytes]), out)
+            return
+        self._lent = None
+        lent.release()  # a body lent out and complete is handed out, maybe to be cut: no view may pin it
+        filled = self._filled + nbytes
+        if filled < self._size:
+            self._filled = filled
+            return
+        body = self._body
+        assert body is not None
+        self._body = None
+        keep_from = self._keep_from
+        out.append(body if keep_from is not None and filled >= keep_from else bytes(body))
 
     def _checked(self, size: int) -> int:
         """``size``, or FrameSizeError (and every later drain refused) if it must not be read."""

@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 from kafkapy.errors import DecodeError
 from kafkapy.protocol.compression import Compression, compress
 from kafkapy.protocol.records import (
+    _OFFSET_DELTA_BANDS,
     CREATE_TIME,
     LOG_APPEND_TIME,
     RecordBatch,
     RecordsSummary,
+    _offset_delta_bytes,
+    _zigzag_varint,
     build_record_batch,
 )
 
@@ -215,3 +218,17 @@ def test_scan_of_a_view_into_a_larger_buffer_equals_scan_of_the_bytes(
         assert outcome(lambda v=view: RecordBatch(v).scan()) == plain
         assert outcome(lambda v=view: RecordBatch(v).scan(uniform=False)) == outcome(
             lambda: RecordBatch(bytes(raw)).scan(uniform=False))
+
+
+@pytest.mark.parametrize("width", [1, 2, 3])
+def test_offset_delta_columns_are_the_varints_of_each_band(width: int) -> None:
+    """The uniform path's expected offset-delta bytes (built from runs) are, column by column, the
+    zigzag varints the records writer writes for every delta of the band."""
+    low, high, _ = next(band for band in _OFFSET_DELTA_BANDS if band[2] == width)
+    varints = []
+    for delta in range(low, high):
+        out = bytearray()
+        _zigzag_varint(out, delta)
+        assert len(out) == width
+        varints.append(bytes(out))
+    assert _offset_delta_bytes(width) == tuple(bytes(v[j] for v in varints) for j in range(width))

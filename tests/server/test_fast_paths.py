@@ -73,7 +73,7 @@ def conversation(fast_paths: FastPaths, port: int) -> tuple[list[bytes], Broker]
 
 PLAIN_VARIANTS = {"all off": FastPaths.none(), "memo off": FastPaths(memo=False),
                   "in-place accept off": FastPaths(in_place_accept=False),
-                  "eager off": FastPaths(eager=False)}
+                  "eager off": FastPaths(eager=False), "buffered reads off": FastPaths(buffered_reads=False)}
 
 
 @pytest.mark.parametrize("plain", PLAIN_VARIANTS.values(), ids=PLAIN_VARIANTS.keys())
@@ -129,6 +129,7 @@ def test_frames_that_span_reads_answer_and_store_as_the_plain_path() -> None:
     kept = large_frames(FastPaths(), port)
     plain = large_frames(FastPaths(kept_frames=False), port)
     assert kept == plain
+    assert large_frames(FastPaths(buffered_reads=False), port) == plain  # read through data_received
     stored = kept[-1]
     assert b"a1999" in stored and b"b899" in stored and b"d59" in stored and b"c0" not in stored
 
