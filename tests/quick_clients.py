@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka import KafkaConsumer
+
 from kafkapy.client import SimpleClient
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
-__all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CONSUMER", "KCAT_CONSUMER", "RDKAFKA_CLIENT", "RDKAFKA_CONSUMER",
-           "warm_transaction_coordinator"]
+__all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CLIENT", "KAFKA_PYTHON_CONSUMER", "KCAT_CONSUMER", "RDKAFKA_CLIENT",
+           "RDKAFKA_CONSUMER", "RDKAFKA_WAKE", "warm_transaction_coordinator"]
 
 TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id (0: a group)
 
@@ -33,6 +35,13 @@ HEARTBEAT_MS = 100
 # behind its parked Fetch long poll waits with it, and a rejoin waits for that Metadata.
 RDKAFKA_CLIENT: dict[str, Any] = {"topic.metadata.refresh.interval.ms": 100}
 
+# Any of librdkafka's own timers wakes its main thread, and its statistics timer sends nothing (the
+# statistics go to a stats_cb, and no test sets one): a 100 ms one (default 0, off) wakes it as
+# often as RDKAFKA_CLIENT's without a Metadata request. For the clients RDKAFKA_CLIENT does not
+# suit: a group member's heartbeats then come every heartbeat.interval.ms, not 0.2-0.5 s apart, on
+# a frozen virtual clock; a producer whose point is to learn of a moved leader only from a refusal.
+RDKAFKA_WAKE: dict[str, Any] = {"statistics.interval.ms": 100}
+
 RDKAFKA_CONSUMER: dict[str, Any] = {
     **RDKAFKA_CLIENT,
     # A connection answers in order (as Kafka's does), so a ListOffsets or OffsetFetch sent behind
@@ -44,7 +53,27 @@ RDKAFKA_CONSUMER: dict[str, Any] = {
 # does only after fetch.wait.max.ms: 100 ms, not the default 500.
 KCAT_CONSUMER = ["-X", f"fetch.wait.max.ms={RDKAFKA_CONSUMER['fetch.wait.max.ms']}"]
 
+# kafka-python, like Kafka's Java client, refreshes metadata no sooner than retry_backoff_ms (100)
+# after its last refresh, so a client's first use of a topic, right after its bootstrap Metadata,
+# waits out most of 100 ms: each producer's first send, each consumer's first subscribe or assign.
+# kafka-python 3.0.x builds its metadata without the client's retry_backoff_ms (always 100); its
+# kafka_client hook is where it can be set, for metadata alone (produce retries keep theirs).
+METADATA_BACKOFF_MS = 10
+_KAFKA_PYTHON_NET_CLIENT: Any = KafkaConsumer.DEFAULT_CONFIG["kafka_client"]  # KafkaNetClient in 3.0.x
+
+
+class _QuickMetadataClient(_KAFKA_PYTHON_NET_CLIENT):  # type: ignore[misc]
+    """kafka-python's network client, its metadata refreshed METADATA_BACKOFF_MS apart at most."""
+
+    def __init__(self, *args: Any, **configs: Any) -> None:
+        super().__init__(*args, **configs)
+        self.cluster.config["retry_backoff_ms"] = METADATA_BACKOFF_MS
+
+
+KAFKA_PYTHON_CLIENT: dict[str, Any] = {"kafka_client": _QuickMetadataClient}
+
 KAFKA_PYTHON_CONSUMER: dict[str, Any] = {
+    **KAFKA_PYTHON_CLIENT,
     "heartbeat_interval_ms": HEARTBEAT_MS,
     # The same in-order wait as librdkafka's above (default 500).
     "fetch_max_wait_ms": 100,

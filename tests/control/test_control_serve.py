@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import RDKAFKA_CLIENT, RDKAFKA_CONSUMER, warm_transaction_coordinator
+from quick_clients import KAFKA_PYTHON_CLIENT, RDKAFKA_CLIENT, RDKAFKA_CONSUMER, warm_transaction_coordinator
 from serve_in_process import serve_in_process
 
 from kafkapy.testing import wait_until
@@ -103,7 +103,8 @@ def test_serve_control_drives_a_two_broker_cluster(served: tuple[ControlClient, 
             "action": {"type": "error", "error": "POLICY_VIOLATION"}}
     status, fault = control.call("POST", "/faults", rule)
     assert status == 201 and fault["brokers"] == [0, 1]  # every running broker: either may lead
-    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0, request_timeout_ms=TIMEOUT_S * 1000)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, retries=0, request_timeout_ms=TIMEOUT_S * 1000,
+                             **KAFKA_PYTHON_CLIENT)
     try:
         with pytest.raises(PolicyViolationError):
             producer.send("orders", b"refused", partition=0).get(TIMEOUT_S)

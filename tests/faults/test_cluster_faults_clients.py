@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from kafka_python_groups import PolledMember, subscribe_when_seen
-from quick_clients import KAFKA_PYTHON_CONSUMER
+from quick_clients import KAFKA_PYTHON_CLIENT, KAFKA_PYTHON_CONSUMER
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -84,7 +84,7 @@ def test_an_idempotent_producer_follows_a_moved_leader_and_delivers_once_in_orde
 
     # A consumer that reads across a second move (back to the first leader) sees each record once.
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
-                             enable_auto_commit=False)
+                             enable_auto_commit=False, **KAFKA_PYTHON_CLIENT)
     try:
         consumer.assign([TopicPartition("stream", 0)])
         seen: list[bytes] = []
