@@ -50,7 +50,7 @@ def main() -> None:
         expired = cluster.expire_session("readers", client_id="reader")
         refused_commits = 0
         while True:  # as the expired member, its commit is refused; polling rejoins the group
-            consumer.poll(200)
+            consumer.poll(50)  # no records are coming: each poll waits this long
             try:
                 consumer.commit()
                 break

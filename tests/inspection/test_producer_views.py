@@ -34,7 +34,8 @@ def test_an_idempotent_and_an_open_transactional_producer_on_two_brokers() -> No
 
         warm_transaction_coordinator(cluster.bootstrap_servers)
         txn = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
-                                        "transactional.id": "ledger-writer", "linger.ms": 0, **RDKAFKA_CLIENT})
+                                        "transactional.id": "ledger-writer", "linger.ms": 0,
+                                        **RDKAFKA_CLIENT})
         txn.init_transactions(TIMEOUT_S)
         txn.begin_transaction()
         txn.produce(TOPIC, value=b"pending", partition=1)
