@@ -19,7 +19,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
 __all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CLIENT", "KAFKA_PYTHON_CONSUMER", "KCAT_CONSUMER", "RDKAFKA_CLIENT",
-           "RDKAFKA_CONSUMER", "RDKAFKA_WAKE", "warm_transaction_coordinator"]
+           "RDKAFKA_CONSUMER", "RDKAFKA_WAKE", "prompt_producer_id", "warm_transaction_coordinator"]
 
 TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id (0: a group)
 
@@ -90,3 +90,14 @@ def warm_transaction_coordinator(bootstrap_servers: str, timeout: float = 10.0) 
                                     {"key": "warm-up", "key_type": TRANSACTION_KEY_TYPE})
             return bool(answer.error_code == ErrorCode.NONE)
         wait_until(found, timeout, what="the transaction coordinator")
+
+
+def prompt_producer_id(producer: Any, topic: str, timeout: float = 10.0) -> None:
+    """Have an idempotent librdkafka producer ask for its producer id now. It asks when a Metadata
+    answer comes in while a broker is up, else on a fixed 500 ms timer; its first answer comes
+    over the bootstrap connection, which it drops once it knows the brokers, so the first send
+    waits out the timer. A second Metadata request goes to a broker it knows, and its answer
+    starts the InitProducerId. For a producer that cannot take RDKAFKA_CLIENT's periodic refresh
+    (its point is to learn of a moved leader only from a refusal)."""
+    for _ in range(2):
+        producer.list_topics(topic, timeout=timeout)

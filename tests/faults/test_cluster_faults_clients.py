@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from kafka_python_groups import PolledMember, subscribe_when_seen
-from quick_clients import KAFKA_PYTHON_CLIENT, KAFKA_PYTHON_CONSUMER
+from quick_clients import KAFKA_PYTHON_CLIENT, KAFKA_PYTHON_CONSUMER, prompt_producer_id
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -52,6 +52,7 @@ def test_an_idempotent_producer_follows_a_moved_leader_and_delivers_once_in_orde
     cluster.seed({"stream": {"partitions": 1}})
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True,
                          "linger.ms": 5, "retry.backoff.ms": 10})
+    prompt_producer_id(producer, "stream")
     reports: list[Any] = []
 
     def send(start: int, count: int) -> None:
