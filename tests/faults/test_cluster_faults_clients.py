@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_python_groups import PolledMember, subscribe_when_seen
+from kafka_python_groups import PolledMember, close_all, subscribe_when_seen
 from quick_clients import KAFKA_PYTHON_CLIENT, KAFKA_PYTHON_CONSUMER, prompt_producer_id
 
 from kafkapy.embedded import Broker
@@ -219,8 +219,7 @@ def test_an_expired_member_of_two_makes_the_group_rebalance_at_once(broker: Brok
         wait_until(lambda: first.parts and second.parts and first.parts != second.parts, TIMEOUT_S,
                    what="a partition each again")
     finally:
-        first.close()
-        second.close()
+        close_all([first, second])
     assert [members[m] for m in expired] == ["first"]
     assert after > generation  # both members are in the new generation (the group is Stable with both)
     assert elapsed < 10  # not the 30 s session timeout: the rebalance came at once

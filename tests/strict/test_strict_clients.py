@@ -158,6 +158,8 @@ def rebalance_through(broker: Broker, group: str, start: Any) -> None:
         known = strict_module(broker).interceptor.groups.assignments(group)
         assert set().union(*known.values()) == {(TOPIC, p) for p in range(PARTITIONS)}
     finally:
+        for member in members:  # told together, their last polls run out together
+            member.stop.set()
         for member in members:
             member.close()
     clean(broker)
