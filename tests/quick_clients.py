@@ -24,8 +24,9 @@ __all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CLIENT", "KAFKA_PYTHON_CONSUMER", "KCAT
 TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id (0: a group)
 
 # A classic rebalance completes when every member has rejoined, and a member hears of the
-# rebalance in its next heartbeat's answer: the heartbeat interval is most of each step's wall time.
-HEARTBEAT_MS = 100
+# rebalance in its next heartbeat's answer: the heartbeat interval is most of each step's wall time
+# (Kafka's default is 3 s). 50 ms: a heartbeat is a small request to a broker in this process.
+HEARTBEAT_MS = 50
 
 # librdkafka's main thread runs its state machines (the consumer group's, the idempotent and
 # transactional producer's PID acquisition) when an op or a timer wakes it, else every 500 ms to

@@ -147,7 +147,7 @@ def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_com
         started = time.monotonic()
         with broker.coordinator_unavailable(group="survivor"):
             # The member's heartbeats are refused and its lookups find no coordinator; its
-            # session (1 s; it heartbeats every 100 ms) runs out meanwhile, as it would behind a
+            # session (1 s; it heartbeats every 50 ms) runs out meanwhile, as it would behind a
             # real coordinator outage.
             broker.wait_for_sync(lambda: classic(broker, "survivor"), lambda seen: not seen[1],
                                  timeout=TIMEOUT_S, what="the member's session to run out")
