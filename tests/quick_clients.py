@@ -37,11 +37,11 @@ HEARTBEAT_MS = 50
 RDKAFKA_CLIENT: dict[str, Any] = {"topic.metadata.refresh.interval.ms": 100}
 
 # Any of librdkafka's own timers wakes its main thread, and its statistics timer sends nothing (the
-# statistics go to a stats_cb, and no test sets one): a 100 ms one (default 0, off) wakes it as
-# often as RDKAFKA_CLIENT's without a Metadata request. For the clients RDKAFKA_CLIENT does not
-# suit: a group member's heartbeats then come every heartbeat.interval.ms, not 0.2-0.5 s apart, on
-# a frozen virtual clock; a producer whose point is to learn of a moved leader only from a refusal.
-RDKAFKA_WAKE: dict[str, Any] = {"statistics.interval.ms": 100}
+# statistics go to a stats_cb, and no test sets one): one as often as a heartbeat is due (default
+# 0, off) wakes it without a Metadata request. For a group member that RDKAFKA_CLIENT does not
+# suit (a consumer on a frozen virtual clock): its heartbeats then come every
+# heartbeat.interval.ms, not 0.2-0.5 s apart.
+RDKAFKA_WAKE: dict[str, Any] = {"statistics.interval.ms": HEARTBEAT_MS}
 
 RDKAFKA_CONSUMER: dict[str, Any] = {
     **RDKAFKA_CLIENT,

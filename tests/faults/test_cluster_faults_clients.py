@@ -109,7 +109,7 @@ def test_an_idempotent_producer_follows_a_moved_leader_and_delivers_once_in_orde
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker({**HISTORY, "group.min.session.timeout.ms": 1000}) as running:
+    with Broker({**HISTORY, "group.min.session.timeout.ms": 500}) as running:
         yield running
 
 
@@ -134,8 +134,8 @@ def committed_offset(broker: Broker, group: str, topic: str) -> int | None:
 
 def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_commits(broker: Broker) -> None:
     broker.seed({"events": {"partitions": 1, "records": [{"value": f"{i}"} for i in range(10)]}})
-    # the group.min.session.timeout.ms of the fixture: the outage outlasts it in a second
-    member = Member(broker, "survivor", "events", "survivor-1", session_timeout_ms=1000)
+    # the group.min.session.timeout.ms of the fixture: the outage outlasts it in half a second
+    member = Member(broker, "survivor", "events", "survivor-1", session_timeout_ms=500)
     try:
         broker.wait_for_sync(lambda: (committed_offset(broker, "survivor", "events"), len(member.seen),
                                       member.parts, classic(broker, "survivor"),
@@ -147,7 +147,7 @@ def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_com
         started = time.monotonic()
         with broker.coordinator_unavailable(group="survivor"):
             # The member's heartbeats are refused and its lookups find no coordinator; its
-            # session (1 s; it heartbeats every 50 ms) runs out meanwhile, as it would behind a
+            # session (0.5 s; it heartbeats every 50 ms) runs out meanwhile, as it would behind a
             # real coordinator outage.
             broker.wait_for_sync(lambda: classic(broker, "survivor"), lambda seen: not seen[1],
                                  timeout=TIMEOUT_S, what="the member's session to run out")

@@ -17,7 +17,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import KAFKA_PYTHON_CLIENT, RDKAFKA_CLIENT, RDKAFKA_WAKE, warm_transaction_coordinator
+from quick_clients import (
+    HEARTBEAT_MS,
+    KAFKA_PYTHON_CLIENT,
+    RDKAFKA_CLIENT,
+    RDKAFKA_WAKE,
+    warm_transaction_coordinator,
+)
 
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
@@ -186,7 +192,7 @@ _MEMBER = textwrap.dedent("""
     import sys, confluent_kafka
     consumer = confluent_kafka.Consumer({"bootstrap.servers": sys.argv[1], "group.id": "workers",
                                          "client.id": "stopped", "session.timeout.ms": int(sys.argv[2]),
-                                         "heartbeat.interval.ms": 100})
+                                         "heartbeat.interval.ms": int(sys.argv[3])})
     consumer.subscribe(["jobs"])
     shown = None
     while True:
@@ -201,7 +207,7 @@ _MEMBER = textwrap.dedent("""
 @pytest.fixture
 def member_process(kafka_broker: Broker) -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen([sys.executable, "-c", _MEMBER, kafka_broker.bootstrap_servers,
-                                str(SESSION_MS)], stdout=subprocess.PIPE, text=True)
+                                str(SESSION_MS), str(HEARTBEAT_MS)], stdout=subprocess.PIPE, text=True)
     try:
         yield process
     finally:
@@ -237,7 +243,7 @@ def test_a_group_rebalances_to_the_live_member_when_the_clock_passes_the_session
     confluent_kafka = pytest.importorskip("confluent_kafka")
     live = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers,
                                      "group.id": "workers", "client.id": "live",
-                                     "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 100,
+                                     "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
                                      # not RDKAFKA_CLIENT's 100 ms metadata refresh: on a frozen clock
                                      # a Metadata queued behind this consumer's parked Fetch never
                                      # comes back, and librdkafka's rejoin waits for it; the wake-up
