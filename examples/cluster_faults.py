@@ -15,7 +15,7 @@ import time
 
 from confluent_kafka import Producer
 from kafka import KafkaConsumer
-from kafka.errors import CommitFailedError
+from kafka.errors import CommitFailedError, RebalanceInProgressError
 
 from kafkapy import Broker
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -26,6 +26,10 @@ def main() -> None:
         cluster.seed({"orders": {"partitions": 1}})
         producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True,
                              "retry.backoff.ms": 10})
+        # librdkafka asks for its producer id when a Metadata answer comes from a broker it knows, else
+        # 500 ms later: a second Metadata request saves that wait (docs/testing.md, "Keeping tests fast")
+        for _ in range(2):
+            producer.list_topics("orders", timeout=30)
         for i in range(5):
             producer.produce("orders", value=f"order-{i}".encode(), partition=0)
         producer.flush(30)
@@ -50,11 +54,11 @@ def main() -> None:
         expired = cluster.expire_session("readers", client_id="reader")
         refused_commits = 0
         while True:  # as the expired member, its commit is refused; polling rejoins the group
-            consumer.poll(200)
+            consumer.poll(50)  # no records are coming: each poll waits this long
             try:
                 consumer.commit()
                 break
-            except CommitFailedError:
+            except (CommitFailedError, RebalanceInProgressError):  # not yet a member again
                 refused_commits += 1
         consumer.close()
 

@@ -5,12 +5,12 @@ through its conftest)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafkapy.testing import wait_until
 
-__all__ = ["PolledMember", "keep_pending_join_needed", "poll_once", "poll_until_assigned",
+__all__ = ["PolledMember", "close_all", "keep_pending_join_needed", "poll_once", "poll_until_assigned",
            "subscribe_when_seen"]
 
 JOIN_TIMEOUT_S = 30.0
@@ -69,6 +69,16 @@ class PolledMember:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(JOIN_TIMEOUT_S)
+
+
+def close_all(members: Iterable[PolledMember]) -> None:
+    """Close several members at once: each loop ends after its current poll (up to 100 ms with
+    nothing to read), so they are all told first and those polls run out together."""
+    members = list(members)
+    for member in members:
+        member.stop.set()
+    for member in members:
+        member.close()
 
 
 def subscribe_when_seen(consumer: Any, topic: str, timeout: float = JOIN_TIMEOUT_S) -> None:

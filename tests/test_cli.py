@@ -303,3 +303,15 @@ def test_serve_starts_without_importing_kafka_python() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_bad_seed_file_is_refused_before_the_broker_modules_load(tmp_path: Path) -> None:
+    """The refusal is one line either way; this keeps it from waiting for kafkapy.embedded's imports."""
+    seed = tmp_path / "seed.json"
+    seed.write_text("{oops")
+    code = ("import sys\nfrom kafkapy.cli import main\n"
+            f"assert main(['serve', '--brokers', '2', '--seed', {str(seed)!r}]) == 2\n"
+            "print('kafkapy.embedded' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"

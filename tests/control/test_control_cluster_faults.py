@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient
 from kafka_python_groups import poll_once, poll_until_assigned, subscribe_when_seen
+from quick_clients import KAFKA_PYTHON_CLIENT
 
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
@@ -52,7 +53,8 @@ def test_a_leader_moved_over_http_is_the_one_clients_see(cluster: tuple[Broker, 
     assert (moved["previous_leader"], moved["leader"], moved["replicas"][0]) == (before, to, to)
     # Every broker shows it when the call answers: the very next Metadata names the new leader.
     assert metadata_leader(admin, "orders", 0) == to
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=TIMEOUT_S * 1000)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=TIMEOUT_S * 1000,
+                             **KAFKA_PYTHON_CLIENT)
     try:
         producer.send("orders", b"to the new leader", partition=0).get(TIMEOUT_S)
     finally:
@@ -93,7 +95,7 @@ def test_a_session_expired_over_http_leaves_its_group(cluster: tuple[Broker, Che
     checked.call("POST", "/seed", body={"jobs": {"partitions": 2}})
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="workers",
                              client_id="stuck", session_timeout_ms=30_000, heartbeat_interval_ms=1_000,
-                             enable_auto_commit=False)
+                             enable_auto_commit=False, **KAFKA_PYTHON_CLIENT)
     try:
         subscribe_when_seen(consumer, "jobs", TIMEOUT_S)  # both against kafka-python's stranded rejoin
         poll_until_assigned(consumer, 2, TIMEOUT_S)

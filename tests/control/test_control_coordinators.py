@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 from kafka_python_groups import poll_until_assigned, subscribe_when_seen
-from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
+from quick_clients import KAFKA_PYTHON_CLIENT, RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.control.coordinators_json import view_json
 from kafkapy.embedded import Broker
@@ -35,7 +35,8 @@ def test_a_kafka_python_group_as_json(controlled_cluster: tuple[Broker, Checked]
     broker, checked = controlled_cluster
     checked.call("POST", "/seed", body={"jobs": {"partitions": 2}})
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="workers",
-                             client_id="worker-1", enable_auto_commit=False, auto_offset_reset="earliest")
+                             client_id="worker-1", enable_auto_commit=False, auto_offset_reset="earliest",
+                             **KAFKA_PYTHON_CLIENT)
     try:
         subscribe_when_seen(consumer, "jobs", TIMEOUT_S)  # both against kafka-python's stranded rejoin
         poll_until_assigned(consumer, 2, TIMEOUT_S)

@@ -10,7 +10,7 @@ import json
 import time
 
 import pytest
-from quick_clients import RDKAFKA_CONSUMER
+from quick_clients import KAFKA_PYTHON_CLIENT, RDKAFKA_CONSUMER
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -36,7 +36,8 @@ def test_a_fault_added_as_json_reaches_a_kafka_python_producer(controlled: Contr
     status, fault = control.call("POST", "/faults", rule)
     assert status == 201 and fault["rule"]["action"] == {"type": "error", "error": "POLICY_VIOLATION"}
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, retries=0, acks="all",
-                             request_timeout_ms=TIMEOUT_S * 1000, client_id="json-fault-producer")
+                             request_timeout_ms=TIMEOUT_S * 1000, client_id="json-fault-producer",
+                             **KAFKA_PYTHON_CLIENT)
     try:
         with pytest.raises(PolicyViolationError):
             producer.send("events", b"refused", partition=0).get(TIMEOUT_S)

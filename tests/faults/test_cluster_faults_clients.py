@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_python_groups import PolledMember, subscribe_when_seen
-from quick_clients import KAFKA_PYTHON_CONSUMER
+from kafka_python_groups import PolledMember, close_all, subscribe_when_seen
+from quick_clients import KAFKA_PYTHON_CLIENT, KAFKA_PYTHON_CONSUMER, prompt_producer_id
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -52,6 +52,7 @@ def test_an_idempotent_producer_follows_a_moved_leader_and_delivers_once_in_orde
     cluster.seed({"stream": {"partitions": 1}})
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "enable.idempotence": True,
                          "linger.ms": 5, "retry.backoff.ms": 10})
+    prompt_producer_id(producer, "stream")
     reports: list[Any] = []
 
     def send(start: int, count: int) -> None:
@@ -84,7 +85,7 @@ def test_an_idempotent_producer_follows_a_moved_leader_and_delivers_once_in_orde
 
     # A consumer that reads across a second move (back to the first leader) sees each record once.
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
-                             enable_auto_commit=False)
+                             enable_auto_commit=False, **KAFKA_PYTHON_CLIENT)
     try:
         consumer.assign([TopicPartition("stream", 0)])
         seen: list[bytes] = []
@@ -108,7 +109,7 @@ def test_an_idempotent_producer_follows_a_moved_leader_and_delivers_once_in_orde
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker({**HISTORY, "group.min.session.timeout.ms": 1000}) as running:
+    with Broker({**HISTORY, "group.min.session.timeout.ms": 500}) as running:
         yield running
 
 
@@ -133,8 +134,8 @@ def committed_offset(broker: Broker, group: str, topic: str) -> int | None:
 
 def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_commits(broker: Broker) -> None:
     broker.seed({"events": {"partitions": 1, "records": [{"value": f"{i}"} for i in range(10)]}})
-    # the group.min.session.timeout.ms of the fixture: the outage outlasts it in a second
-    member = Member(broker, "survivor", "events", "survivor-1", session_timeout_ms=1000)
+    # the group.min.session.timeout.ms of the fixture: the outage outlasts it in half a second
+    member = Member(broker, "survivor", "events", "survivor-1", session_timeout_ms=500)
     try:
         broker.wait_for_sync(lambda: (committed_offset(broker, "survivor", "events"), len(member.seen),
                                       member.parts, classic(broker, "survivor"),
@@ -146,7 +147,7 @@ def test_a_group_survives_its_coordinator_being_unavailable_then_rejoins_and_com
         started = time.monotonic()
         with broker.coordinator_unavailable(group="survivor"):
             # The member's heartbeats are refused and its lookups find no coordinator; its
-            # session (1 s; it heartbeats every 100 ms) runs out meanwhile, as it would behind a
+            # session (0.5 s; it heartbeats every 50 ms) runs out meanwhile, as it would behind a
             # real coordinator outage.
             broker.wait_for_sync(lambda: classic(broker, "survivor"), lambda seen: not seen[1],
                                  timeout=TIMEOUT_S, what="the member's session to run out")
@@ -218,8 +219,7 @@ def test_an_expired_member_of_two_makes_the_group_rebalance_at_once(broker: Brok
         wait_until(lambda: first.parts and second.parts and first.parts != second.parts, TIMEOUT_S,
                    what="a partition each again")
     finally:
-        first.close()
-        second.close()
+        close_all([first, second])
     assert [members[m] for m in expired] == ["first"]
     assert after > generation  # both members are in the new generation (the group is Stable with both)
     assert elapsed < 10  # not the 30 s session timeout: the rebalance came at once

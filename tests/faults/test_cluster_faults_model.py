@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from example_in_process import run_example
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
@@ -108,13 +105,7 @@ def test_only_the_controller_moves_a_leader() -> None:
 
 
 def test_the_cluster_faults_example_moves_a_leader_and_expires_a_session() -> None:
-    example = Path(__file__).resolve().parents[2] / "examples" / "cluster_faults.py"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(example.parents[1]), os.environ.get("PYTHONPATH", "")) if p)}
-    result = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=120,
-                            env=env)
-    assert result.returncode == 0, result.stderr
-    out = json.loads(result.stdout)
+    out = json.loads(run_example("cluster_faults.py"))
     assert out["move"]["to"] in (1, 2) and out["move"]["from"] != out["move"]["to"]
     assert out["move"]["leader_epoch"] == 1 and out["undelivered"] == 0
     assert out["stored"] == [[i, f"order-{i}", i] for i in range(10)]

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import RDKAFKA_CLIENT, RDKAFKA_CONSUMER
+from quick_clients import KAFKA_PYTHON_CLIENT, RDKAFKA_CLIENT, RDKAFKA_CONSUMER
 
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
@@ -87,7 +87,7 @@ def test_kafka_python_producer_retries_not_leader(broker: Broker) -> None:
     handle = broker.faults.add(FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE,
                                          times=2))
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, retries=5, retry_backoff_ms=10,
-                             acks="all", request_timeout_ms=TIMEOUT_S * 1000)
+                             acks="all", request_timeout_ms=TIMEOUT_S * 1000, **KAFKA_PYTHON_CLIENT)
     try:
         offsets = [producer.send("events", value=b"e%d" % i, partition=0).get(TIMEOUT_S).offset
                    for i in range(3)]
@@ -165,7 +165,7 @@ def test_a_delay_shows_in_the_clients_latency(broker: Broker) -> None:
 
     create(broker, "slow")
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all",
-                             request_timeout_ms=TIMEOUT_S * 1000)
+                             request_timeout_ms=TIMEOUT_S * 1000, **KAFKA_PYTHON_CLIENT)
     try:
         def latency() -> float:
             start = time.monotonic()

@@ -231,10 +231,10 @@ def test_rules_reject_nonsense() -> None:
 def test_throttle_says_so_where_the_version_can(broker: Broker, version: int) -> None:
     """Metadata v0 has no throttle_time_ms: the mute alone is the throttle, as for Kafka's quotas."""
     with SimpleClient(broker.bootstrap_servers) as client, \
-            broker.faults.injected(FaultRule(Throttle(250), api=ApiKey.METADATA, times=1)):
+            broker.faults.injected(FaultRule(Throttle(100), api=ApiKey.METADATA, times=1)):
         answer = client.request(ApiKey.METADATA, version, {"topics": []})
         start = time.monotonic()
         client.request(ApiKey.METADATA, version, {"topics": []})
         muted = time.monotonic() - start
-    assert answer.get("throttle_time_ms") == (250 if version else None)
-    assert muted >= 0.2
+    assert answer.get("throttle_time_ms") == (100 if version else None)
+    assert muted >= 0.08  # the mute began as the first answer left: less its way back

@@ -8,7 +8,7 @@ from typing import Any
 
 import attrs
 import pytest
-from kafka_python_groups import PolledMember
+from kafka_python_groups import PolledMember, close_all
 from quick_clients import KAFKA_PYTHON_CONSUMER, RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.embedded import Broker
@@ -61,8 +61,7 @@ def test_a_kafka_python_group_of_two_shows_members_assignment_and_offsets(broker
                           "a stable group of two with every offset committed")
         by_client = {m.consumer.config["client_id"]: m.parts for m in members}
     finally:
-        for member in members:
-            member.close()
+        close_all(members)
     assert (view.kind, view.protocol_type, view.protocol) == ("classic", "consumer", "range")
     assert view.generation >= 1 and view.coordinator == broker.broker_id
     assert view.leader in {m.member_id for m in view.members}

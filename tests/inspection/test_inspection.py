@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
+from quick_clients import KAFKA_PYTHON_CLIENT
 
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.embedded import Broker
@@ -48,7 +49,8 @@ def test_records_are_decoded_with_what_only_the_broker_knows(broker: Broker) -> 
 def test_records_of_a_plain_producer_have_no_producer_id(broker: Broker) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1, enable_idempotence=False)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1, enable_idempotence=False,
+                             **KAFKA_PYTHON_CLIENT)
     try:
         producer.send("plain", value=b"x", partition=0).get(TIMEOUT_S)
     finally:
@@ -92,7 +94,7 @@ def test_history_needs_its_observer() -> None:
 def test_wait_for_sync_returns_what_it_saw_or_says_what_it_saw(broker: Broker) -> None:
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, **KAFKA_PYTHON_CLIENT)
     try:
         producer.send("awaited", value=b"a", partition=0)
         got = broker.wait_for_sync(lambda: broker.records("awaited"), lambda records: len(records) == 1)
@@ -101,7 +103,7 @@ def test_wait_for_sync_returns_what_it_saw_or_says_what_it_saw(broker: Broker) -
     assert [r.value for r in got] == [b"a"]
     with pytest.raises(AssertionError, match=r"two records; last seen: \[StoredRecord\(.*value=b'a'"):
         broker.wait_for_sync(lambda: broker.records("awaited"), lambda records: len(records) == 2,
-                             timeout=0.2, what="two records")
+                             timeout=0.05, what="two records")  # the message, not the wait, is the point
 
 
 def test_wait_for_on_the_brokers_own_loop() -> None:

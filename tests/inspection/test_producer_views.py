@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.embedded import Broker
 
@@ -22,7 +23,8 @@ def test_an_idempotent_and_an_open_transactional_producer_on_two_brokers() -> No
         assert cluster.producers() == []
 
         idempotent = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
-                                               "enable.idempotence": True, "linger.ms": 0})
+                                               "enable.idempotence": True, "linger.ms": 0,
+                                               **RDKAFKA_CLIENT})
         for i in range(5):
             idempotent.produce(TOPIC, value=b"%d" % i, partition=0)
         assert idempotent.flush(TIMEOUT_S) == 0
@@ -30,8 +32,10 @@ def test_an_idempotent_and_an_open_transactional_producer_on_two_brokers() -> No
         assert (plain.partition, plain.last_sequence, plain.current_txn_start_offset) == (0, 4, None)
         assert plain.producer_epoch == 0 and plain.coordinator_epoch == -1
 
+        warm_transaction_coordinator(cluster.bootstrap_servers)
         txn = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers,
-                                        "transactional.id": "ledger-writer", "linger.ms": 0})
+                                        "transactional.id": "ledger-writer", "linger.ms": 0,
+                                        **RDKAFKA_CLIENT})
         txn.init_transactions(TIMEOUT_S)
         txn.begin_transaction()
         txn.produce(TOPIC, value=b"pending", partition=1)

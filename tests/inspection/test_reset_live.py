@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from kafka_python_groups import close_all
 from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.embedded import Broker
@@ -83,8 +84,7 @@ def test_reset_forgets_a_live_group_and_an_open_transaction(fresh: Broker) -> No
         assert before is not None and again is not None and again.offsets == ()
         assert not {m.member_id for m in again.members} & {m.member_id for m in before.members}
     finally:
-        for member in members:
-            member.close()
+        close_all(members)
 
 
 def test_the_next_test_finds_a_clean_broker_and_uses_it(fresh: Broker) -> None:
@@ -110,8 +110,7 @@ def test_the_next_test_finds_a_clean_broker_and_uses_it(fresh: Broker) -> None:
                                    and sorted(p for m in members for p in m.parts) == list(range(PARTITIONS)),
                                    timeout=TIMEOUT_S, what="the group formed on the clean broker")
     finally:
-        for member in members:
-            member.close()
+        close_all(members)
     assert view is not None
     assert sorted(p for m in view.members for p in m.assignment[TOPIC]) == list(range(PARTITIONS))
 
@@ -125,8 +124,7 @@ def test_a_snapshot_brings_back_a_groups_offsets_and_nothing_else(fresh: Broker)
                                      timeout=TIMEOUT_S, what="a stable group of two, its offsets committed")
         snapshot = fresh.snapshot()
     finally:
-        for member in members:
-            member.close()
+        close_all(members)
     assert before is not None and snapshot.offsets == {"snapped": before.committed()}
     fresh.restore(snapshot)
     [restored] = fresh.groups()

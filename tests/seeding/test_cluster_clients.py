@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import KCAT_CONSUMER
+from quick_clients import KAFKA_PYTHON_CLIENT, KCAT_CONSUMER
 
 from kafkapy.embedded import Broker, member_config
 from kafkapy.testing import wait_until
@@ -132,7 +132,7 @@ def test_kafka_python_reads_on_while_its_leader_goes_down() -> None:
         other = next(m for m in cluster.brokers if m.broker_id != leader)
         consumer = KafkaConsumer(bootstrap_servers=other.bootstrap_servers, enable_auto_commit=False,
                                  request_timeout_ms=TIMEOUT_S * 1000, retry_backoff_ms=50,
-                                 metadata_max_age_ms=500, reconnect_backoff_max_ms=200)
+                                 metadata_max_age_ms=500, reconnect_backoff_max_ms=200, **KAFKA_PYTHON_CLIENT)
         try:
             consumer.assign([TopicPartition("kp", 0)])
             consumer.seek(TopicPartition("kp", 0), 0)
@@ -211,7 +211,7 @@ def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> N
     from kafka.structs import OffsetAndMetadata
 
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                             request_timeout_ms=TIMEOUT_S * 1000)
+                             request_timeout_ms=TIMEOUT_S * 1000, **KAFKA_PYTHON_CLIENT)
     try:
         consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
     finally:
@@ -232,7 +232,8 @@ def groups(bootstrap: str) -> list[str]:
     """The groups kafka-python's admin lists (ListGroups to every broker)."""
     from kafka import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000,
+                             **KAFKA_PYTHON_CLIENT)
     try:
         listed = admin.list_groups()
     finally:

@@ -10,7 +10,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import HEARTBEAT_MS, KAFKA_PYTHON_CONSUMER, RDKAFKA_CLIENT, RDKAFKA_CONSUMER
+from quick_clients import (
+    HEARTBEAT_MS,
+    KAFKA_PYTHON_CLIENT,
+    KAFKA_PYTHON_CONSUMER,
+    RDKAFKA_CLIENT,
+    RDKAFKA_CONSUMER,
+)
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -152,6 +158,8 @@ def rebalance_through(broker: Broker, group: str, start: Any) -> None:
         known = strict_module(broker).interceptor.groups.assignments(group)
         assert set().union(*known.values()) == {(TOPIC, p) for p in range(PARTITIONS)}
     finally:
+        for member in members:  # told together, their last polls run out together
+            member.stop.set()
         for member in members:
             member.close()
     clean(broker)
@@ -213,7 +221,7 @@ def test_confluent_idempotent_produce_retrying_through_errors(broker: Broker) ->
 
 def test_kafka_python_idempotent_produce(broker: Broker) -> None:
     producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True,
-                                   client_id="kp-idempotent")
+                                   client_id="kp-idempotent", **KAFKA_PYTHON_CLIENT)
     try:
         for i in range(100):
             producer.send(TOPIC, value=b"k%d" % i, partition=i % PARTITIONS)

@@ -17,7 +17,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
+from quick_clients import (
+    HEARTBEAT_MS,
+    KAFKA_PYTHON_CLIENT,
+    RDKAFKA_CLIENT,
+    RDKAFKA_WAKE,
+    warm_transaction_coordinator,
+)
 
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
@@ -64,8 +70,9 @@ def test_retention_ms_deletes_a_segment_after_advance(kafka_clock: VirtualClock,
                                                       kafka_broker_factory: BrokerFactory) -> None:
     broker = kafka_broker_factory({"log.retention.check.interval.ms": 1000})
     broker.seed({"aged": {"partitions": 1, "config": {"retention.ms": "60000", "segment.bytes": "200"}}})
-    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=0)
-    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, linger_ms=0,
+                                   **KAFKA_PYTHON_CLIENT)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, **KAFKA_PYTHON_CLIENT)
     try:
         for _ in range(3):  # two batches do not fit in 200 bytes: each gets a segment of its own
             producer.send("aged", value=b"x" * 60, partition=0, timestamp_ms=int(kafka_clock.wall() * 1000))
@@ -91,12 +98,12 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
     stuck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
                                       "transactional.id": "stuck", "transaction.timeout.ms": 60_000,
                                       **RDKAFKA_CLIENT})
-    plain = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    plain = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, **KAFKA_PYTHON_CLIENT)
     # fetch_max_wait_ms=0: each Fetch is answered at once, so "nothing yet" below is a Fetch
     # answered with nothing, not one still waiting out its max wait on the frozen clock
     consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, client_id="committed-reader",
                                    isolation_level="read_committed", auto_offset_reset="earliest",
-                                   fetch_max_wait_ms=0)
+                                   fetch_max_wait_ms=0, **KAFKA_PYTHON_CLIENT)
     try:
         stuck.init_transactions(20)
         stuck.begin_transaction()
@@ -134,7 +141,7 @@ def test_committed_offsets_expire_after_offsets_retention_minutes(
     broker.seed({"ledger": {"partitions": 1, "records": [{"value": "a"}, {"value": "b"}]}})
     partition = kafka.TopicPartition("ledger", 0)
     consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="auditors",
-                                   enable_auto_commit=False)
+                                   enable_auto_commit=False, **KAFKA_PYTHON_CLIENT)
     try:
         consumer.assign([partition])  # no subscription: a group that only commits (Kafka's "simple" group)
         consumer.commit({partition: kafka.OffsetAndMetadata(2, "", -1)})
@@ -159,7 +166,8 @@ def test_an_idle_producer_id_expires_after_producer_id_expiration_ms(
     broker = kafka_broker_factory({"producer.id.expiration.ms": 60_000,
                                    "producer.id.expiration.check.interval.ms": 1000})
     broker.seed({"events": {"partitions": 1}})
-    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True)
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, enable_idempotence=True,
+                                   **KAFKA_PYTHON_CLIENT)
     try:
         now_ms = int(kafka_clock.wall() * 1000)
         producer.send("events", value=b"once", partition=0, timestamp_ms=now_ms).get(10)
@@ -184,7 +192,7 @@ _MEMBER = textwrap.dedent("""
     import sys, confluent_kafka
     consumer = confluent_kafka.Consumer({"bootstrap.servers": sys.argv[1], "group.id": "workers",
                                          "client.id": "stopped", "session.timeout.ms": int(sys.argv[2]),
-                                         "heartbeat.interval.ms": 100})
+                                         "heartbeat.interval.ms": int(sys.argv[3])})
     consumer.subscribe(["jobs"])
     shown = None
     while True:
@@ -199,7 +207,7 @@ _MEMBER = textwrap.dedent("""
 @pytest.fixture
 def member_process(kafka_broker: Broker) -> Iterator[subprocess.Popen[str]]:
     process = subprocess.Popen([sys.executable, "-c", _MEMBER, kafka_broker.bootstrap_servers,
-                                str(SESSION_MS)], stdout=subprocess.PIPE, text=True)
+                                str(SESSION_MS), str(HEARTBEAT_MS)], stdout=subprocess.PIPE, text=True)
     try:
         yield process
     finally:
@@ -235,10 +243,12 @@ def test_a_group_rebalances_to_the_live_member_when_the_clock_passes_the_session
     confluent_kafka = pytest.importorskip("confluent_kafka")
     live = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers,
                                      "group.id": "workers", "client.id": "live",
-                                     # not quick_clients' 100 ms metadata refresh: on a frozen clock
+                                     "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
+                                     # not RDKAFKA_CLIENT's 100 ms metadata refresh: on a frozen clock
                                      # a Metadata queued behind this consumer's parked Fetch never
-                                     # comes back, and librdkafka's rejoin waits for it
-                                     "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": 100})
+                                     # comes back, and librdkafka's rejoin waits for it; the wake-up
+                                     # timer sends nothing, and its heartbeats keep their interval
+                                     **RDKAFKA_WAKE})
     live.subscribe(["jobs"])
     try:
         shown = ""
