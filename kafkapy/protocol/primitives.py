@@ -41,8 +41,8 @@ __all__ = [
 ZERO_UUID = uuid.UUID(int=0)
 
 # Decoders read from bytes (the fast case: indexing, unpack_from and str() are all
-# quicker on bytes than on a memoryview) or from a memoryview.
-Buffer = bytes | memoryview
+# quicker on bytes than on a memoryview), a memoryview, or a frame body kept as a bytearray.
+Buffer = bytes | bytearray | memoryview
 
 
 class Gen:

@@ -34,8 +34,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.primitives import read_uvarint
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import FromFrame
@@ -73,16 +74,10 @@ class _Unusual(Exception):
 
 def _uvarint(frame: ReceivedFrame, pos: int) -> tuple[int, int]:
     """Kafka's unsigned varint at ``pos``: (value, the position after it)."""
-    value = shift = 0
-    while True:
-        byte = frame[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise _Unusual
+    try:
+        return read_uvarint(frame, pos, len(frame), "length")
+    except DecodeError:
+        raise _Unusual from None
 
 
 def _uvarint_bytes(value: int) -> bytes:

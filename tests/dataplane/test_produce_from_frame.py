@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from counted_paths import CountedPaths
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -31,8 +32,6 @@ from kafkapy.protocol.records import LOG_APPEND_TIME, build_record_batch
 from kafkapy.server.clock import VirtualClock
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.fastpaths import FastPaths
-from kafkapy.server.framing import ReceivedFrame
-from kafkapy.server.modules import FromFrame
 
 WALL_START = 1_750_000_000.0
 NOW_MS = int(WALL_START * 1000)
@@ -50,18 +49,6 @@ CONNECTION = ConnectionInfo(id="from-frame-test", listener="PLAINTEXT", security
 _correlation = itertools.count(1)
 
 
-class _CountedPaths(dict[bytes, FromFrame]):
-    """The dispatcher's fast paths, each counting the frames it answered (not declined)."""
-
-    answered = 0
-
-    def __setitem__(self, key: bytes, answerer: FromFrame) -> None:
-        def counted(conn: ConnectionInfo, frame: ReceivedFrame) -> bytes | None:
-            wire = answerer(conn, frame)
-            if wire is not None:
-                type(self).answered += 1
-            return wire
-        super().__setitem__(key, counted)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +61,7 @@ def brokers() -> Iterator[tuple[Broker, Broker]]:
         for broker in (fast, plain):
             broker.seed(TOPICS)
         assert fast.runtime is not None
-        fast.runtime.dispatcher.frame_paths = _CountedPaths()
+        fast.runtime.dispatcher.frame_paths = CountedPaths()
         yield fast, plain
 
 
@@ -215,9 +202,9 @@ def _exchange(fast: Broker, plain: Broker, build: Callable[[dict[str, uuid.UUID]
         changed = change(frame)
         if kept and broker is fast:
             received = bytearray(changed)
-            answered = _CountedPaths.answered
+            answered = CountedPaths.answered
             answer = _answer(broker, received)
-            if _CountedPaths.answered == answered:  # declined: the plain path read it as it came
+            if CountedPaths.answered == answered:  # declined: the plain path read it as it came
                 assert received == changed
         else:
             answer = _answer(broker, changed)
@@ -245,12 +232,12 @@ def test_the_fast_path_answers_and_stores_as_the_plain_path(brokers: tuple[Broke
                   correlation_id: int = correlation_id) -> bytes:
             return _frame(request["version"], request["acks"], request["transactional_id"],
                           request["parts"], ids, correlation_id)
-        answered = _CountedPaths.answered
+        answered = CountedPaths.answered
         fast_answer, plain_answer = _exchange(fast, plain, build,
                                               lambda frame, request=request: _changed(frame, request),
                                               kept=kept)
         assert fast_answer == plain_answer, request
-        event("answered by the fast path" if _CountedPaths.answered > answered else "left to the plain path")
+        event("answered by the fast path" if CountedPaths.answered > answered else "left to the plain path")
     assert _state(fast) == _state(plain)
 
 
@@ -270,7 +257,7 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
         assert fast_answer == (b"" if acks == 0 else fast_answer) and fast_answer != "closed"
 
     send(build_record_batch([{"value": b"first"}]), 1)  # the log exists from here on
-    before = _CountedPaths.answered
+    before = CountedPaths.answered
     send(build_record_batch([{"value": b"plain"}]), 1)
     send(build_record_batch([{"value": b"acks 0"}]), 0)
     send(build_record_batch([{"value": b"idempotent"}], producer_id=producer, producer_epoch=0,
@@ -280,7 +267,7 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
     send(build_record_batch([{"value": b"kept"}]), 1, kept=True)  # a large frame's own bytearray
     send(build_record_batch([{"value": b"kept, idempotent"}], producer_id=producer, producer_epoch=0,
                             base_sequence=1), -1, kept=True)
-    assert _CountedPaths.answered == before + 6
+    assert CountedPaths.answered == before + 6
     assert _state(fast) == _state(plain)
 
 
@@ -295,7 +282,7 @@ def test_a_transactional_batch_the_principal_may_not_write_is_refused_alike() ->
         for broker in (fast, plain):
             broker.seed({"t": {"partitions": 1}})
         assert fast.runtime is not None
-        fast.runtime.dispatcher.frame_paths = _CountedPaths()
+        fast.runtime.dispatcher.frame_paths = CountedPaths()
         for version in (3, 8, 9, 13):
             for records, transactional_id in (  # (a version's first request finds its route: plain)
                     (build_record_batch([{"value": b"plain"}]), None),
@@ -310,5 +297,5 @@ def test_a_transactional_batch_the_principal_may_not_write_is_refused_alike() ->
                 code = response["responses"][0]["partition_responses"][0]["error_code"]
                 assert code == (ErrorCode.NONE if transactional_id is None
                                 else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        assert _CountedPaths.answered > 0  # the second plain batch of each version
+        assert CountedPaths.answered > 0  # the second plain batch of each version
         assert _state(fast) == _state(plain)

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from counted_paths import CountedPaths
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -32,8 +33,6 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.clock import VirtualClock
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.fastpaths import FastPaths
-from kafkapy.server.framing import ReceivedFrame
-from kafkapy.server.modules import FromFrame
 from kafkapy.transactions.from_frame import ADD_PARTITIONS_VERSIONS, END_TXN_VERSIONS
 from kafkapy.transactions.module import TransactionsModule
 
@@ -45,18 +44,6 @@ CONNECTION = ConnectionInfo(id="txn-from-frame-test", listener="PLAINTEXT", secu
 _correlation = itertools.count(1)
 
 
-class _CountedPaths(dict[bytes, FromFrame]):
-    """The dispatcher's fast paths, each counting the frames it answered (not declined)."""
-
-    answered = 0
-
-    def __setitem__(self, key: bytes, answerer: FromFrame) -> None:
-        def counted(conn: ConnectionInfo, frame: ReceivedFrame) -> bytes | None:
-            wire = answerer(conn, frame)
-            if wire is not None:
-                type(self).answered += 1
-            return wire
-        super().__setitem__(key, counted)
 
 
 def _init(broker: Broker, transactional_id: str) -> tuple[int, int]:
@@ -85,7 +72,7 @@ def brokers() -> Iterator[tuple[Broker, Broker]]:
             for transactional_id in IDS:
                 _init(broker, transactional_id)
         assert fast.runtime is not None
-        fast.runtime.dispatcher.frame_paths = _CountedPaths()
+        fast.runtime.dispatcher.frame_paths = CountedPaths()
         yield fast, plain
 
 
@@ -181,11 +168,11 @@ def test_the_path_from_the_frame_answers_and_stores_as_the_plain_path(
     fast, plain = brokers
     for request in sent:
         correlation_id = next(_correlation)
-        answered = _CountedPaths.answered
+        answered = CountedPaths.answered
         fast_answer = _answer(fast, _frame(request, _producers(fast), correlation_id))
         plain_answer = _answer(plain, _frame(request, _producers(plain), correlation_id))
         assert fast_answer == plain_answer, request
-        event("answered from the frame" if _CountedPaths.answered > answered else "left to the plain path")
+        event("answered from the frame" if CountedPaths.answered > answered else "left to the plain path")
     assert _state(fast) == _state(plain)
 
 
@@ -211,10 +198,10 @@ def test_a_producer_s_transaction_takes_the_path_from_the_frame(brokers: tuple[B
                               ("end", {"version": end_version, "committed": end_version % 2 == 0})):
             request.update(kind=kind, id="t1", producer_id="right", epoch=0, change=None)
             correlation_id = next(_correlation)
-            answered = _CountedPaths.answered
+            answered = CountedPaths.answered
             fast_answer = _answer(fast, _frame(request, _producers(fast), correlation_id))
             plain_answer = _answer(plain, _frame(request, _producers(plain), correlation_id))
-            assert _CountedPaths.answered == answered + 1, request
+            assert CountedPaths.answered == answered + 1, request
             assert fast_answer == plain_answer
             api_key = ApiKey.ADD_PARTITIONS_TO_TXN if kind == "add" else ApiKey.END_TXN
             assert set(_ok(fast_answer, api_key, request["version"])) == {ErrorCode.NONE}
