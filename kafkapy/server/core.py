@@ -31,7 +31,7 @@ __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "Core
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_core_apis.py pins the set it stands for.
-PROTOCOL_VERSION = 11
+PROTOCOL_VERSION = 12
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules. A test compares the live broker against the newest entry.
@@ -84,6 +84,8 @@ PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
 # + OffsetCommit v10 and OffsetFetch v10 (topics named by id)
 PROTOCOL_HISTORY[10] = PROTOCOL_HISTORY[9] - {(8, 2, 9), (9, 1, 9)} | {(8, 2, 10), (9, 1, 10)}
 PROTOCOL_HISTORY[11] = PROTOCOL_HISTORY[10] - {(24, 0, 4)} | {(24, 0, 5)}
+# + ElectLeaders (the topics module)
+PROTOCOL_HISTORY[12] = PROTOCOL_HISTORY[11] | {(ApiKey.ELECT_LEADERS, 0, 2)}
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
 

@@ -1,4 +1,4 @@
-"""The topics module: CreateTopics (19), DeleteTopics (20) and CreatePartitions (37).
+"""The topics module: CreateTopics (19), DeleteTopics (20), CreatePartitions (37) and ElectLeaders (43).
 
 Kafka's ZooKeeper-mode controller behavior: only the controller applies changes (the others
 answer NOT_CONTROLLER), every topic gets its own result, placement is Kafka's round-robin over
@@ -29,6 +29,7 @@ from kafkapy.server.services import TOPIC_CREATION
 from kafkapy.store.base import StoreError, TopicAlreadyExists, TopicInfo, UnknownTopic, check_topic_name
 from kafkapy.store.onloop import watching
 from kafkapy.topics.assignment import assign_replicas, placement_for_new_partitions
+from kafkapy.topics.elections import ELECTION_MESSAGES, ElectionType, election_outcome
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
@@ -106,6 +107,7 @@ class TopicsModule(Module):
             ApiKey.CREATE_TOPICS: ApiHandler(VersionRange(0, 7), self.create_topics),
             ApiKey.DELETE_TOPICS: ApiHandler(VersionRange(0, 6), self.delete_topics),
             ApiKey.CREATE_PARTITIONS: ApiHandler(VersionRange(0, 3), self.create_partitions),
+            ApiKey.ELECT_LEADERS: ApiHandler(VersionRange(0, 2), self.elect_leaders),
         }
 
     # --- shared -------------------------------------------------------------------------------
@@ -480,6 +482,54 @@ class TopicsModule(Module):
                                          error_message="The partitions are being added; not in metadata yet.")
         return fit_body(ApiKey.CREATE_PARTITIONS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "results": list(results.values())})
+
+    def elect_leaders(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        """Kafka's ElectLeaders: CLUSTER ALTER, the controller only, a result per requested
+        partition; for all partitions (null), every topic with only the partitions whose election
+        did something or failed, as Kafka's controller answers."""
+        body = request.body
+        asked: list[Mapping[str, Any]] | None = body.get("topic_partitions")
+        requested = None if asked is None else [(item["topic"], [int(p) for p in item["partitions"]])
+                                                for item in asked]
+        raw_kind = int(body.get("election_type", ElectionType.PREFERRED))
+        refusal: tuple[ErrorCode, str] | None = None
+        if not self._allowed(ctx, "ALTER", "CLUSTER", CLUSTER_RESOURCE):
+            refusal = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
+        elif raw_kind not in set(ElectionType):
+            refusal = ErrorCode.INVALID_REQUEST, f"Unknown election type {raw_kind}"
+        elif (not_controller := self._not_controller(ctx)) is not None:
+            refusal = ErrorCode.NOT_CONTROLLER, not_controller
+        cluster = self.services.cluster
+        topics, live = cluster.topics, cluster.live_broker_ids()
+
+        def result(topic: str, partition: int) -> dict[str, Any]:
+            code, message = refusal or self._elect(ElectionType(raw_kind), topic, partition, topics, live)
+            return {"partition_id": partition, "error_code": code, "error_message": message}
+
+        if requested is not None:
+            results = [{"topic": topic, "partition_result": [result(topic, p) for p in partitions]}
+                       for topic, partitions in requested]
+        elif refusal is not None:
+            results = []  # all partitions refused: no partition to name; the top-level code says why
+        else:
+            results = [{"topic": topic, "partition_result": [
+                r for p in sorted(topics[topic].partitions)
+                if (r := result(topic, p))["error_code"] != ErrorCode.ELECTION_NOT_NEEDED]}
+                for topic in sorted(topics)]
+        top = ErrorCode.NONE if refusal is None else refusal[0]
+        return fit_body(ApiKey.ELECT_LEADERS, "response", ctx.api_version,
+                        {"throttle_time_ms": 0, "error_code": top, "replica_election_results": results})
+
+    def _elect(self, kind: ElectionType, topic: str, partition: int, topics: Mapping[str, TopicInfo],
+               live: Collection[int]) -> tuple[ErrorCode, str | None]:
+        info = topics.get(topic)
+        replicas = None if info is None else info.partitions.get(partition)
+        leadership = self.services.cluster.leadership(topic, partition)
+        if replicas is None or leadership is None:
+            what = f"topic as {topic}" if info is None else f"partition as {topic}-{partition}"
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such {what}"
+        code = election_outcome(kind, replicas, live, leadership[0])
+        return code, ELECTION_MESSAGES.get(code)
 
     @staticmethod
     def _plan_partitions(item: Mapping[str, Any], topic: TopicInfo | None,
