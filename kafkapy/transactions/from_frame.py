@@ -102,14 +102,19 @@ def _body_start(frame: ReceivedFrame, flexible: bool) -> int:
     return pos
 
 
-def _string(frame: ReceivedFrame, pos: int, flexible: bool) -> tuple[str, int]:
-    """A non-null string (compact on flexible versions): (value, the position after it)."""
+def _length(frame: ReceivedFrame, pos: int, flexible: bool, fixed: Callable[[ReceivedFrame, int], tuple[int]],
+            width: int) -> tuple[int, int]:
+    """A length as both APIs write it: an unsigned varint of length + 1 on flexible versions, else
+    ``fixed`` (``width`` bytes); (length, the position after it)."""
     if flexible:
         n, pos = _uvarint(frame, pos)
-        n -= 1
-    else:
-        n = _I16(frame, pos)[0]
-        pos += 2
+        return n - 1, pos
+    return fixed(frame, pos)[0], pos + width
+
+
+def _string(frame: ReceivedFrame, pos: int, flexible: bool) -> tuple[str, int]:
+    """A non-null string (compact on flexible versions): (value, the position after it)."""
+    n, pos = _length(frame, pos, flexible, _I16, 2)
     if n < 0 or pos + n > len(frame):
         raise _Unusual
     return str(frame[pos:pos + n], "utf-8", "surrogateescape"), pos + n
@@ -117,12 +122,7 @@ def _string(frame: ReceivedFrame, pos: int, flexible: bool) -> tuple[str, int]:
 
 def _count(frame: ReceivedFrame, pos: int, flexible: bool) -> tuple[int, int]:
     """A non-null array's length (compact on flexible versions): (length, the position after it)."""
-    if flexible:
-        n, pos = _uvarint(frame, pos)
-        n -= 1
-    else:
-        n = _I32(frame, pos)[0]
-        pos += 4
+    n, pos = _length(frame, pos, flexible, _I32, 4)
     if n < 0:
         raise _Unusual
     return n, pos

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from counted_paths import CountedPaths
+from frame_paths import CountedPaths, answer_one_read
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,7 @@ from kafkapy.protocol import decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import LOG_APPEND_TIME, build_record_batch
 from kafkapy.server.clock import VirtualClock
-from kafkapy.server.connection import CloseConnection, ConnectionInfo
+from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.fastpaths import FastPaths
 
 WALL_START = 1_750_000_000.0
@@ -71,19 +71,7 @@ def _topic_ids(broker: Broker) -> dict[str, uuid.UUID]:
 
 
 def _answer(broker: Broker, frame: bytes | bytearray) -> bytes | str:
-    """What one read holding ``frame`` answers: the wire bytes, or "closed"."""
-    assert broker.runtime is not None
-    dispatcher = broker.runtime.dispatcher
-
-    def run() -> bytes | str:
-        out: list[Any] = []
-        try:
-            pending = dispatcher.dispatch_all(CONNECTION, iter([frame]), out, lambda: False)
-        except CloseConnection:
-            return "closed"
-        assert pending is None  # Produce never waits
-        return b"".join(bytes(chunk) for chunk in out)
-    return broker._on_loop(run)
+    return answer_one_read(broker, CONNECTION, frame)
 
 
 def _state(broker: Broker) -> dict[str, Any]:

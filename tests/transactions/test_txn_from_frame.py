@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from counted_paths import CountedPaths
+from frame_paths import CountedPaths, answer_one_read
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +31,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol import decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.clock import VirtualClock
-from kafkapy.server.connection import CloseConnection, ConnectionInfo
+from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.transactions.from_frame import ADD_PARTITIONS_VERSIONS, END_TXN_VERSIONS
 from kafkapy.transactions.module import TransactionsModule
@@ -90,20 +90,8 @@ def _producers(broker: Broker) -> dict[str, tuple[int, int]]:
     return broker._on_loop(run)
 
 
-def _answer(broker: Broker, frame: bytes) -> bytes | str:
-    """What one read holding ``frame`` answers: the wire bytes, or "closed"."""
-    assert broker.runtime is not None
-    dispatcher = broker.runtime.dispatcher
-
-    def run() -> bytes | str:
-        out: list[Any] = []
-        try:
-            pending = dispatcher.dispatch_all(CONNECTION, iter([frame]), out, lambda: False)
-        except CloseConnection:
-            return "closed"
-        assert pending is None  # every partition is led here: nothing waits
-        return b"".join(bytes(chunk) for chunk in out)
-    return broker._on_loop(run)
+def _answer(broker: Broker, frame: bytes | bytearray) -> bytes | str:
+    return answer_one_read(broker, CONNECTION, frame)
 
 
 def _state(broker: Broker) -> dict[str, Any]:
