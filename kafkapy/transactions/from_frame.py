@@ -94,12 +94,7 @@ def _body_start(frame: ReceivedFrame, flexible: bool) -> int:
     n: int = _I16(frame, 8)[0]
     if n < -1:
         raise _Unusual
-    pos = _HEADER_END + max(n, 0)
-    if flexible:
-        if frame[pos] != 0:
-            raise _Unusual
-        pos += 1
-    return pos
+    return _no_tags(frame, _HEADER_END + max(n, 0), flexible)
 
 
 def _length(frame: ReceivedFrame, pos: int, flexible: bool, fixed: Callable[[ReceivedFrame, int], tuple[int]],
@@ -110,6 +105,15 @@ def _length(frame: ReceivedFrame, pos: int, flexible: bool, fixed: Callable[[Rec
         n, pos = _uvarint(frame, pos)
         return n - 1, pos
     return fixed(frame, pos)[0], pos + width
+
+
+def _no_tags(frame: ReceivedFrame, pos: int, flexible: bool) -> int:
+    """Past an empty tag section on flexible versions (tagged fields are the plain path's)."""
+    if not flexible:
+        return pos
+    if frame[pos] != 0:
+        raise _Unusual
+    return pos + 1
 
 
 def _string(frame: ReceivedFrame, pos: int, flexible: bool) -> tuple[str, int]:
@@ -145,14 +149,8 @@ def read_add_partitions(frame: ReceivedFrame,
         for _ in range(count):
             partitions.append((name, _PARTITION(frame, pos)[0]))
             pos += 4
-        if flexible:
-            if frame[pos] != 0:
-                raise _Unusual
-            pos += 1
-    if flexible:
-        if frame[pos] != 0:
-            raise _Unusual
-        pos += 1
+        pos = _no_tags(frame, pos, flexible)
+    pos = _no_tags(frame, pos, flexible)
     if pos != len(frame):
         raise _Unusual
     return _CORRELATION.unpack_from(frame, 4)[0], transactional_id, producer_id, epoch, partitions
@@ -167,10 +165,7 @@ def read_end_txn(frame: ReceivedFrame, api_version: int) -> tuple[int, str, int,
     if committed > 1:
         raise _Unusual
     pos += 11
-    if flexible:
-        if frame[pos] != 0:
-            raise _Unusual
-        pos += 1
+    pos = _no_tags(frame, pos, flexible)
     if pos != len(frame):
         raise _Unusual
     return _CORRELATION.unpack_from(frame, 4)[0], transactional_id, producer_id, epoch, committed == 1
