@@ -5,7 +5,9 @@ partitions lists only the partitions it could not leave alone."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from quick_clients import RDKAFKA_CLIENT
@@ -13,7 +15,12 @@ from quick_clients import RDKAFKA_CLIENT
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.store import MemoryStore
 from kafkapy.testing import wait_until
+from kafkapy.topics.elections import ElectionType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
+from server_wire import KafkaSocket
 
 TIMEOUT_S = 20
 TOPIC = "elected"
@@ -38,17 +45,18 @@ def _codes(results: dict[object, object]) -> dict[int, ErrorCode]:
 
 
 def test_confluent_preferred_and_unclean_elections(cluster: Broker) -> None:
-    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka import ElectionType as Kind
+    from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
     view = cluster.runtime.cluster  # type: ignore[union-attr]
     replicas = {p: view.topics[TOPIC].partitions[p] for p in range(3)}
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **RDKAFKA_CLIENT})
     asked = [TopicPartition(TOPIC, p) for p in range(3)] + [TopicPartition(TOPIC, 7)]
-    preferred = admin.elect_leaders(ElectionType.PREFERRED, asked).result(TIMEOUT_S)
+    preferred = admin.elect_leaders(Kind.PREFERRED, asked).result(TIMEOUT_S)
     assert _codes(preferred) == {0: ErrorCode.ELECTION_NOT_NEEDED, 1: ErrorCode.ELECTION_NOT_NEEDED,
                                  2: ErrorCode.ELECTION_NOT_NEEDED, 7: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    assert admin.elect_leaders(ElectionType.PREFERRED, None).result(TIMEOUT_S) == {}  # nothing to do
+    assert admin.elect_leaders(Kind.PREFERRED, None).result(TIMEOUT_S) == {}  # nothing to do
 
     # The preferred replica of partition 0 goes down: another replica leads, and the preferred
     # one cannot be elected until it is back; an unclean election is not needed (a replica leads).
@@ -57,10 +65,10 @@ def test_confluent_preferred_and_unclean_elections(cluster: Broker) -> None:
     wait_until(lambda: all(leader(cluster, p) not in (down, -1) for p in range(3)), TIMEOUT_S,
                "every partition led by a live replica")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **RDKAFKA_CLIENT})
-    after = admin.elect_leaders(ElectionType.PREFERRED, None).result(TIMEOUT_S)
+    after = admin.elect_leaders(Kind.PREFERRED, None).result(TIMEOUT_S)
     moved = {p for p in range(3) if replicas[p][0] == down}
     assert _codes(after) == {p: ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE for p in moved}
-    unclean = admin.elect_leaders(ElectionType.UNCLEAN, asked[:3]).result(TIMEOUT_S)
+    unclean = admin.elect_leaders(Kind.UNCLEAN, asked[:3]).result(TIMEOUT_S)
     assert set(_codes(unclean).values()) == {ErrorCode.ELECTION_NOT_NEEDED}
 
 
@@ -80,3 +88,43 @@ def test_kafka_python_elections_and_the_wire(cluster: Broker) -> None:
     finally:
         admin.close()
     assert ApiKey.ELECT_LEADERS in {entry.api_key for entry in cluster.history()}
+
+
+# --- over raw sockets: the refusals and the oldest version --------------------------------------
+
+def _elect(conn: KafkaSocket, version: int, partitions: dict[str, list[int]] | None,
+           election_type: int = ElectionType.PREFERRED) -> tuple[int | None, dict[tuple[str, int], int]]:
+    """(top-level error code, or None on v0; {(topic, partition): error code})."""
+    asked = None if partitions is None else [{"topic": t, "partitions": ps} for t, ps in partitions.items()]
+    request = {"election_type": election_type, "topic_partitions": asked, "timeout_ms": 1000}
+    body = conn.call(ApiKey.ELECT_LEADERS, version, request).body
+    results = {(r["topic"], p["partition_id"]): p["error_code"]
+               for r in body["replica_election_results"] for p in r["partition_result"]}
+    return body.get("error_code"), results
+
+
+def test_v0_an_unknown_election_type_and_a_missing_permission() -> None:
+    with Broker({"broker.id": 1}) as broker, KafkaSocket(broker.bootstrap_servers) as conn:
+        broker.seed({"t": {"partitions": 2}})
+        assert _elect(conn, 0, {"t": [0, 1]}) == (None, {("t", 0): ErrorCode.ELECTION_NOT_NEEDED,
+                                                         ("t", 1): ErrorCode.ELECTION_NOT_NEEDED})
+        assert _elect(conn, 2, {"t": [0]}, election_type=5) == (
+            ErrorCode.INVALID_REQUEST, {("t", 0): ErrorCode.INVALID_REQUEST})
+    refusing = {"broker.id": 1, "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:DESCRIBE"}
+    with Broker(refusing) as broker, KafkaSocket(broker.bootstrap_servers) as conn:
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert _elect(conn, 1, {"t": [0]}) == (denied, {("t", 0): denied})
+        assert _elect(conn, 2, None) == (denied, {})
+
+
+def test_only_the_controller_elects() -> None:
+    store = MemoryStore()
+    with Broker({"broker.id": 1}, store=store) as first, \
+            Broker({"broker.id": 2}, store=store.peer()) as second:
+        store.create_topic("t", {0: (1,)})
+        wait_until(lambda: "t" in first.runtime.cluster.topics, TIMEOUT_S, "the topic")  # type: ignore[union-attr]
+        refused = ErrorCode.NOT_CONTROLLER
+        with KafkaSocket(second.bootstrap_servers) as conn:
+            assert _elect(conn, 2, {"t": [0]}) == (refused, {("t", 0): refused})
+        with KafkaSocket(first.bootstrap_servers) as conn:
+            assert _elect(conn, 2, {"t": [0]}) == (ErrorCode.NONE, {("t", 0): ErrorCode.ELECTION_NOT_NEEDED})
