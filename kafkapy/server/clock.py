@@ -94,13 +94,18 @@ class _OrderedTimerHandle(asyncio.TimerHandle):
 
 class _Selector(selectors.DefaultSelector):
     """The loop's selector: a positive timeout (the next virtual timer's distance) becomes a wait
-    for I/O, a wake-up or the next real timer, whichever comes first."""
+    for I/O, a wake-up or the next real timer, whichever comes first. A timeout under the clock's
+    resolution is a timer asyncio runs at this instant (it runs what falls due within the
+    resolution): that select must not wait, or a sleep of a few nanoseconds would hang."""
 
     real_timeout: Callable[[], float | None] = staticmethod(lambda: None)
+    resolution = 1e-9  # the loop sets its own _clock_resolution here
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None or timeout > 0:
+        if timeout is None or timeout >= self.resolution:
             timeout = self.real_timeout()
+        elif timeout > 0:
+            timeout = 0.0
         return super().select(timeout)
 
 
@@ -111,6 +116,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         selector = _Selector()
         selector.real_timeout = self._real_timeout
         super().__init__(selector)
+        selector.resolution = self._clock_resolution  # type: ignore[attr-defined]
         self.virtual_clock = clock
         self._real_timers: list[tuple[float, int, _RealTimer]] = []
         self._real_seq = itertools.count()

@@ -223,6 +223,25 @@ def test_one_clock_drives_one_running_loop() -> None:
         clock.release_thread()
 
 
+def test_a_sleep_shorter_than_the_clock_resolution_runs_at_once() -> None:
+    """asyncio runs a timer due within its clock's resolution at this instant; the selector used
+    to wait for I/O on such a timer's (positive) distance, and the sleep never ended."""
+    clock = VirtualClock()
+    delays = (5e-324, 2.2e-308, 1e-12)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        sleepers = [loop.create_task(asyncio.sleep(d)) for d in delays]
+        started = time.monotonic()
+        # Real seconds. With the bug only this wait's own timer woke the selector, after all of it.
+        done, pending = await wait_real(sleepers, 10.0)
+        assert len(done) == len(delays) and not pending
+        assert time.monotonic() - started < 5.0  # ran at once, not when the 10 s wait woke the loop
+        assert loop.time() == 0.0  # they ran at this instant; the clock did not move
+
+    clock.run(main())
+
+
 def test_a_frozen_loop_waits_in_select_not_in_a_spin() -> None:
     """A timer a virtual millisecond away must not make the loop poll: it waits for I/O."""
     clock = VirtualClock()
