@@ -15,9 +15,12 @@ connection slot is free (``max.connections``, the listener's
 Then, in the connection's own task, :meth:`admit` applies the per-IP rules.
 Per-IP rate (an ``ips`` entity's ``connection_creation_rate``, the IP's own
 entry first, then ``ips/<default>``): the attempt is recorded; over the quota
-it is un-recorded (it was not accepted) and the connection waits
-``min(throttle time, 1 s)``; then it is recorded again and closed if the rate
-is still over, served otherwise (KIP-612). Per-IP count
+it is un-recorded (it was not accepted), held for the throttle time (bounded
+by one quota window) and then closed, never served: what Kafka's acceptor does
+with its throttled sockets. KIP-612's text has the connection checked again
+after the delay and served if the rate allows; every connection held back then
+wakes at the instant the oldest sample expires and all of them pass together,
+so a storm got about twice its quota through. Per-IP count
 (``max.connections.per.ip`` and its overrides): over it, closed at once.
 Nothing a connection waits for here holds back another IP or listener, and a
 connection is handed to request processing only once admitted.
@@ -44,7 +47,6 @@ __all__ = ["DYNAMIC_KEYS", "ConnectionQuotas", "normalize_ip", "parse_per_ip_ove
 log = logging.getLogger(__name__)
 
 INT_MAX = 2147483647
-IP_THROTTLE_MAX = 1.0  # KIP-612: a per-IP delay is at most one second
 DYNAMIC_KEYS = ("max.connection.creation.rate", "max.connections", "max.connections.per.ip",
                 "max.connections.per.ip.overrides")
 _LISTENER_KEYS = ("max.connection.creation.rate", "max.connections")
@@ -300,21 +302,17 @@ class ConnectionQuotas:
             now = self.clock()
             throttle = rate.record_checked(1.0, now)
             if throttle > 0:
-                rate.record(-1.0, now)  # not accepted (yet): un-record, as Kafka does
-                delay = min(throttle, IP_THROTTLE_MAX)
+                rate.record(-1.0, now)  # not accepted: un-record, as Kafka does
+                delay = min(throttle, self.window)
                 quota.throttled.count += 1
                 quota.ip_throttle_time.record(delay * 1000.0, now)
-                # A millisecond over: the delay brings the rate exactly to the bound, and a rounding
-                # error must not tip it over.
-                await asyncio.sleep(delay + 0.001)
-                rate = self.ip_rates.get(ip, rate)
-                now = self.clock()
-                if rate.record_checked(1.0, now) > 0:
-                    rate.record(-1.0, now)
-                    quota.dropped.count += 1
-                    log.debug("closing a connection from %s on %s: connection_creation_rate %g exceeded",
-                              ip, listener, rate_quota)
-                    return False
+                # Held, unread, for the delay, so that a client which reconnects at once is slowed
+                # down too; then closed (Kafka's acceptor and its throttledSockets).
+                await asyncio.sleep(delay)
+                quota.dropped.count += 1
+                log.debug("closing a connection from %s on %s: connection_creation_rate %g exceeded",
+                          ip, listener, rate_quota)
+                return False
         limit = self.per_ip_overrides.get(ip, self.max_per_ip)
         count = self.ip_counts.get(ip, 0)
         if count >= limit:
