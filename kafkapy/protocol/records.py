@@ -247,8 +247,7 @@ def _scan_uniform(data: bytes | bytearray, pos: int, end: int, count: int) -> tu
     """``(min timestamp delta, max timestamp delta, null keys)`` of ``count`` records of the
     uniform shape filling ``data[pos:end]`` exactly, with offset deltas 0..count-1; else None,
     and the full walk decides (and words any error)."""
-    zz = _ZIGZAG
-    stamps: set[int] = set()
+    stamp_columns: list[bytes | bytearray] = []
     null_keys = 0
     index = 0
     for low, high, width in _OFFSET_DELTA_BANDS:
@@ -272,16 +271,28 @@ def _scan_uniform(data: bytes | bytearray, pos: int, end: int, count: int) -> tu
             if data[pos + ts_at + 1 + j : stop : stride] != expected[j][index - low : index - low + n]:
                 return None
         stamps_here = data[pos + ts_at : stop : stride]
-        if max(stamps_here) >= 0x80:
+        if not stamps_here.isascii():  # a timestamp delta of more than one byte
             return None
-        stamps.update(stamps_here)
+        stamp_columns.append(stamps_here)
         null_keys += n if null_key else 0
         index += n
         pos = stop
     if index != count or pos != end:
         return None
-    deltas = [zz[b] for b in stamps]
+    zz = _ZIGZAG
+    deltas = [zz[b] for b in _distinct_ascii(b"".join(stamp_columns))]
     return min(deltas), max(deltas), null_keys
+
+
+# From this many bytes on, 128 searches in C (one per value) beat a set built byte by byte.
+_DISTINCT_BY_SEARCH_FROM = 512
+
+
+def _distinct_ascii(data: bytes) -> Iterable[int]:
+    """The values of the bytes in ``data``, all below 0x80."""
+    if len(data) < _DISTINCT_BY_SEARCH_FROM:
+        return set(data)
+    return [value for value in range(0x80) if value in data]
 
 
 def _flat(raw: Buffer) -> bytes | memoryview:
