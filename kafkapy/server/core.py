@@ -30,62 +30,63 @@ __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "Core
 
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
-# history is in docs/broker.md, and tests/server/test_core_apis.py pins the set it stands for.
+# history is in docs/broker.md, and tests/server/test_protocol_version.py pins the set it stands for.
 PROTOCOL_VERSION = 12
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
-# modules. A test compares the live broker against the newest entry.
-PROTOCOL_HISTORY: dict[int, frozenset[tuple[int, int, int]]] = {
-    1: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0)}),
-    # + quotas (Describe/AlterClientQuotas) and features (UpdateFeatures, DeleteFeatures)
-    2: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
-                  (1020, 0, 0)}),
-    # + topics (CreateTopics, DeleteTopics, CreatePartitions); Metadata lists real topics
-    3: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
-                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3)}),
-    # + configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) for BROKER resources
-    4: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
-                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1)}),
-    # + dataplane (Produce, Fetch, ListOffsets, DeleteRecords, InitProducerId, OffsetForLeaderEpoch,
-    # DescribeLogDirs, DescribeProducers)
-    5: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
-                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1),
-                  (0, 3, 13), (1, 4, 18), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5),
-                  (61, 0, 0)}),
-    # + WriteTxnMarkers (the data plane writes end-transaction markers)
-    6: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
-                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1),
-                  (0, 3, 13), (1, 4, 18), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5),
-                  (61, 0, 0), (27, 0, 2)}),
-    # + groups (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-    # OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete)
-    7: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
-                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1),
-                  (0, 3, 13), (1, 4, 18), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5),
-                  (61, 0, 0), (27, 0, 2), (10, 0, 6), (11, 0, 9), (14, 0, 5), (12, 0, 4), (13, 0, 5),
-                  (8, 2, 9), (9, 1, 9), (15, 0, 6), (16, 0, 5), (42, 0, 2), (47, 0, 0)}),
-    # + transactions (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
-    # DescribeTransactions, ListTransactions)
-    8: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
-                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1),
-                  (0, 3, 13), (1, 4, 18), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5),
-                  (61, 0, 0), (27, 0, 2), (10, 0, 6), (11, 0, 9), (14, 0, 5), (12, 0, 4), (13, 0, 5),
-                  (8, 2, 9), (9, 1, 9), (15, 0, 6), (16, 0, 5), (42, 0, 2), (47, 0, 0),
-                  (24, 0, 4), (25, 0, 4), (26, 0, 4), (28, 0, 5), (65, 0, 0), (66, 0, 2)}),
-    # + KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
-    9: frozenset({(3, 0, 13), (18, 0, 4), (60, 0, 2), (1010, 0, 0), (48, 0, 1), (49, 0, 1), (57, 0, 2),
-                  (1020, 0, 0), (19, 0, 7), (20, 0, 6), (37, 0, 3), (32, 0, 4), (33, 0, 2), (44, 0, 1),
-                  (0, 3, 13), (1, 4, 18), (2, 1, 11), (21, 0, 2), (22, 0, 6), (23, 2, 4), (35, 1, 5),
-                  (61, 0, 0), (27, 0, 2), (10, 0, 6), (11, 0, 9), (14, 0, 5), (12, 0, 4), (13, 0, 5),
-                  (8, 2, 9), (9, 1, 9), (15, 0, 6), (16, 0, 5), (42, 0, 2), (47, 0, 0),
-                  (24, 0, 4), (25, 0, 4), (26, 0, 4), (28, 0, 5), (65, 0, 0), (66, 0, 2),
-                  (68, 0, 1), (69, 0, 1)}),
-}
-# + OffsetCommit v10 and OffsetFetch v10 (topics named by id)
-PROTOCOL_HISTORY[10] = PROTOCOL_HISTORY[9] - {(8, 2, 9), (9, 1, 9)} | {(8, 2, 10), (9, 1, 10)}
-PROTOCOL_HISTORY[11] = PROTOCOL_HISTORY[10] - {(24, 0, 4)} | {(24, 0, 5)}
-# + ElectLeaders (the topics module)
-PROTOCOL_HISTORY[12] = PROTOCOL_HISTORY[11] | {(ApiKey.ELECT_LEADERS, 0, 2)}
+# modules, each version the one before it with what it added (and, for a version bump, what it
+# replaced). A test compares the live broker against the newest entry.
+_K = ApiKey
+_PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[int, int, int]]], ...] = (
+    # 1: the core (Metadata, ApiVersions, DescribeCluster, the KIP-35 draft's BrokerMetadata)
+    (frozenset({(_K.METADATA, 0, 13), (_K.API_VERSIONS, 0, 4), (_K.DESCRIBE_CLUSTER, 0, 2),
+                (_K.BROKER_METADATA, 0, 0)}), frozenset()),
+    # 2: + quotas (Describe/AlterClientQuotas) and features (UpdateFeatures, DeleteFeatures)
+    (frozenset({(_K.DESCRIBE_CLIENT_QUOTAS, 0, 1), (_K.ALTER_CLIENT_QUOTAS, 0, 1), (_K.UPDATE_FEATURES, 0, 2),
+                (_K.DELETE_FEATURES, 0, 0)}), frozenset()),
+    # 3: + topics (CreateTopics, DeleteTopics, CreatePartitions); Metadata lists real topics
+    (frozenset({(_K.CREATE_TOPICS, 0, 7), (_K.DELETE_TOPICS, 0, 6), (_K.CREATE_PARTITIONS, 0, 3)}),
+     frozenset()),
+    # 4: + configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs) for BROKER resources
+    (frozenset({(_K.DESCRIBE_CONFIGS, 0, 4), (_K.ALTER_CONFIGS, 0, 2), (_K.INCREMENTAL_ALTER_CONFIGS, 0, 1)}),
+     frozenset()),
+    # 5: + the data plane
+    (frozenset({(_K.PRODUCE, 3, 13), (_K.FETCH, 4, 18), (_K.LIST_OFFSETS, 1, 11), (_K.DELETE_RECORDS, 0, 2),
+                (_K.INIT_PRODUCER_ID, 0, 6), (_K.OFFSET_FOR_LEADER_EPOCH, 2, 4), (_K.DESCRIBE_LOG_DIRS, 1, 5),
+                (_K.DESCRIBE_PRODUCERS, 0, 0)}), frozenset()),
+    # 6: + WriteTxnMarkers (the data plane writes end-transaction markers)
+    (frozenset({(_K.WRITE_TXN_MARKERS, 0, 2)}), frozenset()),
+    # 7: + groups
+    (frozenset({(_K.FIND_COORDINATOR, 0, 6), (_K.JOIN_GROUP, 0, 9), (_K.SYNC_GROUP, 0, 5),
+                (_K.HEARTBEAT, 0, 4), (_K.LEAVE_GROUP, 0, 5), (_K.OFFSET_COMMIT, 2, 9),
+                (_K.OFFSET_FETCH, 1, 9), (_K.DESCRIBE_GROUPS, 0, 6), (_K.LIST_GROUPS, 0, 5),
+                (_K.DELETE_GROUPS, 0, 2), (_K.OFFSET_DELETE, 0, 0)}), frozenset()),
+    # 8: + transactions
+    (frozenset({(_K.ADD_PARTITIONS_TO_TXN, 0, 4), (_K.ADD_OFFSETS_TO_TXN, 0, 4), (_K.END_TXN, 0, 4),
+                (_K.TXN_OFFSET_COMMIT, 0, 5), (_K.DESCRIBE_TRANSACTIONS, 0, 0),
+                (_K.LIST_TRANSACTIONS, 0, 2)}),
+     frozenset()),
+    # 9: + KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe)
+    (frozenset({(_K.CONSUMER_GROUP_HEARTBEAT, 0, 1), (_K.CONSUMER_GROUP_DESCRIBE, 0, 1)}), frozenset()),
+    # 10: OffsetCommit v10 and OffsetFetch v10 (topics named by id)
+    (frozenset({(_K.OFFSET_COMMIT, 2, 10), (_K.OFFSET_FETCH, 1, 10)}),
+     frozenset({(_K.OFFSET_COMMIT, 2, 9), (_K.OFFSET_FETCH, 1, 9)})),
+    # 11: AddPartitionsToTxn v5
+    (frozenset({(_K.ADD_PARTITIONS_TO_TXN, 0, 5)}), frozenset({(_K.ADD_PARTITIONS_TO_TXN, 0, 4)})),
+    # 12: + ElectLeaders (the topics module)
+    (frozenset({(_K.ELECT_LEADERS, 0, 2)}), frozenset()),
+)
+
+
+def _protocol_history() -> dict[int, frozenset[tuple[int, int, int]]]:
+    history: dict[int, frozenset[tuple[int, int, int]]] = {}
+    served: frozenset[tuple[int, int, int]] = frozenset()
+    for version, (added, replaced) in enumerate(_PROTOCOL_CHANGES, start=PROTOCOL_VERSION_MIN):
+        served = history[version] = served - replaced | added
+    return history
+
+
+PROTOCOL_HISTORY = _protocol_history()
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
 

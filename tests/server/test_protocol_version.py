@@ -12,6 +12,6 @@ def test_protocol_version_matches_what_the_broker_serves() -> None:
         served = frozenset((key, low, high)
                            for key, (low, high) in broker.runtime.dispatcher.served_versions().items())
     assert served == PROTOCOL_HISTORY[PROTOCOL_VERSION], (
-        "the served APIs changed: bump PROTOCOL_VERSION and add the new set to PROTOCOL_HISTORY "
+        "the served APIs changed: bump PROTOCOL_VERSION and add the change to _PROTOCOL_CHANGES "
         "(and to the history table in docs/broker.md)")
     assert PROTOCOL_VERSION == max(PROTOCOL_HISTORY) and PROTOCOL_VERSION_MIN in PROTOCOL_HISTORY
