@@ -21,6 +21,7 @@ from typing import Any
 from kafkapy import Broker
 from kafkapy.client import SimpleClient
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol import decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
@@ -47,7 +48,8 @@ def _setup(bootstrap: str) -> tuple[int, int]:
                                                               "replication_factor": 1, "assignments": [],
                                                               "configs": []}], "timeout_ms": 10_000})
         for _ in range(100):
-            found = client.request(ApiKey.FIND_COORDINATOR, 2, {"key": TRANSACTIONAL_ID, "key_type": 1})
+            found = client.request(ApiKey.FIND_COORDINATOR, 2,
+                                   {"key": TRANSACTIONAL_ID, "key_type": CoordinatorKeyType.TRANSACTION})
             if found["error_code"] == ErrorCode.NONE:
                 break
             time.sleep(0.05)

@@ -17,6 +17,7 @@ from quick_clients import KAFKA_PYTHON_CLIENT
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
@@ -68,7 +69,8 @@ def test_a_leader_moved_over_http_is_the_one_clients_see(cluster: tuple[Broker, 
 
 def find_coordinator(bootstrap: str, group: str) -> ErrorCode:
     with SimpleClient(bootstrap) as client:
-        answer = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        answer = client.request(ApiKey.FIND_COORDINATOR, 3,
+                                {"key": group, "key_type": CoordinatorKeyType.GROUP})
     return ErrorCode(answer.error_code)
 
 

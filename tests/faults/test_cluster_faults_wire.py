@@ -13,6 +13,7 @@ from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import CoordinatorOutages
+from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.server.coordinator_outages import OUTAGE_ERRORS
@@ -189,9 +190,10 @@ def test_an_outage_answers_as_kafka_does_while_the_partition_is_not_served(clust
 
 def test_a_transactional_ids_coordinator_can_be_cut_off(broker: Broker) -> None:
     txn = "txn-outage"
-    with coordinator_client(broker, txn, key_type=1) as client:
+    with coordinator_client(broker, txn, key_type=CoordinatorKeyType.TRANSACTION) as client:
         outage = broker.coordinator_unavailable(transactional_id=txn, error=ErrorCode.NOT_COORDINATOR)
-        assert find_coordinator(client, txn, key_type=1) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
+        found = find_coordinator(client, txn, key_type=CoordinatorKeyType.TRANSACTION)
+        assert found == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1)
         init = {"transactional_id": txn, "transaction_timeout_ms": 60000, "producer_id": -1,
                 "producer_epoch": -1}
         assert client.request(ApiKey.INIT_PRODUCER_ID, 4, init).error_code == ErrorCode.NOT_COORDINATOR

@@ -15,7 +15,7 @@ import pytest
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
-from kafkapy.groups.module import GroupsModule
+from kafkapy.groups.module import CoordinatorKeyType, GroupsModule
 from kafkapy.groups.retention import DEFAULT_OFFSETS_RETENTION_MINUTES, retention_ms
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
@@ -39,7 +39,8 @@ def client(broker: Broker) -> Iterator[SimpleClient]:
 
 
 def ready(client: SimpleClient, group: str) -> None:
-    wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0}
+    wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 3,
+                                      {"key": group, "key_type": CoordinatorKeyType.GROUP}
                                       )["error_code"] == ErrorCode.NONE, what="a coordinator")
 
 

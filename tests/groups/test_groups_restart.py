@@ -14,13 +14,15 @@ from typing import Any
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
 
 def _find(client: SimpleClient, group: str) -> Any:
     return wait_until(lambda: (lambda a: a if a["error_code"] == ErrorCode.NONE else None)(
-        client.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})), what="a coordinator")
+        client.request(ApiKey.FIND_COORDINATOR, 3,
+                       {"key": group, "key_type": CoordinatorKeyType.GROUP})), what="a coordinator")
 
 
 def _fetch(client: SimpleClient, group: str) -> Any:

@@ -15,6 +15,7 @@ import pytest
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
 from kafkapy.protocol import fit_body
 from kafkapy.protocol.api_keys import ApiKey
@@ -22,6 +23,7 @@ from kafkapy.store.memory import MemoryStore
 from kafkapy.testing import wait_until
 
 SUBSCRIPTION = b"\x00\x01\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"  # v1: topics [t], no user data
+UNKNOWN_KEY_TYPE = 7  # no CoordinatorKeyType has this value
 
 
 @pytest.fixture
@@ -39,7 +41,8 @@ def client(broker: Broker) -> Iterator[SimpleClient]:
 
 
 def find(client: SimpleClient, group: str, version: int = 3) -> Any:
-    return client.request(ApiKey.FIND_COORDINATOR, version, {"key": group, "key_type": 0})
+    return client.request(ApiKey.FIND_COORDINATOR, version,
+                          {"key": group, "key_type": CoordinatorKeyType.GROUP})
 
 
 def join(client: SimpleClient, group: str, member_id: str = "", version: int = 7, **extra: Any) -> Any:
@@ -76,13 +79,15 @@ def test_find_coordinator_creates_the_offsets_topic_and_names_this_broker(broker
 
 
 def test_find_coordinator_batched_keys_and_key_types(client: SimpleClient) -> None:
-    answer = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["a", "b"]})
+    answer = client.request(ApiKey.FIND_COORDINATOR, 4,
+                            {"key_type": CoordinatorKeyType.GROUP, "coordinator_keys": ["a", "b"]})
     assert [(c["key"], c["error_code"], c["node_id"]) for c in answer["coordinators"]] == \
         [("a", ErrorCode.NONE, 1), ("b", ErrorCode.NONE, 1)]
-    transactions = {"key_type": 1, "coordinator_keys": ["tx"]}
+    transactions = {"key_type": CoordinatorKeyType.TRANSACTION, "coordinator_keys": ["tx"]}
     wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 4, transactions)["coordinators"][0][
         "error_code"] == ErrorCode.NONE, what="a transaction coordinator")
-    unknown = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 7, "coordinator_keys": ["x"]})
+    unknown = client.request(ApiKey.FIND_COORDINATOR, 4,
+                             {"key_type": UNKNOWN_KEY_TYPE, "coordinator_keys": ["x"]})
     assert unknown["coordinators"][0]["error_code"] == ErrorCode.INVALID_REQUEST
 
 
@@ -268,7 +273,7 @@ def test_another_brokers_group_is_not_coordinated_here() -> None:
     with Broker({"broker.id": 1, "offsets.topic.num.partitions": 4}, store=store) as one, \
             Broker({"broker.id": 2, "offsets.topic.num.partitions": 4}, store=store) as two:
         with SimpleClient(one.bootstrap_servers) as client:
-            answer = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0,
+            answer = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": CoordinatorKeyType.GROUP,
                                                                  "coordinator_keys": ["a", "b", "c", "d"]})
             leaders = {c["key"]: c["node_id"] for c in answer["coordinators"]}
         assert set(leaders.values()) == {1, 2}, leaders
@@ -282,7 +287,8 @@ def test_another_brokers_group_is_not_coordinated_here() -> None:
 
 
 GROUP_APIS = {
-    ApiKey.FIND_COORDINATOR: (0, 6, {"key": "g", "key_type": 0, "coordinator_keys": ["g"]}),
+    ApiKey.FIND_COORDINATOR: (0, 6,
+                              {"key": "g", "key_type": CoordinatorKeyType.GROUP, "coordinator_keys": ["g"]}),
     ApiKey.JOIN_GROUP: (0, 9, {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
                                "member_id": "", "protocol_type": "consumer",
                                "protocols": [{"name": "range", "metadata": b""}]}),
@@ -326,9 +332,9 @@ def test_a_coordinator_move_loads_the_groups_offsets() -> None:
     try:
         store.create_topic("t", {0: (1, 2)})
         with SimpleClient(brokers[1].bootstrap_servers) as client:
-            found = wait_until(lambda: (answer := client.request(ApiKey.FIND_COORDINATOR, 3, {
-                "key": "moving", "key_type": 0}))["error_code"] == ErrorCode.NONE and answer,
-                what="a coordinator for the group")
+            find = {"key": "moving", "key_type": CoordinatorKeyType.GROUP}
+            found = wait_until(lambda: (answer := client.request(ApiKey.FIND_COORDINATOR, 3, find))[
+                "error_code"] == ErrorCode.NONE and answer, what="a coordinator for the group")
         old = found["node_id"]
         with SimpleClient(brokers[old].bootstrap_servers) as client:
             answer = client.request(ApiKey.OFFSET_COMMIT, 8, {

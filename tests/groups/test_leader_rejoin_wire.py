@@ -20,6 +20,7 @@ import pytest
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
@@ -32,7 +33,8 @@ SUBSCRIPTION = b"\x00\x01\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"  # v1: topic
 def broker() -> Iterator[Broker]:
     with Broker({"broker.id": 1, "group.min.session.timeout.ms": SESSION_MS}) as running:
         with SimpleClient(running.bootstrap_servers) as client:
-            wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0})
+            wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 3,
+                                              {"key": GROUP, "key_type": CoordinatorKeyType.GROUP})
                        ["error_code"] == ErrorCode.NONE, what="a coordinator")
         yield running
 

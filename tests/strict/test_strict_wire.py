@@ -14,6 +14,7 @@ from kafkapy.client import ClientError, SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.faults import DropConnection, ErrorAnswer, FaultRule
+from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol import decode_response
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
@@ -56,7 +57,8 @@ def assignment(partitions: dict[str, list[int]]) -> bytes:
 
 
 def join(client: SimpleClient, member_id: str = "") -> Any:
-    wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0}).error_code
+    wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 3,
+                                      {"key": GROUP, "key_type": CoordinatorKeyType.GROUP}).error_code
                == ErrorCode.NONE, what="the group coordinator")
     body = {"group_id": GROUP, "session_timeout_ms": 30000, "rebalance_timeout_ms": 30000,
             "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
@@ -286,7 +288,7 @@ def test_kip848_member_commits_outside_its_assignment_and_invents_an_epoch(broke
     group = "strict-848"
     broker.seed({"strict-other": {}})
     with SimpleClient(broker.bootstrap_servers, client_id="raw-848") as client:
-        find = {"key": group, "key_type": 0}
+        find = {"key": group, "key_type": CoordinatorKeyType.GROUP}
         wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 3, find).error_code == ErrorCode.NONE,
                    what="the group coordinator")
         joined = consumer_heartbeat(client, group, "", 0)

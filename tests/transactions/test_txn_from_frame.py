@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from kafkapy import Broker
 from kafkapy.client import SimpleClient
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol import decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.clock import VirtualClock
@@ -49,7 +50,8 @@ _correlation = itertools.count(1)
 def _init(broker: Broker, transactional_id: str) -> tuple[int, int]:
     with SimpleClient(broker.bootstrap_servers, 10.0, "txn-from-frame") as client:
         for _ in range(200):
-            found = client.request(ApiKey.FIND_COORDINATOR, 2, {"key": transactional_id, "key_type": 1})
+            found = client.request(ApiKey.FIND_COORDINATOR, 2,
+                                   {"key": transactional_id, "key_type": CoordinatorKeyType.TRANSACTION})
             if found["error_code"] == ErrorCode.NONE:
                 break
             time.sleep(0.02)
