@@ -85,6 +85,12 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("ssl.cafile", "string", None, "PEM CA bundle for verifying client certificates."),
     ConfigKey("ssl.client.auth", "string", "none", "Kafka's values: none, requested, required.",
               _one_of("none", "requested", "required")),
+    ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"],
+              "Kafka's default. SASL mechanisms of SASL listeners (kafkapy serves PLAIN); "
+              "listener.name.<l>.sasl.enabled.mechanisms overrides it for one listener."),
+    ConfigKey("sasl.jaas.config", "password", None,
+              "A JAAS login module entry (PlainLoginModule with user_<name>=\"<password>\" options) for "
+              "SASL listeners without listener.name.<l>.plain.sasl.jaas.config."),
     ConfigKey("kafka.version", "string", None,
               "Serve what this Apache Kafka release served (2.8, 3.9, 4.0; kafkapy.protocol.releases): "
               "its ApiVersions ranges, clipped to kafkapy's, and its refusals. Unset: kafkapy's own.",
