@@ -125,6 +125,8 @@ class Authenticator:
 
     def receive(self, frame: bytes) -> Step:
         """The next frame the client sent (without its size prefix)."""
+        if self.state is SaslState.COMPLETE:
+            return DISPATCH
         if self.state is SaslState.RAW_TOKEN:
             return self._raw_token(frame)
         if len(frame) < REQUEST_PREFIX_SIZE:
