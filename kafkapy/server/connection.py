@@ -51,7 +51,7 @@ from kafkapy.protocol import Response, decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.chunks import Chunk, frame_size
 from kafkapy.server.framing import KEEP_FROM, FrameBuffer, FrameSizeError, ReceivedFrame
-from kafkapy.server.sasl.authenticator import Authenticator
+from kafkapy.server.sasl.authenticator import Authenticator, SaslState
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
@@ -251,6 +251,8 @@ class KafkaConnection(asyncio.Protocol):
         assert authenticator is not None
         if authenticator.complete:
             return self.runtime.dispatcher.dispatch(conn, frame, out)
+        if authenticator.state is SaslState.FAILED:
+            return None  # read before the failure: dropped while the close is delayed
         step = authenticator.receive(bytes(frame))
         if step.dispatch:
             return self.runtime.dispatcher.dispatch(conn, frame, out)
@@ -262,19 +264,34 @@ class KafkaConnection(asyncio.Protocol):
             self._dispatch = self.runtime.dispatcher.dispatch  # from now on as any connection
             self._dispatch_all = self.runtime.dispatcher.dispatch_all
         if step.close:
-            raise CloseConnection
+            self._close_after_failed_authentication()
         return None
+
+    def _close_after_failed_authentication(self) -> None:
+        """Kafka's connection.failed.authentication.delay.ms: read nothing more, send the answer,
+        close a little later, so the client reads why before it sees the close."""
+        delay_ms = self.runtime.config["connection.failed.authentication.delay.ms"]
+        if not delay_ms:
+            raise CloseConnection
+        if self.transport is not None:
+            self.transport.pause_reading()
+        if self.outgoing and not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.runtime.loop.call_soon(self._flush)
+        self.runtime.loop.call_later(delay_ms / 1000, self.close)
 
     def _authenticating_all(self, conn: ConnectionInfo, frames: Iterator[ReceivedFrame], out: list[Chunk],
                             closed: Callable[[], bool]) -> Pending | None:
         """``Dispatcher.dispatch_all`` on a SASL listener: frame by frame through the authenticator,
         and the frames after the one that completes it through the dispatcher's own loop."""
+        authenticator = self.authenticator
+        assert authenticator is not None
         for frame in frames:
-            if self.authenticator is not None and self.authenticator.complete:
+            if authenticator.complete:
                 rest = itertools.chain((frame,), frames)
                 return self.runtime.dispatcher.dispatch_all(conn, rest, out, closed)
             pending = self._authenticating(conn, frame, out)
-            if pending is not None or closed():
+            if pending is not None or closed() or authenticator.state is SaslState.FAILED:
                 return pending
         return None
 

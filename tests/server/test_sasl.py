@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -232,3 +233,19 @@ def test_sasl_configuration_errors_name_the_key(settings: dict[str, str], key: s
         with Broker({**SASL, **settings}):
             pass
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("delay_ms", [0, 300])
+def test_the_close_after_a_failure_waits_connection_failed_authentication_delay_ms(delay_ms: int) -> None:
+    """Kafka's delay lets the client read the answer first; frames sent meanwhile go unanswered."""
+    with Broker({**SASL, "connection.failed.authentication.delay.ms": str(delay_ms)}) as b:
+        with KafkaSocket(sasl_address(b)) as s:
+            assert handshake(s)["error_code"] == ErrorCode.NONE
+            answer = authenticate(s, plain("alice", "wrong"))
+            refused = time.monotonic()
+            assert answer["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+            if delay_ms:
+                s.send(ApiKey.METADATA, 12, {"topics": None})
+            assert s.wait_closed() == b""
+            waited = time.monotonic() - refused
+        assert waited >= delay_ms / 1000 * 0.9 and (delay_ms or waited < 0.25)
