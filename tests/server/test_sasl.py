@@ -4,12 +4,14 @@ before it completes, the principal after, and the config errors at start."""
 from __future__ import annotations
 
 import logging
+import ssl
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
 
 sys.path.insert(0, str(Path(__file__).parent))  # the broker imports observer_fixtures by name
 
@@ -25,6 +27,7 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required userna
         'user_admin="a" user_alice="secret";')
 SASL = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+BROKER_RESOURCE = 4  # Kafka's ConfigResource.Type.BROKER
 AUTH_FAILED = "Authentication failed: Invalid username or password"
 
 
@@ -249,3 +252,43 @@ def test_the_close_after_a_failure_waits_connection_failed_authentication_delay_
             assert s.wait_closed() == b""
             waited = time.monotonic() - refused
         assert waited >= delay_ms / 1000 * 0.9 and (delay_ms or waited < 0.25)
+
+
+def test_sasl_ssl_authenticates_inside_tls(tmp_path: Path) -> None:
+    """SASL_SSL: the TLS listener's handshake first, then the same SASL exchange; the principal is
+    the SASL user, not the (absent) certificate's."""
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    certfile, keyfile = tmp_path / "server.pem", tmp_path / "server.key"
+    certfile.write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
+    server.private_key_pem.write_to_path(str(keyfile))
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    RecordingObserver.instances.clear()
+    config = {"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+              "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS, "ssl.certfile": str(certfile),
+              "ssl.keyfile": str(keyfile), "observer.class.names": "observer_fixtures.RecordingObserver"}
+    with Broker(config) as b:
+        with KafkaSocket(b.listeners["SASL_SSL"], ssl_context=context) as s:
+            assert handshake(s)["error_code"] == ErrorCode.NONE
+            assert authenticate(s, plain("alice", "secret"))["error_code"] == ErrorCode.NONE
+            assert s.call(ApiKey.METADATA, 12, {"topics": None}).body["brokers"]
+        with KafkaSocket(b.listeners["SASL_SSL"], ssl_context=context) as s:
+            s.send(ApiKey.METADATA, 12, {"topics": None})
+            assert s.wait_closed() == b""
+        (observer,) = RecordingObserver.instances
+        assert [r[2] for r in observer.requests if r[3] == ApiKey.METADATA] == ["User:alice"]
+    RecordingObserver.instances.clear()
+
+
+def test_describe_configs_hides_the_jaas_passwords() -> None:
+    config = {**SASL, "sasl.jaas.config": JAAS}
+    with Broker(config) as b:
+        with KafkaSocket(b.listeners["PLAINTEXT"]) as s:
+            keys = ["sasl.jaas.config", "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+                    "sasl.enabled.mechanisms"]
+            (resource,) = s.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+                {"resource_type": BROKER_RESOURCE, "resource_name": str(b.broker_id),
+                 "configuration_keys": keys}]}).body["results"]
+        described = {c["name"]: (c["value"], c["is_sensitive"]) for c in resource["configs"]}
+        assert described == {keys[0]: (None, True), keys[1]: (None, True), keys[2]: ("PLAIN", False)}
