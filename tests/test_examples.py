@@ -98,6 +98,15 @@ def test_coordinated_consumer_example_rebalances() -> None:
     ]
 
 
+def test_sasl_plain_example() -> None:
+    result = run(str(EXAMPLES / "sasl_plain.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["alice"] == {"unsent": 0, "consumed": "hello, authenticated world"}
+    assert "SASL authentication error: Authentication failed: Invalid username or password" in \
+        out["mallory"]["authentication_error"]
+
+
 def test_topic_configs_example() -> None:
     result = run(str(EXAMPLES / "topic_configs.py"))
     assert result.returncode == 0, result.stderr

@@ -85,6 +85,16 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("ssl.cafile", "string", None, "PEM CA bundle for verifying client certificates."),
     ConfigKey("ssl.client.auth", "string", "none", "Kafka's values: none, requested, required.",
               _one_of("none", "requested", "required")),
+    ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"],
+              "Kafka's default. SASL mechanisms of SASL listeners (kafkapy serves PLAIN); "
+              "listener.name.<l>.sasl.enabled.mechanisms overrides it for one listener."),
+    ConfigKey("sasl.jaas.config", "password", None,
+              "A JAAS login module entry (PlainLoginModule with user_<name>=\"<password>\" options) for "
+              "SASL listeners without listener.name.<l>.plain.sasl.jaas.config."),
+    ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
+              "Kafka's default: a connection whose SASL authentication failed is closed this long after "
+              "the answer, so the client reads the answer first (and cannot retry in a tight loop).",
+              _at_least(0)),
     ConfigKey("kafka.version", "string", None,
               "Serve what this Apache Kafka release served (2.8, 3.9, 4.0; kafkapy.protocol.releases): "
               "its ApiVersions ranges, clipped to kafkapy's, and its refusals. Unset: kafkapy's own.",

@@ -41,15 +41,17 @@ import collections
 import itertools
 import logging
 import struct
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import Response, decode_response, encode_request
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.chunks import Chunk, frame_size
 from kafkapy.server.framing import KEEP_FROM, FrameBuffer, FrameSizeError, ReceivedFrame
+from kafkapy.server.sasl.authenticator import Authenticator, SaslState
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
@@ -58,6 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["BROKER_CORRELATION_MIN", "BufferedKafkaConnection", "ConnectionInfo", "KafkaConnection"]
 
 log = logging.getLogger(__name__)
+
+Pending = Awaitable[bytes | list[Chunk] | None]  # a request that suspends (kafkapy.server.dispatch)
 
 _ids = itertools.count(1)
 _SIZE = struct.Struct(">i")
@@ -118,6 +122,11 @@ class KafkaConnection(asyncio.Protocol):
         self._drain = self.frames.drain
         self._dispatch = runtime.dispatcher.dispatch
         self._dispatch_all = runtime.dispatcher.dispatch_all
+        # A SASL listener's connection: frames go through the authenticator until it completes.
+        self.authenticator: Authenticator | None = None
+        if listener.sasl is not None:
+            self._dispatch = self._authenticating
+            self._dispatch_all = self._authenticating_all
         self._is_closed = self._closed
         self._now = runtime.clock
         self.queue: collections.deque[ReceivedFrame] = collections.deque()
@@ -157,6 +166,8 @@ class KafkaConnection(asyncio.Protocol):
             id=f"{self.listener.name}-{peer[0]}:{peer[1]}-{next(_ids)}",
             listener=self.listener.name, security_protocol=self.listener.security_protocol,
             client_address=(peer[0], peer[1]), broker_address=(sock[0], sock[1]), principal=principal)
+        if self.listener.sasl is not None:
+            self.authenticator = Authenticator(self.listener.sasl, self.info.id, self._serves_api_versions)
         self.runtime.connections.add(self)
         self.last_activity = self._now()
         # Admission starts in place: with no module hooking accepts, or none that waits, the
@@ -225,6 +236,64 @@ class KafkaConnection(asyncio.Protocol):
 
     def _closed(self) -> bool:
         return self.closed
+
+    # --- SASL (kafkapy.server.sasl.authenticator) ------------------------------------------
+
+    def _serves_api_versions(self, version: int) -> bool:
+        low, high = self.runtime.dispatcher.served_versions().get(ApiKey.API_VERSIONS, (0, -1))
+        return low <= version <= high
+
+    def _authenticating(self, conn: ConnectionInfo, frame: ReceivedFrame, out: list[Chunk]) -> Pending | None:
+        """``Dispatcher.dispatch`` on a SASL listener: the authenticator answers the frame, or passes
+        it to the dispatcher (ApiVersions, and everything once authenticated); CloseConnection when
+        the authenticator fails, after its answer."""
+        authenticator = self.authenticator
+        assert authenticator is not None
+        if authenticator.complete:
+            return self.runtime.dispatcher.dispatch(conn, frame, out)
+        if authenticator.state is SaslState.FAILED:
+            return None  # read before the failure: dropped while the close is delayed
+        step = authenticator.receive(bytes(frame))
+        if step.dispatch:
+            return self.runtime.dispatcher.dispatch(conn, frame, out)
+        if step.response is not None:
+            out.append(_SIZE.pack(len(step.response)))
+            out.append(step.response)
+        if authenticator.complete:
+            conn.principal = authenticator.principal
+            self._dispatch = self.runtime.dispatcher.dispatch  # from now on as any connection
+            self._dispatch_all = self.runtime.dispatcher.dispatch_all
+        if step.close:
+            self._close_after_failed_authentication()
+        return None
+
+    def _close_after_failed_authentication(self) -> None:
+        """Kafka's connection.failed.authentication.delay.ms: read nothing more, send the answer,
+        close a little later, so the client reads why before it sees the close."""
+        delay_ms = self.runtime.config["connection.failed.authentication.delay.ms"]
+        if not delay_ms:
+            raise CloseConnection
+        if self.transport is not None:
+            self.transport.pause_reading()
+        if self.outgoing and not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.runtime.loop.call_soon(self._flush)
+        self.runtime.loop.call_later(delay_ms / 1000, self.close)
+
+    def _authenticating_all(self, conn: ConnectionInfo, frames: Iterator[ReceivedFrame], out: list[Chunk],
+                            closed: Callable[[], bool]) -> Pending | None:
+        """``Dispatcher.dispatch_all`` on a SASL listener: frame by frame through the authenticator,
+        and the frames after the one that completes it through the dispatcher's own loop."""
+        authenticator = self.authenticator
+        assert authenticator is not None
+        for frame in frames:
+            if authenticator.complete:
+                rest = itertools.chain((frame,), frames)
+                return self.runtime.dispatcher.dispatch_all(conn, rest, out, closed)
+            pending = self._authenticating(conn, frame, out)
+            if pending is not None or closed() or authenticator.state is SaslState.FAILED:
+                return pending
+        return None
 
     def _enqueue(self, frames: list[ReceivedFrame]) -> None:
         """Frames that wait for the worker; reading pauses while too many do."""

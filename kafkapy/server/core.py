@@ -1,7 +1,9 @@
 """The core module: the APIs every kafkapy broker serves.
 
 ApiVersions (18), Metadata (3), DescribeCluster (60) and BrokerMetadata
-(1010, the KIP-35 draft in seed 002).
+(1010, the KIP-35 draft in seed 002); SaslHandshake (17) and SaslAuthenticate (36)
+once a connection is authenticated, or on a listener without SASL (the exchange
+before that is the connection's: kafkapy.server.sasl.authenticator).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "Core
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_protocol_version.py pins the set it stands for.
-PROTOCOL_VERSION = 12
+PROTOCOL_VERSION = 13
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules, each version the one before it with what it added (and, for a version bump, what it
@@ -75,6 +77,8 @@ _PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[
     (frozenset({(_K.ADD_PARTITIONS_TO_TXN, 0, 5)}), frozenset({(_K.ADD_PARTITIONS_TO_TXN, 0, 4)})),
     # 12: + ElectLeaders (the topics module)
     (frozenset({(_K.ELECT_LEADERS, 0, 2)}), frozenset()),
+    # 13: + SaslHandshake and SaslAuthenticate (SASL_PLAINTEXT and SASL_SSL listeners)
+    (frozenset({(_K.SASL_HANDSHAKE, 0, 1), (_K.SASL_AUTHENTICATE, 0, 2)}), frozenset()),
 )
 
 
@@ -139,6 +143,8 @@ class CoreModule(Module):
             ApiKey.METADATA: ApiHandler(VersionRange(0, 13), self.metadata),
             ApiKey.DESCRIBE_CLUSTER: ApiHandler(VersionRange(0, 2), self.describe_cluster),
             ApiKey.BROKER_METADATA: ApiHandler(VersionRange(0, 0), self.broker_metadata),
+            ApiKey.SASL_HANDSHAKE: ApiHandler(VersionRange(0, 1), self.sasl_handshake),
+            ApiKey.SASL_AUTHENTICATE: ApiHandler(VersionRange(0, 2), self.sasl_authenticate),
         }
 
     # --- ApiVersions --------------------------------------------------------------------------
@@ -189,6 +195,21 @@ class CoreModule(Module):
                                        for key, (low, high) in sorted(served.items())
                                        if advertise_private or key < 1000])
         return self._api_keys[1]
+
+    # --- SaslHandshake, SaslAuthenticate --------------------------------------------------------
+
+    def sasl_handshake(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        """What reaches the dispatcher is out of place, as in Kafka's KafkaApis: the connection is
+        authenticated already, or its listener has no SASL."""
+        return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+
+    def sasl_authenticate(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        message = ("SaslAuthenticate request received after successful authentication"
+                   if ctx.connection.security_protocol.startswith("SASL") else
+                   f"SaslAuthenticate request received on a {ctx.connection.security_protocol} listener")
+        return fit_body(ApiKey.SASL_AUTHENTICATE, "response", ctx.api_version,
+                        {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": message,
+                         "auth_bytes": b"", "session_lifetime_ms": 0})
 
     # --- Metadata -----------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import ssl
 import attrs
 
 from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.server.sasl import SaslSettings, sasl_settings
 
 __all__ = ["Endpoint", "ListenerSpec", "parse_endpoints", "resolve_listeners", "ssl_context"]
 
@@ -34,6 +35,11 @@ class ListenerSpec:
     security_protocol: str
     bind: Endpoint
     advertised: Endpoint
+    sasl: SaslSettings | None = None  # a SASL_PLAINTEXT or SASL_SSL listener's mechanisms and users
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
 
 
 def parse_endpoints(text: str | None, key: str) -> list[Endpoint]:
@@ -77,10 +83,8 @@ def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
         if protocol is None:
             raise ConfigError(
                 f"invalid value for listeners: {bind.name} is not in listener.security.protocol.map")
-        if protocol.startswith("SASL"):
-            raise ConfigError(
-                f"invalid value for listeners: {bind.name} uses {protocol}, which kafkapy does not serve")
-        specs.append(ListenerSpec(bind.name, protocol, bind, advertised.get(bind.name, bind)))
+        sasl = sasl_settings(config, bind.name) if protocol.startswith("SASL") else None
+        specs.append(ListenerSpec(bind.name, protocol, bind, advertised.get(bind.name, bind), sasl))
     unknown = set(advertised) - {s.name for s in specs}
     if unknown:
         raise ConfigError(f"invalid value for advertised.listeners: {sorted(unknown)} are not listeners")
@@ -104,7 +108,7 @@ def inter_broker_listener(config: BrokerConfig, specs: list[ListenerSpec]) -> st
 def ssl_context(config: BrokerConfig) -> ssl.SSLContext:
     certfile, keyfile = config["ssl.certfile"], config["ssl.keyfile"]
     if not certfile:
-        raise ConfigError("ssl.certfile is required for an SSL listener")
+        raise ConfigError("ssl.certfile is required for an SSL or SASL_SSL listener")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(certfile, keyfile)

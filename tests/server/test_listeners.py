@@ -64,7 +64,12 @@ def test_inter_broker_listener_defaults_to_plaintext_and_can_be_named() -> None:
     ({**TWO_LISTENERS, "inter.broker.listener.name": "REPLICATION"}, "inter.broker.listener.name"),
     ({"listeners": "PLAINTEXT://127.0.0.1:0,CLIENT://127.0.0.1:0"}, "listener.security.protocol.map"),
     ({"listeners": "PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"}, "listeners"),
-    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"}, "listeners"),
+    # Kafka's default sasl.enabled.mechanisms is GSSAPI, which kafkapy does not serve.
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0"}, "sasl.enabled.mechanisms"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"}, "sasl.jaas.config"),
+    ({"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+      "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'},
+     "ssl.certfile"),
     ({"advertised.listeners": "EXTERNAL://example.com:9092"}, "advertised.listeners"),
     ({"listeners": "SSL://127.0.0.1:0"}, "ssl.certfile"),
 ])

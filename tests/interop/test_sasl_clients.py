@@ -1,0 +1,145 @@
+"""Real clients on a SASL_PLAINTEXT listener with PLAIN: confluent-kafka (librdkafka), kafka-python
+and kcat authenticate, produce and consume; a wrong password gets each client's own authentication
+error, and the broker keeps serving the others."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+from kafkapy.embedded import Broker
+from kafkapy.testing import BrokerFactory
+
+TIMEOUT_S = 10
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a" '
+        'user_admin="a" user_alice="secret";')
+SASL_BROKER = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+               "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+
+
+@pytest.fixture
+def sasl_broker(kafka_broker_factory: BrokerFactory) -> Broker:
+    return kafka_broker_factory(SASL_BROKER)
+
+
+# --- confluent-kafka --------------------------------------------------------------------------
+
+def confluent(broker: Broker, user: str, password: str, **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password, **extra}
+
+
+def confluent_round_trip(broker: Broker, topic: str) -> list[bytes]:
+    from confluent_kafka import Consumer, Producer
+
+    producer = Producer(confluent(broker, "alice", "secret"))
+    for value in (b"one", b"two"):
+        producer.produce(topic, value)
+    assert producer.flush(TIMEOUT_S) == 0
+    consumer = Consumer(confluent(broker, "alice", "secret", **{"group.id": "sasl-group",
+                                                                "auto.offset.reset": "earliest"}))
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    try:
+        for _ in range(TIMEOUT_S * 4):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+            if len(values) == 2:
+                break
+    finally:
+        consumer.close()
+    return values
+
+
+def test_confluent_kafka_produces_and_consumes_with_plain(sasl_broker: Broker) -> None:
+    assert confluent_round_trip(sasl_broker, "sasl-orders") == [b"one", b"two"]
+
+
+def test_confluent_kafka_wrong_password_is_an_authentication_error(sasl_broker: Broker) -> None:
+    from confluent_kafka import KafkaError, Producer
+
+    errors: list[Any] = []
+    producer = Producer(confluent(sasl_broker, "alice", "wrong", error_cb=errors.append,
+                                  **{"reconnect.backoff.ms": 1000}))
+    producer.produce("sasl-refused", b"x")
+    producer.flush(3)
+    authentication = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+    assert authentication, errors
+    assert "Authentication failed: Invalid username or password" in authentication[0].str()
+    # The broker keeps serving the others.
+    assert confluent_round_trip(sasl_broker, "sasl-after-refusal") == [b"one", b"two"]
+
+
+# --- kafka-python -----------------------------------------------------------------------------
+
+def kafka_python(broker: Broker, user: str, password: str) -> dict[str, Any]:
+    return {"bootstrap_servers": broker.bootstrap_servers, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": password,
+            "request_timeout_ms": TIMEOUT_S * 1000}
+
+
+def test_kafka_python_produces_and_consumes_with_plain(sasl_broker: Broker) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    producer = KafkaProducer(**kafka_python(sasl_broker, "alice", "secret"))
+    try:
+        producer.send("kp-sasl", b"hello").get(timeout=TIMEOUT_S)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer("kp-sasl", auto_offset_reset="earliest", consumer_timeout_ms=TIMEOUT_S * 1000,
+                             **kafka_python(sasl_broker, "alice", "secret"))
+    try:
+        values = [next(consumer).value]
+    finally:
+        consumer.close()
+    assert values == [b"hello"]
+
+
+def test_kafka_python_wrong_password_is_an_authentication_error(
+        sasl_broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    """kafka-python 3 reads the SaslAuthenticate answer and logs SaslAuthenticationFailedError with
+    the broker's message; it then retries until its bootstrap timeout, which is what the call raises."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaTimeoutError
+
+    with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaTimeoutError):
+        KafkaAdminClient(bootstrap_timeout_ms=2000, **kafka_python(sasl_broker, "alice", "wrong"))
+    reported = [r.getMessage() for r in caplog.records if r.name.startswith("kafka.")]
+    refusal = "Authentication failed: Invalid username or password"
+    assert any("SaslAuthenticationFailedError" in m and refusal in m for m in reported), reported
+    # The broker still serves a client with the right password.
+    admin = KafkaAdminClient(**kafka_python(sasl_broker, "admin", "a"))
+    try:
+        assert admin.describe_cluster()["brokers"]
+    finally:
+        admin.close()
+
+
+# --- kcat -------------------------------------------------------------------------------------
+
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+
+
+@pytest.mark.skipif(KCAT is None, reason="KCAT NOT INSTALLED: kcat SASL interop test SKIPPED")
+def test_kcat_lists_metadata_over_sasl_plain(sasl_broker: Broker) -> None:
+    assert KCAT is not None
+
+    def listing(password: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([KCAT, "-L", "-J", "-b", sasl_broker.bootstrap_servers, "-m", "5",
+                               "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+                               "-X", "sasl.username=alice", "-X", f"sasl.password={password}"],
+                              capture_output=True, text=True, timeout=TIMEOUT_S * 3)
+
+    result = listing("secret")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["brokers"] == [{"id": sasl_broker.broker_id,
+                                                     "name": sasl_broker.bootstrap_servers}]
+    refused = listing("wrong")
+    assert refused.returncode != 0
+    assert "Authentication failed: Invalid username or password" in refused.stderr
