@@ -263,6 +263,10 @@ class KafkaConnection(asyncio.Protocol):
             return self.runtime.dispatcher.dispatch(conn, frame, out)
         if authenticator.state is SaslState.FAILED:
             return None  # read before the failure: dropped while the close is delayed
+        if len(frame) > self.runtime.config["sasl.server.max.receive.size"]:
+            log.info("Failed authentication with %s (Invalid receive (size = %d larger than %d))", conn.id,
+                     len(frame), self.runtime.config["sasl.server.max.receive.size"])
+            raise CloseConnection
         step = authenticator.receive(bytes(frame))
         if step.dispatch:
             return self.runtime.dispatcher.dispatch(conn, frame, out)
