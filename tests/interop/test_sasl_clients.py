@@ -231,3 +231,24 @@ def test_kafka_python_scram_after_alter_user_scram_credentials(
         assert next(consumer).value == b"salted"
     finally:
         consumer.close()
+
+
+def test_confluent_kafka_over_sasl_ssl(kafka_broker_factory: BrokerFactory, tmp_path: Any) -> None:
+    """SASL_SSL: librdkafka verifies the broker's certificate, then logs in with PLAIN inside TLS."""
+    import trustme
+    from confluent_kafka import Producer
+
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    files = {name: tmp_path / name for name in ("server.pem", "server.key", "ca.pem")}
+    files["server.pem"].write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
+    server.private_key_pem.write_to_path(str(files["server.key"]))
+    ca.cert_pem.write_to_path(str(files["ca.pem"]))
+    broker = kafka_broker_factory({"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+                                   "sasl.jaas.config": JAAS, "ssl.certfile": str(files["server.pem"]),
+                                   "ssl.keyfile": str(files["server.key"])})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_SSL",
+                         "ssl.ca.location": str(files["ca.pem"]), "sasl.mechanism": "PLAIN",
+                         "sasl.username": "alice", "sasl.password": "secret"})
+    producer.produce("over-tls", b"secret message")
+    assert producer.flush(TIMEOUT_S) == 0

@@ -117,6 +117,17 @@ def test_wrong_password_unknown_user_and_bad_messages_are_sasl_exceptions() -> N
         s.evaluate(b"c=biws,r=abcdef,p=AAAA")
 
 
+def test_a_final_nonce_must_equal_the_combined_nonce() -> None:
+    """Kafka's ScramSaslServer compares the final message's nonce with equals (older releases used
+    endsWith). librdkafka 2.0.2 (kcat 1.7.1 here) sends client nonce + combined nonce, which both refuse;
+    librdkafka 2.16 (confluent-kafka here) sends the combined nonce and logs in."""
+    stored = credential("SCRAM-SHA-256", "pw")
+    server = ScramServer("SCRAM-SHA-256", lambda m, u: stored)
+    combined = server.evaluate(b"n,,n=a,r=cnonce").decode().split(",")[0][2:]
+    with pytest.raises(MalformedResponse, match="Invalid client nonce"):
+        server.evaluate(f"c=biws,r=cnonce{combined},p=AAAA".encode())
+
+
 def test_weak_stored_iterations_are_refused() -> None:
     weak = credential("SCRAM-SHA-512", "pw", iterations=1000)
     with pytest.raises(MalformedResponse, match="less than the minimum 4096"):
