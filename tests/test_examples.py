@@ -107,6 +107,18 @@ def test_sasl_plain_example() -> None:
         out["mallory"]["authentication_error"]
 
 
+def test_sasl_scram_example() -> None:
+    result = run(str(EXAMPLES / "sasl_scram.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["credentials"] == {"alice": [["SCRAM_SHA_256", 4096]], "bob": [["SCRAM_SHA_512", 8192]]}
+    assert out["alice SCRAM-SHA-256"] == out["bob SCRAM-SHA-512"] == {"delivered": True,
+                                                                     "authentication_error": None}
+    assert out["bob wrong password"]["delivered"] is False
+    refusal = out["bob wrong password"]["authentication_error"]
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-512" in refusal
+
+
 def test_topic_configs_example() -> None:
     result = run(str(EXAMPLES / "topic_configs.py"))
     assert result.returncode == 0, result.stderr

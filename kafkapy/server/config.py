@@ -91,6 +91,10 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("sasl.jaas.config", "password", None,
               "A JAAS login module entry (PlainLoginModule with user_<name>=\"<password>\" options) for "
               "SASL listeners without listener.name.<l>.plain.sasl.jaas.config."),
+    ConfigKey("sasl.server.max.receive.size", "int", 524288,
+              "Kafka's default: a frame larger than this before SASL authentication completes closes the "
+              "connection (an unauthenticated client cannot make the broker hold large frames).",
+              _at_least(1)),
     ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
               "Kafka's default: a connection whose SASL authentication failed is closed this long after "
               "the answer, so the client reads the answer first (and cannot retry in a tight loop).",

@@ -52,6 +52,8 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.chunks import Chunk, frame_size
 from kafkapy.server.framing import KEEP_FROM, FrameBuffer, FrameSizeError, ReceivedFrame
 from kafkapy.server.sasl.authenticator import Authenticator, SaslState
+from kafkapy.server.sasl.credentials import SCRAM_CREDENTIALS, ScramCredentialsModule
+from kafkapy.server.sasl.scram import ScramCredential
 
 if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
@@ -167,7 +169,8 @@ class KafkaConnection(asyncio.Protocol):
             listener=self.listener.name, security_protocol=self.listener.security_protocol,
             client_address=(peer[0], peer[1]), broker_address=(sock[0], sock[1]), principal=principal)
         if self.listener.sasl is not None:
-            self.authenticator = Authenticator(self.listener.sasl, self.info.id, self._serves_api_versions)
+            self.authenticator = Authenticator(self.listener.sasl, self.info.id, self._serves_api_versions,
+                                               self._scram_credentials)
         self.runtime.connections.add(self)
         self.last_activity = self._now()
         # Admission starts in place: with no module hooking accepts, or none that waits, the
@@ -239,6 +242,13 @@ class KafkaConnection(asyncio.Protocol):
 
     # --- SASL (kafkapy.server.sasl.authenticator) ------------------------------------------
 
+    def _scram_credentials(self, mechanism: str, user: str) -> ScramCredential | None:
+        """The stored credential, from the module that keeps them (none without it)."""
+        for module in self.runtime.modules:
+            if SCRAM_CREDENTIALS in module.provides and isinstance(module, ScramCredentialsModule):
+                return module.lookup(mechanism, user)
+        return None
+
     def _serves_api_versions(self, version: int) -> bool:
         low, high = self.runtime.dispatcher.served_versions().get(ApiKey.API_VERSIONS, (0, -1))
         return low <= version <= high
@@ -253,6 +263,10 @@ class KafkaConnection(asyncio.Protocol):
             return self.runtime.dispatcher.dispatch(conn, frame, out)
         if authenticator.state is SaslState.FAILED:
             return None  # read before the failure: dropped while the close is delayed
+        if len(frame) > self.runtime.config["sasl.server.max.receive.size"]:
+            log.info("Failed authentication with %s (Invalid receive (size = %d larger than %d))", conn.id,
+                     len(frame), self.runtime.config["sasl.server.max.receive.size"])
+            raise CloseConnection
         step = authenticator.receive(bytes(frame))
         if step.dispatch:
             return self.runtime.dispatcher.dispatch(conn, frame, out)

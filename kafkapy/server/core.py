@@ -33,7 +33,7 @@ __all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "Core
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_protocol_version.py pins the set it stands for.
-PROTOCOL_VERSION = 13
+PROTOCOL_VERSION = 14
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules, each version the one before it with what it added (and, for a version bump, what it
@@ -79,6 +79,9 @@ _PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[
     (frozenset({(_K.ELECT_LEADERS, 0, 2)}), frozenset()),
     # 13: + SaslHandshake and SaslAuthenticate (SASL_PLAINTEXT and SASL_SSL listeners)
     (frozenset({(_K.SASL_HANDSHAKE, 0, 1), (_K.SASL_AUTHENTICATE, 0, 2)}), frozenset()),
+    # 14: + SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials; the scram module)
+    (frozenset({(_K.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0), (_K.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)}),
+     frozenset()),
 )
 
 

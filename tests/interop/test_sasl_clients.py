@@ -143,3 +143,112 @@ def test_kcat_lists_metadata_over_sasl_plain(sasl_broker: Broker) -> None:
     refused = listing("wrong")
     assert refused.returncode != 0
     assert "Authentication failed: Invalid username or password" in refused.stderr
+
+
+# --- SCRAM: credentials set with AlterUserScramCredentials, then used to log in ------------------
+
+SCRAM_BROKER = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"}
+
+
+@pytest.fixture
+def scram_broker(kafka_broker_factory: BrokerFactory) -> Broker:
+    broker = kafka_broker_factory(SCRAM_BROKER)
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": broker.listeners["PLAINTEXT"]})
+    sha256 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+    sha512 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    futures = admin.alter_user_scram_credentials([UserScramCredentialUpsertion("sam", sha256, b"sam-pw"),
+                                                  UserScramCredentialUpsertion("sue", sha512, b"sue-pw")])
+    for future in futures.values():
+        assert future.result(TIMEOUT_S) is None
+    described = {user: future.result(TIMEOUT_S)
+                 for user, future in admin.describe_user_scram_credentials(["sam", "sue"]).items()}
+    assert {user: [(i.mechanism, i.iterations) for i in d.scram_credential_infos]
+            for user, d in described.items()} == {"sam": [(ScramMechanism.SCRAM_SHA_256, 4096)],
+                                                  "sue": [(ScramMechanism.SCRAM_SHA_512, 8192)]}
+    return broker
+
+
+@pytest.mark.parametrize(("mechanism", "user", "password"), [("SCRAM-SHA-256", "sam", "sam-pw"),
+                                                             ("SCRAM-SHA-512", "sue", "sue-pw")])
+def test_confluent_kafka_scram_after_alter_user_scram_credentials(
+        scram_broker: Broker, mechanism: str, user: str, password: str) -> None:
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    common = {"bootstrap.servers": scram_broker.listeners["SASL_PLAINTEXT"],
+              "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user}
+    producer = Producer({**common, "sasl.password": password})
+    producer.produce("scram-topic", b"scrammed")
+    assert producer.flush(TIMEOUT_S) == 0
+    consumer = Consumer({**common, "sasl.password": password, "group.id": "scram",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe(["scram-topic"])
+    try:
+        message = None
+        for _ in range(TIMEOUT_S * 2):
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                break
+        assert message is not None and message.value() == b"scrammed"
+    finally:
+        consumer.close()
+    errors: list[Any] = []
+    refused = Producer({**common, "sasl.password": "wrong", "error_cb": errors.append,
+                        "reconnect.backoff.ms": 1000})
+    refused.produce("scram-topic", b"x")
+    refused.flush(3)
+    authentication = [e.str() for e in errors if e.code() == KafkaError._AUTHENTICATION]
+    kafkas_message = ("Authentication failed during authentication due to invalid credentials with SASL "
+                      f"mechanism {mechanism}")
+    assert authentication and kafkas_message in authentication[0], errors
+
+
+@pytest.mark.parametrize(("mechanism", "user", "password"), [("SCRAM-SHA-256", "sam", "sam-pw"),
+                                                             ("SCRAM-SHA-512", "sue", "sue-pw")])
+def test_kafka_python_scram_after_alter_user_scram_credentials(
+        scram_broker: Broker, mechanism: str, user: str, password: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    config = {"bootstrap_servers": scram_broker.listeners["SASL_PLAINTEXT"],
+              "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+              "sasl_plain_username": user, "sasl_plain_password": password,
+              "request_timeout_ms": TIMEOUT_S * 1000}
+    producer = KafkaProducer(**config)
+    try:
+        producer.send("kp-scram", b"salted").get(timeout=TIMEOUT_S)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer("kp-scram", auto_offset_reset="earliest", consumer_timeout_ms=TIMEOUT_S * 1000,
+                             **config)
+    try:
+        assert next(consumer).value == b"salted"
+    finally:
+        consumer.close()
+
+
+def test_confluent_kafka_over_sasl_ssl(kafka_broker_factory: BrokerFactory, tmp_path: Any) -> None:
+    """SASL_SSL: librdkafka verifies the broker's certificate, then logs in with PLAIN inside TLS."""
+    import trustme
+    from confluent_kafka import Producer
+
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    files = {name: tmp_path / name for name in ("server.pem", "server.key", "ca.pem")}
+    files["server.pem"].write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
+    server.private_key_pem.write_to_path(str(files["server.key"]))
+    ca.cert_pem.write_to_path(str(files["ca.pem"]))
+    broker = kafka_broker_factory({"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+                                   "sasl.jaas.config": JAAS, "ssl.certfile": str(files["server.pem"]),
+                                   "ssl.keyfile": str(files["server.key"])})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_SSL",
+                         "ssl.ca.location": str(files["ca.pem"]), "sasl.mechanism": "PLAIN",
+                         "sasl.username": "alice", "sasl.password": "secret"})
+    producer.produce("over-tls", b"secret message")
+    assert producer.flush(TIMEOUT_S) == 0

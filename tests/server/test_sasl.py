@@ -292,3 +292,18 @@ def test_describe_configs_hides_the_jaas_passwords() -> None:
                  "configuration_keys": keys}]}).body["results"]
         described = {c["name"]: (c["value"], c["is_sensitive"]) for c in resource["configs"]}
         assert described == {keys[0]: (None, True), keys[1]: (None, True), keys[2]: ("PLAIN", False)}
+
+
+def test_a_frame_over_sasl_server_max_receive_size_before_authentication_closes(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with Broker({**SASL, "sasl.server.max.receive.size": "1000"}) as b:
+        with caplog.at_level(logging.INFO, logger="kafkapy"), KafkaSocket(sasl_address(b)) as s:
+            assert handshake(s)["error_code"] == ErrorCode.NONE
+            s.send(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0" + b"x" * 2000})
+            assert s.wait_closed() == b""
+        assert any("larger than 1000" in r.getMessage() for r in caplog.records)
+        with KafkaSocket(sasl_address(b)) as s:  # authenticated, the limit is socket.request.max.bytes
+            assert handshake(s)["error_code"] == ErrorCode.NONE
+            assert authenticate(s, plain("alice", "secret"))["error_code"] == ErrorCode.NONE
+            big = {"topics": [{"name": f"t{i:04d}"} for i in range(200)]}
+            assert len(s.call(ApiKey.METADATA, 12, big).body["topics"]) == 200

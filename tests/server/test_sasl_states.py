@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from hypothesis import strategies as st
@@ -12,19 +13,37 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol import decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.sasl.authenticator import TRANSITIONS, Authenticator, SaslState, Step
+from kafkapy.server.sasl.scram import MECHANISMS, credential_from_salted_password, salted_password
 from kafkapy.server.sasl.settings import SaslSettings
 
 SERVED_API_VERSIONS = range(0, 5)
+_SCRAM = MECHANISMS["SCRAM-SHA-256"]
+_SALT = b"model-salt"
+BOB = credential_from_salted_password(_SCRAM, _SALT, salted_password(_SCRAM, "bob-pw", _SALT, 4096), 4096)
+
+
+def scram_final(server_first: bytes, password: str) -> bytes:
+    """The client's final message (RFC 5802) for client-first ``n,,n=bob,r=cn``."""
+    fields = dict(item.split("=", 1) for item in server_first.decode().split(","))
+    salted = salted_password(_SCRAM, password, base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = _SCRAM.hmac(salted, b"Client Key")
+    without_proof = f"c=biws,r={fields['r']}"
+    auth_message = f"n=bob,r=cn,{server_first.decode()},{without_proof}".encode()
+    signature = _SCRAM.hmac(_SCRAM.hash(client_key), auth_message)
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True)))
+    return f"{without_proof},p={proof.decode()}".encode()
 
 
 class AuthenticatorModel(RuleBasedStateMachine):
     @initialize()
     def start(self) -> None:
-        self.authenticator = Authenticator(SaslSettings(("PLAIN",), {"alice": "secret"}), "test",
-                                           lambda v: v in SERVED_API_VERSIONS)
+        settings = SaslSettings(("PLAIN", "SCRAM-SHA-256"), {"alice": "secret"})
+        self.authenticator = Authenticator(settings, "test", lambda v: v in SERVED_API_VERSIONS,
+                                           lambda mechanism, user: BOB if user == "bob" else None)
         # The model: what Kafka's SaslServerAuthenticator has seen so far.
         self.api_versions_answered = False
         self.handshake_version: int | None = None
+        self.mechanism: str | None = None
         self.authenticated = False
         self.failed = False
         self.correlation = 0
@@ -50,7 +69,8 @@ class AuthenticatorModel(RuleBasedStateMachine):
         self.api_versions_answered = version in SERVED_API_VERSIONS
 
     @precondition(lambda self: not self.failed and not self.authenticated)
-    @rule(version=st.sampled_from([0, 1]), mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "plain", ""]))
+    @rule(version=st.sampled_from([0, 1]),
+          mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "plain", ""]))
     def handshake(self, version: int, mechanism: str) -> None:
         step = self._request(ApiKey.SASL_HANDSHAKE, version, {"mechanism": mechanism})
         if self.handshake_version is not None:
@@ -59,15 +79,47 @@ class AuthenticatorModel(RuleBasedStateMachine):
             return
         assert step.response is not None
         answer = decode_response(step.response, ApiKey.SASL_HANDSHAKE, version).body
-        assert answer["mechanisms"] == ["PLAIN"]
-        if mechanism == "PLAIN":
+        assert answer["mechanisms"] == ["PLAIN", "SCRAM-SHA-256"]
+        if mechanism in ("PLAIN", "SCRAM-SHA-256"):
             assert answer["error_code"] == ErrorCode.NONE and not step.close
             self.handshake_version = version
+            self.mechanism = mechanism
         else:
             assert answer["error_code"] == ErrorCode.UNSUPPORTED_SASL_MECHANISM
             self._expect_closed(step)
 
-    @precondition(lambda self: not self.failed and not self.authenticated)
+    @precondition(lambda self: not (self.failed or self.authenticated) and self.mechanism == "SCRAM-SHA-256")
+    @rule(good=st.booleans(), version=st.integers(0, 2))
+    def scram_exchange(self, good: bool, version: int) -> None:
+        """Two tokens: the first is challenged (the state stays), the second completes or fails."""
+        password = "bob-pw" if good else "wrong"
+        if self.handshake_version == 0:
+            first = self.authenticator.receive(b"n,,n=bob,r=cn")
+            assert not first.close and first.response is not None
+            assert self.authenticator.state is SaslState.RAW_TOKEN
+            final = self.authenticator.receive(scram_final(first.response, password))
+            if good:
+                assert final.response is not None and final.response.startswith(b"v=") and not final.close
+                self.authenticated = True
+            else:
+                self._expect_closed(final)
+            return
+        first = self._request(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": b"n,,n=bob,r=cn"})
+        assert first.response is not None and not first.close
+        assert self.authenticator.state is SaslState.AUTHENTICATE
+        challenge = decode_response(first.response, ApiKey.SASL_AUTHENTICATE, version).body["auth_bytes"]
+        final = self._request(ApiKey.SASL_AUTHENTICATE, version,
+                              {"auth_bytes": scram_final(challenge, password)})
+        assert final.response is not None
+        answer = decode_response(final.response, ApiKey.SASL_AUTHENTICATE, version).body
+        if good:
+            assert answer["error_code"] == ErrorCode.NONE and answer["auth_bytes"].startswith(b"v=")
+            self.authenticated = True
+        else:
+            assert answer["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+            self._expect_closed(final)
+
+    @precondition(lambda self: not (self.failed or self.authenticated) and self.mechanism != "SCRAM-SHA-256")
     @rule(good=st.booleans(), version=st.integers(0, 2))
     def token(self, good: bool, version: int) -> None:
         token = b"\0alice\0" + (b"secret" if good else b"wrong")
@@ -130,7 +182,8 @@ class AuthenticatorModel(RuleBasedStateMachine):
         assert self.authenticator.complete == self.authenticated
         assert (self.authenticator.state is SaslState.FAILED) == self.failed
         if self.authenticated:
-            assert self.authenticator.principal == "User:alice"
+            expected = "User:bob" if self.mechanism == "SCRAM-SHA-256" else "User:alice"
+            assert self.authenticator.principal == expected
 
 
 TestAuthenticatorModel = AuthenticatorModel.TestCase

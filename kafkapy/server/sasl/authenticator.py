@@ -36,6 +36,7 @@ from kafkapy.protocol import api_name, decode_request, encode_response, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.header import REQUEST_PREFIX_SIZE, unpack_request_prefix
 from kafkapy.server.sasl.mechanism import AuthenticationFailed, MalformedResponse, SaslServer
+from kafkapy.server.sasl.scram import CredentialLookup
 from kafkapy.server.sasl.settings import SaslSettings
 
 __all__ = ["TRANSITIONS", "Authenticator", "Event", "SaslState", "Step"]
@@ -100,10 +101,13 @@ CLOSE = Step(close=True)
 
 class Authenticator:
     """The SASL state of one connection. ``api_versions_served(version)`` says whether the
-    dispatcher serves ApiVersions at that version (it answers the request either way)."""
+    dispatcher serves ApiVersions at that version (it answers the request either way);
+    ``scram_credentials(mechanism, user)`` gives SCRAM's stored credentials."""
 
-    def __init__(self, settings: SaslSettings, who: str, api_versions_served: Callable[[int], bool]) -> None:
+    def __init__(self, settings: SaslSettings, who: str, api_versions_served: Callable[[int], bool],
+                 scram_credentials: CredentialLookup = lambda mechanism, user: None) -> None:
         self.settings = settings
+        self.scram_credentials = scram_credentials
         self.who = who  # the connection, for the log
         self.state = SaslState.HANDSHAKE_OR_VERSIONS
         self.server: SaslServer | None = None
@@ -170,7 +174,7 @@ class Authenticator:
         mechanism = str(body.get("mechanism") or "")
         enabled = list(self.settings.mechanisms)
         if mechanism in enabled:
-            self.server = self.settings.server(mechanism)
+            self.server = self.settings.server(mechanism, self.scram_credentials)
             self._move(Event.HANDSHAKE_V0 if version == 0 else Event.HANDSHAKE_V1)
             error = ErrorCode.NONE
         else:

@@ -18,12 +18,14 @@ from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.sasl.jaas import parse_jaas_config
 from kafkapy.server.sasl.mechanism import SaslServer
 from kafkapy.server.sasl.plain import PLAIN, PlainServer
+from kafkapy.server.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
+from kafkapy.server.sasl.scram import CredentialLookup, ScramServer
 
 __all__ = ["SERVED_MECHANISMS", "SaslSettings", "sasl_settings"]
 
 log = logging.getLogger(__name__)
 
-SERVED_MECHANISMS = (PLAIN,)
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _USER_OPTION = "user_"  # PlainLoginModule's option prefix for a user's password
 
@@ -35,10 +37,13 @@ class SaslSettings:
     mechanisms: tuple[str, ...]
     plain_users: dict[str, str] = attrs.field(factory=dict, repr=False)  # name -> password
 
-    def server(self, mechanism: str) -> SaslServer:
-        """A fresh server side for one exchange with an enabled ``mechanism``."""
+    def server(self, mechanism: str, scram_credentials: CredentialLookup) -> SaslServer:
+        """A fresh server side for one exchange with an enabled ``mechanism``; SCRAM's look
+        their users up with ``scram_credentials``."""
         if mechanism == PLAIN:
             return PlainServer(self.plain_users)
+        if mechanism in SCRAM_MECHANISMS:
+            return ScramServer(mechanism, scram_credentials)
         raise ValueError(f"{mechanism} is not enabled")
 
 
