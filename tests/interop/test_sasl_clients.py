@@ -78,27 +78,32 @@ def test_confluent_kafka_wrong_password_is_an_authentication_error(sasl_broker: 
 
 # --- kafka-python -----------------------------------------------------------------------------
 
-def kafka_python(broker: Broker, user: str, password: str) -> dict[str, Any]:
-    return {"bootstrap_servers": broker.bootstrap_servers, "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "PLAIN", "sasl_plain_username": user, "sasl_plain_password": password,
+def kafka_python(bootstrap: str, user: str, password: str, mechanism: str = "PLAIN") -> dict[str, Any]:
+    return {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password,
             "request_timeout_ms": TIMEOUT_S * 1000}
 
 
-def test_kafka_python_produces_and_consumes_with_plain(sasl_broker: Broker) -> None:
+def kafka_python_round_trip(config: dict[str, Any], topic: str, value: bytes) -> bytes:
+    """Produce ``value`` with kafka-python and read it back from the start of ``topic``."""
     from kafka import KafkaConsumer, KafkaProducer
 
-    producer = KafkaProducer(**kafka_python(sasl_broker, "alice", "secret"))
+    producer = KafkaProducer(**config)
     try:
-        producer.send("kp-sasl", b"hello").get(timeout=TIMEOUT_S)
+        producer.send(topic, value).get(timeout=TIMEOUT_S)
     finally:
         producer.close()
-    consumer = KafkaConsumer("kp-sasl", auto_offset_reset="earliest", consumer_timeout_ms=TIMEOUT_S * 1000,
-                             **kafka_python(sasl_broker, "alice", "secret"))
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=TIMEOUT_S * 1000,
+                             **config)
     try:
-        values = [next(consumer).value]
+        return bytes(next(consumer).value)
     finally:
         consumer.close()
-    assert values == [b"hello"]
+
+
+def test_kafka_python_produces_and_consumes_with_plain(sasl_broker: Broker) -> None:
+    config = kafka_python(sasl_broker.bootstrap_servers, "alice", "secret")
+    assert kafka_python_round_trip(config, "kp-sasl", b"hello") == b"hello"
 
 
 def test_kafka_python_wrong_password_is_an_authentication_error(
@@ -108,13 +113,14 @@ def test_kafka_python_wrong_password_is_an_authentication_error(
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaTimeoutError
 
+    refused = kafka_python(sasl_broker.bootstrap_servers, "alice", "wrong")
     with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KafkaTimeoutError):
-        KafkaAdminClient(bootstrap_timeout_ms=2000, **kafka_python(sasl_broker, "alice", "wrong"))
+        KafkaAdminClient(bootstrap_timeout_ms=2000, **refused)
     reported = [r.getMessage() for r in caplog.records if r.name.startswith("kafka.")]
     refusal = "Authentication failed: Invalid username or password"
     assert any("SaslAuthenticationFailedError" in m and refusal in m for m in reported), reported
     # The broker still serves a client with the right password.
-    admin = KafkaAdminClient(**kafka_python(sasl_broker, "admin", "a"))
+    admin = KafkaAdminClient(**kafka_python(sasl_broker.bootstrap_servers, "admin", "a"))
     try:
         assert admin.describe_cluster()["brokers"]
     finally:
@@ -214,23 +220,8 @@ def test_confluent_kafka_scram_after_alter_user_scram_credentials(
                                                              ("SCRAM-SHA-512", "sue", "sue-pw")])
 def test_kafka_python_scram_after_alter_user_scram_credentials(
         scram_broker: Broker, mechanism: str, user: str, password: str) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
-    config = {"bootstrap_servers": scram_broker.listeners["SASL_PLAINTEXT"],
-              "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-              "sasl_plain_username": user, "sasl_plain_password": password,
-              "request_timeout_ms": TIMEOUT_S * 1000}
-    producer = KafkaProducer(**config)
-    try:
-        producer.send("kp-scram", b"salted").get(timeout=TIMEOUT_S)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer("kp-scram", auto_offset_reset="earliest", consumer_timeout_ms=TIMEOUT_S * 1000,
-                             **config)
-    try:
-        assert next(consumer).value == b"salted"
-    finally:
-        consumer.close()
+    config = kafka_python(scram_broker.listeners["SASL_PLAINTEXT"], user, password, mechanism)
+    assert kafka_python_round_trip(config, "kp-scram", b"salted") == b"salted"
 
 
 def test_confluent_kafka_over_sasl_ssl(kafka_broker_factory: BrokerFactory, tmp_path: Any) -> None:
