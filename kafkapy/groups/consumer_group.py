@@ -59,6 +59,7 @@ from kafkapy.groups.records import (
     from_topic_partitions,
     to_topic_partitions,
 )
+from kafkapy.server.core import INTERNAL_TOPICS
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -83,7 +84,6 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
 CLIENT_GENERATED_MEMBER_ID_VERSION: Final = 1
 #: Never matched by a subscription regex: kafkapy's choice, like the classic consumer's
 #: ``exclude.internal.topics=true``.
-INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
 # RE2/J rejects what needs backtracking; Python's re accepts it. Reject the same constructs.
 _RE2_UNSUPPORTED = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=")
 

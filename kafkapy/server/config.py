@@ -91,6 +91,10 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("sasl.jaas.config", "password", None,
               "A JAAS login module entry (PlainLoginModule with user_<name>=\"<password>\" options) for "
               "SASL listeners without listener.name.<l>.plain.sasl.jaas.config."),
+    ConfigKey("max.request.partition.size.limit", "int", 2000,
+              "Kafka's default: the most partitions one DescribeTopicPartitions answer lists (a client's "
+              "response_partition_limit can only lower it); the rest follow by the answer's cursor.",
+              _at_least(1)),
     ConfigKey("sasl.server.max.receive.size", "int", 524288,
               "Kafka's default: a frame larger than this before SASL authentication completes closes the "
               "connection (an unauthenticated client cannot make the broker hold large frames).",

@@ -8,9 +8,11 @@ before that is the connection's: kafkapy.server.sasl.authenticator).
 
 from __future__ import annotations
 
+import logging
 import re
+import uuid
 from collections.abc import Awaitable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import kafkapy
 from kafkapy.errors import ErrorCode
@@ -28,12 +30,14 @@ from kafkapy.server.services import (
 )
 from kafkapy.store.base import BrokerRegistration, PartitionStates, TopicInfo
 
-__all__ = ["PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
+__all__ = ["INTERNAL_TOPICS", "PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
+
+log = logging.getLogger(__name__)
 
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_protocol_version.py pins the set it stands for.
-PROTOCOL_VERSION = 14
+PROTOCOL_VERSION = 15
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules, each version the one before it with what it added (and, for a version bump, what it
@@ -82,6 +86,8 @@ _PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[
     # 14: + SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials; the scram module)
     (frozenset({(_K.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0), (_K.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)}),
      frozenset()),
+    # 15: + DescribeTopicPartitions (KIP-966: topics and partitions, a page at a time)
+    (frozenset({(_K.DESCRIBE_TOPIC_PARTITIONS, 0, 0)}), frozenset()),
 )
 
 
@@ -104,23 +110,31 @@ COMPRESSION_CODECS = "1=gzip,2=snappy,3=lz4,4=zstd"
 MESSAGE_FORMATS = "v0,v1,v2"
 
 
+# Kafka's Topic.isInternal: the topics its coordinators keep their state in.
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+NO_TOPIC_ID = uuid.UUID(int=0)  # what Kafka answers for a topic it does not name by id
+
+
+def _partition_metadata(info: TopicInfo, index: int, live: set[int],
+                        states: PartitionStates) -> dict[str, Any]:
+    """One partition as Metadata and DescribeTopicPartitions list it (see _topic_metadata)."""
+    replicas = info.partitions[index]
+    leader, epoch = partition_leadership(replicas, live, states.get((info.name, index)))
+    error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
+    return {"error_code": error, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
+            "replica_nodes": list(replicas), "isr_nodes": [r for r in replicas if r in live],
+            "offline_replicas": [r for r in replicas if r not in live]}
+
+
 def _topic_metadata(info: TopicInfo, live: set[int], states: PartitionStates) -> dict[str, Any]:
     """A topic as Metadata lists it: the leader is the first live replica (the preferred leader
     when it is up) with the leader epoch of its stored state (``partition_leadership``), the ISR
     the live replicas; no live replica, or a move the controller has not written yet: leader -1,
     LEADER_NOT_AVAILABLE."""
-    partitions = []
-    for index, replicas in sorted(info.partitions.items()):
-        isr = [r for r in replicas if r in live]
-        leader, epoch = partition_leadership(replicas, live, states.get((info.name, index)))
-        error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
-        partitions.append({"error_code": error,
-                           "partition_index": index,
-                           "leader_id": leader, "leader_epoch": epoch,
-                           "replica_nodes": list(replicas), "isr_nodes": isr,
-                           "offline_replicas": [r for r in replicas if r not in live]})
-    return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
-            "partitions": partitions, "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+    partitions = [_partition_metadata(info, index, live, states) for index in sorted(info.partitions)]
+    return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id,
+            "is_internal": info.name in INTERNAL_TOPICS, "partitions": partitions,
+            "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
 def _version_int(version: str) -> str:
@@ -145,6 +159,7 @@ class CoreModule(Module):
             ApiKey.API_VERSIONS: ApiHandler(VersionRange(0, 4), self.api_versions, memoize=True),
             ApiKey.METADATA: ApiHandler(VersionRange(0, 13), self.metadata),
             ApiKey.DESCRIBE_CLUSTER: ApiHandler(VersionRange(0, 2), self.describe_cluster),
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS: ApiHandler(VersionRange(0, 0), self.describe_topic_partitions),
             ApiKey.BROKER_METADATA: ApiHandler(VersionRange(0, 0), self.broker_metadata),
             ApiKey.SASL_HANDSHAKE: ApiHandler(VersionRange(0, 1), self.sasl_handshake),
             ApiKey.SASL_AUTHENTICATE: ApiHandler(VersionRange(0, 2), self.sasl_authenticate),
@@ -283,6 +298,77 @@ class CoreModule(Module):
             "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
         }
         return fit_body(ApiKey.METADATA, "response", ctx.api_version, body)
+
+    # --- DescribeTopicPartitions (KIP-966) --------------------------------------------------------
+
+    def describe_topic_partitions(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        """Topics in name order, a page of at most ``max.request.partition.size.limit`` partitions
+        (or the request's lower limit) at a time; the answer's cursor names where the next page
+        starts. No topics named: every topic the principal may describe, those it may not left out;
+        a named one it may not describe is TOPIC_AUTHORIZATION_FAILED, an unknown one
+        UNKNOWN_TOPIC_OR_PARTITION. A cursor before the first partition, or (with topics named) on a
+        topic not among them, is INVALID_REQUEST for every topic named, as Kafka answers."""
+        body = request.body
+        named = [t["name"] for t in body.get("topics") or ()]
+        cursor = body.get("cursor")
+        start_topic = cursor["topic_name"] if cursor is not None else ""
+        problem = None
+        if cursor is not None and cursor["partition_index"] < 0:
+            problem = f"the cursor's partition must be valid: {cursor['partition_index']}"
+        elif cursor is not None and named and start_topic not in named:
+            problem = f"the topics named must include the cursor's topic {start_topic!r}"
+        if problem is not None:
+            log.info("DescribeTopicPartitions from %s refused: %s", ctx.connection.id, problem)
+            invalid = [{"error_code": ErrorCode.INVALID_REQUEST, "name": name, "topic_id": NO_TOPIC_ID,
+                        "is_internal": False, "partitions": [],
+                        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for name in named]
+            return {"throttle_time_ms": 0, "topics": invalid, "next_cursor": None}
+        cluster = self.services.cluster
+        known = cluster.topics  # one snapshot: the watch replaces the whole dict
+        candidates = sorted(name for name in (named or known) if name >= start_topic)
+        conn = ctx.connection
+        authorizer = self.services.authorizer
+        refused: list[dict[str, Any]] = []
+        allowed: list[str] = []
+        for name in dict.fromkeys(candidates):
+            if authorizer.authorize(conn.principal, conn.client_address[0], "DESCRIBE", "TOPIC", name):
+                allowed.append(name)
+            elif named:
+                refused.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                                "topic_id": NO_TOPIC_ID, "is_internal": False, "partitions": [],
+                                "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+        limit = max(min(int(self.services.config["max.request.partition.size.limit"]),
+                        body.get("response_partition_limit", 2000)), 1)
+        live = {b.broker_id for b in cluster.brokers}
+        states = cluster.partition_states
+        topics: list[dict[str, Any]] = []
+        next_cursor = None
+        for name in allowed:
+            if limit == 0:  # the page is full at a topic's start: the next page starts there
+                next_cursor = {"topic_name": name, "partition_index": 0}
+                break
+            info = known.get(name)
+            if info is None:
+                if named:
+                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                                   "topic_id": NO_TOPIC_ID, "is_internal": name in INTERNAL_TOPICS,
+                                   "partitions": [],
+                                   "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                continue
+            first = cursor["partition_index"] if name == start_topic and cursor is not None else 0
+            indexes = [index for index in sorted(info.partitions) if index >= first]
+            page, rest = indexes[:limit], indexes[limit:]
+            topics.append({"error_code": ErrorCode.NONE, "name": name, "topic_id": info.topic_id,
+                           "is_internal": name in INTERNAL_TOPICS,
+                           "partitions": [{**_partition_metadata(info, index, live, states),
+                                           "eligible_leader_replicas": [], "last_known_elr": []}
+                                          for index in page],
+                           "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            if rest:
+                next_cursor = {"topic_name": name, "partition_index": rest[0]}
+                break
+            limit -= len(page)
+        return {"throttle_time_ms": 0, "topics": topics + refused, "next_cursor": next_cursor}
 
     # --- DescribeCluster ----------------------------------------------------------------------
 

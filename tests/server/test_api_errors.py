@@ -21,22 +21,21 @@ DESCRIBE_ACLS = {"resource_type_filter": 1, "resource_name_filter": None, "patte
 
 
 class Refuses(Module):
-    """DescribeAcls refused at once, or after a real wait; DescribeTopicPartitions (no top-level
-    error code; a key no default module serves)."""
+    """DescribeAcls refused at once, or after a real wait; DeleteAcls (no top-level error code; a
+    key no default module serves)."""
 
     name = "refuses"
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {ApiKey.DESCRIBE_ACLS: ApiHandler(VersionRange(0, 3), self.describe_acls),
-                ApiKey.DESCRIBE_TOPIC_PARTITIONS: ApiHandler(VersionRange(0, 0),
-                                                             self.describe_topic_partitions)}
+                ApiKey.DELETE_ACLS: ApiHandler(VersionRange(0, 0), self.delete_acls)}
 
     async def describe_acls(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         if ctx.api_version >= 1:
             await asyncio.sleep(0.05)  # refused after suspending: the worker task's path
         raise KafkaApiError(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
 
-    def describe_topic_partitions(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def delete_acls(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "no top-level error code to say it with")
 
 
@@ -55,8 +54,7 @@ def test_a_raised_kafka_api_error_becomes_the_top_level_error_fields(version: in
 def test_a_kafka_api_error_with_no_top_level_error_field_closes_only_that_connection(
         caplog: pytest.LogCaptureFixture) -> None:
     with Broker(modules=[Refuses]) as b, KafkaSocket(b.bootstrap_servers) as s:
-        s.send(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0,
-               {"topics": [], "response_partition_limit": 1, "cursor": None})
+        s.send(ApiKey.DELETE_ACLS, 0, {"filters": []})
         assert s.wait_closed() == b""
         with KafkaSocket(b.bootstrap_servers) as other:
             assert other.call(ApiKey.API_VERSIONS, 0, {}).body["error_code"] == ErrorCode.NONE
