@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import re
-import uuid
 from collections.abc import Awaitable, Mapping
 from typing import Any, Final
 
@@ -19,6 +18,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body
+from kafkapy.protocol.primitives import ZERO_UUID
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
 from kafkapy.server.services import (
@@ -112,7 +112,6 @@ MESSAGE_FORMATS = "v0,v1,v2"
 
 # Kafka's Topic.isInternal: the topics its coordinators keep their state in.
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
-NO_TOPIC_ID = uuid.UUID(int=0)  # what Kafka answers for a topic it does not name by id
 
 
 def _partition_metadata(info: TopicInfo, index: int, live: set[int],
@@ -319,7 +318,7 @@ class CoreModule(Module):
             problem = f"the topics named must include the cursor's topic {start_topic!r}"
         if problem is not None:
             log.info("DescribeTopicPartitions from %s refused: %s", ctx.connection.id, problem)
-            invalid = [{"error_code": ErrorCode.INVALID_REQUEST, "name": name, "topic_id": NO_TOPIC_ID,
+            invalid = [{"error_code": ErrorCode.INVALID_REQUEST, "name": name, "topic_id": ZERO_UUID,
                         "is_internal": False, "partitions": [],
                         "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED} for name in named]
             return {"throttle_time_ms": 0, "topics": invalid, "next_cursor": None}
@@ -335,10 +334,10 @@ class CoreModule(Module):
                 allowed.append(name)
             elif named:
                 refused.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
-                                "topic_id": NO_TOPIC_ID, "is_internal": False, "partitions": [],
+                                "topic_id": ZERO_UUID, "is_internal": False, "partitions": [],
                                 "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
         limit = max(min(int(self.services.config["max.request.partition.size.limit"]),
-                        body.get("response_partition_limit", 2000)), 1)
+                        body["response_partition_limit"]), 1)
         live = {b.broker_id for b in cluster.brokers}
         states = cluster.partition_states
         topics: list[dict[str, Any]] = []
@@ -351,7 +350,7 @@ class CoreModule(Module):
             if info is None:
                 if named:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                                   "topic_id": NO_TOPIC_ID, "is_internal": name in INTERNAL_TOPICS,
+                                   "topic_id": ZERO_UUID, "is_internal": name in INTERNAL_TOPICS,
                                    "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 continue

@@ -21,6 +21,7 @@ from kafkapy.configs.topics import BROKER_LOG_KEYS
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import fit_body
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.primitives import ZERO_UUID
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 
 
 
-ZERO_UUID = uuid.UUID(int=0)
 _WAIT_CAP_S = 30.0  # never hold a request longer than this, whatever timeout_ms says
 
 

@@ -103,13 +103,21 @@ def test_unknown_topics_and_bad_cursors_get_kafkas_errors(client: SimpleClient) 
         assert refused["next_cursor"] is None
 
 
-def test_internal_topics_are_marked_internal() -> None:
+def test_internal_topics_are_marked_internal_here_and_in_metadata() -> None:
+    from kafka.admin import KafkaAdminClient
+
+    expected = [("__consumer_offsets", True), ("plain", False)]
     with Broker() as b:
         b.seed({"__consumer_offsets": {"partitions": 1}, "plain": {"partitions": 1}})
         with SimpleClient(b.bootstrap_servers) as client:
             answer = describe(client)
-    assert [(t["name"], t["is_internal"]) for t in answer["topics"]] == [("__consumer_offsets", True),
-                                                                         ("plain", False)]
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap_servers)  # a real client's Metadata
+        try:
+            described = admin.describe_topics(["__consumer_offsets", "plain"])
+        finally:
+            admin.close()
+    assert [(t["name"], t["is_internal"]) for t in answer["topics"]] == expected
+    assert sorted((t["name"], t["is_internal"]) for t in described) == expected
 
 
 def test_the_authorizer_decides_per_topic() -> None:
