@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 SYSTEM_STAMP := $(VENV)/.system-packages
 # Real peers the tests compare against; tests that need a missing one skip with a loud reason.
 SYSTEM_PACKAGES := tshark kcat
+# KafkaJS, the Node.js client tests/interop/test_kafkajs.py runs, installed with npm under .venv/node.
+NODE_STAMP := $(VENV)/.node-packages
+NODE_PACKAGES := kafkajs@2.2.4
 
 .PHONY: install run test test-toolkit lint bench clean
 
@@ -29,7 +32,14 @@ $(SYSTEM_STAMP): | $(PY)
 	else echo "WARNING: no apt-get or not root; missing$$missing; the tests that need them will skip"; fi
 	touch $(SYSTEM_STAMP)
 
-install: $(STAMP) $(SYSTEM_STAMP)
+$(NODE_STAMP): | $(PY)
+	@if command -v npm >/dev/null; then \
+	  npm install --prefix $(VENV)/node --no-save --no-audit --no-fund --silent $(NODE_PACKAGES) || \
+	  echo "WARNING: npm could not install $(NODE_PACKAGES); the KafkaJS tests will skip"; \
+	else echo "WARNING: no npm; the KafkaJS tests will skip"; fi
+	touch $(NODE_STAMP)
+
+install: $(STAMP) $(SYSTEM_STAMP) $(NODE_STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/kafkapy serve
