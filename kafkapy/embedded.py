@@ -64,6 +64,7 @@ from kafkapy.server.services import NO_LEADER, partition_leader
 from kafkapy.store.base import MetadataStore, UnknownTopic
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import STRICT, StrictModule, Violations
+from kafkapy.telemetry import CLIENT_METRICS, Subscription, TelemetryModule, TelemetryPush, parse_subscription
 from kafkapy.topics.module import TopicsModule
 from kafkapy.transactions.module import TransactionsModule
 
@@ -703,6 +704,59 @@ class Broker:
             raise RuntimeError("the broker keeps no request history: add kafkapy.observers.RequestHistory "
                                "to observer.class.names")
         return observer.entries(connection=connection, client_id=client_id, since=since)
+
+    # --- client telemetry (KIP-714; kafkapy.telemetry) ------------------------------------------------
+
+    def set_client_metrics(self, name: str, *, metrics: Sequence[str] = ("*",),
+                           interval_ms: int | None = None, match: Sequence[str] = ()) -> None:
+        """Create or replace the ``CLIENT_METRICS`` subscription ``name``, as
+        ``kafka-client-metrics.sh --alter`` would: metric name prefixes (``*`` for all), the push
+        interval (Kafka's default 300,000 ms when None) and ``attribute=regex`` matches (every one
+        must match). Clients that ask for their subscription from now on get it; the broker must run
+        the telemetry module (``kafkapy.modules=telemetry``). A config Kafka would refuse raises
+        SubscriptionError."""
+        config = {"metrics": ",".join(metrics)}
+        if interval_ms is not None:
+            config["interval.ms"] = str(interval_ms)
+        if match:
+            config["match"] = ",".join(match)
+        subscription = parse_subscription(name, config)
+        self._telemetry_modules()
+        self._running().store.set_entity_config(f"{CLIENT_METRICS}/{name}", config)
+        self._await_subscription(name, subscription)
+
+    def delete_client_metrics(self, name: str) -> None:
+        """Remove the subscription ``name`` (clients stop pushing what only it asked for)."""
+        self._telemetry_modules()
+        self._running().store.set_entity_config(f"{CLIENT_METRICS}/{name}", {})
+        self._await_subscription(name, None)
+
+    def _await_subscription(self, name: str, subscription: Subscription | None) -> None:
+        """Return once every running broker's telemetry module holds ``subscription`` (the store's
+        watch brings it), so that what a client asks next already sees it."""
+        def held() -> bool:
+            return all(module.subscriptions.get(name) == subscription for member in self._running_members()
+                       for module in _modules(member._running(), TelemetryModule))
+        self.wait_for_sync(lambda: self._on_loop(held), what=f"client metrics subscription {name!r} applied")
+
+    def telemetry(self, client_id: str | None = None) -> list[TelemetryPush]:
+        """The metrics pushes the broker accepted (of clients with this ``client_id``), oldest
+        first: each with the client instance id, the subscription it answered and the decoded
+        data points. Needs the telemetry module (``kafkapy.modules=telemetry``)."""
+        def read() -> list[TelemetryPush]:
+            pushes = [push for member in self._running_members()
+                      for module in _modules(member._running(), TelemetryModule) for push in module.pushes
+                      if client_id is None or push.client_id == client_id]
+            return sorted(pushes, key=lambda push: push.received_ms)
+        self._telemetry_modules()
+        return self._on_loop(read)
+
+    def _telemetry_modules(self) -> list[TelemetryModule]:
+        modules = _modules(self._running(), TelemetryModule)
+        if not modules:
+            raise RuntimeError("the broker runs no telemetry module: start it with "
+                               "{'kafkapy.modules': 'telemetry'}")
+        return modules
 
     @property
     def history_observer(self) -> RequestHistory | None:

@@ -55,7 +55,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"store", "log", "client"}),
     frozenset({"server"}),
     frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane",
-               "groups", "transactions", "faults", "inspection", "strict"}),
+               "groups", "transactions", "faults", "inspection", "strict", "telemetry"}),
     frozenset({"assembly", "embedded", "seeding", "testing", "control", "capture", "spark"}),
     frozenset({"commands", "cli", "__main__"}),
 )

@@ -148,3 +148,12 @@ def test_seeded_cluster_example_spreads_reads_moves_and_resets() -> None:
     assert 1 not in out["leaders_with_broker_1_down"]
     assert out["records"] == [[i % 3, f"order-{i}"] for i in sorted(range(6), key=lambda i: (i % 3, i))]
     assert out["topics_after_reset"] == []
+
+
+def test_client_telemetry_example() -> None:
+    result = run(str(EXAMPLES / "client_telemetry.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["unsent"] == 0 and out["pushes"] >= 1 and out["compression"] == "zstd"
+    assert "org.apache.kafka.producer.record.queue.time.avg" in out["metrics"]
+    assert all(name.startswith("org.apache.kafka.producer.") for name in out["metrics"])

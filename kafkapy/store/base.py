@@ -95,7 +95,8 @@ __all__ = [
 ]
 
 DEFAULT_ENTITY = "<default>"
-ENTITY_TYPES = ("ips", "users", "clients", "users/clients", "brokers", "topics")
+ENTITY_TYPES = ("ips", "users", "clients", "users/clients", "brokers", "topics", "client-metrics")
+_NAMED_ENTITY_TYPES = frozenset(ENTITY_TYPES) - {"users/clients"}
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE; ids are Java longs.
 PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PRODUCER_ID = 2**63 - 1
@@ -142,9 +143,10 @@ def desanitize(name: str) -> str:
 
 def entity_type_of(entity_path: str) -> str:
     """``ips/1.2.3.4`` -> ``ips``; ``users/a/clients/c`` -> ``users/clients``; ``brokers/0`` ->
-    ``brokers``; ``topics/t`` -> ``topics``. StoreError if malformed."""
+    ``brokers``; ``topics/t`` -> ``topics``; ``client-metrics/s`` (KIP-714 subscriptions) ->
+    ``client-metrics``. StoreError if malformed."""
     parts = entity_path.split("/")
-    if len(parts) == 2 and parts[0] in ("ips", "users", "clients", "brokers", "topics") and parts[1]:
+    if len(parts) == 2 and parts[0] in _NAMED_ENTITY_TYPES and parts[1]:
         return parts[0]
     if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
         return "users/clients"

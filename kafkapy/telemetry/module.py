@@ -1,0 +1,280 @@
+"""Client telemetry (KIP-714): GetTelemetrySubscriptions and PushTelemetry, and the pushes kept
+for tests to read.
+
+Kafka serves these two APIs only when a telemetry receiver is configured; kafkapy's receiver is
+this module, enabled with ``kafkapy.modules=telemetry``. Then a client that supports KIP-714
+(librdkafka 2.5 and later, Java clients 3.7 and later) asks for its subscription on connecting
+and, if a ``CLIENT_METRICS`` subscription matches it, pushes the metrics it names every interval.
+Each push is decompressed, read as OTLP (:mod:`kafkapy.telemetry.otlp`) and kept: tests read them
+with ``Broker.telemetry()``.
+
+The checks are Kafka's ClientMetricsManager's: a client instance is kept for
+``max(60 s, 3 x its push interval)`` after its last request; a GetTelemetrySubscriptions sooner
+than the push interval after the last request is throttled (THROTTLING_QUOTA_EXCEEDED), unless
+the subscriptions changed since; a push sooner than the interval after the last push is throttled
+too, except the first after a GetTelemetrySubscriptions (the client jitters its interval) and a
+terminating one; after a terminating push, nothing more (INVALID_REQUEST); a stale subscription id
+gets UNKNOWN_SUBSCRIPTION_ID, a codec outside the accepted list UNSUPPORTED_COMPRESSION_TYPE, a
+payload over ``telemetry.max.bytes`` TELEMETRY_TOO_LARGE, and a payload that does not decompress
+or is not OTLP INVALID_RECORD (where Kafka's receiver plugin fails).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from kafkapy.errors import DecodeError, ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.compression import Compression, decompress
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.config import ConfigKey
+from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.store.base import Watch
+from kafkapy.telemetry.otlp import MetricPoint, OtlpError, decode_metrics
+from kafkapy.telemetry.subscriptions import (
+    ClientAttributes,
+    Subscription,
+    SubscriptionError,
+    effective_subscription,
+    parse_subscription,
+)
+
+if TYPE_CHECKING:
+    from kafkapy.protocol import Request
+    from kafkapy.server.services import BrokerServices
+
+__all__ = ["CLIENT_METRICS", "TelemetryModule", "TelemetryPush"]
+
+CLIENT_METRICS = "client-metrics"  # the store's entity type: ZooKeeper /config/client-metrics/<name>
+# The codecs offered to clients, in Kafka's order of preference.
+ACCEPTED_COMPRESSION = (Compression.ZSTD, Compression.LZ4, Compression.GZIP, Compression.SNAPPY)
+INSTANCE_EXPIRY_MS = 60_000  # Kafka's client instance cache expiry (at least 3 push intervals)
+INSTANCES_KEPT = 16_384  # Kafka's cache size: one per active client connection
+PUSHES_KEPT = 10_000  # the newest pushes kept for Broker.telemetry()
+_KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
+_RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})  # Kafka's Uuid.RESERVED
+
+CONFIG_KEYS = (
+    ConfigKey("telemetry.max.bytes", "int", 1024 * 1024,
+              "The largest metrics payload a PushTelemetry may carry (Kafka's default, 1 MiB).",
+              lambda value: None if value >= 1 else "must be at least 1"),
+)
+
+
+@attrs.frozen
+class TelemetryPush:
+    """One accepted PushTelemetry: who pushed, under which subscription, and what it held."""
+
+    client_instance_id: uuid.UUID
+    client_id: str | None
+    subscription_id: int
+    terminating: bool
+    compression: str
+    payload: bytes  # the OTLP MetricsData, decompressed
+    metrics: tuple[MetricPoint, ...]
+    received_ms: int
+
+    def names(self) -> set[str]:
+        return {point.name for point in self.metrics}
+
+
+@attrs.define
+class _Instance:
+    """A client instance as Kafka's ClientMetricsInstance keeps it."""
+
+    attributes: ClientAttributes
+    subscriptions_version: int
+    metrics: tuple[str, ...]
+    interval_ms: int
+    subscription_id: int
+    last_get_ms: int | None = None  # None: never (Kafka's zero timestamps, long past)
+    last_push_ms: int | None = None
+    last_seen_ms: int = 0
+    terminating: bool = False
+
+    def may_get(self, now_ms: int) -> bool:
+        """An ask is taken when nothing was taken within the interval before it."""
+        last = max((t for t in (self.last_get_ms, self.last_push_ms) if t is not None), default=None)
+        if last is not None and now_ms - last < self.interval_ms:
+            return False
+        self.last_get_ms = now_ms
+        return True
+
+    def may_push(self, now_ms: int) -> bool:
+        """A push is taken right after an accepted ask (clients jitter their interval), else an
+        interval after the last push."""
+        last_get, last_push = self.last_get_ms, self.last_push_ms
+        accept = (last_push is None or (last_get is not None and last_get > last_push)
+                  or now_ms - last_push >= self.interval_ms)
+        if accept:
+            self.last_push_ms = now_ms
+        return accept
+
+
+class TelemetryModule(Module):
+    name = "telemetry"
+    config_keys = CONFIG_KEYS
+
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
+        self.subscriptions: dict[str, Subscription] = {}
+        self._subscriptions_version = 0
+        self._instances: collections.OrderedDict[uuid.UUID, _Instance] = collections.OrderedDict()
+        self.pushes: collections.deque[TelemetryPush] = collections.deque(maxlen=PUSHES_KEPT)
+        self._watch: Watch | None = None
+        self._max_bytes: int = services.config["telemetry.max.bytes"]
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {
+            ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ApiHandler(VersionRange(0, 0), self.get_subscriptions),
+            ApiKey.PUSH_TELEMETRY: ApiHandler(VersionRange(0, 0), self.push),
+        }
+
+    # --- subscriptions, from the store ---------------------------------------------------------
+
+    async def start(self) -> None:
+        store = self.services.store
+        self._watch = await asyncio.to_thread(store.watch_entity_configs, self._entity_changed)
+        for path, config in (await asyncio.to_thread(store.entity_configs, CLIENT_METRICS)).items():
+            self._take(path, config)
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def _entity_changed(self, path: str) -> None:
+        """On a store thread: some entity's config changed (perhaps through another broker)."""
+        if path.startswith(CLIENT_METRICS + "/"):
+            self.services.loop.call_soon_threadsafe(self._reload_soon, path)
+
+    def _reload_soon(self, path: str) -> None:
+        self.services.loop.create_task(self._reload(path))
+
+    async def _reload(self, path: str) -> None:
+        self._take(path, await asyncio.to_thread(self.services.store.entity_config, path))
+
+    def _take(self, path: str, config: Mapping[str, str]) -> None:
+        name = path[len(CLIENT_METRICS) + 1:]
+        if not config:
+            if self.subscriptions.pop(name, None) is not None:
+                self._subscriptions_version += 1
+            return
+        try:
+            subscription = parse_subscription(name, config)
+        except SubscriptionError as exc:  # written by something that did not check it
+            self.services.log.warning("client metrics subscription %r ignored: %s", name, exc)
+            return
+        self.subscriptions[name] = subscription
+        self._subscriptions_version += 1
+
+    # --- client instances -----------------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return int(self.services.clock() * 1000)
+
+    def _instance(self, ctx: RequestContext, instance_id: uuid.UUID, now_ms: int) -> _Instance:
+        """The kept instance, made anew when unknown, expired, or when the subscriptions changed
+        since it was made (then its request timestamps start over, as in Kafka)."""
+        instance = self._instances.get(instance_id)
+        if instance is not None and now_ms - instance.last_seen_ms > max(INSTANCE_EXPIRY_MS,
+                                                                          3 * instance.interval_ms):
+            instance = None
+        if instance is None or instance.subscriptions_version != self._subscriptions_version:
+            address, port = ctx.connection.client_address[:2]
+            attributes = (instance.attributes if instance is not None else
+                          ClientAttributes(instance_id, ctx.client_id, address, port))
+            metrics, interval_ms, subscription_id = effective_subscription(self.subscriptions.values(),
+                                                                           attributes)
+            instance = _Instance(attributes, self._subscriptions_version, metrics, interval_ms,
+                                 subscription_id)
+        instance.last_seen_ms = now_ms
+        self._instances[instance_id] = instance
+        self._instances.move_to_end(instance_id)
+        while len(self._instances) > INSTANCES_KEPT:
+            self._instances.popitem(last=False)
+        return instance
+
+    # --- GetTelemetrySubscriptions (71) ---------------------------------------------------------
+
+    def get_subscriptions(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        asked = request.body.get("client_instance_id")
+        instance_id = asked if isinstance(asked, uuid.UUID) and asked.int != 0 else self._new_instance_id()
+        now_ms = self._now_ms()
+        instance = self._instance(ctx, instance_id, now_ms)
+        # Kafka's check reads as if a client whose last push failed on its subscription id or
+        # codec could ask again at once, but its condition is always true: every early ask is
+        # throttled. kafkapy answers as Kafka does.
+        if not instance.may_get(now_ms):
+            return _get_refusal(ErrorCode.THROTTLING_QUOTA_EXCEEDED)
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "client_instance_id": instance_id,
+                "subscription_id": instance.subscription_id,
+                "accepted_compression_types": [int(codec) for codec in ACCEPTED_COMPRESSION],
+                "push_interval_ms": instance.interval_ms, "telemetry_max_bytes": self._max_bytes,
+                "delta_temporality": True, "requested_metrics": list(instance.metrics)}
+
+    def _new_instance_id(self) -> uuid.UUID:
+        while True:
+            candidate = uuid.uuid4()
+            if candidate not in self._instances and candidate not in _RESERVED:
+                return candidate
+
+    # --- PushTelemetry (72) ---------------------------------------------------------------------
+
+    def push(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        body = request.body
+        instance_id = body.get("client_instance_id")
+        if not isinstance(instance_id, uuid.UUID) or instance_id in _RESERVED:
+            return _push_answer(ErrorCode.INVALID_REQUEST)
+        now_ms = self._now_ms()
+        instance = self._instance(ctx, instance_id, now_ms)
+        terminating = bool(body.get("terminating"))
+        try:
+            code = self._refusal(instance, body, terminating, now_ms)
+        finally:
+            instance.terminating = terminating
+        if code is not None:
+            return _push_answer(code)
+        payload = body.get("metrics") or b""
+        if payload:
+            codec = Compression(body["compression_type"])
+            try:
+                plain = decompress(codec, payload)
+                points = decode_metrics(plain)
+            except (DecodeError, OtlpError) as exc:
+                self.services.log.info("telemetry push from client instance %s refused: %s", instance_id, exc)
+                return _push_answer(ErrorCode.INVALID_RECORD)
+            self.pushes.append(TelemetryPush(instance_id, instance.attributes.client_id,
+                                             instance.subscription_id, terminating, str(codec), plain,
+                                             tuple(points), int(self.services.wall_clock() * 1000)))
+        return _push_answer(ErrorCode.NONE)
+
+    def _refusal(self, instance: _Instance, body: Mapping[str, Any], terminating: bool,
+                 now_ms: int) -> ErrorCode | None:
+        if instance.terminating:
+            return ErrorCode.INVALID_REQUEST
+        if not instance.may_push(now_ms) and not terminating:
+            return ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        if body.get("subscription_id") != instance.subscription_id:
+            return ErrorCode.UNKNOWN_SUBSCRIPTION_ID
+        if body.get("compression_type") not in _KNOWN_CODECS:  # Kafka takes any codec it knows
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        if len(body.get("metrics") or b"") > self._max_bytes:
+            return ErrorCode.TELEMETRY_TOO_LARGE
+        return None
+
+
+def _get_refusal(code: ErrorCode) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code, "client_instance_id": uuid.UUID(int=0),
+            "subscription_id": 0, "accepted_compression_types": [], "push_interval_ms": 0,
+            "telemetry_max_bytes": 0, "delta_temporality": False, "requested_metrics": []}
+
+
+def _push_answer(code: ErrorCode) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": code}

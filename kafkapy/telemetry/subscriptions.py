@@ -1,0 +1,136 @@
+"""Client-metrics subscriptions (KIP-714): which clients push which metrics, how often.
+
+A subscription is a named ``CLIENT_METRICS`` config resource, stored where Kafka keeps it
+(ZooKeeper ``/config/client-metrics/<name>``), with Kafka's three keys: ``metrics`` (name
+prefixes, ``*`` for all), ``interval.ms`` (100 to 3,600,000; default 300,000) and ``match``
+(``attribute=regex`` items, every one of which must match the client). A client gets the union of
+the metrics of the subscriptions it matches and the shortest of their intervals; its subscription
+id is Kafka's: the CRC-32C of that set and interval, xor the client instance id's hash.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from kafkapy.protocol.crc32c import crc32c
+
+__all__ = ["ALL_METRICS", "DEFAULT_INTERVAL_MS", "MATCH_ATTRIBUTES", "ClientAttributes", "Subscription",
+           "SubscriptionError", "effective_subscription", "parse_subscription"]
+
+METRICS, INTERVAL_MS, MATCH = "metrics", "interval.ms", "match"
+ALL_METRICS = "*"
+DEFAULT_INTERVAL_MS = 5 * 60 * 1000
+MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
+CLIENT_INSTANCE_ID, CLIENT_ID = "client_instance_id", "client_id"
+CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION = "client_software_name", "client_software_version"
+CLIENT_SOURCE_ADDRESS, CLIENT_SOURCE_PORT = "client_source_address", "client_source_port"
+MATCH_ATTRIBUTES = frozenset({CLIENT_INSTANCE_ID, CLIENT_ID, CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION,
+                              CLIENT_SOURCE_ADDRESS, CLIENT_SOURCE_PORT})
+# kafkapy answers ApiVersions from a memo by request bytes, without reading the client's software
+# name and version, so it cannot match on them: a subscription that asks is refused, not ignored.
+UNMATCHABLE = frozenset({CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION})
+
+
+class SubscriptionError(ValueError):
+    """A subscription's config is not one Kafka would accept (INVALID_CONFIG / INVALID_REQUEST)."""
+
+
+@attrs.frozen
+class Subscription:
+    name: str
+    metrics: tuple[str, ...]
+    interval_ms: int
+    match: tuple[tuple[str, re.Pattern[str]], ...]
+
+    def matches(self, client: ClientAttributes) -> bool:
+        values = client.values()
+        return all((value := values.get(attribute)) is not None and pattern.fullmatch(value) is not None
+                   for attribute, pattern in self.match)
+
+
+@attrs.frozen
+class ClientAttributes:
+    """What a subscription's ``match`` can test, as Kafka's ClientMetricsInstanceMetadata has it."""
+
+    client_instance_id: uuid.UUID
+    client_id: str | None
+    client_source_address: str
+    client_source_port: int
+
+    def values(self) -> dict[str, str | None]:
+        return {CLIENT_INSTANCE_ID: str(self.client_instance_id), CLIENT_ID: self.client_id,
+                CLIENT_SOURCE_ADDRESS: self.client_source_address,
+                CLIENT_SOURCE_PORT: str(self.client_source_port)}
+
+
+def _items(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
+    """A stored or requested subscription, checked as Kafka's ClientMetricsConfigs checks it."""
+    if not name:
+        raise SubscriptionError("Subscription name can't be empty")
+    unknown = sorted(set(config) - {METRICS, INTERVAL_MS, MATCH})
+    if unknown:
+        raise SubscriptionError(f"Unknown client metrics configuration: {unknown[0]}")
+    interval_ms = DEFAULT_INTERVAL_MS
+    if INTERVAL_MS in config:
+        try:
+            interval_ms = int(config[INTERVAL_MS].strip())
+        except ValueError:
+            raise SubscriptionError(f"Invalid value {config[INTERVAL_MS]} for configuration {INTERVAL_MS}: "
+                                    "Not a number of type INT") from None
+        if not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
+            raise SubscriptionError(f"Invalid value {interval_ms} for {INTERVAL_MS}, interval must be "
+                                    f"between {MIN_INTERVAL_MS} and {MAX_INTERVAL_MS} (1 hour)")
+    match: list[tuple[str, re.Pattern[str]]] = []
+    for item in _items(config.get(MATCH, "")):
+        parts = item.split("=")
+        attribute = parts[0].strip()
+        if len(parts) != 2 or attribute not in MATCH_ATTRIBUTES:
+            raise SubscriptionError(f"Illegal client matching pattern: {item}")
+        if attribute in UNMATCHABLE:
+            raise SubscriptionError(f"kafkapy cannot match on {attribute} (it does not keep the software "
+                                    f"clients declare in ApiVersions): {item}")
+        try:
+            match.append((attribute, re.compile(parts[1].strip())))
+        except re.error:
+            raise SubscriptionError(f"Illegal client matching pattern: {item}") from None
+    return Subscription(name, tuple(_items(config.get(METRICS, ""))), interval_ms, tuple(match))
+
+
+def _uuid_hash(client_instance_id: uuid.UUID) -> int:
+    """Kafka's Uuid.hashCode: the two 64-bit halves xored, then folded to 32 bits."""
+    both = client_instance_id.int
+    folded = (both >> 64) ^ (both & 0xFFFFFFFFFFFFFFFF)
+    return ((folded >> 32) ^ folded) & 0xFFFFFFFF
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def effective_subscription(subscriptions: Iterable[Subscription],
+                           client: ClientAttributes) -> tuple[tuple[str, ...], int, int]:
+    """(requested metrics, push interval ms, subscription id) for a client, as Kafka computes them:
+    the matched subscriptions' metrics (just ``*`` if any asks for all), their shortest interval,
+    and the id from that set's Java ``toString`` and the interval."""
+    metrics: set[str] = set()
+    interval_ms = DEFAULT_INTERVAL_MS
+    for subscription in subscriptions:
+        if subscription.matches(client):
+            metrics.update(subscription.metrics)
+            interval_ms = min(interval_ms, subscription.interval_ms)
+    if ALL_METRICS in metrics:
+        metrics = {ALL_METRICS}
+    requested = tuple(sorted(metrics))
+    # Kafka prints a HashSet, whose order is its hash order; kafkapy prints the sorted set, so the
+    # id is stable for the same subscriptions (an id only has to change when they change).
+    text = "[" + ", ".join(requested) + "]" + str(interval_ms)
+    subscription_id = _signed32(crc32c(text.encode()) ^ _uuid_hash(client.client_instance_id))
+    return requested, interval_ms, subscription_id

@@ -1,0 +1,85 @@
+"""librdkafka (confluent-kafka) pushes its metrics to kafkapy (KIP-714), and a test reads them."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+from kafkapy.embedded import Broker
+from kafkapy.telemetry import TelemetryPush
+from kafkapy.testing import BrokerFactory
+
+TIMEOUT_S = 10
+
+
+def telemetry_broker(factory: BrokerFactory) -> Broker:
+    return factory({"kafkapy.modules": "telemetry"})
+
+
+def pushed_names(pushes: list[TelemetryPush]) -> set[str]:
+    return {name for push in pushes for name in push.names()}
+
+
+def test_a_producer_and_a_consumer_push_what_they_are_subscribed_to(
+        kafka_broker_factory: BrokerFactory) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    broker = telemetry_broker(kafka_broker_factory)
+    broker.set_client_metrics("apps", metrics=["org.apache.kafka.producer.", "org.apache.kafka.consumer."],
+                              interval_ms=200, match=["client_id=app-.*"])
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "app-producer"})
+    for index in range(20):
+        producer.produce("metered", str(index).encode())
+    assert producer.flush(TIMEOUT_S) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "app-consumer",
+                         "group.id": "metered", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["metered"])
+    try:
+        read = 0
+        deadline = time.monotonic() + TIMEOUT_S
+        while read < 20 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            read += message is not None and message.error() is None
+        assert read == 20
+        names = broker.wait_for_sync(
+            lambda: pushed_names(broker.telemetry(client_id="app-consumer")),
+            lambda seen: any(name.startswith("org.apache.kafka.consumer.") for name in seen))
+    finally:
+        consumer.close()
+    producer_names = pushed_names(broker.telemetry(client_id="app-producer"))
+    assert "org.apache.kafka.producer.record.queue.time.avg" in producer_names
+    assert all(name.startswith("org.apache.kafka.producer.") for name in producer_names)
+    assert all(name.startswith("org.apache.kafka.consumer.") for name in names)
+    # One client instance each, every push answering the subscription it was handed.
+    pushes = broker.telemetry()
+    assert {push.client_id for push in pushes} == {"app-producer", "app-consumer"}
+    assert len({push.client_instance_id for push in pushes}) == 2
+    assert all(push.compression == "zstd" for push in pushes)  # the first codec kafkapy offers
+
+
+def test_a_client_no_subscription_matches_pushes_nothing(kafka_broker_factory: BrokerFactory) -> None:
+    from confluent_kafka import Producer
+
+    broker = telemetry_broker(kafka_broker_factory)
+    broker.set_client_metrics("others", metrics=["*"], interval_ms=100, match=["client_id=someone-else"])
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "unmatched"})
+    producer.produce("quiet", b"x")
+    assert producer.flush(TIMEOUT_S) == 0
+    time.sleep(1.0)  # ten of the subscription's intervals: a matched client would have pushed
+    assert broker.telemetry() == []
+
+
+def test_a_closing_producer_sends_its_last_push(kafka_broker_factory: BrokerFactory) -> None:
+    from confluent_kafka import Producer
+
+    broker = telemetry_broker(kafka_broker_factory)
+    broker.set_client_metrics("all", metrics=["*"], interval_ms=500)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "closing"})
+    producer.produce("closing", b"x")
+    assert producer.flush(TIMEOUT_S) == 0
+    broker.wait_for_sync(lambda: broker.telemetry(client_id="closing"))  # the first push
+    del producer
+    gc.collect()  # the handle is destroyed: librdkafka pushes once more, terminating
+    pushes = broker.wait_for_sync(lambda: broker.telemetry(client_id="closing"),
+                                  lambda seen: any(push.terminating for push in seen))
+    assert [push.terminating for push in pushes][-1] is True

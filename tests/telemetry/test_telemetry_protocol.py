@@ -1,0 +1,189 @@
+"""GetTelemetrySubscriptions and PushTelemetry over a socket: Kafka's answers, each error code of
+ClientMetricsManager, and the pushes kept for Broker.telemetry()."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.proto.metrics.v1 import metrics_pb2
+
+from kafkapy.client import SimpleClient
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.compression import Compression, compress
+from kafkapy.telemetry import SubscriptionError
+from kafkapy.testing import BrokerFactory
+
+HOUR_MS = 3_600_000
+ZERO = uuid.UUID(int=0)
+
+
+def payload(name: str = "org.apache.kafka.producer.record.queue.time.avg", value: float = 2.5) -> bytes:
+    metric = metrics_pb2.Metric(name=name)
+    metric.gauge.data_points.append(metrics_pb2.NumberDataPoint(as_double=value, time_unix_nano=123))
+    return metrics_pb2.MetricsData(resource_metrics=[metrics_pb2.ResourceMetrics(
+        scope_metrics=[metrics_pb2.ScopeMetrics(metrics=[metric])])]).SerializeToString()
+
+
+@pytest.fixture
+def broker(kafka_broker_factory: BrokerFactory) -> Broker:
+    started = kafka_broker_factory({"kafkapy.modules": "telemetry", "telemetry.max.bytes": 4096})
+    started.set_client_metrics("producers", metrics=["org.apache.kafka.producer."], interval_ms=HOUR_MS)
+    return started
+
+
+@pytest.fixture
+def client(broker: Broker) -> Iterator[SimpleClient]:
+    with SimpleClient(broker.bootstrap_servers, client_id="tele-test") as connected:
+        yield connected
+
+
+def get(client: SimpleClient, instance_id: uuid.UUID = ZERO) -> dict[str, Any]:
+    return dict(client.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": instance_id}))
+
+
+def push(client: SimpleClient, instance_id: uuid.UUID, subscription_id: int, data: bytes = b"", *,
+         codec: int = Compression.NONE, terminating: bool = False) -> int:
+    answer = client.request(ApiKey.PUSH_TELEMETRY, 0, {
+        "client_instance_id": instance_id, "subscription_id": subscription_id, "terminating": terminating,
+        "compression_type": codec, "metrics": data})
+    return int(answer["error_code"])
+
+
+def test_served_only_with_the_telemetry_module(kafka_broker: Broker, broker: Broker) -> None:
+    def advertised(started: Broker) -> set[int]:
+        with SimpleClient(started.bootstrap_servers) as asking:
+            answer = asking.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                             "client_software_version": "1"})
+        return {api["api_key"] for api in answer["api_keys"]}
+
+    telemetry = {ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, ApiKey.PUSH_TELEMETRY}
+    assert not telemetry & advertised(kafka_broker)  # as Kafka without a telemetry receiver
+    assert telemetry <= advertised(broker)
+
+
+def test_a_new_client_gets_an_instance_id_and_its_subscription(client: SimpleClient) -> None:
+    answer = get(client)
+    assert answer["error_code"] == ErrorCode.NONE
+    assert answer["client_instance_id"] != ZERO
+    assert answer["requested_metrics"] == ["org.apache.kafka.producer."]
+    # Kafka starts from its 5-minute default and takes the shortest interval matched, so a
+    # subscription's longer interval is never handed out.
+    assert answer["push_interval_ms"] == 300_000
+    assert answer["telemetry_max_bytes"] == 4096
+    assert answer["accepted_compression_types"] == [Compression.ZSTD, Compression.LZ4, Compression.GZIP,
+                                                    Compression.SNAPPY]
+    assert answer["delta_temporality"] is True
+
+
+def test_asking_again_within_the_interval_is_throttled_unless_subscriptions_changed(
+        broker: Broker, client: SimpleClient) -> None:
+    first = get(client)
+    instance_id = first["client_instance_id"]
+    assert get(client, instance_id)["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    broker.set_client_metrics("producers", metrics=["*"], interval_ms=HOUR_MS)
+    changed = broker.wait_for_sync(lambda: get(client, instance_id),
+                                   lambda answer: answer["error_code"] == ErrorCode.NONE)
+    assert changed["requested_metrics"] == ["*"]
+    assert changed["subscription_id"] != first["subscription_id"]
+
+
+def test_pushes_are_paced_by_the_interval(broker: Broker, client: SimpleClient) -> None:
+    answer = get(client)
+    instance_id, subscription_id = answer["client_instance_id"], answer["subscription_id"]
+    # The first push after asking is taken at once (clients jitter their interval)...
+    assert push(client, instance_id, subscription_id, payload()) == ErrorCode.NONE
+    # ...the next only after the interval, unless it is the client's last.
+    assert push(client, instance_id, subscription_id, payload()) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert push(client, instance_id, subscription_id, payload(value=9.0), terminating=True) == ErrorCode.NONE
+    assert push(client, instance_id, subscription_id, payload()) == ErrorCode.INVALID_REQUEST
+    pushes = broker.telemetry()
+    assert [(p.client_instance_id, p.client_id, p.terminating) for p in pushes] == [
+        (instance_id, "tele-test", False), (instance_id, "tele-test", True)]
+    assert [(point.name, point.value) for p in pushes for point in p.metrics] == [
+        ("org.apache.kafka.producer.record.queue.time.avg", 2.5),
+        ("org.apache.kafka.producer.record.queue.time.avg", 9.0)]
+
+
+def test_a_short_interval_lets_the_next_push_in(kafka_broker_factory: BrokerFactory) -> None:
+    started = kafka_broker_factory({"kafkapy.modules": "telemetry"})
+    started.set_client_metrics("fast", interval_ms=100)
+    with SimpleClient(started.bootstrap_servers) as fast:
+        answer = get(fast)
+        instance_id, subscription_id = answer["client_instance_id"], answer["subscription_id"]
+        assert push(fast, instance_id, subscription_id, payload()) == ErrorCode.NONE
+        time.sleep(0.15)  # past the 100 ms interval (waiting longer only makes it surer)
+        assert push(fast, instance_id, subscription_id, payload()) == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+def test_every_codec_kafka_knows_is_read(broker: Broker, client: SimpleClient, codec: Compression) -> None:
+    answer = get(client)
+    data = compress(codec, payload(value=float(codec)))
+    assert push(client, answer["client_instance_id"], answer["subscription_id"], data,
+                codec=codec) == ErrorCode.NONE
+    (kept,) = broker.telemetry(client_id="tele-test")
+    assert kept.compression == str(codec)
+    assert kept.payload == payload(value=float(codec))
+    assert [point.value for point in kept.metrics] == [float(codec)]
+
+
+@pytest.mark.parametrize(("change", "code"), [
+    ({"subscription_id": 12345}, ErrorCode.UNKNOWN_SUBSCRIPTION_ID),
+    ({"compression_type": 9}, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+    ({"metrics": b"\x0a" * 5000}, ErrorCode.TELEMETRY_TOO_LARGE),
+    ({"metrics": b"\x0a\x05ab"}, ErrorCode.INVALID_RECORD),  # not OTLP
+    ({"metrics": b"garbage", "compression_type": Compression.ZSTD}, ErrorCode.INVALID_RECORD),
+    ({"client_instance_id": ZERO}, ErrorCode.INVALID_REQUEST),
+    ({"client_instance_id": uuid.UUID(int=1)}, ErrorCode.INVALID_REQUEST),
+])
+def test_refused_pushes(broker: Broker, client: SimpleClient, change: dict[str, Any],
+                        code: ErrorCode) -> None:
+    answer = get(client)
+    request = {"client_instance_id": answer["client_instance_id"],
+               "subscription_id": answer["subscription_id"], "terminating": False,
+               "compression_type": Compression.NONE, "metrics": payload(), **change}
+    assert client.request(ApiKey.PUSH_TELEMETRY, 0, request)["error_code"] == code
+    assert broker.telemetry() == []
+    # The connection and the broker go on: the next client instance pushes.
+    fresh = get(client)
+    assert push(client, fresh["client_instance_id"], fresh["subscription_id"], payload()) == ErrorCode.NONE
+
+
+def test_set_client_metrics_checks_as_kafka_does(broker: Broker) -> None:
+    with pytest.raises(SubscriptionError, match="interval must be between 100 and 3600000"):
+        broker.set_client_metrics("bad", interval_ms=10)
+
+
+def test_without_the_module_the_broker_says_how_to_enable_it(kafka_broker: Broker) -> None:
+    with pytest.raises(RuntimeError, match=r"kafkapy\.modules"):
+        kafka_broker.telemetry()
+
+
+def test_subscriptions_live_at_kafkas_znode_and_reach_every_broker(zk_connect: str) -> None:
+    from kazoo.client import KazooClient
+
+    config = {"kafkapy.modules": "telemetry", "zookeeper.connect": zk_connect}
+    with Broker(config) as first, Broker(config) as second:
+        first.set_client_metrics("zk-sub", metrics=["org.apache.kafka.producer."], interval_ms=1000,
+                                 match=["client_id=app"])
+        with SimpleClient(second.bootstrap_servers, client_id="app") as client:
+            # The other broker learns of it through ZooKeeper's change notification.
+            second.wait_for_sync(lambda: get(client)["requested_metrics"],
+                                 lambda metrics: metrics == ["org.apache.kafka.producer."])
+        host, _, chroot = zk_connect.partition("/")
+        zk = KazooClient(hosts=host)
+        zk.start()
+        try:
+            data, _ = zk.get(f"/{chroot}/config/client-metrics/zk-sub")
+        finally:
+            zk.stop()
+            zk.close()
+    assert json.loads(data) == {"version": 1, "config": {"metrics": "org.apache.kafka.producer.",
+                                                         "interval.ms": "1000", "match": "client_id=app"}}
