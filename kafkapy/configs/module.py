@@ -16,6 +16,12 @@ that applies them. An alter validates first, then writes the store; the store's 
 notification reaches every broker's watch (this one included), which recomputes its effective
 settings and calls the owners. So a change applies cluster-wide without a restart, and a restarted
 broker reads the stored values at start.
+
+A module may also own a whole resource type (Kafka's CLIENT_METRICS subscriptions are the
+telemetry module's): it registers a :class:`ConfigResourceOwner` with
+:meth:`ConfigsModule.register_resource`, and the three APIs hand it that type's resources: it
+reads and checks their configs and stores them; the operations, authorization (CLUSTER) and
+answers stay here.
 """
 
 from __future__ import annotations
@@ -48,8 +54,8 @@ from kafkapy.store.onloop import Reloader
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["DYNAMIC_CONFIGS", "TOPIC_CONFIGS_CAPABILITY", "ConfigsModule", "DynamicConfigs",
-           "apply_operations", "effective_settings"]
+__all__ = ["CLIENT_METRICS_CONFIG", "CLIENT_METRICS_RESOURCE", "DYNAMIC_CONFIGS", "TOPIC_CONFIGS_CAPABILITY",
+           "ConfigResourceOwner", "ConfigsModule", "DynamicConfigs", "apply_operations", "effective_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +63,7 @@ DYNAMIC_CONFIGS = "dynamic-configs"  # what ConfigsModule provides: owners of dy
 
 
 BROKER = 4  # Kafka's ConfigResource.Type
+CLIENT_METRICS_RESOURCE = 16  # Kafka 3.7+: KIP-714 subscriptions
 RESOURCE_TYPE_NAMES = {
     0: "UNKNOWN",
     2: "TOPIC",
@@ -67,6 +74,7 @@ RESOURCE_TYPE_NAMES = {
 }
 # Kafka's DescribeConfigsResponse.ConfigSource
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
+CLIENT_METRICS_CONFIG = 7
 # Kafka's DescribeConfigsResponse.ConfigType, by kafkapy's ConfigKey.type
 CONFIG_TYPES = {
     "boolean": 1,
@@ -94,6 +102,21 @@ class DynamicConfigs:
     listener_keys: frozenset[str]
     validate: Callable[[Mapping[str, Any]], None]
     apply: Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+@attrs.frozen
+class ConfigResourceOwner:
+    """A module that keeps the configs of one resource type: what the config APIs ask of it.
+    ``read`` gives a resource's stored config (empty when there is none), ``check`` raises
+    KafkaApiError with Kafka's code for a config Kafka would refuse, ``write`` stores one (an
+    empty config removes the resource); ``list_keys`` are the keys APPEND and SUBTRACT apply to."""
+
+    resource_type: int
+    source: int  # the DescribeConfigs ConfigSource of its entries
+    read: Callable[[str], Awaitable[dict[str, str]]]
+    check: Callable[[str, Mapping[str, str]], None]
+    write: Callable[[str, Mapping[str, str]], Awaitable[None]]
+    list_keys: frozenset[str] = frozenset()
 
 
 def base_name(name: str) -> str:
@@ -169,6 +192,7 @@ class ConfigsModule(Module):
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
         self._owners: list[DynamicConfigs] = []
+        self._resources: dict[int, ConfigResourceOwner] = {}
         self._keys: dict[str, ConfigKey] = {}
         self.default: dict[str, str] = {}  # brokers/<default>, as stored
         self.override: dict[str, str] = {}  # brokers/<this broker's id>, as stored
@@ -202,6 +226,10 @@ class ConfigsModule(Module):
         (stored values included), then after every change."""
         self._owners.append(owner)
         await owner.apply(self.settings_for(owner, self.default, self.override))
+
+    def register_resource(self, owner: ConfigResourceOwner) -> None:
+        """Hand the configs of ``owner.resource_type`` to ``owner`` from now on."""
+        self._resources[owner.resource_type] = owner
 
     def dynamic(self, name: str) -> DynamicConfigs | None:
         """The owner of a dynamic key (plain or listener-prefixed), or None if it is not dynamic."""
@@ -343,6 +371,13 @@ class ConfigsModule(Module):
             )
         return broker_id
 
+    @staticmethod
+    async def _owned(owner: ConfigResourceOwner, name: str) -> dict[str, str]:
+        if not name:
+            kind = RESOURCE_TYPE_NAMES.get(owner.resource_type, str(owner.resource_type))
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"{kind} resource name must not be empty")
+        return await owner.read(name)
+
     def _topic_authorized(self, ctx: RequestContext, operation: str, topic: str) -> bool:
         conn = ctx.connection
         return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
@@ -381,6 +416,20 @@ class ConfigsModule(Module):
                     overrides = await self.topics.existing_overrides(name)
                     entries = self.topics.entries(overrides, synonyms, documentation, ctx.api_version)
                     result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                    results.append(result)
+                    continue
+                resource_owner = self._resources.get(resource_type)
+                if resource_owner is not None:
+                    if authorized is None:
+                        authorized = self._authorized(ctx, "DESCRIBE_CONFIGS")
+                    if not authorized:
+                        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                            "Cluster authorization failed.")
+                    keys = resource.get("configuration_keys")
+                    stored = await self._owned(resource_owner, name)
+                    result["configs"] = [_owned_entry(resource_owner, key, value)
+                                         for key, value in sorted(stored.items())
+                                         if keys is None or key in keys]
                     results.append(result)
                     continue
                 broker_id = self._broker_id(resource_type, name)
@@ -464,6 +513,10 @@ class ConfigsModule(Module):
                     current, ops, lambda n: n in _TOPIC_KEYS and _TOPIC_KEYS[n].type == "list",
                     lambda n: ",".join(map(str, _TOPIC_KEYS[n].default)))  # type: ignore[call-overload]
 
+            owner = self._resources.get(int(resource.get("resource_type") or 0))
+            if owner is not None:
+                return apply_operations(current, ops, owner.list_keys.__contains__, lambda n: "")
+
             def is_list(name: str) -> bool:
                 key = self._key(name)
                 return key is not None and key.type == "list"
@@ -494,6 +547,20 @@ class ConfigsModule(Module):
                         responses.append({"error_code": ErrorCode.NONE, "error_message": None,
                                           "resource_type": resource_type, "resource_name": name})
                         continue
+                    resource_owner = self._resources.get(resource_type)
+                    if resource_owner is not None:
+                        if authorized is None:
+                            authorized = self._authorized(ctx, "ALTER_CONFIGS")
+                        if not authorized:
+                            raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                                "Cluster authorization failed.")
+                        config = await build(await self._owned(resource_owner, name), resource)
+                        resource_owner.check(name, config)
+                        if not validate_only:
+                            await resource_owner.write(name, config)
+                        responses.append({"error_code": ErrorCode.NONE, "error_message": None,
+                                          "resource_type": resource_type, "resource_name": name})
+                        continue
                     broker_id = self._broker_id(resource_type, name)
                     if authorized is None:
                         authorized = self._authorized(ctx, "ALTER_CONFIGS")
@@ -517,7 +584,8 @@ class ConfigsModule(Module):
                             await owner.apply(self.settings_for(owner, self.default, self.override))
                 except KafkaApiError as exc:
                     code, message = exc.code, exc.message
-                    if code == ErrorCode.INVALID_CONFIG and resource_type != TOPIC:
+                    if code == ErrorCode.INVALID_CONFIG and resource_type != TOPIC \
+                            and resource_type not in self._resources:
                         what = (
                             f"ConfigResource(type={RESOURCE_TYPE_NAMES.get(resource_type, resource_type)}, "
                             f"name='{name}')"
@@ -550,3 +618,11 @@ class ConfigsModule(Module):
             raise topic_config_error(exc, f"ConfigResource(type=TOPIC, name='{topic}')") from None
         if not validate_only:
             await self.topics.store_overrides(topic, config)
+
+
+def _owned_entry(owner: ConfigResourceOwner, name: str, value: str) -> dict[str, Any]:
+    """A stored entry of an owned resource, as Kafka describes CLIENT_METRICS ones: only what is
+    set, never read-only or sensitive, no synonyms, no type (UNKNOWN)."""
+    return {"name": name, "value": value, "read_only": False, "config_source": owner.source,
+            "is_default": False, "is_sensitive": False, "synonyms": [], "config_type": 0,
+            "documentation": None}

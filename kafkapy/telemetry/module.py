@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from kafkapy.errors import DecodeError, ErrorCode
+from kafkapy.configs.module import (
+    CLIENT_METRICS_CONFIG,
+    CLIENT_METRICS_RESOURCE,
+    DYNAMIC_CONFIGS,
+    ConfigResourceOwner,
+    ConfigsModule,
+)
+from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.compression import Compression, decompress
 from kafkapy.protocol.versions import VersionRange
@@ -120,6 +127,7 @@ class _Instance:
 class TelemetryModule(Module):
     name = "telemetry"
     config_keys = CONFIG_KEYS
+    wants = (DYNAMIC_CONFIGS,)  # CLIENT_METRICS resources over the config APIs
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
@@ -143,6 +151,19 @@ class TelemetryModule(Module):
         self._watch = await asyncio.to_thread(store.watch_entity_configs, self._entity_changed)
         for path, config in (await asyncio.to_thread(store.entity_configs, CLIENT_METRICS)).items():
             self._take(path, config)
+        configs = self.services.provider(DYNAMIC_CONFIGS, ConfigsModule)
+        if configs is not None:
+            configs.register_resource(ConfigResourceOwner(
+                CLIENT_METRICS_RESOURCE, CLIENT_METRICS_CONFIG, self._read_config, _check_config,
+                self._write_config, frozenset({"metrics", "match"})))
+
+    async def _read_config(self, name: str) -> dict[str, str]:
+        return await asyncio.to_thread(self.services.store.entity_config, f"{CLIENT_METRICS}/{name}")
+
+    async def _write_config(self, name: str, config: Mapping[str, str]) -> None:
+        path = f"{CLIENT_METRICS}/{name}"
+        await asyncio.to_thread(self.services.store.set_entity_config, path, config)
+        self._take(path, config)  # here at once, so the client that altered it sees it when answered
 
     async def stop(self) -> None:
         if self._watch is not None:
@@ -268,6 +289,17 @@ class TelemetryModule(Module):
         if len(body.get("metrics") or b"") > self._max_bytes:
             return ErrorCode.TELEMETRY_TOO_LARGE
         return None
+
+
+def _check_config(name: str, config: Mapping[str, str]) -> None:
+    """A CLIENT_METRICS resource's would-be config, as Kafka's ClientMetricsConfigs checks it
+    (none at all removes the subscription)."""
+    if not config:
+        return
+    try:
+        parse_subscription(name, config)
+    except SubscriptionError as exc:
+        raise KafkaApiError(exc.code, str(exc)) from None
 
 
 def _get_refusal(code: ErrorCode) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from kafkapy.errors import ErrorCode
 from kafkapy.protocol.crc32c import crc32c
 
 __all__ = ["ALL_METRICS", "DEFAULT_INTERVAL_MS", "MATCH_ATTRIBUTES", "ClientAttributes", "Subscription",
@@ -36,7 +37,11 @@ UNMATCHABLE = frozenset({CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION})
 
 
 class SubscriptionError(ValueError):
-    """A subscription's config is not one Kafka would accept (INVALID_CONFIG / INVALID_REQUEST)."""
+    """A subscription's config is not one Kafka would accept; ``code`` is Kafka's answer to it."""
+
+    def __init__(self, message: str, code: ErrorCode = ErrorCode.INVALID_REQUEST) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @attrs.frozen
@@ -93,14 +98,15 @@ def parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
         parts = item.split("=")
         attribute = parts[0].strip()
         if len(parts) != 2 or attribute not in MATCH_ATTRIBUTES:
-            raise SubscriptionError(f"Illegal client matching pattern: {item}")
+            raise SubscriptionError(f"Illegal client matching pattern: {item}", ErrorCode.INVALID_CONFIG)
         if attribute in UNMATCHABLE:
             raise SubscriptionError(f"kafkapy cannot match on {attribute} (it does not keep the software "
-                                    f"clients declare in ApiVersions): {item}")
+                                    f"clients declare in ApiVersions): {item}", ErrorCode.INVALID_CONFIG)
         try:
             match.append((attribute, re.compile(parts[1].strip())))
         except re.error:
-            raise SubscriptionError(f"Illegal client matching pattern: {item}") from None
+            raise SubscriptionError(f"Illegal client matching pattern: {item}",
+                                    ErrorCode.INVALID_CONFIG) from None
     return Subscription(name, tuple(_items(config.get(METRICS, ""))), interval_ms, tuple(match))
 
 

@@ -1,0 +1,95 @@
+"""CLIENT_METRICS config resources over DescribeConfigs / IncrementalAlterConfigs / AlterConfigs,
+as kafka-client-metrics.sh and the admin clients set subscriptions (kafka-python's admin here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkapy.client import SimpleClient
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.testing import BrokerFactory
+
+CLIENT_METRICS = 16  # Kafka's ConfigResource.Type
+
+
+@pytest.fixture
+def broker(kafka_broker_factory: BrokerFactory) -> Broker:
+    return kafka_broker_factory({"kafkapy.modules": "telemetry"})
+
+
+@pytest.fixture
+def admin(broker: Broker) -> Iterator[Any]:
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=10_000)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def described(admin: Any, name: str) -> dict[str, str]:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    answer = admin.describe_configs([ConfigResource(ConfigResourceType.CLIENT_METRICS, name)])
+    entries = answer["client_metrics"][name]
+    assert all(entry["config_source"] == "DYNAMIC_CLIENT_METRICS_CONFIG" for entry in entries.values())
+    return {key: entry["value"] for key, entry in entries.items()}
+
+
+def test_kafka_python_sets_a_subscription_that_clients_then_get(broker: Broker, admin: Any) -> None:
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType
+
+    resource = ConfigResource(ConfigResourceType.CLIENT_METRICS, "producers", configs={
+        "metrics": (AlterConfigOp.SET, "org.apache.kafka.producer."),
+        "interval.ms": (AlterConfigOp.SET, "1000"), "match": (AlterConfigOp.SET, "client_id=app-.*")})
+    admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
+    assert described(admin, "producers") == {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000",
+                                             "match": "client_id=app-.*"}
+    appended = ConfigResource(ConfigResourceType.CLIENT_METRICS, "producers", configs={
+        "metrics": (AlterConfigOp.APPEND, "org.apache.kafka.consumer.")})
+    admin.alter_configs([appended], raise_on_unknown=False, incremental=True)
+    assert described(admin, "producers")["metrics"] == "org.apache.kafka.producer.,org.apache.kafka.consumer."
+    with SimpleClient(broker.bootstrap_servers, client_id="app-1") as client:
+        answer = client.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": None})
+    assert sorted(answer["requested_metrics"]) == ["org.apache.kafka.consumer.", "org.apache.kafka.producer."]
+    assert answer["push_interval_ms"] == 1000
+    # Deleting every key removes the subscription, as in Kafka.
+    emptied = ConfigResource(ConfigResourceType.CLIENT_METRICS, "producers", configs={
+        "metrics": (AlterConfigOp.DELETE, None), "interval.ms": (AlterConfigOp.DELETE, None),
+        "match": (AlterConfigOp.DELETE, None)})
+    admin.alter_configs([emptied], raise_on_unknown=False, incremental=True)
+    assert described(admin, "producers") == {}
+    with SimpleClient(broker.bootstrap_servers, client_id="app-2") as client:
+        answer = client.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": None})
+    assert answer["requested_metrics"] == []
+
+
+def alter(broker: Broker, name: str, configs: list[dict[str, Any]]) -> tuple[int, str | None]:
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+            "resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configs": configs}],
+            "validate_only": False})
+    (response,) = answer["responses"]
+    return response["error_code"], response["error_message"]
+
+
+@pytest.mark.parametrize(("name", "config", "code", "message"), [
+    ("s", {"interval.ms": "50"}, ErrorCode.INVALID_REQUEST, "interval must be between 100 and 3600000"),
+    ("s", {"metric": "x"}, ErrorCode.INVALID_REQUEST, "Unknown client metrics configuration: metric"),
+    ("s", {"match": "host=x"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: host=x"),
+    ("", {"metrics": "*"}, ErrorCode.INVALID_REQUEST, "CLIENT_METRICS resource name must not be empty"),
+])
+def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: dict[str, str],
+                                             code: ErrorCode, message: str) -> None:
+    ops = [{"name": key, "config_operation": 0, "value": value} for key, value in config.items()]
+    error_code, error_message = alter(broker, name, ops)
+    assert error_code == code and error_message is not None and message in error_message
+    with SimpleClient(broker.bootstrap_servers) as client:  # nothing was stored
+        answer = client.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": None})
+    assert answer["requested_metrics"] == []
