@@ -96,6 +96,11 @@ class PartitionSource(Protocol):
         partition's high watermark moves; returns a function that removes it."""
 
 
+# What a request's topic key resolves to when the principal may not READ the topic: no topic can
+# have this name (Kafka's legal characters exclude NUL), and _read_one tells it by identity.
+_DENIED = "\x00topic authorization failed"
+
+
 def _error_data(index: int, code: ErrorCode) -> dict[str, Any]:
     """A partition answered with an error: Kafka's unknown offsets (-1) and no records."""
     return {"partition_index": index, "error_code": code, "high_watermark": -1,
@@ -132,9 +137,12 @@ class FetchHandler:
     """Serves Fetch for the partitions a PartitionSource leads."""
 
     def __init__(self, source: PartitionSource, services: BrokerServices,
-                 sessions: FetchSessionCache | None = None) -> None:
+                 sessions: FetchSessionCache | None = None, *,
+                 authorize: Callable[[str, str, str, str, str], bool] | None = None) -> None:
         self.source = source
         self.services = services
+        # (principal, host, operation, resource type, name); None: allow all (no authorizer configured)
+        self.authorize = authorize
         config = services.config
         self.fetch_max_bytes = int(config.get("fetch.max.bytes", FETCH_CONFIG_KEYS[0].default))
         clock = services.clock
@@ -168,6 +176,12 @@ class FetchHandler:
             if topic_key not in names:
                 names[topic_key] = self.source.topic_name(topic_key) if isinstance(topic_key, uuid.UUID) \
                     else topic_key
+        if self.authorize is not None:  # Kafka: READ on each topic, else TOPIC_AUTHORIZATION_FAILED
+            conn = ctx.connection
+            for key, name in list(names.items()):
+                if name is not None and not self.authorize(conn.principal, conn.client_address[0], "READ",
+                                                           "TOPIC", name):
+                    names[key] = _DENIED
         read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         max_bytes = min(body.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
         read = self._read_all(context.partitions, names, max_bytes, read_committed)
@@ -229,6 +243,8 @@ class FetchHandler:
         index = p.key[1]
         if topic is None:
             return _error_data(index, ErrorCode.UNKNOWN_TOPIC_ID), 0
+        if topic is _DENIED:
+            return _error_data(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED), 0
         try:
             log = self.source.leader_log(topic, index)
             if p.current_leader_epoch != NO_LEADER_EPOCH:
