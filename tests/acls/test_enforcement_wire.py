@@ -125,3 +125,21 @@ def test_without_an_authorizer_nothing_is_refused() -> None:
             answers = (fetch(client), list_offsets(client), offset_for_leader_epoch(client),
                        describe_producers(client), produce(client), init_producer_id(client))
             assert answers == (ErrorCode.NONE,) * 6
+
+
+def test_a_fetch_from_a_replica_needs_cluster_action(broker: Broker) -> None:
+    """Kafka: a follower's Fetch (replica id 0 or more) asks CLUSTER_ACTION, not READ."""
+    grant(broker, "LITERAL", "Topic", "t", "Read", ("READ", "TOPIC", "t"))
+    partition = {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                 "current_leader_epoch": -1, "last_fetched_epoch": -1, "log_start_offset": -1}
+    body = {"replica_id": 7, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": "t", "partitions": [partition]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+    with SimpleClient(broker.bootstrap_servers) as client:
+        assert fetch(client) == ErrorCode.NONE  # as a consumer: READ will do
+        [answer] = client.request(ApiKey.FETCH, 12, body)["responses"]
+        assert answer["partitions"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        grant(broker, "LITERAL", "Cluster", "kafka-cluster", "ClusterAction",
+              ("CLUSTER_ACTION", "CLUSTER", "kafka-cluster"))
+        [answer] = client.request(ApiKey.FETCH, 12, body)["responses"]
+        assert answer["partitions"][0]["error_code"] == ErrorCode.NONE
