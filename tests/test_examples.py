@@ -148,3 +148,11 @@ def test_seeded_cluster_example_spreads_reads_moves_and_resets() -> None:
     assert 1 not in out["leaders_with_broker_1_down"]
     assert out["records"] == [[i % 3, f"order-{i}"] for i in sorted(range(6), key=lambda i: (i % 3, i))]
     assert out["topics_after_reset"] == []
+
+
+def test_acls_example() -> None:
+    result = run(str(EXAMPLES / "acls.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out == {"alice_before": "TOPIC_AUTHORIZATION_FAILED", "alice_after": "NONE",
+                   "acls": ["TOPIC orders. PREFIXED User:alice WRITE ALLOW"]}

@@ -33,6 +33,7 @@ Produce asks on its hot path, so the ACLs that apply to a resource are worked ou
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -63,6 +64,7 @@ from kafkapy.store.base import (
     StoredAcl,
     StoreError,
     Watch,
+    check_acl_resource,
 )
 from kafkapy.store.onloop import Reloader
 
@@ -115,6 +117,14 @@ def _pattern(resource: AclResource) -> ResourcePattern | None:
 
 def _resource(pattern: ResourcePattern) -> AclResource:
     return AclResource(pattern.pattern_type.name, pascal(pattern.resource_type), pattern.name)
+
+
+def _storable(pattern: ResourcePattern) -> None:
+    """InvalidAcl for a pattern no node of Kafka's ACL tree can hold (a name with ``/``, ``.``...)."""
+    try:
+        check_acl_resource(_resource(pattern))
+    except StoreError as exc:
+        raise InvalidAcl(str(exc)) from None
 
 
 def _host(address: str) -> str:
@@ -276,6 +286,7 @@ class AclAuthorizer:
         for index, binding in enumerate(bindings):
             try:
                 binding.validate()
+                _storable(binding.pattern)
             except InvalidAcl as exc:
                 results[index] = exc
                 continue
@@ -307,7 +318,10 @@ class AclAuthorizer:
                 f = filters[i]
                 concrete = f.pattern_type in (PatternType.LITERAL, PatternType.PREFIXED)
                 if f.resource_type != ResourceType.ANY and f.name is not None and concrete:
-                    patterns.add(ResourcePattern(f.resource_type, f.name, f.pattern_type))
+                    named = ResourcePattern(f.resource_type, f.name, f.pattern_type)
+                    with contextlib.suppress(InvalidAcl):  # a name no node can have has no ACLs
+                        _storable(named)
+                        patterns.add(named)
             for pattern in sorted(patterns, key=lambda p: (p.resource_type, p.pattern_type, p.name)):
                 deleted: dict[int, list[AclBinding]] = {}
 

@@ -24,8 +24,8 @@ from kafkapy.protocol.api_keys import ApiKey
 
 VERSIONS = (1, 2, 3)
 int8 = st.integers(-128, 127)
-texts = st.one_of(st.sampled_from(["", "*", "User:alice", "User:*", "kafka-cluster", "orders", "alice"]),
-                  st.text(max_size=12))
+texts = st.one_of(st.sampled_from(["", "*", "User:alice", "User:*", "kafka-cluster", "orders", "alice", "a/b",
+                                   ".."]), st.text(max_size=12))
 
 
 class ErrorCollector(logging.Handler):
@@ -84,7 +84,9 @@ def test_create_describe_delete_every_version(broker: Broker, version: int) -> N
            creation(ResourceType.CLUSTER, "other", PatternType.LITERAL, "User:a", "*", AclOperation.ALTER,
                     AclPermissionType.ALLOW),
            creation(ResourceType.TOPIC, "", PatternType.LITERAL, "User:a", "*", AclOperation.READ,
-                    AclPermissionType.ALLOW)]
+                    AclPermissionType.ALLOW),
+           creation(ResourceType.GROUP, "a/b", PatternType.LITERAL, "User:a", "*", AclOperation.READ,
+                    AclPermissionType.ALLOW)]  # no node of Kafka's tree can be called so
     with SimpleClient(broker.bootstrap_servers) as client:
         created = client.request(ApiKey.CREATE_ACLS, version, {"creations": [READ_ORDERS, *bad]})
         codes = [r["error_code"] for r in created["results"]]
