@@ -27,7 +27,8 @@ Deciding (StandardAuthorizerData.findAclRule and findResult, Kafka's semantics):
    READ does not deny DESCRIBE.
 
 Produce asks on its hot path, so the ACLs that apply to a resource are worked out once per
-(resource type, name) and kept until the next change (a bounded cache).
+(resource type, name), and each answer once per question, and kept until the next change (two
+bounded caches, dropped whole by every change).
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ log = logging.getLogger(__name__)
 IMPLIES_DESCRIBE = frozenset({AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE,
                               AclOperation.DELETE, AclOperation.ALTER})
 IMPLIES_DESCRIBE_CONFIGS = frozenset({AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS})
-# How many resources' applicable ACLs are kept worked out; past it the cache starts over (a client
-# naming endless groups must not grow the broker without bound).
+# How many resources' applicable ACLs, and how many answers, are kept worked out; past it a cache
+# starts over (a client naming endless groups must not grow the broker without bound).
 MATCHING_CACHE_SIZE = 10_000
+DECISION_CACHE_SIZE = 10_000
 # A write that keeps losing compare-and-set races gives up (Kafka's AclAuthorizer retries forever
 # in a loop bounded by its ZooKeeper session; a bounded number keeps a request from hanging).
 WRITE_ATTEMPTS = 50
@@ -141,6 +143,8 @@ class AclAuthorizer:
         self._prefixed: dict[ResourceType, dict[str, frozenset[Ace]]] = {}
         # (resource type name, resource name) -> the ACEs that apply, as authorize() is asked
         self._matching: dict[tuple[str, str], tuple[Ace, ...]] = {}
+        # authorize()'s arguments -> its answer, until the ACLs change
+        self._decisions: dict[tuple[str, str, str, str, str], bool] = {}
         self._store: MetadataStore | None = None
         self._watch: Watch | None = None
         self._reloads: Reloader | None = None
@@ -182,6 +186,17 @@ class AclAuthorizer:
 
     def authorize(self, principal: str, client_address: str, operation: str, resource_type: str,
                   resource_name: str) -> bool:
+        question = (principal, client_address, operation, resource_type, resource_name)
+        decided = self._decisions.get(question)
+        if decided is None:
+            decided = self._decide(principal, client_address, operation, resource_type, resource_name)
+            if len(self._decisions) >= DECISION_CACHE_SIZE:
+                self._decisions = {}
+            self._decisions[question] = decided
+        return decided
+
+    def _decide(self, principal: str, client_address: str, operation: str, resource_type: str,
+                resource_name: str) -> bool:
         if principal in self.super_users:
             return True
         key = (resource_type, resource_name)
@@ -445,6 +460,7 @@ class AclAuthorizer:
                 prefixed.setdefault(pattern.resource_type, {})[pattern.name] = aces
         self._literal, self._prefixed = literal, prefixed
         self._matching = {}
+        self._decisions = {}
 
 
 def _binding_order(binding: AclBinding) -> tuple[Any, ...]:
