@@ -521,7 +521,7 @@ def test_old_change_notifications_are_purged(store: ZooKeeperStore, raw: KazooCl
     store.set_entity_config("ips/1.1.1.1", {"connection_creation_rate": "1"})
     configs.wait_count(1)
     time.sleep(1.5)
-    store._last_purge = 0.0  # purges run at most once a minute
+    store._last_purge.clear()  # purges run at most once a minute (per queue)
     store.set_entity_config("ips/2.2.2.2", {"connection_creation_rate": "1"})
     configs.wait_count(2)
     wait_until(lambda: raw.get_children("/config/changes") == ["config_change_0000000001"],
