@@ -135,6 +135,9 @@ def _host(address: str) -> str:
 
 
 class AclAuthorizer:
+    """Kafka's ACL authorizer over the cluster's metadata store: authorize() for every module, and
+    Kafka's Authorizer.acls/createAcls/deleteAcls for the ACL APIs (kafkapy.acls.module)."""
+
     def __init__(self) -> None:
         self.super_users: frozenset[str] = frozenset()
         self.allow_if_no_acl = False
