@@ -23,6 +23,7 @@ import importlib
 from collections.abc import Iterable, Sequence
 from importlib.metadata import entry_points
 
+from kafkapy.acls import AclsModule
 from kafkapy.configs import ConfigsModule
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.faults import FaultsModule
@@ -49,7 +50,7 @@ MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules re
 DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, FeaturesModule, QuotasModule,
                                              TopicsModule, DataPlaneModule, TransactionsModule, GroupsModule,
                                              FaultsModule,
-                                             StrictModule, ScramCredentialsModule)
+                                             StrictModule, ScramCredentialsModule, AclsModule)
 
 
 def load_module_class(name: str) -> type[Module]:

@@ -157,3 +157,11 @@ def test_client_telemetry_example() -> None:
     assert out["unsent"] == 0 and out["pushes"] >= 1 and out["compression"] == "zstd"
     assert "org.apache.kafka.producer.record.queue.time.avg" in out["metrics"]
     assert all(name.startswith("org.apache.kafka.producer.") for name in out["metrics"])
+
+
+def test_acls_example() -> None:
+    result = run(str(EXAMPLES / "acls.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out == {"alice_before": "TOPIC_AUTHORIZATION_FAILED", "alice_after": "NONE",
+                   "acls": ["TOPIC orders. PREFIXED User:alice WRITE ALLOW"]}

@@ -21,6 +21,9 @@ loop right after an append) wakes it, it reads again, and it answers once ``min_
 or ``max_wait_ms`` has passed, whichever comes first. No loop polls, and a request answered at
 once sets no timer.
 
+With an authorizer configured, a consumer needs READ on each topic and a follower CLUSTER_ACTION
+on the CLUSTER (Kafka's handleFetchRequest); the others are answered TOPIC_AUTHORIZATION_FAILED.
+
 isolation_level: READ_UNCOMMITTED reads up to the high watermark and answers
 ``aborted_transactions`` null. READ_COMMITTED reads up to the last stable offset (the first offset
 of the earliest open transaction) and lists the aborted transactions overlapping the batches it
@@ -49,6 +52,7 @@ from kafkapy.protocol.catalogue import get_api
 from kafkapy.protocol.chunks import RecordChunks
 from kafkapy.protocol.codec import fit_body
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, ChunkedResponse, RequestContext
 
@@ -96,6 +100,11 @@ class PartitionSource(Protocol):
         partition's high watermark moves; returns a function that removes it."""
 
 
+# What a request's topic key resolves to when the principal may not READ the topic: no topic can
+# have this name (Kafka's legal characters exclude NUL), and _read_one tells it by identity.
+_DENIED = "\x00topic authorization failed"
+
+
 def _error_data(index: int, code: ErrorCode) -> dict[str, Any]:
     """A partition answered with an error: Kafka's unknown offsets (-1) and no records."""
     return {"partition_index": index, "error_code": code, "high_watermark": -1,
@@ -132,9 +141,12 @@ class FetchHandler:
     """Serves Fetch for the partitions a PartitionSource leads."""
 
     def __init__(self, source: PartitionSource, services: BrokerServices,
-                 sessions: FetchSessionCache | None = None) -> None:
+                 sessions: FetchSessionCache | None = None, *,
+                 authorize: Callable[[str, str, str, str, str], bool] | None = None) -> None:
         self.source = source
         self.services = services
+        # (principal, host, operation, resource type, name); None: allow all (no authorizer configured)
+        self.authorize = authorize
         config = services.config
         self.fetch_max_bytes = int(config.get("fetch.max.bytes", FETCH_CONFIG_KEYS[0].default))
         clock = services.clock
@@ -168,6 +180,8 @@ class FetchHandler:
             if topic_key not in names:
                 names[topic_key] = self.source.topic_name(topic_key) if isinstance(topic_key, uuid.UUID) \
                     else topic_key
+        if self.authorize is not None:
+            self._authorize(ctx, body, names)
         read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         max_bytes = min(body.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
         read = self._read_all(context.partitions, names, max_bytes, read_committed)
@@ -177,6 +191,25 @@ class FetchHandler:
                                     max_wait_ms / 1000)
         response = self._response(ctx, body, context, read, names, read_committed)
         return ChunkedResponse(fit_body(ApiKey.FETCH, "response", ctx.api_version, response))
+
+    def _authorize(self, ctx: RequestContext, body: Mapping[str, Any],
+                   names: dict[str | uuid.UUID, str | None]) -> None:
+        """Kafka's handleFetchRequest: a consumer needs READ on each topic, a follower (a replica
+        id of 0 or more) CLUSTER_ACTION on the CLUSTER; the rest is TOPIC_AUTHORIZATION_FAILED."""
+        assert self.authorize is not None
+        conn = ctx.connection
+        state = body.get("replica_state")
+        replica_id = state["replica_id"] if state is not None else body.get("replica_id", -1)
+        if replica_id >= 0:
+            allowed = self.authorize(conn.principal, conn.client_address[0], "CLUSTER_ACTION", "CLUSTER",
+                                     CLUSTER_RESOURCE)
+            if not allowed:
+                names.update({key: _DENIED for key, name in names.items() if name is not None})
+            return
+        address = conn.client_address[0]
+        for key, name in list(names.items()):
+            if name is not None and not self.authorize(conn.principal, address, "READ", "TOPIC", name):
+                names[key] = _DENIED
 
     @staticmethod
     def _partition(topic: Mapping[str, Any], p: Mapping[str, Any], uses_ids: bool,
@@ -229,6 +262,8 @@ class FetchHandler:
         index = p.key[1]
         if topic is None:
             return _error_data(index, ErrorCode.UNKNOWN_TOPIC_ID), 0
+        if topic is _DENIED:
+            return _error_data(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED), 0
         try:
             log = self.source.leader_log(topic, index)
             if p.current_leader_epoch != NO_LEADER_EPOCH:

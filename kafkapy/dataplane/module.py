@@ -38,7 +38,7 @@ from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.auth import CLUSTER_RESOURCE, AllowAll, ResourceTypeAuthorizer
 from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, FromFrame, Module, RequestContext
 from kafkapy.server.services import (
@@ -155,6 +155,11 @@ class DataPlaneModule(Module):
             raise ConfigError(f"invalid broker log settings: {exc.message}") from None
 
     @property
+    def _allows_all(self) -> bool:
+        """No authorizer configured (Kafka's default): the data plane asks nothing."""
+        return isinstance(self.services.authorizer, AllowAll)
+
+    @property
     def log_dirs(self) -> list[str]:
         config = self.services.config
         return list(config["log.dirs"] or ([config["log.dir"]] if config["log.dir"] else []))
@@ -188,12 +193,14 @@ class DataPlaneModule(Module):
                 producer_id_expiration_ms=expiration))
         self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self.log_config)
         self._producer_ids = ProducerIds(services.store, services.broker_id)
+        # With no authorizer configured nothing is asked on Produce's path (None: allow all).
         self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create, wall_ms,
-                                       authorize=services.authorizer.authorize)
+                                       authorize=None if self._allows_all else services.authorizer.authorize)
         self._produce_frames = ProduceFromFrame(self._produce, lambda: services.broker_id)
         self._markers = MarkerWriter(self._partitions, self.log_config, services.authorizer.authorize,
                                      wall_ms)
-        self._fetch = FetchHandler(self._partitions, services)
+        self._fetch = FetchHandler(self._partitions, services,
+                                   authorize=None if self._allows_all else services.authorizer.authorize)
         partitions = self._partitions
         config = services.config
         self._maintenance = LogMaintenance(
@@ -358,6 +365,9 @@ class DataPlaneModule(Module):
                 return coordinator.init_transactional_producer(ctx, request)
             return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR,
                         "producer_id": NO_OFFSET, "producer_epoch": NO_PRODUCER_EPOCH})
+        if not self._allows_all and not self._may_write_idempotently(ctx):
+            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        "producer_id": NO_OFFSET, "producer_epoch": NO_PRODUCER_EPOCH})
         ids = self._producer_ids
         assert ids is not None
 
@@ -372,14 +382,30 @@ class DataPlaneModule(Module):
             return answer(await asyncio.to_thread(ids.next_id))
         return from_new_block()
 
+    def _may_write_idempotently(self, ctx: RequestContext) -> bool:
+        """Kafka's InitProducerId without a transactional id: IDEMPOTENT_WRITE on the CLUSTER, or
+        WRITE on some topic (authorizeByResourceType, when the authorizer can tell)."""
+        if self._allowed(ctx, "IDEMPOTENT_WRITE", "CLUSTER", CLUSTER_RESOURCE):
+            return True
+        authorizer = self.services.authorizer
+        conn = ctx.connection
+        return isinstance(authorizer, ResourceTypeAuthorizer) and authorizer.authorize_any(
+            conn.principal, conn.client_address[0], "WRITE", "TOPIC")
+
     def describe_producers(self, ctx: RequestContext, request: Request) -> Answer:
+        """READ on the topic (Kafka's handleDescribeProducersRequest), else TOPIC_AUTHORIZATION_FAILED."""
         topics = []
         for topic in request.body.get("topics") or []:
             name = topic["name"]
             results = []
+            readable = self._allows_all or self._allowed(ctx, "READ", "TOPIC", name)
             for index in topic.get("partition_indexes") or []:
                 result: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
                                           "error_message": None, "active_producers": []}
+                if not readable:
+                    result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                    results.append(result)
+                    continue
                 try:
                     state = self.partitions.producer_state(name, index)
                 except KafkaApiError as exc:
@@ -408,8 +434,15 @@ class DataPlaneModule(Module):
         if current > ours:
             raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
+    def _describable(self, ctx: RequestContext, name: str) -> None:
+        """TOPIC_AUTHORIZATION_FAILED unless the principal may DESCRIBE the topic (ListOffsets,
+        OffsetForLeaderEpoch from a consumer, as Kafka asks)."""
+        if not self._allows_all and not self._allowed(ctx, "DESCRIBE", "TOPIC", name):
+            raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
     def list_offsets(self, ctx: RequestContext, request: Request) -> Answer:
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
+            self._describable(ctx, name)
             index = asked["partition_index"]
             log = self.partitions.leader_log(name, index)
             self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
@@ -438,6 +471,7 @@ class DataPlaneModule(Module):
 
     def offset_for_leader_epoch(self, ctx: RequestContext, request: Request) -> Answer:
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
+            self._describable(ctx, name)
             log = self.partitions.leader_log(name, asked["partition"])
             self._check_epoch(name, asked["partition"], asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             found = log.end_offset_for_epoch(asked["leader_epoch"])

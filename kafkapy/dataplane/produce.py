@@ -11,6 +11,10 @@ others alone (Kafka's ReplicaManager.appendToLocalLog):
 5. the batch stored as it is (``PartitionLog.append``), and whoever waits on the partition
    woken (``Partitions.appended``, for Fetch's long polls).
 
+Authorization (KafkaApis.handleProduceRequest), only with an authorizer other than AllowAll (the
+module passes ``authorize`` None then, and nothing is asked): a partition of a topic the
+principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED and left alone.
+
 Transactional batches (KafkaApis.handleProduceRequest): a request holding one needs a
 ``transactional_id`` the principal may WRITE, else every partition is answered
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is stored. The producer state then opens the
@@ -79,7 +83,8 @@ class ProduceHandler:
         self.partitions = partitions
         self.append_config = append_config
         self.auto_create = auto_create  # starts creating a missing topic (no-op when disabled)
-        self.authorize = authorize  # (principal, host, operation, resource type, name); None: allow all
+        # (principal, host, operation, resource type, name); None: allow all (no authorizer configured)
+        self.authorize = authorize
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
 
     def handle(self, ctx: RequestContext, request: Request) -> Answer:
@@ -98,11 +103,15 @@ class ProduceHandler:
                 name = self.partitions.topic_name(topic_id)
             else:
                 name = topic_data["name"]
+            denied = name is not None and self.authorize is not None and not self.authorize(
+                ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TOPIC", name)
             answers = []
             for partition_data in topic_data["partition_data"]:
                 index = partition_data["index"]
                 if refused is not None:
                     answer = _failed(index, refused)
+                elif denied:
+                    answer = _failed(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 elif acks not in VALID_ACKS:
                     answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name is None:

@@ -11,7 +11,8 @@ Theory of operation
    header's correlation id (the client id skipped), then the body, which must be one topic with
    one partition holding records, no tagged fields anywhere, and end where the frame ends.
 2. **Admit** with what the plain path looks up, read-only: acks -1, 0 or 1; a transactional batch
-   with a transactional id the principal may WRITE; a topic the topics view holds, led here, whose
+   with a transactional id the principal may WRITE; a topic the principal may WRITE (asked only
+   when an authorizer is configured); a topic the topics view holds, led here, whose
    log and producer table exist and whose log has started the current leader epoch (the plain
    path makes them the first time).
 3. **Check** one RecordBatch read over the one copy of the records with
@@ -210,12 +211,15 @@ class ProduceFromFrame:
                 return None
 
             # --- 2. admit ----------------------------------------------------------------------
+            authorize = handler.authorize
             if frame[records_start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT:
-                authorize = handler.authorize
                 if transactional_id is None or (authorize is not None and not authorize(
                         conn.principal, conn.client_address[0], "WRITE", "TRANSACTIONAL_ID",
                         transactional_id)):
                     return None
+            if authorize is not None and not authorize(conn.principal, conn.client_address[0], "WRITE",
+                                                       "TOPIC", name):
+                return None
             cluster = partitions.cluster
             info = cluster.topics.get(name)
             if info is None:

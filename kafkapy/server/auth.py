@@ -4,23 +4,37 @@ An authorizer answers one question: may this principal, from this address, do
 this operation on this resource? Operations and resource types use Kafka's
 names (``DESCRIBE_CONFIGS``, ``ALTER_CONFIGS``, ``ALTER`` ... on ``CLUSTER``,
 ``TOPIC``, ``GROUP``). The default allows everything, as Kafka does with no
-authorizer configured. Short names map to built-in authorizers.
+authorizer configured. Short names (and Kafka's class names of its ACL
+authorizers) map to built-in authorizers.
+
+An authorizer whose state lives in the metadata store (the ACL authorizer) also
+implements ``StoreBackedAuthorizer``: the broker attaches it to the store once
+the store is started, before any request is served, and detaches it at stop.
+Authorizers without those methods are called as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from kafkapy.server.config import ConfigError
+from kafkapy.store.base import MetadataStore
 
-__all__ = ["AllowAll", "Authorizer", "load_authorizer"]
+__all__ = ["AllowAll", "Authorizer", "ResourceTypeAuthorizer", "StoreBackedAuthorizer", "load_authorizer"]
 
 CLUSTER_RESOURCE = "kafka-cluster"  # Kafka's name for the one cluster resource
 
 # Built-in authorizers by short name (module:Class), loaded on demand.
-SHORT_NAMES: dict[str, str] = {"allowlist": "kafkapy.server.allowlist:AllowListAuthorizer"}
+SHORT_NAMES: dict[str, str] = {
+    "allowlist": "kafkapy.server.allowlist:AllowListAuthorizer",
+    "acl": "kafkapy.acls.authorizer:AclAuthorizer",
+    # Kafka's ACL authorizers (ZooKeeper's and KRaft's): the same ACLs, the same rules.
+    "kafka.security.authorizer.AclAuthorizer": "kafkapy.acls.authorizer:AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer": "kafkapy.acls.authorizer:AclAuthorizer",
+}
 
 
 class Authorizer(Protocol):
@@ -28,6 +42,22 @@ class Authorizer(Protocol):
 
     def authorize(self, principal: str, client_address: str, operation: str, resource_type: str,
                   resource_name: str) -> bool: ...
+
+
+@runtime_checkable
+class StoreBackedAuthorizer(Protocol):
+    async def attach(self, store: MetadataStore, loop: asyncio.AbstractEventLoop) -> None:
+        """Load what it decides by from ``store`` and follow its changes (the store is started)."""
+
+    async def detach(self) -> None:
+        """Stop following the store (the broker is stopping)."""
+
+
+@runtime_checkable
+class ResourceTypeAuthorizer(Protocol):
+    def authorize_any(self, principal: str, client_address: str, operation: str, resource_type: str) -> bool:
+        """Kafka's authorizeByResourceType: may the principal do ``operation`` on some resource of
+        this type? (InitProducerId without a transactional id: WRITE on any topic will do.)"""
 
 
 class AllowAll:

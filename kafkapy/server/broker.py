@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kafkapy.server import eager
 from kafkapy.server.accept import in_place_transport
-from kafkapy.server.auth import Authorizer, load_authorizer
+from kafkapy.server.auth import Authorizer, StoreBackedAuthorizer, load_authorizer
 from kafkapy.server.clock import call_later_real, wait_real, wall_clock_of
 from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.connection import BufferedKafkaConnection, KafkaConnection
@@ -311,6 +311,8 @@ class BrokerRuntime:
             self._watches.append(await asyncio.to_thread(store.watch_topics, self._topics_changed))
             self._watches.append(await asyncio.to_thread(store.watch_partition_states,
                                                          self._partition_states_changed))
+            if isinstance(self.authorizer, StoreBackedAuthorizer):
+                await self.authorizer.attach(store, self.loop)
             for module in self.modules:
                 await module.start()
             for listener in self.listeners:
@@ -318,6 +320,8 @@ class BrokerRuntime:
             self._sweep_idle()
         except BaseException:
             await self._close_listeners()
+            if isinstance(self.authorizer, StoreBackedAuthorizer):
+                await self.authorizer.detach()
             await self._release_store()
             raise
         for listener in self.listeners:
@@ -595,6 +599,8 @@ class BrokerRuntime:
                 await module.stop()
             except Exception:
                 log.exception("module %s failed to stop (ignored)", module.name)
+        if isinstance(self.authorizer, StoreBackedAuthorizer):
+            await self.authorizer.detach()
         await self._release_store()
         self.observers.close(grace)
 

@@ -115,7 +115,8 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("kafkapy.modules", "list", [], "Extra modules to enable, by entry-point name or dotted path."),
     ConfigKey("cluster.id", "string", None, "Fixed cluster id; by default the store makes a stable one."),
     ConfigKey("authorizer.class.name", "string", "",
-              "Dotted class path of an authorizer, or a built-in short name (allowlist); empty allows all."),
+              "Dotted class path of an authorizer, or a built-in short name (allowlist, acl; Kafka's "
+              "AclAuthorizer and StandardAuthorizer class names mean acl); empty allows all."),
     ConfigKey("super.users", "string", "", "Kafka's format: User:alice;User:bob. Always allowed."),
     # Connection quotas (KIP-402, KIP-612), read by the quotas module; Kafka's names and defaults.
     ConfigKey("max.connection.creation.rate", "int", 2147483647,

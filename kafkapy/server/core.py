@@ -20,6 +20,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.primitives import ZERO_UUID
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import CLUSTER_RESOURCE, AllowAll
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
 from kafkapy.server.services import (
     AUTO_TOPIC_CREATION,
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_protocol_version.py pins the set it stands for.
-PROTOCOL_VERSION = 15
+PROTOCOL_VERSION = 16
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules, each version the one before it with what it added (and, for a version bump, what it
@@ -88,6 +89,8 @@ _PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[
      frozenset()),
     # 15: + DescribeTopicPartitions (KIP-966: topics and partitions, a page at a time)
     (frozenset({(_K.DESCRIBE_TOPIC_PARTITIONS, 0, 0)}), frozenset()),
+    # 16: + ACLs (DescribeAcls, CreateAcls, DeleteAcls; the acls module)
+    (frozenset({(_K.DESCRIBE_ACLS, 1, 3), (_K.CREATE_ACLS, 1, 3), (_K.DELETE_ACLS, 1, 3)}), frozenset()),
 )
 
 
@@ -242,19 +245,40 @@ class CoreModule(Module):
     def metadata(self, ctx: RequestContext,
                  request: Request) -> Mapping[str, Any] | Awaitable[Mapping[str, Any]]:
         """Answered in place, unless requested topics are missing and may be auto-created: then a
-        coroutine that starts creating them and answers as Kafka does (LEADER_NOT_AVAILABLE)."""
+        coroutine that starts creating them and answers as Kafka does (LEADER_NOT_AVAILABLE).
+
+        With an authorizer (Kafka's handleTopicMetadataRequest): a topic the principal may not
+        DESCRIBE is left out of a listing of all topics, and answered TOPIC_AUTHORIZATION_FAILED
+        when named; a missing topic is auto-created only with CREATE on the CLUSTER or on the
+        topic, else answered TOPIC_AUTHORIZATION_FAILED."""
         requested = request.body.get("topics")
+        refused: dict[str, ErrorCode] = {}
+        if requested and not isinstance(self.services.authorizer, AllowAll):
+            refused = {name: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                       for name in (t.get("name") for t in requested)
+                       if name is not None and not self._allowed(ctx, "DESCRIBE", "TOPIC", name)}
         if requested and (ctx.api_version < 4 or request.body.get("allow_auto_topic_creation", True)):
             known = self.services.cluster.topics
-            missing = [t["name"] for t in requested if t.get("name") is not None and t["name"] not in known]
+            missing = [t["name"] for t in requested
+                       if t.get("name") is not None and t["name"] not in known and t["name"] not in refused]
+            if missing and not isinstance(self.services.authorizer, AllowAll) and not self._allowed(
+                    ctx, "CREATE", "CLUSTER", CLUSTER_RESOURCE):
+                refused.update({name: ErrorCode.TOPIC_AUTHORIZATION_FAILED for name in missing
+                                if not self._allowed(ctx, "CREATE", "TOPIC", name)})
+                missing = [name for name in missing if name not in refused]
             creator = self.services.provider(AUTO_TOPIC_CREATION, Module) if missing else None
             if isinstance(creator, AutoTopicCreation):
-                return self._metadata_creating(ctx, request, creator, missing)
-        return self._metadata(ctx, request, {})
+                return self._metadata_creating(ctx, request, creator, missing, refused)
+        return self._metadata(ctx, request, refused)
+
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+        conn = ctx.connection
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  resource_type, name)
 
     async def _metadata_creating(self, ctx: RequestContext, request: Request, creator: AutoTopicCreation,
-                                 missing: list[str]) -> Mapping[str, Any]:
-        return self._metadata(ctx, request, await creator.auto_create_topics(missing))
+                                 missing: list[str], refused: Mapping[str, ErrorCode]) -> Mapping[str, Any]:
+        return self._metadata(ctx, request, {**await creator.auto_create_topics(missing), **refused})
 
     def _metadata(self, ctx: RequestContext, request: Request,
                   creating: Mapping[str, ErrorCode]) -> Mapping[str, Any]:
@@ -265,7 +289,11 @@ class CoreModule(Module):
         states = cluster.partition_states
         topics = []
         if requested is None or (ctx.api_version == 0 and requested == []):
-            topics = [_topic_metadata(info, live, states) for _, info in sorted(known.items())]
+            listed = sorted(known.items())
+            if not isinstance(self.services.authorizer, AllowAll):
+                listed = [(name, info) for name, info in listed
+                          if self._allowed(ctx, "DESCRIBE", "TOPIC", name)]
+            topics = [_topic_metadata(info, live, states) for _, info in listed]
         else:
             by_id: dict[Any, TopicInfo] | None = None
             for topic in requested:
@@ -274,6 +302,13 @@ class CoreModule(Module):
                     if by_id is None:
                         by_id = {info.topic_id: info for info in known.values()}
                     found = by_id.get(topic.get("topic_id"))
+                    if found is not None and not isinstance(self.services.authorizer, AllowAll) and \
+                            not self._allowed(ctx, "DESCRIBE", "TOPIC", found.name):
+                        topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": None,
+                                       "topic_id": topic.get("topic_id"), "is_internal": False,
+                                       "partitions": [],
+                                       "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                        continue
                     if found is not None:
                         topics.append(_topic_metadata(found, live, states))
                         continue

@@ -3,6 +3,9 @@
 from typing import TYPE_CHECKING, Any
 
 from kafkapy.store.base import (
+    AclResource,
+    AclStore,
+    AclVersionConflict,
     BrokerRegistration,
     BrokerStore,
     ConfigStore,
@@ -17,6 +20,7 @@ from kafkapy.store.base import (
     ProducerIdBlock,
     ProducerIdStore,
     RegisteredEndpoint,
+    StoredAcl,
     StoreError,
     StoreLifecycle,
     TopicAlreadyExists,
@@ -32,6 +36,9 @@ if TYPE_CHECKING:
     from kafkapy.store.zookeeper import ZooKeeperStore
 
 __all__ = [
+    "AclResource",
+    "AclStore",
+    "AclVersionConflict",
     "BrokerRegistration",
     "BrokerStore",
     "ConfigStore",
@@ -49,6 +56,7 @@ __all__ = [
     "RegisteredEndpoint",
     "StoreError",
     "StoreLifecycle",
+    "StoredAcl",
     "TopicAlreadyExists",
     "TopicInfo",
     "TopicStore",

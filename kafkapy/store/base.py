@@ -6,7 +6,7 @@ MemoryStore form a cluster) and ZooKeeperStore (kazoo, at Kafka's own znode
 paths and JSON formats, for brokers on several machines).
 
 The interface is split by role (BrokerStore, TopicStore, ConfigStore,
-FeatureStore, CoordinatorStore, ProducerIdStore, PartitionStateStore, StoreLifecycle), so that code
+FeatureStore, CoordinatorStore, ProducerIdStore, PartitionStateStore, AclStore, StoreLifecycle), so that code
 states which part of the cluster state it touches; MetadataStore is their union,
 and both stores implement it whole.
 
@@ -62,6 +62,9 @@ import attrs
 from kafkapy.errors import KafkaPyError
 
 __all__ = [
+    "AclResource",
+    "AclStore",
+    "AclVersionConflict",
     "BrokerRegistration",
     "BrokerStore",
     "ConfigStore",
@@ -79,11 +82,13 @@ __all__ = [
     "RegisteredEndpoint",
     "StoreError",
     "StoreLifecycle",
+    "StoredAcl",
     "TopicAlreadyExists",
     "TopicInfo",
     "TopicStore",
     "UnknownTopic",
     "Watch",
+    "check_acl_resource",
     "check_topic_name",
     "decode_uuid",
     "desanitize",
@@ -266,6 +271,46 @@ class Watch(Protocol):
     def cancel(self) -> None: ...
 
 
+class AclVersionConflict(StoreError):
+    """A resource's ACLs changed since the version the writer read."""
+
+
+NO_ACL_VERSION = -1  # a resource's ACL version when it has none (set_resource_acls: create)
+ACL_PATTERN_TYPES = ("LITERAL", "PREFIXED")
+
+
+@attrs.frozen
+class AclResource:
+    """Where one resource pattern's ACLs are kept, named as Kafka's ZooKeeper tree names it:
+    ``/kafka-acl/<resource_type>/<name>`` for LITERAL patterns,
+    ``/kafka-acl-extended/prefixed/<resource_type>/<name>`` for PREFIXED ones."""
+
+    pattern_type: str  # "LITERAL" or "PREFIXED"
+    resource_type: str  # Kafka's Pascal-case name: "Topic", "Group", "Cluster", "TransactionalId"...
+    name: str
+
+
+@attrs.frozen
+class StoredAcl:
+    """One access control entry as Kafka's JSON holds it (AclEntry.toMap): Pascal-case names."""
+
+    principal: str  # "User:alice"
+    permission_type: str  # "Allow" or "Deny"
+    operation: str  # "Read", "DescribeConfigs", "IdempotentWrite"...
+    host: str  # "*" or an address
+
+
+def check_acl_resource(resource: AclResource) -> None:
+    """StoreError unless ``resource`` can be a znode: a known pattern type, and a resource type
+    and name that are each one path element (Kafka puts the name in the path as it is)."""
+    if resource.pattern_type not in ACL_PATTERN_TYPES:
+        raise StoreError(f"ACLs are kept for LITERAL and PREFIXED patterns, not {resource.pattern_type!r}")
+    for part in (resource.resource_type, resource.name):
+        if not part or "/" in part or part in (".", "..") or any(ch < " " for ch in part):
+            raise StoreError(f"{part!r} cannot name an ACL node (empty, '.', '..', a '/' or a control "
+                             "character)")
+
+
 # --- the roles -----------------------------------------------------------------------------------
 # Each role is what one concern of the broker needs; a module asks for the roles it uses, and a
 # store implements them all (MetadataStore). Every method belongs to exactly one role (a test holds
@@ -407,10 +452,31 @@ class PartitionStateStore(Protocol):
         ...
 
 
+class AclStore(Protocol):
+    """ACLs by resource pattern (/kafka-acl, /kafka-acl-extended/prefixed), with Kafka's change
+    notifications (/kafka-acl-changes, /kafka-acl-extended-changes). Writers compare-and-set on a
+    resource's version, as Kafka's authorizer updates a resource's znode."""
+
+    def acls(self) -> dict[AclResource, frozenset[StoredAcl]]:
+        """Every resource that has ACLs; a corrupt node is skipped (and logged once)."""
+
+    def resource_acls(self, resource: AclResource) -> tuple[frozenset[StoredAcl], int]:
+        """The resource's ACLs and their version (NO_ACL_VERSION and nothing when it has none)."""
+
+    def set_resource_acls(self, resource: AclResource, acls: frozenset[StoredAcl],
+                          expected_version: int) -> int:
+        """Replace the resource's ACLs (none: remove its node) if its version is still
+        ``expected_version``; post a change notification; return the new version (NO_ACL_VERSION
+        once removed). AclVersionConflict otherwise; StoreError for a resource that cannot be a node."""
+
+    def watch_acl_changes(self, callback: Callable[[AclResource], None]) -> Watch:
+        """Called with the resource of every change notification posted after the watch was set."""
+
+
 ROLES: tuple[type, ...] = (StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore,
-                           CoordinatorStore, ProducerIdStore, PartitionStateStore)
+                           CoordinatorStore, ProducerIdStore, PartitionStateStore, AclStore)
 
 
 class MetadataStore(StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore, CoordinatorStore,
-                    ProducerIdStore, PartitionStateStore, Protocol):
+                    ProducerIdStore, PartitionStateStore, AclStore, Protocol):
     """Every role: what a store implements and what code that needs the whole store asks for."""

@@ -20,7 +20,10 @@ import attrs
 
 from kafkapy.store.base import (
     ENTITY_TYPES,
+    NO_ACL_VERSION,
     NO_PARTITION_EPOCH,
+    AclResource,
+    AclVersionConflict,
     BrokerRegistration,
     FeatureEpochConflict,
     PartitionState,
@@ -28,10 +31,12 @@ from kafkapy.store.base import (
     PartitionStates,
     ProducerIdBlock,
     RegisteredEndpoint,
+    StoredAcl,
     StoreError,
     TopicAlreadyExists,
     TopicInfo,
     UnknownTopic,
+    check_acl_resource,
     check_topic_name,
     entity_type_of,
     new_cluster_id,
@@ -83,6 +88,7 @@ class _Cluster:
         self.members: dict[str, dict[str, int]] = {}
         self.producer_id_block: ProducerIdBlock | None = None
         self.partition_states: dict[tuple[str, int], PartitionState] = {}
+        self.acls: dict[AclResource, tuple[frozenset[StoredAcl], int]] = {}  # -> (acls, version)
         self.handles: list[MemoryStore] = []
         self.watches: list[_MemoryWatch] = []
 
@@ -420,6 +426,41 @@ class MemoryStore:
 
     def watch_partition_states(self, callback: Callable[[PartitionStates], None]) -> Watch:
         return self._watch("partition_states", callback, lambda: (dict(self._cluster.partition_states),))
+
+    # --- ACLs --------------------------------------------------------------------------------
+    def acls(self) -> dict[AclResource, frozenset[StoredAcl]]:
+        with self._lock:
+            self._check_open()
+            return {resource: acls for resource, (acls, _) in self._cluster.acls.items()}
+
+    def resource_acls(self, resource: AclResource) -> tuple[frozenset[StoredAcl], int]:
+        with self._lock:
+            self._check_open()
+            return self._cluster.acls.get(resource, (frozenset(), NO_ACL_VERSION))
+
+    def set_resource_acls(self, resource: AclResource, acls: frozenset[StoredAcl],
+                          expected_version: int) -> int:
+        check_acl_resource(resource)
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            found = c.acls.get(resource, (frozenset(), NO_ACL_VERSION))[1]
+            if found != expected_version:
+                raise AclVersionConflict(f"the ACLs of {resource} are at version {found}, "
+                                         f"not {expected_version}")
+            # As a znode's version: 0 when created, one more on every write, gone when removed.
+            version = found + 1 if acls else NO_ACL_VERSION
+            if acls:
+                c.acls[resource] = (frozenset(acls), version)
+            else:
+                c.acls.pop(resource, None)
+            notes = self._notes("acls", resource)
+        self._deliver(notes)
+        return version
+
+    def watch_acl_changes(self, callback: Callable[[AclResource], None]) -> Watch:
+        """Called for each change made after the watch was set (no initial call)."""
+        return self._watch("acls", callback, None)
 
     # --- internals ---------------------------------------------------------------------------
     def _check_open(self) -> None:

@@ -44,7 +44,10 @@ from kazoo.retry import KazooRetry
 
 from kafkapy.store.base import (
     ENTITY_TYPES,
+    NO_ACL_VERSION,
     NO_PARTITION_EPOCH,
+    AclResource,
+    AclVersionConflict,
     BrokerRegistration,
     CorruptMetadata,
     FeatureEpochConflict,
@@ -53,11 +56,13 @@ from kafkapy.store.base import (
     PartitionStates,
     ProducerIdBlock,
     RegisteredEndpoint,
+    StoredAcl,
     StoreError,
     TopicAlreadyExists,
     TopicInfo,
     UnknownTopic,
     Watch,
+    check_acl_resource,
     check_topic_name,
     decode_uuid,
     desanitize,
@@ -88,6 +93,13 @@ CHANGE_EXPIRATION_S = 15 * 60
 CONSUMERS = "/consumers"
 COORDINATOR = "/consumers/coordinator"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Kafka's ACL tree (ZkData's ZkAclStore): LITERAL patterns under /kafka-acl, the others under
+# /kafka-acl-extended/<pattern type, lower case>; a change notification queue for each.
+LITERAL_ACLS = "/kafka-acl"
+EXTENDED_ACLS = "/kafka-acl-extended"
+LITERAL_ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 
 # Kafka's persistent paths, created at startup as KafkaZkClient.createTopLevelPaths does.
 _TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, PRODUCER_ID_BLOCK, "/config/topics",
@@ -193,13 +205,18 @@ class _Subscription:
 
 
 class _ChangeWatch:
-    """/config/changes: every notification with a higher sequence number than the last one seen.
-    Notifications are persistent, so none is missed across a session loss. Each has its own
-    ZooKeeper watch: what it has seen is its own."""
+    """A notification queue (/config/changes, /kafka-acl-changes...): every notification with a
+    higher sequence number than the last one seen. Notifications are persistent, so none is missed
+    across a session loss. Each has its own ZooKeeper watch: what it has seen is its own.
+    ``read(path)`` turns a notification into the callback's argument (None: nothing to report)."""
 
-    def __init__(self, store: ZooKeeperStore, callback: Callable[[str], None]) -> None:
+    def __init__(self, store: ZooKeeperStore, changes: str, prefix: str, read: Callable[[str], Any],
+                 callback: Callable[[Any], None]) -> None:
         self.store = store
-        self.name = store._full(CONFIG_CHANGES)
+        self.changes = changes
+        self.prefix = prefix
+        self.read = read
+        self.name = store._full(changes)
         self.callback = callback
         self.lock = threading.RLock()
         self.cancelled = False
@@ -214,33 +231,45 @@ class _ChangeWatch:
             self.store._submit(lambda: self.refresh(force=False))
 
     def prime(self) -> None:
-        self.seen = max((seq for seq, _ in self.store._changes(None)), default=-1)
+        self.seen = max((seq for seq, _ in self.store._changes(self.changes, self.prefix, None)), default=-1)
 
     def refresh(self, force: bool) -> None:
         with self.lock:
             if self.cancelled:
                 return
             try:
-                pending = [(seq, node) for seq, node in self.store._changes(self.trigger) if seq > self.seen]
+                queued = self.store._changes(self.changes, self.prefix, self.trigger)
+                pending = [(seq, node) for seq, node in queued if seq > self.seen]
                 for seq, node in pending:
-                    path = f"{CONFIG_CHANGES}/{node}"
+                    path = f"{self.changes}/{node}"
                     try:
-                        entity_path = self.store._read_change(path)
+                        changed = self.read(path)
                     except CorruptMetadata as exc:
-                        log.error("config change notification: %s", exc)
+                        log.error("change notification: %s", exc)
                         self.seen = seq
                         continue
                     self.seen = seq  # only once read: a connection loss leaves it for the next round
-                    if entity_path is None:
+                    if changed is None:
                         continue
                     try:
-                        self.callback(entity_path)
+                        self.callback(changed)
                     except Exception:
-                        log.exception("entity config watch callback failed (ignored)")
-                self.store._purge_changes()
+                        log.exception("change notification watch callback failed (ignored)")
+                self.store._purge_changes(self.changes, self.prefix)
             except StoreError as exc:
                 if self.store._connected():
                     log.error("watch on %s: %s", self.name, exc)
+
+
+class _Watches:
+    """Several watches cancelled as one (the ACLs' two notification queues)."""
+
+    def __init__(self, *watches: Watch) -> None:
+        self.watches = watches
+
+    def cancel(self) -> None:
+        for watch in self.watches:
+            watch.cancel()
 
 
 class _PartitionStates:
@@ -491,7 +520,7 @@ class ZooKeeperStore:
         self._worker: threading.Thread | None = None
         self._session_id: int | None = None
         self._closed = False
-        self._last_purge = 0.0
+        self._last_purge: dict[str, float] = {}  # notification queue -> when last purged
         # path -> the content of a corrupt znode that list reads skip, as logged (once per content)
         self._skipped: dict[str, bytes] = {}
 
@@ -752,7 +781,7 @@ class ZooKeeperStore:
 
     def watch_entity_configs(self, callback: Callable[[str], None]) -> Watch:
         """Called for each change notification posted after the watch was set (no initial call)."""
-        watch = _ChangeWatch(self, callback)
+        watch = _ChangeWatch(self, CONFIG_CHANGES, CHANGE_PREFIX, self._read_change, callback)
         watch.prime()
         self._zk()
         with self._lock:
@@ -760,31 +789,31 @@ class ZooKeeperStore:
         watch.refresh(force=False)
         return watch
 
-    def _changes(self, watch: Any) -> list[tuple[int, str]]:
-        with self._errors(CONFIG_CHANGES):
+    def _changes(self, changes: str, prefix: str, watch: Any) -> list[tuple[int, str]]:
+        with self._errors(changes):
             try:
-                children = self._zk().get_children(CONFIG_CHANGES, watch=watch)
+                children = self._zk().get_children(changes, watch=watch)
             except NoNodeError:
-                self._zk().ensure_path(CONFIG_CHANGES)
-                children = self._zk().get_children(CONFIG_CHANGES, watch=watch)
+                self._zk().ensure_path(changes)
+                children = self._zk().get_children(changes, watch=watch)
         result = []
         for child in children:
-            suffix = child[len(CHANGE_PREFIX):]
-            if child.startswith(CHANGE_PREFIX) and suffix.isdigit():
+            suffix = child[len(prefix):]
+            if child.startswith(prefix) and suffix.isdigit():
                 result.append((int(suffix), child))
         return sorted(result)
 
-    def _purge_changes(self) -> None:
+    def _purge_changes(self, changes: str, prefix: str) -> None:
         """Delete notifications older than 15 minutes, as Kafka's notification listener does
-        (changeExpirationMs); at most once a minute per store."""
+        (changeExpirationMs); at most once a minute per queue and store."""
         now = time.time()
-        if now - self._last_purge < 60:
+        if now - self._last_purge.get(changes, 0.0) < 60:
             return
-        self._last_purge = now
+        self._last_purge[changes] = now
         zk = self._zk()
-        with self._errors(CONFIG_CHANGES):
-            for _, node in self._changes(None):
-                path = f"{CONFIG_CHANGES}/{node}"
+        with self._errors(changes):
+            for _, node in self._changes(changes, prefix, None):
+                path = f"{changes}/{node}"
                 stat = zk.exists(path)
                 if stat is None or stat.ctime / 1000 > now - CHANGE_EXPIRATION_S:
                     break  # sorted by sequence, so the rest are newer
@@ -813,6 +842,110 @@ class ZooKeeperStore:
         if not isinstance(config, dict):
             raise CorruptMetadata(self._full(path), "no config object")
         return {str(k): str(v) for k, v in config.items()}
+
+    # --- ACLs --------------------------------------------------------------------------------
+    def acls(self) -> dict[AclResource, frozenset[StoredAcl]]:
+        zk = self._zk()
+        raw: list[tuple[AclResource, str, bytes]] = []
+        for pattern_type in ("LITERAL", "PREFIXED"):
+            root = _acl_root(pattern_type)
+            with self._errors(root):
+                for resource_type in sorted(self._children(root)):
+                    for name in sorted(self._children(f"{root}/{resource_type}")):
+                        path = f"{root}/{resource_type}/{name}"
+                        with contextlib.suppress(NoNodeError):
+                            data = zk.get(path)[0]
+                            raw.append((AclResource(pattern_type, resource_type, name), path, data))
+        result = {}
+        for resource, path, data in raw:
+            acls = self._readable(path, data, self._decode_acls)
+            if acls:
+                result[resource] = acls
+        return result
+
+    def resource_acls(self, resource: AclResource) -> tuple[frozenset[StoredAcl], int]:
+        check_acl_resource(resource)
+        path = acl_path(resource)
+        got = self._get_or_watch(path, None)
+        if got is None:
+            return frozenset(), NO_ACL_VERSION
+        return self._decode_acls(path, got[0]), got[1]
+
+    def set_resource_acls(self, resource: AclResource, acls: frozenset[StoredAcl],
+                          expected_version: int) -> int:
+        check_acl_resource(resource)
+        zk = self._zk()
+        path = acl_path(resource)
+        data = encode_acls(acls)
+        conflict = AclVersionConflict(f"the ACLs of {self._full(path)} changed since version "
+                                      f"{expected_version}")
+        with self._errors(path):
+            try:
+                if expected_version == NO_ACL_VERSION and acls:
+                    zk.create(path, data, makepath=True)
+                    version = 0
+                elif expected_version == NO_ACL_VERSION:
+                    if zk.exists(path) is not None:
+                        raise conflict
+                    return NO_ACL_VERSION
+                elif acls:
+                    version = int(zk.set(path, data, version=expected_version).version)
+                else:
+                    zk.delete(path, version=expected_version)
+                    version = NO_ACL_VERSION
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                raise conflict from None
+            changes, note = acl_change(resource)
+            zk.create(f"{changes}/{ACL_CHANGE_PREFIX}", note, sequence=True, makepath=True)
+        return version
+
+    def watch_acl_changes(self, callback: Callable[[AclResource], None]) -> Watch:
+        """Called for each change notification posted after the watch was set (no initial call)."""
+        watches = [_ChangeWatch(self, changes, ACL_CHANGE_PREFIX, self._read_acl_change, callback)
+                   for changes in (LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES)]
+        for watch in watches:
+            watch.prime()
+        with self._lock:
+            self._watches.extend(watches)
+        for watch in watches:
+            watch.refresh(force=False)
+        return _Watches(*watches)
+
+    def _read_acl_change(self, path: str) -> AclResource | None:
+        with self._errors(path):
+            try:
+                data, _ = self._zk().get(path)
+            except NoNodeError:
+                return None
+        if path.startswith(LITERAL_ACL_CHANGES + "/"):
+            resource_type, colon, name = self._text(path, data).partition(":")
+            if not colon:
+                raise CorruptMetadata(self._full(path), "expected ResourceType:ResourceName")
+            return AclResource("LITERAL", _pascal(resource_type), name)
+        obj = self._json(path, data)
+        self._check_version(path, obj, (1,), "version")
+        fields = [obj.get(key) for key in ("resourceType", "name", "patternType")]
+        if not all(isinstance(value, str) for value in fields):
+            raise CorruptMetadata(self._full(path), "no resourceType, name or patternType")
+        return AclResource(str(fields[2]).upper(), _pascal(str(fields[0])), str(fields[1]))
+
+    def _decode_acls(self, path: str, data: bytes) -> frozenset[StoredAcl]:
+        if not data:
+            return frozenset()  # Kafka reads an empty node as no ACLs
+        obj = self._json(path, data)
+        self._check_version(path, obj, (1,), "version")
+        entries = obj.get("acls")
+        if not isinstance(entries, list):
+            raise CorruptMetadata(self._full(path), "no acls list")
+        acls = set()
+        for entry in entries:
+            fields = [entry.get(key) if isinstance(entry, dict) else None
+                      for key in ("principal", "permissionType", "operation", "host")]
+            if not all(isinstance(value, str) for value in fields):
+                raise CorruptMetadata(self._full(path), f"an ACL without principal, permissionType, "
+                                                        f"operation or host: {entry!r}")
+            acls.add(StoredAcl(*(str(value) for value in fields)))
+        return frozenset(acls)
 
     # --- finalized features ------------------------------------------------------------------
     def finalized_features(self) -> tuple[int, dict[str, int]]:
@@ -1491,6 +1624,45 @@ def decode_broker(broker_id: int, obj: Mapping[str, Any], path: str) -> BrokerRe
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadata(path, f"malformed broker registration ({type(exc).__name__}: {exc})") from None
     return BrokerRegistration(broker_id, endpoints, None if rack is None else str(rack), features, tags)
+
+
+def _acl_root(pattern_type: str) -> str:
+    return LITERAL_ACLS if pattern_type == "LITERAL" else f"{EXTENDED_ACLS}/{pattern_type.lower()}"
+
+
+def acl_path(resource: AclResource) -> str:
+    """``/kafka-acl/Topic/orders``, ``/kafka-acl-extended/prefixed/Group/app-``."""
+    return f"{_acl_root(resource.pattern_type)}/{resource.resource_type}/{resource.name}"
+
+
+def encode_acls(acls: frozenset[StoredAcl]) -> bytes:
+    """Kafka's AclEntry JSON: ``{"version":1,"acls":[{"principal":..,"permissionType":"Allow",
+    "operation":"Read","host":"*"}]}`` (sorted, so equal sets give equal bytes)."""
+    ordered = sorted(acls, key=lambda a: (a.principal, a.permission_type, a.operation, a.host))
+    return _dumps({"version": 1, "acls": [{"principal": a.principal, "permissionType": a.permission_type,
+                                            "operation": a.operation, "host": a.host} for a in ordered]})
+
+
+def _enum_name(pascal: str) -> str:
+    """``TransactionalId`` -> ``TRANSACTIONAL_ID``: Java's enum name, which Kafka's notifications carry."""
+    return "".join(f"_{ch}" if ch.isupper() and i else ch for i, ch in enumerate(pascal)).upper()
+
+
+def _pascal(name: str) -> str:
+    """``TRANSACTIONAL_ID`` (or an old Kafka's ``TransactionalId``) -> ``TransactionalId``."""
+    if not name.isupper():
+        return name
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def acl_change(resource: AclResource) -> tuple[str, bytes]:
+    """The notification queue and the notification Kafka writes for a change of ``resource``:
+    ``TOPIC:orders`` for a LITERAL pattern (LiteralAclChangeStore), an ExtendedAclChangeEvent's JSON
+    for the others."""
+    if resource.pattern_type == "LITERAL":
+        return LITERAL_ACL_CHANGES, f"{_enum_name(resource.resource_type)}:{resource.name}".encode()
+    return EXTENDED_ACL_CHANGES, _dumps({"version": 1, "resourceType": _enum_name(resource.resource_type),
+                                         "name": resource.name, "patternType": resource.pattern_type})
 
 
 def encode_topic(info: TopicInfo) -> dict[str, Any]:

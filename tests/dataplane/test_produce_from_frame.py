@@ -32,6 +32,8 @@ from kafkapy.protocol.records import LOG_APPEND_TIME, build_record_batch
 from kafkapy.server.clock import VirtualClock
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.fastpaths import FastPaths
+from kafkapy.store.base import NO_ACL_VERSION, AclResource, StoredAcl
+from kafkapy.testing import wait_until
 
 WALL_START = 1_750_000_000.0
 NOW_MS = int(WALL_START * 1000)
@@ -259,31 +261,47 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
     assert _state(fast) == _state(plain)
 
 
-def test_a_transactional_batch_the_principal_may_not_write_is_refused_alike() -> None:
-    """With WRITE on the transactional id denied, the fast path declines (after asking the
-    authorizer) and the plain path answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED, storing nothing."""
+def _deny_write(broker: Broker, resource_type: str, acl_type: str, name: str) -> None:
+    """Store a DENY of WRITE to everyone on one resource, as CreateAcls would, and wait until the
+    broker's ACL authorizer has heard of it."""
+    runtime = broker.runtime
+    assert runtime is not None
+    runtime.store.set_resource_acls(AclResource("LITERAL", acl_type, name),
+                                    frozenset({StoredAcl("User:*", "Deny", "Write", "*")}), NO_ACL_VERSION)
+    wait_until(lambda: not runtime.authorizer.authorize("User:ANONYMOUS", "127.0.0.1", "WRITE", resource_type,
+                                                        name), timeout=10)
+
+
+def test_a_batch_the_principal_may_not_write_is_refused_alike() -> None:
+    """With WRITE on the transactional id or on the topic denied (ACLs), the fast path declines
+    (after asking the authorizer) and the plain path answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    or TOPIC_AUTHORIZATION_FAILED, storing nothing."""
     clock = VirtualClock(wall_start=WALL_START)
     config = {"auto.create.topics.enable": False, "cluster.id": "from-frame-denied",
-              "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:DESCRIBE"}
+              "authorizer.class.name": "acl", "allow.everyone.if.no.acl.found": True}
     with Broker(config, clock=clock) as fast, \
             Broker(config, clock=clock, fast_paths=FastPaths(from_frame=False)) as plain:
         for broker in (fast, plain):
-            broker.seed({"t": {"partitions": 1}})
+            broker.seed({"t": {"partitions": 1}, "denied": {"partitions": 1}})
+            _deny_write(broker, "TRANSACTIONAL_ID", "TransactionalId", "tx")
+            _deny_write(broker, "TOPIC", "Topic", "denied")
         assert fast.runtime is not None
         fast.runtime.dispatcher.frame_paths = CountedPaths()
         for version in (3, 8, 9, 13):
-            for records, transactional_id in (  # (a version's first request finds its route: plain)
-                    (build_record_batch([{"value": b"plain"}]), None),
-                    (build_record_batch([{"value": b"plain"}]), None),
-                    (build_record_batch([{"value": b"in a transaction"}], producer_id=9000 + version,
-                                        producer_epoch=0, base_sequence=0, is_transactional=True), "tx")):
+            for topic, records, transactional_id, expected in (  # (a version's first request: plain)
+                    ("t", build_record_batch([{"value": b"plain"}]), None, ErrorCode.NONE),
+                    ("t", build_record_batch([{"value": b"plain"}]), None, ErrorCode.NONE),
+                    ("t", build_record_batch([{"value": b"in a transaction"}], producer_id=9000 + version,
+                                             producer_epoch=0, base_sequence=0, is_transactional=True), "tx",
+                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                    ("denied", build_record_batch([{"value": b"no"}]), None,
+                     ErrorCode.TOPIC_AUTHORIZATION_FAILED)):
                 fast_answer, plain_answer = _exchange(fast, plain, _one_batch(version, 1, transactional_id,
-                                                                              "t", records))
+                                                                              topic, records))
                 assert fast_answer == plain_answer
                 assert isinstance(plain_answer, bytes)
                 response = decode_response(plain_answer[4:], ApiKey.PRODUCE, version).body
                 code = response["responses"][0]["partition_responses"][0]["error_code"]
-                assert code == (ErrorCode.NONE if transactional_id is None
-                                else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                assert code == expected
         assert CountedPaths.answered > 0  # the second plain batch of each version
         assert _state(fast) == _state(plain)

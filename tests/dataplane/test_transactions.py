@@ -163,7 +163,9 @@ def test_kafka_refuses_transactional_records_without_an_authorized_transactional
         assert (answer["error_code"], answer["base_offset"]) == (
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)
         assert fetch(client, "t", isolation_level=0)["high_watermark"] == 0
-    describe_only = {"broker.id": 1, "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:DESCRIBE"}
+    # IDEMPOTENT_WRITE for InitProducerId (Kafka asks it of a producer without a transactional id)
+    describe_only = {"broker.id": 1, "authorizer.class.name": "allowlist",
+                     "allowlist.rules": "*@*:DESCRIBE,IDEMPOTENT_WRITE"}
     with Broker(describe_only) as strict:
         create(strict, "t")
         with SimpleClient(strict.bootstrap_servers) as client:

@@ -16,37 +16,33 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 
-DESCRIBE_ACLS = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
-                 "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
-
 
 class Refuses(Module):
-    """DescribeAcls refused at once, or after a real wait; DeleteAcls (no top-level error code; a
-    key no default module serves)."""
+    """DescribeDelegationToken refused at once, or after a real wait; AlterReplicaLogDirs (no
+    top-level error code). Keys no default module serves."""
 
     name = "refuses"
 
     def apis(self) -> Mapping[int, ApiHandler]:
-        return {ApiKey.DESCRIBE_ACLS: ApiHandler(VersionRange(0, 3), self.describe_acls),
-                ApiKey.DELETE_ACLS: ApiHandler(VersionRange(0, 0), self.delete_acls)}
+        return {ApiKey.DESCRIBE_DELEGATION_TOKEN: ApiHandler(VersionRange(0, 3), self.describe_tokens),
+                ApiKey.ALTER_REPLICA_LOG_DIRS: ApiHandler(VersionRange(0, 0), self.alter_log_dirs)}
 
-    async def describe_acls(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    async def describe_tokens(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         if ctx.api_version >= 1:
             await asyncio.sleep(0.05)  # refused after suspending: the worker task's path
-        raise KafkaApiError(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+        raise KafkaApiError(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,
+                            "Delegation Token feature is not enabled")
 
-    def delete_acls(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def alter_log_dirs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "no top-level error code to say it with")
 
 
 @pytest.mark.parametrize("version", [0, 1, 3], ids=["in-place", "after-a-wait", "flexible"])
 def test_a_raised_kafka_api_error_becomes_the_top_level_error_fields(version: int) -> None:
     with Broker(modules=[Refuses]) as b, KafkaSocket(b.bootstrap_servers) as s:
-        asked = {k: v for k, v in DESCRIBE_ACLS.items() if version >= 1 or k != "pattern_type_filter"}
-        body = s.call(ApiKey.DESCRIBE_ACLS, version, asked).body
-        assert body["error_code"] == ErrorCode.SECURITY_DISABLED
-        assert body["error_message"] == "No Authorizer is configured."
-        assert body["resources"] == [] and body["throttle_time_ms"] == 0  # the rest: defaults
+        body = s.call(ApiKey.DESCRIBE_DELEGATION_TOKEN, version, {"owners": None}).body
+        assert body["error_code"] == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED  # (the answer has no message)
+        assert body["tokens"] == [] and body["throttle_time_ms"] == 0  # the rest: defaults
         # the connection goes on
         assert s.call(ApiKey.API_VERSIONS, 0, {}).body["error_code"] == ErrorCode.NONE
 
@@ -54,7 +50,7 @@ def test_a_raised_kafka_api_error_becomes_the_top_level_error_fields(version: in
 def test_a_kafka_api_error_with_no_top_level_error_field_closes_only_that_connection(
         caplog: pytest.LogCaptureFixture) -> None:
     with Broker(modules=[Refuses]) as b, KafkaSocket(b.bootstrap_servers) as s:
-        s.send(ApiKey.DELETE_ACLS, 0, {"filters": []})
+        s.send(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, {"dirs": []})
         assert s.wait_closed() == b""
         with KafkaSocket(b.bootstrap_servers) as other:
             assert other.call(ApiKey.API_VERSIONS, 0, {}).body["error_code"] == ErrorCode.NONE

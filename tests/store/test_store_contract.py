@@ -18,18 +18,21 @@ import pytest
 from store_helpers import Recorder, registration, wait_until
 
 from kafkapy.store import (
+    AclResource,
+    AclVersionConflict,
     FeatureEpochConflict,
     MemoryStore,
     MetadataStore,
     PartitionState,
     PartitionStateConflict,
     ProducerIdBlock,
+    StoredAcl,
     StoreError,
     TopicAlreadyExists,
     UnknownTopic,
     ZooKeeperStore,
 )
-from kafkapy.store.base import PRODUCER_ID_BLOCK_SIZE, ROLES
+from kafkapy.store.base import NO_ACL_VERSION, PRODUCER_ID_BLOCK_SIZE, ROLES
 
 Opener = Callable[[], Any]
 
@@ -638,3 +641,55 @@ def test_a_failing_callback_does_not_break_the_store(cluster: Opener) -> None:
         pytest.fail("a watch callback's exception reached the caller")
     wait_until(lambda: calls[-1:] == [1], what="the callback")
     assert a.controller_id() == 1
+
+
+# --- ACLs ------------------------------------------------------------------------------------------
+
+READ_TOPIC = AclResource("LITERAL", "Topic", "orders")
+PREFIXED_GROUP = AclResource("PREFIXED", "Group", "app-")
+ALICE_READS = StoredAcl("User:alice", "Allow", "Read", "*")
+BOB_DENIED = StoredAcl("User:bob", "Deny", "Write", "10.0.0.1")
+
+
+def test_acls_compare_and_set_per_resource(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    assert a.acls() == {} and a.resource_acls(READ_TOPIC) == (frozenset(), NO_ACL_VERSION)
+    assert a.set_resource_acls(READ_TOPIC, frozenset({ALICE_READS}), NO_ACL_VERSION) == 0
+    assert b.resource_acls(READ_TOPIC) == (frozenset({ALICE_READS}), 0)
+    with pytest.raises(AclVersionConflict):  # b read nothing, but a created it meanwhile
+        b.set_resource_acls(READ_TOPIC, frozenset({BOB_DENIED}), NO_ACL_VERSION)
+    assert b.set_resource_acls(READ_TOPIC, frozenset({ALICE_READS, BOB_DENIED}), 0) == 1
+    with pytest.raises(AclVersionConflict):
+        a.set_resource_acls(READ_TOPIC, frozenset(), 0)
+    a.set_resource_acls(PREFIXED_GROUP, frozenset({ALICE_READS}), NO_ACL_VERSION)
+    assert b.acls() == {READ_TOPIC: frozenset({ALICE_READS, BOB_DENIED}),
+                        PREFIXED_GROUP: frozenset({ALICE_READS})}
+    assert a.set_resource_acls(READ_TOPIC, frozenset(), 1) == NO_ACL_VERSION  # none left: the node goes
+    assert b.acls() == {PREFIXED_GROUP: frozenset({ALICE_READS})}
+    assert b.resource_acls(READ_TOPIC) == (frozenset(), NO_ACL_VERSION)
+
+
+def test_acl_resources_that_cannot_be_nodes_are_refused(store: Any) -> None:
+    for bad in (AclResource("MATCH", "Topic", "t"), AclResource("LITERAL", "Group", "a/b"),
+                AclResource("LITERAL", "Topic", ""), AclResource("PREFIXED", "Topic", "..")):
+        with pytest.raises(StoreError):
+            store.set_resource_acls(bad, frozenset({ALICE_READS}), NO_ACL_VERSION)
+
+
+def test_acl_change_notifications(cluster: Opener) -> None:
+    a, b = cluster(), cluster()
+    a.set_resource_acls(AclResource("LITERAL", "Cluster", "kafka-cluster"), frozenset({ALICE_READS}),
+                        NO_ACL_VERSION)  # before the watch: not reported
+    seen = Recorder()
+    watch = b.watch_acl_changes(seen)
+    a.set_resource_acls(READ_TOPIC, frozenset({ALICE_READS}), NO_ACL_VERSION)
+    a.set_resource_acls(PREFIXED_GROUP, frozenset({ALICE_READS}), NO_ACL_VERSION)
+    txn = AclResource("LITERAL", "TransactionalId", "tx-1")
+    a.set_resource_acls(txn, frozenset({BOB_DENIED}), NO_ACL_VERSION)
+    calls = seen.wait_count(3)
+    assert sorted(calls, key=str) == sorted([READ_TOPIC, PREFIXED_GROUP, txn], key=str)
+    watch.cancel()
+    a.set_resource_acls(READ_TOPIC, frozenset(), 0)
+    a.set_resource_acls(PREFIXED_GROUP, frozenset(), 0)
+    wait_until(lambda: b.acls().keys() == {AclResource("LITERAL", "Cluster", "kafka-cluster"), txn})
+    assert len(seen.calls) == 3  # cancelled: no more calls

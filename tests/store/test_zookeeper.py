@@ -521,7 +521,7 @@ def test_old_change_notifications_are_purged(store: ZooKeeperStore, raw: KazooCl
     store.set_entity_config("ips/1.1.1.1", {"connection_creation_rate": "1"})
     configs.wait_count(1)
     time.sleep(1.5)
-    store._last_purge = 0.0  # purges run at most once a minute
+    store._last_purge.clear()  # purges run at most once a minute (per queue)
     store.set_entity_config("ips/2.2.2.2", {"connection_creation_rate": "1"})
     configs.wait_count(2)
     wait_until(lambda: raw.get_children("/config/changes") == ["config_change_0000000001"],
@@ -567,3 +567,43 @@ def test_partition_states_written_by_kafka_are_read_and_a_corrupt_one_skipped(zk
         assert moved.partition_epoch == 1
         assert json.loads(zk.get("/brokers/topics/t/partitions/0/state")[0]) == {
             "controller_epoch": 7, "leader": 1, "version": 1, "leader_epoch": 13, "isr": [1]}
+
+
+# --- ACLs at Kafka's paths -----------------------------------------------------------------------
+
+def test_acl_znodes_and_notifications_are_kafkas(store: ZooKeeperStore, raw: KazooClient) -> None:
+    from kafkapy.store.base import NO_ACL_VERSION, AclResource, StoredAcl
+
+    read = StoredAcl("User:alice", "Allow", "Read", "*")
+    store.set_resource_acls(AclResource("LITERAL", "Topic", "orders"), frozenset({read}), NO_ACL_VERSION)
+    store.set_resource_acls(AclResource("PREFIXED", "TransactionalId", "tx-"),
+                            frozenset({StoredAcl("User:*", "Deny", "IdempotentWrite", "10.0.0.1")}),
+                            NO_ACL_VERSION)
+    assert read_json(raw, "/kafka-acl/Topic/orders") == {"version": 1, "acls": [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}]}
+    assert read_json(raw, "/kafka-acl-extended/prefixed/TransactionalId/tx-") == {"version": 1, "acls": [
+        {"principal": "User:*", "permissionType": "Deny", "operation": "IdempotentWrite",
+         "host": "10.0.0.1"}]}
+    [literal] = raw.get_children("/kafka-acl-changes")
+    assert literal.startswith("acl_changes_") and literal[len("acl_changes_"):].isdigit()
+    assert raw.get(f"/kafka-acl-changes/{literal}")[0] == b"TOPIC:orders"  # LiteralAclChangeStore
+    [extended] = raw.get_children("/kafka-acl-extended-changes")
+    assert read_json(raw, f"/kafka-acl-extended-changes/{extended}") == {
+        "version": 1, "resourceType": "TRANSACTIONAL_ID", "name": "tx-", "patternType": "PREFIXED"}
+
+
+def test_acls_written_as_kafka_writes_them_are_read(store: ZooKeeperStore, raw: KazooClient) -> None:
+    """Nodes and notifications made by Kafka itself (here: by hand, in its format) are read, and a
+    corrupt node is skipped without hiding the others."""
+    from kafkapy.store.base import AclResource, StoredAcl
+
+    seen = Recorder()
+    store.watch_acl_changes(seen)
+    raw.create("/kafka-acl/Group/billing", json.dumps({"version": 1, "acls": [
+        {"host": "*", "permissionType": "Deny", "operation": "Read", "principal": "User:bob"}]}).encode(),
+        makepath=True)
+    raw.create("/kafka-acl/Topic/broken", b"{not json", makepath=True)
+    raw.create("/kafka-acl-changes/acl_changes_", b"GROUP:billing", sequence=True, makepath=True)
+    billing = AclResource("LITERAL", "Group", "billing")
+    assert seen.wait_for(lambda resource: resource == billing) == billing
+    assert store.acls() == {billing: frozenset({StoredAcl("User:bob", "Deny", "Read", "*")})}

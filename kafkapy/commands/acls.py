@@ -1,0 +1,236 @@
+"""``kafkapy acls``: add, remove and list ACLs, like kafka-acls.sh (its flags, its output).
+
+``--add`` sends CreateAcls, ``--remove`` DeleteAcls and ``--list`` DescribeAcls (version 3) to the
+bootstrap broker, which keeps them in the cluster's metadata store. As kafka-acls.sh: the
+operation defaults to All, a principal's host to ``*``, the pattern type to LITERAL for
+``--add``/``--remove`` and to ANY for ``--list``; ``--remove`` asks before it deletes unless
+``--force``; ``--remove`` without a principal removes every ACL of the resources named. The
+broker's answer is printed in kafka-acls.sh's words (``ResourcePattern(resourceType=TOPIC,
+name=orders, patternType=LITERAL)``, ``(principal=User:alice, host=*, operation=READ,
+permissionType=ALLOW)``). The connection is plaintext (no ``--command-config``): the broker sees
+the principal its listener gives (``User:ANONYMOUS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from kafkapy.acls.model import (
+    CLUSTER_NAME,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    from_name,
+)
+from kafkapy.client import ClientError, SimpleClient, host_port_argument
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+
+__all__ = ["register"]
+
+VERSION = 3  # of DescribeAcls, CreateAcls and DeleteAcls
+
+Resource = tuple[ResourceType, str]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "acls", help="add, remove and list ACLs, like kafka-acls.sh",
+        description="Add (CreateAcls), remove (DeleteAcls) or list (DescribeAcls) ACLs with "
+                    "kafka-acls.sh's flags.")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=host_port_argument)
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="connect and read timeout (default 10)")
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--add", action="store_true", help="add the ACLs described")
+    action.add_argument("--remove", action="store_true", help="remove the ACLs described")
+    action.add_argument("--list", action="store_true", help="list the ACLs of the resources named (or all)")
+    parser.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL",
+                        help="Type:name (User:alice, User:*) granted (repeatable)")
+    parser.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL",
+                        help="Type:name denied (repeatable)")
+    parser.add_argument("--principal", action="append", default=[], metavar="PRINCIPAL",
+                        help="--list: only the ACLs of this principal (repeatable)")
+    parser.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                        help="the host the allow principals may come from (default *)")
+    parser.add_argument("--deny-host", action="append", default=[], metavar="HOST",
+                        help="the host the deny principals are denied from (default *)")
+    parser.add_argument("--operation", action="append", default=[], metavar="OPERATION",
+                        help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, AlterConfigs, "
+                             "DescribeConfigs, IdempotentWrite, CreateTokens, DescribeTokens or All "
+                             "(repeatable; default All)")
+    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC")
+    parser.add_argument("--group", action="append", default=[], metavar="GROUP")
+    parser.add_argument("--transactional-id", action="append", default=[], metavar="ID")
+    parser.add_argument("--cluster", action="store_true", help="the cluster resource")
+    parser.add_argument("--resource-pattern-type", metavar="TYPE",
+                        help="LITERAL or PREFIXED (--add, --remove; default LITERAL), or ANY or MATCH "
+                             "(--list, --remove; --list's default ANY)")
+    parser.add_argument("--force", action="store_true", help="--remove without asking")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with SimpleClient(args.bootstrap_server, args.timeout, client_id="kafkapy-acls") as client:
+            if args.add:
+                return _add(args, client)
+            if args.remove:
+                return _remove(args, client)
+            return _list(args, client)
+    except ClientError as exc:
+        print(f"kafkapy acls: {exc}", file=sys.stderr)
+        return 1
+
+
+# --- the words of kafka-acls.sh ------------------------------------------------------------------
+
+def pattern_text(resource_type: int, name: str, pattern_type: int) -> str:
+    return (f"ResourcePattern(resourceType={ResourceType.from_code(resource_type).name}, name={name}, "
+            f"patternType={PatternType.from_code(pattern_type).name})")
+
+
+def entry_text(principal: str, host: str, operation: int, permission: int) -> str:
+    return (f"(principal={principal}, host={host}, operation={AclOperation.from_code(operation).name}, "
+            f"permissionType={AclPermissionType.from_code(permission).name})")
+
+
+def _print_resource(heading: str, pattern: str, entries: Iterable[str]) -> None:
+    lines = "\n".join(f"\t{entry}" for entry in entries)
+    print(f"{heading} `{pattern}`: \n {lines} \n")
+
+
+# --- reading the flags ---------------------------------------------------------------------------
+
+def _resources(args: argparse.Namespace) -> list[Resource]:
+    found: list[Resource] = [(ResourceType.TOPIC, t) for t in args.topic]
+    found += [(ResourceType.GROUP, g) for g in args.group]
+    found += [(ResourceType.TRANSACTIONAL_ID, t) for t in args.transactional_id]
+    if args.cluster:
+        found.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    return found
+
+
+def _pattern_type(args: argparse.Namespace, default: PatternType,
+                  allowed: Iterable[PatternType]) -> PatternType:
+    if args.resource_pattern_type is None:
+        return default
+    chosen = from_name(PatternType, args.resource_pattern_type)
+    if chosen not in allowed:
+        names = ", ".join(p.name for p in allowed)
+        raise ClientError(f"--resource-pattern-type {args.resource_pattern_type} is not one of {names} here")
+    return chosen
+
+
+def _operations(args: argparse.Namespace) -> list[AclOperation]:
+    operations: list[AclOperation] = []
+    for text in args.operation or ["All"]:
+        operation = from_name(AclOperation, text)
+        if operation in (AclOperation.UNKNOWN, AclOperation.ANY):
+            raise ClientError(f"--operation {text} is not an ACL operation")
+        operations.append(operation)
+    return operations
+
+
+def _entries(args: argparse.Namespace) -> list[tuple[str, str, AclOperation, AclPermissionType]]:
+    """(principal, host, operation, permission) for every principal, host and operation named."""
+    entries: list[tuple[str, str, AclOperation, AclPermissionType]] = []
+    for principals, hosts, permission in ((args.allow_principal, args.allow_host, AclPermissionType.ALLOW),
+                                          (args.deny_principal, args.deny_host, AclPermissionType.DENY)):
+        for principal in principals:
+            if ":" not in principal:
+                raise ClientError(f"principal {principal!r} is not Type:name (User:alice)")
+            for host in hosts or ["*"]:
+                entries.extend((principal, host, operation, permission) for operation in _operations(args))
+    return entries
+
+
+def _check(code: int, message: str | None, what: str) -> None:
+    if code != ErrorCode.NONE:
+        raise ClientError(f"{what} failed: {ErrorCode(code).name}: {message or ''}".rstrip(": "))
+
+
+# --- the actions -----------------------------------------------------------------------------------
+
+def _add(args: argparse.Namespace, client: SimpleClient) -> int:
+    resources = _resources(args)
+    entries = _entries(args)
+    if not resources or not entries:
+        raise ClientError("--add needs a resource (--topic, --group, --transactional-id or --cluster) and "
+                          "--allow-principal or --deny-principal")
+    pattern_type = _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED))
+    for resource_type, name in resources:
+        creations = [{"resource_type": resource_type, "resource_name": name,
+                      "resource_pattern_type": pattern_type, "principal": principal, "host": host,
+                      "operation": operation, "permission_type": permission}
+                     for principal, host, operation, permission in entries]
+        _print_resource("Adding ACLs for resource", pattern_text(resource_type, name, pattern_type),
+                        [entry_text(*entry) for entry in entries])
+        for result in client.request(ApiKey.CREATE_ACLS, VERSION, {"creations": creations})["results"]:
+            _check(result["error_code"], result["error_message"], "CreateAcls")
+    return _list(args, client, pattern_type)
+
+
+def _remove(args: argparse.Namespace, client: SimpleClient) -> int:
+    resources = _resources(args)
+    if not resources:
+        raise ClientError("--remove needs a resource (--topic, --group, --transactional-id or --cluster)")
+    pattern_type = _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED,
+                                                             PatternType.ANY, PatternType.MATCH))
+    entries = _entries(args)
+    filters = []
+    for resource_type, name in resources:
+        shown = pattern_text(resource_type, name, pattern_type).replace("ResourcePattern(",
+                                                                        "ResourcePatternFilter(")
+        listed = "\n".join(f"\t{entry_text(*entry)}" for entry in entries)
+        question = (f"Are you sure you want to remove ACLs: \n {listed} \n from resource filter "
+                    f"`{shown}`? (y/n)" if entries else
+                    f"Are you sure you want to delete all ACLs for resource filter `{shown}`? (y/n)")
+        if not args.force and not _confirmed(question):
+            continue
+        base = {"resource_type_filter": resource_type, "resource_name_filter": name,
+                "pattern_type_filter": pattern_type}
+        if entries:
+            filters += [{**base, "principal_filter": principal, "host_filter": host, "operation": operation,
+                         "permission_type": permission} for principal, host, operation, permission in entries]
+        else:
+            filters.append({**base, "principal_filter": None, "host_filter": None,
+                            "operation": AclOperation.ANY, "permission_type": AclPermissionType.ANY})
+    if filters:
+        for result in client.request(ApiKey.DELETE_ACLS, VERSION, {"filters": filters})["filter_results"]:
+            _check(result["error_code"], result["error_message"], "DeleteAcls")
+    return _list(args, client, pattern_type)
+
+
+def _confirmed(question: str) -> bool:
+    print(question)
+    return sys.stdin.readline().strip().lower() == "y"
+
+
+def _list(args: argparse.Namespace, client: SimpleClient, pattern_type: PatternType | None = None) -> int:
+    if pattern_type is None:
+        pattern_type = _pattern_type(args, PatternType.ANY, list(PatternType)[1:])
+    queries: list[tuple[int, str | None]] = list(_resources(args)) or [(ResourceType.ANY, None)]
+    principals: list[str | None] = list(args.principal) or [None]
+    seen: dict[tuple[int, str, int], list[str]] = {}
+    for (resource_type, name), principal in ((q, p) for q in queries for p in principals):
+        body = client.request(ApiKey.DESCRIBE_ACLS, VERSION, {
+            "resource_type_filter": resource_type, "resource_name_filter": name,
+            "pattern_type_filter": pattern_type, "principal_filter": principal, "host_filter": None,
+            "operation": AclOperation.ANY, "permission_type": AclPermissionType.ANY})
+        _check(body["error_code"], body["error_message"], "DescribeAcls")
+        for resource in body["resources"]:
+            key = (resource["resource_type"], resource["resource_name"], resource["pattern_type"])
+            entries = seen.setdefault(key, [])
+            for acl in resource["acls"]:
+                text = entry_text(acl["principal"], acl["host"], acl["operation"], acl["permission_type"])
+                if text not in entries:
+                    entries.append(text)
+    for (resource_type, name, found_pattern), entries in seen.items():
+        shown = pattern_text(resource_type, name, found_pattern)
+        _print_resource("Current ACLs for resource", shown, entries)
+    return 0

@@ -1,0 +1,82 @@
+"""`kafkapy acls`, the kafka-acls.sh of kafkapy, against a broker with the ACL authorizer (the
+plaintext principal, User:ANONYMOUS, is a super user): --add, --list and --remove, output checked."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+
+import pytest
+
+from kafkapy import Broker
+from kafkapy.cli import main
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    with Broker({"authorizer.class.name": "acl", "super.users": "User:ANONYMOUS"}) as running:
+        yield running
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["acls", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_add_list_remove(broker: Broker, capsys: pytest.CaptureFixture[str],
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    bs = ("--bootstrap-server", broker.bootstrap_servers)
+    code, out, err = run(capsys, *bs, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                         "--operation", "Describe", "--topic", "orders")
+    assert (code, err) == (0, "")
+    orders = "`ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`"
+    assert out == (
+        f"Adding ACLs for resource {orders}: \n"
+        " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)\n"
+        "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n"
+        f"Current ACLs for resource {orders}: \n"
+        " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)\n"
+        "\t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n")
+    code, out, _ = run(capsys, *bs, "--add", "--deny-principal", "User:bob", "--deny-host", "10.0.0.9",
+                       "--group", "app-", "--resource-pattern-type", "prefixed")
+    assert code == 0 and "(principal=User:bob, host=10.0.0.9, operation=ALL, permissionType=DENY)" in out
+
+    code, out, _ = run(capsys, *bs, "--list")
+    assert code == 0
+    assert out.count("Current ACLs for resource") == 2
+    assert "`ResourcePattern(resourceType=GROUP, name=app-, patternType=PREFIXED)`" in out
+    code, out, _ = run(capsys, *bs, "--list", "--topic", "orders", "--principal", "User:bob")
+    assert (code, out) == (0, "")
+
+    code, out, _ = run(capsys, *bs, "--remove", "--force", "--allow-principal", "User:alice", "--operation",
+                       "Read", "--topic", "orders")
+    assert code == 0 and "operation=READ" not in out and "operation=DESCRIBE" in out
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))  # asked, and answered no: nothing goes
+    code, out, _ = run(capsys, *bs, "--remove", "--topic", "orders")
+    assert code == 0 and "Are you sure you want to delete all ACLs for resource filter" in out
+    assert "operation=DESCRIBE" in out
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    code, out, _ = run(capsys, *bs, "--remove", "--topic", "orders")
+    assert code == 0 and "operation=DESCRIBE" not in out
+    code, out, _ = run(capsys, *bs, "--list")
+    assert out.count("Current ACLs for resource") == 1 and "name=app-" in out
+
+
+def test_errors_are_one_line(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    bs = ("--bootstrap-server", broker.bootstrap_servers)
+    code, _, err = run(capsys, *bs, "--add", "--allow-principal", "alice", "--topic", "t")
+    assert (code, err) == (1, "kafkapy acls: principal 'alice' is not Type:name (User:alice)\n")
+    code, _, err = run(capsys, *bs, "--add", "--allow-principal", "User:a", "--topic", "t",
+                       "--resource-pattern-type", "MATCH")
+    assert code == 1 and "is not one of LITERAL, PREFIXED here" in err
+    code, _, err = run(capsys, *bs, "--add", "--allow-principal", "User:a", "--operation", "Fly",
+                       "--topic", "t")
+    assert (code, err) == (1, "kafkapy acls: --operation Fly is not an ACL operation\n")
+
+
+def test_without_the_acl_authorizer(capsys: pytest.CaptureFixture[str]) -> None:
+    with Broker() as plain:
+        code, _, err = run(capsys, "--bootstrap-server", plain.bootstrap_servers, "--list")
+    assert (code, err) == (
+        1, "kafkapy acls: DescribeAcls failed: SECURITY_DISABLED: No Authorizer is configured.\n")
