@@ -5,7 +5,8 @@
 // so these scenarios exercise version paths the librdkafka and kafka-python tests do not.
 'use strict'
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1'
-const { Kafka, CompressionTypes, logLevel, ResourceTypes, ConfigResourceTypes } = require('kafkajs')
+const { Kafka, CompressionTypes, logLevel, ConfigResourceTypes, AclResourceTypes, AclOperationTypes,
+  AclPermissionTypes, ResourcePatternTypes } = require('kafkajs')
 
 const [scenario, bootstrap, rawOptions] = process.argv.slice(2)
 const options = rawOptions ? JSON.parse(rawOptions) : {}
@@ -171,6 +172,46 @@ const scenarios = {
       brokers: cluster.brokers.length,
       controller: cluster.controller,
       topicListed: topics.includes(topic)
+    }
+  },
+
+  // ACLs through KafkaJS's admin (a super user), and what they do to another user's produce.
+  async acls () {
+    const login = (username, password) => client({ sasl: { mechanism: 'plain', username, password },
+      retry: { retries: 0 } })
+    const admin = login('admin', 'admin-secret').admin()
+    await admin.connect()
+    await admin.createTopics({ topics: [{ topic: options.topic, numPartitions: 1 }], waitForLeaders: true })
+    const produce = async () => {
+      const producer = login('alice', 'alice-secret').producer()
+      await producer.connect()
+      try {
+        await producer.send({ topic: options.topic, messages: [{ value: 'from alice' }] })
+        return 'NONE'
+      } catch (error) {
+        const cause = error.cause || error
+        return cause.type || `${cause.name}: ${cause.message}`
+      } finally {
+        await producer.disconnect()
+      }
+    }
+    const before = await produce()
+    const acl = { resourceType: AclResourceTypes.TOPIC, resourceName: options.topic.slice(0, 3),
+      resourcePatternType: ResourcePatternTypes.PREFIXED, principal: 'User:alice', host: '*',
+      operation: AclOperationTypes.WRITE, permissionType: AclPermissionTypes.ALLOW }
+    await admin.createAcls({ acl: [acl] })
+    const after = await produce()
+    const described = await admin.describeAcls({ resourceType: AclResourceTypes.ANY,
+      resourcePatternType: ResourcePatternTypes.ANY, operation: AclOperationTypes.ANY,
+      permissionType: AclPermissionTypes.ANY })
+    const deleted = await admin.deleteAcls({ filters: [acl] })
+    const afterDelete = await produce()
+    await admin.disconnect()
+    return {
+      before, after, afterDelete,
+      described: described.resources.map(r => [r.resourceType, r.resourceName, r.resourcePatternType,
+        r.acls.map(a => [a.principal, a.host, a.operation, a.permissionType])]),
+      deleted: deleted.filterResponses.map(f => [f.errorCode, f.matchingAcls.length])
     }
   },
 

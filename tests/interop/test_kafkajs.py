@@ -132,3 +132,19 @@ def test_sasl_scram(kafka_broker_factory: BrokerFactory, mechanism: str, iterati
     refused = kafkajs("sasl", sasl, topic="kjs-scram", mechanism=mechanism, username="kim", password="wrong",
                       retries=0)
     assert refused["error"] == "KafkaJSSASLAuthenticationError"
+
+
+def test_acls_through_kafkajs_admin(kafka_broker_factory: BrokerFactory) -> None:
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+            'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+    broker = kafka_broker_factory({"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                                   "sasl.enabled.mechanisms": "PLAIN",
+                                   "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                                   "authorizer.class.name": "acl", "super.users": "User:admin"})
+    seen = kafkajs("acls", broker.bootstrap_servers, topic="ord-kjs")
+    assert seen["before"] == "TOPIC_AUTHORIZATION_FAILED"
+    assert seen["after"] == "NONE"  # a PREFIXED WRITE on "ord" covers "ord-kjs"
+    # resource type TOPIC (2), pattern PREFIXED (4), operation WRITE (4), ALLOW (3): Kafka's codes
+    assert seen["described"] == [[2, "ord", 4, [["User:alice", "*", 4, 3]]]]
+    assert seen["deleted"] == [[0, 1]]
+    assert seen["afterDelete"] == "TOPIC_AUTHORIZATION_FAILED"
