@@ -1,15 +1,18 @@
 """A minimal blocking client for one request at a time, used by the CLI tools.
 
 Not a Kafka client library: it opens a connection, sends a request, reads the
-answer, and turns every failure into a one-line ClientError.
+answer, and turns every failure into a one-line ClientError. A connection may be TLS
+(``ssl_context``) and may authenticate before its first request (``authenticate``, called with
+the client once connected: the CLI's SASL exchanges, kafkapy.commands._security).
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
+import ssl
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkapy.errors import DecodeError, KafkaPyError
@@ -41,10 +44,14 @@ def host_port_argument(text: str) -> str:
 
 
 class SimpleClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-cli") -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-cli", *,
+                 ssl_context: ssl.SSLContext | None = None,
+                 authenticate: Callable[[SimpleClient], None] | None = None) -> None:
         self.host, self.port = parse_host_port(bootstrap)
         self.timeout = timeout
         self.client_id = client_id
+        self.ssl_context = ssl_context
+        self.authenticate = authenticate
         self._sock: socket.socket | None = None
         self._correlation = 0
 
@@ -62,10 +69,26 @@ class SimpleClient:
     def _connection(self) -> socket.socket:
         if self._sock is None:
             try:
-                self._sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
             except OSError as exc:
                 reason = exc.strerror or exc
                 raise ClientError(f"cannot connect to {self.host}:{self.port}: {reason}") from None
+            if self.ssl_context is not None:
+                try:
+                    sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
+                except (ssl.SSLError, ssl.CertificateError, OSError) as exc:
+                    sock.close()
+                    reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
+                    raise ClientError(f"TLS handshake with {self.host}:{self.port} failed: "
+                                      f"{reason}") from None
+            self._sock = sock
+            if self.authenticate is not None:
+                try:
+                    self.authenticate(self)  # its requests find this socket
+                except BaseException:
+                    self.close()
+                    raise
+            return sock
         return self._sock
 
     def send(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> None:

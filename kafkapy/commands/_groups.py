@@ -107,8 +107,9 @@ class GroupClient(PartitionClient):
 
     versions: ClassVar[Mapping[ApiKey, tuple[int, int]]] = _GROUP_VERSIONS
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-groups") -> None:
-        super().__init__(bootstrap, timeout, client_id)
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-groups",
+                 security: Mapping[str, Any] | None = None) -> None:
+        super().__init__(bootstrap, timeout, client_id, security)
         self._coordinators: dict[str, int] = {}
 
     def coordinator(self, group_id: str) -> int:

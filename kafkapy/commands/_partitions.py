@@ -114,10 +114,12 @@ class PartitionClient:
 
     versions: ClassVar[Mapping[ApiKey, tuple[int, int]]] = _VERSIONS  # a subclass adds its APIs
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-cli") -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-cli",
+                 security: Mapping[str, Any] | None = None) -> None:
         self.timeout = timeout
         self.client_id = client_id
-        self._bootstrap = SimpleClient(bootstrap, timeout, client_id)
+        self.security = dict(security or {})  # SimpleClient's ssl_context and authenticate, for every broker
+        self._bootstrap = SimpleClient(bootstrap, timeout, client_id, **self.security)
         self._addresses: dict[int, str] = {}
         self._connections: dict[int, SimpleClient] = {}
         self._versions: dict[int, dict[int, int]] = {}  # id(connection) -> api key -> newest version
@@ -163,7 +165,8 @@ class PartitionClient:
             address = self._addresses.get(node_id)
             if address is None:
                 raise _Retry(f"broker {node_id} is not in the metadata")
-            connection = self._connections[node_id] = SimpleClient(address, self.timeout, self.client_id)
+            connection = self._connections[node_id] = SimpleClient(address, self.timeout, self.client_id,
+                                                                   **self.security)
         return connection
 
     def _retrying(self, attempt: Callable[[], T]) -> T:

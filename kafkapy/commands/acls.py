@@ -7,8 +7,8 @@ operation defaults to All, a principal's host to ``*``, the pattern type to LITE
 ``--force``; ``--remove`` without a principal removes every ACL of the resources named. The
 broker's answer is printed in kafka-acls.sh's words (``ResourcePattern(resourceType=TOPIC,
 name=orders, patternType=LITERAL)``, ``(principal=User:alice, host=*, operation=READ,
-permissionType=ALLOW)``). The connection is plaintext (no ``--command-config``): the broker sees
-the principal its listener gives (``User:ANONYMOUS``).
+permissionType=ALLOW)``). ``--command-config`` logs in as Kafka's tools do (kafkapy.commands._security);
+without it the broker sees the principal its listener gives (``User:ANONYMOUS`` on PLAINTEXT).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from kafkapy.acls.model import (
     from_name,
 )
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
+from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
@@ -43,6 +44,7 @@ def register(subparsers: Any) -> None:
         description="Add (CreateAcls), remove (DeleteAcls) or list (DescribeAcls) ACLs with "
                     "kafka-acls.sh's flags.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=host_port_argument)
+    add_command_config(parser)
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="connect and read timeout (default 10)")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -76,7 +78,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with SimpleClient(args.bootstrap_server, args.timeout, client_id="kafkapy-acls") as client:
+        with SimpleClient(args.bootstrap_server, args.timeout, client_id="kafkapy-acls",
+                          **client_options(args)) as client:
             if args.add:
                 return _add(args, client)
             if args.remove:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
@@ -35,6 +36,10 @@ _TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
 
+def _client(args: argparse.Namespace) -> SimpleClient:
+    return SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs", **client_options(args))
+
+
 class _Usage(Exception):
     pass
 
@@ -46,6 +51,7 @@ def register(subparsers: Any) -> None:
                     "and AlterClientQuotas, and dynamic broker configs through DescribeConfigs and "
                     "IncrementalAlterConfigs.")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_command_config(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
@@ -151,20 +157,20 @@ def _run(args: argparse.Namespace) -> int:
     try:
         topic = _topic(args)
         if topic is not None:
-            with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
+            with _client(args) as client:
                 if args.describe:
                     return _describe_topic(client, topic, args.all)
                 return _alter_resource(client, TOPIC_RESOURCE, topic, args, f"config for topic {topic}")
         broker = _broker(args)
         if broker is not None:
-            with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
+            with _client(args) as client:
                 if args.describe:
                     return _describe_broker(client, broker)
                 done = f"config for broker {broker}" if broker else \
                     "default config for brokers in the cluster"
                 return _alter_resource(client, BROKER_RESOURCE, broker, args, done)
         entity = _entity(args)
-        with SimpleClient(args.bootstrap_server, args.timeout, "kafkapy-configs") as client:
+        with _client(args) as client:
             if args.describe:
                 return _describe(client, entity)
             return _alter(client, entity, args)

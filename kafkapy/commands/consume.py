@@ -38,6 +38,7 @@ from typing import Any
 
 from kafkapy.client import ClientError
 from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient
+from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands.produce import unescape
 from kafkapy.errors import DecodeError
 from kafkapy.groups.record_codec import GroupRecordError, record_json
@@ -54,6 +55,7 @@ def register(subparsers: Any) -> None:
         description="Read records from a topic's partitions by offset, with Fetch requests sent to each "
                     "partition's leader, and print them as text or JSON lines.")
     parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
+    add_command_config(parser)
     parser.add_argument("-t", "--topic", required=True)
     parser.add_argument("-p", "--partition", type=int, action="append", metavar="N",
                         help="read this partition (repeatable; default all)")
@@ -145,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
     null = b"NULL" if args.null_text else b""
     printed = 0
     try:
-        with PartitionClient(args.bootstrap_server, args.timeout) as client:
+        with PartitionClient(args.bootstrap_server, args.timeout, security=client_options(args)) as client:
             partitions: Sequence[int] = client.partitions(args.topic)
             if args.partition:
                 missing = sorted(set(args.partition) - set(partitions))

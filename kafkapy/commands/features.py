@@ -13,6 +13,7 @@ from typing import Any
 
 import kafkapy
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
 from kafkapy.features.rules import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE
 from kafkapy.protocol.api_keys import ApiKey
@@ -27,6 +28,7 @@ def register(subparsers: Any) -> None:
         description="Describe the supported and finalized features, or change the finalized ones "
                     "through the controller (UpdateFeatures; delete uses DeleteFeatures, api key 1020).")
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    add_command_config(parser)
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="connect and read timeout (default 10)")
     actions = parser.add_subparsers(dest="action", required=True)
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    with SimpleClient(args.bootstrap_server, args.timeout) as client:
+    with SimpleClient(args.bootstrap_server, args.timeout, **client_options(args)) as client:
         body = client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "kafkapy-features",
                                                 "client_software_version": kafkapy.__version__})
     if body["error_code"]:
@@ -83,7 +85,8 @@ def _describe(args: argparse.Namespace) -> int:
 
 def _controller(args: argparse.Namespace) -> SimpleClient:
     """A client connected to the controller (the bootstrap broker if Metadata cannot say)."""
-    client = SimpleClient(args.bootstrap_server, args.timeout, client_id="kafkapy-features")
+    client = SimpleClient(args.bootstrap_server, args.timeout, client_id="kafkapy-features",
+                          **client_options(args))
     try:
         metadata = client.request(ApiKey.METADATA, 1, {"topics": []})
     except ClientError:
@@ -95,7 +98,8 @@ def _controller(args: argparse.Namespace) -> SimpleClient:
             address = f"{broker['host']}:{broker['port']}"
             if (broker["host"], broker["port"]) != (client.host, client.port):
                 client.close()
-                client = SimpleClient(address, args.timeout, client_id="kafkapy-features")
+                client = SimpleClient(address, args.timeout, client_id="kafkapy-features",
+                                      **client_options(args))
             break
     return client
 

@@ -20,6 +20,7 @@ from typing import Any
 from kafkapy.client import ClientError
 from kafkapy.commands._groups import GroupClient, GroupDescription
 from kafkapy.commands._partitions import EARLIEST, LATEST
+from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
 
 __all__ = ["register"]
@@ -33,6 +34,7 @@ def register(subparsers: Any) -> None:
         "groups", help="list, describe, delete consumer groups, reset offsets (kafka-consumer-groups.sh)",
         description="Consumer group administration with kafka-consumer-groups.sh's flags and columns.")
     parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
+    add_command_config(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list every group")
     action.add_argument("--describe", action="store_true", help="offsets and lag (or --members / --state)")
@@ -273,7 +275,7 @@ def _run(args: argparse.Namespace) -> int:
     warn: list[str] = []
     ok = True
     try:
-        with GroupClient(args.bootstrap_server, args.timeout) as client:
+        with GroupClient(args.bootstrap_server, args.timeout, security=client_options(args)) as client:
             if args.list:
                 out = _list(client, args)
             elif args.describe:

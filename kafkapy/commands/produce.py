@@ -23,6 +23,7 @@ from typing import Any
 
 from kafkapy.client import ClientError
 from kafkapy.commands._partitions import PartitionClient
+from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import EncodeError
 from kafkapy.protocol.compression import Compression
 from kafkapy.protocol.records import build_record_batch
@@ -43,6 +44,7 @@ def register(subparsers: Any) -> None:
         description="Read messages from stdin, split on the delimiter, and produce them to a topic with "
                     "Produce requests sent to each partition's leader.")
     parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
+    add_command_config(parser)
     parser.add_argument("-t", "--topic", required=True)
     parser.add_argument("-p", "--partition", type=int, metavar="N",
                         help="this partition (default: by key, murmur2 as the Java client; unkeyed rotate)")
@@ -134,7 +136,7 @@ def _run(args: argparse.Namespace) -> int:
     key_delimiter = unescape(args.key_delimiter) if args.key_delimiter is not None else None
     acks = _ACKS[args.acks]
     try:
-        with PartitionClient(args.bootstrap_server, args.timeout) as client:
+        with PartitionClient(args.bootstrap_server, args.timeout, security=client_options(args)) as client:
             partitions = client.partitions(args.topic, auto_create=True)
             if args.partition is not None and args.partition not in partitions:
                 print(f"{prog}: error: topic {args.topic!r} has no partition {args.partition} "

@@ -17,6 +17,7 @@ from typing import Any
 
 from kafkapy.client import ClientError
 from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient, TopicInfo
+from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
 
 __all__ = ["register"]
@@ -28,6 +29,7 @@ def register(subparsers: Any) -> None:
         description="List topics, or describe each partition's leader, replicas, in-sync replicas and "
                     "earliest/latest offsets, through Metadata and ListOffsets.")
     parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
+    add_command_config(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true")
     action.add_argument("--describe", action="store_true")
@@ -80,7 +82,7 @@ def _table(described: list[dict[str, Any]]) -> str:
 def _run(args: argparse.Namespace) -> int:
     prog = "kafkapy topics"
     try:
-        with PartitionClient(args.bootstrap_server, args.timeout) as client:
+        with PartitionClient(args.bootstrap_server, args.timeout, security=client_options(args)) as client:
             topics = client.topics(args.topic)
             missing = [t.name for t in topics if t.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
             if missing:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
+from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands._transactions import TransactionClient
 
 __all__ = ["register", "table"]
@@ -27,6 +28,7 @@ def register(subparsers: Any) -> None:
         "transactions", help="list, describe and abort transactions (kafka-transactions.sh)",
         description="Transaction administration with kafka-transactions.sh's subcommands, flags and columns.")
     parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
+    add_command_config(parser)
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     commands = parser.add_subparsers(dest="transactions_command", required=True)
     listing = commands.add_parser("list", help="list transactions")
@@ -129,7 +131,8 @@ def _abort(client: TransactionClient, args: argparse.Namespace) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        with TransactionClient(args.bootstrap_server, args.timeout, "kafkapy-transactions") as client:
+        with TransactionClient(args.bootstrap_server, args.timeout, "kafkapy-transactions",
+                               client_options(args)) as client:
             command = args.transactions_command
             if command == "list":
                 try:

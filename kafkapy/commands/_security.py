@@ -1,0 +1,189 @@
+"""``--command-config``: how the CLI tools connect to a secured broker, as Kafka's tools do.
+
+The file is a Java client properties file, the one ``kafka-topics.sh --command-config`` reads:
+
+* ``security.protocol``: PLAINTEXT (the default), SSL, SASL_PLAINTEXT or SASL_SSL;
+* ``sasl.mechanism``: PLAIN (the default), SCRAM-SHA-256 or SCRAM-SHA-512, with the user and
+  password in ``sasl.jaas.config``, Kafka's JAAS form
+  (``org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";``,
+  or ScramLoginModule);
+* TLS: ``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` (a PEM file) or
+  ``ssl.truststore.certificates`` (PEM text); none at all trusts the system's CAs. A client
+  certificate: ``ssl.keystore.type=PEM`` with ``ssl.keystore.location`` (certificate chain and
+  key in one PEM file) and ``ssl.key.password``. ``ssl.endpoint.identification.algorithm=`` (empty)
+  turns off host name checking, as in Kafka. JKS and PKCS12 stores are refused, saying so.
+
+Keys the tools have no use for (``client.id``, timeouts...) are ignored, as Kafka's tools ignore
+unknown ones. Every problem is one ClientError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import secrets
+import ssl
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kafkapy.client import ClientError, SimpleClient
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.config import ConfigError
+from kafkapy.server.sasl.jaas import parse_jaas_config
+from kafkapy.server.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
+from kafkapy.server.sasl.scram import ScramMechanism, salted_password
+
+__all__ = ["add_command_config", "client_options", "read_properties", "security_options"]
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_HANDSHAKE_VERSION = 1  # then SaslAuthenticate frames carry the tokens (KIP-152)
+SASL_AUTHENTICATE_VERSION = 1
+
+
+def add_command_config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--command-config", metavar="FILE", default=None,
+                        help="client properties for a secured broker (security.protocol, sasl.mechanism, "
+                             "sasl.jaas.config, ssl.truststore.*), as Kafka's tools take them")
+
+
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """SimpleClient keyword arguments for the tool's ``--command-config`` (none: plaintext)."""
+    path = getattr(args, "command_config", None)
+    return security_options(read_properties(path), path) if path else {}
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java properties file: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments, and
+    a backslash at a line's end continuing it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise ClientError(f"cannot read --command-config {path}: {reason}") from None
+    properties: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.lstrip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        separator = min((at for at in (line.find("="), line.find(":")) if at >= 0), default=-1)
+        key, value = (line[:separator], line[separator + 1:]) if separator >= 0 else (line, "")
+        properties[key.strip()] = value.strip()
+    if pending:
+        key, _, value = pending.partition("=")
+        properties[key.strip()] = value.strip()
+    return properties
+
+
+def security_options(properties: Mapping[str, str], source: str = "--command-config") -> dict[str, Any]:
+    """SimpleClient keyword arguments (``ssl_context``, ``authenticate``) for client properties."""
+    protocol = properties.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in PROTOCOLS:
+        raise ClientError(f"{source}: security.protocol {protocol!r} is not one of {', '.join(PROTOCOLS)}")
+    options: dict[str, Any] = {}
+    if protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = _ssl_context(properties, source)
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        options["authenticate"] = _sasl(properties, source)
+    return options
+
+
+def _ssl_context(properties: Mapping[str, str], source: str) -> ssl.SSLContext:
+    for kind in ("truststore", "keystore"):
+        store_type = properties.get(f"ssl.{kind}.type", "").upper()
+        if properties.get(f"ssl.{kind}.location") and store_type != "PEM":
+            raise ClientError(f"{source}: kafkapy reads PEM {kind}s only: set ssl.{kind}.type=PEM "
+                              f"(ssl.{kind}.type is {store_type or 'JKS, the default'})")
+    context = ssl.create_default_context()
+    try:
+        if properties.get("ssl.truststore.location"):
+            context = ssl.create_default_context(cafile=properties["ssl.truststore.location"])
+        elif properties.get("ssl.truststore.certificates"):
+            context = ssl.create_default_context(cadata=properties["ssl.truststore.certificates"])
+        if properties.get("ssl.keystore.location"):
+            context.load_cert_chain(properties["ssl.keystore.location"],
+                                    password=properties.get("ssl.key.password") or None)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        raise ClientError(f"{source}: the TLS settings cannot be loaded: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
+    if properties.get("ssl.endpoint.identification.algorithm", "https") == "":
+        context.check_hostname = False
+    return context
+
+
+def _sasl(properties: Mapping[str, str], source: str) -> Callable[[SimpleClient], None]:
+    mechanism = properties.get("sasl.mechanism", "PLAIN").upper()
+    if mechanism != "PLAIN" and mechanism not in SCRAM_MECHANISMS:
+        raise ClientError(f"{source}: sasl.mechanism {mechanism} is not one kafkapy's tools speak "
+                          f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    if not properties.get("sasl.jaas.config"):
+        raise ClientError(f"{source}: a SASL security.protocol needs sasl.jaas.config with the username "
+                          "and password")
+    try:
+        options = parse_jaas_config(properties["sasl.jaas.config"], "sasl.jaas.config").options
+    except ConfigError as exc:
+        raise ClientError(f"{source}: {exc}") from None
+    username, password = options.get("username"), options.get("password")
+    if username is None or password is None:
+        raise ClientError(f"{source}: sasl.jaas.config has no username or no password option")
+    if mechanism == "PLAIN":
+        return lambda client: _plain(client, username, password)
+    scram = SCRAM_MECHANISMS[mechanism]
+    return lambda client: _scram(client, scram, username, password)
+
+
+def _handshake(client: SimpleClient, mechanism: str) -> None:
+    answer = client.request(ApiKey.SASL_HANDSHAKE, SASL_HANDSHAKE_VERSION, {"mechanism": mechanism})
+    if answer["error_code"] != ErrorCode.NONE:
+        offered = ", ".join(answer.get("mechanisms") or []) or "none"
+        raise ClientError(f"{client.host}:{client.port} does not offer SASL mechanism {mechanism} "
+                          f"(it offers {offered})")
+
+
+def _authenticate(client: SimpleClient, token: bytes) -> bytes:
+    answer = client.request(ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION, {"auth_bytes": token})
+    if answer["error_code"] != ErrorCode.NONE:
+        message = answer.get("error_message") or ErrorCode(answer["error_code"]).name
+        raise ClientError(f"{client.host}:{client.port} refused the login: {message}")
+    return bytes(answer.get("auth_bytes") or b"")
+
+
+def _plain(client: SimpleClient, username: str, password: str) -> None:
+    _handshake(client, "PLAIN")
+    _authenticate(client, b"\0" + username.encode() + b"\0" + password.encode())
+
+
+def _sasl_name(username: str) -> str:
+    return username.replace("=", "=3D").replace(",", "=2C")
+
+
+def _scram(client: SimpleClient, mechanism: ScramMechanism, username: str, password: str) -> None:
+    """RFC 5802's client side: client-first, server-first, client-final with the proof, and the
+    server's signature checked."""
+    _handshake(client, mechanism.name)
+    nonce = base64.b64encode(secrets.token_bytes(24)).decode()
+    first_bare = f"n={_sasl_name(username)},r={nonce}"
+    server_first = _authenticate(client, f"n,,{first_bare}".encode()).decode(errors="replace")
+    fields = dict(part.split("=", 1) for part in server_first.split(",") if "=" in part)
+    try:
+        server_nonce, salt, iterations = fields["r"], base64.b64decode(fields["s"]), int(fields["i"])
+    except (KeyError, ValueError):
+        raise ClientError(f"{client.host}:{client.port} sent a malformed SCRAM challenge") from None
+    if not server_nonce.startswith(nonce):
+        raise ClientError(f"{client.host}:{client.port} sent a SCRAM nonce that does not extend ours")
+    salted = salted_password(mechanism, password, salt, iterations)
+    client_key = mechanism.hmac(salted, b"Client Key")
+    without_proof = f"c=biws,r={server_nonce}"
+    auth_message = f"{first_bare},{server_first},{without_proof}".encode()
+    signature = mechanism.hmac(mechanism.hash(client_key), auth_message)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    final = _authenticate(client, f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+    expected = mechanism.hmac(mechanism.hmac(salted, b"Server Key"), auth_message)
+    if final.decode(errors="replace") != f"v={base64.b64encode(expected).decode()}":
+        raise ClientError(f"{client.host}:{client.port} did not prove it knows the SCRAM credential")

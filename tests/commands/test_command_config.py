@@ -1,0 +1,151 @@
+"""``--command-config``: the CLI tools log in to secured brokers with Kafka's client properties
+(SASL PLAIN and SCRAM, TLS with a PEM trust store), and say in one line what is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kafkapy import Broker
+from kafkapy.cli import main
+from kafkapy.commands._security import read_properties
+from kafkapy.testing import BrokerFactory
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+
+
+def properties(tmp_path: Path, name: str, **values: str) -> str:
+    path = tmp_path / name
+    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+    return str(path)
+
+
+def plain_login(user: str, password: str) -> str:
+    return (f'org.apache.kafka.common.security.plain.PlainLoginModule required username="{user}" '
+            f'password="{password}";')
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def acl_broker(kafka_broker_factory: BrokerFactory) -> Broker:
+    return kafka_broker_factory({"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                                 "sasl.enabled.mechanisms": "PLAIN",
+                                 "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+                                 "authorizer.class.name": "acl", "super.users": "User:admin"})
+
+
+def test_acls_and_topics_over_sasl_plain(acl_broker: Broker, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    admin = properties(tmp_path, "admin.properties", **{
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": plain_login("admin", "admin-secret")})
+    alice = properties(tmp_path, "alice.properties", **{
+        "security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": plain_login("alice", "alice-secret")})
+    bs = ("--bootstrap-server", acl_broker.bootstrap_servers)
+    acl_broker.seed({"orders": {"partitions": 1}, "payments": {"partitions": 1}})
+    code, out, err = run(capsys, "acls", *bs, "--command-config", admin, "--add", "--allow-principal",
+                         "User:alice", "--operation", "Describe", "--topic", "orders")
+    assert (code, err) == (0, "") and "operation=DESCRIBE, permissionType=ALLOW" in out
+    # alice sees only the topic she may DESCRIBE; admin, a super user, sees both.
+    code, out, err = run(capsys, "topics", *bs, "--command-config", alice, "--list")
+    assert (code, err, out.split()) == (0, "", ["orders"])
+    code, out, _ = run(capsys, "topics", *bs, "--command-config", admin, "--list")
+    assert out.split() == ["orders", "payments"]
+    # Without logging in, the SASL listener does not talk to the tool.
+    code, _, err = run(capsys, "topics", *bs, "--list", "--timeout", "3")
+    assert code == 1 and err.count("\n") == 1
+
+
+def test_a_wrong_password_is_one_line(acl_broker: Broker, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = properties(tmp_path, "wrong.properties", **{"security.protocol": "SASL_PLAINTEXT",
+                                                         "sasl.jaas.config": plain_login("alice", "nope")})
+    code, _, err = run(capsys, "topics", "--bootstrap-server", acl_broker.bootstrap_servers,
+                       "--command-config", wrong, "--list")
+    assert code == 1 and err.count("\n") == 1
+    assert "refused the login: Authentication failed: Invalid username or password" in err
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_over_tls(kafka_broker_factory: BrokerFactory, tmp_path: Path,
+                        capsys: pytest.CaptureFixture[str], mechanism: str) -> None:
+    import trustme
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    (tmp_path / "server.pem").write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
+    server.private_key_pem.write_to_path(str(tmp_path / "server.key"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    broker = kafka_broker_factory({"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+                                   "sasl.enabled.mechanisms": mechanism,
+                                   "ssl.certfile": str(tmp_path / "server.pem"),
+                                   "ssl.keyfile": str(tmp_path / "server.key")})
+    kind = ScramMechanism.SCRAM_SHA_256 if mechanism.endswith("256") else ScramMechanism.SCRAM_SHA_512
+    upsert = UserScramCredentialUpsertion("sam", ScramCredentialInfo(kind, 4096), b"sam-secret")
+    admin = AdminClient({"bootstrap.servers": broker.listeners["PLAINTEXT"]})
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        assert future.result(10) is None
+    broker.seed({"scrammed": {"partitions": 2}})
+    login = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="sam" '
+             'password="sam-secret";')
+    config = properties(tmp_path, "sam.properties", **{
+        "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism, "sasl.jaas.config": login,
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "ca.pem")})
+    code, out, err = run(capsys, "topics", "--bootstrap-server", broker.listeners["SASL_SSL"],
+                         "--command-config", config, "--list")
+    assert (code, err, out.split()) == (0, "", ["scrammed"])
+    wrong = properties(tmp_path, "wrong.properties", **{
+        "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism,
+        "sasl.jaas.config": login.replace("sam-secret", "guess"),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "ca.pem")})
+    code, _, err = run(capsys, "topics", "--bootstrap-server", broker.listeners["SASL_SSL"],
+                       "--command-config", wrong, "--list")
+    assert code == 1 and "refused the login" in err and err.count("\n") == 1
+    # A broker certificate the trust store does not vouch for fails the handshake, in one line.
+    untrusted = properties(tmp_path, "untrusted.properties", **{
+        "security.protocol": "SASL_SSL", "sasl.mechanism": mechanism, "sasl.jaas.config": login})
+    code, _, err = run(capsys, "topics", "--bootstrap-server", broker.listeners["SASL_SSL"],
+                       "--command-config", untrusted, "--list")
+    assert code == 1 and "TLS handshake" in err and "CERTIFICATE_VERIFY_FAILED" in err
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"security.protocol": "SASL_PLAIN"}, "security.protocol 'SASL_PLAIN' is not one of"),
+    ({"security.protocol": "SASL_PLAINTEXT"}, "needs sasl.jaas.config"),
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI", "sasl.jaas.config": "x"},
+     "sasl.mechanism GSSAPI is not one kafkapy's tools speak"),
+    ({"security.protocol": "SASL_PLAINTEXT", "sasl.jaas.config": 'Mod required username="u" password="p'},
+     "unterminated quoted value"),
+    ({"security.protocol": "SSL", "ssl.truststore.location": "/x.jks"}, "kafkapy reads PEM truststores only"),
+])
+def test_bad_properties_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     values: dict[str, str], message: str) -> None:
+    config = properties(tmp_path, "bad.properties", **values)
+    code, _, err = run(capsys, "topics", "--bootstrap-server", "127.0.0.1:9", "--command-config", config,
+                       "--list")
+    assert code == 1 and message in err and err.count("\n") == 1
+
+
+def test_java_properties_syntax(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_text("# a comment\n! another\n\nsecurity.protocol = SASL_SSL\nsasl.mechanism: PLAIN\n"
+                    "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+                    '    username="u" password="p";\nempty\n')
+    assert read_properties(str(path)) == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+                            'password="p";',
+        "empty": ""}
