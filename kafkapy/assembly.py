@@ -35,6 +35,7 @@ from kafkapy.server.core import CoreModule
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.modules import Module
 from kafkapy.server.sasl.credentials import ScramCredentialsModule
+from kafkapy.shares import ShareModule
 from kafkapy.store.base import MetadataStore
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import StrictModule
@@ -49,7 +50,7 @@ MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules re
 DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, FeaturesModule, QuotasModule,
                                              TopicsModule, DataPlaneModule, TransactionsModule, GroupsModule,
                                              FaultsModule,
-                                             StrictModule, ScramCredentialsModule)
+                                             StrictModule, ScramCredentialsModule, ShareModule)
 
 
 def load_module_class(name: str) -> type[Module]:

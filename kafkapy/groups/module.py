@@ -189,6 +189,9 @@ class GroupsModule(Module):
         self._stop_markers: Callable[[], None] | None = None
         self._outages: CoordinatorOutageView | None = None  # found at start
         self._resets = 0  # forget_everything() calls: a write queued before one is dropped
+        # Other group types sharing the one group-id namespace (share groups: kafkapy.shares):
+        # each answers whether it holds a group of that id.
+        self.foreign_groups: list[Callable[[str], bool]] = []
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -662,9 +665,15 @@ class GroupsModule(Module):
                 described.append(self.consumer.refused_describe(group_id, refusal))
         return {"throttle_time_ms": 0, "groups": described}
 
+    def foreign_group(self, group_id: str) -> bool:
+        """The id names a group of a type this module does not serve (a share group)."""
+        return any(holds(group_id) for holds in self.foreign_groups)
+
     def _claim_for_consumer(self, group_id: str) -> None:
         """A heartbeat may take over a classic group only if it just holds offsets (Kafka's
-        "simple" group, backed by no record); any other is GROUP_ID_NOT_FOUND."""
+        "simple" group, backed by no record); any other, or a share group, is GROUP_ID_NOT_FOUND."""
+        if self.foreign_group(group_id):
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.coordinator.groups.get(group_id)
         if classic is None:
             return
@@ -682,7 +691,10 @@ class GroupsModule(Module):
     async def _claim_for_classic(self, group_id: str) -> None:
         """A classic JoinGroup for a consumer group: an empty one is deleted first (Kafka's
         downgrade); a non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member
-        in through KIP-848's migration, which kafkapy does not do)."""
+        in through KIP-848's migration, which kafkapy does not do). A share group's id is
+        INCONSISTENT_GROUP_PROTOCOL too (Kafka's classicGroupJoin on a group of another type)."""
+        if self.foreign_group(group_id):
+            raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {group_id} is a share group.")
         consumer_group = self.consumer.get(group_id)
         if consumer_group is None:
             return

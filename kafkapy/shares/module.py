@@ -1,0 +1,520 @@
+"""The shares module: KIP-932 share groups ("queues for Kafka") on the wire.
+
+ShareGroupHeartbeat (76) v1, ShareFetch (78) v1-2 and ShareAcknowledge (79) v1-2, the versions
+Kafka 4.1 serves (v0 was 4.0's early access and is not served). What it owns, and where the
+decisions are:
+
+* membership: share_group.py (join, heartbeat, leave, the simple assignor, session expiry). The
+  heartbeat goes to the group coordinator found by FindCoordinator, as a consumer group's does:
+  this module asks the groups module (GROUP_COORDINATOR) for its coordinator check and for the one
+  group-id namespace (a classic or consumer group's id is GROUP_ID_NOT_FOUND here, and the groups
+  module asks this one back: see ``GroupsModule.foreign_group``);
+* share sessions: sessions.py (epochs, SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH);
+* share-partitions: share_partition.py (record states, locks, delivery counts, the SPSO), one per
+  (group, topic, partition), made on the group's first fetch of the partition at the offset
+  ``share.auto.offset.reset`` names;
+* reading the partition logs: the data plane's (PARTITION_LOGS). A fetch reads whole batches
+  from the first offset it could acquire, acquires what is AVAILABLE in them, and answers the
+  batches holding acquired records with their AcquiredRecords ranges; with nothing to acquire it
+  waits up to ``max_wait_ms``, woken by an append to the partition or by records coming back
+  (released, lock expired), as Kafka's DelayedShareFetch is.
+
+Timers (the broker's clock, so a VirtualClock drives them): one for members' sessions, one for
+acquisition locks, each set to the earliest deadline after every change.
+
+State is in memory: a broker restart forgets share-partitions (Kafka keeps them in
+``__share_group_state`` through its share coordinator; kafkapy does not yet, see
+docs/share-groups.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.module import GROUP_COORDINATOR, GroupsModule
+from kafkapy.groups.timers import Timers
+from kafkapy.log.base import PartitionLog
+from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.chunks import RecordChunks
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.config import ConfigKey
+from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.services import PARTITION_LOGS, BrokerServices, PartitionLogsProvider
+from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
+from kafkapy.shares.share_group import (
+    LEAVE_EPOCH,
+    ShareGroupConfig,
+    ShareGroups,
+    ShareHeartbeat,
+    ShareHeartbeatResult,
+)
+from kafkapy.shares.share_partition import Acquired, SharePartition, SharePartitionLimits
+
+__all__ = ["SHARE_CONFIG_KEYS", "ShareModule"]
+
+SHARE_GROUP_HEARTBEAT_VERSIONS = VersionRange(1, 1)
+SHARE_FETCH_VERSIONS = VersionRange(1, 2)
+SHARE_ACKNOWLEDGE_VERSIONS = VersionRange(1, 2)
+NO_LEADER_EPOCH = -1
+_SESSION_TIMER = ("share-groups", "sessions")
+_LOCK_TIMER = ("share-groups", "locks")
+# A v2 record batch's header: baseOffset int64, batchLength int32, ... lastOffsetDelta int32 at 23.
+_BATCH_HEAD = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
+_LAST_DELTA_AT = 23
+_LOG_OVERHEAD = 12  # baseOffset + batchLength
+
+
+def _positive(value: Any) -> str | None:
+    return None if value is None or value >= 1 else "must be at least 1"
+
+
+def _reset(value: Any) -> str | None:
+    return None if value in ("earliest", "latest") else "must be earliest or latest"
+
+
+SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("group.share.session.timeout.ms", "int", 45_000,
+              "Kafka's default: a share group member not heard from for this long is fenced", _positive),
+    ConfigKey("group.share.heartbeat.interval.ms", "int", 5_000,
+              "Kafka's default: how often share group members are told to heartbeat", _positive),
+    ConfigKey("group.share.max.size", "int", 200,
+              "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", _positive),
+    ConfigKey("group.share.record.lock.duration.ms", "int", 30_000,
+              "Kafka's default: how long an acquired record stays locked to its member", _positive),
+    ConfigKey("group.share.delivery.count.limit", "int", 5,
+              "Kafka's default: a record delivered this often is archived instead of released", _positive),
+    ConfigKey("group.share.partition.max.record.locks", "int", 2000,
+              "Kafka 4.1's default: the most in-flight records of one share-partition", _positive),
+    ConfigKey("share.auto.offset.reset", "string", "latest",
+              "Where a share group starts on a partition it never consumed (Kafka's group config, "
+              "default latest; kafkapy takes it broker-wide, having no GROUP config resources)", _reset),
+)
+
+# (group id, topic id, partition): by id, so a topic deleted and made again starts afresh
+ShareKey = tuple[str, uuid.UUID, int]
+
+
+@runtime_checkable
+class ShareLogs(Protocol):
+    """What the data plane's partition registry offers a share fetch."""
+
+    def leader_log(self, topic: str, partition: int) -> PartitionLog: ...
+    def leadership(self, topic: str, partition: int) -> tuple[int, int]: ...
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+    def on_append(self, topic: str, partition: int, callback: Callable[[], None]) -> Callable[[], None]: ...
+
+
+def batch_spans(chunks: Sequence[memoryview | bytes]) -> Iterator[tuple[int, int, memoryview]]:
+    """(first offset, last offset, bytes) of each whole batch in a log read's chunks."""
+    for chunk in chunks:
+        view = memoryview(chunk)
+        at = 0
+        while at + _LAST_DELTA_AT + _LAST_DELTA.size <= len(view):
+            base, length = _BATCH_HEAD.unpack_from(view, at)
+            (delta,) = _LAST_DELTA.unpack_from(view, at + _LAST_DELTA_AT)
+            end = at + _LOG_OVERHEAD + length
+            yield base, base + delta, view[at:end]
+            at = end
+
+
+class ShareModule(Module):
+    name = "shares"
+    wants = (GROUP_COORDINATOR, PARTITION_LOGS)
+    config_keys = SHARE_CONFIG_KEYS
+
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
+        config = services.config
+        self.timers = Timers(services.clock,
+                             lambda delay, callback: services.loop.call_later(delay, callback),
+                             services.wall_clock)
+        self.groups = ShareGroups(ShareGroupConfig(
+            session_timeout_ms=config["group.share.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
+            max_size=config["group.share.max.size"]), self._topic_infos)
+        self.limits = SharePartitionLimits(
+            lock_duration_ms=config["group.share.record.lock.duration.ms"],
+            delivery_count_limit=config["group.share.delivery.count.limit"],
+            max_record_locks=config["group.share.partition.max.record.locks"])
+        self.auto_offset_reset: str = config["share.auto.offset.reset"]
+        self.sessions = ShareSessions()
+        self.partitions: dict[ShareKey, SharePartition] = {}
+        self._returned: dict[ShareKey, set[asyncio.Event]] = {}  # fetches waiting for records back
+        self._coordinator: GroupsModule | None = None
+        self._logs: ShareLogs | None = None
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {ApiKey.SHARE_GROUP_HEARTBEAT: ApiHandler(SHARE_GROUP_HEARTBEAT_VERSIONS, self.heartbeat),
+                ApiKey.SHARE_FETCH: ApiHandler(SHARE_FETCH_VERSIONS, self.share_fetch),
+                ApiKey.SHARE_ACKNOWLEDGE: ApiHandler(SHARE_ACKNOWLEDGE_VERSIONS, self.share_acknowledge)}
+
+    async def start(self) -> None:
+        coordinator = self.services.provider(GROUP_COORDINATOR, Module)
+        if isinstance(coordinator, GroupsModule):
+            self._coordinator = coordinator
+            coordinator.foreign_groups.append(self.is_share_group)
+        logs = self.services.provider(PARTITION_LOGS, Module)
+        if isinstance(logs, PartitionLogsProvider):
+            partitions = logs.partition_logs()
+            if isinstance(partitions, ShareLogs):  # the data plane's Partitions
+                self._logs = partitions
+
+    async def stop(self) -> None:
+        self.timers.cancel_all()
+
+    def is_share_group(self, group_id: str) -> bool:
+        return group_id in self.groups.groups
+
+    def forget_everything(self) -> None:
+        """Every share group, session and share-partition goes (kafkapy.embedded's reset)."""
+        self.groups.groups.clear()
+        self.sessions.clear()
+        self.partitions.clear()
+        self.timers.cancel_all()
+
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+        conn = ctx.connection
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  resource_type, name)
+
+    def _topic_infos(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return {name: (info.topic_id, len(info.partitions))
+                for name, info in self.services.cluster.topics.items()}
+
+    # -- ShareGroupHeartbeat ----------------------------------------------------------------------
+
+    def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        group_id = body["group_id"]
+        try:
+            if group_id:  # an empty id is INVALID_REQUEST, from the validation below
+                if not self._allowed(ctx, "READ", "GROUP", group_id):
+                    raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                self._check_namespace(group_id)
+            names = body.get("subscribed_topic_names")
+            heartbeat = ShareHeartbeat(group_id=group_id, member_id=body["member_id"],
+                                       member_epoch=body["member_epoch"], rack_id=body.get("rack_id"),
+                                       subscribed_topic_names=None if names is None else tuple(names),
+                                       client_id=ctx.client_id or "",
+                                       client_host="/" + ctx.connection.client_address[0])
+            result = self.groups.heartbeat(heartbeat, self.timers.now_ms())
+        except KafkaApiError as refusal:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+        if result.left:
+            self._member_gone(group_id, result.member_id, end_session=False)
+        self._schedule_sessions()
+        return _heartbeat_response(result)
+
+    def _check_namespace(self, group_id: str) -> None:
+        """The coordinator's checks, then the one namespace: a classic or consumer group's id
+        is not a share group's (Kafka's GroupMetadataManager.shareGroup: GROUP_ID_NOT_FOUND)."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            return
+        coordinator.check_coordinator(group_id)
+        if coordinator.coordinator.groups.get(group_id) is not None or coordinator.consumer.get(group_id):
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+
+    def _member_gone(self, group_id: str, member_id: str, *, end_session: bool = True) -> None:
+        """A member left or was fenced: what it held goes back. A fenced member's share session
+        ends too; one that left closes its own (a last ShareAcknowledge at epoch -1)."""
+        if end_session:
+            self.sessions.drop_member(group_id, member_id)
+        now = self.timers.now_ms()
+        for key, partition in self.partitions.items():
+            if key[0] == group_id and partition.release_member(member_id, now):
+                self._records_back(key)
+        self._schedule_locks()
+
+    def _schedule_sessions(self) -> None:
+        deadline = self.groups.next_deadline()
+        if deadline is None:
+            self.timers.cancel(_SESSION_TIMER)
+            return
+        self.timers.set(_SESSION_TIMER, deadline - self.timers.now_ms(), self._sessions_expired)
+
+    def _sessions_expired(self) -> None:
+        for group_id, member_id in self.groups.expire(self.timers.now_ms()):
+            self._member_gone(group_id, member_id)
+        self._schedule_sessions()
+
+    # -- locks ------------------------------------------------------------------------------------
+
+    def _schedule_locks(self) -> None:
+        deadlines = [d for p in self.partitions.values() if (d := p.next_lock_deadline()) is not None]
+        if not deadlines:
+            self.timers.cancel(_LOCK_TIMER)
+            return
+        self.timers.set(_LOCK_TIMER, min(deadlines) - self.timers.now_ms(), self._locks_expired)
+
+    def _locks_expired(self) -> None:
+        now = self.timers.now_ms()
+        for key, partition in self.partitions.items():
+            if partition.expire_locks(now):
+                self._records_back(key)
+        self._schedule_locks()
+
+    def _records_back(self, key: ShareKey) -> None:
+        for event in self._returned.get(key, ()):
+            event.set()
+
+    # -- ShareFetch -------------------------------------------------------------------------------
+
+    async def share_fetch(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        version = ctx.api_version
+        group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
+        topics = body.get("topics") or []
+        try:
+            session = self._session_for(ctx, group_id, member_id, epoch,
+                                        has_acks=any(p.get("acknowledgement_batches") for t in topics
+                                                     for p in t["partitions"]))
+        except KafkaApiError as refusal:
+            return _fetch_refused(refusal)
+        assert group_id is not None and member_id is not None
+        rows: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+        now = self.timers.now_ms()
+        for topic in topics:
+            for p in topic["partitions"]:
+                key = (topic["topic_id"], p["partition_index"])
+                row = rows[key] = self._row(key[1])
+                if epoch != FINAL_EPOCH:
+                    session.partitions.add(key)
+                batches = p.get("acknowledgement_batches") or []
+                if batches:
+                    code, message = self._acknowledge(ctx, group_id, member_id, key, batches, now)
+                    row["acknowledge_error_code"], row["acknowledge_error_message"] = code, message
+        for forgotten in body.get("forgotten_topics_data") or []:
+            for index in forgotten["partitions"]:
+                self._forget(session, (forgotten["topic_id"], index))
+        if epoch == FINAL_EPOCH:
+            self._close(session)
+        else:
+            max_records = body.get("max_records", 0) if version >= 1 else 0
+            fetched = self._acquire_all(ctx, session, rows, max_records if max_records > 0 else 2**31 - 1,
+                                        body.get("max_bytes", 2**31 - 1))
+            if not fetched and body["max_wait_ms"] > 0:
+                await self._wait(session, body["max_wait_ms"] / 1000)
+                self._acquire_all(ctx, session, rows, max_records if max_records > 0 else 2**31 - 1,
+                                  body.get("max_bytes", 2**31 - 1))
+        self._schedule_locks()
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "acquisition_lock_timeout_ms": self.limits.lock_duration_ms,
+                "responses": _by_topic(rows), "node_endpoints": []}
+
+    def _session_for(self, ctx: RequestContext, group_id: str | None, member_id: str | None, epoch: int, *,
+                     has_acks: bool) -> ShareSession:
+        if not group_id or not member_id:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                "A share request needs a group id and a member id.")
+        if not self._allowed(ctx, "READ", "GROUP", group_id):
+            raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if epoch == INITIAL_EPOCH:
+            if has_acks:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    "Acknowledge data present on initial epoch of a share session.")
+            session, replaced = self.sessions.open(group_id, member_id)
+            if replaced is not None:
+                self._release(replaced)
+            return session
+        if epoch < FINAL_EPOCH:
+            raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                f"Invalid share session epoch {epoch}.")
+        return self.sessions.continue_session(group_id, member_id, epoch)
+
+    def _row(self, index: int) -> dict[str, Any]:
+        return {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,
+                "acknowledge_error_code": ErrorCode.NONE, "acknowledge_error_message": None,
+                "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}, "records": b"",
+                "acquired_records": []}
+
+    def _share_partition(self, key: ShareKey, log: PartitionLog) -> SharePartition:
+        partition = self.partitions.get(key)
+        if partition is None:
+            start = log.log_start_offset if self.auto_offset_reset == "earliest" else log.high_watermark
+            partition = self.partitions[key] = SharePartition(start, self.limits)
+        partition.move_start(log.log_start_offset)
+        return partition
+
+    def _resolve(self, ctx: RequestContext, key: tuple[uuid.UUID, int]) -> tuple[str, PartitionLog]:
+        """The topic's name and the partition's log, or KafkaApiError with the partition's error."""
+        logs = self._logs
+        if logs is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "This broker serves no partition logs.")
+        name = logs.topic_name(key[0])
+        if name is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+        if not self._allowed(ctx, "READ", "TOPIC", name):
+            raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        return name, logs.leader_log(name, key[1])
+
+    def _acquire_all(self, ctx: RequestContext, session: ShareSession,
+                     rows: dict[tuple[uuid.UUID, int], dict[str, Any]], max_records: int,
+                     max_bytes: int) -> int:
+        """Acquire from each partition of the session; answers how many records were acquired."""
+        acquired_total = 0
+        now = self.timers.now_ms()
+        for key in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+            if acquired_total >= max_records or max_bytes <= 0:
+                break
+            try:
+                name, log = self._resolve(ctx, key)
+                partition = self._share_partition((session.group_id, *key), log)
+                start = partition.next_available()
+                if start >= log.high_watermark:
+                    continue
+                read = log.read(start, max_bytes, max_offset=log.high_watermark, min_one_batch=True)
+                spans = list(batch_spans(read.chunks))
+                acquired = partition.acquire(session.member_id, [(f, last) for f, last, _ in spans], now,
+                                             max_records - acquired_total)
+            except KafkaApiError as refusal:
+                row = rows.setdefault(key, self._row(key[1]))
+                row["error_code"], row["error_message"] = refusal.code, refusal.message
+                continue
+            if not acquired:
+                continue
+            kept = [view for first, last, view in spans if _overlaps(first, last, acquired)]
+            row = rows.setdefault(key, self._row(key[1]))
+            row["records"] = RecordChunks(kept)
+            row["acquired_records"] = [{"first_offset": a.first_offset, "last_offset": a.last_offset,
+                                        "delivery_count": a.delivery_count} for a in acquired]
+            row["current_leader"] = self._leader(name, key[1])
+            acquired_total += sum(a.last_offset - a.first_offset + 1 for a in acquired)
+            max_bytes -= row["records"].size
+        return acquired_total
+
+    def _leader(self, topic: str, index: int) -> dict[str, int]:
+        assert self._logs is not None
+        leader, epoch = self._logs.leadership(topic, index)
+        return {"leader_id": leader, "leader_epoch": epoch}
+
+    async def _wait(self, session: ShareSession, max_wait: float) -> None:
+        """Kafka's DelayedShareFetch: until an append to a session partition or records coming
+        back to one, or ``max_wait`` seconds."""
+        woken = asyncio.Event()
+        removers: list[Callable[[], None]] = []
+        keys: list[ShareKey] = []
+        logs = self._logs
+        for topic_id, index in session.partitions:
+            name = None if logs is None else logs.topic_name(topic_id)
+            if name is None or logs is None:
+                continue
+            removers.append(logs.on_append(name, index, woken.set))
+            key = (session.group_id, topic_id, index)
+            keys.append(key)
+            self._returned.setdefault(key, set()).add(woken)
+        try:
+            await asyncio.wait_for(woken.wait(), max_wait)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for remove in removers:
+                remove()
+            for key in keys:
+                waiting = self._returned.get(key)
+                if waiting is not None:
+                    waiting.discard(woken)
+                    if not waiting:
+                        del self._returned[key]
+
+    def _forget(self, session: ShareSession, key: tuple[uuid.UUID, int]) -> None:
+        session.partitions.discard(key)
+        self._release_partition(session, key)
+
+    def _close(self, session: ShareSession) -> None:
+        """Epoch -1: the session is gone (sessions.py removed it); what it held goes back."""
+        self._release(session)
+
+    def _release(self, session: ShareSession) -> None:
+        for key in list(session.partitions):
+            self._release_partition(session, key)
+
+    def _release_partition(self, session: ShareSession, key: tuple[uuid.UUID, int]) -> None:
+        share_key = (session.group_id, *key)
+        partition = self.partitions.get(share_key)
+        if partition is not None and partition.release_member(session.member_id, self.timers.now_ms()):
+            self._records_back(share_key)
+
+    # -- acknowledgements -------------------------------------------------------------------------
+
+    def _acknowledge(self, ctx: RequestContext, group_id: str, member_id: str, key: tuple[uuid.UUID, int],
+                     batches: Sequence[Mapping[str, Any]], now: int) -> tuple[ErrorCode, str | None]:
+        try:
+            self._resolve(ctx, key)
+            partition = self.partitions.get((group_id, *key))
+            if partition is None:
+                raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
+                                    "Nothing of this partition is acquired by the share group.")
+            for batch in batches:
+                partition.acknowledge(member_id, batch["first_offset"], batch["last_offset"],
+                                      batch["acknowledge_types"], now)
+        except KafkaApiError as refusal:
+            return ErrorCode(refusal.code), refusal.message
+        self._records_back((group_id, *key))
+        return ErrorCode.NONE, None
+
+    async def share_acknowledge(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
+        try:
+            if epoch == INITIAL_EPOCH:
+                raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                    "A share session cannot be opened by ShareAcknowledge.")
+            session = self._session_for(ctx, group_id, member_id, epoch, has_acks=False)
+        except KafkaApiError as refusal:
+            return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
+                "throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                "acquisition_lock_timeout_ms": self.limits.lock_duration_ms, "responses": [],
+                "node_endpoints": []})
+        assert group_id is not None and member_id is not None
+        now = self.timers.now_ms()
+        rows: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+        for topic in body.get("topics") or []:
+            for p in topic["partitions"]:
+                key = (topic["topic_id"], p["partition_index"])
+                code, message = self._acknowledge(ctx, group_id, member_id, key,
+                                                  p.get("acknowledgement_batches") or [], now)
+                rows[key] = {"partition_index": key[1], "error_code": code, "error_message": message,
+                             "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}}
+        if epoch == FINAL_EPOCH:
+            self._close(session)
+        self._schedule_locks()
+        return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "acquisition_lock_timeout_ms": self.limits.lock_duration_ms, "responses": _by_topic(rows),
+            "node_endpoints": []})
+
+
+def _overlaps(first: int, last: int, acquired: Sequence[Acquired]) -> bool:
+    return any(a.first_offset <= last and first <= a.last_offset for a in acquired)
+
+
+def _by_topic(rows: Mapping[tuple[uuid.UUID, int], dict[str, Any]]) -> list[dict[str, Any]]:
+    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for (topic_id, _), row in rows.items():
+        topics.setdefault(topic_id, []).append(row)
+    return [{"topic_id": topic_id, "partitions": partitions} for topic_id, partitions in topics.items()]
+
+
+def _fetch_refused(refusal: KafkaApiError) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+            "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}
+
+
+def _heartbeat_response(result: ShareHeartbeatResult) -> dict[str, Any]:
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": topic, "partitions": sorted(parts)}
+                                           for topic, parts in sorted(result.assignment.items())]}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "member_id": result.member_id,
+            "member_epoch": result.member_epoch if result.member_epoch != LEAVE_EPOCH else LEAVE_EPOCH,
+            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": assignment}

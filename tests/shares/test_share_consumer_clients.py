@@ -1,0 +1,140 @@
+"""confluent-kafka's ShareConsumer (librdkafka 2.16, KIP-932) against kafkapy: every record a real
+Producer wrote is consumed, acknowledged and committed; two consumers of one group on one
+partition split the records between them exactly once; a released record comes again with a
+higher delivery count, a rejected one never; a consumer that closes holding records hands them to
+the other."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkapy.embedded import Broker
+from kafkapy.testing import BrokerFactory
+
+ck = pytest.importorskip("confluent_kafka")
+
+TOPIC = "jobs"
+
+
+@pytest.fixture
+def broker(kafka_broker_factory: BrokerFactory) -> Iterator[Broker]:
+    broker = kafka_broker_factory({"share.auto.offset.reset": "earliest"})
+    broker.seed({TOPIC: {"partitions": 1}})
+    yield broker
+
+
+def _produce(broker: Broker, values: list[bytes]) -> None:
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    for value in values:
+        producer.produce(TOPIC, value)
+    assert producer.flush(10) == 0
+
+
+def _consumer(broker: Broker, group: str = "workers", **extra: Any) -> Any:
+    consumer = ck.ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                                 "share.acknowledgement.mode": "explicit", **extra})
+    consumer.subscribe([TOPIC])
+    return consumer
+
+
+def _poll(consumer: Any, timeout: float = 0.5) -> list[Any]:
+    messages = [m for m in consumer.poll(timeout) if m.error() is None]
+    return messages
+
+
+def _drain(consumers: list[Any], want: int, seconds: float = 20.0,
+           kind: Any = None) -> dict[int, list[Any]]:
+    """Poll the consumers in turn, acknowledging each record (ACCEPT unless told), until ``want``
+    records came, or ``seconds`` passed."""
+    got: dict[int, list[Any]] = {i: [] for i in range(len(consumers))}
+    deadline = time.monotonic() + seconds
+    while sum(len(v) for v in got.values()) < want and time.monotonic() < deadline:
+        for index, consumer in enumerate(consumers):
+            for message in _poll(consumer, 0.2):
+                got[index].append(message)
+                consumer.acknowledge(message, kind or ck.AcknowledgeType.ACCEPT)
+    return got
+
+
+def test_a_share_consumer_reads_acknowledges_and_commits_every_record(broker: Broker) -> None:
+    values = [f"job-{i}".encode() for i in range(20)]
+    _produce(broker, values)
+    consumer = _consumer(broker)
+    try:
+        got = _drain([consumer], len(values))[0]
+        assert sorted(m.value() for m in got) == sorted(values)
+        assert all(m.delivery_count() == 1 for m in got)
+        committed = consumer.commit_sync(10)
+        assert all(error is None for error in committed.values())
+        assert _poll(consumer, 1.0) == []  # all accepted: nothing comes again
+    finally:
+        consumer.close()
+
+
+def test_two_consumers_on_one_partition_get_every_record_exactly_once(broker: Broker) -> None:
+    first, second = _consumer(broker), _consumer(broker)
+    try:
+        _drain([first, second], 0, seconds=0)  # both subscribed before the records exist
+        for _ in range(10):
+            _poll(first, 0.1)
+            _poll(second, 0.1)
+        values = [f"job-{i}".encode() for i in range(200)]
+        for chunk in range(0, 200, 10):  # many small batches, so both consumers get some
+            _produce(broker, values[chunk:chunk + 10])
+        got = _drain([first, second], len(values))
+        seen = [m.value() for ms in got.values() for m in ms]
+        assert got[0] and got[1], "one partition, shared: both members got records"
+        assert sorted(seen) == sorted(values)  # every record, none twice
+        first.commit_sync(10)
+        second.commit_sync(10)
+        assert _poll(first, 0.5) == [] and _poll(second, 0.5) == []
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_released_record_comes_again_and_a_rejected_one_never(broker: Broker) -> None:
+    _produce(broker, [b"release-me", b"reject-me", b"accept-me"])
+    consumer = _consumer(broker)
+    try:
+        deadline = time.monotonic() + 20
+        deliveries: dict[bytes, list[int]] = {}
+        while time.monotonic() < deadline and len(deliveries.get(b"release-me", [])) < 2:
+            for message in _poll(consumer, 0.2):
+                deliveries.setdefault(message.value(), []).append(message.delivery_count())
+                kinds = {b"release-me": ck.AcknowledgeType.RELEASE, b"reject-me": ck.AcknowledgeType.REJECT}
+                kind = kinds.get(message.value(), ck.AcknowledgeType.ACCEPT)
+                if message.value() == b"release-me" and len(deliveries[b"release-me"]) == 2:
+                    kind = ck.AcknowledgeType.ACCEPT
+                consumer.acknowledge(message, kind)
+        assert deliveries[b"release-me"] == [1, 2]
+        for _ in range(4):
+            for message in _poll(consumer, 0.2):
+                consumer.acknowledge(message)
+                deliveries.setdefault(message.value(), []).append(message.delivery_count())
+        assert deliveries[b"reject-me"] == [1] and deliveries[b"accept-me"] == [1]
+    finally:
+        consumer.close()
+
+
+def test_records_a_closed_consumer_held_go_to_the_other(broker: Broker) -> None:
+    _produce(broker, [f"job-{i}".encode() for i in range(5)])
+    quitter = _consumer(broker)
+    held: list[Any] = []
+    deadline = time.monotonic() + 20
+    while not held and time.monotonic() < deadline:
+        held = _poll(quitter, 0.2)
+    assert held, "the first consumer got nothing"
+    quitter.close()  # nothing acknowledged: its share session closes, its records go back
+    survivor = _consumer(broker)
+    try:
+        got = _drain([survivor], 5)[0]
+        again = {m.value(): m.delivery_count() for m in got}
+        assert sorted(again) == [f"job-{i}".encode() for i in range(5)]
+        assert all(again[m.value()] == 2 for m in held)
+    finally:
+        survivor.close()
