@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -46,6 +46,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import PARTITION_LOGS, BrokerServices, PartitionLogsProvider
+from kafkapy.shares.admin import ShareAdmin
 from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
 from kafkapy.shares.share_group import (
     LEAVE_EPOCH,
@@ -61,7 +62,12 @@ __all__ = ["SHARE_CONFIG_KEYS", "ShareModule"]
 SHARE_GROUP_HEARTBEAT_VERSIONS = VersionRange(1, 1)
 SHARE_FETCH_VERSIONS = VersionRange(1, 2)
 SHARE_ACKNOWLEDGE_VERSIONS = VersionRange(1, 2)
+SHARE_GROUP_DESCRIBE_VERSIONS = VersionRange(1, 1)
+DESCRIBE_SHARE_GROUP_OFFSETS_VERSIONS = VersionRange(0, 1)
+ALTER_SHARE_GROUP_OFFSETS_VERSIONS = VersionRange(0, 0)
+DELETE_SHARE_GROUP_OFFSETS_VERSIONS = VersionRange(0, 0)
 NO_LEADER_EPOCH = -1
+SHARE = "share"  # ListGroups' group type and protocol type of a share group
 _SESSION_TIMER = ("share-groups", "sessions")
 _LOCK_TIMER = ("share-groups", "locks")
 # A v2 record batch's header: baseOffset int64, batchLength int32, ... lastOffsetDelta int32 at 23.
@@ -149,17 +155,26 @@ class ShareModule(Module):
         self._returned: dict[ShareKey, set[asyncio.Event]] = {}  # fetches waiting for records back
         self._coordinator: GroupsModule | None = None
         self._logs: ShareLogs | None = None
+        self.admin = ShareAdmin(self.groups, self.partitions, self.limits, self._topic_infos,
+                                self._high_watermark)
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {ApiKey.SHARE_GROUP_HEARTBEAT: ApiHandler(SHARE_GROUP_HEARTBEAT_VERSIONS, self.heartbeat),
                 ApiKey.SHARE_FETCH: ApiHandler(SHARE_FETCH_VERSIONS, self.share_fetch),
-                ApiKey.SHARE_ACKNOWLEDGE: ApiHandler(SHARE_ACKNOWLEDGE_VERSIONS, self.share_acknowledge)}
+                ApiKey.SHARE_ACKNOWLEDGE: ApiHandler(SHARE_ACKNOWLEDGE_VERSIONS, self.share_acknowledge),
+                ApiKey.SHARE_GROUP_DESCRIBE: ApiHandler(SHARE_GROUP_DESCRIBE_VERSIONS, self.describe),
+                ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ApiHandler(DESCRIBE_SHARE_GROUP_OFFSETS_VERSIONS,
+                                                                self.describe_offsets),
+                ApiKey.ALTER_SHARE_GROUP_OFFSETS: ApiHandler(ALTER_SHARE_GROUP_OFFSETS_VERSIONS,
+                                                             self.alter_offsets),
+                ApiKey.DELETE_SHARE_GROUP_OFFSETS: ApiHandler(DELETE_SHARE_GROUP_OFFSETS_VERSIONS,
+                                                              self.delete_offsets)}
 
     async def start(self) -> None:
         coordinator = self.services.provider(GROUP_COORDINATOR, Module)
         if isinstance(coordinator, GroupsModule):
             self._coordinator = coordinator
-            coordinator.foreign_groups.append(self.is_share_group)
+            coordinator.foreign_groups.append(self)
         logs = self.services.provider(PARTITION_LOGS, Module)
         if isinstance(logs, PartitionLogsProvider):
             partitions = logs.partition_logs()
@@ -169,8 +184,30 @@ class ShareModule(Module):
     async def stop(self) -> None:
         self.timers.cancel_all()
 
-    def is_share_group(self, group_id: str) -> bool:
+    # -- the one namespace (kafkapy.groups.module.ForeignGroups) ---------------------------------
+
+    def holds_group(self, group_id: str) -> bool:
         return group_id in self.groups.groups
+
+    def listed_groups(self, states: Collection[str], types: Collection[str]) -> list[dict[str, Any]]:
+        """ListGroups v5's rows: group type and protocol type "share" (Kafka's ShareGroup)."""
+        if types and SHARE not in types:
+            return []
+        return [{"group_id": g.group_id, "protocol_type": SHARE, "group_state": g.state.value,
+                 "group_type": SHARE}
+                for g in self.groups.groups.values() if not states or g.state.value.lower() in states]
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups: an empty share group goes, with its share-partitions."""
+        group = self.groups.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.groups.groups[group_id]
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        return ErrorCode.NONE
 
     def forget_everything(self) -> None:
         """Every share group, session and share-partition goes (kafkapy.embedded's reset)."""
@@ -491,6 +528,84 @@ class ShareModule(Module):
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "acquisition_lock_timeout_ms": self.limits.lock_duration_ms, "responses": _by_topic(rows),
             "node_endpoints": []})
+
+    # -- admin: ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets (admin.py) --------------
+
+    def _group_request(self, ctx: RequestContext, group_id: str, operation: str) -> None:
+        """Kafka's order: authorization, then the coordinator and the namespace."""
+        if not self._allowed(ctx, operation, "GROUP", group_id):
+            raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        self._check_namespace(group_id)
+
+    def _high_watermark(self, topic: str, index: int) -> int | None:
+        if self._logs is None:
+            return None
+        try:
+            return self._logs.leader_log(topic, index).high_watermark
+        except KafkaApiError:
+            return None
+
+    def _topic_access(self, ctx: RequestContext, topics: Sequence[Mapping[str, Any]]
+                      ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+        """The topics READ is allowed on, and those it is not (TOPIC_AUTHORIZATION_FAILED)."""
+        allowed: list[Mapping[str, Any]] = []
+        denied: list[Mapping[str, Any]] = []
+        for topic in topics:
+            (allowed if self._allowed(ctx, "READ", "TOPIC", topic["topic_name"]) else denied).append(topic)
+        return allowed, denied
+
+    def describe(self, ctx: RequestContext, request: Request) -> Answer:
+        described = []
+        for group_id in request.body.get("group_ids") or []:
+            try:
+                self._group_request(ctx, group_id, "DESCRIBE")
+                described.append(self.admin.describe_group(group_id))
+            except KafkaApiError as refusal:
+                described.append(self.admin.refused_describe(group_id, refusal))
+        return {"throttle_time_ms": 0, "groups": described}
+
+    def describe_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        groups = []
+        for asked in request.body.get("groups") or []:
+            group_id = asked["group_id"]
+            try:
+                self._group_request(ctx, group_id, "DESCRIBE")
+                topics = asked.get("topics")
+                if topics is not None:
+                    topics = [t for t in topics if self._allowed(ctx, "DESCRIBE", "TOPIC", t["topic_name"])]
+                groups.append(self.admin.describe_offsets(group_id, topics, ctx.api_version))
+            except KafkaApiError as refusal:
+                groups.append({"group_id": group_id, "topics": [], "error_code": refusal.code,
+                               "error_message": refusal.message})
+        return fit_body(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "response", ctx.api_version,
+                        {"throttle_time_ms": 0, "groups": groups})
+
+    def alter_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        try:
+            self._group_request(ctx, body["group_id"], "READ")
+            allowed, denied = self._topic_access(ctx, body.get("topics") or [])
+            rows = self.admin.alter_offsets(body["group_id"], allowed)
+        except KafkaApiError as refusal:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "responses": []}
+        rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0), "partitions": [
+            {"partition_index": p["partition_index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+             "error_message": None} for p in t["partitions"]]} for t in denied]
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
+
+    def delete_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        try:
+            self._group_request(ctx, body["group_id"], "DELETE")
+            allowed, denied = self._topic_access(ctx, body.get("topics") or [])
+            rows = self.admin.delete_offsets(body["group_id"], allowed)
+        except KafkaApiError as refusal:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "responses": []}
+        rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0),
+                  "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None} for t in denied]
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
 
 
 def _overlaps(first: int, last: int, acquired: Sequence[Acquired]) -> bool:

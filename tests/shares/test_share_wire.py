@@ -11,50 +11,23 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from share_wire_client import (
+    LOCK_MS,
+    TOPIC,
+    ack_error,
+    acquired,
+    ready,
+    setup_topic,
+    share_fetch,
+    topic_id_of,
+)
 
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
-from kafkapy.testing import BrokerFactory, wait_until
-
-TOPIC = "q"
-LOCK_MS = 30_000  # Kafka's group.share.record.lock.duration.ms
-
-
-def _setup(broker: Broker, records: int) -> tuple[SimpleClient, uuid.UUID]:
-    broker.seed({TOPIC: {"partitions": 1, "records": [{"value": f"v{i}"} for i in range(records)]}})
-    client = SimpleClient(broker.bootstrap_servers)
-    return client, _topic_id(client)
-
-
-def _topic_id(client: SimpleClient) -> uuid.UUID:
-    metadata = client.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}],
-                                                    "allow_auto_topic_creation": False,
-                                                    "include_topic_authorized_operations": False})
-    topic_id: uuid.UUID = metadata["topics"][0]["topic_id"]
-    return topic_id
-
-
-def _fetch(client: SimpleClient, topic_id: uuid.UUID, member: str, epoch: int,
-           acks: list[dict[str, Any]] | None = None, max_wait_ms: int = 0) -> dict[str, Any]:
-    body = {"group_id": "g", "member_id": member, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,
-            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
-            "topics": [{"topic_id": topic_id, "partitions": [
-                {"partition_index": 0, "acknowledgement_batches": acks or []}]}],
-            "forgotten_topics_data": []}
-    return dict(client.request(ApiKey.SHARE_FETCH, 1, body))
-
-
-def _ack_error(response: dict[str, Any]) -> int:
-    code: int = response["responses"][0]["partitions"][0]["acknowledge_error_code"]
-    return code
-
-
-def _acquired(response: dict[str, Any]) -> list[tuple[int, int, int]]:
-    return [(a["first_offset"], a["last_offset"], a["delivery_count"])
-            for t in response["responses"] for p in t["partitions"] for a in p["acquired_records"]]
+from kafkapy.testing import BrokerFactory
 
 
 @pytest.fixture
@@ -63,32 +36,32 @@ def broker(kafka_broker_factory: BrokerFactory) -> Iterator[Broker]:
 
 
 def test_sessions_acquire_acknowledge_and_kafkas_session_errors(broker: Broker) -> None:
-    client, topic_id = _setup(broker, 3)
+    client, topic_id = setup_topic(broker, 3)
     with client:
-        first = _fetch(client, topic_id, "a", 0)
+        first = share_fetch(client, topic_id, "a", 0)
         assert first["error_code"] == ErrorCode.NONE and first["acquisition_lock_timeout_ms"] == LOCK_MS
-        assert _acquired(first) == [(0, 2, 1)]
-        assert _fetch(client, topic_id, "a", 5)["error_code"] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
-        assert _fetch(client, topic_id, "b", 1)["error_code"] == ErrorCode.SHARE_SESSION_NOT_FOUND
+        assert acquired(first) == [(0, 2, 1)]
+        assert share_fetch(client, topic_id, "a", 5)["error_code"] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+        assert share_fetch(client, topic_id, "b", 1)["error_code"] == ErrorCode.SHARE_SESSION_NOT_FOUND
         # b sees nothing: a holds every record
-        assert _acquired(_fetch(client, topic_id, "b", 0)) == []
+        assert acquired(share_fetch(client, topic_id, "b", 0)) == []
         # a acknowledges b's nothing: INVALID_RECORD_STATE for offsets it does not hold is per partition
-        bad = _fetch(client, topic_id, "b", 1, acks=[{"first_offset": 0, "last_offset": 0,
+        bad = share_fetch(client, topic_id, "b", 1, acks=[{"first_offset": 0, "last_offset": 0,
                                                       "acknowledge_types": [1]}])
-        assert _ack_error(bad) == ErrorCode.INVALID_RECORD_STATE
+        assert ack_error(bad) == ErrorCode.INVALID_RECORD_STATE
         # a accepts 0, releases 1, rejects 2: only 1 comes back, delivered a second time
-        acked = _fetch(client, topic_id, "a", 1, acks=[{"first_offset": 0, "last_offset": 2,
+        acked = share_fetch(client, topic_id, "a", 1, acks=[{"first_offset": 0, "last_offset": 2,
                                                         "acknowledge_types": [1, 2, 3]}])
-        assert _ack_error(acked) == ErrorCode.NONE
-        assert _acquired(acked) == [(1, 1, 2)]
+        assert ack_error(acked) == ErrorCode.NONE
+        assert acquired(acked) == [(1, 1, 2)]
         closing = client.request(ApiKey.SHARE_ACKNOWLEDGE, 1, {
             "group_id": "g", "member_id": "a", "share_session_epoch": -1, "topics": []})
         assert closing["error_code"] == ErrorCode.NONE
-        assert _acquired(_fetch(client, topic_id, "b", 2)) == [(1, 1, 3)]  # released on close
+        assert acquired(share_fetch(client, topic_id, "b", 2)) == [(1, 1, 3)]  # released on close
 
 
 def test_acknowledge_cannot_open_a_session(broker: Broker) -> None:
-    client, _ = _setup(broker, 0)
+    client, _ = setup_topic(broker, 0)
     with client:
         answer = client.request(ApiKey.SHARE_ACKNOWLEDGE, 1, {
             "group_id": "g", "member_id": "a", "share_session_epoch": 0, "topics": []})
@@ -96,9 +69,9 @@ def test_acknowledge_cannot_open_a_session(broker: Broker) -> None:
 
 
 def test_acknowledgements_on_the_opening_fetch_are_invalid_request(broker: Broker) -> None:
-    client, topic_id = _setup(broker, 1)
+    client, topic_id = setup_topic(broker, 1)
     with client:
-        answer = _fetch(client, topic_id, "a", 0, acks=[{"first_offset": 0, "last_offset": 0,
+        answer = share_fetch(client, topic_id, "a", 0, acks=[{"first_offset": 0, "last_offset": 0,
                                                          "acknowledge_types": [1]}])
         assert answer["error_code"] == ErrorCode.INVALID_REQUEST
 
@@ -106,44 +79,33 @@ def test_acknowledgements_on_the_opening_fetch_are_invalid_request(broker: Broke
 def test_a_lock_runs_out_on_virtual_time_and_another_member_gets_the_records(
         kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
     broker = kafka_broker_factory({"share.auto.offset.reset": "earliest"})
-    client, topic_id = _setup(broker, 2)
+    client, topic_id = setup_topic(broker, 2)
     with client:
-        assert _acquired(_fetch(client, topic_id, "a", 0)) == [(0, 1, 1)]
-        assert _acquired(_fetch(client, topic_id, "b", 0)) == []
+        assert acquired(share_fetch(client, topic_id, "a", 0)) == [(0, 1, 1)]
+        assert acquired(share_fetch(client, topic_id, "b", 0)) == []
         kafka_clock.advance(LOCK_MS / 1000 - 1)
-        assert _acquired(_fetch(client, topic_id, "b", 1)) == []
+        assert acquired(share_fetch(client, topic_id, "b", 1)) == []
         kafka_clock.advance(1)
-        assert _acquired(_fetch(client, topic_id, "b", 2)) == [(0, 1, 2)]
-        late = _fetch(client, topic_id, "a", 1, acks=[{"first_offset": 0, "last_offset": 1,
+        assert acquired(share_fetch(client, topic_id, "b", 2)) == [(0, 1, 2)]
+        late = share_fetch(client, topic_id, "a", 1, acks=[{"first_offset": 0, "last_offset": 1,
                                                        "acknowledge_types": [1]}])
-        assert _ack_error(late) == ErrorCode.INVALID_RECORD_STATE
+        assert ack_error(late) == ErrorCode.INVALID_RECORD_STATE
 
 
 def test_the_delivery_limit_archives_a_record_released_five_times(broker: Broker) -> None:
-    client, topic_id = _setup(broker, 1)
+    client, topic_id = setup_topic(broker, 1)
     with client:
-        assert _acquired(_fetch(client, topic_id, "a", 0)) == [(0, 0, 1)]
+        assert acquired(share_fetch(client, topic_id, "a", 0)) == [(0, 0, 1)]
         release = [{"first_offset": 0, "last_offset": 0, "acknowledge_types": [2]}]
         for epoch, count in zip(range(1, 5), range(2, 6), strict=True):
-            assert _acquired(_fetch(client, topic_id, "a", epoch, acks=release)) == [(0, 0, count)]
-        assert _acquired(_fetch(client, topic_id, "a", 5, acks=release)) == []  # archived: never again
-
-
-def _ready(client: SimpleClient, *groups: str) -> None:
-    """FindCoordinator made __consumer_offsets, and the groups' partitions are loaded."""
-    for group in groups:
-        wait_until(lambda g=group: client.request(ApiKey.FIND_COORDINATOR, 4, {
-            "key_type": 0, "coordinator_keys": [g]})["coordinators"][0]["error_code"] == ErrorCode.NONE,
-            what=f"the coordinator of {group}")
-        wait_until(lambda g=group: client.request(ApiKey.OFFSET_FETCH, 7, {
-            "group_id": g, "topics": None, "require_stable": False})["error_code"] == ErrorCode.NONE,
-            what=f"{group}'s partition loaded")
+            assert acquired(share_fetch(client, topic_id, "a", epoch, acks=release)) == [(0, 0, count)]
+        assert acquired(share_fetch(client, topic_id, "a", 5, acks=release)) == []  # archived: never again
 
 
 def test_a_group_id_is_one_type(broker: Broker) -> None:
     with SimpleClient(broker.bootstrap_servers) as client:
         broker.seed({TOPIC: {"partitions": 1}})
-        _ready(client, "shared", "kip848")
+        ready(client, "shared", "kip848")
         joined = client.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
             "group_id": "shared", "member_id": "m", "member_epoch": 0, "rack_id": None,
             "subscribed_topic_names": [TOPIC]})
@@ -185,8 +147,8 @@ def test_fuzzed_share_requests_get_kafkas_errors(fuzz_broker: Broker, member: st
                                                  known_topic: bool, acks: list[dict[str, Any]],
                                                  acknowledge: bool, heartbeat_epoch: int) -> None:
     with SimpleClient(fuzz_broker.bootstrap_servers) as client:
-        _ready(client, "g")
-        topic_id = _topic_id(client) if known_topic else uuid.uuid4()
+        ready(client, "g")
+        topic_id = topic_id_of(client) if known_topic else uuid.uuid4()
         partition = {"partition_index": 0, "acknowledgement_batches": acks}
         topics = [{"topic_id": topic_id, "partitions": [partition]}]
         if acknowledge:
@@ -219,50 +181,50 @@ def fuzz_broker() -> Iterator[Broker]:
 def test_a_silent_member_is_fenced_on_virtual_time_and_its_records_go_back(
         kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
     broker = kafka_broker_factory({"share.auto.offset.reset": "earliest"})
-    client, topic_id = _setup(broker, 2)
+    client, topic_id = setup_topic(broker, 2)
     with client:
-        _ready(client, "g")
+        ready(client, "g")
         beat = {"group_id": "g", "member_id": "a", "member_epoch": 0, "rack_id": None,
                 "subscribed_topic_names": [TOPIC]}
         assert client.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, beat)["member_epoch"] == 1
-        assert _acquired(_fetch(client, topic_id, "a", 0)) == [(0, 1, 1)]
+        assert acquired(share_fetch(client, topic_id, "a", 0)) == [(0, 1, 1)]
         kafka_clock.advance(45)  # group.share.session.timeout.ms, Kafka's default; the lock has 30 s
-        assert _acquired(_fetch(client, topic_id, "b", 0)) == [(0, 1, 2)]
+        assert acquired(share_fetch(client, topic_id, "b", 0)) == [(0, 1, 2)]
         again = client.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {**beat, "member_epoch": 1})
         assert again["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
-        assert _fetch(client, topic_id, "a", 1)["error_code"] == ErrorCode.SHARE_SESSION_NOT_FOUND
+        assert share_fetch(client, topic_id, "a", 1)["error_code"] == ErrorCode.SHARE_SESSION_NOT_FOUND
 
 
 def test_fencing_releases_before_the_lock_runs_out(
         kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
     broker = kafka_broker_factory({"share.auto.offset.reset": "earliest",
                                    "group.share.session.timeout.ms": 10_000})
-    client, topic_id = _setup(broker, 1)
+    client, topic_id = setup_topic(broker, 1)
     with client:
-        _ready(client, "g")
+        ready(client, "g")
         client.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
             "group_id": "g", "member_id": "a", "member_epoch": 0, "rack_id": None,
             "subscribed_topic_names": [TOPIC]})
-        assert _acquired(_fetch(client, topic_id, "a", 0)) == [(0, 0, 1)]
+        assert acquired(share_fetch(client, topic_id, "a", 0)) == [(0, 0, 1)]
         kafka_clock.advance(10)  # fenced at 10 s; its lock would last 30 s
-        assert _acquired(_fetch(client, topic_id, "b", 0)) == [(0, 0, 2)]
+        assert acquired(share_fetch(client, topic_id, "b", 0)) == [(0, 0, 2)]
 
 
 def test_reset_forgets_share_groups(broker: Broker) -> None:
-    client, topic_id = _setup(broker, 1)
+    client, topic_id = setup_topic(broker, 1)
     with client:
-        assert _acquired(_fetch(client, topic_id, "a", 0)) == [(0, 0, 1)]
+        assert acquired(share_fetch(client, topic_id, "a", 0)) == [(0, 0, 1)]
     broker.reset()
-    client, topic_id = _setup(broker, 1)
+    client, topic_id = setup_topic(broker, 1)
     with client:
-        assert _fetch(client, topic_id, "a", 1)["error_code"] == ErrorCode.SHARE_SESSION_NOT_FOUND
-        assert _acquired(_fetch(client, topic_id, "b", 0)) == [(0, 0, 1)]
+        assert share_fetch(client, topic_id, "a", 1)["error_code"] == ErrorCode.SHARE_SESSION_NOT_FOUND
+        assert acquired(share_fetch(client, topic_id, "b", 0)) == [(0, 0, 1)]
 
 
 def test_latest_by_default_a_group_starts_at_the_high_watermark(kafka_broker_factory: BrokerFactory) -> None:
     broker = kafka_broker_factory()
-    client, topic_id = _setup(broker, 2)
+    client, topic_id = setup_topic(broker, 2)
     with client:
-        assert _acquired(_fetch(client, topic_id, "a", 0)) == []
+        assert acquired(share_fetch(client, topic_id, "a", 0)) == []
         broker.seed({TOPIC: {"records": [{"value": "new"}]}})
-        assert _acquired(_fetch(client, topic_id, "a", 1)) == [(2, 2, 1)]
+        assert acquired(share_fetch(client, topic_id, "a", 1)) == [(2, 2, 1)]
