@@ -75,6 +75,7 @@ _BATCH_HEAD = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")
 _LAST_DELTA_AT = 23
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
+_NO_LIMIT = 2**31 - 1  # MaxRecords 0 or absent, MaxBytes' default
 
 
 def _positive(value: Any) -> str | None:
@@ -335,13 +336,12 @@ class ShareModule(Module):
         if epoch == FINAL_EPOCH:
             self._close(session)
         else:
-            max_records = body.get("max_records", 0) if version >= 1 else 0
-            fetched = self._acquire_all(ctx, session, rows, max_records if max_records > 0 else 2**31 - 1,
-                                        body.get("max_bytes", 2**31 - 1))
-            if not fetched and body["max_wait_ms"] > 0:
-                await self._wait(session, body["max_wait_ms"] / 1000)
-                self._acquire_all(ctx, session, rows, max_records if max_records > 0 else 2**31 - 1,
-                                  body.get("max_bytes", 2**31 - 1))
+            asked = body.get("max_records", 0) if version >= 1 else 0
+            max_records = asked if asked > 0 else _NO_LIMIT
+            max_bytes = body.get("max_bytes", _NO_LIMIT)
+            if not self._acquire_all(ctx, session, rows, max_records, max_bytes) and body["max_wait_ms"] > 0:
+                await self._wait_and_acquire(ctx, session, rows, max_records, max_bytes,
+                                             body["max_wait_ms"] / 1000)
         self._schedule_locks()
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "acquisition_lock_timeout_ms": self.limits.lock_duration_ms,
@@ -433,9 +433,14 @@ class ShareModule(Module):
         leader, epoch = self._logs.leadership(topic, index)
         return {"leader_id": leader, "leader_epoch": epoch}
 
-    async def _wait(self, session: ShareSession, max_wait: float) -> None:
-        """Kafka's DelayedShareFetch: until an append to a session partition or records coming
-        back to one, or ``max_wait`` seconds."""
+    async def _wait_and_acquire(self, ctx: RequestContext, session: ShareSession,
+                                rows: dict[tuple[uuid.UUID, int], dict[str, Any]], max_records: int,
+                                max_bytes: int, max_wait: float) -> None:
+        """Kafka's DelayedShareFetch: acquire again on each append to a session partition and each
+        time records come back to one (released, lock expired), until some are acquired or
+        ``max_wait`` seconds passed."""
+        loop = self.services.loop
+        deadline = loop.time() + max_wait
         woken = asyncio.Event()
         removers: list[Callable[[], None]] = []
         keys: list[ShareKey] = []
@@ -449,9 +454,14 @@ class ShareModule(Module):
             keys.append(key)
             self._returned.setdefault(key, set()).add(woken)
         try:
-            await asyncio.wait_for(woken.wait(), max_wait)
-        except asyncio.TimeoutError:
-            pass
+            while (left := deadline - loop.time()) > 0:
+                try:
+                    await asyncio.wait_for(woken.wait(), left)
+                except asyncio.TimeoutError:
+                    return
+                woken.clear()
+                if self._acquire_all(ctx, session, rows, max_records, max_bytes):
+                    return
         finally:
             for remove in removers:
                 remove()

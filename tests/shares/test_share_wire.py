@@ -4,6 +4,8 @@ and a hypothesis fuzz of the share requests (Kafka's errors, never a traceback).
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -228,3 +230,52 @@ def test_latest_by_default_a_group_starts_at_the_high_watermark(kafka_broker_fac
         assert acquired(share_fetch(client, topic_id, "a", 0)) == []
         broker.seed({TOPIC: {"records": [{"value": "new"}]}})
         assert acquired(share_fetch(client, topic_id, "a", 1)) == [(2, 2, 1)]
+
+
+def _acknowledge(client: SimpleClient, topic_id: uuid.UUID, member: str, epoch: int, *, first: int, last: int,
+                 kind: int) -> None:
+    """ShareAcknowledge, which (unlike a ShareFetch carrying the same) acquires nothing after."""
+    answer = client.request(ApiKey.SHARE_ACKNOWLEDGE, 1, {
+        "group_id": "g", "member_id": member, "share_session_epoch": epoch, "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": first, "last_offset": last, "acknowledge_types": [kind]}]}]}]})
+    assert answer["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
+def _fetch_in_thread(broker: Broker, topic_id: uuid.UUID, member: str, max_wait_ms: int
+                     ) -> tuple[threading.Thread, list[dict[str, Any]]]:
+    answers: list[dict[str, Any]] = []
+
+    def run() -> None:
+        with SimpleClient(broker.bootstrap_servers) as other:
+            answers.append(share_fetch(other, topic_id, member, 0, max_wait_ms=max_wait_ms))
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, answers
+
+
+def test_a_waiting_fetch_is_answered_when_a_record_is_released_not_when_one_is_accepted(
+        broker: Broker) -> None:
+    client, topic_id = setup_topic(broker, 2)
+    with client:
+        assert acquired(share_fetch(client, topic_id, "a", 0)) == [(0, 1, 1)]
+        thread, answers = _fetch_in_thread(broker, topic_id, "b", 10_000)
+        time.sleep(0.3)  # b's fetch is waiting
+        _acknowledge(client, topic_id, "a", 1, first=0, last=0, kind=1)
+        time.sleep(0.3)
+        assert thread.is_alive()  # an accepted record wakes it, but gives it nothing: it waits on
+        started = time.monotonic()
+        _acknowledge(client, topic_id, "a", 2, first=1, last=1, kind=2)
+        thread.join(10)
+        assert time.monotonic() - started < 5 and acquired(answers[0]) == [(1, 1, 2)]
+
+
+def test_a_waiting_fetch_is_answered_by_an_append(broker: Broker) -> None:
+    client, topic_id = setup_topic(broker, 0)
+    with client:
+        thread, answers = _fetch_in_thread(broker, topic_id, "b", 10_000)
+        time.sleep(0.3)
+        started = time.monotonic()
+        broker.seed({TOPIC: {"records": [{"value": "late"}]}})
+        thread.join(10)
+        assert time.monotonic() - started < 5 and acquired(answers[0]) == [(0, 0, 1)]
