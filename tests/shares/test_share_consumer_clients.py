@@ -138,3 +138,20 @@ def test_records_a_closed_consumer_held_go_to_the_other(broker: Broker) -> None:
         assert all(again[m.value()] == 2 for m in held)
     finally:
         survivor.close()
+
+
+def test_on_a_cluster_each_partition_is_fetched_from_its_leader(kafka_broker_factory: BrokerFactory) -> None:
+    """Three brokers, three partitions led by different brokers: membership on the coordinator,
+    share-partitions on each leader, and every record delivered once."""
+    cluster = kafka_broker_factory({"share.auto.offset.reset": "earliest"}, brokers=3)
+    cluster.seed({TOPIC: {"partitions": 3, "replication_factor": 1,
+                          "records": [{"value": f"job-{i}"} for i in range(30)]}})
+    consumers = [_consumer(cluster), _consumer(cluster)]
+    try:
+        got = _drain(consumers, 30)
+        seen = sorted((m.partition(), m.offset()) for ms in got.values() for m in ms)
+        assert len(seen) == 30 and len(set(seen)) == 30
+        assert {m.partition() for ms in got.values() for m in ms} == {0, 1, 2}
+    finally:
+        for consumer in consumers:
+            consumer.close()
