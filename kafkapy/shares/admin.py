@@ -1,7 +1,7 @@
 """Share groups' admin APIs: ShareGroupDescribe (77) v1, DescribeShareGroupOffsets (90) v0-1,
-AlterShareGroupOffsets (91) v0 and DeleteShareGroupOffsets (92) v0, as Kafka 4.1 answers them.
+AlterShareGroupOffsets (91) v0 and DeleteShareGroupOffsets (92) v0.
 
-Version notes: DescribeShareGroupOffsets v1 adds each partition's ``Lag`` (KIP-1226).
+Version notes: DescribeShareGroupOffsets v1 adds each partition's ``Lag``.
 
 A share group's "offset" on a partition is its share-partition's start offset (SPSO): every
 record before it is done. Describe answers -1 for a partition the group never fetched (Kafka's
@@ -123,7 +123,7 @@ class ShareAdmin:
         return {"group_id": group_id, "topics": rows, "error_code": ErrorCode.NONE, "error_message": None}
 
     def _lag(self, topic: str, index: int, partition: SharePartition) -> int:
-        """Records after the SPSO not yet finished (KIP-1226): the high watermark less the SPSO,
+        """Records after the SPSO not yet finished: the high watermark less the SPSO,
         less those acknowledged or archived out of order; -1 when the log is not readable here."""
         high_watermark = self._high_watermark(topic, index)
         if high_watermark is None:

@@ -1,8 +1,8 @@
 """The shares module: KIP-932 share groups ("queues for Kafka") on the wire.
 
-ShareGroupHeartbeat (76) v1, ShareFetch (78) v1-2 and ShareAcknowledge (79) v1-2, the versions
-Kafka 4.1 serves (v0 was 4.0's early access and is not served). What it owns, and where the
-decisions are:
+ShareGroupHeartbeat (76) v1, ShareFetch (78) v1-2 and ShareAcknowledge (79) v1-2, the versions of
+kafkapy's specs (v0 was Kafka 4.0's early access and is not served; librdkafka 2.16 sends v1), and
+the admin APIs of admin.py. What it owns, and where the decisions are:
 
 * membership: share_group.py (join, heartbeat, leave, the simple assignor, session expiry). The
   heartbeat goes to the group coordinator found by FindCoordinator, as a consumer group's does:
@@ -76,10 +76,18 @@ _LAST_DELTA = struct.Struct(">i")
 _LAST_DELTA_AT = 23
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
 _NO_LIMIT = 2**31 - 1  # MaxRecords 0 or absent, MaxBytes' default
+_LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 def _positive(value: Any) -> str | None:
     return None if value is None or value >= 1 else "must be at least 1"
+
+
+def _between(low: int, high: int) -> Callable[[Any], str | None]:
+    """Kafka's ConfigDef range for the key (ShareGroupConfig)."""
+    def check(value: Any) -> str | None:
+        return None if value is None or low <= value <= high else f"must be between {low} and {high}"
+    return check
 
 
 def _reset(value: Any) -> str | None:
@@ -94,11 +102,14 @@ SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.share.max.size", "int", 200,
               "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", _positive),
     ConfigKey("group.share.record.lock.duration.ms", "int", 30_000,
-              "Kafka's default: how long an acquired record stays locked to its member", _positive),
+              "Kafka's default: how long an acquired record stays locked to its member",
+              _between(1_000, 3_600_000)),
     ConfigKey("group.share.delivery.count.limit", "int", 5,
-              "Kafka's default: a record delivered this often is archived instead of released", _positive),
+              "Kafka's default: a record delivered this often is archived instead of released",
+              _between(2, 10)),
     ConfigKey("group.share.partition.max.record.locks", "int", 2000,
-              "Kafka 4.1's default: the most in-flight records of one share-partition", _positive),
+              "Kafka's default (earlier releases: 200): the most in-flight records of one share-partition",
+              _between(100, 10_000)),
     ConfigKey("share.auto.offset.reset", "string", "latest",
               "Where a share group starts on a partition it never consumed (Kafka's group config, "
               "default latest; kafkapy takes it broker-wide, having no GROUP config resources)", _reset),
@@ -339,13 +350,14 @@ class ShareModule(Module):
             asked = body.get("max_records", 0) if version >= 1 else 0
             max_records = asked if asked > 0 else _NO_LIMIT
             max_bytes = body.get("max_bytes", _NO_LIMIT)
-            if not self._acquire_all(ctx, session, rows, max_records, max_bytes) and body["max_wait_ms"] > 0:
+            fetched = self._acquire_all(ctx, session, rows, max_records, max_bytes)
+            if not fetched and not _errors(rows) and body["max_wait_ms"] > 0:
                 await self._wait_and_acquire(ctx, session, rows, max_records, max_bytes,
                                              body["max_wait_ms"] / 1000)
         self._schedule_locks()
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "acquisition_lock_timeout_ms": self.limits.lock_duration_ms,
-                "responses": _by_topic(rows), "node_endpoints": []}
+                "responses": _by_topic(rows), "node_endpoints": self._leader_hints(ctx, rows)}
 
     def _session_for(self, ctx: RequestContext, group_id: str | None, member_id: str | None, epoch: int, *,
                      has_acks: bool) -> ShareSession:
@@ -428,6 +440,29 @@ class ShareModule(Module):
             max_bytes -= row["records"].size
         return acquired_total
 
+    def _leader_hints(self, ctx: RequestContext, rows: Mapping[tuple[uuid.UUID, int], dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+        """KIP-951, as Fetch does it: a partition refused for leadership names its leader now, and
+        the response lists that broker's endpoint, so the client need not ask Metadata first."""
+        leaders: set[int] = set()
+        for (topic_id, index), row in rows.items():
+            codes = {row.get("error_code"), row.get("acknowledge_error_code")}
+            name = None if self._logs is None else self._logs.topic_name(topic_id)
+            if name is None or not codes & _LEADER_ERRORS:
+                continue
+            try:
+                row["current_leader"] = self._leader(name, index)
+            except KafkaApiError:
+                continue
+            leaders.add(row["current_leader"]["leader_id"])
+        endpoints = []
+        for broker in self.services.cluster.brokers:
+            endpoint = broker.endpoint(ctx.connection.listener)
+            if broker.broker_id in leaders and endpoint is not None:
+                endpoints.append({"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
+                                  "rack": broker.rack})
+        return endpoints
+
     def _leader(self, topic: str, index: int) -> dict[str, int]:
         assert self._logs is not None
         leader, epoch = self._logs.leadership(topic, index)
@@ -460,7 +495,7 @@ class ShareModule(Module):
                 except asyncio.TimeoutError:
                     return
                 woken.clear()
-                if self._acquire_all(ctx, session, rows, max_records, max_bytes):
+                if self._acquire_all(ctx, session, rows, max_records, max_bytes) or _errors(rows):
                     return
         finally:
             for remove in removers:
@@ -534,10 +569,11 @@ class ShareModule(Module):
         if epoch == FINAL_EPOCH:
             self._close(session)
         self._schedule_locks()
+        endpoints = self._leader_hints(ctx, rows)
         return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
             "acquisition_lock_timeout_ms": self.limits.lock_duration_ms, "responses": _by_topic(rows),
-            "node_endpoints": []})
+            "node_endpoints": endpoints})
 
     # -- admin: ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets (admin.py) --------------
 
@@ -616,6 +652,11 @@ class ShareModule(Module):
         rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0),
                   "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
+
+
+def _errors(rows: Mapping[tuple[uuid.UUID, int], Mapping[str, Any]]) -> bool:
+    """A partition answered an error: the fetch goes at once, as Fetch's does."""
+    return any(row["error_code"] != ErrorCode.NONE for row in rows.values())
 
 
 def _overlaps(first: int, last: int, acquired: Sequence[Acquired]) -> bool:

@@ -45,7 +45,7 @@ class RecordState(enum.Enum):
 
 
 class AcknowledgeType(enum.IntEnum):
-    """The AcknowledgeTypes of ShareFetch and ShareAcknowledge (KIP-932; RENEW is KIP-1222's v2)."""
+    """The AcknowledgeTypes of ShareFetch and ShareAcknowledge (KIP-932; RENEW comes with v2)."""
 
     GAP = 0
     ACCEPT = 1
@@ -115,7 +115,7 @@ class Acquired:
 @attrs.frozen
 class SharePartitionLimits:
     #: Kafka's defaults (ShareGroupConfig): group.share.record.lock.duration.ms,
-    #: group.share.delivery.count.limit, group.share.partition.max.record.locks (Kafka 4.1's 2000).
+    #: group.share.delivery.count.limit, group.share.partition.max.record.locks (2000; earlier releases 200).
     lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
     max_record_locks: int = 2000

@@ -279,3 +279,23 @@ def test_a_waiting_fetch_is_answered_by_an_append(broker: Broker) -> None:
         broker.seed({TOPIC: {"records": [{"value": "late"}]}})
         thread.join(10)
         assert time.monotonic() - started < 5 and acquired(answers[0]) == [(0, 0, 1)]
+
+
+def test_a_broker_that_does_not_lead_the_partition_names_the_leader(
+        kafka_broker_factory: BrokerFactory) -> None:
+    cluster = kafka_broker_factory({"share.auto.offset.reset": "earliest"}, brokers=3)
+    cluster.seed({TOPIC: {"partitions": 1, "replication_factor": 1, "records": [{"value": "v"}]}})
+    addresses = cluster.bootstrap_servers.split(",")
+    with SimpleClient(addresses[0]) as first:
+        topic_id = topic_id_of(first)
+        leader = first.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}],
+                                                     "allow_auto_topic_creation": False,
+                                                     "include_topic_authorized_operations": False}
+                               )["topics"][0]["partitions"][0]["leader_id"]
+    follower = next(i for i, b in enumerate(cluster.brokers) if b.broker_id != leader)
+    with SimpleClient(addresses[follower]) as client:
+        answer = share_fetch(client, topic_id, "a", 0, max_wait_ms=5_000)
+        row = answer["responses"][0]["partitions"][0]
+        assert row["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert row["current_leader"]["leader_id"] == leader
+        assert [e["node_id"] for e in answer["node_endpoints"]] == [leader]
