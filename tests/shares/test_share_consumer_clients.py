@@ -155,3 +155,29 @@ def test_on_a_cluster_each_partition_is_fetched_from_its_leader(kafka_broker_fac
     finally:
         for consumer in consumers:
             consumer.close()
+
+
+def test_the_broker_shows_each_records_state_and_delivery_count(broker: Broker) -> None:
+    _produce(broker, [b"accept-me", b"reject-me", b"hold-me"])
+    consumer = _consumer(broker, **{"client.id": "inspected"})
+    try:
+        held: list[Any] = []
+        deadline = time.monotonic() + 20
+        while len(held) < 3 and time.monotonic() < deadline:
+            held += _poll(consumer, 0.2)
+        kinds = {b"accept-me": ck.AcknowledgeType.ACCEPT, b"reject-me": ck.AcknowledgeType.REJECT}
+        for message in held:
+            if message.value() in kinds:
+                consumer.acknowledge(message, kinds[message.value()])
+        consumer.commit_sync(10)
+        (partition,) = broker.share_partitions("workers")
+        assert (partition.topic, partition.partition) == (TOPIC, 0)
+        assert [partition.state_of(o) for o in range(3)] == ["ARCHIVED", "ARCHIVED", "ACQUIRED"]
+        assert partition.start_offset == 2  # 0 accepted and 1 rejected: both done
+        (record,) = partition.records
+        assert (record.offset, record.delivery_count) == (2, 1) and record.member_id is not None
+        (group,) = broker.share_groups("workers")
+        assert group.state == "Stable" and [m.client_id for m in group.members] == ["inspected"]
+        assert group.members[0].assignment == {TOPIC: (0,)} and group.members[0].member_id == record.member_id
+    finally:
+        consumer.close()
