@@ -1,8 +1,8 @@
 """confluent-kafka's ShareConsumer (librdkafka 2.16, KIP-932) against kafkapy: every record a real
 Producer wrote is consumed, acknowledged and committed; two consumers of one group on one
 partition split the records between them exactly once; a released record comes again with a
-higher delivery count, a rejected one never; a consumer that closes holding records hands them to
-the other."""
+higher delivery count, a rejected one never; a consumer that closes holding records, or whose
+locks run out on virtual time, hands them to the other."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
 from kafkapy.testing import BrokerFactory
 
@@ -181,3 +182,32 @@ def test_the_broker_shows_each_records_state_and_delivery_count(broker: Broker) 
         assert group.members[0].assignment == {TOPIC: (0,)} and group.members[0].member_id == record.member_id
     finally:
         consumer.close()
+
+
+def test_a_silent_consumers_locks_run_out_on_virtual_time_and_the_other_gets_its_records(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    """The first consumer takes every record and acknowledges none; once the clock passes
+    group.share.record.lock.duration.ms (30 s) the second gets them, delivered a second time."""
+    broker = kafka_broker_factory({"share.auto.offset.reset": "earliest"})
+    broker.seed({TOPIC: {"partitions": 1, "records": [{"value": f"job-{i}"} for i in range(5)]}})
+    silent = _consumer(broker)
+    held: list[Any] = []
+    deadline = time.monotonic() + 20
+    while len(held) < 5 and time.monotonic() < deadline:
+        held += _poll(silent, 0.2)
+        kafka_clock.advance(0.5)  # answers the long polls of a fetch that found nothing
+    assert sorted(m.value() for m in held) == [f"job-{i}".encode() for i in range(5)]
+    other = _consumer(broker)
+    try:
+        got: list[Any] = []
+        steps = 0
+        while len(got) < 5 and steps < 80:
+            got += _poll(other, 0.1)
+            kafka_clock.advance(0.5)
+            steps += 1
+        assert kafka_clock.time() >= 30  # not before the locks ran out
+        assert sorted(m.value() for m in got) == [f"job-{i}".encode() for i in range(5)]
+        assert {m.delivery_count() for m in got} == {2}
+    finally:
+        other.close()
+        silent.close()
