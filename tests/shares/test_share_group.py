@@ -100,3 +100,14 @@ def test_the_simple_assignment_covers_every_partition_and_every_member() -> None
     crowded = simple_assignment(["a", "b", "c", "d"], partitions[:1], lambda m, t: True)
     assert all(crowded[m] == {T: frozenset({0})} for m in "abcd")
     assert simple_assignment(["a"], partitions, lambda m, t: False) == {"a": {}}
+
+
+def test_a_topic_made_after_the_join_reaches_the_member_at_its_next_heartbeat() -> None:
+    topics: dict[str, tuple[uuid.UUID, int]] = {}
+    groups = ShareGroups(ShareGroupConfig(), lambda: topics)
+    joined = groups.heartbeat(ShareHeartbeat("g", "m1", 0, subscribed_topic_names=("later",)), 0)
+    assert joined.member_epoch == 1 and joined.assignment == {}
+    topics["later"] = (T, 2)
+    beat = groups.heartbeat(ShareHeartbeat("g", "m1", 1), 100)
+    assert beat.member_epoch == 2 and beat.assignment == {T: frozenset({0, 1})}
+    assert groups.heartbeat(ShareHeartbeat("g", "m1", 2), 200).assignment is None
