@@ -35,6 +35,8 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import attrs
+
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.module import GROUP_COORDINATOR, GroupsModule
 from kafkapy.groups.timers import Timers
@@ -76,6 +78,7 @@ _LAST_DELTA = struct.Struct(">i")
 _LAST_DELTA_AT = 23
 _LOG_OVERHEAD = 12  # baseOffset + batchLength
 _NO_LIMIT = 2**31 - 1  # MaxRecords 0 or absent, MaxBytes' default
+BATCH_OPTIMIZED = 0  # ShareFetch v2's ShareAcquireMode: 0 whole batches (v1's only way), 1 record limit
 _LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
 
@@ -140,6 +143,15 @@ def batch_spans(chunks: Sequence[memoryview | bytes]) -> Iterator[tuple[int, int
             end = at + _LOG_OVERHEAD + length
             yield base, base + delta, view[at:end]
             at = end
+
+
+@attrs.frozen
+class _Limits:
+    """What one ShareFetch may acquire: MaxRecords, MaxBytes, and whether batches go whole."""
+
+    max_records: int
+    max_bytes: int
+    whole_batches: bool
 
 
 class ShareModule(Module):
@@ -350,10 +362,11 @@ class ShareModule(Module):
             asked = body.get("max_records", 0) if version >= 1 else 0
             max_records = asked if asked > 0 else _NO_LIMIT
             max_bytes = body.get("max_bytes", _NO_LIMIT)
-            fetched = self._acquire_all(ctx, session, rows, max_records, max_bytes)
+            limits = _Limits(max_records, max_bytes,
+                             body.get("share_acquire_mode", BATCH_OPTIMIZED) == BATCH_OPTIMIZED)
+            fetched = self._acquire_all(ctx, session, rows, limits)
             if not fetched and not _errors(rows) and body["max_wait_ms"] > 0:
-                await self._wait_and_acquire(ctx, session, rows, max_records, max_bytes,
-                                             body["max_wait_ms"] / 1000)
+                await self._wait_and_acquire(ctx, session, rows, limits, body["max_wait_ms"] / 1000)
         self._schedule_locks()
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
                 "acquisition_lock_timeout_ms": self.limits.lock_duration_ms,
@@ -406,9 +419,9 @@ class ShareModule(Module):
         return name, logs.leader_log(name, key[1])
 
     def _acquire_all(self, ctx: RequestContext, session: ShareSession,
-                     rows: dict[tuple[uuid.UUID, int], dict[str, Any]], max_records: int,
-                     max_bytes: int) -> int:
+                     rows: dict[tuple[uuid.UUID, int], dict[str, Any]], limits: _Limits) -> int:
         """Acquire from each partition of the session; answers how many records were acquired."""
+        max_records, max_bytes = limits.max_records, limits.max_bytes
         acquired_total = 0
         now = self.timers.now_ms()
         for key in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
@@ -423,7 +436,7 @@ class ShareModule(Module):
                 read = log.read(start, max_bytes, max_offset=log.high_watermark, min_one_batch=True)
                 spans = list(batch_spans(read.chunks))
                 acquired = partition.acquire(session.member_id, [(f, last) for f, last, _ in spans], now,
-                                             max_records - acquired_total)
+                                             max_records - acquired_total, whole_batches=limits.whole_batches)
             except KafkaApiError as refusal:
                 row = rows.setdefault(key, self._row(key[1]))
                 row["error_code"], row["error_message"] = refusal.code, refusal.message
@@ -469,8 +482,8 @@ class ShareModule(Module):
         return {"leader_id": leader, "leader_epoch": epoch}
 
     async def _wait_and_acquire(self, ctx: RequestContext, session: ShareSession,
-                                rows: dict[tuple[uuid.UUID, int], dict[str, Any]], max_records: int,
-                                max_bytes: int, max_wait: float) -> None:
+                                rows: dict[tuple[uuid.UUID, int], dict[str, Any]], limits: _Limits,
+                                max_wait: float) -> None:
         """Kafka's DelayedShareFetch: acquire again on each append to a session partition and each
         time records come back to one (released, lock expired), until some are acquired or
         ``max_wait`` seconds passed."""
@@ -495,7 +508,7 @@ class ShareModule(Module):
                 except asyncio.TimeoutError:
                     return
                 woken.clear()
-                if self._acquire_all(ctx, session, rows, max_records, max_bytes) or _errors(rows):
+                if self._acquire_all(ctx, session, rows, limits) or _errors(rows):
                     return
         finally:
             for remove in removers:

@@ -160,18 +160,20 @@ class SharePartition:
         self.end_offset = max(self.end_offset, log_start_offset)
 
     def acquire(self, member_id: str, batches: Iterable[tuple[int, int]], now_ms: int,
-                max_records: int) -> list[Acquired]:
+                max_records: int, *, whole_batches: bool = True) -> list[Acquired]:
         """Acquire for ``member_id`` the AVAILABLE records of the log ``batches`` (their
-        (first, last) offsets, in order, as read), at most ``max_records`` of them except that a
-        batch is taken whole once begun (Kafka's batch-optimized mode), and never past
-        ``max_record_locks`` in flight. Returns the acquired ranges, split where the delivery
-        count changes."""
+        (first, last) offsets, in order, as read), at most ``max_records`` of them, except that
+        with ``whole_batches`` (ShareFetch's batch-optimized mode, the default) a batch begun is
+        taken whole; never past ``max_record_locks`` in flight. Returns the acquired ranges,
+        split where the delivery count changes."""
         deadline = now_ms + self.limits.lock_duration_ms
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
         for first, last in batches:
             if len(taken) >= max_records:
                 break
             for offset in range(max(first, self.start_offset), last + 1):
+                if not whole_batches and len(taken) >= max_records:
+                    break
                 if offset >= self.end_offset:
                     if offset - self.start_offset >= self.limits.max_record_locks:
                         break

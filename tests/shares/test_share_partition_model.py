@@ -189,3 +189,12 @@ def test_records_the_log_dropped_are_passed_over() -> None:
     partition.acquire("a", [(0, 3)], 0, 10)
     partition.move_start(2)
     assert partition.start_offset == 2 and sorted(partition.records) == [2, 3]
+
+
+def test_record_limit_mode_stops_inside_a_batch() -> None:
+    whole = SharePartition(0, LIMITS)
+    assert [(a.first_offset, a.last_offset) for a in whole.acquire("a", [(0, 5)], 0, 2)] == [(0, 5)]
+    limited = SharePartition(0, LIMITS)
+    taken = limited.acquire("a", [(0, 5)], 0, 2, whole_batches=False)
+    assert [(a.first_offset, a.last_offset) for a in taken] == [(0, 1)]
+    assert limited.end_offset == 2 and limited.state_of(2) is RecordState.AVAILABLE

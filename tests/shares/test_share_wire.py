@@ -299,3 +299,20 @@ def test_a_broker_that_does_not_lead_the_partition_names_the_leader(
         assert row["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
         assert row["current_leader"]["leader_id"] == leader
         assert [e["node_id"] for e in answer["node_endpoints"]] == [leader]
+
+
+def test_share_fetch_v2_record_limit_mode_acquires_exactly_max_records(broker: Broker) -> None:
+    broker.seed({TOPIC: {"partitions": 1}})
+    broker.seed({TOPIC: {"records": [{"value": f"v{i}"} for i in range(6)]}})  # one batch
+    with SimpleClient(broker.bootstrap_servers) as client:
+        topic_id = topic_id_of(client)
+
+        def fetch(member: str, mode: int) -> dict[str, Any]:
+            return dict(client.request(ApiKey.SHARE_FETCH, 2, {
+                "group_id": "g", "member_id": member, "share_session_epoch": 0, "max_wait_ms": 0,
+                "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 2, "batch_size": 2,
+                "share_acquire_mode": mode, "is_renew_ack": False,
+                "topics": [{"topic_id": topic_id, "partitions": [
+                    {"partition_index": 0, "acknowledgement_batches": []}]}], "forgotten_topics_data": []}))
+        assert acquired(fetch("a", 1)) == [(0, 1, 1)]
+        assert acquired(fetch("b", 0)) == [(2, 5, 1)]  # the rest of the batch, whole
