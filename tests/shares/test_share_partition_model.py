@@ -60,12 +60,13 @@ class SharePartitionMachine(RuleBasedStateMachine):
                 return offset
         return LOG_END
 
-    @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 12))
-    def acquire(self, member: str, max_records: int) -> None:
-        acquired = self.partition.acquire(member, BATCHES, self.now, max_records)
+    @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 12), whole=st.booleans())
+    def acquire(self, member: str, max_records: int, whole: bool) -> None:
+        acquired = self.partition.acquire(member, BATCHES, self.now, max_records, whole_batches=whole)
         got = [o for a in acquired for o in range(a.first_offset, a.last_offset + 1)]
-        # The model: whole batches of AVAILABLE records in order, while fewer than max_records
-        # were taken, never reaching max_record_locks past the SPSO for a never-acquired offset.
+        # The model: AVAILABLE records in batch order, while fewer than max_records were taken
+        # (checked per batch when batches go whole, else per record), never reaching
+        # max_record_locks past the SPSO for a never-acquired offset.
         expected: list[int] = []
         start = self._model_start()
         window_end = max([o + 1 for o, r in self.model.items() if r.count > 0] + [start])
@@ -73,6 +74,8 @@ class SharePartitionMachine(RuleBasedStateMachine):
             if len(expected) >= max_records:
                 break
             for offset in range(max(first, start), last + 1):
+                if not whole and len(expected) >= max_records:
+                    break
                 record = self.model[offset]
                 if offset >= window_end and offset - start >= LIMITS.max_record_locks:
                     break
