@@ -316,3 +316,13 @@ def test_share_fetch_v2_record_limit_mode_acquires_exactly_max_records(broker: B
                     {"partition_index": 0, "acknowledgement_batches": []}]}], "forgotten_topics_data": []}))
         assert acquired(fetch("a", 1)) == [(0, 1, 1)]
         assert acquired(fetch("b", 0)) == [(2, 5, 1)]  # the rest of the batch, whole
+
+
+def test_a_broker_emulating_kafka_4_0_serves_no_share_apis(kafka_broker_factory: BrokerFactory) -> None:
+    """Kafka 4.0 served share groups only as an early-access v0, which kafkapy does not speak."""
+    broker = kafka_broker_factory({"kafka.version": "4.0"})
+    with SimpleClient(broker.bootstrap_servers) as client:
+        keys = {k["api_key"] for k in client.request(ApiKey.API_VERSIONS, 3, {
+            "client_software_name": "t", "client_software_version": "1"})["api_keys"]}
+    assert keys and not keys & {ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
+                                ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS}
