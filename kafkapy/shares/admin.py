@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.shares.fetch import ShareKey
 from kafkapy.shares.share_group import ShareGroup, ShareGroups
 from kafkapy.shares.share_partition import RecordState, SharePartition, SharePartitionLimits
 
@@ -31,8 +32,6 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations 
 NO_START_OFFSET = -1  # Kafka's uninitialized start offset (and unknown lag)
 NO_LEADER_EPOCH = -1
 SIMPLE_ASSIGNOR = "simple"  # the name Kafka's SimpleAssignor reports
-
-ShareKey = tuple[str, uuid.UUID, int]
 
 
 class ShareAdmin:

@@ -29,6 +29,8 @@ from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.records import build_record_batch
+from kafkapy.shares.fetch import batch_spans
 from kafkapy.testing import BrokerFactory
 
 
@@ -326,3 +328,10 @@ def test_a_broker_emulating_kafka_4_0_serves_no_share_apis(kafka_broker_factory:
             "client_software_name": "t", "client_software_version": "1"})["api_keys"]}
     assert keys and not keys & {ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE,
                                 ApiKey.SHARE_GROUP_DESCRIBE, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS}
+
+
+def test_batch_spans_reads_whole_batches_and_stops_at_a_part_of_one() -> None:
+    one = build_record_batch([(None, b"a"), (None, b"b")], base_offset=7)
+    two = build_record_batch([(None, b"c")], base_offset=9)
+    assert [(f, last, bytes(v)) for f, last, v in batch_spans([one + two])] == [(7, 8, one), (9, 9, two)]
+    assert [(f, last) for f, last, _ in batch_spans([one + two[:20]])] == [(7, 8)]
