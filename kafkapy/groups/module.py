@@ -910,9 +910,11 @@ class GroupsModule(Module):
         except KafkaApiError as exc:
             return {**blank, "error_code": exc.code, "error_message": exc.message}
         if group is None:
-            if version >= 6:
+            if version >= 6:  # a share group's id: Kafka's classicGroup lookup refuses it by type
+                message = (f"Group {group_id} is not a classic group." if self.foreign_group(group_id)
+                           else f"Group {group_id} not found.")
                 return {**blank, "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
-                        "group_state": GroupState.DEAD.value, "error_message": f"Group {group_id} not found."}
+                        "group_state": GroupState.DEAD.value, "error_message": message}
             return {**blank, "error_code": ErrorCode.NONE, "group_state": GroupState.DEAD.value}
         return group.describe()
 

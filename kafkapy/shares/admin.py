@@ -80,7 +80,7 @@ class ShareAdmin:
         if group is None:
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if group.members:
-            raise KafkaApiError(ErrorCode.NON_EMPTY_GROUP, f"The group {group_id} is not empty.")
+            raise KafkaApiError(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
         return group
 
     # -- DescribeShareGroupOffsets ----------------------------------------------------------------

@@ -202,3 +202,16 @@ def test_fuzzed_admin_requests_get_kafkas_errors(admin_broker: Broker, group: st
                 "group_id": group, "topics": [{"topic_name": name}]})
             codes = [answer["error_code"]] + [t["error_code"] for t in answer["responses"]]
         assert set(codes) <= _ADMIN_ERRORS
+
+
+def test_describe_groups_refuses_a_share_group_as_not_classic(broker: Broker) -> None:
+    client, _ = setup_topic(broker, 0)
+    with client:
+        ready(client, "g")
+        _join(client, "m1")
+        asked = {"groups": ["g"], "include_authorized_operations": False}
+        v6 = client.request(ApiKey.DESCRIBE_GROUPS, 6, asked)
+        assert (v6["groups"][0]["error_code"], v6["groups"][0]["error_message"]) == (
+            ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a classic group.")
+        v5 = client.request(ApiKey.DESCRIBE_GROUPS, 5, asked)
+        assert (v5["groups"][0]["error_code"], v5["groups"][0]["group_state"]) == (ErrorCode.NONE, "Dead")
