@@ -5,9 +5,9 @@ Theory of operation
 A member joins with epoch 0 and a member id it generated, names the topics it subscribes to,
 heartbeats with its current epoch, and leaves with epoch -1. Every change of membership or of
 subscriptions bumps the group epoch and recomputes the target assignment with the simple
-assignor (``simple_assignment``). Unlike a consumer group there is nothing to revoke first
-(a partition may be shared), so a member's epoch and assignment jump straight to the group's on
-its next heartbeat.
+assignor (``simple_assignment``: balanced and sticky, as Kafka's). Unlike a consumer group there
+is nothing to revoke first (a partition may be shared), so a member's epoch and assignment jump
+straight to the group's on its next heartbeat.
 
 A member's session lasts ``group.share.session.timeout.ms`` from its last heartbeat; one whose
 session ran out is fenced (removed, group epoch bumped) by :meth:`ShareGroups.expire`, which the
@@ -103,26 +103,81 @@ class ShareHeartbeatResult:
     left: bool = False
 
 
-def simple_assignment(members: Sequence[str], partitions: Sequence[tuple[uuid.UUID, int]],
-                      subscribed: Callable[[str, uuid.UUID], bool]
-                      ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
-    """The simple assignor's rule as kafkapy applies it: the partitions of each topic are dealt
-    round-robin over the members subscribing to it, and when a topic has fewer partitions than
-    members they are dealt again until every such member holds one, so a partition may be
-    shared (two members of one group on a one-partition topic both consume it, records going
-    to one or the other). Deterministic: members and partitions in sorted order."""
-    result: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
-    topics: dict[uuid.UUID, list[int]] = {}
-    for topic_id, index in sorted(partitions):
-        topics.setdefault(topic_id, []).append(index)
-    for topic_id, indexes in topics.items():
-        takers = sorted(m for m in members if subscribed(m, topic_id))
-        if not takers:
-            continue
-        slots = max(len(indexes), len(takers))
-        for slot in range(slots):
-            result[takers[slot % len(takers)]].setdefault(topic_id, set()).add(indexes[slot % len(indexes)])
-    return {m: {t: frozenset(p) for t, p in parts.items()} for m, parts in result.items()}
+TopicPartition = tuple[uuid.UUID, int]
+Target = dict[str, dict[uuid.UUID, frozenset[int]]]
+
+
+def simple_assignment(members: Sequence[str], partitions: Sequence[TopicPartition],
+                      subscribed: Callable[[str, uuid.UUID], bool],
+                      previous: Mapping[str, Mapping[uuid.UUID, frozenset[int]]] | None = None) -> Target:
+    """Kafka's simple share assignor, as its homogeneous builder describes its aims: every
+    partition is shared by ``ceil(members / partitions)`` members, the members' partition
+    counts differ by at most one (balance), and what a member held in ``previous`` stays with
+    it where balance allows (stickiness). Members subscribing to the same topics are assigned
+    together over all those topics' partitions; when subscriptions differ, each topic is
+    assigned over its own subscribers. Deterministic: members and partitions in sorted order."""
+    members = sorted(members)
+    subscriptions = {m: frozenset(t for t, _ in partitions if subscribed(m, t)) for m in members}
+    units: list[tuple[list[str], list[TopicPartition]]]
+    if len(set(subscriptions.values())) <= 1:
+        common = subscriptions[members[0]] if members else frozenset()
+        units = [(members, sorted(p for p in partitions if p[0] in common))]
+    else:
+        units = [([m for m in members if topic in subscriptions[m]],
+                  sorted(p for p in partitions if p[0] == topic))
+                 for topic in sorted({t for t, _ in partitions})]
+    held: dict[str, set[TopicPartition]] = {m: set() for m in members}
+    for takers, unit in units:
+        for member, taken in _balanced(takers, unit, previous or {}).items():
+            held[member] |= taken
+    result: Target = {}
+    for member, taken in held.items():
+        by_topic: dict[uuid.UUID, set[int]] = {}
+        for topic, index in taken:
+            by_topic.setdefault(topic, set()).add(index)
+        result[member] = {t: frozenset(p) for t, p in by_topic.items()}
+    return result
+
+
+def _ceil_div(numerator: int, denominator: int) -> int:
+    return -(-numerator // denominator)
+
+
+def _balanced(members: Sequence[str], partitions: Sequence[TopicPartition],
+              previous: Mapping[str, Mapping[uuid.UUID, frozenset[int]]]) -> dict[str, set[TopicPartition]]:
+    """One unit of the simple assignor. Each partition gets ``sharing`` members and each member
+    ``base`` or ``base + 1`` partitions, the extra ones going to the members that held the most
+    before; each member keeps what it held while that fits, and the rest is dealt to the members
+    needing the most, round-robin among equals."""
+    if not members or not partitions:
+        return {m: set() for m in members}
+    sharing = _ceil_div(len(members), len(partitions))
+    base, extra = divmod(sharing * len(partitions), len(members))
+    kept = {m: sorted(p for p in ((t, i) for t, indexes in previous.get(m, {}).items() for i in indexes)
+                      if p in set(partitions)) for m in members}
+    by_holding = sorted(members, key=lambda m: (-len(kept[m]), members.index(m)))
+    need = {m: base + (1 if rank < extra else 0) for rank, m in enumerate(by_holding)}
+    holders: dict[TopicPartition, set[str]] = {p: set() for p in partitions}
+    taken: dict[str, set[TopicPartition]] = {m: set() for m in members}
+    for member in by_holding:  # stickiness, within balance
+        for partition in kept[member]:
+            if len(holders[partition]) < sharing and need[member] > 0:
+                holders[partition].add(member)
+                taken[member].add(partition)
+                need[member] -= 1
+    turn = 0  # round-robin among the members that need the same number more
+    for partition in partitions:
+        while len(holders[partition]) < sharing:
+            candidates = [i for i, m in enumerate(members) if need[m] > 0 and m not in holders[partition]]
+            if not candidates:
+                break  # Kafka's builder, too, accepts a slight imbalance here
+            index = max(candidates, key=lambda i: (need[members[i]], -((i - turn) % len(members))))
+            member = members[index]
+            turn = index + 1
+            holders[partition].add(member)
+            taken[member].add(partition)
+            need[member] -= 1
+    return taken
 
 
 class ShareGroups:
@@ -195,7 +250,8 @@ class ShareGroups:
         partitions = [(topic_id, index) for topic_id, count in topics.values() for index in range(count)]
         subscribed = {m.member_id: {ids[n] for n in m.subscribed_topic_names if n in ids}
                       for m in group.members.values()}
-        target = simple_assignment(sorted(group.members), partitions, lambda m, t: t in subscribed[m])
+        target = simple_assignment(sorted(group.members), partitions, lambda m, t: t in subscribed[m],
+                                   previous=group.target)
         if target != group.target:
             if group.assignment_epoch == group.group_epoch:  # a topic changed, not the members
                 group.group_epoch += 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.shares.share_group import (
@@ -111,3 +113,50 @@ def test_a_topic_made_after_the_join_reaches_the_member_at_its_next_heartbeat() 
     beat = groups.heartbeat(ShareHeartbeat("g", "m1", 1), 100)
     assert beat.member_epoch == 2 and beat.assignment == {T: frozenset({0, 1})}
     assert groups.heartbeat(ShareHeartbeat("g", "m1", 2), 200).assignment is None
+
+
+def test_the_simple_assignment_shares_each_partition_evenly_and_keeps_what_members_held() -> None:
+    partitions = [(T, 0), (T, 1)]
+    three = simple_assignment(["a", "b", "c"], partitions, lambda m, t: True)
+    sharing = {p: sum(p in three[m].get(T, frozenset()) for m in "abc") for p in (0, 1)}
+    assert sharing == {0: 2, 1: 2}  # ceil(3 members / 2 partitions) each
+    counts = sorted(len(three[m].get(T, frozenset())) for m in "abc")
+    assert counts == [1, 1, 2]  # balanced: counts differ by at most one
+    held = {"a": {T: frozenset({1})}, "b": {T: frozenset({0})}}
+    sticky = simple_assignment(["a", "b"], partitions, lambda m, t: True, previous=held)
+    assert sticky == {"a": {T: frozenset({1})}, "b": {T: frozenset({0})}}
+
+
+def test_members_with_one_subscription_are_balanced_over_all_its_topics() -> None:
+    both = [(T, 0), (U, 0)]
+    same = simple_assignment(["a", "b"], both, lambda m, t: True)
+    assert sorted(sum(len(p) for p in same[m].values()) for m in "ab") == [1, 1]
+    differ = simple_assignment(["a", "b"], both, lambda m, t: m == "a" or t == U)
+    assert differ["a"] == {T: frozenset({0}), U: frozenset({0})} and differ["b"] == {U: frozenset({0})}
+
+
+@settings(max_examples=300, deadline=None)
+@given(members=st.integers(1, 7), partitions=st.integers(1, 7), data=st.data())
+def test_the_simple_assignment_shares_and_balances_and_stays_close_from_any_previous(
+        members: int, partitions: int, data: st.DataObject) -> None:
+    """From nothing: every partition shared by exactly ceil(members / partitions) members, counts
+    differing by at most one. From any previous assignment (stickiness first): every partition
+    still consumed, none over-shared, no member over its share; like Kafka's builder, a slight
+    shortfall is accepted where keeping what members held leaves no member free to take it."""
+    names = [f"m{i}" for i in range(members)]
+    tps = [(T, i) for i in range(partitions)]
+    sharing = -(-members // partitions)
+    most = -(-sharing * partitions // members)
+
+    def shape(target: dict[str, dict[uuid.UUID, frozenset[int]]]) -> tuple[list[int], list[int]]:
+        counts = [len(target[m].get(T, frozenset())) for m in names]
+        holders = [sum(i in target[m].get(T, frozenset()) for m in names) for i in range(partitions)]
+        return counts, holders
+
+    counts, holders = shape(simple_assignment(names, tps, lambda m, t: True))
+    assert holders == [sharing] * partitions and max(counts) - min(counts) <= 1
+    previous = {m: {T: frozenset(data.draw(st.sets(st.integers(0, partitions + 1)), label=m))} for m in names}
+    target = simple_assignment(names, tps, lambda m, t: True, previous=previous)
+    counts, holders = shape(target)
+    assert all(1 <= h <= sharing for h in holders) and max(counts) <= most
+    assert all(target[m].get(T, frozenset()) <= frozenset(range(partitions)) for m in names)
