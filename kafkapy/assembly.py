@@ -36,6 +36,7 @@ from kafkapy.server.core import CoreModule
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.modules import Module
 from kafkapy.server.sasl.credentials import ScramCredentialsModule
+from kafkapy.shares import ShareModule
 from kafkapy.store.base import MetadataStore
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import StrictModule
@@ -50,7 +51,7 @@ MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules re
 DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, FeaturesModule, QuotasModule,
                                              TopicsModule, DataPlaneModule, TransactionsModule, GroupsModule,
                                              FaultsModule,
-                                             StrictModule, ScramCredentialsModule, AclsModule)
+                                             StrictModule, ScramCredentialsModule, AclsModule, ShareModule)
 
 
 def load_module_class(name: str) -> type[Module]:

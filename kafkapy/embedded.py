@@ -50,6 +50,12 @@ from kafkapy.inspection import StoredRecord, stored_records
 from kafkapy.inspection.groups import GroupView, group_views
 from kafkapy.inspection.producers import ProducerView, producer_views
 from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
+from kafkapy.inspection.shares import (
+    ShareGroupView,
+    SharePartitionView,
+    share_group_views,
+    share_partition_views,
+)
 from kafkapy.inspection.transactions import TransactionView, transaction_views
 from kafkapy.observers.history import HistoryEntry, RequestHistory
 from kafkapy.protocol.records import build_record_batch
@@ -61,6 +67,7 @@ from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.listeners import parse_endpoints
 from kafkapy.server.modules import Module
 from kafkapy.server.services import NO_LEADER, partition_leader
+from kafkapy.shares import ShareModule
 from kafkapy.store.base import MetadataStore, UnknownTopic
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import STRICT, StrictModule, Violations
@@ -681,6 +688,28 @@ class Broker:
     def group(self, group_id: str) -> GroupView | None:
         """One group (None if no coordinator knows it)."""
         return next(iter(self.groups(group_id)), None)
+
+    def share_groups(self, *group_ids: str) -> list[ShareGroupView]:
+        """Every KIP-932 share group (or those named), sorted by id: state, group epoch, members
+        with their subscriptions and assignments. Frozen values, read on the broker's loop."""
+        wanted = group_ids or None
+        return self._on_loop(lambda: sorted(
+            (view for member in self._running_members()
+             for module in _modules(member._running(), ShareModule)
+             for view in share_group_views(module, member._running().broker_id,
+                                           _topic_names(member._running()), wanted)),
+            key=lambda view: view.group_id))
+
+    def share_partitions(self, group_id: str | None = None) -> list[SharePartitionView]:
+        """Every share-partition (of one group): its start and end offsets and each in-flight
+        record's state, delivery count and holder, sorted by group, topic, partition; each read
+        from the broker that leads the partition."""
+        return self._on_loop(lambda: sorted(
+            (view for member in self._running_members()
+             for module in _modules(member._running(), ShareModule)
+             for view in share_partition_views(module, member._running().broker_id,
+                                               _topic_names(member._running()), group_id)),
+            key=lambda view: (view.group_id, view.topic, view.partition)))
 
     def transactions(self, *transactional_ids: str) -> list[TransactionView]:
         """Every transactional id (or those named) as its coordinator holds it now: state,

@@ -24,7 +24,7 @@ import asyncio
 import enum
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.consumer_group import TopicInfo
@@ -70,7 +70,7 @@ from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
 from kafkapy.store.base import Watch
 from kafkapy.store.onloop import call_soon_on, watching
 
-__all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "GroupsModule"]
+__all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "ForeignGroups", "GroupsModule"]
 
 T = TypeVar("T")
 
@@ -92,6 +92,22 @@ class CoordinatorKeyType(enum.IntEnum):
     GROUP = 0
     TRANSACTION = 1
     SHARE = 2
+
+
+class ForeignGroups(Protocol):
+    """A group type another module serves in the one group-id namespace (share groups): the
+    groups module refuses its ids to classic and consumer members, lists its groups in
+    ListGroups and deletes them in DeleteGroups."""
+
+    def holds_group(self, group_id: str) -> bool: ...
+
+    def listed_groups(self, states: Collection[str], types: Collection[str]) -> list[dict[str, Any]]:
+        """ListGroups rows, filtered by lower-cased states and types."""
+        ...
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of one of its groups: NONE, or why not (NON_EMPTY_GROUP)."""
+        ...
 
 
 class _Load(enum.Enum):
@@ -189,6 +205,8 @@ class GroupsModule(Module):
         self._stop_markers: Callable[[], None] | None = None
         self._outages: CoordinatorOutageView | None = None  # found at start
         self._resets = 0  # forget_everything() calls: a write queued before one is dropped
+        # Other group types sharing the one group-id namespace (share groups: kafkapy.shares).
+        self.foreign_groups: list[ForeignGroups] = []
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -662,9 +680,15 @@ class GroupsModule(Module):
                 described.append(self.consumer.refused_describe(group_id, refusal))
         return {"throttle_time_ms": 0, "groups": described}
 
+    def foreign_group(self, group_id: str) -> bool:
+        """The id names a group of a type this module does not serve (a share group)."""
+        return any(other.holds_group(group_id) for other in self.foreign_groups)
+
     def _claim_for_consumer(self, group_id: str) -> None:
         """A heartbeat may take over a classic group only if it just holds offsets (Kafka's
-        "simple" group, backed by no record); any other is GROUP_ID_NOT_FOUND."""
+        "simple" group, backed by no record); any other, or a share group, is GROUP_ID_NOT_FOUND."""
+        if self.foreign_group(group_id):
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
         classic = self.coordinator.groups.get(group_id)
         if classic is None:
             return
@@ -682,7 +706,10 @@ class GroupsModule(Module):
     async def _claim_for_classic(self, group_id: str) -> None:
         """A classic JoinGroup for a consumer group: an empty one is deleted first (Kafka's
         downgrade); a non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member
-        in through KIP-848's migration, which kafkapy does not do)."""
+        in through KIP-848's migration, which kafkapy does not do). A share group's id is
+        INCONSISTENT_GROUP_PROTOCOL too (Kafka's classicGroupJoin on a group of another type)."""
+        if self.foreign_group(group_id):
+            raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {group_id} is a share group.")
         consumer_group = self.consumer.get(group_id)
         if consumer_group is None:
             return
@@ -883,9 +910,11 @@ class GroupsModule(Module):
         except KafkaApiError as exc:
             return {**blank, "error_code": exc.code, "error_message": exc.message}
         if group is None:
-            if version >= 6:
+            if version >= 6:  # a share group's id: Kafka's classicGroup lookup refuses it by type
+                message = (f"Group {group_id} is not a classic group." if self.foreign_group(group_id)
+                           else f"Group {group_id} not found.")
                 return {**blank, "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
-                        "group_state": GroupState.DEAD.value, "error_message": f"Group {group_id} not found."}
+                        "group_state": GroupState.DEAD.value, "error_message": message}
             return {**blank, "error_code": ErrorCode.NONE, "group_state": GroupState.DEAD.value}
         return group.describe()
 
@@ -918,6 +947,8 @@ class GroupsModule(Module):
                            "group_state": group.state.value, "group_type": group.group_type})
         listed += self.consumer.listed(lambda partition: self._partitions.get(partition) is _Load.LOADED,
                                        wanted_states, wanted_types)
+        for other in self.foreign_groups:
+            listed += other.listed_groups(wanted_states, wanted_types)
         loading = any(state is _Load.LOADING for state in self._partitions.values())
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), listed
 
@@ -934,6 +965,9 @@ class GroupsModule(Module):
         """One group deleted (it must be empty); the admin's call from Python as well."""
         try:
             self.check_coordinator(group_id)
+            for other in self.foreign_groups:
+                if other.holds_group(group_id):
+                    return other.delete_group(group_id)
             if self.consumer.get(group_id) is not None:
                 await self.consumer.delete(group_id)
                 return ErrorCode.NONE

@@ -27,6 +27,7 @@ from kafkapy.dataplane.partitions import LogHome
 from kafkapy.groups.module import GroupsModule
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.server.modules import Module
+from kafkapy.shares.module import ShareModule
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.module import TransactionsModule
 
@@ -42,6 +43,8 @@ def forget_groups_and_transactions(modules: Iterable[Module]) -> None:
             module.forget_everything()
         elif isinstance(module, TransactionsModule):
             module.coordinator.forget_all()
+        elif isinstance(module, ShareModule):
+            module.forget_everything()
 
 
 def empty_coordinator_logs(home: LogHome) -> None:

@@ -1,0 +1,437 @@
+"""ShareFetch (78) and ShareAcknowledge (79), v1-2: share sessions, acquisition, acknowledgements.
+
+Theory of operation
+-------------------
+Each (group, topic id, partition) a group fetches has a share-partition (share_partition.py),
+made on the group's first fetch of it at the offset ``share.auto.offset.reset`` names. A
+ShareFetch belongs to its member's share session (sessions.py): it applies its piggy-backed
+acknowledgements first, then, for each partition of the session, reads whole batches from the
+partition's log (the data plane's, PARTITION_LOGS) from the first offset it could acquire,
+acquires what is AVAILABLE in them, and answers the batches holding acquired records with their
+AcquiredRecords ranges. With nothing to acquire it waits up to ``max_wait_ms``, acquiring again
+each time it is woken, by an append to a partition or by records coming back to one (released,
+lock expired, their member gone), as Kafka's DelayedShareFetch does. A partition error (this
+broker does not lead it) answers at once and names the leader (KIP-951).
+
+Acquisition locks run on one timer (the broker's clock, so a VirtualClock drives them), set to the
+earliest lock deadline after every change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.timers import Timers
+from kafkapy.log.base import PartitionLog
+from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.chunks import RecordChunks
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.modules import Answer, RequestContext
+from kafkapy.server.services import BrokerServices
+from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
+from kafkapy.shares.share_partition import Acquired, SharePartition, SharePartitionLimits
+
+__all__ = ["SHARE_ACKNOWLEDGE_VERSIONS", "SHARE_FETCH_VERSIONS", "ShareFetcher", "ShareKey", "ShareLogs",
+           "batch_spans"]
+
+SHARE_FETCH_VERSIONS = VersionRange(1, 2)
+SHARE_ACKNOWLEDGE_VERSIONS = VersionRange(1, 2)
+NO_LEADER_EPOCH = -1
+_LOCK_TIMER = ("share-groups", "locks")
+# A v2 record batch's header: baseOffset int64, batchLength int32, ... lastOffsetDelta int32 at 23.
+_BATCH_HEAD = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")
+_LAST_DELTA_AT = 23
+_LOG_OVERHEAD = 12  # baseOffset + batchLength
+_NO_LIMIT = 2**31 - 1  # MaxRecords 0 or absent, MaxBytes' default
+BATCH_OPTIMIZED = 0  # ShareFetch v2's ShareAcquireMode: 0 whole batches (v1's only way), 1 record limit
+_LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+# (group id, topic id, partition): by id, so a topic deleted and made again starts afresh
+ShareKey = tuple[str, uuid.UUID, int]
+#: The broker's authorizer, as (context, operation, resource type, name) -> allowed.
+Allowed = Callable[[RequestContext, str, str, str], bool]
+
+
+@runtime_checkable
+class ShareLogs(Protocol):
+    """What the data plane's partition registry offers a share fetch."""
+
+    def leader_log(self, topic: str, partition: int) -> PartitionLog: ...
+    def leadership(self, topic: str, partition: int) -> tuple[int, int]: ...
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+    def on_append(self, topic: str, partition: int, callback: Callable[[], None]) -> Callable[[], None]: ...
+
+
+def batch_spans(chunks: Sequence[memoryview | bytes]) -> Iterator[tuple[int, int, memoryview]]:
+    """(first offset, last offset, bytes) of each whole batch in a log read's chunks."""
+    for chunk in chunks:
+        view = memoryview(chunk)
+        at = 0
+        while at + _LAST_DELTA_AT + _LAST_DELTA.size <= len(view):
+            base, length = _BATCH_HEAD.unpack_from(view, at)
+            (delta,) = _LAST_DELTA.unpack_from(view, at + _LAST_DELTA_AT)
+            end = at + _LOG_OVERHEAD + length
+            if length <= 0 or end > len(view):
+                return  # the log hands out whole, checked batches: a part of one is never acquired
+            yield base, base + delta, view[at:end]
+            at = end
+
+
+@attrs.frozen
+class _Limits:
+    """What one ShareFetch may acquire: MaxRecords, MaxBytes, and whether batches go whole."""
+
+    max_records: int
+    max_bytes: int
+    whole_batches: bool
+
+
+class ShareFetcher:
+    """The share sessions and share-partitions of one broker, and the two APIs over them."""
+
+    def __init__(self, services: BrokerServices, timers: Timers, limits: SharePartitionLimits,
+                 auto_offset_reset: str, allowed: Allowed) -> None:
+        self.services = services
+        self.timers = timers
+        self.limits = limits
+        self.auto_offset_reset = auto_offset_reset
+        self._allowed = allowed
+        self.sessions = ShareSessions()
+        self.partitions: dict[ShareKey, SharePartition] = {}
+        self._returned: dict[ShareKey, set[asyncio.Event]] = {}  # fetches waiting for records back
+        self.logs: ShareLogs | None = None  # the data plane's, set once it has started
+
+    def forget_all(self) -> None:
+        self.sessions.clear()
+        self.partitions.clear()
+        self.timers.cancel(_LOCK_TIMER)
+
+    def member_gone(self, group_id: str, member_id: str, *, end_session: bool) -> None:
+        """A member left or was fenced: what it held goes back. A fenced member's share session
+        ends too; one that left closes its own (a last ShareAcknowledge at epoch -1)."""
+        if end_session:
+            self.sessions.drop_member(group_id, member_id)
+        now = self.timers.now_ms()
+        for key, partition in self.partitions.items():
+            if key[0] == group_id and partition.release_member(member_id, now):
+                self._records_back(key)
+        self._schedule_locks()
+
+    def high_watermark(self, topic: str, index: int) -> int | None:
+        """The partition's, when this broker leads it (for DescribeShareGroupOffsets' lag)."""
+        if self.logs is None:
+            return None
+        try:
+            return self.logs.leader_log(topic, index).high_watermark
+        except KafkaApiError:
+            return None
+
+    # -- locks ------------------------------------------------------------------------------------
+
+    def _schedule_locks(self) -> None:
+        deadlines = [d for p in self.partitions.values() if (d := p.next_lock_deadline()) is not None]
+        if not deadlines:
+            self.timers.cancel(_LOCK_TIMER)
+            return
+        self.timers.set(_LOCK_TIMER, min(deadlines) - self.timers.now_ms(), self._locks_expired)
+
+    def _locks_expired(self) -> None:
+        now = self.timers.now_ms()
+        for key, partition in self.partitions.items():
+            if partition.expire_locks(now):
+                self._records_back(key)
+        self._schedule_locks()
+
+    def _records_back(self, key: ShareKey) -> None:
+        for event in self._returned.get(key, ()):
+            event.set()
+
+    # -- ShareFetch -------------------------------------------------------------------------------
+
+    async def share_fetch(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        version = ctx.api_version
+        group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
+        topics = body.get("topics") or []
+        try:
+            session = self._session_for(ctx, group_id, member_id, epoch,
+                                        has_acks=any(p.get("acknowledgement_batches") for t in topics
+                                                     for p in t["partitions"]))
+        except KafkaApiError as refusal:
+            return _fetch_refused(refusal)
+        assert group_id is not None and member_id is not None
+        rows: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+        now = self.timers.now_ms()
+        for topic in topics:
+            for p in topic["partitions"]:
+                key = (topic["topic_id"], p["partition_index"])
+                row = rows[key] = self._row(key[1])
+                if epoch != FINAL_EPOCH:
+                    session.partitions.add(key)
+                batches = p.get("acknowledgement_batches") or []
+                if batches:
+                    code, message = self._acknowledge(ctx, group_id, member_id, key, batches, now)
+                    row["acknowledge_error_code"], row["acknowledge_error_message"] = code, message
+        for forgotten in body.get("forgotten_topics_data") or []:
+            for index in forgotten["partitions"]:
+                self._forget(session, (forgotten["topic_id"], index))
+        if epoch == FINAL_EPOCH:
+            self._close(session)
+        else:
+            asked = body.get("max_records", 0) if version >= 1 else 0
+            max_records = asked if asked > 0 else _NO_LIMIT
+            max_bytes = body.get("max_bytes", _NO_LIMIT)
+            limits = _Limits(max_records, max_bytes,
+                             body.get("share_acquire_mode", BATCH_OPTIMIZED) == BATCH_OPTIMIZED)
+            fetched = self._acquire_all(ctx, session, rows, limits)
+            if not fetched and not _errors(rows) and body["max_wait_ms"] > 0:
+                await self._wait_and_acquire(ctx, session, rows, limits, body["max_wait_ms"] / 1000)
+        self._schedule_locks()
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+                "acquisition_lock_timeout_ms": self.limits.lock_duration_ms,
+                "responses": _by_topic(rows), "node_endpoints": self._leader_hints(ctx, rows)}
+
+    def _session_for(self, ctx: RequestContext, group_id: str | None, member_id: str | None, epoch: int, *,
+                     has_acks: bool) -> ShareSession:
+        if not group_id or not member_id:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                "A share request needs a group id and a member id.")
+        if not self._allowed(ctx, "READ", "GROUP", group_id):
+            raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if epoch == INITIAL_EPOCH:
+            if has_acks:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    "Acknowledge data present on initial epoch of a share session.")
+            session, replaced = self.sessions.open(group_id, member_id)
+            if replaced is not None:
+                self._release(replaced)
+            return session
+        if epoch < FINAL_EPOCH:
+            raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                f"Invalid share session epoch {epoch}.")
+        return self.sessions.continue_session(group_id, member_id, epoch)
+
+    def _row(self, index: int) -> dict[str, Any]:
+        return {"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None,
+                "acknowledge_error_code": ErrorCode.NONE, "acknowledge_error_message": None,
+                "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}, "records": b"",
+                "acquired_records": []}
+
+    def _share_partition(self, key: ShareKey, log: PartitionLog) -> SharePartition:
+        partition = self.partitions.get(key)
+        if partition is None:
+            start = log.log_start_offset if self.auto_offset_reset == "earliest" else log.high_watermark
+            partition = self.partitions[key] = SharePartition(start, self.limits)
+        partition.move_start(log.log_start_offset)
+        return partition
+
+    def _resolve(self, ctx: RequestContext, key: tuple[uuid.UUID, int]) -> tuple[str, PartitionLog]:
+        """The topic's name and the partition's log, or KafkaApiError with the partition's error."""
+        logs = self.logs
+        if logs is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "This broker serves no partition logs.")
+        name = logs.topic_name(key[0])
+        if name is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+        if not self._allowed(ctx, "READ", "TOPIC", name):
+            raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        return name, logs.leader_log(name, key[1])
+
+    def _acquire_all(self, ctx: RequestContext, session: ShareSession,
+                     rows: dict[tuple[uuid.UUID, int], dict[str, Any]], limits: _Limits) -> int:
+        """Acquire from each partition of the session; answers how many records were acquired."""
+        max_records, max_bytes = limits.max_records, limits.max_bytes
+        acquired_total = 0
+        now = self.timers.now_ms()
+        for key in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+            if acquired_total >= max_records or max_bytes <= 0:
+                break
+            try:
+                name, log = self._resolve(ctx, key)
+                partition = self._share_partition((session.group_id, *key), log)
+                start = partition.next_available()
+                if start >= log.high_watermark:
+                    continue
+                read = log.read(start, max_bytes, max_offset=log.high_watermark, min_one_batch=True)
+                spans = list(batch_spans(read.chunks))
+                acquired = partition.acquire(session.member_id, [(f, last) for f, last, _ in spans], now,
+                                             max_records - acquired_total, whole_batches=limits.whole_batches)
+            except KafkaApiError as refusal:
+                row = rows.setdefault(key, self._row(key[1]))
+                row["error_code"], row["error_message"] = refusal.code, refusal.message
+                continue
+            if not acquired:
+                continue
+            kept = [view for first, last, view in spans if _overlaps(first, last, acquired)]
+            row = rows.setdefault(key, self._row(key[1]))
+            row["records"] = RecordChunks(kept)
+            row["acquired_records"] = [{"first_offset": a.first_offset, "last_offset": a.last_offset,
+                                        "delivery_count": a.delivery_count} for a in acquired]
+            row["current_leader"] = self._leader(name, key[1])
+            acquired_total += sum(a.last_offset - a.first_offset + 1 for a in acquired)
+            max_bytes -= row["records"].size
+        return acquired_total
+
+    def _leader_hints(self, ctx: RequestContext, rows: Mapping[tuple[uuid.UUID, int], dict[str, Any]]
+                      ) -> list[dict[str, Any]]:
+        """KIP-951, as Fetch does it: a partition refused for leadership names its leader now, and
+        the response lists that broker's endpoint, so the client need not ask Metadata first."""
+        leaders: set[int] = set()
+        for (topic_id, index), row in rows.items():
+            codes = {row.get("error_code"), row.get("acknowledge_error_code")}
+            name = None if self.logs is None else self.logs.topic_name(topic_id)
+            if name is None or not codes & _LEADER_ERRORS:
+                continue
+            try:
+                row["current_leader"] = self._leader(name, index)
+            except KafkaApiError:
+                continue
+            leaders.add(row["current_leader"]["leader_id"])
+        endpoints = []
+        for broker in self.services.cluster.brokers:
+            endpoint = broker.endpoint(ctx.connection.listener)
+            if broker.broker_id in leaders and endpoint is not None:
+                endpoints.append({"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
+                                  "rack": broker.rack})
+        return endpoints
+
+    def _leader(self, topic: str, index: int) -> dict[str, int]:
+        assert self.logs is not None
+        leader, epoch = self.logs.leadership(topic, index)
+        return {"leader_id": leader, "leader_epoch": epoch}
+
+    async def _wait_and_acquire(self, ctx: RequestContext, session: ShareSession,
+                                rows: dict[tuple[uuid.UUID, int], dict[str, Any]], limits: _Limits,
+                                max_wait: float) -> None:
+        """Kafka's DelayedShareFetch: acquire again on each append to a session partition and each
+        time records come back to one (released, lock expired), until some are acquired or
+        ``max_wait`` seconds passed."""
+        loop = self.services.loop
+        deadline = loop.time() + max_wait
+        woken = asyncio.Event()
+        removers: list[Callable[[], None]] = []
+        keys: list[ShareKey] = []
+        logs = self.logs
+        for topic_id, index in session.partitions:
+            name = None if logs is None else logs.topic_name(topic_id)
+            if name is None or logs is None:
+                continue
+            removers.append(logs.on_append(name, index, woken.set))
+            key = (session.group_id, topic_id, index)
+            keys.append(key)
+            self._returned.setdefault(key, set()).add(woken)
+        try:
+            while (left := deadline - loop.time()) > 0:
+                try:
+                    await asyncio.wait_for(woken.wait(), left)
+                except asyncio.TimeoutError:
+                    return
+                woken.clear()
+                if self._acquire_all(ctx, session, rows, limits) or _errors(rows):
+                    return
+        finally:
+            for remove in removers:
+                remove()
+            for key in keys:
+                waiting = self._returned.get(key)
+                if waiting is not None:
+                    waiting.discard(woken)
+                    if not waiting:
+                        del self._returned[key]
+
+    def _forget(self, session: ShareSession, key: tuple[uuid.UUID, int]) -> None:
+        session.partitions.discard(key)
+        self._release_partition(session, key)
+
+    def _close(self, session: ShareSession) -> None:
+        """Epoch -1: the session is gone (sessions.py removed it); what it held goes back."""
+        self._release(session)
+
+    def _release(self, session: ShareSession) -> None:
+        for key in list(session.partitions):
+            self._release_partition(session, key)
+
+    def _release_partition(self, session: ShareSession, key: tuple[uuid.UUID, int]) -> None:
+        share_key = (session.group_id, *key)
+        partition = self.partitions.get(share_key)
+        if partition is not None and partition.release_member(session.member_id, self.timers.now_ms()):
+            self._records_back(share_key)
+
+    # -- acknowledgements -------------------------------------------------------------------------
+
+    def _acknowledge(self, ctx: RequestContext, group_id: str, member_id: str, key: tuple[uuid.UUID, int],
+                     batches: Sequence[Mapping[str, Any]], now: int) -> tuple[ErrorCode, str | None]:
+        try:
+            self._resolve(ctx, key)
+            partition = self.partitions.get((group_id, *key))
+            if partition is None:
+                raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
+                                    "Nothing of this partition is acquired by the share group.")
+            for batch in batches:
+                partition.acknowledge(member_id, batch["first_offset"], batch["last_offset"],
+                                      batch["acknowledge_types"], now)
+        except KafkaApiError as refusal:
+            return ErrorCode(refusal.code), refusal.message
+        self._records_back((group_id, *key))
+        return ErrorCode.NONE, None
+
+    async def share_acknowledge(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
+        try:
+            if epoch == INITIAL_EPOCH:
+                raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                    "A share session cannot be opened by ShareAcknowledge.")
+            session = self._session_for(ctx, group_id, member_id, epoch, has_acks=False)
+        except KafkaApiError as refusal:
+            return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
+                "throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                "acquisition_lock_timeout_ms": self.limits.lock_duration_ms, "responses": [],
+                "node_endpoints": []})
+        assert group_id is not None and member_id is not None
+        now = self.timers.now_ms()
+        rows: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+        for topic in body.get("topics") or []:
+            for p in topic["partitions"]:
+                key = (topic["topic_id"], p["partition_index"])
+                code, message = self._acknowledge(ctx, group_id, member_id, key,
+                                                  p.get("acknowledgement_batches") or [], now)
+                rows[key] = {"partition_index": key[1], "error_code": code, "error_message": message,
+                             "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}}
+        if epoch == FINAL_EPOCH:
+            self._close(session)
+        self._schedule_locks()
+        endpoints = self._leader_hints(ctx, rows)
+        return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "acquisition_lock_timeout_ms": self.limits.lock_duration_ms, "responses": _by_topic(rows),
+            "node_endpoints": endpoints})
+
+
+def _errors(rows: Mapping[tuple[uuid.UUID, int], Mapping[str, Any]]) -> bool:
+    """A partition answered an error: the fetch goes at once, as Fetch's does."""
+    return any(row["error_code"] != ErrorCode.NONE for row in rows.values())
+
+
+def _overlaps(first: int, last: int, acquired: Sequence[Acquired]) -> bool:
+    return any(a.first_offset <= last and first <= a.last_offset for a in acquired)
+
+
+def _by_topic(rows: Mapping[tuple[uuid.UUID, int], dict[str, Any]]) -> list[dict[str, Any]]:
+    topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for (topic_id, _), row in rows.items():
+        topics.setdefault(topic_id, []).append(row)
+    return [{"topic_id": topic_id, "partitions": partitions} for topic_id, partitions in topics.items()]
+
+
+def _fetch_refused(refusal: KafkaApiError) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+            "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}

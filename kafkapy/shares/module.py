@@ -1,0 +1,316 @@
+"""The shares module: KIP-932 share groups ("queues for Kafka") on the wire.
+
+ShareGroupHeartbeat (76) v1, ShareFetch (78) v1-2 and ShareAcknowledge (79) v1-2, the versions of
+kafkapy's specs (v0 was Kafka 4.0's early access and is not served; librdkafka 2.16 sends v1), and
+the admin APIs of admin.py. What it owns, and where the decisions are:
+
+* membership: share_group.py (join, heartbeat, leave, the simple assignor, session expiry). The
+  heartbeat goes to the group coordinator found by FindCoordinator, as a consumer group's does:
+  this module asks the groups module (GROUP_COORDINATOR) for its coordinator check and for the one
+  group-id namespace (a classic or consumer group's id is GROUP_ID_NOT_FOUND here, and the groups
+  module asks this one back: see ``GroupsModule.foreign_group``);
+* ShareFetch and ShareAcknowledge: fetch.py (share sessions, share-partitions, reading the
+  partition logs, acquisition locks);
+* ShareGroupDescribe and the offsets APIs: admin.py.
+
+Timers (the broker's clock, so a VirtualClock drives them): one for members' sessions here, one for
+acquisition locks in fetch.py, each set to the earliest deadline after every change.
+
+State is in memory: a broker restart forgets share groups and share-partitions (Kafka keeps them
+in ``__consumer_offsets`` and, through its share coordinator, ``__share_group_state``; see
+docs/share-groups.md for why kafkapy does not yet).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.module import GROUP_COORDINATOR, GroupsModule
+from kafkapy.groups.timers import Timers
+from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.config import ConfigKey
+from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.services import PARTITION_LOGS, BrokerServices, PartitionLogsProvider
+from kafkapy.shares.admin import ShareAdmin
+from kafkapy.shares.fetch import SHARE_ACKNOWLEDGE_VERSIONS, SHARE_FETCH_VERSIONS, ShareFetcher, ShareLogs
+from kafkapy.shares.share_group import (
+    LEAVE_EPOCH,
+    ShareGroupConfig,
+    ShareGroups,
+    ShareHeartbeat,
+    ShareHeartbeatResult,
+)
+from kafkapy.shares.share_partition import SharePartitionLimits
+
+__all__ = ["SHARE_CONFIG_KEYS", "ShareModule"]
+
+SHARE_GROUP_HEARTBEAT_VERSIONS = VersionRange(1, 1)
+SHARE_GROUP_DESCRIBE_VERSIONS = VersionRange(1, 1)
+DESCRIBE_SHARE_GROUP_OFFSETS_VERSIONS = VersionRange(0, 1)
+ALTER_SHARE_GROUP_OFFSETS_VERSIONS = VersionRange(0, 0)
+DELETE_SHARE_GROUP_OFFSETS_VERSIONS = VersionRange(0, 0)
+SHARE = "share"  # ListGroups' group type and protocol type of a share group
+_SESSION_TIMER = ("share-groups", "sessions")
+
+
+def _positive(value: Any) -> str | None:
+    return None if value is None or value >= 1 else "must be at least 1"
+
+
+def _between(low: int, high: int) -> Callable[[Any], str | None]:
+    """Kafka's ConfigDef range for the key (ShareGroupConfig)."""
+    def check(value: Any) -> str | None:
+        return None if value is None or low <= value <= high else f"must be between {low} and {high}"
+    return check
+
+
+def _reset(value: Any) -> str | None:
+    return None if value in ("earliest", "latest") else "must be earliest or latest"
+
+
+SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey("group.share.session.timeout.ms", "int", 45_000,
+              "Kafka's default: a share group member not heard from for this long is fenced", _positive),
+    ConfigKey("group.share.heartbeat.interval.ms", "int", 5_000,
+              "Kafka's default: how often share group members are told to heartbeat", _positive),
+    ConfigKey("group.share.max.size", "int", 200,
+              "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", _positive),
+    ConfigKey("group.share.record.lock.duration.ms", "int", 30_000,
+              "Kafka's default: how long an acquired record stays locked to its member",
+              _between(1_000, 3_600_000)),
+    ConfigKey("group.share.delivery.count.limit", "int", 5,
+              "Kafka's default: a record delivered this often is archived instead of released",
+              _between(2, 10)),
+    ConfigKey("group.share.partition.max.record.locks", "int", 2000,
+              "Kafka's default (earlier releases: 200): the most in-flight records of one share-partition",
+              _between(100, 10_000)),
+    ConfigKey("share.auto.offset.reset", "string", "latest",
+              "Where a share group starts on a partition it never consumed (Kafka's group config, "
+              "default latest; kafkapy takes it broker-wide, having no GROUP config resources)", _reset),
+)
+
+class ShareModule(Module):
+    name = "shares"
+    wants = (GROUP_COORDINATOR, PARTITION_LOGS)
+    config_keys = SHARE_CONFIG_KEYS
+
+    def __init__(self, services: BrokerServices) -> None:
+        super().__init__(services)
+        config = services.config
+        self.timers = Timers(services.clock,
+                             lambda delay, callback: services.loop.call_later(delay, callback),
+                             services.wall_clock)
+        self.groups = ShareGroups(ShareGroupConfig(
+            session_timeout_ms=config["group.share.session.timeout.ms"],
+            heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
+            max_size=config["group.share.max.size"]), self._topic_infos)
+        limits = SharePartitionLimits(
+            lock_duration_ms=config["group.share.record.lock.duration.ms"],
+            delivery_count_limit=config["group.share.delivery.count.limit"],
+            max_record_locks=config["group.share.partition.max.record.locks"])
+        self.fetcher = ShareFetcher(services, self.timers, limits, config["share.auto.offset.reset"],
+                                    self._allowed)
+        self.partitions = self.fetcher.partitions  # the share-partitions (for inspection and admin)
+        self._coordinator: GroupsModule | None = None
+        self.admin = ShareAdmin(self.groups, self.partitions, limits, self._topic_infos,
+                                self.fetcher.high_watermark)
+
+    def apis(self) -> Mapping[int, ApiHandler]:
+        return {ApiKey.SHARE_GROUP_HEARTBEAT: ApiHandler(SHARE_GROUP_HEARTBEAT_VERSIONS, self.heartbeat),
+                ApiKey.SHARE_FETCH: ApiHandler(SHARE_FETCH_VERSIONS, self.fetcher.share_fetch),
+                ApiKey.SHARE_ACKNOWLEDGE: ApiHandler(SHARE_ACKNOWLEDGE_VERSIONS,
+                                                     self.fetcher.share_acknowledge),
+                ApiKey.SHARE_GROUP_DESCRIBE: ApiHandler(SHARE_GROUP_DESCRIBE_VERSIONS, self.describe),
+                ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ApiHandler(DESCRIBE_SHARE_GROUP_OFFSETS_VERSIONS,
+                                                                self.describe_offsets),
+                ApiKey.ALTER_SHARE_GROUP_OFFSETS: ApiHandler(ALTER_SHARE_GROUP_OFFSETS_VERSIONS,
+                                                             self.alter_offsets),
+                ApiKey.DELETE_SHARE_GROUP_OFFSETS: ApiHandler(DELETE_SHARE_GROUP_OFFSETS_VERSIONS,
+                                                              self.delete_offsets)}
+
+    async def start(self) -> None:
+        coordinator = self.services.provider(GROUP_COORDINATOR, Module)
+        if isinstance(coordinator, GroupsModule):
+            self._coordinator = coordinator
+            coordinator.foreign_groups.append(self)
+        logs = self.services.provider(PARTITION_LOGS, Module)
+        if isinstance(logs, PartitionLogsProvider):
+            partitions = logs.partition_logs()
+            if isinstance(partitions, ShareLogs):  # the data plane's Partitions
+                self.fetcher.logs = partitions
+
+    async def stop(self) -> None:
+        self.timers.cancel_all()
+
+    # -- the one namespace (kafkapy.groups.module.ForeignGroups) ---------------------------------
+
+    def holds_group(self, group_id: str) -> bool:
+        return group_id in self.groups.groups
+
+    def listed_groups(self, states: Collection[str], types: Collection[str]) -> list[dict[str, Any]]:
+        """ListGroups v5's rows: group type and protocol type "share" (Kafka's ShareGroup)."""
+        if types and SHARE not in types:
+            return []
+        return [{"group_id": g.group_id, "protocol_type": SHARE, "group_state": g.state.value,
+                 "group_type": SHARE}
+                for g in self.groups.groups.values() if not states or g.state.value.lower() in states]
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups: an empty share group goes, with its share-partitions."""
+        group = self.groups.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.groups.groups[group_id]
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        return ErrorCode.NONE
+
+    def forget_everything(self) -> None:
+        """Every share group, session and share-partition goes (kafkapy.embedded's reset)."""
+        self.groups.groups.clear()
+        self.fetcher.forget_all()
+        self.timers.cancel_all()
+
+    def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
+        conn = ctx.connection
+        return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  resource_type, name)
+
+    def _topic_infos(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return {name: (info.topic_id, len(info.partitions))
+                for name, info in self.services.cluster.topics.items()}
+
+    # -- ShareGroupHeartbeat ----------------------------------------------------------------------
+
+    def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        group_id = body["group_id"]
+        try:
+            if group_id:  # an empty id is INVALID_REQUEST, from the validation below
+                if not self._allowed(ctx, "READ", "GROUP", group_id):
+                    raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                self._check_namespace(group_id)
+            names = body.get("subscribed_topic_names")
+            heartbeat = ShareHeartbeat(group_id=group_id, member_id=body["member_id"],
+                                       member_epoch=body["member_epoch"], rack_id=body.get("rack_id"),
+                                       subscribed_topic_names=None if names is None else tuple(names),
+                                       client_id=ctx.client_id or "",
+                                       client_host="/" + ctx.connection.client_address[0])
+            result = self.groups.heartbeat(heartbeat, self.timers.now_ms())
+        except KafkaApiError as refusal:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+        if result.left:
+            self.fetcher.member_gone(group_id, result.member_id, end_session=False)
+        self._schedule_sessions()
+        return _heartbeat_response(result)
+
+    def _check_namespace(self, group_id: str) -> None:
+        """The coordinator's checks, then the one namespace: a classic or consumer group's id
+        is not a share group's (Kafka's GroupMetadataManager.shareGroup: GROUP_ID_NOT_FOUND)."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            return
+        coordinator.check_coordinator(group_id)
+        if coordinator.coordinator.groups.get(group_id) is not None or coordinator.consumer.get(group_id):
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+
+    def _schedule_sessions(self) -> None:
+        deadline = self.groups.next_deadline()
+        if deadline is None:
+            self.timers.cancel(_SESSION_TIMER)
+            return
+        self.timers.set(_SESSION_TIMER, deadline - self.timers.now_ms(), self._sessions_expired)
+
+    def _sessions_expired(self) -> None:
+        for group_id, member_id in self.groups.expire(self.timers.now_ms()):
+            self.fetcher.member_gone(group_id, member_id, end_session=True)
+        self._schedule_sessions()
+
+    # -- admin: ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets (admin.py) --------------
+
+    def _group_request(self, ctx: RequestContext, group_id: str, operation: str) -> None:
+        """Kafka's order: authorization, then the coordinator and the namespace."""
+        if not self._allowed(ctx, operation, "GROUP", group_id):
+            raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        self._check_namespace(group_id)
+
+    def _topic_access(self, ctx: RequestContext, topics: Sequence[Mapping[str, Any]]
+                      ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+        """The topics READ is allowed on, and those it is not (TOPIC_AUTHORIZATION_FAILED)."""
+        allowed: list[Mapping[str, Any]] = []
+        denied: list[Mapping[str, Any]] = []
+        for topic in topics:
+            (allowed if self._allowed(ctx, "READ", "TOPIC", topic["topic_name"]) else denied).append(topic)
+        return allowed, denied
+
+    def describe(self, ctx: RequestContext, request: Request) -> Answer:
+        described = []
+        for group_id in request.body.get("group_ids") or []:
+            try:
+                self._group_request(ctx, group_id, "DESCRIBE")
+                described.append(self.admin.describe_group(group_id))
+            except KafkaApiError as refusal:
+                described.append(self.admin.refused_describe(group_id, refusal))
+        return {"throttle_time_ms": 0, "groups": described}
+
+    def describe_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        groups = []
+        for asked in request.body.get("groups") or []:
+            group_id = asked["group_id"]
+            try:
+                self._group_request(ctx, group_id, "DESCRIBE")
+                topics = asked.get("topics")
+                if topics is not None:
+                    topics = [t for t in topics if self._allowed(ctx, "DESCRIBE", "TOPIC", t["topic_name"])]
+                groups.append(self.admin.describe_offsets(group_id, topics, ctx.api_version))
+            except KafkaApiError as refusal:
+                groups.append({"group_id": group_id, "topics": [], "error_code": refusal.code,
+                               "error_message": refusal.message})
+        return fit_body(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "response", ctx.api_version,
+                        {"throttle_time_ms": 0, "groups": groups})
+
+    def alter_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        try:
+            self._group_request(ctx, body["group_id"], "READ")
+            allowed, denied = self._topic_access(ctx, body.get("topics") or [])
+            rows = self.admin.alter_offsets(body["group_id"], allowed)
+        except KafkaApiError as refusal:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "responses": []}
+        rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0), "partitions": [
+            {"partition_index": p["partition_index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+             "error_message": None} for p in t["partitions"]]} for t in denied]
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
+
+    def delete_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        try:
+            self._group_request(ctx, body["group_id"], "DELETE")
+            allowed, denied = self._topic_access(ctx, body.get("topics") or [])
+            rows = self.admin.delete_offsets(body["group_id"], allowed)
+        except KafkaApiError as refusal:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "responses": []}
+        rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0),
+                  "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None} for t in denied]
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
+
+
+def _heartbeat_response(result: ShareHeartbeatResult) -> dict[str, Any]:
+    assignment = None
+    if result.assignment is not None:
+        assignment = {"topic_partitions": [{"topic_id": topic, "partitions": sorted(parts)}
+                                           for topic, parts in sorted(result.assignment.items())]}
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "member_id": result.member_id,
+            "member_epoch": result.member_epoch if result.member_epoch != LEAVE_EPOCH else LEAVE_EPOCH,
+            "heartbeat_interval_ms": result.heartbeat_interval_ms, "assignment": assignment}

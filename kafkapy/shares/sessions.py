@@ -1,0 +1,72 @@
+"""Share sessions (KIP-932): what a member fetches from, and the epoch its requests carry.
+
+A ShareFetch with epoch 0 opens the member's session (replacing any it had); every later
+ShareFetch or ShareAcknowledge carries the next epoch (1, 2, ..., wrapping to 1 after the int32
+maximum, as Kafka's ShareRequestMetadata.nextEpoch does); epoch -1 closes it. A request at an
+epoch other than the expected one gets INVALID_SHARE_SESSION_EPOCH, one for a session the broker
+does not hold SHARE_SESSION_NOT_FOUND. Sessions are keyed by (group id, member id).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+import attrs
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+
+__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "ShareSession", "ShareSessions", "next_epoch"]
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+_INT32_MAX = 2**31 - 1
+
+PartitionKey = tuple[uuid.UUID, int]
+
+
+def next_epoch(epoch: int) -> int:
+    return 1 if epoch >= _INT32_MAX or epoch < INITIAL_EPOCH else epoch + 1
+
+
+@attrs.define
+class ShareSession:
+    group_id: str
+    member_id: str
+    expected_epoch: int = 1
+    partitions: set[PartitionKey] = attrs.field(factory=set)
+
+
+class ShareSessions:
+    def __init__(self) -> None:
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+
+    def open(self, group_id: str, member_id: str) -> tuple[ShareSession, ShareSession | None]:
+        """A new session (epoch 0), and the one it replaces, if any."""
+        replaced = self.sessions.get((group_id, member_id))
+        session = self.sessions[(group_id, member_id)] = ShareSession(group_id, member_id)
+        return session, replaced
+
+    def continue_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
+        """The session a request at ``epoch`` (not 0) belongs to; with -1 it is also removed."""
+        session = self.sessions.get((group_id, member_id))
+        if session is None:
+            raise KafkaApiError(ErrorCode.SHARE_SESSION_NOT_FOUND, f"The share session for member "
+                                f"{member_id} of group {group_id} was not found.")
+        if epoch == FINAL_EPOCH:
+            del self.sessions[(group_id, member_id)]
+            return session
+        if epoch != session.expected_epoch:
+            raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, f"The share session epoch "
+                                f"{epoch} is not the expected {session.expected_epoch}.")
+        session.expected_epoch = next_epoch(epoch)
+        return session
+
+    def drop_member(self, group_id: str, member_id: str) -> ShareSession | None:
+        return self.sessions.pop((group_id, member_id), None)
+
+    def of_group(self, group_id: str) -> Iterable[ShareSession]:
+        return [s for (g, _), s in self.sessions.items() if g == group_id]
+
+    def clear(self) -> None:
+        self.sessions.clear()

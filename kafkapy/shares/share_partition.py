@@ -1,0 +1,264 @@
+"""One share-partition (KIP-932): which records of a topic-partition a share group still owes.
+
+Theory of operation
+-------------------
+A share group consumes a partition through its *share-partition*: a window of offsets from the
+share-partition start offset (SPSO) up to the end offset (SPEO, the first offset never yet
+acquired). Offsets below the SPSO are finished; offsets at or past the SPEO have never been
+handed out (AVAILABLE, delivered 0 times). Inside the window each offset has an in-flight record:
+its state, how often it was delivered, and, while ACQUIRED, the member holding it and when its
+acquisition lock runs out.
+
+Every state change is a row of ``TRANSITIONS`` (Kafka's SharePartition.RecordState), keyed by the
+record's state and what happened to it. One rule sits beside the table, as in Kafka: a record
+going back to AVAILABLE (released, its lock expired, its member gone) whose delivery count has
+reached ``group.share.delivery.count.limit`` is ARCHIVED instead, so a poison record stops.
+
+After every change the SPSO moves over the ACKNOWLEDGED and ARCHIVED records at the window's
+start, and their entries go. ``group.share.partition.max.record.locks`` bounds the window
+(SPEO - SPSO), so a member that never acknowledges cannot make the window grow without end.
+
+The class is sans-I/O: time comes in as ``now_ms`` arguments, batch offsets as ranges read from
+the log by the caller (kafkapy.shares.module), and errors are KafkaApiError with Kafka's codes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+
+__all__ = ["ACKNOWLEDGE_EVENTS", "TRANSITIONS", "AcknowledgeType", "Acquired", "Event", "InFlight",
+           "RecordState", "SharePartition", "SharePartitionLimits", "next_state"]
+
+
+class RecordState(enum.Enum):
+    """Kafka's SharePartition.RecordState (the ids it writes to ``__share_group_state``)."""
+
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVED = 4
+
+
+class AcknowledgeType(enum.IntEnum):
+    """The AcknowledgeTypes of ShareFetch and ShareAcknowledge (KIP-932; RENEW comes with v2)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+class Event(enum.Enum):
+    ACQUIRE = "acquire"
+    ACCEPT = "accept"
+    RELEASE = "release"
+    REJECT = "reject"
+    GAP = "gap"
+    RENEW = "renew"
+    LOCK_EXPIRED = "lock expired"  # the acquisition lock ran out, or the member holding it left
+
+
+_S, _E = RecordState, Event
+#: (state, event) -> next state. A pair not listed is an illegal transition (INVALID_RECORD_STATE).
+TRANSITIONS: dict[tuple[RecordState, Event], RecordState] = {
+    (_S.AVAILABLE, _E.ACQUIRE): _S.ACQUIRED,
+    (_S.ACQUIRED, _E.ACCEPT): _S.ACKNOWLEDGED,
+    (_S.ACQUIRED, _E.REJECT): _S.ARCHIVED,
+    (_S.ACQUIRED, _E.GAP): _S.ARCHIVED,  # an offset compaction removed: nothing to deliver
+    (_S.ACQUIRED, _E.RELEASE): _S.AVAILABLE,  # ARCHIVED at the delivery limit (next_state)
+    (_S.ACQUIRED, _E.LOCK_EXPIRED): _S.AVAILABLE,  # likewise
+    (_S.ACQUIRED, _E.RENEW): _S.ACQUIRED,  # the lock starts again
+}
+#: What each acknowledge type does to an ACQUIRED record.
+ACKNOWLEDGE_EVENTS: dict[AcknowledgeType, Event] = {
+    AcknowledgeType.GAP: Event.GAP, AcknowledgeType.ACCEPT: Event.ACCEPT,
+    AcknowledgeType.RELEASE: Event.RELEASE, AcknowledgeType.REJECT: Event.REJECT,
+    AcknowledgeType.RENEW: Event.RENEW}
+_FINISHED = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
+
+
+def next_state(state: RecordState, event: Event, delivery_count: int, delivery_limit: int) -> RecordState:
+    """The table's answer, with Kafka's delivery-limit rule; KafkaApiError(INVALID_RECORD_STATE)
+    for a pair the table does not list."""
+    target = TRANSITIONS.get((state, event))
+    if target is None:
+        raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
+                            f"A record in state {state.name} cannot take {event.value}.")
+    if target is RecordState.AVAILABLE and delivery_count >= delivery_limit:
+        return RecordState.ARCHIVED
+    return target
+
+
+@attrs.define
+class InFlight:
+    state: RecordState
+    delivery_count: int
+    member_id: str | None = None  # the holder while ACQUIRED
+    lock_deadline_ms: int = 0  # while ACQUIRED
+
+
+@attrs.frozen
+class Acquired:
+    """An AcquiredRecords entry of a ShareFetch response: offsets and their delivery count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@attrs.frozen
+class SharePartitionLimits:
+    #: Kafka's defaults (ShareGroupConfig): group.share.record.lock.duration.ms,
+    #: group.share.delivery.count.limit, group.share.partition.max.record.locks (2000; earlier releases 200).
+    lock_duration_ms: int = 30_000
+    delivery_count_limit: int = 5
+    max_record_locks: int = 2000
+
+
+class SharePartition:
+    def __init__(self, start_offset: int, limits: SharePartitionLimits) -> None:
+        self.start_offset = start_offset  # SPSO
+        self.end_offset = start_offset  # SPEO
+        self.limits = limits
+        self.records: dict[int, InFlight] = {}  # offset -> in-flight record, for SPSO <= offset < SPEO
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def state_of(self, offset: int) -> RecordState:
+        """ARCHIVED covers everything the window has passed (acknowledged or not, it is done)."""
+        if offset < self.start_offset:
+            return RecordState.ARCHIVED
+        record = self.records.get(offset)
+        return RecordState.AVAILABLE if record is None else record.state
+
+    def next_available(self) -> int:
+        """The first offset a fetch could acquire: a released record in the window, else the SPEO."""
+        for offset in range(self.start_offset, self.end_offset):
+            if self.records[offset].state is RecordState.AVAILABLE:
+                return offset
+        return self.end_offset
+
+    def next_lock_deadline(self) -> int | None:
+        deadlines = [r.lock_deadline_ms for r in self.records.values() if r.state is RecordState.ACQUIRED]
+        return min(deadlines, default=None)
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def move_start(self, log_start_offset: int) -> None:
+        """Records the log no longer holds (retention, DeleteRecords) are archived unseen."""
+        if log_start_offset <= self.start_offset:
+            return
+        for offset in range(self.start_offset, min(log_start_offset, self.end_offset)):
+            self.records.pop(offset, None)
+        self.start_offset = log_start_offset
+        self.end_offset = max(self.end_offset, log_start_offset)
+
+    def acquire(self, member_id: str, batches: Iterable[tuple[int, int]], now_ms: int,
+                max_records: int, *, whole_batches: bool = True) -> list[Acquired]:
+        """Acquire for ``member_id`` the AVAILABLE records of the log ``batches`` (their
+        (first, last) offsets, in order, as read), at most ``max_records`` of them, except that
+        with ``whole_batches`` (ShareFetch's batch-optimized mode, the default) a batch begun is
+        taken whole; never past ``max_record_locks`` in flight. Returns the acquired ranges,
+        split where the delivery count changes."""
+        deadline = now_ms + self.limits.lock_duration_ms
+        taken: list[tuple[int, int]] = []  # (offset, delivery count)
+        for first, last in batches:
+            if len(taken) >= max_records:
+                break
+            for offset in range(max(first, self.start_offset), last + 1):
+                if not whole_batches and len(taken) >= max_records:
+                    break
+                if offset >= self.end_offset:
+                    if offset - self.start_offset >= self.limits.max_record_locks:
+                        break
+                    self.records[offset] = InFlight(RecordState.AVAILABLE, 0)
+                    self.end_offset = offset + 1
+                record = self.records[offset]
+                if record.state is not RecordState.AVAILABLE:
+                    continue
+                record.state = next_state(record.state, Event.ACQUIRE, record.delivery_count,
+                                          self.limits.delivery_count_limit)
+                record.delivery_count += 1
+                record.member_id, record.lock_deadline_ms = member_id, deadline
+                taken.append((offset, record.delivery_count))
+        return _ranges(taken)
+
+    def acknowledge(self, member_id: str, first_offset: int, last_offset: int,
+                    types: Sequence[int], now_ms: int) -> None:
+        """One AcknowledgementBatch, all or nothing: one type for the range or one per offset.
+        INVALID_REQUEST for a malformed batch; INVALID_RECORD_STATE when an offset is not
+        ACQUIRED by this member (Kafka's answer for acknowledging what one does not hold)."""
+        kinds = _acknowledge_types(first_offset, last_offset, types)
+        for offset in range(first_offset, last_offset + 1):
+            record = self.records.get(offset)
+            if record is None or record.state is not RecordState.ACQUIRED or record.member_id != member_id:
+                raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
+                                    f"Offset {offset} is not acquired by member {member_id}.")
+        for index, offset in enumerate(range(first_offset, last_offset + 1)):
+            kind = kinds[0] if len(kinds) == 1 else kinds[index]
+            self._apply(offset, ACKNOWLEDGE_EVENTS[kind], now_ms)
+        self._advance_start()
+
+    def expire_locks(self, now_ms: int) -> int:
+        """Acquired records whose lock ran out go back (or, at the limit, are archived)."""
+        expired = [o for o, r in self.records.items()
+                   if r.state is RecordState.ACQUIRED and r.lock_deadline_ms <= now_ms]
+        for offset in expired:
+            self._apply(offset, Event.LOCK_EXPIRED, now_ms)
+        self._advance_start()
+        return len(expired)
+
+    def release_member(self, member_id: str, now_ms: int) -> int:
+        """A member's share session closed or it left the group: what it holds goes back."""
+        held = [o for o, r in self.records.items()
+                if r.state is RecordState.ACQUIRED and r.member_id == member_id]
+        for offset in held:
+            self._apply(offset, Event.LOCK_EXPIRED, now_ms)
+        self._advance_start()
+        return len(held)
+
+    def _apply(self, offset: int, event: Event, now_ms: int) -> None:
+        record = self.records[offset]
+        record.state = next_state(record.state, event, record.delivery_count,
+                                  self.limits.delivery_count_limit)
+        if record.state is RecordState.ACQUIRED:  # renewed
+            record.lock_deadline_ms = now_ms + self.limits.lock_duration_ms
+        else:
+            record.member_id, record.lock_deadline_ms = None, 0
+
+    def _advance_start(self) -> None:
+        while self.start_offset < self.end_offset and self.records[self.start_offset].state in _FINISHED:
+            del self.records[self.start_offset]
+            self.start_offset += 1
+
+
+def _acknowledge_types(first_offset: int, last_offset: int, types: Sequence[int]) -> list[AcknowledgeType]:
+    if first_offset < 0 or last_offset < first_offset:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                            f"Invalid acknowledgement range {first_offset}-{last_offset}.")
+    if len(types) not in (1, last_offset - first_offset + 1):
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                            f"{len(types)} acknowledge types for the {last_offset - first_offset + 1} "
+                            f"offsets {first_offset}-{last_offset}.")
+    try:
+        return [AcknowledgeType(kind) for kind in types]
+    except ValueError:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                            f"Unknown acknowledge type in {list(types)}.") from None
+
+
+def _ranges(taken: Sequence[tuple[int, int]]) -> list[Acquired]:
+    ranges: list[Acquired] = []
+    for offset, count in taken:
+        last = ranges[-1] if ranges else None
+        if last is not None and last.last_offset + 1 == offset and last.delivery_count == count:
+            ranges[-1] = Acquired(last.first_offset, offset, count)
+        else:
+            ranges.append(Acquired(offset, offset, count))
+    return ranges
