@@ -383,6 +383,14 @@ class ConfigsModule(Module):
         return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
                                                   "TOPIC", topic)
 
+    def _cluster_allows(self, ctx: RequestContext, operation: str, known: bool | None) -> bool:
+        """True, or CLUSTER_AUTHORIZATION_FAILED; asked once a request (``known`` is the answer
+        so far, None before the first resource that needs it)."""
+        allowed = self._authorized(ctx, operation) if known is None else known
+        if not allowed:
+            raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        return allowed
+
     def _authorized(self, ctx: RequestContext, operation: str) -> bool:
         conn = ctx.connection
         return self.services.authorizer.authorize(
@@ -420,11 +428,7 @@ class ConfigsModule(Module):
                     continue
                 resource_owner = self._resources.get(resource_type)
                 if resource_owner is not None:
-                    if authorized is None:
-                        authorized = self._authorized(ctx, "DESCRIBE_CONFIGS")
-                    if not authorized:
-                        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                            "Cluster authorization failed.")
+                    authorized = self._cluster_allows(ctx, "DESCRIBE_CONFIGS", authorized)
                     keys = resource.get("configuration_keys")
                     stored = await self._owned(resource_owner, name)
                     result["configs"] = [_owned_entry(resource_owner, key, value)
@@ -433,11 +437,7 @@ class ConfigsModule(Module):
                     results.append(result)
                     continue
                 broker_id = self._broker_id(resource_type, name)
-                if authorized is None:
-                    authorized = self._authorized(ctx, "DESCRIBE_CONFIGS")
-                if not authorized:
-                    raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                        "Cluster authorization failed.")
+                authorized = self._cluster_allows(ctx, "DESCRIBE_CONFIGS", authorized)
                 keys = resource.get("configuration_keys")
                 entries = self._describe(broker_id, synonyms, documentation, ctx.api_version)
                 result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
@@ -549,11 +549,7 @@ class ConfigsModule(Module):
                         continue
                     resource_owner = self._resources.get(resource_type)
                     if resource_owner is not None:
-                        if authorized is None:
-                            authorized = self._authorized(ctx, "ALTER_CONFIGS")
-                        if not authorized:
-                            raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                                "Cluster authorization failed.")
+                        authorized = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
                         config = await build(await self._owned(resource_owner, name), resource)
                         resource_owner.check(name, config)
                         if not validate_only:
@@ -562,11 +558,7 @@ class ConfigsModule(Module):
                                           "resource_type": resource_type, "resource_name": name})
                         continue
                     broker_id = self._broker_id(resource_type, name)
-                    if authorized is None:
-                        authorized = self._authorized(ctx, "ALTER_CONFIGS")
-                    if not authorized:
-                        raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                            "Cluster authorization failed.")
+                    authorized = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
                     config = await build(self.default if broker_id is None else self.override, resource)
                     self._check_names(config)
                     await self._validate(broker_id, config)

@@ -105,6 +105,18 @@ class PartitionSource(Protocol):
 _DENIED = "\x00topic authorization failed"
 
 
+def node_endpoints(services: BrokerServices, ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
+    """KIP-951's node endpoints: where, on the request's listener, each of ``node_ids`` is reached
+    (the leaders a client is pointed at by its partitions' NOT_LEADER_OR_FOLLOWER)."""
+    endpoints = []
+    for broker in services.cluster.brokers:
+        endpoint = broker.endpoint(ctx.connection.listener)
+        if broker.broker_id in node_ids and endpoint is not None:
+            endpoints.append({"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
+                              "rack": broker.rack})
+    return endpoints
+
+
 def _error_data(index: int, code: ErrorCode) -> dict[str, Any]:
     """A partition answered with an error: Kafka's unknown offsets (-1) and no records."""
     return {"partition_index": index, "error_code": code, "high_watermark": -1,
@@ -317,7 +329,7 @@ class FetchHandler:
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id,
             "responses": [{field: key, "partitions": partitions} for key, partitions in topics.items()]}
         if leaders:
-            response["node_endpoints"] = self._endpoints(ctx, leaders)
+            response["node_endpoints"] = node_endpoints(self.services, ctx, leaders)
         return response
 
     def _current_leader(self, topic: str | None, partition: int) -> dict[str, int] | None:
@@ -331,11 +343,3 @@ class FetchHandler:
             return None
         return {"leader_id": leader, "leader_epoch": epoch}
 
-    def _endpoints(self, ctx: RequestContext, leaders: set[int]) -> list[dict[str, Any]]:
-        endpoints = []
-        for broker in self.services.cluster.brokers:
-            endpoint = broker.endpoint(ctx.connection.listener)
-            if broker.broker_id in leaders and endpoint is not None:
-                endpoints.append({"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
-                                  "rack": broker.rack})
-        return endpoints

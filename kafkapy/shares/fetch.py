@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from kafkapy.dataplane.fetch import node_endpoints
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.timers import Timers
 from kafkapy.log.base import PartitionLog
@@ -295,13 +296,7 @@ class ShareFetcher:
             except KafkaApiError:
                 continue
             leaders.add(row["current_leader"]["leader_id"])
-        endpoints = []
-        for broker in self.services.cluster.brokers:
-            endpoint = broker.endpoint(ctx.connection.listener)
-            if broker.broker_id in leaders and endpoint is not None:
-                endpoints.append({"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
-                                  "rack": broker.rack})
-        return endpoints
+        return node_endpoints(self.services, ctx, leaders)
 
     def _leader(self, topic: str, index: int) -> dict[str, int]:
         assert self.logs is not None

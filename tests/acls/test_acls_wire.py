@@ -5,13 +5,13 @@ broker goes on serving."""
 
 from __future__ import annotations
 
-import logging
 import socket
 import struct
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from error_log import ErrorCollector, collected_errors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,22 +28,10 @@ texts = st.one_of(st.sampled_from(["", "*", "User:alice", "User:*", "kafka-clust
                                    ".."]), st.text(max_size=12))
 
 
-class ErrorCollector(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.name.startswith(("kafkapy", "asyncio")):
-            self.messages.append(f"{record.name}: {record.getMessage()}")
-
-
 @pytest.fixture(scope="module")
 def errors() -> Iterator[ErrorCollector]:
-    collector = ErrorCollector()
-    logging.getLogger().addHandler(collector)
-    yield collector
-    logging.getLogger().removeHandler(collector)
+    with collected_errors() as collector:
+        yield collector
 
 
 @pytest.fixture(scope="module")

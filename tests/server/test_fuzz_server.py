@@ -8,12 +8,12 @@ after the garbage is always served.
 
 from __future__ import annotations
 
-import logging
 import socket
 import struct
 from collections.abc import Iterator
 
 import pytest
+from error_log import ErrorCollector, collected_errors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_wire import KafkaSocket, frame, split_address
@@ -26,22 +26,10 @@ IDLE_MS = 300
 SOFTWARE = {"client_software_name": "fuzz", "client_software_version": "1"}
 
 
-class ErrorCollector(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.name.startswith(("kafkapy", "asyncio")):
-            self.messages.append(f"{record.name}: {record.getMessage()}")
-
-
 @pytest.fixture(scope="module")
 def errors() -> Iterator[ErrorCollector]:
-    collector = ErrorCollector()
-    logging.getLogger().addHandler(collector)
-    yield collector
-    logging.getLogger().removeHandler(collector)
+    with collected_errors() as collector:
+        yield collector
 
 
 @pytest.fixture(scope="module")
