@@ -43,6 +43,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import Watch
+from kafkapy.store.onloop import Reloader
 from kafkapy.telemetry.otlp import MetricPoint, OtlpError, decode_metrics
 from kafkapy.telemetry.subscriptions import (
     ClientAttributes,
@@ -136,6 +137,7 @@ class TelemetryModule(Module):
         self._instances: collections.OrderedDict[uuid.UUID, _Instance] = collections.OrderedDict()
         self.pushes: collections.deque[TelemetryPush] = collections.deque(maxlen=PUSHES_KEPT)
         self._watch: Watch | None = None
+        self._reloads = Reloader(services.loop, self._reload, "client metrics subscriptions")
         self._max_bytes: int = services.config["telemetry.max.bytes"]
 
     def apis(self) -> Mapping[int, ApiHandler]:
@@ -149,8 +151,7 @@ class TelemetryModule(Module):
     async def start(self) -> None:
         store = self.services.store
         self._watch = await asyncio.to_thread(store.watch_entity_configs, self._entity_changed)
-        for path, config in (await asyncio.to_thread(store.entity_configs, CLIENT_METRICS)).items():
-            self._take(path, config)
+        await self._reload()
         configs = self.services.provider(DYNAMIC_CONFIGS, ConfigsModule)
         if configs is not None:
             configs.register_resource(ConfigResourceOwner(
@@ -169,17 +170,21 @@ class TelemetryModule(Module):
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
+        self._reloads.close()
 
     def _entity_changed(self, path: str) -> None:
         """On a store thread: some entity's config changed (perhaps through another broker)."""
         if path.startswith(CLIENT_METRICS + "/"):
-            self.services.loop.call_soon_threadsafe(self._reload_soon, path)
+            self._reloads.request()
 
-    def _reload_soon(self, path: str) -> None:
-        self.services.loop.create_task(self._reload(path))
-
-    async def _reload(self, path: str) -> None:
-        self._take(path, await asyncio.to_thread(self.services.store.entity_config, path))
+    async def _reload(self) -> None:
+        """Every subscription read again (one read at a time, so a late read never undoes a newer
+        one: kafkapy.store.onloop.Reloader)."""
+        stored = await asyncio.to_thread(self.services.store.entity_configs, CLIENT_METRICS)
+        for name in set(self.subscriptions) - {path[len(CLIENT_METRICS) + 1:] for path in stored}:
+            self._take(f"{CLIENT_METRICS}/{name}", {})
+        for path, config in stored.items():
+            self._take(path, config)
 
     def _take(self, path: str, config: Mapping[str, str]) -> None:
         name = path[len(CLIENT_METRICS) + 1:]
@@ -192,8 +197,9 @@ class TelemetryModule(Module):
         except SubscriptionError as exc:  # written by something that did not check it
             self.services.log.warning("client metrics subscription %r ignored: %s", name, exc)
             return
-        self.subscriptions[name] = subscription
-        self._subscriptions_version += 1
+        if self.subscriptions.get(name) != subscription:
+            self.subscriptions[name] = subscription
+            self._subscriptions_version += 1
 
     # --- client instances -----------------------------------------------------------------------
 
