@@ -1,0 +1,68 @@
+"""`kafkapy client-metrics`, kafka-client-metrics.sh's flags and output, against a broker with the
+telemetry module; and ListConfigResources v0 (KIP-1000) through kafka-python's admin."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkapy import Broker
+from kafkapy.cli import main
+from kafkapy.testing import BrokerFactory
+
+
+@pytest.fixture
+def broker(kafka_broker_factory: BrokerFactory) -> Broker:
+    return kafka_broker_factory({"kafkapy.modules": "telemetry"})
+
+
+def run(capsys: pytest.CaptureFixture[str], broker: Broker, *args: str) -> tuple[int, str, str]:
+    code = main(["client-metrics", "--bootstrap-server", broker.bootstrap_servers, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_alter_describe_list_delete(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, broker, "--alter", "--name", "apps", "--metrics",
+                         "org.apache.kafka.producer.,org.apache.kafka.consumer.", "--interval", "1000",
+                         "--match", "client_id=app-.*")
+    assert (code, out, err) == (0, "Altered client metrics config for apps.\n", "")
+    run(capsys, broker, "--alter", "--name", "all", "--metrics", "*")
+    assert run(capsys, broker, "--list") == (0, "all\napps\n", "")
+    code, out, _ = run(capsys, broker, "--describe", "--name", "apps")
+    assert (code, out) == (0, "Client metrics configs for apps are:\n  interval.ms=1000\n"
+                              "  match=client_id=app-.*\n"
+                              "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.\n")
+    code, out, _ = run(capsys, broker, "--describe")  # every subscription
+    assert out.count("Client metrics configs for") == 2
+    # An empty value deletes that key only.
+    run(capsys, broker, "--alter", "--name", "apps", "--match", "")
+    assert "match=" not in run(capsys, broker, "--describe", "--name", "apps")[1]
+    assert run(capsys, broker, "--delete", "--name", "apps") == (
+        0, "Deleted client metrics config for apps.\n", "")
+    assert run(capsys, broker, "--list") == (0, "all\n", "")
+    held = broker._on_loop(lambda: [name for module in broker._telemetry_modules()
+                                    for name in module.subscriptions])
+    assert held == ["all"]  # gone from the broker's subscriptions too
+
+
+def test_refusals_are_one_line(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, broker, "--alter", "--name", "x", "--interval", "5")
+    assert (code, err) == (1, "kafkapy client-metrics: IncrementalAlterConfigs failed: INVALID_REQUEST: "
+                              "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 "
+                              "(1 hour)\n")
+    code, _, err = run(capsys, broker, "--alter", "--metrics", "*")
+    assert (code, err) == (1, "kafkapy client-metrics: --alter needs --name or --generate-name\n")
+    code, out, _ = run(capsys, broker, "--alter", "--generate-name", "--metrics", "*")
+    assert code == 0 and out.startswith("Altered client metrics config for ")
+
+
+def test_kafka_python_lists_the_subscriptions(broker: Broker) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    broker.set_client_metrics("b-sub", metrics=["x."])
+    broker.set_client_metrics("a-sub", metrics=["*"])
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=10_000)
+    try:
+        assert admin.list_config_resources() == {"client_metrics": ["a-sub", "b-sub"]}
+    finally:
+        admin.close()
