@@ -10,6 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from error_log import collected_errors
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.proto.metrics.v1 import metrics_pb2
 
 from kafkapy.client import SimpleClient
@@ -187,3 +190,26 @@ def test_subscriptions_live_at_kafkas_znode_and_reach_every_broker(zk_connect: s
             zk.close()
     assert json.loads(data) == {"version": 1, "config": {"metrics": "org.apache.kafka.producer.",
                                                          "interval.ms": "1000", "match": "client_id=app"}}
+
+
+ALLOWED = {ErrorCode.NONE, ErrorCode.INVALID_REQUEST, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+           ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+           ErrorCode.TELEMETRY_TOO_LARGE, ErrorCode.INVALID_RECORD}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(instance=st.sampled_from(["asked", "zero", "random"]),
+       subscription=st.sampled_from(["given", "other"]), codec=st.integers(-128, 127),
+       data=st.binary(max_size=300), terminating=st.booleans())
+def test_any_push_gets_one_of_kafkas_answers(broker: Broker, client: SimpleClient, instance: str,
+                                             subscription: str, codec: int, data: bytes,
+                                             terminating: bool) -> None:
+    with collected_errors() as errors:
+        answer = get(client)
+        instance_id = {"asked": answer["client_instance_id"], "zero": ZERO, "random": uuid.uuid4()}[instance]
+        subscription_id = answer["subscription_id"] + (0 if subscription == "given" else 1)
+        code = push(client, instance_id, subscription_id, data, codec=codec, terminating=terminating)
+    assert code in ALLOWED
+    assert errors.messages == []
+    fresh = get(client)  # and the broker goes on
+    assert fresh["error_code"] == ErrorCode.NONE
