@@ -159,8 +159,8 @@ def test_kafka_python_moves_a_partition_under_confluent_clients() -> None:
 
 def test_reordering_and_growing_the_replicas() -> None:
     """Reassigning to the same set is no change (no new epoch); a new first replica leads at once
-    (kafkapy's leader is the first live replica); a larger set is allowed unless the request
-    (v1, KIP-860) says the replication factor must stay."""
+    (kafkapy's leader is the first live replica); a larger or smaller set is allowed unless the
+    request (v1, KIP-860) says the replication factor must stay."""
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -179,12 +179,15 @@ def test_reordering_and_growing_the_replicas() -> None:
             assert _replicas_and_leader(bootstrap, "grow") == {0: ([2, 1], 2, epoch + 1)}
             assert admin.alter_partition_reassignments({tp: [3, 2, 1]}) == {tp: None}
             assert _replicas_and_leader(bootstrap, "grow") == {0: ([3, 2, 1], 3, epoch + 2)}
+            # The leader stays, and still the epoch goes up, as Kafka's controller completes one.
+            assert admin.alter_partition_reassignments({tp: [3, 2]}) == {tp: None}
+            assert _replicas_and_leader(bootstrap, "grow") == {0: ([3, 2], 3, epoch + 3)}
         finally:
             admin.close()
         with KafkaSocket(_controller(cluster)) as conn:
             refused = _alter(conn, {"grow": {0: [1]}}, version=1, allow_change=False)
             assert refused == (ErrorCode.NONE, {("grow", 0): (
-                ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 3 to 1")})
+                ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from 2 to 1")})
 
 
 # --- over raw sockets: Kafka's refusals ----------------------------------------------------------
@@ -307,21 +310,26 @@ def test_random_reassignments_keep_the_invariants(fuzzed: Broker,
     runtime = fuzzed.runtime
     assert runtime is not None
     view = runtime.cluster
+    before = dict(view.topics["h"].partitions)
     epochs = {p: view.leadership("h", p)[1] for p in range(3)}  # type: ignore[index]
     with KafkaSocket(_controller(fuzzed)) as conn:
         top, results = _alter(conn, wanted, version, allow_change)
     assert top == ErrorCode.NONE
     assert {code for code, _ in results.values()} <= ANSWERABLE
     partitions = view.topics["h"].partitions
+    changed: set[int] = set()
     for (topic, index), (code, _) in results.items():
         event(ErrorCode(code).name)
         target = wanted[topic][index]
         if code == ErrorCode.NONE:  # done, and shown by the answering broker before it answered
             assert target is not None and partitions[index] == tuple(target)
+            if topic == "h" and tuple(target) != before[index]:
+                changed.add(index)
     live = view.live_broker_ids()
     assert sorted(partitions) == [0, 1, 2]
     for index, replicas in partitions.items():
         assert replicas and len(set(replicas)) == len(replicas) and set(replicas) <= live
+        assert replicas == before[index] or index in changed  # only an accepted reassignment moves one
         leader, epoch = view.leadership("h", index)  # type: ignore[misc]
-        assert leader in replicas
-        assert epoch >= epochs[index]
+        assert leader == replicas[0]  # every broker is up: the first replica leads
+        assert epoch == epochs[index] + (index in changed)  # one epoch per completed reassignment
