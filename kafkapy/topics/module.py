@@ -27,10 +27,8 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
-from kafkapy.server.services import TOPIC_CREATION
+from kafkapy.server.services import INITIAL_LEADER_EPOCH, TOPIC_CREATION, EpochOwed
 from kafkapy.store.base import (
-    PartitionState,
-    PartitionStateConflict,
     StoreError,
     TopicAlreadyExists,
     TopicInfo,
@@ -40,7 +38,7 @@ from kafkapy.store.base import (
 from kafkapy.store.onloop import watching
 from kafkapy.topics.assignment import assign_replicas, placement_for_new_partitions
 from kafkapy.topics.elections import ELECTION_MESSAGES, ElectionType, election_outcome
-from kafkapy.topics.reassignment import completed_state, plan_reassignment
+from kafkapy.topics.reassignment import plan_reassignment
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
@@ -54,9 +52,6 @@ log = logging.getLogger(__name__)
 
 _WAIT_CAP_S = 30.0  # never hold a request longer than this, whatever timeout_ms says
 _REASSIGNMENT_TIMEOUT_MS = 60_000  # AlterPartitionReassignments' TimeoutMs default (Kafka's schema)
-# Compare-and-set attempts at a completed reassignment's state: each lost race means the
-# controller's reconcile wrote the same partition meanwhile, which a few passes at most do.
-_COMPLETION_ATTEMPTS = 10
 
 
 def _positive(value: Any) -> str | None:
@@ -600,9 +595,10 @@ class TopicsModule(Module):
 
     async def alter_partition_reassignments(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         """Kafka's AlterPartitionReassignments, each reassignment finished at once
-        (kafkapy.topics.reassignment): the target replicas written through the store, then the
-        completed state with the next leader epoch; answered once this broker's view shows both,
-        or when ``timeout_ms`` runs out (the reassignment is then written, not yet seen here)."""
+        (kafkapy.topics.reassignment): the target replicas written through the store, and the next
+        leader epoch owed to each moved partition (the controller's leadership writes it); answered
+        once this broker's view shows both, or when ``timeout_ms`` runs out (the reassignment is
+        then written, not yet seen here)."""
         body = request.body
         allow_change = bool(body.get("allow_replication_factor_change", True))
         timeout_ms = int(body.get("timeout_ms", _REASSIGNMENT_TIMEOUT_MS))
@@ -615,7 +611,7 @@ class TopicsModule(Module):
             (name, [{"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None}
                     for index, _ in partitions]) for name, partitions in asked]
         refusal = self._reassignment_refusal(ctx, "ALTER")
-        moved: dict[tuple[str, int], tuple[int, ...]] = {}
+        moved: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
         if refusal is not None:
             for _, partition_results in results:
                 for result in partition_results:
@@ -634,9 +630,10 @@ class TopicsModule(Module):
 
     async def _reassign(self, asked: Sequence[tuple[str, Sequence[tuple[int, tuple[int, ...] | None]]]],
                         results: Sequence[tuple[str, Sequence[dict[str, Any]]]], allow_change: bool
-                        ) -> dict[tuple[str, int], tuple[int, ...]]:
+                        ) -> dict[tuple[str, int], tuple[tuple[int, ...], int]]:
         """Check and write the reassignments (the controller's lock held); fill in each result and
-        return the partitions whose replicas changed, with their new replicas."""
+        return the partitions whose replicas changed, with their new replicas and the leader epoch
+        they are completed in (the one after the epoch they had)."""
         store = self.services.store
         flat = [result for _, partition_results in results for result in partition_results]
         try:
@@ -674,59 +671,28 @@ class TopicsModule(Module):
                 continue
             log.info("reassigned %s: %s", name, {p: list(r) for p, r in replicas_by_index.items()})
             moved.update({(name, index): replicas for index, replicas in replicas_by_index.items()})
-        if moved:
-            await asyncio.to_thread(self._complete_reassignments, moved, before, registered)
-        return moved
+        owed = {(name, index): EpochOwed(existing[name].partitions[index], replicas,
+                                         before[name, index].leader_epoch + 1)
+                for (name, index), replicas in moved.items() if (name, index) in before}
+        self.services.owe_leader_epochs(owed)
+        return {key: (replicas, owed[key].leader_epoch if key in owed else INITIAL_LEADER_EPOCH)
+                for key, replicas in moved.items()}
 
-    def _complete_reassignments(self, moved: Mapping[tuple[str, int], tuple[int, ...]],
-                                before: Mapping[tuple[str, int], PartitionState],
-                                live: Collection[int]) -> None:
-        """Write each moved partition's completed state (the next leader epoch, once) by
-        compare-and-set. The controller's reconcile, woken by the new replicas, may write the
-        partition first: a leader move it writes is the bump itself; an ISR change only makes the
-        next attempt read again. A partition with no state yet gets its first from the reconcile."""
-        store = self.services.store
-        pending = {key: replicas for key, replicas in moved.items() if key in before}
-        for _ in range(_COMPLETION_ATTEMPTS):
-            if not pending:
-                return
-            try:
-                states = store.partition_states()
-            except StoreError as exc:
-                log.warning("reassignment: cannot read partition states (%s); the reconcile writes "
-                            "the leaders", exc)
-                return
-            retry: dict[tuple[str, int], tuple[int, ...]] = {}
-            for (topic, partition), replicas in pending.items():
-                now = states.get((topic, partition))
-                if now is None or now.leader_epoch > before[topic, partition].leader_epoch:
-                    continue  # gone, or completed already (a bump by the reconcile's leader move)
-                try:
-                    store.set_partition_state(topic, partition, completed_state(replicas, live, now),
-                                              now.partition_epoch)
-                except PartitionStateConflict:
-                    retry[topic, partition] = replicas
-                except StoreError as exc:  # UnknownTopic: deleted meanwhile; others: the store failed
-                    log.warning("reassignment of %s-%d: cannot write its state (%s)", topic, partition, exc)
-            pending = retry
-        if pending:
-            log.warning("reassignment: the leader epoch of %s was not bumped (kept losing races)",
-                        sorted(pending))
-
-    async def _reassignments_seen(self, moved: Mapping[tuple[str, int], tuple[int, ...]],
+    async def _reassignments_seen(self, moved: Mapping[tuple[str, int], tuple[tuple[int, ...], int]],
                                   timeout_ms: int) -> bool:
         """Wait until this broker's view shows every moved partition with its new replicas and a
-        leader among them, or ``timeout_ms`` passes (False). The topics first, then the states:
-        each wait looks at the view at once, so news that came before it is not missed."""
+        leader among them in the completed epoch (or a later one), or ``timeout_ms`` passes
+        (False). The topics first, then the states: each wait looks at the view at once, so news
+        that came before it is not missed."""
         cluster = self.services.cluster
 
         def replicas_shown(view: Mapping[str, TopicInfo]) -> bool:
-            return all(t in view and view[t].partitions.get(p) == r for (t, p), r in moved.items())
+            return all(t in view and view[t].partitions.get(p) == r for (t, p), (r, _) in moved.items())
 
         def leaders_shown(_: object) -> bool:
             return replicas_shown(cluster.topics) and all(
-                (found := cluster.leadership(t, p)) is not None and found[0] in r
-                for (t, p), r in moved.items())
+                (found := cluster.leadership(t, p)) is not None and found[0] in r and found[1] >= epoch
+                for (t, p), (r, epoch) in moved.items())
 
         loop = self.services.loop
         deadline = loop.time() + min(timeout_ms / 1000, _WAIT_CAP_S)

@@ -12,8 +12,11 @@ In one kafkapy process the brokers of a cluster share their logs, so a new repli
 the moment it is named: there is no phase to wait in, and a reassignment is written finished in
 one step (the store's ``reassign_partitions``, on ZooKeeper Kafka's /brokers/topics/<topic> with
 empty ``adding_replicas`` and ``removing_replicas``), followed by the state Kafka's controller
-writes when it completes one (``completed_state``). No reassignment is ever ongoing, so
-ListPartitionReassignments answers none, and cancelling one is NO_REASSIGNMENT_IN_PROGRESS.
+writes when it completes one: the next leader epoch, whether or not the leader changed (so a
+replica or client still on the old assignment is fenced), owed to the controller's leadership
+(kafkapy.server.leadership, the one writer of partition states). No reassignment is ever
+ongoing, so ListPartitionReassignments answers none, and cancelling one is
+NO_REASSIGNMENT_IN_PROGRESS.
 
 The leader is the partition's first live replica (kafkapy's one leader rule,
 ``kafkapy.server.services.partition_leader``): it is where Kafka's controller moves it when the old
@@ -26,13 +29,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-import attrs
-
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.server.services import partition_leader
-from kafkapy.store.base import PartitionState, TopicInfo
+from kafkapy.store.base import TopicInfo
 
-__all__ = ["completed_state", "plan_reassignment"]
+__all__ = ["plan_reassignment"]
 
 
 def plan_reassignment(name: str, topic: TopicInfo | None, partition: int, target: Sequence[int] | None,
@@ -70,11 +70,3 @@ def plan_reassignment(name: str, topic: TopicInfo | None, partition: int, target
     wanted = tuple(target)
     return None if wanted == tuple(current) else wanted
 
-
-def completed_state(target: Sequence[int], live: Collection[int], current: PartitionState) -> PartitionState:
-    """The state Kafka's controller writes when a reassignment completes: the leader the target
-    implies, the ISR its live replicas (all caught up: the logs are shared), and the next leader
-    epoch whether or not the leader changed (Kafka's ZooKeeper-mode controller bumps it either way,
-    so a replica or client still on the old assignment is fenced)."""
-    return attrs.evolve(current, leader=partition_leader(target, live), leader_epoch=current.leader_epoch + 1,
-                        isr=tuple(r for r in target if r in live))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,11 @@ from quick_clients import RDKAFKA_CLIENT, RDKAFKA_CONSUMER
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.leadership import next_state
 from kafkapy.store import MemoryStore
 from kafkapy.store.base import PartitionState, TopicInfo
 from kafkapy.testing import wait_until
-from kafkapy.topics.reassignment import completed_state, plan_reassignment
+from kafkapy.topics.reassignment import plan_reassignment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
 from server_wire import KafkaSocket
@@ -273,12 +275,17 @@ def test_only_the_controller_reassigns() -> None:
 
 # --- the pure planning -------------------------------------------------------------------------
 
-def test_completed_state_bumps_the_epoch_once_and_follows_the_leader_rule() -> None:
+def test_an_owed_epoch_is_written_once_whoever_leads() -> None:
+    """The leadership table's row for a completed reassignment: the leader the replicas imply in
+    the next epoch, once; a leader move that already bumped the epoch pays the debt."""
     now = PartitionState(1, 4, (1, 2), 0, 9)
-    assert completed_state((2, 3), {1, 2, 3}, now) == PartitionState(2, 5, (2, 3), 0, 9)
-    assert completed_state((1, 3), {1, 2, 3}, now) == PartitionState(1, 5, (1, 3), 0, 9)
-    assert completed_state((3, 1), {1, 2}, now) == PartitionState(1, 5, (1,), 0, 9)  # 3 is down
-    topic = TopicInfo("t", __import__("uuid").uuid4(), {0: (1, 2)})
+    assert next_state((2, 3), {1, 2, 3}, now, owed_epoch=5) == PartitionState(2, 5, (2, 3), 0, 9)
+    assert next_state((1, 3), {1, 2, 3}, now, owed_epoch=5) == PartitionState(1, 5, (1, 3), 0, 9)
+    assert next_state((3, 1), {1, 2}, now, owed_epoch=5) == PartitionState(1, 5, (1,), 0, 9)  # 3 is down
+    paid = PartitionState(1, 5, (1, 3), 0, 10)
+    assert next_state((1, 3), {1, 2, 3}, paid, owed_epoch=5) is None
+    assert next_state((1, 3), {1, 2, 3}, now) == PartitionState(1, 4, (1, 3), 0, 9)  # nothing owed: ISR only
+    topic = TopicInfo("t", uuid.uuid4(), {0: (1, 2)})
     assert plan_reassignment("t", topic, 0, [1, 2], {1, 2}) is None
     assert plan_reassignment("t", topic, 0, [2], {1, 2}) == (2,)
 
