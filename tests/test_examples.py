@@ -165,3 +165,13 @@ def test_acls_example() -> None:
     out = json.loads(result.stdout)
     assert out == {"alice_before": "TOPIC_AUTHORIZATION_FAILED", "alice_after": "NONE",
                    "acls": ["TOPIC orders. PREFIXED User:alice WRITE ALLOW"]}
+
+
+def test_partition_reassignment_moves_replicas_and_keeps_the_records() -> None:
+    result = run(str(EXAMPLES / "partition_reassignment.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["before"] == {"replicas": [1, 2], "leader": 1, "leader_epoch": 0}
+    assert out["after"] == {"replicas": [2, 3], "leader": 2, "leader_epoch": 1}
+    assert (out["refused"], out["ongoing"]) == ({}, 0)
+    assert out["read"] == [f"before-{i}" for i in range(5)] + [f"after-{i}" for i in range(5)]

@@ -13,6 +13,7 @@ from typing import Any
 
 import kafkapy
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.commands._controller import controller_client
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
 from kafkapy.features.rules import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE
@@ -84,24 +85,7 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _controller(args: argparse.Namespace) -> SimpleClient:
-    """A client connected to the controller (the bootstrap broker if Metadata cannot say)."""
-    client = SimpleClient(args.bootstrap_server, args.timeout, client_id="kafkapy-features",
-                          **client_options(args))
-    try:
-        metadata = client.request(ApiKey.METADATA, 1, {"topics": []})
-    except ClientError:
-        client.close()
-        raise
-    controller = metadata["controller_id"]
-    for broker in metadata["brokers"]:
-        if broker["node_id"] == controller:
-            address = f"{broker['host']}:{broker['port']}"
-            if (broker["host"], broker["port"]) != (client.host, client.port):
-                client.close()
-                client = SimpleClient(address, args.timeout, client_id="kafkapy-features",
-                                      **client_options(args))
-            break
-    return client
+    return controller_client(args, "kafkapy-features")
 
 
 def _error(code: int, message: str | None) -> str:

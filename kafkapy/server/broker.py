@@ -28,7 +28,7 @@ from kafkapy.server.leadership import PartitionLeadership
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module
 from kafkapy.server.observers import ObserverChain
-from kafkapy.server.services import FINALIZED_FEATURES, AcceptGate, ClusterView
+from kafkapy.server.services import FINALIZED_FEATURES, AcceptGate, ClusterView, EpochOwed
 from kafkapy.store.base import (
     BrokerRegistration,
     MetadataStore,
@@ -137,6 +137,11 @@ class ModuleServices:
 
     def served_versions(self) -> Mapping[int, tuple[int, int]]:
         return self._runtime.dispatcher.served_versions()
+
+    def owe_leader_epochs(self, owed: Mapping[tuple[str, int], EpochOwed]) -> None:
+        leadership = self._runtime.leadership
+        if leadership is not None:
+            leadership.owe_epochs(owed)
 
     def provider(self, capability: str, kind: type[T]) -> T | None:
         for module in self._runtime.modules:

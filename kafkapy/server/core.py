@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_protocol_version.py pins the set it stands for.
-PROTOCOL_VERSION = 18
+PROTOCOL_VERSION = 19
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules, each version the one before it with what it added (and, for a version bump, what it
@@ -97,6 +97,9 @@ _PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[
     # 18: + share groups' admin APIs (ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets)
     (frozenset({(_K.SHARE_GROUP_DESCRIBE, 1, 1), (_K.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1),
                 (_K.ALTER_SHARE_GROUP_OFFSETS, 0, 0), (_K.DELETE_SHARE_GROUP_OFFSETS, 0, 0)}), frozenset()),
+    # 19: + AlterPartitionReassignments and ListPartitionReassignments (KIP-455; the topics module)
+    (frozenset({(_K.ALTER_PARTITION_REASSIGNMENTS, 0, 1), (_K.LIST_PARTITION_REASSIGNMENTS, 0, 0)}),
+     frozenset()),
 )
 
 

@@ -33,14 +33,26 @@ holds the two equal.
 
 What ``next_state`` writes, given the stored state and the leader the live brokers imply:
 
-==================  ===================  =======================================
-stored state        implied leader        written
-==================  ===================  =======================================
-none                any (-1 included)     leader, epoch 0, ISR = live replicas
-leader L            L, same ISR           nothing
-leader L            L, another ISR        same leader and epoch, the new ISR
-leader L            M != L                M, epoch + 1, ISR = live replicas
-==================  ===================  =======================================
+=======================================  ===================  =======================================
+stored state                             implied leader        written
+=======================================  ===================  =======================================
+none                                     any (-1 included)     leader, epoch 0, ISR = live replicas
+leader L, epoch below one owed (below)   any                   the implied leader, epoch + 1,
+                                                               ISR = live replicas
+leader L                                 L, same ISR           nothing
+leader L                                 L, another ISR        same leader and epoch, the new ISR
+leader L                                 M != L                M, epoch + 1, ISR = live replicas
+=======================================  ===================  =======================================
+
+An epoch is owed when a partition reassignment completes (``owe_epochs``, from
+kafkapy.topics.reassignment): Kafka's controller bumps the leader epoch then even when the
+leader stays, so whoever still works from the old replica set is fenced. The reconcile writes it,
+so partition states keep one writer, whose writes land (and reach every broker's view) in order.
+It is written only once the view shows the new replicas (a pass on a view that still has the old
+ones would bump the old leader's epoch, and the leader move after it would bump it again). The
+debt is paid once the view shows the epoch, by that write or by a leader move; it is forgotten
+when the partition's replicas become something else, when the partition goes, or when this
+broker stops being the controller.
 
 Until the controller has written a move, ``services.partition_leadership`` answers no leader for
 the partition, so no broker serves it under an epoch that is not its own.
@@ -62,7 +74,7 @@ from typing import Protocol
 import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.server.services import INITIAL_LEADER_EPOCH, ClusterView, partition_leader
+from kafkapy.server.services import INITIAL_LEADER_EPOCH, ClusterView, EpochOwed, partition_leader
 from kafkapy.store.base import (
     NO_PARTITION_EPOCH,
     PartitionState,
@@ -82,13 +94,16 @@ log = logging.getLogger("kafkapy.server.leadership")
 _Write = tuple[str, int, PartitionState, int]
 
 
-def next_state(replicas: Sequence[int], live: Collection[int],
-               current: PartitionState | None) -> PartitionState | None:
-    """The state a partition should have now (the module's table), or None if ``current`` is it."""
+def next_state(replicas: Sequence[int], live: Collection[int], current: PartitionState | None,
+               owed_epoch: int | None = None) -> PartitionState | None:
+    """The state a partition should have now (the module's table), or None if ``current`` is it.
+    ``owed_epoch``: the leader epoch a completed reassignment owes the partition, if any."""
     leader = partition_leader(replicas, live)
     isr = tuple(r for r in replicas if r in live)
     if current is None:
         return PartitionState(leader, INITIAL_LEADER_EPOCH, isr)
+    if owed_epoch is not None and current.leader_epoch < owed_epoch:
+        return attrs.evolve(current, leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr)
     if current.leader == leader:
         return None if tuple(current.isr) == isr else attrs.evolve(current, isr=isr)
     return attrs.evolve(current, leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr)
@@ -122,6 +137,17 @@ class PartitionLeadership:
         self._settled: dict[str, tuple[TopicInfo, Mapping[tuple[str, int], PartitionState],
                                        tuple[PartitionState | None, ...]]] = {}
         self._settled_live: frozenset[int] = frozenset()
+        self._owed: dict[tuple[str, int], EpochOwed] = {}  # (topic, partition) -> its debt
+
+    def owe_epochs(self, owed: Mapping[tuple[str, int], EpochOwed]) -> None:
+        """Partition reassignments completed: each partition's state must reach the leader epoch
+        owed (the module's table). On the loop; nothing while not the controller."""
+        if self.cluster.controller_id != self.broker_id:
+            return
+        for key, debt in owed.items():
+            self._owed[key] = debt  # a later reassignment's debt replaces an earlier one's
+            self._settled.pop(key[0], None)
+        self.request()
 
     def request(self) -> None:
         """Something changed (brokers, topics, the controller, states): reconcile soon. Any thread."""
@@ -137,7 +163,9 @@ class PartitionLeadership:
         """What the cluster view says must be written now (nothing unless this broker is the
         controller). ``full``: look at every topic, settled or not (the plain path)."""
         cluster = self.cluster
+        owed = self._owed
         if cluster.controller_id != self.broker_id:
+            owed.clear()
             return []
         live = cluster.live_broker_ids()
         settled = self._settled
@@ -148,10 +176,13 @@ class PartitionLeadership:
         topics = cluster.topics
         for gone in [name for name in settled if name not in topics]:
             del settled[gone]
+        for key in [(t, p) for t, p in owed if t not in topics or p not in topics[t].partitions]:
+            del owed[key]
+        owing = {topic for topic, _ in owed}
         writes: list[_Write] = []
         for name, info in topics.items():
             found = settled.get(name)
-            if found is not None and (found[0] is info or found[0] == info):
+            if found is not None and name not in owing and (found[0] is info or found[0] == info):
                 if found[1] is states:  # the same states as when it settled: not one has changed
                     continue
                 current_states = tuple([states.get((name, index)) for index in info.partitions])
@@ -162,7 +193,16 @@ class PartitionLeadership:
                 current_states = tuple([states.get((name, index)) for index in info.partitions])
             before = len(writes)
             for (index, replicas), current in zip(info.partitions.items(), current_states):
-                wanted = next_state(replicas, live, current)
+                epoch_owed = None
+                debt = owed.get((name, index))
+                if debt is not None:
+                    if (current is not None and current.leader_epoch >= debt.leader_epoch) or \
+                            replicas not in (debt.previous, debt.replicas):
+                        del owed[name, index]  # paid, or the replicas changed again since
+                    elif replicas == debt.replicas:
+                        epoch_owed = debt.leader_epoch
+                    # else the view still shows the replicas from before: not yet
+                wanted = next_state(replicas, live, current, epoch_owed)
                 if wanted is not None:
                     expected = NO_PARTITION_EPOCH if current is None else current.partition_epoch
                     writes.append((name, index, wanted, expected))

@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
+import attrs
+
 from kafkapy.errors import ErrorCode
 from kafkapy.log.base import PartitionLog
 from kafkapy.log.producer_state import ProducerStateManager
@@ -42,6 +44,7 @@ __all__ = [
     "AutoTopicCreation",
     "BrokerServices",
     "ClusterView",
+    "EpochOwed",
     "InternalTopicCreation",
     "PartitionLogs",
     "PartitionLogsProvider",
@@ -120,6 +123,16 @@ def partition_leader(replicas: Sequence[int], live: Collection[int]) -> int:
 
 
 INITIAL_LEADER_EPOCH = 0  # a partition's first leader, before any move (Kafka's controller starts at 0)
+
+
+@attrs.frozen
+class EpochOwed:
+    """What a completed partition reassignment leaves the controller to write: once its view shows
+    ``replicas`` (not yet while it still shows ``previous``), a state in ``leader_epoch`` or later."""
+
+    previous: tuple[int, ...]
+    replicas: tuple[int, ...]
+    leader_epoch: int
 
 
 def partition_leadership(replicas: Sequence[int], live: Collection[int],
@@ -269,6 +282,10 @@ class BrokerServices(Protocol):
         """Take a finalized state: feature gates and the ApiVersions answer follow it."""
     def served_versions(self) -> Mapping[int, tuple[int, int]]:
         """What ApiVersions advertises: API key -> (min, max) served now."""
+    def owe_leader_epochs(self, owed: Mapping[tuple[str, int], EpochOwed]) -> None:
+        """Partition reassignments completed: the controller's leadership (kafkapy.server.leadership,
+        the one writer of partition states) writes each partition's next leader epoch, as Kafka's
+        controller does then. Nothing off the controller."""
     def provider(self, capability: str, kind: type[T]) -> T | None:
         """The module that provides ``capability`` (declared in its ``provides``), or None when no
         enabled module does; a ConfigError when it is not a ``kind``."""

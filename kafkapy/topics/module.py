@@ -1,4 +1,5 @@
-"""The topics module: CreateTopics (19), DeleteTopics (20), CreatePartitions (37) and ElectLeaders (43).
+"""The topics module: CreateTopics (19), DeleteTopics (20), CreatePartitions (37), ElectLeaders (43),
+AlterPartitionReassignments (45) and ListPartitionReassignments (46).
 
 Kafka's ZooKeeper-mode controller behavior: only the controller applies changes (the others
 answer NOT_CONTROLLER), every topic gets its own result, placement is Kafka's round-robin over
@@ -26,11 +27,18 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
-from kafkapy.server.services import TOPIC_CREATION
-from kafkapy.store.base import StoreError, TopicAlreadyExists, TopicInfo, UnknownTopic, check_topic_name
+from kafkapy.server.services import INITIAL_LEADER_EPOCH, TOPIC_CREATION, EpochOwed
+from kafkapy.store.base import (
+    StoreError,
+    TopicAlreadyExists,
+    TopicInfo,
+    UnknownTopic,
+    check_topic_name,
+)
 from kafkapy.store.onloop import watching
 from kafkapy.topics.assignment import assign_replicas, placement_for_new_partitions
 from kafkapy.topics.elections import ELECTION_MESSAGES, ElectionType, election_outcome
+from kafkapy.topics.reassignment import plan_reassignment
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
@@ -43,6 +51,7 @@ log = logging.getLogger(__name__)
 
 
 _WAIT_CAP_S = 30.0  # never hold a request longer than this, whatever timeout_ms says
+_REASSIGNMENT_TIMEOUT_MS = 60_000  # AlterPartitionReassignments' TimeoutMs default (Kafka's schema)
 
 
 def _positive(value: Any) -> str | None:
@@ -108,6 +117,10 @@ class TopicsModule(Module):
             ApiKey.DELETE_TOPICS: ApiHandler(VersionRange(0, 6), self.delete_topics),
             ApiKey.CREATE_PARTITIONS: ApiHandler(VersionRange(0, 3), self.create_partitions),
             ApiKey.ELECT_LEADERS: ApiHandler(VersionRange(0, 2), self.elect_leaders),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: ApiHandler(VersionRange(0, 1),
+                                                             self.alter_partition_reassignments),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiHandler(VersionRange(0, 0),
+                                                            self.list_partition_reassignments),
         }
 
     # --- shared -------------------------------------------------------------------------------
@@ -566,3 +579,138 @@ class TopicsModule(Module):
                                 f"{factor} while the new partitions have "
                                 f"{sorted({len(r) for r in added.values()})}.")
         return added
+
+    # --- AlterPartitionReassignments (45), ListPartitionReassignments (46) ------------------------
+
+    def _reassignment_refusal(self, ctx: RequestContext, operation: str) -> tuple[ErrorCode, str] | None:
+        """Why the whole request is refused, as Kafka answers before looking at a partition:
+        CLUSTER ``operation`` missing, then this broker not being the controller (ZooKeeper mode;
+        kafka-python's and KafkaJS's admins then refresh the controller and ask it again)."""
+        if not self._allowed(ctx, operation, "CLUSTER", CLUSTER_RESOURCE):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
+        not_controller = self._not_controller(ctx)
+        if not_controller is not None:
+            return ErrorCode.NOT_CONTROLLER, not_controller
+        return None
+
+    async def alter_partition_reassignments(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        """Kafka's AlterPartitionReassignments, each reassignment finished at once
+        (kafkapy.topics.reassignment): the target replicas written through the store, and the next
+        leader epoch owed to each moved partition (the controller's leadership writes it); answered
+        once this broker's view shows both, or when ``timeout_ms`` runs out (the reassignment is
+        then written, not yet seen here)."""
+        body = request.body
+        allow_change = bool(body.get("allow_replication_factor_change", True))
+        timeout_ms = int(body.get("timeout_ms", _REASSIGNMENT_TIMEOUT_MS))
+        asked: list[tuple[str, list[tuple[int, tuple[int, ...] | None]]]] = [
+            (topic["name"], [(int(p["partition_index"]),
+                              None if p.get("replicas") is None else tuple(int(r) for r in p["replicas"]))
+                             for p in topic.get("partitions") or []])
+            for topic in body.get("topics") or []]
+        results: list[tuple[str, list[dict[str, Any]]]] = [
+            (name, [{"partition_index": index, "error_code": ErrorCode.NONE, "error_message": None}
+                    for index, _ in partitions]) for name, partitions in asked]
+        refusal = self._reassignment_refusal(ctx, "ALTER")
+        moved: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
+        if refusal is not None:
+            for _, partition_results in results:
+                for result in partition_results:
+                    result.update(error_code=refusal[0], error_message=refusal[1])
+        elif asked:
+            async with self._lock:
+                moved = await self._reassign(asked, results, allow_change)
+        if moved:
+            await self._reassignments_seen(moved, timeout_ms)
+        top_code, top_message = refusal or (ErrorCode.NONE, None)
+        return fit_body(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "response", ctx.api_version, {
+            "throttle_time_ms": 0, "allow_replication_factor_change": allow_change,
+            "error_code": top_code, "error_message": top_message,
+            "responses": [{"name": name, "partitions": partition_results}
+                          for name, partition_results in results]})
+
+    async def _reassign(self, asked: Sequence[tuple[str, Sequence[tuple[int, tuple[int, ...] | None]]]],
+                        results: Sequence[tuple[str, Sequence[dict[str, Any]]]], allow_change: bool
+                        ) -> dict[tuple[str, int], tuple[tuple[int, ...], int]]:
+        """Check and write the reassignments (the controller's lock held); fill in each result and
+        return the partitions whose replicas changed, with their new replicas and the leader epoch
+        they are completed in (the one after the epoch they had)."""
+        store = self.services.store
+        flat = [result for _, partition_results in results for result in partition_results]
+        try:
+            existing, registered = await self._snapshot()
+            before = await asyncio.to_thread(store.partition_states)
+        except StoreError as exc:
+            for result in flat:
+                result.update(error_code=ErrorCode.UNKNOWN_SERVER_ERROR,
+                              error_message=f"metadata store: {exc}")
+            return {}
+        planned: dict[str, dict[int, tuple[int, ...]]] = {}
+        waiting: dict[str, list[dict[str, Any]]] = {}  # the results a topic's write decides
+        for (name, partitions), (_, partition_results) in zip(asked, results):
+            for (index, target), result in zip(partitions, partition_results):
+                try:
+                    replicas = plan_reassignment(name, existing.get(name), index, target, registered,
+                                                 allow_change)
+                except KafkaApiError as exc:
+                    result.update(error_code=exc.code, error_message=exc.message)
+                    continue
+                if replicas is not None:
+                    planned.setdefault(name, {})[index] = replicas
+                    waiting.setdefault(name, []).append(result)
+        moved: dict[tuple[str, int], tuple[int, ...]] = {}
+        for name, replicas_by_index in planned.items():
+            try:
+                await asyncio.to_thread(store.reassign_partitions, name, replicas_by_index)
+            except StoreError as exc:
+                code, message = (
+                    (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {name}.")
+                    if isinstance(exc, UnknownTopic)
+                    else (ErrorCode.UNKNOWN_SERVER_ERROR, f"metadata store: {exc}"))
+                for result in waiting[name]:
+                    result.update(error_code=code, error_message=message)
+                continue
+            log.info("reassigned %s: %s", name, {p: list(r) for p, r in replicas_by_index.items()})
+            moved.update({(name, index): replicas for index, replicas in replicas_by_index.items()})
+        owed = {(name, index): EpochOwed(existing[name].partitions[index], replicas,
+                                         before[name, index].leader_epoch + 1)
+                for (name, index), replicas in moved.items() if (name, index) in before}
+        self.services.owe_leader_epochs(owed)
+        return {key: (replicas, owed[key].leader_epoch if key in owed else INITIAL_LEADER_EPOCH)
+                for key, replicas in moved.items()}
+
+    async def _reassignments_seen(self, moved: Mapping[tuple[str, int], tuple[tuple[int, ...], int]],
+                                  timeout_ms: int) -> bool:
+        """Wait until this broker's view shows every moved partition with its new replicas and a
+        leader among them in the completed epoch (or a later one), or ``timeout_ms`` passes
+        (False). The topics first, then the states: each wait looks at the view at once, so news
+        that came before it is not missed."""
+        cluster = self.services.cluster
+
+        def replicas_shown(view: Mapping[str, TopicInfo]) -> bool:
+            return all(t in view and view[t].partitions.get(p) == r for (t, p), (r, _) in moved.items())
+
+        def leaders_shown(_: object) -> bool:
+            return replicas_shown(cluster.topics) and all(
+                (found := cluster.leadership(t, p)) is not None and found[0] in r and found[1] >= epoch
+                for (t, p), (r, epoch) in moved.items())
+
+        loop = self.services.loop
+        deadline = loop.time() + min(timeout_ms / 1000, _WAIT_CAP_S)
+        if not await self._settled(replicas_shown, timeout_ms):
+            return False
+        remaining = deadline - loop.time()
+        if leaders_shown(None):
+            return True
+        if remaining <= 0:
+            return False
+        async with watching(loop, self.services.store.watch_partition_states) as states:
+            return await states.wait_for(leaders_shown, remaining)
+
+    def list_partition_reassignments(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        """Kafka's ListPartitionReassignments: the ongoing reassignments of the partitions named (or
+        all). kafkapy finishes each at once (kafkapy.topics.reassignment), so none is ever ongoing
+        and the answer lists no partition; unknown topics and partitions are left out, as Kafka's."""
+        refusal = self._reassignment_refusal(ctx, "DESCRIBE")
+        code, message = refusal or (ErrorCode.NONE, None)
+        return fit_body(ApiKey.LIST_PARTITION_REASSIGNMENTS, "response", ctx.api_version,
+                        {"throttle_time_ms": 0, "error_code": code, "error_message": message, "topics": []})

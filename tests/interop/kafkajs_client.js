@@ -1,5 +1,5 @@
 // KafkaJS scenarios against a kafkapy broker, for tests/interop/test_kafkajs.py.
-// Usage: node kafkajs_client.js <scenario> <bootstrap> [json options]
+// Usage: node kafkajs_client.js <scenario> <bootstrap> [json options] (bootstrap: host:port[,host:port...])
 // Prints one JSON object on stdout (what the scenario saw); exits 1 with a one-line error otherwise.
 // KafkaJS speaks its own, older versions of most APIs (Produce v7, Fetch v11, JoinGroup v5...),
 // so these scenarios exercise version paths the librdkafka and kafka-python tests do not.
@@ -13,7 +13,7 @@ const options = rawOptions ? JSON.parse(rawOptions) : {}
 const TIMEOUT_MS = 20000
 
 function client (extra = {}) {
-  return new Kafka({ clientId: 'kafkapy-kafkajs', brokers: [bootstrap], logLevel: logLevel.NOTHING,
+  return new Kafka({ clientId: 'kafkapy-kafkajs', brokers: bootstrap.split(','), logLevel: logLevel.NOTHING,
     connectionTimeout: 5000, requestTimeout: 10000, retry: { retries: 3 }, ...extra })
 }
 
@@ -213,6 +213,44 @@ const scenarios = {
         r.acls.map(a => [a.principal, a.host, a.operation, a.permissionType])]),
       deleted: deleted.filterResponses.map(f => [f.errorCode, f.matchingAcls.length])
     }
+  },
+
+  // KIP-455 through KafkaJS's admin: partition 0 moves from brokers [1, 2] to [2, 3] between two
+  // sends of one producer; both sends are read back; a broker that is not registered is refused.
+  async reassign () {
+    const kafka = client()
+    const admin = kafka.admin()
+    await admin.connect()
+    const topic = options.topic
+    const placement = async () => {
+      const [found] = (await admin.fetchTopicMetadata({ topics: [topic] })).topics
+      return found.partitions.map(p => ({ partition: p.partitionId, leader: p.leader, replicas: p.replicas }))
+    }
+    await admin.createTopics({ topics: [{ topic, replicaAssignment: [{ partition: 0, replicas: [1, 2] }] }],
+      waitForLeaders: true })
+    const producer = kafka.producer()
+    await producer.connect()
+    const send = async (label) => producer.send({ topic,
+      messages: [0, 1, 2, 3, 4].map(i => ({ partition: 0, value: `${label}-${i}` })) })
+    await send('before')
+    const before = await placement()
+    await admin.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [2, 3] }] }] })
+    const listedAll = await admin.listPartitionReassignments({})
+    const listedNamed = await admin.listPartitionReassignments({ topics: [{ topic, partitions: [0] }] })
+    const after = await placement()
+    await send('after')  // the producer still knows broker 1 as the leader: it is refused and looks again
+    await producer.disconnect()
+    let refused = null
+    try {
+      await admin.alterPartitionReassignments({ topics: [{ topic, partitionAssignment: [{ partition: 0, replicas: [2, 9] }] }] })
+    } catch (error) {
+      const cause = error.errors ? error.errors[0] : error
+      refused = cause.type || `${cause.name}: ${cause.message}`
+    }
+    await admin.disconnect()
+    const consumed = await consumeAll(kafka, topic, `${topic}-g`, 10)
+    return { before, after, listedAll: listedAll.topics, listedNamed: listedNamed.topics, refused,
+      values: consumed.map(m => m.value) }
   },
 
   // SASL: the mechanism and credentials given produce and consume; wrong credentials are refused.

@@ -148,3 +148,16 @@ def test_acls_through_kafkajs_admin(kafka_broker_factory: BrokerFactory) -> None
     assert seen["described"] == [[2, "ord", 4, [["User:alice", "*", 4, 3]]]]
     assert seen["deleted"] == [[0, 1]]
     assert seen["afterDelete"] == "TOPIC_AUTHORIZATION_FAILED"
+
+
+def test_admin_reassigns_a_partition() -> None:
+    """KafkaJS's alterPartitionReassignments and listPartitionReassignments against three brokers
+    (1, 2, 3) in one process: the partition moves from [1, 2] to [2, 3] at once (broker 2 leads,
+    nothing is left ongoing), the producer follows it, and every record is read back."""
+    with Broker({"broker.id": 1}, brokers=3) as cluster:
+        seen = kafkajs("reassign", cluster.bootstrap_servers, topic="kjs-moved")
+    assert seen["before"] == [{"partition": 0, "leader": 1, "replicas": [1, 2]}]
+    assert seen["after"] == [{"partition": 0, "leader": 2, "replicas": [2, 3]}]
+    assert seen["listedAll"] == [] and seen["listedNamed"] == []
+    assert seen["refused"] == "INVALID_REPLICA_ASSIGNMENT"
+    assert seen["values"] == [f"before-{i}" for i in range(5)] + [f"after-{i}" for i in range(5)]

@@ -117,9 +117,8 @@ def test_audit_counts_requests_and_bytes_per_client_id_and_api() -> None:
 
 
 def test_audit_counts_requests_the_broker_does_not_route() -> None:
-    # ListPartitionReassignments: a key no default module serves
-    unknown = encode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 41, "audit-u",
-                             {"timeout_ms": 1000, "topics": None})
+    # DescribeQuorum: a key no default module serves (KRaft's; kafkapy is ZooKeeper-mode)
+    unknown = encode_request(ApiKey.DESCRIBE_QUORUM, 0, 41, "audit-u", {"topics": []})
     unsupported = struct.pack(">hhih", API_VERSIONS, 99, 42, -1)  # ApiVersions v99: the v0 fallback answers
     with Broker({"observer.class.names": AUDIT}) as broker:
         client = RawClient(broker.bootstrap_servers)
@@ -130,9 +129,8 @@ def test_audit_counts_requests_the_broker_does_not_route() -> None:
         rows = _rows(_audit(broker))
     # No frame reaches observers for these, so the client id is unknown and request bytes are 0.
     anonymous = "User:ANONYMOUS"
-    assert rows[(None, ApiKey.LIST_PARTITION_REASSIGNMENTS)] == AuditRow(
-        anonymous, None, ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 1, 0, 1,
-        len(responses[0]))
+    assert rows[(None, ApiKey.DESCRIBE_QUORUM)] == AuditRow(
+        anonymous, None, ApiKey.DESCRIBE_QUORUM, "DescribeQuorum", 1, 0, 1, len(responses[0]))
     assert len(responses[0]) == 4
     assert rows[(None, API_VERSIONS)] == AuditRow(anonymous, None, API_VERSIONS, "ApiVersions", 1, 0, 1,
                                                   len(responses[1]))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kafkapy.server.leadership import PartitionLeadership
-from kafkapy.server.services import ClusterView
+from kafkapy.server.services import ClusterView, EpochOwed
 from kafkapy.store import BrokerRegistration, MemoryStore
 
 BROKERS = (1, 2, 3)
@@ -35,8 +35,11 @@ class SettledTopics(RuleBasedStateMachine):
         self.loop.close()
 
     def plain(self) -> PartitionLeadership:
-        """A controller with nothing settled yet, over the same view: the plain pass."""
-        return PartitionLeadership(self.store, self.view, 1, self.loop)
+        """A controller with nothing settled yet, over the same view and owing the same epochs:
+        the plain pass."""
+        plain = PartitionLeadership(self.store, self.view, 1, self.loop)
+        plain._owed = dict(self.controller._owed)
+        return plain
 
     @rule(name=st.sampled_from(NAMES), partitions=st.lists(replica_lists, min_size=1, max_size=3))
     def create(self, name: str, partitions: list[tuple[int, ...]]) -> None:
@@ -47,6 +50,16 @@ class SettledTopics(RuleBasedStateMachine):
     def delete(self, name: str) -> None:
         if name in self.store.topics():
             self.store.delete_topic(name)
+
+    @rule(name=st.sampled_from(NAMES), replicas=replica_lists)
+    def reassign(self, name: str, replicas: tuple[int, ...]) -> None:
+        """A completed reassignment of partition 0: new replicas, and the next epoch owed."""
+        topics = self.store.topics()
+        state = self.store.partition_states().get((name, 0))
+        if name in topics and state is not None and topics[name].partitions[0] != replicas:
+            self.store.reassign_partitions(name, {0: replicas})
+            self.controller.owe_epochs({(name, 0): EpochOwed(topics[name].partitions[0], replicas,
+                                                             state.leader_epoch + 1)})
 
     @rule(broker=st.sampled_from(BROKERS))
     def toggle(self, broker: int) -> None:
@@ -95,5 +108,34 @@ def test_a_settled_topic_is_not_looked_at_again() -> None:
         view.topics = store.topics()
         walked = [write[0] for write in controller.changes()]
         assert walked == ["new"]
+    finally:
+        loop.close()
+
+
+def test_an_owed_epoch_waits_for_the_new_replicas_and_is_written_once() -> None:
+    """A completed reassignment's epoch (kafkapy.topics.reassignment): nothing while the view still
+    shows the old replicas, then one write in the next epoch, whether the leader stays or moves."""
+    store = MemoryStore()
+    loop = asyncio.new_event_loop()
+    try:
+        view = ClusterView()
+        view.controller_id = 1
+        view.brokers = [BrokerRegistration(b, ()) for b in BROKERS]
+        controller = PartitionLeadership(store, view, 1, loop)
+        store.create_topic("t", {0: (1, 2), 1: (1, 2)})
+        view.topics = store.topics()
+        controller._write(controller.changes())
+        view.partition_states = store.partition_states()
+        store.reassign_partitions("t", {0: (1, 3), 1: (2, 3)})  # partition 0 keeps its leader, 1 moves
+        controller.owe_epochs({("t", 0): EpochOwed((1, 2), (1, 3), 1),
+                               ("t", 1): EpochOwed((1, 2), (2, 3), 1)})
+        assert controller.changes() == []  # the view still has the old replicas
+        view.topics = store.topics()
+        writes = controller.changes()
+        assert [(topic, p, state.leader, state.leader_epoch, state.isr) for topic, p, state, _ in writes] == [
+            ("t", 0, 1, 1, (1, 3)), ("t", 1, 2, 1, (2, 3))]
+        controller._write(writes)
+        view.partition_states = store.partition_states()
+        assert controller.changes() == [] and controller._owed == {}
     finally:
         loop.close()

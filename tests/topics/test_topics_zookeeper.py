@@ -93,3 +93,48 @@ def test_a_timed_create_or_delete_answers_once_metadata_shows_it(zk_connect: str
                                 ).body["responses"]
             assert deleted[0]["error_code"] == 0
             assert name not in names(conn)
+
+
+def test_a_reassignment_is_written_at_kafkas_znodes(zk_connect: str) -> None:
+    """kafka-python's admin, bootstrapped from the broker that is not the controller, moves a
+    partition from broker 1 to broker 2: the controller writes the finished reassignment to
+    /brokers/topics/<topic> (no adding or removing replicas left: it finished at once) and the
+    next leader epoch to the partition's state znode, and the other broker's Metadata shows both."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    def described(bootstrap: str) -> tuple[list[int], int, int]:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_MS)
+        try:
+            [topic] = admin.describe_topics(["zk-moved"])
+        finally:
+            admin.close()
+        [partition] = topic["partitions"]
+        return list(partition["replica_nodes"]), partition["leader_id"], partition["leader_epoch"]
+
+    with Broker({"zookeeper.connect": zk_connect, "broker.id": 1}) as first, \
+            Broker({"zookeeper.connect": zk_connect, "broker.id": 2}) as second:
+        assert first.runtime is not None and second.runtime is not None
+        eventually(lambda: len(first.runtime.cluster.brokers) == 2)  # type: ignore[union-attr]
+        assert first.runtime.cluster.controller_id == 1
+        admin = KafkaAdminClient(bootstrap_servers=second.bootstrap_servers, request_timeout_ms=TIMEOUT_MS)
+        try:
+            admin.create_topics([NewTopic("zk-moved", replica_assignments={0: [1]})], timeout_ms=TIMEOUT_MS)
+            eventually(lambda: described(second.bootstrap_servers) == ([1], 1, 0))
+            tp = TopicPartition("zk-moved", 0)
+            assert admin.alter_partition_reassignments({tp: [2]}, timeout_ms=TIMEOUT_MS) == {tp: None}
+            assert admin.list_partition_reassignments() == {}
+        finally:
+            admin.close()
+        eventually(lambda: described(second.bootstrap_servers) == ([2], 2, 1))
+        zk = KazooClient(hosts=zk_connect)
+        zk.start(timeout=TIMEOUT_S)
+        try:
+            stored = json.loads(zk.get("/brokers/topics/zk-moved")[0])
+            assert (stored["partitions"], stored["adding_replicas"], stored["removing_replicas"]) == (
+                {"0": [2]}, {}, {})
+            state = json.loads(zk.get("/brokers/topics/zk-moved/partitions/0/state")[0])
+            assert (state["leader"], state["leader_epoch"], state["isr"]) == (2, 1, [2])
+        finally:
+            zk.stop()
+            zk.close()
