@@ -16,13 +16,12 @@ from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
 from kafkapy.commands._security import add_command_config, client_options
+from kafkapy.configs.module import CLIENT_METRICS_RESOURCE, DELETE, SET
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["register"]
 
-CLIENT_METRICS = 16  # Kafka's ConfigResource.Type
-SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 
 def register(subparsers: Any) -> None:
@@ -95,7 +94,8 @@ def _names(client: SimpleClient) -> list[str]:
 
 def _describe(client: SimpleClient, name: str) -> dict[str, str]:
     body = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
-        "resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configuration_keys": None}],
+        "resources": [{"resource_type": CLIENT_METRICS_RESOURCE, "resource_name": name,
+                       "configuration_keys": None}],
         "include_synonyms": False, "include_documentation": False})
     (result,) = body["results"]
     _check(result["error_code"], "DescribeConfigs", result.get("error_message"))
@@ -107,7 +107,7 @@ def _alter(client: SimpleClient, name: str, settings: dict[str, str]) -> None:
     configs = [{"name": key, "config_operation": DELETE if value == "" else SET,
                 "value": None if value == "" else value} for key, value in settings.items()]
     body = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
-        "resources": [{"resource_type": CLIENT_METRICS, "resource_name": name, "configs": configs}],
+        "resources": [{"resource_type": CLIENT_METRICS_RESOURCE, "resource_name": name, "configs": configs}],
         "validate_only": False})
     (response,) = body["responses"]
     _check(response["error_code"], "IncrementalAlterConfigs", response.get("error_message"))

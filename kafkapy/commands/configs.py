@@ -20,6 +20,7 @@ from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.commands._security import add_command_config, client_options
+from kafkapy.configs.module import DELETE, SET
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
@@ -28,7 +29,6 @@ __all__ = ["register"]
 BROKER_RESOURCE = 4
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 DYNAMIC_TOPIC_CONFIG = 1
-SET, DELETE = 0, 1
 # DescribeConfigs sources, by number (Kafka's names)
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
             4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}

@@ -202,11 +202,7 @@ def _execute(client: SimpleClient, targets: Mapping[Partition, list[int]]) -> in
     print("\nSave this to use as the --reassignment-json-file option during rollback")
     refused = _alter(client, targets)
     if refused:
-        plural = "" if len(refused) == 1 else "s"
-        print(f"Error reassigning partition{plural}:", file=sys.stderr)
-        for partition in sorted(refused):
-            print(f"{_name(partition)}: {refused[partition]}", file=sys.stderr)
-        return 1
+        return _refusals("Error reassigning partition{s}:", refused)
     plural = "" if len(targets) == 1 else "s"
     print(f"Successfully started partition reassignment{plural} for "
           f"{','.join(_name(p) for p in sorted(targets))}")
@@ -230,6 +226,14 @@ def _verify(client: SimpleClient, targets: Mapping[Partition, list[int]]) -> int
     return 0  # as Kafka's tool: the status is the answer, not a failure
 
 
+def _refusals(heading: str, refused: Mapping[Partition, str]) -> int:
+    """The partitions the controller refused, in kafka-reassign-partitions.sh's words; exit code 1."""
+    print(heading.format(s="" if len(refused) == 1 else "s"), file=sys.stderr)
+    for partition in sorted(refused):
+        print(f"{_name(partition)}: {refused[partition]}", file=sys.stderr)
+    return 1
+
+
 def _cancel(client: SimpleClient, targets: Mapping[Partition, list[int]]) -> int:
     ongoing = _ongoing(client, list(targets))
     if not ongoing:
@@ -237,11 +241,7 @@ def _cancel(client: SimpleClient, targets: Mapping[Partition, list[int]]) -> int
         return 0
     refused = _alter(client, dict.fromkeys(ongoing))
     if refused:
-        plural = "" if len(refused) == 1 else "s"
-        print(f"Error cancelling partition reassignment{plural} for:", file=sys.stderr)
-        for partition in sorted(refused):
-            print(f"{_name(partition)}: {refused[partition]}", file=sys.stderr)
-        return 1
+        return _refusals("Error cancelling partition reassignment{s} for:", refused)
     plural = "" if len(ongoing) == 1 else "s"
     print(f"Successfully cancelled partition reassignment{plural} for: "
           f"{','.join(_name(p) for p in sorted(ongoing))}")
