@@ -21,18 +21,19 @@ Callers on an event loop run store calls that may block in a thread, and hand
 watch callbacks to the loop with kafkapy.store.onloop.
 
 
-Watches: ``watch_*`` registers a callback and returns a Watch whose
-``cancel()`` stops it. Callbacks may run on any thread (kazoo's event thread,
-or the thread that made the change in memory); they must be quick and
-thread-safe, e.g. ``loop.call_soon_threadsafe(...)``. Every watch survives a
-ZooKeeper session loss: the store re-arms it on the new session and calls it
-once with the current state, since changes may have been missed meanwhile.
-Each ``watch_*`` also calls its callback once at registration with the current
-state, except ``watch_entity_configs``, which reports only later changes. An
-exception in a callback is logged, never raised to whoever made the change.
-Watches of one kind are called in the order they were set, each after the
-earlier ones have seen the state: a watch set later (a request waiting for a
-topic) never runs ahead of an earlier one (the broker's view of the cluster).
+Watches: ``watch_*`` registers a callback and returns a Watch whose ``cancel()``
+stops it. Callbacks may run on any thread (kazoo's event thread, or, in memory,
+the thread that made the change or the one already delivering, in the order of
+the changes); they must be quick and thread-safe, e.g.
+``loop.call_soon_threadsafe(...)``. Every watch survives a ZooKeeper session
+loss: the store re-arms it on the new session and calls it once with the current
+state, since changes may have been missed meanwhile. Each ``watch_*`` also calls
+its callback once at registration with the current state, except
+``watch_entity_configs``, which reports only later changes. An exception in a
+callback is logged, never raised to whoever made the change. Watches of one kind
+are called in the order they were set, each after the earlier ones have seen the
+state: a watch set later (a request waiting for a topic) never runs ahead of an
+earlier one (the broker's view of the cluster).
 
 Elections: ``register_broker`` also runs the broker for controller (as a Kafka
 broker does when it starts); ``elect_coordinator`` enters the broker for

@@ -10,6 +10,7 @@ the same cluster state, as a second broker's ZooKeeperStore would.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import uuid
@@ -48,7 +49,6 @@ __all__ = ["BrokerRegistration", "MemoryStore", "RegisteredEndpoint", "StoreErro
 
 log = logging.getLogger("kafkapy.store.memory")
 
-_Notification = tuple[Callable[..., None], tuple[Any, ...]]
 
 
 class _MemoryWatch:
@@ -91,6 +91,8 @@ class _Cluster:
         self.acls: dict[AclResource, tuple[frozenset[StoredAcl], int]] = {}  # -> (acls, version)
         self.handles: list[MemoryStore] = []
         self.watches: list[_MemoryWatch] = []
+        self.pending: collections.deque[tuple[_MemoryWatch, tuple[Any, ...]]] = collections.deque()
+        self.delivering = False  # a thread is running watch callbacks (MemoryStore._drain)
 
 
 class MemoryStore:
@@ -119,7 +121,6 @@ class MemoryStore:
         with self._lock:
             self._closed = True
             c = self._cluster
-            notes: list[_Notification] = []
             self._controller_candidates.clear()
             self._coordinator_candidates.clear()
             mine = [bid for bid, owner in c.broker_owner.items() if owner is self]
@@ -127,14 +128,14 @@ class MemoryStore:
                 del c.brokers[bid]
                 del c.broker_owner[bid]
             if mine:
-                notes += self._notes("brokers", self._broker_list())
-            notes += self._release_elections(lambda holder: holder[1] is self)
+                self._notify("brokers", self._broker_list())
+            self._release_elections(lambda holder: holder[1] is self)
             c.handles.remove(self)
             for watch in c.watches:
                 if watch.owner is self:
                     watch.active = False
             c.watches = [w for w in c.watches if w.active]
-        self._deliver(notes)
+        self._drain()
 
     # --- cluster and brokers -----------------------------------------------------------------
     def cluster_id(self) -> str:
@@ -160,23 +161,22 @@ class MemoryStore:
                 raise StoreError(f"broker id {registration.broker_id} is already registered in this cluster")
             c.brokers[registration.broker_id] = registration
             c.broker_owner[registration.broker_id] = self
-            notes = self._notes("brokers", self._broker_list())
-            notes += self._elect_controller_locked(registration.broker_id)
-        self._deliver(notes)
+            self._notify("brokers", self._broker_list())
+            self._elect_controller_locked(registration.broker_id)
+        self._drain()
 
     def unregister_broker(self, broker_id: int) -> None:
         """The broker leaves: its registration goes, and so does any controller/coordinator it holds."""
         with self._lock:
             c = self._cluster
-            notes: list[_Notification] = []
             if c.broker_owner.get(broker_id) is self:
                 del c.brokers[broker_id]
                 del c.broker_owner[broker_id]
-                notes += self._notes("brokers", self._broker_list())
+                self._notify("brokers", self._broker_list())
             self._controller_candidates.discard(broker_id)
             self._coordinator_candidates.discard(broker_id)
-            notes += self._release_elections(lambda holder: holder == (broker_id, self))
-        self._deliver(notes)
+            self._release_elections(lambda holder: holder == (broker_id, self))
+        self._drain()
 
     def brokers(self) -> list[BrokerRegistration]:
         with self._lock:
@@ -193,9 +193,9 @@ class MemoryStore:
     def elect_controller(self, broker_id: int) -> int:
         with self._lock:
             self._check_open()
-            notes = self._elect_controller_locked(broker_id)
+            self._elect_controller_locked(broker_id)
             winner = self._holder_id(self._cluster.controller)
-        self._deliver(notes)
+        self._drain()
         return winner
 
     def controller_id(self) -> int:
@@ -205,12 +205,12 @@ class MemoryStore:
     def watch_controller(self, callback: Callable[[int], None]) -> Watch:
         return self._watch("controller", callback, lambda: (self._holder_id(self._cluster.controller),))
 
-    def _elect_controller_locked(self, broker_id: int) -> list[_Notification]:
+    def _elect_controller_locked(self, broker_id: int) -> None:
         self._controller_candidates.add(broker_id)
         if self._cluster.controller is not None:
-            return []
+            return
         self._cluster.controller = (broker_id, self)
-        return self._notes("controller", broker_id)
+        self._notify("controller", broker_id)
 
     # --- client quota configs ----------------------------------------------------------------
     def entity_config(self, entity_path: str) -> dict[str, str]:
@@ -237,8 +237,8 @@ class MemoryStore:
             else:
                 c.configs.pop(entity_path, None)
             c.change_seq += 1
-            notes = self._notes("configs", entity_path)
-        self._deliver(notes)
+            self._notify("configs", entity_path)
+        self._drain()
 
     def watch_entity_configs(self, callback: Callable[[str], None]) -> Watch:
         """Called for each change made after the watch was set (no initial call)."""
@@ -260,8 +260,8 @@ class MemoryStore:
             c.features = {str(k): int(v) for k, v in features.items()}
             c.feature_epoch += 1
             epoch = c.feature_epoch
-            notes = self._notes("features", epoch, dict(c.features))
-        self._deliver(notes)
+            self._notify("features", epoch, dict(c.features))
+        self._drain()
         return epoch
 
     def watch_features(self, callback: Callable[[int, dict[str, int]], None]) -> Watch:
@@ -284,8 +284,8 @@ class MemoryStore:
                 c.configs[f"topics/{name}"] = {str(k): str(v) for k, v in config.items()}
             else:
                 c.configs.pop(f"topics/{name}", None)
-            notes = self._notes("topics", dict(c.topics))
-        self._deliver(notes)
+            self._notify("topics", dict(c.topics))
+        self._drain()
         return info
 
     def delete_topic(self, name: str) -> None:
@@ -295,13 +295,13 @@ class MemoryStore:
             if c.topics.pop(name, None) is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
             c.configs.pop(f"topics/{name}", None)
-            notes = self._notes("topics", dict(c.topics))
+            self._notify("topics", dict(c.topics))
             gone = [key for key in c.partition_states if key[0] == name]
             for key in gone:  # the states live under the topic's znode in Kafka's tree
                 del c.partition_states[key]
             if gone:
-                notes += self._notes("partition_states", dict(c.partition_states))
-        self._deliver(notes)
+                self._notify("partition_states", dict(c.partition_states))
+        self._drain()
 
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
         def added(old: TopicInfo) -> Mapping[int, tuple[int, ...]]:
@@ -321,8 +321,8 @@ class MemoryStore:
                 raise UnknownTopic(f"topic {name!r} does not exist")
             info = TopicInfo(name, old.topic_id, {**old.partitions, **change(old)})
             c.topics[name] = info
-            notes = self._notes("topics", dict(c.topics))
-        self._deliver(notes)
+            self._notify("topics", dict(c.topics))
+        self._drain()
         return info
 
     def topics(self) -> dict[str, TopicInfo]:
@@ -339,12 +339,11 @@ class MemoryStore:
             self._check_open()
             c = self._cluster
             self._coordinator_candidates.add(broker_id)
-            notes: list[_Notification] = []
             if c.coordinator is None:
                 c.coordinator = (broker_id, self)
-                notes = self._notes("coordinator", broker_id)
+                self._notify("coordinator", broker_id)
             winner = self._holder_id(c.coordinator)
-        self._deliver(notes)
+        self._drain()
         return winner
 
     def coordinator_id(self) -> int:
@@ -420,8 +419,8 @@ class MemoryStore:
             # As a znode's version: 0 when created, one more on every write.
             written = attrs.evolve(state, isr=tuple(state.isr), partition_epoch=found + 1)
             c.partition_states[(topic, partition)] = written
-            notes = self._notes("partition_states", dict(c.partition_states))
-        self._deliver(notes)
+            self._notify("partition_states", dict(c.partition_states))
+        self._drain()
         return written
 
     def watch_partition_states(self, callback: Callable[[PartitionStates], None]) -> Watch:
@@ -454,8 +453,8 @@ class MemoryStore:
                 c.acls[resource] = (frozenset(acls), version)
             else:
                 c.acls.pop(resource, None)
-            notes = self._notes("acls", resource)
-        self._deliver(notes)
+            self._notify("acls", resource)
+        self._drain()
         return version
 
     def watch_acl_changes(self, callback: Callable[[AclResource], None]) -> Watch:
@@ -471,35 +470,55 @@ class MemoryStore:
     def _holder_id(holder: tuple[int, MemoryStore] | None) -> int:
         return -1 if holder is None else holder[0]
 
-    def _release_elections(self, released: Callable[[tuple[int, MemoryStore]], bool]) -> list[_Notification]:
+    def _release_elections(self, released: Callable[[tuple[int, MemoryStore]], bool]) -> None:
         """Drop the controller/coordinator if ``released`` says so; the remaining candidates re-run."""
         c = self._cluster
-        notes: list[_Notification] = []
         if c.controller is not None and released(c.controller):
             c.controller = self._next_holder("_controller_candidates")
-            notes += self._notes("controller", self._holder_id(c.controller))
+            self._notify("controller", self._holder_id(c.controller))
         if c.coordinator is not None and released(c.coordinator):
             c.coordinator = self._next_holder("_coordinator_candidates")
-            notes += self._notes("coordinator", self._holder_id(c.coordinator))
-        return notes
+            self._notify("coordinator", self._holder_id(c.coordinator))
 
     def _next_holder(self, attribute: str) -> tuple[int, MemoryStore] | None:
         candidates = [(bid, handle) for handle in self._cluster.handles if not handle._closed
                       for bid in getattr(handle, attribute)]
         return min(candidates, key=lambda item: item[0]) if candidates else None
 
-    def _notes(self, kind: str, *args: Any) -> list[_Notification]:
-        return [(w.callback, args) for w in self._cluster.watches if w.kind == kind and w.active]
+    def _notify(self, kind: str, *args: Any) -> None:
+        """Queue the news for the watches of ``kind`` (the lock is held: the queue's order is the
+        order of the changes)."""
+        self._cluster.pending.extend((w, args) for w in self._cluster.watches if w.kind == kind and w.active)
 
-    @staticmethod
-    def _deliver(notes: list[_Notification]) -> None:
-        """Watch callbacks run after the change, outside the lock, in the thread that made it.
-        A failing callback is logged; it never fails the change that triggered it."""
-        for callback, args in notes:
-            try:
-                callback(*args)
-            except Exception:
-                log.exception("metadata watch callback %r failed (ignored)", callback)
+    def _drain(self) -> None:
+        """Deliver the queued news, outside the lock, one callback at a time and in the order the
+        changes were made, as ZooKeeper's event thread does. Whichever thread finds nobody delivering
+        does it; a writer that finds another thread delivering (or a callback of its own that writes)
+        leaves its news to that one, so two writers can never hand watchers their states out of
+        order. A watch cancelled (or a handle closed) before its turn is skipped. A failing callback
+        is logged; it never fails the change that triggered it."""
+        c = self._cluster
+        with c.lock:
+            if c.delivering:
+                return
+            c.delivering = True
+        try:
+            while True:
+                with c.lock:
+                    if not c.pending:
+                        c.delivering = False
+                        return
+                    watch, args = c.pending.popleft()
+                if not watch.active:
+                    continue
+                try:
+                    watch.callback(*args)
+                except Exception:
+                    log.exception("metadata watch callback %r failed (ignored)", watch.callback)
+        except BaseException:  # KeyboardInterrupt and the like: the next change delivers the rest
+            with c.lock:
+                c.delivering = False
+            raise
 
     def _watch(self, kind: str, callback: Callable[..., None],
                current: Callable[[], tuple[Any, ...]] | None) -> Watch:
@@ -507,9 +526,9 @@ class MemoryStore:
             self._check_open()
             watch = _MemoryWatch(self._cluster, self, kind, callback)
             self._cluster.watches.append(watch)
-            state = current() if current is not None else None
-        if state is not None:
-            self._deliver([(callback, state)])
+            if current is not None:  # queued behind the news of earlier changes, never ahead of it
+                self._cluster.pending.append((watch, current()))
+        self._drain()
         return watch
 
 

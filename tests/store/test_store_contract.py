@@ -2,13 +2,16 @@
 
 ``cluster`` opens store handles on one cluster: for memory, ``MemoryStore.peer()``; for
 ZooKeeper, another ZooKeeperStore (another session) on this test's own chroot. Watch callbacks
-are synchronous in memory and arrive on a worker thread with ZooKeeper, so every check of a
+are synchronous in memory (with one writer) and arrive on a worker thread with ZooKeeper, so every check of a
 watch or of a re-election waits for it.
 """
 
 from __future__ import annotations
 
+import itertools
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -560,6 +563,42 @@ def test_watches_of_one_kind_run_in_the_order_they_were_set(cluster: Opener) -> 
     wait_until(lambda: len(late_starts.calls) >= 10, what="every late watch's first call")
     assert behind == []
     assert all(late_starts.calls)
+
+
+def test_concurrent_writers_never_hand_a_watch_an_older_state(cluster: Opener) -> None:
+    """Writers racing from threads: each state a topics watch gets holds every topic the one before it
+    held (only creates here), and the last is the final state. A store that delivered each writer's
+    news from that writer's thread, outside its lock, let a slow writer's older snapshot land last."""
+    watcher, *writers = [cluster() for _ in range(4)]
+    seen = Recorder()
+
+    def yielding(topics: dict[str, Any]) -> None:
+        time.sleep(0)  # let go of the interpreter, as any callback may be made to mid-way
+        seen(topics)
+
+    watcher.watch_topics(yielding)
+    per_writer = 40
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        def create(handle: Any, index: int) -> None:
+            for i in range(per_writer):
+                handle.create_topic(f"w{index}-{i}", {0: (1,)})
+
+        threads = [threading.Thread(target=create, args=(h, n)) for n, h in enumerate(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        sys.setswitchinterval(previous)
+    expected = {f"w{n}-{i}" for n in range(len(writers)) for i in range(per_writer)}
+    seen.wait_for(lambda topics: set(topics) == expected)
+    states = [set(topics) for topics in seen.wait_count(1)]
+    shrunk = [(len(before), len(after)) for before, after in itertools.pairwise(states)
+              if not before <= after]
+    assert shrunk == []
+    assert states[-1] == expected
 
 
 # --- producer ids ----------------------------------------------------------------------------------
