@@ -19,7 +19,7 @@ from kafkapy.errors import DecodeError, KafkaPyError
 from kafkapy.protocol import api_name, decode_response, encode_request
 from kafkapy.protocol.schema import Body
 
-__all__ = ["ClientError", "SimpleClient", "host_port_argument", "parse_host_port"]
+__all__ = ["ClientError", "SimpleClient", "host_port_argument", "parse_bootstrap", "parse_host_port"]
 
 
 class ClientError(KafkaPyError):
@@ -33,13 +33,22 @@ def parse_host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def parse_bootstrap(text: str) -> list[tuple[str, int]]:
+    """``--bootstrap-server`` as Kafka's tools take it: HOST:PORT, or several separated by commas
+    (``Broker(brokers=3).bootstrap_servers``), blanks around them ignored."""
+    entries = [entry.strip() for entry in text.split(",") if entry.strip()]
+    if not entries:
+        raise ClientError(f"--bootstrap-server {text!r} is not HOST:PORT")
+    return [parse_host_port(entry) for entry in entries]
+
+
 def host_port_argument(text: str) -> str:
     """argparse ``type`` for ``--bootstrap-server``: a malformed address is a usage error (exit 2)
-    reported before anything connects, by the same rule :func:`parse_host_port` applies."""
+    reported before anything connects, by the same rule :func:`parse_bootstrap` applies."""
     try:
-        parse_host_port(text)
+        parse_bootstrap(text)
     except ClientError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (port 1-65535)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT[,HOST:PORT...] (port 1-65535)") from None
     return text
 
 
@@ -47,7 +56,8 @@ class SimpleClient:
     def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-cli", *,
                  ssl_context: ssl.SSLContext | None = None,
                  authenticate: Callable[[SimpleClient], None] | None = None) -> None:
-        self.host, self.port = parse_host_port(bootstrap)
+        self.addresses = parse_bootstrap(bootstrap)
+        self.host, self.port = self.addresses[0]  # the one connected to, once connected
         self.timeout = timeout
         self.client_id = client_id
         self.ssl_context = ssl_context
@@ -68,11 +78,7 @@ class SimpleClient:
 
     def _connection(self) -> socket.socket:
         if self._sock is None:
-            try:
-                sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
-            except OSError as exc:
-                reason = exc.strerror or exc
-                raise ClientError(f"cannot connect to {self.host}:{self.port}: {reason}") from None
+            sock = self._connect_to_one()
             if self.ssl_context is not None:
                 try:
                     sock = self.ssl_context.wrap_socket(sock, server_hostname=self.host)
@@ -90,6 +96,20 @@ class SimpleClient:
                     raise
             return sock
         return self._sock
+
+    def _connect_to_one(self) -> socket.socket:
+        """The first bootstrap address that takes the connection, as Kafka's clients go on to the
+        next when one is down."""
+        failures = []
+        for host, port in self.addresses:
+            try:
+                sock = socket.create_connection((host, port), timeout=self.timeout)
+            except OSError as exc:
+                failures.append(f"{host}:{port}: {exc.strerror or exc}")
+                continue
+            self.host, self.port = host, port
+            return sock
+        raise ClientError(f"cannot connect to {'; nor to '.join(failures)}")
 
     def send(self, api_key: int, api_version: int, body: Mapping[str, Any]) -> None:
         """Send one request that gets no answer (a Produce with acks=0)."""
