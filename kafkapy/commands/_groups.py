@@ -39,6 +39,7 @@ _GROUP_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     ApiKey.OFFSET_COMMIT: (2, 8),
     ApiKey.DELETE_GROUPS: (0, 2),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 
@@ -260,3 +261,23 @@ class GroupClient(PartitionClient):
                 _check(error, f"delete group {group_id!r}")
             results[result["group_id"]] = error
         return results
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]
+                       ) -> tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]:
+        """OffsetDelete: the group's error, and each partition's (Kafka refuses a partition of a topic
+        the group's members are subscribed to with GROUP_SUBSCRIBED_TO_TOPIC)."""
+        by_topic: dict[str, list[dict[str, int]]] = {}
+        for topic, partition in sorted(set(partitions)):
+            by_topic.setdefault(topic, []).append({"partition_index": partition})
+        request = {"group_id": group_id,
+                   "topics": [{"name": topic, "partitions": parts} for topic, parts in by_topic.items()]}
+
+        def attempt() -> Body:
+            body = self._request(self._at_coordinator(group_id), ApiKey.OFFSET_DELETE, request)
+            if _error(body["error_code"]) in _MOVED:
+                _check(body["error_code"], f"delete offsets of group {group_id!r}")
+            return body
+
+        body = self._retrying(attempt)
+        return _error(body["error_code"]), {(topic["name"], p["partition_index"]): _error(p["error_code"])
+                                            for topic in body["topics"] for p in topic["partitions"]}

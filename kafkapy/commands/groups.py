@@ -10,6 +10,7 @@ overwrite the reset at their next commit). ``--json`` prints the same facts for 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import sys
@@ -41,6 +42,9 @@ def register(subparsers: Any) -> None:
     action.add_argument("--delete", action="store_true", help="delete empty groups")
     action.add_argument("--reset-offsets", action="store_true", help="move committed offsets (dry run "
                                                                      "unless --execute)")
+    action.add_argument("--delete-offsets", action="store_true",
+                        help="delete the committed offsets of one --group for --topic (Kafka refuses topics "
+                             "the group's members are subscribed to)")
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--group", action="append", metavar="GROUP", help="a group (repeatable)")
     scope.add_argument("--all-groups", action="store_true")
@@ -52,7 +56,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--verbose", action="store_true", help="with --members: the assigned partitions")
     topics = parser.add_mutually_exclusive_group()
     topics.add_argument("--topic", action="append", metavar="TOPIC[:P,P]",
-                        help="with --reset-offsets: a topic, or some of its partitions (repeatable)")
+                        help="with --reset-offsets or --delete-offsets: a topic, or some of its "
+                             "partitions (repeatable)")
     topics.add_argument("--all-topics", action="store_true",
                         help="with --reset-offsets: every topic the group has offsets for")
     spec = parser.add_mutually_exclusive_group()
@@ -64,9 +69,14 @@ def register(subparsers: Any) -> None:
     spec.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
                       help="the first offset at or after this time (UTC unless an offset is given)")
     spec.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset this long ago")
+    spec.add_argument("--from-file", metavar="CSV",
+                      help="the offsets in this file: topic,partition,offset lines (group,topic,partition,"
+                           "offset with several groups), as --export writes them")
     run = parser.add_mutually_exclusive_group()
     run.add_argument("--dry-run", action="store_true", help="show the new offsets only (the default)")
     run.add_argument("--execute", action="store_true", help="commit the new offsets")
+    parser.add_argument("--export", action="store_true",
+                        help="with --reset-offsets: print the new offsets as CSV, for --from-file")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     parser.set_defaults(func=_run)
@@ -203,22 +213,54 @@ def _timestamp_ms(args: argparse.Namespace) -> int | None:
     return None
 
 
+def _topic_arguments(entries: Sequence[str]) -> list[tuple[str, list[int] | None]]:
+    """``--topic`` values: a topic with the partitions named after its colon, or None for all of them."""
+    parsed: list[tuple[str, list[int] | None]] = []
+    for entry in entries:
+        topic, _, partitions = entry.partition(":")
+        if not partitions:
+            parsed.append((topic, None))
+            continue
+        try:
+            parsed.append((topic, [int(p) for p in partitions.split(",")]))
+        except ValueError:
+            raise _Usage(f"--topic {entry!r}: partitions must be numbers, as in {topic}:0,1") from None
+    return parsed
+
+
 def _targets(client: GroupClient, args: argparse.Namespace, group_id: str) -> list[tuple[str, int]]:
     if args.all_topics:
         return [(c.topic, c.partition) for c in client.committed(group_id)]
     if not args.topic:
         raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
     chosen: list[tuple[str, int]] = []
-    for entry in args.topic:
-        topic, _, partitions = entry.partition(":")
-        if partitions:
-            try:
-                chosen.extend((topic, int(p)) for p in partitions.split(","))
-            except ValueError:
-                raise _Usage(f"--topic {entry!r}: partitions must be numbers, as in {topic}:0,1") from None
-        else:
-            chosen.extend((topic, p) for p in client.partitions(topic))
+    for topic, partitions in _topic_arguments(args.topic):
+        chosen.extend((topic, p) for p in (client.partitions(topic) if partitions is None else partitions))
     return sorted(set(chosen))
+
+
+def _reset_plan(path: str, group_ids: Sequence[str]) -> dict[str, dict[tuple[str, int], int]]:
+    """A --from-file plan: per group, the offset for each partition (kafka-consumer-groups.sh's CSV:
+    no group column when one group is reset, a leading one otherwise)."""
+    try:
+        with open(path, encoding="utf-8", newline="") as plan_file:
+            rows = [row for row in csv.reader(plan_file) if row and any(cell.strip() for cell in row)]
+    except OSError as exc:
+        raise _Usage(f"--from-file {path!r}: {exc.strerror or exc}") from None
+    plan: dict[str, dict[tuple[str, int], int]] = {}
+    for line, row in enumerate(rows, 1):
+        cells = [cell.strip() for cell in row]
+        if len(cells) == 3 and len(group_ids) == 1:
+            cells.insert(0, group_ids[0])
+        if len(cells) != 4:
+            wanted = "topic,partition,offset" if len(group_ids) == 1 else "group,topic,partition,offset"
+            raise _Usage(f"--from-file {path!r} line {line}: expected {wanted}, not {','.join(row)!r}")
+        group, topic, partition, offset = cells
+        try:
+            plan.setdefault(group, {})[(topic, int(partition))] = int(offset)
+        except ValueError:
+            raise _Usage(f"--from-file {path!r} line {line}: partition and offset must be numbers") from None
+    return plan
 
 
 def _new_offset(client: GroupClient, args: argparse.Namespace, current: dict[tuple[str, int], int],
@@ -234,28 +276,40 @@ def _new_offset(client: GroupClient, args: argparse.Namespace, current: dict[tup
         return latest if found < 0 else found
     if args.to_current:
         return current.get(tp, latest)
-    if args.to_offset is not None:
+    if args.from_file is not None:
+        wanted = current[tp]  # the plan's offset, clamped below as Kafka clamps it
+    elif args.to_offset is not None:
         wanted = int(args.to_offset)
     else:  # --shift-by: from the committed offset (Kafka starts a partition without one at the end)
         wanted = current.get(tp, latest) + int(args.shift_by)
     return min(max(wanted, earliest), latest)  # Kafka clamps into what the log holds
 
 
-def _reset(client: GroupClient, args: argparse.Namespace) -> str:
+def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> str:
     if not any((args.to_earliest, args.to_latest, args.to_current, args.to_datetime, args.by_duration,
-                args.to_offset is not None, args.shift_by is not None)):
+                args.to_offset is not None, args.shift_by is not None, args.from_file is not None)):
         raise _Usage("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, "
-                     "--shift-by, --to-datetime, --by-duration")
+                     "--shift-by, --to-datetime, --by-duration, --from-file")
+    if args.export and args.json:
+        raise _Usage("--export and --json are two outputs: give one")
     when = _timestamp_ms(args)
+    group_ids = _groups(client, args)
+    plan = _reset_plan(args.from_file, group_ids) if args.from_file is not None else None
     planned: list[dict[str, Any]] = []
-    for group_id in _groups(client, args):
+    for group_id in group_ids:
         group = client.describe_group(group_id)
         if group.state not in _INACTIVE:
             raise ClientError(f"Assignments can only be reset if the group '{group_id}' is inactive, but "
                               f"the current state is {group.state}.")
-        current = {(c.topic, c.partition): c.offset for c in client.committed(group_id)}
-        offsets = {tp: _new_offset(client, args, current, tp, when)
-                   for tp in _targets(client, args, group_id)}
+        if plan is not None:
+            current = plan.get(group_id, {})
+            if not current:
+                warn.append(f"Error: No reset plan for group {group_id} found")
+            targets = sorted(current)
+        else:
+            current = {(c.topic, c.partition): c.offset for c in client.committed(group_id)}
+            targets = _targets(client, args, group_id)
+        offsets = {tp: _new_offset(client, args, current, tp, when) for tp in targets}
         if args.execute and offsets:
             failed = {tp: e for tp, e in client.commit(group_id, offsets).items() if e is not ErrorCode.NONE}
             if failed:
@@ -266,8 +320,68 @@ def _reset(client: GroupClient, args: argparse.Namespace) -> str:
                        for (t, p), o in sorted(offsets.items()))
     if args.json:
         return json.dumps({"executed": bool(args.execute), "offsets": planned})
+    if args.export:
+        with_group = len(group_ids) > 1
+        return "\n".join(",".join(str(r[k]) for k in (("group",) if with_group else ()) +
+                                   ("topic", "partition", "new_offset")) for r in planned)
     return table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
                  ([r["group"], r["topic"], r["partition"], r["new_offset"]] for r in planned))
+
+
+# What kafka-consumer-groups.sh prints when OffsetDelete fails as a whole, by the group's error.
+_DELETE_OFFSETS_REFUSALS: dict[ErrorCode, str] = {
+    ErrorCode.INVALID_GROUP_ID: "Error: '{group}' is not valid.",
+    ErrorCode.GROUP_ID_NOT_FOUND: "Error: '{group}' does not exist.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Error: Access to '{group}' is not authorized.",
+    ErrorCode.NON_EMPTY_GROUP:
+        "Error: Deleting offsets of a consumer group '{group}' is forbidden if the group is not empty.",
+}
+_NOT_PROVIDED = "Not Provided"  # the PARTITION cell of a topic that could not be expanded to partitions
+
+
+def _delete_offsets(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> tuple[str, bool]:
+    if not args.group or len(args.group) != 1:
+        raise _Usage("--delete-offsets takes exactly one --group")
+    if not args.topic:
+        raise _Usage("--delete-offsets needs --topic")
+    (group_id,) = args.group
+    results: dict[tuple[str, int], ErrorCode] = {}
+    partitions: list[tuple[str, int]] = []
+    for topic, named in _topic_arguments(args.topic):
+        if named is not None:
+            partitions.extend((topic, p) for p in named)
+            continue
+        try:
+            partitions.extend((topic, p) for p in client.partitions(topic))
+        except ClientError:
+            results[(topic, -1)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    error = ErrorCode.NONE
+    if partitions:
+        error, answered = client.delete_offsets(group_id, partitions)
+        results.update(answered)
+    failed_partition = next((e for e in results.values() if e is not ErrorCode.NONE), None)
+    ok = error is ErrorCode.NONE and failed_partition is None
+    if args.json:
+        return json.dumps({"group": group_id, "error": None if error is ErrorCode.NONE else error.name,
+                           "partitions": [{"topic": t, "partition": p if p >= 0 else None,
+                                           "error": None if e is ErrorCode.NONE else e.name}
+                                          for (t, p), e in sorted(results.items())]}), ok
+    if error is not ErrorCode.NONE and error in _DELETE_OFFSETS_REFUSALS:
+        warn.append(_DELETE_OFFSETS_REFUSALS[error].format(group=group_id))
+        return "", False
+    if error is not ErrorCode.NONE:
+        warn.append(f"Error: Encounter some unknown error: {error.name}")
+        return "", False
+    lines = []
+    if failed_partition is None:
+        topics = ", ".join(args.topic)
+        lines.append(f"Request succeed for deleting offsets with topic {topics} group {group_id}")
+    else:
+        warn.append("Error: Encounter some partition level error, see the follow-up details:")
+    rows = [(t, p if p >= 0 else _NOT_PROVIDED, "Successful" if e is ErrorCode.NONE else f"Error: {e.name}")
+            for (t, p), e in sorted(results.items())]
+    lines.append(table(("TOPIC", "PARTITION", "STATUS"), rows))
+    return "\n\n".join(lines), ok
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -282,8 +396,10 @@ def _run(args: argparse.Namespace) -> int:
                 out = _describe(client, args, warn)
             elif args.delete:
                 out, ok = _delete(client, args, warn)
+            elif args.delete_offsets:
+                out, ok = _delete_offsets(client, args, warn)
             else:
-                out = _reset(client, args)
+                out = _reset(client, args, warn)
     except _Usage as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ import struct
 import subprocess
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import confluent_kafka
 import pytest
@@ -155,3 +156,83 @@ def test_decode_assignment() -> None:
     assert decode_assignment(data) == (("a", 0), ("a", 3), ("bb", 7))
     assert decode_assignment(b"") == ()
     assert decode_assignment(b"\x00\x01\x00") == ()  # not an assignment: shown as none, not a failure
+
+
+def test_delete_offsets_refused_while_subscribed_then_done(broker: Broker) -> None:
+    """OffsetDelete: a live member subscribed to the topic keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC,
+    per partition); once the group is empty they go, and a real consumer of the group starts over
+    from auto.offset.reset."""
+    consumer = consume_all(broker, "audit")
+    try:
+        refused = groups(broker, "--delete-offsets", "--group", "audit", "--topic", f"{TOPIC}:0")
+        assert refused.returncode == 1
+        assert b"Encounter some partition level error" in refused.stderr
+        assert refused.stdout.decode().splitlines()[-1].split() == \
+            [TOPIC, "0", "Error:", "GROUP_SUBSCRIBED_TO_TOPIC"]
+    finally:
+        consumer.close()
+
+    done = groups(broker, "--delete-offsets", "--group", "audit", "--topic", TOPIC, "--topic", "nowhere")
+    assert done.returncode == 1  # the unknown topic fails; the known one's partitions are deleted
+    table_rows = [line.split() for line in done.stdout.decode().splitlines() if line.strip()]
+    assert table_rows[0] == ["TOPIC", "PARTITION", "STATUS"]
+    assert table_rows[1:] == [["nowhere", "Not", "Provided", "Error:", "UNKNOWN_TOPIC_OR_PARTITION"],
+                              *([TOPIC, str(p), "Successful"] for p in range(PARTITIONS))]
+    described = json.loads(groups(broker, "--describe", "--group", "audit", "--json").stdout)["groups"]
+    assert described == []  # no offsets left, no members
+
+    # A real consumer of the group finds no committed offset: it reads from the start again.
+    again = consume_all(broker, "audit")
+    again.close()
+
+    fine = groups(broker, "--delete-offsets", "--group", "audit", "--topic", f"{TOPIC}:1,2", "--json")
+    assert fine.returncode == 0, fine.stderr
+    assert json.loads(fine.stdout) == {"group": "audit", "error": None, "partitions": [
+        {"topic": TOPIC, "partition": 1, "error": None}, {"topic": TOPIC, "partition": 2, "error": None}]}
+    left = rows(groups(broker, "--describe", "--group", "audit"))[1:]
+    assert [(r[2], r[3]) for r in left] == [("0", str(RECORDS // PARTITIONS))]
+
+
+def test_delete_offsets_of_an_unknown_group_and_usage(broker: Broker) -> None:
+    missing = groups(broker, "--delete-offsets", "--group", "ghost", "--topic", TOPIC)
+    assert missing.returncode == 1
+    assert missing.stderr.decode().strip() == "Error: 'ghost' does not exist."
+    two = groups(broker, "--delete-offsets", "--group", "a", "--group", "b", "--topic", TOPIC)
+    assert two.returncode == 2 and b"exactly one --group" in two.stderr
+    no_topic = groups(broker, "--delete-offsets", "--group", "a")
+    assert no_topic.returncode == 2 and b"needs --topic" in no_topic.stderr
+
+
+def test_export_then_reset_from_the_file(broker: Broker, tmp_path: Any) -> None:
+    """--export writes the plan as kafka-consumer-groups.sh's CSV; --from-file applies it (clamped into
+    the log, as Kafka clamps it), here for two groups at once with the group column."""
+    for group in ("east", "west"):
+        consume_all(broker, group).close()
+    exported = groups(broker, "--reset-offsets", "--group", "east", "--topic", TOPIC, "--shift-by", "-2",
+                      "--export")
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.decode().split() == [f"{TOPIC},{p},2" for p in range(PARTITIONS)]
+
+    plan = tmp_path / "plan.csv"
+    plan.write_text(f"east,{TOPIC},0,1\neast,{TOPIC},1,99\nwest,{TOPIC},2,-5\n")
+    applied = groups(broker, "--reset-offsets", "--group", "east", "--group", "west",
+                     "--from-file", str(plan), "--execute", "--json")
+    assert applied.returncode == 0, applied.stderr
+    assert json.loads(applied.stdout)["offsets"] == [
+        {"group": "east", "topic": TOPIC, "partition": 0, "new_offset": 1},
+        {"group": "east", "topic": TOPIC, "partition": 1, "new_offset": RECORDS // PARTITIONS},  # clamped
+        {"group": "west", "topic": TOPIC, "partition": 2, "new_offset": 0}]  # clamped up to the start
+    east = {r[2]: r[3] for r in rows(groups(broker, "--describe", "--group", "east"))[1:]}
+    assert east == {"0": "1", "1": "4", "2": "4"}
+
+    single = tmp_path / "single.csv"
+    single.write_text(f"{TOPIC},0,3\n")
+    assert rows(groups(broker, "--reset-offsets", "--group", "west", "--from-file", str(single)))[1] == \
+        ["west", TOPIC, "0", "3"]
+    broken = tmp_path / "broken.csv"
+    broken.write_text(f"{TOPIC},zero,3\n")
+    bad = groups(broker, "--reset-offsets", "--group", "west", "--from-file", str(broken))
+    assert bad.returncode == 2 and b"line 1: partition and offset must be numbers" in bad.stderr
+    no_plan = groups(broker, "--reset-offsets", "--group", "east", "--group", "west",
+                     "--from-file", str(single))
+    assert no_plan.returncode == 2 and b"expected group,topic,partition,offset" in no_plan.stderr
