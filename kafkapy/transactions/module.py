@@ -111,7 +111,8 @@ class TransactionsModule(Module):
         self._channel = MarkerChannel(lambda: services.cluster.brokers,
                                       lambda: services.inter_broker_listener)
         self.coordinator = TransactionCoordinator(
-            state_log=TopicStateLog(self._leader_log, self.now_ms, self._appended),
+            state_log=TopicStateLog(self._leader_log, self.now_ms, self._appended,
+                                    leader_epoch=self._leader_epoch),
             send_markers=self._send_markers,
             new_producer_id=self._new_producer_id,
             now_ms=self.now_ms,
@@ -180,6 +181,9 @@ class TransactionsModule(Module):
 
     def _leader_log(self, topic: str, partition: int) -> PartitionLog:
         return self._partition_logs().leader_log(topic, partition)
+
+    def _leader_epoch(self, topic: str, partition: int) -> int:
+        return self._partition_logs().leader_epoch(topic, partition)
 
     def _appended(self, topic: str, partition: int) -> None:
         self._partition_logs().appended(topic, partition)

@@ -38,16 +38,19 @@ class TopicStateLog:
 
     def __init__(self, leader_log: Callable[[str, int], PartitionLog], now_ms: Callable[[], int],
                  appended: Callable[[str, int], None] = lambda topic, partition: None,
-                 topic: str = TRANSACTION_STATE_TOPIC) -> None:
+                 topic: str = TRANSACTION_STATE_TOPIC,
+                 leader_epoch: Callable[[str, int], int] = lambda topic, partition: -1) -> None:
         self.leader_log = leader_log
         self.now_ms = now_ms
         self.appended = appended  # wakes long-polling fetchers of the partition
         self.topic = topic
+        self.leader_epoch = leader_epoch  # stamped on each batch, as a leader's append stamps it
 
     def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
         target = self.leader_log(self.topic, partition)
         batch = one_record_batch(encode_key(transactional_id), encode_value(metadata),
-                                 base_offset=target.log_end_offset, base_timestamp=self.now_ms())
+                                 base_offset=target.log_end_offset, base_timestamp=self.now_ms(),
+                                 partition_leader_epoch=self.leader_epoch(self.topic, partition))
         target.append(batch, header=RecordBatch(batch))  # built here: no need to frame it again
         self.appended(self.topic, partition)
 
