@@ -104,6 +104,7 @@ __all__ = [
     "Verdict",
     "decode_snapshot",
     "encode_snapshot",
+    "increment_sequence",
     "rules_markdown",
     "snapshot_file_name",
 ]
@@ -120,7 +121,7 @@ _SNAPSHOT_CRC_FROM = 6  # the CRC covers everything after version and crc
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 
 
-def _increment_sequence(sequence: int, increment: int) -> int:
+def increment_sequence(sequence: int, increment: int) -> int:
     """Sequences wrap from 2**31-1 to 0 (DefaultRecordBatch.incrementSequence)."""
     if sequence > _INT32_MAX - increment:
         return increment - (_INT32_MAX - sequence) - 1
@@ -173,7 +174,7 @@ class ProducerBatch:
 
     @property
     def last_sequence(self) -> int:
-        return _increment_sequence(self.base_sequence, self.last_offset - self.first_offset)
+        return increment_sequence(self.base_sequence, self.last_offset - self.first_offset)
 
     @classmethod
     def of(cls, batch: RecordBatch) -> ProducerBatch:
