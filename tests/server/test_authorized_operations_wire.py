@@ -171,3 +171,37 @@ def test_without_describe_refused_topics_keep_the_default_and_the_cluster_answer
                 "topics": [{"name": "t"}], "response_partition_limit": 100, "cursor": None})
             assert partitions["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
             assert partitions["topics"][0]["topic_authorized_operations"] == OMITTED
+
+
+class RecordingAuthorizer:
+    """A user's authorizer (a dotted-path class, only ``authorize``) that allows everything and
+    keeps every question, class-wide: the broker makes the instance."""
+
+    questions: list[tuple[str, str, str]] = []
+
+    def configure(self, configs: Any) -> None:
+        pass
+
+    def authorize(self, principal: str, client_address: str, operation: str, resource_type: str,
+                  resource_name: str) -> bool:
+        self.questions.append((operation, resource_type, resource_name))
+        return True
+
+
+def test_computed_only_when_asked() -> None:
+    """Not asked, Metadata and DescribeCluster ask the authorizer nothing beyond their own checks;
+    asked, one question per supported operation of each resource answered."""
+    questions = RecordingAuthorizer.questions
+    with Broker({"authorizer.class.name": f"{__name__}.RecordingAuthorizer"}) as broker:
+        broker.seed({"t": {"partitions": 1}})
+        with SimpleClient(broker.bootstrap_servers) as client:
+            questions.clear()
+            metadata(client, 10, False, ["t"])
+            client.request(ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": False})
+            assert questions == [("DESCRIBE", "TOPIC", "t")]
+            questions.clear()
+            answer = metadata(client, 10, True, ["t"])
+            assert names(answer["topics"][0]["topic_authorized_operations"]) == GRANTS["open"][TOPIC]
+            asked = {(op.name, "TOPIC", "t") for op in SUPPORTED_OPERATIONS[TOPIC]} | {
+                (op.name, "CLUSTER", "kafka-cluster") for op in SUPPORTED_OPERATIONS[CLUSTER]}
+            assert set(questions) == asked  # DESCRIBE on t is also the Metadata check
