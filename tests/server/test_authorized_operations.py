@@ -34,7 +34,7 @@ def by_definition(authorizer: Authorizer, principal: str, address: str, resource
 
 
 def test_supported_operations_are_kafkas() -> None:
-    """AclEntry.supportedOperations (Kafka 4.x: groups gained DESCRIBE_CONFIGS and ALTER_CONFIGS)."""
+    """AclEntry.supportedOperations (groups have DESCRIBE_CONFIGS and ALTER_CONFIGS since KAFKA-14510)."""
     assert {kind: set(ops) for kind, ops in SUPPORTED_OPERATIONS.items()} == {
         ResourceType.TOPIC: {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
                              Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS},
