@@ -2,9 +2,11 @@
 binding filters, and Kafka's rules for matching them.
 
 The enums carry Kafka's names and wire codes (org.apache.kafka.common.acl / .resource); a code
-Kafka does not know reads as UNKNOWN, as Kafka's ``fromCode`` does. Kafka's ZooKeeper JSON spells
-the names in Pascal case (``Topic``, ``DescribeConfigs``, ``Allow``: SecurityUtils'
-``toPascalCase``), and reads them back in either case: ``pascal`` and ``from_name`` are that.
+Kafka does not know reads as UNKNOWN, as Kafka's ``fromCode`` does. ResourceType and AclOperation
+live in kafkapy.server.operations (the broker's core needs them too) and are re-exported here.
+Kafka's ZooKeeper JSON spells the names in Pascal case (``Topic``, ``DescribeConfigs``, ``Allow``:
+SecurityUtils' ``toPascalCase``), and reads them back in either case: ``pascal`` and ``from_name``
+are that.
 
 Matching (ResourcePatternFilter.matches, AccessControlEntryFilter.matches):
 
@@ -18,10 +20,11 @@ Matching (ResourcePatternFilter.matches, AccessControlEntryFilter.matches):
 
 from __future__ import annotations
 
-import enum
 from typing import TypeVar
 
 import attrs
+
+from kafkapy.server.operations import AclOperation, CodedEnum, ResourceType
 
 __all__ = [
     "CLUSTER_NAME",
@@ -44,75 +47,23 @@ WILDCARD_PRINCIPAL = "User:*"  # AclEntry.WILDCARD_PRINCIPAL
 CLUSTER_NAME = "kafka-cluster"  # the one CLUSTER resource's name
 
 
-class ResourceType(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-    USER = 7
-
-    @classmethod
-    def from_code(cls, code: int) -> ResourceType:
-        return _from_code(cls, code)
-
-
-class PatternType(enum.IntEnum):
+class PatternType(CodedEnum):
     UNKNOWN = 0
     ANY = 1
     MATCH = 2
     LITERAL = 3
     PREFIXED = 4
 
-    @classmethod
-    def from_code(cls, code: int) -> PatternType:
-        return _from_code(cls, code)
 
-
-class AclOperation(enum.IntEnum):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-    CREATE_TOKENS = 13
-    DESCRIBE_TOKENS = 14
-
-    @classmethod
-    def from_code(cls, code: int) -> AclOperation:
-        return _from_code(cls, code)
-
-
-class AclPermissionType(enum.IntEnum):
+class AclPermissionType(CodedEnum):
     UNKNOWN = 0
     ANY = 1
     DENY = 2
     ALLOW = 3
 
-    @classmethod
-    def from_code(cls, code: int) -> AclPermissionType:
-        return _from_code(cls, code)
-
 
 _Enum = ResourceType | PatternType | AclOperation | AclPermissionType
 _E = TypeVar("_E", ResourceType, PatternType, AclOperation, AclPermissionType)
-
-
-def _from_code(cls: type[_E], code: int) -> _E:
-    try:
-        return cls(code)
-    except ValueError:
-        return cls(0)  # UNKNOWN in every one of them
 
 
 def pascal(value: _Enum) -> str:

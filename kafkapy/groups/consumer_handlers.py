@@ -35,6 +35,7 @@ from kafkapy.groups.records import GroupRecord
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import AUTHORIZED_OPERATIONS_OMITTED
 from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.modules import ApiHandler, RequestContext
 
@@ -42,9 +43,6 @@ __all__ = ["CONSUMER_GROUP_CONFIG_KEYS", "CONSUMER_GROUP_VERSIONS", "ConsumerGro
            "consumer_group_config"]
 
 CONSUMER_GROUP_VERSIONS = VersionRange(0, 1)
-#: Kafka's sentinel when authorized operations were not asked for (and kafkapy's answer when they
-#: were, as for Metadata: there are no ACLs to compute them from).
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
 
 #: Kafka's class names for its assignors, accepted in ``group.consumer.assignors`` as the short names.

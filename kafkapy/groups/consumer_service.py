@@ -32,7 +32,6 @@ from typing import Any
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.consumer_group import ConsumerGroup, ConsumerGroups, GroupState, TopicInfo
 from kafkapy.groups.consumer_handlers import (
-    AUTHORIZED_OPERATIONS_OMITTED,
     CONSUMER_GROUP_VERSIONS,
     ConsumerGroupHandlers,
     Persist,
@@ -55,6 +54,7 @@ from kafkapy.groups.retention import (
 )
 from kafkapy.groups.timers import Timers
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.auth import AUTHORIZED_OPERATIONS_OMITTED
 from kafkapy.server.modules import ApiHandler, RequestContext
 
 __all__ = ["CONSUMER", "ConsumerGroupService"]

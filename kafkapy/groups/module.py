@@ -49,7 +49,7 @@ from kafkapy.groups.txn_offsets import TXN_OFFSET_COMMIT_VERSIONS, TxnOffsetComm
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.auth import CLUSTER_RESOURCE, authorized_operations
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.coordinator_outages import (
     COORDINATOR_OUTAGES,
@@ -57,6 +57,7 @@ from kafkapy.server.coordinator_outages import (
     find_coordinator_error,
 )
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import (
     NO_LEADER,
     PARTITION_LOGS,
@@ -678,7 +679,19 @@ class GroupsModule(Module):
                 described.append(self.consumer.describe(group_id, ctx.api_version))
             except KafkaApiError as refusal:
                 described.append(self.consumer.refused_describe(group_id, refusal))
+        if request.body.get("include_authorized_operations"):
+            self._add_authorized_operations(ctx, described)
         return {"throttle_time_ms": 0, "groups": described}
+
+    def _add_authorized_operations(self, ctx: RequestContext, described: list[dict[str, Any]]) -> None:
+        """KIP-430, as Kafka's KafkaApis: each group described without error gets the operations
+        the principal may do on it; refused ones keep the default."""
+        conn = ctx.connection
+        for group in described:
+            if group["error_code"] == ErrorCode.NONE:
+                group["authorized_operations"] = authorized_operations(
+                    self.services.authorizer, conn.principal, conn.client_address[0], ResourceType.GROUP,
+                    group["group_id"])
 
     def foreign_group(self, group_id: str) -> bool:
         """The id names a group of a type this module does not serve (a share group)."""
@@ -927,6 +940,8 @@ class GroupsModule(Module):
                                   "protocol_data": "", "members": []})
                 continue
             described.append(self.describe_group(group_id, ctx.api_version))
+        if ctx.api_version >= 3 and request.body.get("include_authorized_operations"):
+            self._add_authorized_operations(ctx, described)
         return fit_body(ApiKey.DESCRIBE_GROUPS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "groups": described})
 

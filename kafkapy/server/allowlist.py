@@ -27,12 +27,12 @@ from typing import Any
 import attrs
 
 from kafkapy.server.config import ConfigError
+from kafkapy.server.operations import AclOperation
 
 __all__ = ["AllowListAuthorizer", "Rule", "parse_rules", "parse_super_users"]
 
-OPERATIONS = frozenset({"ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
-                        "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "CREATE_TOKENS",
-                        "DESCRIBE_TOKENS"})
+# Every operation an ACL can name (Kafka's AclOperation without UNKNOWN and ANY).
+OPERATIONS = frozenset(op.name for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY))
 # Kafka's AclAuthorizer: an allow of the key also allows each of its values.
 IMPLIED = {"ALTER_CONFIGS": ("DESCRIBE_CONFIGS",), "ALTER": ("DESCRIBE",), "READ": ("DESCRIBE",),
            "WRITE": ("DESCRIBE",), "DELETE": ("DESCRIBE",)}

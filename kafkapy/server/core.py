@@ -20,8 +20,14 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import encode_response_body
 from kafkapy.protocol.primitives import ZERO_UUID
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.auth import CLUSTER_RESOURCE, AllowAll
+from kafkapy.server.auth import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    CLUSTER_RESOURCE,
+    AllowAll,
+    authorized_operations,
+)
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
+from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import (
     AUTO_TOPIC_CREATION,
     NO_LEADER,
@@ -113,7 +119,9 @@ def _protocol_history() -> dict[int, frozenset[tuple[int, int, int]]]:
 
 PROTOCOL_HISTORY = _protocol_history()
 
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
+# Metadata answers authorized operations for the topics it describes, not for these refusals
+# (Kafka's unauthorizedForDescribe/ForCreate and unknownTopicIds entries keep the default).
+_NOT_DESCRIBED: Final = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.UNKNOWN_TOPIC_ID})
 
 # Kafka validates ApiVersions v3+ client software names and versions with this pattern.
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -331,6 +339,15 @@ class CoreModule(Module):
                     topics.append({"error_code": error, "name": name,
                                    "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+        cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
+        if ctx.api_version >= 8:  # KIP-430: computed only when asked for
+            if ctx.api_version <= 10 and request.body.get("include_cluster_authorized_operations"):
+                cluster_operations = self._cluster_operations(ctx)
+            if request.body.get("include_topic_authorized_operations"):
+                for entry in topics:
+                    if entry["error_code"] not in _NOT_DESCRIBED:
+                        entry["topic_authorized_operations"] = self._operations(ctx, ResourceType.TOPIC,
+                                                                                entry["name"])
         body = {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
@@ -338,9 +355,20 @@ class CoreModule(Module):
             "cluster_id": cluster.cluster_id,
             "controller_id": cluster.controller_id,
             "topics": topics,
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "cluster_authorized_operations": cluster_operations,
         }
         return fit_body(ApiKey.METADATA, "response", ctx.api_version, body)
+
+    def _operations(self, ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
+        conn = ctx.connection
+        return authorized_operations(self.services.authorizer, conn.principal, conn.client_address[0],
+                                     resource_type, name)
+
+    def _cluster_operations(self, ctx: RequestContext) -> int:
+        """The cluster's authorized operations, or none (0) without DESCRIBE on it, as Kafka's."""
+        if not self._allowed(ctx, "DESCRIBE", "CLUSTER", CLUSTER_RESOURCE):
+            return 0
+        return self._operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE)
 
     # --- DescribeTopicPartitions (KIP-966) --------------------------------------------------------
 
@@ -396,7 +424,8 @@ class CoreModule(Module):
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                    "topic_id": ZERO_UUID, "is_internal": name in INTERNAL_TOPICS,
                                    "partitions": [],
-                                   "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                                   "topic_authorized_operations": self._operations(ctx, ResourceType.TOPIC,
+                                                                                   name)})
                 continue
             first = cursor["partition_index"] if name == start_topic and cursor is not None else 0
             indexes = [index for index in sorted(info.partitions) if index >= first]
@@ -406,7 +435,7 @@ class CoreModule(Module):
                            "partitions": [{**_partition_metadata(info, index, live, states),
                                            "eligible_leader_replicas": [], "last_known_elr": []}
                                           for index in page],
-                           "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+                           "topic_authorized_operations": self._operations(ctx, ResourceType.TOPIC, name)})
             if rest:
                 next_cursor = {"topic_name": name, "partition_index": rest[0]}
                 break
@@ -423,7 +452,9 @@ class CoreModule(Module):
             "brokers": [{"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack,
                          "is_fenced": False}
                         for b, host, port in self._brokers_on(ctx.connection.listener)],
-            "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            "cluster_authorized_operations": (self._cluster_operations(ctx)
+                                              if request.body.get("include_cluster_authorized_operations")
+                                              else AUTHORIZED_OPERATIONS_OMITTED),
         }
         return fit_body(ApiKey.DESCRIBE_CLUSTER, "response", ctx.api_version, body)
 

@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.server.auth import AUTHORIZED_OPERATIONS_OMITTED
 from kafkapy.shares.fetch import ShareKey
 from kafkapy.shares.share_group import ShareGroup, ShareGroups
 from kafkapy.shares.share_partition import RecordState, SharePartition, SharePartitionLimits
 
-__all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "NO_START_OFFSET", "SIMPLE_ASSIGNOR", "ShareAdmin"]
+__all__ = ["NO_START_OFFSET", "SIMPLE_ASSIGNOR", "ShareAdmin"]
 
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648  # Kafka's sentinel when operations were not asked for
 NO_START_OFFSET = -1  # Kafka's uninitialized start offset (and unknown lag)
 NO_LEADER_EPOCH = -1
 SIMPLE_ASSIGNOR = "simple"  # the name Kafka's SimpleAssignor reports

@@ -33,8 +33,10 @@ from kafkapy.groups.timers import Timers
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.auth import authorized_operations
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import PARTITION_LOGS, BrokerServices, PartitionLogsProvider
 from kafkapy.shares.admin import ShareAdmin
 from kafkapy.shares.fetch import SHARE_ACKNOWLEDGE_VERSIONS, SHARE_FETCH_VERSIONS, ShareFetcher, ShareLogs
@@ -256,9 +258,16 @@ class ShareModule(Module):
         for group_id in request.body.get("group_ids") or []:
             try:
                 self._group_request(ctx, group_id, "DESCRIBE")
-                described.append(self.admin.describe_group(group_id))
+                group = self.admin.describe_group(group_id)
             except KafkaApiError as refusal:
                 described.append(self.admin.refused_describe(group_id, refusal))
+                continue
+            if request.body.get("include_authorized_operations"):  # KIP-430, for a group described
+                conn = ctx.connection
+                group["authorized_operations"] = authorized_operations(
+                    self.services.authorizer, conn.principal, conn.client_address[0], ResourceType.GROUP,
+                    group_id)
+            described.append(group)
         return {"throttle_time_ms": 0, "groups": described}
 
     def describe_offsets(self, ctx: RequestContext, request: Request) -> Answer:
