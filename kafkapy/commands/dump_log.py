@@ -182,7 +182,7 @@ def _offsets(record: Record) -> tuple[str | None, str | None]:
     if record.key is None:
         return f"Error at offset {record.offset}, skipping. The record has no key", None
     try:
-        decoded = record_json(record.key, record.value)
+        decoded = record_json(record.key, record.value, consumer_protocol=True)
     except GroupRecordError as exc:
         return f"Error at offset {record.offset}, skipping. {exc}", None
     key = {"type": str(decoded["key"]["type"]), "data": decoded["key"]["data"]}

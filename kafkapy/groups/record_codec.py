@@ -73,12 +73,13 @@ from kafkapy.groups.records import (
     TopicPartitions,
 )
 from kafkapy.protocol.schema import MessageSchema, default_value
-from kafkapy.protocol.specs import FieldSpec, MessageSpec, record_spec
+from kafkapy.protocol.specs import FieldSpec, MessageSpec, record_spec, standard_and_project_specs
 
 __all__ = [
     "GroupRecordError",
     "RecordKind",
     "UnknownRecordType",
+    "consumer_protocol_json",
     "decode_key",
     "decode_record",
     "decode_value",
@@ -291,11 +292,13 @@ def decode_record(key: bytes, value: bytes | None) -> GroupRecord:
     return GroupRecord(decoded_key, decode_value(_VERSION.unpack_from(key)[0], value))
 
 
-def record_json(key: bytes, value: bytes | None) -> dict[str, Any]:
+def record_json(key: bytes, value: bytes | None, *, consumer_protocol: bool = False) -> dict[str, Any]:
     """A record as Kafka's console formatters for ``__consumer_offsets`` print it (Kafka 4's
     CoordinatorRecordMessageFormatter): ``{"key": {"type": T, "data": {...}}, "value": {"version":
     V, "data": {...}} or null}``, fields by their spec names, bytes in base64, topic ids as Kafka
-    writes a Uuid (URL-safe base64). GroupRecordError when the bytes are not such a record."""
+    writes a Uuid (URL-safe base64). ``consumer_protocol``: a classic "consumer" group's member
+    subscriptions and assignments decoded too (:func:`consumer_protocol_json`), as kafka-dump-log.sh
+    shows them. GroupRecordError when the bytes are not such a record."""
     key = bytes(key)
     record_type = _version(key, "key")
     kind = kind_for_type(record_type)
@@ -309,15 +312,49 @@ def record_json(key: bytes, value: bytes | None) -> dict[str, Any]:
         _checked(kind.value_spec, version, "value")
         decode, _, _ = _schema(kind.value_spec.name, version)
         value_body = _run_decoder(decode, kind.value_spec, value, version, "value")
-        answer["value"] = {"version": version, "data": _json_body(value_body, kind.value_spec.fields)}
+        data = _json_body(value_body, kind.value_spec.fields)
+        if consumer_protocol and data.get("protocolType") == "consumer":
+            for member, raw in zip(data.get("members") or (), value_body.get("members") or ()):
+                for name, spec_name in (("subscription", "ConsumerProtocolSubscription"),
+                                        ("assignment", "ConsumerProtocolAssignment")):
+                    decoded = consumer_protocol_json(spec_name, raw.get(name) or b"")
+                    if decoded is not None:  # otherwise the bytes stay, in base64, as Kafka keeps them
+                        member[name] = decoded
+        answer["value"] = {"version": version, "data": data}
     return answer
 
 
+@functools.cache
+def _consumer_protocol_schema(name: str, version: int) -> tuple[MessageSpec, Decoder]:
+    spec = next(s for s in standard_and_project_specs() if s.name == name)
+    return spec, MessageSchema(spec, min(version, spec.valid_versions.high)).compiled_codec()[0]
+
+
+def consumer_protocol_json(name: str, data: bytes) -> dict[str, Any] | None:
+    """A ConsumerProtocolSubscription or ConsumerProtocolAssignment (what a classic consumer group's
+    members carry) as JSON, fields by spec name, at the version its bytes start with; a newer version
+    is read as the newest kafkapy knows, since each version only appends fields. None when the bytes
+    are not one."""
+    data = bytes(data)
+    if len(data) < _VERSION.size:
+        return None
+    version = _VERSION.unpack_from(data)[0]
+    if version < 0:
+        return None
+    spec, decode = _consumer_protocol_schema(name, version)
+    try:
+        body, _ = decode(data, _VERSION.size, len(data))
+    except DecodeError:
+        return None
+    return _json_body(body, spec.fields)
+
+
 def _json_body(body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> dict[str, Any]:
+    """Fields by the names Kafka's generated JSON converters write: the spec's, first letter lower."""
     out: dict[str, Any] = {}
     for field in fields:
         if field.snake in body:
-            out[field.name] = _json_value(body[field.snake], field)
+            out[field.name[:1].lower() + field.name[1:]] = _json_value(body[field.snake], field)
     return out
 
 

@@ -176,6 +176,12 @@ def test_the_coordinators_topics_decoded(log_dirs: Path, capsys: Capture) -> Non
     key, value = commit[len("| key: "):].split(" payload: ")
     assert json.loads(key) == {"type": "1", "data": {"group": "dumpers", "topic": "t", "partition": 0}}
     assert json.loads(value)["data"]["offset"] == KEYED + 2  # just past the last record it read ("kept")
+    # The group's metadata: the member's subscription and assignment decoded, as Kafka's tool shows them.
+    joined = [json.loads(line.split(" payload: ")[1]) for line in lines if '"type":"2"' in line]
+    members = [m for value in joined for m in value["data"]["members"]]
+    assert members, "the group's metadata record while the consumer was a member"
+    assert members[0]["subscription"]["topics"] == ["t"]
+    assert members[0]["assignment"]["assignedPartitions"] == [{"topic": "t", "partitions": [0]}]
 
 
 def test_json_lines(log_dirs: Path, capsys: Capture) -> None:
