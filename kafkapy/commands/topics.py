@@ -119,7 +119,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--topics-with-overrides", action="store_true",
                         help="describe only topics with config overrides, without their partitions")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="how long to wait for a broker, the controller and the change (default 10)")
     parser.set_defaults(func=_run)
 
 
