@@ -41,6 +41,7 @@ __all__ = ["parse_configs", "parse_replica_assignment", "topic_pattern"]
 _PROG = "kafkapy topics"
 _MAX_REPLICATION_FACTOR = 32767  # Kafka's Short.MAX_VALUE: CreateTopics carries it as an int16
 _MIN_ISR = "min.insync.replicas"
+_BROKER_ID = re.compile(r"[+-]?[0-9]+")  # what Java's Integer.parseInt reads (no '_' as Python's int)
 _NOT_SERVED = "does not serve"  # PartitionClient's words for an API the broker lacks
 
 # The partition filters of --describe (Kafka's TopicCommand.PartitionDescription): a partition is
@@ -155,11 +156,11 @@ def parse_replica_assignment(text: str) -> list[list[int]]:
     in a partition and every partition with partition 0's replication factor (Kafka's checks)."""
     assignment: list[list[int]] = []
     for index, partition in enumerate(text.split(",")):
-        try:
-            brokers = [int(b.strip()) for b in partition.split(":")]
-        except ValueError:
+        ids = [b.strip() for b in partition.split(":")]
+        if not all(_BROKER_ID.fullmatch(b) for b in ids):
             raise _Usage(f"--replica-assignment: partition {index} is {partition.strip()!r}, "
-                         "not broker ids separated by ':'") from None
+                         "not broker ids separated by ':'")
+        brokers = [int(b) for b in ids]
         twice = sorted({b for b in brokers if brokers.count(b) > 1})
         if twice:
             raise _Usage(f"--replica-assignment: partition {index} lists broker(s) "
@@ -183,6 +184,8 @@ def _check_args(args: argparse.Namespace) -> str:
                 "; change topic configs with kafkapy configs" if option == "config" else ""))
     if action in ("create", "delete", "alter") and not args.topic:
         raise _Usage(f"--{action} needs --topic")
+    if action == "describe" and args.if_exists and not args.topic:
+        raise _Usage("--describe --if-exists needs --topic")
     if action == "create":
         if len(args.topic) > 1:
             raise _Usage("--create takes one --topic")

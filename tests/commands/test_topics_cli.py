@@ -121,6 +121,7 @@ def test_create_refusals(kafka_cluster: Broker, capsys: pytest.CaptureFixture[st
     (["--replica-assignment", "0:0"], "partition 0 lists broker(s) 0 more than once"),
     (["--replica-assignment", "0:1,2"], "partition 1 has replication factor 1 (2), partition 0 has 2"),
     (["--replica-assignment", "0:x"], "partition 0 is '0:x'"),
+    (["--replica-assignment", "1_0"], "partition 0 is '1_0'"),
     (["--if-exists"], "--if-exists goes with --describe or --delete or --alter, not --create"),
     (["--topic", "second"], "--create takes one --topic"),
 ])
@@ -146,6 +147,7 @@ def test_create_usage_errors_send_nothing(args: list[str], message: str,
     (["--describe", "--topics-with-overrides", "--at-min-isr-partitions"],
      "--topics-with-overrides goes without the partition filters"),
     (["--describe", "--topic", "(unclosed"], "(unclosed is an invalid regex."),
+    (["--describe", "--if-exists"], "--describe --if-exists needs --topic"),
 ])
 def test_other_usage_errors(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "127.0.0.1:9", *args)
@@ -160,6 +162,38 @@ def test_the_collision_warning(kafka_broker: Broker, capsys: pytest.CaptureFixtu
         warning, created = out.splitlines()
         assert code == 0 and warning.startswith("WARNING: ") and "'.' and '_'" in warning
         assert created == f"Created topic {name}."
+
+
+def test_create_and_delete_over_sasl_with_acls(kafka_broker_factory: BrokerFactory, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    users = {"admin": "admin-secret", "alice": "alice-secret"}
+    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="admin" password="admin-secret" '
+            + " ".join(f'user_{user}="{password}"' for user, password in users.items()) + ";")
+    broker = kafka_broker_factory({"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                                   "sasl.enabled.mechanisms": "PLAIN",
+                                   "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+                                   "authorizer.class.name": "acl", "super.users": "User:admin"})
+    configs = {}
+    for user, password in users.items():
+        path = tmp_path / f"{user}.properties"
+        path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                        f'username="{user}" password="{password}";\n')
+        configs[user] = str(path)
+    alice = (broker.bootstrap_servers, "--command-config", configs["alice"])
+    admin = (broker.bootstrap_servers, "--command-config", configs["admin"])
+    code, out, err = run(capsys, *alice, "--create", "--topic", "hers")
+    assert (code, out) == (1, "")
+    assert err.startswith("kafkapy topics: error TOPIC_AUTHORIZATION_FAILED (topic hers)")
+    assert err.count("\n") == 1
+    assert run(capsys, *admin, "--create", "--topic", "secured") == (0, "Created topic secured.\n", "")
+    # alice may not describe it, so no pattern of hers finds it (as Kafka's listing hides it)
+    code, _, err = run(capsys, *alice, "--delete", "--topic", "secured")
+    assert (code, err) == (1, "kafkapy topics: no topic secured\n")
+    assert run(capsys, *admin, "--delete", "--topic", "secured") == (0, "", "")
+    code, out, _ = run(capsys, *admin, "--list")
+    assert (code, out) == (0, "\n")
 
 
 # --- delete -------------------------------------------------------------------------------------
