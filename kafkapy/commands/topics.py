@@ -22,6 +22,7 @@ stderr, not a failure: the metadata half is still worth showing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -74,6 +75,15 @@ _ACTIONS = ("list", "describe", "create", "delete", "alter")
 
 class _Usage(Exception):
     """A command line kafka-topics.sh refuses before sending anything."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Command:
+    """The command line once checked: the action and the values parsed from text."""
+
+    action: str
+    assignment: list[list[int]] | None  # --replica-assignment
+    configs: dict[str, str]  # --config
 
 
 def register(subparsers: Any) -> None:
@@ -172,8 +182,8 @@ def parse_replica_assignment(text: str) -> list[list[int]]:
     return assignment
 
 
-def _check_args(args: argparse.Namespace) -> str:
-    """The action, once the options fit it as kafka-topics.sh requires (_Usage if not)."""
+def _check_args(args: argparse.Namespace) -> _Command:
+    """The command, once the options fit its action as kafka-topics.sh requires (_Usage if not)."""
     action = next(a for a in _ACTIONS if getattr(args, a))
     for option, actions in _ACTIONS_OF.items():
         given = getattr(args, option)
@@ -204,7 +214,9 @@ def _check_args(args: argparse.Namespace) -> str:
     if action != "create":
         for text in args.topic or ():
             topic_pattern(text)  # a bad pattern is refused before anything is sent
-    return action
+    text = args.replica_assignment
+    assignment = parse_replica_assignment(text) if text else None  # Kafka: "" is no assignment
+    return _Command(action, assignment, parse_configs(args.config or []))
 
 
 # --- choosing topics ----------------------------------------------------------------------------
@@ -231,12 +243,11 @@ def _print_failures(outcomes: Sequence[Outcome]) -> int:
 
 # --- the actions --------------------------------------------------------------------------------
 
-def _create(client: TopicAdminClient, args: argparse.Namespace) -> int:
+def _create(client: TopicAdminClient, args: argparse.Namespace, command: _Command) -> int:
     (name,) = args.topic
-    assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else []
     topic = NewTopic(name, NO_DEFAULT if args.partitions is None else args.partitions,
                      NO_DEFAULT if args.replication_factor is None else args.replication_factor,
-                     assignment, parse_configs(args.config or []))
+                     command.assignment or [], command.configs)
     if "." in name or "_" in name:
         print("WARNING: metric names turn '.' and '_' into the same character, so topics whose names "
               "differ only there collide; use one of the two, not both.")
@@ -266,15 +277,15 @@ def _delete(client: TopicAdminClient, args: argparse.Namespace) -> int:
     return _print_failures(client.delete_topics([t.name for t in chosen])) if chosen else 0
 
 
-def _alter(client: TopicAdminClient, args: argparse.Namespace) -> int:
+def _alter(client: TopicAdminClient, args: argparse.Namespace, command: _Command) -> int:
     chosen = _matching(client, args)
     if chosen is None:
         return 1
     if not chosen:
         return 0
-    assignment = parse_replica_assignment(args.replica_assignment) if args.replica_assignment else None
     # As Kafka: the assignment covers every partition; a topic's new ones take the entries past
     # the partitions it has.
+    assignment = command.assignment
     new = {} if assignment is None else {t.name: assignment[len(t.partitions):] for t in chosen}
     return _print_failures(client.create_partitions({t.name: args.partitions for t in chosen}, new))
 
@@ -392,15 +403,15 @@ def _print_described(described: list[dict[str, Any]], args: argparse.Namespace) 
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        action = _check_args(args)
+        command = _check_args(args)
         with TopicAdminClient(args.bootstrap_server, args.timeout, security=client_options(args)) as client:
-            if action == "create":
-                return _create(client, args)
-            if action == "delete":
+            if command.action == "create":
+                return _create(client, args, command)
+            if command.action == "delete":
                 return _delete(client, args)
-            if action == "alter":
-                return _alter(client, args)
-            if action == "list":
+            if command.action == "alter":
+                return _alter(client, args, command)
+            if command.action == "list":
                 names = [t.name for t in _select(client.topics(None), args)[0]]
                 print(json.dumps({"topics": names}) if args.json else "\n".join(names))
                 return 0

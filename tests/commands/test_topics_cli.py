@@ -148,6 +148,8 @@ def test_create_usage_errors_send_nothing(args: list[str], message: str,
      "--topics-with-overrides goes without the partition filters"),
     (["--describe", "--topic", "(unclosed"], "(unclosed is an invalid regex."),
     (["--describe", "--if-exists"], "--describe --if-exists needs --topic"),
+    (["--alter", "--topic", "t", "--partitions", "3", "--replica-assignment", "0:0"],  # before connecting
+     "--replica-assignment: partition 0 lists broker(s) 0 more than once"),
 ])
 def test_other_usage_errors(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "127.0.0.1:9", *args)
