@@ -4,6 +4,7 @@ kafka-python); one run of the installed `kafkapy` executable."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -68,6 +69,8 @@ def test_create_without_counts_takes_the_brokers_defaults(kafka_broker_factory: 
 
 
 def test_create_with_counts_and_configs(kafka_cluster: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    from confluent_kafka.admin import ConfigSource
+
     # Through each broker: two of them are not the controller, and the command finds it.
     for member in kafka_cluster.brokers:
         bs = member.bootstrap_servers
@@ -78,8 +81,6 @@ def test_create_with_counts_and_configs(kafka_cluster: Broker, capsys: pytest.Ca
         assert (code, out, err) == (0, f"Created topic {topic}.\n", "")
         replicas = metadata(bs)[topic]
         assert sorted(replicas) == [0, 1, 2, 3] and all(sorted(r) == [0, 1, 2] for r in replicas.values())
-        from confluent_kafka.admin import ConfigSource
-
         configs = topic_configs(bs, topic)
         assert configs["retention.ms"] == ("60000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
         assert configs["cleanup.policy"] == ("compact", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)
@@ -289,8 +290,6 @@ def test_describe_filters_after_a_broker_stops(kafka_cluster: Broker,
     code, out, _ = run(capsys, bs, "--describe", "--topic", "l.*", "--unavailable-partitions",
                        "--at-min-isr-partitions")
     assert code == 0 and _rows(out) == [("lonely", "0"), ("lonely", "1")]
-    import json
-
     code, out, _ = run(capsys, bs, "--describe", "--unavailable-partitions", "--json")
     (lonely,) = json.loads(out)["topics"]
     assert (lonely["topic"], [p["partition"] for p in lonely["partitions"]]) == ("lonely", [0])
@@ -312,8 +311,6 @@ def test_describe_shows_overrides_and_topics_with_overrides(kafka_broker: Broker
         ["tuned", "2", "1", "cleanup.policy=compact,retention.ms=1000"]]
     code, out, _ = run(capsys, bs, "--describe", "--topics-with-overrides")
     assert [line.split()[0] for line in out.splitlines()] == ["TOPIC", "tuned"]
-    import json
-
     code, out, _ = run(capsys, bs, "--describe", "--topic", "tuned", "--json")
     (tuned,) = json.loads(out)["topics"]
     assert tuned["configs"] == {"cleanup.policy": "compact", "retention.ms": "1000"}
