@@ -199,6 +199,27 @@ def test_create_and_delete_over_sasl_with_acls(kafka_broker_factory: BrokerFacto
     assert (code, out) == (0, "\n")
 
 
+def test_not_controller_answers_are_retried_until_the_timeout(kafka_broker: Broker,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from kafkapy.errors import ErrorCode
+    from kafkapy.faults import ErrorAnswer, FaultRule
+    from kafkapy.protocol.api_keys import ApiKey
+
+    bs = kafka_broker.bootstrap_servers
+    # The controller moved away twice between Metadata and CreateTopics: asked again, it applies it.
+    not_controller = ErrorAnswer(ErrorCode.NOT_CONTROLLER)
+    handle = kafka_broker.faults.add(FaultRule(not_controller, api=ApiKey.CREATE_TOPICS, times=2))
+    assert run(capsys, bs, "--create", "--topic", "moved") == (0, "Created topic moved.\n", "")
+    assert handle.fired == 2
+    handle.remove()
+    # It never settles: one line once --timeout has passed, and nothing deleted.
+    kafka_broker.faults.add(FaultRule(not_controller, api=ApiKey.DELETE_TOPICS))
+    code, out, err = run(capsys, bs, "--delete", "--topic", "moved", "--timeout", "1")
+    assert (code, out) == (1, "")
+    assert err == f"kafkapy topics: broker {kafka_broker.broker_id}: NOT_CONTROLLER (still after 1s)\n"
+    assert "moved" in metadata(bs)
+
+
 # --- delete -------------------------------------------------------------------------------------
 
 def test_delete_by_name_and_by_regex(kafka_cluster: Broker, capsys: pytest.CaptureFixture[str]) -> None:
