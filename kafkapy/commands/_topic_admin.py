@@ -78,13 +78,17 @@ class TopicAdminClient(PartitionClient):
 
         def attempt() -> list[Outcome]:
             self.topics([])  # fresh Metadata: no topics, just the brokers and the controller
-            if self.controller_id < 0:
-                raise _Retry("no controller in the metadata")
-            answer = self._request(self._broker(self.controller_id), api_key, body)
+            # A controller Metadata does not list (librdkafka's mock names none it has): the
+            # bootstrap broker, as kafkapy.commands._controller does; its NOT_CONTROLLER is retried.
+            known = self.controller_id in self.live_brokers
+            target = self._broker(self.controller_id) if known else self._bootstrap
+            answer = self._request(target, api_key, body)
             outcomes = [Outcome(r["name"], _error(r["error_code"]), r.get("error_message"))
                         for r in answer[results]]
             if any(o.error is ErrorCode.NOT_CONTROLLER for o in outcomes):
-                raise _Retry(f"broker {self.controller_id}: NOT_CONTROLLER")
+                where = f"broker {self.controller_id}" if known else \
+                    f"{self._bootstrap.host}:{self._bootstrap.port}"
+                raise _Retry(f"{where}: NOT_CONTROLLER")
             return outcomes
 
         return self._retrying(attempt)

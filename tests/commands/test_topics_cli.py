@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from records_cli import MockCluster
 
 import kafkapy
 from kafkapy.cli import main
@@ -218,6 +220,25 @@ def test_not_controller_answers_are_retried_until_the_timeout(kafka_broker: Brok
     assert (code, out) == (1, "")
     assert err == f"kafkapy topics: broker {kafka_broker.broker_id}: NOT_CONTROLLER (still after 1s)\n"
     assert "moved" in metadata(bs)
+
+
+def test_a_broker_without_the_admin_apis_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    mock = MockCluster()  # librdkafka's mock cluster serves neither CreateTopics nor DescribeConfigs
+    try:
+        mock.write("present", [{"value": b"x", "partition": 0}])
+        started = time.monotonic()
+        code, out, err = run(capsys, mock.bootstrap, "--create", "--topic", "made")
+        assert (code, out) == (1, "")
+        assert err == f"kafkapy topics: {mock.bootstrap} does not serve CreateTopics (api key 19)\n"
+        assert time.monotonic() - started < 5, "not a retriable error: no waiting for --timeout"
+        code, out, err = run(capsys, mock.bootstrap, "--describe", "--topics-with-overrides")
+        assert (code, out) == (1, "") and "does not serve DescribeConfigs" in err and err.count("\n") == 1
+        # A plain describe still shows what Metadata and ListOffsets say, and notes the rest.
+        code, out, err = run(capsys, mock.bootstrap, "--describe", "--topic", "present")
+        assert code == 0 and _rows(out.split("\n\n")[0])[0] == ("present", "0")
+        assert err == "kafkapy topics: note: the broker does not serve DescribeConfigs; configs shown as -\n"
+    finally:
+        mock.close()
 
 
 # --- delete -------------------------------------------------------------------------------------
