@@ -124,6 +124,8 @@ class PartitionClient:
         self._connections: dict[int, SimpleClient] = {}
         self._versions: dict[int, dict[int, int]] = {}  # id(connection) -> api key -> newest version
         self._leaders: dict[tuple[str, int], int] = {}
+        self.controller_id = -1  # as the last Metadata answer named them
+        self.live_brokers: frozenset[int] = frozenset()
 
     def __enter__(self: C) -> C:
         return self
@@ -196,6 +198,8 @@ class PartitionClient:
             host = broker["host"]
             self._addresses[broker["node_id"]] = f"[{host}]:{broker['port']}" if ":" in host else \
                 f"{host}:{broker['port']}"
+        self.controller_id = body.get("controller_id", -1)
+        self.live_brokers = frozenset(broker["node_id"] for broker in body["brokers"])
         found = []
         for topic in body["topics"]:
             partitions = tuple(sorted(
