@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
-from kafkapy.commands._partitions import _RETRIED, PartitionClient, _Retry
+from kafkapy.commands._partitions import _RETRIED, PartitionClient, _check, _Retry
 from kafkapy.commands._partitions import _error as error_code
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
@@ -138,5 +138,21 @@ class AdminClient(PartitionClient):
                 raise _Retry(f"delete records of {partition_name(topic, partition)}: {error.name}")
             low_watermark: int = answer["low_watermark"]
             return error, low_watermark
+
+        return self._retrying(attempt)
+
+    def offset_at(self, topic: str, partition: int, timestamp: int, oldest: int = 1) -> int:
+        """ListOffsets of one partition at its leader, at version ``oldest`` or newer (the special
+        timestamps need it); -1 when the broker knows no such offset."""
+
+        def attempt() -> int:
+            body = self.call(self._leader(topic, partition), ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": topic, "partitions": [{"partition_index": partition,
+                                                          "timestamp": timestamp}]}]}, oldest)
+            (answer,) = body["topics"][0]["partitions"]
+            _check(answer["error_code"], f"list offsets of {partition_name(topic, partition)}")
+            offset: int = answer["offset"]
+            return offset
 
         return self._retrying(attempt)
