@@ -102,10 +102,11 @@ class AdminClient(PartitionClient):
         return self._broker(node_id)
 
     def controller(self) -> SimpleClient:
-        """The connection to the controller Metadata names."""
+        """The connection to the controller Metadata names; the bootstrap broker's if it names
+        none it lists (as kafkapy.commands._controller does: that broker then answers for itself)."""
         brokers, controller = self.cluster()
         if controller not in {b.node_id for b in brokers}:
-            raise ClientError("the metadata names no controller")
+            return self._bootstrap
         return self.connection(controller)
 
     def call(self, connection: SimpleClient, api_key: ApiKey, body: Mapping[str, Any],
