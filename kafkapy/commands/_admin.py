@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
-from kafkapy.commands._partitions import _RETRIED, PartitionClient, _check, _Retry
+from kafkapy.commands._partitions import _NO_REPLICA, _RETRIED, PartitionClient, _check, _Retry
 from kafkapy.commands._partitions import _error as error_code
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
@@ -23,6 +23,7 @@ from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["AdminClient", "BrokerNode", "add_connection_options", "error_text", "partition_name"]
 
+READ_UNCOMMITTED = 0  # ListOffsets' isolation level of Kafka's admin client, GetOffsetShell's
 # Metadata v1 is the first with racks and the controller id, which these tools print and use.
 _BROKERS_METADATA_VERSION = 1
 
@@ -148,7 +149,7 @@ class AdminClient(PartitionClient):
 
         def attempt() -> int:
             body = self.call(self._leader(topic, partition), ApiKey.LIST_OFFSETS, {
-                "replica_id": -1, "isolation_level": 0,
+                "replica_id": _NO_REPLICA, "isolation_level": READ_UNCOMMITTED,
                 "topics": [{"name": topic, "partitions": [{"partition_index": partition,
                                                           "timestamp": timestamp}]}]}, oldest)
             (answer,) = body["topics"][0]["partitions"]
