@@ -7,12 +7,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from quick_clients import RDKAFKA_CLIENT
 
 from kafkapy import Broker
 from kafkapy.cli import main
+from kafkapy.client import ClientError
+from kafkapy.commands._partition_files import partition_entries
 from kafkapy.commands.leader_election import election_report
 from kafkapy.errors import ErrorCode
 from kafkapy.testing import wait_until
@@ -156,3 +161,18 @@ def test_a_bad_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, lines, err = _run(capsys, "127.0.0.1:1", "--election-type", "preferred", "--path-to-json-file",
                             str(plan))
     assert (code, lines) == (1, []) and message in err and err.count("\n") == 1
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+                           lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.sampled_from(["partitions", "topic", "partition"]), inner,
+                                             max_size=3), max_leaves=10)
+
+
+@given(json_values)
+def test_the_partition_file_reader_gives_partitions_or_one_client_error(document: Any) -> None:
+    try:
+        entries = partition_entries(document, "missing")
+    except ClientError:
+        return
+    assert all(isinstance(t, str) and type(p) is int and entry["topic"] == t for t, p, entry in entries)
