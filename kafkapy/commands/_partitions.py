@@ -81,6 +81,7 @@ class TopicInfo:
     name: str
     error: ErrorCode
     partitions: tuple[PartitionInfo, ...]
+    internal: bool = False  # Metadata's is_internal: __consumer_offsets, __transaction_state
 
 
 @dataclasses.dataclass
@@ -208,7 +209,8 @@ class PartitionClient:
                  for p in topic["partitions"]), key=lambda p: p.partition))
             for p in partitions:
                 self._leaders[(topic["name"], p.partition)] = p.leader
-            found.append(TopicInfo(topic["name"], _error(topic["error_code"]), partitions))
+            found.append(TopicInfo(topic["name"], _error(topic["error_code"]), partitions,
+                                   bool(topic.get("is_internal", False))))
         return sorted(found, key=lambda t: t.name)
 
     def partitions(self, topic: str, auto_create: bool = False) -> list[int]:
