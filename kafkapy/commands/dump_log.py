@@ -23,7 +23,7 @@ import struct
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -61,7 +61,8 @@ _OFFSET_ENTRY = struct.Struct(">ii")  # .index: relative offset, position
 _TIME_ENTRY = struct.Struct(">qi")  # .timeindex: timestamp, relative offset
 _NO_SEQUENCE = -1
 _RECORD_INDENT = "|"
-_MAX_BYTES = 2**31 - 1  # Kafka's default --max-bytes: the whole file
+_MAX_BYTES = 2**31 - 1
+T = TypeVar("T")  # Kafka's default --max-bytes: the whole file
 
 
 @attrs.frozen
@@ -336,16 +337,20 @@ def _check_increasing(path: Path, offsets: list[int], base: int) -> None:
 
 # --- producer state and aborted transactions -----------------------------------------------------------
 
-def _dump_snapshot(path: Path, args: argparse.Namespace, warnings: list[str]) -> Iterator[Line]:
+def _decoded(path: Path, decode: Callable[[bytes], list[T]], errors: type[Exception]) -> list[T]:
+    """A whole small file's entries; a file its decoder refuses is one _FileError."""
     try:
-        entries = decode_snapshot(_read(path))
-    except CorruptSnapshotError as exc:
+        return decode(_read(path))
+    except errors as exc:
         raise _FileError(f"{path}: {exc}") from None
-    for entry in entries:
-        line: dict[str, Any] = {"producerId": entry.producer_id, "producerEpoch": entry.producer_epoch,
-                      "coordinatorEpoch": entry.coordinator_epoch,
-                      "currentTxnFirstOffset": entry.current_txn_first_offset,
-                      "lastTimestamp": entry.last_timestamp}
+
+
+def _dump_snapshot(path: Path, args: argparse.Namespace, warnings: list[str]) -> Iterator[Line]:
+    for entry in _decoded(path, decode_snapshot, CorruptSnapshotError):
+        line: dict[str, Any] = {
+            "producerId": entry.producer_id, "producerEpoch": entry.producer_epoch,
+            "coordinatorEpoch": entry.coordinator_epoch,
+            "currentTxnFirstOffset": entry.current_txn_first_offset, "lastTimestamp": entry.last_timestamp}
         if entry.batches:
             first = entry.batches[0]
             line.update({"firstSequence": first.first_seq, "lastSequence": first.last_seq,
@@ -355,11 +360,7 @@ def _dump_snapshot(path: Path, args: argparse.Namespace, warnings: list[str]) ->
 
 
 def _dump_txn_index(path: Path, args: argparse.Namespace, warnings: list[str]) -> Iterator[Line]:
-    try:
-        aborted = decode_entries(_read(path))
-    except DecodeError as exc:
-        raise _FileError(f"{path}: {exc}") from None
-    for txn in aborted:
+    for txn in _decoded(path, decode_entries, DecodeError):
         yield Line({"version": 0, "producerId": txn.producer_id, "firstOffset": txn.first_offset,
                     "lastOffset": txn.last_offset, "lastStableOffset": txn.last_stable_offset})
 
