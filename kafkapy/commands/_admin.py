@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
-from kafkapy.commands._partitions import _NO_REPLICA, _RETRIED, PartitionClient, _check, _Retry
-from kafkapy.commands._partitions import _error as error_code
+from kafkapy.commands._partitions import NO_REPLICA, RETRIED, PartitionClient, Retry, check_error, error_code
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import api_name
@@ -136,8 +135,8 @@ class AdminClient(PartitionClient):
                 "timeout_ms": int(self.timeout * 1000)})
             (answer,) = body["topics"][0]["partitions"]
             error = error_code(answer["error_code"])
-            if error in _RETRIED:
-                raise _Retry(f"delete records of {partition_name(topic, partition)}: {error.name}")
+            if error in RETRIED:
+                raise Retry(f"delete records of {partition_name(topic, partition)}: {error.name}")
             low_watermark: int = answer["low_watermark"]
             return error, low_watermark
 
@@ -149,11 +148,11 @@ class AdminClient(PartitionClient):
 
         def attempt() -> int:
             body = self.call(self._leader(topic, partition), ApiKey.LIST_OFFSETS, {
-                "replica_id": _NO_REPLICA, "isolation_level": READ_UNCOMMITTED,
+                "replica_id": NO_REPLICA, "isolation_level": READ_UNCOMMITTED,
                 "topics": [{"name": topic, "partitions": [{"partition_index": partition,
                                                           "timestamp": timestamp}]}]}, oldest)
             (answer,) = body["topics"][0]["partitions"]
-            _check(answer["error_code"], f"list offsets of {partition_name(topic, partition)}")
+            check_error(answer["error_code"], f"list offsets of {partition_name(topic, partition)}")
             offset: int = answer["offset"]
             return offset
 

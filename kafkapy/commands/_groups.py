@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from kafkapy.client import ClientError, SimpleClient
-from kafkapy.commands._partitions import _VERSIONS, PartitionClient, _check, _error
+from kafkapy.commands._partitions import BASE_VERSIONS, PartitionClient, check_error, error_code
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.schema import Body
@@ -31,7 +31,7 @@ _ADMIN_GENERATION = -1  # an OffsetCommit from outside the group (kafka-consumer
 _MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _GROUP_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
-    **_VERSIONS,
+    **BASE_VERSIONS,
     ApiKey.FIND_COORDINATOR: (1, 3),
     ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.DESCRIBE_GROUPS: (0, 5),
@@ -122,7 +122,7 @@ class GroupClient(PartitionClient):
         def attempt() -> int:
             body = self._request(self._bootstrap, ApiKey.FIND_COORDINATOR,
                                  {"key": group_id, "key_type": _GROUP_KEY_TYPE})
-            _check(body["error_code"], f"find the coordinator of group {group_id!r}")
+            check_error(body["error_code"], f"find the coordinator of group {group_id!r}")
             node: int = body["node_id"]
             host, port = body["host"], body["port"]
             self._addresses[node] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -145,7 +145,7 @@ class GroupClient(PartitionClient):
         found: dict[str, GroupListing] = {}
         for node in sorted(self._addresses):
             body = self._request(self._broker(node), ApiKey.LIST_GROUPS, {"states_filter": list(states)})
-            _check(body["error_code"], f"list groups on broker {node}")
+            check_error(body["error_code"], f"list groups on broker {node}")
             for group in body["groups"]:
                 state = group.get("group_state", "")
                 if states and state and state not in states:
@@ -165,9 +165,9 @@ class GroupClient(PartitionClient):
             body = self._request(self._broker(node), ApiKey.DESCRIBE_GROUPS,
                                  {"groups": [group_id], "include_authorized_operations": False})
             (group,) = body["groups"]
-            error = _error(group["error_code"])
+            error = error_code(group["error_code"])
             if error in _MOVED:
-                _check(error, f"describe group {group_id!r}")
+                check_error(error, f"describe group {group_id!r}")
             consumer = group["protocol_type"] in ("consumer", "")
             members = tuple(
                 MemberDescription(m["member_id"], m.get("group_instance_id"), m["client_id"],
@@ -191,11 +191,11 @@ class GroupClient(PartitionClient):
         body = self._request(self._broker(node), ApiKey.CONSUMER_GROUP_DESCRIBE,
                              {"group_ids": [group_id], "include_authorized_operations": False})
         (group,) = body["groups"]
-        error = _error(group["error_code"])
+        error = error_code(group["error_code"])
         if error is ErrorCode.GROUP_ID_NOT_FOUND:
             return None
         if error in _MOVED:
-            _check(error, f"describe group {group_id!r}")
+            check_error(error, f"describe group {group_id!r}")
         members = tuple(
             MemberDescription(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"],
                               tuple((tp["topic_name"], p) for tp in m["assignment"]["topic_partitions"]
@@ -211,11 +211,11 @@ class GroupClient(PartitionClient):
     def _committed(self, group_id: str) -> list[CommittedOffset]:
         body = self._request(self._at_coordinator(group_id), ApiKey.OFFSET_FETCH,
                              {"group_id": group_id, "topics": None, "require_stable": False})
-        _check(body.get("error_code", 0), f"fetch the offsets of group {group_id!r}")
+        check_error(body.get("error_code", 0), f"fetch the offsets of group {group_id!r}")
         offsets = []
         for topic in body["topics"]:
             for p in topic["partitions"]:
-                _check(p["error_code"], f"offset of {topic['name']}-{p['partition_index']}")
+                check_error(p["error_code"], f"offset of {topic['name']}-{p['partition_index']}")
                 if p["committed_offset"] >= 0:
                     offsets.append(CommittedOffset(topic["name"], p["partition_index"], p["committed_offset"],
                                                    p.get("metadata")))
@@ -233,8 +233,8 @@ class GroupClient(PartitionClient):
             body = self._request(self._at_coordinator(group_id), ApiKey.OFFSET_COMMIT, request)
             for topic in body["topics"]:
                 for p in topic["partitions"]:
-                    if _error(p["error_code"]) in _MOVED:
-                        _check(p["error_code"], f"commit for group {group_id!r}")
+                    if error_code(p["error_code"]) in _MOVED:
+                        check_error(p["error_code"], f"commit for group {group_id!r}")
             return body
 
         request = {
@@ -242,7 +242,7 @@ class GroupClient(PartitionClient):
             "group_instance_id": None, "retention_time_ms": -1,
             "topics": [{"name": topic, "partitions": parts} for topic, parts in by_topic.items()]}
         body = self._retrying(attempt)
-        return {(topic["name"], p["partition_index"]): _error(p["error_code"])
+        return {(topic["name"], p["partition_index"]): error_code(p["error_code"])
                 for topic in body["topics"] for p in topic["partitions"]}
 
     def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
@@ -256,9 +256,9 @@ class GroupClient(PartitionClient):
                              {"groups_names": [group_id]})
         results = {}
         for result in body["results"]:
-            error = _error(result["error_code"])
+            error = error_code(result["error_code"])
             if error in _MOVED:
-                _check(error, f"delete group {group_id!r}")
+                check_error(error, f"delete group {group_id!r}")
             results[result["group_id"]] = error
         return results
 
@@ -274,10 +274,11 @@ class GroupClient(PartitionClient):
 
         def attempt() -> Body:
             body = self._request(self._at_coordinator(group_id), ApiKey.OFFSET_DELETE, request)
-            if _error(body["error_code"]) in _MOVED:
-                _check(body["error_code"], f"delete offsets of group {group_id!r}")
+            if error_code(body["error_code"]) in _MOVED:
+                check_error(body["error_code"], f"delete offsets of group {group_id!r}")
             return body
 
         body = self._retrying(attempt)
-        return _error(body["error_code"]), {(topic["name"], p["partition_index"]): _error(p["error_code"])
-                                            for topic in body["topics"] for p in topic["partitions"]}
+        by_partition = {(topic["name"], p["partition_index"]): error_code(p["error_code"])
+                        for topic in body["topics"] for p in topic["partitions"]}
+        return error_code(body["error_code"]), by_partition

@@ -32,23 +32,24 @@ from kafkapy.protocol.codec import fit_body
 from kafkapy.protocol.records import Batch, Record, RecordBatch, Records
 from kafkapy.protocol.schema import Body
 
-__all__ = ["FetchedPartition", "PartitionClient", "PartitionInfo", "TopicInfo"]
+__all__ = ["BASE_VERSIONS", "NO_REPLICA", "RETRIED", "FetchedPartition", "PartitionClient", "PartitionInfo",
+           "Retry", "TopicInfo", "check_error", "error_code"]
 
 # (oldest, newest) version whose body this module writes. The oldest is the first with what we
 # need: Metadata v4 allow_auto_topic_creation, Produce v3 / Fetch v4 record batches (magic 2),
 # ListOffsets v1 a single offset per partition.
-_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
+BASE_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     ApiKey.METADATA: (4, 9),
     ApiKey.PRODUCE: (3, 8),
     ApiKey.FETCH: (4, 12),
     ApiKey.LIST_OFFSETS: (1, 5),
 }
 EARLIEST, LATEST = -2, -1  # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
-_NO_REPLICA = -1  # replica_id of a consumer, not a follower
+NO_REPLICA = -1  # replica_id of a consumer, not a follower
 _NO_ACKS = 0  # Produce acks=0: the broker sends no answer
 NO_OFFSET = -1  # the base offset of a batch sent with acks=0 (nothing said it was stored)
 _RETRY_BACKOFF = 0.1  # seconds; librdkafka's retry.backoff.ms is 100
-_RETRIED = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+RETRIED = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOLLOWER,
                       ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT,
                       ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
                       ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -58,7 +59,7 @@ T = TypeVar("T")
 C = TypeVar("C", bound="PartitionClient")
 
 
-class _Retry(Exception):
+class Retry(Exception):
     """A retriable Kafka error: refresh metadata and try again until the deadline."""
 
     def __init__(self, message: str) -> None:
@@ -93,27 +94,27 @@ class FetchedPartition:
     high_watermark: int
 
 
-def _error(code: int) -> ErrorCode:
+def error_code(code: int) -> ErrorCode:
     try:
         return ErrorCode(code)
     except ValueError:
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def _check(code: int, what: str) -> None:
-    error = _error(code)
+def check_error(code: int, what: str) -> None:
+    error = error_code(code)
     if error is ErrorCode.NONE:
         return
     message = f"{what}: {error.name}"
-    if error in _RETRIED:
-        raise _Retry(message)
+    if error in RETRIED:
+        raise Retry(message)
     raise ClientError(message)
 
 
 class PartitionClient:
     """Metadata, Produce, ListOffsets and Fetch, each sent to the partition's leader."""
 
-    versions: ClassVar[Mapping[ApiKey, tuple[int, int]]] = _VERSIONS  # a subclass adds its APIs
+    versions: ClassVar[Mapping[ApiKey, tuple[int, int]]] = BASE_VERSIONS  # a subclass adds its APIs
 
     def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kafkapy-cli",
                  security: Mapping[str, Any] | None = None) -> None:
@@ -146,7 +147,7 @@ class PartitionClient:
         versions = self._versions.get(id(connection))
         if versions is None:
             body = connection.request(ApiKey.API_VERSIONS, 0, {})
-            _check(body["error_code"], "ApiVersions")
+            check_error(body["error_code"], "ApiVersions")
             versions = {k["api_key"]: k["max_version"] for k in body["api_keys"]}
             self._versions[id(connection)] = versions
         oldest, newest = self.versions[api_key]
@@ -167,7 +168,7 @@ class PartitionClient:
         if connection is None:
             address = self._addresses.get(node_id)
             if address is None:
-                raise _Retry(f"broker {node_id} is not in the metadata")
+                raise Retry(f"broker {node_id} is not in the metadata")
             connection = self._connections[node_id] = SimpleClient(address, self.timeout, self.client_id,
                                                                    **self.security)
         return connection
@@ -178,7 +179,7 @@ class PartitionClient:
         while True:
             try:
                 return attempt()
-            except _Retry as retry:
+            except Retry as retry:
                 if time.monotonic() >= deadline:
                     raise ClientError(f"{retry.message} (still after {self.timeout:g}s)") from None
                 self._forget()
@@ -205,11 +206,11 @@ class PartitionClient:
         for topic in body["topics"]:
             partitions = tuple(sorted(
                 (PartitionInfo(p["partition_index"], p["leader_id"], p.get("leader_epoch", -1),
-                               tuple(p["replica_nodes"]), tuple(p["isr_nodes"]), _error(p["error_code"]))
+                               tuple(p["replica_nodes"]), tuple(p["isr_nodes"]), error_code(p["error_code"]))
                  for p in topic["partitions"]), key=lambda p: p.partition))
             for p in partitions:
                 self._leaders[(topic["name"], p.partition)] = p.leader
-            found.append(TopicInfo(topic["name"], _error(topic["error_code"]), partitions,
+            found.append(TopicInfo(topic["name"], error_code(topic["error_code"]), partitions,
                                    bool(topic.get("is_internal", False))))
         return sorted(found, key=lambda t: t.name)
 
@@ -220,9 +221,9 @@ class PartitionClient:
             (info,) = self.topics([topic], auto_create)
             if info.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not auto_create:
                 raise ClientError(f"topic {topic!r}: {info.error.name}")  # nothing will create it
-            _check(info.error, f"topic {topic!r}")
+            check_error(info.error, f"topic {topic!r}")
             if not info.partitions:
-                raise _Retry(f"topic {topic!r} has no partitions yet")
+                raise Retry(f"topic {topic!r} has no partitions yet")
             return [p.partition for p in info.partitions]
 
         return self._retrying(attempt)
@@ -233,9 +234,9 @@ class PartitionClient:
             self.topics([topic])
             leader = self._leaders.get((topic, partition))
             if leader is None:
-                raise _Retry(f"{topic}-{partition}: UNKNOWN_TOPIC_OR_PARTITION")
+                raise Retry(f"{topic}-{partition}: UNKNOWN_TOPIC_OR_PARTITION")
         if leader < 0:
-            raise _Retry(f"{topic}-{partition}: LEADER_NOT_AVAILABLE")
+            raise Retry(f"{topic}-{partition}: LEADER_NOT_AVAILABLE")
         return self._broker(leader)
 
     # --- records -------------------------------------------------------------------------
@@ -256,7 +257,7 @@ class PartitionClient:
                 return NO_OFFSET
             body = self._request(leader, ApiKey.PRODUCE, asked)
             (answer,) = body["responses"][0]["partition_responses"]
-            _check(answer["error_code"], f"produce to {topic}-{partition}")
+            check_error(answer["error_code"], f"produce to {topic}-{partition}")
             base_offset: int = answer["base_offset"]
             return base_offset
 
@@ -267,11 +268,11 @@ class PartitionClient:
 
         def attempt() -> int:
             body = self._request(self._leader(topic, partition), ApiKey.LIST_OFFSETS, {
-                "replica_id": _NO_REPLICA, "isolation_level": 0,
+                "replica_id": NO_REPLICA, "isolation_level": 0,
                 "topics": [{"name": topic, "partitions": [{"partition_index": partition,
                                                           "timestamp": timestamp}]}]})
             (answer,) = body["topics"][0]["partitions"]
-            _check(answer["error_code"], f"list offsets of {topic}-{partition}")
+            check_error(answer["error_code"], f"list offsets of {topic}-{partition}")
             offset: int = answer["offset"]
             return offset
 
@@ -290,16 +291,16 @@ class PartitionClient:
             fetched: dict[int, FetchedPartition] = {}
             for leader, partitions in by_leader.items():
                 body = self._request(self._broker(leader), ApiKey.FETCH, {
-                    "replica_id": _NO_REPLICA, "max_wait_ms": wait, "min_bytes": 1, "max_bytes": max_bytes,
+                    "replica_id": NO_REPLICA, "max_wait_ms": wait, "min_bytes": 1, "max_bytes": max_bytes,
                     "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                     "topics": [{"topic": topic, "partitions": [
                         {"partition": p, "fetch_offset": positions[p], "partition_max_bytes": max_bytes,
                          "log_start_offset": -1, "current_leader_epoch": -1} for p in partitions]}]})
-                _check(body.get("error_code", 0), f"fetch from {topic}")
+                check_error(body.get("error_code", 0), f"fetch from {topic}")
                 for response in body["responses"]:
                     for answer in response["partitions"]:
                         p = answer["partition_index"]
-                        _check(answer["error_code"], f"fetch {topic}-{p} at offset {positions[p]}")
+                        check_error(answer["error_code"], f"fetch {topic}-{p} at offset {positions[p]}")
                         fetched[p] = _read(answer["records"], positions[p], answer["high_watermark"])
             return fetched
 

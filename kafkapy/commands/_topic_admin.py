@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from kafkapy.commands._partitions import _VERSIONS, PartitionClient, _check, _error, _Retry
+from kafkapy.commands._partitions import BASE_VERSIONS, PartitionClient, Retry, check_error, error_code
 from kafkapy.commands.configs import TOPIC_RESOURCE
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
@@ -29,7 +29,7 @@ NO_DEFAULT = -1  # CreateTopics' num_partitions/replication_factor: "the broker'
 # older versions in a string array: the body carries both, fit_body keeps the version's);
 # DescribeConfigs from v1, the first with each entry's config_source.
 _ADMIN_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
-    **_VERSIONS,
+    **BASE_VERSIONS,
     ApiKey.CREATE_TOPICS: (4, 7),
     ApiKey.DELETE_TOPICS: (0, 6),
     ApiKey.CREATE_PARTITIONS: (0, 3),
@@ -83,12 +83,12 @@ class TopicAdminClient(PartitionClient):
             known = self.controller_id in self.live_brokers
             target = self._broker(self.controller_id) if known else self._bootstrap
             answer = self._request(target, api_key, body)
-            outcomes = [Outcome(r["name"], _error(r["error_code"]), r.get("error_message"))
+            outcomes = [Outcome(r["name"], error_code(r["error_code"]), r.get("error_message"))
                         for r in answer[results]]
             if any(o.error is ErrorCode.NOT_CONTROLLER for o in outcomes):
                 where = f"broker {self.controller_id}" if known else \
                     f"{self._bootstrap.host}:{self._bootstrap.port}"
-                raise _Retry(f"{where}: NOT_CONTROLLER")
+                raise Retry(f"{where}: NOT_CONTROLLER")
             return outcomes
 
         return self._retrying(attempt)
@@ -131,7 +131,7 @@ class TopicAdminClient(PartitionClient):
         found: dict[str, list[TopicConfig]] = {}
         for result in body["results"]:
             name = result["resource_name"]
-            _check(result["error_code"], f"configs of topic {name!r}")
+            check_error(result["error_code"], f"configs of topic {name!r}")
             found[name] = [TopicConfig(c["name"], c["value"], c["config_source"], c["is_sensitive"])
                            for c in result["configs"]]
         return found

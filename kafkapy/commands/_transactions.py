@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import ClassVar
 
-from kafkapy.commands._partitions import _VERSIONS, PartitionClient, _check
+from kafkapy.commands._partitions import BASE_VERSIONS, PartitionClient, check_error
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
@@ -19,7 +19,7 @@ __all__ = ["ProducerState", "TransactionClient", "TransactionDescription", "Tran
 
 _TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id
 _TRANSACTION_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
-    **_VERSIONS,
+    **BASE_VERSIONS,
     ApiKey.FIND_COORDINATOR: (1, 3),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
@@ -67,7 +67,7 @@ class TransactionClient(PartitionClient):
         def attempt() -> int:
             body = self._request(self._bootstrap, ApiKey.FIND_COORDINATOR,
                                  {"key": transactional_id, "key_type": _TRANSACTION_KEY_TYPE})
-            _check(body["error_code"], f"find the coordinator of transactional id {transactional_id!r}")
+            check_error(body["error_code"], f"find the coordinator of transactional id {transactional_id!r}")
             node: int = body["node_id"]
             host, port = body["host"], body["port"]
             self._addresses[node] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -82,7 +82,7 @@ class TransactionClient(PartitionClient):
             body = self._request(self._broker(node), ApiKey.LIST_TRANSACTIONS, {
                 "state_filters": [], "producer_id_filters": [],
                 "duration_filter": -1 if duration_filter_ms is None else duration_filter_ms})
-            _check(body["error_code"], f"list transactions on broker {node}")
+            check_error(body["error_code"], f"list transactions on broker {node}")
             found.extend(TransactionListing(t["transactional_id"], node, t["producer_id"],
                                             t["transaction_state"]) for t in body["transaction_states"])
         return sorted(found, key=lambda t: (t.coordinator, t.transactional_id))
@@ -93,7 +93,7 @@ class TransactionClient(PartitionClient):
             body = self._request(self._broker(node), ApiKey.DESCRIBE_TRANSACTIONS,
                                  {"transactional_ids": [transactional_id]})
             (state,) = body["transaction_states"]
-            _check(state["error_code"], f"describe transactional id {transactional_id!r}")
+            check_error(state["error_code"], f"describe transactional id {transactional_id!r}")
             return TransactionDescription(
                 node, transactional_id, state["producer_id"], state["producer_epoch"],
                 state["transaction_state"], state["transaction_timeout_ms"],
@@ -113,7 +113,7 @@ class TransactionClient(PartitionClient):
             body = self._request(connection, ApiKey.DESCRIBE_PRODUCERS,
                                  {"topics": [{"name": topic, "partition_indexes": [partition]}]})
             ((answer,),) = [t["partitions"] for t in body["topics"]]
-            _check(answer["error_code"], f"describe the producers of {topic}-{partition}")
+            check_error(answer["error_code"], f"describe the producers of {topic}-{partition}")
             return [ProducerState(p["producer_id"], p["producer_epoch"], p["coordinator_epoch"],
                                   p["last_sequence"], p["last_timestamp"], p["current_txn_start_offset"])
                     for p in answer["active_producers"]]
@@ -130,7 +130,7 @@ class TransactionClient(PartitionClient):
                 "topics": [{"name": topic, "partition_indexes": [partition]}],
                 "coordinator_epoch": coordinator_epoch}]})
             ((result,),) = [t["partitions"] for m in body["markers"] for t in m["topics"]]
-            _check(result["error_code"], f"abort on {topic}-{partition}")
+            check_error(result["error_code"], f"abort on {topic}-{partition}")
             return ErrorCode.NONE
 
         return self._retrying(attempt)
