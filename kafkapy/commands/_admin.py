@@ -101,14 +101,6 @@ class AdminClient(PartitionClient):
             raise ClientError(f"broker {node_id} is not in the metadata")
         return self._broker(node_id)
 
-    def controller(self) -> SimpleClient:
-        """The connection to the controller Metadata names; the bootstrap broker's if it names
-        none it lists (as kafkapy.commands._controller does: that broker then answers for itself)."""
-        brokers, controller = self.cluster()
-        if controller not in {b.node_id for b in brokers}:
-            return self._bootstrap
-        return self.connection(controller)
-
     def call(self, connection: SimpleClient, api_key: ApiKey, body: Mapping[str, Any],
              oldest: int | None = None) -> dict[str, Any]:
         """One request at the newest version both sides have, at least ``oldest`` (a feature

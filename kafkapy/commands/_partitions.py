@@ -191,6 +191,15 @@ class PartitionClient:
 
     # --- metadata ------------------------------------------------------------------------
 
+    def controller(self) -> SimpleClient:
+        """The connection to the controller fresh Metadata names, for the requests only it applies; the
+        bootstrap broker's when Metadata names none it lists (librdkafka's mock names none it has),
+        which then answers for itself (or NOT_CONTROLLER, for the caller to retry)."""
+        self.topics([])
+        if self.controller_id in self.live_brokers:
+            return self._broker(self.controller_id)
+        return self._bootstrap
+
     def topics(self, names: Sequence[str] | None = None, auto_create: bool = False) -> list[TopicInfo]:
         """Every topic (``names`` None) or the named ones, as Metadata describes them."""
         topics = None if names is None else [{"name": name} for name in names]

@@ -77,17 +77,13 @@ class TopicAdminClient(PartitionClient):
         ``results`` array as an Outcome. NOT_CONTROLLER (the controller moved) is retried."""
 
         def attempt() -> list[Outcome]:
-            self.topics([])  # fresh Metadata: no topics, just the brokers and the controller
-            # A controller Metadata does not list (librdkafka's mock names none it has): the
-            # bootstrap broker, as kafkapy.commands._controller does; its NOT_CONTROLLER is retried.
-            known = self.controller_id in self.live_brokers
-            target = self._broker(self.controller_id) if known else self._bootstrap
+            target = self.controller()
             answer = self._request(target, api_key, body)
             outcomes = [Outcome(r["name"], error_code(r["error_code"]), r.get("error_message"))
                         for r in answer[results]]
             if any(o.error is ErrorCode.NOT_CONTROLLER for o in outcomes):
-                where = f"broker {self.controller_id}" if known else \
-                    f"{self._bootstrap.host}:{self._bootstrap.port}"
+                where = f"broker {self.controller_id}" if target is not self._bootstrap else \
+                    f"{target.host}:{target.port}"
                 raise Retry(f"{where}: NOT_CONTROLLER")
             return outcomes
 
