@@ -1,0 +1,289 @@
+"""Exactly-once under broker failures: a confluent-kafka consume-transform-produce loop on
+``Broker(brokers=3)`` while the brokers that hold the group coordinator, the transaction
+coordinator and a data partition's leadership go down and come back.
+
+The loop is confluent-kafka's documented EOS pattern (its examples/eos-transactions.py): a
+read_committed consumer in a group with auto-commit off, a transactional producer; per batch
+begin, produce, send_offsets_to_transaction, commit; an abortable error aborts and rewinds the
+consumer to the group's committed offsets, a retriable one is retried, a fatal one (fenced) fails
+the test. What must hold at the end: read_committed sees every input sequence number exactly
+once, read_uncommitted at least once each, and the group's committed offsets are the input's end.
+
+The test thread paces the loop (it may commit only so many transactions before the next fault),
+so every fault lands on a loop that is mid-transaction, whatever the machine's speed."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+
+from kafkapy.client import SimpleClient
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import CoordinatorKeyType
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.testing import wait_until
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+pytestmark = pytest.mark.slow
+
+INPUT, OUTPUT, GROUP, TXN_ID = "chaos-in", "chaos-out", "chaos-pipeline", "chaos-txn"
+PARTITIONS = 3
+RECORDS = 3000
+BATCH = 10  # records per transaction at most: many transactions, so faults land inside them
+FAULT_ROUNDS = 2  # each round stops the group coordinator's, the txn coordinator's, a data leader's broker
+TXNS_PER_PHASE = 4  # transactions the loop may commit before, during and after a broker's outage
+PROGRESS_TIMEOUT_S = 40.0  # a fault the loop does not get past within this is a hang
+TIMEOUT_S = 30
+FAST_CLIENT = {"topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
+               "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500}
+CLUSTER_CONFIG = {"offsets.topic.num.partitions": 3, "offsets.topic.replication.factor": 3,
+                  "transaction.state.log.num.partitions": 3,
+                  "transaction.state.log.replication.factor": 3}
+
+
+@attrs.define
+class Pipeline:
+    """The loop's progress, read by the test thread: the offsets of its last commit, how many
+    transactions committed and aborted, the errors it met, and why it stopped if it failed."""
+
+    bootstrap: str
+    allowed: int = 0  # transactions the loop may commit before it waits for the test thread
+    commits: int = 0
+    aborts: int = 0
+    positions: dict[int, int] = attrs.Factory(dict)
+    errors: list[str] = attrs.Factory(list)
+    failure: str | None = None
+    phase: str = "starting"  # what the loop does now, for a hang's message
+    faults: list[str] = attrs.Factory(list)  # the test thread's, in order
+    done: threading.Event = attrs.Factory(threading.Event)
+    stop: threading.Event = attrs.Factory(threading.Event)
+
+    def finished(self) -> bool:
+        return all(self.positions.get(p, 0) >= RECORDS // PARTITIONS for p in range(PARTITIONS))
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as error:  # the test thread reports it
+            self.failure = f"{type(error).__name__}: {error}"
+        finally:
+            self.done.set()
+
+    def _run(self) -> None:
+        consumer = confluent_kafka.Consumer({
+            "bootstrap.servers": self.bootstrap, "group.id": GROUP, "isolation.level": "read_committed",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+            **FAST_CLIENT})
+        producer = confluent_kafka.Producer({
+            "bootstrap.servers": self.bootstrap, "transactional.id": TXN_ID, "linger.ms": 5,
+            "transaction.timeout.ms": 20000, **FAST_CLIENT,
+            # librdkafka#5511 (open; fix in PR #5512): when the group coordinator it cached drops
+            # out of Metadata (a broker that stops does, on Kafka too), send_offsets_to_transaction
+            # waits for that decommissioned broker until some other broker connection changes
+            # state. Idle connections that close now and then are such changes.
+            "connections.max.idle.ms": 2000})
+        try:
+            consumer.subscribe([INPUT])
+            producer.init_transactions(TIMEOUT_S)
+            while not self.stop.is_set() and not self.finished():
+                if self.commits >= self.allowed:
+                    time.sleep(0.01)
+                    continue
+                self.phase = f"consume (assignment {consumer.assignment()})"
+                messages = [m for m in consumer.consume(BATCH, 0.2) if m.error() is None]
+                if not messages:
+                    continue
+                self._transaction(producer, consumer, messages)
+        finally:
+            consumer.close()
+            producer.flush(5)
+
+    def _transaction(self, producer: Any, consumer: Any, messages: list[Any]) -> None:
+        producer.begin_transaction()
+        try:
+            for message in messages:
+                producer.produce(OUTPUT, key=message.key(), value=b"out-" + message.value())
+            positions = consumer.position(consumer.assignment())
+            self.phase = "send_offsets_to_transaction"
+            retrying(lambda: producer.send_offsets_to_transaction(
+                positions, consumer.consumer_group_metadata(), TIMEOUT_S), self.errors)
+            self.phase = "commit_transaction"
+            retrying(lambda: producer.commit_transaction(TIMEOUT_S), self.errors)
+        except confluent_kafka.KafkaException as raised:
+            error = raised.args[0]
+            self.errors.append(f"{error.name()}: {error.str()}")
+            if not error.txn_requires_abort():
+                raise  # fatal (fenced) or a retriable one that retrying did not get past
+            self.phase = "abort_transaction"
+            retrying(lambda: producer.abort_transaction(TIMEOUT_S), self.errors)
+            self.aborts += 1
+            self.phase = "rewind"
+            rewind(consumer)
+            return
+        self.positions.update({tp.partition: tp.offset for tp in positions if tp.offset >= 0})
+        self.commits += 1
+
+
+def retrying(call: Callable[[], None], errors: list[str], attempts: int = 5) -> None:
+    """``call`` again while it fails with a retriable error (confluent-kafka's EOS pattern)."""
+    for attempt in range(attempts):
+        try:
+            call()
+            return
+        except confluent_kafka.KafkaException as raised:
+            error = raised.args[0]
+            if not error.retriable() or attempt == attempts - 1:
+                raise
+            errors.append(f"retried {error.name()}: {error.str()}")
+
+
+def rewind(consumer: Any) -> None:
+    """Back to the group's committed offsets (the start where there are none), as the EOS
+    pattern does after an abort, so the aborted batch is read and processed again."""
+    assignment = consumer.assignment()
+    if not assignment:
+        return
+    for tp in consumer.committed(assignment, timeout=TIMEOUT_S):
+        offset = tp.offset if tp.offset >= 0 else confluent_kafka.OFFSET_BEGINNING
+        consumer.seek(confluent_kafka.TopicPartition(tp.topic, tp.partition, offset))
+
+
+def coordinator(cluster: Broker, key: str, key_type: CoordinatorKeyType) -> int:
+    """The broker id FindCoordinator names for ``key`` (asked of a running broker)."""
+    answers: list[tuple[int, int]] = []
+
+    def find() -> bool:
+        with SimpleClient(cluster.bootstrap_servers.split(",")[0]) as client:
+            answer = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": key, "key_type": key_type})
+        answers.append((ErrorCode(answer.error_code), int(answer.node_id)))
+        return answers[-1][0] == ErrorCode.NONE
+
+    try:
+        wait_until(find, what=f"a coordinator for {key}")
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; FindCoordinator answered {answers[-3:]}") from None
+    return answers[-1][1]
+
+
+def data_leader(cluster: Broker, rng: random.Random) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    topics = admin.list_topics(timeout=TIMEOUT_S).topics
+    topic = rng.choice([INPUT, OUTPUT])
+    return int(rng.choice(list(topics[topic].partitions.values())).leader)
+
+
+def read_all(bootstrap: str, isolation: str, at_least: int) -> list[bytes]:
+    """Every partition of the output from the start until ``at_least`` values and then a second
+    with nothing new."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{isolation}",
+                                         "isolation.level": isolation, "enable.auto.commit": False})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(OUTPUT, p, 0) for p in range(PARTITIONS)])
+        values: list[bytes] = []
+        deadline, quiet_since = time.monotonic() + TIMEOUT_S, time.monotonic()
+        while time.monotonic() < deadline:
+            got = [m.value() for m in consumer.consume(500, 0.2) if m.error() is None]
+            values += got
+            if got:
+                quiet_since = time.monotonic()
+            elif len(values) >= at_least and time.monotonic() - quiet_since > 1.0:
+                break
+        return values
+    finally:
+        consumer.close()
+
+
+def committed_offsets(bootstrap: str) -> dict[int, int]:
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP})
+    try:
+        found = consumer.committed([confluent_kafka.TopicPartition(INPUT, p) for p in range(PARTITIONS)],
+                                   timeout=TIMEOUT_S)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def wait_for_progress(pipeline: Pipeline, commits: int, what: str) -> None:
+    """Until the loop committed ``commits`` transactions (or finished); a hang or a failed loop
+    fails the test with what the loop was doing and the faults so far."""
+    deadline = time.monotonic() + PROGRESS_TIMEOUT_S
+    while pipeline.commits < commits and not pipeline.finished():
+        story = f"faults {pipeline.faults}; errors {pipeline.errors[-10:]}"
+        if pipeline.done.is_set():
+            pytest.fail(f"the pipeline stopped {what}: {pipeline.failure}; {story}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no progress within {PROGRESS_TIMEOUT_S:g} s {what}: {pipeline.commits} of "
+                        f"{commits} transactions committed, now in {pipeline.phase}; {story}")
+        time.sleep(0.02)
+
+
+def chaos(seed: int) -> tuple[Pipeline, list[str]]:
+    """One run: the pipeline under ``FAULT_ROUNDS`` rounds of faults timed by ``seed``. Returns
+    the pipeline and the faults played, after the checks of the module docstring."""
+    rng = random.Random(seed)
+    with Broker(CLUSTER_CONFIG, brokers=3) as cluster:
+        cluster.seed({INPUT: {"partitions": PARTITIONS, "replication_factor": 3,
+                              "records": [{"key": f"k{i}", "value": f"{i}", "partition": i % PARTITIONS}
+                                          for i in range(RECORDS)]},
+                      OUTPUT: {"partitions": PARTITIONS, "replication_factor": 3}})
+        pipeline = Pipeline(cluster.bootstrap_servers)
+        faults = pipeline.faults
+        worker = threading.Thread(target=pipeline.run, name="eos-pipeline", daemon=True)
+        worker.start()
+        try:
+            pipeline.allowed = TXNS_PER_PHASE
+            wait_for_progress(pipeline, pipeline.allowed, "before the first fault")
+            victims: list[tuple[str, Callable[[], int]]] = [
+                ("group coordinator", lambda: coordinator(cluster, GROUP, CoordinatorKeyType.GROUP)),
+                ("transaction coordinator",
+                 lambda: coordinator(cluster, TXN_ID, CoordinatorKeyType.TRANSACTION)),
+                ("data leader", lambda: data_leader(cluster, rng))]
+            for _ in range(FAULT_ROUNDS):
+                for role, victim in victims:
+                    index = victim()  # ids are 0..2, the indexes of cluster.brokers
+                    # A few transactions granted before the stop, a few while the broker is
+                    # down, a few after it is back: the loop is mid-transaction at each change.
+                    pipeline.allowed = pipeline.commits + TXNS_PER_PHASE
+                    time.sleep(rng.uniform(0, 0.1))
+                    cluster.stop_broker(index)
+                    faults.append(f"{role} {index} stopped at commit {pipeline.commits}")
+                    pipeline.allowed += TXNS_PER_PHASE
+                    time.sleep(rng.uniform(0.2, 1.5))
+                    cluster.start_broker(index)
+                    faults.append(f"{role} {index} started at commit {pipeline.commits}")
+                    pipeline.allowed += TXNS_PER_PHASE
+                    wait_for_progress(pipeline, pipeline.allowed, f"after the {role} ({index}) went down")
+            pipeline.allowed = RECORDS  # no more faults: run to the end
+            wait_for_progress(pipeline, RECORDS, "after the last fault")
+            worker.join(TIMEOUT_S)
+            assert pipeline.failure is None, pipeline.failure
+        finally:
+            pipeline.stop.set()
+            worker.join(TIMEOUT_S)
+        context = (f"faults {faults}; {pipeline.commits} commits, {pipeline.aborts} aborts; "
+                   f"errors {pipeline.errors}")
+        expected = Counter(b"out-%d" % i for i in range(RECORDS))
+        committed = Counter(read_all(cluster.bootstrap_servers, "read_committed", RECORDS))
+        assert committed - expected == Counter(), f"duplicated: {committed - expected}; {context}"
+        assert expected - committed == Counter(), f"lost: {sorted(expected - committed)[:20]}; {context}"
+        uncommitted = Counter(read_all(cluster.bootstrap_servers, "read_uncommitted", RECORDS))
+        assert expected - uncommitted == Counter(), f"read_uncommitted lost some; {context}"
+        assert committed_offsets(cluster.bootstrap_servers) == dict.fromkeys(range(PARTITIONS),
+                                                                             RECORDS // PARTITIONS), context
+    return pipeline, faults
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_exactly_once_while_coordinators_and_leaders_go_down(seed: int) -> None:
+    chaos(seed)
