@@ -56,6 +56,8 @@ class Pipeline:
     transactions committed and aborted, the errors it met, and why it stopped if it failed."""
 
     bootstrap: str
+    group_protocol: str = "classic"  # or "consumer" (KIP-848)
+    producer: str = "confluent"  # or "kafka-python"
     allowed: int = 0  # transactions the loop may commit before it waits for the test thread
     commits: int = 0
     aborts: int = 0
@@ -79,21 +81,17 @@ class Pipeline:
             self.done.set()
 
     def _run(self) -> None:
+        # the session timeout is the broker's under KIP-848 (librdkafka refuses it then)
+        session = {"session.timeout.ms": 10000} if self.group_protocol == "classic" else {}
         consumer = confluent_kafka.Consumer({
             "bootstrap.servers": self.bootstrap, "group.id": GROUP, "isolation.level": "read_committed",
-            "enable.auto.commit": False, "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
-            **FAST_CLIENT})
-        producer = confluent_kafka.Producer({
-            "bootstrap.servers": self.bootstrap, "transactional.id": TXN_ID, "linger.ms": 5,
-            "transaction.timeout.ms": 20000, **FAST_CLIENT,
-            # librdkafka#5511 (open; fix in PR #5512): when the group coordinator it cached drops
-            # out of Metadata (a broker that stops does, on Kafka too), send_offsets_to_transaction
-            # waits for that decommissioned broker until some other broker connection changes
-            # state. Idle connections that close now and then are such changes.
-            "connections.max.idle.ms": 2000})
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "group.protocol": self.group_protocol, **session, **FAST_CLIENT})
+        producer = (ConfluentTransactions if self.producer == "confluent" else KafkaPythonTransactions)(
+            self.bootstrap, self.errors)
         try:
             consumer.subscribe([INPUT])
-            producer.init_transactions(TIMEOUT_S)
+            producer.init()
             while not self.stop.is_set() and not self.finished():
                 if self.commits >= self.allowed:
                     time.sleep(0.01)
@@ -102,35 +100,97 @@ class Pipeline:
                 messages = [m for m in consumer.consume(BATCH, 0.2) if m.error() is None]
                 if not messages:
                     continue
-                self._transaction(producer, consumer, messages)
+                self.phase = "transaction"
+                positions = consumer.position(consumer.assignment())
+                if producer.transaction(messages, positions, consumer):
+                    self.positions.update({tp.partition: tp.offset for tp in positions if tp.offset >= 0})
+                    self.commits += 1
+                else:
+                    self.aborts += 1
+                    self.phase = "rewind"
+                    rewind(consumer)
         finally:
             consumer.close()
-            producer.flush(5)
+            producer.close()
 
-    def _transaction(self, producer: Any, consumer: Any, messages: list[Any]) -> None:
+
+class ConfluentTransactions:
+    """confluent-kafka's transactional producer as its EOS example drives it: retriable errors
+    retried, abortable ones aborted, anything else (fenced) raised."""
+
+    def __init__(self, bootstrap: str, errors: list[str]) -> None:
+        self.errors = errors
+        self.producer = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "transactional.id": TXN_ID, "linger.ms": 5,
+            "transaction.timeout.ms": 20000, **FAST_CLIENT,
+            # librdkafka#5511 (open; fix in PR #5512): when the group coordinator it cached drops
+            # out of Metadata (a broker that stops does, on Kafka too), send_offsets_to_transaction
+            # waits for that decommissioned broker until some other broker connection changes
+            # state. Idle connections that close now and then are such changes.
+            "connections.max.idle.ms": 2000})
+
+    def init(self) -> None:
+        self.producer.init_transactions(TIMEOUT_S)
+
+    def transaction(self, messages: list[Any], positions: list[Any], consumer: Any) -> bool:
+        """True when committed, False when aborted."""
+        producer = self.producer
         producer.begin_transaction()
         try:
             for message in messages:
                 producer.produce(OUTPUT, key=message.key(), value=b"out-" + message.value())
-            positions = consumer.position(consumer.assignment())
-            self.phase = "send_offsets_to_transaction"
             retrying(lambda: producer.send_offsets_to_transaction(
                 positions, consumer.consumer_group_metadata(), TIMEOUT_S), self.errors)
-            self.phase = "commit_transaction"
             retrying(lambda: producer.commit_transaction(TIMEOUT_S), self.errors)
+            return True
         except confluent_kafka.KafkaException as raised:
             error = raised.args[0]
             self.errors.append(f"{error.name()}: {error.str()}")
             if not error.txn_requires_abort():
                 raise  # fatal (fenced) or a retriable one that retrying did not get past
-            self.phase = "abort_transaction"
             retrying(lambda: producer.abort_transaction(TIMEOUT_S), self.errors)
-            self.aborts += 1
-            self.phase = "rewind"
-            rewind(consumer)
-            return
-        self.positions.update({tp.partition: tp.offset for tp in positions if tp.offset >= 0})
-        self.commits += 1
+            return False
+
+    def close(self) -> None:
+        self.producer.flush(5)
+
+
+class KafkaPythonTransactions:
+    """kafka-python's transactional producer as Kafka's KafkaProducer javadoc drives one: any
+    KafkaError aborts; an abort that fails too (a fatal state, fenced) is raised."""
+
+    def __init__(self, bootstrap: str, errors: list[str]) -> None:
+        kafka = pytest.importorskip("kafka")
+        self.errors = errors
+        self.producer = kafka.KafkaProducer(
+            bootstrap_servers=bootstrap.split(","), transactional_id=TXN_ID, transaction_timeout_ms=20000,
+            linger_ms=5, max_block_ms=TIMEOUT_S * 1000, retry_backoff_ms=50, metadata_max_age_ms=1000,
+            reconnect_backoff_max_ms=500)
+
+    def init(self) -> None:
+        self.producer.init_transactions()
+
+    def transaction(self, messages: list[Any], positions: list[Any], consumer: Any) -> bool:
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata, TopicPartition
+
+        producer = self.producer
+        producer.begin_transaction()
+        try:
+            for message in messages:
+                producer.send(OUTPUT, key=message.key(), value=b"out-" + message.value())
+            producer.send_offsets_to_transaction(
+                {TopicPartition(tp.topic, tp.partition): OffsetAndMetadata(tp.offset, "", -1)
+                 for tp in positions if tp.offset >= 0}, GROUP)
+            producer.commit_transaction()
+            return True
+        except KafkaError as error:
+            self.errors.append(f"{type(error).__name__}: {error}")
+            producer.abort_transaction()
+            return False
+
+    def close(self) -> None:
+        self.producer.close(timeout=5)
 
 
 def retrying(call: Callable[[], None], errors: list[str], attempts: int = 5) -> None:
@@ -228,16 +288,18 @@ def wait_for_progress(pipeline: Pipeline, commits: int, what: str) -> None:
         time.sleep(0.02)
 
 
-def chaos(seed: int) -> tuple[Pipeline, list[str]]:
-    """One run: the pipeline under ``FAULT_ROUNDS`` rounds of faults timed by ``seed``. Returns
-    the pipeline and the faults played, after the checks of the module docstring."""
+def chaos(seed: int, group_protocol: str = "classic",
+          producer: str = "confluent") -> tuple[Pipeline, list[str]]:
+    """One run: the pipeline (its consumer on ``group_protocol``, ``producer``'s transactional
+    producer) under ``FAULT_ROUNDS`` rounds of faults timed by ``seed``. Returns the pipeline and
+    the faults played, after the checks of the module docstring."""
     rng = random.Random(seed)
     with Broker(CLUSTER_CONFIG, brokers=3) as cluster:
         cluster.seed({INPUT: {"partitions": PARTITIONS, "replication_factor": 3,
                               "records": [{"key": f"k{i}", "value": f"{i}", "partition": i % PARTITIONS}
                                           for i in range(RECORDS)]},
                       OUTPUT: {"partitions": PARTITIONS, "replication_factor": 3}})
-        pipeline = Pipeline(cluster.bootstrap_servers)
+        pipeline = Pipeline(cluster.bootstrap_servers, group_protocol, producer)
         faults = pipeline.faults
         worker = threading.Thread(target=pipeline.run, name="eos-pipeline", daemon=True)
         worker.start()
@@ -284,6 +346,17 @@ def chaos(seed: int) -> tuple[Pipeline, list[str]]:
     return pipeline, faults
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_exactly_once_while_coordinators_and_leaders_go_down(seed: int) -> None:
-    chaos(seed)
+# kafka-python 3.0.12 loses a transactional request whose coordinator refuses the connection: its
+# Sender (sender.py, _maybe_send_transactional_request) looks the coordinator up again but, as the
+# node it picked is still set when await_ready raised, never re-enqueues the request, so
+# send_offsets_to_transaction waits forever. A stopped Kafka broker refuses connections the same way.
+KAFKA_PYTHON_LOSES_REQUESTS = pytest.mark.xfail(
+    run=False, reason="kafka-python 3.0.12 drops a transactional request whose coordinator went down")
+
+
+@pytest.mark.parametrize(("seed", "group_protocol", "producer"), [
+    (1, "classic", "confluent"), (2, "consumer", "confluent"),
+    pytest.param(3, "classic", "kafka-python", marks=KAFKA_PYTHON_LOSES_REQUESTS)])
+def test_exactly_once_while_coordinators_and_leaders_go_down(seed: int, group_protocol: str,
+                                                            producer: str) -> None:
+    chaos(seed, group_protocol, producer)
