@@ -10,7 +10,9 @@ the test. What must hold at the end: read_committed sees every input sequence nu
 once, read_uncommitted at least once each, and the group's committed offsets are the input's end.
 
 The test thread paces the loop (it may commit only so many transactions before the next fault),
-so every fault lands on a loop that is mid-transaction, whatever the machine's speed."""
+so every fault lands on a loop that is mid-transaction, whatever the machine's speed. The loop's
+consumer runs the classic protocol or KIP-848's; kafka-python's transactional producer in its
+place is an expected failure of that client (KAFKA_PYTHON_LOSES_REQUESTS)."""
 
 from __future__ import annotations
 
@@ -45,9 +47,9 @@ PROGRESS_TIMEOUT_S = 40.0  # a fault the loop does not get past within this is a
 TIMEOUT_S = 30
 FAST_CLIENT = {"topic.metadata.refresh.interval.ms": 1000, "retry.backoff.ms": 50,
                "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500}
-CLUSTER_CONFIG = {"offsets.topic.num.partitions": 3, "offsets.topic.replication.factor": 3,
-                  "transaction.state.log.num.partitions": 3,
-                  "transaction.state.log.replication.factor": 3}
+# Broker(brokers=3) gives the coordinators' topics three replicas (kafkapy.embedded), as the
+# data topics: a coordinator moves when its broker goes down.
+CLUSTER_CONFIG = {"offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 3}
 
 
 @attrs.define
