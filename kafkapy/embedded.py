@@ -158,6 +158,11 @@ class Broker:
             # Replicas on more than one broker, so a broker taken down leaves its partitions a
             # leader (Kafka's own default is 1; 3 is what a three-broker cluster is run with).
             given.setdefault("default.replication.factor", min(brokers, 3))
+            # The same for the coordinators' topics (Kafka's default is 3; its server.properties,
+            # and so kafkapy's default, 1): with one replica a group's or a transactional id's
+            # coordinator is gone while its broker is down, so a pipeline cannot fail over.
+            for internal in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor"):
+                given.setdefault(internal, min(brokers, 3))
         self.config = BrokerConfig.build(given, extra_keys=default_keys)
         self._given = given
         self.module_classes = modules

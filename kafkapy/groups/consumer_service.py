@@ -183,15 +183,17 @@ class ConsumerGroupService:
 
     # -- offsets ----------------------------------------------------------------------------------
 
-    def check_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int, version: int) -> None:
-        """Kafka's ``ConsumerGroup.validateOffsetCommit`` (non-transactional)."""
+    def check_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int, version: int, *,
+                     transactional: bool = False) -> None:
+        """Kafka's ``ConsumerGroup.validateOffsetCommit``. A transactional commit (TxnOffsetCommit,
+        whose versions have no OffsetCommit v9 to require) is held to the member and its epoch only."""
         if member_epoch < 0 and not group.members:
             return  # an admin, or a consumer that assigns its own partitions, on an empty group
         member = group.members.get(member_id)
         if member is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
                                 f"Member {member_id} is not a member of group {group.group_id}.")
-        if version < MEMBER_EPOCH_COMMIT_VERSION:
+        if not transactional and version < MEMBER_EPOCH_COMMIT_VERSION:
             raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be used "
                                 "by members using the modern group protocol")
         _check_member_epoch(member_epoch, member.member_epoch)

@@ -197,7 +197,7 @@ class GroupsModule(Module):
         self._watches: list[Watch] = []
         self.txn_offsets = TxnOffsetCommits(
             coordinator=self.coordinator, group_log=lambda: self.group_log,
-            check_coordinator=self.check_coordinator,
+            check_coordinator=self.check_coordinator, check_member=self._check_txn_member,
             allowed=self._allowed, partition_exists=self._partition_exists,
             verifier=lambda: services.provider(TRANSACTION_COORDINATOR, Module),
             is_loaded=lambda partition: self._partitions.get(partition) is _Load.LOADED,
@@ -696,6 +696,21 @@ class GroupsModule(Module):
     def foreign_group(self, group_id: str) -> bool:
         """The id names a group of a type this module does not serve (a share group)."""
         return any(other.holds_group(group_id) for other in self.foreign_groups)
+
+    def _check_txn_member(self, group_id: str, generation_or_epoch: int, member_id: str,
+                          instance_id: str | None) -> None:
+        """TxnOffsetCommit's member check, by the group's type: a KIP-848 consumer group's member
+        and epoch (a stale epoch is ILLEGAL_GENERATION, as Kafka answers), else the classic group's."""
+        consumer_group = self.consumer.get(group_id)
+        if consumer_group is None:
+            self.coordinator.check_txn_offset_commit(group_id, generation_or_epoch, member_id, instance_id)
+            return
+        try:
+            self.consumer.check_commit(consumer_group, member_id, generation_or_epoch, 0, transactional=True)
+        except KafkaApiError as refusal:
+            if refusal.code != ErrorCode.STALE_MEMBER_EPOCH:
+                raise
+            raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION, str(refusal)) from None
 
     def _claim_for_consumer(self, group_id: str) -> None:
         """A heartbeat may take over a classic group only if it just holds offsets (Kafka's

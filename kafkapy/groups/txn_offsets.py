@@ -13,7 +13,10 @@ sends TxnOffsetCommit here, to the group coordinator. Kafka's checks, in its ord
 3. the group's offsets partition is in the producer's transaction (KIP-890's verification,
    asked of the transaction coordinator, ``TransactionCoordinatorLocator.verify_partitions``):
    TRANSACTION_ABORTABLE if not (INVALID_TXN_STATE before v4, which lacks the code);
-4. the member and generation when the request names them (v3+), the group made if new.
+4. the member and generation when the request names them (v3+), the group made if new; for a
+   KIP-848 consumer group the member and its epoch (``check_member``, Kafka's
+   ``ConsumerGroup.validateOffsetCommit`` with a stale epoch answered ILLEGAL_GENERATION, as
+   ``OffsetMetadataManager.validateTransactionalOffsetCommit`` does).
 
 The offsets are then written to the group's partition as a transactional batch with the
 producer's id and epoch (``OffsetsTopicLog.append_transactional``; the producer state there
@@ -116,6 +119,7 @@ class TxnOffsetCommits:
 
     def __init__(self, *, coordinator: ClassicCoordinator, group_log: Callable[[], GroupLog],
                  check_coordinator: Callable[[str], None],
+                 check_member: Callable[[str, int, str, str | None], None],
                  allowed: Callable[[RequestContext, str, str, str], bool],
                  partition_exists: Callable[[str, int], bool], verifier: Callable[[], object],
                  is_loaded: Callable[[int], bool], is_loading: Callable[[int], bool],
@@ -124,6 +128,7 @@ class TxnOffsetCommits:
         self.pending = PendingTxnOffsets()
         self._group_log = group_log
         self._check_coordinator = check_coordinator
+        self._check_member = check_member  # (group, generation or member epoch, member, instance id)
         self._allowed = allowed
         self._partition_exists = partition_exists
         self._verifier = verifier  # the TRANSACTION_COORDINATOR provider, if any
@@ -197,8 +202,8 @@ class TxnOffsetCommits:
                                 (OFFSETS_TOPIC, log.partition_for(group_id)))
         if verified != ErrorCode.NONE:
             return verified
-        self.coordinator.check_txn_offset_commit(group_id, body.get("generation_id", _NO_GENERATION),
-                                                 body.get("member_id", ""), body.get("group_instance_id"))
+        self._check_member(group_id, body.get("generation_id", _NO_GENERATION), body.get("member_id", ""),
+                           body.get("group_instance_id"))
         await log.append_transactional(group_id, records, producer_id, epoch)
         self.pending.add(producer_id, records)
         return ErrorCode.NONE

@@ -165,6 +165,29 @@ def committed(client: SimpleClient, group: str) -> tuple[int, int]:
     return found.error_code, (offsets[0] if offsets else -1)
 
 
+def test_the_coordinators_move_with_their_partitions_when_their_broker_goes_down() -> None:
+    """Broker(brokers=3) gives __consumer_offsets and __transaction_state three replicas, so a
+    group's and a transactional id's coordinators move to another broker (offsets and all)
+    when theirs stops, rather than being unavailable until it is back."""
+    with Broker({"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1},
+                brokers=3) as running:
+        running.seed({"orders": {"partitions": 1}})
+        with coordinator_client(running, "g") as client:
+            assert commit(client, "g", 42) == ErrorCode.NONE
+        for key, key_type in (("g", CoordinatorKeyType.GROUP), ("tx", CoordinatorKeyType.TRANSACTION)):
+            with coordinator_client(running, key, key_type) as client:
+                gone = find_coordinator(client, key, key_type)[1]
+            running.stop_broker(gone)
+            with SimpleClient(running.bootstrap_servers.split(",")[0]) as any_client:
+                code, moved = find_coordinator(any_client, key, key_type)
+            assert code == ErrorCode.NONE and moved != gone
+            if key_type == CoordinatorKeyType.GROUP:
+                with client_of(running, moved) as client:
+                    assert wait_until(lambda: (found := committed(client, "g"))[0] == ErrorCode.NONE
+                                      and found) == (ErrorCode.NONE, 42)
+            running.start_broker(gone)
+
+
 @pytest.mark.parametrize("error", list(OUTAGE_ERRORS), ids=lambda code: code.name)
 def test_an_outage_answers_as_kafka_does_while_the_partition_is_not_served(cluster: Broker,
                                                                             error: ErrorCode) -> None:

@@ -152,6 +152,28 @@ def test_fenced_producers_unknown_partitions_and_members(client: SimpleClient) -
         ("t", 0): ErrorCode.TRANSACTION_ABORTABLE}  # its offsets partition is not in the transaction
 
 
+def test_a_kip848_consumer_groups_member_commits_in_a_transaction(client: SimpleClient) -> None:
+    """A consume-transform-produce loop on a KIP-848 consumer sends TxnOffsetCommit with the
+    member's id and epoch: Kafka checks them against the consumer group (a stale epoch is
+    ILLEGAL_GENERATION, an unknown member UNKNOWN_MEMBER_ID), the group is not "not classic"."""
+    answer = client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1, {
+        "group_id": "g", "member_id": "m1", "member_epoch": 0, "instance_id": None, "rack_id": None,
+        "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["t"], "subscribed_topic_regex": None,
+        "server_assignor": None, "topic_partitions": []})
+    assert answer["error_code"] == ErrorCode.NONE, answer
+    epoch = answer["member_epoch"]
+    producer = init(client, "tx")
+    assert add_offsets(client, "tx", producer, "g") == ErrorCode.NONE
+    member = {"generation_id": epoch, "member_id": "m1"}
+    assert txn_commit(client, "tx", producer, "g", {("t", 0): 7}, **member) == {("t", 0): ErrorCode.NONE}
+    assert txn_commit(client, "tx", producer, "g", {("t", 0): 8}, generation_id=epoch + 1,
+                      member_id="m1") == {("t", 0): ErrorCode.ILLEGAL_GENERATION}
+    assert txn_commit(client, "tx", producer, "g", {("t", 0): 8}, generation_id=epoch,
+                      member_id="stranger") == {("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+    assert end(client, "tx", producer, commit=True) == ErrorCode.NONE
+    wait_until(lambda: fetch(client, "g")[("t", 0)] == (7, ErrorCode.NONE), what="the committed offset")
+
+
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
 def test_every_version_commits(client: SimpleClient, version: int) -> None:
     producer = init(client, "tx")
@@ -217,7 +239,8 @@ def _commits(states: dict[int, str]) -> TxnOffsetCommits:
                                      partition_for=_Partitions().partition_for)
     return TxnOffsetCommits(
         coordinator=coordinator, group_log=lambda: _Partitions(),  # type: ignore[arg-type,return-value]
-        check_coordinator=lambda _: None, allowed=lambda *_: True, partition_exists=lambda *_: True,
+        check_coordinator=lambda _: None, check_member=coordinator.check_txn_offset_commit,
+        allowed=lambda *_: True, partition_exists=lambda *_: True,
         verifier=lambda: None, is_loaded=lambda p: states.get(p) == "loaded",
         is_loading=lambda p: states.get(p) == "loading", max_metadata_bytes=4096)
 
