@@ -40,7 +40,7 @@ from kafkapy.store.onloop import Reloader
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["GROUPS", "GROUP_BOUND_KEYS", "GROUP_KEYS", "GroupConfigKey", "GroupConfigs"]
+__all__ = ["GROUPS", "GROUP_BOUND_KEYS", "GROUP_KEYS", "GroupConfigKey", "GroupConfigs", "timeout_overrides"]
 
 GROUPS = "groups"  # the store's entity type: ZooKeeper /config/groups/<group id>
 EARLIEST, LATEST = "earliest", "latest"
@@ -271,11 +271,12 @@ class GroupConfigs:
             self.stored.pop(group_id, None)
 
 
-def consumer_overrides(configs: GroupConfigs) -> Callable[[str], tuple[int, int] | None]:
-    """(session timeout, heartbeat interval) of a consumer group that sets either, else None."""
+def timeout_overrides(configs: GroupConfigs, kind: str) -> Callable[[str], tuple[int, int] | None]:
+    """(session timeout, heartbeat interval) of a group (``kind`` "consumer" or "share") that has
+    a config, else None (the broker's stand)."""
     def lookup(group_id: str) -> tuple[int, int] | None:
         if not configs.stored.get(group_id):
             return None
-        return (configs.value(group_id, "consumer.session.timeout.ms"),
-                configs.value(group_id, "consumer.heartbeat.interval.ms"))
+        return (configs.value(group_id, f"{kind}.session.timeout.ms"),
+                configs.value(group_id, f"{kind}.heartbeat.interval.ms"))
     return lookup

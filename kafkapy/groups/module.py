@@ -33,7 +33,7 @@ from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
 from kafkapy.groups.group import JoinResult, SyncResult
-from kafkapy.groups.group_configs import GROUP_BOUND_KEYS, GroupConfigs, consumer_overrides
+from kafkapy.groups.group_configs import GROUP_BOUND_KEYS, GroupConfigs, timeout_overrides
 from kafkapy.groups.memory_log import MemoryGroupLog, memory_group_log
 from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
 from kafkapy.groups.offsets_log import OffsetsTopicLog
@@ -198,7 +198,7 @@ class GroupsModule(Module):
         self.consumer = ConsumerGroupService(consumer_settings, self.timers, self._topic_infos, self._write,
                                              lambda group: self.group_log.partition_for(group),
                                              self.coordinator.offsets, self._spawn,
-                                             overrides=consumer_overrides(self.group_configs))
+                                             overrides=timeout_overrides(self.group_configs, "consumer"))
         self._partitions: dict[int, _Load] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[bool] | None = None
