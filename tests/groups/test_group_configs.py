@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
@@ -204,3 +206,44 @@ def test_a_consumer_group_member_is_fenced_after_its_groups_session_timeout(
         assert len(_members(client, "plain")) == 1  # the broker's 45 s session still runs
         kafka_clock.advance(45)
         wait_until(lambda: _members(client, "plain") == [], what="the member of 'plain' fenced")
+
+
+def test_authorization_is_on_the_group_resource() -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS are asked of the GROUP resource, and a refusal is
+    GROUP_AUTHORIZATION_FAILED (Kafka's ConfigHelper), not CLUSTER_AUTHORIZATION_FAILED."""
+    config = {"authorizer.class.name": "allowlist", "allowlist.rules": "*@127.0.0.1:DESCRIBE_CONFIGS"}
+    with Broker(config) as b:
+        assert alter(b.bootstrap_servers, "g", {"share.auto.offset.reset": "earliest"})[0] == \
+            ErrorCode.GROUP_AUTHORIZATION_FAILED
+        entry = describe(b.bootstrap_servers, "g")["share.auto.offset.reset"]
+        assert entry["config_source"] == DEFAULT_CONFIG
+
+
+_KEYS = st.sampled_from(["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms",
+                         "share.session.timeout.ms", "share.heartbeat.interval.ms",
+                         "share.record.lock.duration.ms", "share.auto.offset.reset", "share.isolation.level",
+                         "session.timeout.ms", ""])
+_WORDS = st.sampled_from(["earliest", "latest", "read_committed", "read_uncommitted", " 50000 "])
+_VALUES = st.one_of(st.integers(-(2**40), 2**40).map(str), _WORDS, st.text(max_size=12))
+
+
+@pytest.fixture(scope="module")
+def fuzz_broker() -> Iterator[Broker]:
+    with Broker(SHORT_BOUNDS) as running:
+        yield running
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(config=st.dictionaries(_KEYS, _VALUES, min_size=1, max_size=4))
+def test_any_config_is_stored_as_given_or_refused_with_kafkas_codes(fuzz_broker: Broker,
+                                                                    config: dict[str, str]) -> None:
+    address = fuzz_broker.bootstrap_servers
+    code, message = alter(address, "fuzz", dict(config))
+    assert code in (ErrorCode.NONE, ErrorCode.INVALID_CONFIG), (code, message)
+    entries = describe(address, "fuzz")
+    own = {name: e["value"] for name, e in entries.items() if e["config_source"] == GROUP_CONFIG}
+    if code == ErrorCode.NONE:
+        assert own == config
+        assert alter(address, "fuzz", dict.fromkeys(config), op=DELETE) == (ErrorCode.NONE, None)
+    else:
+        assert own == {}
