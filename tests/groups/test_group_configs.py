@@ -16,7 +16,7 @@ from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
-from kafkapy.groups.module import CoordinatorKeyType
+from kafkapy.groups.module import CoordinatorKeyType, GroupsModule
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import BrokerFactory, wait_until
 
@@ -156,15 +156,23 @@ def test_what_kafka_refuses_gets_its_codes(broker: Broker, name: str, config: di
     assert all(entry["config_source"] == DEFAULT_CONFIG for entry in entries.values())
 
 
-def test_a_change_through_one_broker_is_seen_by_the_other() -> None:
+def applied(broker: Broker, member: Broker, group: str, key: str) -> Any:
+    """The group's value of ``key`` as ``member``'s groups module applies it (not the store's)."""
+    assert member.runtime is not None
+    (groups,) = [m for m in member.runtime.modules if isinstance(m, GroupsModule)]
+    return broker._on_loop(lambda: groups.group_configs.value(group, key))
+
+
+def test_a_change_through_one_broker_is_applied_by_the_other() -> None:
     with Broker(SHORT_BOUNDS, brokers=2) as cluster:
-        first, second = (member.bootstrap_servers for member in cluster.brokers)
-        assert alter(first, "g", {"share.auto.offset.reset": "earliest"}) == (0, None)
-        wait_until(lambda: describe(second, "g")["share.auto.offset.reset"]["value"] == "earliest",
-                   what="the other broker sees the change")
-        assert alter(second, "g", {"share.auto.offset.reset": None}, op=DELETE) == (0, None)
-        wait_until(lambda: describe(first, "g")["share.auto.offset.reset"]["config_source"] == DEFAULT_CONFIG,
-                   what="the first broker sees the delete")
+        first, second = cluster.brokers
+        assert alter(first.bootstrap_servers, "g", {"share.auto.offset.reset": "earliest"}) == (0, None)
+        wait_until(lambda: applied(cluster, second, "g", "share.auto.offset.reset") == "earliest",
+                   what="the other broker applies the change")
+        assert describe(second.bootstrap_servers, "g")["share.auto.offset.reset"]["value"] == "earliest"
+        assert alter(second.bootstrap_servers, "g", {"share.auto.offset.reset": None}, op=DELETE) == (0, None)
+        wait_until(lambda: applied(cluster, first, "g", "share.auto.offset.reset") == "latest",
+                   what="the first broker applies the delete")
 
 
 def _heartbeat(client: SimpleClient, group: str, member_id: str, epoch: int, **fields: Any) -> Any:
@@ -247,3 +255,24 @@ def test_any_config_is_stored_as_given_or_refused_with_kafkas_codes(fuzz_broker:
         assert alter(address, "fuzz", dict.fromkeys(config), op=DELETE) == (ErrorCode.NONE, None)
     else:
         assert own == {}
+
+
+def test_on_zookeeper_kafkas_znode_other_brokers_and_restarts(zk_connect: str) -> None:
+    """Stored at /config/groups/<sanitized id> with a change notification, as Kafka's ZooKeeper
+    layout keeps entity configs; the other broker follows, and a restarted broker reads it."""
+    import json
+
+    config = {**SHORT_BOUNDS, "zookeeper.connect": zk_connect}
+    with Broker({**config, "broker.id": "1"}) as first, Broker({**config, "broker.id": "2"}) as second:
+        assert alter(first.bootstrap_servers, "team/a", {"share.auto.offset.reset": "earliest"}) == (0, None)
+        assert first.store is not None
+        zk = first.store.client  # type: ignore[attr-defined]
+        assert json.loads(zk.get("/config/groups/team%2Fa")[0]) == {
+            "version": 1, "config": {"share.auto.offset.reset": "earliest"}}
+        notes = [json.loads(zk.get(f"/config/changes/{n}")[0]) for n in zk.get_children("/config/changes")]
+        assert {"version": 2, "entity_path": "groups/team%2Fa"} in notes
+        wait_until(lambda: applied(second, second, "team/a", "share.auto.offset.reset") == "earliest",
+                   what="the other broker applies it")
+    with Broker({**config, "broker.id": "2"}) as again:
+        entry = describe(again.bootstrap_servers, "team/a")["share.auto.offset.reset"]
+        assert (entry["value"], entry["config_source"]) == ("earliest", GROUP_CONFIG)

@@ -19,32 +19,25 @@ from kafkapy.testing import BrokerFactory, wait_until
 from tests.shares.share_wire_client import TOPIC, acquired, ready, setup_topic, share_fetch
 
 ck = pytest.importorskip("confluent_kafka")
+ck_admin = pytest.importorskip("confluent_kafka.admin")
 
 GROUP = 32  # Kafka's ConfigResource.Type.GROUP
 
 
 def _set_with_confluent(broker: Broker, group: str, configs: dict[str, str]) -> None:
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-        ResourceType,
-    )
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
-    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
-                                                                  incremental_configs=entries)]).values():
+    admin = ck_admin.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    entries = [ck_admin.ConfigEntry(k, v, incremental_operation=ck_admin.AlterConfigOpType.SET)
+               for k, v in configs.items()]
+    resource = ck_admin.ConfigResource(ck_admin.ResourceType.GROUP, group, incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
         assert future.result(10) is None
 
 
 def _described_with_confluent(broker: Broker, group: str) -> dict[str, tuple[str, Any]]:
-    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-    (future,) = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()
-    return {name: (entry.value, ConfigSource(entry.source)) for name, entry in future.result(10).items()}
+    admin = ck_admin.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    (future,) = admin.describe_configs([ck_admin.ConfigResource(ck_admin.ResourceType.GROUP, group)]).values()
+    described = future.result(10)
+    return {name: (entry.value, ck_admin.ConfigSource(entry.source)) for name, entry in described.items()}
 
 
 def _drain(consumer: Any, want: int, seconds: float) -> list[bytes]:
@@ -68,8 +61,8 @@ def test_a_share_consumer_of_a_group_set_to_earliest_reads_what_came_before_it(
     assert producer.flush(10) == 0
     _set_with_confluent(broker, "early", {"share.auto.offset.reset": "earliest"})
     described = _described_with_confluent(broker, "early")
-    assert described["share.auto.offset.reset"] == ("earliest", ck.admin.ConfigSource.GROUP_CONFIG)
-    assert described["share.record.lock.duration.ms"] == ("30000", ck.admin.ConfigSource.DEFAULT_CONFIG)
+    assert described["share.auto.offset.reset"] == ("earliest", ck_admin.ConfigSource.GROUP_CONFIG)
+    assert described["share.record.lock.duration.ms"] == ("30000", ck_admin.ConfigSource.DEFAULT_CONFIG)
 
     def consumer(group: str) -> Any:
         share = ck.ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
