@@ -18,9 +18,10 @@ settings and calls the owners. So a change applies cluster-wide without a restar
 broker reads the stored values at start.
 
 A module may also own a whole resource type (Kafka's CLIENT_METRICS subscriptions are the
-telemetry module's): it registers a :class:`ConfigResourceOwner` with
-:meth:`ConfigsModule.register_resource`, and the three APIs hand it that type's resources: it
-reads and checks their configs and stores them; the operations, authorization (CLUSTER) and
+telemetry module's, GROUP configs the groups module's): it registers a
+:class:`ConfigResourceOwner` with :meth:`ConfigsModule.register_resource`, and the three APIs
+hand it that type's resources: it reads, checks, stores (and may describe) their configs; the
+operations, authorization (on the cluster, or on the named resource as the owner says) and
 answers stay here.
 """
 
