@@ -7,8 +7,9 @@ together: two of each, in order), or the shortcuts ``--user``, ``--client``,
 ``--ip``, ``--broker``, ``--user-defaults``, ``--client-defaults``, ``--ip-defaults``,
 ``--broker-defaults``. Quotas go through Describe/AlterClientQuotas; brokers
 through DescribeConfigs and IncrementalAlterConfigs (resource BROKER, "" for the
-cluster-wide default); topics (``--entity-type topics --entity-name T`` or ``--topic T``) through
-DescribeConfigs and IncrementalAlterConfigs on resource TOPIC.
+cluster-wide default); topics (``--entity-type topics --entity-name T`` or ``--topic T``) and
+groups' own configs (``--entity-type groups --entity-name G`` or ``--group G``; Kafka 4's GROUP
+resources) through DescribeConfigs and IncrementalAlterConfigs on resource TOPIC or GROUP.
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ __all__ = ["register"]
 
 BROKER_RESOURCE = 4
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
-DYNAMIC_TOPIC_CONFIG = 1
+GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_GROUP_CONFIG = 1, 8
 # DescribeConfigs sources, by number (Kafka's names)
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
+#: The entity types named by one resource: (ConfigResource type, its own dynamic source, label).
+_NAMED = {"topics": (TOPIC_RESOURCE, DYNAMIC_TOPIC_CONFIG, "topic"),
+          "groups": (GROUP_RESOURCE, DYNAMIC_GROUP_CONFIG, "group")}
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
@@ -56,15 +61,17 @@ def register(subparsers: Any) -> None:
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
     parser.add_argument("--entity-type", action="append", default=[],
-                        choices=sorted([*_TYPES, "brokers", "topics"]))
+                        choices=sorted([*_TYPES, "brokers", *_NAMED]))
     parser.add_argument("--entity-name", action="append", default=[], dest="entity_names")
     parser.add_argument("--entity-default", action="append_const", const=None, dest="entity_names")
     for name in ("user", "client", "ip", "broker"):
         parser.add_argument(f"--{name}", metavar=name.upper())
         parser.add_argument(f"--{name}-defaults", action="store_true")
     parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
+    parser.add_argument("--group", metavar="GROUP", help="same as --entity-type groups --entity-name GROUP")
     parser.add_argument("--all", action="store_true",
-                        help="with --describe of a topic or broker: every config, not only the dynamic ones")
+                        help="with --describe of a topic, group or broker: every config, not only the "
+                             "dynamic ones")
     parser.add_argument("--add-config", metavar="K=V[,K=V]",
                         help="e.g. 'connection_creation_rate=100'; a value with commas in brackets: "
                              "'max.connections.per.ip.overrides=[h1:5,h2:9]'")
@@ -155,12 +162,13 @@ def _broker(args: argparse.Namespace) -> str | None:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        topic = _topic(args)
-        if topic is not None:
-            with _client(args) as client:
-                if args.describe:
-                    return _describe_topic(client, topic, args.all)
-                return _alter_resource(client, TOPIC_RESOURCE, topic, args, f"config for topic {topic}")
+        for kind, (resource_type, _, label) in _NAMED.items():
+            named = _named(args, kind)
+            if named is not None:
+                with _client(args) as client:
+                    if args.describe:
+                        return _describe_named(client, kind, named, args.all)
+                    return _alter_resource(client, resource_type, named, args, f"config for {label} {named}")
         broker = _broker(args)
         if broker is not None:
             with _client(args) as client:
@@ -300,32 +308,37 @@ def _print_error(result: Mapping[str, Any]) -> None:
     print(f"kafkapy configs: error {name}: {result.get('error_message')}", file=sys.stderr)
 
 
-def _topic(args: argparse.Namespace) -> str | None:
-    """The topic chosen (``--entity-type topics --entity-name T`` or ``--topic T``), or None."""
-    if "topics" not in args.entity_type and args.topic is None:
+def _named(args: argparse.Namespace, kind: str) -> str | None:
+    """The topic or group chosen (``--entity-type topics|groups --entity-name N``, or the
+    ``--topic N`` / ``--group N`` shortcut), or None."""
+    label = _NAMED[kind][2]
+    shortcut = getattr(args, label)
+    if kind not in args.entity_type and shortcut is None:
         return None
-    chosen: list[str | None] = list(args.entity_names or []) if "topics" in args.entity_type else []
-    if args.topic is not None:
-        chosen.append(args.topic)
-    others = [t for t in args.entity_type if t != "topics"]
-    if len(chosen) != 1 or chosen[0] is None or others or args.entity_type.count("topics") > 1 or any(
+    chosen: list[str | None] = list(args.entity_names or []) if kind in args.entity_type else []
+    if shortcut is not None:
+        chosen.append(shortcut)
+    others = [t for t in args.entity_type if t != kind]
+    other_shortcuts = [getattr(args, _NAMED[k][2]) for k in _NAMED if k != kind]
+    if len(chosen) != 1 or chosen[0] is None or others or args.entity_type.count(kind) > 1 or any(
             getattr(args, o) is not None or getattr(args, f"{o}_defaults")
-            for o in ("user", "client", "ip", "broker")):
-        raise _Usage("--entity-type topics takes one --entity-name TOPIC (or --topic TOPIC), and no "
-                     "other entity")
+            for o in ("user", "client", "ip", "broker")) or any(o is not None for o in other_shortcuts):
+        raise _Usage(f"--entity-type {kind} takes one --entity-name {label.upper()} (or --{label} "
+                     f"{label.upper()}), and no other entity")
     return chosen[0]
 
 
-def _describe_topic(client: SimpleClient, topic: str, everything: bool) -> int:
-    resource = {"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}
+def _describe_named(client: SimpleClient, kind: str, name: str, everything: bool) -> int:
+    resource_type, dynamic, label = _NAMED[kind]
+    resource = {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
     request = {"resources": [resource], "include_synonyms": True, "include_documentation": False}
     result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, request)["results"][0]
     if result["error_code"]:
         _print_error(result)
         return 1
-    print(f"{'All' if everything else 'Dynamic'} configs for topic {topic} are:")
+    print(f"{'All' if everything else 'Dynamic'} configs for {label} {name} are:")
     for config in result["configs"]:
-        if not everything and config["config_source"] != DYNAMIC_TOPIC_CONFIG:
+        if not everything and config["config_source"] != dynamic:
             continue
         synonyms = ", ".join(f"{_SOURCES.get(s['source'], s['source'])}:{s['name']}={s['value']}"
                              for s in config["synonyms"])

@@ -18,9 +18,10 @@ settings and calls the owners. So a change applies cluster-wide without a restar
 broker reads the stored values at start.
 
 A module may also own a whole resource type (Kafka's CLIENT_METRICS subscriptions are the
-telemetry module's): it registers a :class:`ConfigResourceOwner` with
-:meth:`ConfigsModule.register_resource`, and the three APIs hand it that type's resources: it
-reads and checks their configs and stores them; the operations, authorization (CLUSTER) and
+telemetry module's, GROUP configs the groups module's): it registers a
+:class:`ConfigResourceOwner` with :meth:`ConfigsModule.register_resource`, and the three APIs
+hand it that type's resources: it reads, checks, stores (and may describe) their configs; the
+operations, authorization (on the cluster, or on the named resource as the owner says) and
 answers stay here.
 """
 
@@ -54,7 +55,8 @@ from kafkapy.store.onloop import Reloader
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["CLIENT_METRICS_CONFIG", "CLIENT_METRICS_RESOURCE", "DYNAMIC_CONFIGS", "TOPIC_CONFIGS_CAPABILITY",
+__all__ = ["CLIENT_METRICS_CONFIG", "CLIENT_METRICS_RESOURCE", "CONFIG_TYPES", "DEFAULT_CONFIG",
+           "DYNAMIC_CONFIGS", "GROUP_CONFIG", "GROUP_RESOURCE", "TOPIC_CONFIGS_CAPABILITY",
            "ConfigResourceOwner", "ConfigsModule", "DynamicConfigs", "apply_operations", "effective_settings"]
 
 log = logging.getLogger(__name__)
@@ -64,17 +66,18 @@ DYNAMIC_CONFIGS = "dynamic-configs"  # what ConfigsModule provides: owners of dy
 
 BROKER = 4  # Kafka's ConfigResource.Type
 CLIENT_METRICS_RESOURCE = 16  # Kafka 3.7+: KIP-714 subscriptions
+GROUP_RESOURCE = 32  # Kafka 4.0+: KIP-848 / KIP-932 group configs
 RESOURCE_TYPE_NAMES = {
     0: "UNKNOWN",
     2: "TOPIC",
-    3: "GROUP",
     4: "BROKER",
     8: "BROKER_LOGGER",
     16: "CLIENT_METRICS",
+    32: "GROUP",
 }
 # Kafka's DescribeConfigsResponse.ConfigSource
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
-CLIENT_METRICS_CONFIG = 7
+CLIENT_METRICS_CONFIG, GROUP_CONFIG = 7, 8
 # Kafka's DescribeConfigsResponse.ConfigType, by kafkapy's ConfigKey.type
 CONFIG_TYPES = {
     "boolean": 1,
@@ -109,7 +112,11 @@ class ConfigResourceOwner:
     """A module that keeps the configs of one resource type: what the config APIs ask of it.
     ``read`` gives a resource's stored config (empty when there is none), ``check`` raises
     KafkaApiError with Kafka's code for a config Kafka would refuse, ``write`` stores one (an
-    empty config removes the resource); ``list_keys`` are the keys APPEND and SUBTRACT apply to."""
+    empty config removes the resource); ``list_keys`` are the keys APPEND and SUBTRACT apply to.
+    ``acl_resource`` is what the principal needs DESCRIBE_CONFIGS / ALTER_CONFIGS on: the cluster
+    (CLIENT_METRICS) or the named resource itself ("GROUP": GROUP_AUTHORIZATION_FAILED when not).
+    ``describe`` gives the DescribeConfigs entries of (name, stored config, synonyms?,
+    documentation?) when the owner lists more than what is stored (defaults, with their sources)."""
 
     resource_type: int
     source: int  # the DescribeConfigs ConfigSource of its entries
@@ -117,6 +124,8 @@ class ConfigResourceOwner:
     check: Callable[[str, Mapping[str, str]], None]
     write: Callable[[str, Mapping[str, str]], Awaitable[None]]
     list_keys: frozenset[str] = frozenset()
+    acl_resource: str = "CLUSTER"
+    describe: Callable[[str, Mapping[str, str], bool, bool], list[dict[str, Any]]] | None = None
 
 
 def base_name(name: str) -> str:
@@ -391,6 +400,19 @@ class ConfigsModule(Module):
             raise KafkaApiError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         return allowed
 
+    def _owner_allows(self, ctx: RequestContext, owner: ConfigResourceOwner, operation: str, name: str,
+                      known: bool | None) -> bool | None:
+        """Authorization of an owned resource: on the cluster (the answer so far is ``known``), or
+        on the resource itself; returns the cluster answer to carry on."""
+        if owner.acl_resource == "CLUSTER":
+            return self._cluster_allows(ctx, operation, known)
+        conn = ctx.connection
+        if not self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
+                                                  owner.acl_resource, name):
+            raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED if owner.acl_resource == "GROUP"
+                                else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return known
+
     def _authorized(self, ctx: RequestContext, operation: str) -> bool:
         conn = ctx.connection
         return self.services.authorizer.authorize(
@@ -428,12 +450,15 @@ class ConfigsModule(Module):
                     continue
                 resource_owner = self._resources.get(resource_type)
                 if resource_owner is not None:
-                    authorized = self._cluster_allows(ctx, "DESCRIBE_CONFIGS", authorized)
+                    authorized = self._owner_allows(ctx, resource_owner, "DESCRIBE_CONFIGS", name, authorized)
                     keys = resource.get("configuration_keys")
                     stored = await self._owned(resource_owner, name)
-                    result["configs"] = [_owned_entry(resource_owner, key, value)
-                                         for key, value in sorted(stored.items())
-                                         if keys is None or key in keys]
+                    entries = (resource_owner.describe(name, stored, synonyms and ctx.api_version >= 1,
+                                                       documentation)
+                               if resource_owner.describe is not None else
+                               [_owned_entry(resource_owner, key, value)
+                                for key, value in sorted(stored.items())])
+                    result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
                     results.append(result)
                     continue
                 broker_id = self._broker_id(resource_type, name)
@@ -549,7 +574,8 @@ class ConfigsModule(Module):
                         continue
                     resource_owner = self._resources.get(resource_type)
                     if resource_owner is not None:
-                        authorized = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
+                        authorized = self._owner_allows(ctx, resource_owner, "ALTER_CONFIGS", name,
+                                                        authorized)
                         config = await build(await self._owned(resource_owner, name), resource)
                         resource_owner.check(name, config)
                         if not validate_only:

@@ -303,12 +303,21 @@ class ConsumerGroups:
 
     def __init__(self, topics: Callable[[], Mapping[str, TopicInfo]],
                  config: ConsumerGroupConfig | None = None,
-                 new_member_id: Callable[[], str] = kafka_member_id) -> None:
+                 new_member_id: Callable[[], str] = kafka_member_id,
+                 overrides: Callable[[str], tuple[int, int] | None] | None = None) -> None:
         self.config = config or ConsumerGroupConfig()
+        # A group's own (session timeout, heartbeat interval), from its GROUP config resource.
+        self._overrides = overrides
         self._topics = topics
         self._new_member_id = new_member_id
         self.groups: dict[str, ConsumerGroup] = {}
         self._timers = _Timers()
+
+    def timeouts(self, group_id: str) -> tuple[int, int]:
+        """The group's (session timeout, heartbeat interval): its own when it sets them, else the
+        broker's (Kafka's GroupConfigManager, asked at each heartbeat)."""
+        own = self._overrides(group_id) if self._overrides is not None else None
+        return own if own is not None else (self.config.session_timeout_ms, self.config.heartbeat_interval_ms)
 
     def clear(self) -> None:
         """Every group and member deadline gone (a broker reset: the log is emptied too)."""
@@ -342,7 +351,7 @@ class ConsumerGroups:
         for group_id in sorted(loaded):
             group = self.groups.get(group_id)
             for member_id in group.members if group is not None else ():
-                self._timers.renew_session(group_id, member_id, now_ms + self.config.session_timeout_ms)
+                self._timers.renew_session(group_id, member_id, now_ms + self.timeouts(group_id)[0])
 
     def _commit(self, records: Sequence[GroupRecord]) -> tuple[GroupRecord, ...]:
         for record in records:
@@ -413,7 +422,8 @@ class ConsumerGroups:
 
         if replaced is not None:
             self._timers.cancel(group.group_id, replaced)
-        self._timers.renew_session(group.group_id, member_id, now_ms + self.config.session_timeout_ms)
+        session_timeout_ms, heartbeat_interval_ms = self.timeouts(group.group_id)
+        self._timers.renew_session(group.group_id, member_id, now_ms + session_timeout_ms)
         if changed:
             if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
                 deadline = now_ms + reconciled.rebalance_timeout_ms
@@ -426,7 +436,7 @@ class ConsumerGroups:
                                    and request.subscribed_topic_names is not None)
         send_assignment = full_request or reconciled.assigned != member.assigned
         return HeartbeatResult(
-            HeartbeatResponse(member_id, reconciled.member_epoch, self.config.heartbeat_interval_ms,
+            HeartbeatResponse(member_id, reconciled.member_epoch, heartbeat_interval_ms,
                               reconciled.assigned if send_assignment else None),
             committed)
 

@@ -74,8 +74,9 @@ class ConsumerGroupService:
     def __init__(self, config: Mapping[str, Any], timers: Timers,
                  topics: Callable[[], Mapping[str, TopicInfo]], persist: Persist,
                  partition_for: Callable[[str], int], offsets: OffsetStore,
-                 spawn: Callable[[Coroutine[Any, Any, Any]], object]) -> None:
-        self.groups = ConsumerGroups(topics, consumer_group_config(config))
+                 spawn: Callable[[Coroutine[Any, Any, Any]], object],
+                 overrides: Callable[[str], tuple[int, int] | None] | None = None) -> None:
+        self.groups = ConsumerGroups(topics, consumer_group_config(config), overrides=overrides)
         self.handlers = ConsumerGroupHandlers(self.groups, persist=persist, clock=timers.now_ms)
         self._timers = timers
         self._persist = persist

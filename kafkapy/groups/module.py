@@ -26,12 +26,14 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.consumer_group import TopicInfo
 from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
 from kafkapy.groups.group import JoinResult, SyncResult
+from kafkapy.groups.group_configs import GROUP_BOUND_KEYS, GroupConfigs, timeout_overrides
 from kafkapy.groups.memory_log import MemoryGroupLog, memory_group_log
 from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
 from kafkapy.groups.offsets_log import OffsetsTopicLog
@@ -159,13 +161,15 @@ CONFIG_KEYS = (
     ConfigKey("offsets.retention.check.interval.ms", "long", DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
               "How often expired offsets are looked for (Kafka's default, 10 minutes).", _at_least(1)),
     *CONSUMER_GROUP_CONFIG_KEYS,
+    *GROUP_BOUND_KEYS,
 )
 
 
 class GroupsModule(Module):
     name = "groups"
     provides = (GROUP_COORDINATOR,)
-    wants = (TOPIC_CREATION, PARTITION_LOGS, TRANSACTION_COORDINATOR, TXN_MARKERS, COORDINATOR_OUTAGES)
+    wants = (TOPIC_CREATION, PARTITION_LOGS, TRANSACTION_COORDINATOR, TXN_MARKERS, COORDINATOR_OUTAGES,
+             DYNAMIC_CONFIGS)
     config_keys = CONFIG_KEYS
 
     def __init__(self, services: BrokerServices, group_log: GroupLog | None = None) -> None:
@@ -188,9 +192,13 @@ class GroupsModule(Module):
                                               log=services.log,
                                               other_type=lambda group: self.consumer.get(group) is not None)
         consumer_settings = {key.name: config[key.name] for key in CONSUMER_GROUP_CONFIG_KEYS}
+        # GROUP config resources: this module owns them; consumer groups (here) and share groups
+        # (kafkapy.shares) read a group's values from them.
+        self.group_configs = GroupConfigs(services)
         self.consumer = ConsumerGroupService(consumer_settings, self.timers, self._topic_infos, self._write,
                                              lambda group: self.group_log.partition_for(group),
-                                             self.coordinator.offsets, self._spawn)
+                                             self.coordinator.offsets, self._spawn,
+                                             overrides=timeout_overrides(self.group_configs, "consumer"))
         self._partitions: dict[int, _Load] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[bool] | None = None
@@ -231,6 +239,10 @@ class GroupsModule(Module):
         the partitions this broker comes to lead, drop those it stops leading. The store's
         watches run after the broker's own, so the cluster view is current when they fire."""
         loop, store = self.services.loop, self.services.store
+        await self.group_configs.start()
+        configs = self.services.provider(DYNAMIC_CONFIGS, ConfigsModule)
+        if configs is not None:
+            configs.register_resource(self.group_configs.owner())
         logs = self.services.provider(PARTITION_LOGS, Module)
         if self._own_log and isinstance(logs, PartitionLogsProvider):
             # __consumer_offsets itself: offsets and groups survive a restart with log.dirs
@@ -282,6 +294,7 @@ class GroupsModule(Module):
                 self._unload(partition)
 
     async def stop(self) -> None:
+        self.group_configs.stop()
         for watch in self._watches:
             watch.cancel()
         self._watches = []

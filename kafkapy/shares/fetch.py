@@ -105,6 +105,10 @@ class ShareFetcher:
         self.limits = limits
         self.auto_offset_reset = auto_offset_reset
         self._allowed = allowed
+        # A group's own value of a GROUP config key (kafkapy.groups.group_configs), None when the
+        # broker has none to give: the broker-wide settings above stand.
+        self.group_setting: Callable[[str, str], Any] | None = None
+        self._group_limits: dict[int, SharePartitionLimits] = {}
         self.sessions = ShareSessions()
         self.partitions: dict[ShareKey, SharePartition] = {}
         self._returned: dict[ShareKey, set[asyncio.Event]] = {}  # fetches waiting for records back
@@ -125,6 +129,25 @@ class ShareFetcher:
             if key[0] == group_id and partition.release_member(member_id, now):
                 self._records_back(key)
         self._schedule_locks()
+
+    def reset_of(self, group_id: str) -> str:
+        """Where the group starts on a partition it never consumed (share.auto.offset.reset)."""
+        if self.group_setting is None:
+            return self.auto_offset_reset
+        reset: str = self.group_setting(group_id, "share.auto.offset.reset")
+        return reset
+
+    def limits_of(self, group_id: str) -> SharePartitionLimits:
+        """The broker's share-partition limits with the group's share.record.lock.duration.ms."""
+        if self.group_setting is None:
+            return self.limits
+        lock_ms = int(self.group_setting(group_id, "share.record.lock.duration.ms"))
+        if lock_ms == self.limits.lock_duration_ms:
+            return self.limits
+        limits = self._group_limits.get(lock_ms)
+        if limits is None:
+            limits = self._group_limits[lock_ms] = attrs.evolve(self.limits, lock_duration_ms=lock_ms)
+        return limits
 
     def high_watermark(self, topic: str, index: int) -> int | None:
         """The partition's, when this broker leads it (for DescribeShareGroupOffsets' lag)."""
@@ -197,7 +220,7 @@ class ShareFetcher:
                 await self._wait_and_acquire(ctx, session, rows, limits, body["max_wait_ms"] / 1000)
         self._schedule_locks()
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-                "acquisition_lock_timeout_ms": self.limits.lock_duration_ms,
+                "acquisition_lock_timeout_ms": self.limits_of(group_id).lock_duration_ms,
                 "responses": _by_topic(rows), "node_endpoints": self._leader_hints(ctx, rows)}
 
     def _session_for(self, ctx: RequestContext, group_id: str | None, member_id: str | None, epoch: int, *,
@@ -229,8 +252,9 @@ class ShareFetcher:
     def _share_partition(self, key: ShareKey, log: PartitionLog) -> SharePartition:
         partition = self.partitions.get(key)
         if partition is None:
-            start = log.log_start_offset if self.auto_offset_reset == "earliest" else log.high_watermark
+            start = log.log_start_offset if self.reset_of(key[0]) == "earliest" else log.high_watermark
             partition = self.partitions[key] = SharePartition(start, self.limits)
+        partition.limits = self.limits_of(key[0])  # the group's lock duration, as it is now
         partition.move_start(log.log_start_offset)
         return partition
 
@@ -370,6 +394,7 @@ class ShareFetcher:
             if partition is None:
                 raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
                                     "Nothing of this partition is acquired by the share group.")
+            partition.limits = self.limits_of(group_id)
             for batch in batches:
                 partition.acknowledge(member_id, batch["first_offset"], batch["last_offset"],
                                       batch["acknowledge_types"], now)
@@ -389,7 +414,8 @@ class ShareFetcher:
         except KafkaApiError as refusal:
             return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
                 "throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
-                "acquisition_lock_timeout_ms": self.limits.lock_duration_ms, "responses": [],
+                "acquisition_lock_timeout_ms": self.limits_of(group_id or "").lock_duration_ms,
+                "responses": [],
                 "node_endpoints": []})
         assert group_id is not None and member_id is not None
         now = self.timers.now_ms()
@@ -407,7 +433,8 @@ class ShareFetcher:
         endpoints = self._leader_hints(ctx, rows)
         return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
-            "acquisition_lock_timeout_ms": self.limits.lock_duration_ms, "responses": _by_topic(rows),
+            "acquisition_lock_timeout_ms": self.limits_of(group_id).lock_duration_ms,
+            "responses": _by_topic(rows),
             "node_endpoints": endpoints})
 
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.group_configs import timeout_overrides
 from kafkapy.groups.module import GROUP_COORDINATOR, GroupsModule
 from kafkapy.groups.timers import Timers
 from kafkapy.protocol import Request, fit_body
@@ -92,8 +93,8 @@ SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Kafka's default (earlier releases: 200): the most in-flight records of one share-partition",
               _between(100, 10_000)),
     ConfigKey("share.auto.offset.reset", "string", "latest",
-              "Where a share group starts on a partition it never consumed (Kafka's group config, "
-              "default latest; kafkapy takes it broker-wide, having no GROUP config resources)", _reset),
+              "Where a share group starts on a partition it never consumed, for groups that do not set "
+              "their own (Kafka has it only as a group config, default latest)", _reset),
 )
 
 class ShareModule(Module):
@@ -140,6 +141,9 @@ class ShareModule(Module):
         if isinstance(coordinator, GroupsModule):
             self._coordinator = coordinator
             coordinator.foreign_groups.append(self)
+            # GROUP config resources: a group's own share.* values over the broker-wide ones.
+            self.fetcher.group_setting = coordinator.group_configs.value
+            self.groups.overrides = timeout_overrides(coordinator.group_configs, "share")
         logs = self.services.provider(PARTITION_LOGS, Module)
         if isinstance(logs, PartitionLogsProvider):
             partitions = logs.partition_logs()

@@ -184,8 +184,15 @@ class ShareGroups:
     def __init__(self, config: ShareGroupConfig,
                  topics: Callable[[], Mapping[str, tuple[uuid.UUID, int]]]) -> None:
         self.config = config
+        # A group's own (session timeout, heartbeat interval), from its GROUP config resource.
+        self.overrides: Callable[[str], tuple[int, int] | None] | None = None
         self.groups: dict[str, ShareGroup] = {}
         self._topics = topics  # name -> (topic id, partition count), the cluster's view now
+
+    def timeouts(self, group_id: str) -> tuple[int, int]:
+        """The group's (session timeout, heartbeat interval): its own when set, else the broker's."""
+        own = self.overrides(group_id) if self.overrides is not None else None
+        return own if own is not None else (self.config.session_timeout_ms, self.config.heartbeat_interval_ms)
 
     def heartbeat(self, request: ShareHeartbeat, now_ms: int) -> ShareHeartbeatResult:
         _validate(request)
@@ -219,7 +226,8 @@ class ShareGroups:
         if names is not None and tuple(names) != member.subscribed_topic_names:
             member.subscribed_topic_names = tuple(names)
             group.group_epoch += 1
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        session_timeout_ms, heartbeat_interval_ms = self.timeouts(group.group_id)
+        member.session_deadline_ms = now_ms + session_timeout_ms
         self._refresh_target(group)
         sent: Assignment | None = None
         if member.member_epoch != group.group_epoch or request.member_epoch == JOIN_EPOCH:
@@ -227,8 +235,7 @@ class ShareGroups:
             member.assignment = dict(group.target.get(member.member_id, {}))
             sent = member.assignment
         group.state = STATE_TRANSITIONS[(group.state, bool(group.members))]
-        return ShareHeartbeatResult(member.member_id, member.member_epoch, self.config.heartbeat_interval_ms,
-                                    sent)
+        return ShareHeartbeatResult(member.member_id, member.member_epoch, heartbeat_interval_ms, sent)
 
     def _leave(self, group: ShareGroup | None, request: ShareHeartbeat) -> ShareHeartbeatResult:
         if group is None or request.member_id not in group.members:

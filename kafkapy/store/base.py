@@ -101,7 +101,7 @@ __all__ = [
 ]
 
 DEFAULT_ENTITY = "<default>"
-ENTITY_TYPES = ("ips", "users", "clients", "users/clients", "brokers", "topics", "client-metrics")
+ENTITY_TYPES = ("ips", "users", "clients", "users/clients", "brokers", "topics", "client-metrics", "groups")
 _NAMED_ENTITY_TYPES = frozenset(ENTITY_TYPES) - {"users/clients"}
 # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE; ids are Java longs.
 PRODUCER_ID_BLOCK_SIZE = 1000
@@ -150,7 +150,7 @@ def desanitize(name: str) -> str:
 def entity_type_of(entity_path: str) -> str:
     """``ips/1.2.3.4`` -> ``ips``; ``users/a/clients/c`` -> ``users/clients``; ``brokers/0`` ->
     ``brokers``; ``topics/t`` -> ``topics``; ``client-metrics/s`` (KIP-714 subscriptions) ->
-    ``client-metrics``. StoreError if malformed."""
+    ``client-metrics``; ``groups/g`` (KIP-848 group configs) -> ``groups``. StoreError if malformed."""
     parts = entity_path.split("/")
     if len(parts) == 2 and parts[0] in _NAMED_ENTITY_TYPES and parts[1]:
         return parts[0]

@@ -312,7 +312,15 @@ def test_invalid_entity_path(store: Any, bad: str) -> None:
 
 def test_unknown_entity_type(store: Any) -> None:
     with pytest.raises(StoreError, match="unknown entity type"):
-        store.entity_configs("groups")
+        store.entity_configs("widgets")
+
+
+def test_group_configs_are_an_entity_type(store: Any) -> None:
+    """Kafka 4's GROUP config resources: ``groups/<sanitized group id>``."""
+    store.set_entity_config("groups/a%2Fb", {"share.auto.offset.reset": "earliest"})
+    assert store.entity_configs("groups") == {"groups/a%2Fb": {"share.auto.offset.reset": "earliest"}}
+    store.set_entity_config("groups/a%2Fb", {})
+    assert store.entity_configs("groups") == {}
 
 
 @pytest.mark.parametrize("bad", ["", ".", "..", "a/b", "spaced name", "x" * 250, "caf\u00e9"])
