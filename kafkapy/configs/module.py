@@ -49,6 +49,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import CORE_KEYS, ConfigError, ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.server.operations import ResourceType
 from kafkapy.store.base import DEFAULT_ENTITY, Watch
 from kafkapy.store.onloop import Reloader
 
@@ -124,7 +125,7 @@ class ConfigResourceOwner:
     check: Callable[[str, Mapping[str, str]], None]
     write: Callable[[str, Mapping[str, str]], Awaitable[None]]
     list_keys: frozenset[str] = frozenset()
-    acl_resource: str = "CLUSTER"
+    acl_resource: ResourceType = ResourceType.CLUSTER
     describe: Callable[[str, Mapping[str, str], bool, bool], list[dict[str, Any]]] | None = None
 
 
@@ -404,13 +405,14 @@ class ConfigsModule(Module):
                       known: bool | None) -> bool | None:
         """Authorization of an owned resource: on the cluster (the answer so far is ``known``), or
         on the resource itself; returns the cluster answer to carry on."""
-        if owner.acl_resource == "CLUSTER":
+        if owner.acl_resource is ResourceType.CLUSTER:
             return self._cluster_allows(ctx, operation, known)
         conn = ctx.connection
+        refused = (ErrorCode.GROUP_AUTHORIZATION_FAILED if owner.acl_resource is ResourceType.GROUP
+                   else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         if not self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
-                                                  owner.acl_resource, name):
-            raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED if owner.acl_resource == "GROUP"
-                                else ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                                                  owner.acl_resource.name, name):
+            raise KafkaApiError(refused)
         return known
 
     def _authorized(self, ctx: RequestContext, operation: str) -> bool:

@@ -34,6 +34,7 @@ from kafkapy.configs.module import (
 )
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.operations import ResourceType
 from kafkapy.store.base import Watch, desanitize, sanitize
 from kafkapy.store.onloop import Reloader
 
@@ -161,7 +162,7 @@ class GroupConfigs:
     def owner(self) -> ConfigResourceOwner:
         """What the configs module asks of GROUP resources."""
         return ConfigResourceOwner(GROUP_RESOURCE, GROUP_CONFIG, self._read, self.check, self._write,
-                                   acl_resource="GROUP", describe=self.describe)
+                                   acl_resource=ResourceType.GROUP, describe=self.describe)
 
     # --- effective values -----------------------------------------------------------------------
 
