@@ -4,8 +4,10 @@ released once and comes back with delivery count 2, and one is rejected and neve
 
     python examples/share_group_queue.py          # prints what each consumer got, as JSON
 
-``share.auto.offset.reset=earliest`` makes the group start at the partition's first record
-(Kafka's default, latest, would start at the records produced after the group's first fetch).
+The group's own config ``share.auto.offset.reset=earliest``, set as against Kafka 4 with an admin
+client's IncrementalAlterConfigs on the GROUP resource (``kafkapy configs --entity-type groups`` or
+kafka-configs.sh do the same), makes it start at the partition's first record; Kafka's default,
+latest, would start at the records produced after the group's first fetch.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 from typing import Any
 
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from kafkapy import Broker
 
@@ -23,8 +26,14 @@ JOBS = 30
 
 
 def main() -> None:
-    with Broker({"share.auto.offset.reset": "earliest"}) as broker:
+    with Broker() as broker:
         broker.seed({TOPIC: {"partitions": 1}})
+        earliest = ConfigEntry("share.auto.offset.reset", "earliest",
+                               incremental_operation=AlterConfigOpType.SET)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        group = ConfigResource(ResourceType.GROUP, "workers", incremental_configs=[earliest])
+        for future in admin.incremental_alter_configs([group]).values():
+            future.result(10)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
         for i in range(JOBS):
             producer.produce(TOPIC, f"job-{i}".encode())
