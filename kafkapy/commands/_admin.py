@@ -13,28 +13,18 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from kafkapy.client import ClientError, SimpleClient, host_port_argument
+from kafkapy.client import ClientError, SimpleClient
 from kafkapy.commands._partitions import NO_REPLICA, RETRIED, PartitionClient, Retry, check_error, error_code
-from kafkapy.commands._security import add_command_config, client_options
+from kafkapy.commands._security import client_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import api_name
 from kafkapy.protocol.api_keys import ApiKey
 
-__all__ = ["AdminClient", "BrokerNode", "add_connection_options", "error_text", "partition_name"]
+__all__ = ["AdminClient", "BrokerNode", "error_text", "partition_name"]
 
 READ_UNCOMMITTED = 0  # ListOffsets' isolation level of Kafka's admin client, GetOffsetShell's
 # Metadata v1 is the first with racks and the controller id, which these tools print and use.
 _BROKERS_METADATA_VERSION = 1
-
-
-def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    """--bootstrap-server, --command-config and --timeout, as every admin tool takes them."""
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                        type=host_port_argument)
-    add_command_config(parser)
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="connect and read timeout, and how long retriable errors are retried "
-                             "(default 10)")
 
 
 def partition_name(topic: str, partition: int) -> str:

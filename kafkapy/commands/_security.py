@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kafkapy.client import ClientError, SimpleClient
+from kafkapy.client import ClientError, SimpleClient, host_port_argument
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.config import ConfigError
@@ -35,7 +35,8 @@ from kafkapy.server.sasl.jaas import parse_jaas_config
 from kafkapy.server.sasl.scram import MECHANISMS as SCRAM_MECHANISMS
 from kafkapy.server.sasl.scram import ScramMechanism, salted_password
 
-__all__ = ["add_command_config", "client_options", "read_properties", "security_options"]
+__all__ = ["add_command_config", "add_connection_options", "client_options", "read_properties",
+           "security_options"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_HANDSHAKE_VERSION = 1  # then SaslAuthenticate frames carry the tokens (KIP-152)
@@ -46,6 +47,16 @@ def add_command_config(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--command-config", metavar="FILE", default=None,
                         help="client properties for a secured broker (security.protocol, sasl.mechanism, "
                              "sasl.jaas.config, ssl.truststore.*), as Kafka's tools take them")
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap-server, --command-config and --timeout, as Kafka's admin tools take them."""
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                        type=host_port_argument)
+    add_command_config(parser)
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="connect and read timeout, and how long retriable errors are retried "
+                             "(default 10)")
 
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:

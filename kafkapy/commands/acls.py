@@ -26,8 +26,8 @@ from kafkapy.acls.model import (
     ResourceType,
     from_name,
 )
-from kafkapy.client import ClientError, SimpleClient, host_port_argument
-from kafkapy.commands._security import add_command_config, client_options
+from kafkapy.client import ClientError, SimpleClient
+from kafkapy.commands._security import add_connection_options, client_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
@@ -43,10 +43,7 @@ def register(subparsers: Any) -> None:
         "acls", help="add, remove and list ACLs, like kafka-acls.sh",
         description="Add (CreateAcls), remove (DeleteAcls) or list (DescribeAcls) ACLs with "
                     "kafka-acls.sh's flags.")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=host_port_argument)
-    add_command_config(parser)
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="connect and read timeout (default 10)")
+    add_connection_options(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add the ACLs described")
     action.add_argument("--remove", action="store_true", help="remove the ACLs described")

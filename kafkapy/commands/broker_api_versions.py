@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.client import ClientError
-from kafkapy.commands._admin import AdminClient, add_connection_options, error_text
+from kafkapy.commands._admin import AdminClient, error_text
+from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import catalogue
 from kafkapy.protocol.api_keys import ApiKey

@@ -14,8 +14,8 @@ import sys
 import uuid
 from typing import Any
 
-from kafkapy.client import ClientError, SimpleClient, host_port_argument
-from kafkapy.commands._security import add_command_config, client_options
+from kafkapy.client import ClientError, SimpleClient
+from kafkapy.commands._security import add_connection_options, client_options
 from kafkapy.configs.module import CLIENT_METRICS_RESOURCE, DELETE, SET
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
@@ -29,10 +29,7 @@ def register(subparsers: Any) -> None:
         "client-metrics", help="KIP-714 client metrics subscriptions (kafka-client-metrics.sh)",
         description="List, describe, alter and delete client metrics subscriptions (CLIENT_METRICS config "
                     "resources) with kafka-client-metrics.sh's flags.")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=host_port_argument)
-    add_command_config(parser)
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="connect and read timeout (default 10)")
+    add_connection_options(parser)
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--alter", action="store_true", help="set the subscription's keys given")
     action.add_argument("--delete", action="store_true", help="delete the subscription")

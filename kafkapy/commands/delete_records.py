@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
-from kafkapy.commands._admin import AdminClient, add_connection_options, partition_name
+from kafkapy.commands._admin import AdminClient, partition_name
 from kafkapy.commands._partition_files import partition_entries, read_json_file
+from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 
 __all__ = ["parse_offset_json", "register"]

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
-from kafkapy.commands._admin import AdminClient, add_connection_options, partition_name
+from kafkapy.commands._admin import AdminClient, partition_name
+from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,

@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkapy.client import ClientError
-from kafkapy.commands._admin import AdminClient, add_connection_options, error_text, partition_name
+from kafkapy.commands._admin import AdminClient, error_text, partition_name
 from kafkapy.commands._partition_files import partition_entries, read_json_file
+from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.topics.elections import ElectionType

@@ -18,7 +18,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
-from kafkapy.commands._admin import AdminClient, add_connection_options, error_text, partition_name
+from kafkapy.commands._admin import AdminClient, error_text, partition_name
+from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 

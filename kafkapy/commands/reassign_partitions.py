@@ -19,9 +19,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kafkapy.client import ClientError, SimpleClient, host_port_argument
+from kafkapy.client import ClientError, SimpleClient
 from kafkapy.commands._controller import controller_client
-from kafkapy.commands._security import add_command_config
+from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
@@ -39,10 +39,7 @@ def register(subparsers: Any) -> None:
         description="Execute, verify, cancel (AlterPartitionReassignments) or list "
                     "(ListPartitionReassignments) partition reassignments with "
                     "kafka-reassign-partitions.sh's flags and JSON.")
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=host_port_argument)
-    add_command_config(parser)
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
-                        help="connect and read timeout (default 10)")
+    add_connection_options(parser)
     parser.add_argument("--reassignment-json-file", metavar="FILE",
                         help='the reassignment: {"version":1,"partitions":[{"topic":..,"partition":..,'
                              '"replicas":[..]}]}')
