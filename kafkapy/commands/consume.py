@@ -20,11 +20,12 @@ Key, value and header values are ``null`` when null, a string when the bytes
 are valid UTF-8, and otherwise ``{"base64": "..."}`` -- the bytes in base64,
 so no byte is lost or replaced and a reader can tell text from binary.
 
-``--formatter offsets`` reads ``__consumer_offsets``: each record's key and
-value decoded as Kafka's console formatters print them (``record_json`` of
-``kafkapy.groups.record_codec``), one JSON object per line with the
-partition, offset and timestamp; a record that does not decode is printed
-with an ``error`` instead, and the rest go on.
+``--formatter offsets`` reads ``__consumer_offsets`` and ``--formatter
+transaction-log`` ``__transaction_state``: each record's key and value decoded
+as Kafka's console formatters print them (``record_json`` of
+``kafkapy.groups.record_codec`` and of ``kafkapy.transactions.records``), one
+JSON object per line with the partition, offset and timestamp; a record that
+does not decode is printed with an ``error`` instead, and the rest go on.
 """
 
 from __future__ import annotations
@@ -41,8 +42,11 @@ from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands.produce import unescape
 from kafkapy.errors import DecodeError
-from kafkapy.groups.record_codec import GroupRecordError, record_json
+from kafkapy.groups.record_codec import GroupRecordError
+from kafkapy.groups.record_codec import record_json as offsets_record_json
 from kafkapy.protocol.records import Record
+from kafkapy.transactions.records import TransactionLogError
+from kafkapy.transactions.records import record_json as transaction_record_json
 
 __all__ = ["register", "render_bytes"]
 
@@ -70,8 +74,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-Z", "--null-text", action="store_true", help="text output: null as NULL")
     parser.add_argument("--format", choices=["text", "json"], default="text")
     parser.add_argument("-J", dest="format", action="store_const", const="json", help="--format json")
-    parser.add_argument("--formatter", choices=["offsets"],
-                        help="offsets: decode __consumer_offsets keys and values (JSON lines)")
+    parser.add_argument("--formatter", choices=["offsets", "transaction-log"],
+                        help="decode __consumer_offsets (offsets) or __transaction_state (transaction-log) "
+                             "keys and values, as Kafka's console formatters (JSON lines)")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="per request, and how long to wait for a leader (default 10)")
     parser.set_defaults(func=_run)
@@ -110,14 +115,20 @@ def as_json(topic: str, partition: int, record: Record) -> dict[str, Any]:
             "headers": [{"key": name, "value": render_bytes(value)} for name, value in record.headers]}
 
 
-def as_offsets_json(partition: int, record: Record) -> dict[str, Any]:
-    """A __consumer_offsets record decoded; ``error`` says why one could not be."""
+_COORDINATOR_TOPICS = {"offsets": "__consumer_offsets", "transaction-log": "__transaction_state"}
+
+
+def as_coordinator_json(formatter: str, partition: int, record: Record) -> dict[str, Any]:
+    """A coordinator's record (``formatter``: offsets or transaction-log) decoded; ``error`` says
+    why one could not be."""
     answer: dict[str, Any] = {"partition": partition, "offset": record.offset, "timestamp": record.timestamp}
     if record.key is None:
-        return {**answer, "error": "a record without a key is not a __consumer_offsets record"}
+        return {**answer, "error": f"a record without a key is not a {_COORDINATOR_TOPICS[formatter]} record"}
     try:
-        return {**answer, **record_json(record.key, record.value)}
-    except GroupRecordError as exc:
+        if formatter == "offsets":
+            return {**answer, **offsets_record_json(record.key, record.value)}
+        return {**answer, **transaction_record_json(record.key, record.value)}
+    except (GroupRecordError, TransactionLogError) as exc:
         return {**answer, "error": str(exc)}
 
 
@@ -166,8 +177,9 @@ def _run(args: argparse.Namespace) -> int:
                     for record in answer.records:
                         if args.count is not None and printed >= args.count:
                             break
-                        if args.formatter == "offsets":
-                            out.write(json.dumps(as_offsets_json(partition, record)).encode() + b"\n")
+                        if args.formatter is not None:
+                            decoded = as_coordinator_json(args.formatter, partition, record)
+                            out.write(json.dumps(decoded).encode() + b"\n")
                         elif args.format == "json":
                             out.write(json.dumps(as_json(args.topic, partition, record)).encode() + b"\n")
                         else:

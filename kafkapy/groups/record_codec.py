@@ -34,10 +34,8 @@ generated code drops them). Trailing bytes after a message are ignored, as Kafka
 
 from __future__ import annotations
 
-import base64
 import functools
 import struct
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -72,6 +70,7 @@ from kafkapy.groups.records import (
     TopicMetadata,
     TopicPartitions,
 )
+from kafkapy.protocol.json_converter import message_json
 from kafkapy.protocol.schema import MessageSchema, default_value
 from kafkapy.protocol.specs import FieldSpec, MessageSpec, record_spec, standard_and_project_specs
 
@@ -305,14 +304,14 @@ def record_json(key: bytes, value: bytes | None, *, consumer_protocol: bool = Fa
     decode, _, _ = _schema(kind.key_spec.name, record_type)
     key_body = _run_decoder(decode, kind.key_spec, key, record_type, "key")
     answer: dict[str, Any] = {
-        "key": {"type": record_type, "data": _json_body(key_body, kind.key_spec.fields)}, "value": None}
+        "key": {"type": record_type, "data": message_json(key_body, kind.key_spec.fields)}, "value": None}
     if value is not None:
         value = bytes(value)
         version = _version(value, "value")
         _checked(kind.value_spec, version, "value")
         decode, _, _ = _schema(kind.value_spec.name, version)
         value_body = _run_decoder(decode, kind.value_spec, value, version, "value")
-        data = _json_body(value_body, kind.value_spec.fields)
+        data = message_json(value_body, kind.value_spec.fields)
         if consumer_protocol and data.get("protocolType") == "consumer":
             for member, raw in zip(data.get("members") or (), value_body.get("members") or ()):
                 for name, spec_name in (("subscription", "ConsumerProtocolSubscription"),
@@ -346,35 +345,7 @@ def consumer_protocol_json(name: str, data: bytes) -> dict[str, Any] | None:
         body, _ = decode(data, _VERSION.size, len(data))
     except DecodeError:
         return None
-    return _json_body(body, spec.fields)
-
-
-def _json_body(body: Mapping[str, Any], fields: tuple[FieldSpec, ...]) -> dict[str, Any]:
-    """Fields by the names Kafka's generated JSON converters write: the spec's, first letter lower."""
-    out: dict[str, Any] = {}
-    for field in fields:
-        if field.snake in body:
-            out[field.name[:1].lower() + field.name[1:]] = _json_value(body[field.snake], field)
-    return out
-
-
-def _json_value(value: Any, field: FieldSpec) -> Any:
-    if value is None:
-        return None
-    if field.fields is not None:
-        inner = field.fields
-        return [_json_body(v, inner) for v in value] if field.is_array else _json_body(value, inner)
-    if isinstance(value, list):
-        return [_json_scalar(v) for v in value]
-    return _json_scalar(value)
-
-
-def _json_scalar(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, uuid.UUID):
-        return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
-    return value
+    return message_json(body, spec.fields)
 
 
 # --- attrs values <-> decoded bodies -----------------------------------------------------------

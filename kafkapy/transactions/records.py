@@ -22,13 +22,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafkapy.errors import DecodeError
+from kafkapy.protocol.json_converter import message_json
 from kafkapy.protocol.schema import StructCodec
 from kafkapy.protocol.specs import MessageSpec, load_spec_file, project_spec_dir
 from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, TopicPartition, TxnMetadata
 from kafkapy.transactions.state import TxnState
 
 __all__ = ["KEY_VERSION", "VALUE_VERSION", "TransactionLogError", "decode_key", "decode_value",
-           "encode_key", "encode_value", "spec_encode_key", "spec_encode_value"]
+           "encode_key", "encode_value", "record_json", "spec_encode_key", "spec_encode_value"]
 
 KEY_VERSION = 0
 VALUE_VERSION = 0  # what Kafka writes with transaction.version 0
@@ -192,3 +193,22 @@ def decode_value(transactional_id: str, data: bytes | None) -> TxnMetadata | Non
         previous_producer_id=int(body.get("previous_producer_id", -1)),
         last_producer_epoch=NO_PRODUCER_EPOCH,
     )
+
+
+def record_json(key: bytes, value: bytes | None) -> dict[str, Any]:
+    """A record as Kafka 4's TransactionLogMessageFormatter prints it: ``{"key": {"version": V,
+    "data": {...}}, "value": {"version": V, "data": {...}} or null}`` (a null value is an expired
+    id's tombstone). A version kafkapy has no schema for prints ``"data": "unknown"``, as Kafka's
+    does, since a later release may write one; TransactionLogError when the bytes do not decode."""
+    return {"key": _part_json("TransactionLogKey", bytes(key)),
+            "value": None if value is None else _part_json("TransactionLogValue", bytes(value))}
+
+
+def _part_json(name: str, data: bytes) -> dict[str, Any]:
+    if len(data) < _VERSION.size:
+        raise TransactionLogError(f"{name}: {len(data)} bytes is too short for a version")
+    (version,) = _VERSION.unpack_from(data)
+    if version not in _spec(name).valid_versions:
+        return {"version": version, "data": "unknown"}
+    _, body = _decode(name, data)
+    return {"version": version, "data": message_json(body, _spec(name).fields)}

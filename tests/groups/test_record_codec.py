@@ -273,14 +273,14 @@ def test_record_json_is_kafkas_formatter_shape() -> None:
 
 
 def test_the_offsets_formatter_prints_an_error_for_a_record_it_cannot_read() -> None:
-    from kafkapy.commands.consume import as_offsets_json
+    from kafkapy.commands.consume import as_coordinator_json
     from kafkapy.protocol.records import Record
 
-    good = as_offsets_json(3, Record(5, 1, *encode_record(commit_record())))
+    good = as_coordinator_json("offsets", 3, Record(5, 1, *encode_record(commit_record())))
     assert good["partition"] == 3 and good["offset"] == 5 and good["key"]["type"] == 1
-    bad = as_offsets_json(3, Record(6, 1, b"\x00\x63", None))
+    bad = as_coordinator_json("offsets", 3, Record(6, 1, b"\x00\x63", None))
     assert bad["offset"] == 6 and "record type 99" in bad["error"]
-    assert "without a key" in as_offsets_json(3, Record(7, 1, None, b"v"))["error"]
+    assert "without a key" in as_coordinator_json("offsets", 3, Record(7, 1, None, b"v"))["error"]
 
 
 def commit_record() -> r.GroupRecord:

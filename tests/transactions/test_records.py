@@ -16,6 +16,7 @@ from kafkapy.transactions.records import (
     decode_value,
     encode_key,
     encode_value,
+    record_json,
     spec_encode_key,
     spec_encode_value,
 )
@@ -58,6 +59,34 @@ def test_version_1_with_tagged_fields_is_read() -> None:
     data = encode_value(metadata, version=1)
     assert data is not None and data[:2] == b"\x00\x01"
     assert decode_value("t", data) == metadata
+
+
+def test_record_json_is_kafkas_transaction_log_formatter_shape() -> None:
+    """Kafka 4's TransactionLogMessageFormatter: key and value each {"version", "data"}, fields by
+    the JSON converters' names (the spec's, first letter lower)."""
+    metadata = TxnMetadata("etl", producer_id=5, producer_epoch=1, timeout_ms=60_000, state=TxnState.ONGOING,
+                           last_update_ms=100, start_ms=50,
+                           partitions=frozenset({("b", 2), ("a", 1), ("a", 0)}))
+    assert record_json(encode_key("etl"), encode_value(metadata)) == {
+        "key": {"version": 0, "data": {"transactionalId": "etl"}},
+        "value": {"version": 0, "data": {
+            "producerId": 5, "producerEpoch": 1, "transactionTimeoutMs": 60_000, "transactionStatus": 1,
+            "transactionPartitions": [{"topic": "a", "partitionIds": [0, 1]},
+                                      {"topic": "b", "partitionIds": [2]}],
+            "transactionLastUpdateTimestampMs": 100, "transactionStartTimestampMs": 50}}}
+    v1 = record_json(encode_key("etl"), encode_value(metadata, version=1))["value"]
+    assert v1["version"] == 1 and v1["data"]["producerId"] == 5
+
+
+def test_record_json_of_a_tombstone_and_of_versions_it_has_no_schema_for() -> None:
+    assert record_json(encode_key("gone"), None) == {
+        "key": {"version": 0, "data": {"transactionalId": "gone"}}, "value": None}
+    assert record_json(b"\x00\x07\x00\x01t", b"\x00\x09...") == {  # a later release's, as Kafka prints it
+        "key": {"version": 7, "data": "unknown"}, "value": {"version": 9, "data": "unknown"}}
+    with pytest.raises(TransactionLogError, match="too short"):
+        record_json(b"\x00", None)
+    with pytest.raises(TransactionLogError, match="TransactionLogKey v0"):
+        record_json(b"\x00\x00\x00\x05tx", None)
 
 
 @pytest.mark.parametrize(("data", "message"), [

@@ -5,6 +5,7 @@ tested once that half is merged.)"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 
@@ -84,3 +85,18 @@ def test_errors_are_one_line(broker: tuple[Broker, confluent_kafka.Producer]) ->
     no_such = transactions(running, "abort", "--topic", "out", "--partition", "1", "--start-offset", "99")
     assert no_such.stderr.decode().strip() == (
         "Could not find any open transactions starting at offset 99 on partition out-1")
+
+
+def test_consume_with_the_transaction_log_formatter(broker: tuple[Broker, confluent_kafka.Producer]) -> None:
+    """``kafkapy consume --formatter transaction-log`` prints what the coordinator wrote for the
+    open transaction, as Kafka's TransactionLogMessageFormatter does."""
+    running, _ = broker
+    consumed = kafkapy("consume", "-b", running.bootstrap_servers, "-t", "__transaction_state", "-e",
+                       "--formatter", "transaction-log")
+    assert consumed.returncode == 0, consumed.stderr.decode()
+    lines = [json.loads(line) for line in consumed.stdout.decode().splitlines()]
+    assert lines and all(line["key"] == {"version": 0, "data": {"transactionalId": "etl"}} for line in lines)
+    last = lines[-1]["value"]["data"]
+    assert last["transactionStatus"] == 1  # Ongoing, Kafka's TransactionState id
+    assert last["transactionPartitions"] == [{"topic": "out", "partitionIds": [1]}]
+    assert last["transactionTimeoutMs"] == 45_000
