@@ -29,6 +29,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_OFFSET,
@@ -37,7 +38,6 @@ from kafkapy.log.base import (
 __all__ = ["TopicPartitionRule", "parse_rules", "parse_time", "register"]
 
 PROG = "kafkapy get-offsets"
-LATEST_TIERED_TIMESTAMP = -5  # Kafka's ListOffsetsRequest.LATEST_TIERED_TIMESTAMP (KIP-1005)
 
 TIME_NAMES = {"latest": LATEST_TIMESTAMP, "earliest": EARLIEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP,
               "earliest-local": EARLIEST_LOCAL_TIMESTAMP, "latest-tiered": LATEST_TIERED_TIMESTAMP}

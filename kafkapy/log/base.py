@@ -26,6 +26,7 @@ from kafkapy.protocol.records import Buffer, RecordBatch
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
+    "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "NO_OFFSET",
@@ -39,11 +40,13 @@ __all__ = [
     "TimestampAndOffset",
 ]
 
-# ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants; -3 is KIP-734, -4 KIP-405).
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants; -3 is KIP-734, -4 KIP-405,
+# -5 KIP-1005). Any other negative timestamp is searched for like a real one, as Kafka does.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
 NO_OFFSET = -1  # Kafka's UNDEFINED_EPOCH_OFFSET and ListOffsets' "no such offset"

@@ -38,10 +38,12 @@ from typing import TYPE_CHECKING
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_OFFSET,
     NO_TIMESTAMP,
+    UNDEFINED_EPOCH,
     AppendInfo,
     EpochEndOffset,
     OffsetOutOfRange,
@@ -571,17 +573,17 @@ class SegmentedLog:
         return self.earliest_offset()
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """Kafka's UnifiedLog.fetchOffsetByTimestamp, without remote storage."""
+        """Kafka's UnifiedLog.fetchOffsetByTimestamp, without remote storage: the special
+        timestamps, and any other (a negative one too, as Kafka) searched for."""
         special = {
             LATEST_TIMESTAMP: self.latest_offset,
             EARLIEST_TIMESTAMP: self.earliest_offset,
             EARLIEST_LOCAL_TIMESTAMP: self.earliest_local_offset,
             MAX_TIMESTAMP: self.max_timestamp_offset,
+            LATEST_TIERED_TIMESTAMP: self.latest_tiered_offset,
         }.get(timestamp)
         if special is not None:
             return special()
-        if timestamp < 0:
-            raise ValueError(f"unknown special timestamp {timestamp}")
         for segment in self.segments:
             if segment.max_timestamp < timestamp:
                 continue
@@ -599,6 +601,11 @@ class SegmentedLog:
                             stamp, record.offset, self.epochs.epoch_for_offset(record.offset)
                         )
         return None
+
+    def latest_tiered_offset(self) -> TimestampAndOffset:
+        """ListOffsets -5 (KIP-1005): the highest offset in remote storage; with none, Kafka's
+        answer is offset -1 in epoch -1."""
+        return TimestampAndOffset(NO_TIMESTAMP, NO_OFFSET, UNDEFINED_EPOCH)
 
     def max_timestamp_offset(self) -> TimestampAndOffset | None:
         """ListOffsets -3 (KIP-734): the record with the largest timestamp (the first of equals)."""

@@ -134,6 +134,20 @@ MESSAGE_FORMATS = "v0,v1,v2"
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+# The first Metadata version that may name topics by id (KIP-516); v10 and v11 carry the field but
+# Kafka refuses an id, or a null name, in them.
+_METADATA_TOPIC_IDS: Final = 12
+
+
+def _metadata_refused(version: int, requested: list[Mapping[str, Any]], error: ErrorCode) -> dict[str, Any]:
+    """Kafka's MetadataRequest.getErrorResponse: every requested topic answered ``error``, a null
+    name as "" (the response's name is not nullable before v12), no brokers."""
+    topics = [{"error_code": error, "name": t.get("name") or "", "topic_id": t.get("topic_id", ZERO_UUID),
+               "is_internal": False, "partitions": []} for t in requested]
+    return fit_body(ApiKey.METADATA, "response", version, {"throttle_time_ms": 0, "brokers": [],
+                                                            "topics": topics})
+
+
 def _partition_metadata(info: TopicInfo, index: int, live: set[int],
                         states: PartitionStates) -> dict[str, Any]:
     """One partition as Metadata and DescribeTopicPartitions list it (see _topic_metadata)."""
@@ -269,6 +283,9 @@ class CoreModule(Module):
         when named; a missing topic is auto-created only with CREATE on the CLUSTER or on the
         topic, else answered TOPIC_AUTHORIZATION_FAILED."""
         requested = request.body.get("topics")
+        if requested and ctx.api_version < _METADATA_TOPIC_IDS and any(
+                t.get("name") is None or t.get("topic_id", ZERO_UUID) != ZERO_UUID for t in requested):
+            return _metadata_refused(ctx.api_version, requested, ErrorCode.INVALID_REQUEST)
         refused: dict[str, ErrorCode] = {}
         if requested and not isinstance(self.services.authorizer, AllowAll):
             refused = {name: ErrorCode.TOPIC_AUTHORIZATION_FAILED

@@ -51,6 +51,11 @@ log = logging.getLogger(__name__)
 
 
 _WAIT_CAP_S = 30.0  # never hold a request longer than this, whatever timeout_ms says
+# Kafka's controller refuses an operation that would write more metadata records than this
+# (QuorumController.MAX_RECORDS_PER_USER_OP), whole, before planning any of it: so a request for
+# two billion partitions is one clear error, not the broker's memory.
+MAX_RECORDS_PER_USER_OP = 10_000
+_TOO_LARGE = (ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
 _REASSIGNMENT_TIMEOUT_MS = 60_000  # AlterPartitionReassignments' TimeoutMs default (Kafka's schema)
 
 
@@ -198,6 +203,10 @@ class TopicsModule(Module):
         if pending:
             async with self._lock:
                 existing, live, pending = await self._snapshot_or_fail(pending)
+                if self._topic_records(pending, existing) > MAX_RECORDS_PER_USER_OP:
+                    for result, _ in pending:
+                        result.update(error_code=_TOO_LARGE[0], error_message=_TOO_LARGE[1])
+                    pending = []
                 for result, item in pending:
                     try:
                         info = self._plan_topic(item, existing, live)
@@ -320,6 +329,23 @@ class TopicsModule(Module):
              "config_source": e["config_source"], "is_sensitive": e["is_sensitive"]}
             for e in configs.topics.entries(overrides, False, False, 1)
         ]
+
+    def _topic_records(self, pending: Sequence[tuple[dict[str, Any], Mapping[str, Any]]],
+                       existing: Mapping[str, TopicInfo]) -> int:
+        """The metadata records creating the new topics of ``pending`` writes, as Kafka's
+        controller counts them: one for the topic, one a partition, one a config."""
+        total = 0
+        for _, item in pending:
+            if item["name"] in existing:
+                continue
+            assignments = item.get("assignments") or []
+            partitions = item.get("num_partitions", -1)
+            if assignments:
+                partitions = len(assignments)
+            elif partitions == -1:
+                partitions = self.services.config["num.partitions"]
+            total += 1 + max(partitions, 0) + len(item.get("configs") or ())
+        return total
 
     def _plan_topic(self, item: Mapping[str, Any], existing: Mapping[str, TopicInfo],
                     live: set[int]) -> TopicInfo:
@@ -469,6 +495,12 @@ class TopicsModule(Module):
         if pending:
             async with self._lock:
                 existing, live, pending = await self._snapshot_or_fail(pending)
+                added_count = sum(max(int(item["count"]) - len(existing[item["name"]].partitions), 0)
+                                  for _, item in pending if item["name"] in existing)
+                if added_count > MAX_RECORDS_PER_USER_OP:
+                    for result, _ in pending:
+                        result.update(error_code=_TOO_LARGE[0], error_message=_TOO_LARGE[1])
+                    pending = []
                 for result, item in pending:
                     name = item["name"]
                     try:

@@ -14,6 +14,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     EpochEndOffset,
@@ -119,8 +120,11 @@ def test_offset_for_timestamp_and_the_special_timestamps(log: SegmentedLog) -> N
         log.earliest_offset() == log.earliest_local_offset() == log.offset_for_timestamp(EARLIEST_TIMESTAMP)
     )
     assert log.max_timestamp_offset() == log.offset_for_timestamp(MAX_TIMESTAMP)
-    with pytest.raises(ValueError):
-        log.offset_for_timestamp(-7)
+    # KIP-1005's latest tiered offset, with no remote storage: Kafka's -1 in epoch -1.
+    assert log.offset_for_timestamp(LATEST_TIERED_TIMESTAMP) == TimestampAndOffset(-1, -1, -1)
+    # Any other negative timestamp is searched for as Kafka's UnifiedLog does: every record is at
+    # or after it, so the first one answers.
+    assert log.offset_for_timestamp(-7) == log.offset_for_timestamp(-(2**63)) == TimestampAndOffset(100, 0, 1)
 
 
 def test_timestamp_lookup_walks_many_segments_and_index_entries(make_log: MakeLog) -> None:

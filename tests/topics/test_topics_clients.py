@@ -131,3 +131,36 @@ def test_confluent_admin_lists_created_topics(kafka_broker_factory: BrokerFactor
     futures = admin.delete_topics(["refunds"], request_timeout=TIMEOUT_S, operation_timeout=TIMEOUT_S)
     assert futures["refunds"].result(timeout=TIMEOUT_S) is None
     assert sorted(admin.list_topics(timeout=TIMEOUT_S).topics) == ["payments"]
+
+
+def test_a_request_larger_than_kafkas_controller_takes_is_refused_whole(
+        kafka_broker_factory: BrokerFactory) -> None:
+    """Kafka's controller writes at most 10,000 metadata records for one request (a topic, each
+    partition and each config is one) and refuses a larger one whole with POLICY_VIOLATION. Before
+    this, two billion partitions asked for took the broker's memory."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka.admin import NewPartitions
+    from kafka.admin import NewTopic as KafkaPythonNewTopic
+    from kafka.errors import PolicyViolationError
+
+    broker = kafka_broker_factory(broker_id=1)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    # 2 topic records + 10,000 partition records: neither topic is made, though each alone would be.
+    futures = admin.create_topics([NewTopic("half-a", 5_000, 1), NewTopic("half-b", 5_000, 1)],
+                                  request_timeout=TIMEOUT_S)
+    for future in futures.values():
+        error = future.exception(timeout=TIMEOUT_S).args[0]
+        assert (error.code(), error.str()) == (KafkaError.POLICY_VIOLATION,
+                                               "Unable to perform excessively large batch operation.")
+    # confluent-kafka refuses more than 100,000 partitions itself; kafka-python sends anything.
+    kafka_python = kafka_python_admin(broker)
+    try:
+        with pytest.raises(PolicyViolationError):
+            kafka_python.create_topics([KafkaPythonNewTopic("huge", 2**31 - 1, 1)], timeout_ms=TIMEOUT_MS)
+        kafka_python.create_topics([KafkaPythonNewTopic("small", 2, 1)], timeout_ms=TIMEOUT_MS)
+        with pytest.raises(PolicyViolationError):
+            kafka_python.create_partitions({"small": NewPartitions(2**31 - 1)}, timeout_ms=TIMEOUT_MS)
+    finally:
+        kafka_python.close()
+    assert partition_counts(broker) == {"small": 2}
