@@ -7,6 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 __all__ = ["assign_replicas", "partition_label", "placement_for_new_partitions"]
 
+# The broker's own generator: an embedded broker must not move the global ``random`` state of the
+# process it runs in (a test seeding ``random`` would get other numbers whenever a topic is made).
+_PLACEMENT_RANDOM = random.Random()
+
 
 def partition_label(broker_id: int, partition: int) -> str:
     """How seed 001's coordinator messages name a partition: ``<brokerId>-<partition>``."""
@@ -28,7 +32,7 @@ def assign_replicas(brokers: Iterable[int], partitions: int, replication_factor:
     count = len(ids)
     if not 1 <= replication_factor <= count:
         raise ValueError(f"replication factor {replication_factor} with {count} brokers")
-    pick = rng or random
+    pick = rng or _PLACEMENT_RANDOM
     start = start_index if start_index >= 0 else pick.randrange(count)
     shift = start_index if start_index >= 0 else pick.randrange(count)
     result: dict[int, tuple[int, ...]] = {}

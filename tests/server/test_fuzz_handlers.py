@@ -188,7 +188,59 @@ def test_every_api_answers_nonsense_with_kafkas_errors(broker: Broker, errors: E
         assert good.call(ApiKey.API_VERSIONS, 3, SOFTWARE).body["error_code"] == ErrorCode.NONE
 
 
-# --- what the test above found, pinned ---------------------------------------------------------
+def _frames_until(sock: socket.socket, count: int, wait_s: float) -> list[bytes]:
+    """Up to ``count`` response frames' bodies, fewer if the connection closes or goes quiet."""
+    sock.settimeout(wait_s)
+    received, frames = b"", []
+    while len(frames) < count:
+        while len(received) >= 4 and len(received) >= 4 + struct.unpack_from(">i", received)[0]:
+            size = struct.unpack_from(">i", received)[0]
+            frames.append(received[4:4 + size])
+            received = received[4 + size:]
+        if len(frames) >= count:
+            break
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return frames
+
+
+@settings(max_examples=EXAMPLES // 5, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_pipelined_nonsense_is_answered_in_order(broker: Broker, errors: ErrorCollector,
+                                                 served: dict[int, tuple[int, int]],
+                                                 data: st.DataObject) -> None:
+    """Several such requests sent at once on one connection, waiting handlers among them: the
+    answers come back in the order of the requests (Kafka's promise per connection), each the
+    answer to its own request."""
+    sent: list[tuple[int, int, int]] = []  # (api key, version, correlation id) of those answered
+    frames = []
+    for correlation_id in range(data.draw(st.integers(2, 5), label="requests")):
+        api_key = data.draw(st.sampled_from(sorted(served)), label="api")
+        version = data.draw(st.integers(*served[api_key]), label="version")
+        body = data.draw(_struct(catalogue()[api_key].request.fields, version), label="body")
+        if api_key == ApiKey.API_VERSIONS and version >= 3:
+            body = {**body, **SOFTWARE}
+        if api_key == ApiKey.PRODUCE and body.get("acks") == 0:
+            continue  # unanswered, and a refused one closes the connection
+        frames.append(frame(encode_request(api_key, version, correlation_id, "fuzz", body)))
+        sent.append((api_key, version, correlation_id))
+    address = data.draw(st.sampled_from(_addresses(broker)), label="broker")
+    with socket.create_connection(split_address(address), timeout=ANSWER_WAIT_S) as sock:
+        sock.sendall(b"".join(frames))
+        answers = _frames_until(sock, len(sent), ANSWER_WAIT_S)
+    assert errors.messages == [], errors.messages
+    for (api_key, version, correlation_id), answer in zip(sent, answers):
+        decoded = decode_response(answer, api_key, version)
+        assert decoded.correlation_id == correlation_id, f"answers out of order: {sent}"
+        assert ErrorCode.UNKNOWN_SERVER_ERROR not in set(_error_codes(decoded.body)), decoded.body
+
+
+# --- what the tests above found, pinned --------------------------------------------------------
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ broker serves, and Kafka's error codes."""
 
 from __future__ import annotations
 
+import random
 import sys
 import uuid
 from collections.abc import Iterator
@@ -278,6 +279,20 @@ def test_new_partitions_continue_the_round_robin() -> None:
     added = placement_for_new_partitions([1, 2, 3], existing, 5)
     assert added == {3: assign_replicas([1, 2, 3], 5, 2, start_index=1)[3],
                      4: assign_replicas([1, 2, 3], 5, 2, start_index=1)[4]}
+
+
+def test_an_embedded_broker_leaves_the_global_random_state_alone() -> None:
+    """A test that seeds ``random`` gets the same numbers whether or not its broker makes topics
+    (the random start of Kafka's placement draws from the broker's own generator)."""
+    random.seed(7)
+    state = random.getstate()
+    assign_replicas([1, 2, 3], 6, 2)
+    assert random.getstate() == state
+    with Broker(brokers=3) as cluster:
+        random.seed(7)
+        state = random.getstate()
+        cluster.seed({"placed": {"partitions": 6, "replication_factor": 2}})
+        assert random.getstate() == state
 
 
 def test_partition_label() -> None:
