@@ -304,14 +304,15 @@ def record_json(key: bytes, value: bytes | None, *, consumer_protocol: bool = Fa
     decode, _, _ = _schema(kind.key_spec.name, record_type)
     key_body = _run_decoder(decode, kind.key_spec, key, record_type, "key")
     answer: dict[str, Any] = {
-        "key": {"type": record_type, "data": message_json(key_body, kind.key_spec.fields)}, "value": None}
+        "key": {"type": record_type, "data": message_json(key_body, kind.key_spec.fields, record_type)},
+        "value": None}
     if value is not None:
         value = bytes(value)
         version = _version(value, "value")
         _checked(kind.value_spec, version, "value")
         decode, _, _ = _schema(kind.value_spec.name, version)
         value_body = _run_decoder(decode, kind.value_spec, value, version, "value")
-        data = message_json(value_body, kind.value_spec.fields)
+        data = message_json(value_body, kind.value_spec.fields, version)
         if consumer_protocol and data.get("protocolType") == "consumer":
             for member, raw in zip(data.get("members") or (), value_body.get("members") or ()):
                 for name, spec_name in (("subscription", "ConsumerProtocolSubscription"),
@@ -345,7 +346,7 @@ def consumer_protocol_json(name: str, data: bytes) -> dict[str, Any] | None:
         body, _ = decode(data, _VERSION.size, len(data))
     except DecodeError:
         return None
-    return message_json(body, spec.fields)
+    return message_json(body, spec.fields, min(version, spec.valid_versions.high))
 
 
 # --- attrs values <-> decoded bodies -----------------------------------------------------------

@@ -211,4 +211,4 @@ def _part_json(name: str, data: bytes) -> dict[str, Any]:
     if version not in _spec(name).valid_versions:
         return {"version": version, "data": "unknown"}
     _, body = _decode(name, data)
-    return {"version": version, "data": message_json(body, _spec(name).fields)}
+    return {"version": version, "data": message_json(body, _spec(name).fields, version)}

@@ -76,6 +76,12 @@ def test_record_json_is_kafkas_transaction_log_formatter_shape() -> None:
             "transactionLastUpdateTimestampMs": 100, "transactionStartTimestampMs": 50}}}
     v1 = record_json(encode_key("etl"), encode_value(metadata, version=1))["value"]
     assert v1["version"] == 1 and v1["data"]["producerId"] == 5
+    # Tagged fields only when not at their defaults, as Kafka's generated converters write them.
+    assert not {"previousProducerId", "nextProducerId", "clientTransactionVersion"} & set(v1["data"])
+    bumped = TxnMetadata("etl", 9, 3, 1000, TxnState.COMPLETE_COMMIT, last_update_ms=5, start_ms=4,
+                         previous_producer_id=8)
+    tagged = record_json(encode_key("etl"), encode_value(bumped, version=1))["value"]["data"]
+    assert tagged["previousProducerId"] == 8 and "nextProducerId" not in tagged
 
 
 def test_record_json_of_a_tombstone_and_of_versions_it_has_no_schema_for() -> None:
