@@ -151,7 +151,7 @@ def test_kafka_python_moves_a_partition_under_confluent_clients() -> None:
                 count = len(keeping.values)
                 wait_until(lambda: len(keeping.values) >= count + 20, TIMEOUT_S, "records produced after it")
             assert keeping.failed == []
-            assert len(keeping.values) > 40
+            assert len(keeping.values) >= 40  # 20 before the move was asked for, 20 after it was done
         finally:
             admin.close()
         # Every record, from before the move and across it, is read back from the new leader.
