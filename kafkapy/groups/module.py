@@ -110,8 +110,9 @@ class ForeignGroups(Protocol):
         """ListGroups rows, filtered by lower-cased states and types."""
         ...
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of one of its groups: NONE, or why not (NON_EMPTY_GROUP)."""
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of one of its groups: NONE, or why not (NON_EMPTY_GROUP); it may wait
+        (a share group's state is deleted where its share coordinator keeps it)."""
         ...
 
 
@@ -1036,7 +1037,7 @@ class GroupsModule(Module):
             self.check_coordinator(group_id)
             for other in self.foreign_groups:
                 if other.holds_group(group_id):
-                    return other.delete_group(group_id)
+                    return await other.delete_group(group_id)
             if self.consumer.get(group_id) is not None:
                 await self.consumer.delete(group_id)
                 return ErrorCode.NONE

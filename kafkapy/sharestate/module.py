@@ -35,6 +35,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.broker_channel import BrokerChannel
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
@@ -48,6 +49,7 @@ from kafkapy.server.services import (
 )
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR
 from kafkapy.sharestate.coordinator import SHARE_STATE_TOPIC, ShareCoordinator, share_state_topic_configs
+from kafkapy.sharestate.persister import SharePersister
 from kafkapy.sharestate.state import (
     NO_EPOCH,
     UNINITIALIZED_START_OFFSET,
@@ -58,10 +60,12 @@ from kafkapy.sharestate.state import (
     state_partition_for,
 )
 from kafkapy.store.base import BrokerRegistration, decode_uuid
+from kafkapy.store.onloop import watching
 
 __all__ = ["ShareCoordinatorModule", "parse_coordinator_key"]
 
 STATE_API_VERSIONS = VersionRange(0, 0)
+_CREATE_WAIT_S = 5.0  # how long a share-partition leader waits for a new __share_group_state to show
 
 
 def _positive(value: Any) -> str | None:
@@ -111,10 +115,17 @@ class ShareCoordinatorModule(Module):
             leader_log=self._leader_log, leader_epoch=self._led_epoch, partition_count=self._partition_count,
             snapshot_every=services.config["share.coordinator.snapshot.update.records.per.snapshot"],
             now_ms=lambda: int(services.wall_clock() * 1000), appended=self._appended)
+        self._channel = BrokerChannel(
+            lambda: services.cluster.brokers, lambda: services.inter_broker_listener,
+            client_id="kafkapy-share-partition-leader")
+        #: What share-partition leaders (the shares module) use to reach the key's coordinator.
+        self.persister = SharePersister(self.coordinator, lambda: services.broker_id, self._locate,
+                                        self._channel, self.ensure_state_topic)
 
     async def stop(self) -> None:
         if self._creating is not None:
             self._creating.cancel()
+        self._channel.close()
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -162,6 +173,18 @@ class ShareCoordinatorModule(Module):
             return None
         return leadership[1]
 
+    def _locate(self, key: SharePartitionKey) -> int | None:
+        """The broker leading the key's state partition (the topic is made if need be); None
+        while there is none."""
+        cluster = self.services.cluster
+        if SHARE_STATE_TOPIC not in cluster.topics:
+            self._create_state_topic()
+            return None
+        leadership = cluster.leadership(SHARE_STATE_TOPIC, state_partition_for(key, self._partition_count()))
+        if leadership is None or leadership[0] == NO_LEADER:
+            return None
+        return leadership[0]
+
     # --- FindCoordinator (SHARE_COORDINATOR) ------------------------------------------------------
 
     async def find_share_coordinator(self, key: str) -> tuple[ErrorCode, BrokerRegistration | None]:
@@ -180,6 +203,22 @@ class ShareCoordinatorModule(Module):
         if leader not in live:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         return ErrorCode.NONE, live[leader]
+
+    async def ensure_state_topic(self) -> bool:
+        """``__share_group_state`` exists in this broker's view (made now if need be; waited for
+        on the store's watch, not polled, so a virtual clock need not move)."""
+        if SHARE_STATE_TOPIC in self.services.cluster.topics:
+            return True
+        self._create_state_topic()
+        assert self._creating is not None
+        try:
+            await asyncio.shield(self._creating)
+        except Exception:
+            return False
+        if SHARE_STATE_TOPIC in self.services.cluster.topics:
+            return True
+        async with watching(self.services.loop, self.services.store.watch_topics) as topics:
+            return await topics.wait_for(lambda view: SHARE_STATE_TOPIC in view, _CREATE_WAIT_S)
 
     def _create_state_topic(self) -> None:
         """One try at a time; the caller hears COORDINATOR_NOT_AVAILABLE meanwhile."""
