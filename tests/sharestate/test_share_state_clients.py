@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,3 +114,59 @@ def test_the_new_leader_goes_on_where_the_old_one_was(cluster: Broker) -> None:
             assert _offsets(admin) == [20]
     finally:
         consumer.close()
+
+
+def test_a_restart_on_zookeeper_with_log_dirs_keeps_the_groups_progress(zk_connect: str,
+                                                                        tmp_path: Path) -> None:
+    config = {"zookeeper.connect": zk_connect, "log.dirs": str(tmp_path), "broker.id": 1}
+    with Broker(config) as broker:
+        broker.seed({TOPIC: {"partitions": 1}})
+        consumer = ck.ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": GROUP,
+                                     "share.acknowledgement.mode": "explicit"})
+        consumer.subscribe([TOPIC])
+        try:
+            with _group_coordinator(broker) as admin:
+                wait_until(lambda: len(consumer.poll(0.2)) == 0 and _offsets(admin) == [0],
+                           what="the share-partition started")
+            _produce(broker.bootstrap_servers, [f"v{i}".encode() for i in range(10)])
+            seen: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 10 and time.monotonic() < deadline:
+                for message in consumer.poll(0.3):
+                    if message.error() is None:
+                        seen.append(message.value())
+                        # The first five done, the rest released for another try.
+                        kind = ck.AcknowledgeType.ACCEPT if int(message.value()[1:]) < 5 else \
+                            ck.AcknowledgeType.RELEASE
+                        consumer.acknowledge(message, kind)
+            assert sorted(seen) == sorted(f"v{i}".encode() for i in range(10))
+            assert all(error is None for error in consumer.commit_sync(10).values())
+        finally:
+            consumer.close()
+        _produce(broker.bootstrap_servers, [f"v{i}".encode() for i in range(10, 15)])
+        with _group_coordinator(broker) as admin:
+            before = _offsets(admin)
+        assert before == [5]
+
+    with Broker(config) as broker:  # the same ZooKeeper and log.dirs: topic ids and logs kept
+        with _group_coordinator(broker) as admin:
+            assert _offsets(admin) == before
+        consumer = ck.ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": GROUP,
+                                     "share.acknowledgement.mode": "explicit"})
+        consumer.subscribe([TOPIC])
+        try:
+            counts: dict[bytes, int] = {}
+            deadline = time.monotonic() + 30
+            while len(counts) < 10 and time.monotonic() < deadline:
+                for message in consumer.poll(0.3):
+                    if message.error() is None:
+                        counts[message.value()] = message.delivery_count()
+                        consumer.acknowledge(message, ck.AcknowledgeType.ACCEPT)
+            # Nothing accepted before comes again; the released records come with their count.
+            assert counts == {**{f"v{i}".encode(): 2 for i in range(5, 10)},
+                              **{f"v{i}".encode(): 1 for i in range(10, 15)}}
+            assert all(error is None for error in consumer.commit_sync(10).values())
+        finally:
+            consumer.close()
+        with _group_coordinator(broker) as admin:
+            assert _offsets(admin) == [15]
