@@ -3,12 +3,15 @@ kafkapy's own client codec: answers, Kafka's errors, and state that a new coordi
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kafkapy.cli import main
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -16,6 +19,7 @@ from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.sharestate.coordinator import SHARE_STATE_TOPIC
 from kafkapy.sharestate.state import coordinator_key, state_partition_for
+from kafkapy.store.base import encode_uuid
 from kafkapy.testing import wait_until
 
 TOPIC = "q"
@@ -215,3 +219,32 @@ def test_only_brokers_may_call_them() -> None:
             assert _write(client, topic_id)["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
             assert _find(client, coordinator_key((GROUP, topic_id, 0)))["error_code"] == \
                 ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_dump_log_decodes_the_state_topic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``kafkapy dump-log --share-group-state-decoder`` (kafka-dump-log.sh's flag) over what the
+    coordinator wrote: Kafka's record types, field names and versions."""
+    with Broker({"log.dirs": str(tmp_path), "share.coordinator.state.topic.num.partitions": 1}) as broker:
+        broker.seed({TOPIC: {"partitions": 1, "records": []}})
+        with SimpleClient(broker.bootstrap_servers) as client:
+            topic_id = _topic_id(client)
+            _coordinator(client, coordinator_key((GROUP, topic_id, 0)))
+            assert _initialize(client, topic_id, 0, 4)["error_code"] == ErrorCode.NONE
+            assert _write(client, topic_id, leader_epoch=2, start=5,
+                          batches=[(5, 6, 2, 1)])["error_code"] == ErrorCode.NONE
+            assert _delete(client, topic_id)["error_code"] == ErrorCode.NONE
+    segment = tmp_path / f"{SHARE_STATE_TOPIC}-0" / "00000000000000000000.log"
+    assert main(["dump-log", "--files", str(segment), "--share-group-state-decoder",
+                 "--skip-record-metadata"]) == 0
+    records = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    keys = [json.loads(line.split(" key: ")[1].split(" payload: ")[0]) for line in records]
+    payloads = [line.split(" payload: ")[1] for line in records]
+    expected_key = {"groupId": GROUP, "topicId": encode_uuid(topic_id), "partition": 0}
+    assert keys == [{"type": "0", "data": expected_key}, {"type": "1", "data": expected_key},
+                    {"type": "0", "data": expected_key}]
+    assert [json.loads(p) for p in payloads[:2]] == [
+        {"version": "0", "data": {"snapshotEpoch": 0, "stateEpoch": 0, "leaderEpoch": 0, "startOffset": 4,
+                                  "stateBatches": []}},
+        {"version": "0", "data": {"snapshotEpoch": 0, "leaderEpoch": 2, "startOffset": 5, "stateBatches": [
+            {"firstOffset": 5, "lastOffset": 6, "deliveryState": 2, "deliveryCount": 1}]}}]
+    assert payloads[2] == "<DELETE>"
