@@ -76,6 +76,11 @@ class ShareCoordinator:
         self.shard = ShareStateShard(snapshot_every)
         self._loaded: dict[int, int] = {}  # state partition -> the leader epoch it was loaded under
 
+    def forget_all(self) -> None:
+        """Every loaded state partition goes (kafkapy.inspection.reset, which empties the logs)."""
+        self.shard.forget(list(self.shard.states))
+        self._loaded.clear()
+
     def partition_for(self, key: SharePartitionKey) -> int:
         return state_partition_for(key, self._partition_count())
 

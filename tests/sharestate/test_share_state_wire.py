@@ -248,3 +248,63 @@ def test_dump_log_decodes_the_state_topic(tmp_path: Path, capsys: pytest.Capture
         {"version": "0", "data": {"snapshotEpoch": 0, "leaderEpoch": 2, "startOffset": 5, "stateBatches": [
             {"firstOffset": 5, "lastOffset": 6, "deliveryState": 2, "deliveryCount": 1}]}}]
     assert payloads[2] == "<DELETE>"
+
+
+def test_a_reset_forgets_the_kept_state(single: tuple[Broker, SimpleClient, uuid.UUID]) -> None:
+    broker, client, topic_id = single
+    assert _initialize(client, topic_id, 0, 3)["error_code"] == ErrorCode.NONE
+    assert broker.records(SHARE_STATE_TOPIC) != []
+    broker.reset()
+    assert broker.records(SHARE_STATE_TOPIC) == []  # what a later load finds: nothing
+    broker.seed({TOPIC: {"partitions": 2, "records": []}})
+    fresh = _topic_id(client)
+    assert _read(client, fresh)["start_offset"] == -1
+
+
+def _share_fetch(client: SimpleClient, group: str, topic_id: uuid.UUID, epoch: int,
+                 acks: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    return dict(client.request(ApiKey.SHARE_FETCH, 1, {
+        "group_id": group, "member_id": "m", "share_session_epoch": epoch, "max_wait_ms": 0, "min_bytes": 1,
+        "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+        "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0,
+                                                          "acknowledgement_batches": list(acks)}]}],
+        "forgotten_topics_data": []}))
+
+
+def test_a_leader_persists_through_a_coordinator_on_another_broker() -> None:
+    """The share-partition leader and the key's share coordinator on different brokers: the
+    state goes over the inter-broker channel, and the coordinator's refusals come back."""
+    with Broker(brokers=3, config={"share.coordinator.state.topic.num.partitions": 3,
+                                   "share.auto.offset.reset": "earliest"}) as cluster:
+        cluster.seed({TOPIC: {"partitions": 1, "records": [{"value": f"v{i}"} for i in range(4)]}})
+        with SimpleClient(cluster.bootstrap_servers) as client:
+            topic_id = _topic_id(client)
+            metadata = client.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}],
+                                                            "allow_auto_topic_creation": False,
+                                                            "include_topic_authorized_operations": False})
+            leader = metadata["topics"][0]["partitions"][0]["leader_id"]
+            # A group whose share coordinator is another broker than the partition's leader.
+            group, coordinator = next(
+                (g, c) for g in (f"group-{i}" for i in range(100))
+                if (c := _coordinator(client, coordinator_key((g, topic_id, 0)))) != leader)
+        with SimpleClient(cluster.brokers[leader].bootstrap_servers) as there:
+            first = _share_fetch(there, group, topic_id, 0)
+            assert [(a["first_offset"], a["last_offset"]) for a in
+                    first["responses"][0]["partitions"][0]["acquired_records"]] == [(0, 3)]
+            acked = _share_fetch(there, group, topic_id, 1, [
+                {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}])  # ACCEPT
+            assert acked["responses"][0]["partitions"][0]["acknowledge_error_code"] == ErrorCode.NONE
+        with SimpleClient(cluster.brokers[coordinator].bootstrap_servers) as keeper:
+            state = _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}]}))
+            # Acquired records are kept as the AVAILABLE records they were before the fetch.
+            assert (state["error_code"], state["start_offset"], _batches(state)) == (
+                ErrorCode.NONE, 2, [(2, 3, 0, 0)])
+            # A newer leader epoch read at the coordinator fences the leader's next write.
+            _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
+                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 99}]}]}))
+        with SimpleClient(cluster.brokers[leader].bootstrap_servers) as there:
+            fenced = _share_fetch(there, group, topic_id, 2, [
+                {"first_offset": 2, "last_offset": 2, "acknowledge_types": [1]}])
+            assert fenced["responses"][0]["partitions"][0]["acknowledge_error_code"] == \
+                ErrorCode.FENCED_LEADER_EPOCH
