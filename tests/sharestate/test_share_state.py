@@ -23,6 +23,7 @@ from kafkapy.sharestate.state import (
     StateBatch,
     combine_batches,
     coordinator_key,
+    overlay_each,
     state_partition_for,
 )
 
@@ -169,3 +170,22 @@ def test_fencing() -> None:
     with pytest.raises(KafkaApiError) as no_group:
         shard.write(("", TOPIC_ID, 0), 0, 0, -1, ())
     assert no_group.value.code == ErrorCode.INVALID_GROUP_ID
+
+
+def _disjoint(layer: list[StateBatch]) -> list[StateBatch]:
+    """The layer's batches with every overlap cut out (sorted), as a leader's write is."""
+    kept: list[StateBatch] = []
+    for batch in sorted(layer, key=lambda b: b.first_offset):
+        if kept and batch.first_offset <= kept[-1].last_offset:
+            continue
+        kept.append(batch)
+    return kept
+
+
+@given(st.lists(batches, max_size=6), st.lists(batches, max_size=6), st.integers(0, 40))
+def test_the_one_pass_merge_equals_laying_one_update_at_a_time(
+        current: list[StateBatch], updates: list[StateBatch], start: int) -> None:
+    """The fast path (sorted, disjoint sides) against the plain one, per offset and as batches."""
+    kept = combine_batches((), _disjoint(current), 0)
+    changes = _disjoint(updates)
+    assert combine_batches(kept, changes, start) == combine_batches(overlay_each(kept, changes), (), start)
