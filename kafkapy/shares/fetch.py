@@ -139,7 +139,11 @@ class ShareFetcher:
         self.partitions.clear()
         self._loaded.clear()
         self.timers.cancel(_LOCK_TIMER)
-        for task in self._writes:
+        self.cancel_writes()
+
+    def cancel_writes(self) -> None:
+        """Background writes still under way stop (the broker stops, or forgets everything)."""
+        for task in list(self._writes):
             task.cancel()
 
     def member_gone(self, group_id: str, member_id: str, *, end_session: bool) -> None:

@@ -167,6 +167,7 @@ class ShareModule(Module):
 
     async def stop(self) -> None:
         self.timers.cancel_all()
+        self.fetcher.cancel_writes()
 
     # -- the one namespace (kafkapy.groups.module.ForeignGroups) ---------------------------------
 
