@@ -398,8 +398,8 @@ class ShareFetcher:
                 break
             try:
                 name, log = self._resolve(ctx, key)
-                partition = self._share_partition((session.group_id, *key), log, self._leader(name, key[1])
-                                                  ["leader_epoch"])
+                epoch = self._leader(name, key[1])["leader_epoch"]
+                partition = self._share_partition((session.group_id, *key), log, epoch)
                 if partition is None:
                     continue
                 start = partition.next_available()
@@ -561,7 +561,7 @@ class ShareFetcher:
             for p in topic["partitions"]:
                 key = (topic["topic_id"], p["partition_index"])
                 code, message = await self._acknowledge(ctx, group_id, member_id, key,
-                                                  p.get("acknowledgement_batches") or [], now)
+                                                        p.get("acknowledgement_batches") or [], now)
                 rows[key] = {"partition_index": key[1], "error_code": code, "error_message": message,
                              "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}}
         if epoch == FINAL_EPOCH:
