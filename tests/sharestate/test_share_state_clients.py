@@ -1,8 +1,9 @@
-"""confluent-kafka's ShareConsumer (librdkafka 2.16) across a share-partition leader's move:
-the group's progress is kept by the share coordinator in ``__share_group_state``, so the new
-leader goes on where the old one was. With share.auto.offset.reset=latest (the default) a new
-leader that started again would skip the records produced meanwhile; with earliest it would
-deliver the accepted ones again. Neither happens."""
+"""confluent-kafka's ShareConsumer (librdkafka 2.16) across a share-partition leader's move, a
+share coordinator's move, and a restart: the group's progress is kept by the share coordinator in
+``__share_group_state``, so the new leader (or coordinator) goes on where the old one was. With
+share.auto.offset.reset=latest (the default) a new leader that started again would skip the
+records produced meanwhile; with earliest it would deliver the accepted ones again. Neither
+happens."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.sharestate.state import coordinator_key
 from kafkapy.testing import wait_until
 
 ck = pytest.importorskip("confluent_kafka")
@@ -83,7 +85,22 @@ def cluster() -> Iterator[Broker]:
         yield running
 
 
-def test_the_new_leader_goes_on_where_the_old_one_was(cluster: Broker) -> None:
+def _share_coordinator(cluster: Broker) -> int:
+    """The broker leading the share-partition's ``__share_group_state`` partition."""
+    with SimpleClient(cluster.bootstrap_servers) as client:
+        answer = client.request(ApiKey.METADATA, 12, {"topics": [{"name": TOPIC, "topic_id": None}],
+                                                      "allow_auto_topic_creation": False,
+                                                      "include_topic_authorized_operations": False})
+        key = coordinator_key((GROUP, answer["topics"][0]["topic_id"], 0))
+        found = client.request(ApiKey.FIND_COORDINATOR, 6, {"key_type": CoordinatorKeyType.SHARE,
+                                                            "coordinator_keys": [key]})["coordinators"][0]
+    assert found["error_code"] == ErrorCode.NONE
+    node: int = found["node_id"]
+    return node
+
+
+@pytest.mark.parametrize("stopped", ["partition leader", "share coordinator"])
+def test_the_new_leader_goes_on_where_the_old_one_was(cluster: Broker, stopped: str) -> None:
     consumer = ck.ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": GROUP,
                                  "share.acknowledgement.mode": "explicit"})
     consumer.subscribe([TOPIC])
@@ -102,9 +119,9 @@ def test_the_new_leader_goes_on_where_the_old_one_was(cluster: Broker) -> None:
         # Records the consumer has not seen yet, then the leader goes.
         second = [f"after-{i}".encode() for i in range(10)]
         _produce(cluster.bootstrap_servers, second)
-        leader = _leader(cluster)
-        cluster.stop_broker(leader)  # ids are 0..2, the indexes of cluster.brokers
-        assert _leader(cluster) != leader
+        gone = _leader(cluster) if stopped == "partition leader" else _share_coordinator(cluster)
+        cluster.stop_broker(gone)  # ids are 0..2, the indexes of cluster.brokers
+        assert gone not in (_leader(cluster), _share_coordinator(cluster))
 
         got = _drain(consumer, len(second), seconds=60.0)
         assert sorted(got) == sorted(second)  # nothing skipped, nothing accepted before again
