@@ -37,6 +37,7 @@ from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.modules import Module
 from kafkapy.server.sasl.credentials import ScramCredentialsModule
 from kafkapy.shares import ShareModule
+from kafkapy.sharestate.module import ShareCoordinatorModule
 from kafkapy.store.base import MetadataStore
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import StrictModule
@@ -51,7 +52,8 @@ MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules re
 DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, FeaturesModule, QuotasModule,
                                              TopicsModule, DataPlaneModule, TransactionsModule, GroupsModule,
                                              FaultsModule,
-                                             StrictModule, ScramCredentialsModule, AclsModule, ShareModule)
+                                             StrictModule, ScramCredentialsModule, AclsModule,
+                                             ShareCoordinatorModule, ShareModule)
 
 
 def load_module_class(name: str) -> type[Module]:

@@ -161,7 +161,8 @@ class Broker:
             # The same for the coordinators' topics (Kafka's default is 3; its server.properties,
             # and so kafkapy's default, 1): with one replica a group's or a transactional id's
             # coordinator is gone while its broker is down, so a pipeline cannot fail over.
-            for internal in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor"):
+            for internal in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                             "share.coordinator.state.topic.replication.factor"):
                 given.setdefault(internal, min(brokers, 3))
         self.config = BrokerConfig.build(given, extra_keys=default_keys)
         self._given = given

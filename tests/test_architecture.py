@@ -7,7 +7,7 @@ The layers, lowest first (a unit is a top-level package, or a top-level module o
     store  log  client
     server
     configs  features  quotas  topics  coordination  observers  dataplane  groups  transactions
-    faults  inspection  strict  acls  shares  telemetry                                 (the modules)
+    faults  inspection  strict  acls  shares  sharestate  telemetry                     (the modules)
     assembly  embedded  seeding  testing  control  capture  spark
     commands  cli  __main__
 
@@ -55,7 +55,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"store", "log", "client"}),
     frozenset({"server"}),
     frozenset({"configs", "features", "quotas", "topics", "coordination", "observers", "dataplane",
-               "groups", "transactions", "faults", "inspection", "strict", "acls", "shares", "telemetry"}),
+               "groups", "transactions", "faults", "inspection", "strict", "acls", "shares", "sharestate",
+               "telemetry"}),
     frozenset({"assembly", "embedded", "seeding", "testing", "control", "capture", "spark"}),
     frozenset({"commands", "cli", "__main__"}),
 )

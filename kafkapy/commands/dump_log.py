@@ -10,8 +10,9 @@ object per line instead, with every field by name, for scripts.
 Nothing here trusts a file: a batch that does not frame or decode ends that file's dump with one
 line on stderr saying where, and the next file is dumped; bytes after the last whole batch are
 counted ("Found N invalid bytes at the end"), as Kafka's recovery would truncate them.
-``--offsets-decoder`` shows ``__consumer_offsets`` records decoded and ``--transaction-log-decoder``
-``__transaction_state``'s, through the same codecs the broker writes them with.
+``--offsets-decoder`` shows ``__consumer_offsets`` records decoded, ``--transaction-log-decoder``
+``__transaction_state``'s and ``--share-group-state-decoder`` ``__share_group_state``'s, through the
+same codecs the broker writes them with.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ from kafkapy.protocol.records import (
     Records,
     entry_end,
 )
+from kafkapy.sharestate.records import ShareStateRecordError
+from kafkapy.sharestate.records import decode_record as decode_share_state
+from kafkapy.sharestate.state import RecordType
+from kafkapy.store.base import encode_uuid
 from kafkapy.transactions.records import TransactionLogError, decode_key, decode_value
 
 __all__ = ["register"]
@@ -106,6 +111,8 @@ def register(subparsers: Any) -> None:
                           help="decode records as __consumer_offsets' (implies --print-data-log)")
     decoders.add_argument("--transaction-log-decoder", action="store_true",
                           help="decode records as __transaction_state's (implies --print-data-log)")
+    decoders.add_argument("--share-group-state-decoder", action="store_true",
+                          help="decode records as __share_group_state's (implies --print-data-log)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line instead of text")
     parser.set_defaults(func=_run)
 
@@ -211,10 +218,37 @@ def _transactions(record: Record) -> tuple[str | None, str | None]:
                  f"txnLastUpdateTimestamp={metadata.last_update_ms},txnTimeoutMs={metadata.timeout_ms}")
 
 
+def _share_state(record: Record) -> tuple[str | None, str | None]:
+    """__share_group_state: key and value as JSON (Kafka's field names), type and version as
+    strings, as Kafka's share group state formatter prints them."""
+    if record.key is None:
+        return f"Error at offset {record.offset}, skipping. The record has no key", None
+    try:
+        decoded = decode_share_state(record.key, record.value)
+    except ShareStateRecordError as exc:
+        return f"Error at offset {record.offset}, skipping. {exc}", None
+    group_id, topic_id, partition = decoded.key
+    key = {"type": str(int(decoded.kind)),
+           "data": {"groupId": group_id, "topicId": encode_uuid(topic_id), "partition": partition}}
+    state = decoded.value
+    if state is None:
+        return json.dumps(key, separators=(",", ":")), "<DELETE>"
+    data: dict[str, Any] = {"snapshotEpoch": state.snapshot_epoch}
+    if decoded.kind is RecordType.SNAPSHOT:
+        data["stateEpoch"] = state.state_epoch
+    data |= {"leaderEpoch": state.leader_epoch, "startOffset": state.start_offset,
+             "stateBatches": [{"firstOffset": b.first_offset, "lastOffset": b.last_offset,
+                               "deliveryState": b.delivery_state, "deliveryCount": b.delivery_count}
+                              for b in state.batches]}
+    return (json.dumps(key, separators=(",", ":")),
+            json.dumps({"version": "0", "data": data}, separators=(",", ":")))
+
+
 def _dump_segment(path: Path, args: argparse.Namespace, warnings: list[str]) -> Iterator[Line]:
     yield Line(message=f"Log starting offset: {_base_offset(path)}")
     data = _read(path)[: args.max_bytes]
-    decode = _offsets if args.offsets_decoder else _transactions if args.transaction_log_decoder else _plain
+    decode = (_offsets if args.offsets_decoder else _transactions if args.transaction_log_decoder
+              else _share_state if args.share_group_state_decoder else _plain)
     deep = args.deep_iteration or args.print_data_log
     position = 0
     previous: int | None = None
@@ -421,7 +455,7 @@ def _as_json(line: Line, path: Path) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.offsets_decoder or args.transaction_log_decoder:
+    if args.offsets_decoder or args.transaction_log_decoder or args.share_group_state_decoder:
         args.print_data_log = True  # as Kafka: a decoder means printing the data
     if args.max_bytes <= 0:
         print("kafkapy dump-log: --max-bytes must be positive", file=sys.stderr)

@@ -68,6 +68,7 @@ from kafkapy.server.services import (
     InternalTopicCreation,
     PartitionLogsProvider,
 )
+from kafkapy.server.share_coordinator import SHARE_COORDINATOR, ShareCoordinatorLocator
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
 from kafkapy.store.base import Watch
@@ -85,6 +86,7 @@ NO_EPOCH = -1
 # OffsetCommit and OffsetFetch name topics by id from v10 (KIP-848's follow-up, Kafka 4.1).
 FIRST_TOPIC_ID_OFFSETS_VERSION = 10
 NO_TOPIC_ID = uuid.UUID(int=0)
+FIRST_SHARE_FIND_COORDINATOR_VERSION = 6  # key type SHARE came with v6 (KIP-932)
 _CREATE_WAIT_S = 5.0  # how long a FindCoordinator waits for a new __consumer_offsets to show
 _LOAD_YIELD_EVERY = 1000  # records replayed between yields to the loop while loading
 
@@ -108,8 +110,9 @@ class ForeignGroups(Protocol):
         """ListGroups rows, filtered by lower-cased states and types."""
         ...
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups of one of its groups: NONE, or why not (NON_EMPTY_GROUP)."""
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of one of its groups: NONE, or why not (NON_EMPTY_GROUP); it may wait
+        (a share group's state is deleted where its share coordinator keeps it)."""
         ...
 
 
@@ -169,7 +172,7 @@ class GroupsModule(Module):
     name = "groups"
     provides = (GROUP_COORDINATOR,)
     wants = (TOPIC_CREATION, PARTITION_LOGS, TRANSACTION_COORDINATOR, TXN_MARKERS, COORDINATOR_OUTAGES,
-             DYNAMIC_CONFIGS)
+             DYNAMIC_CONFIGS, SHARE_COORDINATOR)
     config_keys = CONFIG_KEYS
 
     def __init__(self, services: BrokerServices, group_log: GroupLog | None = None) -> None:
@@ -551,6 +554,8 @@ class GroupsModule(Module):
 
         if key_type == CoordinatorKeyType.TRANSACTION:
             return await self._transaction_coordinator_for(ctx, key, refused)
+        if key_type == CoordinatorKeyType.SHARE:
+            return await self._share_coordinator_for(ctx, key, refused)
         if key_type != CoordinatorKeyType.GROUP:
             return refused(ErrorCode.INVALID_REQUEST, f"Unsupported key type {key_type}.")
         if not self._allowed(ctx, "DESCRIBE", "GROUP", key):
@@ -589,6 +594,28 @@ class GroupsModule(Module):
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.NONE else code
             return refused(code, "The coordinator is not available." if code != ErrorCode.INVALID_REQUEST
                            else "A transactional id must not be empty.")
+        return {"key": key, "node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
+                "error_code": ErrorCode.NONE, "error_message": None}
+
+    async def _share_coordinator_for(self, ctx: RequestContext, key: str,
+                                     refused: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+        """Key type SHARE (KIP-932, FindCoordinator v6+): the share coordinator (SHARE_COORDINATOR)
+        names the leader of the key's ``__share_group_state`` partition. Brokers ask it, so it
+        needs CLUSTER_ACTION, as Kafka's KafkaApis checks."""
+        if ctx.api_version < FIRST_SHARE_FIND_COORDINATOR_VERSION:
+            return refused(ErrorCode.INVALID_REQUEST,
+                           f"Key type SHARE needs FindCoordinator v{FIRST_SHARE_FIND_COORDINATOR_VERSION}.")
+        locator = self.services.provider(SHARE_COORDINATOR, Module)
+        if not isinstance(locator, ShareCoordinatorLocator):
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker runs no share coordinator.")
+        if not self._allowed(ctx, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE):
+            return refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        code, broker = await locator.find_share_coordinator(key)
+        endpoint = broker.endpoint(ctx.connection.listener) if broker is not None else None
+        if code != ErrorCode.NONE or broker is None or endpoint is None:
+            code = ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.NONE else code
+            return refused(code, "The coordinator is not available." if code != ErrorCode.INVALID_REQUEST
+                           else f"Share coordinator key {key!r} is not group:topicId:partition.")
         return {"key": key, "node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
                 "error_code": ErrorCode.NONE, "error_message": None}
 
@@ -1010,7 +1037,7 @@ class GroupsModule(Module):
             self.check_coordinator(group_id)
             for other in self.foreign_groups:
                 if other.holds_group(group_id):
-                    return other.delete_group(group_id)
+                    return await other.delete_group(group_id)
             if self.consumer.get(group_id) is not None:
                 await self.consumer.delete(group_id)
                 return ErrorCode.NONE

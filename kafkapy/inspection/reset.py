@@ -7,8 +7,10 @@ open transactions writes markers to partitions the reset deletes anyway. So inst
 
 1. each broker's group coordinator drops its groups, members, offsets (committed and pending
    transactional) and timers, answering waiting JoinGroup/SyncGroup requests UNKNOWN_MEMBER_ID;
-   its transaction coordinator drops its transactional ids and stops ending transactions;
-2. the coordinators' own logs, ``__consumer_offsets`` and ``__transaction_state``, start over
+   its transaction coordinator drops its transactional ids and stops ending transactions; its
+   share coordinator drops the share-partition states it loaded;
+2. the coordinators' own logs, ``__consumer_offsets``, ``__transaction_state`` and
+   ``__share_group_state``, start over
    empty at their current end offset (with fresh producer state), so a coordinator that loads a
    partition later (a leadership move, a restart with log.dirs) finds nothing to bring back.
 
@@ -28,12 +30,14 @@ from kafkapy.groups.module import GroupsModule
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.server.modules import Module
 from kafkapy.shares.module import ShareModule
+from kafkapy.sharestate.coordinator import SHARE_STATE_TOPIC
+from kafkapy.sharestate.module import ShareCoordinatorModule
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.module import TransactionsModule
 
 __all__ = ["COORDINATOR_TOPICS", "empty_coordinator_logs", "forget_groups_and_transactions"]
 
-COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+COORDINATOR_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
 def forget_groups_and_transactions(modules: Iterable[Module]) -> None:
@@ -45,6 +49,8 @@ def forget_groups_and_transactions(modules: Iterable[Module]) -> None:
             module.coordinator.forget_all()
         elif isinstance(module, ShareModule):
             module.forget_everything()
+        elif isinstance(module, ShareCoordinatorModule):
+            module.coordinator.forget_all()
 
 
 def empty_coordinator_logs(home: LogHome) -> None:

@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_protocol_version.py pins the set it stands for.
-PROTOCOL_VERSION = 19
+PROTOCOL_VERSION = 20
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules, each version the one before it with what it added (and, for a version bump, what it
@@ -106,6 +106,11 @@ _PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[
     # 19: + AlterPartitionReassignments and ListPartitionReassignments (KIP-455; the topics module)
     (frozenset({(_K.ALTER_PARTITION_REASSIGNMENTS, 0, 1), (_K.LIST_PARTITION_REASSIGNMENTS, 0, 0)}),
      frozenset()),
+    # 20: + KIP-932's share coordinator (Initialize/Read/Write/DeleteShareGroupState,
+    # ReadShareGroupStateSummary; the share-coordinator module)
+    (frozenset({(_K.INITIALIZE_SHARE_GROUP_STATE, 0, 0), (_K.READ_SHARE_GROUP_STATE, 0, 0),
+                (_K.WRITE_SHARE_GROUP_STATE, 0, 0), (_K.DELETE_SHARE_GROUP_STATE, 0, 0),
+                (_K.READ_SHARE_GROUP_STATE_SUMMARY, 0, 0)}), frozenset()),
 )
 
 
@@ -131,7 +136,7 @@ MESSAGE_FORMATS = "v0,v1,v2"
 
 
 # Kafka's Topic.isInternal: the topics its coordinators keep their state in.
-INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 # The first Metadata version that may name topics by id (KIP-516); v10 and v11 carry the field but

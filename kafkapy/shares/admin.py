@@ -12,7 +12,10 @@ makes an empty share group to hold it, so offsets can be set before the first me
 Delete forgets it, so the next fetch starts at ``share.auto.offset.reset``.
 
 The rows are computed here from the groups and share-partitions the module hands in; checks of
-authorization and of the coordinator are the module's.
+authorization and of the coordinator are the module's. With a share coordinator (kafkapy.sharestate)
+the module reads the share-partitions it describes from there (``stored``), so every broker
+answers the same, also for a group whose members have not joined again since a restart; Alter and
+Delete answer what to change (``changes``) and the module writes it there.
 """
 
 from __future__ import annotations
@@ -85,15 +88,19 @@ class ShareAdmin:
 
     # -- DescribeShareGroupOffsets ----------------------------------------------------------------
 
-    def describe_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]] | None,
-                         version: int) -> dict[str, Any]:
-        """One group's row; ``topics`` None asks for every partition the group holds state for."""
-        self._group(group_id)
+    def describe_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]] | None, version: int,
+                         stored: Mapping[ShareKey, SharePartition] | None = None) -> dict[str, Any]:
+        """One group's row; ``topics`` None asks for every partition the group holds state for.
+        ``stored``: the share-partitions as the share coordinator keeps them, instead of this
+        broker's."""
+        held_here = self._partitions if stored is None else stored
+        if group_id not in self._groups.groups and not any(k[0] == group_id for k in held_here):
+            self._group(group_id)
         known = self._topics()
         if topics is None:
             by_id = {topic_id: name for name, (topic_id, _) in known.items()}
             held: dict[str, list[int]] = {}
-            for g, topic_id, index in sorted(self._partitions, key=lambda k: (str(k[1]), k[2])):
+            for g, topic_id, index in sorted(held_here, key=lambda k: (str(k[1]), k[2])):
                 if g == group_id and topic_id in by_id:
                     held.setdefault(by_id[topic_id], []).append(index)
             topics = [{"topic_name": name, "partitions": indexes} for name, indexes in held.items()]
@@ -111,7 +118,7 @@ class ShareAdmin:
                     row["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     row["error_message"] = "This server does not host this topic-partition."
                 else:
-                    partition = self._partitions.get((group_id, found[0], index))
+                    partition = held_here.get((group_id, found[0], index))
                     if partition is not None:
                         row["start_offset"] = partition.start_offset
                         if version >= 1:
@@ -133,7 +140,10 @@ class ShareAdmin:
 
     # -- AlterShareGroupOffsets / DeleteShareGroupOffsets -----------------------------------------
 
-    def alter_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def alter_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]],
+                      changes: dict[ShareKey, int] | None = None) -> list[dict[str, Any]]:
+        """The rows; with ``changes`` the new start offsets go there for the module to write,
+        instead of into this broker's share-partitions."""
         self._empty_group(group_id, create=True)
         known = self._topics()
         rows = []
@@ -148,6 +158,8 @@ class ShareAdmin:
                     message = "This server does not host this topic-partition."
                 elif p["start_offset"] < 0:
                     code, message = ErrorCode.INVALID_REQUEST, f"Invalid start offset {p['start_offset']}."
+                elif changes is not None:
+                    changes[(group_id, found[0], p["partition_index"])] = p["start_offset"]
                 else:
                     self._partitions[(group_id, found[0], p["partition_index"])] = SharePartition(
                         p["start_offset"], self._limits)
@@ -157,7 +169,10 @@ class ShareAdmin:
                          "partitions": partitions})
         return rows
 
-    def delete_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def delete_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]],
+                       changes: list[ShareKey] | None = None) -> list[dict[str, Any]]:
+        """The rows; every share-partition of each topic goes (listed in ``changes`` too, for the
+        module to delete where the share coordinator keeps them)."""
         self._empty_group(group_id, create=False)
         known = self._topics()
         rows = []
@@ -171,6 +186,8 @@ class ShareAdmin:
                 continue
             for key in [k for k in self._partitions if k[0] == group_id and k[1] == found[0]]:
                 del self._partitions[key]
+            if changes is not None:
+                changes.extend((group_id, found[0], index) for index in range(found[1]))
             rows.append({"topic_name": name, "topic_id": found[0], "error_code": ErrorCode.NONE,
                          "error_message": None})
         return rows

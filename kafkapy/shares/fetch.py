@@ -15,6 +15,18 @@ broker does not lead it) answers at once and names the leader (KIP-951).
 
 Acquisition locks run on one timer (the broker's clock, so a VirtualClock drives them), set to the
 earliest lock deadline after every change.
+
+Persistence (KIP-932's share coordinator, kafkapy.sharestate, reached through its persister): a
+share-partition is loaded on the first fetch that needs it under the partition's current leader
+epoch. Its state is read from the coordinator (initialized at ``share.auto.offset.reset`` when none
+is kept, then read again, which records this leader's epoch so an older leader's writes are
+fenced), so a new leader, or a restarted broker, starts where the last persisted change left the
+records. Every change Kafka persists is written as the whole window (``persisted_batches``):
+acknowledgements before the ShareFetch or ShareAcknowledge that carried them is answered (their
+error code is the write's when it fails), releases (lock expiry, a session closed, a member gone)
+in the background. Writes to one share-partition go one at a time, each with the window as it is
+then. A write that fails (fenced by a newer leader, or no coordinator in time) drops the
+share-partition here, so the next fetch loads what is kept instead of serving a state ahead of it.
 """
 
 from __future__ import annotations
@@ -39,6 +51,8 @@ from kafkapy.server.modules import Answer, RequestContext
 from kafkapy.server.services import BrokerServices
 from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
 from kafkapy.shares.share_partition import Acquired, SharePartition, SharePartitionLimits
+from kafkapy.sharestate.persister import SharePersister
+from kafkapy.sharestate.state import UNINITIALIZED_START_OFFSET
 
 __all__ = ["SHARE_ACKNOWLEDGE_VERSIONS", "SHARE_FETCH_VERSIONS", "ShareFetcher", "ShareKey", "ShareLogs",
            "batch_spans"]
@@ -113,11 +127,24 @@ class ShareFetcher:
         self.partitions: dict[ShareKey, SharePartition] = {}
         self._returned: dict[ShareKey, set[asyncio.Event]] = {}  # fetches waiting for records back
         self.logs: ShareLogs | None = None  # the data plane's, set once it has started
+        # The share coordinator's persister, set at start when a share coordinator module runs;
+        # without one, share-partitions live in memory only (made at share.auto.offset.reset).
+        self.persister: SharePersister | None = None
+        self._loaded: dict[ShareKey, tuple[int, int]] = {}  # -> (leader epoch, state epoch) loaded under
+        self._key_locks: dict[ShareKey, asyncio.Lock] = {}  # one load or write at a time per key
+        self._writes: set[asyncio.Task[None]] = set()  # background writes (releases)
 
     def forget_all(self) -> None:
         self.sessions.clear()
         self.partitions.clear()
+        self._loaded.clear()
         self.timers.cancel(_LOCK_TIMER)
+        self.cancel_writes()
+
+    def cancel_writes(self) -> None:
+        """Background writes still under way stop (the broker stops, or forgets everything)."""
+        for task in list(self._writes):
+            task.cancel()
 
     def member_gone(self, group_id: str, member_id: str, *, end_session: bool) -> None:
         """A member left or was fenced: what it held goes back. A fenced member's share session
@@ -128,6 +155,7 @@ class ShareFetcher:
         for key, partition in self.partitions.items():
             if key[0] == group_id and partition.release_member(member_id, now):
                 self._records_back(key)
+                self._persist_later(key)
         self._schedule_locks()
 
     def reset_of(self, group_id: str) -> str:
@@ -172,6 +200,7 @@ class ShareFetcher:
         for key, partition in self.partitions.items():
             if partition.expire_locks(now):
                 self._records_back(key)
+                self._persist_later(key)
         self._schedule_locks()
 
     def _records_back(self, key: ShareKey) -> None:
@@ -202,7 +231,7 @@ class ShareFetcher:
                     session.partitions.add(key)
                 batches = p.get("acknowledgement_batches") or []
                 if batches:
-                    code, message = self._acknowledge(ctx, group_id, member_id, key, batches, now)
+                    code, message = await self._acknowledge(ctx, group_id, member_id, key, batches, now)
                     row["acknowledge_error_code"], row["acknowledge_error_message"] = code, message
         for forgotten in body.get("forgotten_topics_data") or []:
             for index in forgotten["partitions"]:
@@ -215,6 +244,7 @@ class ShareFetcher:
             max_bytes = body.get("max_bytes", _NO_LIMIT)
             limits = _Limits(max_records, max_bytes,
                              body.get("share_acquire_mode", BATCH_OPTIMIZED) == BATCH_OPTIMIZED)
+            await self._load_all(ctx, session, rows)
             fetched = self._acquire_all(ctx, session, rows, limits)
             if not fetched and not _errors(rows) and body["max_wait_ms"] > 0:
                 await self._wait_and_acquire(ctx, session, rows, limits, body["max_wait_ms"] / 1000)
@@ -249,14 +279,101 @@ class ShareFetcher:
                 "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}, "records": b"",
                 "acquired_records": []}
 
-    def _share_partition(self, key: ShareKey, log: PartitionLog) -> SharePartition:
+    def _reset_offset(self, group_id: str, log: PartitionLog) -> int:
+        return log.log_start_offset if self.reset_of(group_id) == "earliest" else log.high_watermark
+
+    def _share_partition(self, key: ShareKey, log: PartitionLog, leader_epoch: int) -> SharePartition | None:
+        """The share-partition, loaded under ``leader_epoch``; None when it is not (the next
+        fetch loads it). Without a persister it is made here at share.auto.offset.reset."""
         partition = self.partitions.get(key)
-        if partition is None:
-            start = log.log_start_offset if self.reset_of(key[0]) == "earliest" else log.high_watermark
-            partition = self.partitions[key] = SharePartition(start, self.limits)
+        if self.persister is not None:
+            loaded = self._loaded.get(key)
+            if partition is None or loaded is None or loaded[0] != leader_epoch:
+                return None
+        elif partition is None:
+            partition = self.partitions[key] = SharePartition(self._reset_offset(key[0], log), self.limits)
         partition.limits = self.limits_of(key[0])  # the group's lock duration, as it is now
         partition.move_start(log.log_start_offset)
         return partition
+
+    # -- persistence (the share coordinator) ------------------------------------------------------
+
+    def _key_lock(self, key: ShareKey) -> asyncio.Lock:
+        lock = self._key_locks.get(key)
+        if lock is None:
+            lock = self._key_locks[key] = asyncio.Lock()
+        return lock
+
+    async def _load_all(self, ctx: RequestContext, session: ShareSession,
+                        rows: dict[tuple[uuid.UUID, int], dict[str, Any]]) -> None:
+        """Load the session's share-partitions not loaded under their leader's current epoch; a
+        partition that cannot be loaded answers the coordinator's error."""
+        if self.persister is None or self.logs is None:
+            return
+        for topic_id, index in sorted(session.partitions, key=lambda k: (str(k[0]), k[1])):
+            key = (session.group_id, topic_id, index)
+            try:
+                name, log = self._resolve(ctx, (topic_id, index))
+                epoch = self.logs.leadership(name, index)[1]
+                async with self._key_lock(key):
+                    loaded = self._loaded.get(key)
+                    if loaded is None or loaded[0] != epoch or key not in self.partitions:
+                        await self._load(key, log, epoch)
+            except KafkaApiError as refusal:
+                row = rows.setdefault((topic_id, index), self._row(index))
+                row["error_code"], row["error_message"] = refusal.code, refusal.message
+
+    async def _load(self, key: ShareKey, log: PartitionLog, leader_epoch: int) -> None:
+        """Kafka's SharePartition.initialize: the state the coordinator keeps, initialized at
+        share.auto.offset.reset when it keeps none."""
+        assert self.persister is not None
+        self._loaded.pop(key, None)
+        self.partitions.pop(key, None)
+        state = await self.persister.read(key, leader_epoch)
+        if state.start_offset == UNINITIALIZED_START_OFFSET:
+            await self.persister.initialize(key, state.state_epoch, self._reset_offset(key[0], log))
+            state = await self.persister.read(key, leader_epoch)
+        self.partitions[key] = SharePartition.restored(state.start_offset, state.batches,
+                                                       self.limits_of(key[0]))
+        self._loaded[key] = (leader_epoch, state.state_epoch)
+
+    async def _persist(self, key: ShareKey) -> None:
+        """Write the share-partition's window; KafkaApiError when the coordinator refused it (the
+        share-partition is dropped here then)."""
+        if self.persister is None:
+            return
+        async with self._key_lock(key):
+            partition, loaded = self.partitions.get(key), self._loaded.get(key)
+            if partition is None or loaded is None:
+                return
+            leader_epoch, state_epoch = loaded
+            try:
+                await self.persister.write(key, state_epoch, leader_epoch, partition.start_offset,
+                                           partition.persisted_batches())
+            except KafkaApiError:
+                if self.partitions.get(key) is partition:
+                    del self.partitions[key]
+                    self._loaded.pop(key, None)
+                raise
+
+    def forget_partition(self, key: ShareKey) -> None:
+        """Its state changed at the coordinator (admin APIs): the next fetch loads it again."""
+        self.partitions.pop(key, None)
+        self._loaded.pop(key, None)
+
+    def _persist_later(self, key: ShareKey) -> None:
+        """A release (lock expiry, session closed, member gone): written in the background."""
+        if self.persister is None:
+            return
+        task = self.services.loop.create_task(self._persist_quietly(key))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _persist_quietly(self, key: ShareKey) -> None:
+        try:
+            await self._persist(key)
+        except KafkaApiError as refusal:
+            self.services.log.info("share-partition %s not persisted: %s", key, refusal.code.name)
 
     def _resolve(self, ctx: RequestContext, key: tuple[uuid.UUID, int]) -> tuple[str, PartitionLog]:
         """The topic's name and the partition's log, or KafkaApiError with the partition's error."""
@@ -281,7 +398,10 @@ class ShareFetcher:
                 break
             try:
                 name, log = self._resolve(ctx, key)
-                partition = self._share_partition((session.group_id, *key), log)
+                epoch = self._leader(name, key[1])["leader_epoch"]
+                partition = self._share_partition((session.group_id, *key), log, epoch)
+                if partition is None:
+                    continue
                 start = partition.next_available()
                 if start >= log.high_watermark:
                     continue
@@ -383,24 +503,41 @@ class ShareFetcher:
         partition = self.partitions.get(share_key)
         if partition is not None and partition.release_member(session.member_id, self.timers.now_ms()):
             self._records_back(share_key)
+            self._persist_later(share_key)
 
     # -- acknowledgements -------------------------------------------------------------------------
 
-    def _acknowledge(self, ctx: RequestContext, group_id: str, member_id: str, key: tuple[uuid.UUID, int],
-                     batches: Sequence[Mapping[str, Any]], now: int) -> tuple[ErrorCode, str | None]:
+    async def _acknowledge(self, ctx: RequestContext, group_id: str, member_id: str,
+                           key: tuple[uuid.UUID, int], batches: Sequence[Mapping[str, Any]],
+                           now: int) -> tuple[ErrorCode, str | None]:
+        """Apply the batches in order, then persist what changed before answering; the first
+        refusal, or the write's, is the partition's acknowledge error."""
+        share_key = (group_id, *key)
+        refused: KafkaApiError | None = None
+        applied = False
         try:
-            self._resolve(ctx, key)
-            partition = self.partitions.get((group_id, *key))
-            if partition is None:
+            name, _ = self._resolve(ctx, key)
+            partition = self.partitions.get(share_key)
+            loaded = self._loaded.get(share_key)
+            if partition is None or (self.persister is not None and (
+                    loaded is None or loaded[0] != self._leader(name, key[1])["leader_epoch"])):
                 raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
                                     "Nothing of this partition is acquired by the share group.")
             partition.limits = self.limits_of(group_id)
             for batch in batches:
                 partition.acknowledge(member_id, batch["first_offset"], batch["last_offset"],
                                       batch["acknowledge_types"], now)
+                applied = True
         except KafkaApiError as refusal:
-            return ErrorCode(refusal.code), refusal.message
-        self._records_back((group_id, *key))
+            refused = refusal
+        if applied:
+            self._records_back(share_key)
+            try:
+                await self._persist(share_key)
+            except KafkaApiError as refusal:
+                refused = refused or refusal
+        if refused is not None:
+            return ErrorCode(refused.code), refused.message
         return ErrorCode.NONE, None
 
     async def share_acknowledge(self, ctx: RequestContext, request: Request) -> Answer:
@@ -423,8 +560,8 @@ class ShareFetcher:
         for topic in body.get("topics") or []:
             for p in topic["partitions"]:
                 key = (topic["topic_id"], p["partition_index"])
-                code, message = self._acknowledge(ctx, group_id, member_id, key,
-                                                  p.get("acknowledgement_batches") or [], now)
+                code, message = await self._acknowledge(ctx, group_id, member_id, key,
+                                                        p.get("acknowledgement_batches") or [], now)
                 rows[key] = {"partition_index": key[1], "error_code": code, "error_message": message,
                              "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}}
         if epoch == FINAL_EPOCH:

@@ -16,9 +16,9 @@ the admin APIs of admin.py. What it owns, and where the decisions are:
 Timers (the broker's clock, so a VirtualClock drives them): one for members' sessions here, one for
 acquisition locks in fetch.py, each set to the earliest deadline after every change.
 
-State is in memory: a broker restart forgets share groups and share-partitions (Kafka keeps them
-in ``__consumer_offsets`` and, through its share coordinator, ``__share_group_state``; see
-docs/share-groups.md for why kafkapy does not yet).
+Share-partition state is kept by the share coordinator (kafkapy.sharestate, ``__share_group_state``)
+when its module runs, so it survives leader moves and restarts; membership is in memory (Kafka keeps
+it in ``__consumer_offsets``): a restart forgets the groups, whose members join again.
 """
 
 from __future__ import annotations
@@ -36,11 +36,19 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import authorized_operations
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import PARTITION_LOGS, BrokerServices, PartitionLogsProvider
+from kafkapy.server.share_coordinator import SHARE_COORDINATOR
 from kafkapy.shares.admin import ShareAdmin
-from kafkapy.shares.fetch import SHARE_ACKNOWLEDGE_VERSIONS, SHARE_FETCH_VERSIONS, ShareFetcher, ShareLogs
+from kafkapy.shares.fetch import (
+    SHARE_ACKNOWLEDGE_VERSIONS,
+    SHARE_FETCH_VERSIONS,
+    ShareFetcher,
+    ShareKey,
+    ShareLogs,
+)
 from kafkapy.shares.share_group import (
     LEAVE_EPOCH,
     ShareGroupConfig,
@@ -48,7 +56,9 @@ from kafkapy.shares.share_group import (
     ShareHeartbeat,
     ShareHeartbeatResult,
 )
-from kafkapy.shares.share_partition import SharePartitionLimits
+from kafkapy.shares.share_partition import SharePartition, SharePartitionLimits
+from kafkapy.sharestate.module import ShareCoordinatorModule
+from kafkapy.sharestate.state import NO_EPOCH, UNINITIALIZED_START_OFFSET
 
 __all__ = ["SHARE_CONFIG_KEYS", "ShareModule"]
 
@@ -99,7 +109,7 @@ SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
 
 class ShareModule(Module):
     name = "shares"
-    wants = (GROUP_COORDINATOR, PARTITION_LOGS)
+    wants = (GROUP_COORDINATOR, PARTITION_LOGS, SHARE_COORDINATOR)
     config_keys = SHARE_CONFIG_KEYS
 
     def __init__(self, services: BrokerServices) -> None:
@@ -144,6 +154,11 @@ class ShareModule(Module):
             # GROUP config resources: a group's own share.* values over the broker-wide ones.
             self.fetcher.group_setting = coordinator.group_configs.value
             self.groups.overrides = timeout_overrides(coordinator.group_configs, "share")
+        share_coordinator = self.services.provider(SHARE_COORDINATOR, Module)
+        if isinstance(share_coordinator, ShareCoordinatorModule):
+            # Share-partition state kept by the share coordinator (kafkapy.sharestate), so it
+            # survives leader moves and restarts.
+            self.fetcher.persister = share_coordinator.persister
         logs = self.services.provider(PARTITION_LOGS, Module)
         if isinstance(logs, PartitionLogsProvider):
             partitions = logs.partition_logs()
@@ -152,6 +167,7 @@ class ShareModule(Module):
 
     async def stop(self) -> None:
         self.timers.cancel_all()
+        self.fetcher.cancel_writes()
 
     # -- the one namespace (kafkapy.groups.module.ForeignGroups) ---------------------------------
 
@@ -166,16 +182,30 @@ class ShareModule(Module):
                  "group_type": SHARE}
                 for g in self.groups.groups.values() if not states or g.state.value.lower() in states]
 
-    def delete_group(self, group_id: str) -> ErrorCode:
-        """DeleteGroups: an empty share group goes, with its share-partitions."""
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups: an empty share group goes, with its share-partitions, also where the
+        share coordinator keeps them (every partition of every topic but the internal ones: the
+        coordinator lists nothing by group, and Kafka's record of the initialized ones, in
+        ``__consumer_offsets``, is not kept here)."""
         group = self.groups.groups.get(group_id)
         if group is None:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups.groups[group_id]
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
+        keys = {k for k in self.partitions if k[0] == group_id}
+        persister = self.fetcher.persister
+        if persister is not None:
+            keys.update((group_id, info.topic_id, index)
+                        for name, info in self.services.cluster.topics.items()
+                        if name not in INTERNAL_TOPICS for index in info.partitions)
+        for key in keys:
+            self.fetcher.forget_partition(key)
+            if persister is not None:
+                try:
+                    await persister.delete(key)
+                except KafkaApiError as refusal:
+                    return refusal.code
         return ErrorCode.NONE
 
     def forget_everything(self) -> None:
@@ -242,6 +272,28 @@ class ShareModule(Module):
 
     # -- admin: ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets (admin.py) --------------
 
+    async def _stored(self, group_id: str, topics: Sequence[Mapping[str, Any]] | None
+                      ) -> dict[ShareKey, SharePartition] | None:
+        """The group's share-partitions as the share coordinator keeps them (None without one):
+        those of ``topics``, or, for every topic, those this broker has loaded (the coordinator
+        lists nothing by group). A partition it never initialized is left out (-1)."""
+        persister = self.fetcher.persister
+        if persister is None:
+            return None
+        known = self._topic_infos()
+        if topics is None:
+            keys = sorted((k for k in self.partitions if k[0] == group_id), key=lambda k: (str(k[1]), k[2]))
+        else:
+            keys = [(group_id, known[t["topic_name"]][0], index) for t in topics if t["topic_name"] in known
+                    for index in t["partitions"] if 0 <= index < known[t["topic_name"]][1]]
+        stored: dict[ShareKey, SharePartition] = {}
+        for key in keys:
+            state = await persister.read(key, NO_EPOCH)
+            if state.start_offset != UNINITIALIZED_START_OFFSET:
+                stored[key] = SharePartition.restored(state.start_offset, state.batches,
+                                                      self.fetcher.limits_of(group_id))
+        return stored
+
     def _group_request(self, ctx: RequestContext, group_id: str, operation: str) -> None:
         """Kafka's order: authorization, then the coordinator and the namespace."""
         if not self._allowed(ctx, operation, "GROUP", group_id):
@@ -274,7 +326,7 @@ class ShareModule(Module):
             described.append(group)
         return {"throttle_time_ms": 0, "groups": described}
 
-    def describe_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+    async def describe_offsets(self, ctx: RequestContext, request: Request) -> Answer:
         groups = []
         for asked in request.body.get("groups") or []:
             group_id = asked["group_id"]
@@ -283,39 +335,75 @@ class ShareModule(Module):
                 topics = asked.get("topics")
                 if topics is not None:
                     topics = [t for t in topics if self._allowed(ctx, "DESCRIBE", "TOPIC", t["topic_name"])]
-                groups.append(self.admin.describe_offsets(group_id, topics, ctx.api_version))
+                stored = await self._stored(group_id, topics)
+                groups.append(self.admin.describe_offsets(group_id, topics, ctx.api_version, stored))
             except KafkaApiError as refusal:
                 groups.append({"group_id": group_id, "topics": [], "error_code": refusal.code,
                                "error_message": refusal.message})
         return fit_body(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "groups": groups})
 
-    def alter_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+    async def alter_offsets(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
+        persister = self.fetcher.persister
+        changes: dict[ShareKey, int] | None = None if persister is None else {}
         try:
             self._group_request(ctx, body["group_id"], "READ")
             allowed, denied = self._topic_access(ctx, body.get("topics") or [])
-            rows = self.admin.alter_offsets(body["group_id"], allowed)
+            rows = self.admin.alter_offsets(body["group_id"], allowed, changes)
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
                     "responses": []}
+        if persister is not None and changes:
+            failed: dict[ShareKey, KafkaApiError] = {}
+            for key, start in changes.items():
+                try:
+                    # Kafka's alter: the state starts again under the next state epoch, which
+                    # fences a share-partition leader still holding the old one.
+                    kept = await persister.summary(key)
+                    await persister.initialize(key, kept.state_epoch + 1, start)
+                except KafkaApiError as refusal:
+                    failed[key] = refusal
+                self.fetcher.forget_partition(key)
+            _mark_failures(rows, body["group_id"], failed)
         rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0), "partitions": [
             {"partition_index": p["partition_index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
              "error_message": None} for p in t["partitions"]]} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
 
-    def delete_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+    async def delete_offsets(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
+        persister = self.fetcher.persister
+        changes: list[ShareKey] | None = None if persister is None else []
         try:
             self._group_request(ctx, body["group_id"], "DELETE")
             allowed, denied = self._topic_access(ctx, body.get("topics") or [])
-            rows = self.admin.delete_offsets(body["group_id"], allowed)
+            rows = self.admin.delete_offsets(body["group_id"], allowed, changes)
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
                     "responses": []}
+        for key in changes or ():
+            assert persister is not None
+            try:
+                await persister.delete(key)
+            except KafkaApiError as refusal:
+                for row in rows:
+                    if row["topic_id"] == key[1] and row["error_code"] == ErrorCode.NONE:
+                        row["error_code"], row["error_message"] = refusal.code, refusal.message
+            self.fetcher.forget_partition(key)
         rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0),
                   "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
+
+
+def _mark_failures(rows: list[dict[str, Any]], group_id: str,
+                   failed: Mapping[ShareKey, KafkaApiError]) -> None:
+    """The coordinator's refusals on the Alter rows of the share-partitions they were for."""
+    for row in rows:
+        for partition in row["partitions"]:
+            refusal = failed.get((group_id, row["topic_id"], partition["partition_index"]))
+            if refusal is not None:
+                partition["error_code"], partition["error_message"] = refusal.code, refusal.message
 
 
 def _heartbeat_response(result: ShareHeartbeatResult) -> dict[str, Any]:

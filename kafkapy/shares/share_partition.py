@@ -18,6 +18,12 @@ After every change the SPSO moves over the ACKNOWLEDGED and ARCHIVED records at 
 start, and their entries go. ``group.share.partition.max.record.locks`` bounds the window
 (SPEO - SPSO), so a member that never acknowledges cannot make the window grow without end.
 
+The window is what the share coordinator keeps (``__share_group_state``, kafkapy.sharestate):
+``persisted_batches`` gives it as state batches covering every offset from the SPSO to the SPEO,
+an ACQUIRED record as the AVAILABLE one it was before the fetch that holds it (Kafka persists
+acknowledgements and releases, not acquisitions), and ``restored`` builds a share-partition from
+them again: a new leader starts where the old one's last persisted change left the records.
+
 The class is sans-I/O: time comes in as ``now_ms`` arguments, batch offsets as ranges read from
 the log by the caller (kafkapy.shares.module), and errors are KafkaApiError with Kafka's codes.
 """
@@ -30,6 +36,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.sharestate.state import StateBatch
 
 __all__ = ["ACKNOWLEDGE_EVENTS", "TRANSITIONS", "AcknowledgeType", "Acquired", "Event", "InFlight",
            "RecordState", "SharePartition", "SharePartitionLimits", "next_state"]
@@ -81,6 +88,7 @@ ACKNOWLEDGE_EVENTS: dict[AcknowledgeType, Event] = {
     AcknowledgeType.RELEASE: Event.RELEASE, AcknowledgeType.REJECT: Event.REJECT,
     AcknowledgeType.RENEW: Event.RENEW}
 _FINISHED = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
+_PERSISTED = frozenset(state.value for state in (RecordState.AVAILABLE, *_FINISHED))
 
 
 def next_state(state: RecordState, event: Event, delivery_count: int, delivery_limit: int) -> RecordState:
@@ -127,6 +135,42 @@ class SharePartition:
         self.end_offset = start_offset  # SPEO
         self.limits = limits
         self.records: dict[int, InFlight] = {}  # offset -> in-flight record, for SPSO <= offset < SPEO
+
+    @classmethod
+    def restored(cls, start_offset: int, batches: Iterable[StateBatch],
+                 limits: SharePartitionLimits) -> SharePartition:
+        """The share-partition a coordinator's state describes; offsets of the window no batch
+        covers are AVAILABLE, never delivered; an ACQUIRED state (never written) reads as AVAILABLE."""
+        partition = cls(start_offset, limits)
+        for batch in batches:
+            state = RecordState.AVAILABLE
+            if batch.delivery_state in _PERSISTED:
+                state = RecordState(batch.delivery_state)
+            for offset in range(max(batch.first_offset, start_offset), batch.last_offset + 1):
+                partition.records[offset] = InFlight(state, batch.delivery_count)
+        partition.end_offset = max([start_offset, *(offset + 1 for offset in partition.records)])
+        for offset in range(start_offset, partition.end_offset):
+            partition.records.setdefault(offset, InFlight(RecordState.AVAILABLE, 0))
+        partition._advance_start()
+        return partition
+
+    def persisted_batches(self) -> list[StateBatch]:
+        """The window as the share coordinator keeps it: every offset from the SPSO to the SPEO,
+        as ranges of one state and delivery count; an ACQUIRED record as the AVAILABLE record it
+        was before this acquisition."""
+        batches: list[StateBatch] = []
+        for offset in range(self.start_offset, self.end_offset):
+            record = self.records[offset]
+            if record.state is RecordState.ACQUIRED:
+                state, count = RecordState.AVAILABLE.value, record.delivery_count - 1
+            else:
+                state, count = record.state.value, record.delivery_count
+            last = batches[-1] if batches else None
+            if last is not None and (last.delivery_state, last.delivery_count) == (state, count):
+                batches[-1] = StateBatch(last.first_offset, offset, state, count)
+            else:
+                batches.append(StateBatch(offset, offset, state, count))
+        return batches
 
     # -- queries -------------------------------------------------------------------------------
 

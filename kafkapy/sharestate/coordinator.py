@@ -1,0 +1,187 @@
+"""The share coordinator over ``__share_group_state``'s partition logs (Kafka's
+ShareCoordinatorService with its runtime, reduced to one process's needs).
+
+Theory of operation
+-------------------
+A share-partition's state lives in the ``__share_group_state`` partition its coordinator key hashes
+to (``state.state_partition_for``); the leader of that partition is its coordinator. Each
+operation first makes sure this broker leads the partition (NOT_COORDINATOR otherwise) and has
+loaded it under the current leader epoch: a partition not loaded, or loaded under another epoch
+(it moved away and back, another coordinator wrote meanwhile), is read from its log start to its
+end and replayed into the shard first, as the transaction coordinator loads its partitions. Loading
+is synchronous, so no request ever sees COORDINATOR_LOAD_IN_PROGRESS.
+
+Then the shard (``state.ShareStateShard``) decides, the record goes to the log as one magic-2
+batch of one uncompressed record (as the transaction coordinator writes its own), and only then is
+it replayed into the shard: a failed append changes nothing. Append errors are mapped to the
+coordinator's, as Kafka's CoordinatorRuntime maps them (NOT_LEADER_OR_FOLLOWER is NOT_COORDINATOR, a
+missing partition COORDINATOR_NOT_AVAILABLE).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.log.base import PartitionLog
+from kafkapy.protocol.one_record_batch import one_record_batch
+from kafkapy.protocol.records import RecordBatch, Records
+from kafkapy.sharestate.records import ShareStateRecordError, decode_record, encode_record
+from kafkapy.sharestate.state import (
+    SharePartitionKey,
+    ShareStateRecord,
+    ShareStateShard,
+    ShareStateValue,
+    StateBatch,
+    state_partition_for,
+)
+
+__all__ = ["SHARE_STATE_TOPIC", "ShareCoordinator", "share_state_topic_configs"]
+
+SHARE_STATE_TOPIC = "__share_group_state"
+_REPLAY_READ_BYTES = 1 << 20
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+
+log = logging.getLogger(__name__)
+
+
+def share_state_topic_configs(segment_bytes: int) -> dict[str, str]:
+    """The configs Kafka creates ``__share_group_state`` with (ShareCoordinatorService's
+    shareGroupStateTopicConfigs, as KIP-932 defines them): delete, not compact (snapshots make
+    old records useless, and Kafka prunes them itself), batches kept as written."""
+    return {"cleanup.policy": "delete", "compression.type": "producer", "segment.bytes": str(segment_bytes),
+            "min.insync.replicas": "1"}  # Kafka's share.coordinator.state.topic.min.isr is 2; one copy here
+
+
+class ShareCoordinator:
+    """The shard of the state partitions led here, loaded on demand, written through the log."""
+
+    def __init__(self, leader_log: Callable[[str, int], PartitionLog],
+                 leader_epoch: Callable[[int], int | None], partition_count: Callable[[], int],
+                 snapshot_every: int, now_ms: Callable[[], int],
+                 appended: Callable[[str, int], None] = lambda topic, partition: None) -> None:
+        self._leader_log = leader_log
+        self._leader_epoch = leader_epoch  # of a state partition led here; None when not led here
+        self._partition_count = partition_count
+        self._now_ms = now_ms
+        self._appended = appended
+        self.shard = ShareStateShard(snapshot_every)
+        self._loaded: dict[int, int] = {}  # state partition -> the leader epoch it was loaded under
+
+    def forget_all(self) -> None:
+        """Every loaded state partition goes (kafkapy.inspection.reset, which empties the logs)."""
+        self.shard.forget(list(self.shard.states))
+        self._loaded.clear()
+
+    def partition_for(self, key: SharePartitionKey) -> int:
+        return state_partition_for(key, self._partition_count())
+
+    # -- operations ----------------------------------------------------------------------------
+
+    def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> None:
+        self._ready(key)
+        self._commit(self.shard.initialize(key, state_epoch, start_offset))
+
+    def read(self, key: SharePartitionKey, leader_epoch: int) -> ShareStateValue:
+        self._ready(key)
+        state, record = self.shard.read(key, leader_epoch)
+        if record is not None:
+            self._commit(record)
+        return state
+
+    def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
+              batches: tuple[StateBatch, ...]) -> None:
+        self._ready(key)
+        self._commit(self.shard.write(key, state_epoch, leader_epoch, start_offset, batches))
+
+    def summary(self, key: SharePartitionKey, leader_epoch: int) -> ShareStateValue:
+        self._ready(key)
+        return self.shard.summary(key, leader_epoch)
+
+    def delete(self, key: SharePartitionKey) -> None:
+        self._ready(key)
+        record = self.shard.delete(key)
+        if record is not None:
+            self._commit(record)
+
+    # -- loading and writing -------------------------------------------------------------------
+
+    def _ready(self, key: SharePartitionKey) -> None:
+        """NOT_COORDINATOR unless this broker leads the key's state partition; loads it if need be."""
+        partition = self.partition_for(key)
+        epoch = self._leader_epoch(partition)
+        if epoch is None:
+            self._unload(partition)
+            raise KafkaApiError(ErrorCode.NOT_COORDINATOR, "This is not the share coordinator of the key.")
+        if self._loaded.get(partition) != epoch:
+            self._load(partition, epoch)
+
+    def _unload(self, partition: int) -> None:
+        if self._loaded.pop(partition, None) is not None:
+            self.shard.forget(k for k in self.shard.states if self.partition_for(k) == partition)
+
+    def _load(self, partition: int, epoch: int) -> None:
+        self._unload(partition)
+        loaded = 0
+        for record in self._replay(partition):
+            self.shard.replay(record)
+            loaded += 1
+        self._loaded[partition] = epoch
+        log.info("loaded %s-%d (%d records) under leader epoch %d", SHARE_STATE_TOPIC, partition, loaded,
+                 epoch)
+
+    def _replay(self, partition: int) -> Iterator[ShareStateRecord]:
+        source = self._log(partition)
+        offset, end = source.log_start_offset, source.log_end_offset
+        while offset < end:
+            read = source.read(offset, _REPLAY_READ_BYTES)
+            if not read.chunks:
+                break
+            for batch in Records(b"".join(read.chunks)).batches():
+                offset = batch.last_offset + 1
+                if not isinstance(batch, RecordBatch) or batch.is_control:
+                    continue
+                for record in batch.records():
+                    if record.key is None:
+                        continue
+                    try:
+                        yield decode_record(record.key, record.value)
+                    except ShareStateRecordError as exc:  # a newer broker's record: Kafka skips it too
+                        log.warning("%s-%d offset %d skipped: %s", SHARE_STATE_TOPIC, partition,
+                                    record.offset, exc)
+
+    def _commit(self, record: ShareStateRecord) -> None:
+        """Append ``record`` to its partition, then replay it into the shard."""
+        partition = self.partition_for(record.key)
+        target = self._log(partition)
+        key, value = encode_record(record)
+        epoch = self._leader_epoch(partition)
+        batch = one_record_batch(key, value, base_offset=target.log_end_offset, base_timestamp=self._now_ms(),
+                                 partition_leader_epoch=-1 if epoch is None else epoch)
+        try:
+            target.append(batch, header=RecordBatch(batch))
+        except KafkaApiError as exc:
+            raise _as_coordinator_error(exc) from None
+        except OSError as exc:  # the disk refused: Kafka's KAFKA_STORAGE_ERROR, so NOT_COORDINATOR
+            raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
+                                f"{SHARE_STATE_TOPIC}-{partition}: {exc}") from None
+        self._appended(SHARE_STATE_TOPIC, partition)
+        self.shard.replay(record)
+
+    def _log(self, partition: int) -> PartitionLog:
+        try:
+            return self._leader_log(SHARE_STATE_TOPIC, partition)
+        except KafkaApiError as exc:
+            raise _as_coordinator_error(exc) from None
+
+
+def _as_coordinator_error(exc: KafkaApiError) -> KafkaApiError:
+    return KafkaApiError(_APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), exc.message)
