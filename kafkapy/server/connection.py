@@ -260,29 +260,32 @@ class KafkaConnection(asyncio.Protocol):
         the authenticator fails, after its answer."""
         authenticator = self.authenticator
         assert authenticator is not None
-        if not authenticator.gating:
-            return self.runtime.dispatcher.dispatch(conn, frame, out)
-        if authenticator.state is SaslState.FAILED:
+        if authenticator.complete:  # a session with an end: in session, re-authenticating, or ended
+            step = authenticator.receive(frame)
+            if step.dispatch:
+                return self.runtime.dispatcher.dispatch(conn, frame, out)
+            if step.close and step.response is None:
+                raise CloseConnection  # a session past its end: closed at once, as Kafka's SocketServer does
+        elif authenticator.state is SaslState.FAILED:
             return None  # read before the failure: dropped while the close is delayed
-        if not authenticator.complete and len(frame) > self.runtime.config["sasl.server.max.receive.size"]:
-            log.info("Failed authentication with %s (Invalid receive (size = %d larger than %d))", conn.id,
-                     len(frame), self.runtime.config["sasl.server.max.receive.size"])
-            raise CloseConnection
-        authenticated = authenticator.complete
-        step = authenticator.receive(frame)
-        if step.dispatch:
-            return self.runtime.dispatcher.dispatch(conn, frame, out)
+        else:
+            limit = self.runtime.config["sasl.server.max.receive.size"]
+            if len(frame) > limit:
+                log.info("Failed authentication with %s (Invalid receive (size = %d larger than %d))",
+                         conn.id, len(frame), limit)
+                raise CloseConnection
+            step = authenticator.receive(frame)
+            if step.dispatch:
+                return self.runtime.dispatcher.dispatch(conn, frame, out)
         if step.response is not None:
             out.append(_SIZE.pack(len(step.response)))
             out.append(step.response)
-        if authenticator.complete:
+        if authenticator.complete:  # this frame completed an exchange
             conn.principal = authenticator.principal
             if not authenticator.gating:  # the session has no end: from now on as any connection
                 self._dispatch = self.runtime.dispatcher.dispatch
                 self._dispatch_all = self.runtime.dispatcher.dispatch_all
         if step.close:
-            if authenticated and step.response is None:
-                raise CloseConnection  # a session past its end: closed at once, as Kafka's SocketServer does
             self._close_after_failed_authentication()
         return None
 
