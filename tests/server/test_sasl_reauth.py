@@ -79,6 +79,9 @@ def test_session_lifetime_is_connections_max_reauth_ms_and_the_client_re_authent
             again = login(s, "PLAIN", plain("alice", "secret"))
             assert again["error_code"] == ErrorCode.NONE and again["session_lifetime_ms"] == MAX_REAUTH_MS
             assert metadata_served(s)
+        (view,) = broker.connections()  # what the broker holds of it (kafkapy.inspection.connections)
+        assert (view.principal, view.sasl_mechanism, view.authentications) == ("User:alice", "PLAIN", 4)
+        assert view.session_end_ms == int(clock.wall() * 1000) + MAX_REAUTH_MS
         clock.advance(MAX_REAUTH_MS / 1000 + 1)  # past the last session: the next request closes it
         s.send(ApiKey.METADATA, 12, {"topics": None})
         assert s.wait_closed() == b""
@@ -185,3 +188,13 @@ def test_reauth_and_oauthbearer_configuration_errors_name_the_key(settings: dict
         with Broker(config):
             pass
     assert "\n" not in str(raised.value)
+
+
+def test_connections_inspection_without_sasl(clock: VirtualClock) -> None:
+    config = {**CONFIG, "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"}
+    with Broker(config, clock=clock) as b, KafkaSocket(b.listeners["PLAINTEXT"]) as s:
+        assert metadata_served(s)
+        (view,) = b.connections()
+        assert (view.listener, view.principal, view.sasl_mechanism, view.authentications,
+                view.session_end_ms) == ("PLAINTEXT", "User:ANONYMOUS", None, 0, None)
+        assert view.broker_id == b.broker_id and view.client_address == s.sock.getsockname()
