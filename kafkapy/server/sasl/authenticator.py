@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 A connection on a SASL listener starts unauthenticated; every frame it sends goes through
-``Authenticator.receive`` until the state is COMPLETE, and from then on straight to the dispatcher.
+``Authenticator.receive`` until the state is COMPLETE, and from then on straight to the dispatcher
+(unless the session has an end: re-authentication, below).
 Each frame is classified into an Event, TRANSITIONS gives the next state, and anything the table
 does not list is FAILED: the connection closes (after the answer, if the event has one). As in Kafka:
 
@@ -226,7 +227,7 @@ class Authenticator:
         if now > self.session_end_ms:
             log.info("Disconnecting expired channel %s (its session ended %d ms ago, not re-authenticated)",
                      self.who, now - self.session_end_ms)
-            self.state = SaslState.FAILED
+            self._move(Event.SESSION_EXPIRED)  # not in the table: FAILED
             return CLOSE
         self._move(Event.SESSION_REQUEST)
         return DISPATCH
