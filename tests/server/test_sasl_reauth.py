@@ -198,3 +198,15 @@ def test_connections_inspection_without_sasl(clock: VirtualClock) -> None:
         assert (view.listener, view.principal, view.sasl_mechanism, view.authentications,
                 view.session_end_ms) == ("PLAINTEXT", "User:ANONYMOUS", None, 0, None)
         assert view.broker_id == b.broker_id and view.client_address == s.sock.getsockname()
+
+
+def test_re_authentication_after_a_v0_handshake_takes_a_bare_token(broker: Broker) -> None:
+    """As the first exchange may: tokens and challenges are bare size-prefixed frames."""
+    with KafkaSocket(broker.bootstrap_servers) as s:
+        login(s, "PLAIN", plain("alice", "secret"))
+        assert s.call(ApiKey.SASL_HANDSHAKE, 0, {"mechanism": "PLAIN"}).body["error_code"] == ErrorCode.NONE
+        s.send_body(plain("alice", "secret"))
+        assert s.read_frame() == b""  # PLAIN's empty challenge: the session is renewed
+        assert metadata_served(s)
+        (view,) = broker.connections()
+        assert view.authentications == 2
