@@ -47,6 +47,7 @@ from kafkapy.faults import CoordinatorOutage, CoordinatorOutages, Faults, Faults
 from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import StoredRecord, stored_records
+from kafkapy.inspection.connections import ConnectionView, connection_views
 from kafkapy.inspection.groups import GroupView, group_views
 from kafkapy.inspection.producers import ProducerView, producer_views
 from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
@@ -677,6 +678,15 @@ class Broker:
             (view for member in self._running_members()
              for view in producer_views(member._dataplane().partitions, topic, partition)),
             key=lambda view: (view.topic, view.partition, view.producer_id)))
+
+    def connections(self) -> list[ConnectionView]:
+        """The client connections each running broker holds open: listener, principal, and on a SASL
+        listener its mechanism, how many times it has authenticated (re-authentications, KIP-368,
+        included) and when its session ends. Frozen values, read on the broker's loop
+        (kafkapy.inspection.connections)."""
+        return self._on_loop(lambda: [
+            view for member in self._running_members()
+            for view in connection_views(member.broker_id, member._running().connections)])
 
     # --- inspection of the coordinators (kafkapy.inspection.groups, .transactions) ----------------
 

@@ -107,6 +107,18 @@ def test_sasl_plain_example() -> None:
         out["mallory"]["authentication_error"]
 
 
+def test_sasl_oauthbearer_example() -> None:
+    result = run(str(EXAMPLES / "sasl_oauthbearer.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    alice = out["alice"]
+    assert alice["unsent"] == 0 and alice["consumed"] == alice["produced"] > 0
+    (authentications,) = alice["authentications_per_connection"]  # one connection, re-authenticated
+    assert authentications >= 2
+    assert 'SASL authentication error: {"status":"insufficient_scope", "scope":"[kafka]"}' in \
+        out["mallory"]["authentication_error"]
+
+
 def test_sasl_scram_example() -> None:
     result = run(str(EXAMPLES / "sasl_scram.py"))
     assert result.returncode == 0, result.stderr

@@ -86,11 +86,13 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("ssl.client.auth", "string", "none", "Kafka's values: none, requested, required.",
               _one_of("none", "requested", "required")),
     ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"],
-              "Kafka's default. SASL mechanisms of SASL listeners (kafkapy serves PLAIN); "
+              "Kafka's default. SASL mechanisms of SASL listeners (kafkapy serves PLAIN, SCRAM-SHA-256, "
+              "SCRAM-SHA-512 and OAUTHBEARER); "
               "listener.name.<l>.sasl.enabled.mechanisms overrides it for one listener."),
     ConfigKey("sasl.jaas.config", "password", None,
-              "A JAAS login module entry (PlainLoginModule with user_<name>=\"<password>\" options) for "
-              "SASL listeners without listener.name.<l>.plain.sasl.jaas.config."),
+              "A JAAS login module entry (PlainLoginModule with user_<name>=\"<password>\" options, or "
+              "OAuthBearerLoginModule with unsecuredValidator* options) for SASL listeners without "
+              "listener.name.<l>.<mechanism>.sasl.jaas.config."),
     ConfigKey("max.request.partition.size.limit", "int", 2000,
               "Kafka's default: the most partitions one DescribeTopicPartitions answer lists (a client's "
               "response_partition_limit can only lower it); the rest follow by the answer's cursor.",
@@ -99,6 +101,10 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "Kafka's default: a frame larger than this before SASL authentication completes closes the "
               "connection (an unauthenticated client cannot make the broker hold large frames).",
               _at_least(1)),
+    ConfigKey("connections.max.reauth.ms", "long", 0,
+              "Kafka's default (0: off). The longest a SASL session lasts before the client must "
+              "re-authenticate (KIP-368); listener.name.<l>.<mechanism>.connections.max.reauth.ms per "
+              "listener and mechanism. An OAUTHBEARER session also ends when its token expires."),
     ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
               "Kafka's default: a connection whose SASL authentication failed is closed this long after "
               "the answer, so the client reads the answer first (and cannot retry in a tight loop).",

@@ -169,8 +169,9 @@ class KafkaConnection(asyncio.Protocol):
             listener=self.listener.name, security_protocol=self.listener.security_protocol,
             client_address=(peer[0], peer[1]), broker_address=(sock[0], sock[1]), principal=principal)
         if self.listener.sasl is not None:
+            wall_clock = self.runtime.wall_clock
             self.authenticator = Authenticator(self.listener.sasl, self.info.id, self._serves_api_versions,
-                                               self._scram_credentials)
+                                               self._scram_credentials, lambda: int(wall_clock() * 1000))
         self.runtime.connections.add(self)
         self.last_activity = self._now()
         # Admission starts in place: with no module hooking accepts, or none that waits, the
@@ -259,24 +260,31 @@ class KafkaConnection(asyncio.Protocol):
         the authenticator fails, after its answer."""
         authenticator = self.authenticator
         assert authenticator is not None
-        if authenticator.complete:
-            return self.runtime.dispatcher.dispatch(conn, frame, out)
-        if authenticator.state is SaslState.FAILED:
+        if authenticator.complete:  # a session with an end: in session, re-authenticating, or ended
+            step = authenticator.receive(frame)
+            if step.dispatch:
+                return self.runtime.dispatcher.dispatch(conn, frame, out)
+            if step.close and step.response is None:
+                raise CloseConnection  # a session past its end: closed at once, as Kafka's SocketServer does
+        elif authenticator.state is SaslState.FAILED:
             return None  # read before the failure: dropped while the close is delayed
-        if len(frame) > self.runtime.config["sasl.server.max.receive.size"]:
-            log.info("Failed authentication with %s (Invalid receive (size = %d larger than %d))", conn.id,
-                     len(frame), self.runtime.config["sasl.server.max.receive.size"])
-            raise CloseConnection
-        step = authenticator.receive(bytes(frame))
-        if step.dispatch:
-            return self.runtime.dispatcher.dispatch(conn, frame, out)
+        else:
+            limit = self.runtime.config["sasl.server.max.receive.size"]
+            if len(frame) > limit:
+                log.info("Failed authentication with %s (Invalid receive (size = %d larger than %d))",
+                         conn.id, len(frame), limit)
+                raise CloseConnection
+            step = authenticator.receive(frame)
+            if step.dispatch:
+                return self.runtime.dispatcher.dispatch(conn, frame, out)
         if step.response is not None:
             out.append(_SIZE.pack(len(step.response)))
             out.append(step.response)
-        if authenticator.complete:
+        if authenticator.complete:  # this frame completed an exchange
             conn.principal = authenticator.principal
-            self._dispatch = self.runtime.dispatcher.dispatch  # from now on as any connection
-            self._dispatch_all = self.runtime.dispatcher.dispatch_all
+            if not authenticator.gating:  # the session has no end: from now on as any connection
+                self._dispatch = self.runtime.dispatcher.dispatch
+                self._dispatch_all = self.runtime.dispatcher.dispatch_all
         if step.close:
             self._close_after_failed_authentication()
         return None
@@ -301,7 +309,7 @@ class KafkaConnection(asyncio.Protocol):
         authenticator = self.authenticator
         assert authenticator is not None
         for frame in frames:
-            if authenticator.complete:
+            if not authenticator.gating:
                 rest = itertools.chain((frame,), frames)
                 return self.runtime.dispatcher.dispatch_all(conn, rest, out, closed)
             pending = self._authenticating(conn, frame, out)

@@ -15,6 +15,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.sasl.authenticator import TRANSITIONS, Authenticator, SaslState, Step
 from kafkapy.server.sasl.scram import MECHANISMS, credential_from_salted_password, salted_password
 from kafkapy.server.sasl.settings import SaslSettings
+from kafkapy.server.sasl.unsecured_jws import make_unsecured_jws
 
 SERVED_API_VERSIONS = range(0, 5)
 _SCRAM = MECHANISMS["SCRAM-SHA-256"]
@@ -190,7 +191,122 @@ TestAuthenticatorModel = AuthenticatorModel.TestCase
 
 
 def test_every_transition_leads_somewhere_listed() -> None:
-    """The table's targets are states, and COMPLETE is reached only by an accepted token."""
+    """The table's targets are states, and COMPLETE is entered only by an accepted token (a
+    session's own requests keep it there)."""
     assert {target for target in TRANSITIONS.values()} <= set(SaslState)
-    assert {event.name for (_, event), target in TRANSITIONS.items() if target is SaslState.COMPLETE} == {
-        "TOKEN_ACCEPTED"}
+    assert {event.name for (source, event), target in TRANSITIONS.items()
+            if target is SaslState.COMPLETE and source is not SaslState.COMPLETE} == {"TOKEN_ACCEPTED"}
+    assert {event.name for (source, event), target in TRANSITIONS.items()
+            if source is target is SaslState.COMPLETE} == {"SESSION_REQUEST"}
+
+
+class SessionModel(RuleBasedStateMachine):
+    """KIP-368 on one connection, against a model of Kafka's rules written apart from the table:
+    sessions end at connections.max.reauth.ms (PLAIN) or at the token's exp (OAUTHBEARER), a
+    SaslHandshake in session re-authenticates (at most once a second; the mechanism and the
+    principal must stay), and the first other request after the end closes the connection."""
+
+    MAX_REAUTH_MS = 10_000
+
+    @initialize(mechanism=st.sampled_from(["PLAIN", "OAUTHBEARER"]), token_s=st.integers(1, 30))
+    def start(self, mechanism: str, token_s: int) -> None:
+        self.now_ms = 1_700_000_000_000  # the broker's clock: the test moves it
+        self._connect(mechanism, token_s)
+
+    @precondition(lambda self: self.closed)
+    @rule(mechanism=st.sampled_from(["PLAIN", "OAUTHBEARER"]), token_s=st.integers(1, 30))
+    def reconnect(self, mechanism: str, token_s: int) -> None:
+        self._connect(mechanism, token_s)
+
+    def _connect(self, mechanism: str, token_s: int) -> None:
+        settings = SaslSettings(("PLAIN", "OAUTHBEARER"), {"alice": "secret", "bob": "pw"},
+                                max_reauth_ms={"PLAIN": self.MAX_REAUTH_MS, "OAUTHBEARER": 0})
+        self.authenticator = Authenticator(settings, "model", lambda v: True, now_ms=lambda: self.now_ms)
+        self.correlation = 0
+        self.closed = False
+        self.last_reauth_ms: int | None = None
+        self.mechanism, self.user = mechanism, "alice"
+        answer = self._exchange(mechanism, "alice", token_s)
+        assert answer is not None and answer["error_code"] == ErrorCode.NONE
+        self.session_end = self.now_ms + self._lifetime(mechanism, token_s)
+        assert answer["session_lifetime_ms"] == self._lifetime(mechanism, token_s)
+
+    def _lifetime(self, mechanism: str, token_s: int) -> int:
+        """What is left of the session: a token expires at whole seconds (its exp)."""
+        if mechanism == "PLAIN":
+            return self.MAX_REAUTH_MS
+        return (self.now_ms // 1000 + token_s) * 1000 - self.now_ms
+
+    def _token(self, mechanism: str, user: str, token_s: int) -> bytes:
+        if mechanism == "PLAIN":
+            return f"\0{user}\0{'secret' if user == 'alice' else 'pw'}".encode()
+        jws = make_unsecured_jws({"sub": user, "exp": self.now_ms // 1000 + token_s})
+        return f"n,,\x01auth=Bearer {jws}\x01\x01".encode()
+
+    def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Step:
+        self.correlation += 1
+        return self.authenticator.receive(encode_request(api_key, version, self.correlation, "m", body))
+
+    def _exchange(self, mechanism: str, user: str, token_s: int) -> dict[str, Any] | None:
+        """Handshake then token; the SaslAuthenticate answer, or None if the connection closed unanswered."""
+        step = self._request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        assert step.response is not None and not step.close
+        assert decode_response(step.response, ApiKey.SASL_HANDSHAKE, 1).body["error_code"] == ErrorCode.NONE
+        token = self._token(mechanism, user, token_s)
+        step = self._request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+        if step.response is None:
+            assert step.close
+            return None
+        return dict(decode_response(step.response, ApiKey.SASL_AUTHENTICATE, 2).body)
+
+    @precondition(lambda self: not self.closed)
+    @rule(ms=st.sampled_from([1, 500, 999, 1000, 4000, 9000, 10_000, 30_000]))
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+    @precondition(lambda self: not self.closed)
+    @rule(api_key=st.sampled_from([ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE]))
+    def request(self, api_key: ApiKey) -> None:
+        step = self._request(api_key, 1, {})
+        if self.now_ms > self.session_end:
+            assert step == Step(close=True)
+            self.closed = True
+        else:
+            assert step == Step(dispatch=True)
+
+    @precondition(lambda self: not self.closed)
+    @rule(mechanism=st.sampled_from(["PLAIN", "OAUTHBEARER"]), user=st.sampled_from(["alice", "bob"]),
+          token_s=st.integers(1, 30))
+    def re_authenticate(self, mechanism: str, user: str, token_s: int) -> None:
+        if self.last_reauth_ms is not None and self.now_ms - self.last_reauth_ms < 1000:
+            # Too soon: the handshake is an ordinary request (or the session has ended).
+            step = self._request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+            self.closed = self.now_ms > self.session_end
+            assert step == (Step(close=True) if self.closed else Step(dispatch=True))
+            return
+        self.last_reauth_ms = self.now_ms
+        answer = self._exchange(mechanism, user, token_s)
+        if mechanism != self.mechanism:
+            assert answer is None
+            self.closed = True
+        elif user != self.user:
+            assert answer is not None and answer["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
+            assert answer["error_message"] == f"Cannot change principals during re-authentication from " \
+                                              f"User.{self.user}: User.{user}"
+            self.closed = True
+        else:
+            assert answer is not None and answer["error_code"] == ErrorCode.NONE
+            assert answer["session_lifetime_ms"] == self._lifetime(mechanism, token_s)
+            self.session_end = self.now_ms + self._lifetime(mechanism, token_s)
+
+    @invariant()
+    def state_agrees(self) -> None:
+        if not hasattr(self, "authenticator"):
+            return
+        assert (self.authenticator.state is SaslState.FAILED) == self.closed
+        if not self.closed:
+            assert self.authenticator.complete and self.authenticator.session_end_ms == self.session_end
+            assert self.authenticator.principal == f"User:{self.user}"
+
+
+TestSessionModel = SessionModel.TestCase

@@ -48,3 +48,9 @@ class SaslServer(Protocol):
     def authorization_id(self) -> str:
         """The authenticated user name, once complete: the principal is ``User:<it>``."""
         ...
+
+    @property
+    def credential_expiry_ms(self) -> int | None:
+        """When the credential used expires (ms since the epoch), once complete; None if it does not
+        (Kafka's CREDENTIAL.LIFETIME.MS negotiated property: it bounds the session, KIP-368)."""
+        ...

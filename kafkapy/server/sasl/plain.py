@@ -62,6 +62,10 @@ class PlainServer:
         return self._authorization_id is not None
 
     @property
+    def credential_expiry_ms(self) -> int | None:
+        return None  # a password does not expire (PLAIN has no delegation tokens)
+
+    @property
     def authorization_id(self) -> str:
         if self._authorization_id is None:
             raise RuntimeError("PLAIN authentication has not completed")

@@ -185,6 +185,10 @@ class ScramServer:
         return self._step == 2
 
     @property
+    def credential_expiry_ms(self) -> int | None:
+        return None  # a password does not expire (delegation tokens, which do, are not served)
+
+    @property
     def authorization_id(self) -> str:
         if not self.complete:
             raise RuntimeError("SCRAM authentication has not completed")
