@@ -103,12 +103,16 @@ def test_a_reassignment_is_written_at_kafkas_znodes(zk_connect: str) -> None:
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
 
-    def described(bootstrap: str) -> tuple[list[int], int, int]:
+    def described(bootstrap: str) -> tuple[list[int], int, int] | None:
+        """None while this broker has not seen the topic yet (UNKNOWN_TOPIC_OR_PARTITION: no
+        partitions listed)."""
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_MS)
         try:
             [topic] = admin.describe_topics(["zk-moved"])
         finally:
             admin.close()
+        if not topic["partitions"]:
+            return None
         [partition] = topic["partitions"]
         return list(partition["replica_nodes"]), partition["leader_id"], partition["leader_epoch"]
 
