@@ -6,7 +6,8 @@ The file is a Java client properties file, the one ``kafka-topics.sh --command-c
 * ``sasl.mechanism``: PLAIN (the default), SCRAM-SHA-256 or SCRAM-SHA-512, with the user and
   password in ``sasl.jaas.config``, Kafka's JAAS form
   (``org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";``,
-  or ScramLoginModule);
+  or ScramLoginModule); or OAUTHBEARER with OAuthBearerLoginModule's ``unsecuredLogin*`` options,
+  the unsecured token Kafka's tools make (kafkapy.commands._oauthbearer);
 * TLS: ``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` (a PEM file) or
   ``ssl.truststore.certificates`` (PEM text); none at all trusts the system's CAs. A client
   certificate: ``ssl.keystore.type=PEM`` with ``ssl.keystore.location`` (certificate chain and
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
+from kafkapy.commands._oauthbearer import SEPARATOR, client_first_message, unsecured_login
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.config import ConfigError
@@ -39,6 +41,7 @@ __all__ = ["add_command_config", "add_connection_options", "client_options", "re
            "security_options"]
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+OAUTHBEARER = "OAUTHBEARER"
 SASL_HANDSHAKE_VERSION = 1  # then SaslAuthenticate frames carry the tokens (KIP-152)
 SASL_AUTHENTICATE_VERSION = 1
 
@@ -130,16 +133,19 @@ def _ssl_context(properties: Mapping[str, str], source: str) -> ssl.SSLContext:
 
 def _sasl(properties: Mapping[str, str], source: str) -> Callable[[SimpleClient], None]:
     mechanism = properties.get("sasl.mechanism", "PLAIN").upper()
-    if mechanism != "PLAIN" and mechanism not in SCRAM_MECHANISMS:
+    if mechanism not in ("PLAIN", OAUTHBEARER) and mechanism not in SCRAM_MECHANISMS:
         raise ClientError(f"{source}: sasl.mechanism {mechanism} is not one kafkapy's tools speak "
-                          f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+                          f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
     if not properties.get("sasl.jaas.config"):
-        raise ClientError(f"{source}: a SASL security.protocol needs sasl.jaas.config with the username "
-                          "and password")
+        needs = "the unsecuredLogin options" if mechanism == OAUTHBEARER else "the username and password"
+        raise ClientError(f"{source}: a SASL security.protocol needs sasl.jaas.config with {needs}")
     try:
         options = parse_jaas_config(properties["sasl.jaas.config"], "sasl.jaas.config").options
     except ConfigError as exc:
         raise ClientError(f"{source}: {exc}") from None
+    if mechanism == OAUTHBEARER:
+        unsecured_login(options, source)  # refused here, once, rather than at each connection
+        return lambda client: _oauthbearer(client, *unsecured_login(options, source))
     username, password = options.get("username"), options.get("password")
     if username is None or password is None:
         raise ClientError(f"{source}: sasl.jaas.config has no username or no password option")
@@ -168,6 +174,17 @@ def _authenticate(client: SimpleClient, token: bytes) -> bytes:
 def _plain(client: SimpleClient, username: str, password: str) -> None:
     _handshake(client, "PLAIN")
     _authenticate(client, b"\0" + username.encode() + b"\0" + password.encode())
+
+
+def _oauthbearer(client: SimpleClient, token: str, extensions: Mapping[str, str]) -> None:
+    """RFC 7628: the token in the first message; a refusal comes back as a JSON challenge with no
+    error, which the client answers with a lone separator to hear the error itself."""
+    _handshake(client, OAUTHBEARER)
+    challenge = _authenticate(client, client_first_message(token, extensions))
+    if challenge:
+        _authenticate(client, SEPARATOR.encode())  # the broker's refusal: a ClientError
+        raise ClientError(f"{client.host}:{client.port} refused the token: "
+                          f"{challenge.decode(errors='replace')}")
 
 
 def _sasl_name(username: str) -> str:

@@ -1,5 +1,6 @@
 """``--command-config``: the CLI tools log in to secured brokers with Kafka's client properties
-(SASL PLAIN and SCRAM, TLS with a PEM trust store), and say in one line what is wrong."""
+(SASL PLAIN, SCRAM and OAUTHBEARER's unsecured tokens, TLS with a PEM trust store), and say in one
+line what is wrong."""
 
 from __future__ import annotations
 
@@ -137,6 +138,95 @@ def test_bad_properties_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, _, err = run(capsys, "topics", "--bootstrap-server", "127.0.0.1:9", "--command-config", config,
                        "--list")
     assert code == 1 and message in err and err.count("\n") == 1
+
+
+OAUTH_LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+
+
+def test_oauthbearer_with_kafkas_unsecured_login_options(
+        kafka_broker_factory: BrokerFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The file a Java tool takes for an unsecured OAUTHBEARER login works unchanged: the token is
+    made from the unsecuredLogin* options; the broker's required scope and the ACLs apply to it."""
+    broker = kafka_broker_factory({
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config":
+            f'{OAUTH_LOGIN} unsecuredValidatorRequiredScope="kafka";',
+        "authorizer.class.name": "acl", "super.users": "User:admin"})
+    broker.seed({"orders": {"partitions": 1}, "payments": {"partitions": 1}})
+
+    def login(jaas_options: str) -> str:
+        return properties(tmp_path, "oauth.properties", **{
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.jaas.config": f"{OAUTH_LOGIN} {jaas_options};"})
+
+    bs = ("--bootstrap-server", broker.bootstrap_servers)
+    admin = login('unsecuredLoginStringClaim_sub="admin" unsecuredLoginListClaim_scope=",kafka,other" '
+                  'unsecuredLoginExtension_traceId="t-1"')
+    code, out, err = run(capsys, "acls", *bs, "--command-config", admin, "--add", "--allow-principal",
+                         "User:alice", "--operation", "Describe", "--topic", "orders")
+    assert (code, err) == (0, "") and "operation=DESCRIBE, permissionType=ALLOW" in out
+    alice = login('unsecuredLoginStringClaim_sub="alice" unsecuredLoginListClaim_scope="|kafka" '
+                  'unsecuredLoginLifetimeSeconds="60"')
+    code, out, err = run(capsys, "topics", *bs, "--command-config", alice, "--list")
+    assert (code, err, out.split()) == (0, "", ["orders"])
+    unscoped = login('unsecuredLoginStringClaim_sub="alice"')
+    code, _, err = run(capsys, "topics", *bs, "--command-config", unscoped, "--list")
+    assert code == 1 and err.count("\n") == 1
+    assert 'refused the login: {"status":"insufficient_scope", "scope":"[kafka]"}' in err
+
+
+SUB = 'unsecuredLoginStringClaim_sub="a"'
+
+
+@pytest.mark.parametrize(("jaas_options", "message"), [
+    ("", "needs unsecuredLogin* options to make a token"),
+    ('unsecuredLoginExtension_a="b"', "needs unsecuredLogin* options to make a token"),
+    ('unsecuredLoginStringClaim_name="alice"', "no 'sub' claim to name the principal"),
+    (f'{SUB} unsecuredLoginNumberClaim_exp="1"', "Cannot explicitly set the 'exp' claim"),
+    (f'{SUB} unsecuredLoginNumberClaim_n="x"', "unsecuredLoginNumberClaim_n is not a number"),
+    (f'{SUB} unsecuredLoginLifetimeSeconds="1h"', "is not a whole number of seconds"),
+    (f'{SUB} unsecuredLoginExtension_auth="x"', "Extension name auth is invalid"),
+    (f'{SUB} unsecuredLoginExtension_a1="x"', "Extension name a1 is invalid"),
+])
+def test_bad_oauthbearer_logins_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             jaas_options: str, message: str) -> None:
+    config = properties(tmp_path, "oauth.properties", **{
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.jaas.config": f"{OAUTH_LOGIN} {jaas_options};"})
+    code, _, err = run(capsys, "topics", "--bootstrap-server", "127.0.0.1:9", "--command-config", config,
+                       "--list")
+    assert code == 1 and message in err and err.count("\n") == 1
+
+
+def test_the_unsecured_token_is_kafkas() -> None:
+    """Claims as OAuthBearerUnsecuredLoginCallbackHandler makes them: exp and iat in seconds from
+    the clock, string, number and list claims (a list's first character separates it), and the
+    client first message of RFC 7628 with the extensions."""
+    import base64
+    import json
+
+    from kafkapy.commands._oauthbearer import client_first_message, unsecured_login
+    from kafkapy.server.sasl.unsecured_jws import parse_unsecured_jws
+
+    token, extensions = unsecured_login({
+        "unsecuredLoginStringClaim_sub": "alice", "unsecuredLoginNumberClaim_level": "2",
+        "unsecuredLoginListClaim_scope": " a b", "unsecuredLoginListClaim_empty": ",x,,y",
+        "unsecuredLoginLifetimeSeconds": "60", "unsecuredLoginExtension_traceId": "t-1"},
+        "test", now_s=lambda: 1000.5)
+    header, claims, signature = token.split(".")
+    assert signature == "" and json.loads(base64.urlsafe_b64decode(header + "==")) == {"alg": "none"}
+    assert json.loads(base64.urlsafe_b64decode(claims + "==")) == {
+        "exp": 1060.5, "iat": 1000.5, "sub": "alice", "level": 2.0, "scope": ["a", "b"],
+        "empty": ["x", "y", ""]}
+    parsed = parse_unsecured_jws(token)
+    assert parsed.principal_name == "alice" and parsed.scope == {"a", "b"}
+    assert extensions == {"traceId": "t-1"}
+    # The principal may sit in another claim (the broker's validator must then be told so too).
+    other, _ = unsecured_login({"unsecuredLoginStringClaim_user": "bob",
+                                "unsecuredLoginPrincipalClaimName": "user"}, "test")
+    assert parse_unsecured_jws(other, principal_claim_name="user").principal_name == "bob"
+    expected = f"n,,\x01auth=Bearer {token}\x01traceId=t-1\x01\x01".encode()
+    assert client_first_message(token, extensions) == expected
 
 
 def test_java_properties_syntax(tmp_path: Path) -> None:
