@@ -167,6 +167,9 @@ class ShareFetcher:
         self._loaded: dict[ShareKey, tuple[int, int]] = {}  # -> (leader epoch, state epoch) loaded under
         self._key_locks: dict[ShareKey, asyncio.Lock] = {}  # one load or write at a time per key
         self._writes: set[asyncio.Task[None]] = set()  # background writes (releases)
+        # Told of each share-partition whose state the coordinator now keeps (loaded or made):
+        # the group's ShareGroupStatePartitionMetadata (kafkapy.shares.group_records).
+        self.on_initialized: Callable[[ShareKey], None] | None = None
 
     def forget_all(self) -> None:
         self.sessions.clear()
@@ -377,6 +380,8 @@ class ShareFetcher:
         self.partitions[key] = SharePartition.restored(state.start_offset, state.batches,
                                                        self.limits_of(key[0]))
         self._loaded[key] = (leader_epoch, state.state_epoch)
+        if self.on_initialized is not None:
+            self.on_initialized(key)
 
     async def _persist(self, key: ShareKey) -> None:
         """Write the share-partition's window; KafkaApiError when the coordinator refused it (the

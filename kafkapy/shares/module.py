@@ -51,7 +51,7 @@ from kafkapy.shares.fetch import (
     ShareKey,
     ShareLogs,
 )
-from kafkapy.shares.group_records import Written, changes, records_of, replay
+from kafkapy.shares.group_records import Initialized, Written, changes, records_of, replay
 from kafkapy.shares.share_group import (
     LEAVE_EPOCH,
     ShareGroupConfig,
@@ -138,6 +138,9 @@ class ShareModule(Module):
         # The ShareGroup* records last written to __consumer_offsets per group (group_records.py),
         # and one writer at a time per group, so each write is the difference from the last.
         self._written: dict[str, Written] = {}
+        # Each group's share-partitions whose state the share coordinator keeps, as this broker
+        # (its coordinator) saw them initialized: its ShareGroupStatePartitionMetadata.
+        self._initialized: dict[str, Initialized] = {}
         self._group_locks: dict[str, asyncio.Lock] = {}
         self._group_writes: set[asyncio.Task[None]] = set()
 
@@ -170,6 +173,7 @@ class ShareModule(Module):
             # Share-partition state kept by the share coordinator (kafkapy.sharestate), so it
             # survives leader moves and restarts.
             self.fetcher.persister = share_coordinator.persister
+            self.fetcher.on_initialized = self._share_partition_initialized
         logs = self.services.provider(PARTITION_LOGS, Module)
         if isinstance(logs, PartitionLogsProvider):
             partitions = logs.partition_logs()
@@ -194,7 +198,7 @@ class ShareModule(Module):
         lock = self._group_locks.setdefault(group_id, asyncio.Lock())
         async with lock:
             group = self.groups.groups.get(group_id)
-            now = records_of(group) if group is not None else {}
+            now = records_of(group, self._initialized.get(group_id)) if group is not None else {}
             records = changes(self._written.get(group_id, {}), now)
             if records:
                 await coordinator.group_log.append(group_id, records)
@@ -227,6 +231,7 @@ class ShareModule(Module):
                 member.session_deadline_ms = now + self.groups.timeouts(group_id)[0]
             self.groups.groups[group_id] = loaded.group
             self._written[group_id] = loaded.written
+            self._initialized[group_id] = dict(loaded.initialized)
         self._schedule_sessions()
 
     def unload(self, partition: int) -> None:
@@ -238,7 +243,30 @@ class ShareModule(Module):
         for group_id in [g for g in self.groups.groups if partition_for(g) == partition]:
             del self.groups.groups[group_id]
             self._written.pop(group_id, None)
+            self._initialized.pop(group_id, None)
         self._schedule_sessions()
+
+    def _share_partition_initialized(self, key: ShareKey) -> None:
+        """The share coordinator keeps ``key``'s state now: recorded with the group when this
+        broker coordinates it (a partition leader elsewhere tells its coordinator nothing)."""
+        group_id, topic_id, partition = key
+        coordinator = self._coordinator
+        if coordinator is None or group_id not in self.groups.groups \
+                or not coordinator.coordinates_now(group_id):
+            return
+        name, partitions = self._initialized.get(group_id, {}).get(topic_id, (None, frozenset()))
+        if partition in partitions:
+            return
+        name = name or next((n for n, (t, _) in self._topic_infos().items() if t == topic_id), None)
+        if name is None:
+            return
+        self._initialized.setdefault(group_id, {})[topic_id] = (name, partitions | {partition})
+        self._write_group_later(group_id)
+
+    def _initialized_keys(self, group_id: str) -> set[ShareKey]:
+        return {(group_id, topic_id, index)
+                for topic_id, (_, partitions) in self._initialized.get(group_id, {}).items()
+                for index in partitions}
 
     # -- the one namespace (kafkapy.groups.module.ForeignGroups) ---------------------------------
 
@@ -264,6 +292,7 @@ class ShareModule(Module):
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups.groups[group_id]
+        self._initialized.pop(group_id, None)
         try:
             await self._write_group(group_id)  # its records' tombstones
         except KafkaApiError as refusal:
@@ -287,6 +316,7 @@ class ShareModule(Module):
         """Every share group, session and share-partition goes (kafkapy.embedded's reset)."""
         self.groups.groups.clear()
         self._written.clear()
+        self._initialized.clear()
         self.fetcher.forget_all()
         self.timers.cancel_all()
 
@@ -365,8 +395,9 @@ class ShareModule(Module):
         if persister is None:
             return None
         known = self._topic_infos()
-        if topics is None:
-            keys = sorted((k for k in self.partitions if k[0] == group_id), key=lambda k: (str(k[1]), k[2]))
+        if topics is None:  # those loaded here and those the group's records list
+            listed = {k for k in self.partitions if k[0] == group_id} | self._initialized_keys(group_id)
+            keys = sorted(listed, key=lambda k: (str(k[1]), k[2]))
         else:
             keys = [(group_id, known[t["topic_name"]][0], index) for t in topics if t["topic_name"] in known
                     for index in t["partitions"] if 0 <= index < known[t["topic_name"]][1]]
@@ -447,6 +478,7 @@ class ShareModule(Module):
                     # fences a share-partition leader still holding the old one.
                     kept = await persister.summary(key)
                     await persister.initialize(key, kept.state_epoch + 1, start)
+                    self._share_partition_initialized(key)
                 except KafkaApiError as refusal:
                     failed[key] = refusal
                 self.fetcher.forget_partition(key)
@@ -476,6 +508,11 @@ class ShareModule(Module):
                     if row["topic_id"] == key[1] and row["error_code"] == ErrorCode.NONE:
                         row["error_code"], row["error_message"] = refusal.code, refusal.message
             self.fetcher.forget_partition(key)
+        initialized = self._initialized.get(body["group_id"], {})
+        forgotten = [initialized.pop(topic_id) for topic_id in {key[1] for key in changes or ()}
+                     if topic_id in initialized]
+        if forgotten:
+            await self._write_group_quietly(body["group_id"])
         rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0),
                   "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}

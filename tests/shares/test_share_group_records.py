@@ -82,3 +82,19 @@ def test_a_member_without_metadata_is_a_fragment_and_not_replayed() -> None:
     (loaded,) = replay(records, DEADLINE).values()
     assert loaded.group.members == {} and loaded.group.target == {}
     assert loaded.group.state is ShareGroupState.EMPTY
+
+
+def test_the_offsets_formatter_shows_a_share_groups_records() -> None:
+    """What `kafkapy consume --formatter offsets` and `dump-log --offsets-decoder` print."""
+    from kafkapy.commands.consume import as_coordinator_json
+    from kafkapy.protocol.records import Record
+
+    member = ShareMember("m", 4, ("a",), None, "c", "/h", {TOPICS[0]: frozenset({1})}, 0)
+    group = ShareGroup("g", 4, 4, ShareGroupState.STABLE, {"m": member}, {"m": {TOPICS[0]: frozenset({1})}})
+    printed = [as_coordinator_json("offsets", 0, Record(offset, 1, *encode_record(record)))
+               for offset, record in enumerate(changes({}, records_of(group)))]
+    assert [p["key"]["type"] for p in printed] == [11, 12, 10, 13, 14]
+    assert printed[0]["value"] == {"version": 0, "data": {"epoch": 4, "metadataHash": 0}}
+    assert printed[4]["value"]["data"] == {"memberEpoch": 4, "previousMemberEpoch": 4, "state": 0,
+                                           "assignedPartitions": [{"topicId": "AAAAAAAAAAAAAAAAAAAAAQ",
+                                                                   "partitions": [1]}]}
