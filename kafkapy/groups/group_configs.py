@@ -88,10 +88,11 @@ GROUP_KEYS: tuple[GroupConfigKey, ...] = (
     # kafkapy's broker-wide share.auto.offset.reset (its only setting before group configs) is the fallback.
     GroupConfigKey("share.auto.offset.reset", "string", "share.auto.offset.reset", LATEST,
                    "The strategy to initialize the share-partition start offset.", None, (LATEST, EARLIEST)),
-    # Kafka 4.1's; kafkapy's share fetch reads every record (no transaction markers are honoured
-    # there), so read_committed is refused rather than quietly not done.
+    # Kafka 4.1's; no broker-wide key (GroupConfig.SHARE_ISOLATION_LEVEL_DEFAULT), read at each
+    # share fetch (kafkapy.shares.isolation).
     GroupConfigKey("share.isolation.level", "string", None, READ_UNCOMMITTED,
-                   "Controls how to read records written transactionally (kafkapy: read_uncommitted only).",
+                   "Controls how to read records written transactionally. If set to read_committed, the "
+                   "share group only delivers transactional records which have been committed.",
                    None, (READ_COMMITTED, READ_UNCOMMITTED)),
 )
 _BY_NAME = {key.name: key for key in GROUP_KEYS}
@@ -211,9 +212,6 @@ class GroupConfigs:
         for session, heartbeat in _SESSION_OVER_HEARTBEAT:
             if (session in config or heartbeat in config) and values[session] <= values[heartbeat]:
                 raise _invalid(f"{session} must be greater than {heartbeat}")
-        if config.get("share.isolation.level", "").strip() == READ_COMMITTED:
-            raise _invalid("Invalid value read_committed for configuration share.isolation.level: "
-                           "kafkapy's share groups read uncommitted records only")
 
     def describe(self, group_id: str, stored: Mapping[str, str], synonyms: bool,
                  documentation: bool) -> list[dict[str, Any]]:

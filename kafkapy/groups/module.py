@@ -39,7 +39,7 @@ from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
-from kafkapy.groups.records import GroupRecord
+from kafkapy.groups.records import SHARE_GROUP_KEYS, GroupRecord
 from kafkapy.groups.retention import (
     DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
     DEFAULT_OFFSETS_RETENTION_MINUTES,
@@ -113,6 +113,15 @@ class ForeignGroups(Protocol):
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of one of its groups: NONE, or why not (NON_EMPTY_GROUP); it may wait
         (a share group's state is deleted where its share coordinator keeps it)."""
+        ...
+
+    def load_records(self, partition: int, records: Sequence[GroupRecord]) -> None:
+        """A ``__consumer_offsets`` partition this broker now coordinates was replayed: its
+        records of this group type (share groups' ShareGroup* records), in log order."""
+        ...
+
+    def unload(self, partition: int) -> None:
+        """This broker no longer coordinates the partition: its groups of this type go."""
         ...
 
 
@@ -438,6 +447,11 @@ class GroupsModule(Module):
     def _outage(self, group_id: str) -> ErrorCode | None:
         return None if self._outages is None else self._outages.group_outage(group_id)
 
+    def loaded_partitions(self) -> list[int]:
+        """The ``__consumer_offsets`` partitions this broker has loaded (a module that registers
+        in ``foreign_groups`` after them replays them itself)."""
+        return sorted(p for p, load in self._partitions.items() if load is _Load.LOADED)
+
     def coordinates_now(self, group_id: str) -> bool:
         """This broker leads the group's partition and has loaded it (inspection; no side effects,
         unlike check_coordinator)."""
@@ -465,7 +479,13 @@ class GroupsModule(Module):
 
         def finish() -> None:
             if self._partitions.get(partition) is _Load.LOADING:
+                # Share groups' records (KIP-932) are the share groups' owner's, not the classic
+                # or consumer coordinator's.
                 settled = [r for r in records if isinstance(r, GroupRecord)]
+                foreign = [r for r in settled if isinstance(r.key, SHARE_GROUP_KEYS)]
+                settled = [r for r in settled if not isinstance(r.key, SHARE_GROUP_KEYS)]
+                for other in self.foreign_groups:
+                    other.load_records(partition, foreign)
                 self.consumer.load(settled)
                 self.coordinator.load(partition, settled)
                 self.txn_offsets.load(partition, (r for r in records if isinstance(r, OpenTxnRecords)))
@@ -499,6 +519,8 @@ class GroupsModule(Module):
         self.coordinator.unload(partition)
         self.txn_offsets.unload(partition)
         self.consumer.unload(partition)
+        for other in self.foreign_groups:
+            other.unload(partition)
         self.services.log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, partition)
 
     async def _ensure_offsets_topic(self) -> bool:

@@ -18,9 +18,18 @@ type  key / value                                             value versions (wr
 6     ConsumerGroupTargetAssignmentMetadataKey / ...Value     0
 7     ConsumerGroupTargetAssignmentMemberKey / ...Value       0
 8     ConsumerGroupCurrentMemberAssignmentKey / ...Value      0
+10    ShareGroupMemberMetadataKey / ...Value                  0
+11    ShareGroupMetadataKey / ...Value                        0
+12    ShareGroupTargetAssignmentMetadataKey / ...Value        0
+13    ShareGroupTargetAssignmentMemberKey / ...Value          0
+14    ShareGroupCurrentMemberAssignmentKey / ...Value         0
+15    ShareGroupStatePartitionMetadataKey / ...Value          0
 ====  ======================================================  =========================
 
-Types 9-15 are share groups' (KIP-932), which kafkapy does not serve. The written versions are
+Types 10-15 are share groups' (KIP-932), in Kafka 4.1's layouts (the records were a preview that
+changed layout without new versions: 4.1 added ShareGroupMetadataValue's MetadataHash and the
+initializing topics with their timestamps, and dropped type 9, ShareGroupPartitionMetadata, which
+is refused as unknown, so replay skips it as Kafka 4.1's loader does). The written versions are
 those of Kafka's MetadataVersion.offsetCommitValueVersion / groupMetadataValueVersion at any
 metadata version since 2.3: the newest non-flexible one, since no tagged field exists yet.
 
@@ -67,8 +76,22 @@ from kafkapy.groups.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     PartitionRacks,
+    ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupCurrentMemberAssignmentValue,
+    ShareGroupMemberMetadataKey,
+    ShareGroupMemberMetadataValue,
+    ShareGroupMetadataKey,
+    ShareGroupMetadataValue,
+    ShareGroupStatePartitionMetadataKey,
+    ShareGroupStatePartitionMetadataValue,
+    ShareGroupTargetAssignmentMemberKey,
+    ShareGroupTargetAssignmentMemberValue,
+    ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMetadataValue,
+    TopicInfo,
     TopicMetadata,
     TopicPartitions,
+    TopicPartitionsInfo,
 )
 from kafkapy.protocol.json_converter import message_json
 from kafkapy.protocol.schema import MessageSchema, default_value
@@ -92,7 +115,9 @@ __all__ = [
 ]
 
 _VERSION = struct.Struct(">h")
-SHARE_GROUP_TYPES = range(9, 16)  # KIP-932's records: Kafka knows them, kafkapy serves no share groups
+# ShareGroupPartitionMetadata: Kafka 4.0 wrote it, 4.1 replaced it with ShareGroupMetadataValue's
+# MetadataHash (KIP-1101) and skips it on load, as replay here does.
+REMOVED_SHARE_GROUP_TYPE = 9
 
 
 class GroupRecordError(DecodeError):
@@ -105,8 +130,8 @@ class UnknownRecordType(GroupRecordError):
 
     def __init__(self, record_type: int) -> None:
         self.record_type = record_type
-        what = "a share group record (KIP-932), which kafkapy does not serve" \
-            if record_type in SHARE_GROUP_TYPES else "not a record type kafkapy knows (0-8)"
+        what = "a share group's ShareGroupPartitionMetadata (Kafka 4.0's; 4.1 no longer writes it)" \
+            if record_type == REMOVED_SHARE_GROUP_TYPE else "not a record type kafkapy knows (0-8, 10-15)"
         super().__init__(f"__consumer_offsets key of record type {record_type}: {what}", offset=0,
                          field="key.version")
 
@@ -137,6 +162,12 @@ _KINDS = (
     RecordKind(6, ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
     RecordKind(7, ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
     RecordKind(8, ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+    RecordKind(10, ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
+    RecordKind(11, ShareGroupMetadataKey, ShareGroupMetadataValue),
+    RecordKind(12, ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue),
+    RecordKind(13, ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue),
+    RecordKind(14, ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue),
+    RecordKind(15, ShareGroupStatePartitionMetadataKey, ShareGroupStatePartitionMetadataValue),
 )
 # Type 0 is OffsetCommitKey's first version (the same layout); Kafka reads both, writes 1.
 _BY_TYPE: dict[int, RecordKind] = {0: _KINDS[0], **{kind.record_type: kind for kind in _KINDS}}
@@ -157,6 +188,11 @@ _NESTED: dict[type[Any], dict[str, type[Any]]] = {
     ConsumerGroupTargetAssignmentMemberValue: {"topic_partitions": TopicPartitions},
     ConsumerGroupCurrentMemberAssignmentValue: {"assigned_partitions": TopicPartitions,
                                                 "partitions_pending_revocation": TopicPartitions},
+    ShareGroupTargetAssignmentMemberValue: {"topic_partitions": TopicPartitions},
+    ShareGroupCurrentMemberAssignmentValue: {"assigned_partitions": TopicPartitions},
+    ShareGroupStatePartitionMetadataValue: {"initializing_topics": TopicPartitionsInfo,
+                                            "initialized_topics": TopicPartitionsInfo,
+                                            "deleting_topics": TopicInfo},
 }
 
 

@@ -1,28 +1,65 @@
 """The records the group coordinator keeps in ``__consumer_offsets``, as Python values.
 
-Kafka's own key and value schemas (OffsetCommitKey/Value, GroupMetadataKey/Value, and the KIP-848
-records) in the shape the coordinator works with; their bytes are the codec's business
-(``kafkapy.groups.record_codec``). A value of ``None`` is a tombstone: the key's state is gone
-(an offset deleted or expired, a group deleted), and compaction will drop the key.
+Kafka's own key and value schemas (OffsetCommitKey/Value, GroupMetadataKey/Value, the KIP-848
+records and the KIP-932 share group records) in the shape the coordinator works with; their
+bytes are the codec's business (``kafkapy.groups.record_codec``). A value of ``None`` is a
+tombstone: the key's state is gone (an offset deleted or expired, a group deleted), and
+compaction will drop the key.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import attrs
 
-__all__ = ["NO_EXPIRE_TIMESTAMP", "ClassicMemberMetadata", "ClassicProtocol",
-           "ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupCurrentMemberAssignmentValue",
-           "ConsumerGroupMemberMetadataKey", "ConsumerGroupMemberMetadataValue",
-           "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue", "ConsumerGroupPartitionMetadataKey",
-           "ConsumerGroupPartitionMetadataValue", "ConsumerGroupTargetAssignmentMemberKey",
-           "ConsumerGroupTargetAssignmentMemberValue", "ConsumerGroupTargetAssignmentMetadataKey",
-           "ConsumerGroupTargetAssignmentMetadataValue", "GroupMetadataKey", "GroupMetadataValue",
-           "GroupRecord", "MemberMetadata", "OffsetCommitKey", "OffsetCommitValue", "PartitionRacks",
-           "TopicMetadata", "TopicPartitions", "from_topic_partitions", "to_topic_partitions"]
+__all__ = [
+    "NO_EXPIRE_TIMESTAMP",
+    "SHARE_GROUP_KEYS",
+    "ClassicMemberMetadata",
+    "ClassicProtocol",
+    "ConsumerGroupCurrentMemberAssignmentKey",
+    "ConsumerGroupCurrentMemberAssignmentValue",
+    "ConsumerGroupMemberMetadataKey",
+    "ConsumerGroupMemberMetadataValue",
+    "ConsumerGroupMetadataKey",
+    "ConsumerGroupMetadataValue",
+    "ConsumerGroupPartitionMetadataKey",
+    "ConsumerGroupPartitionMetadataValue",
+    "ConsumerGroupTargetAssignmentMemberKey",
+    "ConsumerGroupTargetAssignmentMemberValue",
+    "ConsumerGroupTargetAssignmentMetadataKey",
+    "ConsumerGroupTargetAssignmentMetadataValue",
+    "GroupMetadataKey",
+    "GroupMetadataValue",
+    "GroupRecord",
+    "MemberMetadata",
+    "OffsetCommitKey",
+    "OffsetCommitValue",
+    "PartitionRacks",
+    "ShareGroupCurrentMemberAssignmentKey",
+    "ShareGroupCurrentMemberAssignmentValue",
+    "ShareGroupKey",
+    "ShareGroupMemberMetadataKey",
+    "ShareGroupMemberMetadataValue",
+    "ShareGroupMetadataKey",
+    "ShareGroupMetadataValue",
+    "ShareGroupStatePartitionMetadataKey",
+    "ShareGroupStatePartitionMetadataValue",
+    "ShareGroupTargetAssignmentMemberKey",
+    "ShareGroupTargetAssignmentMemberValue",
+    "ShareGroupTargetAssignmentMetadataKey",
+    "ShareGroupTargetAssignmentMetadataValue",
+    "ShareGroupValue",
+    "TopicInfo",
+    "TopicMetadata",
+    "TopicPartitions",
+    "TopicPartitionsInfo",
+    "from_topic_partitions",
+    "to_topic_partitions",
+]
 
 NO_EXPIRE_TIMESTAMP = -1  # commits since KIP-211 carry no expiry of their own
 
@@ -183,15 +220,119 @@ class ConsumerGroupCurrentMemberAssignmentValue:
     partitions_pending_revocation: tuple[TopicPartitions, ...] = ()
 
 
+# --- KIP-932 share groups (record types 10-15; Kafka 4.1's layouts, type 9 is no longer written) ---
+
+
+@attrs.frozen
+class ShareGroupMemberMetadataKey:
+    group_id: str
+    member_id: str
+
+
+@attrs.frozen
+class ShareGroupMemberMetadataValue:
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class ShareGroupMetadataKey:
+    group_id: str
+
+
+@attrs.frozen
+class ShareGroupMetadataValue:
+    epoch: int  # the group epoch
+    metadata_hash: int = 0  # KIP-1101's subscribed-topics hash; 0: none computed
+
+
+@attrs.frozen
+class ShareGroupTargetAssignmentMetadataKey:
+    group_id: str
+
+
+@attrs.frozen
+class ShareGroupTargetAssignmentMetadataValue:
+    assignment_epoch: int
+
+
+@attrs.frozen
+class ShareGroupTargetAssignmentMemberKey:
+    group_id: str
+    member_id: str
+
+
+@attrs.frozen
+class ShareGroupTargetAssignmentMemberValue:
+    topic_partitions: tuple[TopicPartitions, ...] = ()
+
+
+@attrs.frozen
+class ShareGroupCurrentMemberAssignmentKey:
+    group_id: str
+    member_id: str
+
+
+@attrs.frozen
+class ShareGroupCurrentMemberAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # Kafka's MemberState value
+    assigned_partitions: tuple[TopicPartitions, ...] = ()
+
+
+@attrs.frozen
+class TopicPartitionsInfo:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+    create_timestamp: int = -1
+
+
+@attrs.frozen
+class TopicInfo:
+    topic_id: uuid.UUID
+    topic_name: str
+
+
+@attrs.frozen
+class ShareGroupStatePartitionMetadataKey:
+    group_id: str
+
+
+@attrs.frozen
+class ShareGroupStatePartitionMetadataValue:
+    initializing_topics: tuple[TopicPartitionsInfo, ...] = ()
+    initialized_topics: tuple[TopicPartitionsInfo, ...] = ()
+    deleting_topics: tuple[TopicInfo, ...] = ()
+
+
+ShareGroupKey: TypeAlias = (ShareGroupMemberMetadataKey | ShareGroupMetadataKey
+                            | ShareGroupTargetAssignmentMetadataKey | ShareGroupTargetAssignmentMemberKey
+                            | ShareGroupCurrentMemberAssignmentKey | ShareGroupStatePartitionMetadataKey)
+ShareGroupValue: TypeAlias = (ShareGroupMemberMetadataValue | ShareGroupMetadataValue
+                              | ShareGroupTargetAssignmentMetadataValue
+                              | ShareGroupTargetAssignmentMemberValue
+                              | ShareGroupCurrentMemberAssignmentValue
+                              | ShareGroupStatePartitionMetadataValue)
+#: The share group keys, for a loader that hands them to the share groups' owner.
+SHARE_GROUP_KEYS: tuple[type[Any], ...] = (
+    ShareGroupMemberMetadataKey, ShareGroupMetadataKey, ShareGroupTargetAssignmentMetadataKey,
+    ShareGroupTargetAssignmentMemberKey, ShareGroupCurrentMemberAssignmentKey,
+    ShareGroupStatePartitionMetadataKey)
+
+
 GroupKey: TypeAlias = (OffsetCommitKey | GroupMetadataKey | ConsumerGroupMetadataKey
                        | ConsumerGroupPartitionMetadataKey | ConsumerGroupMemberMetadataKey
                        | ConsumerGroupTargetAssignmentMetadataKey | ConsumerGroupTargetAssignmentMemberKey
-                       | ConsumerGroupCurrentMemberAssignmentKey)
+                       | ConsumerGroupCurrentMemberAssignmentKey | ShareGroupKey)
 GroupValue: TypeAlias = (OffsetCommitValue | GroupMetadataValue | ConsumerGroupMetadataValue
                          | ConsumerGroupPartitionMetadataValue | ConsumerGroupMemberMetadataValue
                          | ConsumerGroupTargetAssignmentMetadataValue
                          | ConsumerGroupTargetAssignmentMemberValue
-                         | ConsumerGroupCurrentMemberAssignmentValue)
+                         | ConsumerGroupCurrentMemberAssignmentValue | ShareGroupValue)
 
 
 @attrs.frozen

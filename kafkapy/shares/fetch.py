@@ -7,11 +7,14 @@ made on the group's first fetch of it at the offset ``share.auto.offset.reset`` 
 ShareFetch belongs to its member's share session (sessions.py): it applies its piggy-backed
 acknowledgements first, then, for each partition of the session, reads whole batches from the
 partition's log (the data plane's, PARTITION_LOGS) from the first offset it could acquire,
-acquires what is AVAILABLE in them, and answers the batches holding acquired records with their
-AcquiredRecords ranges. With nothing to acquire it waits up to ``max_wait_ms``, acquiring again
-each time it is woken, by an append to a partition or by records coming back to one (released,
-lock expired, their member gone), as Kafka's DelayedShareFetch does. A partition error (this
-broker does not lead it) answers at once and names the leader (KIP-951).
+acquires what is AVAILABLE in them (a group with ``share.isolation.level=read_committed``
+reads only below the last stable offset and archives aborted and control batches unseen:
+``acquire_from_log``, kafkapy.shares.isolation), and answers the batches holding acquired
+records with their AcquiredRecords ranges. With nothing to acquire it waits up to
+``max_wait_ms``, acquiring again each time it is woken, by an append to a partition or by
+records coming back to one (released, lock expired, their member gone), as Kafka's
+DelayedShareFetch does. A partition error (this broker does not lead it) answers at once and
+names the leader (KIP-951).
 
 Acquisition locks run on one timer (the broker's clock, so a VirtualClock drives them), set to the
 earliest lock deadline after every change.
@@ -49,13 +52,14 @@ from kafkapy.protocol.chunks import RecordChunks
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.modules import Answer, RequestContext
 from kafkapy.server.services import BrokerServices
+from kafkapy.shares.isolation import READ_COMMITTED, READ_UNCOMMITTED, batch_header, undeliverable
 from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
 from kafkapy.shares.share_partition import Acquired, SharePartition, SharePartitionLimits
 from kafkapy.sharestate.persister import SharePersister
 from kafkapy.sharestate.state import UNINITIALIZED_START_OFFSET
 
 __all__ = ["SHARE_ACKNOWLEDGE_VERSIONS", "SHARE_FETCH_VERSIONS", "ShareFetcher", "ShareKey", "ShareLogs",
-           "batch_spans"]
+           "acquire_from_log", "batch_spans"]
 
 SHARE_FETCH_VERSIONS = VersionRange(1, 2)
 SHARE_ACKNOWLEDGE_VERSIONS = VersionRange(1, 2)
@@ -100,6 +104,36 @@ def batch_spans(chunks: Sequence[memoryview | bytes]) -> Iterator[tuple[int, int
             at = end
 
 
+def acquire_from_log(partition: SharePartition, log: PartitionLog, member_id: str, now_ms: int,
+                     max_records: int, max_bytes: int, *, whole_batches: bool, read_committed: bool
+                     ) -> tuple[list[Acquired], list[tuple[int, int, memoryview]], bool]:
+    """Read whole batches from the partition's first acquirable offset and acquire from them: the
+    acquired ranges, the batches read, and whether records were archived unseen.
+
+    read_uncommitted reads up to the high watermark. read_committed reads up to the last stable
+    offset, so an open transaction holds delivery at its first offset until it ends, and archives
+    the aborted and control batches it reads (kafkapy.shares.isolation); when a read held nothing
+    but those, it reads on from past them, so one fetch is not spent on a run of aborted batches."""
+    archived = False
+    while True:
+        start = partition.next_available()
+        limit = log.last_stable_offset if read_committed else log.high_watermark
+        if start >= limit:
+            return [], [], archived
+        read = log.read(start, max_bytes, max_offset=limit, min_one_batch=True,
+                        aborted_transactions=read_committed)
+        spans = list(batch_spans(read.chunks))
+        skipped: set[tuple[int, int]] = set()
+        if read_committed:
+            headers = [header for _, _, view in spans if (header := batch_header(view)) is not None]
+            skipped = undeliverable(headers, read.aborted_transactions or ())
+        acquired = partition.acquire(member_id, [(first, last) for first, last, _ in spans], now_ms,
+                                     max_records, whole_batches=whole_batches, undeliverable=skipped)
+        archived = archived or bool(skipped)
+        if acquired or not skipped or partition.next_available() <= start:
+            return acquired, spans, archived
+
+
 @attrs.frozen
 class _Limits:
     """What one ShareFetch may acquire: MaxRecords, MaxBytes, and whether batches go whole."""
@@ -133,6 +167,9 @@ class ShareFetcher:
         self._loaded: dict[ShareKey, tuple[int, int]] = {}  # -> (leader epoch, state epoch) loaded under
         self._key_locks: dict[ShareKey, asyncio.Lock] = {}  # one load or write at a time per key
         self._writes: set[asyncio.Task[None]] = set()  # background writes (releases)
+        # Told of each share-partition whose state the coordinator now keeps (loaded or made):
+        # the group's ShareGroupStatePartitionMetadata (kafkapy.shares.group_records).
+        self.on_initialized: Callable[[ShareKey], None] | None = None
 
     def forget_all(self) -> None:
         self.sessions.clear()
@@ -176,6 +213,13 @@ class ShareFetcher:
         if limits is None:
             limits = self._group_limits[lock_ms] = attrs.evolve(self.limits, lock_duration_ms=lock_ms)
         return limits
+
+    def isolation_of(self, group_id: str) -> str:
+        """The group's share.isolation.level (Kafka has no broker-wide key: read_uncommitted)."""
+        if self.group_setting is None:
+            return READ_UNCOMMITTED
+        level: str = self.group_setting(group_id, "share.isolation.level")
+        return level
 
     def high_watermark(self, topic: str, index: int) -> int | None:
         """The partition's, when this broker leads it (for DescribeShareGroupOffsets' lag)."""
@@ -336,6 +380,8 @@ class ShareFetcher:
         self.partitions[key] = SharePartition.restored(state.start_offset, state.batches,
                                                        self.limits_of(key[0]))
         self._loaded[key] = (leader_epoch, state.state_epoch)
+        if self.on_initialized is not None:
+            self.on_initialized(key)
 
     async def _persist(self, key: ShareKey) -> None:
         """Write the share-partition's window; KafkaApiError when the coordinator refused it (the
@@ -399,16 +445,16 @@ class ShareFetcher:
             try:
                 name, log = self._resolve(ctx, key)
                 epoch = self._leader(name, key[1])["leader_epoch"]
-                partition = self._share_partition((session.group_id, *key), log, epoch)
+                share_key = (session.group_id, *key)
+                partition = self._share_partition(share_key, log, epoch)
                 if partition is None:
                     continue
-                start = partition.next_available()
-                if start >= log.high_watermark:
-                    continue
-                read = log.read(start, max_bytes, max_offset=log.high_watermark, min_one_batch=True)
-                spans = list(batch_spans(read.chunks))
-                acquired = partition.acquire(session.member_id, [(f, last) for f, last, _ in spans], now,
-                                             max_records - acquired_total, whole_batches=limits.whole_batches)
+                acquired, spans, archived = acquire_from_log(
+                    partition, log, session.member_id, now, max_records - acquired_total, max_bytes,
+                    whole_batches=limits.whole_batches,
+                    read_committed=self.isolation_of(session.group_id) == READ_COMMITTED)
+                if archived:
+                    self._persist_later(share_key)
             except KafkaApiError as refusal:
                 row = rows.setdefault(key, self._row(key[1]))
                 row["error_code"], row["error_message"] = refusal.code, refusal.message

@@ -23,6 +23,7 @@ it in ``__consumer_offsets``): a restart forgets the groups, whose members join 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.group_configs import timeout_overrides
 from kafkapy.groups.module import GROUP_COORDINATOR, GroupsModule
+from kafkapy.groups.records import GroupRecord
 from kafkapy.groups.timers import Timers
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
@@ -49,6 +51,7 @@ from kafkapy.shares.fetch import (
     ShareKey,
     ShareLogs,
 )
+from kafkapy.shares.group_records import Initialized, Written, changes, records_of, replay
 from kafkapy.shares.share_group import (
     LEAVE_EPOCH,
     ShareGroupConfig,
@@ -132,6 +135,14 @@ class ShareModule(Module):
         self._coordinator: GroupsModule | None = None
         self.admin = ShareAdmin(self.groups, self.partitions, limits, self._topic_infos,
                                 self.fetcher.high_watermark)
+        # The ShareGroup* records last written to __consumer_offsets per group (group_records.py),
+        # and one writer at a time per group, so each write is the difference from the last.
+        self._written: dict[str, Written] = {}
+        # Each group's share-partitions whose state the share coordinator keeps, as this broker
+        # (its coordinator) saw them initialized: its ShareGroupStatePartitionMetadata.
+        self._initialized: dict[str, Initialized] = {}
+        self._group_locks: dict[str, asyncio.Lock] = {}
+        self._group_writes: set[asyncio.Task[None]] = set()
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {ApiKey.SHARE_GROUP_HEARTBEAT: ApiHandler(SHARE_GROUP_HEARTBEAT_VERSIONS, self.heartbeat),
@@ -151,6 +162,9 @@ class ShareModule(Module):
         if isinstance(coordinator, GroupsModule):
             self._coordinator = coordinator
             coordinator.foreign_groups.append(self)
+            for partition in coordinator.loaded_partitions():  # loaded before this module started
+                replayed = coordinator.group_log.replay(partition)
+                self.load_records(partition, [r for r in replayed if isinstance(r, GroupRecord)])
             # GROUP config resources: a group's own share.* values over the broker-wide ones.
             self.fetcher.group_setting = coordinator.group_configs.value
             self.groups.overrides = timeout_overrides(coordinator.group_configs, "share")
@@ -159,6 +173,7 @@ class ShareModule(Module):
             # Share-partition state kept by the share coordinator (kafkapy.sharestate), so it
             # survives leader moves and restarts.
             self.fetcher.persister = share_coordinator.persister
+            self.fetcher.on_initialized = self._share_partition_initialized
         logs = self.services.provider(PARTITION_LOGS, Module)
         if isinstance(logs, PartitionLogsProvider):
             partitions = logs.partition_logs()
@@ -168,6 +183,90 @@ class ShareModule(Module):
     async def stop(self) -> None:
         self.timers.cancel_all()
         self.fetcher.cancel_writes()
+        for task in list(self._group_writes):
+            task.cancel()
+
+    # -- the group records in __consumer_offsets (group_records.py) -------------------------------
+
+    async def _write_group(self, group_id: str) -> None:
+        """Write what changed of the group since its last write (tombstones once it is gone),
+        before the change is answered; KafkaApiError when the coordinator's partition refused it
+        (the difference is written again with the next change)."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            return
+        lock = self._group_locks.setdefault(group_id, asyncio.Lock())
+        async with lock:
+            group = self.groups.groups.get(group_id)
+            now = records_of(group, self._initialized.get(group_id)) if group is not None else {}
+            records = changes(self._written.get(group_id, {}), now)
+            if records:
+                await coordinator.group_log.append(group_id, records)
+            if now:
+                self._written[group_id] = now
+            else:
+                self._written.pop(group_id, None)
+                self._group_locks.pop(group_id, None)
+
+    def _write_group_later(self, group_id: str) -> None:
+        """A change no request waits for (a session ran out): written in the background."""
+        task = self.services.loop.create_task(self._write_group_quietly(group_id))
+        self._group_writes.add(task)
+        task.add_done_callback(self._group_writes.discard)
+
+    async def _write_group_quietly(self, group_id: str) -> None:
+        try:
+            await self._write_group(group_id)
+        except KafkaApiError as refusal:
+            self.services.log.info("share group %r not written: %s", group_id, refusal.code.name)
+
+    def load_records(self, partition: int, records: Sequence[GroupRecord]) -> None:
+        """The coordinator loaded a ``__consumer_offsets`` partition: its share groups come back
+        from their records, each member's session starting now (as consumer groups' do)."""
+        now = self.timers.now_ms()
+        for group_id, loaded in replay(records, now).items():
+            if group_id in self.groups.groups:
+                continue  # served here already: what memory holds is newer than the log
+            for member in loaded.group.members.values():
+                member.session_deadline_ms = now + self.groups.timeouts(group_id)[0]
+            self.groups.groups[group_id] = loaded.group
+            self._written[group_id] = loaded.written
+            self._initialized[group_id] = dict(loaded.initialized)
+        self._schedule_sessions()
+
+    def unload(self, partition: int) -> None:
+        """Another broker coordinates the partition's groups now: they go from here."""
+        coordinator = self._coordinator
+        if coordinator is None:
+            return
+        partition_for = coordinator.group_log.partition_for
+        for group_id in [g for g in self.groups.groups if partition_for(g) == partition]:
+            del self.groups.groups[group_id]
+            self._written.pop(group_id, None)
+            self._initialized.pop(group_id, None)
+        self._schedule_sessions()
+
+    def _share_partition_initialized(self, key: ShareKey) -> None:
+        """The share coordinator keeps ``key``'s state now: recorded with the group when this
+        broker coordinates it (a partition leader elsewhere tells its coordinator nothing)."""
+        group_id, topic_id, partition = key
+        coordinator = self._coordinator
+        if coordinator is None or group_id not in self.groups.groups \
+                or not coordinator.coordinates_now(group_id):
+            return
+        name, partitions = self._initialized.get(group_id, {}).get(topic_id, (None, frozenset()))
+        if partition in partitions:
+            return
+        name = name or next((n for n, (t, _) in self._topic_infos().items() if t == topic_id), None)
+        if name is None:
+            return
+        self._initialized.setdefault(group_id, {})[topic_id] = (name, partitions | {partition})
+        self._write_group_later(group_id)
+
+    def _initialized_keys(self, group_id: str) -> set[ShareKey]:
+        return {(group_id, topic_id, index)
+                for topic_id, (_, partitions) in self._initialized.get(group_id, {}).items()
+                for index in partitions}
 
     # -- the one namespace (kafkapy.groups.module.ForeignGroups) ---------------------------------
 
@@ -193,6 +292,11 @@ class ShareModule(Module):
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups.groups[group_id]
+        self._initialized.pop(group_id, None)
+        try:
+            await self._write_group(group_id)  # its records' tombstones
+        except KafkaApiError as refusal:
+            return refusal.code
         keys = {k for k in self.partitions if k[0] == group_id}
         persister = self.fetcher.persister
         if persister is not None:
@@ -211,6 +315,8 @@ class ShareModule(Module):
     def forget_everything(self) -> None:
         """Every share group, session and share-partition goes (kafkapy.embedded's reset)."""
         self.groups.groups.clear()
+        self._written.clear()
+        self._initialized.clear()
         self.fetcher.forget_all()
         self.timers.cancel_all()
 
@@ -225,7 +331,7 @@ class ShareModule(Module):
 
     # -- ShareGroupHeartbeat ----------------------------------------------------------------------
 
-    def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+    async def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         group_id = body["group_id"]
         try:
@@ -246,6 +352,11 @@ class ShareModule(Module):
         if result.left:
             self.fetcher.member_gone(group_id, result.member_id, end_session=False)
         self._schedule_sessions()
+        try:
+            await self._write_group(group_id)  # as Kafka answers once the records are written
+        except KafkaApiError as refusal:
+            return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
+                    "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
         return _heartbeat_response(result)
 
     def _check_namespace(self, group_id: str) -> None:
@@ -266,8 +377,11 @@ class ShareModule(Module):
         self.timers.set(_SESSION_TIMER, deadline - self.timers.now_ms(), self._sessions_expired)
 
     def _sessions_expired(self) -> None:
-        for group_id, member_id in self.groups.expire(self.timers.now_ms()):
+        fenced = self.groups.expire(self.timers.now_ms())
+        for group_id, member_id in fenced:
             self.fetcher.member_gone(group_id, member_id, end_session=True)
+        for group_id in sorted({group_id for group_id, _ in fenced}):
+            self._write_group_later(group_id)
         self._schedule_sessions()
 
     # -- admin: ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets (admin.py) --------------
@@ -281,8 +395,9 @@ class ShareModule(Module):
         if persister is None:
             return None
         known = self._topic_infos()
-        if topics is None:
-            keys = sorted((k for k in self.partitions if k[0] == group_id), key=lambda k: (str(k[1]), k[2]))
+        if topics is None:  # those loaded here and those the group's records list
+            listed = {k for k in self.partitions if k[0] == group_id} | self._initialized_keys(group_id)
+            keys = sorted(listed, key=lambda k: (str(k[1]), k[2]))
         else:
             keys = [(group_id, known[t["topic_name"]][0], index) for t in topics if t["topic_name"] in known
                     for index in t["partitions"] if 0 <= index < known[t["topic_name"]][1]]
@@ -351,6 +466,7 @@ class ShareModule(Module):
             self._group_request(ctx, body["group_id"], "READ")
             allowed, denied = self._topic_access(ctx, body.get("topics") or [])
             rows = self.admin.alter_offsets(body["group_id"], allowed, changes)
+            await self._write_group(body["group_id"])  # a group made here to hold the offsets
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
                     "responses": []}
@@ -362,6 +478,7 @@ class ShareModule(Module):
                     # fences a share-partition leader still holding the old one.
                     kept = await persister.summary(key)
                     await persister.initialize(key, kept.state_epoch + 1, start)
+                    self._share_partition_initialized(key)
                 except KafkaApiError as refusal:
                     failed[key] = refusal
                 self.fetcher.forget_partition(key)
@@ -391,6 +508,11 @@ class ShareModule(Module):
                     if row["topic_id"] == key[1] and row["error_code"] == ErrorCode.NONE:
                         row["error_code"], row["error_message"] = refusal.code, refusal.message
             self.fetcher.forget_partition(key)
+        initialized = self._initialized.get(body["group_id"], {})
+        forgotten = [initialized.pop(topic_id) for topic_id in {key[1] for key in changes or ()}
+                     if topic_id in initialized]
+        if forgotten:
+            await self._write_group_quietly(body["group_id"])
         rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0),
                   "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}

@@ -14,6 +14,10 @@ record's state and what happened to it. One rule sits beside the table, as in Ka
 going back to AVAILABLE (released, its lock expired, its member gone) whose delivery count has
 reached ``group.share.delivery.count.limit`` is ARCHIVED instead, so a poison record stops.
 
+A read_committed group's fetch archives the records it must never be given (an aborted
+transaction's data, control batches: kafkapy.shares.isolation) straight from AVAILABLE, so they
+are never delivered and the SPSO moves past them.
+
 After every change the SPSO moves over the ACKNOWLEDGED and ARCHIVED records at the window's
 start, and their entries go. ``group.share.partition.max.record.locks`` bounds the window
 (SPEO - SPSO), so a member that never acknowledges cannot make the window grow without end.
@@ -31,7 +35,7 @@ the log by the caller (kafkapy.shares.module), and errors are KafkaApiError with
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import attrs
 
@@ -69,12 +73,14 @@ class Event(enum.Enum):
     GAP = "gap"
     RENEW = "renew"
     LOCK_EXPIRED = "lock expired"  # the acquisition lock ran out, or the member holding it left
+    UNDELIVERABLE = "undeliverable"  # read_committed: an aborted transaction's data, or a control batch
 
 
 _S, _E = RecordState, Event
 #: (state, event) -> next state. A pair not listed is an illegal transition (INVALID_RECORD_STATE).
 TRANSITIONS: dict[tuple[RecordState, Event], RecordState] = {
     (_S.AVAILABLE, _E.ACQUIRE): _S.ACQUIRED,
+    (_S.AVAILABLE, _E.UNDELIVERABLE): _S.ARCHIVED,  # never acquired, never delivered (isolation.py)
     (_S.ACQUIRED, _E.ACCEPT): _S.ACKNOWLEDGED,
     (_S.ACQUIRED, _E.REJECT): _S.ARCHIVED,
     (_S.ACQUIRED, _E.GAP): _S.ARCHIVED,  # an offset compaction removed: nothing to deliver
@@ -204,19 +210,24 @@ class SharePartition:
         self.end_offset = max(self.end_offset, log_start_offset)
 
     def acquire(self, member_id: str, batches: Iterable[tuple[int, int]], now_ms: int,
-                max_records: int, *, whole_batches: bool = True) -> list[Acquired]:
+                max_records: int, *, whole_batches: bool = True,
+                undeliverable: Collection[tuple[int, int]] = ()) -> list[Acquired]:
         """Acquire for ``member_id`` the AVAILABLE records of the log ``batches`` (their
         (first, last) offsets, in order, as read), at most ``max_records`` of them, except that
         with ``whole_batches`` (ShareFetch's batch-optimized mode, the default) a batch begun is
-        taken whole; never past ``max_record_locks`` in flight. Returns the acquired ranges,
+        taken whole; never past ``max_record_locks`` in flight. The AVAILABLE records of the
+        batches in ``undeliverable`` (a read_committed group's aborted and control batches) are
+        archived instead, counting against no limit but the locks. Returns the acquired ranges,
         split where the delivery count changes."""
         deadline = now_ms + self.limits.lock_duration_ms
         taken: list[tuple[int, int]] = []  # (offset, delivery count)
+        archived = False
         for first, last in batches:
             if len(taken) >= max_records:
                 break
+            event = Event.UNDELIVERABLE if (first, last) in undeliverable else Event.ACQUIRE
             for offset in range(max(first, self.start_offset), last + 1):
-                if not whole_batches and len(taken) >= max_records:
+                if event is Event.ACQUIRE and not whole_batches and len(taken) >= max_records:
                     break
                 if offset >= self.end_offset:
                     if offset - self.start_offset >= self.limits.max_record_locks:
@@ -226,11 +237,16 @@ class SharePartition:
                 record = self.records[offset]
                 if record.state is not RecordState.AVAILABLE:
                     continue
-                record.state = next_state(record.state, Event.ACQUIRE, record.delivery_count,
+                record.state = next_state(record.state, event, record.delivery_count,
                                           self.limits.delivery_count_limit)
+                if event is Event.UNDELIVERABLE:
+                    archived = True
+                    continue
                 record.delivery_count += 1
                 record.member_id, record.lock_deadline_ms = member_id, deadline
                 taken.append((offset, record.delivery_count))
+        if archived:
+            self._advance_start()
         return _ranges(taken)
 
     def acknowledge(self, member_id: str, first_offset: int, last_offset: int,

@@ -199,7 +199,7 @@ def test_replay_skips_control_batches_and_unknown_record_types_and_names_a_corru
                                         base_offset=stored.log_end_offset, is_control=True, producer_id=5,
                                         producer_epoch=0, is_transactional=True)
             stored.append(marker)
-            share = build_record_batch([{"key": struct.pack(">h", 11) + b"\x00\x01g", "value": b"\x00\x00"}],
+            share = build_record_batch([{"key": struct.pack(">h", 9) + b"\x00\x01g", "value": b"\x00\x00"}],
                                        base_offset=stored.log_end_offset)
             stored.append(share)
             await log.append("g", [commit("g", "t", 0, 2)])

@@ -72,6 +72,24 @@ RECORDS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
         st.builds(r.ConsumerGroupCurrentMemberAssignmentKey, text, text),
         st.builds(r.ConsumerGroupCurrentMemberAssignmentValue, int32, int32, int8, tuples(topic_partitions),
                   tuples(topic_partitions))),
+    "share_member_metadata": (
+        st.builds(r.ShareGroupMemberMetadataKey, text, text),
+        st.builds(r.ShareGroupMemberMetadataValue, st.none() | text, text, text, tuples(text))),
+    "share_group": (st.builds(r.ShareGroupMetadataKey, text),
+                    st.builds(r.ShareGroupMetadataValue, int32, int64)),
+    "share_target_metadata": (st.builds(r.ShareGroupTargetAssignmentMetadataKey, text),
+                              st.builds(r.ShareGroupTargetAssignmentMetadataValue, int32)),
+    "share_target_member": (st.builds(r.ShareGroupTargetAssignmentMemberKey, text, text),
+                            st.builds(r.ShareGroupTargetAssignmentMemberValue, tuples(topic_partitions))),
+    "share_current_assignment": (
+        st.builds(r.ShareGroupCurrentMemberAssignmentKey, text, text),
+        st.builds(r.ShareGroupCurrentMemberAssignmentValue, int32, int32, int8, tuples(topic_partitions))),
+    "share_state_partitions": (
+        st.builds(r.ShareGroupStatePartitionMetadataKey, text),
+        st.builds(r.ShareGroupStatePartitionMetadataValue,
+                  tuples(st.builds(r.TopicPartitionsInfo, uuids, text, tuples(int32), int64)),
+                  tuples(st.builds(r.TopicPartitionsInfo, uuids, text, tuples(int32), int64)),
+                  tuples(st.builds(r.TopicInfo, uuids, text)))),
 }
 
 
@@ -208,6 +226,30 @@ def test_kip848_current_assignment_bytes() -> None:
         "00")
 
 
+def test_share_group_state_partition_metadata_bytes() -> None:
+    """Record type 15, Kafka 4.1's layout: three compact arrays of structs, each with its tags."""
+    topic = uuid.UUID(int=7)
+    key, value = encode_record(r.GroupRecord(
+        r.ShareGroupStatePartitionMetadataKey("g"),
+        r.ShareGroupStatePartitionMetadataValue(
+            initialized_topics=(r.TopicPartitionsInfo(topic, "t", (0, 1), 5),),
+            deleting_topics=(r.TopicInfo(topic, "t"),))))
+    assert key.hex() == "000f" + _string("g")
+    assert value is not None and value.hex() == (
+        "0000"
+        "01"                                                                   # no initializing topics
+        "02" + topic.hex + "02" + "74" + "03" "00000000" "00000001" + "0000000000000005" + "00"
+        "02" + topic.hex + "02" + "74" + "00"                                  # one deleting topic
+        "00")                                                                  # no tagged fields
+    assert record_json(key, value)["key"] == {"type": 15, "data": {"groupId": "g"}}
+
+
+def test_share_group_epoch_record_carries_the_metadata_hash() -> None:
+    key, value = encode_record(r.GroupRecord(r.ShareGroupMetadataKey("g"), r.ShareGroupMetadataValue(3, -2)))
+    assert key.hex() == "000b" + _string("g")
+    assert value is not None and value.hex() == "0000" "00000003" "fffffffffffffffe" "00"
+
+
 def test_record_types_0_and_1_are_both_offset_commits() -> None:
     key = r.OffsetCommitKey("g", "t", 0)
     encoded = encode_key(key)
@@ -216,8 +258,8 @@ def test_record_types_0_and_1_are_both_offset_commits() -> None:
 
 # --- clear errors -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("record_type", "says"), [(9, "share group"), (15, "share group"), (16, "0-8"),
-                                                    (-1, "0-8")])
+@pytest.mark.parametrize(("record_type", "says"), [(9, "ShareGroupPartitionMetadata"), (16, "0-8, 10-15"),
+                                                    (-1, "0-8, 10-15")])
 def test_an_unknown_record_type_is_one_clear_error(record_type: int, says: str) -> None:
     with pytest.raises(UnknownRecordType) as caught:
         decode_record(struct.pack(">h", record_type) + b"\x00\x01g", None)
