@@ -25,6 +25,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.log.base import PartitionLog
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.store.base import BrokerRegistration, MetadataStore, PartitionState, TopicInfo
+from kafkapy.store.persistent import PersistentMap
 
 if TYPE_CHECKING:
     from kafkapy.server.auth import Authorizer
@@ -167,8 +168,8 @@ class ClusterView:
         self.controller_id = -1
         self._brokers: list[BrokerRegistration] = []
         self._live: frozenset[int] = frozenset()
-        self._topics: dict[str, TopicInfo] = {}
-        self._partition_states: dict[tuple[str, int], PartitionState] = {}
+        self._topics: Mapping[str, TopicInfo] = PersistentMap()
+        self._partition_states: Mapping[tuple[str, int], PartitionState] = PersistentMap()
         self._leadership: dict[tuple[str, int], tuple[int, int]] = {}
 
     @property
@@ -182,22 +183,22 @@ class ClusterView:
         self._leadership = {}
 
     @property
-    def topics(self) -> dict[str, TopicInfo]:
-        """name -> topic, from the store's topics watch."""
+    def topics(self) -> Mapping[str, TopicInfo]:
+        """name -> topic, from the store's topics watch (a snapshot: kafkapy.store.base)."""
         return self._topics
 
     @topics.setter
-    def topics(self, topics: dict[str, TopicInfo]) -> None:
+    def topics(self, topics: Mapping[str, TopicInfo]) -> None:
         self._topics = topics
         self._leadership = {}
 
     @property
-    def partition_states(self) -> dict[tuple[str, int], PartitionState]:
+    def partition_states(self) -> Mapping[tuple[str, int], PartitionState]:
         """(topic, partition) -> leader, leader epoch and ISR, from the store's partition-state watch."""
         return self._partition_states
 
     @partition_states.setter
-    def partition_states(self, states: dict[tuple[str, int], PartitionState]) -> None:
+    def partition_states(self, states: Mapping[tuple[str, int], PartitionState]) -> None:
         self._partition_states = states
         self._leadership = {}
 

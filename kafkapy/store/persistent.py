@@ -182,6 +182,16 @@ class PersistentMap(Mapping[K, V], Generic[K, V]):
         for leaf in _leaves(self._root):
             yield from leaf.items()
 
+    def __eq__(self, other: object) -> bool:
+        """Two maps of one lineage compare by what they do not share (a watch compares each state
+        with the last it delivered)."""
+        if isinstance(other, PersistentMap):
+            return self._root is other._root or (self._length == other._length and
+                                                  not changed_keys(self, other))
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking: a Mapping is not hashable
+
     def __repr__(self) -> str:
         return f"PersistentMap({dict(self.iter_items())!r})"
 
@@ -207,6 +217,21 @@ class PersistentMap(Mapping[K, V], Generic[K, V]):
             if _find(root, h, key) is not _MISSING:
                 root, length = _delete(root, h, 0, key), length - 1
         return self._of(root, length)
+
+    def updated_to(self, content: Mapping[K, V]) -> PersistentMap[K, V]:
+        """A map equal to ``content`` that shares with this one every key whose value is the same
+        (``is`` or ``==``): how a reader that re-reads whole states keeps its snapshots of one
+        lineage. O(len(content)) comparisons, but only the changes are copied."""
+        changes: dict[K, V] = {}
+        added = 0
+        for key, value in content.items():
+            found = self.get(key, _MISSING)
+            if found is not value and (found is _MISSING or found != value):
+                changes[key] = value
+                added += found is _MISSING
+        # Keys it lacks, only looked for when the counts say there are some.
+        removed = [key for key in self if key not in content] if len(self) + added > len(content) else []
+        return self.update(changes, removed) if changes or removed else self
 
 
 def changed_keys(old: Mapping[K, V], new: Mapping[K, V]) -> set[K]:

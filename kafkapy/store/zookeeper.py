@@ -73,6 +73,7 @@ from kafkapy.store.base import (
     sanitize,
 )
 from kafkapy.store.memory import check_partitions, check_reassignment
+from kafkapy.store.persistent import PersistentMap
 
 __all__ = ["ZooKeeperStore", "parse_connect"]
 
@@ -287,6 +288,8 @@ class _PartitionStates:
         self.dirty: set[str] = set()  # paths whose watch fired since they were read
         self.session: int | None = None
         self.trigger: Any = None
+        # What the watch delivers: each made from the last (kafkapy.store.base, "Snapshots").
+        self.snapshot: PersistentMap[tuple[str, int], PartitionState] = PersistentMap()
 
     def changed(self, event: Any) -> None:
         """Every ZooKeeper watch this reader sets (one bound method, so kazoo keeps one per path
@@ -297,7 +300,7 @@ class _PartitionStates:
         if self.trigger is not None:
             self.trigger(event)
 
-    def compute(self, trigger: Any) -> tuple[dict[tuple[str, int], PartitionState]]:
+    def compute(self, trigger: Any) -> tuple[Mapping[tuple[str, int], PartitionState]]:
         store = self.store
         zk = store._zk()
         watching = trigger is not None
@@ -328,12 +331,14 @@ class _PartitionStates:
                     key, state = entry
                     if state is not None:
                         result[key] = state
-        if watching:
-            for gone in self.states.keys() - seen_states:
-                del self.states[gone]
-            for gone in self.lists.keys() - seen_lists:
-                del self.lists[gone]
-        return (dict(sorted(result.items())),)
+        if not watching:
+            return (dict(sorted(result.items())),)
+        for gone in self.states.keys() - seen_states:
+            del self.states[gone]
+        for gone in self.lists.keys() - seen_lists:
+            del self.lists[gone]
+        self.snapshot = self.snapshot.updated_to(result)
+        return (self.snapshot,)
 
     def _children(self, path: str, watching: bool) -> list[str] | None:
         """The children of ``path`` (None when it does not exist), listed again only when its
@@ -369,6 +374,65 @@ class _PartitionStates:
                     return None
         return self.store._readable(path, data, lambda p, d: decode_partition_state(
             self.store._json(p, d), self.store._full(p), int(stat.version)))
+
+
+class _Topics:
+    """Every /brokers/topics/<t>, read incrementally for the topics watch, as _PartitionStates reads
+    the states: a topic's znode is read (and decoded) again only when its data watch fired, or when
+    it is new, so a creation at N topics costs one read, not N. The snapshot delivered is the last
+    one updated by what changed (kafkapy.store.base, "Snapshots"). A new session has lost every
+    watch: the cache is dropped and everything read again."""
+
+    def __init__(self, store: ZooKeeperStore) -> None:
+        self.store = store
+        self.read: dict[str, tuple[bytes, TopicInfo | None]] = {}  # by path: data, and its topic
+        self.dirty: set[str] = set()  # paths whose watch fired since they were read
+        self.session: int | None = None
+        self.trigger: Any = None
+        self.snapshot: PersistentMap[str, TopicInfo] = PersistentMap()
+
+    def changed(self, event: Any) -> None:
+        """Both kinds of ZooKeeper watch this reader sets (one bound method: kazoo keeps one per
+        path and kind); ``trigger`` asks for the next compute."""
+        path = getattr(event, "path", None)
+        if path:
+            self.dirty.add(path)
+        if self.trigger is not None:
+            self.trigger(event)
+
+    def compute(self, trigger: Any) -> tuple[Mapping[str, TopicInfo]]:
+        store = self.store
+        zk = store._zk()
+        self.trigger = trigger
+        if zk.client_id[0] != self.session:
+            self.session = zk.client_id[0]
+            self.read.clear()
+            self.dirty.clear()
+        self.dirty.discard(TOPICS)  # its child watch: listed again below, as on every compute
+        result: dict[str, TopicInfo] = {}
+        seen: set[str] = set()
+        with store._errors(TOPICS):
+            for name in sorted(zk.get_children(TOPICS, watch=self.changed)):
+                path = f"{TOPICS}/{name}"
+                seen.add(path)
+                entry = self.read.get(path)
+                if entry is None or path in self.dirty:
+                    self.dirty.discard(path)
+                    try:
+                        data = zk.get(path, watch=self.changed)[0]
+                    except NoNodeError:
+                        self.read.pop(path, None)
+                        continue
+                    if entry is None or entry[0] != data:
+                        entry = (data, store._readable(path, data, store._decode_topic))
+                    self.read[path] = entry
+                if entry[1] is not None:
+                    result[name] = entry[1]
+        for gone in self.read.keys() - seen:
+            del self.read[gone]
+        self.dirty -= self.dirty - seen  # a deleted topic's data watch fired after its last read
+        self.snapshot = self.snapshot.updated_to(result)
+        return (self.snapshot,)
 
 
 _NOT_OURS = object()  # a resent write's conflict was someone else's doing
@@ -1111,8 +1175,8 @@ class ZooKeeperStore:
     def topics(self) -> dict[str, TopicInfo]:
         return self._read_topics(None)
 
-    def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch:
-        return self._watch_state(TOPICS, lambda w: (self._read_topics(w),), callback)
+    def watch_topics(self, callback: Callable[[Mapping[str, TopicInfo]], None]) -> Watch:
+        return self._watch_state(TOPICS, _Topics(self).compute, callback)
 
     def _read_topics(self, watch: Any) -> dict[str, TopicInfo]:
         zk = self._zk()
@@ -1265,7 +1329,7 @@ class ZooKeeperStore:
 
     # --- partition states --------------------------------------------------------------------
     def partition_states(self) -> dict[tuple[str, int], PartitionState]:
-        return _PartitionStates(self).compute(None)[0]
+        return dict(_PartitionStates(self).compute(None)[0])
 
     def set_partition_state(self, topic: str, partition: int, state: PartitionState,
                             expected_partition_epoch: int) -> PartitionState:

@@ -77,6 +77,14 @@ class AgainstADict(RuleBasedStateMachine):
         """A map built from scratch: equal, but sharing nothing with the one before."""
         self.map = PersistentMap(self.dict)
 
+    @rule(content=st.dictionaries(keys, values, max_size=30))
+    def replace(self, content: dict[Key, int]) -> None:
+        """Whole new content, as a re-reading store gets it: what stayed is shared."""
+        before = self.map
+        self.map = self.map.updated_to(content)
+        self.dict = dict(content)
+        assert changed_keys(before, self.map) == plain_diff(dict(before.iter_items()), content)
+
     @rule()
     def keep(self) -> None:
         self.kept.append((self.map, dict(self.dict)))
