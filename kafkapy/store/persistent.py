@@ -23,7 +23,7 @@ copies the path from the root to one leaf and shares every other node with the m
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from typing import Any, Generic, TypeAlias, TypeVar, cast, overload
 
 __all__ = ["PersistentMap", "changed_keys"]
@@ -182,6 +182,12 @@ class PersistentMap(Mapping[K, V], Generic[K, V]):
         for leaf in _leaves(self._root):
             yield from leaf.items()
 
+    def items(self) -> ItemsView[K, V]:
+        return _Items(self)
+
+    def values(self) -> ValuesView[V]:
+        return _Values(self)
+
     def __eq__(self, other: object) -> bool:
         """Two maps of one lineage compare by what they do not share (a watch compares each state
         with the last it delivered)."""
@@ -232,6 +238,23 @@ class PersistentMap(Mapping[K, V], Generic[K, V]):
         # Keys it lacks, only looked for when the counts say there are some.
         removed = [key for key in self if key not in content] if len(self) + added > len(content) else []
         return self.update(changes, removed) if changes or removed else self
+
+
+class _Items(ItemsView[K, V]):
+    """``items()`` that walks the leaves, not a lookup per key."""
+
+    _mapping: PersistentMap[K, V]
+
+    def __iter__(self) -> Iterator[tuple[K, V]]:
+        return self._mapping.iter_items()
+
+
+class _Values(ValuesView[V]):
+    _mapping: PersistentMap[Any, V]
+
+    def __iter__(self) -> Iterator[V]:
+        for leaf in _leaves(self._mapping._root):
+            yield from leaf.values()
 
 
 def changed_keys(old: Mapping[K, V], new: Mapping[K, V]) -> set[K]:
