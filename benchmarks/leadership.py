@@ -51,18 +51,21 @@ def _replicas(index: int, brokers: Sequence[int]) -> dict[int, tuple[int, ...]]:
 
 async def _create_series(cluster: Any, checkpoints: Sequence[int]) -> list[float]:
     """Seconds from the first creation to each checkpoint (topics created and led everywhere)."""
-    from kafkapy.store.onloop import watching
+    from kafkapy.store.onloop import LoopView
 
-    store = cluster.store
     views = [member.runtime.cluster for member in cluster.brokers]
     brokers = sorted(views[0].live_broker_ids())
     loop = asyncio.get_running_loop()
+    # Woken by every broker's store (ZooKeeper: a session each), after that broker's view took the news.
+    stores = list({id(member.store): member.store for member in cluster.brokers}.values())
+    news: LoopView[object] = LoopView(loop)
+    watches = [await asyncio.to_thread(store.watch_partition_states, news) for store in stores]
     times: list[float] = []
-    async with watching(loop, store.watch_partition_states) as states:
+    try:
         started = time.perf_counter()
         for index in range(checkpoints[-1]):
             name = f"topic-{index:05d}"
-            await asyncio.to_thread(store.create_topic, name, _replicas(index, brokers))
+            await asyncio.to_thread(stores[0].create_topic, name, _replicas(index, brokers))
 
             def led(_: object, name: str = name) -> bool:
                 # A state written by the controller, not the first epoch a view answers before it.
@@ -70,10 +73,13 @@ async def _create_series(cluster: Any, checkpoints: Sequence[int]) -> list[float
                            (found := view.leadership(name, p)) is not None and found[0] >= 0
                            for view in views for p in range(PARTITIONS))
 
-            if not await states.wait_for(led, WAIT_S):
+            if not await news.wait_for(led, WAIT_S):
                 raise TimeoutError(f"{name} has no leader in every broker's view after {WAIT_S:g} s")
             if index + 1 in checkpoints:
                 times.append(time.perf_counter() - started)
+    finally:
+        for watch in watches:
+            watch.cancel()
     return times
 
 
@@ -82,8 +88,10 @@ def series(brokers: int, checkpoints: Sequence[int], zookeeper: str | None = Non
 
     config: dict[str, Any] = {"zookeeper.connect": zookeeper} if zookeeper else {}
     with Broker(config, brokers=brokers) as cluster:
-        result: list[float] = cluster._from_thread(_create_series(cluster, checkpoints))
-        return result
+        # No timeout: a quadratic run on ZooKeeper takes minutes (WAIT_S bounds each topic).
+        loop = cluster._loop
+        assert loop is not None
+        return asyncio.run_coroutine_threadsafe(_create_series(cluster, checkpoints), loop).result()
 
 
 async def _profiled(profiler: cProfile.Profile, brokers: int, topics: int,
