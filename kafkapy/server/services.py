@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
@@ -171,6 +172,8 @@ class ClusterView:
         self._topics: Mapping[str, TopicInfo] = PersistentMap()
         self._partition_states: Mapping[tuple[str, int], PartitionState] = PersistentMap()
         self._leadership: dict[tuple[str, int], tuple[int, int]] = {}
+        # topic id -> name, for the topics snapshot it was built from (``topic_name``)
+        self._names_by_id: tuple[Mapping[str, TopicInfo], dict[uuid.UUID, str]] | None = None
 
     @property
     def brokers(self) -> list[BrokerRegistration]:
@@ -204,6 +207,17 @@ class ClusterView:
 
     def live_broker_ids(self) -> frozenset[int]:
         return self._live
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id`` (Fetch, Produce and the share APIs name topics
+        by id): an index built once per topics snapshot, not a walk over every topic per request.
+        It is kept with the snapshot it came from, so a change on another thread never leaves it
+        stale."""
+        topics = self._topics
+        cached = self._names_by_id
+        if cached is None or cached[0] is not topics:
+            cached = self._names_by_id = (topics, {info.topic_id: name for name, info in topics.items()})
+        return cached[1].get(topic_id)
 
     def leadership(self, topic: str, partition: int) -> tuple[int, int] | None:
         """``partition_leadership`` of one partition by this view; None if it has no such partition."""
