@@ -333,7 +333,7 @@ class MemoryStore:
     def topics(self) -> dict[str, TopicInfo]:
         with self._lock:
             self._check_open()
-            return dict(self._cluster.topics.iter_items())
+            return dict(sorted(self._cluster.topics.iter_items()))  # by name, as ZooKeeperStore lists them
 
     def watch_topics(self, callback: Callable[[Mapping[str, TopicInfo]], None]) -> Watch:
         return self._watch("topics", callback, lambda: (self._cluster.topics,))
@@ -406,7 +406,7 @@ class MemoryStore:
     def partition_states(self) -> dict[tuple[str, int], PartitionState]:
         with self._lock:
             self._check_open()
-            return dict(self._cluster.partition_states.iter_items())
+            return dict(sorted(self._cluster.partition_states.iter_items()))  # as ZooKeeperStore's
 
     def set_partition_state(self, topic: str, partition: int, state: PartitionState,
                             expected_partition_epoch: int) -> PartitionState:

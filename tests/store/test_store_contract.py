@@ -546,6 +546,18 @@ def test_watches_deliver_snapshots_of_one_lineage(cluster: Opener) -> None:
             assert dict(seen.items()) == content  # nothing delivered changed since
 
 
+def test_one_off_reads_list_by_name(cluster: Opener) -> None:
+    """``topics()`` and ``partition_states()`` come sorted, on both stores, whatever the order of
+    creation (the watches' snapshots iterate in their own order)."""
+    a = cluster()
+    for name in ("m", "b", "z", "a"):
+        a.create_topic(name, {0: (1,), 1: (1,)})
+        a.set_partition_state(name, 1, PartitionState(1, 0, (1,)), -1)
+        a.set_partition_state(name, 0, PartitionState(1, 0, (1,)), -1)
+    assert list(a.topics()) == ["a", "b", "m", "z"]
+    assert list(a.partition_states()) == [(t, p) for t in "abmz" for p in (0, 1)]
+
+
 def test_partition_states_outlive_every_session(cluster: Opener) -> None:
     a = cluster()
     a.create_topic("t", {0: (1,)})
