@@ -127,7 +127,7 @@ class CoordinationModule(Module):
         self.coordinator_id = -1
         self.active = False  # this broker is the coordinator
         self.groups: dict[str, Group] = {}
-        self.topics: dict[str, TopicInfo] = {}
+        self.topics: Mapping[str, TopicInfo] = {}
         self._watches: list[Watch] = []
         self._queues: list[asyncio.Queue[str]] = []
         self._tasks: list[asyncio.Task[None]] = []  # rebalance handlers and the committer
@@ -447,7 +447,7 @@ class CoordinationModule(Module):
 
     # --- topic changes -------------------------------------------------------------------------
 
-    def _topics_changed(self, topics: dict[str, TopicInfo]) -> None:
+    def _topics_changed(self, topics: Mapping[str, TopicInfo]) -> None:
         self.topics = topics
         if not self.active:
             return

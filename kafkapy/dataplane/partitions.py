@@ -180,10 +180,7 @@ class Partitions:
         return info.topic_id if info is not None else None
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        for name, info in self.cluster.topics.items():
-            if info.topic_id == topic_id:
-                return name
-        return None
+        return self.cluster.topic_name(topic_id)
 
     def on_append(self, topic: str, partition: int, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` right after each append that moves the partition's high watermark."""

@@ -271,10 +271,7 @@ class Faults:
         return rule.when is None or bool(rule.when(request.body))
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        for topic in self._services.cluster.topics.values():
-            if topic.topic_id == topic_id:
-                return topic.name
-        return None
+        return self._services.cluster.topic_name(topic_id)
 
     def _on_loop(self, change: Callable[[], None]) -> None:
         """Run ``change`` on the broker's loop, now if this is its thread (or it is not running)."""

@@ -506,7 +506,7 @@ class BrokerRuntime:
         self.cluster.controller_id = controller_id
         self._leaders_may_move()
 
-    def _topics_changed(self, topics: dict[str, TopicInfo]) -> None:
+    def _topics_changed(self, topics: Mapping[str, TopicInfo]) -> None:
         self.cluster.topics = topics
         self._leaders_may_move()
 

@@ -22,14 +22,18 @@ the partition epoch. That makes it race-free without a lock:
 * a burst of changes (brokers, topics, controller, states) folds into at most one more pass
   (``kafkapy.store.onloop.Reloader``), and a pass that finds nothing to change writes nothing.
 
-Fast path: a pass skips a topic it found settled (nothing to write) when neither the topic, nor
-its partitions' states, nor the live brokers have changed since: ``next_state`` is a function of
-exactly those, so it would find nothing again. A states mapping it was settled in that is still
-the view's (the same object: watches replace whole values, see ClusterView) needs no look at
-all. Every topic creation brings two passes (its topic, then its states); without the skip each
-walked every partition of the cluster, and a creation at 2,100 topics of 4 partitions took
-11.5 ms, now 3.9. ``changes(full=True)`` is the plain pass; tests/server/test_leadership_settled.py
-holds the two equal.
+Fast path: a pass works on what changed since the pass before, as Kafka's controller works on
+deltas. ``next_state`` is a function of a topic's replicas, its partitions' states, the live
+brokers and the epochs owed, so a topic none of those changed for would get nothing again. The
+view's topics and states are snapshots of one lineage (kafkapy.store.base, "Snapshots"), so
+``changed_keys`` between the ones the last pass read and today's names the changed topics and
+partitions in time proportional to the change. A pass looks at those topics, the topics the last
+pass asked writes for (a write may be lost: it is looked at again until the view shows it
+settled) and those owing an epoch; it looks at every topic when the live brokers change (a broker's
+loss moves every partition it led, and changes every ISR it is in), when this broker has just
+become the controller, and for ``changes(full=True)``, the plain pass. At 2,000 topics the plain
+pass per creation made creating them O(N^2) (benchmarks/leadership.py; docs/performance.md);
+tests/server/test_leadership_settled.py holds the two passes equal.
 
 What ``next_state`` writes, given the stored state and the leader the live brokers imply:
 
@@ -85,6 +89,7 @@ from kafkapy.store.base import (
     UnknownTopic,
 )
 from kafkapy.store.onloop import Reloader
+from kafkapy.store.persistent import changed_keys
 
 __all__ = ["ControllerStore", "PartitionLeadership", "led_by", "next_state"]
 
@@ -118,6 +123,15 @@ def led_by(replicas: Sequence[int], leader: int) -> tuple[int, ...]:
     return (leader, *replicas[1:])
 
 
+@attrs.frozen(eq=False)
+class _Seen:
+    """The view as one pass read it: the next pass looks at what changed since."""
+
+    topics: Mapping[str, TopicInfo]
+    states: Mapping[tuple[str, int], PartitionState]
+    live: frozenset[int]
+
+
 class ControllerStore(PartitionStateStore, TopicStore, Protocol):
     """What the controller writes: partition states, and replica lists when it moves a leader."""
 
@@ -131,22 +145,17 @@ class PartitionLeadership:
         self.cluster = cluster
         self.broker_id = broker_id
         self._reloader = Reloader(loop, self._reconcile, "partition leadership")
-        # Topics the last passes found settled, with what they were found settled on (the fast
-        # path in the module's docstring), for the live brokers of ``_settled_live``.
-        # (the topic, the states mapping it was last found settled in, its partitions' states)
-        self._settled: dict[str, tuple[TopicInfo, Mapping[tuple[str, int], PartitionState],
-                                       tuple[PartitionState | None, ...]]] = {}
-        self._settled_live: frozenset[int] = frozenset()
+        self._seen: _Seen | None = None  # what the last pass as the controller read (the fast path)
+        self._unsettled: set[str] = set()  # topics the last pass asked writes for
         self._owed: dict[tuple[str, int], EpochOwed] = {}  # (topic, partition) -> its debt
+        self.last_pass_topics = 0  # how many topics the last pass looked at (tests, benchmarks)
 
     def owe_epochs(self, owed: Mapping[tuple[str, int], EpochOwed]) -> None:
         """Partition reassignments completed: each partition's state must reach the leader epoch
         owed (the module's table). On the loop; nothing while not the controller."""
         if self.cluster.controller_id != self.broker_id:
             return
-        for key, debt in owed.items():
-            self._owed[key] = debt  # a later reassignment's debt replaces an earlier one's
-            self._settled.pop(key[0], None)
+        self._owed.update(owed)  # a later reassignment's debt replaces an earlier one's
         self.request()
 
     def request(self) -> None:
@@ -161,38 +170,39 @@ class PartitionLeadership:
 
     def changes(self, full: bool = False) -> list[_Write]:
         """What the cluster view says must be written now (nothing unless this broker is the
-        controller). ``full``: look at every topic, settled or not (the plain path)."""
+        controller), by topic and partition. ``full``: look at every topic (the plain path)."""
         cluster = self.cluster
         owed = self._owed
         if cluster.controller_id != self.broker_id:
             owed.clear()
+            self._seen = None
+            self._unsettled.clear()
             return []
-        live = cluster.live_broker_ids()
-        settled = self._settled
-        if live != self._settled_live or full:
-            settled.clear()
-            self._settled_live = live
-        states = cluster.partition_states
-        topics = cluster.topics
-        for gone in [name for name in settled if name not in topics]:
-            del settled[gone]
+        seen = self._seen
+        now = _Seen(cluster.topics, cluster.partition_states, cluster.live_broker_ids())
+        topics, states, live = now.topics, now.states, now.live
         for key in [(t, p) for t, p in owed if t not in topics or p not in topics[t].partitions]:
             del owed[key]
-        owing = {topic for topic, _ in owed}
+        names: Collection[str]
+        if full or seen is None or seen.live != live:
+            names = list(topics)
+        else:
+            changed = changed_keys(seen.topics, topics)
+            changed.update(topic for topic, _ in changed_keys(seen.states, states))
+            changed.update(self._unsettled)
+            changed.update(topic for topic, _ in owed)
+            names = changed
+        self._seen = now
+        self._unsettled = unsettled = set()
+        self.last_pass_topics = len(names)
         writes: list[_Write] = []
-        for name, info in topics.items():
-            found = settled.get(name)
-            if found is not None and name not in owing and (found[0] is info or found[0] == info):
-                if found[1] is states:  # the same states as when it settled: not one has changed
-                    continue
-                current_states = tuple([states.get((name, index)) for index in info.partitions])
-                if found[2] == current_states:
-                    settled[name] = (found[0], states, current_states)
-                    continue
-            else:
-                current_states = tuple([states.get((name, index)) for index in info.partitions])
+        for name in sorted(names):
+            info = topics.get(name)
+            if info is None:
+                continue  # deleted: its states went with it
             before = len(writes)
-            for (index, replicas), current in zip(info.partitions.items(), current_states):
+            for index, replicas in info.partitions.items():
+                current = states.get((name, index))
                 epoch_owed = None
                 debt = owed.get((name, index))
                 if debt is not None:
@@ -206,10 +216,8 @@ class PartitionLeadership:
                 if wanted is not None:
                     expected = NO_PARTITION_EPOCH if current is None else current.partition_epoch
                     writes.append((name, index, wanted, expected))
-            if len(writes) == before:
-                settled[name] = (info, states, current_states)
-            else:  # looked at again next pass, whatever becomes of these writes
-                settled.pop(name, None)
+            if len(writes) > before:  # looked at again next pass, whatever becomes of these writes
+                unsettled.add(name)
         return writes
 
     async def move_leader(self, topic: str, partition: int, to: int) -> tuple[int, ...]:

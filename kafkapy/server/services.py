@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
@@ -25,6 +26,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.log.base import PartitionLog
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.store.base import BrokerRegistration, MetadataStore, PartitionState, TopicInfo
+from kafkapy.store.persistent import PersistentMap
 
 if TYPE_CHECKING:
     from kafkapy.server.auth import Authorizer
@@ -167,9 +169,11 @@ class ClusterView:
         self.controller_id = -1
         self._brokers: list[BrokerRegistration] = []
         self._live: frozenset[int] = frozenset()
-        self._topics: dict[str, TopicInfo] = {}
-        self._partition_states: dict[tuple[str, int], PartitionState] = {}
+        self._topics: Mapping[str, TopicInfo] = PersistentMap()
+        self._partition_states: Mapping[tuple[str, int], PartitionState] = PersistentMap()
         self._leadership: dict[tuple[str, int], tuple[int, int]] = {}
+        # topic id -> name, for the topics snapshot it was built from (``topic_name``)
+        self._names_by_id: tuple[Mapping[str, TopicInfo], dict[uuid.UUID, str]] | None = None
 
     @property
     def brokers(self) -> list[BrokerRegistration]:
@@ -182,27 +186,38 @@ class ClusterView:
         self._leadership = {}
 
     @property
-    def topics(self) -> dict[str, TopicInfo]:
-        """name -> topic, from the store's topics watch."""
+    def topics(self) -> Mapping[str, TopicInfo]:
+        """name -> topic, from the store's topics watch (a snapshot: kafkapy.store.base)."""
         return self._topics
 
     @topics.setter
-    def topics(self, topics: dict[str, TopicInfo]) -> None:
+    def topics(self, topics: Mapping[str, TopicInfo]) -> None:
         self._topics = topics
         self._leadership = {}
 
     @property
-    def partition_states(self) -> dict[tuple[str, int], PartitionState]:
+    def partition_states(self) -> Mapping[tuple[str, int], PartitionState]:
         """(topic, partition) -> leader, leader epoch and ISR, from the store's partition-state watch."""
         return self._partition_states
 
     @partition_states.setter
-    def partition_states(self, states: dict[tuple[str, int], PartitionState]) -> None:
+    def partition_states(self, states: Mapping[tuple[str, int], PartitionState]) -> None:
         self._partition_states = states
         self._leadership = {}
 
     def live_broker_ids(self) -> frozenset[int]:
         return self._live
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id`` (Fetch, Produce and the share APIs name topics
+        by id): an index built once per topics snapshot, not a walk over every topic per request.
+        It is kept with the snapshot it came from, so a change on another thread never leaves it
+        stale."""
+        topics = self._topics
+        cached = self._names_by_id
+        if cached is None or cached[0] is not topics:
+            cached = self._names_by_id = (topics, {info.topic_id: name for name, info in topics.items()})
+        return cached[1].get(topic_id)
 
     def leadership(self, topic: str, partition: int) -> tuple[int, int] | None:
         """``partition_leadership`` of one partition by this view; None if it has no such partition."""

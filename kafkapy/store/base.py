@@ -35,6 +35,14 @@ are called in the order they were set, each after the earlier ones have seen the
 state: a watch set later (a request waiting for a topic) never runs ahead of an
 earlier one (the broker's view of the cluster).
 
+Snapshots: ``watch_topics`` and ``watch_partition_states`` deliver the whole state as a
+kafkapy.store.persistent.PersistentMap that never changes once delivered (a reader may keep it and
+read it from any thread). Each one a watch delivers is made from the one before it by the changes
+in between, sharing the rest, so a reader that keeps the last it saw learns what changed with
+``changed_keys(last, new)`` in time proportional to the change, not to the cluster (the
+controller's pass, kafkapy.server.leadership, works on such deltas). The one-off reads
+(``topics()``, ``partition_states()``) give plain dicts of their own.
+
 Elections: ``register_broker`` also runs the broker for controller (as a Kafka
 broker does when it starts); ``elect_coordinator`` enters the broker for
 /consumers/coordinator. When the holder unregisters, or its store is closed or
@@ -228,8 +236,8 @@ class PartitionState:
     partition_epoch: int = NO_PARTITION_EPOCH
 
 
-# (topic, partition) -> its state: what partition_states() and its watch give
-PartitionStates = dict[tuple[str, int], PartitionState]
+# (topic, partition) -> its state: what watch_partition_states delivers (partition_states() gives a dict)
+PartitionStates = Mapping[tuple[str, int], PartitionState]
 
 
 @attrs.frozen
@@ -398,7 +406,8 @@ class TopicStore(Protocol):
     def topics(self) -> dict[str, TopicInfo]:
         """Every readable topic; a corrupt one is skipped (and logged once, naming its path)."""
 
-    def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch: ...
+    def watch_topics(self, callback: Callable[[Mapping[str, TopicInfo]], None]) -> Watch:
+        """Called with every topic, as a snapshot (see "Snapshots" in the module docstring)."""
 
 
 class CoordinatorStore(Protocol):
@@ -450,7 +459,7 @@ class PartitionStateStore(Protocol):
         new partition epoch. PartitionStateConflict otherwise; UnknownTopic if the topic is gone."""
 
     def watch_partition_states(self, callback: Callable[[PartitionStates], None]) -> Watch:
-        ...
+        """Called with every state, as a snapshot (see "Snapshots" in the module docstring)."""
 
 
 class AclStore(Protocol):

@@ -44,6 +44,7 @@ from kafkapy.store.base import (
     next_producer_id_block,
 )
 from kafkapy.store.base import Watch as Watch
+from kafkapy.store.persistent import PersistentMap
 
 __all__ = ["BrokerRegistration", "MemoryStore", "RegisteredEndpoint", "StoreError", "new_cluster_id"]
 
@@ -82,12 +83,14 @@ class _Cluster:
         self.change_seq = 0
         self.features: dict[str, int] = {}
         self.feature_epoch = -1
-        self.topics: dict[str, TopicInfo] = {}
+        # Persistent maps: a write makes a new one that shares all but one path with the last, which
+        # its watches get as it is (no copy); kafkapy.store.persistent.
+        self.topics: PersistentMap[str, TopicInfo] = PersistentMap()
         self.owners: dict[str, dict[tuple[str, int], str]] = {}
         self.offsets: dict[str, dict[tuple[str, int], int]] = {}
         self.members: dict[str, dict[str, int]] = {}
         self.producer_id_block: ProducerIdBlock | None = None
-        self.partition_states: dict[tuple[str, int], PartitionState] = {}
+        self.partition_states: PersistentMap[tuple[str, int], PartitionState] = PersistentMap()
         self.acls: dict[AclResource, tuple[frozenset[StoredAcl], int]] = {}  # -> (acls, version)
         self.handles: list[MemoryStore] = []
         self.watches: list[_MemoryWatch] = []
@@ -279,12 +282,12 @@ class MemoryStore:
             if name in c.topics:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             info = TopicInfo(name, topic_id or uuid.uuid4(), parts)
-            c.topics[name] = info
+            c.topics = c.topics.set(name, info)
             if config:
                 c.configs[f"topics/{name}"] = {str(k): str(v) for k, v in config.items()}
             else:
                 c.configs.pop(f"topics/{name}", None)
-            self._notify("topics", dict(c.topics))
+            self._notify("topics", c.topics)
         self._drain()
         return info
 
@@ -292,15 +295,17 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             c = self._cluster
-            if c.topics.pop(name, None) is None:
+            info = c.topics.get(name)
+            if info is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
+            c.topics = c.topics.delete(name)
             c.configs.pop(f"topics/{name}", None)
-            self._notify("topics", dict(c.topics))
-            gone = [key for key in c.partition_states if key[0] == name]
-            for key in gone:  # the states live under the topic's znode in Kafka's tree
-                del c.partition_states[key]
+            self._notify("topics", c.topics)
+            # The states live under the topic's znode in Kafka's tree; only its partitions have any.
+            gone = [(name, index) for index in info.partitions if (name, index) in c.partition_states]
             if gone:
-                self._notify("partition_states", dict(c.partition_states))
+                c.partition_states = c.partition_states.update(removed=gone)
+                self._notify("partition_states", c.partition_states)
         self._drain()
 
     def add_partitions(self, name: str, partitions: Mapping[int, tuple[int, ...]]) -> TopicInfo:
@@ -320,18 +325,18 @@ class MemoryStore:
             if old is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
             info = TopicInfo(name, old.topic_id, {**old.partitions, **change(old)})
-            c.topics[name] = info
-            self._notify("topics", dict(c.topics))
+            c.topics = c.topics.set(name, info)
+            self._notify("topics", c.topics)
         self._drain()
         return info
 
     def topics(self) -> dict[str, TopicInfo]:
         with self._lock:
             self._check_open()
-            return dict(self._cluster.topics)
+            return dict(sorted(self._cluster.topics.iter_items()))  # by name, as ZooKeeperStore lists them
 
-    def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch:
-        return self._watch("topics", callback, lambda: (dict(self._cluster.topics),))
+    def watch_topics(self, callback: Callable[[Mapping[str, TopicInfo]], None]) -> Watch:
+        return self._watch("topics", callback, lambda: (self._cluster.topics,))
 
     # --- consumer coordinator (seed 001) -----------------------------------------------------
     def elect_coordinator(self, broker_id: int) -> int:
@@ -401,7 +406,7 @@ class MemoryStore:
     def partition_states(self) -> dict[tuple[str, int], PartitionState]:
         with self._lock:
             self._check_open()
-            return dict(self._cluster.partition_states)
+            return dict(sorted(self._cluster.partition_states.iter_items()))  # as ZooKeeperStore's
 
     def set_partition_state(self, topic: str, partition: int, state: PartitionState,
                             expected_partition_epoch: int) -> PartitionState:
@@ -418,13 +423,13 @@ class MemoryStore:
                                              f"{found}, not {expected_partition_epoch}")
             # As a znode's version: 0 when created, one more on every write.
             written = attrs.evolve(state, isr=tuple(state.isr), partition_epoch=found + 1)
-            c.partition_states[(topic, partition)] = written
-            self._notify("partition_states", dict(c.partition_states))
+            c.partition_states = c.partition_states.set((topic, partition), written)
+            self._notify("partition_states", c.partition_states)
         self._drain()
         return written
 
     def watch_partition_states(self, callback: Callable[[PartitionStates], None]) -> Watch:
-        return self._watch("partition_states", callback, lambda: (dict(self._cluster.partition_states),))
+        return self._watch("partition_states", callback, lambda: (self._cluster.partition_states,))
 
     # --- ACLs --------------------------------------------------------------------------------
     def acls(self) -> dict[AclResource, frozenset[StoredAcl]]:

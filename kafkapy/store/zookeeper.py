@@ -73,6 +73,7 @@ from kafkapy.store.base import (
     sanitize,
 )
 from kafkapy.store.memory import check_partitions, check_reassignment
+from kafkapy.store.persistent import PersistentMap
 
 __all__ = ["ZooKeeperStore", "parse_connect"]
 
@@ -276,8 +277,10 @@ class _PartitionStates:
     """Every /brokers/topics/<t>/partitions/<p>/state, read incrementally for a watch: a node is
     read again only when its own ZooKeeper watch fired (a state znode's data watch; the child
     watch of /brokers/topics or of a topic's partitions node), or when it is new. A leader move of
-    P partitions then costs P reads, not P times the number of topics. A new session has lost
-    every watch: the caches are dropped and everything read again. Without a watch (a one-off
+    P partitions then costs P reads, not P times the number of topics; and after the first walk a
+    compute visits only the nodes whose watches fired (``_fired``), not every topic's cached entry,
+    so a topic's creation at N topics costs the same as at none. A new session has lost every
+    watch: the caches are dropped and everything walked again. Without a watch (a one-off
     ``partition_states()``) everything is read, and nothing kept."""
 
     def __init__(self, store: ZooKeeperStore) -> None:
@@ -287,26 +290,46 @@ class _PartitionStates:
         self.dirty: set[str] = set()  # paths whose watch fired since they were read
         self.session: int | None = None
         self.trigger: Any = None
+        # What the watch delivers: each made from the last (kafkapy.store.base, "Snapshots").
+        self.snapshot: PersistentMap[tuple[str, int], PartitionState] = PersistentMap()
+        self.walked = False  # a first compute of this session walked everything: the next ones apply deltas
+        self.drops = 0  # the store's connection_drops when the caches were filled
 
     def changed(self, event: Any) -> None:
         """Every ZooKeeper watch this reader sets (one bound method, so kazoo keeps one per path
-        and kind): the node is read again by the next compute, which ``trigger`` asks for."""
+        and kind): the node is read again by the next compute, which ``trigger`` asks for. A dropped
+        connection drops every watch kazoo holds (each is called with EventType.NONE): then the
+        next compute reads everything again, setting them anew (ZooKeeperStore.connection_drops)."""
+        if getattr(event, "type", None) == EventType.NONE:
+            return  # a dropped connection: ZooKeeperStore.connection_drops tells the next compute
         path = getattr(event, "path", None)
         if path:
             self.dirty.add(path)
         if self.trigger is not None:
             self.trigger(event)
 
-    def compute(self, trigger: Any) -> tuple[dict[tuple[str, int], PartitionState]]:
+    def compute(self, trigger: Any) -> tuple[Mapping[tuple[str, int], PartitionState]]:
         store = self.store
         zk = store._zk()
         watching = trigger is not None
         self.trigger = trigger
-        if watching and zk.client_id[0] != self.session:
+        if watching and (zk.client_id[0] != self.session or store.connection_drops != self.drops):
             self.session = zk.client_id[0]
+            self.drops = store.connection_drops
             self.states.clear()
             self.lists.clear()
             self.dirty.clear()
+            self.walked = False
+        if watching and self.walked:
+            with store._errors(TOPICS):
+                try:
+                    changes, removed = self._fired()
+                except BaseException:
+                    self.walked = False  # half done: the next compute walks everything again
+                    raise
+            if changes or removed:
+                self.snapshot = self.snapshot.update(changes, removed)
+            return (self.snapshot,)
         result: dict[tuple[str, int], PartitionState] = {}
         seen_states: set[str] = set()
         seen_lists = {TOPICS}
@@ -328,12 +351,75 @@ class _PartitionStates:
                     key, state = entry
                     if state is not None:
                         result[key] = state
-        if watching:
-            for gone in self.states.keys() - seen_states:
-                del self.states[gone]
-            for gone in self.lists.keys() - seen_lists:
-                del self.lists[gone]
-        return (dict(sorted(result.items())),)
+        if not watching:
+            return (dict(sorted(result.items())),)
+        for gone in self.states.keys() - seen_states:
+            del self.states[gone]
+        for gone in self.lists.keys() - seen_lists:
+            del self.lists[gone]
+        self.snapshot = self.snapshot.updated_to(result)
+        self.walked = True
+        return (self.snapshot,)
+
+    def _fired(self) -> tuple[dict[tuple[str, int], PartitionState], set[tuple[str, int]]]:
+        """After a first walk: only what the fired watches name. A new topic's partitions are
+        listed and their states read; a partitions node whose watch fired is listed again (new
+        partitions read, gone ones dropped); a state whose watch fired is read again."""
+        changes: dict[tuple[str, int], PartitionState] = {}
+        removed: set[tuple[str, int]] = set()
+
+        def read_state(topic: str, child: str) -> None:
+            path = f"{TOPICS}/{topic}/partitions/{child}/state"
+            self.dirty.discard(path)
+            key = (topic, int(child))
+            state = self._read(path, True)
+            self.states[path] = (key, state)
+            if state is None:
+                removed.add(key)
+                changes.pop(key, None)
+            else:
+                changes[key] = state
+                removed.discard(key)
+
+        def drop_state(topic: str, child: str) -> None:
+            path = f"{TOPICS}/{topic}/partitions/{child}/state"
+            self.dirty.discard(path)
+            self.states.pop(path, None)
+            removed.add((topic, int(child)))
+            changes.pop((topic, int(child)), None)
+
+        def list_topic(topic: str) -> None:
+            root = f"{TOPICS}/{topic}/partitions"
+            before = set(self.lists.get(root) or ())
+            after = set(self._children(root, True) or ())
+            for child in sorted(after - before):
+                if child.isdigit():
+                    read_state(topic, child)
+            for child in before - after:
+                if child.isdigit():
+                    drop_state(topic, child)
+
+        if TOPICS in self.dirty:
+            before = set(self.lists.get(TOPICS) or ())
+            after = set(self._children(TOPICS, True) or ())
+            for topic in sorted(after - before):
+                list_topic(topic)
+            for topic in before - after:
+                for child in self.lists.pop(f"{TOPICS}/{topic}/partitions", None) or ():
+                    if child.isdigit():
+                        drop_state(topic, child)
+        topics = set(self.lists.get(TOPICS) or ())
+        prefix = f"{TOPICS}/"
+        for path in list(self.dirty):
+            parts = path[len(prefix):].split("/") if path.startswith(prefix) else []
+            if len(parts) == 2 and parts[1] == "partitions" and parts[0] in topics:
+                list_topic(parts[0])  # listed again: its watch fired
+            elif len(parts) == 4 and parts[1] == "partitions" and parts[3] == "state" and path in self.states:
+                read_state(parts[0], parts[2])
+            elif path != TOPICS:  # nothing kept there (a deleted topic's watches fire after its last read)
+                self.dirty.discard(path)
+            # (the list's watch, fired since it was listed above: the next compute lists it)
+        return changes, removed
 
     def _children(self, path: str, watching: bool) -> list[str] | None:
         """The children of ``path`` (None when it does not exist), listed again only when its
@@ -369,6 +455,104 @@ class _PartitionStates:
                     return None
         return self.store._readable(path, data, lambda p, d: decode_partition_state(
             self.store._json(p, d), self.store._full(p), int(stat.version)))
+
+
+class _Topics:
+    """Every /brokers/topics/<t>, read incrementally for the topics watch, as _PartitionStates reads
+    the states: /brokers/topics is listed again only when its child watch fired, and a topic's
+    znode read (and decoded) again only when its data watch fired or it is new, so a creation at N
+    topics costs one listing and one read, not N reads, and no walk over the N topics. The
+    snapshot delivered is the last one updated by those changes (kafkapy.store.base, "Snapshots").
+    A new session has lost every watch: the cache is dropped and everything read again."""
+
+    def __init__(self, store: ZooKeeperStore) -> None:
+        self.store = store
+        self.read: dict[str, tuple[bytes, TopicInfo | None]] = {}  # by path: data, and its topic
+        self.dirty: set[str] = set()  # paths whose watch fired since they were read
+        self.session: int | None = None
+        self.trigger: Any = None
+        self.snapshot: PersistentMap[str, TopicInfo] = PersistentMap()
+        self.names: set[str] | None = None  # the topics last listed (None: list them again)
+        self.drops = 0  # the store's connection_drops when the caches were filled
+
+    def changed(self, event: Any) -> None:
+        """Both kinds of ZooKeeper watch this reader sets (one bound method: kazoo keeps one per
+        path and kind); ``trigger`` asks for the next compute. A dropped connection drops them all
+        (EventType.NONE): the next compute reads everything again, as on a new session
+        (ZooKeeperStore.connection_drops)."""
+        if getattr(event, "type", None) == EventType.NONE:
+            return  # a dropped connection: ZooKeeperStore.connection_drops tells the next compute
+        path = getattr(event, "path", None)
+        if path:
+            self.dirty.add(path)
+        if self.trigger is not None:
+            self.trigger(event)
+
+    def compute(self, trigger: Any) -> tuple[Mapping[str, TopicInfo]]:
+        store = self.store
+        zk = store._zk()
+        self.trigger = trigger
+        if zk.client_id[0] != self.session or store.connection_drops != self.drops:
+            self.session = zk.client_id[0]
+            self.drops = store.connection_drops
+            self.read.clear()
+            self.dirty.clear()
+            self.names = None
+        with store._errors(TOPICS):
+            try:
+                changes, removed = self._fired()
+            except BaseException:
+                self.names = None  # half done: the next compute lists every topic again
+                raise
+        if changes or removed:
+            self.snapshot = self.snapshot.update(changes, removed)
+        return (self.snapshot,)
+
+    def _fired(self) -> tuple[dict[str, TopicInfo], set[str]]:
+        """What the fired watches changed: topics listed again if the list's watch fired (or on a
+        first compute), and read again if new or their own watch fired."""
+        store = self.store
+        zk = store._zk()
+        changes: dict[str, TopicInfo] = {}
+        removed: set[str] = set()
+        fresh: set[str] = set()
+        if self.names is None or TOPICS in self.dirty:
+            self.dirty.discard(TOPICS)
+            listed = set(zk.get_children(TOPICS, watch=self.changed))
+            if self.names is None:  # everything is read; what the last snapshot has beyond, goes
+                removed.update(name for name in self.snapshot if name not in listed)
+                fresh = set(listed)
+            else:
+                fresh = listed - self.names
+                removed.update(self.names - listed)
+            self.names = listed
+        prefix = f"{TOPICS}/"
+        for path in list(self.dirty):
+            name = path[len(prefix):] if path.startswith(prefix) else ""
+            if name in self.names:
+                fresh.add(name)
+            elif path != TOPICS:  # a deleted topic's data watch, fired after its last read
+                self.dirty.discard(path)
+            # (the list's watch, fired since it was listed above: the next compute lists it)
+        for name in sorted(fresh):
+            path = f"{prefix}{name}"
+            self.dirty.discard(path)
+            try:
+                data = zk.get(path, watch=self.changed)[0]
+            except NoNodeError:  # deleted since it was listed: the list's watch brings that
+                self.read.pop(path, None)
+                removed.add(name)
+                continue
+            entry = self.read.get(path)
+            if entry is None or entry[0] != data:
+                entry = self.read[path] = (data, store._readable(path, data, store._decode_topic))
+            if entry[1] is None:
+                removed.add(name)  # unreadable: skipped, as every list read skips it
+            else:
+                changes[name] = entry[1]
+        for name in removed:
+            self.read.pop(f"{prefix}{name}", None)
+        return changes, removed
 
 
 _NOT_OURS = object()  # a resent write's conflict was someone else's doing
@@ -519,6 +703,9 @@ class ZooKeeperStore:
         self._queue: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._session_id: int | None = None
+        # Connections dropped so far (a session's too): kazoo forgets every watch then, and the
+        # incremental readers (_Topics, _PartitionStates) must read everything again to set them.
+        self.connection_drops = 0
         self._closed = False
         self._last_purge: dict[str, float] = {}  # notification queue -> when last purged
         # path -> the content of a corrupt znode that list reads skip, as logged (once per content)
@@ -1111,8 +1298,8 @@ class ZooKeeperStore:
     def topics(self) -> dict[str, TopicInfo]:
         return self._read_topics(None)
 
-    def watch_topics(self, callback: Callable[[dict[str, TopicInfo]], None]) -> Watch:
-        return self._watch_state(TOPICS, lambda w: (self._read_topics(w),), callback)
+    def watch_topics(self, callback: Callable[[Mapping[str, TopicInfo]], None]) -> Watch:
+        return self._watch_state(TOPICS, _Topics(self).compute, callback)
 
     def _read_topics(self, watch: Any) -> dict[str, TopicInfo]:
         zk = self._zk()
@@ -1265,7 +1452,7 @@ class ZooKeeperStore:
 
     # --- partition states --------------------------------------------------------------------
     def partition_states(self) -> dict[tuple[str, int], PartitionState]:
-        return _PartitionStates(self).compute(None)[0]
+        return dict(_PartitionStates(self).compute(None)[0])
 
     def set_partition_state(self, topic: str, partition: int, state: PartitionState,
                             expected_partition_epoch: int) -> PartitionState:
@@ -1516,6 +1703,8 @@ class ZooKeeperStore:
 
     def _on_state(self, state: Any) -> None:
         # kazoo calls this on its connection thread, which must not block: hand over to the worker.
+        if state != KazooState.CONNECTED:  # counted before the reconnect's refresh is submitted
+            self.connection_drops += 1
         if state == KazooState.CONNECTED:
             self._submit(self._reconnected)
         elif state == KazooState.LOST:

@@ -54,7 +54,4 @@ class StrictModule(Module):
         self.services.log.warning("strict mode: %s", violation)
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
-        for topic in self.services.cluster.topics.values():
-            if topic.topic_id == topic_id:
-                return topic.name
-        return None
+        return self.services.cluster.topic_name(topic_id)

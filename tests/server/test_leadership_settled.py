@@ -1,11 +1,13 @@
-"""The controller's pass skips topics it found settled (kafkapy.server.leadership's fast path):
-whatever the sequence of topic creations and deletions, brokers leaving and coming back, writes
-that land and views that lag, it asks for exactly the writes a plain pass over every partition
-asks for."""
+"""The controller's pass looks only at what changed since the pass before (kafkapy.server.
+leadership's fast path): whatever the sequence of topic creations, deletions, partition additions
+and reassignments, brokers leaving and coming back, the controller moving away and back, writes
+that land or are lost and views that lag, it asks for exactly the writes a plain pass over every
+partition asks for; and its work follows the change, not the cluster."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -29,7 +31,11 @@ class SettledTopics(RuleBasedStateMachine):
         self.view.controller_id = 1
         self.controller = PartitionLeadership(self.store, self.view, 1, self.loop)
         self.live = set(BROKERS)
-        self.refresh()
+        # What the store's watches deliver (snapshots of one lineage), as a broker's view gets them.
+        self.delivered: dict[str, Any] = {}
+        self.store.watch_topics(lambda topics: self.delivered.__setitem__("topics", topics))
+        self.store.watch_partition_states(lambda states: self.delivered.__setitem__("states", states))
+        self.refresh(snapshots=True)
 
     def teardown(self) -> None:
         self.loop.close()
@@ -45,6 +51,24 @@ class SettledTopics(RuleBasedStateMachine):
     def create(self, name: str, partitions: list[tuple[int, ...]]) -> None:
         if name not in self.store.topics():
             self.store.create_topic(name, dict(enumerate(partitions)))
+
+    @rule(name=st.sampled_from(NAMES), more=st.lists(replica_lists, min_size=1, max_size=2))
+    def add_partitions(self, name: str, more: list[tuple[int, ...]]) -> None:
+        topics = self.store.topics()
+        if name in topics:
+            first = len(topics[name].partitions)
+            self.store.add_partitions(name, {first + i: replicas for i, replicas in enumerate(more)})
+
+    @rule(name=st.sampled_from(NAMES), replicas=replica_lists)
+    def reassign_without_debt(self, name: str, replicas: tuple[int, ...]) -> None:
+        """A replica list rewritten with no epoch owed (a leader moved on purpose: move_leader)."""
+        if name in self.store.topics():
+            self.store.reassign_partitions(name, {0: replicas})
+
+    @rule(controller=st.sampled_from((1, 2)))
+    def elect(self, controller: int) -> None:
+        """The view's controller: this broker (1) or another one, which owes nothing."""
+        self.view.controller_id = controller
 
     @rule(name=st.sampled_from(NAMES))
     def delete(self, name: str) -> None:
@@ -65,12 +89,25 @@ class SettledTopics(RuleBasedStateMachine):
     def toggle(self, broker: int) -> None:
         self.live ^= {broker}
 
-    @rule()
-    def refresh(self) -> None:
-        """The view catches up with the store (its watches fired)."""
+    @rule(snapshots=st.booleans())
+    def refresh(self, snapshots: bool) -> None:
+        """The view catches up with the store: with what its watches delivered, or with plain
+        dicts read anew (which share nothing with what the last pass read)."""
         self.view.brokers = [BrokerRegistration(b, ()) for b in sorted(self.live)]
-        self.view.topics = self.store.topics()
-        self.view.partition_states = self.store.partition_states()
+        if snapshots:
+            self.view.topics = self.delivered["topics"]
+            self.view.partition_states = self.delivered["states"]
+        else:
+            self.view.topics = self.store.topics()
+            self.view.partition_states = self.store.partition_states()
+
+    @rule(topics=st.booleans())
+    def refresh_one(self, topics: bool) -> None:
+        """Only one of the two watches has fired yet."""
+        if topics:
+            self.view.topics = self.delivered["topics"]
+        else:
+            self.view.partition_states = self.delivered["states"]
 
     @rule(land=st.booleans())
     def reconcile(self, land: bool) -> None:
@@ -88,26 +125,37 @@ SettledTopics.TestCase.settings = settings(max_examples=300, stateful_step_count
 test_settled_topics = SettledTopics.TestCase
 
 
-def test_a_settled_topic_is_not_looked_at_again() -> None:
-    """Not vacuous: once settled, a pass walks only what changed (here: one new topic)."""
+def test_a_pass_looks_at_what_changed_and_at_everything_when_a_broker_goes() -> None:
+    """Not vacuous: with the view fed by the store's watches, as a broker's is, a pass after one
+    topic's creation among 500 looks at that topic alone; a broker's loss looks at every topic
+    and moves every partition it led."""
     store = MemoryStore()
     loop = asyncio.new_event_loop()
     try:
         view = ClusterView()
         view.controller_id = 1
-        view.brokers = [BrokerRegistration(1, ())]
+        view.brokers = [BrokerRegistration(b, ()) for b in BROKERS]
+        store.watch_topics(lambda topics: setattr(view, "topics", topics))
+        store.watch_partition_states(lambda states: setattr(view, "partition_states", states))
         controller = PartitionLeadership(store, view, 1, loop)
-        for index in range(50):
-            store.create_topic(f"t{index}", {0: (1,), 1: (1,)})
-        view.topics = store.topics()
+        for index in range(500):
+            store.create_topic(f"t{index:03d}", {0: (1, 2), 1: (2, 3)})
         controller._write(controller.changes())
-        view.partition_states = store.partition_states()
-        assert controller.changes() == []
-        assert len(controller._settled) == 50
-        store.create_topic("new", {0: (1,)})
-        view.topics = store.topics()
-        walked = [write[0] for write in controller.changes()]
-        assert walked == ["new"]
+        assert controller.last_pass_topics == 500  # its first pass as the controller: everything
+        assert controller.changes() == [] and controller.last_pass_topics == 500  # its own writes
+        assert controller.changes() == [] and controller.last_pass_topics == 0
+        store.create_topic("new", {0: (3,)})
+        writes = controller.changes()
+        assert [(topic, p) for topic, p, _, _ in writes] == [("new", 0)]
+        assert controller.last_pass_topics == 1
+        controller._write(writes)
+        assert controller.changes() == [] and controller.last_pass_topics == 1  # the write, seen
+        view.brokers = [BrokerRegistration(b, ()) for b in (1, 3)]  # broker 2 is gone
+        moved = controller.changes()
+        assert controller.last_pass_topics == 501
+        assert {(topic, p, state.leader) for topic, p, state, _ in moved if p == 1} == {
+            (f"t{index:03d}", 1, 3) for index in range(500)}
+        assert len(moved) == 1000  # every ISR it was in shrinks too
     finally:
         loop.close()
 

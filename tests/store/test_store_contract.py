@@ -36,6 +36,7 @@ from kafkapy.store import (
     ZooKeeperStore,
 )
 from kafkapy.store.base import NO_ACL_VERSION, PRODUCER_ID_BLOCK_SIZE, ROLES
+from kafkapy.store.persistent import WIDTH, PersistentMap, changed_keys
 
 Opener = Callable[[], Any]
 
@@ -486,6 +487,75 @@ def test_watch_partition_states(cluster: Opener) -> None:
                                             ("t", 1): PartitionState(2, 0, (2,), 0, 0)})
     a.delete_topic("t")
     seen.wait_for(lambda states: states == {})
+
+
+class Snapshots(Recorder):
+    """Records each delivery and a copy of its content as delivered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.contents: list[dict[Any, Any]] = []
+
+    def __call__(self, *args: Any) -> None:
+        self.contents.append(dict(args[0].items()))  # before the Recorder wakes a waiter
+        super().__call__(*args)
+
+
+def plain_diff(old: dict[Any, Any], new: dict[Any, Any]) -> set[Any]:
+    missing = object()
+    return {k for k in old.keys() | new.keys() if old.get(k, missing) != new.get(k, missing)}
+
+
+def test_watches_deliver_snapshots_of_one_lineage(cluster: Opener) -> None:
+    """kafkapy.store.base, "Snapshots": each delivery is a PersistentMap that never changes, and
+    made from the one before, so ``changed_keys`` between the two is the change and the rest is
+    shared (a write among 40 topics leaves all but one of the root's slots the same objects)."""
+    a, b = cluster(), cluster()
+    topics, states = Snapshots(), Snapshots()
+    b.watch_topics(topics)
+    b.watch_partition_states(states)
+    for index in range(40):
+        a.create_topic(f"t{index}", {0: (1, 2), 1: (2, 1)})
+        a.set_partition_state(f"t{index}", 0, PartitionState(1, 0, (1, 2)), -1)
+    topics.wait_for(lambda seen: len(seen) == 40)
+    states.wait_for(lambda seen: len(seen) == 40)
+    steps: list[tuple[Snapshots, Callable[[], object], Callable[[Any], bool]]] = [
+        (topics, lambda: a.create_topic("new", {0: (1,)}), lambda seen: "new" in seen),
+        (topics, lambda: a.add_partitions("t3", {2: (1, 2)}), lambda seen: 2 in seen["t3"].partitions),
+        (topics, lambda: a.reassign_partitions("t4", {0: (2, 1)}),
+         lambda seen: seen["t4"].partitions[0] == (2, 1)),
+        (states, lambda: a.set_partition_state("t5", 0, PartitionState(2, 1, (2,)), 0),
+         lambda seen: seen[("t5", 0)].leader == 2),
+        (states, lambda: a.set_partition_state("t6", 1, PartitionState(2, 0, (2,)), -1),
+         lambda seen: ("t6", 1) in seen),
+        (topics, lambda: a.delete_topic("t7"), lambda seen: "t7" not in seen),
+    ]
+    for recorder, step, shown in steps:
+        before = len(recorder.calls)
+        step()
+        recorder.wait_for(shown)
+        older, newer = recorder.calls[before - 1], recorder.calls[-1]
+        assert changed_keys(older, newer) == plain_diff(recorder.contents[before - 1], recorder.contents[-1])
+        assert len(changed_keys(older, newer)) == 1
+        assert isinstance(older._root, tuple) and isinstance(newer._root, tuple)
+        assert sum(x is y for x, y in zip(older._root, newer._root)) == WIDTH - 1
+    states.wait_for(lambda seen: ("t7", 0) not in seen)  # the deleted topic's states go too
+    for recorder in (topics, states):
+        assert all(isinstance(seen, PersistentMap) for seen in recorder.calls)
+        for seen, content in zip(recorder.calls, recorder.contents):
+            assert dict(seen.items()) == content  # nothing delivered changed since
+
+
+def test_one_off_reads_list_by_name(cluster: Opener) -> None:
+    """``topics()`` and ``partition_states()`` come sorted, on both stores, whatever the order of
+    creation (the watches' snapshots iterate in their own order)."""
+    a = cluster()
+    for name in ("m", "b", "z", "a"):
+        a.create_topic(name, {0: (1,), 1: (1,)})
+        a.set_partition_state(name, 1, PartitionState(1, 0, (1,)), -1)
+        a.set_partition_state(name, 0, PartitionState(1, 0, (1,)), -1)
+    assert list(a.topics()) == ["a", "b", "m", "z"]
+    assert list(a.partition_states()) == [(t, p) for t in "abmz" for p in (0, 1)]
 
 
 def test_partition_states_outlive_every_session(cluster: Opener) -> None:

@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from typing import TypeVar
 
 import pytest
-from store_helpers import registration
+from store_helpers import Recorder, registration, wait_until
 
 from kafkapy.store import PartitionState, StoreError
 from kafkapy.store.base import NO_PARTITION_EPOCH
@@ -217,3 +217,37 @@ def test_a_topic_delete_whose_reply_was_lost_is_done(
                     from_the_multi=True)
     assert "gone" not in direct.topics() and ("gone", 0) not in direct.partition_states()
     assert direct.entity_config("topics/gone") == {}
+
+
+def test_watches_still_see_changes_after_a_dropped_connection(relay: tuple[Relay, str],
+                                                              zk_connect: str) -> None:
+    """kazoo forgets every watch when the connection drops, the session living on; the topics
+    and partition-state readers, which read again only what their watches name, must then read
+    everything once more to set them again (ZooKeeperStore.connection_drops), or they would
+    never hear of another change."""
+    proxy, connect = relay
+    store = ZooKeeperStore(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+    writer = ZooKeeperStore(zk_connect, session_timeout_ms=6000, connection_timeout_ms=10000)
+    store.start()
+    writer.start()
+    try:
+        topics = Recorder()
+        states = Recorder()
+        store.watch_topics(topics)
+        store.watch_partition_states(states)
+        writer.create_topic("before", {0: (1,)})
+        writer.set_partition_state("before", 0, PartitionState(1, 0, (1,)), NO_PARTITION_EPOCH)
+        topics.wait_for(lambda seen: "before" in seen)
+        states.wait_for(lambda seen: ("before", 0) in seen)
+        session, drops = store.client.client_id[0], store.connection_drops
+        proxy.cut()
+        wait_until(lambda: store.connection_drops > drops and store.client.connected)
+        assert store.client.client_id[0] == session  # the same session, reconnected
+        writer.create_topic("after", {0: (1,)})
+        writer.set_partition_state("after", 0, PartitionState(1, 0, (1,)), NO_PARTITION_EPOCH)
+        writer.set_partition_state("before", 0, PartitionState(1, 1, (1,)), 0)
+        topics.wait_for(lambda seen: set(seen) == {"before", "after"})
+        states.wait_for(lambda seen: ("after", 0) in seen and seen[("before", 0)].leader_epoch == 1)
+    finally:
+        writer.close()
+        store.close()
