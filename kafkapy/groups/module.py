@@ -814,8 +814,12 @@ class GroupsModule(Module):
         info = self.services.cluster.topics.get(topic)
         return info is not None and partition in info.partitions
 
-    def _topic_names_by_id(self) -> dict[uuid.UUID, str]:
-        return {info.topic_id: name for name, info in self.services.cluster.topics.items()}
+    def _topic_name(self, by_id: bool, topic: Mapping[str, Any]) -> str | None:
+        """The topic an OffsetCommit/OffsetFetch entry names: by id from v10 (None for an id no
+        topic has), else by name."""
+        if by_id:
+            return self.services.cluster.topic_name(topic["topic_id"])
+        return str(topic["name"])
 
     def _topic_id(self, name: str) -> uuid.UUID:
         info = self.services.cluster.topics.get(name)
@@ -828,15 +832,14 @@ class GroupsModule(Module):
         entries: list[OffsetEntry] = []
         max_metadata = self.group_config.offset_metadata_max_bytes
         by_id = ctx.api_version >= FIRST_TOPIC_ID_OFFSETS_VERSION
-        names = self._topic_names_by_id() if by_id else {}
         unknown_ids: list[dict[str, Any]] = []  # v10+: topics named by an id no topic has
         for topic in body.get("topics") or []:
-            if by_id and topic["topic_id"] not in names:
+            name = self._topic_name(by_id, topic)
+            if name is None:
                 unknown_ids.append({"topic_id": topic["topic_id"], "partitions": [
                     {"partition_index": p["partition_index"], "error_code": ErrorCode.UNKNOWN_TOPIC_ID}
                     for p in topic.get("partitions") or []]})
                 continue
-            name = names[topic["topic_id"]] if by_id else topic["name"]
             readable = self._allowed(ctx, "READ", "TOPIC", name)
             for p in topic.get("partitions") or []:
                 key = (name, p["partition_index"])
@@ -888,17 +891,17 @@ class GroupsModule(Module):
         unknown_ids: list[dict[str, Any]] = []
         asked: list[tuple[str, list[int]]] | None = None
         if topics is not None:
-            names = self._topic_names_by_id() if by_id else {}
             asked = []
             for t in topics:
                 partitions = list(t.get("partition_indexes") or [])
-                if by_id and t["topic_id"] not in names:
+                name = self._topic_name(by_id, t)
+                if name is None:
                     unknown_ids.append({"topic_id": t["topic_id"], "partitions": [
                         {"partition_index": p, "committed_offset": NO_OFFSET, "metadata": "",
                          "committed_leader_epoch": NO_EPOCH, "error_code": ErrorCode.UNKNOWN_TOPIC_ID}
                         for p in partitions]})
                     continue
-                asked.append((names[t["topic_id"]] if by_id else t["name"], partitions))
+                asked.append((name, partitions))
         try:
             self._group_request(ctx, group_id, "DESCRIBE")
             consumer_group = self.consumer.get(group_id)
