@@ -58,6 +58,7 @@ from kafkapy.server.coordinator_outages import (
     CoordinatorOutageView,
     find_coordinator_error,
 )
+from kafkapy.server.internal_topics import InternalTopic
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import (
@@ -65,14 +66,13 @@ from kafkapy.server.services import (
     PARTITION_LOGS,
     TOPIC_CREATION,
     BrokerServices,
-    InternalTopicCreation,
     PartitionLogsProvider,
 )
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR, ShareCoordinatorLocator
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
 from kafkapy.store.base import Watch
-from kafkapy.store.onloop import call_soon_on, watching
+from kafkapy.store.onloop import call_soon_on
 
 __all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "ForeignGroups", "GroupsModule"]
 
@@ -87,7 +87,6 @@ NO_EPOCH = -1
 FIRST_TOPIC_ID_OFFSETS_VERSION = 10
 NO_TOPIC_ID = uuid.UUID(int=0)
 FIRST_SHARE_FIND_COORDINATOR_VERSION = 6  # key type SHARE came with v6 (KIP-932)
-_CREATE_WAIT_S = 5.0  # how long a FindCoordinator waits for a new __consumer_offsets to show
 _LOAD_YIELD_EVERY = 1000  # records replayed between yields to the loop while loading
 
 
@@ -213,7 +212,10 @@ class GroupsModule(Module):
                                              overrides=timeout_overrides(self.group_configs, "consumer"))
         self._partitions: dict[int, _Load] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._creating: asyncio.Task[bool] | None = None
+        self._offsets_topic = InternalTopic(services, OFFSETS_TOPIC, lambda: (
+            config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],
+            {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+             "compression.type": "producer"}))
         self._watches: list[Watch] = []
         self.txn_offsets = TxnOffsetCommits(
             coordinator=self.coordinator, group_log=lambda: self.group_log,
@@ -315,8 +317,7 @@ class GroupsModule(Module):
         self.timers.cancel_all()
         for task in list(self._tasks):
             task.cancel()
-        if self._creating is not None:
-            self._creating.cancel()
+        self._offsets_topic.cancel()
 
     def _spawn(self, coroutine: Any) -> asyncio.Task[Any]:
         task = self.services.loop.create_task(coroutine)
@@ -523,36 +524,6 @@ class GroupsModule(Module):
             other.unload(partition)
         self.services.log.info("no longer the coordinator of %s-%d", OFFSETS_TOPIC, partition)
 
-    async def _ensure_offsets_topic(self) -> bool:
-        """``__consumer_offsets`` exists in this broker's view (made now if need be)."""
-        if OFFSETS_TOPIC in self.services.cluster.topics:
-            return True
-        if self._creating is None or self._creating.done():
-            self._creating = self.services.loop.create_task(self._create_offsets_topic())
-        try:
-            return await asyncio.shield(self._creating)
-        except Exception:
-            return False
-
-    async def _create_offsets_topic(self) -> bool:
-        creation = self.services.provider(TOPIC_CREATION, Module)
-        if not isinstance(creation, InternalTopicCreation):
-            self.services.log.warning("cannot create %s: no module offers internal topic creation",
-                                      OFFSETS_TOPIC)
-            return False
-        config = self.services.config
-        code = await creation.create_internal_topic(
-            OFFSETS_TOPIC, config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],
-            {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-             "compression.type": "producer"})
-        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            self.services.log.warning("cannot create %s: %s", OFFSETS_TOPIC, code.name)
-            return False
-        if OFFSETS_TOPIC in self.services.cluster.topics:
-            return True
-        async with watching(self.services.loop, self.services.store.watch_topics) as topics:
-            return await topics.wait_for(lambda view: OFFSETS_TOPIC in view, _CREATE_WAIT_S)
-
     # --- FindCoordinator ----------------------------------------------------------------------
 
     async def find_coordinator(self, ctx: RequestContext, request: Request) -> Answer:
@@ -584,7 +555,7 @@ class GroupsModule(Module):
             return refused(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         if find_coordinator_error(self._outage(key)) != ErrorCode.NONE:
             return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-        if not await self._ensure_offsets_topic():
+        if not await self._offsets_topic.ensure():
             return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
         partition = self.group_log.partition_for(key)
         leader = self._offsets_leader(partition)

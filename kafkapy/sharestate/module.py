@@ -23,7 +23,6 @@ makes it: ``share.coordinator.state.topic.num.partitions`` partitions,
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -37,13 +36,13 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.broker_channel import BrokerChannel
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.internal_topics import InternalTopic
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
     NO_LEADER,
     PARTITION_LOGS,
     TOPIC_CREATION,
     BrokerServices,
-    InternalTopicCreation,
     PartitionLogs,
     PartitionLogsProvider,
 )
@@ -60,12 +59,10 @@ from kafkapy.sharestate.state import (
     state_partition_for,
 )
 from kafkapy.store.base import BrokerRegistration, decode_uuid
-from kafkapy.store.onloop import watching
 
 __all__ = ["ShareCoordinatorModule", "parse_coordinator_key"]
 
 STATE_API_VERSIONS = VersionRange(0, 0)
-_CREATE_WAIT_S = 5.0  # how long a share-partition leader waits for a new __share_group_state to show
 
 
 def _positive(value: Any) -> str | None:
@@ -110,7 +107,10 @@ class ShareCoordinatorModule(Module):
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
         self._logs: PartitionLogs | None = None
-        self._creating: asyncio.Task[None] | None = None
+        self._state_topic = InternalTopic(services, SHARE_STATE_TOPIC, lambda: (
+            services.config["share.coordinator.state.topic.num.partitions"],
+            services.config["share.coordinator.state.topic.replication.factor"],
+            share_state_topic_configs(services.config["share.coordinator.state.topic.segment.bytes"])))
         self.coordinator = ShareCoordinator(
             leader_log=self._leader_log, leader_epoch=self._led_epoch, partition_count=self._partition_count,
             snapshot_every=services.config["share.coordinator.snapshot.update.records.per.snapshot"],
@@ -123,8 +123,7 @@ class ShareCoordinatorModule(Module):
                                         self._channel, self.ensure_state_topic)
 
     async def stop(self) -> None:
-        if self._creating is not None:
-            self._creating.cancel()
+        self._state_topic.cancel()
         self._channel.close()
 
     def apis(self) -> Mapping[int, ApiHandler]:
@@ -165,7 +164,7 @@ class ShareCoordinatorModule(Module):
         """The leader epoch of a state partition this broker leads; None when another broker leads
         it (or none does). COORDINATOR_NOT_AVAILABLE while the topic does not exist (it is made)."""
         if SHARE_STATE_TOPIC not in self.services.cluster.topics:
-            self._create_state_topic()
+            self._state_topic.request()
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                 "The share coordinator is not available.")
         leadership = self.services.cluster.leadership(SHARE_STATE_TOPIC, partition)
@@ -178,7 +177,7 @@ class ShareCoordinatorModule(Module):
         while there is none."""
         cluster = self.services.cluster
         if SHARE_STATE_TOPIC not in cluster.topics:
-            self._create_state_topic()
+            self._state_topic.request()
             return None
         leadership = cluster.leadership(SHARE_STATE_TOPIC, state_partition_for(key, self._partition_count()))
         if leadership is None or leadership[0] == NO_LEADER:
@@ -194,7 +193,7 @@ class ShareCoordinatorModule(Module):
             return ErrorCode.INVALID_REQUEST, None
         cluster = self.services.cluster
         if SHARE_STATE_TOPIC not in cluster.topics:
-            self._create_state_topic()
+            self._state_topic.request()
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         partition = state_partition_for(share_key, self._partition_count())
         leadership = cluster.leadership(SHARE_STATE_TOPIC, partition)
@@ -205,40 +204,8 @@ class ShareCoordinatorModule(Module):
         return ErrorCode.NONE, live[leader]
 
     async def ensure_state_topic(self) -> bool:
-        """``__share_group_state`` exists in this broker's view (made now if need be; waited for
-        on the store's watch, not polled, so a virtual clock need not move)."""
-        if SHARE_STATE_TOPIC in self.services.cluster.topics:
-            return True
-        self._create_state_topic()
-        assert self._creating is not None
-        try:
-            await asyncio.shield(self._creating)
-        except Exception:
-            return False
-        if SHARE_STATE_TOPIC in self.services.cluster.topics:
-            return True
-        async with watching(self.services.loop, self.services.store.watch_topics) as topics:
-            return await topics.wait_for(lambda view: SHARE_STATE_TOPIC in view, _CREATE_WAIT_S)
-
-    def _create_state_topic(self) -> None:
-        """One try at a time; the caller hears COORDINATOR_NOT_AVAILABLE meanwhile."""
-        if self._creating is not None and not self._creating.done():
-            return
-        self._creating = self.services.loop.create_task(self._make_state_topic())
-
-    async def _make_state_topic(self) -> None:
-        creation = self.services.provider(TOPIC_CREATION, Module)
-        if not isinstance(creation, InternalTopicCreation):
-            self.services.log.warning("cannot create %s: no module offers internal topic creation",
-                                      SHARE_STATE_TOPIC)
-            return
-        config = self.services.config
-        code = await creation.create_internal_topic(
-            SHARE_STATE_TOPIC, config["share.coordinator.state.topic.num.partitions"],
-            config["share.coordinator.state.topic.replication.factor"],
-            share_state_topic_configs(config["share.coordinator.state.topic.segment.bytes"]))
-        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            self.services.log.warning("cannot create %s: %s", SHARE_STATE_TOPIC, code.name)
+        """``__share_group_state`` exists in this broker's view (made now if need be)."""
+        return await self._state_topic.ensure()
 
     # --- the five APIs ------------------------------------------------------------------------------
 

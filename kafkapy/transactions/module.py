@@ -41,13 +41,13 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
+from kafkapy.server.internal_topics import InternalTopic
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
     NO_LEADER,
     PARTITION_LOGS,
     TOPIC_CREATION,
     BrokerServices,
-    InternalTopicCreation,
     PartitionLogs,
     PartitionLogsProvider,
 )
@@ -106,7 +106,12 @@ class TransactionsModule(Module):
         self._timers: list[asyncio.Task[None]] = []
         self._logs: PartitionLogs | None = None  # the data plane's, found on first use
         self._markers: TxnMarkerWriter | None = None
-        self._creating: asyncio.Task[None] | None = None
+        self._state_topic = InternalTopic(services, TRANSACTION_STATE_TOPIC, lambda: (
+            services.config["transaction.state.log.num.partitions"],
+            services.config["transaction.state.log.replication.factor"],
+            {"cleanup.policy": "compact", "compression.type": "uncompressed",
+             "min.insync.replicas": "1",  # Kafka's transaction.state.log.min.isr default is 2; one copy here
+             "segment.bytes": str(services.config["transaction.state.log.segment.bytes"])}))
         self._outages: CoordinatorOutageView | None = None  # found at start
         self._channel = MarkerChannel(lambda: services.cluster.brokers,
                                       lambda: services.inter_broker_listener)
@@ -150,8 +155,7 @@ class TransactionsModule(Module):
     async def stop(self) -> None:
         for task in self._timers:
             task.cancel()
-        if self._creating is not None:
-            self._creating.cancel()
+        self._state_topic.cancel()
         self.coordinator.cancel()
         self._channel.close()
 
@@ -268,7 +272,7 @@ class TransactionsModule(Module):
         cluster = self.services.cluster
         info = cluster.topics.get(TRANSACTION_STATE_TOPIC)
         if info is None:
-            self._create_state_topic()
+            self._state_topic.request()  # Kafka makes it on the first FindCoordinator that needs it
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         partition = self.coordinator.partition_for(transactional_id)
         leadership = cluster.leadership(TRANSACTION_STATE_TOPIC, partition)
@@ -282,30 +286,6 @@ class TransactionsModule(Module):
                           partitions: Collection[TopicPartition]) -> Mapping[TopicPartition, ErrorCode]:
         """TRANSACTION_COORDINATOR: TxnOffsetCommit's check, the verify-only AddPartitionsToTxn's."""
         return self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
-
-    def _create_state_topic(self) -> None:
-        """Kafka makes __transaction_state on the first FindCoordinator that needs it; one try at a time,
-        through the topics module's internal-topic path (the client hears COORDINATOR_NOT_AVAILABLE
-        meanwhile, and the next FindCoordinator tries again after a failure)."""
-        if self._creating is not None and not self._creating.done():
-            return
-        self._creating = self.services.loop.create_task(self._make_state_topic())
-
-    async def _make_state_topic(self) -> None:
-        creation = self.services.provider(TOPIC_CREATION, Module)
-        if not isinstance(creation, InternalTopicCreation):
-            self.services.log.warning("cannot create %s: no module offers internal topic creation",
-                                      TRANSACTION_STATE_TOPIC)
-            return
-        config = self.services.config
-        code = await creation.create_internal_topic(
-            TRANSACTION_STATE_TOPIC, config["transaction.state.log.num.partitions"],
-            config["transaction.state.log.replication.factor"],
-            {"cleanup.policy": "compact", "compression.type": "uncompressed",
-             "min.insync.replicas": "1",  # Kafka's transaction.state.log.min.isr default is 2; one copy here
-             "segment.bytes": str(config["transaction.state.log.segment.bytes"])})
-        if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
-            self.services.log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, code.name)
 
     # --- APIs -------------------------------------------------------------------------------------
 
