@@ -71,7 +71,7 @@ def test_an_offset_commit_queued_before_a_reset_is_dropped() -> None:
             assert broker.runtime is not None
             groups = _find_module(broker.runtime, GroupsModule)
             assert groups is not None
-            assert await groups._ensure_offsets_topic()  # what the first FindCoordinator does
+            assert await groups._offsets_topic.ensure()  # what the first FindCoordinator does
             for _ in range(500):  # then loaded by the first request for the group
                 try:
                     groups.check_coordinator("g")
