@@ -273,7 +273,27 @@ class _Watches:
             watch.cancel()
 
 
-class _PartitionStates:
+class _WatchedReader:
+    """A reader that reads a node again only when its ZooKeeper watch fired: ``changed`` is the one
+    bound method set as every watch (so kazoo keeps one per path and kind) and marks the node dirty;
+    ``trigger`` asks for the next compute. A dropped connection drops every watch kazoo holds (each
+    called with EventType.NONE): then the next compute reads everything again, setting them anew
+    (ZooKeeperStore.connection_drops)."""
+
+    dirty: set[str]  # paths whose watch fired since they were read
+    trigger: Any
+
+    def changed(self, event: Any) -> None:
+        if getattr(event, "type", None) == EventType.NONE:
+            return  # a dropped connection: ZooKeeperStore.connection_drops tells the next compute
+        path = getattr(event, "path", None)
+        if path:
+            self.dirty.add(path)
+        if self.trigger is not None:
+            self.trigger(event)
+
+
+class _PartitionStates(_WatchedReader):
     """Every /brokers/topics/<t>/partitions/<p>/state, read incrementally for a watch: a node is
     read again only when its own ZooKeeper watch fired (a state znode's data watch; the child
     watch of /brokers/topics or of a topic's partitions node), or when it is new. A leader move of
@@ -294,19 +314,6 @@ class _PartitionStates:
         self.snapshot: PersistentMap[tuple[str, int], PartitionState] = PersistentMap()
         self.walked = False  # a first compute of this session walked everything: the next ones apply deltas
         self.drops = 0  # the store's connection_drops when the caches were filled
-
-    def changed(self, event: Any) -> None:
-        """Every ZooKeeper watch this reader sets (one bound method, so kazoo keeps one per path
-        and kind): the node is read again by the next compute, which ``trigger`` asks for. A dropped
-        connection drops every watch kazoo holds (each is called with EventType.NONE): then the
-        next compute reads everything again, setting them anew (ZooKeeperStore.connection_drops)."""
-        if getattr(event, "type", None) == EventType.NONE:
-            return  # a dropped connection: ZooKeeperStore.connection_drops tells the next compute
-        path = getattr(event, "path", None)
-        if path:
-            self.dirty.add(path)
-        if self.trigger is not None:
-            self.trigger(event)
 
     def compute(self, trigger: Any) -> tuple[Mapping[tuple[str, int], PartitionState]]:
         store = self.store
@@ -457,7 +464,7 @@ class _PartitionStates:
             self.store._json(p, d), self.store._full(p), int(stat.version)))
 
 
-class _Topics:
+class _Topics(_WatchedReader):
     """Every /brokers/topics/<t>, read incrementally for the topics watch, as _PartitionStates reads
     the states: /brokers/topics is listed again only when its child watch fired, and a topic's
     znode read (and decoded) again only when its data watch fired or it is new, so a creation at N
@@ -474,19 +481,6 @@ class _Topics:
         self.snapshot: PersistentMap[str, TopicInfo] = PersistentMap()
         self.names: set[str] | None = None  # the topics last listed (None: list them again)
         self.drops = 0  # the store's connection_drops when the caches were filled
-
-    def changed(self, event: Any) -> None:
-        """Both kinds of ZooKeeper watch this reader sets (one bound method: kazoo keeps one per
-        path and kind); ``trigger`` asks for the next compute. A dropped connection drops them all
-        (EventType.NONE): the next compute reads everything again, as on a new session
-        (ZooKeeperStore.connection_drops)."""
-        if getattr(event, "type", None) == EventType.NONE:
-            return  # a dropped connection: ZooKeeperStore.connection_drops tells the next compute
-        path = getattr(event, "path", None)
-        if path:
-            self.dirty.add(path)
-        if self.trigger is not None:
-            self.trigger(event)
 
     def compute(self, trigger: Any) -> tuple[Mapping[str, TopicInfo]]:
         store = self.store
