@@ -46,7 +46,7 @@ async def _with_group(broker: Broker) -> None:
         groups = _find_module(member.runtime, GroupsModule)
         if groups is None:
             continue
-        await groups._ensure_offsets_topic()  # what the first FindCoordinator does
+        await groups._offsets_topic.ensure()  # what the first FindCoordinator does
         if not await _ready(functools.partial(groups.check_coordinator, "bench")):
             continue
         done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
