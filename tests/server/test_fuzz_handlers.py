@@ -102,12 +102,17 @@ def errors() -> Iterator[ErrorCollector]:
         yield collector
 
 
-@pytest.fixture(scope="module", params=["memory", "log.dirs", "3 brokers"])
+@pytest.fixture(scope="module", params=["memory", "log.dirs", "3 brokers", "acls"])
 def broker(request: pytest.FixtureRequest, errors: ErrorCollector,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """Logs in memory, Kafka's segment files, and a cluster (where requests meet other brokers'
-    partitions and the controller is elsewhere)."""
-    config = {"log.dirs": str(tmp_path_factory.mktemp("logs"))} if request.param == "log.dirs" else {}
+    """Logs in memory, Kafka's segment files, a cluster (where requests meet other brokers'
+    partitions and the controller is elsewhere), and Kafka's ACL authorizer (every request asks
+    it; the ACL APIs create, describe and delete random bindings)."""
+    config: dict[str, str] = {}
+    if request.param == "log.dirs":
+        config = {"log.dirs": str(tmp_path_factory.mktemp("logs"))}
+    elif request.param == "acls":
+        config = {"authorizer.class.name": "acl", "allow.everyone.if.no.acl.found": "true"}
     with Broker(config, brokers=3 if request.param == "3 brokers" else 1) as running:
         running.seed({TOPIC: {"partitions": 3, "records": [{"key": "k", "value": "v"}] * 3}})
         yield running
