@@ -1,5 +1,6 @@
 """A coordinator's state topic (``__consumer_offsets``, ``__transaction_state``,
-``__share_group_state``), made on first need as Kafka makes it.
+``__share_group_state``), made on first need as Kafka makes it, and written through the data
+plane's partition logs.
 
 Kafka creates these when a FindCoordinator first needs one, through the same checks CreateTopics
 makes, and tells the client COORDINATOR_NOT_AVAILABLE meanwhile. Every coordinator module needs
@@ -12,15 +13,32 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.server.modules import Module
-from kafkapy.server.services import TOPIC_CREATION, BrokerServices, InternalTopicCreation
+from kafkapy.server.services import (
+    PARTITION_LOGS,
+    TOPIC_CREATION,
+    BrokerServices,
+    InternalTopicCreation,
+    PartitionLogs,
+    PartitionLogsProvider,
+)
 from kafkapy.store.onloop import watching
 
-__all__ = ["InternalTopic", "TopicShape"]
+__all__ = ["APPEND_ERRORS", "InternalTopic", "TopicShape"]
 
 TopicShape = tuple[int, int, Mapping[str, str]]  # partitions, replication factor, topic configs
 VIEW_WAIT_S = 5.0  # how long a creation waits for the new topic to reach this broker's view
+# A state record's append error as the coordinator's client sees it (Kafka's
+# TransactionStateManager.appendTransactionToLog; the share coordinator answers the same).
+APPEND_ERRORS: Mapping[ErrorCode, ErrorCode] = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
 
 
 class InternalTopic:
@@ -31,6 +49,7 @@ class InternalTopic:
         self.name = name
         self._shape = shape
         self._try: asyncio.Task[bool] | None = None
+        self._logs: PartitionLogs | None = None  # the data plane's, found on first use
 
     def request(self) -> asyncio.Task[bool]:
         """Start making the topic unless a try is under way; the try answers whether the topic is
@@ -47,6 +66,18 @@ class InternalTopic:
             return await asyncio.shield(self.request())
         except Exception:
             return False
+
+    def partition_logs(self) -> PartitionLogs:
+        """The data plane's logs, looked up once: a runtime-checked Protocol's isinstance costs
+        more than the append it guards (three state records per transaction; docs/performance.md).
+        COORDINATOR_NOT_AVAILABLE without a data plane."""
+        if self._logs is None:
+            source = self.services.provider(PARTITION_LOGS, Module)
+            if not isinstance(source, PartitionLogsProvider):
+                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                    "no data plane serves partition logs")
+            self._logs = source.partition_logs()
+        return self._logs
 
     def cancel(self) -> None:
         if self._try is not None:

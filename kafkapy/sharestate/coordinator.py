@@ -27,6 +27,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
 from kafkapy.protocol.one_record_batch import one_record_batch
 from kafkapy.protocol.records import RecordBatch, Records
+from kafkapy.server.internal_topics import APPEND_ERRORS
 from kafkapy.sharestate.records import ShareStateRecordError, decode_record, encode_record
 from kafkapy.sharestate.state import (
     SharePartitionKey,
@@ -41,14 +42,6 @@ __all__ = ["SHARE_STATE_TOPIC", "ShareCoordinator", "share_state_topic_configs"]
 
 SHARE_STATE_TOPIC = "__share_group_state"
 _REPLAY_READ_BYTES = 1 << 20
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-}
 
 log = logging.getLogger(__name__)
 
@@ -184,4 +177,4 @@ class ShareCoordinator:
 
 
 def _as_coordinator_error(exc: KafkaApiError) -> KafkaApiError:
-    return KafkaApiError(_APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), exc.message)
+    return KafkaApiError(APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR), exc.message)

@@ -44,7 +44,6 @@ from kafkapy.server.services import (
     TOPIC_CREATION,
     BrokerServices,
     PartitionLogs,
-    PartitionLogsProvider,
 )
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR
 from kafkapy.sharestate.coordinator import SHARE_STATE_TOPIC, ShareCoordinator, share_state_topic_configs
@@ -106,7 +105,6 @@ class ShareCoordinatorModule(Module):
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
-        self._logs: PartitionLogs | None = None
         self._state_topic = InternalTopic(services, SHARE_STATE_TOPIC, lambda: (
             services.config["share.coordinator.state.topic.num.partitions"],
             services.config["share.coordinator.state.topic.replication.factor"],
@@ -138,13 +136,7 @@ class ShareCoordinatorModule(Module):
     # --- what the coordinator uses ----------------------------------------------------------------
 
     def _partition_logs(self) -> PartitionLogs:
-        if self._logs is None:
-            source = self.services.provider(PARTITION_LOGS, Module)
-            if not isinstance(source, PartitionLogsProvider):
-                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                    "no data plane serves partition logs")
-            self._logs = source.partition_logs()
-        return self._logs
+        return self._state_topic.partition_logs()
 
     def _leader_log(self, topic: str, partition: int) -> PartitionLog:
         return self._partition_logs().leader_log(topic, partition)

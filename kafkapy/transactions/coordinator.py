@@ -52,6 +52,7 @@ import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.partitioning import java_string_hash
+from kafkapy.server.internal_topics import APPEND_ERRORS
 from kafkapy.server.txn_markers import TxnMarker
 from kafkapy.transactions.metadata import (
     NO_PRODUCER_EPOCH,
@@ -109,15 +110,6 @@ class InitResult:
     producer_epoch: int = NO_PRODUCER_EPOCH
 
 
-# Append errors as the client sees them (Kafka's TransactionStateManager.appendTransactionToLog).
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-}
 # Marker errors after which the partition is tried again (Kafka's marker completion handler);
 # INVALID_PRODUCER_EPOCH and TRANSACTION_COORDINATOR_FENCED stop sending: a newer coordinator
 # or producer epoch owns the partition.
@@ -228,7 +220,7 @@ class TransactionCoordinator:
         try:
             self.state_log.append(partition, transactional_id, next_value)
         except KafkaApiError as exc:
-            raise _Refused(_APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
+            raise _Refused(APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
         if next_value is None:
             ids.pop(transactional_id, None)
         else:

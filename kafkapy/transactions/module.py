@@ -49,7 +49,6 @@ from kafkapy.server.services import (
     TOPIC_CREATION,
     BrokerServices,
     PartitionLogs,
-    PartitionLogsProvider,
 )
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
@@ -104,7 +103,6 @@ class TransactionsModule(Module):
         config = services.config
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         self._timers: list[asyncio.Task[None]] = []
-        self._logs: PartitionLogs | None = None  # the data plane's, found on first use
         self._markers: TxnMarkerWriter | None = None
         self._state_topic = InternalTopic(services, TRANSACTION_STATE_TOPIC, lambda: (
             services.config["transaction.state.log.num.partitions"],
@@ -173,15 +171,7 @@ class TransactionsModule(Module):
     # --- what the coordinator uses ----------------------------------------------------------------
 
     def _partition_logs(self) -> PartitionLogs:
-        """Looked up once: a runtime-checked Protocol's isinstance costs more than the append it
-        guards (three state records per transaction; see docs/performance.md)."""
-        if self._logs is None:
-            source = self.services.provider(PARTITION_LOGS, Module)
-            if not isinstance(source, PartitionLogsProvider):
-                raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                    "no data plane serves partition logs")
-            self._logs = source.partition_logs()
-        return self._logs
+        return self._state_topic.partition_logs()
 
     def _leader_log(self, topic: str, partition: int) -> PartitionLog:
         return self._partition_logs().leader_log(topic, partition)
