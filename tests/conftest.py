@@ -79,17 +79,23 @@ class ZooKeeperServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.process.returncode}; "
                                    f"see {self.data_dir.parent / 'zookeeper.log'}")
-            if self.ruok():
+            if self.serving():
                 return
             time.sleep(0.02)
         self.stop()
         raise RuntimeError(f"ZooKeeper did not answer on port {self.port} within {timeout} s")
 
-    def ruok(self) -> bool:
+    def serving(self) -> bool:
+        """True once the server answers sessions, not only four-letter words.
+
+        ``ruok`` says imok while a restarted server is still loading its database (seconds, late in a
+        full run); a client connecting then is turned away, so tests would time their waits from the
+        wrong moment. ``srvr`` names a version only when the server is running.
+        """
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
-                sock.sendall(b"ruok")
-                return sock.recv(16) == b"imok"
+                sock.sendall(b"srvr")
+                return sock.recv(64).startswith(b"Zookeeper version")
         except OSError:
             return False
 
@@ -135,6 +141,6 @@ def zookeeper(zookeeper_server: ZooKeeperServer) -> str:
 @pytest.fixture
 def zk_connect(zookeeper_server: ZooKeeperServer) -> str:
     """A connect string with a chroot of this test's own."""
-    if not zookeeper_server.ruok():  # a test that stopped the server failed before restarting it
+    if not zookeeper_server.serving():  # a test that stopped the server failed before restarting it
         zookeeper_server.restart()
     return zookeeper_server.chroot()
