@@ -80,10 +80,10 @@ class Request(NamedTuple):
     header_version: int = 1
 
 
-@attrs.frozen
-class Response:
+class Response(NamedTuple):
     """A decoded response; ``api_version`` is the version its body was read at,
-    which differs from the request's for ApiVersions' v0 error fallback."""
+    which differs from the request's for ApiVersions' v0 error fallback. A named tuple, as
+    :class:`Request`: readers of captures and clients build one per response."""
 
     api_key: int
     api_version: int
@@ -358,7 +358,30 @@ def response_json_decoder(
 
 def decode_response(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> Response:
     """Decode one response frame; the API key and version come from the matching request."""
-    return _decode_response(data, api_key, api_version, _body_decoder, Response)  # type: ignore[no-any-return]
+    decode = _response_decoders.get((api_key, api_version)) or response_decoder(api_key, api_version)
+    if decode is None:  # an API or version outside the catalogue: the general path names the error
+        return _decode_response(data, api_key, api_version, _body_decoder, Response)  # type: ignore[no-any-return]
+    return decode(data if type(data) is bytes else _view(data))
+
+
+ResponseDecoder = Callable[[bytes], Response]
+BodyDecoder = Callable[[bytes, int, int], tuple[Any, int]]
+_response_decoders: dict[tuple[int, int], ResponseDecoder] = {}
+
+
+def response_decoder(api_key: int, api_version: int) -> ResponseDecoder | None:
+    """The decoder of whole response frames of one API and version, made once and cached: what
+    :func:`decode_response` does, with the common header read by hand. None for APIs and versions
+    outside the catalogue."""
+    found = _response_decoders.get((api_key, api_version))
+    if found is None:
+        try:
+            plan = _response_plans.get((api_key, api_version)) or _response_plan(api_key, api_version)
+        except DecodeError:
+            return None
+        found = _response_decoders[(api_key, api_version)] = _response_frame_decoder(
+            api_key, api_version, plan.decode_body, _body_decoder, Response)
+    return found
 
 
 def decode_response_json(data: bytes | bytearray | memoryview, api_key: int, api_version: int, *,
@@ -380,36 +403,44 @@ _new_response = tuple.__new__
 
 def _rendered_response_decoder(api_key: int, api_version: int,
                                decode_records: bool) -> RenderedResponseDecoder | None:
-    """decode_response_json for one API and version, made once and cached, with the common header
-    (a correlation id, then in header v1 an empty tag section) read by hand; anything else goes
-    through the general path. None for APIs and versions outside the catalogue."""
+    """decode_response_json for one API and version, made once and cached. None for APIs and
+    versions outside the catalogue."""
     key = (api_key, api_version, decode_records)
     try:
-        plan = _response_plans.get(key[:2]) or _response_plan(api_key, api_version)
+        _response_plans.get(key[:2]) or _response_plan(api_key, api_version)
         decode_body = json_body_decoder(api_key, "response", api_version, decode_records)
     except DecodeError:
         return None
-    header_version, unpack_correlation = plan.header_version, _CORRELATION.unpack_from
-    decoders = _json_body if decode_records else _raw_json_body
-    # ApiVersions' v0 error fallback (see decode_response) takes the general path
+    decode = _rendered_response_decoders[key] = _response_frame_decoder(
+        api_key, api_version, decode_body, _json_body if decode_records else _raw_json_body, RenderedResponse)
+    return decode
+
+
+def _response_frame_decoder(api_key: int, api_version: int, decode_body: BodyDecoder,
+                            general: Callable[[int, int], BodyDecoder],
+                            cls: type[Any]) -> Callable[[bytes], Any]:
+    """A response frame's common header (a correlation id, then in header v1 an empty tag
+    section) read by hand and its body by ``decode_body``, into a ``cls`` named tuple. Anything
+    else (tags in the header, a short frame, ApiVersions' v0 error fallback) goes through the
+    general path with ``general``'s body decoders, which decides or names the error."""
+    header_version = response_header_version(api_key, api_version)
+    unpack_correlation = _CORRELATION.unpack_from
     may_fall_back = api_key == ApiKey.API_VERSIONS and api_version > 0
     unpack_error = struct.Struct(">h").unpack_from
     unsupported_version = ErrorCode.UNSUPPORTED_VERSION
 
-    def decode(buf: bytes) -> RenderedResponse:
+    def decode(buf: bytes) -> Any:
         end = len(buf)
         pos = 4 + header_version
         if end < pos or (header_version and buf[4] != 0) or \
                 (may_fall_back and end >= pos + 2 and unpack_error(buf, pos)[0] == unsupported_version):
-            return _decode_response(buf, api_key, api_version, decoders, RenderedResponse)  # type: ignore[no-any-return]
+            return _decode_response(buf, api_key, api_version, general, cls)
         try:  # as in _frame_decoder
             body, stop = decode_body(buf, pos, end)
         except Exception as exc:
             _decoder_failed(exc, api_key, api_version)
-        return _new_response(RenderedResponse, (api_key, api_version, unpack_correlation(buf, 0)[0], body,
-                                                end - stop))
+        return _new_response(cls, (api_key, api_version, unpack_correlation(buf, 0)[0], body, end - stop))
 
-    _rendered_response_decoders[key] = decode
     return decode
 
 

@@ -1,4 +1,5 @@
-"""The JSON decoders write what the capture rows' encoder writes for the Body decoder's output.
+"""The JSON decoders write what the capture rows' encoder writes for the Body decoder's output,
+and ``decode_response``'s fast path decodes as its general path does.
 
 For every message, direction and version: bodies drawn from the spec (the kafka-python
 interop test's strategies, unknown tags injected), encoded by kafkapy, then decoded both
@@ -27,6 +28,9 @@ from kafkapy.capture.rows import _error_code, _topics, to_json
 from kafkapy.errors import DecodeError, EncodeError
 from kafkapy.protocol import catalogue, decode_request, decode_response, encode_request, encode_response
 from kafkapy.protocol.codec import (
+    Response,
+    _body_decoder,
+    _decode_response,
     decode_request_json,
     decode_response_json,
     json_body_decoder,
@@ -90,7 +94,28 @@ def _new(kind: str, data: Any, key: int, version: int, decode_records: bool, bou
     return ("ok", head, r.trailing_bytes, body.text, body.error_code, body.topics)
 
 
+def _general_response(data: Any, key: int, version: int) -> tuple[Any, ...]:
+    """decode_response's general path (compiled header schema, then the body), which its per-API
+    fast path (header by hand) must equal, answers and errors alike."""
+    try:
+        r = _decode_response(data, key, version, _body_decoder, Response)
+    except DecodeError as exc:
+        return _error(exc)
+    return ("ok", (r.api_key, r.api_version, r.correlation_id), r.trailing_bytes, to_json(r.body))
+
+
+def _fast_response(data: Any, key: int, version: int) -> tuple[Any, ...]:
+    try:
+        r = decode_response(data, key, version)
+    except DecodeError as exc:
+        return _error(exc)
+    assert type(r) is Response
+    return ("ok", (r.api_key, r.api_version, r.correlation_id), r.trailing_bytes, to_json(r.body))
+
+
 def _check(kind: str, data: bytes, key: int, version: int) -> tuple[Any, ...]:
+    if kind == "response":
+        assert _fast_response(data, key, version) == _general_response(data, key, version)
     for decode_records in (True, False):
         old = _old(kind, data, key, version, decode_records)
         assert _new(kind, data, key, version, decode_records) == old
