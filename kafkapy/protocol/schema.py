@@ -424,7 +424,7 @@ class StructCodec(Primitive):
 
     def _emit_tag_decoder(self, g: Gen) -> None:
         for slot in self.tagged:
-            g.emit(1, f"r[{slot.key!r}] = {_fresh_expr(slot.default)}")
+            _emit_fresh(g, 1, f"r[{slot.key!r}]", slot.default)
         emit_tag_section(
             g, self, lambda slot: slot.codec.emit_read(g, f"r[{slot.key!r}]", 4, slot.path, end="stop"),
             "unknown = r[" + repr(UNKNOWN_TAGS) + "] = {}",
@@ -544,6 +544,18 @@ def _fresh_expr(value: Any) -> str:
         items = ", ".join(f"{k!r}: {_fresh_expr(v)}" for k, v in value.items())
         return f"_Body({{{items}}})"
     return _literal(value)
+
+
+def _emit_fresh(g: Gen, indent: int, target: str, value: Any) -> None:
+    """``target = <a new default>``. A struct is filled key by key: a decoder sets every absent
+    tagged struct of every element (three per partition of a Fetch response), and an empty Body
+    filled by item assignment costs about two thirds of one built from a dict display."""
+    if isinstance(value, Body) and value:
+        made = g.var("t")
+        fills = "; ".join(f"{made}[{k!r}] = {_fresh_expr(v)}" for k, v in value.items())
+        g.emit(indent, f"{made} = {target} = _Body(); {fills}")
+    else:
+        g.emit(indent, f"{target} = {_fresh_expr(value)}")
 
 
 def _template(g: Gen, value: Any) -> str:
