@@ -1,6 +1,7 @@
 """The configs module: dynamic broker configs and topic configs over the wire (DescribeConfigs 32,
 AlterConfigs 33, IncrementalAlterConfigs 44) for resources of type BROKER and TOPIC, as Kafka keeps
-them on ZooKeeper. TOPIC resources, and the ``topic-configs`` capability, are configs/topics.py's.
+them on ZooKeeper, and the list of config resources (ListConfigResources 74). TOPIC resources, and
+the ``topic-configs`` capability, are configs/topics.py's.
 
 Theory of operation. A broker's effective value of a setting is, in Kafka's order of precedence:
 this broker's dynamic override (store entity ``brokers/<id>``, source DYNAMIC_BROKER_CONFIG), the
@@ -66,6 +67,7 @@ DYNAMIC_CONFIGS = "dynamic-configs"  # what ConfigsModule provides: owners of dy
 
 
 BROKER = 4  # Kafka's ConfigResource.Type
+BROKER_LOGGER = 8
 CLIENT_METRICS_RESOURCE = 16  # Kafka 3.7+: KIP-714 subscriptions
 GROUP_RESOURCE = 32  # Kafka 4.0+: KIP-848 / KIP-932 group configs
 RESOURCE_TYPE_NAMES = {
@@ -76,6 +78,8 @@ RESOURCE_TYPE_NAMES = {
     16: "CLIENT_METRICS",
     32: "GROUP",
 }
+# What ListConfigResources v1 lists, in the order Kafka's answer lists them (KIP-1142)
+LISTED_RESOURCE_TYPES = (GROUP_RESOURCE, CLIENT_METRICS_RESOURCE, BROKER_LOGGER, BROKER, TOPIC)
 # Kafka's DescribeConfigsResponse.ConfigSource
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
 CLIENT_METRICS_CONFIG, GROUP_CONFIG = 7, 8
@@ -127,6 +131,7 @@ class ConfigResourceOwner:
     list_keys: frozenset[str] = frozenset()
     acl_resource: ResourceType = ResourceType.CLUSTER
     describe: Callable[[str, Mapping[str, str], bool, bool], list[dict[str, Any]]] | None = None
+    names: Callable[[], Iterable[str]] = tuple  # the resources that hold a config, for ListConfigResources
 
 
 def base_name(name: str) -> str:
@@ -216,6 +221,7 @@ class ConfigsModule(Module):
             ApiKey.DESCRIBE_CONFIGS: ApiHandler(VersionRange(0, 4), self.describe_configs),
             ApiKey.ALTER_CONFIGS: ApiHandler(VersionRange(0, 2), self.alter_configs),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiHandler(VersionRange(0, 1), self.incremental_alter_configs),
+            ApiKey.LIST_CONFIG_RESOURCES: ApiHandler(VersionRange(0, 1), self.list_config_resources),
         }
 
     # --- the topic-configs capability -----------------------------------------------------------
@@ -520,6 +526,46 @@ class ConfigsModule(Module):
             }
             entries.append(entry)
         return entries
+
+    # --- ListConfigResources ------------------------------------------------------------------
+
+    def list_config_resources(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        """Which resources have configs, for principals that may DESCRIBE_CONFIGS on the cluster.
+
+        v0 is KIP-714's ListClientMetricsResources: subscriptions only. v1 (KIP-1142) names the
+        types wanted, none meaning all that Kafka lists; a type outside those refuses the whole
+        request with UNSUPPORTED_VERSION, as Kafka does. Kafka lists the types in one order
+        whatever order was asked; within a type names are sorted (broker ids as numbers), so
+        answers do not depend on dict order. Brokers are those with an endpoint on the
+        request's listener, the ones a client there can reach.
+        """
+        def answer(code: ErrorCode, resources: list[dict[str, Any]]) -> dict[str, Any]:
+            return {"throttle_time_ms": 0, "error_code": code, "config_resources": resources}
+
+        if not self._authorized(ctx, "DESCRIBE_CONFIGS"):
+            return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
+        if ctx.api_version == 0:
+            wanted = {CLIENT_METRICS_RESOURCE}
+        else:
+            asked = set(request.body["resource_types"])
+            if not asked <= set(LISTED_RESOURCE_TYPES):
+                return answer(ErrorCode.UNSUPPORTED_VERSION, [])
+            wanted = asked or set(LISTED_RESOURCE_TYPES)
+        listener = ctx.connection.listener
+        broker_ids = sorted(b.broker_id for b in self.services.cluster.brokers if b.endpoint(listener))
+        resources: list[dict[str, Any]] = []
+        for resource_type in LISTED_RESOURCE_TYPES:
+            if resource_type not in wanted:
+                continue
+            if resource_type in (BROKER, BROKER_LOGGER):
+                names = [str(broker_id) for broker_id in broker_ids]
+            elif resource_type == TOPIC:
+                names = sorted(self.services.cluster.topics)
+            else:
+                owner = self._resources.get(resource_type)
+                names = sorted(owner.names()) if owner is not None else []
+            resources.extend({"resource_name": name, "resource_type": resource_type} for name in names)
+        return answer(ErrorCode.NONE, resources)
 
     # --- AlterConfigs and IncrementalAlterConfigs ---------------------------------------------
 

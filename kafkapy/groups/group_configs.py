@@ -163,7 +163,11 @@ class GroupConfigs:
     def owner(self) -> ConfigResourceOwner:
         """What the configs module asks of GROUP resources."""
         return ConfigResourceOwner(GROUP_RESOURCE, GROUP_CONFIG, self._read, self.check, self._write,
-                                   acl_resource=ResourceType.GROUP, describe=self.describe)
+                                   acl_resource=ResourceType.GROUP, describe=self.describe,
+                                   names=self._configured)
+
+    def _configured(self) -> list[str]:
+        return [group_id for group_id, config in self.stored.items() if config]
 
     # --- effective values -----------------------------------------------------------------------
 

@@ -40,7 +40,6 @@ from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.compression import Compression, decompress
 from kafkapy.protocol.versions import VersionRange
-from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import Watch
@@ -145,8 +144,6 @@ class TelemetryModule(Module):
         return {
             ApiKey.GET_TELEMETRY_SUBSCRIPTIONS: ApiHandler(VersionRange(0, 0), self.get_subscriptions),
             ApiKey.PUSH_TELEMETRY: ApiHandler(VersionRange(0, 0), self.push),
-            # v0 is KIP-1000's ListClientMetricsResources; v1 (KIP-1142, every resource type) is not served
-            ApiKey.LIST_CONFIG_RESOURCES: ApiHandler(VersionRange(0, 0), self.list_subscriptions),
         }
 
     # --- subscriptions, from the store ---------------------------------------------------------
@@ -159,7 +156,7 @@ class TelemetryModule(Module):
         if configs is not None:
             configs.register_resource(ConfigResourceOwner(
                 CLIENT_METRICS_RESOURCE, CLIENT_METRICS_CONFIG, self._read_config, _check_config,
-                self._write_config, frozenset({"metrics", "match"})))
+                self._write_config, frozenset({"metrics", "match"}), names=self.subscriptions.keys))
 
     async def _read_config(self, name: str) -> dict[str, str]:
         return await asyncio.to_thread(self.services.store.entity_config, f"{CLIENT_METRICS}/{name}")
@@ -203,18 +200,6 @@ class TelemetryModule(Module):
         if self.subscriptions.get(name) != subscription:
             self.subscriptions[name] = subscription
             self._subscriptions_version += 1
-
-    # --- ListConfigResources v0 (74; KIP-1000's ListClientMetricsResources) ---------------------
-
-    def list_subscriptions(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        """The subscriptions' names, for principals that may DESCRIBE_CONFIGS on the cluster."""
-        conn = ctx.connection
-        if not self.services.authorizer.authorize(conn.principal, conn.client_address[0], "DESCRIBE_CONFIGS",
-                                                  "CLUSTER", CLUSTER_RESOURCE):
-            return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    "config_resources": []}
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
-                "config_resources": [{"resource_name": name} for name in sorted(self.subscriptions)]}
 
     # --- client instances -----------------------------------------------------------------------
 
