@@ -162,6 +162,11 @@ def _broker(args: argparse.Namespace) -> str | None:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        for kind in _NAMED:
+            if args.describe and _every_named(args, kind):
+                with _client(args) as client:
+                    return max((_describe_named(client, kind, name, args.all)
+                                for name in _listed(client, kind)), default=0)
         for kind, (resource_type, _, label) in _NAMED.items():
             named = _named(args, kind)
             if named is not None:
@@ -326,6 +331,28 @@ def _named(args: argparse.Namespace, kind: str) -> str | None:
         raise _Usage(f"--entity-type {kind} takes one --entity-name {label.upper()} (or --{label} "
                      f"{label.upper()}), and no other entity")
     return chosen[0]
+
+
+def _every_named(args: argparse.Namespace, kind: str) -> bool:
+    """``--entity-type topics|groups`` alone, with no name: describe each of them, as
+    kafka-configs.sh does."""
+    return args.entity_type == [kind] and not args.entity_names and not any(
+        getattr(args, option) is not None for option in ("topic", "group", "user", "client", "ip", "broker")
+    ) and not any(getattr(args, f"{option}_defaults") for option in ("user", "client", "ip", "broker"))
+
+
+def _listed(client: SimpleClient, kind: str) -> list[str]:
+    """The topics, or the groups that hold configs, from ListConfigResources v1 (KIP-1142)."""
+    resource_type = _NAMED[kind][0]
+    served = {api["api_key"]: api["max_version"]
+              for api in client.request(ApiKey.API_VERSIONS, 0, {})["api_keys"]}
+    if served.get(ApiKey.LIST_CONFIG_RESOURCES, -1) < 1:
+        raise ClientError(f"listing every {_NAMED[kind][2]} needs ListConfigResources v1 (Kafka 4.1 and "
+                          f"later); name one with --entity-name")
+    body = client.request(ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [resource_type]})
+    if body["error_code"]:
+        raise ClientError(f"ListConfigResources failed: {ErrorCode(body['error_code']).name}")
+    return [resource["resource_name"] for resource in body["config_resources"]]
 
 
 def _describe_named(client: SimpleClient, kind: str, name: str, everything: bool) -> int:

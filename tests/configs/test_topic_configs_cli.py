@@ -60,3 +60,38 @@ def test_topic_configs_cli_alter_describe_delete(capsys: pytest.CaptureFixture[s
         assert "error UNKNOWN_TOPIC_OR_PARTITION" in capsys.readouterr().err
         # a topic with another entity is a usage error
         assert main([*base, "--topic", "orders", "--ip", "1.2.3.4", "--describe"]) == 2
+
+
+def test_describe_without_a_name_describes_every_topic_and_group(capsys: pytest.CaptureFixture[str]) -> None:
+    """As kafka-configs.sh 4.1: the names come from ListConfigResources v1 (groups: those with configs)."""
+    with Broker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        made = admin.create_topics([NewTopic("orders", 1, 1), NewTopic("audit", 1, 1)], request_timeout=10)
+        for future in made.values():
+            future.result(timeout=10)
+        base = ["configs", "--bootstrap-server", b.bootstrap_servers]
+        assert main([*base, "--topic", "orders", "--alter", "--add-config", "retention.ms=1000"]) == 0
+        assert main([*base, "--group", "billing", "--alter", "--add-config",
+                     "consumer.session.timeout.ms=50000"]) == 0
+        capsys.readouterr()
+        assert main([*base, "--entity-type", "topics", "--describe"]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            "Dynamic configs for topic audit are:",
+            "Dynamic configs for topic orders are:",
+            "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}",
+        ]
+        assert main([*base, "--entity-type", "groups", "--describe"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == "Dynamic configs for group billing are:"
+        assert lines[1].startswith("  consumer.session.timeout.ms=50000 sensitive=false")
+        assert len(lines) == 2
+
+
+def test_describe_without_a_name_needs_kafka_4_1(capsys: pytest.CaptureFixture[str]) -> None:
+    with Broker({"kafka.version": "4.0"}) as b:
+        capsys.readouterr()
+        assert main(["configs", "--bootstrap-server", b.bootstrap_servers, "--entity-type", "topics",
+                     "--describe"]) == 1
+        assert capsys.readouterr().err == (
+            "kafkapy configs: listing every topic needs ListConfigResources v1 (Kafka 4.1 and later); "
+            "name one with --entity-name\n")
