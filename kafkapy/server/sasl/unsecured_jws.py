@@ -223,6 +223,12 @@ class UnsecuredValidator:
                    _option(options, SCOPE_CLAIM_NAME_OPTION) or "scope",
                    tuple(item for item in scope_items if item), skew)
 
+    def start(self) -> None:
+        """Nothing to load: the validator needs no keys."""
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
     def validate(self, token: str, now_ms: int) -> UnsecuredJws:
         """The token if it is valid at ``now_ms``; TokenRefused otherwise, checked in Kafka's order."""
         jws = parse_unsecured_jws(token, self.principal_claim_name, self.scope_claim_name)
