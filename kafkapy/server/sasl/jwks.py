@@ -39,7 +39,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-__all__ = ["ALGORITHMS", "FileJwks", "HttpJwks", "JsonWebKey", "JwksError", "KeySource", "parse_jwks"]
+__all__ = ["ALGORITHMS", "FileJwks", "HttpJwks", "JsonWebKey", "JwksError", "KeySource", "parse_jwks",
+           "public_jwk", "sign"]
 
 log = logging.getLogger(__name__)
 
@@ -336,3 +337,59 @@ class HttpJwks(KeySource):
                 self.refreshes += 1
             log.info("JWKS refresh from %s: %d keys", self.location, len(keys))
             return
+
+
+PrivateKey = (rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
+              | ed448.Ed448PrivateKey)
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _int_bytes(value: int, size: int = 0) -> bytes:
+    return value.to_bytes(max(size, (value.bit_length() + 7) // 8, 1), "big")
+
+
+def public_jwk(key: PrivateKey | bytes, kid: str | None = None, **extra: str) -> dict[str, Any]:
+    """The JWK (a dict) that verifies what ``key`` signs: for a provider's JWKS in tests and
+    examples (bytes: an HMAC secret, published as an oct key)."""
+    jwk: dict[str, Any]
+    if isinstance(key, bytes):
+        jwk = {"kty": "oct", "k": _b64url(key)}
+    elif isinstance(key, rsa.RSAPrivateKey):
+        numbers = key.public_key().public_numbers()
+        jwk = {"kty": "RSA", "n": _b64url(_int_bytes(numbers.n)), "e": _b64url(_int_bytes(numbers.e))}
+    elif isinstance(key, ec.EllipticCurvePrivateKey):
+        crv = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}[key.curve.name]
+        point = key.public_key().public_numbers()
+        size = _CURVES[crv][1]
+        jwk = {"kty": "EC", "crv": crv, "x": _b64url(_int_bytes(point.x, size)),
+               "y": _b64url(_int_bytes(point.y, size))}
+    else:
+        from cryptography.hazmat.primitives import serialization
+
+        raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        jwk = {"kty": "OKP", "crv": "Ed25519" if isinstance(key, ed25519.Ed25519PrivateKey) else "Ed448",
+               "x": _b64url(raw)}
+    return {**jwk, **({"kid": kid} if kid is not None else {}), **extra}
+
+
+def sign(key: PrivateKey | bytes, alg: str, signing_input: bytes) -> bytes:
+    """The JWS signature of ``signing_input`` with ``key`` for ``alg`` (the counterpart of
+    JsonWebKey.verify: ES* signatures are r||s, as RFC 7518 has them)."""
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    if isinstance(key, bytes):
+        return hmac.new(key, signing_input, _HASHES[alg[2:]]().name).digest()
+    if isinstance(key, rsa.RSAPrivateKey):
+        digest = _HASHES[alg[2:]]()
+        pad: padding.AsymmetricPadding = (
+            padding.PKCS1v15() if alg.startswith("RS")
+            else padding.PSS(mgf=padding.MGF1(digest), salt_length=digest.digest_size))
+        return key.sign(signing_input, pad, digest)
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        size = _CURVES[_EC_ALGORITHM_CURVE[alg]][1]
+        r, s = decode_dss_signature(key.sign(signing_input, ec.ECDSA(_HASHES[alg[2:]]())))
+        return _int_bytes(r, size) + _int_bytes(s, size)
+    return key.sign(signing_input)

@@ -166,9 +166,9 @@ def oauth_setting(config: BrokerConfig, listener: str, name: str) -> tuple[str, 
     ``oauthbearer.<name>``, ``listener.name.<l>.<name>``, ``<name>``, else Kafka's default."""
     prefix = _prefix(listener)
     for key in (f"{prefix}oauthbearer.{name}", f"oauthbearer.{name}", f"{prefix}{name}", name):
-        raw = config.originals.get(key)
+        raw = config.get(key, config.originals.get(key))  # typed if declared (a list stays a list)
         if raw is not None:
-            return key, raw
+            return key, ",".join(map(str, raw)) if isinstance(raw, (list, tuple)) else str(raw)
     return name, OAUTH_DEFAULTS.get(name)
 
 

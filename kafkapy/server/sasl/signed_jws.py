@@ -24,6 +24,7 @@ client is only told ``invalid_token``, as Kafka's handler says):
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -31,10 +32,10 @@ from typing import Any
 
 import attrs
 
-from kafkapy.server.sasl.jwks import ALGORITHMS, KeySource, b64url_decode
+from kafkapy.server.sasl.jwks import ALGORITHMS, KeySource, PrivateKey, b64url_decode, sign
 from kafkapy.server.sasl.unsecured_jws import TokenRefused
 
-__all__ = ["SignedJwt", "SignedValidator", "java_split_dots"]
+__all__ = ["SignedJwt", "SignedValidator", "java_split_dots", "make_signed_jws"]
 
 _LONG_MAX = 2**63 - 1
 _LONG_MIN = -(2**63)
@@ -257,3 +258,19 @@ class SignedValidator:
                                    "already present")
             scope.add(item)
         return frozenset(scope)
+
+
+def make_signed_jws(claims: Mapping[str, object], key: PrivateKey | bytes, alg: str = "RS256",
+                    kid: str | None = None, **header: object) -> str:
+    """A JWT of ``claims`` signed with ``key`` (an identity provider's private key, or an HMAC
+    secret), as a provider issues them: for clients that take a token (kafka-python's and
+    aiokafka's token providers, librdkafka's oauth_cb, a test's token endpoint) in tests and
+    examples. ``kid`` names the key in the provider's JWKS (``public_jwk``)."""
+    head = {"alg": alg, "typ": "JWT", **({"kid": kid} if kid is not None else {}), **header}
+
+    def part(value: Mapping[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode("ascii")
+
+    signing_input = f"{part(head)}.{part(claims)}"
+    signature = sign(key, alg, signing_input.encode("ascii"))
+    return f"{signing_input}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode('ascii')}"
