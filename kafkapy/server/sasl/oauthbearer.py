@@ -63,6 +63,11 @@ class TokenValidator(Protocol):
 
     def validate(self, token: str, now_ms: int) -> ValidatedToken: ...
 
+    @property
+    def refusal_log_level(self) -> int:
+        """The level a refused token is logged at (Kafka's handlers differ: DEBUG and WARN)."""
+        ...
+
     def start(self) -> None: ...
 
     def close(self) -> None: ...
@@ -135,7 +140,7 @@ class OAuthBearerServer:
         try:
             jws = self._validator.validate(response.token, self._now_ms())
         except TokenRefused as refused:
-            log.debug("OAUTHBEARER token refused: %s", refused.reason)  # Kafka's log level for it
+            log.log(self._validator.refusal_log_level, "OAUTHBEARER token refused: %s", refused.reason)
             self._error = error_challenge(refused)
             return self._error.encode()
         if response.authorization_id and response.authorization_id != jws.principal_name:

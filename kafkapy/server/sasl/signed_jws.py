@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -131,6 +132,7 @@ class SignedValidator:
     """Kafka's OAuthBearerValidatorCallbackHandler: tokens signed by a key of ``keys``, checked
     against its settings (Kafka's defaults)."""
 
+    refusal_log_level: ClassVar[int] = logging.WARNING  # Kafka's handler logs refusals at WARN
     keys: KeySource
     clock_skew_s: int = 30  # sasl.oauthbearer.clock.skew.seconds
     expected_audience: tuple[str, ...] = ()  # sasl.oauthbearer.expected.audience

@@ -20,9 +20,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import math
 import re
 from collections.abc import Mapping
+from typing import ClassVar
 
 import attrs
 
@@ -196,6 +198,7 @@ class UnsecuredValidator:
     """Kafka's OAuthBearerUnsecuredValidatorCallbackHandler, configured from the JAAS options of the
     listener's OAUTHBEARER login module (``from_jaas_options``)."""
 
+    refusal_log_level: ClassVar[int] = logging.DEBUG  # Kafka's handler logs refusals at DEBUG
     principal_claim_name: str = "sub"
     scope_claim_name: str = "scope"
     required_scope: tuple[str, ...] = ()
