@@ -141,6 +141,8 @@ def test_small_rsa_and_hmac_keys_are_refused() -> None:
     ({"scope": ["a", "a"]}, {}, "scope value must not contain duplicates - a already present"),
     ({"scope": ""}, {}, "scope value must be non-empty"),
     ({"exp": -1, "iat": -5}, {"clock_skew_s": 2**31 - 1}, 'exp value must be non-negative'),
+    ({"exp": 2**63 // 1000 + 1}, {}, 'exp value must be non-negative'),  # * 1000 wraps in a Java long
+    ({"iat": -1}, {}, 'iat value must be null or non-negative; value given was "-1000"'),
 ])
 def test_claims_are_checked_as_kafka_checks_them(changes: dict[str, Any], options: dict[str, Any],
                                                  reason: str) -> None:
@@ -177,6 +179,11 @@ def test_clock_skew_and_what_is_accepted() -> None:
 ])
 def test_malformed_tokens(token: str, reason: str) -> None:
     assert reason in refusal(token)
+
+
+def test_a_payload_that_is_not_ascii_is_refused() -> None:
+    header, _, signature = signed().split(".")
+    assert "signature check failed" in refusal(f"{header}.é30.{signature}")
 
 
 def test_the_exchange_tells_the_client_invalid_token() -> None:
@@ -219,6 +226,22 @@ def test_any_signed_claims_are_accepted_or_refused(claims: dict[str, Any], heade
         assert refused.reason
         return
     assert accepted.principal_name == str(claims["sub"]).strip() and accepted.lifetime_ms > NOW_MS - 30_000
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200),
+       st.sampled_from([b"", b"eyJhbGciOiJSUzI1NiJ9.", b"eyJhbGciOiJSUzI1NiJ9.e30."]))
+def test_any_bytes_in_a_client_message_are_accepted_or_refused(raw: bytes, prefix: bytes) -> None:
+    """Through the exchange, as the broker gets them: a challenge, or one of the documented errors."""
+    from kafkapy.server.sasl.mechanism import AuthenticationFailed, MalformedResponse
+
+    for message in (raw, b"n,,\x01auth=Bearer " + prefix + raw + b"\x01\x01"):
+        server = OAuthBearerServer(validator(), lambda: NOW_MS)
+        try:
+            challenge = server.evaluate(message)
+        except (MalformedResponse, AuthenticationFailed):
+            continue
+        assert challenge == b'{"status":"invalid_token"}' or server.complete
 
 
 @settings(max_examples=200, deadline=None)

@@ -91,6 +91,12 @@ def _numeric_date(claims: Mapping[str, Any], name: str) -> int | None:
     return max(_LONG_MIN, min(_LONG_MAX, int(value)))
 
 
+def _millis(seconds: int) -> int:
+    """NumericDate.getValueInMillis(): seconds * 1000 in a Java long, which wraps (a far-future exp
+    comes out negative, and Kafka then refuses it as negative)."""
+    return (seconds * 1000 + 2**63) % 2**64 - 2**63
+
+
 def _strings(value: Any, name: str) -> list[str]:
     """A claim that is a string or a list of strings (``aud``), as a list."""
     if isinstance(value, str):
@@ -170,17 +176,18 @@ class SignedValidator:
         except ValueError:
             raise TokenRefused("Could not validate the access token: the signature is not Base64URL") \
                 from None
-        self._verify(header, alg, f"{header_part}.{payload_part}".encode("ascii"), signature)
+        # UTF-8: a payload that is not ASCII cannot be Base64URL, and fails below, not here.
+        self._verify(header, alg, f"{header_part}.{payload_part}".encode(), signature)
         claims = _json_object(payload_part, "JWT claims set")
-        expiration, issued_at = self._check_claims(claims, now_ms)
+        expiration_s, issued_at_s = self._check_claims(claims, now_ms)
         scope = self._scope(claims)
+        expiration, issued_at = _millis(expiration_s), _millis(issued_at_s)
         if expiration < 0:
-            raise TokenRefused(f'exp value must be non-negative; value given was "{expiration * 1000}"')
+            raise TokenRefused(f'exp value must be non-negative; value given was "{expiration}"')
         sub = _claim_text(self.sub_claim_name, claims.get(self.sub_claim_name))
         if issued_at < 0:
-            raise TokenRefused(
-                f'iat value must be null or non-negative; value given was "{issued_at * 1000}"')
-        return SignedJwt(header, claims, sub, scope, expiration * 1000, issued_at * 1000)
+            raise TokenRefused(f'iat value must be null or non-negative; value given was "{issued_at}"')
+        return SignedJwt(header, claims, sub, scope, expiration, issued_at)
 
     @staticmethod
     def _algorithm(header: Mapping[str, Any]) -> str:
