@@ -378,3 +378,33 @@ def test_signed_validator_configuration_errors_name_the_key(settings: dict[str, 
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")) as raised:
         listener_validator(settings)
     assert "\n" not in str(raised.value)
+
+
+def test_without_cryptography_only_the_signed_validator_is_missing(tmp_path: Path) -> None:
+    """cryptography is the kafkapy[oauth] extra: without it, unsecured listeners start as before and a
+    signed-token listener's start fails naming the extra."""
+    import subprocess
+    import sys
+
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": []}))
+    script = f"""
+import sys
+sys.modules["cryptography"] = None  # an import of it fails, as where it is not installed
+from kafkapy.embedded import Broker
+from kafkapy.server.config import ConfigError
+base = {BASE!r}
+with Broker(base):
+    print("unsecured: started")
+try:
+    with Broker({{**base, {HANDLER_KEY!r}: {SIGNED_VALIDATOR!r},
+                 "sasl.oauthbearer.jwks.endpoint.url": {jwks.as_uri()!r}}}):
+        pass
+except ConfigError as exc:
+    print(exc)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    started, refused = result.stdout.strip().splitlines()
+    assert started == "unsecured: started"
+    assert HANDLER_KEY in refused and "pip install 'kafkapy[oauth]'" in refused

@@ -103,13 +103,7 @@ class SaslSettings:
     def start(self) -> None:
         """Load what the listener's validators need (a signed-token validator's JWKS): once, at
         broker start, off the event loop; ConfigError naming the key if it cannot be had."""
-        from kafkapy.server.sasl.jwks import JwksError
-
-        try:
-            self.oauthbearer.start()
-        except JwksError as exc:
-            raise ConfigError(f"invalid value for {JWKS_URL_KEY}: the OAuth validator cannot load its "
-                              f"keys: {exc}") from None
+        self.oauthbearer.start()
 
     def close(self) -> None:
         """Stop what ``start`` started (a JWKS refresh thread)."""

@@ -33,7 +33,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from kafkapy.server.sasl.jwks import ALGORITHMS, KeySource, PrivateKey, b64url_decode, sign
+from kafkapy.server.config import ConfigError
+from kafkapy.server.sasl.jwks import ALGORITHMS, JwksError, KeySource, PrivateKey, b64url_decode, sign
 from kafkapy.server.sasl.unsecured_jws import TokenRefused
 
 __all__ = ["SignedJwt", "SignedValidator", "java_split_dots", "make_signed_jws"]
@@ -147,8 +148,13 @@ class SignedValidator:
     sub_claim_name: str = "sub"  # sasl.oauthbearer.sub.claim.name
 
     def start(self) -> None:
-        """Load the keys (at broker start, off the event loop); JwksError if they cannot be had."""
-        self.keys.start()
+        """Load the keys (at broker start, off the event loop); ConfigError naming the JWKS key if
+        they cannot be had (Kafka fails the broker's start then too)."""
+        try:
+            self.keys.start()
+        except JwksError as exc:
+            raise ConfigError(f"invalid value {self.keys.location!r} for sasl.oauthbearer.jwks.endpoint.url: "
+                              f"the OAuth validator cannot load its keys: {exc}") from None
 
     def close(self) -> None:
         self.keys.close()
