@@ -244,6 +244,8 @@ def test_refused_tokens_get_invalid_token_and_the_broker_logs_why(
     logged = [r.getMessage() for r in caplog.records if r.name.startswith("kafkapy.server.sasl")]
     assert any(reason in m for m in logged), logged
     assert not principals(oidc_broker)  # no refused connection stayed authenticated
+    if case == "unknown kid":  # the broker fetched the JWKS again, and the kid is still unknown
+        assert idp.jwks_gets == 2 and len(errors) >= 2, (idp.jwks_gets, errors)
     # The broker is fine: a good token produces.
     producer = Producer(confluent_with_token(oidc_broker, idp.token()))
     producer.produce("after-refusal", b"ok")
