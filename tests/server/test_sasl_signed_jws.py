@@ -408,3 +408,17 @@ except ConfigError as exc:
     started, refused = result.stdout.strip().splitlines()
     assert started == "unsecured: started"
     assert HANDLER_KEY in refused and "pip install 'kafkapy[oauth]'" in refused
+
+
+def test_the_broker_fetches_the_jwks_at_start_and_stops_refreshing_at_stop(
+        jwks_server: tuple[str, type[JwksHandler]]) -> None:
+    from kafkapy.embedded import Broker
+
+    url, handler = jwks_server
+
+    def refreshers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == f"jwks-refresh {url}" and t.is_alive()]
+
+    with Broker({**BASE, HANDLER_KEY: SIGNED_VALIDATOR, "sasl.oauthbearer.jwks.endpoint.url": url}):
+        assert handler.gets == 1 and len(refreshers()) == 1
+    assert refreshers() == []

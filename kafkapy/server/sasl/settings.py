@@ -167,7 +167,7 @@ def oauth_setting(config: BrokerConfig, listener: str, name: str) -> tuple[str, 
 
 
 def _handler(config: BrokerConfig, listener: str) -> str:
-    """"signed" or "unsecured": the validator the listener's OAUTHBEARER callback handler names (Kafka
+    """The validator the listener's OAUTHBEARER callback handler names, "signed" or "unsecured" (Kafka
     reads only the mechanism-prefixed key; its default is the unsecured validator)."""
     key = f"{_prefix(listener)}oauthbearer.{CALLBACK_HANDLER_KEY}"
     handler = config.originals.get(key)
