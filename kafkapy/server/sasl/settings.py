@@ -74,7 +74,6 @@ OAUTH_DEFAULTS: dict[str, str | None] = {
 TRUSTSTORE_LOCATION_OPTION = "ssl.truststore.location"
 TRUSTSTORE_TYPE_OPTION = "ssl.truststore.type"
 TRUSTSTORE_CERTIFICATES_OPTION = "ssl.truststore.certificates"
-ENDPOINT_IDENTIFICATION_OPTION = "ssl.endpoint.identification.algorithm"
 MAX_REAUTH_KEY = "connections.max.reauth.ms"
 _USER_OPTION = "user_"  # PlainLoginModule's option prefix for a user's password
 
@@ -285,9 +284,7 @@ def _trust(options: dict[str, str], key: str) -> ssl.SSLContext:
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"invalid trust store for {key} (JAAS {TRUSTSTORE_LOCATION_OPTION}/"
                               f"{TRUSTSTORE_CERTIFICATES_OPTION}): {exc}") from None
-    if options.get(ENDPOINT_IDENTIFICATION_OPTION, "https").strip() == "":
-        context.check_hostname = False
-    return context
+    return context  # the host name is always checked (Kafka's HTTPS client checks it whatever the options)
 
 
 def _max_reauth_ms(config: BrokerConfig, listener: str, mechanism: str) -> int:
