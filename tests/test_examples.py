@@ -119,6 +119,15 @@ def test_sasl_oauthbearer_example() -> None:
         out["mallory"]["authentication_error"]
 
 
+def test_sasl_oidc_example() -> None:
+    result = run(str(EXAMPLES / "sasl_oidc.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["orders-service"] == {"produced": 3, "unsent": 0, "broker_saw": ["User:orders-service"]}
+    assert 'SASL authentication error: {"status":"invalid_token"}' in out["mallory"]["authentication_error"]
+    assert "JWS signature check failed" in result.stderr  # the broker's log says why (WARN, as Kafka's)
+
+
 def test_sasl_scram_example() -> None:
     result = run(str(EXAMPLES / "sasl_scram.py"))
     assert result.returncode == 0, result.stderr

@@ -28,6 +28,7 @@ from kafkapy.server.leadership import PartitionLeadership
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module
 from kafkapy.server.observers import ObserverChain
+from kafkapy.server.sasl import SaslSettings
 from kafkapy.server.services import FINALIZED_FEATURES, AcceptGate, ClusterView, EpochOwed
 from kafkapy.store.base import (
     BrokerRegistration,
@@ -213,6 +214,7 @@ class BrokerRuntime:
         self._idle_sweep: asyncio.TimerHandle | None = None
         self.broker_id = -1
         self.listeners: list[BoundListener] = []
+        self._sasl_started: list[SaslSettings] = []  # SASL listeners whose validators have keys to close
         self.connections: set[KafkaConnection] = set()
         self.started_at = time.time()
         # KIP-388: configure() sees every setting, the observer's own (unknown to the broker) included.
@@ -298,6 +300,14 @@ class BrokerRuntime:
     async def start(self) -> None:
         specs = resolve_listeners(self.config)
         self.inter_broker_listener = inter_broker_listener(self.config, specs)
+        try:
+            for spec in specs:  # a signed-token validator fetches its JWKS: network, off the loop
+                if spec.sasl is not None:
+                    await asyncio.to_thread(spec.sasl.start)
+                    self._sasl_started.append(spec.sasl)
+        except BaseException:
+            await self._close_sasl()
+            raise
         store = self.store
         # Store calls may go over the network (ZooKeeper), so they run off the event loop.
         if self.owns_store:
@@ -328,6 +338,7 @@ class BrokerRuntime:
             if isinstance(self.authorizer, StoreBackedAuthorizer):
                 await self.authorizer.detach()
             await self._release_store()
+            await self._close_sasl()
             raise
         for listener in self.listeners:
             log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
@@ -607,7 +618,14 @@ class BrokerRuntime:
         if isinstance(self.authorizer, StoreBackedAuthorizer):
             await self.authorizer.detach()
         await self._release_store()
+        await self._close_sasl()
         self.observers.close(grace)
+
+    async def _close_sasl(self) -> None:
+        """Stop the SASL listeners' validators (a JWKS refresh thread), off the loop."""
+        started, self._sasl_started = self._sasl_started, []
+        for settings in started:
+            await asyncio.to_thread(settings.close)
 
     async def _close_listeners(self) -> None:
         tasks = [*self._handshakes]

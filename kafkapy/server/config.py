@@ -105,6 +105,28 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "Kafka's default (0: off). The longest a SASL session lasts before the client must "
               "re-authenticate (KIP-368); listener.name.<l>.<mechanism>.connections.max.reauth.ms per "
               "listener and mechanism. An OAUTHBEARER session also ends when its token expires."),
+    # KIP-768: Kafka's OAuthBearerValidatorCallbackHandler (signed OAUTHBEARER tokens), used when
+    # listener.name.<l>.oauthbearer.sasl.server.callback.handler.class names it; each may be set per
+    # listener (listener.name.<l>.oauthbearer.<key>). kafkapy.server.sasl.settings checks them.
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.url", "string", None,
+              "Where the identity provider's JSON Web Key Set is: https://, http:// or file:// (a file "
+              "is read once, at start; an endpoint is fetched at start and refreshed)."),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000,
+              "Kafka's default: how often the JWKS endpoint is fetched again (a token with an unknown kid "
+              "asks for an earlier refresh, at most once a minute per kid)."),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100,
+              "Kafka's default: the first wait between attempts of a failing JWKS refresh (it doubles)."),
+    ConfigKey("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10000,
+              "Kafka's default: how long a failing JWKS refresh is retried before the keys held are kept."),
+    ConfigKey("sasl.oauthbearer.clock.skew.seconds", "int", 30,
+              "Kafka's default: the leeway, in seconds, for a token's exp and nbf at the broker's clock."),
+    ConfigKey("sasl.oauthbearer.expected.audience", "list", None,
+              "The audiences a token's aud must hold one of; unset: a token with an aud is refused."),
+    ConfigKey("sasl.oauthbearer.expected.issuer", "string", None, "The iss a token must have, if set."),
+    ConfigKey("sasl.oauthbearer.scope.claim.name", "string", "scope",
+              "Kafka's default: the claim holding a signed token's scope."),
+    ConfigKey("sasl.oauthbearer.sub.claim.name", "string", "sub",
+              "Kafka's default: the claim holding a signed token's subject (the principal)."),
     ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
               "Kafka's default: a connection whose SASL authentication failed is closed this long after "
               "the answer, so the client reads the answer first (and cannot retry in a tight loop).",

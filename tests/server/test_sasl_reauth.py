@@ -177,7 +177,10 @@ OAUTH_KEY = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"
     ({OAUTH_KEY: PLAIN_JAAS}, OAUTH_KEY),
     ({OAUTH_KEY: OAUTH_JAAS.replace("required", 'required unsecuredValidatorAllowableClockSkewMs="-5"')},
      OAUTH_KEY),
-    ({"sasl.oauthbearer.jwks.endpoint.url": "file:///jwks.json"}, "sasl.oauthbearer.jwks.endpoint.url"),
+    ({"sasl.oauthbearer.jwks.endpoint.url": "file:///no/such/jwks.json",  # a signed-token validator's keys
+      "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+          "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"},
+     "sasl.oauthbearer.jwks.endpoint.url"),
     ({"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": "com.example.Validator"},
      "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"),
 ])

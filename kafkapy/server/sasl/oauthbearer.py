@@ -5,9 +5,10 @@ The client's one message is RFC 7628's initial response: a GS2 header ``n,[a=aut
 then ``%x01%x01`` (OAuthBearerClientInitialResponse's pattern, its key and value alphabets). A
 message that does not follow it is a MalformedResponse (the client gets Kafka's generic message).
 
-The token goes to the validator (Kafka's default: the unsecured JWS validator, kafkapy.server.sasl.
-unsecured_jws). A valid token completes the exchange with an empty challenge, the principal being
-the token's principal name. A refused token is not a failure yet: as RFC 7628 says, the server
+The token goes to the listener's validator (Kafka's default: the unsecured JWS validator,
+kafkapy.server.sasl.unsecured_jws; with Kafka's OAuthBearerValidatorCallbackHandler, signed tokens:
+kafkapy.server.sasl.signed_jws). A valid token completes the exchange with an empty challenge, the
+principal being the token's principal name. A refused token is not a failure yet: as RFC 7628 says, the server
 answers with an error challenge, ``{"status":"invalid_token"}`` (Kafka's JSON, with ``"scope"``
 for insufficient_scope), the client acknowledges with a lone ``%x01``, and only then does the
 authentication fail, with that JSON as the message the client is told. An authorization id that is
@@ -20,12 +21,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from typing import Protocol
 
 from kafkapy.server.sasl.mechanism import AuthenticationFailed, MalformedResponse
-from kafkapy.server.sasl.unsecured_jws import TokenRefused, UnsecuredJws, UnsecuredValidator
+from kafkapy.server.sasl.unsecured_jws import TokenRefused
 
-__all__ = ["OAUTHBEARER", "ClientInitialResponse", "OAuthBearerServer", "error_challenge",
-           "parse_client_initial_response"]
+__all__ = ["OAUTHBEARER", "ClientInitialResponse", "OAuthBearerServer", "TokenValidator", "ValidatedToken",
+           "error_challenge", "parse_client_initial_response"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,33 @@ _CLIENT_INITIAL_RESPONSE = re.compile(
 _AUTH = re.compile(r"(?P<scheme>[A-Za-z0-9_]+) +(?P<token>[-_~+/.a-zA-Z0-9]+=*)")
 _EXTENSION_KEY = re.compile(_KEY)
 _EXTENSION_VALUE = re.compile(_VALUE)
+
+
+class ValidatedToken(Protocol):
+    """What the exchange needs of a valid token (Kafka's OAuthBearerToken)."""
+
+    @property
+    def principal_name(self) -> str: ...
+
+    @property
+    def lifetime_ms(self) -> int: ...
+
+
+class TokenValidator(Protocol):
+    """A listener's OAUTHBEARER validator (Kafka's server callback handler): the unsecured one
+    (unsecured_jws) or the signed one (signed_jws). ``start`` runs once when the broker starts (off
+    the event loop), ``close`` when it stops."""
+
+    def validate(self, token: str, now_ms: int) -> ValidatedToken: ...
+
+    @property
+    def refusal_log_level(self) -> int:
+        """The level a refused token is logged at (Kafka's handlers differ: DEBUG and WARN)."""
+        ...
+
+    def start(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class ClientInitialResponse:
@@ -94,10 +123,10 @@ class OAuthBearerServer:
 
     mechanism = OAUTHBEARER
 
-    def __init__(self, validator: UnsecuredValidator, now_ms: Callable[[], int]) -> None:
+    def __init__(self, validator: TokenValidator, now_ms: Callable[[], int]) -> None:
         self._validator = validator
         self._now_ms = now_ms
-        self._token: UnsecuredJws | None = None
+        self._token: ValidatedToken | None = None
         self._error: str | None = None  # the error challenge sent, until the client acknowledges it
         self.extensions: dict[str, str] = {}
 
@@ -111,7 +140,7 @@ class OAuthBearerServer:
         try:
             jws = self._validator.validate(response.token, self._now_ms())
         except TokenRefused as refused:
-            log.debug("OAUTHBEARER token refused: %s", refused.reason)  # Kafka's log level for it
+            log.log(self._validator.refusal_log_level, "OAUTHBEARER token refused: %s", refused.reason)
             self._error = error_challenge(refused)
             return self._error.encode()
         if response.authorization_id and response.authorization_id != jws.principal_name:

@@ -20,9 +20,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import math
 import re
 from collections.abc import Mapping
+from typing import ClassVar
 
 import attrs
 
@@ -196,6 +198,7 @@ class UnsecuredValidator:
     """Kafka's OAuthBearerUnsecuredValidatorCallbackHandler, configured from the JAAS options of the
     listener's OAUTHBEARER login module (``from_jaas_options``)."""
 
+    refusal_log_level: ClassVar[int] = logging.DEBUG  # Kafka's handler logs refusals at DEBUG
     principal_claim_name: str = "sub"
     scope_claim_name: str = "scope"
     required_scope: tuple[str, ...] = ()
@@ -222,6 +225,12 @@ class UnsecuredValidator:
         return cls(_option(options, PRINCIPAL_CLAIM_NAME_OPTION) or "sub",
                    _option(options, SCOPE_CLAIM_NAME_OPTION) or "scope",
                    tuple(item for item in scope_items if item), skew)
+
+    def start(self) -> None:
+        """Nothing to load: the validator needs no keys."""
+
+    def close(self) -> None:
+        """Nothing to stop."""
 
     def validate(self, token: str, now_ms: int) -> UnsecuredJws:
         """The token if it is valid at ``now_ms``; TokenRefused otherwise, checked in Kafka's order."""
