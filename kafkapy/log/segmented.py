@@ -692,11 +692,15 @@ class SegmentedLog:
     # -- retention and compaction ------------------------------------------------------------
 
     def apply_retention(self, now_ms: int | None = None, config: LogConfig | None = None) -> int:
-        """Delete the old segments retention allows (retention.py); answers how many went."""
+        """Delete the old segments retention allows (retention.py), the active one too after a roll;
+        answers how many went."""
         config = config or self.config
         now = self.clock() if now_ms is None else now_ms
         facts = [SegmentFacts(s.base_offset, s.size, s.retention_timestamp()) for s in self.segments]
-        count = deletable_segments(facts, config, now, self._log_start_offset, self.high_watermark)
+        count = deletable_segments(facts, config, now, self._log_start_offset, self.high_watermark,
+                                   self.log_end_offset)
+        if count == len(self.segments):
+            self.roll(now)  # Kafka's deleteSegments: a log keeps one segment, a new empty active one
         if count:
             gone, self.segments = self.segments[:count], self.segments[count:]
             for segment in gone:

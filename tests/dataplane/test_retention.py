@@ -77,14 +77,88 @@ def test_retention_moves_earliest_and_a_consumer_resets_as_kafka() -> None:
         assert low_watermark(broker, "old") == 0
         removed = broker.logs.apply_retention()
         assert removed and removed[("old", 0)] >= 1
-        earliest = low_watermark(broker, "old")
-        assert 0 < earliest < 6  # the active segment always stays
+        # Every segment is past retention.ms, the active one too: Kafka rolls it and deletes all.
+        assert low_watermark(broker, "old") == 6
         assert broker.logs.apply_retention() == {}  # nothing left to remove
         # A consumer asking for offset 0 is out of range: auto.offset.reset=earliest moves it to
-        # the new log start, as against Kafka.
+        # the new log start, as against Kafka; a new record lands at offset 6.
+        produce(broker, "old", [(b"k", b"after")])
         messages = consume_all(broker, "old", 0)
-        assert [m.offset() for m in messages] == list(range(earliest, 6))
-        assert messages[-1].value() == b"value-5"
+        assert [(m.offset(), m.value()) for m in messages] == [(6, b"after")]
+
+
+def set_topic_config(broker: Broker, topic: str, name: str, value: str) -> None:
+    """An IncrementalAlterConfigs SET through confluent-kafka's admin client."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    [future] = admin.incremental_alter_configs(
+        [ConfigResource("TOPIC", topic, incremental_configs=[entry])]).values()
+    future.result(timeout=TIMEOUT_S)
+
+
+def committed_consumer_position(broker: Broker, topic: str, group: str, reset: str) -> tuple[int, list[Any]]:
+    """A kafka-python group consumer resuming from its committed offset: its position, and what it read."""
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                             auto_offset_reset=reset, enable_auto_commit=False,
+                             request_timeout_ms=TIMEOUT_S * 1000, consumer_timeout_ms=2000)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        read = list(consumer)
+        return consumer.position(tp), read
+    finally:
+        consumer.close()
+
+
+def commit_offset(broker: Broker, topic: str, group: str, offset: int) -> None:
+    from kafka import KafkaConsumer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                             enable_auto_commit=False, request_timeout_ms=TIMEOUT_S * 1000)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.commit({tp: OffsetAndMetadata(offset, "", -1)})
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "log.dirs"])
+def test_retention_ms_1_empties_the_partition_and_consumers_reset(tmp_path: Any, backend: str) -> None:
+    """Kafka's deleteSegments takes the active segment too (after a roll): retention.ms=1 set
+    through the admin API empties the partition, log start = log end; a consumer's committed
+    offset is out of range and auto.offset.reset decides, as against Kafka. With log.dirs the
+    empty log and its start offset survive a restart."""
+    settings: dict[str, Any] = {"log.retention.check.interval.ms": HOUR_MS}
+    if backend == "log.dirs":
+        settings.update({"log.dirs": str(tmp_path), "broker.id": 1})
+    with Broker(settings) as broker:
+        create_topic(broker, "gone", {"segment.bytes": "200"})
+        produce(broker, "gone", [(b"k%d" % i, b"value-%d" % i) for i in range(8)])
+        commit_offset(broker, "gone", "early", 3)
+        assert broker.logs.apply_retention() == {}  # 7 days by default
+        set_topic_config(broker, "gone", "retention.ms", "1")
+        time.sleep(0.01)  # the records' timestamps are now more than 1 ms old
+        removed = wait_until(broker.logs.apply_retention, what="retention.ms=1 applied")
+        assert removed[("gone", 0)] >= 2  # the rolled segments and the active one
+        assert low_watermark(broker, "gone") == 8
+        assert consume_all(broker, "gone", 0) == []  # offset 0: reset to earliest, which is the end
+        # The committed offset 3 is out of range: auto.offset.reset moves the consumer on.
+        assert committed_consumer_position(broker, "gone", "early", "earliest") == (8, [])
+        assert committed_consumer_position(broker, "gone", "early", "latest") == (8, [])
+    if backend == "memory":
+        return
+    with Broker(settings) as broker:
+        create_topic(broker, "gone", {"segment.bytes": "200"})  # a fresh in-memory store: made again
+        assert low_watermark(broker, "gone") == 8
+        produce(broker, "gone", [(b"k", b"after")])
+        assert [(m.offset(), m.value()) for m in consume_all(broker, "gone", 0)] == [(8, b"after")]
 
 
 def test_young_records_survive_retention() -> None:

@@ -32,7 +32,9 @@ def records(log: SegmentedLog) -> list[Record]:
     return [r for b in batches_of(log.read(log.log_start_offset, 1 << 30).chunks) for r in b]
 
 
-def test_retention_ms_deletes_old_whole_segments_never_the_active_one(make_log: MakeLog) -> None:
+def test_retention_ms_deletes_old_whole_segments_then_rolls_and_takes_the_active_one(
+    make_log: MakeLog,
+) -> None:
     log = segment_per_batch(make_log)
     for day in range(6):
         log.append(batch_at(log, 3, value_size=40, timestamp=day * DAY))
@@ -40,10 +42,32 @@ def test_retention_ms_deletes_old_whole_segments_never_the_active_one(make_log: 
     # 4.5 days on, the segments of days 0, 1 and 2 are older than 2 days
     assert log.apply_retention(now_ms=4 * DAY + DAY // 2, config=LogConfig(retention_ms=2 * DAY)) == 3
     assert [s.base_offset for s in log.segments] == [9, 12, 15] and log.log_start_offset == 9
-    assert log.apply_retention(now_ms=100 * DAY, config=LogConfig(retention_ms=2 * DAY)) == 2
-    assert [s.base_offset for s in log.segments] == [15] and log.log_start_offset == 15
-    assert [r.offset for r in records(log)] == [15, 16, 17]  # the active segment stays
-    assert log.apply_retention(now_ms=100 * DAY, config=LogConfig(retention_ms=-1)) == 0
+    # Every segment is too old, the active one too: Kafka's deleteSegments rolls a new empty active
+    # segment and deletes all three, so the log is empty at its end offset.
+    assert log.apply_retention(now_ms=100 * DAY, config=LogConfig(retention_ms=2 * DAY)) == 3
+    assert [s.base_offset for s in log.segments] == [18]
+    assert (log.log_start_offset, log.log_end_offset, log.size_in_bytes) == (18, 18, 0)
+    assert records(log) == []
+    # An empty active segment is never deleted (nor rolled again).
+    assert log.apply_retention(now_ms=200 * DAY, config=LogConfig(retention_ms=2 * DAY)) == 0
+    log.append(batch_at(log, 2, value_size=40, timestamp=200 * DAY))
+    assert [r.offset for r in records(log)] == [18, 19]
+
+
+def test_retention_bytes_zero_empties_the_log(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log)
+    for _ in range(3):
+        log.append(batch_at(log, 3, value_size=40))
+    assert log.apply_retention(now_ms=0, config=LogConfig(retention_bytes=0, retention_ms=-1)) == 3
+    assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (9, 9, 1)
+
+
+def test_young_active_segment_stays(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log)
+    for day in range(3):
+        log.append(batch_at(log, 3, value_size=40, timestamp=day * DAY))
+    assert log.apply_retention(now_ms=3 * DAY, config=LogConfig(retention_ms=DAY + DAY // 2)) == 2
+    assert [s.base_offset for s in log.segments] == [6] and log.log_start_offset == 6
 
 
 def test_retention_bytes_keeps_at_least_that_much(make_log: MakeLog) -> None:
