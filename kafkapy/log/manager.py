@@ -8,8 +8,9 @@ With no ``log.dirs`` every partition gets a :class:`MemoryLog`. With
 - one ``<topic>-<partition>`` directory per partition (a :class:`FileLog`),
   placed in the directory holding the fewest partitions, as Kafka places them;
 - ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-  ``replication-offset-checkpoint`` (the high watermarks), written by
-  :meth:`LogManager.checkpoint` and on close;
+  ``replication-offset-checkpoint`` (the high watermarks), written each on its
+  own timer (the data plane's LogMaintenance), by :meth:`LogManager.checkpoint`
+  and on close;
 - ``.kafka_cleanshutdown``, written last by a clean close and removed on open:
   without it, every log is checked from its recovery point.
 """
@@ -229,17 +230,26 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write each log dir's recovery-point, log-start-offset and replication-offset checkpoints."""
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+
+    def checkpoint_recovery_points(self) -> None:
+        """recovery-point-offset-checkpoint (Kafka: every log.flush.offset.checkpoint.interval.ms)."""
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """log-start-offset-checkpoint (every log.flush.start.offset.checkpoint.interval.ms)."""
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """replication-offset-checkpoint (every replica.high.watermark.checkpoint.interval.ms)."""
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+
+    def _write_checkpoint(self, name: str, value: Callable[[SegmentedLog], int]) -> None:
         for directory in self.log_dirs:
             keys = [k for k, d in self._dir_of.items() if d == directory]
-            write_offsets(
-                directory / RECOVERY_POINT_CHECKPOINT, {k: self.logs[k].recovery_point for k in keys}
-            )
-            write_offsets(
-                directory / LOG_START_OFFSET_CHECKPOINT, {k: self.logs[k].log_start_offset for k in keys}
-            )
-            write_offsets(
-                directory / REPLICATION_OFFSET_CHECKPOINT, {k: self.logs[k].high_watermark for k in keys}
-            )
+            write_offsets(directory / name, {k: value(self.logs[k]) for k in keys})
 
     def close(self) -> None:
         """Flush and close every log, checkpoint, then mark each dir as cleanly shut down."""

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
 from kafkapy.testing import wait_until
 
@@ -130,7 +132,7 @@ def commit_offset(broker: Broker, topic: str, group: str, offset: int) -> None:
 
 
 @pytest.mark.parametrize("backend", ["memory", "log.dirs"])
-def test_retention_ms_1_empties_the_partition_and_consumers_reset(tmp_path: Any, backend: str) -> None:
+def test_retention_ms_1_empties_the_partition_and_consumers_reset(tmp_path: Path, backend: str) -> None:
     """Kafka's deleteSegments takes the active segment too (after a roll): retention.ms=1 set
     through the admin API empties the partition, log start = log end; a consumer's committed
     offset is out of range and auto.offset.reset decides, as against Kafka. With log.dirs the
@@ -238,7 +240,28 @@ def test_altered_topic_configs_reach_existing_logs() -> None:
         assert low_watermark(broker, "altered") > 0
 
 
-@pytest.mark.parametrize("key", ["log.retention.check.interval.ms", "log.cleaner.backoff.ms"])
+@pytest.mark.parametrize("scheduler_ms", [500, None], ids=["flush-scheduler", "no-scheduler"])
+def test_the_flush_scheduler_flushes_logs_whose_flush_ms_passed(tmp_path: Path,
+                                                                scheduler_ms: int | None) -> None:
+    """Kafka's kafka-log-flusher task: every log.flush.scheduler.interval.ms, the logs whose
+    flush.ms passed are flushed (the recovery point moves) without another append. Kafka's default
+    period is Long.MAX_VALUE: then only appends and rolls flush."""
+    clock = VirtualClock()
+    settings: dict[str, Any] = {"log.dirs": str(tmp_path), "broker.id": 1}
+    if scheduler_ms is not None:
+        settings["log.flush.scheduler.interval.ms"] = scheduler_ms
+    with Broker(settings, clock=clock) as broker:
+        create_topic(broker, "lazy", {"flush.ms": "1000"})
+        produce(broker, "lazy", [(b"k", b"v%d" % i) for i in range(3)])
+        clock.advance(60)
+        recovery = checkpoint_of(tmp_path / "recovery-point-offset-checkpoint")
+        assert recovery[("lazy", 0)] == (3 if scheduler_ms else 0)
+
+
+@pytest.mark.parametrize("key", ["log.retention.check.interval.ms", "log.cleaner.backoff.ms",
+                                 "log.flush.offset.checkpoint.interval.ms",
+                                 "log.flush.start.offset.checkpoint.interval.ms",
+                                 "replica.high.watermark.checkpoint.interval.ms"])
 def test_periods_must_be_positive(key: str) -> None:
     from kafkapy.server.config import ConfigError
 
@@ -334,3 +357,44 @@ def test_a_failed_pass_does_not_stop_the_timer() -> None:
 
     asyncio.run(run())
     assert len(calls) >= 3
+
+
+def checkpoint_of(path: Path) -> dict[tuple[str, int], int]:
+    from kafkapy.log.checkpoint import read_offsets
+
+    return read_offsets(path)
+
+
+def test_checkpoints_are_written_on_kafkas_timers(tmp_path: Path) -> None:
+    """recovery-point-offset-checkpoint every log.flush.offset.checkpoint.interval.ms,
+    log-start-offset-checkpoint every log.flush.start.offset.checkpoint.interval.ms and
+    replication-offset-checkpoint every replica.high.watermark.checkpoint.interval.ms (Kafka's
+    defaults: 60 s, 60 s, 5 s), on the broker's clock: no clean shutdown needed."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    clock = VirtualClock()
+    settings = {"log.dirs": str(tmp_path), "broker.id": 1, "log.flush.interval.messages": 1,
+                "log.retention.check.interval.ms": HOUR_MS}
+    with Broker(settings, clock=clock) as broker:
+        create_topic(broker, "ticks", {})
+        produce(broker, "ticks", [(b"k", b"v%d" % i) for i in range(5)])
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        [future] = admin.delete_records([TopicPartition("ticks", 0, 2)]).values()
+        assert future.result(timeout=TIMEOUT_S).low_watermark == 2
+        recovery = tmp_path / "recovery-point-offset-checkpoint"
+        log_start = tmp_path / "log-start-offset-checkpoint"
+        high_watermarks = tmp_path / "replication-offset-checkpoint"
+        assert ("ticks", 0) not in checkpoint_of(recovery)  # nothing written before its timer
+        clock.advance(5)
+        assert checkpoint_of(high_watermarks)[("ticks", 0)] == 5
+        assert ("ticks", 0) not in checkpoint_of(recovery) | checkpoint_of(log_start)
+        clock.advance(55)
+        assert checkpoint_of(recovery)[("ticks", 0)] == 5  # flushed per message, checkpointed now
+        assert checkpoint_of(log_start)[("ticks", 0)] == 2
+        produce(broker, "ticks", [(b"k", b"later")])
+        clock.advance(59)
+        assert checkpoint_of(recovery)[("ticks", 0)] == 5  # not yet a period since the last write
+        clock.advance(1)
+        assert checkpoint_of(recovery)[("ticks", 0)] == 6
+
