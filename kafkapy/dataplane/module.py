@@ -179,9 +179,12 @@ class DataPlaneModule(Module):
             config = services.config
             lasting = bool(config["zookeeper.connect"] or config["cluster.id"])
             try:
+                # Topic ids outlive the broker only in ZooKeeper; in memory a topic made again on
+                # restart has a new one, which its logs on disk then take.
                 logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
                                                cluster_id=services.cluster.cluster_id if lasting else None,
-                                               default_config=self.default_log_config, clock=wall_ms)
+                                               default_config=self.default_log_config, clock=wall_ms,
+                                               lasting_topic_ids=bool(config["zookeeper.connect"]))
                 home = LogHome(logs, producer_id_expiration_ms=expiration)
                 await asyncio.to_thread(home.recover_producer_states)
             except (ValueError, OSError) as exc:  # MetaPropertiesMismatch is a ValueError

@@ -6,7 +6,8 @@ With no ``log.dirs`` every partition gets a :class:`MemoryLog`. With
 - ``meta.properties`` (``version=0``, ``broker.id``, ``cluster.id``: the
   ZooKeeper-mode form), refused when it names another broker;
 - one ``<topic>-<partition>`` directory per partition (a :class:`FileLog`),
-  placed in the directory holding the fewest partitions, as Kafka places them;
+  placed in the directory holding the fewest partitions, as Kafka places them,
+  with its ``partition.metadata`` (the topic id) once the id is known;
 - ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
   ``replication-offset-checkpoint`` (the high watermarks), written each on its
   own timer (the data plane's LogMaintenance), by :meth:`LogManager.checkpoint`
@@ -17,6 +18,7 @@ With no ``log.dirs`` every partition gets a :class:`MemoryLog`. With
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -24,6 +26,7 @@ import attrs
 
 from kafkapy.log.checkpoint import read_offsets, write_offsets
 from kafkapy.log.memory import MemoryLog
+from kafkapy.log.partition_metadata import InconsistentTopicId
 from kafkapy.log.segmented import SegmentedLog, now_ms
 from kafkapy.log.segments import FileLog
 from kafkapy.log.topic_config import LogConfig
@@ -75,8 +78,10 @@ class LogManager:
         cluster_id: str | None = None,
         default_config: LogConfig | None = None,
         clock: Callable[[], int] = now_ms,
+        lasting_topic_ids: bool = True,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs or ()]
+        self.lasting_topic_ids = lasting_topic_ids
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.default_config = default_config or LogConfig()
@@ -143,13 +148,26 @@ class LogManager:
     def get(self, topic: str, partition: int) -> SegmentedLog | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> SegmentedLog:
-        """The partition's log, created empty (in the least-loaded log dir) the first time."""
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None,
+                      topic_id: uuid.UUID | None = None) -> SegmentedLog:
+        """The partition's log, created empty (in the least-loaded log dir) the first time.
+
+        ``topic_id`` (KIP-516), when known, is recorded in the log (partition.metadata) as Kafka's
+        LogManager.getOrCreateLog does; a log holding another one is InconsistentTopicId, unless
+        topic ids do not outlive the broker (``lasting_topic_ids`` false: an in-memory store gives
+        a topic a new id each run), when the log takes the new id."""
         key = (topic, partition)
         log = self.logs.get(key)
         if log is not None:
             if config is not None:
                 log.set_config(config)
+            if topic_id is not None and log.topic_id is not topic_id:
+                if log.topic_id == topic_id:
+                    log.topic_id = topic_id  # the caller's object: later checks are identity checks
+                elif log.topic_id is not None and self.lasting_topic_ids:
+                    raise InconsistentTopicId(topic, partition, topic_id, log.topic_id)
+                else:
+                    log.assign_topic_id(topic_id)
             return log
         config = config or self.default_config
         if self.in_memory:
@@ -161,6 +179,8 @@ class LogManager:
             directory = min(self.log_dirs, key=lambda d: counts[d])
             log = FileLog(directory / partition_dir_name(topic, partition), config, clock=self.clock)
             self._dir_of[key] = directory
+        if topic_id is not None:
+            log.assign_topic_id(topic_id)
         self.logs[key] = log
         return log
 
