@@ -103,7 +103,6 @@ class LogMaintenance:
         self._clock = clock  # seconds (the services' clock)
         self._producers = producers  # each partition's producer table (the LogHome's)
         self.producer_expiration_check_ms = producer_expiration_check_ms
-        self._cleaned_to: dict[TopicPartition, int] = {}  # Kafka's cleaner-offset-checkpoint, in memory
         self._timer: asyncio.TimerHandle | None = None
         # The periodic passes: (period in ms, what runs); Kafka's scheduled tasks, one row each.
         self._passes: list[tuple[int, Callable[[], object]]] = [
@@ -137,16 +136,20 @@ class LogMaintenance:
         """Compact every compacted log (or, ``only_dirty``, those the cleaner would pick); answers
         records removed per partition."""
         removed: dict[TopicPartition, int] = {}
+        cleaned = False
         with self._lock:
             for key, log in self._mine():
                 if not log.config.compacts:
                     continue
                 if only_dirty and not self._due(key, log, now_ms):
                     continue
-                count = log.compact(now_ms)
-                self._cleaned_to[key] = log.cleaned_to  # not past min.compaction.lag.ms or the LSO
+                before = log.cleaned_to
+                count = log.compact(now_ms)  # cleaned_to: not past min.compaction.lag.ms or the LSO
+                cleaned |= log.cleaned_to != before
                 if count:
                     removed[key] = count
+            if cleaned:  # Kafka's doneCleaning: the cleaner-offset-checkpoint follows each cleaning
+                self._logs().checkpoint_cleaner_offsets()
         return removed
 
     def expire_producers(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
@@ -164,7 +167,7 @@ class LogMaintenance:
 
     def _due(self, key: TopicPartition, log: SegmentedLog, now_ms: int | None) -> bool:
         now = log.clock() if now_ms is None else now_ms
-        ratio = dirty_ratio(log, self._cleaned_to.get(key, 0))
+        ratio = dirty_ratio(log, log.cleaned_to)  # read back from cleaner-offset-checkpoint on open
         return (ratio > 0 and ratio >= log.config.min_cleanable_dirty_ratio) or log.compaction_overdue(now)
 
     def flush_due(self) -> int:

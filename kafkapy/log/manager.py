@@ -12,6 +12,8 @@ With no ``log.dirs`` every partition gets a :class:`MemoryLog`. With
   ``replication-offset-checkpoint`` (the high watermarks), written each on its
   own timer (the data plane's LogMaintenance), by :meth:`LogManager.checkpoint`
   and on close;
+- ``cleaner-offset-checkpoint`` (where each compacted log is clean up to),
+  written after each compaction pass and on close, read back on open;
 - ``.kafka_cleanshutdown``, written last by a clean close and removed on open:
   without it, every log is checked from its recovery point.
 """
@@ -36,6 +38,7 @@ __all__ = ["CLEAN_SHUTDOWN_FILE", "LogDirDescription", "LogManager", "MetaProper
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 MEMORY_LOG_DIR = "memory"  # the log dir DescribeLogDirs names for in-memory logs
@@ -57,6 +60,14 @@ class LogDirDescription:
 
 def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def first_dirty_offset(log: SegmentedLog, checkpointed: int) -> int:
+    """Kafka's LogCleanerManager.cleanableOffsets: a checkpointed offset below the log start or
+    past the log end is not to be trusted, and the whole log is dirty again."""
+    if checkpointed < log.log_start_offset or checkpointed > log.log_end_offset:
+        return log.log_start_offset
+    return checkpointed
 
 
 def parse_partition_dir(name: str) -> TopicPartition | None:
@@ -105,6 +116,7 @@ class LogManager:
         marker.unlink(missing_ok=True)
         recovery_points = read_offsets(directory / RECOVERY_POINT_CHECKPOINT)
         log_starts = read_offsets(directory / LOG_START_OFFSET_CHECKPOINT)
+        cleaned = read_offsets(directory / CLEANER_OFFSET_CHECKPOINT)
         for child in sorted(directory.iterdir()):
             key = parse_partition_dir(child.name) if child.is_dir() else None
             if key is None:
@@ -120,6 +132,8 @@ class LogManager:
                 clock=self.clock,
             )
             self._dir_of[key] = directory
+            if key in cleaned:
+                self.logs[key].cleaned_to = first_dirty_offset(self.logs[key], cleaned[key])
 
     def _check_meta_properties(self, directory: Path) -> None:
         path = directory / META_PROPERTIES
@@ -249,10 +263,12 @@ class LogManager:
         self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Write each log dir's recovery-point, log-start-offset and replication-offset checkpoints."""
+        """Write each log dir's recovery-point, log-start-offset, replication-offset and cleaner-offset
+        checkpoints."""
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
+        self.checkpoint_cleaner_offsets()
 
     def checkpoint_recovery_points(self) -> None:
         """recovery-point-offset-checkpoint (Kafka: every log.flush.offset.checkpoint.interval.ms)."""
@@ -266,9 +282,17 @@ class LogManager:
         """replication-offset-checkpoint (every replica.high.watermark.checkpoint.interval.ms)."""
         self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
 
-    def _write_checkpoint(self, name: str, value: Callable[[SegmentedLog], int]) -> None:
+    def checkpoint_cleaner_offsets(self) -> None:
+        """cleaner-offset-checkpoint: where each compacted log is clean up to (Kafka's
+        LogCleanerManager writes it after each cleaning), so a restart does not clean it again.
+        A log clean to no further than its start has no entry, as one never cleaned."""
+        self._write_checkpoint(CLEANER_OFFSET_CHECKPOINT, lambda log: log.cleaned_to,
+                               lambda log: log.cleaned_to > log.log_start_offset)
+
+    def _write_checkpoint(self, name: str, value: Callable[[SegmentedLog], int],
+                          include: Callable[[SegmentedLog], bool] = lambda log: True) -> None:
         for directory in self.log_dirs:
-            keys = [k for k, d in self._dir_of.items() if d == directory]
+            keys = [k for k, d in self._dir_of.items() if d == directory and include(self.logs[k])]
             write_offsets(directory / name, {k: value(self.logs[k]) for k in keys})
 
     def close(self) -> None:

@@ -215,6 +215,37 @@ def test_the_cleaner_compacts_dirty_logs_after_its_backoff() -> None:
         wait_until(lambda: len(consume_all(broker, "cleaned", 0)) < 6, what="the cleaner")
 
 
+def test_the_cleaner_offset_checkpoint_spares_a_restart_the_cleaning(tmp_path: Path) -> None:
+    """cleaner-offset-checkpoint (Kafka's LogCleanerManager): written after each cleaning, read
+    back on open, so after a restart the cleaner finds the log clean (dirty ratio 0) instead of
+    compacting every compacted log again; new writes make it dirty again."""
+    settings = {"log.dirs": str(tmp_path), "broker.id": 1, "log.cleaner.backoff.ms": HOUR_MS}
+    checkpoint = tmp_path / "cleaner-offset-checkpoint"
+    with Broker(settings) as broker:
+        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        produce(broker, "table", [(b"same", b"v%d" % i) for i in range(8)])
+        assert broker.call_on_loop(lambda m: m.compact(only_dirty=True))[("table", 0)] > 0
+        cleaned_to = checkpoint_of(checkpoint)[("table", 0)]  # written by the pass, not by a close
+        assert 0 < cleaned_to < 8
+        assert broker.call_on_loop(lambda m: m.compact(only_dirty=True)) == {}
+    with Broker(settings) as broker:
+        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        messages = consume_all(broker, "table", 0)  # the log is open, its topic config applied
+        assert messages[-1].value() == b"v7"
+        assert broker.call_on_loop(lambda m: m.compact(only_dirty=True)) == {}  # clean: nothing to do
+        produce(broker, "table", [(b"same", b"w%d" % i) for i in range(8)])
+        assert broker.call_on_loop(lambda m: m.compact(only_dirty=True))[("table", 0)] > 0
+        assert checkpoint_of(checkpoint)[("table", 0)] > cleaned_to
+    # Without the checkpoint, the same log would be cleaned again at once.
+    checkpoint.unlink()
+    with Broker(settings) as broker:
+        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        consume_all(broker, "table", 0)
+        assert not checkpoint.exists()
+        broker.call_on_loop(lambda m: m.compact(only_dirty=True))
+        assert ("table", 0) in checkpoint_of(checkpoint)  # the whole log was dirty: cleaned again
+
+
 def test_a_disabled_cleaner_leaves_compacted_topics_alone() -> None:
     with Broker({"log.cleaner.backoff.ms": 100, "log.cleaner.enable": False}) as broker:
         create_topic(broker, "kept", {"segment.bytes": "100", "cleanup.policy": "compact"})
