@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, log_factory
 
 from kafkapy.log import LogConfig, MemoryLog
+from kafkapy.log.retention import SegmentFacts, deletable_segments
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.log.segments import FileLog
 from kafkapy.protocol.records import Compression, Record, build_record_batch
@@ -206,3 +207,61 @@ def test_compaction_keeps_every_keys_latest_value_and_nothing_new(
             assert key in survivors and survivors[key] == value
     active = [r for r in before if r[0] >= log.active.base_offset]
     assert after[len(after) - len(active) :] == active  # the active segment is untouched
+
+
+def _kafkas_three_passes(segments: list[SegmentFacts], retention_bytes: int, retention_ms: int, now: int,
+                         log_start: int, log_end: int) -> int:
+    """UnifiedLog.deleteOldSegments as Kafka runs it: the log-start, retention.bytes and
+    retention.ms passes one after another, each a deletableSegments walk (high watermark = log end)
+    whose deleting of every segment rolls a new empty active one first."""
+    live, deleted = list(segments), 0
+
+    def walk(deletable: Callable[[SegmentFacts, SegmentFacts | None], bool]) -> None:
+        nonlocal live, deleted
+        count = 0
+        for i, segment in enumerate(live):
+            following = live[i + 1] if i + 1 < len(live) else None
+            upper = following.base_offset if following is not None else log_end
+            stays = upper > log_end or (following is None and segment.size == 0)
+            if stays or not deletable(segment, following):
+                break
+            count += 1
+        if count == len(live):
+            live.append(SegmentFacts(log_end, 0, now))
+        live, deleted = live[count:], deleted + count
+
+    walk(lambda s, following: following is not None and following.base_offset <= log_start)
+    size = sum(s.size for s in live)
+    if 0 <= retention_bytes <= size:
+        over = [size - retention_bytes]
+
+        def size_breached(segment: SegmentFacts, following: SegmentFacts | None) -> bool:
+            if over[0] - segment.size < 0:
+                return False
+            over[0] -= segment.size
+            return True
+        walk(size_breached)
+    if retention_ms >= 0:
+        walk(lambda s, following: now - s.largest_timestamp > retention_ms)
+    return deleted
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 100), st.integers(0, 100)),
+                min_size=1, max_size=6),
+       st.integers(-1, 300), st.integers(-1, 100), st.integers(0, 30), st.booleans())
+def test_one_walk_deletes_what_kafkas_three_passes_delete(
+    raw: list[tuple[int, int, int]], retention_bytes: int, retention_ms: int, log_start: int,
+    empty_active: bool,
+) -> None:
+    segments: list[SegmentFacts] = []
+    offset = 0
+    for count, size, timestamp in raw:
+        segments.append(SegmentFacts(offset, size, timestamp))
+        offset += count
+    if empty_active:
+        segments.append(SegmentFacts(offset, 0, 0))
+    log_start = min(log_start, offset)
+    config = LogConfig(retention_bytes=retention_bytes, retention_ms=retention_ms)
+    assert deletable_segments(segments, config, 100, log_start, offset, offset) == _kafkas_three_passes(
+        segments, retention_bytes, retention_ms, 100, log_start, offset)
