@@ -265,3 +265,14 @@ def test_one_walk_deletes_what_kafkas_three_passes_delete(
     config = LogConfig(retention_bytes=retention_bytes, retention_ms=retention_ms)
     assert deletable_segments(segments, config, 100, log_start, offset, offset) == _kafkas_three_passes(
         segments, retention_bytes, retention_ms, 100, log_start, offset)
+
+
+def test_retention_stops_at_the_high_watermark() -> None:
+    """Kafka's deletableSegments: a segment whose upper bound (the next base offset, or the log end
+    for the active one) is past the high watermark stays, so the log start never passes it."""
+    segments = [SegmentFacts(0, 10, 0), SegmentFacts(5, 10, 0), SegmentFacts(9, 10, 0)]
+    expired = LogConfig(retention_ms=1)
+    assert deletable_segments(segments, expired, 100, 0, high_watermark=12, log_end_offset=12) == 3
+    assert deletable_segments(segments, expired, 100, 0, high_watermark=11, log_end_offset=12) == 2
+    assert deletable_segments(segments, expired, 100, 0, high_watermark=8, log_end_offset=12) == 1
+    assert deletable_segments(segments, expired, 100, 0, high_watermark=4, log_end_offset=12) == 0
