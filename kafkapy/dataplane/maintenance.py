@@ -1,12 +1,18 @@
-"""Log maintenance at run time: Kafka's retention check, log cleaner and producer-id expiry, on
-one periodic timer.
+"""Log maintenance at run time: Kafka's retention check, log cleaner, producer-id expiry, flush
+scheduler and checkpoint writers, on one periodic timer.
 
 Kafka runs retention (``LogManager.cleanupLogs``) every ``log.retention.check.interval.ms``, its
 log cleaner threads wake every ``log.cleaner.backoff.ms`` to compact the dirtiest compacted log,
 and each log forgets the idempotent producers idle for ``producer.id.expiration.ms`` every
-``producer.id.expiration.check.interval.ms``. kafkapy does all three from one timer on the
+``producer.id.expiration.check.interval.ms``. Its LogManager also flushes the logs whose
+``flush.ms`` passed every ``log.flush.scheduler.interval.ms``, writes each log dir's
+recovery-point-offset-checkpoint every ``log.flush.offset.checkpoint.interval.ms`` and its
+log-start-offset-checkpoint every ``log.flush.start.offset.checkpoint.interval.ms``, and its
+ReplicaManager the replication-offset-checkpoint (high watermarks) every
+``replica.high.watermark.checkpoint.interval.ms``. kafkapy does all of them from one timer on the
 broker's loop, at the shortest of the periods (so no other polling loop exists); each pass runs
 only when its own period has passed by the services' clock, which a virtual clock may replace.
+So after a crash the checkpoints on disk are at most one period old, as Kafka's.
 
 Compaction picks a log, as Kafka's cleaner does, when its dirty ratio (bytes written since the
 last clean over the bytes of its rolled segments) reaches ``min.cleanable.dirty.ratio``, or when
@@ -50,7 +56,17 @@ MAINTENANCE_CONFIG_KEYS = (
     ConfigKey("producer.id.expiration.check.interval.ms", "int", 600_000,
               "How often idle idempotent producers are forgotten (Kafka's default, 10 minutes).",
               _at_least_one),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60_000,
+              "How often each log dir's recovery-point-offset-checkpoint is written (Kafka's default, "
+              "1 minute).", _at_least_one),
+    ConfigKey("log.flush.start.offset.checkpoint.interval.ms", "int", 60_000,
+              "How often each log dir's log-start-offset-checkpoint is written (Kafka's default, "
+              "1 minute).", _at_least_one),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5_000,
+              "How often each log dir's replication-offset-checkpoint (high watermarks) is written "
+              "(Kafka's default, 5 seconds).", _at_least_one),
 )
+LONG_MAX = (1 << 63) - 1
 
 
 def dirty_ratio(log: SegmentedLog, cleaned_to: int) -> float:
@@ -71,7 +87,11 @@ class LogMaintenance:
                  retention_check_interval_ms: int,
                  cleaner_enable: bool, cleaner_backoff_ms: int, clock: Callable[[], float],
                  producers: Callable[[], Mapping[TopicPartition, ProducerStateManager]] = dict,
-                 producer_expiration_check_ms: int = 600_000) -> None:
+                 producer_expiration_check_ms: int = 600_000,
+                 flush_scheduler_interval_ms: int = LONG_MAX,
+                 recovery_point_checkpoint_ms: int = 60_000,
+                 log_start_checkpoint_ms: int = 60_000,
+                 high_watermark_checkpoint_ms: int = 5_000) -> None:
         self._logs = logs
         self._lock = lock  # the LogHome's: brokers of one in-process cluster share in-memory logs
         # Which logs are this broker's to clean: all of its own log dirs; of shared in-memory logs,
@@ -83,9 +103,19 @@ class LogMaintenance:
         self._clock = clock  # seconds (the services' clock)
         self._producers = producers  # each partition's producer table (the LogHome's)
         self.producer_expiration_check_ms = producer_expiration_check_ms
-        self._cleaned_to: dict[TopicPartition, int] = {}  # Kafka's cleaner-offset-checkpoint, in memory
         self._timer: asyncio.TimerHandle | None = None
-        self._next_retention = self._next_cleaning = self._next_producer_expiry = 0.0
+        # The periodic passes: (period in ms, what runs); Kafka's scheduled tasks, one row each.
+        self._passes: list[tuple[int, Callable[[], object]]] = [
+            (retention_check_interval_ms, self.apply_retention),
+            (producer_expiration_check_ms, self.expire_producers),
+            (flush_scheduler_interval_ms, self.flush_due),
+            (recovery_point_checkpoint_ms, self.checkpoint_recovery_points),
+            (log_start_checkpoint_ms, self.checkpoint_log_start_offsets),
+            (high_watermark_checkpoint_ms, self.checkpoint_high_watermarks),
+        ]
+        if cleaner_enable:
+            self._passes.append((cleaner_backoff_ms, lambda: self.compact(only_dirty=True)))
+        self._next_due: list[float] = [0.0] * len(self._passes)
 
     # -- on demand ----------------------------------------------------------------------------
 
@@ -106,16 +136,20 @@ class LogMaintenance:
         """Compact every compacted log (or, ``only_dirty``, those the cleaner would pick); answers
         records removed per partition."""
         removed: dict[TopicPartition, int] = {}
+        cleaned = False
         with self._lock:
             for key, log in self._mine():
                 if not log.config.compacts:
                     continue
                 if only_dirty and not self._due(key, log, now_ms):
                     continue
-                count = log.compact(now_ms)
-                self._cleaned_to[key] = log.cleaned_to  # not past min.compaction.lag.ms or the LSO
+                before = log.cleaned_to
+                count = log.compact(now_ms)  # cleaned_to: not past min.compaction.lag.ms or the LSO
+                cleaned |= log.cleaned_to != before
                 if count:
                     removed[key] = count
+            if cleaned:  # Kafka's doneCleaning: the cleaner-offset-checkpoint follows each cleaning
+                self._logs().checkpoint_cleaner_offsets()
         return removed
 
     def expire_producers(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
@@ -133,16 +167,31 @@ class LogMaintenance:
 
     def _due(self, key: TopicPartition, log: SegmentedLog, now_ms: int | None) -> bool:
         now = log.clock() if now_ms is None else now_ms
-        ratio = dirty_ratio(log, self._cleaned_to.get(key, 0))
+        ratio = dirty_ratio(log, log.cleaned_to)  # read back from cleaner-offset-checkpoint on open
         return (ratio > 0 and ratio >= log.config.min_cleanable_dirty_ratio) or log.compaction_overdue(now)
+
+    def flush_due(self) -> int:
+        """Kafka's flush scheduler: flush the logs whose flush.ms passed; answers how many."""
+        with self._lock:
+            return self._logs().flush_due()
+
+    def checkpoint_recovery_points(self) -> None:
+        with self._lock:
+            self._logs().checkpoint_recovery_points()
+
+    def checkpoint_log_start_offsets(self) -> None:
+        with self._lock:
+            self._logs().checkpoint_log_start_offsets()
+
+    def checkpoint_high_watermarks(self) -> None:
+        with self._lock:
+            self._logs().checkpoint_high_watermarks()
 
     # -- the timer ----------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         now = self._clock()
-        self._next_retention = now + self.retention_check_interval_ms / 1000
-        self._next_cleaning = now + self.cleaner_backoff_ms / 1000
-        self._next_producer_expiry = now + self.producer_expiration_check_ms / 1000
+        self._next_due = [now + period / 1000 for period, _ in self._passes]
         self._schedule(loop)
 
     def stop(self) -> None:
@@ -151,25 +200,19 @@ class LogMaintenance:
             self._timer = None
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
-        wake = min(self._next_retention, self._next_producer_expiry)
-        if self.cleaner_enable:
-            wake = min(wake, self._next_cleaning)
+        wake = min(self._next_due)
         self._timer = loop.call_later(max(wake - self._clock(), 0.0), self._tick, loop)
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        """One wake-up: whichever pass is due runs, then the next wake-up is set."""
+        """One wake-up: whichever passes are due run, then the next wake-up is set."""
         now = self._clock()
         try:
-            if now >= self._next_retention:
-                self._next_retention = now + self.retention_check_interval_ms / 1000
-                self.apply_retention()
-            if self.cleaner_enable and now >= self._next_cleaning:
-                self._next_cleaning = now + self.cleaner_backoff_ms / 1000
-                self.compact(only_dirty=True)
-            if now >= self._next_producer_expiry:
-                self._next_producer_expiry = now + self.producer_expiration_check_ms / 1000
-                self.expire_producers()
-        except Exception:  # a failed pass (a disk error) is logged; the next one still runs
-            _log.exception("log maintenance failed")
+            for i, (period, run) in enumerate(self._passes):
+                if now >= self._next_due[i]:
+                    self._next_due[i] = now + period / 1000
+                    try:
+                        run()
+                    except Exception:  # a failed pass (a disk error) is logged; the others still run
+                        _log.exception("log maintenance failed")
         finally:
             self._schedule(loop)

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from kafkapy.dataplane.fetch import FETCH_CONFIG_KEYS, FETCH_VERSIONS, FetchHandler
-from kafkapy.dataplane.maintenance import MAINTENANCE_CONFIG_KEYS, LogMaintenance
+from kafkapy.dataplane.maintenance import LONG_MAX, MAINTENANCE_CONFIG_KEYS, LogMaintenance
 from kafkapy.dataplane.markers import WRITE_TXN_MARKERS_VERSIONS, MarkerWriter
 from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home
 from kafkapy.dataplane.produce import ProduceHandler
@@ -179,9 +179,12 @@ class DataPlaneModule(Module):
             config = services.config
             lasting = bool(config["zookeeper.connect"] or config["cluster.id"])
             try:
+                # Topic ids outlive the broker only in ZooKeeper; in memory a topic made again on
+                # restart has a new one, which its logs on disk then take.
                 logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
                                                cluster_id=services.cluster.cluster_id if lasting else None,
-                                               default_config=self.default_log_config, clock=wall_ms)
+                                               default_config=self.default_log_config, clock=wall_ms,
+                                               lasting_topic_ids=bool(config["zookeeper.connect"]))
                 home = LogHome(logs, producer_id_expiration_ms=expiration)
                 await asyncio.to_thread(home.recover_producer_states)
             except (ValueError, OSError) as exc:  # MetaPropertiesMismatch is a ValueError
@@ -209,7 +212,12 @@ class DataPlaneModule(Module):
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             cleaner_enable=config["log.cleaner.enable"], cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
             clock=services.clock, producers=lambda: partitions.home.producers,
-            producer_expiration_check_ms=config["producer.id.expiration.check.interval.ms"])
+            producer_expiration_check_ms=config["producer.id.expiration.check.interval.ms"],
+            # the topics module declares this one (a broker default of flush.ms); Kafka's default
+            flush_scheduler_interval_ms=config.get("log.flush.scheduler.interval.ms") or LONG_MAX,
+            recovery_point_checkpoint_ms=config["log.flush.offset.checkpoint.interval.ms"],
+            log_start_checkpoint_ms=config["log.flush.start.offset.checkpoint.interval.ms"],
+            high_watermark_checkpoint_ms=config["replica.high.watermark.checkpoint.interval.ms"])
         self._maintenance.start(services.loop)
         configs = services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
         if isinstance(configs, WatchedTopicConfigs):

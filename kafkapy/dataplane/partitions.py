@@ -18,12 +18,16 @@ leadership moves. On ZooKeeper each broker process has its own memory, so a part
 lives on its leader (replication is a later issue).
 
 A topic deleted and created again under the same name gets a new topic id; the first access
-after that drops the old logs, so the new topic starts empty.
+after that drops the old logs, so the new topic starts empty. Each log records its topic id
+(``partition.metadata`` with log.dirs); where topic ids outlive the broker (ZooKeeper), a log on
+disk holding another id is refused as Kafka refuses it (InconsistentTopicIdException): the
+partition answers NOT_LEADER_OR_FOLLOWER with Kafka's message, and the broker logs one line.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import threading
 import uuid
 import weakref
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import LogConfig, LogManager
+from kafkapy.log.partition_metadata import InconsistentTopicId
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.protocol.records import RecordBatch
@@ -41,6 +46,8 @@ if TYPE_CHECKING:
     from kafkapy.server.services import ClusterView
 
 __all__ = ["INITIAL_LEADER_EPOCH", "LogHome", "Partitions", "memory_home"]
+
+_log = logging.getLogger(__name__)
 
 
 
@@ -125,6 +132,7 @@ class Partitions:
         self._broker_id = broker_id
         self._log_config = log_config
         self._listeners: dict[tuple[str, int], list[Callable[[], None]]] = {}
+        self._refused: dict[tuple[str, int], uuid.UUID] = {}  # logged once per partition and id
 
     @property
     def logs(self) -> LogManager:
@@ -154,14 +162,22 @@ class Partitions:
         home = self.home
         topic_id = self.cluster.topics[topic].topic_id
         log = home.logs.get(topic, partition)
-        if log is None or home.topic_ids.get(topic) != topic_id:
+        if log is None or log.topic_id is not topic_id or home.topic_ids.get(topic) != topic_id:
             with home.lock:
                 known = home.topic_ids.get(topic)
                 if known != topic_id:
                     if known is not None:  # deleted and created again: the old records are gone
                         home.forget_topic(topic)
                     home.topic_ids[topic] = topic_id
-                log = home.logs.get_or_create(topic, partition, self._log_config(topic))
+                try:
+                    log = home.logs.get_or_create(topic, partition, self._log_config(topic), topic_id)
+                except InconsistentTopicId as exc:
+                    # Kafka refuses to lead this partition from that log (its LeaderAndIsr answer is
+                    # INCONSISTENT_TOPIC_ID), so clients see a partition without a leader here.
+                    if self._refused.get((topic, partition)) != topic_id:
+                        self._refused[(topic, partition)] = topic_id
+                        _log.error("partition %s-%d refused: %s", topic, partition, exc)
+                    raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc)) from None
         if log.epochs.latest_epoch < epoch:
             log.start_leader_epoch(epoch)
         return log

@@ -233,8 +233,9 @@ class ProduceFromFrame:
             state = home.producers.get(key)
             epoch = leadership[1]
             topic_id = home.topic_ids.get(name)  # usually the very UUID the topics view holds: no __eq__
+            # the log's own topic id too: one on disk naming another topic is refused by leader_log
             if (log is None or state is None or (topic_id is not info.topic_id and topic_id != info.topic_id)
-                    or log.epochs.latest_epoch < epoch):
+                    or log.topic_id is not info.topic_id or log.epochs.latest_epoch < epoch):
                 return None
 
             # --- 3. check, 4. stamp, 5. producer state, 6. append (_check_stamp_append); answer ---

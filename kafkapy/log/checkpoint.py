@@ -16,7 +16,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["CheckpointCorrupt", "read_checkpoint", "read_offsets", "write_checkpoint", "write_offsets"]
+__all__ = [
+    "CheckpointCorrupt", "read_checkpoint", "read_offsets", "write_atomically", "write_checkpoint",
+    "write_offsets",
+]
 
 CHECKPOINT_VERSION = 0
 
@@ -36,7 +39,11 @@ def fsync_directory(path: Path) -> None:
 
 def write_checkpoint(path: Path, entries: Iterable[tuple[object, ...]]) -> None:
     rows = [" ".join(str(field) for field in entry) for entry in entries]
-    text = "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n"
+    write_atomically(path, "\n".join([str(CHECKPOINT_VERSION), str(len(rows)), *rows]) + "\n")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """``<name>.tmp``, fsynced, renamed over ``path``, the directory fsynced: old or new, never half."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as out:
         out.write(text)

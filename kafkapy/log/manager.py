@@ -6,16 +6,21 @@ With no ``log.dirs`` every partition gets a :class:`MemoryLog`. With
 - ``meta.properties`` (``version=0``, ``broker.id``, ``cluster.id``: the
   ZooKeeper-mode form), refused when it names another broker;
 - one ``<topic>-<partition>`` directory per partition (a :class:`FileLog`),
-  placed in the directory holding the fewest partitions, as Kafka places them;
+  placed in the directory holding the fewest partitions, as Kafka places them,
+  with its ``partition.metadata`` (the topic id) once the id is known;
 - ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
-  ``replication-offset-checkpoint`` (the high watermarks), written by
-  :meth:`LogManager.checkpoint` and on close;
+  ``replication-offset-checkpoint`` (the high watermarks), written each on its
+  own timer (the data plane's LogMaintenance), by :meth:`LogManager.checkpoint`
+  and on close;
+- ``cleaner-offset-checkpoint`` (where each compacted log is clean up to),
+  written after each compaction pass and on close, read back on open;
 - ``.kafka_cleanshutdown``, written last by a clean close and removed on open:
   without it, every log is checked from its recovery point.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -23,6 +28,7 @@ import attrs
 
 from kafkapy.log.checkpoint import read_offsets, write_offsets
 from kafkapy.log.memory import MemoryLog
+from kafkapy.log.partition_metadata import InconsistentTopicId
 from kafkapy.log.segmented import SegmentedLog, now_ms
 from kafkapy.log.segments import FileLog
 from kafkapy.log.topic_config import LogConfig
@@ -32,6 +38,7 @@ __all__ = ["CLEAN_SHUTDOWN_FILE", "LogDirDescription", "LogManager", "MetaProper
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 MEMORY_LOG_DIR = "memory"  # the log dir DescribeLogDirs names for in-memory logs
@@ -55,6 +62,14 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
+def first_dirty_offset(log: SegmentedLog, checkpointed: int) -> int:
+    """Kafka's LogCleanerManager.cleanableOffsets: a checkpointed offset below the log start or
+    past the log end is not to be trusted, and the whole log is dirty again."""
+    if checkpointed < log.log_start_offset or checkpointed > log.log_end_offset:
+        return log.log_start_offset
+    return checkpointed
+
+
 def parse_partition_dir(name: str) -> TopicPartition | None:
     """``<topic>-<partition>``; Kafka's ``-delete``/``-future``/``-stray`` directories are not partitions."""
     topic, _, partition = name.rpartition("-")
@@ -74,8 +89,10 @@ class LogManager:
         cluster_id: str | None = None,
         default_config: LogConfig | None = None,
         clock: Callable[[], int] = now_ms,
+        lasting_topic_ids: bool = True,
     ) -> None:
         self.log_dirs = [Path(d) for d in log_dirs or ()]
+        self.lasting_topic_ids = lasting_topic_ids
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.default_config = default_config or LogConfig()
@@ -99,6 +116,7 @@ class LogManager:
         marker.unlink(missing_ok=True)
         recovery_points = read_offsets(directory / RECOVERY_POINT_CHECKPOINT)
         log_starts = read_offsets(directory / LOG_START_OFFSET_CHECKPOINT)
+        cleaned = read_offsets(directory / CLEANER_OFFSET_CHECKPOINT)
         for child in sorted(directory.iterdir()):
             key = parse_partition_dir(child.name) if child.is_dir() else None
             if key is None:
@@ -114,6 +132,8 @@ class LogManager:
                 clock=self.clock,
             )
             self._dir_of[key] = directory
+            if key in cleaned:
+                self.logs[key].cleaned_to = first_dirty_offset(self.logs[key], cleaned[key])
 
     def _check_meta_properties(self, directory: Path) -> None:
         path = directory / META_PROPERTIES
@@ -142,13 +162,26 @@ class LogManager:
     def get(self, topic: str, partition: int) -> SegmentedLog | None:
         return self.logs.get((topic, partition))
 
-    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> SegmentedLog:
-        """The partition's log, created empty (in the least-loaded log dir) the first time."""
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None,
+                      topic_id: uuid.UUID | None = None) -> SegmentedLog:
+        """The partition's log, created empty (in the least-loaded log dir) the first time.
+
+        ``topic_id`` (KIP-516), when known, is recorded in the log (partition.metadata) as Kafka's
+        LogManager.getOrCreateLog does; a log holding another one is InconsistentTopicId, unless
+        topic ids do not outlive the broker (``lasting_topic_ids`` false: an in-memory store gives
+        a topic a new id each run), when the log takes the new id."""
         key = (topic, partition)
         log = self.logs.get(key)
         if log is not None:
             if config is not None:
                 log.set_config(config)
+            if topic_id is not None and log.topic_id is not topic_id:
+                if log.topic_id == topic_id:
+                    log.topic_id = topic_id  # the caller's object: later checks are identity checks
+                elif log.topic_id is not None and self.lasting_topic_ids:
+                    raise InconsistentTopicId(topic, partition, topic_id, log.topic_id)
+                else:
+                    log.assign_topic_id(topic_id)
             return log
         config = config or self.default_config
         if self.in_memory:
@@ -160,6 +193,8 @@ class LogManager:
             directory = min(self.log_dirs, key=lambda d: counts[d])
             log = FileLog(directory / partition_dir_name(topic, partition), config, clock=self.clock)
             self._dir_of[key] = directory
+        if topic_id is not None:
+            log.assign_topic_id(topic_id)
         self.logs[key] = log
         return log
 
@@ -228,18 +263,37 @@ class LogManager:
         self.checkpoint()
 
     def checkpoint(self) -> None:
-        """Write each log dir's recovery-point, log-start-offset and replication-offset checkpoints."""
+        """Write each log dir's recovery-point, log-start-offset, replication-offset and cleaner-offset
+        checkpoints."""
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_cleaner_offsets()
+
+    def checkpoint_recovery_points(self) -> None:
+        """recovery-point-offset-checkpoint (Kafka: every log.flush.offset.checkpoint.interval.ms)."""
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """log-start-offset-checkpoint (every log.flush.start.offset.checkpoint.interval.ms)."""
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """replication-offset-checkpoint (every replica.high.watermark.checkpoint.interval.ms)."""
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+
+    def checkpoint_cleaner_offsets(self) -> None:
+        """cleaner-offset-checkpoint: where each compacted log is clean up to (Kafka's
+        LogCleanerManager writes it after each cleaning), so a restart does not clean it again.
+        A log clean to no further than its start has no entry, as one never cleaned."""
+        self._write_checkpoint(CLEANER_OFFSET_CHECKPOINT, lambda log: log.cleaned_to,
+                               lambda log: log.cleaned_to > log.log_start_offset)
+
+    def _write_checkpoint(self, name: str, value: Callable[[SegmentedLog], int],
+                          include: Callable[[SegmentedLog], bool] = lambda log: True) -> None:
         for directory in self.log_dirs:
-            keys = [k for k, d in self._dir_of.items() if d == directory]
-            write_offsets(
-                directory / RECOVERY_POINT_CHECKPOINT, {k: self.logs[k].recovery_point for k in keys}
-            )
-            write_offsets(
-                directory / LOG_START_OFFSET_CHECKPOINT, {k: self.logs[k].log_start_offset for k in keys}
-            )
-            write_offsets(
-                directory / REPLICATION_OFFSET_CHECKPOINT, {k: self.logs[k].high_watermark for k in keys}
-            )
+            keys = [k for k, d in self._dir_of.items() if d == directory and include(self.logs[k])]
+            write_offsets(directory / name, {k: value(self.logs[k]) for k in keys})
 
     def close(self) -> None:
         """Flush and close every log, checkpoint, then mark each dir as cleanly shut down."""

@@ -1,10 +1,13 @@
-"""Which old segments retention deletes: Kafka's UnifiedLog.deleteOldSegments, as a pure function.
+"""Which old segments retention deletes: Kafka's UnifiedLog.deletableSegments, as a pure function.
 
 Retention removes whole segments, oldest first, and stops at the first that
-must stay. It never takes the active segment (Kafka rolls it first when it
-would; kafkapy leaves it, so the newest records are kept until the next roll)
-nor a segment holding offsets at or past the high watermark. Three reasons,
-the last two only with ``cleanup.policy`` containing ``delete``:
+must stay. The active segment counts too, as in Kafka: when every segment may
+go, the log rolls a new empty active segment first and then deletes them all,
+so the log start offset reaches the log end offset. A segment stays when an
+offset in it is at or past the high watermark (its upper bound, the next
+segment's base offset or the log end, is above it), and an empty active segment
+always stays. Three reasons, the last two only with ``cleanup.policy``
+containing ``delete``:
 
 - the log start offset (DeleteRecords) passed the next segment's base offset;
 - ``retention.bytes``: dropping the segment still leaves at least that much;
@@ -13,7 +16,6 @@ the last two only with ``cleanup.policy`` containing ``delete``:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import attrs
@@ -38,14 +40,17 @@ def deletable_segments(
     now_ms: int,
     log_start_offset: int,
     high_watermark: int,
+    log_end_offset: int,
 ) -> int:
-    """How many of the oldest segments to delete; the last segment (the active one) never counts."""
+    """How many of the oldest segments to delete; all of them means roll first (the caller does)."""
     remaining = sum(segment.size for segment in segments)
     count = 0
-    for segment, following in itertools.pairwise(segments):
-        if following.base_offset > high_watermark:
+    for i, segment in enumerate(segments):
+        following = segments[i + 1] if i + 1 < len(segments) else None
+        upper_bound = following.base_offset if following is not None else log_end_offset
+        if upper_bound > high_watermark or (following is None and segment.size == 0):
             break
-        start_breached = following.base_offset <= log_start_offset
+        start_breached = following is not None and following.base_offset <= log_start_offset
         size_breached = (
             config.deletes
             and config.retention_bytes >= 0

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import time
+import uuid
 from array import array
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -304,6 +305,7 @@ class SegmentedLog:
         self.producers_source: Callable[[], Mapping[int, LastRecord]] | None = None
         # Where the last compaction stopped (Kafka's cleaner checkpoint): below it the log is clean.
         self.cleaned_to = 0
+        self.topic_id: uuid.UUID | None = None  # KIP-516: the topic this log belongs to, once known
         self.closed = False
 
     # -- backend hooks -------------------------------------------------------------------
@@ -313,6 +315,10 @@ class SegmentedLog:
 
     def _epochs_changed(self) -> None:
         """Hook: persist the leader-epoch cache."""
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        """The log belongs to ``topic_id`` from now on (files: partition.metadata is written)."""
+        self.topic_id = topic_id
 
     def write_snapshot(self, offset: int, data: bytes) -> None:
         raise NotImplementedError
@@ -692,11 +698,15 @@ class SegmentedLog:
     # -- retention and compaction ------------------------------------------------------------
 
     def apply_retention(self, now_ms: int | None = None, config: LogConfig | None = None) -> int:
-        """Delete the old segments retention allows (retention.py); answers how many went."""
+        """Delete the old segments retention allows (retention.py), the active one too after a roll;
+        answers how many went."""
         config = config or self.config
         now = self.clock() if now_ms is None else now_ms
         facts = [SegmentFacts(s.base_offset, s.size, s.retention_timestamp()) for s in self.segments]
-        count = deletable_segments(facts, config, now, self._log_start_offset, self.high_watermark)
+        count = deletable_segments(facts, config, now, self._log_start_offset, self.high_watermark,
+                                   self.log_end_offset)
+        if count == len(self.segments):
+            self.roll(now)  # Kafka's deleteSegments: a log keeps one segment, a new empty active one
         if count:
             gone, self.segments = self.segments[:count], self.segments[count:]
             for segment in gone:

@@ -10,8 +10,9 @@ files named by the segment's base offset as 20 digits:
 - ``.timeindex``: entries ``timestamp int64, relative offset int32`` (12 bytes);
 
 plus ``.txnindex`` (the aborted transactions whose markers the segment holds,
-txn_index.py; made at its first entry), ``leader-epoch-checkpoint`` and the
-producer-state ``<offset>.snapshot`` files. Index files are not preallocated:
+txn_index.py; made at its first entry), ``leader-epoch-checkpoint``, the
+producer-state ``<offset>.snapshot`` files and, once the topic id is known,
+``partition.metadata`` (partition_metadata.py). Index files are not preallocated:
 Kafka reads such a file as holding ``length / entry size`` entries.
 
 Durability. ``append`` writes with ``pwrite`` before returning, so an appended
@@ -36,6 +37,7 @@ import mmap
 import os
 import shutil
 import struct
+import uuid
 from array import array
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +45,7 @@ from pathlib import Path
 from kafkapy.errors import DecodeError
 from kafkapy.log.checkpoint import fsync_directory
 from kafkapy.log.epochs import LeaderEpochCache
+from kafkapy.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.log.txn_index import TxnIndex
@@ -236,6 +239,7 @@ class FileLog(SegmentedLog):
             if leftover.suffix in _LEFTOVER_SUFFIXES or orphan_index:
                 leftover.unlink()
         self.epochs = LeaderEpochCache.read(directory)
+        self.topic_id = read_partition_metadata(directory)
         self._load(recovery_point, log_start_offset, clean_shutdown)
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
@@ -275,6 +279,11 @@ class FileLog(SegmentedLog):
 
     def _new_segment(self, base_offset: int, now: int) -> Segment:
         return FileSegment(self.directory, base_offset, self.config, now)
+
+    def assign_topic_id(self, topic_id: uuid.UUID) -> None:
+        if topic_id != self.topic_id:
+            write_partition_metadata(self.directory, topic_id)
+        super().assign_topic_id(topic_id)
 
     def _epochs_changed(self) -> None:
         self.epochs.write(self.directory)

@@ -228,3 +228,14 @@ def test_the_executable(log_dirs: Path) -> None:
                              str(_segment(log_dirs, "t-0"))], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert sum(1 for line in result.stdout.splitlines() if line.startswith("baseOffset:")) == KEYED + 5
+
+
+def test_every_file_of_a_partition_directory_at_once(log_dirs: Path, capsys: Capture) -> None:
+    """A glob of the whole directory (partition.metadata, leader-epoch-checkpoint among the files)
+    dumps what DumpLogSegments dumps and, as it does, ignores the rest with one line each."""
+    files = sorted((log_dirs / "t-0").iterdir())
+    assert log_dirs / "t-0" / "partition.metadata" in files
+    code, lines, err = _run(capsys, "--files", ",".join(str(f) for f in files))
+    assert code == 0 and "Traceback" not in err
+    assert f"Ignoring unknown file {log_dirs / 't-0' / 'partition.metadata'}" in err.splitlines()
+    assert any(line.startswith("baseOffset: 0 ") for line in lines)

@@ -18,8 +18,10 @@ import pytest
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.embedded import Broker
 from kafkapy.log import LogManager
+from kafkapy.log.checkpoint import read_offsets
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.protocol.records import RecordBatch
+from kafkapy.testing import wait_until
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 TIMEOUT_S = 20
@@ -196,19 +198,26 @@ def _serve(log_dir: Path, *overrides: str) -> tuple[subprocess.Popen[str], str]:
 def test_serve_with_log_dirs_keeps_every_acknowledged_record(tmp_path: Path, stop: signal.Signals) -> None:
     from kafka import KafkaProducer
 
-    proc, address = _serve(tmp_path)
+    # Flushed every 100 messages, the recovery point checkpointed every 200 ms (Kafka's timer,
+    # log.flush.offset.checkpoint.interval.ms): a kill -9 finds it on disk, no clean shutdown needed.
+    proc, address = _serve(tmp_path, "log.flush.interval.messages=100",
+                           "log.flush.offset.checkpoint.interval.ms=200")
     try:
         producer = KafkaProducer(bootstrap_servers=address, acks="all", linger_ms=5)
         futures = [producer.send("durable", value=f"v{i}".encode(), partition=0) for i in range(200)]
         producer.flush(TIMEOUT_S)
         assert sorted(f.get(TIMEOUT_S).offset for f in futures) == list(range(200))
         producer.close(TIMEOUT_S)
+        checkpoint = tmp_path / "recovery-point-offset-checkpoint"
+        wait_until(lambda: checkpoint.exists() and read_offsets(checkpoint).get(("durable", 0)) == 200,
+                   what="the recovery point checkpointed by its timer")
         proc.send_signal(stop)
         proc.wait(TIMEOUT_S)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert (tmp_path / "durable-0" / "00000000000000000000.log").exists()
+    assert (tmp_path / ".kafka_cleanshutdown").exists() == (stop == signal.SIGTERM)
     # again under kafkapy serve: ListOffsets sees them all
     proc, address = _serve(tmp_path)
     try:

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
 from kafkapy.testing import wait_until
 
@@ -77,14 +79,88 @@ def test_retention_moves_earliest_and_a_consumer_resets_as_kafka() -> None:
         assert low_watermark(broker, "old") == 0
         removed = broker.logs.apply_retention()
         assert removed and removed[("old", 0)] >= 1
-        earliest = low_watermark(broker, "old")
-        assert 0 < earliest < 6  # the active segment always stays
+        # Every segment is past retention.ms, the active one too: Kafka rolls it and deletes all.
+        assert low_watermark(broker, "old") == 6
         assert broker.logs.apply_retention() == {}  # nothing left to remove
         # A consumer asking for offset 0 is out of range: auto.offset.reset=earliest moves it to
-        # the new log start, as against Kafka.
+        # the new log start, as against Kafka; a new record lands at offset 6.
+        produce(broker, "old", [(b"k", b"after")])
         messages = consume_all(broker, "old", 0)
-        assert [m.offset() for m in messages] == list(range(earliest, 6))
-        assert messages[-1].value() == b"value-5"
+        assert [(m.offset(), m.value()) for m in messages] == [(6, b"after")]
+
+
+def set_topic_config(broker: Broker, topic: str, name: str, value: str) -> None:
+    """An IncrementalAlterConfigs SET through confluent-kafka's admin client."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    [future] = admin.incremental_alter_configs(
+        [ConfigResource("TOPIC", topic, incremental_configs=[entry])]).values()
+    future.result(timeout=TIMEOUT_S)
+
+
+def committed_consumer_position(broker: Broker, topic: str, group: str, reset: str) -> tuple[int, list[Any]]:
+    """A kafka-python group consumer resuming from its committed offset: its position, and what it read."""
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                             auto_offset_reset=reset, enable_auto_commit=False,
+                             request_timeout_ms=TIMEOUT_S * 1000, consumer_timeout_ms=2000)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        read = list(consumer)
+        return consumer.position(tp), read
+    finally:
+        consumer.close()
+
+
+def commit_offset(broker: Broker, topic: str, group: str, offset: int) -> None:
+    from kafka import KafkaConsumer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id=group,
+                             enable_auto_commit=False, request_timeout_ms=TIMEOUT_S * 1000)
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        consumer.commit({tp: OffsetAndMetadata(offset, "", -1)})
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "log.dirs"])
+def test_retention_ms_1_empties_the_partition_and_consumers_reset(tmp_path: Path, backend: str) -> None:
+    """Kafka's deleteSegments takes the active segment too (after a roll): retention.ms=1 set
+    through the admin API empties the partition, log start = log end; a consumer's committed
+    offset is out of range and auto.offset.reset decides, as against Kafka. With log.dirs the
+    empty log and its start offset survive a restart."""
+    settings: dict[str, Any] = {"log.retention.check.interval.ms": HOUR_MS}
+    if backend == "log.dirs":
+        settings.update({"log.dirs": str(tmp_path), "broker.id": 1})
+    with Broker(settings) as broker:
+        create_topic(broker, "gone", {"segment.bytes": "200"})
+        produce(broker, "gone", [(b"k%d" % i, b"value-%d" % i) for i in range(8)])
+        commit_offset(broker, "gone", "early", 3)
+        assert broker.logs.apply_retention() == {}  # 7 days by default
+        set_topic_config(broker, "gone", "retention.ms", "1")
+        time.sleep(0.01)  # the records' timestamps are now more than 1 ms old
+        removed = wait_until(broker.logs.apply_retention, what="retention.ms=1 applied")
+        assert removed[("gone", 0)] >= 2  # the rolled segments and the active one
+        assert low_watermark(broker, "gone") == 8
+        assert consume_all(broker, "gone", 0) == []  # offset 0: reset to earliest, which is the end
+        # The committed offset 3 is out of range: auto.offset.reset moves the consumer on.
+        assert committed_consumer_position(broker, "gone", "early", "earliest") == (8, [])
+        assert committed_consumer_position(broker, "gone", "early", "latest") == (8, [])
+    if backend == "memory":
+        return
+    with Broker(settings) as broker:
+        create_topic(broker, "gone", {"segment.bytes": "200"})  # a fresh in-memory store: made again
+        assert low_watermark(broker, "gone") == 8
+        produce(broker, "gone", [(b"k", b"after")])
+        assert [(m.offset(), m.value()) for m in consume_all(broker, "gone", 0)] == [(8, b"after")]
 
 
 def test_young_records_survive_retention() -> None:
@@ -139,6 +215,37 @@ def test_the_cleaner_compacts_dirty_logs_after_its_backoff() -> None:
         wait_until(lambda: len(consume_all(broker, "cleaned", 0)) < 6, what="the cleaner")
 
 
+def test_the_cleaner_offset_checkpoint_spares_a_restart_the_cleaning(tmp_path: Path) -> None:
+    """cleaner-offset-checkpoint (Kafka's LogCleanerManager): written after each cleaning, read
+    back on open, so after a restart the cleaner finds the log clean (dirty ratio 0) instead of
+    compacting every compacted log again; new writes make it dirty again."""
+    settings = {"log.dirs": str(tmp_path), "broker.id": 1, "log.cleaner.backoff.ms": HOUR_MS}
+    checkpoint = tmp_path / "cleaner-offset-checkpoint"
+    with Broker(settings) as broker:
+        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        produce(broker, "table", [(b"same", b"v%d" % i) for i in range(8)])
+        assert broker.call_on_loop(lambda m: m.compact(only_dirty=True))[("table", 0)] > 0
+        cleaned_to = checkpoint_of(checkpoint)[("table", 0)]  # written by the pass, not by a close
+        assert 0 < cleaned_to < 8
+        assert broker.call_on_loop(lambda m: m.compact(only_dirty=True)) == {}
+    with Broker(settings) as broker:
+        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        messages = consume_all(broker, "table", 0)  # the log is open, its topic config applied
+        assert messages[-1].value() == b"v7"
+        assert broker.call_on_loop(lambda m: m.compact(only_dirty=True)) == {}  # clean: nothing to do
+        produce(broker, "table", [(b"same", b"w%d" % i) for i in range(8)])
+        assert broker.call_on_loop(lambda m: m.compact(only_dirty=True))[("table", 0)] > 0
+        assert checkpoint_of(checkpoint)[("table", 0)] > cleaned_to
+    # Without the checkpoint, the same log would be cleaned again at once.
+    checkpoint.unlink()
+    with Broker(settings) as broker:
+        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        consume_all(broker, "table", 0)
+        assert not checkpoint.exists()
+        broker.call_on_loop(lambda m: m.compact(only_dirty=True))
+        assert ("table", 0) in checkpoint_of(checkpoint)  # the whole log was dirty: cleaned again
+
+
 def test_a_disabled_cleaner_leaves_compacted_topics_alone() -> None:
     with Broker({"log.cleaner.backoff.ms": 100, "log.cleaner.enable": False}) as broker:
         create_topic(broker, "kept", {"segment.bytes": "100", "cleanup.policy": "compact"})
@@ -164,7 +271,28 @@ def test_altered_topic_configs_reach_existing_logs() -> None:
         assert low_watermark(broker, "altered") > 0
 
 
-@pytest.mark.parametrize("key", ["log.retention.check.interval.ms", "log.cleaner.backoff.ms"])
+@pytest.mark.parametrize("scheduler_ms", [500, None], ids=["flush-scheduler", "no-scheduler"])
+def test_the_flush_scheduler_flushes_logs_whose_flush_ms_passed(tmp_path: Path,
+                                                                scheduler_ms: int | None) -> None:
+    """Kafka's kafka-log-flusher task: every log.flush.scheduler.interval.ms, the logs whose
+    flush.ms passed are flushed (the recovery point moves) without another append. Kafka's default
+    period is Long.MAX_VALUE: then only appends and rolls flush."""
+    clock = VirtualClock()
+    settings: dict[str, Any] = {"log.dirs": str(tmp_path), "broker.id": 1}
+    if scheduler_ms is not None:
+        settings["log.flush.scheduler.interval.ms"] = scheduler_ms
+    with Broker(settings, clock=clock) as broker:
+        create_topic(broker, "lazy", {"flush.ms": "1000"})
+        produce(broker, "lazy", [(b"k", b"v%d" % i) for i in range(3)])
+        clock.advance(60)
+        recovery = checkpoint_of(tmp_path / "recovery-point-offset-checkpoint")
+        assert recovery[("lazy", 0)] == (3 if scheduler_ms else 0)
+
+
+@pytest.mark.parametrize("key", ["log.retention.check.interval.ms", "log.cleaner.backoff.ms",
+                                 "log.flush.offset.checkpoint.interval.ms",
+                                 "log.flush.start.offset.checkpoint.interval.ms",
+                                 "replica.high.watermark.checkpoint.interval.ms"])
 def test_periods_must_be_positive(key: str) -> None:
     from kafkapy.server.config import ConfigError
 
@@ -260,3 +388,44 @@ def test_a_failed_pass_does_not_stop_the_timer() -> None:
 
     asyncio.run(run())
     assert len(calls) >= 3
+
+
+def checkpoint_of(path: Path) -> dict[tuple[str, int], int]:
+    from kafkapy.log.checkpoint import read_offsets
+
+    return read_offsets(path)
+
+
+def test_checkpoints_are_written_on_kafkas_timers(tmp_path: Path) -> None:
+    """recovery-point-offset-checkpoint every log.flush.offset.checkpoint.interval.ms,
+    log-start-offset-checkpoint every log.flush.start.offset.checkpoint.interval.ms and
+    replication-offset-checkpoint every replica.high.watermark.checkpoint.interval.ms (Kafka's
+    defaults: 60 s, 60 s, 5 s), on the broker's clock: no clean shutdown needed."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    clock = VirtualClock()
+    settings = {"log.dirs": str(tmp_path), "broker.id": 1, "log.flush.interval.messages": 1,
+                "log.retention.check.interval.ms": HOUR_MS}
+    with Broker(settings, clock=clock) as broker:
+        create_topic(broker, "ticks", {})
+        produce(broker, "ticks", [(b"k", b"v%d" % i) for i in range(5)])
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        [future] = admin.delete_records([TopicPartition("ticks", 0, 2)]).values()
+        assert future.result(timeout=TIMEOUT_S).low_watermark == 2
+        recovery = tmp_path / "recovery-point-offset-checkpoint"
+        log_start = tmp_path / "log-start-offset-checkpoint"
+        high_watermarks = tmp_path / "replication-offset-checkpoint"
+        assert ("ticks", 0) not in checkpoint_of(recovery)  # nothing written before its timer
+        clock.advance(5)
+        assert checkpoint_of(high_watermarks)[("ticks", 0)] == 5
+        assert ("ticks", 0) not in checkpoint_of(recovery) | checkpoint_of(log_start)
+        clock.advance(55)
+        assert checkpoint_of(recovery)[("ticks", 0)] == 5  # flushed per message, checkpointed now
+        assert checkpoint_of(log_start)[("ticks", 0)] == 2
+        produce(broker, "ticks", [(b"k", b"later")])
+        clock.advance(59)
+        assert checkpoint_of(recovery)[("ticks", 0)] == 5  # not yet a period since the last write
+        clock.advance(1)
+        assert checkpoint_of(recovery)[("ticks", 0)] == 6
+

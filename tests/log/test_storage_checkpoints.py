@@ -101,3 +101,31 @@ def test_a_roll_flushes_the_old_segment_and_moves_the_recovery_point(tmp_path: P
     log.append(batch_at(log, 2, value_size=100))  # rolls: the first segment is complete
     assert [s.base_offset for s in log.segments] == [0, 2] and log.recovery_point == 2
     log.close()
+
+
+@pytest.mark.parametrize(("written", "restored"), [(3, 3), (1, 2), (99, 2)],
+                         ids=["kept", "below-log-start", "past-log-end"])
+def test_cleaner_offset_checkpoint_is_read_back_as_kafka_trusts_it(
+    tmp_path: Path, written: int, restored: int
+) -> None:
+    """Kafka's cleanableOffsets: a checkpointed offset below the log start or past the log end is
+    invalid, and the log is dirty again from its start."""
+    from kafkapy.log import LogManager
+    from kafkapy.log.manager import CLEANER_OFFSET_CHECKPOINT
+
+    logs = LogManager([tmp_path])
+    log = logs.get_or_create("c", 0, LogConfig(segment_bytes=1, cleanup_policy=("compact",)))
+    for _ in range(5):
+        log.append(batch_at(log))
+    log.delete_records_before(2)
+    log.cleaned_to = 4
+    logs.get_or_create("plain", 0)  # never cleaned: no entry
+    logs.close()
+    assert read_checkpoint(tmp_path / CLEANER_OFFSET_CHECKPOINT, 3) == [["c", "0", "4"]]
+    write_offsets(tmp_path / CLEANER_OFFSET_CHECKPOINT, {("c", 0): written})
+    again = LogManager([tmp_path])
+    try:
+        assert again.logs[("c", 0)].cleaned_to == restored
+        assert again.logs[("plain", 0)].cleaned_to == 0
+    finally:
+        again.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, log_factory
 
 from kafkapy.log import LogConfig, MemoryLog
+from kafkapy.log.retention import SegmentFacts, deletable_segments
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.log.segments import FileLog
 from kafkapy.protocol.records import Compression, Record, build_record_batch
@@ -32,7 +33,9 @@ def records(log: SegmentedLog) -> list[Record]:
     return [r for b in batches_of(log.read(log.log_start_offset, 1 << 30).chunks) for r in b]
 
 
-def test_retention_ms_deletes_old_whole_segments_never_the_active_one(make_log: MakeLog) -> None:
+def test_retention_ms_deletes_old_whole_segments_then_rolls_and_takes_the_active_one(
+    make_log: MakeLog,
+) -> None:
     log = segment_per_batch(make_log)
     for day in range(6):
         log.append(batch_at(log, 3, value_size=40, timestamp=day * DAY))
@@ -40,10 +43,32 @@ def test_retention_ms_deletes_old_whole_segments_never_the_active_one(make_log: 
     # 4.5 days on, the segments of days 0, 1 and 2 are older than 2 days
     assert log.apply_retention(now_ms=4 * DAY + DAY // 2, config=LogConfig(retention_ms=2 * DAY)) == 3
     assert [s.base_offset for s in log.segments] == [9, 12, 15] and log.log_start_offset == 9
-    assert log.apply_retention(now_ms=100 * DAY, config=LogConfig(retention_ms=2 * DAY)) == 2
-    assert [s.base_offset for s in log.segments] == [15] and log.log_start_offset == 15
-    assert [r.offset for r in records(log)] == [15, 16, 17]  # the active segment stays
-    assert log.apply_retention(now_ms=100 * DAY, config=LogConfig(retention_ms=-1)) == 0
+    # Every segment is too old, the active one too: Kafka's deleteSegments rolls a new empty active
+    # segment and deletes all three, so the log is empty at its end offset.
+    assert log.apply_retention(now_ms=100 * DAY, config=LogConfig(retention_ms=2 * DAY)) == 3
+    assert [s.base_offset for s in log.segments] == [18]
+    assert (log.log_start_offset, log.log_end_offset, log.size_in_bytes) == (18, 18, 0)
+    assert records(log) == []
+    # An empty active segment is never deleted (nor rolled again).
+    assert log.apply_retention(now_ms=200 * DAY, config=LogConfig(retention_ms=2 * DAY)) == 0
+    log.append(batch_at(log, 2, value_size=40, timestamp=200 * DAY))
+    assert [r.offset for r in records(log)] == [18, 19]
+
+
+def test_retention_bytes_zero_empties_the_log(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log)
+    for _ in range(3):
+        log.append(batch_at(log, 3, value_size=40))
+    assert log.apply_retention(now_ms=0, config=LogConfig(retention_bytes=0, retention_ms=-1)) == 3
+    assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (9, 9, 1)
+
+
+def test_young_active_segment_stays(make_log: MakeLog) -> None:
+    log = segment_per_batch(make_log)
+    for day in range(3):
+        log.append(batch_at(log, 3, value_size=40, timestamp=day * DAY))
+    assert log.apply_retention(now_ms=3 * DAY, config=LogConfig(retention_ms=DAY + DAY // 2)) == 2
+    assert [s.base_offset for s in log.segments] == [6] and log.log_start_offset == 6
 
 
 def test_retention_bytes_keeps_at_least_that_much(make_log: MakeLog) -> None:
@@ -182,3 +207,72 @@ def test_compaction_keeps_every_keys_latest_value_and_nothing_new(
             assert key in survivors and survivors[key] == value
     active = [r for r in before if r[0] >= log.active.base_offset]
     assert after[len(after) - len(active) :] == active  # the active segment is untouched
+
+
+def _kafkas_three_passes(segments: list[SegmentFacts], retention_bytes: int, retention_ms: int, now: int,
+                         log_start: int, log_end: int) -> int:
+    """UnifiedLog.deleteOldSegments as Kafka runs it: the log-start, retention.bytes and
+    retention.ms passes one after another, each a deletableSegments walk (high watermark = log end)
+    whose deleting of every segment rolls a new empty active one first."""
+    live, deleted = list(segments), 0
+
+    def walk(deletable: Callable[[SegmentFacts, SegmentFacts | None], bool]) -> None:
+        nonlocal live, deleted
+        count = 0
+        for i, segment in enumerate(live):
+            following = live[i + 1] if i + 1 < len(live) else None
+            upper = following.base_offset if following is not None else log_end
+            stays = upper > log_end or (following is None and segment.size == 0)
+            if stays or not deletable(segment, following):
+                break
+            count += 1
+        if count == len(live):
+            live.append(SegmentFacts(log_end, 0, now))
+        live, deleted = live[count:], deleted + count
+
+    walk(lambda s, following: following is not None and following.base_offset <= log_start)
+    size = sum(s.size for s in live)
+    if 0 <= retention_bytes <= size:
+        over = [size - retention_bytes]
+
+        def size_breached(segment: SegmentFacts, following: SegmentFacts | None) -> bool:
+            if over[0] - segment.size < 0:
+                return False
+            over[0] -= segment.size
+            return True
+        walk(size_breached)
+    if retention_ms >= 0:
+        walk(lambda s, following: now - s.largest_timestamp > retention_ms)
+    return deleted
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(0, 100), st.integers(0, 100)),
+                min_size=1, max_size=6),
+       st.integers(-1, 300), st.integers(-1, 100), st.integers(0, 30), st.booleans())
+def test_one_walk_deletes_what_kafkas_three_passes_delete(
+    raw: list[tuple[int, int, int]], retention_bytes: int, retention_ms: int, log_start: int,
+    empty_active: bool,
+) -> None:
+    segments: list[SegmentFacts] = []
+    offset = 0
+    for count, size, timestamp in raw:
+        segments.append(SegmentFacts(offset, size, timestamp))
+        offset += count
+    if empty_active:
+        segments.append(SegmentFacts(offset, 0, 0))
+    log_start = min(log_start, offset)
+    config = LogConfig(retention_bytes=retention_bytes, retention_ms=retention_ms)
+    assert deletable_segments(segments, config, 100, log_start, offset, offset) == _kafkas_three_passes(
+        segments, retention_bytes, retention_ms, 100, log_start, offset)
+
+
+def test_retention_stops_at_the_high_watermark() -> None:
+    """Kafka's deletableSegments: a segment whose upper bound (the next base offset, or the log end
+    for the active one) is past the high watermark stays, so the log start never passes it."""
+    segments = [SegmentFacts(0, 10, 0), SegmentFacts(5, 10, 0), SegmentFacts(9, 10, 0)]
+    expired = LogConfig(retention_ms=1)
+    assert deletable_segments(segments, expired, 100, 0, high_watermark=12, log_end_offset=12) == 3
+    assert deletable_segments(segments, expired, 100, 0, high_watermark=11, log_end_offset=12) == 2
+    assert deletable_segments(segments, expired, 100, 0, high_watermark=8, log_end_offset=12) == 1
+    assert deletable_segments(segments, expired, 100, 0, high_watermark=4, log_end_offset=12) == 0

@@ -1,6 +1,7 @@
-"""Model-based test: random appends, reads, truncations, DeleteRecords, retention and crashes against a
-plain list of acknowledged batches. No acknowledged batch is lost, reads start at the batch holding the
-offset and return whole batches, the first one even past max_bytes."""
+"""Model-based test: random appends, reads, truncations, DeleteRecords, retention (the active segment
+too, as Kafka) and crashes against a plain list of acknowledged batches. No acknowledged batch is lost,
+reads start at the batch holding the offset and return whole batches, the first one even past
+max_bytes."""
 
 from __future__ import annotations
 
@@ -110,10 +111,30 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule(keep_bytes=st.integers(0, 3_000))
     def retention(self, keep_bytes: int) -> None:
+        segments = self.log.segments
+        # what stays unless retention.bytes takes it: all but the segments below the log start
+        live_before = sum(s.size for s, n in zip(segments, [*segments[1:], None], strict=True)
+                          if n is None or n.base_offset > self.start)
         self.log.apply_retention(self.clock, LogConfig(retention_ms=-1, retention_bytes=keep_bytes))
         assert self.log.log_start_offset >= self.start
         self.start = self.log.log_start_offset
         self.batches = [b for b in self.batches if b.last >= self.start]
+        # Kafka's rule: at least retention.bytes stay, and deletion stops only at a segment whose
+        # removal would leave less; the active segment is no exception (a roll comes first).
+        size = self.log.size_in_bytes
+        assert size >= min(keep_bytes, live_before)
+        oldest = self.log.segments[0]
+        assert oldest.size == 0 or size - oldest.size < keep_bytes
+        if keep_bytes == 0:
+            assert self.log.log_start_offset == self.log.log_end_offset
+
+    @rule()
+    def retention_expires_everything(self) -> None:
+        """retention.ms passed for every record: the log empties to its end offset, as Kafka's does."""
+        self.log.apply_retention(self.clock + 10**6, LogConfig(retention_ms=1))
+        self.start = self.end
+        self.batches = []
+        assert len(self.log.segments) == 1 and self.log.size_in_bytes == 0
 
     @precondition(lambda self: self.backend == "file")
     @rule(tear=st.integers(0, 60))
