@@ -141,7 +141,7 @@ class LogMaintenance:
             for key, log in self._mine():
                 if not log.config.compacts:
                     continue
-                if only_dirty and not self._due(key, log, now_ms):
+                if only_dirty and not self._due(log, now_ms):
                     continue
                 before = log.cleaned_to
                 count = log.compact(now_ms)  # cleaned_to: not past min.compaction.lag.ms or the LSO
@@ -165,7 +165,7 @@ class LogMaintenance:
                         removed[key] = gone
         return removed
 
-    def _due(self, key: TopicPartition, log: SegmentedLog, now_ms: int | None) -> bool:
+    def _due(self, log: SegmentedLog, now_ms: int | None) -> bool:
         now = log.clock() if now_ms is None else now_ms
         ratio = dirty_ratio(log, log.cleaned_to)  # read back from cleaner-offset-checkpoint on open
         return (ratio > 0 and ratio >= log.config.min_cleanable_dirty_ratio) or log.compaction_overdue(now)
