@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 
 from kafkapy.client import ClientError
 
-__all__ = ["client_first_message", "unsecured_login"]
+__all__ = ["check_extensions", "client_first_message", "unsecured_login"]
 
 _PREFIX = "unsecuredLogin"
 _STRING_CLAIM = _PREFIX + "StringClaim_"
@@ -82,13 +82,18 @@ def unsecured_login(options: Mapping[str, str], source: str,
                           f"{_STRING_CLAIM}{principal_claim})")
     extensions = {option[len(_EXTENSION):]: value for option, value in options.items()
                   if option.startswith(_EXTENSION)}
+    check_extensions(extensions, source)
+    header = _base64url(json.dumps({"alg": "none"}))
+    return f"{header}.{_base64url(json.dumps(claims))}.", extensions
+
+
+def check_extensions(extensions: Mapping[str, str], source: str) -> None:
+    """Kafka's OAuthBearerClientInitialResponse.validateExtensions, with its messages."""
     for key, value in extensions.items():
         if key == "auth" or not _EXTENSION_KEY.fullmatch(key):
             raise ClientError(f"{source}: Extension name {key} is invalid")
         if not _EXTENSION_VALUE.fullmatch(value):
             raise ClientError(f"{source}: Extension value ({value}) for extension {key} is invalid")
-    header = _base64url(json.dumps({"alg": "none"}))
-    return f"{header}.{_base64url(json.dumps(claims))}.", extensions
 
 
 def _base64url(text: str) -> str:

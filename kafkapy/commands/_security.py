@@ -7,7 +7,9 @@ The file is a Java client properties file, the one ``kafka-topics.sh --command-c
   password in ``sasl.jaas.config``, Kafka's JAAS form
   (``org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";``,
   or ScramLoginModule); or OAUTHBEARER with OAuthBearerLoginModule's ``unsecuredLogin*`` options,
-  the unsecured token Kafka's tools make (kafkapy.commands._oauthbearer);
+  the unsecured token Kafka's tools make (kafkapy.commands._oauthbearer), or, with
+  ``sasl.login.callback.handler.class`` Kafka's OAuthBearerLoginCallbackHandler, a token from the
+  OAuth/OIDC provider at ``sasl.oauthbearer.token.endpoint.url`` (kafkapy.commands._oidc_login);
 * TLS: ``ssl.truststore.type=PEM`` with ``ssl.truststore.location`` (a PEM file) or
   ``ssl.truststore.certificates`` (PEM text); none at all trusts the system's CAs. A client
   certificate: ``ssl.keystore.type=PEM`` with ``ssl.keystore.location`` (certificate chain and
@@ -22,14 +24,17 @@ from __future__ import annotations
 
 import argparse
 import base64
+import datetime
 import secrets
 import ssl
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
 from kafkapy.commands._oauthbearer import SEPARATOR, client_first_message, unsecured_login
+from kafkapy.commands._oidc_login import HANDLER_KEY, LOGIN_HANDLERS, OidcLogin
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.config import ConfigError
@@ -136,13 +141,21 @@ def _sasl(properties: Mapping[str, str], source: str) -> Callable[[SimpleClient]
     if mechanism not in ("PLAIN", OAUTHBEARER) and mechanism not in SCRAM_MECHANISMS:
         raise ClientError(f"{source}: sasl.mechanism {mechanism} is not one kafkapy's tools speak "
                           f"(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)")
+    handler = properties.get(HANDLER_KEY, "").strip() if mechanism == OAUTHBEARER else ""
+    if handler and handler not in LOGIN_HANDLERS:
+        raise ClientError(f"{source}: {HANDLER_KEY} {handler} is not one kafkapy's tools can run "
+                          f"(Kafka's {LOGIN_HANDLERS[0]} is; without one, an unsecured token)")
     if not properties.get("sasl.jaas.config"):
-        needs = "the unsecuredLogin options" if mechanism == OAUTHBEARER else "the username and password"
+        needs = ("the clientId and clientSecret options" if handler else "the unsecuredLogin options"
+                 ) if mechanism == OAUTHBEARER else "the username and password"
         raise ClientError(f"{source}: a SASL security.protocol needs sasl.jaas.config with {needs}")
     try:
         options = parse_jaas_config(properties["sasl.jaas.config"], "sasl.jaas.config").options
     except ConfigError as exc:
         raise ClientError(f"{source}: {exc}") from None
+    if handler:
+        login = OidcLogin.from_properties(properties, options, source)  # one token for every connection
+        return lambda client: _oidc(client, login)
     if mechanism == OAUTHBEARER:
         unsecured_login(options, source)  # refused here, once, rather than at each connection
         return lambda client: _oauthbearer(client, *unsecured_login(options, source))
@@ -185,6 +198,20 @@ def _oauthbearer(client: SimpleClient, token: str, extensions: Mapping[str, str]
         _authenticate(client, SEPARATOR.encode())  # the broker's refusal: a ClientError
         raise ClientError(f"{client.host}:{client.port} refused the token: "
                           f"{challenge.decode(errors='replace')}")
+
+
+def _oidc(client: SimpleClient, login: OidcLogin) -> None:
+    """OAUTHBEARER with the provider's token; a refusal of a token past its ``exp`` says so, as the
+    broker's own answer (invalid_token) does not."""
+    token = login.token()
+    try:
+        _oauthbearer(client, token.value, login.extensions)
+    except ClientError as exc:
+        if token.expiration_ms <= time.time() * 1000:
+            expired = datetime.datetime.fromtimestamp(token.expiration_ms / 1000, datetime.timezone.utc)
+            raise ClientError(f"{exc} (the token from {login.where} expired at "
+                              f"{expired.isoformat(timespec='seconds')})") from None
+        raise
 
 
 def _sasl_name(username: str) -> str:

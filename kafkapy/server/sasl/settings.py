@@ -22,7 +22,7 @@ import ssl
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from kafkapy.server.sasl.jwks import KeySource
     from kafkapy.server.sasl.signed_jws import SignedValidator
 
-__all__ = ["SERVED_MECHANISMS", "SaslSettings", "sasl_settings"]
+__all__ = ["SERVED_MECHANISMS", "SaslSettings", "jaas_trust_context", "sasl_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -256,17 +256,18 @@ def _key_source(config: BrokerConfig, listener: str, entry: JaasEntry) -> KeySou
         if not path.is_file():
             raise ConfigError(f"invalid value {url!r} for {key}: {path} is not a readable file")
         return FileJwks(path, url)
-    context = _trust(entry.options, key) if scheme == "https" else None
+    context = jaas_trust_context(entry.options, key) if scheme == "https" else None
     return HttpJwks(url, _long(config, listener, "sasl.oauthbearer.jwks.endpoint.refresh.ms", 1),
                     _long(config, listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 0),
                     _long(config, listener, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 0),
                     context)
 
 
-def _trust(options: dict[str, str], key: str) -> ssl.SSLContext:
-    """The TLS context for an https JWKS endpoint: the system's CAs, or the JAAS entry's PEM trust
-    store (``ssl.truststore.location`` or ``ssl.truststore.certificates`` with ``ssl.truststore.type=PEM``,
-    as Kafka's JaasOptionsUtils reads them)."""
+def jaas_trust_context(options: Mapping[str, str], key: str) -> ssl.SSLContext:
+    """The TLS context for an https OAuth endpoint (a broker's JWKS, a client's token endpoint): the
+    system's CAs, or the JAAS entry's PEM trust store (``ssl.truststore.location`` or
+    ``ssl.truststore.certificates`` with ``ssl.truststore.type=PEM``, as Kafka's JaasOptionsUtils
+    reads them); ConfigError naming ``key`` if that store cannot be used."""
     context = ssl.create_default_context()
     location = options.get(TRUSTSTORE_LOCATION_OPTION, "").strip()
     certificates = options.get(TRUSTSTORE_CERTIFICATES_OPTION, "").strip()
