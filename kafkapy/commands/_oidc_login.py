@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import math
 import ssl
 import time
 import urllib.parse
@@ -67,6 +68,7 @@ REFRESH_WINDOW_FACTOR = 0.8
 UNRETRYABLE_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 406, 407, 409, 410, 411, 412, 413, 414,
                                   415, 501, 505})
 MAX_RESPONSE_BODY_LENGTH = 1000
+_LONG_MAX = 2**63 - 1
 
 
 class TokenEndpointError(Exception):
@@ -176,6 +178,8 @@ def _number_ms(claims: Mapping[str, Any], name: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} value must be a number; value given was {_json_text(value)}")
+    if isinstance(value, float) and not math.isfinite(value):  # 1e400 reads as infinity
+        return _LONG_MAX if value > 0 else -_LONG_MAX
     return int(value) * 1000  # Java's Number.longValue(): a fraction is dropped
 
 
@@ -341,9 +345,10 @@ class OidcLogin:
     held, and the SASL extensions (the ``extension_*`` JAAS options) sent with it."""
 
     def __init__(self, source: str, where: str, fetch: Callable[[], str], sub_claim_name: str,
-                 scope_claim_name: str, extensions: Mapping[str, str],
+                 scope_claim_name: str, extensions: Mapping[str, str], endpoint: TokenEndpoint | None = None,
                  now_ms: Callable[[], float] = lambda: time.time() * 1000) -> None:
         self.source = source
+        self.endpoint = endpoint  # None: a file's token
         self.where = where
         self._fetch = fetch
         self.sub_claim_name = sub_claim_name
@@ -377,12 +382,11 @@ class OidcLogin:
                 _claim_name(key, value)
             except ValueError as exc:
                 raise ClientError(f"{source}: {exc}") from None
-        fetch: Callable[[], str]
         if scheme == "file":
-            fetch = cls._file_token(Path(urllib.request.url2pathname(parts.path)).absolute(), url, source)
-        else:
-            fetch = cls._endpoint(url, scheme, properties, options, source).retrieve
-        return cls(source, url, fetch, *claims, extensions)
+            path = Path(urllib.request.url2pathname(parts.path)).absolute()
+            return cls(source, url, cls._file_token(path, url, source), *claims, extensions)
+        endpoint = cls._endpoint(url, scheme, properties, options, source)
+        return cls(source, url, endpoint.retrieve, *claims, extensions, endpoint)
 
     @staticmethod
     def _file_token(path: Path, url: str, source: str) -> Callable[[], str]:

@@ -11,27 +11,22 @@ broker's virtual clock decides expiry; and an unreachable JWKS fails the start."
 from __future__ import annotations
 
 import asyncio
-import base64
-import http.server
 import json
 import logging
-import ssl
-import threading
 import time
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
+from oidc_provider import AUDIENCE, CLIENTS, ISSUER, IdentityProvider, broker_config
 from quick_clients import RDKAFKA_CLIENT
 
 from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
 from kafkapy.server.config import ConfigError
 from kafkapy.server.sasl.jwks import public_jwk
-from kafkapy.server.sasl.settings import SIGNED_VALIDATOR
 from kafkapy.server.sasl.signed_jws import make_signed_jws
 from kafkapy.server.sasl.unsecured_jws import make_unsecured_jws
 from kafkapy.testing import BrokerFactory
@@ -39,88 +34,7 @@ from kafkapy.testing import BrokerFactory
 trustme = pytest.importorskip("trustme")
 
 TIMEOUT_S = 10
-ISSUER = "https://idp.test"
-AUDIENCE = "kafka-cluster"
 INVALID_TOKEN = '{"status":"invalid_token"}'
-CLIENTS = {"svc-orders": "orders-secret", "alice": "alice-secret"}
-
-
-class IdentityProvider:
-    """An OAuth/OIDC provider for the test: ``/jwks`` (its public keys) and ``/token`` (RFC 6749's
-    client_credentials grant with HTTP Basic client authentication, answering a JWT signed with its
-    current key), over https with a trustme CA."""
-
-    def __init__(self, ca: Any, tmp_path: Path) -> None:
-        self.keys: dict[str, rsa.RSAPrivateKey] = {"k1": rsa.generate_private_key(public_exponent=65537,
-                                                                                 key_size=2048)}
-        self.kid = "k1"
-        self.jwks_gets = 0
-        self.token_requests: list[dict[str, str]] = []
-        self.ca_file = tmp_path / "ca.pem"
-        ca.cert_pem.write_to_path(str(self.ca_file))
-        provider = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path != "/jwks":
-                    self.send_error(404)
-                    return
-                provider.jwks_gets += 1
-                self._json(200, {"keys": [public_jwk(key, kid, use="sig", alg="RS256")
-                                          for kid, key in provider.keys.items()]})
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-                form = dict(urllib.parse.parse_qsl(body))
-                credentials = self.headers.get("Authorization", "Basic ").split(" ", 1)[1]
-                client_id, _, secret = base64.b64decode(credentials).decode().partition(":")
-                provider.token_requests.append(form)
-                if self.path != "/token" or form.get("grant_type") != "client_credentials":
-                    self._json(400, {"error": "unsupported_grant_type"})
-                elif CLIENTS.get(client_id) != secret:
-                    self._json(401, {"error": "invalid_client"})
-                else:
-                    token = provider.token(client_id, scope=form.get("scope", ""))
-                    self._json(200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600})
-
-            def _json(self, status: int, document: dict[str, Any]) -> None:
-                body = json.dumps(document).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def token(self, sub: str | None = "alice", *, kid: str | None = None, lifetime_s: float = 3600,
-              **claims: Any) -> str:
-        """A token as this provider issues it (``sub=None``: without one)."""
-        now = time.time()
-        issued = {"iss": ISSUER, "aud": AUDIENCE, "iat": int(now), "exp": int(now + lifetime_s),
-                  "scope": "kafka", **({"sub": sub} if sub is not None else {}), **claims}
-        kid = kid or self.kid
-        return make_signed_jws(issued, self.keys[kid], "RS256", kid)
-
-    def rotate(self) -> str:
-        """A new signing key, published in the JWKS (the old one stays, as providers keep it a while)."""
-        kid = f"k{len(self.keys) + 1}"
-        self.keys[kid] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.kid = kid
-        return kid
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -133,17 +47,6 @@ def idp(certificate_authority: Any, tmp_path: Path) -> Iterator[IdentityProvider
     provider = IdentityProvider(certificate_authority, tmp_path)
     yield provider
     provider.close()
-
-
-def broker_config(idp: IdentityProvider, **extra: Any) -> dict[str, Any]:
-    jaas = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-            f'ssl.truststore.type="PEM" ssl.truststore.location="{idp.ca_file}";')
-    return {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER",
-            "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas,
-            "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": SIGNED_VALIDATOR,
-            "sasl.oauthbearer.jwks.endpoint.url": f"{idp.url}/jwks",
-            "sasl.oauthbearer.expected.issuer": ISSUER, "sasl.oauthbearer.expected.audience": AUDIENCE,
-            **extra}
 
 
 @pytest.fixture
