@@ -20,6 +20,7 @@ new one for its next connection.
 from __future__ import annotations
 
 import base64
+import binascii
 import http.client
 import json
 import math
@@ -36,9 +37,7 @@ import attrs
 from kafkapy.client import ClientError
 from kafkapy.commands._oauthbearer import check_extensions
 from kafkapy.server.config import ConfigError
-from kafkapy.server.sasl.jwks import b64url_decode
 from kafkapy.server.sasl.settings import jaas_trust_context
-from kafkapy.server.sasl.signed_jws import java_split_dots
 
 __all__ = ["HANDLER_KEY", "LOGIN_HANDLERS", "LoginToken", "OidcLogin", "TokenEndpointError",
            "format_authorization_header", "format_error_message", "format_request_body",
@@ -160,6 +159,26 @@ def parse_access_token(body: str) -> str:
         raise TokenEndpointError(str(exc), final=True) from None
 
 
+def _java_split_dots(token: str) -> list[str]:
+    """Java's ``token.split("\\\\.")``: trailing empty sections dropped. (Not the broker's helper: that
+    module needs ``cryptography``, an extra the tools must run without.)"""
+    parts = token.split(".")
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
+
+
+def _b64url_decode(text: str) -> bytes:
+    """Base64URL, padding optional; ValueError if it is not."""
+    if not text.isascii():
+        raise ValueError("not Base64URL")
+    try:
+        return base64.b64decode(text.translate(str.maketrans("-_", "+/")) + "=" * (-len(text) % 4),
+                                validate=True)
+    except binascii.Error:
+        raise ValueError("not Base64URL") from None
+
+
 def _claim_name(name: str, value: str) -> str:
     if not value:
         raise ValueError(f"{name} value must be non-empty")
@@ -192,7 +211,7 @@ def validate_login_token(token: str, sub_claim_name: str = "sub",
     token = token.strip()
     if not token:
         raise ValueError("Empty JWT provided; expected three sections (header, payload, and signature)")
-    sections = java_split_dots(token)
+    sections = _java_split_dots(token)
     if len(sections) != 3:
         raise ValueError(f"Malformed JWT provided ({token}); expected three sections (header, payload, "
                          f"and signature), but {len(sections)} sections provided")
@@ -201,7 +220,7 @@ def validate_login_token(token: str, sub_claim_name: str = "sub",
             raise ValueError("Malformed JWT provided; expected at least three sections (header, payload, "
                              f"and signature), but {name} section missing")
     try:
-        payload = b64url_decode(sections[1].strip())
+        payload = _b64url_decode(sections[1].strip())
     except ValueError:
         raise ValueError("Could not validate the access token: malformed Base64 URL encoded value") from None
     try:
