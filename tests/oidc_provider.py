@@ -37,6 +37,8 @@ class IdentityProvider:
         self.jwks_gets = 0
         self.token_requests: list[dict[str, str]] = []
         self.token_posts: list[tuple[str, str]] = []  # (Authorization header, form body) as sent
+        self.outages: list[int] = []  # statuses the token endpoint answers first, one per request
+        self.token_lifetime_s = 3600.0
         self.ca_file = tmp_path / "ca.pem"
         ca.cert_pem.write_to_path(str(self.ca_file))
         provider = self
@@ -57,14 +59,18 @@ class IdentityProvider:
                 credentials = self.headers.get("Authorization", "Basic ").split(" ", 1)[1]
                 client_id, _, secret = base64.b64decode(credentials).decode().partition(":")
                 provider.token_requests.append(form)
-                if self.path != "/token" or form.get("grant_type") != "client_credentials":
+                if provider.outages:
+                    self._json(provider.outages.pop(0), {"error": "temporarily_unavailable"})
+                elif self.path != "/token" or form.get("grant_type") != "client_credentials":
                     self._json(400, {"error": "unsupported_grant_type"})
                 elif CLIENTS.get(client_id) != secret:
                     self._json(401, {"error": "invalid_client",
                                      "error_description": "client authentication failed"})
                 else:
-                    token = provider.token(client_id, scope=form.get("scope", ""))
-                    self._json(200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600})
+                    token = provider.token(client_id, scope=form.get("scope", ""),
+                                           lifetime_s=provider.token_lifetime_s)
+                    self._json(200, {"access_token": token, "token_type": "Bearer",
+                                     "expires_in": int(provider.token_lifetime_s)})
 
             def _json(self, status: int, document: dict[str, Any]) -> None:
                 body = json.dumps(document).encode()

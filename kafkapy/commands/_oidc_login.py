@@ -378,8 +378,8 @@ class OidcLogin:
         self._refresh_at_ms = 0.0
 
     @classmethod
-    def from_properties(cls, properties: Mapping[str, str], options: Mapping[str, str],
-                        source: str) -> OidcLogin:
+    def from_properties(cls, properties: Mapping[str, str], options: Mapping[str, str], source: str,
+                        now_ms: Callable[[], float] = lambda: time.time() * 1000) -> OidcLogin:
         """The login the properties and JAAS options describe; ClientError naming what is wrong.
         A ``file:`` token is read here, once, as Kafka reads it when the client starts."""
         url = properties.get(TOKEN_ENDPOINT_KEY, "").strip()
@@ -403,9 +403,9 @@ class OidcLogin:
                 raise ClientError(f"{source}: {exc}") from None
         if scheme == "file":
             path = Path(urllib.request.url2pathname(parts.path)).absolute()
-            return cls(source, url, cls._file_token(path, url, source), *claims, extensions)
+            return cls(source, url, cls._file_token(path, url, source), *claims, extensions, now_ms=now_ms)
         endpoint = cls._endpoint(url, scheme, properties, options, source)
-        return cls(source, url, endpoint.retrieve, *claims, extensions, endpoint)
+        return cls(source, url, endpoint.retrieve, *claims, extensions, endpoint, now_ms)
 
     @staticmethod
     def _file_token(path: Path, url: str, source: str) -> Callable[[], str]:

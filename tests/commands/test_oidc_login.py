@@ -12,6 +12,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -302,3 +303,45 @@ def test_the_login_checks_take_any_text_without_crashing(token: str) -> None:
         validate_login_token(token)
     except ValueError as exc:
         assert "\n" not in str(exc).replace(token, "")
+
+
+# --- retries and refreshes, against the provider ---------------------------------------------------
+
+def _endpoint_login(idp: IdentityProvider, now_ms: Any = None, **extra: str) -> OidcLogin:
+    properties = _properties(**{"sasl.oauthbearer.token.endpoint.url": f"{idp.url}/token", **extra})
+    options = {"clientId": "svc-orders", "clientSecret": CLIENTS["svc-orders"], "scope": "kafka",
+               "ssl.truststore.type": "PEM", "ssl.truststore.location": str(idp.ca_file)}
+    if now_ms is None:
+        return OidcLogin.from_properties(properties, options, "p")
+    return OidcLogin.from_properties(properties, options, "p", now_ms)
+
+
+def test_a_provider_outage_is_retried_and_a_final_status_is_not(idp: IdentityProvider) -> None:
+    """503 is worth another try (Kafka retries any status it does not know to be final); once the
+    retries are spent the first failure is named."""
+    idp.outages = [503, 503]
+    assert _endpoint_login(idp).token().subject == "svc-orders"
+    assert len(idp.token_posts) == 3
+    idp.outages, idp.token_posts = [500] * 100, []
+    with pytest.raises(ClientError) as raised:
+        _endpoint_login(idp, **{"sasl.login.retry.backoff.max.ms": "300"}).token()
+    assert ('The unexpected response code 500 and error message {"temporarily_unavailable" - } was '
+            "encountered reading the token endpoint response") in str(raised.value)
+    assert 2 <= len(idp.token_posts) <= 3  # waits of 100 then 200 ms fit in 300 ms on a quick machine
+    idp.outages, idp.token_posts = [403], []
+    with pytest.raises(ClientError, match=r"response code 403 .* will not attempt further retries"):
+        _endpoint_login(idp).token()
+    assert len(idp.token_posts) == 1
+
+
+def test_a_token_is_shared_until_80_percent_of_its_lifetime_has_passed(idp: IdentityProvider) -> None:
+    """Every connection of a command uses the token held; a connection opened after 80% of its
+    lifetime (Kafka's default refresh window factor) gets a new one."""
+    idp.token_lifetime_s = 100
+    clock = [time.time() * 1000]
+    login = _endpoint_login(idp, lambda: clock[0])
+    first = login.token()
+    clock[0] += 70_000
+    assert login.token() is first and len(idp.token_posts) == 1
+    clock[0] += 15_000
+    assert login.token() is not first and len(idp.token_posts) == 2
