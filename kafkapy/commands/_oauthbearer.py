@@ -9,13 +9,13 @@ the other claims and the SASL extensions from the options. kafkapy's tools do th
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import time
 from collections.abc import Callable, Mapping
 
 from kafkapy.client import ClientError
+from kafkapy.server.sasl import base64url
 
 __all__ = ["check_extensions", "client_first_message", "unsecured_login"]
 
@@ -83,8 +83,8 @@ def unsecured_login(options: Mapping[str, str], source: str,
     extensions = {option[len(_EXTENSION):]: value for option, value in options.items()
                   if option.startswith(_EXTENSION)}
     check_extensions(extensions, source)
-    header = _base64url(json.dumps({"alg": "none"}))
-    return f"{header}.{_base64url(json.dumps(claims))}.", extensions
+    header = base64url.encode(json.dumps({"alg": "none"}).encode())
+    return f"{header}.{base64url.encode(json.dumps(claims).encode())}.", extensions
 
 
 def check_extensions(extensions: Mapping[str, str], source: str) -> None:
@@ -94,10 +94,6 @@ def check_extensions(extensions: Mapping[str, str], source: str) -> None:
             raise ClientError(f"{source}: Extension name {key} is invalid")
         if not _EXTENSION_VALUE.fullmatch(value):
             raise ClientError(f"{source}: Extension value ({value}) for extension {key} is invalid")
-
-
-def _base64url(text: str) -> str:
-    return base64.urlsafe_b64encode(text.encode()).rstrip(b"=").decode()
 
 
 def client_first_message(token: str, extensions: Mapping[str, str]) -> bytes:

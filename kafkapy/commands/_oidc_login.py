@@ -20,7 +20,6 @@ new one for its next connection.
 from __future__ import annotations
 
 import base64
-import binascii
 import http.client
 import json
 import math
@@ -37,6 +36,7 @@ import attrs
 from kafkapy.client import ClientError
 from kafkapy.commands._oauthbearer import check_extensions
 from kafkapy.server.config import ConfigError
+from kafkapy.server.sasl import base64url
 from kafkapy.server.sasl.settings import jaas_trust_context
 
 __all__ = ["HANDLER_KEY", "LOGIN_HANDLERS", "LoginToken", "OidcLogin", "TokenEndpointError",
@@ -168,17 +168,6 @@ def _java_split_dots(token: str) -> list[str]:
     return parts
 
 
-def _b64url_decode(text: str) -> bytes:
-    """Base64URL, padding optional; ValueError if it is not."""
-    if not text.isascii():
-        raise ValueError("not Base64URL")
-    try:
-        return base64.b64decode(text.translate(str.maketrans("-_", "+/")) + "=" * (-len(text) % 4),
-                                validate=True)
-    except binascii.Error:
-        raise ValueError("not Base64URL") from None
-
-
 def _claim_name(name: str, value: str) -> str:
     if not value:
         raise ValueError(f"{name} value must be non-empty")
@@ -220,7 +209,7 @@ def validate_login_token(token: str, sub_claim_name: str = "sub",
             raise ValueError("Malformed JWT provided; expected at least three sections (header, payload, "
                              f"and signature), but {name} section missing")
     try:
-        payload = _b64url_decode(sections[1].strip())
+        payload = base64url.decode(sections[1].strip())
     except ValueError:
         raise ValueError("Could not validate the access token: malformed Base64 URL encoded value") from None
     try:

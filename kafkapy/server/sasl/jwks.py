@@ -18,8 +18,6 @@ them; a key this cannot read is skipped (logged), as jose4j skips it. Signatures
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
 import json
 import logging
@@ -38,6 +36,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+
+from kafkapy.server.sasl import base64url
 
 __all__ = ["ALGORITHMS", "FileJwks", "HttpJwks", "JsonWebKey", "JwksError", "KeySource", "parse_jwks",
            "public_jwk", "sign"]
@@ -68,19 +68,8 @@ class JwksError(Exception):
     """A key set that cannot be fetched or read."""
 
 
-def b64url_decode(text: str) -> bytes:
-    """Base64URL without padding (RFC 7515 section 2); padding is tolerated. ValueError if not."""
-    if not isinstance(text, str) or not text.isascii():
-        raise ValueError("not Base64URL")
-    try:
-        return base64.b64decode(text.translate(str.maketrans("-_", "+/")) + "=" * (-len(text) % 4),
-                                validate=True)
-    except binascii.Error:
-        raise ValueError("not Base64URL") from None
-
-
 def _integer(jwk: Mapping[str, Any], name: str) -> int:
-    return int.from_bytes(b64url_decode(jwk[name]), "big")
+    return int.from_bytes(base64url.decode(jwk[name]), "big")
 
 
 @attrs.frozen
@@ -104,13 +93,13 @@ class JsonWebKey:
             key = rsa.RSAPublicNumbers(_integer(jwk, "e"), _integer(jwk, "n")).public_key()
         elif kty == "EC":
             curve, size = _CURVES[crv]
-            x, y = b64url_decode(jwk["x"]), b64url_decode(jwk["y"])
+            x, y = base64url.decode(jwk["x"]), base64url.decode(jwk["y"])
             if len(x) != size or len(y) != size:
                 raise ValueError(f"{crv} coordinates are {size} bytes")
             key = ec.EllipticCurvePublicNumbers(int.from_bytes(x, "big"), int.from_bytes(y, "big"),
                                                 curve()).public_key()
         elif kty == "OKP":
-            x = b64url_decode(jwk["x"])
+            x = base64url.decode(jwk["x"])
             if crv == "Ed25519":
                 key = ed25519.Ed25519PublicKey.from_public_bytes(x)
             elif crv == "Ed448":
@@ -118,7 +107,7 @@ class JsonWebKey:
             else:
                 raise ValueError(f"unknown OKP curve {crv!r}")
         elif kty == "oct":
-            key = b64url_decode(jwk["k"])
+            key = base64url.decode(jwk["k"])
         else:
             raise ValueError(f"unknown kty {kty!r}")
         ops = jwk.get("key_ops")
@@ -343,10 +332,6 @@ PrivateKey = (rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519Pr
               | ed448.Ed448PrivateKey)
 
 
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
 def _int_bytes(value: int, size: int = 0) -> bytes:
     return value.to_bytes(max(size, (value.bit_length() + 7) // 8, 1), "big")
 
@@ -356,22 +341,23 @@ def public_jwk(key: PrivateKey | bytes, kid: str | None = None, **extra: str) ->
     examples (bytes: an HMAC secret, published as an oct key)."""
     jwk: dict[str, Any]
     if isinstance(key, bytes):
-        jwk = {"kty": "oct", "k": _b64url(key)}
+        jwk = {"kty": "oct", "k": base64url.encode(key)}
     elif isinstance(key, rsa.RSAPrivateKey):
         numbers = key.public_key().public_numbers()
-        jwk = {"kty": "RSA", "n": _b64url(_int_bytes(numbers.n)), "e": _b64url(_int_bytes(numbers.e))}
+        jwk = {"kty": "RSA", "n": base64url.encode(_int_bytes(numbers.n)),
+               "e": base64url.encode(_int_bytes(numbers.e))}
     elif isinstance(key, ec.EllipticCurvePrivateKey):
         crv = {"secp256r1": "P-256", "secp384r1": "P-384", "secp521r1": "P-521"}[key.curve.name]
         point = key.public_key().public_numbers()
         size = _CURVES[crv][1]
-        jwk = {"kty": "EC", "crv": crv, "x": _b64url(_int_bytes(point.x, size)),
-               "y": _b64url(_int_bytes(point.y, size))}
+        jwk = {"kty": "EC", "crv": crv, "x": base64url.encode(_int_bytes(point.x, size)),
+               "y": base64url.encode(_int_bytes(point.y, size))}
     else:
         from cryptography.hazmat.primitives import serialization
 
         raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         jwk = {"kty": "OKP", "crv": "Ed25519" if isinstance(key, ed25519.Ed25519PrivateKey) else "Ed448",
-               "x": _b64url(raw)}
+               "x": base64url.encode(raw)}
     return {**jwk, **({"kid": kid} if kid is not None else {}), **extra}
 
 

@@ -24,7 +24,6 @@ client is only told ``invalid_token``, as Kafka's handler says):
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import math
@@ -34,7 +33,8 @@ from typing import Any, ClassVar
 import attrs
 
 from kafkapy.server.config import ConfigError
-from kafkapy.server.sasl.jwks import ALGORITHMS, JwksError, KeySource, PrivateKey, b64url_decode, sign
+from kafkapy.server.sasl import base64url
+from kafkapy.server.sasl.jwks import ALGORITHMS, JwksError, KeySource, PrivateKey, sign
 from kafkapy.server.sasl.unsecured_jws import TokenRefused
 
 __all__ = ["SignedJwt", "SignedValidator", "java_split_dots", "make_signed_jws"]
@@ -67,7 +67,7 @@ def _reject_constant(name: str) -> float:
 
 def _json_object(part: str, what: str) -> dict[str, Any]:
     try:
-        node = json.loads(b64url_decode(part), object_pairs_hook=_unique_members,
+        node = json.loads(base64url.decode(part), object_pairs_hook=_unique_members,
                           parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise TokenRefused(f"Could not validate the access token: the {what} is not Base64URL-encoded "
@@ -178,7 +178,7 @@ class SignedValidator:
         header = _json_object(header_part, "JWS header")
         alg = self._algorithm(header)
         try:
-            signature = b64url_decode(signature_part)
+            signature = base64url.decode(signature_part)
         except ValueError:
             raise TokenRefused("Could not validate the access token: the signature is not Base64URL") \
                 from None
@@ -284,8 +284,8 @@ def make_signed_jws(claims: Mapping[str, object], key: PrivateKey | bytes, alg: 
     head = {"alg": alg, "typ": "JWT", **({"kid": kid} if kid is not None else {}), **header}
 
     def part(value: Mapping[str, object]) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode("ascii")
+        return base64url.encode(json.dumps(value).encode())
 
     signing_input = f"{part(head)}.{part(claims)}"
     signature = sign(key, alg, signing_input.encode("ascii"))
-    return f"{signing_input}.{base64.urlsafe_b64encode(signature).rstrip(b'=').decode('ascii')}"
+    return f"{signing_input}.{base64url.encode(signature)}"

@@ -29,6 +29,7 @@ from typing import ClassVar
 import attrs
 
 from kafkapy.server.config import ConfigError
+from kafkapy.server.sasl import base64url
 
 __all__ = ["TokenRefused", "UnsecuredJws", "UnsecuredValidator", "make_unsecured_jws", "parse_unsecured_jws"]
 
@@ -184,7 +185,7 @@ def make_unsecured_jws(claims: Mapping[str, object]) -> str:
     librdkafka make them: for clients that take a token (kafka-python's and aiokafka's token
     providers) in tests and examples."""
     def part(value: Mapping[str, object]) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+        return base64url.encode(json.dumps(value).encode())
 
     return f"{part({'alg': 'none'})}.{part(claims)}."
 
