@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from quick_clients import RDKAFKA_CLIENT
+from round_trips import aiokafka_round_trip, confluent_round_trip, kafka_python_round_trip
 
 from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
@@ -90,28 +91,13 @@ def authentication_errors(config: dict[str, Any]) -> list[str]:
 
 def test_confluent_kafka_produces_and_consumes_as_the_tokens_principal(oauth_broker: Broker) -> None:
     """alice's token gets her no rights until the ACLs grant them: the principal is User:alice."""
-    from confluent_kafka import Consumer, Producer
 
     refused = delivery_error(confluent(oauth_broker, "alice"), "oauth-orders")
     assert refused.name() == "TOPIC_AUTHORIZATION_FAILED"
     grant_alice(oauth_broker, "oauth-orders", "oauth-group")
-    producer = Producer(confluent(oauth_broker, "alice"))
-    for value in (b"one", b"two"):
-        producer.produce("oauth-orders", value)
-    assert producer.flush(TIMEOUT_S) == 0
-    consumer = Consumer(confluent(oauth_broker, "alice", **{"group.id": "oauth-group",
-                                                           "auto.offset.reset": "earliest"}))
-    consumer.subscribe(["oauth-orders"])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(values) < 2 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    assert values == [b"one", b"two"]
+    assert confluent_round_trip(confluent(oauth_broker, "alice"),
+                                confluent(oauth_broker, "alice", **{"group.id": "oauth-group"}),
+                                "oauth-orders") == [b"one", b"two"]
 
 
 def test_confluent_kafka_token_without_the_required_scope_is_refused(oauth_broker: Broker) -> None:
@@ -172,21 +158,9 @@ def kafka_python(broker: Broker, token: str) -> dict[str, Any]:
 
 
 def test_kafka_python_produces_and_consumes_with_a_token_provider(oauth_broker: Broker) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
-
     grant_alice(oauth_broker, "kp-oauth", "kp-group")
     config = kafka_python(oauth_broker, token_for("alice"))
-    producer = KafkaProducer(**config)
-    try:
-        producer.send("kp-oauth", b"hello").get(timeout=TIMEOUT_S)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer("kp-oauth", group_id="kp-group", auto_offset_reset="earliest",
-                             consumer_timeout_ms=TIMEOUT_S * 1000, **config)
-    try:
-        assert bytes(next(consumer).value) == b"hello"
-    finally:
-        consumer.close()
+    assert kafka_python_round_trip(config, "kp-oauth", b"hello", "kp-group") == b"hello"
 
 
 @pytest.mark.parametrize(("token", "refusal"), [(token_for("alice", scope="read"), INSUFFICIENT_SCOPE),
@@ -205,7 +179,6 @@ def test_kafka_python_refused_token_is_an_authentication_error(
 
 
 def test_aiokafka_produces_and_consumes_with_a_token_provider(oauth_broker: Broker) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider
 
     grant_alice(oauth_broker, "aio-oauth", "aio-group")
@@ -214,25 +187,10 @@ def test_aiokafka_produces_and_consumes_with_a_token_provider(oauth_broker: Brok
         async def token(self) -> str:
             return token_for("alice")
 
-    async def round_trip() -> bytes:
-        common: dict[str, Any] = {"bootstrap_servers": oauth_broker.bootstrap_servers,
-                                  "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
-                                  "sasl_oauth_token_provider": Provider()}
-        producer = AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            await producer.send_and_wait("aio-oauth", b"async")
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer("aio-oauth", group_id="aio-group", auto_offset_reset="earliest", **common)
-        await consumer.start()
-        try:
-            message = await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
-            return bytes(message.value)
-        finally:
-            await consumer.stop()
-
-    assert asyncio.run(round_trip()) == b"async"
+    common: dict[str, Any] = {"bootstrap_servers": oauth_broker.bootstrap_servers,
+                              "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
+                              "sasl_oauth_token_provider": Provider()}
+    assert aiokafka_round_trip(common, "aio-oauth", b"async", "aio-group") == b"async"
 
 
 def test_aiokafka_token_without_the_required_scope_is_refused(

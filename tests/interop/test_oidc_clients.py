@@ -10,7 +10,6 @@ broker's virtual clock decides expiry; and an unreachable JWKS fails the start."
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -22,6 +21,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from oidc_provider import AUDIENCE, CLIENTS, ISSUER, IdentityProvider, broker_config
 from quick_clients import RDKAFKA_CLIENT
+from round_trips import aiokafka_round_trip, confluent_round_trip, kafka_python_round_trip
 
 from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
@@ -72,27 +72,13 @@ def oidc_client(broker: Broker, idp: IdentityProvider, client_id: str = "svc-ord
 def test_confluent_kafka_oidc_produces_and_consumes(oidc_broker: Broker, idp: IdentityProvider) -> None:
     """librdkafka fetches a token from the provider's token endpoint and the broker checks it with
     the provider's JWKS: the client is User:<its client id>."""
-    from confluent_kafka import Consumer, Producer
+    def logged_in_with_the_providers_token() -> None:
+        assert principals(oidc_broker) == {"User:svc-orders"}
+        assert idp.token_requests and idp.token_requests[0]["grant_type"] == "client_credentials"
 
-    producer = Producer(oidc_client(oidc_broker, idp))
-    for value in (b"one", b"two"):
-        producer.produce("oidc-orders", value)
-    assert producer.flush(TIMEOUT_S) == 0
-    assert principals(oidc_broker) == {"User:svc-orders"}
-    assert idp.token_requests and idp.token_requests[0]["grant_type"] == "client_credentials"
-    consumer = Consumer(oidc_client(oidc_broker, idp, **{"group.id": "oidc-group",
-                                                        "auto.offset.reset": "earliest"}))
-    consumer.subscribe(["oidc-orders"])
-    values: list[bytes] = []
-    try:
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(values) < 2 and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-    finally:
-        consumer.close()
-    assert values == [b"one", b"two"]
+    assert confluent_round_trip(oidc_client(oidc_broker, idp),
+                                oidc_client(oidc_broker, idp, **{"group.id": "oidc-group"}), "oidc-orders",
+                                after_produce=logged_in_with_the_providers_token) == [b"one", b"two"]
 
 
 def confluent_with_token(broker: Broker, token: str, **extra: Any) -> dict[str, Any]:
@@ -188,53 +174,30 @@ def kafka_python(broker: Broker, tokens: Any) -> dict[str, Any]:
 
 def test_kafka_python_produces_and_consumes_with_signed_tokens(oidc_broker: Broker,
                                                                idp: IdentityProvider) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
+    def logged_in_as_alice() -> None:
+        assert principals(oidc_broker) == {"User:alice"}
 
     config = kafka_python(oidc_broker, idp.token)
-    producer = KafkaProducer(**config)
-    try:
-        producer.send("kp-oidc", b"hello").get(timeout=TIMEOUT_S)
-        assert principals(oidc_broker) == {"User:alice"}
-    finally:
-        producer.close()
-    consumer = KafkaConsumer("kp-oidc", group_id="kp-oidc-group", auto_offset_reset="earliest",
-                             consumer_timeout_ms=TIMEOUT_S * 1000, **config)
-    try:
-        assert bytes(next(consumer).value) == b"hello"
-    finally:
-        consumer.close()
+    assert kafka_python_round_trip(config, "kp-oidc", b"hello", "kp-oidc-group",
+                                   after_produce=logged_in_as_alice) == b"hello"
 
 
 def test_aiokafka_produces_and_consumes_with_signed_tokens(oidc_broker: Broker,
                                                            idp: IdentityProvider) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider
 
     class Provider(AbstractTokenProvider):
         async def token(self) -> str:
             return idp.token("bob")
 
-    async def round_trip() -> bytes:
-        common: dict[str, Any] = {"bootstrap_servers": oidc_broker.bootstrap_servers,
-                                  "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
-                                  "sasl_oauth_token_provider": Provider()}
-        producer = AIOKafkaProducer(**common)
-        await producer.start()
-        try:
-            await producer.send_and_wait("aio-oidc", b"async")
-            assert principals(oidc_broker) == {"User:bob"}
-        finally:
-            await producer.stop()
-        consumer = AIOKafkaConsumer("aio-oidc", group_id="aio-oidc-group", auto_offset_reset="earliest",
-                                    **common)
-        await consumer.start()
-        try:
-            message = await asyncio.wait_for(consumer.getone(), TIMEOUT_S)
-            return bytes(message.value)
-        finally:
-            await consumer.stop()
+    def logged_in_as_bob() -> None:
+        assert principals(oidc_broker) == {"User:bob"}
 
-    assert asyncio.run(round_trip()) == b"async"
+    common: dict[str, Any] = {"bootstrap_servers": oidc_broker.bootstrap_servers,
+                              "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "OAUTHBEARER",
+                              "sasl_oauth_token_provider": Provider()}
+    assert aiokafka_round_trip(common, "aio-oidc", b"async", "aio-oidc-group",
+                               after_produce=logged_in_as_bob) == b"async"
 
 
 def test_kafka_python_re_authenticates_with_signed_tokens(idp: IdentityProvider,

@@ -11,6 +11,7 @@ import subprocess
 from typing import Any
 
 import pytest
+import round_trips
 
 from kafkapy.embedded import Broker
 from kafkapy.testing import BrokerFactory
@@ -35,26 +36,9 @@ def confluent(broker: Broker, user: str, password: str, **extra: Any) -> dict[st
 
 
 def confluent_round_trip(broker: Broker, topic: str) -> list[bytes]:
-    from confluent_kafka import Consumer, Producer
-
-    producer = Producer(confluent(broker, "alice", "secret"))
-    for value in (b"one", b"two"):
-        producer.produce(topic, value)
-    assert producer.flush(TIMEOUT_S) == 0
-    consumer = Consumer(confluent(broker, "alice", "secret", **{"group.id": "sasl-group",
-                                                                "auto.offset.reset": "earliest"}))
-    consumer.subscribe([topic])
-    values: list[bytes] = []
-    try:
-        for _ in range(TIMEOUT_S * 4):
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                values.append(message.value())
-            if len(values) == 2:
-                break
-    finally:
-        consumer.close()
-    return values
+    group = {"group.id": "sasl-group"}
+    return round_trips.confluent_round_trip(confluent(broker, "alice", "secret"),
+                                            confluent(broker, "alice", "secret", **group), topic)
 
 
 def test_confluent_kafka_produces_and_consumes_with_plain(sasl_broker: Broker) -> None:
@@ -84,26 +68,9 @@ def kafka_python(bootstrap: str, user: str, password: str, mechanism: str = "PLA
             "request_timeout_ms": TIMEOUT_S * 1000}
 
 
-def kafka_python_round_trip(config: dict[str, Any], topic: str, value: bytes) -> bytes:
-    """Produce ``value`` with kafka-python and read it back from the start of ``topic``."""
-    from kafka import KafkaConsumer, KafkaProducer
-
-    producer = KafkaProducer(**config)
-    try:
-        producer.send(topic, value).get(timeout=TIMEOUT_S)
-    finally:
-        producer.close()
-    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=TIMEOUT_S * 1000,
-                             **config)
-    try:
-        return bytes(next(consumer).value)
-    finally:
-        consumer.close()
-
-
 def test_kafka_python_produces_and_consumes_with_plain(sasl_broker: Broker) -> None:
     config = kafka_python(sasl_broker.bootstrap_servers, "alice", "secret")
-    assert kafka_python_round_trip(config, "kp-sasl", b"hello") == b"hello"
+    assert round_trips.kafka_python_round_trip(config, "kp-sasl", b"hello") == b"hello"
 
 
 def test_kafka_python_wrong_password_is_an_authentication_error(
@@ -221,7 +188,7 @@ def test_confluent_kafka_scram_after_alter_user_scram_credentials(
 def test_kafka_python_scram_after_alter_user_scram_credentials(
         scram_broker: Broker, mechanism: str, user: str, password: str) -> None:
     config = kafka_python(scram_broker.listeners["SASL_PLAINTEXT"], user, password, mechanism)
-    assert kafka_python_round_trip(config, "kp-scram", b"salted") == b"salted"
+    assert round_trips.kafka_python_round_trip(config, "kp-scram", b"salted") == b"salted"
 
 
 def test_confluent_kafka_over_sasl_ssl(kafka_broker_factory: BrokerFactory, tmp_path: Any) -> None:
