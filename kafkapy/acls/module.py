@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["AclsModule"]
 
 VERSIONS = VersionRange(1, 3)  # what the catalogue holds; v0 was removed in Kafka 4.0 (KIP-896)
-SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."  # Kafka's message
+#: Kafka's messages: CreateAcls and DeleteAcls word it differently from DescribeAcls.
+SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
+DESCRIBE_SECURITY_DISABLED_MESSAGE = "No Authorizer is configured on the broker"
 
 
 def binding_of(item: Mapping[str, Any], pattern_key: str) -> AclBinding:
@@ -96,7 +98,7 @@ class AclsModule(Module):
             return error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         authorizer = self._acl_authorizer()
         if authorizer is None:
-            return error(ErrorCode.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE)
+            return error(ErrorCode.SECURITY_DISABLED, DESCRIBE_SECURITY_DISABLED_MESSAGE)
         acl_filter = filter_of(request.body)
         try:
             acl_filter.validate()

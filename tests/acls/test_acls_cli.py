@@ -79,4 +79,5 @@ def test_without_the_acl_authorizer(capsys: pytest.CaptureFixture[str]) -> None:
     with Broker() as plain:
         code, _, err = run(capsys, "--bootstrap-server", plain.bootstrap_servers, "--list")
     assert (code, err) == (
-        1, "kafkapy acls: DescribeAcls failed: SECURITY_DISABLED: No Authorizer is configured.\n")
+        1, "kafkapy acls: DescribeAcls failed: SECURITY_DISABLED: "
+           "No Authorizer is configured on the broker\n")
