@@ -1,5 +1,5 @@
-"""``python -m benchmarks._txn_in_process [--per-request]``: the broker's CPU per committed
-transaction, no sockets.
+"""``python -m benchmarks._txn_in_process [--per-request] [--cold KB]``: the broker's CPU per
+committed transaction, no sockets.
 
 The requests confluent-kafka sends for one transaction of issue 17's benchmark (AddPartitionsToTxn
 v0, a Produce v10 per partition with 5 transactional records each, EndTxn v1), through
@@ -8,14 +8,21 @@ them over, so the fast paths from the frame answer what they take; before round 
 ``dispatch``, the plain path), a request that suspends awaited as its connection would. Prints
 the best of 5 windows of process CPU time per transaction. Run it from two checkouts in turn to
 compare them without the noise of loopback sockets and a client (docs/performance.md, issue 17).
+
+``--cold KB`` writes KB kilobytes of memory before every request and before the step after EndTxn
+(outside the timed part), evicting that much of the CPU caches, as the client and other tenants do
+in the 1.2 ms a real client pauses between transactions. Each request is then timed alone with the
+loop thread's CPU clock, and the figure per transaction is the sum of the steps' medians
+(docs/performance.md, round 14).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
-import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kafkapy import Broker
@@ -93,17 +100,20 @@ def _codes(value: Any) -> list[int]:
 
 
 async def _run(dispatcher: Any, txns: list[list[tuple[str, bytes]]], check: bool,
-               steps: list[list[float]] | None = None) -> None:
+               steps: list[list[float]] | None = None, evict: Callable[[], None] | None = None) -> None:
     """Each frame as its connection would: answered in place, or the awaitable awaited; a loop step
     between transactions, as between an answer and the next request over a socket. With
     ``check``, every answer is decoded and must hold no error (outside the timed windows). With
     ``steps`` (one list per frame of a transaction, and one for the step after EndTxn), each
-    one's wall time is appended to its list."""
+    one's wall time is appended to its list (its thread CPU time with ``evict``, which runs before
+    each step, untimed)."""
     connections = {"coordinator": _connection("coordinator"), "leader": _connection("leader")}
     out: list[Any] = []
-    clock = time.perf_counter
+    clock = time.perf_counter if evict is None else time.thread_time
     for frames in txns:
         for index, (connection, frame) in enumerate(frames):
+            if evict is not None:
+                evict()
             started = clock()
             pending = dispatcher.dispatch_all(connections[connection], iter([frame]), out, _open)
             if pending is not None:
@@ -123,6 +133,8 @@ async def _run(dispatcher: Any, txns: list[list[tuple[str, bytes]]], check: bool
             out.clear()
         # A client's next request comes in a later loop step than the answer to EndTxn; what the
         # coordinator does after answering (the markers, CompleteCommit) runs before it.
+        if evict is not None:
+            evict()
         started = clock()
         await asyncio.sleep(0)
         if steps is not None:
@@ -136,9 +148,24 @@ def _open() -> bool:
 STEPS = ("AddPartitionsToTxn", "Produce p0", "Produce p1", "EndTxn", "the step after EndTxn")
 
 
-def main(per_request: bool = False) -> None:
+def _evictor(kilobytes: int) -> Callable[[], None]:
+    """Overwrites ``kilobytes`` of memory from a second buffer of the same size: both pass
+    through the caches, pushing out what the broker's last request left there."""
+    target = bytearray(kilobytes << 10)
+    source = bytes(b"\x5a" * len(target))
+
+    def evict() -> None:
+        target[:] = source
+    return evict
+
+
+def main(per_request: bool = False, cold_kilobytes: int = 0) -> None:
     """``per_request``: also print each request's median wall time (and the step after EndTxn:
-    the markers and CompleteCommit), from the window with the least CPU."""
+    the markers and CompleteCommit), from the window with the least CPU. ``cold_kilobytes``:
+    evict that much of the caches before each step (module docstring)."""
+    if cold_kilobytes:
+        _main_cold(cold_kilobytes)
+        return
     best: list[list[float]] = []
     with Broker() as broker:
         assert broker.runtime is not None and broker._loop is not None
@@ -166,5 +193,41 @@ def main(per_request: bool = False) -> None:
             f"{name} {statistics.median(times) * 1e6:.1f}" for name, times in zip(STEPS, best, strict=True)))
 
 
+def _nothing() -> None:
+    """The hot windows' stand-in for the eviction, so both kinds time the same way."""
+
+
+def _main_cold(kilobytes: int) -> None:
+    """Hot and cold windows alternated, each step timed alone (the eviction is not timed)."""
+    evict = _evictor(kilobytes)
+    with Broker() as broker:
+        assert broker.runtime is not None and broker._loop is not None
+        producer_id, epoch = _setup(broker.bootstrap_servers)
+        dispatcher = broker.runtime.dispatcher
+        done = 50
+        asyncio.run_coroutine_threadsafe(_run(dispatcher, _frames(producer_id, epoch, 0, done), True),
+                                         broker._loop).result()
+        for cold in (False, True) * 2:
+            steps: list[list[float]] = [[] for _ in STEPS]
+            txns = _frames(producer_id, epoch, done, PER_WINDOW)
+            done += PER_WINDOW
+            before_step = evict if cold else _nothing
+            asyncio.run_coroutine_threadsafe(_run(dispatcher, txns, False, steps, before_step),
+                                             broker._loop).result()
+            medians = [statistics.median(times) * 1e6 for times in steps]
+            label = f"cold ({kilobytes} KB evicted)" if cold else "hot"
+            print(f"{label}: {sum(medians):.1f} us per transaction; "
+                  + ", ".join(f"{name} {median:.1f}" for name, median in zip(STEPS, medians, strict=True)))
+
+
+def _parse() -> Any:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks._txn_in_process")
+    parser.add_argument("--per-request", action="store_true")
+    parser.add_argument("--cold", type=int, default=0, metavar="KB",
+                        help="evict this many kilobytes of cache before each step")
+    return parser.parse_args()
+
+
 if __name__ == "__main__":
-    main("--per-request" in sys.argv[1:])
+    arguments = _parse()
+    main(arguments.per_request, arguments.cold)
