@@ -48,7 +48,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check kafkapy tests benchmarks examples
 	$(VENV)/bin/mypy
 
+# Bytecode first: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines), every
+# process the tests start (kafkapy serve, the CLI, the examples) would otherwise compile kafkapy
+# from source again, about 0.6 s each (tests/commands: 138 s -> 94 s).
 test: install lint
+	$(PY) -m compileall -q kafkapy tests benchmarks examples
 	$(PY) -m pytest
 
 # Issue 18's tests in one process, held to their 30 s wall-time budget (docs/testing.md);
