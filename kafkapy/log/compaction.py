@@ -24,15 +24,19 @@ transaction index. A committed transaction's records are compacted like any
 others; an aborted one's are all removed, and never count as a key's last
 value. An ABORT marker stays while any record of its transaction is still in
 the log, a COMMIT marker while the pass read a batch of its transaction;
-after that a marker goes like a tombstone (``delete.retention.ms``), and an
-aborted transaction whose marker went leaves the transaction index. The batch
+after that a marker goes like a tombstone (below), and an aborted transaction
+whose marker went leaves the transaction index. The batch
 that holds an active producer's last sequence (or, when its last entry is a
 marker, that marker) is kept even when emptied, as a header without records,
 so the producer's sequence and epoch survive the cleaning and a restart.
 
-Tombstones (null values) are kept while their segment's largest timestamp is
-within ``delete.retention.ms`` of now, then removed, so a consumer that was
-behind still sees the delete.
+Tombstones (null values) and markers that may go are timed from the cleaning
+that first finds them, as KIP-534 has Kafka do: that cleaning rewrites their
+batch with a delete horizon (now + ``delete.retention.ms``, in the header's
+base timestamp with the delete-horizon attribute bit; the records' timestamps
+stay), and a cleaning at or after the horizon removes them. So a consumer that
+was behind still sees the delete for ``delete.retention.ms``, however old the
+tombstone's own timestamp.
 """
 
 from __future__ import annotations
@@ -171,7 +175,7 @@ def _holds_last_of_producer(batch: RecordBatch, last_records: Mapping[int, LastR
     return batch.is_control and batch.producer_epoch == last.producer_epoch
 
 
-def _rebuilt(batch: RecordBatch, kept: list[Record]) -> bytes:
+def _rebuilt(batch: RecordBatch, kept: list[Record], delete_horizon_ms: int | None) -> bytes:
     return build_record_batch(
         kept,
         base_offset=batch.base_offset,
@@ -180,26 +184,37 @@ def _rebuilt(batch: RecordBatch, kept: list[Record]) -> bytes:
         producer_epoch=batch.producer_epoch,
         base_sequence=batch.base_sequence,
         is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
         timestamp_type=batch.timestamp_type,
         partition_leader_epoch=batch.partition_leader_epoch,
         max_timestamp=batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None,
+        delete_horizon_ms=delete_horizon_ms,
     )
+
+
+def _past_horizon(batch: RecordBatch, now_ms: int) -> bool:
+    """Whether a cleaning stamped this batch's horizon and it has come (Kafka compares with <=)."""
+    horizon = batch.delete_horizon_ms
+    return horizon is not None and horizon <= now_ms
 
 
 def clean_batches(
     batches: Iterable[RecordBatch],
     offset_map: dict[bytes, int],
     *,
-    drop_tombstones: bool,
+    now_ms: int,
+    delete_retention_ms: int,
     walk: TransactionWalk | None = None,
     last_records: Mapping[int, LastRecord] | None = None,
 ) -> CleanedSegment:
     """The segment's batches with superseded, deleted and aborted records removed. ``walk``
-    carries the transactions across the segments of one pass; ``drop_tombstones`` says the
-    segment is past delete.retention.ms, for tombstones and markers alike.
+    carries the transactions across the segments of one pass; ``now_ms`` is the cleaning's time,
+    which the delete horizons it stamps (now + ``delete_retention_ms``) and finds are held to.
 
-    Per batch, as Kafka's filter decides: all records kept, the original bytes; some, a rebuilt
-    batch; none, an empty header if it holds its producer's last entry, else nothing."""
+    Per batch, as Kafka's filter decides: all records kept and nothing to stamp, the original
+    bytes; some kept, or a horizon to stamp (tombstones, or a marker that may go, in a batch
+    without one), a rebuilt batch; none, an empty header if it holds its producer's last entry,
+    else nothing."""
     walk = walk or TransactionWalk()
     last_records = last_records or {}
     out = bytearray()
@@ -208,8 +223,10 @@ def clean_batches(
     changed = False
     for batch in batches:
         kept: list[Record] | None = None  # None: every record stays
+        may_go = False  # a tombstone kept, or a marker whose transaction is done: needs a horizon
         if batch.is_control:
-            if walk.marker(batch) and drop_tombstones:
+            may_go = walk.marker(batch)
+            if may_go and _past_horizon(batch, now_ms):
                 kept = []
             elif batch.record_count:
                 kept_markers.add(batch.base_offset)
@@ -217,18 +234,24 @@ def clean_batches(
             kept = []
         else:
             records = batch.record_list()
+            expired = _past_horizon(batch, now_ms)
             kept = [record for record in records
                     if record.key is not None
                     and offset_map.get(record.key) == record.offset
-                    and not (drop_tombstones and record.value is None)]
+                    and not (expired and record.value is None)]
+            may_go = any(record.value is None for record in kept)
             if len(kept) == len(records):
                 kept = None
-        if kept is None and batch.record_count:
+        stamp = may_go and not batch.has_delete_horizon and batch.record_count > 0
+        if kept is None and batch.record_count and not stamp:
             out += batch.raw
             continue
-        removed += batch.record_count - len(kept or ())
+        if kept is None:
+            kept = batch.record_list()
+        removed += batch.record_count - len(kept)
         if kept:
-            out += _rebuilt(batch, kept)
+            horizon = now_ms + delete_retention_ms if stamp else batch.delete_horizon_ms
+            out += _rebuilt(batch, kept, horizon)
         elif not _holds_last_of_producer(batch, last_records):
             changed = True  # the batch goes
             continue

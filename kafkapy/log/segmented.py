@@ -736,8 +736,8 @@ class SegmentedLog:
         walk = TransactionWalk(aborted)
         removed = 0
         for segment in cleanable:
-            drop_tombstones = now - segment.retention_timestamp() > config.delete_retention_ms
-            cleaned = clean_batches(segment.batches(), offset_map, drop_tombstones=drop_tombstones, walk=walk,
+            cleaned = clean_batches(segment.batches(), offset_map, now_ms=now,
+                                    delete_retention_ms=config.delete_retention_ms, walk=walk,
                                     last_records=last_records)
             if cleaned.changed:
                 segment.replace(cleaned.data, active=False)

@@ -721,6 +721,12 @@ class RecordBatch:
         return bool(self.attributes & _DELETE_HORIZON_BIT)
 
     @property
+    def delete_horizon_ms(self) -> int | None:
+        """When the cleaner may drop this batch's tombstones (or, a control batch, its marker);
+        None until a cleaning has stamped it."""
+        return self.base_timestamp if self.attributes & _DELETE_HORIZON_BIT else None
+
+    @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
 
@@ -1400,6 +1406,7 @@ def build_record_batch(
     base_timestamp: int | None = None,
     max_timestamp: int | None = None,
     last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode one magic-2 batch.
 
@@ -1409,7 +1416,10 @@ def build_record_batch(
     follow their predecessor.  ``max_timestamp`` overrides the computed one, for
     a broker stamping log-append time.  ``last_offset_delta`` overrides the
     computed one, so an emptied batch still spans the offsets it held (what
-    Kafka's cleaner keeps of a producer's last batch).
+    Kafka's cleaner keeps of a producer's last batch).  ``delete_horizon_ms``
+    (KIP-534, what the cleaner stamps on a batch holding tombstones or a marker
+    it may later drop) goes in the header's base timestamp with the attribute
+    bit set; the records' deltas are taken from it, so their timestamps stay.
     """
     codec = compression_of(compression)
     items = [_normalise(r) for r in records]
@@ -1420,6 +1430,9 @@ def build_record_batch(
         base_timestamp = first
     if not _INT64_MIN <= base_timestamp <= _INT64_MAX:
         raise EncodeError("base_timestamp does not fit int64", field="base_timestamp")
+    header_timestamp = base_timestamp if delete_horizon_ms is None else delete_horizon_ms
+    if not _INT64_MIN <= header_timestamp <= _INT64_MAX:
+        raise EncodeError("delete_horizon_ms does not fit int64", field="delete_horizon_ms")
     body = bytearray()
     rec = bytearray()
     delta = -1
@@ -1436,7 +1449,7 @@ def build_record_batch(
                 field="offset",
             )
         delta = new_delta
-        ts_delta = ts - base_timestamp
+        ts_delta = ts - header_timestamp
         if not _INT64_MIN <= ts_delta <= _INT64_MAX:
             raise EncodeError(f"timestamp {ts} is too far from base_timestamp", field="timestamp")
         rec.clear()
@@ -1473,6 +1486,8 @@ def build_record_batch(
         attributes |= _TRANSACTIONAL_BIT
     if is_control:
         attributes |= _CONTROL_BIT
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON_BIT
     if max_timestamp is None:
         max_timestamp = base_timestamp if top_ts is None else top_ts
     if last_offset_delta is not None and last_offset_delta < max(delta, 0):
@@ -1492,7 +1507,7 @@ def build_record_batch(
             0,
             attributes,
             max(delta, 0) if last_offset_delta is None else last_offset_delta,
-            base_timestamp,
+            header_timestamp,
             max_timestamp,
             producer_id,
             producer_epoch,

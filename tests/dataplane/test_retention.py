@@ -25,7 +25,8 @@ def create_topic(broker: Broker, name: str, config: dict[str, str]) -> None:
     future.result(timeout=TIMEOUT_S)
 
 
-def produce(broker: Broker, topic: str, records: list[tuple[bytes, bytes]], timestamp_ms: int = 0) -> None:
+def produce(broker: Broker, topic: str, records: list[tuple[bytes, bytes | None]],
+            timestamp_ms: int = 0) -> None:
     """One record per request (linger 0, one in flight), so small segment.bytes rolls often."""
     from confluent_kafka import Producer
 
@@ -190,6 +191,38 @@ def test_compacted_topic_keeps_the_latest_value_per_key() -> None:
             else:
                 assert key in [k for k, _ in records[offset + 1:]]
         assert broker.logs.compact() == {}
+
+
+def test_a_tombstone_stays_delete_retention_ms_after_the_cleaning_that_found_it() -> None:
+    """KIP-534: however old a tombstone's timestamp, compaction keeps it for delete.retention.ms
+    from the cleaning that first kept it, stamping that horizon into its batch; clients read the
+    rewritten batch with the records' own timestamps."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    day_ms = 24 * HOUR_MS
+    with Broker() as broker:
+        create_topic(broker, "deletes", {"segment.bytes": "100", "cleanup.policy": "compact"})
+        produce(broker, "deletes", [(b"a", b"1"), (b"b", b"1")], timestamp_ms=1_000)
+        produce(broker, "deletes", [(b"a", None)], timestamp_ms=2_000)
+        produce(broker, "deletes", [(b"c", b"1")], timestamp_ms=3_000)  # the active segment
+        now = int(time.time() * 1000)
+        assert broker.logs.compact(now) == {("deletes", 0): 1}  # a@0 only: its tombstone stays
+        messages = consume_all(broker, "deletes", 0)
+        assert [(m.offset(), m.key(), m.value(), m.timestamp()[1]) for m in messages] == [
+            (1, b"b", b"1", 1_000), (2, b"a", None, 2_000), (3, b"c", b"1", 3_000)]
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, enable_auto_commit=False)
+        consumer.assign([TopicPartition("deletes", 0)])
+        consumer.seek(TopicPartition("deletes", 0), 0)
+        read: list[tuple[int, bytes | None, int]] = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(read) < 3 and time.monotonic() < deadline:
+            for batch in consumer.poll(500).values():
+                read.extend((r.offset, r.value, r.timestamp) for r in batch)
+        consumer.close()
+        assert read == [(1, b"1", 1_000), (2, None, 2_000), (3, b"1", 3_000)]
+        assert broker.logs.compact(now + day_ms - 1) == {}  # a day after that cleaning, not before
+        assert broker.logs.compact(now + day_ms) == {("deletes", 0): 1}
+        assert [m.offset() for m in consume_all(broker, "deletes", 0)] == [1, 3]
 
 
 def test_delete_topics_are_not_compacted() -> None:

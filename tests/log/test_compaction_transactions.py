@@ -105,10 +105,18 @@ def test_an_abort_marker_outlives_its_records_then_goes_with_its_index_entry() -
     assert log.log.compact(now_ms=DAY + 20) == 0
     assert [t.producer_id for t in log.log.collect_aborted_txns(0, 4)] == [5]
     # Once producer 5 expires, its emptied batch goes; the pass after that finds no batch of the
-    # transaction, and the marker (a day old: past the horizon) goes with its index entry.
+    # transaction: the marker may go, so it gets its delete horizon (KIP-534: that cleaning's time
+    # plus delete.retention.ms, however old the marker), and goes with its index entry at it.
     del log.state.producers[5]
     assert log.log.compact(now_ms=DAY + 30) == 0 and log.batches()[0].base_offset == 1
-    assert log.log.compact(now_ms=DAY + 40) == 1
+    assert log.batches()[0].delete_horizon_ms is None
+    assert log.log.compact(now_ms=DAY + 40) == 0
+    marker = log.batches()[0]
+    assert (marker.is_control, marker.delete_horizon_ms, marker.record_count) == (True, 2 * DAY + 40, 1)
+    assert marker.crc_valid
+    assert log.log.compact(now_ms=2 * DAY + 39) == 0  # before the horizon: still there
+    assert [t.producer_id for t in log.log.collect_aborted_txns(0, 4)] == [5]
+    assert log.log.compact(now_ms=2 * DAY + 40) == 1
     assert log.log.collect_aborted_txns(0, 4) == []
     assert [b.base_offset for b in log.batches()] == [2, 3]
 

@@ -130,10 +130,16 @@ def test_compaction_keeps_the_last_record_per_key_with_offsets_preserved(make_lo
     # reads, time lookups and truncation still see batch boundaries after the rewrite
     assert [b.base_offset for b in batches_of(log.read(1, 1).chunks)] == [3]
     assert log.offset_for_timestamp(0) is not None and log.offset_for_timestamp(0).offset == 3  # type: ignore[union-attr]
-    # past delete.retention.ms the tombstone goes too; running again removes nothing else
-    assert log.compact(now_ms=DAY + 1) == 1
+    # KIP-534: the cleaning that kept the tombstone stamped its batch with a delete horizon, that
+    # cleaning's time plus delete.retention.ms (the records' timestamps stay: all were 0)
+    assert (batch.delete_horizon_ms, batch.has_delete_horizon) == (1_000 + DAY, True)
+    assert [r.timestamp for r in batch.record_list()] == [0, 0]
+    assert log.compact(now_ms=DAY + 999) == 0  # before the horizon the tombstone stays
+    assert [r.offset for r in records(log)] == [3, 5, 6, 7, 8, 9, 10]
+    # at the horizon the tombstone goes too; running again removes nothing else
+    assert log.compact(now_ms=DAY + 1_000) == 1
     assert [r.offset for r in records(log)] == [3, 6, 7, 8, 9, 10]
-    assert log.compact(now_ms=DAY + 2) == 0
+    assert log.compact(now_ms=DAY + 2_000) == 0
 
 
 def test_min_compaction_lag_holds_young_segments_back(make_log: MakeLog) -> None:

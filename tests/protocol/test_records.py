@@ -621,3 +621,17 @@ def test_legacy_crc_corruption_is_always_detected(seed: bytes, where: int, flip:
     data[at] ^= flip
     with pytest.raises(DecodeError):
         list(Records(bytes(data)).records())
+
+
+def test_a_delete_horizon_takes_the_base_timestamp_and_the_records_keep_theirs() -> None:
+    """KIP-534's layout: attribute bit 6 set, the horizon in the base timestamp, record deltas
+    taken from it (negative here), so readers still compute each record's own timestamp."""
+    data = build_record_batch([(b"k", None, [], 5_000), (b"j", b"v", [], 7_000)], base_offset=10,
+                              delete_horizon_ms=90_000)
+    batch = RecordBatch(data, 0)
+    assert batch.has_delete_horizon and batch.delete_horizon_ms == 90_000 and batch.crc_valid
+    assert (batch.base_timestamp, batch.max_timestamp) == (90_000, 7_000)
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in batch.record_list()] == [
+        (10, b"k", None, 5_000), (11, b"j", b"v", 7_000)]
+    plain = RecordBatch(build_record_batch([(b"k", None, [], 5_000)]), 0)
+    assert (plain.has_delete_horizon, plain.delete_horizon_ms) == (False, None)
