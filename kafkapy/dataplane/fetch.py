@@ -17,9 +17,11 @@ goes whole even when it is larger than both, so that a consumer always makes pro
 The response goes at once when it holds ``min_bytes``, when a partition answers an error, when
 ``max_wait_ms`` is 0, or when nothing can be read. Otherwise the request waits (Kafka's
 DelayedFetch): a callback on every partition read (``PartitionSource.on_append``, called on the
-loop right after an append) wakes it, it reads again, and it answers once ``min_bytes`` are there
-or ``max_wait_ms`` has passed, whichever comes first. No loop polls, and a request answered at
-once sets no timer.
+loop right after an append) wakes it, and so does any change of the cluster view (brokers, topics,
+partition states: ``ClusterView.on_change``); it reads again, and it answers once ``min_bytes`` are
+there, once a partition answers an error (it moved to another leader, its epoch changed, its topic
+went), or once ``max_wait_ms`` has passed, whichever comes first. No loop polls, and a request
+answered at once sets no timer.
 
 With an authorizer configured, a consumer needs READ on each topic and a follower CLUSTER_ACTION
 on the CLUSTER (Kafka's handleFetchRequest); the others are answered TOPIC_AUTHORIZATION_FAILED.
@@ -233,8 +235,10 @@ class FetchHandler:
 
     async def _wait(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
                     max_bytes: int, read_committed: bool, min_bytes: int, max_wait: float) -> _Read:
-        """Kafka's DelayedFetch: read again on each append to a partition of the request, until
-        ``min_bytes`` are there or ``max_wait`` seconds passed."""
+        """Kafka's DelayedFetch: read again on each append to a partition of the request, and on
+        each change of the cluster (a partition that moved to another leader or was deleted then
+        answers its error at once, as DelayedFetch.tryComplete does), until ``min_bytes`` are
+        there, a partition answers an error, or ``max_wait`` seconds passed."""
         loop = self.services.loop
         deadline = loop.time() + max_wait
         appended = asyncio.Event()
@@ -243,6 +247,13 @@ class FetchHandler:
             name = names.get(p.key[0])
             if name is not None:
                 removers.append(self.source.on_append(name, p.key[1], appended.set))
+
+        def cluster_changed() -> None:  # on a store watch's thread
+            try:
+                loop.call_soon_threadsafe(appended.set)
+            except RuntimeError:  # the loop closed under a broker shutting down: nobody waits
+                pass
+        removers.append(self.services.cluster.on_change(cluster_changed))
         try:
             while (left := deadline - loop.time()) > 0:
                 try:

@@ -162,7 +162,11 @@ class ClusterView:
     Each partition's (leader, leader epoch) is worked out once and kept until the brokers, the
     topics or the partition states change: Produce and Fetch ask for it on every partition. A
     setter stores its value before it drops the cache, and a reader fills the cache it took
-    before reading, so an answer worked out from old values never outlives the change."""
+    before reading, so an answer worked out from old values never outlives the change.
+
+    ``on_change`` callbacks run after every such change, on the thread that made it (a store
+    watch's); a waiting Fetch uses one to answer at once when a partition it waits on moves or
+    goes, as Kafka's DelayedFetch completes early."""
 
     def __init__(self) -> None:
         self.cluster_id = ""
@@ -174,6 +178,23 @@ class ClusterView:
         self._leadership: dict[tuple[str, int], tuple[int, int]] = {}
         # topic id -> name, for the topics snapshot it was built from (``topic_name``)
         self._names_by_id: tuple[Mapping[str, TopicInfo], dict[uuid.UUID, str]] | None = None
+        self._change_callbacks: dict[object, Callable[[], None]] = {}
+
+    def on_change(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (on the changing thread) after each change of the brokers, topics or
+        partition states, until the returned remover is called."""
+        token = object()
+        self._change_callbacks[token] = callback
+
+        def remove() -> None:
+            self._change_callbacks.pop(token, None)
+        return remove
+
+    def _changed(self) -> None:
+        self._leadership = {}
+        if self._change_callbacks:
+            for callback in list(self._change_callbacks.values()):  # one C-level copy: thread-safe
+                callback()
 
     @property
     def brokers(self) -> list[BrokerRegistration]:
@@ -183,7 +204,7 @@ class ClusterView:
     def brokers(self, brokers: list[BrokerRegistration]) -> None:
         self._live = frozenset(b.broker_id for b in brokers)
         self._brokers = brokers
-        self._leadership = {}
+        self._changed()
 
     @property
     def topics(self) -> Mapping[str, TopicInfo]:
@@ -193,7 +214,7 @@ class ClusterView:
     @topics.setter
     def topics(self, topics: Mapping[str, TopicInfo]) -> None:
         self._topics = topics
-        self._leadership = {}
+        self._changed()
 
     @property
     def partition_states(self) -> Mapping[tuple[str, int], PartitionState]:
@@ -203,7 +224,7 @@ class ClusterView:
     @partition_states.setter
     def partition_states(self, states: Mapping[tuple[str, int], PartitionState]) -> None:
         self._partition_states = states
-        self._leadership = {}
+        self._changed()
 
     def live_broker_ids(self) -> frozenset[int]:
         return self._live

@@ -151,6 +151,59 @@ def test_a_waiting_fetch_wakes_when_data_is_appended(broker: Broker) -> None:
     assert not module.has_waiters("t", 0)  # the callback was removed
 
 
+def _fetch_in_thread(bootstrap: str, topic: str, answered: dict[str, Any]) -> threading.Thread:
+    """A v12 fetch of ``topic``-0 at offset 0 with a 20 s max_wait_ms, from another thread."""
+    def consume() -> None:
+        with SimpleClient(bootstrap, timeout=30) as client:
+            answered["response"] = fetch(client, 12, [{"partition": 0, "fetch_offset": 0}], topic=topic,
+                                         max_wait_ms=20_000)
+            answered["at"] = time.monotonic()
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    return consumer
+
+
+def test_a_waiting_fetch_answers_at_once_when_its_topic_is_deleted(broker: Broker) -> None:
+    """Kafka's DelayedFetch completes early when a partition it waits on is gone."""
+    create(broker, "gone")
+    answered: dict[str, Any] = {}
+    consumer = _fetch_in_thread(broker.bootstrap_servers, "gone", answered)
+    wait_until(lambda: seeded(broker).has_waiters("gone", 0), what="the fetch waiting on the partition")
+    deleted_at = time.monotonic()
+    broker.delete_topics("gone")
+    consumer.join(30)
+    [partition] = answered["response"]["responses"][0]["partitions"]
+    assert partition["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert answered["at"] - deleted_at < 5  # not the 20 s of max_wait_ms
+
+
+def test_a_waiting_fetch_answers_at_once_when_its_partition_moves() -> None:
+    """...and when the partition moved to another leader: the consumer learns it without waiting
+    out max_wait_ms. The answer names the new leader (KIP-951) if the controller's write of the
+    partition state reached this broker first, else none yet (-1, Kafka's LeaderAndIsr answer for
+    a partition between leaders), and the client asks Metadata."""
+    with Broker(brokers=2) as cluster:
+        first, second = cluster.brokers
+        assert first.runtime is not None and first.store is not None
+        first.store.create_topic("moving", {0: (first.runtime.broker_id, second.runtime.broker_id)})
+        wait_until(lambda: "moving" in seeded(first).services.cluster.topics
+                   and seeded(first).services.cluster.leadership("moving", 0) is not None,
+                   what="moving in the cluster view with a leader")
+        answered: dict[str, Any] = {}
+        consumer = _fetch_in_thread(first.bootstrap_servers, "moving", answered)
+        wait_until(lambda: seeded(first).has_waiters("moving", 0), what="the fetch waiting on the partition")
+        moved_at = time.monotonic()
+        move = cluster.move_leader("moving", 0, to=second.runtime.broker_id)
+        consumer.join(30)
+        [partition] = answered["response"]["responses"][0]["partitions"]
+        assert partition["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert partition["current_leader"] in ({"leader_id": second.runtime.broker_id,
+                                                "leader_epoch": move.leader_epoch},
+                                               {"leader_id": -1, "leader_epoch": -1})
+        assert answered["at"] - moved_at < 5
+
+
 def test_a_fetch_with_nothing_to_read_waits_max_wait_ms(broker: Broker) -> None:
     create(broker, "t")
     with SimpleClient(broker.bootstrap_servers) as client:
