@@ -496,9 +496,11 @@ class ShareFetcher:
     async def _wait_and_acquire(self, ctx: RequestContext, session: ShareSession,
                                 rows: dict[tuple[uuid.UUID, int], dict[str, Any]], limits: _Limits,
                                 max_wait: float) -> None:
-        """Kafka's DelayedShareFetch: acquire again on each append to a session partition and each
-        time records come back to one (released, lock expired), until some are acquired or
-        ``max_wait`` seconds passed."""
+        """Kafka's DelayedShareFetch: acquire again on each append to a session partition, each
+        time records come back to one (released, lock expired), and on each change of the cluster
+        view (a partition that moved to another leader or was deleted then answers its error at
+        once), until some are acquired, a partition answers an error, or ``max_wait`` seconds
+        passed."""
         loop = self.services.loop
         deadline = loop.time() + max_wait
         woken = asyncio.Event()
@@ -513,6 +515,13 @@ class ShareFetcher:
             key = (session.group_id, topic_id, index)
             keys.append(key)
             self._returned.setdefault(key, set()).add(woken)
+
+        def cluster_changed() -> None:  # on a store watch's thread
+            try:
+                loop.call_soon_threadsafe(woken.set)
+            except RuntimeError:  # the loop closed under a broker shutting down: nobody waits
+                pass
+        removers.append(self.services.cluster.on_change(cluster_changed))
         try:
             while (left := deadline - loop.time()) > 0:
                 try:

@@ -283,6 +283,20 @@ def test_a_waiting_fetch_is_answered_by_an_append(broker: Broker) -> None:
         assert time.monotonic() - started < 5 and acquired(answers[0]) == [(0, 0, 1)]
 
 
+def test_a_waiting_fetch_is_answered_when_its_topic_is_deleted(broker: Broker) -> None:
+    """Kafka's DelayedShareFetch completes early when a partition it waits on is gone."""
+    client, topic_id = setup_topic(broker, 0)
+    with client:
+        thread, answers = _fetch_in_thread(broker, topic_id, "b", 20_000)
+        time.sleep(0.3)
+        started = time.monotonic()
+        broker.delete_topics(TOPIC)
+        thread.join(30)
+        assert time.monotonic() - started < 5  # not the 20 s of max_wait_ms
+        [partition] = answers[0]["responses"][0]["partitions"]
+        assert partition["error_code"] in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
+
+
 def test_a_broker_that_does_not_lead_the_partition_names_the_leader(
         kafka_broker_factory: BrokerFactory) -> None:
     cluster = kafka_broker_factory({"share.auto.offset.reset": "earliest"}, brokers=3)
