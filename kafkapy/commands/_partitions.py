@@ -101,6 +101,15 @@ def error_code(code: int) -> ErrorCode:
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+class BrokerRefused(ClientError):
+    """A broker's final error answer: the one-line message, and the code for callers that
+    handle one error apart (find-hanging's TRANSACTIONAL_ID_NOT_FOUND)."""
+
+    def __init__(self, message: str, code: ErrorCode) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def check_error(code: int, what: str) -> None:
     error = error_code(code)
     if error is ErrorCode.NONE:
@@ -108,7 +117,7 @@ def check_error(code: int, what: str) -> None:
     message = f"{what}: {error.name}"
     if error in RETRIED:
         raise Retry(message)
-    raise ClientError(message)
+    raise BrokerRefused(message, error)
 
 
 class PartitionClient:
@@ -238,6 +247,9 @@ class PartitionClient:
         return self._retrying(attempt)
 
     def _leader(self, topic: str, partition: int) -> SimpleClient:
+        return self._broker(self._leader_id(topic, partition))
+
+    def _leader_id(self, topic: str, partition: int) -> int:
         leader = self._leaders.get((topic, partition))
         if leader is None:
             self.topics([topic])
@@ -246,7 +258,7 @@ class PartitionClient:
                 raise Retry(f"{topic}-{partition}: UNKNOWN_TOPIC_OR_PARTITION")
         if leader < 0:
             raise Retry(f"{topic}-{partition}: LEADER_NOT_AVAILABLE")
-        return self._broker(leader)
+        return leader
 
     # --- records -------------------------------------------------------------------------
 

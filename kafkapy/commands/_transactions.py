@@ -8,16 +8,18 @@ the WriteTxnMarkers of an abort go to the partition's leader, as Kafka's Admin s
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import ClassVar
 
 from kafkapy.commands._partitions import BASE_VERSIONS, PartitionClient, check_error
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
-__all__ = ["ProducerState", "TransactionClient", "TransactionDescription", "TransactionListing"]
+__all__ = ["MAX_PARTITIONS_PER_REQUEST", "ProducerState", "TransactionClient", "TransactionDescription",
+           "TransactionListing"]
 
 _TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id
+MAX_PARTITIONS_PER_REQUEST = 500  # kafka-transactions.sh find-hanging's batches
 _TRANSACTION_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     **BASE_VERSIONS,
     ApiKey.FIND_COORDINATOR: (1, 3),
@@ -75,12 +77,13 @@ class TransactionClient(PartitionClient):
 
         return self._retrying(attempt)
 
-    def list_transactions(self, duration_filter_ms: int | None = None) -> list[TransactionListing]:
+    def list_transactions(self, duration_filter_ms: int | None = None,
+                          producer_ids: Collection[int] = ()) -> list[TransactionListing]:
         self.topics([])  # learns every broker's address
         found: list[TransactionListing] = []
         for node in sorted(self._addresses):
             body = self._request(self._broker(node), ApiKey.LIST_TRANSACTIONS, {
-                "state_filters": [], "producer_id_filters": [],
+                "state_filters": [], "producer_id_filters": sorted(producer_ids),
                 "duration_filter": -1 if duration_filter_ms is None else duration_filter_ms})
             check_error(body["error_code"], f"list transactions on broker {node}")
             found.extend(TransactionListing(t["transactional_id"], node, t["producer_id"],
@@ -117,6 +120,37 @@ class TransactionClient(PartitionClient):
             return [ProducerState(p["producer_id"], p["producer_epoch"], p["coordinator_epoch"],
                                   p["last_sequence"], p["last_timestamp"], p["current_txn_start_offset"])
                     for p in answer["active_producers"]]
+
+        return self._retrying(attempt)
+
+    def describe_producers_of(self, partitions: Sequence[tuple[str, int]],
+                              broker_id: int | None = None) -> dict[tuple[str, int], list[ProducerState]]:
+        """DescribeProducers for many partitions, as Kafka's Admin sends it: to ``broker_id``, or
+        to each partition's leader, one request per broker per ``MAX_PARTITIONS_PER_REQUEST``."""
+        def attempt() -> dict[tuple[str, int], list[ProducerState]]:
+            by_node: dict[int, list[tuple[str, int]]] = {}
+            for topic, partition in partitions:
+                node = broker_id if broker_id is not None else self._leader_id(topic, partition)
+                by_node.setdefault(node, []).append((topic, partition))
+            found: dict[tuple[str, int], list[ProducerState]] = {}
+            for node, asked in sorted(by_node.items()):
+                for start in range(0, len(asked), MAX_PARTITIONS_PER_REQUEST):
+                    chunk = asked[start:start + MAX_PARTITIONS_PER_REQUEST]
+                    topics: dict[str, list[int]] = {}
+                    for topic, partition in chunk:
+                        topics.setdefault(topic, []).append(partition)
+                    body = self._request(self._broker(node), ApiKey.DESCRIBE_PRODUCERS, {"topics": [
+                        {"name": name, "partition_indexes": indexes} for name, indexes in topics.items()]})
+                    for answered in body["topics"]:
+                        for p in answered["partitions"]:
+                            where = f"{answered['name']}-{p['partition_index']} on broker {node}"
+                            check_error(p["error_code"], f"describe the producers of {where}")
+                            found[(answered["name"], p["partition_index"])] = [
+                                ProducerState(a["producer_id"], a["producer_epoch"], a["coordinator_epoch"],
+                                              a["last_sequence"], a["last_timestamp"],
+                                              a["current_txn_start_offset"])
+                                for a in p["active_producers"]]
+            return found
 
         return self._retrying(attempt)
 

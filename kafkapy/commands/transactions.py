@@ -2,10 +2,17 @@
 
 The subcommands, flags, columns and messages are kafka-transactions.sh's (Kafka 3.x):
 ``list [--duration-filter MS]``, ``describe --transactional-id ID``, ``describe-producers
---topic T --partition P [--broker-id N]`` and ``abort --topic T --partition P`` with
+--topic T --partition P [--broker-id N]``, ``abort --topic T --partition P`` with
 ``--start-offset`` (the open transaction's first offset, as describe-producers shows it) or
-``--producer-id/--producer-epoch/--coordinator-epoch``. Tables are printed as Kafka's
+``--producer-id/--producer-epoch/--coordinator-epoch``, and ``find-hanging (--broker-id N |
+--topic T [--partition P]) [--max-transaction-timeout MIN]``. Tables are printed as Kafka's
 ToolsUtils.prettyPrintTable prints them: each cell padded to its column, followed by a tab.
+
+find-hanging searches as the Java tool does: every partition of the topics in scope (all topics,
+internal ones included, with a replica on ``--broker-id``), DescribeProducers for the open
+transactions whose last write is older than the timeout, then ListTransactions by producer id and
+DescribeTransactions: an open transaction is hanging when no coordinator knows its producer, or the
+coordinator's transaction does not hold that partition (so no marker will ever come).
 """
 
 from __future__ import annotations
@@ -17,8 +24,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
+from kafkapy.commands._partitions import BrokerRefused
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands._transactions import TransactionClient
+from kafkapy.errors import ErrorCode
 
 __all__ = ["register", "table"]
 
@@ -49,6 +58,14 @@ def register(subparsers: Any) -> None:
     abort.add_argument("--producer-id", type=int)
     abort.add_argument("--producer-epoch", type=int)
     abort.add_argument("--coordinator-epoch", type=int)
+    hanging = commands.add_parser("find-hanging", help="find hanging transactions")
+    hanging.add_argument("--broker-id", type=int, help="broker id to search for hanging transactions")
+    hanging.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
+                         help="maximum transaction timeout in minutes to limit the scope of the search "
+                              "(15 minutes by default)")
+    hanging.add_argument("--topic",
+                         help="topic name to limit search to (required if --partition is specified)")
+    hanging.add_argument("--partition", type=int, help="partition number")
     parser.set_defaults(func=_run)
 
 
@@ -129,6 +146,66 @@ def _abort(client: TransactionClient, args: argparse.Namespace) -> str:
     return ""
 
 
+_HANGING_HEADERS = ("Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                    "LastTimestamp", "Duration(min)")
+
+
+def _find_hanging(client: TransactionClient, args: argparse.Namespace) -> str:
+    if args.topic is None and args.broker_id is None:
+        raise _Failed("The `find-hanging` command requires either --topic or --broker-id to limit the scope "
+                      "of the search")
+    if args.partition is not None and args.topic is None:
+        raise _Failed("The --partition argument requires --topic to be provided")
+    timeout_ms = args.max_transaction_timeout * 60_000
+    if args.topic is not None and args.partition is not None:
+        scope = [(args.topic, args.partition)]
+    else:
+        try:
+            described = client.topics(None if args.topic is None else [args.topic])
+        except ClientError as exc:
+            raise _Failed(f"Failed to describe topics: {exc}") from None
+        scope = []
+        for topic in described:
+            if topic.error != ErrorCode.NONE:
+                raise _Failed(f"Failed to describe 1 topics: {topic.name}: {topic.error.name}")
+            scope.extend((topic.name, p.partition) for p in topic.partitions
+                         if args.broker_id is None or args.broker_id in p.replicas)
+    try:
+        producers = client.describe_producers_of(scope, args.broker_id)
+    except ClientError as exc:
+        where = "their leaders" if args.broker_id is None else f"broker {args.broker_id}"
+        raise _Failed(f"Failed to describe producers for {len(scope)} partitions on {where}: {exc}") from None
+    now_ms = int(time.time() * 1000)
+    candidates = [(partition, p) for partition in scope for p in producers.get(partition, ())
+                  if p.current_txn_start_offset >= 0 and now_ms - p.last_timestamp > timeout_ms]
+    hanging = []
+    if candidates:
+        producer_ids = {p.producer_id for _, p in candidates}
+        try:
+            listed = client.list_transactions(producer_ids=producer_ids)
+        except ClientError as exc:
+            raise _Failed(f"Failed to list transactions for {len(producer_ids)} producers: {exc}") from None
+        ids = {t.producer_id: t.transactional_id for t in listed if t.producer_id in producer_ids}
+        held: dict[str, frozenset[tuple[str, int]] | None] = {}
+        for named in sorted(set(ids.values())):
+            try:
+                held[named] = frozenset(client.describe_transaction(named).partitions)
+            except BrokerRefused as exc:
+                if exc.code is not ErrorCode.TRANSACTIONAL_ID_NOT_FOUND:
+                    raise _Failed(f"Failed to describe {len(ids)} transactions: {exc}") from None
+                held[named] = None
+            except ClientError as exc:
+                raise _Failed(f"Failed to describe {len(ids)} transactions: {exc}") from None
+        for partition, producer in candidates:
+            transactional_id = ids.get(producer.producer_id)
+            partitions = None if transactional_id is None else held.get(transactional_id)
+            if partitions is None or partition not in partitions:
+                hanging.append((partition, producer))
+    return table(_HANGING_HEADERS, [
+        (topic, index, p.producer_id, p.producer_epoch, p.coordinator_epoch, p.current_txn_start_offset,
+         p.last_timestamp, (now_ms - p.last_timestamp) // 60_000) for (topic, index), p in hanging])
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         with TransactionClient(args.bootstrap_server, args.timeout, "kafkapy-transactions",
@@ -145,6 +222,8 @@ def _run(args: argparse.Namespace) -> int:
                 out = _describe(client, args)
             elif command == "describe-producers":
                 out = _describe_producers(client, args)
+            elif command == "find-hanging":
+                out = _find_hanging(client, args)
             else:
                 out = _abort(client, args)
     except (_Failed, ClientError) as exc:

@@ -1,18 +1,22 @@
 """``kafkapy transactions`` as a process, against the coordinator with a real transactional
-producer: list, describe and describe-producers with kafka-transactions.sh's columns, and its
-one-line errors. (``abort`` writes WriteTxnMarkers, which the data plane's half serves; it is
-tested once that half is merged.)"""
+producer: list, describe, describe-producers, find-hanging and abort with kafka-transactions.sh's
+columns, and its one-line errors."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
 
+from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.records import build_record_batch
 from kafkapy.store import MemoryStore
 from tests.commands.records_cli import kafkapy
 
@@ -100,3 +104,78 @@ def test_consume_with_the_transaction_log_formatter(broker: tuple[Broker, conflu
     assert last["transactionStatus"] == 1  # Ongoing, Kafka's TransactionState id
     assert last["transactionPartitions"] == [{"topic": "out", "partitionIds": [1]}]
     assert last["transactionTimeoutMs"] == 45_000
+
+
+def _hanging_transaction(broker: Broker, topic: str, partition: int, age_ms: int) -> tuple[int, int]:
+    """An open transaction no coordinator knows, its last write ``age_ms`` old: what a lost
+    marker leaves (a transactional batch from an idempotent producer id, which kafkapy's leader
+    takes without KIP-890's verification). Answers the producer id and the start offset."""
+    with SimpleClient(broker.bootstrap_servers, 10.0, "hang") as client:
+        init = client.request(ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": None,
+                                                           "transaction_timeout_ms": 60_000,
+                                                           "producer_id": -1, "producer_epoch": -1})
+        producer_id = init["producer_id"]
+        batch = build_record_batch([(None, b"stuck", [], int(time.time() * 1000) - age_ms)],
+                                   producer_id=producer_id, producer_epoch=init["producer_epoch"],
+                                   base_sequence=0, is_transactional=True)
+        answer = client.request(ApiKey.PRODUCE, 9, {
+            "transactional_id": "lost", "acks": -1, "timeout_ms": 10_000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
+        [written] = answer["responses"][0]["partition_responses"]
+        assert written["error_code"] == ErrorCode.NONE, written
+        return producer_id, written["base_offset"]
+
+
+HANGING_HEADER = ["Topic", "Partition", "ProducerId", "ProducerEpoch", "CoordinatorEpoch", "StartOffset",
+                  "LastTimestamp", "Duration(min)"]
+
+
+def test_find_hanging_then_abort(broker: tuple[Broker, confluent_kafka.Producer]) -> None:
+    running, producer = broker
+    producer_id, start = _hanging_transaction(running, "out", 0, age_ms=60 * 60_000)
+    # etl's transaction on out-1 is open too, its last write as old, but its coordinator holds out-1:
+    # its marker will come, so it is not hanging
+    producer.produce("out", value=b"old", partition=1, timestamp=int(time.time() * 1000) - 60 * 60_000)
+    assert producer.flush(10) == 0
+    header, *found = rows(transactions(running, "find-hanging", "--topic", "out"))
+    assert header == HANGING_HEADER
+    assert [[*row[:4], row[5]] for row in found] == [["out", "0", str(producer_id), "0", str(start)]]
+    assert 59 <= int(found[0][7]) <= 61
+    assert rows(transactions(running, "find-hanging", "--broker-id", "1"))[1:] == found
+    assert rows(transactions(running, "find-hanging", "--topic", "out", "--partition", "0"))[1:] == found
+    # a longer timeout puts it out of scope
+    assert rows(transactions(running, "find-hanging", "--topic", "out", "--max-transaction-timeout",
+                             "90")) == [HANGING_HEADER]
+    aborted = transactions(running, "abort", "--topic", "out", "--partition", "0",
+                           "--start-offset", str(start))
+    assert (aborted.returncode, aborted.stderr) == (0, b"")
+    assert rows(transactions(running, "find-hanging", "--topic", "out")) == [HANGING_HEADER]
+    # the abort marker ended it: read_committed reads past the stuck record
+    producer.commit_transaction(10)
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": running.bootstrap_servers, "group.id": "reader",
+                                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                                         "enable.partition.eof": True})
+    consumer.assign([confluent_kafka.TopicPartition("out", p, 0) for p in (0, 1)])
+    values, ended = [], set()
+    deadline = time.monotonic() + 20
+    while len(ended) < 2 and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is None:
+            continue
+        if message.error():
+            ended.add(message.partition())
+            continue
+        values.append(message.value())
+    consumer.close()
+    assert values == [b"open", b"old"]  # etl's, committed; never the stuck record
+
+
+def test_find_hanging_needs_a_scope(broker: tuple[Broker, confluent_kafka.Producer]) -> None:
+    running, _ = broker
+    unscoped = transactions(running, "find-hanging")
+    assert (unscoped.returncode, unscoped.stderr.decode().strip()) == (
+        1, "The `find-hanging` command requires either --topic or --broker-id to limit the scope of the "
+           "search")
+    partition_only = transactions(running, "find-hanging", "--broker-id", "1", "--partition", "0")
+    assert (partition_only.returncode, partition_only.stderr.decode().strip()) == (
+        1, "The --partition argument requires --topic to be provided")
