@@ -247,13 +247,7 @@ class FetchHandler:
             name = names.get(p.key[0])
             if name is not None:
                 removers.append(self.source.on_append(name, p.key[1], appended.set))
-
-        def cluster_changed() -> None:  # on a store watch's thread
-            try:
-                loop.call_soon_threadsafe(appended.set)
-            except RuntimeError:  # the loop closed under a broker shutting down: nobody waits
-                pass
-        removers.append(self.services.cluster.on_change(cluster_changed))
+        removers.append(self.services.cluster.wake_on_change(loop, appended))
         try:
             while (left := deadline - loop.time()) > 0:
                 try:

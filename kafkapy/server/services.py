@@ -190,6 +190,16 @@ class ClusterView:
             self._change_callbacks.pop(token, None)
         return remove
 
+    def wake_on_change(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> Callable[[], None]:
+        """Set ``event`` on ``loop`` after each change (``on_change`` from any thread), until the
+        returned remover is called: how a request waiting on its loop hears that the cluster moved."""
+        def changed() -> None:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop closed under a broker shutting down: nobody waits
+                pass
+        return self.on_change(changed)
+
     def _changed(self) -> None:
         self._leadership = {}
         if self._change_callbacks:

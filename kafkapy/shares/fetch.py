@@ -515,13 +515,7 @@ class ShareFetcher:
             key = (session.group_id, topic_id, index)
             keys.append(key)
             self._returned.setdefault(key, set()).add(woken)
-
-        def cluster_changed() -> None:  # on a store watch's thread
-            try:
-                loop.call_soon_threadsafe(woken.set)
-            except RuntimeError:  # the loop closed under a broker shutting down: nobody waits
-                pass
-        removers.append(self.services.cluster.on_change(cluster_changed))
+        removers.append(self.services.cluster.wake_on_change(loop, woken))
         try:
             while (left := deadline - loop.time()) > 0:
                 try:
