@@ -2,7 +2,9 @@
 committed transaction, no sockets.
 
 The requests confluent-kafka sends for one transaction of issue 17's benchmark (AddPartitionsToTxn
-v0, a Produce v10 per partition with 5 transactional records each, EndTxn v1), through
+v0, one Produce v10 with a batch of 5 transactional records for each of the two partitions, as
+librdkafka sends them to their common leader, EndTxn v1; before round 14 this sent a Produce per
+partition), through
 ``Dispatcher.dispatch_all`` of an embedded broker on its own loop (as a connection's read hands
 them over, so the fast paths from the frame answer what they take; before round 8 this called
 ``dispatch``, the plain path), a request that suspends awaited as its connection would. Prints
@@ -77,15 +79,14 @@ def _frames(producer_id: int, epoch: int, first: int, count: int) -> list[list[t
             "v3_and_below_topics": [{"name": TOPIC, "partitions": [0, 1]}]})
         batch = build_record_batch([{"value": VALUE} for _ in range(RECORDS)], producer_id=producer_id,
                                    producer_epoch=epoch, base_sequence=n * RECORDS, is_transactional=True)
-        produces = [encode_request(ApiKey.PRODUCE, 10, 2, "rdkafka", {
+        produce = encode_request(ApiKey.PRODUCE, 10, 2, "rdkafka", {
             "transactional_id": TRANSACTIONAL_ID, "acks": -1, "timeout_ms": 30_000,
-            "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}]})
-            for partition in (0, 1)]
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": batch}
+                                                              for partition in (0, 1)]}]})
         end = encode_request(ApiKey.END_TXN, 1, 3, "rdkafka", {
             "transactional_id": TRANSACTIONAL_ID, "producer_id": producer_id, "producer_epoch": epoch,
             "committed": True})
-        txns.append([("coordinator", add), ("leader", produces[0]), ("leader", produces[1]),
-                     ("coordinator", end)])
+        txns.append([("coordinator", add), ("leader", produce), ("coordinator", end)])
     return txns
 
 
@@ -145,7 +146,7 @@ def _open() -> bool:
     return False
 
 
-STEPS = ("AddPartitionsToTxn", "Produce p0", "Produce p1", "EndTxn", "the step after EndTxn")
+STEPS = ("AddPartitionsToTxn", "Produce", "EndTxn", "the step after EndTxn")
 
 
 def _evictor(kilobytes: int) -> Callable[[], None]:

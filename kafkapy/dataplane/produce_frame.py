@@ -8,8 +8,10 @@ shape only, and answers it in a few dozen:
 Theory of operation
 -------------------
 1. **Read** the frame with struct reads at known offsets (no schema, no dict per level): the
-   header's correlation id (the client id skipped), then the body, which must be one topic with
-   one partition holding records, no tagged fields anywhere, and end where the frame ends.
+   header's correlation id (the client id skipped), then the body, which must hold records for
+   each partition, no tagged fields anywhere, and end where the frame ends. One topic with one
+   partition is read at fixed offsets; several (librdkafka sends one Produce per broker with every
+   partition it has batches for) by a walk over the topics and partitions (``_read_many``).
 2. **Admit** with what the plain path looks up, read-only: acks -1, 0 or 1; a transactional batch
    with a transactional id the principal may WRITE; a topic the principal may WRITE (asked only
    when an authorizer is configured); a topic the topics view holds, led here, whose
@@ -24,8 +26,12 @@ Theory of operation
 
 Anything else returns None before step 5 has recorded anything, and the dispatcher hands the
 frame to the plain path, which decides it from scratch: so nothing this path declines is
-answered differently, and the copy and stamp it made are simply dropped. (One thing is done
-twice then: a transactional batch whose WRITE is denied asks the authorizer again.) The
+answered differently, and the copy and stamp it made are simply dropped. A request for several
+partitions is taken only whole: steps 2 and 3 and the producer table's verdict
+(``ProducerStateManager.would_append``, which records nothing) for every partition first, then
+steps 4 to 6 for each (``record_checked`` records what ``would_append`` took, in the same loop
+step); a partition any step would refuse leaves the whole request to the plain path. (One thing
+is done twice then: a transactional batch whose WRITE is denied asks the authorizer again.) The
 dispatcher offers a frame only when nothing watches or wraps the request: no observers, no
 module request hooks, no interceptor that applies (kafkapy.server.dispatch), the version is not
 refused by an emulated release, and the switch ``FastPaths.from_frame`` is on.
@@ -121,6 +127,98 @@ class ProduceFromFrame:
         topic_name = partitions.topic_name
         appended = partitions.appended
 
+        if flexible:
+            partition_tail, topic_tail, body_tail = b"\x01\x00\x00", b"\x00", b"\x00\x00\x00\x00\x00"
+        elif api_version >= _FIRST_RECORD_ERRORS:
+            partition_tail, topic_tail, body_tail = b"\x00\x00\x00\x00\xff\xff", b"", b"\x00\x00\x00\x00"
+        else:
+            partition_tail, topic_tail, body_tail = b"", b"", b"\x00\x00\x00\x00"
+        count_of = _uvarint_plus_one if flexible else _SIZE
+
+        def answer_many(conn: ConnectionInfo, frame: ReceivedFrame) -> bytes | None:
+            """Several topics or partitions: all taken, or None before anything is recorded."""
+            read = _read_many(frame, flexible, by_id, topic_name)
+            if read is None:
+                return None
+            transactional_id, acks, topics = read
+            if acks not in _ACKS:
+                return None
+            authorize = handler.authorize
+            cluster = partitions.cluster
+            home = partitions.home
+            me = broker_id()
+            now_ms = clock_ms()
+            transactional_checked = False
+            planned: list[tuple[str, int, bytearray, RecordBatch, int, int, bool, SegmentedLog,
+                                ProducerStateManager]] = []
+            for name, _, parts in topics:
+                if authorize is not None and not authorize(conn.principal, conn.client_address[0], "WRITE",
+                                                           "TOPIC", name):
+                    return None
+                info = cluster.topics.get(name)
+                if info is None:
+                    return None
+                config = append_config(name)
+                log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
+                topic_id = home.topic_ids.get(name)
+                if topic_id is not info.topic_id and topic_id != info.topic_id:
+                    return None
+                for index, start, stop in parts:
+                    if stop - start < V2_HEADER_SIZE or frame[start + V2_MAGIC_AT] != 2:
+                        return None
+                    if frame[start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT and not transactional_checked:
+                        if transactional_id is None or (authorize is not None and not authorize(
+                                conn.principal, conn.client_address[0], "WRITE", "TRANSACTIONAL_ID",
+                                transactional_id)):
+                            return None
+                        transactional_checked = True
+                    leadership = cluster.leadership(name, index)
+                    if leadership is None or leadership[0] != me:
+                        return None
+                    key = (name, index)
+                    log = home.logs.logs.get(key)
+                    state = home.producers.get(key)
+                    epoch = leadership[1]
+                    if (log is None or state is None or log.topic_id is not info.topic_id
+                            or log.epochs.latest_epoch < epoch):
+                        return None
+                    data = bytearray(frame[start:stop] if stop - start < _COPY_SLICE_BELOW
+                                     else memoryview(frame)[start:stop])
+                    try:
+                        batch = RecordBatch(data)
+                    except DecodeError:
+                        return None
+                    max_timestamp = clean_batch_max_timestamp(batch, data, config, now_ms, api_version)
+                    if max_timestamp is None or not state.would_append(batch):
+                        return None
+                    planned.append((name, index, data, batch, max_timestamp, epoch, log_append_time, log,
+                                    state))
+            answered: list[bytes] = []
+            for name, index, data, batch, max_timestamp, epoch, log_append_time, log, state in planned:
+                base_offset = log.log_end_offset
+                stamp_batch(data, batch, base_offset=base_offset, leader_epoch=epoch,
+                            max_timestamp=now_ms if log_append_time else max_timestamp,
+                            log_append_time=log_append_time)
+                state.record_checked(batch)  # would_append took it as new, nothing ran in between
+                log.store_one(data, batch, now_ms)
+                appended(name, index)
+                append_time = now_ms if log_append_time else _NO_OFFSET
+                packed = pack_partition(index, _NO_ERROR, base_offset, append_time, log.log_start_offset) \
+                    if with_log_start else pack_partition(index, _NO_ERROR, base_offset, append_time)
+                answered.append(packed + partition_tail)
+            if acks == 0:
+                return NO_RESPONSE
+            body = [frame[4:8], b"\x00" if flexible else b"", count_of(len(topics))]
+            taken = iter(answered)
+            for _, name_field, parts in topics:
+                body.append(name_field)
+                body.append(count_of(len(parts)))
+                body.extend(next(taken) for _ in parts)
+                body.append(topic_tail)
+            body.append(body_tail)
+            response = b"".join(body)
+            return _SIZE(len(response)) + response
+
         def answer(conn: ConnectionInfo, frame: ReceivedFrame) -> bytes | None:
             end = len(frame)
             try:
@@ -142,7 +240,7 @@ class ProduceFromFrame:
                         pos += n - 1
                     acks = _I16(frame, pos)[0]
                     if frame[pos + 6] != 2:  # one topic
-                        return None
+                        return answer_many(conn, frame)
                     pos += 7
                     if by_id:
                         name_start, pos = pos, pos + _UUID_SIZE
@@ -158,7 +256,7 @@ class ProduceFromFrame:
                         name = str(frame[name_start + 1:pos], "utf-8", "surrogateescape")
                         name_end = pos
                     if frame[pos] != 2:  # one partition
-                        return None
+                        return answer_many(conn, frame)
                     index = _I32(frame, pos + 1)[0]
                     pos += 5
                     # the records: compact nullable bytes, an unsigned varint length + 1
@@ -188,7 +286,7 @@ class ProduceFromFrame:
                         pos += n
                     acks, topics = _ACKS_AND_COUNT(frame, pos)
                     if topics != 1:
-                        return None
+                        return answer_many(conn, frame)
                     pos += 10
                     n = _I16(frame, pos)[0]
                     if n < 0:
@@ -197,9 +295,9 @@ class ProduceFromFrame:
                     name = str(frame[name_start + 2:pos], "utf-8", "surrogateescape")
                     name_end = pos
                     count, index = _COUNT_I32(frame, pos)
-                    size = _I32(frame, pos + 8)[0]
                     if count != 1:
-                        return None
+                        return answer_many(conn, frame)
+                    size = _I32(frame, pos + 8)[0]
                     records_start = pos + 12
                     pos = records_start + size
                     if size < V2_HEADER_SIZE or pos != end:
@@ -273,6 +371,134 @@ class ProduceFromFrame:
             return b"".join((head[0], correlation_id, head[1], partition, after))
 
         return answer
+
+
+_Topics = list[tuple[str, bytes, list[tuple[int, int, int]]]]  # name, name field, (index, start, stop)
+
+
+def _uvarint_plus_one(count: int) -> bytes:
+    """A compact array's length: the unsigned varint of count + 1."""
+    value = count + 1
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _read_uvarint(frame: ReceivedFrame, pos: int) -> tuple[int, int]:
+    """An unsigned varint at ``pos`` and the position after it (ValueError past five bytes)."""
+    value = shift = 0
+    while True:
+        byte = frame[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint too long")
+
+
+def _read_many(frame: ReceivedFrame, flexible: bool, by_id: bool,
+               topic_name: Callable[[uuid.UUID], str | None]) -> tuple[str | None, int, _Topics] | None:
+    """A Produce body of any number of topics and partitions, each with records: the
+    transactional id, acks and, per topic, its name, its name field's bytes (what the response
+    repeats) and its partitions' records' spans; None for anything else (tagged fields, null
+    records, a topic named twice, bytes past the body, an unknown topic id)."""
+    try:
+        n = _I16(frame, 8)[0]
+        if n < -1:
+            return None
+        pos = 10 + max(n, 0)
+        transactional_id: str | None = None
+        if flexible:
+            if frame[pos] != 0:
+                return None
+            n, pos = _read_uvarint(frame, pos + 1)
+            if n:
+                transactional_id = str(frame[pos:pos + n - 1], "utf-8", "surrogateescape")
+                pos += n - 1
+            acks = _I16(frame, pos)[0]
+            topic_count, pos = _read_uvarint(frame, pos + 6)
+            topic_count -= 1
+        else:
+            n = _I16(frame, pos)[0]
+            if n < -1:
+                return None
+            pos += 2
+            if n >= 0:
+                transactional_id = str(frame[pos:pos + n], "utf-8", "surrogateescape")
+                pos += n
+            acks, topic_count = _ACKS_AND_COUNT(frame, pos)
+            pos += 10
+        if topic_count < 1:
+            return None
+        topics: _Topics = []
+        names: set[str] = set()
+        for _ in range(topic_count):
+            name_start = pos
+            if by_id:
+                pos += _UUID_SIZE
+                name = topic_name(uuid.UUID(bytes=bytes(frame[name_start:pos])))
+                if name is None:
+                    return None
+            elif flexible:
+                n, pos = _read_uvarint(frame, pos)
+                if n < 2:
+                    return None
+                pos += n - 1
+                name = str(frame[pos - n + 1:pos], "utf-8", "surrogateescape")
+            else:
+                n = _I16(frame, pos)[0]
+                if n < 1:
+                    return None
+                pos += 2 + n
+                name = str(frame[pos - n:pos], "utf-8", "surrogateescape")
+            if name in names:
+                return None
+            names.add(name)
+            name_field = bytes(frame[name_start:pos])
+            if flexible:
+                partition_count, pos = _read_uvarint(frame, pos)
+                partition_count -= 1
+            else:
+                partition_count = _I32(frame, pos)[0]
+                pos += 4
+            if partition_count < 1:
+                return None
+            parts: list[tuple[int, int, int]] = []
+            for _ in range(partition_count):
+                index = _I32(frame, pos)[0]
+                if flexible:
+                    size, pos = _read_uvarint(frame, pos + 4)
+                    size -= 1
+                else:
+                    size = _I32(frame, pos + 4)[0]
+                    pos += 8
+                if size < 0:
+                    return None
+                parts.append((index, pos, pos + size))
+                pos += size
+                if flexible:
+                    if frame[pos] != 0:  # the partition's tagged fields
+                        return None
+                    pos += 1
+            if flexible:
+                if frame[pos] != 0:  # the topic's tagged fields
+                    return None
+                pos += 1
+            topics.append((name, name_field, parts))
+        if flexible:
+            if frame[pos] != 0:  # the body's tagged fields
+                return None
+            pos += 1
+        if pos != len(frame):
+            return None
+    except (struct.error, IndexError, ValueError):
+        return None
+    return transactional_id, acks, topics
 
 
 class _Cut:

@@ -436,6 +436,20 @@ class ProducerStateManager:
 
     # -- the append path ------------------------------------------------------------
 
+    def would_append(self, batch: ProducerBatch | RecordBatch) -> bool:
+        """Whether ``check_and_update`` would take the batch as new (neither a duplicate nor
+        refused), recording nothing: a request's fast path checks every partition before it
+        appends to any."""
+        if batch.producer_id < 0:
+            return True
+        info = batch if isinstance(batch, ProducerBatch) else ProducerBatch.of(batch)
+        entry = self.producers.get(info.producer_id)
+        if entry is not None and entry.find_duplicate(info) is not None:
+            return False
+        current = entry if entry is not None else ProducerStateEntry(info.producer_id)
+        return classify(current, info) is Verdict.ACCEPT and not (
+            current.current_txn_first_offset is not None and not info.is_transactional)
+
     def check_and_update(self, batch: ProducerBatch | RecordBatch) -> BatchMetadata | None:
         """Check a client batch whose offsets are assigned and record it.
 
@@ -478,6 +492,16 @@ class ProducerStateManager:
             )
         self._record(current, info)
         return None
+
+    def record_checked(self, batch: ProducerBatch | RecordBatch) -> None:
+        """Record a batch :meth:`would_append` took as new in this same loop step, its offsets
+        now assigned: what :meth:`check_and_update` records, without its checks again."""
+        if batch.producer_id < 0:
+            self.map_end_offset = max(self.map_end_offset, batch.last_offset + 1)
+            return
+        info = batch if isinstance(batch, ProducerBatch) else ProducerBatch.of(batch)
+        entry = self.producers.get(info.producer_id)
+        self._record(entry if entry is not None else ProducerStateEntry(info.producer_id), info)
 
     def _record(self, entry: ProducerStateEntry, info: ProducerBatch) -> None:
         entry.add_batch(

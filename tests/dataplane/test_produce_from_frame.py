@@ -149,7 +149,7 @@ def batches(draw: st.DrawFn, sequences: dict[tuple[int, str, int], int], topic: 
 def requests(draw: st.DrawFn, sequences: dict[tuple[int, str, int], int]) -> dict[str, Any]:
     version = draw(st.sampled_from(FAST_VERSIONS))
     parts = []
-    for _ in range(draw(st.sampled_from([1, 1, 1, 1, 2]))):
+    for _ in range(draw(st.sampled_from([1, 1, 1, 2, 2, 3]))):
         topic = draw(st.sampled_from([*TOPICS, "plain", "plain", "missing"]))
         index = draw(st.sampled_from([0, 0, 0, 1, 7]))
         parts.append((topic, index, draw(batches(sequences, topic, index))))
@@ -227,7 +227,9 @@ def test_the_fast_path_answers_and_stores_as_the_plain_path(brokers: tuple[Broke
                                               lambda frame, request=request: _changed(frame, request),
                                               kept=kept)
         assert fast_answer == plain_answer, request
-        event("answered by the fast path" if CountedPaths.answered > answered else "left to the plain path")
+        parts = "one partition" if len(request["parts"]) == 1 else "several partitions"
+        event(f"{parts}: answered by the fast path" if CountedPaths.answered > answered
+              else f"{parts}: left to the plain path")
     assert _state(fast) == _state(plain)
 
 
@@ -258,6 +260,24 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
     send(build_record_batch([{"value": b"kept, idempotent"}], producer_id=producer, producer_epoch=0,
                             base_sequence=1), -1, kept=True)
     assert CountedPaths.answered == before + 6
+    # librdkafka's shape: one request with a batch for every partition it has one for, here two
+    # topics, three partitions, idempotent (a sequence per partition); the first makes the logs
+    multi = 9000 + version
+
+    def send_many(round_: int) -> None:
+        correlation_id = next(_correlation)
+        parts = [(topic, index, build_record_batch([{"key": b"k", "value": b"r%d" % round_}],
+                                                   producer_id=multi, producer_epoch=0, base_sequence=round_))
+                 for topic, index in (("plain", 0), ("plain", 1), ("compacted", 0))]
+        fast_answer, plain_answer = _exchange(
+            fast, plain, lambda ids: _frame(version, -1, None, parts, ids, correlation_id))
+        assert fast_answer == plain_answer and fast_answer != "closed"
+
+    send_many(0)
+    before = CountedPaths.answered
+    send_many(1)
+    send_many(1)  # a retry of every batch: duplicates, left to the plain path, which answers their offsets
+    assert CountedPaths.answered == before + 1
     assert _state(fast) == _state(plain)
 
 

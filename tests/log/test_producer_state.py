@@ -136,6 +136,35 @@ def test_batches_without_a_producer_id_pass_through() -> None:
     assert manager.producers == {} and manager.map_end_offset == 3
 
 
+_batches = st.lists(st.tuples(st.sampled_from([-1, 5, 6]), st.sampled_from([0, 0, 1, 2]),
+                              st.integers(0, 12), st.integers(1, 3), st.booleans()), max_size=25)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_batches)
+def test_would_append_then_record_checked_is_check_and_update(batches: list[tuple[int, int, int, int, bool]]
+                                                              ) -> None:
+    """Produce's fast path for several partitions asks ``would_append`` of each batch first and
+    records the ones taken with ``record_checked``: together they must be ``check_and_update``."""
+    checked, split = ProducerStateManager(), ProducerStateManager()
+    offset = 0
+    for producer_id, epoch, sequence, count, transactional in batches:
+        batch = pb(producer_id, epoch, -1 if producer_id < 0 else sequence, offset, count,
+                   txn=transactional and producer_id >= 0)
+        taken = split.would_append(batch)
+        try:
+            accepted = checked.check_and_update(batch) is None
+        except ProducerStateError:
+            accepted = False
+        assert taken == accepted, batch
+        if taken:
+            split.record_checked(batch)
+            offset += count
+        assert split.producers == checked.producers
+        assert (split.map_end_offset, split.first_unstable_offset) == (
+            checked.map_end_offset, checked.first_unstable_offset)
+
+
 def test_the_append_path_end_to_end_with_kafkapy_built_batches() -> None:
     manager = ProducerStateManager()
     log_end = 0
