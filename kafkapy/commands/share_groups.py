@@ -286,9 +286,14 @@ def _reset(client: ShareGroupClient, args: argparse.Namespace) -> str:
         raise ClientError(f"Share group '{group_id}' is not empty.")
     targets: list[tuple[str, int]] = []
     if args.topic:
+        missing = []
         for topic, partitions in topic_arguments(args.topic):
-            named = client.partitions(topic) if partitions is None else partitions
+            existing = client.partitions(topic)
+            named = existing if partitions is None else partitions
+            missing += [f"{topic}-{p}" for p in named if p not in existing]
             targets.extend((topic, p) for p in named)
+        if missing:  # Kafka's check before it asks for any offset
+            raise ClientError(f'The partitions "{",".join(missing)}" does not exist')
     elif group.error is ErrorCode.NONE:  # every partition the group keeps a start offset for
         targets = [(o.topic, o.partition) for o in _offsets(client, group_id)]
     new: dict[tuple[str, int], int] = {}

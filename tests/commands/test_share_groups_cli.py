@@ -23,7 +23,7 @@ import pytest
 from kafkapy import Broker
 from kafkapy.cli import main
 from kafkapy.testing import BrokerFactory
-from tests.commands.records_cli import kafkapy
+from tests.commands.records_cli import MockCluster, kafkapy
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -196,6 +196,12 @@ def test_reset_offsets_dry_run_and_execute(broker: Broker) -> None:
     assert [r[3] for r in latest[1:]] == [str(PER_PARTITION)] * PARTITIONS
     assert start_offsets(broker, "resets")[0] == (str(OLD_PER_PARTITION), "2")  # dry run again
 
+    missing = share_groups(broker, "--reset-offsets", "--group", "resets", "--topic", f"{TOPIC}:0,7",
+                           "--to-earliest", "--execute")
+    assert missing.returncode == 1
+    assert missing.stderr.decode() == f'kafkapy share-groups: The partitions "{TOPIC}-7" does not exist\n'
+    assert start_offsets(broker, "resets")[0] == (str(OLD_PER_PARTITION), "2")  # nothing reset
+
 
 def test_delete_offsets_then_delete_the_group(broker: Broker) -> None:
     consumed_group(broker, "cleanup")
@@ -266,6 +272,13 @@ def test_a_usage_mistake_as_a_process() -> None:
     assert result.returncode == 2
     assert result.stderr.decode() == \
         "kafkapy share-groups: Option --delete takes the options --group or --all-groups\n"
+
+
+def test_a_broker_without_share_group_apis_is_one_line() -> None:
+    mock = MockCluster()  # librdkafka's mock serves no ListGroups, let alone v5
+    result = kafkapy("share-groups", "--bootstrap-server", mock.bootstrap, "--list")
+    assert result.returncode == 1
+    assert result.stderr.decode().strip().endswith("does not serve ListGroups (api key 16)")
 
 
 def test_a_broker_down_is_one_line() -> None:
