@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from kafkapy.commands._groups import MOVED, GroupClient, GroupListing
 from kafkapy.commands._partitions import check_error, error_code
@@ -33,6 +33,7 @@ class ShareMember:
     client_host: str
     member_epoch: int
     assignment: tuple[tuple[str, int], ...]  # (topic, partition), sorted
+    subscribed: tuple[str, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +98,8 @@ class ShareGroupClient(GroupClient):
             members = tuple(sorted(
                 (ShareMember(m["member_id"], m["client_id"], m["client_host"], m["member_epoch"],
                              tuple(sorted((tp["topic_name"], p) for tp in m["assignment"]["topic_partitions"]
-                                          for p in tp["partitions"])))
+                                          for p in tp["partitions"])),
+                             tuple(m["subscribed_topic_names"]))
                  for m in group["members"]), key=lambda m: m.member_id))
             return ShareGroupDescription(group_id, error, group.get("error_message"), group["group_state"],
                                          group["group_epoch"], group["assignment_epoch"], members, node,
@@ -105,12 +107,30 @@ class ShareGroupClient(GroupClient):
 
         return self._retrying(attempt)
 
-    def share_offsets(self, group_id: str) -> tuple[ErrorCode, str | None, list[SharePartitionOffset]]:
-        """Every share-partition the group holds state for (the request's topics null)."""
+    def share_offsets(self, group_id: str, topics: Sequence[str] = ()
+                      ) -> tuple[ErrorCode, str | None, list[SharePartitionOffset]]:
+        """Every share-partition the group holds state for: those the request with topics null
+        answers (Kafka's admin client asks so), then every partition of their topics and of
+        ``topics``, asked by name. A kafkapy coordinator answers the null form from the
+        share-partitions it has seen (docs/share-groups.md, "Not (yet) done"), which in a cluster
+        can miss some whose leader is another broker; asked by name, it reads each from the share
+        coordinator."""
+        error, message, rows = self._described_offsets(group_id, None)
+        wanted = sorted({r.topic for r in rows} | set(topics))
+        if error is ErrorCode.NONE and wanted:
+            named: list[dict[str, Any]] = [{"topic_name": t, "partitions": self.partitions(t)}
+                                           for t in wanted]
+            error, message, more = self._described_offsets(group_id, named)
+            found = {(r.topic, r.partition): r for r in rows}
+            found.update({(r.topic, r.partition): r for r in more if r.start_offset is not None})
+            rows = list(found.values())
+        return error, message, sorted(rows, key=lambda r: (r.topic, r.partition))
 
+    def _described_offsets(self, group_id: str, topics: list[dict[str, Any]] | None
+                           ) -> tuple[ErrorCode, str | None, list[SharePartitionOffset]]:
         def attempt() -> Body:
             body = self._request(self._at_coordinator(group_id), ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-                                 {"groups": [{"group_id": group_id, "topics": None}]})
+                                 {"groups": [{"group_id": group_id, "topics": topics}]})
             if error_code(body["groups"][0]["error_code"]) in MOVED:
                 check_error(body["groups"][0]["error_code"], f"describe offsets of share group {group_id!r}")
             return body
@@ -120,8 +140,7 @@ class ShareGroupClient(GroupClient):
                                      _known(p["leader_epoch"]), _known(p.get("lag", _UNKNOWN)))
                 for topic in group["topics"] for p in topic["partitions"]
                 if error_code(p["error_code"]) is ErrorCode.NONE]
-        return (error_code(group["error_code"]), group.get("error_message"),
-                sorted(rows, key=lambda r: (r.topic, r.partition)))
+        return error_code(group["error_code"]), group.get("error_message"), rows
 
     def alter_share_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> Outcome:
         """AlterShareGroupOffsets: the group's error, and each ``topic-partition``'s."""

@@ -97,6 +97,10 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+class _Refused(Exception):
+    """A refusal in the words kafka-share-groups.sh prints it, printed as it is."""
+
+
 def _check(args: argparse.Namespace) -> None:
     """ShareGroupCommandOptions.checkArgs's rules and wording (options spelled as typed)."""
     actions = [a for a in _ACTIONS if _given(args, a)]
@@ -171,14 +175,17 @@ def _list(client: ShareGroupClient, args: argparse.Namespace) -> str:
 def _described(client: ShareGroupClient, group_id: str) -> ShareGroupDescription:
     group = client.describe_share_group(group_id)
     if group.error is ErrorCode.GROUP_ID_NOT_FOUND or group.state == "Dead":
-        raise ClientError(f"Error: Share group '{group_id}' does not exist.")
+        raise _Refused(f"Error: Share group '{group_id}' does not exist.")
     if group.error is not ErrorCode.NONE:
         raise ClientError(f"describe share group {group_id!r}: {error_text(group.error, group.message)}")
     return group
 
 
-def _offsets(client: ShareGroupClient, group_id: str) -> list[SharePartitionOffset]:
-    error, message, offsets = client.share_offsets(group_id)
+def _offsets(client: ShareGroupClient, group: ShareGroupDescription) -> list[SharePartitionOffset]:
+    """The group's start offsets, on the topics it has state for or its members subscribe to."""
+    group_id = group.group_id
+    error, message, offsets = client.share_offsets(group_id, sorted({t for m in group.members
+                                                                     for t in m.subscribed}))
     if error is not ErrorCode.NONE:
         raise ClientError(f"describe offsets of share group {group_id!r}: {error_text(error, message)}")
     return offsets
@@ -228,7 +235,7 @@ def _describe(client: ShareGroupClient, args: argparse.Namespace, warn: list[str
                 [group_id, m.member_id, m.client_host, m.client_id, len(m.assignment),
                  *([m.member_epoch] if args.verbose else []), _assignment(m)] for m in group.members)))
         else:
-            offsets = _offsets(client, group_id)
+            offsets = _offsets(client, group)
             out_json.extend({"group": group_id, "topic": o.topic, "partition": o.partition,
                              "leader_epoch": o.leader_epoch, "start_offset": o.start_offset, "lag": o.lag}
                             for o in offsets)
@@ -283,7 +290,7 @@ def _reset(client: ShareGroupClient, args: argparse.Namespace) -> str:
     if group.error not in (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND):
         raise ClientError(f"describe share group {group_id!r}: {error_text(group.error, group.message)}")
     if group.error is ErrorCode.NONE and group.state not in ("Empty", "Dead"):
-        raise ClientError(f"Share group '{group_id}' is not empty.")
+        raise _Refused(f"Share group '{group_id}' is not empty.")
     targets: list[tuple[str, int]] = []
     if args.topic:
         missing = []
@@ -295,7 +302,7 @@ def _reset(client: ShareGroupClient, args: argparse.Namespace) -> str:
         if missing:  # Kafka's check before it asks for any offset
             raise ClientError(f'The partitions "{",".join(missing)}" does not exist')
     elif group.error is ErrorCode.NONE:  # every partition the group keeps a start offset for
-        targets = [(o.topic, o.partition) for o in _offsets(client, group_id)]
+        targets = [(o.topic, o.partition) for o in _offsets(client, group)]
     new: dict[tuple[str, int], int] = {}
     for topic, partition in sorted(set(targets)):
         if when is not None:
@@ -315,7 +322,7 @@ def _reset(client: ShareGroupClient, args: argparse.Namespace) -> str:
 
 def _raise_failed(group_id: str, outcome: Outcome) -> None:
     if outcome.error is ErrorCode.NON_EMPTY_GROUP:
-        raise ClientError(f"Share group '{group_id}' is not empty.")
+        raise _Refused(f"Share group '{group_id}' is not empty.")
     if outcome.error is not ErrorCode.NONE:
         raise ClientError(f"resetting share group '{group_id}': {error_text(outcome.error, outcome.message)}")
     for item, (error, message) in sorted(outcome.items.items()):
@@ -364,8 +371,11 @@ def _run(args: argparse.Namespace) -> int:
     except Usage as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    except _Refused as exc:
+        print(exc, file=sys.stderr)
+        return 1
     except ClientError as exc:
-        print(_one_line(exc), file=sys.stderr)
+        print(f"{PROG}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     for line in warn:
         print(line, file=sys.stderr)
@@ -373,8 +383,3 @@ def _run(args: argparse.Namespace) -> int:
         print(out)
     return 0 if ok else 1
 
-
-def _one_line(exc: ClientError) -> str:
-    """Kafka's own messages as they are; the client's with the command's name before them."""
-    text = " ".join(str(exc).split())
-    return text if text.startswith(("Error: ", "Share group ")) else f"{PROG}: {text}"
