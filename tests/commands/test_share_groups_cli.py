@@ -343,6 +343,8 @@ def test_every_partition_in_a_cluster(kafka_broker_factory: BrokerFactory) -> No
     finally:
         member.close()
     last = cluster.bootstrap_servers.split(",")[-1]
+    listed = kafkapy("share-groups", "--bootstrap-server", last, "--list")
+    assert listed.stdout.decode().split() == ["spread"]  # from every broker: one of them coordinates it
     described = rows(kafkapy("share-groups", "--bootstrap-server", last, "--describe", "--group", "spread"))
     assert [r[2:4] for r in described[1:]] == [["0", "3"], ["1", "3"], ["2", "3"]]
     reset = rows(kafkapy("share-groups", "--bootstrap-server", last, "--reset-offsets", "--group", "spread",
