@@ -22,13 +22,13 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.schema import Body
 
-__all__ = ["CommittedOffset", "GroupClient", "GroupDescription", "GroupListing", "MemberDescription",
+__all__ = ["MOVED", "CommittedOffset", "GroupClient", "GroupDescription", "GroupListing", "MemberDescription",
            "decode_assignment"]
 
 _GROUP_KEY_TYPE = 0  # FindCoordinator's key_type for a consumer group (1 is a transactional id)
 _ADMIN_GENERATION = -1  # an OffsetCommit from outside the group (kafka-consumer-groups.sh's reset)
 # Errors meaning "ask again, maybe elsewhere": the coordinator moved, or is still loading.
-_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 _GROUP_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     **BASE_VERSIONS,
@@ -139,17 +139,21 @@ class GroupClient(PartitionClient):
     def _at_coordinator(self, group_id: str) -> SimpleClient:
         return self._broker(self.coordinator(group_id))
 
-    def list_groups(self, states: Sequence[str] = ()) -> list[GroupListing]:
-        """Every group of every broker (each broker lists the groups it coordinates)."""
+    def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[GroupListing]:
+        """Every group of every broker (each broker lists the groups it coordinates); ``types``
+        filters by group type (ListGroups v5+, KIP-848's ``classic``, ``consumer``, ``share``)."""
         self.topics([])  # learns every broker's address
         found: dict[str, GroupListing] = {}
         for node in sorted(self._addresses):
-            body = self._request(self._broker(node), ApiKey.LIST_GROUPS, {"states_filter": list(states)})
+            body = self._request(self._broker(node), ApiKey.LIST_GROUPS,
+                                 {"states_filter": list(states), "types_filter": list(types)})
             check_error(body["error_code"], f"list groups on broker {node}")
             for group in body["groups"]:
                 state = group.get("group_state", "")
                 if states and state and state not in states:
                     continue  # a broker older than v4 ignores the filter
+                if types and group.get("group_type", types[0]) not in types:
+                    continue
                 found[group["group_id"]] = GroupListing(group["group_id"], group["protocol_type"], state)
         return sorted(found.values(), key=lambda g: g.group_id)
 
@@ -166,7 +170,7 @@ class GroupClient(PartitionClient):
                                  {"groups": [group_id], "include_authorized_operations": False})
             (group,) = body["groups"]
             error = error_code(group["error_code"])
-            if error in _MOVED:
+            if error in MOVED:
                 check_error(error, f"describe group {group_id!r}")
             consumer = group["protocol_type"] in ("consumer", "")
             members = tuple(
@@ -194,7 +198,7 @@ class GroupClient(PartitionClient):
         error = error_code(group["error_code"])
         if error is ErrorCode.GROUP_ID_NOT_FOUND:
             return None
-        if error in _MOVED:
+        if error in MOVED:
             check_error(error, f"describe group {group_id!r}")
         members = tuple(
             MemberDescription(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"],
@@ -233,7 +237,7 @@ class GroupClient(PartitionClient):
             body = self._request(self._at_coordinator(group_id), ApiKey.OFFSET_COMMIT, request)
             for topic in body["topics"]:
                 for p in topic["partitions"]:
-                    if error_code(p["error_code"]) in _MOVED:
+                    if error_code(p["error_code"]) in MOVED:
                         check_error(p["error_code"], f"commit for group {group_id!r}")
             return body
 
@@ -257,7 +261,7 @@ class GroupClient(PartitionClient):
         results = {}
         for result in body["results"]:
             error = error_code(result["error_code"])
-            if error in _MOVED:
+            if error in MOVED:
                 check_error(error, f"delete group {group_id!r}")
             results[result["group_id"]] = error
         return results
@@ -274,7 +278,7 @@ class GroupClient(PartitionClient):
 
         def attempt() -> Body:
             body = self._request(self._at_coordinator(group_id), ApiKey.OFFSET_DELETE, request)
-            if error_code(body["error_code"]) in _MOVED:
+            if error_code(body["error_code"]) in MOVED:
                 check_error(body["error_code"], f"delete offsets of group {group_id!r}")
             return body
 

@@ -14,11 +14,13 @@ import csv
 import json
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from kafkapy.client import ClientError
+from kafkapy.commands._group_cli import Usage as _Usage
+from kafkapy.commands._group_cli import datetime_ms, offset_at_time, table, topic_arguments
 from kafkapy.commands._groups import GroupClient, GroupDescription
 from kafkapy.commands._partitions import EARLIEST, LATEST
 from kafkapy.commands._security import add_command_config, client_options
@@ -27,7 +29,6 @@ from kafkapy.errors import ErrorCode
 __all__ = ["register"]
 
 _INACTIVE = frozenset({"Empty", "Dead"})  # the states in which Kafka lets offsets be reset
-_NONE = "-"
 
 
 def register(subparsers: Any) -> None:
@@ -80,17 +81,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     parser.set_defaults(func=_run)
-
-
-class _Usage(Exception):
-    """A mistake in the command line, told in one line like kafka-consumer-groups.sh does."""
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    cells = [[_NONE if value is None else str(value) for value in row] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
-                     for row in (list(headers), *cells))
 
 
 def _groups(client: GroupClient, args: argparse.Namespace) -> list[str]:
@@ -196,13 +186,7 @@ _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)
 def _timestamp_ms(args: argparse.Namespace) -> int | None:
     """The time --to-datetime or --by-duration names, in ms since the epoch."""
     if args.to_datetime is not None:
-        try:
-            when = datetime.fromisoformat(args.to_datetime)
-        except ValueError:
-            raise _Usage(f"--to-datetime {args.to_datetime!r}: expected YYYY-MM-DDTHH:mm:SS.sss") from None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
-        return int(when.timestamp() * 1000)
+        return datetime_ms(args.to_datetime)
     if args.by_duration is not None:
         match = _DURATION.match(args.by_duration)
         if not match or args.by_duration in ("P", "PT"):
@@ -213,28 +197,13 @@ def _timestamp_ms(args: argparse.Namespace) -> int | None:
     return None
 
 
-def _topic_arguments(entries: Sequence[str]) -> list[tuple[str, list[int] | None]]:
-    """``--topic`` values: a topic with the partitions named after its colon, or None for all of them."""
-    parsed: list[tuple[str, list[int] | None]] = []
-    for entry in entries:
-        topic, _, partitions = entry.partition(":")
-        if not partitions:
-            parsed.append((topic, None))
-            continue
-        try:
-            parsed.append((topic, [int(p) for p in partitions.split(",")]))
-        except ValueError:
-            raise _Usage(f"--topic {entry!r}: partitions must be numbers, as in {topic}:0,1") from None
-    return parsed
-
-
 def _targets(client: GroupClient, args: argparse.Namespace, group_id: str) -> list[tuple[str, int]]:
     if args.all_topics:
         return [(c.topic, c.partition) for c in client.committed(group_id)]
     if not args.topic:
         raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
     chosen: list[tuple[str, int]] = []
-    for topic, partitions in _topic_arguments(args.topic):
+    for topic, partitions in topic_arguments(args.topic):
         chosen.extend((topic, p) for p in (client.partitions(topic) if partitions is None else partitions))
     return sorted(set(chosen))
 
@@ -272,8 +241,7 @@ def _new_offset(client: GroupClient, args: argparse.Namespace, current: dict[tup
     if args.to_latest:
         return latest
     if when is not None:
-        found = client.list_offset(*tp, when)
-        return latest if found < 0 else found
+        return offset_at_time(client, *tp, when)
     if args.to_current:
         return current.get(tp, latest)
     if args.from_file is not None:
@@ -347,7 +315,7 @@ def _delete_offsets(client: GroupClient, args: argparse.Namespace, warn: list[st
     (group_id,) = args.group
     results: dict[tuple[str, int], ErrorCode] = {}
     partitions: list[tuple[str, int]] = []
-    for topic, named in _topic_arguments(args.topic):
+    for topic, named in topic_arguments(args.topic):
         if named is not None:
             partitions.extend((topic, p) for p in named)
             continue
