@@ -32,12 +32,11 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.log.moves import CopyPlan, FutureLog, copy_segments, future_dir_name_length
+from kafkapy.log.moves import CopyPlan, FutureLog, copy_pass, future_dir_name_length
 from kafkapy.log.segments import FileLog
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
@@ -160,20 +159,15 @@ class LogDirs:
             logs.cancel_move(*key)
             return
         log.cleaning_paused = True  # Kafka's abortAndPauseCleaning: the copy is of the files as they are
-        verify = future.resumed
         try:
             for _ in range(MAX_PASSES):
                 plan = CopyPlan.of(log, future.path)
-                copied = await asyncio.to_thread(copy_segments, plan, verify=verify, stop=future.stop)
-                verify = False
+                copied = await asyncio.to_thread(copy_pass, future, plan)
                 if future.stop.is_set() or logs.futures.get(key) is not future:
                     return
-                if log.rewrites != plan.rewrites:  # truncated meanwhile: the copy starts over
-                    await asyncio.to_thread(_empty, future.path)
-                    future.size = future.log_end_offset = 0
-                    continue
                 future.size, future.log_end_offset = plan.size, plan.log_end_offset
-                if copied < CATCH_UP_BYTES:
+                # a truncation during the pass: the next one starts over
+                if copied < CATCH_UP_BYTES and log.rewrites == plan.rewrites:
                     break
             with self._lock:
                 started = time.perf_counter()
@@ -239,7 +233,3 @@ class LogDirs:
             return False
         return True
 
-
-def _empty(directory: Path) -> None:
-    for path in directory.iterdir():
-        path.unlink()

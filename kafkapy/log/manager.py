@@ -326,7 +326,7 @@ class LogManager:
         future = self.futures[key]
         log = self.logs[key]
         assert isinstance(log, FileLog)
-        finish_copy(log, future.path)
+        finish_copy(log, future)
         source = self._dir_of[key]
         current = future.log_dir / partition_dir_name(topic, partition)
         os.replace(future.path, current)

@@ -46,6 +46,7 @@ __all__ = [
     "FUTURE_SUFFIX",
     "CopyPlan",
     "FutureLog",
+    "copy_pass",
     "copy_segments",
     "delete_dir_name",
     "finish_copy",
@@ -98,6 +99,9 @@ class FutureLog:
     resumed: bool = False  # found at start: what it holds is checked before the copy goes on
     size: int = 0  # bytes copied (what DescribeLogDirs says the future replica holds)
     log_end_offset: int = 0  # the offset the copied bytes reach
+    # The log's rewrite count the copy is a prefix of (None before the first pass): a rewrite
+    # since makes the next pass start over.
+    rewrites: int | None = None
     stop: threading.Event = attrs.Factory(threading.Event)  # set to end the move early
 
 
@@ -188,25 +192,38 @@ def copy_segments(plan: CopyPlan, *, verify: bool = False, stop: threading.Event
     return copied
 
 
-def finish_copy(log: FileLog, future: Path) -> None:
+def copy_pass(future: FutureLog, plan: CopyPlan) -> int:
+    """One catch-up pass (in a thread, or on the loop): what :func:`copy_segments` does, from
+    scratch if the log was rewritten since the last pass, checking what is there first if the
+    future directory was found at start; answers the bytes copied."""
+    if future.rewrites is not None and future.rewrites != plan.rewrites:
+        for path in future.path.iterdir():
+            path.unlink()
+    verify = future.resumed and future.rewrites is None
+    copied = copy_segments(plan, verify=verify, stop=future.stop)
+    future.rewrites = plan.rewrites
+    return copied
+
+
+def finish_copy(log: FileLog, future: FutureLog) -> None:
     """The last step of a copy, on the loop with appends held: the segments' last bytes, then
-    every other file of the partition directory whole; all fsynced. Afterwards ``future`` is a
-    byte-identical copy of the log's directory."""
-    copy_segments(CopyPlan.of(log, future))
+    every other file of the partition directory whole; all fsynced. Afterwards the future
+    directory is a byte-identical copy of the log's."""
+    copy_pass(future, CopyPlan.of(log, future.path))
     wanted = set()
     for path in log.directory.iterdir():
         if path.is_dir() or path.suffix == ".log":
             wanted.add(path.name)
             continue
         wanted.add(path.name)
-        target = future / path.name
+        target = future.path / path.name
         shutil.copyfile(path, target)
         fd = os.open(target, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-    for path in future.iterdir():
+    for path in future.path.iterdir():
         if path.name not in wanted:
             path.unlink()
-    fsync_directory(future)
+    fsync_directory(future.path)
