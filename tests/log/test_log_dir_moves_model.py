@@ -136,7 +136,9 @@ class MoveMachine(RuleBasedStateMachine):
 
     @rule(tear=st.integers(0, 60))
     def crash_and_reopen(self, tear: int) -> None:
-        """kill -9 (descriptors go without a flush); a future copy's last file may end torn."""
+        """kill -9 (descriptors go without a flush) after the log-start checkpoint's timer ran (a
+        DeleteRecords after it would come back, as in Kafka); a future copy may end torn."""
+        self.logs.checkpoint_log_start_offsets()
         future = self.logs.futures.get(("t", 0))
         for segment in self.log.segments:
             segment.close()
