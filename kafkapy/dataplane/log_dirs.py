@@ -179,6 +179,8 @@ class LogDirs:
         except InterruptedError:
             return
         except OSError as exc:
+            if future.stop.is_set() or logs.futures.get(key) is not future:
+                return  # cancelled under the copy: its directory went away, not the disk
             _log.error("moving %s-%d to %s failed: %s", *key, future.log_dir, exc)
             if str(exc.filename or "").startswith(str(future.log_dir)):
                 logs.mark_offline(future.log_dir)  # Kafka's LogDirFailureChannel

@@ -247,7 +247,9 @@ class LogManager:
         if self.in_memory:
             log = MemoryLog(config, clock=self.clock)
         else:
-            directory = self.preferred_dirs.pop(key, None) or self._least_loaded_dir()
+            preferred = self.preferred_dirs.pop(key, None)
+            online = preferred is not None and self.log_dir_online(preferred)
+            directory = preferred if preferred is not None and online else self._least_loaded_dir()
             log = FileLog(directory / partition_dir_name(topic, partition), config, clock=self.clock)
             self._dir_of[key] = directory
         if topic_id is not None:

@@ -356,3 +356,30 @@ def test_two_current_copies_after_an_interrupted_swap_are_refused(tmp_path: Path
     with pytest.raises(Exception, match="is in two log dirs") as refused:
         Broker(config, store=store).__enter__()
     assert "delete one of the two directories" in str(refused.value)
+
+
+def test_a_move_cancelled_under_its_copy_or_by_deleting_the_topic_leaves_nothing_behind(
+        two_dirs: tuple[Broker, Path, Path]) -> None:
+    broker, a, b = two_dirs
+    create(broker, "t", {0: (1,)})
+    big = batch(*[b"x" * 10_000 for _ in range(100)])  # 1 MB a batch
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        for _ in range(8):
+            assert produce(conn, "t", {0: big})[0]["error_code"] == 0
+        logs = partitions_of(broker).logs
+        source = logs.dir_of("t", 0)
+        assert source is not None
+        target = b if source == a else a
+        # back to where it is, whether or not the copy is running yet: cancelled, dir still online
+        assert _alter(conn, {("t", 0): str(target)}) == {("t", 0): ErrorCode.NONE}
+        assert _alter(conn, {("t", 0): str(source)}) == {("t", 0): ErrorCode.NONE}
+        _wait(lambda: not _dataplane(broker).log_dirs_handler._movers, "the mover to end")
+        assert logs.dir_of("t", 0) == source and logs.futures == {} and logs.offline_dirs == set()
+        assert [p.name for p in target.iterdir() if p.is_dir()] == []
+        assert _described(conn)[str(target)] == (0, {})
+        # a topic deleted mid-move takes its future directory along
+        future = broker.call_on_loop(lambda _: logs.start_move("t", 0, target))
+        assert future is not None and future.path.is_dir()
+        broker.delete_topics("t")
+        _wait(lambda: logs.get("t", 0) is None, "the topic's logs to go")
+        assert not future.path.exists() and logs.futures == {}
