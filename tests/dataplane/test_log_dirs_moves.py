@@ -383,3 +383,26 @@ def test_a_move_cancelled_under_its_copy_or_by_deleting_the_topic_leaves_nothing
         broker.delete_topics("t")
         _wait(lambda: logs.get("t", 0) is None, "the topic's logs to go")
         assert not future.path.exists() and logs.futures == {}
+
+
+def test_a_broker_stopped_mid_move_finishes_it_after_the_restart(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = {"broker.id": 1, "log.dirs": f"{a},{b}"}
+    store = MemoryStore()
+    values = [bytes([65 + n % 26]) * 10_000 for n in range(100)]
+    with Broker(config, store=store) as broker:
+        create(broker, "t", {0: (1,)})
+        with KafkaSocket(broker.bootstrap_servers) as conn:
+            for _ in range(40):  # 40 MB: the copy takes a while, the stop comes during it
+                assert produce(conn, "t", {0: batch(*values)})[0]["error_code"] == 0
+            source = partitions_of(broker).logs.dir_of("t", 0)
+            assert source is not None
+            target = b if source == a else a
+            assert _alter(conn, {("t", 0): str(target)}) == {("t", 0): ErrorCode.NONE}
+    # stopped: the move either finished or left its future directory, never two current copies
+    assert [d for d in (a, b) if (d / "t-0").is_dir()] in ([source], [target])
+    with Broker(config, store=store) as broker:
+        _wait(lambda: partitions_of(broker).logs.dir_of("t", 0) == target, "the move")
+        assert not list(target.glob("*-future")) and not (source / "t-0").exists()
+        records = broker.records("t", 0)
+        assert len(records) == 4000 and [r.value for r in records[:100]] == values
