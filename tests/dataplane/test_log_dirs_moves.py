@@ -110,11 +110,17 @@ def test_kafka_python_moves_a_partition_while_producing_every_record_once(
                            for t in d["topics"] for p in t["partitions"]} for d in entry["log_dirs"]}
     assert dirs == {str(source): {}, str(target): {("moving", 0): False}}
     admin.close()
-    assert [p.name for p in source.iterdir() if p.is_dir()] == []  # the -delete directory went too
+    # the -delete directory goes too (removed off the loop after the swap)
+    _wait(lambda: [p.name for p in source.iterdir() if p.is_dir()] == [], "the old directory's removal")
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
-                             consumer_timeout_ms=3000)
+                             enable_auto_commit=False)
     consumer.assign([TopicPartition("moving", 0)])
-    received = [m.value for m in consumer]
+    received: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(received) < len(sent) and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500).values():
+            received += [m.value for m in records]
+    received += [m.value for records in consumer.poll(timeout_ms=500).values() for m in records]
     consumer.close()
     assert len(received) == len(sent) and received == sent  # every record once, in order
     moved = target / "moving-0"
