@@ -412,3 +412,28 @@ def test_a_broker_stopped_mid_move_finishes_it_after_the_restart(tmp_path: Path)
         assert not list(target.glob("*-future")) and not (source / "t-0").exists()
         records = broker.records("t", 0)
         assert len(records) == 4000 and [r.value for r in records[:100]] == values
+
+
+def test_a_disk_error_in_the_target_takes_that_dir_offline_and_the_log_stays(
+        two_dirs: tuple[Broker, Path, Path]) -> None:
+    """Kafka's LogDirFailureChannel: the target dir is offline until a restart; nothing is lost."""
+    broker, a, b = two_dirs
+    create(broker, "t", {0: (1,)})
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        produce(conn, "t", {0: batch(b"x", b"y")})
+        logs = partitions_of(broker).logs
+        source = logs.dir_of("t", 0)
+        assert source is not None
+        target = b if source == a else a
+        future = broker.call_on_loop(lambda _: logs.start_move("t", 0, target))
+        assert future is not None
+        future.path.rmdir()
+        future.path.write_bytes(b"")  # the future directory unwritable: a failing disk
+        handler = _dataplane(broker).log_dirs_handler
+        broker.call_on_loop(lambda _: handler.start_mover(future))
+        _wait(lambda: not handler._movers, "the failed move to end")
+        assert logs.offline_dirs == {target} and logs.futures == {} and logs.dir_of("t", 0) == source
+        assert _described(conn)[str(target)] == (ErrorCode.KAFKA_STORAGE_ERROR, {})
+        assert _alter(conn, {("t", 0): str(target)}) == {("t", 0): ErrorCode.KAFKA_STORAGE_ERROR}
+        assert produce(conn, "t", {0: batch(b"z")})[0]["base_offset"] == 2
+    assert [r.value for r in broker.records("t", 0)] == [b"x", b"y", b"z"]
