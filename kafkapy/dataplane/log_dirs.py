@@ -143,11 +143,10 @@ class LogDirs:
 
     async def stop(self) -> None:
         """Stop the copies at their next chunk, leaving each future directory for the restart."""
-        for key, task in list(self._movers.items()):
+        for key in self._movers:
             future = self.partitions.logs.futures.get(key)
             if future is not None:
                 future.stop.set()
-            del task
         await asyncio.gather(*self._movers.values(), return_exceptions=True)
         self._movers.clear()
 
@@ -187,6 +186,9 @@ class LogDirs:
             if logs.futures.get(key) is future:
                 logs.cancel_move(*key)
         finally:
+            if logs.futures.get(key) is not future and future.path.exists():
+                # cancelled while its thread wrote there: what the cancel's removal raced with
+                shutil.rmtree(future.path, ignore_errors=True)
             log.cleaning_paused = key in logs.futures
             if self._movers.get(key) is asyncio.current_task():
                 del self._movers[key]
