@@ -174,6 +174,9 @@ class LogDirs:
                 self.last_swap_seconds = time.perf_counter() - started
             _log.info("moved %s-%d to %s (the swap held appends for %.1f ms)", *key, future.log_dir,
                       self.last_swap_seconds * 1000)
+            await asyncio.sleep(0)  # appends waiting for the swap go first
+            with self._lock:
+                logs.checkpoint_dirs(doomed.parent, future.log_dir)
             await asyncio.to_thread(shutil.rmtree, doomed, True)
         except InterruptedError:
             return

@@ -322,8 +322,8 @@ class LogManager:
     def swap(self, topic: str, partition: int) -> Path:
         """Kafka's replaceCurrentWithFutureLog, in one step of the loop that appends: the copy
         finished, the future directory renamed into place and the log continuing there, the old
-        directory renamed ``-delete``, both dirs' checkpoints written. Answers the old directory
-        (to delete, off the loop)."""
+        directory renamed ``-delete``. Answers the old directory (to delete, off the loop); the
+        two dirs' checkpoints are the caller's next step (:meth:`checkpoint_dirs`)."""
         key = (topic, partition)
         future = self.futures[key]
         log = self.logs[key]
@@ -340,9 +340,14 @@ class LogManager:
         doomed = source / delete_dir_name(topic, partition)
         os.replace(old, doomed)
         fsync_directory(source)
-        for directory in (source, future.log_dir):
-            self._checkpoint_dir(directory)
         return doomed
+
+    def checkpoint_dirs(self, *dirs: Path) -> None:
+        """The recovery-point and log-start-offset checkpoints of ``dirs`` (after a move, as
+        Kafka's replaceCurrentWithFutureLog writes the source dir's): a restart then trusts the
+        moved log from its recovery point, not from 0."""
+        for name, value, include in self._checkpoints()[:2]:
+            self._write_checkpoint(name, value, include, dirs=list(dirs))
 
     def delete_partition(self, topic: str, partition: int) -> bool:
         self.cancel_move(topic, partition)
@@ -443,10 +448,6 @@ class LogManager:
         A log clean to no further than its start has no entry, as one never cleaned."""
         self._write_checkpoint(CLEANER_OFFSET_CHECKPOINT, lambda log: log.cleaned_to,
                                lambda log: log.cleaned_to > log.log_start_offset)
-
-    def _checkpoint_dir(self, directory: Path) -> None:
-        for name, value, include in self._checkpoints():
-            self._write_checkpoint(name, value, include, dirs=[directory])
 
     @staticmethod
     def _checkpoints() -> list[tuple[str, Callable[[SegmentedLog], int], Callable[[SegmentedLog], bool]]]:

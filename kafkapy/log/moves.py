@@ -18,9 +18,15 @@ one it replaces:
   planned prefix of the current one: only the missing tail is copied (segment files only
   grow, compaction being paused and a rewrite restarting the copy), segments retention
   removed are dropped, every file written is fsynced. Passes repeat until one copies little;
-- :func:`finish_copy`, on the loop in the step that swaps, copies the last tail and the small
-  files whole (``.index``, ``.timeindex``, ``.txnindex``, producer ``.snapshot`` files,
-  ``leader-epoch-checkpoint``, ``partition.metadata``) and fsyncs them.
+- the other files (``.index``, ``.timeindex``, ``.txnindex``, producer ``.snapshot`` files,
+  ``leader-epoch-checkpoint``, ``partition.metadata``) are small and copied whole. Those named
+  by an offset below the active segment's base (the rolled segments' indexes, older snapshots)
+  are settled: nothing but a rewrite (which starts the copy over) or their deletion changes
+  them, so the passes copy them once, noting the size and modification time they had.
+  :func:`finish_copy`, on the loop in the step that swaps, copies the last tail, the settled
+  files new or changed since, and the others whole (the active segment's indexes, newer
+  snapshots, the two small metadata files), so the swap's step does not grow with the number
+  of segments.
 
 A future directory found at start (the broker stopped mid-move) is resumed: its copied
 prefix is checked against the current log's bytes (``verify``), cut where they differ, and
@@ -30,7 +36,6 @@ the copy goes on, as Kafka recovers a future log and resumes fetching into it.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import uuid
 from collections.abc import Mapping
@@ -102,6 +107,8 @@ class FutureLog:
     # The log's rewrite count the copy is a prefix of (None before the first pass): a rewrite
     # since makes the next pass start over.
     rewrites: int | None = None
+    # The small files copied whole: name -> (size, mtime_ns) their source had then.
+    copied: dict[str, tuple[int, int]] = attrs.Factory(dict)
     stop: threading.Event = attrs.Factory(threading.Event)  # set to end the move early
 
 
@@ -126,6 +133,11 @@ class CopyPlan:
     @property
     def size(self) -> int:
         return sum(self.sizes.values())
+
+    @property
+    def active_base(self) -> int:
+        """The base offset of the newest segment planned (the one appends go to)."""
+        return max((int(name[: -len(".log")]) for name in self.sizes), default=0)
 
 
 def _copy_range(source: int, dest: int, start: int, end: int, stop: threading.Event | None) -> None:
@@ -192,6 +204,65 @@ def copy_segments(plan: CopyPlan, *, verify: bool = False, stop: threading.Event
     return copied
 
 
+def _stamp(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _copy_whole(source: Path, dest: Path) -> tuple[int, int] | None:
+    """Copy a small file and fsync the copy; answers the source's stamp, or None if the source
+    changed while it was read (then the copy is not to be trusted)."""
+    fd = os.open(source, os.O_RDONLY)
+    try:
+        before = os.fstat(fd)
+        data = os.pread(fd, before.st_size, 0)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view):]
+        os.fsync(out)
+    finally:
+        os.close(out)
+    stamp = _stamp(before)
+    return stamp if stamp == _stamp(after) and len(data) == before.st_size else None
+
+
+_SETTLED_SUFFIXES = (".index", ".timeindex", ".txnindex", ".snapshot")
+
+
+def _settled(path: Path, active_base: int) -> bool:
+    """Named by an offset below the active segment's base: unchanged since (short of a rewrite)."""
+    return path.suffix in _SETTLED_SUFFIXES and path.stem.isdigit() and int(path.stem) < active_base
+
+
+def copy_small_files(source: Path, future: FutureLog, active_base: int, *, final: bool) -> set[str]:
+    """Copy the non-segment files of ``source``: the settled ones not copied yet (or changed
+    since, by their stamp) and, when ``final``, all others whole; answers the names found."""
+    found = set()
+    for path in source.iterdir():
+        name = path.name
+        settled = _settled(path, active_base)
+        if path.suffix == ".log" or (not settled and not final):
+            continue
+        try:
+            stamp = _stamp(os.stat(path))
+            found.add(name)
+            if settled and future.copied.get(name) == stamp:
+                continue
+            copied = _copy_whole(path, future.path / name)
+        except FileNotFoundError:  # deleted meanwhile (retention, a replaced snapshot)
+            found.discard(name)
+            continue
+        if copied is None:
+            future.copied.pop(name, None)
+        else:
+            future.copied[name] = copied
+    return found
+
+
 def copy_pass(future: FutureLog, plan: CopyPlan) -> int:
     """One catch-up pass (in a thread, or on the loop): what :func:`copy_segments` does, from
     scratch if the log was rewritten since the last pass, checking what is there first if the
@@ -199,31 +270,23 @@ def copy_pass(future: FutureLog, plan: CopyPlan) -> int:
     if future.rewrites is not None and future.rewrites != plan.rewrites:
         for path in future.path.iterdir():
             path.unlink()
+        future.copied.clear()
     verify = future.resumed and future.rewrites is None
     copied = copy_segments(plan, verify=verify, stop=future.stop)
+    copy_small_files(plan.source, future, plan.active_base, final=False)
     future.rewrites = plan.rewrites
     return copied
 
 
 def finish_copy(log: FileLog, future: FutureLog) -> None:
     """The last step of a copy, on the loop with appends held: the segments' last bytes, then
-    every other file of the partition directory whole; all fsynced. Afterwards the future
-    directory is a byte-identical copy of the log's."""
-    copy_pass(future, CopyPlan.of(log, future.path))
-    wanted = set()
-    for path in log.directory.iterdir():
-        if path.is_dir() or path.suffix == ".log":
-            wanted.add(path.name)
-            continue
-        wanted.add(path.name)
-        target = future.path / path.name
-        shutil.copyfile(path, target)
-        fd = os.open(target, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    every other file of the partition directory that changed since its copy; all fsynced.
+    Afterwards the future directory is a byte-identical copy of the log's."""
+    plan = CopyPlan.of(log, future.path)
+    copy_pass(future, plan)
+    wanted = set(plan.sizes) | copy_small_files(log.directory, future, plan.active_base, final=True)
     for path in future.path.iterdir():
         if path.name not in wanted:
             path.unlink()
+            future.copied.pop(path.name, None)
     fsync_directory(future.path)

@@ -63,10 +63,11 @@ class MoveMachine(RuleBasedStateMachine):
 
     # -- the log changing ----------------------------------------------------------------------
 
-    @rule(count=st.integers(1, 6), value_size=st.integers(0, 200))
-    def append(self, count: int, value_size: int) -> None:
+    @rule(count=st.integers(1, 6), value_size=st.integers(0, 200), leader_epoch=st.integers(0, 2))
+    def append(self, count: int, value_size: int, leader_epoch: int) -> None:
+        epoch = max(leader_epoch, self.log.epochs.latest_epoch)  # new epochs rewrite the checkpoint
         data = build_record_batch([(b"k%d" % i, b"v" * value_size, [], 1000 + i) for i in range(count)],
-                                  base_offset=self.end)
+                                  base_offset=self.end, partition_leader_epoch=epoch)
         self.clock += 1
         self.log.append(bytearray(data))
         self.batches.append(Acked(self.end, self.end + count - 1, data))
@@ -96,6 +97,11 @@ class MoveMachine(RuleBasedStateMachine):
 
     # -- the move ------------------------------------------------------------------------------
 
+    @rule()
+    def snapshot(self) -> None:
+        """A producer-state snapshot at the log end (written at rolls, and by take_snapshot)."""
+        self.log.write_snapshot(self.end, b"state at %d" % self.end)
+
     @precondition(lambda self: not self.moving)
     @rule()
     def start_move(self) -> None:
@@ -120,7 +126,9 @@ class MoveMachine(RuleBasedStateMachine):
         future = self.logs.futures[("t", 0)]
         source = self.logs.dir_of("t", 0)
         assert source is not None
+        before = {p.name: p.read_bytes() for p in (source / "t-0").iterdir()}
         doomed = self.logs.swap("t", 0)
+        assert {p.name: p.read_bytes() for p in (future.log_dir / "t-0").iterdir()} == before
         assert self.logs.dir_of("t", 0) == future.log_dir and not future.path.exists()
         assert self.log.directory == future.log_dir / "t-0" and not (source / "t-0").exists()
         for segment in self.log.segments:  # the files there are the log's
