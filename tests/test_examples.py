@@ -188,6 +188,15 @@ def test_acls_example() -> None:
                    "acls": ["TOPIC orders. PREFIXED User:alice WRITE ALLOW"]}
 
 
+def test_log_dir_move_moves_a_partition_between_log_dirs_while_producing() -> None:
+    result = run(str(EXAMPLES / "log_dir_move.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["before"] in ({"disk1": ["jbod-0"], "disk2": []}, {"disk1": [], "disk2": ["jbod-0"]})
+    assert out["after"] == {name: [] if found else ["jbod-0"] for name, found in out["before"].items()}
+    assert (out["errors"], out["read"], out["in_order"]) == (["NoError"], 1000, True)
+
+
 def test_partition_reassignment_moves_replicas_and_keeps_the_records() -> None:
     result = run(str(EXAMPLES / "partition_reassignment.py"))
     assert result.returncode == 0, result.stderr

@@ -66,6 +66,7 @@ class AdminClient(PartitionClient):
     versions = {
         **PartitionClient.versions,
         ApiKey.DELETE_RECORDS: (0, 2),
+        ApiKey.ALTER_REPLICA_LOG_DIRS: (1, 2),
         ApiKey.ELECT_LEADERS: (0, 2),  # v1 adds the election type: an unclean election needs it
         ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
         ApiKey.LIST_OFFSETS: (1, 9),  # max-timestamp needs v7, earliest-local v8, latest-tiered v9

@@ -7,8 +7,11 @@ controller; ``--verify`` compares each partition's replicas with the file's; ``-
 file's partitions that are being reassigned; ``--list`` prints the ongoing reassignments
 (ListPartitionReassignments). A kafkapy broker finishes a reassignment at once
 (kafkapy.topics.reassignment), so ``--verify`` right after ``--execute`` says it is completed and
-nothing is ever listed or cancelled. The file's ``log_dirs`` are accepted and left alone (kafkapy
-has no AlterReplicaLogDirs). Exit status 1 with Kafka's error lines when a partition is refused.
+nothing is ever listed or cancelled. The file's ``log_dirs`` (one per replica, ``"any"`` or an
+absolute log dir) are sent after the reassignment as AlterReplicaLogDirs to each replica's broker,
+retried while a broker answers REPLICA_NOT_AVAILABLE (its replica not there yet) until
+``--timeout``, as Kafka's tool does; ``--verify`` then says where each such replica's move is
+(DescribeLogDirs). Exit status 1 with Kafka's error lines when a partition is refused.
 """
 
 from __future__ import annotations
@@ -16,21 +19,26 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.commands._admin import AdminClient
 from kafkapy.commands._controller import controller_client
 from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
-__all__ = ["parse_reassignment_json", "register"]
+__all__ = ["parse_log_dir_moves", "parse_reassignment_json", "register"]
 
 ALTER_VERSION = 0  # AlterPartitionReassignments v0: what kafka-reassign-partitions.sh sends by default
 REASSIGNMENT_TIMEOUT_MS = 60_000  # the request's TimeoutMs default (Kafka's AdminClient and schema)
 
 Partition = tuple[str, int]
+Replica = tuple[str, int, int]  # topic, partition, broker: Kafka's TopicPartitionReplica
+ANY_LOG_DIR = "any"
+MOVE_RETRY_SECONDS = 0.1  # Kafka's tool retries AlterReplicaLogDirs every 100 ms
 
 
 def register(subparsers: Any) -> None:
@@ -65,11 +73,16 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ClientError(f"cannot read {args.reassignment_json_file}: {exc.strerror or exc}") from None
         targets = parse_reassignment_json(text)
+        moves = parse_log_dir_moves(text)
         with controller_client(args, "kafkapy-reassign-partitions") as client:
             if args.execute:
-                return _execute(client, targets)
+                code = _execute(client, targets)
+                return code or (_move_log_dirs(args, moves) if moves else 0)
             if args.verify:
-                return _verify(client, targets)
+                code = _verify(client, targets)
+                if moves:
+                    _verify_log_dirs(args, moves)
+                return code
             return _cancel(client, targets)
     except ClientError as exc:
         print(f"kafkapy reassign-partitions: {exc}", file=sys.stderr)
@@ -103,6 +116,111 @@ def parse_reassignment_json(text: str) -> dict[Partition, list[int]]:
             raise ClientError(f"Duplicate replica assignment for partition {topic}-{partition}: {replicas}")
         targets[topic, partition] = list(replicas)
     return targets
+
+
+def parse_log_dir_moves(text: str) -> dict[Replica, str]:
+    """The file's ``log_dirs``: {(topic, partition, broker): log dir} for each replica not "any"
+    (Kafka's rule: as many as there are replicas). Call after :func:`parse_reassignment_json`."""
+    document = json.loads(text)
+    moves: dict[Replica, str] = {}
+    for entry in document["partitions"]:
+        topic, partition, replicas = entry["topic"], entry["partition"], entry["replicas"]
+        dirs = entry.get("log_dirs")
+        if dirs is None:
+            continue
+        if not isinstance(dirs, list) or not all(isinstance(d, str) for d in dirs):
+            raise ClientError(f'"log_dirs" is a list of log dirs or "any", not {dirs!r}')
+        if len(dirs) != len(replicas):
+            raise ClientError(f"Size of replicas list [{', '.join(map(str, replicas))}] is different from "
+                              f"size of log dirs list [{', '.join(dirs)}] for partition {topic}-{partition}")
+        for replica, log_dir in zip(replicas, dirs, strict=True):
+            if log_dir != ANY_LOG_DIR:
+                moves[topic, partition, replica] = log_dir
+    return moves
+
+
+def _replica(replica: Replica) -> str:
+    return "-".join(map(str, replica))  # Kafka's TopicPartitionReplica.toString
+
+
+def _alter_log_dirs(admin: AdminClient, pending: Mapping[Replica, str]) -> set[Replica]:
+    """AlterReplicaLogDirs to each replica's broker; the replicas whose move started (or that are
+    there). REPLICA_NOT_AVAILABLE leaves a replica pending; another error is Kafka's failure."""
+    by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+    for (topic, partition, broker), log_dir in pending.items():
+        by_broker.setdefault(broker, {}).setdefault(log_dir, {}).setdefault(topic, []).append(partition)
+    started: set[Replica] = set()
+    for broker, dirs in sorted(by_broker.items()):
+        body = admin.call(admin.connection(broker), ApiKey.ALTER_REPLICA_LOG_DIRS, {"dirs": [
+            {"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            for path, topics in dirs.items()]})
+        for topic in body["results"]:
+            for answer in topic["partitions"]:
+                replica = (topic["topic_name"], answer["partition_index"], broker)
+                if answer["error_code"] == ErrorCode.NONE:
+                    started.add(replica)
+                elif answer["error_code"] != ErrorCode.REPLICA_NOT_AVAILABLE:
+                    raise ClientError(f"Failed to alter dir for {_replica(replica)}: "
+                                      f"{_error(answer['error_code'], None)}")
+    return started
+
+
+def _move_log_dirs(args: argparse.Namespace, moves: Mapping[Replica, str]) -> int:
+    """Kafka's executeMoves: send the moves until each has started, or --timeout passed."""
+    pending = dict(moves)
+    deadline = time.monotonic() + args.timeout
+    with AdminClient.from_args(args, "kafkapy-reassign-partitions") as admin:
+        admin.cluster()
+        while True:
+            started = _alter_log_dirs(admin, pending)
+            for replica in sorted(started):
+                topic, partition, broker = replica
+                print(f"Successfully started moving log directory to {pending[replica]} for replica "
+                      f"{topic}-{partition} with broker {broker} ")
+                del pending[replica]
+            if not pending:
+                return 0
+            if time.monotonic() >= deadline:
+                plural = "" if len(pending) == 1 else "s"
+                raise ClientError(f"Timed out before log directory move{plural} could be started for: "
+                                  f"{','.join(_replica(r) for r in sorted(pending))}")
+            time.sleep(MOVE_RETRY_SECONDS)
+
+
+def _verify_log_dirs(args: argparse.Namespace, moves: Mapping[Replica, str]) -> None:
+    """Kafka's verifyReplicaMoves: each replica's current and future log dir (DescribeLogDirs)."""
+    where: dict[Replica, tuple[str | None, str | None]] = {}
+    with AdminClient.from_args(args, "kafkapy-reassign-partitions") as admin:
+        admin.cluster()
+        for broker in sorted({b for _, _, b in moves}):
+            body = admin.call(admin.connection(broker), ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
+            for result in body["results"]:
+                for topic in result["topics"]:
+                    for p in topic["partitions"]:
+                        replica = (topic["name"], p["partition_index"], broker)
+                        current, future = where.get(replica, (None, None))
+                        if p["is_future_key"]:
+                            future = result["log_dir"]
+                        else:
+                            current = result["log_dir"]
+                        where[replica] = (current, future)
+    for replica in sorted(moves):
+        topic, partition, broker = replica
+        target = moves[replica]
+        current, future = where.get(replica, (None, None))
+        if current is None:
+            print(f"Partition {topic}-{partition} cannot be found in any live log directory on broker "
+                  f"{broker}.")
+        elif future is None and current == target:
+            print(f"Reassignment of replica {_replica(replica)} completed successfully.")
+        elif future is None:
+            print(f"Partition {topic}-{partition} on broker {broker} is not being moved from log dir "
+                  f"{current} to {target}.")
+        elif future == target:
+            print(f"Reassignment of replica {_replica(replica)} is still in progress.")
+        else:
+            print(f"Partition {topic}-{partition} on broker {broker} is being moved to log dir {future} "
+                  f"instead of {target}.")
 
 
 def _is_int(value: object) -> bool:

@@ -1,8 +1,9 @@
 """The data-plane module: the APIs that read and write partition logs.
 
 Produce (produce.py), InitProducerId for idempotent producers, DescribeProducers, ListOffsets,
-OffsetForLeaderEpoch, DeleteRecords and DescribeLogDirs here, Fetch from kafkapy.dataplane.fetch
-when that file is present. Partitions (partitions.py) says which partitions this broker leads
+OffsetForLeaderEpoch and DeleteRecords here, Fetch from kafkapy.dataplane.fetch
+when that file is present, DescribeLogDirs and AlterReplicaLogDirs from
+kafkapy.dataplane.log_dirs. Partitions (partitions.py) says which partitions this broker leads
 and holds their logs. Auto topic creation (Kafka's ``auto.create.topics.enable``) is offered to
 the core's Metadata handler as the capability AUTO_TOPIC_CREATION and used by Produce; topics
 are made through the topics module's create path (capability TOPIC_CREATION).
@@ -11,11 +12,11 @@ are made through the topics module's create path (capability TOPIC_CREATION).
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from kafkapy.dataplane.fetch import FETCH_CONFIG_KEYS, FETCH_VERSIONS, FetchHandler
+from kafkapy.dataplane.log_dirs import ALTER_REPLICA_LOG_DIRS_VERSIONS, DESCRIBE_LOG_DIRS_VERSIONS, LogDirs
 from kafkapy.dataplane.maintenance import LONG_MAX, MAINTENANCE_CONFIG_KEYS, LogMaintenance
 from kafkapy.dataplane.markers import WRITE_TXN_MARKERS_VERSIONS, MarkerWriter
 from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home
@@ -142,6 +143,7 @@ class DataPlaneModule(Module):
         self._creating: set[asyncio.Task[Any]] = set()
         self._owns_logs = False
         self._fetch: FetchHandler | None = None
+        self._log_dirs: LogDirs | None = None
         self._configs_provider: Module | None = None  # log_config's cache of its provider check
         self._topic_configs: TopicConfigs | None = None
         self._maintenance: LogMaintenance | None = None
@@ -205,6 +207,8 @@ class DataPlaneModule(Module):
         self._fetch = FetchHandler(self._partitions, services,
                                    authorize=None if self._allows_all else services.authorizer.authorize)
         partitions = self._partitions
+        self._log_dirs = LogDirs(partitions, self._allowed)
+        self._log_dirs.resume()  # moves between log dirs a stop interrupted
         config = services.config
         self._maintenance = LogMaintenance(
             lambda: partitions.logs, lock=partitions.home.lock,
@@ -264,6 +268,8 @@ class DataPlaneModule(Module):
             self._unwatch_configs = None
         for task in list(self._creating):
             task.cancel()
+        if self._log_dirs is not None:
+            await self._log_dirs.stop()
         if self._owns_logs and self._partitions is not None:
             await asyncio.to_thread(self._partitions.logs.close)
 
@@ -286,7 +292,9 @@ class DataPlaneModule(Module):
             ApiKey.LIST_OFFSETS: ApiHandler(VersionRange(1, 11), self.list_offsets),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiHandler(VersionRange(2, 4), self.offset_for_leader_epoch),
             ApiKey.DELETE_RECORDS: ApiHandler(VersionRange(0, 2), self.delete_records),
-            ApiKey.DESCRIBE_LOG_DIRS: ApiHandler(VersionRange(1, 5), self.describe_log_dirs),
+            ApiKey.DESCRIBE_LOG_DIRS: ApiHandler(DESCRIBE_LOG_DIRS_VERSIONS, self.describe_log_dirs),
+            ApiKey.ALTER_REPLICA_LOG_DIRS: ApiHandler(ALTER_REPLICA_LOG_DIRS_VERSIONS,
+                                                      self.alter_replica_log_dirs),
             ApiKey.WRITE_TXN_MARKERS: ApiHandler(WRITE_TXN_MARKERS_VERSIONS, self.write_txn_markers),
         }
         handlers[ApiKey.FETCH] = ApiHandler(FETCH_VERSIONS, self.fetch)
@@ -430,7 +438,7 @@ class DataPlaneModule(Module):
             topics.append({"name": name, "partitions": results})
         return {"throttle_time_ms": 0, "topics": topics}
 
-    # --- ListOffsets, OffsetForLeaderEpoch, DeleteRecords, DescribeLogDirs ---------------------
+    # --- ListOffsets, OffsetForLeaderEpoch, DeleteRecords, the log dirs ----------------------
 
     def _check_epoch(self, topic: str, partition: int, current: int) -> None:
         """A client's current_leader_epoch (KIP-320) against ours: older is fenced, newer unknown."""
@@ -512,32 +520,15 @@ class DataPlaneModule(Module):
         return self.services.authorizer.authorize(conn.principal, conn.client_address[0], operation,
                                                   resource_type, name)
 
+    @property
+    def log_dirs_handler(self) -> LogDirs:
+        """DescribeLogDirs, AlterReplicaLogDirs and the moves under way; set once started."""
+        if self._log_dirs is None:
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
+        return self._log_dirs
+
     def describe_log_dirs(self, ctx: RequestContext, request: Request) -> Answer:
-        """The partitions this broker leads, per log dir (one "memory" dir for in-memory logs)."""
-        fit = body_fitter(ApiKey.DESCRIBE_LOG_DIRS, "response", ctx.api_version)
-        if not self._allowed(ctx, "DESCRIBE", "CLUSTER", CLUSTER_RESOURCE):
-            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                        "results": []})
-        wanted = request.body.get("topics")
-        asked = None if wanted is None else {(t["topic"], p) for t in wanted
-                                             for p in t.get("partitions") or []}
-        results = []
-        for described in self.partitions.logs.describe_log_dirs():
-            by_topic: dict[str, list[dict[str, Any]]] = {}
-            for (topic, index), size in described.partition_sizes.items():
-                if asked is not None and (topic, index) not in asked:
-                    continue
-                try:
-                    self.partitions.leader_log(topic, index)
-                except KafkaApiError:
-                    continue  # shared memory logs of partitions other brokers lead
-                by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": size,
-                                                       "offset_lag": 0, "is_future_key": False})
-            total = usable = -1
-            if described.path != "memory":
-                usage = shutil.disk_usage(described.path)
-                total, usable = usage.total, usage.free
-            results.append({"error_code": ErrorCode.NONE, "log_dir": described.path,
-                            "topics": [{"name": t, "partitions": p} for t, p in sorted(by_topic.items())],
-                            "total_bytes": total, "usable_bytes": usable, "is_cordoned": False})
-        return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results})
+        return self.log_dirs_handler.describe(ctx, request)
+
+    def alter_replica_log_dirs(self, ctx: RequestContext, request: Request) -> Answer:
+        return self.log_dirs_handler.alter(ctx, request)

@@ -16,18 +16,36 @@ With no ``log.dirs`` every partition gets a :class:`MemoryLog`. With
   written after each compaction pass and on close, read back on open;
 - ``.kafka_cleanshutdown``, written last by a clean close and removed on open:
   without it, every log is checked from its recovery point.
+
+A partition moves to another log dir (AlterReplicaLogDirs) through a future directory
+(moves.py): :meth:`LogManager.start_move` makes it, the data plane copies into it, and
+:meth:`LogManager.swap` puts it in place. Found at open, a ``-delete`` directory (a move's
+leftover) is deleted and a ``-future`` one resumed, or, with no current log beside it, made
+the current log (Kafka's recoverAbandonedFutureLogs). A log dir that failed a move is offline
+(Kafka's LogDirFailureChannel) until the broker restarts; so is one that is not a directory.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import attrs
 
-from kafkapy.log.checkpoint import read_offsets, write_offsets
+from kafkapy.log.checkpoint import fsync_directory, read_offsets, write_offsets
 from kafkapy.log.memory import MemoryLog
+from kafkapy.log.moves import (
+    DELETE_SUFFIX,
+    FutureLog,
+    delete_dir_name,
+    finish_copy,
+    future_dir_name,
+    parse_moved_dir,
+)
 from kafkapy.log.partition_metadata import InconsistentTopicId
 from kafkapy.log.segmented import SegmentedLog, now_ms
 from kafkapy.log.segments import FileLog
@@ -44,6 +62,7 @@ META_PROPERTIES = "meta.properties"
 MEMORY_LOG_DIR = "memory"  # the log dir DescribeLogDirs names for in-memory logs
 
 TopicPartition = tuple[str, int]
+_log = logging.getLogger(__name__)
 
 
 class MetaPropertiesMismatch(ValueError):
@@ -56,6 +75,9 @@ class LogDirDescription:
 
     path: str
     partition_sizes: dict[TopicPartition, int]
+    # The future replicas moving here: (bytes copied, how far behind the current log's end).
+    futures: dict[TopicPartition, tuple[int, int]] = attrs.Factory(dict)
+    online: bool = True
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -99,8 +121,15 @@ class LogManager:
         self.clock = clock
         self.logs: dict[TopicPartition, SegmentedLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self.futures: dict[TopicPartition, FutureLog] = {}
+        # Kafka's preferredLogDirs: where a partition asked to move before it had a log here goes.
+        self.preferred_dirs: dict[TopicPartition, Path] = {}
+        self.offline_dirs: set[Path] = set()
+        found_futures: list[tuple[TopicPartition, Path, Path]] = []
         for directory in self.log_dirs:
-            self._open_dir(directory)
+            found_futures += self._open_dir(directory)
+        for key, directory, path in found_futures:
+            self._adopt_future(key, directory, path)
 
     @property
     def in_memory(self) -> bool:
@@ -108,7 +137,8 @@ class LogManager:
 
     # -- opening ---------------------------------------------------------------------------------
 
-    def _open_dir(self, directory: Path) -> None:
+    def _open_dir(self, directory: Path) -> list[tuple[TopicPartition, Path, Path]]:
+        """Open the logs in ``directory``; answers the future directories found there."""
         directory.mkdir(parents=True, exist_ok=True)
         self._check_meta_properties(directory)
         marker = directory / CLEAN_SHUTDOWN_FILE
@@ -117,12 +147,25 @@ class LogManager:
         recovery_points = read_offsets(directory / RECOVERY_POINT_CHECKPOINT)
         log_starts = read_offsets(directory / LOG_START_OFFSET_CHECKPOINT)
         cleaned = read_offsets(directory / CLEANER_OFFSET_CHECKPOINT)
+        futures = []
         for child in sorted(directory.iterdir()):
+            moved = parse_moved_dir(child.name) if child.is_dir() else None
+            if moved is not None:
+                topic, partition, suffix = moved
+                if suffix == DELETE_SUFFIX:  # a finished move's old copy: Kafka deletes it at load
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    futures.append(((topic, partition), directory, child))
+                continue
             key = parse_partition_dir(child.name) if child.is_dir() else None
             if key is None:
                 continue
             if key in self.logs:
-                raise ValueError(f"partition {key} is in two log dirs: {self._dir_of[key]} and {directory}")
+                # Kafka's refusal too: a broker stopped between the two renames of a move's swap
+                # leaves two current copies, and which to keep is the operator's choice.
+                raise ValueError(f"partition {key[0]}-{key[1]} is in two log dirs, {self._dir_of[key]} "
+                                 f"and {directory} (a move between log dirs was interrupted?): delete "
+                                 f"one of the two directories")
             self.logs[key] = FileLog(
                 child,
                 self.default_config,
@@ -134,6 +177,23 @@ class LogManager:
             self._dir_of[key] = directory
             if key in cleaned:
                 self.logs[key].cleaned_to = first_dirty_offset(self.logs[key], cleaned[key])
+        return futures
+
+    def _adopt_future(self, key: TopicPartition, directory: Path, path: Path) -> None:
+        """A future directory found at open: its move resumes, or with no current log it becomes
+        the current one (Kafka's recoverAbandonedFutureLogs)."""
+        if key in self.futures:
+            raise ValueError(f"partition {key[0]}-{key[1]} has two future directories: "
+                             f"{self.futures[key].path} and {path}")
+        if key in self.logs:
+            self.futures[key] = FutureLog(key[0], key[1], directory, path, resumed=True)
+            return
+        _log.warning("%s has no current log: it becomes partition %s-%d's log", path, *key)
+        current = directory / partition_dir_name(*key)
+        os.replace(path, current)
+        fsync_directory(directory)
+        self.logs[key] = FileLog(current, self.default_config, clock=self.clock)
+        self._dir_of[key] = directory
 
     def _check_meta_properties(self, directory: Path) -> None:
         path = directory / META_PROPERTIES
@@ -187,10 +247,9 @@ class LogManager:
         if self.in_memory:
             log = MemoryLog(config, clock=self.clock)
         else:
-            counts = {d: 0 for d in self.log_dirs}
-            for d in self._dir_of.values():
-                counts[d] += 1
-            directory = min(self.log_dirs, key=lambda d: counts[d])
+            preferred = self.preferred_dirs.pop(key, None)
+            online = preferred is not None and self.log_dir_online(preferred)
+            directory = preferred if preferred is not None and online else self._least_loaded_dir()
             log = FileLog(directory / partition_dir_name(topic, partition), config, clock=self.clock)
             self._dir_of[key] = directory
         if topic_id is not None:
@@ -198,7 +257,101 @@ class LogManager:
         self.logs[key] = log
         return log
 
+    def _least_loaded_dir(self) -> Path:
+        counts = {d: 0 for d in self.log_dirs if self.log_dir_online(d)}
+        if not counts:
+            raise OSError("No log directories available. Tried " + ", ".join(map(str, self.log_dirs)))
+        for d in self._dir_of.values():
+            if d in counts:
+                counts[d] += 1
+        return min(counts, key=lambda d: counts[d])
+
+    # -- log dirs and moves between them ------------------------------------------------------
+
+    def log_dir(self, path: str) -> Path | None:
+        """The log dir ``path`` names: Kafka compares it with each one's absolute path."""
+        for directory in self.log_dirs:
+            if str(directory.absolute()) == path:
+                return directory
+        return None
+
+    def log_dir_online(self, directory: Path) -> bool:
+        """Not failed since the start, and still a directory (a disk gone is offline)."""
+        return directory not in self.offline_dirs and directory.is_dir()
+
+    def dir_of(self, topic: str, partition: int) -> Path | None:
+        return self._dir_of.get((topic, partition))
+
+    def prefer_dir(self, topic: str, partition: int, directory: Path) -> None:
+        """Kafka's maybeUpdatePreferredLogDir: a log made later for the partition goes to
+        ``directory`` (unless its current or future log is there already)."""
+        key = (topic, partition)
+        future = self.futures.get(key)
+        if self._dir_of.get(key) != directory and (future is None or future.log_dir != directory):
+            self.preferred_dirs[key] = directory
+
+    def start_move(self, topic: str, partition: int, directory: Path) -> FutureLog | None:
+        """Make the partition's future directory in ``directory``; answers it, or the one under
+        way there already, or None when the log is in ``directory`` (a move elsewhere cancelled,
+        as Kafka's futureReplicaDirChanged)."""
+        key = (topic, partition)
+        self.preferred_dirs.pop(key, None)
+        future = self.futures.get(key)
+        if future is not None:
+            if future.log_dir == directory:
+                return future
+            self.cancel_move(topic, partition)
+        if self._dir_of.get(key) == directory or key not in self.logs:
+            return None
+        path = directory / future_dir_name(topic, partition)
+        path.mkdir()
+        future = self.futures[key] = FutureLog(topic, partition, directory, path)
+        return future
+
+    def cancel_move(self, topic: str, partition: int) -> None:
+        """Drop the partition's future directory; its copy (if one runs) stops at its next chunk."""
+        future = self.futures.pop((topic, partition), None)
+        if future is not None:
+            future.stop.set()
+            shutil.rmtree(future.path, ignore_errors=True)
+
+    def mark_offline(self, directory: Path) -> None:
+        """A disk error in ``directory``: no move or new log goes there until the broker restarts."""
+        self.offline_dirs.add(directory)
+
+    def swap(self, topic: str, partition: int) -> Path:
+        """Kafka's replaceCurrentWithFutureLog, in one step of the loop that appends: the copy
+        finished, the future directory renamed into place and the log continuing there, the old
+        directory renamed ``-delete``. Answers the old directory (to delete, off the loop); the
+        two dirs' checkpoints are the caller's next step (:meth:`checkpoint_dirs`)."""
+        key = (topic, partition)
+        future = self.futures[key]
+        log = self.logs[key]
+        assert isinstance(log, FileLog)
+        finish_copy(log, future)
+        source = self._dir_of[key]
+        current = future.log_dir / partition_dir_name(topic, partition)
+        os.replace(future.path, current)
+        fsync_directory(future.log_dir)
+        old = log.directory
+        log.relocate(current)
+        del self.futures[key]
+        self._dir_of[key] = future.log_dir
+        doomed = source / delete_dir_name(topic, partition)
+        os.replace(old, doomed)
+        fsync_directory(source)
+        return doomed
+
+    def checkpoint_dirs(self, *dirs: Path) -> None:
+        """The recovery-point and log-start-offset checkpoints of ``dirs`` (after a move, as
+        Kafka's replaceCurrentWithFutureLog writes the source dir's): a restart then trusts the
+        moved log from its recovery point, not from 0."""
+        for name, value, include in self._checkpoints()[:2]:
+            self._write_checkpoint(name, value, include, dirs=list(dirs))
+
     def delete_partition(self, topic: str, partition: int) -> bool:
+        self.cancel_move(topic, partition)
+        self.preferred_dirs.pop((topic, partition), None)
         log = self.logs.pop((topic, partition), None)
         if log is None:
             return False
@@ -217,7 +370,8 @@ class LogManager:
         return gone
 
     def describe_log_dirs(self) -> list[LogDirDescription]:
-        """DescribeLogDirs: every log dir with each partition's size in bytes."""
+        """DescribeLogDirs: every log dir with each partition's size in bytes, and the future
+        replicas moving to it."""
         if self.in_memory:
             return [
                 LogDirDescription(
@@ -226,12 +380,18 @@ class LogManager:
             ]
         return [
             LogDirDescription(
-                str(directory),
+                str(directory.absolute()),
                 {
                     k: log.size_in_bytes
                     for k, log in sorted(self.logs.items())
                     if self._dir_of[k] == directory
                 },
+                {
+                    k: (future.size, max(self.logs[k].log_end_offset - future.log_end_offset, 0))
+                    for k, future in sorted(self.futures.items())
+                    if future.log_dir == directory
+                },
+                self.log_dir_online(directory),
             )
             for directory in self.log_dirs
         ]
@@ -289,9 +449,23 @@ class LogManager:
         self._write_checkpoint(CLEANER_OFFSET_CHECKPOINT, lambda log: log.cleaned_to,
                                lambda log: log.cleaned_to > log.log_start_offset)
 
+    @staticmethod
+    def _checkpoints() -> list[tuple[str, Callable[[SegmentedLog], int], Callable[[SegmentedLog], bool]]]:
+        always: Callable[[SegmentedLog], bool] = lambda log: True  # noqa: E731
+        return [
+            (RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, always),
+            (LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, always),
+            (REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark, always),
+            (CLEANER_OFFSET_CHECKPOINT, lambda log: log.cleaned_to,
+             lambda log: log.cleaned_to > log.log_start_offset),
+        ]
+
     def _write_checkpoint(self, name: str, value: Callable[[SegmentedLog], int],
-                          include: Callable[[SegmentedLog], bool] = lambda log: True) -> None:
-        for directory in self.log_dirs:
+                          include: Callable[[SegmentedLog], bool] = lambda log: True,
+                          dirs: list[Path] | None = None) -> None:
+        for directory in self.log_dirs if dirs is None else dirs:
+            if not self.log_dir_online(directory):
+                continue
             keys = [k for k, d in self._dir_of.items() if d == directory and include(self.logs[k])]
             write_offsets(directory / name, {k: value(self.logs[k]) for k in keys})
 
@@ -301,4 +475,5 @@ class LogManager:
             log.close()
         self.checkpoint()
         for directory in self.log_dirs:
-            (directory / CLEAN_SHUTDOWN_FILE).touch()
+            if self.log_dir_online(directory):
+                (directory / CLEAN_SHUTDOWN_FILE).touch()

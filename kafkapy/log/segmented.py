@@ -307,6 +307,12 @@ class SegmentedLog:
         self.cleaned_to = 0
         self.topic_id: uuid.UUID | None = None  # KIP-516: the topic this log belongs to, once known
         self.closed = False
+        # A move between log dirs copies the segment files as they are: meanwhile compaction
+        # waits (Kafka's abortAndPauseCleaning), and ``rewrites`` counts the changes to stored
+        # bytes other than appends and whole segments dropped from the front (truncation,
+        # compaction), after which a copy taken before is stale.
+        self.cleaning_paused = False
+        self.rewrites = 0
 
     # -- backend hooks -------------------------------------------------------------------
 
@@ -651,6 +657,7 @@ class SegmentedLog:
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
+        self.rewrites += 1
         while len(self.segments) > 1 and self.active.base_offset > offset:
             self.segments.pop().delete()
         self.active.truncate_to(offset, active=True)
@@ -666,6 +673,7 @@ class SegmentedLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and continue it at ``offset`` (a follower far behind, or a reset)."""
+        self.rewrites += 1
         for segment in self.segments:
             segment.delete()
         self.segments = [self._new_segment(offset, self.clock())]
@@ -717,7 +725,7 @@ class SegmentedLog:
     def compact(self, now_ms: int | None = None, config: LogConfig | None = None) -> int:
         """cleanup.policy compact: rewrite the cleanable segments (compaction.py); answers records removed."""
         config = config or self.config
-        if not config.compacts:
+        if not config.compacts or self.cleaning_paused:
             return 0
         now = self.clock() if now_ms is None else now_ms
         count = cleanable_segments([s.max_timestamp for s in self.segments], config, now)
@@ -740,6 +748,7 @@ class SegmentedLog:
                                     delete_retention_ms=config.delete_retention_ms, walk=walk,
                                     last_records=last_records)
             if cleaned.changed:
+                self.rewrites += 1
                 segment.replace(cleaned.data, active=False)
                 kept = [txn for txn in segment.txn_index if txn.last_offset in cleaned.kept_markers]
                 if len(kept) != len(segment.txn_index):

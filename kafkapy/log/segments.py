@@ -163,6 +163,18 @@ class FileSegment(Segment):
         for path in (self.path, self.index_path, self.time_index_path):
             path.unlink(missing_ok=True)
 
+    def relocate(self, directory: Path) -> None:
+        """Continue in ``directory``, which holds byte-identical copies of this segment's files
+        (a move between log dirs): the same batch table, the files there opened instead."""
+        self.close()
+        self.path = directory / self.path.name
+        self.index_path = directory / self.index_path.name
+        self.time_index_path = directory / self.time_index_path.name
+        self._fd = os.open(self.path, os.O_RDWR, 0o644)
+        self._index_fd = os.open(self.index_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._time_fd = os.open(self.time_index_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self.txn_index.relocate(directory)
+
     # -- recovery ----------------------------------------------------------------------------
 
     def load_batches(self, *, verify: bool) -> int:
@@ -313,6 +325,14 @@ class FileLog(SegmentedLog):
         for offset in self._snapshot_offsets():
             if (below is not None and offset < below) or (above is not None and offset > above):
                 (self.directory / segment_name(offset, ".snapshot")).unlink(missing_ok=True)
+
+    def relocate(self, directory: Path) -> None:
+        """Continue in ``directory``, a byte-identical copy of this log's (the future log of a move
+        between log dirs, renamed into place): every segment reopens its files there."""
+        for segment in self.segments:
+            assert isinstance(segment, FileSegment)
+            segment.relocate(directory)
+        self.directory = directory
 
     def delete(self) -> None:
         """Remove the partition directory (its topic was deleted)."""

@@ -148,6 +148,16 @@ class TxnIndex:
             os.close(self._fd)
         self._fd = -1
 
+    def relocate(self, directory: Path) -> None:
+        """Continue with the copy of this index's file in ``directory`` (a move between log dirs)."""
+        if self.path is None:
+            return
+        was_open = self._fd >= 0
+        self.close()
+        self.path = directory / self.path.name
+        if was_open:
+            self._open()
+
     def delete(self) -> None:
         self.close()
         self.entries = []

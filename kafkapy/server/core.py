@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 # The KIP-35 draft's global ProtocolVersion: one number for the whole set of request types and
 # versions a broker serves. kafkapy bumps it whenever a request type or version is added; the
 # history is in docs/broker.md, and tests/server/test_protocol_version.py pins the set it stands for.
-PROTOCOL_VERSION = 21
+PROTOCOL_VERSION = 22
 PROTOCOL_VERSION_MIN = 1
 # What each ProtocolVersion stands for: (api key, min version, max version) served by the built-in
 # modules, each version the one before it with what it added (and, for a version bump, what it
@@ -113,6 +113,8 @@ _PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[
                 (_K.READ_SHARE_GROUP_STATE_SUMMARY, 0, 0)}), frozenset()),
     # 21: + ListConfigResources 0-1 (KIP-1142; the configs module, which lists every resource type)
     (frozenset({(_K.LIST_CONFIG_RESOURCES, 0, 1)}), frozenset()),
+    # 22: + AlterReplicaLogDirs 1-2 (the dataplane module: moves between the dirs of log.dirs)
+    (frozenset({(_K.ALTER_REPLICA_LOG_DIRS, 1, 2)}), frozenset()),
 )
 
 

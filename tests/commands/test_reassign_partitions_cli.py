@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from kafkapy import Broker
 from kafkapy.cli import main
 from kafkapy.client import ClientError
-from kafkapy.commands.reassign_partitions import parse_reassignment_json
+from kafkapy.commands.reassign_partitions import parse_log_dir_moves, parse_reassignment_json
 from kafkapy.testing import wait_until
 
 TIMEOUT_S = 20
@@ -130,3 +130,48 @@ def test_any_json_gives_a_plan_or_one_clear_error(document: object) -> None:
         return
     assert plan and all(isinstance(t, str) and isinstance(p, int) and len(set(r)) == len(r)
                         for (t, p), r in plan.items())
+
+
+def test_log_dirs_in_the_file_move_the_replicas_between_log_dirs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Kafka's tool sends a reassignment's "log_dirs" as AlterReplicaLogDirs after it, and --verify
+    says where each move is."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    with Broker({"broker.id": 1, "log.dirs": f"{a},{b}"}) as broker:
+        broker.seed({"t": {"partitions": 2, "records": [{"value": "v", "partition": p} for p in (0, 1)]}})
+        logs = {p: next(d for d in (a, b) if (d / f"t-{p}").is_dir()) for p in (0, 1)}
+        other = {p: b if logs[p] == a else a for p in (0, 1)}
+        tool = ("reassign-partitions", "--bootstrap-server", broker.bootstrap_servers)
+        path = tmp_path / "dirs.json"
+        path.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "t", "partition": 0, "replicas": [1], "log_dirs": [str(other[0])]},
+            {"topic": "t", "partition": 1, "replicas": [1], "log_dirs": ["any"]}]}))
+        code, out, err = _run(capsys, *tool, "--reassignment-json-file", str(path), "--execute")
+        assert (code, err) == (0, "")
+        assert out.splitlines()[-2:] == [
+            "Successfully started partition reassignments for t-0,t-1",
+            f"Successfully started moving log directory to {other[0]} for replica t-0 with broker 1 "]
+        wait_until(lambda: (other[0] / "t-0").is_dir() and not (logs[0] / "t-0").exists(), TIMEOUT_S,
+                   "the move of t-0")
+        assert (logs[1] / "t-1").is_dir()  # "any": left where it is
+        code, out, _ = _run(capsys, *tool, "--reassignment-json-file", str(path), "--verify")
+        assert code == 0 and out.splitlines()[-1] == "Reassignment of replica t-0-1 completed successfully."
+        # a dir the broker does not have: Kafka's tool fails on it
+        path.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "t", "partition": 1, "replicas": [1], "log_dirs": [str(tmp_path / "c")]}]}))
+        code, out, err = _run(capsys, *tool, "--reassignment-json-file", str(path), "--execute")
+        assert code == 1 and err == ("kafkapy reassign-partitions: Failed to alter dir for t-1-1: "
+                                     "LOG_DIR_NOT_FOUND\n")
+        code, out, _ = _run(capsys, *tool, "--reassignment-json-file", str(path), "--verify")
+        assert out.splitlines()[-1] == (f"Partition t-1 on broker 1 is not being moved from log dir "
+                                        f"{logs[1]} to {tmp_path / 'c'}.")
+
+
+def test_log_dirs_must_match_the_replicas() -> None:
+    assert parse_log_dir_moves('{"version":1,"partitions":[{"topic":"t","partition":2,"replicas":[3,1],'
+                               '"log_dirs":["/d","any"]}]}') == {("t", 2, 3): "/d"}
+    with pytest.raises(ClientError, match=r"^Size of replicas list \[3, 1\] is different from size of "
+                                          r"log dirs list \[/d\] for partition t-2$"):
+        parse_log_dir_moves('{"partitions":[{"topic":"t","partition":2,"replicas":[3,1],"log_dirs":["/d"]}]}')
+    with pytest.raises(ClientError, match='"log_dirs" is a list'):
+        parse_log_dir_moves('{"partitions":[{"topic":"t","partition":2,"replicas":[3],"log_dirs":"/d"}]}')

@@ -18,14 +18,14 @@ from kafkapy.server.modules import ApiHandler, Module, RequestContext
 
 
 class Refuses(Module):
-    """DescribeDelegationToken refused at once, or after a real wait; AlterReplicaLogDirs (no
+    """DescribeDelegationToken refused at once, or after a real wait; StreamsGroupDescribe (no
     top-level error code). Keys no default module serves."""
 
     name = "refuses"
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {ApiKey.DESCRIBE_DELEGATION_TOKEN: ApiHandler(VersionRange(0, 3), self.describe_tokens),
-                ApiKey.ALTER_REPLICA_LOG_DIRS: ApiHandler(VersionRange(0, 0), self.alter_log_dirs)}
+                ApiKey.STREAMS_GROUP_DESCRIBE: ApiHandler(VersionRange(0, 0), self.describe_streams_groups)}
 
     async def describe_tokens(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         if ctx.api_version >= 1:
@@ -33,7 +33,7 @@ class Refuses(Module):
         raise KafkaApiError(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,
                             "Delegation Token feature is not enabled")
 
-    def alter_log_dirs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    def describe_streams_groups(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "no top-level error code to say it with")
 
 
@@ -50,7 +50,7 @@ def test_a_raised_kafka_api_error_becomes_the_top_level_error_fields(version: in
 def test_a_kafka_api_error_with_no_top_level_error_field_closes_only_that_connection(
         caplog: pytest.LogCaptureFixture) -> None:
     with Broker(modules=[Refuses]) as b, KafkaSocket(b.bootstrap_servers) as s:
-        s.send(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, {"dirs": []})
+        s.send(ApiKey.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": [], "include_authorized_operations": False})
         assert s.wait_closed() == b""
         with KafkaSocket(b.bootstrap_servers) as other:
             assert other.call(ApiKey.API_VERSIONS, 0, {}).body["error_code"] == ErrorCode.NONE
