@@ -33,13 +33,13 @@ def leadership(cluster: Broker) -> tuple[int, int, tuple[int, ...]]:
     return agreed
 
 
-def metadata_leader(bootstrap: str) -> tuple[int, int]:
+def metadata_leader(bootstrap: str, topic: str = TOPIC) -> tuple[int, int]:
     """(leader, leader epoch) of partition 0 as a client's Metadata shows it (kafka-python)."""
     from kafka import KafkaAdminClient
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
     try:
-        [described] = admin.describe_topics([TOPIC])
+        [described] = admin.describe_topics([topic])
     finally:
         admin.close()
     [partition] = described["partitions"]
@@ -197,3 +197,44 @@ def test_a_check_interval_of_ones_own(stream_on: Any) -> None:
         answer_parked_fetches(clock)
         stream.produce(20)
         stream.consume()
+
+
+def test_a_partition_without_in_sync_replicas_waits_for_one_or_an_unclean_election() -> None:
+    """Replicas [1, 2]: 2 goes, then 1 (the last in sync, kept in the ISR as Kafka keeps it). 2
+    comes back out of sync and leads only through an unclean election: the topic's
+    unclean.leader.election.enable (at creation, or set later through IncrementalAlterConfigs),
+    or ElectLeaders' unclean kind; a topic without either waits, LEADER_NOT_AVAILABLE."""
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+    with Broker({"auto.leader.rebalance.enable": False}, brokers=3) as cluster:
+        names = ("waits", "unclean-at-creation", "unclean-later", "elected-unclean")
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers,
+                                 request_timeout_ms=TIMEOUT_S * 1000)
+        try:
+            admin.create_topics([NewTopic(name, replica_assignments={0: [1, 2]}, topic_configs={
+                "unclean.leader.election.enable": str(name == "unclean-at-creation").lower()})
+                for name in names])
+            view = cluster.brokers[0]
+            assert view.runtime is not None
+            states = lambda: view.runtime.cluster.partition_states  # type: ignore[union-attr]  # noqa: E731
+            wait_until(lambda: all((name, 0) in states() for name in names), TIMEOUT_S, "the states")
+            cluster.stop_broker(2)
+            cluster.stop_broker(1)
+            assert {(states()[n, 0].leader, states()[n, 0].isr) for n in names} == {(-1, (1,))}
+            cluster.start_broker(2)
+            led = lambda name: states()[name, 0].leader  # noqa: E731
+            assert (led("waits"), led("unclean-at-creation")) == (-1, 2)
+            resource = ConfigResource(ConfigResourceType.TOPIC, "unclean-later",
+                                      configs={"unclean.leader.election.enable": "true"})
+            admin.alter_configs([resource])
+            wait_until(lambda: led("unclean-later") == 2, TIMEOUT_S, "the unclean election the config allows")
+        finally:
+            admin.close()
+        elector = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **RDKAFKA_CLIENT})
+        unclean = elector.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("elected-unclean", 0)])
+        assert list(unclean.result(TIMEOUT_S).values()) == [None]
+        wait_until(lambda: led("elected-unclean") == 2, TIMEOUT_S, "the unclean election")
+        assert (led("waits"), states()["waits", 0].isr) == (-1, (1,))
+        assert metadata_leader(cluster.bootstrap_servers.split(",")[0], "waits")[0] == -1
