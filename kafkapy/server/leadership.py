@@ -169,23 +169,47 @@ def _first(replicas: Sequence[int], eligible: Collection[int]) -> int:
     return next((r for r in replicas if r in eligible), NO_LEADER)
 
 
-def _leader(row: _Row, replicas: Sequence[int], live: Collection[int], current: PartitionState | None,
-            unclean: bool | Callable[[], bool]) -> int:
-    """The leader the row elects (the module's table)."""
-    if row is _Row.NEW:
-        return partition_leader(replicas, live)
+# A topic's unclean.leader.election.enable, or what reads it (asked only when it decides).
+_Unclean = bool | Callable[[], bool]
+
+
+def _elect_new(replicas: Sequence[int], live: Collection[int], current: PartitionState | None,
+               unclean: _Unclean) -> int:
+    return partition_leader(replicas, live)
+
+
+def _keep(replicas: Sequence[int], live: Collection[int], current: PartitionState | None,
+          unclean: _Unclean) -> int:
     assert current is not None
-    if row is _Row.LED:
-        return current.leader
-    in_sync = [r for r in current.isr if r in live]
-    if row is _Row.OFFLINE:
-        found = _first(replicas, in_sync)
-        if found == NO_LEADER and (unclean() if callable(unclean) else unclean):
-            return partition_leader(replicas, live)
-        return found
-    # REASSIGNED: every live target replica caught up from a live leader; from a dead one, only
-    # those in sync when it went
-    return _first(replicas, live if current.leader in live else in_sync)
+    return current.leader
+
+
+def _elect_offline(replicas: Sequence[int], live: Collection[int], current: PartitionState | None,
+                   unclean: _Unclean) -> int:
+    """Kafka's offlinePartitionLeaderElection: the first live in-sync replica, else (unclean) the
+    first live one."""
+    assert current is not None
+    found = _first(replicas, [r for r in current.isr if r in live])
+    if found == NO_LEADER and (unclean() if callable(unclean) else unclean):
+        return partition_leader(replicas, live)
+    return found
+
+
+def _elect_reassigned(replicas: Sequence[int], live: Collection[int], current: PartitionState | None,
+                      unclean: _Unclean) -> int:
+    """Kafka's reassignPartitionLeaderElection: the first live in-sync target replica; every live
+    one caught up from a live leader, from a dead one only those in sync when it went."""
+    assert current is not None
+    return _first(replicas, live if current.leader in live else [r for r in current.isr if r in live])
+
+
+# The module's table: who leads, by what the stored state says.
+_ELECTIONS: dict[_Row, Callable[[Sequence[int], Collection[int], PartitionState | None, _Unclean], int]] = {
+    _Row.NEW: _elect_new,
+    _Row.LED: _keep,
+    _Row.OFFLINE: _elect_offline,
+    _Row.REASSIGNED: _elect_reassigned,
+}
 
 
 def _row(replicas: Sequence[int], live: Collection[int], current: PartitionState | None) -> _Row:
@@ -209,12 +233,12 @@ def _last_in_sync(replicas: Sequence[int], current: PartitionState | None) -> tu
 
 def next_state(replicas: Sequence[int], live: Collection[int], current: PartitionState | None,
                owed_epoch: int | None = None, election: Election | None = None,
-               unclean: bool | Callable[[], bool] = False) -> PartitionState | None:
+               unclean: _Unclean = False) -> PartitionState | None:
     """The state a partition should have now (the module's table), or None if ``current`` is it.
     ``owed_epoch``: the leader epoch a completed reassignment owes the partition, if any;
     ``election``: an election asked for; ``unclean``: the topic's unclean.leader.election.enable
     (or what reads it, asked only when it decides)."""
-    leader = _leader(_row(replicas, live, current), replicas, live, current, unclean)
+    leader = _ELECTIONS[_row(replicas, live, current)](replicas, live, current, unclean)
     isr = tuple(r for r in replicas if r in live) if leader != NO_LEADER else _last_in_sync(replicas, current)
     if election is Election.PREFERRED and replicas and replicas[0] in isr and replicas[0] in live:
         leader = replicas[0]

@@ -93,8 +93,8 @@ def test_elections_as_confluent_kafka_sees_them(cluster: Broker, tmp_path: Path,
     assert _confluent(cluster, "PREFERRED", None) == dict.fromkeys(moved, not_live)
     code, lines, err = _run(capsys, live, "--election-type", "preferred", "--all-topic-partitions")
     assert (code, lines) == (1, [f"Error completing leader election (PREFERRED) for partition: {TOPIC}-{p}: "
-                                 "PREFERRED_LEADER_NOT_AVAILABLE: The preferred replica is not live and in the ISR."
-                                 for p in moved])
+                                 "PREFERRED_LEADER_NOT_AVAILABLE: The preferred replica is not live and in "
+                                 "the ISR." for p in moved])
     assert err == f"kafkapy leader-election: {len(moved)} replica(s) could not be elected\n"
     assert _run(capsys, live, "--election-type", "unclean", "--topic", TOPIC, "--partition", str(moved[0])) \
         == (0, [f"Valid replica already elected for partitions {TOPIC}-{moved[0]}"], "")
