@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
@@ -359,6 +360,31 @@ def test_zookeeper_keeps_kafkas_state_znode_across_broker_restarts(zk_connect: s
             elect_preferred(again.bootstrap_servers, "zk")
             wait_for_state(again, "zk", 2, 2)
             assert metadata_epoch(again.bootstrap_servers, "zk") == (2, 2)
+
+
+def test_zookeeper_auto_rebalance_on_the_virtual_clock(zk_connect: str) -> None:
+    """On ZooKeeper too the returning preferred replica leads nothing until the controller's auto
+    rebalance, which runs when the brokers' virtual clock passes its check."""
+    clock = VirtualClock()
+    config = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 6000}
+    with Broker({**config, "broker.id": 1}, clock=clock) as first:
+        second = Broker({**config, "broker.id": 2}, clock=clock).__enter__()
+        try:
+            assert first.store is not None and first.runtime is not None
+            first.store.create_topic("zk-rebalanced", {0: (2, 1)})
+            wait_for_state(first, "zk-rebalanced", 2, 0)
+            second.close()
+            wait_for_state(first, "zk-rebalanced", 1, 1)
+            second = Broker({**config, "broker.id": 2}, clock=clock).__enter__()
+            wait_until(lambda: first.runtime is not None and first.runtime.cluster.partition_states[
+                "zk-rebalanced", 0].isr == (2, 1), timeout=10, what="broker 2 back in the ISR")
+            states = first.runtime.cluster.partition_states
+            assert (states["zk-rebalanced", 0].leader, states["zk-rebalanced", 0].leader_epoch) == (1, 1)
+            clock.advance(300)
+            wait_for_state(first, "zk-rebalanced", 2, 2)
+            assert metadata_epoch(first.bootstrap_servers, "zk-rebalanced") == (2, 2)
+        finally:
+            second.close()
 
 
 def test_the_leader_epoch_checkpoint_holds_the_real_epochs(tmp_path: Path) -> None:
