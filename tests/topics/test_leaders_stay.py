@@ -46,13 +46,6 @@ def metadata_leader(bootstrap: str, topic: str = TOPIC) -> tuple[int, int]:
     return partition["leader_id"], partition["leader_epoch"]
 
 
-def answer_parked_fetches(clock: VirtualClock) -> None:
-    """A consumer's Fetch long-polling the old leader waits out its fetch.wait.max.ms (500 ms)
-    before it answers NOT_LEADER_OR_FOLLOWER: kafkapy wakes a waiting fetch on appends only
-    (docs/dataplane.md), and on a virtual clock that wait lasts until the clock moves."""
-    clock.advance(1)
-
-
 class Stream:
     """An idempotent confluent-kafka producer and an assigned confluent-kafka consumer on
     partition 0, bootstrapped from every broker of the cluster."""
@@ -157,7 +150,6 @@ def test_the_auto_rebalance_moves_it_back_when_the_clock_passes_the_check_interv
         clock.advance(296)  # leader.imbalance.check.interval.seconds, 300 by default
         wait_until(lambda: leadership(cluster)[:2] == (leader, epoch + 2), TIMEOUT_S, "the rebalance")
         assert metadata_leader(cluster.bootstrap_servers) == (leader, epoch + 2)
-        answer_parked_fetches(clock)
         stream.produce(20)
         stream.consume()
         assert len(stream.got) == 80
@@ -194,7 +186,6 @@ def test_a_check_interval_of_ones_own(stream_on: Any) -> None:
         assert leadership(cluster)[:2] != (leader, epoch + 2)
         clock.advance(1)
         wait_until(lambda: leadership(cluster)[:2] == (leader, epoch + 2), TIMEOUT_S, "the rebalance")
-        answer_parked_fetches(clock)
         stream.produce(20)
         stream.consume()
 
