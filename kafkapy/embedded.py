@@ -8,7 +8,10 @@ synchronous test code and blocking clients can talk to it. Inside asyncio code,
 metadata store (and so one set of in-memory logs), ids 0, 1, 2 (or broker.id, +1, +2), on
 consecutive ports from the configured one (ephemeral ones for port 0). ``broker.brokers[i]``
 is one of them; ``stop_broker(i)``/``start_broker(i)`` close and reopen its listeners on the
-same ports, and the controller moves its leaderships meanwhile (kafkapy.server.leadership).
+same ports. The controller moves the leaderships of a broker that stops; one that comes back leads
+nothing until a preferred election (ElectLeaders, or the controller's auto rebalance:
+``auto.leader.rebalance.enable``, every ``leader.imbalance.check.interval.seconds`` on the
+broker's clock) gives its partitions back, as in Kafka (kafkapy.server.leadership).
 
 Seeding, snapshots and reset (``seed``, ``snapshot``, ``restore``, ``reset``) let one
 long-lived broker serve a whole test suite; the seed shape is kafkapy.seeding's.
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
 import time
 import uuid
@@ -65,9 +69,10 @@ from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.clock import VirtualClock, VirtualTimeLoop, sleep_real
 from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.fastpaths import FastPaths
+from kafkapy.server.leadership import next_state
 from kafkapy.server.listeners import parse_endpoints
 from kafkapy.server.modules import Module
-from kafkapy.server.services import NO_LEADER, partition_leader
+from kafkapy.server.services import NO_LEADER
 from kafkapy.shares import ShareModule
 from kafkapy.store.base import MetadataStore, UnknownTopic
 from kafkapy.store.memory import MemoryStore
@@ -285,7 +290,8 @@ class Broker:
 
     async def start_broker_async(self, index: int) -> None:
         """Bring broker ``index`` back on its ports and wait until every broker sees it and the
-        leaderships it prefers are back with it."""
+        controller has written what its return changes (ISRs; leaders only of partitions that
+        had none: the others stay where they are, as in Kafka)."""
         member = self.brokers[index]
         if member.runtime is None:
             await member.start()
@@ -308,21 +314,27 @@ class Broker:
 
     def _unsettled(self) -> str | None:
         """What some running broker's view still lacks (None once all agree with the live set):
-        every running broker listed, every partition led by its first live replica."""
+        every running broker listed, every partition's state one the controller leaves as it is
+        (kafkapy.server.leadership.next_state)."""
         running = self._running_members()
         live = {m.broker_id for m in running}
+        controller = next((m.runtime.leadership for m in running if m.runtime is not None
+                           and m.runtime.leadership is not None
+                           and m.runtime.cluster.controller_id == m.broker_id), None)
+        unclean = controller.unclean if controller is not None else (lambda topic: False)
         for member in running:
             assert member.runtime is not None
             cluster = member.runtime.cluster
             if set(cluster.live_broker_ids()) != live:
                 seen = sorted(cluster.live_broker_ids())
                 return f"broker {member.broker_id} sees brokers {seen}, not {sorted(live)}"
+            states = cluster.partition_states
             for name, info in cluster.topics.items():
                 for index, replicas in info.partitions.items():
-                    wanted = partition_leader(replicas, live)
-                    found = cluster.leadership(name, index)
-                    if found is None or found[0] != wanted:
-                        return f"broker {member.broker_id} sees {name}-{index} led by {found}, not {wanted}"
+                    state = states.get((name, index))
+                    wanted = next_state(replicas, live, state, unclean=functools.partial(unclean, name))
+                    if wanted is not None:
+                        return f"broker {member.broker_id} sees {name}-{index} in {state}, not {wanted}"
         return None
 
     async def _settle(self, timeout: float = SETTLE_TIMEOUT_S) -> None:

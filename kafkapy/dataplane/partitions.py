@@ -5,9 +5,9 @@ Every data-plane handler (Produce, ListOffsets, DeleteRecords, ..., and Fetch th
 answer follows the topics view (``services.cluster.topics``, fed by the store's watch):
 
 * a topic or partition the view does not hold: UNKNOWN_TOPIC_OR_PARTITION;
-* a partition whose leader (``ClusterView.leadership``: the first live replica with its stored
-  leader epoch, the rule Metadata answers with) is another broker, or none while the controller
-  has not written a move yet: NOT_LEADER_OR_FOLLOWER;
+* a partition whose leader (``ClusterView.leadership``: the leader and epoch the controller
+  stored, the answer Metadata gives) is another broker, or none (down, or while the controller
+  has not written an election yet): NOT_LEADER_OR_FOLLOWER;
 * otherwise the log, created empty the first time.
 
 Where the logs live (``LogHome``): with ``log.dirs`` each broker owns a LogManager over its

@@ -4,12 +4,12 @@ Both act on a cluster's running brokers (``ClusterMember``s: BrokerRuntimes shar
 through the brokers' own paths, so clients see what they would see from Kafka:
 
 * ``move_leader`` asks the controller (kafkapy.server.leadership) to make a broker the
-  partition's preferred replica; the controller writes the move with a compare-and-set on the
-  partition state and the leader epoch goes up by one. It returns once every running broker's
-  view shows the new leader at the new epoch, so a client's next Metadata names it; the old
-  leader answers NOT_LEADER_OR_FOLLOWER, and the new one FENCED_LEADER_EPOCH to a request that
-  still carries the old epoch. The logs stay where they are (shared in-process), so nothing is
-  lost.
+  partition's preferred replica and run a preferred election on it; the controller writes the
+  move with a compare-and-set on the partition state and the leader epoch goes up by one. It
+  returns once every running broker's view shows the new leader at the new epoch, so a client's
+  next Metadata names it; the old leader answers NOT_LEADER_OR_FOLLOWER, and the new one
+  FENCED_LEADER_EPOCH to a request that still carries the old epoch. The logs stay where they
+  are (shared in-process), so nothing is lost.
 * ``expire_session`` ends a group member's session at the group's coordinator as a timeout
   would (kafkapy.groups.module.GroupsModule.expire_session).
 

@@ -13,7 +13,7 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Awaitable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from kafkapy.server import eager
@@ -24,12 +24,19 @@ from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.connection import BufferedKafkaConnection, KafkaConnection
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.framing import READ_SIZE
-from kafkapy.server.leadership import PartitionLeadership
+from kafkapy.server.leadership import PartitionLeadership, Rebalance, TopicLogConfigs
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module
 from kafkapy.server.observers import ObserverChain
 from kafkapy.server.sasl import SaslSettings
-from kafkapy.server.services import FINALIZED_FEATURES, AcceptGate, ClusterView, EpochOwed
+from kafkapy.server.services import (
+    FINALIZED_FEATURES,
+    TOPIC_CONFIGS_CAPABILITY,
+    AcceptGate,
+    ClusterView,
+    Election,
+    EpochOwed,
+)
 from kafkapy.store.base import (
     BrokerRegistration,
     MetadataStore,
@@ -144,6 +151,11 @@ class ModuleServices:
         if leadership is not None:
             leadership.owe_epochs(owed)
 
+    def elect_leaders(self, kind: Election, partitions: Collection[tuple[str, int]]) -> None:
+        leadership = self._runtime.leadership
+        if leadership is not None:
+            leadership.elect(kind, partitions)
+
     def provider(self, capability: str, kind: type[T]) -> T | None:
         for module in self._runtime.modules:
             if capability in module.provides:
@@ -195,6 +207,7 @@ class BrokerRuntime:
         self.cluster = ClusterView()
         self._watches: list[Watch] = []
         self.leadership: PartitionLeadership | None = None  # the controller's writer, set by start()
+        self._unwatch_unclean: Callable[[], None] | None = None
         # name -> finalized level, kept by the module that provides FINALIZED_FEATURES; None while
         # no module manages them
         self.finalized_features: dict[str, int] | None = None
@@ -320,7 +333,8 @@ class BrokerRuntime:
                 self.listeners.append(await self._bind(spec))
             self.cluster.cluster_id = await asyncio.to_thread(store.cluster_id)
             await asyncio.to_thread(store.register_broker, self.registration())
-            self.leadership = PartitionLeadership(store, self.cluster, self.broker_id, self.loop)
+            self.leadership = PartitionLeadership(store, self.cluster, self.broker_id, self.loop,
+                                                  Rebalance.from_config(self.config))
             self._watches.append(await asyncio.to_thread(store.watch_brokers, self._brokers_changed))
             self._watches.append(await asyncio.to_thread(store.watch_controller, self._controller_changed))
             self._watches.append(await asyncio.to_thread(store.watch_topics, self._topics_changed))
@@ -330,6 +344,7 @@ class BrokerRuntime:
                 await self.authorizer.attach(store, self.loop)
             for module in self.modules:
                 await module.start()
+            self._follow_unclean_settings()
             for listener in self.listeners:
                 self._watch(listener)
             self._sweep_idle()
@@ -525,6 +540,16 @@ class BrokerRuntime:
         self.cluster.partition_states = states
         self._leaders_may_move()
 
+    def _follow_unclean_settings(self) -> None:
+        """The controller's offline elections read each topic's unclean.leader.election.enable
+        from the configs module (when one is enabled), and look at the topic again on a change."""
+        leadership = self.leadership
+        configs = next((m for m in self.modules if TOPIC_CONFIGS_CAPABILITY in m.provides), None)
+        if leadership is None or not isinstance(configs, TopicLogConfigs):
+            return
+        leadership.unclean = lambda topic: configs.log_config(topic).unclean_leader_election_enable
+        self._unwatch_unclean = configs.watch_log_configs(lambda topic, _: leadership.topic_changed(topic))
+
     def _leaders_may_move(self) -> None:
         if self.leadership is not None:
             self.leadership.request()
@@ -532,6 +557,9 @@ class BrokerRuntime:
     async def _release_store(self) -> None:
         if self.leadership is not None:
             self.leadership.close()  # a broker on its way out writes no more states
+        if self._unwatch_unclean is not None:
+            self._unwatch_unclean()
+            self._unwatch_unclean = None
         for watch in self._watches:
             watch.cancel()
         self._watches.clear()

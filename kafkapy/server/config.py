@@ -163,6 +163,14 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("allowlist.rules", "string", "",
               "authorizer.class.name=allowlist grants: PRINCIPAL@ADDRESS-OR-CIDR:OPERATION[,OPERATION];... "
               "(* for any principal or address)."),
+    ConfigKey("auto.leader.rebalance.enable", "boolean", True,
+              "Kafka's: the controller moves leadership back to preferred replicas when the leader "
+              "imbalance is above leader.imbalance.per.broker.percentage."),
+    ConfigKey("leader.imbalance.check.interval.seconds", "long", 300,
+              "Kafka's: how often the controller checks the leader balance (the broker's clock).",
+              _at_least(1)),
+    ConfigKey("leader.imbalance.per.broker.percentage", "int", 10,
+              "Kafka's: the share of a broker's preferred partitions others may lead, in percent."),
     ConfigKey("zookeeper.connect", "string", None,
               "host:port[,host:port...][/chroot]; unset means the embedded in-memory store."),
     ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "Kafka's default ZooKeeper session timeout.",

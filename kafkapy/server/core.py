@@ -161,17 +161,19 @@ def _partition_metadata(info: TopicInfo, index: int, live: set[int],
                         states: PartitionStates) -> dict[str, Any]:
     """One partition as Metadata and DescribeTopicPartitions list it (see _topic_metadata)."""
     replicas = info.partitions[index]
-    leader, epoch = partition_leadership(replicas, live, states.get((info.name, index)))
+    state = states.get((info.name, index))
+    leader, epoch = partition_leadership(replicas, live, state)
     error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
+    isr = [r for r in replicas if r in live] if state is None else list(state.isr)
     return {"error_code": error, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
-            "replica_nodes": list(replicas), "isr_nodes": [r for r in replicas if r in live],
+            "replica_nodes": list(replicas), "isr_nodes": isr,
             "offline_replicas": [r for r in replicas if r not in live]}
 
 
 def _topic_metadata(info: TopicInfo, live: set[int], states: PartitionStates) -> dict[str, Any]:
-    """A topic as Metadata lists it: the leader is the first live replica (the preferred leader
-    when it is up) with the leader epoch of its stored state (``partition_leadership``), the ISR
-    the live replicas; no live replica, or a move the controller has not written yet: leader -1,
+    """A topic as Metadata lists it: the leader, leader epoch and ISR the controller stored
+    (``partition_leadership``; a new partition's first live replica before its first state); a
+    stored leader that is down, or an election the controller has not written yet: leader -1,
     LEADER_NOT_AVAILABLE."""
     partitions = [_partition_metadata(info, index, live, states) for index in sorted(info.partitions)]
     return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id,

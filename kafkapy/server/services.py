@@ -15,6 +15,7 @@ a module needs once the store is split by role.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -46,6 +47,7 @@ __all__ = [
     "AutoTopicCreation",
     "BrokerServices",
     "ClusterView",
+    "Election",
     "EpochOwed",
     "InternalTopicCreation",
     "PartitionLogs",
@@ -115,9 +117,10 @@ NO_LEADER = -1  # Metadata's leader_id when no replica is live
 
 
 def partition_leader(replicas: Sequence[int], live: Collection[int]) -> int:
-    """The leader of a partition: its first live replica (the preferred leader while it is up),
-    NO_LEADER when none is. The one rule Metadata answers with and the data plane enforces, so a
-    client sent to a broker by Metadata is never refused by it for leadership."""
+    """A new partition's first leader: its first live replica (Kafka's controller's election for a
+    new partition), NO_LEADER when none is. After that the leader is the stored one
+    (``partition_leadership``): the controller moves it only by the rules of
+    kafkapy.server.leadership."""
     for replica in replicas:
         if replica in live:
             return replica
@@ -125,6 +128,14 @@ def partition_leader(replicas: Sequence[int], live: Collection[int]) -> int:
 
 
 INITIAL_LEADER_EPOCH = 0  # a partition's first leader, before any move (Kafka's controller starts at 0)
+
+
+class Election(enum.Enum):
+    """An election asked of the controller (ElectLeaders, a leader move, the auto rebalance), on
+    top of the ones it holds by itself (kafkapy.server.leadership)."""
+
+    PREFERRED = "preferred"  # the first replica, if it is live and in the ISR
+    UNCLEAN = "unclean"  # a leaderless partition: the first live replica, in the ISR or not
 
 
 @attrs.frozen
@@ -139,19 +150,20 @@ class EpochOwed:
 
 def partition_leadership(replicas: Sequence[int], live: Collection[int],
                          state: PartitionState | None) -> tuple[int, int]:
-    """(leader, leader epoch) as Metadata answers and the data plane enforces.
+    """(leader, leader epoch) as Metadata answers and the data plane enforces: the one answer, so a
+    client sent to a broker by Metadata is never refused by it for leadership.
 
-    The leader is ``partition_leader``'s; its epoch is the stored state's once the controller has
-    written a state naming that leader (kafkapy.server.leadership). Before any state exists the
-    partition is in its first epoch. While the stored state still names another leader (a broker
-    came or went, and the controller has not written the move yet) there is no leader: serving
-    then would pair the new leader with the old one's epoch, which fences nothing."""
-    leader = partition_leader(replicas, live)
+    The leader is the one the controller wrote in the partition's state (kafkapy.server.leadership)
+    with that state's epoch. Before any state exists the partition is new: its first live replica
+    leads in epoch 0, which is what the controller's first write says. A stored leader that is not
+    live (a broker went, and the controller has not written the election yet) or no longer a
+    replica (a reassignment took it away) leads nothing: serving then would pair another broker
+    with the old leader's epoch, which fences nothing."""
     if state is None:
-        return leader, INITIAL_LEADER_EPOCH
-    if state.leader != leader:
-        return NO_LEADER, state.leader_epoch
-    return leader, state.leader_epoch
+        return partition_leader(replicas, live), INITIAL_LEADER_EPOCH
+    if state.leader in live and state.leader in replicas:
+        return state.leader, state.leader_epoch
+    return NO_LEADER, state.leader_epoch
 
 
 class ClusterView:
@@ -332,6 +344,10 @@ class BrokerServices(Protocol):
         """Partition reassignments completed: the controller's leadership (kafkapy.server.leadership,
         the one writer of partition states) writes each partition's next leader epoch, as Kafka's
         controller does then. Nothing off the controller."""
+    def elect_leaders(self, kind: Election, partitions: Collection[tuple[str, int]]) -> None:
+        """Ask the controller's leadership for ``kind`` elections of ``partitions`` (ElectLeaders):
+        each is written if it still applies when the controller's next pass looks. Nothing off
+        the controller."""
     def provider(self, capability: str, kind: type[T]) -> T | None:
         """The module that provides ``capability`` (declared in its ``provides``), or None when no
         enabled module does; a ConfigError when it is not a ``kind``."""

@@ -27,7 +27,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
-from kafkapy.server.services import INITIAL_LEADER_EPOCH, TOPIC_CREATION, EpochOwed
+from kafkapy.server.services import INITIAL_LEADER_EPOCH, NO_LEADER, TOPIC_CREATION, EpochOwed
 from kafkapy.store.base import (
     StoreError,
     TopicAlreadyExists,
@@ -528,15 +528,19 @@ class TopicsModule(Module):
         return fit_body(ApiKey.CREATE_PARTITIONS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "results": list(results.values())})
 
-    def elect_leaders(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+    async def elect_leaders(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         """Kafka's ElectLeaders: CLUSTER ALTER, the controller only, a result per requested
         partition; for all partitions (null), every topic with only the partitions whose election
-        did something or failed, as Kafka's controller answers."""
+        did something or failed, as Kafka's controller answers. The elections that apply are
+        written by the controller's leadership; the answer comes once this broker's view shows
+        them, or after ``timeout_ms`` with REQUEST_TIMED_OUT for those it does not show yet
+        (Kafka's DelayedElectLeader)."""
         body = request.body
         asked: list[Mapping[str, Any]] | None = body.get("topic_partitions")
         requested = None if asked is None else [(item["topic"], [int(p) for p in item["partitions"]])
                                                 for item in asked]
         raw_kind = int(body.get("election_type", ElectionType.PREFERRED))
+        timeout_ms = int(body.get("timeout_ms", _REASSIGNMENT_TIMEOUT_MS))
         refusal: tuple[ErrorCode, str] | None = None
         if not self._allowed(ctx, "ALTER", "CLUSTER", CLUSTER_RESOURCE):
             refusal = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
@@ -546,10 +550,14 @@ class TopicsModule(Module):
             refusal = ErrorCode.NOT_CONTROLLER, not_controller
         cluster = self.services.cluster
         topics, live = cluster.topics, cluster.live_broker_ids()
+        elected: dict[tuple[str, int], dict[str, Any]] = {}
 
         def result(topic: str, partition: int) -> dict[str, Any]:
             code, message = refusal or self._elect(ElectionType(raw_kind), topic, partition, topics, live)
-            return {"partition_id": partition, "error_code": code, "error_message": message}
+            found = {"partition_id": partition, "error_code": code, "error_message": message}
+            if code == ErrorCode.NONE:
+                elected[topic, partition] = found
+            return found
 
         if requested is not None:
             results = [{"topic": topic, "partition_result": [result(topic, p) for p in partitions]}
@@ -561,19 +569,52 @@ class TopicsModule(Module):
                 r for p in sorted(topics[topic].partitions)
                 if (r := result(topic, p))["error_code"] != ErrorCode.ELECTION_NOT_NEEDED]}
                 for topic in sorted(topics)]
+        if elected:
+            kind = ElectionType(raw_kind)
+            self.services.elect_leaders(kind.election, list(elected))
+            for key in await self._elections_seen(kind, elected, timeout_ms):
+                elected[key].update(error_code=ErrorCode.REQUEST_TIMED_OUT, error_message=None)
         top = ErrorCode.NONE if refusal is None else refusal[0]
         return fit_body(ApiKey.ELECT_LEADERS, "response", ctx.api_version,
                         {"throttle_time_ms": 0, "error_code": top, "replica_election_results": results})
+
+    async def _elections_seen(self, kind: ElectionType, keys: Collection[tuple[str, int]],
+                              timeout_ms: int) -> list[tuple[str, int]]:
+        """Wait until this broker's view shows each election done (preferred: the first replica
+        leads; unclean: a replica leads), or ``timeout_ms`` passes; answers those not shown."""
+        cluster = self.services.cluster
+
+        def missing() -> list[tuple[str, int]]:
+            left = []
+            for topic, partition in keys:
+                info = cluster.topics.get(topic)
+                replicas = info.partitions.get(partition) if info is not None else None
+                found = cluster.leadership(topic, partition)
+                if replicas is None or found is None:
+                    continue  # deleted meanwhile: nothing to wait for
+                done = found[0] == replicas[0] if kind is ElectionType.PREFERRED else found[0] != NO_LEADER
+                if not done:
+                    left.append((topic, partition))
+            return left
+
+        if not missing() or timeout_ms <= 0:
+            return missing()
+        async with watching(self.services.loop, self.services.store.watch_partition_states) as states:
+            await states.wait_for(lambda _: not missing(), min(timeout_ms / 1000, _WAIT_CAP_S))
+        return missing()
 
     def _elect(self, kind: ElectionType, topic: str, partition: int, topics: Mapping[str, TopicInfo],
                live: Collection[int]) -> tuple[ErrorCode, str | None]:
         info = topics.get(topic)
         replicas = None if info is None else info.partitions.get(partition)
-        leadership = self.services.cluster.leadership(topic, partition)
+        cluster = self.services.cluster
+        leadership = cluster.leadership(topic, partition)
         if replicas is None or leadership is None:
             what = f"topic as {topic}" if info is None else f"partition as {topic}-{partition}"
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such {what}"
-        code = election_outcome(kind, replicas, live, leadership[0])
+        state = cluster.partition_states.get((topic, partition))
+        isr = [r for r in replicas if r in live] if state is None else state.isr
+        code = election_outcome(kind, replicas, live, leadership[0], isr)
         return code, ELECTION_MESSAGES.get(code)
 
     @staticmethod

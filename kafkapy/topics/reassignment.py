@@ -18,11 +18,10 @@ replica or client still on the old assignment is fenced), owed to the controller
 ongoing, so ListPartitionReassignments answers none, and cancelling one is
 NO_REASSIGNMENT_IN_PROGRESS.
 
-The leader is the partition's first live replica (kafkapy's one leader rule,
-``kafkapy.server.services.partition_leader``): it is where Kafka's controller moves it when the old
-leader leaves the set (the first live target replica); a target that keeps the old leader but puts
-another replica first moves leadership there at once, where Kafka waits for a preferred-leader
-election.
+The leader follows Kafka's controller (kafkapy.server.leadership): a target that keeps a live
+leader keeps it, whatever the order (the new first replica leads after a preferred-leader
+election: ElectLeaders, or the auto rebalance); a target without the leader, or with a dead one,
+elects its first live in-sync replica.
 """
 
 from __future__ import annotations

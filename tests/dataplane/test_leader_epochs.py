@@ -17,12 +17,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.server.leadership import next_state
-from kafkapy.server.services import NO_LEADER, partition_leader, partition_leadership
+from kafkapy.server.services import NO_LEADER, Election, partition_leadership
 from kafkapy.store import MemoryStore, PartitionState
 from kafkapy.testing import wait_until
 
@@ -35,13 +36,31 @@ TIMEOUT_S = 20
 # --- the controller's table ---------------------------------------------------------------------
 
 def test_next_state_follows_the_table() -> None:
-    assert next_state((2, 1), {1, 2}, None) == PartitionState(2, 0, (2, 1))
+    assert next_state((2, 1), {1, 2}, None) == PartitionState(2, 0, (2, 1))  # new: first live
     assert next_state((2, 1), set(), None) == PartitionState(NO_LEADER, 0, ())
     stored = PartitionState(2, 4, (2, 1), 0, 9)
     assert next_state((2, 1), {1, 2}, stored) is None
     assert next_state((2, 1, 3), {1, 2, 3}, stored) == PartitionState(2, 4, (2, 1, 3), 0, 9)  # ISR only
-    assert next_state((2, 1), {1}, stored) == PartitionState(1, 5, (1,), 0, 9)
-    assert next_state((2, 1), set(), stored) == PartitionState(NO_LEADER, 5, (), 0, 9)
+    assert next_state((2, 1), {1}, stored) == PartitionState(1, 5, (1,), 0, 9)  # offline: in-sync 1
+    assert next_state((2, 1), set(), stored) == PartitionState(NO_LEADER, 5, (2,), 0, 9)  # keeps 2 in sync
+    # 1 leads; the preferred 2 comes back: it joins the ISR, 1 keeps leading
+    led_by_1 = PartitionState(1, 5, (1,), 0, 10)
+    assert next_state((2, 1), {1, 2}, led_by_1) == PartitionState(1, 5, (2, 1), 0, 10)
+    # leaderless with 2 the last in sync: 1 coming back is out of sync, 2 coming back leads
+    orphan = PartitionState(NO_LEADER, 5, (2,), 0, 11)
+    assert next_state((2, 1), {1}, orphan) is None
+    assert next_state((2, 1), {1}, orphan, unclean=True) == PartitionState(1, 6, (1,), 0, 11)
+    assert next_state((2, 1), {1}, orphan, election=Election.UNCLEAN) == PartitionState(1, 6, (1,), 0, 11)
+    assert next_state((2, 1), {1, 2}, orphan) == PartitionState(2, 6, (2, 1), 0, 11)
+    # a preferred election moves it back, only to a live in-sync preferred replica
+    both = PartitionState(1, 5, (2, 1), 0, 12)
+    preferred = next_state((2, 1), {1, 2}, both, election=Election.PREFERRED)
+    assert preferred == PartitionState(2, 6, (2, 1), 0, 12)
+    assert next_state((2, 1), {1}, led_by_1, election=Election.PREFERRED) is None
+    # reassigned: a target keeping the live leader keeps it (the epoch owed goes up); one without
+    # it elects its first live target replica
+    assert next_state((3, 2), {1, 2, 3}, stored, owed_epoch=5) == PartitionState(2, 5, (3, 2), 0, 9)
+    assert next_state((3, 1), {1, 2, 3}, stored, owed_epoch=5) == PartitionState(3, 5, (3, 1), 0, 9)
 
 
 def test_partition_leadership_has_no_leader_until_a_move_is_written() -> None:
@@ -49,6 +68,8 @@ def test_partition_leadership_has_no_leader_until_a_move_is_written() -> None:
     assert partition_leadership((2, 1), {1, 2}, PartitionState(2, 3, (2, 1))) == (2, 3)
     assert partition_leadership((2, 1), {1}, PartitionState(2, 3, (2, 1))) == (NO_LEADER, 3)
     assert partition_leadership((2, 1), {1}, PartitionState(1, 4, (1,))) == (1, 4)
+    assert partition_leadership((2, 1), {1, 2}, PartitionState(1, 4, (2, 1))) == (1, 4)  # stays with 1
+    assert partition_leadership((3, 2), {1, 2, 3}, PartitionState(1, 4, (2, 1))) == (NO_LEADER, 4)  # moved
 
 
 @settings(max_examples=300, deadline=None)
@@ -56,22 +77,30 @@ def test_partition_leadership_has_no_leader_until_a_move_is_written() -> None:
        st.lists(st.sets(st.integers(1, 4)), min_size=1, max_size=30))
 def test_epochs_rise_exactly_with_each_leader_change(replicas: list[int], lives: list[set[int]]) -> None:
     """Against a model: the controller reconciles after every change of the live brokers. The
-    epoch goes up by one exactly when the leader changes, so an epoch names one leader; the state
-    always ends as the live set implies, and a second pass writes nothing."""
+    epoch goes up by one exactly when the leader changes, so an epoch names one leader; a live
+    leader keeps its partition; a leader comes only from the ISR; a second pass writes nothing.
+    (tests/server/test_leader_elections_model.py models the whole table.)"""
     state: PartitionState | None = None
-    model: tuple[int, int] | None = None  # (leader, epoch)
     for live in lives:
-        leader = partition_leader(replicas, live)
-        model = (leader, 0) if model is None else (leader, model[1] + (leader != model[0]))
         wanted = next_state(replicas, live, state)
         if wanted is not None:
             epoch = state.partition_epoch if state is not None else -1
-            state = PartitionState(wanted.leader, wanted.leader_epoch, wanted.isr, 0, epoch + 1)
-        assert state is not None
-        assert (state.leader, state.leader_epoch) == model
-        assert state.isr == tuple(r for r in replicas if r in live)
+            wanted = PartitionState(wanted.leader, wanted.leader_epoch, wanted.isr, 0, epoch + 1)
+        after = wanted or state
+        assert after is not None
+        if state is not None:
+            changed = after.leader != state.leader
+            assert after.leader_epoch == state.leader_epoch + changed
+            if state.leader in live:
+                assert after.leader == state.leader
+            if changed and after.leader != NO_LEADER and state.isr:
+                assert after.leader in state.isr
+        if after.leader != NO_LEADER:
+            assert after.isr == tuple(r for r in replicas if r in live)
+        state = after
         assert next_state(replicas, live, state) is None
-        assert partition_leadership(replicas, live, state) == model
+        assert partition_leadership(replicas, live, state) == (
+            state.leader if state.leader in live else NO_LEADER, state.leader_epoch)
 
 
 # --- a leader moving under real clients -----------------------------------------------------------
@@ -87,6 +116,25 @@ def metadata_epoch(bootstrap: str, topic: str) -> tuple[int, int]:
         admin.close()
     [partition] = described["partitions"]
     return partition["leader_id"], partition["leader_epoch"]
+
+
+def elect_preferred(bootstrap: str, topic: str) -> None:
+    """A preferred-leader election of partition 0 from kafka-python's admin client (ElectLeaders),
+    which answers once the controller has written it."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+    try:
+        response = admin.elect_leaders(0, {topic: [0]}, raise_errors=False)
+    finally:
+        admin.close()
+    [result] = response.replica_election_results
+    assert [p.error_code for p in result.partition_result] == [ErrorCode.NONE]
+
+
+# The leader moves back only on the preferred elections these tests ask for, not on the
+# controller's auto rebalance (its first check comes 5 s in, which a slow run would reach).
+NO_AUTO_REBALANCE = {"auto.leader.rebalance.enable": False}
 
 
 def wait_for_state(broker: Broker, topic: str, leader: int, epoch: int) -> None:
@@ -165,8 +213,8 @@ class ConfluentClients:
 def test_a_leader_moves_away_and_back_and_the_clients_lose_nothing(
         clients: Callable[[str, str], Any]) -> None:
     store = MemoryStore()
-    with Broker({"broker.id": 1}, store=store) as first:
-        second = Broker({"broker.id": 2}, store=store).__enter__()
+    with Broker({"broker.id": 1, **NO_AUTO_REBALANCE}, store=store) as first:
+        second = Broker({"broker.id": 2, **NO_AUTO_REBALANCE}, store=store).__enter__()
         try:
             assert first.store is not None
             first.store.create_topic("moving", {0: (2, 1)})  # broker 2 is the preferred leader
@@ -183,7 +231,12 @@ def test_a_leader_moves_away_and_back_and_the_clients_lose_nothing(
                 assert metadata_epoch(first.bootstrap_servers, "moving") == (1, 1)
                 running.produce(batches[1])
                 got += running.consume(40)
-                second = Broker({"broker.id": 2}, store=store).__enter__()  # the preferred leader is back
+                # the preferred leader is back: it rejoins the ISR, and broker 1 keeps leading
+                second = Broker({"broker.id": 2, **NO_AUTO_REBALANCE}, store=store).__enter__()
+                wait_until(lambda: first.runtime is not None and first.runtime.cluster.partition_states[
+                    "moving", 0].isr == (2, 1), timeout=10, what="broker 2 back in the ISR")
+                assert metadata_epoch(first.bootstrap_servers, "moving") == (1, 1)
+                elect_preferred(first.bootstrap_servers, "moving")  # until a preferred election
                 wait_for_state(first, "moving", 2, 2)
                 assert metadata_epoch(first.bootstrap_servers, "moving") == (2, 2)
                 running.produce(batches[2])
@@ -278,7 +331,7 @@ def test_zookeeper_keeps_kafkas_state_znode_across_broker_restarts(zk_connect: s
     """The state lives at Kafka's path in Kafka's JSON; a restarted cluster continues its epochs."""
     from kazoo.client import KazooClient
 
-    config = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 6000}
+    config = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 6000, **NO_AUTO_REBALANCE}
     with Broker({**config, "broker.id": 1}) as first:
         with Broker({**config, "broker.id": 2}) as second:
             assert second.store is not None
@@ -300,8 +353,38 @@ def test_zookeeper_keeps_kafkas_state_znode_across_broker_restarts(zk_connect: s
         wait_for_state(again, "zk", 1, 1)
         assert metadata_epoch(again.bootstrap_servers, "zk") == (1, 1)
         with Broker({**config, "broker.id": 2}):
+            # broker 2, the preferred replica, rejoins the ISR; broker 1 leads until an election
+            wait_until(lambda: again.runtime is not None and again.runtime.cluster.partition_states[
+                "zk", 0].isr == (2, 1), timeout=10, what="broker 2 back in the ISR")
+            assert metadata_epoch(again.bootstrap_servers, "zk") == (1, 1)
+            elect_preferred(again.bootstrap_servers, "zk")
             wait_for_state(again, "zk", 2, 2)
             assert metadata_epoch(again.bootstrap_servers, "zk") == (2, 2)
+
+
+def test_zookeeper_auto_rebalance_on_the_virtual_clock(zk_connect: str) -> None:
+    """On ZooKeeper too the returning preferred replica leads nothing until the controller's auto
+    rebalance, which runs when the brokers' virtual clock passes its check."""
+    clock = VirtualClock()
+    config = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 6000}
+    with Broker({**config, "broker.id": 1}, clock=clock) as first:
+        second = Broker({**config, "broker.id": 2}, clock=clock).__enter__()
+        try:
+            assert first.store is not None and first.runtime is not None
+            first.store.create_topic("zk-rebalanced", {0: (2, 1)})
+            wait_for_state(first, "zk-rebalanced", 2, 0)
+            second.close()
+            wait_for_state(first, "zk-rebalanced", 1, 1)
+            second = Broker({**config, "broker.id": 2}, clock=clock).__enter__()
+            wait_until(lambda: first.runtime is not None and first.runtime.cluster.partition_states[
+                "zk-rebalanced", 0].isr == (2, 1), timeout=10, what="broker 2 back in the ISR")
+            states = first.runtime.cluster.partition_states
+            assert (states["zk-rebalanced", 0].leader, states["zk-rebalanced", 0].leader_epoch) == (1, 1)
+            clock.advance(300)
+            wait_for_state(first, "zk-rebalanced", 2, 2)
+            assert metadata_epoch(first.bootstrap_servers, "zk-rebalanced") == (2, 2)
+        finally:
+            second.close()
 
 
 def test_the_leader_epoch_checkpoint_holds_the_real_epochs(tmp_path: Path) -> None:
@@ -311,8 +394,9 @@ def test_the_leader_epoch_checkpoint_holds_the_real_epochs(tmp_path: Path) -> No
     record = build_record_batch([{"key": None, "value": b"v", "timestamp": 1}])
     produce = {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
                "topic_data": [{"name": "cp", "partition_data": [{"index": 0, "records": record}]}]}
-    one = {"broker.id": 1, "log.dirs": str(tmp_path / "one")}
-    with Broker({"broker.id": 2, "log.dirs": str(tmp_path / "two")}, store=store) as second:
+    one = {"broker.id": 1, "log.dirs": str(tmp_path / "one"), **NO_AUTO_REBALANCE}
+    two = {"broker.id": 2, "log.dirs": str(tmp_path / "two"), **NO_AUTO_REBALANCE}
+    with Broker(two, store=store) as second:
         with Broker(one, store=store) as first:
             assert first.store is not None
             first.store.create_topic("cp", {0: (1, 2)})
@@ -325,6 +409,8 @@ def test_the_leader_epoch_checkpoint_holds_the_real_epochs(tmp_path: Path) -> No
             assert conn.call(ApiKey.PRODUCE, 9, produce).body["responses"][0]["partition_responses"][0][
                 "base_offset"] == 0
         with Broker(one, store=store) as first, KafkaSocket(first.bootstrap_servers) as conn:
+            wait_for_state(first, "cp", 2, 1)  # broker 1 is back in the ISR; 2 leads until an election
+            elect_preferred(second.bootstrap_servers, "cp")
             wait_for_state(first, "cp", 1, 2)
             answer = conn.call(ApiKey.PRODUCE, 9, produce).body["responses"][0]["partition_responses"][0]
             assert answer["base_offset"] == 3

@@ -22,7 +22,8 @@ from kafkapy.testing import wait_until
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Broker]:
-    with Broker(brokers=3) as running:
+    # no auto rebalance: leaders move only when these tests move them
+    with Broker({"auto.leader.rebalance.enable": False}, brokers=3) as running:
         yield running
 
 
@@ -90,7 +91,9 @@ def test_a_moved_leader_has_the_next_epoch_and_the_old_one_is_fenced(cluster: Br
     assert [r.value for r in cluster.records("moving")] == [b"before", b"after"]
 
 
-def test_the_moved_leader_is_preferred_and_comes_back_after_a_restart(cluster: Broker) -> None:
+def test_the_moved_leader_is_preferred_and_a_preferred_election_brings_it_back(cluster: Broker) -> None:
+    """The move makes ``to`` the preferred replica: after a restart it leads nothing (Kafka keeps
+    the leader where the failover put it) until a preferred election (ElectLeaders) moves it back."""
     cluster.seed({"preferred": {"partitions": 1}})
     with SimpleClient(cluster.brokers[0].bootstrap_servers) as client:
         before = metadata(client, "preferred")[0]
@@ -99,9 +102,22 @@ def test_the_moved_leader_is_preferred_and_comes_back_after_a_restart(cluster: B
     index = next(i for i, m in enumerate(cluster.brokers) if m.broker_id == to)
     cluster.stop_broker(index)
     cluster.start_broker(index)
+    controller = cluster.runtime.cluster.controller_id  # type: ignore[union-attr]
     with SimpleClient(cluster.brokers[0].bootstrap_servers) as client:
+        stayed = metadata(client, "preferred")[0]
+        assert stayed.leader_id != to and stayed.leader_epoch == move.leader_epoch + 1  # away only
+        assert to in stayed.isr_nodes
+    at = next(m for m in cluster.brokers if m.broker_id == controller)
+    with SimpleClient(at.bootstrap_servers) as client:
+        answer = client.request(ApiKey.ELECT_LEADERS, 2, {"election_type": 0, "timeout_ms": 10_000,
+                                                          "topic_partitions": [{"topic": "preferred",
+                                                                                "partitions": [0]}]})
+        assert [p.error_code for r in answer.replica_election_results for p in r.partition_result] == [
+            ErrorCode.NONE]
+    with SimpleClient(cluster.brokers[0].bootstrap_servers) as client:  # its view may lag the controller's
+        wait_until(lambda: metadata(client, "preferred")[0].leader_id == to, 10, "the election seen")
         back = metadata(client, "preferred")[0]
-    assert back.leader_id == to and back.leader_epoch == move.leader_epoch + 2  # away and back
+    assert back.leader_epoch == move.leader_epoch + 2  # and back
 
 
 @pytest.mark.parametrize(("to", "code"), [("leader", ErrorCode.ELECTION_NOT_NEEDED),

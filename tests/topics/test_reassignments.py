@@ -35,8 +35,9 @@ MOVED = "moved"
 
 
 def _cluster() -> Broker:
-    """Brokers 1, 2 and 3 on one shared MemoryStore (and so one set of logs)."""
-    return Broker({"broker.id": 1}, brokers=3)
+    """Brokers 1, 2 and 3 on one shared MemoryStore (and so one set of logs). No auto rebalance:
+    its check (5 s in) would elect the preferred leaders these tests keep elsewhere."""
+    return Broker({"broker.id": 1, "auto.leader.rebalance.enable": False}, brokers=3)
 
 
 def _controller(cluster: Broker) -> str:
@@ -160,9 +161,11 @@ def test_kafka_python_moves_a_partition_under_confluent_clients() -> None:
 
 
 def test_reordering_and_growing_the_replicas() -> None:
-    """Reassigning to the same set is no change (no new epoch); a new first replica leads at once
-    (kafkapy's leader is the first live replica); a larger or smaller set is allowed unless the
-    request (v1, KIP-860) says the replication factor must stay."""
+    """Reassigning to the same set is no change (no new epoch); a new order or a larger set keeps
+    the live leader (Kafka's controller moves it only if the target leaves it out: then the first
+    live target replica leads), the epoch up by one each time; a preferred election then moves it
+    to the first replica; a larger or smaller set is allowed unless the request (v1, KIP-860) says
+    the replication factor must stay."""
     from kafka import TopicPartition
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -177,13 +180,20 @@ def test_reordering_and_growing_the_replicas() -> None:
             tp = TopicPartition("grow", 0)
             assert admin.alter_partition_reassignments({tp: [1, 2]}) == {tp: None}
             assert _replicas_and_leader(bootstrap, "grow") == {0: ([1, 2], 1, epoch)}
-            assert admin.alter_partition_reassignments({tp: [2, 1]}) == {tp: None}
-            assert _replicas_and_leader(bootstrap, "grow") == {0: ([2, 1], 2, epoch + 1)}
-            assert admin.alter_partition_reassignments({tp: [3, 2, 1]}) == {tp: None}
-            assert _replicas_and_leader(bootstrap, "grow") == {0: ([3, 2, 1], 3, epoch + 2)}
             # The leader stays, and still the epoch goes up, as Kafka's controller completes one.
+            assert admin.alter_partition_reassignments({tp: [2, 1]}) == {tp: None}
+            assert _replicas_and_leader(bootstrap, "grow") == {0: ([2, 1], 1, epoch + 1)}
+            assert admin.alter_partition_reassignments({tp: [3, 2, 1]}) == {tp: None}
+            assert _replicas_and_leader(bootstrap, "grow") == {0: ([3, 2, 1], 1, epoch + 2)}
+            # A target without the leader: its first live replica leads.
+            assert admin.alter_partition_reassignments({tp: [2, 3]}) == {tp: None}
+            assert _replicas_and_leader(bootstrap, "grow") == {0: ([2, 3], 2, epoch + 3)}
             assert admin.alter_partition_reassignments({tp: [3, 2]}) == {tp: None}
-            assert _replicas_and_leader(bootstrap, "grow") == {0: ([3, 2], 3, epoch + 3)}
+            assert _replicas_and_leader(bootstrap, "grow") == {0: ([3, 2], 2, epoch + 4)}
+            elected = admin.elect_leaders(0, {"grow": [0]}, raise_errors=False)
+            assert [p.error_code for p in elected.replica_election_results[0].partition_result] == [
+                ErrorCode.NONE]
+            assert _replicas_and_leader(bootstrap, "grow") == {0: ([3, 2], 3, epoch + 5)}
         finally:
             admin.close()
         with KafkaSocket(_controller(cluster)) as conn:
