@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 from kafkapy.dataplane.produce import FIRST_TOPIC_ID_VERSION, VALID_ACKS, ProduceHandler
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.append import clean_batch_max_timestamp, stamp_batch
+from kafkapy.protocol.primitives import read_uvarint, uvarint_bytes
 from kafkapy.protocol.records import (
     LOG_APPEND_TIME,
     TRANSACTIONAL_BIT,
@@ -378,27 +379,12 @@ _Topics = list[tuple[str, bytes, list[tuple[int, int, int]]]]  # name, name fiel
 
 def _uvarint_plus_one(count: int) -> bytes:
     """A compact array's length: the unsigned varint of count + 1."""
-    value = count + 1
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return uvarint_bytes(count + 1)
 
 
 def _read_uvarint(frame: ReceivedFrame, pos: int) -> tuple[int, int]:
-    """An unsigned varint at ``pos`` and the position after it (ValueError past five bytes)."""
-    value = shift = 0
-    while True:
-        byte = frame[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint too long")
+    """An unsigned varint at ``pos`` and the position after it (DecodeError if cut or too long)."""
+    return read_uvarint(frame, pos, len(frame), "length")
 
 
 def _read_many(frame: ReceivedFrame, flexible: bool, by_id: bool,
@@ -496,7 +482,7 @@ def _read_many(frame: ReceivedFrame, flexible: bool, by_id: bool,
             pos += 1
         if pos != len(frame):
             return None
-    except (struct.error, IndexError, ValueError):
+    except (struct.error, IndexError, ValueError, DecodeError):
         return None
     return transactional_id, acks, topics
 

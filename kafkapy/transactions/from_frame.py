@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
-from kafkapy.protocol.primitives import read_uvarint
+from kafkapy.protocol.primitives import read_uvarint, uvarint_bytes
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import FromFrame
@@ -78,15 +78,6 @@ def _uvarint(frame: ReceivedFrame, pos: int) -> tuple[int, int]:
         return read_uvarint(frame, pos, len(frame), "length")
     except DecodeError:
         raise _Unusual from None
-
-
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _body_start(frame: ReceivedFrame, flexible: bool) -> int:
@@ -176,12 +167,12 @@ def write_add_partitions(correlation_id: int, api_version: int, codes: Codes) ->
     flexible = api_version >= _FIRST_FLEXIBLE
     grouped = by_topic(codes)
     parts = [_CORRELATION.pack(correlation_id), b"\x00" if flexible else b"", _THROTTLE_NONE,
-             _uvarint_bytes(len(grouped) + 1) if flexible else _I32_PACK(len(grouped))]
+             uvarint_bytes(len(grouped) + 1) if flexible else _I32_PACK(len(grouped))]
     for topic, results in grouped:
         name = topic.encode("utf-8", "surrogateescape")
-        parts.append(_uvarint_bytes(len(name) + 1) if flexible else _I16_PACK(len(name)))
+        parts.append(uvarint_bytes(len(name) + 1) if flexible else _I16_PACK(len(name)))
         parts.append(name)
-        parts.append(_uvarint_bytes(len(results) + 1) if flexible else _I32_PACK(len(results)))
+        parts.append(uvarint_bytes(len(results) + 1) if flexible else _I32_PACK(len(results)))
         for partition, code in results:
             parts.append(_RESULT(partition, for_version(ApiKey.ADD_PARTITIONS_TO_TXN, api_version, code)))
             if flexible:
