@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import attrs
+
 from kafkapy.log import LogConfig, MemoryLog
 from kafkapy.log.segmented import SegmentedLog, now_ms
 from kafkapy.log.segments import FileLog
@@ -66,3 +68,27 @@ def log_factory(backend: str, tmp_path: Path) -> Iterator[MakeLog]:
     yield make
     for log in opened:
         log.close()
+
+
+@attrs.define
+class Acked:
+    """An acknowledged batch as a model log remembers it."""
+
+    base: int
+    last: int
+    data: bytes
+
+
+def truncated(batches: list[Acked], start: int, offset: int) -> tuple[list[Acked], int | None]:
+    """The model after ``truncate_to(offset)``: the batches kept and the new log end (None if
+    nothing went). The batch holding ``offset`` goes whole; one straddling the log start empties
+    the log."""
+    removed = [b for b in batches if b.last >= offset]
+    if not removed:
+        return batches, None
+    return batches[: len(batches) - len(removed)], max(removed[0].base, start)
+
+
+def deleted_before(batches: list[Acked], offset: int) -> list[Acked]:
+    """The model's batches after ``delete_records_before(offset)``."""
+    return [b for b in batches if b.last >= offset]

@@ -10,11 +10,10 @@ import struct
 import tempfile
 from pathlib import Path
 
-import attrs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from storage_helpers import batches_of
+from storage_helpers import Acked, batches_of, deleted_before, truncated
 
 from kafkapy.log import LogConfig, MemoryLog, OffsetOutOfRange
 from kafkapy.log.segmented import SegmentedLog
@@ -22,15 +21,6 @@ from kafkapy.log.segments import FileLog, segment_name
 from kafkapy.protocol.records import build_record_batch
 
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=150, retention_ms=-1)
-
-
-@attrs.define
-class Acked:
-    """An acknowledged batch as the model remembers it."""
-
-    base: int
-    last: int
-    data: bytes
 
 
 class LogMachine(RuleBasedStateMachine):
@@ -96,18 +86,16 @@ class LogMachine(RuleBasedStateMachine):
     def truncate(self, where: float) -> None:
         offset = self.start + round(where * (self.end - self.start))
         self.log.truncate_to(offset)
-        removed = [b for b in self.batches if b.last >= offset]
-        if removed:
-            # the batch holding ``offset`` goes whole; one straddling the log start empties the log
-            self.end = max(removed[0].base, self.start)
-            self.batches = self.batches[: len(self.batches) - len(removed)]
+        self.batches, end = truncated(self.batches, self.start, offset)
+        if end is not None:
+            self.end = end
 
     @rule(where=st.floats(0, 1))
     def delete_records(self, where: float) -> None:
         offset = self.start + round(where * (self.end - self.start))
         assert self.log.delete_records_before(offset) == offset
         self.start = offset
-        self.batches = [b for b in self.batches if b.last >= offset]
+        self.batches = deleted_before(self.batches, offset)
 
     @rule(keep_bytes=st.integers(0, 3_000))
     def retention(self, keep_bytes: int) -> None:
