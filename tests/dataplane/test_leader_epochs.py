@@ -28,6 +28,7 @@ from kafkapy.store import MemoryStore, PartitionState
 from kafkapy.testing import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
+from leadership_clients import metadata_leader
 from server_wire import KafkaSocket
 
 TIMEOUT_S = 20
@@ -104,19 +105,6 @@ def test_epochs_rise_exactly_with_each_leader_change(replicas: list[int], lives:
 
 
 # --- a leader moving under real clients -----------------------------------------------------------
-
-def metadata_epoch(bootstrap: str, topic: str) -> tuple[int, int]:
-    """(leader, leader epoch) of partition 0 as kafka-python's admin client reads Metadata."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
-    try:
-        [described] = admin.describe_topics([topic])
-    finally:
-        admin.close()
-    [partition] = described["partitions"]
-    return partition["leader_id"], partition["leader_epoch"]
-
 
 def elect_preferred(bootstrap: str, topic: str) -> None:
     """A preferred-leader election of partition 0 from kafka-python's admin client (ElectLeaders),
@@ -219,7 +207,7 @@ def test_a_leader_moves_away_and_back_and_the_clients_lose_nothing(
             assert first.store is not None
             first.store.create_topic("moving", {0: (2, 1)})  # broker 2 is the preferred leader
             wait_for_state(first, "moving", 2, 0)
-            assert metadata_epoch(first.bootstrap_servers, "moving") == (2, 0)
+            assert metadata_leader(first.bootstrap_servers, "moving") == (2, 0)
             # bootstrapped from broker 1 alone, which stays up throughout
             running = clients(first.bootstrap_servers, "moving")
             try:
@@ -228,17 +216,17 @@ def test_a_leader_moves_away_and_back_and_the_clients_lose_nothing(
                 got = running.consume(40)
                 second.close()  # the leader goes: broker 1 leads in epoch 1
                 wait_for_state(first, "moving", 1, 1)
-                assert metadata_epoch(first.bootstrap_servers, "moving") == (1, 1)
+                assert metadata_leader(first.bootstrap_servers, "moving") == (1, 1)
                 running.produce(batches[1])
                 got += running.consume(40)
                 # the preferred leader is back: it rejoins the ISR, and broker 1 keeps leading
                 second = Broker({"broker.id": 2, **NO_AUTO_REBALANCE}, store=store).__enter__()
                 wait_until(lambda: first.runtime is not None and first.runtime.cluster.partition_states[
                     "moving", 0].isr == (2, 1), timeout=10, what="broker 2 back in the ISR")
-                assert metadata_epoch(first.bootstrap_servers, "moving") == (1, 1)
+                assert metadata_leader(first.bootstrap_servers, "moving") == (1, 1)
                 elect_preferred(first.bootstrap_servers, "moving")  # until a preferred election
                 wait_for_state(first, "moving", 2, 2)
-                assert metadata_epoch(first.bootstrap_servers, "moving") == (2, 2)
+                assert metadata_leader(first.bootstrap_servers, "moving") == (2, 2)
                 running.produce(batches[2])
                 got += running.consume(40)
             finally:
@@ -351,15 +339,15 @@ def test_zookeeper_keeps_kafkas_state_znode_across_broker_restarts(zk_connect: s
     assert stat.version == 1
     with Broker({**config, "broker.id": 1}) as again:  # the state outlived every broker
         wait_for_state(again, "zk", 1, 1)
-        assert metadata_epoch(again.bootstrap_servers, "zk") == (1, 1)
+        assert metadata_leader(again.bootstrap_servers, "zk") == (1, 1)
         with Broker({**config, "broker.id": 2}):
             # broker 2, the preferred replica, rejoins the ISR; broker 1 leads until an election
             wait_until(lambda: again.runtime is not None and again.runtime.cluster.partition_states[
                 "zk", 0].isr == (2, 1), timeout=10, what="broker 2 back in the ISR")
-            assert metadata_epoch(again.bootstrap_servers, "zk") == (1, 1)
+            assert metadata_leader(again.bootstrap_servers, "zk") == (1, 1)
             elect_preferred(again.bootstrap_servers, "zk")
             wait_for_state(again, "zk", 2, 2)
-            assert metadata_epoch(again.bootstrap_servers, "zk") == (2, 2)
+            assert metadata_leader(again.bootstrap_servers, "zk") == (2, 2)
 
 
 def test_zookeeper_auto_rebalance_on_the_virtual_clock(zk_connect: str) -> None:
@@ -382,7 +370,7 @@ def test_zookeeper_auto_rebalance_on_the_virtual_clock(zk_connect: str) -> None:
             assert (states["zk-rebalanced", 0].leader, states["zk-rebalanced", 0].leader_epoch) == (1, 1)
             clock.advance(300)
             wait_for_state(first, "zk-rebalanced", 2, 2)
-            assert metadata_epoch(first.bootstrap_servers, "zk-rebalanced") == (2, 2)
+            assert metadata_leader(first.bootstrap_servers, "zk-rebalanced") == (2, 2)
         finally:
             second.close()
 

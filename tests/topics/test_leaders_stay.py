@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from leadership_clients import metadata_leader
 from quick_clients import RDKAFKA_CLIENT
 
 from kafkapy import VirtualClock
@@ -31,19 +32,6 @@ def leadership(cluster: Broker) -> tuple[int, int, tuple[int, ...]]:
             seen.add((state.leader, state.leader_epoch, tuple(state.isr)))
     [agreed] = seen
     return agreed
-
-
-def metadata_leader(bootstrap: str, topic: str = TOPIC) -> tuple[int, int]:
-    """(leader, leader epoch) of partition 0 as a client's Metadata shows it (kafka-python)."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
-    try:
-        [described] = admin.describe_topics([topic])
-    finally:
-        admin.close()
-    [partition] = described["partitions"]
-    return partition["leader_id"], partition["leader_epoch"]
 
 
 class Stream:
@@ -97,7 +85,7 @@ def fail_over(cluster: Broker, stream: Stream) -> tuple[int, int, int]:
     cluster.start_broker(index)
     assert leadership(cluster)[:2] == (moved, epoch + 1)  # it stays where the failover put it
     wait_until(lambda: leader in leadership(cluster)[2], TIMEOUT_S, "the old leader back in the ISR")
-    assert metadata_leader(cluster.bootstrap_servers) == (moved, epoch + 1)
+    assert metadata_leader(cluster.bootstrap_servers, TOPIC) == (moved, epoch + 1)
     stream.produce(20)
     stream.consume()
     return index, leader, epoch
@@ -149,7 +137,7 @@ def test_the_auto_rebalance_moves_it_back_when_the_clock_passes_the_check_interv
         assert leadership(cluster)[:2] != (leader, epoch + 2)
         clock.advance(296)  # leader.imbalance.check.interval.seconds, 300 by default
         wait_until(lambda: leadership(cluster)[:2] == (leader, epoch + 2), TIMEOUT_S, "the rebalance")
-        assert metadata_leader(cluster.bootstrap_servers) == (leader, epoch + 2)
+        assert metadata_leader(cluster.bootstrap_servers, TOPIC) == (leader, epoch + 2)
         stream.produce(20)
         stream.consume()
         assert len(stream.got) == 80
