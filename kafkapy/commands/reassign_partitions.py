@@ -21,6 +21,7 @@ from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.commands._controller import controller_client
+from kafkapy.commands._partition_files import is_int
 from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
@@ -83,7 +84,7 @@ def parse_reassignment_json(text: str) -> dict[Partition, list[int]]:
         document = json.loads(text)
     except ValueError as exc:
         raise ClientError(f"the reassignment JSON is not JSON: {exc}") from None
-    if not isinstance(document, dict) or document.get("version", 1) != 1:
+    if not isinstance(document, dict) or not is_int(version := document.get("version", 1)) or version != 1:
         raise ClientError('the reassignment JSON must be an object with "version": 1')
     entries = document.get("partitions")
     if not isinstance(entries, list) or not entries:
@@ -94,8 +95,8 @@ def parse_reassignment_json(text: str) -> dict[Partition, list[int]]:
             topic, partition, replicas = entry["topic"], entry["partition"], entry["replicas"]
         except (KeyError, TypeError):
             raise ClientError(f'a partition needs "topic", "partition" and "replicas": {entry!r}') from None
-        if not isinstance(topic, str) or not _is_int(partition) or not isinstance(replicas, list) \
-                or not all(_is_int(r) for r in replicas):
+        if not isinstance(topic, str) or not is_int(partition) or not isinstance(replicas, list) \
+                or not all(is_int(r) for r in replicas):
             raise ClientError(f"a topic name, a partition number and a list of broker ids, not {entry!r}")
         if (topic, partition) in targets:
             raise ClientError(f"Duplicate reassignment for partition {topic}-{partition}")
@@ -103,10 +104,6 @@ def parse_reassignment_json(text: str) -> dict[Partition, list[int]]:
             raise ClientError(f"Duplicate replica assignment for partition {topic}-{partition}: {replicas}")
         targets[topic, partition] = list(replicas)
     return targets
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _name(partition: Partition) -> str:

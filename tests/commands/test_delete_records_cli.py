@@ -11,7 +11,7 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kafkapy import Broker
@@ -151,9 +151,15 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
 
 
 @given(json_values)
+@example({"partitions": [{"topic": "d", "partition": 2**31, "offset": 1}]})  # was taken: EncodeError
+@example({"partitions": [{"topic": "d", "partition": 0, "offset": 2**63}]})  # (a traceback) when sent
 def test_any_json_is_a_list_or_one_client_error(document: Any) -> None:
+    """Partitions are Java ints and offsets longs, as Kafka's tool reads them; anything else is
+    one ClientError, not a traceback from the request encoder later."""
     try:
         parsed = parse_offset_json(document)
-    except ClientError:
+    except ClientError as refused:
+        assert "\n" not in str(refused)
         return
-    assert all(isinstance(t, str) and isinstance(p, int) and isinstance(o, int) for t, p, o in parsed)
+    assert all(isinstance(t, str) and type(p) is int and -(2**31) <= p < 2**31 and type(o) is int
+               and -(2**63) <= o < 2**63 for t, p, o in parsed)
