@@ -23,6 +23,7 @@ from kafkapy.commands._groups import GroupClient, GroupDescription
 from kafkapy.commands._partitions import EARLIEST, LATEST
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
+from kafkapy.log.checkpoint import java_integer
 
 __all__ = ["register"]
 
@@ -247,6 +248,8 @@ def _reset_plan(path: str, group_ids: Sequence[str]) -> dict[str, dict[tuple[str
             rows = [row for row in csv.reader(plan_file) if row and any(cell.strip() for cell in row)]
     except OSError as exc:
         raise _Usage(f"--from-file {path!r}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:  # not text; a field past csv's size limit
+        raise _Usage(f"--from-file {path!r} is not a CSV file: {exc}") from None
     plan: dict[str, dict[tuple[str, int], int]] = {}
     for line, row in enumerate(rows, 1):
         cells = [cell.strip() for cell in row]
@@ -257,9 +260,11 @@ def _reset_plan(path: str, group_ids: Sequence[str]) -> dict[str, dict[tuple[str
             raise _Usage(f"--from-file {path!r} line {line}: expected {wanted}, not {','.join(row)!r}")
         group, topic, partition, offset = cells
         try:
-            plan.setdefault(group, {})[(topic, int(partition))] = int(offset)
+            number, position = java_integer(partition, 32), java_integer(offset, 64)
         except ValueError:
-            raise _Usage(f"--from-file {path!r} line {line}: partition and offset must be numbers") from None
+            raise _Usage(f"--from-file {path!r} line {line}: partition and offset must be numbers "
+                         "(a Java int and long)") from None
+        plan.setdefault(group, {})[(topic, number)] = position
     return plan
 
 
