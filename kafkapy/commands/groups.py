@@ -223,7 +223,7 @@ def _topic_arguments(entries: Sequence[str]) -> list[tuple[str, list[int] | None
             parsed.append((topic, None))
             continue
         try:
-            parsed.append((topic, [int(p) for p in partitions.split(",")]))
+            parsed.append((topic, [java_integer(p.strip(), 32) for p in partitions.split(",")]))
         except ValueError:
             raise _Usage(f"--topic {entry!r}: partitions must be numbers, as in {topic}:0,1") from None
     return parsed

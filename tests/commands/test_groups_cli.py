@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.commands._groups import decode_assignment
-from kafkapy.commands.groups import _reset_plan, _Usage
+from kafkapy.commands.groups import _reset_plan, _topic_arguments, _Usage
 from tests.commands.records_cli import MockCluster, kafkapy
 
 TOPIC = "orders"
@@ -262,3 +262,14 @@ def test_any_from_file_bytes_give_a_plan_or_one_usage_error(
         return
     assert all(type(p) is int and -(2**31) <= p < 2**31 and -(2**63) <= o < 2**63
                for offsets in plan.values() for (_, p), o in offsets.items())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text("t:,0123456789-_ x", max_size=12), min_size=1, max_size=3))
+@example(["t:99999999999"])  # past Java's int: was taken, then retried for 10 s as an unknown partition
+def test_any_topic_arguments_give_partitions_or_one_usage_error(entries: list[str]) -> None:
+    try:
+        parsed = _topic_arguments(entries)
+    except _Usage:
+        return
+    assert all(-(2**31) <= p < 2**31 for _, partitions in parsed for p in partitions or [])
