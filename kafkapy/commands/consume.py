@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
+from kafkapy.commands._numbers import java_int
 from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands.produce import unescape
@@ -61,7 +62,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
     add_command_config(parser)
     parser.add_argument("-t", "--topic", required=True)
-    parser.add_argument("-p", "--partition", type=int, action="append", metavar="N",
+    parser.add_argument("-p", "--partition", type=java_int, action="append", metavar="N",
                         help="read this partition (repeatable; default all)")
     parser.add_argument("-o", "--offset", default="beginning", type=_offset_argument,
                         metavar="beginning|end|N|-N|s@MS", help="where to start (default beginning)")

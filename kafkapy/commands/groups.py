@@ -20,6 +20,7 @@ from typing import Any
 
 from kafkapy.client import ClientError
 from kafkapy.commands._groups import GroupClient, GroupDescription
+from kafkapy.commands._numbers import java_long
 from kafkapy.commands._partitions import EARLIEST, LATEST
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
@@ -65,8 +66,8 @@ def register(subparsers: Any) -> None:
     spec.add_argument("--to-earliest", action="store_true")
     spec.add_argument("--to-latest", action="store_true")
     spec.add_argument("--to-current", action="store_true")
-    spec.add_argument("--to-offset", type=int, metavar="OFFSET")
-    spec.add_argument("--shift-by", type=int, metavar="N")
+    spec.add_argument("--to-offset", type=java_long, metavar="OFFSET")
+    spec.add_argument("--shift-by", type=java_long, metavar="N")
     spec.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
                       help="the first offset at or after this time (UTC unless an offset is given)")
     spec.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset this long ago")
