@@ -11,6 +11,7 @@ import http.server
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.sasl import base64url
@@ -367,6 +369,44 @@ def test_an_http_jwks_refreshes_early_for_an_unknown_kid_once_a_minute(
     finally:
         source.close()
 
+
+
+class MissingKeyIds(RuleBasedStateMachine):
+    """An http JWKS asked again and again for keys it does not hold, against Kafka's rule
+    (RefreshingHttpsJwks.maybeExpediteRefresh): a kid asks for an early refresh unless it asked
+    less than a minute ago; the kids are remembered in an access-ordered cache of 16, so one that
+    keeps being asked stays; a kid over 1000 characters asks nothing and is not remembered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.jwks = HttpJwks("http://127.0.0.1:9/jwks", 3_600_000, 100, 1000, clock=lambda: self.now)
+        self.model: OrderedDict[str, float] = OrderedDict()  # Kafka's LinkedHashMap(accessOrder=true)
+
+    @rule(kid=st.sampled_from([f"k{i}" for i in range(20)]) | st.none() | st.just("x" * 1001))
+    def a_token_names_a_key_not_held(self, kid: str | None) -> None:
+        self.jwks._wake.clear()
+        self.jwks.missing(kid)
+        key = kid or ""
+        expected = False
+        if len(key) <= 1000:
+            next_check = self.model.get(key)
+            if next_check is not None:
+                self.model.move_to_end(key)
+            if next_check is None or next_check <= self.now:
+                self.model[key] = self.now + 60_000
+                while len(self.model) > 16:
+                    self.model.popitem(last=False)
+                expected = True
+        assert self.jwks._wake.is_set() == expected
+
+    @rule(ms=st.integers(0, 70_000))
+    def time_passes(self, ms: int) -> None:
+        self.now += ms
+
+
+TestMissingKeyIds = MissingKeyIds.TestCase
+TestMissingKeyIds.settings = settings(max_examples=100, stateful_step_count=60, deadline=None)
 
 def test_a_failing_refresh_keeps_the_keys(jwks_server: tuple[str, type[JwksHandler]]) -> None:
     url, _ = jwks_server
