@@ -37,6 +37,7 @@ from kafkapy.commands._topic_admin import NO_DEFAULT, NewTopic, Outcome, TopicAd
 from kafkapy.configs.module import DEFAULT_CONFIG
 from kafkapy.errors import ErrorCode
 from kafkapy.server.core import INTERNAL_TOPICS
+from kafkapy.server.patterns import compile_pattern
 
 __all__ = ["parse_configs", "parse_replica_assignment", "topic_pattern"]
 
@@ -143,7 +144,7 @@ def topic_pattern(text: str) -> re.Pattern[str]:
     trailing quotes go (a properties file may bring them); the pattern must match a whole name."""
     regex = text.strip().replace(",", "|").replace(" ", "").lstrip("\"'").rstrip("\"'")
     try:
-        return re.compile(regex)
+        return compile_pattern(regex)
     except re.error:
         raise _Usage(f"{regex} is an invalid regex.") from None
 

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from kafkapy.server.patterns import compile_pattern
+
 __all__ = ["Subscription", "SubscriptionError", "parse_label", "partition_label", "range_assign",
            "thread_ids"]
 
@@ -49,7 +51,7 @@ class Subscription:
                 raise SubscriptionError(f"streams for {name!r} must be an integer from 1 to 1000")
             if pattern != "static":
                 try:
-                    re.compile(name)
+                    compile_pattern(name)
                 except re.error as exc:
                     raise SubscriptionError(f"invalid regex {name!r}: {exc}") from None
             streams[str(name)] = count
