@@ -35,7 +35,7 @@ class Subscription:
     def parse(cls, text: str) -> Subscription:
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested arrays
             raise SubscriptionError(f"topic_count is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise SubscriptionError("topic_count must be a JSON object")
