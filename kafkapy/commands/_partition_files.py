@@ -22,7 +22,7 @@ def read_json_file(path: str) -> Any:
         raise ClientError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested arrays
         raise ClientError(f"{path} is not valid JSON: {exc}") from None
 
 

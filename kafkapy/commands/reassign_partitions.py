@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             with open(args.reassignment_json_file, encoding="utf-8") as file:
                 text = file.read()
-        except OSError as exc:
-            raise ClientError(f"cannot read {args.reassignment_json_file}: {exc.strerror or exc}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ClientError(f"cannot read {args.reassignment_json_file}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
         targets = parse_reassignment_json(text)
         with controller_client(args, "kafkapy-reassign-partitions") as client:
             if args.execute:
@@ -82,7 +83,7 @@ def parse_reassignment_json(text: str) -> dict[Partition, list[int]]:
     (Kafka's rules: version 1, a non-empty partition list, no partition twice, no replica twice)."""
     try:
         document = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested arrays
         raise ClientError(f"the reassignment JSON is not JSON: {exc}") from None
     if not isinstance(document, dict) or not is_int(version := document.get("version", 1)) or version != 1:
         raise ClientError('the reassignment JSON must be an object with "version": 1')

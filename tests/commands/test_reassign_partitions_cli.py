@@ -130,6 +130,7 @@ JSONISH = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.text(
 @example(document={"partitions": [{"topic": "t", "partition": 0, "replicas": [1, -(2**31) - 1]}]})
 @example(document={"version": True, "partitions": [{"topic": "t", "partition": 0, "replicas": [1]}]})
 def test_any_json_gives_a_plan_or_one_clear_error(document: object) -> None:
+    """Any JSON document; the text reader below."""
     try:
         plan = parse_reassignment_json(json.dumps(document))
     except ClientError as refused:
@@ -139,3 +140,10 @@ def test_any_json_gives_a_plan_or_one_clear_error(document: object) -> None:
     assert plan and all(isinstance(t, str) and type(p) is int and p in ints and len(set(r)) == len(r)
                         and all(type(b) is int and b in ints for b in r) for (t, p), r in plan.items())
     assert json.loads(json.dumps(document)).get("version", 1) == 1
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000, "{", "", "\x00"])
+def test_any_text_gives_a_plan_or_one_clear_error(text: str) -> None:
+    """Thousands of nested arrays were a RecursionError traceback."""
+    with pytest.raises(ClientError, match="not JSON"):
+        parse_reassignment_json(text)
