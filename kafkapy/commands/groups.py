@@ -211,7 +211,10 @@ def _timestamp_ms(args: argparse.Namespace) -> int | None:
             raise _Usage(f"--by-duration {args.by_duration!r}: expected an ISO-8601 duration like PT1H30M")
         days, hours, minutes, seconds = (float(part or 0) for part in match.groups())
         ago = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-        return int((datetime.now(timezone.utc).timestamp() - ago) * 1000)
+        since_ms = int((datetime.now(timezone.utc).timestamp() - ago) * 1000)
+        if since_ms < -(2**63):  # Kafka's Duration.parse overflows too; ListOffsets could not carry it
+            raise _Usage(f"--by-duration {args.by_duration!r} reaches back past what a timestamp can hold")
+        return since_ms
     return None
 
 

@@ -6,6 +6,7 @@ consumers, so what the command shows is checked against what a real client did.
 
 from __future__ import annotations
 
+import argparse
 import json
 import struct
 import subprocess
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.commands._groups import decode_assignment
-from kafkapy.commands.groups import _reset_plan, _topic_arguments, _Usage
+from kafkapy.commands.groups import _reset_plan, _timestamp_ms, _topic_arguments, _Usage
 from tests.commands.records_cli import MockCluster, kafkapy
 
 TOPIC = "orders"
@@ -273,3 +274,15 @@ def test_any_topic_arguments_give_partitions_or_one_usage_error(entries: list[st
     except _Usage:
         return
     assert all(-(2**31) <= p < 2**31 for _, partitions in parsed for p in partitions or [])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.from_regex(r"P([0-9]{1,16}D)?(T([0-9]{1,16}H)?([0-9]{1,16}M)?([0-9]{1,16}(\.[0-9]{1,3})?S)?)?",
+                     fullmatch=True))
+@example("P9999999999999D")  # was an EncodeError traceback from the ListOffsets request
+def test_any_duration_is_a_timestamp_or_one_usage_error(duration: str) -> None:
+    try:
+        when = _timestamp_ms(argparse.Namespace(to_datetime=None, by_duration=duration))
+    except _Usage:
+        return
+    assert when is not None and -(2**63) <= when < 2**63
