@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
-from kafkapy.commands._numbers import java_int
+from kafkapy.commands._numbers import java_int, java_long
 from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands.produce import unescape
@@ -92,9 +92,10 @@ def _offset_argument(text: str) -> Start:
         return text, 0
     number = text[2:] if text.startswith("s@") else text
     try:
-        value = int(number)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not beginning, end, N, -N or s@MS") from None
+        value = java_long(number)  # past a long, ListOffsets/Fetch could not carry it
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not beginning, end, N, -N or s@MS "
+                                         "(N and MS a long)") from None
     if text.startswith("s@"):
         return "timestamp", value
     return ("relative", -value) if value < 0 else ("absolute", value)
