@@ -150,6 +150,8 @@ def load_seed_file(path: str | Path) -> list[TopicSeed]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SeedError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SeedError(f"seed file {path} is not UTF-8 text: {exc}") from None
     return parse_seed_text(text, yaml=path.suffix.lower() in (".yaml", ".yml"), source=str(path))
 
 
@@ -163,12 +165,12 @@ def parse_seed_text(text: str, *, yaml: bool = False, source: str = "seed data")
                             "JSON needs nothing") from None
         try:
             data = pyyaml.safe_load(text)
-        except pyyaml.YAMLError as exc:
+        except (pyyaml.YAMLError, RecursionError) as exc:  # RecursionError: deep nesting
             raise SeedError(f"{source}: not valid YAML: {exc}") from None
     else:
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: deep nesting
             raise SeedError(f"{source}: not valid JSON: {exc}") from None
     return parse_seed(data)
 

@@ -15,6 +15,34 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+from tests.soak import soaked, soaking
+
+# The soak profile (tests/soak.py); KAFKAPY_HYPOTHESIS_PROFILE=soak or --hypothesis-profile soak.
+settings.load_profile(os.environ.get("KAFKAPY_HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under the soak profile, scale the example count of every Hypothesis test: an explicit
+    `@settings(max_examples=...)` (nearly all of them) wins over any profile, so the profile alone
+    would soak only the few tests without settings of their own."""
+    if not soaking():
+        return
+    done: set[int] = set()  # a parametrized test is one function (or class) behind many items
+    for item in items:
+        test = getattr(item, "obj", None)
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if isinstance(own, settings):
+            if id(test) not in done:
+                done.add(id(test))
+                test._hypothesis_internal_use_settings = soaked(own)  # type: ignore[union-attr]
+            continue
+        machine = getattr(item, "cls", None)
+        if machine is not None and isinstance(getattr(machine, "settings", None), settings) \
+                and id(machine) not in done:
+            done.add(id(machine))
+            machine.settings = soaked(machine.settings)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

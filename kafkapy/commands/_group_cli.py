@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kafkapy.commands._partitions import LATEST, PartitionClient
+from kafkapy.log.checkpoint import java_integer
 
 __all__ = ["NONE", "Usage", "datetime_ms", "offset_at_time", "table", "topic_arguments"]
 
@@ -36,7 +37,7 @@ def topic_arguments(entries: Sequence[str]) -> list[tuple[str, list[int] | None]
             parsed.append((topic, None))
             continue
         try:
-            parsed.append((topic, [int(p) for p in partitions.split(",")]))
+            parsed.append((topic, [java_integer(p.strip(), 32) for p in partitions.split(",")]))
         except ValueError:
             raise Usage(f"--topic {entry!r}: partitions must be numbers, as in {topic}:0,1") from None
     return parsed

@@ -168,12 +168,21 @@ def _java_split_dots(token: str) -> list[str]:
     return parts
 
 
+_JAVA_WHITESPACE = "".join(chr(c) for c in range(0x21))  # String.trim() strips every char <= ' '
+
+
+def _java_trim(text: str) -> str:
+    """Java's ``String.trim()``: Python's strip() takes other characters (U+0085, U+2028, ...) and
+    leaves control characters Java takes, so a token would be cut differently."""
+    return text.strip(_JAVA_WHITESPACE)
+
+
 def _claim_name(name: str, value: str) -> str:
     if not value:
         raise ValueError(f"{name} value must be non-empty")
-    if not value.strip():
+    if not _java_trim(value):
         raise ValueError(f"{name} value must not contain only whitespace")
-    return value.strip()
+    return _java_trim(value)
 
 
 def _reject_constant(name: str) -> float:
@@ -197,7 +206,7 @@ def validate_login_token(token: str, sub_claim_name: str = "sub",
     three-section JWT whose payload has an ``exp``, a subject and well-formed scopes."""
     scope_claim_name = _claim_name(SCOPE_CLAIM_KEY, scope_claim_name)
     sub_claim_name = _claim_name(SUB_CLAIM_KEY, sub_claim_name)
-    token = token.strip()
+    token = _java_trim(token)
     if not token:
         raise ValueError("Empty JWT provided; expected three sections (header, payload, and signature)")
     sections = _java_split_dots(token)
@@ -205,11 +214,11 @@ def validate_login_token(token: str, sub_claim_name: str = "sub",
         raise ValueError(f"Malformed JWT provided ({token}); expected three sections (header, payload, "
                          f"and signature), but {len(sections)} sections provided")
     for section, name in zip(sections, ("header", "payload", "signature"), strict=True):
-        if not section.strip():
+        if not _java_trim(section):
             raise ValueError("Malformed JWT provided; expected at least three sections (header, payload, "
                              f"and signature), but {name} section missing")
     try:
-        payload = base64url.decode(sections[1].strip())
+        payload = base64url.decode(_java_trim(sections[1]))
     except ValueError:
         raise ValueError("Could not validate the access token: malformed Base64 URL encoded value") from None
     try:

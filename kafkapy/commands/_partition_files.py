@@ -9,7 +9,7 @@ from typing import Any
 
 from kafkapy.client import ClientError
 
-__all__ = ["PartitionEntry", "partition_entries", "read_json_file"]
+__all__ = ["INT32", "INT64", "PartitionEntry", "is_int", "partition_entries", "read_json_file"]
 
 PartitionEntry = tuple[str, int, dict[str, Any]]  # topic, partition, the whole entry
 
@@ -22,18 +22,23 @@ def read_json_file(path: str) -> Any:
         raise ClientError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         return json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested arrays
         raise ClientError(f"{path} is not valid JSON: {exc}") from None
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+INT32 = range(-(1 << 31), 1 << 31)  # Kafka's tools read these fields as Java int / long: a number
+INT64 = range(-(1 << 63), 1 << 63)  # past the range is their parse error (and could not be sent)
+
+
+def is_int(value: object, bits: range = INT32) -> bool:
+    """A JSON integer (not a boolean) in ``bits``, the range of the Java type the field has."""
+    return isinstance(value, int) and not isinstance(value, bool) and value in bits
 
 
 def partition_entries(document: Any, missing: str, int_fields: tuple[str, ...] = ()) -> list[PartitionEntry]:
     """The entries of ``document["partitions"]`` in file order (duplicates kept: each tool words
     its own refusal); ``missing`` is the tool's message for a document without that list.
-    Every entry needs a string "topic", an integer "partition" and the ``int_fields``."""
+    Every entry needs a string "topic", an int "partition" and the ``int_fields`` (longs)."""
     if not isinstance(document, dict) or "partitions" not in document:
         raise ClientError(missing)
     entries = document["partitions"]
@@ -49,7 +54,8 @@ def partition_entries(document: Any, missing: str, int_fields: tuple[str, ...] =
         if not isinstance(entry["topic"], str):
             raise ClientError(f'"topic" must be a string: {json.dumps(entry)}')
         for field in ("partition", *int_fields):
-            if not _is_int(entry[field]):
-                raise ClientError(f'"{field}" must be an integer: {json.dumps(entry)}')
+            java = "int" if field == "partition" else "long"
+            if not is_int(entry[field], INT32 if java == "int" else INT64):
+                raise ClientError(f'"{field}" must be an integer (a Java {java}): {json.dumps(entry)}')
         found.append((entry["topic"], entry["partition"], entry))
     return found

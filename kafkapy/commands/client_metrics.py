@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.commands._numbers import java_int
 from kafkapy.commands._security import add_connection_options, client_options
 from kafkapy.configs.module import CLIENT_METRICS_RESOURCE, DELETE, SET
 from kafkapy.errors import ErrorCode
@@ -39,7 +40,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--generate-name", action="store_true",
                         help="with --alter: a random UUID as the name")
     parser.add_argument("--metrics", metavar="M1,M2", help="metric name prefixes ('*' for all)")
-    parser.add_argument("--interval", type=int, metavar="MS", help="the push interval in milliseconds")
+    parser.add_argument("--interval", type=java_int, metavar="MS", help="the push interval in milliseconds")
     parser.add_argument("--match", metavar="K1=V1,K2=V2",
                         help="selectors: client_instance_id, client_id, client_source_address, "
                              "client_source_port")

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
+from kafkapy.commands._numbers import java_int, java_long
 from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands.produce import unescape
@@ -61,7 +62,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
     add_command_config(parser)
     parser.add_argument("-t", "--topic", required=True)
-    parser.add_argument("-p", "--partition", type=int, action="append", metavar="N",
+    parser.add_argument("-p", "--partition", type=java_int, action="append", metavar="N",
                         help="read this partition (repeatable; default all)")
     parser.add_argument("-o", "--offset", default="beginning", type=_offset_argument,
                         metavar="beginning|end|N|-N|s@MS", help="where to start (default beginning)")
@@ -91,9 +92,10 @@ def _offset_argument(text: str) -> Start:
         return text, 0
     number = text[2:] if text.startswith("s@") else text
     try:
-        value = int(number)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not beginning, end, N, -N or s@MS") from None
+        value = java_long(number)  # past a long, ListOffsets/Fetch could not carry it
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not beginning, end, N, -N or s@MS "
+                                         "(N and MS a long)") from None
     if text.startswith("s@"):
         return "timestamp", value
     return ("relative", -value) if value < 0 else ("absolute", value)

@@ -14,6 +14,7 @@ from typing import Any
 import kafkapy
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.commands._controller import controller_client
+from kafkapy.commands._numbers import java_short
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
 from kafkapy.features.rules import SAFE_DOWNGRADE, UNSAFE_DOWNGRADE, UPGRADE
@@ -39,7 +40,7 @@ def register(subparsers: Any) -> None:
     for sub in (upgrade, downgrade):
         sub.add_argument("--feature", required=True, metavar="FEATURE",
                          help="the feature (FEATURE=LEVEL also works, without --version)")
-        sub.add_argument("--version", type=int, metavar="LEVEL", help="the new finalized level")
+        sub.add_argument("--version", type=java_short, metavar="LEVEL", help="the new finalized level")
         sub.add_argument("--dry-run", action="store_true", help="validate only; change nothing")
     downgrade.add_argument("--unsafe", action="store_true", help="an unsafe (lossy) downgrade")
     disable = actions.add_parser("disable", help="remove a finalized feature (a downgrade to level 0)")
@@ -102,9 +103,13 @@ def _update(args: argparse.Namespace) -> int:
         level = 0
     elif level is None:
         name, sep, text = feature.partition("=")
-        if not sep or not text.strip().lstrip("-").isdigit():
+        try:
+            level = java_short(text) if sep else None
+        except argparse.ArgumentTypeError as exc:
+            raise ClientError(f"{args.action} --feature {feature}: the level {exc}") from None
+        if level is None:
             raise ClientError(f"{args.action} needs --version LEVEL (or --feature FEATURE=LEVEL)")
-        feature, level = name, int(text)
+        feature = name
     if args.action == "upgrade":
         kind, verb = UPGRADE, "upgraded"
     else:

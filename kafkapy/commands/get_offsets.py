@@ -34,6 +34,7 @@ from kafkapy.log.base import (
     MAX_TIMESTAMP,
     NO_OFFSET,
 )
+from kafkapy.server.patterns import compile_pattern
 
 __all__ = ["TopicPartitionRule", "parse_rules", "parse_time", "register"]
 
@@ -76,7 +77,7 @@ def topic_regex(raw: str) -> re.Pattern[str]:
     text = raw.strip().replace(",", "|").replace(" ", "")
     text = re.sub(r"""["']+$""", "", re.sub(r"""^["']+""", "", text))
     try:
-        return re.compile(text)
+        return compile_pattern(text)
     except re.error:
         raise argparse.ArgumentTypeError(f"{text} is an invalid regex.") from None
 

@@ -22,9 +22,11 @@ from kafkapy.client import ClientError
 from kafkapy.commands._group_cli import Usage as _Usage
 from kafkapy.commands._group_cli import datetime_ms, offset_at_time, table, topic_arguments
 from kafkapy.commands._groups import GroupClient, GroupDescription
+from kafkapy.commands._numbers import java_long
 from kafkapy.commands._partitions import EARLIEST, LATEST
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import ErrorCode
+from kafkapy.log.checkpoint import java_integer
 
 __all__ = ["register"]
 
@@ -65,8 +67,8 @@ def register(subparsers: Any) -> None:
     spec.add_argument("--to-earliest", action="store_true")
     spec.add_argument("--to-latest", action="store_true")
     spec.add_argument("--to-current", action="store_true")
-    spec.add_argument("--to-offset", type=int, metavar="OFFSET")
-    spec.add_argument("--shift-by", type=int, metavar="N")
+    spec.add_argument("--to-offset", type=java_long, metavar="OFFSET")
+    spec.add_argument("--shift-by", type=java_long, metavar="N")
     spec.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
                       help="the first offset at or after this time (UTC unless an offset is given)")
     spec.add_argument("--by-duration", metavar="PnDTnHnMnS", help="the first offset this long ago")
@@ -193,7 +195,10 @@ def _timestamp_ms(args: argparse.Namespace) -> int | None:
             raise _Usage(f"--by-duration {args.by_duration!r}: expected an ISO-8601 duration like PT1H30M")
         days, hours, minutes, seconds = (float(part or 0) for part in match.groups())
         ago = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-        return int((datetime.now(timezone.utc).timestamp() - ago) * 1000)
+        since_ms = int((datetime.now(timezone.utc).timestamp() - ago) * 1000)
+        if since_ms < -(2**63):  # Kafka's Duration.parse overflows too; ListOffsets could not carry it
+            raise _Usage(f"--by-duration {args.by_duration!r} reaches back past what a timestamp can hold")
+        return since_ms
     return None
 
 
@@ -216,6 +221,8 @@ def _reset_plan(path: str, group_ids: Sequence[str]) -> dict[str, dict[tuple[str
             rows = [row for row in csv.reader(plan_file) if row and any(cell.strip() for cell in row)]
     except OSError as exc:
         raise _Usage(f"--from-file {path!r}: {exc.strerror or exc}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:  # not text; a field past csv's size limit
+        raise _Usage(f"--from-file {path!r} is not a CSV file: {exc}") from None
     plan: dict[str, dict[tuple[str, int], int]] = {}
     for line, row in enumerate(rows, 1):
         cells = [cell.strip() for cell in row]
@@ -226,9 +233,11 @@ def _reset_plan(path: str, group_ids: Sequence[str]) -> dict[str, dict[tuple[str
             raise _Usage(f"--from-file {path!r} line {line}: expected {wanted}, not {','.join(row)!r}")
         group, topic, partition, offset = cells
         try:
-            plan.setdefault(group, {})[(topic, int(partition))] = int(offset)
+            number, position = java_integer(partition, 32), java_integer(offset, 64)
         except ValueError:
-            raise _Usage(f"--from-file {path!r} line {line}: partition and offset must be numbers") from None
+            raise _Usage(f"--from-file {path!r} line {line}: partition and offset must be numbers "
+                         "(a Java int and long)") from None
+        plan.setdefault(group, {})[(topic, number)] = position
     return plan
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from kafkapy.client import ClientError
 from kafkapy.commands._admin import AdminClient, error_text, partition_name
+from kafkapy.commands._numbers import java_int
 from kafkapy.commands._partition_files import partition_entries, read_json_file
 from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
@@ -55,7 +56,7 @@ def register(subparsers: Any) -> None:
                         help="preferred: make each partition's first replica its leader; unclean: elect "
                              "a leader for partitions without one")
     parser.add_argument("--topic", metavar="TOPIC", help="the topic of --partition")
-    parser.add_argument("--partition", type=int, metavar="P", help="the partition (with --topic)")
+    parser.add_argument("--partition", type=java_int, metavar="P", help="the partition (with --topic)")
     parser.add_argument("--all-topic-partitions", action="store_true", help="every partition")
     parser.add_argument("--path-to-json-file", metavar="FILE",
                         help='the partitions: {"partitions": [{"topic": "foo", "partition": 1}]}')

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafkapy.client import ClientError
+from kafkapy.commands._numbers import java_int
 from kafkapy.commands._partitions import PartitionClient
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import EncodeError
@@ -46,7 +47,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--bootstrap-server", "-b", required=True, metavar="HOST:PORT")
     add_command_config(parser)
     parser.add_argument("-t", "--topic", required=True)
-    parser.add_argument("-p", "--partition", type=int, metavar="N",
+    parser.add_argument("-p", "--partition", type=java_int, metavar="N",
                         help="this partition (default: by key, murmur2 as the Java client; unkeyed rotate)")
     parser.add_argument("-K", "--key-delimiter", metavar="DELIM",
                         help="the text before the first DELIM of each message is its key")

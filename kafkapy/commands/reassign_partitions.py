@@ -26,6 +26,7 @@ from typing import Any
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.commands._admin import AdminClient
 from kafkapy.commands._controller import controller_client
+from kafkapy.commands._partition_files import is_int
 from kafkapy.commands._security import add_connection_options
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
@@ -70,8 +71,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             with open(args.reassignment_json_file, encoding="utf-8") as file:
                 text = file.read()
-        except OSError as exc:
-            raise ClientError(f"cannot read {args.reassignment_json_file}: {exc.strerror or exc}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ClientError(f"cannot read {args.reassignment_json_file}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
         targets = parse_reassignment_json(text)
         moves = parse_log_dir_moves(text)
         with controller_client(args, "kafkapy-reassign-partitions") as client:
@@ -94,9 +96,9 @@ def parse_reassignment_json(text: str) -> dict[Partition, list[int]]:
     (Kafka's rules: version 1, a non-empty partition list, no partition twice, no replica twice)."""
     try:
         document = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested arrays
         raise ClientError(f"the reassignment JSON is not JSON: {exc}") from None
-    if not isinstance(document, dict) or document.get("version", 1) != 1:
+    if not isinstance(document, dict) or not is_int(version := document.get("version", 1)) or version != 1:
         raise ClientError('the reassignment JSON must be an object with "version": 1')
     entries = document.get("partitions")
     if not isinstance(entries, list) or not entries:
@@ -107,8 +109,8 @@ def parse_reassignment_json(text: str) -> dict[Partition, list[int]]:
             topic, partition, replicas = entry["topic"], entry["partition"], entry["replicas"]
         except (KeyError, TypeError):
             raise ClientError(f'a partition needs "topic", "partition" and "replicas": {entry!r}') from None
-        if not isinstance(topic, str) or not _is_int(partition) or not isinstance(replicas, list) \
-                or not all(_is_int(r) for r in replicas):
+        if not isinstance(topic, str) or not is_int(partition) or not isinstance(replicas, list) \
+                or not all(is_int(r) for r in replicas):
             raise ClientError(f"a topic name, a partition number and a list of broker ids, not {entry!r}")
         if (topic, partition) in targets:
             raise ClientError(f"Duplicate reassignment for partition {topic}-{partition}")
@@ -221,10 +223,6 @@ def _verify_log_dirs(args: argparse.Namespace, moves: Mapping[Replica, str]) -> 
         else:
             print(f"Partition {topic}-{partition} on broker {broker} is being moved to log dir {future} "
                   f"instead of {target}.")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _name(partition: Partition) -> str:

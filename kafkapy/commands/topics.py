@@ -30,12 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
+from kafkapy.commands._numbers import java_int
 from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient, PartitionInfo, TopicInfo
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands._topic_admin import NO_DEFAULT, NewTopic, Outcome, TopicAdminClient, TopicConfig
 from kafkapy.configs.module import DEFAULT_CONFIG
 from kafkapy.errors import ErrorCode
 from kafkapy.server.core import INTERNAL_TOPICS
+from kafkapy.server.patterns import compile_pattern
 
 __all__ = ["parse_configs", "parse_replica_assignment", "topic_pattern"]
 
@@ -102,10 +104,10 @@ def register(subparsers: Any) -> None:
     action.add_argument("--alter", action="store_true", help="add partitions to topics")
     parser.add_argument("--topic", action="append", metavar="NAME",
                         help="the topic, a regular expression except with --create (repeatable)")
-    parser.add_argument("--partitions", type=int, metavar="N",
+    parser.add_argument("--partitions", type=java_int, metavar="N",
                         help="partitions of the topic created (the broker's num.partitions without it), "
                              "or to grow it to with --alter")
-    parser.add_argument("--replication-factor", type=int, metavar="R",
+    parser.add_argument("--replication-factor", type=java_int, metavar="R",
                         help="replicas per partition of the topic created (the broker's "
                              "default.replication.factor without it)")
     parser.add_argument("--replica-assignment", metavar="B1:B2,B1:B2,...",
@@ -142,7 +144,7 @@ def topic_pattern(text: str) -> re.Pattern[str]:
     trailing quotes go (a properties file may bring them); the pattern must match a whole name."""
     regex = text.strip().replace(",", "|").replace(" ", "").lstrip("\"'").rstrip("\"'")
     try:
-        return re.compile(regex)
+        return compile_pattern(regex)
     except re.error:
         raise _Usage(f"{regex} is an invalid regex.") from None
 

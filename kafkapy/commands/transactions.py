@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafkapy.client import ClientError
+from kafkapy.commands._numbers import java_int, java_long, java_short
 from kafkapy.commands._partitions import BrokerRefused
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands._transactions import TransactionClient
@@ -41,31 +42,31 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     commands = parser.add_subparsers(dest="transactions_command", required=True)
     listing = commands.add_parser("list", help="list transactions")
-    listing.add_argument("--duration-filter", type=int, metavar="MS",
+    listing.add_argument("--duration-filter", type=java_long, metavar="MS",
                          help="only transactions running longer than this (ms); < 0: all")
     describe = commands.add_parser("describe", help="describe the state of an active transactional-id")
     describe.add_argument("--transactional-id", required=True)
     producers = commands.add_parser("describe-producers",
                                     help="describe the states of active producers for a topic partition")
-    producers.add_argument("--broker-id", type=int)
+    producers.add_argument("--broker-id", type=java_int)
     producers.add_argument("--topic", required=True)
-    producers.add_argument("--partition", type=int, required=True)
+    producers.add_argument("--partition", type=java_int, required=True)
     abort = commands.add_parser("abort",
                                 help="abort a hanging transaction (requires administrative privileges)")
     abort.add_argument("--topic", required=True)
-    abort.add_argument("--partition", type=int, required=True)
-    abort.add_argument("--start-offset", type=int, help="start offset of the transaction to abort")
-    abort.add_argument("--producer-id", type=int)
-    abort.add_argument("--producer-epoch", type=int)
-    abort.add_argument("--coordinator-epoch", type=int)
+    abort.add_argument("--partition", type=java_int, required=True)
+    abort.add_argument("--start-offset", type=java_long, help="start offset of the transaction to abort")
+    abort.add_argument("--producer-id", type=java_long)
+    abort.add_argument("--producer-epoch", type=java_short)
+    abort.add_argument("--coordinator-epoch", type=java_int)
     hanging = commands.add_parser("find-hanging", help="find hanging transactions")
-    hanging.add_argument("--broker-id", type=int, help="broker id to search for hanging transactions")
-    hanging.add_argument("--max-transaction-timeout", type=int, default=15, metavar="MINUTES",
+    hanging.add_argument("--broker-id", type=java_int, help="broker id to search for hanging transactions")
+    hanging.add_argument("--max-transaction-timeout", type=java_int, default=15, metavar="MINUTES",
                          help="maximum transaction timeout in minutes to limit the scope of the search "
                               "(15 minutes by default)")
     hanging.add_argument("--topic",
                          help="topic name to limit search to (required if --partition is specified)")
-    hanging.add_argument("--partition", type=int, help="partition number")
+    hanging.add_argument("--partition", type=java_int, help="partition number")
     parser.set_defaults(func=_run)
 
 

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from kafkapy.server.patterns import compile_pattern
+
 __all__ = ["Subscription", "SubscriptionError", "parse_label", "partition_label", "range_assign",
            "thread_ids"]
 
@@ -33,7 +35,7 @@ class Subscription:
     def parse(cls, text: str) -> Subscription:
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: thousands of nested arrays
             raise SubscriptionError(f"topic_count is not JSON: {exc}") from None
         if not isinstance(data, dict):
             raise SubscriptionError("topic_count must be a JSON object")
@@ -49,7 +51,7 @@ class Subscription:
                 raise SubscriptionError(f"streams for {name!r} must be an integer from 1 to 1000")
             if pattern != "static":
                 try:
-                    re.compile(name)
+                    compile_pattern(name)
                 except re.error as exc:
                     raise SubscriptionError(f"invalid regex {name!r}: {exc}") from None
             streams[str(name)] = count

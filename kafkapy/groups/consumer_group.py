@@ -60,6 +60,7 @@ from kafkapy.groups.records import (
     to_topic_partitions,
 )
 from kafkapy.server.core import INTERNAL_TOPICS
+from kafkapy.server.patterns import compile_pattern
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -641,7 +642,7 @@ def _compile_regex(regex: str) -> re.Pattern[str]:
         raise KafkaApiError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a "
                             "valid regular expression: lookaround and backreferences are not supported.")
     try:
-        return re.compile(regex)
+        return compile_pattern(regex)
     except re.error as exc:
         raise KafkaApiError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a "
                             f"valid regular expression: {exc}.") from None

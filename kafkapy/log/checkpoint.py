@@ -13,15 +13,17 @@ and the directory fsynced, so a crash leaves either the old or the new file.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = [
-    "CheckpointCorrupt", "read_checkpoint", "read_offsets", "write_atomically", "write_checkpoint",
-    "write_offsets",
+    "CheckpointCorrupt", "java_integer", "read_checkpoint", "read_offsets", "write_atomically",
+    "write_checkpoint", "write_offsets",
 ]
 
 CHECKPOINT_VERSION = 0
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")  # what Integer.parseInt / Long.parseLong take (ASCII digits)
 
 
 class CheckpointCorrupt(ValueError):
@@ -59,16 +61,28 @@ def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return []
+    except UnicodeDecodeError:
+        raise CheckpointCorrupt(f"{path}: not UTF-8 text") from None
     if len(lines) < 2 or lines[0].strip() != str(CHECKPOINT_VERSION):
         raise CheckpointCorrupt(f"{path}: expected version {CHECKPOINT_VERSION} and a count")
     try:
-        count = int(lines[1])
+        count = java_integer(lines[1], 32)
     except ValueError:
-        raise CheckpointCorrupt(f"{path}: count {lines[1]!r} is not a number") from None
+        raise CheckpointCorrupt(f"{path}: count {lines[1][:40]!r} is not a number") from None
     rows = [line.split() for line in lines[2:] if line.strip()]
     if len(rows) != count or any(len(row) != fields for row in rows):
         raise CheckpointCorrupt(f"{path}: expected {count} entries of {fields} fields")
     return rows
+
+
+def java_integer(text: str, bits: int) -> int:
+    """``text`` as Java's Integer.parseInt (bits 32) or Long.parseLong (64) reads it; ValueError
+    where Java throws NumberFormatException (Python's int() also takes "1_000" and values past the
+    range, which Kafka refuses and the rest of the broker could not encode)."""
+    value = int(text) if _JAVA_INTEGER.fullmatch(text) else None
+    if value is None or not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+        raise ValueError(f"{text[:40]!r} is not a {bits}-bit integer")
+    return value
 
 
 def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
@@ -80,7 +94,8 @@ def write_offsets(path: Path, offsets: dict[tuple[str, int], int]) -> None:
 
 def read_offsets(path: Path) -> dict[tuple[str, int], int]:
     try:
-        return {(topic, int(partition)): int(offset) for topic, partition, offset in read_checkpoint(path, 3)}
+        return {(topic, java_integer(partition, 32)): java_integer(offset, 64)
+                for topic, partition, offset in read_checkpoint(path, 3)}
     except ValueError as exc:
         if isinstance(exc, CheckpointCorrupt):
             raise

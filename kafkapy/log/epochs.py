@@ -14,7 +14,7 @@ import bisect
 from pathlib import Path
 
 from kafkapy.log.base import NO_OFFSET, UNDEFINED_EPOCH, EpochEndOffset
-from kafkapy.log.checkpoint import CheckpointCorrupt, read_checkpoint, write_checkpoint
+from kafkapy.log.checkpoint import CheckpointCorrupt, java_integer, read_checkpoint, write_checkpoint
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT", "LeaderEpochCache"]
 
@@ -96,7 +96,7 @@ class LeaderEpochCache:
     def read(cls, directory: Path) -> LeaderEpochCache:
         rows = read_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, 2)
         try:
-            return cls([(int(epoch), int(start)) for epoch, start in rows])
+            return cls([(java_integer(epoch, 32), java_integer(start, 64)) for epoch, start in rows])
         except ValueError:
             raise CheckpointCorrupt(
                 f"{directory / LEADER_EPOCH_CHECKPOINT}: entries are not numbers"

@@ -18,9 +18,10 @@ Reading pauses while the queue is long, so a fast sender cannot grow it.
 A frame size that is negative or over socket.request.max.bytes closes the
 connection before its body is read. Idle connections are found by the
 broker's one idle sweep (BrokerRuntime), not a timer each: received bytes
-only stamp ``last_activity``, so a partial frame that stalls counts as idle
-and is closed after connections.max.idle.ms (a little after: the sweep runs
-every eighth of it).
+and answers written stamp ``last_activity`` (an answer made in place leaves
+within the read that stamped it), so a partial frame that stalls counts as
+idle and is closed after connections.max.idle.ms (a little after: the sweep
+runs every eighth of it).
 
 Server-initiated requests (the seed-001 coordinator's Ping/StopFetcher/StartFetcher) go out on the
 client's own connection through ``request()``, with correlation ids the broker allocates from
@@ -488,6 +489,9 @@ class KafkaConnection(asyncio.Protocol):
         transport = self.transport
         if transport is not None and not self.closed and not transport.is_closing():
             transport.writelines(outgoing)
+            # A write is activity too, as in Kafka's Selector: an answer to a request that waited
+            # (a long poll, a fault delay) leaves the client a whole idle timeout to send the next.
+            self.last_activity = self._now()
         outgoing.clear()
 
     def idle_since(self, now: float, timeout: float) -> bool:

@@ -1528,7 +1528,7 @@ class ZooKeeperStore:
     def _json(self, path: str, data: bytes) -> dict[str, Any]:
         try:
             obj = json.loads(data.decode())
-        except (UnicodeDecodeError, ValueError) as exc:
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; deep nesting
             raise CorruptMetadata(self._full(path), f"invalid JSON ({exc})") from None
         if not isinstance(obj, dict):
             raise CorruptMetadata(self._full(path), "not a JSON object")
@@ -1906,7 +1906,7 @@ def encode_producer_id_block(block: ProducerIdBlock) -> dict[str, Any]:
 def decode_producer_id_block(data: bytes, path: str) -> ProducerIdBlock:
     try:
         obj = json.loads(data.decode())
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; deep nesting
         raise CorruptMetadata(path, f"invalid JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise CorruptMetadata(path, "not a JSON object")

@@ -18,6 +18,7 @@ import attrs
 
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.crc32c import crc32c
+from kafkapy.server.patterns import compile_pattern
 
 __all__ = ["ALL_METRICS", "DEFAULT_INTERVAL_MS", "MATCH_ATTRIBUTES", "ClientAttributes", "Subscription",
            "SubscriptionError", "effective_subscription", "parse_subscription"]
@@ -103,7 +104,7 @@ def parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
             raise SubscriptionError(f"kafkapy cannot match on {attribute} (it does not keep the software "
                                     f"clients declare in ApiVersions): {item}", ErrorCode.INVALID_CONFIG)
         try:
-            match.append((attribute, re.compile(parts[1].strip())))
+            match.append((attribute, compile_pattern(parts[1].strip())))
         except re.error:
             raise SubscriptionError(f"Illegal client matching pattern: {item}",
                                     ErrorCode.INVALID_CONFIG) from None

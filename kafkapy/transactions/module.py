@@ -43,6 +43,7 @@ from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
 from kafkapy.server.internal_topics import InternalTopic
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
+from kafkapy.server.patterns import compile_pattern
 from kafkapy.server.services import (
     NO_LEADER,
     PARTITION_LOGS,
@@ -458,7 +459,7 @@ class TransactionsModule(Module):
         unknown = [name for name, state in zip(names, known, strict=True) if state is None]
         pattern = body.get("transactional_id_pattern")
         try:
-            matcher = re.compile(pattern) if pattern else None
+            matcher = compile_pattern(pattern) if pattern else None
         except re.error as exc:
             self.services.log.info("ListTransactions pattern %r: %s", pattern, exc)
             return fit({"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REGULAR_EXPRESSION,

@@ -11,12 +11,13 @@ from typing import Any
 
 import confluent_kafka
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.cli import main
 from kafkapy.client import ClientError
+from kafkapy.commands._partition_files import read_json_file
 from kafkapy.commands.delete_records import parse_offset_json
 from tests.commands.records_cli import MockCluster
 
@@ -151,9 +152,25 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
 
 
 @given(json_values)
+@example({"partitions": [{"topic": "d", "partition": 2**31, "offset": 1}]})  # was taken: EncodeError
+@example({"partitions": [{"topic": "d", "partition": 0, "offset": 2**63}]})  # (a traceback) when sent
 def test_any_json_is_a_list_or_one_client_error(document: Any) -> None:
+    """Partitions are Java ints and offsets longs, as Kafka's tool reads them; anything else is
+    one ClientError, not a traceback from the request encoder later."""
     try:
         parsed = parse_offset_json(document)
-    except ClientError:
+    except ClientError as refused:
+        assert "\n" not in str(refused)
         return
-    assert all(isinstance(t, str) and isinstance(p, int) and isinstance(o, int) for t, p, o in parsed)
+    assert all(isinstance(t, str) and type(p) is int and -(2**31) <= p < 2**31 and type(o) is int
+               and -(2**63) <= o < 2**63 for t, p, o in parsed)
+
+
+@pytest.mark.parametrize(("raw", "problem"), [(b"[" * 100_000, "is not valid JSON"),  # was RecursionError
+                                              (b'{"partitions": \xff}', "cannot read")])
+def test_a_partition_file_that_is_not_json_text_is_one_client_error(tmp_path: Path, raw: bytes,
+                                                                    problem: str) -> None:
+    path = tmp_path / "offsets.json"
+    path.write_bytes(raw)
+    with pytest.raises(ClientError, match=problem):
+        read_json_file(str(path))

@@ -6,6 +6,7 @@ consumers, so what the command shows is checked against what a real client did.
 
 from __future__ import annotations
 
+import argparse
 import json
 import struct
 import subprocess
@@ -16,9 +17,12 @@ from typing import Any
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.commands._groups import decode_assignment
+from kafkapy.commands.groups import _reset_plan, _timestamp_ms, _topic_arguments, _Usage
 from tests.commands.records_cli import MockCluster, kafkapy
 
 TOPIC = "orders"
@@ -236,3 +240,49 @@ def test_export_then_reset_from_the_file(broker: Broker, tmp_path: Any) -> None:
     no_plan = groups(broker, "--reset-offsets", "--group", "east", "--group", "west",
                      "--from-file", str(single))
     assert no_plan.returncode == 2 and b"expected group,topic,partition,offset" in no_plan.stderr
+
+
+_csv_cells = (st.integers(-(2**64), 2**64).map(str) | st.text("t,\" \r\n0x", max_size=6)
+              | st.sampled_from(["1_0", "+3", "\u0663", "9" * 5000]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=60) | st.lists(st.lists(_csv_cells, max_size=5).map(",".join), max_size=4)
+       .map("\n".join).map(str.encode), st.sampled_from([["g"], ["g", "h"]]))
+@example(b"t,0,5\n\xff\n", ["g"])  # not UTF-8: was a UnicodeDecodeError traceback
+@example(b"t,99999999999,5\n", ["g"])  # past Java's int: was taken (and retried for 10 s)
+@example(b"t," + b"9" * 200_000 + b",5\n", ["g"])  # past csv's field limit: was a csv.Error traceback
+def test_any_from_file_bytes_give_a_plan_or_one_usage_error(
+        tmp_path_factory: pytest.TempPathFactory, raw: bytes, group_ids: list[str]) -> None:
+    path = tmp_path_factory.mktemp("plan") / "plan.csv"
+    path.write_bytes(raw)
+    try:
+        plan = _reset_plan(str(path), group_ids)
+    except _Usage as refused:
+        assert "\n" not in str(refused).replace(raw.decode("utf-8", "replace"), "")
+        return
+    assert all(type(p) is int and -(2**31) <= p < 2**31 and -(2**63) <= o < 2**63
+               for offsets in plan.values() for (_, p), o in offsets.items())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text("t:,0123456789-_ x", max_size=12), min_size=1, max_size=3))
+@example(["t:99999999999"])  # past Java's int: was taken, then retried for 10 s as an unknown partition
+def test_any_topic_arguments_give_partitions_or_one_usage_error(entries: list[str]) -> None:
+    try:
+        parsed = _topic_arguments(entries)
+    except _Usage:
+        return
+    assert all(-(2**31) <= p < 2**31 for _, partitions in parsed for p in partitions or [])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.from_regex(r"P([0-9]{1,16}D)?(T([0-9]{1,16}H)?([0-9]{1,16}M)?([0-9]{1,16}(\.[0-9]{1,3})?S)?)?",
+                     fullmatch=True))
+@example("P9999999999999D")  # was an EncodeError traceback from the ListOffsets request
+def test_any_duration_is_a_timestamp_or_one_usage_error(duration: str) -> None:
+    try:
+        when = _timestamp_ms(argparse.Namespace(to_datetime=None, by_duration=duration))
+    except _Usage:
+        return
+    assert when is not None and -(2**63) <= when < 2**63

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from test_broker_configs import _request
 
@@ -16,6 +18,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 
 GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC = 32, 16, 8, 4, 2
+KAFKAS_ORDER = [GROUP, CLIENT_METRICS, BROKER_LOGGER, BROKER, TOPIC]  # ConfigResource types Kafka 4.1 lists
 
 
 @pytest.fixture
@@ -100,3 +103,34 @@ def test_needs_describe_configs_on_the_cluster() -> None:
         assert _listed(address, 0) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, [])
         code, resources = _listed(address, 1, [BROKER], source="127.0.0.2")
         assert (code, resources) == (ErrorCode.NONE, [(BROKER, str(broker.broker_id))])
+
+
+@pytest.fixture(scope="module")
+def listed_broker() -> Iterator[Broker]:
+    with Broker({"kafkapy.modules": "telemetry"}, brokers=2) as started:
+        started.seed({"orders": {"partitions": 1}, "audit": {"partitions": 1}})
+        started.set_client_metrics("apps", metrics=["*"])
+        yield started
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(KAFKAS_ORDER) | st.integers(-128, 127), max_size=6))
+def test_any_types_asked_give_kafkas_listing_of_them_or_unsupported_version(
+        listed_broker: Broker, types: list[int]) -> None:
+    """Whatever int8 types a v1 request names (duplicates, any order, unknown ones): the listing of
+    exactly those types (all, for none) in Kafka's order, or UNSUPPORTED_VERSION and nothing when
+    one is a type Kafka does not list; the connection is served again afterwards."""
+    address = listed_broker.bootstrap_servers.split(",")[0]
+    code, resources = _listed(address, 1, types)
+    if not set(types) <= set(KAFKAS_ORDER):
+        assert (code, resources) == (ErrorCode.UNSUPPORTED_VERSION, [])
+        return
+    _, everything = _listed(address, 1)
+    wanted = set(types) or set(KAFKAS_ORDER)
+    assert code == ErrorCode.NONE
+    assert resources == [(kind, name) for kind, name in everything if kind in wanted]
+    assert [KAFKAS_ORDER.index(kind) for kind, _ in everything] == sorted(
+        KAFKAS_ORDER.index(kind) for kind, _ in everything)
+    assert {(kind, name) for kind, name in everything} >= {
+        (TOPIC, "orders"), (TOPIC, "audit"), (CLIENT_METRICS, "apps"), (BROKER, "0"), (BROKER, "1"),
+        (BROKER_LOGGER, "0"), (BROKER_LOGGER, "1")}

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.cli import main
+from kafkapy.commands.configs import _parse_add, _split_configs, _Usage
 
 
 def test_topic_configs_cli_alter_describe_delete(capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,3 +98,20 @@ def test_describe_without_a_name_needs_kafka_4_1(capsys: pytest.CaptureFixture[s
         assert capsys.readouterr().err == (
             "kafkapy configs: listing every topic needs ListConfigResources v1 (Kafka 4.1 and later); "
             "name one with --entity-name\n")
+
+
+@given(st.text("ab.=,[] 1e-+x", max_size=30) | st.text(max_size=20))
+def test_any_add_config_text_gives_pairs_or_one_usage_error(text: str) -> None:
+    """--add-config for topics/brokers (K=V, brackets keep commas) and for quotas (K=number)."""
+    for parse in (_split_configs, _parse_add):
+        try:
+            pairs = parse(text)
+        except _Usage as refused:
+            assert "\n" not in str(refused).replace(text, "")
+            continue
+        assert all(isinstance(key, str) for key, _ in pairs)
+    try:
+        pairs = _split_configs(text)
+    except _Usage:
+        return
+    assert all(key and key == key.strip() for key, _ in pairs)

@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.coordination.assignment import Subscription, SubscriptionError, range_assign
@@ -112,6 +114,27 @@ def test_topic_count_json() -> None:
                 '{"subscription":{"t":0}}', '{"pattern":"white_list","subscription":{"(":1}}'):
         with pytest.raises(SubscriptionError):
             Subscription.parse(bad)
+
+
+_NAMES = ["t", "o.*", "(", "a{4294967296}"]
+_topic_counts = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 1001)
+    | st.sampled_from(["static", "white_list", "black_list", *_NAMES]),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["version", "pattern", "subscription", *_NAMES]), inner, max_size=3),
+    max_leaves=10).map(json.dumps)
+
+
+@given(_topic_counts | st.text(max_size=30))
+@example("[" * 100_000)  # was a RecursionError out of RegisterConsumer's handler
+@example('{"pattern":"white_list","subscription":{"a{4294967296}":1}}')  # was an OverflowError
+def test_any_topic_count_is_a_subscription_or_one_error(text: str) -> None:
+    try:
+        subscription = Subscription.parse(text)
+    except SubscriptionError as refused:
+        assert "\n" not in str(refused)
+        return
+    assert all(1 <= count <= 1000 for count in subscription.topic_streams(["t", "orders", "x"]).values())
 
 
 # --- group management over real connections ----------------------------------------------------

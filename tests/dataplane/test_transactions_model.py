@@ -29,6 +29,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import RecordBatch, build_record_batch
 from kafkapy.server.txn_markers import TxnMarker
+from tests.soak import soaked
 
 PARTITIONS = 3
 PRODUCERS = 3
@@ -305,6 +306,6 @@ class TransactionsMachine(RuleBasedStateMachine):
 
 
 def test_transactions_against_a_model(broker: Broker) -> None:
-    run_state_machine_as_test(TransactionsMachine, settings=settings(
+    run_state_machine_as_test(TransactionsMachine, settings=soaked(settings(
         max_examples=60, stateful_step_count=30, deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]))
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])))

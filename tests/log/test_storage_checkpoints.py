@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from storage_helpers import batch_at
 
@@ -32,19 +32,39 @@ def test_offset_checkpoints_round_trip_in_kafkas_layout(
     assert not path.with_name(path.name + ".tmp").exists()
 
 
+_numbers = st.integers(-(2**70), 2**70).map(str) | st.sampled_from(["1_0", "+3", " 7", "\u0663", "9" * 5000])
+_checkpoint_lines = st.lists(st.lists(_numbers | st.text("abc.-", min_size=1, max_size=4), min_size=1,
+                                      max_size=4).map(" ".join), max_size=5)
+
+
 @settings(max_examples=200, deadline=None)
-@given(text=st.text(st.sampled_from("0123456789 -\nab\t"), max_size=80))
+@given(text=st.text(st.sampled_from("0123456789 -\nab\t"), max_size=80).map(str.encode)
+       | st.binary(max_size=40)
+       | st.tuples(st.sampled_from(["0", "1", "00"]), _numbers, _checkpoint_lines).map(
+           lambda parts: "\n".join([parts[0], parts[1], *parts[2]]).encode()))
+@example(text=b"0\n1\n\xff 0 1\n")  # not UTF-8: was a UnicodeDecodeError from the epoch cache
+@example(text=b"0\n1\nt 0 9223372036854775808\n")  # past Long.MAX_VALUE: Kafka refuses the file
+@example(text=b"0\n1\nt 2147483648 0\n")  # past Integer.MAX_VALUE
 def test_garbage_checkpoints_parse_or_raise_checkpoint_corrupt(
-    tmp_path_factory: pytest.TempPathFactory, text: str
+    tmp_path_factory: pytest.TempPathFactory, text: bytes
 ) -> None:
+    """Any bytes: entries Java's parseInt/parseLong would read (so the broker can encode them
+    again), or one CheckpointCorrupt."""
     directory = tmp_path_factory.mktemp("cp")
-    (directory / "offsets").write_text(text)
-    (directory / LEADER_EPOCH_CHECKPOINT).write_text(text)
-    for parse in (lambda: read_offsets(directory / "offsets"), lambda: LeaderEpochCache.read(directory)):
-        try:
-            parse()
-        except CheckpointCorrupt:
-            pass
+    (directory / "offsets").write_bytes(text)
+    (directory / LEADER_EPOCH_CHECKPOINT).write_bytes(text)
+    try:
+        offsets = read_offsets(directory / "offsets")
+    except CheckpointCorrupt as corrupt:
+        assert "\n" not in str(corrupt) and len(str(corrupt)) < 300
+    else:
+        assert all(-(2**31) <= p < 2**31 and -(2**63) <= o < 2**63 for (_, p), o in offsets.items())
+    try:
+        epochs = LeaderEpochCache.read(directory).entries
+    except CheckpointCorrupt as corrupt:
+        assert "\n" not in str(corrupt) and len(str(corrupt)) < 300
+    else:
+        assert all(-(2**31) <= e < 2**31 and -(2**63) <= o < 2**63 for e, o in epochs)
 
 
 def test_missing_checkpoint_is_empty(tmp_path: Path) -> None:

@@ -113,3 +113,16 @@ def test_yaml_seed_files_need_pyyaml_or_say_so(tmp_path: Path) -> None:
             load_seed_file(seed)
     else:
         assert load_seed_file(seed) == [TopicSeed("t", 2, records=(RecordSeed(b"k", b"v"),))]
+
+
+@pytest.mark.parametrize(("raw", "suffix"), [(b"[" * 100_000, ".json"), (b"[" * 100_000, ".yaml"),
+                                             (b'{"t": \xff}', ".json")])
+def test_a_deeply_nested_or_undecodable_seed_file_is_one_seed_error(tmp_path: Path, raw: bytes,
+                                                                    suffix: str) -> None:
+    """Each was a RecursionError or UnicodeDecodeError traceback."""
+    if suffix == ".yaml":
+        pytest.importorskip("yaml")
+    path = tmp_path / f"seed{suffix}"
+    path.write_bytes(raw)
+    with pytest.raises(SeedError, match=f"seed.*{suffix}"):
+        load_seed_file(path)

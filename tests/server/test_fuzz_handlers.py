@@ -41,6 +41,10 @@ from kafkapy.protocol.specs import FieldSpec
 EXAMPLES = int(os.environ.get("KAFKAPY_FUZZ_EXAMPLES", "500"))
 TOPIC = "t"
 NAMES = [TOPIC, "missing", "__consumer_offsets", "__transaction_state", "", "g", "etl", "a" * 300]
+# Strings some handler parses further (regexes, configs, principals, hosts): the soak found regexes
+# that re.compile fails on with OverflowError / RecursionError instead of re.error.
+TRICKY = ["a{4294967296}", "(" * 1200 + ")" * 1200, "t.*", "User:alice", "client_id=a{4294967296}",
+          "metrics=*", "\x00", "9" * 5000, "=", "[", "*"]
 ANSWER_WAIT_S = 2.0  # long enough for every short wait below; a request still unanswered then is left
 NO_ANSWER_WAIT_S = 0.2  # acks=0: nothing may come back
 WAITS = ("timeout_ms", "max_wait_ms")  # fields that make a handler wait, by name suffix
@@ -75,7 +79,7 @@ def _scalar(kind: str, name: str) -> st.SearchStrategy[Any]:
     if kind == "float64":
         return st.floats(allow_nan=False)
     if kind == "string":
-        return st.sampled_from(NAMES) | st.text(max_size=6)
+        return st.sampled_from(NAMES) | st.text(max_size=6) | st.sampled_from(TRICKY)
     if kind == "bytes":
         return st.binary(max_size=24)
     if kind == "records":

@@ -4,9 +4,15 @@ sweep sleeps until the next deadline instead of ticking, so a virtual clock can 
 from __future__ import annotations
 
 import asyncio
+import socket
+
+from server_wire import frame, split_address
 
 from kafkapy import VirtualClock
 from kafkapy.embedded import Broker
+from kafkapy.faults import Delay, FaultRule
+from kafkapy.protocol import encode_request
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.clock import sleep_real
 
 IDLE_MS = 5000
@@ -42,3 +48,34 @@ def test_with_no_connection_the_sweep_sleeps_a_whole_idle_timeout() -> None:
         due_in = runtime._idle_sweep.when() - clock.time()
         assert 0 < due_in <= IDLE_MS / 1000
         assert due_in > 1.0  # the old sweep ticked every second at most
+
+
+def _closed(sock: socket.socket, wait_s: float) -> bool:
+    """Whether the broker closed ``sock`` (reading what it sent until then)."""
+    sock.settimeout(wait_s)
+    try:
+        while chunk := sock.recv(65536):
+            del chunk
+    except TimeoutError:
+        return False
+    return True
+
+
+def test_an_answer_that_waited_past_the_idle_timeout_starts_a_new_one() -> None:
+    """Kafka's Selector counts the write of an answer as activity. A request answered only after
+    connections.max.idle.ms (here a fault delay; a long-poll Fetch alike) leaves the client a whole
+    idle timeout for its next request; it was closed at once, idle since the request came in."""
+    clock = VirtualClock()
+    with Broker({"connections.max.idle.ms": IDLE_MS}, clock=clock) as broker:
+        broker.faults.add(FaultRule(Delay(2 * IDLE_MS / 1000), api=ApiKey.METADATA, times=1))
+        with socket.create_connection(split_address(broker.bootstrap_servers)) as sock:
+            sock.sendall(frame(encode_request(ApiKey.METADATA, 1, 7, "idle", {"topics": []})))
+            runtime = broker.runtime
+            assert runtime is not None
+            broker.wait_for_sync(lambda: any(c.busy for c in runtime.connections),
+                                 what="the Metadata request held by the delay")
+            clock.advance(2 * IDLE_MS / 1000)  # answered now
+            clock.advance(IDLE_MS / 1000 - 0.01)
+            assert not _closed(sock, 0.2)
+            clock.advance(0.01 + IDLE_MS / 8000)  # past the deadline, and the sweep has come round
+            assert _closed(sock, 5)

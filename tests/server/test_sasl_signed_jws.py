@@ -11,6 +11,7 @@ import http.server
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,11 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from kafkapy.server.config import BrokerConfig, ConfigError
-from kafkapy.server.sasl.jwks import FileJwks, HttpJwks, KeySource, parse_jwks, public_jwk
+from kafkapy.server.sasl import base64url
+from kafkapy.server.sasl.jwks import ALGORITHMS, FileJwks, HttpJwks, KeySource, parse_jwks, public_jwk
 from kafkapy.server.sasl.oauthbearer import OAuthBearerServer
 from kafkapy.server.sasl.settings import SIGNED_VALIDATOR, sasl_settings
 from kafkapy.server.sasl.signed_jws import SignedValidator, make_signed_jws
@@ -255,6 +258,50 @@ def test_any_jwks_bytes_give_keys_or_a_jwks_error(raw: bytes) -> None:
         pass
 
 
+
+_JWK_TEMPLATES = [public_jwk(RSA_KEY, "rsa"), public_jwk(ED_KEY, "ed"), public_jwk(HMAC_SECRET, "hmac"),
+                  *(public_jwk(key, alg) for alg, key in EC_KEYS.items())]
+_JWK_MEMBERS = ["kty", "crv", "n", "e", "x", "y", "k", "kid", "use", "alg", "key_ops"]
+_JWK_VALUES = (st.binary(max_size=70).map(base64url.encode) | _json_values | st.sampled_from(
+    ["RSA", "EC", "OKP", "oct", "P-256", "P-384", "P-521", "Ed25519", "Ed448", "X25519", "sig", "enc",
+     "verify", "RS256", "PS512", "ES256", "ES512", "HS256", "EdDSA", "none", "AQAB", "AAAB", "AQ", ""]))
+_SIGNERS = {"RS256": (RSA_KEY, "rsa"), "PS384": (RSA_KEY, "rsa"), "ES256": (EC_KEYS["ES256"], "ES256"),
+            "ES512": (EC_KEYS["ES512"], "ES512"), "HS256": (HMAC_SECRET, "hmac"), "EdDSA": (ED_KEY, "ed")}
+
+
+@st.composite
+def _mangled_jwk(draw: st.DrawFn) -> Any:
+    """A real key with some members removed or replaced by any JSON, or any JSON at all."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(_json_values)
+    jwk = dict(draw(st.sampled_from(_JWK_TEMPLATES)))
+    for name in draw(st.lists(st.sampled_from(_JWK_MEMBERS), max_size=4)):
+        if draw(st.booleans()):
+            jwk.pop(name, None)
+        else:
+            jwk[name] = draw(_JWK_VALUES)
+    return jwk
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_mangled_jwk(), max_size=4), st.sampled_from(sorted(_SIGNERS)),
+       st.sampled_from(["own", "none", "other"]))
+def test_any_jwks_keys_read_or_are_skipped_and_tokens_are_accepted_or_refused(
+        jwks: list[Any], alg: str, kid: str) -> None:
+    """Each key of a set is read or skipped, never an error for the whole set; whatever was read,
+    a token is accepted or refused, and each key verifies or says why not."""
+    keys = StaticKeys(*jwks)
+    key, own_kid = _SIGNERS[alg]
+    token = signed(key=key, alg=alg, kid={"own": own_kid, "none": None, "other": "rsa"}[kid])
+    try:
+        validator(keys=keys).validate(token, NOW_MS)
+    except TokenRefused as refused:
+        assert refused.reason and "\n" not in refused.reason
+    for candidate in keys.keys:
+        for any_alg in ALGORITHMS:
+            if candidate.may_verify(any_alg):
+                assert candidate.verify(any_alg, b"signing input", b"\x01" * 64) is not None
+
 # --- where the keys come from ---------------------------------------------------------------------
 
 def test_a_file_jwks_is_read_once(tmp_path: Path) -> None:
@@ -322,6 +369,44 @@ def test_an_http_jwks_refreshes_early_for_an_unknown_kid_once_a_minute(
     finally:
         source.close()
 
+
+
+class MissingKeyIds(RuleBasedStateMachine):
+    """An http JWKS asked again and again for keys it does not hold, against Kafka's rule
+    (RefreshingHttpsJwks.maybeExpediteRefresh): a kid asks for an early refresh unless it asked
+    less than a minute ago; the kids are remembered in an access-ordered cache of 16, so one that
+    keeps being asked stays; a kid over 1000 characters asks nothing and is not remembered."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.jwks = HttpJwks("http://127.0.0.1:9/jwks", 3_600_000, 100, 1000, clock=lambda: self.now)
+        self.model: OrderedDict[str, float] = OrderedDict()  # Kafka's LinkedHashMap(accessOrder=true)
+
+    @rule(kid=st.sampled_from([f"k{i}" for i in range(20)]) | st.none() | st.just("x" * 1001))
+    def a_token_names_a_key_not_held(self, kid: str | None) -> None:
+        self.jwks._wake.clear()
+        self.jwks.missing(kid)
+        key = kid or ""
+        expected = False
+        if len(key) <= 1000:
+            next_check = self.model.get(key)
+            if next_check is not None:
+                self.model.move_to_end(key)
+            if next_check is None or next_check <= self.now:
+                self.model[key] = self.now + 60_000
+                while len(self.model) > 16:
+                    self.model.popitem(last=False)
+                expected = True
+        assert self.jwks._wake.is_set() == expected
+
+    @rule(ms=st.integers(0, 70_000))
+    def time_passes(self, ms: int) -> None:
+        self.now += ms
+
+
+TestMissingKeyIds = MissingKeyIds.TestCase
+TestMissingKeyIds.settings = settings(max_examples=100, stateful_step_count=60, deadline=None)
 
 def test_a_failing_refresh_keeps_the_keys(jwks_server: tuple[str, type[JwksHandler]]) -> None:
     url, _ = jwks_server

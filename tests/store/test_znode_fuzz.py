@@ -8,7 +8,7 @@ import json
 import uuid
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kafkapy.store import BrokerRegistration, CorruptMetadata, ProducerIdBlock, RegisteredEndpoint, TopicInfo
@@ -55,6 +55,7 @@ def test_any_topic_znode_parses_or_is_corrupt(obj: dict[str, Any]) -> None:
 
 @given(st.binary(max_size=64) | _objects(["version", "broker", "block_start", "block_end"]).map(
     lambda obj: json.dumps(obj).encode()))
+@example(b"[" * 100_000)  # json.loads raised RecursionError, not CorruptMetadata
 def test_any_producer_id_block_znode_parses_or_is_corrupt(data: bytes) -> None:
     _value_or_corrupt(decode_producer_id_block, data, PATH)
 

@@ -282,10 +282,12 @@ class HttpJwks(KeySource):
             return
         now = self._clock()
         with self._lock:
-            if self._missing.get(kid, now) > now:
-                return
+            next_check = self._missing.get(kid)
+            if next_check is not None:
+                self._missing.move_to_end(kid)  # Kafka's cache is access-ordered: a kid asked for stays
+                if next_check > now:
+                    return
             self._missing[kid] = now + MISSING_KEY_ID_IN_FLIGHT_MS
-            self._missing.move_to_end(kid)
             while len(self._missing) > MISSING_KEY_ID_CACHE_SIZE:
                 self._missing.popitem(last=False)
         log.debug("JWKS from %s: no key for kid %r, refreshing early", self.location, kid)
