@@ -21,8 +21,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kafkapy import Broker
+from kafkapy.commands._group_cli import topic_arguments
 from kafkapy.commands._groups import decode_assignment
-from kafkapy.commands.groups import _reset_plan, _timestamp_ms, _topic_arguments, _Usage
+from kafkapy.commands.groups import _reset_plan, _timestamp_ms, _Usage
 from tests.commands.records_cli import MockCluster, kafkapy
 
 TOPIC = "orders"
@@ -270,7 +271,7 @@ def test_any_from_file_bytes_give_a_plan_or_one_usage_error(
 @example(["t:99999999999"])  # past Java's int: was taken, then retried for 10 s as an unknown partition
 def test_any_topic_arguments_give_partitions_or_one_usage_error(entries: list[str]) -> None:
     try:
-        parsed = _topic_arguments(entries)
+        parsed = topic_arguments(entries)
     except _Usage:
         return
     assert all(-(2**31) <= p < 2**31 for _, partitions in parsed for p in partitions or [])
