@@ -278,13 +278,7 @@ class ProduceFromFrame:
                     if size < V2_HEADER_SIZE or pos + 3 != end or frame[pos:] != b"\x00\x00\x00":
                         return None
                 else:
-                    n = _I16(frame, pos)[0]  # the transactional id: a nullable string
-                    if n < -1:
-                        return None
-                    pos += 2
-                    if n >= 0:
-                        transactional_id = str(frame[pos:pos + n], "utf-8", "surrogateescape")
-                        pos += n
+                    transactional_id, pos = _nullable_string(frame, pos)
                     acks, topics = _ACKS_AND_COUNT(frame, pos)
                     if topics != 1:
                         return answer_many(conn, frame)
@@ -387,6 +381,18 @@ def _read_uvarint(frame: ReceivedFrame, pos: int) -> tuple[int, int]:
     return read_uvarint(frame, pos, len(frame), "length")
 
 
+def _nullable_string(frame: ReceivedFrame, pos: int) -> tuple[str | None, int]:
+    """A non-flexible nullable string (the transactional id) and the position after it;
+    ValueError for a length below -1."""
+    n = _I16(frame, pos)[0]
+    if n < -1:
+        raise ValueError("negative string length")
+    pos += 2
+    if n < 0:
+        return None, pos
+    return str(frame[pos:pos + n], "utf-8", "surrogateescape"), pos + n
+
+
 def _read_many(frame: ReceivedFrame, flexible: bool, by_id: bool,
                topic_name: Callable[[uuid.UUID], str | None]) -> tuple[str | None, int, _Topics] | None:
     """A Produce body of any number of topics and partitions, each with records: the
@@ -410,13 +416,7 @@ def _read_many(frame: ReceivedFrame, flexible: bool, by_id: bool,
             topic_count, pos = _read_uvarint(frame, pos + 6)
             topic_count -= 1
         else:
-            n = _I16(frame, pos)[0]
-            if n < -1:
-                return None
-            pos += 2
-            if n >= 0:
-                transactional_id = str(frame[pos:pos + n], "utf-8", "surrogateescape")
-                pos += n
+            transactional_id, pos = _nullable_string(frame, pos)
             acks, topic_count = _ACKS_AND_COUNT(frame, pos)
             pos += 10
         if topic_count < 1:
