@@ -31,6 +31,7 @@ from kafkapy.log.checkpoint import java_integer
 __all__ = ["register"]
 
 _INACTIVE = frozenset({"Empty", "Dead"})  # the states in which Kafka lets offsets be reset
+_CONSUMER_PROTOCOL = "consumer"  # ListGroups' protocol_type of consumer groups (share groups: "share")
 
 
 def register(subparsers: Any) -> None:
@@ -95,7 +96,9 @@ def _groups(client: GroupClient, args: argparse.Namespace) -> list[str]:
 
 def _list(client: GroupClient, args: argparse.Namespace) -> str:
     states = args.state or ()
-    listed = client.list_groups(states)
+    # Kafka's admin listConsumerGroups keeps the groups of protocol type "consumer" or none (an
+    # empty classic group, a KIP-848 group): share groups are kafka-share-groups.sh's to list.
+    listed = [g for g in client.list_groups(states) if g.protocol_type in (_CONSUMER_PROTOCOL, "")]
     if args.json:
         return json.dumps({"groups": [{"group": g.group_id, "state": g.state or None,
                                        "protocol_type": g.protocol_type} for g in listed]})

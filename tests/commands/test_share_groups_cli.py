@@ -114,6 +114,9 @@ def test_list_and_describe_while_consumers_run(broker: Broker) -> None:
         assert sorted(m[5] for m in members[1:]) == [f"{TOPIC}:0", f"{TOPIC}:1"]
 
         assert "live" in share_groups(broker, "--list").stdout.decode().split()
+        # kafka-consumer-groups.sh's list leaves share groups out (protocol type "share")
+        consumer_groups = kafkapy("groups", "--bootstrap-server", broker.bootstrap_servers, "--list")
+        assert consumer_groups.returncode == 0 and "live" not in consumer_groups.stdout.decode().split()
         assert ["live", "Stable"] in rows(share_groups(broker, "--list", "--state"))
         assert rows(share_groups(broker, "--list", "--state", "stable,EMPTY"))[0] == ["GROUP", "STATE"]
         assert ["live", "Stable"] not in rows(share_groups(broker, "--list", "--state", "Empty"))
