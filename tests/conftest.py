@@ -19,6 +19,10 @@ from hypothesis import settings
 
 from tests.soak import soaked, soaking
 
+# The test identity provider's fixtures (certificate_authority, idp), for the OIDC tests of
+# tests/interop and tests/commands.
+pytest_plugins = ["oidc_provider"]
+
 # The soak profile (tests/soak.py); KAFKAPY_HYPOTHESIS_PROFILE=soak or --hypothesis-profile soak.
 settings.load_profile(os.environ.get("KAFKAPY_HYPOTHESIS_PROFILE", "default"))
 

@@ -11,9 +11,11 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from kafkapy.server.sasl.jwks import public_jwk
@@ -122,3 +124,18 @@ def broker_config(idp: IdentityProvider, **extra: Any) -> dict[str, Any]:
             "sasl.oauthbearer.jwks.endpoint.url": f"{idp.url}/jwks",
             "sasl.oauthbearer.expected.issuer": ISSUER, "sasl.oauthbearer.expected.audience": AUDIENCE,
             **extra}
+
+
+# Fixtures for the modules that use the provider (tests/conftest.py loads this module as a plugin).
+
+@pytest.fixture(scope="module")
+def certificate_authority() -> Any:
+    """The CA the provider's https certificate comes from (one per test module)."""
+    return pytest.importorskip("trustme").CA()
+
+
+@pytest.fixture
+def idp(certificate_authority: Any, tmp_path: Path) -> Iterator[IdentityProvider]:
+    provider = IdentityProvider(certificate_authority, tmp_path)
+    yield provider
+    provider.close()

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,23 +34,11 @@ from kafkapy.commands._security import security_options
 from kafkapy.server.sasl.unsecured_jws import make_unsecured_jws
 from kafkapy.testing import BrokerFactory
 
-trustme = pytest.importorskip("trustme")
+pytest.importorskip("trustme")
 
 TIMEOUT_S = 30
 LOGIN_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-
-
-@pytest.fixture(scope="module")
-def certificate_authority() -> Any:
-    return trustme.CA()
-
-
-@pytest.fixture
-def idp(certificate_authority: Any, tmp_path: Path) -> Iterator[IdentityProvider]:
-    provider = IdentityProvider(certificate_authority, tmp_path)
-    yield provider
-    provider.close()
 
 
 @pytest.fixture

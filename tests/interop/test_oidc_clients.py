@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +30,10 @@ from kafkapy.server.sasl.signed_jws import make_signed_jws
 from kafkapy.server.sasl.unsecured_jws import make_unsecured_jws
 from kafkapy.testing import BrokerFactory
 
-trustme = pytest.importorskip("trustme")
+pytest.importorskip("trustme")
 
 TIMEOUT_S = 10
 INVALID_TOKEN = '{"status":"invalid_token"}'
-
-
-@pytest.fixture(scope="module")
-def certificate_authority() -> Any:
-    return trustme.CA()
-
-
-@pytest.fixture
-def idp(certificate_authority: Any, tmp_path: Path) -> Iterator[IdentityProvider]:
-    provider = IdentityProvider(certificate_authority, tmp_path)
-    yield provider
-    provider.close()
 
 
 @pytest.fixture
