@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import itertools
 import logging
 import struct
@@ -112,6 +113,25 @@ def rfc2253(subject: Any) -> str:
                     for rdn in reversed(tuple(subject)))
 
 
+def discard(awaitable: object) -> None:
+    """Close an awaitable no task will await (its connection closed first). A coroutine never
+    started runs none of its code when closed, so it cannot close the coroutines it was handed to
+    await (Dispatcher._finish holds its handler's): they are closed here, else each would be
+    reported "never awaited". One already started is closed where it waits, and that passes on."""
+    if inspect.iscoroutine(awaitable):
+        unstarted = inspect.getcoroutinestate(awaitable) == inspect.CORO_CREATED
+        held = inspect.getcoroutinelocals(awaitable) if unstarted else {}
+    elif inspect.isgenerator(awaitable):  # a generator-based coroutine (kafkapy.server.eager.resume)
+        unstarted = inspect.getgeneratorstate(awaitable) == inspect.GEN_CREATED
+        held = inspect.getgeneratorlocals(awaitable) if unstarted else {}
+    else:
+        return  # a future or the like: nothing runs that was not started
+    for value in held.values():
+        if inspect.iscoroutine(value) or inspect.isgenerator(value):
+            discard(value)
+    awaitable.close()
+
+
 class CloseConnection(Exception):
     """Raised by the dispatcher to end a connection without a response."""
 
@@ -136,6 +156,9 @@ class KafkaConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.info: ConnectionInfo | None = None
         self.worker: asyncio.Task[None] | None = None
+        # What the worker is to await first (a request that waits, or the admission), from when
+        # the task is made until its first step takes it: a close in between discards it.
+        self.handed: Awaitable[Any] | None = None
         self.closed = False
         self.admitted = False
         self.paused = False
@@ -186,7 +209,8 @@ class KafkaConnection(asyncio.Protocol):
         if done:
             self._admitted(admitted)
         else:
-            self.worker = self.runtime.loop.create_task(self._admit_then_serve(admitted))
+            self.handed = admitted
+            self.worker = self.runtime.loop.create_task(self._admit_then_serve())
 
     def data_received(self, data: bytes) -> None:
         if self.draining or self.closed:
@@ -226,7 +250,8 @@ class KafkaConnection(asyncio.Protocol):
                     return
                 if pending is not None:
                     self.busy = True
-                    self.worker = self.runtime.loop.create_task(self._serve(pending))
+                    self.handed = pending
+                    self.worker = self.runtime.loop.create_task(self._serve())
                     self._enqueue(list(remaining))
                 elif self.closed:  # a handler closed it
                     return
@@ -344,6 +369,9 @@ class KafkaConnection(asyncio.Protocol):
         worker = self.worker
         if worker is not None and not worker.done():
             worker.cancel()  # its answers have nowhere to go: a long-polling Fetch stops waiting
+        if self.handed is not None:  # the worker never started (cancelled, or the loop stopped)
+            handed, self.handed = self.handed, None
+            discard(handed)
         outstanding, self.outstanding = self.outstanding, {}
         for _, _, future in outstanding.values():
             if not future.done():
@@ -363,7 +391,9 @@ class KafkaConnection(asyncio.Protocol):
         self.admitted = True
         self.busy = False  # nothing can have arrived yet
 
-    async def _admit_then_serve(self, admission: Awaitable[bool]) -> None:
+    async def _admit_then_serve(self) -> None:
+        admission, self.handed = self.handed, None
+        assert admission is not None
         try:
             admitted = await admission
         except Exception:
@@ -375,10 +405,13 @@ class KafkaConnection(asyncio.Protocol):
         self.admitted = True
         await self._serve()
 
-    async def _serve(self, pending: Awaitable[bytes | list[Chunk] | None] | None = None) -> None:
-        """The worker, while the connection is busy: finish the request that waits, then serve the
-        queue in order (awaiting what waits) until it is empty and answers are made in place again."""
+    async def _serve(self) -> None:
+        """The worker, while the connection is busy: finish the request that waits (``handed``),
+        then serve the queue in order (awaiting what waits) until it is empty and answers are made
+        in place again. A request left waiting when the connection closes is discarded, not dropped."""
         assert self.info is not None and self.transport is not None
+        pending: Pending | None = self.handed
+        self.handed = None
         dispatch, out, queue = self._dispatch, self.outgoing, self.queue
         try:
             while not self.closed:
@@ -407,6 +440,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         finally:
             self.busy = False
+            if pending is not None:  # closed before it was awaited
+                discard(pending)
         if self.draining:
             self.close()
 
