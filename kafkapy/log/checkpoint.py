@@ -4,7 +4,8 @@ Layout (Kafka's CheckpointFile): a version line (0), a count line, then one
 entry per line with space-separated fields. Kafka uses it for the log dir's
 ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
 ``replication-offset-checkpoint`` (entries ``topic partition offset``) and each
-partition's ``leader-epoch-checkpoint`` (entries ``epoch start_offset``).
+partition's ``leader-epoch-checkpoint`` (entries ``epoch start_offset``). A file with no
+lines, or only its version line, holds no entries (Kafka's CheckpointReadBuffer reads it so).
 
 A checkpoint is written to ``<name>.tmp``, fsynced, renamed over the old file
 and the directory fsynced, so a crash leaves either the old or the new file.
@@ -56,15 +57,22 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
-    """The entries of a checkpoint, each split into ``fields`` strings; [] when the file is absent."""
+    """The entries of a checkpoint, each split into ``fields`` strings; [] when the file is absent
+    or stops before its count, as in Kafka."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return []
     except UnicodeDecodeError:
         raise CheckpointCorrupt(f"{path}: not UTF-8 text") from None
-    if len(lines) < 2 or lines[0].strip() != str(CHECKPOINT_VERSION):
-        raise CheckpointCorrupt(f"{path}: expected version {CHECKPOINT_VERSION} and a count")
+    # Kafka's CheckpointReadBuffer: a file that ends before its count line (empty, or the version
+    # alone) has no entries; a crash between creating and writing a file can leave one.
+    if not lines:
+        return []
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise CheckpointCorrupt(f"{path}: expected version {CHECKPOINT_VERSION}, not {lines[0][:40]!r}")
+    if len(lines) == 1:
+        return []
     try:
         count = java_integer(lines[1], 32)
     except ValueError:
