@@ -97,6 +97,12 @@ def valid_ip_literal(name: str) -> bool:
 
 
 def format_value(key_type: str, value: float) -> str:
+    """A quota as the store keeps it: an integer key's whole number, else Java's Double.toString
+    spelling of NaN and infinity (what Kafka's tools and ``float`` both read)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
     return str(int(value + 1e-6)) if key_type in _LIMITS else repr(float(value))
 
 
@@ -280,6 +286,8 @@ class QuotasModule(Module):
             except ValueError:
                 log.warning("ignoring %s: connection_creation_rate %r is not a number", path, raw)
                 continue
+            if math.isnan(value):
+                value = 0.0  # Kafka's broker takes the rate as an Int, and NaN.toInt is 0
             name = parse_entity_path(path)[IP]
             if name is None:
                 default = value
@@ -445,12 +453,21 @@ class QuotasModule(Module):
             if key_type is None:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
             value = op.get("value")
-            if not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
+            if not isinstance(value, (int, float)):
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Configuration {key} must be a number")
+            # KRaft's ClientQuotaControlManager checks with comparisons (<= 0, past the type's
+            # maximum, a fractional remainder), none of which NaN meets: it stores NaN for any key.
+            # Infinity is a valid DOUBLE and too large for an integer key.
+            if math.isnan(value):
+                result[key] = format_value(key_type, math.nan)
+                continue
             if value <= 0:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                     f"Configuration {key} must be positive, not {value}")
             if key_type in _LIMITS:
+                if value > _LIMITS[key_type]:
+                    raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                        f"Configuration {key} must be a {key_type} value")
                 whole = int(value + 1e-6)
                 if abs(whole - value) > 1e-6 or whole > _LIMITS[key_type]:
                     raise KafkaApiError(ErrorCode.INVALID_REQUEST,

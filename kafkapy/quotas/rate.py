@@ -120,7 +120,9 @@ class Rate(_Sampled):
     def throttle_time(self, now: float) -> float:
         """Seconds until the rate is back within the bound (0 when it is within)."""
         bound = self.bound
-        if bound is None:
+        if bound is None or math.isnan(bound):
+            # Every value violates a NaN bound (value <= NaN is false), and Kafka's throttle time
+            # for it, Math.round(NaN), is 0: a NaN quota never throttles.
             return 0.0
         self._purge(now)
         window = self._window_size(now)

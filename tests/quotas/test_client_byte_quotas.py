@@ -12,6 +12,7 @@ import pytest
 from quota_wire import alter
 
 from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.quotas.client_quotas import ClientQuotas, resolve_quota
@@ -238,3 +239,29 @@ def test_a_throttled_fetch_answers_no_records_and_is_not_charged() -> None:
     assert over.body["throttle_time_ms"] == 5000  # (1500 - 1000) / 1000 * 10 s
     metrics = quotas.metrics
     assert metrics.value("byte-rate", group="Fetch", user="", **{"client-id": "app"}) == 500.0
+
+
+def test_a_nan_quota_never_throttles_as_in_kafka() -> None:
+    """Every rate violates a NaN bound (rate <= NaN is false), and Kafka's throttle time for it,
+    Math.round(NaN), is 0: requests are answered unthrottled, on a connection that stays open."""
+    from kafkapy.client import SimpleClient
+    from kafkapy.protocol.records import build_record_batch
+
+    with Broker(CONFIG) as broker:
+        assert alter(broker.bootstrap_servers, [({"client-id": "nan-producer"},
+                                                 [("producer_byte_rate", float("nan")),
+                                                  ("request_percentage", float("nan"))])]) == [(0, None)]
+        wait_installed(broker)
+        body = {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": "nan-quota", "partition_data": [
+                {"index": 0, "records": build_record_batch([{"value": VALUE}] * 100)}]}]}
+        with SimpleClient(broker.bootstrap_servers, client_id="nan-producer") as client:
+            [created] = client.request(ApiKey.CREATE_TOPICS, 5, {"topics": [
+                {"name": "nan-quota", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                 "configs": []}], "timeout_ms": 5000, "validate_only": False})["topics"]
+            assert created["error_code"] == ErrorCode.NONE
+            for _ in range(20):  # 2 MB at once: far past any finite quota
+                answer = client.request(ApiKey.PRODUCE, 9, body)
+                assert answer["throttle_time_ms"] == 0
+                assert [p["error_code"] for t in answer["responses"] for p in t["partition_responses"]] == [
+                    ErrorCode.NONE]

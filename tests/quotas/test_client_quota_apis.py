@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 import pytest
@@ -180,3 +181,35 @@ def test_a_change_reaches_every_broker_in_the_cluster() -> None:
                         break
                     time.sleep(0.02)
                 assert quotas.ip_rate_quota("127.0.0.9") == 42.0
+
+
+NAN, INF = math.nan, math.inf
+
+
+def test_nan_is_accepted_for_every_key_as_kraft_does(broker: Broker) -> None:
+    """KRaft's ClientQuotaControlManager checks a value with comparisons (<= 0, past the type's
+    maximum, a fractional remainder) that NaN never meets: it is stored, for any key, and described
+    back. Infinity is a DOUBLE like any other, too large for an integer key, and not above 0 when
+    negative."""
+    a = broker.bootstrap_servers
+    results = alter(a, [
+        ({"user": "alice"}, [("producer_byte_rate", NAN), ("consumer_byte_rate", NAN),
+                             ("request_percentage", NAN), ("controller_mutation_rate", NAN)]),
+        ({"ip": "10.0.0.3"}, [(RATE, NAN)]),
+        ({"user": "bob"}, [("request_percentage", INF)]),
+        ({"user": "carol"}, [("producer_byte_rate", INF)]),
+        ({"ip": "10.0.0.4"}, [(RATE, INF)]),
+        ({"user": "dave"}, [("request_percentage", -INF)]),
+    ])
+    assert [code for code, _ in results] == [OK, OK, OK, INVALID, INVALID, INVALID]
+    assert "LONG" in str(results[3][1]) and "INT" in str(results[4][1])
+    _, _, found = describe(a, [])
+    assert set(found) == {ent(user="alice"), ent(ip="10.0.0.3"), ent(user="bob")}
+    alice = found[ent(user="alice")]
+    assert len(alice) == 4 and all(math.isnan(v) for v in alice.values())
+    assert math.isnan(found[ent(ip="10.0.0.3")][RATE])
+    assert found[ent(user="bob")] == {"request_percentage": INF}
+    # Stored as Java's Double.toString spells them, which Kafka's tools read back.
+    assert broker.store is not None
+    assert broker.store.entity_config("users/alice")["producer_byte_rate"] == "NaN"
+    assert broker.store.entity_config("users/bob")["request_percentage"] == "Infinity"

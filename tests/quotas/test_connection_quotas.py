@@ -326,3 +326,14 @@ def test_inter_broker_listener_at_max_connections_closes_the_least_recently_acti
         for sock in [*clients, internal]:
             sock.close()
         pool.shutdown()
+
+
+def test_a_nan_ip_quota_is_a_rate_of_zero_as_in_kafka() -> None:
+    """Kafka's broker takes connection_creation_rate as an Int, and NaN.toInt is 0: every
+    connection from that ip is throttled and closed; other ips are served."""
+    with Broker() as b:
+        a = b.bootstrap_servers
+        assert alter(a, [({"ip": "127.0.0.6"}, [(RATE, float("nan"))])]) == [(0, None)]
+        _ip_quota_is(b, "127.0.0.6", 0.0)
+        assert not served(a, "127.0.0.6")
+        assert served(a, "127.0.0.7")
