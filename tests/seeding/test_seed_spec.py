@@ -4,6 +4,7 @@ traceback), records placed where the Java client's partitioner would put them, s
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkapy.seeding import RecordSeed, SeedError, TopicSeed, load_seed_file, parse_seed, placed
+from kafkapy.seeding import (
+    RecordSeed,
+    SeedError,
+    TopicSeed,
+    load_seed_file,
+    parse_seed,
+    parse_seed_text,
+    placed,
+)
 
 
 def test_a_full_topic_is_read_with_text_as_utf8() -> None:
@@ -103,16 +112,22 @@ def test_seed_files_json_and_their_errors(tmp_path: Path) -> None:
         load_seed_file(tmp_path / "missing.json")
 
 
-def test_yaml_seed_files_need_pyyaml_or_say_so(tmp_path: Path) -> None:
+def test_yaml_seed_files_are_read_with_pyyaml(tmp_path: Path) -> None:
+    """PyYAML is in the [test] extras, so this runs in CI."""
     seed = tmp_path / "seed.yaml"
     seed.write_text("t:\n  partitions: 2\n  records:\n    - {key: k, value: v}\n")
-    try:
-        import yaml  # type: ignore[import-untyped]  # noqa: F401
-    except ImportError:
-        with pytest.raises(SeedError, match="YAML seed files need PyYAML"):
-            load_seed_file(seed)
-    else:
-        assert load_seed_file(seed) == [TopicSeed("t", 2, records=(RecordSeed(b"k", b"v"),))]
+    assert load_seed_file(seed) == [TopicSeed("t", 2, records=(RecordSeed(b"k", b"v"),))]
+
+
+def test_without_pyyaml_a_yaml_seed_file_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without PyYAML (its import blocked, as Python does for a None in sys.modules):
+    one SeedError saying what to install, and JSON still read."""
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    seed = tmp_path / "seed.yml"
+    seed.write_text("t: {partitions: 1}\n")
+    with pytest.raises(SeedError, match=r"seed\.yml: YAML seed files need PyYAML \(pip install pyyaml\)"):
+        load_seed_file(seed)
+    assert parse_seed_text('{"t": {"partitions": 1}}') == [TopicSeed("t", 1)]
 
 
 @pytest.mark.parametrize(("raw", "suffix"), [(b"[" * 100_000, ".json"), (b"[" * 100_000, ".yaml"),
@@ -120,8 +135,6 @@ def test_yaml_seed_files_need_pyyaml_or_say_so(tmp_path: Path) -> None:
 def test_a_deeply_nested_or_undecodable_seed_file_is_one_seed_error(tmp_path: Path, raw: bytes,
                                                                     suffix: str) -> None:
     """Each was a RecursionError or UnicodeDecodeError traceback."""
-    if suffix == ".yaml":
-        pytest.importorskip("yaml")
     path = tmp_path / f"seed{suffix}"
     path.write_bytes(raw)
     with pytest.raises(SeedError, match=f"seed.*{suffix}"):
