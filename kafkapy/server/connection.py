@@ -129,7 +129,10 @@ def discard(awaitable: object) -> None:
     for value in held.values():
         if inspect.iscoroutine(value) or inspect.isgenerator(value):
             discard(value)
-    awaitable.close()
+    try:
+        awaitable.close()
+    except Exception:  # one that ignores GeneratorExit (a bug): the connection's cleanup goes on
+        log.exception("closing %r failed (ignored)", awaitable)
 
 
 class CloseConnection(Exception):

@@ -149,3 +149,19 @@ def test_discard_closes_the_coroutines_an_unstarted_one_holds() -> None:
         discard(object())  # not a coroutine: left alone
         gc.collect()
     assert ran == [] and [str(w.message) for w in caught] == []
+
+
+def test_discard_goes_on_past_a_coroutine_that_will_not_close(caplog: pytest.LogCaptureFixture) -> None:
+    """One that swallows GeneratorExit (a bug) is logged: connection_lost's cleanup (the quota
+    slot, the close hooks) must still run after it."""
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(0)
+        except GeneratorExit:  # swallowed once: the second close (the garbage collector's) ends it
+            pass
+        await asyncio.sleep(0)
+
+    coro = stubborn()
+    coro.send(None)  # started, suspended at its first sleep
+    discard(coro)
+    assert "closing" in caplog.text and "failed (ignored)" in caplog.text
