@@ -56,13 +56,15 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
-    """The entries of a checkpoint, each split into ``fields`` strings; [] when the file is absent."""
+    """The entries of a checkpoint, each split into ``fields`` strings; [] for no file or an empty one."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         return []
     except UnicodeDecodeError:
         raise CheckpointCorrupt(f"{path}: not UTF-8 text") from None
+    if not lines:  # Kafka's reader: an empty file holds no entries (its CheckpointFile creates them so)
+        return []
     if len(lines) < 2 or lines[0].strip() != str(CHECKPOINT_VERSION):
         raise CheckpointCorrupt(f"{path}: expected version {CHECKPOINT_VERSION} and a count")
     try:

@@ -45,7 +45,7 @@ from pathlib import Path
 from kafkapy.errors import DecodeError
 from kafkapy.log.background import fsync_path
 from kafkapy.log.checkpoint import fsync_directory
-from kafkapy.log.epochs import LeaderEpochCache
+from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kafkapy.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
 from kafkapy.log.topic_config import LogConfig
@@ -287,14 +287,20 @@ class FileLog(SegmentedLog):
         if self._log_start_offset > self.log_end_offset:  # recovery cut below the log start: nothing readable
             self.truncate_fully_and_start_at(self._log_start_offset)
         end = self.log_end_offset
+        epochs_read = list(self.epochs.entries)
         self.epochs.truncate_from_end(end)
         self.epochs.truncate_from_start(self._log_start_offset)
         self._drop_snapshots(above=end)
         if clean_shutdown:
             self.recovery_point = min(max(recovery_point, self._log_start_offset), end)
+        elif not bases:
+            self.recovery_point = end  # a new log: nothing written, nothing to make durable
         else:
             self.flush()
-        self._epochs_changed()
+        if self.epochs.entries != epochs_read:
+            self._epochs_changed()
+        else:  # Kafka's CheckpointFile makes the file, empty, when there is none: no fsync to wait for
+            (self.directory / LEADER_EPOCH_CHECKPOINT).touch()
 
     def _new_segment(self, base_offset: int, now: int) -> Segment:
         return FileSegment(self.directory, base_offset, self.config, now)

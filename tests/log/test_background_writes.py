@@ -136,3 +136,19 @@ def test_the_background_writer_leaves_the_files_the_plain_path_leaves(
         trees.append({str(path.relative_to(root)): path.read_bytes()
                       for path in sorted(root.rglob("*")) if path.is_file()})
     assert trees[0] == trees[1]
+
+
+def test_a_new_log_opens_without_writing_and_its_empty_epoch_file_reads_back(tmp_path: Path) -> None:
+    """A new partition's log has nothing to recover or flush: it makes Kafka's empty
+    leader-epoch-checkpoint (Kafka's CheckpointFile creates it so) and reads it back as no epochs."""
+    from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT
+    from kafkapy.log.segments import FileLog
+
+    log = FileLog(tmp_path / "t-0")
+    epochs = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert epochs.exists() and epochs.stat().st_size == 0
+    assert log.recovery_point == 0
+    log.close()
+    reopened = FileLog(tmp_path / "t-0")
+    assert reopened.epochs.entries == [] and reopened.log_end_offset == 0
+    reopened.close()
