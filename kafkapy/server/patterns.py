@@ -39,6 +39,7 @@ U+2029), ``$`` is the end of input in RE2 (Java also before a final line termina
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Callable
@@ -46,6 +47,7 @@ from typing import Literal
 
 import attrs
 import re2
+from re2 import _re2  # the binding's core: its Python wrapper costs four times as much per match
 
 __all__ = ["Engine", "PatternError", "Regex", "compile_java", "compile_re2"]
 
@@ -77,6 +79,9 @@ _FLAG_GROUP = re.compile(r"\(\?([A-Za-z-]*)[:)]")
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # RE2 would print every refused pattern on stderr
 _OPTIONS.longest_match = False  # leftmost-first, as RE2/J and Java choose among alternatives
+_OPTIONS.never_capture = True  # only whether it matches is asked: no group spans to compute
+_WHOLE = _re2.RE2.Anchor.ANCHOR_BOTH
+_NO_MATCH = -1
 
 
 class PatternError(ValueError):
@@ -151,27 +156,28 @@ def _read(text: str) -> _Reading:
     return _Reading(huge, otherwise)
 
 
-def _re2j_description(error: re2.error) -> str:
-    message = error.args[0] if error.args else ""
-    text = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+def _re2j_description(message: bytes) -> str:
+    text = message.decode("utf-8", "replace")
     for re2_text, re2j_text in _RE2J_DESCRIPTIONS:
         if text.startswith(re2_text):
             return re2j_text
     return text.split("\n", 1)[0] or "invalid regular expression"
 
 
+@functools.lru_cache(maxsize=256)  # a group's regex is matched again on every heartbeat
 def _on_re2(text: str) -> Regex:
     """RE2's compile; PatternError in RE2/J's words when it refuses."""
     try:
-        compiled = re2.compile(text, _OPTIONS)
-    except re2.error as exc:
-        raise PatternError(text, _re2j_description(exc)) from None
+        program = _re2.RE2(text.encode("utf-8"), _OPTIONS)
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8 to hand RE2
         raise PatternError(text, "invalid UTF-8") from None
+    if not program.ok():
+        raise PatternError(text, _re2j_description(program.error()))
 
     def fullmatch(subject: str) -> bool:
         # surrogatepass: a lone surrogate in the subject cannot match, but must not raise
-        return compiled.fullmatch(subject.encode("utf-8", "surrogatepass")) is not None
+        data = subject.encode("utf-8", "surrogatepass")
+        return program.Match(_WHOLE, data, 0, len(data))[0][0] != _NO_MATCH
 
     return Regex(text, "re2", fullmatch)
 
