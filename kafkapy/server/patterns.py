@@ -39,8 +39,8 @@ U+2029), ``$`` is the end of input in RE2 (Java also before a final line termina
 
 from __future__ import annotations
 
-import functools
 import re
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Literal
@@ -82,6 +82,14 @@ _OPTIONS.longest_match = False  # leftmost-first, as RE2/J and Java choose among
 _OPTIONS.never_capture = True  # only whether it matches is asked: no group spans to compute
 _WHOLE = _re2.RE2.Anchor.ANCHOR_BOTH
 _NO_MATCH = -1
+
+# Compiled patterns kept for reuse (a group's regex is matched again on every heartbeat), but only
+# small ones: a topic regex is tens of instructions, while `\pL{300}` is 350,000 and grows with
+# its DFA up to RE2's 8 MiB budget; 256 of those kept would be gigabytes a client chose.
+_CACHE_SIZE = 256
+_CACHEABLE_PROGRAM = 1000  # instructions (RE2's ProgramSize)
+_cache: dict[str, Regex] = {}
+_cache_lock = threading.Lock()  # embedded brokers in one process each run their own loop thread
 
 
 class PatternError(ValueError):
@@ -164,9 +172,12 @@ def _re2j_description(message: bytes) -> str:
     return text.split("\n", 1)[0] or "invalid regular expression"
 
 
-@functools.lru_cache(maxsize=256)  # a group's regex is matched again on every heartbeat
 def _on_re2(text: str) -> Regex:
-    """RE2's compile; PatternError in RE2/J's words when it refuses."""
+    """RE2's compile (or the one kept); PatternError in RE2/J's words when it refuses."""
+    with _cache_lock:
+        kept = _cache.get(text)
+    if kept is not None:
+        return kept
     try:
         program = _re2.RE2(text.encode("utf-8"), _OPTIONS)
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8 to hand RE2
@@ -179,7 +190,13 @@ def _on_re2(text: str) -> Regex:
         data = subject.encode("utf-8", "surrogatepass")
         return program.Match(_WHOLE, data, 0, len(data))[0][0] != _NO_MATCH
 
-    return Regex(text, "re2", fullmatch)
+    regex = Regex(text, "re2", fullmatch)
+    if program.ProgramSize() <= _CACHEABLE_PROGRAM:
+        with _cache_lock:
+            if len(_cache) >= _CACHE_SIZE:
+                del _cache[next(iter(_cache))]  # the oldest
+            _cache[text] = regex
+    return regex
 
 
 def compile_re2(text: str) -> Regex:

@@ -144,3 +144,15 @@ def test_re2_agrees_with_re_on_syntax_both_read_alike(body: str, anchored: bool,
         assert regex.engine == "re2"
         for subject in subjects:
             assert regex.matches(subject) == (reference.fullmatch(subject) is not None), (text, subject)
+
+
+def test_compiled_patterns_kept_for_reuse_are_few_and_small() -> None:
+    from kafkapy.server import patterns
+
+    big = r"\pL{300}"  # 350,000 RE2 instructions: a client could send many, each a few MiB
+    compile_re2(big)
+    assert big not in patterns._cache
+    for n in range(patterns._CACHE_SIZE + 10):
+        assert compile_re2(f"t{n}.*").matches(f"t{n}-x")
+    assert len(patterns._cache) == patterns._CACHE_SIZE
+    assert compile_re2("t0.*") is not None  # evicted, compiled again
