@@ -83,13 +83,15 @@ _OPTIONS.never_capture = True  # only whether it matches is asked: no group span
 _WHOLE = _re2.RE2.Anchor.ANCHOR_BOTH
 _NO_MATCH = -1
 
-# Compiled patterns kept for reuse (a group's regex is matched again on every heartbeat), but only
-# small ones: a topic regex is tens of instructions, while `\pL{300}` is 350,000 and grows with
-# its DFA up to RE2's 8 MiB budget; 256 of those kept would be gigabytes a client chose.
+# Compiled patterns kept for reuse: a group's regex is matched again on every heartbeat, and a
+# large one (``\pL{300}``: 350,000 instructions, 150 ms to compile) would cost that each time.
+# Kept within a budget of instructions: a topic regex is tens, and 256 large ones kept (each with
+# its DFA up to RE2's 8 MiB) would be gigabytes a client chose. Oldest out first.
 _CACHE_SIZE = 256
-_CACHEABLE_PROGRAM = 1000  # instructions (RE2's ProgramSize)
-_cache: dict[str, Regex] = {}
+_CACHE_INSTRUCTIONS = 2_000_000  # RE2's ProgramSize, summed: about 15 MiB with their DFAs
+_cache: dict[str, tuple[Regex, int]] = {}
 _cache_lock = threading.Lock()  # embedded brokers in one process each run their own loop thread
+_cached_instructions = 0
 
 
 class PatternError(ValueError):
@@ -177,7 +179,7 @@ def _on_re2(text: str) -> Regex:
     with _cache_lock:
         kept = _cache.get(text)
     if kept is not None:
-        return kept
+        return kept[0]
     try:
         program = _re2.RE2(text.encode("utf-8"), _OPTIONS)
     except UnicodeEncodeError:  # a lone surrogate: no UTF-8 to hand RE2
@@ -191,12 +193,21 @@ def _on_re2(text: str) -> Regex:
         return program.Match(_WHOLE, data, 0, len(data))[0][0] != _NO_MATCH
 
     regex = Regex(text, "re2", fullmatch)
-    if program.ProgramSize() <= _CACHEABLE_PROGRAM:
-        with _cache_lock:
-            if len(_cache) >= _CACHE_SIZE:
-                del _cache[next(iter(_cache))]  # the oldest
-            _cache[text] = regex
+    _keep(text, regex, program.ProgramSize())
     return regex
+
+
+def _keep(text: str, regex: Regex, size: int) -> None:
+    global _cached_instructions
+    if size > _CACHE_INSTRUCTIONS // 4:
+        return  # one pattern never takes over the budget
+    with _cache_lock:
+        if text in _cache:
+            return
+        while _cache and (len(_cache) >= _CACHE_SIZE or _cached_instructions + size > _CACHE_INSTRUCTIONS):
+            _cached_instructions -= _cache.pop(next(iter(_cache)))[1]
+        _cache[text] = (regex, size)
+        _cached_instructions += size
 
 
 def compile_re2(text: str) -> Regex:
