@@ -35,6 +35,10 @@ match even when leftmost-first preference would stop earlier, as Java's backtrac
 RE2 and Java still differ on syntax both accept: ``(?i)`` folds non-ASCII letters in RE2 (Java
 only with UNICODE_CASE), ``.`` excludes only ``\\n`` in RE2 (Java also ``\\r``, U+0085, U+2028,
 U+2029), ``$`` is the end of input in RE2 (Java also before a final line terminator).
+
+RE2 budgets 8 MiB per compiled pattern: a larger program (``\\pL{1000}``) is refused ("pattern
+too large - compile failed"), where RE2/J and Java would accept it. Compiled patterns are kept for
+reuse within a budget of instructions (below), so none a client sends can pin much memory.
 """
 
 from __future__ import annotations

@@ -159,3 +159,10 @@ def test_compiled_patterns_kept_for_reuse_stay_within_a_budget() -> None:
     assert sum(size for _, size in patterns._cache.values()) == patterns._cached_instructions
     assert r"\pL{300}11" in patterns._cache  # the newest kept, the oldest gone
     assert r"\pL{300}0" not in patterns._cache
+
+
+def test_a_pattern_past_re2s_memory_budget_is_refused_not_compiled_at_any_cost() -> None:
+    with pytest.raises(PatternError, match="pattern too large"):
+        compile_re2(r"\pL{1000}")
+    with pytest.raises(PatternError, match="pattern too large"):
+        compile_java(r"\pL{1000}", fallback=False)
