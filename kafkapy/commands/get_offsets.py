@@ -34,7 +34,7 @@ from kafkapy.log.base import (
     MAX_TIMESTAMP,
     NO_OFFSET,
 )
-from kafkapy.server.patterns import compile_pattern
+from kafkapy.server.patterns import PatternError, Regex, compile_java
 
 __all__ = ["TopicPartitionRule", "parse_rules", "parse_time", "register"]
 
@@ -55,13 +55,13 @@ _NO_UPPER = 2**31 - 1  # Integer.MAX_VALUE: a range without an upper bound
 class TopicPartitionRule:
     """Topics whose whole name matches ``topic``, and partitions in [low, high) or ``only``."""
 
-    topic: re.Pattern[str]
+    topic: Regex
     low: int = 0
     high: int = _NO_UPPER
     only: frozenset[int] | None = None
 
     def allows_topic(self, name: str) -> bool:
-        return self.topic.fullmatch(name) is not None
+        return self.topic.matches(name)
 
     def allows(self, name: str, partition: int) -> bool:
         if not self.allows_topic(name):
@@ -71,14 +71,14 @@ class TopicPartitionRule:
         return self.low <= partition < self.high
 
 
-def topic_regex(raw: str) -> re.Pattern[str]:
+def topic_regex(raw: str) -> Regex:
     """Kafka's topic filter: blanks dropped, commas are alternatives, quotes around it ignored
     (property files bring them)."""
     text = raw.strip().replace(",", "|").replace(" ", "")
     text = re.sub(r"""["']+$""", "", re.sub(r"""^["']+""", "", text))
     try:
-        return compile_pattern(text)
-    except re.error:
+        return compile_java(text, fallback=True)
+    except PatternError:
         raise argparse.ArgumentTypeError(f"{text} is an invalid regex.") from None
 
 
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         usage_error: Callable[[str], None] = args.usage_error
         usage_error("--topic-partitions cannot be used with --topic or --partitions")
     rules: Sequence[TopicPartitionRule] = args.topic_partitions or [
-        TopicPartitionRule(args.topic or re.compile(".*"), only=args.partitions or frozenset())]
+        TopicPartitionRule(args.topic or topic_regex(".*"), only=args.partitions or frozenset())]
     failed = 0
     found: dict[str, str] = {}
     try:

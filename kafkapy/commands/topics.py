@@ -37,7 +37,7 @@ from kafkapy.commands._topic_admin import NO_DEFAULT, NewTopic, Outcome, TopicAd
 from kafkapy.configs.module import DEFAULT_CONFIG
 from kafkapy.errors import ErrorCode
 from kafkapy.server.core import INTERNAL_TOPICS
-from kafkapy.server.patterns import compile_pattern
+from kafkapy.server.patterns import PatternError, Regex, compile_java
 
 __all__ = ["parse_configs", "parse_replica_assignment", "topic_pattern"]
 
@@ -139,13 +139,13 @@ def register(subparsers: Any) -> None:
 
 # --- the command line: Kafka's checks before anything is sent ----------------------------------
 
-def topic_pattern(text: str) -> re.Pattern[str]:
+def topic_pattern(text: str) -> Regex:
     """``--topic`` as Kafka's TopicFilter reads it: commas are alternatives, spaces and leading or
     trailing quotes go (a properties file may bring them); the pattern must match a whole name."""
     regex = text.strip().replace(",", "|").replace(" ", "").lstrip("\"'").rstrip("\"'")
     try:
-        return compile_pattern(regex)
-    except re.error:
+        return compile_java(regex, fallback=True)
+    except PatternError:
         raise _Usage(f"{regex} is an invalid regex.") from None
 
 
@@ -229,8 +229,8 @@ def _select(topics: Sequence[TopicInfo], args: argparse.Namespace) -> tuple[list
     if not args.topic:
         return kept, []
     patterns = [(text, topic_pattern(text)) for text in args.topic]
-    chosen = [t for t in kept if any(p.fullmatch(t.name) for _, p in patterns)]
-    unmatched = [text for text, p in patterns if not any(p.fullmatch(t.name) for t in kept)]
+    chosen = [t for t in kept if any(p.matches(t.name) for _, p in patterns)]
+    unmatched = [text for text, p in patterns if not any(p.matches(t.name) for t in kept)]
     return chosen, unmatched
 
 

@@ -9,12 +9,11 @@ list every topic none matches (streams per topic: the entry's count, for a black
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 
 import attrs
 
-from kafkapy.server.patterns import compile_pattern
+from kafkapy.server.patterns import PatternError, compile_java
 
 __all__ = ["Subscription", "SubscriptionError", "parse_label", "partition_label", "range_assign",
            "thread_ids"]
@@ -51,8 +50,8 @@ class Subscription:
                 raise SubscriptionError(f"streams for {name!r} must be an integer from 1 to 1000")
             if pattern != "static":
                 try:
-                    compile_pattern(name)
-                except re.error as exc:
+                    compile_java(name, fallback=False)
+                except PatternError as exc:
                     raise SubscriptionError(f"invalid regex {name!r}: {exc}") from None
             streams[str(name)] = count
         return cls(pattern, streams)
@@ -73,10 +72,10 @@ class Subscription:
                     result[topic] = self.streams[topic]
             elif self.pattern == "white_list":
                 for regex, count in self.streams.items():
-                    if re.fullmatch(regex, topic):
+                    if compile_java(regex, fallback=False).matches(topic):
                         result[topic] = count
                         break
-            elif not any(re.fullmatch(regex, topic) for regex in self.streams):
+            elif not any(compile_java(regex, fallback=False).matches(topic) for regex in self.streams):
                 result[topic] = next(iter(self.streams.values()))
         return result
 

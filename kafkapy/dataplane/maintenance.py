@@ -33,6 +33,7 @@ from typing import Any
 from kafkapy.log import LogManager
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segmented import SegmentedLog
+from kafkapy.server.clock import VirtualTimeLoop
 from kafkapy.server.config import ConfigKey
 
 __all__ = ["MAINTENANCE_CONFIG_KEYS", "LogMaintenance"]
@@ -109,12 +110,16 @@ class LogMaintenance:
             (retention_check_interval_ms, self.apply_retention),
             (producer_expiration_check_ms, self.expire_producers),
             (flush_scheduler_interval_ms, self.flush_due),
-            (recovery_point_checkpoint_ms, self.checkpoint_recovery_points),
-            (log_start_checkpoint_ms, self.checkpoint_log_start_offsets),
-            (high_watermark_checkpoint_ms, self.checkpoint_high_watermarks),
+            # The checkpoint files are written on the log manager's background writer (as Kafka's
+            # scheduler threads write them): a pass reads the offsets and does not wait, unless
+            # the clock is virtual (``start``), where a test that advanced it finds them written.
+            (recovery_point_checkpoint_ms, lambda: self.checkpoint_recovery_points(wait=self._wait)),
+            (log_start_checkpoint_ms, lambda: self.checkpoint_log_start_offsets(wait=self._wait)),
+            (high_watermark_checkpoint_ms, lambda: self.checkpoint_high_watermarks(wait=self._wait)),
         ]
         if cleaner_enable:
-            self._passes.append((cleaner_backoff_ms, lambda: self.compact(only_dirty=True)))
+            self._passes.append((cleaner_backoff_ms, lambda: self.compact(only_dirty=True, wait=self._wait)))
+        self._wait = True
         self._next_due: list[float] = [0.0] * len(self._passes)
 
     # -- on demand ----------------------------------------------------------------------------
@@ -132,9 +137,10 @@ class LogMaintenance:
                     removed[key] = count
         return removed
 
-    def compact(self, now_ms: int | None = None, *, only_dirty: bool = False) -> dict[TopicPartition, int]:
+    def compact(self, now_ms: int | None = None, *, only_dirty: bool = False,
+                wait: bool = True) -> dict[TopicPartition, int]:
         """Compact every compacted log (or, ``only_dirty``, those the cleaner would pick); answers
-        records removed per partition."""
+        records removed per partition. ``wait``: return once the cleaner-offset-checkpoint is written."""
         removed: dict[TopicPartition, int] = {}
         cleaned = False
         with self._lock:
@@ -149,7 +155,7 @@ class LogMaintenance:
                 if count:
                     removed[key] = count
             if cleaned:  # Kafka's doneCleaning: the cleaner-offset-checkpoint follows each cleaning
-                self._logs().checkpoint_cleaner_offsets()
+                self._logs().checkpoint_cleaner_offsets(wait=wait)
         return removed
 
     def expire_producers(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
@@ -175,21 +181,22 @@ class LogMaintenance:
         with self._lock:
             return self._logs().flush_due()
 
-    def checkpoint_recovery_points(self) -> None:
+    def checkpoint_recovery_points(self, *, wait: bool = True) -> None:
         with self._lock:
-            self._logs().checkpoint_recovery_points()
+            self._logs().checkpoint_recovery_points(wait=wait)
 
-    def checkpoint_log_start_offsets(self) -> None:
+    def checkpoint_log_start_offsets(self, *, wait: bool = True) -> None:
         with self._lock:
-            self._logs().checkpoint_log_start_offsets()
+            self._logs().checkpoint_log_start_offsets(wait=wait)
 
-    def checkpoint_high_watermarks(self) -> None:
+    def checkpoint_high_watermarks(self, *, wait: bool = True) -> None:
         with self._lock:
-            self._logs().checkpoint_high_watermarks()
+            self._logs().checkpoint_high_watermarks(wait=wait)
 
     # -- the timer ----------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._wait = isinstance(loop, VirtualTimeLoop)
         now = self._clock()
         self._next_due = [now + period / 1000 for period, _ in self._passes]
         self._schedule(loop)

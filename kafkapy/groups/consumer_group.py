@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import enum
-import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,7 +59,7 @@ from kafkapy.groups.records import (
     to_topic_partitions,
 )
 from kafkapy.server.core import INTERNAL_TOPICS
-from kafkapy.server.patterns import compile_pattern
+from kafkapy.server.patterns import PatternError, Regex, compile_re2
 
 __all__ = [
     "INTERNAL_TOPICS",
@@ -85,8 +84,6 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH: Final = -2
 CLIENT_GENERATED_MEMBER_ID_VERSION: Final = 1
 #: Never matched by a subscription regex: kafkapy's choice, like the classic consumer's
 #: ``exclude.internal.topics=true``.
-# RE2/J rejects what needs backtracking; Python's re accepts it. Reject the same constructs.
-_RE2_UNSUPPORTED = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=")
 
 
 class GroupStateError(KafkaPyError):
@@ -593,7 +590,7 @@ class ConsumerGroups:
         names = {name for name in member.subscribed_topic_names if name in topics}
         if member.subscribed_topic_regex:
             pattern = _compile_regex(member.subscribed_topic_regex)
-            names.update(name for name in topics if name not in INTERNAL_TOPICS and pattern.fullmatch(name))
+            names.update(name for name in topics if name not in INTERNAL_TOPICS and pattern.matches(name))
         return names
 
     def _subscription_metadata(self, members: Iterable[ConsumerMember]) -> dict[str, TopicMetadata]:
@@ -636,16 +633,13 @@ class ConsumerGroups:
         return self._timers.session.get(group_id, {}).get(member_id)
 
 
-def _compile_regex(regex: str) -> re.Pattern[str]:
-    """A subscription regex, refused as Kafka refuses what RE2/J cannot compile."""
-    if _RE2_UNSUPPORTED.search(regex):
-        raise KafkaApiError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a "
-                            "valid regular expression: lookaround and backreferences are not supported.")
+def _compile_regex(regex: str) -> Regex:
+    """A subscription regex on RE2, refused as Kafka refuses what RE2/J cannot compile."""
     try:
-        return compile_pattern(regex)
-    except re.error as exc:
+        return compile_re2(regex)
+    except PatternError as exc:
         raise KafkaApiError(ErrorCode.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{regex}` is not a "
-                            f"valid regular expression: {exc}.") from None
+                            f"valid regular expression: {exc.description}.") from None
 
 
 def _check_epoch(member: ConsumerMember, received: int, owned: Assignment | None) -> None:

@@ -66,7 +66,8 @@ def read_checkpoint(path: Path, fields: int) -> list[list[str]]:
     except UnicodeDecodeError:
         raise CheckpointCorrupt(f"{path}: not UTF-8 text") from None
     # Kafka's CheckpointReadBuffer: a file that ends before its count line (empty, or the version
-    # alone) has no entries; a crash between creating and writing a file can leave one.
+    # alone) has no entries. Its CheckpointFile creates them empty, and a crash between creating
+    # and writing one can leave one.
     if not lines:
         return []
     if lines[0].strip() != str(CHECKPOINT_VERSION):

@@ -27,6 +27,7 @@ the current log (Kafka's recoverAbandonedFutureLogs). A log dir that failed a mo
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import attrs
 
+from kafkapy.log.background import BackgroundWriter
 from kafkapy.log.checkpoint import fsync_directory, read_offsets, write_offsets
 from kafkapy.log.memory import MemoryLog
 from kafkapy.log.moves import (
@@ -125,6 +127,9 @@ class LogManager:
         # Kafka's preferredLogDirs: where a partition asked to move before it had a log here goes.
         self.preferred_dirs: dict[TopicPartition, Path] = {}
         self.offline_dirs: set[Path] = set()
+        # fsyncs of rolled segments and snapshots, and the periodic checkpoints, off the loop
+        # (kafkapy.log.background); in memory there is nothing to write.
+        self.background = BackgroundWriter() if self.log_dirs else None
         found_futures: list[tuple[TopicPartition, Path, Path]] = []
         for directory in self.log_dirs:
             found_futures += self._open_dir(directory)
@@ -166,14 +171,14 @@ class LogManager:
                 raise ValueError(f"partition {key[0]}-{key[1]} is in two log dirs, {self._dir_of[key]} "
                                  f"and {directory} (a move between log dirs was interrupted?): delete "
                                  f"one of the two directories")
-            self.logs[key] = FileLog(
+            self.logs[key] = self._writing_in_background(FileLog(
                 child,
                 self.default_config,
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=log_starts.get(key, 0),
                 clean_shutdown=clean and key in recovery_points,
                 clock=self.clock,
-            )
+            ))
             self._dir_of[key] = directory
             if key in cleaned:
                 self.logs[key].cleaned_to = first_dirty_offset(self.logs[key], cleaned[key])
@@ -192,7 +197,7 @@ class LogManager:
         current = directory / partition_dir_name(*key)
         os.replace(path, current)
         fsync_directory(directory)
-        self.logs[key] = FileLog(current, self.default_config, clock=self.clock)
+        self.logs[key] = self._writing_in_background(FileLog(current, self.default_config, clock=self.clock))
         self._dir_of[key] = directory
 
     def _check_meta_properties(self, directory: Path) -> None:
@@ -250,11 +255,16 @@ class LogManager:
             preferred = self.preferred_dirs.pop(key, None)
             online = preferred is not None and self.log_dir_online(preferred)
             directory = preferred if preferred is not None and online else self._least_loaded_dir()
-            log = FileLog(directory / partition_dir_name(topic, partition), config, clock=self.clock)
+            log = self._writing_in_background(
+                FileLog(directory / partition_dir_name(topic, partition), config, clock=self.clock))
             self._dir_of[key] = directory
         if topic_id is not None:
             log.assign_topic_id(topic_id)
         self.logs[key] = log
+        return log
+
+    def _writing_in_background(self, log: FileLog) -> FileLog:
+        log.background = self.background
         return log
 
     def _least_loaded_dir(self) -> Path:
@@ -430,24 +440,29 @@ class LogManager:
         self.checkpoint_high_watermarks()
         self.checkpoint_cleaner_offsets()
 
-    def checkpoint_recovery_points(self) -> None:
+    # Each checkpoint's offsets are read when it is asked for. ``wait`` (the default): written
+    # here, after whatever the background writer has pending, and an OSError is the caller's.
+    # Without it (the periodic passes of kafkapy.dataplane.maintenance) the file is written on
+    # the background writer, in order after what came before.
+
+    def checkpoint_recovery_points(self, *, wait: bool = True) -> None:
         """recovery-point-offset-checkpoint (Kafka: every log.flush.offset.checkpoint.interval.ms)."""
-        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point)
+        self._write_checkpoint(RECOVERY_POINT_CHECKPOINT, lambda log: log.recovery_point, wait=wait)
 
-    def checkpoint_log_start_offsets(self) -> None:
+    def checkpoint_log_start_offsets(self, *, wait: bool = True) -> None:
         """log-start-offset-checkpoint (every log.flush.start.offset.checkpoint.interval.ms)."""
-        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset)
+        self._write_checkpoint(LOG_START_OFFSET_CHECKPOINT, lambda log: log.log_start_offset, wait=wait)
 
-    def checkpoint_high_watermarks(self) -> None:
+    def checkpoint_high_watermarks(self, *, wait: bool = True) -> None:
         """replication-offset-checkpoint (every replica.high.watermark.checkpoint.interval.ms)."""
-        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark)
+        self._write_checkpoint(REPLICATION_OFFSET_CHECKPOINT, lambda log: log.high_watermark, wait=wait)
 
-    def checkpoint_cleaner_offsets(self) -> None:
+    def checkpoint_cleaner_offsets(self, *, wait: bool = True) -> None:
         """cleaner-offset-checkpoint: where each compacted log is clean up to (Kafka's
         LogCleanerManager writes it after each cleaning), so a restart does not clean it again.
         A log clean to no further than its start has no entry, as one never cleaned."""
         self._write_checkpoint(CLEANER_OFFSET_CHECKPOINT, lambda log: log.cleaned_to,
-                               lambda log: log.cleaned_to > log.log_start_offset)
+                               lambda log: log.cleaned_to > log.log_start_offset, wait=wait)
 
     @staticmethod
     def _checkpoints() -> list[tuple[str, Callable[[SegmentedLog], int], Callable[[SegmentedLog], bool]]]:
@@ -462,18 +477,28 @@ class LogManager:
 
     def _write_checkpoint(self, name: str, value: Callable[[SegmentedLog], int],
                           include: Callable[[SegmentedLog], bool] = lambda log: True,
-                          dirs: list[Path] | None = None) -> None:
+                          dirs: list[Path] | None = None, *, wait: bool = True) -> None:
+        background = None if wait else self.background
+        if wait and self.background is not None:
+            self.background.drain()  # an earlier checkpoint still pending must not land after this one
         for directory in self.log_dirs if dirs is None else dirs:
             if not self.log_dir_online(directory):
                 continue
             keys = [k for k, d in self._dir_of.items() if d == directory and include(self.logs[k])]
-            write_offsets(directory / name, {k: value(self.logs[k]) for k in keys})
+            path, offsets = directory / name, {k: value(self.logs[k]) for k in keys}
+            if background is None:
+                write_offsets(path, offsets)
+            else:
+                background.submit(f"writing {path}", functools.partial(write_offsets, path, offsets))
 
     def close(self) -> None:
         """Flush and close every log, checkpoint, then mark each dir as cleanly shut down."""
         for log in self.logs.values():
+            log.background = None  # its last flush and snapshot are written before the marker
             log.close()
-        self.checkpoint()
+        self.checkpoint()  # after what the background writer had pending
         for directory in self.log_dirs:
             if self.log_dir_online(directory):
                 (directory / CLEAN_SHUTDOWN_FILE).touch()
+        if self.background is not None:
+            self.background.close()

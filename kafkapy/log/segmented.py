@@ -30,12 +30,14 @@ persist segments.
 from __future__ import annotations
 
 import bisect
+import threading
 import time
 import uuid
 from array import array
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from kafkapy.log.background import BackgroundWriter, fsync_and_close
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
@@ -126,6 +128,10 @@ class Segment:
 
     def flush(self) -> None:
         """Make the segment's bytes and indexes durable; nothing to do in memory."""
+
+    def duplicate_descriptors(self) -> list[int]:
+        """What a background flush fsyncs (kafkapy.log.background); nothing in memory."""
+        return []
 
     def close(self) -> None:
         """Release what the segment holds open."""
@@ -313,6 +319,12 @@ class SegmentedLog:
         # compaction), after which a copy taken before is stale.
         self.cleaning_paused = False
         self.rewrites = 0
+        # Logs under log.dirs flush a rolled segment and fsync producer snapshots on their log
+        # manager's background writer, as Kafka schedules them; None: here, at once.
+        self.background: BackgroundWriter | None = None
+        # The background writer moves the recovery point once a rolled segment is durable, while
+        # the loop may truncate: both change it (and read ``rewrites``) under this lock.
+        self._recovery_lock = threading.Lock()
 
     # -- backend hooks -------------------------------------------------------------------
 
@@ -464,8 +476,18 @@ class SegmentedLog:
         if old.size == 0:
             return old
         old.on_inactive()
-        old.flush()  # every rolled segment is flushed, so the recovery point can move to its end
-        self.recovery_point = max(self.recovery_point, old.next_offset)
+        # Every rolled segment is flushed, and the recovery point moves to its end once it is.
+        background = self.background
+        if background is None:
+            old.flush()
+            self._advance_recovery_point(old.next_offset, self.rewrites)
+        else:
+            descriptors, through, rewrites = old.duplicate_descriptors(), old.next_offset, self.rewrites
+
+            def flush_rolled() -> None:
+                fsync_and_close(descriptors)
+                self._advance_recovery_point(through, rewrites)
+            background.submit(f"flushing a rolled segment of {self}", flush_rolled)
         self.segments.append(self._new_segment(self.log_end_offset, now))
         if self.snapshot_source is not None:
             self.write_snapshot(self.log_end_offset, self.snapshot_source())
@@ -486,8 +508,23 @@ class SegmentedLog:
         for segment in self.segments:
             if segment.next_offset > self.recovery_point or segment is self.active:
                 segment.flush()
-        self.recovery_point = self.log_end_offset
+        with self._recovery_lock:
+            self.recovery_point = self.log_end_offset
         self._last_flush_ms = self.clock() if now is None else now
+
+    def _rewriting(self) -> None:
+        """Stored bytes are about to change other than by an append: a flush asked for before
+        (still on the background writer) no longer moves the recovery point."""
+        with self._recovery_lock:
+            self.rewrites += 1
+
+    def _advance_recovery_point(self, through: int, rewrites: int) -> None:
+        """The log is durable up to ``through`` (a flush done, maybe on the background writer):
+        the recovery point moves there, unless a truncation or rewrite came since the flush was
+        asked for (``rewrites`` then differs) and made that offset mean something else."""
+        with self._recovery_lock:
+            if rewrites == self.rewrites:
+                self.recovery_point = max(self.recovery_point, min(through, self.log_end_offset))
 
     # -- read ----------------------------------------------------------------------------
 
@@ -657,7 +694,7 @@ class SegmentedLog:
         if offset < self._log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
-        self.rewrites += 1
+        self._rewriting()
         while len(self.segments) > 1 and self.active.base_offset > offset:
             self.segments.pop().delete()
         self.active.truncate_to(offset, active=True)
@@ -673,7 +710,7 @@ class SegmentedLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and continue it at ``offset`` (a follower far behind, or a reset)."""
-        self.rewrites += 1
+        self._rewriting()
         for segment in self.segments:
             segment.delete()
         self.segments = [self._new_segment(offset, self.clock())]

@@ -43,8 +43,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kafkapy.errors import DecodeError
+from kafkapy.log.background import fsync_path
 from kafkapy.log.checkpoint import fsync_directory
-from kafkapy.log.epochs import LeaderEpochCache
+from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kafkapy.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
 from kafkapy.log.topic_config import LogConfig
@@ -149,6 +150,12 @@ class FileSegment(Segment):
         for fd in (self._fd, self._index_fd, self._time_fd):
             os.fsync(fd)
         self.txn_index.flush()
+
+    def duplicate_descriptors(self) -> list[int]:
+        """Duplicates of the files' descriptors, for a flush on the background writer that must
+        not depend on this segment staying open (kafkapy.log.background)."""
+        fds = [self._fd, self._index_fd, self._time_fd, self.txn_index.descriptor]
+        return [os.dup(fd) for fd in fds if fd >= 0]
 
     def close(self) -> None:
         for fd in (self._fd, self._index_fd, self._time_fd):
@@ -280,14 +287,20 @@ class FileLog(SegmentedLog):
         if self._log_start_offset > self.log_end_offset:  # recovery cut below the log start: nothing readable
             self.truncate_fully_and_start_at(self._log_start_offset)
         end = self.log_end_offset
+        epochs_read = list(self.epochs.entries)
         self.epochs.truncate_from_end(end)
         self.epochs.truncate_from_start(self._log_start_offset)
         self._drop_snapshots(above=end)
         if clean_shutdown:
             self.recovery_point = min(max(recovery_point, self._log_start_offset), end)
+        elif not bases:
+            self.recovery_point = end  # a new log: nothing written, nothing to make durable
         else:
             self.flush()
-        self._epochs_changed()
+        if self.epochs.entries != epochs_read:
+            self._epochs_changed()
+        else:  # Kafka's CheckpointFile makes the file, empty, when there is none: no fsync to wait for
+            (self.directory / LEADER_EPOCH_CHECKPOINT).touch()
 
     def _new_segment(self, base_offset: int, now: int) -> Segment:
         return FileSegment(self.directory, base_offset, self.config, now)
@@ -306,14 +319,28 @@ class FileLog(SegmentedLog):
         return sorted(int(path.stem) for path in self.directory.glob("*.snapshot") if path.stem.isdigit())
 
     def write_snapshot(self, offset: int, data: bytes) -> None:
+        """Written whole under a temporary name and renamed. With a background writer the fsyncs
+        happen there, as Kafka's roll defers the snapshot's flush to its scheduler: until then a
+        crash of the machine (not of the process) may leave it torn, and a torn snapshot is
+        refused on load and the producer state replayed from the log instead."""
         path = self.directory / segment_name(offset, ".snapshot")
         tmp = path.with_name(path.name + ".tmp")
+        background = self.background
         with open(tmp, "wb") as out:
             out.write(data)
             out.flush()
-            os.fsync(out.fileno())
+            if background is None:
+                os.fsync(out.fileno())
         os.replace(tmp, path)
-        fsync_directory(self.directory)
+        if background is None:
+            fsync_directory(self.directory)
+            return
+        directory = self.directory
+
+        def sync_snapshot() -> None:
+            fsync_path(path)
+            fsync_path(directory)
+        background.submit(f"syncing {path}", sync_snapshot)
 
     def latest_snapshot(self) -> tuple[int, bytes] | None:
         usable = [offset for offset in self._snapshot_offsets() if offset <= self.log_end_offset]

@@ -143,6 +143,11 @@ class TxnIndex:
         if self._fd >= 0:
             os.fsync(self._fd)
 
+    @property
+    def descriptor(self) -> int:
+        """The open file's descriptor; -1 while nothing was written (no file yet)."""
+        return self._fd
+
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)

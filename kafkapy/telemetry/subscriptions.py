@@ -10,7 +10,6 @@ id is Kafka's: the CRC-32C of that set and interval, xor the client instance id'
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 
@@ -18,7 +17,7 @@ import attrs
 
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.crc32c import crc32c
-from kafkapy.server.patterns import compile_pattern
+from kafkapy.server.patterns import PatternError, Regex, compile_java
 
 __all__ = ["ALL_METRICS", "DEFAULT_INTERVAL_MS", "MATCH_ATTRIBUTES", "ClientAttributes", "Subscription",
            "SubscriptionError", "effective_subscription", "parse_subscription"]
@@ -50,11 +49,11 @@ class Subscription:
     name: str
     metrics: tuple[str, ...]
     interval_ms: int
-    match: tuple[tuple[str, re.Pattern[str]], ...]
+    match: tuple[tuple[str, Regex], ...]
 
     def matches(self, client: ClientAttributes) -> bool:
         values = client.values()
-        return all((value := values.get(attribute)) is not None and pattern.fullmatch(value) is not None
+        return all((value := values.get(attribute)) is not None and pattern.matches(value)
                    for attribute, pattern in self.match)
 
 
@@ -94,7 +93,7 @@ def parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
         if not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
             raise SubscriptionError(f"Invalid value {interval_ms} for {INTERVAL_MS}, interval must be "
                                     f"between {MIN_INTERVAL_MS} and {MAX_INTERVAL_MS} (1 hour)")
-    match: list[tuple[str, re.Pattern[str]]] = []
+    match: list[tuple[str, Regex]] = []
     for item in _items(config.get(MATCH, "")):
         parts = item.split("=")
         attribute = parts[0].strip()
@@ -104,8 +103,8 @@ def parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
             raise SubscriptionError(f"kafkapy cannot match on {attribute} (it does not keep the software "
                                     f"clients declare in ApiVersions): {item}", ErrorCode.INVALID_CONFIG)
         try:
-            match.append((attribute, compile_pattern(parts[1].strip())))
-        except re.error:
+            match.append((attribute, compile_java(parts[1].strip(), fallback=False)))
+        except PatternError:
             raise SubscriptionError(f"Illegal client matching pattern: {item}",
                                     ErrorCode.INVALID_CONFIG) from None
     return Subscription(name, tuple(_items(config.get(METRICS, ""))), interval_ms, tuple(match))

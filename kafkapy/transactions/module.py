@@ -22,7 +22,6 @@ the loop; a virtual loop clock moves both.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
@@ -43,7 +42,7 @@ from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
 from kafkapy.server.internal_topics import InternalTopic
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
-from kafkapy.server.patterns import compile_pattern
+from kafkapy.server.patterns import PatternError, compile_java
 from kafkapy.server.services import (
     NO_LEADER,
     PARTITION_LOGS,
@@ -459,8 +458,8 @@ class TransactionsModule(Module):
         unknown = [name for name, state in zip(names, known, strict=True) if state is None]
         pattern = body.get("transactional_id_pattern")
         try:
-            matcher = compile_pattern(pattern) if pattern else None
-        except re.error as exc:
+            matcher = compile_java(pattern, fallback=False) if pattern else None
+        except PatternError as exc:
             self.services.log.info("ListTransactions pattern %r: %s", pattern, exc)
             return fit({"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REGULAR_EXPRESSION,
                         "unknown_state_filters": [], "transaction_states": []})
@@ -468,7 +467,7 @@ class TransactionsModule(Module):
             states={state for state in known if state is not None} if names else None,
             producer_ids=set(body.get("producer_id_filters") or ()),
             min_duration_ms=body.get("duration_filter", -1),
-            matches=lambda name: ((matcher is None or matcher.fullmatch(name) is not None)
+            matches=lambda name: ((matcher is None or matcher.matches(name))
                                   and self._allowed(ctx.connection, "DESCRIBE", "TRANSACTIONAL_ID", name)))
         listed.sort(key=lambda m: m.transactional_id)
         return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,

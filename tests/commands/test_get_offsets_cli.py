@@ -5,7 +5,6 @@ and a broker too old for a special time is one skip line per partition."""
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 from kafkapy import Broker
 from kafkapy.cli import main
 from kafkapy.commands.get_offsets import parse_rules, parse_time
+from kafkapy.server.patterns import Regex
 
 TIMEOUT_S = 20
 PARTITIONS = 11  # past 10: the lines go in the order of the partitions' names, o-10 before o-2
@@ -135,7 +135,7 @@ def test_any_rule_text_is_rules_or_one_usage_error(specs: list[str]) -> None:
         rules = parse_rules(",".join(specs))
     except argparse.ArgumentTypeError:
         return
-    assert rules and all(isinstance(rule.topic, re.Pattern) for rule in rules)
+    assert rules and all(isinstance(rule.topic, Regex) for rule in rules)
 
 
 @given(st.integers(0, 50), st.integers(0, 50), st.integers(0, 60))

@@ -111,9 +111,13 @@ def test_topic_count_json() -> None:
     black = Subscription.parse('{"version":1,"pattern":"black_list","subscription":{"o.*":3}}')
     assert black.topic_streams(["orders", "x"]) == {"x": 3}
     for bad in ("nope", "[]", '{"pattern":"regex","subscription":{"t":1}}', '{"subscription":{}}',
-                '{"subscription":{"t":0}}', '{"pattern":"white_list","subscription":{"(":1}}'):
+                '{"subscription":{"t":0}}', '{"pattern":"white_list","subscription":{"(":1}}',
+                # Java's, but only a backtracking engine runs it: refused (kafkapy/server/patterns.py)
+                '{"pattern":"black_list","subscription":{"(?!o).*":1}}'):
         with pytest.raises(SubscriptionError):
             Subscription.parse(bad)
+    catastrophic = Subscription.parse('{"pattern":"white_list","subscription":{"(a+)+$":1}}')
+    assert catastrophic.topic_streams(["a" * 40 + "b", "aaaa"]) == {"aaaa": 1}  # RE2: at once
 
 
 _NAMES = ["t", "o.*", "(", "a{4294967296}"]

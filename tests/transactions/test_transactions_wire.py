@@ -221,7 +221,8 @@ def test_list_transactions_filters(broker: Broker) -> None:
         assert listed(transactional_id_pattern="a.*") == ([("a", "Ongoing")], [])
         # Kafka's rule: an id with no transaction has start -1, long ago.
         assert listed(duration_filter=3_600_000) == ([("b", "Empty")], [])
-        for pattern in ("(", "a{4294967296}", "(" * 1200 + ")" * 1200):  # the last two failed the handler
+        # "a{4294967296}" failed the handler (OverflowError); lookaround only a backtracking engine runs
+        for pattern in ("(", "a{4294967296}", "(?=a).*"):
             bad = conn.call(ApiKey.LIST_TRANSACTIONS, 2, {"transactional_id_pattern": pattern}).body
             assert bad["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
 

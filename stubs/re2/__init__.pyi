@@ -1,0 +1,6 @@
+# The part of google-re2's API kafkapy uses (kafkapy/server/patterns.py); the package ships no types.
+from re2 import _re2
+
+class error(Exception): ...
+
+class Options(_re2.RE2.Options): ...
