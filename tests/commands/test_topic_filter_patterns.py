@@ -3,10 +3,8 @@ sees them, in a process of their own with Python's default warning filters: a pa
 tools would not run the same way is one line on stderr, exit 2, and no Python warning.
 
 ``[[`` made ``re`` print "FutureWarning: Possible nested set" (a set inside a set, which Java reads
-as a union of classes and ``re`` as a literal '[') above the error. The patterns work on branch
-``regex`` (kafkapy.server.patterns.compile_java) refuses nested classes and silences ``re``'s
-FutureWarnings; until it is merged these tests are expected to fail (strict xfail: they must pass
-once ``compile_java`` is there).
+as a union of classes and ``re`` as a literal '[') above the error; kafkapy.server.patterns'
+``compile_java`` refuses nested classes and intersections and silences ``re``'s FutureWarnings.
 """
 
 from __future__ import annotations
@@ -16,10 +14,6 @@ import sys
 
 import pytest
 
-from kafkapy.server import patterns
-
-PENDING = pytest.mark.xfail(not hasattr(patterns, "compile_java"), strict=True,
-                            reason="re's FutureWarning leaks until the regex branch's compile_java is merged")
 PATTERNS = ["[[", "[[a]]", "t[a[b]]", "[a&&b]"]  # nested classes and an intersection: Java syntax
 NOWHERE = "127.0.0.1:9"  # refused before anything is sent: no broker needed
 
@@ -29,7 +23,6 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
                            *args], capture_output=True, text=True, timeout=60)
 
 
-@PENDING
 @pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("command", ["topics", "get-offsets"])
 def test_a_java_only_class_is_one_line_and_no_warning(command: str, pattern: str) -> None:
