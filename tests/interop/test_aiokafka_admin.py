@@ -23,14 +23,13 @@ from aiokafka.structs import TopicPartition
 from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
 
 TIMEOUT_S = 20
 TOPIC = "ledger"
 # Their __consumer_offsets partitions (Java hashCode % 50) fall on all three brokers, whatever the
 # placement's random start: round-robin leaders differ by partition index mod 3.
 GROUPS = ["ga", "gb", "gc", "gd"]
-INVALID_PARTITIONS = 37  # Kafka's INVALID_PARTITIONS
-UNKNOWN_TOPIC_OR_PARTITION = 3
 TRANSACTION = 1  # FindCoordinator's key type for a transactional id
 
 
@@ -56,12 +55,13 @@ def fill_and_commit(cluster: Broker) -> None:
 def test_aiokafka_admin_calls_on_three_brokers(cluster: Broker) -> None:
     async def topics_and_configs(admin: AIOKafkaAdminClient) -> None:
         created = await admin.create_topics([NewTopic(TOPIC, 3, 3), NewTopic("broken", -5, 3)])
-        assert [(t[0], t[1]) for t in created.topic_errors] == [(TOPIC, 0), ("broken", INVALID_PARTITIONS)]
+        assert [(t[0], t[1]) for t in created.topic_errors] == [(TOPIC, ErrorCode.NONE),
+                                                                ("broken", ErrorCode.INVALID_PARTITIONS)]
         assert set(await admin.list_topics()) == {TOPIC}
         grown = await admin.create_partitions({TOPIC: NewPartitions(4)})
-        assert [(t[0], t[1]) for t in grown.topic_errors] == [(TOPIC, 0)]
+        assert [(t[0], t[1]) for t in grown.topic_errors] == [(TOPIC, ErrorCode.NONE)]
         [described] = await admin.describe_topics([TOPIC])
-        assert described["error_code"] == 0
+        assert described["error_code"] == ErrorCode.NONE
         assert sorted(p["partition"] for p in described["partitions"]) == [0, 1, 2, 3]
         assert all(sorted(p["replicas"]) == [1, 2, 3] for p in described["partitions"])
 
@@ -83,7 +83,7 @@ def test_aiokafka_admin_calls_on_three_brokers(cluster: Broker) -> None:
         for group in GROUPS:
             [answer] = await admin.describe_consumer_groups([group])
             [(error, name, state, protocol_type, _, members)] = answer.groups
-            assert (error, name, state, protocol_type, members) == (0, group, "Empty", "", [])
+            assert (error, name, state, protocol_type, members) == (ErrorCode.NONE, group, "Empty", "", [])
         for i, group in enumerate(GROUPS):
             offsets = await admin.list_consumer_group_offsets(group)
             assert {tp.partition: o.offset for tp, o in offsets.items()} == {0: 5 + i, 1: 7}
@@ -99,8 +99,8 @@ def test_aiokafka_admin_calls_on_three_brokers(cluster: Broker) -> None:
         with pytest.raises(OffsetOutOfRangeError):
             await admin.delete_records({TopicPartition(TOPIC, 2): RecordsToDelete(11)})
         answer = await admin.delete_topics([TOPIC, "absent"])
-        assert [(t[0], t[1]) for t in answer.topic_error_codes] == [(TOPIC, 0),
-                                                                    ("absent", UNKNOWN_TOPIC_OR_PARTITION)]
+        assert [(t[0], t[1]) for t in answer.topic_error_codes] == [
+            (TOPIC, ErrorCode.NONE), ("absent", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
         assert TOPIC not in await admin.list_topics()
 
     async def run(step: str) -> None:
