@@ -202,6 +202,31 @@ def test_a_static_member_is_removed_by_its_instance_id(broker: Broker, admin: Ka
         consumer.close()
 
 
+def test_members_of_a_consumer_protocol_group_are_not_removed_by_leave_group(
+        broker: Broker, admin: KafkaAdminClient) -> None:
+    """Kafka 4's classicGroupLeaveToConsumerGroup: a KIP-848 member (one that does not use the
+    classic protocol) named by member id or by instance id is UNKNOWN_MEMBER_ID, and stays."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "modern",
+                                         "group.protocol": "consumer", "group.instance.id": "worker-2",
+                                         **RDKAFKA_CLIENT})
+    try:
+        consumer.subscribe([TOPIC])
+        wait_until(lambda: consumer.poll(0.1) is None and consumer.assignment(), TIMEOUT_S,
+                   what="an assignment")
+        [listed] = admin.list_groups()
+        assert (listed["group_id"], listed["group_type"], listed["group_state"]) == (
+            "modern", "consumer", "Stable")
+        member_id = consumer.memberid()
+        assert member_id
+        assert admin.remove_group_members("modern", [MemberToRemove(member_id=member_id)]) == {
+            member_id: UnknownMemberIdError}
+        assert admin.remove_group_members("modern", [MemberToRemove(group_instance_id="worker-2")]) == {
+            "worker-2": UnknownMemberIdError}
+        assert admin.delete_groups(["modern"]) == {"modern": "NonEmptyGroupError"}
+    finally:
+        consumer.close()
+
+
 def test_group_calls_reach_each_groups_coordinator_on_three_brokers() -> None:
     with Broker({"broker.id": 1}, brokers=3) as cluster:
         admin = admin_of(cluster)
