@@ -205,7 +205,8 @@ def test_a_static_member_is_removed_by_its_instance_id(broker: Broker, admin: Ka
 def test_members_of_a_consumer_protocol_group_are_not_removed_by_leave_group(
         broker: Broker, admin: KafkaAdminClient) -> None:
     """Kafka 4's classicGroupLeaveToConsumerGroup: a KIP-848 member (one that does not use the
-    classic protocol) named by member id or by instance id is UNKNOWN_MEMBER_ID, and stays."""
+    classic protocol) named by member id or by instance id is UNKNOWN_MEMBER_ID, and stays; the
+    admin's offset changes are refused as for a classic group with members."""
     consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "modern",
                                          "group.protocol": "consumer", "group.instance.id": "worker-2",
                                          **RDKAFKA_CLIENT})
@@ -223,6 +224,10 @@ def test_members_of_a_consumer_protocol_group_are_not_removed_by_leave_group(
         assert admin.remove_group_members("modern", [MemberToRemove(group_instance_id="worker-2")]) == {
             "worker-2": UnknownMemberIdError}
         assert admin.delete_groups(["modern"]) == {"modern": "NonEmptyGroupError"}
+        # ConsumerGroup.validateOffsetCommit: epoch -1 commits only into an empty group.
+        assert admin.alter_group_offsets("modern", {tp(0): OffsetAndMetadata(1, "", None)}) == {
+            tp(0): UnknownMemberIdError}
+        assert admin.delete_group_offsets("modern", [tp(0)]) == {tp(0): GroupSubscribedToTopicError}
     finally:
         consumer.close()
 
