@@ -16,6 +16,7 @@ import bisect
 from array import array
 from collections.abc import Callable
 
+from kafkapy.log.background import BackgroundWriter
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.records import Buffer
@@ -61,7 +62,7 @@ class MemorySegment(Segment):
         self.buffers = [data]
         self.buffer_starts = array("q", [0])
 
-    def delete(self) -> None:
+    def delete(self, background: BackgroundWriter | None = None) -> None:
         self.buffers = []
         self.buffer_starts = array("q")
 

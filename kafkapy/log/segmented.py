@@ -136,8 +136,9 @@ class Segment:
     def close(self) -> None:
         """Release what the segment holds open."""
 
-    def delete(self) -> None:
-        """Remove the segment's storage."""
+    def delete(self, background: BackgroundWriter | None = None) -> None:
+        """Remove the segment's storage (with a background writer, its files are renamed
+        ``.deleted`` here and removed there)."""
 
     # -- the batch table -----------------------------------------------------------------
 
@@ -696,7 +697,7 @@ class SegmentedLog:
             return
         self._rewriting()
         while len(self.segments) > 1 and self.active.base_offset > offset:
-            self.segments.pop().delete()
+            self.segments.pop().delete(self.background)
         self.active.truncate_to(offset, active=True)
         if self.log_end_offset < self._log_start_offset:
             # Only a batch straddling the log start was left to cut: nothing readable remains.
@@ -712,7 +713,7 @@ class SegmentedLog:
         """Empty the log and continue it at ``offset`` (a follower far behind, or a reset)."""
         self._rewriting()
         for segment in self.segments:
-            segment.delete()
+            segment.delete(self.background)
         self.segments = [self._new_segment(offset, self.clock())]
         self._log_start_offset = offset
         self.recovery_point = offset
@@ -737,7 +738,7 @@ class SegmentedLog:
         self.epochs.truncate_from_start(offset)
         self._epochs_changed()
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
-            self.segments.pop(0).delete()
+            self.segments.pop(0).delete(self.background)
         self._drop_snapshots(below=self.segments[0].base_offset)
 
     # -- retention and compaction ------------------------------------------------------------
@@ -755,7 +756,7 @@ class SegmentedLog:
         if count:
             gone, self.segments = self.segments[:count], self.segments[count:]
             for segment in gone:
-                segment.delete()
+                segment.delete(self.background)
             self._advance_log_start(self.segments[0].base_offset)
         return count
 
