@@ -45,6 +45,7 @@ from pathlib import Path
 from kafkapy.errors import DecodeError
 from kafkapy.log.background import BackgroundWriter, fsync_path, remove_file
 from kafkapy.log.checkpoint import fsync_directory
+from kafkapy.log.cleaning import SegmentView, file_reader
 from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kafkapy.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
@@ -150,6 +151,12 @@ class FileSegment(Segment):
         for fd in (self._fd, self._index_fd, self._time_fd):
             os.fsync(fd)
         self.txn_index.flush()
+
+    def view(self) -> SegmentView:
+        """Read through a duplicate of the file's descriptor: a segment closed, compacted or
+        deleted meanwhile leaves the view reading the file it had."""
+        read, release = file_reader(self._fd)
+        return SegmentView(self, self.size, self.batch_ranges(), read, release)
 
     def duplicate_descriptors(self) -> list[int]:
         """Duplicates of the files' descriptors, for a flush on the background writer that must
