@@ -209,8 +209,8 @@ class LogMaintenance:
             _log.warning("cleaning %s-%d failed: %s", *key, failure)
             return
         with self._lock:
-            if self._stopping or self._logs().logs.get(key) is not log:
-                return
+            if self._stopping or self._logs().logs.get(key) is not log or not self._maintains(key):
+                return  # stopped, the partition gone, or (shared in-memory logs) led elsewhere now
             before = log.cleaned_to
             log.finish_compaction(plan)
             if log.cleaned_to != before:  # Kafka's doneCleaning: the checkpoint follows each cleaning
