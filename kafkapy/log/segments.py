@@ -43,8 +43,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kafkapy.errors import DecodeError
-from kafkapy.log.background import fsync_path
+from kafkapy.log.background import BackgroundWriter, fsync_path, remove_file
 from kafkapy.log.checkpoint import fsync_directory
+from kafkapy.log.cleaning import SegmentView, file_reader
 from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kafkapy.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
@@ -151,6 +152,12 @@ class FileSegment(Segment):
             os.fsync(fd)
         self.txn_index.flush()
 
+    def view(self) -> SegmentView:
+        """Read through a duplicate of the file's descriptor: a segment closed, compacted or
+        deleted meanwhile leaves the view reading the file it had."""
+        read, release = file_reader(self._fd)
+        return SegmentView(self, self.size, self.batch_ranges(), read, release)
+
     def duplicate_descriptors(self) -> list[int]:
         """Duplicates of the files' descriptors, for a flush on the background writer that must
         not depend on this segment staying open (kafkapy.log.background)."""
@@ -164,11 +171,11 @@ class FileSegment(Segment):
         self._fd = self._index_fd = self._time_fd = -1
         self.txn_index.close()
 
-    def delete(self) -> None:
+    def delete(self, background: BackgroundWriter | None = None) -> None:
         self.close()
-        self.txn_index.delete()
+        self.txn_index.delete(background)
         for path in (self.path, self.index_path, self.time_index_path):
-            path.unlink(missing_ok=True)
+            remove_file(path, background)
 
     def relocate(self, directory: Path) -> None:
         """Continue in ``directory``, which holds byte-identical copies of this segment's files
@@ -362,7 +369,19 @@ class FileLog(SegmentedLog):
         self.directory = directory
 
     def delete(self) -> None:
-        """Remove the partition directory (its topic was deleted)."""
+        """Remove the partition directory (its topic was deleted). With a background writer it is
+        renamed ``<topic>-<partition>.<uuid>-delete`` here, as Kafka renames a deleted log's
+        directory, and removed there: a gigabyte of segments takes a few hundred milliseconds to
+        unlink. A broker stopped before that finds the ``-delete`` directory at start and removes it."""
         for segment in self.segments:
             segment.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        background = self.background
+        if background is None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
+        try:
+            os.replace(self.directory, doomed)
+        except FileNotFoundError:
+            return
+        background.submit(f"removing {doomed}", lambda: shutil.rmtree(doomed, ignore_errors=True))
