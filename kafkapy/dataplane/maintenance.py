@@ -194,6 +194,7 @@ class LogMaintenance:
         """On the cleaner's thread (or wherever it was cancelled): hand the result to the loop."""
         if self._stopping or cleaning.cancelled():
             plan.release()  # its views' file handles, if it never ran
+            plan.discard()  # the cleaned files it wrote, if it did
             return
         try:
             loop.call_soon_threadsafe(self._swap_in, key, log, plan, cleaning)
@@ -207,9 +208,11 @@ class LogMaintenance:
         failure = cleaning.exception()
         if failure is not None:
             _log.warning("cleaning %s-%d failed: %s", *key, failure)
+            plan.discard()
             return
         with self._lock:
             if self._stopping or self._logs().logs.get(key) is not log or not self._maintains(key):
+                plan.discard()
                 return  # stopped, the partition gone, or (shared in-memory logs) led elsewhere now
             before = log.cleaned_to
             log.finish_compaction(plan)

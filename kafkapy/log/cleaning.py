@@ -63,6 +63,10 @@ class SegmentView:
     ranges: Sequence[tuple[int, int]]  # each batch's [start, end)
     read: Callable[[int, int], bytes | memoryview]
     release: Callable[[], None]
+    # What the cleaner's thread can do for the swap ahead (files: write and fsync the cleaned
+    # segment beside the old one), and how to undo it when the result is dropped.
+    prepare: Callable[[bytes], object] = lambda data: None
+    discard: Callable[[object], None] = lambda prepared: None
 
     def batches(self) -> Iterator[RecordBatch]:
         for start, end in self.ranges:
@@ -81,6 +85,7 @@ class CompactionPlan:
     delete_retention_ms: int
     rewrites: int  # the log's count of rewrites when planned
     cleaned: list[CleanedSegment] | None = None
+    prepared: list[object] = attrs.Factory(list)  # per view, what ``prepare`` made (or None)
 
     def clean(self, stop: Callable[[], bool] = lambda: False) -> bool:
         """Step 2: every segment's cleaned batches; False, with nothing kept, when ``stop`` says
@@ -93,16 +98,28 @@ class CompactionPlan:
             cleaned = []
             for view in self.views:
                 if stop():
+                    self.discard()
                     return False
-                cleaned.append(clean_batches(view.batches(), offset_map, now_ms=self.now_ms,
-                                             delete_retention_ms=self.delete_retention_ms, walk=walk,
-                                             last_records=self.last_records))
+                result = clean_batches(view.batches(), offset_map, now_ms=self.now_ms,
+                                       delete_retention_ms=self.delete_retention_ms, walk=walk,
+                                       last_records=self.last_records)
+                cleaned.append(result)
+                self.prepared.append(view.prepare(result.data) if result.changed else None)
             self.cleaned = cleaned
             return True
         except (OSError, DecodeError):
+            self.discard()
             return False
         finally:
             self.release()
+
+    def discard(self) -> None:
+        """Undo what was prepared for a swap that will not happen."""
+        for view, prepared in zip(self.views, self.prepared, strict=False):
+            if prepared is not None:
+                view.discard(prepared)
+        self.prepared = []
+        self.cleaned = None
 
     def release(self) -> None:
         """Close the views' own handles (once cleaned, or when the plan is dropped)."""

@@ -73,7 +73,7 @@ class MemorySegment(Segment):
         del self.buffers[keep:]
         del self.buffer_starts[keep:]
 
-    def _replace_storage(self, data: bytes) -> None:
+    def _replace_storage(self, data: bytes, prepared: object = None) -> None:
         self.buffers = [data]
         self.buffer_starts = array("q", [0])
 

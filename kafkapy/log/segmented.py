@@ -112,8 +112,18 @@ class Segment:
     def _truncate_storage(self, size: int) -> None:
         raise NotImplementedError
 
-    def _replace_storage(self, data: bytes) -> None:
+    def _replace_storage(self, data: bytes, prepared: object = None) -> None:
+        """Store ``data`` in place of the segment's bytes; ``prepared`` is what ``prepare_replacement``
+        made of the same data beforehand (on the cleaner's thread), if anything."""
         raise NotImplementedError
+
+    def prepare_replacement(self, data: bytes) -> object:
+        """What can be done for a replacement before the swap, anywhere (a file written and
+        fsynced beside the segment); None when there is nothing to do ahead."""
+        return None
+
+    def discard_replacement(self, prepared: object) -> None:
+        """A prepared replacement that will not be swapped in."""
 
     def _index_entry_added(self, last_offset: int, position: int) -> None:
         """Hook: an offset index entry was added (files append it)."""
@@ -275,9 +285,9 @@ class Segment:
         del self.positions[keep:]
         self.rebuild(active)
 
-    def replace(self, data: bytes, active: bool) -> None:
+    def replace(self, data: bytes, active: bool, prepared: object = None) -> None:
         """Swap in rewritten batches (compaction), offsets preserved."""
-        self._replace_storage(data)
+        self._replace_storage(data, prepared)
         self.reset_table()
         position = 0
         for batch in Records(data).batches(strict=True):
@@ -805,13 +815,14 @@ class SegmentedLog:
                      and all(segment is view.segment and segment.size == view.size
                              for segment, view in zip(cleanable, plan.views, strict=True)))
         if not unchanged or plan.cleaned is None:
+            plan.discard()
             return 0
         self.cleaned_to = max(self.cleaned_to, plan.end)
         removed = 0
-        for segment, cleaned in zip(cleanable, plan.cleaned, strict=True):
+        for segment, cleaned, prepared in zip(cleanable, plan.cleaned, plan.prepared, strict=True):
             if cleaned.changed:
                 self._rewriting()
-                segment.replace(cleaned.data, active=False)
+                segment.replace(cleaned.data, active=False, prepared=prepared)
                 kept = [txn for txn in segment.txn_index if txn.last_offset in cleaned.kept_markers]
                 if len(kept) != len(segment.txn_index):
                     segment.txn_index.replace(kept)

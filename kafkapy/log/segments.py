@@ -122,20 +122,32 @@ class FileSegment(Segment):
     def _truncate_storage(self, size: int) -> None:
         os.ftruncate(self._fd, size)
 
-    def _replace_storage(self, data: bytes) -> None:
-        """Write the cleaned segment beside the old one, then rename it over: all or nothing."""
-        cleaned = self.path.with_name(self.path.name + ".cleaned")
-        fd = os.open(cleaned, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data, 0)
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            raise
+    def _replace_storage(self, data: bytes, prepared: object = None) -> None:
+        """Write the cleaned segment beside the old one (or take the one the cleaner's thread
+        wrote and fsynced: ``prepared``), then rename it over: all or nothing."""
+        cleaned = prepared if isinstance(prepared, Path) else self.prepare_replacement(data)
+        fd = os.open(cleaned, os.O_RDWR)
         os.replace(cleaned, self.path)
         fsync_directory(self.path.parent)
         os.close(self._fd)
         self._fd = fd
+
+    def prepare_replacement(self, data: bytes) -> Path:
+        """``<segment>.log.<uuid>.cleaned`` holding ``data``, fsynced (a name of its own, so a
+        cleaning on the cleaner's thread and one on demand never share a file; a leftover goes
+        when the log opens again)."""
+        cleaned = self.path.with_name(f"{self.path.name}.{uuid.uuid4().hex}.cleaned")
+        fd = os.open(cleaned, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return cleaned
+
+    def discard_replacement(self, prepared: object) -> None:
+        if isinstance(prepared, Path):
+            prepared.unlink(missing_ok=True)
 
     def _index_entry_added(self, last_offset: int, position: int) -> None:
         os.write(self._index_fd, _OFFSET_ENTRY.pack(last_offset - self.base_offset, position))
@@ -154,9 +166,11 @@ class FileSegment(Segment):
 
     def view(self) -> SegmentView:
         """Read through a duplicate of the file's descriptor: a segment closed, compacted or
-        deleted meanwhile leaves the view reading the file it had."""
+        deleted meanwhile leaves the view reading the file it had. The cleaned bytes are written
+        and fsynced beside it on the cleaner's thread, so the swap only renames."""
         read, release = file_reader(self._fd)
-        return SegmentView(self, self.size, self.batch_ranges(), read, release)
+        return SegmentView(self, self.size, self.batch_ranges(), read, release,
+                           self.prepare_replacement, self.discard_replacement)
 
     def duplicate_descriptors(self) -> list[int]:
         """Duplicates of the files' descriptors, for a flush on the background writer that must

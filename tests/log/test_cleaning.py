@@ -135,3 +135,34 @@ def test_a_file_segment_deleted_after_the_plan_is_still_read_whole(tmp_path: Pat
     assert log.finish_compaction(plan) == 0  # dropped: the log no longer holds those segments
     other.close()
     log.close()
+
+
+@pytest.mark.parametrize("dropped", [False, True], ids=["swapped", "dropped"])
+def test_a_file_logs_cleaned_segments_are_written_on_the_thread_and_only_renamed_in_the_swap(
+        tmp_path: Path, dropped: bool) -> None:
+    """The swap's loop step does no writing or fsync of segment data: the cleaner's thread wrote
+    each cleaned segment beside its original and fsynced it; the swap renames it over, and a
+    dropped result leaves no file behind."""
+    from kafkapy.log.segments import FileLog
+
+    log = FileLog(tmp_path / "t-0", COMPACTED)
+    table(log)
+    plan = log.plan_compaction()
+    assert plan is not None
+    clean_on_a_thread(plan)
+    prepared = sorted(p.name for p in (tmp_path / "t-0").glob("*.cleaned"))
+    changed = [c for c in plan.cleaned or [] if c.changed]
+    assert changed and len(prepared) == len(changed)
+    if dropped:
+        log.truncate_to(4)
+    removed = log.finish_compaction(plan)
+    assert not list((tmp_path / "t-0").glob("*.cleaned"))
+    assert (removed == 0) == dropped
+    if not dropped:
+        assert removed == sum(c.removed for c in changed)
+        log.close()
+        reopened = FileLog(tmp_path / "t-0", COMPACTED)  # what was renamed in is what reads back
+        assert stored(reopened).startswith(b"".join(c.data for c in plan.cleaned or []))
+        reopened.close()
+    else:
+        log.close()
