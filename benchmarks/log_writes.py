@@ -23,14 +23,13 @@ cleaning in the loop's step (the pass as a virtual clock runs it). Reported: the
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import functools
 import statistics
 import tempfile
 import time
 
-from benchmarks import Options, Report, machine_note, render_table, revision
+from benchmarks import LoopGaps, Options, Report, machine_note, render_table, revision
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.embedded import Broker, _find_module
 
@@ -43,29 +42,6 @@ VALUE = b"x" * 10_000
 BACKGROUND, IN_PLACE = "background writer", "in place (on the loop)"
 CLEAN_RECORDS, QUICK_CLEAN_RECORDS, CLEAN_KEYS = 200_000, 20_000, 20_000
 THREAD = "cleaner thread"
-
-
-class _Gaps:
-    """The largest gap between runs of a callback asked for every millisecond."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop, self.largest, self._last = loop, 0.0, time.perf_counter()
-        self._handle: asyncio.TimerHandle | None = None
-
-    def _tick(self) -> None:
-        now = time.perf_counter()
-        self.largest = max(self.largest, now - self._last)
-        self._last = now
-        self._handle = self.loop.call_later(0.001, self._tick)
-
-    def start(self) -> None:
-        self._last = time.perf_counter()
-        self.loop.call_soon_threadsafe(self._tick)
-
-    def stop(self) -> float:
-        if self._handle is not None:
-            self.loop.call_soon_threadsafe(self._handle.cancel)
-        return self.largest
 
 
 def _block(variant: str, seconds: float) -> tuple[list[float], float]:
@@ -87,7 +63,7 @@ def _block(variant: str, seconds: float) -> tuple[list[float], float]:
                              "log_level": 0})
         producer.produce("rolls", value=VALUE)  # connections and metadata, outside the clock
         producer.flush(30)
-        gaps = _Gaps(broker._loop)
+        gaps = LoopGaps(broker._loop)
         gaps.start()
         latencies: list[float] = []
         end = time.monotonic() + seconds
@@ -123,7 +99,7 @@ def _cleaning(variant: str, records: int) -> tuple[float, float]:
         assert log is not None
         maintenance = module._maintenance
         maintenance._wait = variant == IN_PLACE
-        gaps = _Gaps(broker._loop)
+        gaps = LoopGaps(broker._loop)
         gaps.start()
         time.sleep(0.05)
         started = time.perf_counter()

@@ -29,6 +29,7 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 from kafka.structs import OffsetAndMetadata
+from kafka_python_admin import admin_of, create_topic, open_admin
 from quick_clients import KAFKA_PYTHON_CONSUMER, RDKAFKA_CLIENT
 
 from kafkapy.embedded import Broker
@@ -40,9 +41,6 @@ PARTITIONS = 3
 PER_PARTITION = 10
 FIRST_TIMESTAMP = 1_700_000_000_000
 
-
-def admin_of(broker: Broker) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=TIMEOUT_S * 1000)
 
 
 def produce(broker: Broker) -> None:
@@ -79,20 +77,14 @@ def committed(admin: KafkaAdminClient, group: str) -> dict[int, tuple[int, str]]
 @pytest.fixture
 def broker() -> Iterator[Broker]:
     with Broker({"broker.id": 1, "group.min.session.timeout.ms": 1000}) as running:
-        admin = admin_of(running)
-        try:
-            admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
-        finally:
-            admin.close()
+        create_topic(running, TOPIC, PARTITIONS)
         produce(running)
         yield running
 
 
 @pytest.fixture
 def admin(broker: Broker) -> Iterator[KafkaAdminClient]:
-    client = admin_of(broker)
-    yield client
-    client.close()
+    yield from open_admin(broker)
 
 
 def test_a_group_with_a_member_refuses_admin_changes_until_the_member_is_removed(

@@ -19,6 +19,7 @@ import pytest
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import NotLeaderForPartitionError, TransactionalIdNotFoundError
+from kafka_python_admin import admin_of, create_topic, open_admin
 from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
 
 from kafkapy import VirtualClock
@@ -28,9 +29,6 @@ TIMEOUT_S = 20
 TOPIC = "payments"
 TXN_TIMEOUT_MS = 45_000
 
-
-def admin_of(broker: Broker) -> KafkaAdminClient:
-    return KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=TIMEOUT_S * 1000)
 
 
 def transactional(broker: Broker, transactional_id: str) -> confluent_kafka.Producer:
@@ -64,20 +62,14 @@ def idempotent_writes(broker: Broker, partition: int, records: int) -> None:
 @pytest.fixture
 def broker() -> Iterator[Broker]:
     with Broker({"broker.id": 1}) as running:
-        admin = admin_of(running)
-        try:
-            admin.create_topics([NewTopic(TOPIC, 3, 1)])
-        finally:
-            admin.close()
+        create_topic(running, TOPIC, 3)
         warm_transaction_coordinator(running.bootstrap_servers)
         yield running
 
 
 @pytest.fixture
 def admin(broker: Broker) -> Iterator[KafkaAdminClient]:
-    client = admin_of(broker)
-    yield client
-    client.close()
+    yield from open_admin(broker)
 
 
 def test_transactions_are_listed_and_described(broker: Broker, admin: KafkaAdminClient) -> None:
