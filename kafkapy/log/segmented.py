@@ -348,8 +348,10 @@ class SegmentedLog:
     def _new_segment(self, base_offset: int, now: int) -> Segment:
         raise NotImplementedError
 
-    def _epochs_changed(self) -> None:
-        """Hook: persist the leader-epoch cache."""
+    def _epochs_changed(self, *, truncated: bool = False) -> None:
+        """Hook: persist the leader-epoch cache. A new epoch is durable before the append that
+        brought it returns; a truncation of the cache may be written later (Kafka's
+        truncateFrom*AsyncFlush: a file holding a few more entries than the log is trimmed on load)."""
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         """The log belongs to ``topic_id`` from now on (files: partition.metadata is written)."""
@@ -719,8 +721,8 @@ class SegmentedLog:
             # Only a batch straddling the log start was left to cut: nothing readable remains.
             self.truncate_fully_and_start_at(self._log_start_offset)
             return
-        self.epochs.truncate_from_end(self.log_end_offset)
-        self._epochs_changed()
+        if self.epochs.truncate_from_end(self.log_end_offset):
+            self._epochs_changed(truncated=True)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.cleaned_to = min(self.cleaned_to, self.log_end_offset)  # what comes again is dirty
         self._drop_snapshots(above=self.log_end_offset)
@@ -751,8 +753,8 @@ class SegmentedLog:
         if offset <= self._log_start_offset:
             return
         self._log_start_offset = offset
-        self.epochs.truncate_from_start(offset)
-        self._epochs_changed()
+        if self.epochs.truncate_from_start(offset):
+            self._epochs_changed(truncated=True)
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
             self.segments.pop(0).delete(self.background)
         self._drop_snapshots(below=self.segments[0].base_offset)

@@ -37,6 +37,7 @@ import mmap
 import os
 import shutil
 import struct
+import threading
 import uuid
 from array import array
 from collections.abc import Callable
@@ -44,7 +45,7 @@ from pathlib import Path
 
 from kafkapy.errors import DecodeError
 from kafkapy.log.background import BackgroundWriter, fsync_path, remove_file
-from kafkapy.log.checkpoint import fsync_directory
+from kafkapy.log.checkpoint import fsync_directory, write_checkpoint
 from kafkapy.log.cleaning import SegmentView, file_reader
 from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kafkapy.log.partition_metadata import read_partition_metadata, write_partition_metadata
@@ -271,6 +272,9 @@ class FileLog(SegmentedLog):
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.recovered_bytes = 0  # what recovery cut off, for the log and for tests
+        # leader-epoch-checkpoint writes, numbered: the file only ever moves to a newer one
+        self._epochs_generation = self._epochs_written = 0
+        self._epochs_lock = threading.Lock()
         for leftover in directory.iterdir():
             orphan_index = (
                 leftover.suffix in (".index", ".timeindex", ".txnindex")
@@ -331,8 +335,25 @@ class FileLog(SegmentedLog):
             write_partition_metadata(self.directory, topic_id)
         super().assign_topic_id(topic_id)
 
-    def _epochs_changed(self) -> None:
-        self.epochs.write(self.directory)
+    def _epochs_changed(self, *, truncated: bool = False) -> None:
+        """Written at once (a new epoch, as Kafka's assign flushes), or, for a truncation, on the
+        background writer. Each write carries its generation, and one never replaces a newer one
+        on disk: a truncation still pending when a new epoch is written at once is skipped."""
+        self._epochs_generation += 1
+        generation, entries, directory = self._epochs_generation, self.epochs.entries, self.directory
+        background = self.background if truncated else None
+        if background is None:
+            self._write_epochs(directory, entries, generation)
+        else:
+            background.submit(f"writing {directory}/{LEADER_EPOCH_CHECKPOINT}",
+                              lambda: self._write_epochs(directory, entries, generation))
+
+    def _write_epochs(self, directory: Path, entries: list[tuple[int, int]], generation: int) -> None:
+        with self._epochs_lock:
+            if generation < self._epochs_written or not directory.is_dir():
+                return  # a newer write is on disk, or the log was deleted or moved meanwhile
+            write_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, entries)
+            self._epochs_written = generation
 
     # -- producer-state snapshots ---------------------------------------------------------------
 

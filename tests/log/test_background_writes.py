@@ -208,3 +208,27 @@ def test_a_delete_dir_left_by_a_stop_is_removed_when_the_log_dir_opens(tmp_path:
     reopened.close()
     gate.release()
     logs.close()
+
+
+def test_a_truncated_epoch_cache_is_written_later_and_never_over_a_newer_epoch(logs: LogManager,
+                                                                             tmp_path: Path) -> None:
+    """Kafka's truncateFrom*AsyncFlush: a truncation of the leader-epoch cache is written by the
+    background writer; a new epoch is written at once, and the older truncation still pending
+    does not replace it on disk."""
+    from kafkapy.log.checkpoint import read_checkpoint
+    from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT
+
+    log = logs.get_or_create("t", 0)
+    for epoch in (1, 2):
+        log.append(batch_at(log, 2, epoch=epoch))
+    epochs = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert read_checkpoint(epochs, 2) == [["1", "0"], ["2", "2"]]
+    gate = Gate(logs)
+    log.delete_records_before(3)  # the cache now starts at 3: the file waits for the writer
+    assert read_checkpoint(epochs, 2) == [["1", "0"], ["2", "2"]]
+    log.append(batch_at(log, 1, epoch=5))  # a new epoch: on disk before append returns
+    assert read_checkpoint(epochs, 2) == [["2", "3"], ["5", "4"]]
+    gate.release()
+    assert logs.background is not None
+    logs.background.drain()
+    assert read_checkpoint(epochs, 2) == [["2", "3"], ["5", "4"]]
