@@ -19,6 +19,7 @@ maintains the markdown file.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gc
 import importlib
@@ -82,6 +83,32 @@ class Timing:
     @property
     def rate(self) -> float:
         return 1.0 / self.median
+
+
+class LoopGaps:
+    """The largest gap between runs of a callback asked of an event loop every millisecond: how long
+    the loop was held by something else (a swap, an fsync, a cleaning) while it ran."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.largest = 0.0
+        self._last = time.perf_counter()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.largest = max(self.largest, now - self._last)
+        self._last = now
+        self._handle = self.loop.call_later(0.001, self._tick)
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+        self.loop.call_soon_threadsafe(self._tick)
+
+    def stop(self) -> float:
+        if self._handle is not None:
+            self.loop.call_soon_threadsafe(self._handle.cancel)
+        return self.largest
 
 
 def available() -> list[str]:

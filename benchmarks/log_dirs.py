@@ -14,14 +14,13 @@ during the move.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from benchmarks import Options, Report, machine_note, render_table, revision
+from benchmarks import LoopGaps, Options, Report, machine_note, render_table, revision
 from kafkapy.client import SimpleClient
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.embedded import Broker, _find_module
@@ -34,31 +33,6 @@ TITLE = "Moving a partition between log dirs"
 SEED_MB, QUICK_SEED_MB = 100, 2
 SMALL_SEGMENT = 1_000_000  # 100 segments of 100 MB (quick: 2 MB in segments of 250 KB)
 PRODUCE_EVERY = 0.005
-
-
-class _Probe:
-    """The largest gap between runs of a callback the loop should run every millisecond."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.largest = 0.0
-        self._last = time.perf_counter()
-        self._handle: asyncio.TimerHandle | None = None
-
-    def tick(self) -> None:
-        now = time.perf_counter()
-        self.largest = max(self.largest, now - self._last)
-        self._last = now
-        self._handle = self.loop.call_later(0.001, self.tick)
-
-    def start(self) -> None:
-        self._last = time.perf_counter()
-        self.loop.call_soon_threadsafe(self.tick)
-
-    def stop(self) -> float:
-        if self._handle is not None:
-            self.loop.call_soon_threadsafe(self._handle.cancel)
-        return self.largest
 
 
 def _produce_body(value: bytes) -> dict[str, object]:
@@ -103,12 +77,12 @@ def _measure(seed_mb: int, segment_bytes: int | None) -> dict[str, float]:
             producer.start()
             try:
                 time.sleep(0.5)
-                baseline = _Probe(loop)
+                baseline = LoopGaps(loop)
                 baseline.start()
                 time.sleep(2.0)
                 quiet_gap = baseline.stop()
                 slowest[0] = 0.0
-                probe = _Probe(loop)
+                probe = LoopGaps(loop)
                 probe.start()
                 started = time.perf_counter()
                 with SimpleClient(broker.bootstrap_servers) as client:

@@ -25,12 +25,15 @@ answer per partition what they removed.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkapy.log import LogManager
+from kafkapy.log.cleaning import CompactionPlan
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.server.clock import VirtualTimeLoop
@@ -118,8 +121,15 @@ class LogMaintenance:
             (high_watermark_checkpoint_ms, lambda: self.checkpoint_high_watermarks(wait=self._wait)),
         ]
         if cleaner_enable:
-            self._passes.append((cleaner_backoff_ms, lambda: self.compact(only_dirty=True, wait=self._wait)))
+            self._passes.append((cleaner_backoff_ms, self._cleaner_pass))
         self._wait = True
+        # Kafka's log cleaner thread (log.cleaner.threads, 1 by default): a periodic pass plans
+        # each due log's cleaning on the loop, cleans it here, and swaps it in on the loop
+        # (kafkapy.log.cleaning). The logs being cleaned are not planned again meanwhile.
+        self._cleaner: concurrent.futures.ThreadPoolExecutor | None = None
+        self._cleaning: set[TopicPartition] = set()
+        self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._next_due: list[float] = [0.0] * len(self._passes)
 
     # -- on demand ----------------------------------------------------------------------------
@@ -157,6 +167,57 @@ class LogMaintenance:
             if cleaned:  # Kafka's doneCleaning: the cleaner-offset-checkpoint follows each cleaning
                 self._logs().checkpoint_cleaner_offsets(wait=wait)
         return removed
+
+    def _cleaner_pass(self) -> None:
+        """The periodic cleaning: in place on a virtual clock (a test that advanced it finds the
+        logs cleaned), else on the cleaner's thread."""
+        if self._wait or self._loop is None:
+            self.compact(only_dirty=True)
+            return
+        loop = self._loop
+        with self._lock:
+            for key, log in self._mine():
+                if key in self._cleaning or not log.config.compacts or not self._due(log, None):
+                    continue
+                plan = log.plan_compaction()
+                if plan is None:
+                    continue
+                if self._cleaner is None:
+                    self._cleaner = concurrent.futures.ThreadPoolExecutor(
+                        1, thread_name_prefix="kafkapy-log-cleaner")
+                self._cleaning.add(key)
+                cleaning = self._cleaner.submit(plan.clean, lambda: self._stopping)
+                cleaning.add_done_callback(functools.partial(self._cleaned, loop, key, log, plan))
+
+    def _cleaned(self, loop: asyncio.AbstractEventLoop, key: TopicPartition, log: SegmentedLog,
+                 plan: CompactionPlan, cleaning: concurrent.futures.Future[bool]) -> None:
+        """On the cleaner's thread (or wherever it was cancelled): hand the result to the loop."""
+        if self._stopping or cleaning.cancelled():
+            plan.release()  # its views' file handles, if it never ran
+            plan.discard()  # the cleaned files it wrote, if it did
+            return
+        try:
+            loop.call_soon_threadsafe(self._swap_in, key, log, plan, cleaning)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+    def _swap_in(self, key: TopicPartition, log: SegmentedLog, plan: CompactionPlan,
+                 cleaning: concurrent.futures.Future[bool]) -> None:
+        """On the loop: the cleaned segments in place, if the log still is as planned."""
+        self._cleaning.discard(key)
+        failure = cleaning.exception()
+        if failure is not None:
+            _log.warning("cleaning %s-%d failed: %s", *key, failure)
+            plan.discard()
+            return
+        with self._lock:
+            if self._stopping or self._logs().logs.get(key) is not log or not self._maintains(key):
+                plan.discard()
+                return  # stopped, the partition gone, or (shared in-memory logs) led elsewhere now
+            before = log.cleaned_to
+            log.finish_compaction(plan)
+            if log.cleaned_to != before:  # Kafka's doneCleaning: the checkpoint follows each cleaning
+                self._logs().checkpoint_cleaner_offsets(wait=False)
 
     def expire_producers(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
         """Forget the producers idle for producer.id.expiration.ms (no open transaction, last
@@ -197,6 +258,7 @@ class LogMaintenance:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._wait = isinstance(loop, VirtualTimeLoop)
+        self._loop = loop
         now = self._clock()
         self._next_due = [now + period / 1000 for period, _ in self._passes]
         self._schedule(loop)
@@ -205,6 +267,10 @@ class LogMaintenance:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._stopping = True  # a cleaning under way stops at its next segment, its result dropped
+        if self._cleaner is not None:
+            self._cleaner.shutdown(wait=False, cancel_futures=True)
+            self._cleaner = None
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         wake = min(self._next_due)

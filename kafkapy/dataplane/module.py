@@ -196,7 +196,8 @@ class DataPlaneModule(Module):
             home = memory_home(services.store, lambda: LogHome(
                 LogManager(default_config=self.default_log_config, clock=wall_ms),
                 producer_id_expiration_ms=expiration))
-        self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self.log_config)
+        self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self.log_config,
+                                      shared=not self._owns_logs)
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         # With no authorizer configured nothing is asked on Produce's path (None: allow all).
         self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create, wall_ms,
@@ -409,7 +410,8 @@ class DataPlaneModule(Module):
             conn.principal, conn.client_address[0], "WRITE", "TOPIC")
 
     def describe_producers(self, ctx: RequestContext, request: Request) -> Answer:
-        """READ on the topic (Kafka's handleDescribeProducersRequest), else TOPIC_AUTHORIZATION_FAILED."""
+        """READ on the topic (Kafka's handleDescribeProducersRequest), else TOPIC_AUTHORIZATION_FAILED;
+        any replica answers, as Kafka's (the admin clients' broker_id / --broker-id)."""
         topics = []
         for topic in request.body.get("topics") or []:
             name = topic["name"]
@@ -423,7 +425,7 @@ class DataPlaneModule(Module):
                     results.append(result)
                     continue
                 try:
-                    state = self.partitions.producer_state(name, index)
+                    state = self.partitions.replica_producer_state(name, index)
                 except KafkaApiError as exc:
                     result.update(error_code=exc.code)
                 else:
@@ -433,7 +435,7 @@ class DataPlaneModule(Module):
                          "coordinator_epoch": entry.coordinator_epoch,
                          "current_txn_start_offset": -1 if entry.current_txn_first_offset is None
                          else entry.current_txn_first_offset}
-                        for entry in state.producers.values()]
+                        for entry in (state.producers.values() if state is not None else ())]
                 results.append(result)
             topics.append({"name": name, "partitions": results})
         return {"throttle_time_ms": 0, "topics": topics}

@@ -126,8 +126,11 @@ class Partitions:
     """The partitions this broker leads and their logs (fetch's ``PartitionSource``)."""
 
     def __init__(self, home: LogHome, cluster: ClusterView, broker_id: Callable[[], int],
-                 log_config: Callable[[str], LogConfig]) -> None:
+                 log_config: Callable[[str], LogConfig], *, shared: bool = False) -> None:
         self.home = home
+        # The in-process cluster's brokers share their logs (one memory home): a follower's log is
+        # then the leader's, as Kafka's follower holds a copy of it.
+        self.shared = shared
         self.cluster = cluster
         self._broker_id = broker_id
         self._log_config = log_config
@@ -185,6 +188,26 @@ class Partitions:
     def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
         """The idempotent-producer table of a partition this broker leads."""
         return self.home.producer_state(topic, partition, self.leader_log(topic, partition))
+
+    def replica_producer_state(self, topic: str, partition: int) -> ProducerStateManager | None:
+        """The producer table of a partition this broker holds a replica of (Kafka's
+        getPartitionOrError: what any replica answers, DescribeProducers). A follower's is the
+        leader's where the brokers share their logs (None while the leader has not made the log:
+        no producers yet); where each keeps its own, kafkapy does not replicate, so a follower
+        holds none of the records and answers NOT_LEADER_OR_FOLLOWER, as a broker that is not a
+        replica does."""
+        leader, _ = self.leadership(topic, partition)
+        me = self._broker_id()
+        if leader == me:
+            return self.producer_state(topic, partition)
+        if not self.shared or me not in self.cluster.topics[topic].partitions.get(partition, ()):
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                f"This server is not a replica of partition {topic}-{partition}.")
+        home = self.home
+        log = home.logs.get(topic, partition)
+        if log is None or log.topic_id != self.cluster.topics[topic].topic_id:
+            return None
+        return home.producer_state(topic, partition, log)
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's current leader epoch, from its stored state (UNKNOWN_TOPIC_OR_PARTITION

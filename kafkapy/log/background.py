@@ -33,7 +33,9 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-__all__ = ["BackgroundWriter", "fsync_and_close", "fsync_path"]
+__all__ = ["DELETED_SUFFIX", "BackgroundWriter", "fsync_and_close", "fsync_path", "remove_file"]
+
+DELETED_SUFFIX = ".deleted"  # Kafka's LogFileUtils.DELETED_FILE_SUFFIX
 
 _log = logging.getLogger(__name__)
 
@@ -57,6 +59,21 @@ def fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def remove_file(path: Path, background: BackgroundWriter | None) -> None:
+    """Unlink ``path``; with a background writer, renamed ``<name>.deleted`` now (as Kafka's
+    retention renames a segment's files) and unlinked there. A file left so by a stop is removed
+    when its log opens again."""
+    if background is None:
+        path.unlink(missing_ok=True)
+        return
+    doomed = path.with_name(path.name + DELETED_SUFFIX)
+    try:
+        os.replace(path, doomed)
+    except FileNotFoundError:
+        return
+    background.submit(f"removing {doomed}", lambda: doomed.unlink(missing_ok=True))
 
 
 class BackgroundWriter:

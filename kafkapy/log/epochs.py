@@ -68,20 +68,26 @@ class LeaderEpochCache:
             return EpochEndOffset(epoch, self._starts[0])
         return EpochEndOffset(self._epochs[higher - 1], self._starts[higher])
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """The log now ends at ``end_offset``: forget epochs that started at or after it."""
+    def truncate_from_end(self, end_offset: int) -> bool:
+        """The log now ends at ``end_offset``: forget epochs that started at or after it; answers
+        whether any went."""
+        changed = False
         while self._starts and self._starts[-1] >= end_offset:
             self._epochs.pop()
             self._starts.pop()
+            changed = True
+        return changed
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """The log now starts at ``start_offset``: the epoch covering it starts there."""
+    def truncate_from_start(self, start_offset: int) -> bool:
+        """The log now starts at ``start_offset``: the epoch covering it starts there; answers
+        whether the entries changed."""
         i = bisect.bisect_right(self._starts, start_offset) - 1
-        if i < 0:
-            return
+        if i < 0 or (i == 0 and self._starts[0] == start_offset):
+            return False
         del self._epochs[:i]
         del self._starts[:i]
         self._starts[0] = start_offset
+        return True
 
     def clear(self) -> None:
         self._epochs.clear()

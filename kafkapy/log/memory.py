@@ -16,11 +16,15 @@ import bisect
 from array import array
 from collections.abc import Callable
 
+from kafkapy.log.background import BackgroundWriter
+from kafkapy.log.cleaning import SegmentView
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.records import Buffer
 
 __all__ = ["MemoryLog", "MemorySegment"]
+
+_VIEW_CONFIG = LogConfig()  # a view only reads: its index settings are never used
 
 
 class MemorySegment(Segment):
@@ -34,6 +38,18 @@ class MemorySegment(Segment):
     def _store(self, data: Buffer, nbytes: int) -> None:
         self.buffers.append(data)
         self.buffer_starts.append(self.size)
+
+    def view(self) -> SegmentView:
+        """The buffers it holds now (stored bytes are never changed in place: a compaction or a
+        truncation replaces the list), read as ``load`` reads them."""
+        frozen = MemorySegment(self.base_offset, _VIEW_CONFIG, self.created_ms)
+        frozen.buffers, frozen.buffer_starts = list(self.buffers), array("q", self.buffer_starts)
+        frozen.size = self.size
+
+        def read(start: int, end: int) -> bytes | memoryview:
+            chunks = frozen.load(start, end)
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return SegmentView(self, self.size, self.batch_ranges(), read, lambda: None)
 
     def load(self, start: int, end: int) -> list[memoryview | bytes]:
         chunks: list[memoryview | bytes] = []
@@ -57,11 +73,11 @@ class MemorySegment(Segment):
         del self.buffers[keep:]
         del self.buffer_starts[keep:]
 
-    def _replace_storage(self, data: bytes) -> None:
+    def _replace_storage(self, data: bytes, prepared: object = None) -> None:
         self.buffers = [data]
         self.buffer_starts = array("q", [0])
 
-    def delete(self) -> None:
+    def delete(self, background: BackgroundWriter | None = None) -> None:
         self.buffers = []
         self.buffer_starts = array("q")
 

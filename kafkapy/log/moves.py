@@ -43,6 +43,7 @@ from pathlib import Path
 
 import attrs
 
+from kafkapy.log.background import DELETED_SUFFIX
 from kafkapy.log.checkpoint import fsync_directory
 from kafkapy.log.segments import FileLog
 
@@ -245,8 +246,8 @@ def copy_small_files(source: Path, future: FutureLog, active_base: int, *, final
     for path in source.iterdir():
         name = path.name
         settled = _settled(path, active_base)
-        if path.suffix == ".log" or (not settled and not final):
-            continue
+        if path.suffix in (".log", DELETED_SUFFIX, ".cleaned") or (not settled and not final):
+            continue  # segments are copy_segments'; .deleted and .cleaned files are on their way
         try:
             stamp = _stamp(os.stat(path))
             found.add(name)

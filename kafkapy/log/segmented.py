@@ -54,11 +54,9 @@ from kafkapy.log.base import (
     ReadResult,
     TimestampAndOffset,
 )
+from kafkapy.log.cleaning import CompactionPlan, SegmentView
 from kafkapy.log.compaction import (
     LastRecord,
-    TransactionWalk,
-    build_offset_map,
-    clean_batches,
     cleanable_segments,
 )
 from kafkapy.log.epochs import LeaderEpochCache
@@ -114,8 +112,18 @@ class Segment:
     def _truncate_storage(self, size: int) -> None:
         raise NotImplementedError
 
-    def _replace_storage(self, data: bytes) -> None:
+    def _replace_storage(self, data: bytes, prepared: object = None) -> None:
+        """Store ``data`` in place of the segment's bytes; ``prepared`` is what ``prepare_replacement``
+        made of the same data beforehand (on the cleaner's thread), if anything."""
         raise NotImplementedError
+
+    def prepare_replacement(self, data: bytes) -> object:
+        """What can be done for a replacement before the swap, anywhere (a file written and
+        fsynced beside the segment); None when there is nothing to do ahead."""
+        return None
+
+    def discard_replacement(self, prepared: object) -> None:
+        """A prepared replacement that will not be swapped in."""
 
     def _index_entry_added(self, last_offset: int, position: int) -> None:
         """Hook: an offset index entry was added (files append it)."""
@@ -136,8 +144,9 @@ class Segment:
     def close(self) -> None:
         """Release what the segment holds open."""
 
-    def delete(self) -> None:
-        """Remove the segment's storage."""
+    def delete(self, background: BackgroundWriter | None = None) -> None:
+        """Remove the segment's storage (with a background writer, its files are renamed
+        ``.deleted`` here and removed there)."""
 
     # -- the batch table -----------------------------------------------------------------
 
@@ -160,6 +169,14 @@ class Segment:
     def batches(self) -> Iterator[RecordBatch]:
         for i in range(len(self.offsets)):
             yield self.batch(i)
+
+    def batch_ranges(self) -> list[tuple[int, int]]:
+        return [(self.positions[i], self.batch_end(i)) for i in range(len(self.positions))]
+
+    def view(self) -> SegmentView:
+        """The segment as it is now, readable from another thread whatever happens to it after
+        (kafkapy.log.cleaning)."""
+        raise NotImplementedError
 
     def find_batch(self, offset: int) -> int | None:
         """The first batch whose last offset is >= ``offset``, or None past the segment's end."""
@@ -268,9 +285,9 @@ class Segment:
         del self.positions[keep:]
         self.rebuild(active)
 
-    def replace(self, data: bytes, active: bool) -> None:
+    def replace(self, data: bytes, active: bool, prepared: object = None) -> None:
         """Swap in rewritten batches (compaction), offsets preserved."""
-        self._replace_storage(data)
+        self._replace_storage(data, prepared)
         self.reset_table()
         position = 0
         for batch in Records(data).batches(strict=True):
@@ -331,8 +348,10 @@ class SegmentedLog:
     def _new_segment(self, base_offset: int, now: int) -> Segment:
         raise NotImplementedError
 
-    def _epochs_changed(self) -> None:
-        """Hook: persist the leader-epoch cache."""
+    def _epochs_changed(self, *, truncated: bool = False) -> None:
+        """Hook: persist the leader-epoch cache. A new epoch is durable before the append that
+        brought it returns; a truncation of the cache may be written later (Kafka's
+        truncateFrom*AsyncFlush: a file holding a few more entries than the log is trimmed on load)."""
 
     def assign_topic_id(self, topic_id: uuid.UUID) -> None:
         """The log belongs to ``topic_id`` from now on (files: partition.metadata is written)."""
@@ -696,14 +715,14 @@ class SegmentedLog:
             return
         self._rewriting()
         while len(self.segments) > 1 and self.active.base_offset > offset:
-            self.segments.pop().delete()
+            self.segments.pop().delete(self.background)
         self.active.truncate_to(offset, active=True)
         if self.log_end_offset < self._log_start_offset:
             # Only a batch straddling the log start was left to cut: nothing readable remains.
             self.truncate_fully_and_start_at(self._log_start_offset)
             return
-        self.epochs.truncate_from_end(self.log_end_offset)
-        self._epochs_changed()
+        if self.epochs.truncate_from_end(self.log_end_offset):
+            self._epochs_changed(truncated=True)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.cleaned_to = min(self.cleaned_to, self.log_end_offset)  # what comes again is dirty
         self._drop_snapshots(above=self.log_end_offset)
@@ -712,7 +731,7 @@ class SegmentedLog:
         """Empty the log and continue it at ``offset`` (a follower far behind, or a reset)."""
         self._rewriting()
         for segment in self.segments:
-            segment.delete()
+            segment.delete(self.background)
         self.segments = [self._new_segment(offset, self.clock())]
         self._log_start_offset = offset
         self.recovery_point = offset
@@ -734,10 +753,10 @@ class SegmentedLog:
         if offset <= self._log_start_offset:
             return
         self._log_start_offset = offset
-        self.epochs.truncate_from_start(offset)
-        self._epochs_changed()
+        if self.epochs.truncate_from_start(offset):
+            self._epochs_changed(truncated=True)
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
-            self.segments.pop(0).delete()
+            self.segments.pop(0).delete(self.background)
         self._drop_snapshots(below=self.segments[0].base_offset)
 
     # -- retention and compaction ------------------------------------------------------------
@@ -755,38 +774,57 @@ class SegmentedLog:
         if count:
             gone, self.segments = self.segments[:count], self.segments[count:]
             for segment in gone:
-                segment.delete()
+                segment.delete(self.background)
             self._advance_log_start(self.segments[0].base_offset)
         return count
 
     def compact(self, now_ms: int | None = None, config: LogConfig | None = None) -> int:
-        """cleanup.policy compact: rewrite the cleanable segments (compaction.py); answers records removed."""
+        """cleanup.policy compact: rewrite the cleanable segments (compaction.py), the three steps
+        of kafkapy.log.cleaning in a row; answers records removed."""
+        plan = self.plan_compaction(now_ms, config)
+        if plan is None:
+            return 0
+        plan.clean()
+        return self.finish_compaction(plan)
+
+    def plan_compaction(self, now_ms: int | None = None,
+                        config: LogConfig | None = None) -> CompactionPlan | None:
+        """Step 1 (on the loop): what a cleaning works from; None when nothing is cleanable."""
         config = config or self.config
         if not config.compacts or self.cleaning_paused:
-            return 0
+            return None
         now = self.clock() if now_ms is None else now_ms
         count = cleanable_segments([s.max_timestamp for s in self.segments], config, now)
         stable = self.last_stable_offset  # an open transaction's records are not settled yet
         while count and self.segments[count].base_offset > stable:
             count -= 1
         if not count:
-            return 0
+            return None
         cleanable = self.segments[:count]
         start, end = cleanable[0].base_offset, self.segments[count].base_offset
-        self.cleaned_to = max(self.cleaned_to, end)
-        aborted = self.collect_aborted_txns(start, end)
-        offset_map = build_offset_map((batch for segment in cleanable for batch in segment.batches()),
-                                      TransactionWalk(aborted))
-        last_records = self.producers_source() if self.producers_source is not None else {}
-        walk = TransactionWalk(aborted)
+        last_records = dict(self.producers_source()) if self.producers_source is not None else {}
+        return CompactionPlan([segment.view() for segment in cleanable], end,
+                              self.collect_aborted_txns(start, end), last_records, now,
+                              config.delete_retention_ms, self.rewrites)
+
+    def finish_compaction(self, plan: CompactionPlan) -> int:
+        """Step 3 (on the loop): the cleaned segments in place of the ones planned, if the log
+        still holds those as they were; answers records removed (0 for a plan dropped)."""
+        plan.release()
+        cleanable = self.segments[:len(plan.views)]
+        unchanged = (plan.cleaned is not None and not self.closed and not self.cleaning_paused
+                     and plan.rewrites == self.rewrites and len(cleanable) == len(plan.views)
+                     and all(segment is view.segment and segment.size == view.size
+                             for segment, view in zip(cleanable, plan.views, strict=True)))
+        if not unchanged or plan.cleaned is None:
+            plan.discard()
+            return 0
+        self.cleaned_to = max(self.cleaned_to, plan.end)
         removed = 0
-        for segment in cleanable:
-            cleaned = clean_batches(segment.batches(), offset_map, now_ms=now,
-                                    delete_retention_ms=config.delete_retention_ms, walk=walk,
-                                    last_records=last_records)
+        for segment, cleaned, prepared in zip(cleanable, plan.cleaned, plan.prepared, strict=True):
             if cleaned.changed:
-                self.rewrites += 1
-                segment.replace(cleaned.data, active=False)
+                self._rewriting()
+                segment.replace(cleaned.data, active=False, prepared=prepared)
                 kept = [txn for txn in segment.txn_index if txn.last_offset in cleaned.kept_markers]
                 if len(kept) != len(segment.txn_index):
                     segment.txn_index.replace(kept)

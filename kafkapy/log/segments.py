@@ -37,14 +37,16 @@ import mmap
 import os
 import shutil
 import struct
+import threading
 import uuid
 from array import array
 from collections.abc import Callable
 from pathlib import Path
 
 from kafkapy.errors import DecodeError
-from kafkapy.log.background import fsync_path
-from kafkapy.log.checkpoint import fsync_directory
+from kafkapy.log.background import BackgroundWriter, fsync_path, remove_file
+from kafkapy.log.checkpoint import fsync_directory, write_checkpoint
+from kafkapy.log.cleaning import SegmentView, file_reader
 from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kafkapy.log.partition_metadata import read_partition_metadata, write_partition_metadata
 from kafkapy.log.segmented import Segment, SegmentedLog, now_ms
@@ -121,20 +123,32 @@ class FileSegment(Segment):
     def _truncate_storage(self, size: int) -> None:
         os.ftruncate(self._fd, size)
 
-    def _replace_storage(self, data: bytes) -> None:
-        """Write the cleaned segment beside the old one, then rename it over: all or nothing."""
-        cleaned = self.path.with_name(self.path.name + ".cleaned")
-        fd = os.open(cleaned, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data, 0)
-            os.fsync(fd)
-        except BaseException:
-            os.close(fd)
-            raise
+    def _replace_storage(self, data: bytes, prepared: object = None) -> None:
+        """Write the cleaned segment beside the old one (or take the one the cleaner's thread
+        wrote and fsynced: ``prepared``), then rename it over: all or nothing."""
+        cleaned = prepared if isinstance(prepared, Path) else self.prepare_replacement(data)
+        fd = os.open(cleaned, os.O_RDWR)
         os.replace(cleaned, self.path)
         fsync_directory(self.path.parent)
         os.close(self._fd)
         self._fd = fd
+
+    def prepare_replacement(self, data: bytes) -> Path:
+        """``<segment>.log.<uuid>.cleaned`` holding ``data``, fsynced (a name of its own, so a
+        cleaning on the cleaner's thread and one on demand never share a file; a leftover goes
+        when the log opens again)."""
+        cleaned = self.path.with_name(f"{self.path.name}.{uuid.uuid4().hex}.cleaned")
+        fd = os.open(cleaned, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return cleaned
+
+    def discard_replacement(self, prepared: object) -> None:
+        if isinstance(prepared, Path):
+            prepared.unlink(missing_ok=True)
 
     def _index_entry_added(self, last_offset: int, position: int) -> None:
         os.write(self._index_fd, _OFFSET_ENTRY.pack(last_offset - self.base_offset, position))
@@ -151,6 +165,14 @@ class FileSegment(Segment):
             os.fsync(fd)
         self.txn_index.flush()
 
+    def view(self) -> SegmentView:
+        """Read through a duplicate of the file's descriptor: a segment closed, compacted or
+        deleted meanwhile leaves the view reading the file it had. The cleaned bytes are written
+        and fsynced beside it on the cleaner's thread, so the swap only renames."""
+        read, release = file_reader(self._fd)
+        return SegmentView(self, self.size, self.batch_ranges(), read, release,
+                           self.prepare_replacement, self.discard_replacement)
+
     def duplicate_descriptors(self) -> list[int]:
         """Duplicates of the files' descriptors, for a flush on the background writer that must
         not depend on this segment staying open (kafkapy.log.background)."""
@@ -164,11 +186,11 @@ class FileSegment(Segment):
         self._fd = self._index_fd = self._time_fd = -1
         self.txn_index.close()
 
-    def delete(self) -> None:
+    def delete(self, background: BackgroundWriter | None = None) -> None:
         self.close()
-        self.txn_index.delete()
+        self.txn_index.delete(background)
         for path in (self.path, self.index_path, self.time_index_path):
-            path.unlink(missing_ok=True)
+            remove_file(path, background)
 
     def relocate(self, directory: Path) -> None:
         """Continue in ``directory``, which holds byte-identical copies of this segment's files
@@ -250,6 +272,9 @@ class FileLog(SegmentedLog):
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.recovered_bytes = 0  # what recovery cut off, for the log and for tests
+        # leader-epoch-checkpoint writes, numbered: the file only ever moves to a newer one
+        self._epochs_generation = self._epochs_written = 0
+        self._epochs_lock = threading.Lock()
         for leftover in directory.iterdir():
             orphan_index = (
                 leftover.suffix in (".index", ".timeindex", ".txnindex")
@@ -310,8 +335,25 @@ class FileLog(SegmentedLog):
             write_partition_metadata(self.directory, topic_id)
         super().assign_topic_id(topic_id)
 
-    def _epochs_changed(self) -> None:
-        self.epochs.write(self.directory)
+    def _epochs_changed(self, *, truncated: bool = False) -> None:
+        """Written at once (a new epoch, as Kafka's assign flushes), or, for a truncation, on the
+        background writer. Each write carries its generation, and one never replaces a newer one
+        on disk: a truncation still pending when a new epoch is written at once is skipped."""
+        self._epochs_generation += 1
+        generation, entries, directory = self._epochs_generation, self.epochs.entries, self.directory
+        background = self.background if truncated else None
+        if background is None:
+            self._write_epochs(directory, entries, generation)
+        else:
+            background.submit(f"writing {directory}/{LEADER_EPOCH_CHECKPOINT}",
+                              lambda: self._write_epochs(directory, entries, generation))
+
+    def _write_epochs(self, directory: Path, entries: list[tuple[int, int]], generation: int) -> None:
+        with self._epochs_lock:
+            if generation < self._epochs_written or not directory.is_dir():
+                return  # a newer write is on disk, or the log was deleted or moved meanwhile
+            write_checkpoint(directory / LEADER_EPOCH_CHECKPOINT, entries)
+            self._epochs_written = generation
 
     # -- producer-state snapshots ---------------------------------------------------------------
 
@@ -362,7 +404,19 @@ class FileLog(SegmentedLog):
         self.directory = directory
 
     def delete(self) -> None:
-        """Remove the partition directory (its topic was deleted)."""
+        """Remove the partition directory (its topic was deleted). With a background writer it is
+        renamed ``<topic>-<partition>.<uuid>-delete`` here, as Kafka renames a deleted log's
+        directory, and removed there: a gigabyte of segments takes a few hundred milliseconds to
+        unlink. A broker stopped before that finds the ``-delete`` directory at start and removes it."""
         for segment in self.segments:
             segment.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
+        background = self.background
+        if background is None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            return
+        doomed = self.directory.with_name(f"{self.directory.name}.{uuid.uuid4().hex}-delete")
+        try:
+            os.replace(self.directory, doomed)
+        except FileNotFoundError:
+            return
+        background.submit(f"removing {doomed}", lambda: shutil.rmtree(doomed, ignore_errors=True))

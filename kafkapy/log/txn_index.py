@@ -33,6 +33,7 @@ from pathlib import Path
 import attrs
 
 from kafkapy.errors import DecodeError
+from kafkapy.log.background import BackgroundWriter, remove_file
 
 __all__ = ["ABORTED_TXN_SIZE", "AbortedTxn", "TxnIndex", "decode_entries", "encode_entry"]
 
@@ -163,8 +164,8 @@ class TxnIndex:
         if was_open:
             self._open()
 
-    def delete(self) -> None:
+    def delete(self, background: BackgroundWriter | None = None) -> None:
         self.close()
         self.entries = []
         if self.path is not None:
-            self.path.unlink(missing_ok=True)
+            remove_file(self.path, background)

@@ -462,3 +462,38 @@ def test_checkpoints_are_written_on_kafkas_timers(tmp_path: Path) -> None:
         clock.advance(1)
         assert checkpoint_of(recovery)[("ticks", 0)] == 6
 
+
+
+@pytest.mark.parametrize("log_dirs", [False, True], ids=["memory", "log-dirs"])
+def test_the_periodic_cleaner_cleans_on_its_own_thread_and_swaps_in_on_the_loop(
+        tmp_path: Path, log_dirs: bool) -> None:
+    """With a real clock, the cleaner's pass (every log.cleaner.backoff.ms) plans on the loop,
+    cleans on the kafkapy-log-cleaner thread and swaps the result in on the loop
+    (kafkapy.log.cleaning), while a producer keeps appending: every key's latest value is read
+    back, nothing appended during the cleaning is lost, and the cleaner offset is checkpointed."""
+    import threading
+
+    settings: dict[str, Any] = {"log.cleaner.backoff.ms": 100}
+    if log_dirs:
+        settings.update({"log.dirs": str(tmp_path), "broker.id": 1})
+    with Broker(settings) as broker:
+        create_topic(broker, "table", {"segment.bytes": "200", "cleanup.policy": "compact",
+                                       "min.cleanable.dirty.ratio": "0.01"})
+        records = [(b"key-%d" % (i % 4), b"value-%d" % i) for i in range(60)]
+        produce(broker, "table", records)
+        from kafkapy.dataplane import DataPlaneModule
+
+        assert broker.runtime is not None
+        [module] = [m for m in broker.runtime.modules if isinstance(m, DataPlaneModule)]
+        log = module.partitions.logs.get("table", 0)
+        assert log is not None
+        wait_until(lambda: log.cleaned_to > 0, timeout=TIMEOUT_S, what="the periodic cleaner's cleaning")
+        assert any(thread.name.startswith("kafkapy-log-cleaner") for thread in threading.enumerate())
+        later = [(b"key-%d" % (i % 4), b"later-%d" % i) for i in range(8)]
+        produce(broker, "table", later)
+        messages = consume_all(broker, "table", 0)
+        assert len(messages) < len(records) + len(later)  # cleaned
+        assert {m.key(): m.value() for m in messages} == dict(records + later)
+        if log_dirs:
+            wait_until(lambda: ("table", 0) in checkpoint_of(tmp_path / "cleaner-offset-checkpoint"),
+                       timeout=TIMEOUT_S, what="the cleaner offset checkpointed")

@@ -152,3 +152,83 @@ def test_a_new_log_opens_without_writing_and_its_empty_epoch_file_reads_back(tmp
     reopened = FileLog(tmp_path / "t-0")
     assert reopened.epochs.entries == [] and reopened.log_end_offset == 0
     reopened.close()
+
+
+def test_removed_segments_are_renamed_deleted_and_the_writer_unlinks_them(logs: LogManager,
+                                                                          tmp_path: Path) -> None:
+    """As Kafka's retention and DeleteRecords: the segment files go ``.deleted`` at once and are
+    unlinked in the background; a log opened over leftovers (a stop before the unlink) removes them."""
+    from kafkapy.log.segments import FileLog
+
+    log = logs.get_or_create("t", 0)
+    roll_once(log)
+    gate = Gate(logs)
+    assert log.delete_records_before(2) == 2  # the first segment is below the new log start
+    names = sorted(p.name for p in (tmp_path / "t-0").iterdir())
+    assert "00000000000000000000.log.deleted" in names and "00000000000000000000.log" not in names
+    assert log.log_start_offset == 2
+    leftovers = FileLog(tmp_path / "t-0-copy")  # what a restart finds: the same files, unlinked at open
+    for path in (tmp_path / "t-0").iterdir():
+        (tmp_path / "t-0-copy" / path.name).write_bytes(path.read_bytes())
+    leftovers.close()
+    reopened = FileLog(tmp_path / "t-0-copy")
+    assert not any(p.name.endswith(".deleted") for p in (tmp_path / "t-0-copy").iterdir())
+    reopened.close()
+    gate.release()
+    assert logs.background is not None
+    logs.background.drain()
+    assert not any(p.name.endswith(".deleted") for p in (tmp_path / "t-0").iterdir())
+
+
+def test_a_deleted_partition_dir_is_renamed_delete_and_removed_in_the_background(logs: LogManager,
+                                                                               tmp_path: Path) -> None:
+    log = logs.get_or_create("t", 0)
+    roll_once(log)
+    gate = Gate(logs)
+    assert logs.delete_topic("t") == [0]
+    assert not (tmp_path / "t-0").exists()
+    [doomed] = [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    assert doomed.name.startswith("t-0.") and (doomed / "00000000000000000000.log").exists()
+    again = logs.get_or_create("t", 0)  # the topic made again meanwhile: a new, empty log
+    assert again.log_end_offset == 0
+    gate.release()
+    assert logs.background is not None
+    logs.background.drain()
+    assert not doomed.exists() and (tmp_path / "t-0").is_dir()
+
+
+def test_a_delete_dir_left_by_a_stop_is_removed_when_the_log_dir_opens(tmp_path: Path) -> None:
+    logs = LogManager([tmp_path], broker_id=1, default_config=SMALL_SEGMENTS)
+    roll_once(logs.get_or_create("t", 0))
+    gate = Gate(logs)  # held: the removal does not run, as if the broker had stopped first
+    logs.delete_topic("t")
+    [doomed] = [p for p in tmp_path.iterdir() if p.name.endswith("-delete")]
+    reopened = LogManager([tmp_path], broker_id=1)
+    assert not doomed.exists() and reopened.get("t", 0) is None
+    reopened.close()
+    gate.release()
+    logs.close()
+
+
+def test_a_truncated_epoch_cache_is_written_later_and_never_over_a_newer_epoch(logs: LogManager,
+                                                                             tmp_path: Path) -> None:
+    """Kafka's truncateFrom*AsyncFlush: a truncation of the leader-epoch cache is written by the
+    background writer; a new epoch is written at once, and the older truncation still pending
+    does not replace it on disk."""
+    from kafkapy.log.checkpoint import read_checkpoint
+    from kafkapy.log.epochs import LEADER_EPOCH_CHECKPOINT
+
+    log = logs.get_or_create("t", 0)
+    for epoch in (1, 2):
+        log.append(batch_at(log, 2, epoch=epoch))
+    epochs = tmp_path / "t-0" / LEADER_EPOCH_CHECKPOINT
+    assert read_checkpoint(epochs, 2) == [["1", "0"], ["2", "2"]]
+    gate = Gate(logs)
+    log.delete_records_before(3)  # the cache now starts at 3: the file waits for the writer
+    assert read_checkpoint(epochs, 2) == [["1", "0"], ["2", "2"]]
+    log.append(batch_at(log, 1, epoch=5))  # a new epoch: on disk before append returns
+    assert read_checkpoint(epochs, 2) == [["2", "3"], ["5", "4"]]
+    gate.release()
+    assert logs.background is not None
+    logs.background.drain()
+    assert read_checkpoint(epochs, 2) == [["2", "3"], ["5", "4"]]
