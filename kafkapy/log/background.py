@@ -41,12 +41,17 @@ _log = logging.getLogger(__name__)
 
 
 def fsync_and_close(descriptors: Iterable[int]) -> None:
-    """fsync each descriptor, then close it (they are duplicates made for this)."""
+    """fsync each descriptor, then close it (they are duplicates made for this). Every one is
+    closed even when an fsync fails; the first failure is raised after."""
+    failure: OSError | None = None
     for fd in descriptors:
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        for step in (os.fsync, os.close):
+            try:
+                step(fd)
+            except OSError as exc:
+                failure = failure or exc
+    if failure is not None:
+        raise failure
 
 
 def fsync_path(path: Path) -> None:

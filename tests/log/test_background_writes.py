@@ -232,3 +232,24 @@ def test_a_truncated_epoch_cache_is_written_later_and_never_over_a_newer_epoch(l
     assert logs.background is not None
     logs.background.drain()
     assert read_checkpoint(epochs, 2) == [["2", "3"], ["5", "4"]]
+
+
+def test_a_failed_fsync_still_closes_every_duplicate(tmp_path: Path) -> None:
+    """A flush's duplicates are all closed even when one fsync fails (a disk error must not leak
+    descriptors); the failure is still raised to the writer, which logs it."""
+    import os
+
+    from kafkapy.log.background import fsync_and_close
+
+    path = tmp_path / "f"
+    path.write_bytes(b"x")
+    fd = os.open(path, os.O_RDONLY)
+    first, last = os.dup(fd), os.dup(fd)
+    dead = os.dup(fd)
+    os.close(dead)  # fsync of a closed descriptor fails with EBADF
+    with pytest.raises(OSError):
+        fsync_and_close([first, dead, last])
+    for closed in (first, last):
+        with pytest.raises(OSError):
+            os.fstat(closed)
+    os.close(fd)
