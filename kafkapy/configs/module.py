@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from kafkapy.configs.broker_log import DYNAMIC_LOG_KEYS, validate_log_settings
 from kafkapy.configs.topics import (
     TOPIC,
     TOPIC_CONFIGS_CAPABILITY,
@@ -273,6 +274,13 @@ class ConfigsModule(Module):
         self._watch = await asyncio.to_thread(self.services.store.watch_entity_configs, self._entity_changed)
         self.default, self.override = await asyncio.to_thread(self._read)
         await self.topics.start()
+        # Kafka's DynamicLogConfig: the log.* defaults of topic configs are this module's own.
+        await self.register(DynamicConfigs(DYNAMIC_LOG_KEYS, frozenset(), validate_log_settings,
+                                           self._log_settings_changed))
+
+    async def _log_settings_changed(self, settings: Mapping[str, Any]) -> None:
+        """The logs whose LogConfig the broker settings moved get it now (overrides still win)."""
+        self.topics.refresh_logs()
 
     async def stop(self) -> None:
         self.topics.stop()

@@ -93,6 +93,7 @@ class TopicConfigs:
         self._overrides: dict[str, dict[str, str]] = {}
         # log_config's answers: building one checks every value (~60 µs), the data plane asks often
         self._cache: dict[str, LogConfig] = {}
+        self._stale: dict[str, LogConfig] = {}  # answers before the broker settings changed
         self._watchers: list[LogConfigCallback] = []
         self._watch: Watch | None = None
         self._reload_task: asyncio.Task[None] | None = None
@@ -114,7 +115,16 @@ class TopicConfigs:
 
     def broker_settings_changed(self) -> None:
         """The dynamic broker settings changed: every cached answer may be stale."""
+        self._stale.update(self._cache)
         self._cache.clear()
+
+    def refresh_logs(self) -> None:
+        """Tell the watchers of every topic whose LogConfig the broker settings changed (Kafka's
+        DynamicLogConfig.updateLogsConfig); a topic not asked about before is told anyway."""
+        stale, self._stale = self._stale, {}
+        for topic in sorted(self.services.cluster.topics.keys() | self._overrides.keys()):
+            if stale.get(topic) != self.log_config(topic):
+                self._notify(topic)
 
     def _log_config(self, overrides: Mapping[str, str]) -> LogConfig:
         usable: dict[str, str] = {}

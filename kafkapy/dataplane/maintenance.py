@@ -254,6 +254,18 @@ class LogMaintenance:
         with self._lock:
             self._logs().checkpoint_high_watermarks(wait=wait)
 
+    def set_cleaner_backoff_ms(self, backoff_ms: int) -> None:
+        """A new log.cleaner.backoff.ms (dynamic, as Kafka's LogCleaner reconfigures): the next
+        cleaner pass is due at most that long from now."""
+        self.cleaner_backoff_ms = backoff_ms
+        for i, (_, run) in enumerate(self._passes):
+            if run == self._cleaner_pass:
+                self._passes[i] = (backoff_ms, run)
+                self._next_due[i] = min(self._next_due[i], self._clock() + backoff_ms / 1000)
+        if self._timer is not None and self._loop is not None:
+            self._timer.cancel()
+            self._schedule(self._loop)
+
     # -- the timer ----------------------------------------------------------------------------
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule, DynamicConfigs
 from kafkapy.dataplane.fetch import FETCH_CONFIG_KEYS, FETCH_VERSIONS, FetchHandler
 from kafkapy.dataplane.log_dirs import ALTER_REPLICA_LOG_DIRS_VERSIONS, DESCRIBE_LOG_DIRS_VERSIONS, LogDirs
 from kafkapy.dataplane.maintenance import LONG_MAX, MAINTENANCE_CONFIG_KEYS, LogMaintenance
@@ -113,10 +114,16 @@ def _each_partition(topics: Any, topic_key: str, partition_key: str, blank: Mapp
     return answered
 
 
+# The keys this module lets change at run time: of Kafka's LogCleaner.ReconfigurableConfigs the one
+# kafkapy's cleaner reads (it has one cleaner thread and no dedupe buffer or I/O throttle), and
+# KIP-854's producer.id.expiration.ms (transaction.partition.verification.enable is not kafkapy's).
+DATAPLANE_DYNAMIC_KEYS = frozenset({"log.cleaner.backoff.ms", "producer.id.expiration.ms"})
+
+
 class DataPlaneModule(Module):
     name = "dataplane"
     provides = (AUTO_TOPIC_CREATION, PARTITION_LOGS, TXN_MARKERS)
-    wants = (TOPIC_CREATION, TOPIC_CONFIGS_CAPABILITY)
+    wants = (TOPIC_CREATION, TOPIC_CONFIGS_CAPABILITY, DYNAMIC_CONFIGS)
     config_keys = (
         ConfigKey("log.dirs", "list", None,
                   "Directories for segment files (Kafka's layout); unset: log.dir, else logs in memory."),
@@ -229,6 +236,22 @@ class DataPlaneModule(Module):
             # A log keeps the LogConfig it was made with unless told: segment.bytes/ms, retention
             # and cleanup.policy changes reach the existing logs here.
             self._unwatch_configs = configs.watch_log_configs(partitions.logs.set_topic_config)
+        dynamic = services.provider(DYNAMIC_CONFIGS, ConfigsModule)
+        if dynamic is not None:  # Kafka's LogCleaner and DynamicProducerStateManagerConfig keys
+            await dynamic.register(DynamicConfigs(DATAPLANE_DYNAMIC_KEYS, frozenset(), lambda settings: None,
+                                                  self._apply_dynamic))
+
+    async def _apply_dynamic(self, settings: Mapping[str, Any]) -> None:
+        """log.cleaner.backoff.ms and producer.id.expiration.ms, at once: the cleaner's next pass,
+        and every partition's producer table (Kafka's ProducerStateManagerConfig is shared too)."""
+        if self._maintenance is not None:
+            self._maintenance.set_cleaner_backoff_ms(int(settings["log.cleaner.backoff.ms"]))
+        if self._partitions is not None:
+            home = self._partitions.home
+            expiration = int(settings["producer.id.expiration.ms"])
+            home.producer_id_expiration_ms = expiration
+            for state in list(home.producers.values()):
+                state.producer_id_expiration_ms = expiration
 
     @property
     def partitions(self) -> Partitions:

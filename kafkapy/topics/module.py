@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kafkapy.configs.broker_log import LOCAL_RETENTION_KEYS
 from kafkapy.configs.module import TOPIC_CONFIGS_CAPABILITY, ConfigsModule
 from kafkapy.configs.topics import BROKER_LOG_KEYS
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -110,6 +111,7 @@ class TopicsModule(Module):
         # The broker's topic defaults (log.retention.hours, log.segment.bytes, ...): declared here,
         # where a topic is made, so server.properties may set them; configs/topics.py reads them.
         *BROKER_LOG_KEYS,
+        *LOCAL_RETENTION_KEYS,
     )
 
     def __init__(self, services: BrokerServices) -> None:
