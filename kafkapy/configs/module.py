@@ -199,6 +199,15 @@ def apply_operations(
 
 
 _TOPIC_KEYS = {key.name: key for key in TOPIC_CONFIGS}
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the broker settings that are one setting in
+# different units (any of them names the whole group, in this order)
+_SYNONYM_GROUPS = (
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+)
+_BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {name: group for group in _SYNONYM_GROUPS for name in group}
+_BROKER_SYNONYMS["log.flush.interval.ms"] = ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
 
 
 class ConfigsModule(Module):
@@ -497,23 +506,33 @@ class ConfigsModule(Module):
             names = sorted(self.default)
         else:
             names = sorted(set(static) | set(self.default) | set(self.override))
+
+        def static_default(name: str) -> str | None:
+            key = self._key(name)
+            return _format(key.default) if key is not None else None
+
+        # Each level's value of a name (None: not set there); the default resource shows only its own.
+        per_level: list[tuple[int, Callable[[str], str | None]]] = [
+            (DYNAMIC_BROKER_CONFIG, self.override.get),
+            (DYNAMIC_DEFAULT_BROKER_CONFIG, self.default.get),
+            (STATIC_BROKER_CONFIG, lambda n: _format(static.get(n)) if n in originals else None),
+            (DEFAULT_CONFIG, static_default),
+        ]
+        if broker_id is None:
+            per_level = per_level[1:2]
         entries = []
         for name in names:
             key = self._key(name)
-            # Highest precedence first: Kafka's synonym order.
-            levels: list[tuple[int, str | None]] = []
-            if broker_id is not None and name in self.override:
-                levels.append((DYNAMIC_BROKER_CONFIG, self.override[name]))
-            if name in self.default:
-                levels.append((DYNAMIC_DEFAULT_BROKER_CONFIG, self.default[name]))
-            if broker_id is not None:
-                if name in originals:
-                    levels.append((STATIC_BROKER_CONFIG, _format(static.get(name))))
-                if key is not None and key.default is not None:
-                    levels.append((DEFAULT_CONFIG, _format(key.default)))
-            if not levels:
-                levels.append((DEFAULT_CONFIG, None))
-            source, value = levels[0]
+            # Highest precedence first: Kafka's synonym order, each level in turn, each of the
+            # name's synonyms (log.retention.ms: .minutes, .hours) at that level, then those
+            # before the first of the name itself dropped (Kafka's ConfigHelper.configSynonyms).
+            synonyms_of = _BROKER_SYNONYMS.get(name, (name,))
+            levels: list[tuple[int, str, str | None]] = []
+            for level, values in per_level:
+                levels += [(level, n, values(n)) for n in synonyms_of if values(n) is not None]
+            while levels and levels[0][1] != name:
+                levels.pop(0)
+            source, _, value = levels[0] if levels else (DEFAULT_CONFIG, name, None)
             # Kafka's PASSWORD keys; listener-prefixed settings are kept verbatim, so judged by name
             sensitive = (key is not None and key.type == "password") or "password" in name \
                 or name.endswith("sasl.jaas.config")
@@ -525,7 +544,7 @@ class ConfigsModule(Module):
                 "is_default": source == DEFAULT_CONFIG,
                 "is_sensitive": sensitive,
                 "synonyms": [
-                    {"name": name, "value": None if sensitive else v, "source": s} for s, v in levels
+                    {"name": n, "value": None if sensitive else v, "source": s} for s, n, v in levels
                 ]
                 if synonyms and version >= 1
                 else [],

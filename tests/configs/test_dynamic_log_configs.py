@@ -86,8 +86,11 @@ def test_kafka_python_retention_default_deletes_only_topics_without_an_override(
     entry = described["log.retention.ms"]
     assert (entry["value"], entry["config_source"]) == ("1", "DYNAMIC_BROKER_CONFIG")
     assert entry["read_only"] is False
-    assert [(s["source"], s["value"]) for s in entry["synonyms"]] == [
-        ("DYNAMIC_BROKER_CONFIG", "1"), ("STATIC_BROKER_CONFIG", str(DAY_MS))]
+    assert [(s["source"], s["name"], s["value"]) for s in entry["synonyms"]] == [  # Kafka's synonyms
+        ("DYNAMIC_BROKER_CONFIG", "log.retention.ms", "1"),
+        ("STATIC_BROKER_CONFIG", "log.retention.ms", str(DAY_MS)),
+        ("DEFAULT_CONFIG", "log.retention.hours", "168"),
+    ]
     assert "log.retention.bytes" not in described  # the refused value was not stored
     time.sleep(0.05)  # older than 1 ms
     removed = broker.logs.apply_retention()
@@ -127,6 +130,13 @@ def test_a_live_log_takes_the_new_default_and_the_static_one_back(broker: Broker
         (STATIC, "log.retention.ms", str(DAY_MS)),
         (DEFAULT, "log.retention.hours", "168"),
     ]
+    # on the BROKER resource, Kafka's broker synonyms: the units of one setting
+    _, _, configs = _describe(a, "1", ["log.retention.ms", "log.retention.hours"])
+    assert [(s["source"], s["name"]) for s in configs["log.retention.ms"]["synonyms"]] == [
+        (DYNAMIC_DEFAULT, "log.retention.ms"), (STATIC, "log.retention.ms"), (DEFAULT, "log.retention.hours")]
+    hours = configs["log.retention.hours"]
+    assert (hours["value"], hours["config_source"], hours["read_only"]) == ("168", DEFAULT, True)
+    assert [(s["source"], s["name"]) for s in hours["synonyms"]] == [(DEFAULT, "log.retention.hours")]
 
 
 def test_confluent_kafka_message_max_bytes_refuses_a_large_produce(broker: Broker) -> None:
