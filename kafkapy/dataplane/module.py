@@ -236,6 +236,10 @@ class DataPlaneModule(Module):
             # A log keeps the LogConfig it was made with unless told: segment.bytes/ms, retention
             # and cleanup.policy changes reach the existing logs here.
             self._unwatch_configs = configs.watch_log_configs(partitions.logs.set_topic_config)
+            # Logs read from log.dirs were opened with the static defaults: each takes its topic's
+            # config now (overrides, dynamic broker defaults), before a retention pass reads it.
+            for topic in sorted({topic for topic, _ in list(partitions.logs.logs)}):
+                partitions.logs.set_topic_config(topic, self.log_config(topic))
         dynamic = services.provider(DYNAMIC_CONFIGS, ConfigsModule)
         if dynamic is not None:  # Kafka's LogCleaner and DynamicProducerStateManagerConfig keys
             await dynamic.register(DynamicConfigs(DATAPLANE_DYNAMIC_KEYS, frozenset(), lambda settings: None,

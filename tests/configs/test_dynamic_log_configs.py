@@ -301,3 +301,23 @@ def test_on_zookeeper_a_change_through_one_broker_applies_on_another(zk_connect:
         assert _module(again, ConfigsModule).log_config("zk-logs").retention_ms == 4242
         _, _, configs = _describe(again.bootstrap_servers, "2", ["log.retention.ms"])
         assert configs["log.retention.ms"]["config_source"] == DYNAMIC_DEFAULT
+
+
+def test_a_restarted_broker_applies_the_stored_default_to_the_logs_it_reads(zk_connect: str,
+                                                                            tmp_path: Any) -> None:
+    config = {"zookeeper.connect": zk_connect, "broker.id": "1", "log.dirs": str(tmp_path)}
+    with Broker(config) as b:
+        _create(b, NewTopic("plain", 1, 1),
+                NewTopic("kept", 1, 1, topic_configs={"retention.ms": str(DAY_MS)}))
+        assert _incremental(b.bootstrap_servers, "", [("log.segment.bytes", SET, "100")]) == (OK, None)
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap_servers, linger_ms=0)
+        for i in range(4):
+            for topic in ("plain", "kept"):
+                producer.send(topic, f"record {i}".encode()).get(timeout=10)
+        producer.close()
+        assert _incremental(b.bootstrap_servers, "", [("log.retention.ms", SET, "1")]) == (OK, None)
+    time.sleep(0.05)
+    with Broker(config) as again:
+        # no client has touched either partition: the logs read from disk obey the stored settings
+        removed = again.logs.apply_retention()
+        assert removed.get(("plain", 0), 0) >= 3 and ("kept", 0) not in removed
