@@ -90,13 +90,12 @@ def _check_local_retention(settings: Mapping[str, Any]) -> None:
     -1 ("unlimited") nor more than the total retention, unless that is unlimited."""
     found = broker_synonym_value(_RETENTION_MS, settings)  # KafkaConfig.logRetentionTimeMillis
     retention_ms = found[1] if found is not None else _RETENTION_MS.default
-    retention_bytes = int(settings.get("log.retention.bytes", -1))
+    retention_bytes = _long(settings, "log.retention.bytes", -1)
     for local_name, total_name, total, unlimited in (
         (LOCAL_RETENTION_MS, "log.retention.ms", retention_ms, retention_ms == -1),
         (LOCAL_RETENTION_BYTES, "log.retention.bytes", retention_bytes, retention_bytes <= -1),
     ):
-        local = settings.get(local_name)
-        local = _NOT_SET if local is None else int(local)
+        local = _long(settings, local_name, _NOT_SET)
         if unlimited or local == _NOT_SET:
             continue
         if local == -1:
@@ -105,3 +104,17 @@ def _check_local_retention(settings: Mapping[str, Any]) -> None:
         if local > total:  # type: ignore[operator]
             raise ConfigError(f"Invalid value {local} for configuration {local_name}: Value must not be "
                               f"more than {total_name} property value: {total}")
+
+
+def _long(settings: Mapping[str, Any], name: str, default: int) -> int:
+    """A LONG setting (typed already when its key is declared); ConfigError when it is no number."""
+    raw = settings.get(name)
+    if raw is None:
+        return default
+    try:
+        if isinstance(raw, bool):
+            raise ValueError(raw)
+        return int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"Invalid value {raw} for configuration {name}: "
+                          "Not a number of type LONG") from None

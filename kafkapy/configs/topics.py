@@ -115,7 +115,8 @@ class TopicConfigs:
 
     def broker_settings_changed(self) -> None:
         """The dynamic broker settings changed: every cached answer may be stale."""
-        self._stale.update(self._cache)
+        for topic, config in self._cache.items():  # what the logs were told last
+            self._stale.setdefault(topic, config)
         self._cache.clear()
 
     def refresh_logs(self) -> None:

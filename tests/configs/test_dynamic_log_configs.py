@@ -12,6 +12,8 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from confluent_kafka.admin import NewTopic as CfNewTopic
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
@@ -20,8 +22,10 @@ from test_broker_configs import _describe, _incremental
 from kafkapy import Broker
 from kafkapy.cli import main
 from kafkapy.configs import ConfigsModule
+from kafkapy.configs.broker_log import DYNAMIC_LOG_KEYS, validate_log_settings
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.errors import ErrorCode
+from kafkapy.server.config import ConfigError
 from kafkapy.testing import wait_until
 
 OK = ErrorCode.NONE
@@ -321,3 +325,18 @@ def test_a_restarted_broker_applies_the_stored_default_to_the_logs_it_reads(zk_c
         # no client has touched either partition: the logs read from disk obey the stored settings
         removed = again.logs.apply_retention()
         assert removed.get(("plain", 0), 0) >= 3 and ("kept", 0) not in removed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(DYNAMIC_LOG_KEYS)),
+       st.one_of(st.text(max_size=30), st.integers(-(1 << 64), 1 << 64).map(str),
+                 st.sampled_from(["-1", "-2", "0", "1", "14", "compact", "delete,compact", "CreateTime",
+                                  "true", "0.7", "9223372036854775808", " 5 "])))
+def test_any_value_of_a_dynamic_log_key_is_accepted_or_refused_with_one_line(name: str, value: str) -> None:
+    """The check sees stored text (a key kafkapy does not declare stays text): it accepts, or
+    refuses with Kafka's ConfigError naming the key (the value echoed as given), never another
+    exception."""
+    try:
+        validate_log_settings({name: value})
+    except ConfigError as exc:
+        assert f"for configuration {name}: " in str(exc) or "compaction.lag.ms" in str(exc)
