@@ -257,6 +257,8 @@ class LogMaintenance:
     def set_cleaner_backoff_ms(self, backoff_ms: int) -> None:
         """A new log.cleaner.backoff.ms (dynamic, as Kafka's LogCleaner reconfigures): the next
         cleaner pass is due at most that long from now."""
+        if backoff_ms == self.cleaner_backoff_ms:
+            return
         self.cleaner_backoff_ms = backoff_ms
         for i, (_, run) in enumerate(self._passes):
             if run == self._cleaner_pass:
