@@ -93,6 +93,7 @@ class TopicConfigs:
         self._overrides: dict[str, dict[str, str]] = {}
         # log_config's answers: building one checks every value (~60 µs), the data plane asks often
         self._cache: dict[str, LogConfig] = {}
+        self._plain: LogConfig | None = None  # the one answer of every topic without overrides
         self._stale: dict[str, LogConfig] = {}  # answers before the broker settings changed
         self._watchers: list[LogConfigCallback] = []
         self._watch: Watch | None = None
@@ -110,7 +111,14 @@ class TopicConfigs:
         """Kafka's defaults, under the broker's log.* settings, under the topic's overrides."""
         config = self._cache.get(topic)
         if config is None:
-            config = self._cache[topic] = self._log_config(self._overrides.get(topic, {}))
+            overrides = self._overrides.get(topic)
+            if overrides:
+                config = self._log_config(overrides)
+            else:
+                if self._plain is None:
+                    self._plain = self._log_config({})
+                config = self._plain
+            self._cache[topic] = config
         return config
 
     def broker_settings_changed(self) -> None:
@@ -118,6 +126,7 @@ class TopicConfigs:
         for topic, config in self._cache.items():  # what the logs were told last
             self._stale.setdefault(topic, config)
         self._cache.clear()
+        self._plain = None
 
     def refresh_logs(self) -> None:
         """Tell the watchers of every topic whose LogConfig the broker settings changed (Kafka's
