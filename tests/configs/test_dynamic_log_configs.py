@@ -19,7 +19,7 @@ from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
 from test_broker_configs import _describe, _incremental
 
-from kafkapy import Broker
+from kafkapy import Broker, VirtualClock
 from kafkapy.cli import main
 from kafkapy.configs import ConfigsModule
 from kafkapy.configs.broker_log import DYNAMIC_LOG_KEYS, validate_log_settings
@@ -239,7 +239,6 @@ def test_cleaner_backoff_and_producer_expiration_apply_at_once(broker: Broker) -
     assert all(s.producer_id_expiration_ms == 60000 for s in states)
     assert plane.partitions.home.producer_id_expiration_ms == 60000  # tables made from now on
     assert plane.maintenance.cleaner_backoff_ms == 2000
-    assert (2000, plane.maintenance._cleaner_pass) in plane.maintenance._passes
     code, message = _incremental(a, "1", [("producer.id.expiration.ms", SET, "0")])
     assert code == INVALID_CONFIG and "producer.id.expiration.ms" in (message or "")
     _, _, configs = _describe(a, "1", ["producer.id.expiration.ms", "log.cleaner.backoff.ms"])
@@ -340,3 +339,21 @@ def test_any_value_of_a_dynamic_log_key_is_accepted_or_refused_with_one_line(nam
         validate_log_settings({name: value})
     except ConfigError as exc:
         assert f"for configuration {name}: " in str(exc) or "compaction.lag.ms" in str(exc)
+
+
+def test_a_shorter_cleaner_backoff_cleans_sooner_on_a_virtual_clock() -> None:
+    """log.cleaner.backoff.ms (15 s by default) lowered to 1 s: two virtual seconds later the
+    compacted topic is cleaned, without a restart."""
+    clock = VirtualClock()
+    with Broker({"broker.id": "1"}, clock=clock) as b:
+        _create(b, NewTopic("compacted", 1, 1,
+                            topic_configs={"segment.bytes": "100", "cleanup.policy": "compact"}))
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0,
+                             "max.in.flight.requests.per.connection": 1})
+        for i in range(6):
+            producer.produce("compacted", b"v%d" % i, b"same")
+            assert producer.flush(10) == 0
+        logs = _module(b, DataPlaneModule).partitions.logs
+        assert _incremental(b.bootstrap_servers, "", [("log.cleaner.backoff.ms", SET, "1000")]) == (OK, None)
+        clock.advance(2)
+        assert logs.get("compacted", 0).cleaned_to > 0
