@@ -234,10 +234,13 @@ def test_cleaner_backoff_and_producer_expiration_apply_at_once(broker: Broker) -
     plane = _module(broker, DataPlaneModule)
     states = list(plane.partitions.home.producers.values())
     assert states and all(s.producer_id_expiration_ms == DAY_MS for s in states)
+    later = int(time.time() * 1000) + 61_000
+    assert plane.maintenance.expire_producers(later) == {}  # a minute idle: kept for a day
     assert _incremental(a, "", [("producer.id.expiration.ms", SET, "60000"),
                                 ("log.cleaner.backoff.ms", SET, "2000")]) == (OK, None)
     assert all(s.producer_id_expiration_ms == 60000 for s in states)
     assert plane.partitions.home.producer_id_expiration_ms == 60000  # tables made from now on
+    assert list(plane.maintenance.expire_producers(later)) == [("idem", 0)]  # now forgotten
     assert plane.maintenance.cleaner_backoff_ms == 2000
     code, message = _incremental(a, "1", [("producer.id.expiration.ms", SET, "0")])
     assert code == INVALID_CONFIG and "producer.id.expiration.ms" in (message or "")
