@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient, NewTopic
-from test_broker_configs import _describe, _incremental
+from test_broker_configs import _describe, _incremental, _legacy
 
 from kafkapy import Broker, VirtualClock
 from kafkapy.cli import main
@@ -221,6 +221,14 @@ def test_a_refused_value_is_invalid_config_and_nothing_is_stored(broker: Broker)
     assert "Cannot update these configs dynamically: log.retention.hours" in refused(
         "", [("log.retention.hours", SET, "1")])
     assert "log.cleaner.threads" in refused("", [("log.cleaner.threads", SET, "2")])
+    # the legacy AlterConfigs replaces the broker's whole set
+    whole = {"log.retention.bytes": "500", "compression.type": "zstd"}
+    assert _legacy(a, "1", whole) == (OK, None)
+    assert broker.store.entity_config("brokers/1") == whole
+    config = _module(broker, ConfigsModule).log_config("any")
+    assert (config.retention_bytes, config.compression_type) == (500, "zstd")
+    assert _legacy(a, "1", {"log.retention.bytes": "x"})[0] == INVALID_CONFIG
+    assert broker.store.entity_config("brokers/1") == whole
     # validate_only stores nothing
     code, _ = _incremental(a, "", [("log.retention.bytes", SET, "5")], validate_only=True)
     assert code == OK and "log.retention.bytes" not in _describe(a, "")[2]
