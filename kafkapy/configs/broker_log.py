@@ -76,6 +76,8 @@ def validate_log_settings(settings: Mapping[str, Any]) -> None:
         except InvalidTopicConfig as exc:
             raise ConfigError(exc.message) from None
         problem = key.check(found[1]) if found is not None and key.check is not None else None
+        if not problem and found is not None and key.name == "cleanup.policy" and not found[1]:
+            problem = "must name delete, compact or both"  # as LogConfig refuses an empty policy
         if problem:
             raise ConfigError(f"Invalid value {_shown(raw)} for configuration {name}: {problem}")
     _check_local_retention(settings)
