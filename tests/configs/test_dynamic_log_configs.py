@@ -368,3 +368,31 @@ def test_a_shorter_cleaner_backoff_cleans_sooner_on_a_virtual_clock() -> None:
         assert _incremental(b.bootstrap_servers, "", [("log.cleaner.backoff.ms", SET, "1000")]) == (OK, None)
         clock.advance(2)
         assert logs.get("compacted", 0).cleaned_to > 0
+
+
+def test_a_dynamic_unclean_default_elects_an_out_of_sync_replica() -> None:
+    """Kafka's DynamicLogConfig turns unclean elections on for every topic without an override
+    (the controller's enableDefaultUncleanLeaderElection): replicas [1, 2], 2 goes, then 1; 2
+    comes back out of sync and leads once the cluster default allows it, except where the topic
+    says false."""
+    with Broker({"auto.leader.rebalance.enable": False}, brokers=3) as cluster:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10000)
+        try:
+            admin.create_topics([NewTopic("by-default", replica_assignments={0: [1, 2]}),
+                                 NewTopic("says-no", replica_assignments={0: [1, 2]},
+                                          topic_configs={"unclean.leader.election.enable": "false"})])
+        finally:
+            admin.close()
+        view = cluster.brokers[2]
+        assert view.runtime is not None
+        states = lambda: view.runtime.cluster.partition_states  # type: ignore[union-attr]  # noqa: E731
+        wait_until(lambda: all((t, 0) in states() for t in ("by-default", "says-no")), 10, "the states")
+        cluster.stop_broker(2)
+        cluster.stop_broker(1)
+        cluster.start_broker(2)
+        time.sleep(0.5)
+        assert (states()["by-default", 0].leader, states()["says-no", 0].leader) == (-1, -1)
+        unclean = [("unclean.leader.election.enable", SET, "true")]
+        assert _incremental(view.bootstrap_servers, "", unclean) == (OK, None)
+        wait_until(lambda: states()["by-default", 0].leader == 2, 10, "the election the default allows")
+        assert states()["says-no", 0].leader == -1
