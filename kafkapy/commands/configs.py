@@ -178,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
         if broker is not None:
             with _client(args) as client:
                 if args.describe:
-                    return _describe_broker(client, broker)
+                    return _describe_broker(client, broker, args.all)
                 done = f"config for broker {broker}" if broker else \
                     "default config for brokers in the cluster"
                 return _alter_resource(client, BROKER_RESOURCE, broker, args, done)
@@ -266,7 +266,12 @@ def _broker_label(name: str) -> str:
     return f"broker {name}" if name else "brokers in the cluster"
 
 
-def _describe_broker(client: SimpleClient, name: str) -> int:
+def _java(value: object) -> str:
+    """A value as kafka-configs.sh prints it: Java's "null" for none (unset, or sensitive)."""
+    return "null" if value is None else str(value)
+
+
+def _describe_broker(client: SimpleClient, name: str, everything: bool = False) -> int:
     resource = {"resource_type": BROKER_RESOURCE, "resource_name": name, "configuration_keys": None}
     request = {"resources": [resource],
                "include_synonyms": True, "include_documentation": False}
@@ -274,15 +279,17 @@ def _describe_broker(client: SimpleClient, name: str) -> int:
     if result["error_code"]:
         _print_error(result)
         return 1
-    wanted = 2 if name else 3  # the entity's own dynamic configs, as kafka-configs.sh lists them
-    print(f"{'Dynamic' if name else 'Default'} configs for {_broker_label(name)} are:")
-    for config in result["configs"]:
-        if config["config_source"] != wanted:
+    # the entity's own dynamic configs, as kafka-configs.sh lists them; with --all every one
+    wanted = 2 if name else 3
+    print(f"{'Default' if not name else 'All' if everything else 'Dynamic'} configs for "
+          f"{_broker_label(name)} are:")
+    for config in sorted(result["configs"], key=lambda c: str(c["name"])):
+        if not everything and config["config_source"] != wanted:
             continue
         value = config["value"] if not config["is_sensitive"] else None
-        synonyms = ", ".join(f"{_SOURCES.get(s['source'], s['source'])}:{s['name']}={s['value']}"
+        synonyms = ", ".join(f"{_SOURCES.get(s['source'], s['source'])}:{s['name']}={_java(s['value'])}"
                              for s in config["synonyms"])
-        print(f"  {config['name']}={value} sensitive={str(config['is_sensitive']).lower()} "
+        print(f"  {config['name']}={_java(value)} sensitive={str(config['is_sensitive']).lower()} "
               f"synonyms={{{synonyms}}}")
     return 0
 

@@ -283,6 +283,14 @@ def test_the_cli_alters_describes_and_deletes_broker_log_configs(capsys: pytest.
         out = capsys.readouterr().out
         assert "log.retention.bytes" not in out and "log.cleanup.policy=compact,delete" in out
         assert _module(b, ConfigsModule).log_config("any").retention_bytes == -1
+        # --all: every setting of the broker, sorted, each with Kafka's synonyms; unset is null
+        assert main([*base, "--entity-name", "1", "--describe", "--all"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        names = [line.split("=", 1)[0] for line in lines[1:]]
+        assert lines[0] == "All configs for broker 1 are:" and names == sorted(names)
+        assert ("  log.retention.ms=5000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:"
+                "log.retention.ms=5000, DEFAULT_CONFIG:log.retention.hours=168}") in lines
+        assert "  log.roll.ms=null sensitive=false synonyms={}" in lines
         assert main([*base, "--entity-default", "--alter", "--add-config", "log.segment.bytes=1"]) == 1
         assert capsys.readouterr().err.strip() == (
             "kafkapy configs: error INVALID_CONFIG: Invalid config value for resource "
