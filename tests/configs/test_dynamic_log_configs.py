@@ -350,7 +350,7 @@ def test_a_restarted_broker_applies_the_stored_default_to_the_logs_it_reads(zk_c
        st.one_of(st.text(max_size=30), st.integers(-(1 << 64), 1 << 64).map(str),
                  st.sampled_from(["-1", "-2", "0", "1", "14", "compact", "delete,compact", "CreateTime",
                                   "true", "0.7", "9223372036854775808", " 5 "])))
-def test_any_value_of_a_dynamic_log_key_is_accepted_or_refused_with_one_line(name: str, value: str) -> None:
+def test_any_value_of_a_dynamic_log_key_is_accepted_or_refused_naming_it(name: str, value: str) -> None:
     """The check sees stored text (a key kafkapy does not declare stays text): it accepts, or
     refuses with Kafka's ConfigError naming the key (the value echoed as given), never another
     exception."""
