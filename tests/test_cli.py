@@ -256,6 +256,9 @@ def test_version_is_the_packages() -> None:
     result = kafkapy("--version")
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert (result.returncode, result.stdout) == (0, f"kafkapy {version}\n")
+    as_package = subprocess.run([sys.executable, "-m", "kafkapy", "--version"], capture_output=True,
+                                text=True, timeout=30)  # python -m kafkapy: the same command
+    assert (as_package.returncode, as_package.stdout) == (0, f"kafkapy {version}\n")
 
 
 def test_the_readme_shows_every_subcommand() -> None:
