@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from kafkapy.client import SimpleClient
+from kafkapy.commands._partitions import fetched_partition
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -290,6 +291,10 @@ class TransactionsMachine(RuleBasedStateMachine):
         if not read_committed:
             assert answer["aborted_transactions"] is None
         seen, end = visible(answer, offset, read_committed)
+        cli = fetched_partition(answer["records"], offset, answer["high_watermark"],  # kafkapy consume's
+                                answer["last_stable_offset"] if read_committed else None,
+                                answer["aborted_transactions"] or ())
+        assert [(r.offset, r.value or b"") for r in cli.records] == seen
         limit = lso if read_committed else log_end
         assert end <= max(offset, limit)  # nothing past the limit (past it, nothing at all)
         assert seen == self._expected(partition, offset, end, read_committed)
