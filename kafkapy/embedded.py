@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from kafkapy.assembly import DEFAULT_MODULES, assemble
+from kafkapy.assembly import assemble, default_module_keys
 from kafkapy.control import ControlServer
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
@@ -155,7 +155,7 @@ class Broker:
         the broker runs. ``strict``: ``kafkapy.strict=true`` (kafkapy.strict)."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
-        default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
+        default_keys = default_module_keys()
         given = {**defaults, **(config or {})}
         if strict:
             given[STRICT] = True
@@ -241,7 +241,7 @@ class Broker:
             # A restarted member comes back on the ports it had (clients know those addresses).
             self._given = _pinned(self._given, runtime)
             self.config = BrokerConfig.build(self._given,
-                                             extra_keys=[k for c in DEFAULT_MODULES for k in c.config_keys])
+                                             extra_keys=default_module_keys())
         return self
 
     async def stop(self) -> None:
