@@ -15,6 +15,12 @@ Authorization (KafkaApis.handleProduceRequest), only with an authorizer other th
 module passes ``authorize`` None then, and nothing is asked): a partition of a topic the
 principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED and left alone.
 
+Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``) hold
+the coordinators' own records: a client's Produce to one is answered INVALID_TOPIC_EXCEPTION (or
+UNKNOWN_TOPIC_OR_PARTITION while it does not exist: it is never auto-created here), as Kafka's
+ReplicaManager refuses appends to internal topics to every client but the one whose client id is
+``__admin_client``.
+
 Transactional batches (KafkaApis.handleProduceRequest): a request holding one needs a
 ``transactional_id`` the principal may WRITE, else every partition is answered
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is stored. The producer state then opens the
@@ -48,6 +54,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.records import TRANSACTIONAL_BIT, V2_ATTRIBUTES_AT, V2_MAGIC_AT, RecordBatch, Records
 from kafkapy.server.connection import CloseConnection
+from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, RequestContext
 
 __all__ = ["FIRST_FITTED_ANSWER_VERSION", "FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
@@ -61,6 +68,9 @@ FIRST_FITTED_ANSWER_VERSION = 8
 NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a failed partition
 _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16; the bits sit in this byte
 MAGIC_V2 = 2
+
+
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.ADMIN_CLIENT_ID: may append to internal topics
 
 
 def has_transactional_records(topic_data: Any) -> bool:
@@ -116,6 +126,10 @@ class ProduceHandler:
                     answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name is None:
                     answer = _failed(index, ErrorCode.UNKNOWN_TOPIC_ID)
+                elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                    exists = name in self.partitions.cluster.topics
+                    answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION if exists
+                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
                     answer = self._append(name, index, partition_data["records"], version, now_ms)
                 failed = failed or answer["error_code"] != ErrorCode.NONE

@@ -58,6 +58,7 @@ from kafkapy.protocol.records import (
     V2_MAGIC_AT,
     RecordBatch,
 )
+from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import NO_RESPONSE, FromFrame
 
@@ -153,6 +154,8 @@ class ProduceFromFrame:
             planned: list[tuple[str, int, bytearray, RecordBatch, int, int, bool, SegmentedLog,
                                 ProducerStateManager]] = []
             for name, _, parts in topics:
+                if name in INTERNAL_TOPICS:  # refused (or admitted by client id) on the plain path
+                    return None
                 if authorize is not None and not authorize(conn.principal, conn.client_address[0], "WRITE",
                                                            "TOPIC", name):
                     return None
@@ -315,7 +318,7 @@ class ProduceFromFrame:
                 return None
             cluster = partitions.cluster
             info = cluster.topics.get(name)
-            if info is None:
+            if info is None or name in INTERNAL_TOPICS:
                 return None
             leadership = cluster.leadership(name, index)
             if leadership is None or leadership[0] != broker_id():
