@@ -72,3 +72,39 @@ def test_confluent_kafka_gets_the_error_in_its_delivery_report(broker: Broker) -
     producer.flush(TIMEOUT_S)
     [error] = reports
     assert error is not None and error.code() == KafkaError.TOPIC_EXCEPTION
+
+
+def test_records_of_an_internal_topic_cannot_be_deleted(broker: Broker) -> None:
+    """DeleteRecords: INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager (confluent-kafka's admin)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    broker.seed({"deletable": {"partitions": 1, "records": [{"value": "a"}, {"value": "b"}]}})
+    asked = [TopicPartition("__consumer_offsets", 0, 0), TopicPartition("deletable", 0, 1)]
+    futures = admin.delete_records(asked, request_timeout=TIMEOUT_S)
+    with pytest.raises(Exception) as refused:
+        futures[TopicPartition("__consumer_offsets", 0, 0)].result()
+    assert refused.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    assert futures[TopicPartition("deletable", 0, 1)].result().low_watermark == 1
+
+
+def test_a_transaction_cannot_add_an_internal_topic(broker: Broker) -> None:
+    """AddPartitionsToTxn from a client: an internal topic is never writable
+    (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED), as in Kafka's KafkaApis."""
+    broker.seed({"plain": {"partitions": 1}})
+    with SimpleClient(broker.bootstrap_servers) as client:
+        wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 4, {
+            "key_type": 1, "coordinator_keys": ["internal-txn"]})["coordinators"][0]["error_code"] == 0)
+        init = client.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": "internal-txn", "transaction_timeout_ms": 60_000, "producer_id": -1,
+            "producer_epoch": -1})
+        assert init["error_code"] == ErrorCode.NONE
+        answer = client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": "internal-txn", "v3_and_below_producer_id": init["producer_id"],
+            "v3_and_below_producer_epoch": init["producer_epoch"], "v3_and_below_topics": [
+                {"name": "__consumer_offsets", "partitions": [0]}, {"name": "plain", "partitions": [0]}]})
+    codes = {(topic["name"], result["partition_index"]): ErrorCode(result["partition_error_code"])
+             for topic in answer["results_by_topic_v3_and_below"] for result in topic["results_by_partition"]}
+    assert codes == {("__consumer_offsets", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                     ("plain", 0): ErrorCode.OPERATION_NOT_ATTEMPTED}
