@@ -31,7 +31,7 @@ from kafkapy.features import FeaturesModule
 from kafkapy.groups import GroupsModule
 from kafkapy.quotas import QuotasModule
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
-from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.core import CoreModule
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.modules import Module
@@ -44,8 +44,8 @@ from kafkapy.strict import StrictModule
 from kafkapy.topics import TopicsModule
 from kafkapy.transactions import TransactionsModule
 
-__all__ = ["DEFAULT_MODULES", "assemble", "dependency_order", "load_module_class", "make_store",
-           "module_classes"]
+__all__ = ["DEFAULT_MODULES", "assemble", "default_module_keys", "dependency_order", "load_module_class",
+           "make_store", "module_classes"]
 
 MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules register under
 
@@ -54,6 +54,12 @@ DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, Features
                                              FaultsModule,
                                              StrictModule, ScramCredentialsModule, AclsModule,
                                              ShareCoordinatorModule, ShareModule)
+
+
+def default_module_keys() -> list[ConfigKey]:
+    """The config keys the default modules declare: known to a config before they are built, so a
+    setting of theirs is converted and checked at once and never warned about as unknown."""
+    return [key for cls in DEFAULT_MODULES for key in cls.config_keys]
 
 
 def load_module_class(name: str) -> type[Module]:

@@ -180,13 +180,22 @@ async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: s
             loop.remove_signal_handler(sig)
 
 
+def default_module_keys() -> list[Any]:
+    """The default modules' config keys; imports them all, so only asked for when a key looks
+    unknown (a refusal before serving stays quick)."""
+    from kafkapy.assembly import default_module_keys as keys
+
+    return keys()
+
+
 def _serve(args: argparse.Namespace) -> int:
     from kafkapy.errors import KafkaPyError
     from kafkapy.server.config import BrokerConfig
 
     _configure_logging()
     try:
-        config = BrokerConfig.build(properties=args.config, overrides=args.override)
+        config = BrokerConfig.build(properties=args.config, overrides=args.override,
+                                    declared=lambda: [key.name for key in default_module_keys()])
         if args.brokers < 1:
             raise KafkaPyError(f"--brokers must be at least 1, not {args.brokers}")
         if args.control_allow_remote and not args.control:

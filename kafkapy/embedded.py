@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from kafkapy.assembly import DEFAULT_MODULES, assemble
+from kafkapy.assembly import assemble, default_module_keys
 from kafkapy.control import ControlServer
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
@@ -50,7 +50,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import CoordinatorOutage, CoordinatorOutages, Faults, FaultsModule
 from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
 from kafkapy.groups.module import GroupsModule
-from kafkapy.inspection import StoredRecord, stored_records
+from kafkapy.inspection import Isolation, StoredRecord, stored_records
 from kafkapy.inspection.connections import ConnectionView, connection_views
 from kafkapy.inspection.groups import GroupView, group_views
 from kafkapy.inspection.producers import ProducerView, producer_views
@@ -155,7 +155,7 @@ class Broker:
         the broker runs. ``strict``: ``kafkapy.strict=true`` (kafkapy.strict)."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
-        default_keys = [key for cls in DEFAULT_MODULES for key in cls.config_keys]
+        default_keys = default_module_keys()
         given = {**defaults, **(config or {})}
         if strict:
             given[STRICT] = True
@@ -241,7 +241,7 @@ class Broker:
             # A restarted member comes back on the ports it had (clients know those addresses).
             self._given = _pinned(self._given, runtime)
             self.config = BrokerConfig.build(self._given,
-                                             extra_keys=[k for c in DEFAULT_MODULES for k in c.config_keys])
+                                             extra_keys=default_module_keys())
         return self
 
     async def stop(self) -> None:
@@ -590,7 +590,8 @@ class Broker:
                 continue
             records = [{"key": r.key, "value": r.value, "headers": [list(h) for h in r.headers],
                         "partition": r.partition, "timestamp": r.timestamp}
-                       for r in stored_records(partitions, name) if not r.is_control]
+                       for r in stored_records(partitions, name, isolation=Isolation.READ_COMMITTED,
+                                               open_transactions_aborted=True)]
             topics[name] = {"partitions": len(info.partitions),
                             "replication_factor": len(next(iter(info.partitions.values()))),
                             "config": dict(runtime.store.entity_config(f"topics/{name}")),
@@ -676,11 +677,16 @@ class Broker:
 
     # --- inspection ------------------------------------------------------------------------
 
-    def records(self, topic: str, partition: int | None = None, from_offset: int = 0) -> list[StoredRecord]:
+    def records(self, topic: str, partition: int | None = None, from_offset: int = 0, *,
+                isolation: Isolation | str = Isolation.LOG) -> list[StoredRecord]:
         """The records the log of ``topic`` holds (one partition, or all in turn) from ``from_offset``,
-        decoded, with producer id, sequence and transaction flags (kafkapy.inspection)."""
+        decoded, with producer id, sequence and transaction flags (kafkapy.inspection).
+        ``isolation="read_committed"`` (or ``"read_uncommitted"``) gives only what a consumer at
+        that level keeps: no markers, nothing past the last stable offset (high watermark), no
+        aborted transaction's records."""
+        view = Isolation.of(isolation)
         partitions = self._dataplane().partitions
-        return self._on_loop(lambda: stored_records(partitions, topic, partition, from_offset))
+        return self._on_loop(lambda: stored_records(partitions, topic, partition, from_offset, view))
 
     def producers(self, topic: str | None = None, partition: int | None = None) -> list[ProducerView]:
         """The idempotent and transactional producers each partition's leader knows (of ``topic``,

@@ -256,6 +256,9 @@ def test_version_is_the_packages() -> None:
     result = kafkapy("--version")
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert (result.returncode, result.stdout) == (0, f"kafkapy {version}\n")
+    as_package = subprocess.run([sys.executable, "-m", "kafkapy", "--version"], capture_output=True,
+                                text=True, timeout=30)  # python -m kafkapy: the same command
+    assert (as_package.returncode, as_package.stdout) == (0, f"kafkapy {version}\n")
 
 
 def test_the_readme_shows_every_subcommand() -> None:
@@ -280,6 +283,23 @@ def test_the_shipped_config_file_serves_without_a_warning() -> None:
     finally:
         server.kill()
     assert not [line for line in server.stderr if "WARNING" in line], server.stderr
+
+
+def test_settings_of_the_default_modules_are_not_warned_about() -> None:
+    """The transactions, share group and share coordinator modules are not entry points: their keys
+    were reported "unknown (ignored)" though the broker used them. Only the misspelt one is now."""
+    server = Served("--override", EPHEMERAL, "--override", "transaction.max.timeout.ms=60000",
+                    "--override", "group.share.delivery.count.limit=3",
+                    "--override", "share.coordinator.state.topic.num.partitions=3",
+                    "--override", "trnsaction.max.timeout.ms=5")
+    try:
+        server.wait_listening()
+        assert server.stop() == 0
+    finally:
+        server.kill()
+    warnings = [line.split("WARNING ", 1)[1].strip() for line in server.stderr if "WARNING" in line]
+    assert warnings == ["kafkapy.server.config: unknown configuration key 'trnsaction.max.timeout.ms' "
+                        "(ignored); did you mean 'transaction.max.timeout.ms'?"], server.stderr
 
 
 def test_a_reader_that_goes_away_is_no_traceback() -> None:

@@ -20,20 +20,22 @@ broker answers).  The ranges stop before the versions that name topics by id
 from __future__ import annotations
 
 import dataclasses
+import enum
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.errors import ErrorCode
+from kafkapy.log.producer_state import ABORT, CONTROL_RECORD_KEY
 from kafkapy.protocol import api_name
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import fit_body
 from kafkapy.protocol.records import Batch, Record, RecordBatch, Records
 from kafkapy.protocol.schema import Body
 
-__all__ = ["BASE_VERSIONS", "NO_REPLICA", "RETRIED", "FetchedPartition", "PartitionClient", "PartitionInfo",
-           "Retry", "TopicInfo", "check_error", "error_code"]
+__all__ = ["BASE_VERSIONS", "NO_REPLICA", "RETRIED", "FetchedPartition", "IsolationLevel", "PartitionClient",
+           "PartitionInfo", "Retry", "TopicInfo", "check_error", "error_code", "fetched_partition"]
 
 # (oldest, newest) version whose body this module writes. The oldest is the first with what we
 # need: Metadata v4 allow_auto_topic_creation, Produce v3 / Fetch v4 record batches (magic 2),
@@ -57,6 +59,13 @@ RETRIED = frozenset({ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.NOT_LEADER_OR_FOL
 
 T = TypeVar("T")
 C = TypeVar("C", bound="PartitionClient")
+
+
+class IsolationLevel(enum.IntEnum):
+    """Kafka's IsolationLevel, as Fetch and ListOffsets (v2+) carry it."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
 
 
 class Retry(Exception):
@@ -92,6 +101,7 @@ class FetchedPartition:
     records: list[Record]
     next_offset: int
     high_watermark: int
+    end_offset: int  # where a consumer at the isolation level asked stops: the HW, or the LSO
 
 
 def error_code(code: int) -> ErrorCode:
@@ -284,12 +294,14 @@ class PartitionClient:
 
         return self._retrying(attempt)
 
-    def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
-        """The offset for ``timestamp``: EARLIEST, LATEST, or the first at or after a time (-1 if none)."""
+    def list_offset(self, topic: str, partition: int, timestamp: int,
+                    isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> int:
+        """The offset for ``timestamp``: EARLIEST, LATEST (the last stable offset at
+        READ_COMMITTED), or the first at or after a time (-1 if none)."""
 
         def attempt() -> int:
             body = self._request(self._leader(topic, partition), ApiKey.LIST_OFFSETS, {
-                "replica_id": NO_REPLICA, "isolation_level": 0,
+                "replica_id": NO_REPLICA, "isolation_level": isolation,
                 "topics": [{"name": topic, "partitions": [{"partition_index": partition,
                                                           "timestamp": timestamp}]}]})
             (answer,) = body["topics"][0]["partitions"]
@@ -300,8 +312,10 @@ class PartitionClient:
         return self._retrying(attempt)
 
     def fetch(self, topic: str, positions: Mapping[int, int], max_wait_ms: int,
-              max_bytes: int = 1 << 20) -> dict[int, FetchedPartition]:
-        """One Fetch per leader for the partitions at these ``positions``; data records only."""
+              max_bytes: int = 1 << 20,
+              isolation: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> dict[int, FetchedPartition]:
+        """One Fetch per leader for the partitions at these ``positions``; data records only (at
+        READ_COMMITTED, none of an aborted transaction's)."""
 
         def attempt() -> dict[int, FetchedPartition]:
             by_leader: dict[int, list[int]] = {}
@@ -313,7 +327,7 @@ class PartitionClient:
             for leader, partitions in by_leader.items():
                 body = self._request(self._broker(leader), ApiKey.FETCH, {
                     "replica_id": NO_REPLICA, "max_wait_ms": wait, "min_bytes": 1, "max_bytes": max_bytes,
-                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                    "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
                     "topics": [{"topic": topic, "partitions": [
                         {"partition": p, "fetch_offset": positions[p], "partition_max_bytes": max_bytes,
                          "log_start_offset": -1, "current_leader_epoch": -1} for p in partitions]}]})
@@ -322,26 +336,49 @@ class PartitionClient:
                     for answer in response["partitions"]:
                         p = answer["partition_index"]
                         check_error(answer["error_code"], f"fetch {topic}-{p} at offset {positions[p]}")
-                        fetched[p] = _read(answer["records"], positions[p], answer["high_watermark"])
+                        committed = isolation is IsolationLevel.READ_COMMITTED
+                        fetched[p] = fetched_partition(
+                            answer["records"], positions[p], answer["high_watermark"],
+                            answer["last_stable_offset"] if committed else None,
+                            answer["aborted_transactions"] or ())
             return fetched
 
         return self._retrying(attempt)
 
 
-def _read(records: Records | None, position: int, high_watermark: int) -> FetchedPartition:
+def fetched_partition(records: Records | None, position: int, high_watermark: int,
+                      last_stable_offset: int | None = None,
+                      aborted_transactions: Iterable[Mapping[str, int]] = ()) -> FetchedPartition:
     """The data records at or after ``position``; a batch may start before it, control batches
-    (transaction markers) are skipped but still move the position on."""
+    (transaction markers) are skipped but still move the position on. With a
+    ``last_stable_offset`` (read_committed), the batches of the aborted transactions listed are
+    skipped too, as Kafka's consumer skips them: a producer's transactional batches from an
+    aborted transaction's first offset until its ABORT marker."""
+    aborted = sorted(aborted_transactions, key=lambda txn: txn["first_offset"])
+    aborting: set[int] = set()  # producers inside an aborted transaction here
     found: list[Record] = []
     next_offset = position
     for batch in _batches(records):
         if isinstance(batch, RecordBatch):
             next_offset = max(next_offset, batch.next_offset)
+            while aborted and aborted[0]["first_offset"] <= batch.last_offset:
+                aborting.add(aborted.pop(0)["producer_id"])
             if batch.is_control:
+                if batch.producer_id in aborting and _is_abort_marker(batch):
+                    aborting.discard(batch.producer_id)
+                continue
+            if batch.is_transactional and batch.producer_id in aborting:
                 continue
         found.extend(r for r in batch if r.offset >= position)
         if not isinstance(batch, RecordBatch) and found:
             next_offset = max(next_offset, found[-1].offset + 1)
-    return FetchedPartition(found, next_offset, high_watermark)
+    end = high_watermark if last_stable_offset is None else last_stable_offset
+    return FetchedPartition(found, next_offset, high_watermark, end)
+
+
+def _is_abort_marker(batch: RecordBatch) -> bool:
+    key = next(iter(batch)).key or b""
+    return len(key) >= CONTROL_RECORD_KEY.size and CONTROL_RECORD_KEY.unpack_from(key)[1] == ABORT
 
 
 def _batches(records: Records | None) -> Iterable[Batch]:

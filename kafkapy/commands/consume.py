@@ -7,6 +7,13 @@ records, ``-e`` when every partition read has reached its high watermark;
 without either it follows the topic until interrupted.  There is no group:
 partitions are read by offset, as kcat's -C without -G.
 
+``--isolation-level read_committed`` reads as a read_committed consumer (kcat's
+default through librdkafka): up to each partition's last stable offset, where
+``-e`` stops, without the records of aborted transactions (the aborted list a
+read_committed Fetch carries, applied as Kafka's consumer applies it). The
+default is read_uncommitted, as kafka-console-consumer's: every data record
+below the high watermark. Transaction markers are never printed.
+
 Text output is each value (``-K DELIM``: key, DELIM, value) followed by ``-D``
 (newline), written as raw bytes.  A null key or value prints as nothing, or as
 ``NULL`` with ``-Z``, as kcat does.
@@ -39,7 +46,7 @@ from typing import Any
 
 from kafkapy.client import ClientError
 from kafkapy.commands._numbers import java_int, java_long
-from kafkapy.commands._partitions import EARLIEST, LATEST, PartitionClient
+from kafkapy.commands._partitions import EARLIEST, LATEST, IsolationLevel, PartitionClient
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.commands.produce import unescape
 from kafkapy.errors import DecodeError
@@ -78,6 +85,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--formatter", choices=["offsets", "transaction-log"],
                         help="decode __consumer_offsets (offsets) or __transaction_state (transaction-log) "
                              "keys and values, as Kafka's console formatters (JSON lines)")
+    parser.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
+                        default="read_uncommitted",
+                        help="read_committed: only committed transactions' records, up to the last stable "
+                             "offset (-e stops there); default read_uncommitted, as kafka-console-consumer")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="per request, and how long to wait for a leader (default 10)")
     parser.set_defaults(func=_run)
@@ -134,13 +145,14 @@ def as_coordinator_json(formatter: str, partition: int, record: Record) -> dict[
         return {**answer, "error": str(exc)}
 
 
-def _start(client: PartitionClient, topic: str, partition: int, start: Start) -> int:
+def _start(client: PartitionClient, topic: str, partition: int, start: Start,
+           isolation: IsolationLevel) -> int:
     kind, number = start
     if kind == "absolute":
         return number
     if kind == "beginning":
         return client.list_offset(topic, partition, EARLIEST)
-    latest = client.list_offset(topic, partition, LATEST)
+    latest = client.list_offset(topic, partition, LATEST, isolation)
     if kind == "end":
         return latest
     if kind == "relative":
@@ -169,12 +181,14 @@ def _run(args: argparse.Namespace) -> int:
                           f"{', '.join(map(str, missing))} (it has {len(partitions)})", file=sys.stderr)
                     return 2
                 partitions = sorted(set(args.partition))
-            positions = {p: _start(client, args.topic, p, args.offset) for p in partitions}
+            isolation = IsolationLevel[args.isolation_level.upper()]
+            positions = {p: _start(client, args.topic, p, args.offset, isolation) for p in partitions}
             at_end: set[int] = set()
             while args.count is None or printed < args.count:
                 if args.exit and len(at_end) == len(positions):
                     break
-                fetched = client.fetch(args.topic, positions, 0 if args.exit else _MAX_WAIT_MS)
+                fetched = client.fetch(args.topic, positions, 0 if args.exit else _MAX_WAIT_MS,
+                                       isolation=isolation)
                 for partition, answer in sorted(fetched.items()):
                     for record in answer.records:
                         if args.count is not None and printed >= args.count:
@@ -190,7 +204,7 @@ def _run(args: argparse.Namespace) -> int:
                             out.write((null if record.value is None else record.value) + delimiter)
                         printed += 1
                     positions[partition] = answer.next_offset
-                    if answer.next_offset >= answer.high_watermark:
+                    if answer.next_offset >= answer.end_offset:
                         at_end.add(partition)
                     else:
                         at_end.discard(partition)

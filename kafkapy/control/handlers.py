@@ -32,6 +32,7 @@ from kafkapy.control.routes import Call, Reply, Route
 from kafkapy.control.target import ControlMember, ControlTarget
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import CoordinatorOutage, FaultHandle
+from kafkapy.inspection import Isolation
 from kafkapy.observers.history import HistoryEntry
 from kafkapy.seeding import SeedError, parse_seed, parse_seed_text
 from kafkapy.server.coordinator_outages import OUTAGE_ERRORS
@@ -222,8 +223,12 @@ async def records(api: ControlApi, call: Call) -> Reply:
     encoding = call.request.query.get("encoding", "utf-8")
     if encoding not in ENCODINGS:
         raise ControlError(f"query encoding: expected one of {', '.join(ENCODINGS)}, not {encoding!r}")
+    try:
+        isolation = Isolation.of(call.request.query.get("isolation", Isolation.LOG.value))
+    except ValueError as exc:
+        raise ControlError(f"query {exc}") from None
     found = api.target.records(call.params["topic"], call.query_int("partition"),
-                               call.query_int("from_offset", 0) or 0)
+                               call.query_int("from_offset", 0) or 0, isolation=isolation)
     return HTTPStatus.OK, {"records": [record_json(record, encoding) for record in found]}
 
 

@@ -15,7 +15,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.faults import Faults
 from kafkapy.faults.cluster import LeaderMove
 from kafkapy.faults.coordinators import CoordinatorOutage
-from kafkapy.inspection import GroupView, StoredRecord, TransactionView
+from kafkapy.inspection import GroupView, Isolation, StoredRecord, TransactionView
 from kafkapy.observers.history import HistoryEntry
 from kafkapy.seeding import TopicSeed
 from kafkapy.server.clock import VirtualClock
@@ -59,8 +59,8 @@ class ControlTarget(ControlMember, Protocol):
 
     async def restore_async(self, snapshot: Any) -> None: ...
 
-    def records(self, topic: str, partition: int | None = None,
-                from_offset: int = 0) -> list[StoredRecord]: ...
+    def records(self, topic: str, partition: int | None = None, from_offset: int = 0, *,
+                isolation: Isolation | str = ...) -> list[StoredRecord]: ...
 
     async def stop_broker_async(self, index: int) -> None: ...
 

@@ -42,6 +42,7 @@ from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE, AllowAll, ResourceTypeAuthorizer
 from kafkapy.server.config import ConfigError, ConfigKey
+from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, ApiHandler, FromFrame, Module, RequestContext
 from kafkapy.server.services import (
     AUTO_TOPIC_CREATION,
@@ -532,6 +533,12 @@ class DataPlaneModule(Module):
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             if not self._allowed(ctx, "DELETE", "TOPIC", name):
                 raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            if name in INTERNAL_TOPICS:  # Kafka's ReplicaManager: the coordinators' records stay
+                info = self.partitions.cluster.topics.get(name)
+                if info is None or asked["partition_index"] not in info.partitions:
+                    raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                    f"Cannot delete records of internal topic {name}")
             log = self.partitions.leader_log(name, asked["partition_index"])
             offset = asked["offset"]
             if offset == NO_OFFSET:

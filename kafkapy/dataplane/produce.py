@@ -15,6 +15,12 @@ Authorization (KafkaApis.handleProduceRequest), only with an authorizer other th
 module passes ``authorize`` None then, and nothing is asked): a partition of a topic the
 principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED and left alone.
 
+Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``) hold
+the coordinators' own records: a client's Produce to one is answered INVALID_TOPIC_EXCEPTION (or
+UNKNOWN_TOPIC_OR_PARTITION while it does not exist: it is never auto-created here), as Kafka's
+ReplicaManager refuses appends to internal topics to every client but the one whose client id is
+``__admin_client``.
+
 Transactional batches (KafkaApis.handleProduceRequest): a request holding one needs a
 ``transactional_id`` the principal may WRITE, else every partition is answered
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is stored. The producer state then opens the
@@ -26,6 +32,10 @@ acks: 0 sends no answer (as Kafka, a failed partition then closes the connection
 producer refreshes its metadata), 1 and -1 answer once the batch is in the log: with one
 replica per partition the high watermark is the log end as soon as the append returns, so
 acks=-1 has nothing more to wait for. Other values: INVALID_REQUIRED_ACKS for every partition.
+An acks=-1 write to a partition with fewer in-sync replicas than its ``min.insync.replicas``
+(capped at its replication factor) is refused NOT_ENOUGH_REPLICAS before anything is checked or
+stored, as Kafka's Partition.appendRecordsToLeader refuses it: in an in-process cluster the ISR
+shrinks as brokers stop.
 
 The handler is a plain function (no coroutine per request): it never waits. A topic that does
 not exist is created in the background when auto-creation is on (``auto_create``), and the
@@ -48,11 +58,13 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.records import TRANSACTIONAL_BIT, V2_ATTRIBUTES_AT, V2_MAGIC_AT, RecordBatch, Records
 from kafkapy.server.connection import CloseConnection
+from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, RequestContext
 
 __all__ = ["FIRST_FITTED_ANSWER_VERSION", "FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
 
 VALID_ACKS = (-1, 0, 1)  # Kafka's ProduceRequest: all in-sync replicas, none, the leader
+ACKS_ALL = -1
 FIRST_TOPIC_ID_VERSION = 13  # KIP-516: Produce v13 names topics by id
 # From v8 (KIP-467: record_errors, error_message) the answers built here hold exactly the
 # response's fields, so they are sent unfitted; tests/dataplane/test_produce_answer_shape.py
@@ -61,6 +73,21 @@ FIRST_FITTED_ANSWER_VERSION = 8
 NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a failed partition
 _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16; the bits sit in this byte
 MAGIC_V2 = 2
+
+
+ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.ADMIN_CLIENT_ID: may append to internal topics
+
+
+def too_few_in_sync(partitions: Partitions, topic: str, index: int, config: LogConfig) -> bool:
+    """Whether an acks=all write must be refused NOT_ENOUGH_REPLICAS: fewer in-sync replicas than
+    ``min.insync.replicas``, capped at the replication factor (Kafka's Partition.effectiveMinIsr).
+    Asked only when the setting is above 1, which the leader alone always meets."""
+    if config.min_insync_replicas <= 1:
+        return False
+    info = partitions.cluster.topics.get(topic)
+    replicas = info.partitions.get(index, ()) if info is not None else ()
+    needed = min(config.min_insync_replicas, len(replicas))
+    return len(partitions.cluster.in_sync_replicas(topic, index)) < needed
 
 
 def has_transactional_records(topic_data: Any) -> bool:
@@ -116,8 +143,12 @@ class ProduceHandler:
                     answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name is None:
                     answer = _failed(index, ErrorCode.UNKNOWN_TOPIC_ID)
+                elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
+                    exists = name in self.partitions.cluster.topics
+                    answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION if exists
+                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
-                    answer = self._append(name, index, partition_data["records"], version, now_ms)
+                    answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
                 failed = failed or answer["error_code"] != ErrorCode.NONE
                 answers.append(answer)
             key = "topic_id" if by_id else "name"
@@ -148,20 +179,24 @@ class ProduceHandler:
         process): the same checks, offsets and producer state; the partition's answer."""
         return self._append(topic, index, Records(batch), version, self.clock_ms())
 
-    def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int) -> dict[str, Any]:
+    def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int,
+                acks: int = 1) -> dict[str, Any]:
         partitions = self.partitions
         try:
             if topic not in partitions.cluster.topics:
                 self.auto_create(topic)
             log = partitions.leader_log(topic, index)
             state = partitions.home.producer_state(topic, index, log)
+            config = self.append_config(topic)
+            if acks == ACKS_ALL and too_few_in_sync(partitions, topic, index, config):
+                raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS)
             if records is None:
                 raise RecordsRejected(ErrorCode.INVALID_RECORD, "The produce request has no records.")
             # The one copy, made first: the checks read it (the CRC of a writable buffer and the
             # walk over it need no copy of their own), its header is stamped in place (offsets,
             # epoch), and the log keeps it as it is.
             data = bytearray(records.raw)
-            plan = validate_records(data, self.append_config(topic), now_ms, produce_version=version)
+            plan = validate_records(data, config, now_ms, produce_version=version)
             assigned = assign_offsets(data, plan, base_offset=log.log_end_offset,
                                       leader_epoch=partitions.leader_epoch(topic, index),
                                       log_append_time_ms=now_ms if plan.log_append_time else None)

@@ -46,7 +46,13 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kafkapy.dataplane.produce import FIRST_TOPIC_ID_VERSION, VALID_ACKS, ProduceHandler
+from kafkapy.dataplane.produce import (
+    ACKS_ALL,
+    FIRST_TOPIC_ID_VERSION,
+    VALID_ACKS,
+    ProduceHandler,
+    too_few_in_sync,
+)
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.append import clean_batch_max_timestamp, stamp_batch
 from kafkapy.protocol.primitives import read_uvarint, uvarint_bytes
@@ -58,6 +64,7 @@ from kafkapy.protocol.records import (
     V2_MAGIC_AT,
     RecordBatch,
 )
+from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import NO_RESPONSE, FromFrame
 
@@ -153,6 +160,8 @@ class ProduceFromFrame:
             planned: list[tuple[str, int, bytearray, RecordBatch, int, int, bool, SegmentedLog,
                                 ProducerStateManager]] = []
             for name, _, parts in topics:
+                if name in INTERNAL_TOPICS:  # refused (or admitted by client id) on the plain path
+                    return None
                 if authorize is not None and not authorize(conn.principal, conn.client_address[0], "WRITE",
                                                            "TOPIC", name):
                     return None
@@ -174,7 +183,8 @@ class ProduceFromFrame:
                             return None
                         transactional_checked = True
                     leadership = cluster.leadership(name, index)
-                    if leadership is None or leadership[0] != me:
+                    if leadership is None or leadership[0] != me or (
+                            acks == ACKS_ALL and too_few_in_sync(partitions, name, index, config)):
                         return None
                     key = (name, index)
                     log = home.logs.logs.get(key)
@@ -315,7 +325,7 @@ class ProduceFromFrame:
                 return None
             cluster = partitions.cluster
             info = cluster.topics.get(name)
-            if info is None:
+            if info is None or name in INTERNAL_TOPICS:
                 return None
             leadership = cluster.leadership(name, index)
             if leadership is None or leadership[0] != broker_id():
@@ -334,6 +344,8 @@ class ProduceFromFrame:
             # --- 3. check, 4. stamp, 5. producer state, 6. append (_check_stamp_append); answer ---
             now_ms = clock_ms()
             config = append_config(name)
+            if acks == ACKS_ALL and too_few_in_sync(partitions, name, index, config):
+                return None  # NOT_ENOUGH_REPLICAS: the plain path's answer
             log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
             base_offset = log.log_end_offset
             correlation_id = frame[4:8]

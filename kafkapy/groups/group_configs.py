@@ -20,6 +20,7 @@ The groups module owns this resource type (one owner): consumer groups read
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,7 @@ from kafkapy.configs.module import (
     ConfigResourceOwner,
 )
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.server.config import ConfigKey
+from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.operations import ResourceType
 from kafkapy.store.base import Watch, desanitize, sanitize
 from kafkapy.store.onloop import Reloader
@@ -41,7 +42,8 @@ from kafkapy.store.onloop import Reloader
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["GROUPS", "GROUP_BOUND_KEYS", "GROUP_KEYS", "GroupConfigKey", "GroupConfigs", "timeout_overrides"]
+__all__ = ["GROUPS", "GROUP_BOUND_KEYS", "GROUP_KEYS", "GroupConfigKey", "GroupConfigs",
+           "check_broker_group_settings", "timeout_overrides"]
 
 GROUPS = "groups"  # the store's entity type: ZooKeeper /config/groups/<group id>
 EARLIEST, LATEST = "earliest", "latest"
@@ -124,6 +126,45 @@ GROUP_BOUND_KEYS: tuple[ConfigKey, ...] = (
               "The largest share.record.lock.duration.ms a share group may set (Kafka's default)."),
 )
 _BOUND_DEFAULTS = {key.name: key.default for key in GROUP_BOUND_KEYS}
+
+_RELATIONS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
+    ">=": (operator.ge, "greater than or equal to"), "<=": (operator.le, "less than or equal to"),
+    "<": (operator.lt, "less than")}
+
+
+def _settings_rules(kind: str) -> tuple[tuple[str, str, str], ...]:
+    g = f"group.{kind}"
+    return (
+        (f"{g}.max.heartbeat.interval.ms", ">=", f"{g}.min.heartbeat.interval.ms"),
+        (f"{g}.heartbeat.interval.ms", ">=", f"{g}.min.heartbeat.interval.ms"),
+        (f"{g}.heartbeat.interval.ms", "<=", f"{g}.max.heartbeat.interval.ms"),
+        (f"{g}.max.session.timeout.ms", ">=", f"{g}.min.session.timeout.ms"),
+        (f"{g}.session.timeout.ms", ">=", f"{g}.min.session.timeout.ms"),
+        (f"{g}.session.timeout.ms", "<=", f"{g}.max.session.timeout.ms"),
+        (f"{g}.heartbeat.interval.ms", "<", f"{g}.session.timeout.ms"),
+    )
+
+
+#: What a broker's group settings must satisfy to start, in Kafka's order (GroupCoordinatorConfig's
+#: and ShareGroupConfig's requires): (key, relation, other key).
+BROKER_SETTINGS_RULES: tuple[tuple[str, str, str], ...] = (
+    *_settings_rules("consumer"),
+    *_settings_rules("share"),
+    ("group.share.record.lock.duration.ms", ">=", "group.share.min.record.lock.duration.ms"),
+    ("group.share.max.record.lock.duration.ms", ">=", "group.share.record.lock.duration.ms"),
+)
+
+
+def check_broker_group_settings(config: Mapping[str, Any]) -> None:
+    """ConfigError, with Kafka's message, for the first rule the broker's settings break; a rule
+    whose keys are not all there (their module is not loaded) is not checked."""
+    for key, relation, other in BROKER_SETTINGS_RULES:
+        left, right = config.get(key), config.get(other)
+        if left is None or right is None:
+            continue
+        holds, words = _RELATIONS[relation]
+        if not holds(left, right):
+            raise ConfigError(f"{key} must be {words} {other}")
 
 
 def _invalid(message: str) -> KafkaApiError:

@@ -33,7 +33,12 @@ from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
 from kafkapy.groups.group import JoinResult, SyncResult
-from kafkapy.groups.group_configs import GROUP_BOUND_KEYS, GroupConfigs, timeout_overrides
+from kafkapy.groups.group_configs import (
+    GROUP_BOUND_KEYS,
+    GroupConfigs,
+    check_broker_group_settings,
+    timeout_overrides,
+)
 from kafkapy.groups.memory_log import MemoryGroupLog, memory_group_log
 from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
 from kafkapy.groups.offsets_log import OffsetsTopicLog
@@ -186,6 +191,7 @@ class GroupsModule(Module):
     def __init__(self, services: BrokerServices, group_log: GroupLog | None = None) -> None:
         super().__init__(services)
         config = services.config
+        check_broker_group_settings(config.values)  # the share group keys too, when their module is loaded
         self.group_config = GroupConfig(
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=config["group.min.session.timeout.ms"],

@@ -5,8 +5,8 @@ open (``broker.connections()``)."""
 
 from kafkapy.inspection.groups import CommittedOffset, GroupMemberView, GroupView
 from kafkapy.inspection.producers import ProducerView
-from kafkapy.inspection.records import StoredRecord, stored_records
+from kafkapy.inspection.records import Isolation, StoredRecord, stored_records
 from kafkapy.inspection.transactions import TransactionView
 
-__all__ = ["CommittedOffset", "GroupMemberView", "GroupView", "ProducerView", "StoredRecord",
+__all__ = ["CommittedOffset", "GroupMemberView", "GroupView", "Isolation", "ProducerView", "StoredRecord",
            "TransactionView", "stored_records"]

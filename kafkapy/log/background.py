@@ -102,6 +102,8 @@ class BackgroundWriter:
             work()
         except OSError as exc:
             _log.warning("background write failed (%s): %s", what, exc)
+        except Exception:  # a defect: nobody reads the future, so say it here or it is never seen
+            _log.exception("background write failed (%s)", what)
 
     def drain(self) -> None:
         """Wait until everything submitted so far is written."""

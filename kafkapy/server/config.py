@@ -251,7 +251,10 @@ class BrokerConfig:
 
     @classmethod
     def build(cls, settings: Mapping[str, Any] | None = None, *, properties: str | Path | None = None,
-              overrides: Iterable[str] = (), extra_keys: Iterable[ConfigKey] = ()) -> BrokerConfig:
+              overrides: Iterable[str] = (), extra_keys: Iterable[ConfigKey] = (),
+              declared: Callable[[], Iterable[str]] = tuple) -> BrokerConfig:
+        """The config of these settings. ``declared`` names keys that modules to be built later
+        declare: asked only when a setting looks unknown, to know whether to warn about it."""
         raw: dict[str, Any] = {}
         if properties is not None:
             raw.update(load_properties(Path(properties)))
@@ -268,11 +271,11 @@ class BrokerConfig:
             elif name not in keys and not name.startswith("listener.name."):
                 unknown.append(name)
         if unknown:
-            declared = _declared_elsewhere(raw)
+            declared_keys = _declared_elsewhere(raw) | set(declared())
             for name in unknown:
-                if name not in declared:
+                if name not in declared_keys:
                     log.warning("unknown configuration key %r (ignored)%s", name,
-                                _did_you_mean(name, (*keys, *declared)))
+                                _did_you_mean(name, (*keys, *declared_keys)))
         for name, key in keys.items():
             values[name] = _checked(key, raw.get(name, key.default))
         # Per-listener keys (listener.name.<l>.<key>) are kept verbatim for the modules that read them.

@@ -33,6 +33,7 @@ from kafkapy.server.services import (
     NO_LEADER,
     AutoTopicCreation,
     BrokerServices,
+    partition_isr,
     partition_leadership,
 )
 from kafkapy.store.base import BrokerRegistration, PartitionStates, TopicInfo
@@ -164,7 +165,7 @@ def _partition_metadata(info: TopicInfo, index: int, live: set[int],
     state = states.get((info.name, index))
     leader, epoch = partition_leadership(replicas, live, state)
     error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
-    isr = [r for r in replicas if r in live] if state is None else list(state.isr)
+    isr = partition_isr(replicas, live, state)
     return {"error_code": error, "partition_index": index, "leader_id": leader, "leader_epoch": epoch,
             "replica_nodes": list(replicas), "isr_nodes": isr,
             "offline_replicas": [r for r in replicas if r not in live]}

@@ -52,6 +52,7 @@ __all__ = [
     "InternalTopicCreation",
     "PartitionLogs",
     "PartitionLogsProvider",
+    "partition_isr",
     "partition_leader",
     "partition_leadership",
 ]
@@ -166,6 +167,12 @@ def partition_leadership(replicas: Sequence[int], live: Collection[int],
     return NO_LEADER, state.leader_epoch
 
 
+def partition_isr(replicas: Sequence[int], live: Collection[int], state: PartitionState | None) -> list[int]:
+    """The in-sync replicas Metadata lists and an acks=all Produce counts: the controller's ISR, or,
+    before its first state, every live replica (a new partition's replicas are all caught up)."""
+    return [r for r in replicas if r in live] if state is None else list(state.isr)
+
+
 class ClusterView:
     """What handlers read about the cluster, kept current by store watches so that no request
     waits on ZooKeeper. Watch callbacks replace whole values (atomic in Python), so readers on
@@ -261,6 +268,14 @@ class ClusterView:
         if cached is None or cached[0] is not topics:
             cached = self._names_by_id = (topics, {info.topic_id: name for name, info in topics.items()})
         return cached[1].get(topic_id)
+
+    def in_sync_replicas(self, topic: str, partition: int) -> list[int]:
+        """``partition_isr`` of one partition by this view; none if it has no such partition."""
+        info = self._topics.get(topic)
+        replicas = info.partitions.get(partition) if info is not None else None
+        if replicas is None:
+            return []
+        return partition_isr(replicas, self._live, self._partition_states.get((topic, partition)))
 
     def leadership(self, topic: str, partition: int) -> tuple[int, int] | None:
         """``partition_leadership`` of one partition by this view; None if it has no such partition."""

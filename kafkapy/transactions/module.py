@@ -40,6 +40,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
+from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.internal_topics import InternalTopic
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.patterns import PatternError, compile_java
@@ -350,7 +351,10 @@ class TransactionsModule(Module):
         """One transaction's AddPartitionsToTxn, the partitions in request order: each one's
         code (before ``for_version``), duplicates once. Shared with the path from the frame."""
         unknown = self._unknown_partitions(partitions)
-        refused = {tp for tp in partitions if not self._allowed(conn, "WRITE", "TOPIC", tp[0])}
+        # An internal topic counts as not writable (Kafka's KafkaApis leaves it out of the
+        # authorized ones for the clients' versions): a transaction can never hold one.
+        refused = {tp for tp in partitions
+                   if tp[0] in INTERNAL_TOPICS or not self._allowed(conn, "WRITE", "TOPIC", tp[0])}
         codes: dict[TopicPartition, ErrorCode]
         outage = self._outage(transactional_id)
         if not verify_only and not self._may_write(conn, transactional_id):

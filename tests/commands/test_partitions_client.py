@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kafkapy.commands._partitions import _read
+from kafkapy.commands._partitions import fetched_partition
 from kafkapy.protocol.records import Records, build_record_batch
 
 # A batch: (records in it, gap before it, is a control batch)
@@ -35,7 +35,7 @@ def test_read_keeps_data_records_from_the_position(specs: list[tuple[int, int, b
         if not last_control:
             expected = [o for o in expected if o < last_base]
         ends.pop()
-    fetched = _read(Records(raw), position, high_watermark=offset)
+    fetched = fetched_partition(Records(raw), position, high_watermark=offset)
     assert [r.offset for r in fetched.records] == expected
     assert [r.value for r in fetched.records] == [b"%d" % o for o in expected]
     assert fetched.next_offset == max(ends)
@@ -43,6 +43,6 @@ def test_read_keeps_data_records_from_the_position(specs: list[tuple[int, int, b
 
 
 def test_read_of_no_records() -> None:
-    fetched = _read(None, 7, 9)
+    fetched = fetched_partition(None, 7, 9)
     assert (fetched.records, fetched.next_offset, fetched.high_watermark) == ([], 7, 9)
 

@@ -83,3 +83,50 @@ def test_produce_acks(kafka_broker: Broker, acks: str) -> None:
     assert time.monotonic() - started < 30
     records = json_lines(kafkapy("consume", "-b", bootstrap, "-t", topic, "-p", "0", "-e", "-J"))
     assert [r["value"] for r in records] == ["a", "b"]
+
+
+def test_consume_read_committed_as_kcat_reads(kafka_broker: Broker) -> None:
+    """confluent-kafka commits one transaction, aborts one and leaves one open, with plain records
+    in between: --isolation-level read_committed prints what kcat (librdkafka's read_committed
+    default) prints, stopping at the last stable offset; the default prints every data record."""
+    from confluent_kafka import Producer
+
+    bootstrap, topic = kafka_broker.bootstrap_servers, "rc"
+    kafka_broker.seed({topic: {"partitions": 1}})
+    plain = Producer({"bootstrap.servers": bootstrap})
+    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": "cli-rc"})
+    transactional.init_transactions(TIMEOUT_S)
+
+    def in_transaction(value: bytes) -> None:
+        transactional.begin_transaction()
+        transactional.produce(topic, value, partition=0)
+        transactional.flush(TIMEOUT_S)  # stored before an abort (which drops what is queued)
+
+    def plain_record(value: bytes) -> None:
+        plain.produce(topic, value, partition=0)
+        plain.flush(TIMEOUT_S)
+
+    in_transaction(b"c1")
+    transactional.commit_transaction(TIMEOUT_S)
+    in_transaction(b"a1")
+    transactional.abort_transaction(TIMEOUT_S)
+    plain_record(b"p1")
+    in_transaction(b"o1")  # left open: the last stable offset stays at its first offset
+    plain_record(b"p2")
+
+    def ours(*extra: str) -> list[str]:
+        return [r["value"] for r in json_lines(kafkapy("consume", "-b", bootstrap, "-t", topic, "-e", "-J",
+                                                       *extra))]
+
+    assert ours() == ["c1", "a1", "p1", "o1", "p2"]
+    assert ours("--isolation-level", "read_uncommitted") == ["c1", "a1", "p1", "o1", "p2"]
+    assert ours("--isolation-level", "read_committed") == ["c1", "p1"]
+    assert ours("--isolation-level", "read_committed", "-o", "end") == []
+    assert ours("--isolation-level", "read_committed", "-o", "-1") == ["p1"]  # one before the LSO
+    if KCAT is not None:
+        theirs = subprocess.run([KCAT, "-C", "-b", bootstrap, "-t", topic, "-e", "-f", "%s\\n"],
+                                capture_output=True, timeout=TIMEOUT_S)
+        assert theirs.returncode == 0, theirs.stderr.decode()
+        assert theirs.stdout.decode().split() == ["c1", "p1"]
+    transactional.commit_transaction(TIMEOUT_S)
+    assert ours("--isolation-level", "read_committed") == ["c1", "p1", "o1", "p2"]

@@ -39,7 +39,8 @@ HOUR_MS = 3_600_000
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
     # Members hear of a new assignment at their next heartbeat: one a second, not Kafka's 5.
-    settings = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": 1000}
+    settings = {"share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": 1000,
+                "group.share.min.heartbeat.interval.ms": 1000}
     with Broker(settings) as running:
         running.seed({TOPIC: {"partitions": PARTITIONS}})
         producer = ck.Producer({"bootstrap.servers": running.bootstrap_servers, "linger.ms": 0})

@@ -101,6 +101,35 @@ def test_records_give_bytes_that_are_not_text_as_base64(controlled: Controlled) 
         [(1, "base64", base64.b64encode(b"text").decode())]
 
 
+def test_records_as_a_read_committed_consumer_keeps_them(controlled: Controlled) -> None:
+    """A confluent-kafka transactional producer commits one transaction and aborts one: the
+    endpoint's default view holds both and their markers, read_committed only the committed."""
+    from confluent_kafka import Producer
+
+    broker, control = controlled
+    broker.seed({"paid": {"partitions": 1}})
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "control-txn"})
+    producer.init_transactions(TIMEOUT_S)
+    for value, commit in ((b"kept", True), (b"dropped", False)):
+        producer.begin_transaction()
+        producer.produce("paid", value)
+        producer.flush(TIMEOUT_S)  # in the log before the abort (librdkafka's abort drops what is queued)
+        if commit:
+            producer.commit_transaction(TIMEOUT_S)
+        else:
+            producer.abort_transaction(TIMEOUT_S)
+
+    def view(query: str) -> list[tuple[str | None, bool]]:
+        status, body = control.call("GET", f"/topics/paid/records{query}")
+        assert status == 200
+        return [(r["value"], r["is_control"]) for r in body["records"]]
+
+    assert [value for value, control_record in view("") if not control_record] == ["kept", "dropped"]
+    assert sum(control_record for _, control_record in view("?isolation=log")) == 2
+    assert view("?isolation=read_uncommitted") == [("kept", False), ("dropped", False)]
+    assert view("?isolation=read_committed") == [("kept", False)]
+
+
 def test_snapshots_are_held_by_name(controlled: Controlled) -> None:
     broker, control = controlled
     broker.seed({"t": {"partitions": 1, "records": [{"value": "a"}, {"value": "b"}]}})
@@ -151,6 +180,8 @@ def test_faults_added_from_python_are_cleared_too(controlled: Controlled) -> Non
     ("GET", "/faults/99", None, 404, "no fault rule '99'"),
     ("GET", "/topics/t/records?partition=x", None, 400, "query partition: expected an integer, not 'x'"),
     ("GET", "/topics/t/records?encoding=hex", None, 400, "query encoding: expected one of utf-8, base64"),
+    ("GET", "/topics/t/records?isolation=committed", None, 400,
+     "query isolation must be one of 'log', 'read_uncommitted', 'read_committed', not 'committed'"),
     ("GET", "/history?since=yesterday", None, 400, "query since: expected a time in seconds"),
     ("GET", "/nowhere", None, 404, "no route GET /nowhere (see GET /openapi.json)"),
     ("PUT", "/faults", None, 405, "PUT is not allowed on /faults; use GET, POST, DELETE"),

@@ -130,10 +130,17 @@ def aiokafka(bootstrap: str, topic: str, isolation: str, expected: int) -> list[
 @pytest.mark.parametrize("consume", [confluent, kafka_python, aiokafka],
                          ids=["confluent-kafka", "kafka-python", "aiokafka"])
 def test_real_consumers_read_committed_and_uncommitted(broker: Broker, consume: Consume) -> None:
+    """Each consumer's view is also what ``broker.records(isolation=...)`` gives for it."""
     topic = f"txn-{consume.__name__}"
     commit_c = _scenario(broker, topic)
-    assert consume(broker.bootstrap_servers, topic, "read_uncommitted", 7) == [
-        b"a", b"x1", b"y", b"x2", b"b", b"z", b"c"]
-    assert consume(broker.bootstrap_servers, topic, "read_committed", 3) == [b"a", b"y", b"b"]
+
+    def inspected(isolation: str) -> list[bytes | None]:
+        return [r.value for r in broker.records(topic, isolation=isolation)]
+
+    uncommitted = consume(broker.bootstrap_servers, topic, "read_uncommitted", 7)
+    assert uncommitted == [b"a", b"x1", b"y", b"x2", b"b", b"z", b"c"] == inspected("read_uncommitted")
+    committed = consume(broker.bootstrap_servers, topic, "read_committed", 3)
+    assert committed == [b"a", b"y", b"b"] == inspected("read_committed")
     commit_c()
-    assert consume(broker.bootstrap_servers, topic, "read_committed", 5) == [b"a", b"y", b"b", b"z", b"c"]
+    committed = consume(broker.bootstrap_servers, topic, "read_committed", 5)
+    assert committed == [b"a", b"y", b"b", b"z", b"c"] == inspected("read_committed")

@@ -1,6 +1,7 @@
 """Hypothesis: random interleavings of plain, idempotent and transactional produces, commits,
 aborts and stale markers on several partitions of a broker, against a model of what a
-read_committed and a read_uncommitted consumer must see.
+read_committed and a read_uncommitted consumer must see (over Fetch, and as ``broker.records``'
+isolation views and ``broker.snapshot()`` give it).
 
 Everything goes over the wire with kafkapy's codec (Produce, WriteTxnMarkers, Fetch,
 ListOffsets), except that some transactions are ended through the TXN_MARKERS capability the
@@ -23,9 +24,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
 from kafkapy.client import SimpleClient
+from kafkapy.commands._partitions import fetched_partition
 from kafkapy.dataplane import DataPlaneModule
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
+from kafkapy.inspection import Isolation
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import RecordBatch, build_record_batch
 from kafkapy.server.txn_markers import TxnMarker
@@ -288,6 +291,10 @@ class TransactionsMachine(RuleBasedStateMachine):
         if not read_committed:
             assert answer["aborted_transactions"] is None
         seen, end = visible(answer, offset, read_committed)
+        cli = fetched_partition(answer["records"], offset, answer["high_watermark"],  # kafkapy consume's
+                                answer["last_stable_offset"] if read_committed else None,
+                                answer["aborted_transactions"] or ())
+        assert [(r.offset, r.value or b"") for r in cli.records] == seen
         limit = lso if read_committed else log_end
         assert end <= max(offset, limit)  # nothing past the limit (past it, nothing at all)
         assert seen == self._expected(partition, offset, end, read_committed)
@@ -303,6 +310,28 @@ class TransactionsMachine(RuleBasedStateMachine):
         [topic] = self.client.request(ApiKey.LIST_OFFSETS, 7, body)["topics"]
         [answer] = topic["partitions"]
         assert answer["offset"] == (self._lso(partition) if read_committed else self.log_end[partition])
+
+
+    @rule(partition=st.integers(0, PARTITIONS - 1), where=st.floats(0, 1),
+          isolation=st.sampled_from([Isolation.READ_UNCOMMITTED, Isolation.READ_COMMITTED]))
+    def inspect(self, partition: int, where: float, isolation: Isolation) -> None:
+        """``broker.records(isolation=...)`` is what the consumer of that level keeps, to its limit."""
+        read_committed = isolation is Isolation.READ_COMMITTED
+        start = int(where * self.log_end[partition])
+        limit = self._lso(partition) if read_committed else self.log_end[partition]
+        got = [(r.offset, r.value)
+               for r in self.broker.records(self.topic, partition, start, isolation=isolation)]
+        assert got == self._expected(partition, start, max(start, limit), read_committed)
+
+    @rule()
+    def snapshot(self) -> None:
+        """A snapshot keeps plain records and committed transactions' records, in order: not the
+        aborted ones, nor those of transactions still open (a restore drops the transactions)."""
+        kept = self.broker.snapshot().topics[self.topic]["records"]
+        for partition in range(PARTITIONS):
+            expected = [r.value for r in self.records[partition]
+                        if r.txn is None or self.outcome.get(r.txn) is True]
+            assert [r["value"] for r in kept if r["partition"] == partition] == expected
 
 
 def test_transactions_against_a_model(broker: Broker) -> None:

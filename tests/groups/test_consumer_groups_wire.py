@@ -25,8 +25,13 @@ SESSION_MS = 400
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
+    # A session this short needs bounds that allow it, and a heartbeat interval below it (Kafka
+    # refuses to start otherwise).
     with Broker({"broker.id": 1, "offsets.topic.num.partitions": 3,
-                 "group.consumer.session.timeout.ms": SESSION_MS}) as running:
+                 "group.consumer.session.timeout.ms": SESSION_MS,
+                 "group.consumer.min.session.timeout.ms": SESSION_MS,
+                 "group.consumer.heartbeat.interval.ms": SESSION_MS // 4,
+                 "group.consumer.min.heartbeat.interval.ms": SESSION_MS // 4}) as running:
         yield running
 
 

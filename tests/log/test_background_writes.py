@@ -253,3 +253,32 @@ def test_a_failed_fsync_still_closes_every_duplicate(tmp_path: Path) -> None:
         with pytest.raises(OSError):
             os.fstat(closed)
     os.close(fd)
+
+
+def test_a_failed_write_is_logged_and_the_writer_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    """Nobody reads the writer's futures: a disk error is logged as a warning and a defect with its
+    traceback, and later work still runs."""
+    from kafkapy.log.background import BackgroundWriter
+
+    writer = BackgroundWriter()
+    ran: list[str] = []
+
+    def disk_full() -> None:
+        raise OSError(28, "No space left on device")
+
+    def defect() -> None:
+        raise KeyError("a bug")
+
+    try:
+        with caplog.at_level("WARNING", logger="kafkapy.log.background"):
+            writer.submit("a checkpoint", disk_full)
+            writer.submit("a flush", defect)
+            writer.submit("the next write", lambda: ran.append("next"))
+            writer.drain()
+    finally:
+        writer.close()
+    assert ran == ["next"]
+    [full, bug] = caplog.records
+    assert full.levelname == "WARNING" and "a checkpoint" in full.getMessage() and full.exc_info is None
+    assert bug.levelname == "ERROR" and "a flush" in bug.getMessage()
+    assert bug.exc_info is not None and bug.exc_info[0] is KeyError

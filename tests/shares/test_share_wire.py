@@ -202,7 +202,8 @@ def test_a_silent_member_is_fenced_on_virtual_time_and_its_records_go_back(
 def test_fencing_releases_before_the_lock_runs_out(
         kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
     broker = kafka_broker_factory({"share.auto.offset.reset": "earliest",
-                                   "group.share.session.timeout.ms": 10_000})
+                                   "group.share.session.timeout.ms": 10_000,
+                                   "group.share.min.session.timeout.ms": 10_000})
     client, topic_id = setup_topic(broker, 1)
     with client:
         ready(client, "g")

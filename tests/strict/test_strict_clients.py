@@ -40,6 +40,7 @@ def broker() -> Iterator[Broker]:
                 # KIP-848 members heartbeat as the broker says, and each rebalance step waits for the
                 # next heartbeat: Kafka's 5 s would make each step 5 s
                 "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
+                "group.consumer.min.heartbeat.interval.ms": HEARTBEAT_MS,  # Kafka requires min <= it
                 "observer.class.names": "kafkapy.observers.RequestHistory"}
     with Broker(settings, strict=True) as running:
         running.seed({TOPIC: {"partitions": PARTITIONS, "records": [
