@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
@@ -51,8 +52,9 @@ def kind(target: str) -> str:
     if target.startswith("anon_inode:"):
         return target.removeprefix("anon_inode:").strip("[]") + "s"  # eventfds, eventpolls, ...
     if target.startswith("/"):
-        parent = str(Path(target).parent)
-        return f"files under {parent}"
+        # Numbered directories (pytest's tmp_path, a log's segments) as a glob: a leak over many
+        # examples is one line, not one per directory.
+        return f"files under {re.sub(r'[0-9]+', '*', str(Path(target).parent))}"
     return target
 
 
