@@ -371,8 +371,8 @@ class Broker:
             try:
                 self._loop.run_until_complete(self.start())
             except BaseException as exc:
+                close_stopped_loop(self._loop)  # closed before __enter__ raises: nothing left behind
                 started.set_exception(exc)
-                close_stopped_loop(self._loop)
                 return
             started.set_result(None)
             self._loop.run_forever()
