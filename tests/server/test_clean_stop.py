@@ -9,14 +9,18 @@ import asyncio
 import contextlib
 import gc
 import logging
+import socket
+import ssl
 import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from fd_guard import open_descriptors
 from kafka import KafkaConsumer
 from kafka.structs import TopicPartition
 
@@ -209,3 +213,47 @@ def test_what_a_module_leaves_running_is_named_cancelled_and_ended(clock: type[V
         found.extend(f"pending: {task!r}" for task in asyncio.all_tasks(loop))
     assert found == ["kafkapy.server.clock WARNING: 2 task(s) still pending as the broker's loop closes "
                      "(cancelled): Forgetful.forever, Hasty.tidy_on_cancel"]
+
+
+def _sockets_on(port: int) -> list[str]:
+    """This process's sockets whose local port is ``port`` (/proc/net/tcp: the broker's side of
+    its connections), with their TCP state."""
+    inodes = {target[len("socket:["):-1] for target in open_descriptors().values()
+              if target.startswith("socket:")}
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[9] in inodes:
+                found.append(f"{fields[1]} -> {fields[2]} state {fields[3]}")
+    return found
+
+
+def test_tls_connections_are_let_go(tmp_path: Path) -> None:
+    """Closing a TLS connection sends a close_notify and waits for the client's, which a Kafka
+    client need not send: the broker's sockets must not outlive its stop all the same (they stayed
+    open until collected, or in CLOSE_WAIT once the client went)."""
+    import trustme
+    from confluent_kafka import Producer
+
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    (tmp_path / "server.pem").write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
+    server.private_key_pem.write_to_path(str(tmp_path / "server.key"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    broker = Broker({"listeners": "SSL://127.0.0.1:0", "ssl.certfile": str(tmp_path / "server.pem"),
+                     "ssl.keyfile": str(tmp_path / "server.key")}).__enter__()
+    port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SSL",
+                         "ssl.ca.location": str(tmp_path / "ca.pem")})
+    producer.produce("tls", b"v")
+    assert producer.flush(30) == 0
+    context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    # A TLS client that reads nothing more: it never answers the broker's close_notify.
+    with socket.create_connection(("127.0.0.1", port)) as raw, \
+            context.wrap_socket(raw, server_hostname="127.0.0.1"):
+        runtime = broker.runtime
+        assert runtime is not None
+        stop_while(broker, lambda: len(runtime.connections) >= 2)
+        assert _sockets_on(port) == []
+    del producer
