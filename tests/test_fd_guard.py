@@ -59,7 +59,7 @@ def test_a_module_that_leaks_fails_the_run_named_with_what_grew(pytester: pytest
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=3)  # the tests themselves pass: the run fails
     result.stdout.fnmatch_lines([
-        "*FD LEAK: test_leaky.py left 15 file descriptors open (fd_leak_threshold=8): "
+        "*FD LEAK: test_leaky.py left 15 file descriptors open (fd_leak_threshold=10): "
         "12 sockets, 3 files under */test_leaks_sockets_and_files*"])
     assert "test_a_clean.py left" not in result.stdout.str()
 
