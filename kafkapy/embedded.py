@@ -66,7 +66,7 @@ from kafkapy.observers.history import HistoryEntry, RequestHistory
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
-from kafkapy.server.clock import VirtualClock, VirtualTimeLoop, sleep_real
+from kafkapy.server.clock import VirtualClock, VirtualTimeLoop, close_stopped_loop, sleep_real
 from kafkapy.server.config import BrokerConfig, ConfigError
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.leadership import next_state
@@ -371,12 +371,12 @@ class Broker:
             try:
                 self._loop.run_until_complete(self.start())
             except BaseException as exc:
+                close_stopped_loop(self._loop)  # closed before __enter__ raises: nothing left behind
                 started.set_exception(exc)
-                self._loop.close()
                 return
             started.set_result(None)
             self._loop.run_forever()
-            self._loop.close()
+            close_stopped_loop(self._loop)
 
         self._thread = threading.Thread(target=run, name="kafkapy-broker", daemon=True)
         self._thread.start()

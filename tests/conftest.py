@@ -21,7 +21,7 @@ from tests.soak import soaked, soaking
 
 # The test identity provider's fixtures (certificate_authority, idp), for the OIDC tests of
 # tests/interop and tests/commands.
-pytest_plugins = ["oidc_provider"]
+pytest_plugins = ["oidc_provider", "fd_guard"]
 
 # The soak profile (tests/soak.py); KAFKAPY_HYPOTHESIS_PROFILE=soak or --hypothesis-profile soak.
 settings.load_profile(os.environ.get("KAFKAPY_HYPOTHESIS_PROFILE", "default"))

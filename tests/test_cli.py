@@ -33,7 +33,7 @@ class Served:
 
     def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "kafkapy.cli", "serve", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -41,9 +41,10 @@ class Served:
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.stderr.append(line)
-            self.lines.put(line)
+        with self.proc.stderr:  # closed at the process's end
+            for line in self.proc.stderr:
+                self.stderr.append(line)
+                self.lines.put(line)
         self.lines.put(None)
 
     def wait_listening(self, timeout: float = 20) -> tuple[str, str, int]:
@@ -310,7 +311,8 @@ def test_a_reader_that_goes_away_is_no_traceback() -> None:
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.read(10)
     proc.stdout.close()  # as `| head -c 10` does
-    err = proc.stderr.read().decode()
+    with proc.stderr:
+        err = proc.stderr.read().decode()
     assert proc.wait(timeout=30) == 0 and err == ""
 
 

@@ -131,10 +131,14 @@ class LogManager:
         # (kafkapy.log.background); in memory there is nothing to write.
         self.background = BackgroundWriter() if self.log_dirs else None
         found_futures: list[tuple[TopicPartition, Path, Path]] = []
-        for directory in self.log_dirs:
-            found_futures += self._open_dir(directory)
-        for key, directory, path in found_futures:
-            self._adopt_future(key, directory, path)
+        try:
+            for directory in self.log_dirs:
+                found_futures += self._open_dir(directory)
+            for key, directory, path in found_futures:
+                self._adopt_future(key, directory, path)
+        except BaseException:
+            self._abandon()  # a refused dir: the logs opened before it are nobody's to close
+            raise
 
     @property
     def in_memory(self) -> bool:
@@ -490,6 +494,18 @@ class LogManager:
                 write_offsets(path, offsets)
             else:
                 background.submit(f"writing {path}", functools.partial(write_offsets, path, offsets))
+
+    def _abandon(self) -> None:
+        """Close the logs an open that failed had opened, and the writer's thread; no checkpoint
+        and no dir marked clean (the next start recovers them as after a crash)."""
+        for log in self.logs.values():
+            log.background = None
+            try:
+                log.close()
+            except OSError as exc:  # the open's own failure is the one to report
+                _log.warning("closing %s after a failed open: %s", log, exc)
+        if self.background is not None:
+            self.background.close()
 
     def close(self) -> None:
         """Flush and close every log, checkpoint, then mark each dir as cleanly shut down."""

@@ -493,6 +493,7 @@ class BrokerRuntime:
         """An accepted socket that needs a task: its admission waits (``admission``, already
         started), or its TLS handshake does."""
         served = admitted = False
+        connection: KafkaConnection | None = None
         try:
             if admission is not None:
                 if not await admission:
@@ -512,7 +513,9 @@ class BrokerRuntime:
             log.info("connection from %s on %s failed before it was served: %s", address, listener, exc)
         finally:
             self._handshakes.discard(asyncio.current_task())
-            if not served:
+            if not served and connection is not None and connection.transport is not None:
+                connection.abort()  # cancelled (a stop) as its handshake completed: served, and let go
+            elif not served:
                 sock.close()
                 if gate is not None:
                     gate.released(listener.name, address, admitted)
@@ -637,6 +640,11 @@ class BrokerRuntime:
             worker.cancel()
         if late:
             await wait_real(late, 1.0)
+        await asyncio.sleep(0)  # the closes' connection_lost
+        # A TLS close waits for the client's close_notify (up to 30 s), which Kafka clients do not
+        # send: its socket would outlive the loop. Let it go after our own, as Kafka does.
+        for conn in list(self.connections):
+            conn.abort()
         await self._close_listeners()
         for module in reversed(self.modules):
             try:

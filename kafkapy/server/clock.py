@@ -35,13 +35,17 @@ import asyncio
 import contextvars
 import heapq
 import itertools
+import logging
 import selectors
 import threading
 import time
 from collections.abc import Callable, Collection, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["VirtualClock", "VirtualTimeLoop", "call_later_real", "sleep_real", "wait_real", "wall_clock_of"]
+__all__ = ["VirtualClock", "VirtualTimeLoop", "call_later_real", "close_stopped_loop", "sleep_real",
+           "wait_real", "wall_clock_of"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -363,10 +367,44 @@ def _run_loop(loop: VirtualTimeLoop) -> None:
     try:
         loop.run_forever()
     finally:
-        try:
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            loop.close()
+        close_stopped_loop(loop)
+
+
+# -- closing a loop ------------------------------------------------------------------------------
+
+LEFT_TASKS_GRACE_S = 5.0  # real seconds the tasks left at a loop's close get to end once cancelled
+
+
+def close_stopped_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close a loop that ran its brokers and has stopped, as ``asyncio.run`` closes its own.
+
+    A task still pending when its loop closes is reported ("Task was destroyed but it is
+    pending!") only when it is collected, long after and far from its cause. A broker's stop ends
+    what its modules started; whatever is still there (a module that forgot a task, or whose task
+    was cancelled but not awaited) is named in a warning, cancelled and run to its end here."""
+    try:
+        left = asyncio.all_tasks(loop)
+        if left:
+            log.warning("%d task(s) still pending as the broker's loop closes (cancelled): %s",
+                        len(left), ", ".join(sorted(_describe(task) for task in left)))
+            for task in left:
+                task.cancel()
+            _, stuck = loop.run_until_complete(wait_real(left, LEFT_TASKS_GRACE_S))
+            for task in left - stuck:
+                failure = None if task.cancelled() else task.exception()
+                if failure is not None:
+                    log.error("task %s failed as it was cancelled", _describe(task), exc_info=failure)
+            if stuck:
+                log.error("%d task(s) did not end within %.0f s of being cancelled: %s", len(stuck),
+                          LEFT_TASKS_GRACE_S, ", ".join(sorted(_describe(task) for task in stuck)))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+
+
+def _describe(task: asyncio.Future[Any]) -> str:
+    coroutine = task.get_coro() if isinstance(task, asyncio.Task) else None
+    return getattr(coroutine, "__qualname__", None) or repr(task)
 
 
 # -- real-time waits on any loop (virtual or not) ------------------------------------------------

@@ -541,7 +541,16 @@ class KafkaConnection(asyncio.Protocol):
         if not self.closed and self.transport is not None:
             self._flush()
             self.closed = True
-            self.transport.close()
+            # Closed already (a TLS handshake's task cancelled as it completed): a second close
+            # of a TLS transport forgets its protocol, and abort() could no longer let it go.
+            if not self.transport.is_closing():
+                self.transport.close()
+
+    def abort(self) -> None:
+        """Let the socket go now, without waiting for what is left to write or a TLS close_notify."""
+        if self.transport is not None:
+            self.closed = True
+            self.transport.abort()
 
     def _who(self) -> str:
         return self.info.id if self.info is not None else "connection"

@@ -99,7 +99,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             time.sleep(1.0)  # let the last packets reach the capture
         finally:
             proc.terminate()
-            proc.wait(timeout=15)
+            proc.communicate(timeout=15)  # and closes its stderr pipe
     if not path.exists() or path.stat().st_size < 100:
         _skip("dumpcap wrote no packets")
     yield Live(path, port, seen)

@@ -368,8 +368,8 @@ def test_editcap_pcapng_conversion_reads_the_same(path: Path, tmp_path: Path) ->
         pytest.skip("EDITCAP NOT INSTALLED (it comes with tshark): pcapng conversion cross-check SKIPPED")
     out = tmp_path / "converted.pcapng"
     subprocess.run([EDITCAP, "-F", "pcapng", str(path), str(out)], check=True, capture_output=True)
-    reader = CaptureReader(out)
-    got = list(reader)
+    with CaptureReader(out) as reader:
+        got = list(reader)
     assert reader.format == "pcapng"
     want = list(read_packets(path))
     assert [(p.data, p.orig_len, p.ts_ns, p.linktype) for p in got] == [

@@ -127,6 +127,8 @@ def test_coordinator_crash_failover_within_the_session_timeout(zk_connect: str) 
     finally:
         process.kill()
         process.wait(10)
+        if process.stderr is not None:
+            process.stderr.close()
         if second is not None:
             second.close()
         zk.stop()

@@ -9,9 +9,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pytest
 
@@ -187,11 +188,21 @@ def _serve(log_dir: Path, *overrides: str) -> tuple[subprocess.Popen[str], str]:
         line = proc.stderr.readline()
         match = LISTENING.search(line)
         if match:
+            # The rest of its log is read (a full pipe would block the broker's next write) and
+            # the pipe closed once the process exits, however the test ends it.
+            threading.Thread(target=_drain, args=(proc.stderr,), daemon=True).start()
             return proc, f"{match.group(1)}:{match.group(2)}"
         if not line and proc.poll() is not None:
             break
     proc.kill()
-    pytest.fail("kafkapy serve did not start listening: " + proc.stderr.read())
+    with proc.stderr:
+        pytest.fail("kafkapy serve did not start listening: " + proc.stderr.read())
+
+
+def _drain(stream: TextIO) -> None:
+    with stream:
+        for _ in stream:
+            pass
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["clean", "kill-9"])

@@ -206,8 +206,9 @@ def test_kill_9_mid_stream_loses_no_appended_batch(tmp_path: Path, flush_message
         acknowledged = int(line.split()[0])
     writer.send_signal(signal.SIGKILL)
     writer.wait()
-    for line in writer.stdout.read().splitlines():  # appends that returned before the kill
-        acknowledged = int(line.split()[0])
+    with writer.stdout:
+        for line in writer.stdout.read().splitlines():  # appends that returned before the kill
+            acknowledged = int(line.split()[0])
     assert acknowledged >= appends - 1, "the writer did not get going"
     log = FileLog(directory, LogConfig(segment_bytes=16 * 1024))
     assert len(log.segments) > 3

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
+from fd_guard import open_descriptors
 from storage_helpers import batch_at, joined
 
 from kafkapy.log import LogConfig, MemoryLog
@@ -105,6 +107,21 @@ def test_meta_properties_of_another_broker_is_refused(tmp_path: Path) -> None:
     LogManager([tmp_path], broker_id=1).close()
     with pytest.raises(MetaPropertiesMismatch):
         LogManager([tmp_path], broker_id=2)
+
+
+def test_a_refused_open_closes_the_logs_it_had_opened(tmp_path: Path) -> None:
+    """Two current copies of a partition (an interrupted move's swap) are refused at open; the
+    logs of the dir read before the refusal are closed, not left to the collector."""
+    first = LogManager([tmp_path / "a"], cluster_id="c1")
+    for partition in range(3):
+        first.get_or_create("orders", partition).append(batch_at(first.get("orders", partition), 2))
+    first.close()
+    shutil.copytree(tmp_path / "a" / "orders-0", tmp_path / "b" / "orders-0")
+    before = set(open_descriptors().values())
+    with pytest.raises(ValueError, match="is in two log dirs"):
+        LogManager([tmp_path / "a", tmp_path / "b"], cluster_id="c1")
+    opened = [t for t in open_descriptors().values() if t.startswith(str(tmp_path)) and t not in before]
+    assert opened == []
 
 
 def test_topic_configs_and_the_flush_scheduler_hook(tmp_path: Path) -> None:

@@ -331,6 +331,7 @@ def test_a_cluster_on_zookeeper_shares_it_and_its_brokers_register_there(zk_conn
             assert sorted(zk.get_children("/brokers/ids")) == ["5", "6", "7"]
         finally:
             zk.stop()
+            zk.close()  # its wake-up socket pair
         cluster.seed({"zk-topic": {"partitions": 3, "replication_factor": 3}})
         assert sorted(leaders(cluster.bootstrap_servers, "zk-topic").values()) == [5, 6, 7]
         cluster.stop_broker(1)

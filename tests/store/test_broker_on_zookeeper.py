@@ -79,7 +79,7 @@ def serve_process(zk_connect: str) -> Iterator[Any]:
     for proc in procs:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
+        proc.communicate(timeout=30)  # and its stderr pipe closed
 
 
 def test_two_serve_processes_on_one_zookeeper_see_each_other(serve_process: Any) -> None:

@@ -213,7 +213,7 @@ def test_a_killed_consume_transform_produce_loop_restarts_exactly_once(broker: B
         os.kill(first.pid, signal.SIGKILL)
     finally:
         first.kill()
-        first.wait(10)
+        first.communicate(timeout=10)  # and its stdout pipe closed
     # The dead loop's open transaction holds records of "out": uncommitted, not yet aborted.
     assert len(read(bootstrap, "out", "read_uncommitted", 1, settle_s=0.5)) > len(
         read(bootstrap, "out", "read_committed", 1, settle_s=0.5))

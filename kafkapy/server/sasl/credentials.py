@@ -29,6 +29,7 @@ from kafkapy.server.sasl.scram import (
     parse_credential,
 )
 from kafkapy.store.base import Watch, desanitize, sanitize
+from kafkapy.store.onloop import call_soon_on
 
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
@@ -52,6 +53,7 @@ class ScramCredentialsModule(Module):
         super().__init__(services)
         self._credentials: dict[str, dict[str, ScramCredential]] = {}  # user -> mechanism -> credential
         self._watch: Watch | None = None
+        self._reloads: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -89,14 +91,22 @@ class ScramCredentialsModule(Module):
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
+        reloads = list(self._reloads)
+        for task in reloads:
+            task.cancel()
+        await asyncio.gather(*reloads, return_exceptions=True)
 
     def _entity_changed(self, path: str) -> None:
         """On a store thread: a user entity changed (perhaps through another broker)."""
         if path.startswith(USERS) and path.count("/") == 1:
-            self.services.loop.call_soon_threadsafe(self._reload_soon, path)
+            call_soon_on(self.services.loop, self._reload_soon, path)  # nothing once the loop closed
 
     def _reload_soon(self, path: str) -> None:
-        self.services.loop.create_task(self._reload(path))
+        if self._watch is None:  # stopped meanwhile
+            return
+        task = self.services.loop.create_task(self._reload(path))
+        self._reloads.add(task)
+        task.add_done_callback(self._reloads.discard)
 
     async def _reload(self, path: str) -> None:
         config = await asyncio.to_thread(self.services.store.entity_config, path)
