@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 
 from kafkapy.errors import KafkaPyError
+from kafkapy.protocol.partitioner import partition_for_key
 
 __all__ = ["RecordSeed", "SeedError", "TopicSeed", "load_seed_file", "parse_seed", "parse_seed_text",
            "placed"]
@@ -184,9 +185,7 @@ def placed(records: Sequence[RecordSeed], partitions: int) -> dict[int, list[Rec
         partition = record.partition
         if partition is None:
             if record.key is not None:
-                from kafka.partitioner.default import murmur2  # lazy: kafka-python costs `serve` 70 ms
-
-                partition = (murmur2(record.key) & 0x7FFFFFFF) % partitions
+                partition = partition_for_key(record.key, partitions)
             else:
                 partition, turn = turn % partitions, turn + 1
         if partition >= partitions:

@@ -317,8 +317,9 @@ def test_a_reader_that_goes_away_is_no_traceback() -> None:
 
 
 def test_serve_starts_without_importing_kafka_python() -> None:
-    """kafka-python is imported only to place keyed records (produce, seed): importing it costs
-    every command about 70 ms of start-up, and the toolkit's tests start ``serve`` often."""
+    """kafka-python is not imported to serve (keyed records are placed by
+    kafkapy.protocol.partitioner): importing it costs every command about 70 ms of start-up, and
+    the toolkit's tests start ``serve`` often."""
     code = ("import sys\nfrom kafkapy.cli import main\n"
             "assert main(['serve', '--brokers', '0']) == 2\n"
             "print(sorted(m for m in sys.modules if m == 'kafka' or m.startswith('kafka.')))")

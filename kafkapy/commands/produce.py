@@ -27,6 +27,7 @@ from kafkapy.commands._partitions import PartitionClient
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.errors import EncodeError
 from kafkapy.protocol.compression import Compression
+from kafkapy.protocol.partitioner import partition_for_key
 from kafkapy.protocol.records import build_record_batch
 
 __all__ = ["register"]
@@ -121,9 +122,6 @@ def _headers(specs: list[str]) -> list[tuple[str, bytes | None]]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # lazy: importing kafka-python costs every kafkapy command (`serve` too) about 70 ms
-    from kafka.partitioner.default import murmur2
-
     prog = "kafkapy produce"
     try:
         headers = _headers(args.header)
@@ -152,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
                     if args.partition is not None:
                         partition = args.partition
                     elif key is not None:
-                        partition = partitions[(murmur2(key) & 0x7FFFFFFF) % len(partitions)]
+                        partition = partitions[partition_for_key(key, len(partitions))]
                     else:
                         partition = partitions[rotation % len(partitions)]
                     by_partition.setdefault(partition, []).append((key, value))
