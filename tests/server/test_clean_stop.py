@@ -75,16 +75,21 @@ def _never_connected(caught: warnings.WarningMessage) -> bool:
     return text.startswith("unclosed <socket.socket") and "laddr=('0.0.0.0'" in text and "raddr" not in text
 
 
-def stop_while(broker: Broker, waiting: Callable[[], bool]) -> None:
-    """Close ``broker`` once ``waiting()``, and check it left nothing behind on its loop."""
-    wait_until(waiting, 30, "a request waiting in the broker")
+def closed(broker: Broker) -> list[str]:
+    """Close ``broker``: what its stop logged or warned, and the tasks its loop still held."""
     loop = broker._loop
     assert loop is not None
     with watched_stop() as found:
         broker.close()
         assert loop.is_closed()
         found.extend(f"pending: {task!r}" for task in asyncio.all_tasks(loop))
-    assert found == []
+    return found
+
+
+def stop_while(broker: Broker, waiting: Callable[[], bool]) -> None:
+    """Close ``broker`` once ``waiting()``, and check it left nothing behind on its loop."""
+    wait_until(waiting, 30, "a request waiting in the broker")
+    assert closed(broker) == []
 
 
 def busy(broker: Broker) -> bool:
@@ -103,6 +108,20 @@ def in_thread(work: Callable[[], Any]) -> Iterator[None]:
     assert not thread.is_alive()
 
 
+def stop_while_polling(broker: Broker, consumer: KafkaConsumer) -> None:
+    """Stop ``broker`` once its request is waiting, the consumer polling on a thread meanwhile."""
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            with contextlib.suppress(Exception):
+                consumer.poll(100)
+
+    with in_thread(poll):
+        stop_while(broker, lambda: busy(broker))
+        done.set()
+
+
 def test_a_fetch_long_poll(tmp_path: Any) -> None:
     broker = Broker({"auto.create.topics.enable": False}).__enter__()
     broker.seed({"polled": {}})
@@ -110,16 +129,7 @@ def test_a_fetch_long_poll(tmp_path: Any) -> None:
                              request_timeout_ms=30_000)
     try:
         consumer.assign([TopicPartition("polled", 0)])
-        done = threading.Event()
-
-        def poll() -> None:
-            while not done.is_set():
-                with contextlib.suppress(Exception):
-                    consumer.poll(100)
-
-        with in_thread(poll):
-            stop_while(broker, lambda: busy(broker))
-            done.set()
+        stop_while_polling(broker, consumer)
     finally:
         consumer.close()
 
@@ -130,16 +140,7 @@ def test_a_join_group_held_for_the_initial_rebalance_delay() -> None:
     consumer = KafkaConsumer("joined", group_id="held", bootstrap_servers=broker.bootstrap_servers,
                              request_timeout_ms=305_000)
     try:
-        done = threading.Event()
-
-        def poll() -> None:
-            while not done.is_set():
-                with contextlib.suppress(Exception):
-                    consumer.poll(100)
-
-        with in_thread(poll):
-            stop_while(broker, lambda: busy(broker))
-            done.set()
+        stop_while_polling(broker, consumer)
     finally:
         consumer.close(autocommit=False)
 
@@ -205,14 +206,9 @@ def test_what_a_module_leaves_running_is_named_cancelled_and_ended(clock: type[V
     """The loop closes with nothing pending; the tasks left are named in one warning (before,
     they were destroyed pending whenever collected: "Task was destroyed but it is pending!")."""
     broker = Broker(modules=[Forgetful, Hasty], clock=clock and clock()).__enter__()
-    loop = broker._loop
-    assert loop is not None
-    with watched_stop() as found:
-        broker.close()
-        assert loop.is_closed()
-        found.extend(f"pending: {task!r}" for task in asyncio.all_tasks(loop))
-    assert found == ["kafkapy.server.clock WARNING: 2 task(s) still pending as the broker's loop closes "
-                     "(cancelled): Forgetful.forever, Hasty.tidy_on_cancel"]
+    assert closed(broker) == [
+        "kafkapy.server.clock WARNING: 2 task(s) still pending as the broker's loop closes "
+        "(cancelled): Forgetful.forever, Hasty.tidy_on_cancel"]
 
 
 def _sockets_on(port: int) -> list[str]:
