@@ -4,7 +4,9 @@ Each partition of a request is appended on its own, so one partition's rejection
 others alone (Kafka's ReplicaManager.appendToLocalLog):
 
 1. leadership (``Partitions.leader_log``): UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER;
-2. the records checked as Kafka checks them (``kafkapy.log.append.validate_records``);
+2. the records checked as Kafka checks them (``kafkapy.log.append.validate_records``), and a
+   batch whose codec is not the topic's ``compression.type`` (unless ``producer``) rebuilt with
+   it and checked again, as Kafka's LogValidator recompresses;
 3. offsets and the leader epoch written into the batch in place (``assign_offsets``);
 4. idempotent producers (``ProducerStateManager.check_and_update``): a retried batch is
    answered with the offsets it got the first time and not appended again;
@@ -51,7 +53,13 @@ from typing import Any
 
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.log.append import RecordsRejected, assign_offsets, validate_records
+from kafkapy.log.append import (
+    RecordsRejected,
+    assign_offsets,
+    recompressed,
+    recompression_target,
+    validate_records,
+)
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
@@ -197,6 +205,10 @@ class ProduceHandler:
             # epoch), and the log keeps it as it is.
             data = bytearray(records.raw)
             plan = validate_records(data, config, now_ms, produce_version=version)
+            target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
+            if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
+                data = recompressed(data, plan, target)
+                plan = validate_records(data, config, now_ms, produce_version=version)
             assigned = assign_offsets(data, plan, base_offset=log.log_end_offset,
                                       leader_epoch=partitions.leader_epoch(topic, index),
                                       log_append_time_ms=now_ms if plan.log_append_time else None)

@@ -54,7 +54,7 @@ from kafkapy.dataplane.produce import (
     too_few_in_sync,
 )
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
-from kafkapy.log.append import clean_batch_max_timestamp, stamp_batch
+from kafkapy.log.append import clean_batch_max_timestamp, recompression_target, stamp_batch
 from kafkapy.protocol.primitives import read_uvarint, uvarint_bytes
 from kafkapy.protocol.records import (
     LOG_APPEND_TIME,
@@ -176,6 +176,8 @@ class ProduceFromFrame:
                 for index, start, stop in parts:
                     if stop - start < V2_HEADER_SIZE or frame[start + V2_MAGIC_AT] != 2:
                         return None
+                    if recompression_target(config, frame[start + _ATTRIBUTES_LOW_BYTE]) is not None:
+                        return None  # rebuilt with the topic's codec on the plain path
                     if frame[start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT and not transactional_checked:
                         if transactional_id is None or (authorize is not None and not authorize(
                                 conn.principal, conn.client_address[0], "WRITE", "TRANSACTIONAL_ID",
@@ -346,6 +348,8 @@ class ProduceFromFrame:
             config = append_config(name)
             if acks == ACKS_ALL and too_few_in_sync(partitions, name, index, config):
                 return None  # NOT_ENOUGH_REPLICAS: the plain path's answer
+            if recompression_target(config, frame[records_start + _ATTRIBUTES_LOW_BYTE]) is not None:
+                return None  # rebuilt with the topic's codec on the plain path
             log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
             base_offset = log.log_end_offset
             correlation_id = frame[4:8]

@@ -64,7 +64,7 @@ import attrs
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.topic_config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES, LONG_MAX, LogConfig
-from kafkapy.protocol.compression import Compression
+from kafkapy.protocol.compression import Compression, compression_of
 from kafkapy.protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -83,6 +83,7 @@ from kafkapy.protocol.records import (
     RecordBatch,
     Records,
     RecordsSummary,
+    build_record_batch,
     crc32c,
 )
 
@@ -94,6 +95,8 @@ __all__ = [
     "RecordsRejected",
     "assign_offsets",
     "clean_batch_max_timestamp",
+    "recompressed",
+    "recompression_target",
     "stamp_batch",
     "validate_records",
 ]
@@ -521,3 +524,31 @@ def _stamp(data: bytearray, size: int, base_offset: int, leader_epoch: int, max_
         _U32.pack_into(data, V2_CRC_AT, crc)
         return crc
     return None
+
+
+def recompression_target(config: LogConfig, attributes_low_byte: int) -> Compression | None:
+    """The codec a batch must be stored with when it is not the one it came in: the topic's
+    ``compression.type`` unless that is ``producer`` (Kafka's BrokerCompressionType and
+    LogValidator); None when the batch is kept as sent."""
+    name = config.compression_type
+    if name == "producer":
+        return None
+    target = Compression.NONE if name == "uncompressed" else compression_of(name)
+    return None if target == attributes_low_byte & COMPRESSION_MASK else target
+
+
+def recompressed(data: bytearray, plan: AppendPlan, codec: Compression) -> bytearray:
+    """The validated batch in ``data`` rebuilt with ``codec``, as Kafka's LogValidator rebuilds a
+    batch whose codec is not the topic's: the same records (offsets deltas, timestamps, keys,
+    values, headers) and producer fields, the batch's timestamps and offset span kept; offsets
+    and leader epoch are stamped afterwards as for any batch. (Compression levels are the
+    codecs' defaults: ``compression.*.level`` is not applied.)"""
+    batch = RecordBatch(memoryview(data)[:plan.size])
+    rebuilt = build_record_batch(
+        batch.record_list(), base_offset=batch.base_offset, compression=codec,
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
+        timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,
+        base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
+        last_offset_delta=batch.last_offset_delta)
+    return bytearray(rebuilt)
