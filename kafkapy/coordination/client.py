@@ -26,6 +26,7 @@ from kafkapy.coordination.assignment import Subscription, parse_label
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.wakeup import Wakeup
 
 __all__ = ["AssignedPartition", "CoordinatedConsumer", "RegistrationError"]
 
@@ -85,7 +86,7 @@ class CoordinatedConsumer:
         self._writer: asyncio.StreamWriter | None = None
         self._closing = False
         self._task: asyncio.Task[None] | None = None
-        self._shutdown: asyncio.Event | None = None  # set: close() may go on (seed handlePingRequest 1)
+        self._shutdown: Wakeup | None = None  # set: close() may go on (seed handlePingRequest 1)
         self._shutdown_answered = False  # a Ping was answered since close() began
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -100,11 +101,9 @@ class CoordinatedConsumer:
         also wait for the Ping after it, which shows the coordinator got that answer. At most
         session_timeout_ms is spent waiting (a dead coordinator pings no more)."""
         if graceful and self.registered.is_set() and self._task is not None and not self._task.done():
-            self._shutdown = asyncio.Event()
+            self._shutdown = Wakeup()
             self._shutdown_answered = False
-            try:
-                await asyncio.wait_for(self._shutdown.wait(), self.session_timeout_ms / 1000)
-            except asyncio.TimeoutError:
+            if not await self._shutdown.wait(self.session_timeout_ms / 1000):
                 log.info("%s: no Ping during shutdown; closing anyway", self.consumer_id)
         self._closing = True
         if self._writer is not None:

@@ -35,7 +35,6 @@ can drop their records (the log's read, kafkapy.log.txn_index).
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -57,6 +56,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, ChunkedResponse, RequestContext
+from kafkapy.server.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
@@ -241,7 +241,7 @@ class FetchHandler:
         there, a partition answers an error, or ``max_wait`` seconds passed."""
         loop = self.services.loop
         deadline = loop.time() + max_wait
-        appended = asyncio.Event()
+        appended = Wakeup()
         removers = []
         for p in partitions:
             name = names.get(p.key[0])
@@ -250,9 +250,7 @@ class FetchHandler:
         removers.append(self.services.cluster.wake_on_change(loop, appended))
         try:
             while (left := deadline - loop.time()) > 0:
-                try:
-                    await asyncio.wait_for(appended.wait(), left)
-                except asyncio.TimeoutError:
+                if not await appended.wait(left):
                     break
                 appended.clear()
                 read = self._read_all(partitions, names, max_bytes, read_committed)

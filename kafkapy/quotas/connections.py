@@ -41,6 +41,7 @@ from typing import Any
 from kafkapy.quotas.metrics import ACCEPTOR, SOCKET_SERVER, Counter, MetricsRegistry
 from kafkapy.quotas.rate import Avg, Rate
 from kafkapy.server.config import ConfigError
+from kafkapy.server.wakeup import Wakeup
 
 __all__ = ["DYNAMIC_KEYS", "ConnectionQuotas", "normalize_ip", "parse_per_ip_overrides"]
 
@@ -181,7 +182,7 @@ class ConnectionQuotas:
         self.ip_rate_quotas: dict[str, float] = {}
         self.ip_default_rate: float | None = None
         self.ip_rates: dict[str, Rate] = {}
-        self._slot_freed = asyncio.Event()
+        self._slot_freed = Wakeup()
         self.configure(settings)
 
     # --- configuration ----------------------------------------------------------------------
@@ -282,10 +283,7 @@ class ConnectionQuotas:
                 if remaining <= 0 and self._slot_available(quota):
                     break
                 self._slot_freed.clear()
-                try:
-                    await asyncio.wait_for(self._slot_freed.wait(), remaining if remaining > 0 else None)
-                except asyncio.TimeoutError:
-                    pass
+                await self._slot_freed.wait(remaining if remaining > 0 else None)
             now = self.clock()
             quota.blocked.record(min(now - start, self.window), now)
         self.total += 1

@@ -26,6 +26,7 @@ import attrs
 from kafkapy.errors import ErrorCode
 from kafkapy.log.base import PartitionLog
 from kafkapy.log.producer_state import ProducerStateManager
+from kafkapy.server.wakeup import Wakeup
 from kafkapy.store.base import BrokerRegistration, MetadataStore, PartitionState, TopicInfo
 from kafkapy.store.persistent import PersistentMap
 
@@ -209,7 +210,7 @@ class ClusterView:
             self._change_callbacks.pop(token, None)
         return remove
 
-    def wake_on_change(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> Callable[[], None]:
+    def wake_on_change(self, loop: asyncio.AbstractEventLoop, event: Wakeup) -> Callable[[], None]:
         """Set ``event`` on ``loop`` after each change (``on_change`` from any thread), until the
         returned remover is called: how a request waiting on its loop hears that the cluster moved."""
         def changed() -> None:

@@ -52,6 +52,7 @@ from kafkapy.protocol.chunks import RecordChunks
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.modules import Answer, RequestContext
 from kafkapy.server.services import BrokerServices
+from kafkapy.server.wakeup import Wakeup
 from kafkapy.shares.isolation import READ_COMMITTED, READ_UNCOMMITTED, batch_header, undeliverable
 from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
 from kafkapy.shares.share_partition import Acquired, SharePartition, SharePartitionLimits
@@ -159,7 +160,7 @@ class ShareFetcher:
         self._group_limits: dict[int, SharePartitionLimits] = {}
         self.sessions = ShareSessions()
         self.partitions: dict[ShareKey, SharePartition] = {}
-        self._returned: dict[ShareKey, set[asyncio.Event]] = {}  # fetches waiting for records back
+        self._returned: dict[ShareKey, set[Wakeup]] = {}  # fetches waiting for records back
         self.logs: ShareLogs | None = None  # the data plane's, set once it has started
         # The share coordinator's persister, set at start when a share coordinator module runs;
         # without one, share-partitions live in memory only (made at share.auto.offset.reset).
@@ -503,7 +504,7 @@ class ShareFetcher:
         passed."""
         loop = self.services.loop
         deadline = loop.time() + max_wait
-        woken = asyncio.Event()
+        woken = Wakeup()
         removers: list[Callable[[], None]] = []
         keys: list[ShareKey] = []
         logs = self.logs
@@ -518,9 +519,7 @@ class ShareFetcher:
         removers.append(self.services.cluster.wake_on_change(loop, woken))
         try:
             while (left := deadline - loop.time()) > 0:
-                try:
-                    await asyncio.wait_for(woken.wait(), left)
-                except asyncio.TimeoutError:
+                if not await woken.wait(left):
                     return
                 woken.clear()
                 if self._acquire_all(ctx, session, rows, limits) or _errors(rows):

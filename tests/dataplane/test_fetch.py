@@ -349,3 +349,30 @@ def test_a_client_that_goes_away_ends_its_long_poll(broker: Broker) -> None:
         wait_until(lambda: module.has_waiters("t", 0), what="the fetch waiting on the partition")
     wait_until(lambda: not module.has_waiters("t", 0), timeout=5,
                what="the closed connection's fetch to stop waiting")
+
+
+def test_a_long_poll_woken_as_its_client_goes_away_still_ends(broker: Broker) -> None:
+    """The connection closes in the loop step where an append (with nothing the fetch wants)
+    wakes its Fetch: the worker's cancellation must still end the wait. Python 3.11's
+    ``asyncio.wait_for`` swallowed it here, and the Fetch waited another ``max_wait_ms``."""
+    create(broker, "t")
+    module = seeded(broker)
+    frame = encode_request(ApiKey.FETCH, 12, 1, "c", {
+        "max_wait_ms": 60_000, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1,
+        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                   "partition_max_bytes": 1 << 20}]}]})
+    with socket.create_connection(host_port(broker), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        wait_until(lambda: module.has_waiters("t", 0), what="the fetch waiting on the partition")
+        assert broker.runtime is not None
+        connections = list(broker.runtime.connections)
+
+        def wake_and_drop() -> None:
+            module.module.partitions.appended("t", 0)
+            for connection in connections:
+                assert connection.transport is not None
+                connection.transport.abort()
+
+        on_loop(broker, wake_and_drop)
+        wait_until(lambda: not module.has_waiters("t", 0), timeout=5,
+                   what="the dropped connection's fetch to stop waiting")
