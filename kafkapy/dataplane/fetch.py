@@ -238,7 +238,7 @@ class FetchHandler:
         """Kafka's DelayedFetch: read again on each append to a partition of the request, and on
         each change of the cluster (a partition that moved to another leader or was deleted then
         answers its error at once, as DelayedFetch.tryComplete does), until ``min_bytes`` are
-        there, a partition answers an error, or ``max_wait`` seconds passed."""
+        there, a partition answers an error, ``max_wait`` seconds passed, or the broker stops."""
         loop = self.services.loop
         deadline = loop.time() + max_wait
         appended = Wakeup()
@@ -248,9 +248,10 @@ class FetchHandler:
             if name is not None:
                 removers.append(self.source.on_append(name, p.key[1], appended.set))
         removers.append(self.services.cluster.wake_on_change(loop, appended))
+        removers.append(self.services.wake_on_stop(appended))
         try:
             while (left := deadline - loop.time()) > 0:
-                if not await appended.wait(left):
+                if not await appended.wait(left) or self.services.stopping:
                     break
                 appended.clear()
                 read = self._read_all(partitions, names, max_bytes, read_committed)

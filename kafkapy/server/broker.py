@@ -37,6 +37,7 @@ from kafkapy.server.services import (
     Election,
     EpochOwed,
 )
+from kafkapy.server.wakeup import Wakeup
 from kafkapy.store.base import (
     BrokerRegistration,
     MetadataStore,
@@ -190,6 +191,13 @@ class ModuleServices:
     def fail(self, reason: str) -> None:
         self._runtime.fail(reason)
 
+    @property
+    def stopping(self) -> bool:
+        return self._runtime.stopping
+
+    def wake_on_stop(self, wakeup: Wakeup) -> Callable[[], None]:
+        return self._runtime.wake_on_stop(wakeup)
+
 
 class BrokerRuntime:
     """Listeners, connections and modules on one loop. Build it with kafkapy.assembly (which
@@ -241,6 +249,7 @@ class BrokerRuntime:
         self.supported_features: dict[str, tuple[int, int]] = {}
         self.inter_broker_listener = ""
         self._stopping = False
+        self._stop_wakeups: set[Wakeup] = set()  # long polls to end at once when stop() begins
         self.accept_gate: AcceptGate | None = None
         self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
         self._make_transport = in_place_transport(self.loop) if fast_paths.in_place_accept else None
@@ -619,14 +628,30 @@ class BrokerRuntime:
             except Exception:
                 log.exception("module %s failed in on_close (ignored)", module.name)
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def wake_on_stop(self, wakeup: Wakeup) -> Callable[[], None]:
+        """Set ``wakeup`` when ``stop`` begins (at once if it has), until the remover is called."""
+        if self._stopping:
+            wakeup.set()
+        self._stop_wakeups.add(wakeup)
+        return lambda: self._stop_wakeups.discard(wakeup)
+
     async def stop(self, grace: float = 5.0) -> None:
-        """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), then close."""
+        """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), then close.
+        Long polls (a Fetch waiting for records) answer at once with what they have: Kafka closes
+        the sockets first and answers none of them, and waiting out their ``max_wait_ms`` would hold
+        every test's teardown for it."""
         if self._stopping:
             return
         self._stopping = True
         if self._idle_sweep is not None:
             self._idle_sweep.cancel()
             self._idle_sweep = None
+        for wakeup in list(self._stop_wakeups):
+            wakeup.set()
         await self._close_listeners()
         workers = [c.worker for c in self.connections if c.worker is not None and not c.worker.done()]
         # The grace is real seconds: a virtual clock standing still must not hold a shutdown.

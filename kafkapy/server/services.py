@@ -382,3 +382,9 @@ class BrokerServices(Protocol):
     def remove_interceptor(self, interceptor: Interceptor) -> None: ...
     def fail(self, reason: str) -> None:
         """Shut the broker down in an orderly way because it cannot go on."""
+    @property
+    def stopping(self) -> bool:
+        """True from the moment the broker begins to stop."""
+    def wake_on_stop(self, wakeup: Wakeup) -> Callable[[], None]:
+        """Set ``wakeup`` when the broker begins to stop (at once if it has), until the returned
+        remover is called: how a long poll hears to answer now, before the connections close."""

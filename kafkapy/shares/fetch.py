@@ -517,9 +517,10 @@ class ShareFetcher:
             keys.append(key)
             self._returned.setdefault(key, set()).add(woken)
         removers.append(self.services.cluster.wake_on_change(loop, woken))
+        removers.append(self.services.wake_on_stop(woken))
         try:
             while (left := deadline - loop.time()) > 0:
-                if not await woken.wait(left):
+                if not await woken.wait(left) or self.services.stopping:
                     return
                 woken.clear()
                 if self._acquire_all(ctx, session, rows, limits) or _errors(rows):

@@ -376,3 +376,19 @@ def test_a_long_poll_woken_as_its_client_goes_away_still_ends(broker: Broker) ->
         on_loop(broker, wake_and_drop)
         wait_until(lambda: not module.has_waiters("t", 0), timeout=5,
                    what="the dropped connection's fetch to stop waiting")
+
+
+def test_a_waiting_fetch_is_answered_when_the_broker_stops() -> None:
+    """A consumer long-polling as a test ends its broker: the Fetch answers what it has at once
+    (nothing here) rather than holding the stop for the shutdown's grace and then closing the
+    socket under it, so ``with Broker()`` ends without waiting on the clients left polling."""
+    answered: dict[str, Any] = {}
+    with Broker({"broker.id": 1}) as broker:
+        create(broker, "t")
+        consumer = _fetch_in_thread(broker.bootstrap_servers, "t", answered)
+        wait_until(lambda: seeded(broker).has_waiters("t", 0), what="the fetch waiting on the partition")
+    consumer.join(30)
+    assert not consumer.is_alive()
+    [partition] = answered["response"]["responses"][0]["partitions"]
+    assert partition["error_code"] == ErrorCode.NONE
+    assert partition["high_watermark"] == 0 and not partition["records"]

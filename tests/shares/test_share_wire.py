@@ -350,3 +350,15 @@ def test_batch_spans_reads_whole_batches_and_stops_at_a_part_of_one() -> None:
     two = build_record_batch([(None, b"c")], base_offset=9)
     assert [(f, last, bytes(v)) for f, last, v in batch_spans([one + two])] == [(7, 8, one), (9, 9, two)]
     assert [(f, last) for f, last, _ in batch_spans([one + two[:20]])] == [(7, 8)]
+
+
+def test_a_waiting_fetch_is_answered_when_the_broker_stops(broker: Broker) -> None:
+    """As a Fetch's: the stop does not wait out max_wait_ms nor close the socket under it."""
+    client, topic_id = setup_topic(broker, 0)
+    with client:
+        thread, answers = _fetch_in_thread(broker, topic_id, "b", 20_000)
+        time.sleep(0.3)  # b's fetch is waiting
+        broker.close()
+        thread.join(30)
+        [partition] = answers[0]["responses"][0]["partitions"]
+        assert partition["error_code"] == ErrorCode.NONE and acquired(answers[0]) == []
