@@ -31,7 +31,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.shares.fetch import batch_spans
-from kafkapy.testing import BrokerFactory
+from kafkapy.testing import BrokerFactory, wait_until
 
 
 @pytest.fixture
@@ -357,7 +357,9 @@ def test_a_waiting_fetch_is_answered_when_the_broker_stops(broker: Broker) -> No
     client, topic_id = setup_topic(broker, 0)
     with client:
         thread, answers = _fetch_in_thread(broker, topic_id, "b", 20_000)
-        time.sleep(0.3)  # b's fetch is waiting
+        runtime = broker.runtime
+        assert runtime is not None
+        wait_until(lambda: any(c.busy for c in runtime.connections), what="b's fetch waiting")
         broker.close()
         thread.join(30)
         [partition] = answers[0]["responses"][0]["partitions"]
