@@ -239,7 +239,7 @@ class DataPlaneModule(Module):
             self._unwatch_configs = configs.watch_log_configs(partitions.logs.set_topic_config)
             # Logs read from log.dirs were opened with the static defaults: each takes its topic's
             # config now (overrides, dynamic broker defaults), before a retention pass reads it.
-            for topic in sorted({topic for topic, _ in list(partitions.logs.logs)}):
+            for topic in partitions.logs.topics():
                 partitions.logs.set_topic_config(topic, self.log_config(topic))
         dynamic = services.provider(DYNAMIC_CONFIGS, ConfigsModule)
         if dynamic is not None:  # Kafka's LogCleaner and DynamicProducerStateManagerConfig keys

@@ -121,7 +121,8 @@ class LogManager:
         self.cluster_id = cluster_id
         self.default_config = default_config or LogConfig()
         self.clock = clock
-        self.logs: dict[TopicPartition, SegmentedLog] = {}
+        self.logs: dict[TopicPartition, SegmentedLog] = {}  # changed only through _put and delete_partition
+        self._partitions_of: dict[str, set[int]] = {}  # topic -> its partitions in ``logs``
         self._dir_of: dict[TopicPartition, Path] = {}
         self.futures: dict[TopicPartition, FutureLog] = {}
         # Kafka's preferredLogDirs: where a partition asked to move before it had a log here goes.
@@ -175,14 +176,14 @@ class LogManager:
                 raise ValueError(f"partition {key[0]}-{key[1]} is in two log dirs, {self._dir_of[key]} "
                                  f"and {directory} (a move between log dirs was interrupted?): delete "
                                  f"one of the two directories")
-            self.logs[key] = self._writing_in_background(FileLog(
+            self._put(key, self._writing_in_background(FileLog(
                 child,
                 self.default_config,
                 recovery_point=recovery_points.get(key, 0),
                 log_start_offset=log_starts.get(key, 0),
                 clean_shutdown=clean and key in recovery_points,
                 clock=self.clock,
-            ))
+            )))
             self._dir_of[key] = directory
             if key in cleaned:
                 self.logs[key].cleaned_to = first_dirty_offset(self.logs[key], cleaned[key])
@@ -201,7 +202,7 @@ class LogManager:
         current = directory / partition_dir_name(*key)
         os.replace(path, current)
         fsync_directory(directory)
-        self.logs[key] = self._writing_in_background(FileLog(current, self.default_config, clock=self.clock))
+        self._put(key, self._writing_in_background(FileLog(current, self.default_config, clock=self.clock)))
         self._dir_of[key] = directory
 
     def _check_meta_properties(self, directory: Path) -> None:
@@ -264,8 +265,12 @@ class LogManager:
             self._dir_of[key] = directory
         if topic_id is not None:
             log.assign_topic_id(topic_id)
-        self.logs[key] = log
+        self._put(key, log)
         return log
+
+    def _put(self, key: TopicPartition, log: SegmentedLog) -> None:
+        self.logs[key] = log
+        self._partitions_of.setdefault(key[0], set()).add(key[1])
 
     def _writing_in_background(self, log: FileLog) -> FileLog:
         log.background = self.background
@@ -369,6 +374,10 @@ class LogManager:
         log = self.logs.pop((topic, partition), None)
         if log is None:
             return False
+        partitions = self._partitions_of[topic]
+        partitions.discard(partition)
+        if not partitions:
+            del self._partitions_of[topic]
         self._dir_of.pop((topic, partition), None)
         if isinstance(log, FileLog):
             log.delete()
@@ -376,9 +385,13 @@ class LogManager:
             log.truncate_fully_and_start_at(0)
         return True
 
+    def topics(self) -> list[str]:
+        """The topics with a log here, sorted."""
+        return sorted(self._partitions_of)
+
     def delete_topic(self, topic: str) -> list[int]:
         """Drop every partition log of ``topic``; answers the partitions that had one."""
-        gone = sorted(p for t, p in self.logs if t == topic)
+        gone = sorted(self._partitions_of.get(topic, ()))
         for partition in gone:
             self.delete_partition(topic, partition)
         return gone
@@ -422,9 +435,8 @@ class LogManager:
 
     def set_topic_config(self, topic: str, config: LogConfig) -> None:
         """A topic's configs changed (AlterConfigs): its logs obey them from the next append on."""
-        for (name, _), log in self.logs.items():
-            if name == topic:
-                log.set_config(config)
+        for partition in self._partitions_of.get(topic, ()):
+            self.logs[topic, partition].set_config(config)
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """Kafka's flush scheduler: flush the logs whose flush.ms passed; answers how many."""
