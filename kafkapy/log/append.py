@@ -95,6 +95,7 @@ __all__ = [
     "RecordsRejected",
     "assign_offsets",
     "clean_batch_max_timestamp",
+    "compression_level",
     "recompressed",
     "recompression_target",
     "stamp_batch",
@@ -537,15 +538,28 @@ def recompression_target(config: LogConfig, attributes_low_byte: int) -> Compres
     return None if target == attributes_low_byte & COMPRESSION_MASK else target
 
 
-def recompressed(data: bytearray, plan: AppendPlan, codec: Compression) -> bytearray:
-    """The validated batch in ``data`` rebuilt with ``codec``, as Kafka's LogValidator rebuilds a
-    batch whose codec is not the topic's: the same records (offsets deltas, timestamps, keys,
-    values, headers) and producer fields, the batch's timestamps and offset span kept; offsets
-    and leader epoch are stamped afterwards as for any batch. (Compression levels are the
-    codecs' defaults: ``compression.*.level`` is not applied.)"""
+def compression_level(config: LogConfig, codec: Compression) -> int | None:
+    """The topic's ``compression.<codec>.level`` (None for a codec without levels)."""
+    if codec == Compression.GZIP:
+        return config.compression_gzip_level
+    if codec == Compression.LZ4:
+        return config.compression_lz4_level
+    if codec == Compression.ZSTD:
+        return config.compression_zstd_level
+    return None
+
+
+def recompressed(data: bytearray, plan: AppendPlan, codec: Compression,
+                 level: int | None = None) -> bytearray:
+    """The validated batch in ``data`` rebuilt with ``codec`` at ``level`` (the topic's
+    ``compression.<codec>.level``, KIP-390), as Kafka's LogValidator rebuilds a batch whose codec
+    is not the topic's: the same records (offsets deltas, timestamps, keys, values, headers) and
+    producer fields, the batch's timestamps and offset span kept; offsets and leader epoch are
+    stamped afterwards as for any batch. A batch already in the topic's codec is kept as sent,
+    whatever level it was made at, as Kafka keeps it."""
     batch = RecordBatch(memoryview(data)[:plan.size])
     rebuilt = build_record_batch(
-        batch.record_list(), base_offset=batch.base_offset, compression=codec,
+        batch.record_list(), base_offset=batch.base_offset, compression=codec, compression_level=level,
         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
         base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
         timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,

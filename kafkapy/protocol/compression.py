@@ -22,12 +22,14 @@ the original records bytes, not inside the decompressed stream.
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 import cramjam
 
 from kafkapy.errors import DecodeError, EncodeError
 
-__all__ = ["Compression", "compress", "compression_of", "decompress"]
+__all__ = ["GZIP_DEFAULT_LEVEL", "LZ4_DEFAULT_LEVEL", "ZSTD_DEFAULT_LEVEL", "Compression", "compress",
+           "compression_of", "decompress"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -200,16 +202,29 @@ def decompress(codec: Compression, data: Buffer, *, offset: int | None = None) -
     raise DecodeError(f"unknown compression id {int(codec)}", offset=offset, field="records")
 
 
-def compress(codec: Compression, data: Buffer) -> bytes:
-    """Deflate a batch payload the way a Java producer would, so any consumer can read it."""
+# KIP-390's compression.<codec>.level defaults (Kafka's CompressionType): gzip's -1 is zlib's
+# default (6); lz4's 9 is lz4-java's fast compressor, any other level its high compressor.
+GZIP_DEFAULT_LEVEL: Final = -1
+LZ4_DEFAULT_LEVEL: Final = 9
+ZSTD_DEFAULT_LEVEL: Final = 3
+_ZLIB_DEFAULT_LEVEL: Final = 6
+_LZ4F_FAST: Final = 0  # the LZ4 frame API's default, fast mode; 3 and up are its high-compression levels
+
+
+def compress(codec: Compression, data: Buffer, level: int | None = None) -> bytes:
+    """Deflate a batch payload the way a Java producer would, so any consumer can read it.
+    ``level`` means what Kafka's ``compression.<codec>.level`` means (None: Kafka's default);
+    snappy has none."""
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        return bytes(cramjam.gzip.compress(data))
+        gzip_level = _ZLIB_DEFAULT_LEVEL if level is None or level == GZIP_DEFAULT_LEVEL else level
+        return bytes(cramjam.gzip.compress(data, level=gzip_level))
     if codec == Compression.SNAPPY:
         return _snappy_encode(data)
     if codec == Compression.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        lz4_level = _LZ4F_FAST if level is None or level == LZ4_DEFAULT_LEVEL else level
+        return bytes(cramjam.lz4.compress(data, level=lz4_level))
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=ZSTD_DEFAULT_LEVEL if level is None else level))
     raise EncodeError(f"unknown compression {codec!r}", field="compression")

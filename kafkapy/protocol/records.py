@@ -1396,6 +1396,7 @@ def build_record_batch(
     *,
     base_offset: int = 0,
     compression: Compression | int | str | None = "none",
+    compression_level: int | None = None,
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
@@ -1420,6 +1421,8 @@ def build_record_batch(
     (KIP-534, what the cleaner stamps on a batch holding tombstones or a marker
     it may later drop) goes in the header's base timestamp with the attribute
     bit set; the records' deltas are taken from it, so their timestamps stay.
+    ``compression_level`` is Kafka's ``compression.<codec>.level`` (None: its
+    default).
     """
     codec = compression_of(compression)
     items = [_normalise(r) for r in records]
@@ -1476,7 +1479,7 @@ def build_record_batch(
         body += rec
     if len(items) > _INT32_MAX:
         raise EncodeError("too many records for one batch", field="records")
-    payload = compress(codec, body) if codec else bytes(body)
+    payload = compress(codec, body, compression_level) if codec else bytes(body)
     attributes = int(codec)
     if timestamp_type == LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_BIT

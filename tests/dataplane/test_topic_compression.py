@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from kafkapy.embedded import Broker
 from kafkapy.log.append import recompressed, recompression_target, validate_records
 from kafkapy.log.topic_config import LogConfig
-from kafkapy.protocol.compression import Compression
+from kafkapy.protocol.compression import Compression, compress, compression_of, decompress
 from kafkapy.protocol.records import (
     COMPRESSION_MASK,
     V2_ATTRIBUTES_AT,
+    V2_HEADER_SIZE,
     RecordBatch,
     Records,
     build_record_batch,
@@ -84,7 +85,7 @@ codecs = st.sampled_from(list(Compression))
 
 @settings(max_examples=60, deadline=None)
 @given(records, codecs, st.sampled_from(["uncompressed", "gzip", "snappy", "lz4", "zstd"]),
-       st.booleans(), st.integers(-1, 2**20))
+       st.booleans(), st.integers(0, 2**20))  # a producer id with sequence -1 is INVALID_RECORD
 def test_a_rebuilt_batch_holds_the_same_records_and_producer_fields(
         given_records: list[dict[str, Any]], source: Compression, topic_codec: str, transactional: bool,
         sequence: int) -> None:
@@ -105,3 +106,41 @@ def test_a_rebuilt_batch_holds_the_same_records_and_producer_fields(
     assert [getattr(after, f) for f in fields] == [getattr(before, f) for f in fields]
     assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in after.record_list()] == \
         [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in before.record_list()]
+
+
+LEVEL_CASES = [("gzip", "compression.gzip.level", 1), ("lz4", "compression.lz4.level", 12),
+               ("zstd", "compression.zstd.level", 19)]
+
+
+def _word_salad(count: int) -> list[bytes]:
+    """Values that compress differently at different levels (unlike repeated bytes)."""
+    words = [b"%x" % (n * 2654435761 % 99991) for n in range(400)]
+    return [b" ".join(words[(n * 7 + i * 13) % len(words)] for i in range(25)) for n in range(count)]
+
+
+def test_a_rebuilt_batch_is_compressed_at_the_topics_level() -> None:
+    """KIP-390: ``compression.<codec>.level`` decides how a batch rebuilt for the topic's codec is
+    compressed; the default level gives other bytes, so the setting is what made them."""
+    with Broker() as broker:
+        broker.seed({f"level-{codec}": {"partitions": 1,
+                                        "config": {"compression.type": codec, key: str(level)}}
+                     for codec, key, level in LEVEL_CASES})
+        values = _word_salad(300)
+        for codec, _, level in LEVEL_CASES:
+            topic = f"level-{codec}"
+            producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 200,
+                                 "compression.type": "snappy"})
+            for value in values:
+                producer.produce(topic, value, partition=0)
+            assert producer.flush(TIMEOUT_S) == 0
+            log = broker._dataplane().partitions.logs.get(topic, 0)
+            assert log is not None
+            data = b"".join(bytes(chunk) for chunk in log.read(0, 1 << 30).chunks)
+            batches = list(Records(data).batches())
+            assert batches and {b.compression for b in batches} == {compression_of(codec)}
+            for batch in batches:
+                payload = batch.raw[V2_HEADER_SIZE:]
+                inflated = decompress(batch.compression, payload)
+                assert bytes(payload) == compress(batch.compression, inflated, level)
+                assert bytes(payload) != compress(batch.compression, inflated)  # not the default level
+            assert [r.value for r in broker.records(topic)] == values
