@@ -261,9 +261,11 @@ class TransactionsModule(Module):
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
         cluster = self.services.cluster
-        info = cluster.topics.get(TRANSACTION_STATE_TOPIC)
-        if info is None:
-            self._state_topic.request()  # Kafka makes it on the first FindCoordinator that needs it
+        # Made on the first FindCoordinator that needs it, as Kafka makes it. Kafka answers that one
+        # COORDINATOR_NOT_AVAILABLE and librdkafka asks again 500 ms later; here the answer waits
+        # for the topic instead, as the group coordinator's does, so a transactional producer's
+        # first init_transactions takes no retry.
+        if TRANSACTION_STATE_TOPIC not in cluster.topics and not await self._state_topic.ensure():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         partition = self.coordinator.partition_for(transactional_id)
         leadership = cluster.leadership(TRANSACTION_STATE_TOPIC, partition)
