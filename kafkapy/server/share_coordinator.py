@@ -23,5 +23,5 @@ class ShareCoordinatorLocator(Protocol):
     async def find_share_coordinator(self, key: str) -> tuple[ErrorCode, BrokerRegistration | None]:
         """(NONE, the broker leading the key's ``__share_group_state`` partition), or why there is
         none: INVALID_REQUEST for a key that is not ``group:topicId:partition``,
-        COORDINATOR_NOT_AVAILABLE while the topic is being made or the partition has no leader."""
+        COORDINATOR_NOT_AVAILABLE when the topic cannot be made or the partition has no leader."""
         ...
