@@ -12,7 +12,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
@@ -198,16 +198,27 @@ def _feature_caps_problem(items: list[str]) -> str | None:
 _TAG_KEY = re.compile(r"^tag\.(.+)$")
 
 
+_INTEGER_RANGES: Final = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+
+
 def _convert(key: ConfigKey, raw: Any) -> Any:
     if raw is None:
         return None
     kind = key.type
     if kind in ("int", "long"):
-        if isinstance(raw, bool):
-            raise ValueError("expected an integer")
-        return int(str(raw).strip())
+        low, high = _INTEGER_RANGES[kind]
+        try:
+            number = int(str(raw).strip()) if not isinstance(raw, bool) else None
+        except ValueError:
+            number = None
+        if number is None or not low <= number <= high:  # Kafka's ConfigDef words
+            raise ValueError(f"Not a number of type {kind.upper()}")
+        return number
     if kind == "double":
-        return float(str(raw).strip())
+        try:
+            return float(str(raw).strip())
+        except ValueError:
+            raise ValueError("Not a number of type DOUBLE") from None
     if kind == "boolean":
         if isinstance(raw, bool):
             return raw

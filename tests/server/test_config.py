@@ -192,6 +192,23 @@ def test_invalid_value_names_the_key(key: str, value: object) -> None:
         BrokerConfig.build(overrides=[f"{key}={value}"] if isinstance(value, str) else [f"{key}=x"])
 
 
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("num.partitions", "abc", "invalid value 'abc' for num.partitions: Not a number of type INT"),
+    ("num.partitions", str(2**31), f"invalid value '{2**31}' for num.partitions: Not a number of type INT"),
+    ("log.retention.ms", str(2**63),
+     f"invalid value '{2**63}' for log.retention.ms: Not a number of type LONG"),
+    ("log.retention.ms", "1.5", "invalid value '1.5' for log.retention.ms: Not a number of type LONG"),
+    ("connections.max.idle.ms", "soon",
+     "invalid value 'soon' for connections.max.idle.ms: Not a number of type LONG"),
+])
+def test_a_number_that_is_not_of_the_keys_type_is_refused_in_kafkas_words(key: str, value: str,
+                                                                          message: str) -> None:
+    """Kafka's ConfigDef: an INT is 32 bits, a LONG 64 ("Not a number of type INT")."""
+    with pytest.raises(ConfigError) as refused:
+        Broker({key: value})  # the modules' keys (num.partitions: the topics module's) are checked too
+    assert str(refused.value) == message
+
+
 def test_invalid_value_fails_before_the_broker_starts() -> None:
     with pytest.raises(ConfigError, match=r"socket\.request\.max\.bytes"):
         Broker({"socket.request.max.bytes": "lots"})
