@@ -49,6 +49,7 @@ from kafkapy.dataplane.partitions import LogHome
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import CoordinatorOutage, CoordinatorOutages, Faults, FaultsModule
 from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
+from kafkapy.groups.group_configs import check_broker_group_settings
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import Isolation, StoredRecord, stored_records
 from kafkapy.inspection.connections import ConnectionView, connection_views
@@ -88,8 +89,20 @@ TopicPartition = tuple[str, int]
 
 # listeners: ephemeral ports, so tests never collide. group.initial.rebalance.delay.ms: 0, not
 # Kafka's 3000, so a test's group forms at once (Kafka's own config/server.properties sets 0 too).
+# KIP-848 consumer groups' and KIP-932 share groups' heartbeats every 500 ms, not Kafka's 5 s: a
+# member hears of its new assignment in a heartbeat's answer, so a test's second consumer had its
+# partitions after about 5 s (0.6 s now, confluent-kafka).
 EMBEDDED_DEFAULTS: dict[str, Any] = {"listeners": "PLAINTEXT://127.0.0.1:0",
-                                     "group.initial.rebalance.delay.ms": 0}
+                                     "group.initial.rebalance.delay.ms": 0,
+                                     "group.consumer.heartbeat.interval.ms": 500,
+                                     "group.consumer.min.heartbeat.interval.ms": 500,
+                                     "group.share.heartbeat.interval.ms": 500,
+                                     "group.share.min.heartbeat.interval.ms": 500}
+# The defaults above that Kafka checks against other settings (an interval within its bounds and
+# below the session timeout): left out when they would break those checks beside a test's own
+# settings, so that the test's choice is checked against Kafka's defaults, not against ours.
+QUICK_HEARTBEATS: frozenset[str] = frozenset(
+    f"group.{kind}.{bound}heartbeat.interval.ms" for kind in ("consumer", "share") for bound in ("", "min."))
 # records per seeded batch: small records stay well under Kafka's 1 MiB max.message.bytes
 SEED_BATCH_RECORDS = 500
 SETTLE_TIMEOUT_S = 10.0  # how long a cluster change may take to show in every broker's view
@@ -142,6 +155,14 @@ class BrokerLogs:
         return self._broker.call_on_loop(lambda m: m.compact(now_ms))
 
 
+def _group_settings_agree(values: Mapping[str, Any]) -> bool:
+    try:
+        check_broker_group_settings(values)
+    except ConfigError:
+        return False
+    return True
+
+
 class Broker:
     def __init__(self, config: Mapping[str, Any] | None = None, *, brokers: int = 1,
                  store: MetadataStore | None = None, modules: list[type[Module]] | None = None,
@@ -171,6 +192,11 @@ class Broker:
                              "share.coordinator.state.topic.replication.factor"):
                 given.setdefault(internal, min(brokers, 3))
         self.config = BrokerConfig.build(given, extra_keys=default_keys)
+        ours = QUICK_HEARTBEATS.intersection(defaults).difference(config or {})
+        if ours and not _group_settings_agree(self.config.values):
+            for key in ours:
+                del given[key]
+            self.config = BrokerConfig.build(given, extra_keys=default_keys)
         self._given = given
         self.module_classes = modules
         self.fast_paths = fast_paths  # all on, unless a test compares them with the plain paths

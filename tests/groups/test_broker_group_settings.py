@@ -15,6 +15,8 @@ from kafkapy.embedded import Broker
 from kafkapy.groups.group_configs import BROKER_SETTINGS_RULES, check_broker_group_settings
 from kafkapy.server.config import ConfigError
 
+KAFKAS_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0"}  # a test port, and Kafka's defaults for the rest
+
 
 @pytest.mark.parametrize(("settings", "message"), [
     ({"group.consumer.heartbeat.interval.ms": 500},
@@ -42,9 +44,43 @@ from kafkapy.server.config import ConfigError
 ])
 def test_a_broker_whose_group_settings_disagree_does_not_start(settings: dict[str, Any],
                                                                message: str) -> None:
-    with pytest.raises(ConfigError) as refused, Broker(settings):
+    """Against Kafka's defaults (``kafkapy serve``'s): the embedded quick heartbeats left out."""
+    with pytest.raises(ConfigError) as refused, Broker(settings, defaults=KAFKAS_DEFAULTS):
         pass
     assert str(refused.value) == message
+
+
+def _heartbeat_interval(broker: Broker) -> int:
+    """What a KIP-848 member is told: ConsumerGroupHeartbeat's heartbeat_interval_ms."""
+    from kafkapy.client import SimpleClient
+    from kafkapy.errors import ErrorCode
+    from kafkapy.protocol.api_keys import ApiKey
+
+    broker.seed({"t": {"partitions": 1}})
+    with SimpleClient(broker.bootstrap_servers) as client:
+        client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]})
+        answer = client.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+            "group_id": "g", "member_id": "m-1", "member_epoch": 0, "rebalance_timeout_ms": 30_000,
+            "subscribed_topic_names": ["t"], "server_assignor": None, "topic_partitions": [],
+            "instance_id": None, "rack_id": None})
+    assert answer["error_code"] == ErrorCode.NONE
+    return int(answer["heartbeat_interval_ms"])
+
+
+def test_the_embedded_broker_heartbeats_quickly_unless_the_test_sets_otherwise() -> None:
+    """Broker() tells KIP-848 members 500 ms (a test's rebalances take under a second, not 5 s);
+    ``kafkapy serve``'s defaults keep Kafka's 5 s; a test's own settings that our 500 ms would
+    break (a minimum above it) are checked against Kafka's defaults instead, and start."""
+    with Broker() as broker:
+        assert _heartbeat_interval(broker) == 500
+    with Broker(defaults=KAFKAS_DEFAULTS) as broker:
+        assert _heartbeat_interval(broker) == 5_000
+    with Broker({"group.consumer.min.heartbeat.interval.ms": 1_000}) as broker:
+        assert _heartbeat_interval(broker) == 5_000
+    with Broker({"group.consumer.session.timeout.ms": 60_000}) as broker:  # agrees with 500 ms
+        assert _heartbeat_interval(broker) == 500
+    with Broker({"group.consumer.heartbeat.interval.ms": 2_000}) as broker:  # the test's own
+        assert _heartbeat_interval(broker) == 2_000
 
 
 def test_settings_that_agree_start_and_reach_the_members() -> None:

@@ -25,7 +25,8 @@ GROUP_CONFIG, DEFAULT_CONFIG = 8, 5  # Kafka's DescribeConfigsResponse.ConfigSou
 SET, DELETE = 0, 1
 INT, STRING = 3, 2  # DescribeConfigsResponse.ConfigType
 SHORT_BOUNDS = {"group.consumer.min.session.timeout.ms": 1000,
-                "group.consumer.min.heartbeat.interval.ms": 100}
+                "group.consumer.min.heartbeat.interval.ms": 100,
+                "group.consumer.heartbeat.interval.ms": 5000}  # Kafka's (the embedded Broker's is 500)
 
 
 @pytest.fixture
