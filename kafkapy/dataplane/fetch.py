@@ -248,7 +248,7 @@ class FetchHandler:
             if name is not None:
                 removers.append(self.source.on_append(name, p.key[1], appended.set))
         removers.append(self.services.cluster.wake_on_change(loop, appended))
-        removers.append(self.services.wake_on_stop(appended))
+        removers.append(self.services.on_stop(appended.set))
         try:
             while (left := deadline - loop.time()) > 0:
                 if not await appended.wait(left) or self.services.stopping:

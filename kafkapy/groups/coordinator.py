@@ -805,17 +805,28 @@ class ClassicCoordinator:
         group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
         group.state = S.STABLE  # a loaded group with members resumes where it was written
 
+    def answer_waiting_not_coordinator(self) -> None:
+        """Every join and sync waiting on other members answered NOT_COORDINATOR (the broker is
+        stopping; the groups stay as they are for whoever reads them last)."""
+        for group in self.groups.values():
+            _answer_waiting(group, ErrorCode.NOT_COORDINATOR)
+
     def unload(self, partition: int) -> None:
         """This broker no longer leads the partition: its groups go (waiting requests are answered
         NOT_COORDINATOR by the module, which drops them)."""
         for group in [g for g in self.groups.values() if g.partition == partition]:
-            for member in group.members.values():
-                joining, member.awaiting_join = member.awaiting_join, None
-                if joining is not None:
-                    joining(JoinResult(ErrorCode.NOT_COORDINATOR, member_id=member.member_id))
-                syncing, member.awaiting_sync = member.awaiting_sync, None
-                if syncing is not None:
-                    syncing(SyncResult(ErrorCode.NOT_COORDINATOR))
+            _answer_waiting(group, ErrorCode.NOT_COORDINATOR)
             self._forget(group)
         for group_id in [g for g in self.offsets.groups() if self._partition_for(g) == partition]:
             self.offsets.drop_group(group_id)
+
+
+def _answer_waiting(group: ClassicGroup, code: ErrorCode) -> None:
+    """Answer ``code`` to the group's members' waiting JoinGroup and SyncGroup requests."""
+    for member in group.members.values():
+        joining, member.awaiting_join = member.awaiting_join, None
+        if joining is not None:
+            joining(JoinResult(code, member_id=member.member_id))
+        syncing, member.awaiting_sync = member.awaiting_sync, None
+        if syncing is not None:
+            syncing(SyncResult(code))

@@ -232,6 +232,7 @@ class GroupsModule(Module):
             is_loading=lambda partition: self._partitions.get(partition) is _Load.LOADING,
             max_metadata_bytes=config["offset.metadata.max.bytes"])
         self._stop_markers: Callable[[], None] | None = None
+        self._unstop: Callable[[], None] | None = None
         self._outages: CoordinatorOutageView | None = None  # found at start
         self._resets = 0  # forget_everything() calls: a write queued before one is dropped
         # Other group types sharing the one group-id namespace (share groups: kafkapy.shares).
@@ -281,6 +282,10 @@ class GroupsModule(Module):
         def changed(_: object) -> None:
             call_soon_on(loop, self._follow_leadership)
         self._watches = [store.watch_topics(changed), store.watch_brokers(changed)]
+        # A broker stopping resigns its groups as Kafka's controlled shutdown moves them away:
+        # joins and syncs waiting on other members are answered NOT_COORDINATOR now (their
+        # clients look for the next coordinator), not held for the stop's grace.
+        self._unstop = self.services.on_stop(self.coordinator.answer_waiting_not_coordinator)
 
     def _schedule_retention(self) -> None:
         """Every ``offsets.retention.check.interval.ms``: expired offsets go, classic,
@@ -320,6 +325,8 @@ class GroupsModule(Module):
         self._watches = []
         if self._stop_markers is not None:
             self._stop_markers()
+        if self._unstop is not None:
+            self._unstop()
         self.timers.cancel_all()
         for task in list(self._tasks):
             task.cancel()

@@ -37,7 +37,6 @@ from kafkapy.server.services import (
     Election,
     EpochOwed,
 )
-from kafkapy.server.wakeup import Wakeup
 from kafkapy.store.base import (
     BrokerRegistration,
     MetadataStore,
@@ -195,8 +194,8 @@ class ModuleServices:
     def stopping(self) -> bool:
         return self._runtime.stopping
 
-    def wake_on_stop(self, wakeup: Wakeup) -> Callable[[], None]:
-        return self._runtime.wake_on_stop(wakeup)
+    def on_stop(self, callback: Callable[[], None]) -> Callable[[], None]:
+        return self._runtime.on_stop(callback)
 
 
 class BrokerRuntime:
@@ -249,7 +248,8 @@ class BrokerRuntime:
         self.supported_features: dict[str, tuple[int, int]] = {}
         self.inter_broker_listener = ""
         self._stopping = False
-        self._stop_wakeups: set[Wakeup] = set()  # long polls to end at once when stop() begins
+        # What parked requests (long polls, joins) want called when stop() begins, to answer now.
+        self._stop_callbacks: dict[object, Callable[[], None]] = {}
         self.accept_gate: AcceptGate | None = None
         self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
         self._make_transport = in_place_transport(self.loop) if fast_paths.in_place_accept else None
@@ -632,12 +632,16 @@ class BrokerRuntime:
     def stopping(self) -> bool:
         return self._stopping
 
-    def wake_on_stop(self, wakeup: Wakeup) -> Callable[[], None]:
-        """Set ``wakeup`` when ``stop`` begins (at once if it has), until the remover is called."""
+    def on_stop(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` when ``stop`` begins (at once if it has), until the remover is called."""
         if self._stopping:
-            wakeup.set()
-        self._stop_wakeups.add(wakeup)
-        return lambda: self._stop_wakeups.discard(wakeup)
+            callback()
+        token = object()
+        self._stop_callbacks[token] = callback
+
+        def remove() -> None:
+            self._stop_callbacks.pop(token, None)
+        return remove
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), then close.
@@ -650,8 +654,11 @@ class BrokerRuntime:
         if self._idle_sweep is not None:
             self._idle_sweep.cancel()
             self._idle_sweep = None
-        for wakeup in list(self._stop_wakeups):
-            wakeup.set()
+        for callback in list(self._stop_callbacks.values()):
+            try:
+                callback()
+            except Exception:
+                log.exception("a stop callback failed (ignored)")
         await self._close_listeners()
         workers = [c.worker for c in self.connections if c.worker is not None and not c.worker.done()]
         # The grace is real seconds: a virtual clock standing still must not hold a shutdown.

@@ -385,6 +385,7 @@ class BrokerServices(Protocol):
     @property
     def stopping(self) -> bool:
         """True from the moment the broker begins to stop."""
-    def wake_on_stop(self, wakeup: Wakeup) -> Callable[[], None]:
-        """Set ``wakeup`` when the broker begins to stop (at once if it has), until the returned
-        remover is called: how a long poll hears to answer now, before the connections close."""
+    def on_stop(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` on the loop when the broker begins to stop (at once if it has), until
+        the returned remover is called: how a request parked waiting (a long poll, a join) hears
+        to answer now, before the connections close."""

@@ -517,7 +517,7 @@ class ShareFetcher:
             keys.append(key)
             self._returned.setdefault(key, set()).add(woken)
         removers.append(self.services.cluster.wake_on_change(loop, woken))
-        removers.append(self.services.wake_on_stop(woken))
+        removers.append(self.services.on_stop(woken.set))
         try:
             while (left := deadline - loop.time()) > 0:
                 if not await woken.wait(left) or self.services.stopping:

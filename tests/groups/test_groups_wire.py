@@ -6,6 +6,7 @@ partition. Expected codes are Kafka's for each case."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -358,3 +359,30 @@ def test_a_coordinator_move_loads_the_groups_offsets() -> None:
         for broker in brokers.values():
             if broker.runtime is not None:
                 broker.__exit__(None, None, None)
+
+
+def test_a_join_waiting_on_other_members_is_answered_not_coordinator_when_the_broker_stops() -> None:
+    """A second member's JoinGroup waits for the first to rejoin; the broker stopping answers it
+    NOT_COORDINATOR at once, as Kafka's coordinator does when its groups move away in a controlled
+    shutdown, rather than holding the stop and then closing the socket under it."""
+    answers: list[Any] = []
+    with Broker({"broker.id": 1, "offsets.topic.num.partitions": 5}) as broker, \
+            SimpleClient(broker.bootstrap_servers) as first:
+        first.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "t", "num_partitions": 2,
+                                                            "replication_factor": 1}], "timeout_ms": 5000})
+        leader = joined_member(first, "g")
+        assert sync(first, "g", leader)["error_code"] == ErrorCode.NONE
+
+        def second_member() -> None:
+            with SimpleClient(broker.bootstrap_servers, timeout=30) as second:
+                answers.append(joined_member(second, "g"))
+
+        thread = threading.Thread(target=second_member)
+        thread.start()
+        def second_waits() -> bool:
+            view = broker.group("g")
+            return view is not None and view.state == "PreparingRebalance" and len(view.members) == 2
+        wait_until(second_waits, what="the second member's join waiting for the first")
+    thread.join(30)
+    assert not thread.is_alive()
+    assert answers and answers[0]["error_code"] == ErrorCode.NOT_COORDINATOR
