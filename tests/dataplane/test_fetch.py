@@ -3,6 +3,7 @@ errors per partition, long-polling woken by appends, and KIP-227 sessions."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -335,18 +336,27 @@ def test_a_batch_from_kafka_python_builder_is_served_whole(broker: Broker) -> No
     assert build_record_batch  # the other builder, used by append()
 
 
-def test_a_client_that_goes_away_ends_its_long_poll(broker: Broker) -> None:
-    """The waiting Fetch of a closed connection stops waiting at once (its answer has nowhere to
-    go), instead of holding a task until max_wait_ms: nothing is left pending at shutdown."""
+@contextlib.contextmanager
+def _long_polling(broker: Broker) -> Iterator[socket.socket]:
+    """A raw connection whose Fetch of "t"-0 (made here) waits, for up to a minute, until the
+    block ends and closes it."""
     create(broker, "t")
-    module = seeded(broker)
     frame = encode_request(ApiKey.FETCH, 12, 1, "c", {
         "max_wait_ms": 60_000, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1,
         "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
                                                    "partition_max_bytes": 1 << 20}]}]})
     with socket.create_connection(host_port(broker), timeout=10) as sock:
         sock.sendall(struct.pack(">i", len(frame)) + frame)
-        wait_until(lambda: module.has_waiters("t", 0), what="the fetch waiting on the partition")
+        wait_until(lambda: seeded(broker).has_waiters("t", 0), what="the fetch waiting on the partition")
+        yield sock
+
+
+def test_a_client_that_goes_away_ends_its_long_poll(broker: Broker) -> None:
+    """The waiting Fetch of a closed connection stops waiting at once (its answer has nowhere to
+    go), instead of holding a task until max_wait_ms: nothing is left pending at shutdown."""
+    module = seeded(broker)
+    with _long_polling(broker):
+        pass
     wait_until(lambda: not module.has_waiters("t", 0), timeout=5,
                what="the closed connection's fetch to stop waiting")
 
@@ -355,15 +365,8 @@ def test_a_long_poll_woken_as_its_client_goes_away_still_ends(broker: Broker) ->
     """The connection closes in the loop step where an append (with nothing the fetch wants)
     wakes its Fetch: the worker's cancellation must still end the wait. Python 3.11's
     ``asyncio.wait_for`` swallowed it here, and the Fetch waited another ``max_wait_ms``."""
-    create(broker, "t")
     module = seeded(broker)
-    frame = encode_request(ApiKey.FETCH, 12, 1, "c", {
-        "max_wait_ms": 60_000, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1,
-        "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
-                                                   "partition_max_bytes": 1 << 20}]}]})
-    with socket.create_connection(host_port(broker), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(frame)) + frame)
-        wait_until(lambda: module.has_waiters("t", 0), what="the fetch waiting on the partition")
+    with _long_polling(broker):
         assert broker.runtime is not None
         connections = list(broker.runtime.connections)
 
