@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import struct
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -197,7 +198,9 @@ class Silent(CoordinatedConsumer):
         return await super().answer(api_key, body)
 
 
-def test_a_consumer_that_stops_answering_pings_is_dropped() -> None:
+def test_a_consumer_that_stops_answering_pings_is_dropped(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kafkapy.coordination")
+
     async def main() -> None:
         b = await broker()
         try:
@@ -209,11 +212,10 @@ def test_a_consumer_that_stops_answering_pings_is_dropped() -> None:
             silent.start()
             await until(lambda: len(r1.owned) == 2 and len(silent.assignment) == 2, what="split")
             silent.muted = True
-            loop = asyncio.get_running_loop()
-            muted_at = loop.time()
-            await until(lambda: len(r1.owned) == 4, timeout=4 * SESSION_MS / 1000, what="c1 owns all again")
-            # dead after more than max.ping.retries (1) failures: about 4/3 session timeouts
-            assert loop.time() - muted_at < 2.5 * SESSION_MS / 1000
+            await until(lambda: len(r1.owned) == 4, what="c1 owns all again")
+            # dead after more than coordinator.max.ping.retries (1) failures in a row: the count the
+            # coordinator acted on, not the seconds it took (about 4/3 session timeouts, on a quiet machine)
+            assert "consumer g/c2 is dead (2 pings unanswered)" in caplog.text
             await r1.consumer.close()
             await silent.close()
         finally:
@@ -387,8 +389,10 @@ def test_graceful_close_answers_a_ping_first(auto_commit: bool) -> None:
     run(main())
 
 
-def test_close_without_a_coordinator_is_bounded() -> None:
+def test_close_without_a_coordinator_is_bounded(caplog: pytest.LogCaptureFixture) -> None:
     """A registered consumer whose coordinator stops pinging still closes within its session timeout."""
+    caplog.set_level(logging.INFO, logger="kafkapy.coordination")
+
     async def main() -> None:
         b = await broker()
         try:
@@ -401,7 +405,10 @@ def test_close_without_a_coordinator_is_bounded() -> None:
             loop = asyncio.get_running_loop()
             began = loop.time()
             await consumer.close()
-            assert loop.time() - began <= SESSION_MS / 1000 + 0.2
+            # It gave up waiting for the shutdown's Ping (the session timeout), nothing else ended it;
+            # the bound only tells that wait from the 5 s retry backoff, with room for a loaded machine.
+            assert "c1: no Ping during shutdown; closing anyway" in caplog.text
+            assert loop.time() - began < 2 * SESSION_MS / 1000
             await consumer.close(graceful=False)  # closing again is harmless
         finally:
             await b.stop()
