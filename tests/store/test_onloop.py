@@ -185,11 +185,13 @@ def test_waiting_for_a_topic_is_woken_by_the_change(stores: tuple[Any, Any]) -> 
         async with watching(loop, watcher.watch_topics) as topics:
             loop.call_later(0.3, maker.create_topic, "t1", {0: (1,)})
             started = time.monotonic()
-            found = await topics.wait_for(created, timeout=10)
+            found = await topics.wait_for(created, timeout=60)
             return found, time.monotonic() - started, checks
 
     found, waited, checks = asyncio.run(main())
-    assert found and 0.25 < waited < 5
+    # Woken by the change, not by its timer (whose state would hold t1 by then too): well inside
+    # the timeout however slow a loaded ZooKeeper is to deliver the watch.
+    assert found and 0.25 < waited < 30
     # Checked when the watch first reported and when the change came, not every few milliseconds.
     assert checks <= 4
 
