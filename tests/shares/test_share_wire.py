@@ -257,13 +257,21 @@ def _fetch_in_thread(broker: Broker, topic_id: uuid.UUID, member: str, max_wait_
     return thread, answers
 
 
+def _wait_for_a_waiting_fetch(broker: Broker) -> None:
+    """Until a ShareFetch waits in the broker (an admitted connection's worker holds it), rather
+    than sleeping and hoping the fetch thread got there first on a loaded machine."""
+    runtime = broker.runtime
+    assert runtime is not None
+    wait_until(lambda: any(c.admitted and c.busy for c in runtime.connections), what="a fetch waiting")
+
+
 def test_a_waiting_fetch_is_answered_when_a_record_is_released_not_when_one_is_accepted(
         broker: Broker) -> None:
     client, topic_id = setup_topic(broker, 2)
     with client:
         assert acquired(share_fetch(client, topic_id, "a", 0)) == [(0, 1, 1)]
         thread, answers = _fetch_in_thread(broker, topic_id, "b", 10_000)
-        time.sleep(0.3)  # b's fetch is waiting
+        _wait_for_a_waiting_fetch(broker)  # b's
         _acknowledge(client, topic_id, "a", 1, first=0, last=0, kind=1)
         time.sleep(0.3)
         assert thread.is_alive()  # an accepted record wakes it, but gives it nothing: it waits on
@@ -277,7 +285,7 @@ def test_a_waiting_fetch_is_answered_by_an_append(broker: Broker) -> None:
     client, topic_id = setup_topic(broker, 0)
     with client:
         thread, answers = _fetch_in_thread(broker, topic_id, "b", 10_000)
-        time.sleep(0.3)
+        _wait_for_a_waiting_fetch(broker)
         started = time.monotonic()
         broker.seed({TOPIC: {"records": [{"value": "late"}]}})
         thread.join(10)
@@ -289,7 +297,7 @@ def test_a_waiting_fetch_is_answered_when_its_topic_is_deleted(broker: Broker) -
     client, topic_id = setup_topic(broker, 0)
     with client:
         thread, answers = _fetch_in_thread(broker, topic_id, "b", 20_000)
-        time.sleep(0.3)
+        _wait_for_a_waiting_fetch(broker)
         started = time.monotonic()
         broker.delete_topics(TOPIC)
         thread.join(30)
