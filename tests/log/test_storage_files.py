@@ -8,7 +8,6 @@ import struct
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -198,8 +197,7 @@ def test_kill_9_mid_stream_loses_no_appended_batch(tmp_path: Path, flush_message
     )
     assert writer.stdout is not None
     acknowledged = -1
-    deadline = time.monotonic() + 20
-    while acknowledged < appends and time.monotonic() < deadline:
+    while acknowledged < appends:  # however slow the disk's fsyncs; a writer that dies ends the wait
         line = writer.stdout.readline()
         if not line:
             break
