@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +33,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.clock import VirtualClock
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.fastpaths import FastPaths
+from kafkapy.testing import wait_until
 from kafkapy.transactions.from_frame import ADD_PARTITIONS_VERSIONS, END_TXN_VERSIONS
 from kafkapy.transactions.module import TransactionsModule
 
@@ -49,12 +49,11 @@ _correlation = itertools.count(1)
 
 def _init(broker: Broker, transactional_id: str) -> tuple[int, int]:
     with SimpleClient(broker.bootstrap_servers, 10.0, "txn-from-frame") as client:
-        for _ in range(200):
-            found = client.request(ApiKey.FIND_COORDINATOR, 2,
-                                   {"key": transactional_id, "key_type": CoordinatorKeyType.TRANSACTION})
-            if found["error_code"] == ErrorCode.NONE:
-                break
-            time.sleep(0.02)
+        # Until the coordinator answers, however long a loaded machine takes to make its topic
+        # (200 tries 20 ms apart went on to InitProducerId regardless).
+        find = {"key": transactional_id, "key_type": CoordinatorKeyType.TRANSACTION}
+        wait_until(lambda: client.request(ApiKey.FIND_COORDINATOR, 2, find)["error_code"] == ErrorCode.NONE,
+                   30, "the transaction coordinator")
         init = client.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": transactional_id,
                                                            "transaction_timeout_ms": 60_000})
     assert init["error_code"] == ErrorCode.NONE, init
