@@ -227,10 +227,11 @@ def test_a_broker_without_the_admin_apis_is_one_line(capsys: pytest.CaptureFixtu
     try:
         mock.write("present", [{"value": b"x", "partition": 0}])
         started = time.monotonic()
-        code, out, err = run(capsys, mock.bootstrap, "--create", "--topic", "made")
+        code, out, err = run(capsys, mock.bootstrap, "--create", "--topic", "made", "--timeout", "120")
         assert (code, out) == (1, "")
         assert err == f"kafkapy topics: {mock.bootstrap} does not serve CreateTopics (api key 19)\n"
-        assert time.monotonic() - started < 5, "not a retriable error: no waiting for --timeout"
+        # Not a retriable error: no waiting for --timeout (2 min, so a slow machine is no matter).
+        assert time.monotonic() - started < 60
         code, out, err = run(capsys, mock.bootstrap, "--describe", "--topics-with-overrides")
         assert (code, out) == (1, "") and "does not serve DescribeConfigs" in err and err.count("\n") == 1
         # A plain describe still shows what Metadata and ListOffsets say, and notes the rest.
