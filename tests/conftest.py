@@ -141,6 +141,13 @@ class ZooKeeperServer:
         self.stop()
         self.start()
 
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of the server's log, for a failing assertion to show (session expiries)."""
+        path = self.data_dir.parent / "zookeeper.log"
+        if not path.exists():
+            return "(no ZooKeeper log)"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
 
 @pytest.fixture(scope="session")
 def zookeeper_server() -> Iterator[ZooKeeperServer]:

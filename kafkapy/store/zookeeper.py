@@ -1,4 +1,5 @@
-"""The ZooKeeper metadata store (kazoo), at Kafka's own znode paths and JSON formats.
+"""The ZooKeeper metadata store (kazoo), at Kafka's own znode paths and JSON formats
+(``kafkapy.store.znodes``).
 
 One ZooKeeperStore is one ZooKeeper session, normally one per broker. What it
 registers (/brokers/ids/<id>, /controller, /consumers/coordinator) is ephemeral.
@@ -55,7 +56,6 @@ from kafkapy.store.base import (
     PartitionStateConflict,
     PartitionStates,
     ProducerIdBlock,
-    RegisteredEndpoint,
     StoredAcl,
     StoreError,
     TopicAlreadyExists,
@@ -64,9 +64,7 @@ from kafkapy.store.base import (
     Watch,
     check_acl_resource,
     check_topic_name,
-    decode_uuid,
     desanitize,
-    encode_uuid,
     entity_type_of,
     new_cluster_id,
     next_producer_id_block,
@@ -74,38 +72,51 @@ from kafkapy.store.base import (
 )
 from kafkapy.store.memory import check_partitions, check_reassignment
 from kafkapy.store.persistent import PersistentMap
+from kafkapy.store.znodes import (
+    ACL_CHANGE_PREFIX,
+    BROKER_IDS,
+    BROKER_SEQID,
+    CHANGE_EXPIRATION_S,
+    CHANGE_PREFIX,
+    CLUSTER_ID,
+    CONFIG,
+    CONFIG_CHANGES,
+    CONSUMERS,
+    CONTROLLER,
+    COORDINATOR,
+    EXTENDED_ACL_CHANGES,
+    FEATURE,
+    LITERAL_ACL_CHANGES,
+    PRODUCER_ID_BLOCK,
+    TOPIC_CONFIGS,
+    TOPICS,
+    acl_change,
+    acl_path,
+    acl_root,
+    decode_broker,
+    decode_partition_state,
+    decode_producer_id_block,
+    decode_topic,
+    dumps,
+    encode_acls,
+    encode_broker,
+    encode_partition_state,
+    encode_producer_id_block,
+    encode_topic,
+    now_ms,
+    partition_state_path,
+    pascal_case,
+)
 
 __all__ = ["ZooKeeperStore", "parse_connect"]
 
 log = logging.getLogger("kafkapy.store.zookeeper")
 _T = TypeVar("_T")
 
-CLUSTER_ID = "/cluster/id"
-BROKER_IDS = "/brokers/ids"
-BROKER_SEQID = "/brokers/seqid"
-TOPICS = "/brokers/topics"
-CONTROLLER = "/controller"
-FEATURE = "/feature"
-CONFIG = "/config"
-TOPIC_CONFIGS = "/config/topics"
-CONFIG_CHANGES = "/config/changes"
-CHANGE_PREFIX = "config_change_"
-CHANGE_EXPIRATION_S = 15 * 60
-CONSUMERS = "/consumers"
-COORDINATOR = "/consumers/coordinator"
-PRODUCER_ID_BLOCK = "/latest_producer_id_block"
-# Kafka's ACL tree (ZkData's ZkAclStore): LITERAL patterns under /kafka-acl, the others under
-# /kafka-acl-extended/<pattern type, lower case>; a change notification queue for each.
-LITERAL_ACLS = "/kafka-acl"
-EXTENDED_ACLS = "/kafka-acl-extended"
-LITERAL_ACL_CHANGES = "/kafka-acl-changes"
-EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
-ACL_CHANGE_PREFIX = "acl_changes_"
 
 # Kafka's persistent paths, created at startup as KafkaZkClient.createTopLevelPaths does.
 _TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, PRODUCER_ID_BLOCK, "/config/topics",
               "/config/clients", "/config/users", "/config/ips", "/config/brokers")
-_ZERO_UUID = uuid.UUID(int=0)
 _DELETE_TREE_ATTEMPTS = 20  # each failed attempt means a concurrent write landed in the tree
 
 
@@ -123,12 +134,6 @@ def parse_connect(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
-def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _now_ms() -> str:
-    return str(int(time.time() * 1000))
 
 
 class _StateWatch:
@@ -796,7 +801,7 @@ class ZooKeeperStore:
                 except NoNodeError:
                     wanted = self._wanted_cluster_id or new_cluster_id()
                     with contextlib.suppress(NodeExistsError):
-                        zk.create(CLUSTER_ID, _dumps({"version": "1", "id": wanted}), makepath=True)
+                        zk.create(CLUSTER_ID, dumps({"version": "1", "id": wanted}), makepath=True)
                     continue
                 obj = self._json(CLUSTER_ID, data)
                 self._check_version(CLUSTER_ID, obj, ("1", 1), "version")
@@ -828,7 +833,7 @@ class ZooKeeperStore:
         path = f"{BROKER_IDS}/{registration.broker_id}"
         with self._errors(path):
             try:
-                zk.create(path, _dumps(encode_broker(registration)), ephemeral=True, makepath=True)
+                zk.create(path, dumps(encode_broker(registration)), ephemeral=True, makepath=True)
             except NodeExistsError:
                 raise StoreError(f"broker id {registration.broker_id} is already registered in this cluster "
                                  f"({self._full(path)} exists)") from None
@@ -937,7 +942,7 @@ class ZooKeeperStore:
         path = f"{CONFIG}/{entity_path}"
         with self._errors(path):
             if config:
-                data = _dumps({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
+                data = dumps({"version": 1, "config": {str(k): str(v) for k, v in config.items()}})
                 try:
                     zk.set(path, data)
                 except NoNodeError:
@@ -947,7 +952,7 @@ class ZooKeeperStore:
                         zk.set(path, data)
             elif entity_path.startswith("topics/"):  # Kafka keeps a topic's node while the topic lives
                 try:
-                    zk.set(path, _dumps({"version": 1, "config": {}}))
+                    zk.set(path, dumps({"version": 1, "config": {}}))
                 except NoNodeError:
                     pass
             else:
@@ -956,8 +961,8 @@ class ZooKeeperStore:
                 except NoNodeError:
                     pass
                 except NotEmptyError:  # users/<u> with clients/ under it: keep the node, empty its config
-                    zk.set(path, _dumps({"version": 1, "config": {}}))
-            zk.create(f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", _dumps({"version": 2, "entity_path": entity_path}),
+                    zk.set(path, dumps({"version": 1, "config": {}}))
+            zk.create(f"{CONFIG_CHANGES}/{CHANGE_PREFIX}", dumps({"version": 2, "entity_path": entity_path}),
                       sequence=True, makepath=True)
 
     def watch_entity_configs(self, callback: Callable[[str], None]) -> Watch:
@@ -1029,7 +1034,7 @@ class ZooKeeperStore:
         zk = self._zk()
         raw: list[tuple[AclResource, str, bytes]] = []
         for pattern_type in ("LITERAL", "PREFIXED"):
-            root = _acl_root(pattern_type)
+            root = acl_root(pattern_type)
             with self._errors(root):
                 for resource_type in sorted(self._children(root)):
                     for name in sorted(self._children(f"{root}/{resource_type}")):
@@ -1102,13 +1107,13 @@ class ZooKeeperStore:
             resource_type, colon, name = self._text(path, data).partition(":")
             if not colon:
                 raise CorruptMetadata(self._full(path), "expected ResourceType:ResourceName")
-            return AclResource("LITERAL", _pascal(resource_type), name)
+            return AclResource("LITERAL", pascal_case(resource_type), name)
         obj = self._json(path, data)
         self._check_version(path, obj, (1,), "version")
         fields = [obj.get(key) for key in ("resourceType", "name", "patternType")]
         if not all(isinstance(value, str) for value in fields):
             raise CorruptMetadata(self._full(path), "no resourceType, name or patternType")
-        return AclResource(str(fields[2]).upper(), _pascal(str(fields[0])), str(fields[1]))
+        return AclResource(str(fields[2]).upper(), pascal_case(str(fields[0])), str(fields[1]))
 
     def _decode_acls(self, path: str, data: bytes) -> frozenset[StoredAcl]:
         if not data:
@@ -1134,7 +1139,7 @@ class ZooKeeperStore:
 
     def set_finalized_features(self, features: Mapping[str, int], expected_epoch: int | None = None) -> int:
         zk = self._zk()
-        data = _dumps({"version": 2, "status": 1,
+        data = dumps({"version": 2, "status": 1,
                        "features": {str(k): {"max_version_level": int(v)} for k, v in features.items()}})
         with self._errors(FEATURE):
             if expected_epoch is None:
@@ -1192,8 +1197,8 @@ class ZooKeeperStore:
         config_path = f"{TOPIC_CONFIGS}/{name}"
         # Kafka writes the config node (always, {} when empty) before the topic's; here both go in
         # one transaction, so no broker ever sees the topic without its config.
-        config_data = _dumps({"version": 1, "config": {str(k): str(v) for k, v in (config or {}).items()}})
-        topic_data = _dumps(encode_topic(info))
+        config_data = dumps({"version": 1, "config": {str(k): str(v) for k, v in (config or {}).items()}})
+        topic_data = dumps(encode_topic(info))
         zk = self._zk()
         with self._errors(path):
             zk.ensure_path(TOPICS)
@@ -1282,7 +1287,7 @@ class ZooKeeperStore:
             info = TopicInfo(name, old.topic_id, {**old.partitions, **change(old)})
             with self._errors(path):
                 try:
-                    zk.set(path, _dumps(encode_topic(info)), version=stat.version)
+                    zk.set(path, dumps(encode_topic(info)), version=stat.version)
                     return info
                 except BadVersionError:
                     continue  # changed meanwhile: check again against the new partitions
@@ -1383,7 +1388,7 @@ class ZooKeeperStore:
                 with contextlib.suppress(NoNodeError):
                     zk.delete(f"{root}/{child}")
             for child, timeout in wanted.items():
-                self._put(f"{root}/{child}", _dumps({"version": 1, "session_timeout_ms": timeout}))
+                self._put(f"{root}/{child}", dumps({"version": 1, "session_timeout_ms": timeout}))
 
     def offsets(self, group: str) -> dict[tuple[str, int], int]:
         result = {}
@@ -1438,7 +1443,7 @@ class ZooKeeperStore:
                 current = decode_producer_id_block(data, self._full(PRODUCER_ID_BLOCK)) if data else None
                 block = next_producer_id_block(current, broker_id)
                 try:
-                    zk.set(PRODUCER_ID_BLOCK, _dumps(encode_producer_id_block(block)), version=stat.version)
+                    zk.set(PRODUCER_ID_BLOCK, dumps(encode_producer_id_block(block)), version=stat.version)
                 except BadVersionError:
                     continue
                 log.info("broker %d got producer ids %d to %d", broker_id, block.first_id, block.last_id)
@@ -1455,7 +1460,7 @@ class ZooKeeperStore:
         lands. Parents are created without makepath, so a deleted topic is never brought back."""
         zk = self._zk()
         path = partition_state_path(topic, partition)
-        data = _dumps(encode_partition_state(state))
+        data = dumps(encode_partition_state(state))
         with self._errors(path):
             if expected_partition_epoch != NO_PARTITION_EPOCH:
                 try:
@@ -1616,7 +1621,7 @@ class ZooKeeperStore:
         if path == COORDINATOR:
             data = str(broker_id).encode()
         else:
-            data = _dumps({"version": 1, "brokerid": broker_id, "timestamp": _now_ms()})
+            data = dumps({"version": 1, "brokerid": broker_id, "timestamp": now_ms()})
         while True:
             with self._errors(path):
                 try:
@@ -1728,7 +1733,7 @@ class ZooKeeperStore:
             path = f"{BROKER_IDS}/{registration.broker_id}"
             while not self._closed:
                 try:
-                    zk.create(path, _dumps(encode_broker(registration)), ephemeral=True, makepath=True)
+                    zk.create(path, dumps(encode_broker(registration)), ephemeral=True, makepath=True)
                     break
                 except NodeExistsError:
                     held = self._held_by_another(path, deadline)
@@ -1755,170 +1760,6 @@ class ZooKeeperStore:
         if stat.ephemeralOwner == zk.client_id[0]:
             return None
         return not changed.wait(max(0.0, deadline - time.monotonic()))
-
-
-# --- Kafka's JSON formats ----------------------------------------------------------------------
-
-def encode_broker(registration: BrokerRegistration) -> dict[str, Any]:
-    """BrokerIdZNode version 5; host/port are the PLAINTEXT endpoint's (null/-1 without one).
-    User tags ride along under "kafkapy_tags" only when there are some; Kafka ignores the key."""
-    plaintext = next((e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"), None)
-    extra = {"kafkapy_tags": dict(registration.tags)} if registration.tags else {}
-    return {
-        "version": 5,
-        "host": plaintext.host if plaintext else None,
-        "port": plaintext.port if plaintext else -1,
-        "jmx_port": -1,
-        "timestamp": _now_ms(),
-        "endpoints": [f"{e.listener}://{_host(e.host)}:{e.port}" for e in registration.endpoints],
-        "listener_security_protocol_map": {e.listener: e.security_protocol for e in registration.endpoints},
-        "rack": registration.rack,
-        "features": {name: {"min_version": lo, "max_version": hi}
-                     for name, (lo, hi) in registration.features.items()},
-        **extra,
-    }
-
-
-def _host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-def decode_broker(broker_id: int, obj: Mapping[str, Any], path: str) -> BrokerRegistration:
-    version = obj.get("version")
-    if version not in (1, 2, 3, 4, 5) or isinstance(version, bool):
-        raise CorruptMetadata(path, f"unknown version {version!r} (known: 1 to 5)")
-    try:
-        endpoints: tuple[RegisteredEndpoint, ...]
-        if version == 1:
-            endpoints = (RegisteredEndpoint("PLAINTEXT", "PLAINTEXT", str(obj["host"]), int(obj["port"])),)
-        else:
-            protocols = obj.get("listener_security_protocol_map") or {}
-            parsed = []
-            for text in obj["endpoints"]:
-                listener, _, address = str(text).partition("://")
-                host, _, port = address.rpartition(":")
-                parsed.append(RegisteredEndpoint(listener, str(protocols.get(listener, listener)),
-                                                 host.strip("[]"), int(port)))
-            endpoints = tuple(parsed)
-        rack = obj.get("rack")
-        features = {str(name): (int(levels["min_version"]), int(levels["max_version"]))
-                    for name, levels in (obj.get("features") or {}).items()}
-        tags = {str(k): str(v) for k, v in (obj.get("kafkapy_tags") or {}).items()}
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CorruptMetadata(path, f"malformed broker registration ({type(exc).__name__}: {exc})") from None
-    return BrokerRegistration(broker_id, endpoints, None if rack is None else str(rack), features, tags)
-
-
-def _acl_root(pattern_type: str) -> str:
-    return LITERAL_ACLS if pattern_type == "LITERAL" else f"{EXTENDED_ACLS}/{pattern_type.lower()}"
-
-
-def acl_path(resource: AclResource) -> str:
-    """``/kafka-acl/Topic/orders``, ``/kafka-acl-extended/prefixed/Group/app-``."""
-    return f"{_acl_root(resource.pattern_type)}/{resource.resource_type}/{resource.name}"
-
-
-def encode_acls(acls: frozenset[StoredAcl]) -> bytes:
-    """Kafka's AclEntry JSON: ``{"version":1,"acls":[{"principal":..,"permissionType":"Allow",
-    "operation":"Read","host":"*"}]}`` (sorted, so equal sets give equal bytes)."""
-    ordered = sorted(acls, key=lambda a: (a.principal, a.permission_type, a.operation, a.host))
-    return _dumps({"version": 1, "acls": [{"principal": a.principal, "permissionType": a.permission_type,
-                                            "operation": a.operation, "host": a.host} for a in ordered]})
-
-
-def _enum_name(pascal: str) -> str:
-    """``TransactionalId`` -> ``TRANSACTIONAL_ID``: Java's enum name, which Kafka's notifications carry."""
-    return "".join(f"_{ch}" if ch.isupper() and i else ch for i, ch in enumerate(pascal)).upper()
-
-
-def _pascal(name: str) -> str:
-    """``TRANSACTIONAL_ID`` (or an old Kafka's ``TransactionalId``) -> ``TransactionalId``."""
-    if not name.isupper():
-        return name
-    return "".join(part.capitalize() for part in name.split("_"))
-
-
-def acl_change(resource: AclResource) -> tuple[str, bytes]:
-    """The notification queue and the notification Kafka writes for a change of ``resource``:
-    ``TOPIC:orders`` for a LITERAL pattern (LiteralAclChangeStore), an ExtendedAclChangeEvent's JSON
-    for the others."""
-    if resource.pattern_type == "LITERAL":
-        return LITERAL_ACL_CHANGES, f"{_enum_name(resource.resource_type)}:{resource.name}".encode()
-    return EXTENDED_ACL_CHANGES, _dumps({"version": 1, "resourceType": _enum_name(resource.resource_type),
-                                         "name": resource.name, "patternType": resource.pattern_type})
-
-
-def encode_topic(info: TopicInfo) -> dict[str, Any]:
-    """TopicZNode version 3 (with topic_id)."""
-    return {
-        "version": 3,
-        "partitions": {str(p): list(replicas) for p, replicas in sorted(info.partitions.items())},
-        "topic_id": encode_uuid(info.topic_id),
-        "adding_replicas": {},
-        "removing_replicas": {},
-    }
-
-
-def decode_topic(name: str, obj: Mapping[str, Any], path: str) -> TopicInfo:
-    version = obj.get("version")
-    if version not in (1, 2, 3) or isinstance(version, bool):
-        raise CorruptMetadata(path, f"unknown version {version!r} (known: 1 to 3)")
-    try:
-        partitions = {int(p): tuple(int(r) for r in replicas) for p, replicas in obj["partitions"].items()}
-        topic_id = decode_uuid(obj["topic_id"]) if obj.get("topic_id") else _ZERO_UUID
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CorruptMetadata(path, f"malformed topic ({type(exc).__name__}: {exc})") from None
-    return TopicInfo(name, topic_id, dict(sorted(partitions.items())))
-
-
-def partition_state_path(topic: str, partition: int) -> str:
-    return f"{TOPICS}/{topic}/partitions/{partition}/state"
-
-
-def encode_partition_state(state: PartitionState) -> dict[str, Any]:
-    """TopicPartitionStateZNode version 1, Kafka's JSON (the partition epoch is the znode version)."""
-    return {"controller_epoch": state.controller_epoch, "leader": state.leader, "version": 1,
-            "leader_epoch": state.leader_epoch, "isr": list(state.isr)}
-
-
-def decode_partition_state(obj: Mapping[str, Any], path: str, version: int) -> PartitionState:
-    """Versions 1 and 2 (2 adds leader_recovery_state, which a leader without replication ignores)."""
-    if obj.get("version") not in (1, 2) or isinstance(obj.get("version"), bool):
-        raise CorruptMetadata(path, f"unknown version {obj.get('version')!r} (known: 1, 2)")
-    try:
-        leader, epoch, controller_epoch = obj["leader"], obj["leader_epoch"], obj["controller_epoch"]
-        isr = tuple(obj["isr"])
-    except (KeyError, TypeError) as exc:
-        raise CorruptMetadata(path, f"malformed partition state ({type(exc).__name__}: {exc})") from None
-    numbers = (leader, epoch, controller_epoch, *isr)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in numbers):
-        raise CorruptMetadata(path, "malformed partition state (leader, leader_epoch, controller_epoch and "
-                                    "isr must be integers)")
-    return PartitionState(leader, epoch, isr, controller_epoch, version)
-
-
-def encode_producer_id_block(block: ProducerIdBlock) -> dict[str, Any]:
-    """ProducerIdBlockZNode version 1; Kafka writes the ids as decimal strings."""
-    return {"version": 1, "broker": block.broker_id, "block_start": str(block.first_id),
-            "block_end": str(block.last_id)}
-
-
-def decode_producer_id_block(data: bytes, path: str) -> ProducerIdBlock:
-    try:
-        obj = json.loads(data.decode())
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError; deep nesting
-        raise CorruptMetadata(path, f"invalid JSON ({exc})") from None
-    if not isinstance(obj, dict):
-        raise CorruptMetadata(path, "not a JSON object")
-    if obj.get("version") != 1 or isinstance(obj.get("version"), bool):
-        raise CorruptMetadata(path, f"unknown version {obj.get('version')!r} (known: 1)")
-    try:
-        broker, start, end = obj["broker"], int(obj["block_start"]), int(obj["block_end"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptMetadata(path, f"malformed producer id block ({type(exc).__name__}: {exc})") from None
-    if not isinstance(broker, int) or isinstance(broker, bool) or start < 0 or end < start:
-        raise CorruptMetadata(path, f"malformed producer id block (broker {broker!r}, {start} to {end})")
-    return ProducerIdBlock(broker, start, end - start + 1)
 
 
 if TYPE_CHECKING:

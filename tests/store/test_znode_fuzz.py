@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kafkapy.store import BrokerRegistration, CorruptMetadata, ProducerIdBlock, RegisteredEndpoint, TopicInfo
-from kafkapy.store.zookeeper import (
+from kafkapy.store.znodes import (
     decode_broker,
     decode_producer_id_block,
     decode_topic,

@@ -327,7 +327,9 @@ def test_server_restart_keeps_the_session(open_store: Any, zookeeper_server: Any
     # One handshake in flight while the server came up may wait out its timeout (the session's, as
     # ZooKeeper's Java client) before kazoo tries again.
     wait_until(lambda: a.client.connected, what="reconnection", timeout=20.0)
-    assert a.client.client_id[0] == session
+    # It has failed about once in 20 runs of this file under a loaded machine (a new session: the
+    # old one expired); the server's log says when and why.
+    assert a.client.client_id[0] == session, zookeeper_server.log_tail()
     assert [r.broker_id for r in a.brokers()] == [1]
     assert a.entity_config("ips/1.2.3.4") == {"connection_creation_rate": "10"}
     b: ZooKeeperStore = open_store()
