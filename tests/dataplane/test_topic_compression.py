@@ -5,6 +5,7 @@ declines such batches to the plain one, so both paths store the same."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -45,12 +46,11 @@ def consumed(bootstrap: str, topic: str, count: int) -> list[tuple[Any, ...]]:
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         got: list[tuple[Any, ...]] = []
-        for _ in range(200):
+        deadline = time.monotonic() + 60  # a minute of room on a loaded machine; nothing waits that long
+        while len(got) < count and time.monotonic() < deadline:
             message = consumer.poll(0.1)
             if message is not None and message.error() is None:
                 got.append((message.key(), message.value(), message.headers(), message.timestamp()[1]))
-            if len(got) == count:
-                break
         return got
     finally:
         consumer.close()
