@@ -645,9 +645,9 @@ class BrokerRuntime:
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), then close.
-        Long polls (a Fetch waiting for records) answer at once with what they have: Kafka closes
-        the sockets first and answers none of them, and waiting out their ``max_wait_ms`` would hold
-        every test's teardown for it."""
+        Requests parked waiting on others (a Fetch's long poll, a JoinGroup waiting for the rest of
+        its group) are told first (``on_stop``) and answer at once: Kafka closes the sockets and
+        answers none of them, and waiting them out would hold every test's teardown."""
         if self._stopping:
             return
         self._stopping = True
