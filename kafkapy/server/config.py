@@ -206,13 +206,16 @@ def _convert(key: ConfigKey, raw: Any) -> Any:
         return None
     kind = key.type
     if kind in ("int", "long"):
-        low, high = _INTEGER_RANGES[kind]
+        refusal = f"Not a number of type {kind.upper()}"  # Kafka's ConfigDef words
+        if isinstance(raw, bool):
+            raise ValueError(refusal)
         try:
-            number = int(str(raw).strip()) if not isinstance(raw, bool) else None
+            number = int(str(raw).strip())
         except ValueError:
-            number = None
-        if number is None or not low <= number <= high:  # Kafka's ConfigDef words
-            raise ValueError(f"Not a number of type {kind.upper()}")
+            raise ValueError(refusal) from None
+        low, high = _INTEGER_RANGES[kind]
+        if not low <= number <= high:
+            raise ValueError(refusal)
         return number
     if kind == "double":
         try:

@@ -18,7 +18,7 @@ __all__ = ["Wakeup"]
 
 
 class Wakeup:
-    """``asyncio.Event``'s set / clear / is_set, and ``wait(timeout)`` answering whether a
+    """``asyncio.Event``'s set and clear, and ``wait(timeout)`` answering whether a
     ``set`` woke it (False when the timeout passed first). ``set`` runs on the loop's thread."""
 
     __slots__ = ("_flag", "_waiters")
@@ -36,9 +36,6 @@ class Wakeup:
 
     def clear(self) -> None:
         self._flag = False
-
-    def is_set(self) -> bool:
-        return self._flag
 
     async def wait(self, timeout: float | None) -> bool:
         """Until set, or ``timeout`` seconds by the loop's clock (None: no limit)."""

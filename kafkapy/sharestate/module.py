@@ -185,7 +185,7 @@ class ShareCoordinatorModule(Module):
             return ErrorCode.INVALID_REQUEST, None
         cluster = self.services.cluster
         # Made on first need, and answered once made (as the transaction coordinator's FindCoordinator).
-        if SHARE_STATE_TOPIC not in cluster.topics and not await self._state_topic.ensure():
+        if not await self._state_topic.ensure():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         partition = state_partition_for(share_key, self._partition_count())
         leadership = cluster.leadership(SHARE_STATE_TOPIC, partition)

@@ -265,7 +265,7 @@ class TransactionsModule(Module):
         # COORDINATOR_NOT_AVAILABLE and librdkafka asks again 500 ms later; here the answer waits
         # for the topic instead, as the group coordinator's does, so a transactional producer's
         # first init_transactions takes no retry.
-        if TRANSACTION_STATE_TOPIC not in cluster.topics and not await self._state_topic.ensure():
+        if not await self._state_topic.ensure():
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         partition = self.coordinator.partition_for(transactional_id)
         leadership = cluster.leadership(TRANSACTION_STATE_TOPIC, partition)

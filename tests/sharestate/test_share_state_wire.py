@@ -101,6 +101,18 @@ def single() -> Iterator[tuple[Broker, SimpleClient, uuid.UUID]]:
             yield broker, client, topic_id
 
 
+def test_the_first_find_coordinator_share_answers_once_the_topic_is_made() -> None:
+    """Kafka answers COORDINATOR_NOT_AVAILABLE while it makes __share_group_state; kafkapy's
+    answer waits for the topic, so the first ask names the coordinator."""
+    with Broker({"share.coordinator.state.topic.num.partitions": 5}) as broker:
+        broker.seed({TOPIC: {"partitions": 2, "records": []}})
+        with SimpleClient(broker.bootstrap_servers) as client:
+            topic_id = _topic_id(client)
+            assert broker.store is not None and SHARE_STATE_TOPIC not in broker.store.topics()
+            found = _find(client, coordinator_key((GROUP, topic_id, 0)))
+            assert (found["error_code"], found["node_id"]) == (ErrorCode.NONE, broker.broker_id)
+
+
 def test_find_coordinator_share_makes_the_topic_and_names_the_key_partitions_leader(
         single: tuple[Broker, SimpleClient, uuid.UUID]) -> None:
     broker, client, topic_id = single
