@@ -209,9 +209,12 @@ def _drain(stream: TextIO) -> None:
 def test_serve_with_log_dirs_keeps_every_acknowledged_record(tmp_path: Path, stop: signal.Signals) -> None:
     from kafka import KafkaProducer
 
-    # Flushed every 100 messages, the recovery point checkpointed every 200 ms (Kafka's timer,
-    # log.flush.offset.checkpoint.interval.ms): a kill -9 finds it on disk, no clean shutdown needed.
-    proc, address = _serve(tmp_path, "log.flush.interval.messages=100",
+    # Flushed every 100 messages, and by the flush scheduler 100 ms after a write (the batches the
+    # client makes may leave fewer than 100 after the last count flush); the recovery point
+    # checkpointed every 200 ms (log.flush.offset.checkpoint.interval.ms): a kill -9 finds it on
+    # disk, no clean shutdown needed.
+    proc, address = _serve(tmp_path, "log.flush.interval.messages=100", "log.flush.interval.ms=100",
+                           "log.flush.scheduler.interval.ms=100",
                            "log.flush.offset.checkpoint.interval.ms=200")
     try:
         producer = KafkaProducer(bootstrap_servers=address, acks="all", linger_ms=5)
@@ -227,6 +230,7 @@ def test_serve_with_log_dirs_keeps_every_acknowledged_record(tmp_path: Path, sto
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(TIMEOUT_S)
     assert (tmp_path / "durable-0" / "00000000000000000000.log").exists()
     assert (tmp_path / ".kafka_cleanshutdown").exists() == (stop == signal.SIGTERM)
     # again under kafkapy serve: ListOffsets sees them all
@@ -246,6 +250,7 @@ def test_serve_with_log_dirs_keeps_every_acknowledged_record(tmp_path: Path, sto
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(TIMEOUT_S)
     logs = LogManager([tmp_path], broker_id=1)
     try:
         log = logs.get("durable", 0)

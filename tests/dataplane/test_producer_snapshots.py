@@ -70,6 +70,7 @@ def test_an_idempotent_retry_after_a_restart_gets_its_original_offset(tmp_path: 
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(TIMEOUT_S)
     snapshots = sorted(int(p.stem) for p in (tmp_path / "idem-0").glob("*.snapshot"))
     assert snapshots, "no producer snapshot beside the segments"
     segments = sorted(int(p.stem) for p in (tmp_path / "idem-0").glob("*.log"))
@@ -88,6 +89,7 @@ def test_an_idempotent_retry_after_a_restart_gets_its_original_offset(tmp_path: 
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(TIMEOUT_S)
     logs = LogManager([tmp_path], broker_id=1)
     try:
         log = logs.get("idem", 0)

@@ -138,9 +138,12 @@ def test_a_rebuilt_batch_is_compressed_at_the_topics_level() -> None:
             data = b"".join(bytes(chunk) for chunk in log.read(0, 1 << 30).chunks)
             batches = list(Records(data).batches())
             assert batches and {b.compression for b in batches} == {compression_of(codec)}
+            at_default_level = []
             for batch in batches:
-                payload = batch.raw[V2_HEADER_SIZE:]
+                payload = bytes(batch.raw[V2_HEADER_SIZE:])
                 inflated = decompress(batch.compression, payload)
-                assert bytes(payload) == compress(batch.compression, inflated, level)
-                assert bytes(payload) != compress(batch.compression, inflated)  # not the default level
+                assert payload == compress(batch.compression, inflated, level)
+                at_default_level.append(payload == compress(batch.compression, inflated))
+            # A batch of a record or two compresses alike at any level; the larger ones do not.
+            assert not all(at_default_level)
             assert [r.value for r in broker.records(topic)] == values

@@ -293,6 +293,7 @@ def test_transactions_survive_a_restart_with_log_dirs(tmp_path: Path, how: signa
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(TIMEOUT_S)
     indexes = sorted((tmp_path / "tx-0").glob("*.txnindex"))
     assert len(indexes) == 1 and indexes[0].stat().st_size == 34  # Kafka's AbortedTxn entry
     proc, address = _serve(tmp_path, "log.segment.bytes=200")
