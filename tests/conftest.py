@@ -75,13 +75,26 @@ def _zookeeper_classpath() -> str | None:
     return str(jars / "*")
 
 
+LOG4J2_INFO_TO_STDOUT = """\
+status = error
+appender.out.type = Console
+appender.out.name = out
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{HH:mm:ss.SSS} %-5p [%t] %c{1}: %m%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = out
+"""
+
+
 class ZooKeeperServer:
     """A standalone ZooKeeper (ZooKeeperServerMain) that tests can stop and restart on the same
     port and data directory."""
 
-    def __init__(self, java: str, classpath: str, port: int, data_dir: Path) -> None:
+    def __init__(self, java: str, classpath: str, port: int, data_dir: Path,
+                 max_session_timeout_ms: int | None = None) -> None:
         self.java = java
         self.classpath = classpath
+        self.max_session_timeout_ms = max_session_timeout_ms
         self.port = port
         self.data_dir = data_dir
         self.process: subprocess.Popen[bytes] | None = None
@@ -96,14 +109,24 @@ class ZooKeeperServer:
 
     def start(self, timeout: float = 30.0) -> None:
         log = open(self.data_dir.parent / "zookeeper.log", "ab")
-        # tickTime 500 ms: sessions may be as short as 1 s, so expiry tests stay quick.
+        # tickTime 500 ms: sessions may be as short as 1 s, so expiry tests stay quick (and as long
+        # as 10 s, ZooKeeper's 20 ticks, unless max_session_timeout_ms says otherwise).
+        settings = {"tickTime": "500", "dataDir": str(self.data_dir), "clientPort": str(self.port)}
+        if self.max_session_timeout_ms is not None:
+            settings["maxSessionTimeout"] = str(self.max_session_timeout_ms)
+        config = self.data_dir.parent / "zoo.cfg"
+        config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+        # pyspark's jars bring log4j2 without a configuration (errors only): the server's own INFO
+        # lines (sessions made, expired, the database loaded) are what log_tail shows a failing test.
+        logging_config = self.data_dir.parent / "log4j2.properties"
+        logging_config.write_text(LOG4J2_INFO_TO_STDOUT)
         # C1 only and the serial collector: the JVM is up in about 0.7 s instead of 1.2-1.4 s (C2's
         # compile threads and G1's set-up cost start-up CPU that a test's light load never repays).
         self.process = subprocess.Popen(
             [self.java, "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-             "-Dzookeeper.admin.enableServer=false",
+             "-Dzookeeper.admin.enableServer=false", f"-Dlog4j2.configurationFile={logging_config}",
              "-Dzookeeper.4lw.commands.whitelist=*", "-cp", self.classpath,
-             "org.apache.zookeeper.server.ZooKeeperServerMain", str(self.port), str(self.data_dir), "500"],
+             "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         deadline = time.monotonic() + timeout
@@ -151,6 +174,17 @@ class ZooKeeperServer:
 
 @pytest.fixture(scope="session")
 def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    yield from _running_zookeeper()
+
+
+@pytest.fixture
+def private_zookeeper_server() -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper of the test's own, empty (a restart loads it in a moment, where the shared one
+    holds the whole run's znodes), whose sessions may last up to a minute."""
+    yield from _running_zookeeper(max_session_timeout_ms=60_000)
+
+
+def _running_zookeeper(max_session_timeout_ms: int | None = None) -> Iterator[ZooKeeperServer]:
     java = shutil.which("java")
     classpath = _zookeeper_classpath()
     if java is None or classpath is None:
@@ -159,7 +193,7 @@ def zookeeper_server() -> Iterator[ZooKeeperServer]:
         pytest.skip(f"ZooKeeper tests need java and pyspark's jars: {reason}")
     base = Path(tempfile.mkdtemp(prefix="kafkapy-zk-"))
     (base / "data").mkdir()
-    server = ZooKeeperServer(java, classpath, _free_port(), base / "data")
+    server = ZooKeeperServer(java, classpath, _free_port(), base / "data", max_session_timeout_ms)
     try:
         server.start()
         yield server
