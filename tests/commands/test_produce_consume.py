@@ -144,7 +144,9 @@ def test_consume_follows_until_count_reached(mock: MockCluster) -> None:
         mock.write(topic, [{"value": b"second", "partition": 0}])
         out, err = follower.communicate(timeout=TIMEOUT_S)
     finally:
-        follower.kill()
+        if follower.poll() is None:  # the test failed: it is waited for and its pipes closed
+            follower.kill()
+            follower.communicate(timeout=TIMEOUT_S)
     assert follower.returncode == 0, err.decode()
     assert out == b"first\nsecond\n"
 
