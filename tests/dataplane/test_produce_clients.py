@@ -195,8 +195,8 @@ def _serve(log_dir: Path, *overrides: str) -> tuple[subprocess.Popen[str], str]:
         if not line and proc.poll() is not None:
             break
     proc.kill()
-    with proc.stderr:
-        pytest.fail("kafkapy serve did not start listening: " + proc.stderr.read())
+    _, rest = proc.communicate(TIMEOUT_S)  # waited for, and its pipe closed: no ResourceWarning later
+    pytest.fail("kafkapy serve did not start listening: " + rest)
 
 
 def _drain(stream: TextIO) -> None:

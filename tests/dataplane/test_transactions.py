@@ -23,6 +23,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import RecordBatch, build_record_batch
 from kafkapy.server.modules import Module
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerEvents, TxnMarkerWriter
+from kafkapy.testing import wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_produce_clients import TIMEOUT_S, _serve
@@ -221,19 +222,29 @@ def test_the_txn_markers_capability_is_the_data_plane(broker: Broker) -> None:
             {"producer_id": pid, "first_offset": 0}]
 
 
+# A wait far longer than any test: a Fetch answered within WOKEN_S was woken by what the test did,
+# however slow the machine, and one that was not is still waiting then.
+LONG_WAIT_MS, WOKEN_S = 120_000, 60
+
+
 def test_a_read_committed_long_poll_is_woken_by_the_commit(broker: Broker) -> None:
+    """The Fetch waits in the broker (observed, not slept for) before the commit's marker is written."""
     create(broker, "t")
+    runtime = broker.runtime
+    assert runtime is not None
     with SimpleClient(broker.bootstrap_servers) as client, SimpleClient(broker.bootstrap_servers) as other:
         pid = init_producer_id(client)
         produce(client, "t", txn_batch(pid, [b"x"], 0), transactional_id="tx")
-        timer = threading.Timer(0.3, lambda: write_markers(other, "t", pid, commit=True, partitions=[0]))
-        timer.start()
-        started = time.monotonic()
-        answer = fetch(client, "t", isolation_level=1, max_wait_ms=10_000)
-        waited = time.monotonic() - started
-        timer.join()
-    assert data_values(answer) == [b"x"]
-    assert 0.25 <= waited < 5
+        answers: list[Any] = []
+        poll = threading.Thread(target=lambda: answers.append(
+            fetch(client, "t", isolation_level=1, max_wait_ms=LONG_WAIT_MS)), daemon=True)
+        poll.start()
+        wait_until(lambda: any(c.admitted and c.busy for c in runtime.connections), what="the Fetch waiting")
+        assert not answers  # read_committed: nothing to give before the open transaction ends
+        write_markers(other, "t", pid, commit=True, partitions=[0])
+        poll.join(WOKEN_S)
+        assert not poll.is_alive(), "the commit did not wake the waiting Fetch"
+    assert data_values(answers[0]) == [b"x"]
 
 
 def test_a_non_transactional_write_in_an_open_transaction_is_invalid_txn_state(broker: Broker) -> None:

@@ -134,7 +134,7 @@ def test_kafkapy_serve_refuses_to_start_and_exits_on_an_incompatible_change(zk_c
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+                proc.communicate(timeout=60)  # and its stderr pipe closed
         assert proc.returncode == 2
         assert "broker 2 shut down: incompatible finalized features at epoch" in err
         assert [b.broker_id for b in store.brokers()] == []

@@ -72,11 +72,15 @@ def test_an_offset_commit_queued_before_a_reset_is_dropped() -> None:
             groups = _find_module(broker.runtime, GroupsModule)
             assert groups is not None
             assert await groups._offsets_topic.ensure()  # what the first FindCoordinator does
-            for _ in range(500):  # then loaded by the first request for the group
+            deadline = asyncio.get_running_loop().time() + 30
+            while True:  # then loaded by the first request for the group
                 try:
                     groups.check_coordinator("g")
                     break
-                except KafkaApiError:
+                except KafkaApiError as refused:
+                    # Not 500 tries of 10 ms and on regardless: a commit before the load would be
+                    # refused for that, not for the reset.
+                    assert asyncio.get_running_loop().time() < deadline, refused
                     await asyncio.sleep(0.01)
             outcome: asyncio.Future[ErrorCode] = asyncio.get_running_loop().create_future()
             # the write is queued (a task), and the reset runs before it

@@ -88,7 +88,11 @@ def closed(broker: Broker) -> list[str]:
 
 def stop_while(broker: Broker, waiting: Callable[[], bool]) -> None:
     """Close ``broker`` once ``waiting()``, and check it left nothing behind on its loop."""
-    wait_until(waiting, 30, "a request waiting in the broker")
+    try:
+        wait_until(waiting, 30, "a request waiting in the broker")
+    except BaseException:
+        broker.close()  # not left running (its threads and sockets) into the tests after this one
+        raise
     assert closed(broker) == []
 
 
@@ -103,8 +107,10 @@ def busy(broker: Broker) -> bool:
 def in_thread(work: Callable[[], Any]) -> Iterator[None]:
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
-    yield
-    thread.join(60)
+    try:
+        yield
+    finally:
+        thread.join(60)
     assert not thread.is_alive()
 
 
@@ -118,8 +124,10 @@ def stop_while_polling(broker: Broker, consumer: KafkaConsumer) -> None:
                 consumer.poll(100)
 
     with in_thread(poll):
-        stop_while(broker, lambda: busy(broker))
-        done.set()
+        try:
+            stop_while(broker, lambda: busy(broker))
+        finally:
+            done.set()
 
 
 def test_a_fetch_long_poll(tmp_path: Any) -> None:

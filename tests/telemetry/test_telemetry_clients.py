@@ -46,8 +46,11 @@ def test_a_producer_and_a_consumer_push_what_they_are_subscribed_to(
             lambda seen: any(name.startswith("org.apache.kafka.consumer.") for name in seen))
     finally:
         consumer.close()
-    producer_names = pushed_names(broker.telemetry(client_id="app-producer"))
-    assert "org.apache.kafka.producer.record.queue.time.avg" in producer_names
+    # The producer pushes every 200 ms on librdkafka's own thread: waited for, not assumed to have
+    # pushed before the consumer did.
+    producer_names = broker.wait_for_sync(
+        lambda: pushed_names(broker.telemetry(client_id="app-producer")),
+        lambda seen: "org.apache.kafka.producer.record.queue.time.avg" in seen)
     assert all(name.startswith("org.apache.kafka.producer.") for name in producer_names)
     assert all(name.startswith("org.apache.kafka.consumer.") for name in names)
     # One client instance each, every push answering the subscription it was handed.

@@ -214,9 +214,12 @@ def test_a_killed_consume_transform_produce_loop_restarts_exactly_once(broker: B
     finally:
         first.kill()
         first.communicate(timeout=10)  # and its stdout pipe closed
-    # The dead loop's open transaction holds records of "out": uncommitted, not yet aborted.
-    assert len(read(bootstrap, "out", "read_uncommitted", 1, settle_s=0.5)) > len(
-        read(bootstrap, "out", "read_committed", 1, settle_s=0.5))
+    # The dead loop's open transaction holds records of "out": uncommitted, not yet aborted. The
+    # read_uncommitted reader waits for more than read_committed saw (up to its timeout), not for
+    # a fixed half second after its first record: a loaded machine's fetches can come later.
+    seen_committed = read(bootstrap, "out", "read_committed", 1, settle_s=0.5)
+    assert len(read(bootstrap, "out", "read_uncommitted", len(seen_committed) + 1, settle_s=0.5)) > len(
+        seen_committed)
     second = run_pipeline(bootstrap, len(inputs), stall_after=0)
     out, _ = second.communicate(timeout=120)
     assert second.returncode == 0 and out.strip() == "DONE"
