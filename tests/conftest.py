@@ -195,7 +195,16 @@ def _running_zookeeper(max_session_timeout_ms: int | None = None) -> Iterator[Zo
     (base / "data").mkdir()
     server = ZooKeeperServer(java, classpath, _free_port(), base / "data", max_session_timeout_ms)
     try:
-        server.start()
+        for attempt in range(3):
+            try:
+                server.start()
+                break
+            except RuntimeError:
+                # The free port was taken (another process's outgoing connection, between our probe
+                # and ZooKeeper's bind): a new port. Any other failure is the test run's to see.
+                if attempt == 2 or "Address already in use" not in server.log_tail():
+                    raise
+                server.port = _free_port()
         yield server
     finally:
         server.stop()
