@@ -22,7 +22,7 @@ from kafkapy.store.znodes import TOPICS, decode_partition_state
 __all__ = ["ChangeWatch", "PartitionStatesReader", "StateWatch", "Subscription", "TopicsReader",
            "WatchGroup", "WatchedStore"]
 
-log = logging.getLogger("kafkapy.store.zookeeper")
+log = logging.getLogger("kafkapy.store.zookeeper")  # the store's logger: what operators filter on
 _T = TypeVar("_T")
 
 

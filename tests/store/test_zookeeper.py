@@ -325,7 +325,7 @@ def test_server_restart_keeps_the_session(private_zookeeper_server: Any) -> None
     # leaves the client two thirds of its session to try again; a server of its own loads its
     # database in a moment, where the shared one holds the whole run's znodes.
     server = private_zookeeper_server
-    connect = ",".join([server.connect] * 3) + "/" + server.chroot().split("/", 1)[1]
+    connect = ",".join([server.connect] * 3) + server.chroot().removeprefix(server.connect)
     a = ZooKeeperStore(connect, session_timeout_ms=30000, connection_timeout_ms=10000)
     b = ZooKeeperStore(connect, session_timeout_ms=6000, connection_timeout_ms=10000)
     try:
