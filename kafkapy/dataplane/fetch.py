@@ -1,4 +1,4 @@
-"""Fetch (v4 to the newest): consumers read record batches, long-polling for new ones.
+"""Fetch (v0 to the newest): consumers read record batches, long-polling for new ones.
 
 Theory of operation
 -------------------
@@ -26,6 +26,10 @@ answered at once sets no timer.
 With an authorizer configured, a consumer needs READ on each topic and a follower CLUSTER_ACTION
 on the CLUSTER (Kafka's handleFetchRequest); the others are answered TOPIC_AUTHORIZATION_FAILED.
 
+Fetch v0-v3 cannot carry record batches: what they read is converted to magic-0 (v0-v1) or
+magic-1 (v2-v3) messages (``kafkapy.log.message_format.down_convert``), control batches left out;
+a zstd batch answers the partition UNSUPPORTED_COMPRESSION_TYPE, as Kafka 3.x does.
+
 isolation_level: READ_UNCOMMITTED reads up to the high watermark and answers
 ``aborted_transactions`` null. READ_COMMITTED reads up to the last stable offset (the first offset
 of the earliest open transaction) and lists the aborted transactions overlapping the batches it
@@ -48,6 +52,7 @@ from kafkapy.dataplane.fetch_sessions import (
 )
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
+from kafkapy.log.message_format import DownConversionRefused, down_convert, fetch_magic
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import get_api
 from kafkapy.protocol.chunks import RecordChunks
@@ -70,9 +75,11 @@ def _newest_fetch() -> int:
     return api.versions.high
 
 
-__all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FetchHandler", "PartitionSource"]
+__all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FIRST_RECORD_BATCH_VERSION", "FetchHandler",
+           "PartitionSource"]
 
-FETCH_VERSIONS = VersionRange(4, _newest_fetch())  # v0-v3 carry the old message formats
+FETCH_VERSIONS = VersionRange(0, _newest_fetch())  # v0-v3 get the old message formats (down-converted)
+FIRST_RECORD_BATCH_VERSION = 4  # Fetch v4 carries the batches as stored; v0-v3 get them converted
 READ_COMMITTED = 1  # IsolationLevel.READ_COMMITTED
 FIRST_TOPIC_ID_VERSION = 13  # topics named by id from Fetch v13 (KIP-516)
 FIRST_SESSION_VERSION = 7  # KIP-227
@@ -198,11 +205,12 @@ class FetchHandler:
             self._authorize(ctx, body, names)
         read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         max_bytes = min(body.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
-        read = self._read_all(context.partitions, names, max_bytes, read_committed)
+        to_magic = fetch_magic(version)
+        read = self._read_all(context.partitions, names, max_bytes, read_committed, to_magic)
         max_wait_ms, min_bytes = body["max_wait_ms"], body["min_bytes"]
         if not (read.bytes >= min_bytes or read.error or max_wait_ms <= 0 or not context.partitions):
             read = await self._wait(context.partitions, names, max_bytes, read_committed, min_bytes,
-                                    max_wait_ms / 1000)
+                                    max_wait_ms / 1000, to_magic)
         response = self._response(ctx, body, context, read, names, read_committed)
         return ChunkedResponse(fit_body(ApiKey.FETCH, "response", ctx.api_version, response))
 
@@ -234,7 +242,8 @@ class FetchHandler:
                                 p.get("last_fetched_epoch", -1))
 
     async def _wait(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
-                    max_bytes: int, read_committed: bool, min_bytes: int, max_wait: float) -> _Read:
+                    max_bytes: int, read_committed: bool, min_bytes: int, max_wait: float,
+                    to_magic: int | None) -> _Read:
         """Kafka's DelayedFetch: read again on each append to a partition of the request, and on
         each change of the cluster (a partition that moved to another leader or was deleted then
         answers its error at once, as DelayedFetch.tryComplete does), until ``min_bytes`` are
@@ -254,27 +263,28 @@ class FetchHandler:
                 if not await appended.wait(left) or self.services.stopping:
                     break
                 appended.clear()
-                read = self._read_all(partitions, names, max_bytes, read_committed)
+                read = self._read_all(partitions, names, max_bytes, read_committed, to_magic)
                 if read.bytes >= min_bytes or read.error:
                     return read
         finally:
             for remove in removers:
                 remove()
-        return self._read_all(partitions, names, max_bytes, read_committed)
+        return self._read_all(partitions, names, max_bytes, read_committed, to_magic)
 
     def _read_all(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
-                  max_bytes: int, read_committed: bool) -> _Read:
+                  max_bytes: int, read_committed: bool, to_magic: int | None = None) -> _Read:
         read = _Read()
         for p in partitions:
             data, size = self._read_one(p, names.get(p.key[0]), max_bytes - read.bytes,
-                                        min_one_batch=read.bytes == 0, read_committed=read_committed)
+                                        min_one_batch=read.bytes == 0, read_committed=read_committed,
+                                        to_magic=to_magic)
             read.results.append((p, data, size))
             read.bytes += size
             read.error = read.error or data["error_code"] != ErrorCode.NONE
         return read
 
     def _read_one(self, p: SessionPartition, topic: str | None, budget: int, *, min_one_batch: bool,
-                  read_committed: bool) -> tuple[dict[str, Any], int]:
+                  read_committed: bool, to_magic: int | None = None) -> tuple[dict[str, Any], int]:
         index = p.key[1]
         if topic is None:
             return _error_data(index, ErrorCode.UNKNOWN_TOPIC_ID), 0
@@ -302,7 +312,13 @@ class FetchHandler:
                               min_one_batch=min_one_batch, aborted_transactions=read_committed)
         except KafkaApiError as refusal:
             return _error_data(index, ErrorCode(refusal.code)), 0
-        records = RecordChunks(result.chunks)
+        chunks = result.chunks
+        if to_magic is not None and chunks:  # Fetch v0-v3: the old message formats (Kafka's down-conversion)
+            try:
+                chunks = [down_convert(chunks, to_magic=to_magic, fetch_offset=p.fetch_offset)]
+            except DownConversionRefused as refused:
+                return _error_data(index, refused.code), 0
+        records = RecordChunks(chunks)
         data = {"partition_index": index, "error_code": ErrorCode.NONE,
                 "high_watermark": result.high_watermark, "last_stable_offset": result.last_stable_offset,
                 "log_start_offset": result.log_start_offset, "records": records}

@@ -59,6 +59,7 @@ __all__ = ["TRANSACTIONAL_PRODUCERS", "DataPlaneModule", "TopicCreation", "Trans
 _HOUR_MS = 60 * 60 * 1000
 NO_PRODUCER_EPOCH = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # IsolationLevel
+CONSUMER_REPLICA_ID = -1  # Kafka's ListOffsetsRequest.CONSUMER_REPLICA_ID
 _EARLIEST = (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)  # answered whatever the isolation level
 
 
@@ -315,10 +316,10 @@ class DataPlaneModule(Module):
 
     def apis(self) -> Mapping[int, ApiHandler]:
         handlers: dict[int, ApiHandler] = {
-            ApiKey.PRODUCE: ApiHandler(VersionRange(3, 13), self.produce, from_frame=self.produce_from_frame),
+            ApiKey.PRODUCE: ApiHandler(VersionRange(0, 13), self.produce, from_frame=self.produce_from_frame),
             ApiKey.INIT_PRODUCER_ID: ApiHandler(VersionRange(0, 6), self.init_producer_id),
             ApiKey.DESCRIBE_PRODUCERS: ApiHandler(VersionRange(0, 0), self.describe_producers),
-            ApiKey.LIST_OFFSETS: ApiHandler(VersionRange(1, 11), self.list_offsets),
+            ApiKey.LIST_OFFSETS: ApiHandler(VersionRange(0, 11), self.list_offsets),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiHandler(VersionRange(2, 4), self.offset_for_leader_epoch),
             ApiKey.DELETE_RECORDS: ApiHandler(VersionRange(0, 2), self.delete_records),
             ApiKey.DESCRIBE_LOG_DIRS: ApiHandler(DESCRIBE_LOG_DIRS_VERSIONS, self.describe_log_dirs),
@@ -487,6 +488,9 @@ class DataPlaneModule(Module):
             raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
     def list_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        if ctx.api_version == 0:
+            return self._list_offsets_v0(ctx, request)
+
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             self._describable(ctx, name)
             index = asked["partition_index"]
@@ -514,6 +518,30 @@ class DataPlaneModule(Module):
             "timestamp": NO_TIMESTAMP, "offset": NO_OFFSET, "leader_epoch": UNDEFINED_EPOCH}, answer)
         return body_fitter(ApiKey.LIST_OFFSETS, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "topics": topics})
+
+    def _list_offsets_v0(self, ctx: RequestContext, request: Request) -> Answer:
+        """ListOffsets v0 (Kafka's handleListOffsetRequestV0): a list of offsets per partition,
+        segment starts by time (``PartitionLog.legacy_offsets_before``), only -1 and -2 of the
+        special timestamps; a consumer (replica id -1) is never told of an offset past the high
+        watermark, which takes the place of those."""
+        from_consumer = request.body.get("replica_id", CONSUMER_REPLICA_ID) == CONSUMER_REPLICA_ID
+
+        def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
+            self._describable(ctx, name)
+            timestamp = asked["timestamp"]
+            if timestamp < EARLIEST_TIMESTAMP:
+                raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
+                                    "ListOffsets v0 takes only the timestamps -1 and -2 of the special ones")
+            log = self.partitions.leader_log(name, asked["partition_index"])
+            offsets = log.legacy_offsets_before(timestamp, asked["max_num_offsets"])
+            high_watermark = log.high_watermark
+            if from_consumer and any(offset > high_watermark for offset in offsets):
+                offsets = [high_watermark, *(offset for offset in offsets if offset <= high_watermark)]
+            return {"old_style_offsets": offsets}
+
+        topics = _each_partition(request.body.get("topics"), "name", "partition_index",
+                                 {"old_style_offsets": []}, answer)
+        return body_fitter(ApiKey.LIST_OFFSETS, "response", ctx.api_version)({"topics": topics})
 
     def offset_for_leader_epoch(self, ctx: RequestContext, request: Request) -> Answer:
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:

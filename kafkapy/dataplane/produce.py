@@ -1,4 +1,8 @@
-"""Produce (0), v3 up to the newest in the catalogue.
+"""Produce (0), v0 up to the newest in the catalogue.
+
+Produce v0-v2 may carry the message formats before record batches (magic 0 and 1); each
+partition's messages are converted to one record batch first (``kafkapy.log.message_format``),
+which then goes through the steps below like any other.
 
 Each partition of a request is appended on its own, so one partition's rejection leaves the
 others alone (Kafka's ReplicaManager.appendToLocalLog):
@@ -61,6 +65,7 @@ from kafkapy.log.append import (
     recompression_target,
     validate_records,
 )
+from kafkapy.log.message_format import up_convert
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
@@ -75,6 +80,7 @@ __all__ = ["FIRST_FITTED_ANSWER_VERSION", "FIRST_TOPIC_ID_VERSION", "VALID_ACKS"
 VALID_ACKS = (-1, 0, 1)  # Kafka's ProduceRequest: all in-sync replicas, none, the leader
 ACKS_ALL = -1
 FIRST_TOPIC_ID_VERSION = 13  # KIP-516: Produce v13 names topics by id
+FIRST_BATCH_ONLY_VERSION = 3  # Produce v0-v2 may carry magic-0/1 messages (kafkapy.log.message_format)
 # From v8 (KIP-467: record_errors, error_message) the answers built here hold exactly the
 # response's fields, so they are sent unfitted; tests/dataplane/test_produce_answer_shape.py
 # holds them equal to their fitted form.
@@ -204,7 +210,13 @@ class ProduceHandler:
             # The one copy, made first: the checks read it (the CRC of a writable buffer and the
             # walk over it need no copy of their own), its header is stamped in place (offsets,
             # epoch), and the log keeps it as it is.
-            data = bytearray(records.raw)
+            raw = records.raw
+            if version < FIRST_BATCH_ONLY_VERSION:  # magic 0 or 1 messages, stored as a record batch
+                converted = up_convert(raw, max_message_bytes=config.max_message_bytes)
+                if converted is None:  # no whole message: nothing appended, as Kafka answers it
+                    return _answer(index, NO_OFFSET, NO_OFFSET, log.log_start_offset)
+                raw = converted
+            data = bytearray(raw)
             plan = validate_records(data, config, now_ms, produce_version=version)
             target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
             if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again

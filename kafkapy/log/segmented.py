@@ -670,6 +670,27 @@ class SegmentedLog:
                         )
         return None
 
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0 (Kafka's UnifiedLog.legacyFetchOffsetsBefore): segment base offsets (at
+        least the log start) by the time each segment was last written, and the log end offset
+        if the active segment holds anything; -1 asks for the newest first, -2 for the earliest
+        only, any other timestamp for those last written at or before it. Descending, at most
+        ``max_num_offsets``."""
+        stops = [(max(segment.base_offset, self._log_start_offset), segment.last_modified_ms)
+                 for segment in self.segments]
+        if self.segments[-1].size > 0:
+            stops.append((self.log_end_offset, self.clock()))
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(stops) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(stops) - 1
+            while start >= 0 and stops[start][1] > timestamp:
+                start -= 1
+        found = [stops[i][0] for i in range(start, max(start - max_num_offsets, -1), -1)]
+        return sorted(found, reverse=True)
+
     def latest_tiered_offset(self) -> TimestampAndOffset:
         """ListOffsets -5 (KIP-1005): the highest offset in remote storage; with none, Kafka's
         answer is offset -1 in epoch -1."""

@@ -29,7 +29,7 @@ import cramjam
 from kafkapy.errors import DecodeError, EncodeError
 
 __all__ = ["GZIP_DEFAULT_LEVEL", "LZ4_DEFAULT_LEVEL", "ZSTD_DEFAULT_LEVEL", "Compression", "compress",
-           "compression_of", "decompress"]
+           "compression_of", "decompress", "lz4_with_kafka08_header_checksum"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -163,6 +163,16 @@ def _lz4_fix_header_checksum(frame: bytes) -> bytes | None:
     if frame[hc_pos] == good:
         return None
     return frame[:hc_pos] + bytes((good,)) + frame[hc_pos + 1 :]
+
+
+def lz4_with_kafka08_header_checksum(frame: bytes) -> bytes:
+    """``frame`` with the header checksum Kafka 0.8 wrote (over the magic number too, KAFKA-3160),
+    which magic-0 readers expect."""
+    if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
+        raise ValueError("not an LZ4 frame")
+    hc_pos = 6 + (8 if frame[4] & 0x08 else 0) + (4 if frame[4] & 0x01 else 0)
+    broken = (xxh32(frame[:hc_pos]) >> 8) & 0xFF
+    return frame[:hc_pos] + bytes((broken,)) + frame[hc_pos + 1 :]
 
 
 def _lz4_decode(data: Buffer) -> bytes:

@@ -16,7 +16,7 @@ import pytest
 from fetch_seeding import ResponseRecorder, on_loop, seeded
 
 from kafkapy.client import SimpleClient
-from kafkapy.dataplane.fetch import FETCH_VERSIONS
+from kafkapy.dataplane.fetch import FETCH_VERSIONS, FIRST_RECORD_BATCH_VERSION
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import encode_request
@@ -25,7 +25,7 @@ from kafkapy.protocol.records import build_record_batch
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.testing import wait_until
 
-VERSIONS = range(FETCH_VERSIONS.low, FETCH_VERSIONS.high + 1)
+VERSIONS = range(FIRST_RECORD_BATCH_VERSION, FETCH_VERSIONS.high + 1)  # v0-v3: test_legacy_formats.py
 NEWEST = FETCH_VERSIONS.high
 
 
