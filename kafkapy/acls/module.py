@@ -42,7 +42,9 @@ if TYPE_CHECKING:
 
 __all__ = ["AclsModule"]
 
-VERSIONS = VersionRange(1, 3)  # what the catalogue holds; v0 was removed in Kafka 4.0 (KIP-896)
+# v0 (removed in Kafka 4.0, KIP-896) has no pattern types: its patterns and filters are LITERAL, so
+# a v0 client neither sets nor sees a PREFIXED ACL, as with Kafka 2.8-3.9.
+VERSIONS = VersionRange(0, 3)
 #: Kafka's messages: CreateAcls and DeleteAcls word it differently from DescribeAcls.
 SECURITY_DISABLED_MESSAGE = "No Authorizer is configured."
 DESCRIBE_SECURITY_DISABLED_MESSAGE = "No Authorizer is configured on the broker"
@@ -51,7 +53,7 @@ DESCRIBE_SECURITY_DISABLED_MESSAGE = "No Authorizer is configured on the broker"
 def binding_of(item: Mapping[str, Any], pattern_key: str) -> AclBinding:
     return AclBinding(
         ResourcePattern(ResourceType.from_code(item["resource_type"]), item["resource_name"],
-                        PatternType.from_code(item[pattern_key])),
+                        PatternType.from_code(item.get(pattern_key, PatternType.LITERAL))),
         item["principal"], item["host"], AclOperation.from_code(item["operation"]),
         AclPermissionType.from_code(item["permission_type"]))
 
@@ -59,7 +61,8 @@ def binding_of(item: Mapping[str, Any], pattern_key: str) -> AclBinding:
 def filter_of(item: Mapping[str, Any]) -> AclBindingFilter:
     return AclBindingFilter(
         ResourceType.from_code(item["resource_type_filter"]), item["resource_name_filter"],
-        PatternType.from_code(item["pattern_type_filter"]), item["principal_filter"], item["host_filter"],
+        PatternType.from_code(item.get("pattern_type_filter", PatternType.LITERAL)), item["principal_filter"],
+        item["host_filter"],
         AclOperation.from_code(item["operation"]), AclPermissionType.from_code(item["permission_type"]))
 
 

@@ -47,8 +47,8 @@ from kafkapy.server.modules import Answer, RequestContext
 
 __all__ = ["ALTER_REPLICA_LOG_DIRS_VERSIONS", "CATCH_UP_BYTES", "DESCRIBE_LOG_DIRS_VERSIONS", "LogDirs"]
 
-ALTER_REPLICA_LOG_DIRS_VERSIONS = VersionRange(1, 2)
-DESCRIBE_LOG_DIRS_VERSIONS = VersionRange(1, 5)
+ALTER_REPLICA_LOG_DIRS_VERSIONS = VersionRange(0, 2)  # v0 is v1's layout (v1: throttling after the answer)
+DESCRIBE_LOG_DIRS_VERSIONS = VersionRange(0, 5)  # v0 is v1's layout (v1: throttling after the answer)
 CATCH_UP_BYTES = 1 << 20  # a copy pass moving less ends the catch-up; the swap copies the rest
 MAX_PASSES = 100  # producers outrunning the copy this long: the swap copies what is left
 MAX_NAME_LENGTH = 255  # a directory name's limit (Kafka's check, KAFKA-4893)

@@ -320,7 +320,7 @@ class DataPlaneModule(Module):
             ApiKey.INIT_PRODUCER_ID: ApiHandler(VersionRange(0, 6), self.init_producer_id),
             ApiKey.DESCRIBE_PRODUCERS: ApiHandler(VersionRange(0, 0), self.describe_producers),
             ApiKey.LIST_OFFSETS: ApiHandler(VersionRange(0, 11), self.list_offsets),
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiHandler(VersionRange(2, 4), self.offset_for_leader_epoch),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: ApiHandler(VersionRange(0, 4), self.offset_for_leader_epoch),
             ApiKey.DELETE_RECORDS: ApiHandler(VersionRange(0, 2), self.delete_records),
             ApiKey.DESCRIBE_LOG_DIRS: ApiHandler(DESCRIBE_LOG_DIRS_VERSIONS, self.describe_log_dirs),
             ApiKey.ALTER_REPLICA_LOG_DIRS: ApiHandler(ALTER_REPLICA_LOG_DIRS_VERSIONS,

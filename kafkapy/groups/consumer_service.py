@@ -215,7 +215,9 @@ class ConsumerGroupService:
         if not entries:
             return
         records = [GroupRecord(OffsetCommitKey(group_id, e.topic, e.partition),
-                               OffsetCommitValue(e.offset, e.leader_epoch, e.metadata, now_ms))
+                               OffsetCommitValue(
+                                   e.offset, e.leader_epoch, e.metadata,
+                                   now_ms if e.commit_timestamp is None else e.commit_timestamp))
                    for e in entries]
         await self._persist(group_id, records)
         for record in records:

@@ -599,7 +599,8 @@ class ClassicCoordinator:
             return
         now = self.timers.wall_ms()
         records = [GroupRecord(OffsetCommitKey(group_id, e.topic, e.partition),
-                               OffsetCommitValue(e.offset, e.leader_epoch, e.metadata, now))
+                               OffsetCommitValue(e.offset, e.leader_epoch, e.metadata,
+                                                 now if e.commit_timestamp is None else e.commit_timestamp))
                    for e in offsets]
 
         def stored(code: ErrorCode) -> None:

@@ -2,7 +2,9 @@
 
 FindCoordinator (all versions, batched keys from v4), JoinGroup, SyncGroup, Heartbeat, LeaveGroup
 (batched members from v3), OffsetCommit, OffsetFetch (several groups from v8), DescribeGroups,
-ListGroups (state and type filters), DeleteGroups and OffsetDelete. The decisions are the
+ListGroups (state and type filters), DeleteGroups and OffsetDelete. OffsetCommit from v1 (v1's
+per-partition commit time, when not -1, is the commit's; v0 and OffsetFetch v0 kept offsets in
+ZooKeeper in Kafka 2.8-3.9 and are not served). The decisions are the
 coordinator's (coordinator.py); this file turns requests into its calls and its answers into
 responses, and owns what touches the broker:
 
@@ -88,6 +90,7 @@ GROUP_COORDINATOR = "group-coordinator"
 
 NO_NODE = -1
 NO_EPOCH = -1
+DEFAULT_COMMIT_TIMESTAMP = -1  # OffsetCommit v1: the broker stamps the commit (Kafka's DEFAULT_TIMESTAMP)
 # OffsetCommit and OffsetFetch name topics by id from v10 (KIP-848's follow-up, Kafka 4.1).
 FIRST_TOPIC_ID_OFFSETS_VERSION = 10
 NO_TOPIC_ID = uuid.UUID(int=0)
@@ -245,7 +248,7 @@ class GroupsModule(Module):
             ApiKey.SYNC_GROUP: ApiHandler(VersionRange(0, 5), self.sync_group),
             ApiKey.HEARTBEAT: ApiHandler(VersionRange(0, 4), self.heartbeat),
             ApiKey.LEAVE_GROUP: ApiHandler(VersionRange(0, 5), self.leave_group),
-            ApiKey.OFFSET_COMMIT: ApiHandler(VersionRange(2, 10), self.offset_commit),
+            ApiKey.OFFSET_COMMIT: ApiHandler(VersionRange(1, 10), self.offset_commit),
             ApiKey.OFFSET_FETCH: ApiHandler(VersionRange(1, 10), self.offset_fetch),
             ApiKey.DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 6), self.describe_groups),
             ApiKey.LIST_GROUPS: ApiHandler(VersionRange(0, 5), self.list_groups),
@@ -836,8 +839,10 @@ class GroupsModule(Module):
                     codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 else:
                     codes[key] = ErrorCode.NONE
-                    entries.append(OffsetEntry(name, key[1], p["committed_offset"],
-                                               p.get("committed_leader_epoch", NO_EPOCH), metadata))
+                    commit_timestamp = p.get("commit_timestamp", DEFAULT_COMMIT_TIMESTAMP)  # v1 only
+                    entries.append(OffsetEntry(
+                        name, key[1], p["committed_offset"], p.get("committed_leader_epoch", NO_EPOCH),
+                        metadata, None if commit_timestamp == DEFAULT_COMMIT_TIMESTAMP else commit_timestamp))
         try:
             self._group_request(ctx, group_id)
             consumer_group = self.consumer.get(group_id)

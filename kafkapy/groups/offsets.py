@@ -29,6 +29,8 @@ class OffsetEntry:
     offset: int
     leader_epoch: int
     metadata: str
+    # OffsetCommit v1's explicit commit time (ms); None: the coordinator's clock when written.
+    commit_timestamp: int | None = None
 
 
 class OffsetStore:

@@ -128,7 +128,7 @@ def test_api_versions_at_an_unsupported_version_gets_a_v0_error_body(conn: Kafka
     (4242, 0),  # no such key anywhere
     (-1, 0),
     (32767, 3),
-    (ApiKey.PRODUCE, 2),  # Produce below v3: a real Kafka API version this broker does not serve
+    (ApiKey.OFFSET_COMMIT, 0),  # OffsetCommit v0 (ZooKeeper-kept offsets): a real version not served
     (METADATA, 14),  # unsupported versions of served APIs
     (METADATA, 99),
     (METADATA, -1),
@@ -147,7 +147,7 @@ def test_unknown_request_gets_an_empty_response_and_the_connection_stays_open(
 
 def test_unknown_request_behavior_close() -> None:
     with Broker({"unknown.request.behavior": "close"}) as b:
-        for api_key, api_version in [(4242, 0), (METADATA, 99), (ApiKey.PRODUCE, 2)]:
+        for api_key, api_version in [(4242, 0), (METADATA, 99), (ApiKey.OFFSET_COMMIT, 0)]:
             with KafkaSocket(b.bootstrap_servers) as s:
                 assert_serves(s)
                 s.send_body(raw_header(api_key, api_version, 5))

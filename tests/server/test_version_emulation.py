@@ -155,7 +155,7 @@ def test_unknown_releases_are_one_clear_config_error(value: str) -> None:
 
 
 @pytest.mark.parametrize(("release", "produce", "fetch", "api_versions"), [
-    ("2.8", (3, 9), (4, 12), (0, 3)), ("4.0", (0, 12), (4, 17), (0, 4))])
+    ("2.8", (0, 9), (0, 12), (0, 3)), ("4.0", (0, 12), (4, 17), (0, 4))])
 def test_librdkafka_logs_the_releases_ranges(release: str, produce: tuple[int, int], fetch: tuple[int, int],
                                              api_versions: tuple[int, int]) -> None:
     """What librdkafka says it learned from ApiVersions (its APIVERSION debug log)."""

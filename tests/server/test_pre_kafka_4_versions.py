@@ -1,0 +1,129 @@
+"""The request versions Kafka 2.8-3.9 served below Kafka 4's minimums (KIP-896), other than the
+message formats (tests/dataplane/test_legacy_formats.py): OffsetCommit v1, OffsetForLeaderEpoch
+v0-v1, DescribeLogDirs v0, the ACL APIs' v0. Each answers in its own version's shape, with what
+a later version answers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkapy.client import SimpleClient
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+
+TIMEOUT_S = 20
+ANY_RESOURCE = 1  # ResourceType ANY (a filter only)
+RESOURCE_TOPIC = 2
+OPERATION_READ, OPERATION_ANY = 3, 1
+PERMISSION_ALLOW, PERMISSION_ANY = 3, 1
+PATTERN_PREFIXED = 4
+
+
+@pytest.fixture
+def broker() -> Iterator[Broker]:
+    with Broker() as running:
+        yield running
+
+
+def produce_one(broker: Broker, topic: str) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+    producer.send(topic, value=b"v", partition=0).get(timeout=TIMEOUT_S)
+    producer.close(timeout=TIMEOUT_S)
+
+
+def test_kafka_python_0_8_2_consumer_commits_with_offset_commit_v1(broker: Broker) -> None:
+    """kafka-python on api_version (0, 8, 2) commits with OffsetCommit v1 and no group membership
+    (generation -1), as a 0.8.2 consumer did against Kafka-kept offsets."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    produce_one(broker, "t")
+    consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, api_version=(0, 8, 2),
+                             group_id="old", auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    try:
+        assert [m.offset for m in consumer] == [0]
+        consumer.commit()
+        assert consumer.committed(TopicPartition("t", 0)) == 1
+    finally:
+        consumer.close()
+    [committed] = broker.group("old").offsets
+    assert (committed.topic, committed.partition, committed.offset) == ("t", 0, 1)
+
+
+def test_offset_commit_v1_keeps_the_clients_commit_time(broker: Broker) -> None:
+    produce_one(broker, "t")
+    commit_time = 1_600_000_000_000
+    with SimpleClient(broker.bootstrap_servers) as client:
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:  # the group coordinator loads __consumer_offsets first
+            found = client.request(ApiKey.FIND_COORDINATOR, 0, {"key": "stamped"})
+            if found["error_code"] == ErrorCode.NONE or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        answer = client.request(ApiKey.OFFSET_COMMIT, 1, {
+            "group_id": "stamped", "generation_id_or_member_epoch": -1, "member_id": "",
+            "topics": [{"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "commit_timestamp": commit_time,
+                 "committed_metadata": "m"}]}]})
+    assert answer["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+    [committed] = broker.group("stamped").offsets
+    assert (committed.offset, committed.metadata, committed.commit_timestamp) == (1, "m", commit_time)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_offset_for_leader_epoch_v0_and_v1(broker: Broker, version: int) -> None:
+    produce_one(broker, "t")
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, {
+            "topics": [{"topic": "t", "partitions": [{"partition": 0, "leader_epoch": 0}]}]})
+    [partition] = answer["topics"][0]["partitions"]
+    assert (partition["error_code"], partition["end_offset"]) == (ErrorCode.NONE, 1)
+    assert ("leader_epoch" in partition) == (version == 1)
+
+
+def test_describe_log_dirs_v0(broker: Broker) -> None:
+    produce_one(broker, "t")
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.DESCRIBE_LOG_DIRS, 0, {"topics": None})
+    [result] = answer["results"]
+    sizes = {(t["name"], p["partition_index"]): p["partition_size"]
+             for t in result["topics"] for p in t["partitions"]}
+    assert result["error_code"] == ErrorCode.NONE and sizes[("t", 0)] > 0
+
+
+def _binding(name: str, principal: str, **pattern: Any) -> dict[str, Any]:
+    return {"resource_type": RESOURCE_TOPIC, "resource_name": name, **pattern, "principal": principal,
+            "host": "*", "operation": OPERATION_READ, "permission_type": PERMISSION_ALLOW}
+
+
+def _filter(**pattern: Any) -> dict[str, Any]:
+    return {"resource_type_filter": ANY_RESOURCE, "resource_name_filter": None, **pattern, "principal_filter": None,
+            "host_filter": None, "operation": OPERATION_ANY, "permission_type": PERMISSION_ANY}
+
+
+def test_acl_apis_v0_see_and_set_literal_patterns_only() -> None:
+    """v0 has no pattern type: what it creates is LITERAL, and its filters match LITERAL only, so
+    a PREFIXED ACL made through v1 is neither listed nor deleted by v0 (Kafka 2.8-3.9 alike)."""
+    with Broker({"authorizer.class.name": "acl", "super.users": "User:ANONYMOUS"}) as broker, \
+            SimpleClient(broker.bootstrap_servers) as client:
+        created = client.request(ApiKey.CREATE_ACLS, 0, {"creations": [_binding("orders", "User:old")]})
+        assert created["results"][0]["error_code"] == ErrorCode.NONE
+        prefixed = client.request(ApiKey.CREATE_ACLS, 1, {"creations": [
+            _binding("ord", "User:new", resource_pattern_type=PATTERN_PREFIXED)]})
+        assert prefixed["results"][0]["error_code"] == ErrorCode.NONE
+
+        described = client.request(ApiKey.DESCRIBE_ACLS, 0, _filter())
+        assert described["error_code"] == ErrorCode.NONE
+        assert [(r["resource_name"], [a["principal"] for a in r["acls"]]) for r in described["resources"]] == [
+            ("orders", ["User:old"])]
+
+        deleted = client.request(ApiKey.DELETE_ACLS, 0, {"filters": [_filter()]})
+        assert [m["resource_name"] for m in deleted["filter_results"][0]["matching_acls"]] == ["orders"]
+        left = client.request(ApiKey.DESCRIBE_ACLS, 1, _filter(pattern_type_filter=1))  # ANY pattern type
+        assert [(r["resource_name"], r["pattern_type"]) for r in left["resources"]] == [("ord", PATTERN_PREFIXED)]
