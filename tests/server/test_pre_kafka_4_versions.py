@@ -103,8 +103,9 @@ def _binding(name: str, principal: str, **pattern: Any) -> dict[str, Any]:
 
 
 def _filter(**pattern: Any) -> dict[str, Any]:
-    return {"resource_type_filter": ANY_RESOURCE, "resource_name_filter": None, **pattern, "principal_filter": None,
-            "host_filter": None, "operation": OPERATION_ANY, "permission_type": PERMISSION_ANY}
+    return {"resource_type_filter": ANY_RESOURCE, "resource_name_filter": None, **pattern,
+            "principal_filter": None, "host_filter": None, "operation": OPERATION_ANY,
+            "permission_type": PERMISSION_ANY}
 
 
 def test_acl_apis_v0_see_and_set_literal_patterns_only() -> None:
@@ -120,10 +121,11 @@ def test_acl_apis_v0_see_and_set_literal_patterns_only() -> None:
 
         described = client.request(ApiKey.DESCRIBE_ACLS, 0, _filter())
         assert described["error_code"] == ErrorCode.NONE
-        assert [(r["resource_name"], [a["principal"] for a in r["acls"]]) for r in described["resources"]] == [
-            ("orders", ["User:old"])]
+        listed = [(r["resource_name"], [a["principal"] for a in r["acls"]]) for r in described["resources"]]
+        assert listed == [("orders", ["User:old"])]
 
         deleted = client.request(ApiKey.DELETE_ACLS, 0, {"filters": [_filter()]})
         assert [m["resource_name"] for m in deleted["filter_results"][0]["matching_acls"]] == ["orders"]
         left = client.request(ApiKey.DESCRIBE_ACLS, 1, _filter(pattern_type_filter=1))  # ANY pattern type
-        assert [(r["resource_name"], r["pattern_type"]) for r in left["resources"]] == [("ord", PATTERN_PREFIXED)]
+        assert [(r["resource_name"], r["pattern_type"]) for r in left["resources"]] == [
+            ("ord", PATTERN_PREFIXED)]
