@@ -221,6 +221,15 @@ _ZLIB_DEFAULT_LEVEL: Final = 6
 _LZ4F_FAST: Final = 0  # the LZ4 frame API's default, fast mode; 3 and up are its high-compression levels
 
 
+def _lz4_encode(data: Buffer, level: int) -> bytes:
+    """An LZ4 frame of independent blocks and no content checksum, as Kafka's Lz4BlockOutputStream
+    writes: Kafka's Java reader (and Sarama's) refuse linked blocks ("Dependent block stream is
+    unsupported"), the LZ4 frame API's default."""
+    compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+    compressor.compress(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
+    return bytes(compressor.finish())
+
+
 def compress(codec: Compression, data: Buffer, level: int | None = None) -> bytes:
     """Deflate a batch payload the way a Java producer would, so any consumer can read it.
     ``level`` means what Kafka's ``compression.<codec>.level`` means (None: Kafka's default);
@@ -233,8 +242,7 @@ def compress(codec: Compression, data: Buffer, level: int | None = None) -> byte
     if codec == Compression.SNAPPY:
         return _snappy_encode(data)
     if codec == Compression.LZ4:
-        lz4_level = _LZ4F_FAST if level is None or level == LZ4_DEFAULT_LEVEL else level
-        return bytes(cramjam.lz4.compress(data, level=lz4_level))
+        return _lz4_encode(data, _LZ4F_FAST if level is None or level == LZ4_DEFAULT_LEVEL else level)
     if codec == Compression.ZSTD:
         return bytes(cramjam.zstd.compress(data, level=ZSTD_DEFAULT_LEVEL if level is None else level))
     raise EncodeError(f"unknown compression {codec!r}", field="compression")

@@ -201,6 +201,18 @@ def test_v0_lz4_needs_the_old_kafka_header_checksum_repair() -> None:
     assert kafkapy_decode(raw) == kp_decode(raw)
 
 
+@pytest.mark.parametrize("level", [None, 1, 9, 12])
+def test_lz4_frames_are_what_kafkas_java_reader_accepts(level: int | None) -> None:
+    """Kafka's Lz4BlockInputStream (and Sarama) refuse linked blocks, a version other than 01 and
+    reserved bits; the LZ4 frame API links blocks by default. Large enough for several blocks."""
+    data = bytes(range(256)) * 2048 + b"tail" * 40_000
+    frame = compress(Compression.LZ4, data, level)
+    flg = frame[4]
+    assert frame[:4] == b"\x04\x22\x4d\x18"
+    assert (flg >> 6, flg >> 5 & 1, flg & 0x03) == (0b01, 1, 0)  # version 01, independent blocks, no reserved
+    assert decompress(Compression.LZ4, frame) == data
+
+
 def test_transactional_producer_state_from_kafka_python() -> None:
     raw = kp_build(
         2, 0, sample_rows(3), transactional=True, producer_id=77, producer_epoch=3, base_sequence=11

@@ -1,0 +1,96 @@
+// A Sarama (Go) client for tests/interop/test_sarama.py: produce COUNT records to partition 0 of
+// TOPIC and print each acknowledged offset, or consume COUNT records from its start and print
+// each as a JSON line. Built against Debian's golang-github-shopify-sarama-dev (Sarama 1.22), in
+// GOPATH mode, by the test.
+//
+//	sarama_client produce|consume BOOTSTRAP TOPIC COUNT VERSION CODEC
+//
+// VERSION is the Kafka protocol Sarama speaks (it sends no ApiVersions: 0.8.2.0, Sarama's own
+// default, means Produce v0 and Fetch v0); CODEC is none, gzip, snappy or lz4.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/Shopify/sarama"
+)
+
+var codecs = map[string]sarama.CompressionCodec{
+	"none": sarama.CompressionNone, "gzip": sarama.CompressionGZIP,
+	"snappy": sarama.CompressionSnappy, "lz4": sarama.CompressionLZ4,
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+func main() {
+	if len(os.Args) != 7 {
+		fail(fmt.Errorf("usage: sarama_client produce|consume BOOTSTRAP TOPIC COUNT VERSION CODEC"))
+	}
+	mode, bootstrap, topic := os.Args[1], []string{os.Args[2]}, os.Args[3]
+	count, err := strconv.Atoi(os.Args[4])
+	if err != nil {
+		fail(err)
+	}
+	config := sarama.NewConfig()
+	if config.Version, err = sarama.ParseKafkaVersion(os.Args[5]); err != nil {
+		fail(err)
+	}
+	codec, known := codecs[os.Args[6]]
+	if !known {
+		fail(fmt.Errorf("unknown codec %q", os.Args[6]))
+	}
+	config.Producer.Compression = codec
+	config.Producer.Return.Successes = true
+	config.Consumer.Return.Errors = true // a record it cannot read fails the run, not a retry loop
+	config.Producer.Partitioner = sarama.NewManualPartitioner
+	config.Metadata.Retry.Backoff = 50 * time.Millisecond // the first produce auto-creates the topic
+	switch mode {
+	case "produce":
+		producer, err := sarama.NewSyncProducer(bootstrap, config)
+		if err != nil {
+			fail(err)
+		}
+		defer producer.Close()
+		for i := 0; i < count; i++ {
+			message := &sarama.ProducerMessage{Topic: topic, Partition: 0,
+				Key: sarama.StringEncoder(fmt.Sprintf("k%d", i)), Value: sarama.StringEncoder(fmt.Sprintf("v%d", i))}
+			if _, offset, err := producer.SendMessage(message); err != nil {
+				fail(err)
+			} else {
+				fmt.Println(offset)
+			}
+		}
+	case "consume":
+		consumer, err := sarama.NewConsumer(bootstrap, config)
+		if err != nil {
+			fail(err)
+		}
+		defer consumer.Close()
+		partition, err := consumer.ConsumePartition(topic, 0, sarama.OffsetOldest)
+		if err != nil {
+			fail(err)
+		}
+		defer partition.Close()
+		for i := 0; i < count; i++ {
+			select {
+			case message := <-partition.Messages():
+				line, _ := json.Marshal(map[string]interface{}{
+					"offset": message.Offset, "key": string(message.Key), "value": string(message.Value)})
+				fmt.Println(string(line))
+			case consumeErr := <-partition.Errors():
+				fail(consumeErr)
+			case <-time.After(15 * time.Second):
+				fail(fmt.Errorf("no record %d within 15 s", i))
+			}
+		}
+	default:
+		fail(fmt.Errorf("unknown mode %q", mode))
+	}
+}
