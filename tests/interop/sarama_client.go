@@ -1,19 +1,22 @@
 // A Sarama (Go) client for tests/interop/test_sarama.py: produce COUNT records to partition 0 of
-// TOPIC and print each acknowledged offset, or consume COUNT records from its start and print
-// each as a JSON line. Built against Debian's golang-github-shopify-sarama-dev (Sarama 1.22), in
-// GOPATH mode, by the test.
+// TOPIC and print each acknowledged offset, consume COUNT records from its start and print each
+// as a JSON line, or consume COUNT records of every partition as a member of the consumer group
+// "sarama-group" (offsets committed as they are marked, and on the way out). Built against
+// Debian's golang-github-shopify-sarama-dev (Sarama 1.22), in GOPATH mode, by the test.
 //
-//	sarama_client produce|consume BOOTSTRAP TOPIC COUNT VERSION CODEC
+//	sarama_client produce|consume|group BOOTSTRAP TOPIC COUNT VERSION CODEC
 //
 // VERSION is the Kafka protocol Sarama speaks (it sends no ApiVersions: 0.8.2.0, Sarama's own
 // default, means Produce v0 and Fetch v0); CODEC is none, gzip, snappy or lz4.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/Shopify/sarama"
@@ -90,7 +93,57 @@ func main() {
 				fail(fmt.Errorf("no record %d within 15 s", i))
 			}
 		}
+	case "group":
+		config.Consumer.Offsets.Initial = sarama.OffsetOldest
+		group, err := sarama.NewConsumerGroup(bootstrap, "sarama-group", config)
+		if err != nil {
+			fail(err)
+		}
+		member := &member{want: count, done: make(chan struct{})}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		go func() {
+			for ctx.Err() == nil { // Consume returns at each rebalance
+				if err := group.Consume(ctx, []string{topic}, member); err != nil && ctx.Err() == nil {
+					fail(err)
+				}
+			}
+		}()
+		select {
+		case <-member.done:
+		case <-ctx.Done():
+			fail(fmt.Errorf("the group did not read %d records within 30 s", count))
+		}
+		cancel()
+		if err := group.Close(); err != nil { // leaves the group, committing what was marked
+			fail(err)
+		}
 	default:
 		fail(fmt.Errorf("unknown mode %q", mode))
 	}
+}
+
+// member prints each record it is given, marks it for commit, and says when it has seen want.
+// Its partitions' claims run in goroutines of their own, hence the lock.
+type member struct {
+	lock       sync.Mutex
+	want, seen int
+	done       chan struct{}
+}
+
+func (m *member) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (m *member) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (m *member) ConsumeClaim(session sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for message := range claim.Messages() {
+		line, _ := json.Marshal(map[string]interface{}{
+			"partition": message.Partition, "offset": message.Offset, "value": string(message.Value)})
+		m.lock.Lock()
+		fmt.Println(string(line))
+		session.MarkMessage(message, "")
+		if m.seen++; m.seen == m.want {
+			close(m.done)
+		}
+		m.lock.Unlock()
+	}
+	return nil
 }

@@ -1,7 +1,7 @@
 """Sarama, the Go client, against kafkapy: a client written apart from every other in the suite
 (its own codecs, its own LZ4), and one that sends no ApiVersions, so it speaks exactly the
 protocol it is configured for. At its default, Kafka 0.8.2's: Produce v0 with magic-0 messages,
-Fetch v0, ListOffsets v0.
+Fetch v0, ListOffsets v0. Its consumer groups too.
 
 The client (tests/interop/sarama_client.go) is built once per session, in GOPATH mode, against
 Debian's golang-github-shopify-sarama-dev (Sarama 1.22), which ``make install`` installs.
@@ -44,8 +44,9 @@ def sarama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return binary
 
 
-def run(sarama: Path, mode: str, broker: Broker, topic: str, version: str, codec: str) -> list[str]:
-    done = subprocess.run([str(sarama), mode, broker.bootstrap_servers, topic, str(COUNT), version, codec],
+def run(sarama: Path, mode: str, broker: Broker, topic: str, version: str, codec: str,
+        count: int = COUNT) -> list[str]:
+    done = subprocess.run([str(sarama), mode, broker.bootstrap_servers, topic, str(count), version, codec],
                           capture_output=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, f"sarama {mode} {version} {codec}: {done.stderr.decode()[-2000:]}"
     return done.stdout.decode().splitlines()
@@ -73,3 +74,24 @@ def test_sarama_reads_batches_kafkapy_compressed_with_lz4(sarama: Path, version:
     with Broker({"compression.type": "lz4"}) as broker:
         assert run(sarama, "produce", broker, "t", version, "none") == [str(i) for i in range(COUNT)]
         assert [json.loads(line) for line in run(sarama, "consume", broker, "t", version, "none")] == EXPECTED
+
+
+@pytest.mark.parametrize("version", ["0.10.2.0", "2.1.0"])
+def test_a_sarama_consumer_group_reads_every_partition_and_commits(sarama: Path, version: str) -> None:
+    """Sarama's ConsumerGroup (its own range assignor; JoinGroup v1, SyncGroup v0 and OffsetCommit
+    v1 at either version, the last one Kafka 4 no longer serves) joins, reads the three partitions
+    kafka-python filled, and commits what it read."""
+    from kafka import KafkaProducer
+
+    with Broker({"num.partitions": 3}) as broker:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        for partition in range(3):
+            for i in range(2):
+                producer.send("g", value=f"p{partition}-{i}".encode(), partition=partition).get(timeout=TIMEOUT_S)
+        producer.close(timeout=TIMEOUT_S)
+        read = [json.loads(line) for line in run(sarama, "group", broker, "g", version, "none", count=6)]
+        group = broker.group("sarama-group")
+    assert sorted((r["partition"], r["offset"], r["value"]) for r in read) == [
+        (p, i, f"p{p}-{i}") for p in range(3) for i in range(2)]
+    assert sorted((o.topic, o.partition, o.offset) for o in group.offsets) == [("g", p, 2) for p in range(3)]
+    assert group.state == "Empty"  # the member left on its way out
