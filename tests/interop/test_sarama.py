@@ -87,7 +87,8 @@ def test_a_sarama_consumer_group_reads_every_partition_and_commits(sarama: Path,
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
         for partition in range(3):
             for i in range(2):
-                producer.send("g", value=f"p{partition}-{i}".encode(), partition=partition).get(timeout=TIMEOUT_S)
+                sent = producer.send("g", value=f"p{partition}-{i}".encode(), partition=partition)
+                sent.get(timeout=TIMEOUT_S)
         producer.close(timeout=TIMEOUT_S)
         read = [json.loads(line) for line in run(sarama, "group", broker, "g", version, "none", count=6)]
         group = broker.group("sarama-group")
