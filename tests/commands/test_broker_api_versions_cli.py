@@ -74,8 +74,8 @@ def test_every_broker_as_kafka_python_sees_it(release: str | None,
         assert unsupported == CLIENT_APIS - served.keys()
     if release == "2.8":  # Kafka 2.8 had no DescribeTopicPartitions (3.7) and Produce up to v9
         assert shown[ids[0]][ApiKey.DESCRIBE_TOPIC_PARTITIONS] is None
-        assert shown[ids[0]][ApiKey.PRODUCE] == (3, 9)
-        assert "\tProduce(0): 3 to 9 [usable: 9],\n" in out
+        assert shown[ids[0]][ApiKey.PRODUCE] == (0, 9)
+        assert "\tProduce(0): 0 to 9 [usable: 9],\n" in out
     else:
         assert shown[ids[0]][ApiKey.DESCRIBE_TOPIC_PARTITIONS] is not None
 
