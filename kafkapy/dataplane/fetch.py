@@ -80,6 +80,7 @@ __all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FIRST_RECORD_BATCH_VERSION", 
 
 FETCH_VERSIONS = VersionRange(0, _newest_fetch())  # v0-v3 get the old message formats (down-converted)
 FIRST_RECORD_BATCH_VERSION = 4  # Fetch v4 carries the batches as stored; v0-v3 get them converted
+FIRST_ZSTD_VERSION = 10  # KIP-110: an older Fetch of a zstd topic is refused
 READ_COMMITTED = 1  # IsolationLevel.READ_COMMITTED
 FIRST_TOPIC_ID_VERSION = 13  # topics named by id from Fetch v13 (KIP-516)
 FIRST_SESSION_VERSION = 7  # KIP-227
@@ -112,6 +113,7 @@ class PartitionSource(Protocol):
 # What a request's topic key resolves to when the principal may not READ the topic: no topic can
 # have this name (Kafka's legal characters exclude NUL), and _read_one tells it by identity.
 _DENIED = "\x00topic authorization failed"
+_ZSTD_REFUSED = "\x00zstd topic, fetch older than v10"  # the same, for a zstd topic and an old Fetch
 
 
 def node_endpoints(services: BrokerServices, ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
@@ -163,9 +165,12 @@ class FetchHandler:
 
     def __init__(self, source: PartitionSource, services: BrokerServices,
                  sessions: FetchSessionCache | None = None, *,
-                 authorize: Callable[[str, str, str, str, str], bool] | None = None) -> None:
+                 authorize: Callable[[str, str, str, str, str], bool] | None = None,
+                 compression_type: Callable[[str], str] | None = None) -> None:
         self.source = source
         self.services = services
+        # A topic's compression.type, for refusing a zstd topic to Fetch < v10; None: never refused.
+        self.compression_type = compression_type
         # (principal, host, operation, resource type, name); None: allow all (no authorizer configured)
         self.authorize = authorize
         config = services.config
@@ -206,6 +211,8 @@ class FetchHandler:
         read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         max_bytes = min(body.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
         to_magic = fetch_magic(version)
+        if version < FIRST_ZSTD_VERSION and self.compression_type is not None:
+            self._refuse_zstd_topics(names)
         read = self._read_all(context.partitions, names, max_bytes, read_committed, to_magic)
         max_wait_ms, min_bytes = body["max_wait_ms"], body["min_bytes"]
         if not (read.bytes >= min_bytes or read.error or max_wait_ms <= 0 or not context.partitions):
@@ -213,6 +220,15 @@ class FetchHandler:
                                     max_wait_ms / 1000, to_magic)
         response = self._response(ctx, body, context, read, names, read_committed)
         return ChunkedResponse(fit_body(ApiKey.FETCH, "response", ctx.api_version, response))
+
+    def _refuse_zstd_topics(self, names: dict[str | uuid.UUID, str | None]) -> None:
+        """Kafka's maybeConvertFetchedData: a Fetch older than v10 (KIP-110) gets
+        UNSUPPORTED_COMPRESSION_TYPE for a topic whose compression.type is zstd, whatever its
+        batches hold."""
+        assert self.compression_type is not None
+        for key, name in list(names.items()):
+            if name is not None and name is not _DENIED and self.compression_type(name) == "zstd":
+                names[key] = _ZSTD_REFUSED
 
     def _authorize(self, ctx: RequestContext, body: Mapping[str, Any],
                    names: dict[str | uuid.UUID, str | None]) -> None:
@@ -290,6 +306,8 @@ class FetchHandler:
             return _error_data(index, ErrorCode.UNKNOWN_TOPIC_ID), 0
         if topic is _DENIED:
             return _error_data(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED), 0
+        if topic is _ZSTD_REFUSED:
+            return _error_data(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), 0
         try:
             log = self.source.leader_log(topic, index)
             if p.current_leader_epoch != NO_LEADER_EPOCH:

@@ -215,7 +215,8 @@ class DataPlaneModule(Module):
         self._markers = MarkerWriter(self._partitions, self.log_config, services.authorizer.authorize,
                                      wall_ms)
         self._fetch = FetchHandler(self._partitions, services,
-                                   authorize=None if self._allows_all else services.authorizer.authorize)
+                                   authorize=None if self._allows_all else services.authorizer.authorize,
+                                   compression_type=lambda topic: self.log_config(topic).compression_type)
         partitions = self._partitions
         self._log_dirs = LogDirs(partitions, self._allowed)
         self._log_dirs.resume()  # moves between log dirs a stop interrupted

@@ -231,6 +231,30 @@ def test_a_zstd_batch_cannot_be_fetched_in_the_old_formats(version: int) -> None
             assert fetch(client, version)["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
+def test_a_zstd_topic_is_refused_to_fetches_older_than_v10() -> None:
+    """KIP-110, as Kafka's maybeConvertFetchedData: by the topic's compression.type, not its
+    batches (these were sent uncompressed)."""
+    from kafka import KafkaProducer
+
+    with Broker({"compression.type": "zstd"}) as broker:
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers)
+        producer.send("zt", value=b"v", partition=0).get(timeout=TIMEOUT_S)
+        producer.close(timeout=TIMEOUT_S)
+        with SimpleClient(broker.bootstrap_servers) as client:
+            codes = {}
+            for version in (3, 4, 9, 10):
+                body: dict[str, Any] = {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                    "topics": [{"topic": "zt", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                               "partition_max_bytes": 1 << 20}]}]}
+                if version >= 7:
+                    body.update(session_id=0, session_epoch=-1)
+                [partition] = client.request(ApiKey.FETCH, version, body)["responses"][0]["partitions"]
+                codes[version] = partition["error_code"]
+    refused = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    assert codes == {3: refused, 4: refused, 9: refused, 10: ErrorCode.NONE}
+
+
 @pytest.mark.parametrize(("release", "produce", "fetch", "list_offsets"), [
     ("2.8", (0, 9), (0, 12), (0, 6)),
     ("3.9", (0, 11), (0, 17), (0, 9)),

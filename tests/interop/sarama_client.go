@@ -4,7 +4,9 @@
 // "sarama-group" (offsets committed as they are marked, and on the way out). Built against
 // Debian's golang-github-shopify-sarama-dev (Sarama 1.22), in GOPATH mode, by the test.
 //
-//	sarama_client produce|consume|group BOOTSTRAP TOPIC COUNT VERSION CODEC
+//	sarama_client produce|idempotent|consume|group BOOTSTRAP TOPIC COUNT VERSION CODEC
+//
+// idempotent is produce with Sarama's idempotent producer (InitProducerId, sequence numbers).
 //
 // VERSION is the Kafka protocol Sarama speaks (it sends no ApiVersions: 0.8.2.0, Sarama's own
 // default, means Produce v0 and Fetch v0); CODEC is none, gzip, snappy or lz4.
@@ -54,6 +56,12 @@ func main() {
 	config.Consumer.Return.Errors = true // a record it cannot read fails the run, not a retry loop
 	config.Producer.Partitioner = sarama.NewManualPartitioner
 	config.Metadata.Retry.Backoff = 50 * time.Millisecond // the first produce auto-creates the topic
+	if mode == "idempotent" {
+		config.Producer.Idempotent = true
+		config.Producer.RequiredAcks = sarama.WaitForAll
+		config.Net.MaxOpenRequests = 1
+		mode = "produce"
+	}
 	switch mode {
 	case "produce":
 		producer, err := sarama.NewSyncProducer(bootstrap, config)

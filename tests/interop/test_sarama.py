@@ -96,3 +96,13 @@ def test_a_sarama_consumer_group_reads_every_partition_and_commits(sarama: Path,
         (p, i, f"p{p}-{i}") for p in range(3) for i in range(2)]
     assert sorted((o.topic, o.partition, o.offset) for o in group.offsets) == [("g", p, 2) for p in range(3)]
     assert group.state == "Empty"  # the member left on its way out
+
+
+def test_sarama_idempotent_producer(sarama: Path) -> None:
+    """InitProducerId v0 and sequence numbers from Sarama: the partition's producer state holds its
+    producer id and the last sequence, as DescribeProducers would show it."""
+    with Broker() as broker:
+        assert run(sarama, "idempotent", broker, "t", "2.1.0", "gzip") == [str(i) for i in range(COUNT)]
+        [state] = broker.producers("t", 0)
+        assert [json.loads(line) for line in run(sarama, "consume", broker, "t", "2.1.0", "none")] == EXPECTED
+    assert state.producer_id >= 0 and state.last_sequence == COUNT - 1
