@@ -1,10 +1,10 @@
 """The groups module: Kafka's group coordinator on the wire.
 
 FindCoordinator (all versions, batched keys from v4), JoinGroup, SyncGroup, Heartbeat, LeaveGroup
-(batched members from v3), OffsetCommit, OffsetFetch (several groups from v8), DescribeGroups,
-ListGroups (state and type filters), DeleteGroups and OffsetDelete. OffsetCommit from v1 (v1's
-per-partition commit time, when not -1, is the commit's; v0 and OffsetFetch v0 kept offsets in
-ZooKeeper in Kafka 2.8-3.9 and are not served). The decisions are the
+(batched members from v3), OffsetCommit, OffsetFetch (several groups from v8; v0 of both in the
+metadata store's /consumers znodes: zookeeper_offsets.py), DescribeGroups,
+ListGroups (state and type filters), DeleteGroups and OffsetDelete. OffsetCommit v1's
+per-partition commit time, when not -1, is the commit's. The decisions are the
 coordinator's (coordinator.py); this file turns requests into its calls and its answers into
 responses, and owns what touches the broker:
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule
@@ -55,6 +55,7 @@ from kafkapy.groups.retention import (
 from kafkapy.groups.state import GroupState
 from kafkapy.groups.timers import Timers
 from kafkapy.groups.txn_offsets import TXN_OFFSET_COMMIT_VERSIONS, TxnOffsetCommits
+from kafkapy.groups.zookeeper_offsets import ZooKeeperOffsets
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
@@ -207,6 +208,8 @@ class GroupsModule(Module):
                              lambda delay, callback: services.loop.call_later(delay, callback),
                              services.wall_clock)
         self._own_log = group_log is None  # replaced by the offsets topic's log at start, if served
+        self.zookeeper_offsets = ZooKeeperOffsets(  # OffsetCommit v0 and OffsetFetch v0
+            services.store, self._allowed, self._partition_exists, config["offset.metadata.max.bytes"])
         self.coordinator = ClassicCoordinator(self.group_config, self.timers, self._persist,
                                               partition_for=lambda group: self.group_log.partition_for(group),
                                               log=services.log,
@@ -248,8 +251,8 @@ class GroupsModule(Module):
             ApiKey.SYNC_GROUP: ApiHandler(VersionRange(0, 5), self.sync_group),
             ApiKey.HEARTBEAT: ApiHandler(VersionRange(0, 4), self.heartbeat),
             ApiKey.LEAVE_GROUP: ApiHandler(VersionRange(0, 5), self.leave_group),
-            ApiKey.OFFSET_COMMIT: ApiHandler(VersionRange(1, 10), self.offset_commit),
-            ApiKey.OFFSET_FETCH: ApiHandler(VersionRange(1, 10), self.offset_fetch),
+            ApiKey.OFFSET_COMMIT: ApiHandler(VersionRange(0, 10), self.offset_commit),
+            ApiKey.OFFSET_FETCH: ApiHandler(VersionRange(0, 10), self.offset_fetch),
             ApiKey.DESCRIBE_GROUPS: ApiHandler(VersionRange(0, 6), self.describe_groups),
             ApiKey.LIST_GROUPS: ApiHandler(VersionRange(0, 5), self.list_groups),
             ApiKey.DELETE_GROUPS: ApiHandler(VersionRange(0, 2), self.delete_groups),
@@ -813,6 +816,8 @@ class GroupsModule(Module):
         return info.topic_id if info is not None else NO_TOPIC_ID
 
     async def offset_commit(self, ctx: RequestContext, request: Request) -> Answer:
+        if ctx.api_version == 0:
+            return await self.zookeeper_offsets.commit(ctx, request)
         body = request.body
         group_id = body["group_id"]
         codes: dict[tuple[str, int], ErrorCode] = {}
@@ -929,9 +934,11 @@ class GroupsModule(Module):
         answered = [{"topic_id": self._topic_id(n), "partitions": p} for n, p in by_topic.items()]
         return error, [t for t in answered if t["topic_id"] != NO_TOPIC_ID] + unknown_ids
 
-    def offset_fetch(self, ctx: RequestContext, request: Request) -> Answer:
+    def offset_fetch(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
         """require_stable (v7+): partitions with transactional offsets pending answer
         UNSTABLE_OFFSET_COMMIT, which the consumer retries (KIP-447)."""
+        if ctx.api_version == 0:
+            return self.zookeeper_offsets.fetch(ctx, request)
         body = request.body
         stable = bool(body.get("require_stable", False))
         version = ctx.api_version

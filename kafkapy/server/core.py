@@ -118,15 +118,18 @@ _PROTOCOL_CHANGES: tuple[tuple[frozenset[tuple[int, int, int]], frozenset[tuple[
     (frozenset({(_K.ALTER_REPLICA_LOG_DIRS, 1, 2)}), frozenset()),
     # 23: the versions Kafka 2.8-3.9 served below Kafka 4's: Produce v0-v2 and Fetch v0-v3 with the
     # magic-0/1 message formats converted, ListOffsets v0, OffsetForLeaderEpoch v0-v1,
-    # DescribeLogDirs and AlterReplicaLogDirs v0, the ACL APIs' v0 (literal patterns only), OffsetCommit v1
+    # DescribeLogDirs and AlterReplicaLogDirs v0, the ACL APIs' v0 (literal patterns only), OffsetCommit
+    # v0-v1 and OffsetFetch v0 (v0's offsets in the store's /consumers znodes)
     (frozenset({(_K.PRODUCE, 0, 13), (_K.FETCH, 0, 18), (_K.LIST_OFFSETS, 0, 11),
                 (_K.OFFSET_FOR_LEADER_EPOCH, 0, 4),
                 (_K.DESCRIBE_LOG_DIRS, 0, 5), (_K.ALTER_REPLICA_LOG_DIRS, 0, 2), (_K.DESCRIBE_ACLS, 0, 3),
-                (_K.CREATE_ACLS, 0, 3), (_K.DELETE_ACLS, 0, 3), (_K.OFFSET_COMMIT, 1, 10)}),
+                (_K.CREATE_ACLS, 0, 3), (_K.DELETE_ACLS, 0, 3), (_K.OFFSET_COMMIT, 0, 10),
+                (_K.OFFSET_FETCH, 0, 10)}),
      frozenset({(_K.PRODUCE, 3, 13), (_K.FETCH, 4, 18), (_K.LIST_OFFSETS, 1, 11),
                 (_K.OFFSET_FOR_LEADER_EPOCH, 2, 4),
                 (_K.DESCRIBE_LOG_DIRS, 1, 5), (_K.ALTER_REPLICA_LOG_DIRS, 1, 2), (_K.DESCRIBE_ACLS, 1, 3),
-                (_K.CREATE_ACLS, 1, 3), (_K.DELETE_ACLS, 1, 3), (_K.OFFSET_COMMIT, 2, 10)})),
+                (_K.CREATE_ACLS, 1, 3), (_K.DELETE_ACLS, 1, 3), (_K.OFFSET_COMMIT, 2, 10),
+                (_K.OFFSET_FETCH, 1, 10)})),
 )
 
 

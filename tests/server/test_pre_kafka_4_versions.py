@@ -1,7 +1,7 @@
 """The request versions Kafka 2.8-3.9 served below Kafka 4's minimums (KIP-896), other than the
-message formats (tests/dataplane/test_legacy_formats.py): OffsetCommit v1, OffsetForLeaderEpoch
-v0-v1, DescribeLogDirs v0, the ACL APIs' v0. Each answers in its own version's shape, with what
-a later version answers."""
+message formats (tests/dataplane/test_legacy_formats.py): OffsetCommit v0-v1 and OffsetFetch v0
+(v0's offsets in ZooKeeper's /consumers znodes), OffsetForLeaderEpoch v0-v1, DescribeLogDirs v0,
+the ACL APIs' v0. Each answers in its own version's shape, with what a later version answers."""
 
 from __future__ import annotations
 
@@ -54,6 +54,53 @@ def test_kafka_python_0_8_2_consumer_commits_with_offset_commit_v1(broker: Broke
         consumer.close()
     [committed] = broker.group("old").offsets
     assert (committed.topic, committed.partition, committed.offset) == ("t", 0, 1)
+
+
+@pytest.mark.parametrize("store", ["memory", "zookeeper"])
+def test_kafka_python_0_8_1_consumer_keeps_its_offsets_in_zookeepers_znodes(
+        store: str, request: pytest.FixtureRequest) -> None:
+    """kafka-python on api_version (0, 8, 1) commits with OffsetCommit v0 and reads back with
+    OffsetFetch v0, which Kafka 2.8-3.9 answered from ZooKeeper: the offset is at
+    /consumers/<group>/offsets/<topic>/<partition>, and __consumer_offsets knows nothing of it."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    config = {"zookeeper.connect": request.getfixturevalue("zk_connect")} if store == "zookeeper" else {}
+    with Broker(config) as broker:
+        produce_one(broker, "t")
+        consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, api_version=(0, 8, 1),
+                                 group_id="zk", auto_offset_reset="earliest", consumer_timeout_ms=5000)
+        try:
+            assert [m.offset for m in consumer] == [0]
+            consumer.commit()
+            assert consumer.committed(TopicPartition("t", 0)) == 1
+        finally:
+            consumer.close()
+        assert broker.store.offsets("zk") == {("t", 0): 1}
+        if store == "zookeeper":
+            from kazoo.client import KazooClient
+
+            zk = KazooClient(hosts=config["zookeeper.connect"])
+            zk.start(timeout=TIMEOUT_S)
+            try:
+                assert zk.get("/consumers/zk/offsets/t/0")[0] == b"1"
+            finally:
+                zk.stop()
+                zk.close()
+        with SimpleClient(broker.bootstrap_servers) as client:
+            deadline = time.monotonic() + TIMEOUT_S
+            while True:  # the first lookup makes __consumer_offsets, which the coordinator then loads
+                client.request(ApiKey.FIND_COORDINATOR, 0, {"key": "zk"})
+                newer = client.request(ApiKey.OFFSET_FETCH, 1, {
+                    "group_id": "zk", "topics": [{"name": "t", "partition_indexes": [0]}]})
+                if newer["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE:
+                    break
+                assert time.monotonic() < deadline, newer
+                time.sleep(0.05)
+            unknown = client.request(ApiKey.OFFSET_COMMIT, 0, {
+                "group_id": "zk", "topics": [{"name": "nowhere", "partitions": [
+                    {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]})
+    assert newer["topics"][0]["partitions"][0]["committed_offset"] == -1  # a v1+ fetch reads elsewhere
+    assert unknown["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 def test_offset_commit_v1_keeps_the_clients_commit_time(broker: Broker) -> None:

@@ -128,7 +128,7 @@ def test_api_versions_at_an_unsupported_version_gets_a_v0_error_body(conn: Kafka
     (4242, 0),  # no such key anywhere
     (-1, 0),
     (32767, 3),
-    (ApiKey.OFFSET_COMMIT, 0),  # OffsetCommit v0 (ZooKeeper-kept offsets): a real version not served
+    (ApiKey.CONTROLLED_SHUTDOWN, 3),  # a real Kafka API (inter-broker) this broker does not serve
     (METADATA, 14),  # unsupported versions of served APIs
     (METADATA, 99),
     (METADATA, -1),
@@ -147,7 +147,7 @@ def test_unknown_request_gets_an_empty_response_and_the_connection_stays_open(
 
 def test_unknown_request_behavior_close() -> None:
     with Broker({"unknown.request.behavior": "close"}) as b:
-        for api_key, api_version in [(4242, 0), (METADATA, 99), (ApiKey.OFFSET_COMMIT, 0)]:
+        for api_key, api_version in [(4242, 0), (METADATA, 99), (ApiKey.CONTROLLED_SHUTDOWN, 3)]:
             with KafkaSocket(b.bootstrap_servers) as s:
                 assert_serves(s)
                 s.send_body(raw_header(api_key, api_version, 5))

@@ -1,0 +1,102 @@
+"""OffsetCommit v0 and OffsetFetch v0: offsets kept in the metadata store, as Kafka 2.8-3.9 kept them.
+
+Before Kafka 0.8.2 a consumer's offsets lived in ZooKeeper, and Kafka's ZooKeeper-mode brokers
+kept answering the v0 requests from there to the end (KafkaApis' ``apiVersion == 0`` branches):
+a commit is written to ``/consumers/<group>/offsets/<topic>/<partition>`` (the offset as a decimal
+string) and a fetch reads it back. Neither asks the group coordinator, so any broker answers,
+and neither touches ``__consumer_offsets``: a v0 commit is invisible to a v1+ fetch and the other
+way round, as in Kafka. The same znodes hold the seed-001 coordinator's offsets
+(kafkapy.coordination), through the same store calls.
+
+Checks, in Kafka's order: READ on the group for a commit, DESCRIBE for a fetch (else every
+partition GROUP_AUTHORIZATION_FAILED), the same on each topic (TOPIC_AUTHORIZATION_FAILED), the
+partition exists (UNKNOWN_TOPIC_OR_PARTITION for a commit; offset -1 and no error for a fetch),
+metadata within ``offset.metadata.max.bytes`` (OFFSET_METADATA_TOO_LARGE; v0 stores no metadata,
+but Kafka checks it). Store calls run off the loop: with ZooKeeper each is a round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol import Request, fit_body
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.modules import Answer, RequestContext
+from kafkapy.store.base import CoordinatorStore
+
+__all__ = ["ZooKeeperOffsets"]
+
+NO_OFFSET = -1
+Allowed = Callable[[RequestContext, str, str, str], bool]  # (ctx, operation, resource type, name)
+
+
+class ZooKeeperOffsets:
+    def __init__(self, store: CoordinatorStore, allowed: Allowed,
+                 partition_exists: Callable[[str, int], bool], metadata_max_bytes: int) -> None:
+        self.store = store
+        self.allowed = allowed
+        self.partition_exists = partition_exists
+        self.metadata_max_bytes = metadata_max_bytes
+
+    async def commit(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        group = body["group_id"]
+        group_allowed = self.allowed(ctx, "READ", "GROUP", group)
+        codes: dict[tuple[str, int], ErrorCode] = {}
+        writes: dict[tuple[str, int], int] = {}
+        for topic in body.get("topics") or []:
+            name = topic["name"]
+            readable = self.allowed(ctx, "READ", "TOPIC", name)
+            for p in topic.get("partitions") or []:
+                key = (name, p["partition_index"])
+                metadata = p.get("committed_metadata") or ""
+                if not group_allowed:
+                    codes[key] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+                elif not readable:
+                    codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                elif not self.partition_exists(*key):
+                    codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                elif len(metadata.encode("utf-8")) > self.metadata_max_bytes:
+                    codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                else:
+                    codes[key] = ErrorCode.NONE
+                    writes[key] = p["committed_offset"]
+        if writes:
+            await asyncio.to_thread(self.store.commit_offsets, group, writes)
+        return fit_body(ApiKey.OFFSET_COMMIT, "response", ctx.api_version, {"topics": _by_topic(
+            {key: {"error_code": code} for key, code in codes.items()})})
+
+    async def fetch(self, ctx: RequestContext, request: Request) -> Answer:
+        body = request.body
+        group = body["group_id"]
+        group_allowed = self.allowed(ctx, "DESCRIBE", "GROUP", group)
+        stored = await asyncio.to_thread(self.store.offsets, group) if group_allowed else {}
+        answers: dict[tuple[str, int], Mapping[str, Any]] = {}
+        for topic in body.get("topics") or []:
+            name = topic["name"]
+            describable = self.allowed(ctx, "DESCRIBE", "TOPIC", name)
+            for index in topic.get("partition_indexes") or []:
+                key = (name, index)
+                if not group_allowed:  # v0-v1 carry a request's error in every partition
+                    answers[key] = _fetched(NO_OFFSET, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                elif not describable:
+                    answers[key] = _fetched(NO_OFFSET, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                elif not self.partition_exists(*key):
+                    answers[key] = _fetched(NO_OFFSET, ErrorCode.NONE)
+                else:
+                    answers[key] = _fetched(stored.get(key, NO_OFFSET), ErrorCode.NONE)
+        return fit_body(ApiKey.OFFSET_FETCH, "response", ctx.api_version, {"topics": _by_topic(answers)})
+
+
+def _fetched(offset: int, code: ErrorCode) -> dict[str, Any]:
+    return {"committed_offset": offset, "metadata": "", "error_code": code}
+
+
+def _by_topic(answers: Mapping[tuple[str, int], Mapping[str, Any]]) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (name, index), fields in answers.items():
+        topics.setdefault(name, []).append({"partition_index": index, **fields})
+    return [{"name": name, "partitions": partitions} for name, partitions in topics.items()]
