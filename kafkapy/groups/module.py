@@ -42,7 +42,7 @@ from kafkapy.groups.group_configs import (
     timeout_overrides,
 )
 from kafkapy.groups.memory_log import MemoryGroupLog, memory_group_log
-from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry
+from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry, commit_refusal
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
@@ -836,12 +836,9 @@ class GroupsModule(Module):
             for p in topic.get("partitions") or []:
                 key = (name, p["partition_index"])
                 metadata = p.get("committed_metadata") or ""
-                if not readable:
-                    codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                elif not self._partition_exists(*key):
-                    codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata.encode("utf-8")) > max_metadata:
-                    codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                refusal = commit_refusal(readable, self._partition_exists(*key), metadata, max_metadata)
+                if refusal is not None:
+                    codes[key] = refusal
                 else:
                     codes[key] = ErrorCode.NONE
                     commit_timestamp = p.get("commit_timestamp", DEFAULT_COMMIT_TIMESTAMP)  # v1 only

@@ -13,11 +13,24 @@ from collections.abc import Iterable, Iterator
 
 import attrs
 
+from kafkapy.errors import ErrorCode
 from kafkapy.groups.records import OffsetCommitKey, OffsetCommitValue
 
-__all__ = ["NO_OFFSET", "OffsetEntry", "OffsetStore"]
+__all__ = ["NO_OFFSET", "OffsetEntry", "OffsetStore", "commit_refusal"]
 
 NO_OFFSET = -1  # OffsetFetch's committed_offset for a partition with no commit
+
+
+def commit_refusal(readable: bool, exists: bool, metadata: str, max_metadata_bytes: int) -> ErrorCode | None:
+    """Why one partition of an OffsetCommit is not written, in Kafka's order (the topic's READ, the
+    partition's existence, ``offset.metadata.max.bytes``), or None: the same for every version."""
+    if not readable:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if not exists:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if len(metadata.encode("utf-8")) > max_metadata_bytes:
+        return ErrorCode.OFFSET_METADATA_TOO_LARGE
+    return None
 
 
 @attrs.frozen

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafkapy.errors import ErrorCode
+from kafkapy.groups.offsets import NO_OFFSET, commit_refusal
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.modules import Answer, RequestContext
@@ -29,7 +30,6 @@ from kafkapy.store.base import CoordinatorStore
 
 __all__ = ["ZooKeeperOffsets"]
 
-NO_OFFSET = -1
 Allowed = Callable[[RequestContext, str, str, str], bool]  # (ctx, operation, resource type, name)
 
 
@@ -52,17 +52,11 @@ class ZooKeeperOffsets:
             readable = self.allowed(ctx, "READ", "TOPIC", name)
             for p in topic.get("partitions") or []:
                 key = (name, p["partition_index"])
-                metadata = p.get("committed_metadata") or ""
-                if not group_allowed:
-                    codes[key] = ErrorCode.GROUP_AUTHORIZATION_FAILED
-                elif not readable:
-                    codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                elif not self.partition_exists(*key):
-                    codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata.encode("utf-8")) > self.metadata_max_bytes:
-                    codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
-                    codes[key] = ErrorCode.NONE
+                refusal = ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_allowed else commit_refusal(
+                    readable, self.partition_exists(*key), p.get("committed_metadata") or "",
+                    self.metadata_max_bytes)
+                codes[key] = ErrorCode.NONE if refusal is None else refusal
+                if refusal is None:
                     writes[key] = p["committed_offset"]
         if writes:
             await asyncio.to_thread(self.store.commit_offsets, group, writes)

@@ -38,20 +38,25 @@ def produce_one(broker: Broker, topic: str) -> None:
     producer.close(timeout=TIMEOUT_S)
 
 
-def test_kafka_python_0_8_2_consumer_commits_with_offset_commit_v1(broker: Broker) -> None:
-    """kafka-python on api_version (0, 8, 2) commits with OffsetCommit v1 and no group membership
-    (generation -1), as a 0.8.2 consumer did against Kafka-kept offsets."""
+def consume_and_commit(broker: Broker, api_version: tuple[int, ...], group: str) -> None:
+    """An old kafka-python consumer reads t's one record, commits, and reads its commit back."""
     from kafka import KafkaConsumer, TopicPartition
 
-    produce_one(broker, "t")
-    consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, api_version=(0, 8, 2),
-                             group_id="old", auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, api_version=api_version,
+                             group_id=group, auto_offset_reset="earliest", consumer_timeout_ms=5000)
     try:
         assert [m.offset for m in consumer] == [0]
         consumer.commit()
         assert consumer.committed(TopicPartition("t", 0)) == 1
     finally:
         consumer.close()
+
+
+def test_kafka_python_0_8_2_consumer_commits_with_offset_commit_v1(broker: Broker) -> None:
+    """kafka-python on api_version (0, 8, 2) commits with OffsetCommit v1 and no group membership
+    (generation -1), as a 0.8.2 consumer did against Kafka-kept offsets."""
+    produce_one(broker, "t")
+    consume_and_commit(broker, (0, 8, 2), "old")
     [committed] = broker.group("old").offsets
     assert (committed.topic, committed.partition, committed.offset) == ("t", 0, 1)
 
@@ -62,19 +67,10 @@ def test_kafka_python_0_8_1_consumer_keeps_its_offsets_in_zookeepers_znodes(
     """kafka-python on api_version (0, 8, 1) commits with OffsetCommit v0 and reads back with
     OffsetFetch v0, which Kafka 2.8-3.9 answered from ZooKeeper: the offset is at
     /consumers/<group>/offsets/<topic>/<partition>, and __consumer_offsets knows nothing of it."""
-    from kafka import KafkaConsumer, TopicPartition
-
     config = {"zookeeper.connect": request.getfixturevalue("zk_connect")} if store == "zookeeper" else {}
     with Broker(config) as broker:
         produce_one(broker, "t")
-        consumer = KafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, api_version=(0, 8, 1),
-                                 group_id="zk", auto_offset_reset="earliest", consumer_timeout_ms=5000)
-        try:
-            assert [m.offset for m in consumer] == [0]
-            consumer.commit()
-            assert consumer.committed(TopicPartition("t", 0)) == 1
-        finally:
-            consumer.close()
+        consume_and_commit(broker, (0, 8, 1), "zk")
         assert broker.store.offsets("zk") == {("t", 0): 1}
         if store == "zookeeper":
             from kazoo.client import KazooClient
