@@ -18,6 +18,7 @@ versions, KIP-896):
   an inner message compressed again, or of another magic       INVALID_RECORD + record errors
   an inner message whose CRC-32 is wrong                       CORRUPT_MESSAGE
   a compressed payload that does not inflate                   INVALID_RECORD
+  timestamps too far apart for one batch's int64 deltas        INVALID_TIMESTAMP
   ==========================================================  ==========================
 
   A partition's message set that is already a record batch is left to the v3+ checks as it is.
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kafkapy.errors import DecodeError, ErrorCode
+from kafkapy.errors import DecodeError, EncodeError, ErrorCode
 from kafkapy.log.append import RecordsRejected
 from kafkapy.protocol.compression import Buffer, Compression, decompress
 from kafkapy.protocol.legacy_messages import build_message_set
@@ -184,9 +185,13 @@ def up_convert(data: Buffer, *, max_message_bytes: int) -> bytes | None:
         records = [Record(index, NO_TIMESTAMP if m.timestamp is None else m.timestamp, m.key, m.value)
                    for index, m in enumerate(messages)]
         append_time = any(m.magic == 1 and m.attributes & TIMESTAMP_TYPE_BIT for m in messages)
-    return build_record_batch(records, compression=codec,
-                              timestamp_type=LOG_APPEND_TIME if append_time else CREATE_TIME,
-                              base_timestamp=records[0].timestamp)
+    try:
+        return build_record_batch(records, compression=codec,
+                                  timestamp_type=LOG_APPEND_TIME if append_time else CREATE_TIME,
+                                  base_timestamp=records[0].timestamp)
+    except EncodeError as exc:  # timestamps further apart than a batch's int64 deltas reach
+        raise RecordsRejected(ErrorCode.INVALID_TIMESTAMP,
+                              f"The messages cannot be one record batch: {exc}") from None
 
 
 def down_convert(chunks: Iterable[Buffer], *, to_magic: int, fetch_offset: int) -> bytes:

@@ -201,6 +201,12 @@ def test_up_conversion_refuses_what_kafka_refuses() -> None:
     assert _reject(_wrap_raw(b"not gzip at all", magic=1, compress=False)).code == ErrorCode.INVALID_RECORD
 
 
+def test_timestamps_too_far_apart_for_one_batch_are_refused_not_raised() -> None:
+    first = old_producer_set(1, Compression.NONE, [(None, b"a", -(2**63))])
+    second = old_producer_set(1, Compression.NONE, [(None, b"b", 2**63 - 1)])
+    assert _reject(first + second).code == ErrorCode.INVALID_TIMESTAMP
+
+
 def _raw_message(magic: int, attributes: int, value: bytes) -> bytes:
     """One message exactly as given (no checks), with a valid CRC."""
     body = struct.pack(">bb", magic, attributes) + (struct.pack(">q", NOW) if magic else b"")
