@@ -201,6 +201,19 @@ def test_up_conversion_refuses_what_kafka_refuses() -> None:
     assert _reject(_wrap_raw(b"not gzip at all", magic=1, compress=False)).code == ErrorCode.INVALID_RECORD
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(codec=st.sampled_from(LEGACY_CODECS),
+       records=st.lists(st.tuples(blobs, blobs, st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=5))
+def test_any_magic_one_timestamps_give_a_batch_or_a_kafka_error(
+        codec: Compression, records: Sent) -> None:
+    try:
+        converted = up_convert(old_producer_set(1, codec, records), max_message_bytes=MAX)
+    except RecordsRejected as rejected:
+        assert rejected.code == ErrorCode.INVALID_TIMESTAMP
+        return
+    assert [r.timestamp for r in RecordBatch(converted or b"").record_list()] == [ts for *_, ts in records]
+
+
 def test_timestamps_too_far_apart_for_one_batch_are_refused_not_raised() -> None:
     first = old_producer_set(1, Compression.NONE, [(None, b"a", -(2**63))])
     second = old_producer_set(1, Compression.NONE, [(None, b"b", 2**63 - 1)])
