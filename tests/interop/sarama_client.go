@@ -4,9 +4,11 @@
 // "sarama-group" (offsets committed as they are marked, and on the way out). Built against
 // Debian's golang-github-shopify-sarama-dev (Sarama 1.22), in GOPATH mode, by the test.
 //
-//	sarama_client produce|idempotent|consume|group BOOTSTRAP TOPIC COUNT VERSION CODEC
+//	sarama_client produce|idempotent|consume|group|admin BOOTSTRAP TOPIC COUNT VERSION CODEC
 //
-// idempotent is produce with Sarama's idempotent producer (InitProducerId, sequence numbers).
+// idempotent is produce with Sarama's idempotent producer (InitProducerId, sequence numbers);
+// admin creates TOPIC with COUNT partitions, lists the topics, then creates, lists and deletes a
+// literal ACL on it (Sarama 1.22 sends the ACL requests at v0), printing a JSON line per step.
 //
 // VERSION is the Kafka protocol Sarama speaks (it sends no ApiVersions: 0.8.2.0, Sarama's own
 // default, means Produce v0 and Fetch v0); CODEC is none, gzip, snappy or lz4.
@@ -125,9 +127,53 @@ func main() {
 		if err := group.Close(); err != nil { // leaves the group, committing what was marked
 			fail(err)
 		}
+	case "admin":
+		admin, err := sarama.NewClusterAdmin(bootstrap, config)
+		if err != nil {
+			fail(err)
+		}
+		defer admin.Close()
+		detail := &sarama.TopicDetail{NumPartitions: int32(count), ReplicationFactor: 1}
+		if err := admin.CreateTopic(topic, detail, false); err != nil {
+			fail(err)
+		}
+		topics, err := admin.ListTopics()
+		if err != nil {
+			fail(err)
+		}
+		report("topic", map[string]interface{}{"partitions": topics[topic].NumPartitions})
+		resource := sarama.Resource{ResourceType: sarama.AclResourceTopic, ResourceName: topic,
+			ResoucePatternType: sarama.AclPatternLiteral}
+		acl := sarama.Acl{Principal: "User:alice", Host: "*", Operation: sarama.AclOperationRead,
+			PermissionType: sarama.AclPermissionAllow}
+		if err := admin.CreateACL(resource, acl); err != nil {
+			fail(err)
+		}
+		any := sarama.AclFilter{ResourceType: sarama.AclResourceAny, Operation: sarama.AclOperationAny,
+			PermissionType: sarama.AclPermissionAny, ResourcePatternTypeFilter: sarama.AclPatternAny}
+		listed, err := admin.ListAcls(any)
+		if err != nil {
+			fail(err)
+		}
+		for _, resourceAcls := range listed {
+			for _, acl := range resourceAcls.Acls {
+				report("acl", map[string]interface{}{"resource": resourceAcls.ResourceName, "principal": acl.Principal})
+			}
+		}
+		deleted, err := admin.DeleteACL(any, false)
+		if err != nil {
+			fail(err)
+		}
+		report("deleted", map[string]interface{}{"count": len(deleted)})
 	default:
 		fail(fmt.Errorf("unknown mode %q", mode))
 	}
+}
+
+func report(step string, fields map[string]interface{}) {
+	fields["step"] = step
+	line, _ := json.Marshal(fields)
+	fmt.Println(string(line))
 }
 
 // member prints each record it is given, marks it for commit, and says when it has seen want.

@@ -106,3 +106,16 @@ def test_sarama_idempotent_producer(sarama: Path) -> None:
         [state] = broker.producers("t", 0)
         assert [json.loads(line) for line in run(sarama, "consume", broker, "t", "2.1.0", "none")] == EXPECTED
     assert state.producer_id >= 0 and state.last_sequence == COUNT - 1
+
+
+def test_sarama_cluster_admin(sarama: Path) -> None:
+    """Sarama's ClusterAdmin: CreateTopics and a topic listing through Metadata and
+    DescribeConfigs, and the ACL APIs at v0 (literal patterns, which Kafka 4 no longer serves)."""
+    with Broker({"authorizer.class.name": "acl", "super.users": "User:ANONYMOUS"}) as broker:
+        steps = [json.loads(line)
+                 for line in run(sarama, "admin", broker, "admin-t", "1.0.0", "none", count=3)]
+    assert steps == [
+        {"step": "topic", "partitions": 3},
+        {"step": "acl", "resource": "admin-t", "principal": "User:alice"},
+        {"step": "deleted", "count": 1},
+    ]
