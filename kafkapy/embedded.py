@@ -119,10 +119,14 @@ class Snapshot:
     offsets: dict[str, dict[tuple[str, int], int]]
 
 
-def member_config(config: Mapping[str, Any], index: int) -> dict[str, Any]:
+def member_config(config: Mapping[str, Any], index: int,
+                  racks: Sequence[str | None] | None = None) -> dict[str, Any]:
     """The configuration of broker ``index`` of an in-process cluster built from ``config``: its
-    id (broker.id + index, from 0 when unset) and its listeners' ports (+ index, 0 stays 0)."""
+    id (broker.id + index, from 0 when unset), its listeners' ports (+ index, 0 stays 0), and its
+    rack when ``racks`` names one per broker."""
     member = dict(config)
+    if racks is not None:
+        member["broker.rack"] = racks[index]
     base = int(config.get("broker.id", -1))
     member["broker.id"] = (base if base >= 0 else 0) + index
     for key in ("listeners", "advertised.listeners"):
@@ -169,15 +173,20 @@ class Broker:
                  fast_paths: FastPaths = ALL_FAST_PATHS,
                  defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, clock: VirtualClock | None = None,
                  control: str | None = None, control_allow_remote: bool = False,
-                 strict: bool = False) -> None:
+                 strict: bool = False, racks: Sequence[str | None] | None = None) -> None:
         """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
         passes none, so it keeps Kafka's). ``clock``: a VirtualClock to run on instead of real time.
         ``control``: serve the HTTP control endpoint there ("127.0.0.1:0"; kafkapy.control) while
-        the broker runs. ``strict``: ``kafkapy.strict=true`` (kafkapy.strict)."""
+        the broker runs. ``strict``: ``kafkapy.strict=true`` (kafkapy.strict). ``racks``: each
+        broker's ``broker.rack``, one per broker (None: no rack), for rack-aware clients."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
+        if racks is not None and len(racks) != brokers:
+            raise ConfigError(f"racks names {len(racks)} racks for {brokers} brokers: one per broker")
         default_keys = default_module_keys()
         given = {**defaults, **(config or {})}
+        if racks is not None and brokers == 1:
+            given["broker.rack"] = racks[0]
         if strict:
             given[STRICT] = True
         self._strict_lists: list[Violations] = []  # strict mode's lists, kept once the broker is down
@@ -214,7 +223,7 @@ class Broker:
         # One Broker per member of a cluster (sharing the store); [self] for a single broker.
         self.brokers: list[Broker] = [self]
         if brokers > 1:
-            self.brokers = [Broker(member_config(given, i), store=store, modules=modules,
+            self.brokers = [Broker(member_config(given, i, racks), store=store, modules=modules,
                                    fast_paths=fast_paths, defaults={}, clock=clock) for i in range(brokers)]
             for member in self.brokers:
                 member._cluster = self

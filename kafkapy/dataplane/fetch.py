@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kafkapy.dataplane.fetch_sessions import (
     NO_SESSION,
@@ -81,17 +81,27 @@ __all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FIRST_RECORD_BATCH_VERSION", 
 FETCH_VERSIONS = VersionRange(0, _newest_fetch())  # v0-v3 get the old message formats (down-converted)
 FIRST_RECORD_BATCH_VERSION = 4  # Fetch v4 carries the batches as stored; v0-v3 get them converted
 FIRST_ZSTD_VERSION = 10  # KIP-110: an older Fetch of a zstd topic is refused
+FIRST_RACK_VERSION = 11  # KIP-392: rack_id, preferred_read_replica, reads from followers
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 READ_COMMITTED = 1  # IsolationLevel.READ_COMMITTED
 FIRST_TOPIC_ID_VERSION = 13  # topics named by id from Fetch v13 (KIP-516)
 FIRST_SESSION_VERSION = 7  # KIP-227
 FIRST_CURRENT_LEADER_VERSION = 16  # KIP-951: current_leader and node_endpoints filled on leader errors
 NO_LEADER_EPOCH = -1
 
+def _known_selector(value: Any) -> str | None:
+    return None if value in (None, "", RACK_AWARE_SELECTOR) else (
+        f"kafkapy has Kafka's {RACK_AWARE_SELECTOR} only (or none: the leader serves every fetch)")
+
+
 FETCH_CONFIG_KEYS = (
     ConfigKey("fetch.max.bytes", "int", 57671680,
               "Kafka's default: the most a Fetch response carries, whatever the request asks"),
     ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000,
               "Kafka's default: the most KIP-227 fetch sessions the broker keeps"),
+    ConfigKey("replica.selector.class", "string", None,
+              "KIP-392: Kafka's RackAwareReplicaSelector sends a consumer with a client.rack to an in-sync "
+              "replica in its rack; unset (Kafka's default) the leader serves every fetch.", _known_selector),
 )
 _LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 
@@ -100,6 +110,12 @@ class PartitionSource(Protocol):
     def leader_log(self, topic: str, partition: int) -> PartitionLog:
         """The log of a partition this broker leads; raises KafkaApiError(UNKNOWN_TOPIC_OR_PARTITION)
         or KafkaApiError(NOT_LEADER_OR_FOLLOWER)."""
+    def replica_log(self, topic: str, partition: int) -> PartitionLog:
+        """The log of a partition this broker holds a replica of, for a consumer's Fetch v11+
+        (KIP-392); raises KafkaApiError like leader_log for one it holds no records of."""
+    @property
+    def shares_logs(self) -> bool:
+        """Whether this broker's followers hold their leaders' records."""
     def leader_epoch(self, topic: str, partition: int) -> int: ...
     def leadership(self, topic: str, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) as Metadata answers them; raises KafkaApiError like leader_log."""
@@ -149,15 +165,32 @@ def _diverging_epoch(log: PartitionLog, p: SessionPartition) -> dict[str, int] |
     return None
 
 
-class _Read:
-    """One read of every partition of a request, with the byte budget it used."""
+def _replica_id(body: Mapping[str, Any]) -> int:
+    """The fetcher's replica id (-1 for a consumer): v15+ carries it in replica_state (KIP-903)."""
+    state = body.get("replica_state")
+    return int(state["replica_id"] if state is not None else body.get("replica_id", -1))
 
-    __slots__ = ("bytes", "error", "results")
+
+class _Read:
+    """One read of every partition of a request, with the byte budget it used, and whether it must
+    be answered now whatever its size (a partition's error, or a preferred read replica)."""
+
+    __slots__ = ("answer_now", "bytes", "results")
 
     def __init__(self) -> None:
         self.results: list[tuple[SessionPartition, dict[str, Any], int]] = []
         self.bytes = 0
-        self.error = False
+        self.answer_now = False
+
+
+class _How(NamedTuple):
+    """How one request reads, the same for each of its partitions and each of its reads."""
+
+    read_committed: bool
+    to_magic: int | None  # Fetch v0-v3: the old message format to convert to
+    any_replica: bool  # a consumer's Fetch v11+ (KIP-392): a follower may serve it
+    client_rack: str  # the consumer's rack_id (v11+), "" for none
+    listener: str  # the request's listener, where a preferred read replica must be reachable
 
 
 class FetchHandler:
@@ -171,6 +204,7 @@ class FetchHandler:
         self.services = services
         # A topic's compression.type, for refusing a zstd topic to Fetch < v10; None: never refused.
         self.compression_type = compression_type
+        self.rack_aware = services.config.get("replica.selector.class") == RACK_AWARE_SELECTOR
         # (principal, host, operation, resource type, name); None: allow all (no authorizer configured)
         self.authorize = authorize
         config = services.config
@@ -208,18 +242,37 @@ class FetchHandler:
                     else topic_key
         if self.authorize is not None:
             self._authorize(ctx, body, names)
-        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
+        consumer = _replica_id(body) < 0
+        how = _How(read_committed=body.get("isolation_level", 0) == READ_COMMITTED,
+                   to_magic=fetch_magic(version),
+                   any_replica=consumer and version >= FIRST_RACK_VERSION,
+                   client_rack=(body.get("rack_id") or "") if consumer else "",
+                   listener=ctx.connection.listener)
         max_bytes = min(body.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
-        to_magic = fetch_magic(version)
         if version < FIRST_ZSTD_VERSION and self.compression_type is not None:
             self._refuse_zstd_topics(names)
-        read = self._read_all(context.partitions, names, max_bytes, read_committed, to_magic)
+        read = self._read_all(context.partitions, names, max_bytes, how)
         max_wait_ms, min_bytes = body["max_wait_ms"], body["min_bytes"]
-        if not (read.bytes >= min_bytes or read.error or max_wait_ms <= 0 or not context.partitions):
-            read = await self._wait(context.partitions, names, max_bytes, read_committed, min_bytes,
-                                    max_wait_ms / 1000, to_magic)
-        response = self._response(ctx, body, context, read, names, read_committed)
+        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or not context.partitions):
+            read = await self._wait(context.partitions, names, max_bytes, how, min_bytes, max_wait_ms / 1000)
+        response = self._response(ctx, body, context, read, names, how.read_committed)
         return ChunkedResponse(fit_body(ApiKey.FETCH, "response", ctx.api_version, response))
+
+    def _preferred_read_replica(self, topic: str, partition: int, how: _How) -> int | None:
+        """KIP-392, on the leader only (Kafka's findPreferredReadReplica with its
+        RackAwareReplicaSelector): among the leader and the in-sync followers reachable on the
+        request's listener, those in the consumer's rack; the leader if it is one of them (None:
+        read here), else the lowest id of them (their logs are the leader's, equally caught up).
+        None too where followers hold no records (kafkapy replicates nothing between brokers that
+        keep their own logs)."""
+        leader, _ = self.source.leadership(topic, partition)
+        if leader != self.services.broker_id or not self.source.shares_logs:
+            return None
+        brokers = {b.broker_id: b for b in self.services.cluster.brokers}
+        in_rack = [replica for replica in [leader, *self.services.cluster.in_sync_replicas(topic, partition)]
+                   if replica in brokers and brokers[replica].rack == how.client_rack
+                   and brokers[replica].endpoint(how.listener) is not None]
+        return None if not in_rack or leader in in_rack else min(in_rack)
 
     def _refuse_zstd_topics(self, names: dict[str | uuid.UUID, str | None]) -> None:
         """Kafka's maybeConvertFetchedData: a Fetch older than v10 (KIP-110) gets
@@ -236,9 +289,7 @@ class FetchHandler:
         id of 0 or more) CLUSTER_ACTION on the CLUSTER; the rest is TOPIC_AUTHORIZATION_FAILED."""
         assert self.authorize is not None
         conn = ctx.connection
-        state = body.get("replica_state")
-        replica_id = state["replica_id"] if state is not None else body.get("replica_id", -1)
-        if replica_id >= 0:
+        if _replica_id(body) >= 0:
             allowed = self.authorize(conn.principal, conn.client_address[0], "CLUSTER_ACTION", "CLUSTER",
                                      CLUSTER_RESOURCE)
             if not allowed:
@@ -258,8 +309,7 @@ class FetchHandler:
                                 p.get("last_fetched_epoch", -1))
 
     async def _wait(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
-                    max_bytes: int, read_committed: bool, min_bytes: int, max_wait: float,
-                    to_magic: int | None) -> _Read:
+                    max_bytes: int, how: _How, min_bytes: int, max_wait: float) -> _Read:
         """Kafka's DelayedFetch: read again on each append to a partition of the request, and on
         each change of the cluster (a partition that moved to another leader or was deleted then
         answers its error at once, as DelayedFetch.tryComplete does), until ``min_bytes`` are
@@ -279,28 +329,28 @@ class FetchHandler:
                 if not await appended.wait(left) or self.services.stopping:
                     break
                 appended.clear()
-                read = self._read_all(partitions, names, max_bytes, read_committed, to_magic)
-                if read.bytes >= min_bytes or read.error:
+                read = self._read_all(partitions, names, max_bytes, how)
+                if read.bytes >= min_bytes or read.answer_now:
                     return read
         finally:
             for remove in removers:
                 remove()
-        return self._read_all(partitions, names, max_bytes, read_committed, to_magic)
+        return self._read_all(partitions, names, max_bytes, how)
 
     def _read_all(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
-                  max_bytes: int, read_committed: bool, to_magic: int | None = None) -> _Read:
+                  max_bytes: int, how: _How) -> _Read:
         read = _Read()
         for p in partitions:
             data, size = self._read_one(p, names.get(p.key[0]), max_bytes - read.bytes,
-                                        min_one_batch=read.bytes == 0, read_committed=read_committed,
-                                        to_magic=to_magic)
+                                        min_one_batch=read.bytes == 0, how=how)
             read.results.append((p, data, size))
             read.bytes += size
-            read.error = read.error or data["error_code"] != ErrorCode.NONE
+            read.answer_now = read.answer_now or data["error_code"] != ErrorCode.NONE or \
+                "preferred_read_replica" in data
         return read
 
     def _read_one(self, p: SessionPartition, topic: str | None, budget: int, *, min_one_batch: bool,
-                  read_committed: bool, to_magic: int | None = None) -> tuple[dict[str, Any], int]:
+                  how: _How) -> tuple[dict[str, Any], int]:
         index = p.key[1]
         if topic is None:
             return _error_data(index, ErrorCode.UNKNOWN_TOPIC_ID), 0
@@ -309,7 +359,8 @@ class FetchHandler:
         if topic is _ZSTD_REFUSED:
             return _error_data(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), 0
         try:
-            log = self.source.leader_log(topic, index)
+            source = self.source
+            log = source.replica_log(topic, index) if how.any_replica else source.leader_log(topic, index)
             if p.current_leader_epoch != NO_LEADER_EPOCH:
                 epoch = self.source.leader_epoch(topic, index)
                 if p.current_leader_epoch < epoch:
@@ -324,16 +375,25 @@ class FetchHandler:
                             "last_stable_offset": log.last_stable_offset,
                             "log_start_offset": log.log_start_offset, "diverging_epoch": diverging,
                             "records": b""}, 0
+            if how.client_rack and self.rack_aware:
+                preferred = self._preferred_read_replica(topic, index, how)
+                if preferred is not None:  # Kafka skips the read: the consumer goes there instead
+                    return {"partition_index": index, "error_code": ErrorCode.NONE,
+                            "high_watermark": log.high_watermark,
+                            "last_stable_offset": log.last_stable_offset,
+                            "log_start_offset": log.log_start_offset, "preferred_read_replica": preferred,
+                            "records": b""}, 0
             limit = min(p.max_bytes, max(budget, 0))
+            read_committed = how.read_committed
             result = log.read(p.fetch_offset, limit,
                               max_offset=log.last_stable_offset if read_committed else log.high_watermark,
                               min_one_batch=min_one_batch, aborted_transactions=read_committed)
         except KafkaApiError as refusal:
             return _error_data(index, ErrorCode(refusal.code)), 0
         chunks = result.chunks
-        if to_magic is not None and chunks:  # Fetch v0-v3: the old message formats (Kafka's down-conversion)
+        if how.to_magic is not None and chunks:  # Fetch v0-v3: the old message formats (down-conversion)
             try:
-                chunks = [down_convert(chunks, to_magic=to_magic, fetch_offset=p.fetch_offset)]
+                chunks = [down_convert(chunks, to_magic=how.to_magic, fetch_offset=p.fetch_offset)]
             except DownConversionRefused as refused:
                 return _error_data(index, refused.code), 0
         records = RecordChunks(chunks)

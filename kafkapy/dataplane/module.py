@@ -206,7 +206,7 @@ class DataPlaneModule(Module):
                 LogManager(default_config=self.default_log_config, clock=wall_ms),
                 producer_id_expiration_ms=expiration))
         self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self.log_config,
-                                      shared=not self._owns_logs)
+                                      shared=not self._owns_logs, loop=services.loop)
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         # With no authorizer configured nothing is asked on Produce's path (None: allow all).
         self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create, wall_ms,

@@ -26,6 +26,7 @@ partition answers NOT_LEADER_OR_FOLLOWER with Kafka's message, and the broker lo
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 import threading
@@ -62,6 +63,9 @@ class LogHome:
         # Brokers of one in-process cluster run on loops of their own (Broker() as a context
         # manager) and share a memory home: making a log or a producer table is done under it.
         self.lock = threading.Lock()
+        # The registries of the brokers sharing this home: an append on the leader wakes the
+        # fetches waiting on a follower too (KIP-392: consumers may read from followers).
+        self.views: weakref.WeakSet[Partitions] = weakref.WeakSet()
 
     def producer_state(self, topic: str, partition: int, log: SegmentedLog) -> ProducerStateManager:
         """The partition's producer table; built from the log's snapshot and tail the first time
@@ -126,11 +130,15 @@ class Partitions:
     """The partitions this broker leads and their logs (fetch's ``PartitionSource``)."""
 
     def __init__(self, home: LogHome, cluster: ClusterView, broker_id: Callable[[], int],
-                 log_config: Callable[[str], LogConfig], *, shared: bool = False) -> None:
+                 log_config: Callable[[str], LogConfig], *, shared: bool = False,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.home = home
         # The in-process cluster's brokers share their logs (one memory home): a follower's log is
         # then the leader's, as Kafka's follower holds a copy of it.
         self.shared = shared
+        self.loop = loop  # where this broker's fetches wait (woken from another loop thread-safely)
+        if shared:
+            home.views.add(self)
         self.cluster = cluster
         self._broker_id = broker_id
         self._log_config = log_config
@@ -154,6 +162,12 @@ class Partitions:
         """The partition's leader by the topics view; UNKNOWN_TOPIC_OR_PARTITION if it has none."""
         return self.leadership(topic, partition)[0]
 
+    @property
+    def shares_logs(self) -> bool:
+        """Whether a follower here holds the leader's records (the in-process cluster's shared
+        logs); where each broker keeps its own, kafkapy does not replicate and it holds none."""
+        return self.shared
+
     def leader_log(self, topic: str, partition: int) -> SegmentedLog:
         """The log of a partition this broker leads (made empty the first time), with the
         current leader epoch started in its epoch cache."""
@@ -162,6 +176,22 @@ class Partitions:
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                                 f"This server is not the leader for partition {topic}-{partition} "
                                 f"(the leader is broker {leader}).")
+        return self._log(topic, partition, epoch)
+
+    def replica_log(self, topic: str, partition: int) -> SegmentedLog:
+        """The log of a partition this broker holds a replica of: the leader's own, or a
+        follower's where the brokers share their logs (what a consumer may read from a follower,
+        KIP-392). Elsewhere a follower holds none of the records: NOT_LEADER_OR_FOLLOWER, as a
+        broker that is no replica answers."""
+        leader, epoch = self.leadership(topic, partition)
+        me = self._broker_id()
+        replicas = self.cluster.topics[topic].partitions.get(partition, ())
+        if leader != me and (not self.shared or me not in replicas):
+            raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                f"This server is not a replica of partition {topic}-{partition}.")
+        return self._log(topic, partition, epoch)
+
+    def _log(self, topic: str, partition: int, epoch: int) -> SegmentedLog:
         home = self.home
         topic_id = self.cluster.topics[topic].topic_id
         log = home.logs.get(topic, partition)
@@ -239,7 +269,19 @@ class Partitions:
         return bool(self._listeners.get((topic, partition)))
 
     def appended(self, topic: str, partition: int) -> None:
-        """The high watermark of ``topic-partition`` moved: wake whoever waits on it."""
+        """The high watermark of ``topic-partition`` moved: wake whoever waits on it, here and, where
+        the logs are shared, on the other brokers (a consumer fetching from a follower)."""
+        self._wake(topic, partition)
+        if self.shared and len(self.home.views) > 1:  # a lone broker (the usual case) pays one len()
+            for view in list(self.home.views):
+                if view is self:
+                    continue
+                if view.loop is None or view.loop is self.loop:
+                    view._wake(topic, partition)
+                elif not view.loop.is_closed():
+                    view.loop.call_soon_threadsafe(view._wake, topic, partition)
+
+    def _wake(self, topic: str, partition: int) -> None:
         callbacks = self._listeners.get((topic, partition))
         if callbacks:  # nearly always none: no list made per Produce
             for callback in list(callbacks):

@@ -152,12 +152,13 @@ def test_a_waiting_fetch_wakes_when_data_is_appended(broker: Broker) -> None:
     assert not module.has_waiters("t", 0)  # the callback was removed
 
 
-def _fetch_in_thread(bootstrap: str, topic: str, answered: dict[str, Any]) -> threading.Thread:
-    """A v12 fetch of ``topic``-0 at offset 0 with a 20 s max_wait_ms, from another thread."""
+def _fetch_in_thread(bootstrap: str, topic: str, answered: dict[str, Any], version: int = 12,
+                     current_leader_epoch: int = -1) -> threading.Thread:
+    """A fetch of ``topic``-0 at offset 0 with a 20 s max_wait_ms, from another thread."""
     def consume() -> None:
         with SimpleClient(bootstrap, timeout=30) as client:
-            answered["response"] = fetch(client, 12, [{"partition": 0, "fetch_offset": 0}], topic=topic,
-                                         max_wait_ms=20_000)
+            asked = {"partition": 0, "fetch_offset": 0, "current_leader_epoch": current_leader_epoch}
+            answered["response"] = fetch(client, version, [asked], topic=topic, max_wait_ms=20_000)
             answered["at"] = time.monotonic()
 
     consumer = threading.Thread(target=consume)
@@ -179,11 +180,18 @@ def test_a_waiting_fetch_answers_at_once_when_its_topic_is_deleted(broker: Broke
     assert answered["at"] - deleted_at < 5  # not the 20 s of max_wait_ms
 
 
-def test_a_waiting_fetch_answers_at_once_when_its_partition_moves() -> None:
+@pytest.mark.parametrize(("version", "knows_epoch", "error"), [
+    (10, False, ErrorCode.NOT_LEADER_OR_FOLLOWER),  # before KIP-392 a consumer reads from leaders only
+    (12, True, ErrorCode.FENCED_LEADER_EPOCH),  # a follower may serve it, but its epoch is past
+])
+def test_a_waiting_fetch_answers_at_once_when_its_partition_moves(version: int, knows_epoch: bool,
+                                                                  error: ErrorCode) -> None:
     """...and when the partition moved to another leader: the consumer learns it without waiting
     out max_wait_ms. The answer names the new leader (KIP-951) if the controller's write of the
     partition state reached this broker first, else none yet (-1, Kafka's LeaderAndIsr answer for
-    a partition between leaders), and the client asks Metadata."""
+    a partition between leaders), and the client asks Metadata. From v11 a former leader, now a
+    follower holding the log, may go on serving a consumer (Kafka's fetchOnlyLeader is false for
+    them): what tells the consumer is the leader epoch it sends, as real clients do."""
     with Broker(brokers=2) as cluster:
         first, second = cluster.brokers
         assert first.runtime is not None and first.store is not None
@@ -192,16 +200,18 @@ def test_a_waiting_fetch_answers_at_once_when_its_partition_moves() -> None:
                    and seeded(first).services.cluster.leadership("moving", 0) is not None,
                    what="moving in the cluster view with a leader")
         answered: dict[str, Any] = {}
-        consumer = _fetch_in_thread(first.bootstrap_servers, "moving", answered)
+        epoch = seeded(first).services.cluster.leadership("moving", 0)[1] if knows_epoch else -1
+        consumer = _fetch_in_thread(first.bootstrap_servers, "moving", answered, version, epoch)
         wait_until(lambda: seeded(first).has_waiters("moving", 0), what="the fetch waiting on the partition")
         moved_at = time.monotonic()
         move = cluster.move_leader("moving", 0, to=second.runtime.broker_id)
         consumer.join(30)
         [partition] = answered["response"]["responses"][0]["partitions"]
-        assert partition["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
-        assert partition["current_leader"] in ({"leader_id": second.runtime.broker_id,
-                                                "leader_epoch": move.leader_epoch},
-                                               {"leader_id": -1, "leader_epoch": -1})
+        assert partition["error_code"] == error
+        if version >= 12:  # current_leader is a tagged field from v12
+            assert partition["current_leader"] in ({"leader_id": second.runtime.broker_id,
+                                                    "leader_epoch": move.leader_epoch},
+                                                   {"leader_id": -1, "leader_epoch": -1})
         assert answered["at"] - moved_at < 5
 
 
