@@ -121,7 +121,8 @@ async def _serve_until_signalled(config: Any) -> None:
 
 async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: str | None,
                                          control: str | None = None,
-                                         control_allow_remote: bool = False, clock: Any = None) -> None:
+                                         control_allow_remote: bool = False, clock: Any = None,
+                                         racks: list[str] | None = None) -> None:
     """``serve --brokers N`` / ``--seed FILE`` / ``--control HOST:PORT``: the embedded Broker on this
     loop, N brokers sharing one store (kafkapy.embedded), seeded before anyone is told it is up.
     ``clock`` (``--virtual-clock``): a VirtualClock whose loop this runs on."""
@@ -149,7 +150,7 @@ async def _serve_cluster_until_signalled(config: Any, brokers: int, seed_file: s
         settings = with_history(settings)
     # A bad control address fails here, before any listener binds.
     broker = Broker(settings, brokers=brokers, defaults={}, control=control,
-                    control_allow_remote=control_allow_remote, clock=clock)
+                    control_allow_remote=control_allow_remote, clock=clock, racks=racks)
     try:
         await broker.start()
         try:
@@ -198,6 +199,10 @@ def _serve(args: argparse.Namespace) -> int:
                                     declared=lambda: [key.name for key in default_module_keys()])
         if args.brokers < 1:
             raise KafkaPyError(f"--brokers must be at least 1, not {args.brokers}")
+        racks = args.racks.split(",") if args.racks else None
+        if racks is not None and len(racks) != args.brokers:
+            raise KafkaPyError(f"--racks names {len(racks)} racks for {args.brokers} broker(s): "
+                               "one per broker")
         if args.control_allow_remote and not args.control:
             raise KafkaPyError("--control-allow-remote needs --control HOST:PORT")
         if args.virtual_clock and not args.control:
@@ -209,10 +214,10 @@ def _serve(args: argparse.Namespace) -> int:
             # The brokers run on the clock's own loop (Broker(clock=...) asks for it), in this thread.
             clock = VirtualClock()
             clock.run(_serve_cluster_until_signalled(config, args.brokers, args.seed, args.control,
-                                                     args.control_allow_remote, clock))
-        elif args.brokers > 1 or args.seed or args.control:
+                                                     args.control_allow_remote, clock, racks))
+        elif args.brokers > 1 or args.seed or args.control or racks:
             asyncio.run(_serve_cluster_until_signalled(config, args.brokers, args.seed, args.control,
-                                                       args.control_allow_remote))
+                                                       args.control_allow_remote, racks=racks))
         else:
             asyncio.run(_serve_until_signalled(config))
     except KafkaPyError as exc:  # a bad config, an unreachable or corrupt metadata store
@@ -305,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--brokers", metavar="N", type=int, default=1,
                        help="run N brokers in this process sharing one store, ids broker.id (or 0) "
                             "and up, on consecutive ports (ephemeral ones for port 0)")
+    serve.add_argument("--racks", metavar="RACK,...",
+                       help="each broker's broker.rack, in order, one per --brokers (for rack-aware clients: "
+                            "KIP-392 with replica.selector.class)")
     serve.add_argument("--seed", metavar="FILE",
                        help="create these topics and records first: JSON, or YAML with PyYAML installed "
                             "({\"topic\": {\"partitions\": 3, \"config\": {...}, \"records\": [...]}})")

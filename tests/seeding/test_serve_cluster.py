@@ -93,3 +93,31 @@ def test_a_bad_seed_file_is_one_error_line(tmp_path: Path, content: str, message
 def test_brokers_must_be_positive() -> None:
     code, err = serve_in_process("--brokers", "0")
     assert code == 2 and "--brokers must be at least 1" in err
+
+
+def test_racks_are_one_per_broker() -> None:
+    code, err = serve_in_process("--brokers", "3", "--racks", "a,b")
+    assert code == 2 and "--racks names 2 racks for 3 broker(s)" in err
+
+
+def test_serve_gives_each_broker_its_rack() -> None:
+    from kafkapy.client import SimpleClient
+    from kafkapy.protocol.api_keys import ApiKey
+
+    proc = serve("--brokers", "3", "--racks", "az0,az1,az2",
+                 "--override", "listeners=PLAINTEXT://127.0.0.1:0")
+    try:
+        assert proc.stderr is not None
+        deadline, found = time.monotonic() + 30, None
+        while found is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            found = SERVING.search(line)
+        assert found is not None
+        with SimpleClient(found.group(2)) as client:
+            brokers = client.request(ApiKey.METADATA, 12, {"topics": []})["brokers"]
+        assert {b["node_id"]: b["rack"] for b in brokers} == {0: "az0", 1: "az1", 2: "az2"}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
