@@ -117,6 +117,7 @@ class TopicsModule(Module):
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
         self._lock = asyncio.Lock()  # one change at a time on the controller
+        self._racks: dict[int, str | None] = {}  # the live brokers' racks, as the last snapshot read them
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -162,6 +163,8 @@ class TopicsModule(Module):
         store = self.services.store
         topics = await asyncio.to_thread(store.topics)
         brokers = await asyncio.to_thread(store.brokers)
+        # Their racks too, for Kafka's rack-aware placement (read with the same snapshot).
+        self._racks = {b.broker_id: b.rack for b in brokers}
         return topics, {b.broker_id for b in brokers}
 
     async def _settled(self, done: Callable[[Mapping[str, TopicInfo]], bool], timeout_ms: int) -> bool:
@@ -392,7 +395,7 @@ class TopicsModule(Module):
         if factor > len(live):
             raise KafkaApiError(ErrorCode.INVALID_REPLICATION_FACTOR,
                                 f"Replication factor: {factor} larger than available brokers: {len(live)}.")
-        return TopicInfo(name, uuid.uuid4(), assign_replicas(live, partitions, factor))
+        return TopicInfo(name, uuid.uuid4(), assign_replicas(live, partitions, factor, racks=self._racks))
 
     # --- DeleteTopics (20) --------------------------------------------------------------------
 
@@ -619,8 +622,7 @@ class TopicsModule(Module):
         code = election_outcome(kind, replicas, live, leadership[0], isr)
         return code, ELECTION_MESSAGES.get(code)
 
-    @staticmethod
-    def _plan_partitions(item: Mapping[str, Any], topic: TopicInfo | None,
+    def _plan_partitions(self, item: Mapping[str, Any], topic: TopicInfo | None,
                          live: set[int]) -> dict[int, tuple[int, ...]]:
         """The partitions a CreatePartitions entry adds, checked as Kafka checks them."""
         name = item["name"]
@@ -640,7 +642,8 @@ class TopicsModule(Module):
             if factor > len(live):
                 raise KafkaApiError(ErrorCode.INVALID_REPLICATION_FACTOR, f"Replication factor: {factor} "
                                     f"larger than available brokers: {len(live)}.")
-            return placement_for_new_partitions(sorted(live), topic.partitions, count)
+            return placement_for_new_partitions(sorted(live), topic.partitions, count,
+                                                racks=self._racks)
         if len(assignments) != count - old:
             raise KafkaApiError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                 f"Increasing the number of partitions by {count - old} but "

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafkapy.embedded import Broker
 from kafkapy.log.topic_config import TOPIC_CONFIGS
 from kafkapy.protocol import catalogue
 from kafkapy.store import MemoryStore
 from kafkapy.topics import assign_replicas, partition_label, placement_for_new_partitions
+from kafkapy.topics.assignment import rack_alternated
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
 from server_wire import KafkaSocket
@@ -272,6 +275,47 @@ def test_round_robin_matches_kafkas_example() -> None:
     assert placed[4] == (4, 0, 1)
     assert placed[5] == (0, 2, 3)
     assert placed[9] == (4, 1, 2)
+
+
+RACKS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+
+
+def test_rack_aware_placement_matches_kafkas_example() -> None:
+    # AdminRackAwareTest's example: six brokers in three racks, seven partitions, three replicas.
+    assert rack_alternated(RACKS) == [0, 3, 1, 5, 4, 2]
+    assert rack_alternated({b: r for b, r in RACKS.items() if b != 5}) == [0, 3, 1, 4, 2]
+    assert assign_replicas(RACKS, 7, 3, start_index=0, racks=RACKS) == {
+        0: (0, 3, 1), 1: (3, 1, 5), 2: (1, 5, 4), 3: (5, 4, 2), 4: (4, 2, 0), 5: (2, 0, 3), 6: (0, 4, 2)}
+
+
+@given(partitions=st.integers(1, 30), factor=st.integers(1, 6), start=st.integers(-1, 5),
+       racks=st.lists(st.sampled_from("abc"), min_size=6, max_size=6))
+def test_rack_aware_placement_spreads_every_partition_over_the_racks(
+        partitions: int, factor: int, start: int, racks: list[str]) -> None:
+    """Kafka's rule: a partition's replicas take a new rack until every rack has one, and
+    distinct brokers; leaders go round the rack-alternated list."""
+    rack_of = dict(enumerate(racks))
+    placed = assign_replicas(rack_of, partitions, factor, start_index=start, racks=rack_of)
+    for replicas in placed.values():
+        assert len(set(replicas)) == factor
+        assert len({rack_of[b] for b in replicas}) == min(factor, len(set(racks)))
+
+
+def test_brokers_without_a_rack_are_placed_round_robin() -> None:
+    some = {0: "a", 1: None, 2: "b"}
+    unaware = assign_replicas(some, 3, 2, start_index=0)
+    assert assign_replicas(some, 3, 2, start_index=0, racks=some) == unaware
+
+
+def test_a_cluster_with_racks_places_replicas_across_them() -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with Broker(brokers=6, racks=[RACKS[b] for b in range(6)]) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.create_topics([NewTopic("spread", 12, 3)])["spread"].result(20)
+        topic = admin.list_topics("spread", timeout=20).topics["spread"]
+    for partition in topic.partitions.values():
+        assert len({RACKS[b] for b in partition.replicas}) == 3, partition.replicas
 
 
 def test_new_partitions_continue_the_round_robin() -> None:
