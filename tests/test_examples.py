@@ -171,6 +171,16 @@ def test_seeded_cluster_example_spreads_reads_moves_and_resets() -> None:
     assert out["topics_after_reset"] == []
 
 
+def test_rack_aware_consumer_example_reads_from_its_racks_follower() -> None:
+    result = run(str(EXAMPLES / "rack_aware_consumer.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["racks"] == {"0": "az0", "1": "az1", "2": "az2"}
+    assert out["read"] == [f"event-{i}" for i in range(5)]
+    served = out["fetches_served"]
+    assert served["2"] >= 1 and served["1"] == 0  # the follower in az2 served it, az1's never
+
+
 def test_client_telemetry_example() -> None:
     result = run(str(EXAMPLES / "client_telemetry.py"))
     assert result.returncode == 0, result.stderr
