@@ -181,6 +181,14 @@ def test_rack_aware_consumer_example_reads_from_its_racks_follower() -> None:
     assert served["2"] >= 1 and served["1"] == 0  # the follower in az2 served it, az1's never
 
 
+def test_old_protocol_client_example_speaks_produce_and_fetch_v2() -> None:
+    result = run(str(EXAMPLES / "old_protocol_client.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["read"] == [[i, f"k{i}", f"v{i}", 1_700_000_000_000 + i] for i in range(3)]
+    assert out["versions"] == ["Fetch v2", "Produce v2"]
+
+
 def test_client_telemetry_example() -> None:
     result = run(str(EXAMPLES / "client_telemetry.py"))
     assert result.returncode == 0, result.stderr
