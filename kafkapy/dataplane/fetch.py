@@ -26,6 +26,12 @@ answered at once sets no timer.
 With an authorizer configured, a consumer needs READ on each topic and a follower CLUSTER_ACTION
 on the CLUSTER (Kafka's handleFetchRequest); the others are answered TOPIC_AUTHORIZATION_FAILED.
 
+A consumer's Fetch v11+ may be served by any replica (KIP-392; Kafka's fetchOnlyLeader is false
+for it): ``PartitionSource.replica_log``, which holds the records where the brokers share their
+logs. With Kafka's RackAwareReplicaSelector (``replica.selector.class``) the leader answers a
+consumer naming a rack_id with ``preferred_read_replica`` instead of records when an in-sync
+replica in that rack is not itself, at once, and the consumer goes there.
+
 Fetch v0-v3 cannot carry record batches: what they read is converted to magic-0 (v0-v1) or
 magic-1 (v2-v3) messages (``kafkapy.log.message_format.down_convert``), control batches left out;
 a zstd batch answers the partition UNSUPPORTED_COMPRESSION_TYPE, as Kafka 3.x does.
@@ -88,6 +94,7 @@ FIRST_TOPIC_ID_VERSION = 13  # topics named by id from Fetch v13 (KIP-516)
 FIRST_SESSION_VERSION = 7  # KIP-227
 FIRST_CURRENT_LEADER_VERSION = 16  # KIP-951: current_leader and node_endpoints filled on leader errors
 NO_LEADER_EPOCH = -1
+
 
 def _known_selector(value: Any) -> str | None:
     return None if value in (None, "", RACK_AWARE_SELECTOR) else (
