@@ -39,11 +39,16 @@ def create_led_by_broker_0(cluster: Broker, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0, 1, 2]])])[topic].result(TIMEOUT_S)
     deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:  # until a replica (broker 2) knows the topic
-        with SimpleClient(cluster.brokers[2].bootstrap_servers) as client:
-            if fetch(client, topic, 11, rack="")["error_code"] != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                return
+    while time.monotonic() < deadline:  # until every broker knows the topic (no Fetch: they are counted)
+        known = []
+        for member in cluster.brokers:
+            with SimpleClient(member.bootstrap_servers) as client:
+                [found] = client.request(ApiKey.METADATA, 12, {"topics": [{"name": topic}]})["topics"]
+            known.append(found["error_code"] == ErrorCode.NONE and found["partitions"][0]["leader_id"] == 0)
+        if all(known):
+            return
         time.sleep(0.05)
+    raise AssertionError(f"{topic} not known to every broker within {TIMEOUT_S} s")
 
 
 def produce(cluster: Broker, topic: str, values: list[bytes]) -> None:
@@ -90,6 +95,60 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(cluster: Broker) -> None
     served = {m.broker_id: [h for h in m.history() if h.api_name == "Fetch"] for m in cluster.brokers}
     assert len(served[2]) >= 2 and not served[1]  # az2's follower served it, az1's never did
     assert len(served[0]) <= 2  # the leader only pointed it there (and perhaps once more)
+
+
+def fetches_served(cluster: Broker) -> dict[int, int]:
+    return {m.broker_id: sum(1 for h in m.history() if h.api_name == "Fetch") for m in cluster.brokers}
+
+
+def test_kafka_python_reads_from_the_follower_in_its_rack(cluster: Broker) -> None:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPythonPartition
+
+    create_led_by_broker_0(cluster, "kp")
+    produce(cluster, "kp", [b"v%d" % i for i in range(5)])
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, client_rack="az1",
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    got: list[bytes] = []
+    try:
+        consumer.assign([KafkaPythonPartition("kp", 0)])
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < 5 and time.monotonic() < deadline:
+            got.extend(r.value for records in consumer.poll(timeout_ms=200).values() for r in records)
+    finally:
+        consumer.close()
+    assert got == [b"v%d" % i for i in range(5)]
+    served = fetches_served(cluster)
+    assert served[1] >= 1 and served[2] == 0  # az1's follower, never az2's
+
+
+def test_aiokafka_reads_from_the_follower_in_its_rack(cluster: Broker) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioPartition
+
+    create_led_by_broker_0(cluster, "aio")
+    produce(cluster, "aio", [b"v%d" % i for i in range(5)])
+
+    async def consume() -> list[bytes | None]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, client_rack="az2",
+                                    auto_offset_reset="earliest", enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([AioPartition("aio", 0)])
+            got: list[bytes | None] = []
+            async with asyncio.timeout(TIMEOUT_S):
+                while len(got) < 5:
+                    for records in (await consumer.getmany(timeout_ms=200)).values():
+                        got.extend(r.value for r in records)
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(consume()) == [b"v%d" % i for i in range(5)]
+    served = fetches_served(cluster)
+    assert served[2] >= 1 and served[1] == 0
 
 
 def test_the_leader_names_the_follower_in_the_consumers_rack(cluster: Broker) -> None:
