@@ -70,7 +70,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -99,7 +99,8 @@ CLUSTER_SIZE = 3  # kafka_cluster: what client test suites written for a real cl
 
 class BrokerFactory(Protocol):
     def __call__(self, config: Mapping[str, Any] | None = None, /, *, brokers: int = 1,
-                 strict: bool | None = None, **settings: Any) -> Broker: ...
+                 strict: bool | None = None, racks: Sequence[str | None] | None = None,
+                 **settings: Any) -> Broker: ...
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -125,7 +126,8 @@ def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: A
 
 @pytest.fixture
 def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFactory]:
-    """Start brokers on demand: ``factory(config_dict)`` or ``factory(broker_id=7)``; all stop at teardown."""
+    """Start brokers on demand: ``factory(config_dict)`` or ``factory(broker_id=7)``; all stop at
+    teardown. ``factory(brokers=3, racks=["a", "b", "c"])``: a cluster, each broker in its rack."""
     started: list[Broker] = []
     request.node.stash[_BROKERS] = started
     clock = _virtual_clock(request)
@@ -133,9 +135,9 @@ def kafka_broker_factory(request: pytest.FixtureRequest) -> Iterator[BrokerFacto
                          or bool(request.config.getini(STRICT_MARKER)))
 
     def factory(config: Mapping[str, Any] | None = None, /, *, brokers: int = 1, strict: bool | None = None,
-                **settings: Any) -> Broker:
+                racks: Sequence[str | None] | None = None, **settings: Any) -> Broker:
         broker = Broker(with_history(config_from_kwargs(config, **settings)), brokers=brokers, clock=clock,
-                        strict=strict_by_default if strict is None else strict)
+                        strict=strict_by_default if strict is None else strict, racks=racks)
         broker.__enter__()
         started.append(broker)
         return broker

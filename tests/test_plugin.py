@@ -55,6 +55,11 @@ def test_factory_accepts_a_mapping_and_kwargs(kafka_broker_factory: BrokerFactor
     assert len({first.bootstrap_servers, second.bootstrap_servers, both.bootstrap_servers}) == 3
 
 
+def test_factory_gives_each_broker_of_a_cluster_its_rack(kafka_broker_factory: BrokerFactory) -> None:
+    cluster = kafka_broker_factory(brokers=3, racks=["az0", "az1", None])
+    assert [m.config["broker.rack"] for m in cluster.brokers] == ["az0", "az1", None]
+
+
 def test_config_from_kwargs_translates_underscores() -> None:
     assert config_from_kwargs({"tag.my_tag": "x"}, broker_id=2, unknown_request_behavior="close") == {
         "tag.my_tag": "x", "broker.id": 2, "unknown.request.behavior": "close"}
