@@ -6,6 +6,9 @@
 //
 //	sarama_client produce|idempotent|consume|group|admin BOOTSTRAP TOPIC COUNT VERSION CODEC
 //
+// With SARAMA_USER and SARAMA_PASSWORD set it authenticates with SASL/PLAIN: below 1.0 with
+// SaslHandshake v0 and the bare token Kafka 0.10 read, from 1.0 with SaslAuthenticate.
+//
 // idempotent is produce with Sarama's idempotent producer (InitProducerId, sequence numbers);
 // admin creates TOPIC with COUNT partitions, lists the topics, then creates, lists and deletes a
 // literal ACL on it (Sarama 1.22 sends the ACL requests at v0), printing a JSON line per step.
@@ -54,6 +57,11 @@ func main() {
 		fail(fmt.Errorf("unknown codec %q", os.Args[6]))
 	}
 	config.Producer.Compression = codec
+	if user := os.Getenv("SARAMA_USER"); user != "" {
+		config.Net.SASL.Enable = true
+		config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		config.Net.SASL.User, config.Net.SASL.Password = user, os.Getenv("SARAMA_PASSWORD")
+	}
 	config.Producer.Return.Successes = true
 	config.Consumer.Return.Errors = true // a record it cannot read fails the run, not a retry loop
 	config.Producer.Partitioner = sarama.NewManualPartitioner

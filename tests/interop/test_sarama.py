@@ -45,11 +45,18 @@ def sarama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(sarama: Path, mode: str, broker: Broker, topic: str, version: str, codec: str,
-        count: int = COUNT) -> list[str]:
+        count: int = COUNT, sasl: tuple[str, str] | None = None) -> list[str]:
     done = subprocess.run([str(sarama), mode, broker.bootstrap_servers, topic, str(count), version, codec],
-                          capture_output=True, timeout=TIMEOUT_S)
+                          capture_output=True, timeout=TIMEOUT_S, env=_sasl_env(sasl))
     assert done.returncode == 0, f"sarama {mode} {version} {codec}: {done.stderr.decode()[-2000:]}"
     return done.stdout.decode().splitlines()
+
+
+def _sasl_env(sasl: tuple[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SARAMA_USER", "SARAMA_PASSWORD")}
+    if sasl is not None:
+        env["SARAMA_USER"], env["SARAMA_PASSWORD"] = sasl
+    return env
 
 
 EXPECTED = [{"offset": i, "key": f"k{i}", "value": f"v{i}"} for i in range(COUNT)]
@@ -119,3 +126,24 @@ def test_sarama_cluster_admin(sarama: Path) -> None:
         {"step": "acl", "resource": "admin-t", "principal": "User:alice"},
         {"step": "deleted", "count": 1},
     ]
+
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a" '
+        'user_alice="secret";')
+
+
+@pytest.mark.parametrize("version", ["0.10.0.0", "1.0.0"], ids=["bare-token", "sasl-authenticate"])
+def test_sarama_authenticates_with_sasl_plain(sarama: Path, version: str) -> None:
+    """Below 1.0 Sarama sends SaslHandshake v0 and then the bare PLAIN token, as Kafka 0.10
+    clients did; from 1.0 it wraps it in SaslAuthenticate. A wrong password is refused either way."""
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+              "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+    with Broker(config) as broker:
+        produced = run(sarama, "produce", broker, "t", version, "none", sasl=("alice", "secret"))
+        assert produced == [str(i) for i in range(COUNT)]
+        consumed = run(sarama, "consume", broker, "t", version, "none", sasl=("alice", "secret"))
+        assert [json.loads(line) for line in consumed] == EXPECTED
+        refused = subprocess.run([str(sarama), "produce", broker.bootstrap_servers, "t", "1", version,
+                                  "none"], capture_output=True, timeout=TIMEOUT_S,
+                                 env=_sasl_env(("alice", "wrong")))
+    assert refused.returncode != 0
