@@ -10,10 +10,13 @@ ApiVersions from 0.10 on, so these are the fallbacks that keep it on the old ver
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -275,3 +278,41 @@ def test_kafka_4_refuses_the_old_produce_versions() -> None:
     with Broker({"kafka.version": "4.0"}) as broker, SimpleClient(broker.bootstrap_servers) as client:
         answer = _produce(client, 2, "refused", _legacy_message_set(1, [b"a"]))
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+
+
+def test_an_old_clients_traffic_captured_by_the_broker_decodes_to_its_records(tmp_path: Path) -> None:
+    """For traffic analysts: the broker's own capture (CaptureObserver) of kafka-python on (0, 9)
+    with LZ4 (magic-0 messages, Kafka 0.8's frame checksum) and on (0, 10, 0) with gzip (magic 1)
+    decodes, both ways, to the records sent: the producers' messages and the broker's converted
+    answers alike."""
+    from kafka import KafkaProducer
+
+    from kafkapy.capture.rows import decode_capture
+
+    pcap = tmp_path / "legacy.pcap"
+    config = {"observer.class.names": "kafkapy.observers.CaptureObserver", "capture.path": str(pcap)}
+    with Broker(config) as broker:
+        port = int(broker.bootstrap_servers.rsplit(":", 1)[1])
+        for api_version, codec in (((0, 9), "lz4"), ((0, 10, 0), "gzip")):
+            producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, api_version=api_version,
+                                     compression_type=codec, linger_ms=20)
+            sent = [producer.send("cap", key=b"k%d" % i, value=b"%s-%d" % (codec.encode(), i), partition=0)
+                    for i in range(3)]
+            for future in sent:
+                future.get(timeout=TIMEOUT_S)
+            producer.close(timeout=TIMEOUT_S)
+            consume_kafka_python(broker, "cap", 3, api_version)
+    rows = [row for row in decode_capture(pcap, kafka_ports=[port]) if row["api_key"] in (0, 1)]
+    assert rows and all(row["status"] == "ok" for row in rows)
+
+    def values(records: list[dict[str, Any]]) -> list[str]:
+        return [base64.b64decode(r["value"]).decode() for r in records]
+
+    produced = [values(p["records"]) for row in rows if row["api_key"] == 0
+                for t in json.loads(row["request"])["topic_data"] for p in t["partition_data"]]
+    fetched = [values(p["records"]) for row in rows if row["api_key"] == 1 and row["response"]
+               for t in json.loads(row["response"])["responses"] for p in t["partitions"] if p["records"]]
+    assert {(row["api_key"], row["api_version"]) for row in rows} == {(0, 1), (1, 1), (0, 2), (1, 2)}
+    assert produced == [["lz4-0", "lz4-1", "lz4-2"], ["gzip-0", "gzip-1", "gzip-2"]]
+    assert ["lz4-0", "lz4-1", "lz4-2"] in fetched
+    assert ["lz4-0", "lz4-1", "lz4-2", "gzip-0", "gzip-1", "gzip-2"] in fetched
