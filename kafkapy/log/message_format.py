@@ -63,9 +63,7 @@ NO_TIMESTAMP = -1
 class DownConversionRefused(Exception):
     """A batch that the old formats cannot express (zstd): the partition is answered ``code``."""
 
-    def __init__(self, message: str, code: ErrorCode = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE) -> None:
-        super().__init__(message)
-        self.code = code
+    code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
 def fetch_magic(fetch_version: int) -> int | None:
@@ -95,10 +93,6 @@ def _shallow_messages(data: bytes | memoryview, max_message_bytes: int) -> list[
             raise RecordsRejected(ErrorCode.INVALID_RECORD,
                                   f"Batch magic {magic} is not the same as the first batch's magic byte "
                                   f"{messages[0].magic}")
-        if magic == 2:
-            raise RecordsRejected(ErrorCode.INVALID_RECORD,
-                                  f"Batch magic 2 is not the same as the first batch's magic byte "
-                                  f"{messages[0].magic if messages else 2}")
         if end - pos > max_message_bytes:
             raise RecordsRejected(ErrorCode.MESSAGE_TOO_LARGE,
                                   f"The message is {end - pos} bytes, larger than the topic's "
