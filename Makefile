@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 SYSTEM_STAMP := $(VENV)/.system-packages
 # Real peers the tests compare against; tests that need a missing one skip with a loud reason.
 SYSTEM_PACKAGES := tshark kcat
-# Sarama (Go), the client tests/interop/test_sarama.py builds: Debian's Go and its packaged Sarama.
-GO_PACKAGES := golang-go golang-github-shopify-sarama-dev
-SARAMA_SOURCE := /usr/share/gocode/src/github.com/Shopify/sarama
+# Sarama (Go), the client tests/interop/test_sarama.py builds: Debian's Go, its packaged Sarama, and
+# xdg-go/scram for Sarama's SCRAM.
+GO_PACKAGES := golang-go golang-github-shopify-sarama-dev golang-github-xdg-go-scram-dev
+GO_SOURCES := /usr/share/gocode/src/github.com/Shopify/sarama /usr/share/gocode/src/github.com/xdg-go/scram
 # KafkaJS, the Node.js client tests/interop/test_kafkajs.py runs, installed with npm under .venv/node.
 NODE_STAMP := $(VENV)/.node-packages
 NODE_PACKAGES := kafkajs@2.2.4
@@ -25,7 +26,7 @@ $(STAMP): pyproject.toml | $(PY)
 
 $(SYSTEM_STAMP): | $(PY)
 	@missing=""; for p in $(SYSTEM_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
-	{ command -v go >/dev/null && [ -d $(SARAMA_SOURCE) ]; } || missing="$$missing $(GO_PACKAGES)"; \
+	{ $(foreach d,$(GO_SOURCES),[ -d $(d) ] &&) command -v go >/dev/null; } || missing="$$missing $(GO_PACKAGES)"; \
 	if [ -z "$$missing" ]; then :; \
 	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  echo "installing Debian packages:$$missing"; \

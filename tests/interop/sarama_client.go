@@ -7,7 +7,8 @@
 //	sarama_client produce|idempotent|consume|group|admin BOOTSTRAP TOPIC COUNT VERSION CODEC
 //
 // With SARAMA_USER and SARAMA_PASSWORD set it authenticates with SASL/PLAIN: below 1.0 with
-// SaslHandshake v0 and the bare token Kafka 0.10 read, from 1.0 with SaslAuthenticate.
+// SaslHandshake v0 and the bare token Kafka 0.10 read, from 1.0 with SaslAuthenticate; with
+// SARAMA_MECHANISM=SCRAM-SHA-256 or SCRAM-SHA-512 too, it runs SCRAM (Debian's xdg-go/scram).
 //
 // idempotent is produce with Sarama's idempotent producer (InitProducerId, sequence numbers);
 // admin creates TOPIC with COUNT partitions, lists the topics, then creates, lists and deletes a
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/Shopify/sarama"
+	"github.com/xdg-go/scram"
 )
 
 var codecs = map[string]sarama.CompressionCodec{
@@ -61,6 +63,10 @@ func main() {
 		config.Net.SASL.Enable = true
 		config.Net.SASL.Mechanism = sarama.SASLTypePlaintext
 		config.Net.SASL.User, config.Net.SASL.Password = user, os.Getenv("SARAMA_PASSWORD")
+		if hash, scram := scramHashes[os.Getenv("SARAMA_MECHANISM")]; scram {
+			config.Net.SASL.Mechanism = sarama.SASLMechanism(os.Getenv("SARAMA_MECHANISM"))
+			config.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{hash: hash} }
+		}
 	}
 	config.Producer.Return.Successes = true
 	config.Consumer.Return.Errors = true // a record it cannot read fails the run, not a retry loop
@@ -177,6 +183,26 @@ func main() {
 		fail(fmt.Errorf("unknown mode %q", mode))
 	}
 }
+
+var scramHashes = map[string]scram.HashGeneratorFcn{"SCRAM-SHA-256": scram.SHA256, "SCRAM-SHA-512": scram.SHA512}
+
+// scramClient is Sarama's SCRAMClient over xdg-go/scram's client conversation.
+type scramClient struct {
+	hash         scram.HashGeneratorFcn
+	conversation *scram.ClientConversation
+}
+
+func (c *scramClient) Begin(user, password, authzID string) error {
+	client, err := c.hash.NewClient(user, password, authzID)
+	if err != nil {
+		return err
+	}
+	c.conversation = client.NewConversation()
+	return nil
+}
+
+func (c *scramClient) Step(challenge string) (string, error) { return c.conversation.Step(challenge) }
+func (c *scramClient) Done() bool                            { return c.conversation.Done() }
 
 func report(step string, fields map[string]interface{}) {
 	fields["step"] = step

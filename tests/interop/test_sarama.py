@@ -20,15 +20,17 @@ import pytest
 from kafkapy.embedded import Broker
 
 GO = shutil.which("go")
-SARAMA_SOURCE = Path("/usr/share/gocode/src/github.com/Shopify/sarama")
+GOPATH = Path("/usr/share/gocode")  # Debian's Go sources
+SARAMA_SOURCE = GOPATH / "src/github.com/Shopify/sarama"
+SCRAM_SOURCE = GOPATH / "src/github.com/xdg-go/scram"
 CLIENT_SOURCE = Path(__file__).with_name("sarama_client.go")
 TIMEOUT_S = 60
 COUNT = 5
 
 pytestmark = pytest.mark.skipif(
-    GO is None or not SARAMA_SOURCE.is_dir(),
-    reason="SARAMA NOT INSTALLED (`apt-get install golang-go golang-github-shopify-sarama-dev`, "
-           "or `make install`)")
+    GO is None or not SARAMA_SOURCE.is_dir() or not SCRAM_SOURCE.is_dir(),
+    reason="SARAMA NOT INSTALLED (`apt-get install golang-go golang-github-shopify-sarama-dev "
+           "golang-github-xdg-go-scram-dev`, or `make install`)")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def sarama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert GO is not None
     work = tmp_path_factory.mktemp("sarama")
     binary = work / "sarama_client"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(SARAMA_SOURCE.parents[3]), "GOFLAGS": "",
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(GOPATH), "GOFLAGS": "",
            "GOCACHE": str(work / "go-build")}  # about 4 s from nothing, cgo (zstd) included
     built = subprocess.run([GO, "build", "-o", str(binary), str(CLIENT_SOURCE)], env=env, capture_output=True,
                            timeout=300)
@@ -45,17 +47,19 @@ def sarama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run(sarama: Path, mode: str, broker: Broker, topic: str, version: str, codec: str,
-        count: int = COUNT, sasl: tuple[str, str] | None = None) -> list[str]:
-    done = subprocess.run([str(sarama), mode, broker.bootstrap_servers, topic, str(count), version, codec],
+        count: int = COUNT, sasl: tuple[str, ...] | None = None, bootstrap: str | None = None) -> list[str]:
+    """``sasl``: (user, password) for PLAIN, or (user, password, SCRAM mechanism)."""
+    address = bootstrap or broker.bootstrap_servers
+    done = subprocess.run([str(sarama), mode, address, topic, str(count), version, codec],
                           capture_output=True, timeout=TIMEOUT_S, env=_sasl_env(sasl))
     assert done.returncode == 0, f"sarama {mode} {version} {codec}: {done.stderr.decode()[-2000:]}"
     return done.stdout.decode().splitlines()
 
 
-def _sasl_env(sasl: tuple[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("SARAMA_USER", "SARAMA_PASSWORD")}
-    if sasl is not None:
-        env["SARAMA_USER"], env["SARAMA_PASSWORD"] = sasl
+def _sasl_env(sasl: tuple[str, ...] | None) -> dict[str, str]:
+    names = ("SARAMA_USER", "SARAMA_PASSWORD", "SARAMA_MECHANISM")
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    env.update(zip(names, sasl or (), strict=False))
     return env
 
 
@@ -146,4 +150,37 @@ def test_sarama_authenticates_with_sasl_plain(sarama: Path, version: str) -> Non
         refused = subprocess.run([str(sarama), "produce", broker.bootstrap_servers, "t", "1", version,
                                   "none"], capture_output=True, timeout=TIMEOUT_S,
                                  env=_sasl_env(("alice", "wrong")))
+    assert refused.returncode != 0
+
+
+@pytest.mark.parametrize(("mechanism", "user", "password"), [("SCRAM-SHA-256", "sam", "sam-pw"),
+                                                             ("SCRAM-SHA-512", "sue", "sue-pw")])
+def test_sarama_authenticates_with_scram(sarama: Path, mechanism: str, user: str, password: str) -> None:
+    """Credentials made with AlterUserScramCredentials (confluent-kafka's admin, on the plaintext
+    listener), then Sarama's SCRAM exchange (xdg-go/scram) on the SASL listener."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+              "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"}
+    with Broker(config) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.listeners["PLAINTEXT"]})
+        info = ScramCredentialInfo(ScramMechanism[mechanism.replace("-", "_")], 4096)
+        for future in admin.alter_user_scram_credentials(
+                [UserScramCredentialUpsertion(user, info, password.encode())]).values():
+            assert future.result(TIMEOUT_S) is None
+        sasl = broker.listeners["SASL_PLAINTEXT"]
+        produced = run(sarama, "produce", broker, "t", "1.0.0", "none", sasl=(user, password, mechanism),
+                       bootstrap=sasl)
+        assert produced == [str(i) for i in range(COUNT)]
+        consumed = run(sarama, "consume", broker, "t", "1.0.0", "none", sasl=(user, password, mechanism),
+                       bootstrap=sasl)
+        assert [json.loads(line) for line in consumed] == EXPECTED
+        refused = subprocess.run([str(sarama), "produce", sasl, "t", "1", "1.0.0", "none"],
+                                 capture_output=True, timeout=TIMEOUT_S,
+                                 env=_sasl_env((user, "wrong", mechanism)))
     assert refused.returncode != 0
