@@ -151,28 +151,31 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     return h
 
 
-def _lz4_fix_header_checksum(frame: bytes) -> bytes | None:
-    """Return ``frame`` with a correct header checksum, or None if it already had one."""
+def _lz4_header_checksum_at(frame: bytes) -> int | None:
+    """Where an LZ4 frame's header checksum byte is (after the optional content size and
+    dictionary id), or None for bytes that are no whole frame header."""
     if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
         return None
-    flg = frame[4]
-    hc_pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
-    if len(frame) <= hc_pos:
+    at = 6 + (8 if frame[4] & 0x08 else 0) + (4 if frame[4] & 0x01 else 0)
+    return at if len(frame) > at else None
+
+
+def _lz4_fix_header_checksum(frame: bytes) -> bytes | None:
+    """Return ``frame`` with a correct header checksum, or None if it already had one."""
+    at = _lz4_header_checksum_at(frame)
+    if at is None:
         return None
-    good = (xxh32(frame[4:hc_pos]) >> 8) & 0xFF
-    if frame[hc_pos] == good:
-        return None
-    return frame[:hc_pos] + bytes((good,)) + frame[hc_pos + 1 :]
+    good = (xxh32(frame[4:at]) >> 8) & 0xFF
+    return None if frame[at] == good else frame[:at] + bytes((good,)) + frame[at + 1 :]
 
 
 def lz4_with_kafka08_header_checksum(frame: bytes) -> bytes:
     """``frame`` with the header checksum Kafka 0.8 wrote (over the magic number too, KAFKA-3160),
     which magic-0 readers expect."""
-    if len(frame) < 7 or frame[:4] != _LZ4_MAGIC:
+    at = _lz4_header_checksum_at(frame)
+    if at is None:
         raise ValueError("not an LZ4 frame")
-    hc_pos = 6 + (8 if frame[4] & 0x08 else 0) + (4 if frame[4] & 0x01 else 0)
-    broken = (xxh32(frame[:hc_pos]) >> 8) & 0xFF
-    return frame[:hc_pos] + bytes((broken,)) + frame[hc_pos + 1 :]
+    return frame[:at] + bytes(((xxh32(frame[:at]) >> 8) & 0xFF,)) + frame[at + 1 :]
 
 
 def _lz4_decode(data: Buffer) -> bytes:

@@ -210,28 +210,32 @@ def test_list_offsets_v0_answers_segment_starts_and_the_end(broker: Broker) -> N
         assert offsets(-3) == (ErrorCode.UNSUPPORTED_VERSION, [])  # v0 knows only -1 and -2
 
 
+def fetch_partition(client: SimpleClient, topic: str, version: int) -> Any:
+    """Partition 0 of ``topic`` from offset 0, in a Fetch of ``version`` (its fields only)."""
+    body: dict[str, Any] = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1,
+                            "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                        "partition_max_bytes": 1 << 20}]}]}
+    if version >= 3:
+        body["max_bytes"] = 1 << 20
+    if version >= 7:
+        body.update(session_id=0, session_epoch=-1)
+    [partition] = client.request(ApiKey.FETCH, version, body)["responses"][0]["partitions"]
+    return partition
+
+
 @pytest.mark.parametrize("version", [0, 2, 3])
 def test_a_zstd_batch_cannot_be_fetched_in_the_old_formats(version: int) -> None:
     from kafka import KafkaProducer
-
-    def fetch(client: SimpleClient, version: int) -> Any:
-        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1,
-                "topics": [{"topic": "z", "partitions": [{"partition": 0, "fetch_offset": 0,
-                                                          "partition_max_bytes": 1 << 20}]}]}
-        if version >= 3:
-            body["max_bytes"] = 1 << 20
-        answer = client.request(ApiKey.FETCH, version, body)
-        [partition] = answer["responses"][0]["partitions"]
-        return partition
 
     with Broker() as broker:
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type="zstd")
         producer.send("z", value=b"v" * 1000, partition=0).get(timeout=TIMEOUT_S)
         producer.close(timeout=TIMEOUT_S)
         with SimpleClient(broker.bootstrap_servers) as client:
-            [batch] = fetch(client, 4)["records"]
+            [batch] = fetch_partition(client, "z", 4)["records"]
             assert batch.compression == Compression.ZSTD
-            assert fetch(client, version)["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+            refused = fetch_partition(client, "z", version)["error_code"]
+            assert refused == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 
 
 def test_a_zstd_topic_is_refused_to_fetches_older_than_v10() -> None:
@@ -244,16 +248,8 @@ def test_a_zstd_topic_is_refused_to_fetches_older_than_v10() -> None:
         producer.send("zt", value=b"v", partition=0).get(timeout=TIMEOUT_S)
         producer.close(timeout=TIMEOUT_S)
         with SimpleClient(broker.bootstrap_servers) as client:
-            codes = {}
-            for version in (3, 4, 9, 10):
-                body: dict[str, Any] = {
-                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-                    "topics": [{"topic": "zt", "partitions": [{"partition": 0, "fetch_offset": 0,
-                                                               "partition_max_bytes": 1 << 20}]}]}
-                if version >= 7:
-                    body.update(session_id=0, session_epoch=-1)
-                [partition] = client.request(ApiKey.FETCH, version, body)["responses"][0]["partitions"]
-                codes[version] = partition["error_code"]
+            codes = {version: fetch_partition(client, "zt", version)["error_code"]
+                     for version in (3, 4, 9, 10)}
     refused = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     assert codes == {3: refused, 4: refused, 9: refused, 10: ErrorCode.NONE}
 
