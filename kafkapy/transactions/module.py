@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from kafkapy.dataplane.module import TRANSACTIONAL_PRODUCERS
-from kafkapy.dataplane.producer_ids import ProducerIds
+from kafkapy.dataplane.producer_ids import ProducerIds, half_named_producer
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
 from kafkapy.log.base import PartitionLog
@@ -318,12 +318,13 @@ class TransactionsModule(Module):
     async def init_transactional_producer(self, ctx: RequestContext, request: Request) -> Answer:
         """InitProducerId with a transactional id (the data plane hands these over)."""
         body = request.body
-        expected = None
-        if body.get("producer_id", NO_PRODUCER_ID) != NO_PRODUCER_ID:
-            expected = (body["producer_id"], body.get("producer_epoch", NO_PRODUCER_EPOCH))
+        asked = (body.get("producer_id", NO_PRODUCER_ID), body.get("producer_epoch", NO_PRODUCER_EPOCH))
+        expected = None if asked[0] == NO_PRODUCER_ID else asked
         outage = self._outage(body["transactional_id"])
         if not self._may_write(ctx.connection, body["transactional_id"]):
             result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif half_named_producer(*asked):
+            result = InitResult(ErrorCode.INVALID_REQUEST)
         elif outage is not None:
             result = InitResult(outage)
         else:

@@ -184,6 +184,20 @@ def test_a_second_producer_fences_the_first(broker: Broker) -> None:
         assert stale_v3[0] == ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+def test_init_producer_id_with_half_a_producer_id_and_epoch_is_an_invalid_request(broker: Broker) -> None:
+    """Kafka's KafkaApis: a producer id without an epoch, or an epoch without a producer id, is
+    INVALID_REQUEST before the coordinator looks. Taken as a KIP-360 retry, (id, -1) was handed the
+    current epoch unbumped, so a second instance got the first one's epoch without fencing it."""
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        code, pid, epoch = init(conn, "tx")
+        assert code == ErrorCode.NONE
+        assert init(conn, "tx", producer_id=pid, epoch=-1) == (ErrorCode.INVALID_REQUEST, -1, -1)
+        assert init(conn, "tx", producer_id=-1, epoch=epoch) == (ErrorCode.INVALID_REQUEST, -1, -1)
+        assert init(conn, "tx", version=3, producer_id=pid, epoch=-1)[0] == ErrorCode.INVALID_REQUEST
+        # nothing changed: the next instance gets the next epoch
+        assert init(conn, "tx") == (ErrorCode.NONE, pid, epoch + 1)
+
+
 @pytest.mark.parametrize("version", [4, 5])  # v5: the same form, TRANSACTION_ABORTABLE known to the sender
 def test_verify_only_batched_form(broker: Broker, version: int) -> None:
     with KafkaSocket(broker.bootstrap_servers) as conn:
