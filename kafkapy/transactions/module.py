@@ -449,6 +449,9 @@ class TransactionsModule(Module):
                 by_topic: dict[str, list[int]] = {}
                 for topic, partition in sorted(metadata.partitions):
                     by_topic.setdefault(topic, []).append(partition)
+                # Kafka's KafkaApis: only the topics the principal may DESCRIBE are shown.
+                by_topic = {topic: partitions for topic, partitions in by_topic.items()
+                            if self._allowed(ctx.connection, "DESCRIBE", "TOPIC", topic)}
                 state.update(transaction_state=metadata.state.kafka_name,
                              transaction_timeout_ms=metadata.timeout_ms,
                              transaction_start_time_ms=metadata.start_ms, producer_id=metadata.producer_id,

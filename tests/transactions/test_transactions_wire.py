@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from kafkapy.acls.model import AclOperation, AclPermissionType, PatternType, ResourceType
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.groups.partitioning import offsets_partition_for
@@ -309,3 +310,28 @@ def test_acls_as_kafka_checks_them() -> None:
             offsets = conn.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
                 "transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch, "group_id": "g"}).body
             assert offsets["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_describe_transactions_shows_only_the_topics_the_principal_may_describe() -> None:
+    """Kafka's KafkaApis drops from each described transaction the topics without DESCRIBE."""
+    store = MemoryStore()
+    config = {"broker.id": 1, "transaction.state.log.num.partitions": 5, "authorizer.class.name": "acl",
+              "allow.everyone.if.no.acl.found": "true"}
+    with Broker(config, store=store) as b:
+        store.create_topic("orders", {0: (1,)})
+        store.create_topic("secret", {0: (1,), 1: (1,)})
+        coordinator_ready(b)
+        with KafkaSocket(b.bootstrap_servers) as conn:
+            _, pid, epoch = init(conn, "tx")
+            assert add(conn, "tx", pid, epoch, {"orders": [0], "secret": [0, 1]}) == {
+                ("orders", 0): ErrorCode.NONE, ("secret", 0): ErrorCode.NONE, ("secret", 1): ErrorCode.NONE}
+            [state] = describe(conn, "tx")
+            assert [t["topic"] for t in state["topics"]] == ["orders", "secret"]
+            deny = {"resource_type": ResourceType.TOPIC, "resource_name": "secret",
+                    "resource_pattern_type": PatternType.LITERAL, "principal": "User:ANONYMOUS", "host": "*",
+                    "operation": AclOperation.DESCRIBE, "permission_type": AclPermissionType.DENY}
+            created = conn.call(ApiKey.CREATE_ACLS, 3, {"creations": [deny]}).body
+            assert created["results"][0]["error_code"] == ErrorCode.NONE
+            [state] = describe(conn, "tx")
+            assert (state["error_code"], state["transaction_state"]) == (ErrorCode.NONE, "Ongoing")
+            assert state["topics"] == [{"topic": "orders", "partitions": [0]}]
