@@ -162,6 +162,36 @@ def test_unknown_partitions_and_bad_requests(broker: Broker) -> None:
         assert describe(conn, "nobody")[0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
 
 
+def test_add_partitions_answers_every_failed_partition_with_its_own_code(broker: Broker) -> None:
+    """Kafka's KafkaApis checks each partition: not writable (an internal topic counts as such for a
+    client) is TOPIC_AUTHORIZATION_FAILED, else unknown is UNKNOWN_TOPIC_OR_PARTITION; only the
+    partitions that passed are OPERATION_NOT_ATTEMPTED. The brokers' batched form (v4+) is not
+    authorized per topic but still checked for unknown partitions, verify-only or not."""
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        _, pid, epoch = init(conn, "tx")
+        assert add(conn, "tx", pid, epoch, {"__consumer_offsets": [0], "orders": [0, 7], "nope": [0]}) == {
+            ("__consumer_offsets", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            ("orders", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+            ("orders", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+        def batched(verify_only: bool, partitions: dict[str, list[int]]) -> dict[tuple[str, int], int]:
+            body = conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [
+                {"transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch,
+                 "verify_only": verify_only,
+                 "topics": [{"name": t, "partitions": p} for t, p in partitions.items()]}]}).body
+            [result] = body["results_by_transaction"]
+            return {(t["name"], p["partition_index"]): p["partition_error_code"]
+                    for t in result["topic_results"] for p in t["results_by_partition"]}
+
+        assert batched(True, {"orders": [0, 7]}) == {
+            ("orders", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+            ("orders", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert batched(False, {"__consumer_offsets": [0]}) == {("__consumer_offsets", 0): ErrorCode.NONE}
+        assert batched(True, {"__consumer_offsets": [0], "orders": [0]}) == {
+            ("__consumer_offsets", 0): ErrorCode.NONE, ("orders", 0): ErrorCode.TRANSACTION_ABORTABLE}
+
+
 def test_a_second_producer_fences_the_first(broker: Broker) -> None:
     with KafkaSocket(broker.bootstrap_servers) as conn:
         _, pid, epoch = init(conn, "tx")
