@@ -9,7 +9,8 @@ sends TxnOffsetCommit here, to the group coordinator. Kafka's checks, in its ord
 
 1. WRITE on the TransactionalId, READ on the group, READ on each topic; unknown partitions and
    too long metadata per partition, as OffsetCommit;
-2. this broker coordinates the group (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS);
+2. a group id (INVALID_GROUP_ID if empty), and this broker coordinates the group
+   (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, which v0-v1 get as COORDINATOR_NOT_AVAILABLE);
 3. the group's offsets partition is in the producer's transaction (KIP-890's verification,
    asked of the transaction coordinator, ``TransactionCoordinatorLocator.verify_partitions``):
    TRANSACTION_ABORTABLE if not (INVALID_TXN_STATE before v4, which lacks the code);
@@ -59,6 +60,9 @@ __all__ = ["TXN_OFFSET_COMMIT_VERSIONS", "PendingTxnOffsets", "TxnOffsetCommits"
 # then uses at most v4 inside a transaction (TxnOffsetCommitRequest.json), and v5 is read as v4.
 TXN_OFFSET_COMMIT_VERSIONS = VersionRange(0, 5)
 _ABORTABLE_SINCE = 4  # TRANSACTION_ABORTABLE (KIP-890) exists from v4; INVALID_TXN_STATE before
+# Producers before 2.0 (v0-v1) failed on COORDINATOR_LOAD_IN_PROGRESS here (KAFKA-7296): Kafka's
+# KafkaApis answers them COORDINATOR_NOT_AVAILABLE instead, which they retry.
+_LOADING_KNOWN_SINCE = 2
 _NO_GENERATION = -1
 
 Partition = tuple[str, int]
@@ -157,6 +161,8 @@ class TxnOffsetCommits:
         for (name, partition), code in codes.items():
             if code == ErrorCode.TRANSACTION_ABORTABLE and version < _ABORTABLE_SINCE:
                 code = ErrorCode.INVALID_TXN_STATE
+            elif code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < _LOADING_KNOWN_SINCE:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             by_topic.setdefault(name, []).append({"partition_index": partition, "error_code": code})
         return fit_body(ApiKey.TXN_OFFSET_COMMIT, "response", version, {
             "throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]})
@@ -194,6 +200,8 @@ class TxnOffsetCommits:
 
     async def _write(self, body: dict[str, Any], records: list[GroupRecord]) -> ErrorCode:
         group_id, producer_id, epoch = body["group_id"], body["producer_id"], body["producer_epoch"]
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID  # Kafka's group coordinator, before it looks for the group
         self._check_coordinator(group_id)
         log = self._group_log()
         if not isinstance(log, OffsetsTopicLog):

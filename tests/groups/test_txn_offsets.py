@@ -184,6 +184,25 @@ def test_every_version_commits(client: SimpleClient, version: int) -> None:
     wait_until(lambda: fetch(client, "g")[("t", 1)] == (40 + version, ErrorCode.NONE), what="the offset")
 
 
+def test_an_empty_group_id_and_a_loading_coordinator_as_kafka_answers_them() -> None:
+    """An empty group id is INVALID_GROUP_ID (after the per-partition checks); a coordinator still
+    loading is COORDINATOR_LOAD_IN_PROGRESS from v2 on and COORDINATOR_NOT_AVAILABLE to v0-v1,
+    whose clients (before KAFKA-7296) did not know the loading error here."""
+    with Broker(CONFIG) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        client.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "t", "num_partitions": 2,
+                                                             "replication_factor": 1}], "timeout_ms": 5000})
+        ready(client, "g", "tx")
+        producer = init(client, "tx")
+        assert txn_commit(client, "tx", producer, "", {("t", 0): 1, ("t", 9): 1}) == {
+            ("t", 0): ErrorCode.INVALID_GROUP_ID, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        with broker.coordinator_unavailable(group="g", error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            for version in range(4):
+                loading = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                code = loading if version >= 2 else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                assert txn_commit(client, "tx", producer, "g", {("t", 0): 1}, version=version) == {
+                    ("t", 0): code}
+
+
 def test_authorization_in_kafkas_order() -> None:
     config = {**CONFIG, "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:DESCRIBE"}
     with Broker(config) as broker, SimpleClient(broker.bootstrap_servers) as client:
