@@ -14,8 +14,9 @@ sends TxnOffsetCommit here, to the group coordinator. Kafka's checks, in its ord
 3. the group's offsets partition is in the producer's transaction (KIP-890's verification,
    asked of the transaction coordinator, ``TransactionCoordinatorLocator.verify_partitions``):
    TRANSACTION_ABORTABLE if not (INVALID_TXN_STATE before v4, which lacks the code);
-4. the member and generation when the request names them (v3+), the group made if new; for a
-   KIP-848 consumer group the member and its epoch (``check_member``, Kafka's
+4. the member and generation, as Kafka 4's group coordinator checks them
+   (``ClassicCoordinator.check_txn_offset_commit``: an unknown group made only by a commit
+   without a generation, ILLEGAL_GENERATION otherwise); for a KIP-848 consumer group the member and its epoch (``check_member``, Kafka's
    ``ConsumerGroup.validateOffsetCommit`` with a stale epoch answered ILLEGAL_GENERATION, as
    ``OffsetMetadataManager.validateTransactionalOffsetCommit`` does).
 
