@@ -16,9 +16,10 @@ sends TxnOffsetCommit here, to the group coordinator. Kafka's checks, in its ord
    TRANSACTION_ABORTABLE if not (INVALID_TXN_STATE before v4, which lacks the code);
 4. the member and generation, as Kafka 4's group coordinator checks them
    (``ClassicCoordinator.check_txn_offset_commit``: an unknown group made only by a commit
-   without a generation, ILLEGAL_GENERATION otherwise); for a KIP-848 consumer group the member and its epoch (``check_member``, Kafka's
-   ``ConsumerGroup.validateOffsetCommit`` with a stale epoch answered ILLEGAL_GENERATION, as
-   ``OffsetMetadataManager.validateTransactionalOffsetCommit`` does).
+   without a generation, ILLEGAL_GENERATION otherwise); for a KIP-848 consumer group the member
+   and its epoch (``check_member``, Kafka's ``ConsumerGroup.validateOffsetCommit`` with a stale
+   epoch answered ILLEGAL_GENERATION, as ``OffsetMetadataManager.validateTransactionalOffsetCommit``
+   does).
 
 The offsets are then written to the group's partition as a transactional batch with the
 producer's id and epoch (``OffsetsTopicLog.append_transactional``; the producer state there
