@@ -137,15 +137,25 @@ def test_a_committed_transaction(broker: Broker) -> None:
         group_partition = offsets_partition_for("g", broker.runtime.config.get(  # type: ignore[union-attr]
             "offsets.topic.num.partitions", 50))
         assert state["transaction_state"] == "Ongoing" and state["producer_id"] == pid
+        assert (state["producer_epoch"], state["transaction_timeout_ms"]) == (epoch, 60_000)
+        started = state["transaction_start_time_ms"]
+        assert started > 0
         assert {t["topic"]: t["partitions"] for t in state["topics"]} == {
             "orders": [0, 1], "__consumer_offsets": [group_partition]}
         assert end(conn, "tx", pid, epoch, commit=True) == ErrorCode.NONE
         marked = [("orders", 0), ("orders", 1), ("__consumer_offsets", group_partition)]
         assert markers_on(broker, *marked) == {tp: [(pid, epoch, True)] for tp in marked}
         [state] = describe(conn, "tx")
-        assert (state["transaction_state"], state["topics"]) == ("CompleteCommit", [])
+        # Kafka keeps a completed transaction's start time; only InitProducerId (Empty) clears it.
+        assert (state["transaction_state"], state["topics"], state["transaction_start_time_ms"]) == (
+            "CompleteCommit", [], started)
         assert end(conn, "tx", pid, epoch, commit=True) == ErrorCode.NONE  # a retry
         assert end(conn, "tx", pid, epoch, commit=False) == ErrorCode.INVALID_TXN_STATE
+        assert init(conn, "tx", timeout_ms=30_000) == (ErrorCode.NONE, pid, epoch + 1)
+        [state] = describe(conn, "tx")
+        fields = ("transaction_state", "transaction_start_time_ms", "transaction_timeout_ms",
+                  "producer_epoch")
+        assert [state[f] for f in fields] == ["Empty", -1, 30_000, epoch + 1]
 
 
 def test_unknown_partitions_and_bad_requests(broker: Broker) -> None:
