@@ -7,8 +7,8 @@ transaction as the records they produced. The producer first adds the group's pa
 ``__consumer_offsets`` to its transaction (AddOffsetsToTxn, the transaction coordinator's), then
 sends TxnOffsetCommit here, to the group coordinator. Kafka's checks, in its order:
 
-1. WRITE on the TransactionalId, READ on the group, READ on each topic; unknown partitions and
-   too long metadata per partition, as OffsetCommit;
+1. WRITE on the TransactionalId, READ on the group, READ on each topic; unknown partitions per
+   partition, as OffsetCommit;
 2. a group id (INVALID_GROUP_ID if empty), and this broker coordinates the group
    (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, which v0-v1 get as COORDINATOR_NOT_AVAILABLE);
 3. the group's offsets partition is in the producer's transaction (KIP-890's verification,
@@ -19,7 +19,8 @@ sends TxnOffsetCommit here, to the group coordinator. Kafka's checks, in its ord
    without a generation, ILLEGAL_GENERATION otherwise); for a KIP-848 consumer group the member
    and its epoch (``check_member``, Kafka's ``ConsumerGroup.validateOffsetCommit`` with a stale
    epoch answered ILLEGAL_GENERATION, as ``OffsetMetadataManager.validateTransactionalOffsetCommit``
-   does).
+   does);
+5. too long metadata (OFFSET_METADATA_TOO_LARGE) per partition, the others written.
 
 The offsets are then written to the group's partition as a transactional batch with the
 producer's id and epoch (``OffsetsTopicLog.append_transactional``; the producer state there
@@ -175,6 +176,7 @@ class TxnOffsetCommits:
         codes: dict[Partition, ErrorCode] = {}
         now = self.coordinator.timers.wall_ms()
         records: list[GroupRecord] = []
+        too_long: list[Partition] = []  # judged once the request passed the group's checks, as Kafka 4
         readable: dict[str, bool] = {}
         for name, p in asked:
             key = (name, p["partition_index"])
@@ -185,16 +187,19 @@ class TxnOffsetCommits:
                 codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata.encode("utf-8")) > self._max_metadata_bytes:
                 codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                too_long.append(key)
             else:
                 codes[key] = ErrorCode.NONE
                 records.append(GroupRecord(OffsetCommitKey(group_id, *key), OffsetCommitValue(
                     p["committed_offset"], p.get("committed_leader_epoch", -1), metadata, now)))
-        if not records:
+        if not records and not too_long:
             return codes
         try:
             written = await self._write(body, records)
         except KafkaApiError as exc:
             written = exc.code
+        if written != ErrorCode.NONE:
+            codes.update(dict.fromkeys(too_long, written))
         for record in records:
             assert isinstance(record.key, OffsetCommitKey)
             codes[(record.key.topic, record.key.partition)] = written
@@ -214,8 +219,9 @@ class TxnOffsetCommits:
             return verified
         self._check_member(group_id, body.get("generation_id", _NO_GENERATION), body.get("member_id", ""),
                            body.get("group_instance_id"))
-        await log.append_transactional(group_id, records, producer_id, epoch)
-        self.pending.add(producer_id, records)
+        if records:
+            await log.append_transactional(group_id, records, producer_id, epoch)
+            self.pending.add(producer_id, records)
         return ErrorCode.NONE
 
     def _verify(self, transactional_id: str, producer_id: int, epoch: int, partition: Partition) -> ErrorCode:

@@ -194,6 +194,29 @@ def test_a_classic_groups_member_and_generation_as_kafka_4_checks_them(client: S
     assert commit(generation, "other", "i1") == ErrorCode.FENCED_INSTANCE_ID
 
 
+def test_too_long_metadata_is_judged_after_the_transaction_and_the_member(client: SimpleClient) -> None:
+    """Kafka 4's group coordinator looks at each partition's metadata only once the transaction is
+    verified and the member checked: a refused request is refused for every partition."""
+    producer = init(client, "tx")
+
+    def commit(**extra: Any) -> dict[Partition, int]:
+        partitions = [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                       "committed_metadata": "m" * 5000},
+                      {"partition_index": 1, "committed_offset": 1, "committed_leader_epoch": -1,
+                       "committed_metadata": "m"}]
+        body = client.request(ApiKey.TXN_OFFSET_COMMIT, 4, {
+            "transactional_id": "tx", "group_id": "g", "producer_id": producer[0],
+            "producer_epoch": producer[1], "topics": [{"name": "t", "partitions": partitions}], **extra})
+        return {(t["name"], p["partition_index"]): p["error_code"]
+                for t in body["topics"] for p in t["partitions"]}
+
+    assert commit() == {("t", 0): ErrorCode.TRANSACTION_ABORTABLE, ("t", 1): ErrorCode.TRANSACTION_ABORTABLE}
+    assert add_offsets(client, "tx", producer, "g") == ErrorCode.NONE
+    assert commit(generation_id=2, member_id="m") == {
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION, ("t", 1): ErrorCode.ILLEGAL_GENERATION}
+    assert commit() == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): ErrorCode.NONE}
+
+
 def test_a_kip848_consumer_groups_member_commits_in_a_transaction(client: SimpleClient) -> None:
     """A consume-transform-produce loop on a KIP-848 consumer sends TxnOffsetCommit with the
     member's id and epoch: Kafka checks them against the consumer group (a stale epoch is
