@@ -23,7 +23,7 @@ from kafkapy.dataplane.markers import WRITE_TXN_MARKERS_VERSIONS, MarkerWriter
 from kafkapy.dataplane.partitions import LogHome, Partitions, memory_home
 from kafkapy.dataplane.produce import ProduceHandler
 from kafkapy.dataplane.produce_frame import ProduceFromFrame
-from kafkapy.dataplane.producer_ids import ProducerIds
+from kafkapy.dataplane.producer_ids import ProducerIds, half_named_producer
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import LogConfig, LogManager
 from kafkapy.log.base import (
@@ -414,6 +414,10 @@ class DataPlaneModule(Module):
                         "producer_id": NO_OFFSET, "producer_epoch": NO_PRODUCER_EPOCH})
         if not self._allows_all and not self._may_write_idempotently(ctx):
             return fit({"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        "producer_id": NO_OFFSET, "producer_epoch": NO_PRODUCER_EPOCH})
+        if half_named_producer(request.body.get("producer_id", NO_OFFSET),
+                               request.body.get("producer_epoch", NO_PRODUCER_EPOCH)):
+            return fit({"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REQUEST,
                         "producer_id": NO_OFFSET, "producer_epoch": NO_PRODUCER_EPOCH})
         ids = self._producer_ids
         assert ids is not None

@@ -11,7 +11,16 @@ import threading
 
 from kafkapy.store.base import ProducerIdBlock, ProducerIdStore
 
-__all__ = ["ProducerIds"]
+__all__ = ["ProducerIds", "half_named_producer"]
+
+_NONE = -1  # RecordBatch.NO_PRODUCER_ID and NO_PRODUCER_EPOCH
+
+
+def half_named_producer(producer_id: int, producer_epoch: int) -> bool:
+    """InitProducerId names a producer id without its epoch, or an epoch without an id: Kafka's
+    KafkaApis answers INVALID_REQUEST (after authorization), for either kind of producer. Both
+    or neither: a KIP-360 bump needs the pair to know which instance asks."""
+    return (producer_id == _NONE) != (producer_epoch == _NONE)
 
 
 class ProducerIds:

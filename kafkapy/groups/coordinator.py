@@ -614,20 +614,25 @@ class ClassicCoordinator:
 
     def check_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
                                 instance_id: str | None) -> None:
-        """Kafka's checks of a TxnOffsetCommit (GroupCoordinator.handleTxnCommitOffsets): a group
-        that does not exist yet is made (the producer's consumer may assign itself); the member
-        and generation are checked only when given (v3+ sends them, older versions cannot)."""
+        """Kafka's checks of a TxnOffsetCommit against a classic group, as its group coordinator
+        of KIP-848 and Kafka 4 makes them (OffsetMetadataManager.validateTransactionalOffsetCommit,
+        ClassicGroup.validateOffsetCommit). A group that does not exist is made (a "simple" group:
+        the producer's consumer assigns itself) only by a commit without a generation; one with a
+        generation comes from a generation that is gone. An Empty group takes a commit without a
+        generation whoever sends it. A commit naming a generation, a member or an instance id
+        must be a current member's (Kafka's validateMember) at the group's generation; one naming
+        none of them (v0-v2 cannot) is taken, whatever the group's state."""
         group = self.classic_group(group_id)
         if group is None:
+            if generation_id >= 0:
+                raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
             group = self._create_group(group_id)
         if group.state is S.DEAD:
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        holder = group.static_member_id(instance_id)
-        if holder is not None and holder != member_id:
-            raise KafkaApiError(ErrorCode.FENCED_INSTANCE_ID)
-        if member_id and member_id not in group.members:
-            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if generation_id >= 0 and generation_id != group.generation_id:
+        if generation_id < 0 and (group.state is S.EMPTY or (not member_id and instance_id is None)):
+            return
+        self._check_member(group, member_id, instance_id)
+        if generation_id != group.generation_id:
             raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]],

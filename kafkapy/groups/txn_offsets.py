@@ -7,16 +7,20 @@ transaction as the records they produced. The producer first adds the group's pa
 ``__consumer_offsets`` to its transaction (AddOffsetsToTxn, the transaction coordinator's), then
 sends TxnOffsetCommit here, to the group coordinator. Kafka's checks, in its order:
 
-1. WRITE on the TransactionalId, READ on the group, READ on each topic; unknown partitions and
-   too long metadata per partition, as OffsetCommit;
-2. this broker coordinates the group (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS);
+1. WRITE on the TransactionalId, READ on the group, READ on each topic; unknown partitions per
+   partition, as OffsetCommit;
+2. a group id (INVALID_GROUP_ID if empty), and this broker coordinates the group
+   (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, which v0-v1 get as COORDINATOR_NOT_AVAILABLE);
 3. the group's offsets partition is in the producer's transaction (KIP-890's verification,
    asked of the transaction coordinator, ``TransactionCoordinatorLocator.verify_partitions``):
    TRANSACTION_ABORTABLE if not (INVALID_TXN_STATE before v4, which lacks the code);
-4. the member and generation when the request names them (v3+), the group made if new; for a
-   KIP-848 consumer group the member and its epoch (``check_member``, Kafka's
-   ``ConsumerGroup.validateOffsetCommit`` with a stale epoch answered ILLEGAL_GENERATION, as
-   ``OffsetMetadataManager.validateTransactionalOffsetCommit`` does).
+4. the member and generation, as Kafka 4's group coordinator checks them
+   (``ClassicCoordinator.check_txn_offset_commit``: an unknown group made only by a commit
+   without a generation, ILLEGAL_GENERATION otherwise); for a KIP-848 consumer group the member
+   and its epoch (``check_member``, Kafka's ``ConsumerGroup.validateOffsetCommit`` with a stale
+   epoch answered ILLEGAL_GENERATION, as ``OffsetMetadataManager.validateTransactionalOffsetCommit``
+   does);
+5. too long metadata (OFFSET_METADATA_TOO_LARGE) per partition, the others written.
 
 The offsets are then written to the group's partition as a transactional batch with the
 producer's id and epoch (``OffsetsTopicLog.append_transactional``; the producer state there
@@ -59,6 +63,9 @@ __all__ = ["TXN_OFFSET_COMMIT_VERSIONS", "PendingTxnOffsets", "TxnOffsetCommits"
 # then uses at most v4 inside a transaction (TxnOffsetCommitRequest.json), and v5 is read as v4.
 TXN_OFFSET_COMMIT_VERSIONS = VersionRange(0, 5)
 _ABORTABLE_SINCE = 4  # TRANSACTION_ABORTABLE (KIP-890) exists from v4; INVALID_TXN_STATE before
+# Producers before 2.0 (v0-v1) failed on COORDINATOR_LOAD_IN_PROGRESS here (KAFKA-7296): Kafka's
+# KafkaApis answers them COORDINATOR_NOT_AVAILABLE instead, which they retry.
+_LOADING_KNOWN_SINCE = 2
 _NO_GENERATION = -1
 
 Partition = tuple[str, int]
@@ -157,6 +164,8 @@ class TxnOffsetCommits:
         for (name, partition), code in codes.items():
             if code == ErrorCode.TRANSACTION_ABORTABLE and version < _ABORTABLE_SINCE:
                 code = ErrorCode.INVALID_TXN_STATE
+            elif code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS and version < _LOADING_KNOWN_SINCE:
+                code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             by_topic.setdefault(name, []).append({"partition_index": partition, "error_code": code})
         return fit_body(ApiKey.TXN_OFFSET_COMMIT, "response", version, {
             "throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]})
@@ -167,6 +176,7 @@ class TxnOffsetCommits:
         codes: dict[Partition, ErrorCode] = {}
         now = self.coordinator.timers.wall_ms()
         records: list[GroupRecord] = []
+        too_long: list[Partition] = []  # judged once the request passed the group's checks, as Kafka 4
         readable: dict[str, bool] = {}
         for name, p in asked:
             key = (name, p["partition_index"])
@@ -177,16 +187,19 @@ class TxnOffsetCommits:
                 codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata.encode("utf-8")) > self._max_metadata_bytes:
                 codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                too_long.append(key)
             else:
                 codes[key] = ErrorCode.NONE
                 records.append(GroupRecord(OffsetCommitKey(group_id, *key), OffsetCommitValue(
                     p["committed_offset"], p.get("committed_leader_epoch", -1), metadata, now)))
-        if not records:
+        if not records and not too_long:
             return codes
         try:
             written = await self._write(body, records)
         except KafkaApiError as exc:
             written = exc.code
+        if written != ErrorCode.NONE:
+            codes.update(dict.fromkeys(too_long, written))
         for record in records:
             assert isinstance(record.key, OffsetCommitKey)
             codes[(record.key.topic, record.key.partition)] = written
@@ -194,6 +207,8 @@ class TxnOffsetCommits:
 
     async def _write(self, body: dict[str, Any], records: list[GroupRecord]) -> ErrorCode:
         group_id, producer_id, epoch = body["group_id"], body["producer_id"], body["producer_epoch"]
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID  # Kafka's group coordinator, before it looks for the group
         self._check_coordinator(group_id)
         log = self._group_log()
         if not isinstance(log, OffsetsTopicLog):
@@ -204,8 +219,9 @@ class TxnOffsetCommits:
             return verified
         self._check_member(group_id, body.get("generation_id", _NO_GENERATION), body.get("member_id", ""),
                            body.get("group_instance_id"))
-        await log.append_transactional(group_id, records, producer_id, epoch)
-        self.pending.add(producer_id, records)
+        if records:
+            await log.append_transactional(group_id, records, producer_id, epoch)
+            self.pending.add(producer_id, records)
         return ErrorCode.NONE
 
     def _verify(self, transactional_id: str, producer_id: int, epoch: int, partition: Partition) -> ErrorCode:

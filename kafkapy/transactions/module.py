@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 
 from kafkapy.dataplane.module import TRANSACTIONAL_PRODUCERS
-from kafkapy.dataplane.producer_ids import ProducerIds
+from kafkapy.dataplane.producer_ids import ProducerIds, half_named_producer
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
 from kafkapy.log.base import PartitionLog
@@ -318,12 +318,13 @@ class TransactionsModule(Module):
     async def init_transactional_producer(self, ctx: RequestContext, request: Request) -> Answer:
         """InitProducerId with a transactional id (the data plane hands these over)."""
         body = request.body
-        expected = None
-        if body.get("producer_id", NO_PRODUCER_ID) != NO_PRODUCER_ID:
-            expected = (body["producer_id"], body.get("producer_epoch", NO_PRODUCER_EPOCH))
+        asked = (body.get("producer_id", NO_PRODUCER_ID), body.get("producer_epoch", NO_PRODUCER_EPOCH))
+        expected = None if asked[0] == NO_PRODUCER_ID else asked
         outage = self._outage(body["transactional_id"])
         if not self._may_write(ctx.connection, body["transactional_id"]):
             result = InitResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif half_named_producer(*asked):
+            result = InitResult(ErrorCode.INVALID_REQUEST)
         elif outage is not None:
             result = InitResult(outage)
         else:
@@ -333,50 +334,51 @@ class TransactionsModule(Module):
             {"throttle_time_ms": 0, "error_code": self._for_version(ctx, result.error),
              "producer_id": result.producer_id, "producer_epoch": result.producer_epoch})
 
-    def _unknown_partitions(self, partitions: list[TopicPartition]) -> set[TopicPartition]:
-        topics = self.services.cluster.topics
-        return {(topic, partition) for topic, partition in partitions
-                if topic not in topics or partition not in topics[topic].partitions}
-
     def _add(self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
              topics: list[Mapping[str, Any]], verify_only: bool) -> list[dict[str, Any]]:
         """One transaction's AddPartitionsToTxn: its per-topic, per-partition results."""
         partitions = [(t["name"], p) for t in topics for p in t.get("partitions") or ()]
-        codes = self.add_codes(ctx.connection, transactional_id, producer_id, epoch, partitions, verify_only)
+        codes = self.add_codes(ctx.connection, transactional_id, producer_id, epoch, partitions, verify_only,
+                               from_broker=ctx.api_version >= 4)
         return [{"name": topic, "results_by_partition": [
                     {"partition_index": partition, "partition_error_code": self._for_version(ctx, code)}
                     for partition, code in found]}
                 for topic, found in by_topic(codes)]
 
     def add_codes(self, conn: ConnectionInfo, transactional_id: str, producer_id: int, epoch: int,
-                  partitions: list[TopicPartition], verify_only: bool) -> dict[TopicPartition, ErrorCode]:
+                  partitions: list[TopicPartition], verify_only: bool,
+                  from_broker: bool = False) -> dict[TopicPartition, ErrorCode]:
         """One transaction's AddPartitionsToTxn, the partitions in request order: each one's
-        code (before ``for_version``), duplicates once. Shared with the path from the frame."""
-        unknown = self._unknown_partitions(partitions)
-        # An internal topic counts as not writable (Kafka's KafkaApis leaves it out of the
-        # authorized ones for the clients' versions): a transaction can never hold one.
-        refused = {tp for tp in partitions
-                   if tp[0] in INTERNAL_TOPICS or not self._allowed(conn, "WRITE", "TOPIC", tp[0])}
-        codes: dict[TopicPartition, ErrorCode]
+        code (before ``for_version``), duplicates once. Shared with the path from the frame.
+
+        Kafka's KafkaApis: a client (v0-3) needs WRITE on the transactional id; then each partition
+        is checked, WRITE on its topic for a client (an internal topic counts as not writable: a
+        transaction never holds one), then that it exists. If any failed, each failed one gets
+        its own code and the others OPERATION_NOT_ATTEMPTED; only then does the coordinator look.
+        A broker's batched form (v4+, CLUSTER_ACTION checked already) skips the authorization."""
+        if not from_broker and not self._may_write(conn, transactional_id):
+            return dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        topics = self.services.cluster.topics
+        failed: dict[TopicPartition, ErrorCode] = {}
+        writable: dict[str, bool] = {}
+        for tp in partitions:
+            topic, partition = tp
+            if not from_broker and topic not in writable:
+                writable[topic] = (topic not in INTERNAL_TOPICS
+                                   and self._allowed(conn, "WRITE", "TOPIC", topic))
+            if not from_broker and not writable[topic]:
+                failed[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic not in topics or partition not in topics[topic].partitions:
+                failed[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if failed:
+            return {tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in partitions}
         outage = self._outage(transactional_id)
-        if not verify_only and not self._may_write(conn, transactional_id):
-            codes = dict.fromkeys(partitions, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        elif outage is not None:
-            codes = dict.fromkeys(partitions, outage)
-        elif not verify_only and refused:
-            # Kafka's KafkaApis: partitions the producer may not write fail, the rest are not attempted.
-            codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in refused
-                     else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
-        elif verify_only:
-            codes = self.coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
-        elif unknown:
-            # Kafka's KafkaApis: unknown partitions fail, the rest are not attempted.
-            codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                     else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in partitions}
-        else:
-            code = self.coordinator.add_partitions(transactional_id, producer_id, epoch, partitions)
-            codes = dict.fromkeys(partitions, code)
-        return codes
+        if outage is not None:
+            return dict.fromkeys(partitions, outage)
+        if verify_only:
+            return self.coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+        return dict.fromkeys(partitions, self.coordinator.add_partitions(transactional_id, producer_id, epoch,
+                                                                         partitions))
 
     def add_partitions_to_txn(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
@@ -448,6 +450,9 @@ class TransactionsModule(Module):
                 by_topic: dict[str, list[int]] = {}
                 for topic, partition in sorted(metadata.partitions):
                     by_topic.setdefault(topic, []).append(partition)
+                # Kafka's KafkaApis: only the topics the principal may DESCRIBE are shown.
+                by_topic = {topic: partitions for topic, partitions in by_topic.items()
+                            if self._allowed(ctx.connection, "DESCRIBE", "TOPIC", topic)}
                 state.update(transaction_state=metadata.state.kafka_name,
                              transaction_timeout_ms=metadata.timeout_ms,
                              transaction_start_time_ms=metadata.start_ms, producer_id=metadata.producer_id,

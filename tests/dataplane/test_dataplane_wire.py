@@ -269,6 +269,16 @@ def test_produce_versions_v3_and_v13_by_topic_id(broker: Broker) -> None:
         assert [p["error_code"] for p in unknown["partition_responses"]] == [ErrorCode.UNKNOWN_TOPIC_ID]
 
 
+def test_init_producer_id_with_half_a_producer_id_and_epoch_is_an_invalid_request(broker: Broker) -> None:
+    """Kafka's KafkaApis, for idempotent producers too: both or neither."""
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        for producer_id, epoch in ((7, -1), (-1, 3)):
+            asked = {"transactional_id": None, "transaction_timeout_ms": 1, "producer_id": producer_id,
+                     "producer_epoch": epoch}
+            body = conn.call(ApiKey.INIT_PRODUCER_ID, 4, asked).body
+            assert (body["error_code"], body["producer_id"]) == (ErrorCode.INVALID_REQUEST, -1)
+
+
 def test_init_producer_id_with_a_transactional_id_is_not_served_here(broker: Broker) -> None:
     with KafkaSocket(broker.bootstrap_servers) as conn:
         asked = {"transactional_id": "tx", "transaction_timeout_ms": 1000, "producer_id": -1,

@@ -141,15 +141,80 @@ def test_fenced_producers_unknown_partitions_and_members(client: SimpleClient) -
     assert txn_commit(client, "tx", new, "g", {("t", 0): 1, ("t", 9): 1, ("nope", 0): 1}) == {
         ("t", 0): ErrorCode.NONE, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    # "g" is an Empty simple group now: a commit without a generation is taken whoever sends it;
+    # one with a generation needs a member.
     assert txn_commit(client, "tx", new, "g", {("t", 0): 2}, generation_id=-1, member_id="stranger") == {
-        ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+        ("t", 0): ErrorCode.NONE}
     assert txn_commit(client, "tx", new, "g", {("t", 0): 2}, generation_id=3) == {
-        ("t", 0): ErrorCode.ILLEGAL_GENERATION}
+        ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
     elsewhere = next(g for g in (f"g{i}" for i in range(100))
                      if offsets_partition_for(g, 3) != offsets_partition_for("g", 3))
     ready(client, elsewhere, "tx")
     assert txn_commit(client, "tx", new, elsewhere, {("t", 0): 2}, version=4) == {
         ("t", 0): ErrorCode.TRANSACTION_ABORTABLE}  # its offsets partition is not in the transaction
+
+
+def test_a_classic_groups_member_and_generation_as_kafka_4_checks_them(client: SimpleClient) -> None:
+    """KIP-447's checks against a classic group, as Kafka's group coordinator of KIP-848 and Kafka 4
+    (OffsetMetadataManager.validateTransactionalOffsetCommit, ClassicGroup.validateOffsetCommit):
+    an unknown group is made only by a commit without a generation (one with a generation is from
+    a generation that is gone: ILLEGAL_GENERATION); a commit naming a generation, a member or an
+    instance id must be a current member's at the group's generation; naming none is taken."""
+    producer = init(client, "tx")
+    assert add_offsets(client, "tx", producer, "c") == ErrorCode.NONE
+    for generation in (0, 4):
+        assert txn_commit(client, "tx", producer, "c", {("t", 0): 1}, generation_id=generation) == {
+            ("t", 0): ErrorCode.ILLEGAL_GENERATION}
+    listed = client.request(ApiKey.LIST_GROUPS, 4, {"states_filter": []})["groups"]
+    assert "c" not in [g["group_id"] for g in listed]  # not made
+    body = {"group_id": "c", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+            "group_instance_id": "i1", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}
+    joined = client.request(ApiKey.JOIN_GROUP, 7, body)
+    assert joined["error_code"] == ErrorCode.NONE, joined
+    member, generation = joined["member_id"], joined["generation_id"]
+    synced = client.request(ApiKey.SYNC_GROUP, 5, {
+        "group_id": "c", "generation_id": generation, "member_id": member, "group_instance_id": "i1",
+        "protocol_type": "consumer", "protocol_name": "range",
+        "assignments": [{"member_id": member, "assignment": b""}]})
+    assert synced["error_code"] == ErrorCode.NONE
+
+    def commit(generation_id: int, member_id: str, instance_id: str | None) -> int:
+        codes = txn_commit(client, "tx", producer, "c", {("t", 0): 5}, generation_id=generation_id,
+                           member_id=member_id, group_instance_id=instance_id)
+        return codes[("t", 0)]
+
+    assert commit(generation, member, "i1") == ErrorCode.NONE
+    assert commit(generation, member, None) == ErrorCode.NONE
+    assert commit(-1, "", None) == ErrorCode.NONE  # names nobody (as v0-v2 cannot)
+    assert commit(-1, member, None) == ErrorCode.ILLEGAL_GENERATION
+    assert commit(generation + 1, member, None) == ErrorCode.ILLEGAL_GENERATION
+    assert commit(generation, "", None) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit(generation, member, "i2") == ErrorCode.UNKNOWN_MEMBER_ID  # no such static member
+    assert commit(generation, "other", "i1") == ErrorCode.FENCED_INSTANCE_ID
+
+
+def test_too_long_metadata_is_judged_after_the_transaction_and_the_member(client: SimpleClient) -> None:
+    """Kafka 4's group coordinator looks at each partition's metadata only once the transaction is
+    verified and the member checked: a refused request is refused for every partition."""
+    producer = init(client, "tx")
+
+    def commit(**extra: Any) -> dict[Partition, int]:
+        partitions = [{"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                       "committed_metadata": "m" * 5000},
+                      {"partition_index": 1, "committed_offset": 1, "committed_leader_epoch": -1,
+                       "committed_metadata": "m"}]
+        body = client.request(ApiKey.TXN_OFFSET_COMMIT, 4, {
+            "transactional_id": "tx", "group_id": "g", "producer_id": producer[0],
+            "producer_epoch": producer[1], "topics": [{"name": "t", "partitions": partitions}], **extra})
+        return {(t["name"], p["partition_index"]): p["error_code"]
+                for t in body["topics"] for p in t["partitions"]}
+
+    assert commit() == {("t", 0): ErrorCode.TRANSACTION_ABORTABLE, ("t", 1): ErrorCode.TRANSACTION_ABORTABLE}
+    assert add_offsets(client, "tx", producer, "g") == ErrorCode.NONE
+    assert commit(generation_id=2, member_id="m") == {
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION, ("t", 1): ErrorCode.ILLEGAL_GENERATION}
+    assert commit() == {("t", 0): ErrorCode.OFFSET_METADATA_TOO_LARGE, ("t", 1): ErrorCode.NONE}
 
 
 def test_a_kip848_consumer_groups_member_commits_in_a_transaction(client: SimpleClient) -> None:
@@ -182,6 +247,25 @@ def test_every_version_commits(client: SimpleClient, version: int) -> None:
         ("t", 1): ErrorCode.NONE}
     assert end(client, "tx", producer, commit=True) == ErrorCode.NONE
     wait_until(lambda: fetch(client, "g")[("t", 1)] == (40 + version, ErrorCode.NONE), what="the offset")
+
+
+def test_an_empty_group_id_and_a_loading_coordinator_as_kafka_answers_them() -> None:
+    """An empty group id is INVALID_GROUP_ID (after the per-partition checks); a coordinator still
+    loading is COORDINATOR_LOAD_IN_PROGRESS from v2 on and COORDINATOR_NOT_AVAILABLE to v0-v1,
+    whose clients (before KAFKA-7296) did not know the loading error here."""
+    with Broker(CONFIG) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        client.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "t", "num_partitions": 2,
+                                                             "replication_factor": 1}], "timeout_ms": 5000})
+        ready(client, "g", "tx")
+        producer = init(client, "tx")
+        assert txn_commit(client, "tx", producer, "", {("t", 0): 1, ("t", 9): 1}) == {
+            ("t", 0): ErrorCode.INVALID_GROUP_ID, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        with broker.coordinator_unavailable(group="g", error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            for version in range(4):
+                loading = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                code = loading if version >= 2 else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                assert txn_commit(client, "tx", producer, "g", {("t", 0): 1}, version=version) == {
+                    ("t", 0): code}
 
 
 def test_authorization_in_kafkas_order() -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from kafkapy.acls.model import AclOperation, AclPermissionType, PatternType, ResourceType
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.groups.partitioning import offsets_partition_for
@@ -136,15 +137,25 @@ def test_a_committed_transaction(broker: Broker) -> None:
         group_partition = offsets_partition_for("g", broker.runtime.config.get(  # type: ignore[union-attr]
             "offsets.topic.num.partitions", 50))
         assert state["transaction_state"] == "Ongoing" and state["producer_id"] == pid
+        assert (state["producer_epoch"], state["transaction_timeout_ms"]) == (epoch, 60_000)
+        started = state["transaction_start_time_ms"]
+        assert started > 0
         assert {t["topic"]: t["partitions"] for t in state["topics"]} == {
             "orders": [0, 1], "__consumer_offsets": [group_partition]}
         assert end(conn, "tx", pid, epoch, commit=True) == ErrorCode.NONE
         marked = [("orders", 0), ("orders", 1), ("__consumer_offsets", group_partition)]
         assert markers_on(broker, *marked) == {tp: [(pid, epoch, True)] for tp in marked}
         [state] = describe(conn, "tx")
-        assert (state["transaction_state"], state["topics"]) == ("CompleteCommit", [])
+        # Kafka keeps a completed transaction's start time; only InitProducerId (Empty) clears it.
+        assert (state["transaction_state"], state["topics"], state["transaction_start_time_ms"]) == (
+            "CompleteCommit", [], started)
         assert end(conn, "tx", pid, epoch, commit=True) == ErrorCode.NONE  # a retry
         assert end(conn, "tx", pid, epoch, commit=False) == ErrorCode.INVALID_TXN_STATE
+        assert init(conn, "tx", timeout_ms=30_000) == (ErrorCode.NONE, pid, epoch + 1)
+        [state] = describe(conn, "tx")
+        fields = ("transaction_state", "transaction_start_time_ms", "transaction_timeout_ms",
+                  "producer_epoch")
+        assert [state[f] for f in fields] == ["Empty", -1, 30_000, epoch + 1]
 
 
 def test_unknown_partitions_and_bad_requests(broker: Broker) -> None:
@@ -159,6 +170,36 @@ def test_unknown_partitions_and_bad_requests(broker: Broker) -> None:
             ("orders", 0): ErrorCode.INVALID_PRODUCER_ID_MAPPING}
         assert end(conn, "tx", pid, epoch, commit=True) == ErrorCode.INVALID_TXN_STATE  # nothing began
         assert describe(conn, "nobody")[0]["error_code"] == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+def test_add_partitions_answers_every_failed_partition_with_its_own_code(broker: Broker) -> None:
+    """Kafka's KafkaApis checks each partition: not writable (an internal topic counts as such for a
+    client) is TOPIC_AUTHORIZATION_FAILED, else unknown is UNKNOWN_TOPIC_OR_PARTITION; only the
+    partitions that passed are OPERATION_NOT_ATTEMPTED. The brokers' batched form (v4+) is not
+    authorized per topic but still checked for unknown partitions, verify-only or not."""
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        _, pid, epoch = init(conn, "tx")
+        assert add(conn, "tx", pid, epoch, {"__consumer_offsets": [0], "orders": [0, 7], "nope": [0]}) == {
+            ("__consumer_offsets", 0): ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            ("orders", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+            ("orders", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+
+        def batched(verify_only: bool, partitions: dict[str, list[int]]) -> dict[tuple[str, int], int]:
+            body = conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [
+                {"transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch,
+                 "verify_only": verify_only,
+                 "topics": [{"name": t, "partitions": p} for t, p in partitions.items()]}]}).body
+            [result] = body["results_by_transaction"]
+            return {(t["name"], p["partition_index"]): p["partition_error_code"]
+                    for t in result["topic_results"] for p in t["results_by_partition"]}
+
+        assert batched(True, {"orders": [0, 7]}) == {
+            ("orders", 0): ErrorCode.OPERATION_NOT_ATTEMPTED,
+            ("orders", 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        assert batched(False, {"__consumer_offsets": [0]}) == {("__consumer_offsets", 0): ErrorCode.NONE}
+        assert batched(True, {"__consumer_offsets": [0], "orders": [0]}) == {
+            ("__consumer_offsets", 0): ErrorCode.NONE, ("orders", 0): ErrorCode.TRANSACTION_ABORTABLE}
 
 
 def test_a_second_producer_fences_the_first(broker: Broker) -> None:
@@ -182,6 +223,20 @@ def test_a_second_producer_fences_the_first(broker: Broker) -> None:
         assert init(conn, "tx", producer_id=pid, epoch=epoch)[0] == ErrorCode.PRODUCER_FENCED
         stale_v3 = init(conn, "tx", version=3, producer_id=pid, epoch=epoch)
         assert stale_v3[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_init_producer_id_with_half_a_producer_id_and_epoch_is_an_invalid_request(broker: Broker) -> None:
+    """Kafka's KafkaApis: a producer id without an epoch, or an epoch without a producer id, is
+    INVALID_REQUEST before the coordinator looks. Taken as a KIP-360 retry, (id, -1) was handed the
+    current epoch unbumped, so a second instance got the first one's epoch without fencing it."""
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        code, pid, epoch = init(conn, "tx")
+        assert code == ErrorCode.NONE
+        assert init(conn, "tx", producer_id=pid, epoch=-1) == (ErrorCode.INVALID_REQUEST, -1, -1)
+        assert init(conn, "tx", producer_id=-1, epoch=epoch) == (ErrorCode.INVALID_REQUEST, -1, -1)
+        assert init(conn, "tx", version=3, producer_id=pid, epoch=-1)[0] == ErrorCode.INVALID_REQUEST
+        # nothing changed: the next instance gets the next epoch
+        assert init(conn, "tx") == (ErrorCode.NONE, pid, epoch + 1)
 
 
 @pytest.mark.parametrize("version", [4, 5])  # v5: the same form, TRANSACTION_ABORTABLE known to the sender
@@ -295,3 +350,28 @@ def test_acls_as_kafka_checks_them() -> None:
             offsets = conn.call(ApiKey.ADD_OFFSETS_TO_TXN, 3, {
                 "transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch, "group_id": "g"}).body
             assert offsets["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_describe_transactions_shows_only_the_topics_the_principal_may_describe() -> None:
+    """Kafka's KafkaApis drops from each described transaction the topics without DESCRIBE."""
+    store = MemoryStore()
+    config = {"broker.id": 1, "transaction.state.log.num.partitions": 5, "authorizer.class.name": "acl",
+              "allow.everyone.if.no.acl.found": "true"}
+    with Broker(config, store=store) as b:
+        store.create_topic("orders", {0: (1,)})
+        store.create_topic("secret", {0: (1,), 1: (1,)})
+        coordinator_ready(b)
+        with KafkaSocket(b.bootstrap_servers) as conn:
+            _, pid, epoch = init(conn, "tx")
+            assert add(conn, "tx", pid, epoch, {"orders": [0], "secret": [0, 1]}) == {
+                ("orders", 0): ErrorCode.NONE, ("secret", 0): ErrorCode.NONE, ("secret", 1): ErrorCode.NONE}
+            [state] = describe(conn, "tx")
+            assert [t["topic"] for t in state["topics"]] == ["orders", "secret"]
+            deny = {"resource_type": ResourceType.TOPIC, "resource_name": "secret",
+                    "resource_pattern_type": PatternType.LITERAL, "principal": "User:ANONYMOUS", "host": "*",
+                    "operation": AclOperation.DESCRIBE, "permission_type": AclPermissionType.DENY}
+            created = conn.call(ApiKey.CREATE_ACLS, 3, {"creations": [deny]}).body
+            assert created["results"][0]["error_code"] == ErrorCode.NONE
+            [state] = describe(conn, "tx")
+            assert (state["error_code"], state["transaction_state"]) == (ErrorCode.NONE, "Ongoing")
+            assert state["topics"] == [{"topic": "orders", "partitions": [0]}]
