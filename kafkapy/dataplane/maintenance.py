@@ -14,9 +14,10 @@ broker's loop, at the shortest of the periods (so no other polling loop exists);
 only when its own period has passed by the services' clock, which a virtual clock may replace.
 So after a crash the checkpoints on disk are at most one period old, as Kafka's.
 
-Compaction picks a log, as Kafka's cleaner does, when its dirty ratio (bytes written since the
-last clean over the bytes of its rolled segments) reaches ``min.cleanable.dirty.ratio``, or when
-``max.compaction.lag.ms`` says a segment waited too long.
+Compaction picks a log, as Kafka's cleaner does, when its dirty ratio (the bytes a cleaning could
+reach past the last clean, over those plus the clean bytes) is above ``min.cleanable.dirty.ratio``,
+or when ``max.compaction.lag.ms`` says a dirty segment waited too long and there is something to
+clean.
 
 ``apply_retention()``/``compact()`` run a pass on demand (the embedded Broker's ``logs``), and
 answer per partition what they removed.
@@ -73,14 +74,11 @@ MAINTENANCE_CONFIG_KEYS = (
 LONG_MAX = (1 << 63) - 1
 
 
-def dirty_ratio(log: SegmentedLog, cleaned_to: int) -> float:
-    """Bytes of the rolled segments at or past ``cleaned_to`` over the bytes of all rolled ones
-    (Kafka's LogToClean.cleanableRatio, with the active segment never cleanable)."""
-    rolled = log.segments[:-1]
-    total = sum(segment.size for segment in rolled)
-    if total == 0:
-        return 0.0
-    return sum(segment.size for segment in rolled if segment.base_offset >= cleaned_to) / total
+def dirty_ratio(log: SegmentedLog, cleaned_to: int, now_ms: int | None = None) -> float:
+    """Kafka's LogToClean.cleanableRatio: the cleanable bytes (from ``cleaned_to`` up to the first
+    segment a cleaning may not touch: the active one, the one holding the last stable offset, a
+    dirty one younger than min.compaction.lag.ms) over those plus the clean bytes below."""
+    return log.cleaning_need(now_ms, first_dirty=cleaned_to).ratio
 
 
 class LogMaintenance:
@@ -233,9 +231,8 @@ class LogMaintenance:
         return removed
 
     def _due(self, log: SegmentedLog, now_ms: int | None) -> bool:
-        now = log.clock() if now_ms is None else now_ms
-        ratio = dirty_ratio(log, log.cleaned_to)  # read back from cleaner-offset-checkpoint on open
-        return (ratio > 0 and ratio >= log.config.min_cleanable_dirty_ratio) or log.compaction_overdue(now)
+        # Dirty from cleaned_to, which cleaner-offset-checkpoint carries across a restart.
+        return log.cleaning_need(now_ms).due(log.config.min_cleanable_dirty_ratio)
 
     def flush_due(self) -> int:
         """Kafka's flush scheduler: flush the logs whose flush.ms passed; answers how many."""

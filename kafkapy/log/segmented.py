@@ -56,8 +56,10 @@ from kafkapy.log.base import (
 )
 from kafkapy.log.cleaning import CompactionPlan, SegmentView
 from kafkapy.log.compaction import (
+    CleaningNeed,
     LastRecord,
-    cleanable_segments,
+    SegmentAge,
+    cleaning_need,
 )
 from kafkapy.log.epochs import LeaderEpochCache
 from kafkapy.log.retention import SegmentFacts, deletable_segments
@@ -815,10 +817,7 @@ class SegmentedLog:
         if not config.compacts or self.cleaning_paused:
             return None
         now = self.clock() if now_ms is None else now_ms
-        count = cleanable_segments([s.max_timestamp for s in self.segments], config, now)
-        stable = self.last_stable_offset  # an open transaction's records are not settled yet
-        while count and self.segments[count].base_offset > stable:
-            count -= 1
+        count = self.cleaning_need(now, config).count
         if not count:
             return None
         cleanable = self.segments[:count]
@@ -852,13 +851,23 @@ class SegmentedLog:
                 removed += cleaned.removed
         return removed
 
-    def compaction_overdue(self, now_ms: int, config: LogConfig | None = None) -> bool:
-        """max.compaction.lag.ms: a rolled segment waited longer than that (the cleaner's must-clean rule)."""
+    def cleaning_need(self, now_ms: int | None = None, config: LogConfig | None = None, *,
+                      first_dirty: int | None = None) -> CleaningNeed:
+        """What a cleaning could do now (compaction.py's ``cleaning_need``): dirty from
+        ``first_dirty`` (by default ``cleaned_to``), never past the last stable offset."""
         config = config or self.config
-        return config.compacts and any(
-            s.rolling_timestamp is not None and now_ms - s.rolling_timestamp > config.max_compaction_lag_ms
-            for s in self.segments[:-1]
-        )
+        first_dirty = self.cleaned_to if first_dirty is None else first_dirty
+        now = self.clock() if now_ms is None else now_ms
+        ages = [SegmentAge(s.base_offset, s.size, s.retention_timestamp(), s.rolling_timestamp)
+                for s in self.segments]
+        return cleaning_need(ages, first_dirty, self.last_stable_offset, config, now)
+
+    def compaction_overdue(self, now_ms: int, config: LogConfig | None = None) -> bool:
+        """max.compaction.lag.ms (the cleaner's must-clean rule): a dirty rolled segment's first
+        batch is older than that, and there is something a cleaning may reach."""
+        config = config or self.config
+        need = self.cleaning_need(now_ms, config)
+        return config.compacts and need.overdue and need.cleanable_bytes > 0
 
     def close(self) -> None:
         """Snapshot producer state at the log end, flush, release; a second call does nothing."""

@@ -363,6 +363,38 @@ def test_the_cleaner_waits_for_min_cleanable_dirty_ratio() -> None:
     assert maintenance.compact(now_ms=now)[("t", 0)] > 0
 
 
+def test_writes_held_back_by_min_compaction_lag_do_not_make_a_log_dirty() -> None:
+    """Kafka's ratio counts only the bytes a cleaning may reach: segments younger than
+    min.compaction.lag.ms are neither dirty nor in the total, so a timer pass leaves a log whose
+    new writes are all that young, instead of cleaning its one old dirty segment."""
+    import threading
+
+    from kafkapy.dataplane.maintenance import LogMaintenance, dirty_ratio
+    from kafkapy.log import LogConfig, LogManager
+    from kafkapy.protocol.records import build_record_batch
+
+    config = LogConfig(segment_bytes=100, cleanup_policy=("compact",), min_compaction_lag_ms=HOUR_MS)
+    logs = LogManager(default_config=config)
+    log = logs.get_or_create("t", 0)
+
+    def write(timestamp: int, *keys: bytes) -> None:
+        for key in keys:
+            record = {"key": key, "value": b"value", "timestamp": timestamp}
+            log.append(build_record_batch([record], base_offset=log.log_end_offset), now_ms=0)
+
+    maintenance = LogMaintenance(lambda: logs, lock=threading.Lock(), retention_check_interval_ms=1,
+                                 cleaner_enable=True, cleaner_backoff_ms=1, clock=time.monotonic)
+    now = 1_700_000_000_000
+    old, young = now - 2 * HOUR_MS, now - 1_000
+    write(old, *(b"k%d" % i for i in range(6)), b"k0", b"filler")
+    assert maintenance.compact(now_ms=now, only_dirty=True) == {("t", 0): 1}
+    write(old, b"k1")  # one old dirty segment (it rolls at the next write)
+    write(young, *(b"n%d" % i for i in range(12)))  # a dozen too young to clean
+    assert 0 < dirty_ratio(log, log.cleaned_to, now) < 0.5
+    assert maintenance.compact(now_ms=now, only_dirty=True) == {}
+    assert maintenance.compact(now_ms=now) == {("t", 0): 1}  # on demand: whatever it can
+
+
 def test_the_pytest_fixture_brokers_offer_the_helpers(kafka_broker_factory: Any) -> None:
     broker = kafka_broker_factory({"log.cleaner.min.cleanable.ratio": 0.9})
     create_topic(broker, "fixture", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
