@@ -233,6 +233,27 @@ def test_delete_topics_are_not_compacted() -> None:
         assert len(consume_all(broker, "plain", 0)) == 5
 
 
+def test_records_of_a_compact_only_topic_cannot_be_deleted() -> None:
+    """DeleteRecords needs delete in cleanup.policy (Kafka's Partition.deleteRecordsOnLeader):
+    POLICY_VIOLATION for compact alone, the log start unmoved; compact,delete may."""
+    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    with Broker() as broker:
+        create_topic(broker, "table", {"cleanup.policy": "compact"})
+        create_topic(broker, "both", {"cleanup.policy": "compact,delete"})
+        for topic in ("table", "both"):
+            produce(broker, topic, [(b"k%d" % i, b"v") for i in range(3)])
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        asked = [TopicPartition("table", 0, 2), TopicPartition("both", 0, 2)]
+        futures = admin.delete_records(asked, request_timeout=TIMEOUT_S)
+        with pytest.raises(Exception) as refused:
+            futures[asked[0]].result()
+        assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+        assert futures[asked[1]].result().low_watermark == 2
+        assert low_watermark(broker, "table") == 0 and low_watermark(broker, "both") == 2
+
+
 def test_the_scheduler_applies_retention_on_its_interval() -> None:
     with Broker({"log.retention.check.interval.ms": 200}) as broker:
         create_topic(broker, "timed", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
