@@ -1,8 +1,10 @@
 """Log maintenance at run time: Kafka's retention check, log cleaner, producer-id expiry, flush
 scheduler and checkpoint writers, on one periodic timer.
 
-Kafka runs retention (``LogManager.cleanupLogs``) every ``log.retention.check.interval.ms``, its
-log cleaner threads wake every ``log.cleaner.backoff.ms`` to compact the dirtiest compacted log,
+Kafka runs retention (``LogManager.cleanupLogs``) every ``log.retention.check.interval.ms`` on the
+logs that do not compact, its log cleaner threads wake every ``log.cleaner.backoff.ms`` to compact
+the dirtiest compacted log and then apply retention to the compacted ones (so with the cleaner
+disabled a compacted log's segments are never deleted, in Kafka and here),
 and each log forgets the idempotent producers idle for ``producer.id.expiration.ms`` every
 ``producer.id.expiration.check.interval.ms``. Its LogManager also flushes the logs whose
 ``flush.ms`` passed every ``log.flush.scheduler.interval.ms``, writes each log dir's
@@ -108,7 +110,7 @@ class LogMaintenance:
         self._timer: asyncio.TimerHandle | None = None
         # The periodic passes: (period in ms, what runs); Kafka's scheduled tasks, one row each.
         self._passes: list[tuple[int, Callable[[], object]]] = [
-            (retention_check_interval_ms, self.apply_retention),
+            (retention_check_interval_ms, self._retention_pass),
             (producer_expiration_check_ms, self.expire_producers),
             (flush_scheduler_interval_ms, self.flush_due),
             # The checkpoint files are written on the log manager's background writer (as Kafka's
@@ -135,15 +137,26 @@ class LogMaintenance:
     def _mine(self) -> list[tuple[TopicPartition, SegmentedLog]]:
         return [(key, log) for key, log in list(self._logs().logs.items()) if self._maintains(key)]
 
-    def apply_retention(self, now_ms: int | None = None) -> dict[TopicPartition, int]:
-        """Delete what each log's retention allows; answers segments deleted per partition."""
+    def apply_retention(self, now_ms: int | None = None, *,
+                        compacted: bool | None = None) -> dict[TopicPartition, int]:
+        """Delete what each log's retention allows; answers segments deleted per partition.
+        ``compacted``: only the logs whose cleanup.policy has compact (True) or lacks it (False)."""
         removed: dict[TopicPartition, int] = {}
         with self._lock:
             for key, log in self._mine():
+                if compacted is not None and log.config.compacts != compacted:
+                    continue
+                if compacted and key in self._cleaning:
+                    continue  # Kafka's deletableLogs skips a log the cleaner is working on
                 count = log.apply_retention(now_ms)
                 if count:
                     removed[key] = count
         return removed
+
+    def _retention_pass(self) -> None:
+        """The retention timer's pass (Kafka's LogManager.cleanupLogs): the logs that do not
+        compact; the cleaner's pass applies retention to those that do."""
+        self.apply_retention(compacted=False)
 
     def compact(self, now_ms: int | None = None, *, only_dirty: bool = False,
                 wait: bool = True) -> dict[TopicPartition, int]:
@@ -171,6 +184,7 @@ class LogMaintenance:
         logs cleaned), else on the cleaner's thread."""
         if self._wait or self._loop is None:
             self.compact(only_dirty=True)
+            self.apply_retention(compacted=True)
             return
         loop = self._loop
         with self._lock:
@@ -186,6 +200,9 @@ class LogMaintenance:
                 self._cleaning.add(key)
                 cleaning = self._cleaner.submit(plan.clean, lambda: self._stopping)
                 cleaning.add_done_callback(functools.partial(self._cleaned, loop, key, log, plan))
+        # Kafka's cleaner thread applies retention to the compacted logs it is not cleaning
+        # (LogCleaner.cleanFilthiestLog's deletableLogs), every backoff.
+        self.apply_retention(compacted=True)
 
     def _cleaned(self, loop: asyncio.AbstractEventLoop, key: TopicPartition, log: SegmentedLog,
                  plan: CompactionPlan, cleaning: concurrent.futures.Future[bool]) -> None:

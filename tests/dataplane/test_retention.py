@@ -262,6 +262,27 @@ def test_the_scheduler_applies_retention_on_its_interval() -> None:
         wait_until(lambda: low_watermark(broker, "timed") > 0, what="the retention timer")
 
 
+def test_the_cleaner_applies_retention_to_compacted_logs_on_its_backoff() -> None:
+    """Kafka's retention timer (LogManager.cleanupLogs) leaves compacted logs to the cleaner
+    thread, which deletes their old segments every log.cleaner.backoff.ms; with the cleaner
+    disabled nothing ever deletes them."""
+    settings = {"log.retention.check.interval.ms": 200, "log.cleaner.backoff.ms": HOUR_MS}
+    old = int(time.time() * 1000) - 2 * HOUR_MS
+    config = {"segment.bytes": "100", "retention.ms": str(HOUR_MS), "cleanup.policy": "compact,delete"}
+    with Broker(settings) as broker:
+        create_topic(broker, "both", config)
+        create_topic(broker, "plain", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+        produce(broker, "both", [(b"k%d" % i, b"v") for i in range(5)], timestamp_ms=old)
+        produce(broker, "plain", [(b"k%d" % i, b"v") for i in range(5)], timestamp_ms=old)
+        wait_until(lambda: low_watermark(broker, "plain") > 0, what="the retention timer")
+        time.sleep(0.5)  # two more retention passes
+        assert low_watermark(broker, "both") == 0  # not the retention timer's
+    with Broker({**settings, "log.cleaner.backoff.ms": 200}) as broker:
+        create_topic(broker, "both", config)
+        produce(broker, "both", [(b"k%d" % i, b"v") for i in range(5)], timestamp_ms=old)
+        wait_until(lambda: low_watermark(broker, "both") > 0, what="the cleaner's retention")
+
+
 def test_the_cleaner_compacts_dirty_logs_after_its_backoff() -> None:
     with Broker({"log.cleaner.backoff.ms": 200}) as broker:
         create_topic(broker, "cleaned", {"segment.bytes": "100", "cleanup.policy": "compact"})
