@@ -18,7 +18,8 @@ Kafka does: the first segment whose max timestamp reaches the target, the time
 index entry below it, then a walk of batch headers and one batch's records.
 
 A segment rolls (Kafka's LogSegment.shouldRoll) when the append would pass
-``segment.bytes``, when ``segment.ms`` passed since its first batch's max
+``segment.bytes``, when ``segment.ms`` less the segment's jitter (drawn at its
+creation below ``segment.jitter.ms``) passed since its first batch's max
 timestamp (its creation time without one), when an index is full, or when the
 new offsets no longer fit a relative int32.
 
@@ -30,6 +31,7 @@ persist segments.
 from __future__ import annotations
 
 import bisect
+import random
 import threading
 import time
 import uuid
@@ -78,6 +80,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def roll_jitter_ms(config: LogConfig) -> int:
+    """segment.jitter.ms as Kafka's LogConfig.randomSegmentJitter draws it for each new segment:
+    uniform below the smaller of it and segment.ms, so logs made together do not all roll at once."""
+    bound = min(config.segment_jitter_ms, config.segment_ms)
+    return random.randrange(bound) if bound > 0 else 0
+
+
 class Segment:
     """One segment's batch table and indexes; subclasses say where its bytes are."""
 
@@ -92,6 +101,7 @@ class Segment:
         self.rolling_timestamp: int | None = None  # the first batch's max timestamp (segment.ms)
         self.created_ms = created_ms
         self.last_modified_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms(config)
         self.index_interval_bytes = config.index_interval_bytes
         self.max_offset_entries = config.segment_index_bytes // OFFSET_INDEX_ENTRY
         self.max_time_entries = config.segment_index_bytes // TIME_INDEX_ENTRY
@@ -483,7 +493,7 @@ class SegmentedLog:
         waited = now - segment.created_ms if rolling is None or rolling < 0 else max_timestamp - rolling
         if (
             segment.size > self.config.segment_bytes - nbytes
-            or waited > self.config.segment_ms
+            or waited > self.config.segment_ms - segment.roll_jitter_ms
             or segment.indexes_full()
             or last_offset - segment.base_offset > _INT32_MAX
         ):
