@@ -18,7 +18,8 @@ Kafka does: the first segment whose max timestamp reaches the target, the time
 index entry below it, then a walk of batch headers and one batch's records.
 
 A segment rolls (Kafka's LogSegment.shouldRoll) when the append would pass
-``segment.bytes``, when ``segment.ms`` less the segment's jitter (drawn at its
+``segment.bytes``, when ``segment.ms`` (for a compacted log, ``max.compaction.lag.ms``
+if that is shorter) less the segment's jitter (drawn at its
 creation below ``segment.jitter.ms``) passed since its first batch's max
 timestamp (its creation time without one), when an index is full, or when the
 new offsets no longer fit a relative int32.
@@ -493,7 +494,7 @@ class SegmentedLog:
         waited = now - segment.created_ms if rolling is None or rolling < 0 else max_timestamp - rolling
         if (
             segment.size > self.config.segment_bytes - nbytes
-            or waited > self.config.segment_ms - segment.roll_jitter_ms
+            or waited > self.config.max_segment_ms - segment.roll_jitter_ms
             or segment.indexes_full()
             or last_offset - segment.base_offset > _INT32_MAX
         ):

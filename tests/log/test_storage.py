@@ -245,6 +245,18 @@ def test_segment_jitter_ms_rolls_each_segment_that_much_earlier(make_log: MakeLo
     assert make_log(LogConfig(segment_ms=1_000)).active.roll_jitter_ms == 0 and len(drawn) == 2
 
 
+def test_a_compacted_log_rolls_by_max_compaction_lag_ms(make_log: MakeLog) -> None:
+    """Kafka's LogConfig.maxSegmentMs: with compact in cleanup.policy, the active segment rolls
+    once max.compaction.lag.ms (when shorter than segment.ms) has passed, so the cleaner can reach
+    its records within that lag; a delete-only log keeps segment.ms."""
+    for policy, rolled in (("compact", [0, 2]), ("compact,delete", [0, 2]), ("delete", [0])):
+        log = make_log(LogConfig(cleanup_policy=policy, max_compaction_lag_ms=1_000))
+        log.append(batch_at(log, 1, timestamp=0))
+        log.append(batch_at(log, 1, timestamp=1_000))
+        log.append(batch_at(log, 1, timestamp=1_001))
+        assert [s.base_offset for s in log.segments] == rolled, policy
+
+
 def test_snapshots_hooks_at_roll_and_close(make_log: MakeLog) -> None:
     log = make_log(LogConfig(segment_bytes=200))
     states = iter([b"one", b"two", b"three"])
