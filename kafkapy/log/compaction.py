@@ -28,8 +28,10 @@ transaction index. A committed transaction's records are compacted like any
 others; an aborted one's are all removed, and never count as a key's last
 value. An ABORT marker stays while any record of its transaction is still in
 the log, a COMMIT marker while the pass read a batch of its transaction;
-after that a marker goes like a tombstone (below), and an aborted transaction
-whose marker went leaves the transaction index. The batch
+after that a marker goes like a tombstone (below). An aborted transaction
+leaves the transaction index with its last batch, as Kafka rebuilds the index
+of a cleaned segment: its marker may stay a while, but a read_committed
+consumer has nothing of it left to skip. The batch
 that holds an active producer's last sequence (or, when its last entry is a
 marker, that marker) is kept even when emptied, as a header without records,
 so the producer's sequence and epoch survive the cleaning and a restart.
@@ -203,7 +205,8 @@ def build_offset_map(batches: Iterable[RecordBatch], walk: TransactionWalk | Non
 @attrs.frozen
 class CleanedSegment:
     """A segment's batches after cleaning, how many records went, and the offsets of the markers
-    kept (the transaction index keeps only the entries of those)."""
+    whose transactions still have a batch in the log (the transaction index keeps only the
+    entries of those)."""
 
     data: bytes
     removed: int  # records
@@ -292,7 +295,9 @@ def clean_batches(
             may_go = walk.marker(batch)
             if may_go and _past_horizon(batch, now_ms):
                 kept = []
-            elif batch.record_count:
+            elif batch.record_count and not may_go:
+                # Kafka's cleaned transaction index holds an aborted transaction only while some
+                # batch of it is left: a marker kept for its horizon alone has no entry.
                 kept_markers.add(batch.base_offset)
         elif walk.data_batch(batch):  # an aborted transaction's
             kept = []
