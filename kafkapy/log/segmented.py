@@ -865,9 +865,13 @@ class SegmentedLog:
     def cleaning_need(self, now_ms: int | None = None, config: LogConfig | None = None, *,
                       first_dirty: int | None = None) -> CleaningNeed:
         """What a cleaning could do now (compaction.py's ``cleaning_need``): dirty from
-        ``first_dirty`` (by default ``cleaned_to``), never past the last stable offset."""
+        ``first_dirty`` (by default ``cleaned_to``), never past the last stable offset. A first
+        dirty offset below the log start or past the log end is the log start (Kafka's
+        cleanableOffsets: retention or DeleteRecords passed the cleaner checkpoint)."""
         config = config or self.config
         first_dirty = self.cleaned_to if first_dirty is None else first_dirty
+        if not self._log_start_offset <= first_dirty <= self.log_end_offset:
+            first_dirty = self._log_start_offset
         now = self.clock() if now_ms is None else now_ms
         ages = [SegmentAge(s.base_offset, s.size, s.retention_timestamp(), s.rolling_timestamp)
                 for s in self.segments]

@@ -201,6 +201,22 @@ def test_segments_already_clean_do_not_hold_the_dirty_ones_back(make_log: MakeLo
                                                              (5, b"active")]
 
 
+def test_a_log_start_past_the_cleaner_checkpoint_is_the_first_dirty_offset(make_log: MakeLog) -> None:
+    """Kafka's cleanableOffsets: a checkpoint below the log start (retention or DeleteRecords
+    passed it) counts from the log start, so the segment holding the log start is clean."""
+    log = segment_per_batch(make_log, cleanup_policy="compact,delete")
+    for key in (b"a", b"b", b"c", b"d"):
+        _keyed(log, [(key, b"1"), (key, b"2")], 0)
+    assert log.compact(now_ms=1_000) == 3 and log.cleaned_to == 6
+    for key in (b"e", b"f"):
+        _keyed(log, [(key, b"1")], 0)
+    log.delete_records_before(7)  # inside the segment at 6, past the checkpoint
+    sizes = [s.size for s in log.segments]
+    assert [s.base_offset for s in log.segments] == [6, 8, 9]
+    need = log.cleaning_need(now_ms=1_000)
+    assert (need.clean_bytes, need.cleanable_bytes, need.count) == (sizes[0], sum(sizes[:2]), 2)
+
+
 def _age(base: int, size: int, largest: int, first: int | None = None) -> CleanableAge:
     return CleanableAge(base, size, largest, largest if first is None else first)
 
