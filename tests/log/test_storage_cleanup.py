@@ -264,6 +264,33 @@ def test_compacted_segments_survive_reopening(tmp_path: Path) -> None:
     again.close()
 
 
+def test_a_segment_without_timestamps_is_aged_by_its_files_last_write_across_a_restart(
+        tmp_path: Path) -> None:
+    """Kafka's largestTimestamp falls back to the segment file's last modification: a reopened
+    log does not restart retention.ms for such segments (records converted from magic 0 carry no
+    timestamp), and a cleaning keeps the old file's modification time (setLastModified)."""
+    import os
+
+    hour = 60 * 60 * 1000
+    config = LogConfig(segment_bytes=1, cleanup_policy="compact,delete", retention_ms=hour)
+    log = FileLog(tmp_path / "t-0", config)
+    for value in (b"1", b"2", b"3"):
+        _keyed(log, [(b"k", value)], -1)
+    assert [s.max_timestamp for s in log.segments] == [-1, -1, -1]
+    first = log.segments[0].path
+    log.close()
+    written = log.clock() - 2 * hour  # the first segment was last written two hours ago
+    os.utime(first, ns=(written * 1_000_000, written * 1_000_000))
+    again = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=1, cleanup_policy="compact"))
+    assert again.segments[0].last_modified_ms == written
+    assert again.compact() == 1  # k@0 goes; the file is rewritten
+    assert os.stat(first).st_mtime_ns // 1_000_000 == written
+    again.close()
+    third = FileLog(tmp_path / "t-0", config)
+    assert third.apply_retention() == 1 and third.log_start_offset == 1
+    third.close()
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     appends=st.lists(
