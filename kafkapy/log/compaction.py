@@ -34,7 +34,9 @@ of a cleaned segment: its marker may stay a while, but a read_committed
 consumer has nothing of it left to skip. The batch
 that holds an active producer's last sequence (or, when its last entry is a
 marker, that marker) is kept even when emptied, as a header without records,
-so the producer's sequence and epoch survive the cleaning and a restart.
+so the producer's sequence and epoch survive the cleaning and a restart; so is
+the batch ending at the first offset the cleaning does not reach, as Kafka
+keeps it since KAFKA-17076, so that the cleaned segments still end there.
 
 Tombstones (null values) and markers that may go are timed from the cleaning
 that first finds them, as KIP-534 has Kafka do: that cleaning rewrites their
@@ -273,10 +275,14 @@ def clean_batches(
     delete_retention_ms: int,
     walk: TransactionWalk | None = None,
     last_records: Mapping[int, LastRecord] | None = None,
+    round_end: int | None = None,
 ) -> CleanedSegment:
     """The segment's batches with superseded, deleted and aborted records removed. ``walk``
     carries the transactions across the segments of one pass; ``now_ms`` is the cleaning's time,
     which the delete horizons it stamps (now + ``delete_retention_ms``) and finds are held to.
+    ``round_end`` is the first offset the pass does not clean: the batch ending just below it is
+    kept even when emptied (KAFKA-17076), so the cleaned segments still reach that offset and a
+    log whose next segment is lost in a crash does not come back with a shorter end.
 
     Per batch, as Kafka's filter decides: all records kept and nothing to stamp, the original
     bytes; some kept, or a horizon to stamp (tombstones, or a marker that may go, in a batch
@@ -321,7 +327,7 @@ def clean_batches(
         if kept:
             horizon = now_ms + delete_retention_ms if stamp else batch.delete_horizon_ms
             out += _rebuilt(batch, kept, horizon)
-        elif not _holds_last_of_producer(batch, last_records):
+        elif not (_holds_last_of_producer(batch, last_records) or batch.last_offset + 1 == round_end):
             changed = True  # the batch goes
             continue
         elif batch.record_count:

@@ -264,6 +264,27 @@ def test_compacted_segments_survive_reopening(tmp_path: Path) -> None:
     again.close()
 
 
+def test_the_last_batch_below_the_cleanings_end_is_kept_empty(tmp_path: Path) -> None:
+    """KAFKA-17076: a cleaning keeps the batch that ends where it stops, emptied if nothing of it
+    is left, so the cleaned segments still reach the next segment's base; a crash that loses the
+    (empty) active segment then reopens the log at the same end, not below it."""
+    log = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=1, cleanup_policy="compact"))
+    _keyed(log, [(b"a", b"1")], 0)
+    _keyed(log, [(b"a", None)], 0)  # a tombstone
+    log.roll()  # an empty active segment at 2
+    assert log.compact(now_ms=0) == 1  # a@0; the tombstone gets its horizon
+    assert log.compact(now_ms=DAY) == 1  # the tombstone goes at its horizon, its batch stays
+    [emptied] = batches_of(log.read(0, 1 << 20).chunks)
+    assert (emptied.base_offset, emptied.last_offset, emptied.record_count) == (1, 1, 0)
+    assert emptied.crc_valid and log.log_end_offset == 2
+    log.close()
+    for lost in (tmp_path / "t-0").glob("00000000000000000002.*"):
+        lost.unlink()
+    again = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=1, cleanup_policy="compact"))
+    assert again.log_end_offset == 2
+    again.close()
+
+
 def test_a_segment_without_timestamps_is_aged_by_its_files_last_write_across_a_restart(
         tmp_path: Path) -> None:
     """Kafka's largestTimestamp falls back to the segment file's last modification: a reopened
