@@ -210,7 +210,22 @@ def test_a_read_committed_consumer_sees_the_same_latest_values_after_any_compact
             stable = log.log.last_stable_offset
             latest = {key: value for offset, key, value in before if offset < stable}
             offsets_before = {offset for offset, _, _ in log.records()}
+            batches_before = log.batches()
+            ends_before = {batch.last_offset for batch in batches_before}
+            aborted_before = log.log.collect_aborted_txns(0, log.log.log_end_offset)
             log.log.compact(now_ms=op[1])
+            # KAFKA-17076: the batch ending where the cleaning stopped is still there
+            cleaned_to = log.log.cleaned_to
+            if cleaned_to - 1 in ends_before:
+                assert cleaned_to - 1 in {batch.last_offset for batch in log.batches()}
+            # a cleaning keeps an aborted transaction in the index exactly when it read a batch
+            # of it (Kafka's cleaned index), or did not reach its marker
+            aborted_after = log.log.collect_aborted_txns(0, log.log.log_end_offset)
+            for txn in aborted_before:
+                read = any(not batch.is_control and batch.producer_id == txn.producer_id
+                           and txn.first_offset <= batch.base_offset < txn.last_offset
+                           for batch in batches_before)
+                assert (txn in aborted_after) == (read or txn.last_offset >= cleaned_to), txn
             after = log.records(committed_only=True)
             survivors = {key: value for offset, key, value in after if offset < stable}
             for key, value in latest.items():
