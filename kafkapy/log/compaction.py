@@ -118,13 +118,15 @@ def cleaning_need(segments: Sequence[SegmentAge], first_dirty: int, last_stable:
     is not cleaned again for them."""
     rolled = segments[:-1]
     dirty = rolled[_floor(segments, first_dirty):] if rolled else []
-    uncleanable = min(last_stable, segments[-1].base_offset)
+    uncleanable = segments[-1].base_offset
     lag = max(config.min_compaction_lag_ms, 0)
     if lag > 0:
         young = next((s for s in dirty if s.largest_timestamp > now_ms - lag), None)
         if young is not None:
             uncleanable = min(uncleanable, young.base_offset)
-    uncleanable = max(first_dirty, uncleanable)
+    # Kafka never lets the bound fall below the first dirty offset; nor past the last stable
+    # offset here, even when a checkpoint claims the log clean beyond it.
+    uncleanable = min(max(first_dirty, uncleanable), last_stable)
     # The first segment not cleaned: the rolled one holding that offset, else the active one.
     count = min(_floor(segments, uncleanable), len(segments) - 1)
     bound = segments[count].base_offset

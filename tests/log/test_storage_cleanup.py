@@ -234,6 +234,8 @@ def test_the_dirty_ratio_counts_only_what_a_cleaning_can_reach() -> None:
     # an open transaction from offset 15 holds the segment holding it back, and what follows
     held = cleaning_need(segments, 10, 15, LogConfig(cleanup_policy="compact"), 10_000)
     assert (held.count, held.cleanable_bytes, held.ratio) == (1, 0, 0.0) and not held.due(0.0)
+    # a checkpoint past the LSO (an open transaction began below it) never opens the way past it
+    assert cleaning_need(segments, 25, 15, LogConfig(cleanup_policy="compact"), 10_000).count == 1
     # the ratio must be above the threshold: exactly at it is not enough
     even = cleaning_need([_age(0, 50, 0), _age(5, 50, 0), _age(9, 0, 0)], 5, 9,
                          LogConfig(cleanup_policy="compact"), 10_000)
