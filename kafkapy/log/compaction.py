@@ -103,7 +103,7 @@ class CleaningNeed:
 
 
 def _floor(segments: Sequence[SegmentAge], offset: int) -> int:
-    """The index of the segment holding ``offset`` (the first one below every base)."""
+    """The index of the segment holding ``offset`` (the first segment for an offset below all)."""
     index = bisect.bisect_right(segments, offset, key=lambda segment: segment.base_offset) - 1
     return max(index, 0)
 
