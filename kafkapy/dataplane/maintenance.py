@@ -1,8 +1,10 @@
 """Log maintenance at run time: Kafka's retention check, log cleaner, producer-id expiry, flush
 scheduler and checkpoint writers, on one periodic timer.
 
-Kafka runs retention (``LogManager.cleanupLogs``) every ``log.retention.check.interval.ms``, its
-log cleaner threads wake every ``log.cleaner.backoff.ms`` to compact the dirtiest compacted log,
+Kafka runs retention (``LogManager.cleanupLogs``) every ``log.retention.check.interval.ms`` on the
+logs that do not compact, its log cleaner threads wake every ``log.cleaner.backoff.ms`` to compact
+the dirtiest compacted log and then apply retention to the compacted ones (so with the cleaner
+disabled a compacted log's segments are never deleted, in Kafka and here),
 and each log forgets the idempotent producers idle for ``producer.id.expiration.ms`` every
 ``producer.id.expiration.check.interval.ms``. Its LogManager also flushes the logs whose
 ``flush.ms`` passed every ``log.flush.scheduler.interval.ms``, writes each log dir's
@@ -14,9 +16,10 @@ broker's loop, at the shortest of the periods (so no other polling loop exists);
 only when its own period has passed by the services' clock, which a virtual clock may replace.
 So after a crash the checkpoints on disk are at most one period old, as Kafka's.
 
-Compaction picks a log, as Kafka's cleaner does, when its dirty ratio (bytes written since the
-last clean over the bytes of its rolled segments) reaches ``min.cleanable.dirty.ratio``, or when
-``max.compaction.lag.ms`` says a segment waited too long.
+Compaction picks a log, as Kafka's cleaner does, when its dirty ratio (the bytes a cleaning could
+reach past the last clean, over those plus the clean bytes) is above ``min.cleanable.dirty.ratio``,
+or when ``max.compaction.lag.ms`` says a dirty segment waited too long and there is something to
+clean.
 
 ``apply_retention()``/``compact()`` run a pass on demand (the embedded Broker's ``logs``), and
 answer per partition what they removed.
@@ -73,14 +76,11 @@ MAINTENANCE_CONFIG_KEYS = (
 LONG_MAX = (1 << 63) - 1
 
 
-def dirty_ratio(log: SegmentedLog, cleaned_to: int) -> float:
-    """Bytes of the rolled segments at or past ``cleaned_to`` over the bytes of all rolled ones
-    (Kafka's LogToClean.cleanableRatio, with the active segment never cleanable)."""
-    rolled = log.segments[:-1]
-    total = sum(segment.size for segment in rolled)
-    if total == 0:
-        return 0.0
-    return sum(segment.size for segment in rolled if segment.base_offset >= cleaned_to) / total
+def dirty_ratio(log: SegmentedLog, cleaned_to: int, now_ms: int | None = None) -> float:
+    """Kafka's LogToClean.cleanableRatio: the cleanable bytes (from ``cleaned_to`` up to the first
+    segment a cleaning may not touch: the active one, the one holding the last stable offset, a
+    dirty one younger than min.compaction.lag.ms) over those plus the clean bytes below."""
+    return log.cleaning_need(now_ms, first_dirty=cleaned_to).ratio
 
 
 class LogMaintenance:
@@ -110,7 +110,7 @@ class LogMaintenance:
         self._timer: asyncio.TimerHandle | None = None
         # The periodic passes: (period in ms, what runs); Kafka's scheduled tasks, one row each.
         self._passes: list[tuple[int, Callable[[], object]]] = [
-            (retention_check_interval_ms, self.apply_retention),
+            (retention_check_interval_ms, self._retention_pass),
             (producer_expiration_check_ms, self.expire_producers),
             (flush_scheduler_interval_ms, self.flush_due),
             # The checkpoint files are written on the log manager's background writer (as Kafka's
@@ -137,15 +137,26 @@ class LogMaintenance:
     def _mine(self) -> list[tuple[TopicPartition, SegmentedLog]]:
         return [(key, log) for key, log in list(self._logs().logs.items()) if self._maintains(key)]
 
-    def apply_retention(self, now_ms: int | None = None) -> dict[TopicPartition, int]:
-        """Delete what each log's retention allows; answers segments deleted per partition."""
+    def apply_retention(self, now_ms: int | None = None, *,
+                        compacted: bool | None = None) -> dict[TopicPartition, int]:
+        """Delete what each log's retention allows; answers segments deleted per partition.
+        ``compacted``: only the logs whose cleanup.policy has compact (True) or lacks it (False)."""
         removed: dict[TopicPartition, int] = {}
         with self._lock:
             for key, log in self._mine():
+                if compacted is not None and log.config.compacts != compacted:
+                    continue
+                if compacted and key in self._cleaning:
+                    continue  # Kafka's deletableLogs skips a log the cleaner is working on
                 count = log.apply_retention(now_ms)
                 if count:
                     removed[key] = count
         return removed
+
+    def _retention_pass(self) -> None:
+        """The retention timer's pass (Kafka's LogManager.cleanupLogs): the logs that do not
+        compact; the cleaner's pass applies retention to those that do."""
+        self.apply_retention(compacted=False)
 
     def compact(self, now_ms: int | None = None, *, only_dirty: bool = False,
                 wait: bool = True) -> dict[TopicPartition, int]:
@@ -173,6 +184,7 @@ class LogMaintenance:
         logs cleaned), else on the cleaner's thread."""
         if self._wait or self._loop is None:
             self.compact(only_dirty=True)
+            self.apply_retention(compacted=True)
             return
         loop = self._loop
         with self._lock:
@@ -188,6 +200,9 @@ class LogMaintenance:
                 self._cleaning.add(key)
                 cleaning = self._cleaner.submit(plan.clean, lambda: self._stopping)
                 cleaning.add_done_callback(functools.partial(self._cleaned, loop, key, log, plan))
+        # Kafka's cleaner thread applies retention to the compacted logs it is not cleaning
+        # (LogCleaner.cleanFilthiestLog's deletableLogs), every backoff.
+        self.apply_retention(compacted=True)
 
     def _cleaned(self, loop: asyncio.AbstractEventLoop, key: TopicPartition, log: SegmentedLog,
                  plan: CompactionPlan, cleaning: concurrent.futures.Future[bool]) -> None:
@@ -233,9 +248,8 @@ class LogMaintenance:
         return removed
 
     def _due(self, log: SegmentedLog, now_ms: int | None) -> bool:
-        now = log.clock() if now_ms is None else now_ms
-        ratio = dirty_ratio(log, log.cleaned_to)  # read back from cleaner-offset-checkpoint on open
-        return (ratio > 0 and ratio >= log.config.min_cleanable_dirty_ratio) or log.compaction_overdue(now)
+        # Dirty from cleaned_to, which cleaner-offset-checkpoint carries across a restart.
+        return log.cleaning_need(now_ms).due(log.config.min_cleanable_dirty_ratio)
 
     def flush_due(self) -> int:
         """Kafka's flush scheduler: flush the logs whose flush.ms passed; answers how many."""

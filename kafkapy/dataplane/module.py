@@ -562,7 +562,8 @@ class DataPlaneModule(Module):
             {"throttle_time_ms": 0, "topics": topics})
 
     def delete_records(self, ctx: RequestContext, request: Request) -> Answer:
-        """Offset -1 means the high watermark (Kafka's DeleteRecordsRequest.HIGH_WATERMARK)."""
+        """Offset -1 means the high watermark (Kafka's DeleteRecordsRequest.HIGH_WATERMARK). A topic
+        whose cleanup.policy lacks ``delete`` refuses with POLICY_VIOLATION, as Kafka's does."""
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             if not self._allowed(ctx, "DELETE", "TOPIC", name):
                 raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -573,6 +574,10 @@ class DataPlaneModule(Module):
                 raise KafkaApiError(ErrorCode.INVALID_TOPIC_EXCEPTION,
                                     f"Cannot delete records of internal topic {name}")
             log = self.partitions.leader_log(name, asked["partition_index"])
+            if not log.config.deletes:  # Kafka's Partition.deleteRecordsOnLeader: compact alone keeps all
+                raise KafkaApiError(ErrorCode.POLICY_VIOLATION,
+                                    f"Records of partition {name}-{asked['partition_index']} can not "
+                                    "be deleted due to the configured policy")
             offset = asked["offset"]
             if offset == NO_OFFSET:
                 offset = log.high_watermark

@@ -102,7 +102,7 @@ class CompactionPlan:
                     return False
                 result = clean_batches(view.batches(), offset_map, now_ms=self.now_ms,
                                        delete_retention_ms=self.delete_retention_ms, walk=walk,
-                                       last_records=self.last_records)
+                                       last_records=self.last_records, round_end=self.end)
                 cleaned.append(result)
                 self.prepared.append(view.prepare(result.data) if result.changed else None)
             self.cleaned = cleaned

@@ -3,9 +3,13 @@
 Theory of operation
 -------------------
 Compaction looks at the *cleanable* segments: the rolled ones, oldest first,
-up to the first whose largest timestamp is younger than
-``min.compaction.lag.ms``, and never past the last stable offset (Kafka's
-first uncleanable offset: an open transaction's records are not settled).
+up to the first dirty one (at or past the cleaner checkpoint) whose largest
+timestamp is younger than ``min.compaction.lag.ms``, and never past the last
+stable offset (Kafka's first uncleanable offset: an open transaction's records
+are not settled). :func:`cleaning_need` also says, as Kafka's cleaner manager
+does, whether a log is due: its cleanable bytes over its clean plus cleanable
+ones above ``min.cleanable.dirty.ratio``, or a dirty segment older than
+``max.compaction.lag.ms`` and something to clean.
 Pass one maps every key in them to its last offset; pass two rewrites each
 segment keeping a record only if it is that last offset. The active segment
 is never touched, so a key whose newest record sits there keeps its older one
@@ -24,11 +28,15 @@ transaction index. A committed transaction's records are compacted like any
 others; an aborted one's are all removed, and never count as a key's last
 value. An ABORT marker stays while any record of its transaction is still in
 the log, a COMMIT marker while the pass read a batch of its transaction;
-after that a marker goes like a tombstone (below), and an aborted transaction
-whose marker went leaves the transaction index. The batch
+after that a marker goes like a tombstone (below). An aborted transaction
+leaves the transaction index with its last batch, as Kafka rebuilds the index
+of a cleaned segment: its marker may stay a while, but a read_committed
+consumer has nothing of it left to skip. The batch
 that holds an active producer's last sequence (or, when its last entry is a
 marker, that marker) is kept even when emptied, as a header without records,
-so the producer's sequence and epoch survive the cleaning and a restart.
+so the producer's sequence and epoch survive the cleaning and a restart; so is
+the batch ending at the first offset the cleaning does not reach, as Kafka
+keeps it since KAFKA-17076, so that the cleaned segments still end there.
 
 Tombstones (null values) and markers that may go are timed from the cleaning
 that first finds them, as KIP-534 has Kafka do: that cleaning rewrites their
@@ -41,6 +49,7 @@ tombstone's own timestamp.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -51,21 +60,82 @@ from kafkapy.log.topic_config import LogConfig
 from kafkapy.log.txn_index import AbortedTxn
 from kafkapy.protocol.records import LOG_APPEND_TIME, Record, RecordBatch, build_record_batch
 
-__all__ = ["CleanedSegment", "LastRecord", "TransactionWalk", "build_offset_map", "clean_batches",
-           "cleanable_segments"]
+__all__ = ["CleanedSegment", "CleaningNeed", "LastRecord", "SegmentAge", "TransactionWalk",
+           "build_offset_map", "clean_batches", "cleaning_need"]
 
 _CONTROL_KEY = struct.Struct(">hh")  # ControlRecordType's key: version, type
 _ABORT, _COMMIT = 0, 1  # ControlRecordType
 
 
-def cleanable_segments(largest_timestamps: Sequence[int], config: LogConfig, now_ms: int) -> int:
-    """How many of the oldest segments compaction may rewrite; the last (active) one never."""
-    count = 0
-    for largest in largest_timestamps[:-1]:
-        if now_ms - largest < config.min_compaction_lag_ms:
-            break
-        count += 1
-    return count
+@attrs.frozen
+class SegmentAge:
+    """What the choice of cleanable segments needs of a segment."""
+
+    base_offset: int
+    size: int
+    largest_timestamp: int  # Kafka's largestTimestamp: the max timestamp, else the last write
+    first_batch_timestamp: int | None  # the first batch's max timestamp (max.compaction.lag.ms)
+
+
+@attrs.frozen
+class CleaningNeed:
+    """How dirty a compacted log is (Kafka's LogToClean): how many of its oldest segments a
+    cleaning may rewrite, the bytes below the first dirty offset and the cleanable bytes from
+    there, and whether ``max.compaction.lag.ms`` forces a cleaning."""
+
+    count: int
+    clean_bytes: int
+    cleanable_bytes: int
+    overdue: bool
+
+    @property
+    def ratio(self) -> float:
+        """Cleanable bytes over clean plus cleanable ones (segments held back count in neither)."""
+        total = self.clean_bytes + self.cleanable_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+    def due(self, min_cleanable_dirty_ratio: float) -> bool:
+        """Kafka's grabFilthiestCompactedLog test: an overdue segment with something to clean, or
+        a ratio strictly above ``min.cleanable.dirty.ratio``; never an empty log."""
+        if self.clean_bytes + self.cleanable_bytes == 0:
+            return False
+        return (self.overdue and self.cleanable_bytes > 0) or self.ratio > min_cleanable_dirty_ratio
+
+
+def _floor(segments: Sequence[SegmentAge], offset: int) -> int:
+    """The index of the segment holding ``offset`` (the first segment for an offset below all)."""
+    index = bisect.bisect_right(segments, offset, key=lambda segment: segment.base_offset) - 1
+    return max(index, 0)
+
+
+def cleaning_need(segments: Sequence[SegmentAge], first_dirty: int, last_stable: int,
+                  config: LogConfig, now_ms: int) -> CleaningNeed:
+    """Kafka's cleanableOffsets and calculateCleanableBytes. A cleaning stops before the active
+    segment, before the segment holding the last stable offset, and, with
+    ``min.compaction.lag.ms`` above 0, before the first dirty segment younger than that; segments
+    already clean (below ``first_dirty``) never hold it back, whatever their timestamps. The
+    ratio counts only what a cleaning could reach, so a log whose new writes are all held back
+    is not cleaned again for them."""
+    rolled = segments[:-1]
+    dirty = rolled[_floor(segments, first_dirty):] if rolled else []
+    uncleanable = segments[-1].base_offset
+    lag = max(config.min_compaction_lag_ms, 0)
+    if lag > 0:
+        young = next((s for s in dirty if s.largest_timestamp > now_ms - lag), None)
+        if young is not None:
+            uncleanable = min(uncleanable, young.base_offset)
+    # Kafka never lets the bound fall below the first dirty offset; nor past the last stable
+    # offset here, even when a checkpoint claims the log clean beyond it.
+    uncleanable = min(max(first_dirty, uncleanable), last_stable)
+    # The first segment not cleaned: the rolled one holding that offset, else the active one.
+    count = min(_floor(segments, uncleanable), len(segments) - 1)
+    bound = segments[count].base_offset
+    clean_bytes = sum(s.size for s in segments if s.base_offset < first_dirty)
+    cleanable_bytes = sum(s.size for s in segments[_floor(segments, min(first_dirty, bound)):count])
+    firsts = [s.first_batch_timestamp for s in dirty
+              if s.first_batch_timestamp is not None and s.first_batch_timestamp > 0]
+    overdue = bool(firsts) and min(firsts) < now_ms - max(config.max_compaction_lag_ms, 0)
+    return CleaningNeed(count, clean_bytes, cleanable_bytes, overdue)
 
 
 @attrs.frozen
@@ -139,7 +209,8 @@ def build_offset_map(batches: Iterable[RecordBatch], walk: TransactionWalk | Non
 @attrs.frozen
 class CleanedSegment:
     """A segment's batches after cleaning, how many records went, and the offsets of the markers
-    kept (the transaction index keeps only the entries of those)."""
+    whose transactions still have a batch in the log (the transaction index keeps only the
+    entries of those)."""
 
     data: bytes
     removed: int  # records
@@ -206,10 +277,14 @@ def clean_batches(
     delete_retention_ms: int,
     walk: TransactionWalk | None = None,
     last_records: Mapping[int, LastRecord] | None = None,
+    round_end: int | None = None,
 ) -> CleanedSegment:
     """The segment's batches with superseded, deleted and aborted records removed. ``walk``
     carries the transactions across the segments of one pass; ``now_ms`` is the cleaning's time,
     which the delete horizons it stamps (now + ``delete_retention_ms``) and finds are held to.
+    ``round_end`` is the first offset the pass does not clean: the batch ending just below it is
+    kept even when emptied (KAFKA-17076), so the cleaned segments still reach that offset and a
+    log whose next segment is lost in a crash does not come back with a shorter end.
 
     Per batch, as Kafka's filter decides: all records kept and nothing to stamp, the original
     bytes; some kept, or a horizon to stamp (tombstones, or a marker that may go, in a batch
@@ -228,7 +303,9 @@ def clean_batches(
             may_go = walk.marker(batch)
             if may_go and _past_horizon(batch, now_ms):
                 kept = []
-            elif batch.record_count:
+            elif batch.record_count and not may_go:
+                # Kafka's cleaned transaction index holds an aborted transaction only while some
+                # batch of it is left: a marker kept for its horizon alone has no entry.
                 kept_markers.add(batch.base_offset)
         elif walk.data_batch(batch):  # an aborted transaction's
             kept = []
@@ -252,7 +329,7 @@ def clean_batches(
         if kept:
             horizon = now_ms + delete_retention_ms if stamp else batch.delete_horizon_ms
             out += _rebuilt(batch, kept, horizon)
-        elif not _holds_last_of_producer(batch, last_records):
+        elif not (_holds_last_of_producer(batch, last_records) or batch.last_offset + 1 == round_end):
             changed = True  # the batch goes
             continue
         elif batch.record_count:

@@ -18,7 +18,9 @@ Kafka does: the first segment whose max timestamp reaches the target, the time
 index entry below it, then a walk of batch headers and one batch's records.
 
 A segment rolls (Kafka's LogSegment.shouldRoll) when the append would pass
-``segment.bytes``, when ``segment.ms`` passed since its first batch's max
+``segment.bytes``, when ``segment.ms`` (for a compacted log, ``max.compaction.lag.ms``
+if that is shorter) less the segment's jitter (drawn at its
+creation below ``segment.jitter.ms``) passed since its first batch's max
 timestamp (its creation time without one), when an index is full, or when the
 new offsets no longer fit a relative int32.
 
@@ -30,6 +32,7 @@ persist segments.
 from __future__ import annotations
 
 import bisect
+import random
 import threading
 import time
 import uuid
@@ -56,8 +59,10 @@ from kafkapy.log.base import (
 )
 from kafkapy.log.cleaning import CompactionPlan, SegmentView
 from kafkapy.log.compaction import (
+    CleaningNeed,
     LastRecord,
-    cleanable_segments,
+    SegmentAge,
+    cleaning_need,
 )
 from kafkapy.log.epochs import LeaderEpochCache
 from kafkapy.log.retention import SegmentFacts, deletable_segments
@@ -76,6 +81,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def roll_jitter_ms(config: LogConfig) -> int:
+    """segment.jitter.ms as Kafka's LogConfig.randomSegmentJitter draws it for each new segment:
+    uniform below the smaller of it and segment.ms, so logs made together do not all roll at once."""
+    bound = min(config.segment_jitter_ms, config.segment_ms)
+    return random.randrange(bound) if bound > 0 else 0
+
+
 class Segment:
     """One segment's batch table and indexes; subclasses say where its bytes are."""
 
@@ -90,6 +102,7 @@ class Segment:
         self.rolling_timestamp: int | None = None  # the first batch's max timestamp (segment.ms)
         self.created_ms = created_ms
         self.last_modified_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms(config)
         self.index_interval_bytes = config.index_interval_bytes
         self.max_offset_entries = config.segment_index_bytes // OFFSET_INDEX_ENTRY
         self.max_time_entries = config.segment_index_bytes // TIME_INDEX_ENTRY
@@ -481,7 +494,7 @@ class SegmentedLog:
         waited = now - segment.created_ms if rolling is None or rolling < 0 else max_timestamp - rolling
         if (
             segment.size > self.config.segment_bytes - nbytes
-            or waited > self.config.segment_ms
+            or waited > self.config.max_segment_ms - segment.roll_jitter_ms
             or segment.indexes_full()
             or last_offset - segment.base_offset > _INT32_MAX
         ):
@@ -815,10 +828,7 @@ class SegmentedLog:
         if not config.compacts or self.cleaning_paused:
             return None
         now = self.clock() if now_ms is None else now_ms
-        count = cleanable_segments([s.max_timestamp for s in self.segments], config, now)
-        stable = self.last_stable_offset  # an open transaction's records are not settled yet
-        while count and self.segments[count].base_offset > stable:
-            count -= 1
+        count = self.cleaning_need(now, config).count
         if not count:
             return None
         cleanable = self.segments[:count]
@@ -852,13 +862,27 @@ class SegmentedLog:
                 removed += cleaned.removed
         return removed
 
-    def compaction_overdue(self, now_ms: int, config: LogConfig | None = None) -> bool:
-        """max.compaction.lag.ms: a rolled segment waited longer than that (the cleaner's must-clean rule)."""
+    def cleaning_need(self, now_ms: int | None = None, config: LogConfig | None = None, *,
+                      first_dirty: int | None = None) -> CleaningNeed:
+        """What a cleaning could do now (compaction.py's ``cleaning_need``): dirty from
+        ``first_dirty`` (by default ``cleaned_to``), never past the last stable offset. A first
+        dirty offset below the log start or past the log end is the log start (Kafka's
+        cleanableOffsets: retention or DeleteRecords passed the cleaner checkpoint)."""
         config = config or self.config
-        return config.compacts and any(
-            s.rolling_timestamp is not None and now_ms - s.rolling_timestamp > config.max_compaction_lag_ms
-            for s in self.segments[:-1]
-        )
+        first_dirty = self.cleaned_to if first_dirty is None else first_dirty
+        if not self._log_start_offset <= first_dirty <= self.log_end_offset:
+            first_dirty = self._log_start_offset
+        now = self.clock() if now_ms is None else now_ms
+        ages = [SegmentAge(s.base_offset, s.size, s.retention_timestamp(), s.rolling_timestamp)
+                for s in self.segments]
+        return cleaning_need(ages, first_dirty, self.last_stable_offset, config, now)
+
+    def compaction_overdue(self, now_ms: int, config: LogConfig | None = None) -> bool:
+        """max.compaction.lag.ms (the cleaner's must-clean rule): a dirty rolled segment's first
+        batch is older than that, and there is something a cleaning may reach."""
+        config = config or self.config
+        need = self.cleaning_need(now_ms, config)
+        return config.compacts and need.overdue and need.cleanable_bytes > 0
 
     def close(self) -> None:
         """Snapshot producer state at the log end, flush, release; a second call does nothing."""

@@ -128,6 +128,10 @@ class FileSegment(Segment):
         wrote and fsynced: ``prepared``), then rename it over: all or nothing."""
         cleaned = prepared if isinstance(prepared, Path) else self.prepare_replacement(data)
         fd = os.open(cleaned, os.O_RDWR)
+        # The cleaned file keeps the old one's last modification (Kafka's setLastModified), so a
+        # cleaning restarts neither retention nor ListOffsets v0 for it after a restart.
+        mtime_ns = self.last_modified_ms * 1_000_000
+        os.utime(fd, ns=(mtime_ns, mtime_ns))
         os.replace(cleaned, self.path)
         fsync_directory(self.path.parent)
         os.close(self._fd)
@@ -295,6 +299,9 @@ class FileLog(SegmentedLog):
             next_base = bases[k + 1] if k + 1 < len(bases) else None
             verify = not clean_shutdown and (next_base is None or next_base > recovery_point)
             cut = segment.load_batches(verify=verify)
+            # Kafka's LogSegment.lastModified is the file's: retention of a segment without
+            # timestamps, and ListOffsets v0, count from the last write, not from this open.
+            segment.last_modified_ms = os.stat(segment.path).st_mtime_ns // 1_000_000
             segments.append(segment)
             if cut:
                 self.recovered_bytes += cut

@@ -374,6 +374,14 @@ class LogConfig:
         return "compact" in self.cleanup_policy
 
     @property
+    def max_segment_ms(self) -> int:
+        """The age at which a segment rolls (Kafka's LogConfig.maxSegmentMs): a compacted log's
+        active segment also rolls by max.compaction.lag.ms, so its records can be cleaned in time."""
+        if self.compacts and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
+
+    @property
     def timestamp_before_max_ms(self) -> int:
         """The bound append checks: before.max.ms, or the deprecated difference key where
         before.max.ms is left at its default (Kafka's LogConfig.getMessageTimestampBeforeMaxMs)."""

@@ -233,12 +233,54 @@ def test_delete_topics_are_not_compacted() -> None:
         assert len(consume_all(broker, "plain", 0)) == 5
 
 
+def test_records_of_a_compact_only_topic_cannot_be_deleted() -> None:
+    """DeleteRecords needs delete in cleanup.policy (Kafka's Partition.deleteRecordsOnLeader):
+    POLICY_VIOLATION for compact alone, the log start unmoved; compact,delete may."""
+    from confluent_kafka import KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    with Broker() as broker:
+        create_topic(broker, "table", {"cleanup.policy": "compact"})
+        create_topic(broker, "both", {"cleanup.policy": "compact,delete"})
+        for topic in ("table", "both"):
+            produce(broker, topic, [(b"k%d" % i, b"v") for i in range(3)])
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        asked = [TopicPartition("table", 0, 2), TopicPartition("both", 0, 2)]
+        futures = admin.delete_records(asked, request_timeout=TIMEOUT_S)
+        with pytest.raises(Exception) as refused:
+            futures[asked[0]].result()
+        assert refused.value.args[0].code() == KafkaError.POLICY_VIOLATION
+        assert futures[asked[1]].result().low_watermark == 2
+        assert low_watermark(broker, "table") == 0 and low_watermark(broker, "both") == 2
+
+
 def test_the_scheduler_applies_retention_on_its_interval() -> None:
     with Broker({"log.retention.check.interval.ms": 200}) as broker:
         create_topic(broker, "timed", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
         produce(broker, "timed", [(b"k", b"v%d" % i) for i in range(5)],
                 timestamp_ms=int(time.time() * 1000) - 2 * HOUR_MS)
         wait_until(lambda: low_watermark(broker, "timed") > 0, what="the retention timer")
+
+
+def test_the_cleaner_applies_retention_to_compacted_logs_on_its_backoff() -> None:
+    """Kafka's retention timer (LogManager.cleanupLogs) leaves compacted logs to the cleaner
+    thread, which deletes their old segments every log.cleaner.backoff.ms; with the cleaner
+    disabled nothing ever deletes them."""
+    settings = {"log.retention.check.interval.ms": 200, "log.cleaner.backoff.ms": HOUR_MS}
+    old = int(time.time() * 1000) - 2 * HOUR_MS
+    config = {"segment.bytes": "100", "retention.ms": str(HOUR_MS), "cleanup.policy": "compact,delete"}
+    with Broker(settings) as broker:
+        create_topic(broker, "both", config)
+        create_topic(broker, "plain", {"segment.bytes": "100", "retention.ms": str(HOUR_MS)})
+        produce(broker, "both", [(b"k%d" % i, b"v") for i in range(5)], timestamp_ms=old)
+        produce(broker, "plain", [(b"k%d" % i, b"v") for i in range(5)], timestamp_ms=old)
+        wait_until(lambda: low_watermark(broker, "plain") > 0, what="the retention timer")
+        time.sleep(0.5)  # two more retention passes
+        assert low_watermark(broker, "both") == 0  # not the retention timer's
+    with Broker({**settings, "log.cleaner.backoff.ms": 200}) as broker:
+        create_topic(broker, "both", config)
+        produce(broker, "both", [(b"k%d" % i, b"v") for i in range(5)], timestamp_ms=old)
+        wait_until(lambda: low_watermark(broker, "both") > 0, what="the cleaner's retention")
 
 
 def test_the_cleaner_compacts_dirty_logs_after_its_backoff() -> None:
@@ -361,6 +403,38 @@ def test_the_cleaner_waits_for_min_cleanable_dirty_ratio() -> None:
     assert 0 < dirty_ratio(log, cleaned_to) < 0.5
     assert maintenance.compact(now_ms=now, only_dirty=True) == {}
     assert maintenance.compact(now_ms=now)[("t", 0)] > 0
+
+
+def test_writes_held_back_by_min_compaction_lag_do_not_make_a_log_dirty() -> None:
+    """Kafka's ratio counts only the bytes a cleaning may reach: segments younger than
+    min.compaction.lag.ms are neither dirty nor in the total, so a timer pass leaves a log whose
+    new writes are all that young, instead of cleaning its one old dirty segment."""
+    import threading
+
+    from kafkapy.dataplane.maintenance import LogMaintenance, dirty_ratio
+    from kafkapy.log import LogConfig, LogManager
+    from kafkapy.protocol.records import build_record_batch
+
+    config = LogConfig(segment_bytes=100, cleanup_policy=("compact",), min_compaction_lag_ms=HOUR_MS)
+    logs = LogManager(default_config=config)
+    log = logs.get_or_create("t", 0)
+
+    def write(timestamp: int, *keys: bytes) -> None:
+        for key in keys:
+            record = {"key": key, "value": b"value", "timestamp": timestamp}
+            log.append(build_record_batch([record], base_offset=log.log_end_offset), now_ms=0)
+
+    maintenance = LogMaintenance(lambda: logs, lock=threading.Lock(), retention_check_interval_ms=1,
+                                 cleaner_enable=True, cleaner_backoff_ms=1, clock=time.monotonic)
+    now = 1_700_000_000_000
+    old, young = now - 2 * HOUR_MS, now - 1_000
+    write(old, *(b"k%d" % i for i in range(6)), b"k0", b"filler")
+    assert maintenance.compact(now_ms=now, only_dirty=True) == {("t", 0): 1}
+    write(old, b"k1")  # one old dirty segment (it rolls at the next write)
+    write(young, *(b"n%d" % i for i in range(12)))  # a dozen too young to clean
+    assert 0 < dirty_ratio(log, log.cleaned_to, now) < 0.5
+    assert maintenance.compact(now_ms=now, only_dirty=True) == {}
+    assert maintenance.compact(now_ms=now) == {("t", 0): 1}  # on demand: whatever it can
 
 
 def test_the_pytest_fixture_brokers_offer_the_helpers(kafka_broker_factory: Any) -> None:

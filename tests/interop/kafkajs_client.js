@@ -155,10 +155,18 @@ const scenarios = {
     const before = Date.now()
     await producer.send({ topic, messages: [0, 1, 2, 3].map(i => ({ partition: 0, value: `v${i}`, timestamp: String(before + i * 1000) })) })
     await producer.disconnect()
+    await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '2' }] })
     await admin.alterConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: 'cleanup.policy', value: 'compact' }] }] })
     const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['cleanup.policy', 'retention.ms'] }] })
     const byTime = await admin.fetchTopicOffsetsByTimestamp(topic, before + 1500)
-    await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '2' }] })
+    // cleanup.policy compact alone: DeleteRecords is refused (POLICY_VIOLATION), as in Kafka
+    let refusedDelete = null
+    try {
+      await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '3' }] })
+    } catch (e) {
+      const cause = e.partitions ? e : e.cause
+      refusedDelete = cause && cause.partitions ? cause.partitions.map(p => p.error.type) : [e.name, e.message]
+    }
     const afterDelete = await admin.fetchTopicOffsets(topic)
     const cluster = await admin.describeCluster()
     await admin.deleteTopics({ topics: [topic] })
@@ -169,6 +177,7 @@ const scenarios = {
       configs: Object.fromEntries(described.resources[0].configEntries.map(e => [e.configName, e.configValue])),
       byTime: byTime.filter(p => p.partition === 0).map(p => Number(p.offset)),
       afterDelete: afterDelete.filter(p => p.partition === 0).map(p => [Number(p.low), Number(p.high)]),
+      refusedDelete,
       brokers: cluster.brokers.length,
       controller: cluster.controller,
       topicListed: topics.includes(topic)

@@ -89,7 +89,8 @@ def test_admin_calls(kafka_broker: Broker) -> None:
     # is back at Kafka's default.
     assert seen["configs"] == {"cleanup.policy": "compact", "retention.ms": "604800000"}
     assert seen["byTime"] == [2]  # timestamps t, t+1s, t+2s, t+3s; the first at or after t+1.5s
-    assert seen["afterDelete"] == [[2, 4]]  # DeleteRecords before offset 2
+    assert seen["afterDelete"] == [[2, 4]]  # DeleteRecords before offset 2, while policy was delete
+    assert seen["refusedDelete"] == ["POLICY_VIOLATION"]  # compact alone keeps every record
     assert seen["brokers"] == 1
     assert seen["controller"] == kafka_broker.broker_id
     assert seen["topicListed"] is False

@@ -86,7 +86,7 @@ def test_committed_transactional_records_compact_like_any_others() -> None:
     assert log.records() == [(1, b"k", b"txn-2"), (3, b"other", b"x")]
 
 
-def test_an_abort_marker_outlives_its_records_then_goes_with_its_index_entry() -> None:
+def test_an_abort_marker_outlives_its_records_and_its_index_entry() -> None:
     log = TxnLog()
     log.write([(b"k", b"aborted")], producer_id=5, transactional=True)  # offset 0
     log.end(5, committed=False)  # offset 1
@@ -106,18 +106,20 @@ def test_an_abort_marker_outlives_its_records_then_goes_with_its_index_entry() -
     assert [t.producer_id for t in log.log.collect_aborted_txns(0, 4)] == [5]
     # Once producer 5 expires, its emptied batch goes; the pass after that finds no batch of the
     # transaction: the marker may go, so it gets its delete horizon (KIP-534: that cleaning's time
-    # plus delete.retention.ms, however old the marker), and goes with its index entry at it.
+    # plus delete.retention.ms, however old the marker), and goes at it. Its index entry goes at
+    # once, as Kafka rebuilds a cleaned segment's index from the transactions with batches left.
     del log.state.producers[5]
     assert log.log.compact(now_ms=DAY + 30) == 0 and log.batches()[0].base_offset == 1
     assert log.batches()[0].delete_horizon_ms is None
+    assert [t.producer_id for t in log.log.collect_aborted_txns(0, 4)] == [5]
     assert log.log.compact(now_ms=DAY + 40) == 0
     marker = log.batches()[0]
     assert (marker.is_control, marker.delete_horizon_ms, marker.record_count) == (True, 2 * DAY + 40, 1)
     assert marker.crc_valid
-    assert log.log.compact(now_ms=2 * DAY + 39) == 0  # before the horizon: still there
-    assert [t.producer_id for t in log.log.collect_aborted_txns(0, 4)] == [5]
-    assert log.log.compact(now_ms=2 * DAY + 40) == 1
     assert log.log.collect_aborted_txns(0, 4) == []
+    assert log.log.compact(now_ms=2 * DAY + 39) == 0  # before the horizon: the marker is still there
+    assert [b.base_offset for b in log.batches()] == [1, 2, 3]
+    assert log.log.compact(now_ms=2 * DAY + 40) == 1
     assert [b.base_offset for b in log.batches()] == [2, 3]
 
 
@@ -208,7 +210,22 @@ def test_a_read_committed_consumer_sees_the_same_latest_values_after_any_compact
             stable = log.log.last_stable_offset
             latest = {key: value for offset, key, value in before if offset < stable}
             offsets_before = {offset for offset, _, _ in log.records()}
+            batches_before = log.batches()
+            ends_before = {batch.last_offset for batch in batches_before}
+            aborted_before = log.log.collect_aborted_txns(0, log.log.log_end_offset)
             log.log.compact(now_ms=op[1])
+            # KAFKA-17076: the batch ending where the cleaning stopped is still there
+            cleaned_to = log.log.cleaned_to
+            if cleaned_to - 1 in ends_before:
+                assert cleaned_to - 1 in {batch.last_offset for batch in log.batches()}
+            # a cleaning keeps an aborted transaction in the index exactly when it read a batch
+            # of it (Kafka's cleaned index), or did not reach its marker
+            aborted_after = log.log.collect_aborted_txns(0, log.log.log_end_offset)
+            for txn in aborted_before:
+                read = any(not batch.is_control and batch.producer_id == txn.producer_id
+                           and txn.first_offset <= batch.base_offset < txn.last_offset
+                           for batch in batches_before)
+                assert (txn in aborted_after) == (read or txn.last_offset >= cleaned_to), txn
             after = log.records(committed_only=True)
             survivors = {key: value for offset, key, value in after if offset < stable}
             for key, value in latest.items():

@@ -222,6 +222,41 @@ def test_segments_roll_by_bytes_time_and_index_size(make_log: MakeLog) -> None:
     assert [s.base_offset for s in small.segments] == [0, 4]
 
 
+def test_segment_jitter_ms_rolls_each_segment_that_much_earlier(make_log: MakeLog,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's randomSegmentJitter: each new segment draws a jitter below min(segment.jitter.ms,
+    segment.ms) and rolls once segment.ms less that has passed."""
+    import kafkapy.log.segmented as segmented
+
+    drawn: list[int] = []
+
+    def draw(bound: int) -> int:
+        drawn.append(bound)
+        return 400
+
+    monkeypatch.setattr(segmented.random, "randrange", draw)
+    log = make_log(LogConfig(segment_ms=1_000, segment_jitter_ms=5_000))
+    assert log.active.roll_jitter_ms == 400 and drawn == [1_000]  # the jitter is capped by segment.ms
+    log.append(batch_at(log, 1, timestamp=0))
+    log.append(batch_at(log, 1, timestamp=600))  # waited 600: not past 1_000 - 400
+    assert len(log.segments) == 1
+    log.append(batch_at(log, 1, timestamp=601))
+    assert [s.base_offset for s in log.segments] == [0, 2] and log.active.roll_jitter_ms == 400
+    assert make_log(LogConfig(segment_ms=1_000)).active.roll_jitter_ms == 0 and len(drawn) == 2
+
+
+def test_a_compacted_log_rolls_by_max_compaction_lag_ms(make_log: MakeLog) -> None:
+    """Kafka's LogConfig.maxSegmentMs: with compact in cleanup.policy, the active segment rolls
+    once max.compaction.lag.ms (when shorter than segment.ms) has passed, so the cleaner can reach
+    its records within that lag; a delete-only log keeps segment.ms."""
+    for policy, rolled in (("compact", [0, 2]), ("compact,delete", [0, 2]), ("delete", [0])):
+        log = make_log(LogConfig(cleanup_policy=policy, max_compaction_lag_ms=1_000))
+        log.append(batch_at(log, 1, timestamp=0))
+        log.append(batch_at(log, 1, timestamp=1_000))
+        log.append(batch_at(log, 1, timestamp=1_001))
+        assert [s.base_offset for s in log.segments] == rolled, policy
+
+
 def test_snapshots_hooks_at_roll_and_close(make_log: MakeLog) -> None:
     log = make_log(LogConfig(segment_bytes=200))
     states = iter([b"one", b"two", b"three"])

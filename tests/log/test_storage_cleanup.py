@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from storage_helpers import BACKENDS, MakeLog, batch_at, batches_of, log_factory
 
 from kafkapy.log import LogConfig, MemoryLog
+from kafkapy.log.compaction import SegmentAge as CleanableAge
+from kafkapy.log.compaction import cleaning_need
 from kafkapy.log.retention import SegmentFacts, deletable_segments
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.log.segments import FileLog
@@ -151,10 +153,95 @@ def test_min_compaction_lag_holds_young_segments_back(make_log: MakeLog) -> None
     assert [(r.offset, r.value) for r in records(log)] == [(1, b"2"), (2, b"3"), (3, b"4"), (4, b"active")]
     assert log.compact(now_ms=1_600) == 2
     assert [(r.offset, r.value) for r in records(log)] == [(3, b"4"), (4, b"active")]
-    assert not log.compaction_overdue(now_ms=1_600)
-    assert log.compaction_overdue(
-        now_ms=1_600, config=LogConfig(cleanup_policy="compact", max_compaction_lag_ms=100)
-    )
+
+
+def test_max_compaction_lag_forces_a_cleaning_of_dirty_segments_only(make_log: MakeLog) -> None:
+    """Kafka's maxCompactionDelay looks at the dirty rolled segments' first batches: once they
+    are cleaned, however old they are, the log is not overdue again until a new dirty segment
+    waits too long (the clean ones counted before, and the log was cleaned every pass)."""
+    lagging = LogConfig(segment_bytes=1, cleanup_policy="compact", max_compaction_lag_ms=100,
+                        min_cleanable_dirty_ratio=0.99)
+    log = make_log(lagging)
+    _keyed(log, [(b"a", b"1"), (b"a", b"2")], 0)
+    _keyed(log, [(b"b", b"1")], 1_000)
+    _keyed(log, [(b"x", b"active")], 2_000)
+    assert not log.compaction_overdue(now_ms=100)  # waited exactly max.compaction.lag.ms
+    assert log.compaction_overdue(now_ms=1_600) and log.cleaning_need(now_ms=1_600).due(0.99)
+    assert log.compact(now_ms=1_600) == 1
+    assert not log.compaction_overdue(now_ms=50_000)  # all its rolled segments are clean
+    assert not log.cleaning_need(now_ms=50_000).due(0.99)
+    _keyed(log, [(b"b", b"2")], 3_000)  # rolls the x segment: dirty, its first batch at 2_000
+    assert not log.compaction_overdue(now_ms=2_100)
+    assert log.compaction_overdue(now_ms=2_101)
+
+
+def test_without_min_compaction_lag_a_segment_stamped_in_the_future_is_cleaned(
+        make_log: MakeLog) -> None:
+    """min.compaction.lag.ms 0 holds nothing back (Kafka checks ages only when it is above 0):
+    records stamped ahead of the broker's clock are compacted too."""
+    log = segment_per_batch(make_log, cleanup_policy="compact")
+    _keyed(log, [(b"a", b"1"), (b"a", b"2")], 10_000)
+    _keyed(log, [(b"x", b"active")], 10_000)
+    assert log.compact(now_ms=1_000) == 1
+    assert [(r.offset, r.value) for r in records(log)] == [(1, b"2"), (2, b"active")]
+
+
+def test_segments_already_clean_do_not_hold_the_dirty_ones_back(make_log: MakeLog) -> None:
+    """Kafka applies min.compaction.lag.ms to the dirty segments only: a clean segment stamped
+    later than the dirty ones after it does not stop their cleaning."""
+    log = segment_per_batch(make_log, cleanup_policy="compact")
+    _keyed(log, [(b"a", b"1"), (b"a", b"2")], 5_000)
+    _keyed(log, [(b"x", b"rolls")], 0)
+    assert log.compact(now_ms=6_000) == 1 and log.cleaned_to == 2
+    log.set_config(LogConfig(segment_bytes=1, cleanup_policy="compact", min_compaction_lag_ms=2_000))
+    _keyed(log, [(b"b", b"1"), (b"b", b"2")], 0)  # rolls the x segment; this one is dirty too
+    _keyed(log, [(b"y", b"active")], 0)
+    assert log.compact(now_ms=6_000) == 1  # the clean segment at 5_000 is younger than the lag
+    assert [(r.offset, r.value) for r in records(log)] == [(1, b"2"), (2, b"rolls"), (4, b"2"),
+                                                             (5, b"active")]
+
+
+def test_a_log_start_past_the_cleaner_checkpoint_is_the_first_dirty_offset(make_log: MakeLog) -> None:
+    """Kafka's cleanableOffsets: a checkpoint below the log start (retention or DeleteRecords
+    passed it) counts from the log start, so the segment holding the log start is clean."""
+    log = segment_per_batch(make_log, cleanup_policy="compact,delete")
+    for key in (b"a", b"b", b"c", b"d"):
+        _keyed(log, [(key, b"1"), (key, b"2")], 0)
+    assert log.compact(now_ms=1_000) == 3 and log.cleaned_to == 6
+    for key in (b"e", b"f"):
+        _keyed(log, [(key, b"1")], 0)
+    log.delete_records_before(7)  # inside the segment at 6, past the checkpoint
+    sizes = [s.size for s in log.segments]
+    assert [s.base_offset for s in log.segments] == [6, 8, 9]
+    need = log.cleaning_need(now_ms=1_000)
+    assert (need.clean_bytes, need.cleanable_bytes, need.count) == (sizes[0], sum(sizes[:2]), 2)
+
+
+def _age(base: int, size: int, largest: int, first: int | None = None) -> CleanableAge:
+    return CleanableAge(base, size, largest, largest if first is None else first)
+
+
+def test_the_dirty_ratio_counts_only_what_a_cleaning_can_reach() -> None:
+    """Kafka's LogToClean: cleanable bytes run from the first dirty offset to the first segment a
+    cleaning may not touch (the active one, the one holding the LSO, a dirty one younger than
+    min.compaction.lag.ms); the ratio is those over themselves plus the clean bytes, and must be
+    above min.cleanable.dirty.ratio."""
+    config = LogConfig(cleanup_policy="compact", min_compaction_lag_ms=1_000)
+    segments = [_age(0, 100, 0), _age(10, 10, 0), _age(20, 200, 9_500), _age(30, 0, 9_900)]
+    need = cleaning_need(segments, 10, 30, config, 10_000)
+    assert (need.count, need.clean_bytes, need.cleanable_bytes) == (2, 100, 10)
+    assert need.ratio == 10 / 110 and not need.due(0.5)  # the young 200 bytes count nowhere
+    # an open transaction from offset 15 holds the segment holding it back, and what follows
+    held = cleaning_need(segments, 10, 15, LogConfig(cleanup_policy="compact"), 10_000)
+    assert (held.count, held.cleanable_bytes, held.ratio) == (1, 0, 0.0) and not held.due(0.0)
+    # a checkpoint past the LSO (an open transaction began below it) never opens the way past it
+    assert cleaning_need(segments, 25, 15, LogConfig(cleanup_policy="compact"), 10_000).count == 1
+    # the ratio must be above the threshold: exactly at it is not enough
+    even = cleaning_need([_age(0, 50, 0), _age(5, 50, 0), _age(9, 0, 0)], 5, 9,
+                         LogConfig(cleanup_policy="compact"), 10_000)
+    assert even.ratio == 0.5 and not even.due(0.5) and even.due(0.49)
+    # an empty log is never due, even overdue
+    assert not cleaning_need([_age(0, 0, 0)], 0, 0, config, 10_000).due(0.0)
 
 
 def test_delete_policy_does_not_compact(make_log: MakeLog) -> None:
@@ -177,6 +264,54 @@ def test_compacted_segments_survive_reopening(tmp_path: Path) -> None:
     assert [(r.offset, r.key, r.value) for r in records(again)] == expected
     assert not list((tmp_path / "t-0").glob("*.cleaned"))
     again.close()
+
+
+def test_the_last_batch_below_the_cleanings_end_is_kept_empty(tmp_path: Path) -> None:
+    """KAFKA-17076: a cleaning keeps the batch that ends where it stops, emptied if nothing of it
+    is left, so the cleaned segments still reach the next segment's base; a crash that loses the
+    (empty) active segment then reopens the log at the same end, not below it."""
+    log = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=1, cleanup_policy="compact"))
+    _keyed(log, [(b"a", b"1")], 0)
+    _keyed(log, [(b"a", None)], 0)  # a tombstone
+    log.roll()  # an empty active segment at 2
+    assert log.compact(now_ms=0) == 1  # a@0; the tombstone gets its horizon
+    assert log.compact(now_ms=DAY) == 1  # the tombstone goes at its horizon, its batch stays
+    [emptied] = batches_of(log.read(0, 1 << 20).chunks)
+    assert (emptied.base_offset, emptied.last_offset, emptied.record_count) == (1, 1, 0)
+    assert emptied.crc_valid and log.log_end_offset == 2
+    log.close()
+    for lost in (tmp_path / "t-0").glob("00000000000000000002.*"):
+        lost.unlink()
+    again = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=1, cleanup_policy="compact"))
+    assert again.log_end_offset == 2
+    again.close()
+
+
+def test_a_segment_without_timestamps_is_aged_by_its_files_last_write_across_a_restart(
+        tmp_path: Path) -> None:
+    """Kafka's largestTimestamp falls back to the segment file's last modification: a reopened
+    log does not restart retention.ms for such segments (records converted from magic 0 carry no
+    timestamp), and a cleaning keeps the old file's modification time (setLastModified)."""
+    import os
+
+    hour = 60 * 60 * 1000
+    config = LogConfig(segment_bytes=1, cleanup_policy="compact,delete", retention_ms=hour)
+    log = FileLog(tmp_path / "t-0", config)
+    for value in (b"1", b"2", b"3"):
+        _keyed(log, [(b"k", value)], -1)
+    assert [s.max_timestamp for s in log.segments] == [-1, -1, -1]
+    first = log.segments[0].path
+    log.close()
+    written = log.clock() - 2 * hour  # the first segment was last written two hours ago
+    os.utime(first, ns=(written * 1_000_000, written * 1_000_000))
+    again = FileLog(tmp_path / "t-0", LogConfig(segment_bytes=1, cleanup_policy="compact"))
+    assert again.segments[0].last_modified_ms == written
+    assert again.compact() == 1  # k@0 goes; the file is rewritten
+    assert os.stat(first).st_mtime_ns // 1_000_000 == written
+    again.close()
+    third = FileLog(tmp_path / "t-0", config)
+    assert third.apply_retention() == 1 and third.log_start_offset == 1
+    third.close()
 
 
 @settings(max_examples=60, deadline=None)
