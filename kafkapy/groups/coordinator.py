@@ -13,8 +13,9 @@ The timers, by name:
 * ``("join", group)``: the rebalance's deadline. On an Empty group it is Kafka's
   InitialDelayedJoin: wait ``group.initial.rebalance.delay.ms`` for more members, again while
   members keep arriving, never longer than the rebalance timeout in all. Otherwise it is the
-  largest member rebalance timeout; members that have not rejoined by then are removed. The join
-  also completes as soon as every member (and every KIP-394 member id handed out) is back.
+  largest member rebalance timeout; dynamic members that have not rejoined by then are removed
+  (static ones stay, KIP-345). The join also completes as soon as every member (and every
+  KIP-394 member id handed out) is back.
 * ``("sync", group)``: the rebalance timeout again, for the SyncGroups of the new generation;
   members that never sync are removed and the group rebalances.
 * ``("member", group, member)``: the session. Any request of the member's pushes it back. A
@@ -338,16 +339,28 @@ class ClassicCoordinator:
             self._complete_join(group)
 
     def _complete_join(self, group: ClassicGroup) -> None:
-        """The join phase ends: the members that did not rejoin are removed, and the rest get the
-        new generation (the leader with everyone's metadata), or the group is Empty."""
+        """The join phase ends: the dynamic members that did not rejoin are removed, and the rest
+        get the new generation (the leader with everyone's metadata), or the group is Empty.
+
+        Static members (KIP-345) that did not rejoin stay, with their last metadata, as Kafka's
+        completeClassicGroupJoin keeps them: a restarting static member is only lost when its
+        session or the coming sync deadline runs out. If the leader did not rejoin, a member
+        that did leads; if none did, the join waits another rebalance timeout."""
         if group.state is not S.PREPARING_REBALANCE:
             return
         self.timers.cancel(("join", group.group_id))
         self._new_members.pop(group.group_id, None)
         for member in group.not_yet_rejoined():
-            self._log.info("group %s: member %s did not rejoin in time; removed", group.group_id,
-                           member.member_id)
-            self._remove_member(group, member)
+            if member.group_instance_id is None:
+                self._log.info("group %s: member %s did not rejoin in time; removed", group.group_id,
+                               member.member_id)
+                self._remove_member(group, member)
+        if group.members and not group.elect_joined_leader():
+            self._log.info("group %s: no member rejoined; the join waits for the static members",
+                           group.group_id)
+            self.timers.set(("join", group.group_id), group.max_rebalance_timeout_ms(),
+                            lambda: self._complete_join(group))
+            return
         now = self.timers.wall_ms()
         group.generation_id += 1
         if not group.members:
@@ -357,8 +370,6 @@ class ClassicCoordinator:
             self._store_group(group, lambda code: None)
             return
         group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
         group.move_to(S.COMPLETING_REBALANCE, now)
         group.pending_sync = set(group.members)
         for member in list(group.members.values()):

@@ -151,6 +151,18 @@ class ClassicGroup:
     def not_yet_rejoined(self) -> list[Member]:
         return [m for m in self.members.values() if m.awaiting_join is None]
 
+    def elect_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: a leader that did not rejoin hands over to the first
+        member that did. False when nobody rejoined (the join cannot complete yet)."""
+        leader = self.members.get(self.leader_id or "")
+        if leader is not None and leader.awaiting_join is not None:
+            return True
+        joined = next((m for m in self.members.values() if m.awaiting_join is not None), None)
+        if joined is None:
+            return False
+        self.leader_id = joined.member_id
+        return True
+
     def can_admit(self, member_id: str, max_size: int) -> bool:
         """Kafka's acceptJoiningMember: group.max.size counts members (or rejoins in a rebalance)."""
         if self.state in (GroupState.EMPTY, GroupState.DEAD):

@@ -222,3 +222,62 @@ def test_a_classic_request_for_another_type_of_group_is_refused() -> None:
         with pytest.raises(KafkaApiError) as refused:
             call()
         assert refused.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def static_pair(h: Harness, leader_instance: str | None, follower_instance: str | None
+                ) -> tuple[JoinResult, JoinResult]:
+    """A Stable group of two, either of them static."""
+    first = h.join(instance=leader_instance)
+    h.advance(0)
+    (a,) = first
+    b_answers = h.join(instance=follower_instance)
+    a_answers = h.join(a.member_id, instance=leader_instance)
+    h.advance(0)
+    (leader,), (follower,) = a_answers, b_answers
+    h.sync(follower)
+    h.sync(leader, {leader.member_id: b"L", follower.member_id: b"F"})
+    assert h.group.state is GroupState.STABLE
+    return leader, follower
+
+
+def test_a_static_member_that_misses_the_join_deadline_stays() -> None:
+    """KIP-345 (Kafka's completeClassicGroupJoin): only dynamic members that did not rejoin are
+    removed; a static one stays in the new generation with its last metadata, and may still
+    rejoin and sync for it."""
+    h = Harness()
+    leader, follower = static_pair(h, None, "i-follower")
+    rejoin = h.join(leader.member_id, protocols=(("range", b"changed"),))
+    h.heartbeats(REBALANCE_MS, follower)  # the static follower is alive but does not rejoin
+    (joined,) = rejoin
+    assert joined.error_code == ErrorCode.NONE and joined.generation_id == leader.generation_id + 1
+    assert h.group.state is GroupState.COMPLETING_REBALANCE
+    assert [m for m, _, _ in joined.members] == [leader.member_id, follower.member_id]
+    (back,) = h.join(follower.member_id, instance="i-follower")  # the same metadata: this generation
+    assert back.generation_id == joined.generation_id and back.leader == leader.member_id
+    waiting = h.sync(back)
+    h.sync(joined, {leader.member_id: b"L2", follower.member_id: b"F2"})
+    assert waiting == [SyncResult(ErrorCode.NONE, "consumer", "range", b"F2")]
+
+
+def test_a_static_leader_that_misses_the_join_deadline_hands_over_to_one_that_rejoined() -> None:
+    h = Harness()
+    leader, follower = static_pair(h, "i-leader", None)
+    rejoin = h.join(follower.member_id, protocols=(("range", b"changed"),))
+    h.heartbeats(REBALANCE_MS, leader)
+    (joined,) = rejoin
+    assert joined.leader == follower.member_id and h.group.leader_id == follower.member_id
+    assert {m for m, _, _ in joined.members} == {leader.member_id, follower.member_id}
+
+
+def test_when_no_member_rejoins_the_join_waits_for_the_static_ones() -> None:
+    """Nobody rejoined and only static members are left: the join waits another rebalance
+    timeout (their sessions bound it), as Kafka's maybeElectNewJoinedLeader failing does."""
+    h = Harness()
+    leader, _ = static_pair(h, "i-leader", "i-follower")
+    h.coordinator.leave("g", [("", "i-follower")])  # a rebalance the leader does not rejoin
+    assert h.group.state is GroupState.PREPARING_REBALANCE
+    h.heartbeats(REBALANCE_MS, leader)
+    assert h.group.state is GroupState.PREPARING_REBALANCE and list(h.group.members) == [leader.member_id]
+    rejoin = h.join(leader.member_id, instance="i-leader")
+    (joined,) = rejoin
+    assert joined.error_code == ErrorCode.NONE and joined.generation_id == leader.generation_id + 1
