@@ -63,6 +63,7 @@ __all__ = ["ClassicCoordinator", "GroupConfig", "JoinRequest", "Persist"]
 S = GroupState
 UNKNOWN_MEMBER = ""  # JoinGroup's member_id on a first join
 NO_GENERATION = -1  # OffsetCommit's generation from a consumer outside group management
+FIRST_GROUP_ID_NOT_FOUND_COMMIT_VERSION = 9  # OffsetCommit for a group that does not exist
 
 # persist(group id, records, done): write the records, then call done(NONE or the error).
 Persist = Callable[[str, Sequence[GroupRecord], Callable[[ErrorCode], None]], None]
@@ -583,27 +584,23 @@ class ClassicCoordinator:
     # --- offsets ------------------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
-                       offsets: Sequence[OffsetEntry], done: Callable[[ErrorCode], None]) -> None:
-        """Kafka's doCommitOffsets checks, then the write; ``done`` gets the write's outcome.
-        Per-partition checks (unknown topic, metadata size) are the caller's, before this."""
+                       offsets: Sequence[OffsetEntry], done: Callable[[ErrorCode], None], *,
+                       version: int = FIRST_GROUP_ID_NOT_FOUND_COMMIT_VERSION) -> None:
+        """Kafka's validateOffsetCommit checks, then the write; ``done`` gets the write's outcome.
+        Per-partition checks (unknown topic, metadata size) are the caller's, before this.
+
+        A group that does not exist is made for a commit outside group management (generation
+        -1); a generation of a group that does not exist is ILLEGAL_GENERATION before v9 and
+        GROUP_ID_NOT_FOUND from v9 (Kafka 4.0's OffsetMetadataManager)."""
         group = self.classic_group(group_id)
         if group is None:
-            if generation_id >= 0:  # from a generation that no longer exists
+            if generation_id >= 0:
+                if version >= FIRST_GROUP_ID_NOT_FOUND_COMMIT_VERSION:
+                    raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
                 raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
             group = self._create_group(group_id)  # a consumer outside group management
-        if group.state is S.DEAD:
-            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        holder = group.static_member_id(instance_id)
-        if holder is not None and holder != member_id:
-            raise KafkaApiError(ErrorCode.FENCED_INSTANCE_ID)
-        if not (generation_id < 0 and group.state is S.EMPTY):
-            if group.state is S.COMPLETING_REBALANCE:
-                raise KafkaApiError(ErrorCode.REBALANCE_IN_PROGRESS)
-            member = group.members.get(member_id)
-            if member is None:
-                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+        member = self._check_commit(group, generation_id, member_id, instance_id)
+        if member is not None and group.state in (S.STABLE, S.PREPARING_REBALANCE):
             self._touch(group, member)
         if not offsets:
             done(ErrorCode.NONE)
@@ -622,6 +619,29 @@ class ClassicCoordinator:
                     self.offsets.put(key, value)
             done(code)
         self._persist(group_id, records, stored)
+
+    def _check_commit(self, group: ClassicGroup, generation_id: int, member_id: str,
+                      instance_id: str | None) -> Member | None:
+        """Kafka 4.0's ClassicGroup.validateOffsetCommit, in its order: a Dead group is
+        COORDINATOR_NOT_AVAILABLE; an Empty group takes generation -1 commits from anyone; a
+        commit naming a member or a generation must come from a member (FENCED_INSTANCE_ID,
+        UNKNOWN_MEMBER_ID) at the group's generation (ILLEGAL_GENERATION); one naming neither is
+        UNKNOWN_MEMBER_ID once the group has members; and only then is a valid member's commit
+        during CompletingRebalance REBALANCE_IN_PROGRESS. The member, if one committed."""
+        if group.state is S.DEAD:
+            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id < 0 and group.state is S.EMPTY:
+            return None
+        member: Member | None = None
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER or instance_id is not None:
+            member = self._check_member(group, member_id, instance_id)
+            if generation_id != group.generation_id:
+                raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+        elif group.state is not S.EMPTY:
+            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.state is S.COMPLETING_REBALANCE:
+            raise KafkaApiError(ErrorCode.REBALANCE_IN_PROGRESS)
+        return member
 
     def check_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
                                 instance_id: str | None) -> None:

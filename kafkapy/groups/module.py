@@ -857,7 +857,7 @@ class GroupsModule(Module):
                 outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
                 self.coordinator.commit_offsets(group_id, body.get("generation_id_or_member_epoch", -1),
                                                 body.get("member_id", ""), body.get("group_instance_id"),
-                                                entries, _settle(outcome))
+                                                entries, _settle(outcome), version=ctx.api_version)
                 written = await outcome
         except KafkaApiError as exc:
             written = exc.code

@@ -179,9 +179,20 @@ class CoordinatorModel(RuleBasedStateMachine):
                                             [OffsetEntry("t", 0, 5, -1, "")], outcome.append)
         except KafkaApiError as exc:
             outcome.append(exc.code)
-        if group is not None and group.state is not GroupState.COMPLETING_REBALANCE \
-                and client.member_id in group.members and client.generation == group.generation_id:
-            assert outcome == [ErrorCode.NONE]
+        # Kafka 4.0's validateOffsetCommit, in its order (the member before the state)
+        if group is None:
+            expected = ErrorCode.NONE if client.generation < 0 else ErrorCode.GROUP_ID_NOT_FOUND
+        elif client.generation < 0 and group.state is GroupState.EMPTY:
+            expected = ErrorCode.NONE
+        elif client.member_id not in group.members:
+            expected = ErrorCode.UNKNOWN_MEMBER_ID
+        elif client.generation != group.generation_id:
+            expected = ErrorCode.ILLEGAL_GENERATION
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            expected = ErrorCode.REBALANCE_IN_PROGRESS
+        else:
+            expected = ErrorCode.NONE
+        assert outcome == [expected]
         if outcome == [ErrorCode.NONE]:
             assert self.coordinator.offsets.get(GROUP, "t", 0) is not None
 

@@ -218,6 +218,13 @@ def test_commit_checks_membership(client: SimpleClient) -> None:
     member = joined_member(client, "g")
     assert commit(client, "g", 1, generation=member["generation_id"], member_id=member["member_id"]
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    # CompletingRebalance: the member and generation are checked first (Kafka 4.0's
+    # validateOffsetCommit), and a commit naming neither is a stranger's once the group has members.
+    assert commit(client, "g", 1, generation=member["generation_id"], member_id="nobody"
+                  )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit(client, "g", 1, generation=member["generation_id"] - 1, member_id=member["member_id"]
+                  )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.ILLEGAL_GENERATION
+    assert commit(client, "g", 1)["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     sync(client, "g", member)
     assert commit(client, "g", 1, generation=member["generation_id"], member_id=member["member_id"]
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
@@ -227,6 +234,9 @@ def test_commit_checks_membership(client: SimpleClient) -> None:
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     assert commit(client, "never", 1, generation=3, member_id="x"
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.ILLEGAL_GENERATION
+    # From v9 a generation of a group that does not exist is GROUP_ID_NOT_FOUND (Kafka 4.0).
+    assert commit(client, "never", 1, version=9, generation=3, member_id="x"
+                  )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_list_describe_delete(client: SimpleClient) -> None:
