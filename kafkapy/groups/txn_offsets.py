@@ -42,6 +42,7 @@ from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.coordinator import ClassicCoordinator
+from kafkapy.groups.offsets import metadata_too_large
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
@@ -175,7 +176,7 @@ class TxnOffsetCommits:
                 codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif not self._partition_exists(*key):
                 codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(metadata.encode("utf-8")) > self._max_metadata_bytes:
+            elif metadata_too_large(metadata, self._max_metadata_bytes):
                 codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
                 codes[key] = ErrorCode.NONE

@@ -172,6 +172,13 @@ def test_offsets_commit_and_fetch(client: SimpleClient) -> None:
         [(0, ErrorCode.NONE), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     too_long = commit(client, "solo", 43, metadata="x" * 5000)
     assert too_long["topics"][0]["partitions"][0]["error_code"] == ErrorCode.OFFSET_METADATA_TOO_LARGE
+    # Kafka measures the metadata as a Java string (UTF-16 units), not in encoded bytes: 3000 'é'
+    # (6000 bytes of UTF-8) fit under 4096; 2049 emoji (two units each) do not.
+    accented = commit(client, "solo", 44, metadata="é" * 3000)
+    assert accented["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+    emoji = commit(client, "solo", 45, metadata="\U0001F600" * 2049)
+    assert emoji["topics"][0]["partitions"][0]["error_code"] == ErrorCode.OFFSET_METADATA_TOO_LARGE
+    commit(client, "solo", 42)
     fetched = client.request(ApiKey.OFFSET_FETCH, 7, {"group_id": "solo", "require_stable": True,
                                                       "topics": [{"name": "t", "partition_indexes": [0, 1]}]})
     assert [(p["partition_index"], p["committed_offset"], p["metadata"])
