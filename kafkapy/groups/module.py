@@ -633,17 +633,23 @@ class GroupsModule(Module):
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------------
 
-    def _group_request(self, ctx: RequestContext, group_id: str, operation: str = "READ") -> None:
+    def _group_request(self, ctx: RequestContext, group_id: str, operation: str = "READ", *,
+                       named: bool = False) -> None:
         """The checks every request about one group starts with (Kafka's order: authorization,
-        then coordinator)."""
+        then the group id, then coordinator). ``named``: the API refuses an empty group id with
+        INVALID_GROUP_ID, as Kafka's GroupCoordinatorService does for JoinGroup, SyncGroup,
+        Heartbeat, LeaveGroup and OffsetDelete (OffsetCommit, OffsetFetch, DescribeGroups and
+        DeleteGroups still take the empty id, for old clients)."""
         if not self._allowed(ctx, operation, "GROUP", group_id):
             raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if named and not group_id:
+            raise KafkaApiError(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
         self.check_coordinator(group_id)
 
     async def join_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         version = ctx.api_version
-        self._group_request(ctx, body["group_id"])
+        self._group_request(ctx, body["group_id"], named=True)
         await self._claim_for_classic(body["group_id"])
         session = body["session_timeout_ms"]
         rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
@@ -668,7 +674,7 @@ class GroupsModule(Module):
 
     async def sync_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        self._group_request(ctx, body["group_id"])
+        self._group_request(ctx, body["group_id"], named=True)
         self._no_classic_members(body["group_id"])
         answer: asyncio.Future[SyncResult] = self.services.loop.create_future()
         assignments = [(a["member_id"], bytes(a["assignment"])) for a in body.get("assignments") or []]
@@ -682,7 +688,7 @@ class GroupsModule(Module):
 
     def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        self._group_request(ctx, body["group_id"])
+        self._group_request(ctx, body["group_id"], named=True)
         self._no_classic_members(body["group_id"])
         self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
                                    body.get("group_instance_id"))
@@ -691,7 +697,7 @@ class GroupsModule(Module):
     def leave_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         version = ctx.api_version
-        self._group_request(ctx, body["group_id"])
+        self._group_request(ctx, body["group_id"], named=True)
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in body.get("members") or []] \
             if version >= 3 else [(body["member_id"], None)]
         if self.consumer.get(body["group_id"]) is not None:  # as _no_classic_members, member by member
@@ -955,7 +961,7 @@ class GroupsModule(Module):
     async def offset_delete(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         group_id = body["group_id"]
-        self._group_request(ctx, group_id, "DELETE")
+        self._group_request(ctx, group_id, "DELETE", named=True)
         asked: list[tuple[str, int]] = []
         codes: dict[tuple[str, int], ErrorCode] = {}
         for topic in body.get("topics") or []:

@@ -195,6 +195,8 @@ class TxnOffsetCommits:
 
     async def _write(self, body: dict[str, Any], records: list[GroupRecord]) -> ErrorCode:
         group_id, producer_id, epoch = body["group_id"], body["producer_id"], body["producer_epoch"]
+        if not group_id:  # Kafka's GroupCoordinatorService refuses it before anything else
+            return ErrorCode.INVALID_GROUP_ID
         self._check_coordinator(group_id)
         log = self._group_log()
         if not isinstance(log, OffsetsTopicLog):

@@ -118,6 +118,26 @@ def test_join_refusals(client: SimpleClient, change: dict[str, Any], code: Error
     assert client.request(ApiKey.JOIN_GROUP, 7, body)["error_code"] == code
 
 
+@pytest.mark.parametrize(("api_key", "version", "body"), [
+    (ApiKey.SYNC_GROUP, 3, {"generation_id": 1, "member_id": "m", "assignments": []}),
+    (ApiKey.HEARTBEAT, 3, {"generation_id": 1, "member_id": "m"}),
+    (ApiKey.LEAVE_GROUP, 0, {"member_id": "m"}),
+    (ApiKey.LEAVE_GROUP, 3, {"members": [{"member_id": "m"}]}),
+    (ApiKey.OFFSET_DELETE, 0, {"topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]}),
+])
+def test_an_empty_group_id_is_invalid(client: SimpleClient, api_key: ApiKey, version: int,
+                                      body: dict[str, Any]) -> None:
+    """Kafka's GroupCoordinatorService refuses the empty group id with INVALID_GROUP_ID for
+    JoinGroup (test_join_refusals), SyncGroup, Heartbeat, LeaveGroup and OffsetDelete; OffsetCommit
+    and OffsetFetch take it, for old clients."""
+    find(client, "")
+    wait_until(lambda: find(client, "")["error_code"] == ErrorCode.NONE, what="a coordinator")
+    answer = client.request(api_key, version, {"group_id": "", **body})
+    assert answer["error_code"] == ErrorCode.INVALID_GROUP_ID
+    committed = commit(client, "", 5)
+    assert committed["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
 def test_join_with_another_protocol_type_is_inconsistent(client: SimpleClient) -> None:
     joined_member(client, "g")
     other = join(client, "g", version=3, protocol_type="connect")

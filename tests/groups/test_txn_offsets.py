@@ -145,6 +145,8 @@ def test_fenced_producers_unknown_partitions_and_members(client: SimpleClient) -
         ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
     assert txn_commit(client, "tx", new, "g", {("t", 0): 2}, generation_id=3) == {
         ("t", 0): ErrorCode.ILLEGAL_GENERATION}
+    assert txn_commit(client, "tx", new, "", {("t", 0): 2}) == {  # Kafka refuses the empty id first
+        ("t", 0): ErrorCode.INVALID_GROUP_ID}
     elsewhere = next(g for g in (f"g{i}" for i in range(100))
                      if offsets_partition_for(g, 3) != offsets_partition_for("g", 3))
     ready(client, elsewhere, "tx")
