@@ -93,6 +93,7 @@ class JoinRequest:
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]
     require_known_member_id: bool  # JoinGroup v4+ (KIP-394)
+    skip_assignment_supported: bool = True  # JoinGroup v9+ (KIP-814)
 
 
 def _default_member_id(prefix: str) -> str:
@@ -244,7 +245,10 @@ class ClassicCoordinator:
     def _replace_static(self, group: ClassicGroup, old_id: str, new_id: str, request: JoinRequest,
                         respond: Callable[[JoinResult], None]) -> None:
         """KIP-345: a static member back under a new id. The old id is fenced; a Stable group whose
-        protocol would not change keeps its assignment and does not rebalance."""
+        protocol would not change keeps its assignment and does not rebalance. The answer then
+        names the leader: from JoinGroup v9 the real one, with the members and ``skip_assignment``
+        for the leader (KIP-814); before, the leader as it was before the replacement and no
+        members, so a rejoining leader takes itself for a follower and just syncs, as Kafka."""
         old = group.members[old_id]
         self.timers.cancel(("member", group.group_id, old_id))
         if old.awaiting_join is not None:
@@ -254,6 +258,7 @@ class ClassicCoordinator:
             old.awaiting_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
             old.awaiting_sync = None
         old_protocols = old.protocols
+        old_leader = group.leader_id
         member = group.replace_static(old_id, new_id)
         member.protocols = list(request.protocols)
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
@@ -262,7 +267,12 @@ class ClassicCoordinator:
         if group.state is S.STABLE:
             if group.protocol_name is not None and group.select_protocol() == group.protocol_name:
                 self._schedule_session(group, member, member.session_timeout_ms)
-                result = self._join_result(group, member, skip_assignment=member.member_id == group.leader_id)
+                if request.skip_assignment_supported:
+                    result = self._join_result(group, member,
+                                               skip_assignment=member.member_id == group.leader_id)
+                else:  # before KIP-814 the old leader id keeps a rejoining leader from reassigning
+                    result = JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_type,
+                                        group.protocol_name, old_leader or "", new_id)
 
                 def stored(code: ErrorCode) -> None:
                     if code != ErrorCode.NONE:  # put the old member back, as Kafka reverts

@@ -96,6 +96,7 @@ DEFAULT_COMMIT_TIMESTAMP = -1  # OffsetCommit v1: the broker stamps the commit (
 FIRST_TOPIC_ID_OFFSETS_VERSION = 10
 NO_TOPIC_ID = uuid.UUID(int=0)
 FIRST_SHARE_FIND_COORDINATOR_VERSION = 6  # key type SHARE came with v6 (KIP-932)
+FIRST_SKIP_ASSIGNMENT_JOIN_VERSION = 9  # JoinGroup answers skip_assignment from v9 (KIP-814)
 _LOAD_YIELD_EVERY = 1000  # records replayed between yields to the loop while loading
 
 
@@ -660,7 +661,8 @@ class GroupsModule(Module):
             rebalance_timeout_ms=session if rebalance < 0 else rebalance,
             protocol_type=body["protocol_type"],
             protocols=tuple((p["name"], bytes(p["metadata"])) for p in body.get("protocols") or []),
-            require_known_member_id=version >= 4)
+            require_known_member_id=version >= 4,
+            skip_assignment_supported=version >= FIRST_SKIP_ASSIGNMENT_JOIN_VERSION)
         answer: asyncio.Future[JoinResult] = self.services.loop.create_future()
         self.coordinator.join(join, _settle(answer))
         result = await answer

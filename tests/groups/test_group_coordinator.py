@@ -35,10 +35,12 @@ class Harness:
         done(self.write_error)
 
     def join(self, member_id: str = "", protocols: tuple[tuple[str, bytes], ...] = (("range", b"m"),),
-             instance: str | None = None, known_required: bool = False) -> list[JoinResult]:
+             instance: str | None = None, known_required: bool = False,
+             skip_supported: bool = True) -> list[JoinResult]:
         answers: list[JoinResult] = []
         self.coordinator.join(JoinRequest("g", member_id, instance, "c", "/h", SESSION_MS, REBALANCE_MS,
-                                          "consumer", protocols, known_required), answers.append)
+                                          "consumer", protocols, known_required, skip_supported),
+                              answers.append)
         return answers
 
     def sync(self, result: JoinResult, assignments: dict[str, bytes] | None = None) -> list[SyncResult]:
@@ -204,6 +206,23 @@ def test_static_member_replacement_keeps_a_stable_group() -> None:
     assert fenced.value.code == ErrorCode.FENCED_INSTANCE_ID
     (synced,) = h.sync(again)
     assert synced.assignment == b"mine"
+
+
+def test_a_static_leaders_rejoin_before_join_group_v9_names_the_old_leader() -> None:
+    """Without KIP-814's skip_assignment (JoinGroup v5-8), Kafka answers a static leader's
+    replacement with the leader id from before it and no members: the client takes itself for a
+    follower, sends no assignment, and syncs the one it had."""
+    h = Harness()
+    leader, _ = static_pair(h, "i-leader", "i-follower")
+    (again,) = h.join(instance="i-leader", skip_supported=False)
+    assert again.error_code == ErrorCode.NONE and again.generation_id == leader.generation_id
+    assert again.member_id != leader.member_id and again.leader == leader.member_id
+    assert again.members == () and not again.skip_assignment
+    assert h.group.state is GroupState.STABLE and h.group.leader_id == again.member_id
+    (synced,) = h.sync(again)
+    assert synced.assignment == b"L"
+    (follower_again,) = h.join(instance="i-follower", skip_supported=False)  # a follower: the leader
+    assert follower_again.leader == again.member_id and follower_again.members == ()
 
 
 def test_a_classic_request_for_another_type_of_group_is_refused() -> None:
