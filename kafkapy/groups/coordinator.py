@@ -11,11 +11,11 @@ is in ``__consumer_offsets``.
 The timers, by name:
 
 * ``("join", group)``: the rebalance's deadline. On an Empty group it is Kafka's
-  InitialDelayedJoin: wait ``group.initial.rebalance.delay.ms`` for more members, again while
-  members keep arriving, never longer than the rebalance timeout in all. Otherwise it is the
-  largest member rebalance timeout; dynamic members that have not rejoined by then are removed
-  (static ones stay, KIP-345). The join also completes as soon as every member (and every
-  KIP-394 member id handed out) is back.
+  InitialDelayedJoin: wait ``group.initial.rebalance.delay.ms`` for more members (all of it, even
+  past a shorter rebalance timeout), again while members keep arriving, the extensions never
+  past the rebalance timeout. Otherwise it is the largest member rebalance timeout; dynamic
+  members that have not rejoined by then are removed (static ones stay, KIP-345). The join
+  also completes as soon as every member (and every KIP-394 member id handed out) is back.
 * ``("sync", group)``: the rebalance timeout again, for the SyncGroups of the new generation;
   members that never sync are removed and the group rebalances.
 * ``("member", group, member)``: the session. Any request of the member's pushes it back. A
@@ -319,8 +319,9 @@ class ClassicCoordinator:
         group.move_to(S.PREPARING_REBALANCE, self.timers.wall_ms())
         rebalance_timeout = group.max_rebalance_timeout_ms()
         if was_empty:
-            delay = min(self.config.initial_rebalance_delay_ms, rebalance_timeout)
-            self._initial_delay(group, delay, rebalance_timeout - delay)
+            # The whole configured delay, even past a shorter rebalance timeout, as Kafka waits.
+            delay = self.config.initial_rebalance_delay_ms
+            self._initial_delay(group, delay, max(rebalance_timeout - delay, 0))
         else:
             self.timers.set(("join", group.group_id), rebalance_timeout, lambda: self._complete_join(group))
             self._try_complete_join(group)

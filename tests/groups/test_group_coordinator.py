@@ -92,6 +92,17 @@ def test_initial_delay_never_exceeds_the_rebalance_timeout() -> None:
     assert a and a[0].error_code == ErrorCode.NONE
 
 
+def test_the_first_initial_delay_is_whole_even_past_a_shorter_rebalance_timeout() -> None:
+    """Kafka's prepareRebalance waits group.initial.rebalance.delay.ms on an Empty group whatever
+    the members' rebalance timeout (5000 here); only the extensions are bounded by it."""
+    h = Harness(initial_rebalance_delay_ms=6000)
+    a = h.join()
+    h.advance(5999)
+    assert a == [] and h.group.state is GroupState.PREPARING_REBALANCE
+    h.advance(1)
+    assert a and a[0].error_code == ErrorCode.NONE
+
+
 def two_members(h: Harness) -> tuple[JoinResult, JoinResult]:
     first = h.join()
     h.advance(0)
