@@ -378,10 +378,12 @@ class ClassicCoordinator:
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
+            group.note_subscriptions()
             group.move_to(S.EMPTY, now)
             self._store_group(group, lambda code: None)
             return
         group.protocol_name = group.select_protocol()
+        group.note_subscriptions()
         group.move_to(S.COMPLETING_REBALANCE, now)
         group.pending_sync = set(group.members)
         for member in list(group.members.values()):
@@ -674,18 +676,15 @@ class ClassicCoordinator:
 
     def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]],
                        done: Callable[[dict[tuple[str, int], ErrorCode]], None]) -> None:
-        """OffsetDelete: only where no member subscribes (GROUP_SUBSCRIBED_TO_TOPIC), and not at
-        all in a non-empty group whose subscriptions cannot be read (NON_EMPTY_GROUP)."""
+        """OffsetDelete (Kafka's validateOffsetDelete and isSubscribedToTopic): a group with
+        members must be a consumer group (NON_EMPTY_GROUP); a topic its generation subscribed to
+        is GROUP_SUBSCRIBED_TO_TOPIC, every topic if those subscriptions could not be read."""
         group = self.classic_group(group_id)
         if group is None or group.state is S.DEAD:
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND)
-        subscribed: set[str] = set()
-        if group.state is not S.EMPTY:
-            topics = group.subscribed_topics()
-            if topics is None:
-                raise KafkaApiError(ErrorCode.NON_EMPTY_GROUP)
-            subscribed = topics
-        codes = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ErrorCode.NONE
+        if group.state is not S.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise KafkaApiError(ErrorCode.NON_EMPTY_GROUP)
+        codes = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if group.is_subscribed(tp[0]) else ErrorCode.NONE
                  for tp in partitions}
         gone = [tp for tp, code in codes.items()
                 if code == ErrorCode.NONE and self.offsets.get(group_id, *tp) is not None]
@@ -716,8 +715,7 @@ class ClassicCoordinator:
         if empty and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
             subscribed: frozenset[str] | None = frozenset()  # nobody left subscribes to anything
         else:
-            topics = group.subscribed_topics()
-            subscribed = None if topics is None else frozenset(topics)
+            subscribed = group.subscribed
         return ClassicGroupFacts(group.protocol_type, empty, group.state is S.STABLE,
                                  group.state_timestamp_ms if group.state_timestamp_ms >= 0 else None,
                                  subscribed)
@@ -838,6 +836,7 @@ class ClassicCoordinator:
         group.protocol_name = value.protocol
         group.state_timestamp_ms = value.current_state_timestamp
         if not value.members:
+            group.note_subscriptions()
             return
         for stored in value.members:
             member = Member(stored.member_id, stored.group_instance_id, stored.client_id, stored.client_host,
@@ -846,6 +845,7 @@ class ClassicCoordinator:
             group.add(member)
             self._schedule_session(group, member, member.session_timeout_ms)
         group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
+        group.note_subscriptions()
         group.state = S.STABLE  # a loaded group with members resumes where it was written
 
     def answer_waiting_not_coordinator(self) -> None:

@@ -311,3 +311,51 @@ def test_when_no_member_rejoins_the_join_waits_for_the_static_ones() -> None:
     rejoin = h.join(leader.member_id, instance="i-leader")
     (joined,) = rejoin
     assert joined.error_code == ErrorCode.NONE and joined.generation_id == leader.generation_id + 1
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0: the topics, no user data."""
+    encoded = b"".join(len(t).to_bytes(2, "big") + t.encode() for t in topics)
+    return b"\x00\x00" + len(topics).to_bytes(4, "big") + encoded + b"\xff\xff\xff\xff"
+
+
+def offset_delete(h: Harness, *topics: str) -> dict[tuple[str, int], ErrorCode]:
+    answers: list[dict[tuple[str, int], ErrorCode]] = []
+    h.coordinator.delete_offsets("g", [(t, 0) for t in topics], answers.append)
+    (codes,) = answers
+    return codes
+
+
+def test_offset_delete_goes_by_the_generations_subscriptions() -> None:
+    """Kafka's isSubscribedToTopic reads the topics computed when the generation began: a member
+    that rejoins subscribed to other topics changes nothing until the next generation."""
+    h = Harness()
+    on_a = (("range", subscription("a")),)
+    first = h.join(protocols=on_a)
+    h.advance(0)
+    b_answers = h.join(protocols=on_a)
+    a_answers = h.join(first[0].member_id, protocols=on_a)
+    (leader,), (follower,) = a_answers, b_answers
+    h.sync(follower)
+    h.sync(leader, {})
+    on_b = (("range", subscription("b")),)
+    h.join(follower.member_id, protocols=on_b)  # rebalancing towards b
+    assert h.group.state is GroupState.PREPARING_REBALANCE
+    assert offset_delete(h, "a", "b") == {("a", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+                                          ("b", 0): ErrorCode.NONE}
+    h.join(leader.member_id, protocols=on_b)
+    assert h.group.state is GroupState.COMPLETING_REBALANCE
+    assert offset_delete(h, "a", "b") == {("a", 0): ErrorCode.NONE,
+                                          ("b", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
+
+
+def test_offset_delete_in_a_consumer_group_whose_subscriptions_do_not_parse() -> None:
+    """Kafka cannot tell what such a group consumes, so every topic counts as subscribed
+    (GROUP_SUBSCRIBED_TO_TOPIC per partition), where only a group of another protocol type is
+    NON_EMPTY_GROUP."""
+    h = Harness()
+    answers = h.join(protocols=(("range", b"\x00"),))
+    h.advance(0)
+    h.sync(answers[0], {})
+    assert offset_delete(h, "a", "b") == {("a", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+                                          ("b", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
