@@ -634,13 +634,14 @@ class ClassicCoordinator:
         self._persist(group_id, records, stored)
 
     def _check_commit(self, group: ClassicGroup, generation_id: int, member_id: str,
-                      instance_id: str | None) -> Member | None:
+                      instance_id: str | None, *, transactional: bool = False) -> Member | None:
         """Kafka 4.0's ClassicGroup.validateOffsetCommit, in its order: a Dead group is
         COORDINATOR_NOT_AVAILABLE; an Empty group takes generation -1 commits from anyone; a
         commit naming a member or a generation must come from a member (FENCED_INSTANCE_ID,
         UNKNOWN_MEMBER_ID) at the group's generation (ILLEGAL_GENERATION); one naming neither is
         UNKNOWN_MEMBER_ID once the group has members; and only then is a valid member's commit
-        during CompletingRebalance REBALANCE_IN_PROGRESS. The member, if one committed."""
+        during CompletingRebalance REBALANCE_IN_PROGRESS. A ``transactional`` commit (TxnOffsetCommit)
+        skips the last two. The member, if one committed."""
         if group.state is S.DEAD:
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if generation_id < 0 and group.state is S.EMPTY:
@@ -650,29 +651,25 @@ class ClassicCoordinator:
             member = self._check_member(group, member_id, instance_id)
             if generation_id != group.generation_id:
                 raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
-        elif group.state is not S.EMPTY:
+        elif not transactional and group.state is not S.EMPTY:
             raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if group.state is S.COMPLETING_REBALANCE:
+        if not transactional and group.state is S.COMPLETING_REBALANCE:
             raise KafkaApiError(ErrorCode.REBALANCE_IN_PROGRESS)
         return member
 
     def check_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
                                 instance_id: str | None) -> None:
-        """Kafka's checks of a TxnOffsetCommit (GroupCoordinator.handleTxnCommitOffsets): a group
-        that does not exist yet is made (the producer's consumer may assign itself); the member
-        and generation are checked only when given (v3+ sends them, older versions cannot)."""
+        """Kafka 4.0's checks of a TxnOffsetCommit (validateTransactionalOffsetCommit): a group
+        that does not exist yet is made for generation -1 (the producer's consumer may assign
+        itself), else ILLEGAL_GENERATION; then OffsetCommit's checks, except that a commit naming
+        no member is taken in any state (v0-2 cannot name one) and CompletingRebalance is no
+        reason to refuse."""
         group = self.classic_group(group_id)
         if group is None:
+            if generation_id >= 0:
+                raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
             group = self._create_group(group_id)
-        if group.state is S.DEAD:
-            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        holder = group.static_member_id(instance_id)
-        if holder is not None and holder != member_id:
-            raise KafkaApiError(ErrorCode.FENCED_INSTANCE_ID)
-        if member_id and member_id not in group.members:
-            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-        if generation_id >= 0 and generation_id != group.generation_id:
-            raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+        self._check_commit(group, generation_id, member_id, instance_id, transactional=True)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]],
                        done: Callable[[dict[tuple[str, int], ErrorCode]], None]) -> None:

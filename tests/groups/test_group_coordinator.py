@@ -359,3 +359,31 @@ def test_offset_delete_in_a_consumer_group_whose_subscriptions_do_not_parse() ->
     h.sync(answers[0], {})
     assert offset_delete(h, "a", "b") == {("a", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
                                           ("b", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
+
+
+def test_transactional_commits_are_checked_as_kafka_checks_them() -> None:
+    """TxnOffsetCommit runs OffsetCommit's member and generation checks, but a commit naming no
+    member passes in a group with members, and CompletingRebalance is no refusal (Kafka 4.0's
+    validateOffsetCommit with isTransactional)."""
+    h = Harness()
+    answers = h.join()
+    h.advance(0)
+    (a,) = answers
+    assert h.group.state is GroupState.COMPLETING_REBALANCE
+
+    def refusal(generation: int, member_id: str, check: Callable[..., object]) -> ErrorCode:
+        try:
+            check("g", generation, member_id, None)
+        except KafkaApiError as exc:
+            return exc.code
+        return ErrorCode.NONE
+
+    def commit(group: str, generation: int, member_id: str, instance: str | None) -> None:
+        h.coordinator.commit_offsets(group, generation, member_id, instance, [], lambda _: None)
+    txn = h.coordinator.check_txn_offset_commit
+    assert refusal(a.generation_id, a.member_id, txn) == ErrorCode.NONE
+    assert refusal(a.generation_id, a.member_id, commit) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert refusal(-1, "", txn) == ErrorCode.NONE
+    assert refusal(-1, "", commit) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert refusal(-1, a.member_id, txn) == ErrorCode.ILLEGAL_GENERATION
+    assert refusal(a.generation_id, "stranger", txn) == ErrorCode.UNKNOWN_MEMBER_ID
