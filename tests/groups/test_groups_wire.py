@@ -266,6 +266,35 @@ def test_commit_checks_membership(client: SimpleClient) -> None:
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
 
 
+def test_commit_answers_in_kafkas_order(client: SimpleClient) -> None:
+    """The group's checks come before the coordinator's metadata check: every partition it got
+    carries the group's error. A commit with no partition left for the coordinator does not
+    make a group."""
+    find(client, "never")
+    wait_until(lambda: find(client, "never")["error_code"] == ErrorCode.NONE, what="a coordinator")
+    refused = commit(client, "never", 1, generation=3, member_id="x", metadata="x" * 5000)
+    assert [(p["partition_index"], p["error_code"]) for p in refused["topics"][0]["partitions"]] == \
+        [(0, ErrorCode.ILLEGAL_GENERATION), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    nothing = client.request(ApiKey.OFFSET_COMMIT, 7, {
+        "group_id": "nothing", "generation_id_or_member_epoch": -1, "member_id": "",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 9, "committed_offset": 1}]}]})
+    assert nothing["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    described = client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["nothing"]})["groups"][0]
+    assert described["group_state"] == "Dead", "no group was made"
+
+
+def test_commit_without_read_on_the_group_fails_every_partition() -> None:
+    """KafkaApis checks the group's READ before anything else: GROUP_AUTHORIZATION_FAILED for
+    every partition, also those of topics the caller may not read or that do not exist."""
+    config = {"broker.id": 1, "offsets.topic.num.partitions": 5, "authorizer.class.name": "allowlist",
+              "allowlist.rules": "*@*:DESCRIBE"}
+    with Broker(config) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        wait_until(lambda: find(client, "g")["error_code"] == ErrorCode.NONE, what="a coordinator")
+        answer = commit(client, "g", 1)
+        assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == \
+            [ErrorCode.GROUP_AUTHORIZATION_FAILED] * 2
+
+
 def test_list_describe_delete(client: SimpleClient) -> None:
     member = joined_member(client, "busy")
     sync(client, "busy", member)
