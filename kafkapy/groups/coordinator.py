@@ -826,6 +826,12 @@ class ClassicCoordinator:
                 continue
             group = self._create_group(group_id)
             self._restore(group, value)
+            if len(group.members) > self.config.max_size:
+                # group.max.size was lowered since it was written: the members rejoin, and only
+                # as many as the limit allows are taken back (Kafka's onLoaded does the same)
+                self._log.info("group %s: %d members over group.max.size %d; rebalancing", group_id,
+                               len(group.members), self.config.max_size)
+                self._prepare_rebalance(group)
 
     def _restore(self, group: ClassicGroup, value: GroupMetadataValue) -> None:
         group.generation_id = value.generation

@@ -387,3 +387,20 @@ def test_transactional_commits_are_checked_as_kafka_checks_them() -> None:
     assert refusal(-1, "", commit) == ErrorCode.UNKNOWN_MEMBER_ID
     assert refusal(-1, a.member_id, txn) == ErrorCode.ILLEGAL_GENERATION
     assert refusal(a.generation_id, "stranger", txn) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_loaded_group_over_group_max_size_rebalances_down_to_it() -> None:
+    """group.max.size lowered across a restart: Kafka's onLoaded rebalances a group that is over
+    it, and the join takes back only as many members as the limit allows."""
+    before = Harness()
+    leader, follower = static_pair(before, None, None)
+    after = Harness(max_size=1)
+    after.coordinator.load(0, before.written)
+    assert after.group.state is GroupState.PREPARING_REBALANCE
+    rejoined = after.join(leader.member_id)
+    with pytest.raises(KafkaApiError) as refused:
+        after.join(follower.member_id)
+    assert refused.value.code == ErrorCode.GROUP_MAX_SIZE_REACHED
+    after.advance(SESSION_MS)  # the refused member's session ends; the join completes without it
+    assert rejoined[0].error_code == ErrorCode.NONE and list(after.group.members) == [leader.member_id]
+    assert after.group.state is GroupState.COMPLETING_REBALANCE
