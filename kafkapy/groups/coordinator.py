@@ -171,6 +171,14 @@ class ClassicCoordinator:
                 raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             group = self._create_group(request.group_id)
         if not group.can_admit(request.member_id, config.max_size):
+            # the refused member is out of the group, as Kafka removes it (the join phase is not
+            # retried here: its deadline, or the next member's move, completes it)
+            refused = group.members.get(request.member_id)
+            if refused is not None:
+                self._remove_member(group, refused)
+            if request.member_id in group.pending_members:
+                group.pending_members.discard(request.member_id)
+                self.timers.cancel(("pending", group.group_id, request.member_id))
             raise KafkaApiError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                 f"The group has reached its maximum size ({config.max_size}).")
         if not group.supports(request.protocol_type, request.protocols):

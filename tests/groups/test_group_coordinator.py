@@ -401,6 +401,8 @@ def test_a_loaded_group_over_group_max_size_rebalances_down_to_it() -> None:
     with pytest.raises(KafkaApiError) as refused:
         after.join(follower.member_id)
     assert refused.value.code == ErrorCode.GROUP_MAX_SIZE_REACHED
-    after.advance(SESSION_MS)  # the refused member's session ends; the join completes without it
-    assert rejoined[0].error_code == ErrorCode.NONE and list(after.group.members) == [leader.member_id]
+    assert list(after.group.members) == [leader.member_id], "the refused member is removed"
+    after.advance(REBALANCE_MS)  # the join's deadline completes it
+    assert rejoined[0].error_code == ErrorCode.NONE and rejoined[0].members == (
+        (leader.member_id, None, b"m"),)
     assert after.group.state is GroupState.COMPLETING_REBALANCE
