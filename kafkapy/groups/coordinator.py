@@ -11,9 +11,10 @@ is in ``__consumer_offsets``.
 The timers, by name:
 
 * ``("join", group)``: the rebalance's deadline. On an Empty group it is Kafka's
-  InitialDelayedJoin: wait ``group.initial.rebalance.delay.ms`` for more members, again while
-  members keep arriving, never longer than the rebalance timeout in all. Otherwise it is the
-  largest member rebalance timeout; members that have not rejoined by then are removed. The join
+  InitialDelayedJoin: wait ``group.initial.rebalance.delay.ms`` for more members (all of it, even
+  past a shorter rebalance timeout), again while members keep arriving, the extensions never
+  past the rebalance timeout. Otherwise it is the largest member rebalance timeout; dynamic
+  members that have not rejoined by then are removed (static ones stay, KIP-345). The join
   also completes as soon as every member (and every KIP-394 member id handed out) is back.
 * ``("sync", group)``: the rebalance timeout again, for the SyncGroups of the new generation;
   members that never sync are removed and the group rebalances.
@@ -62,6 +63,7 @@ __all__ = ["ClassicCoordinator", "GroupConfig", "JoinRequest", "Persist"]
 S = GroupState
 UNKNOWN_MEMBER = ""  # JoinGroup's member_id on a first join
 NO_GENERATION = -1  # OffsetCommit's generation from a consumer outside group management
+FIRST_GROUP_ID_NOT_FOUND_COMMIT_VERSION = 9  # OffsetCommit for a group that does not exist
 
 # persist(group id, records, done): write the records, then call done(NONE or the error).
 Persist = Callable[[str, Sequence[GroupRecord], Callable[[ErrorCode], None]], None]
@@ -91,6 +93,7 @@ class JoinRequest:
     protocol_type: str
     protocols: tuple[tuple[str, bytes], ...]
     require_known_member_id: bool  # JoinGroup v4+ (KIP-394)
+    skip_assignment_supported: bool = True  # JoinGroup v9+ (KIP-814)
 
 
 def _default_member_id(prefix: str) -> str:
@@ -168,6 +171,14 @@ class ClassicCoordinator:
                 raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
             group = self._create_group(request.group_id)
         if not group.can_admit(request.member_id, config.max_size):
+            # the refused member is out of the group, as Kafka removes it (the join phase is not
+            # retried here: its deadline, or the next member's move, completes it)
+            refused = group.members.get(request.member_id)
+            if refused is not None:
+                self._remove_member(group, refused)
+            if request.member_id in group.pending_members:
+                group.pending_members.discard(request.member_id)
+                self.timers.cancel(("pending", group.group_id, request.member_id))
             raise KafkaApiError(ErrorCode.GROUP_MAX_SIZE_REACHED,
                                 f"The group has reached its maximum size ({config.max_size}).")
         if not group.supports(request.protocol_type, request.protocols):
@@ -242,7 +253,10 @@ class ClassicCoordinator:
     def _replace_static(self, group: ClassicGroup, old_id: str, new_id: str, request: JoinRequest,
                         respond: Callable[[JoinResult], None]) -> None:
         """KIP-345: a static member back under a new id. The old id is fenced; a Stable group whose
-        protocol would not change keeps its assignment and does not rebalance."""
+        protocol would not change keeps its assignment and does not rebalance. The answer then
+        names the leader: from JoinGroup v9 the real one, with the members and ``skip_assignment``
+        for the leader (KIP-814); before, the leader as it was before the replacement and no
+        members, so a rejoining leader takes itself for a follower and just syncs, as Kafka."""
         old = group.members[old_id]
         self.timers.cancel(("member", group.group_id, old_id))
         if old.awaiting_join is not None:
@@ -252,6 +266,7 @@ class ClassicCoordinator:
             old.awaiting_sync(SyncResult(ErrorCode.FENCED_INSTANCE_ID))
             old.awaiting_sync = None
         old_protocols = old.protocols
+        old_leader = group.leader_id
         member = group.replace_static(old_id, new_id)
         member.protocols = list(request.protocols)
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
@@ -260,7 +275,12 @@ class ClassicCoordinator:
         if group.state is S.STABLE:
             if group.protocol_name is not None and group.select_protocol() == group.protocol_name:
                 self._schedule_session(group, member, member.session_timeout_ms)
-                result = self._join_result(group, member, skip_assignment=member.member_id == group.leader_id)
+                if request.skip_assignment_supported:
+                    result = self._join_result(group, member,
+                                               skip_assignment=member.member_id == group.leader_id)
+                else:  # before KIP-814 the old leader id keeps a rejoining leader from reassigning
+                    result = JoinResult(ErrorCode.NONE, group.generation_id, group.protocol_type,
+                                        group.protocol_name, old_leader or "", new_id)
 
                 def stored(code: ErrorCode) -> None:
                     if code != ErrorCode.NONE:  # put the old member back, as Kafka reverts
@@ -307,8 +327,9 @@ class ClassicCoordinator:
         group.move_to(S.PREPARING_REBALANCE, self.timers.wall_ms())
         rebalance_timeout = group.max_rebalance_timeout_ms()
         if was_empty:
-            delay = min(self.config.initial_rebalance_delay_ms, rebalance_timeout)
-            self._initial_delay(group, delay, rebalance_timeout - delay)
+            # The whole configured delay, even past a shorter rebalance timeout, as Kafka waits.
+            delay = self.config.initial_rebalance_delay_ms
+            self._initial_delay(group, delay, max(rebalance_timeout - delay, 0))
         else:
             self.timers.set(("join", group.group_id), rebalance_timeout, lambda: self._complete_join(group))
             self._try_complete_join(group)
@@ -338,27 +359,39 @@ class ClassicCoordinator:
             self._complete_join(group)
 
     def _complete_join(self, group: ClassicGroup) -> None:
-        """The join phase ends: the members that did not rejoin are removed, and the rest get the
-        new generation (the leader with everyone's metadata), or the group is Empty."""
+        """The join phase ends: the dynamic members that did not rejoin are removed, and the rest
+        get the new generation (the leader with everyone's metadata), or the group is Empty.
+
+        Static members (KIP-345) that did not rejoin stay, with their last metadata, as Kafka's
+        completeClassicGroupJoin keeps them: a restarting static member is only lost when its
+        session or the coming sync deadline runs out. If the leader did not rejoin, a member
+        that did leads; if none did, the join waits another rebalance timeout."""
         if group.state is not S.PREPARING_REBALANCE:
             return
         self.timers.cancel(("join", group.group_id))
         self._new_members.pop(group.group_id, None)
         for member in group.not_yet_rejoined():
-            self._log.info("group %s: member %s did not rejoin in time; removed", group.group_id,
-                           member.member_id)
-            self._remove_member(group, member)
+            if member.group_instance_id is None:
+                self._log.info("group %s: member %s did not rejoin in time; removed", group.group_id,
+                               member.member_id)
+                self._remove_member(group, member)
+        if group.members and not group.elect_joined_leader():
+            self._log.info("group %s: no member rejoined; the join waits for the static members",
+                           group.group_id)
+            self.timers.set(("join", group.group_id), group.max_rebalance_timeout_ms(),
+                            lambda: self._complete_join(group))
+            return
         now = self.timers.wall_ms()
         group.generation_id += 1
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
+            group.note_subscriptions()
             group.move_to(S.EMPTY, now)
             self._store_group(group, lambda code: None)
             return
         group.protocol_name = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
+        group.note_subscriptions()
         group.move_to(S.COMPLETING_REBALANCE, now)
         group.pending_sync = set(group.members)
         for member in list(group.members.values()):
@@ -572,27 +605,23 @@ class ClassicCoordinator:
     # --- offsets ------------------------------------------------------------------------------
 
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
-                       offsets: Sequence[OffsetEntry], done: Callable[[ErrorCode], None]) -> None:
-        """Kafka's doCommitOffsets checks, then the write; ``done`` gets the write's outcome.
-        Per-partition checks (unknown topic, metadata size) are the caller's, before this."""
+                       offsets: Sequence[OffsetEntry], done: Callable[[ErrorCode], None], *,
+                       version: int = FIRST_GROUP_ID_NOT_FOUND_COMMIT_VERSION) -> None:
+        """Kafka's validateOffsetCommit checks, then the write; ``done`` gets the write's outcome.
+        Per-partition checks (unknown topic, metadata size) are the caller's, before this.
+
+        A group that does not exist is made for a commit outside group management (generation
+        -1); a generation of a group that does not exist is ILLEGAL_GENERATION before v9 and
+        GROUP_ID_NOT_FOUND from v9 (Kafka 4.0's OffsetMetadataManager)."""
         group = self.classic_group(group_id)
         if group is None:
-            if generation_id >= 0:  # from a generation that no longer exists
+            if generation_id >= 0:
+                if version >= FIRST_GROUP_ID_NOT_FOUND_COMMIT_VERSION:
+                    raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
                 raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
             group = self._create_group(group_id)  # a consumer outside group management
-        if group.state is S.DEAD:
-            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        holder = group.static_member_id(instance_id)
-        if holder is not None and holder != member_id:
-            raise KafkaApiError(ErrorCode.FENCED_INSTANCE_ID)
-        if not (generation_id < 0 and group.state is S.EMPTY):
-            if group.state is S.COMPLETING_REBALANCE:
-                raise KafkaApiError(ErrorCode.REBALANCE_IN_PROGRESS)
-            member = group.members.get(member_id)
-            if member is None:
-                raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+        member = self._check_commit(group, generation_id, member_id, instance_id)
+        if member is not None and group.state in (S.STABLE, S.PREPARING_REBALANCE):
             self._touch(group, member)
         if not offsets:
             done(ErrorCode.NONE)
@@ -612,43 +641,55 @@ class ClassicCoordinator:
             done(code)
         self._persist(group_id, records, stored)
 
+    def _check_commit(self, group: ClassicGroup, generation_id: int, member_id: str,
+                      instance_id: str | None, *, transactional: bool = False) -> Member | None:
+        """Kafka 4.0's ClassicGroup.validateOffsetCommit, in its order: a Dead group is
+        COORDINATOR_NOT_AVAILABLE; an Empty group takes generation -1 commits from anyone; a
+        commit naming a member or a generation must come from a member (FENCED_INSTANCE_ID,
+        UNKNOWN_MEMBER_ID) at the group's generation (ILLEGAL_GENERATION); one naming neither is
+        UNKNOWN_MEMBER_ID once the group has members; and only then is a valid member's commit
+        during CompletingRebalance REBALANCE_IN_PROGRESS. A ``transactional`` commit (TxnOffsetCommit)
+        skips the last two. The member, if one committed."""
+        if group.state is S.DEAD:
+            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if generation_id < 0 and group.state is S.EMPTY:
+            return None
+        member: Member | None = None
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER or instance_id is not None:
+            member = self._check_member(group, member_id, instance_id)
+            if generation_id != group.generation_id:
+                raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+        elif not transactional and group.state is not S.EMPTY:
+            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID)
+        if not transactional and group.state is S.COMPLETING_REBALANCE:
+            raise KafkaApiError(ErrorCode.REBALANCE_IN_PROGRESS)
+        return member
+
     def check_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
                                 instance_id: str | None) -> None:
-        """Kafka's checks of a TxnOffsetCommit against a classic group, as its group coordinator
-        of KIP-848 and Kafka 4 makes them (OffsetMetadataManager.validateTransactionalOffsetCommit,
-        ClassicGroup.validateOffsetCommit). A group that does not exist is made (a "simple" group:
-        the producer's consumer assigns itself) only by a commit without a generation; one with a
-        generation comes from a generation that is gone. An Empty group takes a commit without a
-        generation whoever sends it. A commit naming a generation, a member or an instance id
-        must be a current member's (Kafka's validateMember) at the group's generation; one naming
-        none of them (v0-v2 cannot) is taken, whatever the group's state."""
+        """Kafka 4.0's checks of a TxnOffsetCommit (validateTransactionalOffsetCommit): a group
+        that does not exist yet is made for generation -1 (the producer's consumer may assign
+        itself), else ILLEGAL_GENERATION; then OffsetCommit's checks, except that a commit naming
+        no member is taken in any state (v0-2 cannot name one) and CompletingRebalance is no
+        reason to refuse."""
         group = self.classic_group(group_id)
         if group is None:
             if generation_id >= 0:
                 raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
             group = self._create_group(group_id)
-        if group.state is S.DEAD:
-            raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if generation_id < 0 and (group.state is S.EMPTY or (not member_id and instance_id is None)):
-            return
-        self._check_member(group, member_id, instance_id)
-        if generation_id != group.generation_id:
-            raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION)
+        self._check_commit(group, generation_id, member_id, instance_id, transactional=True)
 
     def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]],
                        done: Callable[[dict[tuple[str, int], ErrorCode]], None]) -> None:
-        """OffsetDelete: only where no member subscribes (GROUP_SUBSCRIBED_TO_TOPIC), and not at
-        all in a non-empty group whose subscriptions cannot be read (NON_EMPTY_GROUP)."""
+        """OffsetDelete (Kafka's validateOffsetDelete and isSubscribedToTopic): a group with
+        members must be a consumer group (NON_EMPTY_GROUP); a topic its generation subscribed to
+        is GROUP_SUBSCRIBED_TO_TOPIC, every topic if those subscriptions could not be read."""
         group = self.classic_group(group_id)
         if group is None or group.state is S.DEAD:
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND)
-        subscribed: set[str] = set()
-        if group.state is not S.EMPTY:
-            topics = group.subscribed_topics()
-            if topics is None:
-                raise KafkaApiError(ErrorCode.NON_EMPTY_GROUP)
-            subscribed = topics
-        codes = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ErrorCode.NONE
+        if group.state is not S.EMPTY and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise KafkaApiError(ErrorCode.NON_EMPTY_GROUP)
+        codes = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if group.is_subscribed(tp[0]) else ErrorCode.NONE
                  for tp in partitions}
         gone = [tp for tp, code in codes.items()
                 if code == ErrorCode.NONE and self.offsets.get(group_id, *tp) is not None]
@@ -679,8 +720,7 @@ class ClassicCoordinator:
         if empty and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
             subscribed: frozenset[str] | None = frozenset()  # nobody left subscribes to anything
         else:
-            topics = group.subscribed_topics()
-            subscribed = None if topics is None else frozenset(topics)
+            subscribed = group.subscribed
         return ClassicGroupFacts(group.protocol_type, empty, group.state is S.STABLE,
                                  group.state_timestamp_ms if group.state_timestamp_ms >= 0 else None,
                                  subscribed)
@@ -794,6 +834,12 @@ class ClassicCoordinator:
                 continue
             group = self._create_group(group_id)
             self._restore(group, value)
+            if len(group.members) > self.config.max_size:
+                # group.max.size was lowered since it was written: the members rejoin, and only
+                # as many as the limit allows are taken back (Kafka's onLoaded does the same)
+                self._log.info("group %s: %d members over group.max.size %d; rebalancing", group_id,
+                               len(group.members), self.config.max_size)
+                self._prepare_rebalance(group)
 
     def _restore(self, group: ClassicGroup, value: GroupMetadataValue) -> None:
         group.generation_id = value.generation
@@ -801,6 +847,7 @@ class ClassicCoordinator:
         group.protocol_name = value.protocol
         group.state_timestamp_ms = value.current_state_timestamp
         if not value.members:
+            group.note_subscriptions()
             return
         for stored in value.members:
             member = Member(stored.member_id, stored.group_instance_id, stored.client_id, stored.client_host,
@@ -809,6 +856,7 @@ class ClassicCoordinator:
             group.add(member)
             self._schedule_session(group, member, member.session_timeout_ms)
         group.leader_id = value.leader if value.leader in group.members else next(iter(group.members))
+        group.note_subscriptions()
         group.state = S.STABLE  # a loaded group with members resumes where it was written
 
     def answer_waiting_not_coordinator(self) -> None:

@@ -16,6 +16,7 @@ import attrs
 
 from kafkapy.errors import ErrorCode
 from kafkapy.groups.records import GroupMetadataValue, MemberMetadata
+from kafkapy.groups.retention import CONSUMER_PROTOCOL_TYPE, subscribed_topics_of
 from kafkapy.groups.state import GroupState, transition
 
 __all__ = ["CLASSIC", "ClassicGroup", "JoinResult", "Member", "SyncResult"]
@@ -92,6 +93,9 @@ class ClassicGroup:
     static_members: dict[str, str] = attrs.Factory(dict)  # group.instance.id -> member id
     pending_sync: set[str] = attrs.Factory(set)  # members yet to SyncGroup this generation
     group_type: str = CLASSIC
+    # The topics the members subscribed to when this generation began (None: unknown), which
+    # OffsetDelete and offset retention go by until the next one, as Kafka's subscribedTopics.
+    subscribed: frozenset[str] | None = None
 
     def move_to(self, target: GroupState, now_ms: int) -> None:
         self.state = transition(self.state, target)
@@ -151,6 +155,18 @@ class ClassicGroup:
     def not_yet_rejoined(self) -> list[Member]:
         return [m for m in self.members.values() if m.awaiting_join is None]
 
+    def elect_joined_leader(self) -> bool:
+        """Kafka's maybeElectNewJoinedLeader: a leader that did not rejoin hands over to the first
+        member that did. False when nobody rejoined (the join cannot complete yet)."""
+        leader = self.members.get(self.leader_id or "")
+        if leader is not None and leader.awaiting_join is not None:
+            return True
+        joined = next((m for m in self.members.values() if m.awaiting_join is not None), None)
+        if joined is None:
+            return False
+        self.leader_id = joined.member_id
+        return True
+
     def can_admit(self, member_id: str, max_size: int) -> bool:
         """Kafka's acceptJoiningMember: group.max.size counts members (or rejoins in a rebalance)."""
         if self.state in (GroupState.EMPTY, GroupState.DEAD):
@@ -187,18 +203,20 @@ class ClassicGroup:
         order = {name: i for i, (name, _) in enumerate(leader.protocols)} if leader else {}
         return min(votes, key=lambda name: (-votes[name], order.get(name, len(order)), name))
 
-    def subscribed_topics(self) -> set[str] | None:
-        """The topics the members subscribe to, when the group is a consumer group whose
-        subscriptions can be read (ConsumerProtocolSubscription); None when they cannot."""
-        if self.protocol_type != "consumer" or self.protocol_name is None:
-            return None
-        topics: set[str] = set()
-        for member in self.members.values():
-            parsed = _subscription_topics(member.metadata_for(self.protocol_name))
-            if parsed is None:
-                return None
-            topics |= parsed
-        return topics
+    def note_subscriptions(self) -> None:
+        """Kafka's computeSubscribedTopics, run as a generation begins (and on load): a consumer
+        group's topics from its members' metadata for the chosen protocol; nothing for an empty
+        one; None when they cannot be read or the group is not a consumer group."""
+        self.subscribed = subscribed_topics_of(
+            self.protocol_type, self.protocol_name,
+            [m.metadata_for(self.protocol_name or "") for m in self.members.values()])
+
+    def is_subscribed(self, topic: str) -> bool:
+        """Kafka's isSubscribedToTopic: a consumer group whose topics are unknown counts as
+        subscribed to every topic; another protocol type's group to none."""
+        if self.subscribed is not None:
+            return topic in self.subscribed
+        return self.protocol_type == CONSUMER_PROTOCOL_TYPE
 
     # --- records ------------------------------------------------------------------------------
 
@@ -224,21 +242,3 @@ class ClassicGroup:
                         for m in self.members.values()],
         }
 
-
-def _subscription_topics(metadata: bytes) -> set[str] | None:
-    """The topic list at the head of a ConsumerProtocolSubscription (any version: int16 version,
-    then an int32 count of int16-length strings); None if the bytes are not one."""
-    try:
-        count = int.from_bytes(metadata[2:6], "big", signed=True)
-        if len(metadata) < 6 or count < 0:
-            return None
-        pos, topics = 6, set()
-        for _ in range(count):
-            length = int.from_bytes(metadata[pos:pos + 2], "big", signed=True)
-            if length < 0 or pos + 2 + length > len(metadata):
-                return None
-            topics.add(metadata[pos + 2:pos + 2 + length].decode("utf-8"))
-            pos += 2 + length
-        return topics
-    except UnicodeDecodeError:
-        return None

@@ -96,6 +96,7 @@ DEFAULT_COMMIT_TIMESTAMP = -1  # OffsetCommit v1: the broker stamps the commit (
 FIRST_TOPIC_ID_OFFSETS_VERSION = 10
 NO_TOPIC_ID = uuid.UUID(int=0)
 FIRST_SHARE_FIND_COORDINATOR_VERSION = 6  # key type SHARE came with v6 (KIP-932)
+FIRST_SKIP_ASSIGNMENT_JOIN_VERSION = 9  # JoinGroup answers skip_assignment from v9 (KIP-814)
 _LOAD_YIELD_EVERY = 1000  # records replayed between yields to the loop while loading
 
 
@@ -633,17 +634,23 @@ class GroupsModule(Module):
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup --------------------------------------------
 
-    def _group_request(self, ctx: RequestContext, group_id: str, operation: str = "READ") -> None:
+    def _group_request(self, ctx: RequestContext, group_id: str, operation: str = "READ", *,
+                       named: bool = False) -> None:
         """The checks every request about one group starts with (Kafka's order: authorization,
-        then coordinator)."""
+        then the group id, then coordinator). ``named``: the API refuses an empty group id with
+        INVALID_GROUP_ID, as Kafka's GroupCoordinatorService does for JoinGroup, SyncGroup,
+        Heartbeat, LeaveGroup and OffsetDelete (OffsetCommit, OffsetFetch, DescribeGroups and
+        DeleteGroups still take the empty id, for old clients)."""
         if not self._allowed(ctx, operation, "GROUP", group_id):
             raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if named and not group_id:
+            raise KafkaApiError(ErrorCode.INVALID_GROUP_ID, "The group id must not be empty.")
         self.check_coordinator(group_id)
 
     async def join_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         version = ctx.api_version
-        self._group_request(ctx, body["group_id"])
+        self._group_request(ctx, body["group_id"], named=True)
         await self._claim_for_classic(body["group_id"])
         session = body["session_timeout_ms"]
         rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
@@ -654,7 +661,8 @@ class GroupsModule(Module):
             rebalance_timeout_ms=session if rebalance < 0 else rebalance,
             protocol_type=body["protocol_type"],
             protocols=tuple((p["name"], bytes(p["metadata"])) for p in body.get("protocols") or []),
-            require_known_member_id=version >= 4)
+            require_known_member_id=version >= 4,
+            skip_assignment_supported=version >= FIRST_SKIP_ASSIGNMENT_JOIN_VERSION)
         answer: asyncio.Future[JoinResult] = self.services.loop.create_future()
         self.coordinator.join(join, _settle(answer))
         result = await answer
@@ -668,7 +676,7 @@ class GroupsModule(Module):
 
     async def sync_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        self._group_request(ctx, body["group_id"])
+        self._group_request(ctx, body["group_id"], named=True)
         self._no_classic_members(body["group_id"])
         answer: asyncio.Future[SyncResult] = self.services.loop.create_future()
         assignments = [(a["member_id"], bytes(a["assignment"])) for a in body.get("assignments") or []]
@@ -682,7 +690,7 @@ class GroupsModule(Module):
 
     def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
-        self._group_request(ctx, body["group_id"])
+        self._group_request(ctx, body["group_id"], named=True)
         self._no_classic_members(body["group_id"])
         self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
                                    body.get("group_instance_id"))
@@ -691,7 +699,7 @@ class GroupsModule(Module):
     def leave_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         version = ctx.api_version
-        self._group_request(ctx, body["group_id"])
+        self._group_request(ctx, body["group_id"], named=True)
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in body.get("members") or []] \
             if version >= 3 else [(body["member_id"], None)]
         if self.consumer.get(body["group_id"]) is not None:  # as _no_classic_members, member by member
@@ -816,12 +824,19 @@ class GroupsModule(Module):
         return info.topic_id if info is not None else NO_TOPIC_ID
 
     async def offset_commit(self, ctx: RequestContext, request: Request) -> Answer:
+        """Kafka's order (KafkaApis, then the coordinator): no READ on the group fails every
+        partition; partitions of unreadable or unknown topics are answered at once and, if none
+        is left, the group is not looked at; the group's checks (or the write) fail every other
+        partition, over-long metadata included; only then is that OFFSET_METADATA_TOO_LARGE."""
         if ctx.api_version == 0:
             return await self.zookeeper_offsets.commit(ctx, request)
         body = request.body
         group_id = body["group_id"]
+        if not self._allowed(ctx, "READ", "GROUP", group_id):
+            return self._offset_commit_refused(ctx, body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
         codes: dict[tuple[str, int], ErrorCode] = {}
         entries: list[OffsetEntry] = []
+        too_large: list[tuple[str, int]] = []  # refused by the coordinator, after the group's checks
         max_metadata = self.group_config.offset_metadata_max_bytes
         by_id = ctx.api_version >= FIRST_TOPIC_ID_OFFSETS_VERSION
         unknown_ids: list[dict[str, Any]] = []  # v10+: topics named by an id no topic has
@@ -837,7 +852,10 @@ class GroupsModule(Module):
                 key = (name, p["partition_index"])
                 metadata = p.get("committed_metadata") or ""
                 refusal = commit_refusal(readable, self._partition_exists(*key), metadata, max_metadata)
-                if refusal is not None:
+                if refusal is ErrorCode.OFFSET_METADATA_TOO_LARGE:
+                    too_large.append(key)
+                    codes[key] = refusal
+                elif refusal is not None:
                     codes[key] = refusal
                 else:
                     codes[key] = ErrorCode.NONE
@@ -845,24 +863,28 @@ class GroupsModule(Module):
                     entries.append(OffsetEntry(
                         name, key[1], p["committed_offset"], p.get("committed_leader_epoch", NO_EPOCH),
                         metadata, None if commit_timestamp == DEFAULT_COMMIT_TIMESTAMP else commit_timestamp))
+        written = ErrorCode.NONE
         try:
-            self._group_request(ctx, group_id)
-            consumer_group = self.consumer.get(group_id)
-            if consumer_group is not None:
-                self.consumer.check_commit(consumer_group, body.get("member_id", ""),
-                                           body.get("generation_id_or_member_epoch", -1), ctx.api_version)
-                await self.consumer.commit_offsets(group_id, entries, self.timers.wall_ms())
-                written = ErrorCode.NONE
-            else:
-                outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
-                self.coordinator.commit_offsets(group_id, body.get("generation_id_or_member_epoch", -1),
-                                                body.get("member_id", ""), body.get("group_instance_id"),
-                                                entries, _settle(outcome))
-                written = await outcome
+            if entries or too_large:  # else Kafka answers without asking the coordinator
+                self.check_coordinator(group_id)  # the group's ACL was checked above
+                consumer_group = self.consumer.get(group_id)
+                if consumer_group is not None:
+                    self.consumer.check_commit(consumer_group, body.get("member_id", ""),
+                                               body.get("generation_id_or_member_epoch", -1), ctx.api_version)
+                    await self.consumer.commit_offsets(group_id, entries, self.timers.wall_ms())
+                else:
+                    outcome: asyncio.Future[ErrorCode] = self.services.loop.create_future()
+                    self.coordinator.commit_offsets(group_id, body.get("generation_id_or_member_epoch", -1),
+                                                    body.get("member_id", ""), body.get("group_instance_id"),
+                                                    entries, _settle(outcome), version=ctx.api_version)
+                    written = await outcome
         except KafkaApiError as exc:
             written = exc.code
         for entry in entries:
             codes[(entry.topic, entry.partition)] = written
+        if written != ErrorCode.NONE:
+            for key in too_large:
+                codes[key] = written
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (name, partition), code in codes.items():
             by_topic.setdefault(name, []).append({"partition_index": partition, "error_code": code})
@@ -870,6 +892,17 @@ class GroupsModule(Module):
                     for n, p in by_topic.items()]
         return fit_body(ApiKey.OFFSET_COMMIT, "response", ctx.api_version, {
             "throttle_time_ms": 0, "topics": answered + unknown_ids})
+
+    def _offset_commit_refused(self, ctx: RequestContext, body: Mapping[str, Any], code: ErrorCode) -> Answer:
+        """Every partition of the OffsetCommit answered ``code`` (Kafka's getErrorResponse)."""
+        by_id = ctx.api_version >= FIRST_TOPIC_ID_OFFSETS_VERSION
+        topics = [{"name": topic.get("name", ""),
+                   "topic_id": topic.get("topic_id", NO_TOPIC_ID) if by_id else NO_TOPIC_ID,
+                   "partitions": [{"partition_index": p["partition_index"], "error_code": code}
+                                  for p in topic.get("partitions") or []]}
+                  for topic in body.get("topics") or []]
+        return fit_body(ApiKey.OFFSET_COMMIT, "response", ctx.api_version,
+                        {"throttle_time_ms": 0, "topics": topics})
 
     def _fetch_group(self, ctx: RequestContext, group_id: str, topics: Sequence[Mapping[str, Any]] | None,
                      require_stable: bool = False, member_id: str | None = None, member_epoch: int = -1,
@@ -955,7 +988,7 @@ class GroupsModule(Module):
     async def offset_delete(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         group_id = body["group_id"]
-        self._group_request(ctx, group_id, "DELETE")
+        self._group_request(ctx, group_id, "DELETE", named=True)
         asked: list[tuple[str, int]] = []
         codes: dict[tuple[str, int], ErrorCode] = {}
         for topic in body.get("topics") or []:

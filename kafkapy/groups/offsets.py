@@ -16,7 +16,7 @@ import attrs
 from kafkapy.errors import ErrorCode
 from kafkapy.groups.records import OffsetCommitKey, OffsetCommitValue
 
-__all__ = ["NO_OFFSET", "OffsetEntry", "OffsetStore", "commit_refusal"]
+__all__ = ["NO_OFFSET", "OffsetEntry", "OffsetStore", "commit_refusal", "metadata_too_large"]
 
 NO_OFFSET = -1  # OffsetFetch's committed_offset for a partition with no commit
 
@@ -28,9 +28,15 @@ def commit_refusal(readable: bool, exists: bool, metadata: str, max_metadata_byt
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED
     if not exists:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if len(metadata.encode("utf-8")) > max_metadata_bytes:
+    if metadata_too_large(metadata, max_metadata_bytes):
         return ErrorCode.OFFSET_METADATA_TOO_LARGE
     return None
+
+
+def metadata_too_large(metadata: str, max_metadata_bytes: int) -> bool:
+    """``offset.metadata.max.bytes`` as Kafka applies it: to the length of the Java string, in
+    UTF-16 code units, not to its encoded bytes (so 3000 'é' fit under 4096, as in Kafka)."""
+    return len(metadata.encode("utf-16-le")) // 2 > max_metadata_bytes
 
 
 @attrs.frozen

@@ -46,6 +46,7 @@ from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.coordinator import ClassicCoordinator
+from kafkapy.groups.offsets import metadata_too_large
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
@@ -185,7 +186,7 @@ class TxnOffsetCommits:
                 codes[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif not self._partition_exists(*key):
                 codes[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(metadata.encode("utf-8")) > self._max_metadata_bytes:
+            elif metadata_too_large(metadata, self._max_metadata_bytes):
                 codes[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 too_long.append(key)
             else:
@@ -207,8 +208,8 @@ class TxnOffsetCommits:
 
     async def _write(self, body: dict[str, Any], records: list[GroupRecord]) -> ErrorCode:
         group_id, producer_id, epoch = body["group_id"], body["producer_id"], body["producer_epoch"]
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID  # Kafka's group coordinator, before it looks for the group
+        if not group_id:  # Kafka's GroupCoordinatorService refuses it before anything else
+            return ErrorCode.INVALID_GROUP_ID
         self._check_coordinator(group_id)
         log = self._group_log()
         if not isinstance(log, OffsetsTopicLog):

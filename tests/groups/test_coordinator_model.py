@@ -3,12 +3,14 @@ commits and timeouts in any order (hypothesis RuleBasedStateMachine), on a manua
 
 The model keeps what each client knows (its member id, generation, whether it leads) and what
 Kafka promises: every JoinGroup/SyncGroup is answered exactly once; the members of a generation
-agree on its leader and protocol, and only the leader sees the member list, which is the whole
-generation; Stable members hold what the leader assigned them; a member's errors are the ones
+agree on its leader and protocol (a static leader replaced in a Stable group leads it under its
+new id), and only the leader sees the member list, which is the whole generation; Stable members
+hold what the leader assigned them; a member's errors are the ones
 Kafka gives for the state (UNKNOWN_MEMBER_ID for ids the group does not know, ILLEGAL_GENERATION
 for a stale generation, REBALANCE_IN_PROGRESS for a sync while members rejoin); generations only
 grow; and once every client falls silent for longer than any timeout, no request is left
-unanswered and the group is Empty.
+unanswered and the group is Empty. The first STATIC clients are static members (KIP-345): a
+restart forgets their member id, and their next join replaces the old one.
 """
 
 from __future__ import annotations
@@ -32,6 +34,18 @@ CLIENTS = 4
 SESSION_MS = 1000
 REBALANCE_MS = 3000
 INITIAL_DELAY_MS = 200
+STATIC = 2  # clients 0 and 1 have a group.instance.id
+STATIC_SESSION_MS = 4 * SESSION_MS  # longer than a rebalance, as static members' sessions usually are
+
+
+def instance_of(index: int) -> str | None:
+    return f"i{index}" if index < STATIC else None
+
+
+def identity(member_id: str, instance_id: str | None) -> str:
+    """What the model's leaders assign by: the instance id of a static member (it survives the
+    member's replacement), else the member id."""
+    return instance_id if instance_id is not None else member_id
 
 
 @attrs.define
@@ -39,7 +53,7 @@ class Client:
     member_id: str = ""
     generation: int = -1
     leader: bool = False
-    members: tuple[str, ...] = ()  # the member list, if it led its generation
+    members: tuple[tuple[str, str | None], ...] = ()  # (member, instance), if it led its generation
     assignment: bytes | None = None
     joining: int | None = None  # outstanding request ids
     syncing: int | None = None
@@ -61,7 +75,7 @@ class CoordinatorModel(RuleBasedStateMachine):
         self.generation_seen = 0
         # generation -> (leader, protocol, member ids) as the join answers told them
         self.generations: dict[int, tuple[str, str | None, frozenset[str]]] = {}
-        self.assigned: dict[int, dict[str, bytes]] = {}  # gen -> what its leader assigned
+        self.assigned: dict[int, dict[str, bytes]] = {}  # gen -> identity -> what its leader assigned
 
     def _persist(self, group_id: str, records: Any, done: Any) -> None:
         done(ErrorCode.NONE)
@@ -78,12 +92,14 @@ class CoordinatorModel(RuleBasedStateMachine):
 
     # --- client actions -----------------------------------------------------------------------
 
-    def _join(self, index: int, member_id: str, session_ms: int = SESSION_MS,
+    def _join(self, index: int, member_id: str,
               protocols: tuple[tuple[str, bytes], ...] = (("range", b"r"), ("roundrobin", b"rr"))) -> None:
         client = self.clients[index]
+        session_ms = SESSION_MS if instance_of(index) is None else STATIC_SESSION_MS
         request_id, respond = self._request()
         try:
-            self.coordinator.join(JoinRequest(GROUP, member_id, None, f"c{index}", "/127.0.0.1", session_ms,
+            self.coordinator.join(JoinRequest(GROUP, member_id, instance_of(index), f"c{index}", "/127.0.0.1",
+                                              session_ms,
                                               REBALANCE_MS, "consumer", protocols, True), respond)
         except KafkaApiError as exc:
             respond(JoinResult(exc.code, member_id=member_id))
@@ -109,6 +125,12 @@ class CoordinatorModel(RuleBasedStateMachine):
             assert exc.code == ErrorCode.INVALID_SESSION_TIMEOUT
 
     @rule(index=st.integers(0, CLIENTS - 1))
+    def restart(self, index: int) -> None:
+        """The client's process restarts: it forgets its member id (its requests in flight are
+        still answered, to nobody). A static one's next join replaces its old member id."""
+        self.clients[index] = Client()
+
+    @rule(index=st.integers(0, CLIENTS - 1))
     def sync(self, index: int) -> None:
         client = self.clients[index]
         if client.syncing is not None or not client.member_id:
@@ -116,7 +138,7 @@ class CoordinatorModel(RuleBasedStateMachine):
         group = self.group
         state_before = group.state if group is not None else None
         known = group is not None and client.member_id in group.members
-        assignments = [(m, m.encode()) for m in client.members] if client.leader else []
+        assignments = [(m, identity(m, i).encode()) for m, i in client.members] if client.leader else []
         request_id, respond = self._request()
         try:
             self.coordinator.sync(GROUP, client.generation, client.member_id, None, None, None, assignments,
@@ -179,9 +201,20 @@ class CoordinatorModel(RuleBasedStateMachine):
                                             [OffsetEntry("t", 0, 5, -1, "")], outcome.append)
         except KafkaApiError as exc:
             outcome.append(exc.code)
-        if group is not None and group.state is not GroupState.COMPLETING_REBALANCE \
-                and client.member_id in group.members and client.generation == group.generation_id:
-            assert outcome == [ErrorCode.NONE]
+        # Kafka 4.0's validateOffsetCommit, in its order (the member before the state)
+        if group is None:
+            expected = ErrorCode.NONE if client.generation < 0 else ErrorCode.GROUP_ID_NOT_FOUND
+        elif client.generation < 0 and group.state is GroupState.EMPTY:
+            expected = ErrorCode.NONE
+        elif client.member_id not in group.members:
+            expected = ErrorCode.UNKNOWN_MEMBER_ID
+        elif client.generation != group.generation_id:
+            expected = ErrorCode.ILLEGAL_GENERATION
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            expected = ErrorCode.REBALANCE_IN_PROGRESS
+        else:
+            expected = ErrorCode.NONE
+        assert outcome == [expected]
         if outcome == [ErrorCode.NONE]:
             assert self.coordinator.offsets.get(GROUP, "t", 0) is not None
 
@@ -226,7 +259,7 @@ class CoordinatorModel(RuleBasedStateMachine):
     # --- what the answers teach the clients --------------------------------------------------
 
     def _collect(self) -> None:
-        for client in self.clients:
+        for index, client in enumerate(self.clients):
             if client.joining is not None and self.answers[client.joining]:
                 result: JoinResult = self.answers[client.joining][0]
                 client.joining = None
@@ -242,7 +275,8 @@ class CoordinatorModel(RuleBasedStateMachine):
                 if synced.error_code == ErrorCode.NONE:
                     client.assignment = synced.assignment
                     assigned = self.assigned.get(client.generation)
-                    assert assigned is not None and synced.assignment == assigned.get(client.member_id, b"")
+                    who = identity(client.member_id, instance_of(index))
+                    assert assigned is not None and synced.assignment == assigned.get(who, b"")
                 elif synced.error_code == ErrorCode.UNKNOWN_MEMBER_ID:
                     client.member_id, client.generation = "", -1
                 else:  # REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION: rejoin
@@ -252,16 +286,20 @@ class CoordinatorModel(RuleBasedStateMachine):
         client.member_id, client.generation = result.member_id, result.generation_id
         client.assignment = None  # until this generation's SyncGroup answers
         client.leader = result.leader == result.member_id
-        client.members = tuple(m for m, _, _ in result.members)
+        client.members = tuple((m, i) for m, i, _ in result.members)
         known = self.generations.get(result.generation_id)
         if known is None:
             known = (result.leader, result.protocol_name, frozenset())
         leader, protocol, ids = known
+        if result.skip_assignment:  # a static leader replaced in a Stable group: its new id leads
+            leader = result.leader
         assert (leader, protocol) == (result.leader, result.protocol_name), "one generation, one leader"
         self.generations[result.generation_id] = (leader, protocol, ids | {result.member_id})
         if client.leader:
-            assert result.member_id in client.members
-            self.assigned[result.generation_id] = {m: m.encode() for m in client.members}
+            assert result.member_id in {m for m, _ in client.members}
+            if not result.skip_assignment:  # a replaced static leader keeps the generation's assignment
+                self.assigned[result.generation_id] = {identity(m, i): identity(m, i).encode()
+                                                       for m, i in client.members}
         else:
             assert not result.members, "only the leader sees the members"
 
@@ -290,7 +328,8 @@ class CoordinatorModel(RuleBasedStateMachine):
         if group.state is GroupState.STABLE:
             assigned = self.assigned.get(group.generation_id, {})
             for member in group.members.values():
-                assert member.assignment == assigned.get(member.member_id, b"")
+                who = identity(member.member_id, member.group_instance_id)
+                assert member.assignment == assigned.get(who, b"")
 
 
 CoordinatorModel.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)

@@ -4,7 +4,8 @@ roundrobin, cooperative-sticky), aiokafka and kcat's balanced consumer.
 Three consumers of one group on a six-partition topic get two partitions each; when one leaves,
 the other two take its partitions; committed offsets outlive the group going empty; consumers
 that commit after each poll see every message exactly once across a rebalance; a static member
-that restarts within its session timeout causes no rebalance. Every wait is bounded.
+that restarts within its session timeout causes no rebalance, and one away during another's
+rebalance keeps its share of the next generation. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kafka_python_groups import PolledMember
+from kafka_python_groups import PolledMember, close_all
 
 from kafkapy.embedded import Broker
 from kafkapy.testing import wait_until
@@ -197,12 +198,13 @@ def test_static_member_restart_causes_no_rebalance(broker: Broker) -> None:
 # --- kafka-python ------------------------------------------------------------------------------
 
 class KafkaPythonMember(PolledMember):
-    def __init__(self, broker: Broker, group: str) -> None:
+    def __init__(self, broker: Broker, group: str, **extra: Any) -> None:
         from kafka import KafkaConsumer
 
+        config = {"session_timeout_ms": 6000, **extra}
         super().__init__(KafkaConsumer(TOPIC, bootstrap_servers=broker.bootstrap_servers, group_id=group,
                                        auto_offset_reset="earliest", enable_auto_commit=False,
-                                       session_timeout_ms=6000, heartbeat_interval_ms=500), decode=int)
+                                       heartbeat_interval_ms=500, **config), decode=int)
 
     def assignment(self) -> set[int]:
         return self.parts
@@ -240,6 +242,25 @@ def test_kafka_python_group_survives_sync_answers_slower_than_its_polls(broker: 
     slow_sync = broker.faults.add(FaultRule(Delay(0.5), api=ApiKey.SYNC_GROUP))
     kafka_python_split_and_take_over(broker, "g-kp-slow-sync")
     assert slow_sync.fired >= 5  # two generations' SyncGroups at least: three members', then two
+
+
+def test_a_static_member_away_during_a_rebalance_keeps_its_share(broker: Broker) -> None:
+    """KIP-345 with kafka-python: a static member that is away (closed: static members send no
+    LeaveGroup) when a new member's join starts a rebalance is kept past the join deadline, so
+    the new generation still gives it its share (the two others get two partitions each, not
+    three), as Kafka's completeClassicGroupJoin keeps it; its session or its missed SyncGroup
+    removes it later."""
+    static = {"session_timeout_ms": 30000, "max_poll_interval_ms": 3000}  # rebalance timeout 3 s
+    members = [KafkaPythonMember(broker, "g-kp-static", group_instance_id=f"i{n}", **static)
+               for n in range(2)]
+    try:
+        wait_until(lambda: balanced(members, 3), TIMEOUT_S, "two static members with three partitions each")
+        members[0].close()
+        members[0] = KafkaPythonMember(broker, "g-kp-static", **static)  # a dynamic newcomer
+        wait_until(lambda: [len(m.assignment()) for m in members] == [2, 2], TIMEOUT_S,
+                   "two partitions each: the absent static member's two are kept for it")
+    finally:
+        close_all(members)
 
 
 # --- aiokafka ----------------------------------------------------------------------------------

@@ -35,10 +35,12 @@ class Harness:
         done(self.write_error)
 
     def join(self, member_id: str = "", protocols: tuple[tuple[str, bytes], ...] = (("range", b"m"),),
-             instance: str | None = None, known_required: bool = False) -> list[JoinResult]:
+             instance: str | None = None, known_required: bool = False,
+             skip_supported: bool = True) -> list[JoinResult]:
         answers: list[JoinResult] = []
         self.coordinator.join(JoinRequest("g", member_id, instance, "c", "/h", SESSION_MS, REBALANCE_MS,
-                                          "consumer", protocols, known_required), answers.append)
+                                          "consumer", protocols, known_required, skip_supported),
+                              answers.append)
         return answers
 
     def sync(self, result: JoinResult, assignments: dict[str, bytes] | None = None) -> list[SyncResult]:
@@ -86,6 +88,17 @@ def test_initial_delay_never_exceeds_the_rebalance_timeout() -> None:
     h.join()  # at 4000 the join would wait 4000 more, but only 1000 of the 5000 ms are left
     h.advance(1999)
     assert a == []
+    h.advance(1)
+    assert a and a[0].error_code == ErrorCode.NONE
+
+
+def test_the_first_initial_delay_is_whole_even_past_a_shorter_rebalance_timeout() -> None:
+    """Kafka's prepareRebalance waits group.initial.rebalance.delay.ms on an Empty group whatever
+    the members' rebalance timeout (5000 here); only the extensions are bounded by it."""
+    h = Harness(initial_rebalance_delay_ms=6000)
+    a = h.join()
+    h.advance(5999)
+    assert a == [] and h.group.state is GroupState.PREPARING_REBALANCE
     h.advance(1)
     assert a and a[0].error_code == ErrorCode.NONE
 
@@ -206,6 +219,23 @@ def test_static_member_replacement_keeps_a_stable_group() -> None:
     assert synced.assignment == b"mine"
 
 
+def test_a_static_leaders_rejoin_before_join_group_v9_names_the_old_leader() -> None:
+    """Without KIP-814's skip_assignment (JoinGroup v5-8), Kafka answers a static leader's
+    replacement with the leader id from before it and no members: the client takes itself for a
+    follower, sends no assignment, and syncs the one it had."""
+    h = Harness()
+    leader, _ = static_pair(h, "i-leader", "i-follower")
+    (again,) = h.join(instance="i-leader", skip_supported=False)
+    assert again.error_code == ErrorCode.NONE and again.generation_id == leader.generation_id
+    assert again.member_id != leader.member_id and again.leader == leader.member_id
+    assert again.members == () and not again.skip_assignment
+    assert h.group.state is GroupState.STABLE and h.group.leader_id == again.member_id
+    (synced,) = h.sync(again)
+    assert synced.assignment == b"L"
+    (follower_again,) = h.join(instance="i-follower", skip_supported=False)  # a follower: the leader
+    assert follower_again.leader == again.member_id and follower_again.members == ()
+
+
 def test_a_classic_request_for_another_type_of_group_is_refused() -> None:
     """Groups share one namespace with KIP-848 consumer groups: JoinGroup, SyncGroup, Heartbeat,
     LeaveGroup and OffsetCommit for a group of another type get GROUP_ID_NOT_FOUND, as Kafka."""
@@ -222,3 +252,157 @@ def test_a_classic_request_for_another_type_of_group_is_refused() -> None:
         with pytest.raises(KafkaApiError) as refused:
             call()
         assert refused.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def static_pair(h: Harness, leader_instance: str | None, follower_instance: str | None
+                ) -> tuple[JoinResult, JoinResult]:
+    """A Stable group of two, either of them static."""
+    first = h.join(instance=leader_instance)
+    h.advance(0)
+    (a,) = first
+    b_answers = h.join(instance=follower_instance)
+    a_answers = h.join(a.member_id, instance=leader_instance)
+    h.advance(0)
+    (leader,), (follower,) = a_answers, b_answers
+    h.sync(follower)
+    h.sync(leader, {leader.member_id: b"L", follower.member_id: b"F"})
+    assert h.group.state is GroupState.STABLE
+    return leader, follower
+
+
+def test_a_static_member_that_misses_the_join_deadline_stays() -> None:
+    """KIP-345 (Kafka's completeClassicGroupJoin): only dynamic members that did not rejoin are
+    removed; a static one stays in the new generation with its last metadata, and may still
+    rejoin and sync for it."""
+    h = Harness()
+    leader, follower = static_pair(h, None, "i-follower")
+    rejoin = h.join(leader.member_id, protocols=(("range", b"changed"),))
+    h.heartbeats(REBALANCE_MS, follower)  # the static follower is alive but does not rejoin
+    (joined,) = rejoin
+    assert joined.error_code == ErrorCode.NONE and joined.generation_id == leader.generation_id + 1
+    assert h.group.state is GroupState.COMPLETING_REBALANCE
+    assert [m for m, _, _ in joined.members] == [leader.member_id, follower.member_id]
+    (back,) = h.join(follower.member_id, instance="i-follower")  # the same metadata: this generation
+    assert back.generation_id == joined.generation_id and back.leader == leader.member_id
+    waiting = h.sync(back)
+    h.sync(joined, {leader.member_id: b"L2", follower.member_id: b"F2"})
+    assert waiting == [SyncResult(ErrorCode.NONE, "consumer", "range", b"F2")]
+
+
+def test_a_static_leader_that_misses_the_join_deadline_hands_over_to_one_that_rejoined() -> None:
+    h = Harness()
+    leader, follower = static_pair(h, "i-leader", None)
+    rejoin = h.join(follower.member_id, protocols=(("range", b"changed"),))
+    h.heartbeats(REBALANCE_MS, leader)
+    (joined,) = rejoin
+    assert joined.leader == follower.member_id and h.group.leader_id == follower.member_id
+    assert {m for m, _, _ in joined.members} == {leader.member_id, follower.member_id}
+
+
+def test_when_no_member_rejoins_the_join_waits_for_the_static_ones() -> None:
+    """Nobody rejoined and only static members are left: the join waits another rebalance
+    timeout (their sessions bound it), as Kafka's maybeElectNewJoinedLeader failing does."""
+    h = Harness()
+    leader, _ = static_pair(h, "i-leader", "i-follower")
+    h.coordinator.leave("g", [("", "i-follower")])  # a rebalance the leader does not rejoin
+    assert h.group.state is GroupState.PREPARING_REBALANCE
+    h.heartbeats(REBALANCE_MS, leader)
+    assert h.group.state is GroupState.PREPARING_REBALANCE and list(h.group.members) == [leader.member_id]
+    rejoin = h.join(leader.member_id, instance="i-leader")
+    (joined,) = rejoin
+    assert joined.error_code == ErrorCode.NONE and joined.generation_id == leader.generation_id + 1
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0: the topics, no user data."""
+    encoded = b"".join(len(t).to_bytes(2, "big") + t.encode() for t in topics)
+    return b"\x00\x00" + len(topics).to_bytes(4, "big") + encoded + b"\xff\xff\xff\xff"
+
+
+def offset_delete(h: Harness, *topics: str) -> dict[tuple[str, int], ErrorCode]:
+    answers: list[dict[tuple[str, int], ErrorCode]] = []
+    h.coordinator.delete_offsets("g", [(t, 0) for t in topics], answers.append)
+    (codes,) = answers
+    return codes
+
+
+def test_offset_delete_goes_by_the_generations_subscriptions() -> None:
+    """Kafka's isSubscribedToTopic reads the topics computed when the generation began: a member
+    that rejoins subscribed to other topics changes nothing until the next generation."""
+    h = Harness()
+    on_a = (("range", subscription("a")),)
+    first = h.join(protocols=on_a)
+    h.advance(0)
+    b_answers = h.join(protocols=on_a)
+    a_answers = h.join(first[0].member_id, protocols=on_a)
+    (leader,), (follower,) = a_answers, b_answers
+    h.sync(follower)
+    h.sync(leader, {})
+    on_b = (("range", subscription("b")),)
+    h.join(follower.member_id, protocols=on_b)  # rebalancing towards b
+    assert h.group.state is GroupState.PREPARING_REBALANCE
+    assert offset_delete(h, "a", "b") == {("a", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+                                          ("b", 0): ErrorCode.NONE}
+    h.join(leader.member_id, protocols=on_b)
+    assert h.group.state is GroupState.COMPLETING_REBALANCE
+    assert offset_delete(h, "a", "b") == {("a", 0): ErrorCode.NONE,
+                                          ("b", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
+
+
+def test_offset_delete_in_a_consumer_group_whose_subscriptions_do_not_parse() -> None:
+    """Kafka cannot tell what such a group consumes, so every topic counts as subscribed
+    (GROUP_SUBSCRIBED_TO_TOPIC per partition), where only a group of another protocol type is
+    NON_EMPTY_GROUP."""
+    h = Harness()
+    answers = h.join(protocols=(("range", b"\x00"),))
+    h.advance(0)
+    h.sync(answers[0], {})
+    assert offset_delete(h, "a", "b") == {("a", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC,
+                                          ("b", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC}
+
+
+def test_transactional_commits_are_checked_as_kafka_checks_them() -> None:
+    """TxnOffsetCommit runs OffsetCommit's member and generation checks, but a commit naming no
+    member passes in a group with members, and CompletingRebalance is no refusal (Kafka 4.0's
+    validateOffsetCommit with isTransactional)."""
+    h = Harness()
+    answers = h.join()
+    h.advance(0)
+    (a,) = answers
+    assert h.group.state is GroupState.COMPLETING_REBALANCE
+
+    def refusal(generation: int, member_id: str, check: Callable[..., object]) -> ErrorCode:
+        try:
+            check("g", generation, member_id, None)
+        except KafkaApiError as exc:
+            return exc.code
+        return ErrorCode.NONE
+
+    def commit(group: str, generation: int, member_id: str, instance: str | None) -> None:
+        h.coordinator.commit_offsets(group, generation, member_id, instance, [], lambda _: None)
+    txn = h.coordinator.check_txn_offset_commit
+    assert refusal(a.generation_id, a.member_id, txn) == ErrorCode.NONE
+    assert refusal(a.generation_id, a.member_id, commit) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert refusal(-1, "", txn) == ErrorCode.NONE
+    assert refusal(-1, "", commit) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert refusal(-1, a.member_id, txn) == ErrorCode.ILLEGAL_GENERATION
+    assert refusal(a.generation_id, "stranger", txn) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_loaded_group_over_group_max_size_rebalances_down_to_it() -> None:
+    """group.max.size lowered across a restart: Kafka's onLoaded rebalances a group that is over
+    it, and the join takes back only as many members as the limit allows."""
+    before = Harness()
+    leader, follower = static_pair(before, None, None)
+    after = Harness(max_size=1)
+    after.coordinator.load(0, before.written)
+    assert after.group.state is GroupState.PREPARING_REBALANCE
+    rejoined = after.join(leader.member_id)
+    with pytest.raises(KafkaApiError) as refused:
+        after.join(follower.member_id)
+    assert refused.value.code == ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert list(after.group.members) == [leader.member_id], "the refused member is removed"
+    after.advance(REBALANCE_MS)  # the join's deadline completes it
+    assert rejoined[0].error_code == ErrorCode.NONE and rejoined[0].members == (
+        (leader.member_id, None, b"m"),)
+    assert after.group.state is GroupState.COMPLETING_REBALANCE

@@ -118,6 +118,26 @@ def test_join_refusals(client: SimpleClient, change: dict[str, Any], code: Error
     assert client.request(ApiKey.JOIN_GROUP, 7, body)["error_code"] == code
 
 
+@pytest.mark.parametrize(("api_key", "version", "body"), [
+    (ApiKey.SYNC_GROUP, 3, {"generation_id": 1, "member_id": "m", "assignments": []}),
+    (ApiKey.HEARTBEAT, 3, {"generation_id": 1, "member_id": "m"}),
+    (ApiKey.LEAVE_GROUP, 0, {"member_id": "m"}),
+    (ApiKey.LEAVE_GROUP, 3, {"members": [{"member_id": "m"}]}),
+    (ApiKey.OFFSET_DELETE, 0, {"topics": [{"name": "t", "partitions": [{"partition_index": 0}]}]}),
+])
+def test_an_empty_group_id_is_invalid(client: SimpleClient, api_key: ApiKey, version: int,
+                                      body: dict[str, Any]) -> None:
+    """Kafka's GroupCoordinatorService refuses the empty group id with INVALID_GROUP_ID for
+    JoinGroup (test_join_refusals), SyncGroup, Heartbeat, LeaveGroup and OffsetDelete; OffsetCommit
+    and OffsetFetch take it, for old clients."""
+    find(client, "")
+    wait_until(lambda: find(client, "")["error_code"] == ErrorCode.NONE, what="a coordinator")
+    answer = client.request(api_key, version, {"group_id": "", **body})
+    assert answer["error_code"] == ErrorCode.INVALID_GROUP_ID
+    committed = commit(client, "", 5)
+    assert committed["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
 def test_join_with_another_protocol_type_is_inconsistent(client: SimpleClient) -> None:
     joined_member(client, "g")
     other = join(client, "g", version=3, protocol_type="connect")
@@ -172,6 +192,13 @@ def test_offsets_commit_and_fetch(client: SimpleClient) -> None:
         [(0, ErrorCode.NONE), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
     too_long = commit(client, "solo", 43, metadata="x" * 5000)
     assert too_long["topics"][0]["partitions"][0]["error_code"] == ErrorCode.OFFSET_METADATA_TOO_LARGE
+    # Kafka measures the metadata as a Java string (UTF-16 units), not in encoded bytes: 3000 'é'
+    # (6000 bytes of UTF-8) fit under 4096; 2049 emoji (two units each) do not.
+    accented = commit(client, "solo", 44, metadata="é" * 3000)
+    assert accented["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+    emoji = commit(client, "solo", 45, metadata="\U0001F600" * 2049)
+    assert emoji["topics"][0]["partitions"][0]["error_code"] == ErrorCode.OFFSET_METADATA_TOO_LARGE
+    commit(client, "solo", 42)
     fetched = client.request(ApiKey.OFFSET_FETCH, 7, {"group_id": "solo", "require_stable": True,
                                                       "topics": [{"name": "t", "partition_indexes": [0, 1]}]})
     assert [(p["partition_index"], p["committed_offset"], p["metadata"])
@@ -218,6 +245,13 @@ def test_commit_checks_membership(client: SimpleClient) -> None:
     member = joined_member(client, "g")
     assert commit(client, "g", 1, generation=member["generation_id"], member_id=member["member_id"]
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.REBALANCE_IN_PROGRESS
+    # CompletingRebalance: the member and generation are checked first (Kafka 4.0's
+    # validateOffsetCommit), and a commit naming neither is a stranger's once the group has members.
+    assert commit(client, "g", 1, generation=member["generation_id"], member_id="nobody"
+                  )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit(client, "g", 1, generation=member["generation_id"] - 1, member_id=member["member_id"]
+                  )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.ILLEGAL_GENERATION
+    assert commit(client, "g", 1)["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     sync(client, "g", member)
     assert commit(client, "g", 1, generation=member["generation_id"], member_id=member["member_id"]
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
@@ -227,6 +261,38 @@ def test_commit_checks_membership(client: SimpleClient) -> None:
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
     assert commit(client, "never", 1, generation=3, member_id="x"
                   )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.ILLEGAL_GENERATION
+    # From v9 a generation of a group that does not exist is GROUP_ID_NOT_FOUND (Kafka 4.0).
+    assert commit(client, "never", 1, version=9, generation=3, member_id="x"
+                  )["topics"][0]["partitions"][0]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_commit_answers_in_kafkas_order(client: SimpleClient) -> None:
+    """The group's checks come before the coordinator's metadata check: every partition it got
+    carries the group's error. A commit with no partition left for the coordinator does not
+    make a group."""
+    find(client, "never")
+    wait_until(lambda: find(client, "never")["error_code"] == ErrorCode.NONE, what="a coordinator")
+    refused = commit(client, "never", 1, generation=3, member_id="x", metadata="x" * 5000)
+    assert [(p["partition_index"], p["error_code"]) for p in refused["topics"][0]["partitions"]] == \
+        [(0, ErrorCode.ILLEGAL_GENERATION), (9, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    nothing = client.request(ApiKey.OFFSET_COMMIT, 7, {
+        "group_id": "nothing", "generation_id_or_member_epoch": -1, "member_id": "",
+        "topics": [{"name": "t", "partitions": [{"partition_index": 9, "committed_offset": 1}]}]})
+    assert nothing["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    described = client.request(ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["nothing"]})["groups"][0]
+    assert described["group_state"] == "Dead", "no group was made"
+
+
+def test_commit_without_read_on_the_group_fails_every_partition() -> None:
+    """KafkaApis checks the group's READ before anything else: GROUP_AUTHORIZATION_FAILED for
+    every partition, also those of topics the caller may not read or that do not exist."""
+    config = {"broker.id": 1, "offsets.topic.num.partitions": 5, "authorizer.class.name": "allowlist",
+              "allowlist.rules": "*@*:DESCRIBE"}
+    with Broker(config) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        wait_until(lambda: find(client, "g")["error_code"] == ErrorCode.NONE, what="a coordinator")
+        answer = commit(client, "g", 1)
+        assert [p["error_code"] for p in answer["topics"][0]["partitions"]] == \
+            [ErrorCode.GROUP_AUTHORIZATION_FAILED] * 2
 
 
 def test_list_describe_delete(client: SimpleClient) -> None:

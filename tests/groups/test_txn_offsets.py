@@ -141,12 +141,18 @@ def test_fenced_producers_unknown_partitions_and_members(client: SimpleClient) -
     assert txn_commit(client, "tx", new, "g", {("t", 0): 1, ("t", 9): 1, ("nope", 0): 1}) == {
         ("t", 0): ErrorCode.NONE, ("t", 9): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
         ("nope", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
-    # "g" is an Empty simple group now: a commit without a generation is taken whoever sends it;
-    # one with a generation needs a member.
+    # Kafka 4.0's validateOffsetCommit: an Empty group takes any generation -1 commit; a
+    # generation names a member, which must exist; a generation of no group is ILLEGAL_GENERATION.
     assert txn_commit(client, "tx", new, "g", {("t", 0): 2}, generation_id=-1, member_id="stranger") == {
         ("t", 0): ErrorCode.NONE}
     assert txn_commit(client, "tx", new, "g", {("t", 0): 2}, generation_id=3) == {
         ("t", 0): ErrorCode.UNKNOWN_MEMBER_ID}
+    fresh = next(g for g in (f"fresh{i}" for i in range(100))
+                 if offsets_partition_for(g, 3) == offsets_partition_for("g", 3))  # in the transaction
+    assert txn_commit(client, "tx", new, fresh, {("t", 0): 2}, generation_id=3, member_id="m") == {
+        ("t", 0): ErrorCode.ILLEGAL_GENERATION}
+    assert txn_commit(client, "tx", new, "", {("t", 0): 2}) == {  # Kafka refuses the empty id first
+        ("t", 0): ErrorCode.INVALID_GROUP_ID}
     elsewhere = next(g for g in (f"g{i}" for i in range(100))
                      if offsets_partition_for(g, 3) != offsets_partition_for("g", 3))
     ready(client, elsewhere, "tx")
