@@ -70,6 +70,11 @@ PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_p
 # Inter-broker requests Kafka answers without charging or throttling them (KafkaApis'
 # sendResponseExemptThrottle): a broker's own traffic is never slowed by a client quota.
 EXEMPT_APIS = frozenset({ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS, ApiKey.ALTER_PARTITION})
+# Kafka's ClientQuotaManager drops a sensor (and its metrics) unused for an hour
+# (InactiveSensorExpirationTimeSeconds), so client-ids that come and go do not pile up; kafkapy
+# looks for such sensors at most once a minute.
+SENSOR_EXPIRY_S = 3600.0
+_SWEEP_INTERVAL_S = 60.0
 BYTE_RATE_KEYS = (PRODUCE, FETCH, REQUEST)
 # Kafka's metric groups of the three quota sensors (QuotaType).
 _GROUPS = {PRODUCE: "Produce", FETCH: "Fetch", REQUEST: "Request"}
@@ -161,6 +166,8 @@ class ClientQuotas(Interceptor):
         self.clock = clock
         self.entities: dict[str, dict[str, float]] = {}
         self._sensors: dict[tuple[str, SensorKey], Rate] = {}
+        self._last_used: dict[tuple[str, SensorKey], float] = {}
+        self._next_sweep = clock() + _SWEEP_INTERVAL_S
         self._resolved: dict[tuple[str, str, str], tuple[float, SensorKey] | None] = {}
         # What ``applies`` reads: whether some entity sets request_percentage (then every request
         # is charged), else the API keys a byte rate is charged on.
@@ -185,12 +192,30 @@ class ClientQuotas(Interceptor):
         return muted_until is not None and muted_until > self.clock()
 
     def close(self) -> None:
-        for key, (user, client) in self._sensors:
-            self.metrics.remove(_GROUPS[key], "byte-rate" if key != REQUEST else "request-time",
-                                user=user, **{"client-id": client})
-        self._sensors.clear()
+        for sensor in list(self._sensors):
+            self._drop(sensor)
 
-    def _sensor(self, key: str, user: str, client: str) -> Rate | None:
+    def _drop(self, sensor: tuple[str, SensorKey]) -> None:
+        key, (user, client) = sensor
+        self.metrics.remove(_GROUPS[key], "byte-rate" if key != REQUEST else "request-time",
+                            user=user, **{"client-id": client})
+        del self._sensors[sensor]
+        self._last_used.pop(sensor, None)
+
+    def _expire(self, now: float) -> None:
+        """Drop the sensors unused for SENSOR_EXPIRY_S, and the quotas resolved for them."""
+        self._next_sweep = now + _SWEEP_INTERVAL_S
+        idle = [sensor for sensor, used in self._last_used.items() if now - used >= SENSOR_EXPIRY_S]
+        for sensor in idle:
+            self._drop(sensor)
+        if idle or len(self._resolved) > 2 * len(self._sensors) + 1000:
+            self._resolved.clear()  # a cache: rebuilt by the next requests
+
+    def _sensor(self, key: str, user: str, client: str, now: float | None = None) -> Rate | None:
+        if now is None:
+            now = self.clock()
+        if now >= self._next_sweep:
+            self._expire(now)
         cache = (key, user, client)
         if cache in self._resolved:
             found = self._resolved[cache]
@@ -199,6 +224,7 @@ class ClientQuotas(Interceptor):
         if found is None:
             return None
         bound, sensor = found
+        self._last_used[(key, sensor)] = now
         rate = self._sensors.get((key, sensor))
         if rate is not None:
             rate.bound = bound
@@ -231,17 +257,17 @@ class ClientQuotas(Interceptor):
         throttle = 0.0
         fetched, fetch_rate = 0, None
         if api_key == ApiKey.PRODUCE:
-            rate = self._sensor(PRODUCE, user, client)
+            rate = self._sensor(PRODUCE, user, client, now)
             if rate is not None:
                 throttle = rate.record_checked(produce_size(request), now)
         elif api_key == ApiKey.FETCH:
-            rate = self._sensor(FETCH, user, client)
+            rate = self._sensor(FETCH, user, client, now)
             if rate is not None:
                 fetched, fetch_rate = answer_size(answer), rate
                 throttle = rate.record_checked(fetched, now)
         # Kafka's handleProduceRequest leaves an acks=0 Produce out of the request quota.
         acks_zero = api_key == ApiKey.PRODUCE and request.body.get("acks") == 0
-        rate = None if acks_zero else self._sensor(REQUEST, user, client)
+        rate = None if acks_zero else self._sensor(REQUEST, user, client, now)
         if rate is not None:
             spent = time.perf_counter() - started
             # Kafka records a request's thread time as a percentage of a second.

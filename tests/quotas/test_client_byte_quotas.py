@@ -352,3 +352,35 @@ def test_an_acks_0_produce_is_left_out_of_the_request_quota() -> None:
     first, acked = asyncio.run(run())
     assert first is None
     assert acked["throttle_time_ms"] == 1000  # the same request with acks=1 is throttled
+
+
+def test_a_sensor_unused_for_an_hour_is_dropped() -> None:
+    """Kafka's ClientQuotaManager expires a quota sensor and its metrics after an hour without a
+    request (InactiveSensorExpirationTimeSeconds): client-ids that come and go do not pile up."""
+    from kafkapy.quotas.client_quotas import SENSOR_EXPIRY_S
+
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"clients/<default>": {"producer_byte_rate": 1_000_000.0}})
+
+    def charge(client: str) -> None:
+        conn = ConnectionInfo("c-1", "PLAINTEXT", "PLAINTEXT", ("127.0.0.1", 5), ("127.0.0.1", 9092),
+                              principal="User:alice")
+        ctx = RequestContext(conn, ApiKey.PRODUCE, 9, 1, client)
+        asyncio.run(quotas.after(ctx, produce(b"x" * 100), ANSWER))
+
+    metrics = quotas.metrics
+    for n in range(50):
+        charge(f"short-lived-{n}")
+    charge("steady")
+    assert metrics.value("byte-rate", group="Produce", user="", **{"client-id": "short-lived-0"}) == 10.0
+    for _ in range(int(SENSOR_EXPIRY_S // 600)):  # the steady client keeps sending every 10 minutes
+        clock.now += 600
+        charge("steady")
+    clock.now += 60
+    charge("steady")
+    with pytest.raises(KeyError):
+        metrics.value("byte-rate", group="Produce", user="", **{"client-id": "short-lived-0"})
+    assert [client for (_, (_, client)) in quotas._sensors] == ["steady"]
+    charge("short-lived-0")  # back after the hour: a fresh sensor
+    assert metrics.value("byte-rate", group="Produce", user="", **{"client-id": "short-lived-0"}) == 10.0
