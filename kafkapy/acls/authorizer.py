@@ -20,7 +20,7 @@ Deciding (StandardAuthorizerData.findAclRule and findResult, Kafka's semantics):
    and the PREFIXED ones its name starts with; with none at all, the answer is
    ``allow.everyone.if.no.acl.found`` (default false);
 3. of those, an ACL counts when its principal is the caller's or ``User:*`` and its host is the
-   caller's address or ``*``;
+   caller's address (as Java writes it: ``_host``) or ``*``;
 4. any counting DENY for the operation (or ALL) denies; otherwise any counting ALLOW for it (or
    ALL, or an operation that implies it: READ, WRITE, DELETE and ALTER imply DESCRIBE; ALTER_CONFIGS
    implies DESCRIBE_CONFIGS) allows; otherwise denied. Implication works for ALLOW only: a DENY of
@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import ipaddress
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -129,9 +131,21 @@ def _storable(pattern: ResourcePattern) -> None:
         raise InvalidAcl(str(exc)) from None
 
 
+@functools.lru_cache(maxsize=1024)
 def _host(address: str) -> str:
-    """The address as Kafka compares it with an ACL's host: an IPv4-mapped IPv6 address as IPv4."""
-    return address[7:] if address.startswith("::ffff:") and "." in address else address
+    """The address as Kafka compares it with an ACL's host, Java's InetAddress.getHostAddress: an
+    IPv4-mapped IPv6 address as IPv4, any other IPv6 address uncompressed, each group in lower-case
+    hex without leading zeros (``::1`` is ``0:0:0:0:0:0:0:1``), a zone kept after ``%``."""
+    if ":" not in address:
+        return address
+    bare, percent, zone = address.partition("%")
+    try:
+        ip = ipaddress.IPv6Address(bare)
+    except ValueError:
+        return address
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":")) + percent + zone
 
 
 class AclAuthorizer:

@@ -47,6 +47,7 @@ the chain. Its hooks are stepped in place (``steps_in_place``: they only sleep).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,14 @@ if TYPE_CHECKING:
 __all__ = ["BYTE_RATE_KEYS", "ClientQuotas", "answer_size", "produce_size", "resolve_quota"]
 
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"
+# Inter-broker requests Kafka answers without charging or throttling them (KafkaApis'
+# sendResponseExemptThrottle): a broker's own traffic is never slowed by a client quota.
+EXEMPT_APIS = frozenset({ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS, ApiKey.ALTER_PARTITION})
+# Kafka's ClientQuotaManager drops a sensor (and its metrics) unused for an hour
+# (InactiveSensorExpirationTimeSeconds), so client-ids that come and go do not pile up; kafkapy
+# looks for such sensors at most once a minute.
+SENSOR_EXPIRY_S = 3600.0
+_SWEEP_INTERVAL_S = 60.0
 BYTE_RATE_KEYS = (PRODUCE, FETCH, REQUEST)
 # Kafka's metric groups of the three quota sensors (QuotaType).
 _GROUPS = {PRODUCE: "Produce", FETCH: "Fetch", REQUEST: "Request"}
@@ -127,6 +136,19 @@ def _with_throttle(answer: Answer, throttle_ms: int) -> Answer:
     return {**answer, "throttle_time_ms": throttle_ms}
 
 
+def from_follower(request: Request) -> bool:
+    """A Fetch from a replica (replica id 0 or more, in the field or, from v15, in replica_state):
+    Kafka answers it exempt from the client quotas."""
+    state = request.body.get("replica_state")
+    replica = state["replica_id"] if state is not None else request.body.get("replica_id", -1)
+    return int(replica) >= 0
+
+
+def throttle_ms(seconds: float) -> int:
+    """Kafka's QuotaUtils.throttleTime: the throttle in milliseconds, rounded as Math.round does."""
+    return math.floor(seconds * 1000 + 0.5)
+
+
 def _user(principal: str) -> str:
     return principal.split(":", 1)[1] if ":" in principal else principal
 
@@ -144,6 +166,8 @@ class ClientQuotas(Interceptor):
         self.clock = clock
         self.entities: dict[str, dict[str, float]] = {}
         self._sensors: dict[tuple[str, SensorKey], Rate] = {}
+        self._last_used: dict[tuple[str, SensorKey], float] = {}
+        self._next_sweep = clock() + _SWEEP_INTERVAL_S
         self._resolved: dict[tuple[str, str, str], tuple[float, SensorKey] | None] = {}
         # What ``applies`` reads: whether some entity sets request_percentage (then every request
         # is charged), else the API keys a byte rate is charged on.
@@ -168,12 +192,30 @@ class ClientQuotas(Interceptor):
         return muted_until is not None and muted_until > self.clock()
 
     def close(self) -> None:
-        for key, (user, client) in self._sensors:
-            self.metrics.remove(_GROUPS[key], "byte-rate" if key != REQUEST else "request-time",
-                                user=user, **{"client-id": client})
-        self._sensors.clear()
+        for sensor in list(self._sensors):
+            self._drop(sensor)
 
-    def _sensor(self, key: str, user: str, client: str) -> Rate | None:
+    def _drop(self, sensor: tuple[str, SensorKey]) -> None:
+        key, (user, client) = sensor
+        self.metrics.remove(_GROUPS[key], "byte-rate" if key != REQUEST else "request-time",
+                            user=user, **{"client-id": client})
+        del self._sensors[sensor]
+        self._last_used.pop(sensor, None)
+
+    def _expire(self, now: float) -> None:
+        """Drop the sensors unused for SENSOR_EXPIRY_S, and the quotas resolved for them."""
+        self._next_sweep = now + _SWEEP_INTERVAL_S
+        idle = [sensor for sensor, used in self._last_used.items() if now - used >= SENSOR_EXPIRY_S]
+        for sensor in idle:
+            self._drop(sensor)
+        if idle or len(self._resolved) > 2 * len(self._sensors) + 1000:
+            self._resolved.clear()  # a cache: rebuilt by the next requests
+
+    def _sensor(self, key: str, user: str, client: str, now: float | None = None) -> Rate | None:
+        if now is None:
+            now = self.clock()
+        if now >= self._next_sweep:
+            self._expire(now)
         cache = (key, user, client)
         if cache in self._resolved:
             found = self._resolved[cache]
@@ -182,6 +224,7 @@ class ClientQuotas(Interceptor):
         if found is None:
             return None
         bound, sensor = found
+        self._last_used[(key, sensor)] = now
         rate = self._sensors.get((key, sensor))
         if rate is not None:
             rate.bound = bound
@@ -206,28 +249,35 @@ class ClientQuotas(Interceptor):
     async def after(self, context: RequestContext, request: Request, answer: Answer) -> Answer:
         conn = context.connection
         started = conn.attributes.get(_STARTED, {}).pop(context.correlation_id, time.perf_counter())
+        api_key = context.api_key
+        if api_key in EXEMPT_APIS or (api_key == ApiKey.FETCH and from_follower(request)):
+            return answer  # Kafka's exempt answers: nothing charged, no throttle
         user, client = _user(conn.principal), context.client_id or ""
         now = self.clock()
         throttle = 0.0
         fetched, fetch_rate = 0, None
-        if context.api_key == ApiKey.PRODUCE:
-            rate = self._sensor(PRODUCE, user, client)
+        if api_key == ApiKey.PRODUCE:
+            rate = self._sensor(PRODUCE, user, client, now)
             if rate is not None:
                 throttle = rate.record_checked(produce_size(request), now)
-        elif context.api_key == ApiKey.FETCH:
-            rate = self._sensor(FETCH, user, client)
+        elif api_key == ApiKey.FETCH:
+            rate = self._sensor(FETCH, user, client, now)
             if rate is not None:
                 fetched, fetch_rate = answer_size(answer), rate
                 throttle = rate.record_checked(fetched, now)
-        rate = self._sensor(REQUEST, user, client)
+        # Kafka's handleProduceRequest leaves an acks=0 Produce out of the request quota.
+        acks_zero = api_key == ApiKey.PRODUCE and request.body.get("acks") == 0
+        rate = None if acks_zero else self._sensor(REQUEST, user, client, now)
         if rate is not None:
             spent = time.perf_counter() - started
             # Kafka records a request's thread time as a percentage of a second.
             throttle = max(throttle, min(rate.record_checked(spent * 100.0, now), self.window))
-        if throttle <= 0:
-            return answer
-        throttle_ms = int(throttle * 1000)
-        conn.attributes[_MUTED_UNTIL] = now + throttle
+        # A bound of 0 (stored by hand) gives an infinite throttle, which Kafka's int conversion of
+        # Math.round(Infinity) turns into -1: no throttle.
+        throttled_ms = throttle_ms(throttle) if math.isfinite(throttle) else 0
+        if throttled_ms <= 0:
+            return answer  # Kafka throttles only a throttle time of 1 ms or more
+        conn.attributes[_MUTED_UNTIL] = now + throttled_ms / 1000
         if context.api_key == ApiKey.FETCH:
             # Kafka (KafkaApis.handleFetchRequest): a throttled fetch answers no records, and the
             # bytes it would have carried are taken off the fetch sensor again.
@@ -236,7 +286,7 @@ class ClientQuotas(Interceptor):
                 fetch_rate.record(-fetched, now)
         if not _has_throttle(answer):  # an answer without the field (none, or an old version)
             return answer
-        return _with_throttle(answer, throttle_ms)
+        return _with_throttle(answer, throttled_ms)
 
 
 def _without_records(answer: Answer) -> Answer:

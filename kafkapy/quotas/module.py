@@ -106,6 +106,18 @@ def format_value(key_type: str, value: float) -> str:
     return str(int(value + 1e-6)) if key_type in _LIMITS else repr(float(value))
 
 
+def _no_duplicate_keys(ops: list[Mapping[str, Any]]) -> None:
+    """INVALID_REQUEST when one entry names a key twice (set or removed): KRaft's
+    ClientQuotaControlManager changes nothing of that entity then, where the last op would win."""
+    seen: set[str] = set()
+    for op in ops:
+        key = op.get("key") or ""
+        if key in seen:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                f"Duplicate quota key {key}: the entity's quotas are not changed")
+        seen.add(key)
+
+
 class QuotasModule(Module):
     name = "quotas"
     features: ClassVar[Mapping[str, tuple[int, int]]] = {IP_QUOTA_FEATURE: (1, 1)}
@@ -358,6 +370,10 @@ class QuotasModule(Module):
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unexpected match type: {match_type}")
             if match_type == 0 and match is None:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Exact match of {entity_type} without a name")
+            if match_type != 0 and match is not None:  # ClientQuotasImage.describe refuses it so
+                kind = "default" if match_type == 1 else "any"
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                    f"Match type {kind} of {entity_type} with a match string {match!r}")
             result[entity_type] = (match_type, match if match_type == 0 else None)
         if IP in result and (USER in result or CLIENT_ID in result):
             raise KafkaApiError(ErrorCode.INVALID_REQUEST,
@@ -402,6 +418,7 @@ class QuotasModule(Module):
                     code, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
                 else:
                     try:
+                        _no_duplicate_keys(entry.get("ops") or [])
                         entity = await self._validate_entity(entry.get("entity") or [])
                         ops = self._validate_ops(entity, entry.get("ops") or [])
                         if not validate_only:
@@ -469,7 +486,9 @@ class QuotasModule(Module):
                     raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                         f"Configuration {key} must be a {key_type} value")
                 whole = int(value + 1e-6)
-                if abs(whole - value) > 1e-6 or whole > _LIMITS[key_type]:
+                # Kafka's getErrorForIntegralQuotaValue: the remainder of a division by 1 above 1e-6
+                # (so 2.9999999 is fractional, 3.0000001 is not).
+                if math.fmod(value, 1.0) > 1e-6 or whole > _LIMITS[key_type]:
                     raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                         f"Configuration {key} must be a {key_type} value")
             result[key] = format_value(key_type, float(value))

@@ -146,3 +146,28 @@ def test_a_truncated_or_garbled_body_closes_only_its_connection(broker: Broker, 
     with SimpleClient(broker.bootstrap_servers) as client:  # the broker goes on serving
         assert client.request(ApiKey.DESCRIBE_ACLS, 3, acl_filter())["error_code"] == ErrorCode.NONE
     assert errors.messages == []
+
+
+def test_an_ipv6_client_is_matched_by_the_host_as_java_writes_it() -> None:
+    """Kafka compares an ACL's host with InetAddress.getHostAddress(), which writes IPv6 without
+    compression: a client on ::1 is 0:0:0:0:0:0:0:1, and an ACL for host ``::1`` never counts."""
+    config = {"listeners": "PLAINTEXT://127.0.0.1:0,V6://[::1]:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,V6:PLAINTEXT",
+              "authorizer.class.name": "acl", "allow.everyone.if.no.acl.found": "true"}
+
+    def cluster_acl(host: str, operation: int) -> dict[str, Any]:
+        return creation(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, "User:ANONYMOUS", host,
+                        operation, AclPermissionType.ALLOW)
+
+    with Broker(config) as b, SimpleClient(b.listeners["PLAINTEXT"]) as v4, \
+            SimpleClient(b.listeners["V6"]) as v6:
+        # no CLUSTER ACL yet: allow.everyone.if.no.acl.found lets the first ones in
+        created = v4.request(ApiKey.CREATE_ACLS, 3, {"creations": [
+            cluster_acl("127.0.0.1", AclOperation.ALL), cluster_acl("::1", AclOperation.DESCRIBE)]})
+        assert [r["error_code"] for r in created["results"]] == [ErrorCode.NONE] * 2
+        assert v6.request(ApiKey.DESCRIBE_ACLS, 3, acl_filter())["error_code"] == \
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        created = v4.request(ApiKey.CREATE_ACLS, 3, {"creations": [
+            cluster_acl("0:0:0:0:0:0:0:1", AclOperation.DESCRIBE)]})
+        assert created["results"][0]["error_code"] == ErrorCode.NONE
+        assert v6.request(ApiKey.DESCRIBE_ACLS, 3, acl_filter())["error_code"] == ErrorCode.NONE

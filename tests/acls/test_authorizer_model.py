@@ -231,3 +231,26 @@ class AclMachine(RuleBasedStateMachine):
 
 TestAclMachine = AclMachine.TestCase
 TestAclMachine.settings = settings(max_examples=60, stateful_step_count=15, deadline=None)
+
+
+def test_the_host_is_the_address_as_java_writes_it() -> None:
+    """StandardAuthorizerData compares the ACL's host with InetAddress.getHostAddress(): IPv6 in
+    full, lower-case groups without leading zeros; an IPv4-mapped address as IPv4."""
+    def read_from(host: str) -> AclBinding:
+        return AclBinding(ResourcePattern(ResourceType.TOPIC, "t", PatternType.LITERAL), "User:alice", host,
+                          AclOperation.READ, ALLOW)
+
+    async def check() -> None:
+        authorizer = await _attached(MemoryStore())
+        await authorizer.create_acls([read_from("fe80:0:0:0:0:0:0:abcd"), read_from("::1"),
+                                      read_from("10.0.0.1"), read_from("2001:db8:0:0:0:0:0:1%eth0")])
+        allowed = {address: authorizer.authorize("User:alice", address, "READ", "TOPIC", "t")
+                   for address in ("fe80::abcd", "FE80::ABCD", "fe80:0000::abcd", "::1", "::ffff:10.0.0.1",
+                                   "10.0.0.1", "2001:db8::1%eth0", "2001:db8::1")}
+        await authorizer.detach()
+        assert allowed == {"fe80::abcd": True, "FE80::ABCD": True, "fe80:0000::abcd": True,
+                           "::1": False,  # Java writes it 0:0:0:0:0:0:0:1, which no ACL names
+                           "::ffff:10.0.0.1": True, "10.0.0.1": True, "2001:db8::1%eth0": True,
+                           "2001:db8::1": False}
+
+    asyncio.run(check())

@@ -265,3 +265,122 @@ def test_a_nan_quota_never_throttles_as_in_kafka() -> None:
                 assert answer["throttle_time_ms"] == 0
                 assert [p["error_code"] for t in answer["responses"] for p in t["partition_responses"]] == [
                     ErrorCode.NONE]
+
+
+def test_throttle_time_is_rounded_as_kafkas_math_round() -> None:
+    """QuotaUtils.throttleTime rounds to the nearest millisecond: under half a millisecond is no
+    throttle at all (no mute), two thirds of one is 1 ms."""
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"users/alice": {"producer_byte_rate": 3000.0}})
+    ctx = context(ApiKey.PRODUCE)
+    # 30001 B over the young sensor's 10 s: 3000.1 B/s, a throttle of 0.33 ms, which rounds to 0
+    assert asyncio.run(quotas.after(ctx, produce(b"x" * 30001), ANSWER)) is ANSWER
+    assert "quotas.muted_until" not in ctx.connection.attributes
+    other = context(ApiKey.PRODUCE)
+    fresh = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    fresh.set_entities({"users/alice": {"producer_byte_rate": 3000.0}})
+    # 30002 B: 3000.2 B/s, 0.67 ms, rounded to 1 ms (truncating would answer 0 yet mute)
+    answer = asyncio.run(fresh.after(other, produce(b"x" * 30002), ANSWER))
+    assert answer["throttle_time_ms"] == 1
+    assert other.connection.attributes["quotas.muted_until"] == pytest.approx(clock.now + 0.001)
+
+
+def _fetch_from(replica: int, version: int = 12) -> Request:
+    body: dict[str, Any] = {"replica_id": replica, "max_wait_ms": 0, "min_bytes": 1, "topics": []}
+    if version >= 15:
+        body = {"replica_state": {"replica_id": replica, "replica_epoch": 1}, "max_wait_ms": 0,
+                "min_bytes": 1, "topics": []}
+    return Request(ApiKey.FETCH, version, 1, "app", body)
+
+
+@pytest.mark.parametrize("version", [12, 15])
+def test_a_follower_fetch_and_inter_broker_requests_are_exempt(version: int) -> None:
+    """Kafka answers a replica's Fetch, WriteTxnMarkers (and its other inter-broker APIs) with
+    sendResponseExemptThrottle: no client quota charges or throttles them."""
+    from kafkapy.protocol.chunks import RecordChunks
+    from kafkapy.server.modules import ChunkedResponse
+
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"clients/<default>": {"consumer_byte_rate": 1000.0, "request_percentage": 0.001}})
+
+    def fetched() -> ChunkedResponse:
+        return ChunkedResponse({"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+            {"topic": "t", "partitions": [{"partition_index": 0, "records": RecordChunks([b"x" * 50000])}]}]})
+
+    async def run() -> None:
+        follower = context(ApiKey.FETCH)
+        answer = fetched()
+        assert await quotas.after(follower, _fetch_from(1, version), answer) is answer
+        markers = context(ApiKey.WRITE_TXN_MARKERS)
+        await quotas.before(markers, Request(ApiKey.WRITE_TXN_MARKERS, 1, 2, "app", {"markers": []}))
+        time.sleep(0.02)  # far over 0.001 % of a second
+        markers_answer = {"markers": []}
+        assert await quotas.after(markers, Request(ApiKey.WRITE_TXN_MARKERS, 1, 2, "app", {"markers": []}),
+                                  markers_answer) is markers_answer
+        for ctx in (follower, markers):
+            assert "quotas.muted_until" not in ctx.connection.attributes
+        # a consumer's fetch of the same bytes is charged and throttled
+        consumer = context(ApiKey.FETCH)
+        throttled = await quotas.after(consumer, _fetch_from(-1, version), fetched())
+        assert isinstance(throttled, ChunkedResponse) and throttled.body["throttle_time_ms"] > 0
+
+    asyncio.run(run())
+
+
+def test_an_acks_0_produce_is_left_out_of_the_request_quota() -> None:
+    """Kafka's handleProduceRequest: the request quota is not recorded for acks=0 (there is no
+    answer to carry a throttle); the byte rate still is."""
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"users/alice": {"request_percentage": 0.001}})
+    ctx = context(ApiKey.PRODUCE)
+    no_acks = produce(b"x" * 10)
+    no_acks.body["acks"] = 0
+
+    async def run() -> Any:
+        await quotas.before(ctx, no_acks)
+        time.sleep(0.02)
+        first = await quotas.after(ctx, no_acks, None)
+        assert "quotas.muted_until" not in ctx.connection.attributes
+        acked = produce(b"x" * 10)
+        await quotas.before(ctx, acked)
+        time.sleep(0.02)
+        return first, await quotas.after(ctx, acked, ANSWER)
+
+    first, acked = asyncio.run(run())
+    assert first is None
+    assert acked["throttle_time_ms"] == 1000  # the same request with acks=1 is throttled
+
+
+def test_a_sensor_unused_for_an_hour_is_dropped() -> None:
+    """Kafka's ClientQuotaManager expires a quota sensor and its metrics after an hour without a
+    request (InactiveSensorExpirationTimeSeconds): client-ids that come and go do not pile up."""
+    from kafkapy.quotas.client_quotas import SENSOR_EXPIRY_S
+
+    clock = Clock()
+    quotas = ClientQuotas(MetricsRegistry(clock), clock=clock)
+    quotas.set_entities({"clients/<default>": {"producer_byte_rate": 1_000_000.0}})
+
+    def charge(client: str) -> None:
+        conn = ConnectionInfo("c-1", "PLAINTEXT", "PLAINTEXT", ("127.0.0.1", 5), ("127.0.0.1", 9092),
+                              principal="User:alice")
+        ctx = RequestContext(conn, ApiKey.PRODUCE, 9, 1, client)
+        asyncio.run(quotas.after(ctx, produce(b"x" * 100), ANSWER))
+
+    metrics = quotas.metrics
+    for n in range(50):
+        charge(f"short-lived-{n}")
+    charge("steady")
+    assert metrics.value("byte-rate", group="Produce", user="", **{"client-id": "short-lived-0"}) == 10.0
+    for _ in range(int(SENSOR_EXPIRY_S // 600)):  # the steady client keeps sending every 10 minutes
+        clock.now += 600
+        charge("steady")
+    clock.now += 60
+    charge("steady")
+    with pytest.raises(KeyError):
+        metrics.value("byte-rate", group="Produce", user="", **{"client-id": "short-lived-0"})
+    assert [client for (_, (_, client)) in quotas._sensors] == ["steady"]
+    charge("short-lived-0")  # back after the hour: a fresh sensor
+    assert metrics.value("byte-rate", group="Produce", user="", **{"client-id": "short-lived-0"}) == 10.0

@@ -213,3 +213,35 @@ def test_nan_is_accepted_for_every_key_as_kraft_does(broker: Broker) -> None:
     assert broker.store is not None
     assert broker.store.entity_config("users/alice")["producer_byte_rate"] == "NaN"
     assert broker.store.entity_config("users/bob")["request_percentage"] == "Infinity"
+
+
+def test_a_key_named_twice_in_one_entry_changes_nothing(broker: Broker) -> None:
+    """KRaft's ClientQuotaControlManager: a duplicate key in one entry's ops is INVALID_REQUEST and
+    that entity is left as it was (the other entries are applied)."""
+    a = broker.bootstrap_servers
+    assert alter(a, [({"user": "u"}, [("producer_byte_rate", 10)])]) == [(OK, None)]
+    results = alter(a, [({"user": "u"}, [("producer_byte_rate", 20), ("producer_byte_rate", 30)]),
+                        ({"client-id": "c"}, [("consumer_byte_rate", 5), ("consumer_byte_rate", None)]),
+                        ({"user": "v"}, [("producer_byte_rate", 7)])])
+    assert [c for c, _ in results] == [INVALID, INVALID, OK]
+    assert "Duplicate quota key producer_byte_rate" in (results[0][1] or "")
+    assert describe(a, [])[2] == {ent(user="u"): {"producer_byte_rate": 10.0},
+                                  ent(user="v"): {"producer_byte_rate": 7.0}}
+
+
+def test_a_nearly_whole_value_below_the_integer_is_fractional(broker: Broker) -> None:
+    """Kafka's getErrorForIntegralQuotaValue takes value % 1.0: 2.9999999 leaves 0.9999999, a
+    fraction; 3.0000001 leaves 1e-7, within its 1e-6."""
+    a = broker.bootstrap_servers
+    assert alter(a, [({"user": "u"}, [("producer_byte_rate", 2.9999999)])])[0][0] == INVALID
+    assert alter(a, [({"user": "u"}, [("producer_byte_rate", 3.0000001)])]) == [(OK, None)]
+
+
+def test_a_match_string_with_the_default_or_any_match_type_is_refused(broker: Broker) -> None:
+    """ClientQuotasImage.describe: MATCH_TYPE_DEFAULT and MATCH_TYPE_SPECIFIED take no match
+    string; one given is INVALID_REQUEST, not ignored."""
+    a = broker.bootstrap_servers
+    assert alter(a, [({"user": "alice"}, [("producer_byte_rate", 10)])]) == [(OK, None)]
+    assert describe(a, [("user", 1, "alice")])[0] == INVALID
+    assert describe(a, [("user", 2, "alice")])[0] == INVALID
+    assert describe(a, [("user", 2, None)])[2] == {ent(user="alice"): {"producer_byte_rate": 10.0}}
