@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from kafkapy.log.background import BackgroundWriter, fsync_and_close
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -662,6 +663,8 @@ class SegmentedLog:
             EARLIEST_LOCAL_TIMESTAMP: self.earliest_local_offset,
             MAX_TIMESTAMP: self.max_timestamp_offset,
             LATEST_TIERED_TIMESTAMP: self.latest_tiered_offset,
+            # KIP-1023: the first offset not yet in remote storage; none without tiered storage
+            EARLIEST_PENDING_UPLOAD_TIMESTAMP: self.latest_tiered_offset,
         }.get(timestamp)
         if special is not None:
             return special()

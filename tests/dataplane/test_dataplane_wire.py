@@ -313,3 +313,49 @@ def test_log_dirs_describe_and_survive_a_restart(tmp_path: Path) -> None:
             time.sleep(0.01)
         assert list_offset(conn, "t", 0, -1)["offset"] == 2
         assert produce(conn, "t", {0: batch(b"c")})[0]["base_offset"] == 2
+
+
+def test_list_offsets_answers_a_partition_named_twice_once_with_invalid_request(broker: Broker) -> None:
+    """Kafka's ReplicaManager.fetchOffset: each partition named more than once is INVALID_REQUEST
+    (answered once), the others are answered as usual."""
+    def asked(index: int, timestamp: int) -> dict[str, int]:
+        return {"partition_index": index, "current_leader_epoch": -1, "timestamp": timestamp}
+
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        produce(conn, "t", {0: batch(b"1", b"2"), 1: batch(b"3")})
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "t", "partitions": [asked(0, -1), asked(1, -1)]},
+            {"name": "t", "partitions": [asked(0, -2)]}]}
+        [topic] = conn.call(ApiKey.LIST_OFFSETS, 9, body).body["topics"]
+    assert [(p["partition_index"], p["error_code"], p["offset"]) for p in topic["partitions"]] == [
+        (0, ErrorCode.INVALID_REQUEST, -1), (1, ErrorCode.NONE, 1)]
+
+
+# (special timestamp, the first ListOffsets version that takes it): Kafka's ReplicaManager
+# timestampMinSupportedVersion; -1 and -2 from v1, any other negative timestamp never.
+SPECIAL_TIMESTAMPS = [(-1, 1), (-2, 1), (-3, 7), (-4, 8), (-5, 9), (-6, 11), (-7, None), (-100, None)]
+
+
+@pytest.mark.parametrize(("timestamp", "first"), SPECIAL_TIMESTAMPS)
+def test_list_offsets_refuses_a_special_timestamp_its_version_does_not_take(
+        broker: Broker, timestamp: int, first: int | None) -> None:
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        produce(conn, "t", {0: batch(b"1", b"2")})
+        for version in range(1, 12):
+            answer = list_offset(conn, "t", 0, timestamp, version=version)
+            if first is None or version < first:
+                refused = (ErrorCode.UNSUPPORTED_VERSION, -1)
+                assert (answer["error_code"], answer["offset"]) == refused, version
+            else:
+                assert answer["error_code"] == ErrorCode.NONE, version
+
+
+def test_list_offsets_tiered_timestamps_find_nothing_without_tiered_storage(broker: Broker) -> None:
+    """-5 (KIP-1005) and -6 (KIP-1023) ask about remote storage, which kafkapy has not: Kafka's
+    UnifiedLog answers offset -1 in epoch -1 then, never a record found by searching for them."""
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        produce(conn, "t", {0: batch(b"1", b"2")})
+        for timestamp in (-5, -6):
+            answer = list_offset(conn, "t", 0, timestamp, version=11)
+            assert (answer["error_code"], answer["timestamp"], answer["offset"], answer["leader_epoch"]) == \
+                (ErrorCode.NONE, -1, -1, -1)
