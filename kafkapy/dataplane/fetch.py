@@ -180,7 +180,8 @@ def _replica_id(body: Mapping[str, Any]) -> int:
 
 class _Read:
     """One read of every partition of a request, with the byte budget it used, and whether it must
-    be answered now whatever its size (a partition's error, or a preferred read replica)."""
+    be answered now whatever its size (a partition's error, a diverging epoch or a preferred read
+    replica)."""
 
     __slots__ = ("answer_now", "bytes", "results")
 
@@ -352,8 +353,10 @@ class FetchHandler:
                                         min_one_batch=read.bytes == 0, how=how)
             read.results.append((p, data, size))
             read.bytes += size
+            # Kafka's fetchMessages answers at once for an error, a diverging epoch (the fetcher
+            # must truncate first) or a preferred read replica (the consumer goes there).
             read.answer_now = read.answer_now or data["error_code"] != ErrorCode.NONE or \
-                "preferred_read_replica" in data
+                "diverging_epoch" in data or "preferred_read_replica" in data
         return read
 
     def _read_one(self, p: SessionPartition, topic: str | None, budget: int, *, min_one_batch: bool,

@@ -229,6 +229,22 @@ def test_a_fetch_with_nothing_to_read_waits_max_wait_ms(broker: Broker) -> None:
     assert values(immediate["responses"][0]["partitions"][0]) == []
 
 
+def test_a_diverging_epoch_is_answered_at_once(broker: Broker) -> None:
+    """Kafka's ReplicaManager.fetchMessages answers at once when a partition found a diverging
+    epoch, as for an error: the fetcher must truncate, and nothing it waits for would come."""
+    topic_id = create(broker, "t")
+    append(broker, "t", [b"a", b"b"])  # epoch 0 ends at the log end, 2
+    with SimpleClient(broker.bootstrap_servers) as client:
+        started = time.monotonic()
+        response = fetch(client, NEWEST, [{"partition": 0, "fetch_offset": 3, "last_fetched_epoch": 0}],
+                         max_wait_ms=10_000, topic_id=topic_id)
+        waited = time.monotonic() - started
+    [partition] = response["responses"][0]["partitions"]
+    assert partition["error_code"] == ErrorCode.NONE
+    assert partition["diverging_epoch"] == {"epoch": 0, "end_offset": 2}
+    assert waited < 5  # not the 10 s of max_wait_ms
+
+
 def test_isolation_levels_read_the_same_records_until_transactions_land(broker: Broker) -> None:
     create(broker, "t")
     append(broker, "t", [b"a"])
