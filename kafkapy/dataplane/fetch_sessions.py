@@ -23,9 +23,11 @@ The cache holds at most ``max.incremental.fetch.session.cache.slots`` (Kafka's d
 sessions. A new session takes a free slot; in a full cache it evicts the least recently used
 session if that one went unused for 120 s (Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS),
 else the least valuable session, ordered by (privileged: a follower's, number of partitions,
-id), when the new one is worth at least as much; a consumer's request never evicts a follower's
-session. Otherwise no session is made: the response says session id 0 and the client goes on
-with full fetches, as against Kafka.
+id), when the new one is worth more (more partitions, or privileged over not). Only a session
+that had lived 120 s when it was last used can go that way, so new consumers do not evict each
+other in turn; a privileged newcomer may also evict any session that is not privileged, and a
+consumer's request never evicts a follower's session. Otherwise no session is made: the response
+says session id 0 and the client goes on with full fetches, as against Kafka.
 """
 
 from __future__ import annotations
@@ -256,17 +258,21 @@ class FetchSessionCache:
         return session
 
     def _evict_for(self, privileged: bool, size: int, now: int) -> bool:
-        """Kafka's tryEvict: a stale session first, else the least valuable one if the new one is
-        worth at least as much (privileged, size; a tie on both goes to the newcomer)."""
+        """Kafka's tryEvict: the least recently used session if it went unused for ``eviction_ms``;
+        else the least valuable evictable one, if the newcomer is worth more. Worth is (privileged,
+        size, id) with the newcomer's id counted as 0, so a tie keeps the session. Evictable: a
+        session that had lived ``eviction_ms`` when last used (a new one is safe from other new
+        ones) and, for a privileged newcomer, any that is not privileged."""
         if not self.sessions:
             return False
         stale = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
         if now - stale.last_used_ms > self.eviction_ms:
             victim: FetchSession | None = stale
         else:
-            candidates = [s for s in self.sessions.values() if privileged or not s.privileged]
+            candidates = [s for s in self.sessions.values() if (privileged and not s.privileged)
+                          or s.last_used_ms - s.created_ms > self.eviction_ms]
             victim = min(candidates, key=FetchSession.value, default=None)
-            if victim is not None and (privileged, size) < victim.value()[:2]:
+            if victim is not None and (privileged, size, 0) < victim.value():
                 victim = None
         if victim is None:
             return False
