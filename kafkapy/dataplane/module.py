@@ -602,8 +602,11 @@ class DataPlaneModule(Module):
             {"throttle_time_ms": 0, "topics": topics})
 
     def delete_records(self, ctx: RequestContext, request: Request) -> Answer:
-        """Offset -1 means the high watermark (Kafka's DeleteRecordsRequest.HIGH_WATERMARK). A topic
-        whose cleanup.policy lacks ``delete`` refuses with POLICY_VIOLATION, as Kafka's does."""
+        """Kafka's handleDeleteRecordsRequest and Partition.deleteRecordsOnLeader, per partition in
+        this order: DELETE on the topic, the partition's existence, an internal topic
+        (INVALID_TOPIC_EXCEPTION), leadership, a cleanup.policy without delete (POLICY_VIOLATION),
+        then the offset: -1 means the high watermark (DeleteRecordsRequest.HIGH_WATERMARK), another
+        negative one or one past the high watermark is OFFSET_OUT_OF_RANGE."""
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             if not self._allowed(ctx, "DELETE", "TOPIC", name):
                 raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)

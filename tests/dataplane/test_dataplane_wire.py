@@ -359,3 +359,26 @@ def test_list_offsets_tiered_timestamps_find_nothing_without_tiered_storage(brok
             answer = list_offset(conn, "t", 0, timestamp, version=11)
             assert (answer["error_code"], answer["timestamp"], answer["offset"], answer["leader_epoch"]) == \
                 (ErrorCode.NONE, -1, -1, -1)
+
+
+def test_delete_records_needs_the_delete_cleanup_policy(broker: Broker) -> None:
+    """Kafka's Partition.deleteRecordsOnLeader: a compacted-only topic's records are not deleted
+    (POLICY_VIOLATION); compact,delete allows it. -1 is the high watermark, past it is refused."""
+    create(broker, "compact-only", {0: (1,)}, {"cleanup.policy": "compact"})
+    create(broker, "both", {0: (1,)}, {"cleanup.policy": "compact,delete"})
+
+    def delete(conn: KafkaSocket, topic: str, offset: int) -> tuple[int, int]:
+        body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}],
+                "timeout_ms": 1000}
+        [answer] = conn.call(ApiKey.DELETE_RECORDS, 2, body).body["topics"][0]["partitions"]
+        return answer["error_code"], answer["low_watermark"]
+
+    with KafkaSocket(broker.bootstrap_servers) as conn:
+        for topic in ("compact-only", "both"):
+            assert produce(conn, topic, {0: batch(b"1", b"2", b"3")})[0]["error_code"] == 0
+        assert delete(conn, "compact-only", 1) == (ErrorCode.POLICY_VIOLATION, -1)
+        assert list_offset(conn, "compact-only", 0, -2)["offset"] == 0
+        assert delete(conn, "both", 1) == (ErrorCode.NONE, 1)
+        assert delete(conn, "both", 4) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+        assert delete(conn, "both", -2) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
+        assert delete(conn, "both", -1) == (ErrorCode.NONE, 3)
