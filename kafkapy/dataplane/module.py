@@ -589,8 +589,15 @@ class DataPlaneModule(Module):
         return body_fitter(ApiKey.LIST_OFFSETS, "response", ctx.api_version)({"topics": topics})
 
     def offset_for_leader_epoch(self, ctx: RequestContext, request: Request) -> Answer:
+        """Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a follower)
+        answers for every topic, else DESCRIBE on each (a consumer, KIP-320); then leadership,
+        current_leader_epoch, and the log's end offset for the epoch (-1, -1 for one newer than
+        any here)."""
+        cluster_action = self._allows_all or self._allowed(ctx, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE)
+
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
-            self._describable(ctx, name)
+            if not cluster_action:
+                self._describable(ctx, name)
             log = self.partitions.leader_log(name, asked["partition"])
             self._check_epoch(name, asked["partition"], asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             found = log.end_offset_for_epoch(asked["leader_epoch"])
