@@ -111,6 +111,11 @@ FETCH_CONFIG_KEYS = (
               "replica in its rack; unset (Kafka's default) the leader serves every fetch.", _known_selector),
 )
 _LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+# What Kafka's handleFetchRequest answers before reading (the partition is not passed on to the
+# read, so it does not make the request answer at once): no such topic id, no READ, no such
+# topic or partition in the metadata.
+_BEFORE_READ = frozenset({ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 
 
 class PartitionSource(Protocol):
@@ -179,16 +184,17 @@ def _replica_id(body: Mapping[str, Any]) -> int:
 
 
 class _Read:
-    """One read of every partition of a request, with the byte budget it used, and whether it must
-    be answered now whatever its size (a partition's error, a diverging epoch or a preferred read
-    replica)."""
+    """One read of every partition of a request, with the byte budget it used, whether it must be
+    answered now whatever its size (a partition's error, a diverging epoch or a preferred read
+    replica), and the partitions that failed before any read (``unread``)."""
 
-    __slots__ = ("answer_now", "bytes", "results")
+    __slots__ = ("answer_now", "bytes", "results", "unread")
 
     def __init__(self) -> None:
         self.results: list[tuple[SessionPartition, dict[str, Any], int]] = []
         self.bytes = 0
         self.answer_now = False
+        self.unread: set[PartitionKey] = set()
 
 
 class _How(NamedTuple):
@@ -259,10 +265,12 @@ class FetchHandler:
         max_bytes = min(body.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
         if version < FIRST_ZSTD_VERSION and self.compression_type is not None:
             self._refuse_zstd_topics(names)
-        read = self._read_all(context.partitions, names, max_bytes, how)
+        read = self._read_all(context.partitions, names, max_bytes, how, None)
         max_wait_ms, min_bytes = body["max_wait_ms"], body["min_bytes"]
-        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or not context.partitions):
-            read = await self._wait(context.partitions, names, max_bytes, how, min_bytes, max_wait_ms / 1000)
+        every_one_unread = len(read.unread) >= len({p.key for p in context.partitions})
+        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or every_one_unread):
+            read = await self._wait(context.partitions, names, max_bytes, how, min_bytes, max_wait_ms / 1000,
+                                    frozenset(read.unread))
         response = self._response(ctx, body, context, read, names, how.read_committed)
         return ChunkedResponse(fit_body(ApiKey.FETCH, "response", ctx.api_version, response))
 
@@ -317,7 +325,8 @@ class FetchHandler:
                                 p.get("last_fetched_epoch", -1))
 
     async def _wait(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
-                    max_bytes: int, how: _How, min_bytes: int, max_wait: float) -> _Read:
+                    max_bytes: int, how: _How, min_bytes: int, max_wait: float,
+                    unread: frozenset[PartitionKey]) -> _Read:
         """Kafka's DelayedFetch: read again on each append to a partition of the request, and on
         each change of the cluster (a partition that moved to another leader or was deleted then
         answers its error at once, as DelayedFetch.tryComplete does), until ``min_bytes`` are
@@ -337,22 +346,30 @@ class FetchHandler:
                 if not await appended.wait(left) or self.services.stopping:
                     break
                 appended.clear()
-                read = self._read_all(partitions, names, max_bytes, how)
+                read = self._read_all(partitions, names, max_bytes, how, unread)
                 if read.bytes >= min_bytes or read.answer_now:
                     return read
         finally:
             for remove in removers:
                 remove()
-        return self._read_all(partitions, names, max_bytes, how)
+        return self._read_all(partitions, names, max_bytes, how, unread)
 
     def _read_all(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
-                  max_bytes: int, how: _How) -> _Read:
+                  max_bytes: int, how: _How, unread: frozenset[PartitionKey] | None) -> _Read:
+        """``unread``: the partitions the request's first read found failing before any read
+        (None: this is that read). As in Kafka's handleFetchRequest, such a partition (an unknown
+        topic id, topic or partition, a topic the principal may not read) is set aside, answered
+        with its error whenever the others are: it neither hurries nor holds the answer. One that
+        fails so only later (its topic deleted during the wait) answers at once."""
         read = _Read()
         for p in partitions:
             data, size = self._read_one(p, names.get(p.key[0]), max_bytes - read.bytes,
                                         min_one_batch=read.bytes == 0, how=how)
             read.results.append((p, data, size))
             read.bytes += size
+            if data["error_code"] in _BEFORE_READ and (unread is None or p.key in unread):
+                read.unread.add(p.key)
+                continue
             # Kafka's fetchMessages answers at once for an error, a diverging epoch (the fetcher
             # must truncate first) or a preferred read replica (the consumer goes there).
             read.answer_now = read.answer_now or data["error_code"] != ErrorCode.NONE or \
