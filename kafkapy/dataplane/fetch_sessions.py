@@ -14,8 +14,9 @@ the table ``TRANSITIONS`` below, keyed by (is a session id given, the kind of ep
   opened with topic ids must go on with them (else FETCH_SESSION_TOPIC_ID_ERROR). The request's
   partitions are added to the session or update its fetch positions, the forgotten ones leave,
   the expected epoch moves on (1, 2, ... Int32.MAX, then 1 again), and the response lists only
-  partitions with something new: records, an error, a changed high watermark or log start
-  offset. A session left with no partitions is closed, and that fetch answered sessionless.
+  partitions with something new: records, an error, a diverging epoch, a preferred read replica,
+  a changed high watermark or log start offset. A session left with no partitions is closed,
+  and that fetch answered sessionless.
   Partitions that returned records move to the end of the session so that the next response
   starts with the others (Kafka's fairness rule).
 
@@ -125,8 +126,11 @@ class SessionPartition:
         self.last_fetched_epoch = request.last_fetched_epoch
 
     def must_respond(self, data: Mapping[str, Any], records_size: int) -> bool:
-        """Whether an incremental response lists this partition; remembers what it reports."""
-        changed = records_size > 0 or data.get("error_code", 0) != ErrorCode.NONE
+        """Whether an incremental response lists this partition (Kafka's maybeUpdateResponseData:
+        records, an error, a diverging epoch or a preferred read replica, which the client must
+        act on, or a new high watermark or log start offset); remembers what it reports."""
+        changed = (records_size > 0 or data.get("error_code", 0) != ErrorCode.NONE
+                   or "diverging_epoch" in data or data.get("preferred_read_replica", -1) >= 0)
         high_watermark = data.get("high_watermark", -1)
         log_start_offset = data.get("log_start_offset", -1)
         if high_watermark != self.reported_high_watermark:

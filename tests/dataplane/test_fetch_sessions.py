@@ -175,3 +175,19 @@ def test_a_privileged_newcomer_evicts_a_new_consumer_session_and_a_consumer_neve
     assert cache.create(False, False, big) is None
     assert cache.create(True, False, []) is not None  # a follower's: the consumer's session goes
     assert consumer.id not in cache.sessions and follower.id in cache.sessions
+
+
+def test_an_incremental_response_lists_what_the_client_must_act_on_even_with_nothing_new() -> None:
+    """Kafka's CachedPartition.maybeUpdateResponseData: a diverging epoch (the fetcher must
+    truncate) and a preferred read replica (the consumer must go there) are always listed."""
+    cache = FetchSessionCache(clock_ms=lambda: 0)
+    key = ("t", 0)
+    session = cache.create(False, False, [SessionPartition(key, 0, 100)])
+    assert session is not None
+    same = {"error_code": ErrorCode.NONE, "high_watermark": 5, "log_start_offset": 0}
+    cached = session.partitions[key]
+    assert cached.must_respond(same, 0)  # the first high watermark told
+    assert not cached.must_respond(same, 0)  # nothing new
+    assert cached.must_respond({**same, "diverging_epoch": {"epoch": 0, "end_offset": 2}}, 0)
+    assert cached.must_respond({**same, "preferred_read_replica": 2}, 0)
+    assert not cached.must_respond({**same, "preferred_read_replica": -1}, 0)
