@@ -71,7 +71,7 @@ from kafkapy.server.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
-    from kafkapy.server.services import BrokerServices
+    from kafkapy.server.services import BrokerServices, ClusterView
 
 
 
@@ -82,7 +82,7 @@ def _newest_fetch() -> int:
 
 
 __all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FIRST_RECORD_BATCH_VERSION", "FetchHandler",
-           "PartitionSource"]
+           "PartitionSource", "cluster_endpoints", "node_endpoints"]
 
 FETCH_VERSIONS = VersionRange(0, _newest_fetch())  # v0-v3 get the old message formats (down-converted)
 FIRST_RECORD_BATCH_VERSION = 4  # Fetch v4 carries the batches as stored; v0-v3 get them converted
@@ -147,8 +147,13 @@ _ZSTD_REFUSED = "\x00zstd topic, fetch older than v10"  # the same, for a zstd t
 def node_endpoints(services: BrokerServices, ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
     """KIP-951's node endpoints: where, on the request's listener, each of ``node_ids`` is reached
     (the leaders a client is pointed at by its partitions' NOT_LEADER_OR_FOLLOWER)."""
+    return cluster_endpoints(services.cluster, ctx, node_ids)
+
+
+def cluster_endpoints(cluster: ClusterView, ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
+    """``node_endpoints`` from the cluster view alone (Produce's handler holds no services)."""
     endpoints = []
-    for broker in services.cluster.brokers:
+    for broker in cluster.brokers:
         endpoint = broker.endpoint(ctx.connection.listener)
         if broker.broker_id in node_ids and endpoint is not None:
             endpoints.append({"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,

@@ -55,6 +55,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafkapy.dataplane.fetch import cluster_endpoints
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.append import (
@@ -85,6 +86,7 @@ FIRST_BATCH_ONLY_VERSION = 3  # Produce v0-v2 may carry magic-0/1 messages (kafk
 # response's fields, so they are sent unfitted; tests/dataplane/test_produce_answer_shape.py
 # holds them equal to their fitted form.
 FIRST_FITTED_ANSWER_VERSION = 8
+FIRST_CURRENT_LEADER_VERSION = 10  # KIP-951: current_leader and node_endpoints on NOT_LEADER_OR_FOLLOWER
 NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a failed partition
 _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16; the bits sit in this byte
 MAGIC_V2 = 2
@@ -136,6 +138,7 @@ class ProduceHandler:
         now_ms = self.clock_ms()
         by_id = version >= FIRST_TOPIC_ID_VERSION
         failed = False
+        leaders: set[int] = set()
         responses = []
         refused = self._transactional_refusal(ctx, body)
         for topic_data in body["topic_data"]:
@@ -165,6 +168,10 @@ class ProduceHandler:
                 else:
                     answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
                 failed = failed or answer["error_code"] != ErrorCode.NONE
+                if (answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None
+                        and version >= FIRST_CURRENT_LEADER_VERSION):
+                    answer["current_leader"] = self._current_leader(name, index)
+                    leaders.add(answer["current_leader"]["leader_id"])
                 answers.append(answer)
             key = "topic_id" if by_id else "name"
             responses.append({key: topic_data[key], "partition_responses": answers})
@@ -173,9 +180,21 @@ class ProduceHandler:
                 raise CloseConnection
             return None
         answer = {"responses": responses, "throttle_time_ms": 0}
+        endpoints = cluster_endpoints(self.partitions.cluster, ctx, leaders) if leaders else []
+        if endpoints:
+            answer["node_endpoints"] = endpoints
         if version >= FIRST_FITTED_ANSWER_VERSION:
             return answer  # the version's own shape: fitting would copy it unchanged
         return body_fitter(ApiKey.PRODUCE, "response", version)(answer)
+
+    def _current_leader(self, topic: str, index: int) -> dict[str, int]:
+        """KIP-951 (Kafka's getCurrentLeader): who leads the partition now and in which epoch, so
+        the producer need not ask Metadata first; -1 and -1 when the view has no such partition."""
+        try:
+            leader, epoch = self.partitions.leadership(topic, index)
+        except KafkaApiError:
+            leader, epoch = -1, -1
+        return {"leader_id": leader, "leader_epoch": epoch}
 
     def _transactional_refusal(self, ctx: RequestContext, body: Any) -> ErrorCode | None:
         """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional records without a transactional

@@ -382,3 +382,23 @@ def test_delete_records_needs_the_delete_cleanup_policy(broker: Broker) -> None:
         assert delete(conn, "both", 4) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
         assert delete(conn, "both", -2) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1)
         assert delete(conn, "both", -1) == (ErrorCode.NONE, 3)
+
+
+def test_produce_v10_names_the_current_leader_of_a_partition_led_elsewhere() -> None:
+    """KIP-951 (Kafka's handleProduceRequest from v10): NOT_LEADER_OR_FOLLOWER comes with the
+    partition's leader and epoch and that broker's endpoint, so the producer goes there at once."""
+    store = MemoryStore()
+    with Broker({"broker.id": 1}, store=store) as first, Broker({"broker.id": 2}, store=store) as second:
+        create(first, "two", {0: (1, 2), 1: (2, 1)})
+        body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+            {"name": "two", "partition_data": [{"index": p, "records": batch(b"x")} for p in (0, 1)]}]}
+        with KafkaSocket(first.bootstrap_servers) as conn:
+            new = conn.call(ApiKey.PRODUCE, 12, body).body
+            old = conn.call(ApiKey.PRODUCE, 9, body).body
+        ours, elsewhere = new["responses"][0]["partition_responses"]
+        assert ours["error_code"] == ErrorCode.NONE
+        assert elsewhere["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert elsewhere["current_leader"] == {"leader_id": 2, "leader_epoch": 0}
+        port = int(second.bootstrap_servers.rsplit(":", 1)[1])
+        assert [(n["node_id"], n["port"]) for n in new["node_endpoints"]] == [(2, port)]
+        assert "current_leader" not in old["responses"][0]["partition_responses"][1]  # v9: none
