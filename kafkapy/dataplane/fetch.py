@@ -262,7 +262,8 @@ class FetchHandler:
         if self.authorize is not None:
             self._authorize(ctx, body, names)
         consumer = _replica_id(body) < 0
-        how = _How(read_committed=body.get("isolation_level", 0) == READ_COMMITTED,
+        # Kafka's FetchIsolation.of: a follower reads to the log end whatever isolation_level says
+        how = _How(read_committed=consumer and body.get("isolation_level", 0) == READ_COMMITTED,
                    to_magic=fetch_magic(version),
                    any_replica=consumer and version >= FIRST_RACK_VERSION,
                    client_rack=(body.get("rack_id") or "") if consumer else "",
