@@ -129,6 +129,10 @@ class PartitionSource(Protocol):
     def shares_logs(self) -> bool:
         """Whether this broker's followers hold their leaders' records."""
     def leader_epoch(self, topic: str, partition: int) -> int: ...
+    def check_leader_epoch(self, topic: str, partition: int, current: int) -> None:
+        """KIP-320: raises KafkaApiError(FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH) for a
+        ``current`` epoch (-1: none) other than the partition's, on a broker holding a replica;
+        asked before leadership."""
     def leadership(self, topic: str, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) as Metadata answers them; raises KafkaApiError like leader_log."""
     def topic_id(self, topic: str) -> uuid.UUID | None: ...
@@ -393,13 +397,8 @@ class FetchHandler:
             return _error_data(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), 0
         try:
             source = self.source
+            source.check_leader_epoch(topic, index, p.current_leader_epoch)  # before leadership, as Kafka
             log = source.replica_log(topic, index) if how.any_replica else source.leader_log(topic, index)
-            if p.current_leader_epoch != NO_LEADER_EPOCH:
-                epoch = self.source.leader_epoch(topic, index)
-                if p.current_leader_epoch < epoch:
-                    return _error_data(index, ErrorCode.FENCED_LEADER_EPOCH), 0
-                if p.current_leader_epoch > epoch:
-                    return _error_data(index, ErrorCode.UNKNOWN_LEADER_EPOCH), 0
             if p.last_fetched_epoch != NO_LEADER_EPOCH:
                 diverging = _diverging_epoch(log, p)
                 if diverging is not None:

@@ -486,16 +486,6 @@ class DataPlaneModule(Module):
 
     # --- ListOffsets, OffsetForLeaderEpoch, DeleteRecords, the log dirs ----------------------
 
-    def _check_epoch(self, topic: str, partition: int, current: int) -> None:
-        """A client's current_leader_epoch (KIP-320) against ours: older is fenced, newer unknown."""
-        if current == UNDEFINED_EPOCH:
-            return
-        ours = self.partitions.leader_epoch(topic, partition)
-        if current < ours:
-            raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
-        if current > ours:
-            raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-
     def _describable(self, ctx: RequestContext, name: str) -> None:
         """TOPIC_AUTHORIZATION_FAILED unless the principal may DESCRIBE the topic (ListOffsets,
         OffsetForLeaderEpoch from a consumer, as Kafka asks)."""
@@ -506,7 +496,7 @@ class DataPlaneModule(Module):
         """ListOffsets v1+ (Kafka's handleListOffsetRequestV1AndAbove and ReplicaManager.fetchOffset),
         per partition in this order: DESCRIBE on the topic, a partition named twice
         (INVALID_REQUEST, answered once), a special timestamp this version does not take
-        (UNSUPPORTED_VERSION), leadership, the current leader epoch, then the lookup. Only a
+        (UNSUPPORTED_VERSION), the current leader epoch, leadership, then the lookup. Only a
         consumer (replica id -1) is held to its isolation level; a debugging request (-2) may be
         answered by any replica."""
         if ctx.api_version == 0:
@@ -541,9 +531,9 @@ class DataPlaneModule(Module):
                 raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
                                     f"ListOffsets v{version} does not take the timestamp {timestamp}")
             partitions = self.partitions
+            partitions.check_leader_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             log = (partitions.replica_log(name, index) if replica_id == DEBUGGING_REPLICA_ID
                    else partitions.leader_log(name, index))
-            self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             found: TimestampAndOffset | None
             if read_committed and timestamp == LATEST_TIMESTAMP:  # the LSO, with the latest epoch
                 found = TimestampAndOffset(NO_TIMESTAMP, log.last_stable_offset,
@@ -590,16 +580,17 @@ class DataPlaneModule(Module):
 
     def offset_for_leader_epoch(self, ctx: RequestContext, request: Request) -> Answer:
         """Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a follower)
-        answers for every topic, else DESCRIBE on each (a consumer, KIP-320); then leadership,
-        current_leader_epoch, and the log's end offset for the epoch (-1, -1 for one newer than
+        answers for every topic, else DESCRIBE on each (a consumer, KIP-320); then
+        current_leader_epoch, leadership, and the log's end offset for the epoch (-1, -1 for one newer than
         any here)."""
         cluster_action = self._allows_all or self._allowed(ctx, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE)
 
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             if not cluster_action:
                 self._describable(ctx, name)
+            self.partitions.check_leader_epoch(name, asked["partition"],
+                                               asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             log = self.partitions.leader_log(name, asked["partition"])
-            self._check_epoch(name, asked["partition"], asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             found = log.end_offset_for_epoch(asked["leader_epoch"])
             return {"leader_epoch": found.leader_epoch, "end_offset": found.end_offset}
 

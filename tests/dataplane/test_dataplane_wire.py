@@ -402,3 +402,40 @@ def test_produce_v10_names_the_current_leader_of_a_partition_led_elsewhere() -> 
         port = int(second.bootstrap_servers.rsplit(":", 1)[1])
         assert [(n["node_id"], n["port"]) for n in new["node_endpoints"]] == [(2, port)]
         assert "current_leader" not in old["responses"][0]["partition_responses"][1]  # v9: none
+
+
+def test_a_follower_checks_the_leader_epoch_before_leadership() -> None:
+    """Kafka's Partition.getLocalLog: on a broker holding a replica, a current_leader_epoch other
+    than the partition's is answered first (UNKNOWN_LEADER_EPOCH for a newer one), then that the
+    broker does not lead; a broker holding no replica answers NOT_LEADER_OR_FOLLOWER whatever the
+    epoch (ListOffsets, OffsetForLeaderEpoch, Fetch before v11 go to the leader only)."""
+    store = MemoryStore()
+    with Broker({"broker.id": 1}, store=store) as first, Broker({"broker.id": 2}, store=store) as second:
+        create(first, "two", {0: (1, 2), 1: (1,)})  # broker 2 follows partition 0, holds no 1
+
+        def answers(conn: KafkaSocket, partition: int, epoch: int) -> tuple[int, int, int]:
+            listed = conn.call(ApiKey.LIST_OFFSETS, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": "two", "partitions": [{"partition_index": partition, "current_leader_epoch": epoch,
+                                                "timestamp": -1}]}]}).body["topics"][0]["partitions"][0]
+            ended = conn.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, {"replica_id": -1, "topics": [
+                {"topic": "two", "partitions": [{"partition": partition, "current_leader_epoch": epoch,
+                                                 "leader_epoch": 0}]}]}).body["topics"][0]["partitions"][0]
+            fetched = conn.call(ApiKey.FETCH, 10, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+                "topics": [
+                    {"topic": "two", "partitions": [{"partition": partition, "current_leader_epoch": epoch,
+                                                     "fetch_offset": 0, "log_start_offset": -1,
+                                                     "partition_max_bytes": 1024}]}]}).body
+            return (listed["error_code"], ended["error_code"],
+                    fetched["responses"][0]["partitions"][0]["error_code"])
+
+        with KafkaSocket(second.bootstrap_servers) as conn:
+            not_leader, unknown = ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH
+            assert answers(conn, 0, -1) == (not_leader,) * 3
+            assert answers(conn, 0, 0) == (not_leader,) * 3
+            assert answers(conn, 0, 5) == (unknown,) * 3  # a follower: the epoch first
+            assert answers(conn, 1, 5) == (not_leader,) * 3  # no replica here
+        with KafkaSocket(first.bootstrap_servers) as conn:
+            assert answers(conn, 0, 5) == (unknown,) * 3
+            assert answers(conn, 0, 0) == (ErrorCode.NONE,) * 3
