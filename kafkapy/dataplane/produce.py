@@ -247,7 +247,9 @@ class ProduceHandler:
             batch = RecordBatch(data)  # the stamped header, read once for producer state and the log
             duplicate = state.check_and_update(batch)
             if duplicate is not None:  # a retry: the offsets it got the first time, nothing stored
-                return _answer(index, duplicate.first_offset, NO_OFFSET, log.log_start_offset)
+                # and, as Kafka's UnifiedLog answers a duplicate, the batch's timestamp then
+                # (its append time under LogAppendTime) as log_append_time_ms
+                return _answer(index, duplicate.first_offset, duplicate.timestamp, log.log_start_offset)
             log.append(data, now_ms=now_ms, header=batch)
             partitions.appended(topic, index)
             return _answer(index, assigned.first_offset, assigned.log_append_time_ms, log.log_start_offset)

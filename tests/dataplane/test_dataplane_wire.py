@@ -439,3 +439,22 @@ def test_a_follower_checks_the_leader_epoch_before_leadership() -> None:
         with KafkaSocket(first.bootstrap_servers) as conn:
             assert answers(conn, 0, 5) == (unknown,) * 3
             assert answers(conn, 0, 0) == (ErrorCode.NONE,) * 3
+
+
+def test_a_retried_batch_is_answered_the_append_time_it_got() -> None:
+    """Kafka's UnifiedLog answers a duplicate with its first offsets and, as log_append_time_ms,
+    the batch's timestamp as stored: under LogAppendTime the producer's retry learns the same
+    append time as the first answer it lost."""
+    with Broker({"broker.id": 1}) as b:
+        create(b, "t", {0: (1,)}, {"message.timestamp.type": "LogAppendTime"})
+        with KafkaSocket(b.bootstrap_servers) as conn:
+            asked = {"transactional_id": None, "transaction_timeout_ms": 1, "producer_id": -1,
+                     "producer_epoch": -1}
+            init = conn.call(ApiKey.INIT_PRODUCER_ID, 4, asked).body
+            first = batch(b"a", producer_id=init["producer_id"], producer_epoch=0, base_sequence=0)
+            answer = produce(conn, "t", {0: first})[0]
+            time.sleep(0.01)
+            retry = produce(conn, "t", {0: first})[0]
+    assert answer["log_append_time_ms"] > 1_700_000_000_000
+    assert (retry["error_code"], retry["base_offset"], retry["log_append_time_ms"]) == (
+        ErrorCode.NONE, 0, answer["log_append_time_ms"])
