@@ -21,6 +21,10 @@ Authorization (KafkaApis.handleProduceRequest), only with an authorizer other th
 module passes ``authorize`` None then, and nothing is asked): a partition of a topic the
 principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED and left alone.
 
+Before any append, in Kafka's order: transactional records without an authorized
+transactional id (the whole request), an unknown topic id (v13), no WRITE, no such topic or
+partition, acks other than -1, 0, 1 (INVALID_REQUIRED_ACKS), an internal topic.
+
 Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``) hold
 the coordinators' own records: a client's Produce to one is answered INVALID_TOPIC_EXCEPTION (or
 UNKNOWN_TOPIC_OR_PARTITION while it does not exist: it is never auto-created here), as Kafka's
@@ -157,14 +161,14 @@ class ProduceHandler:
                     answer = _failed(index, refused)
                 elif denied:
                     answer = _failed(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                elif acks not in VALID_ACKS:
-                    answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name is None:
                     answer = _failed(index, ErrorCode.UNKNOWN_TOPIC_ID)
+                elif (acks not in VALID_ACKS or name in INTERNAL_TOPICS) and not self._exists(name, index):
+                    answer = _failed(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka asks this first
+                elif acks not in VALID_ACKS:
+                    answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
-                    exists = name in self.partitions.cluster.topics
-                    answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION if exists
-                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
                 else:
                     answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
                 failed = failed or answer["error_code"] != ErrorCode.NONE
@@ -186,6 +190,12 @@ class ProduceHandler:
         if version >= FIRST_FITTED_ANSWER_VERSION:
             return answer  # the version's own shape: fitting would copy it unchanged
         return body_fitter(ApiKey.PRODUCE, "response", version)(answer)
+
+    def _exists(self, topic: str, index: int) -> bool:
+        """Whether the cluster view has the partition (Kafka's metadataCache.contains, which
+        handleProduceRequest asks before acks and before any append)."""
+        info = self.partitions.cluster.topics.get(topic)
+        return info is not None and index in info.partitions
 
     def _current_leader(self, topic: str, index: int) -> dict[str, int]:
         """KIP-951 (Kafka's getCurrentLeader): who leads the partition now and in which epoch, so

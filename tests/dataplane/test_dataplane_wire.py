@@ -153,8 +153,10 @@ def test_acks_zero_sends_no_answer_and_invalid_acks_are_refused(broker: Broker) 
         # the next answer on the connection is the ApiVersions one: Produce sent nothing
         assert conn.call(ApiKey.API_VERSIONS, 0, {}).body["error_code"] == 0
         assert partitions_of(broker).logs.get("t", 0).log_end_offset == 1  # type: ignore[union-attr]
-        refused = produce(conn, "t", {0: batch(b"z")}, acks=2)[0]
-        assert refused["error_code"] == ErrorCode.INVALID_REQUIRED_ACKS
+        refused = produce(conn, "t", {0: batch(b"z"), 9: batch(b"z")}, acks=2)
+        assert refused[0]["error_code"] == ErrorCode.INVALID_REQUIRED_ACKS
+        # Kafka's handleProduceRequest answers a partition it does not know before looking at acks
+        assert refused[9]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         # acks=0 and a failed partition: the connection is closed, as Kafka does
         body["topic_data"][0]["partition_data"][0]["index"] = 9  # type: ignore[index]
         conn.send(ApiKey.PRODUCE, 9, body)
