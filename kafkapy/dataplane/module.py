@@ -558,8 +558,10 @@ class DataPlaneModule(Module):
         """ListOffsets v0 (Kafka's handleListOffsetRequestV0): a list of offsets per partition,
         segment starts by time (``PartitionLog.legacy_offsets_before``), only -1 and -2 of the
         special timestamps; a consumer (replica id -1) is never told of an offset past the high
-        watermark, which takes the place of those."""
-        from_consumer = request.body.get("replica_id", CONSUMER_REPLICA_ID) == CONSUMER_REPLICA_ID
+        watermark, which takes the place of those; a debugging request (-2) may be answered by
+        any replica."""
+        replica_id = request.body.get("replica_id", CONSUMER_REPLICA_ID)
+        from_consumer = replica_id == CONSUMER_REPLICA_ID
 
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             self._describable(ctx, name)
@@ -567,7 +569,9 @@ class DataPlaneModule(Module):
             if timestamp < EARLIEST_TIMESTAMP:
                 raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
                                     "ListOffsets v0 takes only the timestamps -1 and -2 of the special ones")
-            log = self.partitions.leader_log(name, asked["partition_index"])
+            partitions, index = self.partitions, asked["partition_index"]
+            log = (partitions.replica_log(name, index) if replica_id == DEBUGGING_REPLICA_ID
+                   else partitions.leader_log(name, index))
             offsets = log.legacy_offsets_before(timestamp, asked["max_num_offsets"])
             high_watermark = log.high_watermark
             if from_consumer and any(offset > high_watermark for offset in offsets):

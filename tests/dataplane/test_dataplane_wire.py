@@ -241,6 +241,13 @@ def test_not_leader_on_a_two_broker_cluster_and_a_leader_change_keeps_the_record
                 assert answers[1]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
                 assert produce(b, "two", {1: batch(b"p1")})[1]["error_code"] == 0
                 assert list_offset(b, "two", 0, -1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+                # a debugging request (replica id -2) may be answered by any replica, as Kafka's
+                # fetchOnlyFromLeader says, in v0 too
+                for version, field in ((1, "offset"), (0, "old_style_offsets")):
+                    body = {"replica_id": -2, "topics": [{"name": "two", "partitions": [
+                        {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]}
+                    [debug] = b.call(ApiKey.LIST_OFFSETS, version, body).body["topics"][0]["partitions"]
+                    assert (debug["error_code"], debug[field]) == (ErrorCode.NONE, 1 if version else [1])
         # broker 2 is gone: broker 1 leads partition 1 and finds its record
         assert first.runtime is not None
         deadline = time.monotonic() + 5
