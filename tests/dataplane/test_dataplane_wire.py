@@ -467,3 +467,16 @@ def test_a_retried_batch_is_answered_the_append_time_it_got() -> None:
     assert answer["log_append_time_ms"] > 1_700_000_000_000
     assert (retry["error_code"], retry["base_offset"], retry["log_append_time_ms"]) == (
         ErrorCode.NONE, 0, answer["log_append_time_ms"])
+
+
+def test_list_offsets_max_timestamp_under_log_append_time_is_the_batchs_first_record() -> None:
+    """KIP-734 under LogAppendTime: every record of a batch bears its append time, so Kafka's
+    RecordBatch.offsetOfMaxTimestamp answers the first record of the newest batch."""
+    with Broker({"broker.id": 1}) as b:
+        create(b, "t", {0: (1,)}, {"message.timestamp.type": "LogAppendTime"})
+        with KafkaSocket(b.bootstrap_servers) as conn:
+            produce(conn, "t", {0: batch(b"1", b"2")})
+            time.sleep(0.01)
+            stamped = produce(conn, "t", {0: batch(b"3", b"4", b"5")})[0]
+            answer = list_offset(conn, "t", 0, -3)
+    assert (answer["offset"], answer["timestamp"]) == (2, stamped["log_append_time_ms"])
