@@ -134,6 +134,10 @@ def test_offsets_follow_on_and_list_offsets_answers_every_special_timestamp(brok
             {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]}
         [epoch] = conn.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body).body["topics"][0]["partitions"]
         assert (epoch["error_code"], epoch["leader_epoch"], epoch["end_offset"]) == (0, 0, 4)
+        # an epoch newer than any here is no error: no epoch, no end offset (Kafka's endOffsetFor)
+        body["topics"][0]["partitions"][0]["leader_epoch"] = 7  # type: ignore[index]
+        [newer] = conn.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body).body["topics"][0]["partitions"]
+        assert (newer["error_code"], newer["leader_epoch"], newer["end_offset"]) == (0, -1, -1)
         body["topics"][0]["partitions"][0]["current_leader_epoch"] = 3  # type: ignore[index]
         [ahead] = conn.call(ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, body).body["topics"][0]["partitions"]
         assert ahead["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
