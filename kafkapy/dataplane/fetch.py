@@ -71,7 +71,7 @@ from kafkapy.server.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
-    from kafkapy.server.services import BrokerServices
+    from kafkapy.server.services import BrokerServices, ClusterView
 
 
 
@@ -82,7 +82,7 @@ def _newest_fetch() -> int:
 
 
 __all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FIRST_RECORD_BATCH_VERSION", "FetchHandler",
-           "PartitionSource"]
+           "PartitionSource", "cluster_endpoints", "node_endpoints"]
 
 FETCH_VERSIONS = VersionRange(0, _newest_fetch())  # v0-v3 get the old message formats (down-converted)
 FIRST_RECORD_BATCH_VERSION = 4  # Fetch v4 carries the batches as stored; v0-v3 get them converted
@@ -111,6 +111,11 @@ FETCH_CONFIG_KEYS = (
               "replica in its rack; unset (Kafka's default) the leader serves every fetch.", _known_selector),
 )
 _LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
+# What Kafka's handleFetchRequest answers before reading (the partition is not passed on to the
+# read, so it does not make the request answer at once): no such topic id, no READ, no such
+# topic or partition in the metadata.
+_BEFORE_READ = frozenset({ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 
 
 class PartitionSource(Protocol):
@@ -124,6 +129,10 @@ class PartitionSource(Protocol):
     def shares_logs(self) -> bool:
         """Whether this broker's followers hold their leaders' records."""
     def leader_epoch(self, topic: str, partition: int) -> int: ...
+    def check_leader_epoch(self, topic: str, partition: int, current: int) -> None:
+        """KIP-320: raises KafkaApiError(FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH) for a
+        ``current`` epoch (-1: none) other than the partition's, on a broker holding a replica;
+        asked before leadership."""
     def leadership(self, topic: str, partition: int) -> tuple[int, int]:
         """(leader, leader epoch) as Metadata answers them; raises KafkaApiError like leader_log."""
     def topic_id(self, topic: str) -> uuid.UUID | None: ...
@@ -142,8 +151,13 @@ _ZSTD_REFUSED = "\x00zstd topic, fetch older than v10"  # the same, for a zstd t
 def node_endpoints(services: BrokerServices, ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
     """KIP-951's node endpoints: where, on the request's listener, each of ``node_ids`` is reached
     (the leaders a client is pointed at by its partitions' NOT_LEADER_OR_FOLLOWER)."""
+    return cluster_endpoints(services.cluster, ctx, node_ids)
+
+
+def cluster_endpoints(cluster: ClusterView, ctx: RequestContext, node_ids: set[int]) -> list[dict[str, Any]]:
+    """``node_endpoints`` from the cluster view alone (Produce's handler holds no services)."""
     endpoints = []
-    for broker in services.cluster.brokers:
+    for broker in cluster.brokers:
         endpoint = broker.endpoint(ctx.connection.listener)
         if broker.broker_id in node_ids and endpoint is not None:
             endpoints.append({"node_id": broker.broker_id, "host": endpoint.host, "port": endpoint.port,
@@ -179,15 +193,17 @@ def _replica_id(body: Mapping[str, Any]) -> int:
 
 
 class _Read:
-    """One read of every partition of a request, with the byte budget it used, and whether it must
-    be answered now whatever its size (a partition's error, or a preferred read replica)."""
+    """One read of every partition of a request, with the byte budget it used, whether it must be
+    answered now whatever its size (a partition's error, a diverging epoch or a preferred read
+    replica), and the partitions that failed before any read (``unread``)."""
 
-    __slots__ = ("answer_now", "bytes", "results")
+    __slots__ = ("answer_now", "bytes", "results", "unread")
 
     def __init__(self) -> None:
         self.results: list[tuple[SessionPartition, dict[str, Any], int]] = []
         self.bytes = 0
         self.answer_now = False
+        self.unread: set[PartitionKey] = set()
 
 
 class _How(NamedTuple):
@@ -250,7 +266,8 @@ class FetchHandler:
         if self.authorize is not None:
             self._authorize(ctx, body, names)
         consumer = _replica_id(body) < 0
-        how = _How(read_committed=body.get("isolation_level", 0) == READ_COMMITTED,
+        # Kafka's FetchIsolation.of: a follower reads to the log end whatever isolation_level says
+        how = _How(read_committed=consumer and body.get("isolation_level", 0) == READ_COMMITTED,
                    to_magic=fetch_magic(version),
                    any_replica=consumer and version >= FIRST_RACK_VERSION,
                    client_rack=(body.get("rack_id") or "") if consumer else "",
@@ -258,10 +275,12 @@ class FetchHandler:
         max_bytes = min(body.get("max_bytes", self.fetch_max_bytes), self.fetch_max_bytes)
         if version < FIRST_ZSTD_VERSION and self.compression_type is not None:
             self._refuse_zstd_topics(names)
-        read = self._read_all(context.partitions, names, max_bytes, how)
+        read = self._read_all(context.partitions, names, max_bytes, how, None)
         max_wait_ms, min_bytes = body["max_wait_ms"], body["min_bytes"]
-        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or not context.partitions):
-            read = await self._wait(context.partitions, names, max_bytes, how, min_bytes, max_wait_ms / 1000)
+        every_one_unread = len(read.unread) >= len({p.key for p in context.partitions})
+        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or every_one_unread):
+            read = await self._wait(context.partitions, names, max_bytes, how, min_bytes, max_wait_ms / 1000,
+                                    frozenset(read.unread))
         response = self._response(ctx, body, context, read, names, how.read_committed)
         return ChunkedResponse(fit_body(ApiKey.FETCH, "response", ctx.api_version, response))
 
@@ -316,7 +335,8 @@ class FetchHandler:
                                 p.get("last_fetched_epoch", -1))
 
     async def _wait(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
-                    max_bytes: int, how: _How, min_bytes: int, max_wait: float) -> _Read:
+                    max_bytes: int, how: _How, min_bytes: int, max_wait: float,
+                    unread: frozenset[PartitionKey]) -> _Read:
         """Kafka's DelayedFetch: read again on each append to a partition of the request, and on
         each change of the cluster (a partition that moved to another leader or was deleted then
         answers its error at once, as DelayedFetch.tryComplete does), until ``min_bytes`` are
@@ -336,24 +356,34 @@ class FetchHandler:
                 if not await appended.wait(left) or self.services.stopping:
                     break
                 appended.clear()
-                read = self._read_all(partitions, names, max_bytes, how)
+                read = self._read_all(partitions, names, max_bytes, how, unread)
                 if read.bytes >= min_bytes or read.answer_now:
                     return read
         finally:
             for remove in removers:
                 remove()
-        return self._read_all(partitions, names, max_bytes, how)
+        return self._read_all(partitions, names, max_bytes, how, unread)
 
     def _read_all(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
-                  max_bytes: int, how: _How) -> _Read:
+                  max_bytes: int, how: _How, unread: frozenset[PartitionKey] | None) -> _Read:
+        """``unread``: the partitions the request's first read found failing before any read
+        (None: this is that read). As in Kafka's handleFetchRequest, such a partition (an unknown
+        topic id, topic or partition, a topic the principal may not read) is set aside, answered
+        with its error whenever the others are: it neither hurries nor holds the answer. One that
+        fails so only later (its topic deleted during the wait) answers at once."""
         read = _Read()
         for p in partitions:
             data, size = self._read_one(p, names.get(p.key[0]), max_bytes - read.bytes,
                                         min_one_batch=read.bytes == 0, how=how)
             read.results.append((p, data, size))
             read.bytes += size
+            if data["error_code"] in _BEFORE_READ and (unread is None or p.key in unread):
+                read.unread.add(p.key)
+                continue
+            # Kafka's fetchMessages answers at once for an error, a diverging epoch (the fetcher
+            # must truncate first) or a preferred read replica (the consumer goes there).
             read.answer_now = read.answer_now or data["error_code"] != ErrorCode.NONE or \
-                "preferred_read_replica" in data
+                "diverging_epoch" in data or "preferred_read_replica" in data
         return read
 
     def _read_one(self, p: SessionPartition, topic: str | None, budget: int, *, min_one_batch: bool,
@@ -367,13 +397,8 @@ class FetchHandler:
             return _error_data(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE), 0
         try:
             source = self.source
+            source.check_leader_epoch(topic, index, p.current_leader_epoch)  # before leadership, as Kafka
             log = source.replica_log(topic, index) if how.any_replica else source.leader_log(topic, index)
-            if p.current_leader_epoch != NO_LEADER_EPOCH:
-                epoch = self.source.leader_epoch(topic, index)
-                if p.current_leader_epoch < epoch:
-                    return _error_data(index, ErrorCode.FENCED_LEADER_EPOCH), 0
-                if p.current_leader_epoch > epoch:
-                    return _error_data(index, ErrorCode.UNKNOWN_LEADER_EPOCH), 0
             if p.last_fetched_epoch != NO_LEADER_EPOCH:
                 diverging = _diverging_epoch(log, p)
                 if diverging is not None:

@@ -14,8 +14,9 @@ the table ``TRANSITIONS`` below, keyed by (is a session id given, the kind of ep
   opened with topic ids must go on with them (else FETCH_SESSION_TOPIC_ID_ERROR). The request's
   partitions are added to the session or update its fetch positions, the forgotten ones leave,
   the expected epoch moves on (1, 2, ... Int32.MAX, then 1 again), and the response lists only
-  partitions with something new: records, an error, a changed high watermark or log start
-  offset. A session left with no partitions is closed, and that fetch answered sessionless.
+  partitions with something new: records, an error, a diverging epoch, a preferred read replica,
+  a changed high watermark or log start offset. A session left with no partitions is closed,
+  and that fetch answered sessionless.
   Partitions that returned records move to the end of the session so that the next response
   starts with the others (Kafka's fairness rule).
 
@@ -23,9 +24,11 @@ The cache holds at most ``max.incremental.fetch.session.cache.slots`` (Kafka's d
 sessions. A new session takes a free slot; in a full cache it evicts the least recently used
 session if that one went unused for 120 s (Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS),
 else the least valuable session, ordered by (privileged: a follower's, number of partitions,
-id), when the new one is worth at least as much; a consumer's request never evicts a follower's
-session. Otherwise no session is made: the response says session id 0 and the client goes on
-with full fetches, as against Kafka.
+id), when the new one is worth more (more partitions, or privileged over not). Only a session
+that had lived 120 s when it was last used can go that way, so new consumers do not evict each
+other in turn; a privileged newcomer may also evict any session that is not privileged, and a
+consumer's request never evicts a follower's session. Otherwise no session is made: the response
+says session id 0 and the client goes on with full fetches, as against Kafka.
 """
 
 from __future__ import annotations
@@ -123,8 +126,11 @@ class SessionPartition:
         self.last_fetched_epoch = request.last_fetched_epoch
 
     def must_respond(self, data: Mapping[str, Any], records_size: int) -> bool:
-        """Whether an incremental response lists this partition; remembers what it reports."""
-        changed = records_size > 0 or data.get("error_code", 0) != ErrorCode.NONE
+        """Whether an incremental response lists this partition (Kafka's maybeUpdateResponseData:
+        records, an error, a diverging epoch or a preferred read replica, which the client must
+        act on, or a new high watermark or log start offset); remembers what it reports."""
+        changed = (records_size > 0 or data.get("error_code", 0) != ErrorCode.NONE
+                   or "diverging_epoch" in data or data.get("preferred_read_replica", -1) >= 0)
         high_watermark = data.get("high_watermark", -1)
         log_start_offset = data.get("log_start_offset", -1)
         if high_watermark != self.reported_high_watermark:
@@ -256,17 +262,21 @@ class FetchSessionCache:
         return session
 
     def _evict_for(self, privileged: bool, size: int, now: int) -> bool:
-        """Kafka's tryEvict: a stale session first, else the least valuable one if the new one is
-        worth at least as much (privileged, size; a tie on both goes to the newcomer)."""
+        """Kafka's tryEvict: the least recently used session if it went unused for ``eviction_ms``;
+        else the least valuable evictable one, if the newcomer is worth more. Worth is (privileged,
+        size, id) with the newcomer's id counted as 0, so a tie keeps the session. Evictable: a
+        session that had lived ``eviction_ms`` when last used (a new one is safe from other new
+        ones) and, for a privileged newcomer, any that is not privileged."""
         if not self.sessions:
             return False
         stale = min(self.sessions.values(), key=lambda s: (s.last_used_ms, s.id))
         if now - stale.last_used_ms > self.eviction_ms:
             victim: FetchSession | None = stale
         else:
-            candidates = [s for s in self.sessions.values() if privileged or not s.privileged]
+            candidates = [s for s in self.sessions.values() if (privileged and not s.privileged)
+                          or s.last_used_ms - s.created_ms > self.eviction_ms]
             victim = min(candidates, key=FetchSession.value, default=None)
-            if victim is not None and (privileged, size) < victim.value()[:2]:
+            if victim is not None and (privileged, size, 0) < victim.value():
                 victim = None
         if victim is None:
             return False

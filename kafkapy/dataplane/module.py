@@ -28,8 +28,11 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import LogConfig, LogManager
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
     NO_OFFSET,
     NO_TIMESTAMP,
     UNDEFINED_EPOCH,
@@ -60,6 +63,13 @@ _HOUR_MS = 60 * 60 * 1000
 NO_PRODUCER_EPOCH = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # IsolationLevel
 CONSUMER_REPLICA_ID = -1  # Kafka's ListOffsetsRequest.CONSUMER_REPLICA_ID
+DEBUGGING_REPLICA_ID = -2  # Kafka's ListOffsetsRequest.DEBUGGING_REPLICA_ID: any replica answers it
+# The first ListOffsets version that takes each special timestamp (Kafka's ReplicaManager
+# timestampMinSupportedVersion); an older version, or a negative timestamp not listed, is answered
+# UNSUPPORTED_VERSION for that partition.
+SPECIAL_TIMESTAMP_VERSIONS: Mapping[int, int] = {
+    LATEST_TIMESTAMP: 1, EARLIEST_TIMESTAMP: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL_TIMESTAMP: 8,
+    LATEST_TIERED_TIMESTAMP: 9, EARLIEST_PENDING_UPLOAD_TIMESTAMP: 11}
 _EARLIEST = (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP)  # answered whatever the isolation level
 
 
@@ -476,16 +486,6 @@ class DataPlaneModule(Module):
 
     # --- ListOffsets, OffsetForLeaderEpoch, DeleteRecords, the log dirs ----------------------
 
-    def _check_epoch(self, topic: str, partition: int, current: int) -> None:
-        """A client's current_leader_epoch (KIP-320) against ours: older is fenced, newer unknown."""
-        if current == UNDEFINED_EPOCH:
-            return
-        ours = self.partitions.leader_epoch(topic, partition)
-        if current < ours:
-            raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH)
-        if current > ours:
-            raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH)
-
     def _describable(self, ctx: RequestContext, name: str) -> None:
         """TOPIC_AUTHORIZATION_FAILED unless the principal may DESCRIBE the topic (ListOffsets,
         OffsetForLeaderEpoch from a consumer, as Kafka asks)."""
@@ -493,15 +493,47 @@ class DataPlaneModule(Module):
             raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
     def list_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        """ListOffsets v1+ (Kafka's handleListOffsetRequestV1AndAbove and ReplicaManager.fetchOffset),
+        per partition in this order: DESCRIBE on the topic, a partition named twice
+        (INVALID_REQUEST, answered once), a special timestamp this version does not take
+        (UNSUPPORTED_VERSION), the current leader epoch, leadership, then the lookup. Only a
+        consumer (replica id -1) is held to its isolation level; a debugging request (-2) may be
+        answered by any replica."""
         if ctx.api_version == 0:
             return self._list_offsets_v0(ctx, request)
+        version = ctx.api_version
+        body = request.body
+        replica_id = body.get("replica_id", CONSUMER_REPLICA_ID)
+        read_committed = (replica_id == CONSUMER_REPLICA_ID
+                          and body.get("isolation_level", READ_UNCOMMITTED) == READ_COMMITTED)
+        # A partition named twice is answered once, INVALID_REQUEST (Kafka keeps one result per
+        # partition); a topic named twice is answered as one.
+        unique: dict[str, dict[str, Any]] = {}
+        seen: set[tuple[str, int]] = set()
+        duplicates: set[tuple[str, int]] = set()
+        for topic in body.get("topics") or []:
+            merged = unique.setdefault(topic["name"], {"name": topic["name"], "partitions": []})
+            for asked in topic.get("partitions") or []:
+                key = (topic["name"], asked["partition_index"])
+                if key in seen:
+                    duplicates.add(key)
+                else:
+                    seen.add(key)
+                    merged["partitions"].append(asked)
 
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             self._describable(ctx, name)
             index = asked["partition_index"]
-            log = self.partitions.leader_log(name, index)
-            self._check_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             timestamp = asked["timestamp"]
+            if (name, index) in duplicates:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "the partition is named more than once")
+            if timestamp < 0 and SPECIAL_TIMESTAMP_VERSIONS.get(timestamp, version + 1) > version:
+                raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
+                                    f"ListOffsets v{version} does not take the timestamp {timestamp}")
+            partitions = self.partitions
+            partitions.check_leader_epoch(name, index, asked.get("current_leader_epoch", UNDEFINED_EPOCH))
+            log = (partitions.replica_log(name, index) if replica_id == DEBUGGING_REPLICA_ID
+                   else partitions.leader_log(name, index))
             found: TimestampAndOffset | None
             if read_committed and timestamp == LATEST_TIMESTAMP:  # the LSO, with the latest epoch
                 found = TimestampAndOffset(NO_TIMESTAMP, log.last_stable_offset,
@@ -517,19 +549,19 @@ class DataPlaneModule(Module):
                 return {}
             return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": found.leader_epoch}
 
-        read_committed = request.body.get("isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
-
-        topics = _each_partition(request.body.get("topics"), "name", "partition_index", {
+        topics = _each_partition(list(unique.values()), "name", "partition_index", {
             "timestamp": NO_TIMESTAMP, "offset": NO_OFFSET, "leader_epoch": UNDEFINED_EPOCH}, answer)
-        return body_fitter(ApiKey.LIST_OFFSETS, "response", ctx.api_version)(
+        return body_fitter(ApiKey.LIST_OFFSETS, "response", version)(
             {"throttle_time_ms": 0, "topics": topics})
 
     def _list_offsets_v0(self, ctx: RequestContext, request: Request) -> Answer:
         """ListOffsets v0 (Kafka's handleListOffsetRequestV0): a list of offsets per partition,
         segment starts by time (``PartitionLog.legacy_offsets_before``), only -1 and -2 of the
         special timestamps; a consumer (replica id -1) is never told of an offset past the high
-        watermark, which takes the place of those."""
-        from_consumer = request.body.get("replica_id", CONSUMER_REPLICA_ID) == CONSUMER_REPLICA_ID
+        watermark, which takes the place of those; a debugging request (-2) may be answered by
+        any replica."""
+        replica_id = request.body.get("replica_id", CONSUMER_REPLICA_ID)
+        from_consumer = replica_id == CONSUMER_REPLICA_ID
 
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             self._describable(ctx, name)
@@ -537,7 +569,9 @@ class DataPlaneModule(Module):
             if timestamp < EARLIEST_TIMESTAMP:
                 raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION,
                                     "ListOffsets v0 takes only the timestamps -1 and -2 of the special ones")
-            log = self.partitions.leader_log(name, asked["partition_index"])
+            partitions, index = self.partitions, asked["partition_index"]
+            log = (partitions.replica_log(name, index) if replica_id == DEBUGGING_REPLICA_ID
+                   else partitions.leader_log(name, index))
             offsets = log.legacy_offsets_before(timestamp, asked["max_num_offsets"])
             high_watermark = log.high_watermark
             if from_consumer and any(offset > high_watermark for offset in offsets):
@@ -549,10 +583,18 @@ class DataPlaneModule(Module):
         return body_fitter(ApiKey.LIST_OFFSETS, "response", ctx.api_version)({"topics": topics})
 
     def offset_for_leader_epoch(self, ctx: RequestContext, request: Request) -> Answer:
+        """Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a follower)
+        answers for every topic, else DESCRIBE on each (a consumer, KIP-320); then
+        current_leader_epoch, leadership, and the log's end offset for the epoch (-1, -1 for one newer than
+        any here)."""
+        cluster_action = self._allows_all or self._allowed(ctx, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE)
+
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
-            self._describable(ctx, name)
+            if not cluster_action:
+                self._describable(ctx, name)
+            self.partitions.check_leader_epoch(name, asked["partition"],
+                                               asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             log = self.partitions.leader_log(name, asked["partition"])
-            self._check_epoch(name, asked["partition"], asked.get("current_leader_epoch", UNDEFINED_EPOCH))
             found = log.end_offset_for_epoch(asked["leader_epoch"])
             return {"leader_epoch": found.leader_epoch, "end_offset": found.end_offset}
 
@@ -562,8 +604,11 @@ class DataPlaneModule(Module):
             {"throttle_time_ms": 0, "topics": topics})
 
     def delete_records(self, ctx: RequestContext, request: Request) -> Answer:
-        """Offset -1 means the high watermark (Kafka's DeleteRecordsRequest.HIGH_WATERMARK). A topic
-        whose cleanup.policy lacks ``delete`` refuses with POLICY_VIOLATION, as Kafka's does."""
+        """Kafka's handleDeleteRecordsRequest and Partition.deleteRecordsOnLeader, per partition in
+        this order: DELETE on the topic, the partition's existence, an internal topic
+        (INVALID_TOPIC_EXCEPTION), leadership, a cleanup.policy without delete (POLICY_VIOLATION),
+        then the offset: -1 means the high watermark (DeleteRecordsRequest.HIGH_WATERMARK), another
+        negative one or one past the high watermark is OFFSET_OUT_OF_RANGE."""
         def answer(name: str, asked: Mapping[str, Any]) -> dict[str, Any]:
             if not self._allowed(ctx, "DELETE", "TOPIC", name):
                 raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)

@@ -43,6 +43,8 @@ from kafkapy.log.segmented import SegmentedLog
 from kafkapy.protocol.records import RecordBatch
 from kafkapy.server.services import INITIAL_LEADER_EPOCH
 
+UNDEFINED_LEADER_EPOCH = -1  # a request's current_leader_epoch when the client knows none
+
 if TYPE_CHECKING:
     from kafkapy.server.services import ClusterView
 
@@ -238,6 +240,25 @@ class Partitions:
         if log is None or log.topic_id != self.cluster.topics[topic].topic_id:
             return None
         return home.producer_state(topic, partition, log)
+
+    def check_leader_epoch(self, topic: str, partition: int, current: int) -> None:
+        """A client's ``current_leader_epoch`` (KIP-320; -1: none) against the partition's, asked
+        before leadership as Kafka's Partition.getLocalLog asks it on a broker holding a replica:
+        older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, so a follower tells a client
+        with a stale or a future epoch so rather than NOT_LEADER_OR_FOLLOWER. A broker that is no
+        replica leaves the answer to leadership (Kafka's ReplicaManager answers it before)."""
+        if current == UNDEFINED_LEADER_EPOCH:
+            return
+        leader, epoch = self.leadership(topic, partition)
+        me = self._broker_id()
+        if leader != me and me not in self.cluster.topics[topic].partitions.get(partition, ()):
+            return
+        if current < epoch:
+            raise KafkaApiError(ErrorCode.FENCED_LEADER_EPOCH,
+                                f"The leader epoch {current} of {topic}-{partition} is older than {epoch}.")
+        if current > epoch:
+            raise KafkaApiError(ErrorCode.UNKNOWN_LEADER_EPOCH,
+                                f"The leader epoch {current} of {topic}-{partition} is newer than {epoch}.")
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's current leader epoch, from its stored state (UNKNOWN_TOPIC_OR_PARTITION

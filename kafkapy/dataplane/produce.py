@@ -21,6 +21,10 @@ Authorization (KafkaApis.handleProduceRequest), only with an authorizer other th
 module passes ``authorize`` None then, and nothing is asked): a partition of a topic the
 principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED and left alone.
 
+Before any append, in Kafka's order: transactional records without an authorized
+transactional id (the whole request), an unknown topic id (v13), no WRITE, no such topic or
+partition, acks other than -1, 0, 1 (INVALID_REQUIRED_ACKS), an internal topic.
+
 Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``) hold
 the coordinators' own records: a client's Produce to one is answered INVALID_TOPIC_EXCEPTION (or
 UNKNOWN_TOPIC_OR_PARTITION while it does not exist: it is never auto-created here), as Kafka's
@@ -55,6 +59,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafkapy.dataplane.fetch import cluster_endpoints
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.append import (
@@ -85,6 +90,7 @@ FIRST_BATCH_ONLY_VERSION = 3  # Produce v0-v2 may carry magic-0/1 messages (kafk
 # response's fields, so they are sent unfitted; tests/dataplane/test_produce_answer_shape.py
 # holds them equal to their fitted form.
 FIRST_FITTED_ANSWER_VERSION = 8
+FIRST_CURRENT_LEADER_VERSION = 10  # KIP-951: current_leader and node_endpoints on NOT_LEADER_OR_FOLLOWER
 NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a failed partition
 _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16; the bits sit in this byte
 MAGIC_V2 = 2
@@ -136,6 +142,7 @@ class ProduceHandler:
         now_ms = self.clock_ms()
         by_id = version >= FIRST_TOPIC_ID_VERSION
         failed = False
+        leaders: set[int] = set()
         responses = []
         refused = self._transactional_refusal(ctx, body)
         for topic_data in body["topic_data"]:
@@ -154,17 +161,21 @@ class ProduceHandler:
                     answer = _failed(index, refused)
                 elif denied:
                     answer = _failed(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                elif acks not in VALID_ACKS:
-                    answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name is None:
                     answer = _failed(index, ErrorCode.UNKNOWN_TOPIC_ID)
+                elif (acks not in VALID_ACKS or name in INTERNAL_TOPICS) and not self._exists(name, index):
+                    answer = _failed(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka asks this first
+                elif acks not in VALID_ACKS:
+                    answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
-                    exists = name in self.partitions.cluster.topics
-                    answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION if exists
-                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
                 else:
                     answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
                 failed = failed or answer["error_code"] != ErrorCode.NONE
+                if (answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None
+                        and version >= FIRST_CURRENT_LEADER_VERSION):
+                    answer["current_leader"] = self._current_leader(name, index)
+                    leaders.add(answer["current_leader"]["leader_id"])
                 answers.append(answer)
             key = "topic_id" if by_id else "name"
             responses.append({key: topic_data[key], "partition_responses": answers})
@@ -173,9 +184,27 @@ class ProduceHandler:
                 raise CloseConnection
             return None
         answer = {"responses": responses, "throttle_time_ms": 0}
+        endpoints = cluster_endpoints(self.partitions.cluster, ctx, leaders) if leaders else []
+        if endpoints:
+            answer["node_endpoints"] = endpoints
         if version >= FIRST_FITTED_ANSWER_VERSION:
             return answer  # the version's own shape: fitting would copy it unchanged
         return body_fitter(ApiKey.PRODUCE, "response", version)(answer)
+
+    def _exists(self, topic: str, index: int) -> bool:
+        """Whether the cluster view has the partition (Kafka's metadataCache.contains, which
+        handleProduceRequest asks before acks and before any append)."""
+        info = self.partitions.cluster.topics.get(topic)
+        return info is not None and index in info.partitions
+
+    def _current_leader(self, topic: str, index: int) -> dict[str, int]:
+        """KIP-951 (Kafka's getCurrentLeader): who leads the partition now and in which epoch, so
+        the producer need not ask Metadata first; -1 and -1 when the view has no such partition."""
+        try:
+            leader, epoch = self.partitions.leadership(topic, index)
+        except KafkaApiError:
+            leader, epoch = -1, -1
+        return {"leader_id": leader, "leader_epoch": epoch}
 
     def _transactional_refusal(self, ctx: RequestContext, body: Any) -> ErrorCode | None:
         """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional records without a transactional
@@ -228,7 +257,9 @@ class ProduceHandler:
             batch = RecordBatch(data)  # the stamped header, read once for producer state and the log
             duplicate = state.check_and_update(batch)
             if duplicate is not None:  # a retry: the offsets it got the first time, nothing stored
-                return _answer(index, duplicate.first_offset, NO_OFFSET, log.log_start_offset)
+                # and, as Kafka's UnifiedLog answers a duplicate, the batch's timestamp then
+                # (its append time under LogAppendTime) as log_append_time_ms
+                return _answer(index, duplicate.first_offset, duplicate.timestamp, log.log_start_offset)
             log.append(data, now_ms=now_ms, header=batch)
             partitions.appended(topic, index)
             return _answer(index, assigned.first_offset, assigned.log_append_time_ms, log.log_start_offset)

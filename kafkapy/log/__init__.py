@@ -8,6 +8,7 @@ See docs/log.md.
 
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -26,6 +27,7 @@ from kafkapy.log.topic_config import LogConfig
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_PENDING_UPLOAD_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",

@@ -25,6 +25,7 @@ from kafkapy.protocol.records import Buffer, RecordBatch
 
 __all__ = [
     "EARLIEST_LOCAL_TIMESTAMP",
+    "EARLIEST_PENDING_UPLOAD_TIMESTAMP",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIERED_TIMESTAMP",
     "LATEST_TIMESTAMP",
@@ -41,12 +42,14 @@ __all__ = [
 ]
 
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest constants; -3 is KIP-734, -4 KIP-405,
-# -5 KIP-1005). Any other negative timestamp is searched for like a real one, as Kafka does.
+# -5 KIP-1005, -6 KIP-1023). The log searches any other negative timestamp like a real one, as
+# Kafka's UnifiedLog does; the ListOffsets handler refuses those first (UNSUPPORTED_VERSION).
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+EARLIEST_PENDING_UPLOAD_TIMESTAMP = -6
 
 NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
 NO_OFFSET = -1  # Kafka's UNDEFINED_EPOCH_OFFSET and ListOffsets' "no such offset"
@@ -180,7 +183,7 @@ class PartitionLog(Protocol):
     def max_timestamp_offset(self) -> TimestampAndOffset | None: ...
 
     def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        """ListOffsets: a special timestamp (-1..-4) or the first record at or after ``timestamp``."""
+        """ListOffsets: a special timestamp (-1..-6) or the first record at or after ``timestamp``."""
         ...
 
     def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:

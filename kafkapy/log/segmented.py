@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 from kafkapy.log.background import BackgroundWriter, fsync_and_close
 from kafkapy.log.base import (
     EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -662,6 +663,8 @@ class SegmentedLog:
             EARLIEST_LOCAL_TIMESTAMP: self.earliest_local_offset,
             MAX_TIMESTAMP: self.max_timestamp_offset,
             LATEST_TIERED_TIMESTAMP: self.latest_tiered_offset,
+            # KIP-1023: the first offset not yet in remote storage; none without tiered storage
+            EARLIEST_PENDING_UPLOAD_TIMESTAMP: self.latest_tiered_offset,
         }.get(timestamp)
         if special is not None:
             return special()
@@ -720,9 +723,13 @@ class SegmentedLog:
         i = best.find_batch(best.offset_of_max_timestamp)
         assert i is not None
         batch = best.batch(i)
-        offset = batch.last_offset
-        if batch.timestamp_type != LOG_APPEND_TIME:
-            offset = next(r.offset for r in batch.record_list() if r.timestamp == batch.max_timestamp)
+        # Kafka's RecordBatch.offsetOfMaxTimestamp: the first record bearing the batch's largest
+        # timestamp; under LogAppendTime every record bears it, so the batch's first record.
+        append_time = batch.timestamp_type == LOG_APPEND_TIME
+        offset = next((r.offset for r in batch.record_list()
+                       if append_time or r.timestamp == batch.max_timestamp), None)
+        if offset is None:  # a batch compaction emptied: Kafka finds nothing either
+            return None
         return TimestampAndOffset(batch.max_timestamp, offset, self.epochs.epoch_for_offset(offset))
 
     def end_offset_for_epoch(self, leader_epoch: int) -> EpochEndOffset:

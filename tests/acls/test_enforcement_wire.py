@@ -143,3 +143,14 @@ def test_a_fetch_from_a_replica_needs_cluster_action(broker: Broker) -> None:
               ("CLUSTER_ACTION", "CLUSTER", "kafka-cluster"))
         [answer] = client.request(ApiKey.FETCH, 12, body)["responses"]
         assert answer["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
+def test_offset_for_leader_epoch_takes_cluster_action_instead_of_describe(broker: Broker) -> None:
+    """Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a follower's
+    principal) answers for every topic; without it DESCRIBE on each topic is asked (KIP-320)."""
+    with SimpleClient(broker.bootstrap_servers) as client:
+        assert offset_for_leader_epoch(client) == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        grant(broker, "LITERAL", "Cluster", "kafka-cluster", "ClusterAction",
+              ("CLUSTER_ACTION", "CLUSTER", "kafka-cluster"))
+        assert offset_for_leader_epoch(client) == ErrorCode.NONE
+        assert list_offsets(client) == ErrorCode.TOPIC_AUTHORIZATION_FAILED  # DESCRIBE only there

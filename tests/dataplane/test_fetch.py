@@ -229,6 +229,51 @@ def test_a_fetch_with_nothing_to_read_waits_max_wait_ms(broker: Broker) -> None:
     assert values(immediate["responses"][0]["partitions"][0]) == []
 
 
+def test_a_partition_refused_before_any_read_neither_hurries_nor_holds_the_answer(broker: Broker) -> None:
+    """Kafka's handleFetchRequest answers an unknown topic (or topic id) before reading, and only
+    what is read decides when the answer goes: with another partition to wait for, the request
+    waits max_wait_ms as it would without the unknown one; with nothing else, it is answered at
+    once. (A consumer still assigned a deleted topic's partition does not spin on it.)"""
+    create(broker, "t")
+    with SimpleClient(broker.bootstrap_servers) as client:
+        asked = [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}]
+        body = {"replica_id": -1, "max_wait_ms": 400, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": "t", "partitions": asked}, {"topic": "gone", "partitions": asked}]}
+        started = time.monotonic()
+        both = client.request(ApiKey.FETCH, 12, body)
+        waited = time.monotonic() - started
+        body["topics"] = body["topics"][1:]
+        body["max_wait_ms"] = 10_000
+        started = time.monotonic()
+        alone = client.request(ApiKey.FETCH, 12, body)
+        alone_waited = time.monotonic() - started
+        unknown_id = fetch(client, NEWEST, [{"partition": 0, "fetch_offset": 0}], topic_id=uuid.uuid4(),
+                           max_wait_ms=10_000)
+    assert waited >= 0.4
+    assert [p["error_code"] for t in both["responses"] for p in t["partitions"]] == [
+        ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert alone["responses"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert alone_waited < 5
+    assert unknown_id["responses"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_ID
+
+
+def test_a_diverging_epoch_is_answered_at_once(broker: Broker) -> None:
+    """Kafka's ReplicaManager.fetchMessages answers at once when a partition found a diverging
+    epoch, as for an error: the fetcher must truncate, and nothing it waits for would come."""
+    topic_id = create(broker, "t")
+    append(broker, "t", [b"a", b"b"])  # epoch 0 ends at the log end, 2
+    with SimpleClient(broker.bootstrap_servers) as client:
+        started = time.monotonic()
+        response = fetch(client, NEWEST, [{"partition": 0, "fetch_offset": 3, "last_fetched_epoch": 0}],
+                         max_wait_ms=10_000, topic_id=topic_id)
+        waited = time.monotonic() - started
+    [partition] = response["responses"][0]["partitions"]
+    assert partition["error_code"] == ErrorCode.NONE
+    assert partition["diverging_epoch"] == {"epoch": 0, "end_offset": 2}
+    assert waited < 5  # not the 10 s of max_wait_ms
+
+
 def test_isolation_levels_read_the_same_records_until_transactions_land(broker: Broker) -> None:
     create(broker, "t")
     append(broker, "t", [b"a"])

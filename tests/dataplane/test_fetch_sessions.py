@@ -31,6 +31,7 @@ class ModelSession:
         self.id = session_id
         self.keys = list(keys)  # session order
         self.epoch = 1
+        self.created = now
         self.last_used = now
         self.reported = dict(reported)  # key -> high watermark the client was told
 
@@ -67,9 +68,10 @@ class SessionMachine(RuleBasedStateMachine):
             stale = min(self.model.values(), key=lambda s: (s.last_used, s.id))
             if self.now - stale.last_used > EVICTION_MS:
                 del self.model[stale.id]
-            else:
-                victim = min(self.model.values(), key=lambda s: (len(s.keys), s.id))
-                if len(keys) >= len(victim.keys):
+            else:  # only a session that had lived EVICTION_MS when last used, and only for more partitions
+                aged = [s for s in self.model.values() if s.last_used - s.created > EVICTION_MS]
+                victim = min(aged, key=lambda s: (len(s.keys), s.id), default=None)
+                if victim is not None and len(keys) > len(victim.keys):
                     del self.model[victim.id]
         if len(self.model) >= SLOTS:
             assert answered_id == 0
@@ -142,11 +144,50 @@ def test_epochs_wrap_from_int32_max_to_one() -> None:
     assert [next_epoch(e) for e in (0, 1, 2**31 - 1)] == [1, 2, 1]
 
 
-def test_a_default_cache_has_kafkas_slots() -> None:
-    cache = FetchSessionCache()
+def test_a_default_cache_has_kafkas_slots_and_keeps_new_sessions() -> None:
+    """Kafka's FetchSessionCache: 1000 slots; a session is safe from eviction by a bigger one until
+    it had lived 120 s when last used, and a newcomer only as big never evicts (a tie keeps)."""
+    now = [0]
+    cache = FetchSessionCache(clock_ms=lambda: now[0])
+    one = [SessionPartition(("t", 0), 0, 1)]
+    two = [SessionPartition(("t", p), 0, 1) for p in range(2)]
     for _ in range(1000):
-        assert cache.create(False, False, [SessionPartition(("t", 0), 0, 1)]) is not None
+        assert cache.create(False, False, one) is not None
     assert len(cache.sessions) == 1000
+    assert cache.create(False, False, two) is None  # each session is new: none evicted
+    assert cache.eviction_ms == 120_000
+    now[0] = cache.eviction_ms + 1  # every session used again now, as its consumer fetches
+    for session in list(cache.sessions.values()):
+        context = cache.new_context(session.id, session.epoch, [], [], uses_topic_ids=False)
+        assert context.error == ErrorCode.NONE
     assert cache.create(False, False, []) is None  # smaller than every session: no room
-    assert cache.create(False, False, [SessionPartition(("t", 0), 0, 1)]) is not None  # worth as much: evicts
+    assert cache.create(False, False, one) is None  # worth as much: the session stays
+    assert cache.create(False, False, two) is not None  # worth more, and the session had lived 120 s
     assert len(cache.sessions) == 1000 and cache.evictions == 1
+
+
+def test_a_privileged_newcomer_evicts_a_new_consumer_session_and_a_consumer_never_a_followers() -> None:
+    cache = FetchSessionCache(2, clock_ms=lambda: 0)
+    consumer = cache.create(False, False, [SessionPartition(("t", 0), 0, 1)])
+    follower = cache.create(True, False, [SessionPartition(("t", 1), 0, 1)])
+    assert consumer is not None and follower is not None
+    big = [SessionPartition(("t", p), 0, 1) for p in range(3)]
+    assert cache.create(False, False, big) is None
+    assert cache.create(True, False, []) is not None  # a follower's: the consumer's session goes
+    assert consumer.id not in cache.sessions and follower.id in cache.sessions
+
+
+def test_an_incremental_response_lists_what_the_client_must_act_on_even_with_nothing_new() -> None:
+    """Kafka's CachedPartition.maybeUpdateResponseData: a diverging epoch (the fetcher must
+    truncate) and a preferred read replica (the consumer must go there) are always listed."""
+    cache = FetchSessionCache(clock_ms=lambda: 0)
+    key = ("t", 0)
+    session = cache.create(False, False, [SessionPartition(key, 0, 100)])
+    assert session is not None
+    same = {"error_code": ErrorCode.NONE, "high_watermark": 5, "log_start_offset": 0}
+    cached = session.partitions[key]
+    assert cached.must_respond(same, 0)  # the first high watermark told
+    assert not cached.must_respond(same, 0)  # nothing new
+    assert cached.must_respond({**same, "diverging_epoch": {"epoch": 0, "end_offset": 2}}, 0)
+    assert cached.must_respond({**same, "preferred_read_replica": 2}, 0)
+    assert not cached.must_respond({**same, "preferred_read_replica": -1}, 0)

@@ -3,7 +3,8 @@ user asks it: the earliest, the latest, the latest stable (read_committed) and t
 offsets, offsets by timestamp, and the local and tiered specs, routed to each leader of a
 three-broker cluster. The answers are Kafka's (Partition.fetchOffsetForTimestamp): read_committed
 sees nothing at or past the last stable offset, so a timestamp whose first match is in an open
-transaction finds no offset; -5 (latest tiered) without tiered storage is offset -1."""
+transaction finds no offset; -5 (latest tiered) without tiered storage is offset -1; under
+LogAppendTime the max-timestamp offset is the newest batch's first record."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from kafka import TopicPartition
+from kafka import KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic, OffsetSpec
 from kafka.protocol.consumer.offsets import IsolationLevel
 from kafka.structs import OffsetAndTimestamp
@@ -96,3 +97,26 @@ def test_read_committed_offsets_stop_at_an_open_transaction(cluster: Broker, adm
     transactional.commit_transaction(TIMEOUT_S)
     assert offsets(OffsetSpec.LATEST, COMMITTED) == (5, -1)  # the commit marker is offset 4
     assert offsets(5500, COMMITTED) == (2, 9000)
+
+
+def test_max_timestamp_under_log_append_time_is_the_newest_batchs_first_record(cluster: Broker) -> None:
+    """KIP-734 on a LogAppendTime topic: every record of a batch bears the batch's append time, so
+    Kafka's RecordBatch.offsetOfMaxTimestamp answers the first record of the newest batch."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=TIMEOUT_S * 1000)
+    try:
+        stamped = NewTopic("stamped", 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})
+        admin.create_topics([stamped])
+        admin.wait_for_topics(["stamped"], timeout_ms=TIMEOUT_S * 1000)
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=50)
+        producer.send("stamped", b"first", partition=0)
+        producer.flush(TIMEOUT_S)
+        sent = [producer.send("stamped", value, partition=0) for value in (b"a", b"b", b"c")]
+        producer.flush(TIMEOUT_S)
+        [first, *_] = [future.get(TIMEOUT_S) for future in sent]
+        producer.close()
+        tp = TopicPartition("stamped", 0)
+        found = admin.list_partition_offsets({tp: OffsetSpec.MAX_TIMESTAMP})[tp]
+    finally:
+        admin.close()
+    assert first.offset == 1  # one batch of three records, offsets 1-3
+    assert (found.offset, found.timestamp) == (1, first.timestamp)

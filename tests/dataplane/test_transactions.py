@@ -77,8 +77,8 @@ def write_markers(client: SimpleClient, topic: str, producer_id: int, *, commit:
 
 
 def fetch(client: SimpleClient, topic: str, *, isolation_level: int, offset: int = 0, max_wait_ms: int = 0,
-          partition: int = 0) -> Any:
-    body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+          partition: int = 0, replica_id: int = -1) -> Any:
+    body = {"replica_id": replica_id, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
             "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": topic, "partitions": [
                 {"partition": partition, "fetch_offset": offset, "partition_max_bytes": 1 << 20,
@@ -99,8 +99,9 @@ def committed_values(partition: Any) -> list[bytes]:
     return [value for _, value in visible(partition, 0, True)[0]]
 
 
-def list_latest(client: SimpleClient, topic: str, isolation_level: int, *, timestamp: int = -1) -> int:
-    body = {"replica_id": -1, "isolation_level": isolation_level, "topics": [
+def list_latest(client: SimpleClient, topic: str, isolation_level: int, *, timestamp: int = -1,
+                replica_id: int = -1) -> int:
+    body = {"replica_id": replica_id, "isolation_level": isolation_level, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                         "timestamp": timestamp}]}]}
     [answer] = client.request(ApiKey.LIST_OFFSETS, 7, body)["topics"]
@@ -123,7 +124,12 @@ def test_an_open_transaction_holds_read_committed_back_until_its_commit(broker: 
         assert committed["aborted_transactions"] == []
         assert data_values(uncommitted) == [b"before", b"t1", b"t2", b"after"]
         assert uncommitted["aborted_transactions"] is None
+        follower = fetch(client, "t", isolation_level=1, replica_id=1)  # Kafka's FetchIsolation.LOG_END
+        assert data_values(follower) == data_values(uncommitted) and follower["aborted_transactions"] is None
         assert (list_latest(client, "t", 1), list_latest(client, "t", 0)) == (1, 4)
+        # a follower (replica id 0+) or a debugging request (-2) is held to no isolation level:
+        # the log end, as Kafka's ReplicaManager.fetchOffset answers them
+        assert [list_latest(client, "t", 1, replica_id=r) for r in (1, -2)] == [4, 4]
         # by timestamp: nothing at or past what the isolation level may read (Kafka's
         # Partition.fetchOffsetForTimestamp)
         assert (list_latest(client, "t", 1, timestamp=1500), list_latest(client, "t", 0, timestamp=1500)) == (
