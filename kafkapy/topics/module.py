@@ -252,7 +252,9 @@ class TopicsModule(Module):
     async def create_topics_with_defaults(self, names: Collection[str]) -> dict[str, ErrorCode]:
         """Create topics with num.partitions and default.replication.factor on any broker (Kafka's
         auto-creation, not a CreateTopics request: no controller check, no wait for the view).
-        Per name: NONE, TOPIC_ALREADY_EXISTS, or the code CreateTopics would answer."""
+        A coordinator's state topic (``__consumer_offsets``, ...) is made as its module makes it
+        (its partitions, replication factor and configs), as Kafka's AutoTopicCreationManager
+        does. Per name: NONE, TOPIC_ALREADY_EXISTS, or the code CreateTopics would answer."""
         results: dict[str, ErrorCode] = {}
         async with self._lock:
             try:
@@ -261,9 +263,20 @@ class TopicsModule(Module):
                 return dict.fromkeys(names, ErrorCode.UNKNOWN_SERVER_ERROR)
             for name in names:
                 try:
-                    info = self._plan_topic({"name": name}, existing, live)
+                    item: dict[str, Any] = {"name": name}
+                    overrides: dict[str, str] = {}
+                    shape = self.services.internal_topic_shape(name)
+                    if shape is not None:
+                        partitions, factor, configs = shape
+                        item.update(num_partitions=partitions, replication_factor=factor)
+                        if self._configs is not None:
+                            overrides = self._topic_configs(
+                                {"configs": [{"name": k, "value": v} for k, v in configs.items()]})
+                    info = self._plan_topic(item, existing, live)
                     info = await asyncio.to_thread(self.services.store.create_topic, info.name,
-                                                   info.partitions, info.topic_id)
+                                                   info.partitions, info.topic_id, overrides)
+                    if self._configs is not None and overrides:
+                        self._configs.topics.created(info.name, overrides)
                 except KafkaApiError as exc:
                     results[name] = exc.code
                     continue
