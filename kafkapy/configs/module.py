@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -161,28 +162,37 @@ def _format(value: Any) -> str | None:
     return str(value)
 
 
+def check_entries(entries: Iterable[tuple[str | None, str | None]]) -> None:
+    """Kafka's first checks of one resource of an alter (ConfigAdminManager.preprocess), whatever
+    its type: no key twice, and no null value (but for a DELETE), every null one named."""
+    names = [name for name, _ in entries]
+    if len(set(names)) != len(names):
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [name or "" for name, value in entries if value is None]
+    if nulls:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+
+
 def apply_operations(
     current: Mapping[str, str], ops: list[Mapping[str, Any]], is_list: Callable[[str], bool],
     default_of: Callable[[str], str | None],
 ) -> dict[str, str]:
     """IncrementalAlterConfigs' SET/DELETE/APPEND/SUBTRACT on a stored config, as Kafka applies them
-    (APPEND/SUBTRACT only on LIST keys, starting from ``default_of`` when the key is not set)."""
-    names = [op.get("name") for op in ops]
-    if len(set(names)) != len(names):
-        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    (APPEND/SUBTRACT only on LIST keys, starting from ``default_of`` when the key is not set; on
+    another key INVALID_CONFIG, as both Kafka's ZooKeeper-mode broker and its controller refuse it)."""
+    check_entries([(op.get("name"), op.get("value") if op.get("config_operation") != DELETE else "")
+                   for op in ops])
     config = dict(current)
     for op in ops:
         name, operation, value = op.get("name") or "", op.get("config_operation"), op.get("value")
         if operation == SET:
-            if value is None:
-                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
-            config[name] = value
+            config[name] = value or ""  # never None: check_entries refused that
         elif operation == DELETE:
             config.pop(name, None)
         elif operation in (APPEND, SUBTRACT):
             if not is_list(name):
                 verb = "append" if operation == APPEND else "subtract"
-                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
                                     f"Config value {verb} is not allowed for config key: {name}")
             old = config.get(name)
             current_value = old if old is not None else (default_of(name) or "")
@@ -598,10 +608,10 @@ class ConfigsModule(Module):
 
     async def alter_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         async def replace(current: Mapping[str, str], resource: Mapping[str, Any]) -> dict[str, str]:
-            # AlterConfigs replaces the whole set; a null value leaves the key out (Kafka).
-            return {
-                c["name"]: c["value"] for c in resource.get("configs") or [] if c.get("value") is not None
-            }
+            # AlterConfigs replaces the whole set; a key twice or a null value refuses the resource.
+            entries = [(c.get("name"), c.get("value")) for c in resource.get("configs") or []]
+            check_entries(entries)
+            return {name or "": value or "" for name, value in entries}
 
         return await self._alter(ctx, request, replace)
 
@@ -636,12 +646,18 @@ class ConfigsModule(Module):
         validate_only = bool(body.get("validate_only"))
         authorized = None
         responses = []
+        resources = list(body.get("resources") or [])
+        # Kafka answers every entry of a resource named twice INVALID_REQUEST, and applies neither.
+        named = Counter((r.get("resource_type"), r.get("resource_name") or "") for r in resources)
         async with self._alter_lock:
-            for resource in body.get("resources") or []:
+            for resource in resources:
                 resource_type = resource.get("resource_type")
                 name = resource.get("resource_name") or ""
                 code, message = 0, None
                 try:
+                    if named[resource_type, name] > 1:
+                        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                            "Each resource must appear at most once.")
                     if resource_type == TOPIC:
                         await self._alter_topic(ctx, name, resource, build, validate_only)
                         responses.append({"error_code": ErrorCode.NONE, "error_message": None,
@@ -661,8 +677,14 @@ class ConfigsModule(Module):
                     broker_id = self._broker_id(resource_type, name)
                     authorized = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
                     config = await build(self.default if broker_id is None else self.override, resource)
-                    self._check_names(config)
-                    await self._validate(broker_id, config)
+                    try:
+                        self._check_names(config)
+                        await self._validate(broker_id, config)
+                    except KafkaApiError as exc:  # Kafka names the resource in a refused value's message
+                        what = f"ConfigResource(type={RESOURCE_TYPE_NAMES[BROKER]}, name='{name}')"
+                        raise KafkaApiError(
+                            exc.code, f"Invalid config value for resource {what}: {exc.message}"
+                            if exc.code == ErrorCode.INVALID_CONFIG else exc.message) from None
                     if not validate_only:
                         await asyncio.to_thread(
                             self.services.store.set_entity_config, self._path(broker_id), config
@@ -677,13 +699,6 @@ class ConfigsModule(Module):
                             await owner.apply(self.settings_for(owner, self.default, self.override))
                 except KafkaApiError as exc:
                     code, message = exc.code, exc.message
-                    if code == ErrorCode.INVALID_CONFIG and resource_type != TOPIC \
-                            and resource_type not in self._resources:
-                        what = (
-                            f"ConfigResource(type={RESOURCE_TYPE_NAMES.get(resource_type, resource_type)}, "
-                            f"name='{name}')"
-                        )
-                        message = f"Invalid config value for resource {what}: {message}"
                 responses.append(
                     {
                         "error_code": code,
@@ -703,6 +718,8 @@ class ConfigsModule(Module):
         AdminZkClient.validateTopicConfig checks it, then stored (a change notification follows)."""
         if not self._topic_authorized(ctx, "ALTER_CONFIGS", topic):
             raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+        if not topic:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         current = await self.topics.existing_overrides(topic)
         config = await build(current, resource)
         try:
