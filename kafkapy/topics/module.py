@@ -57,6 +57,8 @@ _WAIT_CAP_S = 30.0  # never hold a request longer than this, whatever timeout_ms
 # two billion partitions is one clear error, not the broker's memory.
 MAX_RECORDS_PER_USER_OP = 10_000
 _TOO_LARGE = (ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+# KRaft's metadata log: Kafka refuses to create a topic of that name (KafkaApis, ControllerApis).
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _REASSIGNMENT_TIMEOUT_MS = 60_000  # AlterPartitionReassignments' TimeoutMs default (Kafka's schema)
 
 
@@ -196,6 +198,9 @@ class TopicsModule(Module):
         for item, result in zip(items, results):
             if refused is not None:
                 result.update(error_code=ErrorCode.NOT_CONTROLLER, error_message=refused)
+            elif item["name"] == CLUSTER_METADATA_TOPIC:
+                result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=(
+                    f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited."))
             elif counts[item["name"]] > 1:
                 result.update(error_code=ErrorCode.INVALID_REQUEST,
                               error_message="Found multiple entries for this topic.")
@@ -437,9 +442,14 @@ class TopicsModule(Module):
                 continue
             if name is None:
                 found = by_id.get(topic_id)
-                if found is None or not self._allowed(ctx, "DESCRIBE", "TOPIC", found.name):
+                if found is None:
                     result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                   error_message=f"Topic id {topic_id} does not exist.")
+                    continue
+                if not self._allowed(ctx, "DESCRIBE", "TOPIC", found.name):
+                    # Kafka does not hide the id (ids are not secret), only the name behind it
+                    result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  error_message="Authorization failed.")
                     continue
                 name = result["name"] = found.name
             if not self._allowed(ctx, "DELETE", "TOPIC", name):

@@ -1,0 +1,67 @@
+"""CreateTopics' and DeleteTopics' refusals in Kafka's words, over the wire: invalid names with
+Topic.validate's messages, the KRaft metadata log's name, and a deletion by id the caller may not
+see (KafkaApis.handleCreateTopicsRequest / handleDeleteTopicsRequest)."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
+from server_wire import KafkaSocket
+
+ZERO = uuid.UUID(int=0)
+
+
+def create(conn: KafkaSocket, *names: str, validate_only: bool = False) -> list[tuple[str, int, str | None]]:
+    body = {"topics": [{"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                        "configs": []} for n in names], "timeout_ms": 5000, "validate_only": validate_only}
+    return [(r["name"], r["error_code"], r["error_message"])
+            for r in conn.call(ApiKey.CREATE_TOPICS, 7, body).body["topics"]]
+
+
+def test_invalid_names_get_kafkas_messages() -> None:
+    with Broker({"broker.id": 1}) as b, KafkaSocket(b.bootstrap_servers) as c:
+        long = "x" * 250
+        assert create(c, "", ".", "a b", long) == [
+            ("", ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed"),
+            (".", ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: '.' is not allowed"),
+            ("a b", ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: 'a b' contains one or more "
+             "characters other than ASCII alphanumerics, '.', '_' and '-'"),
+            (long, ErrorCode.INVALID_TOPIC_EXCEPTION,
+             f"Topic name is invalid: the length of '{long}' is longer than the max allowed length 249")]
+
+
+def test_the_metadata_log_topic_cannot_be_created() -> None:
+    refusal = (ErrorCode.INVALID_REQUEST, "Creation of internal topic __cluster_metadata is prohibited.")
+    with Broker({"broker.id": 1}) as b, KafkaSocket(b.bootstrap_servers) as c:
+        for validate_only in (True, False):
+            assert create(c, "__cluster_metadata", "fine", validate_only=validate_only) == [
+                ("__cluster_metadata", *refusal), ("fine", ErrorCode.NONE, None)]
+        assert b.store is not None and set(b.store.topics()) == {"fine"}
+
+
+def delete_by_id(conn: KafkaSocket, *ids: uuid.UUID) -> list[tuple[str | None, int]]:
+    body = {"topics": [{"name": None, "topic_id": i} for i in ids], "timeout_ms": 5000}
+    answer: list[dict[str, Any]] = conn.call(ApiKey.DELETE_TOPICS, 6, body).body["responses"]
+    return [(r["name"], r["error_code"]) for r in answer]
+
+
+def test_a_deletion_by_id_the_caller_may_not_see_is_an_authorization_failure() -> None:
+    for rules, expected in (("*@*:CREATE", (None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)),
+                            ("*@*:CREATE,DESCRIBE", ("hidden", ErrorCode.TOPIC_AUTHORIZATION_FAILED))):
+        config = {"broker.id": 1, "authorizer.class.name": "allowlist", "allowlist.rules": rules}
+        with Broker(config) as b, KafkaSocket(b.bootstrap_servers) as c:
+            assert create(c, "hidden")[0][1] == ErrorCode.NONE
+            assert b.store is not None
+            topic_id = b.store.topics()["hidden"].topic_id
+            unknown = uuid.uuid4()
+            # without DESCRIBE the name stays hidden, the id is not; an unknown id is still unknown
+            assert delete_by_id(c, topic_id, unknown) == [expected, (None, ErrorCode.UNKNOWN_TOPIC_ID)]
+            assert "hidden" in b.store.topics()
