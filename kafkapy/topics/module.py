@@ -110,6 +110,9 @@ class TopicsModule(Module):
         ConfigKey("default.replication.factor", "int", 1,
                   "Replication factor of a topic created with replication_factor -1 (Kafka's default).",
                   _positive),
+        ConfigKey("delete.topic.enable", "boolean", True,
+                  "Whether DeleteTopics may delete topics; when false every topic of one is refused "
+                  "(TOPIC_DELETION_DISABLED, INVALID_REQUEST before v3), as Kafka's broker answers."),
         # The broker's topic defaults (log.retention.hours, log.segment.bytes, ...): declared here,
         # where a topic is made, so server.properties may set them; configs/topics.py reads them.
         *BROKER_LOG_KEYS,
@@ -430,6 +433,11 @@ class TopicsModule(Module):
         if refused is not None:
             for result in results:
                 result.update(error_code=ErrorCode.NOT_CONTROLLER, error_message=refused)
+            return self._delete_response(ctx, results)
+        if not self.services.config["delete.topic.enable"]:
+            disabled = ErrorCode.INVALID_REQUEST if ctx.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+            for result in results:
+                result.update(error_code=disabled)
             return self._delete_response(ctx, results)
         known = self.services.cluster.topics
         by_id = {info.topic_id: info for info in known.values()}

@@ -65,3 +65,16 @@ def test_a_deletion_by_id_the_caller_may_not_see_is_an_authorization_failure() -
             # without DESCRIBE the name stays hidden, the id is not; an unknown id is still unknown
             assert delete_by_id(c, topic_id, unknown) == [expected, (None, ErrorCode.UNKNOWN_TOPIC_ID)]
             assert "hidden" in b.store.topics()
+
+
+def test_delete_topic_enable_false_refuses_every_deletion() -> None:
+    with Broker({"broker.id": 1, "delete.topic.enable": False}) as b, KafkaSocket(b.bootstrap_servers) as c:
+        assert create(c, "kept")[0][1] == ErrorCode.NONE
+        assert b.store is not None
+        topic_id = b.store.topics()["kept"].topic_id
+        assert delete_by_id(c, topic_id) == [(None, ErrorCode.TOPIC_DELETION_DISABLED)]
+        for version, code in ((1, ErrorCode.INVALID_REQUEST), (3, ErrorCode.TOPIC_DELETION_DISABLED)):
+            body = {"topic_names": ["kept", "missing"], "timeout_ms": 5000}
+            answer = c.call(ApiKey.DELETE_TOPICS, version, body).body["responses"]
+            assert [(r["name"], r["error_code"]) for r in answer] == [("kept", code), ("missing", code)]
+        assert "kept" in b.store.topics()
