@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from kafkapy.configs.broker_log import DYNAMIC_LOG_KEYS, validate_log_settings
+from kafkapy.configs.broker_loggers import alter_loggers, check_logger_ops, logger_entries
 from kafkapy.configs.topics import (
     TOPIC,
     TOPIC_CONFIGS_CAPABILITY,
@@ -397,7 +398,7 @@ class ConfigsModule(Module):
             kind = RESOURCE_TYPE_NAMES.get(resource_type, str(resource_type))
             raise KafkaApiError(
                 ErrorCode.INVALID_REQUEST,
-                f"Unsupported resource type: {kind} (kafkapy serves the configs of BROKER resources only)",
+                f"Unsupported resource type: {kind}",
             )
         if not name:
             return None
@@ -413,6 +414,22 @@ class ConfigsModule(Module):
                 f"empty string, but received {name}",
             )
         return broker_id
+
+    def _logger_broker(self, name: str, what: str) -> None:
+        """A BROKER_LOGGER resource names this broker (no default resource): KafkaApiError if not.
+        ``what`` is the word Kafka's message uses (DescribeConfigs "Broker", an alter "Node")."""
+        if not name and what == "Broker":
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                f"{what} id must be an integer, but it is: {name}") from None
+        if broker_id != self.services.broker_id:
+            expected = self.services.broker_id
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, (
+                f"Unexpected broker id, expected {expected} but received {name}" if what == "Broker"
+                else f"Unexpected node id. Expected {expected}, but received {name}"))
 
     @staticmethod
     async def _owned(owner: ConfigResourceOwner, name: str) -> dict[str, str]:
@@ -494,6 +511,12 @@ class ConfigsModule(Module):
                                [_owned_entry(resource_owner, key, value)
                                 for key, value in sorted(stored.items())])
                     result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                    results.append(result)
+                    continue
+                if resource_type == BROKER_LOGGER:
+                    authorized = self._cluster_allows(ctx, "DESCRIBE_CONFIGS", authorized)
+                    self._logger_broker(name, "Broker")
+                    result["configs"] = logger_entries(resource.get("configuration_keys"))
                     results.append(result)
                     continue
                 broker_id = self._broker_id(resource_type, name)
@@ -613,7 +636,7 @@ class ConfigsModule(Module):
             check_entries(entries)
             return {name or "": value or "" for name, value in entries}
 
-        return await self._alter(ctx, request, replace)
+        return await self._alter(ctx, request, replace, incremental=False)
 
     async def incremental_alter_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         async def edit(current: Mapping[str, str], resource: Mapping[str, Any]) -> dict[str, str]:
@@ -634,13 +657,14 @@ class ConfigsModule(Module):
             return apply_operations(current, ops, is_list,
                                     lambda n: _format(self.services.config.get(n)))
 
-        return await self._alter(ctx, request, edit)
+        return await self._alter(ctx, request, edit, incremental=True)
 
     async def _alter(
         self,
         ctx: RequestContext,
         request: Request,
         build: Callable[[Mapping[str, str], Mapping[str, Any]], Awaitable[dict[str, str]]],
+        *, incremental: bool,
     ) -> Mapping[str, Any]:
         body = request.body
         validate_only = bool(body.get("validate_only"))
@@ -658,6 +682,12 @@ class ConfigsModule(Module):
                     if named[resource_type, name] > 1:
                         raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                             "Each resource must appear at most once.")
+                    if resource_type == BROKER_LOGGER:
+                        authorized = self._alter_loggers(ctx, name, resource, incremental, validate_only,
+                                                         authorized)
+                        responses.append({"error_code": ErrorCode.NONE, "error_message": None,
+                                          "resource_type": resource_type, "resource_name": name})
+                        continue
                     if resource_type == TOPIC:
                         await self._alter_topic(ctx, name, resource, build, validate_only)
                         responses.append({"error_code": ErrorCode.NONE, "error_message": None,
@@ -708,6 +738,24 @@ class ConfigsModule(Module):
                     }
                 )
         return {"throttle_time_ms": 0, "responses": responses}
+
+    def _alter_loggers(self, ctx: RequestContext, name: str, resource: Mapping[str, Any], incremental: bool,
+                       validate_only: bool, authorized: bool | None) -> bool:
+        """A BROKER_LOGGER resource of an alter, as Kafka's broker takes it (RuntimeLoggerManager):
+        IncrementalAlterConfigs only, ALTER_CONFIGS on the cluster, this broker's id, every op
+        checked before any applies. Returns the cluster authorization, to carry on."""
+        ops = list(resource.get("configs") or [])
+        if not incremental:
+            check_entries([(c.get("name"), c.get("value")) for c in ops])
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {BROKER_LOGGER}")
+        check_entries([(op.get("name"), op.get("value") if op.get("config_operation") != DELETE else "")
+                       for op in ops])
+        allowed = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
+        self._logger_broker(name, "Node")
+        check_logger_ops(ops)
+        if not validate_only:
+            alter_loggers(ops, log)
+        return allowed
 
     async def _alter_topic(
         self, ctx: RequestContext, topic: str, resource: Mapping[str, Any],
