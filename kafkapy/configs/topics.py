@@ -233,10 +233,10 @@ class TopicConfigs:
     @staticmethod
     def check_create(configs: Mapping[str, str | None]) -> dict[str, str]:
         """CreateTopics' configs, checked as Kafka checks them; KafkaApiError(INVALID_CONFIG)."""
-        for name, value in configs.items():
-            if value is None:
-                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
-                                    f"Null value not supported for topic configs: {name}")
+        nulls = [name for name, value in configs.items() if value is None]
+        if nulls:  # every one named, as Kafka's ZkAdminManager.createTopics does
+            raise KafkaApiError(ErrorCode.INVALID_CONFIG,
+                                f"Null value not supported for topic configs: {','.join(nulls)}")
         overrides = {name: str(value) for name, value in configs.items()}
         validate_topic_config(overrides)
         return overrides

@@ -78,3 +78,14 @@ def test_delete_topic_enable_false_refuses_every_deletion() -> None:
             answer = c.call(ApiKey.DELETE_TOPICS, version, body).body["responses"]
             assert [(r["name"], r["error_code"]) for r in answer] == [("kept", code), ("missing", code)]
         assert "kept" in b.store.topics()
+
+
+def test_null_configs_are_all_named() -> None:
+    with Broker({"broker.id": 1}) as b, KafkaSocket(b.bootstrap_servers) as c:
+        configs = [{"name": "retention.ms", "value": None}, {"name": "segment.ms", "value": None},
+                   {"name": "flush.ms", "value": "5"}]
+        body = {"topics": [{"name": "n", "num_partitions": 1, "replication_factor": 1, "assignments": [],
+                            "configs": configs}], "timeout_ms": 5000, "validate_only": False}
+        [answer] = c.call(ApiKey.CREATE_TOPICS, 7, body).body["topics"]
+        assert (answer["error_code"], answer["error_message"]) == (
+            ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: retention.ms,segment.ms")
