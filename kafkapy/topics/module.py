@@ -343,12 +343,14 @@ class TopicsModule(Module):
     def _report_configs(self, ctx: RequestContext, result: dict[str, Any],
                         overrides: Mapping[str, str]) -> None:
         """CreateTopics v5+ answers with the new topic's configs, as DescribeConfigs would show
-        them, when the caller may describe them (else TOPIC_AUTHORIZATION_FAILED in their place)."""
+        them, when the caller may describe them; else, as Kafka, TOPIC_AUTHORIZATION_FAILED in
+        their place, and neither the partition count nor the replication factor (-1 both)."""
         configs = self._configs
         if configs is None or ctx.api_version < 5:
             return
         if not self._allowed(ctx, "DESCRIBE_CONFIGS", "TOPIC", result["name"]):
-            result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.update(topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, num_partitions=-1,
+                          replication_factor=-1)
             return
         result["configs"] = [
             {"name": e["name"], "value": e["value"], "read_only": e["read_only"],

@@ -89,3 +89,18 @@ def test_null_configs_are_all_named() -> None:
         [answer] = c.call(ApiKey.CREATE_TOPICS, 7, body).body["topics"]
         assert (answer["error_code"], answer["error_message"]) == (
             ErrorCode.INVALID_CONFIG, "Null value not supported for topic configs: retention.ms,segment.ms")
+
+
+def test_a_caller_without_describe_configs_is_not_told_the_new_topics_shape() -> None:
+    """Kafka (ZkAdminManager.createTopics, ReplicationControlManager.createTopic) fills in the
+    configs, partition count and replication factor of a v5+ result only for a caller that may
+    DESCRIBE_CONFIGS the topic."""
+    config = {"broker.id": 1, "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:CREATE"}
+    with Broker(config) as b, KafkaSocket(b.bootstrap_servers) as c:
+        body = {"topics": [{"name": "blind", "num_partitions": 3, "replication_factor": 1, "assignments": [],
+                            "configs": []}], "timeout_ms": 5000, "validate_only": False}
+        [answer] = c.call(ApiKey.CREATE_TOPICS, 7, body).body["topics"]
+        shown = (answer["error_code"], answer["topic_config_error_code"], answer["num_partitions"],
+                 answer["replication_factor"], answer["configs"])
+        assert shown == (ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1, -1, [])
+        assert b.store is not None and len(b.store.topics()["blind"].partitions) == 3
