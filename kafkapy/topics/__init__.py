@@ -9,5 +9,7 @@ from __future__ import annotations
 
 from kafkapy.topics.assignment import assign_replicas, partition_label, placement_for_new_partitions
 from kafkapy.topics.module import TopicsModule
+from kafkapy.topics.policy import CreateTopicRequest, PolicyViolation
 
-__all__ = ["TopicsModule", "assign_replicas", "partition_label", "placement_for_new_partitions"]
+__all__ = ["CreateTopicRequest", "PolicyViolation", "TopicsModule", "assign_replicas", "partition_label",
+           "placement_for_new_partitions"]

@@ -39,6 +39,7 @@ from kafkapy.store.base import (
 from kafkapy.store.onloop import watching
 from kafkapy.topics.assignment import assign_replicas, placement_for_new_partitions
 from kafkapy.topics.elections import ELECTION_MESSAGES, ElectionType, election_outcome
+from kafkapy.topics.policy import CreateTopicRequest, PolicyViolation, load_create_topic_policy
 from kafkapy.topics.reassignment import plan_reassignment
 
 if TYPE_CHECKING:
@@ -110,6 +111,9 @@ class TopicsModule(Module):
         ConfigKey("default.replication.factor", "int", 1,
                   "Replication factor of a topic created with replication_factor -1 (Kafka's default).",
                   _positive),
+        ConfigKey("create.topic.policy.class.name", "class", None,
+                  "Kafka's CreateTopicPolicy: a class (pkg.mod:Class) whose validate(request) may refuse "
+                  "a topic to be created, answered POLICY_VIOLATION (kafkapy.topics.policy)."),
         ConfigKey("delete.topic.enable", "boolean", True,
                   "Whether DeleteTopics may delete topics; when false every topic of one is refused "
                   "(TOPIC_DELETION_DISABLED, INVALID_REQUEST before v3), as Kafka's broker answers."),
@@ -122,6 +126,8 @@ class TopicsModule(Module):
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
         self._lock = asyncio.Lock()  # one change at a time on the controller
+        self._policy = load_create_topic_policy(services.config["create.topic.policy.class.name"] or "",
+                                                services.config.values)
         self._racks: dict[int, str | None] = {}  # the live brokers' racks, as the last snapshot read them
 
     def apis(self) -> Mapping[int, ApiHandler]:
@@ -224,6 +230,7 @@ class TopicsModule(Module):
                     try:
                         info = self._plan_topic(item, existing, live)
                         overrides = self._topic_configs(item)
+                        self._check_policy(item, info, overrides)
                         if not validate_only:
                             info = await asyncio.to_thread(self.services.store.create_topic, info.name,
                                                            info.partitions, info.topic_id, overrides)
@@ -281,6 +288,7 @@ class TopicsModule(Module):
                             overrides = self._topic_configs(
                                 {"configs": [{"name": k, "value": v} for k, v in configs.items()]})
                     info = self._plan_topic(item, existing, live)
+                    self._check_policy(item, info, overrides)
                     info = await asyncio.to_thread(self.services.store.create_topic, info.name,
                                                    info.partitions, info.topic_id, overrides)
                     if self._configs is not None and overrides:
@@ -339,6 +347,25 @@ class TopicsModule(Module):
                                     "Topic configs need the configs module, which this broker does not run.")
             return {}
         return configs.topics.check_create(given)
+
+    def _check_policy(self, item: Mapping[str, Any], info: TopicInfo, configs: Mapping[str, str]) -> None:
+        """``create.topic.policy.class.name``'s verdict on a planned topic: KafkaApiError
+        POLICY_VIOLATION with the policy's message, UNKNOWN_SERVER_ERROR if the policy fails."""
+        if self._policy is None:
+            return
+        assigned = bool(item.get("assignments"))
+        request = CreateTopicRequest(
+            topic=info.name, num_partitions=None if assigned else len(info.partitions),
+            replication_factor=None if assigned else len(info.partitions[0]),
+            replicas_assignments=dict(info.partitions) if assigned else None, configs=dict(configs))
+        try:
+            self._policy.validate(request)
+        except PolicyViolation as exc:
+            raise KafkaApiError(ErrorCode.POLICY_VIOLATION, str(exc)) from None
+        except Exception as exc:
+            log.exception("create.topic.policy.class.name failed on topic %s", info.name)
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                f"the create topic policy failed: {exc!r}") from None
 
     def _report_configs(self, ctx: RequestContext, result: dict[str, Any],
                         overrides: Mapping[str, str]) -> None:
