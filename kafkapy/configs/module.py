@@ -654,8 +654,13 @@ class ConfigsModule(Module):
                 key = self._key(name)
                 return key is not None and key.type == "list"
 
-            return apply_operations(current, ops, is_list,
-                                    lambda n: _format(self.services.config.get(n)))
+            def default_of(name: str) -> str | None:
+                # Kafka starts from the resource's stored value, else the key's own default: never
+                # from server.properties (its configProps hold the dynamic values only)
+                key = self._key(name)
+                return _format(key.default) if key is not None else None
+
+            return apply_operations(current, ops, is_list, default_of)
 
         return await self._alter(ctx, request, edit, incremental=True)
 

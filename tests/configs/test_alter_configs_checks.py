@@ -101,3 +101,15 @@ def test_the_default_topic_resource_is_refused(conn: KafkaSocket) -> None:
     assert incremental(conn, (TOPIC, "", [("retention.ms", SET, "5")])) == [
         ("", ErrorCode.INVALID_REQUEST, message)]
     assert legacy(conn, (TOPIC, "", [("retention.ms", "5")])) == [("", ErrorCode.INVALID_REQUEST, message)]
+
+
+def test_append_to_a_broker_list_starts_from_kafkas_default_not_server_properties() -> None:
+    """Kafka applies APPEND/SUBTRACT to the resource's dynamic config, a key not set there taken at
+    its ConfigDef default (ConfigAdminManager.prepareIncrementalConfigs): the static
+    log.cleanup.policy=compact is not where it starts."""
+    with Broker({"broker.id": 1, "log.cleanup.policy": "compact"}) as b, \
+            KafkaSocket(b.bootstrap_servers) as c:
+        assert incremental(c, (BROKER, "1", [("log.cleanup.policy", APPEND, "delete")])) == [("1", 0, None)]
+        assert b.store is not None and b.store.entity_config("brokers/1") == {"log.cleanup.policy": "delete"}
+        assert incremental(c, (BROKER, "", [("log.cleanup.policy", APPEND, "compact")])) == [("", 0, None)]
+        assert b.store.entity_config("brokers/<default>") == {"log.cleanup.policy": "delete,compact"}
