@@ -54,6 +54,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import CORE_KEYS, ConfigError, ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
+from kafkapy.server.policies import AlterConfigRequest, PolicyViolation, load_policy
 from kafkapy.store.base import DEFAULT_ENTITY, Watch
 from kafkapy.store.onloop import Reloader
 
@@ -224,6 +225,11 @@ _BROKER_SYNONYMS["log.flush.interval.ms"] = ("log.flush.interval.ms", "log.flush
 class ConfigsModule(Module):
     name = "configs"
     provides = (DYNAMIC_CONFIGS, TOPIC_CONFIGS_CAPABILITY)
+    config_keys = (
+        ConfigKey("alter.config.policy.class.name", "class", None,
+                  "Kafka's AlterConfigPolicy: a class (pkg.mod:Class) whose validate(request) may refuse a "
+                  "TOPIC or BROKER config change, answered POLICY_VIOLATION (kafkapy.server.policies)."),
+    )
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
@@ -236,6 +242,8 @@ class ConfigsModule(Module):
         self._alter_lock = asyncio.Lock()
         self._reloads = Reloader(services.loop, self._reload, "dynamic broker configs")
         self.topics = TopicConfigs(services, lambda: (self.default, self.override))
+        policy_key = "alter.config.policy.class.name"
+        self._policy = load_policy(policy_key, services.config[policy_key] or "", services.config.values)
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -720,6 +728,7 @@ class ConfigsModule(Module):
                         raise KafkaApiError(
                             exc.code, f"Invalid config value for resource {what}: {exc.message}"
                             if exc.code == ErrorCode.INVALID_CONFIG else exc.message) from None
+                    self._check_policy(BROKER, name, resource)
                     if not validate_only:
                         await asyncio.to_thread(
                             self.services.store.set_entity_config, self._path(broker_id), config
@@ -743,6 +752,22 @@ class ConfigsModule(Module):
                     }
                 )
         return {"throttle_time_ms": 0, "responses": responses}
+
+    def _check_policy(self, resource_type: int, name: str, resource: Mapping[str, Any]) -> None:
+        """``alter.config.policy.class.name``'s verdict on a checked alteration: the configs the
+        request names, with the values it gives (Kafka's ZooKeeper-mode configEntriesMap)."""
+        if self._policy is None:
+            return
+        named = {c.get("name") or "": c.get("value") for c in resource.get("configs") or []}
+        try:
+            self._policy.validate(AlterConfigRequest(resource_type, name, named))
+        except PolicyViolation as exc:
+            raise KafkaApiError(ErrorCode.POLICY_VIOLATION, str(exc)) from None
+        except Exception as exc:
+            log.exception("alter.config.policy.class.name failed on %s %r",
+                          RESOURCE_TYPE_NAMES.get(resource_type), name)
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                f"the alter config policy failed: {exc!r}") from None
 
     def _alter_loggers(self, ctx: RequestContext, name: str, resource: Mapping[str, Any], incremental: bool,
                        validate_only: bool, authorized: bool | None) -> bool:
@@ -779,6 +804,7 @@ class ConfigsModule(Module):
             self.topics.check_create(config)
         except InvalidTopicConfig as exc:
             raise topic_config_error(exc, f"ConfigResource(type=TOPIC, name='{topic}')") from None
+        self._check_policy(TOPIC, topic, resource)
         if not validate_only:
             await self.topics.store_overrides(topic, config)
 

@@ -28,6 +28,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.server.policies import CreateTopicRequest, PolicyViolation, load_policy
 from kafkapy.server.services import INITIAL_LEADER_EPOCH, NO_LEADER, TOPIC_CREATION, EpochOwed
 from kafkapy.store.base import (
     StoreError,
@@ -39,7 +40,6 @@ from kafkapy.store.base import (
 from kafkapy.store.onloop import watching
 from kafkapy.topics.assignment import assign_replicas, placement_for_new_partitions
 from kafkapy.topics.elections import ELECTION_MESSAGES, ElectionType, election_outcome
-from kafkapy.topics.policy import CreateTopicRequest, PolicyViolation, load_create_topic_policy
 from kafkapy.topics.reassignment import plan_reassignment
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class TopicsModule(Module):
                   _positive),
         ConfigKey("create.topic.policy.class.name", "class", None,
                   "Kafka's CreateTopicPolicy: a class (pkg.mod:Class) whose validate(request) may refuse "
-                  "a topic to be created, answered POLICY_VIOLATION (kafkapy.topics.policy)."),
+                  "a topic to be created, answered POLICY_VIOLATION (kafkapy.server.policies)."),
         ConfigKey("delete.topic.enable", "boolean", True,
                   "Whether DeleteTopics may delete topics; when false every topic of one is refused "
                   "(TOPIC_DELETION_DISABLED, INVALID_REQUEST before v3), as Kafka's broker answers."),
@@ -126,8 +126,8 @@ class TopicsModule(Module):
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
         self._lock = asyncio.Lock()  # one change at a time on the controller
-        self._policy = load_create_topic_policy(services.config["create.topic.policy.class.name"] or "",
-                                                services.config.values)
+        policy_key = "create.topic.policy.class.name"
+        self._policy = load_policy(policy_key, services.config[policy_key] or "", services.config.values)
         self._racks: dict[int, str | None] = {}  # the live brokers' racks, as the last snapshot read them
 
     def apis(self) -> Mapping[int, ApiHandler]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kafkapy.topics.policy import CreateTopicRequest, PolicyViolation
+from kafkapy.topics import CreateTopicRequest, PolicyViolation
 
 SEEN: list[CreateTopicRequest] = []
 
