@@ -477,6 +477,10 @@ class TopicsModule(Module):
                 result.update(error_code=ErrorCode.INVALID_REQUEST,
                               error_message="Topic name and topic ID can not both be specified.")
                 continue
+            if name is None and topic_id == ZERO_UUID:
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
+                              error_message="Neither topic name nor id were specified.")
+                continue
             if name is None:
                 found = by_id.get(topic_id)
                 if found is None:

@@ -64,6 +64,8 @@ def test_a_deletion_by_id_the_caller_may_not_see_is_an_authorization_failure() -
             unknown = uuid.uuid4()
             # without DESCRIBE the name stays hidden, the id is not; an unknown id is still unknown
             assert delete_by_id(c, topic_id, unknown) == [expected, (None, ErrorCode.UNKNOWN_TOPIC_ID)]
+            # neither a name nor an id: Kafka's controller refuses the entry
+            assert delete_by_id(c, ZERO) == [(None, ErrorCode.INVALID_REQUEST)]
             assert "hidden" in b.store.topics()
 
 
