@@ -36,7 +36,7 @@ from kafkapy.server.services import (
     partition_isr,
     partition_leadership,
 )
-from kafkapy.store.base import BrokerRegistration, PartitionStates, StoreError, TopicInfo, check_topic_name
+from kafkapy.store.base import BrokerRegistration, PartitionStates, TopicInfo, topic_name_problem
 
 __all__ = ["INTERNAL_TOPICS", "PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
 
@@ -170,11 +170,7 @@ _METADATA_TOPIC_IDS: Final = 12
 def _valid_topic_name(name: str) -> bool:
     """Kafka's Topic.validate: Metadata answers a name it breaks INVALID_TOPIC_EXCEPTION, and does
     not try to create it."""
-    try:
-        check_topic_name(name)
-    except StoreError:
-        return False
-    return True
+    return topic_name_problem(name) is None
 
 
 def _metadata_refused(version: int, requested: list[Mapping[str, Any]], error: ErrorCode) -> dict[str, Any]:
@@ -331,13 +327,14 @@ class CoreModule(Module):
             refused = {name: ErrorCode.TOPIC_AUTHORIZATION_FAILED
                        for name in (t.get("name") for t in requested)
                        if name is not None and not self._allowed(ctx, "DESCRIBE", "TOPIC", name)}
-        creator = self._auto_creator() if requested and (
-            ctx.api_version < 4 or request.body.get("allow_auto_topic_creation", True)) else None
-        if requested and creator is not None:
+        if requested and (ctx.api_version < 4 or request.body.get("allow_auto_topic_creation", True)):
             known = self.services.cluster.topics
             missing = [t["name"] for t in requested
                        if t.get("name") is not None and t["name"] not in known and t["name"] not in refused]
-            if missing and not isinstance(self.services.authorizer, AllowAll) and not self._allowed(
+            creator = self._auto_creator() if missing else None  # looked up only when needed: hot path
+            if creator is None:
+                return self._metadata(ctx, request, refused)
+            if not isinstance(self.services.authorizer, AllowAll) and not self._allowed(
                     ctx, "CREATE", "CLUSTER", CLUSTER_RESOURCE):
                 refused.update({name: ErrorCode.TOPIC_AUTHORIZATION_FAILED for name in missing
                                 if not self._allowed(ctx, "CREATE", "TOPIC", name)})
