@@ -348,7 +348,7 @@ class CoreModule(Module):
     def _auto_creator(self) -> AutoTopicCreation | None:
         """The module that auto-creates topics, while ``auto.create.topics.enable`` is on: only then
         does a missing topic need CREATE (Kafka asks the authorizer only when it would create)."""
-        if not self.services.config.get("auto.create.topics.enable", False):
+        if not self.services.config.get("auto.create.topics.enable", True):  # Kafka's default
             return None
         creator = self.services.provider(AUTO_TOPIC_CREATION, Module)
         return creator if isinstance(creator, AutoTopicCreation) else None
