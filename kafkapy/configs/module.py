@@ -503,7 +503,12 @@ class ConfigsModule(Module):
                         raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                             "Topic authorization failed.")
                     keys = resource.get("configuration_keys")
-                    overrides = await self.topics.existing_overrides(name)
+                    try:
+                        overrides = await self.topics.existing_overrides(name)
+                    except KafkaApiError as exc:  # Kafka describes an unknown topic by its code alone
+                        if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            raise KafkaApiError(exc.code) from None
+                        raise
                     entries = self.topics.entries(overrides, synonyms, documentation, ctx.api_version)
                     result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
                     results.append(result)

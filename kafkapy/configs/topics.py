@@ -250,7 +250,7 @@ class TopicConfigs:
         store = self.services.store
         # The watched view first; the store only for a topic the view has not caught up with.
         if topic not in self.services.cluster.topics and topic not in await asyncio.to_thread(store.topics):
-            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
         return await asyncio.to_thread(store.entity_config, f"topics/{topic}")
 
     async def store_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:

@@ -113,3 +113,12 @@ def test_append_to_a_broker_list_starts_from_kafkas_default_not_server_propertie
         assert b.store is not None and b.store.entity_config("brokers/1") == {"log.cleanup.policy": "delete"}
         assert incremental(c, (BROKER, "", [("log.cleanup.policy", APPEND, "compact")])) == [("", 0, None)]
         assert b.store.entity_config("brokers/<default>") == {"log.cleanup.policy": "delete,compact"}
+
+
+def test_an_unknown_topic_is_described_by_its_code_and_altered_with_kafkas_message(conn: KafkaSocket) -> None:
+    body = {"resources": [{"resource_type": TOPIC, "resource_name": "nope", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}
+    [result] = conn.call(ApiKey.DESCRIBE_CONFIGS, 4, body).body["results"]
+    assert (result["error_code"], result["error_message"]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+    assert incremental(conn, (TOPIC, "nope", [("retention.ms", SET, "5")])) == [
+        ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist.")]
