@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from kafkapy.configs.broker_log import DYNAMIC_LOG_KEYS, validate_log_settings
+from kafkapy.configs.broker_loggers import alter_loggers, check_logger_ops, logger_entries
 from kafkapy.configs.topics import (
     TOPIC,
     TOPIC_CONFIGS_CAPABILITY,
@@ -52,6 +54,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import CORE_KEYS, ConfigError, ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
+from kafkapy.server.policies import AlterConfigRequest, PolicyViolation, load_policy
 from kafkapy.store.base import DEFAULT_ENTITY, Watch
 from kafkapy.store.onloop import Reloader
 
@@ -161,28 +164,37 @@ def _format(value: Any) -> str | None:
     return str(value)
 
 
+def check_entries(entries: Iterable[tuple[str | None, str | None]]) -> None:
+    """Kafka's first checks of one resource of an alter (ConfigAdminManager.preprocess), whatever
+    its type: no key twice, and no null value (but for a DELETE), every null one named."""
+    names = [name for name, _ in entries]
+    if len(set(names)) != len(names):
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    nulls = [name or "" for name, value in entries if value is None]
+    if nulls:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
+
+
 def apply_operations(
     current: Mapping[str, str], ops: list[Mapping[str, Any]], is_list: Callable[[str], bool],
     default_of: Callable[[str], str | None],
 ) -> dict[str, str]:
     """IncrementalAlterConfigs' SET/DELETE/APPEND/SUBTRACT on a stored config, as Kafka applies them
-    (APPEND/SUBTRACT only on LIST keys, starting from ``default_of`` when the key is not set)."""
-    names = [op.get("name") for op in ops]
-    if len(set(names)) != len(names):
-        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    (APPEND/SUBTRACT only on LIST keys, starting from ``default_of`` when the key is not set; on
+    another key INVALID_CONFIG, as both Kafka's ZooKeeper-mode broker and its controller refuse it)."""
+    check_entries([(op.get("name"), op.get("value") if op.get("config_operation") != DELETE else "")
+                   for op in ops])
     config = dict(current)
     for op in ops:
         name, operation, value = op.get("name") or "", op.get("config_operation"), op.get("value")
         if operation == SET:
-            if value is None:
-                raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
-            config[name] = value
+            config[name] = value or ""  # never None: check_entries refused that
         elif operation == DELETE:
             config.pop(name, None)
         elif operation in (APPEND, SUBTRACT):
             if not is_list(name):
                 verb = "append" if operation == APPEND else "subtract"
-                raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
                                     f"Config value {verb} is not allowed for config key: {name}")
             old = config.get(name)
             current_value = old if old is not None else (default_of(name) or "")
@@ -213,6 +225,11 @@ _BROKER_SYNONYMS["log.flush.interval.ms"] = ("log.flush.interval.ms", "log.flush
 class ConfigsModule(Module):
     name = "configs"
     provides = (DYNAMIC_CONFIGS, TOPIC_CONFIGS_CAPABILITY)
+    config_keys = (
+        ConfigKey("alter.config.policy.class.name", "class", None,
+                  "Kafka's AlterConfigPolicy: a class (pkg.mod:Class) whose validate(request) may refuse a "
+                  "TOPIC or BROKER config change, answered POLICY_VIOLATION (kafkapy.server.policies)."),
+    )
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
@@ -225,6 +242,8 @@ class ConfigsModule(Module):
         self._alter_lock = asyncio.Lock()
         self._reloads = Reloader(services.loop, self._reload, "dynamic broker configs")
         self.topics = TopicConfigs(services, lambda: (self.default, self.override))
+        policy_key = "alter.config.policy.class.name"
+        self._policy = load_policy(policy_key, services.config[policy_key] or "", services.config.values)
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {
@@ -387,7 +406,7 @@ class ConfigsModule(Module):
             kind = RESOURCE_TYPE_NAMES.get(resource_type, str(resource_type))
             raise KafkaApiError(
                 ErrorCode.INVALID_REQUEST,
-                f"Unsupported resource type: {kind} (kafkapy serves the configs of BROKER resources only)",
+                f"Unsupported resource type: {kind}",
             )
         if not name:
             return None
@@ -403,6 +422,22 @@ class ConfigsModule(Module):
                 f"empty string, but received {name}",
             )
         return broker_id
+
+    def _logger_broker(self, name: str, what: str) -> None:
+        """A BROKER_LOGGER resource names this broker (no default resource): KafkaApiError if not.
+        ``what`` is the word Kafka's message uses (DescribeConfigs "Broker", an alter "Node")."""
+        if not name and what == "Broker":
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        try:
+            broker_id = int(name)
+        except ValueError:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                f"{what} id must be an integer, but it is: {name}") from None
+        if broker_id != self.services.broker_id:
+            expected = self.services.broker_id
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, (
+                f"Unexpected broker id, expected {expected} but received {name}" if what == "Broker"
+                else f"Unexpected node id. Expected {expected}, but received {name}"))
 
     @staticmethod
     async def _owned(owner: ConfigResourceOwner, name: str) -> dict[str, str]:
@@ -468,7 +503,12 @@ class ConfigsModule(Module):
                         raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                             "Topic authorization failed.")
                     keys = resource.get("configuration_keys")
-                    overrides = await self.topics.existing_overrides(name)
+                    try:
+                        overrides = await self.topics.existing_overrides(name)
+                    except KafkaApiError as exc:  # Kafka describes an unknown topic by its code alone
+                        if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                            raise KafkaApiError(exc.code) from None
+                        raise
                     entries = self.topics.entries(overrides, synonyms, documentation, ctx.api_version)
                     result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
                     results.append(result)
@@ -484,6 +524,12 @@ class ConfigsModule(Module):
                                [_owned_entry(resource_owner, key, value)
                                 for key, value in sorted(stored.items())])
                     result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                    results.append(result)
+                    continue
+                if resource_type == BROKER_LOGGER:
+                    authorized = self._cluster_allows(ctx, "DESCRIBE_CONFIGS", authorized)
+                    self._logger_broker(name, "Broker")
+                    result["configs"] = logger_entries(resource.get("configuration_keys"))
                     results.append(result)
                     continue
                 broker_id = self._broker_id(resource_type, name)
@@ -598,12 +644,12 @@ class ConfigsModule(Module):
 
     async def alter_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         async def replace(current: Mapping[str, str], resource: Mapping[str, Any]) -> dict[str, str]:
-            # AlterConfigs replaces the whole set; a null value leaves the key out (Kafka).
-            return {
-                c["name"]: c["value"] for c in resource.get("configs") or [] if c.get("value") is not None
-            }
+            # AlterConfigs replaces the whole set; a key twice or a null value refuses the resource.
+            entries = [(c.get("name"), c.get("value")) for c in resource.get("configs") or []]
+            check_entries(entries)
+            return {name or "": value or "" for name, value in entries}
 
-        return await self._alter(ctx, request, replace)
+        return await self._alter(ctx, request, replace, incremental=False)
 
     async def incremental_alter_configs(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
         async def edit(current: Mapping[str, str], resource: Mapping[str, Any]) -> dict[str, str]:
@@ -621,27 +667,45 @@ class ConfigsModule(Module):
                 key = self._key(name)
                 return key is not None and key.type == "list"
 
-            return apply_operations(current, ops, is_list,
-                                    lambda n: _format(self.services.config.get(n)))
+            def default_of(name: str) -> str | None:
+                # Kafka starts from the resource's stored value, else the key's own default: never
+                # from server.properties (its configProps hold the dynamic values only)
+                key = self._key(name)
+                return _format(key.default) if key is not None else None
 
-        return await self._alter(ctx, request, edit)
+            return apply_operations(current, ops, is_list, default_of)
+
+        return await self._alter(ctx, request, edit, incremental=True)
 
     async def _alter(
         self,
         ctx: RequestContext,
         request: Request,
         build: Callable[[Mapping[str, str], Mapping[str, Any]], Awaitable[dict[str, str]]],
+        *, incremental: bool,
     ) -> Mapping[str, Any]:
         body = request.body
         validate_only = bool(body.get("validate_only"))
         authorized = None
         responses = []
+        resources = list(body.get("resources") or [])
+        # Kafka answers every entry of a resource named twice INVALID_REQUEST, and applies neither.
+        named = Counter((r.get("resource_type"), r.get("resource_name") or "") for r in resources)
         async with self._alter_lock:
-            for resource in body.get("resources") or []:
+            for resource in resources:
                 resource_type = resource.get("resource_type")
                 name = resource.get("resource_name") or ""
                 code, message = 0, None
                 try:
+                    if named[resource_type, name] > 1:
+                        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
+                                            "Each resource must appear at most once.")
+                    if resource_type == BROKER_LOGGER:
+                        authorized = self._alter_loggers(ctx, name, resource, incremental, validate_only,
+                                                         authorized)
+                        responses.append({"error_code": ErrorCode.NONE, "error_message": None,
+                                          "resource_type": resource_type, "resource_name": name})
+                        continue
                     if resource_type == TOPIC:
                         await self._alter_topic(ctx, name, resource, build, validate_only)
                         responses.append({"error_code": ErrorCode.NONE, "error_message": None,
@@ -661,8 +725,15 @@ class ConfigsModule(Module):
                     broker_id = self._broker_id(resource_type, name)
                     authorized = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
                     config = await build(self.default if broker_id is None else self.override, resource)
-                    self._check_names(config)
-                    await self._validate(broker_id, config)
+                    try:
+                        self._check_names(config)
+                        await self._validate(broker_id, config)
+                    except KafkaApiError as exc:  # Kafka names the resource in a refused value's message
+                        what = f"ConfigResource(type={RESOURCE_TYPE_NAMES[BROKER]}, name='{name}')"
+                        raise KafkaApiError(
+                            exc.code, f"Invalid config value for resource {what}: {exc.message}"
+                            if exc.code == ErrorCode.INVALID_CONFIG else exc.message) from None
+                    self._check_policy(BROKER, name, resource)
                     if not validate_only:
                         await asyncio.to_thread(
                             self.services.store.set_entity_config, self._path(broker_id), config
@@ -677,13 +748,6 @@ class ConfigsModule(Module):
                             await owner.apply(self.settings_for(owner, self.default, self.override))
                 except KafkaApiError as exc:
                     code, message = exc.code, exc.message
-                    if code == ErrorCode.INVALID_CONFIG and resource_type != TOPIC \
-                            and resource_type not in self._resources:
-                        what = (
-                            f"ConfigResource(type={RESOURCE_TYPE_NAMES.get(resource_type, resource_type)}, "
-                            f"name='{name}')"
-                        )
-                        message = f"Invalid config value for resource {what}: {message}"
                 responses.append(
                     {
                         "error_code": code,
@@ -694,6 +758,40 @@ class ConfigsModule(Module):
                 )
         return {"throttle_time_ms": 0, "responses": responses}
 
+    def _check_policy(self, resource_type: int, name: str, resource: Mapping[str, Any]) -> None:
+        """``alter.config.policy.class.name``'s verdict on a checked alteration: the configs the
+        request names, with the values it gives (Kafka's ZooKeeper-mode configEntriesMap)."""
+        if self._policy is None:
+            return
+        named = {c.get("name") or "": c.get("value") for c in resource.get("configs") or []}
+        try:
+            self._policy.validate(AlterConfigRequest(resource_type, name, named))
+        except PolicyViolation as exc:
+            raise KafkaApiError(ErrorCode.POLICY_VIOLATION, str(exc)) from None
+        except Exception as exc:
+            log.exception("alter.config.policy.class.name failed on %s %r",
+                          RESOURCE_TYPE_NAMES.get(resource_type), name)
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                f"the alter config policy failed: {exc!r}") from None
+
+    def _alter_loggers(self, ctx: RequestContext, name: str, resource: Mapping[str, Any], incremental: bool,
+                       validate_only: bool, authorized: bool | None) -> bool:
+        """A BROKER_LOGGER resource of an alter, as Kafka's broker takes it (RuntimeLoggerManager):
+        IncrementalAlterConfigs only, ALTER_CONFIGS on the cluster, this broker's id, every op
+        checked before any applies. Returns the cluster authorization, to carry on."""
+        ops = list(resource.get("configs") or [])
+        if not incremental:
+            check_entries([(c.get("name"), c.get("value")) for c in ops])
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Unknown resource type {BROKER_LOGGER}")
+        check_entries([(op.get("name"), op.get("value") if op.get("config_operation") != DELETE else "")
+                       for op in ops])
+        allowed = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
+        self._logger_broker(name, "Node")
+        check_logger_ops(ops)
+        if not validate_only:
+            alter_loggers(ops, log)
+        return allowed
+
     async def _alter_topic(
         self, ctx: RequestContext, topic: str, resource: Mapping[str, Any],
         build: Callable[[Mapping[str, str], Mapping[str, Any]], Awaitable[dict[str, str]]],
@@ -703,12 +801,15 @@ class ConfigsModule(Module):
         AdminZkClient.validateTopicConfig checks it, then stored (a change notification follows)."""
         if not self._topic_authorized(ctx, "ALTER_CONFIGS", topic):
             raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed.")
+        if not topic:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         current = await self.topics.existing_overrides(topic)
         config = await build(current, resource)
         try:
             self.topics.check_create(config)
         except InvalidTopicConfig as exc:
             raise topic_config_error(exc, f"ConfigResource(type=TOPIC, name='{topic}')") from None
+        self._check_policy(TOPIC, topic, resource)
         if not validate_only:
             await self.topics.store_overrides(topic, config)
 

@@ -233,10 +233,10 @@ class TopicConfigs:
     @staticmethod
     def check_create(configs: Mapping[str, str | None]) -> dict[str, str]:
         """CreateTopics' configs, checked as Kafka checks them; KafkaApiError(INVALID_CONFIG)."""
-        for name, value in configs.items():
-            if value is None:
-                raise KafkaApiError(ErrorCode.INVALID_CONFIG,
-                                    f"Null value not supported for topic configs: {name}")
+        nulls = [name for name, value in configs.items() if value is None]
+        if nulls:  # every one named, as Kafka's ZkAdminManager.createTopics does
+            raise KafkaApiError(ErrorCode.INVALID_CONFIG,
+                                f"Null value not supported for topic configs: {','.join(nulls)}")
         overrides = {name: str(value) for name, value in configs.items()}
         validate_topic_config(overrides)
         return overrides
@@ -250,7 +250,7 @@ class TopicConfigs:
         store = self.services.store
         # The watched view first; the store only for a topic the view has not caught up with.
         if topic not in self.services.cluster.topics and topic not in await asyncio.to_thread(store.topics):
-            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{topic}' does not exist.")
+            raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist.")
         return await asyncio.to_thread(store.entity_config, f"topics/{topic}")
 
     async def store_overrides(self, topic: str, overrides: Mapping[str, str]) -> None:

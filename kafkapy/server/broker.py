@@ -36,6 +36,7 @@ from kafkapy.server.services import (
     ClusterView,
     Election,
     EpochOwed,
+    InternalTopicShape,
 )
 from kafkapy.store.base import (
     BrokerRegistration,
@@ -165,6 +166,13 @@ class ModuleServices:
                 return module
         return None
 
+    def register_internal_topic(self, name: str, shape: Callable[[], InternalTopicShape]) -> None:
+        self._runtime.internal_topics[name] = shape
+
+    def internal_topic_shape(self, name: str) -> InternalTopicShape | None:
+        shape = self._runtime.internal_topics.get(name)
+        return None if shape is None else shape()
+
     def connections(self) -> Collection[KafkaConnection]:
         return self._runtime.connections
 
@@ -214,6 +222,8 @@ class BrokerRuntime:
         self.cluster = ClusterView()
         self._watches: list[Watch] = []
         self.leadership: PartitionLeadership | None = None  # the controller's writer, set by start()
+        # The coordinators' state topics by name, with how each is made (register_internal_topic).
+        self.internal_topics: dict[str, Callable[[], InternalTopicShape]] = {}
         self._unwatch_unclean: Callable[[], None] | None = None
         # name -> finalized level, kept by the module that provides FINALIZED_FEATURES; None while
         # no module manages them

@@ -36,7 +36,7 @@ from kafkapy.server.services import (
     partition_isr,
     partition_leadership,
 )
-from kafkapy.store.base import BrokerRegistration, PartitionStates, TopicInfo
+from kafkapy.store.base import BrokerRegistration, PartitionStates, TopicInfo, topic_name_problem
 
 __all__ = ["INTERNAL_TOPICS", "PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
 
@@ -158,9 +158,19 @@ MESSAGE_FORMATS = "v0,v1,v2"
 INTERNAL_TOPICS: Final = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
+# DescribeCluster v1's endpoint types (Kafka's EndpointType): a broker serves the first only.
+_BROKER_ENDPOINT: Final = 1
+_CONTROLLER_ENDPOINT: Final = 2
+
 # The first Metadata version that may name topics by id (KIP-516); v10 and v11 carry the field but
 # Kafka refuses an id, or a null name, in them.
 _METADATA_TOPIC_IDS: Final = 12
+
+
+def _valid_topic_name(name: str) -> bool:
+    """Kafka's Topic.validate: Metadata answers a name it breaks INVALID_TOPIC_EXCEPTION, and does
+    not try to create it."""
+    return topic_name_problem(name) is None
 
 
 def _metadata_refused(version: int, requested: list[Mapping[str, Any]], error: ErrorCode) -> dict[str, Any]:
@@ -321,15 +331,27 @@ class CoreModule(Module):
             known = self.services.cluster.topics
             missing = [t["name"] for t in requested
                        if t.get("name") is not None and t["name"] not in known and t["name"] not in refused]
-            if missing and not isinstance(self.services.authorizer, AllowAll) and not self._allowed(
+            creator = self._auto_creator() if missing else None  # looked up only when needed: hot path
+            if creator is None:
+                return self._metadata(ctx, request, refused)
+            if not isinstance(self.services.authorizer, AllowAll) and not self._allowed(
                     ctx, "CREATE", "CLUSTER", CLUSTER_RESOURCE):
                 refused.update({name: ErrorCode.TOPIC_AUTHORIZATION_FAILED for name in missing
                                 if not self._allowed(ctx, "CREATE", "TOPIC", name)})
                 missing = [name for name in missing if name not in refused]
-            creator = self.services.provider(AUTO_TOPIC_CREATION, Module) if missing else None
-            if isinstance(creator, AutoTopicCreation):
+            # An invalid name is answered INVALID_TOPIC_EXCEPTION (by _metadata), never sent on.
+            missing = [name for name in missing if _valid_topic_name(name)]
+            if missing:
                 return self._metadata_creating(ctx, request, creator, missing, refused)
         return self._metadata(ctx, request, refused)
+
+    def _auto_creator(self) -> AutoTopicCreation | None:
+        """The module that auto-creates topics, while ``auto.create.topics.enable`` is on: only then
+        does a missing topic need CREATE (Kafka asks the authorizer only when it would create)."""
+        if not self.services.config.get("auto.create.topics.enable", True):  # Kafka's default
+            return None
+        creator = self.services.provider(AUTO_TOPIC_CREATION, Module)
+        return creator if isinstance(creator, AutoTopicCreation) else None
 
     def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
         conn = ctx.connection
@@ -378,9 +400,13 @@ class CoreModule(Module):
                 elif name in known and name not in creating:
                     topics.append(_topic_metadata(known[name], live, states))
                 else:
-                    error = creating.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    error = creating.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if _valid_topic_name(name)
+                                         else ErrorCode.INVALID_TOPIC_EXCEPTION)
                     topics.append({"error_code": error, "name": name,
-                                   "is_internal": False, "partitions": [],
+                                   # (a refused caller is not told that a topic is internal)
+                                   "is_internal": name in INTERNAL_TOPICS
+                                                  and error != ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
         cluster_operations = AUTHORIZED_OPERATIONS_OMITTED
         if ctx.api_version >= 8:  # KIP-430: computed only when asked for
@@ -488,9 +514,23 @@ class CoreModule(Module):
     # --- DescribeCluster ----------------------------------------------------------------------
 
     def describe_cluster(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
+        """The brokers, as Kafka's broker answers; a request for another endpoint type (v1+: the
+        controllers, 2, or a type Kafka does not know) is refused as Kafka refuses it."""
+        wanted = request.body.get("endpoint_type", _BROKER_ENDPOINT)
+        if wanted != _BROKER_ENDPOINT:
+            known_type = wanted == _CONTROLLER_ENDPOINT
+            code = ErrorCode.INVALID_REQUEST if ctx.api_version == 0 else (
+                ErrorCode.MISMATCHED_ENDPOINT_TYPE if known_type else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
+            message = ("The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+                       "type CONTROLLER" if known_type else f"Unsupported endpoint type {wanted}")
+            return fit_body(ApiKey.DESCRIBE_CLUSTER, "response", ctx.api_version, {
+                "throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "endpoint_type": _BROKER_ENDPOINT, "cluster_id": "", "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
         cluster = self.services.cluster
         body = {
-            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "endpoint_type": 1,
+            "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None,
+            "endpoint_type": _BROKER_ENDPOINT,
             "cluster_id": cluster.cluster_id, "controller_id": cluster.controller_id,
             "brokers": [{"broker_id": b.broker_id, "host": host, "port": port, "rack": b.rack,
                          "is_fenced": False}

@@ -20,6 +20,7 @@ from kafkapy.server.services import (
     TOPIC_CREATION,
     BrokerServices,
     InternalTopicCreation,
+    InternalTopicShape,
     PartitionLogs,
     PartitionLogsProvider,
 )
@@ -27,7 +28,7 @@ from kafkapy.store.onloop import watching
 
 __all__ = ["APPEND_ERRORS", "InternalTopic", "TopicShape"]
 
-TopicShape = tuple[int, int, Mapping[str, str]]  # partitions, replication factor, topic configs
+TopicShape = InternalTopicShape  # partitions, replication factor, topic configs
 VIEW_WAIT_S = 5.0  # how long a creation waits for the new topic to reach this broker's view
 # A state record's append error as the coordinator's client sees it (Kafka's
 # TransactionStateManager.appendTransactionToLog; the share coordinator answers the same).
@@ -42,12 +43,14 @@ APPEND_ERRORS: Mapping[ErrorCode, ErrorCode] = {
 
 
 class InternalTopic:
-    """One state topic of one module. ``shape`` is read at each try (from the broker's config)."""
+    """One state topic of one module. ``shape`` is read at each try (from the broker's config), and
+    registered with the broker, so Metadata's auto-creation of the name makes the same topic."""
 
     def __init__(self, services: BrokerServices, name: str, shape: Callable[[], TopicShape]) -> None:
         self.services = services
         self.name = name
         self._shape = shape
+        services.register_internal_topic(name, shape)
         self._try: asyncio.Task[bool] | None = None
         self._logs: PartitionLogs | None = None  # the data plane's, found on first use
 

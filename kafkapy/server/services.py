@@ -51,6 +51,7 @@ __all__ = [
     "Election",
     "EpochOwed",
     "InternalTopicCreation",
+    "InternalTopicShape",
     "PartitionLogs",
     "PartitionLogsProvider",
     "partition_isr",
@@ -64,6 +65,9 @@ T = TypeVar("T")
 # finalized (so gated APIs stay closed) until it says otherwise with set_finalized_features.
 FINALIZED_FEATURES = "finalized-features"
 
+
+# An internal topic's partitions, replication factor and topic configs, from its module's settings.
+InternalTopicShape = tuple[int, int, Mapping[str, str]]
 
 # The capability of a module that creates topics on demand (Kafka's auto.create.topics.enable):
 # the core's Metadata handler asks it about requested topics that do not exist.
@@ -367,6 +371,11 @@ class BrokerServices(Protocol):
     def provider(self, capability: str, kind: type[T]) -> T | None:
         """The module that provides ``capability`` (declared in its ``provides``), or None when no
         enabled module does; a ConfigError when it is not a ``kind``."""
+    def register_internal_topic(self, name: str, shape: Callable[[], InternalTopicShape]) -> None:
+        """A coordinator's state topic and how its module makes it, so that creating that name any
+        other way (Metadata's auto-creation) makes it the same, as Kafka's broker does."""
+    def internal_topic_shape(self, name: str) -> InternalTopicShape | None:
+        """The registered shape of an internal topic, read now; None for any other name."""
     def connections(self) -> Collection[KafkaConnection]:
         """The connections being served now."""
     def connection_for(self, info: ConnectionInfo) -> KafkaConnection | None:

@@ -106,6 +106,7 @@ __all__ = [
     "new_cluster_id",
     "next_producer_id_block",
     "sanitize",
+    "topic_name_problem",
 ]
 
 DEFAULT_ENTITY = "<default>"
@@ -167,11 +168,25 @@ def entity_type_of(entity_path: str) -> str:
     raise StoreError(f"invalid entity path {entity_path!r} (expected <type>/<name> or users/<u>/clients/<c>)")
 
 
+def topic_name_problem(name: str) -> str | None:
+    """Why Kafka's Topic.validate refuses a name (1 to 249 of [a-zA-Z0-9._-], not "." or ".."), in
+    the words its INVALID_TOPIC_EXCEPTION messages use; None for a valid name."""
+    if not name:
+        return "the empty string is not allowed"
+    if name in (".", ".."):
+        return f"'{name}' is not allowed"
+    if len(name) > 249:
+        return f"the length of '{name}' is longer than the max allowed length 249"
+    if any(not (ch.isascii() and (ch.isalnum() or ch in "._-")) for ch in name):
+        return f"'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
 def check_topic_name(name: str) -> None:
-    """Kafka's rule: 1 to 249 of [a-zA-Z0-9._-], and not "." or ".."."""
-    if not name or len(name) > 249 or name in (".", "..") or any(
-            not (ch.isascii() and (ch.isalnum() or ch in "._-")) for ch in name):
-        raise StoreError(f"invalid topic name {name!r} (1 to 249 of [a-zA-Z0-9._-], not '.' or '..')")
+    """Kafka's rule (``topic_name_problem``): StoreError "Topic name is invalid: ..." if broken."""
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise StoreError(f"Topic name is invalid: {problem}")
 
 
 @attrs.frozen

@@ -7,7 +7,9 @@ which Metadata answers from. docs/topics.md describes the module.
 
 from __future__ import annotations
 
+from kafkapy.server.policies import CreateTopicRequest, PolicyViolation
 from kafkapy.topics.assignment import assign_replicas, partition_label, placement_for_new_partitions
 from kafkapy.topics.module import TopicsModule
 
-__all__ = ["TopicsModule", "assign_replicas", "partition_label", "placement_for_new_partitions"]
+__all__ = ["CreateTopicRequest", "PolicyViolation", "TopicsModule", "assign_replicas", "partition_label",
+           "placement_for_new_partitions"]

@@ -28,6 +28,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
+from kafkapy.server.policies import CreateTopicRequest, PolicyViolation, load_policy
 from kafkapy.server.services import INITIAL_LEADER_EPOCH, NO_LEADER, TOPIC_CREATION, EpochOwed
 from kafkapy.store.base import (
     StoreError,
@@ -57,6 +58,8 @@ _WAIT_CAP_S = 30.0  # never hold a request longer than this, whatever timeout_ms
 # two billion partitions is one clear error, not the broker's memory.
 MAX_RECORDS_PER_USER_OP = 10_000
 _TOO_LARGE = (ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+# KRaft's metadata log: Kafka refuses to create a topic of that name (KafkaApis, ControllerApis).
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _REASSIGNMENT_TIMEOUT_MS = 60_000  # AlterPartitionReassignments' TimeoutMs default (Kafka's schema)
 
 
@@ -108,6 +111,12 @@ class TopicsModule(Module):
         ConfigKey("default.replication.factor", "int", 1,
                   "Replication factor of a topic created with replication_factor -1 (Kafka's default).",
                   _positive),
+        ConfigKey("create.topic.policy.class.name", "class", None,
+                  "Kafka's CreateTopicPolicy: a class (pkg.mod:Class) whose validate(request) may refuse "
+                  "a topic to be created, answered POLICY_VIOLATION (kafkapy.server.policies)."),
+        ConfigKey("delete.topic.enable", "boolean", True,
+                  "Whether DeleteTopics may delete topics; when false every topic of one is refused "
+                  "(TOPIC_DELETION_DISABLED, INVALID_REQUEST before v3), as Kafka's broker answers."),
         # The broker's topic defaults (log.retention.hours, log.segment.bytes, ...): declared here,
         # where a topic is made, so server.properties may set them; configs/topics.py reads them.
         *BROKER_LOG_KEYS,
@@ -117,6 +126,8 @@ class TopicsModule(Module):
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
         self._lock = asyncio.Lock()  # one change at a time on the controller
+        policy_key = "create.topic.policy.class.name"
+        self._policy = load_policy(policy_key, services.config[policy_key] or "", services.config.values)
         self._racks: dict[int, str | None] = {}  # the live brokers' racks, as the last snapshot read them
 
     def apis(self) -> Mapping[int, ApiHandler]:
@@ -196,6 +207,9 @@ class TopicsModule(Module):
         for item, result in zip(items, results):
             if refused is not None:
                 result.update(error_code=ErrorCode.NOT_CONTROLLER, error_message=refused)
+            elif item["name"] == CLUSTER_METADATA_TOPIC:
+                result.update(error_code=ErrorCode.INVALID_REQUEST, error_message=(
+                    f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited."))
             elif counts[item["name"]] > 1:
                 result.update(error_code=ErrorCode.INVALID_REQUEST,
                               error_message="Found multiple entries for this topic.")
@@ -216,6 +230,7 @@ class TopicsModule(Module):
                     try:
                         info = self._plan_topic(item, existing, live)
                         overrides = self._topic_configs(item)
+                        self._check_policy(item, info, overrides)
                         if not validate_only:
                             info = await asyncio.to_thread(self.services.store.create_topic, info.name,
                                                            info.partitions, info.topic_id, overrides)
@@ -252,7 +267,9 @@ class TopicsModule(Module):
     async def create_topics_with_defaults(self, names: Collection[str]) -> dict[str, ErrorCode]:
         """Create topics with num.partitions and default.replication.factor on any broker (Kafka's
         auto-creation, not a CreateTopics request: no controller check, no wait for the view).
-        Per name: NONE, TOPIC_ALREADY_EXISTS, or the code CreateTopics would answer."""
+        A coordinator's state topic (``__consumer_offsets``, ...) is made as its module makes it
+        (its partitions, replication factor and configs), as Kafka's AutoTopicCreationManager
+        does. Per name: NONE, TOPIC_ALREADY_EXISTS, or the code CreateTopics would answer."""
         results: dict[str, ErrorCode] = {}
         async with self._lock:
             try:
@@ -261,9 +278,21 @@ class TopicsModule(Module):
                 return dict.fromkeys(names, ErrorCode.UNKNOWN_SERVER_ERROR)
             for name in names:
                 try:
-                    info = self._plan_topic({"name": name}, existing, live)
+                    item: dict[str, Any] = {"name": name}
+                    overrides: dict[str, str] = {}
+                    shape = self.services.internal_topic_shape(name)
+                    if shape is not None:
+                        partitions, factor, configs = shape
+                        item.update(num_partitions=partitions, replication_factor=factor)
+                        if self._configs is not None:
+                            overrides = self._topic_configs(
+                                {"configs": [{"name": k, "value": v} for k, v in configs.items()]})
+                    info = self._plan_topic(item, existing, live)
+                    self._check_policy(item, info, overrides)
                     info = await asyncio.to_thread(self.services.store.create_topic, info.name,
-                                                   info.partitions, info.topic_id)
+                                                   info.partitions, info.topic_id, overrides)
+                    if self._configs is not None and overrides:
+                        self._configs.topics.created(info.name, overrides)
                 except KafkaApiError as exc:
                     results[name] = exc.code
                     continue
@@ -319,15 +348,36 @@ class TopicsModule(Module):
             return {}
         return configs.topics.check_create(given)
 
+    def _check_policy(self, item: Mapping[str, Any], info: TopicInfo, configs: Mapping[str, str]) -> None:
+        """``create.topic.policy.class.name``'s verdict on a planned topic: KafkaApiError
+        POLICY_VIOLATION with the policy's message, UNKNOWN_SERVER_ERROR if the policy fails."""
+        if self._policy is None:
+            return
+        assigned = bool(item.get("assignments"))
+        request = CreateTopicRequest(
+            topic=info.name, num_partitions=None if assigned else len(info.partitions),
+            replication_factor=None if assigned else len(info.partitions[0]),
+            replicas_assignments=dict(info.partitions) if assigned else None, configs=dict(configs))
+        try:
+            self._policy.validate(request)
+        except PolicyViolation as exc:
+            raise KafkaApiError(ErrorCode.POLICY_VIOLATION, str(exc)) from None
+        except Exception as exc:
+            log.exception("create.topic.policy.class.name failed on topic %s", info.name)
+            raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                f"the create topic policy failed: {exc!r}") from None
+
     def _report_configs(self, ctx: RequestContext, result: dict[str, Any],
                         overrides: Mapping[str, str]) -> None:
         """CreateTopics v5+ answers with the new topic's configs, as DescribeConfigs would show
-        them, when the caller may describe them (else TOPIC_AUTHORIZATION_FAILED in their place)."""
+        them, when the caller may describe them; else, as Kafka, TOPIC_AUTHORIZATION_FAILED in
+        their place, and neither the partition count nor the replication factor (-1 both)."""
         configs = self._configs
         if configs is None or ctx.api_version < 5:
             return
         if not self._allowed(ctx, "DESCRIBE_CONFIGS", "TOPIC", result["name"]):
-            result["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.update(topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, num_partitions=-1,
+                          replication_factor=-1)
             return
         result["configs"] = [
             {"name": e["name"], "value": e["value"], "read_only": e["read_only"],
@@ -413,6 +463,11 @@ class TopicsModule(Module):
             for result in results:
                 result.update(error_code=ErrorCode.NOT_CONTROLLER, error_message=refused)
             return self._delete_response(ctx, results)
+        if not self.services.config["delete.topic.enable"]:
+            disabled = ErrorCode.INVALID_REQUEST if ctx.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+            for result in results:
+                result.update(error_code=disabled)
+            return self._delete_response(ctx, results)
         known = self.services.cluster.topics
         by_id = {info.topic_id: info for info in known.values()}
         doomed: list[tuple[dict[str, Any], str]] = []
@@ -422,11 +477,20 @@ class TopicsModule(Module):
                 result.update(error_code=ErrorCode.INVALID_REQUEST,
                               error_message="Topic name and topic ID can not both be specified.")
                 continue
+            if name is None and topic_id == ZERO_UUID:
+                result.update(error_code=ErrorCode.INVALID_REQUEST,
+                              error_message="Neither topic name nor id were specified.")
+                continue
             if name is None:
                 found = by_id.get(topic_id)
-                if found is None or not self._allowed(ctx, "DESCRIBE", "TOPIC", found.name):
+                if found is None:
                     result.update(error_code=ErrorCode.UNKNOWN_TOPIC_ID,
                                   error_message=f"Topic id {topic_id} does not exist.")
+                    continue
+                if not self._allowed(ctx, "DESCRIBE", "TOPIC", found.name):
+                    # Kafka does not hide the id (ids are not secret), only the name behind it
+                    result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  error_message="Authorization failed.")
                     continue
                 name = result["name"] = found.name
             if not self._allowed(ctx, "DELETE", "TOPIC", name):

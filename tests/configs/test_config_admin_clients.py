@@ -52,7 +52,7 @@ def test_a_topics_configs_are_reset_one_key_or_all(admin: KafkaAdminClient) -> N
     reset = admin.reset_configs([ConfigResource(TOPIC, "absent", configs=["retention.ms"])],
                                 raise_on_unknown=False)
     assert reset == {"topic": {"absent": "[Error 3] UnknownTopicOrPartitionError: "
-                                         "Topic 'absent' does not exist."}}
+                                         "The topic 'absent' does not exist."}}
 
 
 def test_a_brokers_and_a_groups_configs_are_reset(admin: KafkaAdminClient) -> None:

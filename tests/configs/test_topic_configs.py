@@ -176,11 +176,13 @@ def test_invalid_topic_configs_are_invalid_config(broker: Broker, confluent: Adm
         "Invalid value -7 for configuration retention.ms: Value must be at least -1"
     )
     assert describe(confluent, "t")["retention.ms"].source == DEFAULT  # nothing changed
-    # APPEND only on list configs; an unknown topic
+    # APPEND only on list configs (INVALID_CONFIG, as Kafka's prepareIncrementalConfigs); an unknown topic
     entry = ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.APPEND)
     resource = ConfigResource(ResourceType.TOPIC, "t", incremental_configs=[entry])
     future = next(iter(confluent.incremental_alter_configs([resource], request_timeout=TIMEOUT_S).values()))
-    assert error_of(lambda: future.result(timeout=TIMEOUT_S)).code() == KafkaError.INVALID_REQUEST
+    error = error_of(lambda: future.result(timeout=TIMEOUT_S))
+    assert (error.code(), error.str()) == (KafkaError.INVALID_CONFIG,
+                                           "Config value append is not allowed for config key: retention.ms")
     assert error_of(lambda: describe(confluent, "nope")).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
