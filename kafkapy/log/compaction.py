@@ -247,6 +247,9 @@ def _holds_last_of_producer(batch: RecordBatch, last_records: Mapping[int, LastR
 
 
 def _rebuilt(batch: RecordBatch, kept: list[Record], delete_horizon_ms: int | None) -> bytes:
+    """The batch with only ``kept``, still ending at its original last offset, as Kafka's cleaner
+    writes a magic-2 batch it keeps part of: the producer's last sequence (base sequence plus the
+    last offset delta) and the offset the next batch follows stay what they were."""
     return build_record_batch(
         kept,
         base_offset=batch.base_offset,
@@ -259,6 +262,7 @@ def _rebuilt(batch: RecordBatch, kept: list[Record], delete_horizon_ms: int | No
         timestamp_type=batch.timestamp_type,
         partition_leader_epoch=batch.partition_leader_epoch,
         max_timestamp=batch.max_timestamp if batch.timestamp_type == LOG_APPEND_TIME else None,
+        last_offset_delta=batch.last_offset_delta,
         delete_horizon_ms=delete_horizon_ms,
     )
 

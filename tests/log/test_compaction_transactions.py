@@ -154,6 +154,22 @@ def test_an_emptied_batch_keeps_its_offsets_and_the_producers_sequence() -> None
     assert 0 not in [b.base_offset for b in log.batches()]
 
 
+def test_a_partly_kept_batch_still_ends_at_its_last_offset() -> None:
+    """Kafka's cleaner keeps a magic-2 batch's last offset when it drops some of its records, so
+    the producer's last sequence and the next batch's offset do not move back."""
+    log = TxnLog()
+    log.write([(b"a", b"1"), (b"b", b"1")], producer_id=9)  # offsets 0-1, sequences 0-1
+    log.write([(b"b", b"2")])  # 2 supersedes b@1, the producer batch's last record
+    log.write([(b"other", b"x")])
+    log.log.compact(now_ms=10)
+    first = log.batches()[0]
+    assert (first.base_offset, first.last_offset, first.record_count) == (0, 1, 1)
+    assert [record.offset for record in first.record_list()] == [0] and first.crc_valid
+    rebuilt = ProducerStateManager()
+    rebuilt.replay(log.batches())
+    assert rebuilt.producers[9].last_seq == 1
+
+
 def test_nothing_at_or_past_the_last_stable_offset_is_cleaned() -> None:
     log = TxnLog()
     log.write([(b"k", b"1")])  # 0
@@ -186,6 +202,8 @@ OPS = st.lists(
 @given(ops=OPS)
 @example(ops=[("whole txn", 5, [(b"a", b"1")], False), ("whole txn", 5, [(b"a", b"2")], True),
               ("plain", [(b"b", b"1")]), ("compact", 10)])  # a marker ends the aborted transaction
+@example(ops=[("plain", [(b"a", b"1"), (b"b", None)]), ("plain", [(b"a", b"1")]), ("compact", 10),
+              ("compact", DAY + 10)])  # the expired tombstone was a batch's last record
 def test_a_read_committed_consumer_sees_the_same_latest_values_after_any_compaction(ops: list) -> None:  # type: ignore[type-arg]
     """Against a model: a read_committed consumer's latest value of every key (bar expired
     tombstones) is the same after compaction, aborted records never come back, and offsets only
