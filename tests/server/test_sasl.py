@@ -140,11 +140,29 @@ def test_a_request_before_authentication_closes_the_connection(
     assert any(expected in r.getMessage() for r in caplog.records)
 
 
-def test_a_request_after_the_handshake_but_before_authenticate_closes(broker: Broker) -> None:
-    with KafkaSocket(sasl_address(broker)) as s:
-        assert handshake(s)["error_code"] == ErrorCode.NONE
-        s.send(ApiKey.METADATA, 12, {"topics": None})
-        assert s.wait_closed() == b""
+@pytest.mark.parametrize(("api_key", "version", "body", "answer"), [
+    (ApiKey.METADATA, 1, {"topics": [{"name": "t"}]},
+     {"brokers": [], "controller_id": -1, "topics": [
+         {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "name": "t", "is_internal": False, "partitions": []}]}),
+    (ApiKey.METADATA, 1, {"topics": None}, {"brokers": [], "controller_id": -1, "topics": []}),
+    (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
+                                                        "mechanisms": []}),
+    (ApiKey.FIND_COORDINATOR, 0, {"key": "g"},
+     {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "node_id": 0, "host": "", "port": 0}),
+])
+def test_a_request_after_the_handshake_but_before_authenticate_is_answered_then_closed(
+        broker: Broker, api_key: int, version: int, body: dict[str, object], answer: dict[str, object],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's handleSaslToken: the request's own error response (ILLEGAL_SASL_STATE), then the close."""
+    with caplog.at_level(logging.INFO, logger="kafkapy"):
+        with KafkaSocket(sasl_address(broker)) as s:
+            assert handshake(s)["error_code"] == ErrorCode.NONE
+            s.send(api_key, version, body, correlation_id=41)
+            response = s.read_response(api_key, version)
+            assert response.correlation_id == 41 and dict(response.body) == answer
+            assert s.wait_closed() == b""
+    expected = f"Unexpected Kafka request of type {ApiKey(api_key).name} during SASL authentication"
+    assert any(expected in r.getMessage() for r in caplog.records)
 
 
 def test_pipelined_frames_after_authentication_are_served_in_order(broker: Broker) -> None:
