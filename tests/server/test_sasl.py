@@ -258,7 +258,8 @@ def test_sasl_configuration_errors_name_the_key(settings: dict[str, str], key: s
 
 @pytest.mark.parametrize("delay_ms", [0, 300])
 def test_the_close_after_a_failure_waits_connection_failed_authentication_delay_ms(delay_ms: int) -> None:
-    """Kafka's delay lets the client read the answer first; frames sent meanwhile go unanswered."""
+    """The answer, then the close after the delay (Kafka holds the answer for the delay: docs/security.md
+    lists it); frames sent meanwhile go unanswered."""
     with Broker({**SASL, "connection.failed.authentication.delay.ms": str(delay_ms)}) as b:
         with KafkaSocket(sasl_address(b)) as s:
             assert handshake(s)["error_code"] == ErrorCode.NONE
