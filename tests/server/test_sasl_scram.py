@@ -108,7 +108,7 @@ def test_wrong_password_unknown_user_and_bad_messages_are_sasl_exceptions() -> N
     with pytest.raises(AuthenticationFailed, match="authorization id that is different"):
         server().evaluate(b"n,a=admin,n=alice,r=abc")
     for bad in (b"y,,n=alice,r=abc", b"p=tls-unique,,n=alice,r=abc", b"n,,n=alice", b"n,,n=al=ice,r=x",
-                b"\xff"):
+                b"\xff", b"n,,n=,r=abc", b"n,a=,n=alice,r=abc"):
         with pytest.raises(MalformedResponse):
             server().evaluate(bad)
     s = server()
@@ -117,10 +117,29 @@ def test_wrong_password_unknown_user_and_bad_messages_are_sasl_exceptions() -> N
         s.evaluate(b"c=biws,r=abcdef,p=AAAA")
 
 
+def test_the_authorization_id_is_checked_only_for_a_user_that_exists() -> None:
+    """Kafka's ScramSaslServer looks the user up first: an unknown user with an authorization id
+    gets the generic refusal (a SaslException), not the authorization id message."""
+    stored = credential("SCRAM-SHA-256", "pw")
+    server = ScramServer("SCRAM-SHA-256", lambda m, u: stored if u == "alice" else None)
+    with pytest.raises(MalformedResponse, match="Invalid user credentials"):
+        server.evaluate(b"n,a=admin,n=mallory,r=abc")
+
+
+def test_a_user_name_that_is_not_ascii_cannot_log_in() -> None:
+    """Kafka's ScramMessages read a saslname of ASCII characters only: such a user's first message
+    does not parse, even when a credential is stored for it."""
+    stored = credential("SCRAM-SHA-256", "pw")
+    server = ScramServer("SCRAM-SHA-256", lambda m, u: stored)
+    with pytest.raises(MalformedResponse, match="Invalid SCRAM client first message"):
+        server.evaluate("n,,n=jos\u00e9,r=abc".encode())
+
+
 def test_a_final_nonce_must_equal_the_combined_nonce() -> None:
-    """Kafka's ScramSaslServer compares the final message's nonce with equals (older releases used
-    endsWith). librdkafka 2.0.2 (kcat 1.7.1 here) sends client nonce + combined nonce, which both refuse;
-    librdkafka 2.16 (confluent-kafka here) sends the combined nonce and logs in."""
+    """Current Kafka's ScramSaslServer compares the final message's nonce with equals (3.9's and the
+    trunk of Oct 2024 use endsWith, and accept more: docs/security.md lists it). librdkafka 2.0.2 (kcat
+    1.7.1 here) sends client nonce + combined nonce, which equals refuses; librdkafka 2.16
+    (confluent-kafka here) sends the combined nonce and logs in."""
     stored = credential("SCRAM-SHA-256", "pw")
     server = ScramServer("SCRAM-SHA-256", lambda m, u: stored)
     combined = server.evaluate(b"n,,n=a,r=cnonce").decode().split(",")[0][2:]
