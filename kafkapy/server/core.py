@@ -281,11 +281,11 @@ class CoreModule(Module):
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
 
     def sasl_authenticate(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        message = ("SaslAuthenticate request received after successful authentication"
-                   if ctx.connection.security_protocol.startswith("SASL") else
-                   f"SaslAuthenticate request received on a {ctx.connection.security_protocol} listener")
+        """Out of place as SaslHandshake is; Kafka's KafkaApis gives one message whatever the
+        listener (on PLAINTEXT and SSL too)."""
         return fit_body(ApiKey.SASL_AUTHENTICATE, "response", ctx.api_version,
-                        {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": message,
+                        {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
+                         "error_message": "SaslAuthenticate request received after successful authentication",
                          "auth_bytes": b"", "session_lifetime_ms": 0})
 
     # --- Metadata -----------------------------------------------------------------------------

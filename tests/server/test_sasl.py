@@ -192,6 +192,10 @@ def test_sasl_apis_are_advertised_and_refused_on_a_plaintext_listener(broker: Br
                 for k in s.call(ApiKey.API_VERSIONS, 2).body["api_keys"]}
         assert keys[ApiKey.SASL_HANDSHAKE] == (0, 1) and keys[ApiKey.SASL_AUTHENTICATE] == (0, 2)
         assert handshake(s)["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+        # KafkaApis.handleSaslAuthenticateRequest: one message, whatever the listener.
+        refused = authenticate(s, plain("alice", "secret"))
+        assert (refused["error_code"], refused["error_message"]) == (
+            ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate request received after successful authentication")
         assert s.call(ApiKey.METADATA, 12, {"topics": None}).body["brokers"]
 
 
