@@ -150,6 +150,11 @@ _NOT_DESCRIBED: Final = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCo
 # Kafka validates ApiVersions v3+ client software names and versions with this pattern.
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
+
+def valid_client_software(name: str, version: str) -> bool:
+    """Kafka's ApiVersionsRequest.isValid for v3+: both match the pattern, else INVALID_REQUEST."""
+    return bool(_SOFTWARE.match(name) and _SOFTWARE.match(version))
+
 COMPRESSION_CODECS = "1=gzip,2=snappy,3=lz4,4=zstd"
 MESSAGE_FORMATS = "v0,v1,v2"
 
@@ -232,7 +237,7 @@ class CoreModule(Module):
             asked = request.body
             software = (asked.get("client_software_name", ""), asked.get("client_software_version", ""))
             if software not in self._valid_software:
-                if not (_SOFTWARE.match(software[0]) and _SOFTWARE.match(software[1])):
+                if not valid_client_software(*software):
                     return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
                 if len(self._valid_software) < 1024:  # bounded: client names are few
                     self._valid_software.add(software)

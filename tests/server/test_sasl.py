@@ -186,6 +186,18 @@ def test_unsupported_api_versions_version_may_be_retried(broker: Broker) -> None
         assert handshake(s)["error_code"] == ErrorCode.NONE
 
 
+def test_api_versions_with_an_invalid_client_software_name_may_be_retried(broker: Broker) -> None:
+    """Kafka's handleApiVersionsRequest answers INVALID_REQUEST and stays where it was: the client
+    may send ApiVersions again before the handshake."""
+    with KafkaSocket(sasl_address(broker)) as s:
+        bad = {"client_software_name": "no spaces allowed", "client_software_version": "1"}
+        assert s.call(ApiKey.API_VERSIONS, 3, bad).body["error_code"] == ErrorCode.INVALID_REQUEST
+        good = {"client_software_name": "t", "client_software_version": "1"}
+        assert s.call(ApiKey.API_VERSIONS, 3, good).body["error_code"] == ErrorCode.NONE
+        assert handshake(s)["error_code"] == ErrorCode.NONE
+        assert authenticate(s, plain("alice", "secret"))["error_code"] == ErrorCode.NONE
+
+
 def test_sasl_apis_are_advertised_and_refused_on_a_plaintext_listener(broker: Broker) -> None:
     with KafkaSocket(broker.listeners["PLAINTEXT"]) as s:
         keys = {k["api_key"]: (k["min_version"], k["max_version"])

@@ -66,9 +66,10 @@ class AuthenticatorModel(RuleBasedStateMachine):
             assert answer.body["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
 
     @precondition(lambda self: not self.failed and not self.authenticated)
-    @rule(version=st.integers(0, 6))
-    def api_versions(self, version: int) -> None:
-        step = self._request(ApiKey.API_VERSIONS, min(version, 4), {}) if version <= 4 else \
+    @rule(version=st.integers(0, 6), software=st.sampled_from(["kafkapy", "bad name", ""]))
+    def api_versions(self, version: int, software: str) -> None:
+        body = {"client_software_name": software, "client_software_version": "1.0"} if version >= 3 else {}
+        step = self._request(ApiKey.API_VERSIONS, min(version, 4), body) if version <= 4 else \
             self.authenticator.receive(b"\x00\x12\x00" + bytes([version]) + b"\x00\x00\x00\x01\xff\xff")
         allowed = not self.api_versions_answered and self.handshake_version is None
         if not allowed:
@@ -77,7 +78,8 @@ class AuthenticatorModel(RuleBasedStateMachine):
                 self._expect_illegal_state(step, ApiKey.API_VERSIONS, version)
             return
         assert step == Step(dispatch=True)
-        self.api_versions_answered = version in SERVED_API_VERSIONS
+        # An error answer (a version not served; v3+ with invalid client software) lets the client retry.
+        self.api_versions_answered = version in SERVED_API_VERSIONS and (version < 3 or software == "kafkapy")
 
     @precondition(lambda self: not self.failed and not self.authenticated)
     @rule(version=st.sampled_from([0, 1]),

@@ -9,8 +9,9 @@ Each frame is classified into an Event, TRANSITIONS gives the next state, and an
 does not list is FAILED: the connection closes (after the answer, if the event has one). As in Kafka:
 
 * ApiVersions is served once, before the handshake (the dispatcher answers it: ``Step.dispatch``);
-  one at a version the broker does not serve is answered (UNSUPPORTED_VERSION, by the dispatcher)
-  and the client may try again.
+  one at a version the broker does not serve (UNSUPPORTED_VERSION), or a v3+ one whose client
+  software name or version is not valid (INVALID_REQUEST), is answered by the dispatcher and the
+  client may try again (Kafka's handleApiVersionsRequest moves on only after a good one).
 * SaslHandshake names the mechanism. An enabled one is accepted with the enabled list; any other
   gets UNSUPPORTED_SASL_MECHANISM with the list, and the connection closes. Handshake v1 means the
   tokens come in SaslAuthenticate requests; v0 means they come as bare size-prefixed frames with
@@ -55,6 +56,7 @@ from kafkapy.protocol import api_name, decode_request, encode_response, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.error_answers import error_answer
 from kafkapy.protocol.header import REQUEST_PREFIX_SIZE, unpack_request_prefix
+from kafkapy.server.core import valid_client_software
 from kafkapy.server.sasl.mechanism import AuthenticationFailed, MalformedResponse, SaslServer
 from kafkapy.server.sasl.scram import CredentialLookup
 from kafkapy.server.sasl.settings import SaslSettings
@@ -76,7 +78,7 @@ class SaslState(enum.Enum):
 
 class Event(enum.Enum):
     API_VERSIONS = "ApiVersions"
-    API_VERSIONS_UNSERVED = "ApiVersions at a version not served"
+    API_VERSIONS_UNSERVED = "ApiVersions answered with an error (version not served, bad client software)"
     HANDSHAKE_V0 = "SaslHandshake v0, mechanism enabled"
     HANDSHAKE_V1 = "SaslHandshake v1, mechanism enabled"
     MECHANISM_REFUSED = "SaslHandshake, mechanism not enabled"
@@ -203,7 +205,7 @@ class Authenticator:
         if self.state is SaslState.AUTHENTICATE and api_key != ApiKey.SASL_AUTHENTICATE:
             return self._out_of_place(frame, api_key)
         if api_key == ApiKey.API_VERSIONS:
-            served = self._api_versions_served(api_version)
+            served = self._api_versions_served(api_version) and self._valid_software(frame, api_version)
             event = Event.API_VERSIONS if served else Event.API_VERSIONS_UNSERVED
             if self._move(event) is not SaslState.FAILED:
                 return DISPATCH
@@ -217,6 +219,19 @@ class Authenticator:
                  self.who, _name(api_key), during)
         self.state = SaslState.FAILED
         return CLOSE
+
+    @staticmethod
+    def _valid_software(frame: bytes, api_version: int) -> bool:
+        """Whether a served ApiVersions is answered without error: v3+ names its client software
+        validly (one that does not decode is left to the dispatcher, and does not count)."""
+        if api_version < 3:
+            return True
+        try:
+            body = decode_request(frame).body
+        except DecodeError:
+            return False
+        return valid_client_software(str(body.get("client_software_name", "")),
+                                     str(body.get("client_software_version", "")))
 
     def _in_session(self, frame: bytes | bytearray) -> Step:
         """A frame of a session that ends: a re-authentication, the session's request, or the close
