@@ -108,7 +108,9 @@ def test_wrong_password_unknown_user_and_bad_messages_are_sasl_exceptions() -> N
     with pytest.raises(AuthenticationFailed, match="authorization id that is different"):
         server().evaluate(b"n,a=admin,n=alice,r=abc")
     for bad in (b"y,,n=alice,r=abc", b"p=tls-unique,,n=alice,r=abc", b"n,,n=alice", b"n,,n=al=ice,r=x",
-                b"\xff", b"n,,n=,r=abc", b"n,a=,n=alice,r=abc"):
+                b"\xff", b"n,,n=,r=abc", b"n,a=,n=alice,r=abc",
+                # ScramMessages' extensions: alphabetic names, non-empty values; a whole-message match
+                b"n,,n=alice,r=abc,ext1=v", b"n,,n=alice,r=abc,tokenauth=", b"n,,n=alice,r=abc\n"):
         with pytest.raises(MalformedResponse):
             server().evaluate(bad)
     s = server()

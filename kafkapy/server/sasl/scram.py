@@ -97,11 +97,12 @@ def credential_from_salted_password(mechanism: ScramMechanism, salt: bytes, salt
 # ("," and "=" escaped), as Kafka reads them: a user whose name is not ASCII cannot log in with SCRAM;
 # printable nonces without ",".
 _SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"
-_CLIENT_FIRST = re.compile(rf"^n,(?:a=(?P<authzid>{_SASLNAME}))?,"
+_EXTENSIONS = r"(?:,[A-Za-z]+=[\x01-\x2B\x2D-\x7F]+)*"  # alphabetic names, non-empty ASCII values
+_CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,"
                            rf"(?P<bare>n=(?P<name>{_SASLNAME}),r=(?P<nonce>[!-+\--~]+)"
-                           r"(?P<extensions>(?:,[^,=]+=[^,]*)*))$")
-_CLIENT_FINAL = re.compile(r"^(?P<without_proof>c=(?P<channel>[A-Za-z0-9/+]+=*),r=(?P<nonce>[!-+\--~]+)"
-                           r"(?:,[^,=]+=[^,]*)*),p=(?P<proof>[A-Za-z0-9/+]+=*)$")
+                           rf"(?P<extensions>{_EXTENSIONS}))")
+_CLIENT_FINAL = re.compile(r"(?P<without_proof>c=(?P<channel>[A-Za-z0-9/+]+=*),r=(?P<nonce>[!-+\--~]+)"
+                           rf"{_EXTENSIONS}),p=(?P<proof>[A-Za-z0-9/+]+=*)")
 _SASL_NAME_ESCAPES = re.compile(r"=(2C|3D)")
 
 CredentialLookup = Callable[[str, str], ScramCredential | None]  # (mechanism, user) -> credential
@@ -139,7 +140,7 @@ class ScramServer:
         raise MalformedResponse("SCRAM authentication already completed")
 
     def _client_first(self, text: str) -> bytes:
-        match = _CLIENT_FIRST.match(text)
+        match = _CLIENT_FIRST.fullmatch(text)
         if match is None:
             raise MalformedResponse("Invalid SCRAM client first message")
         user = _username(match["name"])
@@ -163,7 +164,7 @@ class ScramServer:
         return server_first.encode()
 
     def _client_final(self, text: str) -> bytes:
-        match = _CLIENT_FINAL.match(text)
+        match = _CLIENT_FINAL.fullmatch(text)
         if match is None:
             raise MalformedResponse("Invalid SCRAM client final message")
         if match["nonce"] != self._nonce:
