@@ -153,7 +153,7 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 def valid_client_software(name: str, version: str) -> bool:
     """Kafka's ApiVersionsRequest.isValid for v3+: both match the pattern, else INVALID_REQUEST."""
-    return bool(_SOFTWARE.match(name) and _SOFTWARE.match(version))
+    return bool(_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version))  # Java's whole-string matches()
 
 COMPRESSION_CODECS = "1=gzip,2=snappy,3=lz4,4=zstd"
 MESSAGE_FORMATS = "v0,v1,v2"

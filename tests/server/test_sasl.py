@@ -186,11 +186,12 @@ def test_unsupported_api_versions_version_may_be_retried(broker: Broker) -> None
         assert handshake(s)["error_code"] == ErrorCode.NONE
 
 
-def test_api_versions_with_an_invalid_client_software_name_may_be_retried(broker: Broker) -> None:
+@pytest.mark.parametrize("name", ["no spaces allowed", "newline\n"])
+def test_api_versions_with_an_invalid_client_software_name_may_be_retried(broker: Broker, name: str) -> None:
     """Kafka's handleApiVersionsRequest answers INVALID_REQUEST and stays where it was: the client
     may send ApiVersions again before the handshake."""
     with KafkaSocket(sasl_address(broker)) as s:
-        bad = {"client_software_name": "no spaces allowed", "client_software_version": "1"}
+        bad = {"client_software_name": name, "client_software_version": "1"}
         assert s.call(ApiKey.API_VERSIONS, 3, bad).body["error_code"] == ErrorCode.INVALID_REQUEST
         good = {"client_software_name": "t", "client_software_version": "1"}
         assert s.call(ApiKey.API_VERSIONS, 3, good).body["error_code"] == ErrorCode.NONE
