@@ -308,11 +308,19 @@ def test_credential_apis_need_cluster_alter_and_describe() -> None:
     config = {**SASL, "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:DESCRIBE"}
     with Broker(config) as b:
         plain = b.listeners["PLAINTEXT"]
-        assert alter(plain, upsertions=[upsertion("frank", SHA256, "p")]) == [
-            ("frank", ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)]
+        # Kafka's AlterUserScramCredentialsRequest.getErrorResponse: every user named, sorted.
+        assert alter(plain, [{"name": "gina", "mechanism": SHA256}],
+                     [upsertion("frank", SHA256, "p"), upsertion("gina", SHA512, "p")]) == [
+            ("frank", ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None),
+            ("gina", ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)]
         assert describe(plain)["error_code"] == ErrorCode.NONE
     with Broker({**SASL, "authorizer.class.name": "allowlist"}) as b:
         assert describe(b.listeners["PLAINTEXT"])["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        # DescribeUserScramCredentialsRequest.getErrorResponse: one result per name, without the name.
+        refused = describe(b.listeners["PLAINTEXT"], ["frank", "gina"])
+        assert refused["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert [(r["user"], r["error_code"]) for r in refused["results"]] == [
+            ("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)] * 2
 
 
 def test_a_scram_failure_is_one_log_line(broker: Broker, caplog: pytest.LogCaptureFixture) -> None:

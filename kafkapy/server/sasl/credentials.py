@@ -120,9 +120,11 @@ class ScramCredentialsModule(Module):
                                                   "CLUSTER", CLUSTER_RESOURCE)
 
     def describe(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        if not self._allowed(ctx, "DESCRIBE"):
+        if not self._allowed(ctx, "DESCRIBE"):  # Kafka's getErrorResponse: one nameless result per name
+            refused = {"user": "", "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                       "error_message": None, "credential_infos": []}
             return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    "error_message": None, "results": []}
+                    "error_message": None, "results": [refused for _ in request.body.get("users") or []]}
         asked = [u["name"] for u in request.body.get("users") or []]
         described = asked or sorted(self._credentials)  # none named: every user that has one
         counts = {user: asked.count(user) for user in asked}
@@ -165,10 +167,10 @@ class ScramCredentialsModule(Module):
         alterations = [(d, False) for d in body.get("deletions") or []] + \
                       [(u, True) for u in body.get("upsertions") or []]
         users = list(dict.fromkeys(a["name"] for a, _ in alterations))
-        if not self._allowed(ctx, "ALTER"):
+        if not self._allowed(ctx, "ALTER"):  # Kafka's getErrorResponse: every user named, sorted
             return {"throttle_time_ms": 0, "results": [
                 {"user": user, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
-                for user in users]}
+                for user in sorted(users)]}
         # Kafka's order (ZkAdminManager.alterUserScramCredentials, ScramControlManager): each
         # alteration's own problem fails its user first (the first one found), then a (user, mechanism)
         # altered twice, then a deletion of what does not exist. One failure fails all of the user's.
