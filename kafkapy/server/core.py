@@ -150,6 +150,11 @@ _NOT_DESCRIBED: Final = frozenset({ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCo
 # Kafka validates ApiVersions v3+ client software names and versions with this pattern.
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
+
+def valid_client_software(name: str, version: str) -> bool:
+    """Kafka's ApiVersionsRequest.isValid for v3+: both match the pattern, else INVALID_REQUEST."""
+    return bool(_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version))  # Java's whole-string matches()
+
 COMPRESSION_CODECS = "1=gzip,2=snappy,3=lz4,4=zstd"
 MESSAGE_FORMATS = "v0,v1,v2"
 
@@ -242,7 +247,7 @@ class CoreModule(Module):
             asked = request.body
             software = (asked.get("client_software_name", ""), asked.get("client_software_version", ""))
             if software not in self._valid_software:
-                if not (_SOFTWARE.match(software[0]) and _SOFTWARE.match(software[1])):
+                if not valid_client_software(*software):
                     return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
                 if len(self._valid_software) < 1024:  # bounded: client names are few
                     self._valid_software.add(software)
@@ -291,11 +296,11 @@ class CoreModule(Module):
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
 
     def sasl_authenticate(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        message = ("SaslAuthenticate request received after successful authentication"
-                   if ctx.connection.security_protocol.startswith("SASL") else
-                   f"SaslAuthenticate request received on a {ctx.connection.security_protocol} listener")
+        """Out of place as SaslHandshake is; Kafka's KafkaApis gives one message whatever the
+        listener (on PLAINTEXT and SSL too)."""
         return fit_body(ApiKey.SASL_AUTHENTICATE, "response", ctx.api_version,
-                        {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "error_message": message,
+                        {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
+                         "error_message": "SaslAuthenticate request received after successful authentication",
                          "auth_bytes": b"", "session_lifetime_ms": 0})
 
     # --- Metadata -----------------------------------------------------------------------------

@@ -196,29 +196,32 @@ def test_aiokafka_produces_and_consumes_with_a_token_provider(oauth_broker: Brok
 def test_aiokafka_token_without_the_required_scope_is_refused(
         oauth_broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     """aiokafka 0.14 does not answer the error challenge with %x01 (RFC 7628): it takes the
-    challenge for success and sends Metadata, which Kafka's authenticator (and kafkapy's) does not
-    take during authentication: the connection closes and the client cannot bootstrap."""
+    challenge for success and sends Metadata. Kafka's authenticator answers that with Metadata's
+    error response (no brokers, no topics) and closes: aiokafka ignores the empty answer, starts
+    with no broker, and cannot produce."""
     import logging
 
     from aiokafka import AIOKafkaProducer
     from aiokafka.abc import AbstractTokenProvider
-    from aiokafka.errors import KafkaConnectionError
+    from aiokafka.errors import KafkaError
 
     class Provider(AbstractTokenProvider):
         async def token(self) -> str:
             return token_for("alice", scope="read")
 
-    async def start() -> None:
+    async def start_and_send() -> None:
         producer = AIOKafkaProducer(bootstrap_servers=oauth_broker.bootstrap_servers,
                                     security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
                                     sasl_oauth_token_provider=Provider(), request_timeout_ms=3000)
         try:
             await producer.start()
+            assert not producer.client.cluster.brokers()
+            await asyncio.wait_for(producer.send_and_wait("t", b"v"), TIMEOUT_S)
         finally:
             await producer.stop()
 
-    with caplog.at_level(logging.DEBUG, logger="kafkapy.server.sasl"), pytest.raises(KafkaConnectionError):
-        asyncio.run(start())
+    with caplog.at_level(logging.DEBUG, logger="kafkapy.server.sasl"), pytest.raises(KafkaError):
+        asyncio.run(start_and_send())
     logged = [r.getMessage() for r in caplog.records if r.name.startswith("kafkapy.server.sasl")]
     assert any("was missing a required scope (kafka)" in m for m in logged), logged
     unexpected = "Unexpected Kafka request of type METADATA during SASL authentication"

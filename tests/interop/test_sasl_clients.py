@@ -149,6 +149,34 @@ def scram_broker(kafka_broker_factory: BrokerFactory) -> Broker:
     return broker
 
 
+def test_confluent_kafka_sees_kafkas_scram_credential_errors(scram_broker: Broker) -> None:
+    """Kafka's messages name the user a describe cannot find, and an alteration's own error wins
+    over the same credential altered twice (ZkAdminManager's and ScramControlManager's order)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": scram_broker.listeners["PLAINTEXT"]})
+    (described,) = admin.describe_user_scram_credentials(["nobody"]).values()
+    with pytest.raises(KafkaException) as missing:
+        described.result(TIMEOUT_S)
+    # librdkafka 2.x reads one byte past this message (the next field's first byte): hence startswith.
+    assert missing.value.args[0].name() == "RESOURCE_NOT_FOUND"
+    assert missing.value.args[0].str().startswith(
+        "Attempt to describe a user credential that does not exist: nobody")
+    weak = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100)
+    (altered,) = admin.alter_user_scram_credentials([UserScramCredentialUpsertion("w", weak, b"p"),
+                                                     UserScramCredentialUpsertion("w", weak, b"q")]).values()
+    with pytest.raises(KafkaException) as refused:
+        altered.result(TIMEOUT_S)
+    assert (refused.value.args[0].name(), refused.value.args[0].str()) == (
+        "UNACCEPTABLE_CREDENTIAL", "Too few iterations")
+
+
 @pytest.mark.parametrize(("mechanism", "user", "password"), [("SCRAM-SHA-256", "sam", "sam-pw"),
                                                              ("SCRAM-SHA-512", "sue", "sue-pw")])
 def test_confluent_kafka_scram_after_alter_user_scram_credentials(

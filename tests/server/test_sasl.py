@@ -140,11 +140,29 @@ def test_a_request_before_authentication_closes_the_connection(
     assert any(expected in r.getMessage() for r in caplog.records)
 
 
-def test_a_request_after_the_handshake_but_before_authenticate_closes(broker: Broker) -> None:
-    with KafkaSocket(sasl_address(broker)) as s:
-        assert handshake(s)["error_code"] == ErrorCode.NONE
-        s.send(ApiKey.METADATA, 12, {"topics": None})
-        assert s.wait_closed() == b""
+@pytest.mark.parametrize(("api_key", "version", "body", "answer"), [
+    (ApiKey.METADATA, 1, {"topics": [{"name": "t"}]},
+     {"brokers": [], "controller_id": -1, "topics": [
+         {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "name": "t", "is_internal": False, "partitions": []}]}),
+    (ApiKey.METADATA, 1, {"topics": None}, {"brokers": [], "controller_id": -1, "topics": []}),
+    (ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
+                                                        "mechanisms": []}),
+    (ApiKey.FIND_COORDINATOR, 0, {"key": "g"},
+     {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "node_id": 0, "host": "", "port": 0}),
+])
+def test_a_request_after_the_handshake_but_before_authenticate_is_answered_then_closed(
+        broker: Broker, api_key: int, version: int, body: dict[str, object], answer: dict[str, object],
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's handleSaslToken: the request's own error response (ILLEGAL_SASL_STATE), then the close."""
+    with caplog.at_level(logging.INFO, logger="kafkapy"):
+        with KafkaSocket(sasl_address(broker)) as s:
+            assert handshake(s)["error_code"] == ErrorCode.NONE
+            s.send(api_key, version, body, correlation_id=41)
+            response = s.read_response(api_key, version)
+            assert response.correlation_id == 41 and dict(response.body) == answer
+            assert s.wait_closed() == b""
+    expected = f"Unexpected Kafka request of type {ApiKey(api_key).name} during SASL authentication"
+    assert any(expected in r.getMessage() for r in caplog.records)
 
 
 def test_pipelined_frames_after_authentication_are_served_in_order(broker: Broker) -> None:
@@ -168,12 +186,29 @@ def test_unsupported_api_versions_version_may_be_retried(broker: Broker) -> None
         assert handshake(s)["error_code"] == ErrorCode.NONE
 
 
+@pytest.mark.parametrize("name", ["no spaces allowed", "newline\n"])
+def test_api_versions_with_an_invalid_client_software_name_may_be_retried(broker: Broker, name: str) -> None:
+    """Kafka's handleApiVersionsRequest answers INVALID_REQUEST and stays where it was: the client
+    may send ApiVersions again before the handshake."""
+    with KafkaSocket(sasl_address(broker)) as s:
+        bad = {"client_software_name": name, "client_software_version": "1"}
+        assert s.call(ApiKey.API_VERSIONS, 3, bad).body["error_code"] == ErrorCode.INVALID_REQUEST
+        good = {"client_software_name": "t", "client_software_version": "1"}
+        assert s.call(ApiKey.API_VERSIONS, 3, good).body["error_code"] == ErrorCode.NONE
+        assert handshake(s)["error_code"] == ErrorCode.NONE
+        assert authenticate(s, plain("alice", "secret"))["error_code"] == ErrorCode.NONE
+
+
 def test_sasl_apis_are_advertised_and_refused_on_a_plaintext_listener(broker: Broker) -> None:
     with KafkaSocket(broker.listeners["PLAINTEXT"]) as s:
         keys = {k["api_key"]: (k["min_version"], k["max_version"])
                 for k in s.call(ApiKey.API_VERSIONS, 2).body["api_keys"]}
         assert keys[ApiKey.SASL_HANDSHAKE] == (0, 1) and keys[ApiKey.SASL_AUTHENTICATE] == (0, 2)
         assert handshake(s)["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+        # KafkaApis.handleSaslAuthenticateRequest: one message, whatever the listener.
+        refused = authenticate(s, plain("alice", "secret"))
+        assert (refused["error_code"], refused["error_message"]) == (
+            ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate request received after successful authentication")
         assert s.call(ApiKey.METADATA, 12, {"topics": None}).body["brokers"]
 
 
@@ -240,7 +275,8 @@ def test_sasl_configuration_errors_name_the_key(settings: dict[str, str], key: s
 
 @pytest.mark.parametrize("delay_ms", [0, 300])
 def test_the_close_after_a_failure_waits_connection_failed_authentication_delay_ms(delay_ms: int) -> None:
-    """Kafka's delay lets the client read the answer first; frames sent meanwhile go unanswered."""
+    """The answer, then the close after the delay (Kafka holds the answer for the delay: docs/security.md
+    lists it); frames sent meanwhile go unanswered."""
     with Broker({**SASL, "connection.failed.authentication.delay.ms": str(delay_ms)}) as b:
         with KafkaSocket(sasl_address(b)) as s:
             assert handshake(s)["error_code"] == ErrorCode.NONE

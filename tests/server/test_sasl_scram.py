@@ -108,7 +108,9 @@ def test_wrong_password_unknown_user_and_bad_messages_are_sasl_exceptions() -> N
     with pytest.raises(AuthenticationFailed, match="authorization id that is different"):
         server().evaluate(b"n,a=admin,n=alice,r=abc")
     for bad in (b"y,,n=alice,r=abc", b"p=tls-unique,,n=alice,r=abc", b"n,,n=alice", b"n,,n=al=ice,r=x",
-                b"\xff"):
+                b"\xff", b"n,,n=,r=abc", b"n,a=,n=alice,r=abc",
+                # ScramMessages' extensions: alphabetic names, non-empty values; a whole-message match
+                b"n,,n=alice,r=abc,ext1=v", b"n,,n=alice,r=abc,tokenauth=", b"n,,n=alice,r=abc\n"):
         with pytest.raises(MalformedResponse):
             server().evaluate(bad)
     s = server()
@@ -117,10 +119,29 @@ def test_wrong_password_unknown_user_and_bad_messages_are_sasl_exceptions() -> N
         s.evaluate(b"c=biws,r=abcdef,p=AAAA")
 
 
+def test_the_authorization_id_is_checked_only_for_a_user_that_exists() -> None:
+    """Kafka's ScramSaslServer looks the user up first: an unknown user with an authorization id
+    gets the generic refusal (a SaslException), not the authorization id message."""
+    stored = credential("SCRAM-SHA-256", "pw")
+    server = ScramServer("SCRAM-SHA-256", lambda m, u: stored if u == "alice" else None)
+    with pytest.raises(MalformedResponse, match="Invalid user credentials"):
+        server.evaluate(b"n,a=admin,n=mallory,r=abc")
+
+
+def test_a_user_name_that_is_not_ascii_cannot_log_in() -> None:
+    """Kafka's ScramMessages read a saslname of ASCII characters only: such a user's first message
+    does not parse, even when a credential is stored for it."""
+    stored = credential("SCRAM-SHA-256", "pw")
+    server = ScramServer("SCRAM-SHA-256", lambda m, u: stored)
+    with pytest.raises(MalformedResponse, match="Invalid SCRAM client first message"):
+        server.evaluate("n,,n=jos\u00e9,r=abc".encode())
+
+
 def test_a_final_nonce_must_equal_the_combined_nonce() -> None:
-    """Kafka's ScramSaslServer compares the final message's nonce with equals (older releases used
-    endsWith). librdkafka 2.0.2 (kcat 1.7.1 here) sends client nonce + combined nonce, which both refuse;
-    librdkafka 2.16 (confluent-kafka here) sends the combined nonce and logs in."""
+    """Current Kafka's ScramSaslServer compares the final message's nonce with equals (3.9's and the
+    trunk of Oct 2024 use endsWith, and accept more: docs/security.md lists it). librdkafka 2.0.2 (kcat
+    1.7.1 here) sends client nonce + combined nonce, which equals refuses; librdkafka 2.16
+    (confluent-kafka here) sends the combined nonce and logs in."""
     stored = credential("SCRAM-SHA-256", "pw")
     server = ScramServer("SCRAM-SHA-256", lambda m, u: stored)
     combined = server.evaluate(b"n,,n=a,r=cnonce").decode().split(",")[0][2:]
@@ -234,7 +255,9 @@ def test_upsert_describe_login_delete(broker: Broker) -> None:
     assert scram_login(sasl, "SCRAM-SHA-512", "carol", "c-pw") == ErrorCode.NONE
     assert alter(plain, deletions=[{"name": "carol", "mechanism": SHA512}]) == done
     assert "carol" not in [r["user"] for r in describe(plain)["results"]]  # none left: not listed
-    assert describe(plain, ["carol"])["results"][0]["error_code"] == ErrorCode.RESOURCE_NOT_FOUND
+    (missing,) = describe(plain, ["carol"])["results"]
+    assert (missing["error_code"], missing["error_message"]) == (
+        ErrorCode.RESOURCE_NOT_FOUND, "Attempt to describe a user credential that does not exist: carol")
 
 
 @pytest.mark.parametrize(("deletions", "upsertions", "expected"), [
@@ -251,6 +274,14 @@ def test_upsert_describe_login_delete(broker: Broker) -> None:
      ("u1", ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")),
     ([], [upsertion("u1", SHA256, "p"), upsertion("u1", SHA256, "q")],
      ("u1", ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")),
+    # An alteration's own problem wins over the same credential altered twice (Kafka's
+    # AlterUserScramCredentialsRequestTest.testAlterEmptyUser, and ZkAdminManager's order).
+    ([{"name": "", "mechanism": SHA256}] * 2, [upsertion("", SHA256, "p")],
+     ("", ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")),
+    ([], [upsertion("u1", SHA256, "p", 100), upsertion("u1", SHA256, "q", 100)],
+     ("u1", ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations")),
+    ([{"name": "u1", "mechanism": 0}] * 2, [],
+     ("u1", ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")),
 ])
 def test_alter_errors_are_kafkas_and_change_nothing(
         broker: Broker, deletions: list[dict[str, object]], upsertions: list[dict[str, object]],
@@ -264,19 +295,32 @@ def test_one_users_error_does_not_stop_anothers(broker: Broker) -> None:
     plain = broker.listeners["PLAINTEXT"]
     assert alter(plain, upsertions=[upsertion("dave", SHA256, "p", 100), upsertion("erin", SHA256, "p")]) == [
         ("dave", ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"), ("erin", ErrorCode.NONE, None)]
-    results = {r["user"]: r["error_code"] for r in describe(plain, ["dave", "erin", "erin"])["results"]}
-    assert results == {"dave": ErrorCode.RESOURCE_NOT_FOUND, "erin": ErrorCode.DUPLICATE_RESOURCE}
+    results = {r["user"]: (r["error_code"], r["error_message"])
+               for r in describe(plain, ["dave", "erin", "erin"])["results"]}
+    assert results == {  # Kafka's messages name the user (ScramImage.describe, ZkAdminManager)
+        "dave": (ErrorCode.RESOURCE_NOT_FOUND,
+                 "Attempt to describe a user credential that does not exist: dave"),
+        "erin": (ErrorCode.DUPLICATE_RESOURCE,
+                 "Cannot describe SCRAM credentials for the same user twice in a single request: erin")}
 
 
 def test_credential_apis_need_cluster_alter_and_describe() -> None:
     config = {**SASL, "authorizer.class.name": "allowlist", "allowlist.rules": "*@*:DESCRIBE"}
     with Broker(config) as b:
         plain = b.listeners["PLAINTEXT"]
-        assert alter(plain, upsertions=[upsertion("frank", SHA256, "p")]) == [
-            ("frank", ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)]
+        # Kafka's AlterUserScramCredentialsRequest.getErrorResponse: every user named, sorted.
+        assert alter(plain, [{"name": "gina", "mechanism": SHA256}],
+                     [upsertion("frank", SHA256, "p"), upsertion("gina", SHA512, "p")]) == [
+            ("frank", ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None),
+            ("gina", ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)]
         assert describe(plain)["error_code"] == ErrorCode.NONE
     with Broker({**SASL, "authorizer.class.name": "allowlist"}) as b:
         assert describe(b.listeners["PLAINTEXT"])["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        # DescribeUserScramCredentialsRequest.getErrorResponse: one result per name, without the name.
+        refused = describe(b.listeners["PLAINTEXT"], ["frank", "gina"])
+        assert refused["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert [(r["user"], r["error_code"]) for r in refused["results"]] == [
+            ("", ErrorCode.CLUSTER_AUTHORIZATION_FAILED)] * 2
 
 
 def test_a_scram_failure_is_one_log_line(broker: Broker, caplog: pytest.LogCaptureFixture) -> None:

@@ -57,17 +57,29 @@ class AuthenticatorModel(RuleBasedStateMachine):
         assert step.close and not step.dispatch
         self.failed = True
 
+    def _expect_illegal_state(self, step: Step, api_key: int, version: int) -> None:
+        """After a v1 handshake, a request other than SaslAuthenticate gets its error response."""
+        assert step.response is not None
+        answer = decode_response(step.response, api_key, version)
+        assert answer.correlation_id == self.correlation
+        if api_key != ApiKey.METADATA:  # Metadata naming no topic has nowhere to carry it
+            assert answer.body["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
+
     @precondition(lambda self: not self.failed and not self.authenticated)
-    @rule(version=st.integers(0, 6))
-    def api_versions(self, version: int) -> None:
-        step = self._request(ApiKey.API_VERSIONS, min(version, 4), {}) if version <= 4 else \
+    @rule(version=st.integers(0, 6), software=st.sampled_from(["kafkapy", "bad name", ""]))
+    def api_versions(self, version: int, software: str) -> None:
+        body = {"client_software_name": software, "client_software_version": "1.0"} if version >= 3 else {}
+        step = self._request(ApiKey.API_VERSIONS, min(version, 4), body) if version <= 4 else \
             self.authenticator.receive(b"\x00\x12\x00" + bytes([version]) + b"\x00\x00\x00\x01\xff\xff")
         allowed = not self.api_versions_answered and self.handshake_version is None
         if not allowed:
             self._expect_closed(step)
+            if self.handshake_version == 1 and version <= 4:  # Kafka's handleSaslToken answers it
+                self._expect_illegal_state(step, ApiKey.API_VERSIONS, version)
             return
         assert step == Step(dispatch=True)
-        self.api_versions_answered = version in SERVED_API_VERSIONS
+        # An error answer (a version not served; v3+ with invalid client software) lets the client retry.
+        self.api_versions_answered = version in SERVED_API_VERSIONS and (version < 3 or software == "kafkapy")
 
     @precondition(lambda self: not self.failed and not self.authenticated)
     @rule(version=st.sampled_from([0, 1]),
@@ -76,7 +88,10 @@ class AuthenticatorModel(RuleBasedStateMachine):
         step = self._request(ApiKey.SASL_HANDSHAKE, version, {"mechanism": mechanism})
         if self.handshake_version is not None:
             self._expect_closed(step)
-            assert step.response is None
+            if self.handshake_version == 1:
+                self._expect_illegal_state(step, ApiKey.SASL_HANDSHAKE, version)
+            else:  # a bare token PLAIN cannot read
+                assert step.response is None
             return
         assert step.response is not None
         answer = decode_response(step.response, ApiKey.SASL_HANDSHAKE, version).body
@@ -154,7 +169,10 @@ class AuthenticatorModel(RuleBasedStateMachine):
         version = {ApiKey.METADATA: 1, ApiKey.FIND_COORDINATOR: 0, ApiKey.DESCRIBE_CLUSTER: 0}[api_key]
         step = self._request(api_key, version, {})
         self._expect_closed(step)
-        assert step.response is None
+        if self.handshake_version == 1:
+            self._expect_illegal_state(step, api_key, version)
+        else:  # before the handshake: no answer
+            assert step.response is None
 
     @precondition(lambda self: not self.failed and not self.authenticated and self.handshake_version != 0)
     @rule(garbage=st.binary(max_size=12))

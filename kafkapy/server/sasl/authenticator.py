@@ -9,8 +9,9 @@ Each frame is classified into an Event, TRANSITIONS gives the next state, and an
 does not list is FAILED: the connection closes (after the answer, if the event has one). As in Kafka:
 
 * ApiVersions is served once, before the handshake (the dispatcher answers it: ``Step.dispatch``);
-  one at a version the broker does not serve is answered (UNSUPPORTED_VERSION, by the dispatcher)
-  and the client may try again.
+  one at a version the broker does not serve (UNSUPPORTED_VERSION), or a v3+ one whose client
+  software name or version is not valid (INVALID_REQUEST), is answered by the dispatcher and the
+  client may try again (Kafka's handleApiVersionsRequest moves on only after a good one).
 * SaslHandshake names the mechanism. An enabled one is accepted with the enabled list; any other
   gets UNSUPPORTED_SASL_MECHANISM with the list, and the connection closes. Handshake v1 means the
   tokens come in SaslAuthenticate requests; v0 means they come as bare size-prefixed frames with
@@ -18,8 +19,11 @@ does not list is FAILED: the connection closes (after the answer, if the event h
 * A token the mechanism refuses gets SASL_AUTHENTICATION_FAILED with the mechanism's message
   (bare tokens cannot carry one: the connection just closes), one log line, and the connection
   closes. A token the mechanism cannot parse gets Kafka's generic message instead.
-* Any other request before COMPLETE is "Unexpected Kafka request of type X during SASL handshake"
-  (or authentication) in the log, and the connection closes with no answer.
+* Any other request before the handshake is "Unexpected Kafka request of type X during SASL
+  handshake" in the log, and the connection closes with no answer. After a v1 handshake, any request
+  but SaslAuthenticate ("... during SASL authentication") is answered with its own error response,
+  ILLEGAL_SASL_STATE, before the close (Kafka's handleSaslToken builds it; one that does not parse
+  gets no answer).
 
 Re-authentication (KIP-368), as Kafka's SaslServerAuthenticator and SocketServer run it:
 
@@ -50,7 +54,9 @@ import attrs
 from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.protocol import api_name, decode_request, encode_response, fit_body
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.error_answers import error_answer
 from kafkapy.protocol.header import REQUEST_PREFIX_SIZE, unpack_request_prefix
+from kafkapy.server.core import valid_client_software
 from kafkapy.server.sasl.mechanism import AuthenticationFailed, MalformedResponse, SaslServer
 from kafkapy.server.sasl.scram import CredentialLookup
 from kafkapy.server.sasl.settings import SaslSettings
@@ -72,7 +78,7 @@ class SaslState(enum.Enum):
 
 class Event(enum.Enum):
     API_VERSIONS = "ApiVersions"
-    API_VERSIONS_UNSERVED = "ApiVersions at a version not served"
+    API_VERSIONS_UNSERVED = "ApiVersions answered with an error (version not served, bad client software)"
     HANDSHAKE_V0 = "SaslHandshake v0, mechanism enabled"
     HANDSHAKE_V1 = "SaslHandshake v1, mechanism enabled"
     MECHANISM_REFUSED = "SaslHandshake, mechanism not enabled"
@@ -196,8 +202,10 @@ class Authenticator:
             return CLOSE
         api_key, api_version, _ = unpack_request_prefix(frame, 0)
         during = "handshake" if self.state in _HANDSHAKING else self._during
+        if self.state is SaslState.AUTHENTICATE and api_key != ApiKey.SASL_AUTHENTICATE:
+            return self._out_of_place(frame, api_key)
         if api_key == ApiKey.API_VERSIONS:
-            served = self._api_versions_served(api_version)
+            served = self._api_versions_served(api_version) and self._valid_software(frame, api_version)
             event = Event.API_VERSIONS if served else Event.API_VERSIONS_UNSERVED
             if self._move(event) is not SaslState.FAILED:
                 return DISPATCH
@@ -211,6 +219,19 @@ class Authenticator:
                  self.who, _name(api_key), during)
         self.state = SaslState.FAILED
         return CLOSE
+
+    @staticmethod
+    def _valid_software(frame: bytes, api_version: int) -> bool:
+        """Whether a served ApiVersions is answered without error: v3+ names its client software
+        validly (one that does not decode is left to the dispatcher, and does not count)."""
+        if api_version < 3:
+            return True
+        try:
+            body = decode_request(frame).body
+        except DecodeError:
+            return False
+        return valid_client_software(str(body.get("client_software_name", "")),
+                                     str(body.get("client_software_version", "")))
 
     def _in_session(self, frame: bytes | bytearray) -> Step:
         """A frame of a session that ends: a re-authentication, the session's request, or the close
@@ -241,6 +262,22 @@ class Authenticator:
             self.state = SaslState.FAILED
             return None
         return request.api_version, request.correlation_id, dict(request.body)
+
+    def _out_of_place(self, frame: bytes, api_key: int) -> Step:
+        """A request other than SaslAuthenticate after a v1 handshake: Kafka parses it, answers it
+        with the request's own error response (ILLEGAL_SASL_STATE), and closes."""
+        log.info("Failed authentication with %s (Unexpected Kafka request of type %s during SASL "
+                 "authentication.)", self.who, _name(api_key))
+        decoded = self._decode(frame)
+        self._move(Event.OTHER_REQUEST)  # not in the table: FAILED
+        if decoded is None:
+            return CLOSE
+        version, correlation_id, body = decoded
+        try:
+            answer = error_answer(api_key, version, body, ErrorCode.ILLEGAL_SASL_STATE)
+        except ValueError:  # nowhere to carry the code (Metadata naming no topic): Kafka's answer is empty
+            answer = fit_body(api_key, "response", version, {})
+        return Step(response=encode_response(api_key, version, correlation_id, answer), close=True)
 
     def _handshake(self, frame: bytes) -> Step:
         decoded = self._decode(frame)

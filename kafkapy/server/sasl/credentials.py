@@ -120,19 +120,21 @@ class ScramCredentialsModule(Module):
                                                   "CLUSTER", CLUSTER_RESOURCE)
 
     def describe(self, ctx: RequestContext, request: Request) -> Mapping[str, Any]:
-        if not self._allowed(ctx, "DESCRIBE"):
+        if not self._allowed(ctx, "DESCRIBE"):  # Kafka's getErrorResponse: one nameless result per name
+            refused = {"user": "", "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                       "error_message": None, "credential_infos": []}
             return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    "error_message": None, "results": []}
+                    "error_message": None, "results": [refused for _ in request.body.get("users") or []]}
         asked = [u["name"] for u in request.body.get("users") or []]
         described = asked or sorted(self._credentials)  # none named: every user that has one
         counts = {user: asked.count(user) for user in asked}
         results = []
         for user in dict.fromkeys(described):
             credentials = self._credentials.get(user, {})
-            if counts.get(user, 1) > 1:
-                error, message = ErrorCode.DUPLICATE_RESOURCE, DUPLICATE_DESCRIPTION
+            if counts.get(user, 1) > 1:  # Kafka's messages end with the user's name
+                error, message = ErrorCode.DUPLICATE_RESOURCE, f"{DUPLICATE_DESCRIPTION}: {user}"
             elif not credentials:
-                error, message = ErrorCode.RESOURCE_NOT_FOUND, NOT_FOUND_DESCRIPTION
+                error, message = ErrorCode.RESOURCE_NOT_FOUND, f"{NOT_FOUND_DESCRIPTION}: {user}"
             else:
                 error, message = ErrorCode.NONE, None
             results.append({"user": user, "error_code": error, "error_message": message, "credential_infos": [
@@ -165,23 +167,27 @@ class ScramCredentialsModule(Module):
         alterations = [(d, False) for d in body.get("deletions") or []] + \
                       [(u, True) for u in body.get("upsertions") or []]
         users = list(dict.fromkeys(a["name"] for a, _ in alterations))
-        if not self._allowed(ctx, "ALTER"):
+        if not self._allowed(ctx, "ALTER"):  # Kafka's getErrorResponse: every user named, sorted
             return {"throttle_time_ms": 0, "results": [
                 {"user": user, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
-                for user in users]}
-        # Kafka's order: a (user, mechanism) altered twice fails the user first, then each
-        # alteration's own problem, then a deletion of what does not exist.
-        keys = [(a["name"], a.get("mechanism", 0)) for a, _ in alterations]
-        failed = {user: (ErrorCode.DUPLICATE_RESOURCE, DUPLICATE_ALTERATION)
-                  for user, mechanism in keys if keys.count((user, mechanism)) > 1}
+                for user in sorted(users)]}
+        # Kafka's order (ZkAdminManager.alterUserScramCredentials, ScramControlManager): each
+        # alteration's own problem fails its user first (the first one found), then a (user, mechanism)
+        # altered twice, then a deletion of what does not exist. One failure fails all of the user's.
+        failed: dict[str, tuple[ErrorCode, str]] = {}
+        for alteration, upsert in alterations:
+            problem = self._problem(alteration, upsert)
+            if problem is not None:
+                failed.setdefault(alteration["name"], problem)
+        keys = [(a["name"], a["mechanism"]) for a, _ in alterations if a["name"] not in failed]
+        for user, mechanism in keys:
+            if keys.count((user, mechanism)) > 1:
+                failed[user] = ErrorCode.DUPLICATE_RESOURCE, DUPLICATE_ALTERATION
         for alteration, upsert in alterations:
             user = alteration["name"]
-            problem = self._problem(alteration, upsert)
-            if problem is None and not upsert and \
+            if not upsert and user not in failed and \
                     self.lookup(MECHANISMS_BY_CODE[alteration["mechanism"]].name, user) is None:
-                problem = ErrorCode.RESOURCE_NOT_FOUND, NOT_FOUND_DELETION
-            if problem is not None and user not in failed:
-                failed[user] = problem  # one bad alteration fails every alteration of that user
+                failed[user] = ErrorCode.RESOURCE_NOT_FOUND, NOT_FOUND_DELETION
         changes: dict[str, dict[str, ScramCredential]] = {}
         for alteration, upsert in alterations:
             user = alteration["name"]

@@ -93,11 +93,16 @@ def credential_from_salted_password(mechanism: ScramMechanism, salt: bytes, salt
     return ScramCredential(salt, mechanism.hash(client_key), server_key, iterations)
 
 
-# Kafka's ScramMessages patterns: only gs2 flag "n" (no channel binding); printable nonces without ",".
-_CLIENT_FIRST = re.compile(r"^n,(?:a=(?P<authzid>[^,]*))?,"
-                           r"(?P<bare>n=(?P<name>[^,]*),r=(?P<nonce>[!-+\--~]+)(?P<extensions>(?:,[^,=]+=[^,]*)*))$")
-_CLIENT_FINAL = re.compile(r"^(?P<without_proof>c=(?P<channel>[A-Za-z0-9/+]+=*),r=(?P<nonce>[!-+\--~]+)"
-                           r"(?:,[^,=]+=[^,]*)*),p=(?P<proof>[A-Za-z0-9/+]+=*)$")
+# Kafka's ScramMessages patterns: only gs2 flag "n" (no channel binding); names of ASCII characters
+# ("," and "=" escaped), as Kafka reads them: a user whose name is not ASCII cannot log in with SCRAM;
+# printable nonces without ",".
+_SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"
+_EXTENSIONS = r"(?:,[A-Za-z]+=[\x01-\x2B\x2D-\x7F]+)*"  # alphabetic names, non-empty ASCII values
+_CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,"
+                           rf"(?P<bare>n=(?P<name>{_SASLNAME}),r=(?P<nonce>[!-+\--~]+)"
+                           rf"(?P<extensions>{_EXTENSIONS}))")
+_CLIENT_FINAL = re.compile(r"(?P<without_proof>c=(?P<channel>[A-Za-z0-9/+]+=*),r=(?P<nonce>[!-+\--~]+)"
+                           rf"{_EXTENSIONS}),p=(?P<proof>[A-Za-z0-9/+]+=*)")
 _SASL_NAME_ESCAPES = re.compile(r"=(2C|3D)")
 
 CredentialLookup = Callable[[str, str], ScramCredential | None]  # (mechanism, user) -> credential
@@ -135,17 +140,18 @@ class ScramServer:
         raise MalformedResponse("SCRAM authentication already completed")
 
     def _client_first(self, text: str) -> bytes:
-        match = _CLIENT_FIRST.match(text)
+        match = _CLIENT_FIRST.fullmatch(text)
         if match is None:
             raise MalformedResponse("Invalid SCRAM client first message")
         user = _username(match["name"])
-        if match["authzid"] and match["authzid"] != user:
-            raise AuthenticationFailed(
-                "Authentication failed: Client requested an authorization id that is different from username")
         extensions = dict(e.partition("=")[::2] for e in match["extensions"].split(",") if e)
         credential = None if extensions.get("tokenauth") == "true" else self._lookup(self.mechanism, user)
         if credential is None:  # delegation tokens are not served
             raise MalformedResponse(f"Authentication failed: Invalid user credentials for {user!r}")
+        # Only a user that exists is told of its authorization id (Kafka's order).
+        if match["authzid"] and match["authzid"] != user:
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username")
         if credential.iterations < self._scram.min_iterations:
             raise MalformedResponse(f"Iterations {credential.iterations} is less than the minimum "
                                     f"{self._scram.min_iterations} for {self.mechanism}")
@@ -158,7 +164,7 @@ class ScramServer:
         return server_first.encode()
 
     def _client_final(self, text: str) -> bytes:
-        match = _CLIENT_FINAL.match(text)
+        match = _CLIENT_FINAL.fullmatch(text)
         if match is None:
             raise MalformedResponse("Invalid SCRAM client final message")
         if match["nonce"] != self._nonce:
