@@ -59,7 +59,8 @@ __all__ = ["FileLog", "FileSegment", "segment_name"]
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32_MAX = (1 << 31) - 1
-# Kafka's leftovers of an interrupted clean, swap or delete; kafkapy writes only the first two kinds.
+# Kafka's leftovers of an interrupted clean, swap or delete (kafkapy writes the ones but .swap);
+# a .swap is put in place first when it completes a swap (settle_interrupted_swaps).
 _LEFTOVER_SUFFIXES = (".cleaned", ".tmp", ".deleted", ".swap")
 
 
@@ -253,6 +254,82 @@ class FileSegment(Segment):
         return position
 
 
+def _offset_in_name(name: str) -> int | None:
+    """The offset a file of a partition directory is named by (the digits before its first dot,
+    as Kafka's LogFileUtils.offsetFromFile reads it); None for the others."""
+    prefix = name.partition(".")[0]
+    return int(prefix) if prefix.isdigit() else None
+
+
+def _next_offset_of(path: Path) -> int | None:
+    """The offset after the last whole batch of a segment file (None when it holds no batch)."""
+    size = path.stat().st_size
+    if not size:
+        return None
+    next_offset = None
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) as mapped:
+        view = memoryview(mapped)
+        try:
+            position = 0
+            while position < size:
+                try:
+                    batch = RecordBatch(view, position)
+                except DecodeError:
+                    break
+                next_offset, position = batch.last_offset + 1, position + batch.size_in_bytes
+                del batch  # no view into the mapping may outlive it
+        finally:
+            view.release()
+    return next_offset
+
+
+def settle_interrupted_swaps(directory: Path) -> None:
+    """Finish what a compaction (or a segment split) stopped between its renames had started, as
+    Kafka's LogLoader does before it loads any segment. Kafka replaces segments by renaming the
+    cleaned one ``.cleaned`` -> ``.swap``, then the old segments ``.deleted``, then the ``.swap``
+    to its final name: a ``.swap`` found here holds the only copy of its offsets once the old
+    segments went, so it is put in place, and the old files its offsets cover are removed. A
+    ``.swap`` at or above a ``.cleaned`` file's offset belongs to a split that never finished: it
+    goes, and the originals stay."""
+    files = [path for path in directory.iterdir() if path.is_file()]
+    cleaned = [path for path in files if path.name.endswith(".cleaned")]
+    swaps = [path for path in files if path.name.endswith(".swap")]
+    if not swaps:
+        return
+    cleaned_offsets = [o for o in map(_offset_in_name, (path.name for path in cleaned)) if o is not None]
+    lowest_cleaned = min(cleaned_offsets, default=None)
+    valid = []
+    for swap in swaps:
+        offset = _offset_in_name(swap.name)
+        if offset is None:
+            continue
+        if lowest_cleaned is not None and offset >= lowest_cleaned:
+            swap.unlink()
+        else:
+            valid.append(swap)
+    for path in cleaned:
+        path.unlink(missing_ok=True)
+    low = high = None
+    for swap in valid:
+        if not swap.name.endswith(".log.swap"):
+            continue
+        base = _offset_in_name(swap.name)
+        assert base is not None
+        end = _next_offset_of(swap)
+        end = base if end is None else end
+        low = base if low is None else min(low, base)
+        high = end if high is None else max(high, end)
+    if low is not None and high is not None:
+        for path in directory.iterdir():
+            offset = _offset_in_name(path.name)
+            if (path.is_file() and not path.name.endswith(".swap") and offset is not None
+                    and low <= offset < high):
+                path.unlink()  # a file of a segment the swapped one replaces (or a snapshot there)
+    for swap in valid:
+        os.replace(swap, swap.with_name(swap.name.removesuffix(".swap")))
+    fsync_directory(directory)
+
+
 class FileLog(SegmentedLog):
     """A partition log in one directory of ``log.dirs``.
 
@@ -279,6 +356,7 @@ class FileLog(SegmentedLog):
         # leader-epoch-checkpoint writes, numbered: the file only ever moves to a newer one
         self._epochs_generation = self._epochs_written = 0
         self._epochs_lock = threading.Lock()
+        settle_interrupted_swaps(directory)
         for leftover in directory.iterdir():
             orphan_index = (
                 leftover.suffix in (".index", ".timeindex", ".txnindex")

@@ -1,0 +1,75 @@
+"""Opening a partition directory that a stop left mid-operation, as Kafka's LogLoader opens it:
+an interrupted segment swap, and batches the leader-epoch-checkpoint never heard of."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from storage_helpers import batch_at, batches_of, joined
+
+from kafkapy.log import LogConfig
+from kafkapy.log.segments import FileLog, segment_name
+
+CONFIG = LogConfig(segment_bytes=1_000)
+
+
+def _three_segments(directory: Path) -> tuple[list[int], list[bytes]]:
+    """A closed log of four segments; answers their bases and every batch written."""
+    log = FileLog(directory, CONFIG)
+    written = []
+    while len(log.segments) < 4:
+        data = batch_at(log, 3, value_size=60, timestamp=5_000 + log.log_end_offset)
+        written.append(bytes(data))
+        log.append(data)
+    log.close()
+    return [s.base_offset for s in log.segments], written
+
+
+def everything(log: FileLog) -> bytes:
+    return joined(log.read(log.log_start_offset, 1 << 40).chunks)
+
+
+@pytest.mark.parametrize("old_segments", ["still there", "already renamed .deleted"])
+def test_an_interrupted_compaction_swap_is_completed(tmp_path: Path, old_segments: str) -> None:
+    """Kafka's cleaner stopped after renaming its cleaned segment ``.swap`` (and maybe after
+    renaming the segments it replaces ``.deleted``): the ``.swap`` holds offsets no other file
+    may hold any more, so it becomes the segment and the files it replaces go."""
+    directory = tmp_path / "t-0"
+    bases, written = _three_segments(directory)
+    covered = b"".join((directory / segment_name(b, ".log")).read_bytes() for b in bases[:2])
+    kept = batches_of([covered])[1::2]  # the cleaned segment: every other batch, offsets kept
+    swap = b"".join(bytes(batch.raw) for batch in kept)
+    (directory / segment_name(0, ".log.swap")).write_bytes(swap)
+    (directory / segment_name(0, ".index.swap")).write_bytes(b"")
+    (directory / segment_name(bases[1], ".snapshot")).write_bytes(b"stale")
+    if old_segments == "already renamed .deleted":
+        for base in bases[:2]:
+            for suffix in (".log", ".index", ".timeindex"):
+                path = directory / segment_name(base, suffix)
+                path.rename(path.with_name(path.name + ".deleted"))
+    log = FileLog(directory, CONFIG)
+    assert [s.base_offset for s in log.segments] == [0, *bases[2:]]
+    assert (log.log_start_offset, log.log_end_offset) == (0, batches_of([written[-1]])[0].last_offset + 1)
+    rest = b"".join((directory / segment_name(b, ".log")).read_bytes() for b in bases[2:])
+    assert everything(log) == swap + rest
+    names = {path.name for path in directory.iterdir()}
+    assert not any(name.endswith((".swap", ".deleted")) for name in names)
+    assert segment_name(bases[1], ".log") not in names
+    assert segment_name(bases[1], ".snapshot") not in names  # Kafka removes the files in the range
+    log.close()
+
+
+def test_a_swap_of_an_unfinished_split_is_dropped(tmp_path: Path) -> None:
+    """KAFKA-6264: a ``.swap`` at or above a ``.cleaned`` file's offset is an unfinished split;
+    it goes, as the ``.cleaned`` file does, and the original segments stay."""
+    directory = tmp_path / "t-0"
+    bases, written = _three_segments(directory)
+    (directory / segment_name(bases[1], ".log.cleaned")).write_bytes(b"partial")
+    first = (directory / segment_name(bases[1], ".log")).read_bytes()
+    (directory / segment_name(bases[1], ".log.swap")).write_bytes(first[: len(written[0])])
+    log = FileLog(directory, CONFIG)
+    assert [s.base_offset for s in log.segments] == bases
+    assert everything(log) == b"".join(written)
+    assert not any(p.name.endswith((".swap", ".cleaned")) for p in directory.iterdir())
+    log.close()
