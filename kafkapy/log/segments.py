@@ -26,9 +26,10 @@ Recovery. Opening a directory walks the batch headers of every segment to
 rebuild the in-memory batch table and rewrites both index files from it. From
 the segment holding the recovery point on (every segment after an unclean
 shutdown) each batch is also checked as Kafka's LogSegment.recover does: whole,
-CRC-32C valid, offsets increasing. The first bad batch and everything after it
+CRC-32C valid, offsets increasing; its leader epoch is assigned to the epoch
+cache as Kafka's recovery assigns it. The first bad batch and everything after it
 are cut off; later segments are deleted, and transaction index entries past the
-new log end go with them.
+new log end go with them. An interrupted segment swap is completed first.
 """
 
 from __future__ import annotations
@@ -211,11 +212,14 @@ class FileSegment(Segment):
 
     # -- recovery ----------------------------------------------------------------------------
 
-    def load_batches(self, *, verify: bool) -> int:
+    def load_batches(self, *, verify: bool, epochs: LeaderEpochCache | None = None) -> int:
         """Rebuild the batch table and indexes from the file; answers the bytes cut off.
 
         ``verify`` checks each batch as Kafka's recovery does and cuts the file at
         the first that fails; without it a walk stops only where framing does.
+        ``epochs`` learns each checked batch's leader epoch, as Kafka's LogSegment.recover
+        assigns them: a batch written just before a crash may have beaten its epoch's entry
+        to the leader-epoch-checkpoint.
         """
         self.reset_table()
         file_size = os.fstat(self._fd).st_size
@@ -224,7 +228,7 @@ class FileSegment(Segment):
             mapped = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ)
             view = memoryview(mapped)
             try:
-                valid = self._walk(view, file_size, verify)
+                valid = self._walk(view, file_size, verify, epochs)
             finally:
                 view.release()
                 mapped.close()
@@ -233,7 +237,8 @@ class FileSegment(Segment):
             os.ftruncate(self._fd, valid)
         return file_size - valid
 
-    def _walk(self, view: memoryview, file_size: int, verify: bool) -> int:
+    def _walk(self, view: memoryview, file_size: int, verify: bool,
+              epochs: LeaderEpochCache | None) -> int:
         position = 0
         expected = self.base_offset
         while position < file_size:
@@ -248,6 +253,8 @@ class FileSegment(Segment):
             ):
                 break
             self.note_batch(batch, position)
+            if verify and epochs is not None:
+                epochs.assign(batch.partition_leader_epoch, batch.base_offset)
             expected = batch.last_offset + 1
             position += batch.size_in_bytes
             del batch  # no view into the mapping may outlive it
@@ -372,11 +379,12 @@ class FileLog(SegmentedLog):
         bases = sorted(int(path.stem) for path in self.directory.glob("*.log") if path.stem.isdigit())
         now = self.clock()
         segments: list[Segment] = []
+        epochs_read = list(self.epochs.entries)
         for k, base in enumerate(bases):
             segment = FileSegment(self.directory, base, self.config, now)
             next_base = bases[k + 1] if k + 1 < len(bases) else None
             verify = not clean_shutdown and (next_base is None or next_base > recovery_point)
-            cut = segment.load_batches(verify=verify)
+            cut = segment.load_batches(verify=verify, epochs=self.epochs)
             # Kafka's LogSegment.lastModified is the file's: retention of a segment without
             # timestamps, and ListOffsets v0, count from the last write, not from this open.
             segment.last_modified_ms = os.stat(segment.path).st_mtime_ns // 1_000_000
@@ -397,7 +405,6 @@ class FileLog(SegmentedLog):
         if self._log_start_offset > self.log_end_offset:  # recovery cut below the log start: nothing readable
             self.truncate_fully_and_start_at(self._log_start_offset)
         end = self.log_end_offset
-        epochs_read = list(self.epochs.entries)
         self.epochs.truncate_from_end(end)
         self.epochs.truncate_from_start(self._log_start_offset)
         self._drop_snapshots(above=end)

@@ -73,3 +73,26 @@ def test_a_swap_of_an_unfinished_split_is_dropped(tmp_path: Path) -> None:
     assert everything(log) == b"".join(written)
     assert not any(p.name.endswith((".swap", ".cleaned")) for p in directory.iterdir())
     log.close()
+
+
+def test_recovery_learns_leader_epochs_from_the_batches_it_checks(tmp_path: Path) -> None:
+    """A crash between a batch's write and its new epoch's checkpoint entry (or a lost
+    leader-epoch-checkpoint): recovery assigns the epochs of the batches it checks, as Kafka's
+    LogSegment.recover does, so OffsetForLeaderEpoch knows the epoch the log holds."""
+    directory = tmp_path / "t-0"
+    log = FileLog(directory, CONFIG)
+    for epoch in (0, 0, 2, 2, 5):
+        log.append(batch_at(log, 3, value_size=60, epoch=epoch))
+    assert log.epochs.entries == [(0, 0), (2, 6), (5, 12)]
+    recovery_point = log.segments[-1].base_offset
+    log.close()
+    (directory / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n2 6\n")  # epoch 5 never made it
+    again = FileLog(directory, CONFIG, recovery_point=recovery_point)
+    assert again.epochs.entries == [(0, 0), (2, 6), (5, 12)]
+    assert again.end_offset_for_epoch(2).end_offset == 12
+    assert (directory / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n2 6\n5 12\n"
+    again.close()
+    (directory / "leader-epoch-checkpoint").unlink()  # gone: every batch checked tells its epoch
+    whole = FileLog(directory, CONFIG)
+    assert whole.epochs.entries == [(0, 0), (2, 6), (5, 12)]
+    whole.close()
