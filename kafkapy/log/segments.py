@@ -482,6 +482,9 @@ class FileLog(SegmentedLog):
             return None
         return usable[-1], (self.directory / segment_name(usable[-1], ".snapshot")).read_bytes()
 
+    def remove_snapshot(self, offset: int) -> None:
+        (self.directory / segment_name(offset, ".snapshot")).unlink(missing_ok=True)
+
     def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
         for offset in self._snapshot_offsets():
             if (below is not None and offset < below) or (above is not None and offset > above):

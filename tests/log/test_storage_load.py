@@ -9,7 +9,9 @@ import pytest
 from storage_helpers import batch_at, batches_of, joined
 
 from kafkapy.log import LogConfig
+from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segments import FileLog, segment_name
+from kafkapy.protocol.records import RecordBatch, build_record_batch
 
 CONFIG = LogConfig(segment_bytes=1_000)
 
@@ -96,3 +98,35 @@ def test_recovery_learns_leader_epochs_from_the_batches_it_checks(tmp_path: Path
     whole = FileLog(directory, CONFIG)
     assert whole.epochs.entries == [(0, 0), (2, 6), (5, 12)]
     whole.close()
+
+
+def test_a_torn_producer_snapshot_file_is_deleted_and_the_older_one_used(tmp_path: Path) -> None:
+    """The producer state of a directory whose newest snapshot was torn by a machine crash comes
+    from the snapshot before it (Kafka's loadFromSnapshot), and the torn file is deleted."""
+    directory = tmp_path / "t-0"
+    log = FileLog(directory, CONFIG)
+    state = ProducerStateManager()
+    log.snapshot_source = state.snapshot
+    for seq in range(0, 30, 3):
+        data = build_record_batch([(b"k", b"v" * 60)] * 3, base_offset=log.log_end_offset,
+                                  producer_id=7, producer_epoch=0, base_sequence=seq)
+        state.check_and_update(RecordBatch(data))
+        log.append(data)
+    log.close()
+    snapshots = sorted(directory.glob("*.snapshot"))
+    assert len(snapshots) >= 2
+    snapshots[-1].write_bytes(snapshots[-1].read_bytes()[:20])  # torn
+    again = FileLog(directory, CONFIG, recovery_point=log.log_end_offset, clean_shutdown=True)
+    replayed_from = []
+
+    def batches_from(offset: int) -> list[RecordBatch]:
+        replayed_from.append(offset)
+        return [b for b in batches_of(again.read(again.log_start_offset, 1 << 40).chunks)
+                if b.last_offset >= offset]
+
+    recovered = ProducerStateManager()
+    recovered.recover(again, batches_from, 0)
+    assert replayed_from == [int(snapshots[-2].stem)]
+    assert not snapshots[-1].exists() and snapshots[-2].exists()
+    assert recovered.producers[7].last_seq == 29
+    again.close()
