@@ -408,6 +408,7 @@ class FileLog(SegmentedLog):
         self.epochs.truncate_from_end(end)
         self.epochs.truncate_from_start(self._log_start_offset)
         self._drop_snapshots(above=end)
+        self._remove_stray_snapshots()
         if clean_shutdown:
             self.recovery_point = min(max(recovery_point, self._log_start_offset), end)
         elif not bases:
@@ -481,6 +482,17 @@ class FileLog(SegmentedLog):
         if not usable:
             return None
         return usable[-1], (self.directory / segment_name(usable[-1], ".snapshot")).read_bytes()
+
+    def _remove_stray_snapshots(self) -> None:
+        """Kafka's removeStraySnapshots at load: a snapshot not at a segment's base offset (each
+        close writes one at the log end) goes, but for the newest, kept while it is past the last
+        segment's base; so snapshots do not pile up in the active segment, one per restart."""
+        bases = {segment.base_offset for segment in self.segments}
+        strays = [offset for offset in self._snapshot_offsets() if offset not in bases]
+        newest = strays[-1] if strays and strays[-1] > self.active.base_offset else None
+        for offset in strays:
+            if offset != newest:
+                self.remove_snapshot(offset)
 
     def remove_snapshot(self, offset: int) -> None:
         (self.directory / segment_name(offset, ".snapshot")).unlink(missing_ok=True)

@@ -130,3 +130,22 @@ def test_a_torn_producer_snapshot_file_is_deleted_and_the_older_one_used(tmp_pat
     assert not snapshots[-1].exists() and snapshots[-2].exists()
     assert recovered.producers[7].last_seq == 29
     again.close()
+
+
+def test_stray_producer_snapshots_are_removed_at_open(tmp_path: Path) -> None:
+    """Each close snapshots the producer state at the log end; Kafka's removeStraySnapshots keeps,
+    of the snapshots not at a segment's base, only the newest (and it only past the last base), so
+    restarts do not pile them up."""
+    directory = tmp_path / "t-0"
+    for restart in range(4):
+        log = FileLog(directory, CONFIG, recovery_point=1 << 40, clean_shutdown=restart > 0)
+        log.snapshot_source = lambda: b""
+        for _ in range(2):
+            log.append(batch_at(log, 3, value_size=60))
+        log.close()
+    log = FileLog(directory, CONFIG, recovery_point=1 << 40, clean_shutdown=True)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 2
+    kept = sorted(int(path.stem) for path in directory.glob("*.snapshot"))
+    assert kept == [*bases[1:], log.log_end_offset]  # each roll's, and the last close's
+    log.close()
