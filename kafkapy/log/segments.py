@@ -394,8 +394,11 @@ class FileLog(SegmentedLog):
                 for later in bases[k + 1 :]:  # Kafka deletes the unflushed segments after a torn one
                     FileSegment(self.directory, later, self.config, now).delete()
                 break
-        for rolled in segments[:-1]:
-            rolled.on_inactive()
+        # Each time index ends with its segment's max timestamp, the active one's too: Kafka's
+        # close appended it and its recovery appends it (LogSegment.recover); later appends add
+        # entries only past it, as after a roll.
+        for loaded in segments:
+            loaded.on_inactive()
         for kept in segments:  # markers cut off by recovery take their index entries along
             kept.txn_index.truncate_to(kept.next_offset)
         if not segments:
