@@ -3,12 +3,14 @@ an interrupted segment swap, and batches the leader-epoch-checkpoint never heard
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from storage_helpers import batch_at, batches_of, joined
 
 from kafkapy.log import LogConfig
+from kafkapy.log.manager import CLEAN_SHUTDOWN_FILE, LogManager
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segments import FileLog, segment_name
 from kafkapy.protocol.records import RecordBatch, build_record_batch
@@ -174,4 +176,17 @@ def test_a_damaged_index_after_a_clean_shutdown_is_rebuilt(tmp_path: Path, damag
     again = FileLog(directory, config, recovery_point=log.log_end_offset, clean_shutdown=True)
     assert {p.name: p.read_bytes() for p in directory.glob("*index")} == written
     assert again.offset_for_timestamp(5_000 + 10) is not None
+    again.close()
+
+
+def test_the_clean_shutdown_marker_is_kafkas(tmp_path: Path) -> None:
+    """``.kafka_cleanshutdown`` holds what Kafka's CleanShutdownFileHandler writes (version 0 and
+    the broker epoch, -1 from a ZooKeeper-mode broker), so a Kafka broker reads it back."""
+    logs = LogManager([tmp_path])
+    logs.get_or_create("t", 0).append(build_record_batch([(b"k", b"v")]))
+    logs.close()
+    marker = tmp_path / CLEAN_SHUTDOWN_FILE
+    assert json.loads(marker.read_text()) == {"version": 0, "brokerEpoch": -1}
+    again = LogManager([tmp_path])  # read as a clean shutdown, and consumed
+    assert not marker.exists() and again.logs[("t", 0)].recovery_point == 1
     again.close()
