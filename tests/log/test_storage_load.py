@@ -190,3 +190,24 @@ def test_the_clean_shutdown_marker_is_kafkas(tmp_path: Path) -> None:
     again = LogManager([tmp_path])  # read as a clean shutdown, and consumed
     assert not marker.exists() and again.logs[("t", 0)].recovery_point == 1
     again.close()
+
+
+def test_epochs_and_snapshots_past_the_log_end_are_trimmed_at_open(tmp_path: Path) -> None:
+    """A directory whose leader-epoch-checkpoint and producer snapshots got ahead of its log (the
+    log's tail lost): the epochs starting at or past the log end go, and the file is rewritten,
+    as Kafka's LogLoader truncateFromEnd does; snapshots past the log end go."""
+    directory = tmp_path / "t-0"
+    log = FileLog(directory, CONFIG)
+    for epoch in (0, 0, 1, 1):
+        log.append(batch_at(log, 3, value_size=60, epoch=epoch))
+    log.close()
+    (directory / "leader-epoch-checkpoint").write_text("0\n4\n0 0\n1 6\n4 12\n7 40\n")
+    for offset in (12, 13, 40):
+        (directory / segment_name(offset, ".snapshot")).write_bytes(b"")
+    again = FileLog(directory, CONFIG, recovery_point=12, clean_shutdown=True)
+    assert again.log_end_offset == 12
+    assert again.epochs.entries == [(0, 0), (1, 6)]
+    assert (directory / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n1 6\n"
+    assert sorted(int(p.stem) for p in directory.glob("*.snapshot")) == [12]
+    assert again.end_offset_for_epoch(4).end_offset == -1  # unknown past the latest epoch
+    again.close()
