@@ -380,10 +380,13 @@ class FileLog(SegmentedLog):
         now = self.clock()
         segments: list[Segment] = []
         epochs_read = list(self.epochs.entries)
+        first_checked: int | None = None  # the base of the first segment recovery checks
         for k, base in enumerate(bases):
             segment = FileSegment(self.directory, base, self.config, now)
             next_base = bases[k + 1] if k + 1 < len(bases) else None
             verify = not clean_shutdown and (next_base is None or next_base > recovery_point)
+            if verify and first_checked is None:
+                first_checked = base
             cut = segment.load_batches(verify=verify, epochs=self.epochs)
             # Kafka's LogSegment.lastModified is the file's: retention of a segment without
             # timestamps, and ListOffsets v0, count from the last write, not from this open.
@@ -410,7 +413,10 @@ class FileLog(SegmentedLog):
         end = self.log_end_offset
         self.epochs.truncate_from_end(end)
         self.epochs.truncate_from_start(self._log_start_offset)
-        self._drop_snapshots(above=end)
+        # After an unclean stop, the producer state must be replayed over every segment recovery
+        # checked (Kafka's recoverSegment reloads it at each one's base, deleting the snapshots
+        # above): the replay restores their transaction index entries a crash may have lost.
+        self._drop_snapshots(above=end if first_checked is None else min(end, first_checked))
         self._remove_stray_snapshots()
         if clean_shutdown:
             self.recovery_point = min(max(recovery_point, self._log_start_offset), end)
