@@ -28,6 +28,7 @@ the current log (Kafka's recoverAbandonedFutureLogs). A log dir that failed a mo
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import shutil
@@ -80,6 +81,19 @@ class LogDirDescription:
     # The future replicas moving here: (bytes copied, how far behind the current log's end).
     futures: dict[TopicPartition, tuple[int, int]] = attrs.Factory(dict)
     online: bool = True
+
+
+def write_clean_shutdown(directory: Path, broker_epoch: int = -1) -> None:
+    """``.kafka_cleanshutdown`` as Kafka's CleanShutdownFileHandler writes it: a JSON object with
+    its version (0) and the broker epoch (-1 from a ZooKeeper-mode broker, as kafkapy's log dirs
+    are), fsynced. Only its presence decides the next open; KRaft brokers read the epoch back."""
+    fd = os.open(directory / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, json.dumps({"version": 0, "brokerEpoch": broker_epoch},
+                                separators=(",", ":")).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -527,6 +541,6 @@ class LogManager:
         self.checkpoint()  # after what the background writer had pending
         for directory in self.log_dirs:
             if self.log_dir_online(directory):
-                (directory / CLEAN_SHUTDOWN_FILE).touch()
+                write_clean_shutdown(directory)
         if self.background is not None:
             self.background.close()

@@ -104,6 +104,9 @@ class MemoryLog(SegmentedLog):
         usable = [offset for offset in self._snapshots if offset <= self.log_end_offset]
         return (max(usable), self._snapshots[max(usable)]) if usable else None
 
+    def remove_snapshot(self, offset: int) -> None:
+        self._snapshots.pop(offset, None)
+
     def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
         for offset in list(self._snapshots):
             if (below is not None and offset < below) or (above is not None and offset > above):

@@ -379,6 +379,8 @@ class SnapshotStore(Protocol):
 
     def latest_snapshot(self) -> tuple[int, bytes] | None: ...
 
+    def remove_snapshot(self, offset: int) -> None: ...
+
 
 # --- the manager -------------------------------------------------------------------
 
@@ -650,18 +652,26 @@ class ProducerStateManager:
         log_start_offset: int = 0,
         on_aborted: Callable[[AbortedTxn], object] | None = None,
     ) -> None:
-        """Load the newest snapshot and replay the log after it; a corrupt snapshot means a full replay."""
+        """Load the newest usable snapshot and replay the log after it, as Kafka's
+        truncateAndReload and loadFromSnapshot: a snapshot at or below the log start is removed
+        (the log no longer holds what it summed up), and so is a corrupt one (a machine crash
+        before its fsync), the next older one being tried; with none left, the whole log is
+        replayed from its start."""
         self.producers = {}
         self.ongoing = {}
         self.first_unstable_offset = None
         self.map_end_offset = self.last_snapshot_offset = log_start_offset
         latest = store.latest_snapshot()
-        if latest is not None:
+        while latest is not None:
             offset, data = latest
-            try:
-                self.load_snapshot(offset, data, now_ms)
-            except CorruptSnapshotError:
-                self.producers = {}
-                self._rebuild_ongoing()
-                self.map_end_offset = self.last_snapshot_offset = log_start_offset
+            if offset > log_start_offset:
+                try:
+                    self.load_snapshot(offset, data, now_ms)
+                    break
+                except CorruptSnapshotError:
+                    self.producers = {}
+                    self._rebuild_ongoing()
+                    self.map_end_offset = self.last_snapshot_offset = log_start_offset
+            store.remove_snapshot(offset)
+            latest = store.latest_snapshot()
         self.replay(batches_from(self.map_end_offset), on_aborted)

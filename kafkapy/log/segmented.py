@@ -377,6 +377,10 @@ class SegmentedLog:
     def latest_snapshot(self) -> tuple[int, bytes] | None:
         raise NotImplementedError
 
+    def remove_snapshot(self, offset: int) -> None:
+        """Forget the snapshot at ``offset`` (one recovery found unusable); none there is fine."""
+        raise NotImplementedError
+
     def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
         raise NotImplementedError
 

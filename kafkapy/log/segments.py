@@ -26,9 +26,10 @@ Recovery. Opening a directory walks the batch headers of every segment to
 rebuild the in-memory batch table and rewrites both index files from it. From
 the segment holding the recovery point on (every segment after an unclean
 shutdown) each batch is also checked as Kafka's LogSegment.recover does: whole,
-CRC-32C valid, offsets increasing. The first bad batch and everything after it
+CRC-32C valid, offsets increasing; its leader epoch is assigned to the epoch
+cache as Kafka's recovery assigns it. The first bad batch and everything after it
 are cut off; later segments are deleted, and transaction index entries past the
-new log end go with them.
+new log end go with them. An interrupted segment swap is completed first.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ __all__ = ["FileLog", "FileSegment", "segment_name"]
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32_MAX = (1 << 31) - 1
-# Kafka's leftovers of an interrupted clean, swap or delete; kafkapy writes only the first two kinds.
+# Kafka's leftovers of an interrupted clean, swap or delete (kafkapy writes the ones but .swap);
+# a .swap is put in place first when it completes a swap (settle_interrupted_swaps).
 _LEFTOVER_SUFFIXES = (".cleaned", ".tmp", ".deleted", ".swap")
 
 
@@ -210,11 +212,14 @@ class FileSegment(Segment):
 
     # -- recovery ----------------------------------------------------------------------------
 
-    def load_batches(self, *, verify: bool) -> int:
+    def load_batches(self, *, verify: bool, epochs: LeaderEpochCache | None = None) -> int:
         """Rebuild the batch table and indexes from the file; answers the bytes cut off.
 
         ``verify`` checks each batch as Kafka's recovery does and cuts the file at
         the first that fails; without it a walk stops only where framing does.
+        ``epochs`` learns each checked batch's leader epoch, as Kafka's LogSegment.recover
+        assigns them: a batch written just before a crash may have beaten its epoch's entry
+        to the leader-epoch-checkpoint.
         """
         self.reset_table()
         file_size = os.fstat(self._fd).st_size
@@ -223,7 +228,7 @@ class FileSegment(Segment):
             mapped = mmap.mmap(self._fd, file_size, access=mmap.ACCESS_READ)
             view = memoryview(mapped)
             try:
-                valid = self._walk(view, file_size, verify)
+                valid = self._walk(view, file_size, verify, epochs)
             finally:
                 view.release()
                 mapped.close()
@@ -232,7 +237,8 @@ class FileSegment(Segment):
             os.ftruncate(self._fd, valid)
         return file_size - valid
 
-    def _walk(self, view: memoryview, file_size: int, verify: bool) -> int:
+    def _walk(self, view: memoryview, file_size: int, verify: bool,
+              epochs: LeaderEpochCache | None) -> int:
         position = 0
         expected = self.base_offset
         while position < file_size:
@@ -247,10 +253,88 @@ class FileSegment(Segment):
             ):
                 break
             self.note_batch(batch, position)
+            if verify and epochs is not None:
+                epochs.assign(batch.partition_leader_epoch, batch.base_offset)
             expected = batch.last_offset + 1
             position += batch.size_in_bytes
             del batch  # no view into the mapping may outlive it
         return position
+
+
+def _offset_in_name(name: str) -> int | None:
+    """The offset a file of a partition directory is named by (the digits before its first dot,
+    as Kafka's LogFileUtils.offsetFromFile reads it); None for the others."""
+    prefix = name.partition(".")[0]
+    return int(prefix) if prefix.isdigit() else None
+
+
+def _next_offset_of(path: Path) -> int | None:
+    """The offset after the last whole batch of a segment file (None when it holds no batch)."""
+    size = path.stat().st_size
+    if not size:
+        return None
+    next_offset = None
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) as mapped:
+        view = memoryview(mapped)
+        try:
+            position = 0
+            while position < size:
+                try:
+                    batch = RecordBatch(view, position)
+                except DecodeError:
+                    break
+                next_offset, position = batch.last_offset + 1, position + batch.size_in_bytes
+                del batch  # no view into the mapping may outlive it
+        finally:
+            view.release()
+    return next_offset
+
+
+def settle_interrupted_swaps(directory: Path) -> None:
+    """Finish what a compaction (or a segment split) stopped between its renames had started, as
+    Kafka's LogLoader does before it loads any segment. Kafka replaces segments by renaming the
+    cleaned one ``.cleaned`` -> ``.swap``, then the old segments ``.deleted``, then the ``.swap``
+    to its final name: a ``.swap`` found here holds the only copy of its offsets once the old
+    segments went, so it is put in place, and the old files its offsets cover are removed. A
+    ``.swap`` at or above a ``.cleaned`` file's offset belongs to a split that never finished: it
+    goes, and the originals stay."""
+    files = [path for path in directory.iterdir() if path.is_file()]
+    cleaned = [path for path in files if path.name.endswith(".cleaned")]
+    swaps = [path for path in files if path.name.endswith(".swap")]
+    if not swaps:
+        return
+    cleaned_offsets = [o for o in map(_offset_in_name, (path.name for path in cleaned)) if o is not None]
+    lowest_cleaned = min(cleaned_offsets, default=None)
+    valid = []
+    for swap in swaps:
+        offset = _offset_in_name(swap.name)
+        if offset is None:
+            continue
+        if lowest_cleaned is not None and offset >= lowest_cleaned:
+            swap.unlink()
+        else:
+            valid.append(swap)
+    for path in cleaned:
+        path.unlink(missing_ok=True)
+    low = high = None
+    for swap in valid:
+        if not swap.name.endswith(".log.swap"):
+            continue
+        base = _offset_in_name(swap.name)
+        assert base is not None
+        end = _next_offset_of(swap)
+        end = base if end is None else end
+        low = base if low is None else min(low, base)
+        high = end if high is None else max(high, end)
+    if low is not None and high is not None:
+        for path in directory.iterdir():
+            offset = _offset_in_name(path.name)
+            if (path.is_file() and not path.name.endswith(".swap") and offset is not None
+                    and low <= offset < high):
+                path.unlink()  # a file of a segment the swapped one replaces (or a snapshot there)
+    for swap in valid:
+        os.replace(swap, swap.with_name(swap.name.removesuffix(".swap")))
+    fsync_directory(directory)
 
 
 class FileLog(SegmentedLog):
@@ -279,6 +363,7 @@ class FileLog(SegmentedLog):
         # leader-epoch-checkpoint writes, numbered: the file only ever moves to a newer one
         self._epochs_generation = self._epochs_written = 0
         self._epochs_lock = threading.Lock()
+        settle_interrupted_swaps(directory)
         for leftover in directory.iterdir():
             orphan_index = (
                 leftover.suffix in (".index", ".timeindex", ".txnindex")
@@ -294,11 +379,15 @@ class FileLog(SegmentedLog):
         bases = sorted(int(path.stem) for path in self.directory.glob("*.log") if path.stem.isdigit())
         now = self.clock()
         segments: list[Segment] = []
+        epochs_read = list(self.epochs.entries)
+        first_checked: int | None = None  # the base of the first segment recovery checks
         for k, base in enumerate(bases):
             segment = FileSegment(self.directory, base, self.config, now)
             next_base = bases[k + 1] if k + 1 < len(bases) else None
             verify = not clean_shutdown and (next_base is None or next_base > recovery_point)
-            cut = segment.load_batches(verify=verify)
+            if verify and first_checked is None:
+                first_checked = base
+            cut = segment.load_batches(verify=verify, epochs=self.epochs)
             # Kafka's LogSegment.lastModified is the file's: retention of a segment without
             # timestamps, and ListOffsets v0, count from the last write, not from this open.
             segment.last_modified_ms = os.stat(segment.path).st_mtime_ns // 1_000_000
@@ -308,8 +397,11 @@ class FileLog(SegmentedLog):
                 for later in bases[k + 1 :]:  # Kafka deletes the unflushed segments after a torn one
                     FileSegment(self.directory, later, self.config, now).delete()
                 break
-        for rolled in segments[:-1]:
-            rolled.on_inactive()
+        # Each time index ends with its segment's max timestamp, the active one's too: Kafka's
+        # close appended it and its recovery appends it (LogSegment.recover); later appends add
+        # entries only past it, as after a roll.
+        for loaded in segments:
+            loaded.on_inactive()
         for kept in segments:  # markers cut off by recovery take their index entries along
             kept.txn_index.truncate_to(kept.next_offset)
         if not segments:
@@ -319,10 +411,13 @@ class FileLog(SegmentedLog):
         if self._log_start_offset > self.log_end_offset:  # recovery cut below the log start: nothing readable
             self.truncate_fully_and_start_at(self._log_start_offset)
         end = self.log_end_offset
-        epochs_read = list(self.epochs.entries)
         self.epochs.truncate_from_end(end)
         self.epochs.truncate_from_start(self._log_start_offset)
-        self._drop_snapshots(above=end)
+        # After an unclean stop, the producer state must be replayed over every segment recovery
+        # checked (Kafka's recoverSegment reloads it at each one's base, deleting the snapshots
+        # above): the replay restores their transaction index entries a crash may have lost.
+        self._drop_snapshots(above=end if first_checked is None else min(end, first_checked))
+        self._remove_stray_snapshots()
         if clean_shutdown:
             self.recovery_point = min(max(recovery_point, self._log_start_offset), end)
         elif not bases:
@@ -396,6 +491,20 @@ class FileLog(SegmentedLog):
         if not usable:
             return None
         return usable[-1], (self.directory / segment_name(usable[-1], ".snapshot")).read_bytes()
+
+    def _remove_stray_snapshots(self) -> None:
+        """Kafka's removeStraySnapshots at load: a snapshot not at a segment's base offset (each
+        close writes one at the log end) goes, but for the newest, kept while it is past the last
+        segment's base; so snapshots do not pile up in the active segment, one per restart."""
+        bases = {segment.base_offset for segment in self.segments}
+        strays = [offset for offset in self._snapshot_offsets() if offset not in bases]
+        newest = strays[-1] if strays and strays[-1] > self.active.base_offset else None
+        for offset in strays:
+            if offset != newest:
+                self.remove_snapshot(offset)
+
+    def remove_snapshot(self, offset: int) -> None:
+        (self.directory / segment_name(offset, ".snapshot")).unlink(missing_ok=True)
 
     def _drop_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
         for offset in self._snapshot_offsets():

@@ -261,6 +261,9 @@ class DictStore:
     def latest_snapshot(self) -> tuple[int, bytes] | None:
         return max(self.snapshots.items()) if self.snapshots else None
 
+    def remove_snapshot(self, offset: int) -> None:
+        self.snapshots.pop(offset, None)
+
 
 def _log(batches: list[tuple[int, int, int, int]]) -> list[bytes]:
     """(pid, epoch, seq, count) per batch, stamped at consecutive offsets."""
@@ -298,6 +301,52 @@ def test_recovery_loads_the_snapshot_and_replays_the_rest_or_replays_everything_
     rebuilt = ProducerStateManager()
     rebuilt.recover(store, batches_from, NOW)
     assert rebuilt.producers == live.producers
+
+
+def test_a_corrupt_snapshot_is_removed_and_the_next_older_one_loaded() -> None:
+    """Kafka's loadFromSnapshot: a torn newest snapshot (a machine crash before its fsync) is
+    deleted and the one before it loaded, so only the log after that one is replayed, and a
+    producer known only to that snapshot (its batches gone with the log start) is still known."""
+    log = _log([(1, 0, 0, 2), (2, 0, 0, 1), (1, 0, 2, 2), (3, 0, 0, 1), (2, 0, 1, 3)])
+    replayed_from = []
+
+    def batches_from(offset: int) -> list[RecordBatch]:
+        replayed_from.append(offset)
+        return [b for b in map(RecordBatch, log) if b.base_offset >= offset]
+
+    live = ProducerStateManager()
+    store = DictStore()
+    for raw in log[:3]:
+        live.check_and_update(RecordBatch(raw))
+    live.take_snapshot(store)  # at 5
+    for raw in log[3:]:
+        live.check_and_update(RecordBatch(raw))
+    live.take_snapshot(store)  # at 9
+    store.snapshots[9] = store.snapshots[9][:-1] + b"\x00"
+    recovered = ProducerStateManager()
+    recovered.recover(store, batches_from, NOW, log_start_offset=3)
+    assert replayed_from == [5] and sorted(store.snapshots) == [5]
+    assert sorted(recovered.producers) == [1, 2, 3]  # pid 1 (its batches below 5) from the snapshot
+    for pid in (1, 2, 3):
+        assert recovered.producers[pid].last_seq == live.producers[pid].last_seq
+        assert recovered.producers[pid].batches[-1] == live.producers[pid].batches[-1]
+
+
+def test_snapshots_at_or_below_the_log_start_are_removed_and_the_log_replayed_from_its_start() -> None:
+    """Kafka's truncateAndReload: a snapshot at or below the log start no longer describes the
+    log; it goes, and the producers are those of the batches from the log start on."""
+    log = _log([(1, 0, 0, 2), (2, 0, 0, 1), (1, 0, 2, 2), (3, 0, 0, 1)])
+    store = DictStore()
+    live = ProducerStateManager()
+    for raw in log[:2]:
+        live.check_and_update(RecordBatch(raw))
+    live.take_snapshot(store)  # at 3
+    recovered = ProducerStateManager()
+    recovered.recover(store, lambda offset: [b for b in map(RecordBatch, log) if b.base_offset >= offset],
+                      NOW, log_start_offset=3)
+    assert not store.snapshots
+    assert sorted(recovered.producers) == [1, 3]  # pid 2 wrote only below the log start
+    assert recovered.producers[1].last_seq == 3 and recovered.map_end_offset == 6
 
 
 def test_replay_applies_end_transaction_markers() -> None:

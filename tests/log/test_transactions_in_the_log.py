@@ -346,3 +346,32 @@ def test_recovery_after_random_transactions_gives_the_same_partition(
     assert (log2.last_stable_offset, log2.collect_aborted_txns(0, log2.log_end_offset), log2.log_end_offset,
             state2.ongoing) == before
     reopened.close()
+
+
+def test_a_crash_replays_producer_state_over_every_unflushed_segment(tmp_path: Path) -> None:
+    """After a kill -9 the producer state comes from the last snapshot at or below the base of
+    the segment holding the recovery point (Kafka's recoverSegment deletes the snapshots above),
+    so the replay restores an aborted transaction's index entry that an unflushed segment lost,
+    even when a later roll's snapshot is there."""
+    manager = LogManager([tmp_path], default_config=SMALL_SEGMENTS)
+    manager.get_or_create("t", 0)
+    log, state = _recovered(manager)
+    p = Partition(log, state)
+    p.data(1, transactional=True)
+    first_abort = p.marker(1, commit=False)
+    for _ in range(6):
+        p.data()
+    before = (log.collect_aborted_txns(0, log.log_end_offset), log.log_end_offset)
+    assert len(before[0]) == 1
+    holder = log.segments[log._segment_index(first_abort)]
+    assert holder is not log.segments[-1] and len(list((tmp_path / "t-0").glob("*.snapshot"))) > 1
+    for segment in log.segments:
+        segment.close()
+    # the recovery-point checkpoint still says 0 (its timer had not run), and the marker
+    # segment's index file never reached the disk
+    (tmp_path / "recovery-point-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    (tmp_path / "t-0" / f"{holder.base_offset:020d}.txnindex").unlink()
+    reopened = LogManager([tmp_path], default_config=SMALL_SEGMENTS)
+    log2, _ = _recovered(reopened)
+    assert (log2.collect_aborted_txns(0, log2.log_end_offset), log2.log_end_offset) == before
+    reopened.close()
