@@ -340,7 +340,9 @@ class ConsumerGroups:
 
     def load(self, records: Iterable[GroupRecord], now_ms: int) -> None:
         """Rebuild from a partition's records, giving every member of its groups a fresh session
-        (the groups of partitions loaded before keep theirs)."""
+        (the groups of partitions loaded before keep theirs), and a member that was asked to
+        revoke a fresh rebalance timeout at its epoch (Kafka's ``onLoaded``): without it, a member
+        that heartbeats but never lets go would hold its partitions from the others for ever."""
         loaded: set[str] = set()
         for record in records:
             self.replay(record)
@@ -348,8 +350,11 @@ class ConsumerGroups:
                 loaded.add(record.key.group_id)
         for group_id in sorted(loaded):
             group = self.groups.get(group_id)
-            for member_id in group.members if group is not None else ():
+            for member_id, member in group.members.items() if group is not None else ():
                 self._timers.renew_session(group_id, member_id, now_ms + self.timeouts(group_id)[0])
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._timers.start_rebalance(group_id, member_id, now_ms + member.rebalance_timeout_ms,
+                                                 member.member_epoch)
 
     def _commit(self, records: Sequence[GroupRecord]) -> tuple[GroupRecord, ...]:
         for record in records:

@@ -330,6 +330,28 @@ def test_loading_a_partition_renews_only_its_own_groups_sessions() -> None:
     assert rebuilt.session_deadline("h", "a") == 10_000 + session
 
 
+def test_a_loaded_member_that_never_revokes_is_fenced_by_its_rebalance_timeout() -> None:
+    """Kafka's onLoaded restarts the rebalance timeout of a member in UNREVOKED_PARTITIONS: a member
+    that keeps heartbeating without letting go must not hold the others back on the new coordinator."""
+    topic_map = topics(t=2)
+    written: list[GroupRecord] = []
+    groups = make(topic_map)
+    a = SimConsumer(groups, "a", rebalance_timeout_ms=1_000, journal=written)
+    settle(a)
+    SimConsumer(groups, "b", journal=written).heartbeat()
+    a.heartbeat(ack=False)
+    assert group_of(groups).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+
+    rebuilt = make(topic_map)
+    rebuilt.load(written, now_ms=10_000)
+    assert rebuilt.next_deadline() == 11_000
+    a.groups = rebuilt
+    a.heartbeat(now_ms=10_500, ack=False)  # still holding what it must give up
+    assert rebuilt.expire(10_999) == ()
+    assert rebuilt.expire(11_000)
+    assert "a" not in group_of(rebuilt).members
+
+
 def _regrouped(key: object, group_id: str) -> Any:
     """The same record key for another group (every KIP-848 key has a group_id)."""
     return attrs.evolve(key, group_id=group_id)  # type: ignore[misc]
