@@ -366,7 +366,7 @@ class ConsumerGroups:
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> HeartbeatResult:
         """One ConsumerGroupHeartbeat. Raises KafkaApiError with Kafka's code for every refusal,
         having changed nothing."""
-        self._validate(request)
+        self.validate(request)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(request)
         joining = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
@@ -443,8 +443,9 @@ class ConsumerGroups:
                               reconciled.assigned if send_assignment else None),
             committed)
 
-    def _validate(self, request: HeartbeatRequest) -> None:
-        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, message for message."""
+    def validate(self, request: HeartbeatRequest) -> None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, message for message; it
+        looks at no group, so a caller may ask before it changes anything for the heartbeat."""
         epoch = request.member_epoch
         if (request.api_version >= CLIENT_GENERATED_MEMBER_ID_VERSION or epoch > 0
                 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and request.member_id == "":

@@ -128,6 +128,10 @@ class ConsumerGroupHandlers:
                     "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
         return _heartbeat_response(result.response)
 
+    def check_heartbeat(self, body: Mapping[str, Any], version: int) -> None:
+        """Raise the KafkaApiError a malformed heartbeat gets, before anything else is touched."""
+        self.groups.validate(_heartbeat_request(body, version, "", ""))
+
     # -- timers -----------------------------------------------------------------------------------
 
     def next_deadline(self) -> int | None:

@@ -10,8 +10,9 @@ file owns what only consumer groups need from it:
   clock, ``services.clock``), set to :meth:`ConsumerGroups.next_deadline` after every change;
 * loading and unloading a partition's consumer groups, beside the classic coordinator's;
 * the one group-id namespace, as Kafka 4.0's GroupMetadataManager keeps it: a heartbeat for a
-  classic group is refused with GROUP_ID_NOT_FOUND unless that group only holds offsets (a
-  "simple" group, which the consumer group replaces); a classic JoinGroup for a non-empty
+  classic group is refused with GROUP_ID_NOT_FOUND unless it is a join and that group is Empty
+  (the consumer group replaces it and keeps its offsets; the module's ``_claim_for_consumer``);
+  a classic JoinGroup for a non-empty
   consumer group gets INCONSISTENT_GROUP_PROTOCOL (Kafka would adopt the classic member through
   KIP-848's migration path, which kafkapy does not implement), for an empty one the consumer group
   is deleted first and the classic group takes its place;

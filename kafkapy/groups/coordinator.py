@@ -782,6 +782,15 @@ class ClassicCoordinator:
             done(code)
         self._persist(group_id, records, stored)
 
+    def forget_empty_group(self, group_id: str) -> bool:
+        """Forget an Empty group whose metadata tombstone is written, keeping its offsets (a
+        KIP-848 consumer group takes its id and them); False if it is gone or not Empty."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is not S.EMPTY or group.members:
+            return False
+        self._forget(group)
+        return True
+
     def _forget(self, group: ClassicGroup) -> None:
         group.move_to(S.DEAD, self.timers.wall_ms())
         self.timers.cancel(("join", group.group_id))
@@ -830,7 +839,8 @@ class ClassicCoordinator:
                 self._create_group(group_id)
         for group_id, value in metadata.items():
             if value is None:
-                self.offsets.drop_group(group_id)
+                if not self._other_type(group_id):  # else a consumer group took the id and the offsets
+                    self.offsets.drop_group(group_id)
                 continue
             group = self._create_group(group_id)
             self._restore(group, value)

@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.consumer_group import TopicInfo
+from kafkapy.groups.consumer_group import JOIN_GROUP_MEMBER_EPOCH, TopicInfo
 from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
@@ -46,7 +46,7 @@ from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry, commit_refusal
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
-from kafkapy.groups.records import SHARE_GROUP_KEYS, GroupRecord
+from kafkapy.groups.records import SHARE_GROUP_KEYS, GroupMetadataKey, GroupRecord
 from kafkapy.groups.retention import (
     DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
     DEFAULT_OFFSETS_RETENTION_MINUTES,
@@ -721,7 +721,7 @@ class GroupsModule(Module):
         try:
             if group_id:  # an empty id is the handler's INVALID_REQUEST
                 self._group_request(ctx, group_id)
-                self._claim_for_consumer(group_id)
+                await self._claim_for_consumer(group_id, request.body, ctx.api_version)
         except KafkaApiError as refusal:
             return self.consumer.refused_heartbeat(refusal)
         return await self.consumer.heartbeat(ctx, request.body)
@@ -772,17 +772,27 @@ class GroupsModule(Module):
                 raise
             raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION, str(refusal)) from None
 
-    def _claim_for_consumer(self, group_id: str) -> None:
-        """A heartbeat may take over a classic group only if it just holds offsets (Kafka's
-        "simple" group, backed by no record); any other, or a share group, is GROUP_ID_NOT_FOUND."""
+    async def _claim_for_consumer(self, group_id: str, body: Mapping[str, Any], version: int) -> None:
+        """A joining heartbeat (epoch 0) takes over an Empty classic group, as Kafka's
+        ``getOrMaybeCreateConsumerGroup`` does: its metadata gets a tombstone, its committed offsets
+        stay and are the consumer group's (the offline upgrade: stop the classic consumers, start
+        them with ``group.protocol=consumer``). A classic group with members, any other heartbeat,
+        or a share group's id is GROUP_ID_NOT_FOUND. A malformed join is refused first and drops
+        nothing."""
+        not_consumer = KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                     f"Group {group_id} is not a consumer group.")
         if self.foreign_group(group_id):
-            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            raise not_consumer
         classic = self.coordinator.groups.get(group_id)
         if classic is None:
             return
-        if classic.members or classic.protocol_type or classic.state is not GroupState.EMPTY:
-            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        del self.coordinator.groups[group_id]  # its offsets stay: they are the consumer group's now
+        if body["member_epoch"] != JOIN_GROUP_MEMBER_EPOCH or classic.members \
+                or classic.state is not GroupState.EMPTY:
+            raise not_consumer
+        self.consumer.handlers.check_heartbeat(body, version)
+        await self._write(group_id, [GroupRecord(GroupMetadataKey(group_id), None)])
+        if not self.coordinator.forget_empty_group(group_id):
+            raise not_consumer  # a classic member joined while the tombstone was written
 
     def _no_classic_members(self, group_id: str) -> None:
         """SyncGroup, Heartbeat and LeaveGroup for a consumer group: its members are not classic
