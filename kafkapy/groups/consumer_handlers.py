@@ -243,6 +243,8 @@ def _heartbeat_response(response: HeartbeatResponse) -> dict[str, Any]:
 
 
 def _described_assignment(assignment: Assignment, names: Mapping[TopicId, str]) -> dict[str, Any]:
+    """A topic deleted since it was assigned is left out, as Kafka's describe skips the topic ids
+    its metadata no longer knows (until the member's next heartbeat revokes them)."""
     return {"topic_partitions": [
-        {"topic_id": topic, "topic_name": names.get(topic, ""), "partitions": sorted(parts)}
-        for topic, parts in sorted(assignment.items())]}
+        {"topic_id": topic, "topic_name": names[topic], "partitions": sorted(parts)}
+        for topic, parts in sorted(assignment.items()) if topic in names]}

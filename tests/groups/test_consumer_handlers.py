@@ -145,6 +145,20 @@ def test_describe_reports_the_group_and_its_members(version: int) -> None:
         assert members["m1"]["member_type"] == 1
 
 
+def test_describe_leaves_out_a_deleted_topic_s_partitions() -> None:
+    """Kafka's asConsumerGroupDescribeMember skips topic ids its metadata no longer has; a blank
+    topic name would reach the admin client as a topic called ""."""
+    topic_map = topics(t=2, u=2)
+    handlers = make(topic_map)
+    heartbeat(handlers, 1, join_body(subscribed_topic_names=["t", "u"]))
+    del topic_map["u"]
+    request, _ = wire(DESCRIBE, 1, {"group_ids": ["g"], "include_authorized_operations": False})
+    member = answer(DESCRIBE, 1, handlers.describe(request, 1))["groups"][0]["members"][0]
+    for field in ("assignment", "target_assignment"):
+        described = [(tp["topic_name"], tp["partitions"]) for tp in member[field]["topic_partitions"]]
+        assert described == [("t", [0, 1])]
+
+
 def test_the_registered_handlers_read_the_client_from_the_request_context() -> None:
     handlers = make()
     apis = handlers.apis()
