@@ -373,7 +373,9 @@ class ConsumerGroups:
         group = self.groups.get(request.group_id)
         if group is None:
             if not joining:
-                raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+                # Kafka's getOrMaybeCreateConsumerGroup words it so; a leave's lookup says "Group".
+                raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                    f"Consumer group {request.group_id} not found.")
             group = ConsumerGroup(request.group_id)
         member_id = request.member_id or self._new_member_id()
         if len(group.members) >= self.config.max_size and member_id not in group.members:

@@ -185,6 +185,10 @@ def test_fencing_by_epoch() -> None:
     with pytest.raises(KafkaApiError) as unknown_group:
         groups.heartbeat(attrs.evolve(a.request(), group_id="other"), 0)
     assert unknown_group.value.code is ErrorCode.GROUP_ID_NOT_FOUND
+    assert unknown_group.value.message == "Consumer group other not found."
+    with pytest.raises(KafkaApiError) as unknown_group_leave:
+        groups.heartbeat(attrs.evolve(a.request(), group_id="other", member_epoch=-1), 0)
+    assert unknown_group_leave.value.message == "Group other not found."
     with pytest.raises(KafkaApiError) as unknown_member:
         groups.heartbeat(attrs.evolve(a.request(), member_id="nobody"), 0)
     assert unknown_member.value.code is ErrorCode.UNKNOWN_MEMBER_ID
