@@ -791,8 +791,11 @@ class GroupsModule(Module):
             raise not_consumer
         self.consumer.handlers.check_heartbeat(body, version)
         await self._write(group_id, [GroupRecord(GroupMetadataKey(group_id), None)])
-        if not self.coordinator.forget_empty_group(group_id):
-            raise not_consumer  # a classic member joined while the tombstone was written
+        # Another join may have taken it meanwhile (consumers started together): then it is gone,
+        # which is fine; a classic member that joined meanwhile keeps it.
+        still_there = self.coordinator.groups.get(group_id) is not None
+        if still_there and not self.coordinator.forget_empty_group(group_id):
+            raise not_consumer
 
     def _no_classic_members(self, group_id: str) -> None:
         """SyncGroup, Heartbeat and LeaveGroup for a consumer group: its members are not classic
