@@ -565,6 +565,24 @@ class ConsumerGroups:
         """The member's session deadline is now: the next ``expire`` fences it (a test's fault)."""
         self._timers.renew_session(group_id, member_id, now_ms)
 
+    def timers_of(self, group_id: str) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+        """A copy of the group's session and rebalance deadlines, to put back if the records an
+        ``expire_group`` wrote could not be made durable."""
+        return dict(self._timers.session.get(group_id, {})), dict(self._timers.rebalance.get(group_id, {}))
+
+    def retry_expiry(self, group_id: str, saved: tuple[dict[str, int], dict[str, tuple[int, int]]],
+                     now_ms: int, backoff_ms: int) -> None:
+        """Put back the deadlines ``timers_of`` saved; those that had passed fire again
+        ``backoff_ms`` from now (Kafka's coordinator timers retry a failed write so)."""
+        def again(deadline: int) -> int:
+            return deadline if deadline > now_ms else now_ms + backoff_ms
+
+        session, rebalance = saved
+        for member_id, deadline in session.items():
+            self._timers.renew_session(group_id, member_id, again(deadline))
+        for member_id, (deadline, epoch) in rebalance.items():
+            self._timers.start_rebalance(group_id, member_id, again(deadline), epoch)
+
     def timed_groups(self) -> list[str]:
         """The groups with a member whose session or rebalance timeout runs."""
         return sorted(self._timers.session.keys() | self._timers.rebalance.keys())

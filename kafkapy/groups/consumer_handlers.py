@@ -45,6 +45,10 @@ __all__ = ["CONSUMER_GROUP_CONFIG_KEYS", "CONSUMER_GROUP_VERSIONS", "ConsumerGro
 CONSUMER_GROUP_VERSIONS = VersionRange(0, 1)
 MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
 
+#: Kafka's CoordinatorRuntime: a timer's failed write is tried again this much later.
+RETRY_BACKOFF_MS = 500
+_COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+
 #: Kafka's class names for its assignors, accepted in ``group.consumer.assignors`` as the short names.
 _ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
@@ -138,13 +142,21 @@ class ConsumerGroupHandlers:
         return self.groups.next_deadline()
 
     async def expire(self) -> None:
-        """Fence the members whose session or rebalance timeout passed, and persist that."""
+        """Fence the members whose session or rebalance timeout passed, and persist that. A group
+        whose fencing cannot be written is put back with those deadlines RETRY_BACKOFF_MS ahead,
+        as Kafka's coordinator timers retry a failed write (not once the coordinator moved:
+        its new coordinator starts the timers when it loads the group)."""
         now = self._clock()
         for group_id in self.groups.timed_groups():
             async with self._lock(group_id):
                 before = self._snapshot(group_id)
+                saved = self.groups.timers_of(group_id)
                 records = self.groups.expire_group(group_id, now)
-                await self._durable(group_id, records, before)
+                try:
+                    await self._durable(group_id, records, before)
+                except KafkaApiError as failure:
+                    if failure.code not in _COORDINATOR_GONE:
+                        self.groups.retry_expiry(group_id, saved, now, RETRY_BACKOFF_MS)
 
     # -- ConsumerGroupDescribe --------------------------------------------------------------------
 

@@ -190,6 +190,32 @@ def test_expire_fences_silent_members_and_persists_it() -> None:
     assert handlers.next_deadline() is None
 
 
+@pytest.mark.parametrize(("failure", "retried"), [(ErrorCode.NOT_ENOUGH_REPLICAS, True),
+                                                  (ErrorCode.NOT_COORDINATOR, False)])
+def test_a_fencing_that_cannot_be_written_is_tried_again(failure: ErrorCode, retried: bool) -> None:
+    """Kafka's coordinator timers retry a failed write 500 ms later; a member whose fencing was not
+    written must not be left in the group with no deadline (it held its partitions for ever)."""
+    clock = Clock()
+    failing = False
+
+    async def persist(group_id: str, records: Sequence[GroupRecord]) -> None:
+        if failing:
+            raise KafkaApiError(failure)
+
+    handlers = make(persist=persist, clock=clock)
+    heartbeat(handlers, 1, join_body())
+    clock.now, failing = 45_000, True
+    asyncio.run(handlers.expire())  # the write fails: the group is as it was
+    assert list(handlers.groups.groups["g"].members) == ["m1"]
+    if not retried:  # the coordinator moved: the new one times the members out
+        assert handlers.next_deadline() is None
+        return
+    assert handlers.next_deadline() == 45_500
+    clock.now, failing = 45_500, False
+    asyncio.run(handlers.expire())
+    assert handlers.groups.groups["g"].members == {} and handlers.next_deadline() is None
+
+
 def test_the_group_consumer_settings_with_kafkas_defaults_and_class_names() -> None:
     assert consumer_group_config({}) == ConsumerGroupConfig()
     configured = consumer_group_config({
