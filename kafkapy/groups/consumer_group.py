@@ -570,6 +570,16 @@ class ConsumerGroups:
         ``expire_group`` wrote could not be made durable."""
         return dict(self._timers.session.get(group_id, {})), dict(self._timers.rebalance.get(group_id, {}))
 
+    def restore_timers(self, group_id: str, saved: tuple[dict[str, int], dict[str, tuple[int, int]]]) -> None:
+        """The group's deadlines as ``timers_of`` saved them."""
+        session, rebalance = saved
+        self._timers.session.pop(group_id, None)
+        self._timers.rebalance.pop(group_id, None)
+        if session:
+            self._timers.session[group_id] = dict(session)
+        if rebalance:
+            self._timers.rebalance[group_id] = dict(rebalance)
+
     def retry_expiry(self, group_id: str, saved: tuple[dict[str, int], dict[str, tuple[int, int]]],
                      now_ms: int, backoff_ms: int) -> None:
         """Put back the deadlines ``timers_of`` saved; those that had passed fire again

@@ -125,8 +125,15 @@ class ConsumerGroupHandlers:
             request = _heartbeat_request(body, version, client_id, client_host)
             async with self._lock(request.group_id):
                 before = self._snapshot(request.group_id)
+                timers = self.groups.timers_of(request.group_id)
                 result = self.groups.heartbeat(request, self._clock())
-                await self._durable(request.group_id, result.records, before)
+                try:
+                    await self._durable(request.group_id, result.records, before)
+                except KafkaApiError:
+                    # A heartbeat not written renewed no session and fenced no one: a static
+                    # member it would have replaced keeps its deadline.
+                    self.groups.restore_timers(request.group_id, timers)
+                    raise
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
                     "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}

@@ -216,6 +216,30 @@ def test_a_fencing_that_cannot_be_written_is_tried_again(failure: ErrorCode, ret
     assert handlers.groups.groups["g"].members == {} and handlers.next_deadline() is None
 
 
+def test_a_heartbeat_not_written_leaves_every_deadline_as_it_was() -> None:
+    """A static member that left (epoch -2) and a replacement whose join cannot be written: the
+    leaver is still in the group, so it must still expire with its session."""
+    clock = Clock()
+    failing = False
+
+    async def persist(group_id: str, records: Sequence[GroupRecord]) -> None:
+        if failing:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS)
+
+    handlers = make(persist=persist, clock=clock)
+    heartbeat(handlers, 1, join_body("s1", instance_id="i"))
+    assert heartbeat(handlers, 1, {"group_id": "g", "member_id": "s1", "member_epoch": -2,
+                                   "instance_id": "i"})["member_epoch"] == -2
+    clock.now, failing = 10_000, True
+    refused = heartbeat(handlers, 1, join_body("s2", instance_id="i"))
+    assert refused["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert list(handlers.groups.groups["g"].members) == ["s1"]
+    assert handlers.next_deadline() == 45_000, "neither s1's deadline cancelled nor s2's started"
+    clock.now, failing = 45_000, False
+    asyncio.run(handlers.expire())
+    assert handlers.groups.groups["g"].members == {}
+
+
 def test_the_group_consumer_settings_with_kafkas_defaults_and_class_names() -> None:
     assert consumer_group_config({}) == ConsumerGroupConfig()
     configured = consumer_group_config({
