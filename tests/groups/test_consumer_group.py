@@ -282,6 +282,32 @@ def test_topic_growth_bumps_the_group_epoch_and_assigns_the_new_partitions() -> 
     assert group_of(groups).group_epoch == epoch + 1 and parts(a.owned) == {(T, 0), (T, 1), (T, 2)}
 
 
+def test_topic_deletion_and_creation_bump_the_group_epoch() -> None:
+    """Kafka bumps the group epoch when the subscribed topics' metadata changes: a topic deleted
+    (its partitions revoked), a subscribed one created, one created again under a new id."""
+    topic_map = topics(t=2)
+    groups = make(topic_map)
+    a = SimConsumer(groups, "a", subscribe=("t", "u"))
+    settle(a)
+    epoch = group_of(groups).group_epoch
+    topic_map.update(topics(u=1))  # subscribed before it existed
+    settle(a)
+    assert group_of(groups).group_epoch == epoch + 1 and (topic_id("u"), 0) in parts(a.owned)
+
+    del topic_map["u"]
+    told = a.heartbeat(ack=False)
+    assert group_of(groups).group_epoch == epoch + 2
+    assert group_of(groups).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    assert told.assignment is not None and parts(told.assignment) == {(T, 0), (T, 1)}
+    settle(a)
+    assert group_of(groups).state is GroupState.STABLE and parts(a.owned) == {(T, 0), (T, 1)}
+
+    again = TopicInfo(topic_id("u-again"), 1)  # the same name, a new topic id
+    topic_map["u"] = again
+    settle(a)
+    assert group_of(groups).group_epoch == epoch + 3 and (again.topic_id, 0) in parts(a.owned)
+
+
 def test_the_assignor_most_members_ask_for_is_used() -> None:
     groups = make(topics(x=2, y=2))
     consumers = [SimConsumer(groups, m, subscribe=("x", "y"), assignor="range") for m in "ab"]
