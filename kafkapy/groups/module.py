@@ -805,9 +805,10 @@ class GroupsModule(Module):
                                 f"Group {group_id} is a consumer group: it has no classic members.")
 
     async def _claim_for_classic(self, group_id: str) -> None:
-        """A classic JoinGroup for a consumer group: an empty one is deleted first (Kafka's
-        downgrade); a non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member
-        in through KIP-848's migration, which kafkapy does not do). A share group's id is
+        """A classic JoinGroup for a consumer group: an empty one is deleted first, its committed
+        offsets kept for the classic group (Kafka's downgrade, maybeDeleteEmptyConsumerGroup); a
+        non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member in through
+        KIP-848's migration, which kafkapy does not do). A share group's id is
         INCONSISTENT_GROUP_PROTOCOL too (Kafka's classicGroupJoin on a group of another type)."""
         if self.foreign_group(group_id):
             raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {group_id} is a share group.")
@@ -817,7 +818,7 @@ class GroupsModule(Module):
         if consumer_group.members:
             raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                 f"Group {group_id} is a consumer group with consumer-protocol members.")
-        await self.consumer.delete(group_id)
+        await self.consumer.delete(group_id, keep_offsets=True)
 
     # --- OffsetCommit, OffsetFetch, OffsetDelete ------------------------------------------------
 

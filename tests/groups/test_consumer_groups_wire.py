@@ -194,6 +194,7 @@ def test_describe_list_and_delete_consumer_groups(client: SimpleClient) -> None:
 
 def test_a_classic_member_takes_over_an_empty_consumer_group(client: SimpleClient) -> None:
     member = joined(client, "g")
+    assert commit(client, "g", member["member_epoch"], member["member_id"]) == ErrorCode.NONE
     heartbeat(client, "g", member["member_id"], -1)
     joined_classic = client.request(ApiKey.JOIN_GROUP, 3, {
         "group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
@@ -201,6 +202,8 @@ def test_a_classic_member_takes_over_an_empty_consumer_group(client: SimpleClien
     assert joined_classic["error_code"] == ErrorCode.NONE
     listed = client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
     assert [(g["group_id"], g["group_type"]) for g in listed] == [("g", "classic")]
+    # Kafka's maybeDeleteEmptyConsumerGroup tombstones the group, not its offsets
+    assert fetch(client, "g")["topics"][0]["partitions"][0]["committed_offset"] == 5
 
 
 def test_a_silent_member_is_fenced_when_its_session_expires(client: SimpleClient) -> None:

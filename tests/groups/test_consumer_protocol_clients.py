@@ -189,3 +189,43 @@ def test_classic_consumers_stopped_then_restarted_on_the_consumer_protocol_keep_
         finally:
             again.close()
         assert module.consumer.get("g") is not None and "g" not in module.coordinator.groups
+
+
+def test_consumer_protocol_members_stopped_then_restarted_as_classic_keep_their_offsets(
+        tmp_path: Path) -> None:
+    """The offline downgrade: as Kafka's maybeDeleteEmptyConsumerGroup, a classic member joining
+    the Empty consumer group replaces it and keeps its committed offsets, also after a restart."""
+    seen: dict[bytes, str] = {}
+
+    def classic_consumer(running: Broker) -> Any:
+        c = confluent_kafka.Consumer({
+            "bootstrap.servers": running.bootstrap_servers, "group.id": "g", "group.protocol": "classic",
+            "client.id": "old", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe(["t"])
+        return c
+
+    with Broker(_settings(tmp_path)) as running:
+        _fill(running)
+        modern = consumer(running, "new")
+        try:
+            poll_until([modern], lambda: len(seen) == MESSAGES, seen)
+        finally:
+            modern.close()
+        module = module_of(running)
+        _produce(running, b"n")
+        downgraded = classic_consumer(running)
+        try:
+            poll_until([downgraded], lambda: len(seen) == 2 * MESSAGES, seen)  # only the new records
+            assert module.consumer.get("g") is None and "g" in module.coordinator.groups
+        finally:
+            downgraded.close()
+    with Broker(_settings(tmp_path)) as running:
+        _create_topic(running)
+        again = classic_consumer(running)
+        try:
+            poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
+            committed = again.committed([confluent_kafka.TopicPartition("t", p) for p in range(PARTITIONS)],
+                                        timeout=TIMEOUT_S)
+            assert [tp.offset for tp in committed] == [2 * MESSAGES // PARTITIONS] * PARTITIONS
+        finally:
+            again.close()
