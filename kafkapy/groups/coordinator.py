@@ -153,16 +153,22 @@ class ClassicCoordinator:
 
     # --- JoinGroup ----------------------------------------------------------------------------
 
+    def check_session_timeout(self, session_timeout_ms: int) -> None:
+        """INVALID_SESSION_TIMEOUT outside group.min/max.session.timeout.ms: Kafka's
+        GroupCoordinatorService refuses such a JoinGroup before it looks at any group."""
+        config = self.config
+        if not config.min_session_timeout_ms <= session_timeout_ms <= config.max_session_timeout_ms:
+            raise KafkaApiError(ErrorCode.INVALID_SESSION_TIMEOUT,
+                                f"The session timeout must be between group.min.session.timeout.ms "
+                                f"({config.min_session_timeout_ms}) and group.max.session.timeout.ms "
+                                f"({config.max_session_timeout_ms}).")
+
     def join(self, request: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
         """Answer now (by raising KafkaApiError or calling ``respond``) or once the rebalance ends."""
         if not request.group_id:
             raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
         config = self.config
-        if not config.min_session_timeout_ms <= request.session_timeout_ms <= config.max_session_timeout_ms:
-            raise KafkaApiError(ErrorCode.INVALID_SESSION_TIMEOUT,
-                                f"The session timeout must be between group.min.session.timeout.ms "
-                                f"({config.min_session_timeout_ms}) and group.max.session.timeout.ms "
-                                f"({config.max_session_timeout_ms}).")
+        self.check_session_timeout(request.session_timeout_ms)
         group = self.classic_group(request.group_id)
         if group is None:
             if request.member_id != UNKNOWN_MEMBER:

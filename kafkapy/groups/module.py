@@ -651,6 +651,7 @@ class GroupsModule(Module):
         body = request.body
         version = ctx.api_version
         self._group_request(ctx, body["group_id"], named=True)
+        self.coordinator.check_session_timeout(body["session_timeout_ms"])  # before a consumer group goes
         await self._claim_for_classic(body["group_id"])
         session = body["session_timeout_ms"]
         rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1

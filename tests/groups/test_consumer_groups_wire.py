@@ -196,6 +196,11 @@ def test_a_classic_member_takes_over_an_empty_consumer_group(client: SimpleClien
     member = joined(client, "g")
     assert commit(client, "g", member["member_epoch"], member["member_id"]) == ErrorCode.NONE
     heartbeat(client, "g", member["member_id"], -1)
+    too_short = client.request(ApiKey.JOIN_GROUP, 3, {
+        "group_id": "g", "session_timeout_ms": 1, "rebalance_timeout_ms": 10000, "member_id": "",
+        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+    assert too_short["error_code"] == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert describe(client, "g")["error_code"] == ErrorCode.NONE, "refused before the group was looked at"
     joined_classic = client.request(ApiKey.JOIN_GROUP, 3, {
         "group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
         "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
