@@ -340,7 +340,9 @@ class ConsumerGroups:
 
     def load(self, records: Iterable[GroupRecord], now_ms: int) -> None:
         """Rebuild from a partition's records, giving every member of its groups a fresh session
-        (the groups of partitions loaded before keep theirs)."""
+        (the groups of partitions loaded before keep theirs), and a member that was asked to
+        revoke a fresh rebalance timeout at its epoch (Kafka's ``onLoaded``): without it, a member
+        that heartbeats but never lets go would hold its partitions from the others for ever."""
         loaded: set[str] = set()
         for record in records:
             self.replay(record)
@@ -348,8 +350,11 @@ class ConsumerGroups:
                 loaded.add(record.key.group_id)
         for group_id in sorted(loaded):
             group = self.groups.get(group_id)
-            for member_id in group.members if group is not None else ():
+            for member_id, member in group.members.items() if group is not None else ():
                 self._timers.renew_session(group_id, member_id, now_ms + self.timeouts(group_id)[0])
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._timers.start_rebalance(group_id, member_id, now_ms + member.rebalance_timeout_ms,
+                                                 member.member_epoch)
 
     def _commit(self, records: Sequence[GroupRecord]) -> tuple[GroupRecord, ...]:
         for record in records:
@@ -361,14 +366,16 @@ class ConsumerGroups:
     def heartbeat(self, request: HeartbeatRequest, now_ms: int) -> HeartbeatResult:
         """One ConsumerGroupHeartbeat. Raises KafkaApiError with Kafka's code for every refusal,
         having changed nothing."""
-        self._validate(request)
+        self.validate(request)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return self._leave(request)
         joining = request.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         group = self.groups.get(request.group_id)
         if group is None:
             if not joining:
-                raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+                # Kafka's getOrMaybeCreateConsumerGroup words it so; a leave's lookup says "Group".
+                raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                    f"Consumer group {request.group_id} not found.")
             group = ConsumerGroup(request.group_id)
         member_id = request.member_id or self._new_member_id()
         if len(group.members) >= self.config.max_size and member_id not in group.members:
@@ -438,8 +445,9 @@ class ConsumerGroups:
                               reconciled.assigned if send_assignment else None),
             committed)
 
-    def _validate(self, request: HeartbeatRequest) -> None:
-        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, message for message."""
+    def validate(self, request: HeartbeatRequest) -> None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``, message for message; it
+        looks at no group, so a caller may ask before it changes anything for the heartbeat."""
         epoch = request.member_epoch
         if (request.api_version >= CLIENT_GENERATED_MEMBER_ID_VERSION or epoch > 0
                 or epoch == LEAVE_GROUP_MEMBER_EPOCH) and request.member_id == "":
@@ -556,6 +564,34 @@ class ConsumerGroups:
     def end_session(self, group_id: str, member_id: str, now_ms: int) -> None:
         """The member's session deadline is now: the next ``expire`` fences it (a test's fault)."""
         self._timers.renew_session(group_id, member_id, now_ms)
+
+    def timers_of(self, group_id: str) -> tuple[dict[str, int], dict[str, tuple[int, int]]]:
+        """A copy of the group's session and rebalance deadlines, to put back if the records an
+        ``expire_group`` wrote could not be made durable."""
+        return dict(self._timers.session.get(group_id, {})), dict(self._timers.rebalance.get(group_id, {}))
+
+    def restore_timers(self, group_id: str, saved: tuple[dict[str, int], dict[str, tuple[int, int]]]) -> None:
+        """The group's deadlines as ``timers_of`` saved them."""
+        session, rebalance = saved
+        self._timers.session.pop(group_id, None)
+        self._timers.rebalance.pop(group_id, None)
+        if session:
+            self._timers.session[group_id] = dict(session)
+        if rebalance:
+            self._timers.rebalance[group_id] = dict(rebalance)
+
+    def retry_expiry(self, group_id: str, saved: tuple[dict[str, int], dict[str, tuple[int, int]]],
+                     now_ms: int, backoff_ms: int) -> None:
+        """Put back the deadlines ``timers_of`` saved; those that had passed fire again
+        ``backoff_ms`` from now (Kafka's coordinator timers retry a failed write so)."""
+        def again(deadline: int) -> int:
+            return deadline if deadline > now_ms else now_ms + backoff_ms
+
+        session, rebalance = saved
+        for member_id, deadline in session.items():
+            self._timers.renew_session(group_id, member_id, again(deadline))
+        for member_id, (deadline, epoch) in rebalance.items():
+            self._timers.start_rebalance(group_id, member_id, again(deadline), epoch)
 
     def timed_groups(self) -> list[str]:
         """The groups with a member whose session or rebalance timeout runs."""

@@ -45,6 +45,10 @@ __all__ = ["CONSUMER_GROUP_CONFIG_KEYS", "CONSUMER_GROUP_VERSIONS", "ConsumerGro
 CONSUMER_GROUP_VERSIONS = VersionRange(0, 1)
 MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
 
+#: Kafka's CoordinatorRuntime: a timer's failed write is tried again this much later.
+RETRY_BACKOFF_MS = 500
+_COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+
 #: Kafka's class names for its assignors, accepted in ``group.consumer.assignors`` as the short names.
 _ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
@@ -121,12 +125,23 @@ class ConsumerGroupHandlers:
             request = _heartbeat_request(body, version, client_id, client_host)
             async with self._lock(request.group_id):
                 before = self._snapshot(request.group_id)
+                timers = self.groups.timers_of(request.group_id)
                 result = self.groups.heartbeat(request, self._clock())
-                await self._durable(request.group_id, result.records, before)
+                try:
+                    await self._durable(request.group_id, result.records, before)
+                except KafkaApiError:
+                    # A heartbeat not written renewed no session and fenced no one: a static
+                    # member it would have replaced keeps its deadline.
+                    self.groups.restore_timers(request.group_id, timers)
+                    raise
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
                     "member_id": None, "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
         return _heartbeat_response(result.response)
+
+    def check_heartbeat(self, body: Mapping[str, Any], version: int) -> None:
+        """Raise the KafkaApiError a malformed heartbeat gets, before anything else is touched."""
+        self.groups.validate(_heartbeat_request(body, version, "", ""))
 
     # -- timers -----------------------------------------------------------------------------------
 
@@ -134,13 +149,21 @@ class ConsumerGroupHandlers:
         return self.groups.next_deadline()
 
     async def expire(self) -> None:
-        """Fence the members whose session or rebalance timeout passed, and persist that."""
+        """Fence the members whose session or rebalance timeout passed, and persist that. A group
+        whose fencing cannot be written is put back with those deadlines RETRY_BACKOFF_MS ahead,
+        as Kafka's coordinator timers retry a failed write (not once the coordinator moved:
+        its new coordinator starts the timers when it loads the group)."""
         now = self._clock()
         for group_id in self.groups.timed_groups():
             async with self._lock(group_id):
                 before = self._snapshot(group_id)
+                saved = self.groups.timers_of(group_id)
                 records = self.groups.expire_group(group_id, now)
-                await self._durable(group_id, records, before)
+                try:
+                    await self._durable(group_id, records, before)
+                except KafkaApiError as failure:
+                    if failure.code not in _COORDINATOR_GONE:
+                        self.groups.retry_expiry(group_id, saved, now, RETRY_BACKOFF_MS)
 
     # -- ConsumerGroupDescribe --------------------------------------------------------------------
 
@@ -239,6 +262,8 @@ def _heartbeat_response(response: HeartbeatResponse) -> dict[str, Any]:
 
 
 def _described_assignment(assignment: Assignment, names: Mapping[TopicId, str]) -> dict[str, Any]:
+    """A topic deleted since it was assigned is left out, as Kafka's describe skips the topic ids
+    its metadata no longer knows (until the member's next heartbeat revokes them)."""
     return {"topic_partitions": [
-        {"topic_id": topic, "topic_name": names.get(topic, ""), "partitions": sorted(parts)}
-        for topic, parts in sorted(assignment.items())]}
+        {"topic_id": topic, "topic_name": names[topic], "partitions": sorted(parts)}
+        for topic, parts in sorted(assignment.items()) if topic in names]}

@@ -10,8 +10,9 @@ file owns what only consumer groups need from it:
   clock, ``services.clock``), set to :meth:`ConsumerGroups.next_deadline` after every change;
 * loading and unloading a partition's consumer groups, beside the classic coordinator's;
 * the one group-id namespace, as Kafka 4.0's GroupMetadataManager keeps it: a heartbeat for a
-  classic group is refused with GROUP_ID_NOT_FOUND unless that group only holds offsets (a
-  "simple" group, which the consumer group replaces); a classic JoinGroup for a non-empty
+  classic group is refused with GROUP_ID_NOT_FOUND unless it is a join and that group is Empty
+  (the consumer group replaces it and keeps its offsets; the module's ``_claim_for_consumer``);
+  a classic JoinGroup for a non-empty
   consumer group gets INCONSISTENT_GROUP_PROTOCOL (Kafka would adopt the classic member through
   KIP-848's migration path, which kafkapy does not implement), for an empty one the consumer group
   is deleted first and the classic group takes its place;
@@ -163,24 +164,27 @@ class ConsumerGroupService:
 
     # -- the one namespace ------------------------------------------------------------------------
 
-    async def delete(self, group_id: str) -> None:
-        """DeleteGroups of a consumer group, and the downgrade of an empty one when a classic
-        member joins: it must be empty (NON_EMPTY_GROUP); its offsets and its records go."""
+    async def delete(self, group_id: str, *, keep_offsets: bool = False) -> None:
+        """DeleteGroups of a consumer group (its offsets and its records go), and the downgrade
+        of an empty one when a classic member joins (``keep_offsets``: only its records go, as
+        Kafka's maybeDeleteEmptyConsumerGroup, so the classic group carries on from its commits).
+        It must be empty (NON_EMPTY_GROUP)."""
         group = self.groups.groups.get(group_id)
         if group is None:
             raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
         if group.members:
             raise KafkaApiError(ErrorCode.NON_EMPTY_GROUP, f"Group {group_id} is not empty.")
         # Kafka's createGroupTombstoneRecords order: target assignment, subscription metadata, epoch.
-        records = [GroupRecord(OffsetCommitKey(group_id, t, p), None)
-                   for t, p in self._offsets.partitions(group_id)]
+        records = [] if keep_offsets else [GroupRecord(OffsetCommitKey(group_id, t, p), None)
+                                           for t, p in self._offsets.partitions(group_id)]
         records += [GroupRecord(ConsumerGroupTargetAssignmentMetadataKey(group_id), None),
                     GroupRecord(ConsumerGroupPartitionMetadataKey(group_id), None),
                     GroupRecord(ConsumerGroupMetadataKey(group_id), None)]
         await self._persist(group_id, records)
         for record in records[-3:]:
             self.groups.replay(record)
-        self._offsets.drop_group(group_id)
+        if not keep_offsets:
+            self._offsets.drop_group(group_id)
 
     # -- offsets ----------------------------------------------------------------------------------
 

@@ -153,16 +153,22 @@ class ClassicCoordinator:
 
     # --- JoinGroup ----------------------------------------------------------------------------
 
+    def check_session_timeout(self, session_timeout_ms: int) -> None:
+        """INVALID_SESSION_TIMEOUT outside group.min/max.session.timeout.ms: Kafka's
+        GroupCoordinatorService refuses such a JoinGroup before it looks at any group."""
+        config = self.config
+        if not config.min_session_timeout_ms <= session_timeout_ms <= config.max_session_timeout_ms:
+            raise KafkaApiError(ErrorCode.INVALID_SESSION_TIMEOUT,
+                                f"The session timeout must be between group.min.session.timeout.ms "
+                                f"({config.min_session_timeout_ms}) and group.max.session.timeout.ms "
+                                f"({config.max_session_timeout_ms}).")
+
     def join(self, request: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
         """Answer now (by raising KafkaApiError or calling ``respond``) or once the rebalance ends."""
         if not request.group_id:
             raise KafkaApiError(ErrorCode.INVALID_GROUP_ID)
         config = self.config
-        if not config.min_session_timeout_ms <= request.session_timeout_ms <= config.max_session_timeout_ms:
-            raise KafkaApiError(ErrorCode.INVALID_SESSION_TIMEOUT,
-                                f"The session timeout must be between group.min.session.timeout.ms "
-                                f"({config.min_session_timeout_ms}) and group.max.session.timeout.ms "
-                                f"({config.max_session_timeout_ms}).")
+        self.check_session_timeout(request.session_timeout_ms)
         group = self.classic_group(request.group_id)
         if group is None:
             if request.member_id != UNKNOWN_MEMBER:
@@ -782,6 +788,15 @@ class ClassicCoordinator:
             done(code)
         self._persist(group_id, records, stored)
 
+    def forget_empty_group(self, group_id: str) -> bool:
+        """Forget an Empty group whose metadata tombstone is written, keeping its offsets (a
+        KIP-848 consumer group takes its id and them); False if it is gone or not Empty."""
+        group = self.groups.get(group_id)
+        if group is None or group.state is not S.EMPTY or group.members:
+            return False
+        self._forget(group)
+        return True
+
     def _forget(self, group: ClassicGroup) -> None:
         group.move_to(S.DEAD, self.timers.wall_ms())
         self.timers.cancel(("join", group.group_id))
@@ -830,7 +845,8 @@ class ClassicCoordinator:
                 self._create_group(group_id)
         for group_id, value in metadata.items():
             if value is None:
-                self.offsets.drop_group(group_id)
+                if not self._other_type(group_id):  # else a consumer group took the id and the offsets
+                    self.offsets.drop_group(group_id)
                 continue
             group = self._create_group(group_id)
             self._restore(group, value)

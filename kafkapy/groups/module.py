@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.consumer_group import TopicInfo
+from kafkapy.groups.consumer_group import JOIN_GROUP_MEMBER_EPOCH, TopicInfo
 from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
@@ -46,7 +46,7 @@ from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry, commit_refusal
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
-from kafkapy.groups.records import SHARE_GROUP_KEYS, GroupRecord
+from kafkapy.groups.records import SHARE_GROUP_KEYS, GroupMetadataKey, GroupRecord
 from kafkapy.groups.retention import (
     DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
     DEFAULT_OFFSETS_RETENTION_MINUTES,
@@ -651,6 +651,7 @@ class GroupsModule(Module):
         body = request.body
         version = ctx.api_version
         self._group_request(ctx, body["group_id"], named=True)
+        self.coordinator.check_session_timeout(body["session_timeout_ms"])  # before a consumer group goes
         await self._claim_for_classic(body["group_id"])
         session = body["session_timeout_ms"]
         rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
@@ -721,7 +722,7 @@ class GroupsModule(Module):
         try:
             if group_id:  # an empty id is the handler's INVALID_REQUEST
                 self._group_request(ctx, group_id)
-                self._claim_for_consumer(group_id)
+                await self._claim_for_consumer(group_id, request.body, ctx.api_version)
         except KafkaApiError as refusal:
             return self.consumer.refused_heartbeat(refusal)
         return await self.consumer.heartbeat(ctx, request.body)
@@ -772,17 +773,30 @@ class GroupsModule(Module):
                 raise
             raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION, str(refusal)) from None
 
-    def _claim_for_consumer(self, group_id: str) -> None:
-        """A heartbeat may take over a classic group only if it just holds offsets (Kafka's
-        "simple" group, backed by no record); any other, or a share group, is GROUP_ID_NOT_FOUND."""
+    async def _claim_for_consumer(self, group_id: str, body: Mapping[str, Any], version: int) -> None:
+        """A joining heartbeat (epoch 0) takes over an Empty classic group, as Kafka's
+        ``getOrMaybeCreateConsumerGroup`` does: its metadata gets a tombstone, its committed offsets
+        stay and are the consumer group's (the offline upgrade: stop the classic consumers, start
+        them with ``group.protocol=consumer``). A classic group with members, any other heartbeat,
+        or a share group's id is GROUP_ID_NOT_FOUND. A malformed join is refused first and drops
+        nothing."""
+        not_consumer = KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                     f"Group {group_id} is not a consumer group.")
         if self.foreign_group(group_id):
-            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+            raise not_consumer
         classic = self.coordinator.groups.get(group_id)
         if classic is None:
             return
-        if classic.members or classic.protocol_type or classic.state is not GroupState.EMPTY:
-            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
-        del self.coordinator.groups[group_id]  # its offsets stay: they are the consumer group's now
+        if body["member_epoch"] != JOIN_GROUP_MEMBER_EPOCH or classic.members \
+                or classic.state is not GroupState.EMPTY:
+            raise not_consumer
+        self.consumer.handlers.check_heartbeat(body, version)
+        await self._write(group_id, [GroupRecord(GroupMetadataKey(group_id), None)])
+        # Another join may have taken it meanwhile (consumers started together): then it is gone,
+        # which is fine; a classic member that joined meanwhile keeps it.
+        still_there = self.coordinator.groups.get(group_id) is not None
+        if still_there and not self.coordinator.forget_empty_group(group_id):
+            raise not_consumer
 
     def _no_classic_members(self, group_id: str) -> None:
         """SyncGroup, Heartbeat and LeaveGroup for a consumer group: its members are not classic
@@ -792,9 +806,10 @@ class GroupsModule(Module):
                                 f"Group {group_id} is a consumer group: it has no classic members.")
 
     async def _claim_for_classic(self, group_id: str) -> None:
-        """A classic JoinGroup for a consumer group: an empty one is deleted first (Kafka's
-        downgrade); a non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member
-        in through KIP-848's migration, which kafkapy does not do). A share group's id is
+        """A classic JoinGroup for a consumer group: an empty one is deleted first, its committed
+        offsets kept for the classic group (Kafka's downgrade, maybeDeleteEmptyConsumerGroup); a
+        non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member in through
+        KIP-848's migration, which kafkapy does not do). A share group's id is
         INCONSISTENT_GROUP_PROTOCOL too (Kafka's classicGroupJoin on a group of another type)."""
         if self.foreign_group(group_id):
             raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {group_id} is a share group.")
@@ -804,7 +819,7 @@ class GroupsModule(Module):
         if consumer_group.members:
             raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                 f"Group {group_id} is a consumer group with consumer-protocol members.")
-        await self.consumer.delete(group_id)
+        await self.consumer.delete(group_id, keep_offsets=True)
 
     # --- OffsetCommit, OffsetFetch, OffsetDelete ------------------------------------------------
 

@@ -185,6 +185,10 @@ def test_fencing_by_epoch() -> None:
     with pytest.raises(KafkaApiError) as unknown_group:
         groups.heartbeat(attrs.evolve(a.request(), group_id="other"), 0)
     assert unknown_group.value.code is ErrorCode.GROUP_ID_NOT_FOUND
+    assert unknown_group.value.message == "Consumer group other not found."
+    with pytest.raises(KafkaApiError) as unknown_group_leave:
+        groups.heartbeat(attrs.evolve(a.request(), group_id="other", member_epoch=-1), 0)
+    assert unknown_group_leave.value.message == "Group other not found."
     with pytest.raises(KafkaApiError) as unknown_member:
         groups.heartbeat(attrs.evolve(a.request(), member_id="nobody"), 0)
     assert unknown_member.value.code is ErrorCode.UNKNOWN_MEMBER_ID
@@ -278,6 +282,32 @@ def test_topic_growth_bumps_the_group_epoch_and_assigns_the_new_partitions() -> 
     assert group_of(groups).group_epoch == epoch + 1 and parts(a.owned) == {(T, 0), (T, 1), (T, 2)}
 
 
+def test_topic_deletion_and_creation_bump_the_group_epoch() -> None:
+    """Kafka bumps the group epoch when the subscribed topics' metadata changes: a topic deleted
+    (its partitions revoked), a subscribed one created, one created again under a new id."""
+    topic_map = topics(t=2)
+    groups = make(topic_map)
+    a = SimConsumer(groups, "a", subscribe=("t", "u"))
+    settle(a)
+    epoch = group_of(groups).group_epoch
+    topic_map.update(topics(u=1))  # subscribed before it existed
+    settle(a)
+    assert group_of(groups).group_epoch == epoch + 1 and (topic_id("u"), 0) in parts(a.owned)
+
+    del topic_map["u"]
+    told = a.heartbeat(ack=False)
+    assert group_of(groups).group_epoch == epoch + 2
+    assert group_of(groups).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    assert told.assignment is not None and parts(told.assignment) == {(T, 0), (T, 1)}
+    settle(a)
+    assert group_of(groups).state is GroupState.STABLE and parts(a.owned) == {(T, 0), (T, 1)}
+
+    again = TopicInfo(topic_id("u-again"), 1)  # the same name, a new topic id
+    topic_map["u"] = again
+    settle(a)
+    assert group_of(groups).group_epoch == epoch + 3 and (again.topic_id, 0) in parts(a.owned)
+
+
 def test_the_assignor_most_members_ask_for_is_used() -> None:
     groups = make(topics(x=2, y=2))
     consumers = [SimConsumer(groups, m, subscribe=("x", "y"), assignor="range") for m in "ab"]
@@ -328,6 +358,28 @@ def test_loading_a_partition_renews_only_its_own_groups_sessions() -> None:
     session = rebuilt.config.session_timeout_ms
     assert rebuilt.session_deadline(GROUP, "a") == session
     assert rebuilt.session_deadline("h", "a") == 10_000 + session
+
+
+def test_a_loaded_member_that_never_revokes_is_fenced_by_its_rebalance_timeout() -> None:
+    """Kafka's onLoaded restarts the rebalance timeout of a member in UNREVOKED_PARTITIONS: a member
+    that keeps heartbeating without letting go must not hold the others back on the new coordinator."""
+    topic_map = topics(t=2)
+    written: list[GroupRecord] = []
+    groups = make(topic_map)
+    a = SimConsumer(groups, "a", rebalance_timeout_ms=1_000, journal=written)
+    settle(a)
+    SimConsumer(groups, "b", journal=written).heartbeat()
+    a.heartbeat(ack=False)
+    assert group_of(groups).members["a"].state is MemberState.UNREVOKED_PARTITIONS
+
+    rebuilt = make(topic_map)
+    rebuilt.load(written, now_ms=10_000)
+    assert rebuilt.next_deadline() == 11_000
+    a.groups = rebuilt
+    a.heartbeat(now_ms=10_500, ack=False)  # still holding what it must give up
+    assert rebuilt.expire(10_999) == ()
+    assert rebuilt.expire(11_000)
+    assert "a" not in group_of(rebuilt).members
 
 
 def _regrouped(key: object, group_id: str) -> Any:

@@ -134,6 +134,32 @@ def test_one_namespace_with_classic_groups(client: SimpleClient) -> None:
     assert describe(client, "old")["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
 
 
+def test_only_a_valid_join_takes_over_an_empty_classic_group(broker: Broker, client: SimpleClient) -> None:
+    """Kafka's getOrMaybeCreateConsumerGroup replaces an Empty classic group only when a member
+    joins (epoch 0), and only after the request passed its checks."""
+    ready(client, "old")
+    classic = {"session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+               "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    first = client.request(ApiKey.JOIN_GROUP, 3, {"group_id": "old", **classic})
+    client.request(ApiKey.SYNC_GROUP, 3, {"group_id": "old", "generation_id": first["generation_id"],
+                                          "member_id": first["member_id"], "assignments": []})
+    assert commit(client, "old", first["generation_id"], first["member_id"], version=7) == ErrorCode.NONE
+    client.request(ApiKey.LEAVE_GROUP, 3, {"group_id": "old", "members": [{"member_id": first["member_id"]}]})
+    assert broker.runtime is not None
+    groups = next(m for m in broker.runtime.modules if isinstance(m, GroupsModule))
+
+    assert heartbeat(client, "old", "m", 3)["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    no_timeout = heartbeat(client, "old", str(uuid.uuid4()), 0, subscribed_topic_names=["t"],
+                           topic_partitions=[])
+    assert no_timeout["error_code"] == ErrorCode.INVALID_REQUEST
+    assert "old" in groups.coordinator.groups and groups.consumer.get("old") is None
+
+    member = joined(client, "old")
+    assert "old" not in groups.coordinator.groups and groups.consumer.get("old") is not None
+    assert fetch(client, "old", member["member_id"], member["member_epoch"]
+                 )["topics"][0]["partitions"][0]["committed_offset"] == 5
+
+
 def test_a_group_holding_only_offsets_becomes_a_consumer_group_and_keeps_them(client: SimpleClient) -> None:
     ready(client, "solo")
     assert commit(client, "solo", -1, "", version=7) == ErrorCode.NONE
@@ -168,13 +194,21 @@ def test_describe_list_and_delete_consumer_groups(client: SimpleClient) -> None:
 
 def test_a_classic_member_takes_over_an_empty_consumer_group(client: SimpleClient) -> None:
     member = joined(client, "g")
+    assert commit(client, "g", member["member_epoch"], member["member_id"]) == ErrorCode.NONE
     heartbeat(client, "g", member["member_id"], -1)
+    too_short = client.request(ApiKey.JOIN_GROUP, 3, {
+        "group_id": "g", "session_timeout_ms": 1, "rebalance_timeout_ms": 10000, "member_id": "",
+        "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+    assert too_short["error_code"] == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert describe(client, "g")["error_code"] == ErrorCode.NONE, "refused before the group was looked at"
     joined_classic = client.request(ApiKey.JOIN_GROUP, 3, {
         "group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
         "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
     assert joined_classic["error_code"] == ErrorCode.NONE
     listed = client.request(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})["groups"]
     assert [(g["group_id"], g["group_type"]) for g in listed] == [("g", "classic")]
+    # Kafka's maybeDeleteEmptyConsumerGroup tombstones the group, not its offsets
+    assert fetch(client, "g")["topics"][0]["partitions"][0]["committed_offset"] == 5
 
 
 def test_a_silent_member_is_fenced_when_its_session_expires(client: SimpleClient) -> None:

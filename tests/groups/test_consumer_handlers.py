@@ -145,6 +145,20 @@ def test_describe_reports_the_group_and_its_members(version: int) -> None:
         assert members["m1"]["member_type"] == 1
 
 
+def test_describe_leaves_out_a_deleted_topic_s_partitions() -> None:
+    """Kafka's asConsumerGroupDescribeMember skips topic ids its metadata no longer has; a blank
+    topic name would reach the admin client as a topic called ""."""
+    topic_map = topics(t=2, u=2)
+    handlers = make(topic_map)
+    heartbeat(handlers, 1, join_body(subscribed_topic_names=["t", "u"]))
+    del topic_map["u"]
+    request, _ = wire(DESCRIBE, 1, {"group_ids": ["g"], "include_authorized_operations": False})
+    member = answer(DESCRIBE, 1, handlers.describe(request, 1))["groups"][0]["members"][0]
+    for field in ("assignment", "target_assignment"):
+        described = [(tp["topic_name"], tp["partitions"]) for tp in member[field]["topic_partitions"]]
+        assert described == [("t", [0, 1])]
+
+
 def test_the_registered_handlers_read_the_client_from_the_request_context() -> None:
     handlers = make()
     apis = handlers.apis()
@@ -174,6 +188,56 @@ def test_expire_fences_silent_members_and_persists_it() -> None:
     asyncio.run(handlers.expire())
     assert handlers.groups.groups["g"].members == {} and any(r.value is None for r in written)
     assert handlers.next_deadline() is None
+
+
+@pytest.mark.parametrize(("failure", "retried"), [(ErrorCode.NOT_ENOUGH_REPLICAS, True),
+                                                  (ErrorCode.NOT_COORDINATOR, False)])
+def test_a_fencing_that_cannot_be_written_is_tried_again(failure: ErrorCode, retried: bool) -> None:
+    """Kafka's coordinator timers retry a failed write 500 ms later; a member whose fencing was not
+    written must not be left in the group with no deadline (it held its partitions for ever)."""
+    clock = Clock()
+    failing = False
+
+    async def persist(group_id: str, records: Sequence[GroupRecord]) -> None:
+        if failing:
+            raise KafkaApiError(failure)
+
+    handlers = make(persist=persist, clock=clock)
+    heartbeat(handlers, 1, join_body())
+    clock.now, failing = 45_000, True
+    asyncio.run(handlers.expire())  # the write fails: the group is as it was
+    assert list(handlers.groups.groups["g"].members) == ["m1"]
+    if not retried:  # the coordinator moved: the new one times the members out
+        assert handlers.next_deadline() is None
+        return
+    assert handlers.next_deadline() == 45_500
+    clock.now, failing = 45_500, False
+    asyncio.run(handlers.expire())
+    assert handlers.groups.groups["g"].members == {} and handlers.next_deadline() is None
+
+
+def test_a_heartbeat_not_written_leaves_every_deadline_as_it_was() -> None:
+    """A static member that left (epoch -2) and a replacement whose join cannot be written: the
+    leaver is still in the group, so it must still expire with its session."""
+    clock = Clock()
+    failing = False
+
+    async def persist(group_id: str, records: Sequence[GroupRecord]) -> None:
+        if failing:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS)
+
+    handlers = make(persist=persist, clock=clock)
+    heartbeat(handlers, 1, join_body("s1", instance_id="i"))
+    assert heartbeat(handlers, 1, {"group_id": "g", "member_id": "s1", "member_epoch": -2,
+                                   "instance_id": "i"})["member_epoch"] == -2
+    clock.now, failing = 10_000, True
+    refused = heartbeat(handlers, 1, join_body("s2", instance_id="i"))
+    assert refused["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert list(handlers.groups.groups["g"].members) == ["s1"]
+    assert handlers.next_deadline() == 45_000, "neither s1's deadline cancelled nor s2's started"
+    clock.now, failing = 45_000, False
+    asyncio.run(handlers.expire())
+    assert handlers.groups.groups["g"].members == {}
 
 
 def test_the_group_consumer_settings_with_kafkas_defaults_and_class_names() -> None:

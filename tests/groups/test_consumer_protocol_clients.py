@@ -148,3 +148,84 @@ def test_committed_offsets_and_the_group_survive_a_restart_with_log_dirs(tmp_pat
             again.close()
         group = module.consumer.get("g")
         assert group is not None and group.group_epoch > epoch, "the group's epoch went on from its records"
+
+
+def test_classic_consumers_stopped_then_restarted_on_the_consumer_protocol_keep_their_offsets(
+        tmp_path: Path) -> None:
+    """The offline upgrade: a group's classic consumers stop, and the same group id comes back with
+    ``group.protocol=consumer``. As Kafka 4.0's getOrMaybeCreateConsumerGroup, the joining heartbeat
+    replaces the Empty classic group (its metadata tombstoned), its committed offsets carry on, and
+    after a restart the id is still the consumer group's, with the offsets."""
+    seen: dict[bytes, str] = {}
+    with Broker(_settings(tmp_path)) as running:
+        _fill(running)
+        classic = confluent_kafka.Consumer({
+            "bootstrap.servers": running.bootstrap_servers, "group.id": "g", "group.protocol": "classic",
+            "client.id": "old", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        classic.subscribe(["t"])
+        try:
+            poll_until([classic], lambda: len(seen) == MESSAGES, seen)
+        finally:
+            classic.close()
+        module = module_of(running)
+        assert module.coordinator.groups["g"].protocol_type == "consumer"
+        _produce(running, b"n")
+        upgraded = consumer(running, "new")
+        try:
+            poll_until([upgraded], lambda: len(seen) == 2 * MESSAGES, seen)  # only the new records
+            group = module.consumer.get("g")
+            assert group is not None and "g" not in module.coordinator.groups
+        finally:
+            upgraded.close()
+    with Broker(_settings(tmp_path)) as running:
+        module = module_of(running)
+        _create_topic(running)
+        again = consumer(running, "again")
+        try:
+            poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
+            committed = again.committed([confluent_kafka.TopicPartition("t", p) for p in range(PARTITIONS)],
+                                        timeout=TIMEOUT_S)
+            assert [tp.offset for tp in committed] == [2 * MESSAGES // PARTITIONS] * PARTITIONS
+        finally:
+            again.close()
+        assert module.consumer.get("g") is not None and "g" not in module.coordinator.groups
+
+
+def test_consumer_protocol_members_stopped_then_restarted_as_classic_keep_their_offsets(
+        tmp_path: Path) -> None:
+    """The offline downgrade: as Kafka's maybeDeleteEmptyConsumerGroup, a classic member joining
+    the Empty consumer group replaces it and keeps its committed offsets, also after a restart."""
+    seen: dict[bytes, str] = {}
+
+    def classic_consumer(running: Broker) -> Any:
+        c = confluent_kafka.Consumer({
+            "bootstrap.servers": running.bootstrap_servers, "group.id": "g", "group.protocol": "classic",
+            "client.id": "old", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe(["t"])
+        return c
+
+    with Broker(_settings(tmp_path)) as running:
+        _fill(running)
+        modern = consumer(running, "new")
+        try:
+            poll_until([modern], lambda: len(seen) == MESSAGES, seen)
+        finally:
+            modern.close()
+        module = module_of(running)
+        _produce(running, b"n")
+        downgraded = classic_consumer(running)
+        try:
+            poll_until([downgraded], lambda: len(seen) == 2 * MESSAGES, seen)  # only the new records
+            assert module.consumer.get("g") is None and "g" in module.coordinator.groups
+        finally:
+            downgraded.close()
+    with Broker(_settings(tmp_path)) as running:
+        _create_topic(running)
+        again = classic_consumer(running)
+        try:
+            poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
+            committed = again.committed([confluent_kafka.TopicPartition("t", p) for p in range(PARTITIONS)],
+                                        timeout=TIMEOUT_S)
+            assert [tp.offset for tp in committed] == [2 * MESSAGES // PARTITIONS] * PARTITIONS
+        finally:
+            again.close()
