@@ -149,9 +149,12 @@ class FeaturesModule(Module):
 
         def answer(code: int, message: str | None) -> dict[str, Any]:
             response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": code, "error_message": message}
-            if ctx.api_version < 2:  # v2 dropped the per-feature results; v0-1 repeat the outcome
-                response["results"] = [{"feature": name, "error_code": code, "error_message": message}
-                                       for name in dict.fromkeys(names)]
+            # v2 dropped the per-feature results. v0-1 list each feature only on success: a
+            # failure is all or nothing, so Kafka's controller says it once, at the top level.
+            if ctx.api_version < 2:
+                response["results"] = [] if code != ErrorCode.NONE else [
+                    {"feature": name, "error_code": code, "error_message": message}
+                    for name in dict.fromkeys(names)]
             return response
 
         refused = self._refusal(ctx)
