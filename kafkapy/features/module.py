@@ -109,8 +109,15 @@ class FeaturesModule(Module):
 
     def _apply(self, epoch: int, features: Mapping[str, int]) -> None:
         """Take a finalized state if it is newer (the higher epoch wins), then reopen or close the
-        gates; a state this broker cannot run with shuts it down."""
+        gates; a state this broker cannot run with shuts it down. Epoch -1 (nothing stored any
+        more) clears the state, so that a recreated /feature (epoch 0 again) is taken."""
         runtime = self.services
+        if self._taken and epoch < 0 <= runtime.finalized_epoch:
+            # The finalized state is gone from the store (the /feature znode deleted): forget it,
+            # as Kafka's feature cache does, and take whatever is finalized anew from epoch 0 on.
+            runtime.set_finalized_features(-1, {})
+            log.warning("the finalized features are gone from the metadata store: none finalized now")
+            return
         if self._taken and epoch <= runtime.finalized_epoch:
             return
         problems = incompatibilities(runtime.supported_features, features)
