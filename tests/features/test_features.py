@@ -32,7 +32,7 @@ def test_a_fresh_cluster_finalizes_every_feature_at_its_default(broker: Broker) 
     assert described[TEST_FEATURE] == {"supported": (1, 3), "finalized": (3, 3), "finalized_epoch": 0}
     # A module's default_feature_levels wins over the maximum.
     assert described["test.defaulted"] == {"supported": (1, 5), "finalized": (2, 2), "finalized_epoch": 0}
-    # kafka-python asks ApiVersions v4; v3 omits features supported from level 0 (KAFKA-17011).
+    # kafka-python asks ApiVersions v4; v3 omits features supported from level 0 (KAFKA-17492).
     assert described["test.zero"] == {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 0}
     assert described[FEATURE_IP_QUOTA]["finalized"] == (1, 1)
     v3 = api_versions(broker.bootstrap_servers, 3)
