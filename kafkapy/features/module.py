@@ -109,8 +109,15 @@ class FeaturesModule(Module):
 
     def _apply(self, epoch: int, features: Mapping[str, int]) -> None:
         """Take a finalized state if it is newer (the higher epoch wins), then reopen or close the
-        gates; a state this broker cannot run with shuts it down."""
+        gates; a state this broker cannot run with shuts it down. Epoch -1 (nothing stored any
+        more) clears the state, so that a recreated /feature (epoch 0 again) is taken."""
         runtime = self.services
+        if self._taken and epoch < 0 <= runtime.finalized_epoch:
+            # The finalized state is gone from the store (the /feature znode deleted): forget it,
+            # as Kafka's feature cache does, and take whatever is finalized anew from epoch 0 on.
+            runtime.set_finalized_features(-1, {})
+            log.warning("the finalized features are gone from the metadata store: none finalized now")
+            return
         if self._taken and epoch <= runtime.finalized_epoch:
             return
         problems = incompatibilities(runtime.supported_features, features)
@@ -149,9 +156,12 @@ class FeaturesModule(Module):
 
         def answer(code: int, message: str | None) -> dict[str, Any]:
             response: dict[str, Any] = {"throttle_time_ms": 0, "error_code": code, "error_message": message}
-            if ctx.api_version < 2:  # v2 dropped the per-feature results; v0-1 repeat the outcome
-                response["results"] = [{"feature": name, "error_code": code, "error_message": message}
-                                       for name in dict.fromkeys(names)]
+            # v2 dropped the per-feature results. v0-1 list each feature only on success: a
+            # failure is all or nothing, so Kafka's controller says it once, at the top level.
+            if ctx.api_version < 2:
+                response["results"] = [] if code != ErrorCode.NONE else [
+                    {"feature": name, "error_code": code, "error_message": message}
+                    for name in dict.fromkeys(names)]
             return response
 
         refused = self._refusal(ctx)

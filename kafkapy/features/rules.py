@@ -31,7 +31,7 @@ UPGRADE_TYPES = {UPGRADE: "upgrade", SAFE_DOWNGRADE: "safe downgrade", UNSAFE_DO
 @attrs.frozen
 class FeatureUpdate:
     feature: str
-    level: int  # < 1: delete the finalized feature (needs a downgrade type)
+    level: int  # 0: delete the finalized feature (needs a downgrade type); < 0: invalid
     upgrade_type: int = UPGRADE
 
 
@@ -45,8 +45,10 @@ def plan_updates(finalized: Mapping[str, int], brokers: Sequence[BrokerRegistrat
     """The finalized features after ``updates``, and the reason each invalid update is invalid
     (empty when all are valid: the caller applies all or nothing).
 
-    Every live broker must support the new level; lowering a level, or deleting a feature with a
-    level < 1, needs a downgrade type; setting the current level again is valid and changes nothing.
+    Every live broker must support the new level; lowering a level, or deleting a feature with
+    level 0, needs a downgrade type, and a downgrade type may not raise a level (as Kafka's
+    controller rules); a negative level is invalid; setting the current level again is valid and
+    changes nothing.
     """
     result = dict(finalized)
     errors: dict[str, str] = {}
@@ -71,9 +73,18 @@ def plan_updates(finalized: Mapping[str, int], brokers: Sequence[BrokerRegistrat
             continue
         downgrade = update.upgrade_type != UPGRADE
         current = finalized.get(name, 0)
-        if update.level < 1:
+        if update.level < 0:
+            # Level 0 is "not finalized"; below it there is nothing (Kafka refuses it too).
+            refuse(update, "A feature level can't be negative: 0 deletes the finalized feature.")
+            continue
+        if update.level > current and downgrade:
+            refuse(update, f"A downgrade type can't raise the level: the finalized level is {current}.")
+            continue
+        if update.level == 0:
+            if current == 0:
+                continue  # not finalized, and asked to stay so: valid, changes nothing
             if not downgrade:
-                refuse(update, "Deleting a finalized feature (a level below 1) needs a "
+                refuse(update, "Deleting a finalized feature (level 0) needs a "
                                "downgrade type (AllowDowngrade in v0).")
             else:
                 result.pop(name, None)

@@ -606,8 +606,14 @@ class TopicsModule(Module):
         (Kafka's DelayedElectLeader)."""
         body = request.body
         asked: list[Mapping[str, Any]] | None = body.get("topic_partitions")
-        requested = None if asked is None else [(item["topic"], [int(p) for p in item["partitions"]])
-                                                for item in asked]
+        requested: list[tuple[str, list[int]]] | None = None
+        if asked is not None:
+            # Kafka reads the partitions as a set: a partition (or topic) named twice is one
+            # election and one result.
+            unique: dict[str, dict[int, None]] = {}
+            for item in asked:
+                unique.setdefault(item["topic"], {}).update(dict.fromkeys(int(p) for p in item["partitions"]))
+            requested = [(topic, list(partitions)) for topic, partitions in unique.items()]
         raw_kind = int(body.get("election_type", ElectionType.PREFERRED))
         timeout_ms = int(body.get("timeout_ms", _REASSIGNMENT_TIMEOUT_MS))
         refusal: tuple[ErrorCode, str] | None = None

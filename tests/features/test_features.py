@@ -32,7 +32,7 @@ def test_a_fresh_cluster_finalizes_every_feature_at_its_default(broker: Broker) 
     assert described[TEST_FEATURE] == {"supported": (1, 3), "finalized": (3, 3), "finalized_epoch": 0}
     # A module's default_feature_levels wins over the maximum.
     assert described["test.defaulted"] == {"supported": (1, 5), "finalized": (2, 2), "finalized_epoch": 0}
-    # kafka-python asks ApiVersions v4; v3 omits features supported from level 0 (KAFKA-17011).
+    # kafka-python asks ApiVersions v4; v3 omits features supported from level 0 (KAFKA-17492).
     assert described["test.zero"] == {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 0}
     assert described[FEATURE_IP_QUOTA]["finalized"] == (1, 1)
     v3 = api_versions(broker.bootstrap_servers, 3)
@@ -97,12 +97,12 @@ def test_update_rules_through_kafka_python(broker: Broker) -> None:
 def test_update_features_v0_and_v1_on_the_wire(broker: Broker) -> None:
     bootstrap = broker.bootstrap_servers
     lower = {"feature": TEST_FEATURE, "max_version_level": 1}
-    # v0: AllowDowngrade; the per-feature results repeat the outcome.
+    # v0: AllowDowngrade. A failure is told once, at the top level, with no per-feature results
+    # (as Kafka's controller answers); a success lists each feature.
     refused = request(bootstrap, UPDATE_FEATURES, 0,
                       {"feature_updates": [{**lower, "allow_downgrade": False}]})
     assert refused["error_code"] == 95 and TEST_FEATURE in refused["error_message"]
-    assert refused["results"] == [{"feature": TEST_FEATURE, "error_code": 95,
-                                   "error_message": refused["error_message"]}]
+    assert refused["results"] == []
     done = request(bootstrap, UPDATE_FEATURES, 0, {"feature_updates": [{**lower, "allow_downgrade": True}]})
     assert done["error_code"] == 0 and done["results"] == [
         {"feature": TEST_FEATURE, "error_code": 0, "error_message": None}]
@@ -110,12 +110,37 @@ def test_update_features_v0_and_v1_on_the_wire(broker: Broker) -> None:
     unknown = request(bootstrap, UPDATE_FEATURES, 1, {"feature_updates": [
         {"feature": TEST_FEATURE, "max_version_level": 2, "upgrade_type": 7}]})
     assert unknown["error_code"] == 95 and "Unknown upgrade type 7" in unknown["error_message"]
-    assert unknown["results"][0]["error_code"] == 95
+    assert unknown["results"] == []
     # v2 has no per-feature results.
     v2 = request(bootstrap, UPDATE_FEATURES, 2, {"feature_updates": [
         {"feature": TEST_FEATURE, "max_version_level": 2, "upgrade_type": 1}]})
     assert v2 == {"throttle_time_ms": 0, "error_code": 0, "error_message": None}
     assert finalized(bootstrap)[1][TEST_FEATURE] == 2
+
+
+def test_downgrade_types_cannot_raise_and_levels_cannot_be_negative(broker: Broker) -> None:
+    """Kafka's controller (FeatureControlManager.updateFeature) refuses a downgrade type that
+    raises a level and a negative level, and takes level 0 for a feature that is not finalized."""
+    bootstrap = broker.bootstrap_servers
+    with admin(bootstrap) as client:
+        assert client.update_features({TEST_FEATURE: ("SAFE_DOWNGRADE", 2)}) == {TEST_FEATURE: "OK"}
+        epoch = finalized(bootstrap)[0]
+        for kind in ("SAFE_DOWNGRADE", "UNSAFE_DOWNGRADE"):
+            with pytest.raises(InvalidUpdateVersionError, match=r"test\.gated.*can't raise the level"):
+                client.update_features({TEST_FEATURE: (kind, 3)})
+        with pytest.raises(InvalidUpdateVersionError, match=r"update version -1 .*can't be negative"):
+            client.update_features({TEST_FEATURE: ("UNSAFE_DOWNGRADE", -1)})
+        assert finalized(bootstrap) == (epoch, {**finalized(bootstrap)[1], TEST_FEATURE: 2})
+        # v0's AllowDowngrade is a safe downgrade: it cannot raise a level either.
+        raised = request(bootstrap, UPDATE_FEATURES, 0, {"feature_updates": [
+            {"feature": TEST_FEATURE, "max_version_level": 3, "allow_downgrade": True}]})
+        assert raised["error_code"] == 95 and raised["results"] == []
+        assert finalized(bootstrap)[1][TEST_FEATURE] == 2
+        # Deleted, then level 0 again, even as an upgrade: valid, and nothing changes.
+        assert client.update_features({TEST_FEATURE: ("SAFE_DOWNGRADE", 0)}) == {TEST_FEATURE: "OK"}
+        epoch = finalized(bootstrap)[0]
+        assert client.update_features({TEST_FEATURE: 0}) == {TEST_FEATURE: "OK"}
+        assert finalized(bootstrap)[0] == epoch and TEST_FEATURE not in finalized(bootstrap)[1]
 
 
 def test_delete_features_is_all_or_nothing(broker: Broker) -> None:
@@ -141,7 +166,7 @@ def test_changing_features_needs_alter_on_the_cluster() -> None:
             assert client.describe_features()[TEST_FEATURE]["finalized"] == (3, 3)  # reading is allowed
         v1 = request(b.bootstrap_servers, UPDATE_FEATURES, 1, {"feature_updates": [
             {"feature": TEST_FEATURE, "max_version_level": 1, "upgrade_type": 2}]})
-        assert v1["error_code"] == 31 and v1["results"][0]["error_code"] == 31
+        assert v1["error_code"] == 31 and v1["results"] == []
         deleted = request(b.bootstrap_servers, DELETE_FEATURES, 0, {"feature_names": [TEST_FEATURE]})
         assert deleted["error_code"] == 31
         assert finalized(b.bootstrap_servers)[1][TEST_FEATURE] == 3

@@ -15,6 +15,7 @@ import pytest
 from feature_helpers import admin, advertised, api_versions, finalized, request, wait_until
 from features_testmod import GATED_KEY, TEST_FEATURE, GatedModule
 from kafka.errors import InvalidUpdateVersionError
+from kazoo.client import KazooClient
 
 from kafkapy import Broker
 from kafkapy.features import FeatureIncompatible
@@ -90,6 +91,30 @@ def test_a_running_broker_shuts_down_on_an_incompatible_finalized_change(zk_conn
         # The compatible broker carries on.
         assert finalized(new.bootstrap_servers)[1][TEST_FEATURE] == 3
         assert new.runtime.failure is None
+
+
+def test_a_deleted_feature_znode_clears_the_finalized_features(zk_connect: str) -> None:
+    """As Kafka's FinalizedFeatureChangeListener: /feature gone means nothing finalized (epoch -1),
+    and a /feature created again (its epoch back at 0) is taken, not ignored as older."""
+    with _broker(zk_connect, 1) as broker:
+        bootstrap = broker.bootstrap_servers
+        with admin(bootstrap) as client:
+            assert client.update_features({TEST_FEATURE: ("SAFE_DOWNGRADE", 2)}) == {TEST_FEATURE: "OK"}
+        epoch, levels = finalized(bootstrap)
+        assert epoch == 1 and levels[TEST_FEATURE] == 2
+        raw = KazooClient(hosts=zk_connect)
+        raw.start()
+        try:
+            raw.delete("/feature")
+        finally:
+            raw.stop()
+            raw.close()
+        wait_until(lambda: finalized(bootstrap) == (-1, {}), what="the broker to forget the features")
+        assert GATED_KEY not in advertised(bootstrap)
+        with ZooKeeperStore(zk_connect) as store:
+            assert store.set_finalized_features({TEST_FEATURE: 3}, -1) == 0
+        wait_until(lambda: finalized(bootstrap) == (0, {TEST_FEATURE: 3}), what="the recreated features")
+        assert advertised(bootstrap)[GATED_KEY] == (0, 0)
 
 
 def _serve(zk_connect: str, broker_id: int, *overrides: str) -> subprocess.Popen[str]:

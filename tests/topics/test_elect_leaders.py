@@ -117,6 +117,17 @@ def test_v0_an_unknown_election_type_and_a_missing_permission() -> None:
         assert _elect(conn, 2, None) == (denied, {})
 
 
+def test_a_partition_named_twice_is_one_result() -> None:
+    """Kafka reads ElectLeaders' partitions as a set (ElectLeadersRequest.topicPartitions)."""
+    with Broker({"broker.id": 1}) as broker, KafkaSocket(broker.bootstrap_servers) as conn:
+        broker.seed({"t": {"partitions": 2}})
+        request = {"election_type": ElectionType.PREFERRED, "timeout_ms": 1000, "topic_partitions": [
+            {"topic": "t", "partitions": [0, 0, 1]}, {"topic": "t", "partitions": [1]}]}
+        body = conn.call(ApiKey.ELECT_LEADERS, 2, request).body
+        assert [(r["topic"], [p["partition_id"] for p in r["partition_result"]])
+                for r in body["replica_election_results"]] == [("t", [0, 1])]
+
+
 def test_only_the_controller_elects() -> None:
     store = MemoryStore()
     with Broker({"broker.id": 1}, store=store) as first, \
