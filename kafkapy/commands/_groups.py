@@ -132,6 +132,10 @@ class GroupClient(PartitionClient):
         self._coordinators[group_id] = node
         return node
 
+    def address(self, node: int) -> str:
+        """``host:port`` of a broker met so far (a coordinator, a partition leader), ``?`` if none."""
+        return self._addresses.get(node, "?")
+
     def _forget(self) -> None:
         super()._forget()
         self._coordinators.clear()  # NOT_COORDINATOR: the group has moved

@@ -31,6 +31,9 @@ from kafkapy.log.checkpoint import java_integer
 __all__ = ["register"]
 
 _INACTIVE = frozenset({"Empty", "Dead"})  # the states in which Kafka lets offsets be reset
+# A consumer group's states, classic and KIP-848 (Kafka's ConsumerGroupState without UNKNOWN).
+_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+_REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 _CONSUMER_PROTOCOL = "consumer"  # ListGroups' protocol_type of consumer groups (share groups: "share")
 
 
@@ -94,8 +97,22 @@ def _groups(client: GroupClient, args: argparse.Namespace) -> list[str]:
     return list(args.group)
 
 
+def _states(values: Sequence[str]) -> list[str]:
+    """``--list --state`` values, comma-separated and case-blind as Kafka's ConsumerGroupState.parse
+    reads them, in the spelling ListGroups filters by (the broker compares them as given)."""
+    by_name = {state.lower(): state for state in _STATES}
+    parsed: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            state = by_name.get(part.strip().lower())
+            if state is None:
+                raise _Usage(f"Invalid state list '{value}'. Valid states are: {', '.join(_STATES)}")
+            parsed.append(state)
+    return parsed
+
+
 def _list(client: GroupClient, args: argparse.Namespace) -> str:
-    states = args.state or ()
+    states = _states(args.state or ())
     # Kafka's admin listConsumerGroups keeps the groups of protocol type "consumer" or none (an
     # empty classic group, a KIP-848 group): share groups are kafka-share-groups.sh's to list.
     listed = [g for g in client.list_groups(states) if g.protocol_type in (_CONSUMER_PROTOCOL, "")]
@@ -134,15 +151,18 @@ def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) ->
         if group.state == "Dead":
             warn.append(f"Error: Consumer group '{group_id}' does not exist.")
             continue
-        if not group.members and args.state is None:
+        if group.state == "Empty":
             warn.append(f"Consumer group '{group_id}' has no active members.")
+        elif group.state in _REBALANCING:
+            warn.append(f"Warning: Consumer group '{group_id}' is rebalancing.")
         if args.state is not None:
-            row = {"group": group_id, "coordinator": group.coordinator, "assignment_strategy": group.protocol,
-                   "state": group.state, "members": len(group.members)}
+            address = client.address(group.coordinator)
+            row = {"group": group_id, "coordinator": group.coordinator, "coordinator_address": address,
+                   "assignment_strategy": group.protocol, "state": group.state, "members": len(group.members)}
             out_json.append(row)
             blocks.append(table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                                [(group_id, group.coordinator, group.protocol or None, group.state,
-                                  len(group.members))]))
+                                [(group_id, f"{address}  ({group.coordinator})", group.protocol or None,
+                                  group.state, len(group.members))]))
         elif args.members:
             members = [{"group": group_id, "consumer_id": m.member_id,
                         "group_instance_id": m.group_instance_id,
@@ -260,12 +280,15 @@ def _new_offset(client: GroupClient, args: argparse.Namespace, current: dict[tup
         wanted = current[tp]  # the plan's offset, clamped below as Kafka clamps it
     elif args.to_offset is not None:
         wanted = int(args.to_offset)
-    else:  # --shift-by: from the committed offset (Kafka starts a partition without one at the end)
-        wanted = current.get(tp, latest) + int(args.shift_by)
+    else:  # --shift-by: from the committed offset, which Kafka requires (there is nothing to shift)
+        if tp not in current:
+            raise _Usage(f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current "
+                         "committed offset")
+        wanted = current[tp] + int(args.shift_by)
     return min(max(wanted, earliest), latest)  # Kafka clamps into what the log holds
 
 
-def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> str:
+def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> tuple[str, bool]:
     if not any((args.to_earliest, args.to_latest, args.to_current, args.to_datetime, args.by_duration,
                 args.to_offset is not None, args.shift_by is not None, args.from_file is not None)):
         raise _Usage("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, "
@@ -276,11 +299,15 @@ def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> st
     group_ids = _groups(client, args)
     plan = _reset_plan(args.from_file, group_ids) if args.from_file is not None else None
     planned: list[dict[str, Any]] = []
+    refused = False
     for group_id in group_ids:
         group = client.describe_group(group_id)
         if group.state not in _INACTIVE:
-            raise ClientError(f"Assignments can only be reset if the group '{group_id}' is inactive, but "
-                              f"the current state is {group.state}.")
+            # Kafka's tool skips this group and still resets the others it was given.
+            warn.append(f"Error: Assignments can only be reset if the group '{group_id}' is inactive, but "
+                        f"the current state is {group.state}.")
+            refused = True
+            continue
         if plan is not None:
             current = plan.get(group_id, {})
             if not current:
@@ -299,13 +326,15 @@ def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> st
         planned.extend({"group": group_id, "topic": t, "partition": p, "new_offset": o}
                        for (t, p), o in sorted(offsets.items()))
     if args.json:
-        return json.dumps({"executed": bool(args.execute), "offsets": planned})
+        return json.dumps({"executed": bool(args.execute), "offsets": planned}), not refused
     if args.export:
         with_group = len(group_ids) > 1
         return "\n".join(",".join(str(r[k]) for k in (("group",) if with_group else ()) +
-                                   ("topic", "partition", "new_offset")) for r in planned)
+                                   ("topic", "partition", "new_offset")) for r in planned), not refused
+    if refused and not planned:
+        return "", False
     return table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
-                 ([r["group"], r["topic"], r["partition"], r["new_offset"]] for r in planned))
+                 ([r["group"], r["topic"], r["partition"], r["new_offset"]] for r in planned)), not refused
 
 
 # What kafka-consumer-groups.sh prints when OffsetDelete fails as a whole, by the group's error.
@@ -379,7 +408,7 @@ def _run(args: argparse.Namespace) -> int:
             elif args.delete_offsets:
                 out, ok = _delete_offsets(client, args, warn)
             else:
-                out = _reset(client, args, warn)
+                out, ok = _reset(client, args, warn)
     except _Usage as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2

@@ -142,6 +142,72 @@ def test_delete_of_an_active_group_fails_per_group(broker: Broker) -> None:
         consumer.close()
 
 
+def commit_one(broker: Broker, group: str, partition: int, offset: int) -> None:
+    """An empty group with one committed offset, committed by a consumer that never joined."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, partition, offset)],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_reset_skips_an_active_group_and_resets_the_others(broker: Broker) -> None:
+    """As kafka-consumer-groups.sh, a group with members is refused on its own: the other groups of
+    the same command are still reset (kafkapy stopped at the refused group, leaving the rest)."""
+    commit_one(broker, "idle", 0, 1)
+    consumer = consume_all(broker, "live")
+    try:
+        result = groups(broker, "--reset-offsets", "--group", "live", "--group", "idle",
+                        "--topic", f"{TOPIC}:0", "--to-latest", "--execute")
+        assert result.returncode == 1
+        assert result.stderr.decode().strip() == ("Error: Assignments can only be reset if the group 'live' "
+                                                  "is inactive, but the current state is Stable.")
+        table = [line.split() for line in result.stdout.decode().splitlines()]
+        assert table == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["idle", TOPIC, "0", "4"]]
+        assert rows(groups(broker, "--describe", "--group", "idle"))[1][3] == "4"
+    finally:
+        consumer.close()
+
+
+def test_shift_by_needs_a_committed_offset(broker: Broker) -> None:
+    """Kafka refuses to shift a partition the group has no offset for, rather than shifting from
+    the log end: partitions 1 and 2 have none here."""
+    commit_one(broker, "partial", 0, 2)
+    result = groups(broker, "--reset-offsets", "--group", "partial", "--topic", TOPIC, "--shift-by", "-1")
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == ("kafkapy groups: Cannot shift offset for partition orders-1 "
+                                              "since there is no current committed offset")
+    shifted = rows(groups(broker, "--reset-offsets", "--group", "partial", "--topic", f"{TOPIC}:0",
+                          "--shift-by", "-1"))
+    assert shifted[1] == ["partial", TOPIC, "0", "1"]
+
+
+def test_list_state_filter_and_describe_state(broker: Broker) -> None:
+    """--list --state takes Kafka's comma-separated, case-blind list (one filter string before, so
+    ``Stable,Empty`` matched no group); --describe --state shows the coordinator as host:port (id)
+    and an empty group's "no active members" line."""
+    commit_one(broker, "quiet", 0, 1)
+    consumer = consume_all(broker, "busy")
+    try:
+        listed = rows(groups(broker, "--list", "--state", "stable,EMPTY"))
+        assert sorted(listed[1:]) == [["busy", "Stable"], ["quiet", "Empty"]]
+        assert rows(groups(broker, "--list", "--state", "Empty"))[1:] == [["quiet", "Empty"]]
+        wrong = groups(broker, "--list", "--state", "Stable,Busy")
+        assert wrong.returncode == 2
+        assert wrong.stderr.decode().strip() == (
+            "kafkapy groups: Invalid state list 'Stable,Busy'. Valid states are: PreparingRebalance, "
+            "CompletingRebalance, Stable, Dead, Empty, Assigning, Reconciling")
+        described = groups(broker, "--describe", "--group", "quiet", "--state")
+        assert described.stderr.decode().strip() == "Consumer group 'quiet' has no active members."
+        header, line = described.stdout.decode().splitlines()
+        assert header.split("  ")[0].split() == ["GROUP", "COORDINATOR", "(ID)"]
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+        assert line.split() == ["quiet", f"{host}:{port}", f"({broker.broker_id})", "-", "Empty", "0"]
+    finally:
+        consumer.close()
+
+
 def test_usage_mistakes_are_one_line(broker: Broker) -> None:
     result = groups(broker, "--reset-offsets", "--group", "g", "--all-topics")
     assert result.returncode == 2
