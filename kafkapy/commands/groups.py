@@ -141,6 +141,16 @@ def _offset_rows(client: GroupClient, group: GroupDescription) -> list[dict[str,
     return rows
 
 
+def _assignment_cell(assignment: Sequence[tuple[str, int]]) -> str | None:
+    """``--members --verbose``'s ASSIGNMENT as Kafka prints it: ``orders(0,2), audit(1)``, topics in
+    name order, None (``-``) for a member without partitions."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in assignment:
+        by_topic.setdefault(topic, []).append(partition)
+    return ", ".join(f"{topic}({','.join(str(p) for p in sorted(parts))})"
+                     for topic, parts in sorted(by_topic.items())) or None
+
+
 def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> str:
     out_json: list[dict[str, Any]] = []
     blocks: list[str] = []
@@ -169,13 +179,17 @@ def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) ->
                         "host": m.client_host, "client_id": m.client_id, "partitions": len(m.assignment),
                         "assignment": [f"{t}-{p}" for t, p in m.assignment]} for m in group.members]
             out_json.extend(members)
-            headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-            keys = ["group", "consumer_id", "group_instance_id", "host", "client_id", "partitions"]
+            # Kafka's tool shows GROUP-INSTANCE-ID only when a member has one (static membership).
+            static = any(m.group_instance_id for m in group.members)
+            headers = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else []), "HOST",
+                       "CLIENT-ID", "#PARTITIONS"]
+            keys = ["group", "consumer_id", *(["group_instance_id"] if static else []), "host", "client_id",
+                    "partitions"]
             member_rows: list[list[Any]] = [[m[k] for k in keys] for m in members]
             if args.verbose:
                 headers.append("ASSIGNMENT")
                 for member_row, member in zip(member_rows, group.members):
-                    member_row.append(",".join(f"{t}-{p}" for t, p in member.assignment) or None)
+                    member_row.append(_assignment_cell(member.assignment))
             blocks.append(table(headers, member_rows))
         else:
             offsets = _offset_rows(client, group)

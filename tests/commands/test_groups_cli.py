@@ -208,6 +208,30 @@ def test_list_state_filter_and_describe_state(broker: Broker) -> None:
         consumer.close()
 
 
+def test_describe_members_columns(broker: Broker) -> None:
+    """--members shows GROUP-INSTANCE-ID only when a member is static, and --verbose's ASSIGNMENT
+    as kafka-consumer-groups.sh prints it, ``orders(0,1,2)`` (kafkapy printed the column always and
+    the partitions as ``orders-0,orders-1,...``)."""
+    plain = consume_all(broker, "plain")
+    static = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "pinned",
+                                       "group.instance.id": "pin-1", "client.id": "cli-test"})
+    try:
+        static.subscribe([TOPIC])
+        deadline = time.monotonic() + 30
+        while not static.assignment() and time.monotonic() < deadline:
+            static.poll(0.2)
+        assert len(static.assignment()) == PARTITIONS
+        header, row = rows(groups(broker, "--describe", "--group", "plain", "--members", "--verbose"))
+        assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert row[0] == "plain" and row[-2:] == [str(PARTITIONS), f"{TOPIC}(0,1,2)"]
+        header, row = rows(groups(broker, "--describe", "--group", "pinned", "--members"))
+        assert header == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert row[2] == "pin-1" and row[-1] == str(PARTITIONS)
+    finally:
+        plain.close()
+        static.close()
+
+
 def test_usage_mistakes_are_one_line(broker: Broker) -> None:
     result = groups(broker, "--reset-offsets", "--group", "g", "--all-topics")
     assert result.returncode == 2
