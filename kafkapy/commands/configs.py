@@ -75,7 +75,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--add-config", metavar="K=V[,K=V]",
                         help="e.g. 'connection_creation_rate=100'; a value with commas in brackets: "
                              "'max.connections.per.ip.overrides=[h1:5,h2:9]'")
-    parser.add_argument("--delete-config", metavar="K[,K]")
+    parser.add_argument("--delete-config", metavar="K[,K]", action="append",
+                        help="config keys to remove (repeatable); each must be set on the entity")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     parser.set_defaults(func=_run)
 
@@ -219,10 +220,12 @@ def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], arg
         raise _Usage("--alter needs an --entity-name or --entity-default for each --entity-type")
     ops: list[dict[str, Any]] = [{"key": k, "value": v, "remove": False}
                                  for k, v in _parse_add(args.add_config or "")]
-    ops += [{"key": k.strip(), "value": 0.0, "remove": True}
-            for k in (args.delete_config or "").split(",") if k.strip()]
+    deleted = _deleted(args)
+    ops += [{"key": k, "value": 0.0, "remove": True} for k in deleted]
     if not ops:
         raise _Usage("--alter needs --add-config or --delete-config")
+    if deleted:
+        _check_deleted(deleted, _quota_keys(client, entity))
     request = {"entries": [{"entity": [{"entity_type": k, "entity_name": n} for k, n, _ in entity],
                             "ops": ops}], "validate_only": False}
     body = client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, request)
@@ -299,10 +302,15 @@ def _alter_resource(client: SimpleClient, resource_type: int, name: str, args: a
     """IncrementalAlterConfigs of one resource from --add-config / --delete-config."""
     configs = [{"name": k, "config_operation": SET, "value": v}
                for k, v in _split_configs(args.add_config or "")]
-    configs += [{"name": k.strip(), "config_operation": DELETE, "value": None}
-                for k in (args.delete_config or "").split(",") if k.strip()]
+    deleted = _deleted(args)
+    configs += [{"name": k, "config_operation": DELETE, "value": None} for k in deleted]
     if not configs:
         raise _Usage("--alter needs --add-config or --delete-config")
+    if deleted:
+        current = _dynamic_keys(client, resource_type, name)
+        if current is None:
+            return 1
+        _check_deleted(deleted, current)
     request = {"resources": [{"resource_type": resource_type, "resource_name": name, "configs": configs}],
                "validate_only": False}
     result = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)["responses"][0]
@@ -311,6 +319,48 @@ def _alter_resource(client: SimpleClient, resource_type: int, name: str, args: a
         return 1
     print(f"Completed updating {done}.")
     return 0
+
+
+def _deleted(args: argparse.Namespace) -> list[str]:
+    """The ``--delete-config`` keys: comma-separated, the option repeatable (Kafka's valuesOf)."""
+    return [key.strip() for text in args.delete_config or () for key in text.split(",") if key.strip()]
+
+
+def _check_deleted(deleted: list[str], current: set[str]) -> None:
+    """Kafka's tool refuses, before altering anything, to delete a config the entity does not set:
+    a mistyped name is an error, not a silent no-op."""
+    missing = [key for key in deleted if key not in current]
+    if missing:
+        raise ClientError(f"Invalid config(s): {','.join(missing)}")
+
+
+# The source of the configs an entity sets itself, by resource type (and "" for the broker default).
+_OWN_SOURCE = {TOPIC_RESOURCE: DYNAMIC_TOPIC_CONFIG, GROUP_RESOURCE: DYNAMIC_GROUP_CONFIG}
+_DYNAMIC_BROKER, _DYNAMIC_DEFAULT_BROKER = 2, 3
+
+
+def _dynamic_keys(client: SimpleClient, resource_type: int, name: str) -> set[str] | None:
+    """The names of the configs set on the resource itself (what --describe lists without --all);
+    None after printing the broker's refusal."""
+    resource = {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
+    request = {"resources": [resource], "include_synonyms": False, "include_documentation": False}
+    result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, request)["results"][0]
+    if result["error_code"]:
+        _print_error(result)
+        return None
+    own = _OWN_SOURCE.get(resource_type, _DYNAMIC_BROKER if name else _DYNAMIC_DEFAULT_BROKER)
+    return {c["name"] for c in result["configs"] if c["config_source"] == own}
+
+
+def _quota_keys(client: SimpleClient, entity: list[tuple[str, str | None, bool]]) -> set[str]:
+    """The quota keys set on exactly this entity (DescribeClientQuotas, strict)."""
+    components = [{"entity_type": kind, "match_type": 1 if name is None else 0, "match": name}
+                  for kind, name, _ in entity]
+    body = client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": True})
+    if body["error_code"]:
+        code = body["error_code"]
+        raise ClientError(f"error {ErrorCode(code).name}: {body.get('error_message')}")
+    return {v["key"] for e in body["entries"] or [] for v in e["values"]}
 
 
 def _print_error(result: Mapping[str, Any]) -> None:
