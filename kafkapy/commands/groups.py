@@ -407,11 +407,25 @@ def _delete_offsets(client: GroupClient, args: argparse.Namespace, warn: list[st
     return "\n\n".join(lines), ok
 
 
+def _check(args: argparse.Namespace) -> None:
+    """The option combinations kafka-consumer-groups.sh refuses before asking the cluster anything."""
+    if args.delete and args.topic:
+        # Deleting a group drops all of its offsets: a --topic here is a mistake, not a filter.
+        raise _Usage("The consumer does not support topic-specific offset deletion from a consumer group.")
+    if args.topic and (args.list or args.describe):
+        raise _Usage(f"Option --topic can't be used with option {'--list' if args.list else '--describe'}")
+    if args.group and args.list:
+        raise _Usage("Option --group can't be used with option --list")
+    if args.describe and args.state:
+        raise _Usage("Option --describe does not take a value for --state")
+
+
 def _run(args: argparse.Namespace) -> int:
     prog = "kafkapy groups"
     warn: list[str] = []
     ok = True
     try:
+        _check(args)
         with GroupClient(args.bootstrap_server, args.timeout, security=client_options(args)) as client:
             if args.list:
                 out = _list(client, args)

@@ -238,6 +238,25 @@ def test_usage_mistakes_are_one_line(broker: Broker) -> None:
     assert result.stderr.decode().strip().count("\n") == 0 and b"--to-earliest" in result.stderr
 
 
+def test_delete_with_a_topic_is_refused_and_keeps_the_group(broker: Broker) -> None:
+    """kafka-consumer-groups.sh refuses --delete with --topic (--delete-offsets is the per-topic
+    form); kafkapy ignored the --topic and deleted the whole group with every offset."""
+    commit_one(broker, "keeper", 0, 2)
+    result = groups(broker, "--delete", "--group", "keeper", "--topic", TOPIC)
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == ("kafkapy groups: The consumer does not support topic-specific "
+                                              "offset deletion from a consumer group.")
+    assert groups(broker, "--list").stdout.decode().split() == ["keeper"]
+    for refused, message in ((("--list", "--group", "keeper"),
+                              "Option --group can't be used with option --list"),
+                             (("--describe", "--group", "keeper", "--topic", TOPIC),
+                              "Option --topic can't be used with option --describe"),
+                             (("--describe", "--group", "keeper", "--state", "Stable"),
+                              "Option --describe does not take a value for --state")):
+        result = groups(broker, *refused)
+        assert (result.returncode, result.stderr.decode().strip()) == (2, f"kafkapy groups: {message}")
+
+
 def test_a_broker_without_group_apis_is_a_one_line_error() -> None:
     mock = MockCluster()  # librdkafka's mock serves groups to members, but not ListGroups
     result = kafkapy("groups", "--bootstrap-server", mock.bootstrap, "--list")
