@@ -21,7 +21,7 @@ from typing import Any
 from kafkapy.client import ClientError
 from kafkapy.commands._group_cli import Usage as _Usage
 from kafkapy.commands._group_cli import datetime_ms, offset_at_time, table, topic_arguments
-from kafkapy.commands._groups import GroupClient, GroupDescription
+from kafkapy.commands._groups import GroupClient, GroupDescription, GroupListing
 from kafkapy.commands._numbers import java_long
 from kafkapy.commands._partitions import EARLIEST, LATEST
 from kafkapy.commands._security import add_command_config, client_options
@@ -89,9 +89,16 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
+def _consumer_groups(client: GroupClient, states: Sequence[str] = ()) -> list[GroupListing]:
+    """The consumer groups, as Kafka's admin listConsumerGroups keeps them: protocol type "consumer"
+    or none (an empty classic group, a KIP-848 group). Share groups are kafka-share-groups.sh's, and
+    Connect's or other clients' groups are no consumer groups either."""
+    return [g for g in client.list_groups(states) if g.protocol_type in (_CONSUMER_PROTOCOL, "")]
+
+
 def _groups(client: GroupClient, args: argparse.Namespace) -> list[str]:
-    if args.all_groups:
-        return [g.group_id for g in client.list_groups()]
+    if args.all_groups:  # only consumer groups: --delete --all-groups must not reach a share group
+        return [g.group_id for g in _consumer_groups(client)]
     if not args.group:
         raise _Usage("one of --group or --all-groups is required")
     return list(args.group)
@@ -113,9 +120,7 @@ def _states(values: Sequence[str]) -> list[str]:
 
 def _list(client: GroupClient, args: argparse.Namespace) -> str:
     states = _states(args.state or ())
-    # Kafka's admin listConsumerGroups keeps the groups of protocol type "consumer" or none (an
-    # empty classic group, a KIP-848 group): share groups are kafka-share-groups.sh's to list.
-    listed = [g for g in client.list_groups(states) if g.protocol_type in (_CONSUMER_PROTOCOL, "")]
+    listed = _consumer_groups(client, states)
     if args.json:
         return json.dumps({"groups": [{"group": g.group_id, "state": g.state or None,
                                        "protocol_type": g.protocol_type} for g in listed]})

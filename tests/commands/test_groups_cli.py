@@ -257,6 +257,23 @@ def test_delete_with_a_topic_is_refused_and_keeps_the_group(broker: Broker) -> N
         assert (result.returncode, result.stderr.decode().strip()) == (2, f"kafkapy groups: {message}")
 
 
+def test_all_groups_means_the_consumer_groups(broker: Broker) -> None:
+    """--all-groups takes what --list lists, as Kafka's listConsumerGroups: a share group is not
+    described, reset or deleted by --delete --all-groups (kafkapy deleted it with the others)."""
+    made = kafkapy("share-groups", "--bootstrap-server", broker.bootstrap_servers, "--reset-offsets",
+                   "--group", "sharing", "--topic", TOPIC, "--to-earliest", "--execute")
+    assert made.returncode == 0, made.stderr.decode()
+    commit_one(broker, "plain", 0, 1)
+    assert groups(broker, "--list").stdout.decode().split() == ["plain"]
+    described = rows(groups(broker, "--describe", "--all-groups", "--state"))
+    assert [row[0] for row in described[1:]] == ["plain"]
+    deleted = groups(broker, "--delete", "--all-groups")
+    assert deleted.stdout.decode().strip() == \
+        "Deletion of requested consumer groups ('plain') was successful."
+    shared = kafkapy("share-groups", "--bootstrap-server", broker.bootstrap_servers, "--list")
+    assert shared.stdout.decode().split() == ["sharing"]
+
+
 def test_a_broker_without_group_apis_is_a_one_line_error() -> None:
     mock = MockCluster()  # librdkafka's mock serves groups to members, but not ListGroups
     result = kafkapy("groups", "--bootstrap-server", mock.bootstrap, "--list")
