@@ -140,7 +140,9 @@ def _offset_rows(client: GroupClient, group: GroupDescription) -> list[dict[str,
         member = owners.get((topic, partition))
         rows.append({"group": group.group_id, "topic": topic, "partition": partition,
                      "current_offset": current, "log_end_offset": end,
-                     "lag": None if current is None else max(end - current, 0),
+                     # Kafka shows a negative lag as it is: an offset past the log end (a log
+                     # truncated under the group) is worth seeing, not hiding as 0.
+                     "lag": None if current is None else end - current,
                      "consumer_id": member and member.member_id, "host": member and member.client_host,
                      "client_id": member and member.client_id})
     return rows

@@ -274,6 +274,14 @@ def test_all_groups_means_the_consumer_groups(broker: Broker) -> None:
     assert shared.stdout.decode().split() == ["sharing"]
 
 
+def test_describe_shows_a_negative_lag(broker: Broker) -> None:
+    """An offset committed past the log end shows LAG end - offset, negative, as Kafka's describe
+    shows it (kafkapy printed 0, hiding that the group is ahead of the log)."""
+    commit_one(broker, "ahead", 0, 100)
+    _header, row = rows(groups(broker, "--describe", "--group", "ahead"))
+    assert row[1:6] == [TOPIC, "0", "100", str(RECORDS // PARTITIONS), str(RECORDS // PARTITIONS - 100)]
+
+
 def test_a_broker_without_group_apis_is_a_one_line_error() -> None:
     mock = MockCluster()  # librdkafka's mock serves groups to members, but not ListGroups
     result = kafkapy("groups", "--bootstrap-server", mock.bootstrap, "--list")
