@@ -226,7 +226,28 @@ def _delete(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> t
     return "\n".join(lines), not failed
 
 
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+# java.time.Duration.parse's text: an optional sign, days, then after T hours, minutes and seconds
+# (with a fraction), each signed; letters in either case.
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
+                       r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def duration_ms(text: str) -> int:
+    """``--by-duration``, read as Kafka reads it (Duration.parse), in ms; _Usage if it is none."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise _Usage(f"--by-duration {text!r}: expected an ISO-8601 duration like PT1H30M")
+    sign, days, time_part, hours, minutes, seconds, fraction = match.groups()
+    if (time_part is not None and hours is None and minutes is None and seconds is None) or \
+            (days is None and time_part is None):
+        raise _Usage(f"--by-duration {text!r}: expected an ISO-8601 duration like PT1H30M")
+    whole_minutes = (int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)
+    whole_seconds = whole_minutes * 60 + int(seconds or 0)
+    fraction_ms = int((fraction or "").ljust(3, "0")[:3])
+    if seconds is not None and seconds.startswith("-"):
+        fraction_ms = -fraction_ms  # Java: the fraction takes the seconds' sign
+    total = whole_seconds * 1000 + fraction_ms
+    return -total if sign == "-" else total
 
 
 def _timestamp_ms(args: argparse.Namespace) -> int | None:
@@ -234,14 +255,9 @@ def _timestamp_ms(args: argparse.Namespace) -> int | None:
     if args.to_datetime is not None:
         return datetime_ms(args.to_datetime)
     if args.by_duration is not None:
-        match = _DURATION.match(args.by_duration)
-        if not match or args.by_duration in ("P", "PT"):
-            raise _Usage(f"--by-duration {args.by_duration!r}: expected an ISO-8601 duration like PT1H30M")
-        days, hours, minutes, seconds = (float(part or 0) for part in match.groups())
-        ago = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-        since_ms = int((datetime.now(timezone.utc).timestamp() - ago) * 1000)
-        if since_ms < -(2**63):  # Kafka's Duration.parse overflows too; ListOffsets could not carry it
-            raise _Usage(f"--by-duration {args.by_duration!r} reaches back past what a timestamp can hold")
+        since_ms = int(datetime.now(timezone.utc).timestamp() * 1000) - duration_ms(args.by_duration)
+        if not -(2**63) <= since_ms < 2**63:  # Kafka overflows too; ListOffsets could not carry it
+            raise _Usage(f"--by-duration {args.by_duration!r} reaches past what a timestamp can hold")
         return since_ms
     return None
 

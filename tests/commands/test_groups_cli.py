@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from kafkapy import Broker
 from kafkapy.commands._group_cli import topic_arguments
 from kafkapy.commands._groups import decode_assignment
-from kafkapy.commands.groups import _reset_plan, _timestamp_ms, _Usage
+from kafkapy.commands.groups import _reset_plan, _timestamp_ms, _Usage, duration_ms
 from tests.commands.records_cli import MockCluster, kafkapy
 
 TOPIC = "orders"
@@ -421,3 +421,19 @@ def test_any_duration_is_a_timestamp_or_one_usage_error(duration: str) -> None:
     except _Usage:
         return
     assert when is not None and -(2**63) <= when < 2**63
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("PT1H", 3_600_000), ("pt1h30m", 5_400_000), ("P1D", 86_400_000), ("P1DT2H3M4.5S", 93_784_500),
+    ("PT1,25S", 1_250), ("-PT1H", -3_600_000), ("PT-1.5S", -1_500), ("P-1DT+2H", -79_200_000),
+])
+def test_by_duration_reads_what_java_duration_parse_reads(text: str, ms: int) -> None:
+    """Kafka parses --by-duration with java.time.Duration.parse: letters in either case, signs on
+    the whole and on each part, a comma or a dot before the fraction (kafkapy refused all of these)."""
+    assert duration_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", ["P", "PT", "P1DT", "P2W", "PT1H1D", "1H", "PT1.S1"])
+def test_by_duration_refuses_what_java_refuses(text: str) -> None:
+    with pytest.raises(_Usage):
+        duration_ms(text)
