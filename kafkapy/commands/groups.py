@@ -33,6 +33,7 @@ __all__ = ["register"]
 _INACTIVE = frozenset({"Empty", "Dead"})  # the states in which Kafka lets offsets be reset
 # A consumer group's states, classic and KIP-848 (Kafka's ConsumerGroupState without UNKNOWN).
 _STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+_TYPES = ("Consumer", "Classic", "Share")  # Kafka's GroupType without UNKNOWN, as --list --type shows them
 _REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 _CONSUMER_PROTOCOL = "consumer"  # ListGroups' protocol_type of consumer groups (share groups: "share")
 
@@ -60,6 +61,8 @@ def register(subparsers: Any) -> None:
     view.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (default)")
     view.add_argument("--state", nargs="*", metavar="STATE",
                       help="with --describe: the group's state; with --list: show (or filter by) state")
+    parser.add_argument("--type", nargs="*", metavar="TYPE[,TYPE]",
+                        help="with --list: show (or filter by) the group type: classic, consumer")
     parser.add_argument("--verbose", action="store_true", help="with --members: the assigned partitions")
     topics = parser.add_mutually_exclusive_group()
     topics.add_argument("--topic", action="append", metavar="TOPIC[:P,P]",
@@ -118,14 +121,37 @@ def _states(values: Sequence[str]) -> list[str]:
     return parsed
 
 
+def _types(values: Sequence[str]) -> list[str]:
+    """``--list --type`` values, comma-separated and case-blind (Kafka's GroupType.parse), in the
+    spelling ListGroups filters by."""
+    parsed: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            if part.strip().lower() not in {t.lower() for t in _TYPES}:
+                raise _Usage(f"Invalid types list '{value}'. Valid types are: {', '.join(_TYPES)}")
+            parsed.append(part.strip().lower())
+    return parsed
+
+
+def _type_name(group_type: str) -> str:
+    """A ListGroups group type as Kafka's tool prints it (GroupType's name; Unknown when not told)."""
+    return next((t for t in _TYPES if t.lower() == group_type.lower()), "Unknown")
+
+
 def _list(client: GroupClient, args: argparse.Namespace) -> str:
     states = _states(args.state or ())
-    listed = _consumer_groups(client, states)
+    types = _types(args.type or ())
+    listed = [g for g in _consumer_groups(client, states)
+              if not types or g.group_type.lower() in types or not g.group_type]
     if args.json:
         return json.dumps({"groups": [{"group": g.group_id, "state": g.state or None,
+                                       "type": _type_name(g.group_type),
                                        "protocol_type": g.protocol_type} for g in listed]})
-    if args.state is not None:
-        return table(("GROUP", "STATE"), ((g.group_id, g.state or None) for g in listed))
+    if args.state is not None or args.type is not None:
+        headers = ["GROUP", *(["TYPE"] if args.type is not None else []),
+                   *(["STATE"] if args.state is not None else [])]
+        return table(headers, ([g.group_id, *([_type_name(g.group_type)] if args.type is not None else []),
+                                *([g.state or None] if args.state is not None else [])] for g in listed))
     return "\n".join(g.group_id for g in listed)
 
 
@@ -439,6 +465,8 @@ def _check(args: argparse.Namespace) -> None:
         raise _Usage(f"Option --topic can't be used with option {'--list' if args.list else '--describe'}")
     if args.group and args.list:
         raise _Usage("Option --group can't be used with option --list")
+    if args.type is not None and not args.list:
+        raise _Usage("Option --type is only available with --list")
     if args.describe and args.state:
         raise _Usage("Option --describe does not take a value for --state")
 

@@ -282,6 +282,27 @@ def test_describe_shows_a_negative_lag(broker: Broker) -> None:
     assert row[1:6] == [TOPIC, "0", "100", str(RECORDS // PARTITIONS), str(RECORDS // PARTITIONS - 100)]
 
 
+def test_list_type(broker: Broker) -> None:
+    """kafka-consumer-groups.sh 4's --list --type: a GROUP TYPE (STATE) table, filtered by the
+    comma-separated, case-blind types given (kafkapy refused the option)."""
+    classic = consume_all(broker, "old-style")
+    modern = consume_all(broker, "new-style", protocol="consumer")
+    try:
+        assert sorted(rows(groups(broker, "--list", "--type"))[1:]) == [
+            ["new-style", "Consumer"], ["old-style", "Classic"]]
+        assert rows(groups(broker, "--list", "--type", "CLASSIC", "--state")) == [
+            ["GROUP", "TYPE", "STATE"], ["old-style", "Classic", "Stable"]]
+        assert rows(groups(broker, "--list", "--type", "consumer,share"))[1:] == [["new-style", "Consumer"]]
+        wrong = groups(broker, "--list", "--type", "modern")
+        assert (wrong.returncode, wrong.stderr.decode().strip()) == (
+            2, "kafkapy groups: Invalid types list 'modern'. Valid types are: Consumer, Classic, Share")
+        misplaced = groups(broker, "--describe", "--group", "old-style", "--type")
+        assert misplaced.returncode == 2
+    finally:
+        classic.close()
+        modern.close()
+
+
 def test_a_broker_without_group_apis_is_a_one_line_error() -> None:
     mock = MockCluster()  # librdkafka's mock serves groups to members, but not ListGroups
     result = kafkapy("groups", "--bootstrap-server", mock.bootstrap, "--list")
