@@ -175,6 +175,12 @@ def _run(args: argparse.Namespace) -> int:
                     if args.describe:
                         return _describe_named(client, kind, named, args.all)
                     return _alter_resource(client, resource_type, named, args, f"config for {label} {named}")
+        if args.describe and _every_named(args, "brokers"):
+            with _client(args) as client:
+                body = client.request(ApiKey.METADATA, 1, {"topics": []})
+                ids = sorted(b["node_id"] for b in body["brokers"])
+                names = [*(str(node) for node in ids), ""]
+                return max(_describe_broker(client, name, args.all) for name in names)
         broker = _broker(args)
         if broker is not None:
             with _client(args) as client:
@@ -391,8 +397,8 @@ def _named(args: argparse.Namespace, kind: str) -> str | None:
 
 
 def _every_named(args: argparse.Namespace, kind: str) -> bool:
-    """``--entity-type topics|groups`` alone, with no name: describe each of them, as
-    kafka-configs.sh does."""
+    """``--entity-type topics|groups|brokers`` alone, with no name: describe each of them (brokers:
+    each live broker, then the cluster default), as kafka-configs.sh does."""
     return args.entity_type == [kind] and not args.entity_names and not any(
         getattr(args, option) is not None for option in ("topic", "group", "user", "client", "ip", "broker")
     ) and not any(getattr(args, f"{option}_defaults") for option in ("user", "client", "ip", "broker"))

@@ -156,3 +156,23 @@ def test_delete_config_of_an_unset_key_fails_and_changes_nothing(capsys: pytest.
         assert main([*base, *user, "--alter", "--delete-config", "consumer_byte_rate"]) == 1
         assert capsys.readouterr().err == "kafkapy configs: Invalid config(s): consumer_byte_rate\n"
         assert main([*base, *user, "--alter", "--delete-config", "producer_byte_rate"]) == 0
+
+
+def test_describe_brokers_without_a_name_describes_each_then_the_default(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """kafka-configs.sh --entity-type brokers --describe: every live broker's dynamic configs, then the
+    cluster default's (kafkapy refused it as a usage error)."""
+    with Broker({"broker.id": "5"}) as b:
+        base = ["configs", "--bootstrap-server", b.bootstrap_servers]
+        assert main([*base, "--broker", "5", "--alter", "--add-config", "log.retention.ms=7000"]) == 0
+        assert main([*base, "--broker-defaults", "--alter", "--add-config", "log.retention.bytes=100"]) == 0
+        capsys.readouterr()
+        assert main([*base, "--entity-type", "brokers", "--describe"]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            "Dynamic configs for broker 5 are:",
+            "  log.retention.ms=7000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=7000, "
+            "DEFAULT_CONFIG:log.retention.hours=168}",
+            "Default configs for brokers in the cluster are:",
+            "  log.retention.bytes=100 sensitive=false "
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=100}",
+        ]
