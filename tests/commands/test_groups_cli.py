@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.commands._group_cli import topic_arguments
-from kafkapy.commands._groups import decode_assignment
-from kafkapy.commands.groups import _reset_plan, _timestamp_ms, _Usage, duration_ms
+from kafkapy.commands._groups import GroupDescription, decode_assignment
+from kafkapy.commands.groups import _describe, _reset_plan, _timestamp_ms, _Usage, duration_ms
+from kafkapy.errors import ErrorCode
 from tests.commands.records_cli import MockCluster, kafkapy
 
 TOPIC = "orders"
@@ -458,3 +459,37 @@ def test_by_duration_reads_what_java_duration_parse_reads(text: str, ms: int) ->
 def test_by_duration_refuses_what_java_refuses(text: str) -> None:
     with pytest.raises(_Usage):
         duration_ms(text)
+
+
+class _StateOnly:
+    """A GroupClient stand-in that knows one group's state and nothing else."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return GroupDescription(group_id, ErrorCode.NONE, self.state, "consumer", "range", (), 1)
+
+    def committed(self, group_id: str) -> list[Any]:
+        return []
+
+    def address(self, node: int) -> str:
+        return "broker:9092"
+
+
+@pytest.mark.parametrize(("state", "said"), [
+    ("PreparingRebalance", "Warning: Consumer group 'g' is rebalancing."),
+    ("CompletingRebalance", "Warning: Consumer group 'g' is rebalancing."),
+    ("Reconciling", "Warning: Consumer group 'g' is rebalancing."),
+    ("Empty", "Consumer group 'g' has no active members."),
+    ("Stable", None),
+])
+def test_describe_says_what_kafka_says_of_the_state(state: str, said: str | None) -> None:
+    """As ConsumerGroupCommand: a rebalancing group gets a warning, an empty one "no active
+    members" (by its state, in every --describe view)."""
+    for view in ({"state": None, "members": False}, {"state": [], "members": False},
+                 {"state": None, "members": True}):
+        warn: list[str] = []
+        args = argparse.Namespace(all_groups=False, group=["g"], json=False, verbose=False, **view)
+        _describe(_StateOnly(state), args, warn)  # type: ignore[arg-type]
+        assert warn == ([] if said is None else [said])
