@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafkapy.acls.model import (
@@ -69,6 +69,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--resource-pattern-type", metavar="TYPE",
                         help="LITERAL or PREFIXED (--add, --remove; default LITERAL), or ANY or MATCH "
                              "(--list, --remove; --list's default ANY)")
+    parser.add_argument("--producer", action="store_true",
+                        help="--add/--remove the producer's ACLs: Write, Describe and Create on --topic, "
+                             "Write and Describe on --transactional-id")
+    parser.add_argument("--idempotent", action="store_true",
+                        help="with --producer: IdempotentWrite on the cluster too")
+    parser.add_argument("--consumer", action="store_true",
+                        help="--add/--remove the consumer's ACLs: Read and Describe on --topic, Read on "
+                             "--group")
     parser.add_argument("--force", action="store_true", help="--remove without asking")
     parser.set_defaults(func=run)
 
@@ -136,17 +144,66 @@ def _operations(args: argparse.Namespace) -> list[AclOperation]:
     return operations
 
 
-def _entries(args: argparse.Namespace) -> list[tuple[str, str, AclOperation, AclPermissionType]]:
-    """(principal, host, operation, permission) for every principal, host and operation named."""
-    entries: list[tuple[str, str, AclOperation, AclPermissionType]] = []
+Entry = tuple[str, str, AclOperation, AclPermissionType]  # principal, host, operation, permission
+
+
+def _entries(args: argparse.Namespace, operations: Sequence[AclOperation] | None = None) -> list[Entry]:
+    """(principal, host, operation, permission) for every principal, host and operation named
+    (``operations``: the role's, instead of --operation)."""
+    entries: list[Entry] = []
     for principals, hosts, permission in ((args.allow_principal, args.allow_host, AclPermissionType.ALLOW),
                                           (args.deny_principal, args.deny_host, AclPermissionType.DENY)):
         for principal in principals:
             if ":" not in principal:
                 raise ClientError(f"principal {principal!r} is not Type:name (User:alice)")
             for host in hosts or ["*"]:
-                entries.extend((principal, host, operation, permission) for operation in _operations(args))
+                entries.extend((principal, host, operation, permission)
+                               for operation in (_operations(args) if operations is None else operations))
     return entries
+
+
+# The ACLs of kafka-acls.sh's --producer and --consumer, by resource type.
+_PRODUCER = {ResourceType.TOPIC: (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE),
+             ResourceType.TRANSACTIONAL_ID: (AclOperation.WRITE, AclOperation.DESCRIBE)}
+_CONSUMER = {ResourceType.TOPIC: (AclOperation.READ, AclOperation.DESCRIBE),
+             ResourceType.GROUP: (AclOperation.READ,)}
+
+
+def _check_roles(args: argparse.Namespace) -> None:
+    """kafka-acls.sh's rules for --producer, --consumer and --idempotent."""
+    roles = args.producer or args.consumer
+    if roles and args.list:
+        raise ClientError("--producer and --consumer go with --add or --remove, not --list")
+    if roles and (args.operation or args.deny_principal or args.deny_host):
+        raise ClientError("--producer and --consumer choose the operations themselves and allow only: "
+                          "no --operation, --deny-principal or --deny-host")
+    if args.producer and not args.topic:
+        raise ClientError("With --producer you must specify a --topic")
+    if args.idempotent and not args.producer:
+        raise ClientError("The --idempotent option is only available if --producer is set")
+    if args.consumer and (not args.topic or not args.group or (
+            not args.producer and (args.cluster or args.transactional_id))):
+        raise ClientError("With --consumer you must specify a --topic and a --group and no --cluster or "
+                          "--transactional-id option should be specified.")
+
+
+def _resource_entries(args: argparse.Namespace) -> list[tuple[Resource, list[Entry]]]:
+    """Each resource and the ACLs for it: the flags' entries on every resource named, or with
+    --producer/--consumer each role's operations on the resources of its kinds."""
+    if not (args.producer or args.consumer):
+        entries = _entries(args)
+        return [(resource, entries) for resource in _resources(args)]
+    operations: dict[Resource, list[AclOperation]] = {}
+    for role, wanted in ((_PRODUCER, args.producer), (_CONSUMER, args.consumer)):
+        if not wanted:
+            continue
+        for resource in _resources(args):
+            for operation in role.get(resource[0], ()):
+                if operation not in operations.setdefault(resource, []):
+                    operations[resource].append(operation)
+    if args.idempotent:
+        operations[(ResourceType.CLUSTER, CLUSTER_NAME)] = [AclOperation.IDEMPOTENT_WRITE]
+    return [(resource, _entries(args, ops)) for resource, ops in operations.items() if ops]
 
 
 def _check(code: int, message: str | None, what: str) -> None:
@@ -157,13 +214,13 @@ def _check(code: int, message: str | None, what: str) -> None:
 # --- the actions -----------------------------------------------------------------------------------
 
 def _add(args: argparse.Namespace, client: SimpleClient) -> int:
-    resources = _resources(args)
-    entries = _entries(args)
-    if not resources or not entries:
+    _check_roles(args)
+    planned = _resource_entries(args)
+    if not planned or not all(entries for _, entries in planned):
         raise ClientError("--add needs a resource (--topic, --group, --transactional-id or --cluster) and "
                           "--allow-principal or --deny-principal")
     pattern_type = _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED))
-    for resource_type, name in resources:
+    for (resource_type, name), entries in planned:
         creations = [{"resource_type": resource_type, "resource_name": name,
                       "resource_pattern_type": pattern_type, "principal": principal, "host": host,
                       "operation": operation, "permission_type": permission}
@@ -176,14 +233,14 @@ def _add(args: argparse.Namespace, client: SimpleClient) -> int:
 
 
 def _remove(args: argparse.Namespace, client: SimpleClient) -> int:
-    resources = _resources(args)
-    if not resources:
+    _check_roles(args)
+    planned = _resource_entries(args)
+    if not planned:
         raise ClientError("--remove needs a resource (--topic, --group, --transactional-id or --cluster)")
     pattern_type = _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED,
                                                              PatternType.ANY, PatternType.MATCH))
-    entries = _entries(args)
     filters = []
-    for resource_type, name in resources:
+    for (resource_type, name), entries in planned:
         shown = pattern_text(resource_type, name, pattern_type).replace("ResourcePattern(",
                                                                         "ResourcePatternFilter(")
         listed = "\n".join(f"\t{entry_text(*entry)}" for entry in entries)
@@ -214,7 +271,10 @@ def _confirmed(question: str) -> bool:
 def _list(args: argparse.Namespace, client: SimpleClient, pattern_type: PatternType | None = None) -> int:
     if pattern_type is None:
         pattern_type = _pattern_type(args, PatternType.ANY, list(PatternType)[1:])
-    queries: list[tuple[int, str | None]] = list(_resources(args)) or [(ResourceType.ANY, None)]
+    named = _resources(args)
+    if args.idempotent and (ResourceType.CLUSTER, CLUSTER_NAME) not in named:
+        named.append((ResourceType.CLUSTER, CLUSTER_NAME))  # where --producer --idempotent added one
+    queries: list[tuple[int, str | None]] = list(named) or [(ResourceType.ANY, None)]
     principals: list[str | None] = list(args.principal) or [None]
     seen: dict[tuple[int, str, int], list[str]] = {}
     for (resource_type, name), principal in ((q, p) for q in queries for p in principals):
