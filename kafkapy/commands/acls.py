@@ -2,8 +2,8 @@
 
 ``--add`` sends CreateAcls, ``--remove`` DeleteAcls and ``--list`` DescribeAcls (version 3) to the
 bootstrap broker, which keeps them in the cluster's metadata store. As kafka-acls.sh: the
-operation defaults to All, a principal's host to ``*``, the pattern type to LITERAL for
-``--add``/``--remove`` and to ANY for ``--list``; ``--remove`` asks before it deletes unless
+operation defaults to All, a principal's host to ``*``, the pattern type to LITERAL (``--list``
+without a resource lists every ACL); ``--remove`` asks before it deletes unless
 ``--force``; ``--remove`` without a principal removes every ACL of the resources named. The
 broker's answer is printed in kafka-acls.sh's words (``ResourcePattern(resourceType=TOPIC,
 name=orders, patternType=LITERAL)``, ``(principal=User:alice, host=*, operation=READ,
@@ -67,8 +67,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--transactional-id", action="append", default=[], metavar="ID")
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument("--resource-pattern-type", metavar="TYPE",
-                        help="LITERAL or PREFIXED (--add, --remove; default LITERAL), or ANY or MATCH "
-                             "(--list, --remove; --list's default ANY)")
+                        help="LITERAL or PREFIXED (default LITERAL), or ANY or MATCH (--list, --remove)")
     parser.add_argument("--producer", action="store_true",
                         help="--add/--remove the producer's ACLs: Write, Describe and Create on --topic, "
                              "Write and Describe on --transactional-id")
@@ -269,18 +268,23 @@ def _confirmed(question: str) -> bool:
 
 
 def _list(args: argparse.Namespace, client: SimpleClient, pattern_type: PatternType | None = None) -> int:
+    """kafka-acls.sh's listing: the ACLs of the resources named, their pattern type LITERAL unless
+    --resource-pattern-type says otherwise (every ACL when none is named); with --principal, one
+    "ACLs for principal" block per principal, holding only that principal's ACLs."""
+    if args.principal and not args.list:
+        raise ClientError("The --principal option is only available if --list is set")
     if pattern_type is None:
-        pattern_type = _pattern_type(args, PatternType.ANY, list(PatternType)[1:])
+        pattern_type = _pattern_type(args, PatternType.LITERAL, list(PatternType)[1:])
     named = _resources(args)
     if args.idempotent and (ResourceType.CLUSTER, CLUSTER_NAME) not in named:
         named.append((ResourceType.CLUSTER, CLUSTER_NAME))  # where --producer --idempotent added one
-    queries: list[tuple[int, str | None]] = list(named) or [(ResourceType.ANY, None)]
-    principals: list[str | None] = list(args.principal) or [None]
-    seen: dict[tuple[int, str, int], list[str]] = {}
-    for (resource_type, name), principal in ((q, p) for q in queries for p in principals):
+    queries: list[tuple[int, str | None, PatternType]] = [(t, n, pattern_type) for t, n in named] or [
+        (ResourceType.ANY, None, PatternType.ANY)]
+    seen: dict[tuple[int, str, int], list[tuple[str, str]]] = {}  # resource: [(principal, entry text)]
+    for resource_type, name, pattern in queries:
         body = client.request(ApiKey.DESCRIBE_ACLS, VERSION, {
             "resource_type_filter": resource_type, "resource_name_filter": name,
-            "pattern_type_filter": pattern_type, "principal_filter": principal, "host_filter": None,
+            "pattern_type_filter": pattern, "principal_filter": None, "host_filter": None,
             "operation": AclOperation.ANY, "permission_type": AclPermissionType.ANY})
         _check(body["error_code"], body["error_message"], "DescribeAcls")
         for resource in body["resources"]:
@@ -288,9 +292,14 @@ def _list(args: argparse.Namespace, client: SimpleClient, pattern_type: PatternT
             entries = seen.setdefault(key, [])
             for acl in resource["acls"]:
                 text = entry_text(acl["principal"], acl["host"], acl["operation"], acl["permission_type"])
-                if text not in entries:
-                    entries.append(text)
-    for (resource_type, name, found_pattern), entries in seen.items():
-        shown = pattern_text(resource_type, name, found_pattern)
-        _print_resource("Current ACLs for resource", shown, entries)
+                if (acl["principal"], text) not in entries:
+                    entries.append((acl["principal"], text))
+    for principal in args.principal or [None]:
+        if principal is not None:
+            print(f"ACLs for principal `{principal}`")
+        for (resource_type, name, found_pattern), entries in seen.items():
+            texts = [text for owner, text in entries if principal is None or owner == principal]
+            if texts:
+                _print_resource("Current ACLs for resource", pattern_text(resource_type, name, found_pattern),
+                                texts)
     return 0
