@@ -239,10 +239,17 @@ def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], arg
     if entry["error_code"]:
         _print_error(entry)
         return 1
-    names = " ".join(f"{_LABELS[k]} '{n}'" if n is not None else f"the default {_LABELS[k]}"
-                     for k, n, _ in entity)
-    print(f"Completed updating config for {names}.")
+    print(_completed(entity))
     return 0
+
+
+def _completed(entity: list[tuple[str, str | None, bool]]) -> str:
+    """kafka-configs.sh's last line, naming the first entity only (its type without the plural's s)."""
+    kind, name, _ = entity[0]
+    plural = {value: key for key, value in _TYPES.items()}[kind]
+    if name is None:
+        return f"Completed updating default config for {plural} in the cluster."
+    return f"Completed updating config for {plural[:-1]} {name}."
 
 
 def _split_configs(text: str) -> list[tuple[str, str]]:

@@ -151,8 +151,12 @@ def test_delete_config_of_an_unset_key_fails_and_changes_nothing(capsys: pytest.
         assert main([*base, "--broker-defaults", "--alter", "--delete-config", "log.retention.ms"]) == 0
 
         user = ["--entity-type", "users", "--entity-name", "alice"]
-        assert main([*base, *user, "--alter", "--add-config", "producer_byte_rate=1024"]) == 0
         capsys.readouterr()
+        assert main([*base, *user, "--alter", "--add-config", "producer_byte_rate=1024"]) == 0
+        assert capsys.readouterr().out == "Completed updating config for user alice.\n"  # Kafka's words
+        assert main([*base, "--entity-type", "clients", "--entity-default", "--alter", "--add-config",
+                     "consumer_byte_rate=2048"]) == 0
+        assert capsys.readouterr().out == "Completed updating default config for clients in the cluster.\n"
         assert main([*base, *user, "--alter", "--delete-config", "consumer_byte_rate"]) == 1
         assert capsys.readouterr().err == "kafkapy configs: Invalid config(s): consumer_byte_rate\n"
         assert main([*base, *user, "--alter", "--delete-config", "producer_byte_rate"]) == 0
