@@ -15,6 +15,8 @@ resources) through DescribeConfigs and IncrementalAlterConfigs on resource TOPIC
 from __future__ import annotations
 
 import argparse
+import re
+import secrets
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +26,7 @@ from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.configs.module import DELETE, SET
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.sasl.scram import MECHANISMS, MECHANISMS_BY_CODE, salted_password
 
 __all__ = ["register"]
 
@@ -218,12 +221,18 @@ def _describe(client: SimpleClient, entity: list[tuple[str, str | None, bool]]) 
     for entry in body["entries"] or []:
         values = ", ".join(f"{v['key']}={float(v['value'])!r}" for v in entry["values"])
         print(f"Quota configs for {_describe_entity(entry['entity'])} are {values}")
+    if [kind for kind, _, _ in entity] == ["user"] and not (entity[0][2] and entity[0][1] is None):
+        _describe_scram(client, entity)  # as Kafka: not with clients, nor for the default user
     return 0
 
 
 def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], args: argparse.Namespace) -> int:
     if any(not given for _, _, given in entity):
         raise _Usage("--alter needs an --entity-name or --entity-default for each --entity-type")
+    scram_added = [(k, v) for k, v in _split_configs(args.add_config or "") if k in MECHANISMS]
+    scram_deleted = [k for k in _deleted(args) if k in MECHANISMS]
+    if scram_added or scram_deleted:
+        return _alter_scram(client, entity, args, scram_added, scram_deleted)
     ops: list[dict[str, Any]] = [{"key": k, "value": v, "remove": False}
                                  for k, v in _parse_add(args.add_config or "")]
     deleted = _deleted(args)
@@ -241,6 +250,71 @@ def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], arg
         return 1
     print(_completed(entity))
     return 0
+
+
+_DEFAULT_SCRAM_ITERATIONS = 4096  # kafka-configs.sh's, when the credential names none
+_SCRAM_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
+
+
+def _alter_scram(client: SimpleClient, entity: list[tuple[str, str | None, bool]], args: argparse.Namespace,
+                 added: list[tuple[str, str]], deleted: list[str]) -> int:
+    """SCRAM credentials of one user through AlterUserScramCredentials, as kafka-configs.sh sets them
+    (``SCRAM-SHA-256=[iterations=8192,password=...]``; the salted password is made here)."""
+    kinds = [kind for kind, _, _ in entity]
+    names = [key for key, _ in added] + deleted
+    if kinds != ["user"]:
+        raise _Usage(f"Only quota configs can be altered for '{'ips' if 'ip' in kinds else 'clients'}' "
+                     f"using --bootstrap-server. Unexpected config names: {', '.join(names)}")
+    user = entity[0][1]
+    if user is None:
+        raise _Usage("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                     "Credentials using --bootstrap-server.")
+    others = [k for k, _ in _split_configs(args.add_config or "") if k not in MECHANISMS] + \
+        [k for k in _deleted(args) if k not in MECHANISMS]
+    if others:
+        raise _Usage("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+                     "using --bootstrap-server.")
+    upsertions = []
+    for name, text in added:
+        mechanism = MECHANISMS[name]
+        match = _SCRAM_CREDENTIAL.fullmatch(text)
+        if match is None or (match.group(1) is not None and match.group(1) in ("", "-")):
+            raise _Usage(f"Invalid credential property {name}={text}")
+        iterations = _DEFAULT_SCRAM_ITERATIONS if match.group(1) in (None, "-1") else int(match.group(1))
+        if iterations < mechanism.min_iterations:
+            raise _Usage(f"Iterations {iterations} is less than the minimum {mechanism.min_iterations} "
+                         f"required for {name}")
+        salt = secrets.token_bytes(32)
+        upsertions.append({"name": user, "mechanism": mechanism.code, "iterations": iterations, "salt": salt,
+                           "salted_password": salted_password(mechanism, match.group(2), salt, iterations)})
+    body = client.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [{"name": user, "mechanism": MECHANISMS[k].code} for k in deleted],
+        "upsertions": upsertions})
+    for result in body["results"]:
+        if result["error_code"]:
+            _print_error(result)
+            return 1
+    print(_completed(entity))
+    return 0
+
+
+def _describe_scram(client: SimpleClient, entity: list[tuple[str, str | None, bool]]) -> None:
+    """kafka-configs.sh's SCRAM lines after a user's quotas: each user's mechanisms and iterations
+    (DescribeUserScramCredentials); a user without credentials says nothing."""
+    ((_, name, given),) = entity
+    users = [{"name": name}] if given else None
+    body = client.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": users})
+    for result in body["results"]:
+        code = result["error_code"]
+        if code == ErrorCode.RESOURCE_NOT_FOUND:
+            continue
+        if code:
+            print(f"Error retrieving SCRAM credential configs for user-principal '{result['user']}': "
+                  f"{ErrorCode(code).name}: {result.get('error_message')}")
+            continue
+        infos = ", ".join(f"{MECHANISMS_BY_CODE[i['mechanism']].name}=iterations={i['iterations']}"
+                          for i in result["credential_infos"] if i["mechanism"] in MECHANISMS_BY_CODE)
+        print(f"SCRAM credential configs for user-principal '{result['user']}' are {infos}")
 
 
 def _completed(entity: list[tuple[str, str | None, bool]]) -> str:
