@@ -295,7 +295,13 @@ def _targets(client: GroupClient, args: argparse.Namespace, group_id: str) -> li
         raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
     chosen: list[tuple[str, int]] = []
     for topic, partitions in topic_arguments(args.topic):
-        chosen.extend((topic, p) for p in (client.partitions(topic) if partitions is None else partitions))
+        known = client.partitions(topic)
+        # A partition the topic lacks fails at once, as Kafka's admin client fails its ListOffsets
+        # (asked for it, the leader lookup would wait out the whole --timeout).
+        missing = [p for p in partitions or () if p not in known]
+        if missing:
+            raise ClientError(f"{topic}-{missing[0]}: {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.name}")
+        chosen.extend((topic, p) for p in (known if partitions is None else partitions))
     return sorted(set(chosen))
 
 

@@ -304,6 +304,19 @@ def test_list_type(broker: Broker) -> None:
         modern.close()
 
 
+def test_reset_of_a_partition_the_topic_lacks_fails_at_once(broker: Broker) -> None:
+    """--topic orders:0,5 of a 3-partition topic is UNKNOWN_TOPIC_OR_PARTITION without waiting out
+    --timeout, as Kafka's ListOffsets fails it (kafkapy waited the 10 s), and nothing is reset."""
+    commit_one(broker, "lacking", 0, 2)
+    started = time.monotonic()
+    result = groups(broker, "--reset-offsets", "--group", "lacking", "--topic", f"{TOPIC}:0,5",
+                    "--to-earliest", "--execute")
+    assert time.monotonic() - started < 8
+    assert (result.returncode, result.stderr.decode().strip()) == (
+        1, f"kafkapy groups: {TOPIC}-5: UNKNOWN_TOPIC_OR_PARTITION")
+    assert rows(groups(broker, "--describe", "--group", "lacking"))[1][3] == "2"
+
+
 def test_a_broker_without_group_apis_is_a_one_line_error() -> None:
     mock = MockCluster()  # librdkafka's mock serves groups to members, but not ListGroups
     result = kafkapy("groups", "--bootstrap-server", mock.bootstrap, "--list")
