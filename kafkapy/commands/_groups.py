@@ -4,8 +4,8 @@ Groups live on their coordinators, so every group request goes to the broker Fin
 names; ListGroups goes to every broker (each answers for the groups it coordinates), and log-end
 offsets come from the partition leaders, through :class:`PartitionClient`.
 
-The versions stop before the batched forms (FindCoordinator v4+, OffsetFetch v8+, ListGroups v5
-types) that the command does not need, so one body serves every version in range.
+The versions stop before the batched forms (FindCoordinator v4+, OffsetFetch v8+) that the
+command does not need, so one body serves every version in range.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABL
 _GROUP_VERSIONS: Mapping[ApiKey, tuple[int, int]] = {
     **BASE_VERSIONS,
     ApiKey.FIND_COORDINATOR: (1, 3),
-    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 5),  # v5: the group types (--list --type)
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.OFFSET_FETCH: (2, 7),
     ApiKey.OFFSET_COMMIT: (2, 8),
@@ -48,6 +48,7 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str  # "" from a broker older than ListGroups v4
+    group_type: str = ""  # "classic", "consumer", "share"; "" from a broker older than ListGroups v5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +133,10 @@ class GroupClient(PartitionClient):
         self._coordinators[group_id] = node
         return node
 
+    def address(self, node: int) -> str:
+        """``host:port`` of a broker met so far (a coordinator, a partition leader), ``?`` if none."""
+        return self._addresses.get(node, "?")
+
     def _forget(self) -> None:
         super()._forget()
         self._coordinators.clear()  # NOT_COORDINATOR: the group has moved
@@ -154,7 +159,8 @@ class GroupClient(PartitionClient):
                     continue  # a broker older than v4 ignores the filter
                 if types and group.get("group_type", types[0]) not in types:
                     continue
-                found[group["group_id"]] = GroupListing(group["group_id"], group["protocol_type"], state)
+                found[group["group_id"]] = GroupListing(group["group_id"], group["protocol_type"], state,
+                                                        group.get("group_type", ""))
         return sorted(found.values(), key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> GroupDescription:

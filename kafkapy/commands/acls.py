@@ -2,8 +2,8 @@
 
 ``--add`` sends CreateAcls, ``--remove`` DeleteAcls and ``--list`` DescribeAcls (version 3) to the
 bootstrap broker, which keeps them in the cluster's metadata store. As kafka-acls.sh: the
-operation defaults to All, a principal's host to ``*``, the pattern type to LITERAL for
-``--add``/``--remove`` and to ANY for ``--list``; ``--remove`` asks before it deletes unless
+operation defaults to All, a principal's host to ``*``, the pattern type to LITERAL (``--list``
+without a resource lists every ACL); ``--remove`` asks before it deletes unless
 ``--force``; ``--remove`` without a principal removes every ACL of the resources named. The
 broker's answer is printed in kafka-acls.sh's words (``ResourcePattern(resourceType=TOPIC,
 name=orders, patternType=LITERAL)``, ``(principal=User:alice, host=*, operation=READ,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kafkapy.acls.model import (
@@ -67,8 +67,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--transactional-id", action="append", default=[], metavar="ID")
     parser.add_argument("--cluster", action="store_true", help="the cluster resource")
     parser.add_argument("--resource-pattern-type", metavar="TYPE",
-                        help="LITERAL or PREFIXED (--add, --remove; default LITERAL), or ANY or MATCH "
-                             "(--list, --remove; --list's default ANY)")
+                        help="LITERAL or PREFIXED (default LITERAL), or ANY or MATCH (--list, --remove)")
+    parser.add_argument("--producer", action="store_true",
+                        help="--add/--remove the producer's ACLs: Write, Describe and Create on --topic, "
+                             "Write and Describe on --transactional-id")
+    parser.add_argument("--idempotent", action="store_true",
+                        help="with --producer: IdempotentWrite on the cluster too")
+    parser.add_argument("--consumer", action="store_true",
+                        help="--add/--remove the consumer's ACLs: Read and Describe on --topic, Read on "
+                             "--group")
     parser.add_argument("--force", action="store_true", help="--remove without asking")
     parser.set_defaults(func=run)
 
@@ -136,17 +143,66 @@ def _operations(args: argparse.Namespace) -> list[AclOperation]:
     return operations
 
 
-def _entries(args: argparse.Namespace) -> list[tuple[str, str, AclOperation, AclPermissionType]]:
-    """(principal, host, operation, permission) for every principal, host and operation named."""
-    entries: list[tuple[str, str, AclOperation, AclPermissionType]] = []
+Entry = tuple[str, str, AclOperation, AclPermissionType]  # principal, host, operation, permission
+
+
+def _entries(args: argparse.Namespace, operations: Sequence[AclOperation] | None = None) -> list[Entry]:
+    """(principal, host, operation, permission) for every principal, host and operation named
+    (``operations``: the role's, instead of --operation)."""
+    entries: list[Entry] = []
     for principals, hosts, permission in ((args.allow_principal, args.allow_host, AclPermissionType.ALLOW),
                                           (args.deny_principal, args.deny_host, AclPermissionType.DENY)):
         for principal in principals:
             if ":" not in principal:
                 raise ClientError(f"principal {principal!r} is not Type:name (User:alice)")
             for host in hosts or ["*"]:
-                entries.extend((principal, host, operation, permission) for operation in _operations(args))
+                entries.extend((principal, host, operation, permission)
+                               for operation in (_operations(args) if operations is None else operations))
     return entries
+
+
+# The ACLs of kafka-acls.sh's --producer and --consumer, by resource type.
+_PRODUCER = {ResourceType.TOPIC: (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE),
+             ResourceType.TRANSACTIONAL_ID: (AclOperation.WRITE, AclOperation.DESCRIBE)}
+_CONSUMER = {ResourceType.TOPIC: (AclOperation.READ, AclOperation.DESCRIBE),
+             ResourceType.GROUP: (AclOperation.READ,)}
+
+
+def _check_roles(args: argparse.Namespace) -> None:
+    """kafka-acls.sh's rules for --producer, --consumer and --idempotent."""
+    roles = args.producer or args.consumer
+    if roles and args.list:
+        raise ClientError("--producer and --consumer go with --add or --remove, not --list")
+    if roles and (args.operation or args.deny_principal or args.deny_host):
+        raise ClientError("--producer and --consumer choose the operations themselves and allow only: "
+                          "no --operation, --deny-principal or --deny-host")
+    if args.producer and not args.topic:
+        raise ClientError("With --producer you must specify a --topic")
+    if args.idempotent and not args.producer:
+        raise ClientError("The --idempotent option is only available if --producer is set")
+    if args.consumer and (not args.topic or not args.group or (
+            not args.producer and (args.cluster or args.transactional_id))):
+        raise ClientError("With --consumer you must specify a --topic and a --group and no --cluster or "
+                          "--transactional-id option should be specified.")
+
+
+def _resource_entries(args: argparse.Namespace) -> list[tuple[Resource, list[Entry]]]:
+    """Each resource and the ACLs for it: the flags' entries on every resource named, or with
+    --producer/--consumer each role's operations on the resources of its kinds."""
+    if not (args.producer or args.consumer):
+        entries = _entries(args)
+        return [(resource, entries) for resource in _resources(args)]
+    operations: dict[Resource, list[AclOperation]] = {}
+    for role, wanted in ((_PRODUCER, args.producer), (_CONSUMER, args.consumer)):
+        if not wanted:
+            continue
+        for resource in _resources(args):
+            for operation in role.get(resource[0], ()):
+                if operation not in operations.setdefault(resource, []):
+                    operations[resource].append(operation)
+    if args.idempotent:
+        operations[(ResourceType.CLUSTER, CLUSTER_NAME)] = [AclOperation.IDEMPOTENT_WRITE]
+    return [(resource, _entries(args, ops)) for resource, ops in operations.items() if ops]
 
 
 def _check(code: int, message: str | None, what: str) -> None:
@@ -157,13 +213,13 @@ def _check(code: int, message: str | None, what: str) -> None:
 # --- the actions -----------------------------------------------------------------------------------
 
 def _add(args: argparse.Namespace, client: SimpleClient) -> int:
-    resources = _resources(args)
-    entries = _entries(args)
-    if not resources or not entries:
+    _check_roles(args)
+    planned = _resource_entries(args)
+    if not planned or not all(entries for _, entries in planned):
         raise ClientError("--add needs a resource (--topic, --group, --transactional-id or --cluster) and "
                           "--allow-principal or --deny-principal")
     pattern_type = _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED))
-    for resource_type, name in resources:
+    for (resource_type, name), entries in planned:
         creations = [{"resource_type": resource_type, "resource_name": name,
                       "resource_pattern_type": pattern_type, "principal": principal, "host": host,
                       "operation": operation, "permission_type": permission}
@@ -176,14 +232,14 @@ def _add(args: argparse.Namespace, client: SimpleClient) -> int:
 
 
 def _remove(args: argparse.Namespace, client: SimpleClient) -> int:
-    resources = _resources(args)
-    if not resources:
+    _check_roles(args)
+    planned = _resource_entries(args)
+    if not planned:
         raise ClientError("--remove needs a resource (--topic, --group, --transactional-id or --cluster)")
     pattern_type = _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED,
                                                              PatternType.ANY, PatternType.MATCH))
-    entries = _entries(args)
     filters = []
-    for resource_type, name in resources:
+    for (resource_type, name), entries in planned:
         shown = pattern_text(resource_type, name, pattern_type).replace("ResourcePattern(",
                                                                         "ResourcePatternFilter(")
         listed = "\n".join(f"\t{entry_text(*entry)}" for entry in entries)
@@ -212,15 +268,23 @@ def _confirmed(question: str) -> bool:
 
 
 def _list(args: argparse.Namespace, client: SimpleClient, pattern_type: PatternType | None = None) -> int:
+    """kafka-acls.sh's listing: the ACLs of the resources named, their pattern type LITERAL unless
+    --resource-pattern-type says otherwise (every ACL when none is named); with --principal, one
+    "ACLs for principal" block per principal, holding only that principal's ACLs."""
+    if args.principal and not args.list:
+        raise ClientError("The --principal option is only available if --list is set")
     if pattern_type is None:
-        pattern_type = _pattern_type(args, PatternType.ANY, list(PatternType)[1:])
-    queries: list[tuple[int, str | None]] = list(_resources(args)) or [(ResourceType.ANY, None)]
-    principals: list[str | None] = list(args.principal) or [None]
-    seen: dict[tuple[int, str, int], list[str]] = {}
-    for (resource_type, name), principal in ((q, p) for q in queries for p in principals):
+        pattern_type = _pattern_type(args, PatternType.LITERAL, list(PatternType)[1:])
+    named = _resources(args)
+    if args.idempotent and (ResourceType.CLUSTER, CLUSTER_NAME) not in named:
+        named.append((ResourceType.CLUSTER, CLUSTER_NAME))  # where --producer --idempotent added one
+    queries: list[tuple[int, str | None, PatternType]] = [(t, n, pattern_type) for t, n in named] or [
+        (ResourceType.ANY, None, PatternType.ANY)]
+    seen: dict[tuple[int, str, int], list[tuple[str, str]]] = {}  # resource: [(principal, entry text)]
+    for resource_type, name, pattern in queries:
         body = client.request(ApiKey.DESCRIBE_ACLS, VERSION, {
             "resource_type_filter": resource_type, "resource_name_filter": name,
-            "pattern_type_filter": pattern_type, "principal_filter": principal, "host_filter": None,
+            "pattern_type_filter": pattern, "principal_filter": None, "host_filter": None,
             "operation": AclOperation.ANY, "permission_type": AclPermissionType.ANY})
         _check(body["error_code"], body["error_message"], "DescribeAcls")
         for resource in body["resources"]:
@@ -228,9 +292,14 @@ def _list(args: argparse.Namespace, client: SimpleClient, pattern_type: PatternT
             entries = seen.setdefault(key, [])
             for acl in resource["acls"]:
                 text = entry_text(acl["principal"], acl["host"], acl["operation"], acl["permission_type"])
-                if text not in entries:
-                    entries.append(text)
-    for (resource_type, name, found_pattern), entries in seen.items():
-        shown = pattern_text(resource_type, name, found_pattern)
-        _print_resource("Current ACLs for resource", shown, entries)
+                if (acl["principal"], text) not in entries:
+                    entries.append((acl["principal"], text))
+    for principal in args.principal or [None]:
+        if principal is not None:
+            print(f"ACLs for principal `{principal}`")
+        for (resource_type, name, found_pattern), entries in seen.items():
+            texts = [text for owner, text in entries if principal is None or owner == principal]
+            if texts:
+                _print_resource("Current ACLs for resource", pattern_text(resource_type, name, found_pattern),
+                                texts)
     return 0

@@ -15,6 +15,8 @@ resources) through DescribeConfigs and IncrementalAlterConfigs on resource TOPIC
 from __future__ import annotations
 
 import argparse
+import re
+import secrets
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +26,7 @@ from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.configs.module import DELETE, SET
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.sasl.scram import MECHANISMS, MECHANISMS_BY_CODE, salted_password
 
 __all__ = ["register"]
 
@@ -75,7 +78,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--add-config", metavar="K=V[,K=V]",
                         help="e.g. 'connection_creation_rate=100'; a value with commas in brackets: "
                              "'max.connections.per.ip.overrides=[h1:5,h2:9]'")
-    parser.add_argument("--delete-config", metavar="K[,K]")
+    parser.add_argument("--delete-config", metavar="K[,K]", action="append",
+                        help="config keys to remove (repeatable); each must be set on the entity")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
     parser.set_defaults(func=_run)
 
@@ -174,6 +178,12 @@ def _run(args: argparse.Namespace) -> int:
                     if args.describe:
                         return _describe_named(client, kind, named, args.all)
                     return _alter_resource(client, resource_type, named, args, f"config for {label} {named}")
+        if args.describe and _every_named(args, "brokers"):
+            with _client(args) as client:
+                body = client.request(ApiKey.METADATA, 1, {"topics": []})
+                ids = sorted(b["node_id"] for b in body["brokers"])
+                names = [*(str(node) for node in ids), ""]
+                return max(_describe_broker(client, name, args.all) for name in names)
         broker = _broker(args)
         if broker is not None:
             with _client(args) as client:
@@ -211,18 +221,26 @@ def _describe(client: SimpleClient, entity: list[tuple[str, str | None, bool]]) 
     for entry in body["entries"] or []:
         values = ", ".join(f"{v['key']}={float(v['value'])!r}" for v in entry["values"])
         print(f"Quota configs for {_describe_entity(entry['entity'])} are {values}")
+    if [kind for kind, _, _ in entity] == ["user"] and not (entity[0][2] and entity[0][1] is None):
+        _describe_scram(client, entity)  # as Kafka: not with clients, nor for the default user
     return 0
 
 
 def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], args: argparse.Namespace) -> int:
     if any(not given for _, _, given in entity):
         raise _Usage("--alter needs an --entity-name or --entity-default for each --entity-type")
+    scram_added = [(k, v) for k, v in _split_configs(args.add_config or "") if k in MECHANISMS]
+    scram_deleted = [k for k in _deleted(args) if k in MECHANISMS]
+    if scram_added or scram_deleted:
+        return _alter_scram(client, entity, args, scram_added, scram_deleted)
     ops: list[dict[str, Any]] = [{"key": k, "value": v, "remove": False}
                                  for k, v in _parse_add(args.add_config or "")]
-    ops += [{"key": k.strip(), "value": 0.0, "remove": True}
-            for k in (args.delete_config or "").split(",") if k.strip()]
+    deleted = _deleted(args)
+    ops += [{"key": k, "value": 0.0, "remove": True} for k in deleted]
     if not ops:
         raise _Usage("--alter needs --add-config or --delete-config")
+    if deleted:
+        _check_deleted(deleted, _quota_keys(client, entity))
     request = {"entries": [{"entity": [{"entity_type": k, "entity_name": n} for k, n, _ in entity],
                             "ops": ops}], "validate_only": False}
     body = client.request(ApiKey.ALTER_CLIENT_QUOTAS, 1, request)
@@ -230,10 +248,82 @@ def _alter(client: SimpleClient, entity: list[tuple[str, str | None, bool]], arg
     if entry["error_code"]:
         _print_error(entry)
         return 1
-    names = " ".join(f"{_LABELS[k]} '{n}'" if n is not None else f"the default {_LABELS[k]}"
-                     for k, n, _ in entity)
-    print(f"Completed updating config for {names}.")
+    print(_completed(entity))
     return 0
+
+
+_DEFAULT_SCRAM_ITERATIONS = 4096  # kafka-configs.sh's, when the credential names none
+_SCRAM_CREDENTIAL = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
+
+
+def _alter_scram(client: SimpleClient, entity: list[tuple[str, str | None, bool]], args: argparse.Namespace,
+                 added: list[tuple[str, str]], deleted: list[str]) -> int:
+    """SCRAM credentials of one user through AlterUserScramCredentials, as kafka-configs.sh sets them
+    (``SCRAM-SHA-256=[iterations=8192,password=...]``; the salted password is made here)."""
+    kinds = [kind for kind, _, _ in entity]
+    names = [key for key, _ in added] + deleted
+    if kinds != ["user"]:
+        raise _Usage(f"Only quota configs can be altered for '{'ips' if 'ip' in kinds else 'clients'}' "
+                     f"using --bootstrap-server. Unexpected config names: {', '.join(names)}")
+    user = entity[0][1]
+    if user is None:
+        raise _Usage("The use of --entity-default or --user-defaults is not allowed with User SCRAM "
+                     "Credentials using --bootstrap-server.")
+    others = [k for k, _ in _split_configs(args.add_config or "") if k not in MECHANISMS] + \
+        [k for k in _deleted(args) if k not in MECHANISMS]
+    if others:
+        raise _Usage("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' "
+                     "using --bootstrap-server.")
+    upsertions = []
+    for name, text in added:
+        mechanism = MECHANISMS[name]
+        match = _SCRAM_CREDENTIAL.fullmatch(text)
+        if match is None or (match.group(1) is not None and match.group(1) in ("", "-")):
+            raise _Usage(f"Invalid credential property {name}={text}")
+        iterations = _DEFAULT_SCRAM_ITERATIONS if match.group(1) in (None, "-1") else int(match.group(1))
+        if iterations < mechanism.min_iterations:
+            raise _Usage(f"Iterations {iterations} is less than the minimum {mechanism.min_iterations} "
+                         f"required for {name}")
+        salt = secrets.token_bytes(32)
+        upsertions.append({"name": user, "mechanism": mechanism.code, "iterations": iterations, "salt": salt,
+                           "salted_password": salted_password(mechanism, match.group(2), salt, iterations)})
+    body = client.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
+        "deletions": [{"name": user, "mechanism": MECHANISMS[k].code} for k in deleted],
+        "upsertions": upsertions})
+    for result in body["results"]:
+        if result["error_code"]:
+            _print_error(result)
+            return 1
+    print(_completed(entity))
+    return 0
+
+
+def _describe_scram(client: SimpleClient, entity: list[tuple[str, str | None, bool]]) -> None:
+    """kafka-configs.sh's SCRAM lines after a user's quotas: each user's mechanisms and iterations
+    (DescribeUserScramCredentials); a user without credentials says nothing."""
+    ((_, name, given),) = entity
+    users = [{"name": name}] if given else None
+    body = client.request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": users})
+    for result in body["results"]:
+        code = result["error_code"]
+        if code == ErrorCode.RESOURCE_NOT_FOUND:
+            continue
+        if code:
+            print(f"Error retrieving SCRAM credential configs for user-principal '{result['user']}': "
+                  f"{ErrorCode(code).name}: {result.get('error_message')}")
+            continue
+        infos = ", ".join(f"{MECHANISMS_BY_CODE[i['mechanism']].name}=iterations={i['iterations']}"
+                          for i in result["credential_infos"] if i["mechanism"] in MECHANISMS_BY_CODE)
+        print(f"SCRAM credential configs for user-principal '{result['user']}' are {infos}")
+
+
+def _completed(entity: list[tuple[str, str | None, bool]]) -> str:
+    """kafka-configs.sh's last line, naming the first entity only (its type without the plural's s)."""
+    kind, name, _ = entity[0]
+    plural = {value: key for key, value in _TYPES.items()}[kind]
+    if name is None:
+        return f"Completed updating default config for {plural} in the cluster."
+    return f"Completed updating config for {plural[:-1]} {name}."
 
 
 def _split_configs(text: str) -> list[tuple[str, str]]:
@@ -299,10 +389,15 @@ def _alter_resource(client: SimpleClient, resource_type: int, name: str, args: a
     """IncrementalAlterConfigs of one resource from --add-config / --delete-config."""
     configs = [{"name": k, "config_operation": SET, "value": v}
                for k, v in _split_configs(args.add_config or "")]
-    configs += [{"name": k.strip(), "config_operation": DELETE, "value": None}
-                for k in (args.delete_config or "").split(",") if k.strip()]
+    deleted = _deleted(args)
+    configs += [{"name": k, "config_operation": DELETE, "value": None} for k in deleted]
     if not configs:
         raise _Usage("--alter needs --add-config or --delete-config")
+    if deleted:
+        current = _dynamic_keys(client, resource_type, name)
+        if current is None:
+            return 1
+        _check_deleted(deleted, current)
     request = {"resources": [{"resource_type": resource_type, "resource_name": name, "configs": configs}],
                "validate_only": False}
     result = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, request)["responses"][0]
@@ -311,6 +406,48 @@ def _alter_resource(client: SimpleClient, resource_type: int, name: str, args: a
         return 1
     print(f"Completed updating {done}.")
     return 0
+
+
+def _deleted(args: argparse.Namespace) -> list[str]:
+    """The ``--delete-config`` keys: comma-separated, the option repeatable (Kafka's valuesOf)."""
+    return [key.strip() for text in args.delete_config or () for key in text.split(",") if key.strip()]
+
+
+def _check_deleted(deleted: list[str], current: set[str]) -> None:
+    """Kafka's tool refuses, before altering anything, to delete a config the entity does not set:
+    a mistyped name is an error, not a silent no-op."""
+    missing = [key for key in deleted if key not in current]
+    if missing:
+        raise ClientError(f"Invalid config(s): {','.join(missing)}")
+
+
+# The source of the configs an entity sets itself, by resource type (and "" for the broker default).
+_OWN_SOURCE = {TOPIC_RESOURCE: DYNAMIC_TOPIC_CONFIG, GROUP_RESOURCE: DYNAMIC_GROUP_CONFIG}
+_DYNAMIC_BROKER, _DYNAMIC_DEFAULT_BROKER = 2, 3
+
+
+def _dynamic_keys(client: SimpleClient, resource_type: int, name: str) -> set[str] | None:
+    """The names of the configs set on the resource itself (what --describe lists without --all);
+    None after printing the broker's refusal."""
+    resource = {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
+    request = {"resources": [resource], "include_synonyms": False, "include_documentation": False}
+    result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, request)["results"][0]
+    if result["error_code"]:
+        _print_error(result)
+        return None
+    own = _OWN_SOURCE.get(resource_type, _DYNAMIC_BROKER if name else _DYNAMIC_DEFAULT_BROKER)
+    return {c["name"] for c in result["configs"] if c["config_source"] == own}
+
+
+def _quota_keys(client: SimpleClient, entity: list[tuple[str, str | None, bool]]) -> set[str]:
+    """The quota keys set on exactly this entity (DescribeClientQuotas, strict)."""
+    components = [{"entity_type": kind, "match_type": 1 if name is None else 0, "match": name}
+                  for kind, name, _ in entity]
+    body = client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": True})
+    if body["error_code"]:
+        code = body["error_code"]
+        raise ClientError(f"error {ErrorCode(code).name}: {body.get('error_message')}")
+    return {v["key"] for e in body["entries"] or [] for v in e["values"]}
 
 
 def _print_error(result: Mapping[str, Any]) -> None:
@@ -341,8 +478,8 @@ def _named(args: argparse.Namespace, kind: str) -> str | None:
 
 
 def _every_named(args: argparse.Namespace, kind: str) -> bool:
-    """``--entity-type topics|groups`` alone, with no name: describe each of them, as
-    kafka-configs.sh does."""
+    """``--entity-type topics|groups|brokers`` alone, with no name: describe each of them (brokers:
+    each live broker, then the cluster default), as kafka-configs.sh does."""
     return args.entity_type == [kind] and not args.entity_names and not any(
         getattr(args, option) is not None for option in ("topic", "group", "user", "client", "ip", "broker")
     ) and not any(getattr(args, f"{option}_defaults") for option in ("user", "client", "ip", "broker"))

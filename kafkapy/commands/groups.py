@@ -21,7 +21,7 @@ from typing import Any
 from kafkapy.client import ClientError
 from kafkapy.commands._group_cli import Usage as _Usage
 from kafkapy.commands._group_cli import datetime_ms, offset_at_time, table, topic_arguments
-from kafkapy.commands._groups import GroupClient, GroupDescription
+from kafkapy.commands._groups import GroupClient, GroupDescription, GroupListing
 from kafkapy.commands._numbers import java_long
 from kafkapy.commands._partitions import EARLIEST, LATEST
 from kafkapy.commands._security import add_command_config, client_options
@@ -31,6 +31,10 @@ from kafkapy.log.checkpoint import java_integer
 __all__ = ["register"]
 
 _INACTIVE = frozenset({"Empty", "Dead"})  # the states in which Kafka lets offsets be reset
+# A consumer group's states, classic and KIP-848 (Kafka's ConsumerGroupState without UNKNOWN).
+_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
+_TYPES = ("Consumer", "Classic", "Share")  # Kafka's GroupType without UNKNOWN, as --list --type shows them
+_REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 _CONSUMER_PROTOCOL = "consumer"  # ListGroups' protocol_type of consumer groups (share groups: "share")
 
 
@@ -57,6 +61,8 @@ def register(subparsers: Any) -> None:
     view.add_argument("--offsets", action="store_true", help="with --describe: offsets and lag (default)")
     view.add_argument("--state", nargs="*", metavar="STATE",
                       help="with --describe: the group's state; with --list: show (or filter by) state")
+    parser.add_argument("--type", nargs="*", metavar="TYPE[,TYPE]",
+                        help="with --list: show (or filter by) the group type: classic, consumer")
     parser.add_argument("--verbose", action="store_true", help="with --members: the assigned partitions")
     topics = parser.add_mutually_exclusive_group()
     topics.add_argument("--topic", action="append", metavar="TOPIC[:P,P]",
@@ -86,24 +92,66 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
+def _consumer_groups(client: GroupClient, states: Sequence[str] = ()) -> list[GroupListing]:
+    """The consumer groups, as Kafka's admin listConsumerGroups keeps them: protocol type "consumer"
+    or none (an empty classic group, a KIP-848 group). Share groups are kafka-share-groups.sh's, and
+    Connect's or other clients' groups are no consumer groups either."""
+    return [g for g in client.list_groups(states) if g.protocol_type in (_CONSUMER_PROTOCOL, "")]
+
+
 def _groups(client: GroupClient, args: argparse.Namespace) -> list[str]:
-    if args.all_groups:
-        return [g.group_id for g in client.list_groups()]
+    if args.all_groups:  # only consumer groups: --delete --all-groups must not reach a share group
+        return [g.group_id for g in _consumer_groups(client)]
     if not args.group:
         raise _Usage("one of --group or --all-groups is required")
     return list(args.group)
 
 
+def _states(values: Sequence[str]) -> list[str]:
+    """``--list --state`` values, comma-separated and case-blind as Kafka's ConsumerGroupState.parse
+    reads them, in the spelling ListGroups filters by (the broker compares them as given)."""
+    by_name = {state.lower(): state for state in _STATES}
+    parsed: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            state = by_name.get(part.strip().lower())
+            if state is None:
+                raise _Usage(f"Invalid state list '{value}'. Valid states are: {', '.join(_STATES)}")
+            parsed.append(state)
+    return parsed
+
+
+def _types(values: Sequence[str]) -> list[str]:
+    """``--list --type`` values, comma-separated and case-blind (Kafka's GroupType.parse), in the
+    spelling ListGroups filters by."""
+    parsed: list[str] = []
+    for value in values:
+        for part in value.split(","):
+            if part.strip().lower() not in {t.lower() for t in _TYPES}:
+                raise _Usage(f"Invalid types list '{value}'. Valid types are: {', '.join(_TYPES)}")
+            parsed.append(part.strip().lower())
+    return parsed
+
+
+def _type_name(group_type: str) -> str:
+    """A ListGroups group type as Kafka's tool prints it (GroupType's name; Unknown when not told)."""
+    return next((t for t in _TYPES if t.lower() == group_type.lower()), "Unknown")
+
+
 def _list(client: GroupClient, args: argparse.Namespace) -> str:
-    states = args.state or ()
-    # Kafka's admin listConsumerGroups keeps the groups of protocol type "consumer" or none (an
-    # empty classic group, a KIP-848 group): share groups are kafka-share-groups.sh's to list.
-    listed = [g for g in client.list_groups(states) if g.protocol_type in (_CONSUMER_PROTOCOL, "")]
+    states = _states(args.state or ())
+    types = _types(args.type or ())
+    listed = [g for g in _consumer_groups(client, states)
+              if not types or g.group_type.lower() in types or not g.group_type]
     if args.json:
         return json.dumps({"groups": [{"group": g.group_id, "state": g.state or None,
+                                       "type": _type_name(g.group_type),
                                        "protocol_type": g.protocol_type} for g in listed]})
-    if args.state is not None:
-        return table(("GROUP", "STATE"), ((g.group_id, g.state or None) for g in listed))
+    if args.state is not None or args.type is not None:
+        headers = ["GROUP", *(["TYPE"] if args.type is not None else []),
+                   *(["STATE"] if args.state is not None else [])]
+        return table(headers, ([g.group_id, *([_type_name(g.group_type)] if args.type is not None else []),
+                                *([g.state or None] if args.state is not None else [])] for g in listed))
     return "\n".join(g.group_id for g in listed)
 
 
@@ -118,10 +166,22 @@ def _offset_rows(client: GroupClient, group: GroupDescription) -> list[dict[str,
         member = owners.get((topic, partition))
         rows.append({"group": group.group_id, "topic": topic, "partition": partition,
                      "current_offset": current, "log_end_offset": end,
-                     "lag": None if current is None else max(end - current, 0),
+                     # Kafka shows a negative lag as it is: an offset past the log end (a log
+                     # truncated under the group) is worth seeing, not hiding as 0.
+                     "lag": None if current is None else end - current,
                      "consumer_id": member and member.member_id, "host": member and member.client_host,
                      "client_id": member and member.client_id})
     return rows
+
+
+def _assignment_cell(assignment: Sequence[tuple[str, int]]) -> str | None:
+    """``--members --verbose``'s ASSIGNMENT as Kafka prints it: ``orders(0,2), audit(1)``, topics in
+    name order, None (``-``) for a member without partitions."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in assignment:
+        by_topic.setdefault(topic, []).append(partition)
+    return ", ".join(f"{topic}({','.join(str(p) for p in sorted(parts))})"
+                     for topic, parts in sorted(by_topic.items())) or None
 
 
 def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> str:
@@ -134,28 +194,35 @@ def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) ->
         if group.state == "Dead":
             warn.append(f"Error: Consumer group '{group_id}' does not exist.")
             continue
-        if not group.members and args.state is None:
+        if group.state == "Empty":
             warn.append(f"Consumer group '{group_id}' has no active members.")
+        elif group.state in _REBALANCING:
+            warn.append(f"Warning: Consumer group '{group_id}' is rebalancing.")
         if args.state is not None:
-            row = {"group": group_id, "coordinator": group.coordinator, "assignment_strategy": group.protocol,
-                   "state": group.state, "members": len(group.members)}
+            address = client.address(group.coordinator)
+            row = {"group": group_id, "coordinator": group.coordinator, "coordinator_address": address,
+                   "assignment_strategy": group.protocol, "state": group.state, "members": len(group.members)}
             out_json.append(row)
             blocks.append(table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                                [(group_id, group.coordinator, group.protocol or None, group.state,
-                                  len(group.members))]))
+                                [(group_id, f"{address}  ({group.coordinator})", group.protocol or None,
+                                  group.state, len(group.members))]))
         elif args.members:
             members = [{"group": group_id, "consumer_id": m.member_id,
                         "group_instance_id": m.group_instance_id,
                         "host": m.client_host, "client_id": m.client_id, "partitions": len(m.assignment),
                         "assignment": [f"{t}-{p}" for t, p in m.assignment]} for m in group.members]
             out_json.extend(members)
-            headers = ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-            keys = ["group", "consumer_id", "group_instance_id", "host", "client_id", "partitions"]
+            # Kafka's tool shows GROUP-INSTANCE-ID only when a member has one (static membership).
+            static = any(m.group_instance_id for m in group.members)
+            headers = ["GROUP", "CONSUMER-ID", *(["GROUP-INSTANCE-ID"] if static else []), "HOST",
+                       "CLIENT-ID", "#PARTITIONS"]
+            keys = ["group", "consumer_id", *(["group_instance_id"] if static else []), "host", "client_id",
+                    "partitions"]
             member_rows: list[list[Any]] = [[m[k] for k in keys] for m in members]
             if args.verbose:
                 headers.append("ASSIGNMENT")
                 for member_row, member in zip(member_rows, group.members):
-                    member_row.append(",".join(f"{t}-{p}" for t, p in member.assignment) or None)
+                    member_row.append(_assignment_cell(member.assignment))
             blocks.append(table(headers, member_rows))
         else:
             offsets = _offset_rows(client, group)
@@ -185,7 +252,28 @@ def _delete(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> t
     return "\n".join(lines), not failed
 
 
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+# java.time.Duration.parse's text: an optional sign, days, then after T hours, minutes and seconds
+# (with a fraction), each signed; letters in either case.
+_DURATION = re.compile(r"([-+]?)P(?:([-+]?[0-9]+)D)?(T(?:([-+]?[0-9]+)H)?(?:([-+]?[0-9]+)M)?"
+                       r"(?:([-+]?[0-9]+)(?:[.,]([0-9]{0,9}))?S)?)?", re.IGNORECASE)
+
+
+def duration_ms(text: str) -> int:
+    """``--by-duration``, read as Kafka reads it (Duration.parse), in ms; _Usage if it is none."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise _Usage(f"--by-duration {text!r}: expected an ISO-8601 duration like PT1H30M")
+    sign, days, time_part, hours, minutes, seconds, fraction = match.groups()
+    if (time_part is not None and hours is None and minutes is None and seconds is None) or \
+            (days is None and time_part is None):
+        raise _Usage(f"--by-duration {text!r}: expected an ISO-8601 duration like PT1H30M")
+    whole_minutes = (int(days or 0) * 24 + int(hours or 0)) * 60 + int(minutes or 0)
+    whole_seconds = whole_minutes * 60 + int(seconds or 0)
+    fraction_ms = int((fraction or "").ljust(3, "0")[:3])
+    if seconds is not None and seconds.startswith("-"):
+        fraction_ms = -fraction_ms  # Java: the fraction takes the seconds' sign
+    total = whole_seconds * 1000 + fraction_ms
+    return -total if sign == "-" else total
 
 
 def _timestamp_ms(args: argparse.Namespace) -> int | None:
@@ -193,14 +281,9 @@ def _timestamp_ms(args: argparse.Namespace) -> int | None:
     if args.to_datetime is not None:
         return datetime_ms(args.to_datetime)
     if args.by_duration is not None:
-        match = _DURATION.match(args.by_duration)
-        if not match or args.by_duration in ("P", "PT"):
-            raise _Usage(f"--by-duration {args.by_duration!r}: expected an ISO-8601 duration like PT1H30M")
-        days, hours, minutes, seconds = (float(part or 0) for part in match.groups())
-        ago = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-        since_ms = int((datetime.now(timezone.utc).timestamp() - ago) * 1000)
-        if since_ms < -(2**63):  # Kafka's Duration.parse overflows too; ListOffsets could not carry it
-            raise _Usage(f"--by-duration {args.by_duration!r} reaches back past what a timestamp can hold")
+        since_ms = int(datetime.now(timezone.utc).timestamp() * 1000) - duration_ms(args.by_duration)
+        if not -(2**63) <= since_ms < 2**63:  # Kafka overflows too; ListOffsets could not carry it
+            raise _Usage(f"--by-duration {args.by_duration!r} reaches past what a timestamp can hold")
         return since_ms
     return None
 
@@ -212,7 +295,13 @@ def _targets(client: GroupClient, args: argparse.Namespace, group_id: str) -> li
         raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
     chosen: list[tuple[str, int]] = []
     for topic, partitions in topic_arguments(args.topic):
-        chosen.extend((topic, p) for p in (client.partitions(topic) if partitions is None else partitions))
+        known = client.partitions(topic)
+        # A partition the topic lacks fails at once, as Kafka's admin client fails its ListOffsets
+        # (asked for it, the leader lookup would wait out the whole --timeout).
+        missing = [p for p in partitions or () if p not in known]
+        if missing:
+            raise ClientError(f"{topic}-{missing[0]}: {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.name}")
+        chosen.extend((topic, p) for p in (known if partitions is None else partitions))
     return sorted(set(chosen))
 
 
@@ -260,12 +349,15 @@ def _new_offset(client: GroupClient, args: argparse.Namespace, current: dict[tup
         wanted = current[tp]  # the plan's offset, clamped below as Kafka clamps it
     elif args.to_offset is not None:
         wanted = int(args.to_offset)
-    else:  # --shift-by: from the committed offset (Kafka starts a partition without one at the end)
-        wanted = current.get(tp, latest) + int(args.shift_by)
+    else:  # --shift-by: from the committed offset, which Kafka requires (there is nothing to shift)
+        if tp not in current:
+            raise _Usage(f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current "
+                         "committed offset")
+        wanted = current[tp] + int(args.shift_by)
     return min(max(wanted, earliest), latest)  # Kafka clamps into what the log holds
 
 
-def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> str:
+def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> tuple[str, bool]:
     if not any((args.to_earliest, args.to_latest, args.to_current, args.to_datetime, args.by_duration,
                 args.to_offset is not None, args.shift_by is not None, args.from_file is not None)):
         raise _Usage("--reset-offsets needs one of --to-earliest, --to-latest, --to-current, --to-offset, "
@@ -276,11 +368,15 @@ def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> st
     group_ids = _groups(client, args)
     plan = _reset_plan(args.from_file, group_ids) if args.from_file is not None else None
     planned: list[dict[str, Any]] = []
+    refused = False
     for group_id in group_ids:
         group = client.describe_group(group_id)
         if group.state not in _INACTIVE:
-            raise ClientError(f"Assignments can only be reset if the group '{group_id}' is inactive, but "
-                              f"the current state is {group.state}.")
+            # Kafka's tool skips this group and still resets the others it was given.
+            warn.append(f"Error: Assignments can only be reset if the group '{group_id}' is inactive, but "
+                        f"the current state is {group.state}.")
+            refused = True
+            continue
         if plan is not None:
             current = plan.get(group_id, {})
             if not current:
@@ -299,13 +395,15 @@ def _reset(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> st
         planned.extend({"group": group_id, "topic": t, "partition": p, "new_offset": o}
                        for (t, p), o in sorted(offsets.items()))
     if args.json:
-        return json.dumps({"executed": bool(args.execute), "offsets": planned})
+        return json.dumps({"executed": bool(args.execute), "offsets": planned}), not refused
     if args.export:
         with_group = len(group_ids) > 1
         return "\n".join(",".join(str(r[k]) for k in (("group",) if with_group else ()) +
-                                   ("topic", "partition", "new_offset")) for r in planned)
+                                   ("topic", "partition", "new_offset")) for r in planned), not refused
+    if refused and not planned:
+        return "", False
     return table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
-                 ([r["group"], r["topic"], r["partition"], r["new_offset"]] for r in planned))
+                 ([r["group"], r["topic"], r["partition"], r["new_offset"]] for r in planned)), not refused
 
 
 # What kafka-consumer-groups.sh prints when OffsetDelete fails as a whole, by the group's error.
@@ -364,11 +462,27 @@ def _delete_offsets(client: GroupClient, args: argparse.Namespace, warn: list[st
     return "\n\n".join(lines), ok
 
 
+def _check(args: argparse.Namespace) -> None:
+    """The option combinations kafka-consumer-groups.sh refuses before asking the cluster anything."""
+    if args.delete and args.topic:
+        # Deleting a group drops all of its offsets: a --topic here is a mistake, not a filter.
+        raise _Usage("The consumer does not support topic-specific offset deletion from a consumer group.")
+    if args.topic and (args.list or args.describe):
+        raise _Usage(f"Option --topic can't be used with option {'--list' if args.list else '--describe'}")
+    if args.group and args.list:
+        raise _Usage("Option --group can't be used with option --list")
+    if args.type is not None and not args.list:
+        raise _Usage("Option --type is only available with --list")
+    if args.describe and args.state:
+        raise _Usage("Option --describe does not take a value for --state")
+
+
 def _run(args: argparse.Namespace) -> int:
     prog = "kafkapy groups"
     warn: list[str] = []
     ok = True
     try:
+        _check(args)
         with GroupClient(args.bootstrap_server, args.timeout, security=client_options(args)) as client:
             if args.list:
                 out = _list(client, args)
@@ -379,7 +493,7 @@ def _run(args: argparse.Namespace) -> int:
             elif args.delete_offsets:
                 out, ok = _delete_offsets(client, args, warn)
             else:
-                out = _reset(client, args, warn)
+                out, ok = _reset(client, args, warn)
     except _Usage as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2

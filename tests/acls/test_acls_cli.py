@@ -47,7 +47,7 @@ def test_add_list_remove(broker: Broker, capsys: pytest.CaptureFixture[str],
     assert out.count("Current ACLs for resource") == 2
     assert "`ResourcePattern(resourceType=GROUP, name=app-, patternType=PREFIXED)`" in out
     code, out, _ = run(capsys, *bs, "--list", "--topic", "orders", "--principal", "User:bob")
-    assert (code, out) == (0, "")
+    assert (code, out) == (0, "ACLs for principal `User:bob`\n")
 
     code, out, _ = run(capsys, *bs, "--remove", "--force", "--allow-principal", "User:alice", "--operation",
                        "Read", "--topic", "orders")
@@ -81,3 +81,80 @@ def test_without_the_acl_authorizer(capsys: pytest.CaptureFixture[str]) -> None:
     assert (code, err) == (
         1, "kafkapy acls: DescribeAcls failed: SECURITY_DISABLED: "
            "No Authorizer is configured on the broker\n")
+
+
+def _granted(out: str) -> set[tuple[str, str]]:
+    """(resource line, operation) of every ACL in a listing."""
+    found: set[tuple[str, str]] = set()
+    resource = ""
+    for line in out.splitlines():
+        if line.startswith("Current ACLs for resource"):
+            resource = line.split("`")[1]
+        elif "operation=" in line:
+            found.add((resource, line.split("operation=")[1].split(",")[0]))
+    return found
+
+
+def test_producer_and_consumer_roles(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    """kafka-acls.sh's --producer, --consumer and --idempotent: the roles' ACLs on the resources named
+    (kafkapy refused the options)."""
+    bs = ("--bootstrap-server", broker.bootstrap_servers)
+    code, _, err = run(capsys, *bs, "--add", "--allow-principal", "User:alice", "--producer", "--idempotent",
+                       "--topic", "orders", "--transactional-id", "tx")
+    assert (code, err) == (0, "")
+    code, _, _ = run(capsys, *bs, "--add", "--allow-principal", "User:bob", "--consumer", "--topic", "orders",
+                     "--group", "billing")
+    assert code == 0
+    code, out, _ = run(capsys, *bs, "--list")
+    topic = "ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)"
+    assert _granted(out) == {
+        (topic, "WRITE"), (topic, "DESCRIBE"), (topic, "CREATE"), (topic, "READ"),
+        ("ResourcePattern(resourceType=TRANSACTIONAL_ID, name=tx, patternType=LITERAL)", "WRITE"),
+        ("ResourcePattern(resourceType=TRANSACTIONAL_ID, name=tx, patternType=LITERAL)", "DESCRIBE"),
+        ("ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, patternType=LITERAL)",
+         "IDEMPOTENT_WRITE"),
+        ("ResourcePattern(resourceType=GROUP, name=billing, patternType=LITERAL)", "READ")}
+    assert "(principal=User:bob, host=*, operation=DESCRIBE, permissionType=ALLOW)" in out
+
+    code, _, _ = run(capsys, *bs, "--remove", "--force", "--allow-principal", "User:bob", "--consumer",
+                     "--topic", "orders", "--group", "billing")
+    assert code == 0
+    code, out, _ = run(capsys, *bs, "--list")
+    assert "User:bob" not in out and (topic, "WRITE") in _granted(out)
+
+    for refused, said in ((("--add", "--allow-principal", "User:a", "--producer"), "--producer you must"),
+                          (("--add", "--allow-principal", "User:a", "--consumer", "--topic", "t"),
+                           "With --consumer you must specify a --topic and a --group"),
+                          (("--add", "--allow-principal", "User:a", "--idempotent", "--topic", "t"),
+                           "only available if --producer"),
+                          (("--add", "--deny-principal", "User:a", "--producer", "--topic", "t"),
+                           "allow only")):
+        code, _, err = run(capsys, *bs, *refused)
+        assert code == 1 and said in err and err.count("\n") == 1
+
+
+def test_list_filters_as_kafka_acls_does(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    """--list --topic T shows T's LITERAL pattern unless --resource-pattern-type says otherwise, and
+    --principal prints a block per principal with only its ACLs, as kafka-acls.sh (kafkapy listed
+    every pattern type of the name, and principals' ACLs without their heading)."""
+    bs = ("--bootstrap-server", broker.bootstrap_servers)
+    for principal, pattern in (("User:alice", "literal"), ("User:bob", "prefixed"),
+                               ("User:carol", "literal")):
+        code, _, _ = run(capsys, *bs, "--add", "--allow-principal", principal, "--operation", "Read",
+                         "--topic", "orders", "--resource-pattern-type", pattern)
+        assert code == 0
+    code, out, _ = run(capsys, *bs, "--list", "--topic", "orders")
+    assert code == 0 and "patternType=PREFIXED" not in out and out.count("Current ACLs") == 1
+    code, out, _ = run(capsys, *bs, "--list", "--topic", "orders", "--resource-pattern-type", "any")
+    assert code == 0 and out.count("Current ACLs") == 2
+    code, out, _ = run(capsys, *bs, "--list", "--principal", "User:alice", "--principal", "User:bob")
+    orders = "ResourcePattern(resourceType=TOPIC, name=orders, patternType="
+    assert out == (
+        "ACLs for principal `User:alice`\n"
+        f"Current ACLs for resource `{orders}LITERAL)`: \n"
+        " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW) \n\n"
+        "ACLs for principal `User:bob`\n"
+        f"Current ACLs for resource `{orders}PREFIXED)`: \n"
+        " \t(principal=User:bob, host=*, operation=READ, permissionType=ALLOW) \n\n")
+    code, _, err = run(capsys, *bs, "--remove", "--topic", "orders", "--principal", "User:bob", "--force")
+    assert code == 1 and "only available if --list" in err

@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.commands._group_cli import topic_arguments
-from kafkapy.commands._groups import decode_assignment
-from kafkapy.commands.groups import _reset_plan, _timestamp_ms, _Usage
+from kafkapy.commands._groups import GroupDescription, decode_assignment
+from kafkapy.commands.groups import _describe, _reset_plan, _timestamp_ms, _Usage, duration_ms
+from kafkapy.errors import ErrorCode
 from tests.commands.records_cli import MockCluster, kafkapy
 
 TOPIC = "orders"
@@ -142,10 +143,178 @@ def test_delete_of_an_active_group_fails_per_group(broker: Broker) -> None:
         consumer.close()
 
 
+def commit_one(broker: Broker, group: str, partition: int, offset: int) -> None:
+    """An empty group with one committed offset, committed by a consumer that never joined."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, partition, offset)],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def test_reset_skips_an_active_group_and_resets_the_others(broker: Broker) -> None:
+    """As kafka-consumer-groups.sh, a group with members is refused on its own: the other groups of
+    the same command are still reset (kafkapy stopped at the refused group, leaving the rest)."""
+    commit_one(broker, "idle", 0, 1)
+    consumer = consume_all(broker, "live")
+    try:
+        result = groups(broker, "--reset-offsets", "--group", "live", "--group", "idle",
+                        "--topic", f"{TOPIC}:0", "--to-latest", "--execute")
+        assert result.returncode == 1
+        assert result.stderr.decode().strip() == ("Error: Assignments can only be reset if the group 'live' "
+                                                  "is inactive, but the current state is Stable.")
+        table = [line.split() for line in result.stdout.decode().splitlines()]
+        assert table == [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], ["idle", TOPIC, "0", "4"]]
+        assert rows(groups(broker, "--describe", "--group", "idle"))[1][3] == "4"
+    finally:
+        consumer.close()
+
+
+def test_shift_by_needs_a_committed_offset(broker: Broker) -> None:
+    """Kafka refuses to shift a partition the group has no offset for, rather than shifting from
+    the log end: partitions 1 and 2 have none here."""
+    commit_one(broker, "partial", 0, 2)
+    result = groups(broker, "--reset-offsets", "--group", "partial", "--topic", TOPIC, "--shift-by", "-1")
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == ("kafkapy groups: Cannot shift offset for partition orders-1 "
+                                              "since there is no current committed offset")
+    shifted = rows(groups(broker, "--reset-offsets", "--group", "partial", "--topic", f"{TOPIC}:0",
+                          "--shift-by", "-1"))
+    assert shifted[1] == ["partial", TOPIC, "0", "1"]
+
+
+def test_list_state_filter_and_describe_state(broker: Broker) -> None:
+    """--list --state takes Kafka's comma-separated, case-blind list (one filter string before, so
+    ``Stable,Empty`` matched no group); --describe --state shows the coordinator as host:port (id)
+    and an empty group's "no active members" line."""
+    commit_one(broker, "quiet", 0, 1)
+    consumer = consume_all(broker, "busy")
+    try:
+        listed = rows(groups(broker, "--list", "--state", "stable,EMPTY"))
+        assert sorted(listed[1:]) == [["busy", "Stable"], ["quiet", "Empty"]]
+        assert rows(groups(broker, "--list", "--state", "Empty"))[1:] == [["quiet", "Empty"]]
+        wrong = groups(broker, "--list", "--state", "Stable,Busy")
+        assert wrong.returncode == 2
+        assert wrong.stderr.decode().strip() == (
+            "kafkapy groups: Invalid state list 'Stable,Busy'. Valid states are: PreparingRebalance, "
+            "CompletingRebalance, Stable, Dead, Empty, Assigning, Reconciling")
+        described = groups(broker, "--describe", "--group", "quiet", "--state")
+        assert described.stderr.decode().strip() == "Consumer group 'quiet' has no active members."
+        header, line = described.stdout.decode().splitlines()
+        assert header.split("  ")[0].split() == ["GROUP", "COORDINATOR", "(ID)"]
+        host, port = broker.bootstrap_servers.rsplit(":", 1)
+        assert line.split() == ["quiet", f"{host}:{port}", f"({broker.broker_id})", "-", "Empty", "0"]
+    finally:
+        consumer.close()
+
+
+def test_describe_members_columns(broker: Broker) -> None:
+    """--members shows GROUP-INSTANCE-ID only when a member is static, and --verbose's ASSIGNMENT
+    as kafka-consumer-groups.sh prints it, ``orders(0,1,2)`` (kafkapy printed the column always and
+    the partitions as ``orders-0,orders-1,...``)."""
+    plain = consume_all(broker, "plain")
+    static = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "pinned",
+                                       "group.instance.id": "pin-1", "client.id": "cli-test"})
+    try:
+        static.subscribe([TOPIC])
+        deadline = time.monotonic() + 30
+        while not static.assignment() and time.monotonic() < deadline:
+            static.poll(0.2)
+        assert len(static.assignment()) == PARTITIONS
+        header, row = rows(groups(broker, "--describe", "--group", "plain", "--members", "--verbose"))
+        assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert row[0] == "plain" and row[-2:] == [str(PARTITIONS), f"{TOPIC}(0,1,2)"]
+        header, row = rows(groups(broker, "--describe", "--group", "pinned", "--members"))
+        assert header == ["GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        assert row[2] == "pin-1" and row[-1] == str(PARTITIONS)
+    finally:
+        plain.close()
+        static.close()
+
+
 def test_usage_mistakes_are_one_line(broker: Broker) -> None:
     result = groups(broker, "--reset-offsets", "--group", "g", "--all-topics")
     assert result.returncode == 2
     assert result.stderr.decode().strip().count("\n") == 0 and b"--to-earliest" in result.stderr
+
+
+def test_delete_with_a_topic_is_refused_and_keeps_the_group(broker: Broker) -> None:
+    """kafka-consumer-groups.sh refuses --delete with --topic (--delete-offsets is the per-topic
+    form); kafkapy ignored the --topic and deleted the whole group with every offset."""
+    commit_one(broker, "keeper", 0, 2)
+    result = groups(broker, "--delete", "--group", "keeper", "--topic", TOPIC)
+    assert result.returncode == 2
+    assert result.stderr.decode().strip() == ("kafkapy groups: The consumer does not support topic-specific "
+                                              "offset deletion from a consumer group.")
+    assert groups(broker, "--list").stdout.decode().split() == ["keeper"]
+    for refused, message in ((("--list", "--group", "keeper"),
+                              "Option --group can't be used with option --list"),
+                             (("--describe", "--group", "keeper", "--topic", TOPIC),
+                              "Option --topic can't be used with option --describe"),
+                             (("--describe", "--group", "keeper", "--state", "Stable"),
+                              "Option --describe does not take a value for --state")):
+        result = groups(broker, *refused)
+        assert (result.returncode, result.stderr.decode().strip()) == (2, f"kafkapy groups: {message}")
+
+
+def test_all_groups_means_the_consumer_groups(broker: Broker) -> None:
+    """--all-groups takes what --list lists, as Kafka's listConsumerGroups: a share group is not
+    described, reset or deleted by --delete --all-groups (kafkapy deleted it with the others)."""
+    made = kafkapy("share-groups", "--bootstrap-server", broker.bootstrap_servers, "--reset-offsets",
+                   "--group", "sharing", "--topic", TOPIC, "--to-earliest", "--execute")
+    assert made.returncode == 0, made.stderr.decode()
+    commit_one(broker, "plain", 0, 1)
+    assert groups(broker, "--list").stdout.decode().split() == ["plain"]
+    described = rows(groups(broker, "--describe", "--all-groups", "--state"))
+    assert [row[0] for row in described[1:]] == ["plain"]
+    deleted = groups(broker, "--delete", "--all-groups")
+    assert deleted.stdout.decode().strip() == \
+        "Deletion of requested consumer groups ('plain') was successful."
+    shared = kafkapy("share-groups", "--bootstrap-server", broker.bootstrap_servers, "--list")
+    assert shared.stdout.decode().split() == ["sharing"]
+
+
+def test_describe_shows_a_negative_lag(broker: Broker) -> None:
+    """An offset committed past the log end shows LAG end - offset, negative, as Kafka's describe
+    shows it (kafkapy printed 0, hiding that the group is ahead of the log)."""
+    commit_one(broker, "ahead", 0, 100)
+    _header, row = rows(groups(broker, "--describe", "--group", "ahead"))
+    assert row[1:6] == [TOPIC, "0", "100", str(RECORDS // PARTITIONS), str(RECORDS // PARTITIONS - 100)]
+
+
+def test_list_type(broker: Broker) -> None:
+    """kafka-consumer-groups.sh 4's --list --type: a GROUP TYPE (STATE) table, filtered by the
+    comma-separated, case-blind types given (kafkapy refused the option)."""
+    classic = consume_all(broker, "old-style")
+    modern = consume_all(broker, "new-style", protocol="consumer")
+    try:
+        assert sorted(rows(groups(broker, "--list", "--type"))[1:]) == [
+            ["new-style", "Consumer"], ["old-style", "Classic"]]
+        assert rows(groups(broker, "--list", "--type", "CLASSIC", "--state")) == [
+            ["GROUP", "TYPE", "STATE"], ["old-style", "Classic", "Stable"]]
+        assert rows(groups(broker, "--list", "--type", "consumer,share"))[1:] == [["new-style", "Consumer"]]
+        wrong = groups(broker, "--list", "--type", "modern")
+        assert (wrong.returncode, wrong.stderr.decode().strip()) == (
+            2, "kafkapy groups: Invalid types list 'modern'. Valid types are: Consumer, Classic, Share")
+        misplaced = groups(broker, "--describe", "--group", "old-style", "--type")
+        assert misplaced.returncode == 2
+    finally:
+        classic.close()
+        modern.close()
+
+
+def test_reset_of_a_partition_the_topic_lacks_fails_at_once(broker: Broker) -> None:
+    """--topic orders:0,5 of a 3-partition topic is UNKNOWN_TOPIC_OR_PARTITION without waiting out
+    --timeout, as Kafka's ListOffsets fails it (kafkapy waited the 10 s), and nothing is reset."""
+    commit_one(broker, "lacking", 0, 2)
+    started = time.monotonic()
+    result = groups(broker, "--reset-offsets", "--group", "lacking", "--topic", f"{TOPIC}:0,5",
+                    "--to-earliest", "--execute")
+    assert time.monotonic() - started < 8
+    assert (result.returncode, result.stderr.decode().strip()) == (
+        1, f"kafkapy groups: {TOPIC}-5: UNKNOWN_TOPIC_OR_PARTITION")
+    assert rows(groups(broker, "--describe", "--group", "lacking"))[1][3] == "2"
 
 
 def test_a_broker_without_group_apis_is_a_one_line_error() -> None:
@@ -287,3 +456,53 @@ def test_any_duration_is_a_timestamp_or_one_usage_error(duration: str) -> None:
     except _Usage:
         return
     assert when is not None and -(2**63) <= when < 2**63
+
+
+@pytest.mark.parametrize(("text", "ms"), [
+    ("PT1H", 3_600_000), ("pt1h30m", 5_400_000), ("P1D", 86_400_000), ("P1DT2H3M4.5S", 93_784_500),
+    ("PT1,25S", 1_250), ("-PT1H", -3_600_000), ("PT-1.5S", -1_500), ("P-1DT+2H", -79_200_000),
+])
+def test_by_duration_reads_what_java_duration_parse_reads(text: str, ms: int) -> None:
+    """Kafka parses --by-duration with java.time.Duration.parse: letters in either case, signs on
+    the whole and on each part, a comma or a dot before the fraction (kafkapy refused all of these)."""
+    assert duration_ms(text) == ms
+
+
+@pytest.mark.parametrize("text", ["P", "PT", "P1DT", "P2W", "PT1H1D", "1H", "PT1.S1"])
+def test_by_duration_refuses_what_java_refuses(text: str) -> None:
+    with pytest.raises(_Usage):
+        duration_ms(text)
+
+
+class _StateOnly:
+    """A GroupClient stand-in that knows one group's state and nothing else."""
+
+    def __init__(self, state: str) -> None:
+        self.state = state
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        return GroupDescription(group_id, ErrorCode.NONE, self.state, "consumer", "range", (), 1)
+
+    def committed(self, group_id: str) -> list[Any]:
+        return []
+
+    def address(self, node: int) -> str:
+        return "broker:9092"
+
+
+@pytest.mark.parametrize(("state", "said"), [
+    ("PreparingRebalance", "Warning: Consumer group 'g' is rebalancing."),
+    ("CompletingRebalance", "Warning: Consumer group 'g' is rebalancing."),
+    ("Reconciling", "Warning: Consumer group 'g' is rebalancing."),
+    ("Empty", "Consumer group 'g' has no active members."),
+    ("Stable", None),
+])
+def test_describe_says_what_kafka_says_of_the_state(state: str, said: str | None) -> None:
+    """As ConsumerGroupCommand: a rebalancing group gets a warning, an empty one "no active
+    members" (by its state, in every --describe view)."""
+    for view in ({"state": None, "members": False}, {"state": [], "members": False},
+                 {"state": None, "members": True}):
+        warn: list[str] = []
+        args = argparse.Namespace(all_groups=False, group=["g"], json=False, verbose=False, **view)
+        _describe(_StateOnly(state), args, warn)  # type: ignore[arg-type]
+        assert warn == ([] if said is None else [said])

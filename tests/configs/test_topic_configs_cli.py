@@ -115,3 +115,68 @@ def test_any_add_config_text_gives_pairs_or_one_usage_error(text: str) -> None:
     except _Usage:
         return
     assert all(key and key == key.strip() for key, _ in pairs)
+
+
+def test_delete_config_of_an_unset_key_fails_and_changes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    """As kafka-configs.sh: deleting a config the entity does not set (a typo, a default) is
+    "Invalid config(s): ..." and nothing is altered, for topics, brokers and quotas alike; and
+    --delete-config may be repeated (kafkapy kept only the last one and said it was done)."""
+    with Broker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("orders", 1, 1)], request_timeout=10)["orders"].result(timeout=10)
+        base = ["configs", "--bootstrap-server", b.bootstrap_servers]
+        assert main([*base, "--topic", "orders", "--alter", "--add-config",
+                     "retention.ms=1000,segment.ms=60000,flush.ms=5000"]) == 0
+        capsys.readouterr()
+        assert main([*base, "--topic", "orders", "--alter", "--delete-config", "retention.ms,retention.mx",
+                     "--delete-config", "max.message.bytes"]) == 1
+        assert capsys.readouterr().err == \
+            "kafkapy configs: Invalid config(s): retention.mx,max.message.bytes\n"
+        assert main([*base, "--topic", "orders", "--describe"]) == 0
+        assert [line.split("=")[0].strip() for line in capsys.readouterr().out.splitlines()[1:]] == [
+            "flush.ms", "retention.ms", "segment.ms"]
+        assert main([*base, "--topic", "orders", "--alter", "--delete-config", "retention.ms",
+                     "--delete-config", "segment.ms"]) == 0
+        capsys.readouterr()
+        assert main([*base, "--topic", "orders", "--describe"]) == 0
+        kept = [line.split("=")[0].strip() for line in capsys.readouterr().out.splitlines()[1:]]
+        assert kept == ["flush.ms"]
+
+        broker = ["--broker", str(b.broker_id)]
+        assert main([*base, *broker, "--alter", "--delete-config", "log.retention.ms"]) == 1
+        assert capsys.readouterr().err == "kafkapy configs: Invalid config(s): log.retention.ms\n"
+        assert main([*base, "--broker-defaults", "--alter", "--add-config", "log.retention.ms=5000"]) == 0
+        # set on the cluster default, not on the broker
+        assert main([*base, *broker, "--alter", "--delete-config", "log.retention.ms"]) == 1
+        assert main([*base, "--broker-defaults", "--alter", "--delete-config", "log.retention.ms"]) == 0
+
+        user = ["--entity-type", "users", "--entity-name", "alice"]
+        capsys.readouterr()
+        assert main([*base, *user, "--alter", "--add-config", "producer_byte_rate=1024"]) == 0
+        assert capsys.readouterr().out == "Completed updating config for user alice.\n"  # Kafka's words
+        assert main([*base, "--entity-type", "clients", "--entity-default", "--alter", "--add-config",
+                     "consumer_byte_rate=2048"]) == 0
+        assert capsys.readouterr().out == "Completed updating default config for clients in the cluster.\n"
+        assert main([*base, *user, "--alter", "--delete-config", "consumer_byte_rate"]) == 1
+        assert capsys.readouterr().err == "kafkapy configs: Invalid config(s): consumer_byte_rate\n"
+        assert main([*base, *user, "--alter", "--delete-config", "producer_byte_rate"]) == 0
+
+
+def test_describe_brokers_without_a_name_describes_each_then_the_default(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """kafka-configs.sh --entity-type brokers --describe: every live broker's dynamic configs, then the
+    cluster default's (kafkapy refused it as a usage error)."""
+    with Broker({"broker.id": "5"}) as b:
+        base = ["configs", "--bootstrap-server", b.bootstrap_servers]
+        assert main([*base, "--broker", "5", "--alter", "--add-config", "log.retention.ms=7000"]) == 0
+        assert main([*base, "--broker-defaults", "--alter", "--add-config", "log.retention.bytes=100"]) == 0
+        capsys.readouterr()
+        assert main([*base, "--entity-type", "brokers", "--describe"]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            "Dynamic configs for broker 5 are:",
+            "  log.retention.ms=7000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=7000, "
+            "DEFAULT_CONFIG:log.retention.hours=168}",
+            "Default configs for brokers in the cluster are:",
+            "  log.retention.bytes=100 sensitive=false "
+            "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.bytes=100}",
+        ]
