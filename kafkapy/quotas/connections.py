@@ -300,13 +300,27 @@ class ConnectionQuotas:
             now = self.clock()
             throttle = rate.record_checked(1.0, now)
             if throttle > 0:
-                rate.record(-1.0, now)  # not accepted: un-record, as Kafka does
+                # Not accepted: un-recorded from the IP's rate, and from the broker-wide and listener
+                # rates acceptor_wait recorded it in, so a throttled storm from one IP does not slow
+                # every other client's accepts down (Kafka's updateListenerMetrics).
+                rate.record(-1.0, now)
+                if not self.protected(listener):
+                    self.broker_rate.record(-1.0, now)
+                quota.rate.record(-1.0, now)
                 delay = min(throttle, self.window)
                 quota.throttled.count += 1
                 quota.ip_throttle_time.record(delay * 1000.0, now)
                 # Held, unread, for the delay, so that a client which reconnects at once is slowed
-                # down too; then closed (Kafka's acceptor and its throttledSockets).
-                await asyncio.sleep(delay)
+                # down too; then closed (Kafka's acceptor and its throttledSockets). Held sockets
+                # take no connection slot (Kafka never counted them), so max.connections and the
+                # listener's limit admit others meanwhile; the slot comes back just before
+                # ``released`` gives it up.
+                self._uncount(quota)
+                try:
+                    await asyncio.sleep(delay)
+                finally:
+                    self.total += 1
+                    quota.count += 1
                 quota.dropped.count += 1
                 log.debug("closing a connection from %s on %s: connection_creation_rate %g exceeded",
                           ip, listener, rate_quota)
@@ -322,10 +336,14 @@ class ConnectionQuotas:
         quota.accepted.count += 1
         return True
 
-    def released(self, listener: str, address: str, admitted: bool) -> None:
-        quota = self.listeners[listener]
+    def _uncount(self, quota: _ListenerQuota) -> None:
         quota.count -= 1
         self.total -= 1
+        self._slot_freed.set()
+
+    def released(self, listener: str, address: str, admitted: bool) -> None:
+        quota = self.listeners[listener]
+        self._uncount(quota)
         if admitted:
             ip = normalize_ip(address)
             count = self.ip_counts.get(ip, 0) - 1
@@ -333,7 +351,6 @@ class ConnectionQuotas:
                 self.ip_counts[ip] = count
             else:
                 self.ip_counts.pop(ip, None)
-        self._slot_freed.set()
 
     def _ip_rate(self, ip: str, bound: float) -> Rate:
         rate = self.ip_rates.get(ip)
