@@ -128,6 +128,7 @@ class _ListenerQuota:
         self.name = name
         self.rate = Rate(samples, window)
         self.max_connections = INT_MAX
+        self.applied = (INT_MAX, INT_MAX)  # the creation rate and count limit in force
         self.count = 0
         self.throttle_time = Avg(samples, window)  # ms, broker-wide or listener rate throttling
         self.ip_throttle_time = Avg(samples, window)  # ms, per-IP rate throttling
@@ -197,17 +198,33 @@ class ConnectionQuotas:
         self.per_ip_overrides = overrides
         for name, (rate, count) in per_listener.items():
             quota = self.listeners[name]
-            quota.rate.bound = _rate_bound(rate if rate is not None else INT_MAX)
-            quota.max_connections = count if count is not None else INT_MAX
+            quota.rate.bound = _rate_bound(rate)
+            quota.max_connections = count
+            quota.applied = (rate, count)
         self._slot_freed.set()  # a raised limit may free a waiting acceptor
         self._enforce_max_connections()  # a lowered one closes connections, as Kafka's processors do
 
     def check(self, settings: Mapping[str, Any], overrides: dict[str, int] | None = None) -> None:
-        """ConfigError unless ``configure(settings, overrides)`` would succeed; changes nothing."""
-        self._parse(settings, overrides)
+        """ConfigError unless ``configure(settings, overrides)`` would succeed as a dynamic update;
+        changes nothing. As Kafka's ListenerConnectionQuota.validateReconfiguration, a listener
+        whose limits change may not get a count or creation rate below 1, whether it is its own
+        ``listener.name.<l>.`` value or the broker-wide one it inherits (a static 0 is taken)."""
+        per_listener = self._parse(settings, overrides)[4]
+        for name, (rate, count) in per_listener.items():
+            if (rate, count) == self.listeners[name].applied:
+                continue
+            if count <= 0:
+                raise ConfigError(f"Invalid max.connections {count}")
+            if rate <= 0:
+                raise ConfigError(f"Invalid max.connection.creation.rate {rate}")
 
     def _parse(self, settings: Mapping[str, Any], overrides: dict[str, int] | None
-               ) -> tuple[int, int, int, dict[str, int], dict[str, tuple[int | None, int | None]]]:
+               ) -> tuple[int, int, int, dict[str, int], dict[str, tuple[int, int]]]:
+        """The broker-wide limits, and each listener's (creation rate, count limit): its own
+        ``listener.name.<l>.`` value, else the broker-wide one, as Kafka configures a listener's
+        quota from the broker config with the listener prefix overriding (valuesWithPrefixOverride).
+        So the inter-broker listener, exempt from the broker-wide sensor and count, still has
+        max.connection.creation.rate and max.connections as its own listener limits."""
         broker_rate = _int_setting("max.connection.creation.rate", settings["max.connection.creation.rate"])
         max_connections = _int_setting("max.connections", settings["max.connections"])
         max_per_ip = _int_setting("max.connections.per.ip", settings["max.connections.per.ip"])
@@ -216,13 +233,13 @@ class ConnectionQuotas:
         if max_per_ip == 0 and not overrides:
             raise ConfigError("invalid value 0 for max.connections.per.ip: it may be zero only if "
                               "max.connections.per.ip.overrides is set")
-        per_listener: dict[str, tuple[int | None, int | None]] = {}
+        per_listener: dict[str, tuple[int, int]] = {}
         for name in self.listeners:
             values = []
-            for key in _LISTENER_KEYS:
+            for key, inherited in zip(_LISTENER_KEYS, (broker_rate, max_connections), strict=True):
                 raw = _listener_setting(settings, name, key)
                 full = f"listener.name.{name.lower()}.{key}"
-                values.append(None if raw is None else _int_setting(full, raw))
+                values.append(inherited if raw is None else _int_setting(full, raw))
             per_listener[name] = (values[0], values[1])
         return broker_rate, max_connections, max_per_ip, overrides, per_listener
 
