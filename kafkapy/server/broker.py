@@ -431,6 +431,12 @@ class BrokerRuntime:
                 call_later_real(self.loop, 0.1, lambda: self._watch(listener))  # real: not a broker timer
                 return
             sock.setblocking(False)
+            # As Kafka's acceptor: TCP keepalive, so a peer whose host vanished is found by the
+            # kernel, not only by connections.max.idle.ms (asyncio's transports set TCP_NODELAY).
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            except OSError:  # reset already: serving it finds that out
+                pass
             gate = self.accept_gate
             if gate is not None:
                 try:
