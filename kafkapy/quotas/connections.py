@@ -5,7 +5,8 @@ Theory of operation
 The broker's accept loop (one per listener) calls :meth:`acceptor_wait` after
 each accept. It records the connection in the broker-wide rate (unless the
 listener is the protected inter-broker one, with more than one listener) and
-in the listener's rate, each bounded by its configured limit. On a violation
+in the listener's rate, each bounded by its configured limit (a listener's limits default to
+the broker-wide values, as Kafka's do). On a violation
 the throttle time comes from :meth:`Rate.throttle_time`, bounded by one quota
 window, and the accept loop sleeps that long: that listener accepts nothing
 meanwhile, and no other listener is affected. It also waits while no
@@ -15,8 +16,9 @@ connection slot is free (``max.connections``, the listener's
 Then, in the connection's own task, :meth:`admit` applies the per-IP rules.
 Per-IP rate (an ``ips`` entity's ``connection_creation_rate``, the IP's own
 entry first, then ``ips/<default>``): the attempt is recorded; over the quota
-it is un-recorded (it was not accepted), held for the throttle time (bounded
-by one quota window) and then closed, never served: what Kafka's acceptor does
+it is un-recorded (it was not accepted) from the IP's, the broker-wide and the listener's
+rates, gives its connection slot back, is held for the throttle time (bounded by one quota
+window) and then closed, never served: what Kafka's acceptor does
 with its throttled sockets. KIP-612's text has the connection checked again
 after the delay and served if the rate allows; every connection held back then
 wakes at the instant the oldest sample expires and all of them pass together,
