@@ -612,6 +612,8 @@ class BrokerRuntime:
         one could be: one timer for all connections, none per connection. Sleeping until the
         earliest deadline, rather than ticking, is what lets a virtual clock jump days at once."""
         timeout = self.config["connections.max.idle.ms"] / 1000
+        if timeout < 0:  # Kafka's Selector keeps no idle expiry for a negative timeout
+            return
         now = self.clock()
         next_sweep = now + timeout  # a connection accepted from now on idles out no sooner
         for connection in list(self.connections):
