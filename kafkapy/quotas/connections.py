@@ -5,7 +5,8 @@ Theory of operation
 The broker's accept loop (one per listener) calls :meth:`acceptor_wait` after
 each accept. It records the connection in the broker-wide rate (unless the
 listener is the protected inter-broker one, with more than one listener) and
-in the listener's rate, each bounded by its configured limit. On a violation
+in the listener's rate, each bounded by its configured limit (a listener's limits default to
+the broker-wide values, as Kafka's do). On a violation
 the throttle time comes from :meth:`Rate.throttle_time`, bounded by one quota
 window, and the accept loop sleeps that long: that listener accepts nothing
 meanwhile, and no other listener is affected. It also waits while no
@@ -15,8 +16,9 @@ connection slot is free (``max.connections``, the listener's
 Then, in the connection's own task, :meth:`admit` applies the per-IP rules.
 Per-IP rate (an ``ips`` entity's ``connection_creation_rate``, the IP's own
 entry first, then ``ips/<default>``): the attempt is recorded; over the quota
-it is un-recorded (it was not accepted), held for the throttle time (bounded
-by one quota window) and then closed, never served: what Kafka's acceptor does
+it is un-recorded (it was not accepted) from the IP's, the broker-wide and the listener's
+rates, gives its connection slot back, is held for the throttle time (bounded by one quota
+window) and then closed, never served: what Kafka's acceptor does
 with its throttled sockets. KIP-612's text has the connection checked again
 after the delay and served if the rate allows; every connection held back then
 wakes at the instant the oldest sample expires and all of them pass together,
@@ -128,6 +130,7 @@ class _ListenerQuota:
         self.name = name
         self.rate = Rate(samples, window)
         self.max_connections = INT_MAX
+        self.applied = (INT_MAX, INT_MAX)  # the creation rate and count limit in force
         self.count = 0
         self.throttle_time = Avg(samples, window)  # ms, broker-wide or listener rate throttling
         self.ip_throttle_time = Avg(samples, window)  # ms, per-IP rate throttling
@@ -197,17 +200,33 @@ class ConnectionQuotas:
         self.per_ip_overrides = overrides
         for name, (rate, count) in per_listener.items():
             quota = self.listeners[name]
-            quota.rate.bound = _rate_bound(rate if rate is not None else INT_MAX)
-            quota.max_connections = count if count is not None else INT_MAX
+            quota.rate.bound = _rate_bound(rate)
+            quota.max_connections = count
+            quota.applied = (rate, count)
         self._slot_freed.set()  # a raised limit may free a waiting acceptor
         self._enforce_max_connections()  # a lowered one closes connections, as Kafka's processors do
 
     def check(self, settings: Mapping[str, Any], overrides: dict[str, int] | None = None) -> None:
-        """ConfigError unless ``configure(settings, overrides)`` would succeed; changes nothing."""
-        self._parse(settings, overrides)
+        """ConfigError unless ``configure(settings, overrides)`` would succeed as a dynamic update;
+        changes nothing. As Kafka's ListenerConnectionQuota.validateReconfiguration, a listener
+        whose limits change may not get a count or creation rate below 1, whether it is its own
+        ``listener.name.<l>.`` value or the broker-wide one it inherits (a static 0 is taken)."""
+        per_listener = self._parse(settings, overrides)[4]
+        for name, (rate, count) in per_listener.items():
+            if (rate, count) == self.listeners[name].applied:
+                continue
+            if count <= 0:
+                raise ConfigError(f"Invalid max.connections {count}")
+            if rate <= 0:
+                raise ConfigError(f"Invalid max.connection.creation.rate {rate}")
 
     def _parse(self, settings: Mapping[str, Any], overrides: dict[str, int] | None
-               ) -> tuple[int, int, int, dict[str, int], dict[str, tuple[int | None, int | None]]]:
+               ) -> tuple[int, int, int, dict[str, int], dict[str, tuple[int, int]]]:
+        """The broker-wide limits, and each listener's (creation rate, count limit): its own
+        ``listener.name.<l>.`` value, else the broker-wide one, as Kafka configures a listener's
+        quota from the broker config with the listener prefix overriding (valuesWithPrefixOverride).
+        So the inter-broker listener, exempt from the broker-wide sensor and count, still has
+        max.connection.creation.rate and max.connections as its own listener limits."""
         broker_rate = _int_setting("max.connection.creation.rate", settings["max.connection.creation.rate"])
         max_connections = _int_setting("max.connections", settings["max.connections"])
         max_per_ip = _int_setting("max.connections.per.ip", settings["max.connections.per.ip"])
@@ -216,13 +235,13 @@ class ConnectionQuotas:
         if max_per_ip == 0 and not overrides:
             raise ConfigError("invalid value 0 for max.connections.per.ip: it may be zero only if "
                               "max.connections.per.ip.overrides is set")
-        per_listener: dict[str, tuple[int | None, int | None]] = {}
+        per_listener: dict[str, tuple[int, int]] = {}
         for name in self.listeners:
             values = []
-            for key in _LISTENER_KEYS:
+            for key, inherited in zip(_LISTENER_KEYS, (broker_rate, max_connections), strict=True):
                 raw = _listener_setting(settings, name, key)
                 full = f"listener.name.{name.lower()}.{key}"
-                values.append(None if raw is None else _int_setting(full, raw))
+                values.append(inherited if raw is None else _int_setting(full, raw))
             per_listener[name] = (values[0], values[1])
         return broker_rate, max_connections, max_per_ip, overrides, per_listener
 
@@ -300,13 +319,27 @@ class ConnectionQuotas:
             now = self.clock()
             throttle = rate.record_checked(1.0, now)
             if throttle > 0:
-                rate.record(-1.0, now)  # not accepted: un-record, as Kafka does
+                # Not accepted: un-recorded from the IP's rate, and from the broker-wide and listener
+                # rates acceptor_wait recorded it in, so a throttled storm from one IP does not slow
+                # every other client's accepts down (Kafka's updateListenerMetrics).
+                rate.record(-1.0, now)
+                if not self.protected(listener):
+                    self.broker_rate.record(-1.0, now)
+                quota.rate.record(-1.0, now)
                 delay = min(throttle, self.window)
                 quota.throttled.count += 1
                 quota.ip_throttle_time.record(delay * 1000.0, now)
                 # Held, unread, for the delay, so that a client which reconnects at once is slowed
-                # down too; then closed (Kafka's acceptor and its throttledSockets).
-                await asyncio.sleep(delay)
+                # down too; then closed (Kafka's acceptor and its throttledSockets). Held sockets
+                # take no connection slot (Kafka never counted them), so max.connections and the
+                # listener's limit admit others meanwhile; the slot comes back just before
+                # ``released`` gives it up.
+                self._uncount(quota)
+                try:
+                    await asyncio.sleep(delay)
+                finally:
+                    self.total += 1
+                    quota.count += 1
                 quota.dropped.count += 1
                 log.debug("closing a connection from %s on %s: connection_creation_rate %g exceeded",
                           ip, listener, rate_quota)
@@ -322,10 +355,14 @@ class ConnectionQuotas:
         quota.accepted.count += 1
         return True
 
-    def released(self, listener: str, address: str, admitted: bool) -> None:
-        quota = self.listeners[listener]
+    def _uncount(self, quota: _ListenerQuota) -> None:
         quota.count -= 1
         self.total -= 1
+        self._slot_freed.set()
+
+    def released(self, listener: str, address: str, admitted: bool) -> None:
+        quota = self.listeners[listener]
+        self._uncount(quota)
         if admitted:
             ip = normalize_ip(address)
             count = self.ip_counts.get(ip, 0) - 1
@@ -333,7 +370,6 @@ class ConnectionQuotas:
                 self.ip_counts[ip] = count
             else:
                 self.ip_counts.pop(ip, None)
-        self._slot_freed.set()
 
     def _ip_rate(self, ip: str, bound: float) -> Rate:
         rate = self.ip_rates.get(ip)

@@ -431,6 +431,12 @@ class BrokerRuntime:
                 call_later_real(self.loop, 0.1, lambda: self._watch(listener))  # real: not a broker timer
                 return
             sock.setblocking(False)
+            # As Kafka's acceptor: TCP keepalive, so a peer whose host vanished is found by the
+            # kernel, not only by connections.max.idle.ms (asyncio's transports set TCP_NODELAY).
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            except OSError:  # reset already: serving it finds that out
+                pass
             gate = self.accept_gate
             if gate is not None:
                 try:
@@ -606,6 +612,8 @@ class BrokerRuntime:
         one could be: one timer for all connections, none per connection. Sleeping until the
         earliest deadline, rather than ticking, is what lets a virtual clock jump days at once."""
         timeout = self.config["connections.max.idle.ms"] / 1000
+        if timeout < 0:  # Kafka's Selector keeps no idle expiry for a negative timeout
+            return
         now = self.clock()
         next_sweep = now + timeout  # a connection accepted from now on idles out no sooner
         for connection in list(self.connections):

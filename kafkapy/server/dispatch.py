@@ -303,8 +303,9 @@ class Dispatcher:
         correlation_id = request.correlation_id
         if observers.active:
             observers.record_request(request.body, conn, api_key, api_version, correlation_id)
+        # A null client id (or none, header v0) is the empty one, as Kafka's RequestHeader.parse has it.
         context = _new_context(RequestContext,
-                               (conn, api_key, api_version, correlation_id, request.client_id))
+                               (conn, api_key, api_version, correlation_id, request.client_id or ""))
         try:
             answer: Any = (self._through_chain(plan.handle, context, request) if self._wrapped
                            else plan.handle(context, request))
@@ -368,7 +369,7 @@ class Dispatcher:
         except DecodeError:
             return False
         context = _new_context(RequestContext, (conn, header.api_key, header.api_version,
-                                                header.correlation_id, header.client_id))
+                                                header.correlation_id, header.client_id or ""))
         for interceptor in self.interceptors:
             if interceptor.applies(context):
                 return False
@@ -378,7 +379,7 @@ class Dispatcher:
                        correlation_id: int) -> None:
         """The interceptors' ``unrouted`` notice: told, not asked (the answer is the dispatcher's)."""
         try:
-            client_id = peek_request_header(frame).client_id
+            client_id = peek_request_header(frame).client_id or ""
         except DecodeError:
             client_id = None
         context = _new_context(RequestContext, (conn, api_key, api_version, correlation_id, client_id))

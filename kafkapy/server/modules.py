@@ -41,7 +41,7 @@ class RequestContext(NamedTuple):
     api_key: int
     api_version: int
     correlation_id: int
-    client_id: str | None
+    client_id: str | None  # from the dispatcher always a str: a null one (or header v0's none) is ""
 
 
 @attrs.frozen

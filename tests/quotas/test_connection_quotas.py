@@ -161,6 +161,8 @@ def test_inter_broker_listener_is_exempt_and_limits_change_at_run_time() -> None
         "inter.broker.listener.name": "INTERNAL",
         "quota.window.num": "2",
         "max.connection.creation.rate": "5",
+        # Its own limit: without one it inherits the broker-wide 5/s (test_listener_limits.py).
+        "listener.name.internal.max.connection.creation.rate": "100000",
     }
     with Broker(config) as b:
         client, internal = b.listeners["CLIENT"], b.listeners["INTERNAL"]

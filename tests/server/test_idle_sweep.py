@@ -79,3 +79,23 @@ def test_an_answer_that_waited_past_the_idle_timeout_starts_a_new_one() -> None:
             assert not _closed(sock, 0.2)
             clock.advance(0.01 + IDLE_MS / 8000)  # past the deadline, and the sweep has come round
             assert _closed(sock, 5)
+
+
+def test_a_negative_idle_timeout_never_closes_an_idle_connection() -> None:
+    """Kafka's Selector keeps no idle expiry when connections.max.idle.ms is negative."""
+    clock = VirtualClock()
+
+    async def main() -> None:
+        async with Broker({"connections.max.idle.ms": -1}, clock=clock) as broker:
+            host, port = broker.bootstrap_servers.split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            await broker.wait_for(lambda: broker.runtime is not None and broker.runtime.connections,
+                                  timeout=5, what="the connection accepted")
+            await clock.advance_async(86_400)  # a day
+            await sleep_real(0.05)  # a close, had there been one, would have arrived by now
+            assert not reader.at_eof()
+            writer.write(frame(encode_request(ApiKey.API_VERSIONS, 0, 1, "idle", {})))
+            assert len(await asyncio.wait_for(reader.read(4), 5)) == 4  # still served
+            writer.close()
+
+    clock.run(main())
