@@ -181,14 +181,20 @@ def test_classic_consumers_stopped_then_restarted_on_the_consumer_protocol_keep_
         module = module_of(running)
         _create_topic(running)
         again = consumer(running, "again")
-        try:
-            poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
-            committed = again.committed([confluent_kafka.TopicPartition("t", p) for p in range(PARTITIONS)],
-                                        timeout=TIMEOUT_S)
-            assert [tp.offset for tp in committed] == [2 * MESSAGES // PARTITIONS] * PARTITIONS
-        finally:
-            again.close()
+        _owns_every_partition_at_the_committed_offsets(again, seen)
         assert module.consumer.get("g") is not None and "g" not in module.coordinator.groups
+
+
+def _owns_every_partition_at_the_committed_offsets(restarted: Any, seen: dict[bytes, str]) -> None:
+    """After the restart: the group's one consumer owns every partition and finds both rounds'
+    records committed (the offsets outlived the protocol change and the broker)."""
+    try:
+        poll_until([restarted], lambda: len(assigned(restarted)) == PARTITIONS, seen)
+        committed = restarted.committed([confluent_kafka.TopicPartition("t", p) for p in range(PARTITIONS)],
+                                        timeout=TIMEOUT_S)
+        assert [tp.offset for tp in committed] == [2 * MESSAGES // PARTITIONS] * PARTITIONS
+    finally:
+        restarted.close()
 
 
 def test_consumer_protocol_members_stopped_then_restarted_as_classic_keep_their_offsets(
@@ -222,10 +228,4 @@ def test_consumer_protocol_members_stopped_then_restarted_as_classic_keep_their_
     with Broker(_settings(tmp_path)) as running:
         _create_topic(running)
         again = classic_consumer(running)
-        try:
-            poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
-            committed = again.committed([confluent_kafka.TopicPartition("t", p) for p in range(PARTITIONS)],
-                                        timeout=TIMEOUT_S)
-            assert [tp.offset for tp in committed] == [2 * MESSAGES // PARTITIONS] * PARTITIONS
-        finally:
-            again.close()
+        _owns_every_partition_at_the_committed_offsets(again, seen)
