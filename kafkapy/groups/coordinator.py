@@ -839,14 +839,15 @@ class ClassicCoordinator:
             elif isinstance(key, GroupMetadataKey):
                 metadata[key.group] = record.value if isinstance(record.value, GroupMetadataValue) else None
             # KIP-848 consumer groups' records are that coordinator's to load (kafkapy.groups.consumer_group*)
+        # A group's metadata tombstone forgets the group, not its offsets: those go only by their
+        # own tombstones (Kafka's loader keeps them, as an Empty group's), so offsets committed
+        # after a DeleteGroups or an expiry outlive the restart.
         for group_id in self.offsets.groups():
-            if self._partition_for(group_id) == partition and group_id not in metadata \
+            if self._partition_for(group_id) == partition and metadata.get(group_id) is None \
                     and group_id not in self.groups and not self._other_type(group_id):
                 self._create_group(group_id)
         for group_id, value in metadata.items():
             if value is None:
-                if not self._other_type(group_id):  # else a consumer group took the id and the offsets
-                    self.offsets.drop_group(group_id)
                 continue
             group = self._create_group(group_id)
             self._restore(group, value)

@@ -12,6 +12,7 @@ import pytest
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
 from kafkapy.groups.group import ClassicGroup, JoinResult, SyncResult
+from kafkapy.groups.offsets import OffsetEntry
 from kafkapy.groups.state import GroupState
 from kafkapy.groups.timers import ManualScheduler, Timers
 
@@ -406,3 +407,22 @@ def test_a_loaded_group_over_group_max_size_rebalances_down_to_it() -> None:
     assert rejoined[0].error_code == ErrorCode.NONE and rejoined[0].members == (
         (leader.member_id, None, b"m"),)
     assert after.group.state is GroupState.COMPLETING_REBALANCE
+
+
+def test_offsets_committed_after_a_deletion_outlive_a_reload() -> None:
+    """DeleteGroups writes tombstones for the group and its offsets; a later commit outside group
+    management makes the group again, with no metadata record of its own. Reloaded, the offsets
+    are there (Kafka deletes offsets only by their own tombstones), the deleted ones are not."""
+    before = Harness()
+    codes: list[ErrorCode] = []
+    before.coordinator.commit_offsets("g", -1, "", None, [OffsetEntry("t", 0, 5, -1, "")], codes.append)
+    before.coordinator.delete_group("g", codes.append)
+    before.coordinator.commit_offsets("g", -1, "", None, [OffsetEntry("t", 1, 7, -1, "")], codes.append)
+    assert codes == [ErrorCode.NONE] * 3
+    after = Harness()
+    after.coordinator.load(0, before.written)
+    committed = {(topic, partition): value.offset
+                 for topic, partition, value in after.coordinator.offsets.committed("g", None) if value}
+    assert committed == {("t", 1): 7}
+    assert after.group.state is GroupState.EMPTY
+
