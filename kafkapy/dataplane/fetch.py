@@ -277,7 +277,9 @@ class FetchHandler:
             self._refuse_zstd_topics(names)
         read = self._read_all(context.partitions, names, max_bytes, how, None)
         max_wait_ms, min_bytes = body["max_wait_ms"], body["min_bytes"]
-        every_one_unread = len(read.unread) >= len({p.key for p in context.partitions})
+        # (the set of keys made only when some partition failed before its read: a hot path)
+        every_one_unread = not context.partitions or (
+            bool(read.unread) and len(read.unread) >= len({p.key for p in context.partitions}))
         if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or every_one_unread):
             read = await self._wait(context.partitions, names, max_bytes, how, min_bytes, max_wait_ms / 1000,
                                     frozenset(read.unread))
