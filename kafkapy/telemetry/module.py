@@ -9,7 +9,8 @@ Each push is decompressed, read as OTLP (:mod:`kafkapy.telemetry.otlp`) and kept
 with ``Broker.telemetry()``.
 
 The checks are Kafka's ClientMetricsManager's: a client instance is kept for
-``max(60 s, 3 x its push interval)`` after its last request; a GetTelemetrySubscriptions sooner
+``max(60 s, 3 x its push interval)`` after its last request, and forgotten when the connection
+that made it closes (so a client that reconnects starts afresh); a GetTelemetrySubscriptions sooner
 than the push interval after the last request is throttled (THROTTLING_QUOTA_EXCEEDED), unless
 the subscriptions changed since; a push sooner than the interval after the last push is throttled
 too, except the first after a GetTelemetrySubscriptions (the client jitters its interval) and a
@@ -55,6 +56,7 @@ from kafkapy.telemetry.subscriptions import (
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
+    from kafkapy.server.connection import ConnectionInfo
     from kafkapy.server.services import BrokerServices
 
 __all__ = ["CLIENT_METRICS", "TelemetryModule", "TelemetryPush"]
@@ -67,6 +69,9 @@ INSTANCES_KEPT = 16_384  # Kafka's cache size: one per active client connection
 PUSHES_KEPT = 10_000  # the newest pushes kept for Broker.telemetry()
 _KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
 _RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})  # Kafka's Uuid.RESERVED
+# ConnectionInfo.attributes key: the client instance last made (or remade) on that connection,
+# forgotten when it closes (Kafka's clientConnectionIdMap and its disconnect listener).
+_MADE_HERE = "telemetry.instance"
 
 CONFIG_KEYS = (
     ConfigKey("telemetry.max.bytes", "int", 1024 * 1024,
@@ -221,12 +226,20 @@ class TelemetryModule(Module):
                                                                            attributes)
             instance = _Instance(attributes, self._subscriptions_version, metrics, interval_ms,
                                  subscription_id)
+            ctx.connection.attributes[_MADE_HERE] = instance_id
         instance.last_seen_ms = now_ms
         self._instances[instance_id] = instance
         self._instances.move_to_end(instance_id)
         while len(self._instances) > INSTANCES_KEPT:
             self._instances.popitem(last=False)
         return instance
+
+    def on_close(self, connection: ConnectionInfo) -> None:
+        """The instance this connection made goes with it, as in Kafka: a client that connects
+        again is a new instance to the broker (no pacing or terminating state carried over)."""
+        instance_id = connection.attributes.pop(_MADE_HERE, None)
+        if instance_id is not None:
+            self._instances.pop(instance_id, None)
 
     # --- GetTelemetrySubscriptions (71) ---------------------------------------------------------
 

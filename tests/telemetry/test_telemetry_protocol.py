@@ -125,6 +125,28 @@ def test_a_short_interval_lets_the_next_push_in(kafka_broker_factory: BrokerFact
         assert push(fast, instance_id, subscription_id, payload()) == ErrorCode.NONE
 
 
+def test_an_instance_goes_with_the_connection_that_made_it(broker: Broker) -> None:
+    """Kafka's ClientMetricsManager forgets a client instance when the connection that made it
+    closes: a client that connects again asks and pushes at once, even after a terminating push."""
+    with SimpleClient(broker.bootstrap_servers, client_id="tele-test") as first:
+        answer = get(first)
+        instance_id, subscription_id = answer["client_instance_id"], answer["subscription_id"]
+        assert push(first, instance_id, subscription_id, payload()) == ErrorCode.NONE
+        # Another connection's close leaves it alone: still paced by the hour-long interval.
+        with SimpleClient(broker.bootstrap_servers, client_id="tele-test") as other:
+            assert get(other, instance_id)["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        assert get(first, instance_id)["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        assert push(first, instance_id, subscription_id, terminating=True) == ErrorCode.NONE
+        assert push(first, instance_id, subscription_id) == ErrorCode.INVALID_REQUEST
+    with SimpleClient(broker.bootstrap_servers, client_id="tele-test") as again:
+        # The close is the broker's to see: asked until it has (it follows the client's at once).
+        answer = broker.wait_for_sync(lambda: get(again, instance_id),
+                                      lambda answer: answer["error_code"] == ErrorCode.NONE)
+        # The same instance id and subscriptions give the same subscription id.
+        assert (answer["client_instance_id"], answer["subscription_id"]) == (instance_id, subscription_id)
+        assert push(again, instance_id, subscription_id, payload()) == ErrorCode.NONE
+
+
 @pytest.mark.parametrize("codec", list(Compression))
 def test_every_codec_kafka_knows_is_read(broker: Broker, client: SimpleClient, codec: Compression) -> None:
     answer = get(client)
