@@ -83,6 +83,11 @@ def alter(broker: Broker, name: str, configs: list[dict[str, Any]]) -> tuple[int
     ("s", {"interval.ms": "50"}, ErrorCode.INVALID_REQUEST, "interval must be between 100 and 3600000"),
     ("s", {"metric": "x"}, ErrorCode.INVALID_REQUEST, "Unknown client metrics configuration: metric"),
     ("s", {"match": "host=x"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: host=x"),
+    # Kafka's ConfigDef cannot read it (a ConfigException): its controller answers INVALID_CONFIG
+    ("s", {"interval.ms": "soon"}, ErrorCode.INVALID_CONFIG,
+     "Invalid value soon for configuration interval.ms: Not a number of type INT"),
+    ("s", {"match": "client_id="}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id="),
+    ("s", {"match": "client_id=app,"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: "),
     ("", {"metrics": "*"}, ErrorCode.INVALID_REQUEST, "CLIENT_METRICS resource name must not be empty"),
 ])
 def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: dict[str, str],
