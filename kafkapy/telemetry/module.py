@@ -42,6 +42,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.compression import Compression, decompress
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.connection import ConnectionInfo, java_host_address
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import Watch
 from kafkapy.store.onloop import Reloader
@@ -56,7 +57,6 @@ from kafkapy.telemetry.subscriptions import (
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
-    from kafkapy.server.connection import ConnectionInfo
     from kafkapy.server.services import BrokerServices
 
 __all__ = ["CLIENT_METRICS", "TelemetryModule", "TelemetryPush"]
@@ -221,7 +221,7 @@ class TelemetryModule(Module):
         if instance is None or instance.subscriptions_version != self._subscriptions_version:
             address, port = ctx.connection.client_address[:2]
             attributes = (instance.attributes if instance is not None else
-                          ClientAttributes(instance_id, ctx.client_id, address, port))
+                          ClientAttributes(instance_id, ctx.client_id, java_host_address(address), port))
             metrics, interval_ms, subscription_id = effective_subscription(self.subscriptions.values(),
                                                                            attributes)
             instance = _Instance(attributes, self._subscriptions_version, metrics, interval_ms,

@@ -147,6 +147,20 @@ def test_an_instance_goes_with_the_connection_that_made_it(broker: Broker) -> No
         assert push(again, instance_id, subscription_id, payload()) == ErrorCode.NONE
 
 
+def test_an_ipv6_client_address_is_matched_as_java_writes_it() -> None:
+    """Kafka matches ``client_source_address`` against InetAddress.getHostAddress(), which writes
+    IPv6 uncompressed: a client on ::1 is 0:0:0:0:0:0:0:1, and a pattern for ``::1`` never matches."""
+    config = {"kafkapy.modules": "telemetry", "listeners": "PLAINTEXT://127.0.0.1:0,V6://[::1]:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,V6:PLAINTEXT"}
+    with Broker(config) as started:
+        started.set_client_metrics("java-form", metrics=["java."],
+                                   match=["client_source_address=0:0:0:0:0:0:0:1"])
+        started.set_client_metrics("short-form", metrics=["short."], match=["client_source_address=::1"])
+        with SimpleClient(started.listeners["V6"]) as v6, SimpleClient(started.listeners["PLAINTEXT"]) as v4:
+            assert get(v6)["requested_metrics"] == ["java."]
+            assert get(v4)["requested_metrics"] == []
+
+
 @pytest.mark.parametrize("codec", list(Compression))
 def test_every_codec_kafka_knows_is_read(broker: Broker, client: SimpleClient, codec: Compression) -> None:
     answer = get(client)
