@@ -76,7 +76,7 @@ class ClientAttributes:
 
 
 _JAVA_TRIMMED = "".join(chr(code) for code in range(0x21))  # what Java's String.trim() strips
-_LIST_SEPARATOR = re.compile(r"\s*,\s*")
+_LIST_SEPARATOR = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")  # Java's \s*,\s*: ASCII only
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 
 

@@ -54,6 +54,8 @@ def test_values_read_as_kafkas_configdef_reads_them() -> None:
     assert subscription.interval_ms == 1000
     assert subscription.matches(CLIENT)
     assert effective_subscription([subscription], CLIENT)[0] == ("", "a.", "b.")
+    # Java's \s is ASCII whitespace: a no-break space stays in the item.
+    assert parse_subscription("s", {"metrics": "a.,\u00a0b."}).metrics == ("a.", "\u00a0b.")
 
 
 def test_a_later_pattern_for_an_attribute_replaces_an_earlier_one() -> None:
