@@ -6,6 +6,7 @@ import gc
 import time
 
 from kafkapy.embedded import Broker
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.telemetry import TelemetryPush
 from kafkapy.testing import BrokerFactory
 
@@ -105,3 +106,25 @@ def test_a_client_on_ipv6_is_matched_by_its_address_as_java_writes_it(
     assert producer.flush(TIMEOUT_S) == 0
     pushes = broker.wait_for_sync(lambda: broker.telemetry(client_id="v6-producer"))
     assert all(name.startswith("org.apache.kafka.producer.") for name in pushed_names(pushes))
+
+
+def test_a_client_with_metrics_push_disabled_never_asks(kafka_broker_factory: BrokerFactory) -> None:
+    """librdkafka's ``enable.metrics.push=false`` (default true): no GetTelemetrySubscriptions, so
+    no push, whatever subscription matches it."""
+    from confluent_kafka import Producer
+
+    broker = telemetry_broker(kafka_broker_factory)
+    broker.set_client_metrics("all", metrics=["*"], interval_ms=100)
+    quiet = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "opted-out",
+                      "enable.metrics.push": False})
+    pushing = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "opted-in"})
+    for producer in (quiet, pushing):
+        producer.produce("opt", b"x")
+        assert producer.flush(TIMEOUT_S) == 0
+    # The default client pushes within a few of the 100 ms intervals; by then the other would have.
+    broker.wait_for_sync(lambda: broker.telemetry(client_id="opted-in"))
+    time.sleep(0.5)
+    assert broker.telemetry(client_id="opted-out") == []
+    asked = {entry.client_id for entry in broker.history()
+             if entry.api_key == ApiKey.GET_TELEMETRY_SUBSCRIPTIONS}
+    assert asked == {"opted-in"}
