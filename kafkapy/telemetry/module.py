@@ -44,7 +44,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.connection import ConnectionInfo, java_host_address
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
-from kafkapy.store.base import Watch
+from kafkapy.store.base import Watch, encode_uuid
 from kafkapy.store.onloop import Reloader
 from kafkapy.telemetry.otlp import MetricPoint, OtlpError, decode_metrics
 from kafkapy.telemetry.subscriptions import (
@@ -260,9 +260,12 @@ class TelemetryModule(Module):
                 "delta_temporality": True, "requested_metrics": list(instance.metrics)}
 
     def _new_instance_id(self) -> uuid.UUID:
+        """A random id, as Kafka's Uuid.randomUuid makes one: never reserved, and never one whose
+        printed form starts with "-" (it would read as an option on a command line)."""
         while True:
             candidate = uuid.uuid4()
-            if candidate not in self._instances and candidate not in _RESERVED:
+            if candidate not in self._instances and candidate not in _RESERVED and \
+                    not encode_uuid(candidate).startswith("-"):
                 return candidate
 
     # --- PushTelemetry (72) ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ import attrs
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.crc32c import crc32c
 from kafkapy.server.patterns import PatternError, Regex, compile_java
+from kafkapy.store.base import encode_uuid
 
 __all__ = ["ALL_METRICS", "DEFAULT_INTERVAL_MS", "MATCH_ATTRIBUTES", "ClientAttributes", "Subscription",
            "SubscriptionError", "effective_subscription", "parse_subscription"]
@@ -70,7 +71,9 @@ class ClientAttributes:
     client_source_port: int
 
     def values(self) -> dict[str, str | None]:
-        return {CLIENT_INSTANCE_ID: str(self.client_instance_id), CLIENT_ID: self.client_id,
+        """The attributes as strings, as Kafka matches them: the instance id as Kafka's Uuid
+        prints it (URL-safe base64, 22 characters), as clients show it."""
+        return {CLIENT_INSTANCE_ID: encode_uuid(self.client_instance_id), CLIENT_ID: self.client_id,
                 CLIENT_SOURCE_ADDRESS: self.client_source_address,
                 CLIENT_SOURCE_PORT: str(self.client_source_port)}
 

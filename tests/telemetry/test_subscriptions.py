@@ -85,7 +85,9 @@ def test_every_pattern_must_match_the_whole_value() -> None:
     assert not matches("client_id=orders")  # a prefix is not a match: the whole value must match
     assert not matches("client_id=orders-app,client_source_port=1")
     assert matches("client_source_port=50[0-9]+")
-    assert matches(f"client_instance_id={uuid.UUID(int=42)}")
+    # The instance id as Kafka's Uuid prints it (URL-safe base64), not Python's hex form.
+    assert matches("client_instance_id=AAAAAAAAAAAAAAAAAAAAKg")
+    assert not matches(f"client_instance_id={uuid.UUID(int=42)}")
     assert not parse_subscription("s", {"match": "client_id=.*"}).matches(
         ClientAttributes(uuid.UUID(int=1), None, "::1", 1))  # no client id: nothing matches it
 

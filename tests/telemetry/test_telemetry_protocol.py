@@ -3,6 +3,7 @@ ClientMetricsManager, and the pushes kept for Broker.telemetry()."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -159,6 +160,21 @@ def test_an_ipv6_client_address_is_matched_as_java_writes_it() -> None:
         with SimpleClient(started.listeners["V6"]) as v6, SimpleClient(started.listeners["PLAINTEXT"]) as v4:
             assert get(v6)["requested_metrics"] == ["java."]
             assert get(v4)["requested_metrics"] == []
+
+
+def test_a_client_instance_is_matched_by_its_id_as_kafka_prints_it(broker: Broker,
+                                                                  client: SimpleClient) -> None:
+    """``match=client_instance_id=...`` takes the id as Kafka's Uuid prints it (URL-safe base64,
+    as the Java client's clientInstanceId() shows it), and the ids handed out never print with a
+    leading "-"."""
+    first = get(client)
+    instance_id = first["client_instance_id"]
+    printed = base64.urlsafe_b64encode(instance_id.bytes).decode().rstrip("=")
+    assert not printed.startswith("-")
+    broker.set_client_metrics("this-one", metrics=["mine."], match=[f"client_instance_id={printed}"])
+    broker.set_client_metrics("hex-form", metrics=["hex."], match=[f"client_instance_id={instance_id}"])
+    # The subscriptions changed: the instance is evaluated again, and asks at once.
+    assert get(client, instance_id)["requested_metrics"] == ["mine.", "org.apache.kafka.producer."]
 
 
 @pytest.mark.parametrize("codec", list(Compression))
