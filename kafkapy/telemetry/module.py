@@ -161,7 +161,8 @@ class TelemetryModule(Module):
         if configs is not None:
             configs.register_resource(ConfigResourceOwner(
                 CLIENT_METRICS_RESOURCE, CLIENT_METRICS_CONFIG, self._read_config, _check_config,
-                self._write_config, frozenset({"metrics", "match"}), names=self.subscriptions.keys))
+                self._write_config, frozenset({"metrics", "match"}), names=self.subscriptions.keys,
+                filters_keys=False))
 
     async def _read_config(self, name: str) -> dict[str, str]:
         return await asyncio.to_thread(self.services.store.entity_config, f"{CLIENT_METRICS}/{name}")

@@ -98,3 +98,18 @@ def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: 
     with SimpleClient(broker.bootstrap_servers) as client:  # nothing was stored
         answer = client.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": None})
     assert answer["requested_metrics"] == []
+
+
+def test_a_description_lists_every_key_whatever_keys_were_asked(broker: Broker) -> None:
+    """Kafka's DescribeConfigs of a CLIENT_METRICS resource ignores configuration_keys: every stored
+    key comes back."""
+    broker.set_client_metrics("apps", metrics=["org.apache.kafka.producer."], interval_ms=1000)
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": CLIENT_METRICS, "resource_name": "apps",
+                           "configuration_keys": ["interval.ms"]}],
+            "include_synonyms": False, "include_documentation": False})
+    (result,) = answer["results"]
+    assert result["error_code"] == ErrorCode.NONE
+    assert {entry["name"]: entry["value"] for entry in result["configs"]} == {
+        "metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}
