@@ -107,6 +107,8 @@ def test_pushes_are_paced_by_the_interval(broker: Broker, client: SimpleClient) 
     assert push(client, instance_id, subscription_id, payload()) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     assert push(client, instance_id, subscription_id, payload(value=9.0), terminating=True) == ErrorCode.NONE
     assert push(client, instance_id, subscription_id, payload()) == ErrorCode.INVALID_REQUEST
+    # As in Kafka, that refusal clears the terminating state: the next push is paced as any.
+    assert push(client, instance_id, subscription_id, payload()) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     pushes = broker.telemetry()
     assert [(p.client_instance_id, p.client_id, p.terminating) for p in pushes] == [
         (instance_id, "tele-test", False), (instance_id, "tele-test", True)]
