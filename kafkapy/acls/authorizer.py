@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
-import ipaddress
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -60,6 +58,7 @@ from kafkapy.acls.model import (
 )
 from kafkapy.server.allowlist import parse_super_users
 from kafkapy.server.config import ConfigError
+from kafkapy.server.connection import java_host_address as _host
 from kafkapy.store.base import (
     AclResource,
     AclVersionConflict,
@@ -129,23 +128,6 @@ def _storable(pattern: ResourcePattern) -> None:
         check_acl_resource(_resource(pattern))
     except StoreError as exc:
         raise InvalidAcl(str(exc)) from None
-
-
-@functools.lru_cache(maxsize=1024)
-def _host(address: str) -> str:
-    """The address as Kafka compares it with an ACL's host, Java's InetAddress.getHostAddress: an
-    IPv4-mapped IPv6 address as IPv4, any other IPv6 address uncompressed, each group in lower-case
-    hex without leading zeros (``::1`` is ``0:0:0:0:0:0:0:1``), a zone kept after ``%``."""
-    if ":" not in address:
-        return address
-    bare, percent, zone = address.partition("%")
-    try:
-        ip = ipaddress.IPv6Address(bare)
-    except ValueError:
-        return address
-    if ip.ipv4_mapped is not None:
-        return str(ip.ipv4_mapped)
-    return ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":")) + percent + zone
 
 
 class AclAuthorizer:

@@ -9,7 +9,9 @@ together: two of each, in order), or the shortcuts ``--user``, ``--client``,
 through DescribeConfigs and IncrementalAlterConfigs (resource BROKER, "" for the
 cluster-wide default); topics (``--entity-type topics --entity-name T`` or ``--topic T``) and
 groups' own configs (``--entity-type groups --entity-name G`` or ``--group G``; Kafka 4's GROUP
-resources) through DescribeConfigs and IncrementalAlterConfigs on resource TOPIC or GROUP.
+resources) and KIP-714 client metrics subscriptions (``--entity-type client-metrics
+--entity-name S`` or ``--client-metrics S``) through DescribeConfigs and IncrementalAlterConfigs
+on resource TOPIC, GROUP or CLIENT_METRICS.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.commands._security import add_command_config, client_options
-from kafkapy.configs.module import DELETE, SET
+from kafkapy.configs.module import CLIENT_METRICS_RESOURCE, DELETE, SET
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.sasl.scram import MECHANISMS, MECHANISMS_BY_CODE, salted_password
@@ -33,13 +35,17 @@ __all__ = ["register"]
 BROKER_RESOURCE = 4
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 GROUP_RESOURCE = 32  # Kafka's ConfigResource.Type.GROUP
-DYNAMIC_TOPIC_CONFIG, DYNAMIC_GROUP_CONFIG = 1, 8
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_CLIENT_METRICS_CONFIG, DYNAMIC_GROUP_CONFIG = 1, 7, 8
 # DescribeConfigs sources, by number (Kafka's names)
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
-#: The entity types named by one resource: (ConfigResource type, its own dynamic source, label).
-_NAMED = {"topics": (TOPIC_RESOURCE, DYNAMIC_TOPIC_CONFIG, "topic"),
-          "groups": (GROUP_RESOURCE, DYNAMIC_GROUP_CONFIG, "group")}
+            4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 7: "DYNAMIC_CLIENT_METRICS_CONFIG",
+            8: "DYNAMIC_GROUP_CONFIG"}
+#: The entity types named by one resource: (ConfigResource type, its own dynamic source, label
+#: in the tool's lines, the shortcut option's attribute).
+_NAMED = {"topics": (TOPIC_RESOURCE, DYNAMIC_TOPIC_CONFIG, "topic", "topic"),
+          "groups": (GROUP_RESOURCE, DYNAMIC_GROUP_CONFIG, "group", "group"),
+          "client-metrics": (CLIENT_METRICS_RESOURCE, DYNAMIC_CLIENT_METRICS_CONFIG, "client-metric",
+                             "client_metrics")}
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 
@@ -72,6 +78,8 @@ def register(subparsers: Any) -> None:
         parser.add_argument(f"--{name}-defaults", action="store_true")
     parser.add_argument("--topic", metavar="TOPIC", help="same as --entity-type topics --entity-name TOPIC")
     parser.add_argument("--group", metavar="GROUP", help="same as --entity-type groups --entity-name GROUP")
+    parser.add_argument("--client-metrics", metavar="NAME",
+                        help="same as --entity-type client-metrics --entity-name NAME")
     parser.add_argument("--all", action="store_true",
                         help="with --describe of a topic, group or broker: every config, not only the "
                              "dynamic ones")
@@ -171,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
                 with _client(args) as client:
                     return max((_describe_named(client, kind, name, args.all)
                                 for name in _listed(client, kind)), default=0)
-        for kind, (resource_type, _, label) in _NAMED.items():
+        for kind, (resource_type, _, label, _) in _NAMED.items():
             named = _named(args, kind)
             if named is not None:
                 with _client(args) as client:
@@ -422,7 +430,8 @@ def _check_deleted(deleted: list[str], current: set[str]) -> None:
 
 
 # The source of the configs an entity sets itself, by resource type (and "" for the broker default).
-_OWN_SOURCE = {TOPIC_RESOURCE: DYNAMIC_TOPIC_CONFIG, GROUP_RESOURCE: DYNAMIC_GROUP_CONFIG}
+_OWN_SOURCE = {TOPIC_RESOURCE: DYNAMIC_TOPIC_CONFIG, GROUP_RESOURCE: DYNAMIC_GROUP_CONFIG,
+               CLIENT_METRICS_RESOURCE: DYNAMIC_CLIENT_METRICS_CONFIG}
 _DYNAMIC_BROKER, _DYNAMIC_DEFAULT_BROKER = 2, 3
 
 
@@ -458,38 +467,50 @@ def _print_error(result: Mapping[str, Any]) -> None:
 
 
 def _named(args: argparse.Namespace, kind: str) -> str | None:
-    """The topic or group chosen (``--entity-type topics|groups --entity-name N``, or the
-    ``--topic N`` / ``--group N`` shortcut), or None."""
-    label = _NAMED[kind][2]
-    shortcut = getattr(args, label)
+    """The topic, group or subscription chosen (``--entity-type topics|groups|client-metrics
+    --entity-name N``, or the ``--topic N`` / ``--group N`` / ``--client-metrics N`` shortcut), or
+    None."""
+    option = _NAMED[kind][3]
+    shortcut = getattr(args, option)
     if kind not in args.entity_type and shortcut is None:
         return None
     chosen: list[str | None] = list(args.entity_names or []) if kind in args.entity_type else []
     if shortcut is not None:
         chosen.append(shortcut)
     others = [t for t in args.entity_type if t != kind]
-    other_shortcuts = [getattr(args, _NAMED[k][2]) for k in _NAMED if k != kind]
+    other_shortcuts = [getattr(args, _NAMED[k][3]) for k in _NAMED if k != kind]
     if len(chosen) != 1 or chosen[0] is None or others or args.entity_type.count(kind) > 1 or any(
             getattr(args, o) is not None or getattr(args, f"{o}_defaults")
             for o in ("user", "client", "ip", "broker")) or any(o is not None for o in other_shortcuts):
-        raise _Usage(f"--entity-type {kind} takes one --entity-name {label.upper()} (or --{label} "
-                     f"{label.upper()}), and no other entity")
+        raise _Usage(f"--entity-type {kind} takes one --entity-name NAME (or --{option.replace('_', '-')} "
+                     f"NAME), and no other entity")
     return chosen[0]
 
 
 def _every_named(args: argparse.Namespace, kind: str) -> bool:
-    """``--entity-type topics|groups|brokers`` alone, with no name: describe each of them (brokers:
-    each live broker, then the cluster default), as kafka-configs.sh does."""
+    """``--entity-type topics|groups|client-metrics|brokers`` alone, with no name: describe each of
+    them (brokers: each live broker, then the cluster default), as kafka-configs.sh does."""
     return args.entity_type == [kind] and not args.entity_names and not any(
-        getattr(args, option) is not None for option in ("topic", "group", "user", "client", "ip", "broker")
+        getattr(args, option) is not None
+        for option in ("topic", "group", "client_metrics", "user", "client", "ip", "broker")
     ) and not any(getattr(args, f"{option}_defaults") for option in ("user", "client", "ip", "broker"))
 
 
 def _listed(client: SimpleClient, kind: str) -> list[str]:
-    """The topics, or the groups that hold configs, from ListConfigResources v1 (KIP-1142)."""
+    """The topics, or the groups that hold configs, from ListConfigResources v1 (KIP-1142); the
+    client metrics subscriptions from its v0 (KIP-714's ListClientMetricsResources, as
+    kafka-configs.sh lists them, so Kafka 3.7 to 4.0 brokers answer too)."""
     resource_type = _NAMED[kind][0]
     served = {api["api_key"]: api["max_version"]
               for api in client.request(ApiKey.API_VERSIONS, 0, {})["api_keys"]}
+    if resource_type == CLIENT_METRICS_RESOURCE:
+        if served.get(ApiKey.LIST_CONFIG_RESOURCES, -1) < 0:
+            raise ClientError("listing client metrics subscriptions needs ListClientMetricsResources (Kafka "
+                              "3.7 and later); name one with --entity-name")
+        body = client.request(ApiKey.LIST_CONFIG_RESOURCES, 0, {})
+        if body["error_code"]:
+            raise ClientError(f"ListClientMetricsResources failed: {ErrorCode(body['error_code']).name}")
+        return sorted(resource["resource_name"] for resource in body["config_resources"])
     if served.get(ApiKey.LIST_CONFIG_RESOURCES, -1) < 1:
         raise ClientError(f"listing every {_NAMED[kind][2]} needs ListConfigResources v1 (Kafka 4.1 and "
                           f"later); name one with --entity-name")
@@ -500,7 +521,7 @@ def _listed(client: SimpleClient, kind: str) -> list[str]:
 
 
 def _describe_named(client: SimpleClient, kind: str, name: str, everything: bool) -> int:
-    resource_type, dynamic, label = _NAMED[kind]
+    resource_type, dynamic, label, _ = _NAMED[kind]
     resource = {"resource_type": resource_type, "resource_name": name, "configuration_keys": None}
     request = {"resources": [resource], "include_synonyms": True, "include_documentation": False}
     result = client.request(ApiKey.DESCRIBE_CONFIGS, 4, request)["results"][0]

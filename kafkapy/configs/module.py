@@ -136,6 +136,9 @@ class ConfigResourceOwner:
     acl_resource: ResourceType = ResourceType.CLUSTER
     describe: Callable[[str, Mapping[str, str], bool, bool], list[dict[str, Any]]] | None = None
     names: Callable[[], Iterable[str]] = tuple  # the resources that hold a config, for ListConfigResources
+    # Whether DescribeConfigs' configuration_keys narrow the entries (Kafka's CLIENT_METRICS
+    # description lists every stored key whatever was asked).
+    filters_keys: bool = True
 
 
 def base_name(name: str) -> str:
@@ -523,7 +526,8 @@ class ConfigsModule(Module):
                                if resource_owner.describe is not None else
                                [_owned_entry(resource_owner, key, value)
                                 for key, value in sorted(stored.items())])
-                    result["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                    result["configs"] = [e for e in entries if keys is None or e["name"] in keys
+                                         or not resource_owner.filters_keys]
                     results.append(result)
                     continue
                 if resource_type == BROKER_LOGGER:

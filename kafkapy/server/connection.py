@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import inspect
+import ipaddress
 import itertools
 import logging
 import struct
@@ -61,7 +63,8 @@ if TYPE_CHECKING:
     from kafkapy.server.broker import BrokerRuntime
     from kafkapy.server.listeners import ListenerSpec
 
-__all__ = ["BROKER_CORRELATION_MIN", "BufferedKafkaConnection", "ConnectionInfo", "KafkaConnection"]
+__all__ = ["BROKER_CORRELATION_MIN", "BufferedKafkaConnection", "ConnectionInfo", "KafkaConnection",
+           "java_host_address"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,24 @@ class ConnectionInfo:
     broker_address: tuple[str, int]
     principal: str = "User:ANONYMOUS"
     attributes: dict[str, Any] = attrs.field(factory=dict)  # per-module state
+
+
+@functools.lru_cache(maxsize=1024)
+def java_host_address(address: str) -> str:
+    """A client's address as Kafka compares it (ACL hosts, client metrics' ``match``), Java's
+    InetAddress.getHostAddress: an IPv4-mapped IPv6 address as IPv4, any other IPv6 address
+    uncompressed, each group in lower-case hex without leading zeros (``::1`` is
+    ``0:0:0:0:0:0:0:1``), a zone kept after ``%``."""
+    if ":" not in address:
+        return address
+    bare, percent, zone = address.partition("%")
+    try:
+        ip = ipaddress.IPv6Address(bare)
+    except ValueError:
+        return address
+    if ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)
+    return ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":")) + percent + zone
 
 
 # The attribute keywords Java's X500Principal.getName() (RFC 2253) prints by name.

@@ -9,7 +9,8 @@ Each push is decompressed, read as OTLP (:mod:`kafkapy.telemetry.otlp`) and kept
 with ``Broker.telemetry()``.
 
 The checks are Kafka's ClientMetricsManager's: a client instance is kept for
-``max(60 s, 3 x its push interval)`` after its last request; a GetTelemetrySubscriptions sooner
+``max(60 s, 3 x its push interval)`` after its last request, and forgotten when the connection
+that made it closes (so a client that reconnects starts afresh); a GetTelemetrySubscriptions sooner
 than the push interval after the last request is throttled (THROTTLING_QUOTA_EXCEEDED), unless
 the subscriptions changed since; a push sooner than the interval after the last push is throttled
 too, except the first after a GetTelemetrySubscriptions (the client jitters its interval) and a
@@ -41,8 +42,9 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.compression import Compression, decompress
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.connection import ConnectionInfo, java_host_address
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
-from kafkapy.store.base import Watch
+from kafkapy.store.base import Watch, encode_uuid
 from kafkapy.store.onloop import Reloader
 from kafkapy.telemetry.otlp import MetricPoint, OtlpError, decode_metrics
 from kafkapy.telemetry.subscriptions import (
@@ -67,6 +69,9 @@ INSTANCES_KEPT = 16_384  # Kafka's cache size: one per active client connection
 PUSHES_KEPT = 10_000  # the newest pushes kept for Broker.telemetry()
 _KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
 _RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})  # Kafka's Uuid.RESERVED
+# ConnectionInfo.attributes key: the client instance last made (or remade) on that connection,
+# forgotten when it closes (Kafka's clientConnectionIdMap and its disconnect listener).
+_MADE_HERE = "telemetry.instance"
 
 CONFIG_KEYS = (
     ConfigKey("telemetry.max.bytes", "int", 1024 * 1024,
@@ -156,7 +161,8 @@ class TelemetryModule(Module):
         if configs is not None:
             configs.register_resource(ConfigResourceOwner(
                 CLIENT_METRICS_RESOURCE, CLIENT_METRICS_CONFIG, self._read_config, _check_config,
-                self._write_config, frozenset({"metrics", "match"}), names=self.subscriptions.keys))
+                self._write_config, frozenset({"metrics", "match"}), names=self.subscriptions.keys,
+                filters_keys=False))
 
     async def _read_config(self, name: str) -> dict[str, str]:
         return await asyncio.to_thread(self.services.store.entity_config, f"{CLIENT_METRICS}/{name}")
@@ -216,17 +222,25 @@ class TelemetryModule(Module):
         if instance is None or instance.subscriptions_version != self._subscriptions_version:
             address, port = ctx.connection.client_address[:2]
             attributes = (instance.attributes if instance is not None else
-                          ClientAttributes(instance_id, ctx.client_id, address, port))
+                          ClientAttributes(instance_id, ctx.client_id, java_host_address(address), port))
             metrics, interval_ms, subscription_id = effective_subscription(self.subscriptions.values(),
                                                                            attributes)
             instance = _Instance(attributes, self._subscriptions_version, metrics, interval_ms,
                                  subscription_id)
+            ctx.connection.attributes[_MADE_HERE] = instance_id
         instance.last_seen_ms = now_ms
         self._instances[instance_id] = instance
         self._instances.move_to_end(instance_id)
         while len(self._instances) > INSTANCES_KEPT:
             self._instances.popitem(last=False)
         return instance
+
+    def on_close(self, connection: ConnectionInfo) -> None:
+        """The instance this connection made goes with it, as in Kafka: a client that connects
+        again is a new instance to the broker (no pacing or terminating state carried over)."""
+        instance_id = connection.attributes.pop(_MADE_HERE, None)
+        if instance_id is not None:
+            self._instances.pop(instance_id, None)
 
     # --- GetTelemetrySubscriptions (71) ---------------------------------------------------------
 
@@ -247,9 +261,12 @@ class TelemetryModule(Module):
                 "delta_temporality": True, "requested_metrics": list(instance.metrics)}
 
     def _new_instance_id(self) -> uuid.UUID:
+        """A random id, as Kafka's Uuid.randomUuid makes one: never reserved, and never one whose
+        printed form starts with "-" (it would read as an option on a command line)."""
         while True:
             candidate = uuid.uuid4()
-            if candidate not in self._instances and candidate not in _RESERVED:
+            if candidate not in self._instances and candidate not in _RESERVED and \
+                    not encode_uuid(candidate).startswith("-"):
                 return candidate
 
     # --- PushTelemetry (72) ---------------------------------------------------------------------

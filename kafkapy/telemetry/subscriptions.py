@@ -3,13 +3,16 @@
 A subscription is a named ``CLIENT_METRICS`` config resource, stored where Kafka keeps it
 (ZooKeeper ``/config/client-metrics/<name>``), with Kafka's three keys: ``metrics`` (name
 prefixes, ``*`` for all), ``interval.ms`` (100 to 3,600,000; default 300,000) and ``match``
-(``attribute=regex`` items, every one of which must match the client). A client gets the union of
+(``attribute=regex`` items, every one of which must match the client; a later item for an
+attribute replaces an earlier one). The values are read as Kafka's ConfigDef reads them (LIST and
+INT), so the same strings are accepted and refused. A client gets the union of
 the metrics of the subscriptions it matches and the shortest of their intervals; its subscription
 id is Kafka's: the CRC-32C of that set and interval, xor the client instance id's hash.
 """
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterable, Mapping
 
@@ -18,6 +21,7 @@ import attrs
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.crc32c import crc32c
 from kafkapy.server.patterns import PatternError, Regex, compile_java
+from kafkapy.store.base import encode_uuid
 
 __all__ = ["ALL_METRICS", "DEFAULT_INTERVAL_MS", "MATCH_ATTRIBUTES", "ClientAttributes", "Subscription",
            "SubscriptionError", "effective_subscription", "parse_subscription"]
@@ -67,13 +71,45 @@ class ClientAttributes:
     client_source_port: int
 
     def values(self) -> dict[str, str | None]:
-        return {CLIENT_INSTANCE_ID: str(self.client_instance_id), CLIENT_ID: self.client_id,
+        """The attributes as strings, as Kafka matches them: the instance id as Kafka's Uuid
+        prints it (URL-safe base64, 22 characters), as clients show it."""
+        return {CLIENT_INSTANCE_ID: encode_uuid(self.client_instance_id), CLIENT_ID: self.client_id,
                 CLIENT_SOURCE_ADDRESS: self.client_source_address,
                 CLIENT_SOURCE_PORT: str(self.client_source_port)}
 
 
-def _items(raw: str) -> list[str]:
-    return [item.strip() for item in raw.split(",") if item.strip()]
+_JAVA_TRIMMED = "".join(chr(code) for code in range(0x21))  # what Java's String.trim() strips
+_LIST_SEPARATOR = re.compile(r"[ \t\n\x0b\f\r]*,[ \t\n\x0b\f\r]*")  # Java's \s*,\s*: ASCII only
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _list(raw: str) -> list[str]:
+    """A LIST config's items as Kafka's ConfigDef reads them: the trimmed value split at commas
+    (with the whitespace around them), empty items kept; an empty value is no items."""
+    trimmed = raw.strip(_JAVA_TRIMMED)
+    return _LIST_SEPARATOR.split(trimmed) if trimmed else []
+
+
+def _int(raw: str) -> int | None:
+    """An INT config as Kafka's ConfigDef reads it (Integer.parseInt of the trimmed value), or
+    None where it is no 32-bit integer."""
+    text = raw.strip(_JAVA_TRIMMED)
+    # Python's int() also takes digit groups ("1_000") and other whitespace around the digits.
+    if "_" in text or text != text.strip():
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if _INT32[0] <= value <= _INT32[1] else None
+
+
+def _split_match(item: str) -> list[str]:
+    """``item.split("=")`` as Java's String.split does it: trailing empty parts dropped."""
+    parts = item.split("=")
+    while len(parts) > 1 and not parts[-1]:
+        parts.pop()
+    return parts
 
 
 def parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
@@ -85,29 +121,31 @@ def parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
         raise SubscriptionError(f"Unknown client metrics configuration: {unknown[0]}")
     interval_ms = DEFAULT_INTERVAL_MS
     if INTERVAL_MS in config:
-        try:
-            interval_ms = int(config[INTERVAL_MS].strip())
-        except ValueError:
+        parsed = _int(config[INTERVAL_MS])
+        if parsed is None:  # Kafka's ConfigException, which its controller answers INVALID_CONFIG
             raise SubscriptionError(f"Invalid value {config[INTERVAL_MS]} for configuration {INTERVAL_MS}: "
-                                    "Not a number of type INT") from None
+                                    "Not a number of type INT", ErrorCode.INVALID_CONFIG)
+        interval_ms = parsed
         if not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
             raise SubscriptionError(f"Invalid value {interval_ms} for {INTERVAL_MS}, interval must be "
                                     f"between {MIN_INTERVAL_MS} and {MAX_INTERVAL_MS} (1 hour)")
-    match: list[tuple[str, Regex]] = []
-    for item in _items(config.get(MATCH, "")):
-        parts = item.split("=")
-        attribute = parts[0].strip()
+    # One pattern per attribute: a later item for the same attribute replaces an earlier one, as
+    # in Kafka's map of them.
+    match: dict[str, Regex] = {}
+    for item in _list(config.get(MATCH, "")):
+        parts = _split_match(item)
+        attribute = parts[0].strip(_JAVA_TRIMMED)
         if len(parts) != 2 or attribute not in MATCH_ATTRIBUTES:
             raise SubscriptionError(f"Illegal client matching pattern: {item}", ErrorCode.INVALID_CONFIG)
         if attribute in UNMATCHABLE:
             raise SubscriptionError(f"kafkapy cannot match on {attribute} (it does not keep the software "
                                     f"clients declare in ApiVersions): {item}", ErrorCode.INVALID_CONFIG)
         try:
-            match.append((attribute, compile_java(parts[1].strip(), fallback=False)))
+            match[attribute] = compile_java(parts[1].strip(_JAVA_TRIMMED), fallback=False)
         except PatternError:
             raise SubscriptionError(f"Illegal client matching pattern: {item}",
                                     ErrorCode.INVALID_CONFIG) from None
-    return Subscription(name, tuple(_items(config.get(METRICS, ""))), interval_ms, tuple(match))
+    return Subscription(name, tuple(_list(config.get(METRICS, ""))), interval_ms, tuple(match.items()))
 
 
 def _uuid_hash(client_instance_id: uuid.UUID) -> int:

@@ -66,3 +66,40 @@ def test_kafka_python_lists_the_subscriptions(broker: Broker) -> None:
         assert admin.list_config_resources(["CLIENT_METRICS"]) == {"client_metrics": ["a-sub", "b-sub"]}
     finally:
         admin.close()
+
+
+def configs(capsys: pytest.CaptureFixture[str], broker: Broker, *args: str) -> tuple[int, str, str]:
+    code = main(["configs", "--bootstrap-server", broker.bootstrap_servers, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_kafka_configs_entity_type_client_metrics(broker: Broker, capsys: pytest.CaptureFixture[str]) -> None:
+    """kafka-configs.sh manages the same subscriptions: ``--entity-type client-metrics`` (or
+    ``--client-metrics``), with its lines."""
+    code, out, err = configs(capsys, broker, "--alter", "--entity-type", "client-metrics", "--entity-name",
+                             "apps", "--add-config",
+                             "metrics=[org.apache.kafka.producer.,org.apache.kafka.consumer.],interval.ms=1000")
+    assert (code, out, err) == (0, "Completed updating config for client-metric apps.\n", "")
+    assert configs(capsys, broker, "--alter", "--client-metrics", "all", "--add-config", "metrics=*")[0] == 0
+    code, out, _ = configs(capsys, broker, "--describe", "--client-metrics", "apps")
+    assert (code, out) == (0, "Dynamic configs for client-metric apps are:\n"
+                              "  interval.ms=1000 sensitive=false synonyms={}\n"
+                              "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer. "
+                              "sensitive=false synonyms={}\n")
+    # Without a name, every subscription (ListClientMetricsResources), as kafka-configs.sh does.
+    code, out, _ = configs(capsys, broker, "--describe", "--entity-type", "client-metrics")
+    assert code == 0
+    assert [line for line in out.splitlines() if line.startswith("Dynamic")] == [
+        "Dynamic configs for client-metric all are:", "Dynamic configs for client-metric apps are:"]
+    # Only keys the subscription sets can be deleted; deleting them all removes it.
+    code, out, err = configs(capsys, broker, "--alter", "--client-metrics", "apps",
+                             "--delete-config", "match")
+    assert (code, out) == (1, "") and "Invalid config(s): match" in err
+    assert configs(capsys, broker, "--alter", "--client-metrics", "apps", "--delete-config",
+                   "metrics,interval.ms")[0] == 0
+    assert run(capsys, broker, "--list") == (0, "all\n", "")
+    # The broker's checks answer as they do for kafka-client-metrics.sh.
+    code, _, err = configs(capsys, broker, "--alter", "--client-metrics", "bad",
+                           "--add-config", "interval.ms=5")
+    assert code == 1 and "interval must be between 100 and 3600000" in err

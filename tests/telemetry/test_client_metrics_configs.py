@@ -83,6 +83,11 @@ def alter(broker: Broker, name: str, configs: list[dict[str, Any]]) -> tuple[int
     ("s", {"interval.ms": "50"}, ErrorCode.INVALID_REQUEST, "interval must be between 100 and 3600000"),
     ("s", {"metric": "x"}, ErrorCode.INVALID_REQUEST, "Unknown client metrics configuration: metric"),
     ("s", {"match": "host=x"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: host=x"),
+    # Kafka's ConfigDef cannot read it (a ConfigException): its controller answers INVALID_CONFIG
+    ("s", {"interval.ms": "soon"}, ErrorCode.INVALID_CONFIG,
+     "Invalid value soon for configuration interval.ms: Not a number of type INT"),
+    ("s", {"match": "client_id="}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id="),
+    ("s", {"match": "client_id=app,"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: "),
     ("", {"metrics": "*"}, ErrorCode.INVALID_REQUEST, "CLIENT_METRICS resource name must not be empty"),
 ])
 def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: dict[str, str],
@@ -93,3 +98,18 @@ def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: 
     with SimpleClient(broker.bootstrap_servers) as client:  # nothing was stored
         answer = client.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": None})
     assert answer["requested_metrics"] == []
+
+
+def test_a_description_lists_every_key_whatever_keys_were_asked(broker: Broker) -> None:
+    """Kafka's DescribeConfigs of a CLIENT_METRICS resource ignores configuration_keys: every stored
+    key comes back."""
+    broker.set_client_metrics("apps", metrics=["org.apache.kafka.producer."], interval_ms=1000)
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": CLIENT_METRICS, "resource_name": "apps",
+                           "configuration_keys": ["interval.ms"]}],
+            "include_synonyms": False, "include_documentation": False})
+    (result,) = answer["results"]
+    assert result["error_code"] == ErrorCode.NONE
+    assert {entry["name"]: entry["value"] for entry in result["configs"]} == {
+        "metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}

@@ -22,10 +22,16 @@ CLIENT = ClientAttributes(uuid.UUID(int=42), "orders-app", "127.0.0.1", 50123)
     ({"interval.ms": "99"}, "interval must be between 100 and 3600000"),
     ({"interval.ms": "3600001"}, "interval must be between 100 and 3600000"),
     ({"interval.ms": "soon"}, "Not a number of type INT"),
+    ({"interval.ms": "1_000"}, "Not a number of type INT"),  # Python's int() reads it, Java's not
+    ({"interval.ms": "4294967296"}, "Not a number of type INT"),  # past Java's int
     ({"metric": "x"}, "Unknown client metrics configuration: metric"),
     ({"match": "client_id"}, "Illegal client matching pattern: client_id"),
     ({"match": "host=a"}, "Illegal client matching pattern: host=a"),
     ({"match": "client_id=a=b"}, "Illegal client matching pattern: client_id=a=b"),
+    # Java's split drops trailing empty parts: no pattern after the "="
+    ({"match": "client_id="}, "Illegal client matching pattern: client_id=$"),
+    # ConfigDef keeps the empty item after a trailing comma, and it is no pattern
+    ({"match": "client_id=x,"}, "Illegal client matching pattern: $"),
     ({"match": "client_id=("}, "Illegal client matching pattern: client_id=("),
     # re.compile raised OverflowError for this one: the IncrementalAlterConfigs handler failed
     ({"match": "client_id=a{4294967296}"}, "Illegal client matching pattern: client_id=a"),
@@ -37,6 +43,25 @@ CLIENT = ClientAttributes(uuid.UUID(int=42), "orders-app", "127.0.0.1", 50123)
 def test_configs_kafka_refuses(config: dict[str, str], message: str) -> None:
     with pytest.raises(SubscriptionError, match=message.replace("(", r"\(")):
         parse_subscription("s", config)
+
+
+def test_values_read_as_kafkas_configdef_reads_them() -> None:
+    subscription = parse_subscription("s", {"metrics": " a. ,, b. ", "interval.ms": " +1000 ",
+                                            "match": "client_id=orders-app=="})
+    # Empty items are kept (an empty prefix is every metric to a client), whitespace around
+    # commas is not; trailing "=" are dropped by Java's split.
+    assert subscription.metrics == ("a.", "", "b.")
+    assert subscription.interval_ms == 1000
+    assert subscription.matches(CLIENT)
+    assert effective_subscription([subscription], CLIENT)[0] == ("", "a.", "b.")
+    # Java's \s is ASCII whitespace: a no-break space stays in the item.
+    assert parse_subscription("s", {"metrics": "a.,\u00a0b."}).metrics == ("a.", "\u00a0b.")
+
+
+def test_a_later_pattern_for_an_attribute_replaces_an_earlier_one() -> None:
+    """Kafka keeps one pattern per attribute (a map): the last one given is the one matched."""
+    assert parse_subscription("s", {"match": "client_id=billing,client_id=orders-.*"}).matches(CLIENT)
+    assert not parse_subscription("s", {"match": "client_id=orders-.*,client_id=billing"}).matches(CLIENT)
 
 
 def test_an_empty_name_is_refused() -> None:
@@ -60,7 +85,9 @@ def test_every_pattern_must_match_the_whole_value() -> None:
     assert not matches("client_id=orders")  # a prefix is not a match: the whole value must match
     assert not matches("client_id=orders-app,client_source_port=1")
     assert matches("client_source_port=50[0-9]+")
-    assert matches(f"client_instance_id={uuid.UUID(int=42)}")
+    # The instance id as Kafka's Uuid prints it (URL-safe base64), not Python's hex form.
+    assert matches("client_instance_id=AAAAAAAAAAAAAAAAAAAAKg")
+    assert not matches(f"client_instance_id={uuid.UUID(int=42)}")
     assert not parse_subscription("s", {"match": "client_id=.*"}).matches(
         ClientAttributes(uuid.UUID(int=1), None, "::1", 1))  # no client id: nothing matches it
 

@@ -6,6 +6,7 @@ import gc
 import time
 
 from kafkapy.embedded import Broker
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.telemetry import TelemetryPush
 from kafkapy.testing import BrokerFactory
 
@@ -86,3 +87,44 @@ def test_a_closing_producer_sends_its_last_push(kafka_broker_factory: BrokerFact
     pushes = broker.wait_for_sync(lambda: broker.telemetry(client_id="closing"),
                                   lambda seen: any(push.terminating for push in seen))
     assert [push.terminating for push in pushes][-1] is True
+
+
+def test_a_client_on_ipv6_is_matched_by_its_address_as_java_writes_it(
+        kafka_broker_factory: BrokerFactory) -> None:
+    """librdkafka connected over ::1 gets the subscription whose ``match`` names the address as
+    Kafka writes it (0:0:0:0:0:0:0:1), and pushes."""
+    from confluent_kafka import Producer
+
+    broker = kafka_broker_factory({"kafkapy.modules": "telemetry",
+                                   "listeners": "PLAINTEXT://127.0.0.1:0,V6://[::1]:0",
+                                   "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,V6:PLAINTEXT"})
+    broker.set_client_metrics("v6", metrics=["org.apache.kafka.producer."], interval_ms=200,
+                              match=["client_source_address=0:0:0:0:0:0:0:1"])
+    port = broker.listeners["V6"].rsplit(":", 1)[1]
+    producer = Producer({"bootstrap.servers": f"[::1]:{port}", "client.id": "v6-producer"})
+    producer.produce("over-v6", b"x")
+    assert producer.flush(TIMEOUT_S) == 0
+    pushes = broker.wait_for_sync(lambda: broker.telemetry(client_id="v6-producer"))
+    assert all(name.startswith("org.apache.kafka.producer.") for name in pushed_names(pushes))
+
+
+def test_a_client_with_metrics_push_disabled_never_asks(kafka_broker_factory: BrokerFactory) -> None:
+    """librdkafka's ``enable.metrics.push=false`` (default true): no GetTelemetrySubscriptions, so
+    no push, whatever subscription matches it."""
+    from confluent_kafka import Producer
+
+    broker = telemetry_broker(kafka_broker_factory)
+    broker.set_client_metrics("all", metrics=["*"], interval_ms=100)
+    quiet = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "opted-out",
+                      "enable.metrics.push": False})
+    pushing = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "opted-in"})
+    for producer in (quiet, pushing):
+        producer.produce("opt", b"x")
+        assert producer.flush(TIMEOUT_S) == 0
+    # The default client pushes within a few of the 100 ms intervals; by then the other would have.
+    broker.wait_for_sync(lambda: broker.telemetry(client_id="opted-in"))
+    time.sleep(0.5)
+    assert broker.telemetry(client_id="opted-out") == []
+    asked = {entry.client_id for entry in broker.history()
+             if entry.api_key == ApiKey.GET_TELEMETRY_SUBSCRIPTIONS}
+    assert asked == {"opted-in"}

@@ -3,6 +3,7 @@ ClientMetricsManager, and the pushes kept for Broker.telemetry()."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import uuid
@@ -106,6 +107,8 @@ def test_pushes_are_paced_by_the_interval(broker: Broker, client: SimpleClient) 
     assert push(client, instance_id, subscription_id, payload()) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     assert push(client, instance_id, subscription_id, payload(value=9.0), terminating=True) == ErrorCode.NONE
     assert push(client, instance_id, subscription_id, payload()) == ErrorCode.INVALID_REQUEST
+    # As in Kafka, that refusal clears the terminating state: the next push is paced as any.
+    assert push(client, instance_id, subscription_id, payload()) == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     pushes = broker.telemetry()
     assert [(p.client_instance_id, p.client_id, p.terminating) for p in pushes] == [
         (instance_id, "tele-test", False), (instance_id, "tele-test", True)]
@@ -123,6 +126,57 @@ def test_a_short_interval_lets_the_next_push_in(kafka_broker_factory: BrokerFact
         assert push(fast, instance_id, subscription_id, payload()) == ErrorCode.NONE
         time.sleep(0.15)  # past the 100 ms interval (waiting longer only makes it surer)
         assert push(fast, instance_id, subscription_id, payload()) == ErrorCode.NONE
+
+
+def test_an_instance_goes_with_the_connection_that_made_it(broker: Broker) -> None:
+    """Kafka's ClientMetricsManager forgets a client instance when the connection that made it
+    closes: a client that connects again asks and pushes at once, even after a terminating push."""
+    with SimpleClient(broker.bootstrap_servers, client_id="tele-test") as first:
+        answer = get(first)
+        instance_id, subscription_id = answer["client_instance_id"], answer["subscription_id"]
+        assert push(first, instance_id, subscription_id, payload()) == ErrorCode.NONE
+        # Another connection's close leaves it alone: still paced by the hour-long interval.
+        with SimpleClient(broker.bootstrap_servers, client_id="tele-test") as other:
+            assert get(other, instance_id)["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        assert get(first, instance_id)["error_code"] == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+        assert push(first, instance_id, subscription_id, terminating=True) == ErrorCode.NONE
+        assert push(first, instance_id, subscription_id) == ErrorCode.INVALID_REQUEST
+    with SimpleClient(broker.bootstrap_servers, client_id="tele-test") as again:
+        # The close is the broker's to see: asked until it has (it follows the client's at once).
+        answer = broker.wait_for_sync(lambda: get(again, instance_id),
+                                      lambda answer: answer["error_code"] == ErrorCode.NONE)
+        # The same instance id and subscriptions give the same subscription id.
+        assert (answer["client_instance_id"], answer["subscription_id"]) == (instance_id, subscription_id)
+        assert push(again, instance_id, subscription_id, payload()) == ErrorCode.NONE
+
+
+def test_an_ipv6_client_address_is_matched_as_java_writes_it() -> None:
+    """Kafka matches ``client_source_address`` against InetAddress.getHostAddress(), which writes
+    IPv6 uncompressed: a client on ::1 is 0:0:0:0:0:0:0:1, and a pattern for ``::1`` never matches."""
+    config = {"kafkapy.modules": "telemetry", "listeners": "PLAINTEXT://127.0.0.1:0,V6://[::1]:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,V6:PLAINTEXT"}
+    with Broker(config) as started:
+        started.set_client_metrics("java-form", metrics=["java."],
+                                   match=["client_source_address=0:0:0:0:0:0:0:1"])
+        started.set_client_metrics("short-form", metrics=["short."], match=["client_source_address=::1"])
+        with SimpleClient(started.listeners["V6"]) as v6, SimpleClient(started.listeners["PLAINTEXT"]) as v4:
+            assert get(v6)["requested_metrics"] == ["java."]
+            assert get(v4)["requested_metrics"] == []
+
+
+def test_a_client_instance_is_matched_by_its_id_as_kafka_prints_it(broker: Broker,
+                                                                  client: SimpleClient) -> None:
+    """``match=client_instance_id=...`` takes the id as Kafka's Uuid prints it (URL-safe base64,
+    as the Java client's clientInstanceId() shows it), and the ids handed out never print with a
+    leading "-"."""
+    first = get(client)
+    instance_id = first["client_instance_id"]
+    printed = base64.urlsafe_b64encode(instance_id.bytes).decode().rstrip("=")
+    assert not printed.startswith("-")
+    broker.set_client_metrics("this-one", metrics=["mine."], match=[f"client_instance_id={printed}"])
+    broker.set_client_metrics("hex-form", metrics=["hex."], match=[f"client_instance_id={instance_id}"])
+    # The subscriptions changed: the instance is evaluated again, and asks at once.
+    assert get(client, instance_id)["requested_metrics"] == ["mine.", "org.apache.kafka.producer."]
 
 
 @pytest.mark.parametrize("codec", list(Compression))
