@@ -32,6 +32,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kafkapy.dataplane.partitions import Partitions
@@ -118,7 +119,7 @@ class LogDirs:
             future = logs.start_move(topic, partition, directory)
         except OSError as exc:
             _log.error("cannot move %s-%d to %s: %s", topic, partition, directory, exc)
-            logs.mark_offline(directory)
+            self.partitions.fail_dir(directory, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR
         if future is not None:
             self.start_mover(future)
@@ -184,10 +185,11 @@ class LogDirs:
             if future.stop.is_set() or logs.futures.get(key) is not future:
                 return  # cancelled under the copy: its directory went away, not the disk
             _log.error("moving %s-%d to %s failed: %s", *key, future.log_dir, exc)
-            if str(exc.filename or "").startswith(str(future.log_dir)):
-                logs.mark_offline(future.log_dir)  # Kafka's LogDirFailureChannel
+            failed = logs.dir_containing(Path(exc.filename)) if exc.filename else None
             if logs.futures.get(key) is future:
                 logs.cancel_move(*key)
+            if failed is not None:  # Kafka's LogDirFailureChannel: the target's, or the source's
+                self.partitions.fail_dir(failed, exc)
         finally:
             if logs.futures.get(key) is not future and future.path.exists():
                 # cancelled while its thread wrote there: what the cancel's removal raced with
