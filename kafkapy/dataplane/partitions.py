@@ -185,6 +185,13 @@ class Partitions:
         self._refused: dict[tuple[str, int], uuid.UUID] = {}  # logged once per partition and id
         # Told Kafka's fatal line when no log dir is left (the broker then stops).
         self.on_all_dirs_failed: Callable[[str], None] | None = None
+        # With a dir that failed at start unlisted: the partitions that existed then are not new
+        # (Kafka's controller says isNew only for replicas it just made), so no log is made for
+        # them elsewhere; a topic made later (a new topic id) is new.
+        self._present_at_start: frozenset[tuple[uuid.UUID, int]] | None = None
+        if home.logs.unlisted_offline:
+            self._present_at_start = frozenset((info.topic_id, p) for info in cluster.topics.values()
+                                               for p in info.partitions)
 
     @property
     def logs(self) -> LogManager:
@@ -289,8 +296,11 @@ class Partitions:
                     if known is not None:  # deleted and created again: the old records are gone
                         home.forget_topic(topic)
                     home.topic_ids[topic] = topic_id
+                present = self._present_at_start
+                is_new = present is None or (topic_id, partition) not in present
                 try:
-                    log = home.logs.get_or_create(topic, partition, self._log_config(topic), topic_id)
+                    log = home.logs.get_or_create(topic, partition, self._log_config(topic), topic_id,
+                                                  is_new=is_new)
                 except InconsistentTopicId as exc:
                     # Kafka refuses to lead this partition from that log (its LeaderAndIsr answer is
                     # INCONSISTENT_TOPIC_ID), so clients see a partition without a leader here.

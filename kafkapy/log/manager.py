@@ -174,6 +174,9 @@ class LogManager:
         # The partitions whose log was in a dir that failed: KAFKA_STORAGE_ERROR until a restart,
         # never made again in another dir (their records are where they were).
         self.offline_partitions: dict[TopicPartition, Path] = {}
+        # Dirs that failed at start without a listing of their partitions: while one is offline, a
+        # log that is not new is not made elsewhere (Kafka's getOrCreateLog with isNew false).
+        self.unlisted_offline: list[Path] = []
         # Failures the background writer's thread met, for the loop to handle (report_failure).
         self._reported: list[tuple[Path, str]] = []
         self._reported_lock = threading.Lock()
@@ -192,6 +195,7 @@ class LogManager:
                     if problem is not None:
                         unusable.append(directory)
                         causes.append(problem)
+                        self._drop_dir(directory)
                         continue
                     found_futures += self._open_dir(directory)
                 except LOAD_FAILURES as exc:
@@ -241,6 +245,7 @@ class LogManager:
             names = [child.name for child in directory.iterdir() if child.is_dir()]
         except OSError:
             names = []
+            self.unlisted_offline.append(directory)
         for name in names:
             found = parse_partition_dir(name)
             if found is not None and found not in self.logs:
@@ -332,8 +337,11 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None,
-                      topic_id: uuid.UUID | None = None) -> SegmentedLog:
+                      topic_id: uuid.UUID | None = None, *, is_new: bool = True) -> SegmentedLog:
         """The partition's log, created empty (in the least-loaded log dir) the first time.
+
+        A partition whose log was in a failed dir is KAFKA_STORAGE_ERROR; so is one that is not
+        ``is_new`` while a dir that failed at start could not be listed (its log may be there).
 
         ``topic_id`` (KIP-516), when known, is recorded in the log (partition.metadata) as Kafka's
         LogManager.getOrCreateLog does; a log holding another one is InconsistentTopicId, unless
@@ -341,7 +349,7 @@ class LogManager:
         a topic a new id each run), when the log takes the new id."""
         key = (topic, partition)
         log = self.logs.get(key)
-        if log is None and key in self.offline_partitions:
+        if log is None and (key in self.offline_partitions or (self.unlisted_offline and not is_new)):
             raise storage_error(topic, partition)
         if log is not None:
             if config is not None:

@@ -300,6 +300,36 @@ def test_a_log_dir_that_is_not_a_directory_is_offline_and_new_partitions_go_else
             assert described(conn)[str(bad)] == (STORAGE, set())
 
 
+def test_a_partition_of_a_dir_gone_at_start_is_not_made_again_elsewhere(tmp_path: Path) -> None:
+    """Kafka's getOrCreateLog: while a dir is offline, only a new partition's log is made. A dir
+    that cannot even be listed may hold any partition that existed before: those answer
+    KAFKA_STORAGE_ERROR rather than start again, empty, in the other dir (which would leave the
+    partition in two dirs once the disk is back, and the broker refusing to start)."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    store = MemoryStore()
+    config = {"broker.id": 1, "log.dirs": f"{good},{bad}"}
+    with Broker(config, store=store) as broker:
+        create(broker, "t", {0: (1,), 1: (1,)})
+        ok, failing = split(broker, "t", good, bad)
+    aside = tmp_path / "bad-aside"
+    bad.rename(aside)
+    bad.write_text("")  # the disk gone: a file where the dir was
+    with Broker(config, store=store) as broker, KafkaSocket(broker.bootstrap_servers) as conn:
+        topic_back(broker, "t")
+        assert produce(conn, "t", {failing: batch(b"lost?")})[failing]["error_code"] == STORAGE
+        assert fetch_error(conn, "t", failing) == STORAGE
+        assert produce(conn, "t", {ok: batch(b"second")})[ok]["base_offset"] == 1
+        create(broker, "later", {0: (1,)})  # made after the start: new, so made in the dir online
+        assert produce(conn, "later", {0: batch(b"new")})[0]["error_code"] == ErrorCode.NONE
+    assert not (good / f"t-{failing}").exists()
+    bad.unlink()
+    aside.rename(bad)
+    with Broker(config, store=store) as broker:
+        topic_back(broker, "t")
+        assert [r.value for r in broker.records("t", ok)] == [b"first", b"second"]
+        assert [r.value for r in broker.records("t", failing)] == [b"first"]
+
+
 def test_every_log_dir_failing_stops_the_broker_with_kafkas_line(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_text("not a directory")
