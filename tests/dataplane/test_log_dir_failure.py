@@ -232,6 +232,21 @@ def test_a_checkpoint_the_background_writer_cannot_write_takes_its_dir_offline(t
         assert (good / "recovery-point-offset-checkpoint").exists()
 
 
+def test_the_last_log_dir_failing_stops_the_broker(tmp_path: Path) -> None:
+    """Kafka halts the broker when no log dir is left; kafkapy stops it with Kafka's line."""
+    only = tmp_path / "only"
+    with tmpfs(only), Broker({"broker.id": 1, "log.dirs": str(only)}) as broker:
+        create(broker, "t", {0: (1,)})
+        with KafkaSocket(broker.bootstrap_servers) as conn:
+            assert produce(conn, "t", {0: batch(b"first")})[0]["error_code"] == ErrorCode.NONE
+            fill(only)
+            assert produce(conn, "t", {0: batch(b"x" * 20000)})[0]["error_code"] == STORAGE
+        runtime = broker.runtime
+        assert runtime is not None
+        wait_for(runtime.failed.is_set, "the broker to stop")
+        assert runtime.failure == f"Shutdown broker because all log dirs in {only} have failed"
+
+
 # --- at run time: a read --------------------------------------------------------------------------
 
 def test_a_read_error_takes_the_dir_offline_and_nothing_is_lost(tmp_path: Path) -> None:
