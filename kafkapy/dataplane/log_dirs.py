@@ -7,7 +7,8 @@ its order of checks:
 the partition's future directory name passes 255 bytes    INVALID_TOPIC_EXCEPTION
 the path is no log dir's absolute path (every path when   LOG_DIR_NOT_FOUND
 logs are in memory: no log dir is configured)
-the log dir is offline                                    KAFKA_STORAGE_ERROR
+the log dir is offline, or the partition's log was in a   KAFKA_STORAGE_ERROR
+dir that failed (Kafka's HostedPartition.Offline)
 no such partition                                         UNKNOWN_TOPIC_OR_PARTITION
 a partition with no log here, led by another broker       REPLICA_NOT_AVAILABLE
 already there, or now moving there                        NONE
@@ -100,8 +101,8 @@ class LogDirs:
         directory = None if logs.in_memory else logs.log_dir(path)
         if directory is None:
             return ErrorCode.LOG_DIR_NOT_FOUND
-        if not logs.log_dir_online(directory):
-            return ErrorCode.KAFKA_STORAGE_ERROR
+        if not logs.log_dir_online(directory) or (topic, partition) in logs.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # the target offline, or the partition's own dir
         future = logs.futures.get((topic, partition))
         if future is not None and future.log_dir != directory:
             logs.cancel_move(topic, partition)

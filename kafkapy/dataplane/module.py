@@ -493,6 +493,8 @@ class DataPlaneModule(Module):
                     state = self.partitions.replica_producer_state(name, index)
                 except KafkaApiError as exc:
                     result.update(error_code=exc.code)
+                except OSError as exc:  # reading the log for its producers: the log's dir failed
+                    result.update(error_code=self.partitions.storage_failed(name, index, exc).code)
                 else:
                     result["active_producers"] = [
                         {"producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,

@@ -16,6 +16,7 @@ import errno
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,10 +81,12 @@ def wait_for(condition: Any, what: str, timeout: float = 15.0) -> None:
         time.sleep(0.02)
 
 
-def fetch_error(conn: KafkaSocket, topic: str, partition: int, version: int = 12) -> int:
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0,
+def fetch_error(conn: KafkaSocket, topic: str, partition: int, version: int = 12, *, offset: int = 0,
+                max_wait_ms: int = 0) -> int:
+    body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+            "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [{"partition": partition, "fetch_offset": offset,
                                                         "current_leader_epoch": -1, "log_start_offset": -1,
                                                         "last_fetched_epoch": -1,
                                                         "partition_max_bytes": 1 << 20}]}]}
@@ -230,6 +233,30 @@ def test_a_checkpoint_the_background_writer_cannot_write_takes_its_dir_offline(t
             assert produce(conn, "t", {failing: batch(b"y")})[failing]["error_code"] == STORAGE
             assert produce(conn, "t", {ok: batch(b"z")})[ok]["base_offset"] == 1
         assert (good / "recovery-point-offset-checkpoint").exists()
+
+
+def test_a_fetch_waiting_on_a_partition_of_the_failed_dir_is_answered_at_once(tmp_path: Path) -> None:
+    """Kafka's DelayedFetch completes when its partition goes offline."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    with tmpfs(bad), Broker({"broker.id": 1, "log.dirs": f"{good},{bad}"}) as broker:
+        create(broker, "t", {0: (1,), 1: (1,)})
+        _, failing = split(broker, "t", good, bad)
+        fill(bad)
+        answered: dict[str, Any] = {}
+
+        def wait_at_the_end() -> None:
+            with KafkaSocket(broker.bootstrap_servers) as conn:
+                answered["error"] = fetch_error(conn, "t", failing, offset=1, max_wait_ms=20_000)
+                answered["at"] = time.monotonic()
+
+        waiting = threading.Thread(target=wait_at_the_end)
+        waiting.start()
+        wait_for(lambda: partitions_of(broker).has_waiters("t", failing), "the fetch to wait")
+        started = time.monotonic()
+        with KafkaSocket(broker.bootstrap_servers) as conn:
+            assert produce(conn, "t", {failing: batch(b"x" * 20000)})[failing]["error_code"] == STORAGE
+        waiting.join(20)
+        assert answered["error"] == STORAGE and answered["at"] - started < 5
 
 
 def test_the_last_log_dir_failing_stops_the_broker(tmp_path: Path) -> None:
