@@ -180,6 +180,7 @@ class LogManager:
         # Failures the background writer's thread met, for the loop to handle (report_failure).
         self._reported: list[tuple[Path, str]] = []
         self._reported_lock = threading.Lock()
+        self.failures_reported = False  # _reported is not empty (read on every partition lookup)
         # Called (from any thread) when a failure is reported; the owner wakes its loop with it.
         self.on_failure_reported: Callable[[], None] | None = None
         # fsyncs of rolled segments and snapshots, and the periodic checkpoints, off the loop
@@ -514,18 +515,16 @@ class LogManager:
             return
         with self._reported_lock:
             self._reported.append((directory, f"{what}: {exc}"))
+            self.failures_reported = True
         if self.on_failure_reported is not None:
             self.on_failure_reported()
-
-    @property
-    def failures_reported(self) -> bool:
-        return bool(self._reported)
 
     def handle_reported_failures(self) -> list[TopicPartition]:
         """Take the dirs the background writer found failing offline (on the owner's thread);
         answers the partitions that went offline. Raises AllLogDirsFailed as :meth:`fail_dir`."""
         with self._reported_lock:
             reported, self._reported = self._reported, []
+            self.failures_reported = False
         gone: list[TopicPartition] = []
         for directory, reason in reported:
             if directory not in self.offline_dirs:
