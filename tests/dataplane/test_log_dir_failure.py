@@ -219,6 +219,31 @@ def test_a_full_disk_takes_its_dir_offline_and_the_other_dir_keeps_serving(tmp_p
                 assert back["base_offset"] == len(acked[failing])
 
 
+@pytest.mark.parametrize("version", [3, 9])
+def test_one_request_to_both_dirs_is_answered_per_partition(tmp_path: Path, version: int) -> None:
+    """The failing partition's answer is KAFKA_STORAGE_ERROR, the other's its offset, in one answer."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    store = MemoryStore()
+    config = {"broker.id": 1, "log.dirs": f"{good},{bad}"}
+    with tmpfs(bad):
+        with Broker(config, store=store) as broker:
+            create(broker, "t", {0: (1,), 1: (1,)})
+            ok, failing = split(broker, "t", good, bad)
+            filler = fill(bad)
+            with KafkaSocket(broker.bootstrap_servers) as conn:
+                answered = produce(conn, "t", {failing: batch(b"x" * 20000), ok: batch(b"second")},
+                                   version=version)
+                assert answered[failing]["error_code"] == STORAGE and answered[failing]["base_offset"] == -1
+                assert (answered[ok]["error_code"], answered[ok]["base_offset"]) == (ErrorCode.NONE, 1)
+                answered = produce(conn, "t", {ok: batch(b"third"), failing: batch(b"y")}, version=version)
+                assert answered[failing]["error_code"] == STORAGE and answered[ok]["base_offset"] == 2
+        filler.unlink()
+        with Broker(config, store=store) as again:
+            topic_back(again, "t")
+            assert [r.value for r in again.records("t", ok)] == [b"first", b"second", b"third"]
+            assert [r.value for r in again.records("t", failing)] == [b"first"]
+
+
 def test_a_checkpoint_the_background_writer_cannot_write_takes_its_dir_offline(tmp_path: Path) -> None:
     """Kafka's CheckpointFileWithFailureHandler.write: the dir goes offline, the broker goes on."""
     good, bad = tmp_path / "good", tmp_path / "bad"
