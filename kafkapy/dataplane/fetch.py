@@ -110,6 +110,7 @@ FETCH_CONFIG_KEYS = (
               "KIP-392: Kafka's RackAwareReplicaSelector sends a consumer with a client.rack to an in-sync "
               "replica in its rack; unset (Kafka's default) the leader serves every fetch.", _known_selector),
 )
+LAST_VERSION_WITHOUT_STORAGE_ERROR = 5  # Fetch v0-v5 get KAFKA_STORAGE_ERROR as NOT_LEADER_OR_FOLLOWER
 _LEADER_ERRORS = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH})
 # What Kafka's handleFetchRequest answers before reading (the partition is not passed on to the
 # read, so it does not make the request answer at once): no such topic id, no READ, no such
@@ -140,6 +141,9 @@ class PartitionSource(Protocol):
     def on_append(self, topic: str, partition: int, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` (on the loop, synchronously, right after the append) each time the
         partition's high watermark moves; returns a function that removes it."""
+    def storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
+        """An I/O error reading the partition's log: its log dir goes offline; answers the
+        KAFKA_STORAGE_ERROR to give."""
 
 
 # What a request's topic key resolves to when the principal may not READ the topic: no topic can
@@ -424,6 +428,8 @@ class FetchHandler:
                               min_one_batch=min_one_batch, aborted_transactions=read_committed)
         except KafkaApiError as refusal:
             return _error_data(index, ErrorCode(refusal.code)), 0
+        except OSError as exc:  # the log's dir failed under the read (Kafka's LogDirFailureChannel)
+            return _error_data(index, ErrorCode(self.source.storage_failed(topic, index, exc).code)), 0
         chunks = result.chunks
         if how.to_magic is not None and chunks:  # Fetch v0-v3: the old message formats (down-conversion)
             try:
@@ -446,6 +452,11 @@ class FetchHandler:
         topics: dict[str | uuid.UUID, list[dict[str, Any]]] = {}
         leaders: set[int] = set()
         for p, data in listed:
+            if (data["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+                    and version <= LAST_VERSION_WITHOUT_STORAGE_ERROR):
+                # Kafka's maybeDownConvertStorageError: an older client may not know the code (it
+                # would not retry), while NOT_LEADER_OR_FOLLOWER makes it refresh its metadata
+                data["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             if read_committed and data["error_code"] == ErrorCode.NONE:
                 data.setdefault("aborted_transactions", [])
             elif not read_committed:

@@ -7,7 +7,8 @@ its order of checks:
 the partition's future directory name passes 255 bytes    INVALID_TOPIC_EXCEPTION
 the path is no log dir's absolute path (every path when   LOG_DIR_NOT_FOUND
 logs are in memory: no log dir is configured)
-the log dir is offline                                    KAFKA_STORAGE_ERROR
+the log dir is offline, or the partition's log was in a   KAFKA_STORAGE_ERROR
+dir that failed (Kafka's HostedPartition.Offline)
 no such partition                                         UNKNOWN_TOPIC_OR_PARTITION
 a partition with no log here, led by another broker       REPLICA_NOT_AVAILABLE
 already there, or now moving there                        NONE
@@ -32,6 +33,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kafkapy.dataplane.partitions import Partitions
@@ -99,8 +101,8 @@ class LogDirs:
         directory = None if logs.in_memory else logs.log_dir(path)
         if directory is None:
             return ErrorCode.LOG_DIR_NOT_FOUND
-        if not logs.log_dir_online(directory):
-            return ErrorCode.KAFKA_STORAGE_ERROR
+        if not logs.log_dir_online(directory) or (topic, partition) in logs.offline_partitions:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # the target offline, or the partition's own dir
         future = logs.futures.get((topic, partition))
         if future is not None and future.log_dir != directory:
             logs.cancel_move(topic, partition)
@@ -118,7 +120,7 @@ class LogDirs:
             future = logs.start_move(topic, partition, directory)
         except OSError as exc:
             _log.error("cannot move %s-%d to %s: %s", topic, partition, directory, exc)
-            logs.mark_offline(directory)
+            self.partitions.fail_dir(directory, exc)
             return ErrorCode.KAFKA_STORAGE_ERROR
         if future is not None:
             self.start_mover(future)
@@ -184,10 +186,11 @@ class LogDirs:
             if future.stop.is_set() or logs.futures.get(key) is not future:
                 return  # cancelled under the copy: its directory went away, not the disk
             _log.error("moving %s-%d to %s failed: %s", *key, future.log_dir, exc)
-            if str(exc.filename or "").startswith(str(future.log_dir)):
-                logs.mark_offline(future.log_dir)  # Kafka's LogDirFailureChannel
+            failed = logs.dir_containing(Path(exc.filename)) if exc.filename else None
             if logs.futures.get(key) is future:
                 logs.cancel_move(*key)
+            if failed is not None:  # Kafka's LogDirFailureChannel: the target's, or the source's
+                self.partitions.fail_dir(failed, exc)
         finally:
             if logs.futures.get(key) is not future and future.path.exists():
                 # cancelled while its thread wrote there: what the cancel's removal raced with

@@ -95,8 +95,12 @@ class LogMaintenance:
                  flush_scheduler_interval_ms: int = LONG_MAX,
                  recovery_point_checkpoint_ms: int = 60_000,
                  log_start_checkpoint_ms: int = 60_000,
-                 high_watermark_checkpoint_ms: int = 5_000) -> None:
+                 high_watermark_checkpoint_ms: int = 5_000,
+                 storage_failed: Callable[[str, int, OSError], object] | None = None) -> None:
         self._logs = logs
+        # An OSError on a log (retention's deletes, a compaction's swap, a flush): its log dir goes
+        # offline (Partitions.storage_failed), called once the LogHome's lock is let go.
+        self._storage_failed = storage_failed
         self._lock = lock  # the LogHome's: brokers of one in-process cluster share in-memory logs
         # Which logs are this broker's to clean: all of its own log dirs; of shared in-memory logs,
         # those it leads (appended to on its loop only), so brokers never clean each other's.
@@ -142,16 +146,30 @@ class LogMaintenance:
         """Delete what each log's retention allows; answers segments deleted per partition.
         ``compacted``: only the logs whose cleanup.policy has compact (True) or lacks it (False)."""
         removed: dict[TopicPartition, int] = {}
+        failed: list[tuple[TopicPartition, OSError]] = []
         with self._lock:
             for key, log in self._mine():
                 if compacted is not None and log.config.compacts != compacted:
                     continue
                 if compacted and key in self._cleaning:
                     continue  # Kafka's deletableLogs skips a log the cleaner is working on
-                count = log.apply_retention(now_ms)
+                try:
+                    count = log.apply_retention(now_ms)
+                except OSError as exc:
+                    failed.append((key, exc))
+                    continue
                 if count:
                     removed[key] = count
+        self._failed(failed)
         return removed
+
+    def _failed(self, failed: list[tuple[TopicPartition, OSError]]) -> None:
+        """The logs whose I/O failed during a pass: their dirs go offline (or, with no one to
+        tell, the first failure is the pass's)."""
+        for (topic, partition), exc in failed:
+            if self._storage_failed is None:
+                raise exc
+            self._storage_failed(topic, partition, exc)
 
     def _retention_pass(self) -> None:
         """The retention timer's pass (Kafka's LogManager.cleanupLogs): the logs that do not
@@ -164,6 +182,7 @@ class LogMaintenance:
         records removed per partition. ``wait``: return once the cleaner-offset-checkpoint is written."""
         removed: dict[TopicPartition, int] = {}
         cleaned = False
+        failed: list[tuple[TopicPartition, OSError]] = []
         with self._lock:
             for key, log in self._mine():
                 if not log.config.compacts:
@@ -171,12 +190,17 @@ class LogMaintenance:
                 if only_dirty and not self._due(log, now_ms):
                     continue
                 before = log.cleaned_to
-                count = log.compact(now_ms)  # cleaned_to: not past min.compaction.lag.ms or the LSO
+                try:
+                    count = log.compact(now_ms)  # cleaned_to: not past min.compaction.lag.ms or the LSO
+                except OSError as exc:
+                    failed.append((key, exc))
+                    continue
                 cleaned |= log.cleaned_to != before
                 if count:
                     removed[key] = count
             if cleaned:  # Kafka's doneCleaning: the cleaner-offset-checkpoint follows each cleaning
                 self._logs().checkpoint_cleaner_offsets(wait=wait)
+        self._failed(failed)
         return removed
 
     def _cleaner_pass(self) -> None:
@@ -230,9 +254,15 @@ class LogMaintenance:
                 plan.discard()
                 return  # stopped, the partition gone, or (shared in-memory logs) led elsewhere now
             before = log.cleaned_to
-            log.finish_compaction(plan)
-            if log.cleaned_to != before:  # Kafka's doneCleaning: the checkpoint follows each cleaning
-                self._logs().checkpoint_cleaner_offsets(wait=False)
+            failed: list[tuple[TopicPartition, OSError]] = []
+            try:
+                log.finish_compaction(plan)
+            except OSError as exc:
+                failed.append((key, exc))
+            else:
+                if log.cleaned_to != before:  # Kafka's doneCleaning: the checkpoint follows each cleaning
+                    self._logs().checkpoint_cleaner_offsets(wait=False)
+        self._failed(failed)
 
     def expire_producers(self, now_ms: int | None = None) -> dict[TopicPartition, list[int]]:
         """Forget the producers idle for producer.id.expiration.ms (no open transaction, last
@@ -253,8 +283,17 @@ class LogMaintenance:
 
     def flush_due(self) -> int:
         """Kafka's flush scheduler: flush the logs whose flush.ms passed; answers how many."""
+        now = self._logs().clock()
+        flushed = 0
+        failed: list[tuple[TopicPartition, OSError]] = []
         with self._lock:
-            return self._logs().flush_due()
+            for key, log in list(self._logs().logs.items()):
+                try:
+                    flushed += log.maybe_flush(now)
+                except OSError as exc:
+                    failed.append((key, exc))
+        self._failed(failed)
+        return flushed
 
     def checkpoint_recovery_points(self, *, wait: bool = True) -> None:
         with self._lock:

@@ -71,6 +71,8 @@ class MarkerWriter:
                 timestamp_type=self.log_config(topic).message_timestamp_type)
         except KafkaApiError as refused:
             return ErrorCode(refused.code)
+        except OSError as exc:  # the log's dir failed: KAFKA_STORAGE_ERROR, the coordinator retries
+            return ErrorCode(partitions.storage_failed(topic, partition, exc).code)
         partitions.appended(topic, partition)
         for watcher in list(self._watchers):
             watcher(marker, topic, partition)

@@ -12,6 +12,7 @@ are made through the topics module's create path (capability TOPIC_CREATION).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -107,10 +108,21 @@ def _at_least_one(value: Any) -> str | None:
     return None if value is None or value >= 1 else "must be at least 1"
 
 
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
+    """``callback`` on ``loop`` from any thread; nothing once the loop is closed."""
+    try:
+        loop.call_soon_threadsafe(callback)
+    except RuntimeError:  # closed
+        pass
+
+
 def _each_partition(topics: Any, topic_key: str, partition_key: str, blank: Mapping[str, Any],
-                    answer: Callable[[str, Mapping[str, Any]], Mapping[str, Any]]) -> list[dict[str, Any]]:
+                    answer: Callable[[str, Mapping[str, Any]], Mapping[str, Any]],
+                    storage_failed: Callable[[str, int, OSError], KafkaApiError]) -> list[dict[str, Any]]:
     """Kafka's per-partition answer: every partition asked gets its own result, ``blank`` filled in by
-    ``answer``, and a KafkaApiError becomes that partition's error_code (the others are unaffected)."""
+    ``answer``, and a KafkaApiError becomes that partition's error_code (the others are unaffected).
+    An OSError is the partition's log failing: ``storage_failed`` takes its dir offline and says
+    what to answer (KAFKA_STORAGE_ERROR)."""
     answered = []
     for topic in topics or []:
         name = topic[topic_key]
@@ -121,6 +133,8 @@ def _each_partition(topics: Any, topic_key: str, partition_key: str, blank: Mapp
                 result.update(answer(name, asked))
             except KafkaApiError as exc:
                 result["error_code"] = exc.code
+            except OSError as exc:
+                result["error_code"] = storage_failed(name, asked[partition_key], exc).code
             results.append(result)
         answered.append({topic_key: name, "partitions": results})
     return answered
@@ -242,7 +256,14 @@ class DataPlaneModule(Module):
             flush_scheduler_interval_ms=config.get("log.flush.scheduler.interval.ms") or LONG_MAX,
             recovery_point_checkpoint_ms=config["log.flush.offset.checkpoint.interval.ms"],
             log_start_checkpoint_ms=config["log.flush.start.offset.checkpoint.interval.ms"],
-            high_watermark_checkpoint_ms=config["replica.high.watermark.checkpoint.interval.ms"])
+            high_watermark_checkpoint_ms=config["replica.high.watermark.checkpoint.interval.ms"],
+            storage_failed=partitions.storage_failed)
+        if self._owns_logs:
+            # Kafka's LogDirFailureHandler: a failure the background writer meets is handled on
+            # the loop; when no log dir is left the broker stops, as Kafka halts it.
+            handle = functools.partial(_call_soon, services.loop, partitions.handle_reported_failures)
+            partitions.logs.on_failure_reported = handle
+            partitions.on_all_dirs_failed = services.fail
         self._maintenance.start(services.loop)
         configs = services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
         if isinstance(configs, WatchedTopicConfigs):
@@ -472,6 +493,8 @@ class DataPlaneModule(Module):
                     state = self.partitions.replica_producer_state(name, index)
                 except KafkaApiError as exc:
                     result.update(error_code=exc.code)
+                except OSError as exc:  # reading the log for its producers: the log's dir failed
+                    result.update(error_code=self.partitions.storage_failed(name, index, exc).code)
                 else:
                     result["active_producers"] = [
                         {"producer_id": entry.producer_id, "producer_epoch": entry.producer_epoch,
@@ -550,7 +573,8 @@ class DataPlaneModule(Module):
             return {"timestamp": found.timestamp, "offset": found.offset, "leader_epoch": found.leader_epoch}
 
         topics = _each_partition(list(unique.values()), "name", "partition_index", {
-            "timestamp": NO_TIMESTAMP, "offset": NO_OFFSET, "leader_epoch": UNDEFINED_EPOCH}, answer)
+            "timestamp": NO_TIMESTAMP, "offset": NO_OFFSET, "leader_epoch": UNDEFINED_EPOCH}, answer,
+            self.partitions.storage_failed)
         return body_fitter(ApiKey.LIST_OFFSETS, "response", version)(
             {"throttle_time_ms": 0, "topics": topics})
 
@@ -579,7 +603,7 @@ class DataPlaneModule(Module):
             return {"old_style_offsets": offsets}
 
         topics = _each_partition(request.body.get("topics"), "name", "partition_index",
-                                 {"old_style_offsets": []}, answer)
+                                 {"old_style_offsets": []}, answer, self.partitions.storage_failed)
         return body_fitter(ApiKey.LIST_OFFSETS, "response", ctx.api_version)({"topics": topics})
 
     def offset_for_leader_epoch(self, ctx: RequestContext, request: Request) -> Answer:
@@ -599,7 +623,8 @@ class DataPlaneModule(Module):
             return {"leader_epoch": found.leader_epoch, "end_offset": found.end_offset}
 
         topics = _each_partition(request.body.get("topics"), "topic", "partition", {
-            "leader_epoch": UNDEFINED_EPOCH, "end_offset": NO_OFFSET}, answer)
+            "leader_epoch": UNDEFINED_EPOCH, "end_offset": NO_OFFSET}, answer,
+            self.partitions.storage_failed)
         return body_fitter(ApiKey.OFFSET_FOR_LEADER_EPOCH, "response", ctx.api_version)(
             {"throttle_time_ms": 0, "topics": topics})
 
@@ -631,7 +656,7 @@ class DataPlaneModule(Module):
             return {"low_watermark": log.delete_records_before(offset)}
 
         topics = _each_partition(request.body.get("topics"), "name", "partition_index",
-                                 {"low_watermark": NO_OFFSET}, answer)
+                                 {"low_watermark": NO_OFFSET}, answer, self.partitions.storage_failed)
         return {"throttle_time_ms": 0, "topics": topics}
 
     def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:

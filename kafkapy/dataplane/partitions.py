@@ -22,6 +22,13 @@ after that drops the old logs, so the new topic starts empty. Each log records i
 (``partition.metadata`` with log.dirs); where topic ids outlive the broker (ZooKeeper), a log on
 disk holding another id is refused as Kafka refuses it (InconsistentTopicIdException): the
 partition answers NOT_LEADER_OR_FOLLOWER with Kafka's message, and the broker logs one line.
+
+A log dir that fails (KIP-112; kafkapy.log.manager) takes its partitions offline: each answers
+KAFKA_STORAGE_ERROR, before leadership and leader epochs are looked at (Kafka's
+ReplicaManager.getPartitionOrError sees HostedPartition.Offline first). An OSError from a log
+(``storage_failed``) fails the log's dir; one the background writer met is handled at the next
+lookup or when the writer wakes the loop (``handle_reported_failures``). When no dir is left the
+broker stops (``on_all_dirs_failed``).
 """
 
 from __future__ import annotations
@@ -33,10 +40,12 @@ import threading
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log import LogConfig, LogManager
+from kafkapy.log.manager import AllLogDirsFailed, storage_error
 from kafkapy.log.partition_metadata import InconsistentTopicId
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segmented import SegmentedLog
@@ -95,7 +104,35 @@ class LogHome:
         """Build every log's producer table now, as Kafka does when it loads a log: a log read from
         log.dirs must know its open transactions (its LSO) before anyone reads it."""
         for (topic, partition), log in list(self.logs.logs.items()):
-            self.producer_state(topic, partition, log)
+            if (topic, partition) not in self.logs.logs:
+                continue  # its dir failed under an earlier one
+            try:
+                self.producer_state(topic, partition, log)
+            except OSError as exc:  # part of loading the log, as in Kafka: its dir goes offline
+                directory = self.logs.dir_of(topic, partition)
+                if directory is None:
+                    raise
+                _log.error("Error while loading log dir %s: %s", directory.absolute(), exc)
+                self.fail_dir(directory, exc)
+
+    def fail_dir(self, directory: Path, exc: OSError) -> list[tuple[str, int]]:
+        """``directory`` met ``exc``: it goes offline (LogManager.fail_dir) with the producer
+        tables of its partitions; answers those partitions."""
+        with self.lock:
+            gone = self.logs.fail_dir(directory, exc)
+            self._drop_producers(gone)
+        return gone
+
+    def handle_reported_failures(self) -> list[tuple[str, int]]:
+        """The dirs the background writer found failing, taken offline here (on the loop)."""
+        with self.lock:
+            gone = self.logs.handle_reported_failures()
+            self._drop_producers(gone)
+        return gone
+
+    def _drop_producers(self, keys: list[tuple[str, int]]) -> None:
+        for key in keys:
+            self.producers.pop(key, None)
 
     def forget_topic(self, topic: str) -> None:
         self.logs.delete_topic(topic)
@@ -146,6 +183,15 @@ class Partitions:
         self._log_config = log_config
         self._listeners: dict[tuple[str, int], list[Callable[[], None]]] = {}
         self._refused: dict[tuple[str, int], uuid.UUID] = {}  # logged once per partition and id
+        # Told Kafka's fatal line when no log dir is left (the broker then stops).
+        self.on_all_dirs_failed: Callable[[str], None] | None = None
+        # With a dir that failed at start unlisted: the partitions that existed then are not new
+        # (Kafka's controller says isNew only for replicas it just made), so no log is made for
+        # them elsewhere; a topic made later (a new topic id) is new.
+        self._present_at_start: frozenset[tuple[uuid.UUID, int]] | None = None
+        if home.logs.unlisted_offline:
+            self._present_at_start = frozenset((info.topic_id, p) for info in cluster.topics.values()
+                                               for p in info.partitions)
 
     @property
     def logs(self) -> LogManager:
@@ -170,9 +216,54 @@ class Partitions:
         logs); where each broker keeps its own, kafkapy does not replicate and it holds none."""
         return self.shared
 
+    def check_online(self, topic: str, partition: int) -> None:
+        """KAFKA_STORAGE_ERROR for a partition whose log dir failed (after handling the failures
+        the background writer reported)."""
+        logs = self.home.logs
+        if logs.failures_reported:
+            self.handle_reported_failures()
+        if logs.offline_partitions and (topic, partition) in logs.offline_partitions:
+            raise storage_error(topic, partition)
+
+    def storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
+        """Kafka's LogDirFailureChannel for an I/O error on ``topic-partition``'s log: its dir
+        goes offline (its partitions' waiting fetches woken to answer so); answers the
+        KAFKA_STORAGE_ERROR to give."""
+        _log.error("I/O error on the log of %s-%d: %s", topic, partition, exc)
+        directory = self.home.logs.dir_of(topic, partition)
+        if directory is not None:
+            self.fail_dir(directory, exc)
+        return storage_error(topic, partition)
+
+    def fail_dir(self, directory: Path, exc: OSError) -> None:
+        """``directory`` failed (LogHome.fail_dir): its partitions' waiting fetches are woken to
+        answer KAFKA_STORAGE_ERROR; with no dir left the broker stops."""
+        try:
+            gone = self.home.fail_dir(directory, exc)
+        except AllLogDirsFailed as fatal:
+            self._all_failed(fatal)
+            return
+        for key in gone:
+            self._wake(*key)
+
+    def handle_reported_failures(self) -> None:
+        try:
+            gone = self.home.handle_reported_failures()
+        except AllLogDirsFailed as fatal:
+            self._all_failed(fatal)
+            return
+        for key in gone:
+            self._wake(*key)
+
+    def _all_failed(self, fatal: AllLogDirsFailed) -> None:
+        _log.critical("%s", fatal)
+        if self.on_all_dirs_failed is not None:
+            self.on_all_dirs_failed(str(fatal))
+
     def leader_log(self, topic: str, partition: int) -> SegmentedLog:
         """The log of a partition this broker leads (made empty the first time), with the
         current leader epoch started in its epoch cache."""
+        self.check_online(topic, partition)
         leader, epoch = self.leadership(topic, partition)
         if leader != self._broker_id():
             raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -185,6 +276,7 @@ class Partitions:
         follower's where the brokers share their logs (what a consumer may read from a follower,
         KIP-392). Elsewhere a follower holds none of the records: NOT_LEADER_OR_FOLLOWER, as a
         broker that is no replica answers."""
+        self.check_online(topic, partition)
         leader, epoch = self.leadership(topic, partition)
         me = self._broker_id()
         replicas = self.cluster.topics[topic].partitions.get(partition, ())
@@ -204,8 +296,11 @@ class Partitions:
                     if known is not None:  # deleted and created again: the old records are gone
                         home.forget_topic(topic)
                     home.topic_ids[topic] = topic_id
+                present = self._present_at_start
+                is_new = present is None or (topic_id, partition) not in present
                 try:
-                    log = home.logs.get_or_create(topic, partition, self._log_config(topic), topic_id)
+                    log = home.logs.get_or_create(topic, partition, self._log_config(topic), topic_id,
+                                                  is_new=is_new)
                 except InconsistentTopicId as exc:
                     # Kafka refuses to lead this partition from that log (its LeaderAndIsr answer is
                     # INCONSISTENT_TOPIC_ID), so clients see a partition without a leader here.
@@ -214,7 +309,10 @@ class Partitions:
                         _log.error("partition %s-%d refused: %s", topic, partition, exc)
                     raise KafkaApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER, str(exc)) from None
         if log.epochs.latest_epoch < epoch:
-            log.start_leader_epoch(epoch)
+            try:
+                log.start_leader_epoch(epoch)
+            except OSError as exc:  # the leader-epoch-checkpoint could not be written
+                raise self.storage_failed(topic, partition, exc) from None
         return log
 
     def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
@@ -249,6 +347,7 @@ class Partitions:
         replica leaves the answer to leadership (Kafka's ReplicaManager answers it before)."""
         if current == UNDEFINED_LEADER_EPOCH:
             return
+        self.check_online(topic, partition)
         leader, epoch = self.leadership(topic, partition)
         me = self._broker_id()
         if leader != me and me not in self.cluster.topics[topic].partitions.get(partition, ()):

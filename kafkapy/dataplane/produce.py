@@ -7,7 +7,8 @@ which then goes through the steps below like any other.
 Each partition of a request is appended on its own, so one partition's rejection leaves the
 others alone (Kafka's ReplicaManager.appendToLocalLog):
 
-1. leadership (``Partitions.leader_log``): UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER;
+1. a partition whose log dir failed: KAFKA_STORAGE_ERROR; leadership (``Partitions.leader_log``):
+   UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER;
 2. the records checked as Kafka checks them (``kafkapy.log.append.validate_records``), and a
    batch whose codec is not the topic's ``compression.type`` (unless ``producer``) rebuilt with
    it and checked again, as Kafka's LogValidator recompresses;
@@ -15,7 +16,9 @@ others alone (Kafka's ReplicaManager.appendToLocalLog):
 4. idempotent producers (``ProducerStateManager.check_and_update``): a retried batch is
    answered with the offsets it got the first time and not appended again;
 5. the batch stored as it is (``PartitionLog.append``), and whoever waits on the partition
-   woken (``Partitions.appended``, for Fetch's long polls).
+   woken (``Partitions.appended``, for Fetch's long polls). An OSError there (or anywhere above)
+   takes the log's dir offline (``Partitions.storage_failed``): KAFKA_STORAGE_ERROR, for this
+   request and every later one to that dir's partitions.
 
 Authorization (KafkaApis.handleProduceRequest), only with an authorizer other than AllowAll (the
 module passes ``authorize`` None then, and nothing is asked): a partition of a topic the
@@ -272,6 +275,8 @@ class ProduceHandler:
             return answer
         except KafkaApiError as refused:
             return _failed(index, refused.code)
+        except OSError as exc:  # the log's dir failed under the append: KAFKA_STORAGE_ERROR
+            return _failed(index, partitions.storage_failed(topic, index, exc).code)
 
 
 def _answer(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> dict[str, Any]:

@@ -113,6 +113,11 @@ class ProduceFromFrame:
         with_log_start = api_version >= _FIRST_LOG_START_OFFSET
         partition_layout = _PARTITION_V5 if with_log_start else _PARTITION_V3
         pack_partition = partition_layout.pack
+
+        def pack_storage_error(index: int) -> bytes:
+            """A partition whose log dir failed (the plain path's _failed(KAFKA_STORAGE_ERROR))."""
+            failed = (index, ErrorCode.KAFKA_STORAGE_ERROR, _NO_OFFSET, _NO_OFFSET)
+            return pack_partition(*failed, _NO_OFFSET) if with_log_start else pack_partition(*failed)
         # The response around the topic name (or id) and the partition, fixed per version: after
         # the correlation id, the header's tag section (flexible), then one topic; after the
         # partition, record_errors and error_message (v8+), the tag sections, throttle_time_ms 0.
@@ -208,12 +213,20 @@ class ProduceFromFrame:
                                     state))
             answered: list[bytes] = []
             for name, index, data, batch, max_timestamp, epoch, log_append_time, log, state in planned:
+                if log.closed:  # its dir failed under an earlier partition of this request
+                    answered.append(pack_storage_error(index) + partition_tail)
+                    continue
                 base_offset = log.log_end_offset
                 stamp_batch(data, batch, base_offset=base_offset, leader_epoch=epoch,
                             max_timestamp=now_ms if log_append_time else max_timestamp,
                             log_append_time=log_append_time)
                 state.record_checked(batch)  # would_append took it as new, nothing ran in between
-                log.store_one(data, batch, now_ms)
+                try:
+                    log.store_one(data, batch, now_ms)
+                except OSError as exc:  # the dir failed: this partition's answer, the others go on
+                    partitions.storage_failed(name, index, exc)
+                    answered.append(pack_storage_error(index) + partition_tail)
+                    continue
                 appended(name, index)
                 append_time = now_ms if log_append_time else _NO_OFFSET
                 packed = pack_partition(index, _NO_ERROR, base_offset, append_time, log.log_start_offset) \
@@ -353,19 +366,29 @@ class ProduceFromFrame:
             log_append_time = config.message_timestamp_type == LOG_APPEND_TIME
             base_offset = log.log_end_offset
             correlation_id = frame[4:8]
-            if type(frame) is bytearray:
-                # A large frame kept as received (FastPaths.kept_frames), no one else's: it becomes
-                # the batch the log keeps, its request head and tag bytes cut off in place (a cut at
-                # the front moves the bytearray's start, no copy), all put back if it is declined.
-                cut = _Cut(frame, records_start, pos)
-                if not _check_stamp_append(frame, cut, config, now_ms, api_version, log, base_offset, epoch,
-                                           state):
-                    cut.undo()  # the batch and its views are gone with the call: the frame may resize
+            cut = None
+            failure: OSError | None = None
+            try:
+                if type(frame) is bytearray:
+                    # A large frame kept as received (FastPaths.kept_frames), no one else's: it becomes
+                    # the batch the log keeps, its request head and tag bytes cut off in place (a cut
+                    # at the front moves the bytearray's start, no copy), all put back if declined.
+                    cut = _Cut(frame, records_start, pos)
+                    if not _check_stamp_append(frame, cut, config, now_ms, api_version, log, base_offset,
+                                               epoch, state):
+                        cut.undo()  # the batch and its views are gone with the call: the frame may resize
+                        return None
+                elif not _check_stamp_append(  # the one copy (a slice of a large frame would be one more)
+                        bytearray(frame[records_start:pos] if size < _COPY_SLICE_BELOW
+                                  else memoryview(frame)[records_start:pos]),
+                        None, config, now_ms, api_version, log, base_offset, epoch, state):
                     return None
-            elif not _check_stamp_append(  # the one copy (a slice of a large frame would be one more)
-                    bytearray(frame[records_start:pos] if size < _COPY_SLICE_BELOW
-                              else memoryview(frame)[records_start:pos]),
-                    None, config, now_ms, api_version, log, base_offset, epoch, state):
+            except OSError as exc:
+                failure = exc.with_traceback(None)  # its frames' views of the frame go with them
+            if failure is not None:  # the dir failed: the plain path answers KAFKA_STORAGE_ERROR
+                partitions.storage_failed(name, index, failure)
+                if cut is not None:
+                    cut.undo()
                 return None
             appended(name, index)
             if acks == 0:

@@ -20,9 +20,9 @@ What keeps this safe:
   writes the final checkpoints, and the on-demand ``checkpoint()`` drains, so a caller who asked
   sees the files.
 
-A write that fails (the disk full, a directory moved away) is logged with its file and dropped:
-the next checkpoint writes the file again, and a recovery point that did not move only means more
-recovery after a crash.
+A write that fails (the disk full, a directory moved away) is logged with its file and handed
+to ``on_failure`` with the path it was about: the LogManager takes that path's log dir offline
+(Kafka's LogDirFailureChannel, fed by its scheduler's tasks too), on the loop.
 """
 
 from __future__ import annotations
@@ -78,30 +78,35 @@ def remove_file(path: Path, background: BackgroundWriter | None) -> None:
         os.replace(path, doomed)
     except FileNotFoundError:
         return
-    background.submit(f"removing {doomed}", lambda: doomed.unlink(missing_ok=True))
+    background.submit(f"removing {doomed}", lambda: doomed.unlink(missing_ok=True), doomed)
+
+
+Failure = Callable[[Path | None, str, OSError], None]
 
 
 class BackgroundWriter:
     """One thread running the submitted writes in order (Kafka's scheduler, for the log dirs)."""
 
-    def __init__(self, name: str = "kafkapy-log-writer") -> None:
+    def __init__(self, name: str = "kafkapy-log-writer", *, on_failure: Failure | None = None) -> None:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._closed = False
+        self.on_failure = on_failure  # told of each OSError, with the path the work was about
 
-    def submit(self, what: str, work: Callable[[], object]) -> None:
+    def submit(self, what: str, work: Callable[[], object], path: Path | None = None) -> None:
         """Run ``work`` after everything submitted before it (here and now once closed); ``what``
-        names it in a failure's log line."""
+        names it in a failure's log line, ``path`` is the file or directory it writes."""
         if self._closed:
-            self._run(what, work)
+            self._run(what, work, path)
             return
-        self._executor.submit(self._run, what, work)
+        self._executor.submit(self._run, what, work, path)
 
-    @staticmethod
-    def _run(what: str, work: Callable[[], object]) -> None:
+    def _run(self, what: str, work: Callable[[], object], path: Path | None) -> None:
         try:
             work()
         except OSError as exc:
             _log.warning("background write failed (%s): %s", what, exc)
+            if self.on_failure is not None:
+                self.on_failure(path, what, exc)
         except Exception:  # a defect: nobody reads the future, so say it here or it is never seen
             _log.exception("background write failed (%s)", what)
 

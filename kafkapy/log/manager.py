@@ -21,8 +21,19 @@ A partition moves to another log dir (AlterReplicaLogDirs) through a future dire
 (moves.py): :meth:`LogManager.start_move` makes it, the data plane copies into it, and
 :meth:`LogManager.swap` puts it in place. Found at open, a ``-delete`` directory (a move's
 leftover) is deleted and a ``-future`` one resumed, or, with no current log beside it, made
-the current log (Kafka's recoverAbandonedFutureLogs). A log dir that failed a move is offline
-(Kafka's LogDirFailureChannel) until the broker restarts; so is one that is not a directory.
+the current log (Kafka's recoverAbandonedFutureLogs).
+
+A log dir fails on its own (KIP-112, Kafka's LogDirFailureChannel): an I/O error while it is
+opened (it cannot be made or read, a file in it cannot be read, a checkpoint in it is corrupt)
+or while it serves (an append, a roll, a flush, a checkpoint, a read, a move) takes that dir
+offline until the broker restarts, and the broker goes on with the others. Its logs are dropped
+(their files closed as they are, nothing more written), and each of its partitions answers
+KAFKA_STORAGE_ERROR (``offline_partitions``) instead of being made again elsewhere. Only when
+every dir has failed does the broker stop (:class:`AllLogDirsFailed`, Kafka's fatal line). An
+error on the loop is handled there (:meth:`LogManager.fail_dir`); one on the background writer's
+thread is queued and handled on the loop (:meth:`LogManager.report_failure`,
+:meth:`LogManager.handle_reported_failures`). A dir that is no longer a directory (a disk gone)
+is offline too.
 """
 
 from __future__ import annotations
@@ -32,14 +43,16 @@ import json
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import attrs
 
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.background import BackgroundWriter
-from kafkapy.log.checkpoint import fsync_directory, read_offsets, write_offsets
+from kafkapy.log.checkpoint import CheckpointCorrupt, fsync_directory, read_offsets, write_offsets
 from kafkapy.log.memory import MemoryLog
 from kafkapy.log.moves import (
     DELETE_SUFFIX,
@@ -54,7 +67,8 @@ from kafkapy.log.segmented import SegmentedLog, now_ms
 from kafkapy.log.segments import FileLog
 from kafkapy.log.topic_config import LogConfig
 
-__all__ = ["CLEAN_SHUTDOWN_FILE", "LogDirDescription", "LogManager", "MetaPropertiesMismatch"]
+__all__ = ["CLEAN_SHUTDOWN_FILE", "AllLogDirsFailed", "LogDirDescription", "LogManager",
+           "MetaPropertiesMismatch", "storage_error"]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -70,6 +84,21 @@ _log = logging.getLogger(__name__)
 
 class MetaPropertiesMismatch(ValueError):
     """A log dir belongs to another broker or cluster (Kafka's InconsistentBrokerIdException)."""
+
+
+class AllLogDirsFailed(OSError):
+    """Every log dir failed: the broker cannot serve a partition and stops (Kafka halts it)."""
+
+
+# What takes a log dir offline while it is opened: the OS refusing (Kafka's IOException) or a
+# checkpoint Kafka's readers refuse (their IOException, "Malformed line ...").
+LOAD_FAILURES = (OSError, CheckpointCorrupt)
+
+
+def storage_error(topic: str, partition: int) -> KafkaApiError:
+    """What every request for a partition of an offline log dir gets (Kafka's HostedPartition.Offline)."""
+    return KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR,
+                         f"partition {topic}-{partition} is in an offline log dir")
 
 
 @attrs.frozen
@@ -142,14 +171,46 @@ class LogManager:
         # Kafka's preferredLogDirs: where a partition asked to move before it had a log here goes.
         self.preferred_dirs: dict[TopicPartition, Path] = {}
         self.offline_dirs: set[Path] = set()
+        # The partitions whose log was in a dir that failed: KAFKA_STORAGE_ERROR until a restart,
+        # never made again in another dir (their records are where they were).
+        self.offline_partitions: dict[TopicPartition, Path] = {}
+        # Dirs that failed at start without a listing of their partitions: while one is offline, a
+        # log that is not new is not made elsewhere (Kafka's getOrCreateLog with isNew false).
+        self.unlisted_offline: list[Path] = []
+        # Failures the background writer's thread met, for the loop to handle (report_failure).
+        self._reported: list[tuple[Path, str]] = []
+        self._reported_lock = threading.Lock()
+        self.failures_reported = False  # _reported is not empty (read on every partition lookup)
+        # Called (from any thread) when a failure is reported; the owner wakes its loop with it.
+        self.on_failure_reported: Callable[[], None] | None = None
         # fsyncs of rolled segments and snapshots, and the periodic checkpoints, off the loop
         # (kafkapy.log.background); in memory there is nothing to write.
-        self.background = BackgroundWriter() if self.log_dirs else None
+        self.background = BackgroundWriter(on_failure=self.report_failure) if self.log_dirs else None
         found_futures: list[tuple[TopicPartition, Path, Path]] = []
+        unusable: list[Path] = []  # dirs that could not even be made or read (Kafka's validation)
+        causes: list[str] = []  # why each failed dir failed, for the one line when all did
         try:
             for directory in self.log_dirs:
-                found_futures += self._open_dir(directory)
+                try:
+                    problem = self._unusable(directory)
+                    if problem is not None:
+                        unusable.append(directory)
+                        causes.append(problem)
+                        self._drop_dir(directory)
+                        continue
+                    found_futures += self._open_dir(directory)
+                except LOAD_FAILURES as exc:
+                    _log.error("Error while loading log dir %s: %s", directory.absolute(), exc)
+                    causes.append(str(exc))
+                    self._drop_dir(directory)
+            if self.log_dirs and not self.online_dirs():
+                fatal = ("Shutdown broker because none of the specified log dirs from "
+                         f"{', '.join(map(str, self.log_dirs))} can be created or validated"
+                         if len(unusable) == len(self.log_dirs) else self._all_failed_message())
+                raise AllLogDirsFailed(f"{fatal} ({'; '.join(causes)})")
             for key, directory, path in found_futures:
+                if key not in self.logs and key in self.offline_partitions:
+                    continue  # its current log is in a failed dir: the move waits for a restart
                 self._adopt_future(key, directory, path)
         except BaseException:
             self._abandon()  # a refused dir: the logs opened before it are nobody's to close
@@ -160,6 +221,36 @@ class LogManager:
         return not self.log_dirs
 
     # -- opening ---------------------------------------------------------------------------------
+
+    def _unusable(self, directory: Path) -> str | None:
+        """Kafka's createAndValidateLogDirs: the dir is made if missing and must be a readable
+        directory; one that is not is offline from the start (answers why)."""
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            if not directory.is_dir() or not os.access(directory, os.R_OK | os.X_OK):
+                raise NotADirectoryError(f"{directory.absolute()} is not a readable log directory")
+        except OSError as exc:
+            _log.error("Failed to create or validate data directory %s: %s", directory.absolute(), exc)
+            self.offline_dirs.add(directory)
+            return str(exc)
+        return None
+
+    def _drop_dir(self, directory: Path) -> None:
+        """A dir that failed while it was opened: offline, the logs already opened from it closed
+        as they are, and every partition directory it holds (when it can still be listed)
+        answering KAFKA_STORAGE_ERROR."""
+        self.offline_dirs.add(directory)
+        for key in [k for k, d in self._dir_of.items() if d == directory]:
+            self._forget_offline(key, directory)
+        try:
+            names = [child.name for child in directory.iterdir() if child.is_dir()]
+        except OSError:
+            names = []
+            self.unlisted_offline.append(directory)
+        for name in names:
+            found = parse_partition_dir(name)
+            if found is not None and found not in self.logs:
+                self.offline_partitions[found] = directory
 
     def _open_dir(self, directory: Path) -> list[tuple[TopicPartition, Path, Path]]:
         """Open the logs in ``directory``; answers the future directories found there."""
@@ -247,8 +338,11 @@ class LogManager:
         return self.logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None,
-                      topic_id: uuid.UUID | None = None) -> SegmentedLog:
+                      topic_id: uuid.UUID | None = None, *, is_new: bool = True) -> SegmentedLog:
         """The partition's log, created empty (in the least-loaded log dir) the first time.
+
+        A partition whose log was in a failed dir is KAFKA_STORAGE_ERROR; so is one that is not
+        ``is_new`` while a dir that failed at start could not be listed (its log may be there).
 
         ``topic_id`` (KIP-516), when known, is recorded in the log (partition.metadata) as Kafka's
         LogManager.getOrCreateLog does; a log holding another one is InconsistentTopicId, unless
@@ -256,6 +350,8 @@ class LogManager:
         a topic a new id each run), when the log takes the new id."""
         key = (topic, partition)
         log = self.logs.get(key)
+        if log is None and (key in self.offline_partitions or (self.unlisted_offline and not is_new)):
+            raise storage_error(topic, partition)
         if log is not None:
             if config is not None:
                 log.set_config(config)
@@ -274,8 +370,17 @@ class LogManager:
             preferred = self.preferred_dirs.pop(key, None)
             online = preferred is not None and self.log_dir_online(preferred)
             directory = preferred if preferred is not None and online else self._least_loaded_dir()
-            log = self._writing_in_background(
-                FileLog(directory / partition_dir_name(topic, partition), config, clock=self.clock))
+            if directory is None:
+                raise storage_error(topic, partition)
+            try:
+                log = self._writing_in_background(
+                    FileLog(directory / partition_dir_name(topic, partition), config, clock=self.clock))
+            except OSError as exc:  # Kafka: the dir goes offline, and the partition with it
+                _log.error("Error while creating log for %s-%d in dir %s: %s", topic, partition,
+                           directory.absolute(), exc)
+                self.fail_dir(directory, exc)
+                self.offline_partitions[key] = directory
+                raise storage_error(topic, partition) from None
             self._dir_of[key] = directory
         if topic_id is not None:
             log.assign_topic_id(topic_id)
@@ -290,10 +395,11 @@ class LogManager:
         log.background = self.background
         return log
 
-    def _least_loaded_dir(self) -> Path:
+    def _least_loaded_dir(self) -> Path | None:
+        """The online dir holding the fewest partitions (Kafka's nextLogDirs); None when none is."""
         counts = {d: 0 for d in self.log_dirs if self.log_dir_online(d)}
         if not counts:
-            raise OSError("No log directories available. Tried " + ", ".join(map(str, self.log_dirs)))
+            return None
         for d in self._dir_of.values():
             if d in counts:
                 counts[d] += 1
@@ -349,8 +455,82 @@ class LogManager:
             shutil.rmtree(future.path, ignore_errors=True)
 
     def mark_offline(self, directory: Path) -> None:
-        """A disk error in ``directory``: no move or new log goes there until the broker restarts."""
+        """A disk error in ``directory`` (:meth:`fail_dir` without the cause)."""
+        self.fail_dir(directory)
+
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def _all_failed_message(self) -> str:
+        return f"Shutdown broker because all log dirs in {', '.join(map(str, self.log_dirs))} have failed"
+
+    def dir_containing(self, path: Path) -> Path | None:
+        """The log dir ``path`` is in (or is), if any."""
+        for directory in self.log_dirs:
+            if path == directory or path.is_relative_to(directory):
+                return directory
+        return None
+
+    def fail_dir(self, directory: Path, exc: BaseException | None = None) -> list[TopicPartition]:
+        """Kafka's LogDirFailureChannel and LogManager.handleLogDirFailure, on the thread that
+        owns the logs: ``directory`` goes offline until a restart; its logs are dropped, their
+        files closed as they are (nothing flushed or checkpointed: a restart recovers them), and
+        their partitions answer KAFKA_STORAGE_ERROR; moves into it stop (their future directory
+        left as it is). Answers the partitions that went offline (none if it was offline already).
+        Raises AllLogDirsFailed when no dir is left online."""
+        if directory in self.offline_dirs:
+            return []
+        _log.error("Stopping serving logs in dir %s%s", directory.absolute(), f": {exc}" if exc else "")
         self.offline_dirs.add(directory)
+        gone = [k for k, d in self._dir_of.items() if d == directory]
+        for key in gone:
+            self._forget_offline(key, directory)
+        for key, future in list(self.futures.items()):
+            if future.log_dir == directory or key in self.offline_partitions:
+                future.stop.set()
+                del self.futures[key]
+        if gone:
+            _log.warning("Logs for partitions %s are offline: log dir %s failed",
+                         ", ".join(f"{t}-{p}" for t, p in gone), directory.absolute())
+        if not self.online_dirs():
+            raise AllLogDirsFailed(self._all_failed_message())
+        return gone
+
+    def _forget_offline(self, key: TopicPartition, directory: Path) -> None:
+        log = self.logs.pop(key)
+        partitions = self._partitions_of[key[0]]
+        partitions.discard(key[1])
+        if not partitions:
+            del self._partitions_of[key[0]]
+        del self._dir_of[key]
+        self.offline_partitions[key] = directory
+        if isinstance(log, FileLog):
+            log.close_handlers()
+
+    def report_failure(self, path: Path | None, what: str, exc: OSError) -> None:
+        """An I/O error on another thread (the background writer's) about ``path``: queued for
+        the loop (Kafka's failure channel), which handles it at :meth:`handle_reported_failures`."""
+        directory = self.dir_containing(path) if path is not None else None
+        if directory is None:
+            return
+        with self._reported_lock:
+            self._reported.append((directory, f"{what}: {exc}"))
+            self.failures_reported = True
+        if self.on_failure_reported is not None:
+            self.on_failure_reported()
+
+    def handle_reported_failures(self) -> list[TopicPartition]:
+        """Take the dirs the background writer found failing offline (on the owner's thread);
+        answers the partitions that went offline. Raises AllLogDirsFailed as :meth:`fail_dir`."""
+        with self._reported_lock:
+            reported, self._reported = self._reported, []
+            self.failures_reported = False
+        gone: list[TopicPartition] = []
+        for directory, reason in reported:
+            if directory not in self.offline_dirs:
+                _log.error("Error in log dir %s: %s", directory.absolute(), reason)
+                gone += self.fail_dir(directory)
+        return gone
 
     def swap(self, topic: str, partition: int) -> Path:
         """Kafka's replaceCurrentWithFutureLog, in one step of the loop that appends: the copy
@@ -516,10 +696,13 @@ class LogManager:
                 continue
             keys = [k for k, d in self._dir_of.items() if d == directory and include(self.logs[k])]
             path, offsets = directory / name, {k: value(self.logs[k]) for k in keys}
-            if background is None:
+            if background is not None:
+                background.submit(f"writing {path}", functools.partial(write_offsets, path, offsets), path)
+                continue
+            try:
                 write_offsets(path, offsets)
-            else:
-                background.submit(f"writing {path}", functools.partial(write_offsets, path, offsets))
+            except OSError as exc:  # Kafka's CheckpointFileWithFailureHandler: the dir goes offline
+                self.report_failure(path, f"writing {path}", exc)
 
     def _abandon(self) -> None:
         """Close the logs an open that failed had opened, and the writer's thread; no checkpoint
@@ -534,13 +717,31 @@ class LogManager:
             self.background.close()
 
     def close(self) -> None:
-        """Flush and close every log, checkpoint, then mark each dir as cleanly shut down."""
-        for log in self.logs.values():
-            log.background = None  # its last flush and snapshot are written before the marker
-            log.close()
-        self.checkpoint()  # after what the background writer had pending
+        """Flush and close every log, checkpoint, then mark each dir as cleanly shut down (a dir
+        that fails meanwhile goes offline and gets no marker: its logs are recovered at the next
+        start)."""
+        if self.background is not None:
+            self.background.drain()
+        try:
+            self.handle_reported_failures()
+            for key, log in list(self.logs.items()):
+                log.background = None  # its last flush and snapshot are written before the marker
+                try:
+                    log.close()
+                except OSError as exc:
+                    directory = self._dir_of.get(key)
+                    if directory is None:
+                        raise
+                    self.fail_dir(directory, exc)
+            self.checkpoint()  # after what the background writer had pending
+            self.handle_reported_failures()
+        except AllLogDirsFailed as exc:
+            _log.error("%s", exc)
         for directory in self.log_dirs:
             if self.log_dir_online(directory):
-                write_clean_shutdown(directory)
+                try:
+                    write_clean_shutdown(directory)
+                except OSError as exc:
+                    _log.error("Error while writing the clean shutdown marker of %s: %s", directory, exc)
         if self.background is not None:
             self.background.close()

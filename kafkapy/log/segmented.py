@@ -38,6 +38,7 @@ import time
 import uuid
 from array import array
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kafkapy.log.background import BackgroundWriter, fsync_and_close
@@ -524,7 +525,7 @@ class SegmentedLog:
             def flush_rolled() -> None:
                 fsync_and_close(descriptors)
                 self._advance_recovery_point(through, rewrites)
-            background.submit(f"flushing a rolled segment of {self}", flush_rolled)
+            background.submit(f"flushing a rolled segment of {self}", flush_rolled, self.storage_path())
         self.segments.append(self._new_segment(self.log_end_offset, now))
         if self.snapshot_source is not None:
             self.write_snapshot(self.log_end_offset, self.snapshot_source())
@@ -894,6 +895,11 @@ class SegmentedLog:
         config = config or self.config
         need = self.cleaning_need(now_ms, config)
         return config.compacts and need.overdue and need.cleanable_bytes > 0
+
+    def storage_path(self) -> Path | None:
+        """The directory holding the log's files (what a background write's failure names);
+        None in memory."""
+        return None
 
     def close(self) -> None:
         """Snapshot producer state at the log end, flush, release; a second call does nothing."""

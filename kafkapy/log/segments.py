@@ -34,6 +34,7 @@ new log end go with them. An interrupted segment swap is completed first.
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import shutil
@@ -57,6 +58,7 @@ from kafkapy.protocol.records import Buffer, RecordBatch
 
 __all__ = ["FileLog", "FileSegment", "segment_name"]
 
+_log = logging.getLogger(__name__)
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _INT32_MAX = (1 << 31) - 1
@@ -448,7 +450,7 @@ class FileLog(SegmentedLog):
             self._write_epochs(directory, entries, generation)
         else:
             background.submit(f"writing {directory}/{LEADER_EPOCH_CHECKPOINT}",
-                              lambda: self._write_epochs(directory, entries, generation))
+                              lambda: self._write_epochs(directory, entries, generation), directory)
 
     def _write_epochs(self, directory: Path, entries: list[tuple[int, int]], generation: int) -> None:
         with self._epochs_lock:
@@ -484,7 +486,7 @@ class FileLog(SegmentedLog):
         def sync_snapshot() -> None:
             fsync_path(path)
             fsync_path(directory)
-        background.submit(f"syncing {path}", sync_snapshot)
+        background.submit(f"syncing {path}", sync_snapshot, path)
 
     def latest_snapshot(self) -> tuple[int, bytes] | None:
         usable = [offset for offset in self._snapshot_offsets() if offset <= self.log_end_offset]
@@ -519,6 +521,20 @@ class FileLog(SegmentedLog):
             segment.relocate(directory)
         self.directory = directory
 
+    def storage_path(self) -> Path | None:
+        return self.directory
+
+    def close_handlers(self) -> None:
+        """Kafka's UnifiedLog.closeHandlers, for a log whose dir failed: every file closed as it
+        is, nothing flushed, snapshotted or written again (a restart recovers the log)."""
+        self.closed = True
+        self.background = None
+        for segment in self.segments:
+            try:
+                segment.close()
+            except OSError as exc:  # the descriptor is what failed: closed or not, it is let go
+                _log.debug("closing a segment of %s: %s", self, exc)
+
     def delete(self) -> None:
         """Remove the partition directory (its topic was deleted). With a background writer it is
         renamed ``<topic>-<partition>.<uuid>-delete`` here, as Kafka renames a deleted log's
@@ -535,4 +551,4 @@ class FileLog(SegmentedLog):
             os.replace(self.directory, doomed)
         except FileNotFoundError:
             return
-        background.submit(f"removing {doomed}", lambda: shutil.rmtree(doomed, ignore_errors=True))
+        background.submit(f"removing {doomed}", lambda: shutil.rmtree(doomed, ignore_errors=True), doomed)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from kafkapy.log import LogManager
 from kafkapy.log.checkpoint import CheckpointCorrupt
+from kafkapy.log.manager import AllLogDirsFailed
 from kafkapy.log.partition_metadata import (
     PARTITION_METADATA,
     InconsistentTopicId,
@@ -84,9 +85,10 @@ def test_without_lasting_topic_ids_the_log_takes_the_new_one(tmp_path: Path) -> 
 def test_a_malformed_file_is_one_clear_error(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "t-0").mkdir()
     (tmp_path / "t-0" / PARTITION_METADATA).write_bytes(content)
-    with pytest.raises(CheckpointCorrupt) as refused:
+    with pytest.raises(AllLogDirsFailed) as refused:  # the one log dir failed: the broker stops
         LogManager([tmp_path])
-    assert str(refused.value).startswith(str(tmp_path / "t-0" / PARTITION_METADATA))
+    assert str(refused.value).startswith(f"Shutdown broker because all log dirs in {tmp_path} have failed")
+    assert f"({tmp_path / 't-0' / PARTITION_METADATA}: " in str(refused.value)
     assert "\n" not in str(refused.value)
 
 
