@@ -213,8 +213,11 @@ class CoordinatedConsumer:
         if api_key == ApiKey.PING:
             return {**common, "offset_info": await self._offset_info()}
         if api_key == ApiKey.STOP_FETCHER:
+            # Stop first, then report (seed 001): the offsets are final once the fetchers stopped,
+            # and they are for the partitions just released, so labelled from that assignment.
+            released = self.assignment
             await self._revoke()
-            return {**common, "offset_info": await self._offset_info()}
+            return {**common, "offset_info": await self._offset_info(released)}
         if api_key == ApiKey.START_FETCHER:
             self.brokers = {b["id"]: (b["host"], b["port"]) for b in body["brokers_info"]}
             parts = []
@@ -235,7 +238,12 @@ class CoordinatedConsumer:
             self.assignment = []
             await _call(self.on_revoke)
 
-    async def _offset_info(self) -> list[dict[str, Any]] | None:
+    async def _offset_info(self, owned: Sequence[AssignedPartition] | None = None
+                           ) -> list[dict[str, Any]] | None:
+        """The consumed offsets of ``owned`` (default: the current assignment), each partition
+        labelled ``<brokerId>-<partition>`` as StartFetcher gave it."""
+        if owned is None:
+            owned = self.assignment
         if not self.auto_commit:
             return None  # the seed: without auto-commit the offsets are left out entirely
         if self.offsets_callback is not None:
@@ -243,8 +251,8 @@ class CoordinatedConsumer:
             if inspect.isawaitable(offsets):
                 offsets = await offsets
         else:
-            offsets = {(p.topic, p.partition): p.offset for p in self.assignment if p.offset >= 0}
-        leaders = {(p.topic, p.partition): p.broker_id for p in self.assignment}
+            offsets = {(p.topic, p.partition): p.offset for p in owned if p.offset >= 0}
+        leaders = {(p.topic, p.partition): p.broker_id for p in owned}
         return [{"topic": t, "partition": f"{leaders.get((t, p), -1)}-{p}", "offset": o}
                 for (t, p), o in sorted(offsets.items())]
 

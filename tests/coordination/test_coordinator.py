@@ -553,3 +553,40 @@ def test_not_served_unless_enabled() -> None:
 def test_assigned_partition_is_plain_data() -> None:
     p = AssignedPartition("c-0", "t", 1, 2, -1)
     assert json.dumps([p.topic, p.partition]) == '["t", 1]'
+
+
+def _start_fetcher(consumer_id: str) -> dict[str, Any]:
+    return {"consumer_id": consumer_id, "brokers_info": [{"id": 7, "host": "h", "port": 1}],
+            "ownership_info": [{"consumer_thread_id": f"{consumer_id}-0", "assigned_parts": [
+                {"topic": "t", "partition": "7-0", "offset": 40},
+                {"topic": "t", "partition": "7-1", "offset": -1}]}]}
+
+
+@pytest.mark.parametrize("with_callback", [True, False])
+def test_stop_fetcher_answer_labels_the_partitions_it_just_released(with_callback: bool) -> None:
+    """Seed 001: StopFetcher is answered after the fetchers stopped, with the offsets consumed on the
+    partitions the consumer owned, each labelled ``<brokerId>-<partition>`` as in StartFetcher.
+    The answer used to be built from the assignment already cleared by the revoke: broker -1 in
+    every label, and nothing at all without an ``offsets`` callback."""
+    consumed = {("t", 0): 42, ("t", 1): 3}
+    seen: list[dict[tuple[str, int], int]] = []
+
+    def offsets() -> dict[tuple[str, int], int]:
+        seen.append(dict(consumed))
+        return consumed
+
+    async def main() -> None:
+        consumer = CoordinatedConsumer([("127.0.0.1", 1)], "g", "c1", {"t": 1},
+                                       offsets=offsets if with_callback else None,
+                                       on_revoke=lambda: consumed.update({("t", 0): 43}))
+        await consumer.answer(1004, _start_fetcher("c1"))
+        answer = await consumer.answer(1003, {"consumer_id": "c1"})
+        assert answer is not None and answer["error_code"] == 0
+        if with_callback:  # asked after on_revoke: the final positions
+            assert answer["offset_info"] == [{"topic": "t", "partition": "7-0", "offset": 43},
+                                             {"topic": "t", "partition": "7-1", "offset": 3}]
+        else:  # the start offsets it was given (partition 1 had none)
+            assert answer["offset_info"] == [{"topic": "t", "partition": "7-0", "offset": 40}]
+        assert consumer.assignment == []
+
+    asyncio.run(main())
