@@ -590,3 +590,69 @@ def test_stop_fetcher_answer_labels_the_partitions_it_just_released(with_callbac
         assert consumer.assignment == []
 
     asyncio.run(main())
+
+
+def test_a_silent_coordinator_is_left_after_the_session_timeout() -> None:
+    """Seed 001, section 10: a consumer that hears no request (Ping, StopFetcher, StartFetcher) from
+    its coordinator for session_timeout takes it for dead although the connection stays up: it
+    stops fetching, closes the connection and starts over with ClusterMetadata. The coordinator
+    here is a stand-in that assigns one partition and then says nothing more."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        registered: list[float] = []
+        discovered: list[float] = []
+        hung_up: list[float] = []  # the consumer closed a registered connection
+        writers: list[asyncio.StreamWriter] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writers.append(writer)
+            port = writer.get_extra_info("sockname")[1]
+            registered_here = False
+            try:
+                while True:
+                    data = await reader.readexactly(SIZE.unpack(await reader.readexactly(4))[0])
+                    if SIZE.unpack_from(data)[0] == 2**30:
+                        continue  # the StartFetcher's answer
+                    request = decode_request(data)
+                    if request.api_key == 1000:
+                        discovered.append(loop.time())
+                        body: dict[str, Any] = {"error_code": 0, "coordinator_id": 1, "brokers_info": [
+                            {"id": 1, "host": "127.0.0.1", "port": port}]}
+                    else:
+                        assert request.api_key == 1001
+                        registered.append(loop.time())
+                        registered_here = True
+                        body = {"error_code": 0}
+                    frame = encode_response(request.api_key, 0, request.correlation_id, body)
+                    writer.write(SIZE.pack(len(frame)) + frame)
+                    if request.api_key == 1001 and len(registered) == 1:
+                        start = encode_request(1004, 0, 2**30, "kafkapy-broker", _start_fetcher("c1"))
+                        writer.write(SIZE.pack(len(start)) + start)
+            except asyncio.IncompleteReadError:
+                if registered_here:
+                    hung_up.append(loop.time())
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        events: list[str] = []
+        consumer = CoordinatedConsumer([server.sockets[0].getsockname()[:2]], "g", "c1", {"t": 1},
+                                       session_timeout_ms=SESSION_MS, retry_backoff_ms=50,
+                                       on_assign=lambda parts: events.append("assign"),
+                                       on_revoke=lambda: events.append("revoke"))
+        consumer.start()
+        try:
+            await until(lambda: len(registered) == 2, what="a second registration")
+            assert events == ["assign", "revoke"] and consumer.assignment == []
+            # it waited the session timeout (from the StartFetcher, sent with the registration's
+            # answer), then hung up and discovered the coordinator again before registering anew
+            assert hung_up[0] - registered[0] >= 0.9 * SESSION_MS / 1000, hung_up[0] - registered[0]
+            assert len(discovered) == 2 and hung_up[0] <= discovered[1] <= registered[1]
+        finally:
+            await consumer.close(graceful=False)
+            server.close()
+            for writer in writers:
+                writer.close()
+            await server.wait_closed()
+
+    run(main())
