@@ -656,3 +656,75 @@ def test_a_silent_coordinator_is_left_after_the_session_timeout() -> None:
             await server.wait_closed()
 
     run(main())
+
+
+class NoStop(CoordinatedConsumer):
+    """Answers Pings but never a StopFetcher: every rebalance attempt times out on it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stops: list[float] = []
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if api_key == 1003:
+            self.stops.append(asyncio.get_running_loop().time())
+            return None
+        return await super().answer(api_key, body)
+
+
+def test_a_timed_out_rebalance_is_retried_after_the_backoff_then_given_up(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Seed 001, section 9 step 5: a StopFetcher not answered in time (2/3 of the session timeout)
+    fails the attempt; the coordinator waits coordinator.rebalance.backoff.ms and tries again, and
+    after coordinator.rebalance.max.retries retries logs the rebalance as failed and stops trying
+    (the consumer answers its Pings, so it stays in the group)."""
+    caplog.set_level(logging.INFO, logger="kafkapy.coordination")
+
+    async def main() -> None:
+        b = await broker(**{"coordinator.rebalance.max.retries": 2, "coordinator.rebalance.backoff.ms": 300})
+        try:
+            await create_topic(b, "t", 1)
+            first = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: first.owned == [("t", 0)], what="c1 owns t")
+            stuck = NoStop([address(b)], "g", "c2", {"t": 1}, session_timeout_ms=SESSION_MS,
+                           retry_backoff_ms=50)
+            stuck.start()
+            await until(lambda: "rebalance of group g failed after 3 attempts" in caplog.text, timeout=15,
+                        what="the rebalance given up")
+            assert len(stuck.stops) == 3
+            reply_timeout, backoff = SESSION_MS * 2 / 3000, 0.3
+            gaps = [later - earlier for earlier, later in zip(stuck.stops, stuck.stops[1:])]
+            assert all(gap >= 0.9 * (reply_timeout + backoff) for gap in gaps), gaps
+            await asyncio.sleep(reply_timeout + 2 * backoff)
+            assert len(stuck.stops) == 3  # given up: no fourth attempt
+            assert stuck.registered.is_set()  # still a member, pinged as usual
+            await stuck.close(graceful=False)
+            await first.consumer.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_a_refused_consumer_closes_and_starts_over_until_it_is_accepted() -> None:
+    """Seed 001: a consumer id is unique in its group (a second live one is refused), and a consumer
+    whose registration is refused closes the connection itself and goes back to discovery; here it
+    gets in once the holder of its id has left."""
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 2)
+            holder = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: len(holder.owned) == 2, what="the first c1 owns t")
+            twin = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: twin.consumer.last_error == 82, what="the twin refused")
+            assert not twin.consumer.registered.is_set() and holder.owned == [("t", 0), ("t", 1)]
+            await holder.consumer.close()
+            await until(lambda: twin.consumer.registered.is_set() and len(twin.owned) == 2,
+                        what="the twin registered once the id was free")
+            assert twin.consumer.last_error == 0
+            await twin.consumer.close()
+        finally:
+            await b.stop()
+
+    run(main())
