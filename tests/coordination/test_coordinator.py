@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from kafkapy import Broker
 from kafkapy.coordination.assignment import Subscription, SubscriptionError, range_assign
 from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
+from kafkapy.coordination.module import CoordinationModule
 from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
 from kafkapy.store.memory import MemoryStore
 
@@ -724,6 +725,36 @@ def test_a_refused_consumer_closes_and_starts_over_until_it_is_accepted() -> Non
                         what="the twin registered once the id was free")
             assert twin.consumer.last_error == 0
             await twin.consumer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_the_last_consumer_leaving_clears_the_group_record_and_commits() -> None:
+    """Seed 001 rebalances a group after a consumer failure only if members are left. Here the last
+    one leaving runs the bookkeeping half of a rebalance, with no request to anyone: its offsets are
+    committed, and the recorded owners and members are cleared, so that a later coordinator does
+    not wait for consumers that left (docs/coordination.md)."""
+    async def main() -> None:
+        b = await broker(**{"coordinator.offset.commit.interval.ms": 60_000})  # only the rebalance commits
+        assert b.runtime is not None
+        store = b.runtime.store
+        try:
+            await create_topic(b, "t", 2)
+            consumed = {("t", 0): 5, ("t", 1): 6}
+            consumer = PingLog([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                               offsets=lambda: consumed, retry_backoff_ms=50)
+            consumer.start()
+            await until(lambda: store.members("g") == {"c1": SESSION_MS} and len(store.owners("g")) == 2,
+                        what="c1 recorded")
+            consumed = {("t", 0): 50, ("t", 1): 60}
+            (module,) = [m for m in b.runtime.modules if isinstance(m, CoordinationModule)]
+            await until(lambda: module.groups["g"].offsets == consumed, what="the new offsets in a Ping")
+            assert store.offsets("g") != consumed  # not committed yet
+            await consumer.close(graceful=False)
+            await until(lambda: store.members("g") == {} and store.owners("g") == {}, what="record cleared")
+            assert store.offsets("g") == consumed  # the last Ping's offsets, committed on the way out
         finally:
             await b.stop()
 
