@@ -759,3 +759,35 @@ def test_the_last_consumer_leaving_clears_the_group_record_and_commits() -> None
             await b.stop()
 
     run(main())
+
+
+def test_a_late_answer_to_a_ping_given_up_by_a_reregistration_is_dropped() -> None:
+    """A consumer registering again on its connection replaces its registration, and the Ping then
+    awaited by the old one is given up. Its answer arriving afterwards is still the answer to a
+    broker request: dropped, like any late answer. It used to be served as a request (API key
+    16384 and up), which got an empty response the consumer could not read."""
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 1)
+            reader, writer = await asyncio.open_connection(*address(b))
+            assert (await call(reader, writer, 1001, registration(), 1))["error_code"] == 0
+            while True:  # answer the rebalance, then leave the first Ping waiting
+                size = SIZE.unpack(await reader.readexactly(4))[0]
+                request = decode_request(await reader.readexactly(size))
+                if request.api_key == 1002:
+                    break
+                answer = {"request_type_id": request.api_key, "error_code": 0, "consumer_id": "c1"}
+                frame = encode_response(request.api_key, 0, request.correlation_id, answer)
+                writer.write(SIZE.pack(len(frame)) + frame)
+            assert (await call(reader, writer, 1001, registration(), 2))["error_code"] == 0
+            late = encode_response(1002, 0, request.correlation_id,
+                                   {"request_type_id": 1002, "error_code": 0, "consumer_id": "c1"})
+            writer.write(SIZE.pack(len(late)) + late)
+            # what follows is the coordinator's own requests and the answer to this, nothing else
+            assert (await call(reader, writer, 1000, {}, 3))["error_code"] == 0
+            writer.close()
+        finally:
+            await b.stop()
+
+    run(main())
