@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from kafkapy.coordination.assignment import Subscription, parse_label
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.wakeup import Wakeup
@@ -127,6 +127,9 @@ class CoordinatedConsumer:
             except (OSError, asyncio.IncompleteReadError, TimeoutError, asyncio.TimeoutError) as exc:
                 log.info("%s: coordinator connection lost (%s); rediscovering", self.consumer_id,
                          exc or type(exc).__name__)
+            except DecodeError as exc:  # a frame it cannot read: no way to go on on that connection
+                log.warning("%s: unreadable frame from the coordinator (%s); rediscovering",
+                            self.consumer_id, exc)
             finally:
                 self.registered.clear()
                 if self._writer is not None:
@@ -179,6 +182,8 @@ class CoordinatedConsumer:
         while True:
             # Nothing heard for session_timeout: the coordinator is presumed dead (seed section 10).
             size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout))[0]
+            if size < 4:  # not even a correlation id (or a negative size): nothing to read it as
+                raise DecodeError(f"frame size {size}", truncated=True)
             frame = await asyncio.wait_for(reader.readexactly(size), timeout)
             first = _SIZE.unpack_from(frame, 0)[0]
             if first == correlation_id:  # our RegisterConsumer's answer

@@ -791,3 +791,55 @@ def test_a_late_answer_to_a_ping_given_up_by_a_reregistration_is_dropped() -> No
             await b.stop()
 
     run(main())
+
+
+def test_an_unreadable_frame_from_the_coordinator_is_a_broken_connection() -> None:
+    """Seed 001: the consumer keeps trying until it is shut down. A frame from its coordinator that
+    it cannot decode (garbage, an API it does not know) ends that connection like a broken one: it
+    starts over with discovery. It used to end the consumer's task with the DecodeError, for good."""
+    async def main() -> None:
+        registrations = 0
+        writers: list[asyncio.StreamWriter] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal registrations
+            writers.append(writer)
+            port = writer.get_extra_info("sockname")[1]
+            try:
+                while True:
+                    size = SIZE.unpack(await reader.readexactly(4))[0]
+                    request = decode_request(await reader.readexactly(size))
+                    if request.api_key == 1000:
+                        body: dict[str, Any] = {"error_code": 0, "coordinator_id": 1, "brokers_info": [
+                            {"id": 1, "host": "127.0.0.1", "port": port}]}
+                    else:
+                        registrations += 1
+                        body = {"error_code": 0}
+                    frame = encode_response(request.api_key, 0, request.correlation_id, body)
+                    writer.write(SIZE.pack(len(frame)) + frame)
+                    if request.api_key == 1001:
+                        # a request header of an unknown API, a frame too short for a header, a
+                        # negative frame size
+                        junk = [SIZE.pack(-7), SIZE.pack(10) + struct.pack(">hhih", 1099, 0, 2**30, -1),
+                                SIZE.pack(2) + b"\x00\x01"][registrations % 3]
+                        writer.write(junk)
+            except asyncio.IncompleteReadError:
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        consumer = CoordinatedConsumer([server.sockets[0].getsockname()[:2]], "g", "c1", {"t": 1},
+                                       session_timeout_ms=SESSION_MS, retry_backoff_ms=50)
+        task = consumer.start()
+        try:
+            await until(lambda: registrations >= 4 or task.done(), what="registrations after junk")
+            assert not task.done(), task.exception()
+        finally:
+            await consumer.close(graceful=False)
+            server.close()
+            for writer in writers:
+                writer.close()
+            await server.wait_closed()
+
+    run(main())
