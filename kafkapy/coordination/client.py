@@ -156,7 +156,7 @@ class CoordinatedConsumer:
             try:
                 body = await asyncio.wait_for(self._call(reader, writer, ApiKey.CLUSTER_METADATA, {}),
                                               self.session_timeout_ms / 1000)
-            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, DecodeError) as exc:
                 log.info("%s: ClusterMetadata from %s:%d failed: %s", self.consumer_id, host, port, exc)
                 await asyncio.sleep(self.retry_backoff)
                 continue
@@ -273,6 +273,8 @@ class CoordinatedConsumer:
         correlation_id = self._send_request(writer, api_key, body)
         await writer.drain()
         size = _SIZE.unpack(await reader.readexactly(4))[0]
+        if size < 4:
+            raise DecodeError(f"frame size {size}", truncated=True)
         response = decode_response(await reader.readexactly(size), api_key, 0)
         if response.correlation_id != correlation_id:
             raise OSError(f"correlation id {response.correlation_id}, expected {correlation_id}")

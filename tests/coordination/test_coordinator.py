@@ -843,3 +843,33 @@ def test_an_unreadable_frame_from_the_coordinator_is_a_broken_connection() -> No
             await server.wait_closed()
 
     run(main())
+
+
+def test_a_bootstrap_broker_answering_garbage_is_skipped() -> None:
+    """Seed 001, consumer start-up step 1: a broker that does not answer ClusterMetadata properly
+    is passed over for the next one in the list (here one sending a negative frame size, which
+    used to end the consumer's task with a ValueError)."""
+    async def main() -> None:
+        async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readexactly(SIZE.unpack(await reader.readexactly(4))[0])
+            writer.write(SIZE.pack(-1))
+            await writer.drain()
+            writer.close()
+
+        bad = await asyncio.start_server(garbage, "127.0.0.1", 0)
+        b = await broker()
+        try:
+            await create_topic(b, "t", 1)
+            bootstrap = [bad.sockets[0].getsockname()[:2], address(b)]
+            consumer = CoordinatedConsumer(bootstrap, "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                                           retry_backoff_ms=50)
+            task = consumer.start()
+            await until(lambda: len(consumer.assignment) == 1 or task.done(), what="c1 assigned")
+            assert not task.done(), task.exception()
+            await consumer.close(graceful=False)
+        finally:
+            await b.stop()
+            bad.close()
+            await bad.wait_closed()
+
+    run(main())
