@@ -873,3 +873,54 @@ def test_a_bootstrap_broker_answering_garbage_is_skipped() -> None:
             await bad.wait_closed()
 
     run(main())
+
+
+class StopLog(CoordinatedConsumer):
+    """Records when each StopFetcher arrived; ``slow`` delays the answer to the next one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stops: list[float] = []
+        self.slow = 0.0
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if api_key == 1003:
+            self.stops.append(asyncio.get_running_loop().time())
+            delay, self.slow = self.slow, 0.0
+            await asyncio.sleep(delay)
+        return await super().answer(api_key, body)
+
+
+def test_a_consumer_leaving_during_a_rebalance_fails_it_at_once() -> None:
+    """Seed 001, handleConsumerFailure step 4: when a consumer of a group fails while the group is
+    being rebalanced, that rebalance fails directly and the one for the new membership starts. Here
+    c2 takes 2.5 s to answer a StopFetcher (within its 4 s reply timeout); c1 leaves meanwhile, and
+    the next rebalance's StopFetcher reaches c3 without waiting for c2's answer, which it used to."""
+    async def main() -> None:
+        b = await broker()
+        loop = asyncio.get_running_loop()
+        try:
+            await create_topic(b, "t", 4)
+            def consumer(consumer_id: str, session_ms: int = SESSION_MS) -> StopLog:
+                return StopLog([address(b)], "g", consumer_id, {"t": 1}, session_timeout_ms=session_ms,
+                               retry_backoff_ms=50)
+
+            c1, c2 = consumer("c1"), consumer("c2", 6000)
+            c1.start()
+            c2.start()
+            await until(lambda: len(c1.assignment) == 2 and len(c2.assignment) == 2, what="c1, c2 settled")
+            c2.slow, stopped = 2.5, len(c2.stops)
+            c3 = consumer("c3")
+            c3.start()
+            await until(lambda: len(c3.stops) == 1 and len(c2.stops) > stopped, what="c3's rebalance begun")
+            await c1.close(graceful=False)
+            left = loop.time()
+            await until(lambda: len(c3.stops) == 2, what="the next rebalance's StopFetcher")
+            assert c3.stops[1] - left < 1.5, c3.stops[1] - left  # not after c2's answer to the first
+            await until(lambda: len(c2.assignment) == 2 and len(c3.assignment) == 2, what="c2, c3 settled")
+            await c2.close(graceful=False)
+            await c3.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())
