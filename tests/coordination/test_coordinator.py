@@ -924,3 +924,25 @@ def test_a_consumer_leaving_during_a_rebalance_fails_it_at_once() -> None:
             await b.stop()
 
     run(main())
+
+
+def test_cluster_metadata_without_a_live_coordinator_says_so() -> None:
+    """ClusterMetadata names the coordinator only when it is a live broker: while the one holding
+    /consumers/coordinator is not registered (here a broker id no broker has), the answer is
+    COORDINATOR_NOT_AVAILABLE (15) with coordinator_id -1, and the broker list still comes; a
+    RegisterConsumer sent to this broker gets NOT_COORDINATOR (16)."""
+    async def main() -> None:
+        store = MemoryStore()
+        store.peer().elect_coordinator(99)  # held by a broker that never registered
+        b = await broker(store, **{"broker.id": 1})
+        try:
+            reader, writer = await asyncio.open_connection(*address(b))
+            meta = await call(reader, writer, 1000, {})
+            assert (meta["error_code"], meta["coordinator_id"]) == (15, -1)
+            assert [x["id"] for x in meta["brokers_info"]] == [1]
+            assert (await call(reader, writer, 1001, registration(), 2))["error_code"] == 16
+            writer.close()
+        finally:
+            await b.stop()
+
+    run(main())
