@@ -946,3 +946,28 @@ def test_cluster_metadata_without_a_live_coordinator_says_so() -> None:
             await b.stop()
 
     run(main())
+
+
+def test_pings_come_every_third_of_the_session_timeout() -> None:
+    """Seed 001, section 8: the coordinator pings each consumer every session_timeout / 3 (its own
+    session timeout: here two consumers with different ones)."""
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 2)
+            fast = PingLog([address(b)], "g", "fast", {"t": 1}, session_timeout_ms=600, retry_backoff_ms=50)
+            slow = PingLog([address(b)], "g", "slow", {"t": 1}, session_timeout_ms=1500, retry_backoff_ms=50)
+            fast.start()
+            slow.start()
+            await until(lambda: len(slow.pings) >= 5, what="five pings to the slow one")
+            for consumer, session_ms in ((fast, 600), (slow, 1500)):
+                gaps = sorted(later - earlier for earlier, later in zip(consumer.pings, consumer.pings[1:]))
+                median = gaps[len(gaps) // 2]
+                third = session_ms / 3000
+                assert 0.85 * third <= median <= 1.3 * third, (consumer.consumer_id, gaps)
+            await fast.close(graceful=False)
+            await slow.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())
