@@ -244,7 +244,7 @@ def test_a_disconnecting_consumer_triggers_a_rebalance() -> None:
 
 def test_membership_is_recorded_for_the_next_coordinator() -> None:
     """Every rebalance records its members with their session timeouts, also one that changes no
-    ownership (a consumer with no partitions leaving)."""
+    ownership (a consumer with no partitions leaving), which sends no StopFetcher or StartFetcher."""
     async def main() -> None:
         b = await broker()
         assert b.runtime is not None
@@ -257,10 +257,13 @@ def test_membership_is_recorded_for_the_next_coordinator() -> None:
             await until(lambda: store.members("g") == {"c1": SESSION_MS, "c2": SESSION_MS, "c3": SESSION_MS},
                         what="three members recorded")
             owners = store.owners("g")
+            seen = (list(r1.events), list(r2.events))
             await r3.consumer.close()
             await until(lambda: store.members("g") == {"c1": SESSION_MS, "c2": SESSION_MS},
                         what="c3 no longer recorded")
             assert store.owners("g") == owners
+            # seed 001, rebalance step 3.5: the ownership is unchanged, so nobody is stopped or started
+            assert (r1.events, r2.events) == seen
             await r1.consumer.close(graceful=False)
             await r2.consumer.close(graceful=False)
         finally:
