@@ -974,3 +974,42 @@ def test_pings_come_every_third_of_the_session_timeout() -> None:
             await b.stop()
 
     run(main())
+
+
+class StopOffsetsOnly(CoordinatedConsumer):
+    """Reports its offsets in StopFetcher answers only (its Ping answers carry an empty list)."""
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        answer = await super().answer(api_key, body)
+        if api_key == 1002 and answer is not None:
+            return {**answer, "offset_info": []}
+        return answer
+
+
+def test_start_offsets_come_from_the_stop_fetcher_answers() -> None:
+    """Seed 001: the StartFetcher after a rebalance carries, for each partition, the offset taken
+    from the StopFetcher answers of that rebalance (committed on the way), so a partition moving to
+    another consumer goes on where the last one stopped."""
+    async def main() -> None:
+        b = await broker()
+        assert b.runtime is not None
+        store = b.runtime.store
+        try:
+            await create_topic(b, "t", 2)
+            consumed: dict[tuple[str, int], int] = {}
+            first = StopOffsetsOnly([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                                    offsets=lambda: consumed, retry_backoff_ms=50)
+            first.start()
+            await until(lambda: len(first.assignment) == 2, what="c1 owns t")
+            consumed = {("t", 0): 17, ("t", 1): 29}  # known to nobody but c1 until it is stopped
+            second = Recorder(b, "c2", {"t": 1}).start()
+            await until(lambda: second.owned == [("t", 1)], what="c2 owns t-1")
+            assert [(p.partition, p.offset) for p in second.consumer.assignment] == [(1, 29)]
+            assert [(p.partition, p.offset) for p in first.assignment] == [(0, 17)]
+            assert store.offsets("g") == consumed
+            await first.close(graceful=False)
+            await second.consumer.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())
