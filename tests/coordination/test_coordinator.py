@@ -118,6 +118,14 @@ def test_topic_count_json() -> None:
                 '{"pattern":"black_list","subscription":{"(?!o).*":1}}'):
         with pytest.raises(SubscriptionError):
             Subscription.parse(bad)
+    # Wildcards leave the internal topics out, as the old consumer's exclude.internal.topics
+    # (default true) did; a static subscription may still name one.
+    internal = ["__consumer_offsets", "__transaction_state", "__share_group_state"]
+    everything = Subscription.parse('{"version":1,"pattern":"white_list","subscription":{".*":1}}')
+    assert everything.topic_streams(["orders", *internal]) == {"orders": 1}
+    assert black.topic_streams(["x", *internal]) == {"x": 3}
+    named = Subscription.parse('{"version":1,"pattern":"static","subscription":{"__consumer_offsets":1}}')
+    assert named.topic_streams(["orders", *internal]) == {"__consumer_offsets": 1}
     catastrophic = Subscription.parse('{"pattern":"white_list","subscription":{"(a+)+$":1}}')
     assert catastrophic.topic_streams(["a" * 40 + "b", "aaaa"]) == {"aaaa": 1}  # RE2: at once
 
