@@ -449,6 +449,9 @@ def test_cluster_metadata_and_registration_errors_keep_the_connection_open() -> 
             assert (await call(reader, writer, 1001, registration(session=100), 3))["error_code"] == 26
             assert (await call(reader, writer, 1001, registration(topic_count="{"), 4))["error_code"] == 42
             assert (await call(reader, writer, 1001, registration(group=""), 5))["error_code"] == 24
+            assert (await call(reader, writer, 1001, registration(consumer_id=""), 5))["error_code"] == 42
+            # one below coordinator.min.session.timeout.ms (300 here) is refused
+            assert (await call(reader, writer, 1001, registration(session=299), 5))["error_code"] == 26
             assert (await call(reader, writer, 1001, registration(), 6))["error_code"] == 0
             # the coordinator now sends requests on this connection; a second consumer with the same
             # id on another connection is refused while this one is alive
