@@ -34,7 +34,7 @@ def software(version: int) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
-    with Broker({"tag.rack": "r8a9", "tag.team": "streams"}) as b:
+    with Broker({"tag.rack": "r8a9", "tag.team": "streams", "tag.aws.zone": "eu-central-1"}) as b:
         yield b
 
 
@@ -451,6 +451,7 @@ def test_broker_metadata_user_tags(broker: Broker, conn: KafkaSocket) -> None:
     entry = _broker_metadata(conn, [])[broker.broker_id]
     tags = {t["key"]: t["value"] for t in entry["tags"]}  # type: ignore[attr-defined]
     assert tags["rack"] == "r8a9" and tags["team"] == "streams"
+    assert tags["aws.zone"] == "eu-central-1"  # the draft's own example: the name after "tag." as is
 
 
 def test_broker_metadata_reports_the_message_max_bytes_in_force() -> None:
