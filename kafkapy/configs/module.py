@@ -262,6 +262,10 @@ class ConfigsModule(Module):
         """Kafka's defaults merged with the broker's log.* settings and the topic's overrides."""
         return self.topics.log_config(topic)
 
+    def broker_settings(self) -> dict[str, Any]:
+        """The static settings with the dynamic ones in force on top (BrokerSettings)."""
+        return self.topics.broker_settings()
+
     def watch_log_configs(self, callback: LogConfigCallback) -> Callable[[], None]:
         """``callback(topic, config)`` on the loop whenever a topic's config changes; returns the
         function that removes it."""

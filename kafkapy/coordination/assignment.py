@@ -3,7 +3,8 @@
 ``topic_count`` is the old ZooKeeper consumer's JSON: ``{"version": 1, "pattern": "static" |
 "white_list" | "black_list", "subscription": {topic-or-regex: streams}}``. A static subscription
 names topics; a white list subscribes every topic that one of its regexes matches in full, a black
-list every topic none matches (streams per topic: the entry's count, for a black list the first).
+list every topic none matches (streams per topic: the entry's count, for a black list the first);
+neither takes an internal topic.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Mapping
 
 import attrs
 
+from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.patterns import PatternError, compile_java
 
 __all__ = ["Subscription", "SubscriptionError", "parse_label", "partition_label", "range_assign",
@@ -64,12 +66,16 @@ class Subscription:
         return self.pattern != "static"
 
     def topic_streams(self, topics: Iterable[str]) -> dict[str, int]:
-        """Which of the existing ``topics`` this subscribes, with the streams for each."""
+        """Which of the existing ``topics`` this subscribes, with the streams for each. A white or
+        black list never takes an internal topic (the coordinators' state), as the old consumer's
+        exclude.internal.topics (default true) had it; a static subscription may name one."""
         result: dict[str, int] = {}
         for topic in topics:
             if self.pattern == "static":
                 if topic in self.streams:
                     result[topic] = self.streams[topic]
+            elif topic in INTERNAL_TOPICS:
+                continue
             elif self.pattern == "white_list":
                 for regex, count in self.streams.items():
                     if compile_java(regex, fallback=False).matches(topic):

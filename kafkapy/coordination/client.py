@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from kafkapy.coordination.assignment import Subscription, parse_label
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.wakeup import Wakeup
@@ -127,6 +127,9 @@ class CoordinatedConsumer:
             except (OSError, asyncio.IncompleteReadError, TimeoutError, asyncio.TimeoutError) as exc:
                 log.info("%s: coordinator connection lost (%s); rediscovering", self.consumer_id,
                          exc or type(exc).__name__)
+            except DecodeError as exc:  # a frame it cannot read: no way to go on on that connection
+                log.warning("%s: unreadable frame from the coordinator (%s); rediscovering",
+                            self.consumer_id, exc)
             finally:
                 self.registered.clear()
                 if self._writer is not None:
@@ -153,7 +156,7 @@ class CoordinatedConsumer:
             try:
                 body = await asyncio.wait_for(self._call(reader, writer, ApiKey.CLUSTER_METADATA, {}),
                                               self.session_timeout_ms / 1000)
-            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
+            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, DecodeError) as exc:
                 log.info("%s: ClusterMetadata from %s:%d failed: %s", self.consumer_id, host, port, exc)
                 await asyncio.sleep(self.retry_backoff)
                 continue
@@ -179,6 +182,8 @@ class CoordinatedConsumer:
         while True:
             # Nothing heard for session_timeout: the coordinator is presumed dead (seed section 10).
             size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(4), timeout))[0]
+            if size < 4:  # not even a correlation id (or a negative size): nothing to read it as
+                raise DecodeError(f"frame size {size}", truncated=True)
             frame = await asyncio.wait_for(reader.readexactly(size), timeout)
             first = _SIZE.unpack_from(frame, 0)[0]
             if first == correlation_id:  # our RegisterConsumer's answer
@@ -213,8 +218,11 @@ class CoordinatedConsumer:
         if api_key == ApiKey.PING:
             return {**common, "offset_info": await self._offset_info()}
         if api_key == ApiKey.STOP_FETCHER:
+            # Stop first, then report (seed 001): the offsets are final once the fetchers stopped,
+            # and they are for the partitions just released, so labelled from that assignment.
+            released = self.assignment
             await self._revoke()
-            return {**common, "offset_info": await self._offset_info()}
+            return {**common, "offset_info": await self._offset_info(released)}
         if api_key == ApiKey.START_FETCHER:
             self.brokers = {b["id"]: (b["host"], b["port"]) for b in body["brokers_info"]}
             parts = []
@@ -235,7 +243,12 @@ class CoordinatedConsumer:
             self.assignment = []
             await _call(self.on_revoke)
 
-    async def _offset_info(self) -> list[dict[str, Any]] | None:
+    async def _offset_info(self, owned: Sequence[AssignedPartition] | None = None
+                           ) -> list[dict[str, Any]] | None:
+        """The consumed offsets of ``owned`` (default: the current assignment), each partition
+        labelled ``<brokerId>-<partition>`` as StartFetcher gave it."""
+        if owned is None:
+            owned = self.assignment
         if not self.auto_commit:
             return None  # the seed: without auto-commit the offsets are left out entirely
         if self.offsets_callback is not None:
@@ -243,8 +256,8 @@ class CoordinatedConsumer:
             if inspect.isawaitable(offsets):
                 offsets = await offsets
         else:
-            offsets = {(p.topic, p.partition): p.offset for p in self.assignment if p.offset >= 0}
-        leaders = {(p.topic, p.partition): p.broker_id for p in self.assignment}
+            offsets = {(p.topic, p.partition): p.offset for p in owned if p.offset >= 0}
+        leaders = {(p.topic, p.partition): p.broker_id for p in owned}
         return [{"topic": t, "partition": f"{leaders.get((t, p), -1)}-{p}", "offset": o}
                 for (t, p), o in sorted(offsets.items())]
 
@@ -260,6 +273,8 @@ class CoordinatedConsumer:
         correlation_id = self._send_request(writer, api_key, body)
         await writer.drain()
         size = _SIZE.unpack(await reader.readexactly(4))[0]
+        if size < 4:
+            raise DecodeError(f"frame size {size}", truncated=True)
         response = decode_response(await reader.readexactly(size), api_key, 0)
         if response.correlation_id != correlation_id:
             raise OSError(f"correlation id {response.correlation_id}, expected {correlation_id}")

@@ -113,6 +113,9 @@ class Group:
     awaiting: dict[str, float] = attrs.field(factory=dict)
     timer: asyncio.TimerHandle | None = None
     recorded: dict[str, int] | None = None  # the membership last written to the store
+    # The members of the rebalance attempt under way, and what tells it one of them left.
+    attempt: frozenset[Member] = frozenset()
+    abort: asyncio.Event = attrs.field(factory=asyncio.Event)
 
 
 class CoordinationModule(Module):
@@ -373,6 +376,8 @@ class CoordinationModule(Module):
         if group is not None and group.members.get(member.consumer_id) is member:
             del group.members[member.consumer_id]
             if rebalance and self.active:
+                if member in group.attempt:  # seed 001, handleConsumerFailure 4: it fails directly
+                    group.abort.set()
                 self._trigger(group)
 
     # --- failure detection ---------------------------------------------------------------------
@@ -521,8 +526,15 @@ class CoordinationModule(Module):
         return portions
 
     async def _rebalance(self, group: Group) -> None:
-        store = self.services.store
         members = [m for _, m in sorted(group.members.items())]
+        group.attempt, group.abort = frozenset(members), asyncio.Event()
+        try:
+            await self._attempt(group, members)
+        finally:
+            group.attempt = frozenset()
+
+    async def _attempt(self, group: Group, members: list[Member]) -> None:
+        store = self.services.store
         group.topology = self._topology(group)
         assignment = self.assignment(group)
         shares = self._portions(assignment)
@@ -535,7 +547,8 @@ class CoordinationModule(Module):
         log.info("rebalancing group %s: %d consumers, %d partitions", group.name, len(members),
                  len(assignment))
         # 1. stop every consumer's fetchers; their answers carry the offsets consumed so far
-        stops = await self._ask_all(members, lambda m: (ApiKey.STOP_FETCHER, {"consumer_id": m.consumer_id}))
+        stops = await self._ask_all(group, members,
+                                    lambda m: (ApiKey.STOP_FETCHER, {"consumer_id": m.consumer_id}))
         for member, response in zip(members, stops):
             member.started = None
             self._record_offsets(member, response)
@@ -553,7 +566,7 @@ class CoordinationModule(Module):
             return ApiKey.START_FETCHER, {"consumer_id": member.consumer_id, "ownership_info": ownership,
                                    "brokers_info": self._brokers(member.info.listener)}
 
-        await self._ask_all(members, start_request)
+        await self._ask_all(group, members, start_request)
         for member in members:
             member.started = portions[member.consumer_id]
         # 4. record the new ownership, and who took part: a new coordinator waits for them
@@ -578,10 +591,12 @@ class CoordinationModule(Module):
         replicas = info.partitions.get(partition, ()) if info is not None else ()
         return replicas[0] if replicas else -1
 
-    async def _ask_all(self, members: Sequence[Member],
+    async def _ask_all(self, group: Group, members: Sequence[Member],
                        make: Callable[[Member], tuple[int, Mapping[str, Any]]]) -> list[Response]:
         """Send one request to each consumer and wait for every answer (each within 2/3 of its
-        session timeout); RebalanceFailed when one does not come or reports an error."""
+        session timeout); RebalanceFailed as soon as one does not come or reports an error, or a
+        member of the attempt leaves (the seed's handleConsumerFailure step 4). The requests still
+        out are given up then: their answers, if they come, are dropped."""
 
         async def ask(member: Member) -> Response:
             if not member.alive:
@@ -598,10 +613,25 @@ class CoordinationModule(Module):
                                       f"{response.body['error_code']}")
             return response
 
-        results = await asyncio.gather(*(ask(m) for m in members), return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                if isinstance(result, RebalanceFailed):
-                    raise result
-                raise RebalanceFailed(str(result))
-        return [r for r in results if not isinstance(r, BaseException)]
+        if group.abort.is_set():
+            raise RebalanceFailed("a consumer left during the rebalance")
+        loop = self.services.loop
+        asks = [loop.create_task(ask(m)) for m in members]
+        aborted = loop.create_task(group.abort.wait())
+        try:
+            waiting: set[asyncio.Future[Any]] = {*asks, aborted}
+            while waiting - {aborted}:
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if aborted in done:
+                    raise RebalanceFailed("a consumer left during the rebalance")
+                for task in done:
+                    error = task.exception()
+                    if error is not None:
+                        raise error if isinstance(error, RebalanceFailed) else RebalanceFailed(str(error))
+            return [task.result() for task in asks]
+        finally:
+            for task in (*asks, aborted):
+                if not task.done():
+                    task.cancel()
+                elif not task.cancelled():
+                    task.exception()  # seen: several may have failed at once

@@ -489,12 +489,22 @@ class KafkaConnection(asyncio.Protocol):
         try:
             return await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
-            self._expired[correlation_id] = None
-            if len(self._expired) > MAX_EXPIRED:
-                del self._expired[next(iter(self._expired))]
+            self._given_up(correlation_id)
             raise TimeoutError(f"no response to api key {api_key} within {timeout:.3f}s") from None
+        except asyncio.CancelledError:
+            # The waiter is gone (a replaced registration's pinger), not the client's answer: when
+            # it comes it is still a response, to drop, never a request to serve.
+            if future.cancelled() or not future.done():  # wait_for cancels it on the way out
+                self._given_up(correlation_id)
+            raise
         finally:
             self.outstanding.pop(correlation_id, None)
+
+    def _given_up(self, correlation_id: int) -> None:
+        """Remember an id whose answer may still come (the last MAX_EXPIRED of them)."""
+        self._expired[correlation_id] = None
+        if len(self._expired) > MAX_EXPIRED:
+            del self._expired[next(iter(self._expired))]
 
     def _allocate(self) -> int:
         """The next broker correlation id not in use. After 2**30 requests on one connection the

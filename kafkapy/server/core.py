@@ -31,8 +31,10 @@ from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import (
     AUTO_TOPIC_CREATION,
     NO_LEADER,
+    TOPIC_CONFIGS_CAPABILITY,
     AutoTopicCreation,
     BrokerServices,
+    BrokerSettings,
     partition_isr,
     partition_leadership,
 )
@@ -565,7 +567,11 @@ class CoreModule(Module):
         return {"brokers": answer}
 
     def _tags(self, broker: BrokerRegistration) -> dict[str, str]:
-        config = self.services.config
+        # message.max.bytes is there to align clients with the limit in force: a dynamic change
+        # counts (this broker's view, for every broker described: their dynamic cluster default is
+        # the same, their own overrides and static settings are not known here).
+        settings = self.services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
+        config = settings.broker_settings() if isinstance(settings, BrokerSettings) else self.services.config
         tags = {
             "broker.id": str(broker.broker_id),
             "broker.version": f"kafkapy-{kafkapy.__version__}",

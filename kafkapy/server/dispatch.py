@@ -470,7 +470,7 @@ class Dispatcher:
                 raise CloseConnection from None
         observers = self.runtime.observers
         if observers.active:
-            observers.record_response(body, context.api_version, context.correlation_id)
+            observers.record_response(body, conn, context.api_version, context.correlation_id)
             if observers.wants_frames:
                 observers.record_frame(conn, False, response)
         return response
@@ -486,7 +486,7 @@ class Dispatcher:
             raise CloseConnection from None
         observers = self.runtime.observers
         if observers.active:  # observers get bytes: a copy, made only for them
-            observers.record_response(joined(answer.body), context.api_version, context.correlation_id)
+            observers.record_response(joined(answer.body), conn, context.api_version, context.correlation_id)
             if observers.wants_frames:
                 observers.record_frame(conn, False, b"".join(chunks))
         return chunks
@@ -501,11 +501,11 @@ class Dispatcher:
                 {"api_key": ApiKey.API_VERSIONS, "min_version": low, "max_version": high}]}
             response = encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
             if observers.active:
-                observers.record_response(body, 0, correlation_id)
+                observers.record_response(body, conn, 0, correlation_id)
             return response
         if self.runtime.config["unknown.request.behavior"] == "close":
             log.info("closing %s: unsupported api key %d v%d", conn.id, api_key, api_version)
             raise CloseConnection
         if observers.active:
-            observers.record_response(None, api_version, correlation_id)
+            observers.record_response(None, conn, api_version, correlation_id)
         return struct.pack(">i", correlation_id)  # the KIP-35 draft's empty response

@@ -4,7 +4,9 @@ Each class named in ``observer.class.names`` is built with no arguments,
 ``configure(configs)`` is called with the broker's settings, then
 ``record_request``/``record_response`` for every request and response (the
 empty responses to unknown requests included, with ``None`` as the struct),
-and ``close(timeout)`` at shutdown.
+and ``close(timeout)`` at shutdown. The last argument of both record calls is a
+:class:`CorrelationId`: the request's correlation id, with ``connection_id``, the KIP's id for
+pairing a request with its response.
 
 Thread-safety contract: a broker calls its observers from its one event-loop
 thread, in request order per connection, so an observer needs no locking for
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
 
-__all__ = ["ObserverChain", "ReadOnlyStruct", "load_observer"]
+__all__ = ["CorrelationId", "ObserverChain", "ReadOnlyStruct", "load_observer"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,25 @@ class ReadOnlyStruct(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"ReadOnlyStruct({dict(self._data)!r})"
+
+
+class CorrelationId(int):
+    """The ``correlation_id`` observers get: the request's correlation id, which also names its
+    connection in ``connection_id``.
+
+    KIP-388 pairs a ``recordRequest`` call with its ``recordResponse`` call by this argument, and
+    passes the connection id there (a connection serves one request at a time). The correlation id
+    alone cannot pair them: every client numbers its requests alike, and a request held on one
+    connection is answered after later ones on others. So the value stays the int observers
+    already compare with frames and logs, and ``connection_id`` is the KIP's pairing id.
+    """
+
+    connection_id: str
+
+    def __new__(cls, value: int, connection_id: str) -> CorrelationId:
+        self = super().__new__(cls, value)
+        self.connection_id = connection_id
+        return self
 
 
 def _view(value: Any) -> Any:
@@ -107,18 +128,21 @@ class ObserverChain:
     def record_request(self, body: Mapping[str, Any] | None, conn: ConnectionInfo, api_key: int,
                        api_version: int, correlation_id: int) -> None:
         view = None if body is None else ReadOnlyStruct(body)
+        paired = CorrelationId(correlation_id, conn.id)
         for observer in self.observers:
             try:
                 observer.record_request(view, conn.client_address[0], conn.principal, api_key, api_version,
-                                        correlation_id)
+                                        paired)
             except Exception:
                 log.exception("observer %s failed in record_request (ignored)", type(observer).__name__)
 
-    def record_response(self, body: Mapping[str, Any] | None, api_version: int, correlation_id: int) -> None:
+    def record_response(self, body: Mapping[str, Any] | None, conn: ConnectionInfo, api_version: int,
+                        correlation_id: int) -> None:
         view = None if body is None else ReadOnlyStruct(body)
+        paired = CorrelationId(correlation_id, conn.id)
         for observer in self.observers:
             try:
-                observer.record_response(view, api_version, correlation_id)
+                observer.record_response(view, api_version, paired)
             except Exception:
                 log.exception("observer %s failed in record_response (ignored)", type(observer).__name__)
 

@@ -19,7 +19,7 @@ import enum
 import logging
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
@@ -47,6 +47,7 @@ __all__ = [
     "AcceptGate",
     "AutoTopicCreation",
     "BrokerServices",
+    "BrokerSettings",
     "ClusterView",
     "Election",
     "EpochOwed",
@@ -107,6 +108,15 @@ class InternalTopicCreation(Protocol):
     async def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
                                     configs: Mapping[str, str]) -> ErrorCode:
         """NONE, TOPIC_ALREADY_EXISTS, or the code CreateTopics would answer."""
+        ...
+
+
+@runtime_checkable
+class BrokerSettings(Protocol):
+    def broker_settings(self) -> Mapping[str, Any]:
+        """The broker's settings as in force now: the static ones under the dynamic cluster
+        defaults under this broker's own dynamic values (Kafka's precedence). The configs module
+        (TOPIC_CONFIGS_CAPABILITY) provides it; without one the static settings are all there is."""
         ...
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from kafkapy import Broker
 from kafkapy.coordination.assignment import Subscription, SubscriptionError, range_assign
 from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
+from kafkapy.coordination.module import CoordinationModule
 from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
 from kafkapy.store.memory import MemoryStore
 
@@ -117,6 +118,14 @@ def test_topic_count_json() -> None:
                 '{"pattern":"black_list","subscription":{"(?!o).*":1}}'):
         with pytest.raises(SubscriptionError):
             Subscription.parse(bad)
+    # Wildcards leave the internal topics out, as the old consumer's exclude.internal.topics
+    # (default true) did; a static subscription may still name one.
+    internal = ["__consumer_offsets", "__transaction_state", "__share_group_state"]
+    everything = Subscription.parse('{"version":1,"pattern":"white_list","subscription":{".*":1}}')
+    assert everything.topic_streams(["orders", *internal]) == {"orders": 1}
+    assert black.topic_streams(["x", *internal]) == {"x": 3}
+    named = Subscription.parse('{"version":1,"pattern":"static","subscription":{"__consumer_offsets":1}}')
+    assert named.topic_streams(["orders", *internal]) == {"__consumer_offsets": 1}
     catastrophic = Subscription.parse('{"pattern":"white_list","subscription":{"(a+)+$":1}}')
     assert catastrophic.topic_streams(["a" * 40 + "b", "aaaa"]) == {"aaaa": 1}  # RE2: at once
 
@@ -243,7 +252,7 @@ def test_a_disconnecting_consumer_triggers_a_rebalance() -> None:
 
 def test_membership_is_recorded_for_the_next_coordinator() -> None:
     """Every rebalance records its members with their session timeouts, also one that changes no
-    ownership (a consumer with no partitions leaving)."""
+    ownership (a consumer with no partitions leaving), which sends no StopFetcher or StartFetcher."""
     async def main() -> None:
         b = await broker()
         assert b.runtime is not None
@@ -256,10 +265,13 @@ def test_membership_is_recorded_for_the_next_coordinator() -> None:
             await until(lambda: store.members("g") == {"c1": SESSION_MS, "c2": SESSION_MS, "c3": SESSION_MS},
                         what="three members recorded")
             owners = store.owners("g")
+            seen = (list(r1.events), list(r2.events))
             await r3.consumer.close()
             await until(lambda: store.members("g") == {"c1": SESSION_MS, "c2": SESSION_MS},
                         what="c3 no longer recorded")
             assert store.owners("g") == owners
+            # seed 001, rebalance step 3.5: the ownership is unchanged, so nobody is stopped or started
+            assert (r1.events, r2.events) == seen
             await r1.consumer.close(graceful=False)
             await r2.consumer.close(graceful=False)
         finally:
@@ -437,6 +449,9 @@ def test_cluster_metadata_and_registration_errors_keep_the_connection_open() -> 
             assert (await call(reader, writer, 1001, registration(session=100), 3))["error_code"] == 26
             assert (await call(reader, writer, 1001, registration(topic_count="{"), 4))["error_code"] == 42
             assert (await call(reader, writer, 1001, registration(group=""), 5))["error_code"] == 24
+            assert (await call(reader, writer, 1001, registration(consumer_id=""), 5))["error_code"] == 42
+            # one below coordinator.min.session.timeout.ms (300 here) is refused
+            assert (await call(reader, writer, 1001, registration(session=299), 5))["error_code"] == 26
             assert (await call(reader, writer, 1001, registration(), 6))["error_code"] == 0
             # the coordinator now sends requests on this connection; a second consumer with the same
             # id on another connection is refused while this one is alive
@@ -553,3 +568,459 @@ def test_not_served_unless_enabled() -> None:
 def test_assigned_partition_is_plain_data() -> None:
     p = AssignedPartition("c-0", "t", 1, 2, -1)
     assert json.dumps([p.topic, p.partition]) == '["t", 1]'
+
+
+def _start_fetcher(consumer_id: str) -> dict[str, Any]:
+    return {"consumer_id": consumer_id, "brokers_info": [{"id": 7, "host": "h", "port": 1}],
+            "ownership_info": [{"consumer_thread_id": f"{consumer_id}-0", "assigned_parts": [
+                {"topic": "t", "partition": "7-0", "offset": 40},
+                {"topic": "t", "partition": "7-1", "offset": -1}]}]}
+
+
+@pytest.mark.parametrize("with_callback", [True, False])
+def test_stop_fetcher_answer_labels_the_partitions_it_just_released(with_callback: bool) -> None:
+    """Seed 001: StopFetcher is answered after the fetchers stopped, with the offsets consumed on the
+    partitions the consumer owned, each labelled ``<brokerId>-<partition>`` as in StartFetcher.
+    The answer used to be built from the assignment already cleared by the revoke: broker -1 in
+    every label, and nothing at all without an ``offsets`` callback."""
+    consumed = {("t", 0): 42, ("t", 1): 3}
+    seen: list[dict[tuple[str, int], int]] = []
+
+    def offsets() -> dict[tuple[str, int], int]:
+        seen.append(dict(consumed))
+        return consumed
+
+    async def main() -> None:
+        consumer = CoordinatedConsumer([("127.0.0.1", 1)], "g", "c1", {"t": 1},
+                                       offsets=offsets if with_callback else None,
+                                       on_revoke=lambda: consumed.update({("t", 0): 43}))
+        await consumer.answer(1004, _start_fetcher("c1"))
+        answer = await consumer.answer(1003, {"consumer_id": "c1"})
+        assert answer is not None and answer["error_code"] == 0
+        if with_callback:  # asked after on_revoke: the final positions
+            assert answer["offset_info"] == [{"topic": "t", "partition": "7-0", "offset": 43},
+                                             {"topic": "t", "partition": "7-1", "offset": 3}]
+        else:  # the start offsets it was given (partition 1 had none)
+            assert answer["offset_info"] == [{"topic": "t", "partition": "7-0", "offset": 40}]
+        assert consumer.assignment == []
+
+    asyncio.run(main())
+
+
+def test_a_silent_coordinator_is_left_after_the_session_timeout() -> None:
+    """Seed 001, section 10: a consumer that hears no request (Ping, StopFetcher, StartFetcher) from
+    its coordinator for session_timeout takes it for dead although the connection stays up: it
+    stops fetching, closes the connection and starts over with ClusterMetadata. The coordinator
+    here is a stand-in that assigns one partition and then says nothing more."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        registered: list[float] = []
+        discovered: list[float] = []
+        hung_up: list[float] = []  # the consumer closed a registered connection
+        writers: list[asyncio.StreamWriter] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writers.append(writer)
+            port = writer.get_extra_info("sockname")[1]
+            registered_here = False
+            try:
+                while True:
+                    data = await reader.readexactly(SIZE.unpack(await reader.readexactly(4))[0])
+                    if SIZE.unpack_from(data)[0] == 2**30:
+                        continue  # the StartFetcher's answer
+                    request = decode_request(data)
+                    if request.api_key == 1000:
+                        discovered.append(loop.time())
+                        body: dict[str, Any] = {"error_code": 0, "coordinator_id": 1, "brokers_info": [
+                            {"id": 1, "host": "127.0.0.1", "port": port}]}
+                    else:
+                        assert request.api_key == 1001
+                        registered.append(loop.time())
+                        registered_here = True
+                        body = {"error_code": 0}
+                    frame = encode_response(request.api_key, 0, request.correlation_id, body)
+                    writer.write(SIZE.pack(len(frame)) + frame)
+                    if request.api_key == 1001 and len(registered) == 1:
+                        start = encode_request(1004, 0, 2**30, "kafkapy-broker", _start_fetcher("c1"))
+                        writer.write(SIZE.pack(len(start)) + start)
+            except asyncio.IncompleteReadError:
+                if registered_here:
+                    hung_up.append(loop.time())
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        events: list[str] = []
+        consumer = CoordinatedConsumer([server.sockets[0].getsockname()[:2]], "g", "c1", {"t": 1},
+                                       session_timeout_ms=SESSION_MS, retry_backoff_ms=50,
+                                       on_assign=lambda parts: events.append("assign"),
+                                       on_revoke=lambda: events.append("revoke"))
+        consumer.start()
+        try:
+            await until(lambda: len(registered) == 2, what="a second registration")
+            assert events == ["assign", "revoke"] and consumer.assignment == []
+            # it waited the session timeout (from the StartFetcher, sent with the registration's
+            # answer), then hung up and discovered the coordinator again before registering anew
+            assert hung_up[0] - registered[0] >= 0.9 * SESSION_MS / 1000, hung_up[0] - registered[0]
+            assert len(discovered) == 2 and hung_up[0] <= discovered[1] <= registered[1]
+        finally:
+            await consumer.close(graceful=False)
+            server.close()
+            for writer in writers:
+                writer.close()
+            await server.wait_closed()
+
+    run(main())
+
+
+class NoStop(CoordinatedConsumer):
+    """Answers Pings but never a StopFetcher: every rebalance attempt times out on it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stops: list[float] = []
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if api_key == 1003:
+            self.stops.append(asyncio.get_running_loop().time())
+            return None
+        return await super().answer(api_key, body)
+
+
+def test_a_timed_out_rebalance_is_retried_after_the_backoff_then_given_up(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Seed 001, section 9 step 5: a StopFetcher not answered in time (2/3 of the session timeout)
+    fails the attempt; the coordinator waits coordinator.rebalance.backoff.ms and tries again, and
+    after coordinator.rebalance.max.retries retries logs the rebalance as failed and stops trying
+    (the consumer answers its Pings, so it stays in the group)."""
+    caplog.set_level(logging.INFO, logger="kafkapy.coordination")
+
+    async def main() -> None:
+        b = await broker(**{"coordinator.rebalance.max.retries": 2, "coordinator.rebalance.backoff.ms": 300})
+        try:
+            await create_topic(b, "t", 1)
+            first = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: first.owned == [("t", 0)], what="c1 owns t")
+            stuck = NoStop([address(b)], "g", "c2", {"t": 1}, session_timeout_ms=SESSION_MS,
+                           retry_backoff_ms=50)
+            stuck.start()
+            await until(lambda: "rebalance of group g failed after 3 attempts" in caplog.text, timeout=15,
+                        what="the rebalance given up")
+            assert len(stuck.stops) == 3
+            reply_timeout, backoff = SESSION_MS * 2 / 3000, 0.3
+            gaps = [later - earlier for earlier, later in zip(stuck.stops, stuck.stops[1:])]
+            assert all(gap >= 0.9 * (reply_timeout + backoff) for gap in gaps), gaps
+            await asyncio.sleep(reply_timeout + 2 * backoff)
+            assert len(stuck.stops) == 3  # given up: no fourth attempt
+            assert stuck.registered.is_set()  # still a member, pinged as usual
+            await stuck.close(graceful=False)
+            await first.consumer.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_a_refused_consumer_closes_and_starts_over_until_it_is_accepted() -> None:
+    """Seed 001: a consumer id is unique in its group (a second live one is refused), and a consumer
+    whose registration is refused closes the connection itself and goes back to discovery; here it
+    gets in once the holder of its id has left."""
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 2)
+            holder = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: len(holder.owned) == 2, what="the first c1 owns t")
+            twin = Recorder(b, "c1", {"t": 1}).start()
+            await until(lambda: twin.consumer.last_error == 82, what="the twin refused")
+            assert not twin.consumer.registered.is_set() and holder.owned == [("t", 0), ("t", 1)]
+            await holder.consumer.close()
+            await until(lambda: twin.consumer.registered.is_set() and len(twin.owned) == 2,
+                        what="the twin registered once the id was free")
+            assert twin.consumer.last_error == 0
+            await twin.consumer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_the_last_consumer_leaving_clears_the_group_record_and_commits() -> None:
+    """Seed 001 rebalances a group after a consumer failure only if members are left. Here the last
+    one leaving runs the bookkeeping half of a rebalance, with no request to anyone: its offsets are
+    committed, and the recorded owners and members are cleared, so that a later coordinator does
+    not wait for consumers that left (docs/coordination.md)."""
+    async def main() -> None:
+        b = await broker(**{"coordinator.offset.commit.interval.ms": 60_000})  # only the rebalance commits
+        assert b.runtime is not None
+        store = b.runtime.store
+        try:
+            await create_topic(b, "t", 2)
+            consumed = {("t", 0): 5, ("t", 1): 6}
+            consumer = PingLog([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                               offsets=lambda: consumed, retry_backoff_ms=50)
+            consumer.start()
+            await until(lambda: store.members("g") == {"c1": SESSION_MS} and len(store.owners("g")) == 2,
+                        what="c1 recorded")
+            consumed = {("t", 0): 50, ("t", 1): 60}
+            (module,) = [m for m in b.runtime.modules if isinstance(m, CoordinationModule)]
+            await until(lambda: module.groups["g"].offsets == consumed, what="the new offsets in a Ping")
+            assert store.offsets("g") != consumed  # not committed yet
+            await consumer.close(graceful=False)
+            await until(lambda: store.members("g") == {} and store.owners("g") == {}, what="record cleared")
+            assert store.offsets("g") == consumed  # the last Ping's offsets, committed on the way out
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_a_late_answer_to_a_ping_given_up_by_a_reregistration_is_dropped() -> None:
+    """A consumer registering again on its connection replaces its registration, and the Ping then
+    awaited by the old one is given up. Its answer arriving afterwards is still the answer to a
+    broker request: dropped, like any late answer. It used to be served as a request (API key
+    16384 and up), which got an empty response the consumer could not read."""
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 1)
+            reader, writer = await asyncio.open_connection(*address(b))
+            assert (await call(reader, writer, 1001, registration(), 1))["error_code"] == 0
+            while True:  # answer the rebalance, then leave the first Ping waiting
+                size = SIZE.unpack(await reader.readexactly(4))[0]
+                request = decode_request(await reader.readexactly(size))
+                if request.api_key == 1002:
+                    break
+                answer = {"request_type_id": request.api_key, "error_code": 0, "consumer_id": "c1"}
+                frame = encode_response(request.api_key, 0, request.correlation_id, answer)
+                writer.write(SIZE.pack(len(frame)) + frame)
+            assert (await call(reader, writer, 1001, registration(), 2))["error_code"] == 0
+            late = encode_response(1002, 0, request.correlation_id,
+                                   {"request_type_id": 1002, "error_code": 0, "consumer_id": "c1"})
+            writer.write(SIZE.pack(len(late)) + late)
+            # what follows is the coordinator's own requests and the answer to this, nothing else
+            assert (await call(reader, writer, 1000, {}, 3))["error_code"] == 0
+            writer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_an_unreadable_frame_from_the_coordinator_is_a_broken_connection() -> None:
+    """Seed 001: the consumer keeps trying until it is shut down. A frame from its coordinator that
+    it cannot decode (garbage, an API it does not know) ends that connection like a broken one: it
+    starts over with discovery. It used to end the consumer's task with the DecodeError, for good."""
+    async def main() -> None:
+        registrations = 0
+        writers: list[asyncio.StreamWriter] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal registrations
+            writers.append(writer)
+            port = writer.get_extra_info("sockname")[1]
+            try:
+                while True:
+                    size = SIZE.unpack(await reader.readexactly(4))[0]
+                    request = decode_request(await reader.readexactly(size))
+                    if request.api_key == 1000:
+                        body: dict[str, Any] = {"error_code": 0, "coordinator_id": 1, "brokers_info": [
+                            {"id": 1, "host": "127.0.0.1", "port": port}]}
+                    else:
+                        registrations += 1
+                        body = {"error_code": 0}
+                    frame = encode_response(request.api_key, 0, request.correlation_id, body)
+                    writer.write(SIZE.pack(len(frame)) + frame)
+                    if request.api_key == 1001:
+                        # a request header of an unknown API, a frame too short for a header, a
+                        # negative frame size
+                        junk = [SIZE.pack(-7), SIZE.pack(10) + struct.pack(">hhih", 1099, 0, 2**30, -1),
+                                SIZE.pack(2) + b"\x00\x01"][registrations % 3]
+                        writer.write(junk)
+            except asyncio.IncompleteReadError:
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        consumer = CoordinatedConsumer([server.sockets[0].getsockname()[:2]], "g", "c1", {"t": 1},
+                                       session_timeout_ms=SESSION_MS, retry_backoff_ms=50)
+        task = consumer.start()
+        try:
+            await until(lambda: registrations >= 4 or task.done(), what="registrations after junk")
+            assert not task.done(), task.exception()
+        finally:
+            await consumer.close(graceful=False)
+            server.close()
+            for writer in writers:
+                writer.close()
+            await server.wait_closed()
+
+    run(main())
+
+
+def test_a_bootstrap_broker_answering_garbage_is_skipped() -> None:
+    """Seed 001, consumer start-up step 1: a broker that does not answer ClusterMetadata properly
+    is passed over for the next one in the list (here one sending a negative frame size, which
+    used to end the consumer's task with a ValueError)."""
+    async def main() -> None:
+        async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readexactly(SIZE.unpack(await reader.readexactly(4))[0])
+            writer.write(SIZE.pack(-1))
+            await writer.drain()
+            writer.close()
+
+        bad = await asyncio.start_server(garbage, "127.0.0.1", 0)
+        b = await broker()
+        try:
+            await create_topic(b, "t", 1)
+            bootstrap = [bad.sockets[0].getsockname()[:2], address(b)]
+            consumer = CoordinatedConsumer(bootstrap, "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                                           retry_backoff_ms=50)
+            task = consumer.start()
+            await until(lambda: len(consumer.assignment) == 1 or task.done(), what="c1 assigned")
+            assert not task.done(), task.exception()
+            await consumer.close(graceful=False)
+        finally:
+            await b.stop()
+            bad.close()
+            await bad.wait_closed()
+
+    run(main())
+
+
+class StopLog(CoordinatedConsumer):
+    """Records when each StopFetcher arrived; ``slow`` delays the answer to the next one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stops: list[float] = []
+        self.slow = 0.0
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        if api_key == 1003:
+            self.stops.append(asyncio.get_running_loop().time())
+            delay, self.slow = self.slow, 0.0
+            await asyncio.sleep(delay)
+        return await super().answer(api_key, body)
+
+
+def test_a_consumer_leaving_during_a_rebalance_fails_it_at_once() -> None:
+    """Seed 001, handleConsumerFailure step 4: when a consumer of a group fails while the group is
+    being rebalanced, that rebalance fails directly and the one for the new membership starts. Here
+    c2 takes 2.5 s to answer a StopFetcher (within its 4 s reply timeout); c1 leaves meanwhile, and
+    the next rebalance's StopFetcher reaches c3 without waiting for c2's answer, which it used to."""
+    async def main() -> None:
+        b = await broker()
+        loop = asyncio.get_running_loop()
+        try:
+            await create_topic(b, "t", 4)
+            def consumer(consumer_id: str, session_ms: int = SESSION_MS) -> StopLog:
+                return StopLog([address(b)], "g", consumer_id, {"t": 1}, session_timeout_ms=session_ms,
+                               retry_backoff_ms=50)
+
+            c1, c2 = consumer("c1"), consumer("c2", 6000)
+            c1.start()
+            c2.start()
+            await until(lambda: len(c1.assignment) == 2 and len(c2.assignment) == 2, what="c1, c2 settled")
+            c2.slow, stopped = 2.5, len(c2.stops)
+            c3 = consumer("c3")
+            c3.start()
+            await until(lambda: len(c3.stops) == 1 and len(c2.stops) > stopped, what="c3's rebalance begun")
+            await c1.close(graceful=False)
+            left = loop.time()
+            await until(lambda: len(c3.stops) == 2, what="the next rebalance's StopFetcher")
+            assert c3.stops[1] - left < 1.5, c3.stops[1] - left  # not after c2's answer to the first
+            await until(lambda: len(c2.assignment) == 2 and len(c3.assignment) == 2, what="c2, c3 settled")
+            await c2.close(graceful=False)
+            await c3.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_cluster_metadata_without_a_live_coordinator_says_so() -> None:
+    """ClusterMetadata names the coordinator only when it is a live broker: while the one holding
+    /consumers/coordinator is not registered (here a broker id no broker has), the answer is
+    COORDINATOR_NOT_AVAILABLE (15) with coordinator_id -1, and the broker list still comes; a
+    RegisterConsumer sent to this broker gets NOT_COORDINATOR (16)."""
+    async def main() -> None:
+        store = MemoryStore()
+        store.peer().elect_coordinator(99)  # held by a broker that never registered
+        b = await broker(store, **{"broker.id": 1})
+        try:
+            reader, writer = await asyncio.open_connection(*address(b))
+            meta = await call(reader, writer, 1000, {})
+            assert (meta["error_code"], meta["coordinator_id"]) == (15, -1)
+            assert [x["id"] for x in meta["brokers_info"]] == [1]
+            assert (await call(reader, writer, 1001, registration(), 2))["error_code"] == 16
+            writer.close()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+def test_pings_come_every_third_of_the_session_timeout() -> None:
+    """Seed 001, section 8: the coordinator pings each consumer every session_timeout / 3 (its own
+    session timeout: here two consumers with different ones)."""
+    async def main() -> None:
+        b = await broker()
+        try:
+            await create_topic(b, "t", 2)
+            fast = PingLog([address(b)], "g", "fast", {"t": 1}, session_timeout_ms=600, retry_backoff_ms=50)
+            slow = PingLog([address(b)], "g", "slow", {"t": 1}, session_timeout_ms=1500, retry_backoff_ms=50)
+            fast.start()
+            slow.start()
+            await until(lambda: len(slow.pings) >= 5, what="five pings to the slow one")
+            for consumer, session_ms in ((fast, 600), (slow, 1500)):
+                gaps = sorted(later - earlier for earlier, later in zip(consumer.pings, consumer.pings[1:]))
+                median = gaps[len(gaps) // 2]
+                third = session_ms / 3000
+                assert 0.85 * third <= median <= 1.3 * third, (consumer.consumer_id, gaps)
+            await fast.close(graceful=False)
+            await slow.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())
+
+
+class StopOffsetsOnly(CoordinatedConsumer):
+    """Reports its offsets in StopFetcher answers only (its Ping answers carry an empty list)."""
+
+    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        answer = await super().answer(api_key, body)
+        if api_key == 1002 and answer is not None:
+            return {**answer, "offset_info": []}
+        return answer
+
+
+def test_start_offsets_come_from_the_stop_fetcher_answers() -> None:
+    """Seed 001: the StartFetcher after a rebalance carries, for each partition, the offset taken
+    from the StopFetcher answers of that rebalance (committed on the way), so a partition moving to
+    another consumer goes on where the last one stopped."""
+    async def main() -> None:
+        b = await broker()
+        assert b.runtime is not None
+        store = b.runtime.store
+        try:
+            await create_topic(b, "t", 2)
+            consumed: dict[tuple[str, int], int] = {}
+            first = StopOffsetsOnly([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                                    offsets=lambda: consumed, retry_backoff_ms=50)
+            first.start()
+            await until(lambda: len(first.assignment) == 2, what="c1 owns t")
+            consumed = {("t", 0): 17, ("t", 1): 29}  # known to nobody but c1 until it is stopped
+            second = Recorder(b, "c2", {"t": 1}).start()
+            await until(lambda: second.owned == [("t", 1)], what="c2 owns t-1")
+            assert [(p.partition, p.offset) for p in second.consumer.assignment] == [(1, 29)]
+            assert [(p.partition, p.offset) for p in first.assignment] == [(0, 17)]
+            assert store.offsets("g") == consumed
+            await first.close(graceful=False)
+            await second.consumer.close(graceful=False)
+        finally:
+            await b.stop()
+
+    run(main())

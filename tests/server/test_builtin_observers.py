@@ -172,7 +172,7 @@ def test_audit_attributes_produce_and_fetch_record_bytes_per_topic() -> None:
     produce_response = {"responses": [], "throttle_time_ms": 0}
     chain.record_frame(conn, True, produce)
     chain.record_request(decode_request(produce).body, conn, PRODUCE, 9, 5)
-    chain.record_response(produce_response, 9, 5)
+    chain.record_response(produce_response, conn, 9, 5)
     chain.record_frame(conn, False, encode_response(PRODUCE, 9, 5, produce_response))
 
     fetch = encode_request(FETCH, 13, 6, "consumer-1", {"topics": [], "forgotten_topics_data": []})
@@ -181,7 +181,7 @@ def test_audit_attributes_produce_and_fetch_record_bytes_per_topic() -> None:
     fetch_frame = encode_response(FETCH, 13, 6, fetch_response)
     chain.record_frame(conn, True, fetch)
     chain.record_request(decode_request(fetch).body, conn, FETCH, 13, 6)
-    chain.record_response(fetch_response, 13, 6)
+    chain.record_response(fetch_response, conn, 13, 6)
     chain.record_frame(conn, False, fetch_frame)
 
     topics = {(r.client_id, r.topic): (r.produced_bytes, r.fetched_bytes) for r in observer.topic_snapshot()}

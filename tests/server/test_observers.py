@@ -12,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # the broker imports observer_fixtures by name
 
+from held_request import HeldDescribeCluster, held
 from observer_fixtures import RaisingObserver, RecordingObserver
 from server_wire import KafkaSocket, raw_header
 
@@ -199,3 +200,27 @@ def test_observers_closed_at_shutdown_after_in_flight_requests() -> None:
     assert first.closed_with == second.closed_with and len(first.closed_with) == 1
     assert s.wait_closed() == b""  # shutdown closed the client connection
     s.close()
+
+
+def test_request_and_response_calls_pair_up_across_connections() -> None:
+    """KIP-388: the last argument of record_request and record_response is "an ID used to
+    correspond a recordRequest method call to a recordResponse method call"; the KIP passes the
+    connection id (a connection serves one request at a time). kafkapy passes the request's
+    correlation id, an int, which two clients use alike; it carries the connection id as
+    ``connection_id``. Here connection A's DescribeCluster (correlation id 5) is held while
+    connection B's ApiVersions (also 5) is answered: by the correlation id alone the observer
+    cannot tell the two responses apart, by its connection id it can."""
+    with Broker({"observer.class.names": RECORDING}, modules=[HeldDescribeCluster]) as b, \
+            KafkaSocket(b.bootstrap_servers) as a, KafkaSocket(b.bootstrap_servers) as other:
+        a.send(60, 1, {"include_cluster_authorized_operations": False}, correlation_id=5)
+        assert held(b).entered.wait(5)
+        other.send(18, 3, SOFTWARE, correlation_id=5)
+        assert other.read_response(18, 3).body["error_code"] == 0
+        held(b).release.set()
+        assert a.read_response(60, 1).body["error_code"] == 0
+        (observer,) = RecordingObserver.instances
+    requests = {cid.connection_id: api_key for _, _, _, api_key, _, cid in observer.requests}
+    assert len(requests) == 2 and all(cid == 5 for *_, cid in observer.requests)
+    answered = [(requests[cid.connection_id], response) for response, _, cid in observer.responses]
+    assert [key for key, _ in answered] == [18, 60]  # ApiVersions first: it was not held
+    assert "api_keys" in answered[0][1] and "brokers" in answered[1][1]

@@ -34,7 +34,7 @@ def software(version: int) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
-    with Broker({"tag.rack": "r8a9", "tag.team": "streams"}) as b:
+    with Broker({"tag.rack": "r8a9", "tag.team": "streams", "tag.aws.zone": "eu-central-1"}) as b:
         yield b
 
 
@@ -451,6 +451,30 @@ def test_broker_metadata_user_tags(broker: Broker, conn: KafkaSocket) -> None:
     entry = _broker_metadata(conn, [])[broker.broker_id]
     tags = {t["key"]: t["value"] for t in entry["tags"]}  # type: ignore[attr-defined]
     assert tags["rack"] == "r8a9" and tags["team"] == "streams"
+    assert tags["aws.zone"] == "eu-central-1"  # the draft's own example: the name after "tag." as is
+
+
+def test_broker_metadata_reports_the_message_max_bytes_in_force() -> None:
+    """The KIP-35 draft's ``message.max.bytes`` tag is there so clients align with the broker's
+    limit: it is the value in force, a dynamic change (cluster default, then this broker's own)
+    included, as DescribeConfigs reports it. It used to stay the static setting."""
+    def tag(s: KafkaSocket) -> str:
+        (entry,) = _broker_metadata(s, [-1]).values()
+        return {t["key"]: t["value"] for t in entry["tags"]}["message.max.bytes"]  # type: ignore[attr-defined]
+
+    def alter(s: KafkaSocket, resource: str, value: str) -> None:
+        body = s.call(44, 1, {"validate_only": False, "resources": [
+            {"resource_type": 4, "resource_name": resource,
+             "configs": [{"name": "message.max.bytes", "config_operation": 0, "value": value}]}]}).body
+        assert [r["error_code"] for r in body["responses"]] == [0]
+
+    with Broker({"broker.id": "5", "message.max.bytes": "1000000"}) as b, \
+            KafkaSocket(b.bootstrap_servers) as s:
+        assert tag(s) == "1000000"
+        alter(s, "", "2000000")  # the cluster-wide default
+        assert tag(s) == "2000000"
+        alter(s, "5", "3000000")  # this broker's own, over the default
+        assert tag(s) == "3000000"
 
 
 def test_cluster_survives_a_broker_leaving() -> None:
