@@ -17,8 +17,9 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from kafkapy.errors import ErrorCode
-from kafkapy.log.append import RecordsRejected
+from kafkapy.log.append import RecordsRejected, validate_records
 from kafkapy.log.message_format import DownConversionRefused, down_convert, fetch_magic, up_convert
+from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.compression import Compression, xxh32
 from kafkapy.protocol.records import (
     CREATE_TIME,
@@ -238,17 +239,23 @@ def _wrap_raw(inner: bytes, *, magic: int, compress: bool = True) -> bytes:
 @given(data=st.data(), magic=st.sampled_from((0, 1)), codec=st.sampled_from(LEGACY_CODECS))
 def test_damaged_old_messages_are_refused_with_a_kafka_error_and_nothing_else(
         data: st.DataObject, magic: int, codec: Compression) -> None:
-    """Whatever the damage, up-conversion answers a record batch, nothing, or RecordsRejected."""
+    """Whatever the damage, up-conversion followed by the record batch checks (the Produce v0-v2
+    path) answers a plan, nothing, or RecordsRejected: a set that already reads as a record batch
+    is passed through unconverted and left to the checks."""
     good = bytearray(old_producer_set(magic, codec, [(b"k", b"value", NOW), (None, b"v2", NOW + 1)]))
     for _ in range(data.draw(st.integers(1, 4))):
         at = data.draw(st.integers(0, len(good) - 1))
         good[at] = data.draw(st.integers(0, 255))
     cut = data.draw(st.integers(0, len(good)))
+    damaged = bytes(good[:cut])
     try:
-        converted = up_convert(bytes(good[:cut]), max_message_bytes=MAX)
+        converted = up_convert(damaged, max_message_bytes=MAX)
+        if converted is not None:
+            validate_records(bytearray(converted), LogConfig(), NOW, produce_version=2)
     except RecordsRejected as rejected:
         assert rejected.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD,
-                                 ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+                                 ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                 ErrorCode.INVALID_TIMESTAMP)
         return
-    if converted is not None:
-        list(Records(converted))  # a whole batch
+    if converted is not None and converted is not damaged:
+        list(Records(converted))  # converted: a whole batch
