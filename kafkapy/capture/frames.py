@@ -286,7 +286,7 @@ class KafkaFramer:
         if isinstance(event, StreamData):
             self._data(cs, event, out)
         elif isinstance(event, StreamGap):
-            self._gap(cs, cs.sides[event.side], event.offset, event.length, event.ts, out)
+            self._gap(cs, cs.sides[event.side], event.offset, event.length, event.ts, out, event.reason)
         elif isinstance(event, StreamEnd):
             self._end(cs, cs.sides[event.side], event.ts, event.reason, out)
         elif isinstance(event, ConnectionClosed):
@@ -401,7 +401,14 @@ class KafkaFramer:
             self._drain(cs, s, event.ts, out)
 
     def _gap(
-        self, cs: _ConnState, s: _Side, offset: int, length: int | None, ts: float, out: list[FrameEvent]
+        self,
+        cs: _ConnState,
+        s: _Side,
+        offset: int,
+        length: int | None,
+        ts: float,
+        out: list[FrameEvent],
+        reason: str = "lost",
     ) -> None:
         conn = cs.conn
         s.boundary = False
@@ -430,7 +437,9 @@ class KafkaFramer:
         elif s.state == _SYNCED and n >= 4:
             size = _I32.unpack_from(s.buf, 0)[0]
             remaining = 4 + size - n
-            self._emit(cs, s, 0, size, bytes(s.buf[4:]), ts, out, truncated="gap")
+            # bytes the snap length cut were captured, only not kept: not a loss of the network's
+            cut = "snaplen" if reason == "snaplen" else "gap"
+            self._emit(cs, s, 0, size, bytes(s.buf[4:]), ts, out, truncated=cut)
             n = 0
             if length < remaining:
                 s.state = _SKIPPING

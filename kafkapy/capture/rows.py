@@ -279,7 +279,8 @@ def _reason(x: Exchange) -> str | None:
     parts: list[str] = []
     for name, frame in (("request", x.request_frame), ("response", x.response_frame)):
         if frame is not None and frame.truncated:
-            parts.append(f"{name} frame truncated ({frame.reason}, {frame.missing} bytes missing)")
+            why = "snap length" if frame.reason == "snaplen" else frame.reason
+            parts.append(f"{name} frame truncated ({why}, {frame.missing} bytes missing)")
     for name, error in (("request", x.request_error), ("response", x.response_error)):
         if error is not None:
             parts.append(f"{name}: {error}")
@@ -468,7 +469,7 @@ def decode_capture_values(
         n = 0
         for event in reader:
             if type(event) is Frame:
-                if event.truncated and event.reason == "gap" and _file_cut(reader):
+                if event.truncated and event.reason in ("gap", "snaplen") and _file_cut(reader):
                     # The bytes lost are those the file's last record was cut short of: the
                     # capture ended, the network lost nothing.
                     event = event._replace(reason="capture-end")

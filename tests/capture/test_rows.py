@@ -164,9 +164,9 @@ def test_property_to_json_matches_the_reference(body: dict[str, Any]) -> None:
 
 
 def _pcap(conversation: list[tuple[bool, bytes]], *, drop: set[int] = frozenset(), close: bool = True,
-          port: int = 9092) -> bytes:  # fmt: skip
+          port: int = 9092, snaplen: int | None = None) -> bytes:  # fmt: skip
     buf = io.BytesIO()
-    w = PcapWriter(buf)
+    w = PcapWriter(buf) if snaplen is None else PcapWriter(buf, snaplen=snaplen)
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", port), mss=200)
     ts = 1_700_000_000.0
     for t, pkt in flow.handshake(ts):
@@ -244,6 +244,19 @@ def test_lost_segments_give_gap_and_truncated_rows() -> None:
     assert "gap" in {r["status"] for r in rows[1:]}
     for r in rows:
         assert r["status"] in STATUSES
+
+
+def test_frames_cut_by_the_snap_length_are_truncated_not_gaps() -> None:
+    """tcpdump -s 128: every packet is cut at 128 bytes. The capture lost nothing (tshark marks
+    such packets "Packet size limited during capture", not "previous segment not captured"), so a
+    cut frame is ``truncated``, as documented, and the reason names the snap length."""
+    big = encode_request(3, 12, 2, "c1", {"topics": [{"topic_id": uuid.UUID(int=0), "name": "t" * 150}],
+                                           "allow_auto_topic_creation": False})  # fmt: skip
+    answer = encode_response(3, 12, 2, {"brokers": [], "cluster_id": "x", "controller_id": 1, "topics": []})
+    conversation = [(True, META_REQ), (False, META_RESP), (True, big), (False, answer)]
+    rows = _rows(_pcap(conversation, snaplen=128))
+    assert [(r["correlation_id"], r["status"]) for r in rows] == [(1, "ok"), (2, "truncated")]
+    assert rows[1]["reason"].startswith("request frame truncated (snap length, ")
 
 
 def test_undecodable_request_body() -> None:
