@@ -67,6 +67,7 @@ from kafkapy.protocol.header import unpack_request_prefix
 __all__ = [
     "MAX_FRAME_SIZE",
     "PROBE_LIMIT",
+    "TLS_BASIS",
     "ConnectionClassified",
     "Frame",
     "FrameEvent",
@@ -115,6 +116,24 @@ _CORR_WINDOW = 1 << 20
 
 
 _UNDECIDED, _SYNCED, _SKIPPING, _HUNTING, _IGNORED = range(5)
+
+#: ConnectionClassified.basis of a connection on a Kafka port that opens with a TLS record.
+TLS_BASIS = "tls"
+# RFC 8446 section 5.1 (and RFC 5246 section 6.2.1): a record is content type, legacy version
+# (major 3), 16-bit length of at most 2**14 + 2048. A connection opens with a handshake record
+# (22), or an alert (21) refusing one. Read as a Kafka frame size, 21 or 22 as the first byte is
+# over 350 MB, far beyond MAX_FRAME_SIZE: no Kafka stream can start that way.
+_TLS_OPENING_TYPES = (21, 22)
+_TLS_MAX_RECORD = (1 << 14) + 2048
+
+
+def _tls_record_at(buf: bytes | bytearray, pos: int) -> bool:
+    """Does a TLS record header start at ``buf[pos]``?"""
+    if len(buf) - pos < 5:
+        return False
+    length = int.from_bytes(buf[pos + 3 : pos + 5], "big")
+    version_ok = buf[pos + 1] == 3 and buf[pos + 2] <= 4
+    return buf[pos] in _TLS_OPENING_TYPES and version_ok and 0 < length <= _TLS_MAX_RECORD
 
 
 def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAME_SIZE) -> bool | None:
@@ -509,6 +528,13 @@ class KafkaFramer:
                     break
                 size = _I32.unpack_from(buf, pos)[0]
                 if size < min_size or size > self.max_frame_size:
+                    if s.base + pos == 0 and buf[pos] in _TLS_OPENING_TYPES and n - pos < 5:
+                        break  # perhaps a TLS record header: wait for all of it
+                    if s.base + pos == 0 and _tls_record_at(buf, pos):
+                        # A Kafka port speaking TLS: nothing in it can be decoded, so skip the
+                        # connection, saying why, rather than hunt through its records.
+                        self._decide(cs, False, TLS_BASIS, ts, out)
+                        return
                     s.state = _HUNTING  # lost sync: a length no Kafka peer sends
                     continue
                 if n - pos < 4 + size:

@@ -34,7 +34,7 @@ from json.encoder import (  # type: ignore[attr-defined]  # c_make_encoder is CP
 from typing import Any, BinaryIO
 
 from kafkapy.capture.errors import CaptureError
-from kafkapy.capture.frames import Frame, FrameReader, Unframed
+from kafkapy.capture.frames import TLS_BASIS, ConnectionClassified, Frame, FrameReader, Unframed
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
 from kafkapy.errors import DecodeError
@@ -426,6 +426,20 @@ def gap_values(u: Unframed, *, capture: str | None = None) -> tuple[Any, ...]:
             None, "gap", reason, None, capture)  # fmt: skip
 
 
+# The reason of a connection skipped because it is encrypted.
+TLS_REASON = (
+    "TLS: the connection opens with a TLS handshake, so its Kafka traffic is encrypted and cannot "
+    "be decoded (skipped)"
+)
+
+
+def tls_values(event: ConnectionClassified, *, capture: str | None = None) -> tuple[Any, ...]:
+    """The row values for a connection on a Kafka port that speaks TLS: one row says it was skipped."""
+    conn = event.conn
+    return (event.ts, str(conn.client), str(conn.server), conn.id, None, None, None, None, None, None,
+            None, None, None, None, None, "undecodable", TLS_REASON, None, capture)  # fmt: skip
+
+
 def gap_row(u: Unframed, *, capture: str | None = None) -> Row:
     """A row for stream bytes the capture does not have."""
     return _row(gap_values(u, capture=capture))
@@ -485,6 +499,9 @@ def decode_capture_values(
                         for x in out:
                             yield values(x, capture, decode_records)
                         out.clear()
+            elif type(event) is ConnectionClassified:
+                if event.basis == TLS_BASIS:
+                    yield tls_values(event, capture=capture)
             elif isinstance(event, Unframed):
                 # length None: joined mid-stream, a gap before the first byte (not news); bytes
                 # missing once the file was cut are the cut, reported by the row below instead

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -218,3 +219,48 @@ def test_a_capture_cut_in_half_exits_1(tmp_path: Path) -> None:
         "truncated", "undecodable", "ok"]
     assert result.stderr == (f"kafkapy decode: {half}: capture error: the file ends inside a record "
                              "(cut short)\n")
+
+
+def _client_hello() -> bytes:
+    """The first bytes a TLS client sends: a real ClientHello, from Python's ssl module."""
+    import ssl
+
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="broker")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize("port", [9092, 9093])
+def test_kafka_over_tls_is_one_row_saying_why_it_is_skipped(
+    port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client of an SSL listener: its connection cannot be decoded, and the output says so in
+    one row (rather than nothing at all), while plaintext connections beside it decode as usual.
+    It is not a broken file: no error line, exit status 0."""
+    from kafkapy.capture import PcapWriter, TcpFlow
+    from kafkapy.protocol import encode_request, encode_response
+
+    tls = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", port))
+    server_hello = b"\x16\x03\x03\x00\x30" + bytes(48) + b"\x17\x03\x03\x00\x20" + bytes(32)
+    packets = tls.handshake(1.0) + tls.send(True, _client_hello(), 1.1) + tls.send(False, server_hello, 1.2)
+    packets += tls.send(True, b"\x17\x03\x03\x00\x40" + bytes(64), 1.3) + tls.close(1.4)
+    plain = TcpFlow(("10.0.0.3", 40001), ("10.0.0.2", 9092))
+    request = encode_request(18, 3, 7, "plain", {"client_software_name": "x", "client_software_version": "1"})
+    answer = encode_response(18, 3, 7, {"error_code": 0, "api_keys": [], "throttle_time_ms": 0})
+    packets += plain.handshake(2.0) + plain.send(True, struct.pack(">i", len(request)) + request, 2.1)
+    packets += plain.send(False, struct.pack(">i", len(answer)) + answer, 2.2) + plain.close(2.3)
+    path = tmp_path / "tls.pcap"
+    with PcapWriter(path) as w:
+        for ts, frame in packets:
+            w.write(frame, ts)
+    assert main(["decode", "--kafka-port", str(port), str(path)]) == 0
+    out = capsys.readouterr()
+    rows = [json.loads(line) for line in out.out.splitlines()]
+    assert [(r["connection_id"], r["status"], r["api_name"]) for r in rows] == [
+        (0, "undecodable", None), (1, "ok", "ApiVersions")
+    ]  # fmt: skip
+    assert rows[0]["reason"].startswith("TLS: ") and "encrypted" in rows[0]["reason"]
+    assert (rows[0]["src"], rows[0]["dst"]) == ("10.0.0.1:40000", f"10.0.0.2:{port}")
+    assert out.err == ""
