@@ -264,3 +264,41 @@ def test_kafka_over_tls_is_one_row_saying_why_it_is_skipped(
     assert rows[0]["reason"].startswith("TLS: ") and "encrypted" in rows[0]["reason"]
     assert (rows[0]["src"], rows[0]["dst"]) == ("10.0.0.1:40000", f"10.0.0.2:{port}")
     assert out.err == ""
+
+
+def test_a_gzip_compressed_capture_decodes_as_tshark_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tcpdump -z gzip and log rotation leave .pcap.gz files, which tshark and editcap open as
+    they are; so does decode, from a path and from stdin, with the rows of the plain file."""
+    import gzip
+
+    plain = CAPTURES / "mixed-with-unsupported.pcap"
+    packed = tmp_path / "mixed.pcap.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert main(["decode", str(plain)]) == 0
+    want = [{**json.loads(line), "capture": None} for line in capsys.readouterr().out.splitlines()]
+    assert main(["decode", str(packed)]) == 0
+    got = [{**json.loads(line), "capture": None} for line in capsys.readouterr().out.splitlines()]
+    assert got == want and len(got) == 3
+    piped = subprocess.run([sys.executable, "-m", "kafkapy.cli", "decode", "-"], input=packed.read_bytes(),
+                           capture_output=True, timeout=120)  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert [{**json.loads(line), "capture": None} for line in piped.stdout.splitlines()] == want
+
+
+def test_a_cut_or_corrupt_gzip_capture_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+
+    packed = gzip.compress((CAPTURES / "00-produce-v7-sw8.pcap").read_bytes())
+    (tmp_path / "cut.pcap.gz").write_bytes(packed[: len(packed) // 2])
+    corrupt = bytearray(packed)
+    corrupt[40:80] = bytes(40)
+    (tmp_path / "corrupt.pcap.gz").write_bytes(bytes(corrupt))
+    assert main(["decode", str(tmp_path / "cut.pcap.gz"), str(tmp_path / "corrupt.pcap.gz")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2
+    assert err[0].endswith("cut.pcap.gz: capture error: the file ends inside a record (cut short)")
+    assert "corrupt.pcap.gz: capture error: corrupt gzip data: " in err[1]
