@@ -196,6 +196,7 @@ class _Side:
         "base",
         "boundary",
         "buf",
+        "guessed",
         "lenient",
         "marks_off",
         "marks_ts",
@@ -216,6 +217,7 @@ class _Side:
         self.skip_left = 0
         self.boundary = True  # the stream starts at a frame boundary (no gap so far)
         self.lenient = False  # joined mid-stream: may take an unverifiable first response
+        self.guessed = False  # the frame being read starts where hunting guessed, not yet confirmed
         self.probe_pos = 0
         self.probe_failed = False
 
@@ -477,7 +479,11 @@ class KafkaFramer:
 
     def _end(self, cs: _ConnState, s: _Side, ts: float, reason: str, out: list[FrameEvent]) -> None:
         n = len(s.buf)
-        if s.state == _SYNCED and n >= 4:
+        if s.state == _SYNCED and n >= 4 and s.guessed and reason in ("fin", "rst"):
+            # A frame start found by hunting that the peer closed the connection inside: no peer
+            # sends half a frame and hangs up, so the guess was wrong. Not a frame, not a row.
+            out.append(Unframed(cs.conn, s.side, ts, s.base, n, "discarded"))
+        elif s.state == _SYNCED and n >= 4:
             size = _I32.unpack_from(s.buf, 0)[0]
             self._emit(cs, s, 0, size, bytes(s.buf[4:]), ts, out, truncated=reason)
         elif n and s.state in (_SYNCED, _HUNTING):
@@ -542,6 +548,7 @@ class KafkaFramer:
                 with memoryview(buf) as view:
                     body = bytes(view[pos + 4 : pos + 4 + size])
                 self._emit(cs, s, pos, size, body, ts, out)
+                s.guessed = False
                 pos += 4 + size
             elif state == _HUNTING:
                 if from_client:
@@ -558,6 +565,7 @@ class KafkaFramer:
                 if not found:
                     break
                 s.state = _SYNCED
+                s.guessed = True
             else:
                 break
         s.consume(pos)

@@ -259,6 +259,27 @@ def test_frames_cut_by_the_snap_length_are_truncated_not_gaps() -> None:
     assert rows[1]["reason"].startswith("request frame truncated (snap length, ")
 
 
+def test_a_guessed_frame_start_the_connection_never_completes_is_no_row() -> None:
+    """A capture that starts in the tail of a request: hunting for a frame start in it can take
+    a run of zeros for a request header (here: 1 MiB, Produce v2, correlation id 0, empty client
+    id). If the connection then closes before that "frame" completes, it never was one (no client
+    sends half a request and hangs up), so it must not become a phantom Produce row; tshark shows
+    nothing for those bytes either."""
+    tail = struct.pack(">ihhih", 1_048_580, 0, 2, 0, 0) + bytes(17)  # the last 29 bytes of a request
+    answer = encode_response(3, 12, 11, {"brokers": [], "cluster_id": "x", "controller_id": 1, "topics": []})
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092))
+    packets = flow.send(True, tail, 1.0) + flow.send(False, struct.pack(">i", len(answer)) + answer, 1.1)
+    packets += flow.close(1.2)
+    buf = io.BytesIO()
+    with PcapWriter(buf) as w:
+        for ts, frame in packets:
+            w.write(frame, ts)
+    rows = _rows(buf.getvalue())
+    assert [(r["api_name"], r["correlation_id"], r["status"]) for r in rows] == [
+        (None, 11, "unmatched_response")
+    ]
+
+
 def test_undecodable_request_body() -> None:
     bad = META_REQ[:14] + b"\xff\xff\xff\xff" + META_REQ[18:]
     rows = _rows(_pcap([(True, bad), (False, META_RESP)]))
