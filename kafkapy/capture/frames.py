@@ -132,6 +132,34 @@ _TLS_OPENING_TYPES = (21, 22)
 _TLS_MAX_RECORD = (1 << 14) + 2048
 
 
+_TLS_TYPES = (20, 21, 22, 23)  # change_cipher_spec, alert, handshake, application_data
+
+
+def _tls_records_at(buf: bytes | bytearray, pos: int) -> bool | None:
+    """Do two TLS record headers start at ``buf[pos]``, the second where the first record ends?
+    None: the bytes so far begin one, more are needed. A connection joined mid-stream that shows
+    this where the capture joined it is TLS: by chance, a header and its successor line up about
+    once in 10**14 tries."""
+    n = len(buf)
+    if n - pos < 5:
+        prefix = buf[pos:]
+        looks = (not prefix or prefix[0] in _TLS_TYPES) and (len(prefix) < 2 or prefix[1] == 3)
+        return None if looks and (len(prefix) < 3 or prefix[2] <= 4) else False
+    if not _tls_header_at(buf, pos):
+        return False
+    after = pos + 5 + int.from_bytes(buf[pos + 3 : pos + 5], "big")
+    if n - after < 5:
+        return None
+    return _tls_header_at(buf, after)
+
+
+def _tls_header_at(buf: bytes | bytearray, pos: int) -> bool:
+    """A TLS record header of any content type at ``buf[pos]`` (five bytes there)."""
+    length = int.from_bytes(buf[pos + 3 : pos + 5], "big")
+    version_ok = buf[pos + 1] == 3 and buf[pos + 2] <= 4
+    return buf[pos] in _TLS_TYPES and version_ok and 0 < length <= _TLS_MAX_RECORD
+
+
 def _tls_record_at(buf: bytes | bytearray, pos: int) -> bool:
     """Does a TLS record header start at ``buf[pos]``?"""
     if len(buf) - pos < 5:
@@ -645,6 +673,14 @@ class KafkaFramer:
                 self._emit(cs, s, pos, size, body, ts, out)
                 pos += 4 + size
             elif state == _HUNTING:
+                if s.base + pos == 0 and s.lenient:
+                    # Joined mid-stream where TLS records start: an encrypted connection.
+                    tls = _tls_records_at(buf, pos)
+                    if tls is None:
+                        break
+                    if tls:
+                        self._decide(cs, False, TLS_BASIS, ts, out)
+                        return
                 if from_client:
                     p, found = self._hunt_request(buf, pos, cs)
                 else:

@@ -428,13 +428,14 @@ def gap_values(u: Unframed, *, capture: str | None = None) -> tuple[Any, ...]:
 
 # The reason of a connection skipped because it is encrypted.
 TLS_REASON = (
-    "TLS: the connection opens with a TLS handshake, so its Kafka traffic is encrypted and cannot "
-    "be decoded (skipped)"
+    "TLS: the connection carries TLS records, so its Kafka traffic is encrypted and cannot be "
+    "decoded (skipped)"
 )
 
 
 def tls_values(event: ConnectionClassified, *, capture: str | None = None) -> tuple[Any, ...]:
-    """The row values for a connection on a Kafka port that speaks TLS: one row says it was skipped."""
+    """The row values for a connection on a Kafka port that speaks TLS (seen at its start, or where
+    the capture joined it): one row says it was skipped."""
     conn = event.conn
     return (event.ts, str(conn.client), str(conn.server), conn.id, None, None, None, None, None, None,
             None, None, None, None, None, "undecodable", TLS_REASON, None, capture)  # fmt: skip

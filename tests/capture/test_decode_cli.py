@@ -302,3 +302,26 @@ def test_a_cut_or_corrupt_gzip_capture_is_one_line(
     assert len(err) == 2
     assert err[0].endswith("cut.pcap.gz: capture error: the file ends inside a record (cut short)")
     assert "corrupt.pcap.gz: capture error: corrupt gzip data: " in err[1]
+
+
+def test_a_tls_connection_joined_mid_stream_is_one_row_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Most connections to an SSL listener are open before a capture starts: joined mid-stream,
+    they show TLS application-data records where the capture joins them, and get the same one
+    row (they gave nothing at all)."""
+    from kafkapy.capture import PcapWriter, TcpFlow
+
+    def records(n: int, size: int) -> bytes:
+        return b"".join(b"\x17\x03\x03" + struct.pack(">H", size) + bytes([i]) * size for i in range(n))
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9093), mss=1000)
+    packets = flow.send(True, records(3, 700), 1.0) + flow.send(False, records(4, 2500), 1.1)
+    packets += flow.close(1.2)
+    path = tmp_path / "tls-mid.pcap"
+    with PcapWriter(path) as w:
+        for ts, frame in packets:
+            w.write(frame, ts)
+    assert main(["decode", "--kafka-port", "9093", str(path)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["connection_id"], r["status"], r["reason"][:5]) for r in rows] == [(0, "undecodable", "TLS: ")]
