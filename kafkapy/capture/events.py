@@ -37,7 +37,7 @@ class Frame(NamedTuple):
     size: int  # the declared body size
     body: bytes
     truncated: bool = False
-    reason: str | None = None  # "gap", "capture-end", "fin", "rst", ... when truncated
+    reason: str | None = None  # "gap", "snaplen", "capture-end", "fin", "rst", ... when truncated
 
     @property
     def missing(self) -> int:

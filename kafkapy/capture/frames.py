@@ -67,6 +67,7 @@ from kafkapy.protocol.header import unpack_request_prefix
 __all__ = [
     "MAX_FRAME_SIZE",
     "PROBE_LIMIT",
+    "TLS_BASIS",
     "ConnectionClassified",
     "Frame",
     "FrameEvent",
@@ -114,7 +115,58 @@ _RESP_HEAD = struct.Struct(">ii")
 _CORR_WINDOW = 1 << 20
 
 
-_UNDECIDED, _SYNCED, _SKIPPING, _HUNTING, _IGNORED = range(5)
+_UNDECIDED, _SYNCED, _SKIPPING, _HUNTING, _IGNORED, _TRIAL = range(6)
+# _TRIAL is _SYNCED at a frame start that hunting found (after a gap or a mid-stream start), or
+# that follows from one: a guess until a frame ends where the next frame's header plausibly
+# starts. While on trial a side is read frame by frame (never by the fused walk, which takes
+# only _SYNCED sides), and a frame whose successor is implausible shows the guess wrong: hunting
+# resumes a byte further on.
+
+#: ConnectionClassified.basis of a connection on a Kafka port that opens with a TLS record.
+TLS_BASIS = "tls"
+# RFC 8446 section 5.1 (and RFC 5246 section 6.2.1): a record is content type, legacy version
+# (major 3), 16-bit length of at most 2**14 + 2048. A connection opens with a handshake record
+# (22), or an alert (21) refusing one. Read as a Kafka frame size, 21 or 22 as the first byte is
+# over 350 MB, far beyond MAX_FRAME_SIZE: no Kafka stream can start that way.
+_TLS_OPENING_TYPES = (21, 22)
+_TLS_MAX_RECORD = (1 << 14) + 2048
+
+
+_TLS_TYPES = (20, 21, 22, 23)  # change_cipher_spec, alert, handshake, application_data
+
+
+def _tls_records_at(buf: bytes | bytearray, pos: int) -> bool | None:
+    """Do two TLS record headers start at ``buf[pos]``, the second where the first record ends?
+    None: the bytes so far begin one, more are needed. A connection joined mid-stream that shows
+    this where the capture joined it is TLS: by chance, a header and its successor line up about
+    once in 10**14 tries."""
+    n = len(buf)
+    if n - pos < 5:
+        prefix = buf[pos:]
+        looks = (not prefix or prefix[0] in _TLS_TYPES) and (len(prefix) < 2 or prefix[1] == 3)
+        return None if looks and (len(prefix) < 3 or prefix[2] <= 4) else False
+    if not _tls_header_at(buf, pos):
+        return False
+    after = pos + 5 + int.from_bytes(buf[pos + 3 : pos + 5], "big")
+    if n - after < 5:
+        return None
+    return _tls_header_at(buf, after)
+
+
+def _tls_header_at(buf: bytes | bytearray, pos: int) -> bool:
+    """A TLS record header of any content type at ``buf[pos]`` (five bytes there)."""
+    length = int.from_bytes(buf[pos + 3 : pos + 5], "big")
+    version_ok = buf[pos + 1] == 3 and buf[pos + 2] <= 4
+    return buf[pos] in _TLS_TYPES and version_ok and 0 < length <= _TLS_MAX_RECORD
+
+
+def _tls_record_at(buf: bytes | bytearray, pos: int) -> bool:
+    """Does a TLS record header start at ``buf[pos]``?"""
+    if len(buf) - pos < 5:
+        return False
+    length = int.from_bytes(buf[pos + 3 : pos + 5], "big")
+    version_ok = buf[pos + 1] == 3 and buf[pos + 2] <= 4
+    return buf[pos] in _TLS_OPENING_TYPES and version_ok and 0 < length <= _TLS_MAX_RECORD
 
 
 def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAME_SIZE) -> bool | None:
@@ -184,6 +236,7 @@ class _Side:
         "probe_pos",
         "side",
         "skip_left",
+        "skip_trial",
         "state",
     )
 
@@ -197,6 +250,7 @@ class _Side:
         self.skip_left = 0
         self.boundary = True  # the stream starts at a frame boundary (no gap so far)
         self.lenient = False  # joined mid-stream: may take an unverifiable first response
+        self.skip_trial = False  # SKIPPING the rest of a frame read on trial
         self.probe_pos = 0
         self.probe_failed = False
 
@@ -286,7 +340,7 @@ class KafkaFramer:
         if isinstance(event, StreamData):
             self._data(cs, event, out)
         elif isinstance(event, StreamGap):
-            self._gap(cs, cs.sides[event.side], event.offset, event.length, event.ts, out)
+            self._gap(cs, cs.sides[event.side], event.offset, event.length, event.ts, out, event.reason)
         elif isinstance(event, StreamEnd):
             self._end(cs, cs.sides[event.side], event.ts, event.reason, out)
         elif isinstance(event, ConnectionClosed):
@@ -401,13 +455,20 @@ class KafkaFramer:
             self._drain(cs, s, event.ts, out)
 
     def _gap(
-        self, cs: _ConnState, s: _Side, offset: int, length: int | None, ts: float, out: list[FrameEvent]
+        self,
+        cs: _ConnState,
+        s: _Side,
+        offset: int,
+        length: int | None,
+        ts: float,
+        out: list[FrameEvent],
+        reason: str = "lost",
     ) -> None:
         conn = cs.conn
         s.boundary = False
         if length is None:  # joined mid-stream (the TCP layer reported it)
             s.lenient = True
-            if s.state in (_SYNCED, _SKIPPING):
+            if s.state in (_SYNCED, _SKIPPING, _TRIAL):
                 s.state = _HUNTING
             return
         after = offset + length
@@ -415,6 +476,7 @@ class KafkaFramer:
             s.clear_to(after)
             s.probe_pos = 0
             return
+        self._flush_whole(cs, s, ts, out)
         n = len(s.buf)
         lost = length  # missing bytes that fall outside any frame
         if s.state == _SKIPPING:
@@ -422,23 +484,27 @@ class KafkaFramer:
                 s.skip_left -= length
                 lost = 0
                 if s.skip_left == 0:
-                    s.state = _SYNCED
+                    s.state = _TRIAL if s.skip_trial else _SYNCED
             else:
                 lost = length - s.skip_left
                 s.skip_left = 0
                 s.state = _HUNTING
-        elif s.state == _SYNCED and n >= 4:
+        elif s.state in (_SYNCED, _TRIAL) and n >= 4:
+            trial = s.state == _TRIAL
             size = _I32.unpack_from(s.buf, 0)[0]
             remaining = 4 + size - n
-            self._emit(cs, s, 0, size, bytes(s.buf[4:]), ts, out, truncated="gap")
+            # bytes the snap length cut were captured, only not kept: not a loss of the network's
+            cut = "snaplen" if reason == "snaplen" else "gap"
+            self._emit(cs, s, 0, size, bytes(s.buf[4:]), ts, out, truncated=cut)
             n = 0
             if length < remaining:
                 s.state = _SKIPPING
                 s.skip_left = remaining - length
+                s.skip_trial = trial
                 lost = 0
             else:
                 lost = length - remaining
-                s.state = _SYNCED if lost == 0 else _HUNTING
+                s.state = (_TRIAL if trial else _SYNCED) if lost == 0 else _HUNTING
         else:
             s.state = _HUNTING
         if n:
@@ -448,16 +514,87 @@ class KafkaFramer:
         s.clear_to(after)
 
     def _end(self, cs: _ConnState, s: _Side, ts: float, reason: str, out: list[FrameEvent]) -> None:
+        self._flush_whole(cs, s, ts, out)
         n = len(s.buf)
-        if s.state == _SYNCED and n >= 4:
+        if s.state == _TRIAL and n >= 4 and reason in ("fin", "rst"):
+            # A guessed frame start that the peer closed the connection inside: no peer sends
+            # half a frame and hangs up, so the guess was wrong. Not a frame, not a row.
+            out.append(Unframed(cs.conn, s.side, ts, s.base, n, "discarded"))
+        elif s.state in (_SYNCED, _TRIAL) and n >= 4:
             size = _I32.unpack_from(s.buf, 0)[0]
             self._emit(cs, s, 0, size, bytes(s.buf[4:]), ts, out, truncated=reason)
-        elif n and s.state in (_SYNCED, _HUNTING):
+        elif n and s.state in (_SYNCED, _HUNTING, _TRIAL):
             out.append(Unframed(cs.conn, s.side, ts, s.base, n, "discarded"))
         s.clear_to(s.base + n)
         s.state = _IGNORED
 
     # -- framing ----------------------------------------------------------
+
+    def _flush_whole(self, cs: _ConnState, s: _Side, ts: float, out: list[FrameEvent]) -> None:
+        """A whole frame on trial still waiting for its successor's header when the stream breaks
+        (a gap, its end): take it as it is; what follows it is hunted for."""
+        if s.state != _TRIAL or len(s.buf) < 4:
+            return
+        size = _I32.unpack_from(s.buf, 0)[0]
+        if 0 <= size and 4 + size <= len(s.buf):
+            self._emit(cs, s, 0, size, bytes(s.buf[4 : 4 + size]), ts, out)
+            s.consume(4 + size)
+            s.state = _HUNTING
+
+    def _confirmed_start(self, cs: _ConnState, buf: bytearray, pos: int, from_client: bool) -> int | None:
+        """The first frame start from ``pos`` on whose whole frame is in ``buf`` and ends with it or
+        is followed by a plausible header (see _successor); a request, or a response to an awaited
+        request."""
+        n = len(buf)
+        if from_client:
+            starts: Iterable[int] = (m.start() for m in self._candidates.finditer(buf, pos))
+        else:
+            found: list[int] = []
+            for corr in cs.outstanding:
+                i = buf.find(corr, pos + 4)
+                while i != -1:
+                    found.append(i - 4)
+                    i = buf.find(corr, i + 1)
+            starts = sorted(found)
+        for p in starts:
+            if n - p < 8:
+                break
+            size = _I32.unpack_from(buf, p)[0]
+            end = p + 4 + size
+            if not (8 if from_client else 4) <= size <= self.max_frame_size or end > n:
+                continue
+            if from_client and not plausible_request(buf, p, self.max_frame_size):
+                continue
+            if end == n or self._successor(cs, buf, p, size, from_client):
+                return p
+        return None
+
+    def _successor(
+        self, cs: _ConnState, buf: bytearray, pos: int, size: int, from_client: bool
+    ) -> bool | None:
+        """Does a plausible frame header follow the frame on trial at ``buf[pos]``? None: need more
+        bytes. Clients number their requests upwards, so the next frame's correlation id must be
+        a little above this one's (or, for a response, one still awaited)."""
+        end = pos + 4 + size
+        n = len(buf)
+        if from_client:
+            verdict = plausible_request(buf, end, self.max_frame_size)
+            if verdict is None or (verdict and n - end < 12):
+                return None
+            if not verdict:
+                return False
+            corr: int = _I32.unpack_from(buf, pos + 8)[0]
+            nxt: int = _I32.unpack_from(buf, end + 8)[0]
+        else:
+            if n - end < 8:
+                return None
+            nsize, nxt = _RESP_HEAD.unpack_from(buf, end)
+            if not 4 <= nsize <= self.max_frame_size:
+                return False
+            if bytes(buf[end + 4 : end + 8]) in cs.outstanding:
+                return True
+            corr = _I32.unpack_from(buf, pos + 4)[0]
+        return 0 < nxt - corr <= _CORR_WINDOW
 
     def _emit(
         self,
@@ -494,23 +631,58 @@ class KafkaFramer:
                 s.skip_left -= take
                 if s.skip_left:
                     break
-                s.state = _SYNCED
-            elif state == _SYNCED:
+                s.state = _TRIAL if s.skip_trial else _SYNCED
+            elif state == _SYNCED or state == _TRIAL:
                 if n - pos < 4:
                     break
                 size = _I32.unpack_from(buf, pos)[0]
                 if size < min_size or size > self.max_frame_size:
+                    if s.base + pos == 0 and buf[pos] in _TLS_OPENING_TYPES and n - pos < 5:
+                        break  # perhaps a TLS record header: wait for all of it
+                    if s.base + pos == 0 and _tls_record_at(buf, pos):
+                        # A Kafka port speaking TLS: nothing in it can be decoded, so skip the
+                        # connection, saying why, rather than hunt through its records.
+                        self._decide(cs, False, TLS_BASIS, ts, out)
+                        return
                     s.state = _HUNTING  # lost sync: a length no Kafka peer sends
                     continue
                 if n - pos < 4 + size:
+                    if state == _TRIAL and n - pos <= PROBE_LIMIT:
+                        # Waiting for a guessed frame to complete: a later start whose whole
+                        # frame is in and followed as a frame should be is a better guess.
+                        q = self._confirmed_start(cs, buf, pos + 1, from_client)
+                        if q is not None:
+                            at = s.base + pos
+                            out.append(Unframed(cs.conn, s.side, s.ts_at(at, ts), at, q - pos, "discarded"))
+                            pos = q
+                            continue
                     break
+                if state == _TRIAL and n - pos > 4 + size:  # (a frame ending with the data stays on trial)
+                    follows = self._successor(cs, buf, pos, size, from_client)
+                    if follows is None:
+                        break
+                    if not follows:  # the guess was wrong: hunt on from the next byte
+                        at = s.base + pos
+                        out.append(Unframed(cs.conn, s.side, s.ts_at(at, ts), at, 1, "discarded"))
+                        pos += 1
+                        s.state = _HUNTING
+                        continue
+                    s.state = _SYNCED
                 with memoryview(buf) as view:
                     body = bytes(view[pos + 4 : pos + 4 + size])
                 self._emit(cs, s, pos, size, body, ts, out)
                 pos += 4 + size
             elif state == _HUNTING:
+                if s.base + pos == 0 and s.lenient:
+                    # Joined mid-stream where TLS records start: an encrypted connection.
+                    tls = _tls_records_at(buf, pos)
+                    if tls is None:
+                        break
+                    if tls:
+                        self._decide(cs, False, TLS_BASIS, ts, out)
+                        return
                 if from_client:
-                    p, found = self._hunt_request(buf, pos)
+                    p, found = self._hunt_request(buf, pos, cs)
                 else:
                     p, found = self._hunt_response(cs, s, pos)
                 if p > pos:
@@ -522,7 +694,7 @@ class KafkaFramer:
                     pos = p
                 if not found:
                     break
-                s.state = _SYNCED
+                s.state = _TRIAL
             else:
                 break
         s.consume(pos)
@@ -572,18 +744,44 @@ class KafkaFramer:
             s.base = offset + n
         return out
 
-    def _hunt_request(self, buf: bytearray, pos: int) -> tuple[int, bool]:
+    def _hunt_request(self, buf: bytearray, pos: int, cs: _ConnState | None = None) -> tuple[int, bool]:
         """(p, True): a plausible request starts at p. (p, False): nothing
-        before p can start one; bytes from p on need more data to judge."""
+        before p can start one; bytes from p on need more data to judge.
+
+        With ``cs`` (framing, not probing), a candidate whose frame ends inside ``buf`` must be
+        followed by a plausible request (see _successor); the first plausible candidate whose frame
+        runs past ``buf`` is taken only if no later one is confirmed that way, since a run of
+        zeros in a request's tail reads as a large request's header."""
+        n = len(buf)
+        tentative = -1  # the first plausible start whose frame runs past buf
+        undecided = -1  # the first start that needs more bytes to judge
         for match in self._candidates.finditer(buf, pos):
             p = match.start()
             verdict = plausible_request(buf, p, self.max_frame_size)
+            if cs is None:  # probing: the first plausible start
+                if verdict is None:
+                    return p, False
+                if verdict:
+                    return p, True
+                continue
             if verdict:
-                return p, True
-            if verdict is None:
-                return p, False
+                end = p + 4 + _I32.unpack_from(buf, p)[0]
+                if end > n:
+                    if tentative < 0:
+                        tentative = p
+                    continue
+                if end < n:
+                    verdict = self._successor(cs, buf, p, end - p - 4, True)
+                if verdict:
+                    return p, True  # whole, and ending with buf or followed by a request
+            if verdict is None and undecided < 0:
+                undecided = p
+        if undecided >= 0 and (tentative < 0 or undecided < tentative):
+            return undecided, False
+        if tentative >= 0:
+            return tentative, True
         # The candidate pattern needs 7 bytes, so the last 6 are undecided.
-        return max(pos, len(buf) - 6), False
+        return max(pos, n - 6), False
 
     def _hunt_response(self, cs: _ConnState, s: _Side, pos: int) -> tuple[int, bool]:
         buf = s.buf
@@ -599,7 +797,9 @@ class KafkaFramer:
             size, corr = _RESP_HEAD.unpack_from(buf, pos)
             first = cs.first_request_corr
             if 4 <= size <= self.max_frame_size and (first is None or 0 < first - corr <= _CORR_WINDOW):
-                return pos, True
+                end = pos + 4 + size
+                if end >= n or self._successor(cs, buf, pos, size, False) is not False:
+                    return pos, True
         s.lenient = False
         best = -1
         for corr in cs.outstanding:

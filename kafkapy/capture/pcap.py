@@ -12,10 +12,13 @@ error: the partial packet is yielded with ``cut_by_eof`` set and the reader's
 
 from __future__ import annotations
 
+import gzip
+import io
 import os
 import struct
+import zlib
 from collections.abc import Iterator
-from typing import BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
 import attrs
 
@@ -115,6 +118,67 @@ class _Eof(Exception):
     """Internal: the file ended inside a structure."""
 
 
+# RFC 1952: ID1, ID2 and CM (8, deflate) open every gzip member.
+_GZIP_MAGIC = b"\x1f\x8b\x08"
+
+
+class _Prefixed(io.RawIOBase):
+    """Bytes already read from a stream, then the rest of it: gzip's input once its magic is read
+    (a pipe cannot seek back)."""
+
+    def __init__(self, prefix: bytes, rest: BinaryIO) -> None:
+        self._prefix = prefix
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        with memoryview(buffer) as view:
+            if self._prefix:
+                n = min(len(view), len(self._prefix))
+                view[:n] = self._prefix[:n]
+                self._prefix = self._prefix[n:]
+                return n
+            data = self._rest.read(len(view))
+            if not data:
+                return 0
+            view[: len(data)] = data
+            return len(data)
+
+
+class _Gunzip:
+    """The decompressed bytes of a gzip stream, read as a capture file reads. A stream cut short
+    ends where its data does, as a plain capture cut short does (the reader then reports the cut
+    record); corrupt data is a CaptureError."""
+
+    def __init__(self, magic: bytes, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._gzip = gzip.GzipFile(fileobj=_Prefixed(magic, raw), mode="rb")
+        self._ended = False
+
+    def read(self, n: int = -1) -> bytes:
+        parts: list[bytes] = []
+        want = n if n >= 0 else 1 << 62
+        while want > 0 and not self._ended:
+            try:
+                chunk = self._gzip.read1(min(want, 1 << 20))
+            except EOFError:  # the compressed stream breaks off
+                chunk = b""
+            except (zlib.error, gzip.BadGzipFile) as exc:
+                raise CaptureError(f"corrupt gzip data: {exc}") from exc
+            if not chunk:
+                self._ended = True
+                break
+            parts.append(chunk)
+            want -= len(chunk)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        self._gzip.close()
+        self._raw.close()
+
+
 class CaptureReader:
     """Iterate the packets of a pcap or pcapng file, one record at a time.
 
@@ -211,6 +275,12 @@ class CaptureReader:
 
     def _open(self) -> None:
         magic = self._read(4)
+        if magic[:3] == _GZIP_MAGIC:
+            # A compressed capture (tcpdump -z gzip, rotated logs), which tshark reads as it is:
+            # read on through the decompressor, from its first byte.
+            self._file = _Gunzip(magic, self._file)  # type: ignore[assignment]  # reads like one
+            self._pos = 0
+            magic = self._read(4)
         if len(magic) < 4:
             raise CaptureError("file too short to be a pcap or pcapng capture", offset=0, truncated=True)
         if magic in _PCAP_MAGICS:

@@ -34,7 +34,7 @@ from json.encoder import (  # type: ignore[attr-defined]  # c_make_encoder is CP
 from typing import Any, BinaryIO
 
 from kafkapy.capture.errors import CaptureError
-from kafkapy.capture.frames import Frame, FrameReader, Unframed
+from kafkapy.capture.frames import TLS_BASIS, ConnectionClassified, Frame, FrameReader, Unframed
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
 from kafkapy.errors import DecodeError
@@ -279,7 +279,8 @@ def _reason(x: Exchange) -> str | None:
     parts: list[str] = []
     for name, frame in (("request", x.request_frame), ("response", x.response_frame)):
         if frame is not None and frame.truncated:
-            parts.append(f"{name} frame truncated ({frame.reason}, {frame.missing} bytes missing)")
+            why = "snap length" if frame.reason == "snaplen" else frame.reason
+            parts.append(f"{name} frame truncated ({why}, {frame.missing} bytes missing)")
     for name, error in (("request", x.request_error), ("response", x.response_error)):
         if error is not None:
             parts.append(f"{name}: {error}")
@@ -425,6 +426,21 @@ def gap_values(u: Unframed, *, capture: str | None = None) -> tuple[Any, ...]:
             None, "gap", reason, None, capture)  # fmt: skip
 
 
+# The reason of a connection skipped because it is encrypted.
+TLS_REASON = (
+    "TLS: the connection carries TLS records, so its Kafka traffic is encrypted and cannot be "
+    "decoded (skipped)"
+)
+
+
+def tls_values(event: ConnectionClassified, *, capture: str | None = None) -> tuple[Any, ...]:
+    """The row values for a connection on a Kafka port that speaks TLS (seen at its start, or where
+    the capture joined it): one row says it was skipped."""
+    conn = event.conn
+    return (event.ts, str(conn.client), str(conn.server), conn.id, None, None, None, None, None, None,
+            None, None, None, None, None, "undecodable", TLS_REASON, None, capture)  # fmt: skip
+
+
 def gap_row(u: Unframed, *, capture: str | None = None) -> Row:
     """A row for stream bytes the capture does not have."""
     return _row(gap_values(u, capture=capture))
@@ -468,7 +484,7 @@ def decode_capture_values(
         n = 0
         for event in reader:
             if type(event) is Frame:
-                if event.truncated and event.reason == "gap" and _file_cut(reader):
+                if event.truncated and event.reason in ("gap", "snaplen") and _file_cut(reader):
                     # The bytes lost are those the file's last record was cut short of: the
                     # capture ended, the network lost nothing.
                     event = event._replace(reason="capture-end")
@@ -484,6 +500,9 @@ def decode_capture_values(
                         for x in out:
                             yield values(x, capture, decode_records)
                         out.clear()
+            elif type(event) is ConnectionClassified:
+                if event.basis == TLS_BASIS:
+                    yield tls_values(event, capture=capture)
             elif isinstance(event, Unframed):
                 # length None: joined mid-stream, a gap before the first byte (not news); bytes
                 # missing once the file was cut are the cut, reported by the row below instead

@@ -42,7 +42,7 @@ or as part of a gap.
 from __future__ import annotations
 
 import bisect
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Container, Iterable, Iterator
 from typing import Literal, NamedTuple
 
@@ -84,6 +84,13 @@ MAX_PENDING_BYTES = 16 * 1024 * 1024
 #: part of this stream (nor an ACK further than that past it current).
 MAX_WINDOW = 1 << 30
 _MAX_WINDOW = MAX_WINDOW
+
+# How long, in capture time, a connection closed by FIN or RST is remembered so that late copies of
+# its segments (a retransmission whose ACK was lost, captured after the FINs) are not taken for a
+# new connection. 120 s is twice Linux's TIME_WAIT (60 s), the time a closed 4-tuple is kept from
+# reuse; the count cap bounds memory on captures of very many short connections.
+CLOSED_LINGER = 120.0
+_MAX_CLOSED = 65_536
 
 _MOD = 1 << 32
 _HALF = 1 << 31
@@ -249,6 +256,7 @@ class HalfStream:
 
 _Half = HalfStream  # the name it had before it was part of the fast path's interface
 _Halves = tuple[HalfStream, HalfStream]  # a connection's, by side
+_Key = tuple[str, int, str, int]  # (source ip, port, destination ip, port)
 
 
 class FlowState(NamedTuple):
@@ -279,6 +287,12 @@ class TcpReassembler:
         self.max_pending = max_pending
         self.idle_timeout = idle_timeout
         self._table: dict[tuple[str, int, str, int], tuple[Connection, _Halves, list[float]]] = {}
+        # Connections closed by FIN or RST, by both directions' 4-tuples, oldest first: (the
+        # connection, its halves, when closed). See CLOSED_LINGER.
+        self._closed: OrderedDict[_Key, tuple[Connection, _Halves, float]] = OrderedDict()
+        # Ids taken by 4-tuples seen only in bare segments (both directions), oldest first: a
+        # connection that then shows bytes gets its tuple's id. Capped at _MAX_CLOSED tuples.
+        self._unopened: OrderedDict[tuple[str, int, str, int], int] = OrderedDict()
         self._next_id = 0
         self._last_sweep = 0.0
         #: counters: "retransmitted-segments", "gaps", "gap-bytes", "overlaps", ...
@@ -306,10 +320,18 @@ class TcpReassembler:
                 self._close(conn, halves, seg.ts, "reused", out)
                 entry = None
         if entry is None:
+            if not seg.syn and self._closed and self._late(key, seg):
+                self.stats["segments-after-end"] += 1
+                return out
             if not seg.syn and not seg.payload and seg.wire_len == 0:
                 # A bare ACK/FIN/RST of a connection we know nothing about
-                # (e.g. the tail of one closed before) opens nothing.
+                # (e.g. the tail of one closed before) opens nothing. Unless it
+                # is the tail of one closed here, it still takes the next id, as
+                # tshark gives it a tcp.stream, so the ids of later connections
+                # stay equal to tshark's.
                 self.stats["segments-without-connection"] += 1
+                if key not in self._closed and key not in self._unopened:
+                    self._reserve_id(key)
                 return out
             conn, halves = self._open(seg, out)
             last_seen = [seg.ts]
@@ -341,6 +363,42 @@ class TcpReassembler:
 
     # -- connections ------------------------------------------------------
 
+    def _late(self, key: tuple[str, int, str, int], seg: TcpSegment) -> bool:
+        """Is ``seg`` a late copy of bytes a connection closed on this 4-tuple had already sent?
+        Bytes outside what that side sent are a new connection whose SYN the capture missed."""
+        closed = self._closed.get(key)
+        if closed is None:
+            return False
+        conn, halves, closed_ts = closed
+        if seg.ts - closed_ts > CLOSED_LINGER:
+            return False
+        half = halves[0 if conn.endpoints[0] == (seg.src, seg.sport) else 1]
+        if not half.started:
+            return False
+        begin = half.unwrap(seg.seq)
+        end = begin + seg.wire_len
+        sent = half.next if half.fin_at is None else max(half.next, half.fin_at)
+        return half.start - 1 <= begin and end <= sent
+
+    def _reserve_id(self, key: tuple[str, int, str, int]) -> None:
+        unopened = self._unopened
+        unopened[key] = unopened[(key[2], key[3], key[0], key[1])] = self._next_id
+        self._next_id += 1
+        while len(unopened) > 2 * _MAX_CLOSED:
+            del unopened[next(iter(unopened))]
+
+    def _remember_closed(self, conn: Connection, halves: _Halves, ts: float) -> None:
+        closed = self._closed
+        a, b = conn.endpoints
+        for key in ((a.ip, a.port, b.ip, b.port), (b.ip, b.port, a.ip, a.port)):
+            closed.pop(key, None)
+            closed[key] = (conn, halves, ts)
+        while closed:
+            first_key, (_, _, first_ts) = next(iter(closed.items()))
+            if len(closed) <= 2 * _MAX_CLOSED and ts - first_ts <= CLOSED_LINGER:
+                break
+            del closed[first_key]
+
     def _open(self, seg: TcpSegment, out: list[TcpEvent]) -> tuple[Connection, _Halves]:
         sender = Endpoint(seg.src, seg.sport)
         receiver = Endpoint(seg.dst, seg.dport)
@@ -356,8 +414,14 @@ class TcpReassembler:
             # talker is the client; the frame layer corrects a wrong guess.
             sender_is_client, basis = True, "first-speaker"
         endpoints = (sender, receiver) if sender_is_client else (receiver, sender)
-        conn = Connection(self._next_id, endpoints, 0, basis, seg.ts)
-        self._next_id += 1
+        reserved = self._unopened.pop((seg.src, seg.sport, seg.dst, seg.dport), None)
+        if reserved is not None and not seg.syn:
+            self._unopened.pop((seg.dst, seg.dport, seg.src, seg.sport), None)
+            conn_id = reserved
+        else:
+            conn_id = self._next_id
+            self._next_id += 1
+        conn = Connection(conn_id, endpoints, 0, basis, seg.ts)
         halves = (HalfStream(), HalfStream())
         last = [seg.ts]
         self._table[(seg.src, seg.sport, seg.dst, seg.dport)] = (conn, halves, last)
@@ -381,6 +445,8 @@ class TcpReassembler:
         a, b = conn.endpoints
         self._table.pop((a.ip, a.port, b.ip, b.port), None)
         self._table.pop((b.ip, b.port, a.ip, a.port), None)
+        if reason in ("fin", "rst"):
+            self._remember_closed(conn, halves, ts)
         out.append(ConnectionClosed(conn, ts, reason))
 
     def _sweep_idle(self, now: float, out: list[TcpEvent]) -> None:

@@ -167,7 +167,8 @@ def iter_rows(
             progress=callback,
         )
         for row in rows:
-            if row["api_key"] is None and row["status"] == "undecodable":
+            # a file-level error has no connection (a TLS connection's row is not one)
+            if row["api_key"] is None and row["status"] == "undecodable" and row["connection_id"] is None:
                 errors.append(f"{path}: {row['reason']}")
             if progress is not None:
                 progress.rows += 1

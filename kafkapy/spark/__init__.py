@@ -204,16 +204,17 @@ def check_output(output: str | os.PathLike[str], mode: str = "errorifexists") ->
 
 def capture_errors(parts: Iterable[tuple[str, int]]) -> list[str]:
     """``capture: reason`` for each capture that could not be read to its end (the rows with no
-    API key and status ``undecodable``: not a capture, cut short, unreadable), read from the
-    Parquet parts :func:`write_captures` returned, in their order: what ``kafkapy decode``
-    reports on stderr."""
+    API key, no connection and status ``undecodable``: not a capture, cut short, unreadable),
+    read from the Parquet parts :func:`write_captures` returned, in their order: what
+    ``kafkapy decode`` reports on stderr."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     errors: list[str] = []
     for part, _ in parts:
-        table = pq.read_table(part, columns=["api_key", "status", "reason", "capture"])
-        failed = table.filter(pc.and_(pc.is_null(table["api_key"]), pc.equal(table["status"], "undecodable")))
+        table = pq.read_table(part, columns=["api_key", "connection_id", "status", "reason", "capture"])
+        file_level = pc.and_(pc.is_null(table["api_key"]), pc.is_null(table["connection_id"]))
+        failed = table.filter(pc.and_(file_level, pc.equal(table["status"], "undecodable")))
         errors.extend(f"{row['capture']}: {row['reason']}" for row in failed.to_pylist())
     return errors
 

@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -218,3 +219,109 @@ def test_a_capture_cut_in_half_exits_1(tmp_path: Path) -> None:
         "truncated", "undecodable", "ok"]
     assert result.stderr == (f"kafkapy decode: {half}: capture error: the file ends inside a record "
                              "(cut short)\n")
+
+
+def _client_hello() -> bytes:
+    """The first bytes a TLS client sends: a real ClientHello, from Python's ssl module."""
+    import ssl
+
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ssl.create_default_context().wrap_bio(incoming, outgoing, server_hostname="broker")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+@pytest.mark.parametrize("port", [9092, 9093])
+def test_kafka_over_tls_is_one_row_saying_why_it_is_skipped(
+    port: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client of an SSL listener: its connection cannot be decoded, and the output says so in
+    one row (rather than nothing at all), while plaintext connections beside it decode as usual.
+    It is not a broken file: no error line, exit status 0."""
+    from kafkapy.capture import PcapWriter, TcpFlow
+    from kafkapy.protocol import encode_request, encode_response
+
+    tls = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", port))
+    server_hello = b"\x16\x03\x03\x00\x30" + bytes(48) + b"\x17\x03\x03\x00\x20" + bytes(32)
+    packets = tls.handshake(1.0) + tls.send(True, _client_hello(), 1.1) + tls.send(False, server_hello, 1.2)
+    packets += tls.send(True, b"\x17\x03\x03\x00\x40" + bytes(64), 1.3) + tls.close(1.4)
+    plain = TcpFlow(("10.0.0.3", 40001), ("10.0.0.2", 9092))
+    request = encode_request(18, 3, 7, "plain", {"client_software_name": "x", "client_software_version": "1"})
+    answer = encode_response(18, 3, 7, {"error_code": 0, "api_keys": [], "throttle_time_ms": 0})
+    packets += plain.handshake(2.0) + plain.send(True, struct.pack(">i", len(request)) + request, 2.1)
+    packets += plain.send(False, struct.pack(">i", len(answer)) + answer, 2.2) + plain.close(2.3)
+    path = tmp_path / "tls.pcap"
+    with PcapWriter(path) as w:
+        for ts, frame in packets:
+            w.write(frame, ts)
+    assert main(["decode", "--kafka-port", str(port), str(path)]) == 0
+    out = capsys.readouterr()
+    rows = [json.loads(line) for line in out.out.splitlines()]
+    assert [(r["connection_id"], r["status"], r["api_name"]) for r in rows] == [
+        (0, "undecodable", None), (1, "ok", "ApiVersions")
+    ]  # fmt: skip
+    assert rows[0]["reason"].startswith("TLS: ") and "encrypted" in rows[0]["reason"]
+    assert (rows[0]["src"], rows[0]["dst"]) == ("10.0.0.1:40000", f"10.0.0.2:{port}")
+    assert out.err == ""
+
+
+def test_a_gzip_compressed_capture_decodes_as_tshark_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tcpdump -z gzip and log rotation leave .pcap.gz files, which tshark and editcap open as
+    they are; so does decode, from a path and from stdin, with the rows of the plain file."""
+    import gzip
+
+    plain = CAPTURES / "mixed-with-unsupported.pcap"
+    packed = tmp_path / "mixed.pcap.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert main(["decode", str(plain)]) == 0
+    want = [{**json.loads(line), "capture": None} for line in capsys.readouterr().out.splitlines()]
+    assert main(["decode", str(packed)]) == 0
+    got = [{**json.loads(line), "capture": None} for line in capsys.readouterr().out.splitlines()]
+    assert got == want and len(got) == 3
+    piped = subprocess.run([sys.executable, "-m", "kafkapy.cli", "decode", "-"], input=packed.read_bytes(),
+                           capture_output=True, timeout=120)  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert [{**json.loads(line), "capture": None} for line in piped.stdout.splitlines()] == want
+
+
+def test_a_cut_or_corrupt_gzip_capture_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+
+    packed = gzip.compress((CAPTURES / "00-produce-v7-sw8.pcap").read_bytes())
+    (tmp_path / "cut.pcap.gz").write_bytes(packed[: len(packed) // 2])
+    corrupt = bytearray(packed)
+    corrupt[40:80] = bytes(40)
+    (tmp_path / "corrupt.pcap.gz").write_bytes(bytes(corrupt))
+    assert main(["decode", str(tmp_path / "cut.pcap.gz"), str(tmp_path / "corrupt.pcap.gz")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2
+    assert err[0].endswith("cut.pcap.gz: capture error: the file ends inside a record (cut short)")
+    assert "corrupt.pcap.gz: capture error: corrupt gzip data: " in err[1]
+
+
+def test_a_tls_connection_joined_mid_stream_is_one_row_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Most connections to an SSL listener are open before a capture starts: joined mid-stream,
+    they show TLS application-data records where the capture joins them, and get the same one
+    row (they gave nothing at all)."""
+    from kafkapy.capture import PcapWriter, TcpFlow
+
+    def records(n: int, size: int) -> bytes:
+        return b"".join(b"\x17\x03\x03" + struct.pack(">H", size) + bytes([i]) * size for i in range(n))
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9093), mss=1000)
+    packets = flow.send(True, records(3, 700), 1.0) + flow.send(False, records(4, 2500), 1.1)
+    packets += flow.close(1.2)
+    path = tmp_path / "tls-mid.pcap"
+    with PcapWriter(path) as w:
+        for ts, frame in packets:
+            w.write(frame, ts)
+    assert main(["decode", "--kafka-port", "9093", str(path)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["connection_id"], r["status"], r["reason"][:5]) for r in rows] == [(0, "undecodable", "TLS: ")]

@@ -164,9 +164,9 @@ def test_property_to_json_matches_the_reference(body: dict[str, Any]) -> None:
 
 
 def _pcap(conversation: list[tuple[bool, bytes]], *, drop: set[int] = frozenset(), close: bool = True,
-          port: int = 9092) -> bytes:  # fmt: skip
+          port: int = 9092, snaplen: int | None = None) -> bytes:  # fmt: skip
     buf = io.BytesIO()
-    w = PcapWriter(buf)
+    w = PcapWriter(buf) if snaplen is None else PcapWriter(buf, snaplen=snaplen)
     flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", port), mss=200)
     ts = 1_700_000_000.0
     for t, pkt in flow.handshake(ts):
@@ -244,6 +244,88 @@ def test_lost_segments_give_gap_and_truncated_rows() -> None:
     assert "gap" in {r["status"] for r in rows[1:]}
     for r in rows:
         assert r["status"] in STATUSES
+
+
+def test_frames_cut_by_the_snap_length_are_truncated_not_gaps() -> None:
+    """tcpdump -s 128: every packet is cut at 128 bytes. The capture lost nothing (tshark marks
+    such packets "Packet size limited during capture", not "previous segment not captured"), so a
+    cut frame is ``truncated``, as documented, and the reason names the snap length."""
+    big = encode_request(3, 12, 2, "c1", {"topics": [{"topic_id": uuid.UUID(int=0), "name": "t" * 150}],
+                                           "allow_auto_topic_creation": False})  # fmt: skip
+    answer = encode_response(3, 12, 2, {"brokers": [], "cluster_id": "x", "controller_id": 1, "topics": []})
+    conversation = [(True, META_REQ), (False, META_RESP), (True, big), (False, answer)]
+    rows = _rows(_pcap(conversation, snaplen=128))
+    assert [(r["correlation_id"], r["status"]) for r in rows] == [(1, "ok"), (2, "truncated")]
+    assert rows[1]["reason"].startswith("request frame truncated (snap length, ")
+
+
+def test_a_guessed_frame_start_the_connection_never_completes_is_no_row() -> None:
+    """A capture that starts in the tail of a request: hunting for a frame start in it can take
+    a run of zeros for a request header (here: 1 MiB, Produce v2, correlation id 0, empty client
+    id). If the connection then closes before that "frame" completes, it never was one (no client
+    sends half a request and hangs up), so it must not become a phantom Produce row; tshark shows
+    nothing for those bytes either."""
+    tail = struct.pack(">ihhih", 1_048_580, 0, 2, 0, 0) + bytes(17)  # the last 29 bytes of a request
+    answer = encode_response(3, 12, 11, {"brokers": [], "cluster_id": "x", "controller_id": 1, "topics": []})
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092))
+    packets = flow.send(True, tail, 1.0) + flow.send(False, struct.pack(">i", len(answer)) + answer, 1.1)
+    packets += flow.close(1.2)
+    buf = io.BytesIO()
+    with PcapWriter(buf) as w:
+        for ts, frame in packets:
+            w.write(frame, ts)
+    rows = _rows(buf.getvalue())
+    assert [(r["api_name"], r["correlation_id"], r["status"]) for r in rows] == [
+        (None, 11, "unmatched_response")
+    ]
+
+
+def _midstream(parts: list[tuple[bool, bytes]]) -> list[dict[str, Any]]:
+    """A capture that joins a connection mid-stream: no handshake, each part its own segments."""
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092), mss=100)
+    packets = []
+    for i, (from_client, data) in enumerate(parts):
+        packets += flow.send(from_client, data, 1.0 + i / 100)
+    packets += flow.close(2.0)
+    buf = io.BytesIO()
+    with PcapWriter(buf) as w:
+        for ts, frame in packets:
+            w.write(frame, ts)
+    return _rows(buf.getvalue())
+
+
+def _framed(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+def _metadata(corr: int) -> tuple[bytes, bytes]:
+    request = encode_request(3, 12, corr, "c1", {"topics": None, "allow_auto_topic_creation": False})
+    body = {"brokers": [], "cluster_id": "x", "controller_id": 1, "topics": []}
+    return _framed(request), _framed(encode_response(3, 12, corr, body))
+
+
+def test_a_mid_stream_start_in_a_request_tail_finds_the_requests_after_it() -> None:
+    """The capture starts in the tail of a request whose bytes read as request headers: one that
+    needs 3,854 bytes to judge (a client id of length 0x0f00), and large ones. The requests after
+    it, each a whole frame followed by another, are the better guess; before, hunting waited on
+    the first, the connection closed, and every exchange after the start was lost."""
+    tail = b"\x03\x00\x00\x00" + bytes(8) + b"\x0f\x00" + bytes(20) + b"\x00\x01\x00\x00" + bytes(21)
+    (req7, resp7), (req8, resp8), (req9, resp9) = _metadata(7), _metadata(8), _metadata(9)
+    rows = _midstream([(True, tail + req7), (False, resp7), (True, req8), (False, resp8), (True, req9),
+                       (False, resp9)])  # fmt: skip
+    assert [(r["correlation_id"], r["status"]) for r in rows] == [(7, "ok"), (8, "ok"), (9, "ok")]
+
+
+def test_a_mid_stream_start_in_a_response_finds_the_responses_after_it() -> None:
+    """The broker's first captured bytes are the middle of a response and read as a 65-byte
+    response header (correlation id 0) before any request is seen; the responses to the requests
+    that follow must still pair."""
+    middle = b"\x00\x00\x00\x41\x00\x00\x00\x00\x00\x42\x00\x00\x00\x02\x00\x44" + bytes(12)
+    (req2, resp2), (req3, resp3), (req4, resp4) = _metadata(2), _metadata(3), _metadata(4)
+    rows = _midstream([(False, middle), (True, req2), (False, resp2), (True, req3), (False, resp3),
+                       (True, req4), (False, resp4)])  # fmt: skip
+    paired = [(r["correlation_id"], r["status"]) for r in rows if r["status"] == "ok"]
+    assert paired == [(2, "ok"), (3, "ok"), (4, "ok")]
 
 
 def test_undecodable_request_body() -> None:

@@ -302,6 +302,63 @@ def test_rst_closes_both_directions() -> None:
     assert tcp.open_connections == 0
 
 
+def test_late_segments_of_a_closed_connection_open_nothing() -> None:
+    """A retransmission captured after both FINs (the peer's ACK was lost, so the sender sent the
+    data again) belongs to the closed connection, as tshark keeps it in its tcp.stream: it must
+    not open a connection of its own, with a gap, an orphan response and shifted ids after it."""
+    events, tcp = run(
+        [
+            seg(True, 1, flags=SYN),
+            seg(False, 100, flags=SYN | ACK, ack=2),
+            seg(True, 2, b"request", ack=101),
+            seg(False, 101, b"response", ack=9),
+            seg(True, 9, flags=FIN | ACK, ack=109),
+            seg(False, 109, flags=FIN | ACK, ack=10),
+            seg(False, 101, b"response", ack=10),  # the response again, after the FINs
+            seg(True, 2, b"request", ack=110, flags=FIN | ACK | PSH),  # and the request, with its FIN
+            seg(True, 50000, flags=SYN),  # a new connection on the same ports: opens one
+        ]
+    )
+    opened = [e.conn.id for e in events if isinstance(e, ConnectionOpened)]
+    assert opened == [0, 1]
+    assert data_of(events, 0) == b"request" and data_of(events, 1) == b"response"
+    assert not [e for e in events if isinstance(e, StreamGap) and e.conn.id == 0]
+    assert tcp.stats["segments-after-end"] == 2
+
+
+def test_connection_ids_count_connections_seen_only_in_bare_segments_as_tshark_does() -> None:
+    """A capture that starts with the last ACK or FIN of a connection: tshark gives that packet a
+    tcp.stream, so kafkapy's ids (documented as tshark's tcp.stream) must count it too."""
+    other = ("10.0.0.3", 40001)
+    events, _ = run(
+        [
+            seg(True, 500, flags=FIN | ACK, ack=900),  # the tail of a connection: opens nothing...
+            seg(False, 900, flags=ACK, ack=501),  # (its other direction: the same connection)
+            seg(True, 1, flags=SYN, client=other),  # ...but the next connection is tcp.stream 1
+            seg(True, 2, b"data", client=other),
+            seg(False, 900, b"late", ack=501),  # bytes on the first tuple: its id, 0
+        ]
+    )
+    opened = {e.conn.id: e.conn.client for e in events if isinstance(e, ConnectionOpened)}
+    assert opened == {1: other, 0: CLIENT}
+
+
+def test_a_new_connection_without_its_syn_on_a_closed_tuple_still_opens() -> None:
+    """Bytes far from the closed connection's sequence space are a new connection whose SYN the
+    capture missed, not a late copy."""
+    events, _ = run(
+        [
+            seg(True, 1, flags=SYN),
+            seg(True, 2, b"old", ack=0),
+            seg(True, 5, flags=FIN | ACK),
+            seg(False, 100, flags=FIN | ACK, ack=6),
+            seg(True, 7_000_000, b"new"),
+        ]
+    )
+    assert [e.conn.id for e in events if isinstance(e, ConnectionOpened)] == [0, 1]
+    assert data_of([e for e in events if getattr(e, "conn", None) and e.conn.id == 1], 0) == b"new"
+
+
 def test_port_reuse_opens_a_new_connection() -> None:
     events, _ = run(
         [

@@ -311,14 +311,29 @@ def test_spark_decode_reports_the_per_file_errors_decode_does_and_nothing_else(t
     from kafkapy.cli import main
 
     junk = _junk(tmp_path)
-    done = _spark_decode(*junk, str(CAPTURE_FILES[0]), "--output", str(tmp_path / "out"),
+    tls = _tls_capture(tmp_path)  # its row says it was skipped; it is not a file error
+    done = _spark_decode(*junk, str(CAPTURE_FILES[0]), tls, "--output", str(tmp_path / "out"),
                          "--master", "local[1]")
     assert done.returncode == 1, done.stderr
-    decoded = _decode_cli_errors(main, junk)
+    decoded = _decode_cli_errors(main, [*junk, tls])
     assert done.stderr.splitlines() == [
         *(line.replace("kafkapy decode:", "kafkapy spark-decode:") for line in decoded),
-        f"kafkapy spark-decode: 4 captures, 5 rows to {tmp_path / 'out'}",
+        f"kafkapy spark-decode: 5 captures, 6 rows to {tmp_path / 'out'}",
     ]  # no JVM notices, log4j lines or pandas warnings
+    assert not any("tls.pcap" in line for line in decoded)
+
+
+def _tls_capture(tmp_path: Path) -> str:
+    """One connection to 9092 that opens with a TLS handshake record."""
+    from kafkapy.capture import PcapWriter, TcpFlow
+
+    flow = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092))
+    hello = b"\x16\x03\x01\x00\x10" + bytes(16)
+    path = tmp_path / "tls.pcap"
+    with PcapWriter(path) as w:
+        for ts, frame in flow.handshake(1.0) + flow.send(True, hello, 1.1) + flow.close(1.2):
+            w.write(frame, ts)
+    return str(path)
 
 
 def _decode_cli_errors(main: Any, paths: list[str]) -> list[str]:
