@@ -22,7 +22,7 @@ from kafkapy.protocol.schema import MessageSchema
 from kafkapy.protocol.specs import standard_and_project_specs
 
 __all__ = ["ConsumerProtocolError", "Subscription", "decode_assignment", "decode_subscription",
-           "encode_assignment", "protocol_version"]
+           "encode_assignment", "encode_subscription", "protocol_version"]
 
 _VERSION = struct.Struct(">h")
 _NEWEST = 3  # the newest ConsumerProtocolSubscription/Assignment version kafkapy's specs know
@@ -94,4 +94,21 @@ def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int) -> 
             "user_data": None}
     out = bytearray(_VERSION.pack(version))
     _codec("ConsumerProtocolAssignment", version)[1](body, out)
+    return bytes(out)
+
+
+def encode_subscription(subscription: Subscription) -> bytes:
+    """A ConsumerProtocolSubscription at ``subscription.version`` (what a classic consumer sends
+    as its JoinGroup metadata; the tools and tests speak it too)."""
+    version = max(0, min(subscription.version, _NEWEST))
+    body: dict[str, Any] = {"topics": list(subscription.topics), "user_data": None}
+    if version >= 1:
+        body["owned_partitions"] = [{"topic": topic, "partitions": sorted(parts)}
+                                    for topic, parts in sorted(subscription.owned.items())]
+    if version >= 2:
+        body["generation_id"] = -1
+    if version >= 3:
+        body["rack_id"] = subscription.rack_id
+    out = bytearray(_VERSION.pack(version))
+    _codec("ConsumerProtocolSubscription", version)[1](body, out)
     return bytes(out)
