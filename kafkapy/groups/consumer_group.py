@@ -692,6 +692,11 @@ class ConsumerGroups:
                 and self.config.migration_policy.downgrade
                 and len(group.members) - 1 <= self.config.classic_max_size)
 
+    def _replacement_downgrade_allowed(self, group: ConsumerGroup, replaced: str) -> bool:
+        """Kafka's validateOnlineDowngradeWithReplacedMemberId, in its order."""
+        return (group.all_classic_except(replaced) and self.config.migration_policy.downgrade
+                and len(group.members) <= self.config.classic_max_size)
+
     def _downgrade(self, group: ConsumerGroup, leaving: str) -> tuple[GroupRecord, ...]:
         """The consumer group's tombstones, then the classic group it becomes (Kafka's
         convertToClassicGroup): the caller hands that GroupMetadata record to the classic
@@ -746,8 +751,22 @@ class ConsumerGroups:
             classic=ClassicMemberMetadata(request.session_timeout_ms,
                                           tuple(ClassicProtocol(n, m) for n, m in request.protocols)))
         reconciled, _ = self._update_and_reconcile(group, member, updated, replaced, is_new, owned, records)
-        committed = self._commit(records)
         group_id = group.group_id
+        static = group.static_member(request.instance_id) if request.instance_id is not None else None
+        if static is not None and self._replacement_downgrade_allowed(group, static.member_id):
+            # The static member that was the last to use ConsumerGroupHeartbeat comes back with
+            # JoinGroup: the group becomes classic, the newcomer in its place with its partitions.
+            remaining = [m for m_id, m in group.members.items() if m_id != static.member_id]
+            targets = {**group.targets, member_id: group.target_of(static.member_id)}
+            value = classic_group_value(group_id, group.group_epoch, [*remaining, reconciled], targets,
+                                        self.topic_names(), self._wall_ms())
+            ids = [member_id if m == static.member_id else m for m in group.members]
+            records += consumer_group_tombstones(group_id, ids)
+            records.append(GroupRecord(GroupMetadataKey(group_id), value))
+            self._timers.cancel_group(group_id)
+            return (ClassicJoinAnswer(member_id, reconciled.member_epoch, request.protocols[0][0]),
+                    self._commit(records))
+        committed = self._commit(records)
         if replaced is not None:
             self._timers.cancel(group_id, replaced)
         self._timers.stop(self._timers.join, group_id, member_id)

@@ -111,11 +111,13 @@ async def _nowhere(group_id: str, records: Sequence[GroupRecord]) -> None:
 class ConsumerGroupHandlers:
     def __init__(self, groups: ConsumerGroups, *, persist: Persist = _nowhere,
                  clock: Callable[[], int] = monotonic_ms,
-                 on_downgrade: Callable[[str, GroupMetadataValue], None] | None = None) -> None:
+                 on_downgrade: Callable[[str, GroupMetadataValue, bool], None] | None = None) -> None:
         self.groups = groups
         self._persist = persist
         self._clock = clock
-        # Called once the records of a downgrade are written: the classic group to install.
+        # Called once the records of a downgrade are written: the classic group to install, and
+        # whether it rebalances (not when a classic static member took the last consumer-protocol
+        # member's place: Kafka's convertToClassicGroup with a joining member).
         self._on_downgrade = on_downgrade
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -168,7 +170,7 @@ class ConsumerGroupHandlers:
             timers = self.groups.timers_of(request.group_id)
             answer, records = self.groups.classic_join(request, self._clock())
             try:
-                await self._durable(request.group_id, records, before)
+                await self._durable(request.group_id, records, before, rebalance=False)
             except KafkaApiError:
                 self.groups.restore_timers(request.group_id, timers)
                 raise
@@ -275,7 +277,7 @@ class ConsumerGroupHandlers:
         return None if group is None else group.copy()
 
     async def _durable(self, group_id: str, records: Sequence[GroupRecord],
-                       before: ConsumerGroup | None) -> None:
+                       before: ConsumerGroup | None, *, rebalance: bool = True) -> None:
         if not records:
             return
         try:
@@ -289,7 +291,7 @@ class ConsumerGroupHandlers:
         for record in records:  # a downgrade: the classic group takes over once it is written
             if isinstance(record.key, GroupMetadataKey) and isinstance(record.value, GroupMetadataValue) \
                     and self._on_downgrade is not None:
-                self._on_downgrade(group_id, record.value)
+                self._on_downgrade(group_id, record.value, rebalance)
 
 
 def _heartbeat_request(body: Mapping[str, Any], version: int, client_id: str,

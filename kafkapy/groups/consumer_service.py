@@ -85,7 +85,7 @@ class ConsumerGroupService:
                  partition_for: Callable[[str], int], offsets: OffsetStore,
                  spawn: Callable[[Coroutine[Any, Any, Any]], object],
                  overrides: Callable[[str], tuple[int, int] | None] | None = None,
-                 on_downgrade: Callable[[str, GroupMetadataValue], None] | None = None) -> None:
+                 on_downgrade: Callable[[str, GroupMetadataValue, bool], None] | None = None) -> None:
         self.groups = ConsumerGroups(topics, consumer_group_config(config), overrides=overrides,
                                      wall_ms=timers.wall_ms)
         self.handlers = ConsumerGroupHandlers(self.groups, persist=persist, clock=timers.now_ms,

@@ -809,19 +809,20 @@ class ClassicCoordinator:
         self._forget(group)
         return value
 
-    def adopt(self, group_id: str, value: GroupMetadataValue) -> None:
-        """A classic group with members from a written GroupMetadata value, rebalancing at once:
-        a consumer group downgraded to classic (Kafka's convertToClassicGroup), or an upgrade
-        that could not be written. Its members' sessions start now."""
+    def adopt(self, group_id: str, value: GroupMetadataValue, rebalance: bool = True) -> None:
+        """A classic group with members from a written GroupMetadata value: a consumer group
+        downgraded to classic (Kafka's convertToClassicGroup), or an upgrade that could not be
+        written. It rebalances at once unless ``rebalance`` is False (a static member replacing the
+        last consumer-protocol member keeps everyone's assignment). Its members' sessions start now."""
         group = self.groups.get(group_id)
         if group is not None:
             _answer_waiting(group, ErrorCode.REBALANCE_IN_PROGRESS)
             self._forget(group)
         group = self._create_group(group_id)
         self._restore(group, value)
-        if group.members:
-            self._log.info("group %s: now a classic group of %d members; rebalancing", group_id,
-                           len(group.members))
+        self._log.info("group %s: now a classic group of %d members%s", group_id, len(group.members),
+                       "; rebalancing" if rebalance and group.members else "")
+        if rebalance and group.members:
             self._prepare_rebalance(group)
 
     def _forget(self, group: ClassicGroup) -> None:

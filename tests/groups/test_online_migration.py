@@ -216,3 +216,26 @@ def test_a_refused_join_changes_nothing() -> None:
         groups.classic_sync(GROUP, "m", None, 4, None, None, 0)
     assert fenced.value.code == ErrorCode.UNKNOWN_MEMBER_ID
     assert groups.groups[GROUP].members == before.members
+
+
+def test_a_classic_static_member_taking_the_last_consumer_member_s_place_downgrades_without_rebalance(
+        ) -> None:
+    """Kafka's validateOnlineDowngradeWithReplacedMemberId: the instance comes back with JoinGroup
+    (a client switched back to the classic protocol): the group becomes classic at once, the new
+    member id holding the old one's target."""
+    groups = ConsumerGroups(lambda: topics(t=4), new_member_id=lambda: "new")
+    records = consumer_group_records(classic_group("a"), {"t": T})
+    modern = SimConsumer(groups, "m", instance_id="i1")
+    modern.epoch = groups.heartbeat(modern.request(), 0, records).response.member_epoch
+    rejoin(groups, "a")
+    group = groups.groups[GROUP]
+    target = {p for ps in group.target_of("m").values() for p in ps}
+    request = ClassicJoinRequest(GROUP, "", "i1", "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS, "consumer",
+                                 (("range", SUBSCRIPTION),))
+    answer, written = groups.classic_join(request, 0)
+    assert GROUP not in groups.groups and answer.member_id == "new"
+    value = written[-1].value
+    assert isinstance(value, GroupMetadataValue) and value.generation == group.group_epoch
+    assert [m.member_id for m in value.members] == ["a", "new"] and value.leader == "a"
+    assert set(decode_assignment(value.members[1].assignment).get("t", ())) == target
+    assert value.members[1].group_instance_id == "i1"

@@ -276,3 +276,27 @@ def test_classic_members_leave_a_consumer_group_with_leave_group(broker: Broker,
     assert group is not None and list(group.members) == [modern["member_id"]]
     assert group.group_epoch == epoch + 1
     assert beat(client, member_id, epoch) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_member_back_on_the_classic_protocol_downgrades_the_group_without_a_rebalance(
+        broker: Broker, client: SimpleClient) -> None:
+    module = module_of(broker)
+    member_id, generation = classic_group(client)
+    modern = heartbeat(client, str(uuid.uuid4()), 0, rebalance_timeout_ms=10000, subscribed_topic_names=["t"],
+                       topic_partitions=[], instance_id="i1")
+    join(client, member_id)
+    sync(client, member_id, generation + 1)
+    group = module.consumer.get("g")
+    assert group is not None
+    target = {p for ps in group.target_of(modern["member_id"]).values() for p in ps}
+    back = client.request(ApiKey.JOIN_GROUP, JOIN_V, {
+        "group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
+        "group_instance_id": "i1", "protocol_type": "consumer", "protocols": RANGE})
+    assert back["error_code"] == ErrorCode.NONE and back["member_id"] != modern["member_id"]
+    classic = module.coordinator.groups["g"]
+    assert module.consumer.get("g") is None and classic.state is GroupState.STABLE
+    assert classic.generation_id == back["generation_id"]
+    synced = client.request(ApiKey.SYNC_GROUP, 5, {
+        "group_id": "g", "generation_id": back["generation_id"], "member_id": back["member_id"],
+        "group_instance_id": "i1", "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
+    assert synced["error_code"] == ErrorCode.NONE and owned(synced) == target
