@@ -625,7 +625,8 @@ class ConsumerGroups:
         if joining:
             if existing is None:
                 return group.members.get(member_id) or ConsumerMember(member_id), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # A classic member's instance is taken over at once (it may be switching protocols).
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and existing.classic is None:
                 raise KafkaApiError(ErrorCode.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with "
                                     f"instance id {request.instance_id} cannot join the group because the "
                                     f"instance id is owned by {existing.member_id} member.")

@@ -239,3 +239,24 @@ def test_a_classic_static_member_taking_the_last_consumer_member_s_place_downgra
     assert [m.member_id for m in value.members] == ["a", "new"] and value.leader == "a"
     assert set(decode_assignment(value.members[1].assignment).get("t", ())) == target
     assert value.members[1].group_instance_id == "i1"
+
+
+def test_a_consumer_protocol_member_takes_over_a_classic_static_member_s_instance() -> None:
+    """Kafka releases the instance id of a classic member to a ConsumerGroupHeartbeat at once (a
+    client switching protocols); between consumer-protocol members it must have left first."""
+    groups = ConsumerGroups(lambda: topics(t=4))
+    group = classic_group("a")
+    group.members["a"].group_instance_id = "i1"
+    group.static_members["i1"] = "a"
+    records = consumer_group_records(group, {"t": T})
+    modern = SimConsumer(groups, "m")
+    groups.heartbeat(modern.request(), 0, records)
+    held = groups.groups[GROUP].members["a"].assigned
+    switched = SimConsumer(groups, "a2", instance_id="i1")
+    switched.heartbeat(0)
+    members = groups.groups[GROUP].members
+    assert "a" not in members and members["a2"].classic is None and members["a2"].instance_id == "i1"
+    assert parts(members["a2"].assigned) <= parts(held)
+    with pytest.raises(KafkaApiError) as unreleased:
+        SimConsumer(groups, "a3", instance_id="i1").heartbeat(0)
+    assert unreleased.value.code == ErrorCode.UNRELEASED_INSTANCE_ID
