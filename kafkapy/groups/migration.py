@@ -109,7 +109,8 @@ def consumer_group_records(group: ClassicGroup, topics: Mapping[str, TopicId]) -
     group epoch (the classic generation), each member's target, the assignment epoch, and each
     member's current assignment (Stable at the generation). Partitions of topics that no longer
     exist are left out. UpgradeRefused when a member's subscription or assignment does not parse
-    (Kafka: "the embedded consumer protocol is malformed")."""
+    (Kafka: "the embedded consumer protocol is malformed"), which includes the empty assignment of
+    a member in the middle of a rebalance: the joining member retries once the group is Stable."""
     group_id, generation = group.group_id, group.generation_id
     members: list[tuple[ConsumerMember, Assignment]] = []
     for member in group.members.values():
@@ -118,6 +119,8 @@ def consumer_group_records(group: ClassicGroup, topics: Mapping[str, TopicId]) -
             metadata = member.protocols[0][1]
         try:
             subscription = decode_subscription(metadata)
+            if not member.assignment:  # reset by a rebalance, or never synced: Kafka cannot read it
+                raise ConsumerProtocolError(f"member {member.member_id} has no assignment")
             assigned_names = decode_assignment(member.assignment)
         except ConsumerProtocolError as exc:
             raise UpgradeRefused(f"the embedded consumer protocol is malformed: {exc}") from None

@@ -260,3 +260,12 @@ def test_a_consumer_protocol_member_takes_over_a_classic_static_member_s_instanc
     with pytest.raises(KafkaApiError) as unreleased:
         SimConsumer(groups, "a3", instance_id="i1").heartbeat(0)
     assert unreleased.value.code == ErrorCode.UNRELEASED_INSTANCE_ID
+
+
+def test_no_upgrade_while_a_member_has_no_assignment() -> None:
+    """A classic member whose assignment a rebalance reset (empty bytes) cannot be converted: as
+    in Kafka, whose ConsumerProtocol cannot read an empty assignment, the upgrade waits."""
+    group = classic_group("a", "b")
+    group.members["b"].assignment = b""
+    with pytest.raises(UpgradeRefused, match="no assignment"):
+        consumer_group_records(group, {"t": T})
