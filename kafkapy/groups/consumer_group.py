@@ -22,6 +22,12 @@ Timers are not records: each member has a session deadline (``group.consumer.ses
 renewed by every heartbeat, and a member asked to revoke has until its rebalance timeout to do so.
 :meth:`ConsumerGroups.expire` fences members whose deadline passed; the I/O side calls it at
 :meth:`ConsumerGroups.next_deadline`.
+
+Classic members (KIP-848's online migration, :mod:`kafkapy.groups.migration`) live in a group
+beside the others: ``classic_join``, ``classic_sync``, ``classic_heartbeat`` and ``classic_leave``
+are JoinGroup, SyncGroup, Heartbeat and LeaveGroup for them, going through the same steps as a
+heartbeat; when the last member using ConsumerGroupHeartbeat goes, the group's records become a
+classic group's (``_downgrade``).
 """
 
 from __future__ import annotations

@@ -10,12 +10,13 @@ file owns what only consumer groups need from it:
   clock, ``services.clock``), set to :meth:`ConsumerGroups.next_deadline` after every change;
 * loading and unloading a partition's consumer groups, beside the classic coordinator's;
 * the one group-id namespace, as Kafka 4.0's GroupMetadataManager keeps it: a heartbeat for a
-  classic group is refused with GROUP_ID_NOT_FOUND unless it is a join and that group is Empty
-  (the consumer group replaces it and keeps its offsets; the module's ``_claim_for_consumer``);
-  a classic JoinGroup for a non-empty
-  consumer group gets INCONSISTENT_GROUP_PROTOCOL (Kafka would adopt the classic member through
-  KIP-848's migration path, which kafkapy does not implement), for an empty one the consumer group
-  is deleted first and the classic group takes its place;
+  classic group is refused with GROUP_ID_NOT_FOUND unless it is a join; an Empty classic group is
+  replaced (its offsets kept; the module's ``_claim_for_consumer``), one with members converted
+  when ``group.consumer.migration.policy`` allows (migration.py). A classic JoinGroup for a
+  consumer group with members makes a classic member of it (JoinGroup, SyncGroup, Heartbeat and
+  LeaveGroup go to ``classic_*`` here); for an empty one the consumer group is deleted first and
+  the classic group takes its place. A downgraded group's GroupMetadata record goes to the
+  classic coordinator once written (``on_downgrade``);
 * offsets of consumer groups: OffsetCommit v9+ and OffsetFetch v9+ checked against the member's
   epoch (Kafka's ``ConsumerGroup.validateOffsetCommit`` / ``validateOffsetFetch``), kept in the
   classic coordinator's OffsetStore like every group's;
