@@ -45,7 +45,12 @@ from kafkapy.errors import ErrorCode, KafkaApiError, KafkaPyError
 from kafkapy.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, MemberSpec, TopicId
 from kafkapy.groups.consumer_protocol import ConsumerProtocolError, decode_subscription, encode_assignment
 from kafkapy.groups.consumer_protocol import protocol_version as consumer_protocol_version
-from kafkapy.groups.migration import MigrationPolicy, classic_group_value, consumer_group_tombstones
+from kafkapy.groups.migration import (
+    MigrationPolicy,
+    classic_group_value,
+    consumer_group_tombstones,
+    member_metadata_record,
+)
 from kafkapy.groups.reconciliation import NO_OWNER, ConsumerMember, MemberState, reconcile
 from kafkapy.groups.records import (
     ClassicMemberMetadata,
@@ -1123,17 +1128,6 @@ def _fenced_instance(member_id: str, instance_id: str, owner: str) -> KafkaApiEr
 def _assignment_state(member: ConsumerMember) -> tuple[int, int, MemberState, Assignment, Assignment]:
     return (member.member_epoch, member.previous_member_epoch, member.state, member.assigned,
             member.pending_revocation)
-
-
-def member_metadata_record(group_id: str, member: ConsumerMember) -> GroupRecord:
-    return GroupRecord(
-        ConsumerGroupMemberMetadataKey(group_id, member.member_id),
-        ConsumerGroupMemberMetadataValue(
-            instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
-            client_host=member.client_host, subscribed_topic_names=member.subscribed_topic_names,
-            subscribed_topic_regex=member.subscribed_topic_regex,
-            rebalance_timeout_ms=member.rebalance_timeout_ms, server_assignor=member.server_assignor,
-            classic_member_metadata=member.classic))
 
 
 def _partition_metadata_record(group_id: str, metadata: Mapping[str, TopicMetadata]) -> GroupRecord:

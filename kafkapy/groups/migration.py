@@ -41,6 +41,7 @@ from kafkapy.groups.records import (
     ConsumerGroupCurrentMemberAssignmentKey,
     ConsumerGroupCurrentMemberAssignmentValue,
     ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
     ConsumerGroupPartitionMetadataKey,
@@ -55,8 +56,9 @@ from kafkapy.groups.records import (
 )
 from kafkapy.groups.retention import CONSUMER_PROTOCOL_TYPE
 
-__all__ = ["MIGRATION_POLICY_KEY", "MigrationPolicy", "UpgradeRefused", "classic_group_value",
-           "consumer_group_records", "consumer_group_tombstones"]
+__all__ = ["MIGRATION_POLICY_KEY", "MigrationPolicy", "UpgradeRefused", "check_upgrade",
+           "classic_group_value", "consumer_group_records", "consumer_group_tombstones",
+           "member_metadata_record"]
 
 MIGRATION_POLICY_KEY = "group.consumer.migration.policy"
 
@@ -131,9 +133,6 @@ def consumer_group_records(group: ClassicGroup, topics: Mapping[str, TopicId]) -
             subscribed_topic_names=subscription.topics, rebalance_timeout_ms=member.rebalance_timeout_ms,
             member_epoch=generation, previous_member_epoch=generation, state=MemberState.STABLE,
             assigned=assigned, classic=_classic_metadata(member)), assigned))
-    # imported here: consumer_group imports this module for the downgrade
-    from kafkapy.groups.consumer_group import member_metadata_record
-
     records = [GroupRecord(GroupMetadataKey(group_id), None)]
     records += [member_metadata_record(group_id, member) for member, _ in members]
     records.append(GroupRecord(ConsumerGroupMetadataKey(group_id), ConsumerGroupMetadataValue(generation)))
@@ -149,6 +148,18 @@ def consumer_group_records(group: ClassicGroup, topics: Mapping[str, TopicId]) -
                                 assigned_partitions=to_topic_partitions(target)))
                 for member, target in members]
     return records
+
+
+def member_metadata_record(group_id: str, member: ConsumerMember) -> GroupRecord:
+    """A member's ConsumerGroupMemberMetadata record (a classic member's with its classic metadata)."""
+    return GroupRecord(
+        ConsumerGroupMemberMetadataKey(group_id, member.member_id),
+        ConsumerGroupMemberMetadataValue(
+            instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
+            client_host=member.client_host, subscribed_topic_names=member.subscribed_topic_names,
+            subscribed_topic_regex=member.subscribed_topic_regex,
+            rebalance_timeout_ms=member.rebalance_timeout_ms, server_assignor=member.server_assignor,
+            classic_member_metadata=member.classic))
 
 
 def consumer_group_tombstones(group_id: str, member_ids: list[str]) -> list[GroupRecord]:
