@@ -697,8 +697,8 @@ class GroupsModule(Module):
                                   "skip_assignment": False, "member_id": body["member_id"], "members": []}
         try:
             joined = await self.consumer.classic_join(join)
-        except KafkaApiError as refusal:
-            answer["error_code"] = refusal.code
+        except KafkaApiError as refusal:  # Kafka's error response: no member id
+            answer.update(error_code=refusal.code, member_id="")
         else:
             if joined.member_id_required:
                 answer.update(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=joined.member_id)

@@ -200,7 +200,7 @@ def test_a_classic_member_of_a_consumer_group_on_the_wire(broker: Broker, client
 
     # a new classic member must share a protocol with the classic members, and be of type consumer
     other = join(client, protocols=[{"name": "roundrobin", "metadata": SUBSCRIPTION}])
-    assert other["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert (other["error_code"], other["member_id"]) == (ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "")
     assert join(client, protocol_type="connect")["error_code"] == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
     described = client.request(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, {"group_ids": ["g"],
