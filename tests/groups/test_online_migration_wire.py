@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -300,3 +301,26 @@ def test_a_static_member_back_on_the_classic_protocol_downgrades_the_group_witho
         "group_id": "g", "generation_id": back["generation_id"], "member_id": back["member_id"],
         "group_instance_id": "i1", "protocol_type": "consumer", "protocol_name": "range", "assignments": []})
     assert synced["error_code"] == ErrorCode.NONE and owned(synced) == target
+
+
+def test_a_downgraded_group_comes_back_classic_after_a_restart(tmp_path: Path) -> None:
+    """Both conversions are records: after an upgrade and a downgrade, the loaded partition holds a
+    classic group with its member and its assignment, and no consumer group."""
+    settings = {"log.dirs": str(tmp_path)}
+    with start(**settings) as running, client_of(running) as client:
+        member_id, generation = classic_group(client)
+        modern = consumer_join(client)
+        join(client, member_id)
+        mine = owned(sync(client, member_id, generation + 1))
+        heartbeat(client, modern["member_id"], -1)
+        before = module_of(running).coordinator.groups["g"]
+        assert before.generation_id == generation + 1
+    with start(**settings) as running, client_of(running) as client:
+        module = module_of(running)
+        assert module.consumer.get("g") is None
+        loaded = module.coordinator.groups["g"]
+        assert (loaded.state, loaded.generation_id, list(loaded.members)) == (
+            GroupState.STABLE, generation + 1, [member_id])
+        # the downgrade's record: its target then; the rebalance that followed wrote nothing yet
+        assert decode_assignment(loaded.members[member_id].assignment) == {"t": mine}
+        assert beat(client, member_id, generation + 1) == ErrorCode.NONE
