@@ -64,13 +64,16 @@ def module_of(broker: Broker) -> GroupsModule:
 class Librdkafka:
     """A librdkafka consumer of group "g", classic or consumer protocol."""
 
-    def __init__(self, broker: Broker, name: str, protocol: str, strategy: str = "range") -> None:
+    def __init__(self, broker: Broker, name: str, protocol: str, strategy: str = "range",
+                 static: bool = False) -> None:
         settings: dict[str, Any] = {
             "bootstrap.servers": broker.bootstrap_servers, "group.id": "g", "group.protocol": protocol,
             "client.id": name, "auto.offset.reset": "earliest", "enable.auto.commit": False}
         if protocol == "classic":
             settings.update({"partition.assignment.strategy": strategy, "session.timeout.ms": 6000,
                              "heartbeat.interval.ms": 300})
+        if static:
+            settings["group.instance.id"] = name
         self.name = name
         self.client = confluent_kafka.Consumer(settings)
         self.client.subscribe(["t"])
@@ -157,12 +160,15 @@ def member_types(broker: Broker) -> dict[str, int]:
     return {m["client_id"]: m["member_type"] for m in described["members"]}
 
 
-@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize(("strategy", "static"), [("range", False), ("cooperative-sticky", False),
+                                                  ("range", True)])
 def test_a_classic_group_is_upgraded_online_and_downgraded_when_its_last_consumer_member_leaves(
-        broker: Broker, strategy: str) -> None:
+        broker: Broker, strategy: str, static: bool) -> None:
+    """Eager and cooperative classic members; static ones (group.instance.id) keep their instance
+    ids through both conversions."""
     module = module_of(broker)
     seen: dict[bytes, str] = {}
-    classic = [Librdkafka(broker, f"classic{i}", "classic", strategy) for i in range(2)]
+    classic = [Librdkafka(broker, f"classic{i}", "classic", strategy, static) for i in range(2)]
     consumers: list[Consumer] = list(classic)
     try:
         poll_until(consumers, split(consumers, [3, 3]), seen)
@@ -176,6 +182,9 @@ def test_a_classic_group_is_upgraded_online_and_downgraded_when_its_last_consume
         group = module.consumer.get("g")
         assert group is not None and "g" not in module.coordinator.groups
         assert member_types(broker) == {"classic0": 0, "classic1": 0, "modern": 1}
+        instances = {m.client_id: m.instance_id for m in group.members.values()}
+        assert instances == ({"classic0": "classic0", "classic1": "classic1", "modern": None} if static
+                             else dict.fromkeys(instances))
         listed = module.list_group_states()[1]
         assert [(g["group_id"], g["group_type"]) for g in listed] == [("g", "consumer")]
         consume_round(broker, consumers, seen, b"b")
@@ -185,7 +194,9 @@ def test_a_classic_group_is_upgraded_online_and_downgraded_when_its_last_consume
         consumers.remove(modern)
         modern.close()
         poll_until(consumers, split(consumers, [3, 3]), seen)
-        assert module.consumer.get("g") is None and module.coordinator.groups["g"].protocol_type == "consumer"
+        downgraded = module.coordinator.groups["g"]
+        assert module.consumer.get("g") is None and downgraded.protocol_type == "consumer"
+        assert sorted(downgraded.static_members) == (["classic0", "classic1"] if static else [])
         consume_round(broker, consumers, seen, b"c")
         assert len(seen) == 3 * MESSAGES
         assert sorted(module.coordinator.offsets.get("g", "t", p).offset for p in range(PARTITIONS)) == \
