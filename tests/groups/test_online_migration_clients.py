@@ -3,7 +3,7 @@ in one group while they run (Kafka 4.0's ``group.consumer.migration.policy``, bi
 default).
 
 The classic members are librdkafka with ``group.protocol=classic`` (eager ``range``, and
-``cooperative-sticky``) and kafka-python; the consumer-protocol members librdkafka with
+``cooperative-sticky``), kafka-python and aiokafka; the consumer-protocol members librdkafka with
 ``group.protocol=consumer``. Each step ends with every partition owned by exactly one consumer and
 every record consumed once, the offsets committed along the way carrying over: records are
 produced once a step has settled, and each is committed as it is read, so a member that started
@@ -13,6 +13,8 @@ record read during a rebalance legitimately readable twice, which would prove no
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -125,7 +127,63 @@ class KafkaPython:
         self.client.close()
 
 
-Consumer = Librdkafka | KafkaPython
+class AioKafka:
+    """An aiokafka (classic protocol) consumer of group "g", on its own event loop in a thread:
+    it records what it reads (committing after each batch) and what it owns."""
+
+    def __init__(self, broker: Broker, name: str, seen: dict[bytes, str]) -> None:
+        pytest.importorskip("aiokafka")
+        self.name = name
+        self.seen = seen
+        self._owned: set[int] = set()
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=asyncio.run, args=(self._run(broker),), daemon=True)
+        self._thread.start()
+        assert self._started.wait(TIMEOUT_S), "aiokafka did not start"
+
+    async def _run(self, broker: Broker) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        consumer = AIOKafkaConsumer("t", bootstrap_servers=broker.bootstrap_servers, group_id="g",
+                                    client_id=self.name, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, session_timeout_ms=6000,
+                                    heartbeat_interval_ms=300)
+        await consumer.start()
+        self._started.set()
+        try:
+            while not self._stop.is_set():
+                batches = await consumer.getmany(timeout_ms=50)
+                for records in batches.values():
+                    for record in records:
+                        if record.value in self.seen:
+                            self._error = AssertionError(f"{record.value!r} consumed twice "
+                                                         f"({self.seen[record.value]} and {self.name})")
+                        self.seen[record.value] = self.name
+                if batches:
+                    await consumer.commit()
+                self._owned = {tp.partition for tp in consumer.assignment()}
+        except BaseException as exc:  # reported to the test's thread by poll()
+            self._error = exc
+        finally:
+            await consumer.stop()
+
+    def poll(self, seen: dict[bytes, str]) -> None:
+        assert seen is self.seen
+        time.sleep(0.01)  # its own thread reads; this one only waits a little
+        if self._error is not None:
+            raise self._error
+
+    def owned(self) -> set[int]:
+        return set(self._owned)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(TIMEOUT_S)
+
+
+Consumer = Librdkafka | KafkaPython | AioKafka
 
 
 def poll_until(consumers: list[Consumer], done: Callable[[], bool], seen: dict[bytes, str]) -> None:
@@ -285,3 +343,26 @@ def test_a_mixed_group_comes_back_from_consumer_offsets_after_a_restart(tmp_path
         assert after is not None and "g" not in module.coordinator.groups
         loaded = {m.member_id: (m.member_epoch, m.assigned, m.classic) for m in after.members.values()}
         assert loaded == members
+
+
+def test_an_aiokafka_member_stays_through_an_upgrade_and_a_downgrade(broker: Broker) -> None:
+    module = module_of(broker)
+    seen: dict[bytes, str] = {}
+    _produce(broker, b"a")
+    consumers: list[Consumer] = [AioKafka(broker, "aio", seen)]
+    try:
+        poll_until(consumers, lambda: split(consumers, [6])() and len(seen) == MESSAGES, seen)
+        modern = Librdkafka(broker, "modern", "consumer")
+        consumers.append(modern)
+        poll_until(consumers, split(consumers, [3, 3]), seen)
+        assert member_types(broker) == {"aio": 0, "modern": 1}
+        consume_round(broker, consumers, seen, b"b")
+        assert {seen[b"b%d" % i] for i in range(MESSAGES)} == {"aio", "modern"}
+        consumers.remove(modern)
+        modern.close()
+        poll_until(consumers, split(consumers, [6]), seen)
+        assert module.consumer.get("g") is None and "g" in module.coordinator.groups
+        consume_round(broker, consumers, seen, b"c")
+    finally:
+        for c in consumers:
+            c.close()
