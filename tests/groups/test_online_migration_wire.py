@@ -324,3 +324,13 @@ def test_a_downgraded_group_comes_back_classic_after_a_restart(tmp_path: Path) -
         # the downgrade's record: its target then; the rebalance that followed wrote nothing yet
         assert decode_assignment(loaded.members[member_id].assignment) == {"t": mine}
         assert beat(client, member_id, generation + 1) == ErrorCode.NONE
+
+
+def test_the_inspection_view_of_a_mixed_group(broker: Broker, client: SimpleClient) -> None:
+    member_id, _ = classic_group(client)
+    modern = consumer_join(client)
+    view = broker.group("g")
+    assert view is not None and view.kind == "consumer"
+    sessions = {m.member_id: m.session_timeout_ms for m in view.members}
+    assert sessions[member_id] == 10000, "the classic member's own session timeout"
+    assert sessions[modern["member_id"]] == module_of(broker).consumer.groups.config.session_timeout_ms
