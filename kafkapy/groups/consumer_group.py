@@ -758,7 +758,8 @@ class ConsumerGroups:
             rack_id=subscription.rack_id if subscription.rack_id is not None else member.rack_id,
             rebalance_timeout_ms=(member.rebalance_timeout_ms if request.rebalance_timeout_ms == -1
                                   else request.rebalance_timeout_ms),
-            subscribed_topic_names=subscription.topics, client_id=request.client_id,
+            subscribed_topic_names=_same_topics(member.subscribed_topic_names, subscription.topics),
+            client_id=request.client_id,
             client_host=request.client_host,
             classic=ClassicMemberMetadata(request.session_timeout_ms,
                                           tuple(ClassicProtocol(n, m) for n, m in request.protocols)))
@@ -1103,6 +1104,7 @@ def _updated_member(member: ConsumerMember, request: HeartbeatRequest) -> Consum
     def pick(sent: str | None, kept: str | None) -> str | None:
         return kept if sent is None else sent
 
+    topic_names = request.subscribed_topic_names
     return attrs.evolve(
         member,
         instance_id=pick(request.instance_id, member.instance_id),
@@ -1110,10 +1112,16 @@ def _updated_member(member: ConsumerMember, request: HeartbeatRequest) -> Consum
         rebalance_timeout_ms=(member.rebalance_timeout_ms if request.rebalance_timeout_ms == -1
                               else request.rebalance_timeout_ms),
         server_assignor=pick(request.server_assignor, member.server_assignor),
-        subscribed_topic_names=(member.subscribed_topic_names if request.subscribed_topic_names is None
-                                else tuple(request.subscribed_topic_names)),
+        subscribed_topic_names=(member.subscribed_topic_names if topic_names is None
+                                else _same_topics(member.subscribed_topic_names, topic_names)),
         subscribed_topic_regex=pick(request.subscribed_topic_regex, member.subscribed_topic_regex),
         client_id=request.client_id, client_host=request.client_host, classic=None)
+
+
+def _same_topics(kept: tuple[str, ...], sent: Sequence[str]) -> tuple[str, ...]:
+    """The subscription sent, or the one kept when it names the same topics in another order:
+    Kafka holds a member's topics as a set, so a reordering changes nothing (no epoch bump)."""
+    return kept if set(kept) == set(sent) else tuple(sent)
 
 
 def _unknown_instance(instance_id: str) -> KafkaApiError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from consumer_sim import GROUP, SimConsumer, parts, topic_id, topics
 
@@ -269,3 +270,22 @@ def test_no_upgrade_while_a_member_has_no_assignment() -> None:
     group.members["b"].assignment = b""
     with pytest.raises(UpgradeRefused, match="no assignment"):
         consumer_group_records(group, {"t": T})
+
+
+def test_a_subscription_sent_in_another_order_bumps_nothing() -> None:
+    """Kafka keeps a member's topics as a set: a classic member rejoining (or a heartbeat) with the
+    same topics reordered is no new subscription, so nobody rebalances."""
+    groups = ConsumerGroups(lambda: topics(t=4, u=2))
+    two = encode_subscription(Subscription(("t", "u"), version=1))
+    records = consumer_group_records(classic_group("a"), {"t": T, "u": topic_id("u")})
+    modern = SimConsumer(groups, "m", subscribe=("u", "t"))
+    modern.epoch = groups.heartbeat(modern.request(), 0, records).response.member_epoch
+    request = ClassicJoinRequest(GROUP, "a", None, "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS, "consumer",
+                                 (("range", two),))
+    groups.classic_join(request, 0)
+    epoch = groups.groups[GROUP].group_epoch
+    reordered = encode_subscription(Subscription(("u", "t"), version=1))
+    groups.classic_join(attrs.evolve(request, protocols=(("range", reordered),)), 0)
+    beat = attrs.evolve(modern.request(), subscribed_topic_names=("t", "u"))
+    groups.heartbeat(beat, 0)
+    assert groups.groups[GROUP].group_epoch == epoch
