@@ -25,13 +25,16 @@ from typing import Any
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.assignors import ASSIGNORS, Assignment, TopicId, freeze
 from kafkapy.groups.consumer_group import (
+    ClassicJoinAnswer,
+    ClassicJoinRequest,
     ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerGroups,
     HeartbeatRequest,
     HeartbeatResponse,
 )
-from kafkapy.groups.records import GroupRecord
+from kafkapy.groups.migration import MIGRATION_POLICY_KEY, MigrationPolicy
+from kafkapy.groups.records import GroupMetadataKey, GroupMetadataValue, GroupRecord
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
@@ -43,7 +46,8 @@ __all__ = ["CONSUMER_GROUP_CONFIG_KEYS", "CONSUMER_GROUP_VERSIONS", "ConsumerGro
            "consumer_group_config"]
 
 CONSUMER_GROUP_VERSIONS = VersionRange(0, 1)
-MEMBER_TYPE_CONSUMER = 1  # ConsumerGroupDescribe v1's MemberType: 0 classic, 1 consumer
+MEMBER_TYPE_CLASSIC = 0  # ConsumerGroupDescribe v1's MemberType: a member that joined with JoinGroup
+MEMBER_TYPE_CONSUMER = 1  # ... and one that joined with ConsumerGroupHeartbeat
 
 #: Kafka's CoordinatorRuntime: a timer's failed write is tried again this much later.
 RETRY_BACKOFF_MS = 500
@@ -62,6 +66,11 @@ CONSUMER_GROUP_CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "Kafka's default (no limit): more members get GROUP_MAX_SIZE_REACHED"),
     ConfigKey("group.consumer.assignors", "list", "uniform,range",
               "Server-side assignors, short names or Kafka's class names; the first is the default"),
+    ConfigKey(MIGRATION_POLICY_KEY, "string", MigrationPolicy.BIDIRECTIONAL.value,
+              "Kafka's default: which online conversions of groups with members are made: bidirectional, "
+              "upgrade (classic to consumer), downgrade (consumer to classic) or disabled (case-blind)",
+              lambda value: None if value is None or str(value).lower() in {p.value for p in MigrationPolicy}
+              else f"must be one of {', '.join(p.value for p in MigrationPolicy)}"),
 )
 
 
@@ -82,7 +91,9 @@ def consumer_group_config(config: Mapping[str, Any]) -> ConsumerGroupConfig:
                           f"{', '.join(ASSIGNORS)}")
     return ConsumerGroupConfig(session_timeout_ms=int(setting("group.consumer.session.timeout.ms")),
                                heartbeat_interval_ms=int(setting("group.consumer.heartbeat.interval.ms")),
-                               max_size=int(setting("group.consumer.max.size")), assignors=assignors)
+                               max_size=int(setting("group.consumer.max.size")), assignors=assignors,
+                               migration_policy=MigrationPolicy.parse(setting(MIGRATION_POLICY_KEY)),
+                               classic_max_size=int(config.get("group.max.size") or 2**31 - 1))
 
 
 #: Makes a group's records durable, raising KafkaApiError when it cannot.
@@ -99,10 +110,15 @@ async def _nowhere(group_id: str, records: Sequence[GroupRecord]) -> None:
 
 class ConsumerGroupHandlers:
     def __init__(self, groups: ConsumerGroups, *, persist: Persist = _nowhere,
-                 clock: Callable[[], int] = monotonic_ms) -> None:
+                 clock: Callable[[], int] = monotonic_ms,
+                 on_downgrade: Callable[[str, GroupMetadataValue, bool], None] | None = None) -> None:
         self.groups = groups
         self._persist = persist
         self._clock = clock
+        # Called once the records of a downgrade are written: the classic group to install, and
+        # whether it rebalances (not when a classic static member took the last consumer-protocol
+        # member's place: Kafka's convertToClassicGroup with a joining member).
+        self._on_downgrade = on_downgrade
         self._locks: dict[str, asyncio.Lock] = {}
 
     def apis(self) -> dict[int, ApiHandler]:
@@ -120,13 +136,15 @@ class ConsumerGroupHandlers:
     # -- ConsumerGroupHeartbeat -------------------------------------------------------------------
 
     async def heartbeat(self, body: Mapping[str, Any], version: int, *, client_id: str = "",
-                        client_host: str = "") -> dict[str, Any]:
+                        client_host: str = "", upgrade: Sequence[GroupRecord] = ()) -> dict[str, Any]:
+        """``upgrade``: the records converting a classic group with members, written with the
+        heartbeat's (KIP-848's online upgrade); if they cannot be, the refusal is the answer."""
         try:
             request = _heartbeat_request(body, version, client_id, client_host)
             async with self._lock(request.group_id):
                 before = self._snapshot(request.group_id)
                 timers = self.groups.timers_of(request.group_id)
-                result = self.groups.heartbeat(request, self._clock())
+                result = self.groups.heartbeat(request, self._clock(), upgrade)
                 try:
                     await self._durable(request.group_id, result.records, before)
                 except KafkaApiError:
@@ -142,6 +160,48 @@ class ConsumerGroupHandlers:
     def check_heartbeat(self, body: Mapping[str, Any], version: int) -> None:
         """Raise the KafkaApiError a malformed heartbeat gets, before anything else is touched."""
         self.groups.validate(_heartbeat_request(body, version, "", ""))
+
+    # -- classic members of a consumer group (KIP-848's migration) --------------------------------
+
+    async def classic_join(self, request: ClassicJoinRequest) -> ClassicJoinAnswer:
+        """A JoinGroup for a consumer group with members; KafkaApiError when refused."""
+        async with self._lock(request.group_id):
+            before = self._snapshot(request.group_id)
+            timers = self.groups.timers_of(request.group_id)
+            answer, records = self.groups.classic_join(request, self._clock())
+            try:
+                await self._durable(request.group_id, records, before, rebalance=False)
+            except KafkaApiError:
+                self.groups.restore_timers(request.group_id, timers)
+                raise
+            return answer
+
+    async def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                           protocol_type: str | None, protocol_name: str | None) -> bytes:
+        async with self._lock(group_id):
+            return self.groups.classic_sync(group_id, member_id, instance_id, generation_id, protocol_type,
+                                            protocol_name, self._clock())
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                          generation_id: int) -> ErrorCode:
+        """Writes nothing, so it needs no turn of the group's lock."""
+        return self.groups.classic_heartbeat(group_id, member_id, instance_id, generation_id, self._clock())
+
+    async def classic_leave(self, group_id: str, leaving: Sequence[tuple[str, str | None]]
+                            ) -> list[tuple[str, ErrorCode]]:
+        """Per member its id and code; a group whose leave cannot be written answers that error
+        for everyone who would have left."""
+        async with self._lock(group_id):
+            before = self._snapshot(group_id)
+            timers = self.groups.timers_of(group_id)
+            answers, records = self.groups.classic_leave(group_id, leaving)
+            try:
+                await self._durable(group_id, records, before)
+            except KafkaApiError as failure:
+                self.groups.restore_timers(group_id, timers)
+                failed = ErrorCode(failure.code)
+                return [(m, failed if code == ErrorCode.NONE else code) for m, code in answers]
+            return answers
 
     # -- timers -----------------------------------------------------------------------------------
 
@@ -195,7 +255,8 @@ class ConsumerGroupHandlers:
                 "assignment": _described_assignment(member.assigned, names),
                 "target_assignment": _described_assignment(group.target_of(member.member_id), names)}
             if version >= 1:
-                entry["member_type"] = MEMBER_TYPE_CONSUMER
+                entry["member_type"] = (MEMBER_TYPE_CLASSIC if member.uses_classic_protocol
+                                        else MEMBER_TYPE_CONSUMER)
             members.append(entry)
         return {"error_code": ErrorCode.NONE, "error_message": None, "group_id": group.group_id,
                 "group_state": group.state.value, "group_epoch": group.group_epoch,
@@ -216,7 +277,7 @@ class ConsumerGroupHandlers:
         return None if group is None else group.copy()
 
     async def _durable(self, group_id: str, records: Sequence[GroupRecord],
-                       before: ConsumerGroup | None) -> None:
+                       before: ConsumerGroup | None, *, rebalance: bool = True) -> None:
         if not records:
             return
         try:
@@ -227,6 +288,10 @@ class ConsumerGroupHandlers:
             else:
                 self.groups.groups[group_id] = before
             raise
+        for record in records:  # a downgrade: the classic group takes over once it is written
+            if isinstance(record.key, GroupMetadataKey) and isinstance(record.value, GroupMetadataValue) \
+                    and self._on_downgrade is not None:
+                self._on_downgrade(group_id, record.value, rebalance)
 
 
 def _heartbeat_request(body: Mapping[str, Any], version: int, client_id: str,

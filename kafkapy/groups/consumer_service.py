@@ -10,12 +10,13 @@ file owns what only consumer groups need from it:
   clock, ``services.clock``), set to :meth:`ConsumerGroups.next_deadline` after every change;
 * loading and unloading a partition's consumer groups, beside the classic coordinator's;
 * the one group-id namespace, as Kafka 4.0's GroupMetadataManager keeps it: a heartbeat for a
-  classic group is refused with GROUP_ID_NOT_FOUND unless it is a join and that group is Empty
-  (the consumer group replaces it and keeps its offsets; the module's ``_claim_for_consumer``);
-  a classic JoinGroup for a non-empty
-  consumer group gets INCONSISTENT_GROUP_PROTOCOL (Kafka would adopt the classic member through
-  KIP-848's migration path, which kafkapy does not implement), for an empty one the consumer group
-  is deleted first and the classic group takes its place;
+  classic group is refused with GROUP_ID_NOT_FOUND unless it is a join; an Empty classic group is
+  replaced (its offsets kept; the module's ``_claim_for_consumer``), one with members converted
+  when ``group.consumer.migration.policy`` allows (migration.py). A classic JoinGroup for a
+  consumer group with members makes a classic member of it (JoinGroup, SyncGroup, Heartbeat and
+  LeaveGroup go to ``classic_*`` here); for an empty one the consumer group is deleted first and
+  the classic group takes its place. A downgraded group's GroupMetadata record goes to the
+  classic coordinator once written (``on_downgrade``);
 * offsets of consumer groups: OffsetCommit v9+ and OffsetFetch v9+ checked against the member's
   epoch (Kafka's ``ConsumerGroup.validateOffsetCommit`` / ``validateOffsetFetch``), kept in the
   classic coordinator's OffsetStore like every group's;
@@ -31,7 +32,14 @@ from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, 
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.consumer_group import ConsumerGroup, ConsumerGroups, GroupState, TopicInfo
+from kafkapy.groups.consumer_group import (
+    ClassicJoinAnswer,
+    ClassicJoinRequest,
+    ConsumerGroup,
+    ConsumerGroups,
+    GroupState,
+    TopicInfo,
+)
 from kafkapy.groups.consumer_handlers import (
     CONSUMER_GROUP_VERSIONS,
     ConsumerGroupHandlers,
@@ -43,6 +51,7 @@ from kafkapy.groups.records import (
     ConsumerGroupMetadataKey,
     ConsumerGroupPartitionMetadataKey,
     ConsumerGroupTargetAssignmentMetadataKey,
+    GroupMetadataValue,
     GroupRecord,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -76,9 +85,12 @@ class ConsumerGroupService:
                  topics: Callable[[], Mapping[str, TopicInfo]], persist: Persist,
                  partition_for: Callable[[str], int], offsets: OffsetStore,
                  spawn: Callable[[Coroutine[Any, Any, Any]], object],
-                 overrides: Callable[[str], tuple[int, int] | None] | None = None) -> None:
-        self.groups = ConsumerGroups(topics, consumer_group_config(config), overrides=overrides)
-        self.handlers = ConsumerGroupHandlers(self.groups, persist=persist, clock=timers.now_ms)
+                 overrides: Callable[[str], tuple[int, int] | None] | None = None,
+                 on_downgrade: Callable[[str, GroupMetadataValue, bool], None] | None = None) -> None:
+        self.groups = ConsumerGroups(topics, consumer_group_config(config), overrides=overrides,
+                                     wall_ms=timers.wall_ms)
+        self.handlers = ConsumerGroupHandlers(self.groups, persist=persist, clock=timers.now_ms,
+                                              on_downgrade=on_downgrade)
         self._timers = timers
         self._persist = persist
         self._partition_for = partition_for
@@ -94,13 +106,47 @@ class ConsumerGroupService:
 
     # -- ConsumerGroupHeartbeat / ConsumerGroupDescribe ------------------------------------------
 
-    async def heartbeat(self, ctx: RequestContext, body: Mapping[str, Any]) -> dict[str, Any]:
-        """One heartbeat, after the module's checks passed; the expiry timer follows it."""
+    async def heartbeat(self, ctx: RequestContext, body: Mapping[str, Any],
+                        upgrade: Sequence[GroupRecord] = ()) -> dict[str, Any]:
+        """One heartbeat, after the module's checks passed (with the records of an online
+        upgrade, written with it); the expiry timer follows it."""
         host = ctx.connection.client_address[0]
         answer = await self.handlers.heartbeat(body, ctx.api_version, client_id=ctx.client_id or "",
-                                               client_host=f"/{host}")
+                                               client_host=f"/{host}", upgrade=upgrade)
         self.schedule_expiry()
         return answer
+
+    # -- classic members of a consumer group (KIP-848's migration) --------------------------------
+
+    async def classic_join(self, request: ClassicJoinRequest) -> ClassicJoinAnswer:
+        try:
+            return await self.handlers.classic_join(request)
+        finally:
+            self.schedule_expiry()
+
+    async def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                           protocol_type: str | None, protocol_name: str | None) -> bytes:
+        try:
+            return await self.handlers.classic_sync(group_id, member_id, instance_id, generation_id,
+                                                    protocol_type, protocol_name)
+        finally:
+            self.schedule_expiry()
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                          generation_id: int) -> ErrorCode:
+        try:
+            return self.handlers.classic_heartbeat(group_id, member_id, instance_id, generation_id)
+        finally:
+            self.schedule_expiry()
+
+    async def classic_leave(self, group_id: str, leaving: Sequence[tuple[str, str | None]]
+                            ) -> list[tuple[str, ErrorCode]]:
+        try:
+            return await self.handlers.classic_leave(group_id, leaving)
+        except KafkaApiError as refusal:  # no members at all
+            return [(member_id, ErrorCode(refusal.code)) for member_id, _ in leaving]
+        finally:
+            self.schedule_expiry()
 
     @staticmethod
     def refused_heartbeat(refusal: KafkaApiError) -> dict[str, Any]:
@@ -198,10 +244,10 @@ class ConsumerGroupService:
         if member is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
                                 f"Member {member_id} is not a member of group {group.group_id}.")
-        if not transactional and version < MEMBER_EPOCH_COMMIT_VERSION:
+        if not transactional and not member.uses_classic_protocol and version < MEMBER_EPOCH_COMMIT_VERSION:
             raise KafkaApiError(ErrorCode.UNSUPPORTED_VERSION, "OffsetCommit version 9 or above must be used "
                                 "by members using the modern group protocol")
-        _check_member_epoch(member_epoch, member.member_epoch)
+        _check_member_epoch(member_epoch, member.member_epoch, member.uses_classic_protocol)
 
     def check_fetch(self, group: ConsumerGroup, member_id: str | None, member_epoch: int) -> None:
         """Kafka's ``ConsumerGroup.validateOffsetFetch``: a fetch naming a member must come from
@@ -212,7 +258,7 @@ class ConsumerGroupService:
         if member is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
                                 f"Member {member_id} is not a member of group {group.group_id}.")
-        _check_member_epoch(member_epoch, member.member_epoch)
+        _check_member_epoch(member_epoch, member.member_epoch, member.uses_classic_protocol)
 
     async def commit_offsets(self, group_id: str, entries: Sequence[OffsetEntry], now_ms: int) -> None:
         """Write the commits, then keep them (only what is in ``__consumer_offsets``)."""
@@ -293,8 +339,12 @@ class ConsumerGroupService:
         return rows
 
 
-def _check_member_epoch(received: int, expected: int) -> None:
-    """Kafka's ``ConsumerGroup.validateMemberEpoch`` for a consumer-protocol member."""
+def _check_member_epoch(received: int, expected: int, classic: bool = False) -> None:
+    """Kafka's ``ConsumerGroup.validateMemberEpoch``: a classic member (KIP-848's migration) sends
+    its member epoch as its generation, and a wrong one is ILLEGAL_GENERATION, as for a classic group."""
+    if received != expected and classic:
+        raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION, f"The received generation id {received} does not "
+                            f"match the expected member epoch {expected}.")
     if received != expected:
         raise KafkaApiError(ErrorCode.STALE_MEMBER_EPOCH, f"The received member epoch {received} does not "
                             f"match the expected member epoch {expected}.")

@@ -797,6 +797,34 @@ class ClassicCoordinator:
         self._forget(group)
         return True
 
+    def release_for_upgrade(self, group_id: str) -> GroupMetadataValue:
+        """A classic group with members is becoming a consumer group (KIP-848's online upgrade,
+        whose records the caller writes): its waiting JoinGroups and SyncGroups are answered
+        REBALANCE_IN_PROGRESS, so their members rejoin the consumer group, and it is forgotten,
+        offsets kept. Answers the group as it was, for ``adopt`` to put back should the upgrade
+        not be written."""
+        group = self.groups[group_id]
+        _answer_waiting(group, ErrorCode.REBALANCE_IN_PROGRESS)
+        value = group.to_record()
+        self._forget(group)
+        return value
+
+    def adopt(self, group_id: str, value: GroupMetadataValue, rebalance: bool = True) -> None:
+        """A classic group with members from a written GroupMetadata value: a consumer group
+        downgraded to classic (Kafka's convertToClassicGroup), or an upgrade that could not be
+        written. It rebalances at once unless ``rebalance`` is False (a static member replacing the
+        last consumer-protocol member keeps everyone's assignment). Its members' sessions start now."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            _answer_waiting(group, ErrorCode.REBALANCE_IN_PROGRESS)
+            self._forget(group)
+        group = self._create_group(group_id)
+        self._restore(group, value)
+        self._log.info("group %s: now a classic group of %d members%s", group_id, len(group.members),
+                       "; rebalancing" if rebalance and group.members else "")
+        if rebalance and group.members:
+            self._prepare_rebalance(group)
+
     def _forget(self, group: ClassicGroup) -> None:
         group.move_to(S.DEAD, self.timers.wall_ms())
         self.timers.cancel(("join", group.group_id))

@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.consumer_group import JOIN_GROUP_MEMBER_EPOCH, TopicInfo
+from kafkapy.groups.consumer_group import JOIN_GROUP_MEMBER_EPOCH, ClassicJoinRequest, TopicInfo
 from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
@@ -42,12 +42,14 @@ from kafkapy.groups.group_configs import (
     timeout_overrides,
 )
 from kafkapy.groups.memory_log import MemoryGroupLog, memory_group_log
+from kafkapy.groups.migration import UpgradeRefused, check_upgrade, consumer_group_records
 from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry, commit_refusal
 from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
 from kafkapy.groups.records import SHARE_GROUP_KEYS, GroupMetadataKey, GroupRecord
 from kafkapy.groups.retention import (
+    CONSUMER_PROTOCOL_TYPE,
     DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
     DEFAULT_OFFSETS_RETENTION_MINUTES,
     retention_ms,
@@ -216,13 +218,15 @@ class GroupsModule(Module):
                                               log=services.log,
                                               other_type=lambda group: self.consumer.get(group) is not None)
         consumer_settings = {key.name: config[key.name] for key in CONSUMER_GROUP_CONFIG_KEYS}
+        consumer_settings["group.max.size"] = config["group.max.size"]  # a downgrade's limit
         # GROUP config resources: this module owns them; consumer groups (here) and share groups
         # (kafkapy.shares) read a group's values from them.
         self.group_configs = GroupConfigs(services)
         self.consumer = ConsumerGroupService(consumer_settings, self.timers, self._topic_infos, self._write,
                                              lambda group: self.group_log.partition_for(group),
                                              self.coordinator.offsets, self._spawn,
-                                             overrides=timeout_overrides(self.group_configs, "consumer"))
+                                             overrides=timeout_overrides(self.group_configs, "consumer"),
+                                             on_downgrade=self.coordinator.adopt)
         self._partitions: dict[int, _Load] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._offsets_topic = InternalTopic(services, OFFSETS_TOPIC, lambda: (
@@ -652,16 +656,23 @@ class GroupsModule(Module):
         version = ctx.api_version
         self._group_request(ctx, body["group_id"], named=True)
         self.coordinator.check_session_timeout(body["session_timeout_ms"])  # before a consumer group goes
-        await self._claim_for_classic(body["group_id"])
         session = body["session_timeout_ms"]
         rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
+        protocols = tuple((p["name"], bytes(p["metadata"])) for p in body.get("protocols") or [])
+        if await self._claim_for_classic(body["group_id"]):
+            return await self._join_consumer_group(ctx, body, ClassicJoinRequest(
+                group_id=body["group_id"], member_id=body["member_id"],
+                instance_id=body.get("group_instance_id"), client_id=ctx.client_id or "",
+                client_host="/" + ctx.connection.client_address[0], session_timeout_ms=session,
+                rebalance_timeout_ms=session if rebalance < 0 else rebalance,
+                protocol_type=body["protocol_type"], protocols=protocols,
+                require_known_member_id=version >= 4))
         join = JoinRequest(
             group_id=body["group_id"], member_id=body["member_id"],
             group_instance_id=body.get("group_instance_id"), client_id=ctx.client_id or "",
             client_host="/" + ctx.connection.client_address[0], session_timeout_ms=session,
             rebalance_timeout_ms=session if rebalance < 0 else rebalance,
-            protocol_type=body["protocol_type"],
-            protocols=tuple((p["name"], bytes(p["metadata"])) for p in body.get("protocols") or []),
+            protocol_type=body["protocol_type"], protocols=protocols,
             require_known_member_id=version >= 4,
             skip_assignment_supported=version >= FIRST_SKIP_ASSIGNMENT_JOIN_VERSION)
         answer: asyncio.Future[JoinResult] = self.services.loop.create_future()
@@ -675,10 +686,33 @@ class GroupsModule(Module):
             "members": [{"member_id": m, "group_instance_id": i, "metadata": metadata}
                         for m, i, metadata in result.members]})
 
+    async def _join_consumer_group(self, ctx: RequestContext, body: Mapping[str, Any],
+                                   join: ClassicJoinRequest) -> Answer:
+        """JoinGroup for a consumer group with members: the member lives in the consumer group
+        (KIP-848's migration). The answer names no leader and no members: every classic member
+        syncs as a follower, and SyncGroup gives it what the server-side assignor chose."""
+        version = ctx.api_version
+        answer: dict[str, Any] = {"throttle_time_ms": 0, "generation_id": -1, "protocol_type": None,
+                                  "protocol_name": None if version >= 7 else "", "leader": "",
+                                  "skip_assignment": False, "member_id": body["member_id"], "members": []}
+        try:
+            joined = await self.consumer.classic_join(join)
+        except KafkaApiError as refusal:  # Kafka's error response: no member id
+            answer.update(error_code=refusal.code, member_id="")
+        else:
+            if joined.member_id_required:
+                answer.update(error_code=ErrorCode.MEMBER_ID_REQUIRED, member_id=joined.member_id)
+            else:
+                answer.update(error_code=ErrorCode.NONE, generation_id=joined.generation_id,
+                              protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=joined.protocol_name,
+                              member_id=joined.member_id)
+        return fit_body(ApiKey.JOIN_GROUP, "response", version, answer)
+
     async def sync_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         self._group_request(ctx, body["group_id"], named=True)
-        self._no_classic_members(body["group_id"])
+        if self.consumer.get(body["group_id"]) is not None:
+            return await self._sync_consumer_group(ctx, body)
         answer: asyncio.Future[SyncResult] = self.services.loop.create_future()
         assignments = [(a["member_id"], bytes(a["assignment"])) for a in body.get("assignments") or []]
         self.coordinator.sync(body["group_id"], body["generation_id"], body["member_id"],
@@ -689,22 +723,41 @@ class GroupsModule(Module):
             "throttle_time_ms": 0, "error_code": result.error_code, "protocol_type": result.protocol_type,
             "protocol_name": result.protocol_name, "assignment": result.assignment})
 
+    async def _sync_consumer_group(self, ctx: RequestContext, body: Mapping[str, Any]) -> Answer:
+        """SyncGroup of a classic member of a consumer group: its assignment, encoded as its
+        ConsumerProtocol version; the leader's assignments, if any were sent, are ignored."""
+        answer: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE,
+                                  "protocol_type": body.get("protocol_type"),
+                                  "protocol_name": body.get("protocol_name"), "assignment": b""}
+        try:
+            answer["assignment"] = await self.consumer.classic_sync(
+                body["group_id"], body["member_id"], body.get("group_instance_id"), body["generation_id"],
+                body.get("protocol_type"), body.get("protocol_name"))
+        except KafkaApiError as refusal:
+            answer.update(error_code=refusal.code, protocol_type=None, protocol_name=None)
+        return fit_body(ApiKey.SYNC_GROUP, "response", ctx.api_version, answer)
+
     def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         self._group_request(ctx, body["group_id"], named=True)
-        self._no_classic_members(body["group_id"])
+        if self.consumer.get(body["group_id"]) is not None:  # a classic member of a consumer group
+            code = self.consumer.classic_heartbeat(body["group_id"], body["member_id"],
+                                                   body.get("group_instance_id"), body["generation_id"])
+            return {"throttle_time_ms": 0, "error_code": code}
         self.coordinator.heartbeat(body["group_id"], body["generation_id"], body["member_id"],
                                    body.get("group_instance_id"))
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE}
 
-    def leave_group(self, ctx: RequestContext, request: Request) -> Answer:
+    async def leave_group(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         version = ctx.api_version
         self._group_request(ctx, body["group_id"], named=True)
         leaving = [(m["member_id"], m.get("group_instance_id")) for m in body.get("members") or []] \
             if version >= 3 else [(body["member_id"], None)]
-        if self.consumer.get(body["group_id"]) is not None:  # as _no_classic_members, member by member
-            codes = [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
+        if self.consumer.get(body["group_id"]) is not None:  # classic members of a consumer group
+            left = await self.consumer.classic_leave(body["group_id"], leaving)
+            codes = [code for _, code in left]
+            leaving = [(member_id, instance_id) for (member_id, _), (_, instance_id) in zip(left, leaving)]
         else:
             codes = self.coordinator.leave(body["group_id"], leaving)
         if version < 3:
@@ -719,13 +772,25 @@ class GroupsModule(Module):
 
     async def consumer_group_heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
         group_id = request.body["group_id"]
+        upgrade: list[GroupRecord] = []
         try:
             if group_id:  # an empty id is the handler's INVALID_REQUEST
                 self._group_request(ctx, group_id)
-                await self._claim_for_consumer(group_id, request.body, ctx.api_version)
+                upgrade = await self._claim_for_consumer(group_id, request.body, ctx.api_version)
         except KafkaApiError as refusal:
             return self.consumer.refused_heartbeat(refusal)
-        return await self.consumer.heartbeat(ctx, request.body)
+        if not upgrade:
+            return await self.consumer.heartbeat(ctx, request.body)
+        # KIP-848's online upgrade: the classic group gives way, and comes back if the upgrade
+        # and the heartbeat cannot be written together.
+        released = self.coordinator.release_for_upgrade(group_id)
+        answer = await self.consumer.heartbeat(ctx, request.body, upgrade)
+        if answer["error_code"] != ErrorCode.NONE:
+            self.coordinator.adopt(group_id, released)
+        else:
+            self.services.log.info("group %s: upgraded to a consumer group with %d classic member(s)",
+                                   group_id, len(released.members))
+        return answer
 
     def consumer_group_describe(self, ctx: RequestContext, request: Request) -> Answer:
         described = []
@@ -773,23 +838,36 @@ class GroupsModule(Module):
                 raise
             raise KafkaApiError(ErrorCode.ILLEGAL_GENERATION, str(refusal)) from None
 
-    async def _claim_for_consumer(self, group_id: str, body: Mapping[str, Any], version: int) -> None:
+    async def _claim_for_consumer(self, group_id: str, body: Mapping[str, Any], version: int
+                                  ) -> list[GroupRecord]:
         """A joining heartbeat (epoch 0) takes over an Empty classic group, as Kafka's
         ``getOrMaybeCreateConsumerGroup`` does: its metadata gets a tombstone, its committed offsets
         stay and are the consumer group's (the offline upgrade: stop the classic consumers, start
-        them with ``group.protocol=consumer``). A classic group with members, any other heartbeat,
-        or a share group's id is GROUP_ID_NOT_FOUND. A malformed join is refused first and drops
-        nothing."""
+        them with ``group.protocol=consumer``). A classic group with members is converted with
+        the heartbeat (the online upgrade, ``group.consumer.migration.policy`` permitting): the
+        answer is the records that convert it, for the heartbeat to write with its own. Any other
+        heartbeat, a refused upgrade, or a share group's id is GROUP_ID_NOT_FOUND. A malformed
+        join is refused first and drops nothing."""
         not_consumer = KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND,
                                      f"Group {group_id} is not a consumer group.")
         if self.foreign_group(group_id):
             raise not_consumer
         classic = self.coordinator.groups.get(group_id)
         if classic is None:
-            return
-        if body["member_epoch"] != JOIN_GROUP_MEMBER_EPOCH or classic.members \
-                or classic.state is not GroupState.EMPTY:
+            return []
+        if body["member_epoch"] != JOIN_GROUP_MEMBER_EPOCH:
             raise not_consumer
+        if classic.members or classic.state is not GroupState.EMPTY:
+            self.consumer.handlers.check_heartbeat(body, version)
+            try:
+                check_upgrade(classic, self.consumer.groups.config.migration_policy,
+                              self.consumer.groups.config.max_size)
+                topics = {name: info.topic_id for name, info in self._topic_infos().items()}
+                return consumer_group_records(classic, topics)
+            except UpgradeRefused as why:
+                self.services.log.info("group %s: cannot upgrade the classic group to a consumer group: %s",
+                                       group_id, why)
+                raise not_consumer from None
         self.consumer.handlers.check_heartbeat(body, version)
         await self._write(group_id, [GroupRecord(GroupMetadataKey(group_id), None)])
         # Another join may have taken it meanwhile (consumers started together): then it is gone,
@@ -797,29 +875,23 @@ class GroupsModule(Module):
         still_there = self.coordinator.groups.get(group_id) is not None
         if still_there and not self.coordinator.forget_empty_group(group_id):
             raise not_consumer
+        return []
 
-    def _no_classic_members(self, group_id: str) -> None:
-        """SyncGroup, Heartbeat and LeaveGroup for a consumer group: its members are not classic
-        ones, so the member is unknown (Kafka's validateConsumerGroupMember)."""
-        if self.consumer.get(group_id) is not None:
-            raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                f"Group {group_id} is a consumer group: it has no classic members.")
-
-    async def _claim_for_classic(self, group_id: str) -> None:
+    async def _claim_for_classic(self, group_id: str) -> bool:
         """A classic JoinGroup for a consumer group: an empty one is deleted first, its committed
-        offsets kept for the classic group (Kafka's downgrade, maybeDeleteEmptyConsumerGroup); a
-        non-empty one is INCONSISTENT_GROUP_PROTOCOL (Kafka would take the member in through
-        KIP-848's migration, which kafkapy does not do). A share group's id is
-        INCONSISTENT_GROUP_PROTOCOL too (Kafka's classicGroupJoin on a group of another type)."""
+        offsets kept for the classic group (Kafka's downgrade, maybeDeleteEmptyConsumerGroup); for
+        a non-empty one the answer is True: the member joins the consumer group (Kafka's
+        classicGroupJoinToConsumerGroup, whatever the migration policy). A share group's id is
+        INCONSISTENT_GROUP_PROTOCOL (Kafka's classicGroupJoin on a group of another type)."""
         if self.foreign_group(group_id):
             raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"Group {group_id} is a share group.")
         consumer_group = self.consumer.get(group_id)
         if consumer_group is None:
-            return
+            return False
         if consumer_group.members:
-            raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                                f"Group {group_id} is a consumer group with consumer-protocol members.")
+            return True
         await self.consumer.delete(group_id, keep_offsets=True)
+        return False
 
     # --- OffsetCommit, OffsetFetch, OffsetDelete ------------------------------------------------
 

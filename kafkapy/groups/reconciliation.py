@@ -28,6 +28,7 @@ from typing import Final
 import attrs
 
 from kafkapy.groups.assignors import Assignment, TopicId, freeze
+from kafkapy.groups.records import ClassicMemberMetadata
 
 __all__ = ["EPOCH_RULE", "NEXT_STATE", "NO_OWNER", "ConsumerMember", "MemberState", "Step", "reconcile"]
 
@@ -98,6 +99,13 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = attrs.field(factory=dict, hash=False)
     pending_revocation: Assignment = attrs.field(factory=dict, hash=False)
+    # Set for a member that joined with JoinGroup (KIP-848's migration): its session timeout and
+    # the protocols it offered; None for a ConsumerGroupHeartbeat member.
+    classic: ClassicMemberMetadata | None = None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def is_reconciled_to(self, assignment_epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == assignment_epoch

@@ -170,8 +170,9 @@ def _consumer(module: GroupsModule, group: ConsumerGroup, broker_id: int,
               names: Mapping[uuid.UUID, str]) -> GroupView:
     groups = module.consumer.groups
     session_ms = groups.config.session_timeout_ms
-    members = tuple(GroupMemberView(
-        m.member_id, m.instance_id, m.client_id, m.client_host, session_ms, m.rebalance_timeout_ms,
+    members = tuple(GroupMemberView(  # a classic member (KIP-848's migration) has its own session
+        m.member_id, m.instance_id, m.client_id, m.client_host,
+        m.classic.session_timeout_ms if m.classic is not None else session_ms, m.rebalance_timeout_ms,
         tuple(sorted(m.subscribed_topic_names)),
         _frozen_map({names.get(topic_id, str(topic_id)): tuple(sorted(parts))
                      for topic_id, parts in m.assigned.items()}),
