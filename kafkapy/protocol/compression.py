@@ -21,14 +21,14 @@ the original records bytes, not inside the decompressed stream.
 Inflation is bounded. A few kilobytes of zstd (RLE blocks: 4 bytes for 128 KiB) or
 gzip (1032:1) can claim gigabytes, and a payload is inflated whole, so every
 :func:`decompress` takes a ``limit`` and refuses, with :class:`InflationLimitExceeded`,
-a payload that would inflate beyond it, having written at most ``limit + 1`` bytes.
-Each caller picks its limit (Produce, telemetry, the capture decoder: see their
-docstrings); :data:`MAX_INFLATED_BYTES` is the default. The bound costs nothing on the
+a payload that would inflate beyond it, never holding more than ``limit + 1`` inflated bytes.
+Produce and telemetry pick their own limit (see their docstrings); every other reader, the
+capture decoder included, takes :data:`MAX_INFLATED_BYTES`. The bound costs nothing on the
 usual batch: a payload too small to reach the limit even at its codec's densest ratio
 (:data:`_DENSEST`) takes the plain one-shot call; only a larger one is inflated into a
-fixed window (an anonymous mapping of ``limit + 1`` bytes, whose pages cost nothing
-until written). snappy declares its lengths up front, which are checked before anything
-is inflated.
+buffer a few times its size and, if that fills, into a window of ``limit + 1`` bytes (an
+anonymous mapping, whose pages cost nothing until written). snappy declares its lengths up
+front, which are checked before anything is inflated.
 """
 
 from __future__ import annotations
@@ -302,8 +302,8 @@ def decompress(codec: Compression, data: Buffer, *, offset: int | None = None,
     """Inflate a batch payload; ``offset`` locates the payload for error reports.
 
     A payload that would inflate beyond ``limit`` bytes raises :class:`InflationLimitExceeded`
-    (a DecodeError), after writing at most ``limit + 1`` bytes; every caller says which bound
-    fits what it reads, :data:`MAX_INFLATED_BYTES` otherwise."""
+    (a DecodeError), never holding more than ``limit + 1`` inflated bytes; every caller says
+    which bound fits what it reads, :data:`MAX_INFLATED_BYTES` otherwise."""
     global _last_refused
     refused = _last_refused
     if (refused is not None and refused[0] == codec and limit <= refused[2]
