@@ -291,7 +291,10 @@ _MODULES: Final[dict[Compression, Any]] = {
 # The last payload found to pass its limit, kept whole: Produce reads a batch up to three times
 # (the from-frame path, validate_records' fast path, its plain path), and the same bytes with the
 # same or a lower limit are refused again for the price of a comparison instead of an inflation.
+# A payload above _REMEMBERED_AT_MOST bytes (possible only where max.message.bytes is raised) is
+# not kept: the copy would outlive the request.
 _last_refused: tuple[Compression, bytes, int] | None = None
+_REMEMBERED_AT_MOST: Final = 16 << 20
 
 
 # --- dispatch ----------------------------------------------------------------
@@ -321,7 +324,8 @@ def decompress(codec: Compression, data: Buffer, *, offset: int | None = None,
         if codec == Compression.NONE:
             return bytes(data)
     except _TooLarge:
-        _last_refused = (codec, bytes(data), limit)
+        if len(data) <= _REMEMBERED_AT_MOST:
+            _last_refused = (codec, bytes(data), limit)
         raise _limit_error(codec, limit, offset) from None
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
