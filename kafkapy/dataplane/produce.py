@@ -69,6 +69,7 @@ from kafkapy.log.append import (
     RecordsRejected,
     assign_offsets,
     compression_level,
+    produce_inflate_limit,
     recompressed,
     recompression_target,
     validate_records,
@@ -252,7 +253,8 @@ class ProduceHandler:
             plan = validate_records(data, config, now_ms, produce_version=version)
             target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
             if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
-                data = recompressed(data, plan, target, compression_level(config, target))
+                data = recompressed(data, plan, target, compression_level(config, target),
+                                    produce_inflate_limit(config.max_message_bytes))
                 plan = validate_records(data, config, now_ms, produce_version=version)
             assigned = assign_offsets(data, plan, base_offset=log.log_end_offset,
                                       leader_epoch=partitions.leader_epoch(topic, index),

@@ -32,6 +32,7 @@ last_offset_delta + 1 <= 0, count <= 0, or unequal       INVALID_RECORD
 control batch from a client                              INVALID_RECORD
 producer id set but base sequence < 0                    INVALID_RECORD
 records that do not decode, or miss the batch's end      INVALID_RECORD
+  (a payload inflating past produce_inflate_limit too)
 per record: no key on a compacted topic                  INVALID_RECORD + record errors
 per record: offset delta is not its index                INVALID_RECORD + record errors
 per record: timestamp outside before/after.max.ms,       INVALID_TIMESTAMP + record errors
@@ -64,7 +65,7 @@ import attrs
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.topic_config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES, LONG_MAX, LogConfig
-from kafkapy.protocol.compression import Compression, compression_of
+from kafkapy.protocol.compression import MAX_INFLATED_BYTES, Compression, compression_of
 from kafkapy.protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -96,6 +97,7 @@ __all__ = [
     "assign_offsets",
     "clean_batch_max_timestamp",
     "compression_level",
+    "produce_inflate_limit",
     "recompressed",
     "recompression_target",
     "stamp_batch",
@@ -115,6 +117,20 @@ _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 
 RecordError = tuple[int, str]  # (batch-relative record index, message), as Produce v8+ reports them
+
+
+def produce_inflate_limit(max_message_bytes: int) -> int:
+    """The most bytes a Produce batch's compressed payload may inflate to: ``max.message.bytes``
+    or MAX_INFLATED_BYTES (256 MiB), whichever is larger.
+
+    Kafka sets no such bound: its validator streams the records one at a time through a small
+    buffer, so it never holds the inflated batch, whereas kafkapy inflates a payload whole, and
+    1 MB of zstd can claim 32 GB. No producer needs more: a batch that inflates to no more than
+    the topic would take uncompressed is always accepted, and a compressed batch beyond 256 MiB
+    could not be read by librdkafka-based consumers (their inflation stops at
+    receive.message.max.bytes, 100 MB by default). Beyond it the batch is refused like any
+    other whose records cannot be read (INVALID_RECORD); other partitions are unaffected."""
+    return max(MAX_INFLATED_BYTES, max_message_bytes)
 
 
 class RecordsRejected(KafkaApiError):
@@ -357,7 +373,7 @@ def clean_batch_max_timestamp(batch: RecordBatch, data: bytearray | bytes | memo
     ):
         return None
     try:
-        summary = batch.scan()
+        summary = batch.scan(inflate_limit=produce_inflate_limit(config.max_message_bytes))
     except DecodeError:
         return None
     return _max_timestamp_if_clear(batch, summary, config, now_ms)
@@ -373,7 +389,8 @@ def _check_records(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
     two equal.
     """
     try:
-        summary = batch.scan()  # the CRC was checked by the caller
+        # the CRC was checked by the caller
+        summary = batch.scan(inflate_limit=produce_inflate_limit(config.max_message_bytes))
     except DecodeError as exc:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
     max_timestamp = _max_timestamp_if_clear(batch, summary, config, now_ms)
@@ -409,7 +426,8 @@ def _check_records_plain(batch: RecordBatch, config: LogConfig, now_ms: int) -> 
     every record and reported together.
     """
     try:
-        records = batch.record_list(check_crc=False)  # the CRC was checked by the caller
+        records = batch.record_list(check_crc=False,  # the CRC was checked by the caller
+                                    inflate_limit=produce_inflate_limit(config.max_message_bytes))
     except DecodeError as exc:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
     errors: list[RecordError] = []
@@ -550,16 +568,18 @@ def compression_level(config: LogConfig, codec: Compression) -> int | None:
 
 
 def recompressed(data: bytearray, plan: AppendPlan, codec: Compression,
-                 level: int | None = None) -> bytearray:
+                 level: int | None = None, inflate_limit: int = MAX_INFLATED_BYTES) -> bytearray:
     """The validated batch in ``data`` rebuilt with ``codec`` at ``level`` (the topic's
     ``compression.<codec>.level``, KIP-390), as Kafka's LogValidator rebuilds a batch whose codec
     is not the topic's: the same records (offsets deltas, timestamps, keys, values, headers) and
     producer fields, the batch's timestamps and offset span kept; offsets and leader epoch are
     stamped afterwards as for any batch. A batch already in the topic's codec is kept as sent,
-    whatever level it was made at, as Kafka keeps it."""
+    whatever level it was made at, as Kafka keeps it. ``inflate_limit``: the one its validation
+    used (:func:`produce_inflate_limit`)."""
     batch = RecordBatch(memoryview(data)[:plan.size])
     rebuilt = build_record_batch(
-        batch.record_list(), base_offset=batch.base_offset, compression=codec, compression_level=level,
+        batch.record_list(inflate_limit=inflate_limit), base_offset=batch.base_offset, compression=codec,
+        compression_level=level,
         producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
         base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
         timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,

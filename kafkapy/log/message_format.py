@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kafkapy.errors import DecodeError, EncodeError, ErrorCode
-from kafkapy.log.append import RecordsRejected
+from kafkapy.log.append import RecordsRejected, produce_inflate_limit
 from kafkapy.protocol.compression import Buffer, Compression, decompress
 from kafkapy.protocol.legacy_messages import build_message_set
 from kafkapy.protocol.records import (
@@ -110,14 +110,16 @@ def _shallow_messages(data: bytes | memoryview, max_message_bytes: int) -> list[
     return messages
 
 
-def _inner_records(wrapper: LegacyBatch) -> tuple[list[Record], bool]:
+def _inner_records(wrapper: LegacyBatch, inflate_limit: int) -> tuple[list[Record], bool]:
     """The records inside a compressed wrapper, checked as Kafka's LogValidator checks them, and
-    whether any claims LogAppendTime."""
+    whether any claims LogAppendTime; its value may inflate to ``inflate_limit`` bytes (Produce's
+    bound, :func:`~kafkapy.log.append.produce_inflate_limit`), beyond which it is refused as any
+    value that does not inflate."""
     value = wrapper.value
     if value is None:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, "A compressed message has a null value")
     try:
-        inner = decompress(wrapper.compression, value)
+        inner = decompress(wrapper.compression, value, limit=inflate_limit)
     except DecodeError as exc:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, str(exc)) from None
     records: list[Record] = []
@@ -173,7 +175,7 @@ def up_convert(data: Buffer, *, max_message_bytes: int) -> bytes | None:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, "Compressed outer record has more than one batch")
     codec = Compression.NONE
     if compressed:
-        records, append_time = _inner_records(compressed[0])
+        records, append_time = _inner_records(compressed[0], produce_inflate_limit(max_message_bytes))
         codec = compressed[0].compression
     else:
         records = [Record(index, NO_TIMESTAMP if m.timestamp is None else m.timestamp, m.key, m.value)

@@ -17,21 +17,48 @@ Kafka-specific and are the reason this module exists:
 Every failure surfaces as :class:`~kafkapy.errors.DecodeError` carrying the byte
 offset of the compressed payload, because the caller only knows positions in
 the original records bytes, not inside the decompressed stream.
+
+Inflation is bounded. A few kilobytes of zstd (RLE blocks: 4 bytes for 128 KiB) or
+gzip (1032:1) can claim gigabytes, and a payload is inflated whole, so every
+:func:`decompress` takes a ``limit`` and refuses, with :class:`InflationLimitExceeded`,
+a payload that would inflate beyond it, never holding more than ``limit + 1`` inflated bytes.
+Produce and telemetry pick their own limit (see their docstrings); every other reader, the
+capture decoder included, takes :data:`MAX_INFLATED_BYTES`. The bound costs nothing on the
+usual batch: a payload too small to reach the limit even at its codec's densest ratio
+(:data:`_DENSEST`) takes the plain one-shot call; only a larger one is inflated into a
+buffer a few times its size and, if that fills, into a window of ``limit + 1`` bytes (an
+anonymous mapping, whose pages cost nothing until written). snappy declares its lengths up
+front, which are checked before anything is inflated.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Final
+import mmap
+from typing import Any, Final
 
 import cramjam
 
 from kafkapy.errors import DecodeError, EncodeError
 
-__all__ = ["GZIP_DEFAULT_LEVEL", "LZ4_DEFAULT_LEVEL", "ZSTD_DEFAULT_LEVEL", "Compression", "compress",
-           "compression_of", "decompress", "lz4_with_kafka08_header_checksum"]
+__all__ = ["GZIP_DEFAULT_LEVEL", "LZ4_DEFAULT_LEVEL", "MAX_INFLATED_BYTES", "ZSTD_DEFAULT_LEVEL",
+           "Compression", "InflationLimitExceeded", "compress", "compression_of", "decompress",
+           "lz4_with_kafka08_header_checksum"]
 
 Buffer = bytes | bytearray | memoryview
+
+# The default bound on one inflated payload. librdkafka, the most used non-Java client, refuses
+# to inflate a batch beyond its receive.message.max.bytes (100 MB by default), so a batch above
+# this could not be consumed by most of those clients anyway; 256 MiB leaves that room and more.
+MAX_INFLATED_BYTES: Final = 256 * 1024 * 1024
+
+
+class InflationLimitExceeded(DecodeError):
+    """A compressed payload that would inflate beyond the bound its reader set (``limit``)."""
+
+    def __init__(self, reason: str, *, limit: int, offset: int | None = None) -> None:
+        super().__init__(reason, offset=offset, field="records")
+        self.limit = limit
 
 
 class Compression(enum.IntEnum):
@@ -75,13 +102,26 @@ _XERIAL_HEADER_LEN = len(_XERIAL_HEADER)
 _XERIAL_BLOCK = 32 * 1024
 
 
-def _snappy_decode(data: Buffer) -> bytes:
+class _TooLarge(Exception):
+    """Raised inside the codecs when the output would pass the limit; :func:`decompress` words it."""
+
+
+def _snappy_block(block: memoryview, room: int) -> bytes:
+    """One raw snappy block, whose declared length (a varint ahead of the data, which decoding
+    holds it to) is checked against the ``room`` left before anything is allocated."""
+    if cramjam.snappy.decompress_raw_len(block) > room:
+        raise _TooLarge
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decode(data: Buffer, limit: int) -> bytes:
     view = memoryview(data)
     if bytes(view[:8]) != _XERIAL_MAGIC or len(view) < _XERIAL_HEADER_LEN:
-        return bytes(cramjam.snappy.decompress_raw(view))
+        return _snappy_block(view, limit)
     # The version/compat words are deliberately ignored: some producers write
     # them little-endian, and there has only ever been one layout.
     out: list[bytes] = []
+    room = limit
     pos, end = _XERIAL_HEADER_LEN, len(view)
     while pos < end:
         # snappy-java tolerates streams concatenated header and all.
@@ -94,7 +134,9 @@ def _snappy_decode(data: Buffer) -> bytes:
         pos += 4
         if size < 0 or size > end - pos:
             raise ValueError(f"xerial snappy chunk of {size} bytes overruns the stream")
-        out.append(bytes(cramjam.snappy.decompress_raw(view[pos : pos + size])))
+        block = _snappy_block(view[pos : pos + size], room)
+        room -= len(block)
+        out.append(block)
         pos += size
     return b"".join(out)
 
@@ -178,32 +220,113 @@ def lz4_with_kafka08_header_checksum(frame: bytes) -> bytes:
     return frame[:at] + bytes(((xxh32(frame[:at]) >> 8) & 0xFF,)) + frame[at + 1 :]
 
 
-def _lz4_decode(data: Buffer) -> bytes:
+def _lz4_decode(data: Buffer, limit: int) -> bytes:
     try:
-        return bytes(cramjam.lz4.decompress(data))
+        return _inflate(Compression.LZ4, data, limit)
     except cramjam.DecompressionError:
         fixed = _lz4_fix_header_checksum(bytes(data))
         if fixed is None:
             raise
-        return bytes(cramjam.lz4.decompress(fixed))
+        return _inflate(Compression.LZ4, fixed, limit)
+
+
+# --- bounded inflation ---------------------------------------------------------
+
+# The most bytes one input byte can inflate to, per codec: deflate codes a 258-byte match in
+# two bits (1032:1); an LZ4 sequence of k+4 bytes yields at most 255k+273 (under 256:1); a
+# zstd RLE block is 4 bytes for at most 128 KiB (32768:1). A payload no longer than
+# limit / ratio cannot pass the limit, and takes the one-shot call.
+_DENSEST: Final = {Compression.GZIP: 1032, Compression.LZ4: 256, Compression.ZSTD: 32768}
+# cramjam's answer when the output buffer is full and the stream is not: it stops there.
+_BUFFER_FULL: Final = "failed to write whole buffer"
+
+
+def _inflate(codec: Compression, data: Buffer, limit: int) -> bytes:
+    """cramjam's one-shot inflation of a gzip, lz4 or zstd payload, with at most ``limit`` bytes out.
+
+    Past the ratio gate the payload is inflated into a buffer: first an ordinary one of a few
+    times its size (memory the allocator has already mapped, so as fast as the one-shot call),
+    then, if that fills, a window of ``limit + 1`` bytes (an anonymous mapping: its pages are
+    faulted in only as they are written, which costs more per byte but nothing for the rest)."""
+    module = _MODULES[codec]
+    if len(data) * _DENSEST[codec] <= limit:
+        return bytes(module.decompress(data))
+    first = min(limit + 1, _FIRST_BUFFER_MAX, max(_FIRST_BUFFER_MIN, _FIRST_BUFFER_RATIO * len(data)))
+    buffer = bytearray(first)
+    written = _inflate_into(module, data, buffer)
+    if written is not None and written < first:
+        return bytes(memoryview(buffer)[:written])
+    del buffer
+    if first > limit:
+        raise _TooLarge
+    window = mmap.mmap(-1, limit + 1)
+    try:
+        written = _inflate_into(module, data, window)
+        if written is None or written > limit:
+            raise _TooLarge
+        return window[:written]
+    finally:
+        window.close()
+
+
+def _inflate_into(module: Any, data: Buffer, out: bytearray | mmap.mmap) -> int | None:
+    """How many bytes ``data`` inflates to in ``out``, None if it fills ``out`` and wants more."""
+    try:
+        written: int = module.decompress_into(data, out)
+    except cramjam.DecompressionError as exc:
+        if _BUFFER_FULL in str(exc):
+            return None
+        raise
+    return None if written >= len(out) else written
+
+
+# The first buffer: this many times the payload, within these bounds (bytes).
+_FIRST_BUFFER_RATIO: Final = 8
+_FIRST_BUFFER_MIN: Final = 1 << 20
+_FIRST_BUFFER_MAX: Final = 64 << 20
+
+_MODULES: Final[dict[Compression, Any]] = {
+    Compression.GZIP: cramjam.gzip, Compression.LZ4: cramjam.lz4, Compression.ZSTD: cramjam.zstd}
+
+# The last payload found to pass its limit, kept whole: Produce reads a batch up to three times
+# (the from-frame path, validate_records' fast path, its plain path), and the same bytes with the
+# same or a lower limit are refused again for the price of a comparison instead of an inflation.
+# A payload above _REMEMBERED_AT_MOST bytes (possible only where max.message.bytes is raised) is
+# not kept: the copy would outlive the request.
+_last_refused: tuple[Compression, bytes, int] | None = None
+_REMEMBERED_AT_MOST: Final = 16 << 20
 
 
 # --- dispatch ----------------------------------------------------------------
 
 
-def decompress(codec: Compression, data: Buffer, *, offset: int | None = None) -> bytes:
-    """Inflate a batch payload; ``offset`` locates the payload for error reports."""
+def decompress(codec: Compression, data: Buffer, *, offset: int | None = None,
+               limit: int = MAX_INFLATED_BYTES) -> bytes:
+    """Inflate a batch payload; ``offset`` locates the payload for error reports.
+
+    A payload that would inflate beyond ``limit`` bytes raises :class:`InflationLimitExceeded`
+    (a DecodeError), never holding more than ``limit + 1`` inflated bytes; every caller says
+    which bound fits what it reads, :data:`MAX_INFLATED_BYTES` otherwise."""
+    global _last_refused
+    refused = _last_refused
+    if (refused is not None and refused[0] == codec and limit <= refused[2]
+            and len(refused[1]) == len(data) and refused[1] == data):
+        raise _limit_error(codec, limit, offset)
     try:
         if codec == Compression.GZIP:
-            return bytes(cramjam.gzip.decompress(data))
+            return _inflate(Compression.GZIP, data, limit)
         if codec == Compression.SNAPPY:
-            return _snappy_decode(data)
+            return _snappy_decode(data, limit)
         if codec == Compression.LZ4:
-            return _lz4_decode(data)
+            return _lz4_decode(data, limit)
         if codec == Compression.ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _inflate(Compression.ZSTD, data, limit)
         if codec == Compression.NONE:
             return bytes(data)
+    except _TooLarge:
+        if len(data) <= _REMEMBERED_AT_MOST:
+            _last_refused = (codec, bytes(data), limit)
+        raise _limit_error(codec, limit, offset) from None
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     except BaseException as exc:
@@ -213,6 +336,11 @@ def decompress(codec: Compression, data: Buffer, *, offset: int | None = None) -
             f"{codec} payload does not decompress: {exc}", offset=offset, field="records"
         ) from exc
     raise DecodeError(f"unknown compression id {int(codec)}", offset=offset, field="records")
+
+
+def _limit_error(codec: Compression, limit: int, offset: int | None) -> InflationLimitExceeded:
+    return InflationLimitExceeded(
+        f"{codec} payload inflates beyond the limit of {limit} bytes", limit=limit, offset=offset)
 
 
 # KIP-390's compression.<codec>.level defaults (Kafka's CompressionType): gzip's -1 is zlib's

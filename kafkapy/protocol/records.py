@@ -62,7 +62,7 @@ from itertools import chain
 from typing import Any, NamedTuple, NoReturn
 
 from kafkapy.errors import DecodeError, EncodeError
-from kafkapy.protocol.compression import Compression, compress, compression_of, decompress
+from kafkapy.protocol.compression import MAX_INFLATED_BYTES, Compression, compress, compression_of, decompress
 from kafkapy.protocol.crc32c import crc32c  # v2 batches' checksum; exported from here too
 
 __all__ = [
@@ -421,15 +421,17 @@ def entry_end(data: bytes | memoryview, pos: int, total: int) -> int | None:
 
 
 def v2_payload(
-    buf: bytes | memoryview, pos: int, end: int, attributes: int
+    buf: bytes | memoryview, pos: int, end: int, attributes: int, limit: int = MAX_INFLATED_BYTES
 ) -> tuple[bytes, int, int, int | None]:
     """The records of the v2 batch ``buf[pos:end]`` as ``(data, start, stop, origin)``: inflated when
     compressed (``origin`` None: positions are in the inflated bytes), else the batch's own bytes
-    (``origin``: where ``data``'s position 0 lies in ``buf``). The one place a payload is found."""
+    (``origin``: where ``data``'s position 0 lies in ``buf``). The one place a payload is found.
+    A payload inflating beyond ``limit`` bytes raises InflationLimitExceeded (a DecodeError)."""
     payload_at = pos + _V2_HEADER_SIZE
     codec = attributes & _COMPRESSION_MASK
     if codec:
-        data = decompress(Compression(codec), memoryview(buf)[payload_at:end], offset=payload_at)
+        data = decompress(Compression(codec), memoryview(buf)[payload_at:end], offset=payload_at,
+                          limit=limit)
         return data, 0, len(data), None
     if isinstance(buf, bytes):
         return buf, payload_at, end, 0
@@ -779,17 +781,18 @@ class RecordBatch:
         """Check the CRC, inflate and decode now; ``Records`` defers this call until a batch is reached."""
         return iter(self.record_list(check_crc=check_crc))
 
-    def record_list(self, *, check_crc: bool = True) -> list[Record]:
-        """All records at once: building a list beats resuming a generator per record."""
+    def record_list(self, *, check_crc: bool = True, inflate_limit: int = MAX_INFLATED_BYTES) -> list[Record]:
+        """All records at once: building a list beats resuming a generator per record. A compressed
+        payload may inflate to ``inflate_limit`` bytes (the caller's bound; beyond it, DecodeError)."""
         if check_crc:
             self._check_crc()
-        data, start, end, origin = v2_payload(self._buf, self._pos, self._end, self.attributes)
+        data, start, end, origin = v2_payload(self._buf, self._pos, self._end, self.attributes, inflate_limit)
         try:
             return self._decode(data, start, end)
         except _Corrupt as exc:
             raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
 
-    def scan(self, *, uniform: bool = True) -> RecordsSummary:
+    def scan(self, *, uniform: bool = True, inflate_limit: int = MAX_INFLATED_BYTES) -> RecordsSummary:
         """What a broker's append checks need from the records, without building them.
 
         A fast path behind :meth:`record_list`'s contract: it raises DecodeError
@@ -797,6 +800,7 @@ class RecordBatch:
         business) and otherwise summarises the records ``record_list`` returns.
         ``uniform`` adds a second fast path (``_scan_uniform``) for batches whose records
         share one shape; off, every record is walked (tests hold the two equal).
+        ``inflate_limit`` is :meth:`record_list`'s.
         """
         buf = self._buf
         data: bytes | bytearray
@@ -809,7 +813,7 @@ class RecordBatch:
             # positions, so the payload needs no copy. (record_list copies: records hold bytes.)
             data, start, end, origin = whole, self._pos + _V2_HEADER_SIZE, self._end, 0
         else:
-            data, start, end, origin = v2_payload(buf, self._pos, self._end, self.attributes)
+            data, start, end, origin = v2_payload(buf, self._pos, self._end, self.attributes, inflate_limit)
         if uniform and self.record_count >= _UNIFORM_MIN_RECORDS:
             uniform_summary = _scan_uniform(data, start, end, self.record_count)
             if uniform_summary is not None:
@@ -1173,7 +1177,9 @@ class LegacyBatch:
         """Check CRCs, inflate and decode now; ``Records`` defers this call until a batch is reached."""
         return iter(self.record_list(check_crc=check_crc))
 
-    def record_list(self, *, check_crc: bool = True) -> list[Record]:
+    def record_list(self, *, check_crc: bool = True, inflate_limit: int = MAX_INFLATED_BYTES) -> list[Record]:
+        """The message, or the messages a compressed wrapper holds, inflated to at most
+        ``inflate_limit`` bytes (beyond it, DecodeError)."""
         if check_crc:
             self._check_crc()
         if not self.attributes & _COMPRESSION_MASK:
@@ -1181,7 +1187,8 @@ class LegacyBatch:
         vpos, vlen = self._value
         if vlen < 0:
             raise DecodeError("compressed message has a null value", offset=vpos - 4, field="records")
-        inner = decompress(self.compression, memoryview(self._buf)[vpos : vpos + vlen], offset=vpos)
+        inner = decompress(self.compression, memoryview(self._buf)[vpos : vpos + vlen], offset=vpos,
+                           limit=inflate_limit)
         try:
             return self._inner(inner, check_crc)
         except _Corrupt as exc:

@@ -17,7 +17,9 @@ too, except the first after a GetTelemetrySubscriptions (the client jitters its 
 terminating one; after a terminating push, nothing more (INVALID_REQUEST); a stale subscription id
 gets UNKNOWN_SUBSCRIPTION_ID, a codec outside the accepted list UNSUPPORTED_COMPRESSION_TYPE, a
 payload over ``telemetry.max.bytes`` TELEMETRY_TOO_LARGE, and a payload that does not decompress
-or is not OTLP INVALID_RECORD (where Kafka's receiver plugin fails).
+or is not OTLP INVALID_RECORD (where Kafka's receiver plugin fails). A payload that would inflate
+beyond :data:`INFLATE_FACTOR` times ``telemetry.max.bytes`` is refused TELEMETRY_TOO_LARGE too,
+before it is inflated further: Kafka's receiver inflates a push whole and without a bound.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from kafkapy.configs.module import (
 )
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.protocol.api_keys import ApiKey
-from kafkapy.protocol.compression import Compression, decompress
+from kafkapy.protocol.compression import Compression, InflationLimitExceeded, decompress
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.connection import ConnectionInfo, java_host_address
@@ -67,6 +69,10 @@ ACCEPTED_COMPRESSION = (Compression.ZSTD, Compression.LZ4, Compression.GZIP, Com
 INSTANCE_EXPIRY_MS = 60_000  # Kafka's client instance cache expiry (at least 3 push intervals)
 INSTANCES_KEPT = 16_384  # Kafka's cache size: one per active client connection
 PUSHES_KEPT = 10_000  # the newest pushes kept for Broker.telemetry()
+# A push may inflate to this many times telemetry.max.bytes (which bounds the compressed bytes):
+# OTLP metrics, names and attribute keys repeated in every data point, compress some 4-8 times, so
+# an honest push stays well inside; a bomb (1 MB of zstd can claim 32 GB) stops at 16 MiB.
+INFLATE_FACTOR = 16
 _KNOWN_CODECS = frozenset(int(codec) for codec in Compression)
 _RESERVED = frozenset({uuid.UUID(int=0), uuid.UUID(int=1)})  # Kafka's Uuid.RESERVED
 # ConnectionInfo.attributes key: the client instance last made (or remade) on that connection,
@@ -289,8 +295,11 @@ class TelemetryModule(Module):
         if payload:
             codec = Compression(body["compression_type"])
             try:
-                plain = decompress(codec, payload)
+                plain = decompress(codec, payload, limit=INFLATE_FACTOR * self._max_bytes)
                 points = decode_metrics(plain)
+            except InflationLimitExceeded as exc:
+                self.services.log.info("telemetry push from client instance %s refused: %s", instance_id, exc)
+                return _push_answer(ErrorCode.TELEMETRY_TOO_LARGE)
             except (DecodeError, OtlpError) as exc:
                 self.services.log.info("telemetry push from client instance %s refused: %s", instance_id, exc)
                 return _push_answer(ErrorCode.INVALID_RECORD)

@@ -17,7 +17,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from kafkapy.errors import ErrorCode
-from kafkapy.log.append import RecordsRejected, validate_records
+from kafkapy.log.append import RecordsRejected, produce_inflate_limit, validate_records
 from kafkapy.log.message_format import DownConversionRefused, down_convert, fetch_magic, up_convert
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.compression import Compression, xxh32
@@ -233,6 +233,17 @@ def _wrap_raw(inner: bytes, *, magic: int, compress: bool = True) -> bytes:
     gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
     payload = gzip.compress(inner) + gzip.flush() if compress else inner
     return _raw_message(magic, int(Compression.GZIP), payload)
+
+
+def test_a_wrapper_inflating_beyond_produces_bound_is_refused_before_it_is_inflated_further() -> None:
+    """An old producer's gzip wrapper claiming 512 MiB in 520 KB: inflation stops at Produce's
+    bound (produce_inflate_limit: 256 MiB at the default max.message.bytes), INVALID_RECORD as
+    for any wrapper that does not inflate."""
+    gzip = zlib.compressobj(9, zlib.DEFLATED, 31)
+    payload = b"".join([gzip.compress(bytes(1 << 20)) for _ in range(512)] + [gzip.flush()])
+    rejected = _reject(_raw_message(1, int(Compression.GZIP), payload))
+    assert rejected.code == ErrorCode.INVALID_RECORD
+    assert f"gzip payload inflates beyond the limit of {produce_inflate_limit(MAX)} bytes" in rejected.message
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

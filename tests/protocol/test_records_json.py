@@ -18,12 +18,14 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import cramjam
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkapy.capture.rows import decode_capture
+from kafkapy.protocol.compression import MAX_INFLATED_BYTES
 from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, Records, build_record_batch
 from kafkapy.protocol.records_json import _fused, _records_json_reference, records_json, records_json_at
 
@@ -273,6 +275,25 @@ def test_undecodable_fields_keep_the_reference_error_text() -> None:
         assert text == _records_json_reference(Records(raw))
         assert set(json.loads(text)) == {"undecodable_records", "error"}
         assert fast(raw) is None
+
+
+def test_a_compression_bomb_is_an_undecodable_field_not_a_dead_decoder() -> None:
+    """A capture's batch whose zstd payload claims 1 GiB in 32 KB: the decoder inflates at most
+    MAX_INFLATED_BYTES of it and marks its records field undecodable, saying why, as any field it
+    cannot read (docs/capture.md); the decoder goes on to the next field."""
+    compressor = cramjam.zstd.Compressor(level=3)
+    for _ in range(1024):
+        compressor.compress(bytes(1 << 20))
+    bomb = bytearray(build_record_batch([(b"k", b"v")], compression="zstd")[:61]) + bytes(compressor.finish())
+    struct.pack_into(">i", bomb, 8, len(bomb) - 12)
+    for raw in (bytes(bomb), build_record_batch([(b"k", b"v")]) + bytes(bomb)):
+        at = len(raw) - len(bomb) + 61  # where the bomb's payload starts in the field
+        assert json.loads(records_json(Records(raw))) == {
+            "undecodable_records": base64.b64encode(raw).decode(),
+            "error": f"zstd payload inflates beyond the limit of {MAX_INFLATED_BYTES} bytes "
+                     f"[field records, byte offset {at}]"}
+    good = build_record_batch([(b"k", b"v")], compression="zstd")
+    assert json.loads(records_json(Records(good)))[0]["value"] == base64.b64encode(b"v").decode()
 
 
 # --- real captures -----------------------------------------------------------------------

@@ -22,6 +22,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.compression import Compression, compress
 from kafkapy.telemetry import SubscriptionError
+from kafkapy.telemetry.module import INFLATE_FACTOR
 from kafkapy.testing import BrokerFactory
 
 HOUR_MS = 3_600_000
@@ -189,6 +190,38 @@ def test_every_codec_kafka_knows_is_read(broker: Broker, client: SimpleClient, c
     assert kept.compression == str(codec)
     assert kept.payload == payload(value=float(codec))
     assert [point.value for point in kept.metrics] == [float(codec)]
+
+
+def _snappy_claim(size: int) -> bytes:
+    """A raw snappy block that declares ``size`` bytes and holds one literal."""
+    head = bytearray()
+    while size >= 0x80:
+        head.append(size & 0x7F | 0x80)
+        size >>= 7
+    head.append(size)
+    return bytes(head) + b"\x00x"
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD],
+                         ids=str)
+def test_a_push_inflating_beyond_its_bound_is_too_large(broker: Broker, client: SimpleClient,
+                                                        codec: Compression) -> None:
+    """A push may inflate to INFLATE_FACTOR x telemetry.max.bytes (64 KiB here): a bomb within
+    telemetry.max.bytes stops there, TELEMETRY_TOO_LARGE; a large honest push just inside is read."""
+    limit = INFLATE_FACTOR * 4096
+    bomb = _snappy_claim(1 << 30) if codec == Compression.SNAPPY else compress(codec, bytes(2 * limit))
+    assert len(bomb) <= 4096
+    answer = get(client)
+    assert push(client, answer["client_instance_id"], answer["subscription_id"], bomb,
+                codec=codec) == ErrorCode.TELEMETRY_TOO_LARGE
+    assert broker.telemetry() == []
+    honest = payload(name="org.apache.kafka.producer." + "x" * (limit - 100))
+    assert limit - 100 < len(honest) <= limit
+    fresh = get(client)
+    assert push(client, fresh["client_instance_id"], fresh["subscription_id"], compress(codec, honest),
+                codec=codec) == ErrorCode.NONE
+    (kept,) = broker.telemetry(client_id="tele-test")
+    assert kept.payload == honest
 
 
 @pytest.mark.parametrize(("change", "code"), [
