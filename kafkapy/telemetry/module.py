@@ -69,6 +69,9 @@ ACCEPTED_COMPRESSION = (Compression.ZSTD, Compression.LZ4, Compression.GZIP, Com
 INSTANCE_EXPIRY_MS = 60_000  # Kafka's client instance cache expiry (at least 3 push intervals)
 INSTANCES_KEPT = 16_384  # Kafka's cache size: one per active client connection
 PUSHES_KEPT = 10_000  # the newest pushes kept for Broker.telemetry()
+# ... and at most this many inflated payload bytes among them: 10,000 pushes of 16 MiB each would
+# be 160 GB, so a few clients pushing large payloads must push out the oldest, not fill memory.
+PUSH_BYTES_KEPT = 64 * 1024 * 1024
 # A push may inflate to this many times telemetry.max.bytes (which bounds the compressed bytes):
 # OTLP metrics, names and attribute keys repeated in every data point, compress some 4-8 times, so
 # an honest push stays well inside; a bomb (1 MB of zstd can claim 32 GB) stops at 16 MiB.
@@ -146,7 +149,8 @@ class TelemetryModule(Module):
         self.subscriptions: dict[str, Subscription] = {}
         self._subscriptions_version = 0
         self._instances: collections.OrderedDict[uuid.UUID, _Instance] = collections.OrderedDict()
-        self.pushes: collections.deque[TelemetryPush] = collections.deque(maxlen=PUSHES_KEPT)
+        self.pushes: collections.deque[TelemetryPush] = collections.deque()
+        self._pushes_bytes = 0  # the inflated payload bytes of self.pushes
         self._watch: Watch | None = None
         self._reloads = Reloader(services.loop, self._reload, "client metrics subscriptions")
         self._max_bytes: int = services.config["telemetry.max.bytes"]
@@ -303,10 +307,18 @@ class TelemetryModule(Module):
             except (DecodeError, OtlpError) as exc:
                 self.services.log.info("telemetry push from client instance %s refused: %s", instance_id, exc)
                 return _push_answer(ErrorCode.INVALID_RECORD)
-            self.pushes.append(TelemetryPush(instance_id, instance.attributes.client_id,
-                                             instance.subscription_id, terminating, str(codec), plain,
-                                             tuple(points), int(self.services.wall_clock() * 1000)))
+            self._keep(TelemetryPush(instance_id, instance.attributes.client_id, instance.subscription_id,
+                                     terminating, str(codec), plain, tuple(points),
+                                     int(self.services.wall_clock() * 1000)))
         return _push_answer(ErrorCode.NONE)
+
+    def _keep(self, push: TelemetryPush) -> None:
+        """Keep the newest pushes within PUSHES_KEPT and PUSH_BYTES_KEPT (always the newest one)."""
+        self.pushes.append(push)
+        self._pushes_bytes += len(push.payload)
+        while len(self.pushes) > 1 and (len(self.pushes) > PUSHES_KEPT
+                                        or self._pushes_bytes > PUSH_BYTES_KEPT):
+            self._pushes_bytes -= len(self.pushes.popleft().payload)
 
     def _refusal(self, instance: _Instance, body: Mapping[str, Any], terminating: bool,
                  now_ms: int) -> ErrorCode | None:

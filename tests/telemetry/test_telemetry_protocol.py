@@ -22,6 +22,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.compression import Compression, compress
 from kafkapy.telemetry import SubscriptionError
+from kafkapy.telemetry import module as telemetry_module
 from kafkapy.telemetry.module import INFLATE_FACTOR
 from kafkapy.testing import BrokerFactory
 
@@ -222,6 +223,21 @@ def test_a_push_inflating_beyond_its_bound_is_too_large(broker: Broker, client: 
                 codec=codec) == ErrorCode.NONE
     (kept,) = broker.telemetry(client_id="tele-test")
     assert kept.payload == honest
+
+
+def test_the_pushes_kept_are_bounded_in_bytes_the_oldest_going_first(
+        broker: Broker, client: SimpleClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large pushes from many instances push out the oldest once PUSH_BYTES_KEPT is passed, so
+    hostile clients cannot fill the broker's memory through Broker.telemetry()'s history."""
+    monkeypatch.setattr(telemetry_module, "PUSH_BYTES_KEPT", 3 * 20_000)
+    for value in range(5):
+        answer = get(client)  # a fresh instance each time: no interval to wait for
+        data = payload(name="org.apache.kafka.producer." + "x" * 20_000, value=float(value))
+        assert push(client, answer["client_instance_id"], answer["subscription_id"],
+                    compress(Compression.ZSTD, data), codec=Compression.ZSTD) == ErrorCode.NONE
+    kept = broker.telemetry(client_id="tele-test")
+    assert [push.metrics[0].value for push in kept] == [3.0, 4.0]
+    assert sum(len(push.payload) for push in kept) <= 3 * 20_000
 
 
 @pytest.mark.parametrize(("change", "code"), [
