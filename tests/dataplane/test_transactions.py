@@ -29,10 +29,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_produce_clients import TIMEOUT_S, _serve
 from test_transactions_model import visible
 
+# These tests drive the data plane's half of transactions alone (transactional batches, markers
+# written as a coordinator would), with no coordinator that knows the transactions: KIP-890's
+# verification, which would refuse them, is off (as in Kafka's own tests of the log side).
+UNVERIFIED = {"broker.id": 1, "transaction.partition.verification.enable": False}
+UNVERIFIED_SERVE = "transaction.partition.verification.enable=false"
+
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker({"broker.id": 1}) as running:
+    with Broker(UNVERIFIED) as running:
         yield running
 
 
@@ -300,7 +306,7 @@ def _after_auto_creation(client: SimpleClient) -> Any:
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["clean", "kill-9"])
 def test_transactions_survive_a_restart_with_log_dirs(tmp_path: Path, how: signal.Signals) -> None:
-    proc, address = _serve(tmp_path, "log.segment.bytes=200")
+    proc, address = _serve(tmp_path, "log.segment.bytes=200", UNVERIFIED_SERVE)
     try:
         b, b_first = _restartable_scenario(address)
         with SimpleClient(address) as client:
@@ -313,7 +319,7 @@ def test_transactions_survive_a_restart_with_log_dirs(tmp_path: Path, how: signa
             proc.wait(TIMEOUT_S)
     indexes = sorted((tmp_path / "tx-0").glob("*.txnindex"))
     assert len(indexes) == 1 and indexes[0].stat().st_size == 34  # Kafka's AbortedTxn entry
-    proc, address = _serve(tmp_path, "log.segment.bytes=200")
+    proc, address = _serve(tmp_path, "log.segment.bytes=200", UNVERIFIED_SERVE)
     try:
         with SimpleClient(address) as client:
             after = _after_auto_creation(client)
