@@ -11,8 +11,12 @@ here.
 
 Byte limits are Kafka's (ReplicaManager.readFromLog): each partition reads at most
 ``partition_max_bytes`` and at most what is left of the response's ``max_bytes`` (itself capped
-by the broker's ``fetch.max.bytes``), and the first batch of the first partition that has data
-goes whole even when it is larger than both, so that a consumer always makes progress.
+by the broker's ``fetch.max.bytes``), and from v3 (KIP-74) the first batch of the first partition
+that has data goes whole even when it is larger than both, so that a consumer always makes
+progress. Fetch v0-v2 hold ``partition_max_bytes`` as a hard limit (Kafka's hardMaxBytesLimit):
+a first batch larger than it is read as the partial batch Kafka reads, which converts to nothing,
+so the partition answers no records (the old consumer's cue to raise its fetch size), its bytes
+counted as read for ``min_bytes``.
 
 The response goes at once when it holds ``min_bytes``, when a partition answers an error, when
 ``max_wait_ms`` is 0, or when nothing can be read. Otherwise the request waits (Kafka's
@@ -86,6 +90,7 @@ __all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FIRST_RECORD_BATCH_VERSION", 
 
 FETCH_VERSIONS = VersionRange(0, _newest_fetch())  # v0-v3 get the old message formats (down-converted)
 FIRST_RECORD_BATCH_VERSION = 4  # Fetch v4 carries the batches as stored; v0-v3 get them converted
+FIRST_MAX_BYTES_VERSION = 3  # KIP-74: max_bytes, and a first batch larger than the limits goes whole
 FIRST_ZSTD_VERSION = 10  # KIP-110: an older Fetch of a zstd topic is refused
 FIRST_RACK_VERSION = 11  # KIP-392: rack_id, preferred_read_replica, reads from followers
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -211,6 +216,7 @@ class _How(NamedTuple):
 
     read_committed: bool
     to_magic: int | None  # Fetch v0-v3: the old message format to convert to
+    hard_max_bytes: bool  # Fetch v0-v2: no first batch goes whole past partition_max_bytes (KIP-74: v3)
     any_replica: bool  # a consumer's Fetch v11+ (KIP-392): a follower may serve it
     client_rack: str  # the consumer's rack_id (v11+), "" for none
     listener: str  # the request's listener, where a preferred read replica must be reachable
@@ -269,6 +275,7 @@ class FetchHandler:
         # Kafka's FetchIsolation.of: a follower reads to the log end whatever isolation_level says
         how = _How(read_committed=consumer and body.get("isolation_level", 0) == READ_COMMITTED,
                    to_magic=fetch_magic(version),
+                   hard_max_bytes=version < FIRST_MAX_BYTES_VERSION,
                    any_replica=consumer and version >= FIRST_RACK_VERSION,
                    client_rack=(body.get("rack_id") or "") if consumer else "",
                    listener=ctx.connection.listener)
@@ -419,9 +426,16 @@ class FetchHandler:
                             "records": b""}, 0
             limit = min(p.max_bytes, max(budget, 0))
             read_committed = how.read_committed
-            result = log.read(p.fetch_offset, limit,
-                              max_offset=log.last_stable_offset if read_committed else log.high_watermark,
-                              min_one_batch=min_one_batch, aborted_transactions=read_committed)
+            max_offset = log.last_stable_offset if read_committed else log.high_watermark
+            result = log.read(p.fetch_offset, limit, max_offset=max_offset,
+                              min_one_batch=min_one_batch and not how.hard_max_bytes,
+                              aborted_transactions=read_committed)
+            counted = None
+            if how.hard_max_bytes and not result.chunks and limit > 0 and log.read(
+                    p.fetch_offset, 1, max_offset=max_offset).chunks:
+                # A first batch larger than the limit: Kafka reads its first ``limit`` bytes, a
+                # partial batch that converts to no message at all, and counts them as read.
+                counted = limit
         except KafkaApiError as refusal:
             return _error_data(index, ErrorCode(refusal.code)), 0
         chunks = result.chunks
@@ -437,7 +451,7 @@ class FetchHandler:
         if result.aborted_transactions is not None:
             data["aborted_transactions"] = [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
                                             for txn in result.aborted_transactions]
-        return data, records.size
+        return data, records.size if counted is None else counted
 
     def _response(self, ctx: RequestContext, body: Mapping[str, Any], context: FetchContext, read: _Read,
                   names: Mapping[str | uuid.UUID, str | None], read_committed: bool) -> dict[str, Any]:
