@@ -251,8 +251,14 @@ class FetchHandler:
         version = ctx.api_version
         uses_ids = version >= FIRST_TOPIC_ID_VERSION
         names: dict[str | uuid.UUID, str | None] = {}
-        fetch = [self._partition(topic, p, uses_ids, names)
-                 for topic in body["topics"] for p in topic["partitions"]]
+        # One entry per partition, as Kafka's FetchRequest.fetchData (a LinkedHashMap): a partition
+        # named again keeps its first place and takes the later fields.
+        requested: dict[PartitionKey, SessionPartition] = {}
+        for topic in body["topics"]:
+            for p in topic["partitions"]:
+                partition = self._partition(topic, p, uses_ids, names)
+                requested[partition.key] = partition
+        fetch = list(requested.values())
         if version >= FIRST_SESSION_VERSION:
             forgotten: list[PartitionKey] = [
                 (topic["topic_id"] if uses_ids else topic["topic"], index)
@@ -457,7 +463,12 @@ class FetchHandler:
                   names: Mapping[str | uuid.UUID, str | None], read_committed: bool) -> dict[str, Any]:
         version = ctx.api_version
         session_id, listed = context.respond(read.results)
-        topics: dict[str | uuid.UUID, list[dict[str, Any]]] = {}
+        field = "topic_id" if version >= FIRST_TOPIC_ID_VERSION else "topic"
+        # In the order read; a topic's partitions share an entry only when they come one after
+        # another (Kafka's FetchResponse.toMessage keeps the request's order so).
+        responses: list[dict[str, Any]] = []
+        last_key: str | uuid.UUID | None = None
+        partitions: list[dict[str, Any]] = []
         leaders: set[int] = set()
         for p, data in listed:
             if read_committed and data["error_code"] == ErrorCode.NONE:
@@ -469,11 +480,13 @@ class FetchHandler:
                 if leader is not None:
                     data["current_leader"] = leader
                     leaders.add(leader["leader_id"])
-            topics.setdefault(p.key[0], []).append(data)
-        field = "topic_id" if version >= FIRST_TOPIC_ID_VERSION else "topic"
+            if not responses or p.key[0] != last_key:
+                last_key, partitions = p.key[0], []
+                responses.append({field: last_key, "partitions": partitions})
+            partitions.append(data)
         response: dict[str, Any] = {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id,
-            "responses": [{field: key, "partitions": partitions} for key, partitions in topics.items()]}
+            "responses": responses}
         if leaders:
             response["node_endpoints"] = node_endpoints(self.services, ctx, leaders)
         return response

@@ -450,3 +450,34 @@ def test_a_waiting_fetch_is_answered_when_the_broker_stops() -> None:
     [partition] = answered["response"]["responses"][0]["partitions"]
     assert partition["error_code"] == ErrorCode.NONE
     assert partition["high_watermark"] == 0 and not partition["records"]
+
+
+@pytest.mark.parametrize("version", [4, 12, 13])
+def test_a_partition_named_twice_is_answered_once_and_topics_keep_the_request_order(
+        broker: Broker, version: int) -> None:
+    """Kafka's FetchRequest.fetchData is a LinkedHashMap: a partition named again keeps its first
+    place and takes the later fetch_offset; FetchResponse.toMessage puts a topic's partitions in
+    one entry only when they come one after another in that order."""
+    ids = {name: create(broker, name, partitions=2) for name in ("a", "b")}
+    for name in ids:
+        append(broker, name, [b"0", b"1"], partition=0)
+        append(broker, name, [b"2"], partition=0)
+        append(broker, name, [b"x"], partition=1)
+    key = "topic_id" if version >= 13 else "topic"
+
+    def named(name: str, *partitions: dict[str, Any]) -> dict[str, Any]:
+        return {key: ids[name] if version >= 13 else name,
+                "partitions": [{"partition_max_bytes": 1 << 20, "current_leader_epoch": -1, **p}
+                               for p in partitions]}
+
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [named("a", {"partition": 0, "fetch_offset": 0}),
+                       named("b", {"partition": 0, "fetch_offset": 0}),
+                       named("a", {"partition": 1, "fetch_offset": 0}, {"partition": 0, "fetch_offset": 2})]}
+    with SimpleClient(broker.bootstrap_servers) as client:
+        response = client.request(ApiKey.FETCH, version, body)
+    answered = [(topic[key], [(p["partition_index"], values(p)) for p in topic["partitions"]])
+                for topic in response["responses"]]
+    a, b = (ids["a"], ids["b"]) if version >= 13 else ("a", "b")
+    assert answered == [(a, [(0, [b"2"])]), (b, [(0, [b"0", b"1", b"2"])]), (a, [(1, [b"x"])])]
