@@ -396,9 +396,12 @@ class FetchHandler:
                 read.unread.add(p.key)
                 continue
             # Kafka's fetchMessages answers at once for an error, a diverging epoch (the fetcher
-            # must truncate first) or a preferred read replica (the consumer goes there).
+            # must truncate first) or a preferred read replica (the consumer goes there); its
+            # DelayedFetch completes at once for a position past what the isolation level may
+            # read (case F: a read_committed fetch beyond the last stable offset).
             read.answer_now = read.answer_now or data["error_code"] != ErrorCode.NONE or \
-                "diverging_epoch" in data or "preferred_read_replica" in data
+                "diverging_epoch" in data or "preferred_read_replica" in data or \
+                p.fetch_offset > data["last_stable_offset" if how.read_committed else "high_watermark"]
         return read
 
     def _read_one(self, p: SessionPartition, topic: str | None, budget: int, *, min_one_batch: bool,

@@ -349,3 +349,22 @@ def test_control_batches_carry_the_marker_for_consumers(broker: Broker) -> None:
         True, True, pid, -1)
     [record] = marker.record_list()
     assert (record.key, record.value) == (b"\0\0\0\x01", b"\0\0\0\0\0\x04")  # COMMIT, coordinator epoch 4
+
+
+def test_a_read_committed_fetch_past_the_lso_is_answered_at_once(broker: Broker) -> None:
+    """Kafka's DelayedFetch (case F): a position past the end the isolation level may read (the
+    LSO for read_committed) completes the fetch at once, with no records; at the LSO it waits."""
+    create(broker, "t")
+    with SimpleClient(broker.bootstrap_servers) as client:
+        pid = init_producer_id(client)
+        produce(client, "t", build_record_batch([{"value": b"before"}]))
+        produce(client, "t", txn_batch(pid, [b"open"], 0), transactional_id="tx")  # offset 1: the LSO
+        produce(client, "t", build_record_batch([{"value": b"after"}]))
+        started = time.monotonic()
+        past = fetch(client, "t", isolation_level=1, offset=2, max_wait_ms=3000)
+        assert time.monotonic() - started < 1.5
+        assert (past["error_code"], past["last_stable_offset"], data_values(past)) == (ErrorCode.NONE, 1, [])
+        started = time.monotonic()
+        at = fetch(client, "t", isolation_level=1, offset=1, max_wait_ms=600)
+        assert time.monotonic() - started >= 0.5  # nothing committed to read: max_wait_ms
+        assert data_values(at) == []
