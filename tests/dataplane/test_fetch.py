@@ -99,7 +99,7 @@ def test_the_first_batch_goes_whole_and_later_ones_only_while_they_fit(broker: B
 
 
 def test_errors_are_per_partition(broker: Broker) -> None:
-    topic_id = create(broker, "t")
+    topic_id = create(broker, "t", partitions=2)
     create(broker, "elsewhere", leader=2)
     append(broker, "t", [b"a"])
     with SimpleClient(broker.bootstrap_servers) as client:
@@ -107,7 +107,7 @@ def test_errors_are_per_partition(broker: Broker) -> None:
             "max_wait_ms": 5000, "min_bytes": 1000, "max_bytes": 1 << 20, "session_epoch": -1, "topics": [
                 {"topic": "t", "partitions": [
                     {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 1000},
-                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000,
+                    {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1000,
                      "current_leader_epoch": 3},
                     {"partition": 9, "fetch_offset": 0, "partition_max_bytes": 1000}]},
                 {"topic": "elsewhere", "partitions": [{"partition": 0, "fetch_offset": 0,
