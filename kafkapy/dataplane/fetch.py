@@ -293,7 +293,8 @@ class FetchHandler:
         # (the set of keys made only when some partition failed before its read: a hot path)
         every_one_unread = not context.partitions or (
             bool(read.unread) and len(read.unread) >= len({p.key for p in context.partitions}))
-        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or every_one_unread):
+        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or every_one_unread
+                or self._behind_a_segment(context.partitions, names, how)):
             read = await self._wait(context.partitions, names, max_bytes, how, min_bytes, max_wait_ms / 1000,
                                     frozenset(read.unread))
         response = self._response(ctx, body, context, read, names, how.read_committed)
@@ -372,12 +373,34 @@ class FetchHandler:
                     break
                 appended.clear()
                 read = self._read_all(partitions, names, max_bytes, how, unread)
-                if read.bytes >= min_bytes or read.answer_now:
+                if (read.bytes >= min_bytes or read.answer_now
+                        or self._behind_a_segment(partitions, names, how)):
                     return read
         finally:
             for remove in removers:
                 remove()
         return self._read_all(partitions, names, max_bytes, how, unread)
+
+    def _behind_a_segment(self, partitions: Sequence[SessionPartition],
+                          names: Mapping[str | uuid.UUID, str | None], how: _How) -> bool:
+        """Kafka's DelayedFetch completes a fetch at once (case F) when a partition's position is in
+        an older segment than the last offset it may read: Kafka read only to that segment's end.
+        Asked only of a fetch that would wait."""
+        source = self.source
+        for p in partitions:
+            topic = names.get(p.key[0])
+            if topic is None or topic is _DENIED or topic is _ZSTD_REFUSED:
+                continue
+            try:
+                index = p.key[1]
+                log = source.replica_log(topic, index) if how.any_replica else source.leader_log(topic, index)
+            except KafkaApiError:
+                continue
+            end = log.last_stable_offset if how.read_committed else log.high_watermark
+            if log.log_start_offset <= p.fetch_offset < end and \
+                    log.segment_base(p.fetch_offset) < log.segment_base(end - 1):
+                return True
+        return False
 
     def _read_all(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
                   max_bytes: int, how: _How, unread: frozenset[PartitionKey] | None) -> _Read:

@@ -481,3 +481,25 @@ def test_a_partition_named_twice_is_answered_once_and_topics_keep_the_request_or
                 for topic in response["responses"]]
     a, b = (ids["a"], ids["b"]) if version >= 13 else ("a", "b")
     assert answered == [(a, [(0, [b"2"])]), (b, [(0, [b"0", b"1", b"2"])]), (a, [(1, [b"x"])])]
+
+
+def test_a_position_in_an_older_segment_answers_without_waiting_for_min_bytes() -> None:
+    """Kafka's DelayedFetch (case F): a fetch whose position is in an older segment than the high
+    watermark completes at once (Kafka read only to that segment's end), min_bytes or not; one
+    within the last segment waits for min_bytes as ever."""
+    with Broker({"broker.id": 1, "log.segment.bytes": 200}) as broker:
+        create(broker, "t")
+        for n in range(6):  # about 80 bytes a batch: several segments
+            append(broker, "t", [b"%d" % n * 10])
+        log = on_loop(broker, lambda: seeded(broker).module.partitions.leader_log("t", 0))
+        assert log.segment_base(0) < log.segment_base(log.high_watermark - 1)
+        with SimpleClient(broker.bootstrap_servers) as client:
+            started = time.monotonic()
+            behind = fetch(client, 12, [{"partition": 0, "fetch_offset": 0}], max_wait_ms=3000,
+                           min_bytes=1 << 20)
+            assert time.monotonic() - started < 1.5
+            assert values(behind["responses"][0]["partitions"][0])
+            last = log.high_watermark - 1
+            started = time.monotonic()
+            fetch(client, 12, [{"partition": 0, "fetch_offset": last}], max_wait_ms=600, min_bytes=1 << 20)
+            assert time.monotonic() - started >= 0.5
