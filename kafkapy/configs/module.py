@@ -388,7 +388,8 @@ class ConfigsModule(Module):
             unknown = [n for n in fixed if n not in known]
             parts = []
             if known:
-                parts.append(f"Cannot update these configs dynamically: {', '.join(known)}")
+                # Kafka's DynamicBrokerConfig prints the names as a Scala Set
+                parts.append(f"Cannot update these configs dynamically: Set({', '.join(known)})")
             if unknown:
                 parts.append(f"Unknown or not dynamic in kafkapy: {', '.join(unknown)}")
             raise KafkaApiError(ErrorCode.INVALID_CONFIG, "; ".join(parts))
@@ -407,8 +408,10 @@ class ConfigsModule(Module):
 
     # --- resources and authorization ----------------------------------------------------------
 
-    def _broker_id(self, resource_type: int, name: str) -> int | None:
-        """None for the cluster default (""), else this broker's id; KafkaApiError otherwise."""
+    def _broker_id(self, resource_type: int, name: str, *, alter: bool = False) -> int | None:
+        """None for the cluster default (""), else this broker's id; KafkaApiError otherwise, in
+        the words of Kafka's ConfigHelper (DescribeConfigs) or, for an alter, of its
+        ConfigAdminManager.validateResourceNameIsCurrentNodeId."""
         if resource_type != BROKER:
             kind = RESOURCE_TYPE_NAMES.get(resource_type, str(resource_type))
             raise KafkaApiError(
@@ -420,14 +423,14 @@ class ConfigsModule(Module):
         try:
             broker_id = int(name)
         except ValueError:
+            kind = "Node" if alter else "Broker"
             raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                                f"Broker id must be an integer, but it is: {name}") from None
+                                f"{kind} id must be an integer, but it is: {name}") from None
         if broker_id != self.services.broker_id:
-            raise KafkaApiError(
-                ErrorCode.INVALID_REQUEST,
-                f"Unexpected broker id, expected {self.services.broker_id} or "
-                f"empty string, but received {name}",
-            )
+            expected = self.services.broker_id
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, (
+                f"Unexpected broker id, expected {expected}, but received {name}" if alter
+                else f"Unexpected broker id, expected {expected} or empty string, but received {name}"))
         return broker_id
 
     def _logger_broker(self, name: str, what: str) -> None:
@@ -730,17 +733,22 @@ class ConfigsModule(Module):
                         responses.append({"error_code": ErrorCode.NONE, "error_message": None,
                                           "resource_type": resource_type, "resource_name": name})
                         continue
-                    broker_id = self._broker_id(resource_type, name)
-                    authorized = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
+                    # Kafka 3.2+ checks a BROKER resource's name and config on the receiving broker
+                    # first (ConfigAdminManager.preprocess), before its authorization
+                    broker_id = self._broker_id(resource_type, name, alter=True)
                     config = await build(self.default if broker_id is None else self.override, resource)
                     try:
                         self._check_names(config)
                         await self._validate(broker_id, config)
-                    except KafkaApiError as exc:  # Kafka names the resource in a refused value's message
-                        what = f"ConfigResource(type={RESOURCE_TYPE_NAMES[BROKER]}, name='{name}')"
-                        raise KafkaApiError(
-                            exc.code, f"Invalid config value for resource {what}: {exc.message}"
-                            if exc.code == ErrorCode.INVALID_CONFIG else exc.message) from None
+                    except KafkaApiError as exc:
+                        # Kafka 3.2+ validates a BROKER resource on the broker that gets the request
+                        # (ConfigAdminManager.preprocess, both alter APIs) and answers a refused
+                        # config INVALID_REQUEST with the validator's bare message (KAFKA-13609);
+                        # 2.8's ZkAdminManager said INVALID_CONFIG, "Invalid config value for
+                        # resource ...".
+                        raise KafkaApiError(ErrorCode.INVALID_REQUEST if exc.code == ErrorCode.INVALID_CONFIG
+                                            else exc.code, exc.message) from None
+                    authorized = self._cluster_allows(ctx, "ALTER_CONFIGS", authorized)
                     self._check_policy(BROKER, name, resource)
                     if not validate_only:
                         await asyncio.to_thread(

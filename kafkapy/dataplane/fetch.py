@@ -11,8 +11,12 @@ here.
 
 Byte limits are Kafka's (ReplicaManager.readFromLog): each partition reads at most
 ``partition_max_bytes`` and at most what is left of the response's ``max_bytes`` (itself capped
-by the broker's ``fetch.max.bytes``), and the first batch of the first partition that has data
-goes whole even when it is larger than both, so that a consumer always makes progress.
+by the broker's ``fetch.max.bytes``), and from v3 (KIP-74) the first batch of the first partition
+that has data goes whole even when it is larger than both, so that a consumer always makes
+progress. Fetch v0-v2 hold ``partition_max_bytes`` as a hard limit (Kafka's hardMaxBytesLimit):
+a first batch larger than it is read as the partial batch Kafka reads, which converts to nothing,
+so the partition answers no records (the old consumer's cue to raise its fetch size), its bytes
+counted as read for ``min_bytes``.
 
 The response goes at once when it holds ``min_bytes``, when a partition answers an error, when
 ``max_wait_ms`` is 0, or when nothing can be read. Otherwise the request waits (Kafka's
@@ -86,6 +90,7 @@ __all__ = ["FETCH_CONFIG_KEYS", "FETCH_VERSIONS", "FIRST_RECORD_BATCH_VERSION", 
 
 FETCH_VERSIONS = VersionRange(0, _newest_fetch())  # v0-v3 get the old message formats (down-converted)
 FIRST_RECORD_BATCH_VERSION = 4  # Fetch v4 carries the batches as stored; v0-v3 get them converted
+FIRST_MAX_BYTES_VERSION = 3  # KIP-74: max_bytes, and a first batch larger than the limits goes whole
 FIRST_ZSTD_VERSION = 10  # KIP-110: an older Fetch of a zstd topic is refused
 FIRST_RACK_VERSION = 11  # KIP-392: rack_id, preferred_read_replica, reads from followers
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -215,6 +220,7 @@ class _How(NamedTuple):
 
     read_committed: bool
     to_magic: int | None  # Fetch v0-v3: the old message format to convert to
+    hard_max_bytes: bool  # Fetch v0-v2: no first batch goes whole past partition_max_bytes (KIP-74: v3)
     any_replica: bool  # a consumer's Fetch v11+ (KIP-392): a follower may serve it
     client_rack: str  # the consumer's rack_id (v11+), "" for none
     listener: str  # the request's listener, where a preferred read replica must be reachable
@@ -249,8 +255,14 @@ class FetchHandler:
         version = ctx.api_version
         uses_ids = version >= FIRST_TOPIC_ID_VERSION
         names: dict[str | uuid.UUID, str | None] = {}
-        fetch = [self._partition(topic, p, uses_ids, names)
-                 for topic in body["topics"] for p in topic["partitions"]]
+        # One entry per partition, as Kafka's FetchRequest.fetchData (a LinkedHashMap): a partition
+        # named again keeps its first place and takes the later fields.
+        requested: dict[PartitionKey, SessionPartition] = {}
+        for topic in body["topics"]:
+            for p in topic["partitions"]:
+                partition = self._partition(topic, p, uses_ids, names)
+                requested[partition.key] = partition
+        fetch = list(requested.values())
         if version >= FIRST_SESSION_VERSION:
             forgotten: list[PartitionKey] = [
                 (topic["topic_id"] if uses_ids else topic["topic"], index)
@@ -273,6 +285,7 @@ class FetchHandler:
         # Kafka's FetchIsolation.of: a follower reads to the log end whatever isolation_level says
         how = _How(read_committed=consumer and body.get("isolation_level", 0) == READ_COMMITTED,
                    to_magic=fetch_magic(version),
+                   hard_max_bytes=version < FIRST_MAX_BYTES_VERSION,
                    any_replica=consumer and version >= FIRST_RACK_VERSION,
                    client_rack=(body.get("rack_id") or "") if consumer else "",
                    listener=ctx.connection.listener)
@@ -284,7 +297,8 @@ class FetchHandler:
         # (the set of keys made only when some partition failed before its read: a hot path)
         every_one_unread = not context.partitions or (
             bool(read.unread) and len(read.unread) >= len({p.key for p in context.partitions}))
-        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or every_one_unread):
+        if not (read.bytes >= min_bytes or read.answer_now or max_wait_ms <= 0 or every_one_unread
+                or self._behind_a_segment(context.partitions, names, how)):
             read = await self._wait(context.partitions, names, max_bytes, how, min_bytes, max_wait_ms / 1000,
                                     frozenset(read.unread))
         response = self._response(ctx, body, context, read, names, how.read_committed)
@@ -363,12 +377,34 @@ class FetchHandler:
                     break
                 appended.clear()
                 read = self._read_all(partitions, names, max_bytes, how, unread)
-                if read.bytes >= min_bytes or read.answer_now:
+                if (read.bytes >= min_bytes or read.answer_now
+                        or self._behind_a_segment(partitions, names, how)):
                     return read
         finally:
             for remove in removers:
                 remove()
         return self._read_all(partitions, names, max_bytes, how, unread)
+
+    def _behind_a_segment(self, partitions: Sequence[SessionPartition],
+                          names: Mapping[str | uuid.UUID, str | None], how: _How) -> bool:
+        """Kafka's DelayedFetch completes a fetch at once (case F) when a partition's position is in
+        an older segment than the last offset it may read: Kafka read only to that segment's end.
+        Asked only of a fetch that would wait."""
+        source = self.source
+        for p in partitions:
+            topic = names.get(p.key[0])
+            if topic is None or topic is _DENIED or topic is _ZSTD_REFUSED:
+                continue
+            try:
+                index = p.key[1]
+                log = source.replica_log(topic, index) if how.any_replica else source.leader_log(topic, index)
+            except KafkaApiError:
+                continue
+            end = log.last_stable_offset if how.read_committed else log.high_watermark
+            if log.log_start_offset <= p.fetch_offset < end and \
+                    log.segment_base(p.fetch_offset) < log.segment_base(end - 1):
+                return True
+        return False
 
     def _read_all(self, partitions: Sequence[SessionPartition], names: Mapping[str | uuid.UUID, str | None],
                   max_bytes: int, how: _How, unread: frozenset[PartitionKey] | None) -> _Read:
@@ -387,9 +423,12 @@ class FetchHandler:
                 read.unread.add(p.key)
                 continue
             # Kafka's fetchMessages answers at once for an error, a diverging epoch (the fetcher
-            # must truncate first) or a preferred read replica (the consumer goes there).
+            # must truncate first) or a preferred read replica (the consumer goes there); its
+            # DelayedFetch completes at once for a position past what the isolation level may
+            # read (case F: a read_committed fetch beyond the last stable offset).
             read.answer_now = read.answer_now or data["error_code"] != ErrorCode.NONE or \
-                "diverging_epoch" in data or "preferred_read_replica" in data
+                "diverging_epoch" in data or "preferred_read_replica" in data or \
+                p.fetch_offset > data["last_stable_offset" if how.read_committed else "high_watermark"]
         return read
 
     def _read_one(self, p: SessionPartition, topic: str | None, budget: int, *, min_one_batch: bool,
@@ -423,9 +462,16 @@ class FetchHandler:
                             "records": b""}, 0
             limit = min(p.max_bytes, max(budget, 0))
             read_committed = how.read_committed
-            result = log.read(p.fetch_offset, limit,
-                              max_offset=log.last_stable_offset if read_committed else log.high_watermark,
-                              min_one_batch=min_one_batch, aborted_transactions=read_committed)
+            max_offset = log.last_stable_offset if read_committed else log.high_watermark
+            result = log.read(p.fetch_offset, limit, max_offset=max_offset,
+                              min_one_batch=min_one_batch and not how.hard_max_bytes,
+                              aborted_transactions=read_committed)
+            counted = None
+            if how.hard_max_bytes and not result.chunks and limit > 0 and log.read(
+                    p.fetch_offset, 1, max_offset=max_offset).chunks:
+                # A first batch larger than the limit: Kafka reads its first ``limit`` bytes, a
+                # partial batch that converts to no message at all, and counts them as read.
+                counted = limit
         except KafkaApiError as refusal:
             return _error_data(index, ErrorCode(refusal.code)), 0
         except OSError as exc:  # the log's dir failed under the read (Kafka's LogDirFailureChannel)
@@ -443,13 +489,18 @@ class FetchHandler:
         if result.aborted_transactions is not None:
             data["aborted_transactions"] = [{"producer_id": txn.producer_id, "first_offset": txn.first_offset}
                                             for txn in result.aborted_transactions]
-        return data, records.size
+        return data, records.size if counted is None else counted
 
     def _response(self, ctx: RequestContext, body: Mapping[str, Any], context: FetchContext, read: _Read,
                   names: Mapping[str | uuid.UUID, str | None], read_committed: bool) -> dict[str, Any]:
         version = ctx.api_version
         session_id, listed = context.respond(read.results)
-        topics: dict[str | uuid.UUID, list[dict[str, Any]]] = {}
+        field = "topic_id" if version >= FIRST_TOPIC_ID_VERSION else "topic"
+        # In the order read; a topic's partitions share an entry only when they come one after
+        # another (Kafka's FetchResponse.toMessage keeps the request's order so).
+        responses: list[dict[str, Any]] = []
+        last_key: str | uuid.UUID | None = None
+        partitions: list[dict[str, Any]] = []
         leaders: set[int] = set()
         for p, data in listed:
             if (data["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
@@ -466,11 +517,13 @@ class FetchHandler:
                 if leader is not None:
                     data["current_leader"] = leader
                     leaders.add(leader["leader_id"])
-            topics.setdefault(p.key[0], []).append(data)
-        field = "topic_id" if version >= FIRST_TOPIC_ID_VERSION else "topic"
+            if not responses or p.key[0] != last_key:
+                last_key, partitions = p.key[0], []
+                responses.append({field: last_key, "partitions": partitions})
+            partitions.append(data)
         response: dict[str, Any] = {
             "throttle_time_ms": 0, "error_code": ErrorCode.NONE, "session_id": session_id,
-            "responses": [{field: key, "partitions": partitions} for key, partitions in topics.items()]}
+            "responses": responses}
         if leaders:
             response["node_endpoints"] = node_endpoints(self.services, ctx, leaders)
         return response

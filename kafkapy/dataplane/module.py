@@ -56,6 +56,7 @@ from kafkapy.server.services import (
     BrokerServices,
     PartitionLogs,
 )
+from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
 
 __all__ = ["TRANSACTIONAL_PRODUCERS", "DataPlaneModule", "TopicCreation", "TransactionalProducers"]
@@ -142,8 +143,9 @@ def _each_partition(topics: Any, topic_key: str, partition_key: str, blank: Mapp
 
 # The keys this module lets change at run time: of Kafka's LogCleaner.ReconfigurableConfigs the one
 # kafkapy's cleaner reads (it has one cleaner thread and no dedupe buffer or I/O throttle), and
-# KIP-854's producer.id.expiration.ms (transaction.partition.verification.enable is not kafkapy's).
-DATAPLANE_DYNAMIC_KEYS = frozenset({"log.cleaner.backoff.ms", "producer.id.expiration.ms"})
+# KIP-854's producer.id.expiration.ms and KIP-890's transaction.partition.verification.enable.
+VERIFICATION_KEY = "transaction.partition.verification.enable"
+DATAPLANE_DYNAMIC_KEYS = frozenset({"log.cleaner.backoff.ms", "producer.id.expiration.ms", VERIFICATION_KEY})
 
 
 class DataPlaneModule(Module):
@@ -162,6 +164,9 @@ class DataPlaneModule(Module):
         ConfigKey("producer.id.expiration.ms", "int", 24 * _HOUR_MS,
                   "How long a partition remembers an idle idempotent producer (Kafka's default, 1 day).",
                   _at_least_one),
+        ConfigKey(VERIFICATION_KEY, "boolean", True,
+                  "KIP-890 part 1: a transaction's first batch in a partition is checked with the "
+                  "transaction coordinator before it is appended (Kafka 3.6+'s default: true)."),
         *FETCH_CONFIG_KEYS,
         *MAINTENANCE_CONFIG_KEYS,
     )
@@ -234,7 +239,9 @@ class DataPlaneModule(Module):
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         # With no authorizer configured nothing is asked on Produce's path (None: allow all).
         self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create, wall_ms,
-                                       authorize=None if self._allows_all else services.authorizer.authorize)
+                                       authorize=None if self._allows_all else services.authorizer.authorize,
+                                       verification_enabled=services.config[VERIFICATION_KEY],
+                                       verifier=self._txn_verifier)
         self._produce_frames = ProduceFromFrame(self._produce, lambda: services.broker_id)
         self._markers = MarkerWriter(self._partitions, self.log_config, services.authorizer.authorize,
                                      wall_ms)
@@ -279,9 +286,17 @@ class DataPlaneModule(Module):
             await dynamic.register(DynamicConfigs(DATAPLANE_DYNAMIC_KEYS, frozenset(), lambda settings: None,
                                                   self._apply_dynamic))
 
+    def _txn_verifier(self) -> TransactionCoordinatorLocator | None:
+        """Who checks a transaction's first batch (KIP-890): the transaction coordinator module."""
+        found = self.services.provider(TRANSACTION_COORDINATOR, Module)
+        return found if isinstance(found, TransactionCoordinatorLocator) else None
+
     async def _apply_dynamic(self, settings: Mapping[str, Any]) -> None:
-        """log.cleaner.backoff.ms and producer.id.expiration.ms, at once: the cleaner's next pass,
-        and every partition's producer table (Kafka's ProducerStateManagerConfig is shared too)."""
+        """log.cleaner.backoff.ms, producer.id.expiration.ms and
+        transaction.partition.verification.enable, at once: the cleaner's next pass, every
+        partition's producer table (Kafka's ProducerStateManagerConfig is shared too), Produce."""
+        if self._produce is not None:
+            self._produce.verification_enabled = str(settings[VERIFICATION_KEY]).lower() == "true"
         if self._maintenance is not None:
             self._maintenance.set_cleaner_backoff_ms(int(settings["log.cleaner.backoff.ms"]))
         if self._partitions is not None:
@@ -412,7 +427,7 @@ class DataPlaneModule(Module):
 
     # --- Produce, InitProducerId, DescribeProducers ---------------------------------------------
 
-    def produce(self, ctx: RequestContext, request: Request) -> Answer:
+    def produce(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
         if self._produce is None:
             raise KafkaApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "the data plane has not started")
         return self._produce.handle(ctx, request)

@@ -38,8 +38,11 @@ Transactional batches (KafkaApis.handleProduceRequest): a request holding one ne
 ``transactional_id`` the principal may WRITE, else every partition is answered
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is stored. The producer state then opens the
 producer's transaction in the partition at the batch's offset, which holds the last stable
-offset there until the coordinator's marker (markers.py) closes it. There is no KIP-890
-verification with the coordinator before the first batch of a transaction.
+offset there until the coordinator's marker (markers.py) closes it. Before that first batch of a
+transaction in a partition, KIP-890 part 1 (``transaction.partition.verification.enable``) asks
+the producer's transaction coordinator whether the partition is in its transaction (``_verify``):
+in place when the coordinator is on this broker, else the handler's answer is an awaitable that
+waits for the coordinator's broker; a partition not in the transaction is refused.
 
 acks: 0 sends no answer (as Kafka, a failed partition then closes the connection, so the
 producer refreshes its metadata), 1 and -1 answer once the batch is in the log: with one
@@ -50,16 +53,19 @@ An acks=-1 write to a partition with fewer in-sync replicas than its ``min.insyn
 stored, as Kafka's Partition.appendRecordsToLeader refuses it: in an in-process cluster the ISR
 shrinks as brokers stop.
 
-The handler is a plain function (no coroutine per request): it never waits. A topic that does
+The handler is a plain function (no coroutine per request): it never waits, but for a transaction's
+first batch whose coordinator is another broker (above). A topic that does
 not exist is created in the background when auto-creation is on (``auto_create``), and the
 partition answered UNKNOWN_TOPIC_OR_PARTITION, which producers retry after a metadata refresh.
 """
 
 from __future__ import annotations
 
+import inspect
+import struct
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kafkapy.dataplane.fetch import cluster_endpoints
@@ -79,10 +85,18 @@ from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
-from kafkapy.protocol.records import TRANSACTIONAL_BIT, V2_ATTRIBUTES_AT, V2_MAGIC_AT, RecordBatch, Records
+from kafkapy.protocol.records import (
+    TRANSACTIONAL_BIT,
+    V2_ATTRIBUTES_AT,
+    V2_HEADER_SIZE,
+    V2_MAGIC_AT,
+    RecordBatch,
+    Records,
+)
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, RequestContext
+from kafkapy.server.txn_coordinator import TransactionCoordinatorLocator
 
 __all__ = ["FIRST_FITTED_ANSWER_VERSION", "FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
 
@@ -98,6 +112,8 @@ FIRST_CURRENT_LEADER_VERSION = 10  # KIP-951: current_leader and node_endpoints 
 NO_OFFSET = -1  # base_offset, log_append_time_ms and log_start_offset of a failed partition
 _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16; the bits sit in this byte
 MAGIC_V2 = 2
+V2_PRODUCER_ID_AT = 43  # a v2 batch header's producer id (int64), then its epoch (int16)
+_PRODUCER = struct.Struct(">qh")
 
 
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.ADMIN_CLIENT_ID: may append to internal topics
@@ -131,16 +147,93 @@ def has_transactional_records(topic_data: Any) -> bool:
 class ProduceHandler:
     def __init__(self, partitions: Partitions, append_config: Callable[[str], LogConfig],
                  auto_create: Callable[[str], None], clock_ms: Callable[[], int] | None = None, *,
-                 authorize: Callable[[str, str, str, str, str], bool] | None = None) -> None:
+                 authorize: Callable[[str, str, str, str, str], bool] | None = None,
+                 verification_enabled: bool = True,
+                 verifier: Callable[[], TransactionCoordinatorLocator | None] | None = None) -> None:
         self.partitions = partitions
         self.append_config = append_config
         self.auto_create = auto_create  # starts creating a missing topic (no-op when disabled)
         # (principal, host, operation, resource type, name); None: allow all (no authorizer configured)
         self.authorize = authorize
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        # KIP-890 part 1 (transaction.partition.verification.enable), and who verifies: the
+        # TRANSACTION_COORDINATOR provider, None when no coordinator module runs here
+        self.verification_enabled = verification_enabled
+        self.verifier = verifier or (lambda: None)
 
-    def handle(self, ctx: RequestContext, request: Request) -> Answer:
+    def handle(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
         body = request.body
+        refused = None
+        if has_transactional_records(body["topic_data"]):
+            refused = self._transactional_refusal(ctx, body)
+            if refused is None and self.verification_enabled:
+                verifying = self._verify(ctx, body)
+                if verifying is not None:
+                    return verifying
+        return self._answer(ctx, body, refused)
+
+    def _verify(self, ctx: RequestContext, body: Any) -> Answer | Awaitable[Answer] | None:
+        """KIP-890 part 1 (Kafka's ReplicaManager.handleProduceAppend): the partitions where the
+        producer has no open transaction yet are checked with its transaction coordinator before
+        anything is appended; those not in its transaction are refused. None when no partition
+        needs it (the common case: one lookup in the partition's producer table) or no coordinator
+        module runs here to ask."""
+        pending = self._unverified(ctx, body)
+        if not pending:
+            return None
+        verifier = self.verifier()
+        if verifier is None:
+            return None
+        producer_id, epoch = next(iter(pending.values()))[:2]
+        answered = verifier.verify_for_append(body["transactional_id"], producer_id, epoch, list(pending))
+        version = ctx.api_version
+        if not inspect.isawaitable(answered):
+            return self._answer(ctx, body, None, _refusals(answered, version))
+        # The coordinator is another broker: each partition's guard is taken now; a marker or a
+        # first transactional batch of the producer meanwhile drops it, and the append is refused.
+        guards = {tp: (state, state.verification_guard(pid)) for tp, (pid, _, state) in pending.items()}
+
+        async def after() -> Answer:
+            refusals = _refusals(await answered, version)
+            for tp, (state, guard) in guards.items():
+                if tp not in refusals and not state.in_transaction(producer_id) \
+                        and state.verifying.get(producer_id) is not guard:
+                    refusals[tp] = (ErrorCode.INVALID_TXN_STATE, None)
+            return self._answer(ctx, body, None, refusals)
+        return after()
+
+    def _unverified(self, ctx: RequestContext, body: Any) -> dict[tuple[str, int], tuple[int, int, Any]]:
+        """The partitions of a transactional Produce that would be appended and whose producer has
+        no open transaction there: (producer id, epoch, producer table) of each."""
+        if body["acks"] not in VALID_ACKS:
+            return {}
+        pending: dict[tuple[str, int], tuple[int, int, Any]] = {}
+        partitions = self.partitions
+        by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
+        for topic_data in body["topic_data"]:
+            name = partitions.topic_name(topic_data["topic_id"]) if by_id else topic_data["name"]
+            if name is None or name in INTERNAL_TOPICS or (self.authorize is not None and not self.authorize(
+                    ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TOPIC", name)):
+                continue
+            for partition_data in topic_data["partition_data"]:
+                records = partition_data["records"]
+                raw = records.raw if records is not None else b""
+                if not (len(raw) > V2_HEADER_SIZE and raw[V2_MAGIC_AT] == MAGIC_V2
+                        and raw[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT):
+                    continue
+                index = partition_data["index"]
+                try:
+                    log = partitions.leader_log(name, index)
+                except KafkaApiError:
+                    continue  # the append answers it
+                state = partitions.home.producer_state(name, index, log)
+                producer_id, epoch = _PRODUCER.unpack_from(raw, V2_PRODUCER_ID_AT)
+                if not state.in_transaction(producer_id):
+                    pending[(name, index)] = (producer_id, epoch, state)
+        return pending
+
+    def _answer(self, ctx: RequestContext, body: Any, refused: ErrorCode | None,
+                unverified: dict[tuple[str, int], tuple[ErrorCode, str | None]] | None = None) -> Answer:
         version = ctx.api_version
         acks = body["acks"]
         now_ms = self.clock_ms()
@@ -148,7 +241,6 @@ class ProduceHandler:
         failed = False
         leaders: set[int] = set()
         responses = []
-        refused = self._transactional_refusal(ctx, body)
         for topic_data in body["topic_data"]:
             name: str | None
             if by_id:
@@ -173,6 +265,8 @@ class ProduceHandler:
                     answer = _failed(index, ErrorCode.INVALID_REQUIRED_ACKS)
                 elif name in INTERNAL_TOPICS and ctx.client_id != ADMIN_CLIENT_ID:
                     answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
+                elif unverified and (name, index) in unverified:
+                    answer = _failed(index, *unverified[(name, index)])
                 else:
                     answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
                 failed = failed or answer["error_code"] != ErrorCode.NONE
@@ -212,9 +306,8 @@ class ProduceHandler:
 
     def _transactional_refusal(self, ctx: RequestContext, body: Any) -> ErrorCode | None:
         """TRANSACTIONAL_ID_AUTHORIZATION_FAILED for transactional records without a transactional
-        id the principal may WRITE (Kafka refuses the whole request before any append)."""
-        if not has_transactional_records(body["topic_data"]):
-            return None
+        id the principal may WRITE (Kafka refuses the whole request before any append); asked of
+        a request holding transactional records."""
         transactional_id = body.get("transactional_id")
         if transactional_id is not None and (self.authorize is None or self.authorize(
                 ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TRANSACTIONAL_ID",
@@ -287,7 +380,34 @@ def _answer(index: int, base_offset: int, log_append_time_ms: int, log_start_off
             "record_errors": [], "error_message": None}
 
 
-def _failed(index: int, code: ErrorCode) -> dict[str, Any]:
+def _failed(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
     return {"index": index, "error_code": code, "base_offset": NO_OFFSET, "log_append_time_ms": NO_OFFSET,
-            "log_start_offset": NO_OFFSET, "record_errors": [], "error_message": None}
+            "log_start_offset": NO_OFFSET, "record_errors": [], "error_message": message}
+
+
+# What the coordinator may answer that a producer would not retry well: worded as NOT_ENOUGH_REPLICAS,
+# which it retries without a metadata refresh (Kafka's ReplicaManager.handleProduceAppend).
+_RETRIED_AS_NOT_ENOUGH_REPLICAS = frozenset({
+    ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
+FIRST_TRANSACTION_ABORTABLE_VERSION = 11  # KIP-890: Produce v11+ clients know TRANSACTION_ABORTABLE
+
+
+def _refusals(codes: Mapping[tuple[str, int], ErrorCode],
+              version: int) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+    """The verification's refusals as Produce answers them: (code, error message) per partition."""
+    refusals: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    for tp, code in codes.items():
+        if code == ErrorCode.NONE:
+            continue
+        if code == ErrorCode.TRANSACTION_ABORTABLE and version < FIRST_TRANSACTION_ABORTABLE_VERSION:
+            code = ErrorCode.INVALID_TXN_STATE
+        if code == ErrorCode.INVALID_TXN_STATE:
+            refusals[tp] = (code, "Partition was not added to the transaction")
+        elif code in _RETRIED_AS_NOT_ENOUGH_REPLICAS:
+            refusals[tp] = (ErrorCode.NOT_ENOUGH_REPLICAS, "Unable to verify the partition has been added "
+                            f"to the transaction. Underlying error: {code.name}")
+        else:
+            refusals[tp] = (code, None)
+    return refusals
 

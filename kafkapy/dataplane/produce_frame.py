@@ -16,7 +16,9 @@ Theory of operation
    with a transactional id the principal may WRITE; a topic the principal may WRITE (asked only
    when an authorizer is configured); a topic the topics view holds, led here, whose
    log and producer table exist and whose log has started the current leader epoch (the plain
-   path makes them the first time).
+   path makes them the first time); a transactional batch whose producer has an open
+   transaction in the partition (else, with ``transaction.partition.verification.enable``, the
+   plain path asks the transaction coordinator first, KIP-890).
 3. **Check** one RecordBatch read over the one copy of the records with
    ``clean_batch_max_timestamp``, every check ``validate_records`` makes.
 4. **Stamp** offsets and epoch in place (``stamp_batch``, which keeps the header read in step).
@@ -49,6 +51,7 @@ from typing import TYPE_CHECKING
 from kafkapy.dataplane.produce import (
     ACKS_ALL,
     FIRST_TOPIC_ID_VERSION,
+    V2_PRODUCER_ID_AT,
     VALID_ACKS,
     ProduceHandler,
     too_few_in_sync,
@@ -90,6 +93,7 @@ _NAMES_KEPT = 1024  # response heads kept per version, by topic name bytes (boun
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
+_PRODUCER_ID = struct.Struct(">q").unpack_from
 _ACKS_AND_COUNT = struct.Struct(">h4xi").unpack_from  # acks, timeout (skipped), topic count
 _COUNT_I32 = struct.Struct(">ii").unpack_from  # partition count, partition index
 _SIZE = struct.Struct(">i").pack
@@ -200,6 +204,10 @@ class ProduceFromFrame:
                     if (log is None or state is None or log.topic_id is not info.topic_id
                             or log.epochs.latest_epoch < epoch):
                         return None
+                    if (frame[start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT
+                            and handler.verification_enabled
+                            and not state.in_transaction(_PRODUCER_ID(frame, start + V2_PRODUCER_ID_AT)[0])):
+                        return None  # a transaction's first batch here: verified on the plain path
                     data = bytearray(frame[start:stop] if stop - start < _COPY_SLICE_BELOW
                                      else memoryview(frame)[start:stop])
                     try:
@@ -355,6 +363,11 @@ class ProduceFromFrame:
             if (log is None or state is None or (topic_id is not info.topic_id and topic_id != info.topic_id)
                     or log.topic_id is not info.topic_id or log.epochs.latest_epoch < epoch):
                 return None
+
+            if (frame[records_start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT
+                    and handler.verification_enabled
+                    and not state.in_transaction(_PRODUCER_ID(frame, records_start + V2_PRODUCER_ID_AT)[0])):
+                return None  # a transaction's first batch here: verified with its coordinator (plain path)
 
             # --- 3. check, 4. stamp, 5. producer state, 6. append (_check_stamp_append); answer ---
             now_ms = clock_ms()

@@ -35,12 +35,14 @@ One simplification against Kafka: a committed transaction's offsets replace the 
 marker, also over a plain OffsetCommit written between the TxnOffsetCommit and the marker
 (Kafka keeps whichever record is later in the log). Exactly-once consumers do not mix the two.
 
-When the transaction coordinator of the producer's id is another broker, step 3 is skipped, as
-Kafka did before KIP-890 (3.6): the kafkapy brokers do not yet ask each other.
+When the transaction coordinator of the producer's id is another broker, step 3 is a verify-only
+AddPartitionsToTxn sent to it (``verify_for_append``, as Kafka 3.6+'s AddPartitionsToTxnManager);
+one that cannot be reached is answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -214,8 +216,8 @@ class TxnOffsetCommits:
         log = self._group_log()
         if not isinstance(log, OffsetsTopicLog):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # only the offsets topic keeps transactions
-        verified = self._verify(body["transactional_id"], producer_id, epoch,
-                                (OFFSETS_TOPIC, log.partition_for(group_id)))
+        verified = await self._verify(body["transactional_id"], producer_id, epoch,
+                                      (OFFSETS_TOPIC, log.partition_for(group_id)))
         if verified != ErrorCode.NONE:
             return verified
         self._check_member(group_id, body.get("generation_id", _NO_GENERATION), body.get("member_id", ""),
@@ -225,15 +227,18 @@ class TxnOffsetCommits:
             self.pending.add(producer_id, records)
         return ErrorCode.NONE
 
-    def _verify(self, transactional_id: str, producer_id: int, epoch: int, partition: Partition) -> ErrorCode:
+    async def _verify(self, transactional_id: str, producer_id: int, epoch: int,
+                      partition: Partition) -> ErrorCode:
         verifier = self._verifier()
         if not isinstance(verifier, TransactionCoordinatorLocator):
             return ErrorCode.NONE  # no transaction coordinator here to ask
-        code = verifier.verify_partitions(transactional_id, producer_id, epoch, [partition])[partition]
-        if code == ErrorCode.NOT_COORDINATOR:
-            return ErrorCode.NONE  # another broker's transaction: not verified (see the module docstring)
-        if code == ErrorCode.PRODUCER_FENCED:
-            return ErrorCode.INVALID_PRODUCER_EPOCH  # TxnOffsetCommit has no version with PRODUCER_FENCED
+        answered = verifier.verify_for_append(transactional_id, producer_id, epoch, [partition])
+        codes = await answered if inspect.isawaitable(answered) else answered
+        code = codes[partition]
+        if code == ErrorCode.NETWORK_EXCEPTION:
+            # the coordinator could not be asked: a code older clients retry without a lookup
+            # (Kafka's CoordinatorOperationExceptionHelper)
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return code
 
     # --- markers, loading, unloading -------------------------------------------------------------

@@ -131,6 +131,10 @@ class PartitionLog(Protocol):
     @property
     def log_start_offset(self) -> int: ...
 
+    def segment_base(self, offset: int) -> int:
+        """The base offset of the segment holding ``offset`` (Fetch's DelayedFetch rule)."""
+        ...
+
     @property
     def log_end_offset(self) -> int: ...
 

@@ -406,6 +406,23 @@ class ProducerStateManager:
         self.last_snapshot_offset = 0
         self.ongoing: dict[int, int] = {}  # open transactions: first offset -> producer id
         self.first_unstable_offset: int | None = None  # min(ongoing), kept as it changes
+        # KIP-890: per producer id, the guard of a verification with the transaction coordinator
+        # in flight (Kafka's VerificationStateEntry); gone once a transactional batch or a marker
+        # of that producer is recorded, so a verification that an abort overtook is worth nothing.
+        self.verifying: dict[int, object] = {}
+
+    def in_transaction(self, producer_id: int) -> bool:
+        """Whether the producer has an open transaction here (Kafka's hasOngoingTransaction: any
+        epoch): its batches need no verification with the coordinator."""
+        entry = self.producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset is not None
+
+    def verification_guard(self, producer_id: int) -> object:
+        """The guard of the producer's verification, made when none is in flight."""
+        guard = self.verifying.get(producer_id)
+        if guard is None:
+            guard = self.verifying[producer_id] = object()
+        return guard
 
     def last_records(self) -> dict[int, LastRecord]:
         """Each active producer's last data offset and epoch: the batches compaction must keep."""
@@ -516,6 +533,8 @@ class ProducerStateManager:
         if info.is_transactional and entry.current_txn_first_offset is None:
             entry.current_txn_first_offset = info.first_offset
             self._open_txn(info.producer_id, info.first_offset)
+            if self.verifying:
+                self.verifying.pop(info.producer_id, None)
         self.producers[info.producer_id] = entry
         self.map_end_offset = max(self.map_end_offset, info.last_offset + 1)
 
@@ -565,6 +584,8 @@ class ProducerStateManager:
         )
         entry.update_epoch(producer_epoch)
         entry.coordinator_epoch = coordinator_epoch
+        if self.verifying:
+            self.verifying.pop(producer_id, None)
         if entry.current_txn_first_offset is not None:
             self._close_txn(entry.current_txn_first_offset)
         entry.current_txn_first_offset = None

@@ -569,6 +569,10 @@ class SegmentedLog:
     def _segment_index(self, offset: int) -> int:
         return max(bisect.bisect_right(self.segments, offset, key=lambda segment: segment.base_offset) - 1, 0)
 
+    def segment_base(self, offset: int) -> int:
+        """The base offset of the segment holding ``offset`` (the first one for an offset before it)."""
+        return self.segments[self._segment_index(offset)].base_offset
+
     def read(
         self, fetch_offset: int, max_bytes: int, *, max_offset: int | None = None, min_one_batch: bool = True,
         aborted_transactions: bool = False,

@@ -10,15 +10,16 @@ partition of AddOffsetsToTxn) and the group coordinator must not import it back.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Awaitable, Collection, Mapping
 from typing import Protocol, runtime_checkable
 
 from kafkapy.errors import ErrorCode
 from kafkapy.store.base import BrokerRegistration
 
-__all__ = ["TRANSACTION_COORDINATOR", "TransactionCoordinatorLocator"]
+__all__ = ["TRANSACTION_COORDINATOR", "TransactionCoordinatorLocator", "Verified"]
 
 TRANSACTION_COORDINATOR = "transaction-coordinator"
+Verified = Mapping[tuple[str, int], ErrorCode]  # per partition, what a verification found
 
 
 @runtime_checkable
@@ -37,4 +38,16 @@ class TransactionCoordinatorLocator(Protocol):
         producer's ongoing transaction, TRANSACTION_ABORTABLE if not, or why the producer is
         refused (PRODUCER_FENCED, INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS;
         NOT_COORDINATOR when this broker is not the id's transaction coordinator)."""
+        ...
+
+    def verify_for_append(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Collection[tuple[str, int]]) -> Verified | Awaitable[Verified]:
+        """KIP-890 part 1 for a leader about to append a transaction's first batch (Produce,
+        TxnOffsetCommit), whoever the coordinator is: answered in place when it is this broker,
+        else an awaitable of a verify-only AddPartitionsToTxn sent to it (Kafka's
+        AddPartitionsToTxnManager). Per partition NONE, TRANSACTION_ABORTABLE (not in the
+        transaction: the caller words it for its version), INVALID_PRODUCER_EPOCH for a fenced
+        producer (what producers handle here, as Kafka's manager answers), INVALID_PRODUCER_ID_MAPPING,
+        CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE (no live coordinator),
+        NETWORK_EXCEPTION (it could not be asked), or INVALID_TXN_STATE (it refused the broker)."""
         ...

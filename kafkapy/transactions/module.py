@@ -37,6 +37,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
+from kafkapy.server.broker_channel import BrokerChannel
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
@@ -51,7 +52,7 @@ from kafkapy.server.services import (
     BrokerServices,
     PartitionLogs,
 )
-from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR
+from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, Verified
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker, TxnMarkerWriter
 from kafkapy.store.base import BrokerRegistration
 from kafkapy.transactions.answers import by_topic, for_version
@@ -68,6 +69,22 @@ from kafkapy.transactions.state import TxnState
 from kafkapy.transactions.state_log import TopicStateLog
 
 __all__ = ["TransactionsModule"]
+
+# AddPartitionsToTxn v5: v4's verify-only form from a broker that knows TRANSACTION_ABORTABLE
+VERIFY_VERSION = 5
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _as_verified(code: ErrorCode) -> ErrorCode:
+    """A fenced producer is told INVALID_PRODUCER_EPOCH, the code producers handle on a write
+    (Kafka's AddPartitionsToTxnManager)."""
+    return ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED else code
 
 _MINUTE_MS = 60_000
 
@@ -114,6 +131,10 @@ class TransactionsModule(Module):
         self._outages: CoordinatorOutageView | None = None  # found at start
         self._channel = MarkerChannel(lambda: services.cluster.brokers,
                                       lambda: services.inter_broker_listener)
+        # KIP-890's verify-only AddPartitionsToTxn to the coordinators on other brokers (a channel
+        # of its own, so a verification does not queue behind markers)
+        self._verifier = BrokerChannel(lambda: services.cluster.brokers,
+                                       lambda: services.inter_broker_listener, "kafkapy-txn-verifier")
         self.coordinator = TransactionCoordinator(
             state_log=TopicStateLog(self._leader_log, self.now_ms, self._appended,
                                     leader_epoch=self._leader_epoch),
@@ -157,6 +178,7 @@ class TransactionsModule(Module):
         self._state_topic.cancel()
         self.coordinator.cancel()
         self._channel.close()
+        self._verifier.close()
 
     async def _every(self, interval_ms: int, work: Callable[[], Awaitable[object]]) -> None:
         while True:
@@ -279,6 +301,48 @@ class TransactionsModule(Module):
                           partitions: Collection[TopicPartition]) -> Mapping[TopicPartition, ErrorCode]:
         """TRANSACTION_COORDINATOR: TxnOffsetCommit's check, the verify-only AddPartitionsToTxn's."""
         return self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+
+    def verify_for_append(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Collection[TopicPartition]) -> Verified | Awaitable[Verified]:
+        """TRANSACTION_COORDINATOR: KIP-890's check before a transaction's first batch in a
+        partition, in place when this broker coordinates the id, else asked of the coordinator."""
+        leadership = self.services.cluster.leadership(TRANSACTION_STATE_TOPIC,
+                                                      self.coordinator.partition_for(transactional_id))
+        leader = NO_LEADER if leadership is None else leadership[0]
+        if leader == self.services.broker_id:
+            outage = self._outage(transactional_id)
+            if outage is not None:
+                return dict.fromkeys(partitions, outage)
+            codes = self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
+                                                       partitions)
+            return {tp: _as_verified(code) for tp, code in codes.items()}
+        if all(broker.broker_id != leader for broker in self.services.cluster.brokers):
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return self._verify_remotely(leader, transactional_id, producer_id, producer_epoch, partitions)
+
+    async def _verify_remotely(self, broker_id: int, transactional_id: str, producer_id: int,
+                               producer_epoch: int, partitions: Collection[TopicPartition]) -> Verified:
+        """A verify-only AddPartitionsToTxn (the brokers' batched form) to the coordinator."""
+        by_name: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_name.setdefault(topic, []).append(partition)
+        body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
+                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "topics": [{"name": t, "partitions": p} for t, p in by_name.items()]}]}
+        answer = await self._verifier.request(broker_id, ApiKey.ADD_PARTITIONS_TO_TXN, VERIFY_VERSION, body)
+        if answer is None:
+            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
+        top = _code(answer["error_code"])
+        if top != ErrorCode.NONE:  # a broker refused CLUSTER_ACTION: the client learns only "not verified"
+            return dict.fromkeys(partitions, ErrorCode.INVALID_TXN_STATE
+                                 if top == ErrorCode.CLUSTER_AUTHORIZATION_FAILED else top)
+        found: dict[TopicPartition, ErrorCode] = {}
+        for txn in answer["results_by_transaction"] or ():
+            for topic in txn["topic_results"] or ():
+                for result in topic["results_by_partition"] or ():
+                    found[(topic["name"], result["partition_index"])] = _as_verified(
+                        _code(result["partition_error_code"]))
+        return {tp: found.get(tp, ErrorCode.NONE) for tp in partitions}
 
     # --- APIs -------------------------------------------------------------------------------------
 

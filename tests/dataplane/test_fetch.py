@@ -99,7 +99,7 @@ def test_the_first_batch_goes_whole_and_later_ones_only_while_they_fit(broker: B
 
 
 def test_errors_are_per_partition(broker: Broker) -> None:
-    topic_id = create(broker, "t")
+    topic_id = create(broker, "t", partitions=2)
     create(broker, "elsewhere", leader=2)
     append(broker, "t", [b"a"])
     with SimpleClient(broker.bootstrap_servers) as client:
@@ -107,7 +107,7 @@ def test_errors_are_per_partition(broker: Broker) -> None:
             "max_wait_ms": 5000, "min_bytes": 1000, "max_bytes": 1 << 20, "session_epoch": -1, "topics": [
                 {"topic": "t", "partitions": [
                     {"partition": 0, "fetch_offset": 7, "partition_max_bytes": 1000},
-                    {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000,
+                    {"partition": 1, "fetch_offset": 0, "partition_max_bytes": 1000,
                      "current_leader_epoch": 3},
                     {"partition": 9, "fetch_offset": 0, "partition_max_bytes": 1000}]},
                 {"topic": "elsewhere", "partitions": [{"partition": 0, "fetch_offset": 0,
@@ -450,3 +450,56 @@ def test_a_waiting_fetch_is_answered_when_the_broker_stops() -> None:
     [partition] = answered["response"]["responses"][0]["partitions"]
     assert partition["error_code"] == ErrorCode.NONE
     assert partition["high_watermark"] == 0 and not partition["records"]
+
+
+@pytest.mark.parametrize("version", [4, 12, 13])
+def test_a_partition_named_twice_is_answered_once_and_topics_keep_the_request_order(
+        broker: Broker, version: int) -> None:
+    """Kafka's FetchRequest.fetchData is a LinkedHashMap: a partition named again keeps its first
+    place and takes the later fetch_offset; FetchResponse.toMessage puts a topic's partitions in
+    one entry only when they come one after another in that order."""
+    ids = {name: create(broker, name, partitions=2) for name in ("a", "b")}
+    for name in ids:
+        append(broker, name, [b"0", b"1"], partition=0)
+        append(broker, name, [b"2"], partition=0)
+        append(broker, name, [b"x"], partition=1)
+    key = "topic_id" if version >= 13 else "topic"
+
+    def named(name: str, *partitions: dict[str, Any]) -> dict[str, Any]:
+        return {key: ids[name] if version >= 13 else name,
+                "partitions": [{"partition_max_bytes": 1 << 20, "current_leader_epoch": -1, **p}
+                               for p in partitions]}
+
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [named("a", {"partition": 0, "fetch_offset": 0}),
+                       named("b", {"partition": 0, "fetch_offset": 0}),
+                       named("a", {"partition": 1, "fetch_offset": 0}, {"partition": 0, "fetch_offset": 2})]}
+    with SimpleClient(broker.bootstrap_servers) as client:
+        response = client.request(ApiKey.FETCH, version, body)
+    answered = [(topic[key], [(p["partition_index"], values(p)) for p in topic["partitions"]])
+                for topic in response["responses"]]
+    a, b = (ids["a"], ids["b"]) if version >= 13 else ("a", "b")
+    assert answered == [(a, [(0, [b"2"])]), (b, [(0, [b"0", b"1", b"2"])]), (a, [(1, [b"x"])])]
+
+
+def test_a_position_in_an_older_segment_answers_without_waiting_for_min_bytes() -> None:
+    """Kafka's DelayedFetch (case F): a fetch whose position is in an older segment than the high
+    watermark completes at once (Kafka read only to that segment's end), min_bytes or not; one
+    within the last segment waits for min_bytes as ever."""
+    with Broker({"broker.id": 1, "log.segment.bytes": 200}) as broker:
+        create(broker, "t")
+        for n in range(6):  # about 80 bytes a batch: several segments
+            append(broker, "t", [b"%d" % n * 10])
+        log = on_loop(broker, lambda: seeded(broker).module.partitions.leader_log("t", 0))
+        assert log.segment_base(0) < log.segment_base(log.high_watermark - 1)
+        with SimpleClient(broker.bootstrap_servers) as client:
+            started = time.monotonic()
+            behind = fetch(client, 12, [{"partition": 0, "fetch_offset": 0}], max_wait_ms=3000,
+                           min_bytes=1 << 20)
+            assert time.monotonic() - started < 1.5
+            assert values(behind["responses"][0]["partitions"][0])
+            last = log.high_watermark - 1
+            started = time.monotonic()
+            fetch(client, 12, [{"partition": 0, "fetch_offset": last}], max_wait_ms=600, min_bytes=1 << 20)
+            assert time.monotonic() - started >= 0.5

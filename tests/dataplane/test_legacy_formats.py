@@ -26,7 +26,8 @@ from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.compression import Compression
-from kafkapy.protocol.records import Records
+from kafkapy.protocol.records import Records, build_record_batch
+from kafkapy.testing import wait_until
 
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 TIMEOUT_S = 20
@@ -312,3 +313,28 @@ def test_an_old_clients_traffic_captured_by_the_broker_decodes_to_its_records(tm
     assert produced == [["lz4-0", "lz4-1", "lz4-2"], ["gzip-0", "gzip-1", "gzip-2"]]
     assert ["lz4-0", "lz4-1", "lz4-2"] in fetched
     assert ["lz4-0", "lz4-1", "lz4-2", "gzip-0", "gzip-1", "gzip-2"] in fetched
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_a_first_batch_over_partition_max_bytes_goes_whole_only_from_v3(broker: Broker, version: int) -> None:
+    """Kafka's hardMaxBytesLimit (ReplicaManager.readFromLog, before KIP-74): Fetch v0-v2 read at
+    most partition_max_bytes, a partial batch that converts to no message, so the partition
+    answers no records, at once (the bytes read count for min_bytes); v3 sends the batch whole."""
+    with SimpleClient(broker.bootstrap_servers) as client:
+        batch = build_record_batch([{"value": b"x" * 1000}])
+        wait_until(lambda: _produce(client, 3, "big", batch)["responses"][0]["partition_responses"][0][
+            "error_code"] == ErrorCode.NONE, what="the topic")
+        body: dict[str, Any] = {"replica_id": -1, "max_wait_ms": 10_000, "min_bytes": 1,
+                                "topics": [{"topic": "big", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                            "partition_max_bytes": 100}]}]}
+        if version >= 3:
+            body["max_bytes"] = 100
+        started = time.monotonic()
+        [partition] = client.request(ApiKey.FETCH, version, body)["responses"][0]["partitions"]
+        assert time.monotonic() - started < 5  # not held for max_wait_ms
+        assert partition["error_code"] == ErrorCode.NONE
+        size = len(bytes(partition["records"])) if partition["records"] is not None else 0
+        if version < 3:
+            assert size == 0
+        else:
+            assert size > 1000  # the one message, whole

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kafkapy import Broker
+from kafkapy.client import SimpleClient
 from kafkapy.dataplane.produce_frame import FAST_VERSIONS
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import decode_response, encode_request
@@ -56,7 +57,10 @@ _correlation = itertools.count(1)
 @pytest.fixture(scope="module")
 def brokers() -> Iterator[tuple[Broker, Broker]]:
     clock = VirtualClock(wall_start=WALL_START)
-    config = {"auto.create.topics.enable": False, "cluster.id": "from-frame"}
+    # The generated transactional batches name no transaction a coordinator knows: KIP-890's
+    # verification is off here (test_a_transaction_s_first_batch_is_verified_on_the_plain_path has it on).
+    config = {"auto.create.topics.enable": False, "cluster.id": "from-frame",
+              "transaction.partition.verification.enable": False}
     with contextlib.ExitStack() as stack:
         fast = stack.enter_context(Broker(config, clock=clock))
         plain = stack.enter_context(Broker(config, clock=clock, fast_paths=FastPaths(from_frame=False)))
@@ -279,6 +283,66 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
     send_many(1)  # a retry of every batch: duplicates, left to the plain path, which answers their offsets
     assert CountedPaths.answered == before + 1
     assert _state(fast) == _state(plain)
+
+
+def _begin(broker: Broker, transactional_id: str, topic: str) -> tuple[int, int]:
+    """A transaction begun with its coordinator (InitProducerId, AddPartitionsToTxn of partition 0)."""
+    with SimpleClient(broker.bootstrap_servers) as client:
+        found = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": transactional_id, "key_type": 1})
+        assert found["error_code"] == ErrorCode.NONE  # the coordinator's topic made, as a producer has it
+        answer = client.request(ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": transactional_id, "transaction_timeout_ms": 60_000,
+            "producer_id": -1, "producer_epoch": -1})
+        assert answer["error_code"] == ErrorCode.NONE
+        added = client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": transactional_id,
+            "v3_and_below_producer_id": answer["producer_id"],
+            "v3_and_below_producer_epoch": answer["producer_epoch"],
+            "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+        [[result]] = [t["results_by_partition"] for t in added["results_by_topic_v3_and_below"]]
+        assert result["partition_error_code"] == ErrorCode.NONE
+        return answer["producer_id"], answer["producer_epoch"]
+
+
+def test_a_transaction_s_first_batch_is_verified_on_the_plain_path() -> None:
+    """With KIP-890's verification on (the default), a transactional batch whose producer has no
+    open transaction in the partition is declined by the fast path: the plain path asks the
+    coordinator. The transaction's next batch is the common case, taken from the frame; a batch of
+    a transaction that does not hold the partition is refused alike by both brokers."""
+    clock = VirtualClock(wall_start=WALL_START)
+    config = {"auto.create.topics.enable": False, "cluster.id": "from-frame-verified",
+              "transaction.state.log.num.partitions": 1}
+    with Broker(config, clock=clock) as fast, \
+            Broker(config, clock=clock, fast_paths=FastPaths(from_frame=False)) as plain:
+        begun = set()
+        for broker in (fast, plain):
+            broker.seed({"t": {"partitions": 1}, "other": {"partitions": 1}})
+            begun.add(_begin(broker, "tx", "t"))
+        [(producer, epoch)] = begun  # the same producer id on both: one frame serves both
+        assert fast.runtime is not None
+        fast.runtime.dispatcher.frame_paths = CountedPaths()
+        sequence = 0  # the producer's next one in "t"
+        for version in (3, 9, 13):
+            # not in the transaction: Produce v11+ clients know TRANSACTION_ABORTABLE (KIP-890)
+            refused = ErrorCode.INVALID_TXN_STATE if version <= 10 else ErrorCode.TRANSACTION_ABORTABLE
+            for first, topic, expected in ((True, "t", ErrorCode.NONE), (False, "t", ErrorCode.NONE),
+                                           (False, "other", refused)):
+                # from the frame: a batch of the transaction already open in "t" (not its first),
+                # once the version has been served (its first request goes the plain way)
+                taken = int(topic == "t" and sequence > 0 and not first)
+                records = build_record_batch([{"value": b"in a transaction"}], producer_id=producer,
+                                             producer_epoch=epoch, is_transactional=True,
+                                             base_sequence=sequence if topic == "t" else 0)
+                before = CountedPaths.answered
+                fast_answer, plain_answer = _exchange(fast, plain,
+                                                      _one_batch(version, 1, "tx", topic, records))
+                assert fast_answer == plain_answer
+                assert isinstance(plain_answer, bytes)
+                response = decode_response(plain_answer[4:], ApiKey.PRODUCE, version).body
+                assert response["responses"][0]["partition_responses"][0]["error_code"] == expected
+                assert CountedPaths.answered == before + taken
+                sequence += topic == "t"
+        assert _state(fast) == _state(plain)
 
 
 def _deny_write(broker: Broker, resource_type: str, acl_type: str, name: str) -> None:

@@ -29,10 +29,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_produce_clients import TIMEOUT_S, _serve
 from test_transactions_model import visible
 
+# These tests drive the data plane's half of transactions alone (transactional batches, markers
+# written as a coordinator would), with no coordinator that knows the transactions: KIP-890's
+# verification, which would refuse them, is off (as in Kafka's own tests of the log side).
+UNVERIFIED = {"broker.id": 1, "transaction.partition.verification.enable": False}
+UNVERIFIED_SERVE = "transaction.partition.verification.enable=false"
+
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    with Broker({"broker.id": 1}) as running:
+    with Broker(UNVERIFIED) as running:
         yield running
 
 
@@ -300,7 +306,7 @@ def _after_auto_creation(client: SimpleClient) -> Any:
 
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["clean", "kill-9"])
 def test_transactions_survive_a_restart_with_log_dirs(tmp_path: Path, how: signal.Signals) -> None:
-    proc, address = _serve(tmp_path, "log.segment.bytes=200")
+    proc, address = _serve(tmp_path, "log.segment.bytes=200", UNVERIFIED_SERVE)
     try:
         b, b_first = _restartable_scenario(address)
         with SimpleClient(address) as client:
@@ -313,7 +319,7 @@ def test_transactions_survive_a_restart_with_log_dirs(tmp_path: Path, how: signa
             proc.wait(TIMEOUT_S)
     indexes = sorted((tmp_path / "tx-0").glob("*.txnindex"))
     assert len(indexes) == 1 and indexes[0].stat().st_size == 34  # Kafka's AbortedTxn entry
-    proc, address = _serve(tmp_path, "log.segment.bytes=200")
+    proc, address = _serve(tmp_path, "log.segment.bytes=200", UNVERIFIED_SERVE)
     try:
         with SimpleClient(address) as client:
             after = _after_auto_creation(client)
@@ -343,3 +349,22 @@ def test_control_batches_carry_the_marker_for_consumers(broker: Broker) -> None:
         True, True, pid, -1)
     [record] = marker.record_list()
     assert (record.key, record.value) == (b"\0\0\0\x01", b"\0\0\0\0\0\x04")  # COMMIT, coordinator epoch 4
+
+
+def test_a_read_committed_fetch_past_the_lso_is_answered_at_once(broker: Broker) -> None:
+    """Kafka's DelayedFetch (case F): a position past the end the isolation level may read (the
+    LSO for read_committed) completes the fetch at once, with no records; at the LSO it waits."""
+    create(broker, "t")
+    with SimpleClient(broker.bootstrap_servers) as client:
+        pid = init_producer_id(client)
+        produce(client, "t", build_record_batch([{"value": b"before"}]))
+        produce(client, "t", txn_batch(pid, [b"open"], 0), transactional_id="tx")  # offset 1: the LSO
+        produce(client, "t", build_record_batch([{"value": b"after"}]))
+        started = time.monotonic()
+        past = fetch(client, "t", isolation_level=1, offset=2, max_wait_ms=3000)
+        assert time.monotonic() - started < 1.5
+        assert (past["error_code"], past["last_stable_offset"], data_values(past)) == (ErrorCode.NONE, 1, [])
+        started = time.monotonic()
+        at = fetch(client, "t", isolation_level=1, offset=1, max_wait_ms=600)
+        assert time.monotonic() - started >= 0.5  # nothing committed to read: max_wait_ms
+        assert data_values(at) == []

@@ -23,6 +23,7 @@ from kafkapy.groups.timers import ManualScheduler, Timers
 from kafkapy.groups.txn_offsets import TxnOffsetCommits
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.txn_markers import TxnMarker
+from kafkapy.store import MemoryStore
 from kafkapy.testing import wait_until
 
 Partition = tuple[str, int]
@@ -367,3 +368,32 @@ def test_a_marker_written_while_the_partition_loads_ends_what_the_replay_found_o
     commits.load(0, [OpenTxnRecords(7, (_offset("g", 5),)), OpenTxnRecords(8, (_offset("h", 1),))])
     assert commits.coordinator.offsets.get("g", "t", 0) == OffsetCommitValue(5, -1, "", 0)
     assert commits.pending.is_pending("h", "t", 0) and not commits.pending.is_pending("g", "t", 0)
+
+
+def test_a_transaction_coordinator_on_another_broker_is_asked() -> None:
+    """The group's coordinator is broker 2, the producer's transaction coordinator broker 1: the
+    offsets partition's membership in the transaction is asked of broker 1 with a verify-only
+    AddPartitionsToTxn (Kafka 3.6+), so a TxnOffsetCommit before AddOffsetsToTxn is refused there
+    too (it was taken unverified), and one after it is taken."""
+    store = MemoryStore()
+    config = {"offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1}
+    with Broker({**config, "broker.id": 1}, store=store) as first:
+        store.create_topic("__transaction_state", {0: (1,)}, config={"cleanup.policy": "compact"})
+        store.create_topic("__consumer_offsets", {0: (2,)}, config={"cleanup.policy": "compact"})
+        store.create_topic("t", {0: (1,)})
+        with Broker({**config, "broker.id": 2}, store=store) as second, \
+                SimpleClient(first.bootstrap_servers) as coordinator, \
+                SimpleClient(second.bootstrap_servers) as group_coordinator:
+            wait_until(lambda: len(second.runtime.cluster.brokers) == 2,  # type: ignore[union-attr]
+                       what="both brokers")
+            ready(coordinator, "g", "tx")
+            ready(group_coordinator, "g", "tx")
+            producer = init(coordinator, "tx")
+            offsets = {("t", 0): 5}
+            assert txn_commit(group_coordinator, "tx", producer, "g", offsets, version=4) == {
+                ("t", 0): ErrorCode.TRANSACTION_ABORTABLE}
+            assert txn_commit(group_coordinator, "tx", producer, "g", offsets, version=2) == {
+                ("t", 0): ErrorCode.INVALID_TXN_STATE}
+            assert add_offsets(coordinator, "tx", producer, "g") == ErrorCode.NONE
+            assert txn_commit(group_coordinator, "tx", producer, "g", offsets, version=4) == {
+                ("t", 0): ErrorCode.NONE}

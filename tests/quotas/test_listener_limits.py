@@ -122,6 +122,6 @@ def test_alter_configs_refuses_max_connections_zero_over_the_wire() -> None:
             return result["error_code"], result["error_message"]
 
         code, message = alter("0")
-        assert code == ErrorCode.INVALID_CONFIG
-        assert message is not None and message.endswith(": Invalid max.connections 0")
+        assert code == ErrorCode.INVALID_REQUEST  # Kafka 3.2+'s ConfigAdminManager
+        assert message is not None and "Invalid max.connections 0" in message
         assert alter("5")[0] == ErrorCode.NONE
