@@ -45,6 +45,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError, KafkaPyError
 from kafkapy.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, MemberSpec, TopicId
 from kafkapy.groups.consumer_protocol import ConsumerProtocolError, decode_subscription, encode_assignment
 from kafkapy.groups.consumer_protocol import protocol_version as consumer_protocol_version
+from kafkapy.groups.group import JoinRequest
 from kafkapy.groups.migration import (
     MigrationPolicy,
     classic_group_value,
@@ -170,22 +171,6 @@ class HeartbeatResponse:
 class HeartbeatResult:
     response: HeartbeatResponse
     records: tuple[GroupRecord, ...]
-
-
-@attrs.frozen
-class ClassicJoinRequest:
-    """A JoinGroup for a consumer group with members (KIP-848's migration path)."""
-
-    group_id: str
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    require_known_member_id: bool = False  # JoinGroup v4+ (KIP-394)
 
 
 @attrs.frozen
@@ -723,7 +708,7 @@ class ConsumerGroups:
 
     # -- classic members in a consumer group (KIP-848's migration) ------------------------------
 
-    def classic_join(self, request: ClassicJoinRequest, now_ms: int
+    def classic_join(self, request: JoinRequest, now_ms: int
                      ) -> tuple[ClassicJoinAnswer, tuple[GroupRecord, ...]]:
         """A JoinGroup for a consumer group with members (Kafka's classicGroupJoinToConsumerGroup):
         the member joins or updates itself as a consumer-group member from its ConsumerProtocol
@@ -740,7 +725,7 @@ class ConsumerGroups:
         if not group.supports_classic_protocols(request.protocol_type, (n for n, _ in request.protocols)):
             raise KafkaApiError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                 f"Member {member_id}'s protocols are not supported.")
-        if unknown and request.require_known_member_id and request.instance_id is None:
+        if unknown and request.require_known_member_id and request.group_instance_id is None:
             return ClassicJoinAnswer(member_id, member_id_required=True), ()
         records: list[GroupRecord] = []
         member, replaced = self._classic_joiner(group, request, member_id, unknown, records)
@@ -754,7 +739,8 @@ class ConsumerGroups:
         owned = {topics[name].topic_id: parts for name, parts in subscription.owned.items() if name in topics}
         updated = attrs.evolve(
             member,
-            instance_id=request.instance_id if request.instance_id is not None else member.instance_id,
+            instance_id=(request.group_instance_id if request.group_instance_id is not None
+                         else member.instance_id),
             rack_id=subscription.rack_id if subscription.rack_id is not None else member.rack_id,
             rebalance_timeout_ms=(member.rebalance_timeout_ms if request.rebalance_timeout_ms == -1
                                   else request.rebalance_timeout_ms),
@@ -765,7 +751,8 @@ class ConsumerGroups:
                                           tuple(ClassicProtocol(n, m) for n, m in request.protocols)))
         reconciled, _ = self._update_and_reconcile(group, member, updated, replaced, is_new, owned, records)
         group_id = group.group_id
-        static = group.static_member(request.instance_id) if request.instance_id is not None else None
+        instance_id = request.group_instance_id
+        static = group.static_member(instance_id) if instance_id is not None else None
         if static is not None and self._replacement_downgrade_allowed(group, static.member_id):
             # The static member that was the last to use ConsumerGroupHeartbeat comes back with
             # JoinGroup: the group becomes classic, the newcomer in its place with its partitions.
@@ -787,21 +774,21 @@ class ConsumerGroups:
         self._timers.start_sync(group_id, member_id, now_ms + reconciled.rebalance_timeout_ms)
         return ClassicJoinAnswer(member_id, reconciled.member_epoch, request.protocols[0][0]), committed
 
-    def _classic_joiner(self, group: ConsumerGroup, request: ClassicJoinRequest, member_id: str,
+    def _classic_joiner(self, group: ConsumerGroup, request: JoinRequest, member_id: str,
                         unknown: bool, records: list[GroupRecord]) -> tuple[ConsumerMember, str | None]:
         """The member a JoinGroup speaks for, and the static member it replaces: a static member
         joining without a member id takes over its instance's partitions and target under the new
         id, whatever protocol the old one used (Kafka's getOrMaybeSubscribeStaticConsumerGroupMember)."""
-        if request.instance_id is None:
+        if request.group_instance_id is None:
             return group.members.get(member_id) or ConsumerMember(member_id), None
-        existing = group.static_member(request.instance_id)
+        existing = group.static_member(request.group_instance_id)
         if existing is None:
             if not unknown:
-                raise _unknown_instance(request.instance_id)
+                raise _unknown_instance(request.group_instance_id)
             return group.members.get(member_id) or ConsumerMember(member_id), None
         if not unknown:
             if existing.member_id != member_id:
-                raise _fenced_instance(member_id, request.instance_id, existing.member_id)
+                raise _fenced_instance(member_id, request.group_instance_id, existing.member_id)
             return existing, None
         replacement = attrs.evolve(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
         records.extend(_removal_records(group.group_id, existing.member_id))

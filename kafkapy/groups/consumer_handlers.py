@@ -26,13 +26,13 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.assignors import ASSIGNORS, Assignment, TopicId, freeze
 from kafkapy.groups.consumer_group import (
     ClassicJoinAnswer,
-    ClassicJoinRequest,
     ConsumerGroup,
     ConsumerGroupConfig,
     ConsumerGroups,
     HeartbeatRequest,
     HeartbeatResponse,
 )
+from kafkapy.groups.group import JoinRequest
 from kafkapy.groups.migration import MIGRATION_POLICY_KEY, MigrationPolicy
 from kafkapy.groups.records import GroupMetadataKey, GroupMetadataValue, GroupRecord
 from kafkapy.protocol import Request
@@ -163,7 +163,7 @@ class ConsumerGroupHandlers:
 
     # -- classic members of a consumer group (KIP-848's migration) --------------------------------
 
-    async def classic_join(self, request: ClassicJoinRequest) -> ClassicJoinAnswer:
+    async def classic_join(self, request: JoinRequest) -> ClassicJoinAnswer:
         """A JoinGroup for a consumer group with members; KafkaApiError when refused."""
         async with self._lock(request.group_id):
             before = self._snapshot(request.group_id)

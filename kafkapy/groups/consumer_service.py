@@ -34,7 +34,6 @@ from typing import Any
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.consumer_group import (
     ClassicJoinAnswer,
-    ClassicJoinRequest,
     ConsumerGroup,
     ConsumerGroups,
     GroupState,
@@ -46,6 +45,7 @@ from kafkapy.groups.consumer_handlers import (
     Persist,
     consumer_group_config,
 )
+from kafkapy.groups.group import JoinRequest
 from kafkapy.groups.offsets import OffsetEntry, OffsetStore
 from kafkapy.groups.records import (
     ConsumerGroupMetadataKey,
@@ -118,7 +118,7 @@ class ConsumerGroupService:
 
     # -- classic members of a consumer group (KIP-848's migration) --------------------------------
 
-    async def classic_join(self, request: ClassicJoinRequest) -> ClassicJoinAnswer:
+    async def classic_join(self, request: JoinRequest) -> ClassicJoinAnswer:
         try:
             return await self.handlers.classic_join(request)
         finally:

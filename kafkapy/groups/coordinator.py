@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.group import CLASSIC, ClassicGroup, JoinResult, Member, SyncResult
+from kafkapy.groups.group import CLASSIC, ClassicGroup, JoinRequest, JoinResult, Member, SyncResult
 from kafkapy.groups.offsets import OffsetEntry, OffsetStore
 from kafkapy.groups.records import (
     GroupMetadataKey,
@@ -79,21 +79,6 @@ class GroupConfig:
     max_size: int = 2147483647  # group.max.size
     new_member_join_timeout_ms: int = 300000  # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
-
-
-@attrs.frozen
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    require_known_member_id: bool  # JoinGroup v4+ (KIP-394)
-    skip_assignment_supported: bool = True  # JoinGroup v9+ (KIP-814)
 
 
 def _default_member_id(prefix: str) -> str:

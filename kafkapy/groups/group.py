@@ -19,9 +19,27 @@ from kafkapy.groups.records import GroupMetadataValue, MemberMetadata
 from kafkapy.groups.retention import CONSUMER_PROTOCOL_TYPE, subscribed_topics_of
 from kafkapy.groups.state import GroupState, transition
 
-__all__ = ["CLASSIC", "ClassicGroup", "JoinResult", "Member", "SyncResult"]
+__all__ = ["CLASSIC", "ClassicGroup", "JoinRequest", "JoinResult", "Member", "SyncResult"]
 
 CLASSIC = "classic"  # the group type ListGroups v5 answers (KIP-848 groups are "consumer")
+
+
+@attrs.frozen
+class JoinRequest:
+    """A JoinGroup as the coordinators take it: a classic group's, or a classic member's of a
+    consumer group (KIP-848's migration), which reads the same fields."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    require_known_member_id: bool = False  # JoinGroup v4+ (KIP-394)
+    skip_assignment_supported: bool = True  # JoinGroup v9+ (KIP-814)
 
 
 @attrs.frozen

@@ -30,7 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.groups.consumer_group import JOIN_GROUP_MEMBER_EPOCH, ClassicJoinRequest, TopicInfo
+from kafkapy.groups.consumer_group import JOIN_GROUP_MEMBER_EPOCH, TopicInfo
 from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
@@ -659,14 +659,6 @@ class GroupsModule(Module):
         session = body["session_timeout_ms"]
         rebalance = body.get("rebalance_timeout_ms", -1) if version >= 1 else -1
         protocols = tuple((p["name"], bytes(p["metadata"])) for p in body.get("protocols") or [])
-        if await self._claim_for_classic(body["group_id"]):
-            return await self._join_consumer_group(ctx, body, ClassicJoinRequest(
-                group_id=body["group_id"], member_id=body["member_id"],
-                instance_id=body.get("group_instance_id"), client_id=ctx.client_id or "",
-                client_host="/" + ctx.connection.client_address[0], session_timeout_ms=session,
-                rebalance_timeout_ms=session if rebalance < 0 else rebalance,
-                protocol_type=body["protocol_type"], protocols=protocols,
-                require_known_member_id=version >= 4))
         join = JoinRequest(
             group_id=body["group_id"], member_id=body["member_id"],
             group_instance_id=body.get("group_instance_id"), client_id=ctx.client_id or "",
@@ -675,6 +667,8 @@ class GroupsModule(Module):
             protocol_type=body["protocol_type"], protocols=protocols,
             require_known_member_id=version >= 4,
             skip_assignment_supported=version >= FIRST_SKIP_ASSIGNMENT_JOIN_VERSION)
+        if await self._claim_for_classic(body["group_id"]):
+            return await self._join_consumer_group(ctx, body, join)
         answer: asyncio.Future[JoinResult] = self.services.loop.create_future()
         self.coordinator.join(join, _settle(answer))
         result = await answer
@@ -687,7 +681,7 @@ class GroupsModule(Module):
                         for m, i, metadata in result.members]})
 
     async def _join_consumer_group(self, ctx: RequestContext, body: Mapping[str, Any],
-                                   join: ClassicJoinRequest) -> Answer:
+                                   join: JoinRequest) -> Answer:
         """JoinGroup for a consumer group with members: the member lives in the consumer group
         (KIP-848's migration). The answer names no leader and no members: every classic member
         syncs as a follower, and SyncGroup gives it what the server-side assignor chose."""

@@ -11,7 +11,6 @@ from consumer_sim import GROUP, SimConsumer, parts, topic_id, topics
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.consumer_group import (
-    ClassicJoinRequest,
     ConsumerGroupConfig,
     ConsumerGroups,
     HeartbeatRequest,
@@ -22,7 +21,7 @@ from kafkapy.groups.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from kafkapy.groups.group import ClassicGroup, Member
+from kafkapy.groups.group import ClassicGroup, JoinRequest, Member
 from kafkapy.groups.migration import (
     MigrationPolicy,
     UpgradeRefused,
@@ -69,7 +68,7 @@ def upgraded(groups: ConsumerGroups, *classic: str, now_ms: int = 0) -> tuple[Si
 
 
 def rejoin(groups: ConsumerGroups, member_id: str, now_ms: int = 0, **fields: Any) -> Any:
-    request = ClassicJoinRequest(GROUP, member_id, None, "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS,
+    request = JoinRequest(GROUP, member_id, None, "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS,
                                  "consumer", (("range", SUBSCRIPTION),), **fields)
     return groups.classic_join(request, now_ms)[0]
 
@@ -196,7 +195,7 @@ def test_a_mixed_group_rebuilt_from_its_records_equals_the_group() -> None:
     _, records = upgraded(groups, "a", "b")
     journal += records
     for member_id in ("a", "b"):
-        request = ClassicJoinRequest(GROUP, member_id, None, "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS,
+        request = JoinRequest(GROUP, member_id, None, "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS,
                                      "consumer", (("range", SUBSCRIPTION),))
         journal += groups.classic_join(request, 0)[1]
     rebuilt = ConsumerGroups(lambda: topics(t=4))
@@ -231,7 +230,7 @@ def test_a_classic_static_member_taking_the_last_consumer_member_s_place_downgra
     rejoin(groups, "a")
     group = groups.groups[GROUP]
     target = {p for ps in group.target_of("m").values() for p in ps}
-    request = ClassicJoinRequest(GROUP, "", "i1", "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS, "consumer",
+    request = JoinRequest(GROUP, "", "i1", "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS, "consumer",
                                  (("range", SUBSCRIPTION),))
     answer, written = groups.classic_join(request, 0)
     assert GROUP not in groups.groups and answer.member_id == "new"
@@ -280,7 +279,7 @@ def test_a_subscription_sent_in_another_order_bumps_nothing() -> None:
     records = consumer_group_records(classic_group("a"), {"t": T, "u": topic_id("u")})
     modern = SimConsumer(groups, "m", subscribe=("u", "t"))
     modern.epoch = groups.heartbeat(modern.request(), 0, records).response.member_epoch
-    request = ClassicJoinRequest(GROUP, "a", None, "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS, "consumer",
+    request = JoinRequest(GROUP, "a", None, "cli", "/127.0.0.1", SESSION_MS, REBALANCE_MS, "consumer",
                                  (("range", two),))
     groups.classic_join(request, 0)
     epoch = groups.groups[GROUP].group_epoch
