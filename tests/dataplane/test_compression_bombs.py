@@ -21,6 +21,7 @@ from typing import Any
 
 import cramjam
 import pytest
+from bombs import snappy_claim
 
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
@@ -82,17 +83,6 @@ def _lz4_bomb(size: int) -> bytes:
     return bytes(compressor.finish())
 
 
-def _snappy_bomb(size: int) -> bytes:
-    """A raw snappy block declaring ``size`` bytes (its varint length) and holding one literal:
-    snappy is at most about 21:1, so its bomb is a length claimed up front."""
-    head = bytearray()
-    while size >= 0x80:
-        head.append(size & 0x7F | 0x80)
-        size >>= 7
-    head.append(size)
-    return bytes(head) + b"\x00x"
-
-
 # Each codec's bomb: one valid record of zeros 16 MiB beyond Produce's 256 MiB bound, which the
 # broker would store (inflating it whole, up to three times) without the bound; lz4 tops out near
 # 256:1, so its bomb takes 1.2 MB and the topic's max.message.bytes is raised for it (which leaves
@@ -103,7 +93,7 @@ _BOMBS = {
     Compression.ZSTD: lambda: _zstd_bomb(_OVER),
     Compression.GZIP: lambda: _gzip_bomb(_OVER),
     Compression.LZ4: lambda: _lz4_bomb(_OVER),
-    Compression.SNAPPY: lambda: _snappy_bomb((1 << 32) - 1),
+    Compression.SNAPPY: lambda: snappy_claim((1 << 32) - 1),
 }
 
 

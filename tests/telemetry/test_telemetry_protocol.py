@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from bombs import snappy_claim
 from error_log import collected_errors
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -193,16 +194,6 @@ def test_every_codec_kafka_knows_is_read(broker: Broker, client: SimpleClient, c
     assert [point.value for point in kept.metrics] == [float(codec)]
 
 
-def _snappy_claim(size: int) -> bytes:
-    """A raw snappy block that declares ``size`` bytes and holds one literal."""
-    head = bytearray()
-    while size >= 0x80:
-        head.append(size & 0x7F | 0x80)
-        size >>= 7
-    head.append(size)
-    return bytes(head) + b"\x00x"
-
-
 @pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD],
                          ids=str)
 def test_a_push_inflating_beyond_its_bound_is_too_large(broker: Broker, client: SimpleClient,
@@ -210,7 +201,7 @@ def test_a_push_inflating_beyond_its_bound_is_too_large(broker: Broker, client: 
     """A push may inflate to INFLATE_FACTOR x telemetry.max.bytes (64 KiB here): a bomb within
     telemetry.max.bytes stops there, TELEMETRY_TOO_LARGE; a large honest push just inside is read."""
     limit = INFLATE_FACTOR * 4096
-    bomb = _snappy_claim(1 << 30) if codec == Compression.SNAPPY else compress(codec, bytes(2 * limit))
+    bomb = snappy_claim(1 << 30) if codec == Compression.SNAPPY else compress(codec, bytes(2 * limit))
     assert len(bomb) <= 4096
     answer = get(client)
     assert push(client, answer["client_instance_id"], answer["subscription_id"], bomb,
