@@ -65,7 +65,7 @@ import inspect
 import struct
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 from kafkapy.dataplane.fetch import cluster_endpoints
@@ -201,6 +201,18 @@ class ProduceHandler:
                     refusals[tp] = (ErrorCode.INVALID_TXN_STATE, None)
             return self._answer(ctx, body, None, refusals)
         return after()
+
+    def verified_here(self, transactional_id: str | None, producer_id: int, epoch: int,
+                      partitions: Collection[tuple[str, int]]) -> bool:
+        """Whether the transaction coordinator is this broker and finds every one of
+        ``partitions`` in the producer's transaction: the fast path from the frame may then append
+        a transaction's first batches itself (any refusal, and a coordinator elsewhere, are the
+        plain path's to answer)."""
+        verifier = self.verifier()
+        if verifier is None or transactional_id is None:
+            return False
+        found = verifier.verify_in_place(transactional_id, producer_id, epoch, partitions)
+        return found is not None and all(code == ErrorCode.NONE for code in found.values())
 
     def _unverified(self, ctx: RequestContext, body: Any) -> dict[tuple[str, int], tuple[int, int, Any]]:
         """The partitions of a transactional Produce that would be appended and whose producer has

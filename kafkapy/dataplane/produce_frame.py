@@ -17,8 +17,10 @@ Theory of operation
    when an authorizer is configured); a topic the topics view holds, led here, whose
    log and producer table exist and whose log has started the current leader epoch (the plain
    path makes them the first time); a transactional batch whose producer has an open
-   transaction in the partition (else, with ``transaction.partition.verification.enable``, the
-   plain path asks the transaction coordinator first, KIP-890).
+   transaction in the partition, or (``transaction.partition.verification.enable``, KIP-890)
+   whose transaction coordinator is this broker and finds the partition in the transaction
+   (``ProduceHandler.verified_here``); a refusal, or a coordinator elsewhere to ask, is the
+   plain path's.
 3. **Check** one RecordBatch read over the one copy of the records with
    ``clean_batch_max_timestamp``, every check ``validate_records`` makes.
 4. **Stamp** offsets and epoch in place (``stamp_batch``, which keeps the header read in step).
@@ -93,7 +95,7 @@ _NAMES_KEPT = 1024  # response heads kept per version, by topic name bytes (boun
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
-_PRODUCER_ID = struct.Struct(">q").unpack_from
+_PRODUCER = struct.Struct(">qh").unpack_from  # a v2 batch header's producer id and epoch
 _ACKS_AND_COUNT = struct.Struct(">h4xi").unpack_from  # acks, timeout (skipped), topic count
 _COUNT_I32 = struct.Struct(">ii").unpack_from  # partition count, partition index
 _SIZE = struct.Struct(">i").pack
@@ -166,6 +168,8 @@ class ProduceFromFrame:
             me = broker_id()
             now_ms = clock_ms()
             transactional_checked = False
+            unverified: list[tuple[str, int]] = []  # KIP-890: partitions to verify with the coordinator
+            unverified_producer = (-1, -1)
             planned: list[tuple[str, int, bytearray, RecordBatch, int, int, bool, SegmentedLog,
                                 ProducerStateManager]] = []
             for name, _, parts in topics:
@@ -205,9 +209,13 @@ class ProduceFromFrame:
                             or log.epochs.latest_epoch < epoch):
                         return None
                     if (frame[start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT
-                            and handler.verification_enabled
-                            and not state.in_transaction(_PRODUCER_ID(frame, start + V2_PRODUCER_ID_AT)[0])):
-                        return None  # a transaction's first batch here: verified on the plain path
+                            and handler.verification_enabled):
+                        producer = _PRODUCER(frame, start + V2_PRODUCER_ID_AT)
+                        if not state.in_transaction(producer[0]):  # the transaction's first batch here
+                            if unverified and producer != unverified_producer:
+                                return None  # two producers' first batches: the plain path's case
+                            unverified.append(key)
+                            unverified_producer = producer
                     data = bytearray(frame[start:stop] if stop - start < _COPY_SLICE_BELOW
                                      else memoryview(frame)[start:stop])
                     try:
@@ -219,6 +227,8 @@ class ProduceFromFrame:
                         return None
                     planned.append((name, index, data, batch, max_timestamp, epoch, log_append_time, log,
                                     state))
+            if unverified and not handler.verified_here(transactional_id, *unverified_producer, unverified):
+                return None  # refused, or a coordinator elsewhere to ask: the plain path's answer
             answered: list[bytes] = []
             for name, index, data, batch, max_timestamp, epoch, log_append_time, log, state in planned:
                 if log.closed:  # its dir failed under an earlier partition of this request
@@ -365,9 +375,11 @@ class ProduceFromFrame:
                 return None
 
             if (frame[records_start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT
-                    and handler.verification_enabled
-                    and not state.in_transaction(_PRODUCER_ID(frame, records_start + V2_PRODUCER_ID_AT)[0])):
-                return None  # a transaction's first batch here: verified with its coordinator (plain path)
+                    and handler.verification_enabled):
+                producer_id, producer_epoch = _PRODUCER(frame, records_start + V2_PRODUCER_ID_AT)
+                if not state.in_transaction(producer_id) and not handler.verified_here(
+                        transactional_id, producer_id, producer_epoch, (key,)):
+                    return None  # refused, or a coordinator elsewhere to ask: the plain path's answer
 
             # --- 3. check, 4. stamp, 5. producer state, 6. append (_check_stamp_append); answer ---
             now_ms = clock_ms()

@@ -51,3 +51,9 @@ class TransactionCoordinatorLocator(Protocol):
         CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE (no live coordinator),
         NETWORK_EXCEPTION (it could not be asked), or INVALID_TXN_STATE (it refused the broker)."""
         ...
+
+    def verify_in_place(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                        partitions: Collection[tuple[str, int]]) -> Verified | None:
+        """``verify_for_append``'s answer when this broker coordinates the id, else None (nothing
+        is sent): what a path that must not wait may use."""
+        ...

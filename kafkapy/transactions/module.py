@@ -306,19 +306,29 @@ class TransactionsModule(Module):
                           partitions: Collection[TopicPartition]) -> Verified | Awaitable[Verified]:
         """TRANSACTION_COORDINATOR: KIP-890's check before a transaction's first batch in a
         partition, in place when this broker coordinates the id, else asked of the coordinator."""
+        here = self.verify_in_place(transactional_id, producer_id, producer_epoch, partitions)
+        if here is not None:
+            return here
         leadership = self.services.cluster.leadership(TRANSACTION_STATE_TOPIC,
                                                       self.coordinator.partition_for(transactional_id))
         leader = NO_LEADER if leadership is None else leadership[0]
-        if leader == self.services.broker_id:
-            outage = self._outage(transactional_id)
-            if outage is not None:
-                return dict.fromkeys(partitions, outage)
-            codes = self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch,
-                                                       partitions)
-            return {tp: _as_verified(code) for tp, code in codes.items()}
         if all(broker.broker_id != leader for broker in self.services.cluster.brokers):
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return self._verify_remotely(leader, transactional_id, producer_id, producer_epoch, partitions)
+
+    def verify_in_place(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                        partitions: Collection[TopicPartition]) -> Verified | None:
+        """TRANSACTION_COORDINATOR: ``verify_for_append`` when this broker coordinates the id (what
+        Produce's fast path from the frame may use without waiting), else None, nothing asked."""
+        leadership = self.services.cluster.leadership(TRANSACTION_STATE_TOPIC,
+                                                      self.coordinator.partition_for(transactional_id))
+        if leadership is None or leadership[0] != self.services.broker_id:
+            return None
+        outage = self._outage(transactional_id)
+        if outage is not None:
+            return dict.fromkeys(partitions, outage)
+        codes = self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+        return {tp: _as_verified(code) for tp, code in codes.items()}
 
     async def _verify_remotely(self, broker_id: int, transactional_id: str, producer_id: int,
                                producer_epoch: int, partitions: Collection[TopicPartition]) -> Verified:

@@ -304,11 +304,33 @@ def _begin(broker: Broker, transactional_id: str, topic: str) -> tuple[int, int]
         return answer["producer_id"], answer["producer_epoch"]
 
 
-def test_a_transaction_s_first_batch_is_verified_on_the_plain_path() -> None:
+def _next_transaction(broker: Broker, transactional_id: str, producer: int, epoch: int, topic: str) -> None:
+    """The open transaction committed (EndTxn) and the next one begun with partition 0 of ``topic``
+    once the commit's markers are written."""
+    with SimpleClient(broker.bootstrap_servers) as client:
+        ended = client.request(ApiKey.END_TXN, 3, {"transactional_id": transactional_id,
+                                                  "producer_id": producer, "producer_epoch": epoch,
+                                                  "committed": True})
+        assert ended["error_code"] == ErrorCode.NONE
+
+        def added() -> bool:
+            answer = client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+                "v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+            [[result]] = [t["results_by_partition"] for t in answer["results_by_topic_v3_and_below"]]
+            code = result["partition_error_code"]
+            assert code in (ErrorCode.NONE, ErrorCode.CONCURRENT_TRANSACTIONS)
+            return bool(code == ErrorCode.NONE)
+        wait_until(added, timeout=10.0)
+
+
+def test_a_transaction_s_first_batch_is_verified_with_the_coordinator() -> None:
     """With KIP-890's verification on (the default), a transactional batch whose producer has no
-    open transaction in the partition is declined by the fast path: the plain path asks the
-    coordinator. The transaction's next batch is the common case, taken from the frame; a batch of
-    a transaction that does not hold the partition is refused alike by both brokers."""
+    open transaction in the partition is checked with the transaction coordinator first: in place
+    on the fast path when the coordinator is this broker and finds the partition in the transaction
+    (a transaction's first batch, every transaction), else on the plain path. A batch of a
+    transaction that does not hold the partition is refused alike by both brokers."""
     clock = VirtualClock(wall_start=WALL_START)
     config = {"auto.create.topics.enable": False, "cluster.id": "from-frame-verified",
               "transaction.state.log.num.partitions": 1}
@@ -342,6 +364,18 @@ def test_a_transaction_s_first_batch_is_verified_on_the_plain_path() -> None:
                 assert response["responses"][0]["partition_responses"][0]["error_code"] == expected
                 assert CountedPaths.answered == before + taken
                 sequence += topic == "t"
+        # A second transaction: its first batch in "t" is verified in place and taken from the frame.
+        for broker in (fast, plain):
+            _next_transaction(broker, "tx", producer, epoch, "t")
+        records = build_record_batch([{"value": b"a second transaction"}], producer_id=producer,
+                                     producer_epoch=epoch, is_transactional=True, base_sequence=sequence)
+        before = CountedPaths.answered
+        fast_answer, plain_answer = _exchange(fast, plain, _one_batch(13, 1, "tx", "t", records))
+        assert fast_answer == plain_answer
+        assert isinstance(plain_answer, bytes)
+        response = decode_response(plain_answer[4:], ApiKey.PRODUCE, 13).body
+        assert response["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.NONE
+        assert CountedPaths.answered == before + 1
         assert _state(fast) == _state(plain)
 
 
