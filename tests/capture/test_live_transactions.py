@@ -231,3 +231,47 @@ def test_marker_bytes_match_tshark(capture: tuple[Path, int, dict[str, Any]]) ->
     ours = {(r["control"]["type_id"], r["control"]["coordinator_epoch"]) for r in records if r["control"]}
     assert theirs and ours == theirs
     assert {t for t, _ in ours} == {0, 1}
+
+
+def test_spark_gives_the_same_batches_and_markers(capture: tuple[Path, int, dict[str, Any]]) -> None:
+    """read_captures and the decode_request UDF carry the same batch and control members as the
+    local decoder, on the same capture."""
+    pytest.importorskip("pyspark")
+    pytest.importorskip("pandas")
+    import os
+
+    from pyspark.sql import SparkSession
+
+    from kafkapy.capture import Frame, FrameReader
+    from kafkapy.spark import decode_request, read_captures
+
+    path, port, _ = capture
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    frames = [(e.body,) for e in FrameReader(path)
+              if isinstance(e, Frame) and e.from_client and not e.truncated]  # fmt: skip
+    try:
+        got = [r.asDict() for r in read_captures(spark, [str(path)], kafka_ports=[port]).collect()]
+        df = spark.createDataFrame(frames, "request binary")
+        udf_rows = df.select(decode_request("request").alias("r")).select("r.*").collect()
+    finally:
+        spark.stop()
+    want = list(decode_capture(str(path), kafka_ports=[port]))
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r["connection_id"], r["correlation_id"])
+
+    assert len(got) == len(want) > 0
+    for g, w in zip(sorted(got, key=key), sorted(want, key=key)):
+        assert (g["request"], g["response"]) == (w["request"], w["response"])
+    produce = ApiKey.PRODUCE
+    local = {(w["client_id"], w["correlation_id"]): w["request"] for w in want if w["api_key"] == produce}
+    udf = {(r["client_id"], r["correlation_id"]): r["body"] for r in udf_rows if r["api_key"] == produce}
+    assert local and udf == local
+    assert any('"transactional":true' in body for body in udf.values())
+    assert any('"type":"COMMIT"' in (w["response"] or "") for w in want)
