@@ -192,8 +192,9 @@ _ENCODERS: dict[bool, _BodyEncoder] = {}
 def to_json(value: Any, *, decode_records: bool = True) -> str:
     """A decoded body (or any value inside one) as compact JSON.
 
-    bytes -> base64; UUID -> str; Records -> a list of ``Record.to_dict()``
-    when ``decode_records``, else base64 of the raw batches.
+    bytes -> base64; UUID -> str; Records -> a list of ``Record.to_dict()``, each with its
+    batch's header and control marker (``records_json``), when ``decode_records``, else base64
+    of the raw batches.
     """
     encoder = _ENCODERS.get(decode_records)
     if encoder is None:

@@ -1,10 +1,16 @@
 """Records as JSON text, written straight from the batch bytes.
 
 A Fetch or Produce body is mostly records, so their JSON is the bulk of a
-decoded capture's output. The output equals ``json.dumps([r.to_dict() for r
-in records], separators=(",", ":"), ensure_ascii=False)``; records that do
-not decode give an object naming the error and holding the raw bytes, so no
-data is lost.
+decoded capture's output. The output equals ``json.dumps`` (compact, not
+ASCII-escaped) of each record's ``Record.to_dict()`` with two members added:
+``batch``, its batch's header fields (magic 2: the 61-byte header, the
+attribute bits by name, producer id and epoch, base sequence; magic 0/1:
+the message's offset, magic, attributes, codec and timestamp type), and ``control``, null except on a
+control batch's records, where it is the marker (type and coordinator
+epoch). Batch-level fields are what tell an idempotent or transactional
+producer's records, and a transaction's COMMIT/ABORT, from plain ones, and
+they cost one format per batch. Records that do not decode give an object
+naming the error and holding the raw bytes, so no data is lost.
 
 Theory of operation
 -------------------
@@ -43,6 +49,7 @@ from __future__ import annotations
 
 import binascii
 import json
+import struct
 from collections.abc import Callable, Iterable
 from json.encoder import encode_basestring
 
@@ -52,13 +59,17 @@ from kafkapy.protocol.records import (
     _V2_HEADER,
     _V2_HEADER_SIZE,
     _ZIGZAG,
+    CONTROL_BIT,
+    TRANSACTIONAL_BIT,
     LegacyBatch,
     Record,
+    RecordBatch,
     Records,
     _Corrupt,
     _flat,
     _varint_long,
     entry_end,
+    read_v2_records,
     v2_payload,
 )
 
@@ -66,13 +77,16 @@ __all__ = ["records_json", "records_json_at"]
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = TRANSACTIONAL_BIT
+_CONTROL_BIT = CONTROL_BIT
 _ZSTD = int(Compression.ZSTD)  # the highest codec id
 
 # One record, by header count (none, one, more); keyed and (with an empty key) keyless.
+# The last %b is the batch's part (``_v2_batch_text``), the same for every record of a batch.
 _KEYED: tuple[bytes, ...] = (
-    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[]}',
-    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[{"key":%b,"value":"%b"}]}',
-    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[%b]}',
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[]%b}',
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[{"key":%b,"value":"%b"}]%b}',
+    b'{"offset":%d,"timestamp":%d,"key":"%b","value":"%b","headers":[%b]%b}',
 )
 _KEYLESS: tuple[bytes, ...] = tuple(t.replace(b'"key":"%b"', b'"key":null%b', 1) for t in _KEYED)
 _HEADER = b'{"key":%b,"value":"%b"}'
@@ -93,10 +107,69 @@ def _header_text(key: str, value: bytes | None) -> str:
     return f'{{"key":{encode_basestring(key)},"value":{v}}}'
 
 
-def _format(records: Iterable[Record], append: Callable[[str], None]) -> None:
-    """Append each record's JSON: the second pass of the reference writer."""
+# Kafka's names (CompressionType, TimestampType, ControlRecordType), by id.
+_CODECS = tuple(str(c) for c in Compression)
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
+                  5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}  # fmt: skip
+_END_TXN = (0, 1)  # ABORT and COMMIT: the types whose value is an end-transaction marker
+_NOT_CONTROL = ',"control":null'
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_END_TXN_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+_BOOL = ("false", "true")
+
+
+def _v2_batch_text(
+    base_offset: int, leader_epoch: int, magic: int, attributes: int, producer_id: int,
+    producer_epoch: int, base_sequence: int,
+) -> str:  # fmt: skip
+    """The ``"batch"`` member of each record of a magic-2 batch: the header fields that tell whose
+    records these are and how they were sent, the attribute bits by name. Only the 61-byte header
+    is read, and formatted once per batch; the member is on every record, so it is kept to what
+    the records themselves cannot show (not the CRC, lengths, count or first/last timestamps)."""
+    return (
+        f',"batch":{{"base_offset":{base_offset},"partition_leader_epoch":{leader_epoch},"magic":{magic},'
+        f'"attributes":{attributes},"codec":"{_CODECS[attributes & _COMPRESSION_MASK]}",'
+        f'"timestamp_type":"{_TIMESTAMP_TYPES[(attributes & _TIMESTAMP_TYPE_BIT) >> 3]}",'
+        f'"transactional":{_BOOL[(attributes & _TRANSACTIONAL_BIT) >> 4]},'
+        f'"control":{_BOOL[(attributes & _CONTROL_BIT) >> 5]},"producer_id":{producer_id},'
+        f'"producer_epoch":{producer_epoch},"base_sequence":{base_sequence}}}'
+    )
+
+
+def _legacy_batch_text(batch: LegacyBatch) -> str:
+    """The ``"batch"`` member of each record of a magic 0/1 message (a compressed wrapper's, for
+    its inner messages): the message's own header fields."""
+    attributes = batch.attributes
+    kind = _TIMESTAMP_TYPES[(attributes & _TIMESTAMP_TYPE_BIT) >> 3] if batch.magic else "NoTimestampType"
+    return (
+        f',"batch":{{"offset":{batch.offset},"magic":{batch.magic},"attributes":{attributes},'
+        f'"codec":"{_CODECS[attributes & _COMPRESSION_MASK]}","timestamp_type":"{kind}"}}'
+    )
+
+
+def _control_text(key: bytes | None, value: bytes | None) -> str:
+    """A control record's ``"control"`` member: the marker its key and value encode (nulls for
+    what they are too short to hold), so a COMMIT or ABORT reads as one."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return ',"control":{"version":null,"type_id":null,"type":null,"coordinator_epoch":null}'
+    version, type_id = _CONTROL_KEY.unpack_from(key)
+    epoch = "null"
+    if type_id in _END_TXN and value is not None and len(value) >= _END_TXN_VALUE.size:
+        epoch = str(_END_TXN_VALUE.unpack_from(value)[1])
+    name = _CONTROL_TYPES.get(type_id, "UNKNOWN")
+    return (
+        f',"control":{{"version":{version},"type_id":{type_id},"type":"{name}",'
+        f'"coordinator_epoch":{epoch}}}'
+    )
+
+
+def _format(records: Iterable[Record], append: Callable[[str], None], batch: str, control: bool) -> None:
+    """Append each record's JSON, ``batch`` (its batch's member) and its control member closing
+    it: the second pass of the reference writer."""
     quote = encode_basestring
     b2a = binascii.b2a_base64
+    tail = batch + _NOT_CONTROL
     for r in records:
         ts, key, value, headers = r.timestamp, r.key, r.value, r.headers
         # key and value inline: they are the bulk of the calls
@@ -110,9 +183,11 @@ def _format(records: Iterable[Record], append: Callable[[str], None]) -> None:
             h = f'{{"key":{quote(hk)},"value":{hj}}}'
         else:
             h = ",".join([_header_text(hk, hv) for hk, hv in headers])
+        if control:
+            tail = batch + _control_text(key, value)
         append(
             f'{{"offset":{r.offset},"timestamp":{"null" if ts is None else ts},"key":{k},'
-            f'"value":{v},"headers":[{h}]}}'
+            f'"value":{v},"headers":[{h}]{tail}}}'
         )
 
 
@@ -120,7 +195,13 @@ def _records_json_reference(records: Records) -> str:
     """Decode to Record objects, then format them: the definition the fast path must equal."""
     parts: list[str] = []
     try:
-        _format(records.records(check_crc=False), parts.append)
+        for b in records.batches():
+            if isinstance(b, RecordBatch):
+                text = _v2_batch_text(b.base_offset, b.partition_leader_epoch, b.magic, b.attributes,
+                                      b.producer_id, b.producer_epoch, b.base_sequence)  # fmt: skip
+                _format(b.record_list(check_crc=False), parts.append, text, b.is_control)
+            else:
+                _format(b.record_list(check_crc=False), parts.append, _legacy_batch_text(b), False)
     except DecodeError as exc:
         return json.dumps(
             {"undecodable_records": _b64(bytes(records)), "error": str(exc)},
@@ -171,23 +252,33 @@ def _fused(data: bytes, pos: int, total: int) -> str | None:
         if end is None:
             break  # a partial trailing batch
         if data[pos + 16] == 2:
-            (base_offset, _, _, _, _, attributes, _, base_ts, max_ts, _, _, _, count) = (
-                _V2_HEADER.unpack_from(data, pos)
-            )
+            (base_offset, _, leader_epoch, magic, _, attributes, _, base_ts, max_ts, producer_id,
+             producer_epoch, base_sequence, count) = _V2_HEADER.unpack_from(data, pos)  # fmt: skip
             if attributes & _COMPRESSION_MASK > _ZSTD or count < 0:
                 return None
             # With log-append time the broker's stamp replaces every record's own.
             lat = max_ts if attributes & _TIMESTAMP_TYPE_BIT else None
-            if attributes & _COMPRESSION_MASK:
+            batch = _v2_batch_text(base_offset, leader_epoch, magic, attributes, producer_id, producer_epoch,
+                                   base_sequence)  # fmt: skip
+            if attributes & _CONTROL_BIT:  # markers, rare: read as the reference does, and decoded
                 payload, start, stop, _ = v2_payload(data, pos, end, attributes)
-                _v2_json(payload, start, stop, base_offset, base_ts, lat, count, parts)
+                texts: list[str] = []
+                records = read_v2_records(payload, start, stop, base_offset, base_ts, lat, count)
+                _format(records, texts.append, batch, True)
+                parts += [t.encode() for t in texts]
+            elif attributes & _COMPRESSION_MASK:
+                payload, start, stop, _ = v2_payload(data, pos, end, attributes)
+                tail = (batch + _NOT_CONTROL).encode()
+                _v2_json(payload, start, stop, base_offset, base_ts, lat, count, tail, parts)
             else:  # v2_payload's in-place answer for bytes, without the call: the common batch
-                _v2_json(data, pos + _V2_HEADER_SIZE, end, base_offset, base_ts, lat, count, parts)
+                tail = (batch + _NOT_CONTROL).encode()
+                _v2_json(data, pos + _V2_HEADER_SIZE, end, base_offset, base_ts, lat, count, tail, parts)
         else:
-            texts: list[str] = []
+            texts = []
             # LegacyBatch bounds itself by the end of its buffer: give it one that ends with the field.
             whole = data if total == len(data) else data[:total]
-            _format(LegacyBatch(whole, pos).record_list(check_crc=False), texts.append)
+            legacy = LegacyBatch(whole, pos)
+            _format(legacy.record_list(check_crc=False), texts.append, _legacy_batch_text(legacy), False)
             parts += [t.encode() for t in texts]
         pos = end
     return f"[{b','.join(parts).decode()}]"
@@ -220,9 +311,11 @@ def _v2_json(
     base_ts: int,
     lat: int | None,
     count: int,
+    batch: bytes,
     parts: list[bytes],
 ) -> None:
-    """Append the JSON of each record in ``data[pos:end]``; raise wherever ``_decode`` would.
+    """Append the JSON of each record in ``data[pos:end]``, ``batch`` (its batch's part) closing
+    each; raise wherever ``_decode`` would.
 
     The fast path's copy of :func:`~kafkapy.protocol.records.read_v2_records`'s reads, held equal
     to it by tests/protocol/test_records_json.py. Its bounds checks are
@@ -308,7 +401,7 @@ def _v2_json(
         else:
             n, pos = varint(data, pos, 5)
         if not n:
-            text = templates[0] % (offset, ts, key, value)
+            text = templates[0] % (offset, ts, key, value, batch)
         elif n == 1:
             n = z1[data[pos]]
             if n is not None:
@@ -336,7 +429,7 @@ def _v2_json(
                 nulls = True
             else:
                 raise _Corrupt("negative header value length", pos)
-            text = templates[1] % (offset, ts, key, value, quoted, hv)
+            text = templates[1] % (offset, ts, key, value, quoted, hv, batch)
         else:
             # Each header takes at least two bytes, which bounds a lying count.
             if n < 0 or n > (rec_end - pos) >> 1:
@@ -369,7 +462,7 @@ def _v2_json(
                 else:
                     raise _Corrupt("negative header value length", pos)
             headers = _HEADERS[count_h] if count_h < len(_HEADERS) else b",".join([_HEADER] * count_h)
-            text = templates[2] % (offset, ts, key, value, headers % tuple(pieces))
+            text = templates[2] % (offset, ts, key, value, headers % tuple(pieces), batch)
         if pos != rec_end:
             raise _Corrupt("record fields do not fill the record", pos)
         if nulls:

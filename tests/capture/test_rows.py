@@ -21,6 +21,7 @@ from kafkapy.capture import PcapWriter, TcpFlow
 from kafkapy.capture.rows import COLUMNS, STATUSES, decode_capture, rows_to_arrow, to_json
 from kafkapy.capture.summary import Summary
 from kafkapy.protocol import build_record_batch, encode_request, encode_response
+from tests.protocol.test_records_json import spec as records_spec
 
 CAPTURES = Path(__file__).resolve().parents[1] / "data" / "captures"
 CAPTURE_FILES = sorted(CAPTURES.glob("*.pcap"))
@@ -95,14 +96,16 @@ def test_to_json_types() -> None:
 
 
 def _reference_json(value: Any) -> str:
-    """to_json as json.dumps with Record.to_dict() would write it: what the direct writer must match."""
+    """to_json as json.dumps with Record.to_dict() (and the batch and control members records_json
+    adds, as tests/protocol/test_records_json.py defines them) would write it: what the direct
+    writer must match."""
     from kafkapy.protocol import Records
 
     def default(v: Any) -> Any:
         if isinstance(v, bytes):
             return base64.b64encode(v).decode("ascii")
-        if isinstance(v, Records):
-            return [r.to_dict() for r in v.records(check_crc=False)]
+        if isinstance(v, Records):  # each record's dict with its batch header and control marker
+            return json.loads(records_spec(v))
         if isinstance(v, uuid.UUID):
             return str(v)
         raise TypeError(v)
