@@ -46,6 +46,7 @@ from kafkapy.protocol.codec import body_fitter
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE, AllowAll, ResourceTypeAuthorizer
 from kafkapy.server.config import ConfigError, ConfigKey
+from kafkapy.server.conformance import conforms
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, ApiHandler, FromFrame, Module, RequestContext
 from kafkapy.server.services import (
@@ -416,7 +417,7 @@ class DataPlaneModule(Module):
         """Kafka's auto-creation for Metadata: per name, LEADER_NOT_AVAILABLE while it is being
         created (or was just made by someone else), or why it cannot be; {} when disabled."""
         creation = self.services.provider(TOPIC_CREATION, Module)
-        if not (self.services.config["auto.create.topics.enable"] and isinstance(creation, TopicCreation)
+        if not (self.services.config["auto.create.topics.enable"] and conforms(creation, TopicCreation)
                 and names):
             return {}
         results = await creation.create_topics_with_defaults(names)
@@ -462,7 +463,7 @@ class DataPlaneModule(Module):
         fit = body_fitter(ApiKey.INIT_PRODUCER_ID, "response", ctx.api_version)
         if request.body.get("transactional_id") is not None:
             coordinator = self.services.provider(TRANSACTIONAL_PRODUCERS, Module)
-            if isinstance(coordinator, TransactionalProducers):
+            if conforms(coordinator, TransactionalProducers):
                 return coordinator.init_transactional_producer(ctx, request)
             return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR,
                         "producer_id": NO_OFFSET, "producer_epoch": NO_PRODUCER_EPOCH})
@@ -494,7 +495,7 @@ class DataPlaneModule(Module):
             return True
         authorizer = self.services.authorizer
         conn = ctx.connection
-        return isinstance(authorizer, ResourceTypeAuthorizer) and authorizer.authorize_any(
+        return conforms(authorizer, ResourceTypeAuthorizer) and authorizer.authorize_any(
             conn.principal, conn.client_address[0], "WRITE", "TOPIC")
 
     def describe_producers(self, ctx: RequestContext, request: Request) -> Answer:

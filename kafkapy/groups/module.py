@@ -63,6 +63,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE, authorized_operations
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.conformance import conforms
 from kafkapy.server.coordinator_outages import (
     COORDINATOR_OUTAGES,
     CoordinatorOutageView,
@@ -597,7 +598,7 @@ class GroupsModule(Module):
         """Key type TRANSACTION: the transaction coordinator (TRANSACTION_COORDINATOR) names the
         broker; DESCRIBE on the TransactionalId first, as Kafka checks it."""
         locator = self.services.provider(TRANSACTION_COORDINATOR, Module)
-        if not isinstance(locator, TransactionCoordinatorLocator):
+        if not conforms(locator, TransactionCoordinatorLocator):
             return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                            "This broker runs no transaction coordinator.")
         if not self._allowed(ctx, "DESCRIBE", "TRANSACTIONAL_ID", key):
@@ -623,7 +624,7 @@ class GroupsModule(Module):
             return refused(ErrorCode.INVALID_REQUEST,
                            f"Key type SHARE needs FindCoordinator v{FIRST_SHARE_FIND_COORDINATOR_VERSION}.")
         locator = self.services.provider(SHARE_COORDINATOR, Module)
-        if not isinstance(locator, ShareCoordinatorLocator):
+        if not conforms(locator, ShareCoordinatorLocator):
             return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker runs no share coordinator.")
         if not self._allowed(ctx, "CLUSTER_ACTION", "CLUSTER", CLUSTER_RESOURCE):
             return refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)

@@ -56,6 +56,7 @@ from kafkapy.groups.records import GroupRecord, OffsetCommitKey, OffsetCommitVal
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.conformance import conforms
 from kafkapy.server.modules import Answer, RequestContext
 from kafkapy.server.txn_coordinator import TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TxnMarker
@@ -230,7 +231,7 @@ class TxnOffsetCommits:
     async def _verify(self, transactional_id: str, producer_id: int, epoch: int,
                       partition: Partition) -> ErrorCode:
         verifier = self._verifier()
-        if not isinstance(verifier, TransactionCoordinatorLocator):
+        if not conforms(verifier, TransactionCoordinatorLocator):
             return ErrorCode.NONE  # no transaction coordinator here to ask
         answered = verifier.verify_for_append(transactional_id, producer_id, epoch, [partition])
         codes = await answered if inspect.isawaitable(answered) else answered

@@ -26,6 +26,7 @@ from kafkapy.server.auth import (
     AllowAll,
     authorized_operations,
 )
+from kafkapy.server.conformance import conforms
 from kafkapy.server.modules import ApiHandler, EncodedResponse, Module, RequestContext
 from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import (
@@ -358,7 +359,7 @@ class CoreModule(Module):
         if not self.services.config.get("auto.create.topics.enable", True):  # Kafka's default
             return None
         creator = self.services.provider(AUTO_TOPIC_CREATION, Module)
-        return creator if isinstance(creator, AutoTopicCreation) else None
+        return creator if conforms(creator, AutoTopicCreation) else None
 
     def _allowed(self, ctx: RequestContext, operation: str, resource_type: str, name: str) -> bool:
         conn = ctx.connection
@@ -571,7 +572,7 @@ class CoreModule(Module):
         # counts (this broker's view, for every broker described: their dynamic cluster default is
         # the same, their own overrides and static settings are not known here).
         settings = self.services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
-        config = settings.broker_settings() if isinstance(settings, BrokerSettings) else self.services.config
+        config = settings.broker_settings() if conforms(settings, BrokerSettings) else self.services.config
         tags = {
             "broker.id": str(broker.broker_id),
             "broker.version": f"kafkapy-{kafkapy.__version__}",
