@@ -225,6 +225,13 @@ class Partitions:
         if logs.offline_partitions and (topic, partition) in logs.offline_partitions:
             raise storage_error(topic, partition)
 
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether ``check_online`` would refuse the partition (its log dir failed)."""
+        logs = self.home.logs
+        if logs.failures_reported:
+            self.handle_reported_failures()
+        return bool(logs.offline_partitions) and (topic, partition) in logs.offline_partitions
+
     def storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
         """Kafka's LogDirFailureChannel for an I/O error on ``topic-partition``'s log: its dir
         goes offline (its partitions' waiting fetches woken to answer so); answers the
