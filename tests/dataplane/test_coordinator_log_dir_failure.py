@@ -15,6 +15,7 @@ one of a directory opened read-only, so the append's write is refused (EBADF) an
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import uuid
@@ -26,8 +27,9 @@ import pytest
 
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.module import CoordinatorKeyType
+from kafkapy.groups.offsets_log import OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC, offsets_partition_for
 from kafkapy.log.segments import FileLog, FileSegment
 from kafkapy.protocol.api_keys import ApiKey
@@ -155,6 +157,31 @@ def test_an_offset_commit_the_disk_refuses_takes_the_dir_offline_and_resigns_the
         assert fetched(client, ok) == (ErrorCode.NONE, 3)
 
 
+def test_a_replay_the_disk_refuses_fails_the_dir_and_is_not_coordinator() -> None:
+    """A load's read (the group module loads what it leads as soon as it leads it, so a real
+    failure there cannot be timed from outside: this one is the log's) goes the same way."""
+    failed: list[tuple[str, int, OSError]] = []
+
+    class Unreadable:
+        log_start_offset, high_watermark = 0, 10
+
+        def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> Any:
+            raise OSError(errno.EIO, "Input/output error")
+
+    class Logs:
+        def leader_log(self, topic: str, partition: int) -> Any:
+            return Unreadable()
+
+        def storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
+            failed.append((topic, partition, exc))
+            return KafkaApiError(STORAGE, f"{topic}-{partition} is in an offline log dir")
+
+    with pytest.raises(KafkaApiError) as refused:
+        list(OffsetsTopicLog(Logs(), 2).replay(1))
+    assert refused.value.code == NOT_COORDINATOR
+    assert [(t, p, exc.errno) for t, p, exc in failed] == [(OFFSETS_TOPIC, 1, errno.EIO)]
+
+
 # --- the transaction coordinator: __transaction_state -----------------------------------------------
 
 def init_producer(client: SimpleClient, transactional_id: str) -> tuple[int, int]:
@@ -198,6 +225,26 @@ def test_a_transaction_state_write_the_disk_refuses_is_not_coordinator_and_the_d
         producer.commit_transaction(10)
         committed = broker.records("out", 0, isolation="read_committed")
         assert [r.value for r in committed] == [b"in a transaction"]
+
+
+def test_a_transaction_state_load_the_disk_refuses_is_not_coordinator(tmp_path: Path) -> None:
+    config, good, bad = two_dirs(tmp_path, **{"transaction.state.log.num.partitions": 2})
+    ids = keys_by_partition(lambda t: transaction_partition_for(t, 2), "txn")
+    store = MemoryStore()
+    with Broker(config, store=store) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        for transactional_id in ids.values():
+            wait_until(lambda t=transactional_id: find(client, t, CoordinatorKeyType.TRANSACTION)
+                       == ErrorCode.NONE, what="a coordinator")
+            assert init_producer(client, transactional_id) == (ErrorCode.NONE, 0)
+        ok, failing = placed(broker, TRANSACTION_STATE_TOPIC, ids, good, bad)
+    with Broker(config, store=store) as again, SimpleClient(again.bootstrap_servers) as client:
+        wait_until(lambda: again.runtime is not None
+                   and TRANSACTION_STATE_TOPIC in again.runtime.cluster.topics, what="the state topic")
+        break_log(again, TRANSACTION_STATE_TOPIC, transaction_partition_for(failing, 2), bad)
+        assert init_producer(client, failing)[0] == NOT_COORDINATOR  # its load's read is refused
+        assert partitions_of(again).logs.offline_dirs == {bad}
+        assert find(client, failing, CoordinatorKeyType.TRANSACTION) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert init_producer(client, ok) == (ErrorCode.NONE, 1)
 
 
 # --- the share coordinator: __share_group_state -----------------------------------------------------
