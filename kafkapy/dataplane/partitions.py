@@ -219,10 +219,7 @@ class Partitions:
     def check_online(self, topic: str, partition: int) -> None:
         """KAFKA_STORAGE_ERROR for a partition whose log dir failed (after handling the failures
         the background writer reported)."""
-        logs = self.home.logs
-        if logs.failures_reported:
-            self.handle_reported_failures()
-        if logs.offline_partitions and (topic, partition) in logs.offline_partitions:
+        if self.is_offline(topic, partition):
             raise storage_error(topic, partition)
 
     def is_offline(self, topic: str, partition: int) -> bool:
