@@ -219,11 +219,15 @@ class Partitions:
     def check_online(self, topic: str, partition: int) -> None:
         """KAFKA_STORAGE_ERROR for a partition whose log dir failed (after handling the failures
         the background writer reported)."""
+        if self.is_offline(topic, partition):
+            raise storage_error(topic, partition)
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether ``check_online`` would refuse the partition (its log dir failed)."""
         logs = self.home.logs
         if logs.failures_reported:
             self.handle_reported_failures()
-        if logs.offline_partitions and (topic, partition) in logs.offline_partitions:
-            raise storage_error(topic, partition)
+        return bool(logs.offline_partitions) and (topic, partition) in logs.offline_partitions
 
     def storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
         """Kafka's LogDirFailureChannel for an I/O error on ``topic-partition``'s log: its dir

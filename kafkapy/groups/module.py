@@ -77,6 +77,7 @@ from kafkapy.server.services import (
     PARTITION_LOGS,
     TOPIC_CREATION,
     BrokerServices,
+    PartitionLogs,
     PartitionLogsProvider,
 )
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR, ShareCoordinatorLocator
@@ -212,6 +213,8 @@ class GroupsModule(Module):
                              lambda delay, callback: services.loop.call_later(delay, callback),
                              services.wall_clock)
         self._own_log = group_log is None  # replaced by the offsets topic's log at start, if served
+        # The data plane's logs under that log: a partition whose log dir failed is resigned.
+        self._partition_logs: PartitionLogs | None = None
         self.zookeeper_offsets = ZooKeeperOffsets(  # OffsetCommit v0 and OffsetFetch v0
             services.store, self._allowed, self._partition_exists, config["offset.metadata.max.bytes"])
         self.coordinator = ClassicCoordinator(self.group_config, self.timers, self._persist,
@@ -280,7 +283,8 @@ class GroupsModule(Module):
         if self._own_log and isinstance(logs, PartitionLogsProvider):
             # __consumer_offsets itself: offsets and groups survive a restart with log.dirs
             config = self.services.config
-            self.group_log = OffsetsTopicLog(logs.partition_logs(), config["offsets.topic.num.partitions"],
+            self._partition_logs = logs.partition_logs()
+            self.group_log = OffsetsTopicLog(self._partition_logs, config["offsets.topic.num.partitions"],
                                              compression=config["offsets.topic.compression.codec"],
                                              clock_ms=self.timers.wall_ms)
 
@@ -322,9 +326,8 @@ class GroupsModule(Module):
         info = self.services.cluster.topics.get(OFFSETS_TOPIC)
         if info is None:
             return
-        me = self.services.broker_id
         for partition in info.partitions:
-            leads = self._offsets_leader(partition) == me
+            leads = self._leads(partition)
             if leads and partition not in self._partitions:
                 self._start_load(partition)
             elif not leads and partition in self._partitions:
@@ -416,6 +419,15 @@ class GroupsModule(Module):
         leadership = self.services.cluster.leadership(OFFSETS_TOPIC, partition)
         return NO_LEADER if leadership is None else leadership[0]
 
+    def _leads(self, partition: int) -> bool:
+        """This broker leads ``partition`` and its log is online: a partition whose log dir failed
+        is resigned at once (Kafka's controller moves its leadership away after the log dir
+        event, and the coordinator unloads it), its groups' clients told NOT_COORDINATOR."""
+        if self._offsets_leader(partition) != self.services.broker_id:
+            return False
+        logs = self._partition_logs
+        return logs is None or not logs.is_offline(OFFSETS_TOPIC, partition)
+
     def check_coordinator(self, group_id: str) -> None:
         """Returns if this broker coordinates ``group_id`` now; else KafkaApiError with
         NOT_COORDINATOR (another broker leads its partition, or none exists yet) or
@@ -429,7 +441,7 @@ class GroupsModule(Module):
     def _check_partition(self, group_id: str) -> None:
         """check_coordinator without the outages: this broker leads the group's partition, loaded."""
         partition = self.group_log.partition_for(group_id)
-        if self._offsets_leader(partition) != self.services.broker_id:
+        if not self._leads(partition):
             if partition in self._partitions:
                 self._unload(partition)
             raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
@@ -482,7 +494,7 @@ class GroupsModule(Module):
         """This broker leads the group's partition and has loaded it (inspection; no side effects,
         unlike check_coordinator)."""
         partition = self.group_log.partition_for(group_id)
-        return self._offsets_leader(partition) == self.services.broker_id and \
+        return self._leads(partition) and \
             self._partitions.get(partition) is _Load.LOADED
 
     def _start_load(self, partition: int) -> None:
@@ -587,6 +599,9 @@ class GroupsModule(Module):
         broker = next((b for b in self.services.cluster.brokers if b.broker_id == leader), None)
         endpoint = broker.endpoint(ctx.connection.listener) if broker is not None else None
         if leader == NO_LEADER or endpoint is None:
+            return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
+        if leader == self.services.broker_id and not self._leads(partition):
+            # its log dir failed here: no coordinator until leadership moves (docs/log.md)
             return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
         if leader == self.services.broker_id:
             self._start_load(partition)  # so the group is ready when its first request comes

@@ -26,7 +26,10 @@ stops the replay with a GroupRecordError naming the partition and offset.
 
 Errors are the coordinator's, mapped from the data plane's as Kafka's group coordinator maps
 them (GroupCoordinatorService): a partition that does not exist (yet) or cannot be written is
-COORDINATOR_NOT_AVAILABLE, one this broker does not lead is NOT_COORDINATOR.
+COORDINATOR_NOT_AVAILABLE, one this broker does not lead is NOT_COORDINATOR. An OSError from the
+log (an append or a replay's read) takes the partition's log dir offline as a Produce's does
+(``PartitionLogs.storage_failed``, KIP-112): KAFKA_STORAGE_ERROR, so NOT_COORDINATOR, and the group
+module resigns the partition (``PartitionLogs.is_offline``).
 """
 
 from __future__ import annotations
@@ -103,6 +106,12 @@ class OffsetsTopicLog:
         except KafkaApiError as exc:
             raise _as_coordinator_error(exc, partition) from None
 
+    def _storage_failed(self, partition: int, exc: OSError) -> KafkaApiError:
+        """The partition's log dir goes offline (as a Produce's OSError takes it); the coordinator's
+        error for it (KAFKA_STORAGE_ERROR is NOT_COORDINATOR)."""
+        failed = self._partitions.storage_failed(OFFSETS_TOPIC, partition, exc)
+        return _as_coordinator_error(failed, partition)
+
     async def append(self, group_id: str, records: Sequence[GroupRecord]) -> None:
         """One batch of ``records`` to the group's partition, durable (acks=all) when this returns."""
         self._append(group_id, records, None)
@@ -140,15 +149,20 @@ class OffsetsTopicLog:
             log.append(batch, now_ms=now, header=header)
         except KafkaApiError as exc:
             raise _as_coordinator_error(exc, partition) from None
-        except OSError as exc:  # the disk refused: Kafka's KAFKA_STORAGE_ERROR, so NOT_COORDINATOR
-            raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
-                                f"{OFFSETS_TOPIC}-{partition} cannot be written: {exc}") from None
+        except OSError as exc:  # the disk refused: its dir goes offline (so NOT_COORDINATOR)
+            raise self._storage_failed(partition, exc) from None
         self._partitions.appended(OFFSETS_TOPIC, partition)
 
     def replay(self, partition: int) -> Iterator[GroupRecord | OpenTxnRecords]:
         """Every record of ``partition`` up to its high watermark, in log order, tombstones
         included (later records win); transactional ones as the module docstring says."""
         log = self._leader_log(partition)
+        try:
+            yield from self._replayed(log, partition)
+        except OSError as exc:  # a read the disk refused: the load fails and the dir goes offline
+            raise self._storage_failed(partition, exc) from None
+
+    def _replayed(self, log: PartitionLog, partition: int) -> Iterator[GroupRecord | OpenTxnRecords]:
         offset, end = log.log_start_offset, log.high_watermark
         open_txns: dict[int, list[GroupRecord]] = {}
         while offset < end:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
 from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.server.wakeup import Wakeup
@@ -93,6 +93,11 @@ class PartitionLogs(Protocol):
     def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
         """The producer table of a partition this broker leads: a module appending a producer's
         batch itself (TxnOffsetCommit's) checks it here first, as Produce does."""
+    def storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
+        """An OSError met on the partition's log: its log dir goes offline (KIP-112) as for a
+        Produce; answers the KAFKA_STORAGE_ERROR to map to the caller's own error."""
+    def is_offline(self, topic: str, partition: int) -> bool:
+        """Whether the partition's log is in a log dir that failed (a coordinator resigns it)."""
 
 
 @runtime_checkable

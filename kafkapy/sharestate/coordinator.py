@@ -15,7 +15,9 @@ Then the shard (``state.ShareStateShard``) decides, the record goes to the log a
 batch of one uncompressed record (as the transaction coordinator writes its own), and only then is
 it replayed into the shard: a failed append changes nothing. Append errors are mapped to the
 coordinator's, as Kafka's CoordinatorRuntime maps them (NOT_LEADER_OR_FOLLOWER is NOT_COORDINATOR, a
-missing partition COORDINATOR_NOT_AVAILABLE).
+missing partition COORDINATOR_NOT_AVAILABLE). An OSError from the log takes the partition's log dir
+offline as a Produce's does (KIP-112): KAFKA_STORAGE_ERROR, so NOT_COORDINATOR, and the partition
+is not led here any more (the module's ``leader_epoch`` says None for it).
 """
 
 from __future__ import annotations
@@ -60,8 +62,11 @@ class ShareCoordinator:
     def __init__(self, leader_log: Callable[[str, int], PartitionLog],
                  leader_epoch: Callable[[int], int | None], partition_count: Callable[[], int],
                  snapshot_every: int, now_ms: Callable[[], int],
-                 appended: Callable[[str, int], None] = lambda topic, partition: None) -> None:
+                 appended: Callable[[str, int], None] = lambda topic, partition: None,
+                 storage_failed: Callable[[str, int, OSError], KafkaApiError] | None = None) -> None:
         self._leader_log = leader_log
+        # An OSError on a state partition's log: its dir goes offline (PartitionLogs.storage_failed)
+        self._on_storage_failure = storage_failed
         self._leader_epoch = leader_epoch  # of a state partition led here; None when not led here
         self._partition_count = partition_count
         self._now_ms = now_ms
@@ -124,9 +129,13 @@ class ShareCoordinator:
     def _load(self, partition: int, epoch: int) -> None:
         self._unload(partition)
         loaded = 0
-        for record in self._replay(partition):
-            self.shard.replay(record)
-            loaded += 1
+        try:
+            for record in self._replay(partition):
+                self.shard.replay(record)
+                loaded += 1
+        except OSError as exc:  # a read the disk refused: the dir goes offline, nothing is half-loaded
+            self.shard.forget(k for k in self.shard.states if self.partition_for(k) == partition)
+            raise _as_coordinator_error(self._storage_failed(SHARE_STATE_TOPIC, partition, exc)) from None
         self._loaded[partition] = epoch
         log.info("loaded %s-%d (%d records) under leader epoch %d", SHARE_STATE_TOPIC, partition, loaded,
                  epoch)
@@ -163,11 +172,15 @@ class ShareCoordinator:
             target.append(batch, header=RecordBatch(batch))
         except KafkaApiError as exc:
             raise _as_coordinator_error(exc) from None
-        except OSError as exc:  # the disk refused: Kafka's KAFKA_STORAGE_ERROR, so NOT_COORDINATOR
-            raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
-                                f"{SHARE_STATE_TOPIC}-{partition}: {exc}") from None
+        except OSError as exc:  # the disk refused: its dir goes offline (so NOT_COORDINATOR)
+            raise _as_coordinator_error(self._storage_failed(SHARE_STATE_TOPIC, partition, exc)) from None
         self._appended(SHARE_STATE_TOPIC, partition)
         self.shard.replay(record)
+
+    def _storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
+        if self._on_storage_failure is not None:
+            return self._on_storage_failure(topic, partition, exc)
+        return KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition}: {exc}")
 
     def _log(self, partition: int) -> PartitionLog:
         try:

@@ -112,7 +112,8 @@ class ShareCoordinatorModule(Module):
         self.coordinator = ShareCoordinator(
             leader_log=self._leader_log, leader_epoch=self._led_epoch, partition_count=self._partition_count,
             snapshot_every=services.config["share.coordinator.snapshot.update.records.per.snapshot"],
-            now_ms=lambda: int(services.wall_clock() * 1000), appended=self._appended)
+            now_ms=lambda: int(services.wall_clock() * 1000), appended=self._appended,
+            storage_failed=self._storage_failed)
         self._channel = BrokerChannel(
             lambda: services.cluster.brokers, lambda: services.inter_broker_listener,
             client_id="kafkapy-share-partition-leader")
@@ -144,6 +145,9 @@ class ShareCoordinatorModule(Module):
     def _appended(self, topic: str, partition: int) -> None:
         self._partition_logs().appended(topic, partition)
 
+    def _storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
+        return self._partition_logs().storage_failed(topic, partition, exc)
+
     def _partition_count(self) -> int:
         """The topic's own count once it exists (Kafka reads it from metadata), the config before."""
         info = self.services.cluster.topics.get(SHARE_STATE_TOPIC)
@@ -162,6 +166,8 @@ class ShareCoordinatorModule(Module):
         leadership = self.services.cluster.leadership(SHARE_STATE_TOPIC, partition)
         if leadership is None or leadership[0] != self.services.broker_id:
             return None
+        if self._partition_logs().is_offline(SHARE_STATE_TOPIC, partition):
+            return None  # its log dir failed: resigned, as after Kafka's log dir event
         return leadership[1]
 
     def _locate(self, key: SharePartitionKey) -> int | None:
@@ -193,6 +199,8 @@ class ShareCoordinatorModule(Module):
         live = {broker.broker_id: broker for broker in cluster.brokers}
         if leader not in live:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if leader == self.services.broker_id and self._led_epoch(partition) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None  # its log dir failed here (docs/log.md)
         return ErrorCode.NONE, live[leader]
 
     async def ensure_state_topic(self) -> bool:

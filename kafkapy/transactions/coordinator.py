@@ -180,7 +180,12 @@ class TransactionCoordinator:
     def _load(self, partition: int) -> dict[str, TxnMetadata]:
         """Replay the partition; transactions left in PREPARE_* get their markers sent again."""
         self._loaded_epochs[partition] = self.leader_epoch(partition)
-        ids = self._loaded[partition] = self.state_log.replay(partition)
+        try:
+            ids = self._loaded[partition] = self.state_log.replay(partition)
+        except KafkaApiError as exc:  # unreadable (its log dir failed, say): not loaded, not led here
+            self._loaded.pop(partition, None)
+            self._loaded_epochs.pop(partition, None)
+            raise _Refused(APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
         for metadata in ids.values():
             if metadata.state.is_completing:
                 self._spawn(self._finish(metadata))
@@ -193,7 +198,10 @@ class TransactionCoordinator:
                 del self._loaded[partition]
                 continue
             if self._loaded_epochs.get(partition) != self.leader_epoch(partition):
-                self._load(partition)
+                try:
+                    self._load(partition)
+                except (_Refused, KafkaApiError):
+                    continue
             yield from list(self._loaded[partition].values())
 
     def load_led_partitions(self) -> None:
@@ -202,7 +210,7 @@ class TransactionCoordinator:
             if partition not in self._loaded and self.leads(partition):
                 try:
                     self._load(partition)
-                except KafkaApiError:
+                except (_Refused, KafkaApiError):
                     continue
 
     def get(self, transactional_id: str) -> TxnMetadata | None:

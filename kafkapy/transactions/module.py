@@ -137,7 +137,7 @@ class TransactionsModule(Module):
                                        lambda: services.inter_broker_listener, "kafkapy-txn-verifier")
         self.coordinator = TransactionCoordinator(
             state_log=TopicStateLog(self._leader_log, self.now_ms, self._appended,
-                                    leader_epoch=self._leader_epoch),
+                                    leader_epoch=self._leader_epoch, storage_failed=self._storage_failed),
             send_markers=self._send_markers,
             new_producer_id=self._new_producer_id,
             now_ms=self.now_ms,
@@ -205,6 +205,9 @@ class TransactionsModule(Module):
     def _appended(self, topic: str, partition: int) -> None:
         self._partition_logs().appended(topic, partition)
 
+    def _storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
+        return self._partition_logs().storage_failed(topic, partition, exc)
+
     def _leader_of(self, topic: str, partition: int) -> int:
         """By the topics view, with the rule Metadata answers with; KafkaApiError for an unknown one."""
         leadership = self.services.cluster.leadership(topic, partition)
@@ -225,8 +228,12 @@ class TransactionsModule(Module):
         return 0 if leadership is None else leadership[1]
 
     def _leads(self, partition: int) -> bool:
+        """This broker leads ``partition`` and its log is online: one whose log dir failed is
+        resigned (its ids unloaded, NOT_COORDINATOR), as after Kafka's log dir event."""
         try:
-            return self._leader_of(TRANSACTION_STATE_TOPIC, partition) == self.services.broker_id
+            if self._leader_of(TRANSACTION_STATE_TOPIC, partition) != self.services.broker_id:
+                return False
+            return not self._partition_logs().is_offline(TRANSACTION_STATE_TOPIC, partition)
         except KafkaApiError:
             return False
 
@@ -295,6 +302,8 @@ class TransactionsModule(Module):
         leader = NO_LEADER if leadership is None else leadership[0]
         if leader not in live:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        if leader == self.services.broker_id and not self._leads(partition):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None  # its log dir failed here (docs/log.md)
         return ErrorCode.NONE, live[leader]
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
