@@ -100,8 +100,7 @@ def test_a_client_on_ipv6_is_matched_by_its_address_as_java_writes_it(
                                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,V6:PLAINTEXT"})
     broker.set_client_metrics("v6", metrics=["org.apache.kafka.producer."], interval_ms=200,
                               match=["client_source_address=0:0:0:0:0:0:0:1"])
-    port = broker.listeners["V6"].rsplit(":", 1)[1]
-    producer = Producer({"bootstrap.servers": f"[::1]:{port}", "client.id": "v6-producer"})
+    producer = Producer({"bootstrap.servers": broker.listeners["V6"], "client.id": "v6-producer"})
     producer.produce("over-v6", b"x")
     assert producer.flush(TIMEOUT_S) == 0
     pushes = broker.wait_for_sync(lambda: broker.telemetry(client_id="v6-producer"))
