@@ -159,6 +159,11 @@ class BrokerLogs:
         return self._broker.call_on_loop(lambda m: m.compact(now_ms))
 
 
+def _host_port(host: str, port: int) -> str:
+    """A bootstrap address as clients parse it: an IPv6 host in brackets (a zone kept inside)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _group_settings_agree(values: Mapping[str, Any]) -> bool:
     try:
         check_broker_group_settings(values)
@@ -453,9 +458,11 @@ class Broker:
 
     @property
     def listeners(self) -> dict[str, str]:
-        """Listener name to the "host:port" clients should use (the advertised endpoint)."""
+        """Listener name to the "host:port" clients should use (the advertised endpoint). An IPv6
+        host is bracketed (``[::1]:9092``), as Kafka's listener syntax writes it and clients
+        (librdkafka, the Java client) parse it: ``::1:9092`` is no address to them."""
         runtime = self._running()
-        return {b.name: f"{b.advertised_host}:{b.advertised_port}" for b in runtime.listeners}
+        return {b.name: _host_port(b.advertised_host, b.advertised_port) for b in runtime.listeners}
 
     @property
     def bootstrap_servers(self) -> str:

@@ -17,6 +17,7 @@ import struct
 from collections.abc import Container, Iterable, Iterator
 from typing import BinaryIO, Literal, NamedTuple, Protocol, cast
 
+from kafkapy.capture.events import Unframed
 from kafkapy.capture.frames import Frame, FrameEvent, FrameReader
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, ConnectionClosed
 from kafkapy.errors import DecodeError
@@ -115,6 +116,10 @@ class Exchange(NamedTuple):
     # "idle", "reused"), or None when the capture simply stops first. A client that hangs up with
     # requests in flight is normal (librdkafka drops its bootstrap connection so), not a loss.
     ended_by: str | None = None
+    # Unanswered requests only: bytes the capture lost from the server's stream after the
+    # request was sent, as (stream offset, byte count) of the latest such gap: the response may
+    # have been among them. None when no loss is proven there.
+    lost_after: tuple[int, int] | None = None
 
     @property
     def api_key(self) -> int | None:
@@ -183,6 +188,17 @@ class Pairer:
         self._extra: dict[int, int] = {}
         # per connection id: correlation id -> server-initiated request awaiting the client's answer
         self._server_pending: dict[int, dict[int, _Pending]] = {}
+        # per (connection id, from the client?): the latest bytes lost from that stream, as
+        # (capture time they were found missing, stream offset, byte count) (``lost``)
+        self._lost: dict[tuple[int, bool], tuple[float, int, int]] = {}
+
+    def lost(self, event: Unframed) -> None:
+        """Note stream bytes the capture does not have: they may have held the answer to a
+        request sent the other way before they were found missing, which then says so when it
+        is given up (``Exchange.lost_after``)."""
+        conn = event.conn
+        if event.reason == "missing" and event.length:
+            self._lost[(conn.id, conn.from_client(event.side))] = (event.ts, event.offset, event.length)
 
     def feed(self, event: FrameEvent) -> list[Exchange]:
         out: list[Exchange] = []
@@ -199,7 +215,12 @@ class Pairer:
             out.extend(
                 self._unanswered(p, ended_by) for p in self._server_pending.pop(event.conn.id, {}).values()
             )
+            if self._lost:
+                self._lost.pop((event.conn.id, False), None)
+                self._lost.pop((event.conn.id, True), None)
             out.sort(key=lambda x: x.request_frame.offset if x.request_frame else 0)
+        elif isinstance(event, Unframed):
+            self.lost(event)
         return out
 
     def finish(self) -> list[Exchange]:
@@ -212,6 +233,7 @@ class Pairer:
         self._pending.clear()
         self._extra.clear()
         self._server_pending.clear()
+        self._lost.clear()
         return out
 
     def add_request(self, frame: Frame, out: list[Exchange]) -> None:
@@ -389,19 +411,25 @@ class Pairer:
                 status = _status(request_frame, error, frame, response_error)
         # Exchange's fields in full, without its Python-level __new__ (a tenth of the exchange's cost)
         return _new_tuple(Exchange, (frame.conn, status, request_frame, frame, header, request, response,
-                                     error, response_error, paired_by, None))  # fmt: skip
+                                     error, response_error, paired_by, None, None))  # fmt: skip
 
-    @staticmethod
-    def _unanswered(req: _Pending, ended_by: str | None = None) -> Exchange:
+    def _unanswered(self, req: _Pending, ended_by: str | None = None) -> Exchange:
         request_frame, header, request, error, _, _ = req
         status: ExchangeStatus = "no_response"
         if error is not None:
             status = "truncated" if request_frame.truncated or error.truncated else "error"
         elif request is None and request_frame.truncated:
             status = "truncated"  # decoded as far as its header only, which the cut spared
+        lost_after = None
+        if self._lost:
+            # the stream the answer travels on: the server's, or the client's for a server-initiated one
+            lost = self._lost.get((request_frame.conn.id, not request_frame.from_client))
+            # found missing after the request's last byte went out: they may have been sent after it
+            if lost is not None and lost[0] >= request_frame.end_ts:
+                lost_after = lost[1:]
         return Exchange(
             request_frame.conn, status, request_frame, None, header, request, None, error,
-            ended_by=ended_by,
+            ended_by=ended_by, lost_after=lost_after,
         )  # fmt: skip
 
 

@@ -273,8 +273,15 @@ def _reason(x: Exchange) -> str | None:
         return "the broker answered with only a correlation id (unknown or unsupported request)"
     if status == "no_response":
         if x.ended_by is not None:
-            return f"the connection ended ({_ENDINGS.get(x.ended_by, x.ended_by)}) before a response"
-        return "no response in the capture"
+            said = f"the connection ended ({_ENDINGS.get(x.ended_by, x.ended_by)}) before a response"
+        else:
+            said = "no response in the capture"
+        if x.lost_after is not None:
+            offset, length = x.lost_after
+            side = "client" if x.server_initiated else "server"
+            said += (f"; the capture lost {length} bytes of the {side} stream (at offset {offset}) after "
+                     "the request: the response may have been among them")
+        return said
     if status == "orphan_response":
         return "response to a request the capture does not have"
     parts: list[str] = []
@@ -345,7 +352,7 @@ def exchange_values(
 
 def _values(x: Exchange, capture: str | None, decode_records: bool) -> tuple[Any, ...]:
     conn: Connection
-    conn, status, request_frame, response_frame, header, request, response, _, _, _, _ = x  # one unpacking
+    conn, status, request_frame, response_frame, header, request, response, _, _, _, _, _ = x  # one unpacking
     first = request_frame or response_frame
     texts = _CONN_TEXTS.get(conn.id)
     if texts is None or texts[0] is not conn.endpoints:
@@ -508,6 +515,7 @@ def decode_capture_values(
                 # length None: joined mid-stream, a gap before the first byte (not news); bytes
                 # missing once the file was cut are the cut, reported by the row below instead
                 if event.reason == "missing" and event.length is not None and not _file_cut(reader):
+                    pairer.lost(event)
                     yield gap_values(event, capture=capture)
             else:
                 for x in feed(event):

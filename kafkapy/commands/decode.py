@@ -14,8 +14,9 @@ from kafkapy.capture.summary import Summary
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
 
 STDIN = "-"
+# ``reason`` last: it is "-" for ok rows, and a sentence (wrapped within its column) for the others.
 _TABLE_COLUMNS = ("ts", "src", "dst", "api_name", "api_version", "correlation_id", "client_id",
-                  "error_code", "latency_ms", "status")
+                  "error_code", "latency_ms", "status", "reason")
 
 
 def register(subparsers: Any) -> None:
@@ -247,6 +248,7 @@ def _write_text(rows: Iterator[Row], out: TextIO, fmt: str) -> int:
 # Columns wider than this fold onto more lines instead of widening the table: a long client id
 # (librdkafka's default embeds the whole program name) must not push the others out of view.
 _CELL_MAX_WIDTH = 40
+_REASON_MAX_WIDTH = 60  # the reason is prose: wrapped at words within this width
 
 # rich's box.SIMPLE_HEAD drawn in ASCII: eight rows of four characters (rich.box.Box's layout),
 # blank but for the rule under the header.
@@ -291,8 +293,8 @@ def _write_table(rows: Iterator[Row], out: TextIO) -> int:
     table = Table(box=rule, show_edge=False, pad_edge=False, highlight=False)
     for name in _TABLE_COLUMNS:
         numeric = name in ("api_version", "correlation_id", "error_code", "latency_ms")
-        table.add_column(name, justify="right" if numeric else "left", max_width=_CELL_MAX_WIDTH,
-                         overflow="fold")
+        width = _REASON_MAX_WIDTH if name == "reason" else _CELL_MAX_WIDTH
+        table.add_column(name, justify="right" if numeric else "left", max_width=width, overflow="fold")
     count = 0
     for row in rows:
         table.add_row(*(Text(cell) for cell in table_cells(row)))  # Text: a "[" in a client id is no markup

@@ -89,6 +89,10 @@ class ConnectionInfo:
     broker_address: tuple[str, int]
     principal: str = "User:ANONYMOUS"
     attributes: dict[str, Any] = attrs.field(factory=dict)  # per-module state
+    # Kafka's ClientInformation of the channel: the software name and version the client's last
+    # valid ApiVersions declared (v3+; before v3, or with no ApiVersions yet, "unknown" both).
+    # The dispatcher keeps it, memo replays included (kafkapy.server.dispatch).
+    client_software: tuple[str, str] = ("unknown", "unknown")
 
 
 @functools.lru_cache(maxsize=1024)

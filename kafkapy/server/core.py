@@ -41,7 +41,8 @@ from kafkapy.server.services import (
 )
 from kafkapy.store.base import BrokerRegistration, PartitionStates, TopicInfo, topic_name_problem
 
-__all__ = ["INTERNAL_TOPICS", "PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule"]
+__all__ = ["INTERNAL_TOPICS", "PROTOCOL_HISTORY", "PROTOCOL_VERSION", "PROTOCOL_VERSION_MIN", "CoreModule",
+           "client_information", "valid_client_software"]
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,19 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 def valid_client_software(name: str, version: str) -> bool:
     """Kafka's ApiVersionsRequest.isValid for v3+: both match the pattern, else INVALID_REQUEST."""
     return bool(_SOFTWARE.fullmatch(name) and _SOFTWARE.fullmatch(version))  # Java's whole-string matches()
+
+
+UNKNOWN_SOFTWARE: Final = "unknown"  # Kafka's ClientInformation.UNKNOWN_NAME_OR_VERSION
+
+
+def client_information(api_version: int, body: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The (software name, version) an ApiVersions request gives its connection, as Kafka's
+    SocketServer registers its ClientInformation: None when the request is not valid (refused,
+    the connection's stays), "unknown" for what it does not name (v0-v2 name nothing)."""
+    name, version = body.get("client_software_name") or "", body.get("client_software_version") or ""
+    if api_version >= 3 and not valid_client_software(name, version):
+        return None
+    return name or UNKNOWN_SOFTWARE, version or UNKNOWN_SOFTWARE
 
 COMPRESSION_CODECS = "1=gzip,2=snappy,3=lz4,4=zstd"
 MESSAGE_FORMATS = "v0,v1,v2"

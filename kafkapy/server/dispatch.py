@@ -53,6 +53,7 @@ from kafkapy.protocol.schema import Body
 from kafkapy.protocol.versions import NONE as NO_VERSIONS
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
+from kafkapy.server.core import client_information
 from kafkapy.server.eager import start as eager_start
 from kafkapy.server.eager import stepped as eager_step
 from kafkapy.server.framing import ReceivedFrame
@@ -77,6 +78,7 @@ __all__ = ["API_VERSIONS_FALLBACK_MAX", "Dispatcher", "Frame"]
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+_API_VERSIONS = int(ApiKey.API_VERSIONS)  # compared on every request: a plain int compares fastest
 _CORRELATION = _SIZE
 _SIZE_CORRELATION = struct.Struct(">ii")
 _CoroutineType = types.CoroutineType
@@ -248,10 +250,12 @@ class Dispatcher:
                 table = tables.get(prefix)
                 if table is not None:
                     answer = table.get(frame[8:])
-                    if answer is not None:  # (size prefix, answer after the correlation id)
+                    if answer is not None:  # (size prefix, answer after the correlation id, software)
                         out.append(answer[0])
                         out.append(frame[4:8])
                         out.append(answer[1])
+                        if answer[2] is not None:  # AnswerMemo.replay's client software, inline
+                            conn.client_software = answer[2]
                         continue
             else:
                 prefix = bytes(frame[:4])
@@ -301,6 +305,11 @@ class Dispatcher:
         except DecodeError as exc:
             self._unparsable(conn, api_key, api_version, exc)
         correlation_id = request.correlation_id
+        software = None
+        if api_key == _API_VERSIONS:  # as Kafka's SocketServer, before any handler sees it
+            software = client_information(api_version, request.body)
+            if software is not None:
+                conn.client_software = software
         if observers.active:
             observers.record_request(request.body, conn, api_key, api_version, correlation_id)
         # A null client id (or none, header v0) is the empty one, as Kafka's RequestHeader.parse has it.
@@ -330,7 +339,7 @@ class Dispatcher:
             out.append(_SIZE.pack(len(response)))
             out.append(response)
             if memo is not None:
-                AnswerMemo.remember(memo, frame, response)
+                AnswerMemo.remember(memo, frame, response, software)
         return None
 
     def _route(self, conn: ConnectionInfo, frame: bytes, out: list[Chunk]) -> _Plan | None:

@@ -232,7 +232,8 @@ class TelemetryModule(Module):
         if instance is None or instance.subscriptions_version != self._subscriptions_version:
             address, port = ctx.connection.client_address[:2]
             attributes = (instance.attributes if instance is not None else
-                          ClientAttributes(instance_id, ctx.client_id, java_host_address(address), port))
+                          ClientAttributes(instance_id, ctx.client_id, java_host_address(address), port,
+                                           *ctx.connection.client_software))
             metrics, interval_ms, subscription_id = effective_subscription(self.subscriptions.values(),
                                                                            attributes)
             instance = _Instance(attributes, self._subscriptions_version, metrics, interval_ms,

@@ -35,9 +35,6 @@ CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION = "client_software_name", "client_
 CLIENT_SOURCE_ADDRESS, CLIENT_SOURCE_PORT = "client_source_address", "client_source_port"
 MATCH_ATTRIBUTES = frozenset({CLIENT_INSTANCE_ID, CLIENT_ID, CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION,
                               CLIENT_SOURCE_ADDRESS, CLIENT_SOURCE_PORT})
-# kafkapy answers ApiVersions from a memo by request bytes, without reading the client's software
-# name and version, so it cannot match on them: a subscription that asks is refused, not ignored.
-UNMATCHABLE = frozenset({CLIENT_SOFTWARE_NAME, CLIENT_SOFTWARE_VERSION})
 
 
 class SubscriptionError(ValueError):
@@ -69,11 +66,17 @@ class ClientAttributes:
     client_id: str | None
     client_source_address: str
     client_source_port: int
+    # What the connection's ApiVersions v3+ declared (ConnectionInfo.client_software): "unknown"
+    # when it declared nothing, as Kafka's ClientInformation has it.
+    client_software_name: str = "unknown"
+    client_software_version: str = "unknown"
 
     def values(self) -> dict[str, str | None]:
         """The attributes as strings, as Kafka matches them: the instance id as Kafka's Uuid
         prints it (URL-safe base64, 22 characters), as clients show it."""
         return {CLIENT_INSTANCE_ID: encode_uuid(self.client_instance_id), CLIENT_ID: self.client_id,
+                CLIENT_SOFTWARE_NAME: self.client_software_name,
+                CLIENT_SOFTWARE_VERSION: self.client_software_version,
                 CLIENT_SOURCE_ADDRESS: self.client_source_address,
                 CLIENT_SOURCE_PORT: str(self.client_source_port)}
 
@@ -137,9 +140,6 @@ def parse_subscription(name: str, config: Mapping[str, str]) -> Subscription:
         attribute = parts[0].strip(_JAVA_TRIMMED)
         if len(parts) != 2 or attribute not in MATCH_ATTRIBUTES:
             raise SubscriptionError(f"Illegal client matching pattern: {item}", ErrorCode.INVALID_CONFIG)
-        if attribute in UNMATCHABLE:
-            raise SubscriptionError(f"kafkapy cannot match on {attribute} (it does not keep the software "
-                                    f"clients declare in ApiVersions): {item}", ErrorCode.INVALID_CONFIG)
         try:
             match[attribute] = compile_java(parts[1].strip(_JAVA_TRIMMED), fallback=False)
         except PatternError:

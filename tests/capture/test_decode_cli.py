@@ -57,7 +57,71 @@ def test_table_format(capsys: pytest.CaptureFixture[str]) -> None:
     assert out[0].split()[:4] == ["ts", "src", "dst", "api_name"]
     assert set(out[1]) == {"-"} and len(out[1]) == len(out[0])
     assert out[2].split() == ["2016-11-17T21:06:37.793608Z", "127.0.0.1:34128", "127.0.1.1:9092", "Produce",
-                              "2", "1", "console-producer", "-", "16.107", "ok"]
+                              "2", "1", "console-producer", "-", "16.107", "ok", "-"]
+
+
+def test_table_rows_not_ok_say_why(tmp_path: Path) -> None:
+    """The table's last column is the row's ``reason``, as jsonl and parquet carry it: a TLS
+    connection skipped, a gap, a truncated frame say so, not only their status."""
+    from kafkapy.capture import PcapWriter, TcpFlow
+    from kafkapy.protocol import encode_request, encode_response
+
+    buf = io.BytesIO()
+    writer = PcapWriter(buf, snaplen=100)
+    tls = TcpFlow(("10.0.0.1", 40001), ("10.0.0.2", 9093))
+    plain = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9092))
+    ts = 1_700_000_000.0
+    for flow in (tls, plain):
+        for t, pkt in flow.handshake(ts):
+            writer.write(pkt, t)
+    hello = bytes([0x16, 0x03, 0x01, 0x00, 0x40]) + bytes(0x40)  # a TLS ClientHello record
+    for t, pkt in tls.send(True, hello, ts + 0.1):
+        writer.write(pkt, t)
+    request = encode_request(3, 12, 1, "c1", {"topics": [{"topic_id": None, "name": "t" * 200}],
+                                              "allow_auto_topic_creation": False})
+    for t, pkt in plain.send(True, len(request).to_bytes(4, "big") + request, ts + 0.2):
+        writer.write(pkt, t)
+    writer.close()
+    capture = tmp_path / "mixed.pcap"
+    capture.write_bytes(buf.getvalue())
+    # another capture that lost the response to request 5 (the client's next segment acknowledges it)
+    buf = io.BytesIO()
+    writer = PcapWriter(buf)
+    flow = TcpFlow(("10.0.0.1", 40002), ("10.0.0.2", 9092))
+    for t, pkt in flow.handshake(ts):
+        writer.write(pkt, t)
+    for n, correlation_id in enumerate((5, 6)):
+        asked = encode_request(18, 3, correlation_id, "c", {"client_software_name": "a",
+                                                            "client_software_version": "1"})
+        answer = encode_response(18, 3, correlation_id, {"error_code": 0, "api_keys": [],
+                                                         "throttle_time_ms": 0})
+        for t, pkt in flow.send(True, len(asked).to_bytes(4, "big") + asked, ts + 1 + n):
+            writer.write(pkt, t)
+        if correlation_id == 6:
+            for t, pkt in flow.send(False, len(answer).to_bytes(4, "big") + answer, ts + 1.5 + n):
+                writer.write(pkt, t)
+        else:
+            flow.send(False, len(answer).to_bytes(4, "big") + answer, ts + 1.5 + n)  # not captured
+    writer.close()
+    lossy = tmp_path / "lossy.pcap"
+    lossy.write_bytes(buf.getvalue())
+    out = tmp_path / "table.txt"
+    assert main(["decode", "--format", "table", "--kafka-port", "9092", "--kafka-port", "9093",
+                 "-o", str(out), str(capture), str(lossy)]) == 0
+    header, _, *lines = out.read_text().splitlines()
+    starts = _column_starts(header)
+    rows: list[list[str]] = []
+    for line in lines:  # a reason wrapped onto the next lines joins its row's
+        cells = _cells(line, starts)
+        if cells[0]:
+            rows.append(cells)
+        else:
+            rows[-1][10] += " " + cells[10]
+    by_status = {row[9]: row[10] for row in rows}
+    assert by_status["undecodable"].startswith("TLS: the connection carries TLS records")
+    assert by_status["truncated"].startswith("request frame truncated (snap length, ")
+    assert re.fullmatch(r"\d+ bytes missing from the server stream at offset \d+", by_status["gap"])
+    assert by_status["unmatched_request"].endswith("the response may have been among them")
 
 
 def _column_starts(header: str) -> list[int]:
@@ -99,7 +163,7 @@ def test_table_columns_line_up_with_their_headers_whatever_the_cells(tmp_path: P
     header, rule, *lines = out.read_text().splitlines()
     starts = _column_starts(header)
     assert _cells(header, starts) == ["ts", "src", "dst", "api_name", "api_version", "correlation_id",
-                                      "client_id", "error_code", "latency_ms", "status"]
+                                      "client_id", "error_code", "latency_ms", "status", "reason"]
     client = starts[6]
     assert starts[7] - client <= 40 + 3  # the client id column folded at 40
     assert all(len(line) <= len(rule) for line in lines)
@@ -108,10 +172,15 @@ def test_table_columns_line_up_with_their_headers_whatever_the_cells(tmp_path: P
     # the long id goes on over the next lines, in its own column only
     folded = [row for row in rows if not row[0]]
     assert "".join([rows[0][6], *(row[6] for row in folded)]) == long_id
-    assert all(cell == "" for row in folded for i, cell in enumerate(row) if i != 6)
+    assert all(cell == "" for row in folded for i, cell in enumerate(row) if i not in (6, 10))
     full = [row for row in rows if row[0]]
     assert [row[6] for row in full] == [long_id[:40], markup_id, "c", "-"]
     assert [row[9] for row in full] == ["ok", "ok", "ok", "undecodable"]
+    # the reason, wrapped at words within its column: ok rows have none
+    assert [row[10] for row in full[:3]] == ["-", "-", "-"]
+    undecodable = lines.index(next(line for line in lines if "undecodable" in line))
+    reason = " ".join(_cells(line, starts)[10] for line in lines[undecodable:])
+    assert reason == "capture error: not a pcap or pcapng file (magic 23205265) (file offset 0)"
     assert full[-1][:9] == ["-"] * 9  # a file that is not a capture has no time, not 00:00:00
     names = _cells(header, starts)
     for line in (line for line in lines if not line.startswith(" ")):  # numbers end where their header does

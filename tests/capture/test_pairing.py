@@ -61,7 +61,7 @@ def _key(x: Exchange) -> tuple[Any, ...]:
     """An exchange with its errors as text (DecodeError instances do not compare equal)."""
     assert len(x) == len(Exchange._fields)  # built whole, even where built without Exchange()
     return (x.conn.id, x.status, x.request_frame, x.response_frame, x.header, x.request, x.response,
-            str(x.request_error), str(x.response_error), x.paired_by, x.ended_by)  # fmt: skip
+            str(x.request_error), str(x.response_error), x.paired_by, x.ended_by, x.lost_after)  # fmt: skip
 
 
 @pytest.mark.parametrize("path", [*CAPTURE_FILES, None], ids=lambda p: p.name if p else "bench-mix")

@@ -238,6 +238,37 @@ def test_unanswered_reason_tells_a_hang_up_from_the_capture_ending() -> None:
     assert cut["reason"] == "no response in the capture"
 
 
+def test_an_unanswered_request_says_when_the_server_stream_lost_bytes_after_it() -> None:
+    """Request 2's response is lost (a segment the client acknowledges, so the loss is proven):
+    its row says the response may have been in the gap, as tshark's "previous segment not captured"
+    would let an analyst see. An acks=0 Produce with no loss after it says only that no response
+    is in the capture, and neither does a request sent after the gap."""
+    empty_metadata = {"brokers": [], "cluster_id": "x", "controller_id": 1, "topics": []}
+    produce = encode_request(
+        0, 9, 4, "c1",
+        {"transactional_id": None, "acks": 0, "timeout_ms": 100,
+         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": None}]}]},
+    )  # fmt: skip
+    conversation = [
+        (True, META_REQ), (False, META_RESP),
+        (True, encode_request(3, 12, 2, "c1", {"topics": None, "allow_auto_topic_creation": False})),
+        (False, encode_response(3, 12, 2, empty_metadata)),
+        (True, encode_request(3, 12, 3, "c1", {"topics": None, "allow_auto_topic_creation": False})),
+        (False, encode_response(3, 12, 3, empty_metadata)),
+        (True, produce),
+    ]  # fmt: skip
+    rows = _rows(_pcap(conversation, drop={(3, 0)}, close=False))
+    by_id = {r["correlation_id"]: r for r in rows if r["correlation_id"] is not None}
+    assert [r["status"] for r in rows if r["correlation_id"] is None] == ["gap"]
+    assert (by_id[1]["status"], by_id[3]["status"]) == ("ok", "ok")
+    assert by_id[2]["status"] == "unmatched_request"
+    assert by_id[2]["reason"].startswith("no response in the capture; the capture lost ")
+    assert "bytes of the server stream (at offset " in by_id[2]["reason"]
+    assert by_id[2]["reason"].endswith("after the request: the response may have been among them")
+    assert by_id[4]["status"] == "unmatched_request"
+    assert by_id[4]["reason"] == "no response in the capture"
+
+
 def test_lost_segments_give_gap_and_truncated_rows() -> None:
     big = encode_request(3, 12, 2, "c1", {"topics": [{"topic_id": uuid.UUID(int=0), "name": "t" * 600}],
                                            "allow_auto_topic_creation": False})  # fmt: skip

@@ -467,6 +467,33 @@ def test_cluster_metadata_and_registration_errors_keep_the_connection_open() -> 
     run(main())
 
 
+BAD_GROUP_IDS = ["coordinator", "a/b", "/", "g/", ".", "..", "nul\x00", "tab\t", "del\x7f", "\x85",
+                 "private\ue000", "special\ufff0", "emoji\U0001f600"]
+
+
+@pytest.mark.parametrize("group", BAD_GROUP_IDS)
+def test_a_group_id_that_cannot_be_a_znode_is_refused_on_the_memory_store_too(group: str) -> None:
+    """/consumers/<group> must be one znode of its own: the memory store refuses what ZooKeeper
+    would (tests/coordination/test_failover_zookeeper.py runs the same ids on a real one)."""
+
+    async def main() -> None:
+        b = await broker(MemoryStore())
+        try:
+            reader, writer = await asyncio.open_connection(*address(b))
+            assert (await call(reader, writer, 1001, registration(group=group), 2))["error_code"] == 24
+            assert (await call(reader, writer, 1000, {}, 3))["error_code"] == 0  # still open
+            # names ZooKeeper takes as they are still register, dots, spaces and '%' included
+            for n, fine in enumerate(["...", ".g", "coordinators", "a b%2F", "caf\u00e9"]):
+                assert (await call(reader, writer, 1001, registration(group=fine), 4 + n))["error_code"] == 0
+            writer.close()
+            assert b.runtime is not None
+            assert group not in b.runtime.store.groups()
+        finally:
+            await b.stop()
+
+    run(main())
+
+
 def test_coordinator_requests_arrive_on_the_consumer_connection() -> None:
     async def main() -> None:
         b = await broker()

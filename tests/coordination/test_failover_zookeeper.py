@@ -25,6 +25,8 @@ from kazoo.exceptions import NoNodeError
 
 from kafkapy import Broker
 from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol import decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 
 ZK_SESSION_MS = 4000
@@ -309,3 +311,58 @@ async def _wait_scenario(zk: KazooClient, brokers: dict[int, Broker]) -> None:
     finally:
         for c in consumers.values():
             await c.close()
+
+
+async def _register(b: Broker, group: str) -> int:
+    """One RegisterConsumer over a raw connection: its error code."""
+    reader, writer = await asyncio.open_connection(*address(b))
+    try:
+        body = {"group_id": group, "consumer_id": "raw", "auto_commit": False,
+                "auto_offset_reset": "smallest",
+                "topic_count": '{"version":1,"pattern":"static","subscription":{"orders":1}}',
+                "session_timeout_ms": CONSUMER_SESSION_MS}
+        frame = encode_request(ApiKey.REGISTER_CONSUMER, 0, 1, "raw", body)
+        writer.write(len(frame).to_bytes(4, "big") + frame)
+        await writer.drain()
+        size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+        response = decode_response(await reader.readexactly(size), ApiKey.REGISTER_CONSUMER, 0)
+        return int(response.body["error_code"])
+    finally:
+        writer.close()
+
+
+BAD_GROUP_IDS = ["coordinator", "a/b", "a/b/c", ".", "..", "nul\x00", "tab\t", "\x85", "\ue000", "\U0001f600"]
+
+
+def test_a_group_id_that_is_no_znode_of_its_own_is_refused(zk_connect: str) -> None:
+    """/consumers/<group> holds a group's state: ``coordinator`` is the election node, ``a/b``
+    would nest inside group ``a`` (a new coordinator reading /consumers never finds it), and ZooKeeper
+    refuses ``.``, ``..`` and control or reserved characters. All refused with INVALID_GROUP_ID; a
+    name ZooKeeper takes as it is (spaces, ``%``) works, and survives a failover."""
+    group = "team a%2Fb"
+
+    async def main(first: Broker, second: Broker, zk: KazooClient) -> None:
+        for bad in BAD_GROUP_IDS:
+            assert await _register(first, bad) == ErrorCode.INVALID_GROUP_ID, bad
+        assert holder(zk) == 1
+        assigned: list[list[AssignedPartition]] = []
+        consumer = CoordinatedConsumer([address(first), address(second)], group, "c1", {TOPIC: 1},
+                                       session_timeout_ms=CONSUMER_SESSION_MS, retry_backoff_ms=50,
+                                       on_assign=assigned.append)
+        consumer.start()
+        try:
+            await until(lambda: len(consumer.assignment) == PARTITIONS, 20, "c1 to own every partition")
+            await until(lambda: zk.exists(f"/consumers/{group}/members/c1") is not None, 10, "membership")
+            assert sorted(zk.get_children("/consumers")) == ["coordinator", group]
+            await asyncio.to_thread(first.close)
+            await until(lambda: holder(zk) == 2, 20, "broker 2 to be elected")
+            assigned.clear()
+            await until(lambda: assigned and len(consumer.assignment) == PARTITIONS, 20,
+                        "c1 to be started again by broker 2")
+            assert second.runtime is not None
+            assert group in second.runtime.store.groups()
+        finally:
+            await consumer.close(graceful=False)
+
+    with two_brokers(zk_connect) as (first, second, zk):
+        asyncio.run(asyncio.wait_for(main(first, second, zk), 90))

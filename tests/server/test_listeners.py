@@ -53,6 +53,32 @@ def test_two_listeners_with_ephemeral_ports_are_both_reported() -> None:
                 assert s.call(18, 0).body["error_code"] == 0
 
 
+def test_an_ipv6_listener_is_handed_out_bracketed_and_librdkafka_connects_over_it() -> None:
+    """``Broker.listeners`` and ``bootstrap_servers`` write an IPv6 host as Kafka's listener syntax
+    does, ``[::1]:port``: librdkafka takes ``::1:port`` for a host named ``::1:port`` with no port,
+    and never connects."""
+    from confluent_kafka import Producer
+
+    config = {"listeners": "V6://[::1]:0,PLAINTEXT://127.0.0.1:0",
+              "listener.security.protocol.map": "V6:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+              "inter.broker.listener.name": "V6"}
+    with Broker(config) as b:
+        assert b.runtime is not None
+        port = b.runtime.listeners[0].port
+        assert b.listeners["V6"] == f"[::1]:{port}" == b.bootstrap_servers
+        assert b.listeners["PLAINTEXT"] == f"127.0.0.1:{b.runtime.listeners[1].port}"
+        with KafkaSocket(b.bootstrap_servers) as s:  # kafkapy's own parsers take it too
+            assert s.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).body[
+                "error_code"] == 0
+        producer = Producer({"bootstrap.servers": b.bootstrap_servers, "client.id": "over-v6",
+                             "socket.timeout.ms": 5000, "message.timeout.ms": 10000})
+        delivered: list[object] = []
+        producer.produce("v6-topic", b"x", on_delivery=lambda err, msg: delivered.append(err))
+        assert producer.flush(15) == 0
+        assert delivered == [None]
+        assert [r.value for r in b.records("v6-topic")] == [b"x"]
+
+
 def test_inter_broker_listener_defaults_to_plaintext_and_can_be_named() -> None:
     with Broker(TWO_LISTENERS) as b:
         assert b.runtime is not None and b.runtime.inter_broker_listener == "PLAINTEXT"

@@ -100,12 +100,35 @@ def test_a_client_on_ipv6_is_matched_by_its_address_as_java_writes_it(
                                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,V6:PLAINTEXT"})
     broker.set_client_metrics("v6", metrics=["org.apache.kafka.producer."], interval_ms=200,
                               match=["client_source_address=0:0:0:0:0:0:0:1"])
-    port = broker.listeners["V6"].rsplit(":", 1)[1]
-    producer = Producer({"bootstrap.servers": f"[::1]:{port}", "client.id": "v6-producer"})
+    producer = Producer({"bootstrap.servers": broker.listeners["V6"], "client.id": "v6-producer"})
     producer.produce("over-v6", b"x")
     assert producer.flush(TIMEOUT_S) == 0
     pushes = broker.wait_for_sync(lambda: broker.telemetry(client_id="v6-producer"))
     assert all(name.startswith("org.apache.kafka.producer.") for name in pushed_names(pushes))
+
+
+def test_librdkafka_is_matched_by_the_software_its_api_versions_declared(
+        kafka_broker_factory: BrokerFactory) -> None:
+    """confluent-kafka declares client software "confluent-kafka-python", version
+    "<its version>-rdkafka-<librdkafka's>", in ApiVersions v3: a subscription matching that reaches
+    it, one naming other software (with every metric) does not."""
+    import confluent_kafka
+    from confluent_kafka import Producer
+
+    broker = telemetry_broker(kafka_broker_factory)
+    version = f"{confluent_kafka.__version__}-rdkafka-{confluent_kafka.libversion()[0]}"
+    escaped = version.replace(".", "[.]")
+    broker.set_client_metrics("python", metrics=["org.apache.kafka.producer.record.queue.time."],
+                              interval_ms=200, match=["client_software_name=confluent-kafka-python",
+                                                      f"client_software_version={escaped}"])
+    broker.set_client_metrics("java", metrics=["*"], interval_ms=100,
+                              match=["client_software_name=apache-kafka-java"])
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "by-software"})
+    producer.produce("software", b"x")
+    assert producer.flush(TIMEOUT_S) == 0
+    pushes = broker.wait_for_sync(lambda: broker.telemetry(client_id="by-software"))
+    names = pushed_names(pushes)
+    assert names and all(name.startswith("org.apache.kafka.producer.record.queue.time.") for name in names)
 
 
 def test_a_client_with_metrics_push_disabled_never_asks(kafka_broker_factory: BrokerFactory) -> None:

@@ -167,6 +167,45 @@ def test_an_ipv6_client_address_is_matched_as_java_writes_it() -> None:
             assert get(v4)["requested_metrics"] == []
 
 
+@pytest.mark.parametrize("observed", [False, True], ids=["memo", "no memo"])
+def test_client_software_from_the_connections_api_versions_is_matched(observed: bool) -> None:
+    """Kafka matches ``client_software_name``/``_version`` against the ClientInformation the
+    connection's ApiVersions (v3+) registered: "unknown" until one did, and after a v0-v2 one.
+    Without observers the second connection sending the same ApiVersions bytes is answered from
+    the memo (no decoding, no handler): it registers the software all the same."""
+    config = {"kafkapy.modules": "telemetry"}
+    if observed:  # observers see every request: nothing is memoized
+        config["observer.class.names"] = "kafkapy.observers.RequestHistory"
+    with Broker(config) as broker:
+        assert broker.runtime is not None
+        broker.set_client_metrics("ours", metrics=["ours."],
+                                  match=["client_software_name=ours-.*", "client_software_version=1\\..*"])
+        broker.set_client_metrics("unknown", metrics=["unknown."], match=["client_software_name=unknown"])
+        declared = {"client_software_name": "ours-client", "client_software_version": "1.2"}
+        for _ in range(2):  # the second is a memo replay (unless observed)
+            with SimpleClient(broker.bootstrap_servers) as ours:
+                assert ours.request(ApiKey.API_VERSIONS, 3, declared)["error_code"] == ErrorCode.NONE
+                assert get(ours)["requested_metrics"] == ["ours."]
+        memo = broker.runtime.dispatcher.memo.tables.get(ApiKey.API_VERSIONS.to_bytes(2, "big") + b"\0\3")
+        assert bool(memo) is not observed
+        with SimpleClient(broker.bootstrap_servers) as other:
+            other.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "ours-client",
+                                                   "client_software_version": "2.0"})
+            assert get(other)["requested_metrics"] == []
+        with SimpleClient(broker.bootstrap_servers) as silent:  # no ApiVersions at all
+            assert get(silent)["requested_metrics"] == ["unknown."]
+        for _ in range(2):
+            with SimpleClient(broker.bootstrap_servers) as old:
+                old.request(ApiKey.API_VERSIONS, 2, {})
+                assert get(old)["requested_metrics"] == ["unknown."]
+        for _ in range(2):  # an invalid name is refused and registers nothing: still "unknown"
+            with SimpleClient(broker.bootstrap_servers) as invalid:
+                refused = invalid.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "-bad-",
+                                                                   "client_software_version": "1.0"})
+                assert refused["error_code"] == ErrorCode.INVALID_REQUEST
+                assert get(invalid)["requested_metrics"] == ["unknown."]
+
+
 def test_a_client_instance_is_matched_by_its_id_as_kafka_prints_it(broker: Broker,
                                                                   client: SimpleClient) -> None:
     """``match=client_instance_id=...`` takes the id as Kafka's Uuid prints it (URL-safe base64,
