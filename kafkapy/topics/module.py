@@ -688,6 +688,7 @@ class TopicsModule(Module):
             what = f"topic as {topic}" if info is None else f"partition as {topic}-{partition}"
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such {what}"
         state = cluster.partition_states.get((topic, partition))
+        live = cluster.live_replicas_of(topic, partition)  # a replica in a failed log dir is down
         isr = [r for r in replicas if r in live] if state is None else state.isr
         code = election_outcome(kind, replicas, live, leadership[0], isr)
         return code, ELECTION_MESSAGES.get(code)
