@@ -10,6 +10,7 @@ the partition from its own (empty) log (docs/cluster.md).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -137,3 +138,37 @@ def test_a_group_coordinator_in_a_failed_dir_moves_to_another_broker(tmp_path: P
             assert consumer.committed(TopicPartition("t", 0)) == 5
         finally:
             consumer.close()
+
+
+def test_on_zookeeper_the_broker_writes_kafkas_log_dir_event(tmp_path: Path, zk_connect: str) -> None:
+    """A broker on ZooKeeper adds Kafka's /log_dir_event_notification/log_dir_event_<seq> (what a
+    Kafka controller watches) and its offline replicas; a restart clears them."""
+    from kazoo.client import KazooClient
+
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    config = {"broker.id": 1, "log.dirs": f"{good},{bad}", "zookeeper.connect": zk_connect}
+    raw = KazooClient(hosts=zk_connect)
+    try:
+        with Broker(config) as broker:
+            raw.start(timeout=10)  # on the chroot the broker's store made
+            create(broker, "t", {0: (1,), 1: (1,)})
+            _, failing = split(broker, "t", good, bad)
+            fail_segment(broker, "t", failing, bad)
+            with KafkaSocket(broker.bootstrap_servers) as conn:
+                assert fetch_error(conn, "t", failing) == STORAGE
+                wait_for(lambda: raw.exists("/log_dir_event_notification") is not None
+                         and len(raw.get_children("/log_dir_event_notification")) == 1, "the event znode")
+                [event] = raw.get_children("/log_dir_event_notification")
+                assert event.startswith("log_dir_event_")
+                data = raw.get(f"/log_dir_event_notification/{event}")[0]
+                assert json.loads(data) == {"version": 1, "broker": 1, "event": 1}
+                wait_for(lambda: partition_metadata(conn, "t", failing)["offline_replicas"] == [1],
+                         "the replica offline in Metadata")
+                assert partition_metadata(conn, "t", failing)["leader_id"] == -1
+        with Broker(config) as again, KafkaSocket(again.bootstrap_servers) as conn:
+            assert raw.exists("/kafkapy/offline_replicas/1") is None
+            wait_for(lambda: partition_metadata(conn, "t", failing)["leader_id"] == 1, "the leader back")
+            assert partition_metadata(conn, "t", failing)["offline_replicas"] == []
+    finally:
+        raw.stop()
+        raw.close()
