@@ -70,6 +70,13 @@ def test_an_offline_replica_moves_leadership_and_metadata_lists_it(tmp_path: Pat
             assert (moved["leader_epoch"], moved["isr_nodes"], moved["offline_replicas"]) == (1, [2], [1])
             kept = partition_metadata(conn, "t", ok)
             assert (kept["leader_id"], kept["isr_nodes"], kept["offline_replicas"]) == (1, [1, 2], [])
+        with SimpleClient(first.bootstrap_servers) as client:  # broker 1 is the controller
+            # the preferred replica is offline: no preferred election moves the leadership back
+            answer = client.request(ApiKey.ELECT_LEADERS, 2, {
+                "election_type": 0, "timeout_ms": 5000,
+                "topic_partitions": [{"topic": "t", "partitions": [failing]}]})
+            [result] = answer["replica_election_results"][0]["partition_result"]
+            assert result["error_code"] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         producer = KafkaProducer(bootstrap_servers=first.bootstrap_servers, acks="all", retries=5,
                                  api_version=(2, 5))
         try:
