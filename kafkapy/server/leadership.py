@@ -476,7 +476,8 @@ class PartitionLeadership:
         return the partition's new replica list; the state follows from the reconcile. Refused
         with Kafka's codes: NOT_CONTROLLER, UNKNOWN_TOPIC_OR_PARTITION, ELIGIBLE_LEADERS_NOT_AVAILABLE
         (one live broker: nowhere to move), BROKER_NOT_AVAILABLE (``to`` is not a live broker),
-        ELECTION_NOT_NEEDED (it leads already)."""
+        PREFERRED_LEADER_NOT_AVAILABLE (``to`` holds the partition in a failed log dir: the
+        preferred election would fail), ELECTION_NOT_NEEDED (it leads already)."""
         cluster = self.cluster
         if cluster.controller_id != self.broker_id:
             raise KafkaApiError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller "
@@ -492,6 +493,9 @@ class PartitionLeadership:
         if to not in live:
             raise KafkaApiError(ErrorCode.BROKER_NOT_AVAILABLE,
                                 f"broker {to} is not a live broker (live: {sorted(live)})")
+        if to not in cluster.live_replicas_of(topic, partition):  # KIP-112: its log dir failed
+            raise KafkaApiError(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                f"broker {to} holds {topic}-{partition} in a failed log dir")
         leadership = cluster.leadership(topic, partition)
         if leadership is not None and leadership[0] == to:
             raise KafkaApiError(ErrorCode.ELECTION_NOT_NEEDED, f"{topic}-{partition} is led by broker {to} "

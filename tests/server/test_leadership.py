@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.server.leadership import PartitionLeadership, next_state
 from kafkapy.server.services import ClusterView, partition_leadership
 from kafkapy.store import BrokerRegistration, MemoryStore, PartitionState
@@ -209,6 +211,9 @@ def test_a_replica_in_a_failed_log_dir_counts_as_down_for_its_partition_only() -
         assert (solo.leader, solo.leader_epoch, solo.isr) == (-1, 1, (1,))
         assert view.leadership("t", 0) == (2, 1) and view.in_sync_replicas("t", 0) == [2]
         assert controller.changes() == []
+        with pytest.raises(KafkaApiError) as refused:  # the cluster fault cannot move it back there
+            loop.run_until_complete(controller.move_leader("t", 0, 1))
+        assert refused.value.code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         store.register_broker(registration(1))  # the broker's restart: its dirs are back
         view.offline_replicas = store.offline_replicas()
         controller._write(controller.changes())
