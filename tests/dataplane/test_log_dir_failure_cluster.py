@@ -70,6 +70,10 @@ def test_an_offline_replica_moves_leadership_and_metadata_lists_it(tmp_path: Pat
             assert (moved["leader_epoch"], moved["isr_nodes"], moved["offline_replicas"]) == (1, [2], [1])
             kept = partition_metadata(conn, "t", ok)
             assert (kept["leader_id"], kept["isr_nodes"], kept["offline_replicas"]) == (1, [1, 2], [])
+            described = conn.call(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, {
+                "topics": [{"name": "t"}], "response_partition_limit": 2000, "cursor": None}).body
+            by_index = {p["partition_index"]: p for p in described["topics"][0]["partitions"]}
+            assert (by_index[failing]["leader_id"], by_index[failing]["offline_replicas"]) == (2, [1])
         with SimpleClient(first.bootstrap_servers) as client:  # broker 1 is the controller
             # the preferred replica is offline: no preferred election moves the leadership back
             answer = client.request(ApiKey.ELECT_LEADERS, 2, {
