@@ -372,7 +372,8 @@ class Broker:
             for name, info in cluster.topics.items():
                 for index, replicas in info.partitions.items():
                     state = states.get((name, index))
-                    wanted = next_state(replicas, live, state, unclean=functools.partial(unclean, name))
+                    wanted = next_state(replicas, cluster.live_replicas_of(name, index), state,
+                                        unclean=functools.partial(unclean, name))
                     if wanted is not None:
                         return f"broker {member.broker_id} sees {name}-{index} in {state}, not {wanted}"
         return None

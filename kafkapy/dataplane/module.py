@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -59,9 +60,11 @@ from kafkapy.server.services import (
 )
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
+from kafkapy.store.base import StoreError
 
 __all__ = ["TRANSACTIONAL_PRODUCERS", "DataPlaneModule", "TopicCreation", "TransactionalProducers"]
 
+_log = logging.getLogger("kafkapy.dataplane")
 _HOUR_MS = 60 * 60 * 1000
 NO_PRODUCER_EPOCH = -1
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # IsolationLevel
@@ -183,6 +186,8 @@ class DataPlaneModule(Module):
         self._markers: MarkerWriter | None = None
         self._creating: set[asyncio.Task[Any]] = set()
         self._owns_logs = False
+        self._publishing: asyncio.Task[None] | None = None  # _publish_offline's writer
+        self._publish_again = False
         self._fetch: FetchHandler | None = None
         self._log_dirs: LogDirs | None = None
         self._configs_provider: Module | None = None  # log_config's cache of its provider check
@@ -274,6 +279,11 @@ class DataPlaneModule(Module):
             handle = functools.partial(_call_soon, services.loop, partitions.handle_reported_failures)
             partitions.logs.on_failure_reported = handle
             partitions.on_all_dirs_failed = services.fail
+            # KIP-112: the controller learns which replicas are offline here (kafkapy.store's
+            # LogDirStore), as Kafka's broker writes a log dir event for its controller.
+            partitions.logs.on_offline = functools.partial(_call_soon, services.loop, self._publish_offline)
+            if partitions.logs.offline_partitions:  # dirs that failed at start
+                self._publish_offline()
         self._maintenance.start(services.loop)
         configs = services.provider(TOPIC_CONFIGS_CAPABILITY, Module)
         if isinstance(configs, WatchedTopicConfigs):
@@ -346,7 +356,32 @@ class DataPlaneModule(Module):
             raise RuntimeError("the data plane has not started")
         return self._maintenance
 
+    def _publish_offline(self) -> None:
+        """Publish this broker's offline replicas (on the loop): one writer at a time, each write
+        the whole set as it is then, so the last one written is the latest."""
+        if self._publishing is not None and not self._publishing.done():
+            self._publish_again = True
+            return
+        self._publishing = self.services.loop.create_task(self._publish_offline_loop())
+
+    async def _publish_offline_loop(self) -> None:
+        services = self.services
+        assert self._partitions is not None
+        logs = self._partitions.logs
+        self._publish_again = True
+        while self._publish_again:
+            self._publish_again = False
+            offline = frozenset(logs.offline_partitions)
+            try:
+                await asyncio.to_thread(services.store.set_offline_replicas, services.broker_id, offline)
+            except StoreError as exc:  # the dir stays offline here; the controller does not hear
+                _log.error("could not publish the offline replicas %s: %s", sorted(offline), exc)
+                return
+            _log.info("published %d offline replicas for the controller", len(offline))
+
     async def stop(self) -> None:
+        if self._publishing is not None:
+            self._publishing.cancel()
         if self._maintenance is not None:
             self._maintenance.stop()
         if self._unwatch_configs is not None:

@@ -71,7 +71,8 @@ async def move_leader(runtimes: Sequence[ClusterMember], topic: str, partition: 
     """Make broker ``to`` the leader of ``topic``-``partition`` (the module docstring). One
     KafkaApiError when it cannot move: UNKNOWN_TOPIC_OR_PARTITION, ELIGIBLE_LEADERS_NOT_AVAILABLE
     (one live broker: nowhere to move), BROKER_NOT_AVAILABLE (``to`` is not a running broker),
-    ELECTION_NOT_NEEDED (it leads already), NOT_CONTROLLER (no running broker is the controller)."""
+    PREFERRED_LEADER_NOT_AVAILABLE (``to`` holds it in a failed log dir), ELECTION_NOT_NEEDED (it
+    leads already), NOT_CONTROLLER (no running broker is the controller)."""
     if not runtimes:
         raise KafkaApiError(ErrorCode.BROKER_NOT_AVAILABLE, "no broker is running")
     view = runtimes[0].cluster

@@ -183,6 +183,9 @@ class LogManager:
         self.failures_reported = False  # _reported is not empty (read on every partition lookup)
         # Called (from any thread) when a failure is reported; the owner wakes its loop with it.
         self.on_failure_reported: Callable[[], None] | None = None
+        # Told (on the thread that failed the dir) each time partitions join offline_partitions,
+        # so the broker can tell the controller (KIP-112's log dir event).
+        self.on_offline: Callable[[], None] | None = None
         # fsyncs of rolled segments and snapshots, and the periodic checkpoints, off the loop
         # (kafkapy.log.background); in memory there is nothing to write.
         self.background = BackgroundWriter(on_failure=self.report_failure) if self.log_dirs else None
@@ -380,6 +383,8 @@ class LogManager:
                            directory.absolute(), exc)
                 self.fail_dir(directory, exc)
                 self.offline_partitions[key] = directory
+                if self.on_offline is not None:
+                    self.on_offline()
                 raise storage_error(topic, partition) from None
             self._dir_of[key] = directory
         if topic_id is not None:
@@ -492,6 +497,8 @@ class LogManager:
         if gone:
             _log.warning("Logs for partitions %s are offline: log dir %s failed",
                          ", ".join(f"{t}-{p}" for t, p in gone), directory.absolute())
+            if self.on_offline is not None:
+                self.on_offline()
         if not self.online_dirs():
             raise AllLogDirsFailed(self._all_failed_message())
         return gone

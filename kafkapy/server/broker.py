@@ -41,6 +41,7 @@ from kafkapy.server.services import (
 from kafkapy.store.base import (
     BrokerRegistration,
     MetadataStore,
+    OfflineReplicas,
     PartitionStates,
     RegisteredEndpoint,
     TopicInfo,
@@ -359,6 +360,8 @@ class BrokerRuntime:
             self._watches.append(await asyncio.to_thread(store.watch_topics, self._topics_changed))
             self._watches.append(await asyncio.to_thread(store.watch_partition_states,
                                                          self._partition_states_changed))
+            self._watches.append(await asyncio.to_thread(store.watch_offline_replicas,
+                                                         self._offline_replicas_changed))
             if isinstance(self.authorizer, StoreBackedAuthorizer):
                 await self.authorizer.attach(store, self.loop)
             for module in self.modules:
@@ -566,6 +569,10 @@ class BrokerRuntime:
 
     def _partition_states_changed(self, states: PartitionStates) -> None:
         self.cluster.partition_states = states
+        self._leaders_may_move()
+
+    def _offline_replicas_changed(self, offline: OfflineReplicas) -> None:
+        self.cluster.offline_replicas = offline
         self._leaders_may_move()
 
     def _follow_unclean_settings(self) -> None:

@@ -204,10 +204,15 @@ def _metadata_refused(version: int, requested: list[Mapping[str, Any]], error: E
                                                             "topics": topics})
 
 
-def _partition_metadata(info: TopicInfo, index: int, live: set[int],
-                        states: PartitionStates) -> dict[str, Any]:
-    """One partition as Metadata and DescribeTopicPartitions list it (see _topic_metadata)."""
+def _partition_metadata(info: TopicInfo, index: int, live: set[int], states: PartitionStates,
+                        offline: Mapping[int, frozenset[tuple[str, int]]]) -> dict[str, Any]:
+    """One partition as Metadata and DescribeTopicPartitions list it (see _topic_metadata). A
+    replica is offline on a stopped broker, or in a log dir that failed (KIP-112: ``offline``,
+    broker id -> its replicas there), and then leads nothing, as in Kafka."""
     replicas = info.partitions[index]
+    if offline:
+        key = (info.name, index)
+        live = {r for r in live if key not in offline.get(r, ())}
     state = states.get((info.name, index))
     leader, epoch = partition_leadership(replicas, live, state)
     error = ErrorCode.NONE if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE
@@ -217,12 +222,14 @@ def _partition_metadata(info: TopicInfo, index: int, live: set[int],
             "offline_replicas": [r for r in replicas if r not in live]}
 
 
-def _topic_metadata(info: TopicInfo, live: set[int], states: PartitionStates) -> dict[str, Any]:
+def _topic_metadata(info: TopicInfo, live: set[int], states: PartitionStates,
+                    offline: Mapping[int, frozenset[tuple[str, int]]]) -> dict[str, Any]:
     """A topic as Metadata lists it: the leader, leader epoch and ISR the controller stored
     (``partition_leadership``; a new partition's first live replica before its first state); a
     stored leader that is down, or an election the controller has not written yet: leader -1,
     LEADER_NOT_AVAILABLE."""
-    partitions = [_partition_metadata(info, index, live, states) for index in sorted(info.partitions)]
+    partitions = [_partition_metadata(info, index, live, states, offline)
+                  for index in sorted(info.partitions)]
     return {"error_code": ErrorCode.NONE, "name": info.name, "topic_id": info.topic_id,
             "is_internal": info.name in INTERNAL_TOPICS, "partitions": partitions,
             "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
@@ -391,13 +398,14 @@ class CoreModule(Module):
         known = cluster.topics  # one snapshot: the watch replaces the whole dict
         live = {b.broker_id for b in cluster.brokers}
         states = cluster.partition_states
+        offline = cluster.offline_replicas
         topics = []
         if requested is None or (ctx.api_version == 0 and requested == []):
             listed = sorted(known.items())
             if not isinstance(self.services.authorizer, AllowAll):
                 listed = [(name, info) for name, info in listed
                           if self._allowed(ctx, "DESCRIBE", "TOPIC", name)]
-            topics = [_topic_metadata(info, live, states) for _, info in listed]
+            topics = [_topic_metadata(info, live, states, offline) for _, info in listed]
         else:
             by_id: dict[Any, TopicInfo] | None = None
             for topic in requested:
@@ -414,13 +422,13 @@ class CoreModule(Module):
                                        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                         continue
                     if found is not None:
-                        topics.append(_topic_metadata(found, live, states))
+                        topics.append(_topic_metadata(found, live, states, offline))
                         continue
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None,
                                    "topic_id": topic.get("topic_id"), "is_internal": False, "partitions": [],
                                    "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
                 elif name in known and name not in creating:
-                    topics.append(_topic_metadata(known[name], live, states))
+                    topics.append(_topic_metadata(known[name], live, states, offline))
                 else:
                     error = creating.get(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if _valid_topic_name(name)
                                          else ErrorCode.INVALID_TOPIC_EXCEPTION)
@@ -503,6 +511,7 @@ class CoreModule(Module):
                         body["response_partition_limit"]), 1)
         live = {b.broker_id for b in cluster.brokers}
         states = cluster.partition_states
+        offline = cluster.offline_replicas
         topics: list[dict[str, Any]] = []
         next_cursor = None
         for name in allowed:
@@ -523,7 +532,7 @@ class CoreModule(Module):
             page, rest = indexes[:limit], indexes[limit:]
             topics.append({"error_code": ErrorCode.NONE, "name": name, "topic_id": info.topic_id,
                            "is_internal": name in INTERNAL_TOPICS,
-                           "partitions": [{**_partition_metadata(info, index, live, states),
+                           "partitions": [{**_partition_metadata(info, index, live, states, offline),
                                            "eligible_leader_replicas": [], "last_known_elr": []}
                                           for index in page],
                            "topic_authorized_operations": self._operations(ctx, ResourceType.TOPIC, name)})

@@ -16,6 +16,10 @@ Kafka's controller's elections moves it (Election.scala, PartitionLeaderElection
   is live and in the ISR;
 * an unclean election asked for (ElectLeaders): a leaderless partition's first live replica.
 
+"Live" is per partition: a replica a broker holds in a failed log dir (KIP-112, the store's
+LogDirStore; ``ClusterView.live_replicas_of``) is down for its partition as if its broker had
+stopped, as Kafka's controller marks it offline after a log dir event, until the broker restarts.
+
 So a broker that comes back leads nothing until an election gives it something: one leader change
 per failure, not two. Each change raises the leader epoch by one, and brokers and clients use the
 epoch to fence whoever still talks to the old leader (KIP-101, KIP-320). The state lives in the
@@ -52,9 +56,9 @@ nothing again. The view's topics and states are snapshots of one lineage (kafkap
 changed topics and partitions in time proportional to the change. A pass looks at those topics,
 the topics the last pass asked writes for (a write may be lost: it is looked at again until the
 view shows it settled), those owing an epoch or asked an election; it looks at every topic when
-the live brokers change (a broker's loss moves every partition it led, and changes every ISR it is
-in), when this broker has just become the controller, and for ``changes(full=True)``, the plain
-pass. At 2,000 topics the plain pass per creation made creating them O(N^2)
+the live brokers or the offline replicas change (a broker's loss moves every partition it led, and
+changes every ISR it is in), when this broker has just become the controller, and for
+``changes(full=True)``, the plain pass. At 2,000 topics the plain pass per creation made creating them O(N^2)
 (benchmarks/leadership.py; docs/performance.md); tests/server/test_leadership_settled.py holds the
 two passes equal.
 
@@ -314,6 +318,7 @@ class _Seen:
     topics: Mapping[str, TopicInfo]
     states: Mapping[tuple[str, int], PartitionState]
     live: frozenset[int]
+    offline: Mapping[int, frozenset[tuple[str, int]]]
 
 
 @runtime_checkable
@@ -410,13 +415,14 @@ class PartitionLeadership:
             self._unsettled.clear()
             return []
         seen = self._seen
-        now = _Seen(cluster.topics, cluster.partition_states, cluster.live_broker_ids())
-        topics, states, live = now.topics, now.states, now.live
+        now = _Seen(cluster.topics, cluster.partition_states, cluster.live_broker_ids(),
+                    cluster.offline_replicas)
+        topics, states = now.topics, now.states
         for debts in (owed, asked):
             for key in [(t, p) for t, p in debts if t not in topics or p not in topics[t].partitions]:
                 del debts[key]
         names: Collection[str]
-        if full or seen is None or seen.live != live:
+        if full or seen is None or seen.live != now.live or seen.offline != now.offline:
             names = list(topics)
         else:
             changed = changed_keys(seen.topics, topics)
@@ -438,6 +444,7 @@ class PartitionLeadership:
             for index, replicas in info.partitions.items():
                 key = (name, index)
                 current = states.get(key)
+                live = cluster.live_replicas_of(name, index)  # a replica in a failed dir is down
                 epoch_owed = None
                 debt = owed.get(key)
                 if debt is not None:
@@ -469,7 +476,8 @@ class PartitionLeadership:
         return the partition's new replica list; the state follows from the reconcile. Refused
         with Kafka's codes: NOT_CONTROLLER, UNKNOWN_TOPIC_OR_PARTITION, ELIGIBLE_LEADERS_NOT_AVAILABLE
         (one live broker: nowhere to move), BROKER_NOT_AVAILABLE (``to`` is not a live broker),
-        ELECTION_NOT_NEEDED (it leads already)."""
+        PREFERRED_LEADER_NOT_AVAILABLE (``to`` holds the partition in a failed log dir: the
+        preferred election would fail), ELECTION_NOT_NEEDED (it leads already)."""
         cluster = self.cluster
         if cluster.controller_id != self.broker_id:
             raise KafkaApiError(ErrorCode.NOT_CONTROLLER, f"broker {self.broker_id} is not the controller "
@@ -485,6 +493,9 @@ class PartitionLeadership:
         if to not in live:
             raise KafkaApiError(ErrorCode.BROKER_NOT_AVAILABLE,
                                 f"broker {to} is not a live broker (live: {sorted(live)})")
+        if to not in cluster.live_replicas_of(topic, partition):  # KIP-112: its log dir failed
+            raise KafkaApiError(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                                f"broker {to} holds {topic}-{partition} in a failed log dir")
         leadership = cluster.leadership(topic, partition)
         if leadership is not None and leadership[0] == to:
             raise KafkaApiError(ErrorCode.ELECTION_NOT_NEEDED, f"{topic}-{partition} is led by broker {to} "

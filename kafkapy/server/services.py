@@ -214,6 +214,8 @@ class ClusterView:
         self._live: frozenset[int] = frozenset()
         self._topics: Mapping[str, TopicInfo] = PersistentMap()
         self._partition_states: Mapping[tuple[str, int], PartitionState] = PersistentMap()
+        self._offline: Mapping[int, frozenset[tuple[str, int]]] = {}  # broker -> its offline replicas
+        self._offline_on: dict[tuple[str, int], frozenset[int]] = {}  # (topic, partition) -> brokers
         self._leadership: dict[tuple[str, int], tuple[int, int]] = {}
         # topic id -> name, for the topics snapshot it was built from (``topic_name``)
         self._names_by_id: tuple[Mapping[str, TopicInfo], dict[uuid.UUID, str]] | None = None
@@ -275,8 +277,29 @@ class ClusterView:
         self._partition_states = states
         self._changed()
 
+    @property
+    def offline_replicas(self) -> Mapping[int, frozenset[tuple[str, int]]]:
+        """broker id -> the replicas it holds in a failed log dir (KIP-112), from the store's watch."""
+        return self._offline
+
+    @offline_replicas.setter
+    def offline_replicas(self, offline: Mapping[int, frozenset[tuple[str, int]]]) -> None:
+        index: dict[tuple[str, int], set[int]] = {}
+        for broker, keys in offline.items():
+            for key in keys:
+                index.setdefault(key, set()).add(broker)
+        self._offline_on = {key: frozenset(brokers) for key, brokers in index.items()}
+        self._offline = offline
+        self._changed()
+
     def live_broker_ids(self) -> frozenset[int]:
         return self._live
+
+    def live_replicas_of(self, topic: str, partition: int) -> frozenset[int]:
+        """The live brokers that can serve ``topic``-``partition``: a broker holding it in a failed
+        log dir counts as down for it (as Kafka's controller treats an offline replica)."""
+        offline = self._offline_on.get((topic, partition)) if self._offline_on else None
+        return self._live if not offline else self._live - offline
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic with ``topic_id`` (Fetch, Produce and the share APIs name topics
@@ -295,7 +318,8 @@ class ClusterView:
         replicas = info.partitions.get(partition) if info is not None else None
         if replicas is None:
             return []
-        return partition_isr(replicas, self._live, self._partition_states.get((topic, partition)))
+        return partition_isr(replicas, self.live_replicas_of(topic, partition),
+                             self._partition_states.get((topic, partition)))
 
     def leadership(self, topic: str, partition: int) -> tuple[int, int] | None:
         """``partition_leadership`` of one partition by this view; None if it has no such partition."""
@@ -307,7 +331,8 @@ class ClusterView:
             replicas = info.partitions.get(partition) if info is not None else None
             if replicas is None:
                 return None
-            found = cache[key] = partition_leadership(replicas, self._live, self._partition_states.get(key))
+            found = cache[key] = partition_leadership(replicas, self.live_replicas_of(topic, partition),
+                                                      self._partition_states.get(key))
         return found
 
 

@@ -5,8 +5,8 @@ MemoryStore (the default; several Brokers in one process sharing one
 MemoryStore form a cluster) and ZooKeeperStore (kazoo, at Kafka's own znode
 paths and JSON formats, for brokers on several machines).
 
-The interface is split by role (BrokerStore, TopicStore, ConfigStore,
-FeatureStore, CoordinatorStore, ProducerIdStore, PartitionStateStore, AclStore, StoreLifecycle), so that code
+The interface is split by role (BrokerStore, TopicStore, ConfigStore, FeatureStore,
+CoordinatorStore, ProducerIdStore, PartitionStateStore, AclStore, LogDirStore, StoreLifecycle), so that code
 states which part of the cluster state it touches; MetadataStore is their union,
 and both stores implement it whole.
 
@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Protocol
 from urllib.parse import quote, unquote
 
@@ -81,7 +81,9 @@ __all__ = [
     "CorruptMetadata",
     "FeatureEpochConflict",
     "FeatureStore",
+    "LogDirStore",
     "MetadataStore",
+    "OfflineReplicas",
     "PartitionState",
     "PartitionStateConflict",
     "PartitionStateStore",
@@ -498,10 +500,27 @@ class AclStore(Protocol):
         """Called with the resource of every change notification posted after the watch was set."""
 
 
+# broker id -> the (topic, partition) replicas it holds in a failed log dir (LogDirStore)
+OfflineReplicas = Mapping[int, frozenset[tuple[str, int]]]
+
+
+class LogDirStore(Protocol):
+    """KIP-112's news for the controller: the replicas each broker holds in a log dir that failed,
+    so the controller treats them like replicas on a stopped broker (Kafka's log dir event
+    notification, /log_dir_event_notification on ZooKeeper). A broker's set is cleared when it
+    registers again (a restart opens its dirs again)."""
+
+    def set_offline_replicas(self, broker_id: int, replicas: Collection[tuple[str, int]]) -> None:
+        """Publish every replica of ``broker_id`` now offline (the whole set, not an addition)."""
+    def offline_replicas(self) -> dict[int, frozenset[tuple[str, int]]]: ...
+    def watch_offline_replicas(self, callback: Callable[[OfflineReplicas], None]) -> Watch:
+        """Called with every broker's set (brokers with none left out) on each change."""
+
+
 ROLES: tuple[type, ...] = (StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore,
-                           CoordinatorStore, ProducerIdStore, PartitionStateStore, AclStore)
+                           CoordinatorStore, ProducerIdStore, PartitionStateStore, AclStore, LogDirStore)
 
 
 class MetadataStore(StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore, CoordinatorStore,
-                    ProducerIdStore, PartitionStateStore, AclStore, Protocol):
+                    ProducerIdStore, PartitionStateStore, AclStore, LogDirStore, Protocol):
     """Every role: what a store implements and what code that needs the whole store asks for."""

@@ -14,7 +14,7 @@ import collections
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,6 +27,7 @@ from kafkapy.store.base import (
     AclVersionConflict,
     BrokerRegistration,
     FeatureEpochConflict,
+    OfflineReplicas,
     PartitionState,
     PartitionStateConflict,
     PartitionStates,
@@ -92,6 +93,7 @@ class _Cluster:
         self.producer_id_block: ProducerIdBlock | None = None
         self.partition_states: PersistentMap[tuple[str, int], PartitionState] = PersistentMap()
         self.acls: dict[AclResource, tuple[frozenset[StoredAcl], int]] = {}  # -> (acls, version)
+        self.offline_replicas: dict[int, frozenset[tuple[str, int]]] = {}  # broker id -> its set
         self.handles: list[MemoryStore] = []
         self.watches: list[_MemoryWatch] = []
         self.pending: collections.deque[tuple[_MemoryWatch, tuple[Any, ...]]] = collections.deque()
@@ -164,6 +166,8 @@ class MemoryStore:
                 raise StoreError(f"broker id {registration.broker_id} is already registered in this cluster")
             c.brokers[registration.broker_id] = registration
             c.broker_owner[registration.broker_id] = self
+            if c.offline_replicas.pop(registration.broker_id, None) is not None:  # its dirs open again
+                self._notify("offline_replicas", dict(c.offline_replicas))
             self._notify("brokers", self._broker_list())
             self._elect_controller_locked(registration.broker_id)
         self._drain()
@@ -191,6 +195,28 @@ class MemoryStore:
 
     def _broker_list(self) -> list[BrokerRegistration]:
         return sorted(self._cluster.brokers.values(), key=lambda b: b.broker_id)
+
+    # --- offline replicas (KIP-112) -----------------------------------------------------------
+    def set_offline_replicas(self, broker_id: int, replicas: Collection[tuple[str, int]]) -> None:
+        with self._lock:
+            self._check_open()
+            c = self._cluster
+            found = frozenset(replicas)
+            if c.offline_replicas.get(broker_id, frozenset()) != found:
+                if found:
+                    c.offline_replicas[broker_id] = found
+                else:
+                    c.offline_replicas.pop(broker_id, None)
+                self._notify("offline_replicas", dict(c.offline_replicas))
+        self._drain()
+
+    def offline_replicas(self) -> dict[int, frozenset[tuple[str, int]]]:
+        with self._lock:
+            self._check_open()
+            return dict(self._cluster.offline_replicas)
+
+    def watch_offline_replicas(self, callback: Callable[[OfflineReplicas], None]) -> Watch:
+        return self._watch("offline_replicas", callback, lambda: (dict(self._cluster.offline_replicas),))
 
     # --- controller --------------------------------------------------------------------------
     def elect_controller(self, broker_id: int) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from kafkapy.store.base import (
@@ -30,10 +30,12 @@ __all__ = [
     "ACL_CHANGE_PREFIX", "BROKER_IDS", "BROKER_SEQID", "CHANGE_EXPIRATION_S", "CHANGE_PREFIX",
     "CLUSTER_ID", "CONFIG", "CONFIG_CHANGES", "CONSUMERS", "CONTROLLER", "COORDINATOR",
     "EXTENDED_ACLS", "EXTENDED_ACL_CHANGES", "FEATURE", "LITERAL_ACLS", "LITERAL_ACL_CHANGES",
-    "PRODUCER_ID_BLOCK", "TOPICS", "TOPIC_CONFIGS", "ZERO_UUID", "acl_change", "acl_path",
-    "acl_root", "decode_broker", "decode_partition_state", "decode_producer_id_block",
-    "decode_topic", "dumps", "encode_acls", "encode_broker", "encode_partition_state",
-    "encode_producer_id_block", "encode_topic", "now_ms", "partition_state_path", "pascal_case",
+    "LOG_DIR_EVENTS", "LOG_DIR_EVENT_PREFIX", "OFFLINE_REPLICAS", "PRODUCER_ID_BLOCK", "TOPICS",
+    "TOPIC_CONFIGS", "ZERO_UUID", "acl_change", "acl_path", "acl_root", "decode_broker",
+    "decode_offline_replicas", "decode_partition_state", "decode_producer_id_block", "decode_topic",
+    "dumps", "encode_acls", "encode_broker", "encode_log_dir_event", "encode_offline_replicas",
+    "encode_partition_state", "encode_producer_id_block", "encode_topic", "now_ms",
+    "partition_state_path", "pascal_case",
 ]
 
 CLUSTER_ID = "/cluster/id"
@@ -59,6 +61,14 @@ EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
 
 ZERO_UUID = uuid.UUID(int=0)
+# Kafka's LogDirEventNotificationZNode: a broker whose log dir failed adds a sequential child for
+# the controller (LogDirEventNotificationSequenceZNode, {"version":1,"broker":<id>,"event":1}).
+LOG_DIR_EVENTS = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1  # LogDirEventNotificationHandler.LogDirFailureEvent
+# kafkapy's own: which replicas each broker holds in a failed dir (Kafka's controller asks the
+# broker instead, with LeaderAndIsr); one child per broker id.
+OFFLINE_REPLICAS = "/kafkapy/offline_replicas"
 
 
 def dumps(obj: Any) -> bytes:
@@ -231,3 +241,25 @@ def decode_producer_id_block(data: bytes, path: str) -> ProducerIdBlock:
     if not isinstance(broker, int) or isinstance(broker, bool) or start < 0 or end < start:
         raise CorruptMetadata(path, f"malformed producer id block (broker {broker!r}, {start} to {end})")
     return ProducerIdBlock(broker, start, end - start + 1)
+
+
+def encode_log_dir_event(broker_id: int) -> dict[str, Any]:
+    return {"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT}
+
+
+def encode_offline_replicas(replicas: Collection[tuple[str, int]]) -> dict[str, Any]:
+    return {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(replicas)]}
+
+
+def decode_offline_replicas(obj: Mapping[str, Any], path: str) -> frozenset[tuple[str, int]]:
+    partitions = obj.get("partitions")
+    if obj.get("version") != 1 or not isinstance(partitions, list):
+        raise CorruptMetadata(path, "not an offline replicas record (version 1 with partitions)")
+    found = set()
+    for item in partitions:
+        topic = item.get("topic") if isinstance(item, dict) else None
+        partition = item.get("partition") if isinstance(item, dict) else None
+        if not isinstance(topic, str) or type(partition) is not int:
+            raise CorruptMetadata(path, f"not a partition: {item!r}")
+        found.add((topic, partition))
+    return frozenset(found)

@@ -26,7 +26,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -51,6 +51,7 @@ from kafkapy.store.base import (
     BrokerRegistration,
     CorruptMetadata,
     FeatureEpochConflict,
+    OfflineReplicas,
     PartitionState,
     PartitionStateConflict,
     PartitionStates,
@@ -93,6 +94,9 @@ from kafkapy.store.znodes import (
     EXTENDED_ACL_CHANGES,
     FEATURE,
     LITERAL_ACL_CHANGES,
+    LOG_DIR_EVENT_PREFIX,
+    LOG_DIR_EVENTS,
+    OFFLINE_REPLICAS,
     PRODUCER_ID_BLOCK,
     TOPIC_CONFIGS,
     TOPICS,
@@ -100,11 +104,14 @@ from kafkapy.store.znodes import (
     acl_path,
     acl_root,
     decode_broker,
+    decode_offline_replicas,
     decode_producer_id_block,
     decode_topic,
     dumps,
     encode_acls,
     encode_broker,
+    encode_log_dir_event,
+    encode_offline_replicas,
     encode_partition_state,
     encode_producer_id_block,
     encode_topic,
@@ -121,7 +128,7 @@ _T = TypeVar("_T")
 
 # Kafka's persistent paths, created at startup as KafkaZkClient.createTopLevelPaths does.
 _TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, PRODUCER_ID_BLOCK, "/config/topics",
-              "/config/clients", "/config/users", "/config/ips", "/config/brokers")
+              "/config/clients", "/config/users", "/config/ips", "/config/brokers", OFFLINE_REPLICAS)
 _DELETE_TREE_ATTEMPTS = 20  # each failed attempt means a concurrent write landed in the tree
 
 
@@ -426,6 +433,9 @@ class ZooKeeperStore:
                                  f"({self._full(path)} exists)") from None
         with self._lock:
             self._registrations[registration.broker_id] = registration
+        offline = f"{OFFLINE_REPLICAS}/{registration.broker_id}"
+        with self._errors(offline), contextlib.suppress(NoNodeError):  # its dirs are open again
+            zk.delete(offline)
         self.elect_controller(registration.broker_id)
 
     def unregister_broker(self, broker_id: int) -> None:
@@ -473,6 +483,63 @@ class ZooKeeperStore:
         if not child.lstrip("-").isdigit():
             raise CorruptMetadata(self._full(path), "not a broker id")
         return decode_broker(int(child), self._json(path, data), self._full(path))
+
+    # --- offline replicas (KIP-112) -----------------------------------------------------------
+    def set_offline_replicas(self, broker_id: int, replicas: Collection[tuple[str, int]]) -> None:
+        """kafkapy's /kafkapy/offline_replicas/<id>, and, when the set grows, Kafka's
+        /log_dir_event_notification/log_dir_event_<seq> for a Kafka controller's sake."""
+        zk = self._zk()
+        path = f"{OFFLINE_REPLICAS}/{broker_id}"
+        found = frozenset(replicas)
+        before = self.offline_replicas().get(broker_id, frozenset())
+        if found == before:
+            return
+        with self._errors(path):
+            if not found:
+                with contextlib.suppress(NoNodeError):
+                    zk.delete(path)
+                return
+            data = dumps(encode_offline_replicas(found))
+            try:
+                zk.set(path, data)
+            except NoNodeError:
+                zk.create(path, data, makepath=True)
+        if not found <= before:
+            with self._errors(LOG_DIR_EVENTS):
+                zk.create(f"{LOG_DIR_EVENTS}/{LOG_DIR_EVENT_PREFIX}", dumps(encode_log_dir_event(broker_id)),
+                          sequence=True, makepath=True)
+
+    def offline_replicas(self) -> dict[int, frozenset[tuple[str, int]]]:
+        return self._read_offline_replicas(None)
+
+    def watch_offline_replicas(self, callback: Callable[[OfflineReplicas], None]) -> Watch:
+        return self._watch_state(OFFLINE_REPLICAS, lambda w: (self._read_offline_replicas(w),), callback)
+
+    def _read_offline_replicas(self, watch: Any) -> dict[int, frozenset[tuple[str, int]]]:
+        zk = self._zk()
+        raw = []
+        with self._errors(OFFLINE_REPLICAS):
+            try:
+                children = zk.get_children(OFFLINE_REPLICAS, watch=watch)
+            except NoNodeError:
+                return {}
+            for child in sorted(children):
+                path = f"{OFFLINE_REPLICAS}/{child}"
+                try:
+                    raw.append((child, path, zk.get(path, watch=watch)[0]))
+                except NoNodeError:
+                    continue
+        result: dict[int, frozenset[tuple[str, int]]] = {}
+        for child, path, data in raw:
+            if not child.isdigit():
+                continue
+            found = self._readable(path, data, self._decode_offline_replicas)
+            if found:
+                result[int(child)] = found
+        return result
+
+    def _decode_offline_replicas(self, path: str, data: bytes) -> frozenset[tuple[str, int]]:
+        return decode_offline_replicas(self._json(path, data), self._full(path))
 
     # --- controller --------------------------------------------------------------------------
     def elect_controller(self, broker_id: int) -> int:

@@ -624,11 +624,11 @@ class TopicsModule(Module):
         elif (not_controller := self._not_controller(ctx)) is not None:
             refusal = ErrorCode.NOT_CONTROLLER, not_controller
         cluster = self.services.cluster
-        topics, live = cluster.topics, cluster.live_broker_ids()
+        topics = cluster.topics
         elected: dict[tuple[str, int], dict[str, Any]] = {}
 
         def result(topic: str, partition: int) -> dict[str, Any]:
-            code, message = refusal or self._elect(ElectionType(raw_kind), topic, partition, topics, live)
+            code, message = refusal or self._elect(ElectionType(raw_kind), topic, partition, topics)
             found = {"partition_id": partition, "error_code": code, "error_message": message}
             if code == ErrorCode.NONE:
                 elected[topic, partition] = found
@@ -678,8 +678,8 @@ class TopicsModule(Module):
             await states.wait_for(lambda _: not missing(), min(timeout_ms / 1000, _WAIT_CAP_S))
         return missing()
 
-    def _elect(self, kind: ElectionType, topic: str, partition: int, topics: Mapping[str, TopicInfo],
-               live: Collection[int]) -> tuple[ErrorCode, str | None]:
+    def _elect(self, kind: ElectionType, topic: str, partition: int,
+               topics: Mapping[str, TopicInfo]) -> tuple[ErrorCode, str | None]:
         info = topics.get(topic)
         replicas = None if info is None else info.partitions.get(partition)
         cluster = self.services.cluster
@@ -688,6 +688,7 @@ class TopicsModule(Module):
             what = f"topic as {topic}" if info is None else f"partition as {topic}-{partition}"
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such {what}"
         state = cluster.partition_states.get((topic, partition))
+        live = cluster.live_replicas_of(topic, partition)  # a replica in a failed log dir is down
         isr = [r for r in replicas if r in live] if state is None else state.isr
         code = election_outcome(kind, replicas, live, leadership[0], isr)
         return code, ELECTION_MESSAGES.get(code)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.server.leadership import PartitionLeadership, next_state
 from kafkapy.server.services import ClusterView, partition_leadership
 from kafkapy.store import BrokerRegistration, MemoryStore, PartitionState
@@ -175,3 +177,48 @@ def test_cached_leadership_equals_the_plain_rule(steps: list[tuple[str, set[int]
                 plain = None if replicas is None else partition_leadership(
                     replicas, live, view.partition_states.get((topic, partition)))
                 assert view.leadership(topic, partition) == plain
+
+
+def test_a_replica_in_a_failed_log_dir_counts_as_down_for_its_partition_only() -> None:
+    """KIP-112 (Kafka's controller after a log dir event, ReplicationControlManager's
+    handleDirectoriesOffline): the leader's replica goes offline, so leadership moves to the next
+    live in-sync replica and the ISR shrinks; the broker's other partitions keep it. With no other
+    in-sync replica: leader -1, the last ISR kept. A change of the offline set alone makes the pass
+    look at every topic, as a broker leaving does."""
+    store = MemoryStore()
+    store.create_topic("t", {0: (1, 2), 1: (1, 2)})
+    store.create_topic("solo", {0: (1,)})
+    loop = asyncio.new_event_loop()
+    try:
+        view = ClusterView()
+        view.controller_id = 1
+        controller = PartitionLeadership(store, view, 1, loop)
+        view.brokers = [registration(1), registration(2)]
+        view.topics = store.topics()
+        view.offline_replicas = store.offline_replicas()
+        view.partition_states = store.partition_states()
+        controller._write(controller.changes())
+        view.partition_states = store.partition_states()
+        assert controller.changes() == []
+        store.set_offline_replicas(1, [("t", 0), ("solo", 0)])
+        view.offline_replicas = store.offline_replicas()
+        assert view.leadership("t", 0) == (-1, 0)  # until the controller writes the election
+        controller._write(controller.changes())
+        view.partition_states = states = store.partition_states()
+        assert (states["t", 0].leader, states["t", 0].leader_epoch, states["t", 0].isr) == (2, 1, (2,))
+        assert (states["t", 1].leader, states["t", 1].isr) == (1, (1, 2))
+        solo = states["solo", 0]
+        assert (solo.leader, solo.leader_epoch, solo.isr) == (-1, 1, (1,))
+        assert view.leadership("t", 0) == (2, 1) and view.in_sync_replicas("t", 0) == [2]
+        assert controller.changes() == []
+        with pytest.raises(KafkaApiError) as refused:  # the cluster fault cannot move it back there
+            loop.run_until_complete(controller.move_leader("t", 0, 1))
+        assert refused.value.code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        store.register_broker(registration(1))  # the broker's restart: its dirs are back
+        view.offline_replicas = store.offline_replicas()
+        controller._write(controller.changes())
+        states = store.partition_states()
+        assert states["t", 0].isr == (1, 2) and states["t", 0].leader == 2  # no move back by itself
+        assert (states["solo", 0].leader, states["solo", 0].leader_epoch) == (1, 2)
+    finally:
+        loop.close()

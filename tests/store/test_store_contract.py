@@ -153,6 +153,24 @@ def test_broker_registration_is_ephemeral(cluster: Opener) -> None:
     wait_until(lambda: [r.broker_id for r in b.brokers()] == [2], what="broker 1 to go with its session")
 
 
+def test_offline_replicas_published_watched_and_cleared_by_registering_again(cluster: Opener) -> None:
+    """KIP-112: a broker publishes the replicas of its failed log dirs for the controller; its
+    registration at the next start clears them (its dirs are opened again)."""
+    a, b = cluster(), cluster()
+    a.register_broker(registration(1))
+    seen = Recorder()
+    b.watch_offline_replicas(seen)
+    assert seen.wait_count(1)[0] == {}
+    a.set_offline_replicas(1, [("t", 0), ("t", 2)])
+    seen.wait_for(lambda offline: offline == {1: frozenset({("t", 0), ("t", 2)})})
+    assert b.offline_replicas() == {1: frozenset({("t", 0), ("t", 2)})}
+    a.unregister_broker(1)  # a stop keeps them: the dir is still failed until the broker starts
+    assert b.offline_replicas() == {1: frozenset({("t", 0), ("t", 2)})}
+    a.register_broker(registration(1))
+    seen.wait_for(lambda offline: offline == {})
+    assert b.offline_replicas() == {}
+
+
 def test_watch_brokers(cluster: Opener) -> None:
     a, b = cluster(), cluster()
     seen = Recorder()

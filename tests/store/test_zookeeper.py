@@ -72,6 +72,25 @@ def test_producer_id_block_znode_is_kafkas(store: ZooKeeperStore, raw: KazooClie
     assert raw.exists("/latest_producer_id_block").version == stat.version + 2
 
 
+def test_log_dir_failure_writes_kafkas_log_dir_event(store: ZooKeeperStore, raw: KazooClient) -> None:
+    """KIP-112 on ZooKeeper: a broker whose replicas go offline adds Kafka's sequential
+    /log_dir_event_notification/log_dir_event_<seq> (what a Kafka controller watches); the set
+    itself is kafkapy's /kafkapy/offline_replicas/<id>. A set that only shrinks is no new event."""
+    store.set_offline_replicas(4, [("t", 1), ("t", 0)])
+    events = raw.get_children("/log_dir_event_notification")
+    assert len(events) == 1 and events[0].startswith("log_dir_event_") and events[0][-10:].isdigit()
+    event = read_json(raw, f"/log_dir_event_notification/{events[0]}")
+    assert event == {"version": 1, "broker": 4, "event": 1}
+    assert read_json(raw, "/kafkapy/offline_replicas/4") == {
+        "version": 1, "partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]}
+    store.set_offline_replicas(4, [("t", 0)])
+    assert len(raw.get_children("/log_dir_event_notification")) == 1
+    store.set_offline_replicas(4, [("t", 0), ("u", 0)])
+    assert len(raw.get_children("/log_dir_event_notification")) == 2
+    store.register_broker(registration(4))
+    assert raw.exists("/kafkapy/offline_replicas/4") is None and store.offline_replicas() == {}
+
+
 def test_producer_ids_exhausted(store: ZooKeeperStore, raw: KazooClient) -> None:
     last = 2**63 - 1
     raw.set("/latest_producer_id_block", json.dumps(
