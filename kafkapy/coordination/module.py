@@ -31,6 +31,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import BrokerRegistration, TopicInfo, Watch
+from kafkapy.store.znodes import group_id_problem
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request, Response
@@ -42,44 +43,9 @@ __all__ = ["CoordinationModule", "group_id_problem"]
 log = logging.getLogger(__name__)
 
 
-
 FEATURE = "kafkapy.coordinator"
 NO_OFFSET = -1  # StartFetcher offset when nothing is committed: the consumer applies auto_offset_reset
 _ATTRIBUTE = "kafkapy.coordination.member"
-# /consumers/<name> children that are not groups: a group of that name would share the znode.
-_RESERVED_GROUPS = frozenset({"coordinator"})
-
-
-def _znode_refused(char: str) -> bool:
-    """Characters ZooKeeper refuses in a path (its PathUtils.validatePath, on Java's UTF-16 code
-    units: a character beyond U+FFFF is a surrogate pair there, refused too)."""
-    code = ord(char)
-    return (code <= 0x1F or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xF8FF
-            or 0xFFF0 <= code)
-
-
-def group_id_problem(group_id: str) -> str | None:
-    """Why ``group_id`` cannot name /consumers/<group_id> (None when it can).
-
-    The group id is a znode name under /consumers, used as it is (as the seed and the old
-    consumer's paths have it). A ``/`` would nest it (``a/b`` lands inside group ``a``, and a
-    new coordinator reading /consumers would see ``a``, never ``a/b``); ``.`` and ``..`` are
-    refused by ZooKeeper as relative paths, as are its control and reserved characters; and
-    ``coordinator`` is the election node. Checked whatever the store, so a memory-store
-    cluster refuses what a ZooKeeper one would have to.
-    """
-    if not group_id:
-        return "empty"
-    if group_id in _RESERVED_GROUPS:
-        return f"{group_id!r} is reserved (/consumers/{group_id})"
-    if group_id in (".", ".."):
-        return f"{group_id!r} is a relative path"
-    if "/" in group_id:
-        return "contains '/'"
-    bad = next((c for c in group_id if _znode_refused(c)), None)
-    if bad is not None:
-        return f"contains {bad!r}, which ZooKeeper refuses in a path"
-    return None
 
 
 def _positive(value: Any) -> str | None:

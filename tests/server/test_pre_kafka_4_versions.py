@@ -172,3 +172,43 @@ def test_acl_apis_v0_see_and_set_literal_patterns_only() -> None:
         left = client.request(ApiKey.DESCRIBE_ACLS, 1, _filter(pattern_type_filter=1))  # ANY pattern type
         assert [(r["resource_name"], r["pattern_type"]) for r in left["resources"]] == [
             ("ord", PATTERN_PREFIXED)]
+
+
+# Group ids that cannot be a znode of their own under /consumers (as in tests/coordination).
+UNFIT_GROUP_IDS = ["coordinator", "", ".", "..", "a/b", "nul\x00", "del\x7f", "private\ue000",
+                   "emoji\U0001f600"]
+
+
+@pytest.mark.parametrize("store", ["memory", "zookeeper"])
+def test_v0_offsets_refuse_a_group_id_that_is_no_znode_of_its_own(
+        store: str, request: pytest.FixtureRequest) -> None:
+    """A v0 commit writes /consumers/<group>/offsets/...: for ``coordinator`` that is inside the
+    seed-001 election node (ephemeral: no children), and ZooKeeper refuses a path with ``.``,
+    ``..``, an empty name or its reserved characters (Kafka answered those UNKNOWN_SERVER_ERROR,
+    from the thrown path check). Both v0 requests answer INVALID_GROUP_ID per partition instead,
+    on either store, and nothing is written; a partition that does not exist keeps its own answer."""
+    config: dict[str, Any] = {"kafkapy.modules": "coordination"}
+    if store == "zookeeper":
+        config["zookeeper.connect"] = request.getfixturevalue("zk_connect")
+    with Broker(config) as broker:
+        produce_one(broker, "t")
+        with SimpleClient(broker.bootstrap_servers) as client:
+            for group in UNFIT_GROUP_IDS:
+                commit = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": group, "topics": [
+                    {"name": "t", "partitions": [
+                        {"partition_index": 0, "committed_offset": 7, "committed_metadata": ""},
+                        {"partition_index": 9, "committed_offset": 7, "committed_metadata": ""}]}]})
+                assert [p["error_code"] for p in commit["topics"][0]["partitions"]] == [
+                    ErrorCode.INVALID_GROUP_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION], group
+                fetch = client.request(ApiKey.OFFSET_FETCH, 0, {
+                    "group_id": group, "topics": [{"name": "t", "partition_indexes": [0, 9]}]})
+                assert [(p["committed_offset"], p["error_code"]) for p in fetch["topics"][0]["partitions"]] \
+                    == [(-1, ErrorCode.INVALID_GROUP_ID), (-1, ErrorCode.NONE)], group
+            # the election node is still the coordinator's, and a fit id still commits
+            assert broker.store.coordinator_id() == broker.broker_id
+            fine = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "coordinators", "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                              "committed_metadata": ""}]}]})
+            assert fine["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+        assert broker.store.offsets("coordinators") == {("t", 0): 7}
+        assert broker.store.offsets("coordinator") == broker.store.offsets("a") == {}  # a/b: none in a
