@@ -329,9 +329,6 @@ class CoordinationModule(Module):
         holder = group.members.get(consumer_id) if group is not None else None
         if holder is not None and holder.alive and holder.info is not ctx.connection:
             return {"error_code": ErrorCode.FENCED_INSTANCE_ID}
-        previous = ctx.connection.attributes.get(_ATTRIBUTE)
-        if isinstance(previous, Member) and previous is not holder:
-            self._drop(previous, close=False)  # the connection registers as another consumer now
         if group is None:
             offsets = await asyncio.to_thread(self.services.store.offsets, group_id)
             if not self.active:
@@ -344,6 +341,12 @@ class CoordinationModule(Module):
             if (other := group.members.get(consumer_id)) is not None and other.alive \
                     and other.info is not ctx.connection:
                 return {"error_code": ErrorCode.FENCED_INSTANCE_ID}
+        # Accepted. Seed 001 has one consumer per connection (pinged and rebalanced through it):
+        # a registration as another consumer, or in another group, moves it, and the group it
+        # leaves is rebalanced. Only now: a refused registration changes nothing.
+        previous = ctx.connection.attributes.get(_ATTRIBUTE)
+        if isinstance(previous, Member) and previous is not holder:
+            self._drop(previous, close=False)
         if holder is not None:
             self._drop(holder, close=False, rebalance=False)
         member = Member(group_id, consumer_id, connection, ctx.connection, subscription, body["auto_commit"],
