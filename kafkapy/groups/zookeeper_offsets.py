@@ -10,10 +10,12 @@ way round, as in Kafka. The same znodes hold the seed-001 coordinator's offsets
 
 Checks, in Kafka's order: READ on the group for a commit, DESCRIBE for a fetch (else every
 partition GROUP_AUTHORIZATION_FAILED), the same on each topic (TOPIC_AUTHORIZATION_FAILED), the
-partition exists (UNKNOWN_TOPIC_OR_PARTITION for a commit; offset -1 and no error for a fetch),
-metadata within ``offset.metadata.max.bytes`` (OFFSET_METADATA_TOO_LARGE; v0 stores no metadata,
-but Kafka checks it), and then that the group id can be a znode of its own under /consumers
-(``kafkapy.store.znodes.group_id_problem``; INVALID_GROUP_ID, offset -1 for a fetch). Kafka had no
+partition exists (UNKNOWN_TOPIC_OR_PARTITION; for a fetch with offset -1, which is also the answer
+for a partition with no offset committed: Kafka's OffsetFetchResponse.UNKNOWN_PARTITION, where a
+v1+ fetch says -1 and no error), metadata within ``offset.metadata.max.bytes``
+(OFFSET_METADATA_TOO_LARGE; v0 stores no metadata, but Kafka checks it), and then that the group
+id can be a znode of its own under /consumers (``kafkapy.store.znodes.group_id_problem``;
+INVALID_GROUP_ID, offset -1 for a fetch). Kafka had no
 such check: ZooKeeper's path validation threw and the partition was answered UNKNOWN_SERVER_ERROR
 (``.``, ``..``, an empty id, reserved characters), or the write went where it landed (``a/b``
 inside group ``a``). Here ``coordinator`` would also be the seed-001 election node, which as an
@@ -93,11 +95,13 @@ class ZooKeeperOffsets:
                 elif not describable:
                     answers[key] = _fetched(NO_OFFSET, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 elif not self.partition_exists(*key):
-                    answers[key] = _fetched(NO_OFFSET, ErrorCode.NONE)
+                    answers[key] = _fetched(NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 elif unfit:
                     answers[key] = _fetched(NO_OFFSET, ErrorCode.INVALID_GROUP_ID)
+                elif key not in stored:  # no znode: Kafka's answer is the unknown partition's too
+                    answers[key] = _fetched(NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:
-                    answers[key] = _fetched(stored.get(key, NO_OFFSET), ErrorCode.NONE)
+                    answers[key] = _fetched(stored[key], ErrorCode.NONE)
         return fit_body(ApiKey.OFFSET_FETCH, "response", ctx.api_version, {"topics": _by_topic(answers)})
 
 

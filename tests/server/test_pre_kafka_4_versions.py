@@ -203,7 +203,7 @@ def test_v0_offsets_refuse_a_group_id_that_is_no_znode_of_its_own(
                 fetch = client.request(ApiKey.OFFSET_FETCH, 0, {
                     "group_id": group, "topics": [{"name": "t", "partition_indexes": [0, 9]}]})
                 assert [(p["committed_offset"], p["error_code"]) for p in fetch["topics"][0]["partitions"]] \
-                    == [(-1, ErrorCode.INVALID_GROUP_ID), (-1, ErrorCode.NONE)], group
+                    == [(-1, ErrorCode.INVALID_GROUP_ID), (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)], group
             # the election node is still the coordinator's, and a fit id still commits
             assert broker.store.coordinator_id() == broker.broker_id
             fine = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "coordinators", "topics": [
@@ -212,3 +212,31 @@ def test_v0_offsets_refuse_a_group_id_that_is_no_znode_of_its_own(
             assert fine["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
         assert broker.store.offsets("coordinators") == {("t", 0): 7}
         assert broker.store.offsets("coordinator") == broker.store.offsets("a") == {}  # a/b: none in a
+
+
+@pytest.mark.parametrize("store", ["memory", "zookeeper"])
+def test_offset_fetch_v0_says_unknown_partition_for_no_committed_offset(
+        store: str, request: pytest.FixtureRequest) -> None:
+    """Kafka 2.8-3.9 answered a v0 fetch with OffsetFetchResponse.UNKNOWN_PARTITION (offset -1,
+    UNKNOWN_TOPIC_OR_PARTITION) both for a partition that does not exist and for one whose offset
+    znode is absent; kafka-python's old consumer logs "have you committed any offsets yet?" on it.
+    A v1+ fetch answers -1 with no error instead (the coordinator's)."""
+    config = {"zookeeper.connect": request.getfixturevalue("zk_connect")} if store == "zookeeper" else {}
+    with Broker(config) as broker:
+        produce_one(broker, "t")
+        with SimpleClient(broker.bootstrap_servers) as client:
+            def fetched() -> list[tuple[str, int, int, int]]:
+                answer = client.request(ApiKey.OFFSET_FETCH, 0, {"group_id": "old", "topics": [
+                    {"name": "t", "partition_indexes": [0, 9]},
+                    {"name": "nowhere", "partition_indexes": [0]}]})
+                return [(t["name"], p["partition_index"], p["committed_offset"], p["error_code"])
+                        for t in answer["topics"] for p in t["partitions"]]
+
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert fetched() == [("t", 0, -1, unknown), ("t", 9, -1, unknown), ("nowhere", 0, -1, unknown)]
+            commit = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "old", "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                              "committed_metadata": ""}]}]})
+            assert commit["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+            assert fetched() == [("t", 0, 3, ErrorCode.NONE), ("t", 9, -1, unknown),
+                                 ("nowhere", 0, -1, unknown)]
