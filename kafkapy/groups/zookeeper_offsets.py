@@ -20,7 +20,9 @@ such check: ZooKeeper's path validation threw and the partition was answered UNK
 (``.``, ``..``, an empty id, reserved characters), or the write went where it landed (``a/b``
 inside group ``a``). Here ``coordinator`` would also be the seed-001 election node, which as an
 ephemeral znode cannot have children. Checked on every store, so the memory store refuses what
-ZooKeeper would. Store calls run off the loop: with ZooKeeper each is a round trip.
+ZooKeeper would. A store that fails (ZooKeeper unreachable, say) is each partition's
+UNKNOWN_SERVER_ERROR, as Kafka answered what its ZooKeeper calls threw; the connection stays open.
+Store calls run off the loop: with ZooKeeper each is a round trip.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from kafkapy.groups.offsets import NO_OFFSET, commit_refusal
 from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server.modules import Answer, RequestContext
-from kafkapy.store.base import CoordinatorStore
+from kafkapy.store.base import CoordinatorStore, StoreError
 from kafkapy.store.znodes import group_id_problem
 
 __all__ = ["ZooKeeperOffsets"]
@@ -74,7 +76,11 @@ class ZooKeeperOffsets:
                 if refusal is None:
                     writes[key] = p["committed_offset"]
         if writes:
-            await asyncio.to_thread(self.store.commit_offsets, group, writes)
+            try:
+                await asyncio.to_thread(self.store.commit_offsets, group, writes)
+            except StoreError as exc:  # Kafka: what the ZooKeeper write threw, per partition
+                log.warning("v0 commit of group %r failed: %s", group, exc)
+                codes.update(dict.fromkeys(writes, ErrorCode.UNKNOWN_SERVER_ERROR))
         return fit_body(ApiKey.OFFSET_COMMIT, "response", ctx.api_version, {"topics": _by_topic(
             {key: {"error_code": code} for key, code in codes.items()})})
 
@@ -83,7 +89,14 @@ class ZooKeeperOffsets:
         group = body["group_id"]
         group_allowed = self.allowed(ctx, "DESCRIBE", "GROUP", group)
         unfit = group_allowed and _unfit(ctx, group)
-        stored = await asyncio.to_thread(self.store.offsets, group) if group_allowed and not unfit else {}
+        stored: dict[tuple[str, int], int] = {}
+        unreadable = False
+        if group_allowed and not unfit:
+            try:
+                stored = await asyncio.to_thread(self.store.offsets, group)
+            except StoreError as exc:  # Kafka: what the ZooKeeper read threw, per partition
+                log.warning("v0 fetch of group %r failed: %s", group, exc)
+                unreadable = True
         answers: dict[tuple[str, int], Mapping[str, Any]] = {}
         for topic in body.get("topics") or []:
             name = topic["name"]
@@ -98,6 +111,8 @@ class ZooKeeperOffsets:
                     answers[key] = _fetched(NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 elif unfit:
                     answers[key] = _fetched(NO_OFFSET, ErrorCode.INVALID_GROUP_ID)
+                elif unreadable:
+                    answers[key] = _fetched(NO_OFFSET, ErrorCode.UNKNOWN_SERVER_ERROR)
                 elif key not in stored:  # no znode: Kafka's answer is the unknown partition's too
                     answers[key] = _fetched(NO_OFFSET, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 else:

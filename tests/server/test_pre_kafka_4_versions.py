@@ -6,7 +6,7 @@ the ACL APIs' v0. Each answers in its own version's shape, with what a later ver
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -15,6 +15,8 @@ from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.store.base import StoreError
+from kafkapy.store.memory import MemoryStore
 
 TIMEOUT_S = 20
 ANY_RESOURCE = 1  # ResourceType ANY (a filter only)
@@ -240,3 +242,31 @@ def test_offset_fetch_v0_says_unknown_partition_for_no_committed_offset(
             assert commit["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
             assert fetched() == [("t", 0, 3, ErrorCode.NONE), ("t", 9, -1, unknown),
                                  ("nowhere", 0, -1, unknown)]
+
+
+class FailingOffsets(MemoryStore):
+    """A store whose /consumers offsets cannot be reached (as ZooKeeper gone)."""
+
+    def offsets(self, group: str) -> dict[tuple[str, int], int]:
+        raise StoreError(f"offsets of {group} unreachable")
+
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        raise StoreError(f"offsets of {group} unreachable")
+
+
+def test_v0_offsets_answer_a_failing_store_per_partition() -> None:
+    """Kafka caught whatever its ZooKeeper calls threw and answered it per partition
+    (UNKNOWN_SERVER_ERROR for a ZooKeeper error); the handler failing closed the connection."""
+    with Broker(store=FailingOffsets()) as broker:
+        produce_one(broker, "t")
+        with SimpleClient(broker.bootstrap_servers) as client:
+            commit = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "old", "topics": [
+                {"name": "t", "partitions": [
+                    {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""},
+                    {"partition_index": 9, "committed_offset": 3, "committed_metadata": ""}]}]})
+            assert [p["error_code"] for p in commit["topics"][0]["partitions"]] == [
+                ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+            fetch = client.request(ApiKey.OFFSET_FETCH, 0, {
+                "group_id": "old", "topics": [{"name": "t", "partition_indexes": [0, 9]}]})
+            assert [(p["committed_offset"], p["error_code"]) for p in fetch["topics"][0]["partitions"]] == [
+                (-1, ErrorCode.UNKNOWN_SERVER_ERROR), (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
