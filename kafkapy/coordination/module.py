@@ -638,5 +638,13 @@ class CoordinationModule(Module):
             for task in (*asks, aborted):
                 if not task.done():
                     task.cancel()
+                    # It may still end with an error rather than cancelled (the answer's wait_for
+                    # completing in the same step): seen then, never "exception never retrieved".
+                    task.add_done_callback(_seen)
                 elif not task.cancelled():
                     task.exception()  # seen: several may have failed at once
+
+
+def _seen(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import struct
@@ -1173,5 +1174,27 @@ def test_a_refused_registration_keeps_the_connections_registration() -> None:
                 if raw is not None:
                     raw.close()
             await b.stop()
+
+    run(main())
+
+
+def test_a_rebalance_cut_short_by_a_stopping_broker_leaves_no_unseen_error() -> None:
+    """A StopFetcher still awaited when the consumer's connection closes and the broker stops in
+    the same moment: the ask given up may end with the closed connection's error rather than
+    cancelled. That error is seen; it was logged by asyncio as "Task exception was never
+    retrieved" when the task was collected."""
+    async def main() -> None:
+        unseen: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: unseen.append(context))
+        b = await broker()
+        await create_topic(b, "t", 1)
+        reader, writer = await asyncio.open_connection(*address(b))
+        assert (await call(reader, writer, 1001, registration(), 1))["error_code"] == 0
+        await asyncio.sleep(0.1)  # the StopFetcher is out, never answered
+        writer.close()
+        await b.stop()
+        gc.collect()
+        await asyncio.sleep(0.05)
+        assert unseen == []
 
     run(main())
