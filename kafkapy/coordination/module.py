@@ -31,6 +31,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import BrokerRegistration, TopicInfo, Watch
+from kafkapy.store.znodes import group_id_problem
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request, Response
@@ -42,44 +43,9 @@ __all__ = ["CoordinationModule", "group_id_problem"]
 log = logging.getLogger(__name__)
 
 
-
 FEATURE = "kafkapy.coordinator"
 NO_OFFSET = -1  # StartFetcher offset when nothing is committed: the consumer applies auto_offset_reset
 _ATTRIBUTE = "kafkapy.coordination.member"
-# /consumers/<name> children that are not groups: a group of that name would share the znode.
-_RESERVED_GROUPS = frozenset({"coordinator"})
-
-
-def _znode_refused(char: str) -> bool:
-    """Characters ZooKeeper refuses in a path (its PathUtils.validatePath, on Java's UTF-16 code
-    units: a character beyond U+FFFF is a surrogate pair there, refused too)."""
-    code = ord(char)
-    return (code <= 0x1F or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xF8FF
-            or 0xFFF0 <= code)
-
-
-def group_id_problem(group_id: str) -> str | None:
-    """Why ``group_id`` cannot name /consumers/<group_id> (None when it can).
-
-    The group id is a znode name under /consumers, used as it is (as the seed and the old
-    consumer's paths have it). A ``/`` would nest it (``a/b`` lands inside group ``a``, and a
-    new coordinator reading /consumers would see ``a``, never ``a/b``); ``.`` and ``..`` are
-    refused by ZooKeeper as relative paths, as are its control and reserved characters; and
-    ``coordinator`` is the election node. Checked whatever the store, so a memory-store
-    cluster refuses what a ZooKeeper one would have to.
-    """
-    if not group_id:
-        return "empty"
-    if group_id in _RESERVED_GROUPS:
-        return f"{group_id!r} is reserved (/consumers/{group_id})"
-    if group_id in (".", ".."):
-        return f"{group_id!r} is a relative path"
-    if "/" in group_id:
-        return "contains '/'"
-    bad = next((c for c in group_id if _znode_refused(c)), None)
-    if bad is not None:
-        return f"contains {bad!r}, which ZooKeeper refuses in a path"
-    return None
 
 
 def _positive(value: Any) -> str | None:
@@ -363,9 +329,6 @@ class CoordinationModule(Module):
         holder = group.members.get(consumer_id) if group is not None else None
         if holder is not None and holder.alive and holder.info is not ctx.connection:
             return {"error_code": ErrorCode.FENCED_INSTANCE_ID}
-        previous = ctx.connection.attributes.get(_ATTRIBUTE)
-        if isinstance(previous, Member) and previous is not holder:
-            self._drop(previous, close=False)  # the connection registers as another consumer now
         if group is None:
             offsets = await asyncio.to_thread(self.services.store.offsets, group_id)
             if not self.active:
@@ -378,6 +341,12 @@ class CoordinationModule(Module):
             if (other := group.members.get(consumer_id)) is not None and other.alive \
                     and other.info is not ctx.connection:
                 return {"error_code": ErrorCode.FENCED_INSTANCE_ID}
+        # Accepted. Seed 001 has one consumer per connection (pinged and rebalanced through it):
+        # a registration as another consumer, or in another group, moves it, and the group it
+        # leaves is rebalanced. Only now: a refused registration changes nothing.
+        previous = ctx.connection.attributes.get(_ATTRIBUTE)
+        if isinstance(previous, Member) and previous is not holder:
+            self._drop(previous, close=False)
         if holder is not None:
             self._drop(holder, close=False, rebalance=False)
         member = Member(group_id, consumer_id, connection, ctx.connection, subscription, body["auto_commit"],
@@ -669,5 +638,13 @@ class CoordinationModule(Module):
             for task in (*asks, aborted):
                 if not task.done():
                     task.cancel()
+                    # It may still end with an error rather than cancelled (the answer's wait_for
+                    # completing in the same step): seen then, never "exception never retrieved".
+                    task.add_done_callback(_seen)
                 elif not task.cancelled():
                     task.exception()  # seen: several may have failed at once
+
+
+def _seen(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

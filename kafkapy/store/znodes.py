@@ -34,7 +34,7 @@ __all__ = [
     "TOPIC_CONFIGS", "ZERO_UUID", "acl_change", "acl_path", "acl_root", "decode_broker",
     "decode_offline_replicas", "decode_partition_state", "decode_producer_id_block", "decode_topic",
     "dumps", "encode_acls", "encode_broker", "encode_log_dir_event", "encode_offline_replicas",
-    "encode_partition_state", "encode_producer_id_block", "encode_topic", "now_ms",
+    "encode_partition_state", "encode_producer_id_block", "encode_topic", "group_id_problem", "now_ms",
     "partition_state_path", "pascal_case",
 ]
 
@@ -69,6 +69,42 @@ LOG_DIR_FAILURE_EVENT = 1  # LogDirEventNotificationHandler.LogDirFailureEvent
 # kafkapy's own: which replicas each broker holds in a failed dir (Kafka's controller asks the
 # broker instead, with LeaderAndIsr); one child per broker id.
 OFFLINE_REPLICAS = "/kafkapy/offline_replicas"
+
+
+# /consumers/<name> children that are not groups: a group of that name would share the znode.
+_RESERVED_GROUPS = frozenset({COORDINATOR.rpartition("/")[2]})
+
+
+def _znode_refused(char: str) -> bool:
+    """Characters ZooKeeper refuses in a path (its PathUtils.validatePath, on Java's UTF-16 code
+    units: a character beyond U+FFFF is a surrogate pair there, refused too)."""
+    code = ord(char)
+    return (code <= 0x1F or 0x7F <= code <= 0x9F or 0xD800 <= code <= 0xF8FF
+            or 0xFFF0 <= code)
+
+
+def group_id_problem(group_id: str) -> str | None:
+    """Why ``group_id`` cannot name /consumers/<group_id> (None when it can).
+
+    The group id is a znode name under /consumers, used as it is (as the seed-001 coordinator
+    and OffsetCommit/OffsetFetch v0 have it). A ``/`` would nest it (``a/b`` lands inside group
+    ``a``, and a reader of /consumers sees ``a``, never ``a/b``); empty, ``.`` and ``..`` are
+    refused by ZooKeeper, as are its control and reserved characters; and ``coordinator`` is the
+    seed-001 election node (ephemeral: it can have no children). Checked by the callers whatever
+    the store, so a memory-store cluster refuses what a ZooKeeper one would have to.
+    """
+    if not group_id:
+        return "empty"
+    if group_id in _RESERVED_GROUPS:
+        return f"{group_id!r} is reserved (/consumers/{group_id})"
+    if group_id in (".", ".."):
+        return f"{group_id!r} is a relative path"
+    if "/" in group_id:
+        return "contains '/'"
+    bad = next((c for c in group_id if _znode_refused(c)), None)
+    if bad is not None:
+        return f"contains {bad!r}, which ZooKeeper refuses in a path"
+    return None
 
 
 def dumps(obj: Any) -> bytes:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import struct
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -17,6 +19,7 @@ from kafkapy import Broker
 from kafkapy.coordination.assignment import Subscription, SubscriptionError, range_assign
 from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
 from kafkapy.coordination.module import CoordinationModule
+from kafkapy.errors import ErrorCode
 from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
 from kafkapy.store.memory import MemoryStore
 
@@ -1049,5 +1052,149 @@ def test_start_offsets_come_from_the_stop_fetcher_answers() -> None:
             await second.consumer.close(graceful=False)
         finally:
             await b.stop()
+
+    run(main())
+
+
+class RawConsumer:
+    """One raw connection that answers every coordinator request with no error (and records it),
+    and sends RegisterConsumer requests of its own on the same connection."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.seen: list[tuple[int, str]] = []  # (api key, consumer_id) of the coordinator's requests
+        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.task = asyncio.get_running_loop().create_task(self._serve())
+
+    @classmethod
+    async def open(cls, b: Broker) -> RawConsumer:
+        return cls(*await asyncio.open_connection(*address(b)))
+
+    async def _serve(self) -> None:
+        while True:
+            try:
+                data = await self.reader.readexactly(SIZE.unpack(await self.reader.readexactly(4))[0])
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            correlation_id = SIZE.unpack_from(data, 0)[0]
+            if correlation_id in self.waiting:
+                self.waiting.pop(correlation_id).set_result(dict(decode_response(data, 1001, 0).body))
+                continue
+            request = decode_request(data)
+            self.seen.append((request.api_key, request.body["consumer_id"]))
+            answer = {"request_type_id": request.api_key, "error_code": 0,
+                      "consumer_id": request.body["consumer_id"]}
+            frame = encode_response(request.api_key, 0, request.correlation_id, answer)
+            self.writer.write(SIZE.pack(len(frame)) + frame)
+
+    async def register(self, body: Mapping[str, Any], correlation_id: int) -> int:
+        answer = self.waiting[correlation_id] = asyncio.get_running_loop().create_future()
+        frame = encode_request(1001, 0, correlation_id, "raw", body)
+        self.writer.write(SIZE.pack(len(frame)) + frame)
+        return int((await asyncio.wait_for(answer, 5))["error_code"])
+
+    def close(self) -> None:
+        self.task.cancel()
+        self.writer.close()
+
+
+def test_registering_in_another_group_moves_the_consumer_out_of_the_first() -> None:
+    """Seed 001 has one registration per consumer connection (the coordinator pings and rebalances
+    a consumer through the connection it registered on). A second RegisterConsumer on the same
+    connection, for another group, moves the consumer: it leaves its first group, which is
+    rebalanced without it, and is pinged for the new one only (docs/coordination.md)."""
+    async def main() -> None:
+        b = await broker()
+        assert b.runtime is not None
+        store = b.runtime.store
+        (module,) = [m for m in b.runtime.modules if isinstance(m, CoordinationModule)]
+        other = None
+        raw = None
+        try:
+            await create_topic(b, "t", 2)
+            other = Recorder(b, "c2", {"t": 1}).start()
+            await until(lambda: other.owned == [("t", 0), ("t", 1)], what="c2 owning t")
+            raw = await RawConsumer.open(b)
+            assert await raw.register(registration("c1", group="g"), 1) == 0
+            await until(lambda: store.members("g") == {"c1": SESSION_MS, "c2": SESSION_MS}
+                        and len(other.owned) == 1, what="g split between c1 and c2")
+            assert await raw.register(registration("c9", group="h"), 2) == 0
+            moved = len(raw.seen)
+            await until(lambda: other.owned == [("t", 0), ("t", 1)]
+                        and store.members("g") == {"c2": SESSION_MS}
+                        and store.members("h") == {"c9": SESSION_MS}, what="g rebalanced without c1")
+            assert set(module.groups["g"].members) == {"c2"}
+            await asyncio.sleep(SESSION_MS / 1000)  # a few pings' worth
+            assert {cid for _, cid in raw.seen[moved:]} == {"c9"}, raw.seen[moved:]
+            assert (1002, "c9") in raw.seen[moved:]
+        finally:
+            if raw is not None:
+                raw.close()
+            if other is not None:
+                await other.consumer.close(graceful=False)
+            await b.stop()
+
+    run(main())
+
+
+class SlowOffsets(MemoryStore):
+    """Reading group h's offsets takes a while: two registrations creating h overlap."""
+
+    def offsets(self, group: str) -> dict[tuple[str, int], int]:
+        if group == "h":
+            time.sleep(0.5)
+        return super().offsets(group)
+
+
+def test_a_refused_registration_keeps_the_connections_registration() -> None:
+    """The seed has a refused RegisterConsumer change nothing (the consumer closes and starts
+    over). A connection registered in g asking to register in a new group h, as a consumer id
+    another connection took there meanwhile, gets FENCED_INSTANCE_ID and stays in g. It used to
+    be dropped from g before the refusal (g rebalanced without it, no longer pinged)."""
+    async def main() -> None:
+        b = await broker(SlowOffsets())
+        assert b.runtime is not None
+        (module,) = [m for m in b.runtime.modules if isinstance(m, CoordinationModule)]
+        first = second = None
+        try:
+            await create_topic(b, "t", 1)
+            first = await RawConsumer.open(b)
+            assert await first.register(registration("c1", group="g"), 1) == 0
+            second = await RawConsumer.open(b)
+            taken = asyncio.ensure_future(second.register(registration("c9", group="h"), 1))
+            await asyncio.sleep(0.1)  # the second's registration reads h's offsets first
+            assert await first.register(registration("c9", group="h"), 2) == ErrorCode.FENCED_INSTANCE_ID
+            assert await taken == 0
+            member = module.groups["g"].members.get("c1")
+            assert member is not None and member.alive
+            pinged = len(first.seen)
+            await until(lambda: (1002, "c1") in first.seen[pinged:], what="c1 still pinged")
+        finally:
+            for raw in (first, second):
+                if raw is not None:
+                    raw.close()
+            await b.stop()
+
+    run(main())
+
+
+def test_a_rebalance_cut_short_by_a_stopping_broker_leaves_no_unseen_error() -> None:
+    """A StopFetcher still awaited when the consumer's connection closes and the broker stops in
+    the same moment: the ask given up may end with the closed connection's error rather than
+    cancelled. That error is seen; it was logged by asyncio as "Task exception was never
+    retrieved" when the task was collected."""
+    async def main() -> None:
+        unseen: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, context: unseen.append(context))
+        b = await broker()
+        await create_topic(b, "t", 1)
+        reader, writer = await asyncio.open_connection(*address(b))
+        assert (await call(reader, writer, 1001, registration(), 1))["error_code"] == 0
+        await asyncio.sleep(0.1)  # the StopFetcher is out, never answered
+        writer.close()
+        await b.stop()
+        gc.collect()
+        await asyncio.sleep(0.05)
+        assert unseen == []
 
     run(main())

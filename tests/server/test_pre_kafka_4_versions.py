@@ -6,7 +6,7 @@ the ACL APIs' v0. Each answers in its own version's shape, with what a later ver
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -15,6 +15,8 @@ from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.store.base import StoreError
+from kafkapy.store.memory import MemoryStore
 
 TIMEOUT_S = 20
 ANY_RESOURCE = 1  # ResourceType ANY (a filter only)
@@ -172,3 +174,99 @@ def test_acl_apis_v0_see_and_set_literal_patterns_only() -> None:
         left = client.request(ApiKey.DESCRIBE_ACLS, 1, _filter(pattern_type_filter=1))  # ANY pattern type
         assert [(r["resource_name"], r["pattern_type"]) for r in left["resources"]] == [
             ("ord", PATTERN_PREFIXED)]
+
+
+# Group ids that cannot be a znode of their own under /consumers (as in tests/coordination).
+UNFIT_GROUP_IDS = ["coordinator", "", ".", "..", "a/b", "nul\x00", "del\x7f", "private\ue000",
+                   "emoji\U0001f600"]
+
+
+@pytest.mark.parametrize("store", ["memory", "zookeeper"])
+def test_v0_offsets_refuse_a_group_id_that_is_no_znode_of_its_own(
+        store: str, request: pytest.FixtureRequest) -> None:
+    """A v0 commit writes /consumers/<group>/offsets/...: for ``coordinator`` that is inside the
+    seed-001 election node (ephemeral: no children), and ZooKeeper refuses a path with ``.``,
+    ``..``, an empty name or its reserved characters (Kafka answered those UNKNOWN_SERVER_ERROR,
+    from the thrown path check). Both v0 requests answer INVALID_GROUP_ID per partition instead,
+    on either store, and nothing is written; a partition that does not exist keeps its own answer."""
+    config: dict[str, Any] = {"kafkapy.modules": "coordination"}
+    if store == "zookeeper":
+        config["zookeeper.connect"] = request.getfixturevalue("zk_connect")
+    with Broker(config) as broker:
+        produce_one(broker, "t")
+        with SimpleClient(broker.bootstrap_servers) as client:
+            for group in UNFIT_GROUP_IDS:
+                commit = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": group, "topics": [
+                    {"name": "t", "partitions": [
+                        {"partition_index": 0, "committed_offset": 7, "committed_metadata": ""},
+                        {"partition_index": 9, "committed_offset": 7, "committed_metadata": ""}]}]})
+                assert [p["error_code"] for p in commit["topics"][0]["partitions"]] == [
+                    ErrorCode.INVALID_GROUP_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION], group
+                fetch = client.request(ApiKey.OFFSET_FETCH, 0, {
+                    "group_id": group, "topics": [{"name": "t", "partition_indexes": [0, 9]}]})
+                assert [(p["committed_offset"], p["error_code"]) for p in fetch["topics"][0]["partitions"]] \
+                    == [(-1, ErrorCode.INVALID_GROUP_ID), (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)], group
+            # the election node is still the coordinator's, and a fit id still commits
+            assert broker.store.coordinator_id() == broker.broker_id
+            fine = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "coordinators", "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                              "committed_metadata": ""}]}]})
+            assert fine["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+        assert broker.store.offsets("coordinators") == {("t", 0): 7}
+        assert broker.store.offsets("coordinator") == broker.store.offsets("a") == {}  # a/b: none in a
+
+
+@pytest.mark.parametrize("store", ["memory", "zookeeper"])
+def test_offset_fetch_v0_says_unknown_partition_for_no_committed_offset(
+        store: str, request: pytest.FixtureRequest) -> None:
+    """Kafka 2.8-3.9 answered a v0 fetch with OffsetFetchResponse.UNKNOWN_PARTITION (offset -1,
+    UNKNOWN_TOPIC_OR_PARTITION) both for a partition that does not exist and for one whose offset
+    znode is absent; kafka-python's old consumer logs "have you committed any offsets yet?" on it.
+    A v1+ fetch answers -1 with no error instead (the coordinator's)."""
+    config = {"zookeeper.connect": request.getfixturevalue("zk_connect")} if store == "zookeeper" else {}
+    with Broker(config) as broker:
+        produce_one(broker, "t")
+        with SimpleClient(broker.bootstrap_servers) as client:
+            def fetched() -> list[tuple[str, int, int, int]]:
+                answer = client.request(ApiKey.OFFSET_FETCH, 0, {"group_id": "old", "topics": [
+                    {"name": "t", "partition_indexes": [0, 9]},
+                    {"name": "nowhere", "partition_indexes": [0]}]})
+                return [(t["name"], p["partition_index"], p["committed_offset"], p["error_code"])
+                        for t in answer["topics"] for p in t["partitions"]]
+
+            unknown = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert fetched() == [("t", 0, -1, unknown), ("t", 9, -1, unknown), ("nowhere", 0, -1, unknown)]
+            commit = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "old", "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                              "committed_metadata": ""}]}]})
+            assert commit["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+            assert fetched() == [("t", 0, 3, ErrorCode.NONE), ("t", 9, -1, unknown),
+                                 ("nowhere", 0, -1, unknown)]
+
+
+class FailingOffsets(MemoryStore):
+    """A store whose /consumers offsets cannot be reached (as ZooKeeper gone)."""
+
+    def offsets(self, group: str) -> dict[tuple[str, int], int]:
+        raise StoreError(f"offsets of {group} unreachable")
+
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        raise StoreError(f"offsets of {group} unreachable")
+
+
+def test_v0_offsets_answer_a_failing_store_per_partition() -> None:
+    """Kafka caught whatever its ZooKeeper calls threw and answered it per partition
+    (UNKNOWN_SERVER_ERROR for a ZooKeeper error); the handler failing closed the connection."""
+    with Broker(store=FailingOffsets()) as broker:
+        produce_one(broker, "t")
+        with SimpleClient(broker.bootstrap_servers) as client:
+            commit = client.request(ApiKey.OFFSET_COMMIT, 0, {"group_id": "old", "topics": [
+                {"name": "t", "partitions": [
+                    {"partition_index": 0, "committed_offset": 3, "committed_metadata": ""},
+                    {"partition_index": 9, "committed_offset": 3, "committed_metadata": ""}]}]})
+            assert [p["error_code"] for p in commit["topics"][0]["partitions"]] == [
+                ErrorCode.UNKNOWN_SERVER_ERROR, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+            fetch = client.request(ApiKey.OFFSET_FETCH, 0, {
+                "group_id": "old", "topics": [{"name": "t", "partition_indexes": [0, 9]}]})
+            assert [(p["committed_offset"], p["error_code"]) for p in fetch["topics"][0]["partitions"]] == [
+                (-1, ErrorCode.UNKNOWN_SERVER_ERROR), (-1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
