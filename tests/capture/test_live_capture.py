@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,12 +23,11 @@ from typing import Any
 
 import attrs
 import pytest
+from live_capture import TSHARK, capturing
 
 from kafkapy.cli import main as cli_main
 from kafkapy.embedded import Broker
 
-DUMPCAP = shutil.which("dumpcap")
-TSHARK = shutil.which("tshark")
 KCAT = shutil.which("kcat")
 TSHARK_MAX_KEY = 47  # tshark 4.x dissects API keys up to here
 
@@ -41,43 +39,15 @@ class Live:
     seen: dict[str, Any]  # what each client received
 
 
-def _skip(reason: str) -> None:
-    print(f"\nSKIPPING live capture tests: {reason}", file=sys.stderr)
-    pytest.skip(reason)
-
-
-def _wait_live(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    """dumpcap writes the pcapng section header once the capture is running."""
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            _skip(f"dumpcap exited: {err.strip()}")
-        if path.exists() and path.stat().st_size > 0:
-            time.sleep(0.5)  # the kernel filter is attached before the header is written; margin
-            return
-        time.sleep(0.05)
-    proc.kill()
-    _skip("dumpcap did not start capturing within 15 s")
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    if DUMPCAP is None or TSHARK is None:
-        _skip("dumpcap and tshark are needed (apt-get install tshark)")
     pytest.importorskip("confluent_kafka")
     path = tmp_path_factory.mktemp("live") / "live.pcapng"
     seen: dict[str, Any] = {}
     with Broker() as broker:
         bootstrap = broker.bootstrap_servers
         port = int(bootstrap.rsplit(":", 1)[1])
-        assert DUMPCAP is not None
-        proc = subprocess.Popen(
-            [DUMPCAP, "-q", "-i", "lo", "-f", f"tcp port {port}", "-w", str(path)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
-        try:
-            _wait_live(path, proc)
+        with capturing(path, port):
             import confluent_kafka.admin
 
             ck = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap, "client.id": "ck-admin"})
@@ -96,12 +66,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
                     capture_output=True, text=True, timeout=30, check=True,
                 )  # fmt: skip
                 seen["kcat-cli"] = json.loads(out.stdout)
-            time.sleep(1.0)  # let the last packets reach the capture
-        finally:
-            proc.terminate()
-            proc.communicate(timeout=15)  # and closes its stderr pipe
-    if not path.exists() or path.stat().st_size < 100:
-        _skip("dumpcap wrote no packets")
     yield Live(path, port, seen)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from live_capture import TSHARK, capturing
 
 from kafkapy.capture.rows import decode_capture
 from kafkapy.embedded import Broker
@@ -30,16 +30,9 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.releases import KAFKA_RELEASES, KafkaRelease
 from kafkapy.protocol.versions import VersionRange
 
-DUMPCAP = shutil.which("dumpcap")
-TSHARK = shutil.which("tshark")
 TOPIC = "txn-capture"
 
 BatchKey = tuple[int, int, int, bool, bool, str]  # producer id, epoch, base sequence, txn, control, codec
-
-
-def _skip(reason: str) -> None:
-    print(f"\nSKIPPING live transaction capture tests: {reason}", file=sys.stderr)
-    pytest.skip(reason)
 
 
 def _release_2_4() -> KafkaRelease:
@@ -49,20 +42,6 @@ def _release_2_4() -> KafkaRelease:
     advertised[ApiKey.PRODUCE] = VersionRange(0, 8)
     advertised[ApiKey.FETCH] = VersionRange(0, 11)
     return KafkaRelease("2.4", advertised, base.refused)
-
-
-def _wait_live(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read().decode() if proc.stderr else ""
-            _skip(f"dumpcap exited: {err.strip()}")
-        if path.exists() and path.stat().st_size > 0:
-            time.sleep(0.5)
-            return
-        time.sleep(0.05)
-    proc.kill()
-    _skip("dumpcap did not start capturing within 15 s")
 
 
 def _produce(bootstrap: str) -> dict[str, Any]:
@@ -105,8 +84,6 @@ def _produce(bootstrap: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-    if DUMPCAP is None or TSHARK is None:
-        _skip("dumpcap and tshark are needed (apt-get install tshark)")
     pytest.importorskip("confluent_kafka")
     import confluent_kafka.admin
 
@@ -119,20 +96,8 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, in
             admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": bootstrap})
             for future in admin.create_topics([confluent_kafka.admin.NewTopic(TOPIC, 1, 1)]).values():
                 future.result(30)
-            assert DUMPCAP is not None
-            proc = subprocess.Popen(
-                [DUMPCAP, "-q", "-i", "lo", "-f", f"tcp port {port}", "-w", str(path)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            )  # fmt: skip
-            try:
-                _wait_live(path, proc)
+            with capturing(path, port):
                 seen = _produce(bootstrap)
-                time.sleep(1.0)
-            finally:
-                proc.terminate()
-                proc.communicate(timeout=15)
-    if not path.exists() or path.stat().st_size < 100:
-        _skip("dumpcap wrote no packets")
     yield path, port, seen
 
 
