@@ -21,6 +21,7 @@ from kafkapy.coordination.client import AssignedPartition, CoordinatedConsumer
 from kafkapy.coordination.module import CoordinationModule
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import decode_request, decode_response, encode_request, encode_response
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.store.memory import MemoryStore
 
 SIZE = struct.Struct(">i")
@@ -351,16 +352,28 @@ def test_coordinator_failover_to_another_broker() -> None:
     run(main())
 
 
-class PingLog(CoordinatedConsumer):
-    """Records when it answered each Ping (loop time)."""
+class ArrivalLog(CoordinatedConsumer):
+    """Records when each Ping and StopFetcher arrived (loop time). ``answers_stops`` False: it
+    never answers a StopFetcher (every rebalance attempt times out on it); ``slow``: a delay before
+    its answer to the next StopFetcher."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, answers_stops: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pings: list[float] = []
+        self.stops: list[float] = []
+        self.answers_stops = answers_stops
+        self.slow = 0.0
 
     async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        if api_key == 1002:
-            self.pings.append(asyncio.get_running_loop().time())
+        now = asyncio.get_running_loop().time()
+        if api_key == ApiKey.PING:
+            self.pings.append(now)
+        elif api_key == ApiKey.STOP_FETCHER:
+            self.stops.append(now)
+            if not self.answers_stops:
+                return None
+            delay, self.slow = self.slow, 0.0
+            await asyncio.sleep(delay)
         return await super().answer(api_key, body)
 
 
@@ -376,8 +389,8 @@ def test_graceful_close_answers_a_ping_first(auto_commit: bool) -> None:
         try:
             await create_topic(b, "t", 2)
             consumed = {("t", 0): 41, ("t", 1): 7}
-            consumer = PingLog([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
-                               auto_commit=auto_commit, offsets=lambda: consumed, retry_backoff_ms=50)
+            consumer = ArrivalLog([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                                  auto_commit=auto_commit, offsets=lambda: consumed, retry_backoff_ms=50)
             consumer.start()
             await until(lambda: len(consumer.assignment) == 2 and consumer.registered.is_set())
             if auto_commit:
@@ -703,20 +716,6 @@ def test_a_silent_coordinator_is_left_after_the_session_timeout() -> None:
     run(main())
 
 
-class NoStop(CoordinatedConsumer):
-    """Answers Pings but never a StopFetcher: every rebalance attempt times out on it."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.stops: list[float] = []
-
-    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        if api_key == 1003:
-            self.stops.append(asyncio.get_running_loop().time())
-            return None
-        return await super().answer(api_key, body)
-
-
 def test_a_timed_out_rebalance_is_retried_after_the_backoff_then_given_up(
         caplog: pytest.LogCaptureFixture) -> None:
     """Seed 001, section 9 step 5: a StopFetcher not answered in time (2/3 of the session timeout)
@@ -731,8 +730,8 @@ def test_a_timed_out_rebalance_is_retried_after_the_backoff_then_given_up(
             await create_topic(b, "t", 1)
             first = Recorder(b, "c1", {"t": 1}).start()
             await until(lambda: first.owned == [("t", 0)], what="c1 owns t")
-            stuck = NoStop([address(b)], "g", "c2", {"t": 1}, session_timeout_ms=SESSION_MS,
-                           retry_backoff_ms=50)
+            stuck = ArrivalLog([address(b)], "g", "c2", {"t": 1}, session_timeout_ms=SESSION_MS,
+                               retry_backoff_ms=50, answers_stops=False)
             stuck.start()
             await until(lambda: "rebalance of group g failed after 3 attempts" in caplog.text, timeout=15,
                         what="the rebalance given up")
@@ -787,8 +786,8 @@ def test_the_last_consumer_leaving_clears_the_group_record_and_commits() -> None
         try:
             await create_topic(b, "t", 2)
             consumed = {("t", 0): 5, ("t", 1): 6}
-            consumer = PingLog([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
-                               offsets=lambda: consumed, retry_backoff_ms=50)
+            consumer = ArrivalLog([address(b)], "g", "c1", {"t": 1}, session_timeout_ms=SESSION_MS,
+                                  offsets=lambda: consumed, retry_backoff_ms=50)
             consumer.start()
             await until(lambda: store.members("g") == {"c1": SESSION_MS} and len(store.owners("g")) == 2,
                         what="c1 recorded")
@@ -919,22 +918,6 @@ def test_a_bootstrap_broker_answering_garbage_is_skipped() -> None:
     run(main())
 
 
-class StopLog(CoordinatedConsumer):
-    """Records when each StopFetcher arrived; ``slow`` delays the answer to the next one."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.stops: list[float] = []
-        self.slow = 0.0
-
-    async def answer(self, api_key: int, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        if api_key == 1003:
-            self.stops.append(asyncio.get_running_loop().time())
-            delay, self.slow = self.slow, 0.0
-            await asyncio.sleep(delay)
-        return await super().answer(api_key, body)
-
-
 def test_a_consumer_leaving_during_a_rebalance_fails_it_at_once() -> None:
     """Seed 001, handleConsumerFailure step 4: when a consumer of a group fails while the group is
     being rebalanced, that rebalance fails directly and the one for the new membership starts. Here
@@ -945,9 +928,9 @@ def test_a_consumer_leaving_during_a_rebalance_fails_it_at_once() -> None:
         loop = asyncio.get_running_loop()
         try:
             await create_topic(b, "t", 4)
-            def consumer(consumer_id: str, session_ms: int = SESSION_MS) -> StopLog:
-                return StopLog([address(b)], "g", consumer_id, {"t": 1}, session_timeout_ms=session_ms,
-                               retry_backoff_ms=50)
+            def consumer(consumer_id: str, session_ms: int = SESSION_MS) -> ArrivalLog:
+                return ArrivalLog([address(b)], "g", consumer_id, {"t": 1}, session_timeout_ms=session_ms,
+                                  retry_backoff_ms=50)
 
             c1, c2 = consumer("c1"), consumer("c2", 6000)
             c1.start()
@@ -999,8 +982,10 @@ def test_pings_come_every_third_of_the_session_timeout() -> None:
         b = await broker()
         try:
             await create_topic(b, "t", 2)
-            fast = PingLog([address(b)], "g", "fast", {"t": 1}, session_timeout_ms=600, retry_backoff_ms=50)
-            slow = PingLog([address(b)], "g", "slow", {"t": 1}, session_timeout_ms=1500, retry_backoff_ms=50)
+            fast = ArrivalLog([address(b)], "g", "fast", {"t": 1}, session_timeout_ms=600,
+                              retry_backoff_ms=50)
+            slow = ArrivalLog([address(b)], "g", "slow", {"t": 1}, session_timeout_ms=1500,
+                              retry_backoff_ms=50)
             fast.start()
             slow.start()
             await until(lambda: len(slow.pings) >= 5, what="five pings to the slow one")
