@@ -14,52 +14,26 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from six_partitions import MESSAGES, PARTITIONS, broker_settings, create_topic, groups_module, produce
 
 from kafkapy.embedded import Broker
-from kafkapy.groups.module import GroupsModule
 from kafkapy.testing import wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-admin_api = pytest.importorskip("confluent_kafka.admin")
 
-PARTITIONS = 6
-MESSAGES = 60
 TIMEOUT_S = 30
 
 
-def _settings(log_dirs: Path) -> dict[str, Any]:
-    return {"broker.id": 1, "log.dirs": str(log_dirs), "offsets.topic.num.partitions": 3}
-
-
-def _create_topic(running: Broker) -> None:
-    admin = admin_api.AdminClient({"bootstrap.servers": running.bootstrap_servers})
-    for future in admin.create_topics([admin_api.NewTopic("t", PARTITIONS, 1)]).values():
-        future.result(timeout=TIMEOUT_S)
-
-
 def _fill(running: Broker) -> None:
-    _create_topic(running)
-    _produce(running, b"m")
-
-
-def _produce(running: Broker, prefix: bytes) -> None:
-    """MESSAGES records over the partitions in turn, valued ``prefix`` + a number."""
-    producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers})
-    for i in range(MESSAGES):
-        producer.produce("t", value=prefix + b"%d" % i, partition=i % PARTITIONS)
-    assert producer.flush(TIMEOUT_S) == 0
+    create_topic(running, TIMEOUT_S)
+    produce(running, b"m", TIMEOUT_S)
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    with Broker(_settings(tmp_path)) as running:
+    with Broker(broker_settings(tmp_path)) as running:
         _fill(running)
         yield running
-
-
-def module_of(broker: Broker) -> GroupsModule:
-    assert broker.runtime is not None
-    return next(m for m in broker.runtime.modules if isinstance(m, GroupsModule))
 
 
 def consumer(broker: Broker, name: str) -> Any:
@@ -97,12 +71,12 @@ def test_three_librdkafka_consumers_split_six_partitions_and_take_over_a_leaver_
         assert set().union(*(assigned(c) for c in consumers)) == set(range(PARTITIONS))
         # The first member may have read everything before the others joined; records produced once
         # the split stands are each read by the member that owns their partition.
-        _produce(broker, b"n")
+        produce(broker, b"n", TIMEOUT_S)
         poll_until(consumers, lambda: len(seen) == 2 * MESSAGES, seen)
         readers = {member for value, member in seen.items() if value.startswith(b"n")}
         assert len(readers) == 3, "every member consumed its own partitions"
 
-        module = module_of(broker)
+        module = groups_module(broker)
         wait_until(lambda: (g := module.consumer.get("g")) is not None and g.state.value == "Stable",
                    timeout=TIMEOUT_S, what="a stable group")
 
@@ -122,19 +96,20 @@ def test_three_librdkafka_consumers_split_six_partitions_and_take_over_a_leaver_
 
 def test_committed_offsets_and_the_group_survive_a_restart_with_log_dirs(tmp_path: Path) -> None:
     seen: dict[bytes, str] = {}
-    with Broker(_settings(tmp_path)) as running:
+    with Broker(broker_settings(tmp_path)) as running:
         _fill(running)
         first = consumer(running, "c0")
         try:
             poll_until([first], lambda: len(seen) == MESSAGES, seen)
         finally:
             first.close()
-        group = module_of(running).consumer.get("g")
+        group = groups_module(running).consumer.get("g")
         assert group is not None and group.state.value == "Empty"
         epoch = group.group_epoch
-    with Broker(_settings(tmp_path)) as running:
-        module = module_of(running)
-        _create_topic(running)  # a fresh in-memory store: the topic again, its log from the same dirs
+    with Broker(broker_settings(tmp_path)) as running:
+        module = groups_module(running)
+        # a fresh in-memory store: the topic again, its log from the same dirs
+        create_topic(running, TIMEOUT_S)
         again = consumer(running, "c1")
         try:
             poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
@@ -157,7 +132,7 @@ def test_classic_consumers_stopped_then_restarted_on_the_consumer_protocol_keep_
     replaces the Empty classic group (its metadata tombstoned), its committed offsets carry on, and
     after a restart the id is still the consumer group's, with the offsets."""
     seen: dict[bytes, str] = {}
-    with Broker(_settings(tmp_path)) as running:
+    with Broker(broker_settings(tmp_path)) as running:
         _fill(running)
         classic = confluent_kafka.Consumer({
             "bootstrap.servers": running.bootstrap_servers, "group.id": "g", "group.protocol": "classic",
@@ -167,9 +142,9 @@ def test_classic_consumers_stopped_then_restarted_on_the_consumer_protocol_keep_
             poll_until([classic], lambda: len(seen) == MESSAGES, seen)
         finally:
             classic.close()
-        module = module_of(running)
+        module = groups_module(running)
         assert module.coordinator.groups["g"].protocol_type == "consumer"
-        _produce(running, b"n")
+        produce(running, b"n", TIMEOUT_S)
         upgraded = consumer(running, "new")
         try:
             poll_until([upgraded], lambda: len(seen) == 2 * MESSAGES, seen)  # only the new records
@@ -177,9 +152,9 @@ def test_classic_consumers_stopped_then_restarted_on_the_consumer_protocol_keep_
             assert group is not None and "g" not in module.coordinator.groups
         finally:
             upgraded.close()
-    with Broker(_settings(tmp_path)) as running:
-        module = module_of(running)
-        _create_topic(running)
+    with Broker(broker_settings(tmp_path)) as running:
+        module = groups_module(running)
+        create_topic(running, TIMEOUT_S)
         again = consumer(running, "again")
         _owns_every_partition_at_the_committed_offsets(again, seen)
         assert module.consumer.get("g") is not None and "g" not in module.coordinator.groups
@@ -210,22 +185,22 @@ def test_consumer_protocol_members_stopped_then_restarted_as_classic_keep_their_
         c.subscribe(["t"])
         return c
 
-    with Broker(_settings(tmp_path)) as running:
+    with Broker(broker_settings(tmp_path)) as running:
         _fill(running)
         modern = consumer(running, "new")
         try:
             poll_until([modern], lambda: len(seen) == MESSAGES, seen)
         finally:
             modern.close()
-        module = module_of(running)
-        _produce(running, b"n")
+        module = groups_module(running)
+        produce(running, b"n", TIMEOUT_S)
         downgraded = classic_consumer(running)
         try:
             poll_until([downgraded], lambda: len(seen) == 2 * MESSAGES, seen)  # only the new records
             assert module.consumer.get("g") is None and "g" in module.coordinator.groups
         finally:
             downgraded.close()
-    with Broker(_settings(tmp_path)) as running:
-        _create_topic(running)
+    with Broker(broker_settings(tmp_path)) as running:
+        create_topic(running, TIMEOUT_S)
         again = classic_consumer(running)
         _owns_every_partition_at_the_committed_offsets(again, seen)

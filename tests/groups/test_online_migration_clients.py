@@ -21,46 +21,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from six_partitions import MESSAGES, PARTITIONS, broker_settings, create_topic, groups_module, produce
 
 from kafkapy.embedded import Broker
-from kafkapy.groups.module import GroupsModule
 from kafkapy.testing import wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 admin_api = pytest.importorskip("confluent_kafka.admin")
 
-PARTITIONS = 6
-MESSAGES = 60
 TIMEOUT_S = 40
-
-
-def _settings(log_dirs: Path, **extra: Any) -> dict[str, Any]:
-    return {"broker.id": 1, "log.dirs": str(log_dirs), "offsets.topic.num.partitions": 3, **extra}
-
-
-def _create_topic(running: Broker) -> None:
-    admin = admin_api.AdminClient({"bootstrap.servers": running.bootstrap_servers})
-    for future in admin.create_topics([admin_api.NewTopic("t", PARTITIONS, 1)]).values():
-        future.result(timeout=TIMEOUT_S)
-
-
-def _produce(running: Broker, prefix: bytes) -> None:
-    producer = confluent_kafka.Producer({"bootstrap.servers": running.bootstrap_servers})
-    for i in range(MESSAGES):
-        producer.produce("t", value=prefix + b"%d" % i, partition=i % PARTITIONS)
-    assert producer.flush(TIMEOUT_S) == 0
 
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[Broker]:
-    with Broker(_settings(tmp_path)) as running:
-        _create_topic(running)
+    with Broker(broker_settings(tmp_path)) as running:
+        create_topic(running, TIMEOUT_S)
         yield running
-
-
-def module_of(broker: Broker) -> GroupsModule:
-    assert broker.runtime is not None
-    return next(m for m in broker.runtime.modules if isinstance(m, GroupsModule))
 
 
 class Librdkafka:
@@ -206,14 +182,14 @@ def split(consumers: list[Consumer], sizes: list[int]) -> Callable[[], bool]:
 def consume_round(broker: Broker, consumers: list[Consumer], seen: dict[bytes, str], prefix: bytes) -> None:
     """MESSAGES more records, each consumed once, by the consumer owning its partition."""
     before = len(seen)
-    _produce(broker, prefix)
+    produce(broker, prefix, TIMEOUT_S)
     poll_until(consumers, lambda: len(seen) == before + MESSAGES, seen)
 
 
 def member_types(broker: Broker) -> dict[str, int]:
     """ConsumerGroupDescribe v1 of "g" through librdkafka's admin: client id -> member type
     (0 classic, 1 consumer)."""
-    module = module_of(broker)
+    module = groups_module(broker)
     described = module.consumer.describe("g", 1)
     return {m["client_id"]: m["member_type"] for m in described["members"]}
 
@@ -224,7 +200,7 @@ def test_a_classic_group_is_upgraded_online_and_downgraded_when_its_last_consume
         broker: Broker, strategy: str, static: bool) -> None:
     """Eager and cooperative classic members; static ones (group.instance.id) keep their instance
     ids through both conversions."""
-    module = module_of(broker)
+    module = groups_module(broker)
     seen: dict[bytes, str] = {}
     classic = [Librdkafka(broker, f"classic{i}", "classic", strategy, static) for i in range(2)]
     consumers: list[Consumer] = list(classic)
@@ -268,9 +244,9 @@ def test_kafka_python_and_librdkafka_members_share_a_consumer_group(broker: Brok
     """A kafka-python consumer upgraded with its group, then a classic member joining the consumer
     group: JoinGroup/SyncGroup/Heartbeat against the server-side assignor, offsets committed with
     the member epoch as generation."""
-    module = module_of(broker)
+    module = groups_module(broker)
     seen: dict[bytes, str] = {}
-    _produce(broker, b"a")  # first, so kafka-python's leader knows the topic when it assigns
+    produce(broker, b"a", TIMEOUT_S)  # first, so kafka-python's leader knows the topic when it assigns
     consumers: list[Consumer] = [KafkaPython(broker, "kp")]
     try:
         poll_until(consumers, lambda: split(consumers, [6])() and len(seen) == MESSAGES, seen)
@@ -290,10 +266,10 @@ def test_kafka_python_and_librdkafka_members_share_a_consumer_group(broker: Brok
 
 
 def test_with_the_migration_disabled_a_running_classic_group_stays_classic(tmp_path: Path) -> None:
-    with Broker(_settings(tmp_path, **{"group.consumer.migration.policy": "disabled"})) as running:
-        _create_topic(running)
-        _produce(running, b"a")
-        module = module_of(running)
+    with Broker(broker_settings(tmp_path, **{"group.consumer.migration.policy": "disabled"})) as running:
+        create_topic(running, TIMEOUT_S)
+        produce(running, b"a", TIMEOUT_S)
+        module = groups_module(running)
         seen: dict[bytes, str] = {}
         classic = Librdkafka(running, "classic0", "classic")
         try:
@@ -314,22 +290,22 @@ def test_with_the_migration_disabled_a_running_classic_group_stays_classic(tmp_p
 
 def test_a_mixed_group_comes_back_from_consumer_offsets_after_a_restart(tmp_path: Path) -> None:
     seen: dict[bytes, str] = {}
-    with Broker(_settings(tmp_path)) as running:
-        _create_topic(running)
-        _produce(running, b"a")
+    with Broker(broker_settings(tmp_path)) as running:
+        create_topic(running, TIMEOUT_S)
+        produce(running, b"a", TIMEOUT_S)
         consumers: list[Consumer] = [Librdkafka(running, "classic0", "classic")]
         poll_until(consumers, lambda: split(consumers, [6])() and len(seen) == MESSAGES, seen)
         consumers.append(Librdkafka(running, "modern", "consumer"))
         poll_until(consumers, split(consumers, [3, 3]), seen)
-        before = module_of(running).consumer.get("g")
+        before = groups_module(running).consumer.get("g")
         assert before is not None
         members = {m.member_id: (m.member_epoch, m.assigned, m.classic) for m in before.members.values()}
         running.close()  # the members are still in the group when the broker goes
         for c in consumers:
             c.close()
-    with Broker(_settings(tmp_path)) as running:
-        module = module_of(running)
-        _create_topic(running)
+    with Broker(broker_settings(tmp_path)) as running:
+        module = groups_module(running)
+        create_topic(running, TIMEOUT_S)
         admin = admin_api.AdminClient({"bootstrap.servers": running.bootstrap_servers})
 
         def described() -> Any:
@@ -346,9 +322,9 @@ def test_a_mixed_group_comes_back_from_consumer_offsets_after_a_restart(tmp_path
 
 
 def test_an_aiokafka_member_stays_through_an_upgrade_and_a_downgrade(broker: Broker) -> None:
-    module = module_of(broker)
+    module = groups_module(broker)
     seen: dict[bytes, str] = {}
-    _produce(broker, b"a")
+    produce(broker, b"a", TIMEOUT_S)
     consumers: list[Consumer] = [AioKafka(broker, "aio", seen)]
     try:
         poll_until(consumers, lambda: split(consumers, [6])() and len(seen) == MESSAGES, seen)
