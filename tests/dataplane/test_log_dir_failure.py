@@ -127,6 +127,14 @@ def topic_back(broker: Broker, name: str) -> None:
     wait_for(lambda: broker.runtime is not None and name in broker.runtime.cluster.topics, f"topic {name}")
 
 
+def values_after_restart(config: dict[str, Any], store: MemoryStore, topic: str,
+                         *partitions: int) -> list[list[bytes | None]]:
+    """What each of ``partitions`` holds once the broker starts again on the same dirs."""
+    with Broker(config, store=store) as again:
+        topic_back(again, topic)
+        return [[r.value for r in again.records(topic, p)] for p in partitions]
+
+
 def split(broker: Broker, topic: str, good: Path, bad: Path) -> tuple[int, int]:
     """(a partition of ``topic`` in ``good``, one in ``bad``), their logs made by a produce each."""
     with KafkaSocket(broker.bootstrap_servers) as conn:
@@ -238,10 +246,8 @@ def test_one_request_to_both_dirs_is_answered_per_partition(tmp_path: Path, vers
                 answered = produce(conn, "t", {ok: batch(b"third"), failing: batch(b"y")}, version=version)
                 assert answered[failing]["error_code"] == STORAGE and answered[ok]["base_offset"] == 2
         filler.unlink()
-        with Broker(config, store=store) as again:
-            topic_back(again, "t")
-            assert [r.value for r in again.records("t", ok)] == [b"first", b"second", b"third"]
-            assert [r.value for r in again.records("t", failing)] == [b"first"]
+        assert values_after_restart(config, store, "t", ok, failing) == [
+            [b"first", b"second", b"third"], [b"first"]]
 
 
 def test_a_checkpoint_the_background_writer_cannot_write_takes_its_dir_offline(tmp_path: Path) -> None:
@@ -322,10 +328,7 @@ def test_a_read_error_takes_the_dir_offline_and_nothing_is_lost(tmp_path: Path) 
             assert fetch_error(conn, "t", ok) == ErrorCode.NONE
             assert produce(conn, "t", {ok: batch(b"second")})[ok]["base_offset"] == 1
             assert produce(conn, "t", {failing: batch(b"second")})[failing]["error_code"] == STORAGE
-    with Broker(config, store=store) as again:
-        topic_back(again, "t")
-        assert [r.value for r in again.records("t", ok)] == [b"first", b"second"]
-        assert [r.value for r in again.records("t", failing)] == [b"first"]
+    assert values_after_restart(config, store, "t", ok, failing) == [[b"first", b"second"], [b"first"]]
 
 
 # --- at start -------------------------------------------------------------------------------------
@@ -349,10 +352,7 @@ def test_a_log_dir_with_a_corrupt_checkpoint_is_offline_and_the_broker_starts(tm
         assert produce(conn, "t", {ok: batch(b"second")})[ok]["base_offset"] == 1
         assert described(conn)[str(bad)] == (STORAGE, set())
     checkpoint.write_bytes(kept)
-    with Broker(config, store=store) as broker:
-        topic_back(broker, "t")
-        assert [r.value for r in broker.records("t", ok)] == [b"first", b"second"]
-        assert [r.value for r in broker.records("t", failing)] == [b"first"]
+    assert values_after_restart(config, store, "t", ok, failing) == [[b"first", b"second"], [b"first"]]
 
 
 def test_a_log_dir_that_is_not_a_directory_is_offline_and_new_partitions_go_elsewhere(tmp_path: Path) -> None:
@@ -391,10 +391,7 @@ def test_a_partition_of_a_dir_gone_at_start_is_not_made_again_elsewhere(tmp_path
     assert not (good / f"t-{failing}").exists()
     bad.unlink()
     aside.rename(bad)
-    with Broker(config, store=store) as broker:
-        topic_back(broker, "t")
-        assert [r.value for r in broker.records("t", ok)] == [b"first", b"second"]
-        assert [r.value for r in broker.records("t", failing)] == [b"first"]
+    assert values_after_restart(config, store, "t", ok, failing) == [[b"first", b"second"], [b"first"]]
 
 
 def test_every_log_dir_failing_stops_the_broker_with_kafkas_line(tmp_path: Path) -> None:
