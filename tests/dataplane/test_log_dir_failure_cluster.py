@@ -10,6 +10,7 @@ the partition from its own (empty) log (docs/cluster.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -107,6 +108,32 @@ def test_no_other_in_sync_replica_leaves_the_partition_without_a_leader(tmp_path
             found = partition_metadata(conn, "t", failing)
             assert found["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE
             assert (found["isr_nodes"], found["offline_replicas"]) == ([1], [1])
+
+
+def test_an_unclean_election_does_not_pick_a_replica_in_a_failed_dir(tmp_path: Path) -> None:
+    """ElectLeaders judges replicas as the controller does: once the partition's new leader stops,
+    its only other replica is on a live broker but in a failed log dir, so an unclean election has
+    no eligible leader (Kafka's ELIGIBLE_LEADERS_NOT_AVAILABLE) rather than electing a replica
+    that would answer every request KAFKA_STORAGE_ERROR."""
+    good, bad, other = tmp_path / "good", tmp_path / "bad", tmp_path / "other"
+    store = MemoryStore()
+    with Broker({"broker.id": 1, "log.dirs": f"{good},{bad}"}, store=store) as first, \
+            contextlib.ExitStack() as second_running:
+        second_running.enter_context(Broker({"broker.id": 2, "log.dirs": f"{other}"}, store=store))
+        create(first, "t", {0: (1, 2), 1: (1, 2)})
+        _, failing = split(first, "t", good, bad)
+        fail_segment(first, "t", failing, bad)
+        with KafkaSocket(first.bootstrap_servers) as conn:
+            assert fetch_error(conn, "t", failing) == STORAGE
+            wait_for(lambda: partition_metadata(conn, "t", failing)["leader_id"] == 2, "the new leader")
+            second_running.close()  # the new leader stops: no live in-sync replica is left
+            wait_for(lambda: partition_metadata(conn, "t", failing)["leader_id"] == -1, "no leader")
+        with SimpleClient(first.bootstrap_servers) as client:  # broker 1 is the controller
+            answer = client.request(ApiKey.ELECT_LEADERS, 2, {
+                "election_type": 1, "timeout_ms": 5000,  # unclean
+                "topic_partitions": [{"topic": "t", "partitions": [failing]}]})
+            [result] = answer["replica_election_results"][0]["partition_result"]
+            assert result["error_code"] == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
 
 
 def test_a_group_coordinator_in_a_failed_dir_moves_to_another_broker(tmp_path: Path) -> None:
