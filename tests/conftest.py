@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests.kafka_python_sockets import close_sockets_of_failed_connects
+from tests.kafka_python_sockets import mend_kafka_python_sockets
 from tests.soak import soaked, soaking
 
 # The test identity provider's fixtures (certificate_authority, idp), for the OIDC tests of
 # tests/interop and tests/commands.
 pytest_plugins = ["oidc_provider", "fd_guard"]
 
-close_sockets_of_failed_connects()  # kafka-python 3.0.12's leak (tests/kafka_python_sockets.py)
+mend_kafka_python_sockets()  # kafka-python 3.0.12 leaks sockets (tests/kafka_python_sockets.py)
 
 # The soak profile (tests/soak.py); KAFKAPY_HYPOTHESIS_PROFILE=soak or --hypothesis-profile soak.
 settings.load_profile(os.environ.get("KAFKAPY_HYPOTHESIS_PROFILE", "default"))

@@ -33,3 +33,25 @@ def test_a_refused_connect_closes_its_socket() -> None:
         assert sock.fileno() == -1  # closed, not left to the collector
     finally:
         sock.close()
+
+
+def test_a_transport_closed_before_its_flush_closes_its_socket_with_its_selector() -> None:
+    """A client closing with a request still buffered: the transport defers its close to the
+    flush, and the selector closing cancels the flush."""
+    from kafka.net.selector import NetworkSelector
+    from kafka.net.transport import KafkaTCPTransport
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        peer, _ = server.accept()
+        try:
+            client.setblocking(False)
+            selector = NetworkSelector()
+            transport = KafkaTCPTransport(selector, client)
+            transport.write(b"a request not yet sent")
+            transport.close()
+            selector.close()
+            assert client.fileno() == -1  # closed, not left to the collector
+        finally:
+            client.close()
+            peer.close()
