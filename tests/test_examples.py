@@ -223,3 +223,26 @@ def test_partition_reassignment_moves_replicas_and_keeps_the_records() -> None:
     assert out["after"] == {"replicas": [2, 3], "leader": 2, "leader_epoch": 1}
     assert (out["refused"], out["ongoing"]) == ({}, 0)
     assert out["read"] == [f"before-{i}" for i in range(5)] + [f"after-{i}" for i in range(5)]
+
+
+def test_exactly_once_example_hides_the_aborted_batch_from_read_committed() -> None:
+    result = run(str(EXAMPLES / "exactly_once.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    invoices = [f"invoice for order-{n}" for n in range(6)]
+    assert out["read_committed"] == invoices  # each order invoiced once, in order
+    assert sorted(out["read_uncommitted"]) == sorted(invoices + invoices[2:4])
+    assert out["only_read_uncommitted"] == invoices[2:4]  # the aborted batch, then redone
+
+
+def test_capture_and_decode_example_finds_the_produced_records_in_the_pcap() -> None:
+    result = run(str(EXAMPLES / "capture_and_decode.py"))
+    assert result.returncode == 0, result.stderr
+    *rows, summary_line = result.stdout.splitlines()
+    summary = json.loads(summary_line)
+    assert summary["produced"] == [[f"customer-{n}", f"paid {10 * (n + 1)}"] for n in range(3)]
+    assert {"ApiVersions", "Metadata", "Produce", "Fetch"} <= set(summary["by_api"])
+    assert summary["exchanges"] == len(rows) and summary["statuses"]["ok"] >= 5
+    # A request the client dropped its connection on (librdkafka does on close) is the only
+    # other status a clean run can show.
+    assert set(summary["statuses"]) <= {"ok", "unmatched_request"}
