@@ -15,11 +15,11 @@ from kafkapy.protocol import encode_request, encode_response
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     # The checkout under test first: a script's own directory, not the cwd, heads its sys.path.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(EXAMPLES.parent), os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def test_decode_frame_request_with_size_prefix() -> None:
@@ -246,3 +246,23 @@ def test_capture_and_decode_example_finds_the_produced_records_in_the_pcap() -> 
     # A request the client dropped its connection on (librdkafka does on close) is the only
     # other status a clean run can show.
     assert set(summary["statuses"]) <= {"ok", "unmatched_request"}
+
+
+@pytest.mark.slow
+def test_spark_traffic_report_example_agrees_with_the_local_decoder() -> None:
+    from kafkapy.capture.rows import decode_capture
+
+    result = run(str(EXAMPLES / "spark_traffic_report.py"), timeout=300)  # a JVM of its own
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    captures = sorted((EXAMPLES.parent / "tests" / "data" / "captures").glob("*.pcap"))
+    rows = [row for capture in captures for row in decode_capture(capture)]
+    named = [row for row in rows if row["api_name"] is not None]
+    assert report["captures"] == len(captures)
+    assert {api: counts["exchanges"] for api, counts in report["by_api"].items()} == {
+        api: sum(1 for row in named if row["api_name"] == api) for api in {row["api_name"] for row in named}}
+    assert {api: counts["errors"] for api, counts in report["by_api"].items()} == {
+        api: sum(1 for row in named if row["api_name"] == api and (row["error_code"] or 0) > 0)
+        for api in {row["api_name"] for row in named}}
+    assert report["topics_written"] == sorted(
+        {topic for row in named if row["api_name"] == "Produce" for topic in row["topics"] or []})
