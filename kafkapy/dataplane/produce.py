@@ -153,7 +153,6 @@ class ProduceHandler:
     def __init__(self, partitions: Partitions, append_config: Callable[[str], LogConfig],
                  auto_create: Callable[[str], None], clock_ms: Callable[[], int] | None = None, *,
                  authorize: Callable[[str, str, str, str, str], bool] | None = None,
-                 verification_enabled: bool = True,
                  verifier: Callable[[], TransactionCoordinatorLocator | None] | None = None) -> None:
         self.partitions = partitions
         self.append_config = append_config
@@ -161,10 +160,14 @@ class ProduceHandler:
         # (principal, host, operation, resource type, name); None: allow all (no authorizer configured)
         self.authorize = authorize
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
-        # KIP-890 part 1 (transaction.partition.verification.enable), and who verifies: the
-        # TRANSACTION_COORDINATOR provider, None when no coordinator module runs here
-        self.verification_enabled = verification_enabled
+        # KIP-890 part 1: who verifies, the TRANSACTION_COORDINATOR provider (None when no
+        # coordinator module runs here); whether, ``verification_enabled``
         self.verifier = verifier or (lambda: None)
+
+    @property
+    def verification_enabled(self) -> bool:
+        """transaction.partition.verification.enable, as the partitions hold it (dynamic)."""
+        return self.partitions.transaction_verification
 
     def handle(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
         body = request.body
