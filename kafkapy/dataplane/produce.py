@@ -67,7 +67,7 @@ import inspect
 import struct
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from kafkapy.dataplane.fetch import cluster_endpoints
@@ -219,6 +219,20 @@ class ProduceHandler:
         (one whole batch of magic 2). More than one refuses the whole request; an internal topic,
         invalid acks or a partition led elsewhere are judged only after, so they count."""
         producers: set[tuple[int, int]] = set()
+        for name, index, raw in self._transactional_batches(ctx, body):
+            if not self._exists(name, index):
+                continue
+            try:
+                batch = produce_batch(raw, ctx.api_version)
+            except RecordsRejected:
+                continue  # refused on its own by the append
+            if batch.producer_id >= 0:  # Kafka's RecordBatch.hasProducerId
+                producers.add((batch.producer_id, batch.producer_epoch))
+        return producers
+
+    def _transactional_batches(self, ctx: RequestContext, body: Any) -> Iterator[tuple[str, int, Any]]:
+        """(topic, partition, records) of each partition of a topic the principal may WRITE whose
+        records open with a transactional batch header."""
         partitions = self.partitions
         by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
         for topic_data in body["topic_data"]:
@@ -229,17 +243,9 @@ class ProduceHandler:
             for partition_data in topic_data["partition_data"]:
                 records = partition_data["records"]
                 raw = records.raw if records is not None else b""
-                if not (len(raw) > V2_HEADER_SIZE and raw[V2_MAGIC_AT] == MAGIC_V2
-                        and raw[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT) \
-                        or not self._exists(name, partition_data["index"]):
-                    continue
-                try:
-                    batch = produce_batch(raw, ctx.api_version)
-                except RecordsRejected:
-                    continue  # refused on its own by the append
-                if batch.producer_id >= 0:  # Kafka's RecordBatch.hasProducerId
-                    producers.add((batch.producer_id, batch.producer_epoch))
-        return producers
+                if (len(raw) > V2_HEADER_SIZE and raw[V2_MAGIC_AT] == MAGIC_V2
+                        and raw[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT):
+                    yield name, partition_data["index"], raw
 
     def verified_here(self, transactional_id: str | None, producer_id: int, epoch: int,
                       partitions: Collection[tuple[str, int]]) -> bool:
@@ -260,27 +266,17 @@ class ProduceHandler:
             return {}
         pending: dict[tuple[str, int], tuple[int, int, Any]] = {}
         partitions = self.partitions
-        by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
-        for topic_data in body["topic_data"]:
-            name = partitions.topic_name(topic_data["topic_id"]) if by_id else topic_data["name"]
-            if name is None or name in INTERNAL_TOPICS or (self.authorize is not None and not self.authorize(
-                    ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TOPIC", name)):
+        for name, index, raw in self._transactional_batches(ctx, body):
+            if name in INTERNAL_TOPICS:
                 continue
-            for partition_data in topic_data["partition_data"]:
-                records = partition_data["records"]
-                raw = records.raw if records is not None else b""
-                if not (len(raw) > V2_HEADER_SIZE and raw[V2_MAGIC_AT] == MAGIC_V2
-                        and raw[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT):
-                    continue
-                index = partition_data["index"]
-                try:
-                    log = partitions.leader_log(name, index)
-                except KafkaApiError:
-                    continue  # the append answers it
-                state = partitions.home.producer_state(name, index, log)
-                producer_id, epoch = _PRODUCER.unpack_from(raw, V2_PRODUCER_ID_AT)
-                if not state.in_transaction(producer_id):
-                    pending[(name, index)] = (producer_id, epoch, state)
+            try:
+                log = partitions.leader_log(name, index)
+            except KafkaApiError:
+                continue  # the append answers it
+            state = partitions.home.producer_state(name, index, log)
+            producer_id, epoch = _PRODUCER.unpack_from(raw, V2_PRODUCER_ID_AT)
+            if not state.in_transaction(producer_id):
+                pending[(name, index)] = (producer_id, epoch, state)
         return pending
 
     def _answer(self, ctx: RequestContext, body: Any, refused: ErrorCode | None,
