@@ -36,6 +36,8 @@ __all__ = ["CLIENT_METRICS", "CLIENT_METRICS_SUBSCRIPTIONS", "ClientMetricsModul
 
 CLIENT_METRICS = "client-metrics"  # the store's entity type: ZooKeeper /config/client-metrics/<name>
 CLIENT_METRICS_SUBSCRIPTIONS = "client-metrics-subscriptions"  # what ClientMetricsModule provides
+# Kafka's words for an empty subscription name: ConfigHelper's (DescribeConfigs), ClientMetricsConfigs'
+EMPTY_NAME = ("Client metrics subscription name must not be empty", "Subscription name can't be empty")
 
 
 class ClientMetricsModule(Module):
@@ -62,7 +64,7 @@ class ClientMetricsModule(Module):
             configs.register_resource(ConfigResourceOwner(
                 CLIENT_METRICS_RESOURCE, CLIENT_METRICS_CONFIG, self._read_config, _check_config,
                 self._write_config, frozenset({"metrics", "match"}), names=self.subscriptions.keys,
-                filters_keys=False))
+                filters_keys=False, empty_name=EMPTY_NAME))
 
     async def stop(self) -> None:
         if self._watch is not None:

@@ -147,7 +147,7 @@ def test_describe_sources_on_the_wire(kafka_broker_factory: BrokerFactory) -> No
      "String must be one of: read_committed, read_uncommitted"),
     ("g", {"share.auto.offset.reset": None}, ErrorCode.INVALID_REQUEST, "Null value not supported"),
     ("", {"share.auto.offset.reset": "earliest"}, ErrorCode.INVALID_REQUEST,
-     "GROUP resource name must not be empty"),
+     "Default group resources are not allowed."),
 ])
 def test_what_kafka_refuses_gets_its_codes(broker: Broker, name: str, config: dict[str, str | None],
                                            code: ErrorCode, message: str) -> None:
@@ -155,6 +155,17 @@ def test_what_kafka_refuses_gets_its_codes(broker: Broker, name: str, config: di
     assert error_code == code and error_message is not None and message in error_message, error_message
     entries = describe(broker.bootstrap_servers, "g")  # nothing was stored
     assert all(entry["config_source"] == DEFAULT_CONFIG for entry in entries.values())
+
+
+def test_an_empty_group_name_is_described_in_kafkas_words(broker: Broker) -> None:
+    """ConfigHelper's message for DescribeConfigs (the alters' is the controller's, above)."""
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": GROUP, "resource_name": "", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    (result,) = answer["results"]
+    assert (result["error_code"], result["error_message"]) == (ErrorCode.INVALID_REQUEST,
+                                                               "Group name must not be empty")
 
 
 def applied(broker: Broker, member: Broker, group: str, key: str) -> Any:

@@ -89,7 +89,7 @@ def alter(broker: Broker, name: str, configs: list[dict[str, Any]]) -> tuple[int
      "Invalid value soon for configuration interval.ms: Not a number of type INT"),
     ("s", {"match": "client_id="}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id="),
     ("s", {"match": "client_id=app,"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: "),
-    ("", {"metrics": "*"}, ErrorCode.INVALID_REQUEST, "CLIENT_METRICS resource name must not be empty"),
+    ("", {"metrics": "*"}, ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"),
 ])
 def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: dict[str, str],
                                              code: ErrorCode, message: str) -> None:
@@ -99,6 +99,17 @@ def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: 
     with SimpleClient(broker.bootstrap_servers) as client:  # nothing was stored
         answer = client.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": None})
     assert answer["requested_metrics"] == []
+
+
+def test_an_empty_name_is_described_in_kafkas_words(broker: Broker) -> None:
+    """ConfigHelper's message for DescribeConfigs (the alters' is ClientMetricsConfigs', above)."""
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": [{"resource_type": CLIENT_METRICS, "resource_name": "", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    (result,) = answer["results"]
+    assert (result["error_code"], result["error_message"]) == (
+        ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
 
 
 def test_a_description_lists_every_key_whatever_keys_were_asked(broker: Broker) -> None:
