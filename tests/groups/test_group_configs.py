@@ -157,17 +157,6 @@ def test_what_kafka_refuses_gets_its_codes(broker: Broker, name: str, config: di
     assert all(entry["config_source"] == DEFAULT_CONFIG for entry in entries.values())
 
 
-def test_an_empty_group_name_is_described_in_kafkas_words(broker: Broker) -> None:
-    """ConfigHelper's message for DescribeConfigs (the alters' is the controller's, above)."""
-    with SimpleClient(broker.bootstrap_servers) as client:
-        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
-            "resources": [{"resource_type": GROUP, "resource_name": "", "configuration_keys": None}],
-            "include_synonyms": False, "include_documentation": False})
-    (result,) = answer["results"]
-    assert (result["error_code"], result["error_message"]) == (ErrorCode.INVALID_REQUEST,
-                                                               "Group name must not be empty")
-
-
 def applied(broker: Broker, member: Broker, group: str, key: str) -> Any:
     """The group's value of ``key`` as ``member``'s groups module applies it (not the store's)."""
     assert member.runtime is not None

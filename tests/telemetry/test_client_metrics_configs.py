@@ -101,17 +101,6 @@ def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: 
     assert answer["requested_metrics"] == []
 
 
-def test_an_empty_name_is_described_in_kafkas_words(broker: Broker) -> None:
-    """ConfigHelper's message for DescribeConfigs (the alters' is ClientMetricsConfigs', above)."""
-    with SimpleClient(broker.bootstrap_servers) as client:
-        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {
-            "resources": [{"resource_type": CLIENT_METRICS, "resource_name": "", "configuration_keys": None}],
-            "include_synonyms": False, "include_documentation": False})
-    (result,) = answer["results"]
-    assert (result["error_code"], result["error_message"]) == (
-        ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty")
-
-
 def test_a_description_lists_every_key_whatever_keys_were_asked(broker: Broker) -> None:
     """Kafka's DescribeConfigs of a CLIENT_METRICS resource ignores configuration_keys: every stored
     key comes back."""
