@@ -70,6 +70,10 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "Listener name to security protocol (Kafka's default map)."),
     ConfigKey("inter.broker.listener.name", "string", None,
               "Listener brokers use between themselves; defaults to the PLAINTEXT listener."),
+    ConfigKey("security.inter.broker.protocol", "string", "PLAINTEXT",
+              "Kafka's other way to name the inter-broker listener: the listener named after this "
+              "protocol. Setting it and inter.broker.listener.name both is a config error, as in Kafka.",
+              _one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     ConfigKey("socket.request.max.bytes", "int", 104857600,
               "Kafka's default: a larger (or negative) frame size closes the connection unread.",
               _at_least(1)),
