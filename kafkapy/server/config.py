@@ -32,7 +32,7 @@ class ConfigKey:
     """A declared configuration key: its type, Kafka's default, and why it exists."""
 
     name: str
-    type: str  # "int", "long", "double", "boolean", "string", "list", "password", "class"
+    type: str  # "int", "short", "long", "double", "boolean", "string", "list", "password", "class"
     default: Any
     doc: str
     validator: Callable[[Any], str | None] | None = None
@@ -207,14 +207,15 @@ def _feature_caps_problem(items: list[str]) -> str | None:
 _TAG_KEY = re.compile(r"^tag\.(.+)$")
 
 
-_INTEGER_RANGES: Final = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+_INTEGER_RANGES: Final = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), 2**31 - 1),
+                          "long": (-(2**63), 2**63 - 1)}
 
 
 def _convert(key: ConfigKey, raw: Any) -> Any:
     if raw is None:
         return None
     kind = key.type
-    if kind in ("int", "long"):
+    if kind in _INTEGER_RANGES:
         refusal = f"Not a number of type {kind.upper()}"  # Kafka's ConfigDef words
         if isinstance(raw, bool):
             raise ValueError(refusal)
