@@ -2,8 +2,10 @@
 
 Sources, in increasing precedence: defaults, a server.properties file, a
 dict, and ``--override key=value`` pairs. Keys Kafka has keep Kafka's names
-and defaults. An unknown key warns (Kafka logs unused keys too); an invalid
-value fails at start with a ConfigError naming the key.
+and defaults; every broker key Kafka defines is known, those kafkapy does not
+act on taken quietly (INERT_KEYS, from server/kafka_keys.py). An unknown key
+warns (Kafka logs unused keys too); an invalid value fails at start with a
+ConfigError naming the key.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any, Final
 import attrs
 
 from kafkapy.errors import KafkaPyError
+from kafkapy.server.kafka_keys import INERT_TABLE
 
-__all__ = ["BrokerConfig", "ConfigError", "ConfigKey", "load_properties", "parse_overrides"]
+__all__ = ["INERT_KEYS", "BrokerConfig", "ConfigError", "ConfigKey", "load_properties", "parse_overrides"]
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +32,15 @@ class ConfigError(KafkaPyError):
 
 @attrs.frozen
 class ConfigKey:
-    """A declared configuration key: its type, Kafka's default, and why it exists."""
+    """A declared configuration key: its type, Kafka's default, and why it exists. ``acted_on``
+    is False for a Kafka key kafkapy takes without effect (its doc says why)."""
 
     name: str
     type: str  # "int", "short", "long", "double", "boolean", "string", "list", "password", "class"
     default: Any
     doc: str
     validator: Callable[[Any], str | None] | None = None
+    acted_on: bool = True
 
 
 def _at_least(minimum: int) -> Callable[[Any], str | None]:
@@ -196,6 +201,11 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
 )
 
 
+# Kafka's keys kafkapy takes without effect (server/kafka_keys.py says why, key by key).
+INERT_KEYS: tuple[ConfigKey, ...] = tuple(
+    ConfigKey(name, kind, default, why, acted_on=False) for name, kind, default, why, _ in INERT_TABLE)
+
+
 def _feature_caps_problem(items: list[str]) -> str | None:
     for item in items:
         name, sep, level = item.rpartition(":")
@@ -284,7 +294,7 @@ class BrokerConfig:
             raw.update(load_properties(Path(properties)))
         raw.update(settings or {})
         raw.update(parse_overrides(overrides))
-        keys = {k.name: k for k in (*CORE_KEYS, *extra_keys)}
+        keys = {k.name: k for k in (*CORE_KEYS, *INERT_KEYS, *extra_keys)}
         values: dict[str, Any] = {}
         tags: dict[str, str] = {}
         unknown = []
