@@ -170,7 +170,7 @@ CONFIG_KEYS = (
               "The most members a classic group may have (Kafka's default: no limit).", _at_least(1)),
     ConfigKey("offsets.topic.num.partitions", "int", 50,
               "Partitions of __consumer_offsets, fixed once it is created (Kafka's default).", _at_least(1)),
-    ConfigKey("offsets.topic.replication.factor", "int", 1,
+    ConfigKey("offsets.topic.replication.factor", "short", 1,
               "Replication factor of __consumer_offsets (Kafka's default is 3; kafkapy's is 1, as "
               "Kafka's own config/server.properties sets it for one broker).", _at_least(1)),
     ConfigKey("offsets.topic.segment.bytes", "int", 104857600,

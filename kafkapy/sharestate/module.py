@@ -93,7 +93,7 @@ class ShareCoordinatorModule(Module):
     config_keys = (
         ConfigKey("share.coordinator.state.topic.num.partitions", "int", 50,
                   "Partitions of __share_group_state (Kafka's default).", _positive),
-        ConfigKey("share.coordinator.state.topic.replication.factor", "int", 1,
+        ConfigKey("share.coordinator.state.topic.replication.factor", "short", 1,
                   "Replicas of __share_group_state (Kafka's default is 3; kafkapy's is 1, as for "
                   "__transaction_state; a cluster of N brokers defaults to min(N, 3)).", _positive),
         ConfigKey("share.coordinator.state.topic.min.isr", "short", 2,

@@ -100,7 +100,7 @@ class TransactionsModule(Module):
     config_keys = (
         ConfigKey("transaction.state.log.num.partitions", "int", 50,
                   "Partitions of __transaction_state (Kafka's default).", _positive),
-        ConfigKey("transaction.state.log.replication.factor", "int", 1,
+        ConfigKey("transaction.state.log.replication.factor", "short", 1,
                   "Replicas of __transaction_state (Kafka's default is 3; kafkapy's is 1, as Kafka's "
                   "own config/server.properties sets it for one broker; like Kafka, the topic is not "
                   "made while fewer brokers are live).", _positive),

@@ -206,3 +206,20 @@ def test_the_configs_cli_lists_them(broker: Broker, capsys: pytest.CaptureFixtur
     assert any(line.strip().startswith("num.io.threads=16 sensitive=false") for line in lines)
     assert any(line.strip().startswith("ssl.key.password=null sensitive=true") for line in lines)
 
+
+def test_the_state_topics_replication_factors_are_shorts_as_in_kafka(broker: Broker) -> None:
+    """Kafka's SHORT keys (DescribeConfigs' config_type 4), and so held to a short's range."""
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+            {"resource_type": 4, "resource_name": "1", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False})
+    types = {entry["name"]: entry["config_type"] for entry in answer["results"][0]["configs"]}
+    short = 4  # Kafka's DescribeConfigsResponse.ConfigType.SHORT
+    for name in ("offsets.topic.replication.factor", "transaction.state.log.replication.factor",
+                 "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+                 "group.share.max.groups"):
+        assert types[name] == short, name
+    assert types["transaction.state.log.min.isr"] == 3  # INT
+    with pytest.raises(ConfigError, match=r"offsets\.topic\.replication\.factor"), \
+            Broker({"offsets.topic.replication.factor": 40_000}):
+        pass
