@@ -1,11 +1,14 @@
-"""share.coordinator.state.topic.min.isr: the min.insync.replicas __share_group_state is made
-with (Kafka's default 2, capped at the replica count)."""
+"""transaction.state.log.min.isr and share.coordinator.state.topic.min.isr: the
+min.insync.replicas __transaction_state and __share_group_state are made with (Kafka's default 2,
+capped at the replica count as every min.insync.replicas is, so a one-replica topic still takes
+writes)."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from kafkapy.client import SimpleClient
@@ -24,6 +27,18 @@ def _topic_config(broker: Broker, topic: str, key: str) -> str:
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     value: str = admin.describe_configs([resource])[resource].result(timeout=TIMEOUT_S)[key].value
     return value
+
+
+@pytest.mark.parametrize(("setting", "expected"), [({}, "2"), ({"transaction.state.log.min.isr": 3}, "3")])
+def test_transaction_state_log_min_isr_is_the_state_topics_min_insync_replicas(
+        setting: dict[str, int], expected: str) -> None:
+    with Broker(setting) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "tx"})
+        producer.init_transactions(TIMEOUT_S)  # makes __transaction_state
+        producer.begin_transaction()
+        producer.produce("events", b"v")
+        producer.commit_transaction(TIMEOUT_S)
+        assert _topic_config(broker, "__transaction_state", "min.insync.replicas") == expected
 
 
 @pytest.mark.parametrize(("setting", "expected"),
