@@ -67,6 +67,36 @@ def test_kafkas_broker_keys_start_a_broker_without_a_warning(caplog: pytest.LogC
     ]
 
 
+# The settings of Kafka 3.9's config/server.properties (ZooKeeper) and config/kraft/server.properties.
+KAFKA_39_ZOOKEEPER = (
+    "broker.id=0 num.network.threads=3 num.io.threads=8 socket.send.buffer.bytes=102400 "
+    "socket.receive.buffer.bytes=102400 socket.request.max.bytes=104857600 log.dirs=/tmp/kafka-logs "
+    "num.partitions=1 num.recovery.threads.per.data.dir=1 offsets.topic.replication.factor=1 "
+    "transaction.state.log.replication.factor=1 transaction.state.log.min.isr=1 log.retention.hours=168 "
+    "log.retention.check.interval.ms=300000 zookeeper.connect=localhost:2181 "
+    "zookeeper.connection.timeout.ms=18000 group.initial.rebalance.delay.ms=0")
+KAFKA_39_KRAFT = (
+    "process.roles=broker,controller node.id=1 controller.quorum.voters=1@localhost:9093 "
+    "listeners=PLAINTEXT://:9092,CONTROLLER://:9093 inter.broker.listener.name=PLAINTEXT "
+    "advertised.listeners=PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093 "
+    "controller.listener.names=CONTROLLER listener.security.protocol.map=CONTROLLER:PLAINTEXT,"
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL num.network.threads=3 "
+    "num.io.threads=8 socket.send.buffer.bytes=102400 socket.receive.buffer.bytes=102400 "
+    "socket.request.max.bytes=104857600 log.dirs=/tmp/kraft-combined-logs num.partitions=1 "
+    "num.recovery.threads.per.data.dir=1 offsets.topic.replication.factor=1 "
+    "transaction.state.log.replication.factor=1 transaction.state.log.min.isr=1 log.retention.hours=168 "
+    "log.segment.bytes=1073741824 log.retention.check.interval.ms=300000")
+
+
+@pytest.mark.parametrize("settings", [KAFKA_39_ZOOKEEPER, KAFKA_39_KRAFT], ids=["zookeeper", "kraft"])
+def test_kafkas_own_server_properties_are_known(settings: str, caplog: pytest.LogCaptureFixture) -> None:
+    from kafkapy.assembly import default_module_keys
+
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        BrokerConfig.build(overrides=settings.split(), extra_keys=default_module_keys())
+    assert _warnings(caplog) == []
+
+
 def test_a_key_kafkapy_does_not_act_on_is_typed_as_kafka_types_it() -> None:
     config = BrokerConfig.build({"num.io.threads": "16", "log.cleaner.io.buffer.load.factor": "0.5"})
     assert (config["num.io.threads"], config["log.cleaner.io.buffer.load.factor"]) == (16, 0.5)
