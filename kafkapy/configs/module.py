@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -51,7 +53,14 @@ from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
-from kafkapy.server.config import CORE_KEYS, ConfigError, ConfigKey
+from kafkapy.server.config import CORE_KEYS, INERT_KEYS, ConfigError, ConfigKey
+from kafkapy.server.kafka_keys import (
+    CLUSTER_WIDE,
+    KAFKA_INTERNAL_KEYS,
+    LISTENER_ONLY_KEYS,
+    PER_BROKER,
+    UPDATE_MODES,
+)
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
 from kafkapy.server.policies import AlterConfigRequest, PolicyViolation, load_policy
@@ -92,6 +101,7 @@ CONFIG_TYPES = {
     "boolean": 1,
     "string": 2,
     "int": 3,
+    "short": 4,
     "long": 5,
     "double": 6,
     "list": 7,
@@ -100,7 +110,8 @@ CONFIG_TYPES = {
 }
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 LISTENER_PREFIX = "listener.name."
-_INT_RANGE = {"int": (-2147483648, 2147483647), "long": (-9223372036854775808, 9223372036854775807)}
+_INT_RANGE = {"short": (-32768, 32767), "int": (-2147483648, 2147483647),
+              "long": (-9223372036854775808, 9223372036854775807)}
 
 
 @attrs.frozen
@@ -160,11 +171,26 @@ def effective_settings(
     return {**static, **default, **override}
 
 
+def _java_double(value: float) -> str:
+    """A double as Java's Double.toString writes it (Kafka's ConfigDef shows values so): plain
+    from 10^-3 up to 10^7, else scientific ("1.0E7", "1.7976931348623157E308")."""
+    if math.isnan(value) or math.isinf(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(value)
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    power = len(text) - 1 + int(exponent)
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
+
+
 def _format(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return _java_double(value)
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value)
@@ -217,6 +243,14 @@ def apply_operations(
 
 
 _TOPIC_KEYS = {key.name: key for key in TOPIC_CONFIGS}
+_INERT_DYNAMIC = frozenset(name for name, mode in UPDATE_MODES.items()
+                           if mode in (PER_BROKER, CLUSTER_WIDE) and name not in LISTENER_ONLY_KEYS)
+# Kafka's DynamicListenerConfig keys may also be set per listener (listener.name.<l>.<key>)
+_INERT_PER_LISTENER = frozenset(name for name, mode in UPDATE_MODES.items() if mode == PER_BROKER)
+
+
+async def _nothing_to_apply(settings: Mapping[str, Any]) -> None:
+    """The inert keys' apply: kafkapy has nothing they change."""
 # Kafka's DynamicBrokerConfig.brokerConfigSynonyms: the broker settings that are one setting in
 # different units (any of them names the whole group, in this order)
 _SYNONYM_GROUPS = (
@@ -307,7 +341,7 @@ class ConfigsModule(Module):
         return effective_settings(self.services.config.values, converted(default), converted(override))
 
     async def start(self) -> None:
-        self._keys = {k.name: k for k in CORE_KEYS}
+        self._keys = {k.name: k for k in (*CORE_KEYS, *INERT_KEYS)}
         self._keys.update({k.name: k for k in self.services.module_config_keys()})
         self._watch = await asyncio.to_thread(self.services.store.watch_entity_configs, self._entity_changed)
         self.default, self.override = await asyncio.to_thread(self._read)
@@ -315,6 +349,10 @@ class ConfigsModule(Module):
         # Kafka's DynamicLogConfig: the log.* defaults of topic configs are this module's own.
         await self.register(DynamicConfigs(DYNAMIC_LOG_KEYS, frozenset(), validate_log_settings,
                                            self._log_settings_changed))
+        # Kafka's dynamic keys that kafkapy takes without effect: stored and described as Kafka
+        # would, typed (by _validate), applied to nothing.
+        await self.register(DynamicConfigs(_INERT_DYNAMIC, _INERT_PER_LISTENER, lambda settings: None,
+                                           _nothing_to_apply))
 
     async def _log_settings_changed(self, settings: Mapping[str, Any]) -> None:
         """The logs whose LogConfig the broker settings moved get it now (overrides still win)."""
@@ -383,9 +421,12 @@ class ConfigsModule(Module):
             return number
         return text
 
-    def _check_names(self, names: Iterable[str]) -> None:
-        """Kafka's checks on the keys of an alter: each must be dynamic."""
-        fixed = sorted(n for n in names if self.dynamic(n) is None)
+    def _check_names(self, names: Iterable[str], broker_id: int | None) -> None:
+        """Kafka's checks on the keys of an alter (DynamicBrokerConfig.validateConfigs, in its
+        order): each must be dynamic, the SSL stores only per listener, and a per-broker key
+        only on a broker, not the cluster default."""
+        names = list(names)
+        fixed = sorted(n for n in names if self.dynamic(n) is None and n not in LISTENER_ONLY_KEYS)
         if fixed:
             known = [n for n in fixed if self._key(n) is not None and base_name(n) == n]
             unknown = [n for n in fixed if n not in known]
@@ -396,6 +437,14 @@ class ConfigsModule(Module):
             if unknown:
                 parts.append(f"Unknown or not dynamic in kafkapy: {', '.join(unknown)}")
             raise KafkaApiError(ErrorCode.INVALID_CONFIG, "; ".join(parts))
+        unprefixed = sorted(n for n in names if n in LISTENER_ONLY_KEYS)
+        if unprefixed:
+            raise KafkaApiError(ErrorCode.INVALID_CONFIG, "These security configs can be dynamically updated "
+                                f"only per-listener using the listener prefix: Set({', '.join(unprefixed)})")
+        per_broker = sorted(n for n in names if UPDATE_MODES.get(base_name(n)) == PER_BROKER)
+        if broker_id is None and per_broker:
+            raise KafkaApiError(ErrorCode.INVALID_CONFIG, "Cannot update these configs at default cluster "
+                                f"level, broker id must be specified: Set({', '.join(per_broker)})")
 
     async def _validate(self, broker_id: int | None, config: Mapping[str, str]) -> None:
         """Type-check every value, then let each owner judge the effective settings it would see."""
@@ -567,7 +616,10 @@ class ConfigsModule(Module):
         if broker_id is None:  # Kafka: the default resource lists only the dynamic defaults
             names = sorted(self.default)
         else:
-            names = sorted(set(static) | set(self.default) | set(self.override))
+            # Kafka's ConfigHelper lists every config but its internal ones, which only when set
+            names = sorted(n for n in set(static) | set(self.default) | set(self.override)
+                           if n not in KAFKA_INTERNAL_KEYS or n in originals or n in self.default
+                           or n in self.override)
 
         def static_default(name: str) -> str | None:
             key = self._key(name)
@@ -601,7 +653,8 @@ class ConfigsModule(Module):
             entry: dict[str, Any] = {
                 "name": name,
                 "value": None if sensitive else value,
-                "read_only": self.dynamic(name) is None,
+                # Kafka's: read-only unless dynamic (the SSL stores are, though only per listener)
+                "read_only": self.dynamic(name) is None and name not in LISTENER_ONLY_KEYS,
                 "config_source": source,
                 "is_default": source == DEFAULT_CONFIG,
                 "is_sensitive": sensitive,
@@ -743,7 +796,7 @@ class ConfigsModule(Module):
                     broker_id = self._broker_id(resource_type, name, alter=True)
                     config = await build(self.default if broker_id is None else self.override, resource)
                     try:
-                        self._check_names(config)
+                        self._check_names(config, broker_id)
                         await self._validate(broker_id, config)
                     except KafkaApiError as exc:
                         # Kafka 3.2+ validates a BROKER resource on the broker that gets the request

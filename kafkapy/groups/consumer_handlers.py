@@ -57,7 +57,26 @@ _COORDINATOR_GONE = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PR
 _ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
 
+REBALANCE_PROTOCOLS_KEY = "group.coordinator.rebalance.protocols"
+_GROUP_TYPES = ("consumer", "classic", "share", "unknown")  # Kafka's Group.GroupType, its validator's list
+
+
+def _rebalance_protocols_problem(protocols: list[str]) -> str | None:
+    """Kafka's checks (GroupCoordinatorConfig's validator, then KafkaConfig): known group types,
+    and classic never left out."""
+    unknown = [p for p in protocols if p.lower() not in _GROUP_TYPES]
+    if unknown:
+        return f"must be a list of {', '.join(_GROUP_TYPES)}"
+    if "classic" not in (p.lower() for p in protocols):
+        return "Disabling the 'CLASSIC' protocol is not supported."
+    return None
+
+
 CONSUMER_GROUP_CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(REBALANCE_PROTOCOLS_KEY, "list", "classic,consumer",
+              "Kafka 4.0's default: the group types served; without consumer, ConsumerGroupHeartbeat "
+              "answers UNSUPPORTED_VERSION, as Kafka's does. share has no effect: kafkapy serves share "
+              "groups always.", _rebalance_protocols_problem),
     ConfigKey("group.consumer.session.timeout.ms", "int", 45_000,
               "Kafka's default: a consumer-protocol member not heard from for this long is fenced"),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5_000,

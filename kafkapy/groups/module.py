@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.consumer_group import JOIN_GROUP_MEMBER_EPOCH, TopicInfo
-from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS
+from kafkapy.groups.consumer_handlers import CONSUMER_GROUP_CONFIG_KEYS, REBALANCE_PROTOCOLS_KEY
 from kafkapy.groups.consumer_service import ConsumerGroupService
 from kafkapy.groups.coordinator import ClassicCoordinator, GroupConfig, JoinRequest
 from kafkapy.groups.group import JoinResult, SyncResult
@@ -170,7 +170,7 @@ CONFIG_KEYS = (
               "The most members a classic group may have (Kafka's default: no limit).", _at_least(1)),
     ConfigKey("offsets.topic.num.partitions", "int", 50,
               "Partitions of __consumer_offsets, fixed once it is created (Kafka's default).", _at_least(1)),
-    ConfigKey("offsets.topic.replication.factor", "int", 1,
+    ConfigKey("offsets.topic.replication.factor", "short", 1,
               "Replication factor of __consumer_offsets (Kafka's default is 3; kafkapy's is 1, as "
               "Kafka's own config/server.properties sets it for one broker).", _at_least(1)),
     ConfigKey("offsets.topic.segment.bytes", "int", 104857600,
@@ -201,6 +201,7 @@ class GroupsModule(Module):
         super().__init__(services)
         config = services.config
         check_broker_group_settings(config.values)  # the share group keys too, when their module is loaded
+        self._consumer_protocol_enabled = "consumer" in (p.lower() for p in config[REBALANCE_PROTOCOLS_KEY])
         self.group_config = GroupConfig(
             initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
             min_session_timeout_ms=config["group.min.session.timeout.ms"],
@@ -781,6 +782,8 @@ class GroupsModule(Module):
     # --- KIP-848: ConsumerGroupHeartbeat, ConsumerGroupDescribe (consumer_service.py) ----------
 
     async def consumer_group_heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+        if not self._consumer_protocol_enabled:  # Kafka's KafkaApis.isConsumerGroupProtocolEnabled
+            return self.consumer.refused_heartbeat(KafkaApiError(ErrorCode.UNSUPPORTED_VERSION))
         group_id = request.body["group_id"]
         upgrade: list[GroupRecord] = []
         try:

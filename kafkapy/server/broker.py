@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 
 
 LISTEN_BACKLOG = 100  # asyncio's default for create_server
+USE_DEFAULT_BUFFER_SIZE = -1  # Kafka's Selectable.USE_DEFAULT_BUFFER_SIZE: leave the OS's socket buffer
 IDLE_RECHECK_MIN_S = 0.01  # the idle sweep's shortest wait: a deadline just past is not a busy loop
 
 
@@ -217,6 +218,7 @@ class BrokerRuntime:
     def __init__(self, config: BrokerConfig, store: MetadataStore, *, owns_store: bool,
                  fast_paths: FastPaths = ALL_FAST_PATHS) -> None:
         self.config = config
+        self._send_buffer: int = config["socket.send.buffer.bytes"]
         self.fast_paths = fast_paths
         # Coroutines of the accept gate and admission: stepped in place, or left to a task.
         self.start_eagerly = eager.start if fast_paths.eager else eager.deferred
@@ -397,6 +399,11 @@ class BrokerRuntime:
                 host, spec.bind.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE))[0]
             sock = socket.socket(family, kind, proto)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # As Kafka's acceptor: the receive buffer on the listening socket, before listen(), so
+            # accepted connections inherit it and their TCP window is offered from the first SYN.
+            receive_buffer = self.config["socket.receive.buffer.bytes"]
+            if receive_buffer != USE_DEFAULT_BUFFER_SIZE:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
             if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
@@ -444,6 +451,8 @@ class BrokerRuntime:
             # kernel, not only by connections.max.idle.ms (asyncio's transports set TCP_NODELAY).
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                if self._send_buffer != USE_DEFAULT_BUFFER_SIZE:  # Kafka's socket.send.buffer.bytes
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer)
             except OSError:  # reset already: serving it finds that out
                 pass
             gate = self.accept_gate

@@ -2,8 +2,10 @@
 
 Sources, in increasing precedence: defaults, a server.properties file, a
 dict, and ``--override key=value`` pairs. Keys Kafka has keep Kafka's names
-and defaults. An unknown key warns (Kafka logs unused keys too); an invalid
-value fails at start with a ConfigError naming the key.
+and defaults; every broker key Kafka defines is known, those kafkapy does not
+act on taken quietly (INERT_KEYS, from server/kafka_keys.py). An unknown key
+warns (Kafka logs unused keys too); an invalid value fails at start with a
+ConfigError naming the key.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any, Final
 import attrs
 
 from kafkapy.errors import KafkaPyError
+from kafkapy.server.kafka_keys import INERT_TABLE
 
-__all__ = ["BrokerConfig", "ConfigError", "ConfigKey", "load_properties", "parse_overrides"]
+__all__ = ["INERT_KEYS", "BrokerConfig", "ConfigError", "ConfigKey", "load_properties", "parse_overrides"]
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +32,15 @@ class ConfigError(KafkaPyError):
 
 @attrs.frozen
 class ConfigKey:
-    """A declared configuration key: its type, Kafka's default, and why it exists."""
+    """A declared configuration key: its type, Kafka's default, and why it exists. ``acted_on``
+    is False for a Kafka key kafkapy takes without effect (its doc says why)."""
 
     name: str
-    type: str  # "int", "long", "double", "boolean", "string", "list", "password", "class"
+    type: str  # "int", "short", "long", "double", "boolean", "string", "list", "password", "class"
     default: Any
     doc: str
     validator: Callable[[Any], str | None] | None = None
+    acted_on: bool = True
 
 
 def _at_least(minimum: int) -> Callable[[Any], str | None]:
@@ -70,11 +75,19 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "Listener name to security protocol (Kafka's default map)."),
     ConfigKey("inter.broker.listener.name", "string", None,
               "Listener brokers use between themselves; defaults to the PLAINTEXT listener."),
+    ConfigKey("security.inter.broker.protocol", "string", "PLAINTEXT",
+              "Kafka's other way to name the inter-broker listener: the listener named after this "
+              "protocol. Setting it and inter.broker.listener.name both is a config error, as in Kafka.",
+              _one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
     ConfigKey("socket.request.max.bytes", "int", 104857600,
               "Kafka's default: a larger (or negative) frame size closes the connection unread.",
               _at_least(1)),
     ConfigKey("connections.max.idle.ms", "long", 600000,
               "Kafka's default idle timeout; negative: never closed as idle, as in Kafka's Selector."),
+    ConfigKey("socket.send.buffer.bytes", "int", 102400,
+              "Kafka's default: SO_SNDBUF of each accepted connection; -1 leaves the OS default."),
+    ConfigKey("socket.receive.buffer.bytes", "int", 102400,
+              "Kafka's default: SO_RCVBUF of each accepted connection; -1 leaves the OS default."),
     ConfigKey("num.network.threads", "int", 3,
               "Accepted for compatibility; one asyncio loop serves every connection.", _at_least(1)),
     ConfigKey("message.max.bytes", "int", 1048588, "Kafka's default; reported in BrokerMetadata."),
@@ -188,6 +201,11 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
 )
 
 
+# Kafka's keys kafkapy takes without effect (server/kafka_keys.py says why, key by key).
+INERT_KEYS: tuple[ConfigKey, ...] = tuple(
+    ConfigKey(name, kind, default, why, acted_on=False) for name, kind, default, why, _ in INERT_TABLE)
+
+
 def _feature_caps_problem(items: list[str]) -> str | None:
     for item in items:
         name, sep, level = item.rpartition(":")
@@ -199,14 +217,15 @@ def _feature_caps_problem(items: list[str]) -> str | None:
 _TAG_KEY = re.compile(r"^tag\.(.+)$")
 
 
-_INTEGER_RANGES: Final = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+_INTEGER_RANGES: Final = {"short": (-(2**15), 2**15 - 1), "int": (-(2**31), 2**31 - 1),
+                          "long": (-(2**63), 2**63 - 1)}
 
 
 def _convert(key: ConfigKey, raw: Any) -> Any:
     if raw is None:
         return None
     kind = key.type
-    if kind in ("int", "long"):
+    if kind in _INTEGER_RANGES:
         refusal = f"Not a number of type {kind.upper()}"  # Kafka's ConfigDef words
         if isinstance(raw, bool):
             raise ValueError(refusal)
@@ -275,7 +294,7 @@ class BrokerConfig:
             raw.update(load_properties(Path(properties)))
         raw.update(settings or {})
         raw.update(parse_overrides(overrides))
-        keys = {k.name: k for k in (*CORE_KEYS, *extra_keys)}
+        keys = {k.name: k for k in (*CORE_KEYS, *INERT_KEYS, *extra_keys)}
         values: dict[str, Any] = {}
         tags: dict[str, str] = {}
         unknown = []

@@ -89,16 +89,30 @@ def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
     if unknown:
         raise ConfigError(f"invalid value for advertised.listeners: {sorted(unknown)} are not listeners")
     inter = config["inter.broker.listener.name"]
+    if inter is not None and _PROTOCOL_KEY in config.originals:
+        # Kafka's KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol, its words
+        raise ConfigError(f"Only one of inter.broker.listener.name and {_PROTOCOL_KEY} should be set.")
     if inter is not None and inter.upper() not in {s.name for s in specs}:
         raise ConfigError(f"invalid value {inter!r} for inter.broker.listener.name: no such listener")
+    if _PROTOCOL_KEY in config.originals and config[_PROTOCOL_KEY] not in {s.name for s in specs}:
+        # Kafka names the inter-broker listener after the protocol, and requires it (its words)
+        raise ConfigError(f"{_PROTOCOL_KEY}={config[_PROTOCOL_KEY]}: inter.broker.listener.name must be a "
+                          "listener name defined in advertised.listeners. The valid options based on "
+                          f"currently configured listeners are {','.join(s.name for s in specs)}")
     return specs
 
 
+_PROTOCOL_KEY = "security.inter.broker.protocol"
+
+
 def inter_broker_listener(config: BrokerConfig, specs: list[ListenerSpec]) -> str:
-    """Kafka's rule: the named listener, else the one whose protocol is PLAINTEXT."""
+    """Kafka's rule: the listener named by inter.broker.listener.name, else the one named after
+    security.inter.broker.protocol when that is set; unset, the one whose protocol is PLAINTEXT."""
     name = config["inter.broker.listener.name"]
     if name:
         return str(name).upper()
+    if _PROTOCOL_KEY in config.originals:
+        return str(config[_PROTOCOL_KEY])
     for spec in specs:
         if spec.security_protocol == "PLAINTEXT":
             return spec.name

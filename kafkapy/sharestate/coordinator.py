@@ -48,12 +48,12 @@ _REPLAY_READ_BYTES = 1 << 20
 log = logging.getLogger(__name__)
 
 
-def share_state_topic_configs(segment_bytes: int) -> dict[str, str]:
+def share_state_topic_configs(segment_bytes: int, min_isr: int) -> dict[str, str]:
     """The configs Kafka creates ``__share_group_state`` with (ShareCoordinatorService's
     shareGroupStateTopicConfigs, as KIP-932 defines them): delete, not compact (snapshots make
     old records useless, and Kafka prunes them itself), batches kept as written."""
     return {"cleanup.policy": "delete", "compression.type": "producer", "segment.bytes": str(segment_bytes),
-            "min.insync.replicas": "1"}  # Kafka's share.coordinator.state.topic.min.isr is 2; one copy here
+            "min.insync.replicas": str(min_isr)}
 
 
 class ShareCoordinator:

@@ -93,9 +93,12 @@ class ShareCoordinatorModule(Module):
     config_keys = (
         ConfigKey("share.coordinator.state.topic.num.partitions", "int", 50,
                   "Partitions of __share_group_state (Kafka's default).", _positive),
-        ConfigKey("share.coordinator.state.topic.replication.factor", "int", 1,
+        ConfigKey("share.coordinator.state.topic.replication.factor", "short", 1,
                   "Replicas of __share_group_state (Kafka's default is 3; kafkapy's is 1, as for "
                   "__transaction_state; a cluster of N brokers defaults to min(N, 3)).", _positive),
+        ConfigKey("share.coordinator.state.topic.min.isr", "short", 2,
+                  "min.insync.replicas of __share_group_state (Kafka's default); capped at the topic's "
+                  "replica count as Kafka caps it (effectiveMinIsr).", _positive),
         ConfigKey("share.coordinator.state.topic.segment.bytes", "int", 100 * 1024 * 1024,
                   "segment.bytes of __share_group_state (Kafka's default, 100 MiB).", _positive),
         ConfigKey("share.coordinator.snapshot.update.records.per.snapshot", "int", 500,
@@ -108,7 +111,8 @@ class ShareCoordinatorModule(Module):
         self._state_topic = InternalTopic(services, SHARE_STATE_TOPIC, lambda: (
             services.config["share.coordinator.state.topic.num.partitions"],
             services.config["share.coordinator.state.topic.replication.factor"],
-            share_state_topic_configs(services.config["share.coordinator.state.topic.segment.bytes"])))
+            share_state_topic_configs(services.config["share.coordinator.state.topic.segment.bytes"],
+                                      services.config["share.coordinator.state.topic.min.isr"])))
         self.coordinator = ShareCoordinator(
             leader_log=self._leader_log, leader_epoch=self._led_epoch, partition_count=self._partition_count,
             snapshot_every=services.config["share.coordinator.snapshot.update.records.per.snapshot"],

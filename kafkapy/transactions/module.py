@@ -100,10 +100,14 @@ class TransactionsModule(Module):
     config_keys = (
         ConfigKey("transaction.state.log.num.partitions", "int", 50,
                   "Partitions of __transaction_state (Kafka's default).", _positive),
-        ConfigKey("transaction.state.log.replication.factor", "int", 1,
+        ConfigKey("transaction.state.log.replication.factor", "short", 1,
                   "Replicas of __transaction_state (Kafka's default is 3; kafkapy's is 1, as Kafka's "
                   "own config/server.properties sets it for one broker; like Kafka, the topic is not "
                   "made while fewer brokers are live).", _positive),
+        ConfigKey("transaction.state.log.min.isr", "int", 2,
+                  "min.insync.replicas of __transaction_state (Kafka's default), capped at the topic's "
+                  "replica count as Kafka caps it (effectiveMinIsr): a one-replica topic still takes writes.",
+                  _positive),
         ConfigKey("transaction.state.log.segment.bytes", "int", 100 * 1024 * 1024,
                   "segment.bytes of __transaction_state (Kafka's default, 100 MiB).", _positive),
         ConfigKey("transaction.max.timeout.ms", "int", 15 * _MINUTE_MS,
@@ -126,7 +130,7 @@ class TransactionsModule(Module):
             services.config["transaction.state.log.num.partitions"],
             services.config["transaction.state.log.replication.factor"],
             {"cleanup.policy": "compact", "compression.type": "uncompressed",
-             "min.insync.replicas": "1",  # Kafka's transaction.state.log.min.isr default is 2; one copy here
+             "min.insync.replicas": str(services.config["transaction.state.log.min.isr"]),
              "segment.bytes": str(services.config["transaction.state.log.segment.bytes"])}))
         self._outages: CoordinatorOutageView | None = None  # found at start
         self._channel = MarkerChannel(lambda: services.cluster.brokers,
