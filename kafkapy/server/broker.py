@@ -20,7 +20,7 @@ from kafkapy.server import eager
 from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, StoreBackedAuthorizer, load_authorizer
 from kafkapy.server.clock import call_later_real, wait_real, wall_clock_of
-from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
+from kafkapy.server.config import USE_DEFAULT_BUFFER_SIZE, BrokerConfig, ConfigError, ConfigKey
 from kafkapy.server.conformance import conforms
 from kafkapy.server.connection import BufferedKafkaConnection, KafkaConnection
 from kafkapy.server.fastpaths import FastPaths
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 
 
 LISTEN_BACKLOG = 100  # asyncio's default for create_server
-USE_DEFAULT_BUFFER_SIZE = -1  # Kafka's Selectable.USE_DEFAULT_BUFFER_SIZE: leave the OS's socket buffer
 IDLE_RECHECK_MIN_S = 0.01  # the idle sweep's shortest wait: a deadline just past is not a busy loop
 
 
