@@ -54,7 +54,7 @@ from kafkapy.server.modules import Answer, RequestContext
 from kafkapy.server.services import BrokerServices
 from kafkapy.server.wakeup import Wakeup
 from kafkapy.shares.isolation import READ_COMMITTED, READ_UNCOMMITTED, batch_header, undeliverable
-from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
+from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions, valid_member_id
 from kafkapy.shares.share_partition import Acquired, SharePartition, SharePartitionLimits
 from kafkapy.sharestate.persister import SharePersister
 from kafkapy.sharestate.state import UNINITIALIZED_START_OFFSET
@@ -299,13 +299,19 @@ class ShareFetcher:
                 "responses": _by_topic(rows), "node_endpoints": self._leader_hints(ctx, rows)}
 
     def _session_for(self, ctx: RequestContext, group_id: str | None, member_id: str | None, epoch: int, *,
-                     has_acks: bool) -> ShareSession:
-        if not group_id or not member_id:
-            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                                "A share request needs a group id and a member id.")
-        if not self._allowed(ctx, "READ", "GROUP", group_id):
+                     has_acks: bool, may_open: bool = True) -> ShareSession:
+        """Kafka's order: READ on the group, the member id (1 to 36 characters), then the session
+        (which only a ShareFetch, ``may_open``, opens)."""
+        if not self._allowed(ctx, "READ", "GROUP", group_id or ""):
             raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if not valid_member_id(member_id):
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
+        if not group_id or member_id is None:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "A share request needs a group id.")
         if epoch == INITIAL_EPOCH:
+            if not may_open:
+                raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                    "A share session cannot be opened by ShareAcknowledge.")
             if has_acks:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                     "Acknowledge data present on initial epoch of a share session.")
@@ -313,9 +319,6 @@ class ShareFetcher:
             if replaced is not None:
                 self._release(replaced)
             return session
-        if epoch < FINAL_EPOCH:
-            raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-                                f"Invalid share session epoch {epoch}.")
         return self.sessions.continue_session(group_id, member_id, epoch)
 
     def _row(self, index: int) -> dict[str, Any]:
@@ -593,10 +596,7 @@ class ShareFetcher:
         body = request.body
         group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
         try:
-            if epoch == INITIAL_EPOCH:
-                raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-                                    "A share session cannot be opened by ShareAcknowledge.")
-            session = self._session_for(ctx, group_id, member_id, epoch, has_acks=False)
+            session = self._session_for(ctx, group_id, member_id, epoch, has_acks=False, may_open=False)
         except KafkaApiError as refusal:
             return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
                 "throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,

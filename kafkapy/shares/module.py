@@ -52,12 +52,14 @@ from kafkapy.shares.fetch import (
     ShareLogs,
 )
 from kafkapy.shares.group_records import Initialized, Written, changes, records_of, replay
+from kafkapy.shares.sessions import valid_member_id
 from kafkapy.shares.share_group import (
     LEAVE_EPOCH,
     ShareGroupConfig,
     ShareGroups,
     ShareHeartbeat,
     ShareHeartbeatResult,
+    validate_heartbeat,
 )
 from kafkapy.shares.share_partition import SharePartition, SharePartitionLimits
 from kafkapy.sharestate.module import ShareCoordinatorModule
@@ -332,19 +334,26 @@ class ShareModule(Module):
     # -- ShareGroupHeartbeat ----------------------------------------------------------------------
 
     async def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+        """Kafka's order (KafkaApis, then GroupCoordinatorService, then GroupMetadataManager):
+        READ on the group, a member id of 1 to 36 characters, DESCRIBE on every subscribed topic,
+        the request's own validity, the coordinator and the one namespace, then membership."""
         body = request.body
         group_id = body["group_id"]
+        names = body.get("subscribed_topic_names")
         try:
-            if group_id:  # an empty id is INVALID_REQUEST, from the validation below
-                if not self._allowed(ctx, "READ", "GROUP", group_id):
-                    raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-                self._check_namespace(group_id)
-            names = body.get("subscribed_topic_names")
+            if not self._allowed(ctx, "READ", "GROUP", group_id):
+                raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            if not valid_member_id(body["member_id"]):
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
+            if names and not all(self._allowed(ctx, "DESCRIBE", "TOPIC", name) for name in set(names)):
+                raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             heartbeat = ShareHeartbeat(group_id=group_id, member_id=body["member_id"],
                                        member_epoch=body["member_epoch"], rack_id=body.get("rack_id"),
                                        subscribed_topic_names=None if names is None else tuple(names),
                                        client_id=ctx.client_id or "",
                                        client_host="/" + ctx.connection.client_address[0])
+            validate_heartbeat(heartbeat)
+            self._check_namespace(group_id)
             result = self.groups.heartbeat(heartbeat, self.timers.now_ms())
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,

@@ -16,13 +16,22 @@ import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 
-__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "ShareSession", "ShareSessions", "next_epoch"]
+__all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "MAX_MEMBER_ID_LENGTH", "ShareSession", "ShareSessions",
+           "next_epoch", "valid_member_id"]
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 _INT32_MAX = 2**31 - 1
+#: A UUID's string form: the longest member id Kafka's share APIs take (KafkaApis.isMemberIdValid).
+MAX_MEMBER_ID_LENGTH = 36
 
 PartitionKey = tuple[uuid.UUID, int]
+
+
+def valid_member_id(member_id: str | None) -> bool:
+    """What ShareGroupHeartbeat, ShareFetch and ShareAcknowledge refuse as INVALID_REQUEST
+    ("Invalid member id in the request.") before anything else but the group's authorization."""
+    return bool(member_id) and len(member_id or "") <= MAX_MEMBER_ID_LENGTH
 
 
 def next_epoch(epoch: int) -> int:
