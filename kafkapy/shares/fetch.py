@@ -44,6 +44,7 @@ import attrs
 
 from kafkapy.dataplane.fetch import node_endpoints
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.offset_reset import EARLIEST, LATEST, OffsetReset, parse_share_offset_reset
 from kafkapy.groups.timers import Timers
 from kafkapy.log.base import PartitionLog
 from kafkapy.protocol import Request, fit_body
@@ -328,7 +329,24 @@ class ShareFetcher:
                 "acquired_records": []}
 
     def _reset_offset(self, group_id: str, log: PartitionLog) -> int:
-        return log.log_start_offset if self.reset_of(group_id) == "earliest" else log.high_watermark
+        """Kafka's SharePartition.startOffsetDuringInitialization: the log start, the high
+        watermark, or the first record written at or after now less the duration (a ListOffsets by
+        timestamp read_uncommitted); OFFSET_NOT_AVAILABLE while there is none, so the partition
+        starts once one is written (Kafka's answer, the next fetch trying again)."""
+        try:
+            reset = parse_share_offset_reset(self.reset_of(group_id))
+        except ValueError:  # the broker checked it when it was set: a value stored by hand
+            reset = OffsetReset(LATEST)
+        if reset.kind == EARLIEST:
+            return log.log_start_offset
+        if reset.kind == LATEST:
+            return log.high_watermark
+        timestamp = reset.timestamp_ms(self.timers.wall_ms())
+        found = log.offset_for_timestamp(timestamp)
+        if found is None or found.offset >= log.high_watermark:
+            raise KafkaApiError(ErrorCode.OFFSET_NOT_AVAILABLE, f"Offset for timestamp {timestamp} not "
+                                "found: no record at or after it.")
+        return found.offset
 
     def _share_partition(self, key: ShareKey, log: PartitionLog, leader_epoch: int) -> SharePartition | None:
         """The share-partition, loaded under ``leader_epoch``; None when it is not (the next

@@ -31,6 +31,7 @@ from typing import Any
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.group_configs import timeout_overrides
 from kafkapy.groups.module import GROUP_COORDINATOR, GroupsModule
+from kafkapy.groups.offset_reset import parse_share_offset_reset
 from kafkapy.groups.records import GroupRecord
 from kafkapy.groups.timers import Timers
 from kafkapy.protocol import Request, fit_body
@@ -88,7 +89,11 @@ def _between(low: int, high: int) -> Callable[[Any], str | None]:
 
 
 def _reset(value: Any) -> str | None:
-    return None if value in ("earliest", "latest") else "must be earliest or latest"
+    try:
+        parse_share_offset_reset(value)
+    except ValueError as refused:
+        return f"must be earliest, latest or by_duration:<PnDTnHnMn.nS> ({refused})"
+    return None
 
 
 SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
@@ -97,7 +102,7 @@ SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.share.heartbeat.interval.ms", "int", 5_000,
               "Kafka's default: how often share group members are told to heartbeat", _positive),
     ConfigKey("group.share.max.size", "int", 200,
-              "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", _positive),
+              "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", _between(1, 1000)),
     ConfigKey("group.share.record.lock.duration.ms", "int", 30_000,
               "Kafka's default: how long an acquired record stays locked to its member",
               _between(1_000, 3_600_000)),
@@ -109,7 +114,8 @@ SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
               _between(100, 10_000)),
     ConfigKey("share.auto.offset.reset", "string", "latest",
               "Where a share group starts on a partition it never consumed, for groups that do not set "
-              "their own (Kafka has it only as a group config, default latest)", _reset),
+              "their own (Kafka has it only as a group config, default latest): earliest, latest or "
+              "by_duration:<ISO-8601 duration>", _reset),
 )
 
 class ShareModule(Module):
