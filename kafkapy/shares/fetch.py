@@ -56,7 +56,13 @@ from kafkapy.server.services import BrokerServices
 from kafkapy.server.wakeup import Wakeup
 from kafkapy.shares.isolation import READ_COMMITTED, READ_UNCOMMITTED, batch_header, undeliverable
 from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions, valid_member_id
-from kafkapy.shares.share_partition import Acquired, SharePartition, SharePartitionLimits
+from kafkapy.shares.share_partition import (
+    AckBatch,
+    Acquired,
+    SharePartition,
+    SharePartitionLimits,
+    check_acknowledgements,
+)
 from kafkapy.sharestate.persister import SharePersister
 from kafkapy.sharestate.state import UNINITIALIZED_START_OFFSET
 
@@ -260,8 +266,12 @@ class ShareFetcher:
         version = ctx.api_version
         group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
         topics = body.get("topics") or []
+        renewing = version >= 2 and bool(body.get("is_renew_ack"))
         try:
-            session = self._session_for(ctx, group_id, member_id, epoch,
+            self._check_caller(ctx, group_id, member_id)
+            if renewing:
+                _check_renew_only(body)
+            session = self._session_for(group_id, member_id, epoch,
                                         has_acks=any(p.get("acknowledgement_batches") for t in topics
                                                      for p in t["partitions"]))
         except KafkaApiError as refusal:
@@ -277,14 +287,15 @@ class ShareFetcher:
                     session.partitions.add(key)
                 batches = p.get("acknowledgement_batches") or []
                 if batches:
-                    code, message = await self._acknowledge(ctx, group_id, member_id, key, batches, now)
+                    code, message = await self._acknowledge(ctx, group_id, member_id, key, batches, now,
+                                                            renew_allowed=renewing)
                     row["acknowledge_error_code"], row["acknowledge_error_message"] = code, message
         for forgotten in body.get("forgotten_topics_data") or []:
             for index in forgotten["partitions"]:
                 self._forget(session, (forgotten["topic_id"], index))
         if epoch == FINAL_EPOCH:
             self._close(session)
-        else:
+        elif not renewing:  # KIP-1222: a renewing fetch only acknowledges, so the locks it renewed hold
             asked = body.get("max_records", 0) if version >= 1 else 0
             max_records = asked if asked > 0 else _NO_LIMIT
             max_bytes = body.get("max_bytes", _NO_LIMIT)
@@ -299,14 +310,17 @@ class ShareFetcher:
                 "acquisition_lock_timeout_ms": self.limits_of(group_id).lock_duration_ms,
                 "responses": _by_topic(rows), "node_endpoints": self._leader_hints(ctx, rows)}
 
-    def _session_for(self, ctx: RequestContext, group_id: str | None, member_id: str | None, epoch: int, *,
-                     has_acks: bool, may_open: bool = True) -> ShareSession:
-        """Kafka's order: READ on the group, the member id (1 to 36 characters), then the session
-        (which only a ShareFetch, ``may_open``, opens)."""
+    def _check_caller(self, ctx: RequestContext, group_id: str | None, member_id: str | None) -> None:
+        """Kafka's first checks of ShareFetch and ShareAcknowledge: READ on the group, then a member
+        id of 1 to 36 characters."""
         if not self._allowed(ctx, "READ", "GROUP", group_id or ""):
             raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         if not valid_member_id(member_id):
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
+
+    def _session_for(self, group_id: str | None, member_id: str | None, epoch: int, *,
+                     has_acks: bool, may_open: bool = True) -> ShareSession:
+        """The request's share session (which only a ShareFetch, ``may_open``, opens)."""
         if not group_id or member_id is None:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, "A share request needs a group id.")
         if epoch == INITIAL_EPOCH:
@@ -579,42 +593,45 @@ class ShareFetcher:
 
     async def _acknowledge(self, ctx: RequestContext, group_id: str, member_id: str,
                            key: tuple[uuid.UUID, int], batches: Sequence[Mapping[str, Any]],
-                           now: int) -> tuple[ErrorCode, str | None]:
-        """Apply the batches in order, then persist what changed before answering; the first
-        refusal, or the write's, is the partition's acknowledge error."""
+                           now: int, *, renew_allowed: bool) -> tuple[ErrorCode, str | None]:
+        """One partition's acknowledgements, in Kafka's order (KafkaApis.handleAcknowledgements):
+        the topic id, the batches' form (INVALID_REQUEST), the topic's READ and its leader, the
+        share-partition this broker holds (UNKNOWN_TOPIC_OR_PARTITION when none), then all the
+        batches or none of them; what changed is persisted before the answer, and the refusal, or
+        the write's, is the partition's acknowledge error."""
         share_key = (group_id, *key)
-        refused: KafkaApiError | None = None
-        applied = False
         try:
+            if self.logs is not None and self.logs.topic_name(key[0]) is None:
+                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+            acks = [AckBatch(b["first_offset"], b["last_offset"], tuple(b["acknowledge_types"] or ()))
+                    for b in batches]
+            check_acknowledgements(acks, renew_allowed=renew_allowed)
             name, _ = self._resolve(ctx, key)
+            if not acks:
+                return ErrorCode.NONE, None
             partition = self.partitions.get(share_key)
             loaded = self._loaded.get(share_key)
             if partition is None or (self.persister is not None and (
                     loaded is None or loaded[0] != self._leader(name, key[1])["leader_epoch"])):
-                raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
-                                    "Nothing of this partition is acquired by the share group.")
+                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                    "The share group has no share-partition of it on this broker.")
             partition.limits = self.limits_of(group_id)
-            for batch in batches:
-                partition.acknowledge(member_id, batch["first_offset"], batch["last_offset"],
-                                      batch["acknowledge_types"], now)
-                applied = True
+            partition.acknowledge_batches(member_id, acks, now)
         except KafkaApiError as refusal:
-            refused = refusal
-        if applied:
-            self._records_back(share_key)
-            try:
-                await self._persist(share_key)
-            except KafkaApiError as refusal:
-                refused = refused or refusal
-        if refused is not None:
-            return ErrorCode(refused.code), refused.message
+            return ErrorCode(refusal.code), refusal.message
+        self._records_back(share_key)
+        try:
+            await self._persist(share_key)
+        except KafkaApiError as refusal:
+            return ErrorCode(refusal.code), refusal.message
         return ErrorCode.NONE, None
 
     async def share_acknowledge(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
         try:
-            session = self._session_for(ctx, group_id, member_id, epoch, has_acks=False, may_open=False)
+            self._check_caller(ctx, group_id, member_id)
+            session = self._session_for(group_id, member_id, epoch, has_acks=False, may_open=False)
         except KafkaApiError as refusal:
             return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
                 "throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
@@ -627,8 +644,9 @@ class ShareFetcher:
         for topic in body.get("topics") or []:
             for p in topic["partitions"]:
                 key = (topic["topic_id"], p["partition_index"])
-                code, message = await self._acknowledge(ctx, group_id, member_id, key,
-                                                        p.get("acknowledgement_batches") or [], now)
+                code, message = await self._acknowledge(
+                    ctx, group_id, member_id, key, p.get("acknowledgement_batches") or [], now,
+                    renew_allowed=ctx.api_version >= 2 and bool(body.get("is_renew_ack")))
                 rows[key] = {"partition_index": key[1], "error_code": code, "error_message": message,
                              "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}}
         if epoch == FINAL_EPOCH:
@@ -640,6 +658,16 @@ class ShareFetcher:
             "acquisition_lock_timeout_ms": self.limits_of(group_id).lock_duration_ms,
             "responses": _by_topic(rows),
             "node_endpoints": endpoints})
+
+
+def _check_renew_only(body: Mapping[str, Any]) -> None:
+    """KIP-1222: a ShareFetch with IsRenewAck carries acknowledgements only, so its byte, record and
+    wait limits must be 0 (KafkaApis: INVALID_REQUEST naming each that is not)."""
+    wrong = [f"{field} must be set to 0" for field, name in (
+        ("maxBytes", "max_bytes"), ("minBytes", "min_bytes"), ("maxRecords", "max_records"),
+        ("maxWaitMs", "max_wait_ms")) if body.get(name)]
+    if wrong:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, ", ".join(wrong) + ", if isRenewAck is true.")
 
 
 def _errors(rows: Mapping[tuple[uuid.UUID, int], Mapping[str, Any]]) -> bool:
