@@ -273,7 +273,8 @@ class ShareFetcher:
                 _check_renew_only(body)
             session = self._session_for(group_id, member_id, epoch,
                                         has_acks=any(p.get("acknowledgement_batches") for t in topics
-                                                     for p in t["partitions"]))
+                                                     for p in t["partitions"]),
+                                        connection_id=ctx.connection.id)
         except KafkaApiError as refusal:
             return _fetch_refused(refusal)
         assert group_id is not None and member_id is not None
@@ -319,8 +320,9 @@ class ShareFetcher:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
 
     def _session_for(self, group_id: str | None, member_id: str | None, epoch: int, *,
-                     has_acks: bool, may_open: bool = True) -> ShareSession:
-        """The request's share session (which only a ShareFetch, ``may_open``, opens)."""
+                     has_acks: bool, may_open: bool = True, connection_id: str | None = None) -> ShareSession:
+        """The request's share session (which only a ShareFetch, ``may_open``, opens, on the
+        connection it came on)."""
         if not group_id or member_id is None:
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, "A share request needs a group id.")
         if epoch == INITIAL_EPOCH:
@@ -330,7 +332,7 @@ class ShareFetcher:
             if has_acks:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                     "Acknowledge data present on initial epoch of a share session.")
-            session, replaced = self.sessions.open(group_id, member_id)
+            session, replaced = self.sessions.open(group_id, member_id, connection_id)
             if replaced is not None:
                 self._release(replaced)
             return session
@@ -569,6 +571,13 @@ class ShareFetcher:
                     waiting.discard(woken)
                     if not waiting:
                         del self._returned[key]
+
+    def connection_closed(self, connection_id: str) -> None:
+        """Kafka's ShareSessionCache on a disconnect: the sessions the connection opened end and
+        their members' records go back now, not when their locks run out."""
+        for session in self.sessions.closed_by(connection_id):
+            self._release(session)
+        self._schedule_locks()
 
     def _forget(self, session: ShareSession, key: tuple[uuid.UUID, int]) -> None:
         session.partitions.discard(key)

@@ -39,6 +39,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import authorized_operations
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
@@ -187,6 +188,10 @@ class ShareModule(Module):
             partitions = logs.partition_logs()
             if isinstance(partitions, ShareLogs):  # the data plane's Partitions
                 self.fetcher.logs = partitions
+
+    def on_close(self, connection: ConnectionInfo) -> None:
+        """The share sessions the connection opened end with it (Kafka's ShareSessionCache)."""
+        self.fetcher.connection_closed(connection.id)
 
     async def stop(self) -> None:
         self.timers.cancel_all()

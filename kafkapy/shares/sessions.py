@@ -5,6 +5,10 @@ ShareFetch or ShareAcknowledge carries the next epoch (1, 2, ..., wrapping to 1 
 maximum, as Kafka's ShareRequestMetadata.nextEpoch does); epoch -1 closes it. A request at an
 epoch other than the expected one gets INVALID_SHARE_SESSION_EPOCH, one for a session the broker
 does not hold SHARE_SESSION_NOT_FOUND. Sessions are keyed by (group id, member id).
+
+A session belongs to the connection whose ShareFetch opened it (Kafka 4.2's ShareSessionCache):
+when that connection closes the session goes, and what its member holds goes back at once, as if
+the member had closed it (``ShareSessions.closed_by``).
 """
 
 from __future__ import annotations
@@ -44,17 +48,26 @@ class ShareSession:
     member_id: str
     expected_epoch: int = 1
     partitions: set[PartitionKey] = attrs.field(factory=set)
+    connection_id: str | None = None  # the connection that opened it
 
 
 class ShareSessions:
     def __init__(self) -> None:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
 
-    def open(self, group_id: str, member_id: str) -> tuple[ShareSession, ShareSession | None]:
-        """A new session (epoch 0), and the one it replaces, if any."""
+    def open(self, group_id: str, member_id: str, connection_id: str | None = None
+             ) -> tuple[ShareSession, ShareSession | None]:
+        """A new session (epoch 0) on ``connection_id``, and the one it replaces, if any."""
         replaced = self.sessions.get((group_id, member_id))
-        session = self.sessions[(group_id, member_id)] = ShareSession(group_id, member_id)
+        session = self.sessions[(group_id, member_id)] = ShareSession(group_id, member_id,
+                                                                      connection_id=connection_id)
         return session, replaced
+
+    def closed_by(self, connection_id: str) -> list[ShareSession]:
+        """The connection closed: the sessions it opened go (one another connection opened since,
+        for the same member, stays)."""
+        gone = [key for key, session in self.sessions.items() if session.connection_id == connection_id]
+        return [self.sessions.pop(key) for key in gone]
 
     def continue_session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
         """The session a request at ``epoch`` (not 0) belongs to; with -1 it is also removed."""

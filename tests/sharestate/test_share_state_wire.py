@@ -299,6 +299,7 @@ def test_a_leader_persists_through_a_coordinator_on_another_broker() -> None:
             group, coordinator = next(
                 (g, c) for g in (f"group-{i}" for i in range(100))
                 if (c := _coordinator(client, coordinator_key((g, topic_id, 0)))) != leader)
+        # One connection to the leader throughout: its share session ends with it (Kafka 4.2).
         with SimpleClient(cluster.brokers[leader].bootstrap_servers) as there:
             first = _share_fetch(there, group, topic_id, 0)
             assert [(a["first_offset"], a["last_offset"]) for a in
@@ -306,16 +307,15 @@ def test_a_leader_persists_through_a_coordinator_on_another_broker() -> None:
             acked = _share_fetch(there, group, topic_id, 1, [
                 {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}])  # ACCEPT
             assert acked["responses"][0]["partitions"][0]["acknowledge_error_code"] == ErrorCode.NONE
-        with SimpleClient(cluster.brokers[coordinator].bootstrap_servers) as keeper:
-            state = _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
-                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}]}))
-            # Acquired records are kept as the AVAILABLE records they were before the fetch.
-            assert (state["error_code"], state["start_offset"], _batches(state)) == (
-                ErrorCode.NONE, 2, [(2, 3, 0, 0)])
-            # A newer leader epoch read at the coordinator fences the leader's next write.
-            _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
-                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 99}]}]}))
-        with SimpleClient(cluster.brokers[leader].bootstrap_servers) as there:
+            with SimpleClient(cluster.brokers[coordinator].bootstrap_servers) as keeper:
+                state = _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
+                    {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}]}))
+                # Acquired records are kept as the AVAILABLE records they were before the fetch.
+                assert (state["error_code"], state["start_offset"], _batches(state)) == (
+                    ErrorCode.NONE, 2, [(2, 3, 0, 0)])
+                # A newer leader epoch read at the coordinator fences the leader's next write.
+                _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
+                    {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 99}]}]}))
             fenced = _share_fetch(there, group, topic_id, 2, [
                 {"first_offset": 2, "last_offset": 2, "acknowledge_types": [1]}])
             assert fenced["responses"][0]["partitions"][0]["acknowledge_error_code"] == \
