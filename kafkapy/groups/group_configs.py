@@ -165,6 +165,7 @@ BROKER_SETTINGS_RULES: tuple[tuple[str, str, str], ...] = (
     *_settings_rules("share"),
     ("group.share.record.lock.duration.ms", ">=", "group.share.min.record.lock.duration.ms"),
     ("group.share.max.record.lock.duration.ms", ">=", "group.share.record.lock.duration.ms"),
+    ("group.share.max.share.sessions", ">=", "group.share.max.size"),
 )
 
 

@@ -276,6 +276,8 @@ class ShareFetcher:
                                                      for p in t["partitions"]),
                                         connection_id=ctx.connection.id)
         except KafkaApiError as refusal:
+            if refusal.code == ErrorCode.SHARE_SESSION_LIMIT_REACHED:
+                await self._idle(body["max_wait_ms"] / 1000)  # Kafka's IdleShareFetchTimerTask
             return _fetch_refused(refusal)
         assert group_id is not None and member_id is not None
         rows: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
@@ -571,6 +573,16 @@ class ShareFetcher:
                     waiting.discard(woken)
                     if not waiting:
                         del self._returned[key]
+
+    async def _idle(self, seconds: float) -> None:
+        """Wait out a fetch's MaxWaitMs doing nothing (or until the broker stops), so a member
+        refused a session does not come straight back."""
+        woken = Wakeup()
+        remove = self.services.on_stop(woken.set)
+        try:
+            await woken.wait(max(seconds, 0.0))
+        finally:
+            remove()
 
     def connection_closed(self, connection_id: str) -> None:
         """Kafka's ShareSessionCache on a disconnect: the sessions the connection opened end and

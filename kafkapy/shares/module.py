@@ -113,6 +113,9 @@ SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.share.partition.max.record.locks", "int", 2000,
               "Kafka's default (earlier releases: 200): the most in-flight records of one share-partition",
               _between(100, 10_000)),
+    ConfigKey("group.share.max.share.sessions", "int", 2000,
+              "Kafka's default: the most share sessions this broker holds (SHARE_SESSION_LIMIT_REACHED "
+              "past it); at least group.share.max.size", _positive),
     ConfigKey("share.auto.offset.reset", "string", "latest",
               "Where a share group starts on a partition it never consumed, for groups that do not set "
               "their own (Kafka has it only as a group config, default latest): earliest, latest or "
@@ -140,6 +143,7 @@ class ShareModule(Module):
             max_record_locks=config["group.share.partition.max.record.locks"])
         self.fetcher = ShareFetcher(services, self.timers, limits, config["share.auto.offset.reset"],
                                     self._allowed)
+        self.fetcher.sessions.max_sessions = config["group.share.max.share.sessions"]
         self.partitions = self.fetcher.partitions  # the share-partitions (for inspection and admin)
         self._coordinator: GroupsModule | None = None
         self.admin = ShareAdmin(self.groups, self.partitions, limits, self._topic_infos,

@@ -52,13 +52,20 @@ class ShareSession:
 
 
 class ShareSessions:
-    def __init__(self) -> None:
+    def __init__(self, max_sessions: int = 2000) -> None:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        #: group.share.max.share.sessions: Kafka's default; more is SHARE_SESSION_LIMIT_REACHED.
+        self.max_sessions = max_sessions
 
     def open(self, group_id: str, member_id: str, connection_id: str | None = None
              ) -> tuple[ShareSession, ShareSession | None]:
-        """A new session (epoch 0) on ``connection_id``, and the one it replaces, if any."""
+        """A new session (epoch 0) on ``connection_id``, and the one it replaces, if any;
+        SHARE_SESSION_LIMIT_REACHED when the broker holds ``max_sessions`` others (Kafka's
+        ShareSessionCache.maybeCreateSession: a member's own session is removed first)."""
         replaced = self.sessions.get((group_id, member_id))
+        if replaced is None and len(self.sessions) >= self.max_sessions:
+            raise KafkaApiError(ErrorCode.SHARE_SESSION_LIMIT_REACHED,
+                                "The limit of share sessions has been reached.")
         session = self.sessions[(group_id, member_id)] = ShareSession(group_id, member_id,
                                                                       connection_id=connection_id)
         return session, replaced

@@ -14,7 +14,7 @@ def test_kafkas_defaults() -> None:
         "group.share.session.timeout.ms": 45_000, "group.share.heartbeat.interval.ms": 5_000,
         "group.share.max.size": 200, "group.share.record.lock.duration.ms": 30_000,
         "group.share.delivery.count.limit": 5, "group.share.partition.max.record.locks": 2000,
-        "share.auto.offset.reset": "latest"}
+        "group.share.max.share.sessions": 2000, "share.auto.offset.reset": "latest"}
 
 
 @pytest.mark.parametrize(("name", "value"), [

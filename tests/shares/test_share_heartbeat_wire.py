@@ -3,10 +3,12 @@ GroupMetadataManager): the group's READ, the member id (1 to 36 characters, also
 ShareAcknowledge), DESCRIBE on every subscribed topic, the request's own validity, then the group:
 GROUP_ID_NOT_FOUND for a heartbeat or leave of a group that does not exist, the previous member
 epoch accepted (the answer that moved a member on may be lost) and an epoch 0 from a member whose
-epoch moved on fenced, the assignment sent again to a full request."""
+epoch moved on fenced, the assignment sent again to a full request; and the broker's share
+session limit."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -137,3 +139,22 @@ def test_subscribing_to_a_topic_without_describe_is_topic_authorization_failed()
             assert beat(client, "m", 0, [TOPIC])["error_code"] == ErrorCode.NONE
             changed = beat(client, "m", 1, ["secret"])
             assert changed["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_past_group_share_max_share_sessions_a_new_session_is_refused_after_max_wait(
+        kafka_broker_factory: BrokerFactory) -> None:
+    """Kafka's ShareSessionCache holds at most group.share.max.share.sessions: a ShareFetch that
+    would open one more waits its MaxWaitMs (IdleShareFetchTimerTask) and answers
+    SHARE_SESSION_LIMIT_REACHED; a member's own session is replaced, and a closed one makes room."""
+    broker = kafka_broker_factory({"share.auto.offset.reset": "earliest", "group.share.max.size": 1,
+                                   "group.share.max.share.sessions": 1})
+    simple, topic_id = setup_topic(broker, 1)
+    with simple:
+        assert share_fetch(simple, topic_id, "a", 0)["error_code"] == ErrorCode.NONE
+        assert share_fetch(simple, topic_id, "a", 0)["error_code"] == ErrorCode.NONE  # its own, again
+        began = time.monotonic()
+        refused = share_fetch(simple, topic_id, "b", 0, max_wait_ms=300)
+        assert refused["error_code"] == ErrorCode.SHARE_SESSION_LIMIT_REACHED
+        assert time.monotonic() - began >= 0.3
+        assert share_fetch(simple, topic_id, "a", -1)["error_code"] == ErrorCode.NONE  # a closes its
+        assert share_fetch(simple, topic_id, "b", 0)["error_code"] == ErrorCode.NONE
