@@ -3,6 +3,10 @@ AlterShareGroupOffsets (91) v0 and DeleteShareGroupOffsets (92) v0.
 
 Version notes: DescribeShareGroupOffsets v1 adds each partition's ``Lag``.
 
+DescribeShareGroupOffsets treats what has no state as absence of data, as Kafka's
+GroupCoordinatorService does: a group, topic or partition with nothing kept answers start offset
+-1 and lag -1 without an error (as OffsetFetch answers a partition with no committed offset).
+
 A share group's "offset" on a partition is its share-partition's start offset (SPSO): every
 record before it is done. Describe answers -1 for a partition the group never fetched (Kafka's
 uninitialized start offset). Alter and Delete need an empty group (NON_EMPTY_GROUP), as Kafka's:
@@ -94,8 +98,6 @@ class ShareAdmin:
         ``stored``: the share-partitions as the share coordinator keeps them, instead of this
         broker's."""
         held_here = self._partitions if stored is None else stored
-        if group_id not in self._groups.groups and not any(k[0] == group_id for k in held_here):
-            self._group(group_id)
         known = self._topics()
         if topics is None:
             by_id = {topic_id: name for name, (topic_id, _) in known.items()}
@@ -114,10 +116,7 @@ class ShareAdmin:
                        "leader_epoch": NO_LEADER_EPOCH, "error_code": ErrorCode.NONE, "error_message": None}
                 if version >= 1:
                     row["lag"] = NO_START_OFFSET
-                if found is None or not 0 <= index < found[1]:
-                    row["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    row["error_message"] = "This server does not host this topic-partition."
-                else:
+                if found is not None:  # no topic, no partition, no state: -1, no error (Kafka's)
                     partition = held_here.get((group_id, found[0], index))
                     if partition is not None:
                         row["start_offset"] = partition.start_offset

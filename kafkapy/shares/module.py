@@ -45,7 +45,7 @@ from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import PARTITION_LOGS, BrokerServices, PartitionLogsProvider
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR
-from kafkapy.shares.admin import ShareAdmin
+from kafkapy.shares.admin import NO_START_OFFSET, ShareAdmin
 from kafkapy.shares.fetch import (
     SHARE_ACKNOWLEDGE_VERSIONS,
     SHARE_FETCH_VERSIONS,
@@ -439,13 +439,13 @@ class ShareModule(Module):
             raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         self._check_namespace(group_id)
 
-    def _topic_access(self, ctx: RequestContext, topics: Sequence[Mapping[str, Any]]
+    def _topic_access(self, ctx: RequestContext, topics: Sequence[Mapping[str, Any]], operation: str = "READ"
                       ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-        """The topics READ is allowed on, and those it is not (TOPIC_AUTHORIZATION_FAILED)."""
+        """The topics ``operation`` is allowed on, and those it is not (TOPIC_AUTHORIZATION_FAILED)."""
         allowed: list[Mapping[str, Any]] = []
         denied: list[Mapping[str, Any]] = []
         for topic in topics:
-            (allowed if self._allowed(ctx, "READ", "TOPIC", topic["topic_name"]) else denied).append(topic)
+            (allowed if self._allowed(ctx, operation, "TOPIC", topic["topic_name"]) else denied).append(topic)
         return allowed, denied
 
     def describe(self, ctx: RequestContext, request: Request) -> Answer:
@@ -466,16 +466,31 @@ class ShareModule(Module):
         return {"throttle_time_ms": 0, "groups": described}
 
     async def describe_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        """Kafka 4.2's DescribeShareGroupOffsets: DESCRIBE on the group, then, for named topics,
+        the share coordinator's summary with no look at the group (a group or topic or partition
+        with no state is start offset -1, no error) and TOPIC_AUTHORIZATION_FAILED rows for the
+        topics not describable; for all topics (``topics`` null), the group's coordinator lists
+        the share-partitions it knows initialized, the describable ones answered."""
         groups = []
         for asked in request.body.get("groups") or []:
             group_id = asked["group_id"]
+            topics = asked.get("topics")
             try:
-                self._group_request(ctx, group_id, "DESCRIBE")
-                topics = asked.get("topics")
-                if topics is not None:
-                    topics = [t for t in topics if self._allowed(ctx, "DESCRIBE", "TOPIC", t["topic_name"])]
-                stored = await self._stored(group_id, topics)
-                groups.append(self.admin.describe_offsets(group_id, topics, ctx.api_version, stored))
+                if not self._allowed(ctx, "DESCRIBE", "GROUP", group_id):
+                    raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                if topics is None:
+                    if self._coordinator is not None:
+                        self._coordinator.check_coordinator(group_id)
+                    row = self.admin.describe_offsets(group_id, None, ctx.api_version,
+                                                      await self._stored(group_id, None))
+                    row["topics"] = [t for t in row["topics"]
+                                     if self._allowed(ctx, "DESCRIBE", "TOPIC", t["topic_name"])]
+                else:
+                    allowed, denied = self._topic_access(ctx, topics, "DESCRIBE")
+                    row = self.admin.describe_offsets(group_id, allowed, ctx.api_version,
+                                                      await self._stored(group_id, allowed))
+                    row["topics"] += [_refused_topic(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in denied]
+                groups.append(row)
             except KafkaApiError as refusal:
                 groups.append({"group_id": group_id, "topics": [], "error_code": refusal.code,
                                "error_message": refusal.message})
@@ -540,6 +555,13 @@ class ShareModule(Module):
         rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0),
                   "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
+
+
+def _refused_topic(topic: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]:
+    """A DescribeShareGroupOffsets topic row refused whole: every partition -1 with the error."""
+    return {"topic_name": topic["topic_name"], "topic_id": uuid.UUID(int=0), "partitions": [
+        {"partition_index": index, "start_offset": NO_START_OFFSET, "leader_epoch": NO_EPOCH,
+         "lag": NO_START_OFFSET, "error_code": code, "error_message": None} for index in topic["partitions"]]}
 
 
 def _mark_failures(rows: list[dict[str, Any]], group_id: str,
