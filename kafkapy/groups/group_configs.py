@@ -69,6 +69,13 @@ class GroupConfigKey:
     check: Callable[[str, str], str | None] | None = None
 
 
+def _between(low: int, high: int) -> Callable[[Any], str | None]:
+    """Kafka's ConfigDef.Range.between for a broker setting."""
+    def check(value: Any) -> str | None:
+        return None if value is None or low <= value <= high else f"must be between {low} and {high}"
+    return check
+
+
 def _bounds(prefix: str, what: str) -> tuple[str, str]:
     return f"group.{prefix}.min.{what}", f"group.{prefix}.max.{what}"
 
@@ -134,9 +141,11 @@ GROUP_BOUND_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.share.max.heartbeat.interval.ms", "int", 15_000,
               "The largest share.heartbeat.interval.ms a share group may set (Kafka's default)."),
     ConfigKey("group.share.min.record.lock.duration.ms", "int", 15_000,
-              "The smallest share.record.lock.duration.ms a share group may set (Kafka's default)."),
+              "The smallest share.record.lock.duration.ms a share group may set (Kafka's default, "
+              "1000 to 30000).", _between(1_000, 30_000)),
     ConfigKey("group.share.max.record.lock.duration.ms", "int", 60_000,
-              "The largest share.record.lock.duration.ms a share group may set (Kafka's default)."),
+              "The largest share.record.lock.duration.ms a share group may set (Kafka's default, "
+              "30000 to 3600000).", _between(30_000, 3_600_000)),
 )
 _BOUND_DEFAULTS = {key.name: key.default for key in GROUP_BOUND_KEYS}
 
