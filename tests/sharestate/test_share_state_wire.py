@@ -164,8 +164,10 @@ def test_initialize_write_read_summary_delete(single: tuple[Broker, SimpleClient
     assert (row["start_offset"], _batches(row)) == (12, [(12, 14, 2, 1), (15, 16, 4, 2), (17, 19, 0, 1)])
     summary = _summary(client, topic_id)
     assert (summary["error_code"], summary["state_epoch"], summary["start_offset"]) == (ErrorCode.NONE, 1, 12)
+    assert summary["leader_epoch"] == 3  # Kafka 4.1's v0 has it, between the state epoch and the offset
     assert _delete(client, topic_id)["error_code"] == ErrorCode.NONE
     assert _read(client, topic_id)["start_offset"] == -1
+    assert _summary(client, topic_id)["leader_epoch"] == 0  # nothing kept: PartitionFactory's default
 
 
 def test_kafkas_errors(single: tuple[Broker, SimpleClient, uuid.UUID]) -> None:
