@@ -457,6 +457,14 @@ class ShareModule(Module):
             except KafkaApiError as refusal:
                 described.append(self.admin.refused_describe(group_id, refusal))
                 continue
+            assigned = {tp["topic_name"] for member in group["members"]
+                        for tp in member["assignment"]["topic_partitions"]}
+            if not all(self._allowed(ctx, "DESCRIBE", "TOPIC", name) for name in assigned):
+                # Kafka's KafkaApis: the client may not see topics it cannot describe
+                described.append(self.admin.refused_describe(group_id, KafkaApiError(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "The group has described topic(s) that the client is not authorized to describe.")))
+                continue
             if request.body.get("include_authorized_operations"):  # KIP-430, for a group described
                 conn = ctx.connection
                 group["authorized_operations"] = authorized_operations(

@@ -95,14 +95,39 @@ def test_describe_offsets_answers_no_state_as_minus_one_without_an_error(broker:
 
 
 class NoDescribeOnSecrets:
-    """A user's authorizer (a dotted-path class): everything allowed but DESCRIBE on topic 'secret'."""
+    """A user's authorizer (a dotted-path class): everything allowed but DESCRIBE on topic 'secret'
+    while ``hidden`` (class-wide: the broker makes the instance)."""
+
+    hidden = True
 
     def configure(self, configs: Any) -> None:
         pass
 
     def authorize(self, principal: str, client_address: str, operation: str, resource_type: str,
                   resource_name: str) -> bool:
-        return not (operation == "DESCRIBE" and resource_type == "TOPIC" and resource_name == "secret")
+        secret = operation == "DESCRIBE" and resource_type == "TOPIC" and resource_name == "secret"
+        return not (secret and NoDescribeOnSecrets.hidden)
+
+
+def test_describing_a_group_assigned_a_topic_without_describe_is_topic_authorization_failed() -> None:
+    """KafkaApis.handleShareGroupDescribe: a group whose members hold a topic the caller may not
+    describe is answered TOPIC_AUTHORIZATION_FAILED, with no members."""
+    with Broker({"authorizer.class.name": f"{__name__}.NoDescribeOnSecrets"}) as broker:
+        broker.seed({"secret": {"partitions": 1}})
+        with SimpleClient(broker.bootstrap_servers) as client:
+            ready(client, "g")
+            NoDescribeOnSecrets.hidden = False
+            try:  # the member may describe it when it joins; the admin below may not
+                joined = client.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+                    "group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
+                    "subscribed_topic_names": ["secret"]})
+                assert joined["error_code"] == ErrorCode.NONE
+            finally:
+                NoDescribeOnSecrets.hidden = True
+            described = client.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+                "group_ids": ["g"], "include_authorized_operations": False})["groups"][0]
+            assert described["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert described["members"] == []
 
 
 def test_describe_offsets_of_a_topic_without_describe_is_topic_authorization_failed() -> None:
