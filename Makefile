@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The test dependencies' versions the suite last passed with (.ci/constraints.txt says why).
+CONSTRAINTS := .ci/constraints.txt
 SYSTEM_STAMP := $(VENV)/.system-packages
 # Real peers the tests compare against; tests that need a missing one skip with a loud reason.
 SYSTEM_PACKAGES := tshark kcat
@@ -14,14 +16,14 @@ GO_SOURCES := /usr/share/gocode/src/github.com/Shopify/sarama /usr/share/gocode/
 NODE_STAMP := $(VENV)/.node-packages
 NODE_PACKAGES := kafkajs@2.2.4
 
-.PHONY: install run test test-toolkit lint bench clean
+.PHONY: install run test test-toolkit lint bench clean constraints
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' -c $(CONSTRAINTS)
 	touch $(STAMP)
 
 $(SYSTEM_STAMP): | $(PY)
@@ -67,6 +69,11 @@ test-toolkit: install
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# After upgrading a dependency in .venv and passing 'make test' with it.
+constraints: $(STAMP)
+	{ sed -n '1,3p' $(CONSTRAINTS); $(PY) -m pip freeze --exclude-editable; } > $(CONSTRAINTS).new
+	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -41,6 +41,7 @@ from kafkapy.sharestate.module import ShareCoordinatorModule
 from kafkapy.store.base import MetadataStore
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import StrictModule
+from kafkapy.telemetry.client_metrics import ClientMetricsModule
 from kafkapy.topics import TopicsModule
 from kafkapy.transactions import TransactionsModule
 
@@ -53,7 +54,7 @@ DEFAULT_MODULES: tuple[type[Module], ...] = (CoreModule, ConfigsModule, Features
                                              TopicsModule, DataPlaneModule, TransactionsModule, GroupsModule,
                                              FaultsModule,
                                              StrictModule, ScramCredentialsModule, AclsModule,
-                                             ShareCoordinatorModule, ShareModule)
+                                             ShareCoordinatorModule, ShareModule, ClientMetricsModule)
 
 
 def default_module_keys() -> list[ConfigKey]:

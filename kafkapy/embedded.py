@@ -78,7 +78,14 @@ from kafkapy.shares import ShareModule
 from kafkapy.store.base import MetadataStore, UnknownTopic
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import STRICT, StrictModule, Violations
-from kafkapy.telemetry import CLIENT_METRICS, Subscription, TelemetryModule, TelemetryPush, parse_subscription
+from kafkapy.telemetry import (
+    CLIENT_METRICS,
+    ClientMetricsModule,
+    Subscription,
+    TelemetryModule,
+    TelemetryPush,
+    parse_subscription,
+)
 from kafkapy.topics.module import TopicsModule
 from kafkapy.transactions.module import TransactionsModule
 
@@ -818,31 +825,29 @@ class Broker:
         """Create or replace the ``CLIENT_METRICS`` subscription ``name``, as
         ``kafka-client-metrics.sh --alter`` would: metric name prefixes (``*`` for all), the push
         interval (Kafka's default 300,000 ms when None) and ``attribute=regex`` matches (every one
-        must match). Clients that ask for their subscription from now on get it; the broker must run
-        the telemetry module (``kafkapy.modules=telemetry``). A config Kafka would refuse raises
-        SubscriptionError."""
+        must match). Every broker keeps it (DescribeConfigs shows it); clients that ask for their
+        subscription from now on get it where the telemetry module runs
+        (``kafkapy.modules=telemetry``). A config Kafka would refuse raises SubscriptionError."""
         config = {"metrics": ",".join(metrics)}
         if interval_ms is not None:
             config["interval.ms"] = str(interval_ms)
         if match:
             config["match"] = ",".join(match)
         subscription = parse_subscription(name, config)
-        self._telemetry_modules()
         self._running().store.set_entity_config(f"{CLIENT_METRICS}/{name}", config)
         self._await_subscription(name, subscription)
 
     def delete_client_metrics(self, name: str) -> None:
         """Remove the subscription ``name`` (clients stop pushing what only it asked for)."""
-        self._telemetry_modules()
         self._running().store.set_entity_config(f"{CLIENT_METRICS}/{name}", {})
         self._await_subscription(name, None)
 
     def _await_subscription(self, name: str, subscription: Subscription | None) -> None:
-        """Return once every running broker's telemetry module holds ``subscription`` (the store's
-        watch brings it), so that what a client asks next already sees it."""
+        """Return once every running broker holds ``subscription`` (the store's watch brings it to
+        its client-metrics module), so that what a client asks next already sees it."""
         def held() -> bool:
             return all(module.subscriptions.get(name) == subscription for member in self._running_members()
-                       for module in _modules(member._running(), TelemetryModule))
+                       for module in _modules(member._running(), ClientMetricsModule))
         self.wait_for_sync(lambda: self._on_loop(held), what=f"client metrics subscription {name!r} applied")
 
     def telemetry(self, client_id: str | None = None) -> list[TelemetryPush]:

@@ -56,6 +56,8 @@ def name_the_test_of_each_socket() -> None:
         from kafka.net.inet import KafkaNetSocket
     except ImportError:
         return
+    if not hasattr(KafkaNetSocket, "socket"):
+        return
 
     def make_socket(self: Any, family: int = socket.AF_UNSPEC, sock_type: int = socket.SOCK_STREAM,
                     proto: int = socket.IPPROTO_TCP) -> socket.socket:
@@ -69,9 +71,9 @@ def close_sockets_of_failed_connects() -> None:
         from kafka.net.inet import KafkaNetSocket
     except ImportError:  # another kafka-python: nothing to mend
         return
-    original = KafkaNetSocket.sock_connect
-    if getattr(original, "closes_its_socket", False):
-        return
+    original = getattr(KafkaNetSocket, "sock_connect", None)
+    if original is None or getattr(original, "closes_its_socket", False):
+        return  # another kafka-python: nothing to mend, or mended already
 
     async def sock_connect(self: Any, net: Any, sock: Any, sockaddr: Any, timeout_at: Any = None) -> Any:
         try:
@@ -89,8 +91,8 @@ def close_sockets_of_cancelled_flushes() -> None:
         from kafka.net.transport import KafkaTCPTransport
     except ImportError:
         return
-    original = KafkaTCPTransport._write_to_sock
-    if getattr(original, "closes_its_socket", False):
+    original = getattr(KafkaTCPTransport, "_write_to_sock", None)
+    if original is None or getattr(original, "closes_its_socket", False):
         return
 
     async def _write_to_sock(self: Any) -> Any:

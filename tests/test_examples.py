@@ -15,11 +15,11 @@ from kafkapy.protocol import encode_request, encode_response
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     # The checkout under test first: a script's own directory, not the cwd, heads its sys.path.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(EXAMPLES.parent), os.environ.get("PYTHONPATH", "")) if p)}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def test_decode_frame_request_with_size_prefix() -> None:
@@ -223,3 +223,46 @@ def test_partition_reassignment_moves_replicas_and_keeps_the_records() -> None:
     assert out["after"] == {"replicas": [2, 3], "leader": 2, "leader_epoch": 1}
     assert (out["refused"], out["ongoing"]) == ({}, 0)
     assert out["read"] == [f"before-{i}" for i in range(5)] + [f"after-{i}" for i in range(5)]
+
+
+def test_exactly_once_example_hides_the_aborted_batch_from_read_committed() -> None:
+    result = run(str(EXAMPLES / "exactly_once.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    invoices = [f"invoice for order-{n}" for n in range(6)]
+    assert out["read_committed"] == invoices  # each order invoiced once, in order
+    assert sorted(out["read_uncommitted"]) == sorted(invoices + invoices[2:4])
+    assert out["only_read_uncommitted"] == invoices[2:4]  # the aborted batch, then redone
+
+
+def test_capture_and_decode_example_finds_the_produced_records_in_the_pcap() -> None:
+    result = run(str(EXAMPLES / "capture_and_decode.py"))
+    assert result.returncode == 0, result.stderr
+    *rows, summary_line = result.stdout.splitlines()
+    summary = json.loads(summary_line)
+    assert summary["produced"] == [[f"customer-{n}", f"paid {10 * (n + 1)}"] for n in range(3)]
+    assert {"ApiVersions", "Metadata", "Produce", "Fetch"} <= set(summary["by_api"])
+    assert summary["exchanges"] == len(rows) and summary["statuses"]["ok"] >= 5
+    # A request the client dropped its connection on (librdkafka does on close) is the only
+    # other status a clean run can show.
+    assert set(summary["statuses"]) <= {"ok", "unmatched_request"}
+
+
+@pytest.mark.slow
+def test_spark_traffic_report_example_agrees_with_the_local_decoder() -> None:
+    from kafkapy.capture.rows import decode_capture
+
+    result = run(str(EXAMPLES / "spark_traffic_report.py"), timeout=300)  # a JVM of its own
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.splitlines()[-1])
+    captures = sorted((EXAMPLES.parent / "tests" / "data" / "captures").glob("*.pcap"))
+    rows = [row for capture in captures for row in decode_capture(capture)]
+    named = [row for row in rows if row["api_name"] is not None]
+    assert report["captures"] == len(captures)
+    assert {api: counts["exchanges"] for api, counts in report["by_api"].items()} == {
+        api: sum(1 for row in named if row["api_name"] == api) for api in {row["api_name"] for row in named}}
+    assert {api: counts["errors"] for api, counts in report["by_api"].items()} == {
+        api: sum(1 for row in named if row["api_name"] == api and (row["error_code"] or 0) > 0)
+        for api in {row["api_name"] for row in named}}
+    assert report["topics_written"] == sorted(
+        {topic for row in named if row["api_name"] == "Produce" for topic in row["topics"] or []})

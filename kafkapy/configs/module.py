@@ -139,6 +139,9 @@ class ConfigResourceOwner:
     # Whether DescribeConfigs' configuration_keys narrow the entries (Kafka's CLIENT_METRICS
     # description lists every stored key whatever was asked).
     filters_keys: bool = True
+    # Kafka's INVALID_REQUEST message for an empty resource name: (DescribeConfigs', the alters');
+    # None: "<type> resource name must not be empty" for both
+    empty_name: tuple[str, str] | None = None
 
 
 def base_name(name: str) -> str:
@@ -450,8 +453,10 @@ class ConfigsModule(Module):
                 else f"Unexpected node id. Expected {expected}, but received {name}"))
 
     @staticmethod
-    async def _owned(owner: ConfigResourceOwner, name: str) -> dict[str, str]:
+    async def _owned(owner: ConfigResourceOwner, name: str, *, alter: bool) -> dict[str, str]:
         if not name:
+            if owner.empty_name is not None:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, owner.empty_name[alter])
             kind = RESOURCE_TYPE_NAMES.get(owner.resource_type, str(owner.resource_type))
             raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"{kind} resource name must not be empty")
         return await owner.read(name)
@@ -527,7 +532,7 @@ class ConfigsModule(Module):
                 if resource_owner is not None:
                     authorized = self._owner_allows(ctx, resource_owner, "DESCRIBE_CONFIGS", name, authorized)
                     keys = resource.get("configuration_keys")
-                    stored = await self._owned(resource_owner, name)
+                    stored = await self._owned(resource_owner, name, alter=False)
                     entries = (resource_owner.describe(name, stored, synonyms and ctx.api_version >= 1,
                                                        documentation)
                                if resource_owner.describe is not None else
@@ -726,7 +731,7 @@ class ConfigsModule(Module):
                     if resource_owner is not None:
                         authorized = self._owner_allows(ctx, resource_owner, "ALTER_CONFIGS", name,
                                                         authorized)
-                        config = await build(await self._owned(resource_owner, name), resource)
+                        config = await build(await self._owned(resource_owner, name, alter=True), resource)
                         resource_owner.check(name, config)
                         if not validate_only:
                             await resource_owner.write(name, config)

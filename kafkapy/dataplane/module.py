@@ -243,12 +243,12 @@ class DataPlaneModule(Module):
                 LogManager(default_config=self.default_log_config, clock=wall_ms),
                 producer_id_expiration_ms=expiration))
         self._partitions = Partitions(home, services.cluster, lambda: services.broker_id, self.log_config,
-                                      shared=not self._owns_logs, loop=services.loop)
+                                      shared=not self._owns_logs, loop=services.loop,
+                                      transaction_verification=services.config[VERIFICATION_KEY])
         self._producer_ids = ProducerIds(services.store, services.broker_id)
         # With no authorizer configured nothing is asked on Produce's path (None: allow all).
         self._produce = ProduceHandler(self._partitions, self.log_config, self._start_auto_create, wall_ms,
                                        authorize=None if self._allows_all else services.authorizer.authorize,
-                                       verification_enabled=services.config[VERIFICATION_KEY],
                                        verifier=self._txn_verifier)
         self._produce_frames = ProduceFromFrame(self._produce, lambda: services.broker_id)
         self._markers = MarkerWriter(self._partitions, self.log_config, services.authorizer.authorize,
@@ -314,8 +314,8 @@ class DataPlaneModule(Module):
         """log.cleaner.backoff.ms, producer.id.expiration.ms and
         transaction.partition.verification.enable, at once: the cleaner's next pass, every
         partition's producer table (Kafka's ProducerStateManagerConfig is shared too), Produce."""
-        if self._produce is not None:
-            self._produce.verification_enabled = str(settings[VERIFICATION_KEY]).lower() == "true"
+        if self._partitions is not None:  # Produce's and the coordinators' transactional writes
+            self._partitions.transaction_verification = str(settings[VERIFICATION_KEY]).lower() == "true"
         if self._maintenance is not None:
             self._maintenance.set_cleaner_backoff_ms(int(settings["log.cleaner.backoff.ms"]))
         if self._partitions is not None:

@@ -170,8 +170,12 @@ class Partitions:
 
     def __init__(self, home: LogHome, cluster: ClusterView, broker_id: Callable[[], int],
                  log_config: Callable[[str], LogConfig], *, shared: bool = False,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None,
+                 transaction_verification: bool = True) -> None:
         self.home = home
+        # KIP-890 part 1's transaction.partition.verification.enable, for Produce and for the
+        # coordinators' transactional appends alike (Kafka's ReplicaManager reads the one setting)
+        self.transaction_verification = transaction_verification
         # The in-process cluster's brokers share their logs (one memory home): a follower's log is
         # then the leader's, as Kafka's follower holds a copy of it.
         self.shared = shared
@@ -322,6 +326,20 @@ class Partitions:
     def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
         """The idempotent-producer table of a partition this broker leads."""
         return self.home.producer_state(topic, partition, self.leader_log(topic, partition))
+
+    def needs_transaction_verification(self, topic: str, partition: int, producer_id: int) -> bool:
+        """Whether a transactional write of ``producer_id`` to a partition led here is first checked
+        with the producer's transaction coordinator (Kafka's
+        ReplicaManager.maybeStartTransactionVerificationForPartition): only while
+        transaction.partition.verification.enable is on, and only before the producer's transaction
+        is open in the partition (UnifiedLog.maybeStartTransactionVerification: once its first
+        batch is in, the transaction is known to hold the partition)."""
+        if not self.transaction_verification:
+            return False
+        try:
+            return not self.producer_state(topic, partition).in_transaction(producer_id)
+        except KafkaApiError:
+            return True  # not led here: asked anyway, and the write answers the leadership
 
     def replica_producer_state(self, topic: str, partition: int) -> ProducerStateManager | None:
         """The producer table of a partition this broker holds a replica of (Kafka's

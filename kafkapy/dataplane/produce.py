@@ -25,8 +25,10 @@ module passes ``authorize`` None then, and nothing is asked): a partition of a t
 principal may not WRITE is answered TOPIC_AUTHORIZATION_FAILED and left alone.
 
 Before any append, in Kafka's order: transactional records without an authorized
-transactional id (the whole request), an unknown topic id (v13), no WRITE, no such topic or
-partition, acks other than -1, 0, 1 (INVALID_REQUIRED_ACKS), an internal topic.
+transactional id (the whole request), transactional batches of more than one producer id and
+epoch among the partitions Kafka hands to its ReplicaManager (the whole request
+INVALID_PRODUCER_ID_MAPPING: ``transactional_producers``), an unknown topic id (v13), no WRITE,
+no such topic or partition, acks other than -1, 0, 1 (INVALID_REQUIRED_ACKS), an internal topic.
 
 Internal topics (``__consumer_offsets``, ``__transaction_state``, ``__share_group_state``) hold
 the coordinators' own records: a client's Produce to one is answered INVALID_TOPIC_EXCEPTION (or
@@ -65,7 +67,7 @@ import inspect
 import struct
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from kafkapy.dataplane.fetch import cluster_endpoints
@@ -75,6 +77,7 @@ from kafkapy.log.append import (
     RecordsRejected,
     assign_offsets,
     compression_level,
+    produce_batch,
     produce_inflate_limit,
     recompressed,
     recompression_target,
@@ -116,6 +119,8 @@ V2_PRODUCER_ID_AT = 43  # a v2 batch header's producer id (int64), then its epoc
 _PRODUCER = struct.Struct(">qh")
 
 
+# Kafka's InvalidPidMappingException from ReplicaManager.handleProduceAppend, every partition's message
+SEVERAL_PRODUCERS = "Transactional records contained more than one producer ID"
 ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.ADMIN_CLIENT_ID: may append to internal topics
 
 
@@ -148,7 +153,6 @@ class ProduceHandler:
     def __init__(self, partitions: Partitions, append_config: Callable[[str], LogConfig],
                  auto_create: Callable[[str], None], clock_ms: Callable[[], int] | None = None, *,
                  authorize: Callable[[str, str, str, str, str], bool] | None = None,
-                 verification_enabled: bool = True,
                  verifier: Callable[[], TransactionCoordinatorLocator | None] | None = None) -> None:
         self.partitions = partitions
         self.append_config = append_config
@@ -156,16 +160,22 @@ class ProduceHandler:
         # (principal, host, operation, resource type, name); None: allow all (no authorizer configured)
         self.authorize = authorize
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
-        # KIP-890 part 1 (transaction.partition.verification.enable), and who verifies: the
-        # TRANSACTION_COORDINATOR provider, None when no coordinator module runs here
-        self.verification_enabled = verification_enabled
+        # KIP-890 part 1: who verifies, the TRANSACTION_COORDINATOR provider (None when no
+        # coordinator module runs here); whether, ``verification_enabled``
         self.verifier = verifier or (lambda: None)
+
+    @property
+    def verification_enabled(self) -> bool:
+        """transaction.partition.verification.enable, as the partitions hold it (dynamic)."""
+        return self.partitions.transaction_verification
 
     def handle(self, ctx: RequestContext, request: Request) -> Answer | Awaitable[Answer]:
         body = request.body
         refused = None
         if has_transactional_records(body["topic_data"]):
             refused = self._transactional_refusal(ctx, body)
+            if refused is None and len(self.transactional_producers(ctx, body)) > 1:
+                return self._answer(ctx, body, ErrorCode.INVALID_PRODUCER_ID_MAPPING, SEVERAL_PRODUCERS)
             if refused is None and self.verification_enabled:
                 verifying = self._verify(ctx, body)
                 if verifying is not None:
@@ -188,7 +198,7 @@ class ProduceHandler:
         answered = verifier.verify_for_append(body["transactional_id"], producer_id, epoch, list(pending))
         version = ctx.api_version
         if not inspect.isawaitable(answered):
-            return self._answer(ctx, body, None, _refusals(answered, version))
+            return self._answer(ctx, body, None, None, _refusals(answered, version))
         # The coordinator is another broker: each partition's guard is taken now; a marker or a
         # first transactional batch of the producer meanwhile drops it, and the append is refused.
         guards = {tp: (state, state.verification_guard(pid)) for tp, (pid, _, state) in pending.items()}
@@ -199,8 +209,43 @@ class ProduceHandler:
                 if tp not in refusals and not state.in_transaction(producer_id) \
                         and state.verifying.get(producer_id) is not guard:
                     refusals[tp] = (ErrorCode.INVALID_TXN_STATE, None)
-            return self._answer(ctx, body, None, refusals)
+            return self._answer(ctx, body, None, None, refusals)
         return after()
+
+    def transactional_producers(self, ctx: RequestContext, body: Any) -> set[tuple[int, int]]:
+        """The (producer id, epoch) of the transactional batches Kafka's
+        ReplicaManager.handleProduceAppend is handed: those of partitions of a topic the principal
+        may WRITE, that the cluster view holds, whose records pass ProduceRequest.validateRecords
+        (one whole batch of magic 2). More than one refuses the whole request; an internal topic,
+        invalid acks or a partition led elsewhere are judged only after, so they count."""
+        producers: set[tuple[int, int]] = set()
+        for name, index, raw in self._transactional_batches(ctx, body):
+            if not self._exists(name, index):
+                continue
+            try:
+                batch = produce_batch(raw, ctx.api_version)
+            except RecordsRejected:
+                continue  # refused on its own by the append
+            if batch.producer_id >= 0:  # Kafka's RecordBatch.hasProducerId
+                producers.add((batch.producer_id, batch.producer_epoch))
+        return producers
+
+    def _transactional_batches(self, ctx: RequestContext, body: Any) -> Iterator[tuple[str, int, Any]]:
+        """(topic, partition, records) of each partition of a topic the principal may WRITE whose
+        records open with a transactional batch header."""
+        partitions = self.partitions
+        by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
+        for topic_data in body["topic_data"]:
+            name = partitions.topic_name(topic_data["topic_id"]) if by_id else topic_data["name"]
+            if name is None or (self.authorize is not None and not self.authorize(
+                    ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TOPIC", name)):
+                continue
+            for partition_data in topic_data["partition_data"]:
+                records = partition_data["records"]
+                raw = records.raw if records is not None else b""
+                if (len(raw) > V2_HEADER_SIZE and raw[V2_MAGIC_AT] == MAGIC_V2
+                        and raw[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT):
+                    yield name, partition_data["index"], raw
 
     def verified_here(self, transactional_id: str | None, producer_id: int, epoch: int,
                       partitions: Collection[tuple[str, int]]) -> bool:
@@ -221,30 +266,21 @@ class ProduceHandler:
             return {}
         pending: dict[tuple[str, int], tuple[int, int, Any]] = {}
         partitions = self.partitions
-        by_id = ctx.api_version >= FIRST_TOPIC_ID_VERSION
-        for topic_data in body["topic_data"]:
-            name = partitions.topic_name(topic_data["topic_id"]) if by_id else topic_data["name"]
-            if name is None or name in INTERNAL_TOPICS or (self.authorize is not None and not self.authorize(
-                    ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TOPIC", name)):
+        for name, index, raw in self._transactional_batches(ctx, body):
+            if name in INTERNAL_TOPICS:
                 continue
-            for partition_data in topic_data["partition_data"]:
-                records = partition_data["records"]
-                raw = records.raw if records is not None else b""
-                if not (len(raw) > V2_HEADER_SIZE and raw[V2_MAGIC_AT] == MAGIC_V2
-                        and raw[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT):
-                    continue
-                index = partition_data["index"]
-                try:
-                    log = partitions.leader_log(name, index)
-                except KafkaApiError:
-                    continue  # the append answers it
-                state = partitions.home.producer_state(name, index, log)
-                producer_id, epoch = _PRODUCER.unpack_from(raw, V2_PRODUCER_ID_AT)
-                if not state.in_transaction(producer_id):
-                    pending[(name, index)] = (producer_id, epoch, state)
+            try:
+                log = partitions.leader_log(name, index)
+            except KafkaApiError:
+                continue  # the append answers it
+            state = partitions.home.producer_state(name, index, log)
+            producer_id, epoch = _PRODUCER.unpack_from(raw, V2_PRODUCER_ID_AT)
+            if not state.in_transaction(producer_id):
+                pending[(name, index)] = (producer_id, epoch, state)
         return pending
 
     def _answer(self, ctx: RequestContext, body: Any, refused: ErrorCode | None,
+                refused_message: str | None = None,
                 unverified: dict[tuple[str, int], tuple[ErrorCode, str | None]] | None = None) -> Answer:
         version = ctx.api_version
         acks = body["acks"]
@@ -266,7 +302,7 @@ class ProduceHandler:
             for partition_data in topic_data["partition_data"]:
                 index = partition_data["index"]
                 if refused is not None:
-                    answer = _failed(index, refused)
+                    answer = _failed(index, refused, refused_message)
                 elif denied:
                     answer = _failed(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 elif name is None:

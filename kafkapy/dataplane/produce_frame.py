@@ -20,7 +20,8 @@ Theory of operation
    transaction in the partition, or (``transaction.partition.verification.enable``, KIP-890)
    whose transaction coordinator is this broker and finds the partition in the transaction
    (``ProduceHandler.verified_here``); a refusal, or a coordinator elsewhere to ask, is the
-   plain path's.
+   plain path's, and so are transactional batches of more than one producer id and epoch
+   (INVALID_PRODUCER_ID_MAPPING for the whole request).
 3. **Check** one RecordBatch read over the one copy of the records with
    ``clean_batch_max_timestamp``, every check ``validate_records`` makes.
 4. **Stamp** offsets and epoch in place (``stamp_batch``, which keeps the header read in step).
@@ -168,8 +169,8 @@ class ProduceFromFrame:
             me = broker_id()
             now_ms = clock_ms()
             transactional_checked = False
+            producer: tuple[int, int] | None = None  # the transactional batches' one producer and epoch
             unverified: list[tuple[str, int]] = []  # KIP-890: partitions to verify with the coordinator
-            unverified_producer = (-1, -1)
             planned: list[tuple[str, int, bytearray, RecordBatch, int, int, bool, SegmentedLog,
                                 ProducerStateManager]] = []
             for name, _, parts in topics:
@@ -208,14 +209,13 @@ class ProduceFromFrame:
                     if (log is None or state is None or log.topic_id is not info.topic_id
                             or log.epochs.latest_epoch < epoch):
                         return None
-                    if (frame[start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT
-                            and handler.verification_enabled):
-                        producer = _PRODUCER(frame, start + V2_PRODUCER_ID_AT)
-                        if not state.in_transaction(producer[0]):  # the transaction's first batch here
-                            if unverified and producer != unverified_producer:
-                                return None  # two producers' first batches: the plain path's case
-                            unverified.append(key)
-                            unverified_producer = producer
+                    if frame[start + _ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_BIT:
+                        batch_producer = _PRODUCER(frame, start + V2_PRODUCER_ID_AT)
+                        if producer is not None and batch_producer != producer:
+                            return None  # INVALID_PRODUCER_ID_MAPPING: the plain path's answer
+                        producer = batch_producer
+                        if handler.verification_enabled and not state.in_transaction(producer[0]):
+                            unverified.append(key)  # the transaction's first batch here
                     data = bytearray(frame[start:stop] if stop - start < _COPY_SLICE_BELOW
                                      else memoryview(frame)[start:stop])
                     try:
@@ -227,7 +227,8 @@ class ProduceFromFrame:
                         return None
                     planned.append((name, index, data, batch, max_timestamp, epoch, log_append_time, log,
                                     state))
-            if unverified and not handler.verified_here(transactional_id, *unverified_producer, unverified):
+            if producer is not None and unverified and not handler.verified_here(transactional_id, *producer,
+                                                                                 unverified):
                 return None  # refused, or a coordinator elsewhere to ask: the plain path's answer
             answered: list[bytes] = []
             for name, index, data, batch, max_timestamp, epoch, log_append_time, log, state in planned:

@@ -47,6 +47,9 @@ __all__ = ["GROUPS", "GROUP_BOUND_KEYS", "GROUP_KEYS", "GroupConfigKey", "GroupC
            "check_broker_group_settings", "offset_reset_problem", "timeout_overrides"]
 
 GROUPS = "groups"  # the store's entity type: ZooKeeper /config/groups/<group id>
+# Kafka's words for an empty group name: ConfigHelper's (DescribeConfigs), the controller's
+# ControllerConfigurationValidator (the alters)
+EMPTY_GROUP_NAME = ("Group name must not be empty", "Default group resources are not allowed.")
 READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 
 
@@ -232,7 +235,7 @@ class GroupConfigs:
         """What the configs module asks of GROUP resources."""
         return ConfigResourceOwner(GROUP_RESOURCE, GROUP_CONFIG, self._read, self.check, self._write,
                                    acl_resource=ResourceType.GROUP, describe=self.describe,
-                                   names=self._configured)
+                                   names=self._configured, empty_name=EMPTY_GROUP_NAME)
 
     def _configured(self) -> list[str]:
         return [group_id for group_id, config in self.stored.items() if config]

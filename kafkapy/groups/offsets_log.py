@@ -122,6 +122,14 @@ class OffsetsTopicLog:
         producer state (INVALID_PRODUCER_EPOCH for a fenced epoch) before it is appended."""
         self._append(group_id, records, (producer_id, producer_epoch))
 
+    def needs_verification(self, group_id: str, producer_id: int) -> bool:
+        """Whether a transactional commit of ``producer_id`` to the group's partition is first
+        checked with the producer's transaction coordinator (KIP-890: Kafka's ReplicaManager asks
+        it only while transaction.partition.verification.enable is on and the producer has no
+        transaction open in the partition)."""
+        return self._partitions.needs_transaction_verification(OFFSETS_TOPIC, self.partition_for(group_id),
+                                                               producer_id)
+
     def _append(self, group_id: str, records: Sequence[GroupRecord],
                 producer: tuple[int, int] | None) -> None:
         if not records:

@@ -13,7 +13,10 @@ sends TxnOffsetCommit here, to the group coordinator. Kafka's checks, in its ord
    (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, which v0-v1 get as COORDINATOR_NOT_AVAILABLE);
 3. the group's offsets partition is in the producer's transaction (KIP-890's verification,
    asked of the transaction coordinator, ``TransactionCoordinatorLocator.verify_partitions``):
-   TRANSACTION_ABORTABLE if not (INVALID_TXN_STATE before v4, which lacks the code);
+   TRANSACTION_ABORTABLE if not (INVALID_TXN_STATE before v4, which lacks the code). Asked of
+   every version, as Kafka's ReplicaManager asks it: only while
+   ``transaction.partition.verification.enable`` is on and the producer has no transaction open in
+   that partition yet (``OffsetsTopicLog.needs_verification``);
 4. the member and generation, as Kafka 4's group coordinator checks them
    (``ClassicCoordinator.check_txn_offset_commit``: an unknown group made only by a commit
    without a generation, ILLEGAL_GENERATION otherwise); for a KIP-848 consumer group the member
@@ -217,10 +220,11 @@ class TxnOffsetCommits:
         log = self._group_log()
         if not isinstance(log, OffsetsTopicLog):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE  # only the offsets topic keeps transactions
-        verified = await self._verify(body["transactional_id"], producer_id, epoch,
-                                      (OFFSETS_TOPIC, log.partition_for(group_id)))
-        if verified != ErrorCode.NONE:
-            return verified
+        if log.needs_verification(group_id, producer_id):
+            verified = await self._verify(body["transactional_id"], producer_id, epoch,
+                                          (OFFSETS_TOPIC, log.partition_for(group_id)))
+            if verified != ErrorCode.NONE:
+                return verified
         self._check_member(group_id, body.get("generation_id", _NO_GENERATION), body.get("member_id", ""),
                            body.get("group_instance_id"))
         if records:

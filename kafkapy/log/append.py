@@ -97,6 +97,7 @@ __all__ = [
     "assign_offsets",
     "clean_batch_max_timestamp",
     "compression_level",
+    "produce_batch",
     "produce_inflate_limit",
     "recompressed",
     "recompression_target",
@@ -176,8 +177,9 @@ class OffsetsAssigned:
     log_append_time_ms: int  # -1 under CreateTime, as Produce responses report it
 
 
-def _first_batch(data: bytearray | bytes | memoryview, produce_version: int | None) -> RecordBatch:
-    """Frame the records and return their one whole batch, or raise Kafka's error for the framing."""
+def produce_batch(data: bytearray | bytes | memoryview, produce_version: int | None) -> RecordBatch:
+    """Frame the records and return their one whole batch, or raise Kafka's error for the framing
+    (RecordsRejected; Kafka's ProduceRequest.validateRecords, and a header that does not read)."""
     records = Records(data)
     batches = records.batches()
     try:
@@ -254,7 +256,7 @@ def validate_records(
     plan = _one_clean_batch(data, config, now_ms, produce_version)
     if plan is not None:
         return plan
-    batch = _first_batch(data, produce_version)
+    batch = produce_batch(data, produce_version)
     size = batch.size_in_bytes
 
     # UnifiedLog.analyzeAndValidateRecords

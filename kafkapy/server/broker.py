@@ -21,6 +21,7 @@ from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, StoreBackedAuthorizer, load_authorizer
 from kafkapy.server.clock import call_later_real, wait_real, wall_clock_of
 from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
+from kafkapy.server.conformance import conforms
 from kafkapy.server.connection import BufferedKafkaConnection, KafkaConnection
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.framing import READ_SIZE
@@ -40,6 +41,7 @@ from kafkapy.server.services import (
 )
 from kafkapy.store.base import (
     BrokerRegistration,
+    LogDirEventQueue,
     MetadataStore,
     OfflineReplicas,
     PartitionStates,
@@ -353,8 +355,9 @@ class BrokerRuntime:
                 self.listeners.append(await self._bind(spec))
             self.cluster.cluster_id = await asyncio.to_thread(store.cluster_id)
             await asyncio.to_thread(store.register_broker, self.registration())
+            events = store if conforms(store, LogDirEventQueue) else None
             self.leadership = PartitionLeadership(store, self.cluster, self.broker_id, self.loop,
-                                                  Rebalance.from_config(self.config))
+                                                  Rebalance.from_config(self.config), events)
             self._watches.append(await asyncio.to_thread(store.watch_brokers, self._brokers_changed))
             self._watches.append(await asyncio.to_thread(store.watch_controller, self._controller_changed))
             self._watches.append(await asyncio.to_thread(store.watch_topics, self._topics_changed))
@@ -362,6 +365,9 @@ class BrokerRuntime:
                                                          self._partition_states_changed))
             self._watches.append(await asyncio.to_thread(store.watch_offline_replicas,
                                                          self._offline_replicas_changed))
+            if events is not None:  # after the offline replicas' watch, whose news it follows
+                self._watches.append(await asyncio.to_thread(events.watch_log_dir_events,
+                                                             self.leadership.log_dir_events_queued))
             if isinstance(self.authorizer, StoreBackedAuthorizer):
                 await self.authorizer.attach(store, self.loop)
             for module in self.modules:

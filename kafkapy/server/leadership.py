@@ -19,6 +19,9 @@ Kafka's controller's elections moves it (Election.scala, PartitionLeaderElection
 "Live" is per partition: a replica a broker holds in a failed log dir (KIP-112, the store's
 LogDirStore; ``ClusterView.live_replicas_of``) is down for its partition as if its broker had
 stopped, as Kafka's controller marks it offline after a log dir event, until the broker restarts.
+On ZooKeeper the broker also queues Kafka's log dir event notification; the controller deletes
+those queued once a pass has seen the offline replicas they announce, as Kafka's controller
+deletes the notifications it processed (``log_dir_events_queued``).
 
 So a broker that comes back leads nothing until an election gives it something: one leader change
 per failure, not two. Each change raises the leader epoch by one, and brokers and clients use the
@@ -133,9 +136,11 @@ from kafkapy.server.services import (
 )
 from kafkapy.store.base import (
     NO_PARTITION_EPOCH,
+    LogDirEventQueue,
     PartitionState,
     PartitionStateConflict,
     PartitionStateStore,
+    StoreError,
     TopicInfo,
     TopicStore,
     UnknownTopic,
@@ -338,8 +343,12 @@ class PartitionLeadership:
     """Writes partition states while this broker is the controller (see the module's docstring)."""
 
     def __init__(self, store: ControllerStore, cluster: ClusterView, broker_id: int,
-                 loop: asyncio.AbstractEventLoop, rebalance: Rebalance | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop, rebalance: Rebalance | None = None,
+                 log_dir_events: LogDirEventQueue | None = None) -> None:
         self.store = store
+        # Kafka's log dir event notifications, deleted once a pass has handled them (ZooKeeper)
+        self.log_dir_events = log_dir_events
+        self._events_queued: tuple[str, ...] = ()
         self.cluster = cluster
         self.broker_id = broker_id
         self.loop = loop
@@ -393,6 +402,15 @@ class PartitionLeadership:
     def request(self) -> None:
         """Something changed (brokers, topics, the controller, states): reconcile soon. Any thread."""
         self._reloader.request()
+
+    def log_dir_events_queued(self, names: tuple[str, ...]) -> None:
+        """The store's log dir event notifications now (LogDirEventQueue's watch): the next pass
+        as the controller handles them and deletes them, as Kafka's controller does. Delivered
+        after the offline replicas they announce reached the view (that watch fires first), so
+        the pass that deletes them has moved leadership off those replicas. Any thread."""
+        self._events_queued = names
+        if names:
+            self.request()
 
     async def idle(self) -> None:
         await self._reloader.idle()
@@ -513,10 +531,25 @@ class PartitionLeadership:
         return reassigned
 
     async def _reconcile(self) -> None:
+        events = self._events_queued  # those this pass handles: their offline sets are in the view
         writes = self.changes()
         self._follow_controller()
         if writes:
             await asyncio.to_thread(self._write, writes)
+        if events and self.log_dir_events is not None and self.cluster.controller_id == self.broker_id:
+            await asyncio.to_thread(self._delete_events, self.log_dir_events, events)
+
+    @staticmethod
+    def _delete_events(queue: LogDirEventQueue, names: tuple[str, ...]) -> None:
+        """Kafka's controller deletes the notifications it processed, whatever became of them
+        (processLogDirEventNotification's finally); a store that cannot leaves them for the next
+        pass, which the watch's next delivery (or any change) asks for."""
+        try:
+            queue.delete_log_dir_events(names)
+        except StoreError as exc:
+            log.info("log dir event notifications left for the next pass: %s", exc)
+        else:
+            log.debug("log dir event notifications handled and deleted: %s", ", ".join(names))
 
     def _write(self, writes: list[_Write]) -> None:
         for topic, partition, state, expected in writes:

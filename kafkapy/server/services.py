@@ -93,6 +93,10 @@ class PartitionLogs(Protocol):
     def producer_state(self, topic: str, partition: int) -> ProducerStateManager:
         """The producer table of a partition this broker leads: a module appending a producer's
         batch itself (TxnOffsetCommit's) checks it here first, as Produce does."""
+    def needs_transaction_verification(self, topic: str, partition: int, producer_id: int) -> bool:
+        """Whether a transactional write of the producer must first be checked with its transaction
+        coordinator (KIP-890 part 1: the switch on, and no transaction of the producer open in the
+        partition yet), as Produce's are."""
     def storage_failed(self, topic: str, partition: int, exc: OSError) -> KafkaApiError:
         """An OSError met on the partition's log: its log dir goes offline (KIP-112) as for a
         Produce; answers the KAFKA_STORAGE_ERROR to map to the caller's own error."""

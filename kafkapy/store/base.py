@@ -63,7 +63,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 from urllib.parse import quote, unquote
 
 import attrs
@@ -81,6 +81,7 @@ __all__ = [
     "CorruptMetadata",
     "FeatureEpochConflict",
     "FeatureStore",
+    "LogDirEventQueue",
     "LogDirStore",
     "MetadataStore",
     "OfflineReplicas",
@@ -515,6 +516,19 @@ class LogDirStore(Protocol):
     def offline_replicas(self) -> dict[int, frozenset[tuple[str, int]]]: ...
     def watch_offline_replicas(self, callback: Callable[[OfflineReplicas], None]) -> Watch:
         """Called with every broker's set (brokers with none left out) on each change."""
+
+
+@runtime_checkable
+class LogDirEventQueue(Protocol):
+    """Kafka's log dir event notifications themselves (ZooKeeper's /log_dir_event_notification,
+    one sequential child per failure), which a Kafka controller deletes once it has handled them
+    (KafkaController.processLogDirEventNotification). Only a store that writes them has this role:
+    the in-memory store keeps LogDirStore's sets alone, which is all a kafkapy controller reads."""
+
+    def watch_log_dir_events(self, callback: Callable[[tuple[str, ...]], None]) -> Watch:
+        """Called with the names of the notifications now queued (sorted) on each change."""
+    def delete_log_dir_events(self, names: Collection[str]) -> None:
+        """Remove these notifications (those already gone are no error)."""
 
 
 ROLES: tuple[type, ...] = (StoreLifecycle, BrokerStore, ConfigStore, FeatureStore, TopicStore,

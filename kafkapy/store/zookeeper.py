@@ -128,7 +128,8 @@ _T = TypeVar("_T")
 
 # Kafka's persistent paths, created at startup as KafkaZkClient.createTopLevelPaths does.
 _TOP_LEVEL = (BROKER_IDS, TOPICS, BROKER_SEQID, CONFIG_CHANGES, PRODUCER_ID_BLOCK, "/config/topics",
-              "/config/clients", "/config/users", "/config/ips", "/config/brokers", OFFLINE_REPLICAS)
+              "/config/clients", "/config/users", "/config/ips", "/config/brokers", LOG_DIR_EVENTS,
+              OFFLINE_REPLICAS)
 _DELETE_TREE_ATTEMPTS = 20  # each failed attempt means a concurrent write landed in the tree
 
 
@@ -511,6 +512,29 @@ class ZooKeeperStore:
 
     def offline_replicas(self) -> dict[int, frozenset[tuple[str, int]]]:
         return self._read_offline_replicas(None)
+
+    def watch_log_dir_events(self, callback: Callable[[tuple[str, ...]], None]) -> Watch:
+        """LogDirEventQueue: the notifications queued, on each change. Fired after the watch on
+        the offline replicas for the same failure, since the broker writes its set first and
+        ZooKeeper delivers one session's watch events in order."""
+        return self._watch_state(LOG_DIR_EVENTS, lambda w: (self._read_log_dir_events(w),), callback)
+
+    def _read_log_dir_events(self, watch: Any) -> tuple[str, ...]:
+        with self._errors(LOG_DIR_EVENTS):
+            try:
+                children = self._zk().get_children(LOG_DIR_EVENTS, watch=watch)
+            except NoNodeError:  # removed by hand since start: watched again once made
+                self._zk().exists(LOG_DIR_EVENTS, watch=watch)
+                return ()
+        return tuple(sorted(child for child in children if child.startswith(LOG_DIR_EVENT_PREFIX)))
+
+    def delete_log_dir_events(self, names: Collection[str]) -> None:
+        """Kafka's KafkaZkClient.deleteLogDirEventNotifications: each named notification removed."""
+        zk = self._zk()
+        for name in names:
+            path = f"{LOG_DIR_EVENTS}/{name}"
+            with self._errors(path), contextlib.suppress(NoNodeError):
+                zk.delete(path)
 
     def watch_offline_replicas(self, callback: Callable[[OfflineReplicas], None]) -> Watch:
         return self._watch_state(OFFLINE_REPLICAS, lambda w: (self._read_offline_replicas(w),), callback)

@@ -6,7 +6,9 @@ this module, enabled with ``kafkapy.modules=telemetry``. Then a client that supp
 (librdkafka 2.5 and later, Java clients 3.7 and later) asks for its subscription on connecting
 and, if a ``CLIENT_METRICS`` subscription matches it, pushes the metrics it names every interval.
 Each push is decompressed, read as OTLP (:mod:`kafkapy.telemetry.otlp`) and kept: tests read them
-with ``Broker.telemetry()``.
+with ``Broker.telemetry()``. The subscriptions themselves are kept by the client-metrics module
+(:mod:`kafkapy.telemetry.client_metrics`), which every broker runs, as every Kafka broker serves
+the CLIENT_METRICS config resources with or without a receiver.
 
 The checks are Kafka's ClientMetricsManager's: a client instance is kept for
 ``max(60 s, 3 x its push interval)`` after its last request, and forgotten when the connection
@@ -24,7 +26,6 @@ before it is inflated further: Kafka's receiver inflates a push whole and withou
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import uuid
 from collections.abc import Mapping
@@ -32,29 +33,24 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from kafkapy.configs.module import (
-    CLIENT_METRICS_CONFIG,
-    CLIENT_METRICS_RESOURCE,
-    DYNAMIC_CONFIGS,
-    ConfigResourceOwner,
-    ConfigsModule,
-)
-from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
+from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.compression import Compression, InflationLimitExceeded, decompress
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.connection import ConnectionInfo, java_host_address
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
-from kafkapy.store.base import Watch, encode_uuid
-from kafkapy.store.onloop import Reloader
+from kafkapy.store.base import encode_uuid
+from kafkapy.telemetry.client_metrics import (
+    CLIENT_METRICS,
+    CLIENT_METRICS_SUBSCRIPTIONS,
+    ClientMetricsModule,
+)
 from kafkapy.telemetry.otlp import MetricPoint, OtlpError, decode_metrics
 from kafkapy.telemetry.subscriptions import (
     ClientAttributes,
     Subscription,
-    SubscriptionError,
     effective_subscription,
-    parse_subscription,
 )
 
 if TYPE_CHECKING:
@@ -63,7 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CLIENT_METRICS", "TelemetryModule", "TelemetryPush"]
 
-CLIENT_METRICS = "client-metrics"  # the store's entity type: ZooKeeper /config/client-metrics/<name>
 # The codecs offered to clients, in Kafka's order of preference.
 ACCEPTED_COMPRESSION = (Compression.ZSTD, Compression.LZ4, Compression.GZIP, Compression.SNAPPY)
 INSTANCE_EXPIRY_MS = 60_000  # Kafka's client instance cache expiry (at least 3 push intervals)
@@ -142,17 +137,14 @@ class _Instance:
 class TelemetryModule(Module):
     name = "telemetry"
     config_keys = CONFIG_KEYS
-    wants = (DYNAMIC_CONFIGS,)  # CLIENT_METRICS resources over the config APIs
+    needs = (CLIENT_METRICS_SUBSCRIPTIONS,)  # the subscriptions clients are matched against
 
     def __init__(self, services: BrokerServices) -> None:
         super().__init__(services)
-        self.subscriptions: dict[str, Subscription] = {}
-        self._subscriptions_version = 0
+        self._client_metrics: ClientMetricsModule | None = None  # found at start (a need)
         self._instances: collections.OrderedDict[uuid.UUID, _Instance] = collections.OrderedDict()
         self.pushes: collections.deque[TelemetryPush] = collections.deque()
         self._pushes_bytes = 0  # the inflated payload bytes of self.pushes
-        self._watch: Watch | None = None
-        self._reloads = Reloader(services.loop, self._reload, "client metrics subscriptions")
         self._max_bytes: int = services.config["telemetry.max.bytes"]
 
     def apis(self) -> Mapping[int, ApiHandler]:
@@ -161,61 +153,19 @@ class TelemetryModule(Module):
             ApiKey.PUSH_TELEMETRY: ApiHandler(VersionRange(0, 0), self.push),
         }
 
-    # --- subscriptions, from the store ---------------------------------------------------------
+    # --- subscriptions: the client-metrics module's ---------------------------------------------
 
     async def start(self) -> None:
-        store = self.services.store
-        self._watch = await asyncio.to_thread(store.watch_entity_configs, self._entity_changed)
-        await self._reload()
-        configs = self.services.provider(DYNAMIC_CONFIGS, ConfigsModule)
-        if configs is not None:
-            configs.register_resource(ConfigResourceOwner(
-                CLIENT_METRICS_RESOURCE, CLIENT_METRICS_CONFIG, self._read_config, _check_config,
-                self._write_config, frozenset({"metrics", "match"}), names=self.subscriptions.keys,
-                filters_keys=False))
+        self._client_metrics = self.services.provider(CLIENT_METRICS_SUBSCRIPTIONS, ClientMetricsModule)
 
-    async def _read_config(self, name: str) -> dict[str, str]:
-        return await asyncio.to_thread(self.services.store.entity_config, f"{CLIENT_METRICS}/{name}")
+    @property
+    def subscriptions(self) -> Mapping[str, Subscription]:
+        """The CLIENT_METRICS subscriptions (kept by the client-metrics module, on every broker)."""
+        return self._client_metrics.subscriptions if self._client_metrics is not None else {}
 
-    async def _write_config(self, name: str, config: Mapping[str, str]) -> None:
-        path = f"{CLIENT_METRICS}/{name}"
-        await asyncio.to_thread(self.services.store.set_entity_config, path, config)
-        self._take(path, config)  # here at once, so the client that altered it sees it when answered
-
-    async def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
-        self._reloads.close()
-
-    def _entity_changed(self, path: str) -> None:
-        """On a store thread: some entity's config changed (perhaps through another broker)."""
-        if path.startswith(CLIENT_METRICS + "/"):
-            self._reloads.request()
-
-    async def _reload(self) -> None:
-        """Every subscription read again (one read at a time, so a late read never undoes a newer
-        one: kafkapy.store.onloop.Reloader)."""
-        stored = await asyncio.to_thread(self.services.store.entity_configs, CLIENT_METRICS)
-        for name in set(self.subscriptions) - {path[len(CLIENT_METRICS) + 1:] for path in stored}:
-            self._take(f"{CLIENT_METRICS}/{name}", {})
-        for path, config in stored.items():
-            self._take(path, config)
-
-    def _take(self, path: str, config: Mapping[str, str]) -> None:
-        name = path[len(CLIENT_METRICS) + 1:]
-        if not config:
-            if self.subscriptions.pop(name, None) is not None:
-                self._subscriptions_version += 1
-            return
-        try:
-            subscription = parse_subscription(name, config)
-        except SubscriptionError as exc:  # written by something that did not check it
-            self.services.log.warning("client metrics subscription %r ignored: %s", name, exc)
-            return
-        if self.subscriptions.get(name) != subscription:
-            self.subscriptions[name] = subscription
-            self._subscriptions_version += 1
+    @property
+    def _subscriptions_version(self) -> int:
+        return self._client_metrics.version if self._client_metrics is not None else 0
 
     # --- client instances -----------------------------------------------------------------------
 
@@ -334,17 +284,6 @@ class TelemetryModule(Module):
         if len(body.get("metrics") or b"") > self._max_bytes:
             return ErrorCode.TELEMETRY_TOO_LARGE
         return None
-
-
-def _check_config(name: str, config: Mapping[str, str]) -> None:
-    """A CLIENT_METRICS resource's would-be config, as Kafka's ClientMetricsConfigs checks it
-    (none at all removes the subscription)."""
-    if not config:
-        return
-    try:
-        parse_subscription(name, config)
-    except SubscriptionError as exc:
-        raise KafkaApiError(exc.code, str(exc)) from None
 
 
 def _get_refusal(code: ErrorCode) -> dict[str, Any]:

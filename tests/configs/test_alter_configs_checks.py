@@ -122,3 +122,20 @@ def test_an_unknown_topic_is_described_by_its_code_and_altered_with_kafkas_messa
     assert (result["error_code"], result["error_message"]) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
     assert incremental(conn, (TOPIC, "nope", [("retention.ms", SET, "5")])) == [
         ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic 'nope' does not exist.")]
+
+
+@pytest.mark.parametrize(("kind", "described", "altered"), [
+    (16, "Client metrics subscription name must not be empty", "Subscription name can't be empty"),
+    (32, "Group name must not be empty", "Default group resources are not allowed."),
+])
+def test_an_empty_name_of_an_owned_type_is_refused_in_kafkas_words(conn: KafkaSocket, kind: int,
+                                                                  described: str, altered: str) -> None:
+    """CLIENT_METRICS (16) and GROUP (32), on a broker with the default modules: DescribeConfigs
+    answers ConfigHelper's message, IncrementalAlterConfigs the one of Kafka's check of the new
+    config (ClientMetricsConfigs, ControllerConfigurationValidator)."""
+    body = {"resources": [{"resource_type": kind, "resource_name": "", "configuration_keys": None}],
+            "include_synonyms": False, "include_documentation": False}
+    [result] = conn.call(ApiKey.DESCRIBE_CONFIGS, 4, body).body["results"]
+    assert (result["error_code"], result["error_message"]) == (ErrorCode.INVALID_REQUEST, described)
+    refused = incremental(conn, (kind, "", [("metrics", SET, "*")]))
+    assert refused == [("", ErrorCode.INVALID_REQUEST, altered)]

@@ -11,7 +11,6 @@ the partition from its own (empty) log (docs/cluster.md).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -178,9 +177,18 @@ def test_a_group_coordinator_in_a_failed_dir_moves_to_another_broker(tmp_path: P
             consumer.close()
 
 
+def event_changes(raw: Any) -> int:
+    """How many log dir event notifications were created or deleted so far: the child version of
+    /log_dir_event_notification (0 while it does not exist)."""
+    stat = raw.exists("/log_dir_event_notification")
+    return 0 if stat is None else int(stat.cversion)
+
+
 def test_on_zookeeper_the_broker_writes_kafkas_log_dir_event(tmp_path: Path, zk_connect: str) -> None:
     """A broker on ZooKeeper adds Kafka's /log_dir_event_notification/log_dir_event_<seq> (what a
-    Kafka controller watches) and its offline replicas; a restart clears them."""
+    Kafka controller watches) and its offline replicas; being the controller too, it deletes the
+    event once handled (the parent's child version counts the create and the delete); a restart
+    clears the offline replicas."""
     from kazoo.client import KazooClient
 
     good, bad = tmp_path / "good", tmp_path / "bad"
@@ -191,22 +199,58 @@ def test_on_zookeeper_the_broker_writes_kafkas_log_dir_event(tmp_path: Path, zk_
             raw.start(timeout=10)  # on the chroot the broker's store made
             create(broker, "t", {0: (1,), 1: (1,)})
             _, failing = split(broker, "t", good, bad)
+            events_before = event_changes(raw)
             fail_segment(broker, "t", failing, bad)
             with KafkaSocket(broker.bootstrap_servers) as conn:
                 assert fetch_error(conn, "t", failing) == STORAGE
-                wait_for(lambda: raw.exists("/log_dir_event_notification") is not None
-                         and len(raw.get_children("/log_dir_event_notification")) == 1, "the event znode")
-                [event] = raw.get_children("/log_dir_event_notification")
-                assert event.startswith("log_dir_event_")
-                data = raw.get(f"/log_dir_event_notification/{event}")[0]
-                assert json.loads(data) == {"version": 1, "broker": 1, "event": 1}
                 wait_for(lambda: partition_metadata(conn, "t", failing)["offline_replicas"] == [1],
                          "the replica offline in Metadata")
                 assert partition_metadata(conn, "t", failing)["leader_id"] == -1
+                wait_for(lambda: event_changes(raw) == events_before + 2,
+                         "the event written and deleted")
+                assert raw.get_children("/log_dir_event_notification") == []
         with Broker(config) as again, KafkaSocket(again.bootstrap_servers) as conn:
             assert raw.exists("/kafkapy/offline_replicas/1") is None
             wait_for(lambda: partition_metadata(conn, "t", failing)["leader_id"] == 1, "the leader back")
             assert partition_metadata(conn, "t", failing)["offline_replicas"] == []
+    finally:
+        raw.stop()
+        raw.close()
+
+
+def test_on_zookeeper_the_controller_deletes_the_log_dir_event_it_handled(tmp_path: Path,
+                                                                          zk_connect: str) -> None:
+    """Kafka's controller deletes each /log_dir_event_notification child once it has processed it
+    (KafkaController.processLogDirEventNotification): here the controller (broker 1) moves the
+    leadership off broker 2's failed replica, and the event broker 2 wrote is gone."""
+    from kazoo.client import KazooClient
+
+    good, bad, other = tmp_path / "good", tmp_path / "bad", tmp_path / "other"
+    shared = {"zookeeper.connect": zk_connect, "auto.leader.rebalance.enable": False}
+    raw = KazooClient(hosts=zk_connect)
+    try:
+        with Broker({"broker.id": 1, "log.dirs": f"{other}", **shared}) as first:
+            raw.start(timeout=10)
+            wait_for(lambda: first.runtime is not None and first.runtime.cluster.controller_id == 1,
+                     "broker 1 the controller")
+            with Broker({"broker.id": 2, "log.dirs": f"{good},{bad}", **shared}) as second:
+                create(second, "t", {0: (2, 1), 1: (2, 1)})
+                with KafkaSocket(second.bootstrap_servers) as conn:
+                    wait_for(lambda: all(partition_metadata(conn, "t", p)["leader_id"] == 2 for p in (0, 1)),
+                             "broker 2 leading both")
+                _, failing = split(second, "t", good, bad)
+                events_before = event_changes(raw)
+                fail_segment(second, "t", failing, bad)
+                with KafkaSocket(second.bootstrap_servers) as conn:
+                    assert fetch_error(conn, "t", failing) == STORAGE
+                with KafkaSocket(first.bootstrap_servers) as conn:
+                    wait_for(lambda: partition_metadata(conn, "t", failing)["leader_id"] == 1,
+                             "the new leader")
+                    assert partition_metadata(conn, "t", failing)["offline_replicas"] == [2]
+                wait_for(lambda: event_changes(raw) == events_before + 2,
+                         "the event written and deleted")
+                assert raw.get_children("/log_dir_event_notification") == []
+                assert raw.exists("/kafkapy/offline_replicas/2") is not None  # kafkapy's own record stays
     finally:
         raw.stop()
         raw.close()

@@ -285,6 +285,39 @@ def test_a_producer_s_common_request_takes_the_fast_path(brokers: tuple[Broker, 
     assert _state(fast) == _state(plain)
 
 
+@pytest.mark.parametrize("version", [3, 9, 13])
+def test_transactional_batches_of_two_producers_are_left_to_the_plain_path(brokers: tuple[Broker, Broker],
+                                                                           version: int) -> None:
+    """Transactions already open in both partitions (so nothing is left to verify), then one
+    request whose transactional batches name two producers: the fast path declines it and both
+    answer every partition INVALID_PRODUCER_ID_MAPPING, storing nothing (Kafka's
+    ReplicaManager.handleProduceAppend). The fast path took it before, and appended both."""
+    fast, plain = brokers
+    first, second = 8500 + version, 8600 + version
+
+    def send(parts: list[tuple[str, int, bytes | None]]) -> bytes | str:
+        correlation_id = next(_correlation)
+        fast_answer, plain_answer = _exchange(
+            fast, plain, lambda ids: _frame(version, -1, "tx-two", parts, ids, correlation_id))
+        assert fast_answer == plain_answer and fast_answer != "closed"
+        return fast_answer
+
+    def batch(producer: int, sequence: int) -> bytes:
+        return build_record_batch([{"value": b"in a transaction"}], producer_id=producer, producer_epoch=0,
+                                  base_sequence=sequence, is_transactional=True)
+
+    send([("plain", 0, batch(first, 0))])  # each producer's transaction opens in its partition
+    send([("plain", 1, batch(second, 0))])
+    before = CountedPaths.answered
+    answer = send([("plain", 0, batch(first, 1)), ("plain", 1, batch(second, 1))])
+    assert CountedPaths.answered == before
+    assert isinstance(answer, bytes)
+    body = decode_response(answer[4:], ApiKey.PRODUCE, version).body
+    codes = [p["error_code"] for t in body["responses"] for p in t["partition_responses"]]
+    assert codes == [ErrorCode.INVALID_PRODUCER_ID_MAPPING] * 2
+    assert _state(fast) == _state(plain)
+
+
 def _begin(broker: Broker, transactional_id: str, topic: str) -> tuple[int, int]:
     """A transaction begun with its coordinator (InitProducerId, AddPartitionsToTxn of partition 0)."""
     with SimpleClient(broker.bootstrap_servers) as client:

@@ -189,6 +189,45 @@ def test_kafka_refuses_transactional_records_without_an_authorized_transactional
                 0: ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
 
 
+def produce_many(client: SimpleClient, topic: str, batches: dict[int, bytes], *, transactional_id: str | None,
+                 version: int = 9, acks: int = -1) -> dict[int, tuple[int, int, str | None]]:
+    """One Produce of a batch per partition: each partition's (error code, base offset, message)."""
+    body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": p, "records": b}
+                                                              for p, b in batches.items()]}]}
+    [answer] = client.request(ApiKey.PRODUCE, version, body)["responses"]
+    return {p["index"]: (p["error_code"], p["base_offset"], p.get("error_message"))
+            for p in answer["partition_responses"]}
+
+
+def test_transactional_batches_of_two_producers_refuse_the_whole_request(broker: Broker) -> None:
+    """Kafka's ReplicaManager.handleProduceAppend: transactional batches of more than one (producer
+    id, epoch) in one Produce throw InvalidPidMappingException before anything is appended, so every
+    partition is INVALID_PRODUCER_ID_MAPPING with its message, whatever KIP-890's switch says (it
+    is off here). A second producer's idempotent batch beside a transactional one is no such case,
+    nor is a transactional id on a request without transactional batches."""
+    create(broker, "t", partitions=3)
+    refused = (ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1,
+               "Transactional records contained more than one producer ID")
+    with SimpleClient(broker.bootstrap_servers) as client:
+        first, second = init_producer_id(client), init_producer_id(client)
+        for version in (3, 9):
+            two_ids = {0: txn_batch(first, [b"a"], 0), 1: txn_batch(second, [b"b"], 0)}
+            said = refused if version >= 8 else (*refused[:2], None)  # no error_message before v8
+            assert produce_many(client, "t", two_ids, transactional_id="tx", version=version) == {
+                0: said, 1: said}
+        two_epochs = {0: txn_batch(first, [b"a"], 0), 2: txn_batch(first, [b"b"], 0, epoch=1)}
+        assert produce_many(client, "t", two_epochs, transactional_id="tx") == {0: refused, 2: refused}
+        assert fetch(client, "t", isolation_level=0)["high_watermark"] == 0
+        idempotent = build_record_batch([{"value": b"i"}], producer_id=second, producer_epoch=0,
+                                        base_sequence=0)
+        mixed = {0: txn_batch(first, [b"a"], 0), 1: idempotent}
+        assert produce_many(client, "t", mixed, transactional_id="tx") == {
+            0: (ErrorCode.NONE, 0, None), 1: (ErrorCode.NONE, 0, None)}
+        assert produce_many(client, "t", {2: idempotent}, transactional_id="tx") == {
+            2: (ErrorCode.NONE, 0, None)}
+
+
 def test_markers_answer_each_partition_with_its_own_error(broker: Broker) -> None:
     create(broker, "t", partitions=2)
     with SimpleClient(broker.bootstrap_servers) as client:

@@ -147,7 +147,7 @@ def test_describe_sources_on_the_wire(kafka_broker_factory: BrokerFactory) -> No
      "String must be one of: read_committed, read_uncommitted"),
     ("g", {"share.auto.offset.reset": None}, ErrorCode.INVALID_REQUEST, "Null value not supported"),
     ("", {"share.auto.offset.reset": "earliest"}, ErrorCode.INVALID_REQUEST,
-     "GROUP resource name must not be empty"),
+     "Default group resources are not allowed."),
 ])
 def test_what_kafka_refuses_gets_its_codes(broker: Broker, name: str, config: dict[str, str | None],
                                            code: ErrorCode, message: str) -> None:

@@ -132,6 +132,40 @@ def test_the_offsets_partition_must_be_in_the_transaction(client: SimpleClient) 
     assert fetch(client, "g", require_stable=True)[("t", 0)] == (-1, ErrorCode.NONE)
 
 
+def test_verification_is_not_asked_once_the_transaction_is_open_in_the_offsets_partition() -> None:
+    """KIP-890 part 1 (ReplicaManager.maybeStartTransactionVerificationForPartition): the transaction
+    coordinator is asked only while the producer has no transaction open in the group's offsets
+    partition. Cut off after the first commit, it would answer COORDINATOR_LOAD_IN_PROGRESS if asked."""
+    with Broker(CONFIG) as broker, SimpleClient(broker.bootstrap_servers) as client:
+        client.request(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "t", "num_partitions": 2,
+                                                             "replication_factor": 1}], "timeout_ms": 5000})
+        ready(client, "g", "tx")
+        producer = init(client, "tx")
+        assert add_offsets(client, "tx", producer, "g") == ErrorCode.NONE
+        assert txn_commit(client, "tx", producer, "g", {("t", 0): 5}) == {("t", 0): ErrorCode.NONE}
+        with broker.coordinator_unavailable(transactional_id="tx",
+                                            error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            assert txn_commit(client, "tx", producer, "g", {("t", 1): 7}) == {("t", 1): ErrorCode.NONE}
+        assert end(client, "tx", producer, commit=True) == ErrorCode.NONE
+        wait_until(lambda: fetch(client, "g", require_stable=True) == {
+            ("t", 0): (5, ErrorCode.NONE), ("t", 1): (7, ErrorCode.NONE)}, what="both commits")
+
+
+def test_verification_off_takes_a_commit_the_coordinator_would_refuse(client: SimpleClient) -> None:
+    """transaction.partition.verification.enable=false (dynamic): a commit without AddOffsetsToTxn
+    is taken unverified and left pending (the hanging transaction KIP-890 is there to prevent)."""
+    producer = init(client, "tx")
+    assert txn_commit(client, "tx", producer, "h", {("t", 0): 9}, version=4) == {
+        ("t", 0): ErrorCode.TRANSACTION_ABORTABLE}
+    altered = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 4, "resource_name": "", "configs": [{
+            "name": "transaction.partition.verification.enable", "config_operation": 0,
+            "value": "false"}]}], "validate_only": False})
+    assert altered["responses"][0]["error_code"] == ErrorCode.NONE
+    assert txn_commit(client, "tx", producer, "h", {("t", 0): 9}, version=4) == {("t", 0): ErrorCode.NONE}
+    assert fetch(client, "h", require_stable=True)[("t", 0)] == (-1, ErrorCode.UNSTABLE_OFFSET_COMMIT)
+
+
 def test_fenced_producers_unknown_partitions_and_members(client: SimpleClient) -> None:
     old = init(client, "tx")
     add_offsets(client, "tx", old, "g")

@@ -91,6 +91,28 @@ def test_log_dir_failure_writes_kafkas_log_dir_event(store: ZooKeeperStore, raw:
     assert raw.exists("/kafkapy/offline_replicas/4") is None and store.offline_replicas() == {}
 
 
+def test_log_dir_events_are_watched_and_deleted(store: ZooKeeperStore, raw: KazooClient) -> None:
+    """LogDirEventQueue: /log_dir_event_notification is one of Kafka's persistent paths (made at
+    start), its notifications are delivered on each change, after the offline replicas they
+    announce, and deleted by name as KafkaZkClient.deleteLogDirEventNotifications does."""
+    assert raw.exists("/log_dir_event_notification") is not None
+    order: list[str] = []
+    offline, events = Recorder(), Recorder()
+    store.watch_offline_replicas(lambda found: (order.append("offline"), offline(found)))
+    watch = store.watch_log_dir_events(lambda names: (order.append("events"), events(names)))
+    assert events.last == ()
+    order.clear()
+    store.set_offline_replicas(4, [("t", 0)])
+    [first] = events.wait_for(lambda names: len(names) == 1)
+    assert first.startswith("log_dir_event_") and order == ["offline", "events"]
+    store.set_offline_replicas(5, [("u", 0)])
+    both = events.wait_for(lambda names: len(names) == 2)
+    store.delete_log_dir_events([first, "log_dir_event_9999999999"])  # one already gone: no error
+    assert events.wait_for(lambda names: len(names) == 1) == both[1:]
+    assert raw.get_children("/log_dir_event_notification") == [both[1]]
+    watch.cancel()
+
+
 def test_producer_ids_exhausted(store: ZooKeeperStore, raw: KazooClient) -> None:
     last = 2**63 - 1
     raw.set("/latest_producer_id_block", json.dumps(

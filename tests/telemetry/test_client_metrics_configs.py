@@ -12,6 +12,7 @@ from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.store import MemoryStore
 from kafkapy.testing import BrokerFactory
 
 CLIENT_METRICS = 16  # Kafka's ConfigResource.Type
@@ -88,7 +89,7 @@ def alter(broker: Broker, name: str, configs: list[dict[str, Any]]) -> tuple[int
      "Invalid value soon for configuration interval.ms: Not a number of type INT"),
     ("s", {"match": "client_id="}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: client_id="),
     ("s", {"match": "client_id=app,"}, ErrorCode.INVALID_CONFIG, "Illegal client matching pattern: "),
-    ("", {"metrics": "*"}, ErrorCode.INVALID_REQUEST, "CLIENT_METRICS resource name must not be empty"),
+    ("", {"metrics": "*"}, ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"),
 ])
 def test_configs_kafka_refuses_get_its_codes(broker: Broker, name: str, config: dict[str, str],
                                              code: ErrorCode, message: str) -> None:
@@ -113,3 +114,35 @@ def test_a_description_lists_every_key_whatever_keys_were_asked(broker: Broker) 
     assert result["error_code"] == ErrorCode.NONE
     assert {entry["name"]: entry["value"] for entry in result["configs"]} == {
         "metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}
+
+
+def test_a_broker_without_the_telemetry_module_keeps_subscriptions_as_kafka_does() -> None:
+    """A Kafka broker serves CLIENT_METRICS resources whether or not a telemetry receiver is
+    configured (its ClientMetricsManager is always made): a broker without the telemetry module
+    stores, checks, describes, lists and replaces them; a telemetry broker of the same cluster
+    then hands the subscription to its clients."""
+    from kafka.admin import AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    store = MemoryStore()
+    with Broker({"broker.id": 1}, store=store) as plain:
+        admin = KafkaAdminClient(bootstrap_servers=plain.bootstrap_servers, request_timeout_ms=10_000)
+        try:
+            admin.alter_configs([ConfigResource(ConfigResourceType.CLIENT_METRICS, "apps", configs={
+                "metrics": (AlterConfigOp.SET, "org.apache.kafka.producer."),
+                "interval.ms": (AlterConfigOp.SET, "1000")})], raise_on_unknown=False, incremental=True)
+            assert described(admin, "apps") == {"metrics": "org.apache.kafka.producer.",
+                                                "interval.ms": "1000"}
+            assert admin.list_config_resources(["CLIENT_METRICS"]) == {"client_metrics": ["apps"]}
+        finally:
+            admin.close()
+        refused = alter(plain, "apps", [{"name": "interval.ms", "config_operation": 0, "value": "50"}])
+        assert refused[0] == ErrorCode.INVALID_REQUEST  # Kafka's ClientMetricsConfigs check: nothing stored
+        with SimpleClient(plain.bootstrap_servers) as client:  # AlterConfigs replaces the whole set
+            answer = client.request(ApiKey.ALTER_CONFIGS, 2, {"resources": [{
+                "resource_type": CLIENT_METRICS, "resource_name": "apps",
+                "configs": [{"name": "metrics", "value": "*"}]}], "validate_only": False})
+            assert answer["responses"][0]["error_code"] == ErrorCode.NONE
+        with Broker({"broker.id": 2, "kafkapy.modules": "telemetry"}, store=store) as receiver, \
+                SimpleClient(receiver.bootstrap_servers) as client:
+            answer = client.request(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": None})
+            assert (answer["requested_metrics"], answer["push_interval_ms"]) == (["*"], 300_000)
