@@ -10,12 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkapy.groups.record_codec import decode_record, encode_record
-from kafkapy.groups.records import (
-    GroupRecord,
-    ShareGroupMemberMetadataKey,
-    ShareGroupMetadataKey,
-    ShareGroupStatePartitionMetadataValue,
-)
+from kafkapy.groups.records import GroupRecord, ShareGroupMemberMetadataKey, ShareGroupMetadataKey
 from kafkapy.shares.group_records import Initialized, Written, changes, records_of, replay
 from kafkapy.shares.share_group import ShareGroup, ShareGroupState, ShareMember
 
@@ -104,15 +99,3 @@ def test_the_offsets_formatter_shows_a_share_groups_records() -> None:
                                            "assignedPartitions": [{"topicId": "AAAAAAAAAAAAAAAAAAAAAQ",
                                                                    "partitions": [1]}]}
 
-
-def test_the_state_partition_metadata_value_has_kafkas_layout() -> None:
-    """Kafka 4.1's ShareGroupStatePartitionMetadataValue (type 15): three compact arrays; a topic
-    is its id, name and partitions (no timestamp), each struct closed by empty tagged fields."""
-    topic = uuid.UUID(int=1)
-    group = ShareGroup("g", 1, 1, ShareGroupState.EMPTY)
-    record = next(r for r in changes({}, records_of(group, {topic: ("t", frozenset({0, 2}))}))
-                  if isinstance(r.value, ShareGroupStatePartitionMetadataValue))
-    _, value = encode_record(record)
-    assert value == bytes.fromhex("0000" "01" "02" + topic.bytes.hex() + "0274" "03" "00000000" "00000002"
-                                  "00" "01" "00")
-    assert decode_record(*encode_record(record)) == record
