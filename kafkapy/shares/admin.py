@@ -25,7 +25,7 @@ Delete answer what to change (``changes``) and the module writes it there.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -168,10 +168,17 @@ class ShareAdmin:
                          "partitions": partitions})
         return rows
 
+    def check_deletable(self, group_id: str) -> None:
+        """GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP, before anything of DeleteShareGroupOffsets."""
+        self._empty_group(group_id, create=False)
+
     def delete_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]],
-                       changes: list[ShareKey] | None = None) -> list[dict[str, Any]]:
+                       changes: list[ShareKey] | None = None,
+                       held: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The rows; every share-partition of each topic goes (listed in ``changes`` too, for the
-        module to delete where the share coordinator keeps them)."""
+        module to delete where the share coordinator keeps them). A topic not in ``held`` (None:
+        all are) has no state of the group: Kafka's UNKNOWN_TOPIC_OR_PARTITION ("There is no
+        offset information to delete.")."""
         self._empty_group(group_id, create=False)
         known = self._topics()
         rows = []
@@ -182,6 +189,11 @@ class ShareAdmin:
                 rows.append({"topic_name": name, "topic_id": uuid.UUID(int=0),
                              "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              "error_message": "This server does not host this topic."})
+                continue
+            if held is not None and name not in held:
+                rows.append({"topic_name": name, "topic_id": found[0],
+                             "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "error_message": "There is no offset information to delete."})
                 continue
             for key in [k for k in self._partitions if k[0] == group_id and k[1] == found[0]]:
                 del self._partitions[key]

@@ -535,14 +535,34 @@ class ShareModule(Module):
              "error_message": None} for p in t["partitions"]]} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
 
+    async def _topics_with_state(self, group_id: str, topics: Sequence[Mapping[str, Any]]) -> set[str]:
+        """The named topics of which the group keeps some share-partition's state (at the share
+        coordinator when one runs, else here)."""
+        known = self._topic_infos()
+        persister = self.fetcher.persister
+        held: set[str] = set()
+        for topic in topics:
+            name = topic["topic_name"]
+            if name not in known:
+                continue
+            keys = [(group_id, known[name][0], index) for index in range(known[name][1])]
+            for key in keys:
+                if key in self.partitions or (persister is not None and (
+                        await persister.summary(key)).start_offset != UNINITIALIZED_START_OFFSET):
+                    held.add(name)
+                    break
+        return held
+
     async def delete_offsets(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         persister = self.fetcher.persister
         changes: list[ShareKey] | None = None if persister is None else []
         try:
             self._group_request(ctx, body["group_id"], "DELETE")
+            self.admin.check_deletable(body["group_id"])
             allowed, denied = self._topic_access(ctx, body.get("topics") or [])
-            rows = self.admin.delete_offsets(body["group_id"], allowed, changes)
+            held = await self._topics_with_state(body["group_id"], allowed)
+            rows = self.admin.delete_offsets(body["group_id"], allowed, changes, held)
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
                     "responses": []}

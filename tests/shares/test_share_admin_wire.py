@@ -284,3 +284,23 @@ def test_describe_groups_refuses_a_share_group_as_not_classic(broker: Broker) ->
             ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a classic group.")
         v5 = client.request(ApiKey.DESCRIBE_GROUPS, 5, asked)
         assert (v5["groups"][0]["error_code"], v5["groups"][0]["group_state"]) == (ErrorCode.NONE, "Dead")
+
+
+def test_delete_offsets_of_a_topic_the_group_keeps_nothing_of_is_unknown_topic_or_partition(
+        broker: Broker) -> None:
+    """Kafka's GroupMetadataManager.sharePartitionsEligibleForOffsetDeletion: only topics with the
+    group's share state are deleted; another existing topic answers UNKNOWN_TOPIC_OR_PARTITION,
+    "There is no offset information to delete." (it answered no error, deleting nothing)."""
+    client, topic_id = setup_topic(broker, 2)
+    broker.seed({"other": {"partitions": 1}})
+    with client:
+        ready(client, "g")
+        _join(client, "m1")
+        share_fetch(client, topic_id, "m1", 0)
+        share_fetch(client, topic_id, "m1", -1)
+        _join(client, "m1", epoch=-1)  # the group is empty again
+        deleted = client.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {
+            "group_id": "g", "topics": [{"topic_name": TOPIC}, {"topic_name": "other"}]})
+        rows = {t["topic_name"]: (t["error_code"], t["error_message"]) for t in deleted["responses"]}
+        assert rows == {TOPIC: (ErrorCode.NONE, None), "other": (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete.")}
