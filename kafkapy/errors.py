@@ -149,6 +149,11 @@ class ErrorCode(enum.IntEnum):
     # KIP-1102 rebootstrap).
     INVALID_REGULAR_EXPRESSION = 128
     REBOOTSTRAP_REQUIRED = 129
+    # KIP-1071 (streams groups) and KIP-932's group.share.max.share.sessions (Kafka 4.1).
+    STREAMS_INVALID_TOPOLOGY = 130
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131
+    STREAMS_TOPOLOGY_FENCED = 132
+    SHARE_SESSION_LIMIT_REACHED = 133
 
     @property
     def retriable(self) -> bool:
@@ -167,6 +172,7 @@ _RETRIABLE = frozenset({
     ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
     ErrorCode.UNSTABLE_OFFSET_COMMIT, ErrorCode.THROTTLING_QUOTA_EXCEEDED,
     ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INCONSISTENT_TOPIC_ID, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
+    ErrorCode.SHARE_SESSION_LIMIT_REACHED,
 })
 
 

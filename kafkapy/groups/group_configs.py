@@ -34,6 +34,7 @@ from kafkapy.configs.module import (
     ConfigResourceOwner,
 )
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.offset_reset import LATEST, parse_share_offset_reset, refusal
 from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.operations import ResourceType
 from kafkapy.store.base import Watch, desanitize, sanitize
@@ -43,13 +44,12 @@ if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
 
 __all__ = ["GROUPS", "GROUP_BOUND_KEYS", "GROUP_KEYS", "GroupConfigKey", "GroupConfigs",
-           "check_broker_group_settings", "timeout_overrides"]
+           "check_broker_group_settings", "offset_reset_problem", "timeout_overrides"]
 
 GROUPS = "groups"  # the store's entity type: ZooKeeper /config/groups/<group id>
 # Kafka's words for an empty group name: ConfigHelper's (DescribeConfigs), the controller's
 # ControllerConfigurationValidator (the alters)
 EMPTY_GROUP_NAME = ("Group name must not be empty", "Default group resources are not allowed.")
-EARLIEST, LATEST = "earliest", "latest"
 READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
 
 
@@ -68,10 +68,28 @@ class GroupConfigKey:
     choices: tuple[str, ...] = ()
     low_key: str | None = None
     high_key: str | None = None
+    #: A string key's own check beyond ``choices``: (name, value) -> Kafka's message, or None.
+    check: Callable[[str, str], str | None] | None = None
+
+
+def _between(low: int, high: int) -> Callable[[Any], str | None]:
+    """Kafka's ConfigDef.Range.between for a broker setting."""
+    def check(value: Any) -> str | None:
+        return None if value is None or low <= value <= high else f"must be between {low} and {high}"
+    return check
 
 
 def _bounds(prefix: str, what: str) -> tuple[str, str]:
     return f"group.{prefix}.min.{what}", f"group.{prefix}.max.{what}"
+
+
+def offset_reset_problem(name: str, value: str) -> str | None:
+    """Kafka's message for a share.auto.offset.reset it refuses (kafkapy.groups.offset_reset)."""
+    try:
+        parse_share_offset_reset(value)
+    except ValueError:
+        return refusal(name, value)
+    return None
 
 
 GROUP_KEYS: tuple[GroupConfigKey, ...] = (
@@ -92,7 +110,9 @@ GROUP_KEYS: tuple[GroupConfigKey, ...] = (
                    (), *_bounds("share", "record.lock.duration.ms")),
     # kafkapy's broker-wide share.auto.offset.reset (its only setting before group configs) is the fallback.
     GroupConfigKey("share.auto.offset.reset", "string", "share.auto.offset.reset", LATEST,
-                   "The strategy to initialize the share-partition start offset.", None, (LATEST, EARLIEST)),
+                   "The strategy to initialize the share-partition start offset: latest, earliest, or "
+                   "by_duration:<ISO-8601 duration> (the first record at or after now less the duration).",
+                   check=offset_reset_problem),
     # Kafka 4.1's; no broker-wide key (GroupConfig.SHARE_ISOLATION_LEVEL_DEFAULT), read at each
     # share fetch (kafkapy.shares.isolation).
     GroupConfigKey("share.isolation.level", "string", None, READ_UNCOMMITTED,
@@ -124,9 +144,11 @@ GROUP_BOUND_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.share.max.heartbeat.interval.ms", "int", 15_000,
               "The largest share.heartbeat.interval.ms a share group may set (Kafka's default)."),
     ConfigKey("group.share.min.record.lock.duration.ms", "int", 15_000,
-              "The smallest share.record.lock.duration.ms a share group may set (Kafka's default)."),
+              "The smallest share.record.lock.duration.ms a share group may set (Kafka's default, "
+              "1000 to 30000).", _between(1_000, 30_000)),
     ConfigKey("group.share.max.record.lock.duration.ms", "int", 60_000,
-              "The largest share.record.lock.duration.ms a share group may set (Kafka's default)."),
+              "The largest share.record.lock.duration.ms a share group may set (Kafka's default, "
+              "30000 to 3600000).", _between(30_000, 3_600_000)),
 )
 _BOUND_DEFAULTS = {key.name: key.default for key in GROUP_BOUND_KEYS}
 
@@ -155,6 +177,7 @@ BROKER_SETTINGS_RULES: tuple[tuple[str, str, str], ...] = (
     *_settings_rules("share"),
     ("group.share.record.lock.duration.ms", ">=", "group.share.min.record.lock.duration.ms"),
     ("group.share.max.record.lock.duration.ms", ">=", "group.share.record.lock.duration.ms"),
+    ("group.share.max.share.sessions", ">=", "group.share.max.size"),
 )
 
 
@@ -192,7 +215,11 @@ def _parse(key: GroupConfigKey, raw: str) -> Any:
     if key.choices and text not in key.choices:
         raise _invalid(f"Invalid value {raw} for configuration {key.name}: "
                        f"String must be one of: {', '.join(key.choices)}")
+    problem = key.check(key.name, text) if key.check is not None else None
+    if problem is not None:
+        raise _invalid(problem)
     return text
+
 
 
 class GroupConfigs:

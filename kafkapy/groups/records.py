@@ -288,7 +288,6 @@ class TopicPartitionsInfo:
     topic_id: uuid.UUID
     topic_name: str
     partitions: tuple[int, ...]
-    create_timestamp: int = -1
 
 
 @attrs.frozen

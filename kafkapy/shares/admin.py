@@ -3,6 +3,10 @@ AlterShareGroupOffsets (91) v0 and DeleteShareGroupOffsets (92) v0.
 
 Version notes: DescribeShareGroupOffsets v1 adds each partition's ``Lag``.
 
+DescribeShareGroupOffsets treats what has no state as absence of data, as Kafka's
+GroupCoordinatorService does: a group, topic or partition with nothing kept answers start offset
+-1 and lag -1 without an error (as OffsetFetch answers a partition with no committed offset).
+
 A share group's "offset" on a partition is its share-partition's start offset (SPSO): every
 record before it is done. Describe answers -1 for a partition the group never fetched (Kafka's
 uninitialized start offset). Alter and Delete need an empty group (NON_EMPTY_GROUP), as Kafka's:
@@ -21,7 +25,7 @@ Delete answer what to change (``changes``) and the module writes it there.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -94,8 +98,6 @@ class ShareAdmin:
         ``stored``: the share-partitions as the share coordinator keeps them, instead of this
         broker's."""
         held_here = self._partitions if stored is None else stored
-        if group_id not in self._groups.groups and not any(k[0] == group_id for k in held_here):
-            self._group(group_id)
         known = self._topics()
         if topics is None:
             by_id = {topic_id: name for name, (topic_id, _) in known.items()}
@@ -114,10 +116,7 @@ class ShareAdmin:
                        "leader_epoch": NO_LEADER_EPOCH, "error_code": ErrorCode.NONE, "error_message": None}
                 if version >= 1:
                     row["lag"] = NO_START_OFFSET
-                if found is None or not 0 <= index < found[1]:
-                    row["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    row["error_message"] = "This server does not host this topic-partition."
-                else:
+                if found is not None:  # no topic, no partition, no state: -1, no error (Kafka's)
                     partition = held_here.get((group_id, found[0], index))
                     if partition is not None:
                         row["start_offset"] = partition.start_offset
@@ -169,10 +168,17 @@ class ShareAdmin:
                          "partitions": partitions})
         return rows
 
+    def check_deletable(self, group_id: str) -> None:
+        """GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP, before anything of DeleteShareGroupOffsets."""
+        self._empty_group(group_id, create=False)
+
     def delete_offsets(self, group_id: str, topics: Sequence[Mapping[str, Any]],
-                       changes: list[ShareKey] | None = None) -> list[dict[str, Any]]:
+                       changes: list[ShareKey] | None = None,
+                       held: Collection[str] | None = None) -> list[dict[str, Any]]:
         """The rows; every share-partition of each topic goes (listed in ``changes`` too, for the
-        module to delete where the share coordinator keeps them)."""
+        module to delete where the share coordinator keeps them). A topic not in ``held`` (None:
+        all are) has no state of the group: Kafka's UNKNOWN_TOPIC_OR_PARTITION ("There is no
+        offset information to delete.")."""
         self._empty_group(group_id, create=False)
         known = self._topics()
         rows = []
@@ -183,6 +189,11 @@ class ShareAdmin:
                 rows.append({"topic_name": name, "topic_id": uuid.UUID(int=0),
                              "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                              "error_message": "This server does not host this topic."})
+                continue
+            if held is not None and name not in held:
+                rows.append({"topic_name": name, "topic_id": found[0],
+                             "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                             "error_message": "There is no offset information to delete."})
                 continue
             for key in [k for k in self._partitions if k[0] == group_id and k[1] == found[0]]:
                 del self._partitions[key]

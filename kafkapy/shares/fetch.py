@@ -44,6 +44,7 @@ import attrs
 
 from kafkapy.dataplane.fetch import node_endpoints
 from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.groups.offset_reset import EARLIEST, LATEST, OffsetReset, parse_share_offset_reset
 from kafkapy.groups.timers import Timers
 from kafkapy.log.base import PartitionLog
 from kafkapy.protocol import Request, fit_body
@@ -54,8 +55,14 @@ from kafkapy.server.modules import Answer, RequestContext
 from kafkapy.server.services import BrokerServices
 from kafkapy.server.wakeup import Wakeup
 from kafkapy.shares.isolation import READ_COMMITTED, READ_UNCOMMITTED, batch_header, undeliverable
-from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions
-from kafkapy.shares.share_partition import Acquired, SharePartition, SharePartitionLimits
+from kafkapy.shares.sessions import FINAL_EPOCH, INITIAL_EPOCH, ShareSession, ShareSessions, valid_member_id
+from kafkapy.shares.share_partition import (
+    AckBatch,
+    Acquired,
+    SharePartition,
+    SharePartitionLimits,
+    check_acknowledgements,
+)
 from kafkapy.sharestate.persister import SharePersister
 from kafkapy.sharestate.state import UNINITIALIZED_START_OFFSET
 
@@ -259,11 +266,18 @@ class ShareFetcher:
         version = ctx.api_version
         group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
         topics = body.get("topics") or []
+        renewing = version >= 2 and bool(body.get("is_renew_ack"))
         try:
-            session = self._session_for(ctx, group_id, member_id, epoch,
+            self._check_caller(ctx, group_id, member_id)
+            if renewing:
+                _check_renew_only(body)
+            session = self._session_for(group_id, member_id, epoch,
                                         has_acks=any(p.get("acknowledgement_batches") for t in topics
-                                                     for p in t["partitions"]))
+                                                     for p in t["partitions"]),
+                                        connection_id=ctx.connection.id)
         except KafkaApiError as refusal:
+            if refusal.code == ErrorCode.SHARE_SESSION_LIMIT_REACHED:
+                await self._idle(body["max_wait_ms"] / 1000)  # Kafka's IdleShareFetchTimerTask
             return _fetch_refused(refusal)
         assert group_id is not None and member_id is not None
         rows: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
@@ -276,14 +290,15 @@ class ShareFetcher:
                     session.partitions.add(key)
                 batches = p.get("acknowledgement_batches") or []
                 if batches:
-                    code, message = await self._acknowledge(ctx, group_id, member_id, key, batches, now)
+                    code, message = await self._acknowledge(ctx, group_id, member_id, key, batches, now,
+                                                            renew_allowed=renewing)
                     row["acknowledge_error_code"], row["acknowledge_error_message"] = code, message
         for forgotten in body.get("forgotten_topics_data") or []:
             for index in forgotten["partitions"]:
                 self._forget(session, (forgotten["topic_id"], index))
         if epoch == FINAL_EPOCH:
             self._close(session)
-        else:
+        elif not renewing:  # KIP-1222: a renewing fetch only acknowledges, so the locks it renewed hold
             asked = body.get("max_records", 0) if version >= 1 else 0
             max_records = asked if asked > 0 else _NO_LIMIT
             max_bytes = body.get("max_bytes", _NO_LIMIT)
@@ -298,24 +313,31 @@ class ShareFetcher:
                 "acquisition_lock_timeout_ms": self.limits_of(group_id).lock_duration_ms,
                 "responses": _by_topic(rows), "node_endpoints": self._leader_hints(ctx, rows)}
 
-    def _session_for(self, ctx: RequestContext, group_id: str | None, member_id: str | None, epoch: int, *,
-                     has_acks: bool) -> ShareSession:
-        if not group_id or not member_id:
-            raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                                "A share request needs a group id and a member id.")
-        if not self._allowed(ctx, "READ", "GROUP", group_id):
+    def _check_caller(self, ctx: RequestContext, group_id: str | None, member_id: str | None) -> None:
+        """Kafka's first checks of ShareFetch and ShareAcknowledge: READ on the group, then a member
+        id of 1 to 36 characters."""
+        if not self._allowed(ctx, "READ", "GROUP", group_id or ""):
             raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if not valid_member_id(member_id):
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
+
+    def _session_for(self, group_id: str | None, member_id: str | None, epoch: int, *,
+                     has_acks: bool, may_open: bool = True, connection_id: str | None = None) -> ShareSession:
+        """The request's share session (which only a ShareFetch, ``may_open``, opens, on the
+        connection it came on)."""
+        if not group_id or member_id is None:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, "A share request needs a group id.")
         if epoch == INITIAL_EPOCH:
+            if not may_open:
+                raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+                                    "A share session cannot be opened by ShareAcknowledge.")
             if has_acks:
                 raise KafkaApiError(ErrorCode.INVALID_REQUEST,
                                     "Acknowledge data present on initial epoch of a share session.")
-            session, replaced = self.sessions.open(group_id, member_id)
+            session, replaced = self.sessions.open(group_id, member_id, connection_id)
             if replaced is not None:
                 self._release(replaced)
             return session
-        if epoch < FINAL_EPOCH:
-            raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-                                f"Invalid share session epoch {epoch}.")
         return self.sessions.continue_session(group_id, member_id, epoch)
 
     def _row(self, index: int) -> dict[str, Any]:
@@ -325,7 +347,24 @@ class ShareFetcher:
                 "acquired_records": []}
 
     def _reset_offset(self, group_id: str, log: PartitionLog) -> int:
-        return log.log_start_offset if self.reset_of(group_id) == "earliest" else log.high_watermark
+        """Kafka's SharePartition.startOffsetDuringInitialization: the log start, the high
+        watermark, or the first record written at or after now less the duration (a ListOffsets by
+        timestamp read_uncommitted); OFFSET_NOT_AVAILABLE while there is none, so the partition
+        starts once one is written (Kafka's answer, the next fetch trying again)."""
+        try:
+            reset = parse_share_offset_reset(self.reset_of(group_id))
+        except ValueError:  # the broker checked it when it was set: a value stored by hand
+            reset = OffsetReset(LATEST)
+        if reset.kind == EARLIEST:
+            return log.log_start_offset
+        if reset.kind == LATEST:
+            return log.high_watermark
+        timestamp = reset.timestamp_ms(self.timers.wall_ms())
+        found = log.offset_for_timestamp(timestamp)
+        if found is None or found.offset >= log.high_watermark:
+            raise KafkaApiError(ErrorCode.OFFSET_NOT_AVAILABLE, f"Offset for timestamp {timestamp} not "
+                                "found: no record at or after it.")
+        return found.offset
 
     def _share_partition(self, key: ShareKey, log: PartitionLog, leader_epoch: int) -> SharePartition | None:
         """The share-partition, loaded under ``leader_epoch``; None when it is not (the next
@@ -535,6 +574,23 @@ class ShareFetcher:
                     if not waiting:
                         del self._returned[key]
 
+    async def _idle(self, seconds: float) -> None:
+        """Wait out a fetch's MaxWaitMs doing nothing (or until the broker stops), so a member
+        refused a session does not come straight back."""
+        woken = Wakeup()
+        remove = self.services.on_stop(woken.set)
+        try:
+            await woken.wait(max(seconds, 0.0))
+        finally:
+            remove()
+
+    def connection_closed(self, connection_id: str) -> None:
+        """Kafka's ShareSessionCache on a disconnect: the sessions the connection opened end and
+        their members' records go back now, not when their locks run out."""
+        for session in self.sessions.closed_by(connection_id):
+            self._release(session)
+        self._schedule_locks()
+
     def _forget(self, session: ShareSession, key: tuple[uuid.UUID, int]) -> None:
         session.partitions.discard(key)
         self._release_partition(session, key)
@@ -558,45 +614,45 @@ class ShareFetcher:
 
     async def _acknowledge(self, ctx: RequestContext, group_id: str, member_id: str,
                            key: tuple[uuid.UUID, int], batches: Sequence[Mapping[str, Any]],
-                           now: int) -> tuple[ErrorCode, str | None]:
-        """Apply the batches in order, then persist what changed before answering; the first
-        refusal, or the write's, is the partition's acknowledge error."""
+                           now: int, *, renew_allowed: bool) -> tuple[ErrorCode, str | None]:
+        """One partition's acknowledgements, in Kafka's order (KafkaApis.handleAcknowledgements):
+        the topic id, the batches' form (INVALID_REQUEST), the topic's READ and its leader, the
+        share-partition this broker holds (UNKNOWN_TOPIC_OR_PARTITION when none), then all the
+        batches or none of them; what changed is persisted before the answer, and the refusal, or
+        the write's, is the partition's acknowledge error."""
         share_key = (group_id, *key)
-        refused: KafkaApiError | None = None
-        applied = False
         try:
+            if self.logs is not None and self.logs.topic_name(key[0]) is None:
+                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+            acks = [AckBatch(b["first_offset"], b["last_offset"], tuple(b["acknowledge_types"] or ()))
+                    for b in batches]
+            check_acknowledgements(acks, renew_allowed=renew_allowed)
             name, _ = self._resolve(ctx, key)
+            if not acks:
+                return ErrorCode.NONE, None
             partition = self.partitions.get(share_key)
             loaded = self._loaded.get(share_key)
             if partition is None or (self.persister is not None and (
                     loaded is None or loaded[0] != self._leader(name, key[1])["leader_epoch"])):
-                raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
-                                    "Nothing of this partition is acquired by the share group.")
+                raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                    "The share group has no share-partition of it on this broker.")
             partition.limits = self.limits_of(group_id)
-            for batch in batches:
-                partition.acknowledge(member_id, batch["first_offset"], batch["last_offset"],
-                                      batch["acknowledge_types"], now)
-                applied = True
+            partition.acknowledge_batches(member_id, acks, now)
         except KafkaApiError as refusal:
-            refused = refusal
-        if applied:
-            self._records_back(share_key)
-            try:
-                await self._persist(share_key)
-            except KafkaApiError as refusal:
-                refused = refused or refusal
-        if refused is not None:
-            return ErrorCode(refused.code), refused.message
+            return ErrorCode(refusal.code), refusal.message
+        self._records_back(share_key)
+        try:
+            await self._persist(share_key)
+        except KafkaApiError as refusal:
+            return ErrorCode(refusal.code), refusal.message
         return ErrorCode.NONE, None
 
     async def share_acknowledge(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         group_id, member_id, epoch = body.get("group_id"), body.get("member_id"), body["share_session_epoch"]
         try:
-            if epoch == INITIAL_EPOCH:
-                raise KafkaApiError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
-                                    "A share session cannot be opened by ShareAcknowledge.")
-            session = self._session_for(ctx, group_id, member_id, epoch, has_acks=False)
+            self._check_caller(ctx, group_id, member_id)
+            session = self._session_for(group_id, member_id, epoch, has_acks=False, may_open=False)
         except KafkaApiError as refusal:
             return fit_body(ApiKey.SHARE_ACKNOWLEDGE, "response", ctx.api_version, {
                 "throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
@@ -609,8 +665,9 @@ class ShareFetcher:
         for topic in body.get("topics") or []:
             for p in topic["partitions"]:
                 key = (topic["topic_id"], p["partition_index"])
-                code, message = await self._acknowledge(ctx, group_id, member_id, key,
-                                                        p.get("acknowledgement_batches") or [], now)
+                code, message = await self._acknowledge(
+                    ctx, group_id, member_id, key, p.get("acknowledgement_batches") or [], now,
+                    renew_allowed=ctx.api_version >= 2 and bool(body.get("is_renew_ack")))
                 rows[key] = {"partition_index": key[1], "error_code": code, "error_message": message,
                              "current_leader": {"leader_id": -1, "leader_epoch": NO_LEADER_EPOCH}}
         if epoch == FINAL_EPOCH:
@@ -622,6 +679,16 @@ class ShareFetcher:
             "acquisition_lock_timeout_ms": self.limits_of(group_id).lock_duration_ms,
             "responses": _by_topic(rows),
             "node_endpoints": endpoints})
+
+
+def _check_renew_only(body: Mapping[str, Any]) -> None:
+    """KIP-1222: a ShareFetch with IsRenewAck carries acknowledgements only, so its byte, record and
+    wait limits must be 0 (KafkaApis: INVALID_REQUEST naming each that is not)."""
+    wrong = [f"{field} must be set to 0" for field, name in (
+        ("maxBytes", "max_bytes"), ("minBytes", "min_bytes"), ("maxRecords", "max_records"),
+        ("maxWaitMs", "max_wait_ms")) if body.get(name)]
+    if wrong:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, ", ".join(wrong) + ", if isRenewAck is true.")
 
 
 def _errors(rows: Mapping[tuple[uuid.UUID, int], Mapping[str, Any]]) -> bool:

@@ -17,8 +17,7 @@ groups and the maps they were written from, so a coordinator that loads a partit
 writing differences from exactly what the log holds.
 
 What kafkapy does not track it writes as Kafka's defaults: MetadataHash 0 (no KIP-1101 hash, so
-Kafka would recompute the assignment), each member's previous epoch as its current one, and
-state STABLE (a share member has nothing to revoke).
+Kafka would recompute the assignment) and state STABLE (a share member has nothing to revoke).
 
 Sans I/O: values in, records out.
 """
@@ -98,7 +97,7 @@ def records_of(group: ShareGroup, initialized: Initialized | None = None) -> Wri
             ShareGroupTargetAssignmentMemberValue(target)
         current = to_topic_partitions(member.assignment)
         facts[ShareGroupCurrentMemberAssignmentKey(group_id, member_id)] = \
-            ShareGroupCurrentMemberAssignmentValue(member.member_epoch, member.member_epoch,
+            ShareGroupCurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch,
                                                    STABLE_MEMBER_STATE, current)
     if initialized:
         facts[ShareGroupStatePartitionMetadataKey(group_id)] = ShareGroupStatePartitionMetadataValue(
@@ -155,6 +154,7 @@ def _rebuilt(group_id: str, written: Written, session_deadline_ms: int) -> Loade
                 and isinstance(value, ShareGroupCurrentMemberAssignmentValue):
             member = _member(group, key.member_id)
             member.member_epoch = value.member_epoch
+            member.previous_member_epoch = value.previous_member_epoch
             member.assignment = dict(from_topic_partitions(value.assigned_partitions))
         elif isinstance(value, ShareGroupStatePartitionMetadataValue):
             for topic in value.initialized_topics:

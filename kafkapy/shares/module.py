@@ -31,6 +31,7 @@ from typing import Any
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.group_configs import timeout_overrides
 from kafkapy.groups.module import GROUP_COORDINATOR, GroupsModule
+from kafkapy.groups.offset_reset import parse_share_offset_reset
 from kafkapy.groups.records import GroupRecord
 from kafkapy.groups.timers import Timers
 from kafkapy.protocol import Request, fit_body
@@ -38,12 +39,13 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import authorized_operations
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
 from kafkapy.server.services import PARTITION_LOGS, BrokerServices, PartitionLogsProvider
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR
-from kafkapy.shares.admin import ShareAdmin
+from kafkapy.shares.admin import NO_START_OFFSET, ShareAdmin
 from kafkapy.shares.fetch import (
     SHARE_ACKNOWLEDGE_VERSIONS,
     SHARE_FETCH_VERSIONS,
@@ -52,12 +54,14 @@ from kafkapy.shares.fetch import (
     ShareLogs,
 )
 from kafkapy.shares.group_records import Initialized, Written, changes, records_of, replay
+from kafkapy.shares.sessions import valid_member_id
 from kafkapy.shares.share_group import (
     LEAVE_EPOCH,
     ShareGroupConfig,
     ShareGroups,
     ShareHeartbeat,
     ShareHeartbeatResult,
+    validate_heartbeat,
 )
 from kafkapy.shares.share_partition import SharePartition, SharePartitionLimits
 from kafkapy.sharestate.module import ShareCoordinatorModule
@@ -86,7 +90,11 @@ def _between(low: int, high: int) -> Callable[[Any], str | None]:
 
 
 def _reset(value: Any) -> str | None:
-    return None if value in ("earliest", "latest") else "must be earliest or latest"
+    try:
+        parse_share_offset_reset(value)
+    except ValueError as refused:
+        return f"must be earliest, latest or by_duration:<PnDTnHnMn.nS> ({refused})"
+    return None
 
 
 SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
@@ -95,7 +103,7 @@ SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.share.heartbeat.interval.ms", "int", 5_000,
               "Kafka's default: how often share group members are told to heartbeat", _positive),
     ConfigKey("group.share.max.size", "int", 200,
-              "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", _positive),
+              "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", _between(1, 1000)),
     ConfigKey("group.share.record.lock.duration.ms", "int", 30_000,
               "Kafka's default: how long an acquired record stays locked to its member",
               _between(1_000, 3_600_000)),
@@ -105,9 +113,13 @@ SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.share.partition.max.record.locks", "int", 2000,
               "Kafka's default (earlier releases: 200): the most in-flight records of one share-partition",
               _between(100, 10_000)),
+    ConfigKey("group.share.max.share.sessions", "int", 2000,
+              "Kafka's default: the most share sessions this broker holds (SHARE_SESSION_LIMIT_REACHED "
+              "past it); at least group.share.max.size", _positive),
     ConfigKey("share.auto.offset.reset", "string", "latest",
               "Where a share group starts on a partition it never consumed, for groups that do not set "
-              "their own (Kafka has it only as a group config, default latest)", _reset),
+              "their own (Kafka has it only as a group config, default latest): earliest, latest or "
+              "by_duration:<ISO-8601 duration>", _reset),
 )
 
 class ShareModule(Module):
@@ -131,6 +143,7 @@ class ShareModule(Module):
             max_record_locks=config["group.share.partition.max.record.locks"])
         self.fetcher = ShareFetcher(services, self.timers, limits, config["share.auto.offset.reset"],
                                     self._allowed)
+        self.fetcher.sessions.max_sessions = config["group.share.max.share.sessions"]
         self.partitions = self.fetcher.partitions  # the share-partitions (for inspection and admin)
         self._coordinator: GroupsModule | None = None
         self.admin = ShareAdmin(self.groups, self.partitions, limits, self._topic_infos,
@@ -179,6 +192,10 @@ class ShareModule(Module):
             partitions = logs.partition_logs()
             if isinstance(partitions, ShareLogs):  # the data plane's Partitions
                 self.fetcher.logs = partitions
+
+    def on_close(self, connection: ConnectionInfo) -> None:
+        """The share sessions the connection opened end with it (Kafka's ShareSessionCache)."""
+        self.fetcher.connection_closed(connection.id)
 
     async def stop(self) -> None:
         self.timers.cancel_all()
@@ -332,19 +349,26 @@ class ShareModule(Module):
     # -- ShareGroupHeartbeat ----------------------------------------------------------------------
 
     async def heartbeat(self, ctx: RequestContext, request: Request) -> Answer:
+        """Kafka's order (KafkaApis, then GroupCoordinatorService, then GroupMetadataManager):
+        READ on the group, a member id of 1 to 36 characters, DESCRIBE on every subscribed topic,
+        the request's own validity, the coordinator and the one namespace, then membership."""
         body = request.body
         group_id = body["group_id"]
+        names = body.get("subscribed_topic_names")
         try:
-            if group_id:  # an empty id is INVALID_REQUEST, from the validation below
-                if not self._allowed(ctx, "READ", "GROUP", group_id):
-                    raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-                self._check_namespace(group_id)
-            names = body.get("subscribed_topic_names")
+            if not self._allowed(ctx, "READ", "GROUP", group_id):
+                raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            if not valid_member_id(body["member_id"]):
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Invalid member id in the request.")
+            if names and not all(self._allowed(ctx, "DESCRIBE", "TOPIC", name) for name in set(names)):
+                raise KafkaApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             heartbeat = ShareHeartbeat(group_id=group_id, member_id=body["member_id"],
                                        member_epoch=body["member_epoch"], rack_id=body.get("rack_id"),
                                        subscribed_topic_names=None if names is None else tuple(names),
                                        client_id=ctx.client_id or "",
                                        client_host="/" + ctx.connection.client_address[0])
+            validate_heartbeat(heartbeat)
+            self._check_namespace(group_id)
             result = self.groups.heartbeat(heartbeat, self.timers.now_ms())
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
@@ -415,13 +439,13 @@ class ShareModule(Module):
             raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         self._check_namespace(group_id)
 
-    def _topic_access(self, ctx: RequestContext, topics: Sequence[Mapping[str, Any]]
+    def _topic_access(self, ctx: RequestContext, topics: Sequence[Mapping[str, Any]], operation: str = "READ"
                       ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
-        """The topics READ is allowed on, and those it is not (TOPIC_AUTHORIZATION_FAILED)."""
+        """The topics ``operation`` is allowed on, and those it is not (TOPIC_AUTHORIZATION_FAILED)."""
         allowed: list[Mapping[str, Any]] = []
         denied: list[Mapping[str, Any]] = []
         for topic in topics:
-            (allowed if self._allowed(ctx, "READ", "TOPIC", topic["topic_name"]) else denied).append(topic)
+            (allowed if self._allowed(ctx, operation, "TOPIC", topic["topic_name"]) else denied).append(topic)
         return allowed, denied
 
     def describe(self, ctx: RequestContext, request: Request) -> Answer:
@@ -433,6 +457,14 @@ class ShareModule(Module):
             except KafkaApiError as refusal:
                 described.append(self.admin.refused_describe(group_id, refusal))
                 continue
+            assigned = {tp["topic_name"] for member in group["members"]
+                        for tp in member["assignment"]["topic_partitions"]}
+            if not all(self._allowed(ctx, "DESCRIBE", "TOPIC", name) for name in assigned):
+                # Kafka's KafkaApis: the client may not see topics it cannot describe
+                described.append(self.admin.refused_describe(group_id, KafkaApiError(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "The group has described topic(s) that the client is not authorized to describe.")))
+                continue
             if request.body.get("include_authorized_operations"):  # KIP-430, for a group described
                 conn = ctx.connection
                 group["authorized_operations"] = authorized_operations(
@@ -442,16 +474,31 @@ class ShareModule(Module):
         return {"throttle_time_ms": 0, "groups": described}
 
     async def describe_offsets(self, ctx: RequestContext, request: Request) -> Answer:
+        """Kafka 4.2's DescribeShareGroupOffsets: DESCRIBE on the group, then, for named topics,
+        the share coordinator's summary with no look at the group (a group or topic or partition
+        with no state is start offset -1, no error) and TOPIC_AUTHORIZATION_FAILED rows for the
+        topics not describable; for all topics (``topics`` null), the group's coordinator lists
+        the share-partitions it knows initialized, the describable ones answered."""
         groups = []
         for asked in request.body.get("groups") or []:
             group_id = asked["group_id"]
+            topics = asked.get("topics")
             try:
-                self._group_request(ctx, group_id, "DESCRIBE")
-                topics = asked.get("topics")
-                if topics is not None:
-                    topics = [t for t in topics if self._allowed(ctx, "DESCRIBE", "TOPIC", t["topic_name"])]
-                stored = await self._stored(group_id, topics)
-                groups.append(self.admin.describe_offsets(group_id, topics, ctx.api_version, stored))
+                if not self._allowed(ctx, "DESCRIBE", "GROUP", group_id):
+                    raise KafkaApiError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+                if topics is None:
+                    if self._coordinator is not None:
+                        self._coordinator.check_coordinator(group_id)
+                    row = self.admin.describe_offsets(group_id, None, ctx.api_version,
+                                                      await self._stored(group_id, None))
+                    row["topics"] = [t for t in row["topics"]
+                                     if self._allowed(ctx, "DESCRIBE", "TOPIC", t["topic_name"])]
+                else:
+                    allowed, denied = self._topic_access(ctx, topics, "DESCRIBE")
+                    row = self.admin.describe_offsets(group_id, allowed, ctx.api_version,
+                                                      await self._stored(group_id, allowed))
+                    row["topics"] += [_refused_topic(t, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for t in denied]
+                groups.append(row)
             except KafkaApiError as refusal:
                 groups.append({"group_id": group_id, "topics": [], "error_code": refusal.code,
                                "error_message": refusal.message})
@@ -488,14 +535,34 @@ class ShareModule(Module):
              "error_message": None} for p in t["partitions"]]} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
 
+    async def _topics_with_state(self, group_id: str, topics: Sequence[Mapping[str, Any]]) -> set[str]:
+        """The named topics of which the group keeps some share-partition's state (at the share
+        coordinator when one runs, else here)."""
+        known = self._topic_infos()
+        persister = self.fetcher.persister
+        held: set[str] = set()
+        for topic in topics:
+            name = topic["topic_name"]
+            if name not in known:
+                continue
+            keys = [(group_id, known[name][0], index) for index in range(known[name][1])]
+            for key in keys:
+                if key in self.partitions or (persister is not None and (
+                        await persister.summary(key)).start_offset != UNINITIALIZED_START_OFFSET):
+                    held.add(name)
+                    break
+        return held
+
     async def delete_offsets(self, ctx: RequestContext, request: Request) -> Answer:
         body = request.body
         persister = self.fetcher.persister
         changes: list[ShareKey] | None = None if persister is None else []
         try:
             self._group_request(ctx, body["group_id"], "DELETE")
+            self.admin.check_deletable(body["group_id"])
             allowed, denied = self._topic_access(ctx, body.get("topics") or [])
-            rows = self.admin.delete_offsets(body["group_id"], allowed, changes)
+            held = await self._topics_with_state(body["group_id"], allowed)
+            rows = self.admin.delete_offsets(body["group_id"], allowed, changes, held)
         except KafkaApiError as refusal:
             return {"throttle_time_ms": 0, "error_code": refusal.code, "error_message": refusal.message,
                     "responses": []}
@@ -516,6 +583,13 @@ class ShareModule(Module):
         rows += [{"topic_name": t["topic_name"], "topic_id": uuid.UUID(int=0),
                   "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None} for t in denied]
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": rows}
+
+
+def _refused_topic(topic: Mapping[str, Any], code: ErrorCode) -> dict[str, Any]:
+    """A DescribeShareGroupOffsets topic row refused whole: every partition -1 with the error."""
+    return {"topic_name": topic["topic_name"], "topic_id": uuid.UUID(int=0), "partitions": [
+        {"partition_index": index, "start_offset": NO_START_OFFSET, "leader_epoch": NO_EPOCH,
+         "lag": NO_START_OFFSET, "error_code": code, "error_message": None} for index in topic["partitions"]]}
 
 
 def _mark_failures(rows: list[dict[str, Any]], group_id: str,

@@ -11,9 +11,13 @@ straight to the group's on its next heartbeat.
 
 A member's session lasts ``group.share.session.timeout.ms`` from its last heartbeat; one whose
 session ran out is fenced (removed, group epoch bumped) by :meth:`ShareGroups.expire`, which the
-I/O side calls at :meth:`ShareGroups.next_deadline` (kafkapy.shares.module). Kafka's errors:
-a heartbeat at another epoch than the member's gets FENCED_MEMBER_EPOCH; a member the group does
-not know, UNKNOWN_MEMBER_ID; a malformed request, INVALID_REQUEST.
+I/O side calls at :meth:`ShareGroups.next_deadline` (kafkapy.shares.module). Kafka's errors, in
+its GroupMetadataManager's order: a malformed request, INVALID_REQUEST; a heartbeat (epoch > 0)
+or leave for a group that does not exist, GROUP_ID_NOT_FOUND; a member the group does not know
+when the group is full, GROUP_MAX_SIZE_REACHED; otherwise a member it does not know,
+UNKNOWN_MEMBER_ID; an epoch other than the member's or, since the answer bumping it may have
+been lost, its previous one, FENCED_MEMBER_EPOCH (so a member that joined again with epoch 0
+after its epoch moved on is fenced too).
 
 Group states are Kafka's ShareGroup.ShareGroupState, as a table: EMPTY while no member is in the
 group, STABLE while any is.
@@ -31,7 +35,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 
 __all__ = ["JOIN_EPOCH", "LEAVE_EPOCH", "STATE_TRANSITIONS", "ShareGroup", "ShareGroupConfig",
            "ShareGroupState", "ShareGroups", "ShareHeartbeat", "ShareHeartbeatResult", "ShareMember",
-           "simple_assignment"]
+           "simple_assignment", "validate_heartbeat"]
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -71,6 +75,9 @@ class ShareMember:
     client_host: str = ""
     assignment: dict[uuid.UUID, frozenset[int]] = attrs.field(factory=dict)
     session_deadline_ms: int = 0
+    #: The epoch before the member's last move; a heartbeat at it is still accepted (Kafka's
+    #: previousMemberEpoch: -1 for a member that never had one).
+    previous_member_epoch: int = LEAVE_EPOCH
 
 
 @attrs.define
@@ -195,30 +202,28 @@ class ShareGroups:
         return own if own is not None else (self.config.session_timeout_ms, self.config.heartbeat_interval_ms)
 
     def heartbeat(self, request: ShareHeartbeat, now_ms: int) -> ShareHeartbeatResult:
-        _validate(request)
+        validate_heartbeat(request)
         group = self.groups.get(request.group_id)
         if request.member_epoch == LEAVE_EPOCH:
             return self._leave(group, request)
-        if request.member_epoch == JOIN_EPOCH:
-            if group is None:
-                group = self.groups[request.group_id] = ShareGroup(request.group_id)
-            member = group.members.get(request.member_id)
-            if member is None:
-                if len(group.members) >= self.config.max_size:
-                    raise KafkaApiError(ErrorCode.GROUP_MAX_SIZE_REACHED, "The share group has reached "
-                                        f"its maximum size {self.config.max_size}.")
-                member = group.members[request.member_id] = ShareMember(
-                    request.member_id, JOIN_EPOCH, request.subscribed_topic_names or ())
-                group.group_epoch += 1
-        else:
-            member = None if group is None else group.members.get(request.member_id)
-            if group is None or member is None:
+        if group is None:
+            if request.member_epoch != JOIN_EPOCH:
+                raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND,
+                                    f"Share group {request.group_id} not found.")
+            group = self.groups[request.group_id] = ShareGroup(request.group_id)
+        member = group.members.get(request.member_id)
+        if member is None and len(group.members) >= self.config.max_size:
+            raise KafkaApiError(ErrorCode.GROUP_MAX_SIZE_REACHED, "The share group has reached its maximum "
+                                f"capacity of {self.config.max_size} members.")
+        if member is None:
+            if request.member_epoch != JOIN_EPOCH:
                 raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not a "
                                     f"member of group {request.group_id}.")
-            if request.member_epoch != member.member_epoch:
-                raise KafkaApiError(ErrorCode.FENCED_MEMBER_EPOCH,
-                                    f"The share group member has a different epoch ({member.member_epoch}) "
-                                    f"than the one received ({request.member_epoch}).")
+            member = group.members[request.member_id] = ShareMember(
+                request.member_id, JOIN_EPOCH, request.subscribed_topic_names or ())
+            group.group_epoch += 1
+        else:
+            _check_epoch(member, request.member_epoch)
         member.client_id, member.client_host = request.client_id, request.client_host
         if request.rack_id is not None:
             member.rack_id = request.rack_id
@@ -229,16 +234,22 @@ class ShareGroups:
         session_timeout_ms, heartbeat_interval_ms = self.timeouts(group.group_id)
         member.session_deadline_ms = now_ms + session_timeout_ms
         self._refresh_target(group)
-        sent: Assignment | None = None
-        if member.member_epoch != group.group_epoch or request.member_epoch == JOIN_EPOCH:
-            member.member_epoch = group.group_epoch
+        held = member.assignment
+        if member.member_epoch != group.group_epoch:
+            member.previous_member_epoch, member.member_epoch = member.member_epoch, group.group_epoch
             member.assignment = dict(group.target.get(member.member_id, {}))
+        # Kafka sends the assignment to a member joining (epoch 0), to a full request (one naming
+        # its topics, as a member sends after an error) and when it changed; else it leaves it out.
+        sent: Assignment | None = None
+        if request.member_epoch == JOIN_EPOCH or names is not None or member.assignment != held:
             sent = member.assignment
         group.state = STATE_TRANSITIONS[(group.state, bool(group.members))]
         return ShareHeartbeatResult(member.member_id, member.member_epoch, heartbeat_interval_ms, sent)
 
     def _leave(self, group: ShareGroup | None, request: ShareHeartbeat) -> ShareHeartbeatResult:
-        if group is None or request.member_id not in group.members:
+        if group is None:
+            raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+        if request.member_id not in group.members:
             raise KafkaApiError(ErrorCode.UNKNOWN_MEMBER_ID,
                                 f"Member {request.member_id} is not a member of group {request.group_id}.")
         self._remove(group, request.member_id)
@@ -285,13 +296,36 @@ class ShareGroups:
         return group is not None and member_id in group.members
 
 
-def _validate(request: ShareHeartbeat) -> None:
-    """Kafka's GroupMetadataManager.throwIfShareGroupHeartbeatRequestIsInvalid."""
-    if not request.group_id:
-        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-    if not request.member_id:
+def _check_epoch(member: ShareMember, received: int) -> None:
+    """Kafka's throwIfShareGroupMemberEpochIsInvalid: the member's epoch, or its previous one (the
+    answer that moved it on may have been lost); anything else is fenced."""
+    if received > member.member_epoch:
+        raise KafkaApiError(ErrorCode.FENCED_MEMBER_EPOCH, f"The share group member has a greater member "
+                            f"epoch ({received}) than the one known by the group coordinator "
+                            f"({member.member_epoch}). The member must abandon all its partitions and "
+                            "rejoin.")
+    if received < member.member_epoch and received != member.previous_member_epoch:
+        raise KafkaApiError(ErrorCode.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member "
+                            f"epoch ({received}) than the one known by the group coordinator "
+                            f"({member.member_epoch}), and it does not match the previous member epoch "
+                            f"({member.previous_member_epoch}). The member must abandon all its partitions "
+                            "and rejoin.")
+
+
+def _blank(value: str | None) -> bool:
+    """Kafka's throwIfEmptyString: set, but empty or only whitespace."""
+    return value is not None and not value.strip()
+
+
+def validate_heartbeat(request: ShareHeartbeat) -> None:
+    """Kafka's throwIfShareGroupHeartbeatRequestIsInvalid (GroupCoordinatorService), in its order."""
+    if not request.member_id or _blank(request.member_id):
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
-    if request.member_epoch < LEAVE_EPOCH:
-        raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"MemberEpoch {request.member_epoch} is invalid.")
+    if not request.group_id or _blank(request.group_id):
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    if _blank(request.rack_id):
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
     if request.member_epoch == JOIN_EPOCH and not request.subscribed_topic_names:
         raise KafkaApiError(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+    if request.member_epoch < LEAVE_EPOCH:
+        raise KafkaApiError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")

@@ -42,8 +42,9 @@ import attrs
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.sharestate.state import StateBatch
 
-__all__ = ["ACKNOWLEDGE_EVENTS", "TRANSITIONS", "AcknowledgeType", "Acquired", "Event", "InFlight",
-           "RecordState", "SharePartition", "SharePartitionLimits", "next_state"]
+__all__ = ["ACKNOWLEDGE_EVENTS", "TRANSITIONS", "AckBatch", "AcknowledgeType", "Acquired", "Event",
+           "InFlight", "RecordState", "SharePartition", "SharePartitionLimits", "check_acknowledgements",
+           "next_state"]
 
 
 class RecordState(enum.Enum):
@@ -251,18 +252,42 @@ class SharePartition:
 
     def acknowledge(self, member_id: str, first_offset: int, last_offset: int,
                     types: Sequence[int], now_ms: int) -> None:
-        """One AcknowledgementBatch, all or nothing: one type for the range or one per offset.
-        INVALID_REQUEST for a malformed batch; INVALID_RECORD_STATE when an offset is not
-        ACQUIRED by this member (Kafka's answer for acknowledging what one does not hold)."""
-        kinds = _acknowledge_types(first_offset, last_offset, types)
-        for offset in range(first_offset, last_offset + 1):
-            record = self.records.get(offset)
-            if record is None or record.state is not RecordState.ACQUIRED or record.member_id != member_id:
-                raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
-                                    f"Offset {offset} is not acquired by member {member_id}.")
-        for index, offset in enumerate(range(first_offset, last_offset + 1)):
-            kind = kinds[0] if len(kinds) == 1 else kinds[index]
-            self._apply(offset, ACKNOWLEDGE_EVENTS[kind], now_ms)
+        """One AcknowledgementBatch, checked as a request's (RENEW allowed) and applied whole."""
+        batch = AckBatch(first_offset, last_offset, tuple(types))
+        check_acknowledgements([batch], renew_allowed=True)
+        self.acknowledge_batches(member_id, [batch], now_ms)
+
+    def acknowledge_batches(self, member_id: str, batches: Sequence[AckBatch], now_ms: int) -> None:
+        """A partition's AcknowledgementBatches (checked by ``check_acknowledgements``), all or
+        nothing, as Kafka's SharePartition.acknowledge rolls back every change on a refusal.
+        Offsets below the SPSO are done already and passed over (a batch wholly below it changes
+        nothing); an offset past the last one handed out is INVALID_REQUEST; one not ACQUIRED by
+        this member (or acknowledged twice in the request) INVALID_RECORD_STATE."""
+        planned: list[tuple[int, Event]] = []
+        touched: set[int] = set()
+        for batch in batches:
+            if batch.last_offset < self.start_offset:
+                continue
+            if self.start_offset == self.end_offset:
+                raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE, "Batch record not found. The request "
+                                    "batch offsets are not found in the cache.")
+            first = max(batch.first_offset, self.start_offset)
+            if first >= self.end_offset:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Batch record not found. The first offset "
+                                    "in request is past acquired records.")
+            if batch.last_offset >= self.end_offset:
+                raise KafkaApiError(ErrorCode.INVALID_REQUEST, "Batch record not found. The last offset "
+                                    "in request is past acquired records.")
+            for offset in range(first, batch.last_offset + 1):
+                record = self.records[offset]
+                if record.state is not RecordState.ACQUIRED or record.member_id != member_id \
+                        or offset in touched:
+                    raise KafkaApiError(ErrorCode.INVALID_RECORD_STATE,
+                                        f"Offset {offset} is not acquired by member {member_id}.")
+                touched.add(offset)
+                planned.append((offset, ACKNOWLEDGE_EVENTS[batch.type_of(offset)]))
+        for offset, event in planned:
+            self._apply(offset, event, now_ms)
         self._advance_start()
 
     def expire_locks(self, now_ms: int) -> int:
@@ -298,19 +323,43 @@ class SharePartition:
             self.start_offset += 1
 
 
-def _acknowledge_types(first_offset: int, last_offset: int, types: Sequence[int]) -> list[AcknowledgeType]:
-    if first_offset < 0 or last_offset < first_offset:
-        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                            f"Invalid acknowledgement range {first_offset}-{last_offset}.")
-    if len(types) not in (1, last_offset - first_offset + 1):
-        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                            f"{len(types)} acknowledge types for the {last_offset - first_offset + 1} "
-                            f"offsets {first_offset}-{last_offset}.")
-    try:
-        return [AcknowledgeType(kind) for kind in types]
-    except ValueError:
-        raise KafkaApiError(ErrorCode.INVALID_REQUEST,
-                            f"Unknown acknowledge type in {list(types)}.") from None
+@attrs.frozen
+class AckBatch:
+    """One AcknowledgementBatch of a ShareFetch or ShareAcknowledge: one type for the whole range,
+    or one per offset."""
+
+    first_offset: int
+    last_offset: int
+    types: tuple[int, ...]
+
+    def type_of(self, offset: int) -> AcknowledgeType:
+        kind = self.types[0] if len(self.types) == 1 else self.types[offset - self.first_offset]
+        return AcknowledgeType(kind)
+
+
+def check_acknowledgements(batches: Sequence[AckBatch], *, renew_allowed: bool) -> None:
+    """Kafka's KafkaApis.validateAcknowledgementBatches for one partition, before anything is
+    applied: INVALID_REQUEST for a range backwards, batches out of order or overlapping more than
+    a shared last offset, no types, a type count that is neither 1 nor one per offset, an unknown
+    type, or RENEW where the request may not carry it (``renew_allowed``: v2 with IsRenewAck)."""
+    highest = AcknowledgeType.RENEW if renew_allowed else AcknowledgeType.REJECT
+    previous_last = -1
+    for batch in batches:
+        span = f"{batch.first_offset}-{batch.last_offset}"
+        if batch.first_offset > batch.last_offset:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Invalid acknowledgement range {span}.")
+        if batch.first_offset < previous_last:
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"Acknowledgement range {span} overlaps or "
+                                "comes before the one before it.")
+        if not batch.types or (len(batch.types) > 1
+                               and batch.last_offset - batch.first_offset != len(batch.types) - 1):
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"{len(batch.types)} acknowledge types for "
+                                f"the offsets {span}.")
+        if any(kind < AcknowledgeType.GAP or kind > highest for kind in batch.types):
+            renew = not renew_allowed and AcknowledgeType.RENEW in batch.types
+            reason = "RENEW needs a v2 request with IsRenewAck" if renew else "Unknown acknowledge type"
+            raise KafkaApiError(ErrorCode.INVALID_REQUEST, f"{reason} in {list(batch.types)}.")
+        previous_last = batch.last_offset
 
 
 def _ranges(taken: Sequence[tuple[int, int]]) -> list[Acquired]:

@@ -86,11 +86,11 @@ class ShareCoordinator:
 
     def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> None:
         self._ready(key)
-        self._commit(self.shard.initialize(key, state_epoch, start_offset))
+        self._commit(self.shard.initialize(key, state_epoch, start_offset, self._now_ms()))
 
     def read(self, key: SharePartitionKey, leader_epoch: int) -> ShareStateValue:
         self._ready(key)
-        state, record = self.shard.read(key, leader_epoch)
+        state, record = self.shard.read(key, leader_epoch, self._now_ms())
         if record is not None:
             self._commit(record)
         return state
@@ -98,7 +98,8 @@ class ShareCoordinator:
     def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
               batches: tuple[StateBatch, ...]) -> None:
         self._ready(key)
-        self._commit(self.shard.write(key, state_epoch, leader_epoch, start_offset, batches))
+        self._commit(self.shard.write(key, state_epoch, leader_epoch, start_offset, batches,
+                                      self._now_ms()))
 
     def summary(self, key: SharePartitionKey, leader_epoch: int) -> ShareStateValue:
         self._ready(key)

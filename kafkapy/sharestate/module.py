@@ -49,6 +49,7 @@ from kafkapy.server.share_coordinator import SHARE_COORDINATOR
 from kafkapy.sharestate.coordinator import SHARE_STATE_TOPIC, ShareCoordinator, share_state_topic_configs
 from kafkapy.sharestate.persister import SharePersister
 from kafkapy.sharestate.state import (
+    DEFAULT_LEADER_EPOCH,
     NO_EPOCH,
     UNINITIALIZED_START_OFFSET,
     SharePartitionKey,
@@ -294,11 +295,15 @@ class ShareCoordinatorModule(Module):
         def serve(key: SharePartitionKey, data: Mapping[str, Any]) -> dict[str, Any]:
             self._check(key)
             state = self.coordinator.summary(key, data.get("leader_epoch", NO_EPOCH))
-            return _state_row(state, batches=False)
+            row = _state_row(state, batches=False)
+            # Kafka 4.1's v0 LeaderEpoch: the epoch kept, 0 (PartitionFactory's default) for none
+            kept = state.leader_epoch
+            row["leader_epoch"] = DEFAULT_LEADER_EPOCH if kept == NO_EPOCH else kept
+            return row
 
         def refused(code: ErrorCode, message: str | None) -> dict[str, Any]:
             return {"error_code": code, "error_message": message, "state_epoch": 0,
-                    "start_offset": UNINITIALIZED_START_OFFSET}
+                    "leader_epoch": DEFAULT_LEADER_EPOCH, "start_offset": UNINITIALIZED_START_OFFSET}
         return self._each(ctx, request, serve, refused)
 
     def _check(self, key: SharePartitionKey) -> None:

@@ -12,8 +12,9 @@ type  key / value                         what it says
 ====  ==================================  ==================================================
 
 Both keys hold (group id, topic id, partition); both values are flexible. The schemas are this
-project's specs in ``protocol_specs/records/``. An unknown record type or value version is a
-ShareStateRecordError (the loader skips it, as Kafka's skips records of a newer broker).
+project's specs in ``protocol_specs/records/``, Kafka 4.1's final layouts (an int32 snapshot
+epoch; 4.2's tagged DeliveryCompleteCount is read and not written). An unknown record type or
+value version is a ShareStateRecordError (the loader skips it, as Kafka's skips records of a newer broker).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from kafkapy.errors import DecodeError
 from kafkapy.protocol.schema import StructCodec
 from kafkapy.protocol.specs import record_spec
 from kafkapy.sharestate.state import (
+    NO_TIMESTAMP,
     RecordType,
     SharePartitionKey,
     ShareStateRecord,
@@ -82,6 +84,7 @@ def encode_record(record: ShareStateRecord) -> tuple[bytes, bytes | None]:
                           for b in state.batches]}
     if record.kind is RecordType.SNAPSHOT:
         body["state_epoch"] = state.state_epoch
+        body["create_timestamp"], body["write_timestamp"] = state.create_timestamp, state.write_timestamp
     value = bytearray(_VERSION.pack(VALUE_VERSION))
     _codec(_VALUE_SPECS[record.kind], VALUE_VERSION).write(body, value)
     return bytes(key), bytes(value)
@@ -108,4 +111,6 @@ def decode_record(key: bytes, value: bytes | None) -> ShareStateRecord:
                                int(b["delivery_count"])) for b in body["state_batches"] or ())
     return ShareStateRecord(kind, share_key, ShareStateValue(
         snapshot_epoch=int(body["snapshot_epoch"]), state_epoch=int(body.get("state_epoch", -1)),
-        leader_epoch=int(body["leader_epoch"]), start_offset=int(body["start_offset"]), batches=batches))
+        leader_epoch=int(body["leader_epoch"]), start_offset=int(body["start_offset"]), batches=batches,
+        create_timestamp=int(body.get("create_timestamp", NO_TIMESTAMP)),
+        write_timestamp=int(body.get("write_timestamp", NO_TIMESTAMP))))

@@ -42,14 +42,16 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.partitioning import java_string_hash
 from kafkapy.store.base import encode_uuid
 
-__all__ = ["NO_EPOCH", "UNINITIALIZED_START_OFFSET", "RecordType", "SharePartitionKey", "ShareStateRecord",
-           "ShareStateShard", "ShareStateValue", "StateBatch", "check_key", "combine_batches",
-           "coordinator_key", "overlay_each", "state_partition_for"]
+__all__ = ["DEFAULT_LEADER_EPOCH", "NO_EPOCH", "NO_TIMESTAMP", "UNINITIALIZED_START_OFFSET", "RecordType",
+           "SharePartitionKey", "ShareStateRecord", "ShareStateShard", "ShareStateValue", "StateBatch",
+           "check_key", "combine_batches", "coordinator_key", "overlay_each", "state_partition_for"]
 
 SharePartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 NO_EPOCH = -1  # a write's "leave the epoch as it is", an update record's state epoch
 UNINITIALIZED_START_OFFSET = -1  # Kafka's PartitionFactory: the share-partition never started
 DEFAULT_STATE_EPOCH = 0  # Kafka's PartitionFactory.DEFAULT_STATE_EPOCH: what a read of nothing answers
+NO_TIMESTAMP = -1  # a snapshot's create/write time not known (or an update's, which has none)
+DEFAULT_LEADER_EPOCH = 0  # Kafka's PartitionFactory: a summary of nothing stored answers it
 _INT32_MIN = -(1 << 31)
 
 
@@ -70,6 +72,10 @@ class ShareStateValue:
     leader_epoch: int
     start_offset: int
     batches: tuple[StateBatch, ...] = ()
+    #: A snapshot's CreateTimestamp (when the state was initialized) and WriteTimestamp (when the
+    #: snapshot was written), epoch ms, as Kafka 4.1 writes them; -1 unknown (an update has none).
+    create_timestamp: int = NO_TIMESTAMP
+    write_timestamp: int = NO_TIMESTAMP
 
 
 class RecordType(enum.IntEnum):
@@ -221,7 +227,8 @@ class ShareStateShard:
         self.states[key] = ShareStateValue(
             snapshot_epoch=current.snapshot_epoch, state_epoch=current.state_epoch,
             leader_epoch=max(current.leader_epoch, value.leader_epoch),
-            start_offset=start, batches=combine_batches(current.batches, value.batches, start))
+            start_offset=start, batches=combine_batches(current.batches, value.batches, start),
+            create_timestamp=current.create_timestamp, write_timestamp=current.write_timestamp)
         self._updates[key] = self._updates.get(key, 0) + 1
 
     def forget(self, keys: Iterable[SharePartitionKey]) -> None:
@@ -232,9 +239,11 @@ class ShareStateShard:
 
     # -- operations: each returns the record to append, or raises with Kafka's error ----------
 
-    def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> ShareStateRecord:
+    def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int,
+                   now_ms: int = NO_TIMESTAMP) -> ShareStateRecord:
         """InitializeShareGroupState: a snapshot with the next snapshot epoch, no in-flight
-        ranges; FENCED_STATE_EPOCH when the stored state epoch is newer."""
+        ranges, created and written ``now_ms``; FENCED_STATE_EPOCH when the stored state epoch is
+        newer."""
         check_key(key)
         current = self.states.get(key)
         if current is not None and current.state_epoch > state_epoch:
@@ -242,11 +251,12 @@ class ShareStateShard:
                                 f"State epoch {state_epoch} is older than the stored {current.state_epoch}.")
         return ShareStateRecord(RecordType.SNAPSHOT, key, ShareStateValue(
             snapshot_epoch=0 if current is None else current.snapshot_epoch + 1, state_epoch=state_epoch,
-            leader_epoch=0, start_offset=start_offset))
+            leader_epoch=0, start_offset=start_offset, create_timestamp=now_ms, write_timestamp=now_ms))
 
     def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
-              batches: Sequence[StateBatch]) -> ShareStateRecord:
-        """WriteShareGroupState: an update, or a snapshot as the module docstring says."""
+              batches: Sequence[StateBatch], now_ms: int = NO_TIMESTAMP) -> ShareStateRecord:
+        """WriteShareGroupState: an update, or a snapshot (written ``now_ms``) as the module
+        docstring says."""
         check_key(key)
         _check_batches(batches)
         current = self.states.get(key)
@@ -259,11 +269,11 @@ class ShareStateShard:
             return ShareStateRecord(RecordType.SNAPSHOT, key, ShareStateValue(
                 snapshot_epoch=0, state_epoch=max(state_epoch, DEFAULT_STATE_EPOCH),
                 leader_epoch=leader_epoch, start_offset=start,
-                batches=combine_batches((), batches, start)))
-        return self._change(key, current, state_epoch, leader_epoch, start_offset, tuple(batches))
+                batches=combine_batches((), batches, start), create_timestamp=now_ms, write_timestamp=now_ms))
+        return self._change(key, current, state_epoch, leader_epoch, start_offset, tuple(batches), now_ms)
 
     def _change(self, key: SharePartitionKey, current: ShareStateValue, state_epoch: int, leader_epoch: int,
-                start_offset: int, batches: tuple[StateBatch, ...]) -> ShareStateRecord:
+                start_offset: int, batches: tuple[StateBatch, ...], now_ms: int) -> ShareStateRecord:
         """An update, or once ``snapshot_every`` updates followed the last snapshot, a snapshot."""
         if self._updates.get(key, 0) >= self.snapshot_every:
             start = current.start_offset if start_offset == UNINITIALIZED_START_OFFSET else start_offset
@@ -271,14 +281,15 @@ class ShareStateShard:
                 snapshot_epoch=current.snapshot_epoch + 1,
                 state_epoch=current.state_epoch if state_epoch == NO_EPOCH else state_epoch,
                 leader_epoch=current.leader_epoch if leader_epoch == NO_EPOCH else leader_epoch,
-                start_offset=start, batches=combine_batches(current.batches, batches, start)))
+                start_offset=start, batches=combine_batches(current.batches, batches, start),
+                create_timestamp=current.create_timestamp, write_timestamp=now_ms))
         return ShareStateRecord(RecordType.UPDATE, key, ShareStateValue(
             snapshot_epoch=current.snapshot_epoch, state_epoch=NO_EPOCH,
             leader_epoch=current.leader_epoch if leader_epoch == NO_EPOCH else leader_epoch,
             start_offset=start_offset, batches=batches))
 
-    def read(self, key: SharePartitionKey,
-             leader_epoch: int) -> tuple[ShareStateValue, ShareStateRecord | None]:
+    def read(self, key: SharePartitionKey, leader_epoch: int,
+             now_ms: int = NO_TIMESTAMP) -> tuple[ShareStateValue, ShareStateRecord | None]:
         """ReadShareGroupState: the state (start offset -1, state epoch 0 when none is stored), and
         an update to append when ``leader_epoch`` is newer than the stored one, so the old leader
         is fenced from now on, also after a reload."""
@@ -289,7 +300,8 @@ class ShareStateShard:
             return ShareStateValue(0, DEFAULT_STATE_EPOCH, NO_EPOCH, UNINITIALIZED_START_OFFSET), None
         record = None
         if leader_epoch > current.leader_epoch:
-            record = self._change(key, current, NO_EPOCH, leader_epoch, UNINITIALIZED_START_OFFSET, ())
+            record = self._change(key, current, NO_EPOCH, leader_epoch, UNINITIALIZED_START_OFFSET, (),
+                                  now_ms)
         return current, record
 
     def summary(self, key: SharePartitionKey, leader_epoch: int) -> ShareStateValue:

@@ -41,6 +41,8 @@ KAFKAS_DEFAULTS = {"listeners": "PLAINTEXT://127.0.0.1:0"}  # a test port, and K
     ({"group.share.record.lock.duration.ms": 90_000},
      "group.share.max.record.lock.duration.ms must be greater than or equal to "
      "group.share.record.lock.duration.ms"),
+    ({"group.share.max.share.sessions": 100},  # Kafka's ShareGroupConfig: not below group.share.max.size
+     "group.share.max.share.sessions must be greater than or equal to group.share.max.size"),
 ])
 def test_a_broker_whose_group_settings_disagree_does_not_start(settings: dict[str, Any],
                                                                message: str) -> None:
@@ -115,7 +117,8 @@ def test_every_rule_is_checked_and_only_where_both_keys_are_set() -> None:
             "group.share.max.heartbeat.interval.ms": 300, "group.share.min.session.timeout.ms": 1_000,
             "group.share.session.timeout.ms": 2_000, "group.share.max.session.timeout.ms": 3_000,
             "group.share.min.record.lock.duration.ms": 1_000, "group.share.record.lock.duration.ms": 2_000,
-            "group.share.max.record.lock.duration.ms": 3_000}
+            "group.share.max.record.lock.duration.ms": 3_000, "group.share.max.size": 10,
+            "group.share.max.share.sessions": 20}
     check_broker_group_settings(good)
     for key, relation, other in BROKER_SETTINGS_RULES:
         assert key in good and other in good
@@ -130,3 +133,15 @@ def test_every_rule_is_checked_and_only_where_both_keys_are_set() -> None:
             check_broker_group_settings(broken)
         assert str(refused.value).startswith(f"{key} must be "), (key, relation, other, str(refused.value))
         check_broker_group_settings({k: v for k, v in broken.items() if k not in (key, other)})
+
+
+@pytest.mark.parametrize(("name", "value", "low", "high"), [
+    ("group.share.min.record.lock.duration.ms", 999, 1_000, 30_000),
+    ("group.share.min.record.lock.duration.ms", 30_001, 1_000, 30_000),
+    ("group.share.max.record.lock.duration.ms", 29_999, 30_000, 3_600_000),
+    ("group.share.max.record.lock.duration.ms", 3_600_001, 30_000, 3_600_000)])
+def test_the_record_lock_bounds_keep_kafkas_ranges(name: str, value: int, low: int, high: int) -> None:
+    """ShareGroupConfig's ConfigDef: the floor 1000 to 30000 ms, the ceiling 30000 to 3600000 ms."""
+    with pytest.raises(ConfigError) as refused, Broker({name: value}, defaults=KAFKAS_DEFAULTS):
+        pass
+    assert name in str(refused.value) and f"must be between {low} and {high}" in str(refused.value)

@@ -141,8 +141,8 @@ def test_describe_sources_on_the_wire(kafka_broker_factory: BrokerFactory) -> No
     ("g", {"share.record.lock.duration.ms": "5000"}, ErrorCode.INVALID_CONFIG,
      "share.record.lock.duration.ms must be greater than or equal to "
      "group.share.min.record.lock.duration.ms"),
-    ("g", {"share.auto.offset.reset": "by_duration:PT1H"}, ErrorCode.INVALID_CONFIG,
-     "String must be one of: latest, earliest"),
+    ("g", {"share.auto.offset.reset": "by_duration:1h"}, ErrorCode.INVALID_CONFIG,
+     "The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."),
     ("g", {"share.isolation.level": "serializable"}, ErrorCode.INVALID_CONFIG,
      "String must be one of: read_committed, read_uncommitted"),
     ("g", {"share.auto.offset.reset": None}, ErrorCode.INVALID_REQUEST, "Null value not supported"),

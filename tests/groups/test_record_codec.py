@@ -87,8 +87,8 @@ RECORDS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "share_state_partitions": (
         st.builds(r.ShareGroupStatePartitionMetadataKey, text),
         st.builds(r.ShareGroupStatePartitionMetadataValue,
-                  tuples(st.builds(r.TopicPartitionsInfo, uuids, text, tuples(int32), int64)),
-                  tuples(st.builds(r.TopicPartitionsInfo, uuids, text, tuples(int32), int64)),
+                  tuples(st.builds(r.TopicPartitionsInfo, uuids, text, tuples(int32))),
+                  tuples(st.builds(r.TopicPartitionsInfo, uuids, text, tuples(int32))),
                   tuples(st.builds(r.TopicInfo, uuids, text)))),
 }
 
@@ -227,18 +227,19 @@ def test_kip848_current_assignment_bytes() -> None:
 
 
 def test_share_group_state_partition_metadata_bytes() -> None:
-    """Record type 15, Kafka 4.1's layout: three compact arrays of structs, each with its tags."""
+    """Record type 15, Kafka 4.1's layout: three compact arrays of structs, each with its tags; a
+    topic is its id, name and partitions (no timestamp: Kafka's layout never had one)."""
     topic = uuid.UUID(int=7)
     key, value = encode_record(r.GroupRecord(
         r.ShareGroupStatePartitionMetadataKey("g"),
         r.ShareGroupStatePartitionMetadataValue(
-            initialized_topics=(r.TopicPartitionsInfo(topic, "t", (0, 1), 5),),
+            initialized_topics=(r.TopicPartitionsInfo(topic, "t", (0, 1)),),
             deleting_topics=(r.TopicInfo(topic, "t"),))))
     assert key.hex() == "000f" + _string("g")
     assert value is not None and value.hex() == (
         "0000"
         "01"                                                                   # no initializing topics
-        "02" + topic.hex + "02" + "74" + "03" "00000000" "00000001" + "0000000000000005" + "00"
+        "02" + topic.hex + "02" + "74" + "03" "00000000" "00000001" + "00"
         "02" + topic.hex + "02" + "74" + "00"                                  # one deleting topic
         "00")                                                                  # no tagged fields
     assert record_json(key, value)["key"] == {"type": 15, "data": {"groupId": "g"}}

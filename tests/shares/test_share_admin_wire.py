@@ -72,9 +72,76 @@ def test_describe_offsets_gives_the_start_offset_and_lag(broker: Broker) -> None
         assert partition["start_offset"] == 2  # 0 and 1 accepted; 2 released (acquired again), 3 accepted
         assert partition["lag"] == 1  # offset 2 is still owed; 3 is done
         assert "lag" not in _offsets(client, version=0)["topics"][0]["partitions"][0]
-        unknown = _offsets(client, topics=[{"topic_name": "nope", "partitions": [0]}])
-        assert unknown["topics"][0]["partitions"][0]["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        assert _offsets(client, group="absent")["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_describe_offsets_answers_no_state_as_minus_one_without_an_error(broker: Broker) -> None:
+    """Kafka 4.2's GroupCoordinatorService.describeShareGroupOffsets: a topic, partition or group
+    with nothing kept is start offset -1, lag -1 and no error ("absence of data, rather than an
+    error", as OffsetFetch); with all topics asked, a group with none initialized lists none."""
+    client, topic_id = setup_topic(broker, 1)
+    with client:
+        ready(client, "g", "absent")
+        unknown = _offsets(client, topics=[{"topic_name": "nope", "partitions": [0]},
+                                           {"topic_name": TOPIC, "partitions": [7]}])
+        rows = [(t["topic_id"], p["partition_index"], p["start_offset"], p["lag"], p["error_code"])
+                for t in unknown["topics"] for p in t["partitions"]]
+        assert unknown["error_code"] == ErrorCode.NONE
+        assert sorted(rows, key=str) == sorted([(uuid.UUID(int=0), 0, -1, -1, ErrorCode.NONE),
+                                                (topic_id, 7, -1, -1, ErrorCode.NONE)], key=str)
+        absent = _offsets(client, group="absent")
+        assert (absent["error_code"], absent["topics"]) == (ErrorCode.NONE, [])
+        named = _offsets(client, group="absent", topics=[{"topic_name": TOPIC, "partitions": [0]}])
+        assert named["topics"][0]["partitions"][0]["start_offset"] == -1
+
+
+class NoDescribeOnSecrets:
+    """A user's authorizer (a dotted-path class): everything allowed but DESCRIBE on topic 'secret'
+    while ``hidden`` (class-wide: the broker makes the instance)."""
+
+    hidden = True
+
+    def configure(self, configs: Any) -> None:
+        pass
+
+    def authorize(self, principal: str, client_address: str, operation: str, resource_type: str,
+                  resource_name: str) -> bool:
+        secret = operation == "DESCRIBE" and resource_type == "TOPIC" and resource_name == "secret"
+        return not (secret and NoDescribeOnSecrets.hidden)
+
+
+def test_describing_a_group_assigned_a_topic_without_describe_is_topic_authorization_failed() -> None:
+    """KafkaApis.handleShareGroupDescribe: a group whose members hold a topic the caller may not
+    describe is answered TOPIC_AUTHORIZATION_FAILED, with no members."""
+    with Broker({"authorizer.class.name": f"{__name__}.NoDescribeOnSecrets"}) as broker:
+        broker.seed({"secret": {"partitions": 1}})
+        with SimpleClient(broker.bootstrap_servers) as client:
+            ready(client, "g")
+            NoDescribeOnSecrets.hidden = False
+            try:  # the member may describe it when it joins; the admin below may not
+                joined = client.request(ApiKey.SHARE_GROUP_HEARTBEAT, 1, {
+                    "group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
+                    "subscribed_topic_names": ["secret"]})
+                assert joined["error_code"] == ErrorCode.NONE
+            finally:
+                NoDescribeOnSecrets.hidden = True
+            described = client.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
+                "group_ids": ["g"], "include_authorized_operations": False})["groups"][0]
+            assert described["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert described["members"] == []
+
+
+def test_describe_offsets_of_a_topic_without_describe_is_topic_authorization_failed() -> None:
+    """KafkaApis.describeShareGroupOffsetsForGroup: a named topic the caller may not describe is
+    answered, each partition TOPIC_AUTHORIZATION_FAILED; it was left out."""
+    with Broker({"authorizer.class.name": f"{__name__}.NoDescribeOnSecrets"}) as broker:
+        broker.seed({TOPIC: {"partitions": 1}, "secret": {"partitions": 2}})
+        with SimpleClient(broker.bootstrap_servers) as client:
+            ready(client, "g")
+            answer = _offsets(client, topics=[{"topic_name": TOPIC, "partitions": [0]},
+                                              {"topic_name": "secret", "partitions": [0, 1]}])
+            codes = {t["topic_name"]: [p["error_code"] for p in t["partitions"]] for t in answer["topics"]}
+            assert codes == {TOPIC: [ErrorCode.NONE],
+                             "secret": [ErrorCode.TOPIC_AUTHORIZATION_FAILED] * 2}
 
 
 def test_alter_and_delete_need_an_empty_group_and_move_where_it_starts(broker: Broker) -> None:
@@ -129,7 +196,9 @@ def test_a_consumer_groups_id_is_not_a_share_group_to_the_admin_apis(broker: Bro
         described = client.request(ApiKey.SHARE_GROUP_DESCRIBE, 1, {
             "group_ids": ["kip848"], "include_authorized_operations": False})["groups"][0]
         assert described["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
-        assert _offsets(client, group="kip848")["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+        # Kafka reads offsets from the share state, whatever the group: a consumer group has none
+        offsets = _offsets(client, group="kip848")
+        assert (offsets["error_code"], offsets["topics"]) == (ErrorCode.NONE, [])
 
 
 def test_list_groups_shows_share_groups_and_delete_groups_deletes_an_empty_one(broker: Broker) -> None:
@@ -215,3 +284,23 @@ def test_describe_groups_refuses_a_share_group_as_not_classic(broker: Broker) ->
             ErrorCode.GROUP_ID_NOT_FOUND, "Group g is not a classic group.")
         v5 = client.request(ApiKey.DESCRIBE_GROUPS, 5, asked)
         assert (v5["groups"][0]["error_code"], v5["groups"][0]["group_state"]) == (ErrorCode.NONE, "Dead")
+
+
+def test_delete_offsets_of_a_topic_the_group_keeps_nothing_of_is_unknown_topic_or_partition(
+        broker: Broker) -> None:
+    """Kafka's GroupMetadataManager.sharePartitionsEligibleForOffsetDeletion: only topics with the
+    group's share state are deleted; another existing topic answers UNKNOWN_TOPIC_OR_PARTITION,
+    "There is no offset information to delete." (it answered no error, deleting nothing)."""
+    client, topic_id = setup_topic(broker, 2)
+    broker.seed({"other": {"partitions": 1}})
+    with client:
+        ready(client, "g")
+        _join(client, "m1")
+        share_fetch(client, topic_id, "m1", 0)
+        share_fetch(client, topic_id, "m1", -1)
+        _join(client, "m1", epoch=-1)  # the group is empty again
+        deleted = client.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {
+            "group_id": "g", "topics": [{"topic_name": TOPIC}, {"topic_name": "other"}]})
+        rows = {t["topic_name"]: (t["error_code"], t["error_message"]) for t in deleted["responses"]}
+        assert rows == {TOPIC: (ErrorCode.NONE, None), "other": (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete.")}

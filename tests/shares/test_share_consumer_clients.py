@@ -6,6 +6,8 @@ locks run out on virtual time, hands them to the other."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -137,6 +139,47 @@ def test_records_a_closed_consumer_held_go_to_the_other(broker: Broker) -> None:
         again = {m.value(): m.delivery_count() for m in got}
         assert sorted(again) == [f"job-{i}".encode() for i in range(5)]
         assert all(again[m.value()] == 2 for m in held)
+    finally:
+        survivor.close()
+
+
+_HOLDER = """
+import sys, time
+from confluent_kafka import ShareConsumer
+consumer = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "workers",
+                          "share.acknowledgement.mode": "explicit"})
+consumer.subscribe([sys.argv[2]])
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    held = [m for m in consumer.poll(0.2) if m.error() is None]
+    if held:
+        print(len(held), flush=True)
+        time.sleep(60)  # holding them, acknowledging nothing, until killed
+"""
+
+
+def test_records_a_crashed_consumer_held_come_back_when_its_connection_drops(broker: Broker) -> None:
+    """Kafka 4.2's ShareSessionCache ends a share session with the connection that opened it
+    and releases its member's records then: a consumer killed (SIGKILL: no last ShareAcknowledge,
+    no leave heartbeat) hands its records on at once, long before its locks (30 s) or its group
+    session (45 s) run out."""
+    _produce(broker, [f"job-{i}".encode() for i in range(5)])
+    with subprocess.Popen([sys.executable, "-c", _HOLDER, broker.bootstrap_servers, TOPIC],
+                          stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None
+            assert int(holder.stdout.readline() or 0) > 0, "the holding consumer got nothing"
+        finally:
+            holder.kill()
+            holder.wait(10)
+    killed_at = time.monotonic()
+    survivor = _consumer(broker)
+    try:
+        got = _drain([survivor], 5, seconds=12)[0]
+        assert time.monotonic() - killed_at < 15
+        again = {m.value(): m.delivery_count() for m in got}
+        assert sorted(again) == [f"job-{i}".encode() for i in range(5)]
+        assert 2 in again.values()  # what the killed consumer held, delivered a second time
     finally:
         survivor.close()
 

@@ -15,6 +15,7 @@ from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.records import build_record_batch
 from kafkapy.testing import BrokerFactory, wait_until
 from tests.shares.share_wire_client import TOPIC, acquired, ready, setup_topic, share_fetch
 
@@ -125,3 +126,67 @@ def test_a_share_member_is_fenced_after_its_groups_session_timeout(
         assert len(members()) == 1
         kafka_clock.advance(1.0)
         wait_until(lambda: members() == [], what="the share member fenced after the group's 2 s")
+
+
+def test_a_share_consumer_of_a_group_set_by_duration_starts_at_the_first_record_that_recent(
+        kafka_broker_factory: BrokerFactory) -> None:
+    """KIP-1106's by_duration (Kafka 4.1's share.auto.offset.reset, Kafka's
+    ShareConsumerTest.testShareAutoOffsetResetByDuration): records two hours and half an hour old
+    and one new; a group set to PT1H starts at the half-hour-old one, one set to PT3H at the first."""
+    broker = kafka_broker_factory()
+    broker.seed({TOPIC: {"partitions": 1}})
+    now_ms = int(time.time() * 1000)
+    producer = ck.Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    for name, age_ms in (("old", 7_200_000), ("recent", 1_800_000), ("current", 0)):
+        producer.produce(TOPIC, name.encode(), timestamp=now_ms - age_ms)
+        assert producer.flush(10) == 0  # one batch each: the timestamp index finds each record
+    _set_with_confluent(broker, "hour", {"share.auto.offset.reset": "by_duration:PT1H"})
+    _set_with_confluent(broker, "three", {"share.auto.offset.reset": "by_duration:pt3h"})
+    assert _described_with_confluent(broker, "hour")["share.auto.offset.reset"] == (
+        "by_duration:PT1H", ck_admin.ConfigSource.GROUP_CONFIG)
+    consumers = {}
+    try:
+        for group in ("hour", "three"):
+            consumers[group] = ck.ShareConsumer({"bootstrap.servers": broker.bootstrap_servers,
+                                                 "group.id": group, "share.acknowledgement.mode": "explicit"})
+            consumers[group].subscribe([TOPIC])
+        assert sorted(_drain(consumers["hour"], 2, 20)) == [b"current", b"recent"]
+        assert sorted(_drain(consumers["three"], 3, 20)) == [b"current", b"old", b"recent"]
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+
+
+@pytest.mark.parametrize("value", ["by_duration", "by_duration:1h", "by_duration:-PT1H", "by_duration:PT",
+                                   "none", "Earliest"])
+def test_share_auto_offset_reset_values_kafka_refuses_are_invalid_config(
+        kafka_broker_factory: BrokerFactory, value: str) -> None:
+    broker = kafka_broker_factory()
+    with SimpleClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+            "resource_type": GROUP, "resource_name": "g",
+            "configs": [{"name": "share.auto.offset.reset", "config_operation": 0, "value": value}]}],
+            "validate_only": False})
+        refused = answer["responses"][0]
+        assert refused["error_code"] == ErrorCode.INVALID_CONFIG
+        assert refused["error_message"].endswith(
+            "The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.")
+
+
+def test_by_duration_with_no_record_that_recent_is_offset_not_available_until_one_comes(
+        kafka_broker_factory: BrokerFactory) -> None:
+    """Kafka's SharePartition finds no offset for the timestamp (OffsetNotAvailableException): the
+    fetch answers the partition's error and the next one tries again."""
+    broker = kafka_broker_factory()
+    client, topic_id = setup_topic(broker, 2)  # seeded records, stamped now
+    with client:
+        _alter(client, "g", {"share.auto.offset.reset": "by_duration:PT0S"})
+        time.sleep(0.01)  # the seeded records are now older than "now less nothing"
+        first = share_fetch(client, topic_id, "a", 0)
+        assert first["responses"][0]["partitions"][0]["error_code"] == ErrorCode.OFFSET_NOT_AVAILABLE
+        # a record stamped ahead of the clock, so "now" at the next fetch is not past it
+        stamped_ahead = build_record_batch([(None, b"new", [], int(time.time() * 1000) + 10_000)])
+        client.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                                           "topic_data": [{"name": TOPIC, "partition_data": [
+                                               {"index": 0, "records": stamped_ahead}]}]})
+        assert acquired(share_fetch(client, topic_id, "a", 1)) == [(2, 2, 1)]  # starts at the new one

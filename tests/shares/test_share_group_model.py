@@ -2,14 +2,18 @@
 members join, heartbeat with their epoch or a wrong one, change subscriptions, leave and time out
 while topics appear and grow, against a model that knows only the rules in words.
 
-The rules: a join (epoch 0) needs subscriptions and room (group.share.max.size); any other epoch
-needs a member the group has (UNKNOWN_MEMBER_ID) holding exactly that epoch (FENCED_MEMBER_EPOCH);
-leaving needs a member the group has. A member's session ends session.timeout.ms after its last
-heartbeat. A share group has no revocation: a heartbeat brings the member to the group epoch with
-the group's target assignment, so a member just answered holds exactly its target. After every
-step: the group is Stable exactly while it has members, its epoch never goes back, the target
-shares out only partitions that exist of topics the member subscribes to, and a refused heartbeat
-changed nothing at all.
+The rules (Kafka's GroupMetadataManager): a join (epoch 0) needs subscriptions; any other epoch,
+and leaving, needs the group to exist (GROUP_ID_NOT_FOUND); a member the group does not have is
+refused GROUP_MAX_SIZE_REACHED while the group is full (group.share.max.size), else
+UNKNOWN_MEMBER_ID unless it joins; a member the group has must send its epoch or, the answer
+that moved it on having perhaps been lost, its previous one (FENCED_MEMBER_EPOCH otherwise, a
+join at epoch 0 included). A member's session ends session.timeout.ms after its last heartbeat.
+A share group has no revocation: a heartbeat brings the member to the group epoch with the
+group's target assignment, so a member just answered holds exactly its target; the answer
+carries it on a join, on a full request (one naming the topics) and when it changed. After
+every step: the group is Stable exactly while it has members, its epoch never goes back, the
+target shares out only partitions that exist of topics the member subscribes to, and a refused
+heartbeat changed nothing at all.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class ShareGroupMachine(RuleBasedStateMachine):
         self.groups = ShareGroups(CONFIG, lambda: self.topics)
         self.now = 0
         self.epochs: dict[str, int] = {}  # member -> the epoch its last answer gave it (the model)
+        self.previous: dict[str, int] = {}  # member -> the epoch it held before its last move
+        self.held: dict[str, object] = {}  # member -> the assignment its last answer left it holding
+        self.group_made = False
         self.deadlines: dict[str, int] = {}
         self.subscribed: dict[str, tuple[str, ...]] = {}
         self.last_epoch = 0
@@ -65,45 +72,59 @@ class ShareGroupMachine(RuleBasedStateMachine):
         group = self.groups.groups[GROUP]
         if epoch == LEAVE_EPOCH:
             assert result.left and result.member_epoch == LEAVE_EPOCH and member not in group.members
-            self.epochs.pop(member)
-            self.deadlines.pop(member)
-            self.subscribed.pop(member)
+            self._forget(member)
             return
         held = group.members[member]
         assert result.member_epoch == held.member_epoch == group.group_epoch
         assert held.assignment == group.target.get(member, {})  # no revocation in a share group
-        if epoch == JOIN_EPOCH or result.member_epoch != self.epochs.get(member):
-            assert result.assignment == held.assignment  # a new epoch comes with the assignment
+        if epoch == JOIN_EPOCH or subs is not None or held.assignment != self.held.get(member):
+            assert result.assignment == held.assignment
         else:
             assert result.assignment is None
+        if result.member_epoch != self.epochs.get(member):
+            self.previous[member] = self.epochs.get(member, JOIN_EPOCH)
         self.epochs[member] = result.member_epoch
+        self.held[member] = copy.deepcopy(held.assignment)
+        self.group_made = True
         self.deadlines[member] = self.now + CONFIG.session_timeout_ms
         if subs is not None:
             self.subscribed[member] = subs
 
+    def _expected(self, member: str, epoch: int) -> ErrorCode | None:
+        """Kafka's answer to a heartbeat (not a leave) with well-formed fields."""
+        if not self.group_made and epoch != JOIN_EPOCH:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        own = self.epochs.get(member)
+        if own is None:
+            if len(self.epochs) >= CONFIG.max_size:
+                return ErrorCode.GROUP_MAX_SIZE_REACHED
+            return None if epoch == JOIN_EPOCH else ErrorCode.UNKNOWN_MEMBER_ID
+        return None if epoch in (own, self.previous[member]) else ErrorCode.FENCED_MEMBER_EPOCH
+
+    def _forget(self, member: str) -> None:
+        for facts in (self.epochs, self.previous, self.held, self.deadlines, self.subscribed):
+            facts.pop(member, None)
+
     @rule(member=st.sampled_from(MEMBERS), subs=subscriptions | st.just(()))
     def join(self, member: str, subs: list[str]) -> None:
-        new = member not in self.epochs
-        expected = (ErrorCode.INVALID_REQUEST if not subs
-                    else ErrorCode.GROUP_MAX_SIZE_REACHED if new and len(self.epochs) >= CONFIG.max_size
-                    else None)
+        expected = ErrorCode.INVALID_REQUEST if not subs else self._expected(member, JOIN_EPOCH)
         self._heartbeat(member, JOIN_EPOCH, tuple(subs), expected)
 
     @rule(member=st.sampled_from(MEMBERS), subs=st.none() | subscriptions,
-          which=st.sampled_from(["own", "older", "newer"]))
+          which=st.sampled_from(["own", "previous", "older", "newer"]))
     def heartbeat(self, member: str, subs: list[str] | None, which: str) -> None:
         own = self.epochs.get(member)
-        epoch = {"own": own or 1, "older": (own or 2) - 1, "newer": (own or 0) + 1}[which]
+        epoch = {"own": own or 1, "previous": self.previous.get(member, 1), "older": (own or 2) - 1,
+                 "newer": (own or 0) + 1}[which]
         if epoch <= JOIN_EPOCH:
             epoch = (own or 0) + 1
-        expected = (ErrorCode.UNKNOWN_MEMBER_ID if own is None
-                    else ErrorCode.FENCED_MEMBER_EPOCH if epoch != own else None)
-        self._heartbeat(member, epoch, None if subs is None else tuple(subs), expected)
+        self._heartbeat(member, epoch, None if subs is None else tuple(subs), self._expected(member, epoch))
 
     @rule(member=st.sampled_from(MEMBERS))
     def leave(self, member: str) -> None:
-        self._heartbeat(member, LEAVE_EPOCH, None,
-                        None if member in self.epochs else ErrorCode.UNKNOWN_MEMBER_ID)
+        expected = (ErrorCode.GROUP_ID_NOT_FOUND if not self.group_made
+                    else None if member in self.epochs else ErrorCode.UNKNOWN_MEMBER_ID)
+        self._heartbeat(member, LEAVE_EPOCH, None, expected)
 
     @rule(ms=st.integers(1, 1500))
     def time_passes(self, ms: int) -> None:
@@ -112,9 +133,7 @@ class ShareGroupMachine(RuleBasedStateMachine):
         ended = {m for m, deadline in self.deadlines.items() if deadline <= self.now}
         assert {m for _, m in fenced} == ended and all(g == GROUP for g, _ in fenced)
         for member in ended:
-            self.epochs.pop(member)
-            self.deadlines.pop(member)
-            self.subscribed.pop(member)
+            self._forget(member)
 
     @precondition(lambda self: len(self.topics) < len(TOPICS))
     @rule()

@@ -95,6 +95,7 @@ def test_the_offsets_formatter_shows_a_share_groups_records() -> None:
                for offset, record in enumerate(changes({}, records_of(group)))]
     assert [p["key"]["type"] for p in printed] == [11, 12, 10, 13, 14]
     assert printed[0]["value"] == {"version": 0, "data": {"epoch": 4, "metadataHash": 0}}
-    assert printed[4]["value"]["data"] == {"memberEpoch": 4, "previousMemberEpoch": 4, "state": 0,
+    assert printed[4]["value"]["data"] == {"memberEpoch": 4, "previousMemberEpoch": -1, "state": 0,
                                            "assignedPartitions": [{"topicId": "AAAAAAAAAAAAAAAAAAAAAQ",
                                                                    "partitions": [1]}]}
+

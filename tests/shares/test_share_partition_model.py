@@ -5,11 +5,17 @@ The model knows only the rules in words: a record is AVAILABLE until acquired; a
 one to its delivery count and locks it to the member for the lock duration; ACCEPT finishes it,
 REJECT and GAP archive it, RELEASE / lock expiry / the member leaving make it AVAILABLE again
 unless it was delivered ``delivery_count_limit`` times (then ARCHIVED); only the holder may
-acknowledge. The SPSO is the first offset not finished. After every step the share-partition
-must agree with the model on every offset's state and delivery count, and on the SPSO.
+acknowledge. The SPSO is the first offset not finished. A partition's acknowledgement batches
+go all or none (Kafka's SharePartition.acknowledge rolls back): batches out of order are
+INVALID_REQUEST, offsets below the SPSO are passed over, offsets past the last one handed out
+are INVALID_REQUEST, and an offset not held (or acknowledged twice) INVALID_RECORD_STATE. After
+every step the share-partition must agree with the model on every offset's state and delivery
+count, and on the SPSO.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import attrs
 import pytest
@@ -20,11 +26,13 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.shares.share_partition import (
     TRANSITIONS,
+    AckBatch,
     AcknowledgeType,
     Event,
     RecordState,
     SharePartition,
     SharePartitionLimits,
+    check_acknowledgements,
     next_state,
 )
 
@@ -90,20 +98,50 @@ class SharePartitionMachine(RuleBasedStateMachine):
             offsets = range(a.first_offset, a.last_offset + 1)
             assert all(self.model[o].count == a.delivery_count for o in offsets)
 
+    def _model_end(self) -> int:
+        return max([o + 1 for o, r in self.model.items() if r.count > 0] + [self._model_start()])
+
+    def _refusal(self, member: str, batches: list[tuple[int, int]]) -> ErrorCode | None:
+        """Kafka's answer to these batches, from the model (None: all applied)."""
+        if any(first < previous[1] for previous, (first, _) in itertools.pairwise(batches)):
+            return ErrorCode.INVALID_REQUEST
+        start, end = self._model_start(), self._model_end()
+        touched: set[int] = set()
+        for first, last in batches:
+            if last < start:
+                continue
+            if start == end:
+                return ErrorCode.INVALID_RECORD_STATE
+            if max(first, start) >= end or last >= end:
+                return ErrorCode.INVALID_REQUEST
+            for offset in range(max(first, start), last + 1):
+                record = self.model[offset]
+                if record.state is not RecordState.ACQUIRED or record.holder != member or offset in touched:
+                    return ErrorCode.INVALID_RECORD_STATE
+                touched.add(offset)
+        return None
+
     @rule(member=st.sampled_from(MEMBERS), first=st.integers(0, LOG_END - 1), length=st.integers(1, 3),
           kind=st.sampled_from([AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT,
-                                AcknowledgeType.GAP]))
-    def acknowledge(self, member: str, first: int, length: int, kind: AcknowledgeType) -> None:
+                                AcknowledgeType.GAP]),
+          then=st.none() | st.tuples(st.integers(-1, 2), st.integers(1, 2)))
+    def acknowledge(self, member: str, first: int, length: int, kind: AcknowledgeType,
+                    then: tuple[int, int] | None) -> None:
         last = min(first + length - 1, LOG_END - 1)
-        held = all(self.model[o].state is RecordState.ACQUIRED and self.model[o].holder == member
-                   for o in range(first, last + 1))
+        batches = [(first, last)]
+        if then is not None and last + then[0] < LOG_END:  # a second batch, from just before to past it
+            batches.append((last + then[0], min(last + then[0] + then[1] - 1, LOG_END - 1)))
+        expected = self._refusal(member, batches)
+        start = self._model_start()
         try:
-            self.partition.acknowledge(member, first, last, [kind], self.now)
+            acks = [AckBatch(f, la, (kind,)) for f, la in batches]
+            check_acknowledgements(acks, renew_allowed=False)  # the request's form first, as fetch.py
+            self.partition.acknowledge_batches(member, acks, self.now)
         except KafkaApiError as refusal:
-            assert not held and refusal.code == ErrorCode.INVALID_RECORD_STATE
+            assert refusal.code == expected
             return
-        assert held
-        for offset in range(first, last + 1):
+        assert expected is None
+        for offset in {o for f, la in batches for o in range(max(f, start), la + 1)}:
             record = self.model[offset]
             if kind is AcknowledgeType.ACCEPT:
                 record.state, record.holder = RecordState.ACKNOWLEDGED, None
@@ -160,7 +198,7 @@ def test_a_release_at_the_delivery_limit_archives() -> None:
 
 
 @pytest.mark.parametrize(("first", "last", "types"), [
-    (5, 4, [1]), (-1, 0, [1]), (0, 2, [1, 1]), (0, 0, [9]), (0, 0, [])])
+    (5, 4, [1]), (0, 2, [1, 1]), (0, 0, [9]), (0, 0, [-1]), (0, 0, [])])
 def test_a_malformed_acknowledgement_is_invalid_request(first: int, last: int, types: list[int]) -> None:
     partition = SharePartition(0, LIMITS)
     partition.acquire("a", [(0, 5)], 0, 10)
@@ -201,3 +239,42 @@ def test_record_limit_mode_stops_inside_a_batch() -> None:
     taken = limited.acquire("a", [(0, 5)], 0, 2, whole_batches=False)
     assert [(a.first_offset, a.last_offset) for a in taken] == [(0, 1)]
     assert limited.end_offset == 2 and limited.state_of(2) is RecordState.AVAILABLE
+
+
+def test_a_partitions_batches_go_all_or_none_in_kafkas_order() -> None:
+    """Kafka's SharePartition.acknowledge: a refused batch undoes the ones before it."""
+    partition = SharePartition(0, LIMITS)
+    partition.acquire("a", [(0, 3)], 0, 10)
+    with pytest.raises(KafkaApiError) as refused:
+        partition.acknowledge_batches("a", [AckBatch(0, 1, (1,)), AckBatch(3, 5, (1,))], 0)
+    assert refused.value.code == ErrorCode.INVALID_REQUEST  # 4-5 were never handed out
+    assert [partition.state_of(o) for o in range(4)] == [RecordState.ACQUIRED] * 4
+    with pytest.raises(KafkaApiError) as twice:
+        partition.acknowledge_batches("a", [AckBatch(0, 1, (1,)), AckBatch(1, 2, (1,))], 0)
+    assert twice.value.code == ErrorCode.INVALID_RECORD_STATE  # offset 1 in both
+    assert partition.start_offset == 0
+    with pytest.raises(KafkaApiError) as backwards:
+        check_acknowledgements([AckBatch(2, 3, (1,)), AckBatch(0, 1, (1,))], renew_allowed=False)
+    assert backwards.value.code == ErrorCode.INVALID_REQUEST
+
+
+def test_offsets_below_the_start_are_passed_over() -> None:
+    """Kafka skips a batch wholly below the SPSO and acknowledges the rest of one across it."""
+    partition = SharePartition(0, LIMITS)
+    partition.acquire("a", [(0, 3)], 0, 10)
+    partition.acknowledge_batches("a", [AckBatch(0, 1, (1,))], 0)
+    assert partition.start_offset == 2
+    partition.acknowledge_batches("a", [AckBatch(0, 0, (3,))], 0)  # done already: nothing changes
+    partition.acknowledge_batches("a", [AckBatch(-1, 2, (1,))], 0)
+    assert partition.start_offset == 3 and partition.state_of(3) is RecordState.ACQUIRED
+
+
+def test_renew_only_where_the_request_may_carry_it() -> None:
+    for allowed in (False, True):
+        batch = AckBatch(0, 0, (AcknowledgeType.RENEW,))
+        if allowed:
+            check_acknowledgements([batch], renew_allowed=True)
+            continue
+        with pytest.raises(KafkaApiError, match="RENEW needs a v2 request with IsRenewAck") as refused:
+            check_acknowledgements([batch], renew_allowed=False)
+        assert refused.value.code == ErrorCode.INVALID_REQUEST

@@ -86,13 +86,29 @@ def test_records_round_trip(kind: RecordType, group: str, topic_id: uuid.UUID, p
 
 
 def test_snapshot_value_layout_is_kafkas() -> None:
-    """Version, then (flexible v0) uint16 snapshot epoch, int32 state and leader epochs, int64
-    start offset, a compact array of (int64, int64, int8, int16) batches, empty tagged fields."""
-    value = ShareStateValue(1, 2, 3, 4, (StateBatch(4, 5, 2, 1),))
+    """Kafka 4.1's ShareSnapshotValue: version, then (flexible v0) int32 snapshot, state and leader
+    epochs, int64 start offset, int64 create and write timestamps, a compact array of (int64,
+    int64, int8, int16) batches, empty tagged fields. (Kafka 4.0's early access had a uint16
+    snapshot epoch and no timestamps.)"""
+    value = ShareStateValue(1, 2, 3, 4, (StateBatch(4, 5, 2, 1),), create_timestamp=5, write_timestamp=6)
     record = ShareStateRecord(RecordType.SNAPSHOT, KEY, value)
-    _, value = encode_record(record)
-    assert value == bytes.fromhex("0000" "0001" "00000002" "00000003" "0000000000000004" "02"
-                                  "0000000000000004" "0000000000000005" "02" "0001" "00" "00")
+    _, encoded = encode_record(record)
+    assert encoded == bytes.fromhex("0000" "00000001" "00000002" "00000003" "0000000000000004"
+                                    "0000000000000005" "0000000000000006" "02"
+                                    "0000000000000004" "0000000000000005" "02" "0001" "00" "00")
+    assert decode_record(*encode_record(record)).value == value
+
+
+def test_update_value_layout_is_kafkas_and_reads_a_delivery_complete_count() -> None:
+    """Kafka 4.1's ShareUpdateValue: int32 snapshot epoch, int32 leader epoch, int64 start offset,
+    the batches; Kafka 4.2 adds DeliveryCompleteCount as tag 0, which a reader passes over."""
+    value = ShareStateValue(7, -1, 3, 9, (StateBatch(9, 9, 0, 2),))
+    record = ShareStateRecord(RecordType.UPDATE, KEY, value)
+    key, encoded = encode_record(record)
+    assert encoded == bytes.fromhex("0000" "00000007" "00000003" "0000000000000009" "02"
+                                    "0000000000000009" "0000000000000009" "00" "0002" "00" "00")
+    tagged = encoded[:-1] + bytes.fromhex("01" "00" "04" "00000005")  # one tagged field: tag 0, 4 bytes
+    assert decode_record(key, tagged).value == value
 
 
 _SNAPSHOT_KEY = encode_record(ShareStateRecord(RecordType.SNAPSHOT, KEY, None))[0]

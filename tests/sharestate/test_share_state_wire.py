@@ -164,8 +164,10 @@ def test_initialize_write_read_summary_delete(single: tuple[Broker, SimpleClient
     assert (row["start_offset"], _batches(row)) == (12, [(12, 14, 2, 1), (15, 16, 4, 2), (17, 19, 0, 1)])
     summary = _summary(client, topic_id)
     assert (summary["error_code"], summary["state_epoch"], summary["start_offset"]) == (ErrorCode.NONE, 1, 12)
+    assert summary["leader_epoch"] == 3  # Kafka 4.1's v0 has it, between the state epoch and the offset
     assert _delete(client, topic_id)["error_code"] == ErrorCode.NONE
     assert _read(client, topic_id)["start_offset"] == -1
+    assert _summary(client, topic_id)["leader_epoch"] == 0  # nothing kept: PartitionFactory's default
 
 
 def test_kafkas_errors(single: tuple[Broker, SimpleClient, uuid.UUID]) -> None:
@@ -299,6 +301,7 @@ def test_a_leader_persists_through_a_coordinator_on_another_broker() -> None:
             group, coordinator = next(
                 (g, c) for g in (f"group-{i}" for i in range(100))
                 if (c := _coordinator(client, coordinator_key((g, topic_id, 0)))) != leader)
+        # One connection to the leader throughout: its share session ends with it (Kafka 4.2).
         with SimpleClient(cluster.brokers[leader].bootstrap_servers) as there:
             first = _share_fetch(there, group, topic_id, 0)
             assert [(a["first_offset"], a["last_offset"]) for a in
@@ -306,16 +309,15 @@ def test_a_leader_persists_through_a_coordinator_on_another_broker() -> None:
             acked = _share_fetch(there, group, topic_id, 1, [
                 {"first_offset": 0, "last_offset": 1, "acknowledge_types": [1]}])  # ACCEPT
             assert acked["responses"][0]["partitions"][0]["acknowledge_error_code"] == ErrorCode.NONE
-        with SimpleClient(cluster.brokers[coordinator].bootstrap_servers) as keeper:
-            state = _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
-                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}]}))
-            # Acquired records are kept as the AVAILABLE records they were before the fetch.
-            assert (state["error_code"], state["start_offset"], _batches(state)) == (
-                ErrorCode.NONE, 2, [(2, 3, 0, 0)])
-            # A newer leader epoch read at the coordinator fences the leader's next write.
-            _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
-                {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 99}]}]}))
-        with SimpleClient(cluster.brokers[leader].bootstrap_servers) as there:
+            with SimpleClient(cluster.brokers[coordinator].bootstrap_servers) as keeper:
+                state = _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
+                    {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": -1}]}]}))
+                # Acquired records are kept as the AVAILABLE records they were before the fetch.
+                assert (state["error_code"], state["start_offset"], _batches(state)) == (
+                    ErrorCode.NONE, 2, [(2, 3, 0, 0)])
+                # A newer leader epoch read at the coordinator fences the leader's next write.
+                _one(keeper.request(ApiKey.READ_SHARE_GROUP_STATE, 0, {"group_id": group, "topics": [
+                    {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 99}]}]}))
             fenced = _share_fetch(there, group, topic_id, 2, [
                 {"first_offset": 2, "last_offset": 2, "acknowledge_types": [1]}])
             assert fenced["responses"][0]["partitions"][0]["acknowledge_error_code"] == \
