@@ -56,24 +56,32 @@ stored, as Kafka's Partition.appendRecordsToLeader refuses it: in an in-process 
 shrinks as brokers stop.
 
 The handler is a plain function (no coroutine per request): it never waits, but for a transaction's
-first batch whose coordinator is another broker (above). A topic that does
+first batch whose coordinator is another broker (above), and for a batch of more records than one
+slice of the record walk (``kafkapy.log.append.WALK_SLICE_RECORDS``): its records are checked a
+slice at a time (``validation_steps``), the event loop serving every other connection between two
+slices, and that partition, with every one after it in the request, is appended after its walk
+(docs/log-append.md, "The record walk is sliced"). A topic that does
 not exist is created in the background when auto-creation is on (``auto_create``), and the
 partition answered UNKNOWN_TOPIC_OR_PARTITION, which producers retry after a metadata refresh.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import struct
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterator, Mapping
+from typing import Any, cast
+
+import attrs
 
 from kafkapy.dataplane.fetch import cluster_endpoints
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.append import (
+    AppendPlan,
     RecordsRejected,
     assign_offsets,
     compression_level,
@@ -82,6 +90,8 @@ from kafkapy.log.append import (
     recompressed,
     recompression_target,
     validate_records,
+    validation_steps,
+    walk_is_long,
 )
 from kafkapy.log.message_format import up_convert
 from kafkapy.log.topic_config import LogConfig
@@ -209,7 +219,8 @@ class ProduceHandler:
                 if tp not in refusals and not state.in_transaction(producer_id) \
                         and state.verifying.get(producer_id) is not guard:
                     refusals[tp] = (ErrorCode.INVALID_TXN_STATE, None)
-            return self._answer(ctx, body, None, None, refusals)
+            answer = self._answer(ctx, body, None, None, refusals)
+            return await answer if inspect.isawaitable(answer) else answer
         return after()
 
     def transactional_producers(self, ctx: RequestContext, body: Any) -> set[tuple[int, int]]:
@@ -281,14 +292,15 @@ class ProduceHandler:
 
     def _answer(self, ctx: RequestContext, body: Any, refused: ErrorCode | None,
                 refused_message: str | None = None,
-                unverified: dict[tuple[str, int], tuple[ErrorCode, str | None]] | None = None) -> Answer:
+                unverified: dict[tuple[str, int], tuple[ErrorCode, str | None]] | None = None
+                ) -> Answer | Awaitable[Answer]:
         version = ctx.api_version
         acks = body["acks"]
         now_ms = self.clock_ms()
         by_id = version >= FIRST_TOPIC_ID_VERSION
-        failed = False
-        leaders: set[int] = set()
-        responses = []
+        responses: list[dict[str, Any]] = []
+        names: list[str | None] = []
+        later: list[_Later] = []  # appends whose record walk is long, and every append after one
         for topic_data in body["topic_data"]:
             name: str | None
             if by_id:
@@ -298,7 +310,7 @@ class ProduceHandler:
                 name = topic_data["name"]
             denied = name is not None and self.authorize is not None and not self.authorize(
                 ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TOPIC", name)
-            answers = []
+            answers: list[dict[str, Any]] = []
             for partition_data in topic_data["partition_data"]:
                 index = partition_data["index"]
                 if refused is not None:
@@ -315,16 +327,45 @@ class ProduceHandler:
                     answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
                 elif unverified and (name, index) in unverified:
                     answer = _failed(index, *unverified[(name, index)])
+                elif later or _walk_is_long(partition_data["records"], version):
+                    later.append(_Later(answers, len(answers), name, index, partition_data["records"]))
+                    answer = _failed(index, ErrorCode.NONE)  # its place, filled in after the walk
                 else:
                     answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
+                answers.append(answer)
+            names.append(name)
+            key = "topic_id" if by_id else "name"
+            responses.append({key: topic_data[key], "partition_responses": answers})
+        if later:
+            return self._answer_later(ctx, responses, names, later, acks)
+        return self._finish(ctx, responses, names, acks)
+
+    async def _answer_later(self, ctx: RequestContext, responses: list[dict[str, Any]],
+                            names: list[str | None], later: list[_Later], acks: int) -> Answer:
+        """The request's answer once its long record walks are done: each is checked in slices
+        (``validation_steps``) between which the event loop serves every other connection, then
+        appended, in the request's order (each append after the one before it, as Kafka appends
+        a request's partitions). This connection's next requests wait meanwhile, as behind any
+        request that waits, so its answers keep their order."""
+        for step in later:
+            step.answers[step.at] = await self._append_in_slices(step.topic, step.index, step.records,
+                                                                 ctx.api_version, acks)
+        return self._finish(ctx, responses, names, acks)
+
+    def _finish(self, ctx: RequestContext, responses: list[dict[str, Any]], names: list[str | None],
+                acks: int) -> Answer:
+        """The Produce response around the partitions' answers (``names``: each topic's name, None
+        for an unknown topic id): KIP-951's current leaders; acks=0's silence, or closed connection."""
+        version = ctx.api_version
+        failed = False
+        leaders: set[int] = set()
+        for name, response in zip(names, responses):
+            for answer in response["partition_responses"]:
                 failed = failed or answer["error_code"] != ErrorCode.NONE
                 if (answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None
                         and version >= FIRST_CURRENT_LEADER_VERSION):
-                    answer["current_leader"] = self._current_leader(name, index)
+                    answer["current_leader"] = self._current_leader(name, answer["index"])
                     leaders.add(answer["current_leader"]["leader_id"])
-                answers.append(answer)
-            key = "topic_id" if by_id else "name"
-            responses.append({key: topic_data[key], "partition_responses": answers})
         if acks == 0:
             if failed:  # Kafka closes the connection: the producer learns only by reconnecting
                 raise CloseConnection
@@ -368,8 +409,36 @@ class ProduceHandler:
         process): the same checks, offsets and producer state; the partition's answer."""
         return self._append(topic, index, Records(batch), version, self.clock_ms())
 
+    async def _append_in_slices(self, topic: str, index: int, records: Any, version: int,
+                                acks: int) -> dict[str, Any]:
+        """:meth:`_append` of a batch whose record walk is long: its records are checked first, a
+        slice at a time (``validation_steps``), yielding to the event loop between slices, and
+        rebuilt with the topic's codec if it asks another; then :meth:`_append` makes its checks
+        in Kafka's order with that verdict in place of its own, against the partition as it is
+        then (leadership, producer state, log end), and appends. Timestamps are checked against
+        the time the walk began; a log-append time is the time of the append."""
+        config = self.append_config(topic)
+        now_ms = self.clock_ms()
+        data = bytearray(records.raw)
+        checked: tuple[bytearray, AppendPlan] | RecordsRejected
+        try:
+            plan = await _in_slices(validation_steps(data, config, now_ms, produce_version=version))
+            target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
+            if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
+                data = recompressed(data, plan, target, compression_level(config, target),
+                                    produce_inflate_limit(config.max_message_bytes))
+                plan = await _in_slices(validation_steps(data, config, now_ms, produce_version=version))
+            checked = (data, plan)
+        except RecordsRejected as rejected:
+            checked = rejected
+        return self._append(topic, index, records, version, self.clock_ms(), acks, checked)
+
     def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int,
-                acks: int = 1) -> dict[str, Any]:
+                acks: int = 1, checked: tuple[bytearray, AppendPlan] | RecordsRejected | None = None
+                ) -> dict[str, Any]:
+        """One partition's append (steps 1 to 5 above). ``checked``: the records' verdict, reached
+        already (:meth:`_append_in_slices`), taken at its place among the checks instead of
+        checking them here."""
         partitions = self.partitions
         try:
             if topic not in partitions.cluster.topics:
@@ -381,22 +450,27 @@ class ProduceHandler:
                 raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS)
             if records is None:
                 raise RecordsRejected(ErrorCode.INVALID_RECORD, "The produce request has no records.")
-            # The one copy, made first: the checks read it (the CRC of a writable buffer and the
-            # walk over it need no copy of their own), its header is stamped in place (offsets,
-            # epoch), and the log keeps it as it is.
-            raw = records.raw
-            if version < FIRST_BATCH_ONLY_VERSION:  # magic 0 or 1 messages, stored as a record batch
-                converted = up_convert(raw, max_message_bytes=config.max_message_bytes)
-                if converted is None:  # no whole message: nothing appended, as Kafka answers it
-                    return _answer(index, NO_OFFSET, NO_OFFSET, log.log_start_offset)
-                raw = converted
-            data = bytearray(raw)
-            plan = validate_records(data, config, now_ms, produce_version=version)
-            target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
-            if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
-                data = recompressed(data, plan, target, compression_level(config, target),
-                                    produce_inflate_limit(config.max_message_bytes))
+            if isinstance(checked, RecordsRejected):
+                raise checked
+            if checked is not None:
+                data, plan = checked
+            else:
+                # The one copy, made first: the checks read it (the CRC of a writable buffer and the
+                # walk over it need no copy of their own), its header is stamped in place (offsets,
+                # epoch), and the log keeps it as it is.
+                raw = records.raw
+                if version < FIRST_BATCH_ONLY_VERSION:  # magic 0 or 1 messages, stored as a record batch
+                    converted = up_convert(raw, max_message_bytes=config.max_message_bytes)
+                    if converted is None:  # no whole message: nothing appended, as Kafka answers it
+                        return _answer(index, NO_OFFSET, NO_OFFSET, log.log_start_offset)
+                    raw = converted
+                data = bytearray(raw)
                 plan = validate_records(data, config, now_ms, produce_version=version)
+                target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
+                if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
+                    data = recompressed(data, plan, target, compression_level(config, target),
+                                        produce_inflate_limit(config.max_message_bytes))
+                    plan = validate_records(data, config, now_ms, produce_version=version)
             assigned = assign_offsets(data, plan, base_offset=log.log_end_offset,
                                       leader_epoch=partitions.leader_epoch(topic, index),
                                       log_append_time_ms=now_ms if plan.log_append_time else None)
@@ -420,6 +494,35 @@ class ProduceHandler:
             return _failed(index, refused.code)
         except OSError as exc:  # the log's dir failed under the append: KAFKA_STORAGE_ERROR
             return _failed(index, partitions.storage_failed(topic, index, exc).code)
+
+
+@attrs.frozen
+class _Later:
+    """A partition whose append waits for a long record walk: where its answer goes, and what to
+    append."""
+
+    answers: list[dict[str, Any]]  # its topic's partition answers
+    at: int  # its place among them
+    topic: str
+    index: int
+    records: Any
+
+
+def _walk_is_long(records: Any, version: int) -> bool:
+    """Whether a partition's records are a batch whose walk is checked in slices (Produce v3+;
+    below, magic 0 and 1 messages are converted first, in one go)."""
+    return records is not None and version >= FIRST_BATCH_ONLY_VERSION and walk_is_long(records.raw)
+
+
+async def _in_slices(steps: Generator[None, None, AppendPlan]) -> AppendPlan:
+    """Run ``validation_steps`` to its verdict, letting the event loop run everything else that is
+    ready (other connections' requests, timers) between two slices."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(AppendPlan, done.value)
+        await asyncio.sleep(0)
 
 
 def _answer(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> dict[str, Any]:
