@@ -596,23 +596,17 @@ def read_v2_records(
     return out
 
 
-class _Tally:
-    """What :func:`_scan_slice` carries from one slice of records to the next."""
-
-    __slots__ = ("in_order", "max_ts", "min_ts", "null_keys")
-
-    def __init__(self) -> None:
-        # Beyond any varlong, so the first record sets both.
-        self.min_ts, self.max_ts = 1 << 64, -(1 << 64)
-        self.in_order = True
-        self.null_keys = 0
-
+# What _scan_slice carries from one slice of records to the next: the lowest and highest
+# timestamp delta, whether the offset deltas are in order, the null keys. The lowest and highest
+# start beyond any varlong, so the first record sets both.
+_Tally = tuple[int, int, bool, int]
+_FRESH_TALLY: _Tally = (1 << 64, -(1 << 64), True, 0)
 
 def _scan_slice(data: bytes | bytearray, pos: int, end: int, first: int, stop: int, count: int,
-                tally: _Tally) -> int:
+                tally: _Tally) -> tuple[int, _Tally]:
     """Walk records ``first`` to ``stop - 1`` (of ``count``) of a v2 payload ``data[:end]``, the
-    first at ``pos``, with every check of ``read_v2_records``: the position after them, their
-    timestamp deltas, order and null keys added to ``tally``; faults raise _Corrupt.
+    first at ``pos``, with every check of ``read_v2_records``: the position after them, and
+    ``tally`` with their timestamp deltas, order and null keys added; faults raise _Corrupt.
 
     The append checks' fast path (:meth:`RecordBatch.scan`), kept line for line beside
     ``read_v2_records`` so the two fail on the same bytes; tests/protocol/test_records_scan.py
@@ -620,7 +614,7 @@ def _scan_slice(data: bytes | bytearray, pos: int, end: int, first: int, stop: i
     (:meth:`RecordBatch.scan_steps`)."""
     zz = _ZIGZAG
     varint = _varint_long
-    min_ts, max_ts, in_order, null_keys = tally.min_ts, tally.max_ts, tally.in_order, tally.null_keys
+    min_ts, max_ts, in_order, null_keys = tally
     start = pos
     try:
         for index in range(first, stop):
@@ -743,8 +737,7 @@ def _scan_slice(data: bytes | bytearray, pos: int, end: int, first: int, stop: i
                 )
     except IndexError:
         raise _Corrupt("record runs past the end of the batch", start) from None
-    tally.min_ts, tally.max_ts, tally.in_order, tally.null_keys = min_ts, max_ts, in_order, null_keys
-    return pos
+    return pos, (min_ts, max_ts, in_order, null_keys)
 
 
 class RecordsSummary(NamedTuple):
@@ -965,12 +958,14 @@ class RecordBatch:
         ``inflate_limit`` is :meth:`record_list`'s.
         """
         data, start, end, origin = self._scan_payload(inflate_limit)
-        if uniform:
+        if uniform and self.record_count >= _UNIFORM_MIN_RECORDS:
             summary = self._uniform_summary(data, start, end)
             if summary is not None:
                 return summary
-        try:
-            return self._scan(data, start, end)
+        count = self.record_count
+        try:  # the walk in one slice
+            pos, tally = _scan_slice(data, start, end, 0, count, count, _FRESH_TALLY)
+            return self._summary(pos, end, tally)
         except _Corrupt as exc:
             raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
 
@@ -986,13 +981,13 @@ class RecordBatch:
         if summary is not None:
             return Scanned(summary, data, start)
         count = self.record_count
-        tally = _Tally()
+        tally = _FRESH_TALLY
         pos = start
         try:
             for first in range(0, count, max(every, 1)):
                 if first:
                     yield
-                pos = _scan_slice(data, pos, end, first, min(count, first + every), count, tally)
+                pos, tally = _scan_slice(data, pos, end, first, min(count, first + every), count, tally)
             return Scanned(self._summary(pos, end, tally), data, start)
         except _Corrupt as exc:
             raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
@@ -1070,15 +1065,9 @@ class RecordBatch:
         lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
         return read_v2_records(data, pos, end, self.base_offset, self.base_timestamp, lat, self.record_count)
 
-    def _scan(self, data: bytes | bytearray, pos: int, end: int) -> RecordsSummary:
-        """:meth:`_decode`'s walk and checks, keeping counters instead of records (the whole walk in
-        one slice: :func:`_scan_slice`)."""
-        tally = _Tally()
-        pos = _scan_slice(data, pos, end, 0, self.record_count, self.record_count, tally)
-        return self._summary(pos, end, tally)
-
     def _summary(self, pos: int, end: int, tally: _Tally) -> RecordsSummary:
-        """The summary of a walk that stopped at ``pos`` after the last record; _Corrupt when
+        """The summary of a walk (:func:`_scan_slice`, ``read_v2_records``' walk and checks keeping
+        counters instead of records) that stopped at ``pos`` after the last record; _Corrupt when
         bytes follow it, as ``read_v2_records`` refuses them."""
         count = self.record_count
         if pos != end:
@@ -1088,8 +1077,8 @@ class RecordBatch:
         elif self.attributes & _TIMESTAMP_TYPE_BIT:
             low = high = self.max_timestamp
         else:
-            low, high = self.base_timestamp + tally.min_ts, self.base_timestamp + tally.max_ts
-        return RecordsSummary(count, low, high, tally.in_order, tally.null_keys)
+            low, high = self.base_timestamp + tally[0], self.base_timestamp + tally[1]
+        return RecordsSummary(count, low, high, tally[2], tally[3])
 
     # -- rewriting --------------------------------------------------------------
 

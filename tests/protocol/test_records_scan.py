@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkapy.errors import DecodeError
+from kafkapy.protocol import records as records_module
 from kafkapy.protocol.compression import Compression, compress
 from kafkapy.protocol.records import (
     _OFFSET_DELTA_BANDS,
@@ -210,8 +211,9 @@ def test_uniform_fast_path_is_taken_on_a_producers_batch(count: int, monkeypatch
     def no_walk(*_: object) -> RecordsSummary:
         raise AssertionError("walked")
 
-    monkeypatch.setattr(RecordBatch, "_scan", no_walk)
+    monkeypatch.setattr(records_module, "_scan_slice", no_walk)
     assert batch.scan() == expected == RecordsSummary(count, NOW, NOW + 3, True, count)
+    assert sliced_scan(batch, 10)[0] == expected  # the walk in slices takes it too
 
 
 def test_a_record_of_another_shape_goes_to_the_walk() -> None:
