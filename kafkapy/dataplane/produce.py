@@ -301,8 +301,9 @@ class ProduceHandler:
         acks = body["acks"]
         now_ms = self.clock_ms()
         by_id = version >= FIRST_TOPIC_ID_VERSION
+        failed = False
+        leaders: set[int] = set()
         responses: list[dict[str, Any]] = []
-        names: list[str | None] = []
         later: list[_Later] = []  # appends whose record walk is long, and every append after one
         for topic_data in body["topic_data"]:
             name: str | None
@@ -330,51 +331,60 @@ class ProduceHandler:
                     answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
                 elif unverified and (name, index) in unverified:
                     answer = _failed(index, *unverified[(name, index)])
-                elif later or _walk_is_long(partition_data["records"], version):
+                elif later or (version >= FIRST_BATCH_ONLY_VERSION and (records := partition_data["records"])
+                               is not None and walk_is_long(records.raw)):
+                    # a long record walk (magic 0 and 1 messages, below v3, are converted in one go)
                     later.append(_Later(answers, len(answers), name, index, partition_data["records"]))
-                    answer = _failed(index, ErrorCode.NONE)  # its place, filled in after the walk
+                    answers.append(_failed(index, ErrorCode.NONE))  # its place, filled in after the walk
+                    continue
                 else:
                     answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
+                failed = failed or answer["error_code"] != ErrorCode.NONE
+                if answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    self._name_current_leader(answer, name, version, leaders)
                 answers.append(answer)
-            names.append(name)
             key = "topic_id" if by_id else "name"
             responses.append({key: topic_data[key], "partition_responses": answers})
         if later:
-            return self._answer_later(ctx, responses, names, later, acks)
-        return self._finish(ctx, responses, names, acks)
+            return self._answer_later(ctx, responses, later, acks, failed, leaders)
+        return self._finish(ctx, responses, acks, failed, leaders)
 
-    async def _answer_later(self, ctx: RequestContext, responses: list[dict[str, Any]],
-                            names: list[str | None], later: list[_Later], acks: int) -> Answer:
+    def _name_current_leader(self, answer: dict[str, Any], name: str | None, version: int,
+                             leaders: set[int]) -> None:
+        """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader (and the
+        response its endpoint), from v10."""
+        if name is not None and version >= FIRST_CURRENT_LEADER_VERSION:
+            answer["current_leader"] = self._current_leader(name, answer["index"])
+            leaders.add(answer["current_leader"]["leader_id"])
+
+    async def _answer_later(self, ctx: RequestContext, responses: list[dict[str, Any]], later: list[_Later],
+                            acks: int, failed: bool, leaders: set[int]) -> Answer:
         """The request's answer once its long record walks are done: each is checked in slices
         (``validation_steps``) between which the event loop serves every other connection, then
         appended, in the request's order (each append after the one before it, as Kafka appends
         a request's partitions). This connection's next requests wait meanwhile, as behind any
         request that waits, so its answers keep their order."""
-        for step in later:
-            step.answers[step.at] = await self._append_in_slices(step.topic, step.index, step.records,
-                                                                 ctx.api_version, acks)
-        answer = self._finish(ctx, responses, names, acks)
-        named = sum(len(step.answers[step.at].get("record_errors", ())) for step in later)
-        if answer is None or named <= WALK_SLICE_RECORDS:
-            return answer
-        # An answer naming very many faulty records (50 MB for a million): encoded in slices too.
-        data = await _in_slices(body_steps(ctx.api_version, answer, WALK_SLICE_RECORDS))
-        return answer if data is None else EncodedResponse(answer, data)
-
-    def _finish(self, ctx: RequestContext, responses: list[dict[str, Any]], names: list[str | None],
-                acks: int) -> Mapping[str, Any] | None:
-        """The Produce response around the partitions' answers (``names``: each topic's name, None
-        for an unknown topic id): KIP-951's current leaders; acks=0's silence, or closed connection."""
         version = ctx.api_version
-        failed = False
-        leaders: set[int] = set()
-        for name, response in zip(names, responses):
-            for answer in response["partition_responses"]:
-                failed = failed or answer["error_code"] != ErrorCode.NONE
-                if (answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None
-                        and version >= FIRST_CURRENT_LEADER_VERSION):
-                    answer["current_leader"] = self._current_leader(name, answer["index"])
-                    leaders.add(answer["current_leader"]["leader_id"])
+        named = 0
+        for step in later:
+            answer = await self._append_in_slices(step.topic, step.index, step.records, version, acks)
+            step.answers[step.at] = answer
+            failed = failed or answer["error_code"] != ErrorCode.NONE
+            if answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                self._name_current_leader(answer, step.topic, version, leaders)
+            named += len(answer["record_errors"])
+        body = self._finish(ctx, responses, acks, failed, leaders)
+        if body is None or named <= WALK_SLICE_RECORDS:
+            return body
+        # An answer naming very many faulty records (50 MB for a million): encoded in slices too.
+        data = await _in_slices(body_steps(version, body, WALK_SLICE_RECORDS))
+        return body if data is None else EncodedResponse(body, data)
+
+    def _finish(self, ctx: RequestContext, responses: list[dict[str, Any]], acks: int, failed: bool,
+                leaders: set[int]) -> Mapping[str, Any] | None:
+        """The Produce response around the partitions' answers, ``leaders`` those named in them
+        (KIP-951's endpoints); acks=0's silence, or closed connection when a partition ``failed``."""
+        version = ctx.api_version
         if acks == 0:
             if failed:  # Kafka closes the connection: the producer learns only by reconnecting
                 raise CloseConnection
@@ -518,12 +528,6 @@ class _Later:
     topic: str
     index: int
     records: Any
-
-
-def _walk_is_long(records: Any, version: int) -> bool:
-    """Whether a partition's records are a batch whose walk is checked in slices (Produce v3+;
-    below, magic 0 and 1 messages are converted first, in one go)."""
-    return records is not None and version >= FIRST_BATCH_ONLY_VERSION and walk_is_long(records.raw)
 
 
 async def _in_slices(steps: Generator[None, None, _T]) -> _T:
