@@ -42,7 +42,8 @@ TOPIC_BYTES = 2_000_000  # max.message.bytes of the benchmark's topic: the valid
 _SIZE = struct.Struct(">i")
 
 
-def _zigzag(value: int) -> bytes:
+def zigzag(value: int) -> bytes:
+    """A zigzag varint, as v2 records write their lengths and deltas."""
     value = (value << 1) ^ (value >> 63)
     out = bytearray()
     while value >= 0x80:
@@ -57,15 +58,15 @@ def tiny_records(count: int, *, in_order: bool) -> bytes:
     null and one byte; offset deltas 0..count-1, or all 0."""
     out = bytearray()
     for i in range(count):
-        key = _zigzag(-1) if i % 2 else _zigzag(1) + b"k"
-        body = b"\x00" + _zigzag(0) + _zigzag(i if in_order else 0) + key + _zigzag(-1) + _zigzag(0)
-        out += _zigzag(len(body)) + body
+        key = zigzag(-1) if i % 2 else zigzag(1) + b"k"
+        body = b"\x00" + zigzag(0) + zigzag(i if in_order else 0) + key + zigzag(-1) + zigzag(0)
+        out += zigzag(len(body)) + body
     return bytes(out)
 
 
 def bomb_records(count: int) -> bytes:
     """``count`` identical 7-byte records, offset delta 0: the payload that compresses best."""
-    return (_zigzag(6) + b"\x00" + _zigzag(0) + _zigzag(0) + _zigzag(-1) + _zigzag(-1) + _zigzag(0)) * count
+    return (zigzag(6) + b"\x00" + zigzag(0) + zigzag(0) + zigzag(-1) + zigzag(-1) + zigzag(0)) * count
 
 
 def batch_of(payload: bytes, count: int, codec: Compression) -> bytes:

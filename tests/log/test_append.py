@@ -433,6 +433,19 @@ def test_the_append_benchmark_runs() -> None:
     assert "~1 MB, none, LogAppendTime" in result.stdout and "compacted (key check)" in result.stdout
 
 
+def damage(raw: bytearray, kind: str, data: st.DataObject) -> None:
+    """Damage ``raw`` in place: a byte flipped (and the CRC made to match it), cut, or extended."""
+    if kind == "truncate":
+        del raw[data.draw(st.integers(0, len(raw) - 1)):]
+    elif kind == "append":
+        raw += data.draw(st.binary(min_size=1, max_size=80))
+    elif kind in ("flip", "flip+crc"):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] ^= data.draw(st.integers(1, 255))
+        if kind == "flip+crc" and len(raw) >= 61:
+            fix_crc(raw)
+
+
 def _validated(raw: bytearray, config: LogConfig, version: int | None, fast: bool) -> object:
     from kafkapy.log import append
 
@@ -456,16 +469,8 @@ def test_the_one_clean_batch_fast_path_equals_the_plain_checks(
     or the same rejection, code, message and record errors."""
     raw = bytearray(build_record_batch(records, compression=codec))
     kind = data.draw(st.sampled_from(["none", "flip", "flip+crc", "truncate", "append", "field"]))
-    if kind == "truncate":
-        del raw[data.draw(st.integers(0, len(raw) - 1)):]
-    elif kind == "append":
-        raw += data.draw(st.binary(min_size=1, max_size=80))
-    elif kind in ("flip", "flip+crc"):
-        at = data.draw(st.integers(0, len(raw) - 1))
-        raw[at] ^= data.draw(st.integers(1, 255))
-        if kind == "flip+crc" and len(raw) >= 61:
-            fix_crc(raw)
-    elif kind == "field":  # a header field set to an edge value, the CRC kept valid
+    damage(raw, kind, data)
+    if kind == "field":  # a header field set to an edge value, the CRC kept valid
         fmt, at = data.draw(st.sampled_from([(">q", 0), (">i", 23), (">i", 57), (">q", 43), (">i", 53),
                                              (">h", 21)]))
         struct.pack_into(fmt, raw, at, data.draw(st.sampled_from([-1, 0, 1, 5, 0x20, 0x04])))
@@ -516,16 +521,7 @@ def test_the_walk_in_slices_equals_validate_records(
              for i, (k, v, h, ts) in enumerate(records)]
     # offset gaps under a consistent header (last offset delta count - 1): the records are named
     raw = patch(build_record_batch(items, compression=codec), ">i", 23, len(items) - 1)
-    kind = data.draw(st.sampled_from(["none", "flip", "flip+crc", "truncate", "append"]))
-    if kind == "truncate":
-        del raw[data.draw(st.integers(0, len(raw) - 1)):]
-    elif kind == "append":
-        raw += data.draw(st.binary(min_size=1, max_size=80))
-    elif kind in ("flip", "flip+crc"):
-        at = data.draw(st.integers(0, len(raw) - 1))
-        raw[at] ^= data.draw(st.integers(1, 255))
-        if kind == "flip+crc" and len(raw) >= 61:
-            fix_crc(raw)
+    damage(raw, data.draw(st.sampled_from(["none", "flip", "flip+crc", "truncate", "append"])), data)
     verdict, _ = _sliced(raw, config, version, every)
     assert verdict == _validated(raw, config, version, fast=True)
 
