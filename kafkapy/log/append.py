@@ -128,6 +128,10 @@ _COMPRESSIONS = tuple(Compression)  # by codec id 0..4, without an enum call per
 # A producer's batch is far fewer (16 KiB, its default batch.size, holds about 2,300 records of the
 # smallest kind), so it is checked in one go, on the fast path.
 WALK_SLICE_RECORDS = 10_000
+# The smallest v2 record: its length, attributes, timestamp delta, offset delta, key length, value
+# length and header count, one byte each.
+_SMALLEST_RECORD = 7
+V2_BATCH_LENGTH_AT = 8  # the v2 header's batch_length (int32), after the base offset
 _T = TypeVar("_T")
 
 _I16 = struct.Struct(">h")
@@ -278,11 +282,20 @@ def validate_records(
 
 
 def walk_is_long(data: bytearray | bytes | memoryview) -> bool:
-    """Whether the records of the batch in ``data`` are more than one slice of the walk
-    (``WALK_SLICE_RECORDS``) by the count its header states; such a batch is checked with
+    """Whether checking the batch in ``data`` would walk more than one slice of records
+    (``WALK_SLICE_RECORDS``): its header counts more, its payload could hold more (a record takes
+    at least 7 bytes, and the walk stops where an uncompressed payload's records do), and its CRC
+    holds (else it is refused before any record is read). Such a batch is checked with
     :func:`validation_steps`, whose slices a caller can interleave with other work."""
-    return len(data) >= V2_HEADER_SIZE and data[V2_MAGIC_AT] == 2 and \
-        _I32.unpack_from(data, V2_COUNT_AT)[0] > WALK_SLICE_RECORDS
+    if len(data) < V2_HEADER_SIZE or data[V2_MAGIC_AT] != 2 or \
+            _I32.unpack_from(data, V2_COUNT_AT)[0] <= WALK_SLICE_RECORDS:
+        return False
+    if not data[V2_ATTRIBUTES_AT + 1] & COMPRESSION_MASK and \
+            (len(data) - V2_HEADER_SIZE) // _SMALLEST_RECORD <= WALK_SLICE_RECORDS:
+        return False
+    end = V2_BATCH_LENGTH_AT + 4 + _I32.unpack_from(data, V2_BATCH_LENGTH_AT)[0]
+    stated_crc: int = _U32.unpack_from(data, V2_CRC_AT)[0]
+    return end <= len(data) and crc32c(memoryview(data)[V2_ATTRIBUTES_AT:end]) == stated_crc
 
 
 def validation_steps(

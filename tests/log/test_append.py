@@ -549,6 +549,14 @@ def test_a_batch_of_more_records_than_a_slice_leaves_the_fast_paths() -> None:
     long = bytearray(build_record_batch([(None, b"", [], NOW)] * (WALK_SLICE_RECORDS + 1)))
     short = bytearray(build_record_batch([(None, b"", [], NOW)] * WALK_SLICE_RECORDS))
     assert walk_is_long(long) and not walk_is_long(short)
+    broken = bytearray(long)
+    broken[-1] ^= 1
+    assert not walk_is_long(broken)  # refused CORRUPT_MESSAGE before any record is read
+    lying = patch(patch(build_record_batch([(None, b"", [], NOW)] * 3), ">i", 57, 20_000), ">i", 23, 19_999)
+    assert not walk_is_long(lying)  # three records' bytes: the walk stops after them
+    compressed = patch(patch(build_record_batch([(None, b"", [], NOW)] * 3, compression="zstd"), ">i", 57,
+                             20_000), ">i", 23, 19_999)
+    assert walk_is_long(compressed)  # what it inflates to can hold them
     assert _one_clean_batch(long, LogConfig(), NOW, 9) is None
     assert _one_clean_batch(short, LogConfig(), NOW, 9) == validate_records(short, LogConfig(), NOW)
     assert validate_records(long, LogConfig(), NOW).record_count == WALK_SLICE_RECORDS + 1
