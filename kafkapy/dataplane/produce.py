@@ -56,24 +56,33 @@ stored, as Kafka's Partition.appendRecordsToLeader refuses it: in an in-process 
 shrinks as brokers stop.
 
 The handler is a plain function (no coroutine per request): it never waits, but for a transaction's
-first batch whose coordinator is another broker (above). A topic that does
+first batch whose coordinator is another broker (above), and for a batch of more records than one
+slice of the record walk (``kafkapy.log.append.WALK_SLICE_RECORDS``): its records are checked a
+slice at a time (``validation_steps``), the event loop serving every other connection between two
+slices, and that partition, with every one after it in the request, is appended after its walk
+(docs/log-append.md, "The record walk is sliced"). A topic that does
 not exist is created in the background when auto-creation is on (``auto_create``), and the
 partition answered UNKNOWN_TOPIC_OR_PARTITION, which producers retry after a metadata refresh.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import struct
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterator, Mapping
+from typing import Any, TypeVar, cast
+
+import attrs
 
 from kafkapy.dataplane.fetch import cluster_endpoints
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.append import (
+    WALK_SLICE_RECORDS,
+    AppendPlan,
     RecordsRejected,
     assign_offsets,
     compression_level,
@@ -82,12 +91,15 @@ from kafkapy.log.append import (
     recompressed,
     recompression_target,
     validate_records,
+    validation_steps,
+    walk_is_long,
 )
 from kafkapy.log.message_format import up_convert
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
+from kafkapy.protocol.produce_response import body_steps
 from kafkapy.protocol.records import (
     TRANSACTIONAL_BIT,
     V2_ATTRIBUTES_AT,
@@ -98,7 +110,7 @@ from kafkapy.protocol.records import (
 )
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.core import INTERNAL_TOPICS
-from kafkapy.server.modules import Answer, RequestContext
+from kafkapy.server.modules import Answer, EncodedResponse, RequestContext
 from kafkapy.server.txn_coordinator import TransactionCoordinatorLocator
 
 __all__ = ["FIRST_FITTED_ANSWER_VERSION", "FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
@@ -117,6 +129,7 @@ _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16
 MAGIC_V2 = 2
 V2_PRODUCER_ID_AT = 43  # a v2 batch header's producer id (int64), then its epoch (int16)
 _PRODUCER = struct.Struct(">qh")
+_T = TypeVar("_T")
 
 
 # Kafka's InvalidPidMappingException from ReplicaManager.handleProduceAppend, every partition's message
@@ -209,7 +222,8 @@ class ProduceHandler:
                 if tp not in refusals and not state.in_transaction(producer_id) \
                         and state.verifying.get(producer_id) is not guard:
                     refusals[tp] = (ErrorCode.INVALID_TXN_STATE, None)
-            return self._answer(ctx, body, None, None, refusals)
+            answer = self._answer(ctx, body, None, None, refusals)
+            return await answer if inspect.isawaitable(answer) else answer
         return after()
 
     def transactional_producers(self, ctx: RequestContext, body: Any) -> set[tuple[int, int]]:
@@ -281,14 +295,16 @@ class ProduceHandler:
 
     def _answer(self, ctx: RequestContext, body: Any, refused: ErrorCode | None,
                 refused_message: str | None = None,
-                unverified: dict[tuple[str, int], tuple[ErrorCode, str | None]] | None = None) -> Answer:
+                unverified: dict[tuple[str, int], tuple[ErrorCode, str | None]] | None = None
+                ) -> Answer | Awaitable[Answer]:
         version = ctx.api_version
         acks = body["acks"]
         now_ms = self.clock_ms()
         by_id = version >= FIRST_TOPIC_ID_VERSION
         failed = False
         leaders: set[int] = set()
-        responses = []
+        responses: list[dict[str, Any]] = []
+        later: list[_Later] = []  # appends whose record walk is long, and every append after one
         for topic_data in body["topic_data"]:
             name: str | None
             if by_id:
@@ -298,7 +314,7 @@ class ProduceHandler:
                 name = topic_data["name"]
             denied = name is not None and self.authorize is not None and not self.authorize(
                 ctx.connection.principal, ctx.connection.client_address[0], "WRITE", "TOPIC", name)
-            answers = []
+            answers: list[dict[str, Any]] = []
             for partition_data in topic_data["partition_data"]:
                 index = partition_data["index"]
                 if refused is not None:
@@ -315,16 +331,60 @@ class ProduceHandler:
                     answer = _failed(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
                 elif unverified and (name, index) in unverified:
                     answer = _failed(index, *unverified[(name, index)])
+                elif later or (version >= FIRST_BATCH_ONLY_VERSION and (records := partition_data["records"])
+                               is not None and walk_is_long(records.raw)):
+                    # a long record walk (magic 0 and 1 messages, below v3, are converted in one go)
+                    later.append(_Later(answers, len(answers), name, index, partition_data["records"]))
+                    answers.append(_failed(index, ErrorCode.NONE))  # its place, filled in after the walk
+                    continue
                 else:
                     answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
                 failed = failed or answer["error_code"] != ErrorCode.NONE
-                if (answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER and name is not None
-                        and version >= FIRST_CURRENT_LEADER_VERSION):
-                    answer["current_leader"] = self._current_leader(name, index)
-                    leaders.add(answer["current_leader"]["leader_id"])
+                if answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    self._name_current_leader(answer, name, version, leaders)
                 answers.append(answer)
             key = "topic_id" if by_id else "name"
             responses.append({key: topic_data[key], "partition_responses": answers})
+        if later:
+            return self._answer_later(ctx, responses, later, acks, failed, leaders)
+        return self._finish(ctx, responses, acks, failed, leaders)
+
+    def _name_current_leader(self, answer: dict[str, Any], name: str | None, version: int,
+                             leaders: set[int]) -> None:
+        """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader (and the
+        response its endpoint), from v10."""
+        if name is not None and version >= FIRST_CURRENT_LEADER_VERSION:
+            answer["current_leader"] = self._current_leader(name, answer["index"])
+            leaders.add(answer["current_leader"]["leader_id"])
+
+    async def _answer_later(self, ctx: RequestContext, responses: list[dict[str, Any]], later: list[_Later],
+                            acks: int, failed: bool, leaders: set[int]) -> Answer:
+        """The request's answer once its long record walks are done: each is checked in slices
+        (``validation_steps``) between which the event loop serves every other connection, then
+        appended, in the request's order (each append after the one before it, as Kafka appends
+        a request's partitions). This connection's next requests wait meanwhile, as behind any
+        request that waits, so its answers keep their order."""
+        version = ctx.api_version
+        named = 0
+        for step in later:
+            answer = await self._append_in_slices(step.topic, step.index, step.records, version, acks)
+            step.answers[step.at] = answer
+            failed = failed or answer["error_code"] != ErrorCode.NONE
+            if answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                self._name_current_leader(answer, step.topic, version, leaders)
+            named += len(answer["record_errors"])
+        body = self._finish(ctx, responses, acks, failed, leaders)
+        if body is None or named <= WALK_SLICE_RECORDS:
+            return body
+        # An answer naming very many faulty records (50 MB for a million): encoded in slices too.
+        data = await _in_slices(body_steps(version, body, WALK_SLICE_RECORDS))
+        return body if data is None else EncodedResponse(body, data)
+
+    def _finish(self, ctx: RequestContext, responses: list[dict[str, Any]], acks: int, failed: bool,
+                leaders: set[int]) -> Mapping[str, Any] | None:
+        """The Produce response around the partitions' answers, ``leaders`` those named in them
+        (KIP-951's endpoints); acks=0's silence, or closed connection when a partition ``failed``."""
+        version = ctx.api_version
         if acks == 0:
             if failed:  # Kafka closes the connection: the producer learns only by reconnecting
                 raise CloseConnection
@@ -368,8 +428,39 @@ class ProduceHandler:
         process): the same checks, offsets and producer state; the partition's answer."""
         return self._append(topic, index, Records(batch), version, self.clock_ms())
 
+    async def _append_in_slices(self, topic: str, index: int, records: Any, version: int,
+                                acks: int) -> dict[str, Any]:
+        """:meth:`_append` of a batch whose record walk is long: its records are checked first, a
+        slice at a time (``validation_steps``), yielding to the event loop between slices, and
+        rebuilt with the topic's codec if it asks another; then :meth:`_append` makes its checks
+        in Kafka's order with that verdict in place of its own, against the partition as it is
+        then (leadership, producer state, log end), and appends. Timestamps are checked against
+        the time the walk began; a log-append time is the time of the append."""
+        config = self.append_config(topic)
+        now_ms = self.clock_ms()
+        data = bytearray(records.raw)
+        checked: tuple[bytearray, AppendPlan] | RecordsRejected
+        named = None
+        try:
+            plan = await _in_slices(validation_steps(data, config, now_ms, produce_version=version))
+            target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
+            if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
+                data = recompressed(data, plan, target, compression_level(config, target),
+                                    produce_inflate_limit(config.max_message_bytes))
+                plan = await _in_slices(validation_steps(data, config, now_ms, produce_version=version))
+            checked = (data, plan)
+        except RecordsRejected as rejected:
+            checked = rejected
+            named = await _in_slices(_record_error_answer_steps(rejected.record_errors))
+        return self._append(topic, index, records, version, self.clock_ms(), acks, checked, named)
+
     def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int,
-                acks: int = 1) -> dict[str, Any]:
+                acks: int = 1, checked: tuple[bytearray, AppendPlan] | RecordsRejected | None = None,
+                named: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """One partition's append (steps 1 to 5 above). ``checked``: the records' verdict, reached
+        already (:meth:`_append_in_slices`), taken at its place among the checks instead of
+        checking them here; ``named``: a rejected verdict's record errors as the answer gives
+        them, made already too."""
         partitions = self.partitions
         try:
             if topic not in partitions.cluster.topics:
@@ -381,22 +472,27 @@ class ProduceHandler:
                 raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS)
             if records is None:
                 raise RecordsRejected(ErrorCode.INVALID_RECORD, "The produce request has no records.")
-            # The one copy, made first: the checks read it (the CRC of a writable buffer and the
-            # walk over it need no copy of their own), its header is stamped in place (offsets,
-            # epoch), and the log keeps it as it is.
-            raw = records.raw
-            if version < FIRST_BATCH_ONLY_VERSION:  # magic 0 or 1 messages, stored as a record batch
-                converted = up_convert(raw, max_message_bytes=config.max_message_bytes)
-                if converted is None:  # no whole message: nothing appended, as Kafka answers it
-                    return _answer(index, NO_OFFSET, NO_OFFSET, log.log_start_offset)
-                raw = converted
-            data = bytearray(raw)
-            plan = validate_records(data, config, now_ms, produce_version=version)
-            target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
-            if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
-                data = recompressed(data, plan, target, compression_level(config, target),
-                                    produce_inflate_limit(config.max_message_bytes))
+            if isinstance(checked, RecordsRejected):
+                raise checked
+            if checked is not None:
+                data, plan = checked
+            else:
+                # The one copy, made first: the checks read it (the CRC of a writable buffer and the
+                # walk over it need no copy of their own), its header is stamped in place (offsets,
+                # epoch), and the log keeps it as it is.
+                raw = records.raw
+                if version < FIRST_BATCH_ONLY_VERSION:  # magic 0 or 1 messages, stored as a record batch
+                    converted = up_convert(raw, max_message_bytes=config.max_message_bytes)
+                    if converted is None:  # no whole message: nothing appended, as Kafka answers it
+                        return _answer(index, NO_OFFSET, NO_OFFSET, log.log_start_offset)
+                    raw = converted
+                data = bytearray(raw)
                 plan = validate_records(data, config, now_ms, produce_version=version)
+                target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
+                if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
+                    data = recompressed(data, plan, target, compression_level(config, target),
+                                        produce_inflate_limit(config.max_message_bytes))
+                    plan = validate_records(data, config, now_ms, produce_version=version)
             assigned = assign_offsets(data, plan, base_offset=log.log_end_offset,
                                       leader_epoch=partitions.leader_epoch(topic, index),
                                       log_append_time_ms=now_ms if plan.log_append_time else None)
@@ -412,14 +508,52 @@ class ProduceHandler:
         except RecordsRejected as rejected:
             answer = _failed(index, rejected.code)
             if rejected.record_errors:  # Kafka sends a message only with record errors
-                answer["record_errors"] = [{"batch_index": i, "batch_index_error_message": message}
-                                           for i, message in rejected.record_errors]
+                answer["record_errors"] = named if named is not None and rejected is checked else \
+                    _record_error_answers(rejected.record_errors)
                 answer["error_message"] = f"{rejected.message} ({topic}-{index})"
             return answer
         except KafkaApiError as refused:
             return _failed(index, refused.code)
         except OSError as exc:  # the log's dir failed under the append: KAFKA_STORAGE_ERROR
             return _failed(index, partitions.storage_failed(topic, index, exc).code)
+
+
+@attrs.frozen
+class _Later:
+    """A partition whose append waits for a long record walk: where its answer goes, and what to
+    append."""
+
+    answers: list[dict[str, Any]]  # its topic's partition answers
+    at: int  # its place among them
+    topic: str
+    index: int
+    records: Any
+
+
+async def _in_slices(steps: Generator[None, None, _T]) -> _T:
+    """Run ``steps`` (``validation_steps``, and the like) to its end, letting the event loop run
+    everything else that is ready (other connections' requests, timers) between two slices."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return cast(_T, done.value)
+        await asyncio.sleep(0)
+
+
+def _record_error_answer_steps(errors: list[tuple[int, str]]) -> Generator[None, None, list[dict[str, Any]]]:
+    """The record errors of a rejection as Produce v8+ answers them, ``WALK_SLICE_RECORDS`` at a
+    time (a million of them take a fifth of a second)."""
+    answers: list[dict[str, Any]] = []
+    for first in range(0, len(errors), WALK_SLICE_RECORDS):
+        if first:
+            yield
+        answers += _record_error_answers(errors[first:first + WALK_SLICE_RECORDS])
+    return answers
+
+
+def _record_error_answers(errors: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    return [{"batch_index": i, "batch_index_error_message": message} for i, message in errors]
 
 
 def _answer(index: int, base_offset: int, log_append_time_ms: int, log_start_offset: int) -> dict[str, Any]:

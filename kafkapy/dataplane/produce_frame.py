@@ -23,7 +23,8 @@ Theory of operation
    plain path's, and so are transactional batches of more than one producer id and epoch
    (INVALID_PRODUCER_ID_MAPPING for the whole request).
 3. **Check** one RecordBatch read over the one copy of the records with
-   ``clean_batch_max_timestamp``, every check ``validate_records`` makes.
+   ``clean_batch_max_timestamp``, every check ``validate_records`` makes (a batch of more records
+   than one slice of the walk is declined: the plain path checks it in slices).
 4. **Stamp** offsets and epoch in place (``stamp_batch``, which keeps the header read in step).
 5. **Producer state**: ``check_and_update``; a retried batch or a refusal records nothing.
 6. **Append** (``SegmentedLog.store_one``, the plain path's one-batch append less its AppendInfo),

@@ -57,7 +57,7 @@ import functools
 import struct
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from typing import Any, NamedTuple, NoReturn
 
@@ -596,6 +596,150 @@ def read_v2_records(
     return out
 
 
+# What _scan_slice carries from one slice of records to the next: the lowest and highest
+# timestamp delta, whether the offset deltas are in order, the null keys. The lowest and highest
+# start beyond any varlong, so the first record sets both.
+_Tally = tuple[int, int, bool, int]
+_FRESH_TALLY: _Tally = (1 << 64, -(1 << 64), True, 0)
+
+def _scan_slice(data: bytes | bytearray, pos: int, end: int, first: int, stop: int, count: int,
+                tally: _Tally) -> tuple[int, _Tally]:
+    """Walk records ``first`` to ``stop - 1`` (of ``count``) of a v2 payload ``data[:end]``, the
+    first at ``pos``, with every check of ``read_v2_records``: the position after them, and
+    ``tally`` with their timestamp deltas, order and null keys added; faults raise _Corrupt.
+
+    The append checks' fast path (:meth:`RecordBatch.scan`), kept line for line beside
+    ``read_v2_records`` so the two fail on the same bytes; tests/protocol/test_records_scan.py
+    holds them equal. A slice of a batch's records, so that a long walk can pause between slices
+    (:meth:`RecordBatch.scan_steps`)."""
+    zz = _ZIGZAG
+    varint = _varint_long
+    min_ts, max_ts, in_order, null_keys = tally
+    start = pos
+    try:
+        for index in range(first, stop):
+            start = pos
+            if pos >= end:
+                raise _Corrupt(f"batch ends after {index} of {count} records", pos)
+            b = data[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                length = zz[(b & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                length, pos = varint(data, pos, 5)
+            if length < 0 or length > end - pos:
+                raise _Corrupt(
+                    f"record length {length} overruns the batch ({end - pos} bytes left)", start
+                )
+            rec_end = pos + length
+            b = data[pos + 1]
+            if b < 0x80:
+                ts_delta = zz[b]
+                pos += 2
+            elif (c := data[pos + 2]) < 0x80:
+                ts_delta = zz[(b & 0x7F) | (c << 7)]
+                pos += 3
+            else:
+                ts_delta, pos = varint(data, pos + 1, 10)
+            if ts_delta > max_ts:
+                max_ts = ts_delta
+            if ts_delta < min_ts:
+                min_ts = ts_delta
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                offset_delta = zz[(b & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                offset_delta, pos = varint(data, pos, 5)
+            if offset_delta != index:
+                in_order = False
+            b = data[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                n = zz[(b & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                n, pos = varint(data, pos, 5)
+            if n < 0:
+                if n != -1:
+                    raise _Corrupt(f"negative key length {n}", pos)
+                null_keys += 1
+            elif n > rec_end - pos:
+                raise _Corrupt(f"key length {n} overruns the record", pos)
+            else:
+                pos += n
+            b = data[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            elif (c := data[pos + 1]) < 0x80:
+                n = zz[(b & 0x7F) | (c << 7)]
+                pos += 2
+            else:
+                n, pos = varint(data, pos, 5)
+            if n < 0:
+                if n != -1:
+                    raise _Corrupt(f"negative value length {n}", pos)
+            elif n > rec_end - pos:
+                raise _Corrupt(f"value length {n} overruns the record", pos)
+            else:
+                pos += n
+            b = data[pos]
+            if b < 0x80:
+                n = zz[b]
+                pos += 1
+            else:
+                n, pos = varint(data, pos, 5)
+            if n:
+                if n < 0 or n > (rec_end - pos) >> 1:
+                    raise _Corrupt(f"header count {n} does not fit the record", pos)
+                for _ in range(n):
+                    b = data[pos]
+                    if b < 0x80:
+                        n = zz[b]
+                        pos += 1
+                    else:
+                        n, pos = varint(data, pos, 5)
+                    if n < 0 or n > rec_end - pos:
+                        raise _Corrupt(f"header key length {n} is invalid here", pos)
+                    try:
+                        data[pos : pos + n].decode()
+                    except UnicodeDecodeError as exc:
+                        raise _Corrupt(f"header key is not UTF-8: {exc.reason}", pos) from None
+                    pos += n
+                    b = data[pos]
+                    if b < 0x80:
+                        n = zz[b]
+                        pos += 1
+                    elif (c := data[pos + 1]) < 0x80:
+                        n = zz[(b & 0x7F) | (c << 7)]
+                        pos += 2
+                    else:
+                        n, pos = varint(data, pos, 5)
+                    if n < 0:
+                        if n != -1:
+                            raise _Corrupt(f"negative header value length {n}", pos)
+                    elif n > rec_end - pos:
+                        raise _Corrupt(f"header value length {n} overruns the record", pos)
+                    else:
+                        pos += n
+            if pos != rec_end:
+                raise _Corrupt(
+                    f"record declares {length} bytes but its fields take {pos - rec_end + length}", start
+                )
+    except IndexError:
+        raise _Corrupt("record runs past the end of the batch", start) from None
+    return pos, (min_ts, max_ts, in_order, null_keys)
+
+
 class RecordsSummary(NamedTuple):
     """What :meth:`RecordBatch.scan` reports: the facts append validation checks, per batch."""
 
@@ -604,6 +748,17 @@ class RecordsSummary(NamedTuple):
     max_timestamp: int
     offsets_in_order: bool  # offset deltas are exactly 0, 1, ..., count - 1
     null_keys: int  # records without a key
+
+
+class Scanned(NamedTuple):
+    """What :meth:`RecordBatch.scan_steps` returns: the summary, and the payload it walked."""
+
+    summary: RecordsSummary
+    data: bytes | bytearray  # the payload, inflated if the batch is compressed
+    start: int  # where the first record lies in ``data``
+
+
+RecordFacts = tuple[int, int, bool]  # a record's offset, timestamp, and whether its key is null
 
 
 class RecordBatch:
@@ -802,183 +957,128 @@ class RecordBatch:
         share one shape; off, every record is walked (tests hold the two equal).
         ``inflate_limit`` is :meth:`record_list`'s.
         """
+        data, start, end, origin = self._scan_payload(inflate_limit)
+        if uniform and self.record_count >= _UNIFORM_MIN_RECORDS:
+            summary = self._uniform_summary(data, start, end)
+            if summary is not None:
+                return summary
+        count = self.record_count
+        try:  # the walk in one slice
+            pos, tally = _scan_slice(data, start, end, 0, count, count, _FRESH_TALLY)
+            return self._summary(pos, end, tally)
+        except _Corrupt as exc:
+            raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
+
+    def scan_steps(self, every: int, *,
+                   inflate_limit: int = MAX_INFLATED_BYTES) -> Generator[None, None, Scanned]:
+        """:meth:`scan` in slices of ``every`` records, yielding between two slices: the walk of a
+        batch of very many records, for a caller that must not hold its thread for all of it (the
+        broker's event loop: kafkapy.dataplane.produce). The same DecodeError, or the same summary,
+        with the payload walked, so that :meth:`record_facts` can read it again without inflating
+        it twice. Inflation and the uniform fast path are not sliced: both run in C."""
+        data, start, end, origin = self._scan_payload(inflate_limit)
+        summary = self._uniform_summary(data, start, end)
+        if summary is not None:
+            return Scanned(summary, data, start)
+        count = self.record_count
+        tally = _FRESH_TALLY
+        pos = start
+        try:
+            for first in range(0, count, max(every, 1)):
+                if first:
+                    yield
+                pos, tally = _scan_slice(data, pos, end, first, min(count, first + every), count, tally)
+            return Scanned(self._summary(pos, end, tally), data, start)
+        except _Corrupt as exc:
+            raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
+
+    def _scan_payload(self, inflate_limit: int) -> tuple[bytes | bytearray, int, int, int | None]:
+        """The payload the walk reads, as :func:`v2_payload` gives it, but in place when it can be."""
         buf = self._buf
-        data: bytes | bytearray
-        origin: int | None
         whole = buf.obj if isinstance(buf, memoryview) else None
         if (isinstance(whole, bytearray) and not self.attributes & _COMPRESSION_MASK
                 and len(buf) == len(whole)):
             # A view of a whole bytearray (Produce checks the batch in the buffer it is stamped in):
             # the walk only reads, and a bytearray indexes and slices as bytes do, at the same
             # positions, so the payload needs no copy. (record_list copies: records hold bytes.)
-            data, start, end, origin = whole, self._pos + _V2_HEADER_SIZE, self._end, 0
+            return whole, self._pos + _V2_HEADER_SIZE, self._end, 0
+        return v2_payload(buf, self._pos, self._end, self.attributes, inflate_limit)
+
+    def _uniform_summary(self, data: bytes | bytearray, start: int, end: int) -> RecordsSummary | None:
+        """The summary from ``_scan_uniform``, for records of one shape; None when it declines."""
+        if self.record_count < _UNIFORM_MIN_RECORDS:
+            return None
+        uniform_summary = _scan_uniform(data, start, end, self.record_count)
+        if uniform_summary is None:
+            return None
+        min_ts, max_ts, null_keys = uniform_summary
+        if self.attributes & _TIMESTAMP_TYPE_BIT:
+            low = high = self.max_timestamp
         else:
-            data, start, end, origin = v2_payload(buf, self._pos, self._end, self.attributes, inflate_limit)
-        if uniform and self.record_count >= _UNIFORM_MIN_RECORDS:
-            uniform_summary = _scan_uniform(data, start, end, self.record_count)
-            if uniform_summary is not None:
-                min_ts, max_ts, null_keys = uniform_summary
-                if self.attributes & _TIMESTAMP_TYPE_BIT:
-                    low = high = self.max_timestamp
-                else:
-                    low, high = self.base_timestamp + min_ts, self.base_timestamp + max_ts
-                return RecordsSummary(self.record_count, low, high, True, null_keys)
-        try:
-            return self._scan(data, start, end)
-        except _Corrupt as exc:
-            raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
+            low, high = self.base_timestamp + min_ts, self.base_timestamp + max_ts
+        return RecordsSummary(self.record_count, low, high, True, null_keys)
+
+    def record_facts(self, data: bytes | bytearray, pos: int, count: int) -> tuple[list[RecordFacts], int]:
+        """``(offset, timestamp, key is null)`` of the ``count`` records at ``pos`` of the payload
+        ``data`` (``Scanned.data``), and the position after them: what the append checks need to
+        name faulty records, read without building them.
+
+        A fast path behind :meth:`record_list`'s contract, for a batch :meth:`scan_steps` accepted
+        (so every record's structure is known to be sound, and each is skipped by its length):
+        the facts of the records ``record_list`` returns. tests/protocol/test_records_scan.py
+        holds the two equal."""
+        zz = _ZIGZAG
+        varint = _varint_long
+        base_offset = self.base_offset
+        base_ts = self.base_timestamp
+        lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
+        out: list[RecordFacts] = []
+        append = out.append
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = zz[b]
+                pos += 1
+            else:
+                length, pos = varint(data, pos, 5)
+            rec_end = pos + length
+            b = data[pos + 1]  # after the attributes byte
+            if b < 0x80:
+                ts_delta = zz[b]
+                pos += 2
+            else:
+                ts_delta, pos = varint(data, pos + 1, 10)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = zz[b]
+                pos += 1
+            else:
+                offset_delta, pos = varint(data, pos, 5)
+            b = data[pos]
+            null_key = b == 1 if b < 0x80 else varint(data, pos, 5)[0] == -1  # 1: -1 zigzagged
+            append((base_offset + offset_delta, base_ts + ts_delta if lat is None else lat, null_key))
+            pos = rec_end
+        return out, pos
 
     def _decode(self, data: bytes, pos: int, end: int) -> list[Record]:
         """This batch's records from its payload ``data[pos:end]``; faults raise _Corrupt."""
         lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
         return read_v2_records(data, pos, end, self.base_offset, self.base_timestamp, lat, self.record_count)
 
-    def _scan(self, data: bytes | bytearray, pos: int, end: int) -> RecordsSummary:
-        """:meth:`_decode`'s walk and checks, keeping counters instead of records.
-
-        The append checks' fast path, kept line for line beside ``read_v2_records`` so the
-        two fail on the same bytes; tests/protocol/test_records_scan.py holds them equal.
-        """
-        zz = _ZIGZAG
-        varint = _varint_long
-        base_ts = self.base_timestamp
-        lat = self.max_timestamp if self.attributes & _TIMESTAMP_TYPE_BIT else None
+    def _summary(self, pos: int, end: int, tally: _Tally) -> RecordsSummary:
+        """The summary of a walk (:func:`_scan_slice`, ``read_v2_records``' walk and checks keeping
+        counters instead of records) that stopped at ``pos`` after the last record; _Corrupt when
+        bytes follow it, as ``read_v2_records`` refuses them."""
         count = self.record_count
-        start = pos
-        # Beyond any varlong, so the first record sets both.
-        min_ts, max_ts = 1 << 64, -(1 << 64)
-        in_order = True
-        null_keys = 0
-        try:
-            for index in range(count):
-                start = pos
-                if pos >= end:
-                    raise _Corrupt(f"batch ends after {index} of {count} records", pos)
-                b = data[pos]
-                if b < 0x80:
-                    length = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80:
-                    length = zz[(b & 0x7F) | (c << 7)]
-                    pos += 2
-                else:
-                    length, pos = varint(data, pos, 5)
-                if length < 0 or length > end - pos:
-                    raise _Corrupt(
-                        f"record length {length} overruns the batch ({end - pos} bytes left)", start
-                    )
-                rec_end = pos + length
-                b = data[pos + 1]
-                if b < 0x80:
-                    ts_delta = zz[b]
-                    pos += 2
-                elif (c := data[pos + 2]) < 0x80:
-                    ts_delta = zz[(b & 0x7F) | (c << 7)]
-                    pos += 3
-                else:
-                    ts_delta, pos = varint(data, pos + 1, 10)
-                if ts_delta > max_ts:
-                    max_ts = ts_delta
-                if ts_delta < min_ts:
-                    min_ts = ts_delta
-                b = data[pos]
-                if b < 0x80:
-                    offset_delta = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80:
-                    offset_delta = zz[(b & 0x7F) | (c << 7)]
-                    pos += 2
-                else:
-                    offset_delta, pos = varint(data, pos, 5)
-                if offset_delta != index:
-                    in_order = False
-                b = data[pos]
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80:
-                    n = zz[(b & 0x7F) | (c << 7)]
-                    pos += 2
-                else:
-                    n, pos = varint(data, pos, 5)
-                if n < 0:
-                    if n != -1:
-                        raise _Corrupt(f"negative key length {n}", pos)
-                    null_keys += 1
-                elif n > rec_end - pos:
-                    raise _Corrupt(f"key length {n} overruns the record", pos)
-                else:
-                    pos += n
-                b = data[pos]
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                elif (c := data[pos + 1]) < 0x80:
-                    n = zz[(b & 0x7F) | (c << 7)]
-                    pos += 2
-                else:
-                    n, pos = varint(data, pos, 5)
-                if n < 0:
-                    if n != -1:
-                        raise _Corrupt(f"negative value length {n}", pos)
-                elif n > rec_end - pos:
-                    raise _Corrupt(f"value length {n} overruns the record", pos)
-                else:
-                    pos += n
-                b = data[pos]
-                if b < 0x80:
-                    n = zz[b]
-                    pos += 1
-                else:
-                    n, pos = varint(data, pos, 5)
-                if n:
-                    if n < 0 or n > (rec_end - pos) >> 1:
-                        raise _Corrupt(f"header count {n} does not fit the record", pos)
-                    for _ in range(n):
-                        b = data[pos]
-                        if b < 0x80:
-                            n = zz[b]
-                            pos += 1
-                        else:
-                            n, pos = varint(data, pos, 5)
-                        if n < 0 or n > rec_end - pos:
-                            raise _Corrupt(f"header key length {n} is invalid here", pos)
-                        try:
-                            data[pos : pos + n].decode()
-                        except UnicodeDecodeError as exc:
-                            raise _Corrupt(f"header key is not UTF-8: {exc.reason}", pos) from None
-                        pos += n
-                        b = data[pos]
-                        if b < 0x80:
-                            n = zz[b]
-                            pos += 1
-                        elif (c := data[pos + 1]) < 0x80:
-                            n = zz[(b & 0x7F) | (c << 7)]
-                            pos += 2
-                        else:
-                            n, pos = varint(data, pos, 5)
-                        if n < 0:
-                            if n != -1:
-                                raise _Corrupt(f"negative header value length {n}", pos)
-                        elif n > rec_end - pos:
-                            raise _Corrupt(f"header value length {n} overruns the record", pos)
-                        else:
-                            pos += n
-                if pos != rec_end:
-                    raise _Corrupt(
-                        f"record declares {length} bytes but its fields take {pos - rec_end + length}", start
-                    )
-        except IndexError:
-            raise _Corrupt("record runs past the end of the batch", start) from None
         if pos != end:
             raise _Corrupt(f"{end - pos} bytes follow the last of {count} records", pos)
         if not count:
             low = high = _NO_TIMESTAMP_VALUE
-        elif lat is not None:
-            low = high = lat
+        elif self.attributes & _TIMESTAMP_TYPE_BIT:
+            low = high = self.max_timestamp
         else:
-            low, high = base_ts + min_ts, base_ts + max_ts
-        return RecordsSummary(count, low, high, in_order, null_keys)
+            low, high = self.base_timestamp + tally[0], self.base_timestamp + tally[1]
+        return RecordsSummary(count, low, high, tally[2], tally[3])
 
     # -- rewriting --------------------------------------------------------------
 

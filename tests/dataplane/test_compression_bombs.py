@@ -23,6 +23,7 @@ import cramjam
 import pytest
 from bombs import snappy_claim
 
+from benchmarks.record_walks import zigzag
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
@@ -37,23 +38,12 @@ _MIB = 1 << 20
 _ZEROS = bytes(_MIB)
 
 
-def _varint(value: int) -> bytes:
-    """A zigzag varint, as v2 records write their lengths."""
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _one_record_of_zeros(size: int) -> tuple[bytes, int, bytes]:
     """A valid v2 record whose value is ``size`` zero bytes, as (bytes before the value, the
     value's size, bytes after it): the payload of a batch the broker would store if it could."""
-    body_head = b"\x00" + _varint(0) + _varint(0) + _varint(-1) + _varint(size)
-    tail = _varint(0)  # no headers
-    return _varint(len(body_head) + size + len(tail)) + body_head, size, tail
+    body_head = b"\x00" + zigzag(0) + zigzag(0) + zigzag(-1) + zigzag(size)
+    tail = zigzag(0)  # no headers
+    return zigzag(len(body_head) + size + len(tail)) + body_head, size, tail
 
 
 def _streamed(compressor: Any, size: int) -> bytes:

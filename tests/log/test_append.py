@@ -20,6 +20,8 @@ from kafkapy.log.append import (
     RecordsRejected,
     assign_offsets,
     validate_records,
+    validation_steps,
+    walk_is_long,
 )
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, RecordBatch, build_record_batch
@@ -431,6 +433,19 @@ def test_the_append_benchmark_runs() -> None:
     assert "~1 MB, none, LogAppendTime" in result.stdout and "compacted (key check)" in result.stdout
 
 
+def damage(raw: bytearray, kind: str, data: st.DataObject) -> None:
+    """Damage ``raw`` in place: a byte flipped (and the CRC made to match it), cut, or extended."""
+    if kind == "truncate":
+        del raw[data.draw(st.integers(0, len(raw) - 1)):]
+    elif kind == "append":
+        raw += data.draw(st.binary(min_size=1, max_size=80))
+    elif kind in ("flip", "flip+crc"):
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at] ^= data.draw(st.integers(1, 255))
+        if kind == "flip+crc" and len(raw) >= 61:
+            fix_crc(raw)
+
+
 def _validated(raw: bytearray, config: LogConfig, version: int | None, fast: bool) -> object:
     from kafkapy.log import append
 
@@ -454,16 +469,8 @@ def test_the_one_clean_batch_fast_path_equals_the_plain_checks(
     or the same rejection, code, message and record errors."""
     raw = bytearray(build_record_batch(records, compression=codec))
     kind = data.draw(st.sampled_from(["none", "flip", "flip+crc", "truncate", "append", "field"]))
-    if kind == "truncate":
-        del raw[data.draw(st.integers(0, len(raw) - 1)):]
-    elif kind == "append":
-        raw += data.draw(st.binary(min_size=1, max_size=80))
-    elif kind in ("flip", "flip+crc"):
-        at = data.draw(st.integers(0, len(raw) - 1))
-        raw[at] ^= data.draw(st.integers(1, 255))
-        if kind == "flip+crc" and len(raw) >= 61:
-            fix_crc(raw)
-    elif kind == "field":  # a header field set to an edge value, the CRC kept valid
+    damage(raw, kind, data)
+    if kind == "field":  # a header field set to an edge value, the CRC kept valid
         fmt, at = data.draw(st.sampled_from([(">q", 0), (">i", 23), (">i", 57), (">q", 43), (">i", 53),
                                              (">h", 21)]))
         struct.pack_into(fmt, raw, at, data.draw(st.sampled_from([-1, 0, 1, 5, 0x20, 0x04])))
@@ -479,3 +486,77 @@ def test_a_producers_batch_takes_the_fast_path(codec: int) -> None:
     plan = _one_clean_batch(raw, LogConfig(), NOW, 10)
     assert plan is not None and plan == _validated(raw, LogConfig(), 10, fast=False)
     assert _one_clean_batch(raw + b"\x00" * 5, LogConfig(), NOW, 10) is None  # a tail: the plain path
+
+
+# --- the record walk in slices -------------------------------------------------------------------
+
+
+def _sliced(raw: bytearray, config: LogConfig, version: int | None, every: int) -> tuple[object, int]:
+    """validation_steps' verdict, ``every`` records at a time, and how often it paused."""
+    steps = validation_steps(bytearray(raw), config, NOW, produce_version=version, every=every)
+    pauses = 0
+    try:
+        while True:
+            next(steps)
+            pauses += 1
+    except StopIteration as done:
+        return done.value, pauses
+    except RecordsRejected as exc:
+        return (exc.code, exc.message, exc.record_errors), pauses
+
+
+@FUZZ
+@given(records=record_lists, codec=st.sampled_from(CODECS), config=configs,
+       version=st.sampled_from([None, 3, 6, 7, 13]), gap=st.booleans(), every=st.integers(1, 5),
+       data=st.data())
+def test_the_walk_in_slices_equals_validate_records(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    codec: int, config: LogConfig, version: int | None, gap: bool, every: int, data: st.DataObject,
+) -> None:
+    """validation_steps, which the broker runs a slice of records at a time between its other
+    connections' requests, against validate_records in one go: on valid batches, batches whose
+    records are faulty (offset gaps, null keys on compacted topics, timestamps out of bounds) and
+    batches damaged as above, the same plan or the same rejection, code, message and record errors."""
+    items = [{"key": k, "value": v, "headers": h, "timestamp": ts, **({"offset": i * 2} if gap else {})}
+             for i, (k, v, h, ts) in enumerate(records)]
+    # offset gaps under a consistent header (last offset delta count - 1): the records are named
+    raw = patch(build_record_batch(items, compression=codec), ">i", 23, len(items) - 1)
+    damage(raw, data.draw(st.sampled_from(["none", "flip", "flip+crc", "truncate", "append"])), data)
+    verdict, _ = _sliced(raw, config, version, every)
+    assert verdict == _validated(raw, config, version, fast=True)
+
+
+def test_the_walk_pauses_between_slices_of_scan_and_of_naming() -> None:
+    """Ten records three at a time: three pauses in the scan; a batch with faulty records pauses
+    three more times while they are named."""
+    good = bytearray(build_record_batch([(b"k", b"v", [], NOW)] * 10))
+    plan, pauses = _sliced(good, LogConfig(), None, 3)
+    assert plan == validate_records(good, LogConfig(), NOW) and pauses == 3
+    gaps = patch(build_record_batch([{"key": b"k", "value": b"v", "offset": 2 * i} for i in range(10)]),
+                 ">i", 23, 9)
+    rejection, pauses = _sliced(gaps, LogConfig(), None, 3)
+    refused = rejected(gaps)
+    assert rejection == (ErrorCode.INVALID_RECORD, refused.message, refused.record_errors)
+    assert len(refused.record_errors) == 9 and pauses == 6
+
+
+def test_a_batch_of_more_records_than_a_slice_leaves_the_fast_paths() -> None:
+    """The fast path (and the Produce from the frame, which checks with the same function) leaves a
+    batch of more than WALK_SLICE_RECORDS records to the plain checks, which the Produce handler
+    runs in slices; such a batch is a long walk, one a record fewer is not."""
+    from kafkapy.log.append import WALK_SLICE_RECORDS, _one_clean_batch
+
+    long = bytearray(build_record_batch([(None, b"", [], NOW)] * (WALK_SLICE_RECORDS + 1)))
+    short = bytearray(build_record_batch([(None, b"", [], NOW)] * WALK_SLICE_RECORDS))
+    assert walk_is_long(long) and not walk_is_long(short)
+    broken = bytearray(long)
+    broken[-1] ^= 1
+    assert not walk_is_long(broken)  # refused CORRUPT_MESSAGE before any record is read
+    lying = patch(patch(build_record_batch([(None, b"", [], NOW)] * 3), ">i", 57, 20_000), ">i", 23, 19_999)
+    assert not walk_is_long(lying)  # three records' bytes: the walk stops after them
+    compressed = patch(patch(build_record_batch([(None, b"", [], NOW)] * 3, compression="zstd"), ">i", 57,
+                             20_000), ">i", 23, 19_999)
+    assert walk_is_long(compressed)  # what it inflates to can hold them
+    assert _one_clean_batch(long, LogConfig(), NOW, 9) is None
+    assert _one_clean_batch(short, LogConfig(), NOW, 9) == validate_records(short, LogConfig(), NOW)
+    assert validate_records(long, LogConfig(), NOW).record_count == WALK_SLICE_RECORDS + 1

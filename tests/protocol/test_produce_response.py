@@ -16,7 +16,7 @@ from kafkapy.errors import EncodeError
 from kafkapy.protocol import codec
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter, response_encoder
-from kafkapy.protocol.produce_response import FAST_VERSIONS, fast_response_encoder
+from kafkapy.protocol.produce_response import FAST_VERSIONS, body_steps, fast_response_encoder
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -132,3 +132,38 @@ def test_the_common_answer_is_written_by_hand_and_the_unusual_one_is_not(version
         unusual = fit({"responses": [{"name": "t", "partition_responses": [with_errors]}],
                        "throttle_time_ms": 0})
         assert fast(2, unusual) == _general(version)(2, unusual) and calls == [2]
+
+
+def _stepped(version: int, body: Any, every: int) -> tuple[bytes | None, int]:
+    """body_steps run to its end: what it wrote and how often it paused."""
+    steps = body_steps(version, body, every)
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value, pauses
+        pauses += 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(version=st.sampled_from(list(FAST_VERSIONS)), body=answers, every=st.integers(1, 3))
+def test_the_body_in_steps_equals_the_general_encoder(version: int, body: dict[str, Any], every: int) -> None:
+    """body_steps, which encodes an answer of very many record errors a slice at a time, against the
+    general encoder (its header left off): the same bytes, or None where the general encoder refuses
+    the body; a pause every ``every`` record errors."""
+    fitted = body_fitter(ApiKey.PRODUCE, "response", version)(body)
+    written, pauses = _stepped(version, fitted, every)
+    expected = outcome(_general(version), 7, fitted)
+    if written is None:
+        assert isinstance(expected, tuple)  # EncodeError
+        return
+    assert isinstance(expected, bytes) and written == expected[4 + (version >= 9):]
+    answers = [p for topic in fitted["responses"] for p in topic["partition_responses"]]
+    assert pauses == sum(len(p.get("record_errors", ())) for p in answers) // every
+
+
+def test_the_body_in_steps_takes_only_the_hand_encoders_versions() -> None:
+    body = {"responses": [], "throttle_time_ms": 0}
+    assert _stepped(13, body, 1) == (None, 0)
+    assert _stepped(12, body, 1)[0] == _general(12)(7, body)[5:]

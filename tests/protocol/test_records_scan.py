@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkapy.errors import DecodeError
+from kafkapy.protocol import records as records_module
 from kafkapy.protocol.compression import Compression, compress
 from kafkapy.protocol.records import (
     _OFFSET_DELTA_BANDS,
@@ -84,6 +85,49 @@ def test_scan_equals_record_list_on_valid_and_damaged_payloads(
     assert outcome(batch.scan) == expected
     if damage == "none":
         assert isinstance(expected, RecordsSummary) and expected.records == len(items)
+    every = data.draw(st.integers(1, 4))
+    assert outcome(lambda: sliced_scan(batch, every)[0]) == expected
+    if isinstance(expected, RecordsSummary):
+        assert sliced_scan(batch, every)[1] == facts_from_records(batch)
+
+
+def sliced_scan(batch: RecordBatch, every: int) -> tuple[RecordsSummary, list[tuple[int, int, bool]]]:
+    """scan_steps' summary, run ``every`` records at a time, and record_facts' facts of every
+    record, read as many at a time; the yields between slices counted and checked."""
+    steps = batch.scan_steps(every)
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            scanned = done.value
+            break
+        pauses += 1
+    facts: list[tuple[int, int, bool]] = []
+    pos = scanned.start
+    for first in range(0, batch.record_count, every):
+        some, pos = batch.record_facts(scanned.data, pos, min(batch.record_count, first + every) - first)
+        facts += some
+    assert pauses in (0, max(0, -(-batch.record_count // every) - 1))  # none: the uniform fast path
+    return scanned.summary, facts
+
+
+def facts_from_records(batch: RecordBatch) -> list[tuple[int, int, bool]]:
+    return [(r.offset, r.timestamp, r.key is None) for r in batch.record_list(check_crc=False)]  # type: ignore[misc]
+
+
+def test_record_facts_read_a_null_key_written_in_two_bytes() -> None:
+    """A key length of -1 written as a two-byte varint (0x81 0x00) is a null key to record_list and
+    to the scan; record_facts, which reads the first byte only when it is the whole varint, too."""
+    raw = bytearray(build_record_batch([{"key": None, "value": b"v", "timestamp": NOW}]))
+    at = 61 + 4  # record length, attributes, timestamp delta, offset delta, then the key length
+    assert raw[at] == 0x01
+    raw[at:at + 1] = b"\x81\x00"
+    raw[61] += 2  # the record's length (zigzag: one byte more)
+    struct.pack_into(">i", raw, 8, len(raw) - 12)
+    batch = RecordBatch(bytes(raw))
+    assert batch.scan().null_keys == 1
+    assert sliced_scan(batch, 1)[1] == facts_from_records(batch) == [(0, NOW, True)]
 
 
 def test_scan_reports_gaps_null_keys_and_log_append_time() -> None:
@@ -167,8 +211,9 @@ def test_uniform_fast_path_is_taken_on_a_producers_batch(count: int, monkeypatch
     def no_walk(*_: object) -> RecordsSummary:
         raise AssertionError("walked")
 
-    monkeypatch.setattr(RecordBatch, "_scan", no_walk)
+    monkeypatch.setattr(records_module, "_scan_slice", no_walk)
     assert batch.scan() == expected == RecordsSummary(count, NOW, NOW + 3, True, count)
+    assert sliced_scan(batch, 10)[0] == expected  # the walk in slices takes it too
 
 
 def test_a_record_of_another_shape_goes_to_the_walk() -> None:

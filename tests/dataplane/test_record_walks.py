@@ -1,0 +1,122 @@
+"""A Produce batch of very many tiny records, over the wire: its record walk (a million records in
+670 bytes of zstd) is checked in slices between which the broker serves every other connection,
+and it still gets Kafka's verdict; the answers of its own connection keep their order, and the
+partition's appends theirs (docs/log-append.md, "The record walk is sliced").
+
+No client sends such a batch, so the batches are built here (benchmarks/record_walks.py's
+builders): a valid v2 header around the records."""
+
+from __future__ import annotations
+
+import select
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from benchmarks.record_walks import batch_of, bomb_records, tiny_records
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.compression import Compression
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
+from server_wire import KafkaSocket
+
+_RECORDS = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker({"broker.id": 1}) as b:
+        assert b.store is not None and b.runtime is not None
+        b.store.create_topic("walks", {0: (1,), 1: (1,)}, config={"max.message.bytes": "2000000"})
+        while "walks" not in b.runtime.cluster.topics:
+            time.sleep(0.001)
+        yield b
+
+
+def _produce_body(partition: int, records: bytes) -> dict[str, Any]:
+    return {"transactional_id": None, "acks": 1, "timeout_ms": 30_000, "topic_data": [
+        {"name": "walks", "partition_data": [{"index": partition, "records": records}]}]}
+
+
+def _unanswered(conn: KafkaSocket) -> bool:
+    """Whether nothing has arrived on ``conn`` yet."""
+    return not select.select([conn.sock], [], [], 0)[0]
+
+
+def test_other_connections_are_served_while_a_bomb_is_checked_and_the_bomb_gets_kafkas_verdict(
+        broker: Broker) -> None:
+    """While the 670-byte batch of a million faulty records is walked (a second or more of the
+    broker's CPU), another connection's ApiVersions and Metadata, and a real producer's sends, are
+    each answered before the bomb's answer has begun to arrive: between two slices of the walk
+    (WALK_SLICE_RECORDS records, milliseconds), the loop serves whoever is waiting. Unsliced, the
+    first of them waits for the whole walk and comes after the bomb's answer."""
+    bomb = batch_of(bomb_records(_RECORDS), _RECORDS, Compression.ZSTD)
+    assert len(bomb) < 1000
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0, "log_level": 0})
+    producer.produce("walks", b"warm-up", partition=1)
+    assert producer.flush(30) == 0
+    with KafkaSocket(broker.bootstrap_servers, timeout=60) as bomber, \
+            KafkaSocket(broker.bootstrap_servers, timeout=60) as other:
+        other.call(ApiKey.API_VERSIONS, 0)  # connected, outside the race
+        produced = bomber.send(ApiKey.PRODUCE, 9, _produce_body(0, bomb))
+        asked_after = bomber.send(ApiKey.API_VERSIONS, 0)  # pipelined behind the bomb
+        time.sleep(0.1)  # the broker has read the bomb and begun its walk
+        for _ in range(3):
+            versions = other.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                           "client_software_version": "1"})
+            assert versions.body["error_code"] == ErrorCode.NONE
+            assert _unanswered(bomber)
+            [topic] = other.call(ApiKey.METADATA, 12, {"topics": [{"name": "walks", "topic_id": None}],
+                                                       "allow_auto_topic_creation": False,
+                                                       "include_topic_authorized_operations": False}
+                                 ).body["topics"]
+            assert topic["error_code"] == ErrorCode.NONE and len(topic["partitions"]) == 2
+            assert _unanswered(bomber)
+        delivered: list[Any] = []
+        producer.produce("walks", b"meanwhile", partition=1,
+                         on_delivery=lambda err, msg: delivered.append(err))
+        assert producer.flush(30) == 0 and delivered == [None]
+        assert _unanswered(bomber)
+
+        # The bomb's verdict, as validate_records gives it unsliced; then the request behind it.
+        answer = bomber.read_response(ApiKey.PRODUCE, 9)
+        assert answer.correlation_id == produced
+        [partition] = answer.body["responses"][0]["partition_responses"]
+        assert (partition["error_code"], partition["base_offset"]) == (ErrorCode.INVALID_RECORD, -1)
+        errors = partition["record_errors"]
+        assert len(errors) == _RECORDS - 1
+        assert [(e["batch_index"], e["batch_index_error_message"]) for e in (errors[0], errors[-1])] == [
+            (1, "Record offset delta 0 is not its index 1"),
+            (_RECORDS - 1, f"Record offset delta 0 is not its index {_RECORDS - 1}")]
+        assert partition["error_message"].startswith(
+            f"One or more records have been rejected due to {_RECORDS - 1} record errors in total")
+        assert bomber.read_response(ApiKey.API_VERSIONS, 0).correlation_id == asked_after
+    assert broker.records("walks", 0) == []
+    assert [r.value for r in broker.records("walks", 1)] == [b"warm-up", b"meanwhile"]
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.ZSTD], ids=str)
+def test_a_long_valid_batch_is_stored_in_its_connections_order(broker: Broker, codec: Compression) -> None:
+    """A valid batch of more records than one slice is accepted and stored whole; the Produce
+    pipelined behind it on the same connection, to the same partition, is answered after it and
+    stored after it, as Kafka answers a connection's requests in order."""
+    count = 50_007  # five slices of the walk (WALK_SLICE_RECORDS) and some
+    long_batch = batch_of(tiny_records(count, in_order=True), count, codec)
+    small = batch_of(tiny_records(3, in_order=True), 3, codec)
+    with KafkaSocket(broker.bootstrap_servers, timeout=60) as conn:
+        first = conn.send(ApiKey.PRODUCE, 9, _produce_body(0, long_batch))
+        second = conn.send(ApiKey.PRODUCE, 9, _produce_body(0, small))
+        answers = [conn.read_response(ApiKey.PRODUCE, 9) for _ in range(2)]
+    assert [a.correlation_id for a in answers] == [first, second]
+    [long_answer], [small_answer] = (a.body["responses"][0]["partition_responses"] for a in answers)
+    assert long_answer["error_code"] == small_answer["error_code"] == ErrorCode.NONE
+    assert small_answer["base_offset"] == long_answer["base_offset"] + count
+    stored = [r.key for r in broker.records("walks", 0)][long_answer["base_offset"]:]
+    assert stored == [None if i % 2 else b"k" for i in range(count)] + [b"k", None, b"k"]
