@@ -99,6 +99,7 @@ from kafkapy.protocol.records import (
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_SEGMENT_BYTES",
+    "MAX_RECORD_ERRORS",
     "WALK_SLICE_RECORDS",
     "AppendPlan",
     "OffsetsAssigned",
@@ -140,6 +141,10 @@ _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 
 RecordError = tuple[int, str]  # (batch-relative record index, message), as Produce v8+ reports them
+# The record errors one rejected batch keeps for its answer. Kafka keeps every one; a 25 KB zstd batch
+# can hold some 38 million faulty records, whose errors would take gigabytes of the broker's memory,
+# while a client logs the first few. The answer's message still counts them all.
+MAX_RECORD_ERRORS = 10_000
 
 
 def produce_inflate_limit(max_message_bytes: int) -> int:
@@ -539,6 +544,7 @@ class _RecordErrors:
 
     def __init__(self, batch: RecordBatch, config: LogConfig, now_ms: int) -> None:
         self.errors: list[RecordError] = []
+        self.errors_dropped = 0  # past MAX_RECORD_ERRORS
         self.timestamp_errors = False
         self.max_timestamp = _NO_TIMESTAMP
         self.create_time = config.message_timestamp_type == CREATE_TIME
@@ -577,6 +583,9 @@ class _RecordErrors:
                     "Producer should not set timestamp type to LogAppendTime.",
                 ))
         self.max_timestamp = max_timestamp
+        if len(errors) > MAX_RECORD_ERRORS:  # at most a slice's worth over, for the time being
+            self.errors_dropped += len(errors) - MAX_RECORD_ERRORS
+            del errors[MAX_RECORD_ERRORS:]
 
     def verdict(self) -> int:
         """The records' max timestamp, or Kafka's rejection naming every faulty record
@@ -592,8 +601,8 @@ class _RecordErrors:
             )
         raise RecordsRejected(
             ErrorCode.INVALID_RECORD,
-            f"One or more records have been rejected due to {len(errors)} record errors in total, and only "
-            f"showing the first three errors at most: {errors[:3]}",
+            f"One or more records have been rejected due to {len(errors) + self.errors_dropped} record "
+            f"errors in total, and only showing the first three errors at most: {errors[:3]}",
             errors,
         )
 

@@ -17,6 +17,8 @@ from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
 from kafkapy.errors import ErrorCode
 from kafkapy.log.append import (
     DEFAULT_MAX_MESSAGE_BYTES,
+    MAX_RECORD_ERRORS,
+    WALK_SLICE_RECORDS,
     RecordsRejected,
     assign_offsets,
     validate_records,
@@ -253,6 +255,17 @@ def test_compacted_topic_needs_keys_with_the_record_indexes() -> None:
     assert error.record_errors == [(1, "Compacted topic cannot accept message without key"),
                                    (3, "Compacted topic cannot accept message without key")]
     validate_records(bytearray(data), LogConfig(), NOW)
+
+
+def test_a_batch_keeps_at_most_max_record_errors_and_its_message_counts_them_all() -> None:
+    """A batch of very many faulty records (a few KB compressed) must not cost the broker
+    gigabytes of error strings: the answer names the first MAX_RECORD_ERRORS."""
+    faulty = MAX_RECORD_ERRORS + 2 * WALK_SLICE_RECORDS + 7
+    data = build_record_batch([(None, b"")] * faulty, base_timestamp=NOW, compression="zstd")
+    error = rejected(data, LogConfig.from_topic_config({"cleanup.policy": "compact"}))
+    assert error.code is ErrorCode.INVALID_RECORD
+    assert [index for index, _ in error.record_errors] == list(range(MAX_RECORD_ERRORS))
+    assert error.message.startswith(f"One or more records have been rejected due to {faulty} record errors")
 
 
 def test_timestamps_out_of_bounds_are_invalid_timestamp_with_record_errors() -> None:
