@@ -90,46 +90,35 @@ class FrameMemo:
 
     def requests(self, decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
         """``decode`` (whole request frames of one API and version, to a RenderedRequest) with its
-        answers kept. The caller has checked the frame holds a header's first 8 bytes."""
-        table = self._table()
-        seen = table.get
-        keep = self._keep
-        correlation = _CORRELATION.unpack_from
-        body_type = RenderedBody
-
-        def memoized(buf: bytes) -> Any:
-            if len(buf) > MAX_FRAME:
-                return decode(buf)
-            key = buf[8:]  # api key and version (4 bytes) are the table's, then the correlation id
-            found = seen(key)
-            if found is None:
-                found = decode(buf)
-                keep(table, key, found, len(key) + len(found[4][0]))
-            body = found[4]
-            return _new(type(found), (found[0], found[1], correlation(buf, 4)[0], found[3],
-                                      _new(body_type, (body[0], body[1], body[2][:])), found[5], found[6]))
-
-        return memoized
+        answers kept: the correlation id is bytes 4-8, after the API key and version (which the
+        caller found the decoder by), and the body the answer's fifth item."""
+        return self._memoized(decode, 4, 4)
 
     def responses(self, decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
         """``decode`` (whole response frames of one API and version, to a RenderedResponse) with
-        its answers kept."""
+        its answers kept: the correlation id is the first 4 bytes, the body the answer's fourth item."""
+        return self._memoized(decode, 0, 3)
+
+    def _memoized(self, decode: Callable[[bytes], Any], at: int, body_at: int) -> Callable[[bytes], Any]:
         table = self._table()
         seen = table.get
         keep = self._keep
         correlation = _CORRELATION.unpack_from
+        after = at + 4  # the key: the frame's bytes after its correlation id
         body_type = RenderedBody
 
         def memoized(buf: bytes) -> Any:
-            if len(buf) > MAX_FRAME or len(buf) < 4:
+            if len(buf) > MAX_FRAME or len(buf) < after:
                 return decode(buf)
-            key = buf[4:]  # all but the correlation id
+            key = buf[after:]
             found = seen(key)
             if found is None:
                 found = decode(buf)
-                keep(table, key, found, len(key) + len(found[3][0]))
-            body = found[3]
-            return _new(type(found), (found[0], found[1], correlation(buf, 0)[0],
-                                      _new(body_type, (body[0], body[1], body[2][:])), found[4]))
+                keep(table, key, found, len(key) + len(found[body_at][0]))
+            answer = list(found)
+            answer[2] = correlation(buf, at)[0]
+            body = found[body_at]
+            answer[body_at] = _new(body_type, (body[0], body[1], body[2][:]))
+            return _new(type(found), answer)
 
         return memoized
