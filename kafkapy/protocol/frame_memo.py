@@ -27,8 +27,8 @@ Messages with a records field (Produce requests, Fetch responses, ...) are
 not kept: their batches do not repeat (every batch has offsets and sequence
 numbers of its own), so keeping them would only spend memory and a hash.
 Neither are frames over :data:`MAX_FRAME` bytes, and a reader holds at most
-:data:`BUDGET` bytes of keys and texts, all dropped at once when full: memory
-stays bounded by the reader, never by the capture.
+:data:`BUDGET` bytes (keys, texts and the objects around them), all dropped
+at once when full: memory stays bounded by the reader, never by the capture.
 """
 
 from __future__ import annotations
@@ -41,13 +41,18 @@ from kafkapy.protocol.json_decoder import RenderedBody
 from kafkapy.protocol.primitives import Array, Primitive, RecordsField
 from kafkapy.protocol.schema import NullableStruct, StructCodec
 
-__all__ = ["BUDGET", "MAX_FRAME", "FrameMemo", "carries_records"]
+__all__ = ["BUDGET", "ENTRY_OVERHEAD", "MAX_FRAME", "FrameMemo", "carries_records"]
 
 #: Frames longer than this are decoded every time: a Metadata answer of a large cluster, say,
 #: would take much of the budget for one key.
 MAX_FRAME = 4096
-#: Bytes of keys and texts one reader keeps (its tables are emptied when they would exceed it).
+#: Bytes one reader keeps (its tables are emptied when they would exceed it): keys and texts, and
+#: :data:`ENTRY_OVERHEAD` per entry.
 BUDGET = 4 << 20
+#: What an entry holds besides its key and text bytes (CPython 3.11, 64-bit, by sys.getsizeof):
+#: the bytes and str headers (33 and 49 bytes), the answer's tuples (96 for a request, 64 for its
+#: body) and topic list (56), and about 80 for its dict slot as the dict grows.
+ENTRY_OVERHEAD = 384
 
 _CORRELATION = struct.Struct(">i")
 _new = tuple.__new__
@@ -114,7 +119,7 @@ class FrameMemo:
             found = seen(key)
             if found is None:
                 found = decode(buf)
-                keep(table, key, found, len(key) + len(found[body_at][0]))
+                keep(table, key, found, len(key) + len(found[body_at][0]) + ENTRY_OVERHEAD)
             answer = list(found)
             answer[2] = correlation(buf, at)[0]
             body = found[body_at]
