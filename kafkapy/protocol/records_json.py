@@ -119,22 +119,52 @@ _END_TXN_VALUE = struct.Struct(">hi")  # version, coordinator epoch
 _BOOL = ("false", "true")
 
 
-def _v2_batch_text(
-    base_offset: int, leader_epoch: int, magic: int, attributes: int, producer_id: int,
-    producer_epoch: int, base_sequence: int,
-) -> str:  # fmt: skip
-    """The ``"batch"`` member of each record of a magic-2 batch: the header fields that tell whose
-    records these are and how they were sent, the attribute bits by name. Only the 61-byte header
-    is read, and formatted once per batch; the member is on every record, so it is kept to what
-    the records themselves cannot show (not the CRC, lengths, count or first/last timestamps)."""
+def _v2_batch_template(
+    leader_epoch: int, magic: int, attributes: int, producer_id: int, producer_epoch: int
+) -> str:
+    """The ``"batch"`` member of each record of a magic-2 batch, with ``%d`` for its base offset and
+    base sequence: the header fields that tell whose records these are and how they were sent, the
+    attribute bits by name. Only the 61-byte header is read; the member is on every record, so it
+    is kept to what the records themselves cannot show (not the CRC, lengths, count or first/last
+    timestamps). The two numbers left open change from batch to batch of one producer, the others
+    seldom, so the fast path keeps the template (``_batch_tail``)."""
     return (
-        f',"batch":{{"base_offset":{base_offset},"partition_leader_epoch":{leader_epoch},"magic":{magic},'
+        f',"batch":{{"base_offset":%d,"partition_leader_epoch":{leader_epoch},"magic":{magic},'
         f'"attributes":{attributes},"codec":"{_CODECS[attributes & _COMPRESSION_MASK]}",'
         f'"timestamp_type":"{_TIMESTAMP_TYPES[(attributes & _TIMESTAMP_TYPE_BIT) >> 3]}",'
         f'"transactional":{_BOOL[(attributes & _TRANSACTIONAL_BIT) >> 4]},'
         f'"control":{_BOOL[(attributes & _CONTROL_BIT) >> 5]},"producer_id":{producer_id},'
-        f'"producer_epoch":{producer_epoch},"base_sequence":{base_sequence}}}'
+        f'"producer_epoch":{producer_epoch},"base_sequence":%d}}'
     )
+
+
+def _v2_batch_text(
+    base_offset: int, leader_epoch: int, magic: int, attributes: int, producer_id: int,
+    producer_epoch: int, base_sequence: int,
+) -> str:  # fmt: skip
+    """The ``"batch"`` member of each record of a magic-2 batch (``_v2_batch_template`` filled in)."""
+    template = _v2_batch_template(leader_epoch, magic, attributes, producer_id, producer_epoch)
+    return template % (base_offset, base_sequence)
+
+
+# (leader epoch, attributes, producer id, producer epoch) -> the bytes that close each record of
+# a non-control magic-2 batch, with %d for the base offset and base sequence. A producer's batches
+# share all four, so few are ever made; the bound stops a hostile capture from growing it.
+_TAILS: dict[tuple[int, int, int, int], bytes] = {}
+_TAILS_KEPT = 4096
+
+
+def _batch_tail(leader_epoch: int, attributes: int, producer_id: int, producer_epoch: int) -> bytes:
+    """The template of a non-control magic-2 batch's record tail, from ``_TAILS`` once made."""
+    key = (leader_epoch, attributes, producer_id, producer_epoch)
+    tail = _TAILS.get(key)
+    if tail is None:
+        template = _v2_batch_template(leader_epoch, 2, attributes, producer_id, producer_epoch)
+        tail = (template + _NOT_CONTROL).encode()
+        if len(_TAILS) >= _TAILS_KEPT:
+            _TAILS.clear()
+        _TAILS[key] = tail
+    return tail
 
 
 def _legacy_batch_text(batch: LegacyBatch) -> str:
@@ -258,20 +288,24 @@ def _fused(data: bytes, pos: int, total: int) -> str | None:
                 return None
             # With log-append time the broker's stamp replaces every record's own.
             lat = max_ts if attributes & _TIMESTAMP_TYPE_BIT else None
-            batch = _v2_batch_text(base_offset, leader_epoch, magic, attributes, producer_id, producer_epoch,
-                                   base_sequence)  # fmt: skip
             if attributes & _CONTROL_BIT:  # markers, rare: read as the reference does, and decoded
+                batch = _v2_batch_text(base_offset, leader_epoch, magic, attributes, producer_id,
+                                       producer_epoch, base_sequence)  # fmt: skip
                 payload, start, stop, _ = v2_payload(data, pos, end, attributes)
                 texts: list[str] = []
                 records = read_v2_records(payload, start, stop, base_offset, base_ts, lat, count)
                 _format(records, texts.append, batch, True)
                 parts += [t.encode() for t in texts]
-            elif attributes & _COMPRESSION_MASK:
+                pos = end
+                continue
+            tail = (
+                _TAILS.get((leader_epoch, attributes, producer_id, producer_epoch))
+                or _batch_tail(leader_epoch, attributes, producer_id, producer_epoch)
+            ) % (base_offset, base_sequence)
+            if attributes & _COMPRESSION_MASK:
                 payload, start, stop, _ = v2_payload(data, pos, end, attributes)
-                tail = (batch + _NOT_CONTROL).encode()
                 _v2_json(payload, start, stop, base_offset, base_ts, lat, count, tail, parts)
             else:  # v2_payload's in-place answer for bytes, without the call: the common batch
-                tail = (batch + _NOT_CONTROL).encode()
                 _v2_json(data, pos + _V2_HEADER_SIZE, end, base_offset, base_ts, lat, count, tail, parts)
         else:
             texts = []

@@ -27,6 +27,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from kafkapy.capture.rows import decode_capture
 from kafkapy.log.end_txn_marker import end_txn_marker_batch
+from kafkapy.protocol import records_json as records_json_module
 from kafkapy.protocol.compression import MAX_INFLATED_BYTES
 from kafkapy.protocol.records import (
     CREATE_TIME,
@@ -245,6 +246,23 @@ def test_shapes_the_fast_path_writes_itself() -> None:
         assert_fast_and_same(batch + build_record_batch([], base_offset=3) + batch)
     assert_fast_and_same(b"")
     assert json.loads(records_json(Records(build_record_batch(rows[:1]))))[0]["key"] is None
+
+
+def test_one_producers_batches_share_a_template_not_its_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast path keeps each producer's batch member with the base offset and base sequence
+    left open: batches of one producer (one template) still show their own two numbers, also
+    when the kept templates are dropped at their bound between two batches."""
+    batches = [
+        build_record_batch([(b"k", b"v", [])], base_offset=offset, base_timestamp=5, producer_id=4000,
+                           producer_epoch=7, base_sequence=sequence, partition_leader_epoch=12)
+        for offset, sequence in ((0, 0), (1, 1), (77, 2), (1 << 40, 41))
+    ]  # fmt: skip
+    raw = b"".join(batches)
+    assert_fast_and_same(raw)
+    monkeypatch.setattr(records_json_module, "_TAILS_KEPT", 1)
+    records_json_module._TAILS.clear()
+    assert_fast_and_same(raw + b"".join(batches[:1]) + build_record_batch([(b"k", b"v", [])], producer_id=1))
+    assert len(records_json_module._TAILS) == 1
 
 
 def test_transaction_markers_and_producer_fields() -> None:
