@@ -1,0 +1,49 @@
+"""Every ``kafkapy`` command line in the docs' shell blocks parses: a flag renamed or a
+subcommand dropped shows up here rather than in a reader's terminal."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from kafkapy.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_SHELL_BLOCK = re.compile(r"^```(?:sh|bash|console)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def _command_lines(page: Path) -> list[list[str]]:
+    """The argv of each ``kafkapy`` (or ``python -m kafkapy``) command in the page's shell blocks;
+    usage synopses (``[--flag ...]``) are not commands."""
+    commands = []
+    for block in _SHELL_BLOCK.findall(page.read_text()):
+        for line in block.replace("\\\n", " ").splitlines():
+            if "[--" in line or "..." in line:
+                continue
+            for part in re.split(r" \| | && ", line.split("  #")[0]):
+                part = part.strip().removeprefix("$ ")
+                if not part.startswith(("kafkapy ", "python -m kafkapy ")):
+                    continue  # curl's JSON may span lines: only kafkapy's are split
+                words = shlex.split(part, comments=True)
+                if words[:1] == ["kafkapy"]:
+                    commands.append(words[1:])
+                elif words[:3] == ["python", "-m", "kafkapy"]:
+                    commands.append(words[3:])
+    return [argv for argv in commands if argv != ["--version"]]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_command_parses(page: Path) -> None:
+    for argv in _command_lines(page):
+        try:
+            build_parser().parse_args(argv)
+        except SystemExit as exit:
+            pytest.fail(f"{page.name}: kafkapy {shlex.join(argv)} exits {exit.code} in argument parsing")
+
+
+def test_the_readme_has_commands() -> None:
+    assert len(_command_lines(ROOT / "README.md")) >= 20
