@@ -1,8 +1,10 @@
-"""Every ``kafkapy`` command line in the docs' shell blocks parses: a flag renamed or a
-subcommand dropped shows up here rather than in a reader's terminal."""
+"""The docs' snippets stay runnable: every ``kafkapy`` command line in their shell blocks parses
+(a flag renamed or a subcommand dropped shows up here rather than in a reader's terminal), and
+every Python block compiles (many are fragments that continue the page, so they are not run)."""
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -13,6 +15,7 @@ from kafkapy.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 _SHELL_BLOCK = re.compile(r"^```(?:sh|bash|console)\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
@@ -47,3 +50,14 @@ def test_every_command_parses(page: Path) -> None:
 
 def test_the_readme_has_commands() -> None:
     assert len(_command_lines(ROOT / "README.md")) >= 20
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_python_block_compiles(page: Path) -> None:
+    text = page.read_text()
+    for found in _PYTHON_BLOCK.finditer(text):
+        line = text[:found.start()].count("\n") + 2
+        try:  # asyncio examples await at their top level, as in an asyncio test's body
+            compile(found.group(1), f"{page.name}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        except SyntaxError as error:
+            pytest.fail(f"{page.name}, the python block at line {line}: {error}")
