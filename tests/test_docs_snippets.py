@@ -4,6 +4,7 @@ every Python block compiles (many are fragments that continue the page, so they 
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 import shlex
@@ -61,3 +62,31 @@ def test_every_python_block_compiles(page: Path) -> None:
             compile(found.group(1), f"{page.name}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         except SyntaxError as error:
             pytest.fail(f"{page.name}, the python block at line {line}: {error}")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_pages_reaches_its_heading() -> None:
+    anchors = {page.name: {_anchor(h) for h in re.findall(r"^#+ (.*)$", page.read_text(), re.MULTILINE)}
+               for page in PAGES}
+    broken = []
+    for page in PAGES:
+        for target, anchor in re.findall(r"\]\(((?:docs/)?[\w-]+\.md)?(?:#([\w-]+))?\)", page.read_text()):
+            name = Path(target).name if target else page.name
+            if name not in anchors or (anchor and anchor not in anchors[name]):
+                broken.append(f"{page.name} -> {target}#{anchor}")
+    assert broken == []
+
+
+def test_cli_md_has_a_section_per_client_command() -> None:
+    """docs/cli.md describes each command that talks to a broker as a client; ``serve``,
+    ``broker-metadata`` (docs/broker.md), ``demo`` and the capture decoders (docs/capture.md)
+    have their pages."""
+    elsewhere = {"serve", "broker-metadata", "demo", "decode", "spark-decode"}
+    subcommands = next(action.choices for action in build_parser()._actions
+                       if isinstance(action, argparse._SubParsersAction))
+    headings = set(re.findall(r"^## ([\w-]+) ", (ROOT / "docs" / "cli.md").read_text(), re.MULTILINE))
+    assert set(subcommands) - elsewhere - headings == set()
