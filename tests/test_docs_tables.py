@@ -1,5 +1,6 @@
-"""The hand-written config tables of the docs give the defaults the code has: a default changed
-in code (or a key renamed) fails here until its page says so."""
+"""The hand-written tables of the docs hold to the code: config tables give the code's defaults
+(a default changed or a key renamed fails here until its page says so), and a package's "Files"
+table names each of its modules."""
 
 from __future__ import annotations
 
@@ -55,3 +56,10 @@ def test_the_defaults_in_the_config_tables_are_the_codes(page: Path) -> None:
     wrong = {name: (cell.strip(), keys[name].default) for name, cell in rows
              if not _states(cell, keys[name].default)}
     assert wrong == {}, f"{page}: documented default, code's default"
+
+
+@pytest.mark.parametrize(("page", "package"), [("groups.md", "groups"), ("transactions.md", "transactions")])
+def test_the_files_tables_name_every_module(page: str, package: str) -> None:
+    section = (DOCS / page).read_text().split("## Files\n", 1)[1].split("\n## ", 1)[0]
+    modules = {path.name for path in (DOCS.parent / "kafkapy" / package).glob("*.py")} - {"__init__.py"}
+    assert {name for name in modules if f"`{name}`" not in section} == set()
