@@ -584,7 +584,8 @@ class Broker:
         for topic in topics:
             code = await topics_module.create_internal_topic(
                 topic.name, topic.partitions or runtime.config["num.partitions"],
-                topic.replication_factor or runtime.config["default.replication.factor"], topic.config)
+                topic.replication_factor or runtime.config["default.replication.factor"], topic.config,
+                kind="seeded topic")
             if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 raise SeedError(f"topic {topic.name!r} cannot be created: {code.name}")
         await self._settle_topics({topic.name for topic in topics})

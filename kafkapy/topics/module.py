@@ -309,10 +309,10 @@ class TopicsModule(Module):
         return results
 
     async def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
-                                    configs: Mapping[str, str]) -> ErrorCode:
+                                    configs: Mapping[str, str], *, kind: str = "internal topic") -> ErrorCode:
         """One topic of its own size and configs on any broker, for a module's internal topic
-        (``__consumer_offsets``, made by the group coordinator). NONE, TOPIC_ALREADY_EXISTS, or
-        the code CreateTopics would answer."""
+        (``__consumer_offsets``, made by the group coordinator) or a test's seeded one (``kind``
+        says which in the log). NONE, TOPIC_ALREADY_EXISTS, or the code CreateTopics would answer."""
         async with self._lock:
             try:
                 existing, live = await self._snapshot()
@@ -330,7 +330,7 @@ class TopicsModule(Module):
                 return ErrorCode.UNKNOWN_SERVER_ERROR
             if self._configs is not None:
                 self._configs.topics.created(info.name, overrides)
-        log.info("created internal topic %s (%s) with %d partitions", name, info.topic_id, num_partitions)
+        log.info("created %s %s (%s) with %d partitions", kind, name, info.topic_id, num_partitions)
         return ErrorCode.NONE
 
     @property
