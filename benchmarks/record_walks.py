@@ -99,7 +99,7 @@ def _verdict(raw: bytes, config: LogConfig) -> str:
     try:
         validate_records(bytearray(raw), config, NOW)
     except RecordsRejected as exc:
-        return f"{exc.code.name}, {len(exc.record_errors):,} record errors"
+        return f"{exc.code.name}, {exc.record_error_count:,} record errors"
     return "accepted"
 
 

@@ -162,16 +162,20 @@ def produce_inflate_limit(max_message_bytes: int) -> int:
 
 
 class RecordsRejected(KafkaApiError):
-    """The whole batch is rejected with ``code``; ``record_errors`` name the offending records.
+    """The whole batch is rejected with ``code``; ``record_errors`` name the offending records (the
+    first MAX_RECORD_ERRORS of ``record_error_count``).
 
     Produce v8+ carries ``record_errors`` and ``message`` back to the client
     (``ProduceResponse.PartitionResponse.record_errors``/``error_message``).
     """
 
-    def __init__(self, code: ErrorCode, message: str, record_errors: list[RecordError] | None = None) -> None:
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[RecordError] | None = None,
+                 record_error_count: int | None = None) -> None:
         super().__init__(code, message)
         self.message: str = message
         self.record_errors: list[RecordError] = record_errors or []
+        self.record_error_count: int = (len(self.record_errors) if record_error_count is None
+                                        else record_error_count)
 
 
 @attrs.frozen
@@ -588,22 +592,25 @@ class _RecordErrors:
             del errors[MAX_RECORD_ERRORS:]
 
     def verdict(self) -> int:
-        """The records' max timestamp, or Kafka's rejection naming every faulty record
+        """The records' max timestamp, or Kafka's rejection naming the faulty records
         (``processRecordErrors``: INVALID_TIMESTAMP if any error is a timestamp's)."""
         errors = self.errors
         if not errors:
             return self.max_timestamp
+        count = len(errors) + self.errors_dropped
         if self.timestamp_errors:
             raise RecordsRejected(
                 ErrorCode.INVALID_TIMESTAMP,
                 "One or more records have been rejected due to invalid timestamp",
                 errors,
+                count,
             )
         raise RecordsRejected(
             ErrorCode.INVALID_RECORD,
-            f"One or more records have been rejected due to {len(errors) + self.errors_dropped} record "
+            f"One or more records have been rejected due to {count} record "
             f"errors in total, and only showing the first three errors at most: {errors[:3]}",
             errors,
+            count,
         )
 
 

@@ -265,6 +265,7 @@ def test_a_batch_keeps_at_most_max_record_errors_and_its_message_counts_them_all
     error = rejected(data, LogConfig.from_topic_config({"cleanup.policy": "compact"}))
     assert error.code is ErrorCode.INVALID_RECORD
     assert [index for index, _ in error.record_errors] == list(range(MAX_RECORD_ERRORS))
+    assert error.record_error_count == faulty
     assert error.message.startswith(f"One or more records have been rejected due to {faulty} record errors")
 
 
