@@ -38,8 +38,8 @@ kafka-python producing and consuming 200 messages/s for a minute against
 kafkapy's broker, captured by dumpcap, repeated 0.3% of 67,805 frames; at
 5 messages/s, 8.9% of 1,577 (Heartbeats and OffsetCommits weigh more there).
 The real captures in tests/data/captures hold one to three exchanges each,
-none repeated; every Fetch request in them has a session id and an epoch of
-its own (9 to 13,344), every Produce response its own base offset. An idle
+none repeated; every Fetch request in them is in a fetch session, at epochs
+from 9 to 13,344, and every Produce response has its own base offset. An idle
 consumer's empty Fetch answers do repeat (all five Fetch answers there are
 empty): a capture of idle clients repeats far more than this mix does.
 
