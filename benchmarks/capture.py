@@ -2,10 +2,46 @@
 
 The input is synthetic, written with kafkapy.capture.writer into a temporary
 directory: four captures (one per Spark task) of Ethernet/IPv4/TCP at a
-1460-byte MSS, each with two dozen pipelined client connections carrying a
-realistic mix (ApiVersions, Metadata, Produce with 10-record batches, Fetch
-responses with records, Heartbeat). The total is 1 GB, as the issue asks
+1460-byte MSS, each with two dozen client connections of a busy cluster in a
+steady state: twelve idempotent producers sending Produce after Produce (one
+10-record batch each) and twelve consumers, in two groups, fetching a batch at
+a time from a topic of six partitions. Every client opens with ApiVersions and
+Metadata, refreshes Metadata every ``metadata.max.age.ms`` (5 min) and each
+consumer sends a Heartbeat every ``heartbeat.interval.ms`` (3 s), in capture
+time (an exchange every 0.2 ms). The total is 1 GB, as the issue asks
 (``KAFKAPY_BENCH_CAPTURE_MB`` changes it; ``--quick`` writes 8 MB).
+
+What varies from exchange to exchange is what varies in real traffic, because
+a decoder that keeps what it decoded (kafkapy.protocol.frame_memo answers a
+frame seen before, but for its correlation id, from memory) would otherwise be
+measured on repeats that real captures do not have:
+
+* Fetch requests: each consumer's fetch session (KIP-227) has an id of its
+  own, and its epoch goes up by one every Fetch (the first opens the session
+  with id 0, epoch 0); the fetch offset is the consumer's position.
+* Fetch responses: the session id, the partition's high watermark and last
+  stable offset (they advance as producers append), its log start offset
+  (it moves a segment at a time as retention deletes), and the batch's base
+  offset, producer id, sequence and timestamps (the records themselves are the
+  same bytes; their decoding costs the same whatever they hold).
+* Produce requests: each producer's id, its batches' base sequence and
+  timestamps (the CRC recomputed); Produce responses: the base offset each
+  batch landed at and the log start offset.
+* Heartbeat, Metadata and ApiVersions repeat byte for byte, as real clients
+  repeat them (the same member, the same unchanged cluster), at the clients'
+  own intervals.
+
+So about 0.2% of the frames repeat an earlier frame byte for byte but for the
+correlation id (Heartbeats, Metadata and ApiVersions on the 24 connections).
+Real clients in a busy steady state repeat as few: confluent-kafka and
+kafka-python producing and consuming 200 messages/s for a minute against
+kafkapy's broker, captured by dumpcap, repeated 0.3% of 67,805 frames; at
+5 messages/s, 8.9% of 1,577 (Heartbeats and OffsetCommits weigh more there).
+The real captures in tests/data/captures hold one to three exchanges each,
+none repeated; every Fetch request in them is in a fetch session, at epochs
+from 9 to 13,344, and every Produce response has its own base offset. An idle
+consumer's empty Fetch answers do repeat (all five Fetch answers there are
+empty): a capture of idle clients repeats far more than this mix does.
 
 What each side produces, so the comparison is like for like:
 
@@ -51,9 +87,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks import Options, Report, machine_note, render_table, revision
+from kafkapy.protocol.crc32c import crc32c
 
 TITLE = "Capture decoding throughput"
 
@@ -64,77 +103,242 @@ _CONNECTIONS = 24
 #: API key -> the version the second capture uses: the newest each has that tshark 4.0 dissects.
 TSHARK_VERSIONS = {18: 3, 3: 9, 0: 8, 1: 11, 12: 4}
 
+#: Capture time between two exchanges of a file, across its connections.
+_EXCHANGE_GAP = 0.0002
+#: The clients' timers, in capture seconds (the defaults of Kafka's clients): heartbeat.interval.ms
+#: and metadata.max.age.ms.
+_HEARTBEAT_INTERVAL = 3.0
+_METADATA_MAX_AGE = 300.0
+_PARTITIONS = 6
+_BATCH_RECORDS = 10
+#: The log start offset moves a segment at a time, once the log holds more than it retains.
+_SEGMENT = 10_000
+_RETAINED = 20_000
+_BASE_TIMESTAMP_MS = 1_767_225_600_000
 
-def _frames(versions: dict[int, int] | None = None) -> list[tuple[bytes, bytes | None]]:
-    """(request, response) frame bodies of the mix, before correlation ids are set.
+_I32, _I64 = struct.Struct(">i"), struct.Struct(">q")
+# A v2 record batch's header fields after its CRC that change from batch to batch: base and max
+# timestamp, producer id and epoch, base sequence (offsets 27-57, inside the CRC, which covers 21-).
+_BATCH_STAMP = struct.Struct(">qqqhi")
 
-    ``versions`` re-encodes the mix at other versions (API key -> version), the same
-    values fitted to the fields each version has."""
-    from kafkapy.protocol import build_record_batch
-    from kafkapy.protocol import encode_request as encode_request_newest
-    from kafkapy.protocol import encode_response as encode_response_newest
-    from kafkapy.protocol.codec import fit_body
 
-    def encode_request(api_key: int, version: int, corr: int, client: str, body: dict) -> bytes:
-        v = versions.get(api_key, version) if versions else version
-        return encode_request_newest(api_key, v, corr, client, fit_body(api_key, "request", v, body))
+def _field_at(make: Callable[[int], bytes], width: int) -> int:
+    """Where the fixed-width integer ``make``'s argument is written in the frame it encodes: the
+    first byte that differs between two encodings (so it holds at every version and layout)."""
+    a, b = make(1 << (8 * width - 8)), make(2 << (8 * width - 8))
+    diff = [i for i in range(len(a)) if a[i] != b[i]]
+    assert len(a) == len(b) and diff and diff[-1] - diff[0] < width, diff
+    return diff[0]
 
-    def encode_response(api_key: int, version: int, corr: int, body: dict) -> bytes:
-        v = versions.get(api_key, version) if versions else version
-        return encode_response_newest(api_key, v, corr, fit_body(api_key, "response", v, body))
 
-    rnd = random.Random(7)
+def _stamp_batch(
+    frame: bytearray, at: int, end: int, base_offset: int, timestamp_ms: int, producer_id: int, sequence: int
+) -> None:
+    """Give the magic-2 batch at ``frame[at:end]`` its own offsets, time and producer, CRC included."""
+    _I64.pack_into(frame, at, base_offset)
+    _BATCH_STAMP.pack_into(frame, at + 27, timestamp_ms, timestamp_ms, producer_id, 0, sequence)
+    struct.pack_into(">I", frame, at + 17, crc32c(frame[at + 21 : end]))
 
-    def batch(n: int, base: int = 0) -> bytes:
-        return build_record_batch(
-            [(f"key-{i}".encode(), rnd.randbytes(100), [("trace", b"abc")]) for i in range(n)],
-            base_offset=base, base_timestamp=1_767_225_600_000,
+
+class _Traffic:
+    """The exchanges of one capture file: twelve producer and twelve consumer connections in a
+    steady state, each frame made from a template with what moves between exchanges written in."""
+
+    def __init__(self, versions: dict[int, int] | None, seed: int) -> None:
+        from kafkapy.protocol import build_record_batch
+        from kafkapy.protocol import encode_request as encode_request_newest
+        from kafkapy.protocol import encode_response as encode_response_newest
+        from kafkapy.protocol.codec import fit_body
+
+        def request(api_key: int, version: int, client: str, body: dict[str, Any]) -> bytes:
+            v = versions.get(api_key, version) if versions else version
+            return encode_request_newest(api_key, v, 0, client, fit_body(api_key, "request", v, body))
+
+        def response(api_key: int, version: int, body: dict[str, Any]) -> bytes:
+            v = versions.get(api_key, version) if versions else version
+            return encode_response_newest(api_key, v, 0, fit_body(api_key, "response", v, body))
+
+        rnd = random.Random(7)
+        batch = build_record_batch(
+            [(f"key-{i}".encode(), rnd.randbytes(100), [("trace", b"abc")]) for i in range(_BATCH_RECORDS)],
+            base_timestamp=_BASE_TIMESTAMP_MS,
         )  # fmt: skip
+        partitions = [{"error_code": 0, "partition_index": p, "leader_id": 1, "leader_epoch": 0,
+                       "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []}
+                      for p in range(_PARTITIONS)]  # fmt: skip
+        meta_resp = {
+            "throttle_time_ms": 0, "cluster_id": "bench", "controller_id": 1,
+            "brokers": [{"node_id": 1, "host": "broker-1", "port": 9092, "rack": None}],
+            "topics": [{"error_code": 0, "name": "orders", "topic_id": None, "is_internal": False,
+                        "partitions": partitions, "topic_authorized_operations": -2147483648}],
+        }  # fmt: skip
+        self.metadata_response = response(3, 12, meta_resp)
+        self.versions_response = response(18, 3, {"error_code": 0, "api_keys": [
+            {"api_key": k, "min_version": 0, "max_version": 9} for k in range(20)], "throttle_time_ms": 0,
+            "supported_features": [], "finalized_features_epoch": -1, "finalized_features": [],
+            "zk_migration_ready": False})  # fmt: skip
+        self.heartbeat_response = response(12, 4, {"throttle_time_ms": 0, "error_code": 0})
+        self.api_versions: dict[str, bytes] = {}
+        self.metadata: dict[str, bytes] = {}
+        for client in ("bench-producer", "bench-consumer"):
+            self.api_versions[client] = request(18, 3, client, {
+                "client_software_name": "bench", "client_software_version": "1"})  # fmt: skip
+            self.metadata[client] = request(3, 12, client, {
+                "topics": [{"topic_id": None, "name": "orders"}], "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False})  # fmt: skip
+        # Two consumer groups of six, each member reading one partition.
+        self.heartbeats = [
+            request(12, 4, "bench-consumer", {
+                "group_id": f"bench-group-{c // _PARTITIONS}", "generation_id": 1,
+                "member_id": f"bench-consumer-{c:02d}", "group_instance_id": None})
+            for c in range(2 * _PARTITIONS)
+        ]  # fmt: skip
 
-    meta_resp = {
-        "throttle_time_ms": 0, "brokers": [{"node_id": 1, "host": "broker-1", "port": 9092, "rack": None}],
-        "cluster_id": "bench", "controller_id": 1,
-        "topics": [{"error_code": 0, "name": "orders", "topic_id": None, "is_internal": False,
-                    "partitions": [{"error_code": 0, "partition_index": p, "leader_id": 1, "leader_epoch": 0,
-                                    "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []}
-                                   for p in range(6)], "topic_authorized_operations": -2147483648}],
-    }  # fmt: skip
-    produce = encode_request(0, 9, 0, "bench-producer", {
-        "transactional_id": None, "acks": -1, "timeout_ms": 30000,
-        "topic_data": [{"name": "orders", "partition_data": [{"index": 0, "records": batch(10)}]}]})
-    produce_resp = encode_response(0, 9, 0, {
-        "responses": [{"name": "orders", "partition_responses": [{
-            "index": 0, "error_code": 0, "base_offset": 100, "log_append_time_ms": -1, "log_start_offset": 0,
-            "record_errors": [], "error_message": None}]}], "throttle_time_ms": 0})
-    fetch = encode_request(1, 12, 0, "bench-consumer", {
-        "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800, "isolation_level": 0,
-        "session_id": 0, "session_epoch": -1,
-        "topics": [{"topic": "orders", "partitions": [{"partition": 0, "current_leader_epoch": -1,
-                    "fetch_offset": 100, "last_fetched_epoch": -1, "log_start_offset": -1,
-                    "partition_max_bytes": 1048576}]}], "forgotten_topics_data": [], "rack_id": ""})
-    fetch_resp = encode_response(1, 12, 0, {
-        "throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-        "responses": [{"topic": "orders", "partitions": [{
-            "partition_index": 0, "error_code": 0, "high_watermark": 200, "last_stable_offset": 200,
-            "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1,
-            "records": batch(10, 100)}]}]})
-    heartbeat = encode_request(12, 4, 0, "bench-consumer", {
-        "group_id": "g", "generation_id": 1, "member_id": "m-1", "group_instance_id": None})
-    heartbeat_resp = encode_response(12, 4, 0, {"throttle_time_ms": 0, "error_code": 0})
-    metadata = encode_request(3, 12, 0, "bench-consumer", {
-        "topics": [{"topic_id": None, "name": "orders"}], "allow_auto_topic_creation": False,
-        "include_topic_authorized_operations": False})
-    api_versions = encode_request(18, 3, 0, "bench-consumer", {
-        "client_software_name": "bench", "client_software_version": "1"})
-    versions_resp = encode_response(18, 3, 0, {"error_code": 0, "api_keys": [
-        {"api_key": k, "min_version": 0, "max_version": 9} for k in range(20)], "throttle_time_ms": 0,
-        "supported_features": [], "finalized_features_epoch": -1, "finalized_features": [],
-        "zk_migration_ready": False})
-    return [
-        (api_versions, versions_resp), (metadata, encode_response(3, 12, 0, meta_resp)),
-        (produce, produce_resp), (produce, produce_resp), (fetch, fetch_resp), (fetch, fetch_resp),
-        (heartbeat, heartbeat_resp),
-    ]  # fmt: skip
+        def produce(partition: int = 0) -> bytes:
+            return request(0, 9, "bench-producer", {
+                "transactional_id": None, "acks": -1, "timeout_ms": 30000,
+                "topic_data": [{"name": "orders",
+                                "partition_data": [{"index": partition, "records": batch}]}]})  # fmt: skip
+
+        def produce_response(partition: int = 0, base_offset: int = 0, log_start: int = 0) -> bytes:
+            return response(0, 9, {"responses": [{"name": "orders", "partition_responses": [{
+                "index": partition, "error_code": 0, "base_offset": base_offset, "log_append_time_ms": -1,
+                "log_start_offset": log_start, "record_errors": [], "error_message": None}]}],
+                "throttle_time_ms": 0})  # fmt: skip
+
+        def fetch(partition: int = 0, session: int = 0, epoch: int = 0, offset: int = 0) -> bytes:
+            return request(1, 12, "bench-consumer", {
+                "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800,
+                "isolation_level": 0, "session_id": session, "session_epoch": epoch,
+                "topics": [{"topic": "orders", "partitions": [{
+                    "partition": partition, "current_leader_epoch": 0, "fetch_offset": offset,
+                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": 1048576}]}],
+                "forgotten_topics_data": [], "rack_id": ""})  # fmt: skip
+
+        def fetch_response(
+            partition: int = 0, session: int = 0, high_watermark: int = 0, stable: int = 0, log_start: int = 0
+        ) -> bytes:
+            return response(1, 12, {
+                "throttle_time_ms": 0, "error_code": 0, "session_id": session,
+                "responses": [{"topic": "orders", "partitions": [{
+                    "partition_index": partition, "error_code": 0, "high_watermark": high_watermark,
+                    "last_stable_offset": stable, "log_start_offset": log_start, "aborted_transactions": None,
+                    "preferred_read_replica": -1, "records": batch}]}]})  # fmt: skip
+
+        self.produce, self.produce_response = produce(), produce_response()
+        self.fetch, self.fetch_response = fetch(), fetch_response()
+        self.produce_at = {
+            "partition": _field_at(lambda v: produce(partition=v), 4),
+            "batch": self.produce.index(batch),
+        }
+        self.produce_response_at = {
+            "partition": _field_at(lambda v: produce_response(partition=v), 4),
+            "base_offset": _field_at(lambda v: produce_response(base_offset=v), 8),
+            "log_start": _field_at(lambda v: produce_response(log_start=v), 8),
+        }
+        self.fetch_at = {
+            "partition": _field_at(lambda v: fetch(partition=v), 4),
+            "session": _field_at(lambda v: fetch(session=v), 4),
+            "epoch": _field_at(lambda v: fetch(epoch=v), 4),
+            "offset": _field_at(lambda v: fetch(offset=v), 8),
+        }
+        self.fetch_response_at = {
+            "partition": _field_at(lambda v: fetch_response(partition=v), 4),
+            "session": _field_at(lambda v: fetch_response(session=v), 4),
+            "high_watermark": _field_at(lambda v: fetch_response(high_watermark=v), 8),
+            "stable": _field_at(lambda v: fetch_response(stable=v), 8),
+            "log_start": _field_at(lambda v: fetch_response(log_start=v), 8),
+            "batch": self.fetch_response.index(batch),
+        }
+        self.batch_size = len(batch)
+        # The state the frames tell of: each partition's log, each consumer's fetch session and
+        # position, each producer's id and next sequence, each client's timers.
+        ids = random.Random(seed)
+        self.log_end = [ids.randrange(100_000, 1_000_000) for _ in range(_PARTITIONS)]
+        # retention deletes whole segments: the log keeps at least what it retains
+        self.log_start = [(end - _RETAINED) // _SEGMENT * _SEGMENT for end in self.log_end]
+        self.session_ids = [ids.randrange(1, 1 << 31) for _ in range(2 * _PARTITIONS)]
+        self.epochs = [0] * (2 * _PARTITIONS)
+        # consumers some way behind the log's end (its two producers write twice what one reads)
+        self.positions = [self.log_end[c % _PARTITIONS] - ids.randrange(1, 5000)
+                          for c in range(2 * _PARTITIONS)]  # fmt: skip
+        self.producer_ids = [ids.randrange(1000, 1 << 40) for _ in range(2 * _PARTITIONS)]
+        self.sequences = [0] * (2 * _PARTITIONS)
+        self.started: list[int] = [0] * _CONNECTIONS
+        self.heartbeat_due = [0.0] * _CONNECTIONS
+        self.metadata_due = [0.0] * _CONNECTIONS
+
+    def next_exchange(self, connection: int, ts: float) -> tuple[bytes, bytes]:
+        """Connection ``connection``'s next request and its response (correlation ids 0). Even
+        connections are producers, odd ones consumers. A client opens with ApiVersions, then Metadata;
+        then a producer sends Produce after Produce and a consumer Fetch after Fetch, each refreshing
+        Metadata every metadata.max.age.ms and each consumer sending a Heartbeat every
+        heartbeat.interval.ms, as Kafka's clients do."""
+        client = connection // 2
+        consumer = connection % 2 == 1
+        name = "bench-consumer" if consumer else "bench-producer"
+        if self.started[connection] == 0:
+            self.started[connection] = 1
+            self.heartbeat_due[connection] = ts + _HEARTBEAT_INTERVAL
+            return self.api_versions[name], self.versions_response
+        if ts >= self.metadata_due[connection]:
+            self.metadata_due[connection] = ts + _METADATA_MAX_AGE
+            return self.metadata[name], self.metadata_response
+        if consumer and ts >= self.heartbeat_due[connection]:
+            self.heartbeat_due[connection] = ts + _HEARTBEAT_INTERVAL
+            return self.heartbeats[client], self.heartbeat_response
+        return self._fetch(client, ts) if consumer else self._produce(client, ts)
+
+    def _produce(self, producer: int, ts: float) -> tuple[bytes, bytes]:
+        """A batch from an idempotent producer (its id, the next sequence, the time it was made) and
+        the offset it landed at."""
+        partition = producer % _PARTITIONS
+        req = bytearray(self.produce)
+        at = self.produce_at
+        _I32.pack_into(req, at["partition"], partition)
+        batch = at["batch"]
+        _stamp_batch(req, batch, batch + self.batch_size, 0, int(ts * 1000), self.producer_ids[producer],
+                     self.sequences[producer])  # fmt: skip
+        self.sequences[producer] += _BATCH_RECORDS
+        base_offset = self.log_end[partition]
+        self.log_end[partition] += _BATCH_RECORDS
+        if self.log_end[partition] - self.log_start[partition] - _SEGMENT >= _RETAINED:
+            self.log_start[partition] += _SEGMENT  # the oldest segment is all past retention: deleted
+        resp = bytearray(self.produce_response)
+        at = self.produce_response_at
+        _I32.pack_into(resp, at["partition"], partition)
+        _I64.pack_into(resp, at["base_offset"], base_offset)
+        _I64.pack_into(resp, at["log_start"], self.log_start[partition])
+        return bytes(req), bytes(resp)
+
+    def _fetch(self, consumer: int, ts: float) -> tuple[bytes, bytes]:
+        """An incremental fetch (KIP-227): the session's next epoch, the consumer's position; the
+        answer carries the batch at that position and the partition's high watermark. The first
+        fetch of a connection opens the session (id 0, epoch 0) and learns its id."""
+        partition = consumer % _PARTITIONS
+        session, epoch = self.session_ids[consumer], self.epochs[consumer]
+        self.epochs[consumer] += 1
+        position = max(self.positions[consumer], self.log_start[partition])
+        self.positions[consumer] = position + _BATCH_RECORDS
+        self.log_end[partition] = max(self.log_end[partition], self.positions[consumer])
+        req = bytearray(self.fetch)
+        at = self.fetch_at
+        _I32.pack_into(req, at["partition"], partition)
+        _I32.pack_into(req, at["session"], session if epoch else 0)
+        _I32.pack_into(req, at["epoch"], epoch)
+        _I64.pack_into(req, at["offset"], position)
+        resp = bytearray(self.fetch_response)
+        at = self.fetch_response_at
+        _I32.pack_into(resp, at["partition"], partition)
+        _I32.pack_into(resp, at["session"], session)
+        _I64.pack_into(resp, at["high_watermark"], self.log_end[partition])
+        _I64.pack_into(resp, at["stable"], self.log_end[partition])
+        _I64.pack_into(resp, at["log_start"], self.log_start[partition])
+        batch = at["batch"]
+        _stamp_batch(resp, batch, batch + self.batch_size, position, int(ts * 1000) - 1000,
+                     self.producer_ids[partition], position % (1 << 31))  # fmt: skip
+        _I32.pack_into(resp, batch + 12, 0)  # the partition leader epoch the broker stamped
+        return bytes(req), bytes(resp)
 
 
 def generate(
@@ -143,13 +347,13 @@ def generate(
     """Write ``files`` captures totalling about ``total_mb``; returns them and the Kafka frame count."""
     from kafkapy.capture import PcapWriter, TcpFlow
 
-    mix = _frames(versions)
     paths: list[Path] = []
     frames = 0
     per_file = total_mb * 1_000_000 // files
     for f in range(files):
         path = directory / f"bench-{seed + f}.pcap"
         paths.append(path)
+        traffic = _Traffic(versions, seed + f)
         with PcapWriter(path) as w:
             net = f"10.1.{seed + f}"
             flows = [TcpFlow((f"{net}.{c + 1}", 40000 + c), ("10.0.0.1", 9092)) for c in range(_CONNECTIONS)]
@@ -162,22 +366,20 @@ def generate(
             i = 0
             while size < per_file:
                 c = i % _CONNECTIONS
-                req, resp = mix[(i // _CONNECTIONS) % len(mix)]
+                ts += _EXCHANGE_GAP
+                req, resp = traffic.next_exchange(c, ts)
                 corr[c] += 1
-                ts += 0.0002
                 body = bytearray(req)
-                struct.pack_into(">i", body, 4, corr[c])
-                for t, pkt in flows[c].send(True, struct.pack(">i", len(body)) + body, ts):
+                _I32.pack_into(body, 4, corr[c])
+                for t, pkt in flows[c].send(True, _I32.pack(len(body)) + body, ts):
                     w.write(pkt, t)
                     size += len(pkt) + 16
-                frames += 1
-                if resp is not None:
-                    rbody = bytearray(resp)
-                    struct.pack_into(">i", rbody, 0, corr[c])
-                    for t, pkt in flows[c].send(False, struct.pack(">i", len(rbody)) + rbody, ts + 0.0001):
-                        w.write(pkt, t)
-                        size += len(pkt) + 16
-                    frames += 1
+                rbody = bytearray(resp)
+                _I32.pack_into(rbody, 0, corr[c])
+                for t, pkt in flows[c].send(False, _I32.pack(len(rbody)) + rbody, ts + _EXCHANGE_GAP / 2):
+                    w.write(pkt, t)
+                    size += len(pkt) + 16
+                frames += 2
                 i += 1
             for flow in flows:
                 for t, pkt in flow.close(ts + 0.001):

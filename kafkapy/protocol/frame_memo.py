@@ -2,11 +2,12 @@
 
 Theory of operation
 -------------------
-A capture repeats most of its small frames byte for byte, but for the
-correlation id: a consumer's Heartbeat every few seconds, an idle consumer's
-Fetch request and its empty answer every ``fetch.max.wait.ms``, periodic
-Metadata requests and their answers while the cluster stands still,
-ApiVersions on every connection. Decoding such a frame again gives the same
+A capture of quiet clients repeats most of its small frames byte for byte,
+but for the correlation id: a consumer's Heartbeat every few seconds, an idle
+consumer's empty Fetch answer every ``fetch.max.wait.ms`` (not its request,
+whose fetch session epoch moves), periodic Metadata requests and their
+answers while the cluster stands still, ApiVersions on every connection. A
+busy capture repeats few (docs/capture.md, the benchmark's mix). Decoding such a frame again gives the same
 text, so a reader keeps what each one decoded to, keyed by the frame's bytes
 without its correlation id, and answers a repeat with the kept decoding and
 the repeat's own correlation id.

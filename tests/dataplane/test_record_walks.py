@@ -55,8 +55,9 @@ def _unanswered(conn: KafkaSocket) -> bool:
 
 def test_other_connections_are_served_while_a_bomb_is_checked_and_the_bomb_gets_kafkas_verdict(
         broker: Broker) -> None:
-    """While the 2 KB batch of four million faulty records is walked (seconds of the broker's CPU), another connection's ApiVersions and Metadata, and a real producer's sends, are
-    each answered before the bomb's answer has begun to arrive: between two slices of the walk
+    """While the 2 KB batch of four million faulty records is walked (seconds of the broker's CPU),
+    another connection's ApiVersions and Metadata, and a real producer's sends, are each answered
+    before the bomb's answer has begun to arrive: between two slices of the walk
     (WALK_SLICE_RECORDS records, milliseconds), the loop serves whoever is waiting. Unsliced, the
     first of them waits for the whole walk and comes after the bomb's answer."""
     bomb = batch_of(bomb_records(_RECORDS), _RECORDS, Compression.ZSTD)
