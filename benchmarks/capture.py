@@ -12,9 +12,9 @@ time (an exchange every 0.2 ms). The total is 1 GB, as the issue asks
 (``KAFKAPY_BENCH_CAPTURE_MB`` changes it; ``--quick`` writes 8 MB).
 
 What varies from exchange to exchange is what varies in real traffic, because
-a decoder that keeps what it decoded (kafkapy.protocol.frame_memo answers a
-frame seen before, but for its correlation id, from memory) would otherwise be
-measured on repeats that real captures do not have:
+a decoder that keeps what it decoded (a memo of frames seen before, but for
+their correlation ids, was tried and removed: docs/capture.md) would otherwise
+be measured on repeats that real captures do not have:
 
 * Fetch requests: each consumer's fetch session (KIP-227) has an id of its
   own, and its epoch goes up by one every Fetch (the first opens the session

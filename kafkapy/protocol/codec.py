@@ -16,7 +16,6 @@ import attrs
 from kafkapy.errors import DecodeError, EncodeError, ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import get_api, request_header_version, response_header_version
-from kafkapy.protocol.frame_memo import FrameMemo, carries_records
 from kafkapy.protocol.header import RequestHeader, header_schema, peek_request_header
 from kafkapy.protocol.json_decoder import JsonDecoder, RenderedBody, compile_json_decoder
 from kafkapy.protocol.produce_response import FAST_VERSIONS, fast_response_encoder
@@ -320,10 +319,8 @@ def request_json_decoder(
 ) -> Callable[[bytes | bytearray | memoryview], RenderedRequest]:
     """:func:`decode_request_json` with ``decode_records`` bound, for readers of many frames (the
     capture rows): each API and version's frame decoder is found by the frame's first four bytes
-    in one dict, and called directly. A frame seen before is answered from what it decoded to
-    (:mod:`kafkapy.protocol.frame_memo`, held equal to the plain decoder by tests)."""
+    in one dict, and called directly."""
     decoders: dict[bytes, RenderedRequestDecoder] = {}
-    memo = FrameMemo()
 
     def decode(data: bytes | bytearray | memoryview) -> RenderedRequest:
         buf = data if type(data) is bytes else _view(data)
@@ -334,10 +331,7 @@ def request_json_decoder(
                                   truncated=True)
             # unknown keys and versions raise here, every time, and are never kept
             api_key, api_version = _KEY_VERSION.unpack_from(buf, 0)
-            found = rendered_request_decoder(api_key, api_version, decode_records)
-            if not carries_records(message_schema(api_key, "request", api_version).root):
-                found = memo.requests(found)
-            decoders[buf[:4]] = found
+            found = decoders[buf[:4]] = rendered_request_decoder(api_key, api_version, decode_records)
         return found(buf)
 
     return decode
@@ -346,10 +340,8 @@ def request_json_decoder(
 def response_json_decoder(
     decode_records: bool = True,
 ) -> Callable[[bytes | bytearray | memoryview, int, int], RenderedResponse]:
-    """:func:`decode_response_json` with ``decode_records`` bound, as :func:`request_json_decoder`
-    (repeated frames answered from the memo too)."""
+    """:func:`decode_response_json` with ``decode_records`` bound, as :func:`request_json_decoder`."""
     decoders: dict[tuple[int, int], RenderedResponseDecoder] = {}
-    memo = FrameMemo()
 
     def decode(data: bytes | bytearray | memoryview, api_key: int, api_version: int) -> RenderedResponse:
         found = decoders.get((api_key, api_version))
@@ -358,8 +350,6 @@ def response_json_decoder(
                 _rendered_response_decoder(api_key, api_version, decode_records)
             if found is None:  # outside the catalogue: the general path names the error
                 return decode_response_json(data, api_key, api_version, decode_records=decode_records)
-            if not carries_records(message_schema(api_key, "response", api_version).root):
-                found = memo.responses(found)
             decoders[(api_key, api_version)] = found
         return found(data if type(data) is bytes else _view(data))
 

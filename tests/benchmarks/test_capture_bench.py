@@ -1,5 +1,5 @@
 """benchmarks/capture's synthetic traffic changes per exchange what real traffic changes (so a
-decoder's memo of repeated frames is not measured on repeats real captures lack), repeats what
+decoder that kept what it decoded would not be measured on repeats real captures lack), repeats what
 real clients repeat at their intervals, and ``--quick`` runs every decoder on the same frames."""
 
 from __future__ import annotations
