@@ -131,7 +131,8 @@ class Module:
         """Called at shutdown, after listeners stop accepting."""
 
     async def on_accept(self, connection: ConnectionInfo) -> bool:
-        """Return False to close the new connection before it is served."""
+        """Return False to close the new connection before it is served. Runs in a task (so
+        ``asyncio.timeout()`` and ``asyncio.wait_for`` work from its first line)."""
         return True
 
     def on_close(self, connection: ConnectionInfo) -> None:
