@@ -623,6 +623,11 @@ class BrokerRuntime:
     async def admit(self, conn: ConnectionInfo) -> bool:
         if self._stopping:
             return False
+        if self.accept_hooks:
+            # Admission is stepped in place (no task yet), and a module's on_accept may need a task
+            # from its first line: asyncio.timeout() does, and so does asyncio.wait_for on Python
+            # 3.12+ (asyncio.timeout() inside). With no hooks a connection still costs no task.
+            await eager.into_task()
         for module in self.accept_hooks:
             if not await module.on_accept(conn):
                 return False

@@ -8,6 +8,11 @@ one at a time. A broker that cannot be reached, or an answer that cannot be read
 caller says what that means for its request (the coordinators retry later, as on a leader move).
 Only PLAINTEXT listeners are dialled (kafkapy's brokers have no inter-broker TLS or SASL client
 yet).
+
+A request may be started by a coroutine stepped in place (kafkapy.server.eager: EndTxn's markers
+to another broker's partitions), where no task runs yet. Its waits use ``asyncio.wait_for``,
+which since Python 3.12 is ``asyncio.timeout()`` inside and raises outside a task (3.11's made a
+task of its own), so ``request`` first moves into the caller's task (``into_task``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.eager import into_task
 from kafkapy.store.base import BrokerRegistration
 
 __all__ = ["BrokerChannel"]
@@ -49,6 +55,7 @@ class BrokerChannel:
 
     async def request(self, broker_id: int, api_key: ApiKey, version: int,
                       body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        await into_task()  # asyncio.wait_for below needs a task (Python 3.12+): see the module docstring
         try:
             connection = await self._connect(broker_id)
         except (OSError, asyncio.TimeoutError):

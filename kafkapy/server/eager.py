@@ -4,12 +4,14 @@ This is what Python 3.12's eager tasks do, for 3.10 and 3.11 too, and without a 
 for the (common) coroutine that never suspends. The broker steps its accept gate and admission
 coroutines this way (kafkapy.server.fastpaths), so a connection nothing holds back costs no
 task. Until the first suspension there is no current task (``asyncio.current_task()`` is None,
-and ``asyncio.timeout()`` raises), so a handler is started here only when it declares it may be
-(``ApiHandler.in_place``, through ``stepped``); the others start inside the connection's worker
-task. ``deferred`` is the plain path: nothing runs until awaited.
+and ``asyncio.timeout()`` raises, as does ``asyncio.wait_for`` on Python 3.12+, which uses it),
+so a handler is started here only when it declares it may be (``ApiHandler.in_place``, through
+``stepped``); the others start inside the connection's worker task. ``deferred`` is the plain
+path: nothing runs until awaited.
 
 A coroutine stepped in place that is about to start one that needs a task (the interceptor chain,
-before it runs a coroutine handler) awaits ``into_task()`` first: outside a task that suspends it
+before it runs a coroutine handler; admission, before a module's on_accept; a request to another
+broker, kafkapy.server.broker_channel) awaits ``into_task()`` first: outside a task that suspends it
 on the ``INTO_TASK`` marker, ``start`` hands it back as an awaitable, and ``resume``, now inside
 the worker task, goes straight on without yielding the marker to the loop. Inside a task (or
 when a task awaits the coroutine from the start) ``into_task()`` does nothing.

@@ -17,7 +17,8 @@ the bytes (tests/server/test_fast_paths.py):
   a task. This is the one place kafkapy touches asyncio's private API; a loop
   without it takes the plain path.
 * ``eager`` (kafkapy.server.eager): the accept gate and admission coroutines are
-  stepped in place, so a connection that nothing holds back needs no task.
+  stepped in place, so a connection that nothing holds back needs no task (a module's
+  ``on_accept`` hook makes admission go on in a task: it may need one from its first line).
   Plain path: a task runs them. Handlers are stepped in place only when they
   declare it (``ApiHandler.in_place``: the transaction coordinator's APIs, which
   never wait on a broker with local logs); the others start inside the

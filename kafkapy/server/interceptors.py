@@ -78,7 +78,8 @@ class Interceptor:
     """Base class: both hooks default to doing nothing, so override only what you need."""
 
     # Whether the dispatcher may start the hooks outside a task (module docstring): only for
-    # hooks that call neither asyncio.timeout() nor asyncio.current_task() before suspending.
+    # hooks that call neither asyncio.timeout() (nor asyncio.wait_for, which is asyncio.timeout()
+    # inside on Python 3.12+) nor asyncio.current_task() before suspending.
     steps_in_place: ClassVar[bool] = False
 
     def applies(self, context: RequestContext) -> bool:

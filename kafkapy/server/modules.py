@@ -91,10 +91,11 @@ class ApiHandler:
     # ApiVersions qualifies: each client library sends the same bytes on every connection.
     memoize: bool = False
     # True for a coroutine handler that neither calls asyncio.current_task() nor enters
-    # asyncio.timeout() before it first suspends: it is then started in place, inside the read
-    # that brought the request (kafkapy.server.eager, the ``eager`` fast path), and a request
-    # that never waits is answered there, with no task and no extra loop steps; one that
-    # suspends is finished by the connection's worker, as any coroutine handler is.
+    # asyncio.timeout() (nor asyncio.wait_for: asyncio.timeout() inside on Python 3.12+) before it
+    # first suspends, or awaits kafkapy.server.eager.into_task() first: it is then started in
+    # place, inside the read that brought the request (kafkapy.server.eager, the ``eager`` fast
+    # path), and a request that never waits is answered there, with no task and no extra loop
+    # steps; one that suspends is finished by the connection's worker, as any coroutine handler is.
     in_place: bool = False
     # A fast path for the common request of one version, straight from the frame's bytes: called
     # once per served version, it gives that version's FromFrame (or None). The dispatcher offers
@@ -131,7 +132,8 @@ class Module:
         """Called at shutdown, after listeners stop accepting."""
 
     async def on_accept(self, connection: ConnectionInfo) -> bool:
-        """Return False to close the new connection before it is served."""
+        """Return False to close the new connection before it is served. Runs in a task (so
+        ``asyncio.timeout()`` and ``asyncio.wait_for`` work from its first line)."""
         return True
 
     def on_close(self, connection: ConnectionInfo) -> None:

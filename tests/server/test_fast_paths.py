@@ -22,6 +22,7 @@ from kafkapy.protocol import Request, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.protocol.versions import VersionRange
+from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.fastpaths import FastPaths
 from kafkapy.server.interceptors import PASS, Interceptor, Pass
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
@@ -211,3 +212,30 @@ def test_handlers_hooks_and_interceptors_may_use_asyncio_timeout(modules: list[t
             assert answer.correlation_id == first
             assert answer.body["groups"][0]["group_state"] == "timed out"
             assert s.read_response(ApiKey.API_VERSIONS, 3).correlation_id == behind
+
+
+class WaitsOnAccept(Module):
+    """An on_accept hook that waits with a timeout before anything suspends: asyncio.wait_for (on
+    Python 3.12+ asyncio.timeout() inside, which raises outside a task) and asyncio.timeout."""
+
+    name = "waits-on-accept"
+    accepted = 0
+
+    async def on_accept(self, connection: ConnectionInfo) -> bool:
+        await asyncio.wait_for(asyncio.sleep(0), 1)
+        async with asyncio.timeout(1):
+            await asyncio.sleep(0)
+        WaitsOnAccept.accepted += 1
+        return True
+
+
+def test_an_on_accept_hook_may_use_timeouts_from_its_first_line() -> None:
+    """Admission is stepped in place (the ``eager`` fast path); a hook still runs in a task, so the
+    connection is served rather than closed as 'admitting ... failed'."""
+    WaitsOnAccept.accepted = 0
+    with Broker(modules=[WaitsOnAccept]) as b:
+        for _ in range(2):
+            with KafkaSocket(b.bootstrap_servers) as s:
+                sent = s.send(ApiKey.API_VERSIONS, 3, SOFTWARE)
+                assert s.read_response(ApiKey.API_VERSIONS, 3).correlation_id == sent
+    assert WaitsOnAccept.accepted == 2
