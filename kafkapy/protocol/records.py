@@ -1101,8 +1101,9 @@ class RecordBatch:
 def _legacy_entry(data: bytes | memoryview, pos: int, end: int) -> tuple[int, ...]:
     """Locate the parts of one v0/v1 message that lies wholly within ``data[pos:end]``.
 
-    Returns (offset, crc, magic, attributes, timestamp_or_-2, key_pos, key_len,
-    value_pos, value_len, message_end); a length of -1 means null.
+    Returns (offset, crc, magic, attributes, timestamp, key_pos, key_len,
+    value_pos, value_len, message_end); a length of -1 means null, and the timestamp of a magic-0
+    message (which has none) is -2, so read it by the magic.
     """
     if end - pos < _UP_TO_MAGIC + 1:
         raise _Corrupt("message set entry shorter than its header", pos)
@@ -1184,8 +1185,9 @@ class LegacyBatch:
         except _Corrupt as exc:
             self._reject(exc.reason, exc.pos)
         (self.offset, self.crc, self.magic, self.attributes, ts, kpos, klen, vpos, vlen, self._end) = entry
-        # Magic 0 has no timestamp at all; Kafka calls its type NO_TIMESTAMP_TYPE.
-        self.timestamp: int | None = None if ts == -2 else ts
+        # Magic 0 has no timestamp at all; Kafka calls its type NO_TIMESTAMP_TYPE. (By the magic, not
+        # by _legacy_entry's -2: a magic-1 message may carry -2 itself.)
+        self.timestamp: int | None = None if self.magic == 0 else ts
         if self.attributes & _COMPRESSION_MASK > Compression.LZ4:
             self._reject(
                 f"compression id {self.attributes & _COMPRESSION_MASK} is not valid before magic 2", pos + 17
@@ -1317,11 +1319,11 @@ class LegacyBatch:
         base = self.offset - entries[-1][0] if self.magic > 0 else -1
         lat = self.timestamp if self.timestamp_type == LOG_APPEND_TIME else None
         out = []
-        for offset, _crc, _magic, _attrs, ts, kpos, klen, vpos, vlen, _end in entries:
+        for offset, _crc, magic, _attrs, ts, kpos, klen, vpos, vlen, _end in entries:
             out.append(
                 Record(
                     offset + base if base >= 0 else offset,
-                    lat if lat is not None else (None if ts == -2 else ts),
+                    lat if lat is not None else (None if magic == 0 else ts),
                     _slice(data, kpos, klen),
                     _slice(data, vpos, vlen),
                     [],

@@ -270,3 +270,12 @@ def test_damaged_old_messages_are_refused_with_a_kafka_error_and_nothing_else(
         return
     if converted is not None and converted is not damaged:
         list(Records(converted))  # converted: a whole batch
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS)
+def test_a_magic_one_timestamp_of_minus_two_is_its_own_not_magic_zero_s_none(codec: Compression) -> None:
+    """The message set reader marked magic 0's missing timestamp with -2, so a magic-1 message
+    carrying -2 lost it (read as no timestamp, up-converted as -1). Found by the property above."""
+    converted = up_convert(old_producer_set(1, codec, [(None, None, -2), (b"k", b"v", 5)]),
+                           max_message_bytes=MAX)
+    assert [r.timestamp for r in RecordBatch(converted or b"").record_list()] == [-2, 5]
