@@ -67,13 +67,12 @@ partition answered UNKNOWN_TOPIC_OR_PARTITION, which producers retry after a met
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterator, Mapping
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import attrs
 
@@ -111,6 +110,7 @@ from kafkapy.protocol.records import (
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, EncodedResponse, RequestContext
+from kafkapy.server.slices import in_slices
 from kafkapy.server.txn_coordinator import TransactionCoordinatorLocator
 
 __all__ = ["FIRST_FITTED_ANSWER_VERSION", "FIRST_TOPIC_ID_VERSION", "VALID_ACKS", "ProduceHandler"]
@@ -129,7 +129,6 @@ _ATTRIBUTES_LOW_BYTE = V2_ATTRIBUTES_AT + 1  # attributes are a big-endian int16
 MAGIC_V2 = 2
 V2_PRODUCER_ID_AT = 43  # a v2 batch header's producer id (int64), then its epoch (int16)
 _PRODUCER = struct.Struct(">qh")
-_T = TypeVar("_T")
 
 
 # Kafka's InvalidPidMappingException from ReplicaManager.handleProduceAppend, every partition's message
@@ -377,7 +376,7 @@ class ProduceHandler:
         if body is None or named <= WALK_SLICE_RECORDS:
             return body
         # An answer naming very many faulty records (50 MB for a million): encoded in slices too.
-        data = await _in_slices(body_steps(version, body, WALK_SLICE_RECORDS))
+        data = await in_slices(body_steps(version, body, WALK_SLICE_RECORDS))
         return body if data is None else EncodedResponse(body, data)
 
     def _finish(self, ctx: RequestContext, responses: list[dict[str, Any]], acks: int, failed: bool,
@@ -442,16 +441,16 @@ class ProduceHandler:
         checked: tuple[bytearray, AppendPlan] | RecordsRejected
         named = None
         try:
-            plan = await _in_slices(validation_steps(data, config, now_ms, produce_version=version))
+            plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
             target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
             if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
                 data = recompressed(data, plan, target, compression_level(config, target),
                                     produce_inflate_limit(config.max_message_bytes))
-                plan = await _in_slices(validation_steps(data, config, now_ms, produce_version=version))
+                plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
             checked = (data, plan)
         except RecordsRejected as rejected:
             checked = rejected
-            named = await _in_slices(_record_error_answer_steps(rejected.record_errors))
+            named = await in_slices(_record_error_answer_steps(rejected.record_errors))
         return self._append(topic, index, records, version, self.clock_ms(), acks, checked, named)
 
     def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int,
@@ -528,17 +527,6 @@ class _Later:
     topic: str
     index: int
     records: Any
-
-
-async def _in_slices(steps: Generator[None, None, _T]) -> _T:
-    """Run ``steps`` (``validation_steps``, and the like) to its end, letting the event loop run
-    everything else that is ready (other connections' requests, timers) between two slices."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return cast(_T, done.value)
-        await asyncio.sleep(0)
 
 
 def _record_error_answer_steps(errors: list[tuple[int, str]]) -> Generator[None, None, list[dict[str, Any]]]:

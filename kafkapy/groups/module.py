@@ -81,6 +81,7 @@ from kafkapy.server.services import (
     PartitionLogsProvider,
 )
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR, ShareCoordinatorLocator
+from kafkapy.server.slices import between_slices
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
 from kafkapy.store.base import Watch
@@ -547,7 +548,7 @@ class GroupsModule(Module):
         async def load_rest() -> None:
             try:
                 while not read_some():
-                    await asyncio.sleep(0)
+                    await between_slices()
                 finish()
             except Exception:
                 failed()

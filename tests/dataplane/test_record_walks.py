@@ -28,8 +28,10 @@ from kafkapy.protocol.compression import Compression
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
 from server_wire import KafkaSocket
 
-# Enough records that their walk (about 0.8 us a record) outlasts what the test does meanwhile on a
-# loaded machine by a wide margin: the race it reads is the walk against those requests.
+# Enough records that their walk (about 0.7 us a record) outlasts what the test does meanwhile on a
+# loaded machine by a wide margin: the race it reads is the walk against those requests. The test's
+# thread shares the GIL with the broker's loop, which lets it go between slices
+# (kafkapy/server/slices.py); without that, this test failed three runs in five.
 _RECORDS = 4_000_000
 
 
