@@ -279,6 +279,30 @@ class Partitions:
                                 f"(the leader is broker {leader}).")
         return self._log(topic, partition, epoch)
 
+    def leader_log_for_acks_all(self, topic: str, partition: int) -> SegmentedLog:
+        """:meth:`leader_log`, for a write that waits on every in-sync replica (a coordinator's to
+        its state topic, as Kafka's coordinators write with acks=-1): refused NOT_ENOUGH_REPLICAS
+        while fewer replicas are in sync than the topic's ``min.insync.replicas`` (capped at its
+        replication factor), as Kafka's Partition.appendRecordsToLeader refuses it."""
+        log = self.leader_log(topic, partition)
+        needed = self.min_in_sync(topic, partition)
+        in_sync = self.cluster.in_sync_replicas(topic, partition)
+        if len(in_sync) < needed:
+            raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                f"The size of the current ISR {sorted(in_sync)} is insufficient to satisfy "
+                                f"the min.isr requirement of {needed} for partition {topic}-{partition}")
+        return log
+
+    def min_in_sync(self, topic: str, partition: int) -> int:
+        """How many replicas an acks=all write needs in sync: ``min.insync.replicas`` capped at the
+        partition's replication factor (Kafka's Partition.effectiveMinIsr)."""
+        wanted = self._log_config(topic).min_insync_replicas
+        if wanted <= 1:
+            return wanted
+        info = self.cluster.topics.get(topic)
+        replicas = info.partitions.get(partition, ()) if info is not None else ()
+        return min(wanted, len(replicas))
+
     def replica_log(self, topic: str, partition: int) -> SegmentedLog:
         """The log of a partition this broker holds a replica of: the leader's own, or a
         follower's where the brokers share their logs (what a consumer may read from a follower,

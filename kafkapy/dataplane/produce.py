@@ -138,14 +138,11 @@ ADMIN_CLIENT_ID = "__admin_client"  # Kafka's AdminUtils.ADMIN_CLIENT_ID: may ap
 
 def too_few_in_sync(partitions: Partitions, topic: str, index: int, config: LogConfig) -> bool:
     """Whether an acks=all write must be refused NOT_ENOUGH_REPLICAS: fewer in-sync replicas than
-    ``min.insync.replicas``, capped at the replication factor (Kafka's Partition.effectiveMinIsr).
+    ``min.insync.replicas``, capped at the replication factor (``Partitions.min_in_sync``).
     Asked only when the setting is above 1, which the leader alone always meets."""
     if config.min_insync_replicas <= 1:
         return False
-    info = partitions.cluster.topics.get(topic)
-    replicas = info.partitions.get(index, ()) if info is not None else ()
-    needed = min(config.min_insync_replicas, len(replicas))
-    return len(partitions.cluster.in_sync_replicas(topic, index)) < needed
+    return len(partitions.cluster.in_sync_replicas(topic, index)) < partitions.min_in_sync(topic, index)
 
 
 def has_transactional_records(topic_data: Any) -> bool:

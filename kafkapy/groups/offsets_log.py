@@ -106,6 +106,15 @@ class OffsetsTopicLog:
         except KafkaApiError as exc:
             raise _as_coordinator_error(exc, partition) from None
 
+    def _append_log(self, partition: int) -> PartitionLog:
+        """The partition's log for the coordinator's write, which waits on every in-sync replica
+        (Kafka's coordinators write with acks=-1): NOT_ENOUGH_REPLICAS below the topic's min ISR
+        is COORDINATOR_NOT_AVAILABLE."""
+        try:
+            return self._partitions.leader_log_for_acks_all(OFFSETS_TOPIC, partition)
+        except KafkaApiError as exc:
+            raise _as_coordinator_error(exc, partition) from None
+
     def _storage_failed(self, partition: int, exc: OSError) -> KafkaApiError:
         """The partition's log dir goes offline (as a Produce's OSError takes it); the coordinator's
         error for it (KAFKA_STORAGE_ERROR is NOT_COORDINATOR)."""
@@ -135,7 +144,7 @@ class OffsetsTopicLog:
         if not records:
             return
         partition = self.partition_for(group_id)
-        log = self._leader_log(partition)
+        log = self._append_log(partition)
         now = self._clock_ms()
         entries = []
         for record in records:

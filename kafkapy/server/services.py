@@ -87,6 +87,9 @@ class PartitionLogs(Protocol):
     def leader_log(self, topic: str, partition: int) -> PartitionLog:
         """The log of a partition this broker leads; KafkaApiError UNKNOWN_TOPIC_OR_PARTITION or
         NOT_LEADER_OR_FOLLOWER otherwise, as Produce answers."""
+    def leader_log_for_acks_all(self, topic: str, partition: int) -> PartitionLog:
+        """``leader_log`` for a write that waits on every in-sync replica (a coordinator's): also
+        NOT_ENOUGH_REPLICAS while fewer are in sync than the topic's min.insync.replicas."""
     def leader_epoch(self, topic: str, partition: int) -> int: ...
     def appended(self, topic: str, partition: int) -> None:
         """Say that the partition's high watermark moved (wakes long-polling Fetches)."""

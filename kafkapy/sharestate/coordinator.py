@@ -63,8 +63,12 @@ class ShareCoordinator:
                  leader_epoch: Callable[[int], int | None], partition_count: Callable[[], int],
                  snapshot_every: int, now_ms: Callable[[], int],
                  appended: Callable[[str, int], None] = lambda topic, partition: None,
-                 storage_failed: Callable[[str, int, OSError], KafkaApiError] | None = None) -> None:
+                 storage_failed: Callable[[str, int, OSError], KafkaApiError] | None = None,
+                 append_log: Callable[[str, int], PartitionLog] | None = None) -> None:
         self._leader_log = leader_log
+        # where a state record is written: refused NOT_ENOUGH_REPLICAS below the topic's min ISR
+        # (Kafka's share coordinator writes with acks=-1); leader_log if not given
+        self._append_log = append_log or leader_log
         # An OSError on a state partition's log: its dir goes offline (PartitionLogs.storage_failed)
         self._on_storage_failure = storage_failed
         self._leader_epoch = leader_epoch  # of a state partition led here; None when not led here
@@ -164,7 +168,7 @@ class ShareCoordinator:
     def _commit(self, record: ShareStateRecord) -> None:
         """Append ``record`` to its partition, then replay it into the shard."""
         partition = self.partition_for(record.key)
-        target = self._log(partition)
+        target = self._log(partition, self._append_log)
         key, value = encode_record(record)
         epoch = self._leader_epoch(partition)
         batch = one_record_batch(key, value, base_offset=target.log_end_offset, base_timestamp=self._now_ms(),
@@ -183,9 +187,9 @@ class ShareCoordinator:
             return self._on_storage_failure(topic, partition, exc)
         return KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{topic}-{partition}: {exc}")
 
-    def _log(self, partition: int) -> PartitionLog:
+    def _log(self, partition: int, which: Callable[[str, int], PartitionLog] | None = None) -> PartitionLog:
         try:
-            return self._leader_log(SHARE_STATE_TOPIC, partition)
+            return (which or self._leader_log)(SHARE_STATE_TOPIC, partition)
         except KafkaApiError as exc:
             raise _as_coordinator_error(exc) from None
 

@@ -118,7 +118,7 @@ class ShareCoordinatorModule(Module):
             leader_log=self._leader_log, leader_epoch=self._led_epoch, partition_count=self._partition_count,
             snapshot_every=services.config["share.coordinator.snapshot.update.records.per.snapshot"],
             now_ms=lambda: int(services.wall_clock() * 1000), appended=self._appended,
-            storage_failed=self._storage_failed)
+            storage_failed=self._storage_failed, append_log=self._append_log)
         self._channel = BrokerChannel(
             lambda: services.cluster.brokers, lambda: services.inter_broker_listener,
             client_id="kafkapy-share-partition-leader")
@@ -146,6 +146,9 @@ class ShareCoordinatorModule(Module):
 
     def _leader_log(self, topic: str, partition: int) -> PartitionLog:
         return self._partition_logs().leader_log(topic, partition)
+
+    def _append_log(self, topic: str, partition: int) -> PartitionLog:
+        return self._partition_logs().leader_log_for_acks_all(topic, partition)
 
     def _appended(self, topic: str, partition: int) -> None:
         self._partition_logs().appended(topic, partition)

@@ -141,7 +141,8 @@ class TransactionsModule(Module):
                                        lambda: services.inter_broker_listener, "kafkapy-txn-verifier")
         self.coordinator = TransactionCoordinator(
             state_log=TopicStateLog(self._leader_log, self.now_ms, self._appended,
-                                    leader_epoch=self._leader_epoch, storage_failed=self._storage_failed),
+                                    leader_epoch=self._leader_epoch, storage_failed=self._storage_failed,
+                                    append_log=self._append_log),
             send_markers=self._send_markers,
             new_producer_id=self._new_producer_id,
             now_ms=self.now_ms,
@@ -202,6 +203,9 @@ class TransactionsModule(Module):
 
     def _leader_log(self, topic: str, partition: int) -> PartitionLog:
         return self._partition_logs().leader_log(topic, partition)
+
+    def _append_log(self, topic: str, partition: int) -> PartitionLog:
+        return self._partition_logs().leader_log_for_acks_all(topic, partition)
 
     def _leader_epoch(self, topic: str, partition: int) -> int:
         return self._partition_logs().leader_epoch(topic, partition)

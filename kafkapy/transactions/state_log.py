@@ -43,8 +43,12 @@ class TopicStateLog:
                  appended: Callable[[str, int], None] = lambda topic, partition: None,
                  topic: str = TRANSACTION_STATE_TOPIC,
                  leader_epoch: Callable[[str, int], int] = lambda topic, partition: -1,
-                 storage_failed: Callable[[str, int, OSError], KafkaApiError] | None = None) -> None:
+                 storage_failed: Callable[[str, int, OSError], KafkaApiError] | None = None,
+                 append_log: Callable[[str, int], PartitionLog] | None = None) -> None:
         self.leader_log = leader_log
+        # where a state record is written: the leader's log, refused NOT_ENOUGH_REPLICAS below the
+        # topic's min ISR (Kafka writes __transaction_state with acks=-1); leader_log if not given
+        self.append_log = append_log or leader_log
         self.now_ms = now_ms
         self.appended = appended  # wakes long-polling fetchers of the partition
         self.topic = topic
@@ -59,7 +63,7 @@ class TopicStateLog:
         return KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, f"{self.topic}-{partition}: {exc}")
 
     def append(self, partition: int, transactional_id: str, metadata: TxnMetadata | None) -> None:
-        target = self.leader_log(self.topic, partition)
+        target = self.append_log(self.topic, partition)
         batch = one_record_batch(encode_key(transactional_id), encode_value(metadata),
                                  base_offset=target.log_end_offset, base_timestamp=self.now_ms(),
                                  partition_leader_epoch=self.leader_epoch(self.topic, partition))
