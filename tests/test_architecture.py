@@ -2,7 +2,7 @@
 
 The layers, lowest first (a unit is a top-level package, or a top-level module of kafkapy/)::
 
-    kafkapy (the package's __init__)  errors
+    kafkapy (the package's __init__)  errors  validators
     protocol
     store  log  client
     server
@@ -18,6 +18,8 @@ A unit may import its own layer or any below it, never one above. Placement, and
   ``__getattr__`` that makes ``kafkapy.Broker`` importable without importing asyncio (and the
   TYPE_CHECKING import that types that attribute). Those are exempt from the order; anything
   else is listed in KNOWN_EXCEPTIONS with its reason.
+* ``validators.py`` (Kafka's config validators as values) imports nothing of kafkapy's: the
+  topic configs (log/) and the broker's keys (server/) both state their bounds with it.
 * ``client.py`` (a blocking socket client for the CLI) stands on protocol alone: store level.
 * ``assembly.py`` is the composition root: it names the default modules, so it sits above them;
   ``embedded.py`` and ``testing.py`` (the pytest fixtures) build brokers through it.
@@ -50,7 +52,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "kafkapy"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"kafkapy", "errors"}),
+    frozenset({"kafkapy", "errors", "validators"}),
     frozenset({"protocol"}),
     frozenset({"store", "log", "client"}),
     frozenset({"server"}),

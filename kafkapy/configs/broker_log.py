@@ -29,6 +29,7 @@ from kafkapy.log.topic_config import (
     broker_synonym_value,
 )
 from kafkapy.server.config import ConfigError, ConfigKey
+from kafkapy.validators import AtLeast
 
 __all__ = ["DYNAMIC_LOG_KEYS", "LOCAL_RETENTION_KEYS", "validate_log_settings"]
 
@@ -36,18 +37,14 @@ LOCAL_RETENTION_MS, LOCAL_RETENTION_BYTES = "log.local.retention.ms", "log.local
 _NOT_SET = -2  # Kafka's default of both: "the same as log.retention.*"
 
 
-def _at_least_minus_two(value: Any) -> str | None:
-    return None if value is None or value >= -2 else "must be at least -2"
-
-
 # Kafka's RemoteLogManagerConfig keys; declared by the topics module with the other log.* keys.
 LOCAL_RETENTION_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(LOCAL_RETENTION_MS, "long", _NOT_SET,
               "Tiered storage's local retention time (kafkapy has no tiered storage: checked against "
-              "log.retention.ms as Kafka checks it, no other effect).", _at_least_minus_two),
+              "log.retention.ms as Kafka checks it, no other effect).", AtLeast(_NOT_SET)),
     ConfigKey(LOCAL_RETENTION_BYTES, "long", _NOT_SET,
               "Tiered storage's local retention size (kafkapy has no tiered storage: checked against "
-              "log.retention.bytes as Kafka checks it, no other effect).", _at_least_minus_two),
+              "log.retention.bytes as Kafka checks it, no other effect).", AtLeast(_NOT_SET)),
 )
 
 # Kafka's DynamicLogConfig.ReconfigurableConfigs (message.format.version, the one it leaves out,

@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -66,6 +64,7 @@ from kafkapy.server.operations import ResourceType
 from kafkapy.server.policies import AlterConfigRequest, PolicyViolation, load_policy
 from kafkapy.store.base import DEFAULT_ENTITY, Watch
 from kafkapy.store.onloop import Reloader
+from kafkapy.validators import Validator, java_double
 
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
@@ -171,26 +170,13 @@ def effective_settings(
     return {**static, **default, **override}
 
 
-def _java_double(value: float) -> str:
-    """A double as Java's Double.toString writes it (Kafka's ConfigDef shows values so): plain
-    from 10^-3 up to 10^7, else scientific ("1.0E7", "1.7976931348623157E308")."""
-    if math.isnan(value) or math.isinf(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if value == 0 or 1e-3 <= abs(value) < 1e7:
-        return repr(value)
-    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    power = len(text) - 1 + int(exponent)
-    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{power}"
-
-
 def _format(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return _java_double(value)
+        return java_double(value)
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value)
@@ -413,13 +399,32 @@ class ConfigsModule(Module):
                     ErrorCode.INVALID_CONFIG,
                     f"Invalid value {raw} for configuration {name}: Not a number of type {kind.upper()}",
                 )
-            if key is not None and key.validator is not None:
-                problem = key.validator(number)
-                if problem:
-                    raise KafkaApiError(ErrorCode.INVALID_CONFIG,
-                                        f"Invalid value {raw} for configuration {name}: Value {problem}")
             return number
         return text
+
+    def _check_value(self, name: str, raw: str) -> None:
+        """An altered value, typed, then held to its key's validator: Kafka's (kafkapy.validators)
+        in Kafka's words, naming the key without its listener prefix as Kafka's
+        validateConfigTypes does; KafkaApiError (INVALID_CONFIG) if refused."""
+        value = self._convert(name, raw)
+        key = self._key(name)
+        if key is None or key.validator is None:
+            return
+        if key.type == "list":
+            value = [part.strip() for part in raw.split(",") if part.strip()]
+        elif key.type == "double":
+            try:
+                value = float(raw.strip())
+            except ValueError:
+                raise KafkaApiError(ErrorCode.INVALID_CONFIG, f"Invalid value {raw} for configuration "
+                                    f"{name}: Not a number of type DOUBLE") from None
+        if isinstance(key.validator, Validator):
+            refused = key.validator.refusal(base_name(name), value)
+        else:  # a check of kafkapy's own
+            problem = key.validator(value)
+            refused = f"Invalid value {raw} for configuration {name}: Value {problem}" if problem else None
+        if refused:
+            raise KafkaApiError(ErrorCode.INVALID_CONFIG, refused)
 
     def _check_names(self, names: Iterable[str], broker_id: int | None) -> None:
         """Kafka's checks on the keys of an alter (DynamicBrokerConfig.validateConfigs, in its
@@ -449,7 +454,7 @@ class ConfigsModule(Module):
     async def _validate(self, broker_id: int | None, config: Mapping[str, str]) -> None:
         """Type-check every value, then let each owner judge the effective settings it would see."""
         for name, value in config.items():
-            self._convert(name, value)
+            self._check_value(name, value)
         default = dict(config) if broker_id is None else self.default
         override = self.override if broker_id is None else dict(config)
         for owner in self._owners:

@@ -66,7 +66,8 @@ _CORE_NAMES = {key.name for key in CORE_KEYS}
 # module declares them (it is an installed entry point, so the config knows them before it
 # starts). message.max.bytes is a core key.
 BROKER_LOG_KEYS: tuple[ConfigKey, ...] = tuple(
-    ConfigKey(synonym.name, synonym.type, synonym.default, f"Broker default of topic config {key.name}.")
+    ConfigKey(synonym.name, synonym.type, synonym.default, f"Broker default of topic config {key.name}.",
+              synonym.check)
     for synonym, key in BROKER_KEYS
     if synonym.name not in _CORE_NAMES
 )

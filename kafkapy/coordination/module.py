@@ -32,6 +32,7 @@ from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, Module, RequestContext
 from kafkapy.store.base import BrokerRegistration, TopicInfo, Watch
 from kafkapy.store.znodes import group_id_problem
+from kafkapy.validators import AtLeast
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request, Response
@@ -48,9 +49,6 @@ NO_OFFSET = -1  # StartFetcher offset when nothing is committed: the consumer ap
 _ATTRIBUTE = "kafkapy.coordination.member"
 
 
-def _positive(value: Any) -> str | None:
-    return None if value >= 1 else "must be at least 1"
-
 
 def _not_negative(value: Any) -> str | None:
     return None if value >= 0 else "must be at least 0"
@@ -58,14 +56,14 @@ def _not_negative(value: Any) -> str | None:
 
 CONFIG_KEYS = (
     ConfigKey("coordinator.rebalance.threads", "int", 2,
-              "Rebalance handlers (asyncio tasks); a group is always handled by the same one.", _positive),
+              "Rebalance handlers (asyncio tasks); a group is always handled by the same one.", AtLeast(1)),
     ConfigKey("coordinator.min.session.timeout.ms", "int", 6000,
               "Smallest session_timeout_ms a consumer may register with (else INVALID_SESSION_TIMEOUT).",
-              _positive),
+              AtLeast(1)),
     ConfigKey("coordinator.max.ping.retries", "int", 1,
               "A consumer is dead once more than this many pings in a row got no answer.", _not_negative),
     ConfigKey("coordinator.offset.commit.interval.ms", "int", 5000,
-              "How often consumed offsets reported by consumers are written to the store.", _positive),
+              "How often consumed offsets reported by consumers are written to the store.", AtLeast(1)),
     ConfigKey("coordinator.rebalance.max.retries", "int", 4,
               "Rebalance attempts after the first that timed out before giving up.", _not_negative),
     ConfigKey("coordinator.rebalance.backoff.ms", "int", 2000,

@@ -72,6 +72,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.modules import ApiHandler, ChunkedResponse, RequestContext
 from kafkapy.server.wakeup import Wakeup
+from kafkapy.validators import AtLeast
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
@@ -108,9 +109,9 @@ def _known_selector(value: Any) -> str | None:
 
 FETCH_CONFIG_KEYS = (
     ConfigKey("fetch.max.bytes", "int", 57671680,
-              "Kafka's default: the most a Fetch response carries, whatever the request asks"),
+              "Kafka's default: the most a Fetch response carries, whatever the request asks", AtLeast(1024)),
     ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000,
-              "Kafka's default: the most KIP-227 fetch sessions the broker keeps"),
+              "Kafka's default: the most KIP-227 fetch sessions the broker keeps", AtLeast(0)),
     ConfigKey("replica.selector.class", "string", None,
               "KIP-392: Kafka's RackAwareReplicaSelector sends a consumer with a client.rack to an in-sync "
               "replica in its rack; unset (Kafka's default) the leader serves every fetch.", _known_selector),

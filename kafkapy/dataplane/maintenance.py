@@ -33,7 +33,6 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from kafkapy.log import LogManager
 from kafkapy.log.cleaning import CompactionPlan
@@ -41,6 +40,7 @@ from kafkapy.log.producer_state import ProducerStateManager
 from kafkapy.log.segmented import SegmentedLog
 from kafkapy.server.clock import VirtualTimeLoop
 from kafkapy.server.config import ConfigKey
+from kafkapy.validators import AtLeast
 
 __all__ = ["MAINTENANCE_CONFIG_KEYS", "LogMaintenance"]
 
@@ -48,30 +48,26 @@ TopicPartition = tuple[str, int]
 _log = logging.getLogger(__name__)
 
 
-def _at_least_one(value: Any) -> str | None:
-    return None if value is None or value >= 1 else "must be at least 1"
-
-
 MAINTENANCE_CONFIG_KEYS = (
     ConfigKey("log.retention.check.interval.ms", "long", 300_000,
-              "How often retention deletes old segments (Kafka's default, 5 minutes).", _at_least_one),
+              "How often retention deletes old segments (Kafka's default, 5 minutes).", AtLeast(1)),
     ConfigKey("log.cleaner.enable", "boolean", True,
               "Compact topics whose cleanup.policy has compact (Kafka's default: true)."),
     ConfigKey("log.cleaner.backoff.ms", "long", 15_000,
               "How often the cleaner looks for a log to compact (Kafka's default, 15 seconds).",
-              _at_least_one),
+              AtLeast(1)),
     ConfigKey("producer.id.expiration.check.interval.ms", "int", 600_000,
               "How often idle idempotent producers are forgotten (Kafka's default, 10 minutes).",
-              _at_least_one),
+              AtLeast(1)),
     ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60_000,
               "How often each log dir's recovery-point-offset-checkpoint is written (Kafka's default, "
-              "1 minute).", _at_least_one),
+              "1 minute).", AtLeast(1)),
     ConfigKey("log.flush.start.offset.checkpoint.interval.ms", "int", 60_000,
               "How often each log dir's log-start-offset-checkpoint is written (Kafka's default, "
-              "1 minute).", _at_least_one),
+              "1 minute).", AtLeast(1)),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5_000,
               "How often each log dir's replication-offset-checkpoint (high watermarks) is written "
-              "(Kafka's default, 5 seconds).", _at_least_one),
+              "(Kafka's default, 5 seconds).", AtLeast(1)),
 )
 LONG_MAX = (1 << 63) - 1
 

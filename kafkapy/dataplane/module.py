@@ -61,6 +61,7 @@ from kafkapy.server.services import (
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarker
 from kafkapy.store.base import StoreError
+from kafkapy.validators import AtLeast
 
 __all__ = ["TRANSACTIONAL_PRODUCERS", "DataPlaneModule", "TopicCreation", "TransactionalProducers"]
 
@@ -103,14 +104,6 @@ class TopicConfigs(Protocol):
 @runtime_checkable
 class WatchedTopicConfigs(Protocol):
     def watch_log_configs(self, callback: Callable[[str, LogConfig], None]) -> Callable[[], None]: ...
-
-
-def _non_negative(value: Any) -> str | None:
-    return None if value is None or value >= 0 else "must be at least 0"
-
-
-def _at_least_one(value: Any) -> str | None:
-    return None if value is None or value >= 1 else "must be at least 1"
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
@@ -167,7 +160,7 @@ class DataPlaneModule(Module):
                   "(Kafka's default: true)."),
         ConfigKey("producer.id.expiration.ms", "int", 24 * _HOUR_MS,
                   "How long a partition remembers an idle idempotent producer (Kafka's default, 1 day).",
-                  _at_least_one),
+                  AtLeast(1)),
         ConfigKey(VERIFICATION_KEY, "boolean", True,
                   "KIP-890 part 1: a transaction's first batch in a partition is checked with the "
                   "transaction coordinator before it is appended (Kafka 3.6+'s default: true)."),

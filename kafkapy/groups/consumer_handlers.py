@@ -41,6 +41,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import AUTHORIZED_OPERATIONS_OMITTED
 from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.modules import ApiHandler, RequestContext
+from kafkapy.validators import AtLeast, OneOf
 
 __all__ = ["CONSUMER_GROUP_CONFIG_KEYS", "CONSUMER_GROUP_VERSIONS", "ConsumerGroupHandlers", "Persist",
            "consumer_group_config"]
@@ -78,18 +79,19 @@ CONSUMER_GROUP_CONFIG_KEYS: tuple[ConfigKey, ...] = (
               "answers UNSUPPORTED_VERSION, as Kafka's does. share has no effect: kafkapy serves share "
               "groups always.", _rebalance_protocols_problem),
     ConfigKey("group.consumer.session.timeout.ms", "int", 45_000,
-              "Kafka's default: a consumer-protocol member not heard from for this long is fenced"),
+              "Kafka's default: a consumer-protocol member not heard from for this long is fenced",
+              AtLeast(1)),
     ConfigKey("group.consumer.heartbeat.interval.ms", "int", 5_000,
-              "Kafka's default: how often consumer-protocol members are told to heartbeat"),
+              "Kafka's default: how often consumer-protocol members are told to heartbeat", AtLeast(1)),
     ConfigKey("group.consumer.max.size", "int", 2**31 - 1,
-              "Kafka's default (no limit): more members get GROUP_MAX_SIZE_REACHED"),
+              "Kafka's default (no limit): more members get GROUP_MAX_SIZE_REACHED", AtLeast(1)),
     ConfigKey("group.consumer.assignors", "list", "uniform,range",
               "Server-side assignors, short names or Kafka's class names; the first is the default"),
     ConfigKey(MIGRATION_POLICY_KEY, "string", MigrationPolicy.BIDIRECTIONAL.value,
               "Kafka's default: which online conversions of groups with members are made: bidirectional, "
               "upgrade (classic to consumer), downgrade (consumer to classic) or disabled (case-blind)",
-              lambda value: None if value is None or str(value).lower() in {p.value for p in MigrationPolicy}
-              else f"must be one of {', '.join(p.value for p in MigrationPolicy)}"),
+              # CaseInsensitiveValidString: its message lists them in the order of Kafka's HashSet
+              OneOf(("disabled", "downgrade", "upgrade", "bidirectional"), ignore_case=True)),
 )
 
 

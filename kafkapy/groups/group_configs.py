@@ -39,6 +39,7 @@ from kafkapy.server.config import ConfigError, ConfigKey
 from kafkapy.server.operations import ResourceType
 from kafkapy.store.base import Watch, desanitize, sanitize
 from kafkapy.store.onloop import Reloader
+from kafkapy.validators import AtLeast, Between
 
 if TYPE_CHECKING:
     from kafkapy.server.services import BrokerServices
@@ -70,13 +71,6 @@ class GroupConfigKey:
     high_key: str | None = None
     #: A string key's own check beyond ``choices``: (name, value) -> Kafka's message, or None.
     check: Callable[[str, str], str | None] | None = None
-
-
-def _between(low: int, high: int) -> Callable[[Any], str | None]:
-    """Kafka's ConfigDef.Range.between for a broker setting."""
-    def check(value: Any) -> str | None:
-        return None if value is None or low <= value <= high else f"must be between {low} and {high}"
-    return check
 
 
 def _bounds(prefix: str, what: str) -> tuple[str, str]:
@@ -128,27 +122,35 @@ _SESSION_OVER_HEARTBEAT = (("consumer.session.timeout.ms", "consumer.heartbeat.i
 #: (GroupCoordinatorConfig, ShareGroupConfig).
 GROUP_BOUND_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.consumer.min.session.timeout.ms", "int", 45_000,
-              "The smallest consumer.session.timeout.ms a consumer group may set (Kafka's default)."),
+              "The smallest consumer.session.timeout.ms a consumer group may set (Kafka's default).",
+              AtLeast(1)),
     ConfigKey("group.consumer.max.session.timeout.ms", "int", 60_000,
-              "The largest consumer.session.timeout.ms a consumer group may set (Kafka's default)."),
+              "The largest consumer.session.timeout.ms a consumer group may set (Kafka's default).",
+              AtLeast(1)),
     ConfigKey("group.consumer.min.heartbeat.interval.ms", "int", 5_000,
-              "The smallest consumer.heartbeat.interval.ms a consumer group may set (Kafka's default)."),
+              "The smallest consumer.heartbeat.interval.ms a consumer group may set (Kafka's default).",
+              AtLeast(1)),
     ConfigKey("group.consumer.max.heartbeat.interval.ms", "int", 15_000,
-              "The largest consumer.heartbeat.interval.ms a consumer group may set (Kafka's default)."),
+              "The largest consumer.heartbeat.interval.ms a consumer group may set (Kafka's default).",
+              AtLeast(1)),
     ConfigKey("group.share.min.session.timeout.ms", "int", 45_000,
-              "The smallest share.session.timeout.ms a share group may set (Kafka's default)."),
+              "The smallest share.session.timeout.ms a share group may set (Kafka's default).",
+              AtLeast(1)),
     ConfigKey("group.share.max.session.timeout.ms", "int", 60_000,
-              "The largest share.session.timeout.ms a share group may set (Kafka's default)."),
+              "The largest share.session.timeout.ms a share group may set (Kafka's default).",
+              AtLeast(1)),
     ConfigKey("group.share.min.heartbeat.interval.ms", "int", 5_000,
-              "The smallest share.heartbeat.interval.ms a share group may set (Kafka's default)."),
+              "The smallest share.heartbeat.interval.ms a share group may set (Kafka's default).",
+              AtLeast(1)),
     ConfigKey("group.share.max.heartbeat.interval.ms", "int", 15_000,
-              "The largest share.heartbeat.interval.ms a share group may set (Kafka's default)."),
+              "The largest share.heartbeat.interval.ms a share group may set (Kafka's default).",
+              AtLeast(1)),
     ConfigKey("group.share.min.record.lock.duration.ms", "int", 15_000,
               "The smallest share.record.lock.duration.ms a share group may set (Kafka's default, "
-              "1000 to 30000).", _between(1_000, 30_000)),
+              "1000 to 30000).", Between(1_000, 30_000)),
     ConfigKey("group.share.max.record.lock.duration.ms", "int", 60_000,
               "The largest share.record.lock.duration.ms a share group may set (Kafka's default, "
-              "30000 to 3600000).", _between(30_000, 3_600_000)),
+              "30000 to 3600000).", Between(30_000, 3_600_000)),
 )
 _BOUND_DEFAULTS = {key.name: key.default for key in GROUP_BOUND_KEYS}
 

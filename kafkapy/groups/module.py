@@ -86,6 +86,7 @@ from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionC
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
 from kafkapy.store.base import Watch
 from kafkapy.store.onloop import call_soon_on
+from kafkapy.validators import AtLeast
 
 __all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "ForeignGroups", "GroupsModule"]
 
@@ -144,12 +145,6 @@ class _Load(enum.Enum):
     LOADED = "loaded"
 
 
-def _at_least(low: int) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if value is None or value >= low else f"must be at least {low}"
-    return check
-
-
 def _settle(future: asyncio.Future[T]) -> Callable[[T], None]:
     """A callback that completes ``future`` once (a client gone meanwhile cancelled it)."""
     def settle(value: T) -> None:
@@ -161,31 +156,31 @@ def _settle(future: asyncio.Future[T]) -> Callable[[T], None]:
 CONFIG_KEYS = (
     ConfigKey("group.initial.rebalance.delay.ms", "int", 3000,
               "How long the first rebalance of an empty group waits for more members (Kafka's default "
-              "3000; the embedded Broker and the pytest fixtures set 0).", _at_least(0)),
+              "3000; the embedded Broker and the pytest fixtures set 0).", AtLeast(0)),
     ConfigKey("group.min.session.timeout.ms", "int", 6000,
-              "The smallest session timeout a member may ask for (Kafka's default).", _at_least(0)),
+              "The smallest session timeout a member may ask for (Kafka's default).", AtLeast(0)),
     ConfigKey("group.max.session.timeout.ms", "int", 1800000,
               "The largest session timeout a member may ask for (Kafka's default, 30 minutes).",
-              _at_least(0)),
+              AtLeast(0)),
     ConfigKey("group.max.size", "int", 2147483647,
-              "The most members a classic group may have (Kafka's default: no limit).", _at_least(1)),
+              "The most members a classic group may have (Kafka's default: no limit).", AtLeast(1)),
     ConfigKey("offsets.topic.num.partitions", "int", 50,
-              "Partitions of __consumer_offsets, fixed once it is created (Kafka's default).", _at_least(1)),
+              "Partitions of __consumer_offsets, fixed once it is created (Kafka's default).", AtLeast(1)),
     ConfigKey("offsets.topic.replication.factor", "short", 1,
               "Replication factor of __consumer_offsets (Kafka's default is 3; kafkapy's is 1, as "
-              "Kafka's own config/server.properties sets it for one broker).", _at_least(1)),
+              "Kafka's own config/server.properties sets it for one broker).", AtLeast(1)),
     ConfigKey("offsets.topic.segment.bytes", "int", 104857600,
-              "segment.bytes of __consumer_offsets (Kafka's default, 100 MiB).", _at_least(14)),
+              "segment.bytes of __consumer_offsets (Kafka's default, 100 MiB).", AtLeast(14)),
     ConfigKey("offsets.topic.compression.codec", "int", 0,
               "Codec of the coordinator's batches in __consumer_offsets: 0 none, 1 gzip, 2 snappy, 3 lz4, "
-              "4 zstd (Kafka's default: 0).", _at_least(0)),
+              "4 zstd (Kafka's default: 0).", AtLeast(0)),
     ConfigKey("offset.metadata.max.bytes", "int", 4096,
-              "The longest metadata string an offset commit may carry (Kafka's default).", _at_least(0)),
+              "The longest metadata string an offset commit may carry (Kafka's default).", AtLeast(0)),
     ConfigKey("offsets.retention.minutes", "int", DEFAULT_OFFSETS_RETENTION_MINUTES,
               "How long a committed offset outlives its group's interest in it (Kafka's default, 7 days).",
-              _at_least(1)),
+              AtLeast(1)),
     ConfigKey("offsets.retention.check.interval.ms", "long", DEFAULT_OFFSETS_RETENTION_CHECK_INTERVAL_MS,
-              "How often expired offsets are looked for (Kafka's default, 10 minutes).", _at_least(1)),
+              "How often expired offsets are looked for (Kafka's default, 10 minutes).", AtLeast(1)),
     *CONSUMER_GROUP_CONFIG_KEYS,
     *GROUP_BOUND_KEYS,
 )

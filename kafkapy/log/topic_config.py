@@ -24,6 +24,7 @@ import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME
+from kafkapy.validators import AtLeast, Between, EachOneOf, MinusOneOr, OneOf
 
 __all__ = [
     "BROKER_KEYS",
@@ -70,35 +71,14 @@ class InvalidTopicValue(InvalidTopicConfig):
 
 Check = Callable[[object], "str | None"]
 
-
-def _at_least(low: int | float) -> Check:
-    return lambda v: None if v >= low else f"Value must be at least {low}"  # type: ignore[operator]
-
-
-def _between(low: int | float, high: int | float) -> Check:
-    def check(v: object) -> str | None:
-        if v < low:  # type: ignore[operator]
-            return f"Value must be at least {low}"
-        if v > high:  # type: ignore[operator]
-            return f"Value must be no more than {high}"
-        return None
-
-    return check
-
-
-def _one_of(*choices: str) -> Check:
-    return lambda v: None if v in choices else f"String must be one of: {', '.join(choices)}"
-
-
-def _gzip_level(v: object) -> str | None:
-    """GzipCompression.LevelValidator: -1 (the default) or 1..9."""
-    return None if v == -1 or 1 <= v <= 9 else "Value must be between 1 and 9, or equal to -1"  # type: ignore[operator]
-
-
-def _policies(v: object) -> str | None:
-    """cleanup.policy: a list of delete and compact (ValidList.in(compact, delete))."""
-    bad = [p for p in v if p not in ("compact", "delete")]  # type: ignore[attr-defined]
-    return None if not bad else "String must be one of: compact, delete"
+# Kafka's validators of the topic configs and of their broker synonyms (LogConfig's two ConfigDefs)
+_POLICIES = EachOneOf(("compact", "delete"))
+_COMPRESSION = OneOf(_COMPRESSION_TYPES)
+_GZIP_LEVEL = MinusOneOr(1, 9, "Value must be between 1 and 9, or equal to -1")  # GzipCompression's
+_LZ4_LEVEL = Between(1, 17)  # Lz4Compression's
+_ZSTD_LEVEL = Between(-131072, 22)  # ZstdCompression's
+_TIMESTAMP_TYPE = OneOf(tuple(_TIMESTAMP_TYPES))
+_RATIO = Between(0, 1)
 
 
 @attrs.frozen
@@ -110,6 +90,7 @@ class BrokerKey:
     type: str
     default: object
     factor: int = 1
+    check: Check | None = None  # Kafka's validator of the broker setting itself (not always the topic's)
 
 
 @attrs.frozen
@@ -137,65 +118,68 @@ def _key(name: str, kind: str, default: object, doc: str, check: Check | None = 
 # keys, first one set wins). Docs are kafkapy's own one-liners.
 TOPIC_CONFIGS: tuple[TopicConfigKey, ...] = (
     _key("cleanup.policy", "list", ("delete",), "delete old segments, compact by key, or both",
-         _policies, BrokerKey("log.cleanup.policy", "list", "delete")),
+         _POLICIES, BrokerKey("log.cleanup.policy", "list", "delete", check=_POLICIES)),
     _key("compression.type", "string", "producer", "codec the broker stores batches with "
-         "(kafkapy stores what the producer sent)", _one_of(*_COMPRESSION_TYPES),
-         BrokerKey("compression.type", "string", "producer")),
-    _key("compression.gzip.level", "int", -1, "gzip level when compression.type is gzip", _gzip_level,
-         BrokerKey("compression.gzip.level", "int", -1)),
-    _key("compression.lz4.level", "int", 9, "lz4 level when compression.type is lz4", _between(1, 17),
-         BrokerKey("compression.lz4.level", "int", 9)),
+         "(kafkapy stores what the producer sent)", _COMPRESSION,
+         BrokerKey("compression.type", "string", "producer", check=_COMPRESSION)),
+    _key("compression.gzip.level", "int", -1, "gzip level when compression.type is gzip", _GZIP_LEVEL,
+         BrokerKey("compression.gzip.level", "int", -1, check=_GZIP_LEVEL)),
+    _key("compression.lz4.level", "int", 9, "lz4 level when compression.type is lz4", _LZ4_LEVEL,
+         BrokerKey("compression.lz4.level", "int", 9, check=_LZ4_LEVEL)),
     _key("compression.zstd.level", "int", 3, "zstd level when compression.type is zstd",
-         _between(-131072, 22), BrokerKey("compression.zstd.level", "int", 3)),
-    _key("delete.retention.ms", "long", _DAY_MS, "how long tombstones survive compaction", _at_least(0),
-         BrokerKey("log.cleaner.delete.retention.ms", "long", _DAY_MS)),
+         _ZSTD_LEVEL, BrokerKey("compression.zstd.level", "int", 3, check=_ZSTD_LEVEL)),
+    _key("delete.retention.ms", "long", _DAY_MS, "how long tombstones survive compaction", AtLeast(0),
+         BrokerKey("log.cleaner.delete.retention.ms", "long", _DAY_MS, check=AtLeast(0))),
     _key("file.delete.delay.ms", "long", 60_000, "delay before a deleted segment's files go",
-         _at_least(0), BrokerKey("log.segment.delete.delay.ms", "long", 60_000)),
-    _key("flush.messages", "long", LONG_MAX, "fsync after this many messages", _at_least(1),
-         BrokerKey("log.flush.interval.messages", "long", LONG_MAX)),
-    _key("flush.ms", "long", LONG_MAX, "fsync after this long", _at_least(0),
+         AtLeast(0), BrokerKey("log.segment.delete.delay.ms", "long", 60_000, check=AtLeast(0))),
+    _key("flush.messages", "long", LONG_MAX, "fsync after this many messages", AtLeast(1),
+         BrokerKey("log.flush.interval.messages", "long", LONG_MAX, check=AtLeast(1))),
+    _key("flush.ms", "long", LONG_MAX, "fsync after this long", AtLeast(0),
          BrokerKey("log.flush.interval.ms", "long", None),
          BrokerKey("log.flush.scheduler.interval.ms", "long", LONG_MAX)),
-    _key("index.interval.bytes", "int", 4096, "bytes between offset-index entries", _at_least(0),
-         BrokerKey("log.index.interval.bytes", "int", 4096)),
-    _key("max.compaction.lag.ms", "long", LONG_MAX, "longest a record stays uncompacted", _at_least(1),
-         BrokerKey("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX)),
+    _key("index.interval.bytes", "int", 4096, "bytes between offset-index entries", AtLeast(0),
+         BrokerKey("log.index.interval.bytes", "int", 4096, check=AtLeast(0))),
+    _key("max.compaction.lag.ms", "long", LONG_MAX, "longest a record stays uncompacted", AtLeast(1),
+         BrokerKey("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, check=AtLeast(1))),
     _key("max.message.bytes", "int", DEFAULT_MAX_MESSAGE_BYTES, "largest record batch accepted",
-         _at_least(0), BrokerKey("message.max.bytes", "int", DEFAULT_MAX_MESSAGE_BYTES)),
+         AtLeast(0), BrokerKey("message.max.bytes", "int", DEFAULT_MAX_MESSAGE_BYTES, check=AtLeast(0))),
     _key("message.timestamp.after.max.ms", "long", LONG_MAX,
-         "how far a CreateTime timestamp may lie after the broker's clock", _at_least(0),
-         BrokerKey("log.message.timestamp.after.max.ms", "long", LONG_MAX)),
+         "how far a CreateTime timestamp may lie after the broker's clock", AtLeast(0),
+         BrokerKey("log.message.timestamp.after.max.ms", "long", LONG_MAX, check=AtLeast(0))),
     _key("message.timestamp.before.max.ms", "long", LONG_MAX,
-         "how far a CreateTime timestamp may lie before the broker's clock", _at_least(0),
-         BrokerKey("log.message.timestamp.before.max.ms", "long", LONG_MAX)),
+         "how far a CreateTime timestamp may lie before the broker's clock", AtLeast(0),
+         BrokerKey("log.message.timestamp.before.max.ms", "long", LONG_MAX, check=AtLeast(0))),
     _key("message.timestamp.difference.max.ms", "long", LONG_MAX,
-         "deprecated: both bounds at once, where they are left at their default", _at_least(0),
-         BrokerKey("log.message.timestamp.difference.max.ms", "long", LONG_MAX)),
+         "deprecated: both bounds at once, where they are left at their default", AtLeast(0),
+         BrokerKey("log.message.timestamp.difference.max.ms", "long", LONG_MAX, check=AtLeast(0))),
     _key("message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime",
-         _one_of(*_TIMESTAMP_TYPES), BrokerKey("log.message.timestamp.type", "string", "CreateTime")),
+         _TIMESTAMP_TYPE,
+         BrokerKey("log.message.timestamp.type", "string", "CreateTime", check=_TIMESTAMP_TYPE)),
     _key("min.cleanable.dirty.ratio", "double", 0.5, "dirty share of a log that triggers compaction",
-         _between(0, 1), BrokerKey("log.cleaner.min.cleanable.ratio", "double", 0.5)),
-    _key("min.compaction.lag.ms", "long", 0, "shortest a record stays uncompacted", _at_least(0),
-         BrokerKey("log.cleaner.min.compaction.lag.ms", "long", 0)),
-    _key("min.insync.replicas", "int", 1, "replicas an acks=all write needs", _at_least(1),
-         BrokerKey("min.insync.replicas", "int", 1)),
+         _RATIO, BrokerKey("log.cleaner.min.cleanable.ratio", "double", 0.5, check=_RATIO)),
+    _key("min.compaction.lag.ms", "long", 0, "shortest a record stays uncompacted", AtLeast(0),
+         BrokerKey("log.cleaner.min.compaction.lag.ms", "long", 0, check=AtLeast(0))),
+    _key("min.insync.replicas", "int", 1, "replicas an acks=all write needs", AtLeast(1),
+         BrokerKey("min.insync.replicas", "int", 1, check=AtLeast(1))),
     _key("preallocate", "boolean", False, "preallocate segment files", None,
          BrokerKey("log.preallocate", "boolean", False)),
     _key("retention.bytes", "long", -1, "size a partition is cut back to; -1 unlimited", None,
          BrokerKey("log.retention.bytes", "long", -1)),
     _key("retention.ms", "long", 7 * _DAY_MS, "age at which segments are deleted; -1 never",
-         _at_least(-1), BrokerKey("log.retention.ms", "long", None),
+         AtLeast(-1), BrokerKey("log.retention.ms", "long", None),
          BrokerKey("log.retention.minutes", "int", None, 60_000),
          BrokerKey("log.retention.hours", "int", 168, _HOUR_MS)),
     _key("segment.bytes", "int", DEFAULT_SEGMENT_BYTES, "size at which a segment rolls",
-         _at_least(_RECORD_OVERHEAD_V0), BrokerKey("log.segment.bytes", "int", DEFAULT_SEGMENT_BYTES)),
+         AtLeast(_RECORD_OVERHEAD_V0),
+         BrokerKey("log.segment.bytes", "int", DEFAULT_SEGMENT_BYTES, check=AtLeast(_RECORD_OVERHEAD_V0))),
     _key("segment.index.bytes", "int", 10 * 1024 * 1024, "size of a segment's offset index",
-         _at_least(4), BrokerKey("log.index.size.max.bytes", "int", 10 * 1024 * 1024)),
-    _key("segment.jitter.ms", "long", 0, "random reduction of segment.ms", _at_least(0),
+         AtLeast(4), BrokerKey("log.index.size.max.bytes", "int", 10 * 1024 * 1024, check=AtLeast(4))),
+    _key("segment.jitter.ms", "long", 0, "random reduction of segment.ms", AtLeast(0),
          BrokerKey("log.roll.jitter.ms", "long", None),
-         BrokerKey("log.roll.jitter.hours", "int", 0, _HOUR_MS)),
-    _key("segment.ms", "long", 7 * _DAY_MS, "age at which a segment rolls", _at_least(1),
-         BrokerKey("log.roll.ms", "long", None), BrokerKey("log.roll.hours", "int", 168, _HOUR_MS)),
+         BrokerKey("log.roll.jitter.hours", "int", 0, _HOUR_MS, AtLeast(0))),
+    _key("segment.ms", "long", 7 * _DAY_MS, "age at which a segment rolls", AtLeast(1),
+         BrokerKey("log.roll.ms", "long", None),
+         BrokerKey("log.roll.hours", "int", 168, _HOUR_MS, AtLeast(1))),
     _key("unclean.leader.election.enable", "boolean", False, "elect an out-of-sync replica as leader",
          None, BrokerKey("unclean.leader.election.enable", "boolean", False)),
 )
@@ -294,7 +278,7 @@ def broker_synonym_value(key: TopicConfigKey,
 def _policy(value: str | Iterable[str]) -> frozenset[str]:
     """cleanup.policy is a list: "delete", "compact" or "compact,delete"."""
     parts = _as_list(value)
-    problem = _policies(parts)
+    problem = _POLICIES(parts)
     if problem or not parts:
         raise _invalid("cleanup.policy", value, problem or "must name delete, compact or both")
     return frozenset(parts)

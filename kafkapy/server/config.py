@@ -5,7 +5,9 @@ dict, and ``--override key=value`` pairs. Keys Kafka has keep Kafka's names
 and defaults; every broker key Kafka defines is known, those kafkapy does not
 act on taken quietly (INERT_KEYS, from server/kafka_keys.py). An unknown key
 warns (Kafka logs unused keys too); an invalid value fails at start with a
-ConfigError naming the key.
+ConfigError naming the key: a value Kafka's validator refuses (its Range, ValidString, ... as
+kafkapy.validators states them) in Kafka's words, "Invalid value 0 for configuration
+num.io.threads: Value must be at least 1".
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import attrs
 
 from kafkapy.errors import KafkaPyError
 from kafkapy.server.kafka_keys import INERT_TABLE
+from kafkapy.validators import AtLeast, NonNull, OneOf, Validator
 
 __all__ = ["INERT_KEYS", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError", "ConfigKey",
-           "load_properties", "parse_overrides"]
+           "load_properties", "parse_overrides", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +50,6 @@ class ConfigKey:
 USE_DEFAULT_BUFFER_SIZE = -1  # Kafka's Selectable.USE_DEFAULT_BUFFER_SIZE: leave the OS's socket buffer
 
 
-def _at_least(minimum: int) -> Callable[[Any], str | None]:
-    return lambda v: None if v >= minimum else f"must be at least {minimum}"
-
-
 def _kafka_release(value: Any) -> str | None:
     from kafkapy.protocol.releases import kafka_release
 
@@ -61,15 +60,12 @@ def _kafka_release(value: Any) -> str | None:
     return None
 
 
-def _one_of(*choices: str) -> Callable[[Any], str | None]:
-    return lambda v: None if v in choices else f"must be one of {', '.join(choices)}"
-
-
 CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("broker.id", "int", -1,
               "This broker's id; -1 lets the metadata store assign one above reserved.broker.max.id.",
-              _at_least(-1)),
-    ConfigKey("reserved.broker.max.id", "int", 1000, "Kafka's default: generated ids start above it."),
+              AtLeast(-1)),
+    ConfigKey("reserved.broker.max.id", "int", 1000, "Kafka's default: generated ids start above it.",
+              AtLeast(0)),
     ConfigKey("broker.rack", "string", None, "Rack reported in Metadata."),
     ConfigKey("listeners", "string", "PLAINTEXT://127.0.0.1:9092",
               "Comma-separated NAME://host:port; port 0 picks an ephemeral port."),
@@ -82,10 +78,10 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("security.inter.broker.protocol", "string", "PLAINTEXT",
               "Kafka's other way to name the inter-broker listener: the listener named after this "
               "protocol. Setting it and inter.broker.listener.name both is a config error, as in Kafka.",
-              _one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+              OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))),
     ConfigKey("socket.request.max.bytes", "int", 104857600,
               "Kafka's default: a larger (or negative) frame size closes the connection unread.",
-              _at_least(1)),
+              AtLeast(1)),
     ConfigKey("connections.max.idle.ms", "long", 600000,
               "Kafka's default idle timeout; negative: never closed as idle, as in Kafka's Selector."),
     # Kafka's default is 102400 for both. A fixed size turns off the kernel's autotuning of the
@@ -99,16 +95,17 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "SO_RCVBUF of each accepted connection; -1 (kafkapy's default; Kafka's is 102400) "
               "leaves the OS default."),
     ConfigKey("num.network.threads", "int", 3,
-              "Accepted for compatibility; one asyncio loop serves every connection.", _at_least(1)),
-    ConfigKey("message.max.bytes", "int", 1048588, "Kafka's default; reported in BrokerMetadata."),
-    ConfigKey("quota.window.num", "int", 11, "Kafka's default number of quota samples.", _at_least(1)),
-    ConfigKey("quota.window.size.seconds", "int", 1, "Kafka's default quota sample length.", _at_least(1)),
+              "Accepted for compatibility; one asyncio loop serves every connection.", AtLeast(1)),
+    ConfigKey("message.max.bytes", "int", 1048588, "Kafka's default; reported in BrokerMetadata.",
+              AtLeast(0)),
+    ConfigKey("quota.window.num", "int", 11, "Kafka's default number of quota samples.", AtLeast(1)),
+    ConfigKey("quota.window.size.seconds", "int", 1, "Kafka's default quota sample length.", AtLeast(1)),
     ConfigKey("observer.class.names", "list", [], "Dotted class paths of observers (KIP-388)."),
     ConfigKey("ssl.certfile", "string", None, "PEM certificate for SSL listeners."),
     ConfigKey("ssl.keyfile", "string", None, "PEM private key for SSL listeners."),
     ConfigKey("ssl.cafile", "string", None, "PEM CA bundle for verifying client certificates."),
     ConfigKey("ssl.client.auth", "string", "none", "Kafka's values: none, requested, required.",
-              _one_of("none", "requested", "required")),
+              OneOf(("required", "requested", "none"))),
     ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"],
               "Kafka's default. SASL mechanisms of SASL listeners (kafkapy serves PLAIN, SCRAM-SHA-256, "
               "SCRAM-SHA-512 and OAUTHBEARER); "
@@ -120,11 +117,11 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("max.request.partition.size.limit", "int", 2000,
               "Kafka's default: the most partitions one DescribeTopicPartitions answer lists (a client's "
               "response_partition_limit can only lower it); the rest follow by the answer's cursor.",
-              _at_least(1)),
+              AtLeast(1)),
     ConfigKey("sasl.server.max.receive.size", "int", 524288,
               "Kafka's default: a frame larger than this before SASL authentication completes closes the "
               "connection (an unauthenticated client cannot make the broker hold large frames).",
-              _at_least(1)),
+              AtLeast(1)),
     ConfigKey("connections.max.reauth.ms", "long", 0,
               "Kafka's default (0: off). The longest a SASL session lasts before the client must "
               "re-authenticate (KIP-368); listener.name.<l>.<mechanism>.connections.max.reauth.ms per "
@@ -154,32 +151,32 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
               "Kafka's default: a connection whose SASL authentication failed is closed this long after "
               "the answer, so the client reads the answer first (and cannot retry in a tight loop).",
-              _at_least(0)),
+              AtLeast(0)),
     ConfigKey("kafka.version", "string", None,
               "Serve what this Apache Kafka release served (2.8, 3.9, 4.0; kafkapy.protocol.releases): "
               "its ApiVersions ranges, clipped to kafkapy's, and its refusals. Unset: kafkapy's own.",
               _kafka_release),
     ConfigKey("unknown.request.behavior", "string", "empty",
               "empty: answer unknown requests with an empty response (KIP-35 draft); "
-              "close: close the connection as modern Kafka does.", _one_of("empty", "close")),
+              "close: close the connection as modern Kafka does.", OneOf(("empty", "close"))),
     ConfigKey("advertise.private.api.keys", "boolean", True,
               "List the private API keys in ApiVersions; some clients reject keys they do not know."),
     ConfigKey("kafkapy.modules", "list", [], "Extra modules to enable, by entry-point name or dotted path."),
     ConfigKey("cluster.id", "string", None, "Fixed cluster id; by default the store makes a stable one."),
     ConfigKey("authorizer.class.name", "string", "",
               "Dotted class path of an authorizer, or a built-in short name (allowlist, acl; Kafka's "
-              "AclAuthorizer and StandardAuthorizer class names mean acl); empty allows all."),
+              "AclAuthorizer and StandardAuthorizer class names mean acl); empty allows all.", NonNull()),
     ConfigKey("super.users", "string", "", "Kafka's format: User:alice;User:bob. Always allowed."),
     # Connection quotas (KIP-402, KIP-612), read by the quotas module; Kafka's names and defaults.
     ConfigKey("max.connection.creation.rate", "int", 2147483647,
               "Broker-wide connections accepted per second, inter-broker listener exempt (KIP-612). "
-              "listener.name.<l>.max.connection.creation.rate limits one listener.", _at_least(0)),
+              "listener.name.<l>.max.connection.creation.rate limits one listener.", AtLeast(0)),
     ConfigKey("max.connections", "int", 2147483647,
               "Connections open at once, broker-wide (KIP-402); listener.name.<l>.max.connections per "
               "listener.",
-              _at_least(0)),
+              AtLeast(0)),
     ConfigKey("max.connections.per.ip", "int", 2147483647,
-              "Connections open at once from one address; 0 is allowed only with overrides.", _at_least(0)),
+              "Connections open at once from one address; 0 is allowed only with overrides.", AtLeast(0)),
     ConfigKey("max.connections.per.ip.overrides", "string", "",
               "Comma-separated host-or-ip:count overrides of max.connections.per.ip."),
     ConfigKey("metrics.listener", "string", None,
@@ -192,13 +189,13 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "imbalance is above leader.imbalance.per.broker.percentage."),
     ConfigKey("leader.imbalance.check.interval.seconds", "long", 300,
               "Kafka's: how often the controller checks the leader balance (the broker's clock).",
-              _at_least(1)),
+              AtLeast(1)),
     ConfigKey("leader.imbalance.per.broker.percentage", "int", 10,
               "Kafka's: the share of a broker's preferred partitions others may lead, in percent."),
     ConfigKey("zookeeper.connect", "string", None,
               "host:port[,host:port...][/chroot]; unset means the embedded in-memory store."),
     ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "Kafka's default ZooKeeper session timeout.",
-              _at_least(1)),
+              AtLeast(1)),
     ConfigKey("zookeeper.connection.timeout.ms", "int", None,
               "How long to wait for ZooKeeper at start; Kafka's default is the session timeout."),
     ConfigKey("supported.features.max", "list", [],
@@ -213,7 +210,8 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
 
 # Kafka's keys kafkapy takes without effect (server/kafka_keys.py says why, key by key).
 INERT_KEYS: tuple[ConfigKey, ...] = tuple(
-    ConfigKey(name, kind, default, why, acted_on=False) for name, kind, default, why, _ in INERT_TABLE)
+    ConfigKey(name, kind, default, why, validator, acted_on=False)
+    for name, kind, default, why, _, validator in INERT_TABLE)
 
 
 def _feature_caps_problem(items: list[str]) -> str | None:
@@ -266,16 +264,26 @@ def _convert(key: ConfigKey, raw: Any) -> Any:
     return str(raw).strip()
 
 
+def refusal(key: ConfigKey, value: Any, name: str | None = None) -> str | None:
+    """Why a typed value of ``key`` (set as ``name``, a listener-prefixed spelling, if given) is
+    refused, as one line; None if it is not. A Kafka validator (kafkapy.validators) words it as
+    Kafka's ConfigException does; kafkapy's own checks keep their words."""
+    name = name or key.name
+    if isinstance(key.validator, Validator):
+        return key.validator.refusal(name, value)
+    problem = key.validator(value) if value is not None and key.validator is not None else None
+    return f"invalid value {value!r} for {name}: {problem}" if problem else None
+
+
 def _checked(key: ConfigKey, raw: Any) -> Any:
     """The typed value of one setting, or a ConfigError that names the key."""
     try:
         value = _convert(key, raw)
     except ValueError as exc:
         raise ConfigError(f"invalid value {raw!r} for {key.name}: {exc}") from None
-    if value is not None and key.validator is not None:
-        problem = key.validator(value)
-        if problem:
-            raise ConfigError(f"invalid value {value!r} for {key.name}: {problem}")
+    refused = refusal(key, value)
+    if refused:
+        raise ConfigError(refused)
     return value
 
 

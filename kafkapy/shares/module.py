@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -66,6 +66,7 @@ from kafkapy.shares.share_group import (
 from kafkapy.shares.share_partition import SharePartition, SharePartitionLimits
 from kafkapy.sharestate.module import ShareCoordinatorModule
 from kafkapy.sharestate.state import NO_EPOCH, UNINITIALIZED_START_OFFSET
+from kafkapy.validators import AtLeast, Between
 
 __all__ = ["SHARE_CONFIG_KEYS", "ShareModule"]
 
@@ -78,16 +79,6 @@ SHARE = "share"  # ListGroups' group type and protocol type of a share group
 _SESSION_TIMER = ("share-groups", "sessions")
 
 
-def _positive(value: Any) -> str | None:
-    return None if value is None or value >= 1 else "must be at least 1"
-
-
-def _between(low: int, high: int) -> Callable[[Any], str | None]:
-    """Kafka's ConfigDef range for the key (ShareGroupConfig)."""
-    def check(value: Any) -> str | None:
-        return None if value is None or low <= value <= high else f"must be between {low} and {high}"
-    return check
-
 
 def _reset(value: Any) -> str | None:
     try:
@@ -99,23 +90,23 @@ def _reset(value: Any) -> str | None:
 
 SHARE_CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("group.share.session.timeout.ms", "int", 45_000,
-              "Kafka's default: a share group member not heard from for this long is fenced", _positive),
+              "Kafka's default: a share group member not heard from for this long is fenced", AtLeast(1)),
     ConfigKey("group.share.heartbeat.interval.ms", "int", 5_000,
-              "Kafka's default: how often share group members are told to heartbeat", _positive),
+              "Kafka's default: how often share group members are told to heartbeat", AtLeast(1)),
     ConfigKey("group.share.max.size", "int", 200,
-              "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", _between(1, 1000)),
+              "Kafka's default: more members get GROUP_MAX_SIZE_REACHED", Between(1, 1000)),
     ConfigKey("group.share.record.lock.duration.ms", "int", 30_000,
               "Kafka's default: how long an acquired record stays locked to its member",
-              _between(1_000, 3_600_000)),
+              Between(1_000, 3_600_000)),
     ConfigKey("group.share.delivery.count.limit", "int", 5,
               "Kafka's default: a record delivered this often is archived instead of released",
-              _between(2, 10)),
+              Between(2, 10)),
     ConfigKey("group.share.partition.max.record.locks", "int", 2000,
               "Kafka's default (earlier releases: 200): the most in-flight records of one share-partition",
-              _between(100, 10_000)),
+              Between(100, 10_000)),
     ConfigKey("group.share.max.share.sessions", "int", 2000,
               "Kafka's default: the most share sessions this broker holds (SHARE_SESSION_LIMIT_REACHED "
-              "past it); at least group.share.max.size", _positive),
+              "past it); at least group.share.max.size", AtLeast(1)),
     ConfigKey("share.auto.offset.reset", "string", "latest",
               "Where a share group starts on a partition it never consumed, for groups that do not set "
               "their own (Kafka has it only as a group config, default latest): earliest, latest or "

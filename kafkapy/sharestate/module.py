@@ -59,14 +59,12 @@ from kafkapy.sharestate.state import (
     state_partition_for,
 )
 from kafkapy.store.base import BrokerRegistration, decode_uuid
+from kafkapy.validators import AtLeast
 
 __all__ = ["ShareCoordinatorModule", "parse_coordinator_key"]
 
 STATE_API_VERSIONS = VersionRange(0, 0)
 
-
-def _positive(value: Any) -> str | None:
-    return None if value is None or value >= 1 else "must be at least 1"
 
 
 def parse_coordinator_key(key: str) -> SharePartitionKey:
@@ -93,18 +91,18 @@ class ShareCoordinatorModule(Module):
     wants = (PARTITION_LOGS, TOPIC_CREATION)
     config_keys = (
         ConfigKey("share.coordinator.state.topic.num.partitions", "int", 50,
-                  "Partitions of __share_group_state (Kafka's default).", _positive),
+                  "Partitions of __share_group_state (Kafka's default).", AtLeast(1)),
         ConfigKey("share.coordinator.state.topic.replication.factor", "short", 1,
                   "Replicas of __share_group_state (Kafka's default is 3; kafkapy's is 1, as for "
-                  "__transaction_state; a cluster of N brokers defaults to min(N, 3)).", _positive),
+                  "__transaction_state; a cluster of N brokers defaults to min(N, 3)).", AtLeast(1)),
         ConfigKey("share.coordinator.state.topic.min.isr", "short", 2,
                   "min.insync.replicas of __share_group_state (Kafka's default); capped at the topic's "
-                  "replica count as Kafka caps it (effectiveMinIsr).", _positive),
+                  "replica count as Kafka caps it (effectiveMinIsr).", AtLeast(1)),
         ConfigKey("share.coordinator.state.topic.segment.bytes", "int", 100 * 1024 * 1024,
-                  "segment.bytes of __share_group_state (Kafka's default, 100 MiB).", _positive),
+                  "segment.bytes of __share_group_state (Kafka's default, 100 MiB).", AtLeast(1)),
         ConfigKey("share.coordinator.snapshot.update.records.per.snapshot", "int", 500,
                   "ShareUpdate records per share-partition before the next write is a ShareSnapshot "
-                  "(Kafka's default).", _positive),
+                  "(Kafka's default).", AtLeast(1)),
     )
 
     def __init__(self, services: BrokerServices) -> None:

@@ -52,6 +52,7 @@ from kafkapy.telemetry.subscriptions import (
     Subscription,
     effective_subscription,
 )
+from kafkapy.validators import AtLeast
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
@@ -80,7 +81,7 @@ _MADE_HERE = "telemetry.instance"
 CONFIG_KEYS = (
     ConfigKey("telemetry.max.bytes", "int", 1024 * 1024,
               "The largest metrics payload a PushTelemetry may carry (Kafka's default, 1 MiB).",
-              lambda value: None if value >= 1 else "must be at least 1"),
+              AtLeast(1)),
 )
 
 

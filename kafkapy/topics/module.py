@@ -41,6 +41,7 @@ from kafkapy.store.onloop import watching
 from kafkapy.topics.assignment import assign_replicas, placement_for_new_partitions
 from kafkapy.topics.elections import ELECTION_MESSAGES, ElectionType, election_outcome
 from kafkapy.topics.reassignment import plan_reassignment
+from kafkapy.validators import AtLeast
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
@@ -62,9 +63,6 @@ _TOO_LARGE = (ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large b
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 _REASSIGNMENT_TIMEOUT_MS = 60_000  # AlterPartitionReassignments' TimeoutMs default (Kafka's schema)
 
-
-def _positive(value: Any) -> str | None:
-    return None if value >= 1 else "must be at least 1"
 
 
 def _collides(name: str, existing: Mapping[str, TopicInfo]) -> str | None:
@@ -107,10 +105,10 @@ class TopicsModule(Module):
     wants = (TOPIC_CONFIGS_CAPABILITY,)  # CreateTopics' configs are checked and stored through it
     config_keys = (
         ConfigKey("num.partitions", "int", 1,
-                  "Partitions of a topic created with num_partitions -1 (Kafka's default).", _positive),
+                  "Partitions of a topic created with num_partitions -1 (Kafka's default).", AtLeast(1)),
         ConfigKey("default.replication.factor", "int", 1,
                   "Replication factor of a topic created with replication_factor -1 (Kafka's default).",
-                  _positive),
+                  AtLeast(1)),
         ConfigKey("create.topic.policy.class.name", "class", None,
                   "Kafka's CreateTopicPolicy: a class (pkg.mod:Class) whose validate(request) may refuse "
                   "a topic to be created, answered POLICY_VIOLATION (kafkapy.server.policies)."),

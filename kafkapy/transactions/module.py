@@ -67,6 +67,7 @@ from kafkapy.transactions.marker_channel import MarkerChannel
 from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from kafkapy.transactions.state import TxnState
 from kafkapy.transactions.state_log import TopicStateLog
+from kafkapy.validators import AtLeast
 
 __all__ = ["TransactionsModule"]
 
@@ -89,9 +90,6 @@ def _as_verified(code: ErrorCode) -> ErrorCode:
 _MINUTE_MS = 60_000
 
 
-def _positive(value: Any) -> str | None:
-    return None if value is None or value >= 1 else "must be at least 1"
-
 
 class TransactionsModule(Module):
     name = "transactions"
@@ -99,25 +97,25 @@ class TransactionsModule(Module):
     wants = (PARTITION_LOGS, TXN_MARKERS, TOPIC_CREATION, COORDINATOR_OUTAGES)
     config_keys = (
         ConfigKey("transaction.state.log.num.partitions", "int", 50,
-                  "Partitions of __transaction_state (Kafka's default).", _positive),
+                  "Partitions of __transaction_state (Kafka's default).", AtLeast(1)),
         ConfigKey("transaction.state.log.replication.factor", "short", 1,
                   "Replicas of __transaction_state (Kafka's default is 3; kafkapy's is 1, as Kafka's "
                   "own config/server.properties sets it for one broker; like Kafka, the topic is not "
-                  "made while fewer brokers are live).", _positive),
+                  "made while fewer brokers are live).", AtLeast(1)),
         ConfigKey("transaction.state.log.min.isr", "int", 2,
                   "min.insync.replicas of __transaction_state (Kafka's default), capped at the topic's "
                   "replica count as Kafka caps it (effectiveMinIsr): a one-replica topic still takes writes.",
-                  _positive),
+                  AtLeast(1)),
         ConfigKey("transaction.state.log.segment.bytes", "int", 100 * 1024 * 1024,
-                  "segment.bytes of __transaction_state (Kafka's default, 100 MiB).", _positive),
+                  "segment.bytes of __transaction_state (Kafka's default, 100 MiB).", AtLeast(1)),
         ConfigKey("transaction.max.timeout.ms", "int", 15 * _MINUTE_MS,
-                  "The longest transaction.timeout.ms a producer may ask for (Kafka's default).", _positive),
+                  "The longest transaction.timeout.ms a producer may ask for (Kafka's default).", AtLeast(1)),
         ConfigKey("transactional.id.expiration.ms", "int", 7 * 24 * 60 * _MINUTE_MS,
-                  "How long an idle transactional id is kept (Kafka's default, 7 days).", _positive),
+                  "How long an idle transactional id is kept (Kafka's default, 7 days).", AtLeast(1)),
         ConfigKey("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000,
-                  "How often timed-out transactions are aborted (Kafka's default).", _positive),
+                  "How often timed-out transactions are aborted (Kafka's default).", AtLeast(1)),
         ConfigKey("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 60 * _MINUTE_MS,
-                  "How often expired transactional ids are removed (Kafka's default).", _positive),
+                  "How often expired transactional ids are removed (Kafka's default).", AtLeast(1)),
     )
 
     def __init__(self, services: BrokerServices) -> None:

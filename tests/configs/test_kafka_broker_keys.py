@@ -126,7 +126,7 @@ def _docs_table() -> str:
     """docs/broker.md's list of the keys kafkapy takes without effect, from the catalogue: one row
     per reason, the most keys first, each key marked * when Kafka changes it at run time."""
     by_reason: dict[str, list[str]] = defaultdict(list)
-    for name, _, _, why, mode in INERT_TABLE:
+    for name, _, _, why, mode, _ in INERT_TABLE:
         by_reason[why].append(f"`{name}`" + ("" if mode == READ_ONLY else " *"))
     rows = sorted(by_reason.items(), key=lambda item: -len(item[1]))
     return "\n".join(["| why kafkapy has no use for them | keys (* dynamic in Kafka) |", "|---|---|",

@@ -144,4 +144,5 @@ def test_the_record_lock_bounds_keep_kafkas_ranges(name: str, value: int, low: i
     """ShareGroupConfig's ConfigDef: the floor 1000 to 30000 ms, the ceiling 30000 to 3600000 ms."""
     with pytest.raises(ConfigError) as refused, Broker({name: value}, defaults=KAFKAS_DEFAULTS):
         pass
-    assert name in str(refused.value) and f"must be between {low} and {high}" in str(refused.value)
+    bound = f"at least {low}" if value < low else f"no more than {high}"
+    assert str(refused.value) == f"Invalid value {value} for configuration {name}: Value must be {bound}"
