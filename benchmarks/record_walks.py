@@ -15,7 +15,9 @@ came. The batches:
 * the same, every offset delta 0: every record but the first is named in a record error;
 * zstd, 1,000,000 such valid records (about 1.3 MB compressed; the topic takes 2 MB);
 * zstd, 1,000,000 identical records with offset delta 0 (about 670 bytes): refused with
-  INVALID_RECORD and 999,999 record errors, a 50 MB answer.
+  INVALID_RECORD and 999,999 record errors, a 50 MB answer;
+* zstd, one record whose value is 200 MB of zeros (about 6 KB): valid, and stored; its walk is
+  one record, its inflation 200 MB.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+
+import cramjam
 
 from benchmarks import LoopGaps, Options, Report, machine_note, render_table, revision
 from kafkapy.embedded import Broker
@@ -40,6 +44,7 @@ TITLE = "Record walks: batches of many tiny records"
 NOW = 1_767_225_600_000
 TOPIC_BYTES = 2_000_000  # max.message.bytes of the benchmark's topic: the valid zstd batch is 1.3 MB
 _SIZE = struct.Struct(">i")
+_MIB = 1 << 20
 
 
 def zigzag(value: int) -> bytes:
@@ -72,14 +77,34 @@ def bomb_records(count: int) -> bytes:
 def batch_of(payload: bytes, count: int, codec: Compression) -> bytes:
     """A producer's batch header (CreateTime ``NOW``, no producer id) around ``payload``, which
     holds ``count`` records, compressed with ``codec``."""
+    return _batch_around(compress(codec, payload) if codec else payload, count, codec)
+
+
+def _batch_around(payload: bytes, count: int, codec: Compression) -> bytes:
+    """The batch header of :func:`batch_of` around ``payload``, compressed already."""
     header = bytearray(build_record_batch([{"value": b"v", "timestamp": NOW}])[:V2_HEADER_SIZE])
     struct.pack_into(">h", header, 21, int(codec))
     struct.pack_into(">i", header, 23, count - 1)  # last offset delta
     struct.pack_into(">i", header, 57, count)
-    batch = header + (compress(codec, payload) if codec else payload)
+    batch = header + payload
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[21:]))
     return bytes(batch)
+
+
+def zstd_zeros_batch(size: int) -> bytes:
+    """A valid batch of one record whose value is ``size`` zero bytes, in zstd: a few KB that
+    inflate to ``size`` bytes (``max.message.bytes`` counts the compressed ones, so Kafka stores
+    it). Compressed a MiB at a time, never whole in memory."""
+    body = b"\x00" + zigzag(0) + zigzag(0) + zigzag(-1) + zigzag(size)
+    tail = zigzag(0)  # no headers
+    compressor = cramjam.zstd.Compressor(level=3)
+    compressor.compress(zigzag(len(body) + size + len(tail)) + body)
+    zeros = bytes(_MIB)
+    for _ in range(size // _MIB):
+        compressor.compress(zeros)
+    compressor.compress(bytes(size % _MIB) + tail)
+    return _batch_around(bytes(compressor.finish()), 1, Compression.ZSTD)
 
 
 def cases() -> list[tuple[str, bytes, int]]:
@@ -92,6 +117,7 @@ def cases() -> list[tuple[str, bytes, int]]:
          batch_of(tiny_records(small, in_order=False), small, Compression.NONE), small),
         ("zstd, 1M valid", batch_of(tiny_records(big, in_order=True), big, Compression.ZSTD), big),
         ("zstd, 1M faulty (the bomb)", batch_of(bomb_records(big), big, Compression.ZSTD), big),
+        ("zstd, 1 record of 200 MB of zeros", zstd_zeros_batch(200_000_000), 1),
     ]
 
 

@@ -72,7 +72,13 @@ import attrs
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.topic_config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES, LONG_MAX, LogConfig
-from kafkapy.protocol.compression import MAX_INFLATED_BYTES, Compression, compression_of
+from kafkapy.protocol.compression import (
+    INFLATE_SLICE_BYTES,
+    MAX_INFLATED_BYTES,
+    Compression,
+    InflationLimitExceeded,
+    compression_of,
+)
 from kafkapy.protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -102,6 +108,7 @@ __all__ = [
     "MAX_RECORD_ERRORS",
     "WALK_SLICE_RECORDS",
     "AppendPlan",
+    "InflationIsLong",
     "OffsetsAssigned",
     "RecordsRejected",
     "assign_offsets",
@@ -159,6 +166,16 @@ def produce_inflate_limit(max_message_bytes: int) -> int:
     receive.message.max.bytes, 100 MB by default). Beyond it the batch is refused like any
     other whose records cannot be read (INVALID_RECORD); other partitions are unaffected."""
     return max(MAX_INFLATED_BYTES, max_message_bytes)
+
+
+class InflationIsLong(Exception):
+    """A batch whose payload inflates beyond what :func:`validate_records` was asked to inflate in
+    one go (``inflate_in_one_go_at_most``, bytes): it is to be checked with
+    :func:`validation_steps`, which inflates it in steps. Not a verdict: the batch may be valid."""
+
+    def __init__(self, at_most: int) -> None:
+        super().__init__(f"the payload inflates beyond {at_most} bytes")
+        self.at_most = at_most
 
 
 class RecordsRejected(KafkaApiError):
@@ -278,16 +295,20 @@ def validate_records(
     now_ms: int,
     *,
     produce_version: int | None = None,
+    inflate_in_one_go_at_most: int | None = None,
 ) -> AppendPlan:
     """Check one partition's records of a Produce request as Kafka does; raise RecordsRejected if not.
 
     ``produce_version`` enables the one version-dependent rule (zstd needs v7+);
-    without it that rule is skipped.  Nothing is modified.
+    without it that rule is skipped.  Nothing is modified. With ``inflate_in_one_go_at_most``,
+    a batch that passes the checks before its records and whose payload inflates beyond that
+    many bytes raises :class:`InflationIsLong` instead of being inflated in one go: the caller
+    checks it with :func:`validation_steps`, which inflates it in steps.
     """
     plan = _one_clean_batch(data, config, now_ms, produce_version)
     if plan is not None:
         return plan
-    return _finished(_checks(data, config, now_ms, produce_version, None))
+    return _finished(_checks(data, config, now_ms, produce_version, None, inflate_in_one_go_at_most))
 
 
 def walk_is_long(data: bytearray | bytes | memoryview) -> bool:
@@ -335,9 +356,10 @@ def _finished(steps: Generator[None, None, _T]) -> _T:
 
 
 def _checks(data: bytearray | bytes | memoryview, config: LogConfig, now_ms: int, produce_version: int | None,
-            every: int | None) -> Generator[None, None, AppendPlan]:
+            every: int | None, inflate_at_most: int | None = None) -> Generator[None, None, AppendPlan]:
     """The plain checks, in Kafka's order; the record walk in slices of ``every`` records (None:
-    in one)."""
+    in one, and the payload inflated in one go, up to ``inflate_at_most`` bytes if given: past
+    them, InflationIsLong)."""
     batch = produce_batch(data, produce_version)
     size = batch.size_in_bytes
 
@@ -381,7 +403,7 @@ def _checks(data: bytearray | bytes | memoryview, config: LogConfig, now_ms: int
             f"{batch.producer_id}",
         )
 
-    max_timestamp = yield from _check_records_steps(batch, config, now_ms, every)
+    max_timestamp = yield from _check_records_steps(batch, config, now_ms, every, inflate_at_most)
 
     if size > config.segment_bytes:
         raise RecordsRejected(
@@ -459,8 +481,9 @@ def clean_batch_max_timestamp(batch: RecordBatch, data: bytearray | bytes | memo
         or crc32c(memoryview(data)[V2_ATTRIBUTES_AT:]) != batch.crc
     ):
         return None
-    try:
-        summary = batch.scan(inflate_limit=produce_inflate_limit(config.max_message_bytes))
+    try:  # a payload inflating beyond one slice is declined: the plain path inflates it in steps
+        summary = batch.scan(inflate_limit=min(produce_inflate_limit(config.max_message_bytes),
+                                               INFLATE_SLICE_BYTES))
     except DecodeError:
         return None
     return _max_timestamp_if_clear(batch, summary, config, now_ms)
@@ -471,10 +494,12 @@ def _check_records(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
     return _finished(_check_records_steps(batch, config, now_ms, None))
 
 
-def _check_records_steps(batch: RecordBatch, config: LogConfig, now_ms: int,
-                         every: int | None) -> Generator[None, None, int]:
+def _check_records_steps(batch: RecordBatch, config: LogConfig, now_ms: int, every: int | None,
+                         inflate_at_most: int | None = None) -> Generator[None, None, int]:
     """LogValidator's per-record checks, ``every`` records at a time; returns the records' max
-    timestamp.
+    timestamp. In slices (``every``), a compressed payload is inflated in steps of
+    ``INFLATE_SLICE_BYTES``; in one go, up to ``inflate_at_most`` bytes, past which it raises
+    InflationIsLong (the caller checks the batch in slices instead).
 
     The fast path: :meth:`RecordBatch.scan_steps` walks the records with every
     structural check but builds nothing, and its summary (timestamp range, offset
@@ -486,8 +511,15 @@ def _check_records_steps(batch: RecordBatch, config: LogConfig, now_ms: int,
     count = batch.record_count
     step = every or max(count, 1)
     limit = produce_inflate_limit(config.max_message_bytes)
+    one_go_limit = limit if inflate_at_most is None else min(limit, inflate_at_most)
     try:
-        scanned = yield from batch.scan_steps(step, inflate_limit=limit)  # the CRC was checked by the caller
+        scanned = yield from batch.scan_steps(  # the CRC was checked by the caller
+            step, inflate_limit=one_go_limit if every is None else limit,
+            inflate_every=None if every is None else INFLATE_SLICE_BYTES)
+    except InflationLimitExceeded as exc:
+        if exc.limit < limit:
+            raise InflationIsLong(exc.limit) from None
+        raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
     except DecodeError as exc:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
     max_timestamp = _max_timestamp_if_clear(batch, scanned.summary, config, now_ms)

@@ -35,15 +35,17 @@ from __future__ import annotations
 
 import enum
 import mmap
+import zlib
+from collections.abc import Generator, Iterator
 from typing import Any, Final
 
 import cramjam
 
 from kafkapy.errors import DecodeError, EncodeError
 
-__all__ = ["GZIP_DEFAULT_LEVEL", "LZ4_DEFAULT_LEVEL", "MAX_INFLATED_BYTES", "ZSTD_DEFAULT_LEVEL",
-           "Compression", "InflationLimitExceeded", "compress", "compression_of", "decompress",
-           "lz4_with_kafka08_header_checksum"]
+__all__ = ["GZIP_DEFAULT_LEVEL", "INFLATE_SLICE_BYTES", "LZ4_DEFAULT_LEVEL", "MAX_INFLATED_BYTES",
+           "ZSTD_DEFAULT_LEVEL", "Compression", "InflationLimitExceeded", "compress", "compression_of",
+           "decompress", "decompress_steps", "lz4_with_kafka08_header_checksum"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -115,12 +117,17 @@ def _snappy_block(block: memoryview, room: int) -> bytes:
 
 
 def _snappy_decode(data: Buffer, limit: int) -> bytes:
-    view = memoryview(data)
+    return b"".join(_snappy_pieces(memoryview(data), limit))
+
+
+def _snappy_pieces(view: memoryview, limit: int) -> Iterator[bytes]:
+    """The inflated blocks of a snappy payload, one at a time, no more than ``limit`` bytes in
+    all: the one decoder of both framings, whole (:func:`decompress`) or in steps."""
     if bytes(view[:8]) != _XERIAL_MAGIC or len(view) < _XERIAL_HEADER_LEN:
-        return _snappy_block(view, limit)
+        yield _snappy_block(view, limit)
+        return
     # The version/compat words are deliberately ignored: some producers write
     # them little-endian, and there has only ever been one layout.
-    out: list[bytes] = []
     room = limit
     pos, end = _XERIAL_HEADER_LEN, len(view)
     while pos < end:
@@ -136,9 +143,8 @@ def _snappy_decode(data: Buffer, limit: int) -> bytes:
             raise ValueError(f"xerial snappy chunk of {size} bytes overruns the stream")
         block = _snappy_block(view[pos : pos + size], room)
         room -= len(block)
-        out.append(block)
+        yield block
         pos += size
-    return b"".join(out)
 
 
 def _snappy_encode(data: Buffer) -> bytes:
@@ -307,11 +313,7 @@ def decompress(codec: Compression, data: Buffer, *, offset: int | None = None,
     A payload that would inflate beyond ``limit`` bytes raises :class:`InflationLimitExceeded`
     (a DecodeError), never holding more than ``limit + 1`` inflated bytes; every caller says
     which bound fits what it reads, :data:`MAX_INFLATED_BYTES` otherwise."""
-    global _last_refused
-    refused = _last_refused
-    if (refused is not None and refused[0] == codec and limit <= refused[2]
-            and len(refused[1]) == len(data) and refused[1] == data):
-        raise _limit_error(codec, limit, offset)
+    _refuse_if_refused_before(codec, data, limit, offset)
     try:
         if codec == Compression.GZIP:
             return _inflate(Compression.GZIP, data, limit)
@@ -323,24 +325,187 @@ def decompress(codec: Compression, data: Buffer, *, offset: int | None = None,
             return _inflate(Compression.ZSTD, data, limit)
         if codec == Compression.NONE:
             return bytes(data)
-    except _TooLarge:
-        if len(data) <= _REMEMBERED_AT_MOST:
-            _last_refused = (codec, bytes(data), limit)
-        raise _limit_error(codec, limit, offset) from None
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     except BaseException as exc:
         # BaseException on purpose: a Rust panic inside cramjam surfaces as
         # pyo3's PanicException, which does not derive from Exception.
-        raise DecodeError(
-            f"{codec} payload does not decompress: {exc}", offset=offset, field="records"
-        ) from exc
+        raise _decode_error(codec, data, limit, offset, exc) from exc
     raise DecodeError(f"unknown compression id {int(codec)}", offset=offset, field="records")
+
+
+def _refuse_if_refused_before(codec: Compression, data: Buffer, limit: int, offset: int | None) -> None:
+    """Raise the limit's error at once for the payload last refused (the same bytes, a bound no higher)."""
+    refused = _last_refused
+    if (refused is not None and refused[0] == codec and limit <= refused[2]
+            and len(refused[1]) == len(data) and refused[1] == data):
+        raise _limit_error(codec, limit, offset)
+
+
+def _decode_error(codec: Compression, data: Buffer, limit: int, offset: int | None,
+                  exc: BaseException) -> DecodeError:
+    """What an inflation that raised ``exc`` raises: the limit's error (the payload remembered),
+    or that the payload does not decompress."""
+    global _last_refused
+    if isinstance(exc, _TooLarge):
+        if len(data) <= _REMEMBERED_AT_MOST:
+            _last_refused = (codec, bytes(data), limit)
+        return _limit_error(codec, limit, offset)
+    return DecodeError(f"{codec} payload does not decompress: {exc}", offset=offset, field="records")
 
 
 def _limit_error(codec: Compression, limit: int, offset: int | None) -> InflationLimitExceeded:
     return InflationLimitExceeded(
         f"{codec} payload inflates beyond the limit of {limit} bytes", limit=limit, offset=offset)
+
+
+# --- inflation in steps ----------------------------------------------------------
+
+INFLATE_SLICE_BYTES: Final = 4 << 20
+"""About how many bytes :func:`decompress_steps` inflates between two yields: a few milliseconds of
+zstd or lz4 (zlib's inflate, the slowest, about 10 ms), as long as a slice of the record walk."""
+
+
+def decompress_steps(codec: Compression, data: Buffer, *, offset: int | None = None,
+                     limit: int = MAX_INFLATED_BYTES,
+                     every: int = INFLATE_SLICE_BYTES) -> Generator[None, None, bytes | bytearray]:
+    """:func:`decompress`, yielding after each ``every`` or so inflated bytes: the same bytes (as
+    a bytearray when it took steps) or the same DecodeError (the same kind, the limit's one word
+    for word), for a caller that must not hold its thread for the whole inflation (the broker's
+    event loop: a 25 KB zstd batch may inflate to 256 MiB, a second of C).
+
+    One call of cramjam cannot be paused, and cramjam has no decoder that stops at a given
+    output size, so each codec is read here through one that does: zlib's ``decompressobj``
+    with ``max_length`` (gzip, member by member), python-lz4's frame decompressor with
+    ``max_length`` (frame by frame, Kafka 0.8's header checksum repaired first, as
+    :func:`decompress` repairs it), and zstandard's ``decompressobj`` fed ``every / 32768`` input
+    bytes at a time (zstd's densest ratio: no feed can inflate to much more than ``every``),
+    frame by frame; snappy's blocks are inflated one at a time by the same code as
+    :func:`decompress` (a block is one call: a raw payload at most ~21 times its size). A payload
+    that cannot inflate beyond ``every`` at its codec's densest ratio takes :func:`decompress`.
+    tests/protocol/test_compression_steps.py holds the two equal, corrupt payloads included."""
+    _refuse_if_refused_before(codec, data, limit, offset)
+    if codec == Compression.NONE or (codec in _DENSEST and len(data) * _DENSEST[codec] <= every):
+        return decompress(codec, data, offset=offset, limit=limit)
+    view = memoryview(data)
+    try:
+        if codec == Compression.GZIP:
+            pieces = _gzip_pieces(view, every, limit)
+        elif codec == Compression.SNAPPY:
+            pieces = _snappy_pieces(view, limit)
+        elif codec == Compression.LZ4:
+            pieces = _lz4_pieces(view, every, limit)
+        elif codec == Compression.ZSTD:
+            pieces = _zstd_pieces(view, every)
+        else:
+            raise DecodeError(f"unknown compression id {int(codec)}", offset=offset, field="records")
+        return (yield from _gathered(pieces, limit, every))
+    except DecodeError:
+        raise
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # as decompress: any codec's failure, a panic included
+        raise _decode_error(codec, data, limit, offset, exc) from exc
+
+
+def _gathered(pieces: Iterator[bytes], limit: int, every: int) -> Generator[None, None, bytearray]:
+    """The ``pieces`` of an inflation joined, with a yield after each ``every`` bytes or so;
+    :class:`_TooLarge` if they pass ``limit``. Joined as they come, so the pieces are freed as
+    they go, and no final join copies the whole in one call.
+
+    As :func:`_inflate`'s window of ``limit + 1`` bytes: a stream that fills it exactly and then
+    turns out corrupt is corrupt, one that fills it and goes on or ends there is too large."""
+    out = bytearray()
+    since_yield = 0
+    for piece in pieces:
+        out += piece
+        if len(out) > limit + 1:
+            raise _TooLarge
+        since_yield += len(piece)
+        if since_yield >= every:
+            since_yield = 0
+            yield
+    if len(out) > limit:
+        raise _TooLarge
+    return out
+
+
+def _gzip_pieces(view: memoryview, every: int, limit: int) -> Iterator[bytes]:
+    """A gzip payload's inflated bytes, at most ``every`` at a time, member after member, as
+    cramjam reads them: any bytes after a member must be another whole member. No more than
+    ``limit + 2`` bytes come out (:func:`_gathered` stops there), so a stream cut or damaged past
+    that point is too large, not corrupt, as in :func:`_inflate`'s window."""
+    if not len(view):
+        raise ValueError("empty gzip stream")
+    rest: Buffer = view
+    room = limit + 2
+    while len(rest):
+        member = zlib.decompressobj(_GZIP_WBITS)
+        pending = rest
+        while not member.eof:
+            piece = member.decompress(pending, min(every, room))
+            pending = member.unconsumed_tail
+            if piece:
+                room -= len(piece)
+                yield piece
+            elif not pending and not member.eof:
+                raise ValueError("gzip stream ends inside a member")
+        rest = member.unused_data
+
+
+def _lz4_pieces(view: memoryview, every: int, limit: int) -> Iterator[bytes]:
+    """An LZ4 payload's inflated bytes, at most ``every`` at a time, frame after frame, as cramjam
+    reads them (skippable frames included; any bytes after a frame must be another whole frame);
+    no more than ``limit + 2``, as :func:`_gzip_pieces`."""
+    import lz4.frame  # only inflation in steps needs it
+
+    if not len(view):
+        raise ValueError("lz4: empty input")
+    data: bytes = view.tobytes()
+    fixed = _lz4_fix_header_checksum(data)  # what decompress retries with; a bad checksum fails first
+    if fixed is not None:
+        data = fixed
+    room = limit + 2
+    pos = 0
+    while pos < len(data):
+        frame = lz4.frame.LZ4FrameDecompressor()
+        piece = frame.decompress(data[pos:] if pos else data, max_length=min(every, room))
+        while True:
+            if piece:
+                room -= len(piece)
+                yield piece
+            if frame.eof:
+                break
+            if frame.needs_input:
+                raise ValueError("lz4: truncated frame")
+            piece = frame.decompress(b"", max_length=min(every, room))
+        pos = len(data) - len(frame.unused_data or b"")
+
+
+def _zstd_pieces(view: memoryview, every: int) -> Iterator[bytes]:
+    """A zstd payload's inflated bytes, frame after frame (skippable ones included; any bytes after a
+    frame must be another whole frame), as cramjam reads them. zstandard's decompressobj inflates
+    all it is fed, so it is fed ``every / 32768`` bytes at a time: no more than ``every`` bytes and
+    one block (128 KiB) come out of one feed."""
+    import zstandard  # only inflation in steps needs it
+
+    if not len(view):
+        raise ValueError("incomplete frame")
+    feed = max(1, every // _DENSEST[Compression.ZSTD])
+    pos, end = 0, len(view)
+    while pos < end:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        while not frame.eof:
+            if pos >= end:
+                raise ValueError("incomplete frame")
+            fed = view[pos : pos + feed]
+            pos += len(fed)
+            piece = frame.decompress(fed)
+            if piece:
+                yield piece
+        pos -= len(frame.unused_data)
+
+_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS  # zlib's gzip framing, header and trailer checked
 
 
 # KIP-390's compression.<codec>.level defaults (Kafka's CompressionType): gzip's -1 is zlib's

@@ -62,7 +62,14 @@ from itertools import chain
 from typing import Any, NamedTuple, NoReturn
 
 from kafkapy.errors import DecodeError, EncodeError
-from kafkapy.protocol.compression import MAX_INFLATED_BYTES, Compression, compress, compression_of, decompress
+from kafkapy.protocol.compression import (
+    MAX_INFLATED_BYTES,
+    Compression,
+    compress,
+    compression_of,
+    decompress,
+    decompress_steps,
+)
 from kafkapy.protocol.crc32c import crc32c  # v2 batches' checksum; exported from here too
 
 __all__ = [
@@ -89,6 +96,7 @@ __all__ = [
     "entry_end",
     "read_v2_records",
     "v2_payload",
+    "v2_payload_steps",
 ]
 
 Buffer = bytes | bytearray | memoryview
@@ -437,6 +445,20 @@ def v2_payload(
         return buf, payload_at, end, 0
     data = bytes(buf[payload_at:end])
     return data, 0, len(data), payload_at
+
+
+def v2_payload_steps(
+    buf: bytes | memoryview, pos: int, end: int, attributes: int, limit: int, every: int
+) -> Generator[None, None, tuple[bytes | bytearray, int, int, int | None]]:
+    """:func:`v2_payload`, a compressed payload inflated about ``every`` bytes at a time with a
+    yield between two (``decompress_steps``: the same bytes or the same refusal)."""
+    codec = attributes & _COMPRESSION_MASK
+    if not codec:
+        return v2_payload(buf, pos, end, attributes, limit)
+    payload_at = pos + _V2_HEADER_SIZE
+    data = yield from decompress_steps(Compression(codec), memoryview(buf)[payload_at:end], offset=payload_at,
+                                       limit=limit, every=every)
+    return data, 0, len(data), None
 
 
 def read_v2_records(
@@ -969,14 +991,20 @@ class RecordBatch:
         except _Corrupt as exc:
             raise exc.located(origin, self._pos + _V2_HEADER_SIZE) from None
 
-    def scan_steps(self, every: int, *,
-                   inflate_limit: int = MAX_INFLATED_BYTES) -> Generator[None, None, Scanned]:
+    def scan_steps(self, every: int, *, inflate_limit: int = MAX_INFLATED_BYTES,
+                   inflate_every: int | None = None) -> Generator[None, None, Scanned]:
         """:meth:`scan` in slices of ``every`` records, yielding between two slices: the walk of a
         batch of very many records, for a caller that must not hold its thread for all of it (the
         broker's event loop: kafkapy.dataplane.produce). The same DecodeError, or the same summary,
         with the payload walked, so that :meth:`record_facts` can read it again without inflating
-        it twice. Inflation and the uniform fast path are not sliced: both run in C."""
-        data, start, end, origin = self._scan_payload(inflate_limit)
+        it twice. With ``inflate_every``, a compressed payload is inflated in steps of about that
+        many bytes too (:func:`v2_payload_steps`); the uniform fast path is not sliced (it runs in
+        C, in time with the records, not their bytes)."""
+        if inflate_every is None or not self.attributes & _COMPRESSION_MASK:
+            data, start, end, origin = self._scan_payload(inflate_limit)
+        else:
+            data, start, end, origin = yield from v2_payload_steps(
+                self._buf, self._pos, self._end, self.attributes, inflate_limit, inflate_every)
         summary = self._uniform_summary(data, start, end)
         if summary is not None:
             return Scanned(summary, data, start)
