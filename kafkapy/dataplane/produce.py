@@ -61,8 +61,8 @@ slice of the record walk (``kafkapy.log.append.WALK_SLICE_RECORDS``): its record
 slice at a time (``validation_steps``), the event loop serving every other connection between two
 slices, and that partition, with every one after it in the request, is appended after its walk
 (docs/log-append.md, "The record walk is sliced"). So is a batch whose payload inflates beyond
-``INFLATE_SLICE_BYTES`` (4 MiB: a 25 KB zstd batch may inflate to 256 MiB, a second of C in one
-go): ``validate_records`` stops there and raises ``InflationIsLong``, and ``validation_steps``
+``INFLATE_SLICE_BYTES`` (4 MiB: 8 KB of zstd may inflate to 256 MiB, hundreds of milliseconds
+of C in one go): ``validate_records`` stops there and raises ``InflationIsLong``, and ``validation_steps``
 inflates it again, in steps of that size, with the walk. A topic that does
 not exist is created in the background when auto-creation is on (``auto_create``), and the
 partition answered UNKNOWN_TOPIC_OR_PARTITION, which producers retry after a metadata refresh.

@@ -51,7 +51,10 @@ needs without building them, is the fast path).  The CRC is checked once, here.
 A batch of very many records (a compressed one may hold millions of tiny records) is a long
 walk: :func:`validation_steps` makes the same checks as a generator that pauses every
 ``WALK_SLICE_RECORDS`` records, so that the broker's event loop can serve its other connections
-between two slices; :func:`validate_records` runs it in one slice.  A partial batch after
+between two slices, and inflates a compressed payload in steps (``decompress_steps``) with the
+same pauses; :func:`validate_records` runs it in one slice, and inflates in one go (asked with
+``inflate_in_one_go_at_most``, it raises :class:`InflationIsLong` for a payload inflating beyond
+that, which the caller then checks in slices).  A partial batch after
 the whole one is ignored and dropped by :func:`assign_offsets`, as Kafka's
 ``trimInvalidBytes`` drops it.
 
@@ -461,7 +464,8 @@ def clean_batch_max_timestamp(batch: RecordBatch, data: bytearray | bytes | memo
     by the caller, once): the records' max timestamp if the batch passes them all, None if one
     fails or may (the plain path then decides and words it), or if its walk is long (more than
     ``WALK_SLICE_RECORDS`` records: the plain path walks it once, where this one would walk it
-    first and hand any fault on to be walked again, and Produce checks it in slices). The checks
+    first and hand any fault on to be walked again, and Produce checks it in slices), or its
+    payload inflates beyond ``INFLATE_SLICE_BYTES`` (Produce inflates it in steps). The checks
     of ``_one_clean_batch``, which calls this; Produce's fast path from the frame
     (kafkapy.dataplane.produce_frame) calls it with the header it keeps for the log."""
     size = len(data)

@@ -29,6 +29,12 @@ usual batch: a payload too small to reach the limit even at its codec's densest 
 buffer a few times its size and, if that fills, into a window of ``limit + 1`` bytes (an
 anonymous mapping, whose pages cost nothing until written). snappy declares its lengths up
 front, which are checked before anything is inflated.
+
+Inflation in steps: one cramjam call cannot be paused, and under the bound a few KB of zstd
+still inflate to 256 MiB, a large fraction of a second in one call. :func:`decompress_steps`
+gives :func:`decompress`'s result in steps of about :data:`INFLATE_SLICE_BYTES`, yielding
+between two, for the broker's event loop (a long Produce batch is checked in slices); it reads
+each codec through a decoder that stops at a given output size (zlib, python-lz4, zstandard).
 """
 
 from __future__ import annotations
@@ -371,8 +377,9 @@ def decompress_steps(codec: Compression, data: Buffer, *, offset: int | None = N
                      every: int = INFLATE_SLICE_BYTES) -> Generator[None, None, bytes | bytearray]:
     """:func:`decompress`, yielding after each ``every`` or so inflated bytes: the same bytes (as
     a bytearray when it took steps) or the same DecodeError (the same kind, the limit's one word
-    for word), for a caller that must not hold its thread for the whole inflation (the broker's
-    event loop: a 25 KB zstd batch may inflate to 256 MiB, a second of C).
+    for word; only a damaged payload past the limit may be called corrupt by one and too large
+    by the other), for a caller that must not hold its thread for the whole inflation (the
+    broker's event loop: 8 KB of zstd may inflate to 256 MiB, hundreds of milliseconds of C).
 
     One call of cramjam cannot be paused, and cramjam has no decoder that stops at a given
     output size, so each codec is read here through one that does: zlib's ``decompressobj``

@@ -134,7 +134,7 @@ def test_other_connections_are_served_while_small_batches_inflate_to_hundreds_of
     300 MB, past the inflation bound (MAX_INFLATED_BYTES), refused INVALID_RECORD; and a small
     batch to a tenth partition, stored. Each payload is inflated 4 MiB at a time (milliseconds),
     the loop serving other connections between two steps, so another connection's ApiVersions and
-    Metadata are answered before the Produce's answer begins. Inflated in one go (a second of C
+    Metadata are answered before the Produce's answer begins. Inflated in one go (0.2-0.4 s of C
     each), the first of them came after it."""
     assert broker.store is not None and broker.runtime is not None
     broker.store.create_topic("inflations", {p: (1,) for p in range(10)})
