@@ -7,16 +7,16 @@ a bounded amount (docs/log-append.md, "Inflation is sliced")."""
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Generator
 from typing import Any
 
 import cramjam
 import lz4.frame
 import pytest
 import zstandard
+from bombs import zeros_in
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from steps import run_steps
 
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import compression
@@ -76,17 +76,6 @@ def _outcome(call: Any) -> tuple[str, Any]:
         return "corrupt", None
 
 
-def _run(steps: Generator[None, None, Any]) -> tuple[Any, int]:
-    """What ``steps`` returns, and how many times it yielded."""
-    yields = 0
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value, yields
-        yields += 1
-
-
 @given(codec=st.sampled_from(CODECS), raw=st.binary(max_size=3000) | st.builds(bytes, st.integers(0, 40_000)),
        framing=st.integers(0, 3), how=st.sampled_from(["whole", "cut", "flip", "tail"]),
        at=st.integers(0, 1 << 16), byte=st.integers(0, 255), every=st.integers(1, 5000),
@@ -98,7 +87,8 @@ def test_inflation_in_steps_gives_what_inflation_in_one_go_gives(
     framings = _framings(codec, raw)
     payload = _damaged(framings[framing % len(framings)], how, at, byte)
     whole = _outcome(lambda: decompress(codec, payload, offset=61, limit=limit))
-    stepped = _outcome(lambda: _run(decompress_steps(codec, payload, offset=61, limit=limit, every=every))[0])
+    stepped = _outcome(lambda: run_steps(
+        decompress_steps(codec, payload, offset=61, limit=limit, every=every))[0])
     if stepped != whole:
         # The one difference allowed: a damaged payload past the limit may be called too large by
         # one and corrupt by the other (each codec's library reads its damage and fills its
@@ -111,22 +101,7 @@ def test_inflation_in_steps_gives_what_inflation_in_one_go_gives(
 @CONTRACT
 def test_garbage_gives_the_same_verdict_in_steps(codec: Compression, payload: bytes, every: int) -> None:
     whole = _outcome(lambda: decompress(codec, payload, limit=4096))
-    assert _outcome(lambda: _run(decompress_steps(codec, payload, limit=4096, every=every))[0]) == whole
-
-
-def _bomb(codec: Compression, inflated: int) -> bytes:
-    """``inflated`` zero bytes in ``codec``, compressed a MiB at a time."""
-    zeros = bytes(_MIB)
-    if codec == Compression.GZIP:
-        deflater = zlib.compressobj(9, zlib.DEFLATED, 31)
-        return b"".join([deflater.compress(zeros) for _ in range(inflated // _MIB)] + [deflater.flush()])
-    if codec == Compression.SNAPPY:
-        return compress(codec, bytes(inflated))
-    compressor = (cramjam.zstd.Compressor(level=3) if codec == Compression.ZSTD
-                  else cramjam.lz4.Compressor(level=0, content_checksum=False, block_linked=False))
-    for _ in range(inflated // _MIB):
-        compressor.compress(zeros)
-    return bytes(compressor.finish())
+    assert _outcome(lambda: run_steps(decompress_steps(codec, payload, limit=4096, every=every))[0]) == whole
 
 
 def _pieces(codec: Compression, payload: bytes, every: int) -> list[bytes]:
@@ -146,8 +121,8 @@ def test_a_bomb_is_inflated_a_bounded_amount_at_a_time(codec: Compression) -> No
     """64 MiB of zeros in steps of 1 MiB: the bytes of the one-go call, a yield after each MiB or
     so, and no call into C inflating more than a step (a zstd feed may add one block, 128 KiB;
     snappy's blocks are its 32 KiB chunks)."""
-    bomb = _bomb(codec, 64 * _MIB)
-    inflated, yields = _run(decompress_steps(codec, bomb, limit=64 * _MIB, every=_MIB))
+    bomb = zeros_in(codec, 64 * _MIB)
+    inflated, yields = run_steps(decompress_steps(codec, bomb, limit=64 * _MIB, every=_MIB))
     assert inflated == decompress(codec, bomb, limit=64 * _MIB)
     assert 63 <= yields <= 64
     pieces = _pieces(codec, bomb, _MIB)
@@ -159,7 +134,7 @@ def test_a_bomb_is_inflated_a_bounded_amount_at_a_time(codec: Compression) -> No
 def test_a_bomb_past_the_limit_is_refused_in_steps_with_the_limits_error(codec: Compression) -> None:
     compression._last_refused = None
     with pytest.raises(InflationLimitExceeded) as refused:
-        _run(decompress_steps(codec, _bomb(codec, 16 * _MIB), offset=61, limit=8 * _MIB, every=_MIB))
+        run_steps(decompress_steps(codec, zeros_in(codec, 16 * _MIB), offset=61, limit=8 * _MIB, every=_MIB))
     assert str(refused.value) == (f"{codec} payload inflates beyond the limit of {8 * _MIB} bytes "
                                   "[field records, byte offset 61]")
 
@@ -169,6 +144,6 @@ def test_a_payload_too_small_to_pass_a_step_is_inflated_in_one_go(codec: Compres
     """The usual batch costs no more than before: a payload that cannot inflate beyond one step at
     its codec's densest ratio takes decompress itself, and never yields."""
     payload = compress(codec, b"x" * 100)
-    inflated, yields = _run(decompress_steps(codec, payload, every=4 * _MIB if codec != Compression.ZSTD
+    inflated, yields = run_steps(decompress_steps(codec, payload, every=4 * _MIB if codec != Compression.ZSTD
                                              else len(payload) * 32768))
     assert (bytes(inflated), yields) == (b"x" * 100, 0)
