@@ -56,6 +56,20 @@ def _unanswered(conn: KafkaSocket) -> bool:
     return not select.select([conn.sock], [], [], 0)[0]
 
 
+def _served_meanwhile(other: KafkaSocket, bomber: KafkaSocket, topic_name: str, partitions: int) -> None:
+    """``other``'s ApiVersions and Metadata (of ``topic_name``, which has ``partitions``) are
+    answered, each while nothing has arrived yet on ``bomber``."""
+    versions = other.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
+                                                   "client_software_version": "1"})
+    assert versions.body["error_code"] == ErrorCode.NONE
+    assert _unanswered(bomber)
+    [topic] = other.call(ApiKey.METADATA, 12, {"topics": [{"name": topic_name, "topic_id": None}],
+                                               "allow_auto_topic_creation": False,
+                                               "include_topic_authorized_operations": False}).body["topics"]
+    assert topic["error_code"] == ErrorCode.NONE and len(topic["partitions"]) == partitions
+    assert _unanswered(bomber)
+
+
 def test_other_connections_are_served_while_a_bomb_is_checked_and_the_bomb_gets_kafkas_verdict(
         broker: Broker) -> None:
     """While the 2 KB batch of four million faulty records is walked (seconds of the broker's CPU),
@@ -75,16 +89,7 @@ def test_other_connections_are_served_while_a_bomb_is_checked_and_the_bomb_gets_
         asked_after = bomber.send(ApiKey.API_VERSIONS, 0)  # pipelined behind the bomb
         time.sleep(0.1)  # the broker has read the bomb and begun its walk
         for _ in range(3):
-            versions = other.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
-                                                           "client_software_version": "1"})
-            assert versions.body["error_code"] == ErrorCode.NONE
-            assert _unanswered(bomber)
-            [topic] = other.call(ApiKey.METADATA, 12, {"topics": [{"name": "walks", "topic_id": None}],
-                                                       "allow_auto_topic_creation": False,
-                                                       "include_topic_authorized_operations": False}
-                                 ).body["topics"]
-            assert topic["error_code"] == ErrorCode.NONE and len(topic["partitions"]) == 2
-            assert _unanswered(bomber)
+            _served_meanwhile(other, bomber, "walks", 2)
         delivered: list[Any] = []
         producer.produce("walks", b"meanwhile", partition=1,
                          on_delivery=lambda err, msg: delivered.append(err))
@@ -154,16 +159,7 @@ def test_other_connections_are_served_while_small_batches_inflate_to_hundreds_of
         produced = bomber.send(ApiKey.PRODUCE, 9, body)
         time.sleep(0.05)  # the broker has read the Produce and begun to inflate
         for _ in range(2):
-            versions = other.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "t",
-                                                           "client_software_version": "1"})
-            assert versions.body["error_code"] == ErrorCode.NONE
-            assert _unanswered(bomber)
-            [topic] = other.call(ApiKey.METADATA, 12, {"topics": [{"name": "inflations", "topic_id": None}],
-                                                       "allow_auto_topic_creation": False,
-                                                       "include_topic_authorized_operations": False}
-                                 ).body["topics"]
-            assert topic["error_code"] == ErrorCode.NONE and len(topic["partitions"]) == 10
-            assert _unanswered(bomber)
+            _served_meanwhile(other, bomber, "inflations", 10)
         answer = bomber.read_response(ApiKey.PRODUCE, 9)
         assert answer.correlation_id == produced
         partitions = answer.body["responses"][0]["partition_responses"]
