@@ -19,6 +19,7 @@ from kafkapy.log.append import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_RECORD_ERRORS,
     WALK_SLICE_RECORDS,
+    InflationIsLong,
     RecordsRejected,
     assign_offsets,
     validate_records,
@@ -26,6 +27,7 @@ from kafkapy.log.append import (
     walk_is_long,
 )
 from kafkapy.log.topic_config import LogConfig
+from kafkapy.protocol.compression import INFLATE_SLICE_BYTES
 from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, RecordBatch, build_record_batch
 
 NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -538,6 +540,28 @@ def test_the_walk_in_slices_equals_validate_records(
     damage(raw, data.draw(st.sampled_from(["none", "flip", "flip+crc", "truncate", "append"])), data)
     verdict, _ = _sliced(raw, config, version, every)
     assert verdict == _validated(raw, config, version, fast=True)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_payload_inflating_beyond_one_go_is_handed_to_the_slices(codec: str) -> None:
+    """Asked to inflate at most INFLATE_SLICE_BYTES in one go (the Produce handler's sync path),
+    validate_records raises InflationIsLong for six records of 1 MiB of zeros, and
+    validation_steps inflates them in steps, pausing, to validate_records' own verdict; a batch
+    refused before its records are read is refused as before, and a short one is checked in one go."""
+    big = bytearray(build_record_batch([(b"k", bytes(1 << 20), [], NOW)] * 6, compression=codec))
+    with pytest.raises(InflationIsLong):
+        validate_records(bytearray(big), LogConfig(), NOW, inflate_in_one_go_at_most=INFLATE_SLICE_BYTES)
+    plan, pauses = _sliced(big, LogConfig(), None, WALK_SLICE_RECORDS)
+    assert plan == validate_records(bytearray(big), LogConfig(), NOW) and pauses >= 1
+    corrupt = bytearray(big)
+    corrupt[-1] ^= 1  # the CRC no longer holds
+    with pytest.raises(RecordsRejected) as refused:
+        validate_records(corrupt, LogConfig(), NOW, inflate_in_one_go_at_most=INFLATE_SLICE_BYTES)
+    assert refused.value.code == ErrorCode.CORRUPT_MESSAGE
+    short = bytearray(build_record_batch([(b"k", bytes(1000), [], NOW)] * 6, compression=codec))
+    in_one_go = validate_records(bytearray(short), LogConfig(), NOW,
+                                 inflate_in_one_go_at_most=INFLATE_SLICE_BYTES)
+    assert in_one_go == validate_records(short, LogConfig(), NOW)
 
 
 def test_the_walk_pauses_between_slices_of_scan_and_of_naming() -> None:
