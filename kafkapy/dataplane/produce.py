@@ -92,6 +92,7 @@ from kafkapy.log.append import (
     produce_batch,
     produce_inflate_limit,
     recompressed,
+    recompression_steps,
     recompression_target,
     validate_records,
     validation_steps,
@@ -455,8 +456,9 @@ class ProduceHandler:
             plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
             target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
             if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
-                data = recompressed(data, plan, target, compression_level(config, target),
-                                    produce_inflate_limit(config.max_message_bytes))
+                data = await in_slices(recompression_steps(
+                    data, plan, target, compression_level(config, target),
+                    produce_inflate_limit(config.max_message_bytes)))
                 plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
             checked = (data, plan)
         except RecordsRejected as rejected:

@@ -101,8 +101,8 @@ from kafkapy.protocol.records import (
     RecordFacts,
     Records,
     RecordsSummary,
-    build_record_batch,
     crc32c,
+    rebuilt_batch_steps,
 )
 
 __all__ = [
@@ -120,6 +120,7 @@ __all__ = [
     "produce_batch",
     "produce_inflate_limit",
     "recompressed",
+    "recompression_steps",
     "recompression_target",
     "stamp_batch",
     "validate_records",
@@ -747,13 +748,15 @@ def recompressed(data: bytearray, plan: AppendPlan, codec: Compression,
     stamped afterwards as for any batch. A batch already in the topic's codec is kept as sent,
     whatever level it was made at, as Kafka keeps it. ``inflate_limit``: the one its validation
     used (:func:`produce_inflate_limit`)."""
-    batch = RecordBatch(memoryview(data)[:plan.size])
-    rebuilt = build_record_batch(
-        batch.record_list(inflate_limit=inflate_limit), base_offset=batch.base_offset, compression=codec,
-        compression_level=level,
-        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
-        timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,
-        base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
-        last_offset_delta=batch.last_offset_delta)
-    return bytearray(rebuilt)
+    return _finished(recompression_steps(data, plan, codec, level, inflate_limit, every=None))
+
+
+def recompression_steps(data: bytearray, plan: AppendPlan, codec: Compression, level: int | None = None,
+                        inflate_limit: int = MAX_INFLATED_BYTES, *,
+                        every: int | None = WALK_SLICE_RECORDS) -> Generator[None, None, bytearray]:
+    """:func:`recompressed`, in slices (``every`` records, ``INFLATE_SLICE_BYTES`` inflated or
+    compressed) with a yield between two, for a long batch checked in slices
+    (kafkapy.dataplane.produce): the same bytes (``rebuilt_batch_steps``); ``every`` None: in one go."""
+    return rebuilt_batch_steps(RecordBatch(memoryview(data)[:plan.size]), codec, level,
+                               inflate_limit=inflate_limit, every=every,
+                               chunk=None if every is None else INFLATE_SLICE_BYTES)

@@ -50,8 +50,8 @@ import cramjam
 from kafkapy.errors import DecodeError, EncodeError
 
 __all__ = ["GZIP_DEFAULT_LEVEL", "INFLATE_SLICE_BYTES", "LZ4_DEFAULT_LEVEL", "MAX_INFLATED_BYTES",
-           "ZSTD_DEFAULT_LEVEL", "Compression", "InflationLimitExceeded", "compress", "compression_of",
-           "decompress", "decompress_steps", "lz4_with_kafka08_header_checksum"]
+           "ZSTD_DEFAULT_LEVEL", "Compression", "Deflater", "InflationLimitExceeded", "compress",
+           "compression_of", "decompress", "decompress_steps", "lz4_with_kafka08_header_checksum"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -154,13 +154,17 @@ def _snappy_pieces(view: memoryview, limit: int) -> Iterator[bytes]:
 
 
 def _snappy_encode(data: Buffer) -> bytes:
-    view = memoryview(data)
-    parts = [_XERIAL_HEADER]
+    return b"".join([_XERIAL_HEADER, *_xerial_chunks(memoryview(data))])
+
+
+def _xerial_chunks(view: memoryview) -> list[bytes]:
+    """``view`` as xerial chunks (each block's length, then the block), no header."""
+    parts = []
     for start in range(0, len(view), _XERIAL_BLOCK):
         block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
         parts.append(len(block).to_bytes(4, "big"))
         parts.append(block)
-    return b"".join(parts)
+    return parts
 
 
 # --- lz4 (Kafka 0.8/0.9 header checksum) -------------------------------------
@@ -501,7 +505,9 @@ def _zstd_pieces(view: memoryview, every: int) -> Iterator[bytes]:
     feed = max(1, every // _DENSEST[Compression.ZSTD])
     pos, end = 0, len(view)
     while pos < end:
+        declared = _zstd_content_size(zstandard, view[pos : pos + _ZSTD_HEADER_MAX])
         frame = zstandard.ZstdDecompressor().decompressobj()
+        inflated = 0
         while not frame.eof:
             if pos >= end:
                 raise ValueError("incomplete frame")
@@ -509,8 +515,29 @@ def _zstd_pieces(view: memoryview, every: int) -> Iterator[bytes]:
             pos += len(fed)
             piece = frame.decompress(fed)
             if piece:
+                inflated += len(piece)
                 yield piece
+        if declared is not None and inflated != declared:
+            # zstandard, fed in pieces, misses a frame ending short of its stated size (an empty
+            # last block); libzstd in one go, as cramjam calls it, calls it corrupt
+            raise ValueError("Data corruption detected")
         pos -= len(frame.unused_data)
+
+
+def _zstd_content_size(zstandard: Any, header: memoryview) -> int | None:
+    """The content size a zstd frame's header states, None for none (or a skippable frame, or a
+    header the decoder will refuse itself)."""
+    if bytes(header[:4]) != _ZSTD_MAGIC:
+        return None
+    try:
+        size: int = zstandard.get_frame_parameters(header).content_size
+    except zstandard.ZstdError:
+        return None
+    return None if size >= zstandard.CONTENTSIZE_ERROR else size
+
+
+_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+_ZSTD_HEADER_MAX: Final = 18  # magic, descriptor, window, dictionary id and content size at their largest
 
 _GZIP_WBITS: Final = 16 + zlib.MAX_WBITS  # zlib's gzip framing, header and trailer checked
 
@@ -528,24 +555,97 @@ def _lz4_encode(data: Buffer, level: int) -> bytes:
     """An LZ4 frame of independent blocks and no content checksum, as Kafka's Lz4BlockOutputStream
     writes: Kafka's Java reader (and Sarama's) refuse linked blocks ("Dependent block stream is
     unsupported"), the LZ4 frame API's default."""
-    compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+    compressor = _lz4_compressor(level)
     compressor.compress(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
     return bytes(compressor.finish())
+
+
+def _lz4_compressor(level: int) -> Any:
+    return cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
 
 
 def compress(codec: Compression, data: Buffer, level: int | None = None) -> bytes:
     """Deflate a batch payload the way a Java producer would, so any consumer can read it.
     ``level`` means what Kafka's ``compression.<codec>.level`` means (None: Kafka's default);
-    snappy has none."""
+    snappy has none. zstd is written as a stream (no content size in the frame header), as
+    Kafka's ZstdOutputStream writes it, so that :class:`Deflater` gives the same bytes."""
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        gzip_level = _ZLIB_DEFAULT_LEVEL if level is None or level == GZIP_DEFAULT_LEVEL else level
-        return bytes(cramjam.gzip.compress(data, level=gzip_level))
+        return bytes(cramjam.gzip.compress(data, level=_gzip_level(level)))
     if codec == Compression.SNAPPY:
         return _snappy_encode(data)
     if codec == Compression.LZ4:
-        return _lz4_encode(data, _LZ4F_FAST if level is None or level == LZ4_DEFAULT_LEVEL else level)
+        return _lz4_encode(data, _lz4_level(level))
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=ZSTD_DEFAULT_LEVEL if level is None else level))
+        compressor = cramjam.zstd.Compressor(level=_zstd_level(level))
+        compressor.compress(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
+        return bytes(compressor.finish())
     raise EncodeError(f"unknown compression {codec!r}", field="compression")
+
+
+def _gzip_level(level: int | None) -> int:
+    return _ZLIB_DEFAULT_LEVEL if level is None or level == GZIP_DEFAULT_LEVEL else level
+
+
+def _lz4_level(level: int | None) -> int:
+    return _LZ4F_FAST if level is None or level == LZ4_DEFAULT_LEVEL else level
+
+
+def _zstd_level(level: int | None) -> int:
+    return ZSTD_DEFAULT_LEVEL if level is None else level
+
+
+class Deflater:
+    """:func:`compress` of a payload given a piece at a time: the outputs of :meth:`compress`
+    for each piece, then of :meth:`finish`, joined, are what ``compress`` gives for the pieces
+    joined (tests/protocol/test_compression_steps.py holds it). For a caller that must not
+    compress a long payload in one call: the broker's loop, rebuilding a long batch in slices.
+    gzip, zstd and lz4 hold their output until :meth:`finish` (their compressed size); snappy
+    gives each 32 KiB block as it fills; none gives each piece back."""
+
+    def __init__(self, codec: Compression, level: int | None = None) -> None:
+        self.codec = codec
+        self._snappy_pending = bytearray()
+        self._snappy_started = False
+        self._stream: Any = None
+        if codec == Compression.GZIP:
+            self._stream = cramjam.gzip.Compressor(level=_gzip_level(level))
+        elif codec == Compression.LZ4:
+            self._stream = _lz4_compressor(_lz4_level(level))
+        elif codec == Compression.ZSTD:
+            self._stream = cramjam.zstd.Compressor(level=_zstd_level(level))
+        elif codec not in (Compression.NONE, Compression.SNAPPY):
+            raise EncodeError(f"unknown compression {codec!r}", field="compression")
+
+    def compress(self, piece: Buffer) -> bytes:
+        """The output ready after ``piece`` (often nothing until :meth:`finish`)."""
+        if self.codec == Compression.NONE:
+            return bytes(piece)
+        if self.codec != Compression.SNAPPY:
+            self._stream.compress(piece if isinstance(piece, bytes) else bytes(piece))  # it takes bytes only
+            return b""
+        pending = self._snappy_pending
+        pending += piece
+        whole = len(pending) - len(pending) % _XERIAL_BLOCK
+        if not whole:
+            return b""
+        out = self._snappy_blocks(memoryview(pending)[:whole])
+        del pending[:whole]
+        return out
+
+    def finish(self) -> bytes:
+        """The rest of the output; the Deflater is spent."""
+        if self.codec == Compression.NONE:
+            return b""
+        if self.codec != Compression.SNAPPY:
+            return bytes(self._stream.finish())
+        out = self._snappy_blocks(memoryview(self._snappy_pending))
+        return out if self._snappy_started or out else _XERIAL_HEADER
+
+    def _snappy_blocks(self, data: memoryview) -> bytes:
+        parts = _xerial_chunks(data)
+        if not self._snappy_started:
+            self._snappy_started = True
+            parts.insert(0, _XERIAL_HEADER)
+        return b"".join(parts)

@@ -171,3 +171,32 @@ def test_other_connections_are_served_while_small_batches_inflate_to_hundreds_of
                                                    "timestamp": -1} for p in range(10)]}]})
         assert [p["offset"] for p in ends.body["topics"][0]["partitions"]] == [1, 1, 1, 1, 0, 1, 1, 1, 1, 3]
     assert [r.value for r in broker.records("inflations", 9)] == [None, None, None]
+
+
+def test_other_connections_are_served_while_a_long_batch_is_recompressed(broker: Broker) -> None:
+    """A zstd batch of 6 KB holding one record of 128 MB of zeros, to a topic whose
+    compression.type is uncompressed: it is inflated, rebuilt without compression (as Kafka's
+    LogValidator rebuilds it), and then 128 MB is larger than max.message.bytes, so it gets
+    MESSAGE_TOO_LARGE, as in Kafka. The rebuild (seconds of copying in one go) is made a slice at a
+    time too (recompression_steps), and another connection's ApiVersions and Metadata are answered
+    before the Produce's answer begins; rebuilt in one go, the first of them came after it."""
+    assert broker.store is not None and broker.runtime is not None
+    broker.store.create_topic("rebuilt", {0: (1,)}, config={"compression.type": "uncompressed"})
+    while "rebuilt" not in broker.runtime.cluster.topics:
+        time.sleep(0.001)
+    batch = zstd_zeros_batch(128_000_000)
+    assert len(batch) < 10_000
+    with KafkaSocket(broker.bootstrap_servers, timeout=60) as bomber, \
+            KafkaSocket(broker.bootstrap_servers, timeout=60) as other:
+        other.call(ApiKey.API_VERSIONS, 0)  # connected, outside the race
+        produced = bomber.send(ApiKey.PRODUCE, 9, {
+            "transactional_id": None, "acks": 1, "timeout_ms": 30_000,
+            "topic_data": [{"name": "rebuilt", "partition_data": [{"index": 0, "records": batch}]}]})
+        time.sleep(0.15)  # inflated by now (about 0.1 s, in steps): the rebuild has begun
+        for _ in range(2):
+            _served_meanwhile(other, bomber, "rebuilt", 1)
+        answer = bomber.read_response(ApiKey.PRODUCE, 9)
+    assert answer.correlation_id == produced
+    [partition] = answer.body["responses"][0]["partition_responses"]
+    assert (partition["error_code"], partition["base_offset"]) == (ErrorCode.MESSAGE_TOO_LARGE, -1)
+    assert broker.records("rebuilt", 0) == []

@@ -7,6 +7,7 @@ a bounded amount (docs/log-append.md, "Inflation is sliced")."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import cramjam
@@ -23,6 +24,7 @@ from kafkapy.protocol import compression
 from kafkapy.protocol.compression import (
     MAX_INFLATED_BYTES,
     Compression,
+    Deflater,
     InflationLimitExceeded,
     compress,
     decompress,
@@ -147,3 +149,17 @@ def test_a_payload_too_small_to_pass_a_step_is_inflated_in_one_go(codec: Compres
     inflated, yields = run_steps(decompress_steps(codec, payload, every=4 * _MIB if codec != Compression.ZSTD
                                              else len(payload) * 32768))
     assert (bytes(inflated), yields) == (b"x" * 100, 0)
+
+
+@given(codec=st.sampled_from(list(Compression)),
+       raw=st.binary(max_size=3000) | st.builds(bytes, st.integers(0, 70_000)),
+       cuts=st.lists(st.integers(0, 70_000), max_size=6), level=st.sampled_from([None, 1, 3, 9]))
+@CONTRACT
+def test_compression_in_pieces_gives_what_compression_in_one_go_gives(
+        codec: Compression, raw: bytes, cuts: list[int], level: int | None) -> None:
+    """Deflater, fed a payload in pieces cut anywhere (a rebuilt batch's records, a long value in
+    slices), against compress of the whole: the same bytes, for every codec and level."""
+    bounds = sorted({0, len(raw), *(cut % (len(raw) + 1) for cut in cuts)})
+    deflater = Deflater(codec, level)
+    pieces = [deflater.compress(raw[a:b]) for a, b in itertools.pairwise(bounds)]
+    assert b"".join(pieces) + deflater.finish() == compress(codec, raw, level)
