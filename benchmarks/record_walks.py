@@ -15,7 +15,12 @@ came. The batches:
 * the same, every offset delta 0: every record but the first is named in a record error;
 * zstd, 1,000,000 such valid records (about 1.3 MB compressed; the topic takes 2 MB);
 * zstd, 1,000,000 identical records with offset delta 0 (about 670 bytes): refused with
-  INVALID_RECORD and 999,999 record errors, a 50 MB answer.
+  INVALID_RECORD and 999,999 record errors, a 50 MB answer;
+* zstd, one record whose value is 200 MB of zeros (about 6 KB): valid, and stored; its walk is
+  one record, its inflation 200 MB;
+* the same to a topic whose ``compression.type`` is lz4: rebuilt in lz4 (840 KB) before it is stored.
+
+The "check" column is ``validate_records`` alone: the rebuild is not in it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+
+import cramjam
 
 from benchmarks import LoopGaps, Options, Report, machine_note, render_table, revision
 from kafkapy.embedded import Broker
@@ -40,6 +47,7 @@ TITLE = "Record walks: batches of many tiny records"
 NOW = 1_767_225_600_000
 TOPIC_BYTES = 2_000_000  # max.message.bytes of the benchmark's topic: the valid zstd batch is 1.3 MB
 _SIZE = struct.Struct(">i")
+_MIB = 1 << 20
 
 
 def zigzag(value: int) -> bytes:
@@ -72,26 +80,53 @@ def bomb_records(count: int) -> bytes:
 def batch_of(payload: bytes, count: int, codec: Compression) -> bytes:
     """A producer's batch header (CreateTime ``NOW``, no producer id) around ``payload``, which
     holds ``count`` records, compressed with ``codec``."""
+    return _batch_around(compress(codec, payload) if codec else payload, count, codec)
+
+
+def _batch_around(payload: bytes, count: int, codec: Compression) -> bytes:
+    """The batch header of :func:`batch_of` around ``payload``, compressed already."""
     header = bytearray(build_record_batch([{"value": b"v", "timestamp": NOW}])[:V2_HEADER_SIZE])
     struct.pack_into(">h", header, 21, int(codec))
     struct.pack_into(">i", header, 23, count - 1)  # last offset delta
     struct.pack_into(">i", header, 57, count)
-    batch = header + (compress(codec, payload) if codec else payload)
+    batch = header + payload
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[21:]))
     return bytes(batch)
 
 
-def cases() -> list[tuple[str, bytes, int]]:
-    """(label, batch, records) of each case."""
+def zstd_zeros_batch(size: int) -> bytes:
+    """A valid batch of one record whose value is ``size`` zero bytes, in zstd: a few KB that
+    inflate to ``size`` bytes (``max.message.bytes`` counts the compressed ones, so Kafka stores
+    it). Compressed a MiB at a time, never whole in memory."""
+    body = b"\x00" + zigzag(0) + zigzag(0) + zigzag(-1) + zigzag(size)
+    tail = zigzag(0)  # no headers
+    compressor = cramjam.zstd.Compressor(level=3)
+    compressor.compress(zigzag(len(body) + size + len(tail)) + body)
+    zeros = bytes(_MIB)
+    for _ in range(size // _MIB):
+        compressor.compress(zeros)
+    compressor.compress(bytes(size % _MIB) + tail)
+    return _batch_around(bytes(compressor.finish()), 1, Compression.ZSTD)
+
+
+TOPICS = {"walks": {}, "walks-lz4": {"compression.type": "lz4"}}  # the benchmark's topics, by config
+
+
+def cases() -> list[tuple[str, bytes, int, str]]:
+    """(label, batch, records, topic) of each case."""
     small = 140_000  # 7-8 bytes each: just under 1 MB uncompressed
     big = 1_000_000
+    zeros = zstd_zeros_batch(200_000_000)
     return [
-        ("none, ~1 MB, valid", batch_of(tiny_records(small, in_order=True), small, Compression.NONE), small),
+        ("none, ~1 MB, valid", batch_of(tiny_records(small, in_order=True), small, Compression.NONE), small,
+         "walks"),
         ("none, ~1 MB, every record faulty",
-         batch_of(tiny_records(small, in_order=False), small, Compression.NONE), small),
-        ("zstd, 1M valid", batch_of(tiny_records(big, in_order=True), big, Compression.ZSTD), big),
-        ("zstd, 1M faulty (the bomb)", batch_of(bomb_records(big), big, Compression.ZSTD), big),
+         batch_of(tiny_records(small, in_order=False), small, Compression.NONE), small, "walks"),
+        ("zstd, 1M valid", batch_of(tiny_records(big, in_order=True), big, Compression.ZSTD), big, "walks"),
+        ("zstd, 1M faulty (the bomb)", batch_of(bomb_records(big), big, Compression.ZSTD), big, "walks"),
+        ("zstd, 1 record of 200 MB of zeros", zeros, 1, "walks"),
+        ("the same, to an lz4 topic (rebuilt)", zeros, 1, "walks-lz4"),
     ]
 
 
@@ -172,18 +207,20 @@ def _on_the_wire(broker: Broker, topic: str, raw: bytes) -> tuple[float, float, 
 def run(options: Options) -> Report:
     runs = 1 if options.quick else 3
     config = LogConfig(max_message_bytes=TOPIC_BYTES)
-    built = cases() if not options.quick else [(label, raw, n) for label, raw, n in cases()[:2]]
+    built = cases() if not options.quick else cases()[:2]
     headers = ["batch", "bytes", "records", "verdict", "check ms", "µs/record", "answer after s",
                "longest ApiVersions ms", "largest loop gap ms", "ApiVersions meanwhile"]
     rows = []
     with Broker({"broker.id": 1}) as broker:
         assert broker.store is not None and broker.runtime is not None
-        broker.store.create_topic("walks", {0: (1,)}, config={"max.message.bytes": str(TOPIC_BYTES)})
-        while "walks" not in broker.runtime.cluster.topics:
+        for topic, topic_config in TOPICS.items():
+            broker.store.create_topic(topic, {0: (1,)},
+                                      config={"max.message.bytes": str(TOPIC_BYTES), **topic_config})
+        while not all(topic in broker.runtime.cluster.topics for topic in TOPICS):
             time.sleep(0.01)
-        for label, raw, count in built:
+        for label, raw, count, topic in built:
             cpu = _best_cpu(lambda raw=raw: _verdict(raw, config), runs)
-            took, longest, gap, answered = _on_the_wire(broker, "walks", raw)
+            took, longest, gap, answered = _on_the_wire(broker, topic, raw)
             rows.append([label, f"{len(raw):,}", f"{count:,}", _verdict(raw, config), f"{cpu * 1e3:,.0f}",
                          f"{cpu * 1e6 / count:.2f}", f"{took:.2f}", f"{longest * 1e3:,.0f}",
                          f"{gap * 1e3:,.0f}", f"{answered:,}"])

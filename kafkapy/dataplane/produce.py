@@ -60,7 +60,10 @@ first batch whose coordinator is another broker (above), and for a batch of more
 slice of the record walk (``kafkapy.log.append.WALK_SLICE_RECORDS``): its records are checked a
 slice at a time (``validation_steps``), the event loop serving every other connection between two
 slices, and that partition, with every one after it in the request, is appended after its walk
-(docs/log-append.md, "The record walk is sliced"). A topic that does
+(docs/log-append.md, "The record walk is sliced"). So is a batch whose payload inflates beyond
+``INFLATE_SLICE_BYTES`` (4 MiB: 8 KB of zstd may inflate to 256 MiB, hundreds of milliseconds
+of C in one go): ``validate_records`` stops there and raises ``InflationIsLong``, and ``validation_steps``
+inflates it again, in steps of that size, with the walk. A topic that does
 not exist is created in the background when auto-creation is on (``auto_create``), and the
 partition answered UNKNOWN_TOPIC_OR_PARTITION, which producers retry after a metadata refresh.
 """
@@ -82,12 +85,14 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.append import (
     WALK_SLICE_RECORDS,
     AppendPlan,
+    InflationIsLong,
     RecordsRejected,
     assign_offsets,
     compression_level,
     produce_batch,
     produce_inflate_limit,
     recompressed,
+    recompression_steps,
     recompression_target,
     validate_records,
     validation_steps,
@@ -98,6 +103,7 @@ from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter
+from kafkapy.protocol.compression import INFLATE_SLICE_BYTES
 from kafkapy.protocol.produce_response import body_steps
 from kafkapy.protocol.records import (
     TRANSACTIONAL_BIT,
@@ -334,7 +340,13 @@ class ProduceHandler:
                     answers.append(_failed(index, ErrorCode.NONE))  # its place, filled in after the walk
                     continue
                 else:
-                    answer = self._append(name, index, partition_data["records"], version, now_ms, acks)
+                    try:
+                        answer = self._append(name, index, partition_data["records"], version, now_ms, acks,
+                                              inflate_in_one_go_at_most=INFLATE_SLICE_BYTES)
+                    except InflationIsLong:  # a long inflation: checked in slices too, from the start
+                        later.append(_Later(answers, len(answers), name, index, partition_data["records"]))
+                        answers.append(_failed(index, ErrorCode.NONE))
+                        continue
                 failed = failed or answer["error_code"] != ErrorCode.NONE
                 if answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     self._name_current_leader(answer, name, version, leaders)
@@ -441,8 +453,9 @@ class ProduceHandler:
             plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
             target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
             if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
-                data = recompressed(data, plan, target, compression_level(config, target),
-                                    produce_inflate_limit(config.max_message_bytes))
+                data = await in_slices(recompression_steps(
+                    data, plan, target, compression_level(config, target),
+                    produce_inflate_limit(config.max_message_bytes)))
                 plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
             checked = (data, plan)
         except RecordsRejected as rejected:
@@ -452,11 +465,14 @@ class ProduceHandler:
 
     def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int,
                 acks: int = 1, checked: tuple[bytearray, AppendPlan] | RecordsRejected | None = None,
-                named: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                named: list[dict[str, Any]] | None = None,
+                inflate_in_one_go_at_most: int | None = None) -> dict[str, Any]:
         """One partition's append (steps 1 to 5 above). ``checked``: the records' verdict, reached
         already (:meth:`_append_in_slices`), taken at its place among the checks instead of
         checking them here; ``named``: a rejected verdict's record errors as the answer gives
-        them, made already too."""
+        them, made already too. ``inflate_in_one_go_at_most``: a record batch (v3+) whose payload
+        inflates beyond that many bytes raises InflationIsLong, before anything is appended, for
+        the caller to check it in slices (:meth:`_append_in_slices`)."""
         partitions = self.partitions
         try:
             if topic not in partitions.cluster.topics:
@@ -482,8 +498,10 @@ class ProduceHandler:
                     if converted is None:  # no whole message: nothing appended, as Kafka answers it
                         return _answer(index, NO_OFFSET, NO_OFFSET, log.log_start_offset)
                     raw = converted
+                    inflate_in_one_go_at_most = None  # inflated in one go already, to be converted
                 data = bytearray(raw)
-                plan = validate_records(data, config, now_ms, produce_version=version)
+                plan = validate_records(data, config, now_ms, produce_version=version,
+                                        inflate_in_one_go_at_most=inflate_in_one_go_at_most)
                 target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
                 if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
                     data = recompressed(data, plan, target, compression_level(config, target),

@@ -51,7 +51,10 @@ needs without building them, is the fast path).  The CRC is checked once, here.
 A batch of very many records (a compressed one may hold millions of tiny records) is a long
 walk: :func:`validation_steps` makes the same checks as a generator that pauses every
 ``WALK_SLICE_RECORDS`` records, so that the broker's event loop can serve its other connections
-between two slices; :func:`validate_records` runs it in one slice.  A partial batch after
+between two slices, and inflates a compressed payload in steps (``decompress_steps``) with the
+same pauses; :func:`validate_records` runs it in one slice, and inflates in one go (asked with
+``inflate_in_one_go_at_most``, it raises :class:`InflationIsLong` for a payload inflating beyond
+that, which the caller then checks in slices).  A partial batch after
 the whole one is ignored and dropped by :func:`assign_offsets`, as Kafka's
 ``trimInvalidBytes`` drops it.
 
@@ -72,7 +75,13 @@ import attrs
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.topic_config import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SEGMENT_BYTES, LONG_MAX, LogConfig
-from kafkapy.protocol.compression import MAX_INFLATED_BYTES, Compression, compression_of
+from kafkapy.protocol.compression import (
+    INFLATE_SLICE_BYTES,
+    MAX_INFLATED_BYTES,
+    Compression,
+    InflationLimitExceeded,
+    compression_of,
+)
 from kafkapy.protocol.records import (
     COMPRESSION_MASK,
     CONTROL_BIT,
@@ -92,8 +101,8 @@ from kafkapy.protocol.records import (
     RecordFacts,
     Records,
     RecordsSummary,
-    build_record_batch,
     crc32c,
+    rebuilt_batch_steps,
 )
 
 __all__ = [
@@ -102,6 +111,7 @@ __all__ = [
     "MAX_RECORD_ERRORS",
     "WALK_SLICE_RECORDS",
     "AppendPlan",
+    "InflationIsLong",
     "OffsetsAssigned",
     "RecordsRejected",
     "assign_offsets",
@@ -110,6 +120,7 @@ __all__ = [
     "produce_batch",
     "produce_inflate_limit",
     "recompressed",
+    "recompression_steps",
     "recompression_target",
     "stamp_batch",
     "validate_records",
@@ -159,6 +170,16 @@ def produce_inflate_limit(max_message_bytes: int) -> int:
     receive.message.max.bytes, 100 MB by default). Beyond it the batch is refused like any
     other whose records cannot be read (INVALID_RECORD); other partitions are unaffected."""
     return max(MAX_INFLATED_BYTES, max_message_bytes)
+
+
+class InflationIsLong(Exception):
+    """A batch whose payload inflates beyond what :func:`validate_records` was asked to inflate in
+    one go (``inflate_in_one_go_at_most``, bytes): it is to be checked with
+    :func:`validation_steps`, which inflates it in steps. Not a verdict: the batch may be valid."""
+
+    def __init__(self, at_most: int) -> None:
+        super().__init__(f"the payload inflates beyond {at_most} bytes")
+        self.at_most = at_most
 
 
 class RecordsRejected(KafkaApiError):
@@ -278,16 +299,20 @@ def validate_records(
     now_ms: int,
     *,
     produce_version: int | None = None,
+    inflate_in_one_go_at_most: int | None = None,
 ) -> AppendPlan:
     """Check one partition's records of a Produce request as Kafka does; raise RecordsRejected if not.
 
     ``produce_version`` enables the one version-dependent rule (zstd needs v7+);
-    without it that rule is skipped.  Nothing is modified.
+    without it that rule is skipped.  Nothing is modified. With ``inflate_in_one_go_at_most``,
+    a batch that passes the checks before its records and whose payload inflates beyond that
+    many bytes raises :class:`InflationIsLong` instead of being inflated in one go: the caller
+    checks it with :func:`validation_steps`, which inflates it in steps.
     """
     plan = _one_clean_batch(data, config, now_ms, produce_version)
     if plan is not None:
         return plan
-    return _finished(_checks(data, config, now_ms, produce_version, None))
+    return _finished(_checks(data, config, now_ms, produce_version, None, inflate_in_one_go_at_most))
 
 
 def walk_is_long(data: bytearray | bytes | memoryview) -> bool:
@@ -335,9 +360,10 @@ def _finished(steps: Generator[None, None, _T]) -> _T:
 
 
 def _checks(data: bytearray | bytes | memoryview, config: LogConfig, now_ms: int, produce_version: int | None,
-            every: int | None) -> Generator[None, None, AppendPlan]:
+            every: int | None, inflate_at_most: int | None = None) -> Generator[None, None, AppendPlan]:
     """The plain checks, in Kafka's order; the record walk in slices of ``every`` records (None:
-    in one)."""
+    in one, and the payload inflated in one go, up to ``inflate_at_most`` bytes if given: past
+    them, InflationIsLong)."""
     batch = produce_batch(data, produce_version)
     size = batch.size_in_bytes
 
@@ -381,7 +407,7 @@ def _checks(data: bytearray | bytes | memoryview, config: LogConfig, now_ms: int
             f"{batch.producer_id}",
         )
 
-    max_timestamp = yield from _check_records_steps(batch, config, now_ms, every)
+    max_timestamp = yield from _check_records_steps(batch, config, now_ms, every, inflate_at_most)
 
     if size > config.segment_bytes:
         raise RecordsRejected(
@@ -439,7 +465,8 @@ def clean_batch_max_timestamp(batch: RecordBatch, data: bytearray | bytes | memo
     by the caller, once): the records' max timestamp if the batch passes them all, None if one
     fails or may (the plain path then decides and words it), or if its walk is long (more than
     ``WALK_SLICE_RECORDS`` records: the plain path walks it once, where this one would walk it
-    first and hand any fault on to be walked again, and Produce checks it in slices). The checks
+    first and hand any fault on to be walked again, and Produce checks it in slices), or its
+    payload inflates beyond ``INFLATE_SLICE_BYTES`` (Produce inflates it in steps). The checks
     of ``_one_clean_batch``, which calls this; Produce's fast path from the frame
     (kafkapy.dataplane.produce_frame) calls it with the header it keeps for the log."""
     size = len(data)
@@ -459,8 +486,9 @@ def clean_batch_max_timestamp(batch: RecordBatch, data: bytearray | bytes | memo
         or crc32c(memoryview(data)[V2_ATTRIBUTES_AT:]) != batch.crc
     ):
         return None
-    try:
-        summary = batch.scan(inflate_limit=produce_inflate_limit(config.max_message_bytes))
+    try:  # a payload inflating beyond one slice is declined: the plain path inflates it in steps
+        summary = batch.scan(inflate_limit=min(produce_inflate_limit(config.max_message_bytes),
+                                               INFLATE_SLICE_BYTES))
     except DecodeError:
         return None
     return _max_timestamp_if_clear(batch, summary, config, now_ms)
@@ -471,10 +499,12 @@ def _check_records(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
     return _finished(_check_records_steps(batch, config, now_ms, None))
 
 
-def _check_records_steps(batch: RecordBatch, config: LogConfig, now_ms: int,
-                         every: int | None) -> Generator[None, None, int]:
+def _check_records_steps(batch: RecordBatch, config: LogConfig, now_ms: int, every: int | None,
+                         inflate_at_most: int | None = None) -> Generator[None, None, int]:
     """LogValidator's per-record checks, ``every`` records at a time; returns the records' max
-    timestamp.
+    timestamp. In slices (``every``), a compressed payload is inflated in steps of
+    ``INFLATE_SLICE_BYTES``; in one go, up to ``inflate_at_most`` bytes, past which it raises
+    InflationIsLong (the caller checks the batch in slices instead).
 
     The fast path: :meth:`RecordBatch.scan_steps` walks the records with every
     structural check but builds nothing, and its summary (timestamp range, offset
@@ -486,8 +516,15 @@ def _check_records_steps(batch: RecordBatch, config: LogConfig, now_ms: int,
     count = batch.record_count
     step = every or max(count, 1)
     limit = produce_inflate_limit(config.max_message_bytes)
+    one_go_limit = limit if inflate_at_most is None else min(limit, inflate_at_most)
     try:
-        scanned = yield from batch.scan_steps(step, inflate_limit=limit)  # the CRC was checked by the caller
+        scanned = yield from batch.scan_steps(  # the CRC was checked by the caller
+            step, inflate_limit=one_go_limit if every is None else limit,
+            inflate_every=None if every is None else INFLATE_SLICE_BYTES)
+    except InflationLimitExceeded as exc:
+        if exc.limit < limit:
+            raise InflationIsLong(exc.limit) from None
+        raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
     except DecodeError as exc:
         raise RecordsRejected(ErrorCode.INVALID_RECORD, f"Found invalid record structure: {exc}") from None
     max_timestamp = _max_timestamp_if_clear(batch, scanned.summary, config, now_ms)
@@ -711,13 +748,15 @@ def recompressed(data: bytearray, plan: AppendPlan, codec: Compression,
     stamped afterwards as for any batch. A batch already in the topic's codec is kept as sent,
     whatever level it was made at, as Kafka keeps it. ``inflate_limit``: the one its validation
     used (:func:`produce_inflate_limit`)."""
-    batch = RecordBatch(memoryview(data)[:plan.size])
-    rebuilt = build_record_batch(
-        batch.record_list(inflate_limit=inflate_limit), base_offset=batch.base_offset, compression=codec,
-        compression_level=level,
-        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
-        timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,
-        base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
-        last_offset_delta=batch.last_offset_delta)
-    return bytearray(rebuilt)
+    return _finished(recompression_steps(data, plan, codec, level, inflate_limit, every=None))
+
+
+def recompression_steps(data: bytearray, plan: AppendPlan, codec: Compression, level: int | None = None,
+                        inflate_limit: int = MAX_INFLATED_BYTES, *,
+                        every: int | None = WALK_SLICE_RECORDS) -> Generator[None, None, bytearray]:
+    """:func:`recompressed`, in slices (``every`` records, ``INFLATE_SLICE_BYTES`` inflated or
+    compressed) with a yield between two, for a long batch checked in slices
+    (kafkapy.dataplane.produce): the same bytes (``rebuilt_batch_steps``); ``every`` None: in one go."""
+    return rebuilt_batch_steps(RecordBatch(memoryview(data)[:plan.size]), codec, level,
+                               inflate_limit=inflate_limit, every=every,
+                               chunk=None if every is None else INFLATE_SLICE_BYTES)

@@ -29,21 +29,29 @@ usual batch: a payload too small to reach the limit even at its codec's densest 
 buffer a few times its size and, if that fills, into a window of ``limit + 1`` bytes (an
 anonymous mapping, whose pages cost nothing until written). snappy declares its lengths up
 front, which are checked before anything is inflated.
+
+Inflation in steps: one cramjam call cannot be paused, and under the bound a few KB of zstd
+still inflate to 256 MiB, a large fraction of a second in one call. :func:`decompress_steps`
+gives :func:`decompress`'s result in steps of about :data:`INFLATE_SLICE_BYTES`, yielding
+between two, for the broker's event loop (a long Produce batch is checked in slices); it reads
+each codec through a decoder that stops at a given output size (zlib, python-lz4, zstandard).
 """
 
 from __future__ import annotations
 
 import enum
 import mmap
+import zlib
+from collections.abc import Generator, Iterator
 from typing import Any, Final
 
 import cramjam
 
 from kafkapy.errors import DecodeError, EncodeError
 
-__all__ = ["GZIP_DEFAULT_LEVEL", "LZ4_DEFAULT_LEVEL", "MAX_INFLATED_BYTES", "ZSTD_DEFAULT_LEVEL",
-           "Compression", "InflationLimitExceeded", "compress", "compression_of", "decompress",
-           "lz4_with_kafka08_header_checksum"]
+__all__ = ["GZIP_DEFAULT_LEVEL", "INFLATE_SLICE_BYTES", "LZ4_DEFAULT_LEVEL", "MAX_INFLATED_BYTES",
+           "ZSTD_DEFAULT_LEVEL", "Compression", "Deflater", "InflationLimitExceeded", "compress",
+           "compression_of", "decompress", "decompress_steps", "lz4_with_kafka08_header_checksum"]
 
 Buffer = bytes | bytearray | memoryview
 
@@ -115,12 +123,17 @@ def _snappy_block(block: memoryview, room: int) -> bytes:
 
 
 def _snappy_decode(data: Buffer, limit: int) -> bytes:
-    view = memoryview(data)
+    return b"".join(_snappy_pieces(memoryview(data), limit))
+
+
+def _snappy_pieces(view: memoryview, limit: int) -> Iterator[bytes]:
+    """The inflated blocks of a snappy payload, one at a time, no more than ``limit`` bytes in
+    all: the one decoder of both framings, whole (:func:`decompress`) or in steps."""
     if bytes(view[:8]) != _XERIAL_MAGIC or len(view) < _XERIAL_HEADER_LEN:
-        return _snappy_block(view, limit)
+        yield _snappy_block(view, limit)
+        return
     # The version/compat words are deliberately ignored: some producers write
     # them little-endian, and there has only ever been one layout.
-    out: list[bytes] = []
     room = limit
     pos, end = _XERIAL_HEADER_LEN, len(view)
     while pos < end:
@@ -136,19 +149,22 @@ def _snappy_decode(data: Buffer, limit: int) -> bytes:
             raise ValueError(f"xerial snappy chunk of {size} bytes overruns the stream")
         block = _snappy_block(view[pos : pos + size], room)
         room -= len(block)
-        out.append(block)
+        yield block
         pos += size
-    return b"".join(out)
 
 
 def _snappy_encode(data: Buffer) -> bytes:
-    view = memoryview(data)
-    parts = [_XERIAL_HEADER]
+    return b"".join([_XERIAL_HEADER, *_xerial_chunks(memoryview(data))])
+
+
+def _xerial_chunks(view: memoryview) -> list[bytes]:
+    """``view`` as xerial chunks (each block's length, then the block), no header."""
+    parts = []
     for start in range(0, len(view), _XERIAL_BLOCK):
         block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
         parts.append(len(block).to_bytes(4, "big"))
         parts.append(block)
-    return b"".join(parts)
+    return parts
 
 
 # --- lz4 (Kafka 0.8/0.9 header checksum) -------------------------------------
@@ -307,11 +323,7 @@ def decompress(codec: Compression, data: Buffer, *, offset: int | None = None,
     A payload that would inflate beyond ``limit`` bytes raises :class:`InflationLimitExceeded`
     (a DecodeError), never holding more than ``limit + 1`` inflated bytes; every caller says
     which bound fits what it reads, :data:`MAX_INFLATED_BYTES` otherwise."""
-    global _last_refused
-    refused = _last_refused
-    if (refused is not None and refused[0] == codec and limit <= refused[2]
-            and len(refused[1]) == len(data) and refused[1] == data):
-        raise _limit_error(codec, limit, offset)
+    _refuse_if_refused_before(codec, data, limit, offset)
     try:
         if codec == Compression.GZIP:
             return _inflate(Compression.GZIP, data, limit)
@@ -323,24 +335,211 @@ def decompress(codec: Compression, data: Buffer, *, offset: int | None = None,
             return _inflate(Compression.ZSTD, data, limit)
         if codec == Compression.NONE:
             return bytes(data)
-    except _TooLarge:
-        if len(data) <= _REMEMBERED_AT_MOST:
-            _last_refused = (codec, bytes(data), limit)
-        raise _limit_error(codec, limit, offset) from None
     except (KeyboardInterrupt, SystemExit, GeneratorExit):
         raise
     except BaseException as exc:
         # BaseException on purpose: a Rust panic inside cramjam surfaces as
         # pyo3's PanicException, which does not derive from Exception.
-        raise DecodeError(
-            f"{codec} payload does not decompress: {exc}", offset=offset, field="records"
-        ) from exc
+        raise _decode_error(codec, data, limit, offset, exc) from exc
     raise DecodeError(f"unknown compression id {int(codec)}", offset=offset, field="records")
+
+
+def _refuse_if_refused_before(codec: Compression, data: Buffer, limit: int, offset: int | None) -> None:
+    """Raise the limit's error at once for the payload last refused (the same bytes, a bound no higher)."""
+    refused = _last_refused
+    if (refused is not None and refused[0] == codec and limit <= refused[2]
+            and len(refused[1]) == len(data) and refused[1] == data):
+        raise _limit_error(codec, limit, offset)
+
+
+def _decode_error(codec: Compression, data: Buffer, limit: int, offset: int | None,
+                  exc: BaseException) -> DecodeError:
+    """What an inflation that raised ``exc`` raises: the limit's error (the payload remembered),
+    or that the payload does not decompress."""
+    global _last_refused
+    if isinstance(exc, _TooLarge):
+        if len(data) <= _REMEMBERED_AT_MOST:
+            _last_refused = (codec, bytes(data), limit)
+        return _limit_error(codec, limit, offset)
+    return DecodeError(f"{codec} payload does not decompress: {exc}", offset=offset, field="records")
 
 
 def _limit_error(codec: Compression, limit: int, offset: int | None) -> InflationLimitExceeded:
     return InflationLimitExceeded(
         f"{codec} payload inflates beyond the limit of {limit} bytes", limit=limit, offset=offset)
+
+
+# --- inflation in steps ----------------------------------------------------------
+
+INFLATE_SLICE_BYTES: Final = 4 << 20
+"""About how many bytes :func:`decompress_steps` inflates between two yields: a few milliseconds of
+zstd or lz4 (zlib's inflate, the slowest, about 10 ms), as long as a slice of the record walk."""
+
+
+def decompress_steps(codec: Compression, data: Buffer, *, offset: int | None = None,
+                     limit: int = MAX_INFLATED_BYTES,
+                     every: int = INFLATE_SLICE_BYTES) -> Generator[None, None, bytes | bytearray]:
+    """:func:`decompress`, yielding after each ``every`` or so inflated bytes: the same bytes (as
+    a bytearray when it took steps) or the same DecodeError (the same kind, the limit's one word
+    for word; only a damaged payload past the limit may be called corrupt by one and too large
+    by the other), for a caller that must not hold its thread for the whole inflation (the
+    broker's event loop: 8 KB of zstd may inflate to 256 MiB, hundreds of milliseconds of C).
+
+    One call of cramjam cannot be paused, and cramjam has no decoder that stops at a given
+    output size, so each codec is read here through one that does: zlib's ``decompressobj``
+    with ``max_length`` (gzip, member by member), python-lz4's frame decompressor with
+    ``max_length`` (frame by frame, Kafka 0.8's header checksum repaired first, as
+    :func:`decompress` repairs it), and zstandard's ``decompressobj`` fed ``every / 32768`` input
+    bytes at a time (zstd's densest ratio: no feed can inflate to much more than ``every``),
+    frame by frame; snappy's blocks are inflated one at a time by the same code as
+    :func:`decompress` (a block is one call: a raw payload at most ~21 times its size). A payload
+    that cannot inflate beyond ``every`` at its codec's densest ratio takes :func:`decompress`.
+    tests/protocol/test_compression_steps.py holds the two equal, corrupt payloads included."""
+    _refuse_if_refused_before(codec, data, limit, offset)
+    if codec == Compression.NONE or (codec in _DENSEST and len(data) * _DENSEST[codec] <= every):
+        return decompress(codec, data, offset=offset, limit=limit)
+    view = memoryview(data)
+    try:
+        if codec == Compression.GZIP:
+            pieces = _gzip_pieces(view, every, limit)
+        elif codec == Compression.SNAPPY:
+            pieces = _snappy_pieces(view, limit)
+        elif codec == Compression.LZ4:
+            pieces = _lz4_pieces(view, every, limit)
+        elif codec == Compression.ZSTD:
+            pieces = _zstd_pieces(view, every)
+        else:
+            raise DecodeError(f"unknown compression id {int(codec)}", offset=offset, field="records")
+        return (yield from _gathered(pieces, limit, every))
+    except DecodeError:
+        raise
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except BaseException as exc:  # as decompress: any codec's failure, a panic included
+        raise _decode_error(codec, data, limit, offset, exc) from exc
+
+
+def _gathered(pieces: Iterator[bytes], limit: int, every: int) -> Generator[None, None, bytearray]:
+    """The ``pieces`` of an inflation joined, with a yield after each ``every`` bytes or so;
+    :class:`_TooLarge` if they pass ``limit``. Joined as they come, so the pieces are freed as
+    they go, and no final join copies the whole in one call.
+
+    As :func:`_inflate`'s window of ``limit + 1`` bytes: a stream that fills it exactly and then
+    turns out corrupt is corrupt, one that fills it and goes on or ends there is too large."""
+    out = bytearray()
+    since_yield = 0
+    for piece in pieces:
+        out += piece
+        if len(out) > limit + 1:
+            raise _TooLarge
+        since_yield += len(piece)
+        if since_yield >= every:
+            since_yield = 0
+            yield
+    if len(out) > limit:
+        raise _TooLarge
+    return out
+
+
+def _gzip_pieces(view: memoryview, every: int, limit: int) -> Iterator[bytes]:
+    """A gzip payload's inflated bytes, at most ``every`` at a time, member after member, as
+    cramjam reads them: any bytes after a member must be another whole member. No more than
+    ``limit + 2`` bytes come out (:func:`_gathered` stops there), so a stream cut or damaged past
+    that point is too large, not corrupt, as in :func:`_inflate`'s window."""
+    if not len(view):
+        raise ValueError("empty gzip stream")
+    rest: Buffer = view
+    room = limit + 2
+    while len(rest):
+        member = zlib.decompressobj(_GZIP_WBITS)
+        pending = rest
+        while not member.eof:
+            piece = member.decompress(pending, min(every, room))
+            pending = member.unconsumed_tail
+            if piece:
+                room -= len(piece)
+                yield piece
+            elif not pending and not member.eof:
+                raise ValueError("gzip stream ends inside a member")
+        rest = member.unused_data
+
+
+def _lz4_pieces(view: memoryview, every: int, limit: int) -> Iterator[bytes]:
+    """An LZ4 payload's inflated bytes, at most ``every`` at a time, frame after frame, as cramjam
+    reads them (skippable frames included; any bytes after a frame must be another whole frame);
+    no more than ``limit + 2``, as :func:`_gzip_pieces`."""
+    import lz4.frame  # only inflation in steps needs it
+
+    if not len(view):
+        raise ValueError("lz4: empty input")
+    data: bytes = view.tobytes()
+    fixed = _lz4_fix_header_checksum(data)  # what decompress retries with; a bad checksum fails first
+    if fixed is not None:
+        data = fixed
+    room = limit + 2
+    pos = 0
+    while pos < len(data):
+        frame = lz4.frame.LZ4FrameDecompressor()
+        piece = frame.decompress(data[pos:] if pos else data, max_length=min(every, room))
+        while True:
+            if piece:
+                room -= len(piece)
+                yield piece
+            if frame.eof:
+                break
+            if frame.needs_input:
+                raise ValueError("lz4: truncated frame")
+            piece = frame.decompress(b"", max_length=min(every, room))
+        pos = len(data) - len(frame.unused_data or b"")
+
+
+def _zstd_pieces(view: memoryview, every: int) -> Iterator[bytes]:
+    """A zstd payload's inflated bytes, frame after frame (skippable ones included; any bytes after a
+    frame must be another whole frame), as cramjam reads them. zstandard's decompressobj inflates
+    all it is fed, so it is fed ``every / 32768`` bytes at a time: no more than ``every`` bytes and
+    one block (128 KiB) come out of one feed."""
+    import zstandard  # only inflation in steps needs it
+
+    if not len(view):
+        raise ValueError("incomplete frame")
+    feed = max(1, every // _DENSEST[Compression.ZSTD])
+    pos, end = 0, len(view)
+    while pos < end:
+        declared = _zstd_content_size(zstandard, view[pos : pos + _ZSTD_HEADER_MAX])
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        inflated = 0
+        while not frame.eof:
+            if pos >= end:
+                raise ValueError("incomplete frame")
+            fed = view[pos : pos + feed]
+            pos += len(fed)
+            piece = frame.decompress(fed)
+            if piece:
+                inflated += len(piece)
+                yield piece
+        if declared is not None and inflated != declared:
+            # zstandard, fed in pieces, misses a frame ending short of its stated size (an empty
+            # last block); libzstd in one go, as cramjam calls it, calls it corrupt
+            raise ValueError("Data corruption detected")
+        pos -= len(frame.unused_data)
+
+
+def _zstd_content_size(zstandard: Any, header: memoryview) -> int | None:
+    """The content size a zstd frame's header states, None for none (or a skippable frame, or a
+    header the decoder will refuse itself)."""
+    if bytes(header[:4]) != _ZSTD_MAGIC:
+        return None
+    try:
+        size: int = zstandard.get_frame_parameters(header).content_size
+    except zstandard.ZstdError:
+        return None
+    return None if size >= zstandard.CONTENTSIZE_ERROR else size
+
+
+_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+_ZSTD_HEADER_MAX: Final = 18  # magic, descriptor, window, dictionary id and content size at their largest
+
+_GZIP_WBITS: Final = 16 + zlib.MAX_WBITS  # zlib's gzip framing, header and trailer checked
 
 
 # KIP-390's compression.<codec>.level defaults (Kafka's CompressionType): gzip's -1 is zlib's
@@ -356,24 +555,97 @@ def _lz4_encode(data: Buffer, level: int) -> bytes:
     """An LZ4 frame of independent blocks and no content checksum, as Kafka's Lz4BlockOutputStream
     writes: Kafka's Java reader (and Sarama's) refuse linked blocks ("Dependent block stream is
     unsupported"), the LZ4 frame API's default."""
-    compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+    compressor = _lz4_compressor(level)
     compressor.compress(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
     return bytes(compressor.finish())
+
+
+def _lz4_compressor(level: int) -> Any:
+    return cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
 
 
 def compress(codec: Compression, data: Buffer, level: int | None = None) -> bytes:
     """Deflate a batch payload the way a Java producer would, so any consumer can read it.
     ``level`` means what Kafka's ``compression.<codec>.level`` means (None: Kafka's default);
-    snappy has none."""
+    snappy has none. zstd is written as a stream (no content size in the frame header), as
+    Kafka's ZstdOutputStream writes it, so that :class:`Deflater` gives the same bytes."""
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        gzip_level = _ZLIB_DEFAULT_LEVEL if level is None or level == GZIP_DEFAULT_LEVEL else level
-        return bytes(cramjam.gzip.compress(data, level=gzip_level))
+        return bytes(cramjam.gzip.compress(data, level=_gzip_level(level)))
     if codec == Compression.SNAPPY:
         return _snappy_encode(data)
     if codec == Compression.LZ4:
-        return _lz4_encode(data, _LZ4F_FAST if level is None or level == LZ4_DEFAULT_LEVEL else level)
+        return _lz4_encode(data, _lz4_level(level))
     if codec == Compression.ZSTD:
-        return bytes(cramjam.zstd.compress(data, level=ZSTD_DEFAULT_LEVEL if level is None else level))
+        compressor = cramjam.zstd.Compressor(level=_zstd_level(level))
+        compressor.compress(data if isinstance(data, bytes) else bytes(data))  # it takes bytes only
+        return bytes(compressor.finish())
     raise EncodeError(f"unknown compression {codec!r}", field="compression")
+
+
+def _gzip_level(level: int | None) -> int:
+    return _ZLIB_DEFAULT_LEVEL if level is None or level == GZIP_DEFAULT_LEVEL else level
+
+
+def _lz4_level(level: int | None) -> int:
+    return _LZ4F_FAST if level is None or level == LZ4_DEFAULT_LEVEL else level
+
+
+def _zstd_level(level: int | None) -> int:
+    return ZSTD_DEFAULT_LEVEL if level is None else level
+
+
+class Deflater:
+    """:func:`compress` of a payload given a piece at a time: the outputs of :meth:`compress`
+    for each piece, then of :meth:`finish`, joined, are what ``compress`` gives for the pieces
+    joined (tests/protocol/test_compression_steps.py holds it). For a caller that must not
+    compress a long payload in one call: the broker's loop, rebuilding a long batch in slices.
+    gzip, zstd and lz4 hold their output until :meth:`finish` (their compressed size); snappy
+    gives each 32 KiB block as it fills; none gives each piece back."""
+
+    def __init__(self, codec: Compression, level: int | None = None) -> None:
+        self.codec = codec
+        self._snappy_pending = bytearray()
+        self._snappy_started = False
+        self._stream: Any = None
+        if codec == Compression.GZIP:
+            self._stream = cramjam.gzip.Compressor(level=_gzip_level(level))
+        elif codec == Compression.LZ4:
+            self._stream = _lz4_compressor(_lz4_level(level))
+        elif codec == Compression.ZSTD:
+            self._stream = cramjam.zstd.Compressor(level=_zstd_level(level))
+        elif codec not in (Compression.NONE, Compression.SNAPPY):
+            raise EncodeError(f"unknown compression {codec!r}", field="compression")
+
+    def compress(self, piece: Buffer) -> bytes:
+        """The output ready after ``piece`` (often nothing until :meth:`finish`)."""
+        if self.codec == Compression.NONE:
+            return bytes(piece)
+        if self.codec != Compression.SNAPPY:
+            self._stream.compress(piece if isinstance(piece, bytes) else bytes(piece))  # it takes bytes only
+            return b""
+        pending = self._snappy_pending
+        pending += piece
+        whole = len(pending) - len(pending) % _XERIAL_BLOCK
+        if not whole:
+            return b""
+        out = self._snappy_blocks(memoryview(pending)[:whole])
+        del pending[:whole]
+        return out
+
+    def finish(self) -> bytes:
+        """The rest of the output; the Deflater is spent."""
+        if self.codec == Compression.NONE:
+            return b""
+        if self.codec != Compression.SNAPPY:
+            return bytes(self._stream.finish())
+        out = self._snappy_blocks(memoryview(self._snappy_pending))
+        return out if self._snappy_started or out else _XERIAL_HEADER
+
+    def _snappy_blocks(self, data: memoryview) -> bytes:
+        parts = _xerial_chunks(data)
+        if not self._snappy_started:
+            self._snappy_started = True
+            parts.insert(0, _XERIAL_HEADER)
+        return b"".join(parts)

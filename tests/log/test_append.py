@@ -13,20 +13,31 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
+from steps import run_steps
 
 from kafkapy.errors import ErrorCode
 from kafkapy.log.append import (
     DEFAULT_MAX_MESSAGE_BYTES,
     MAX_RECORD_ERRORS,
     WALK_SLICE_RECORDS,
+    InflationIsLong,
     RecordsRejected,
     assign_offsets,
+    recompressed,
+    recompression_steps,
     validate_records,
     validation_steps,
     walk_is_long,
 )
 from kafkapy.log.topic_config import LogConfig
-from kafkapy.protocol.records import CREATE_TIME, LOG_APPEND_TIME, RecordBatch, build_record_batch
+from kafkapy.protocol.compression import INFLATE_SLICE_BYTES, Compression
+from kafkapy.protocol.records import (
+    CREATE_TIME,
+    LOG_APPEND_TIME,
+    RecordBatch,
+    build_record_batch,
+    rebuilt_batch_steps,
+)
 
 NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -540,6 +551,28 @@ def test_the_walk_in_slices_equals_validate_records(
     assert verdict == _validated(raw, config, version, fast=True)
 
 
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_payload_inflating_beyond_one_go_is_handed_to_the_slices(codec: str) -> None:
+    """Asked to inflate at most INFLATE_SLICE_BYTES in one go (the Produce handler's sync path),
+    validate_records raises InflationIsLong for six records of 1 MiB of zeros, and
+    validation_steps inflates them in steps, pausing, to validate_records' own verdict; a batch
+    refused before its records are read is refused as before, and a short one is checked in one go."""
+    big = bytearray(build_record_batch([(b"k", bytes(1 << 20), [], NOW)] * 6, compression=codec))
+    with pytest.raises(InflationIsLong):
+        validate_records(bytearray(big), LogConfig(), NOW, inflate_in_one_go_at_most=INFLATE_SLICE_BYTES)
+    plan, pauses = _sliced(big, LogConfig(), None, WALK_SLICE_RECORDS)
+    assert plan == validate_records(bytearray(big), LogConfig(), NOW) and pauses >= 1
+    corrupt = bytearray(big)
+    corrupt[-1] ^= 1  # the CRC no longer holds
+    with pytest.raises(RecordsRejected) as refused:
+        validate_records(corrupt, LogConfig(), NOW, inflate_in_one_go_at_most=INFLATE_SLICE_BYTES)
+    assert refused.value.code == ErrorCode.CORRUPT_MESSAGE
+    short = bytearray(build_record_batch([(b"k", bytes(1000), [], NOW)] * 6, compression=codec))
+    in_one_go = validate_records(bytearray(short), LogConfig(), NOW,
+                                 inflate_in_one_go_at_most=INFLATE_SLICE_BYTES)
+    assert in_one_go == validate_records(short, LogConfig(), NOW)
+
+
 def test_the_walk_pauses_between_slices_of_scan_and_of_naming() -> None:
     """Ten records three at a time: three pauses in the scan; a batch with faulty records pauses
     three more times while they are named."""
@@ -574,3 +607,53 @@ def test_a_batch_of_more_records_than_a_slice_leaves_the_fast_paths() -> None:
     assert _one_clean_batch(long, LogConfig(), NOW, 9) is None
     assert _one_clean_batch(short, LogConfig(), NOW, 9) == validate_records(short, LogConfig(), NOW)
     assert validate_records(long, LogConfig(), NOW).record_count == WALK_SLICE_RECORDS + 1
+
+
+def _rebuilt_from_its_records(data: bytearray, size: int, codec: Compression, level: int | None) -> bytes:
+    """What recompression gave before it was sliced: the batch's decoded records built again,
+    with its header fields, in ``codec``."""
+    batch = RecordBatch(memoryview(data)[:size])
+    return build_record_batch(
+        batch.record_list(), base_offset=batch.base_offset, compression=codec, compression_level=level,
+        producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence, is_transactional=batch.is_transactional,
+        timestamp_type=batch.timestamp_type, partition_leader_epoch=batch.partition_leader_epoch,
+        base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
+        last_offset_delta=batch.last_offset_delta)
+
+
+@FUZZ
+@given(records=record_lists, source=st.sampled_from(CODECS), target=st.sampled_from(list(Compression)),
+       level=st.sampled_from([None, 1, 3]), transactional=st.booleans(),
+       kind=st.sampled_from([CREATE_TIME, LOG_APPEND_TIME]), every=st.integers(1, 5),
+       chunk=st.integers(1, 100))
+def test_recompression_in_slices_gives_the_batch_rebuilt_from_its_records(
+    records: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int]],
+    source: int, target: Compression, level: int | None, transactional: bool, kind: int, every: int,
+    chunk: int,
+) -> None:
+    """recompressed (in one go) and rebuilt_batch_steps in slices (a few records, a few bytes at a
+    time), against the batch built again from its decoded records: the same bytes, for every
+    codec in and out, at each level, transactional or not, under either timestamp type."""
+    producer = (7, 0, 0) if transactional else (-1, -1, -1)
+    data = bytearray(build_record_batch(records, compression=source, timestamp_type=kind,
+                                        is_transactional=transactional, producer_id=producer[0],
+                                        producer_epoch=producer[1], base_sequence=producer[2]))
+    expected = _rebuilt_from_its_records(data, len(data), target, level)
+    plan = validate_records(bytearray(data), LogConfig(), NOW) if kind == CREATE_TIME else None
+    if plan is not None:
+        assert recompressed(bytearray(data), plan, target, level) == expected
+    sliced, _ = run_steps(rebuilt_batch_steps(RecordBatch(memoryview(data)), target, level, every=every,
+                                              chunk=chunk))
+    assert sliced == expected
+
+
+@pytest.mark.parametrize("target", [Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4])
+def test_a_long_value_is_recompressed_a_slice_at_a_time(target: Compression) -> None:
+    """One record of 24 MiB of zeros in zstd, rebuilt with the topic's codec in slices: a pause
+    at least every INFLATE_SLICE_BYTES inflated or compressed, and the bytes of recompressed."""
+    data = bytearray(build_record_batch([(b"k", bytes(24 << 20), [], NOW)], compression="zstd"))
+    plan = validate_records(bytearray(data), LogConfig(), NOW)
+    sliced, pauses = run_steps(recompression_steps(bytearray(data), plan, target))
+    assert pauses >= 2 * (24 // (INFLATE_SLICE_BYTES >> 20) - 1)  # inflating, then compressing
+    assert sliced == recompressed(bytearray(data), plan, target)

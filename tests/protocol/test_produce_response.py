@@ -11,6 +11,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from steps import run_steps
 
 from kafkapy.errors import EncodeError
 from kafkapy.protocol import codec
@@ -136,14 +137,7 @@ def test_the_common_answer_is_written_by_hand_and_the_unusual_one_is_not(version
 
 def _stepped(version: int, body: Any, every: int) -> tuple[bytes | None, int]:
     """body_steps run to its end: what it wrote and how often it paused."""
-    steps = body_steps(version, body, every)
-    pauses = 0
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value, pauses
-        pauses += 1
+    return run_steps(body_steps(version, body, every))
 
 
 @settings(max_examples=300, deadline=None)
