@@ -70,6 +70,7 @@ partition answered UNKNOWN_TOPIC_OR_PARTITION, which producers retry after a met
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import struct
 import time
@@ -178,6 +179,10 @@ class ProduceHandler:
         # KIP-890 part 1: who verifies, the TRANSACTION_COORDINATOR provider (None when no
         # coordinator module runs here); whether, ``verification_enabled``
         self.verifier = verifier or (lambda: None)
+        # One long check at a time, broker-wide: each may hold its batch inflated (up to
+        # MAX_INFLATED_BYTES) and rebuilt, so several connections' bombs at once would hold that
+        # many times the memory; queued, each holds only the bytes that arrived.
+        self._long_checks = asyncio.Lock()
 
     @property
     def verification_enabled(self) -> bool:
@@ -443,24 +448,27 @@ class ProduceHandler:
         rebuilt with the topic's codec if it asks another; then :meth:`_append` makes its checks
         in Kafka's order with that verdict in place of its own, against the partition as it is
         then (leadership, producer state, log end), and appends. Timestamps are checked against
-        the time the walk began; a log-append time is the time of the append."""
-        config = self.append_config(topic)
-        now_ms = self.clock_ms()
-        data = bytearray(records.raw)
+        the time the walk began; a log-append time is the time of the append. One such check runs
+        at a time on this broker (``_long_checks``); the others wait their turn, the loop serving
+        everything else meanwhile."""
         checked: tuple[bytearray, AppendPlan] | RecordsRejected
         named = None
-        try:
-            plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
-            target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
-            if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
-                data = await in_slices(recompression_steps(
-                    data, plan, target, compression_level(config, target),
-                    produce_inflate_limit(config.max_message_bytes)))
+        async with self._long_checks:
+            config = self.append_config(topic)
+            now_ms = self.clock_ms()
+            data = bytearray(records.raw)
+            try:
                 plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
-            checked = (data, plan)
-        except RecordsRejected as rejected:
-            checked = rejected
-            named = await in_slices(_record_error_answer_steps(rejected.record_errors))
+                target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
+                if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
+                    data = await in_slices(recompression_steps(
+                        data, plan, target, compression_level(config, target),
+                        produce_inflate_limit(config.max_message_bytes)))
+                    plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
+                checked = (data, plan)
+            except RecordsRejected as rejected:
+                checked = rejected
+                named = await in_slices(_record_error_answer_steps(rejected.record_errors))
         return self._append(topic, index, records, version, self.clock_ms(), acks, checked, named)
 
     def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int,
