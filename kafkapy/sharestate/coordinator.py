@@ -28,19 +28,16 @@ is not led here any more (the module's ``leader_epoch`` says None for it).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Generator, Iterator
 from typing import Final
-
-import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
 from kafkapy.protocol.one_record_batch import one_record_batch
 from kafkapy.protocol.records import RecordBatch, Records
 from kafkapy.server.internal_topics import APPEND_ERRORS
-from kafkapy.server.slices import between_slices
+from kafkapy.server.partition_loads import PartitionLoads
 from kafkapy.sharestate.records import ShareStateRecordError, decode_record, encode_record
 from kafkapy.sharestate.state import (
     SharePartitionKey,
@@ -71,14 +68,6 @@ def share_state_topic_configs(segment_bytes: int, min_isr: int) -> dict[str, str
             "min.insync.replicas": str(min_isr)}
 
 
-@attrs.define
-class _Loading:
-    """A state partition's replay under way in a task, begun under the partition's leader ``epoch``."""
-
-    epoch: int
-    task: asyncio.Task[None]
-
-
 class ShareCoordinator:
     """The shard of the state partitions led here, loaded on demand, written through the log."""
 
@@ -101,7 +90,8 @@ class ShareCoordinator:
         self._appended = appended
         self.shard = ShareStateShard(snapshot_every)
         self._loaded: dict[int, int] = {}  # state partition -> the leader epoch it was loaded under
-        self._loading: dict[int, _Loading] = {}  # state partition -> its replay going on in slices
+        self._loads: PartitionLoads[tuple[ShareStateShard, int]] = PartitionLoads(
+            SHARE_STATE_TOPIC, self._still_led, self._install, log)
         self._slice_records = slice_records
 
     def forget_all(self) -> None:
@@ -112,19 +102,15 @@ class ShareCoordinator:
 
     def close(self) -> None:
         """Every load under way stops (the broker stops, or a reset)."""
-        for loading in self._loading.values():
-            loading.task.cancel()
-        self._loading.clear()
+        self._loads.stop_all()
 
     def loading(self) -> list[int]:
         """The state partitions whose load is going on."""
-        return list(self._loading)
+        return self._loads.partitions()
 
     async def wait_for_loads(self) -> None:
         """Until no load is going on (tests)."""
-        while self._loading:
-            await asyncio.gather(*(loading.task for loading in list(self._loading.values())),
-                                 return_exceptions=True)
+        await self._loads.wait()
 
     def partition_for(self, key: SharePartitionKey) -> int:
         return state_partition_for(key, self._partition_count())
@@ -172,62 +158,26 @@ class ShareCoordinator:
 
     def _unload(self, partition: int) -> None:
         """The partition's keys go and its load, if one is going on, stops."""
-        loading = self._loading.pop(partition, None)
-        if loading is not None:
-            loading.task.cancel()
+        self._loads.stop(partition)
         if self._loaded.pop(partition, None) is not None:
             self.shard.forget(k for k in self.shard.states if self.partition_for(k) == partition)
 
     def _load(self, partition: int, epoch: int) -> None:
         """Loaded in place if the replay fits in one slice; else it goes on in a task and this
         raises COORDINATOR_LOAD_IN_PROGRESS."""
-        loading = self._loading.get(partition)
-        if loading is not None and loading.epoch == epoch:
+        if self._loads.epoch_of(partition) == epoch:
             raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, _LOADING_MESSAGE)
         self._unload(partition)
-        steps = self._replay_in_slices(partition)
-        try:
-            next(steps)
-        except StopIteration as done:
-            self._install(partition, epoch, done.value)
-            return
-        task = asyncio.ensure_future(self._load_rest(partition, epoch, steps))
-        self._loading[partition] = _Loading(epoch, task)
-        log.info("loading %s-%d at epoch %d in slices", SHARE_STATE_TOPIC, partition, epoch)
-        raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, _LOADING_MESSAGE)
+        replayed = self._loads.begin(partition, epoch, self._replay_in_slices(partition))
+        if replayed is None:
+            raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, _LOADING_MESSAGE)
+        self._install(partition, epoch, replayed)
 
-    async def _load_rest(self, partition: int, epoch: int,
-                         steps: Generator[None, None, tuple[ShareStateShard, int]]) -> None:
-        """The replay's other slices, one per loop step; stops if the partition is no longer led
-        here under ``epoch`` (CoordinatorRuntime unloads a partition it resigns mid-load)."""
-        while True:
-            await between_slices()
-            loading = self._loading.get(partition)
-            if loading is None or loading.epoch != epoch:
-                return  # unloaded, reset, or loading under a newer epoch: not this load's to finish
-            try:
-                led = self._leader_epoch(partition)
-            except KafkaApiError:
-                led = None
-            if led != epoch:
-                del self._loading[partition]
-                log.info("stopped loading %s-%d: no longer led here at epoch %d", SHARE_STATE_TOPIC,
-                         partition, epoch)
-                return
-            try:
-                next(steps)
-            except StopIteration as done:
-                del self._loading[partition]
-                self._install(partition, epoch, done.value)
-                return
-            except KafkaApiError as exc:  # unreadable: the next request for it tries again
-                del self._loading[partition]
-                log.warning("loading %s-%d failed: %s", SHARE_STATE_TOPIC, partition, exc)
-                return
-            except Exception:  # a batch the reader refused: logged, and tried again as above
-                del self._loading[partition]
-                log.exception("loading %s-%d failed", SHARE_STATE_TOPIC, partition)
-                return
+    def _still_led(self, partition: int, epoch: int) -> bool:
+        try:
+            return self._leader_epoch(partition) == epoch
+        except KafkaApiError:  # the topic is gone
+            return False
 
     def _install(self, partition: int, epoch: int, replayed: tuple[ShareStateShard, int]) -> None:
         """A replayed partition's keys into the coordinator's shard."""

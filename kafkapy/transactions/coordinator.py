@@ -63,7 +63,7 @@ import attrs
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.partitioning import java_string_hash
 from kafkapy.server.internal_topics import APPEND_ERRORS
-from kafkapy.server.slices import between_slices
+from kafkapy.server.partition_loads import PartitionLoads
 from kafkapy.server.txn_markers import TxnMarker
 from kafkapy.transactions.metadata import (
     NO_PRODUCER_EPOCH,
@@ -129,14 +129,6 @@ class InitResult:
 _STOP_SENDING = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
 
 
-@attrs.define
-class _Loading:
-    """A partition's replay under way in a task, begun under the partition's leader ``epoch``."""
-
-    epoch: int
-    task: asyncio.Task[None]
-
-
 class _Refused(Exception):
     """A request that is answered with ``code`` and changes nothing."""
 
@@ -174,7 +166,7 @@ class TransactionCoordinator:
         self.leader_epoch = leader_epoch
         self._loaded: dict[int, dict[str, TxnMetadata]] = {}  # partition -> id -> its latest value
         self._loaded_epochs: dict[int, int] = {}  # partition -> the leader epoch it was loaded under
-        self._loading: dict[int, _Loading] = {}  # partition -> its replay going on in slices
+        self._loads = PartitionLoads(TRANSACTION_STATE_TOPIC, self._still_led, self._install, log)
         self._tasks: set[asyncio.Task[None]] = set()  # marker retries in the background
         self._soon: dict[str, asyncio.Handle] = {}  # by id: local transactions finished in the next loop step
         self.resets = 0  # forget_all() calls: a transaction ending across one stops there
@@ -204,56 +196,22 @@ class TransactionCoordinator:
         """The partition's ids if its replay fits in one slice (loaded in place); else its replay
         goes on in a task and this raises COORDINATOR_LOAD_IN_PROGRESS."""
         epoch = self.leader_epoch(partition)
-        loading = self._loading.get(partition)
-        if loading is not None and loading.epoch == epoch:
+        if self._loads.epoch_of(partition) == epoch:
             raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         self._unload(partition)  # a load under an older epoch stops; the cache of one goes
-        steps = self.state_log.replay_in_slices(partition)
         try:
-            next(steps)
-        except StopIteration as done:
-            return self._install(partition, epoch, done.value)
+            ids = self._loads.begin(partition, epoch, self.state_log.replay_in_slices(partition))
         except KafkaApiError as exc:  # unreadable (its log dir failed, say): not loaded, not led here
             raise _Refused(APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
-        task = asyncio.ensure_future(self._load_rest(partition, epoch, steps))
-        self._loading[partition] = _Loading(epoch, task)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        log.info("loading %s-%d at epoch %d in slices", TRANSACTION_STATE_TOPIC, partition, epoch)
-        raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        if ids is None:
+            raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        self._install(partition, epoch, ids)
+        return ids
 
-    async def _load_rest(self, partition: int, epoch: int,
-                         steps: Generator[None, None, dict[str, TxnMetadata]]) -> None:
-        """The replay's other slices, one per loop step; stops if the partition is no longer led
-        here under ``epoch`` (Kafka's load loop checks the same before each read)."""
-        while True:
-            await between_slices()
-            loading = self._loading.get(partition)
-            if loading is None or loading.epoch != epoch:
-                return  # unloaded, reset, or loading under a newer epoch: not this load's to finish
-            if not self.leads(partition) or self.leader_epoch(partition) != epoch:
-                del self._loading[partition]
-                log.info("stopped loading %s-%d: no longer led here at epoch %d", TRANSACTION_STATE_TOPIC,
-                         partition, epoch)
-                return
-            try:
-                next(steps)
-            except StopIteration as done:
-                del self._loading[partition]
-                self._install(partition, epoch, done.value)
-                log.info("loaded %s-%d at epoch %d (%d transactional ids)", TRANSACTION_STATE_TOPIC,
-                         partition, epoch, len(done.value))
-                return
-            except KafkaApiError as exc:  # unreadable: the next request for it tries again
-                del self._loading[partition]
-                log.warning("loading %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
-                return
-            except Exception:  # a record the reader refused: logged, and tried again as above
-                del self._loading[partition]
-                log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, partition)
-                return
+    def _still_led(self, partition: int, epoch: int) -> bool:
+        return self.leads(partition) and self.leader_epoch(partition) == epoch
 
-    def _install(self, partition: int, epoch: int, ids: dict[str, TxnMetadata]) -> dict[str, TxnMetadata]:
+    def _install(self, partition: int, epoch: int, ids: dict[str, TxnMetadata]) -> None:
         """A replayed partition into the cache; transactions left in PREPARE_* get their markers
         sent again (after the cache holds them, so their COMPLETE_* can be written)."""
         self._loaded[partition] = ids
@@ -261,15 +219,12 @@ class TransactionCoordinator:
         for metadata in ids.values():
             if metadata.state.is_completing:
                 self._spawn(self._finish(metadata))
-        return ids
 
     def _unload(self, partition: int) -> None:
         """The partition's cache dropped and its load, if one is going on, stopped."""
         self._loaded.pop(partition, None)
         self._loaded_epochs.pop(partition, None)
-        loading = self._loading.pop(partition, None)
-        if loading is not None:
-            loading.task.cancel()
+        self._loads.stop(partition)
 
     def load_soon(self, partition: int) -> None:
         """Begin loading ``partition`` unless it is loaded or loading (FindCoordinator names this
@@ -283,13 +238,11 @@ class TransactionCoordinator:
 
     def loading(self) -> list[int]:
         """The partitions led here whose load is going on (ListTransactions' answer waits for them)."""
-        return [partition for partition in self._loading if self.leads(partition)]
+        return [partition for partition in self._loads.partitions() if self.leads(partition)]
 
     async def wait_for_loads(self) -> None:
         """Until no load is going on (tests)."""
-        while self._loading:
-            await asyncio.gather(*(loading.task for loading in list(self._loading.values())),
-                                 return_exceptions=True)
+        await self._loads.wait()
 
     def loaded(self) -> Iterable[TxnMetadata]:
         """Every id of every partition led here and loaded (for listing, timeouts, expiry)."""
@@ -630,7 +583,8 @@ class TransactionCoordinator:
         task.add_done_callback(self._tasks.discard)
 
     async def drain(self) -> None:
-        """Wait for the background marker retries (tests; shutdown cancels them instead)."""
+        """Wait for the loads and the background marker retries (tests; shutdown cancels them instead)."""
+        await self._loads.wait()
         await asyncio.sleep(0)  # the transactions finished in the next loop step
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
@@ -638,7 +592,7 @@ class TransactionCoordinator:
     def cancel(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        self._loading.clear()
+        self._loads.stop_all()
         for handle in self._soon.values():
             handle.cancel()
         self._soon.clear()
