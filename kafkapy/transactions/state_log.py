@@ -28,6 +28,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
 from kafkapy.protocol.one_record_batch import one_record_batch
 from kafkapy.protocol.records import RecordBatch, Records
+from kafkapy.server.slices import all_at_once
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.metadata import TxnMetadata
 from kafkapy.transactions.records import (
@@ -92,12 +93,7 @@ class TopicStateLog:
 
     def replay(self, partition: int) -> dict[str, TxnMetadata]:
         """Every transactional id of the partition and its latest value, in one go."""
-        steps = self.replay_in_slices(partition, slice_records=0)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+        return all_at_once(self.replay_in_slices(partition, slice_records=0))[0]
 
     def replay_in_slices(self, partition: int, slice_records: int | None = None,
                          read_bytes: int = LOAD_BUFFER_BYTES) -> Replay:

@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from kafkapy.log import LogManager
 from kafkapy.protocol.records import build_record_batch
+from kafkapy.server.slices import all_at_once
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.metadata import TxnMetadata
 from kafkapy.transactions.records import decode_value, encode_key, encode_value
 from kafkapy.transactions.state import TxnState
-from kafkapy.transactions.state_log import Replay, TopicStateLog
+from kafkapy.transactions.state_log import TopicStateLog
 
 IDS = ("a", "b", "c", "d", "é")
 NOW = 1_700_000_000_000
@@ -73,17 +74,6 @@ def written(batches: list[list[Record]]) -> TopicStateLog:
     return TopicStateLog(logs.get_or_create, lambda: NOW)
 
 
-def run(steps: Replay) -> tuple[dict[str, TxnMetadata], int]:
-    """The replay's result and how many times it yielded."""
-    yields = 0
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value, yields
-        yields += 1
-
-
 @settings(max_examples=200, deadline=None)
 @given(batches=st.lists(st.lists(records(), min_size=1, max_size=4), max_size=40),
        slice_records=st.integers(1, 7), read_bytes=st.integers(1, 2000))
@@ -92,10 +82,11 @@ def test_a_replay_in_slices_gives_the_one_go_state(batches: list[list[Record]], 
     state_log = written(batches)
     expected = fold(batches)
     assert state_log.replay(0) == expected
-    sliced, yields = run(state_log.replay_in_slices(0, slice_records=slice_records, read_bytes=read_bytes))
+    sliced, yields = all_at_once(state_log.replay_in_slices(0, slice_records=slice_records,
+                                                            read_bytes=read_bytes))
     assert sliced == expected
     assert yields == sum(map(len, batches)) // slice_records  # one yield per full slice, null keys too
 
 
 def test_an_empty_partition_replays_to_nothing_without_yielding() -> None:
-    assert run(written([]).replay_in_slices(0, slice_records=1)) == ({}, 0)
+    assert all_at_once(written([]).replay_in_slices(0, slice_records=1)) == ({}, 0)
