@@ -46,5 +46,5 @@ def transaction_views(module: TransactionsModule,
     """The transactional ids ``module``'s broker coordinates (``wanted`` ones only), sorted."""
     names = None if wanted is None else set(wanted)
     broker_id = module.services.broker_id
-    found = module.coordinator.list(matches=lambda name: names is None or name in names)
+    _, found = module.coordinator.list(matches=lambda name: names is None or name in names)
     return [_view(m, broker_id) for m in sorted(found, key=lambda m: m.transactional_id)]

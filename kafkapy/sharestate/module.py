@@ -127,6 +127,7 @@ class ShareCoordinatorModule(Module):
     async def stop(self) -> None:
         self._state_topic.cancel()
         self._channel.close()
+        self.coordinator.close()
 
     def apis(self) -> Mapping[int, ApiHandler]:
         return {

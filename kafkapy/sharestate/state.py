@@ -231,6 +231,11 @@ class ShareStateShard:
             create_timestamp=current.create_timestamp, write_timestamp=current.write_timestamp)
         self._updates[key] = self._updates.get(key, 0) + 1
 
+    def adopt(self, loaded: ShareStateShard) -> None:
+        """The keys another shard replayed (a state partition loaded apart) join this one."""
+        self.states.update(loaded.states)
+        self._updates.update(loaded._updates)
+
     def forget(self, keys: Iterable[SharePartitionKey]) -> None:
         """A state partition this coordinator no longer leads: its keys go."""
         for key in list(keys):

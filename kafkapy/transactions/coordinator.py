@@ -7,6 +7,16 @@ cache is filled by replaying the partition the first time it is needed (so a res
 log.dirs, or a move of leadership, picks the state up from the log) and dropped when the
 partition is no longer led here.
 
+Loading (Kafka's loadTransactionsForTxnTopicPartition): the first slice of the replay
+(``StateLog.replay_in_slices``) runs in place, so a partition that fits in it (the common case)
+is loaded before the request that needed it goes on. A longer one goes on in a task, one slice
+per loop step (kafkapy.server.slices), and until it ends every request for its ids is answered
+COORDINATOR_LOAD_IN_PROGRESS (retriable: clients back off and ask again), ListTransactions too
+(as Kafka, while any partition led here loads); the timers skip it. Before each slice the load
+checks that the partition is still led here under the epoch it began with: if not, it stops
+(Kafka's load loop checks the same), and a request under the new epoch starts a new one. The
+loaded ids go into the cache whole, then the transactions left in PREPARE_* get their markers.
+
 Every change follows one pattern (Kafka's prepareTransition/completeTransition): check the
 request against the current value, build the next value (``TxnMetadata.transit``, checked
 against the state table), append the next value to the log, and only then put it in the cache.
@@ -45,7 +55,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping
 from typing import Protocol
 
 import attrs
@@ -53,6 +63,7 @@ import attrs
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.partitioning import java_string_hash
 from kafkapy.server.internal_topics import APPEND_ERRORS
+from kafkapy.server.partition_loads import PartitionLoads
 from kafkapy.server.txn_markers import TxnMarker
 from kafkapy.transactions.metadata import (
     NO_PRODUCER_EPOCH,
@@ -85,8 +96,10 @@ class StateLog(Protocol):
         """Append one record (None: a tombstone), durable as acks=all when it returns; KafkaApiError
         when it cannot (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, ...)."""
 
-    def replay(self, partition: int) -> dict[str, TxnMetadata]:
-        """Every transactional id of the partition, its latest value (tombstoned ids left out)."""
+    def replay_in_slices(self, partition: int) -> Generator[None, None, dict[str, TxnMetadata]]:
+        """Every transactional id of the partition, its latest value (tombstoned ids left out),
+        returned by a generator that yields between two slices of the walk; KafkaApiError when
+        the partition cannot be read."""
 
 
 # Sends one transaction's markers; per partition NONE or why that partition has none yet.
@@ -153,6 +166,7 @@ class TransactionCoordinator:
         self.leader_epoch = leader_epoch
         self._loaded: dict[int, dict[str, TxnMetadata]] = {}  # partition -> id -> its latest value
         self._loaded_epochs: dict[int, int] = {}  # partition -> the leader epoch it was loaded under
+        self._loads = PartitionLoads(TRANSACTION_STATE_TOPIC, self._still_led, self._install, log)
         self._tasks: set[asyncio.Task[None]] = set()  # marker retries in the background
         self._soon: dict[str, asyncio.Handle] = {}  # by id: local transactions finished in the next loop step
         self.resets = 0  # forget_all() calls: a transaction ending across one stops there
@@ -163,10 +177,11 @@ class TransactionCoordinator:
         return transaction_partition_for(transactional_id, self.config.partition_count)
 
     def _ids_of(self, transactional_id: str) -> dict[str, TxnMetadata]:
-        """The loaded ids of the partition holding ``transactional_id``; NOT_COORDINATOR unless led here."""
+        """The loaded ids of the partition holding ``transactional_id``; NOT_COORDINATOR unless led
+        here, COORDINATOR_LOAD_IN_PROGRESS while it loads."""
         partition = self.partition_for(transactional_id)
         if not self.leads(partition):
-            self._loaded.pop(partition, None)
+            self._unload(partition)
             raise _Refused(ErrorCode.NOT_COORDINATOR)
         ids = self._loaded.get(partition)
         if ids is None or self._loaded_epochs.get(partition) != self.leader_epoch(partition):
@@ -178,39 +193,78 @@ class TransactionCoordinator:
         return self._loaded_epochs.get(self.partition_for(transactional_id), 0)
 
     def _load(self, partition: int) -> dict[str, TxnMetadata]:
-        """Replay the partition; transactions left in PREPARE_* get their markers sent again."""
-        self._loaded_epochs[partition] = self.leader_epoch(partition)
+        """The partition's ids if its replay fits in one slice (loaded in place); else its replay
+        goes on in a task and this raises COORDINATOR_LOAD_IN_PROGRESS."""
+        epoch = self.leader_epoch(partition)
+        if self._loads.epoch_of(partition) == epoch:
+            raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        self._unload(partition)  # a load under an older epoch stops; the cache of one goes
         try:
-            ids = self._loaded[partition] = self.state_log.replay(partition)
+            ids = self._loads.begin(partition, epoch, self.state_log.replay_in_slices(partition))
         except KafkaApiError as exc:  # unreadable (its log dir failed, say): not loaded, not led here
-            self._loaded.pop(partition, None)
-            self._loaded_epochs.pop(partition, None)
             raise _Refused(APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
+        if ids is None:
+            raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        self._install(partition, epoch, ids)
+        return ids
+
+    def _still_led(self, partition: int, epoch: int) -> bool:
+        return self.leads(partition) and self.leader_epoch(partition) == epoch
+
+    def _install(self, partition: int, epoch: int, ids: dict[str, TxnMetadata]) -> None:
+        """A replayed partition into the cache; transactions left in PREPARE_* get their markers
+        sent again (after the cache holds them, so their COMPLETE_* can be written)."""
+        self._loaded[partition] = ids
+        self._loaded_epochs[partition] = epoch
         for metadata in ids.values():
             if metadata.state.is_completing:
                 self._spawn(self._finish(metadata))
-        return ids
+
+    def _unload(self, partition: int) -> None:
+        """The partition's cache dropped and its load, if one is going on, stopped."""
+        self._loaded.pop(partition, None)
+        self._loaded_epochs.pop(partition, None)
+        self._loads.stop(partition)
+
+    def load_soon(self, partition: int) -> None:
+        """Begin loading ``partition`` unless it is loaded or loading (FindCoordinator names this
+        broker: the load starts before the id's first request, as Kafka's starts on election)."""
+        if self.leads(partition) and (partition not in self._loaded or
+                                      self._loaded_epochs.get(partition) != self.leader_epoch(partition)):
+            try:
+                self._load(partition)
+            except _Refused:
+                pass
+
+    def loading(self) -> list[int]:
+        """The partitions led here whose load is going on (ListTransactions' answer waits for them)."""
+        return [partition for partition in self._loads.partitions() if self.leads(partition)]
+
+    async def wait_for_loads(self) -> None:
+        """Until no load is going on (tests)."""
+        await self._loads.wait()
 
     def loaded(self) -> Iterable[TxnMetadata]:
         """Every id of every partition led here and loaded (for listing, timeouts, expiry)."""
         for partition in list(self._loaded):
             if not self.leads(partition):
-                del self._loaded[partition]
+                self._unload(partition)
                 continue
             if self._loaded_epochs.get(partition) != self.leader_epoch(partition):
                 try:
                     self._load(partition)
-                except (_Refused, KafkaApiError):
+                except _Refused:
                     continue
             yield from list(self._loaded[partition].values())
 
     def load_led_partitions(self) -> None:
-        """Load every partition led here that is not loaded yet (ListTransactions, the timers)."""
+        """Load (or begin loading) every partition led here that is not loaded yet (ListTransactions,
+        the timers)."""
         for partition in range(self.config.partition_count):
             if partition not in self._loaded and self.leads(partition):
                 try:
                     self._load(partition)
-                except (_Refused, KafkaApiError):
+                except _Refused:
                     continue
 
     def get(self, transactional_id: str) -> TxnMetadata | None:
@@ -529,7 +583,8 @@ class TransactionCoordinator:
         task.add_done_callback(self._tasks.discard)
 
     async def drain(self) -> None:
-        """Wait for the background marker retries (tests; shutdown cancels them instead)."""
+        """Wait for the loads and the background marker retries (tests; shutdown cancels them instead)."""
+        await self._loads.wait()
         await asyncio.sleep(0)  # the transactions finished in the next loop step
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
@@ -537,6 +592,7 @@ class TransactionCoordinator:
     def cancel(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        self._loads.stop_all()
         for handle in self._soon.values():
             handle.cancel()
         self._soon.clear()
@@ -600,11 +656,14 @@ class TransactionCoordinator:
 
     def list(self, states: Collection[TxnState] | None = None, producer_ids: Collection[int] = (),
              min_duration_ms: int = -1,
-             matches: Callable[[str], bool] = lambda name: True) -> list[TxnMetadata]:
+             matches: Callable[[str], bool] = lambda name: True) -> tuple[ErrorCode, list[TxnMetadata]]:
         """Kafka's listTransactionStates: ``states`` None and empty ``producer_ids`` match
         everything; the duration filter (KIP-994) keeps those whose start is longer ago than
-        ``min_duration_ms``, as Kafka compares it (an id with no transaction has start -1)."""
+        ``min_duration_ms``, as Kafka compares it (an id with no transaction has start -1).
+        COORDINATOR_LOAD_IN_PROGRESS, nothing listed, while a partition led here loads."""
         self.load_led_partitions()
+        if self.loading():
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         now = self.now_ms()
         found = []
         for metadata in self.loaded():
@@ -617,4 +676,4 @@ class TransactionCoordinator:
             if not matches(metadata.transactional_id):
                 continue
             found.append(metadata)
-        return found
+        return ErrorCode.NONE, found

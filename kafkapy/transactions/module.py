@@ -310,6 +310,8 @@ class TransactionsModule(Module):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if leader == self.services.broker_id and not self._leads(partition):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None  # its log dir failed here (docs/log.md)
+        if leader == self.services.broker_id:
+            self.coordinator.load_soon(partition)
         return ErrorCode.NONE, live[leader]
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -563,12 +565,15 @@ class TransactionsModule(Module):
             self.services.log.info("ListTransactions pattern %r: %s", pattern, exc)
             return fit({"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_REGULAR_EXPRESSION,
                         "unknown_state_filters": [], "transaction_states": []})
-        listed = self.coordinator.list(
+        code, listed = self.coordinator.list(
             states={state for state in known if state is not None} if names else None,
             producer_ids=set(body.get("producer_id_filters") or ()),
             min_duration_ms=body.get("duration_filter", -1),
             matches=lambda name: ((matcher is None or matcher.matches(name))
                                   and self._allowed(ctx.connection, "DESCRIBE", "TRANSACTIONAL_ID", name)))
+        if code != ErrorCode.NONE:  # Kafka's answer while a partition loads: the code alone
+            return fit({"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": [],
+                        "transaction_states": []})
         listed.sort(key=lambda m: m.transactional_id)
         return fit({"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "unknown_state_filters": unknown,
                     "transaction_states": [{"transactional_id": m.transactional_id,

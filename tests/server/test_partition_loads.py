@@ -1,0 +1,107 @@
+"""PartitionLoads, the coordinators' loads in slices: done in place when one slice finishes it,
+else one slice per loop step and installed at the end; stopped when the partition is no longer
+led under the load's epoch, replaced by a newer load, and dropped (logged) when a slice raises."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Generator
+
+import pytest
+
+from kafkapy.errors import ErrorCode, KafkaApiError
+from kafkapy.server.partition_loads import PartitionLoads
+
+LOG = logging.getLogger("tests.partition_loads")
+
+
+def replay(slices: int, fail: BaseException | None = None) -> Generator[None, None, str]:
+    """A replay of ``slices`` slices returning "done", or raising ``fail`` in its last slice."""
+    for _ in range(slices - 1):
+        yield
+    if fail is not None:
+        raise fail
+    return "done"
+
+
+class Coordinator:
+    def __init__(self) -> None:
+        self.led: dict[int, int] = {0: 1}  # partition -> the epoch it is led under here
+        self.installed: list[tuple[int, int, str]] = []
+        self.loads = PartitionLoads("state", lambda p, epoch: self.led.get(p) == epoch,
+                                    lambda p, epoch, result: self.installed.append((p, epoch, result)), LOG)
+
+
+def test_one_slice_is_done_in_place_and_returned() -> None:
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        assert coordinator.loads.begin(0, 1, replay(1)) == "done"
+        assert coordinator.loads.partitions() == [] and coordinator.installed == []  # the caller installs
+
+    asyncio.run(scenario())
+
+
+def test_more_slices_go_on_in_a_task_and_are_installed() -> None:
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        assert coordinator.loads.begin(0, 1, replay(5)) is None
+        assert coordinator.loads.epoch_of(0) == 1
+        await coordinator.loads.wait()
+        assert coordinator.installed == [(0, 1, "done")]
+        assert coordinator.loads.epoch_of(0) is None
+
+    asyncio.run(scenario())
+
+
+def test_a_load_stops_when_the_partition_is_no_longer_led_under_its_epoch() -> None:
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        coordinator.loads.begin(0, 1, replay(50))
+        await asyncio.sleep(0)
+        coordinator.led[0] = 2
+        await coordinator.loads.wait()
+        assert coordinator.installed == []
+
+    asyncio.run(scenario())
+
+
+def test_a_newer_load_replaces_the_one_under_way() -> None:
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        coordinator.loads.begin(0, 1, replay(50))
+        coordinator.led[0] = 2
+        coordinator.loads.begin(0, 2, replay(3))
+        await coordinator.loads.wait()
+        assert coordinator.installed == [(0, 2, "done")]
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("failure", [KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR), ValueError("bad batch")])
+def test_a_slice_that_raises_drops_the_load_and_a_new_one_may_begin(failure: Exception,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        coordinator.loads.begin(0, 1, replay(3, failure))
+        await coordinator.loads.wait()
+        assert coordinator.installed == [] and coordinator.loads.partitions() == []
+        assert any("loading state-0 failed" in r.getMessage() for r in caplog.records)
+        coordinator.loads.begin(0, 1, replay(3))
+        await coordinator.loads.wait()
+        assert coordinator.installed == [(0, 1, "done")]
+
+    asyncio.run(scenario())
+
+
+def test_stop_all_cancels_every_load() -> None:
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        coordinator.led[1] = 1
+        coordinator.loads.begin(0, 1, replay(50))
+        coordinator.loads.begin(1, 1, replay(50))
+        coordinator.loads.stop_all()
+        await asyncio.sleep(0.01)
+        assert coordinator.loads.partitions() == [] and coordinator.installed == []
+
+    asyncio.run(scenario())
