@@ -286,6 +286,8 @@ class Partitions:
         replication factor), as Kafka's Partition.appendRecordsToLeader refuses it."""
         log = self.leader_log(topic, partition)
         needed = self.min_in_sync(topic, partition)
+        if needed <= 1:  # the leader alone (the common case: one broker, or the default of 1)
+            return log
         in_sync = self.cluster.in_sync_replicas(topic, partition)
         if len(in_sync) < needed:
             raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
