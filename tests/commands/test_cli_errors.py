@@ -99,3 +99,12 @@ def test_share_groups_and_groups_agree_on_a_missing_group(broker: Broker) -> Non
     shared = cli("share-groups", "--bootstrap-server", broker.bootstrap_servers, "--describe", "--group",
                  "ghost")
     assert (shared.returncode, shared.stderr) == (1, "Error: Share group 'ghost' does not exist.\n")
+
+
+def test_configs_of_a_missing_topic_name_the_error_only(broker: Broker) -> None:
+    """Kafka's DescribeConfigs answers an unknown topic with UNKNOWN_TOPIC_OR_PARTITION and no
+    message; kafkapy printed the missing message as 'None'."""
+    refused = cli("configs", "--bootstrap-server", broker.bootstrap_servers, "--describe",
+                  "--entity-type", "topics", "--entity-name", "ghost")
+    assert (refused.returncode, refused.stdout, refused.stderr) == (
+        1, "", "kafkapy configs: error UNKNOWN_TOPIC_OR_PARTITION\n")
