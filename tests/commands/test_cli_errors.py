@@ -5,9 +5,13 @@ against an embedded broker, and in-process for the sweeps."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +20,7 @@ import confluent_kafka
 import pytest
 
 from kafkapy import Broker
+from kafkapy.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "orders"
@@ -26,6 +31,19 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-m", "kafkapy.cli", *args], capture_output=True, text=True,
                           timeout=60, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
+def in_process(*args: str) -> tuple[int, str, str]:
+    """``main(args)`` in this process: exit status, stdout, stderr (argparse's exits included)."""
+    out, err = io.TextIOWrapper(io.BytesIO()), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exited:
+            code = exited.code if isinstance(exited.code, int) else 1
+        out.flush()
+    written = out.buffer.getvalue().decode(errors="replace")  # type: ignore[attr-defined]
+    return code, written, err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +119,57 @@ def test_share_groups_and_groups_agree_on_a_missing_group(broker: Broker) -> Non
     assert (shared.returncode, shared.stderr) == (1, "Error: Share group 'ghost' does not exist.\n")
 
 
+# --- values every connecting command takes --------------------------------------------------
+
+def _commands_with(option: str) -> list[list[str]]:
+    """Each (sub)command path whose parser takes ``option``, e.g. ["features", "describe"]."""
+    found: list[list[str]] = []
+
+    def walk(parser: argparse.ArgumentParser, path: list[str]) -> None:
+        for action in parser._actions:
+            if option in action.option_strings and path:
+                found.append(path)
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, [*path, name])
+
+    walk(build_parser(), [])
+    return found
+
+
+TIMEOUT_COMMANDS = _commands_with("--timeout")
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "1e300", "soon"])
+def test_a_bad_timeout_is_a_usage_error_in_every_command(value: str) -> None:
+    """--timeout below or at 0, NaN, infinite or past Kafka's int of ms reached the socket or the
+    clock as a traceback (ValueError: Timeout value out of range, OverflowError); now one line,
+    exit 2, before anything connects."""
+    assert len(TIMEOUT_COMMANDS) >= 15
+    for path in TIMEOUT_COMMANDS:
+        # A subcommand's --timeout (features describe) comes after its name; the others' anywhere.
+        code, _, err = in_process(*path, "--bootstrap-server", "127.0.0.1:1", "--timeout", value)
+        lines = err.splitlines()
+        assert code == 2 and len(lines) == 1, (path, code, err)
+        assert f"argument --timeout: '{value}' is not a number of seconds above 0" in lines[0], path
+
+
+def test_a_bad_timeout_as_a_process() -> None:
+    refused = cli("groups", "--bootstrap-server", "127.0.0.1:1", "--list", "--timeout", "-1")
+    assert refused.returncode == 2
+    assert refused.stderr == ("kafkapy groups: error: argument --timeout: '-1' is not a number of seconds "
+                              "above 0 and at most 2147483.647 (see kafkapy groups --help)\n")
+
+
+def test_broker_metadata_node_id_is_a_java_int(broker: Broker) -> None:
+    """A --node-id past an int32 was an EncodeError traceback; BrokerMetadata's node_ids are int32."""
+    refused = cli("broker-metadata", "--bootstrap-server", broker.bootstrap_servers, "--node-id",
+                  "99999999999999999999")
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("kafkapy broker-metadata: error: argument --node-id: "
+                                     "'99999999999999999999' is not a Java int")
+
+
 def test_configs_of_a_missing_topic_name_the_error_only(broker: Broker) -> None:
     """Kafka's DescribeConfigs answers an unknown topic with UNKNOWN_TOPIC_OR_PARTITION and no
     message; kafkapy printed the missing message as 'None'."""
@@ -108,3 +177,91 @@ def test_configs_of_a_missing_topic_name_the_error_only(broker: Broker) -> None:
                   "--entity-type", "topics", "--entity-name", "ghost")
     assert (refused.returncode, refused.stdout, refused.stderr) == (
         1, "", "kafkapy configs: error UNKNOWN_TOPIC_OR_PARTITION\n")
+
+
+# --- any command line: an exit status and a line, never a traceback -------------------------
+
+_SCRATCH = Path(tempfile.mkdtemp(prefix="kafkapy-cli-fuzz-"))
+(_SCRATCH / "bad.json").write_text("{bad")
+(_SCRATCH / "00000000000000000000.log").write_bytes(b"\x00\x01garbage")
+(_SCRATCH / "stdin.txt").write_text("k:v\nnext\n")
+_VALUES = ["0", "-1", "1", "2", "-2", "99999999999999999999", "nan", "inf", "1e400", "x", "", ",", "=",
+           "a=b", "orders", "orders:0", "orders:x", "orders:0-", "127.0.0.1:1", "g", "User:a", "Read", "all",
+           "earliest", "latest", "P1D", "PT-1H", "2024-01-01T00:00:00", "s@5", "-", "[", "{}", "1.5",
+           *(str(_SCRATCH / name) for name in ("bad.json", "00000000000000000000.log", "missing.json"))]
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(commands.choices)
+
+
+# serve runs a broker until a signal; spark-decode starts a JVM.
+_FUZZED = sorted(set(_commands()) - {"serve", "spark-decode"})
+
+
+def _options(name: str) -> list[str]:
+    """Every option string of the command and of its subcommands, and the subcommands' names."""
+    options: list[str] = []
+    stack = [_commands()[name]]
+    while stack:
+        sub = stack.pop()
+        for action in sub._actions:
+            options.extend(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                options.extend(action.choices)
+                stack.extend(action.choices.values())
+    return options
+
+
+_OPTIONS = {name: _options(name) for name in _FUZZED}
+
+
+def test_any_command_line_gets_a_status_and_a_line_never_a_traceback() -> None:
+    """Random command lines of every command (its own options, with values right, wrong or out of
+    range, against a port nothing listens on): each ends in exit 0, 1 or 2 with a usage error as one
+    line, never an exception out of main. It found the --timeout and --node-id tracebacks."""
+    from hypothesis import HealthCheck, example, given, settings
+    from hypothesis import strategies as st
+
+    # A process's arguments cannot hold NUL; any other text can come.
+    words = st.one_of(st.sampled_from(_VALUES), st.text(max_size=6).filter(lambda t: "\x00" not in t))
+
+    @st.composite
+    def command_lines(draw: st.DrawFn) -> list[str]:
+        name = draw(st.sampled_from(_FUZZED))
+        argv = [name]
+        if "--bootstrap-server" in _OPTIONS[name] and draw(st.integers(0, 9)) > 0:
+            argv += ["--bootstrap-server", "127.0.0.1:1"]
+        for _ in range(draw(st.integers(0, 6))):
+            argv.append(draw(st.sampled_from(_OPTIONS[name])))
+            if draw(st.integers(0, 9)) < 7:
+                argv.append(draw(words))
+        return argv
+
+    @settings(max_examples=600, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])
+    @given(command_lines())
+    @example(["get-offsets", "--bootstrap-server", "127.0.0.1:1", "--timeout", "-1"])
+    @example(["broker-metadata", "--bootstrap-server", "127.0.0.1:1", "--node-id", "99999999999999999999"])
+    @example(["get-offsets", "--partitions", "\x1e"])  # a line break to str.splitlines
+    def run(argv: list[str]) -> None:
+        with open(_SCRATCH / "stdin.txt") as stdin:
+            saved, sys.stdin = sys.stdin, stdin
+            try:
+                code, _, err = in_process(*argv)
+            finally:
+                sys.stdin = saved
+        assert "Traceback" not in err, (argv, err)
+        assert code in (0, 1, 2), (argv, code, err)
+        if code == 2:
+            assert len(err.splitlines()) == 1, (argv, err)
+        if code == 1:
+            assert err.strip(), (argv, "a failure with nothing said")
+
+    here = os.getcwd()
+    os.chdir(_SCRATCH)  # a command that writes a file (decode --output x) writes it here
+    try:
+        run()
+    finally:
+        os.chdir(here)
