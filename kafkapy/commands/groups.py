@@ -484,6 +484,11 @@ def _check(args: argparse.Namespace) -> None:
         raise _Usage("Option --type is only available with --list")
     if args.describe and args.state:
         raise _Usage("Option --describe does not take a value for --state")
+    # Read before anything is sent (Kafka's tool asks for the groups first): a mistake here is a
+    # usage error even when no broker answers.
+    if args.reset_offsets and not (args.topic or args.all_topics or args.from_file is not None):
+        raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
+    topic_arguments(args.topic or ())
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -119,6 +119,22 @@ def test_share_groups_and_groups_agree_on_a_missing_group(broker: Broker) -> Non
     assert (shared.returncode, shared.stderr) == (1, "Error: Share group 'ghost' does not exist.\n")
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (("groups", "--reset-offsets", "--group", "g", "--to-earliest"),
+     "kafkapy groups: one of --topic or --all-topics is required with --reset-offsets"),
+    (("groups", "--reset-offsets", "--group", "g", "--topic", "orders:x", "--to-earliest"),
+     "kafkapy groups: --topic 'orders:x': partitions must be numbers, as in orders:0,1"),
+    (("share-groups", "--reset-offsets", "--group", "g", "--topic", "orders:x", "--to-earliest"),
+     "kafkapy share-groups: --topic 'orders:x': partitions must be numbers, as in orders:0,1"),
+])
+def test_group_flags_are_read_before_anything_is_sent(argv: tuple[str, ...], said: str) -> None:
+    """A reset without a scope and a --topic whose partitions are not numbers are usage errors
+    (exit 2) even when no broker answers; they were found after connecting, so an unreachable
+    broker hid them behind 'cannot connect' (exit 1)."""
+    code, out, err = in_process(argv[0], "--bootstrap-server", "127.0.0.1:1", *argv[1:])
+    assert (code, out, err) == (2, "", said + "\n")
+
+
 # --- values every connecting command takes --------------------------------------------------
 
 def _commands_with(option: str) -> list[list[str]]:
