@@ -21,6 +21,9 @@ import pytest
 
 from kafkapy import Broker
 from kafkapy.cli import build_parser, main
+from kafkapy.errors import ErrorCode
+from kafkapy.faults import ErrorAnswer, FaultRule
+from kafkapy.protocol.api_keys import ApiKey
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "orders"
@@ -193,6 +196,44 @@ def test_configs_of_a_missing_topic_name_the_error_only(broker: Broker) -> None:
                   "--entity-type", "topics", "--entity-name", "ghost")
     assert (refused.returncode, refused.stdout, refused.stderr) == (
         1, "", "kafkapy configs: error UNKNOWN_TOPIC_OR_PARTITION\n")
+
+
+# --- a broker that answers every request with an error ------------------------------------
+
+_ANSWERED = [  # one line of each command, each of its APIs then answered with an error
+    ("topics", "--describe", "--topic", TOPIC), ("topics", "--create", "--topic", "fresh"),
+    ("topics", "--alter", "--topic", TOPIC, "--partitions", "3"), ("groups", "--list"),
+    ("groups", "--describe", "--group", "g", "--members"), ("groups", "--delete", "--group", "g"),
+    ("groups", "--reset-offsets", "--group", "g", "--topic", TOPIC, "--to-earliest", "--execute"),
+    ("groups", "--delete-offsets", "--group", "g", "--topic", TOPIC), ("share-groups", "--list"),
+    ("share-groups", "--describe", "--group", "g"), ("transactions", "list"),
+    ("transactions", "describe", "--transactional-id", "t"),
+    ("configs", "--describe", "--entity-type", "topics", "--entity-name", TOPIC),
+    ("configs", "--describe", "--entity-type", "users", "--entity-name", "u"),
+    ("features", "upgrade", "--feature", "kafkapy.ip_quota", "--version", "1"), ("acls", "--list"),
+    ("reassign-partitions", "--list"), ("get-offsets", "--topic", TOPIC), ("log-dirs", "--describe"),
+    ("leader-election", "--election-type", "preferred", "--all-topic-partitions"),
+    ("client-metrics", "--list"), ("consume", "-t", TOPIC, "-e"),
+]
+
+
+@pytest.mark.parametrize("code", [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                  ErrorCode.CLUSTER_AUTHORIZATION_FAILED])
+def test_a_broker_answering_errors_fails_each_command_in_words(broker: Broker, code: ErrorCode) -> None:
+    """Every API but ApiVersions and Metadata answered with ``code`` (fault injection): each
+    command exits 1 and says why. A retriable error is retried until --timeout; it escaped as a
+    Retry traceback from topics --describe (DescribeConfigs), --list of groups and share groups
+    (ListGroups) and transactions list (ListTransactions)."""
+    handles = [broker.faults.add(FaultRule(ErrorAnswer(code), api=api)) for api in ApiKey
+               if api not in (ApiKey.API_VERSIONS, ApiKey.METADATA)]
+    try:
+        for argv in _ANSWERED:
+            status, _, err = in_process(argv[0], "--bootstrap-server", broker.bootstrap_servers,
+                                        "--timeout", "0.3", *argv[1:])
+            assert status == 1 and err.strip() and "Traceback" not in err, (argv, status, err)
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 # --- any command line: an exit status and a line, never a traceback -------------------------
