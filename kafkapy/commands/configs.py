@@ -191,8 +191,10 @@ def _run(args: argparse.Namespace) -> int:
             with _client(args) as client:
                 body = client.request(ApiKey.METADATA, 1, {"topics": []})
                 ids = sorted(b["node_id"] for b in body["brokers"])
+                # Each broker, then the cluster default; the first refusal ends the command, as
+                # it does kafka-configs.sh's (kafkapy went on, one error line per broker).
                 names = [*(str(node) for node in ids), ""]
-                return max(_describe_broker(client, name, args.all) for name in names)
+                return 1 if any(_describe_broker(client, name, args.all) for name in names) else 0
         broker = _broker(args)
         if broker is not None:
             with _client(args) as client:

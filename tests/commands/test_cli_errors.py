@@ -236,6 +236,16 @@ def test_a_broker_answering_errors_fails_each_command_in_words(broker: Broker, c
             handle.remove()
 
 
+def test_describing_every_broker_stops_at_the_first_refusal(broker: Broker) -> None:
+    """kafka-configs.sh --describe --entity-type brokers fails at the first broker it may not
+    describe; kafkapy went on and printed the refusal once per broker and for the default."""
+    refusal = FaultRule(ErrorAnswer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), api=ApiKey.DESCRIBE_CONFIGS)
+    with broker.faults.injected(refusal):
+        status, out, err = in_process("configs", "--bootstrap-server", broker.bootstrap_servers,
+                                      "--describe", "--entity-type", "brokers")
+    assert (status, out, err) == (1, "", "kafkapy configs: error CLUSTER_AUTHORIZATION_FAILED\n")
+
+
 # --- any command line: an exit status and a line, never a traceback -------------------------
 
 _SCRATCH = Path(tempfile.mkdtemp(prefix="kafkapy-cli-fuzz-"))
