@@ -300,9 +300,7 @@ def _timestamp_ms(args: argparse.Namespace) -> int | None:
 def _targets(client: GroupClient, args: argparse.Namespace, group_id: str) -> list[tuple[str, int]]:
     if args.all_topics:
         return [(c.topic, c.partition) for c in client.committed(group_id)]
-    if not args.topic:
-        raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
-    chosen: list[tuple[str, int]] = []
+    chosen: list[tuple[str, int]] = []  # --topic, as _check made sure
     for topic, partitions in topic_arguments(args.topic):
         known = client.partitions(topic)
         # A partition the topic lacks fails at once, as Kafka's admin client fails its ListOffsets
