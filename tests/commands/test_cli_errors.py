@@ -11,7 +11,6 @@ import io
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,14 +247,10 @@ def test_describing_every_broker_stops_at_the_first_refusal(broker: Broker) -> N
 
 # --- any command line: an exit status and a line, never a traceback -------------------------
 
-_SCRATCH = Path(tempfile.mkdtemp(prefix="kafkapy-cli-fuzz-"))
-(_SCRATCH / "bad.json").write_text("{bad")
-(_SCRATCH / "00000000000000000000.log").write_bytes(b"\x00\x01garbage")
-(_SCRATCH / "stdin.txt").write_text("k:v\nnext\n")
 _VALUES = ["0", "-1", "1", "2", "-2", "99999999999999999999", "nan", "inf", "1e400", "x", "", ",", "=",
            "a=b", "orders", "orders:0", "orders:x", "orders:0-", "127.0.0.1:1", "g", "User:a", "Read", "all",
-           "earliest", "latest", "P1D", "PT-1H", "2024-01-01T00:00:00", "s@5", "-", "[", "{}", "1.5",
-           *(str(_SCRATCH / name) for name in ("bad.json", "00000000000000000000.log", "missing.json"))]
+           "earliest", "latest", "P1D", "PT-1H", "2024-01-01T00:00:00", "s@5", "-", "[", "{}", "1.5"]
+_FILES = {"bad.json": b"{bad", "00000000000000000000.log": b"\x00\x01garbage", "stdin.txt": b"k:v\nnext\n"}
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:
@@ -284,15 +279,21 @@ def _options(name: str) -> list[str]:
 _OPTIONS = {name: _options(name) for name in _FUZZED}
 
 
-def test_any_command_line_gets_a_status_and_a_line_never_a_traceback() -> None:
+def test_any_command_line_gets_a_status_and_a_line_never_a_traceback(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Random command lines of every command (its own options, with values right, wrong or out of
     range, against a port nothing listens on): each ends in exit 0, 1 or 2 with a usage error as one
     line, never an exception out of main. It found the --timeout and --node-id tracebacks."""
     from hypothesis import HealthCheck, example, given, settings
     from hypothesis import strategies as st
 
+    for name, data in _FILES.items():
+        (tmp_path / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)  # a command that writes a file (decode --output x) writes it here
+    files = [str(tmp_path / name) for name in (*_FILES, "missing.json")]
     # A process's arguments cannot hold NUL; any other text can come.
-    words = st.one_of(st.sampled_from(_VALUES), st.text(max_size=6).filter(lambda t: "\x00" not in t))
+    words = st.one_of(st.sampled_from([*_VALUES, *files]),
+                      st.text(max_size=6).filter(lambda t: "\x00" not in t))
 
     @st.composite
     def command_lines(draw: st.DrawFn) -> list[str]:
@@ -313,7 +314,7 @@ def test_any_command_line_gets_a_status_and_a_line_never_a_traceback() -> None:
     @example(["broker-metadata", "--bootstrap-server", "127.0.0.1:1", "--node-id", "99999999999999999999"])
     @example(["get-offsets", "--partitions", "\x1e"])  # a line break to str.splitlines
     def run(argv: list[str]) -> None:
-        with open(_SCRATCH / "stdin.txt") as stdin:
+        with open(tmp_path / "stdin.txt") as stdin:
             saved, sys.stdin = sys.stdin, stdin
             try:
                 code, _, err = in_process(*argv)
@@ -326,9 +327,4 @@ def test_any_command_line_gets_a_status_and_a_line_never_a_traceback() -> None:
         if code == 1:
             assert err.strip(), (argv, "a failure with nothing said")
 
-    here = os.getcwd()
-    os.chdir(_SCRATCH)  # a command that writes a file (decode --output x) writes it here
-    try:
-        run()
-    finally:
-        os.chdir(here)
+    run()
