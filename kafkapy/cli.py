@@ -376,6 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C while a command waits on a broker: the shell's status for SIGINT (128 + 2), which
+        # a JVM tool exits with too, without Python's traceback.
+        return 130
     return result
 
 

@@ -9,6 +9,8 @@ import argparse
 import contextlib
 import io
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -135,6 +137,28 @@ def test_group_flags_are_read_before_anything_is_sent(argv: tuple[str, ...], sai
     broker hid them behind 'cannot connect' (exit 1)."""
     code, out, err = in_process(argv[0], "--bootstrap-server", "127.0.0.1:1", *argv[1:])
     assert (code, out, err) == (2, "", said + "\n")
+
+
+def test_ctrl_c_while_a_broker_keeps_silent_is_status_130_without_a_traceback() -> None:
+    """A broker that takes the connection and never answers; SIGINT after the command has sent its
+    first request: exit 130, as a JVM tool on Ctrl-C, and nothing on stderr (it was Python's
+    KeyboardInterrupt traceback from the socket read)."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        port = silent.getsockname()[1]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        argv = ["groups", "--bootstrap-server", f"127.0.0.1:{port}", "--list"]
+        command = subprocess.Popen([sys.executable, "-m", "kafkapy.cli", *argv], env=env, cwd=ROOT, text=True,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            connection, _ = silent.accept()  # the command connected and now waits for an answer
+            with connection:
+                connection.settimeout(30)
+                assert connection.recv(4), "no request came"
+                command.send_signal(signal.SIGINT)
+                out, err = command.communicate(timeout=30)
+        finally:
+            command.kill()
+    assert (command.returncode, out, err) == (130, "", "")
 
 
 # --- values every connecting command takes --------------------------------------------------
