@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import signal
 import socket
@@ -159,6 +160,26 @@ def test_ctrl_c_while_a_broker_keeps_silent_is_status_130_without_a_traceback() 
         finally:
             command.kill()
     assert (command.returncode, out, err) == (130, "", "")
+
+
+def test_a_delimiter_or_header_that_is_not_utf8_is_taken_as_its_bytes(broker: Broker) -> None:
+    """A command line's bytes that are not UTF-8 (Python holds them as surrogate escapes) in -K, -D
+    or -H are the bytes given, as kcat takes them; -K was a UnicodeEncodeError traceback in produce
+    and consume, and -H a usage error quoting the codec."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    bootstrap = broker.bootstrap_servers.encode()
+    produced = subprocess.run([sys.executable, "-m", "kafkapy.cli", "produce", "-b", bootstrap, "-t", "raw",
+                               "-p", "0", "-K", b"\xff", "-H", b"h=\xfe"], input=b"k\xffv\n",
+                              capture_output=True, timeout=60, env=env, cwd=ROOT)
+    assert (produced.returncode, produced.stderr) == (0, b"")
+    consumed = subprocess.run([sys.executable, "-m", "kafkapy.cli", "consume", "-b", bootstrap, "-t", "raw",
+                               "-e", "-K", b"\xff"], capture_output=True, timeout=60, env=env, cwd=ROOT)
+    assert (consumed.returncode, consumed.stdout, consumed.stderr) == (0, b"k\xffv\n", b"")
+    as_json = subprocess.run([sys.executable, "-m", "kafkapy.cli", "consume", "-b", bootstrap, "-t", "raw",
+                              "-e", "-J"], capture_output=True, timeout=60, env=env, cwd=ROOT)
+    record = json.loads(as_json.stdout)
+    assert (record["key"], record["value"], record["headers"]) == (
+        "k", "v", [{"key": "h", "value": {"base64": "/g=="}}])
 
 
 # --- values every connecting command takes --------------------------------------------------
