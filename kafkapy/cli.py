@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import io
 import json
 import logging
 import os
@@ -365,7 +366,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_arguments_as_given() -> None:
+    """A command-line argument that is not UTF-8 is held as surrogate escapes; echoed on a stdout
+    that is strict (a UTF-8 locale's) it was a UnicodeEncodeError traceback. Print its bytes back
+    as they were given instead. Only the process's own stdout: a caller's replacement is its own."""
+    if sys.stdout is sys.__stdout__ and isinstance(sys.stdout, io.TextIOWrapper) \
+            and sys.stdout.errors == "strict":
+        sys.stdout.reconfigure(errors="surrogateescape")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _print_arguments_as_given()
     args = build_parser().parse_args(argv)
     try:
         result: int = args.func(args)

@@ -182,6 +182,17 @@ def test_a_delimiter_or_header_that_is_not_utf8_is_taken_as_its_bytes(broker: Br
         "k", "v", [{"key": "h", "value": {"base64": "/g=="}}])
 
 
+def test_an_argument_that_is_not_utf8_is_printed_back_as_given(tmp_path: Path) -> None:
+    """On a strict UTF-8 stdout (a UTF-8 locale's; PYTHONIOENCODING says so here) a file name that
+    is not UTF-8 is printed as its bytes; it was a UnicodeEncodeError traceback."""
+    path = bytes(tmp_path) + b"/x\xff.log"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8:strict")
+    dumped = subprocess.run([sys.executable, "-m", "kafkapy.cli", "dump-log", "--files", path],
+                            capture_output=True, timeout=60, env=env, cwd=ROOT)
+    assert (dumped.returncode, dumped.stdout) == (1, b"Dumping " + path + b"\n")
+    assert dumped.stderr.count(b"\n") == 1 and b"not named by its base offset" in dumped.stderr
+
+
 # --- values every connecting command takes --------------------------------------------------
 
 def _commands_with(option: str) -> list[list[str]]:
@@ -294,7 +305,8 @@ def test_describing_every_broker_stops_at_the_first_refusal(broker: Broker) -> N
 
 _VALUES = ["0", "-1", "1", "2", "-2", "99999999999999999999", "nan", "inf", "1e400", "x", "", ",", "=",
            "a=b", "orders", "orders:0", "orders:x", "orders:0-", "127.0.0.1:1", "g", "User:a", "Read", "all",
-           "earliest", "latest", "P1D", "PT-1H", "2024-01-01T00:00:00", "s@5", "-", "[", "{}", "1.5"]
+           "earliest", "latest", "P1D", "PT-1H", "2024-01-01T00:00:00", "s@5", "-", "[", "{}", "1.5",
+           "\udcff", "k\udcfe=v"]  # a command line's bytes that are not UTF-8, as Python holds them
 _FILES = {"bad.json": b"{bad", "00000000000000000000.log": b"\x00\x01garbage", "stdin.txt": b"k:v\nnext\n"}
 
 
