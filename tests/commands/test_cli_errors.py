@@ -40,7 +40,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def in_process(*args: str) -> tuple[int, str, str]:
     """``main(args)`` in this process: exit status, stdout, stderr (argparse's exits included)."""
-    out, err = io.TextIOWrapper(io.BytesIO()), io.StringIO()
+    # stdout as main() leaves a real one: an argument's bytes that are not UTF-8 are printed back
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape"), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(list(args))
