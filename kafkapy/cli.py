@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import io
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ from typing import Any, NoReturn
 import kafkapy
 import kafkapy.commands
 from kafkapy.client import ClientError, SimpleClient, host_port_argument
+from kafkapy.commands._numbers import java_int, timeout_seconds
 from kafkapy.protocol import (
     api_name,
     catalogue,
@@ -279,7 +281,17 @@ class _Parser(argparse.ArgumentParser):
     in every subcommand: subparsers are made of this class too."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+# What str.splitlines() breaks a line at: a value echoed in a message keeps the message one line
+# by showing these escaped, as repr() would.
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(message: str) -> str:
+    """``message`` with the line breaks of the values it quotes escaped."""
+    return message.translate(_LINE_BREAKS)
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -332,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Send BrokerMetadata v0 and print each broker's address, protocol version range "
                     "and tags.")
     metadata.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    metadata.add_argument("--node-id", metavar="N", type=int, action="append",
+    metadata.add_argument("--node-id", metavar="N", type=java_int, action="append",
                           help="describe only this broker (repeatable; -1: the one asked); default all")
     metadata.add_argument("--json", action="store_true", help="print JSON instead of a table")
     metadata.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
@@ -343,15 +355,28 @@ def build_parser() -> argparse.ArgumentParser:
         if found.name.startswith("_"):  # shared helpers of the commands, not commands
             continue
         importlib.import_module(f"kafkapy.commands.{found.name}").register(commands)
-    # One HOST:PORT rule for every command that connects, checked as a usage error.
+    # One HOST:PORT rule and one --timeout rule for every command that connects, checked as
+    # usage errors.
     for sub in _subparsers(parser):
         for action in sub._actions:
             if "--bootstrap-server" in action.option_strings:
                 action.type = host_port_argument
+            if "--timeout" in action.option_strings:
+                action.type = timeout_seconds
     return parser
 
 
+def _print_arguments_as_given() -> None:
+    """A command-line argument that is not UTF-8 is held as surrogate escapes; echoed on a stdout
+    that is strict (a UTF-8 locale's) it was a UnicodeEncodeError traceback. Print its bytes back
+    as they were given instead. Only the process's own stdout: a caller's replacement is its own."""
+    if sys.stdout is sys.__stdout__ and isinstance(sys.stdout, io.TextIOWrapper) \
+            and sys.stdout.errors == "strict":
+        sys.stdout.reconfigure(errors="surrogateescape")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _print_arguments_as_given()
     args = build_parser().parse_args(argv)
     try:
         result: int = args.func(args)
@@ -362,6 +387,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C while a command waits on a broker: the shell's status for SIGINT (128 + 2), which
+        # a JVM tool exits with too, without Python's traceback.
+        return 130
     return result
 
 

@@ -150,9 +150,13 @@ class GroupClient(PartitionClient):
         self.topics([])  # learns every broker's address
         found: dict[str, GroupListing] = {}
         for node in sorted(self._addresses):
-            body = self._request(self._broker(node), ApiKey.LIST_GROUPS,
-                                 {"states_filter": list(states), "types_filter": list(types)})
-            check_error(body["error_code"], f"list groups on broker {node}")
+            def attempt(node: int = node) -> Body:  # a retriable error is retried, as Kafka's admin does
+                body = self._request(self._broker(node), ApiKey.LIST_GROUPS,
+                                     {"states_filter": list(states), "types_filter": list(types)})
+                check_error(body["error_code"], f"list groups on broker {node}")
+                return body
+
+            body = self._retrying(attempt)
             for group in body["groups"]:
                 state = group.get("group_state", "")
                 if states and state and state not in states:

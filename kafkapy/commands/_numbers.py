@@ -5,10 +5,14 @@ cannot write (an EncodeError traceback)."""
 from __future__ import annotations
 
 import argparse
+import math
 
 from kafkapy.log.checkpoint import java_integer
 
-__all__ = ["java_int", "java_long", "java_short"]
+__all__ = ["java_int", "java_long", "java_short", "timeout_seconds"]
+
+# Kafka's tools take --timeout as ms in a Java int (AbstractOptions.timeoutMs), kafkapy's in seconds.
+MAX_TIMEOUT_S = ((1 << 31) - 1) / 1000
 
 
 def _typed(text: str, bits: int, name: str) -> int:
@@ -29,3 +33,17 @@ def java_int(text: str) -> int:
 
 def java_long(text: str) -> int:
     return _typed(text, 64, "long")
+
+
+def timeout_seconds(text: str) -> float:
+    """``--timeout``: more than 0 seconds, at most what Kafka's int of ms holds. Zero would make the
+    socket non-blocking (a connect "in progress" error), and a negative, NaN or infinite one
+    reached the socket and clock code as a traceback."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TIMEOUT_S:  # also false for NaN
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number of seconds above 0 and at most "
+                                         f"{MAX_TIMEOUT_S:.3f}")
+    return seconds

@@ -120,17 +120,22 @@ class TopicAdminClient(PartitionClient):
         """Every config of each topic (DescribeConfigs, any broker: it answers topics itself)."""
         if not names:
             return {}
-        body = self._request(self._bootstrap, ApiKey.DESCRIBE_CONFIGS, {
-            "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": n, "configuration_keys": None}
-                          for n in names],
-            "include_synonyms": False, "include_documentation": False})
-        found: dict[str, list[TopicConfig]] = {}
-        for result in body["results"]:
-            name = result["resource_name"]
-            check_error(result["error_code"], f"configs of topic {name!r}")
-            found[name] = [TopicConfig(c["name"], c["value"], c["config_source"], c["is_sensitive"])
-                           for c in result["configs"]]
-        return found
+
+        resources = [{"resource_type": TOPIC_RESOURCE, "resource_name": n, "configuration_keys": None}
+                     for n in names]
+
+        def attempt() -> dict[str, list[TopicConfig]]:  # a retriable error is retried until --timeout
+            body = self._request(self._bootstrap, ApiKey.DESCRIBE_CONFIGS, {
+                "resources": resources, "include_synonyms": False, "include_documentation": False})
+            found: dict[str, list[TopicConfig]] = {}
+            for result in body["results"]:
+                name = result["resource_name"]
+                check_error(result["error_code"], f"configs of topic {name!r}")
+                found[name] = [TopicConfig(c["name"], c["value"], c["config_source"], c["is_sensitive"])
+                               for c in result["configs"]]
+            return found
+
+        return self._retrying(attempt)
 
     @property
     def _timeout_ms(self) -> int:

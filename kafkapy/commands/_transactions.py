@@ -14,6 +14,7 @@ from typing import ClassVar
 from kafkapy.commands._partitions import BASE_VERSIONS, PartitionClient, check_error
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.schema import Body
 
 __all__ = ["MAX_PARTITIONS_PER_REQUEST", "ProducerState", "TransactionClient", "TransactionDescription",
            "TransactionListing"]
@@ -82,10 +83,14 @@ class TransactionClient(PartitionClient):
         self.topics([])  # learns every broker's address
         found: list[TransactionListing] = []
         for node in sorted(self._addresses):
-            body = self._request(self._broker(node), ApiKey.LIST_TRANSACTIONS, {
-                "state_filters": [], "producer_id_filters": sorted(producer_ids),
-                "duration_filter": -1 if duration_filter_ms is None else duration_filter_ms})
-            check_error(body["error_code"], f"list transactions on broker {node}")
+            def attempt(node: int = node) -> Body:  # a retriable error is retried, as Kafka's admin does
+                body = self._request(self._broker(node), ApiKey.LIST_TRANSACTIONS, {
+                    "state_filters": [], "producer_id_filters": sorted(producer_ids),
+                    "duration_filter": -1 if duration_filter_ms is None else duration_filter_ms})
+                check_error(body["error_code"], f"list transactions on broker {node}")
+                return body
+
+            body = self._retrying(attempt)
             found.extend(TransactionListing(t["transactional_id"], node, t["producer_id"],
                                             t["transaction_state"]) for t in body["transaction_states"])
         return sorted(found, key=lambda t: (t.coordinator, t.transactional_id))

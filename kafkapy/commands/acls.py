@@ -82,13 +82,23 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        # Every flag is checked before anything is sent, as kafka-acls.sh checks its options before
+        # it asks the cluster (a --remove with --principal deleted the ACLs, then was refused).
+        if args.principal and not args.list:
+            raise ClientError("The --principal option is only available if --list is set")
+        if args.add:
+            planned, pattern_type = _add_plan(args)
+        elif args.remove:
+            planned, pattern_type = _remove_plan(args)
+        else:
+            planned, pattern_type = [], _listed_pattern_type(args)
         with SimpleClient(args.bootstrap_server, args.timeout, client_id="kafkapy-acls",
                           **client_options(args)) as client:
             if args.add:
-                return _add(args, client)
+                return _add(args, client, planned, pattern_type)
             if args.remove:
-                return _remove(args, client)
-            return _list(args, client)
+                return _remove(args, client, planned, pattern_type)
+            return _list(args, client, pattern_type)
     except ClientError as exc:
         print(f"kafkapy acls: {exc}", file=sys.stderr)
         return 1
@@ -212,13 +222,32 @@ def _check(code: int, message: str | None, what: str) -> None:
 
 # --- the actions -----------------------------------------------------------------------------------
 
-def _add(args: argparse.Namespace, client: SimpleClient) -> int:
+Plan = list[tuple[Resource, list[Entry]]]
+
+
+def _add_plan(args: argparse.Namespace) -> tuple[Plan, PatternType]:
     _check_roles(args)
     planned = _resource_entries(args)
     if not planned or not all(entries for _, entries in planned):
         raise ClientError("--add needs a resource (--topic, --group, --transactional-id or --cluster) and "
                           "--allow-principal or --deny-principal")
-    pattern_type = _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED))
+    return planned, _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED))
+
+
+def _remove_plan(args: argparse.Namespace) -> tuple[Plan, PatternType]:
+    _check_roles(args)
+    planned = _resource_entries(args)
+    if not planned:
+        raise ClientError("--remove needs a resource (--topic, --group, --transactional-id or --cluster)")
+    return planned, _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED,
+                                                              PatternType.ANY, PatternType.MATCH))
+
+
+def _listed_pattern_type(args: argparse.Namespace) -> PatternType:
+    return _pattern_type(args, PatternType.LITERAL, list(PatternType)[1:])
+
+
+def _add(args: argparse.Namespace, client: SimpleClient, planned: Plan, pattern_type: PatternType) -> int:
     for (resource_type, name), entries in planned:
         creations = [{"resource_type": resource_type, "resource_name": name,
                       "resource_pattern_type": pattern_type, "principal": principal, "host": host,
@@ -231,13 +260,7 @@ def _add(args: argparse.Namespace, client: SimpleClient) -> int:
     return _list(args, client, pattern_type)
 
 
-def _remove(args: argparse.Namespace, client: SimpleClient) -> int:
-    _check_roles(args)
-    planned = _resource_entries(args)
-    if not planned:
-        raise ClientError("--remove needs a resource (--topic, --group, --transactional-id or --cluster)")
-    pattern_type = _pattern_type(args, PatternType.LITERAL, (PatternType.LITERAL, PatternType.PREFIXED,
-                                                             PatternType.ANY, PatternType.MATCH))
+def _remove(args: argparse.Namespace, client: SimpleClient, planned: Plan, pattern_type: PatternType) -> int:
     filters = []
     for (resource_type, name), entries in planned:
         shown = pattern_text(resource_type, name, pattern_type).replace("ResourcePattern(",
@@ -267,14 +290,10 @@ def _confirmed(question: str) -> bool:
     return sys.stdin.readline().strip().lower() == "y"
 
 
-def _list(args: argparse.Namespace, client: SimpleClient, pattern_type: PatternType | None = None) -> int:
+def _list(args: argparse.Namespace, client: SimpleClient, pattern_type: PatternType) -> int:
     """kafka-acls.sh's listing: the ACLs of the resources named, their pattern type LITERAL unless
     --resource-pattern-type says otherwise (every ACL when none is named); with --principal, one
     "ACLs for principal" block per principal, holding only that principal's ACLs."""
-    if args.principal and not args.list:
-        raise ClientError("The --principal option is only available if --list is set")
-    if pattern_type is None:
-        pattern_type = _pattern_type(args, PatternType.LITERAL, list(PatternType)[1:])
     named = _resources(args)
     if args.idempotent and (ResourceType.CLUSTER, CLUSTER_NAME) not in named:
         named.append((ResourceType.CLUSTER, CLUSTER_NAME))  # where --producer --idempotent added one

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkapy.client import ClientError, SimpleClient
+from kafkapy.commands._admin import error_text
 from kafkapy.commands._security import add_command_config, client_options
 from kafkapy.configs.module import CLIENT_METRICS_RESOURCE, DELETE, SET
 from kafkapy.errors import ErrorCode
@@ -190,8 +191,10 @@ def _run(args: argparse.Namespace) -> int:
             with _client(args) as client:
                 body = client.request(ApiKey.METADATA, 1, {"topics": []})
                 ids = sorted(b["node_id"] for b in body["brokers"])
+                # Each broker, then the cluster default; the first refusal ends the command, as
+                # it does kafka-configs.sh's (kafkapy went on, one error line per broker).
                 names = [*(str(node) for node in ids), ""]
-                return max(_describe_broker(client, name, args.all) for name in names)
+                return 1 if any(_describe_broker(client, name, args.all) for name in names) else 0
         broker = _broker(args)
         if broker is not None:
             with _client(args) as client:
@@ -318,7 +321,7 @@ def _describe_scram(client: SimpleClient, entity: list[tuple[str, str | None, bo
             continue
         if code:
             print(f"Error retrieving SCRAM credential configs for user-principal '{result['user']}': "
-                  f"{ErrorCode(code).name}: {result.get('error_message')}")
+                  f"{error_text(code, result.get('error_message'))}")
             continue
         infos = ", ".join(f"{MECHANISMS_BY_CODE[i['mechanism']].name}=iterations={i['iterations']}"
                           for i in result["credential_infos"] if i["mechanism"] in MECHANISMS_BY_CODE)
@@ -455,15 +458,15 @@ def _quota_keys(client: SimpleClient, entity: list[tuple[str, str | None, bool]]
     body = client.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": components, "strict": True})
     if body["error_code"]:
         code = body["error_code"]
-        raise ClientError(f"error {ErrorCode(code).name}: {body.get('error_message')}")
+        raise ClientError(f"error {error_text(code, body.get('error_message'))}")
     return {v["key"] for e in body["entries"] or [] for v in e["values"]}
 
 
 def _print_error(result: Mapping[str, Any]) -> None:
-    """A refusal as one line: Kafka's error name, then its message."""
-    code = result["error_code"]
-    name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else str(code)
-    print(f"kafkapy configs: error {name}: {result.get('error_message')}", file=sys.stderr)
+    """A refusal as one line: Kafka's error name, then its message if the broker sent one (Kafka's
+    DescribeConfigs sends none for an unknown topic)."""
+    print(f"kafkapy configs: error {error_text(result['error_code'], result.get('error_message'))}",
+          file=sys.stderr)
 
 
 def _named(args: argparse.Namespace, kind: str) -> str | None:

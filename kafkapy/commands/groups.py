@@ -184,16 +184,23 @@ def _assignment_cell(assignment: Sequence[tuple[str, int]]) -> str | None:
                      for topic, parts in sorted(by_topic.items())) or None
 
 
-def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> str:
+def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> tuple[str, bool]:
+    """The groups' offsets, members or states; False when a group does not exist, which fails the
+    command after the others are shown (kafka-consumer-groups.sh prints the same line but exits 0,
+    as it does after any failure; its share and streams group tools exit 1)."""
     out_json: list[dict[str, Any]] = []
     blocks: list[str] = []
+    found_all = True
     for group_id in _groups(client, args):
         group = client.describe_group(group_id)
+        # Dead: no such group, as DescribeGroups before v6 says it; GROUP_ID_NOT_FOUND: as
+        # ConsumerGroupDescribe and DescribeGroups v6 say it, or the id is another type's group.
+        if group.state == "Dead" or group.error is ErrorCode.GROUP_ID_NOT_FOUND:
+            warn.append(f"Error: Consumer group '{group_id}' does not exist.")
+            found_all = False
+            continue
         if group.error is not ErrorCode.NONE:
             raise ClientError(f"describe group {group_id!r}: {group.error.name}")
-        if group.state == "Dead":
-            warn.append(f"Error: Consumer group '{group_id}' does not exist.")
-            continue
         if group.state == "Empty":
             warn.append(f"Consumer group '{group_id}' has no active members.")
         elif group.state in _REBALANCING:
@@ -227,11 +234,13 @@ def _describe(client: GroupClient, args: argparse.Namespace, warn: list[str]) ->
         else:
             offsets = _offset_rows(client, group)
             out_json.extend(offsets)
+            if not offsets:  # Kafka's tool prints no table for a group without a row to show
+                continue
             columns = ("group", "topic", "partition", "current_offset", "log_end_offset", "lag",
                        "consumer_id", "host", "client_id")
             blocks.append(table([c.upper().replace("_", "-") for c in columns],
                                 ([r[k] for k in columns] for r in offsets)))
-    return json.dumps({"groups": out_json}) if args.json else "\n\n".join(blocks)
+    return (json.dumps({"groups": out_json}) if args.json else "\n\n".join(blocks)), found_all
 
 
 def _delete(client: GroupClient, args: argparse.Namespace, warn: list[str]) -> tuple[str, bool]:
@@ -291,9 +300,7 @@ def _timestamp_ms(args: argparse.Namespace) -> int | None:
 def _targets(client: GroupClient, args: argparse.Namespace, group_id: str) -> list[tuple[str, int]]:
     if args.all_topics:
         return [(c.topic, c.partition) for c in client.committed(group_id)]
-    if not args.topic:
-        raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
-    chosen: list[tuple[str, int]] = []
+    chosen: list[tuple[str, int]] = []  # --topic, as _check made sure
     for topic, partitions in topic_arguments(args.topic):
         known = client.partitions(topic)
         # A partition the topic lacks fails at once, as Kafka's admin client fails its ListOffsets
@@ -475,6 +482,11 @@ def _check(args: argparse.Namespace) -> None:
         raise _Usage("Option --type is only available with --list")
     if args.describe and args.state:
         raise _Usage("Option --describe does not take a value for --state")
+    # Read before anything is sent (Kafka's tool asks for the groups first): a mistake here is a
+    # usage error even when no broker answers.
+    if args.reset_offsets and not (args.topic or args.all_topics or args.from_file is not None):
+        raise _Usage("one of --topic or --all-topics is required with --reset-offsets")
+    topic_arguments(args.topic or ())
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -487,7 +499,7 @@ def _run(args: argparse.Namespace) -> int:
             if args.list:
                 out = _list(client, args)
             elif args.describe:
-                out = _describe(client, args, warn)
+                out, ok = _describe(client, args, warn)
             elif args.delete:
                 out, ok = _delete(client, args, warn)
             elif args.delete_offsets:

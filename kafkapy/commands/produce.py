@@ -68,7 +68,8 @@ def register(subparsers: Any) -> None:
 
 
 def unescape(text: str) -> bytes:
-    r"""A delimiter as typed on a command line: ``\n``, ``\t``, ``\r``, ``\0`` and ``\\`` decoded."""
+    r"""A delimiter as typed on a command line: ``\n``, ``\t``, ``\r``, ``\0`` and ``\\`` decoded; the
+    other characters as the bytes the command line held (see :func:`argument_bytes`)."""
     out = bytearray()
     escapes = {"n": b"\n", "t": b"\t", "r": b"\r", "0": b"\0", "\\": b"\\"}
     i = 0
@@ -77,9 +78,16 @@ def unescape(text: str) -> bytes:
             out += escapes[text[i + 1]]
             i += 2
         else:
-            out += text[i].encode()
+            out += argument_bytes(text[i])
             i += 1
     return bytes(out)
+
+
+def argument_bytes(text: str) -> bytes:
+    """A command-line argument's own bytes: Python decodes argv with surrogateescape, so bytes
+    that are not UTF-8 come back as they were given (kcat, a C program, takes them as bytes; a
+    plain encode() raised UnicodeEncodeError on them)."""
+    return text.encode("utf-8", "surrogateescape")
 
 
 def messages(read: Callable[[int], bytes], delimiter: bytes) -> Iterator[list[bytes]]:
@@ -117,7 +125,7 @@ def _headers(specs: list[str]) -> list[tuple[str, bytes | None]]:
         name, found, value = spec.partition("=")
         if not found or not name:
             raise ValueError(f"-H {spec!r} is not NAME=VALUE")
-        headers.append((name, value.encode()))
+        headers.append((name, argument_bytes(value)))
     return headers
 
 

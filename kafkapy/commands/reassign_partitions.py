@@ -325,6 +325,12 @@ def _execute(client: SimpleClient, targets: Mapping[Partition, list[int]]) -> in
 def _verify(client: SimpleClient, targets: Mapping[Partition, list[int]]) -> int:
     ongoing = _ongoing(client, list(targets))
     current = _current(client, {topic for topic, _ in targets})
+    # A partition no topic has cannot have a status: Kafka's tool fails on it (its topic
+    # description has no such partition) before printing any (kafkapy printed "replica set is
+    # rather than ..." with no replicas, and exited 0).
+    missing = [p for p in sorted(targets) if p not in ongoing and p not in current]
+    if missing:
+        raise ClientError(f"Unable to find partition: {', '.join(_name(p) for p in missing)}")
     print("Status of partition reassignment:")
     for partition in sorted(targets):
         name = _name(partition)

@@ -144,6 +144,7 @@ def _check(args: argparse.Namespace) -> None:
                         "--to-earliest, --to-latest")
         if args.topic and args.all_topics:
             raise Usage('Option "--topic" can\'t be used with option "--all-topics"')
+        topic_arguments(args.topic or ())  # T:P,P read before anything is sent
     if args.group and args.all_groups:
         raise Usage('Option "--group" can\'t be used with option "--all-groups"')
     if args.group and action == "list":

@@ -158,3 +158,24 @@ def test_list_filters_as_kafka_acls_does(broker: Broker, capsys: pytest.CaptureF
         " \t(principal=User:bob, host=*, operation=READ, permissionType=ALLOW) \n\n")
     code, _, err = run(capsys, *bs, "--remove", "--topic", "orders", "--principal", "User:bob", "--force")
     assert code == 1 and "only available if --list" in err
+
+
+def test_flags_are_checked_before_anything_is_sent(broker: Broker,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """As kafka-acls.sh checks its options first: a --remove with --principal (a --list option)
+    is refused with nothing removed (kafkapy deleted the ACLs, then refused the flag), and a bad
+    flag is named even when no broker answers (kafkapy said it could not connect)."""
+    bs = ("--bootstrap-server", broker.bootstrap_servers)
+    assert run(capsys, *bs, "--add", "--allow-principal", "User:bob", "--operation", "Read",
+               "--topic", "kept")[0] == 0
+    code, out, err = run(capsys, *bs, "--remove", "--force", "--topic", "kept", "--principal", "User:bob")
+    assert (code, out) == (1, "")
+    assert err == "kafkapy acls: The --principal option is only available if --list is set\n"
+    code, out, _ = run(capsys, *bs, "--list", "--topic", "kept")
+    assert code == 0 and "principal=User:bob" in out
+    for refused, said in ((("--add", "--allow-principal", "alice", "--topic", "t"), "is not Type:name"),
+                          (("--add", "--topic", "t"), "--add needs a resource"),
+                          (("--list", "--resource-pattern-type", "Fancy"), "Fancy"),
+                          (("--remove", "--producer"), "With --producer you must specify a --topic")):
+        code, _, err = run(capsys, "--bootstrap-server", "127.0.0.1:1", *refused)
+        assert code == 1 and said in err and "connect" not in err and err.count("\n") == 1, err

@@ -98,6 +98,11 @@ def test_refusals_and_bad_files(cluster: Broker, tmp_path: Path, capsys: pytest.
     code, _, err = _run(capsys, *tool, "--verify")
     assert (code, err) == (1, "kafkapy reassign-partitions: --execute, --verify and --cancel need "
                               "--reassignment-json-file\n")
+    # A partition no topic has cannot have a status: one line and exit 1, as Kafka's tool fails on
+    # it (kafkapy printed "replica set is  rather than 1" and exited 0).
+    missing = _plan(tmp_path, [("c", 1, [3, 1]), ("c", 7, [1]), ("nope", 0, [1])])
+    assert _run(capsys, *tool, "--reassignment-json-file", missing, "--verify") == (
+        1, "", "kafkapy reassign-partitions: Unable to find partition: c-7, nope-0\n")
 
 
 def test_the_json_reader() -> None:
