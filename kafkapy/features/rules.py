@@ -48,7 +48,8 @@ def plan_updates(finalized: Mapping[str, int], brokers: Sequence[BrokerRegistrat
     Every live broker must support the new level; lowering a level, or deleting a feature with
     level 0, needs a downgrade type, and a downgrade type may not raise a level (as Kafka's
     controller rules); a negative level is invalid; setting the current level again is valid and
-    changes nothing.
+    changes nothing, and so is level 0 of a feature that is not finalized, if some broker knows it
+    (a feature no broker knows is invalid at every level, 0 too, as Kafka's KRaft controller has it).
     """
     result = dict(finalized)
     errors: dict[str, str] = {}
@@ -82,7 +83,11 @@ def plan_updates(finalized: Mapping[str, int], brokers: Sequence[BrokerRegistrat
             continue
         if update.level == 0:
             if current == 0:
-                continue  # not finalized, and asked to stay so: valid, changes nothing
+                if not any(name in b.features for b in brokers):
+                    # Kafka's controller knows no such feature at any level (Features.featureFromName)
+                    refuse(update, "The feature is unknown: no live broker supports it.")
+                # else not finalized, and asked to stay so: valid, changes nothing
+                continue
             if not downgrade:
                 refuse(update, "Deleting a finalized feature (level 0) needs a "
                                "downgrade type (AllowDowngrade in v0).")

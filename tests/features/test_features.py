@@ -141,6 +141,11 @@ def test_downgrade_types_cannot_raise_and_levels_cannot_be_negative(broker: Brok
         epoch = finalized(bootstrap)[0]
         assert client.update_features({TEST_FEATURE: 0}) == {TEST_FEATURE: "OK"}
         assert finalized(bootstrap)[0] == epoch and TEST_FEATURE not in finalized(bootstrap)[1]
+        # A feature no broker knows is refused at level 0 too, as by Kafka's KRaft controller.
+        for kind in ("UPGRADE", "SAFE_DOWNGRADE"):
+            with pytest.raises(InvalidUpdateVersionError, match=r"version 0 for feature no\.such\..*unknown"):
+                client.update_features({"no.such": (kind, 0)})
+        assert finalized(bootstrap)[0] == epoch
 
 
 def test_delete_features_is_all_or_nothing(broker: Broker) -> None:
