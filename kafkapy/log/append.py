@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Generator, Iterator
-from typing import TypeVar, cast
+from typing import cast
 
 import attrs
 
@@ -104,6 +104,7 @@ from kafkapy.protocol.records import (
     crc32c,
     rebuilt_batch_steps,
 )
+from kafkapy.protocol.steps import all_at_once
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -144,7 +145,6 @@ WALK_SLICE_RECORDS = 10_000
 # length and header count, one byte each.
 _SMALLEST_RECORD = 7
 V2_BATCH_LENGTH_AT = 8  # the v2 header's batch_length (int32), after the base offset
-_T = TypeVar("_T")
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -312,7 +312,7 @@ def validate_records(
     plan = _one_clean_batch(data, config, now_ms, produce_version)
     if plan is not None:
         return plan
-    return _finished(_checks(data, config, now_ms, produce_version, None, inflate_in_one_go_at_most))
+    return all_at_once(_checks(data, config, now_ms, produce_version, None, inflate_in_one_go_at_most))[0]
 
 
 def walk_is_long(data: bytearray | bytes | memoryview) -> bool:
@@ -348,15 +348,6 @@ def validation_steps(
     for the whole walk. The same checks in the same order (the plain ones: the fast path would walk
     the records once more), so the same verdict; tests/log/test_append.py holds the two equal."""
     return _checks(data, config, now_ms, produce_version, every)
-
-
-def _finished(steps: Generator[None, None, _T]) -> _T:
-    """What ``steps`` returns, run to its end without pausing."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return cast(_T, done.value)
 
 
 def _checks(data: bytearray | bytes | memoryview, config: LogConfig, now_ms: int, produce_version: int | None,
@@ -496,7 +487,7 @@ def clean_batch_max_timestamp(batch: RecordBatch, data: bytearray | bytes | memo
 
 def _check_records(batch: RecordBatch, config: LogConfig, now_ms: int) -> int:
     """LogValidator's per-record checks; returns the records' max timestamp (the walk in one slice)."""
-    return _finished(_check_records_steps(batch, config, now_ms, None))
+    return all_at_once(_check_records_steps(batch, config, now_ms, None))[0]
 
 
 def _check_records_steps(batch: RecordBatch, config: LogConfig, now_ms: int, every: int | None,
@@ -748,7 +739,7 @@ def recompressed(data: bytearray, plan: AppendPlan, codec: Compression,
     stamped afterwards as for any batch. A batch already in the topic's codec is kept as sent,
     whatever level it was made at, as Kafka keeps it. ``inflate_limit``: the one its validation
     used (:func:`produce_inflate_limit`)."""
-    return _finished(recompression_steps(data, plan, codec, level, inflate_limit, every=None))
+    return all_at_once(recompression_steps(data, plan, codec, level, inflate_limit, every=None))[0]
 
 
 def recompression_steps(data: bytearray, plan: AppendPlan, codec: Compression, level: int | None = None,

@@ -18,7 +18,7 @@ import time
 from collections.abc import Generator
 from typing import Final, TypeVar, cast
 
-__all__ = ["GIL_PAUSE_S", "all_at_once", "between_slices", "in_slices"]
+__all__ = ["GIL_PAUSE_S", "between_slices", "in_slices"]
 
 _T = TypeVar("_T")
 
@@ -43,14 +43,3 @@ async def in_slices(steps: Generator[None, None, _T]) -> _T:
             return cast(_T, done.value)
         await between_slices()
 
-
-def all_at_once(steps: Generator[None, None, _T]) -> tuple[_T, int]:
-    """Run ``steps`` to its end without letting anything in between (the same work in one go):
-    what it returns, and how many times it yielded."""
-    yields = 0
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return cast(_T, done.value), yields
-        yields += 1

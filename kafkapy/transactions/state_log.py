@@ -28,7 +28,7 @@ from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
 from kafkapy.protocol.one_record_batch import one_record_batch
 from kafkapy.protocol.records import RecordBatch, Records
-from kafkapy.server.slices import all_at_once
+from kafkapy.protocol.steps import all_at_once
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.metadata import TxnMetadata
 from kafkapy.transactions.records import (

@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords, MemoryRecordsBuilder
-from steps import run_steps
 
 from kafkapy.errors import ErrorCode
 from kafkapy.log.append import (
@@ -38,6 +37,7 @@ from kafkapy.protocol.records import (
     build_record_batch,
     rebuilt_batch_steps,
 )
+from kafkapy.protocol.steps import all_at_once
 
 NOW = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -643,7 +643,7 @@ def test_recompression_in_slices_gives_the_batch_rebuilt_from_its_records(
     plan = validate_records(bytearray(data), LogConfig(), NOW) if kind == CREATE_TIME else None
     if plan is not None:
         assert recompressed(bytearray(data), plan, target, level) == expected
-    sliced, _ = run_steps(rebuilt_batch_steps(RecordBatch(memoryview(data)), target, level, every=every,
+    sliced, _ = all_at_once(rebuilt_batch_steps(RecordBatch(memoryview(data)), target, level, every=every,
                                               chunk=chunk))
     assert sliced == expected
 
@@ -654,6 +654,6 @@ def test_a_long_value_is_recompressed_a_slice_at_a_time(target: Compression) -> 
     at least every INFLATE_SLICE_BYTES inflated or compressed, and the bytes of recompressed."""
     data = bytearray(build_record_batch([(b"k", bytes(24 << 20), [], NOW)], compression="zstd"))
     plan = validate_records(bytearray(data), LogConfig(), NOW)
-    sliced, pauses = run_steps(recompression_steps(bytearray(data), plan, target))
+    sliced, pauses = all_at_once(recompression_steps(bytearray(data), plan, target))
     assert pauses >= 2 * (24 // (INFLATE_SLICE_BYTES >> 20) - 1)  # inflating, then compressing
     assert sliced == recompressed(bytearray(data), plan, target)

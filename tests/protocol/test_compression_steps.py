@@ -17,7 +17,6 @@ import zstandard
 from bombs import zeros_in
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from steps import run_steps
 
 from kafkapy.errors import DecodeError
 from kafkapy.protocol import compression
@@ -30,6 +29,7 @@ from kafkapy.protocol.compression import (
     decompress,
     decompress_steps,
 )
+from kafkapy.protocol.steps import all_at_once
 
 CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
 CONTRACT = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -89,7 +89,7 @@ def test_inflation_in_steps_gives_what_inflation_in_one_go_gives(
     framings = _framings(codec, raw)
     payload = _damaged(framings[framing % len(framings)], how, at, byte)
     whole = _outcome(lambda: decompress(codec, payload, offset=61, limit=limit))
-    stepped = _outcome(lambda: run_steps(
+    stepped = _outcome(lambda: all_at_once(
         decompress_steps(codec, payload, offset=61, limit=limit, every=every))[0])
     if stepped != whole:
         # The one difference allowed: a damaged payload past the limit may be called too large by
@@ -103,7 +103,8 @@ def test_inflation_in_steps_gives_what_inflation_in_one_go_gives(
 @CONTRACT
 def test_garbage_gives_the_same_verdict_in_steps(codec: Compression, payload: bytes, every: int) -> None:
     whole = _outcome(lambda: decompress(codec, payload, limit=4096))
-    assert _outcome(lambda: run_steps(decompress_steps(codec, payload, limit=4096, every=every))[0]) == whole
+    stepped = _outcome(lambda: all_at_once(decompress_steps(codec, payload, limit=4096, every=every))[0])
+    assert stepped == whole
 
 
 def _pieces(codec: Compression, payload: bytes, every: int) -> list[bytes]:
@@ -124,7 +125,7 @@ def test_a_bomb_is_inflated_a_bounded_amount_at_a_time(codec: Compression) -> No
     so, and no call into C inflating more than a step (a zstd feed may add one block, 128 KiB;
     snappy's blocks are its 32 KiB chunks)."""
     bomb = zeros_in(codec, 64 * _MIB)
-    inflated, yields = run_steps(decompress_steps(codec, bomb, limit=64 * _MIB, every=_MIB))
+    inflated, yields = all_at_once(decompress_steps(codec, bomb, limit=64 * _MIB, every=_MIB))
     assert inflated == decompress(codec, bomb, limit=64 * _MIB)
     assert 63 <= yields <= 64
     pieces = _pieces(codec, bomb, _MIB)
@@ -136,7 +137,8 @@ def test_a_bomb_is_inflated_a_bounded_amount_at_a_time(codec: Compression) -> No
 def test_a_bomb_past_the_limit_is_refused_in_steps_with_the_limits_error(codec: Compression) -> None:
     compression._last_refused = None
     with pytest.raises(InflationLimitExceeded) as refused:
-        run_steps(decompress_steps(codec, zeros_in(codec, 16 * _MIB), offset=61, limit=8 * _MIB, every=_MIB))
+        all_at_once(decompress_steps(codec, zeros_in(codec, 16 * _MIB), offset=61, limit=8 * _MIB,
+                                     every=_MIB))
     assert str(refused.value) == (f"{codec} payload inflates beyond the limit of {8 * _MIB} bytes "
                                   "[field records, byte offset 61]")
 
@@ -146,8 +148,8 @@ def test_a_payload_too_small_to_pass_a_step_is_inflated_in_one_go(codec: Compres
     """The usual batch costs no more than before: a payload that cannot inflate beyond one step at
     its codec's densest ratio takes decompress itself, and never yields."""
     payload = compress(codec, b"x" * 100)
-    inflated, yields = run_steps(decompress_steps(codec, payload, every=4 * _MIB if codec != Compression.ZSTD
-                                             else len(payload) * 32768))
+    every = 4 * _MIB if codec != Compression.ZSTD else len(payload) * 32768
+    inflated, yields = all_at_once(decompress_steps(codec, payload, every=every))
     assert (bytes(inflated), yields) == (b"x" * 100, 0)
 
 

@@ -11,13 +11,13 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from steps import run_steps
 
 from kafkapy.errors import EncodeError
 from kafkapy.protocol import codec
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.codec import body_fitter, response_encoder
 from kafkapy.protocol.produce_response import FAST_VERSIONS, body_steps, fast_response_encoder
+from kafkapy.protocol.steps import all_at_once
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -137,7 +137,7 @@ def test_the_common_answer_is_written_by_hand_and_the_unusual_one_is_not(version
 
 def _stepped(version: int, body: Any, every: int) -> tuple[bytes | None, int]:
     """body_steps run to its end: what it wrote and how often it paused."""
-    return run_steps(body_steps(version, body, every))
+    return all_at_once(body_steps(version, body, every))
 
 
 @settings(max_examples=300, deadline=None)

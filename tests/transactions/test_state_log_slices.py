@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from kafkapy.log import LogManager
 from kafkapy.protocol.records import build_record_batch
-from kafkapy.server.slices import all_at_once
+from kafkapy.protocol.steps import all_at_once
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.metadata import TxnMetadata
 from kafkapy.transactions.records import decode_value, encode_key, encode_value
