@@ -295,10 +295,11 @@ class Partitions:
                                 f"the min.isr requirement of {needed} for partition {topic}-{partition}")
         return log
 
-    def min_in_sync(self, topic: str, partition: int) -> int:
-        """How many replicas an acks=all write needs in sync: ``min.insync.replicas`` capped at the
-        partition's replication factor (Kafka's Partition.effectiveMinIsr)."""
-        wanted = self._log_config(topic).min_insync_replicas
+    def min_in_sync(self, topic: str, partition: int, config: LogConfig | None = None) -> int:
+        """How many replicas an acks=all write needs in sync: ``min.insync.replicas`` (of
+        ``config``, the topic's LogConfig when the caller holds it) capped at the partition's
+        replication factor (Kafka's Partition.effectiveMinIsr)."""
+        wanted = (config or self._log_config(topic)).min_insync_replicas
         if wanted <= 1:
             return wanted
         info = self.cluster.topics.get(topic)

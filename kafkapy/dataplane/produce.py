@@ -149,7 +149,8 @@ def too_few_in_sync(partitions: Partitions, topic: str, index: int, config: LogC
     Asked only when the setting is above 1, which the leader alone always meets."""
     if config.min_insync_replicas <= 1:
         return False
-    return len(partitions.cluster.in_sync_replicas(topic, index)) < partitions.min_in_sync(topic, index)
+    needed = partitions.min_in_sync(topic, index, config)
+    return len(partitions.cluster.in_sync_replicas(topic, index)) < needed
 
 
 def has_transactional_records(topic_data: Any) -> bool:
