@@ -267,7 +267,9 @@ def _matching(client: TopicAdminClient, args: argparse.Namespace) -> list[TopicI
     and ``--if-exists`` was not given."""
     chosen, unmatched = _select(client.topics(None), args)
     if unmatched and not args.if_exists:
-        print(f"{_PROG}: no topic {', '.join(unmatched)}", file=sys.stderr)
+        # Kafka's TopicCommand words it so (ensureTopicExists), one sentence per --topic given.
+        print(f"{_PROG}: " + "; ".join(f"Topic '{text}' does not exist as expected" for text in unmatched),
+              file=sys.stderr)
         return None
     return chosen
 

@@ -254,7 +254,7 @@ def test_delete_by_name_and_by_regex(kafka_cluster: Broker, capsys: pytest.Captu
     assert run(capsys, bs, "--delete", "--topic", r"logs\..*") == (0, "", "")
     assert kafka_python_topics(bs) & {"logs.a", "logs.b", "logs-c"} == {"logs-c"}
     code, out, err = run(capsys, bs, "--delete", "--topic", "keep")
-    assert (code, out, err) == (1, "", "kafkapy topics: no topic keep\n")
+    assert (code, out, err) == (1, "", "kafkapy topics: Topic 'keep' does not exist as expected\n")
     assert run(capsys, bs, "--delete", "--topic", "keep", "--if-exists") == (0, "", "")
     # Commas are alternatives (Kafka's TopicFilter).
     assert run(capsys, bs, "--delete", "--topic", "nothing, logs-c") == (0, "", "")
@@ -290,7 +290,7 @@ def test_alter_adds_partitions_a_producer_then_writes_to(kafka_cluster: Broker,
     placed = metadata(bs)["grow"]
     assert (placed[4], placed[5]) == ([2, 1], [1, 0])
     code, _, err = run(capsys, bs, "--alter", "--topic", "absent", "--partitions", "2")
-    assert (code, err) == (1, "kafkapy topics: no topic absent\n")
+    assert (code, err) == (1, "kafkapy topics: Topic 'absent' does not exist as expected\n")
     assert run(capsys, bs, "--alter", "--topic", "absent", "--partitions", "2", "--if-exists") == (0, "", "")
 
 
