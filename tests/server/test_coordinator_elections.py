@@ -182,3 +182,37 @@ def test_a_load_under_way_stops_when_the_broker_resigns() -> None:
                    "the load back home")
         assert cluster._on_loop(away.loaded_partitions) == {}
         assert len(cluster._on_loop(lambda: list(home.loaded()))) == 500
+
+
+def test_on_zookeeper_a_restarted_broker_loads_its_partitions_unasked(zk_connect: str,
+                                                                      tmp_path: Path) -> None:
+    """The store keeps the topics (ZooKeeper, whose watches call on their own thread): a broker
+    restarted over its log.dirs is elected for its state partitions at start and loads them with
+    no client connected, what a real producer and consumer left there included."""
+    settings = {"broker.id": 1, "zookeeper.connect": zk_connect, "log.dirs": str(tmp_path),
+                "transaction.state.log.num.partitions": 1, "offsets.topic.num.partitions": 1,
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms": 600_000}
+    with Broker(settings) as broker:
+        broker.seed({TOPIC: {"partitions": 1}})
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                             "transactional.id": "zk-writer", "linger.ms": 0})
+        producer.init_transactions(TIMEOUT_S)
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"one", partition=0)
+        producer.commit_transaction(TIMEOUT_S)
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                                             "group.id": "zk-readers", "enable.auto.commit": False})
+        try:
+            consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 1)], asynchronous=False)
+        finally:
+            consumer.close()
+
+    with Broker(settings) as broker:  # no client connects
+        txn, groups = module(broker, TransactionsModule), module(broker, GroupsModule)
+        def loaded() -> tuple[object, ...]:
+            return txn.coordinator.loaded_partitions(), groups.coordinates_now("zk-readers")
+        wait_until(lambda: broker._on_loop(loaded) == ({0: 0}, True), TIMEOUT_S, "both partitions loaded")
+        [view] = broker.transactions("zk-writer")
+        assert view.state == "CompleteCommit"
+        group = broker.group("zk-readers")
+        assert group is not None and group.committed() == {(TOPIC, 0): 1}
