@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from quick_clients import commit_offset
 
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker, _find_module
@@ -110,12 +111,7 @@ def test_a_transaction_coordinator_moved_loads_on_the_new_leader_and_the_old_one
 def test_a_group_coordinator_moved_loads_on_the_new_leader_and_the_old_one_resigns() -> None:
     with Broker({"offsets.topic.num.partitions": 1}, brokers=2) as cluster:
         cluster.seed({TOPIC: {"partitions": 1}})
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap_servers,
-                                             "group.id": "movers", "enable.auto.commit": False})
-        try:
-            consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 5)], asynchronous=False)
-        finally:
-            consumer.close()
+        commit_offset(cluster.bootstrap_servers, "movers", TOPIC, 5)
         first = leader(cluster, OFFSETS)
         old = module(member(cluster, first), GroupsModule)
         new = module(member(cluster, 1 - first), GroupsModule)
@@ -200,12 +196,7 @@ def test_on_zookeeper_a_restarted_broker_loads_its_partitions_unasked(zk_connect
         producer.begin_transaction()
         producer.produce(TOPIC, value=b"one", partition=0)
         producer.commit_transaction(TIMEOUT_S)
-        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers,
-                                             "group.id": "zk-readers", "enable.auto.commit": False})
-        try:
-            consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 1)], asynchronous=False)
-        finally:
-            consumer.close()
+        commit_offset(broker.bootstrap_servers, "zk-readers", TOPIC, 1)
 
     with Broker(settings) as broker:  # no client connects
         txn, groups = module(broker, TransactionsModule), module(broker, GroupsModule)
