@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import confluent_kafka
 from kafka import KafkaConsumer
 
 from kafkapy.client import SimpleClient
@@ -19,7 +20,8 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
 __all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CLIENT", "KAFKA_PYTHON_CONSUMER", "KCAT_CONSUMER", "RDKAFKA_CLIENT",
-           "RDKAFKA_CONSUMER", "RDKAFKA_WAKE", "prompt_producer_id", "warm_transaction_coordinator"]
+           "RDKAFKA_CONSUMER", "RDKAFKA_WAKE", "commit_offset", "prompt_producer_id",
+           "warm_transaction_coordinator"]
 
 TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id (0: a group)
 
@@ -102,3 +104,15 @@ def prompt_producer_id(producer: Any, topic: str, timeout: float = 10.0) -> None
     (its point is to learn of a moved leader only from a refusal)."""
     for _ in range(2):
         producer.list_topics(topic, timeout=timeout)
+
+
+def commit_offset(bootstrap_servers: str, group: str, topic: str, offset: int, partition: int = 0) -> None:
+    """``group``'s offset of ``topic``-``partition``, committed by a confluent-kafka consumer that
+    never joins: a classic group with no member (Empty) and that offset."""
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group,
+                                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[confluent_kafka.TopicPartition(topic, partition, offset)],
+                        asynchronous=False)
+    finally:
+        consumer.close()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from kafkapy.configs.module import DYNAMIC_CONFIGS, ConfigsModule
@@ -44,7 +44,7 @@ from kafkapy.groups.group_configs import (
 from kafkapy.groups.memory_log import MemoryGroupLog, memory_group_log
 from kafkapy.groups.migration import UpgradeRefused, check_upgrade, consumer_group_records
 from kafkapy.groups.offsets import NO_OFFSET, OffsetEntry, commit_refusal
-from kafkapy.groups.offsets_log import OffsetsTopicLog
+from kafkapy.groups.offsets_log import DEFAULT_LOAD_BUFFER_BYTES, OffsetsTopicLog
 from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.groups.persistence import GroupLog, OpenTxnRecords
 from kafkapy.groups.records import SHARE_GROUP_KEYS, GroupMetadataKey, GroupRecord
@@ -64,6 +64,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE, authorized_operations
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.conformance import conforms
+from kafkapy.server.coordinator_elections import CoordinatorElections
 from kafkapy.server.coordinator_outages import (
     COORDINATOR_OUTAGES,
     CoordinatorOutageView,
@@ -72,6 +73,7 @@ from kafkapy.server.coordinator_outages import (
 from kafkapy.server.internal_topics import InternalTopic
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.operations import ResourceType
+from kafkapy.server.partition_loads import PartitionLoads
 from kafkapy.server.services import (
     NO_LEADER,
     PARTITION_LOGS,
@@ -81,11 +83,8 @@ from kafkapy.server.services import (
     PartitionLogsProvider,
 )
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR, ShareCoordinatorLocator
-from kafkapy.server.slices import between_slices
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
-from kafkapy.store.base import Watch
-from kafkapy.store.onloop import call_soon_on
 from kafkapy.validators import AtLeast
 
 __all__ = ["GROUP_COORDINATOR", "CoordinatorKeyType", "ForeignGroups", "GroupsModule"]
@@ -140,11 +139,6 @@ class ForeignGroups(Protocol):
         ...
 
 
-class _Load(enum.Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
-
-
 def _settle(future: asyncio.Future[T]) -> Callable[[T], None]:
     """A callback that completes ``future`` once (a client gone meanwhile cancelled it)."""
     def settle(value: T) -> None:
@@ -174,6 +168,9 @@ CONFIG_KEYS = (
     ConfigKey("offsets.topic.compression.codec", "int", 0,
               "Codec of the coordinator's batches in __consumer_offsets: 0 none, 1 gzip, 2 snappy, 3 lz4, "
               "4 zstd (Kafka's default: 0).", AtLeast(0)),
+    ConfigKey("offsets.load.buffer.size", "int", DEFAULT_LOAD_BUFFER_BYTES,
+              "Bytes read at a time while loading a __consumer_offsets partition (Kafka's default, 5 MiB; "
+              "a batch larger than it is read whole).", AtLeast(1)),
     ConfigKey("offset.metadata.max.bytes", "int", 4096,
               "The longest metadata string an offset commit may carry (Kafka's default).", AtLeast(0)),
     ConfigKey("offsets.retention.minutes", "int", DEFAULT_OFFSETS_RETENTION_MINUTES,
@@ -228,20 +225,24 @@ class GroupsModule(Module):
                                              self.coordinator.offsets, self._spawn,
                                              overrides=timeout_overrides(self.group_configs, "consumer"),
                                              on_downgrade=self.coordinator.adopt)
-        self._partitions: dict[int, _Load] = {}
+        # Kafka's runtime: a partition led here is loading, then loaded, under its leader epoch.
+        self._loaded: dict[int, int] = {}  # partition -> the epoch it was loaded under
+        self._loads: PartitionLoads[list[GroupRecord | OpenTxnRecords]] = PartitionLoads(
+            OFFSETS_TOPIC, self._still_led, self._install, services.log)
+        self.elections = CoordinatorElections(services.cluster, OFFSETS_TOPIC, self._led_epoch,
+                                              self._on_election, self._unload)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._offsets_topic = InternalTopic(services, OFFSETS_TOPIC, lambda: (
             config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],
             {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
              "compression.type": "producer"}))
-        self._watches: list[Watch] = []
         self.txn_offsets = TxnOffsetCommits(
             coordinator=self.coordinator, group_log=lambda: self.group_log,
             check_coordinator=self.check_coordinator, check_member=self._check_txn_member,
             allowed=self._allowed, partition_exists=self._partition_exists,
             verifier=lambda: services.provider(TRANSACTION_COORDINATOR, Module),
-            is_loaded=lambda partition: self._partitions.get(partition) is _Load.LOADED,
-            is_loading=lambda partition: self._partitions.get(partition) is _Load.LOADING,
+            is_loaded=lambda partition: partition in self._loaded,
+            is_loading=lambda partition: self._loads.epoch_of(partition) is not None,
             max_metadata_bytes=config["offset.metadata.max.bytes"])
         self._stop_markers: Callable[[], None] | None = None
         self._unstop: Callable[[], None] | None = None
@@ -268,10 +269,9 @@ class GroupsModule(Module):
         }
 
     async def start(self) -> None:
-        """Follow leadership of ``__consumer_offsets`` (Kafka's onElection/onResignation): load
-        the partitions this broker comes to lead, drop those it stops leading. The store's
-        watches run after the broker's own, so the cluster view is current when they fire."""
-        loop, store = self.services.loop, self.services.store
+        """Follow leadership of ``__consumer_offsets`` (Kafka's scheduleLoadOperation and
+        scheduleUnloadOperation): load the partitions this broker comes to lead, from the first
+        pass (a restart over log.dirs) on, and drop those it stops leading."""
         await self.group_configs.start()
         configs = self.services.provider(DYNAMIC_CONFIGS, ConfigsModule)
         if configs is not None:
@@ -283,7 +283,8 @@ class GroupsModule(Module):
             self._partition_logs = logs.partition_logs()
             self.group_log = OffsetsTopicLog(self._partition_logs, config["offsets.topic.num.partitions"],
                                              compression=config["offsets.topic.compression.codec"],
-                                             clock_ms=self.timers.wall_ms)
+                                             clock_ms=self.timers.wall_ms,
+                                             load_buffer_bytes=config["offsets.load.buffer.size"])
 
         outages = self.services.provider(COORDINATOR_OUTAGES, Module)
         self._outages = outages if isinstance(outages, CoordinatorOutageView) else None
@@ -292,9 +293,7 @@ class GroupsModule(Module):
             self._stop_markers = markers.watch_txn_markers(self.txn_offsets.on_marker)
         self._schedule_retention()
 
-        def changed(_: object) -> None:
-            call_soon_on(loop, self._follow_leadership)
-        self._watches = [store.watch_topics(changed), store.watch_brokers(changed)]
+        self.elections.start(self.services.loop)
         # A broker stopping resigns its groups as Kafka's controlled shutdown moves them away:
         # joins and syncs waiting on other members are answered NOT_COORDINATOR now (their
         # clients look for the next coordinator), not held for the stop's grace.
@@ -315,26 +314,14 @@ class GroupsModule(Module):
         retention = retention_ms(self.services.config["offsets.retention.minutes"])
 
         def loaded(partition: int) -> bool:
-            return self._partitions.get(partition) is _Load.LOADED
+            return partition in self._loaded
         self.coordinator.expire_offsets(loaded, now_ms, retention, self.txn_offsets.pending.is_pending)
         await self.consumer.expire_offsets(loaded, now_ms, retention)
 
-    def _follow_leadership(self) -> None:
-        info = self.services.cluster.topics.get(OFFSETS_TOPIC)
-        if info is None:
-            return
-        for partition in info.partitions:
-            leads = self._leads(partition)
-            if leads and partition not in self._partitions:
-                self._start_load(partition)
-            elif not leads and partition in self._partitions:
-                self._unload(partition)
-
     async def stop(self) -> None:
         self.group_configs.stop()
-        for watch in self._watches:
-            watch.cancel()
-        self._watches = []
+        self.elections.stop()
+        self._loads.stop_all()
         if self._stop_markers is not None:
             self._stop_markers()
         if self._unstop is not None:
@@ -438,16 +425,15 @@ class GroupsModule(Module):
     def _check_partition(self, group_id: str) -> None:
         """check_coordinator without the outages: this broker leads the group's partition, loaded."""
         partition = self.group_log.partition_for(group_id)
-        if not self._leads(partition):
-            if partition in self._partitions:
-                self._unload(partition)
+        epoch = self._led_epoch(partition)
+        if epoch is None:
+            self._unload(partition)
             raise KafkaApiError(ErrorCode.NOT_COORDINATOR,
                                 f"This is not the correct coordinator for group {group_id}.")
-        state = self._partitions.get(partition)
-        if state is _Load.LOADED:
+        if self._loaded.get(partition) == epoch:
             return
-        if state is None:
-            self._start_load(partition)
+        if self._loads.epoch_of(partition) != epoch and self._begin_load(partition, epoch, in_place=True):
+            return  # led here before the election's pass ran, and short: loaded in place
         raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                             f"The coordinator is loading the groups of {OFFSETS_TOPIC}-{partition}.")
 
@@ -485,72 +471,79 @@ class GroupsModule(Module):
     def loaded_partitions(self) -> list[int]:
         """The ``__consumer_offsets`` partitions this broker has loaded (a module that registers
         in ``foreign_groups`` after them replays them itself)."""
-        return sorted(p for p, load in self._partitions.items() if load is _Load.LOADED)
+        return sorted(self._loaded)
 
     def coordinates_now(self, group_id: str) -> bool:
         """This broker leads the group's partition and has loaded it (inspection; no side effects,
         unlike check_coordinator)."""
         partition = self.group_log.partition_for(group_id)
-        return self._leads(partition) and \
-            self._partitions.get(partition) is _Load.LOADED
+        return self._leads(partition) and partition in self._loaded
 
-    def _start_load(self, partition: int) -> None:
-        """Replay the partition into the coordinator. A short log is loaded at once; a long one
-        yields to the loop every _LOAD_YIELD_EVERY records, its groups answering
-        COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
-        if partition in self._partitions:
-            return
-        self._partitions[partition] = _Load.LOADING
-        records: list[GroupRecord | OpenTxnRecords] = []
-        replay = self.group_log.replay(partition)
+    def _led_epoch(self, partition: int) -> int | None:
+        """The partition's leader epoch if this broker leads it and can serve it; else None."""
+        leadership = self.services.cluster.leadership(OFFSETS_TOPIC, partition)
+        if leadership is None or not self._leads(partition):
+            return None
+        return leadership[1]
 
-        def read_some() -> bool:
-            """Up to _LOAD_YIELD_EVERY more records; True once the log is exhausted."""
-            for record in replay:
-                records.append(record)
-                if len(records) % _LOAD_YIELD_EVERY == 0:
-                    return False
-            return True
+    def _still_led(self, partition: int, epoch: int) -> bool:
+        return self._led_epoch(partition) == epoch
 
-        def finish() -> None:
-            if self._partitions.get(partition) is _Load.LOADING:
-                # Share groups' records (KIP-932) are the share groups' owner's, not the classic
-                # or consumer coordinator's.
-                settled = [r for r in records if isinstance(r, GroupRecord)]
-                foreign = [r for r in settled if isinstance(r.key, SHARE_GROUP_KEYS)]
-                settled = [r for r in settled if not isinstance(r.key, SHARE_GROUP_KEYS)]
-                for other in self.foreign_groups:
-                    other.load_records(partition, foreign)
-                self.consumer.load(settled)
-                self.coordinator.load(partition, settled)
-                self.txn_offsets.load(partition, (r for r in records if isinstance(r, OpenTxnRecords)))
-                self._partitions[partition] = _Load.LOADED
-                self.services.log.debug("loaded the groups of %s-%d (%d records)", OFFSETS_TOPIC, partition,
-                                        len(records))
+    def _on_election(self, partition: int, epoch: int, in_place: bool = True) -> None:
+        """Kafka's scheduleLoadOperation: this broker leads ``partition`` under ``epoch`` now, and
+        the partition's load begins (nothing to do if it is loaded or loading under that epoch)."""
+        if self._loaded.get(partition) != epoch and self._loads.epoch_of(partition) != epoch:
+            self._begin_load(partition, epoch, in_place=in_place)
 
-        def failed() -> None:
-            self.services.log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
-            self._partitions.pop(partition, None)
-
+    def _begin_load(self, partition: int, epoch: int, *, in_place: bool) -> bool:
+        """What was loaded of the partition goes and its replay begins: the first slice now if
+        ``in_place`` (True, and installed, when that finished it), else all of it in the background,
+        the partition's groups answering COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        self._unload(partition)
+        steps = self._replay_in_slices(partition)
+        if not in_place:
+            self._loads.schedule(partition, epoch, steps)
+            return False
         try:
-            if read_some():
-                finish()
-                return
-        except Exception:
-            failed()
-            return
+            records = self._loads.begin(partition, epoch, steps)
+        except Exception:  # an unreadable partition: logged; the next request begins again
+            self.services.log.exception("loading %s-%d failed", OFFSETS_TOPIC, partition)
+            return False
+        if records is None:
+            return False
+        self._install(partition, epoch, records)
+        return True
 
-        async def load_rest() -> None:
-            try:
-                while not read_some():
-                    await between_slices()
-                finish()
-            except Exception:
-                failed()
-        self._spawn(load_rest())
+    def _replay_in_slices(self, partition: int) -> Generator[None, None, list[GroupRecord | OpenTxnRecords]]:
+        """The partition's records (GroupLog.replay), yielding every _LOAD_YIELD_EVERY of them."""
+        records: list[GroupRecord | OpenTxnRecords] = []
+        for record in self.group_log.replay(partition):
+            records.append(record)
+            if len(records) % _LOAD_YIELD_EVERY == 0:
+                yield
+        return records
+
+    def _install(self, partition: int, epoch: int, records: list[GroupRecord | OpenTxnRecords]) -> None:
+        """A replayed partition's groups into the coordinators."""
+        # Share groups' records (KIP-932) are the share groups' owner's, not the classic or
+        # consumer coordinator's.
+        settled = [r for r in records if isinstance(r, GroupRecord)]
+        foreign = [r for r in settled if isinstance(r.key, SHARE_GROUP_KEYS)]
+        settled = [r for r in settled if not isinstance(r.key, SHARE_GROUP_KEYS)]
+        for other in self.foreign_groups:
+            other.load_records(partition, foreign)
+        self.consumer.load(settled)
+        self.coordinator.load(partition, settled)
+        self.txn_offsets.load(partition, (r for r in records if isinstance(r, OpenTxnRecords)))
+        self._loaded[partition] = epoch
+        self.services.log.debug("loaded the groups of %s-%d (%d records) at epoch %d", OFFSETS_TOPIC,
+                                partition, len(records), epoch)
 
     def _unload(self, partition: int) -> None:
-        self._partitions.pop(partition, None)
+        """Kafka's scheduleUnloadOperation: the partition's groups and any load under way go."""
+        self._loads.stop(partition)
+        if self._loaded.pop(partition, None) is None:
+            return
         self.coordinator.unload(partition)
         self.txn_offsets.unload(partition)
         self.consumer.unload(partition)
@@ -600,8 +593,9 @@ class GroupsModule(Module):
         if leader == self.services.broker_id and not self._leads(partition):
             # its log dir failed here: no coordinator until leadership moves (docs/log.md)
             return refused(ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.")
-        if leader == self.services.broker_id:
-            self._start_load(partition)  # so the group is ready when its first request comes
+        epoch = self._led_epoch(partition) if leader == self.services.broker_id else None
+        if epoch is not None:  # led here before the election's pass ran: load now, for the first request
+            self._on_election(partition, epoch)
         return {"key": key, "node_id": leader, "host": endpoint.host, "port": endpoint.port,
                 "error_code": ErrorCode.NONE, "error_message": None}
 
@@ -1154,7 +1148,7 @@ class GroupsModule(Module):
         wanted_types = {t.lower() for t in types}
         listed = []
         for group in self.coordinator.groups.values():
-            if self._partitions.get(group.partition) is not _Load.LOADED or group.state is GroupState.DEAD:
+            if group.partition not in self._loaded or group.state is GroupState.DEAD:
                 continue
             if wanted_states and group.state.value.lower() not in wanted_states:
                 continue
@@ -1162,11 +1156,11 @@ class GroupsModule(Module):
                 continue
             listed.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                            "group_state": group.state.value, "group_type": group.group_type})
-        listed += self.consumer.listed(lambda partition: self._partitions.get(partition) is _Load.LOADED,
+        listed += self.consumer.listed(lambda partition: partition in self._loaded,
                                        wanted_states, wanted_types)
         for other in self.foreign_groups:
             listed += other.listed_groups(wanted_states, wanted_types)
-        loading = any(state is _Load.LOADING for state in self._partitions.values())
+        loading = bool(self._loads.partitions())
         return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE), listed
 
     def list_groups(self, ctx: RequestContext, request: Request) -> Answer:

@@ -18,9 +18,10 @@ partition's producer state checks and records it first, as Produce's path does, 
 opens the producer's transaction there and the coordinator's COMMIT or ABORT marker closes it.
 
 ``replay`` reads the partition from its log start to the high watermark, batch by batch, in log
-order. A transactional batch's records are held per producer id until its control batch: a
-COMMIT marker hands them on at the marker's place, an ABORT marker drops them, and those still
-open when the log ends come last as OpenTxnRecords (pending until their marker). A record type
+order, ``offsets.load.buffer.size`` bytes at a time (a batch larger than that whole). A
+transactional batch's records are held per producer id until its control batch: a COMMIT marker
+hands them on at the marker's place, an ABORT marker drops them, and those still open when the
+log ends come last as OpenTxnRecords (pending until their marker). A record type
 kafkapy has no schema for is skipped, as Kafka's loader skips it; any other undecodable record
 stops the replay with a GroupRecordError naming the partition and offset.
 
@@ -34,6 +35,7 @@ module resigns the partition (``PartitionLogs.is_offline``).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -44,15 +46,17 @@ from kafkapy.groups.record_codec import GroupRecordError, UnknownRecordType, dec
 from kafkapy.groups.records import GroupRecord
 from kafkapy.log.base import PartitionLog
 from kafkapy.log.producer_state import COMMIT, CONTROL_RECORD_KEY, NO_SEQUENCE, ProducerStateManager
-from kafkapy.protocol.records import Compression, RecordBatch, Records, build_record_batch
+from kafkapy.protocol.records import Compression, RecordBatch, build_record_batch
+from kafkapy.server.partition_loads import load_batches
 from kafkapy.server.services import PartitionLogs
 
-__all__ = ["COORDINATOR_ERRORS", "DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES", "NO_PRODUCER", "REPLAY_READ_BYTES",
-           "OffsetsTopicLog", "offsets_topic_configs"]
+__all__ = ["COORDINATOR_ERRORS", "DEFAULT_LOAD_BUFFER_BYTES", "DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES",
+           "NO_PRODUCER", "OffsetsTopicLog", "offsets_topic_configs"]
 
+_log = logging.getLogger(__name__)
 NO_PRODUCER = -1  # the coordinator's batches are not idempotent: producer id, epoch and sequence -1
 _SEQUENCE_WRAP = 1 << 31  # sequences are int32s that wrap to 0 (Kafka's DefaultRecordBatch.incrementSequence)
-REPLAY_READ_BYTES = 1 << 20  # per read while replaying (Kafka's offsets.load.buffer.size is 5 MiB)
+DEFAULT_LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # Kafka's offsets.load.buffer.size
 
 DEFAULT_OFFSETS_TOPIC_SEGMENT_BYTES = 100 * 1024 * 1024  # Kafka's offsets.topic.segment.bytes
 
@@ -85,13 +89,15 @@ class OffsetsTopicLog:
 
     def __init__(self, partitions: PartitionLogs, partition_count: int, *,
                  compression: Compression | int | str = "none",
-                 clock_ms: Callable[[], int] = _wall_clock_ms) -> None:
+                 clock_ms: Callable[[], int] = _wall_clock_ms,
+                 load_buffer_bytes: int = DEFAULT_LOAD_BUFFER_BYTES) -> None:
         if partition_count < 1:
             raise ValueError(f"offsets.topic.num.partitions must be at least 1, got {partition_count}")
         self._partitions = partitions
         self._partition_count = partition_count
         self._compression = compression
         self._clock_ms = clock_ms
+        self._load_buffer_bytes = load_buffer_bytes  # offsets.load.buffer.size: bytes a replay reads
 
     @property
     def partition_count(self) -> int:
@@ -180,25 +186,19 @@ class OffsetsTopicLog:
             raise self._storage_failed(partition, exc) from None
 
     def _replayed(self, log: PartitionLog, partition: int) -> Iterator[GroupRecord | OpenTxnRecords]:
-        offset, end = log.log_start_offset, log.high_watermark
         open_txns: dict[int, list[GroupRecord]] = {}
-        while offset < end:
-            read = log.read(offset, REPLAY_READ_BYTES, max_offset=end)
-            if not read.chunks:
-                break
-            for chunk in read.chunks:
-                for batch in Records(chunk).batches(strict=True):
-                    offset = batch.last_offset + 1
-                    if not isinstance(batch, RecordBatch):
-                        continue  # legacy batches never hold coordinator records written since 0.11
-                    if batch.is_control:
-                        held = open_txns.pop(batch.producer_id, [])
-                        if _is_commit(batch):
-                            yield from held
-                    elif batch.is_transactional:
-                        open_txns.setdefault(batch.producer_id, []).extend(_decoded(batch, partition))
-                    else:
-                        yield from _decoded(batch, partition)
+        for batch in load_batches(log, self._load_buffer_bytes, end=log.high_watermark, strict=True,
+                                  what=f"{OFFSETS_TOPIC}-{partition}", log=_log):
+            if not isinstance(batch, RecordBatch):
+                continue  # legacy batches never hold coordinator records written since 0.11
+            if batch.is_control:
+                held = open_txns.pop(batch.producer_id, [])
+                if _is_commit(batch):
+                    yield from held
+            elif batch.is_transactional:
+                open_txns.setdefault(batch.producer_id, []).extend(_decoded(batch, partition))
+            else:
+                yield from _decoded(batch, partition)
         for producer_id, held in open_txns.items():
             yield OpenTxnRecords(producer_id, tuple(held))
 

@@ -61,7 +61,6 @@ UNSTABLE = "Kafka's switch for unreleased APIs and features: kafkapy serves what
 PURGATORY = "A purge interval of Kafka's delayed-operation purgatories: kafkapy's waits end by themselves."
 COORDINATOR_WRITES = "A coordinator's write batching or timeout: kafkapy's coordinators append in-process."
 NEW_COORDINATOR = "Kafka's switch for the new group coordinator: kafkapy has one coordinator."
-LOAD_BUFFER = "The read buffer a coordinator loads its topic with: kafkapy reads its own logs directly."
 DOWNCONVERSION = ("Kafka 3.x's switch for down-converting fetches: kafkapy always converts "
                   "(docs/dataplane.md).")
 SCHEDULER = "Kafka's delay of its periodic log tasks: kafkapy runs them from the start."
@@ -185,7 +184,6 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('group.coordinator.threads', 'int', 1, THREADS, READ_ONLY, AtLeast(1)),
     ('group.coordinator.append.linger.ms', 'int', 10, COORDINATOR_WRITES, READ_ONLY, AtLeast(0)),
     ('group.coordinator.new.enable', 'boolean', True, NEW_COORDINATOR, READ_ONLY, None),
-    ('offsets.load.buffer.size', 'int', 5242880, LOAD_BUFFER, READ_ONLY, AtLeast(1)),
     ('offsets.commit.timeout.ms', 'int', 5000, COORDINATOR_WRITES, READ_ONLY, AtLeast(1)),
     ('offsets.commit.required.acks', 'short', -1, COORDINATOR_WRITES, READ_ONLY, None),  # 3.x; gone in 4.0
     ('log.cleaner.threads', 'int', 1, THREADS, CLUSTER_WIDE, AtLeast(0)),
@@ -203,11 +201,9 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('group.share.max.groups', 'short', 10, SHARE_LIMITS, READ_ONLY, Between(1, 100)),
     ('share.fetch.purgatory.purge.interval.requests', 'int', 1000, PURGATORY, READ_ONLY, None),
     ('share.coordinator.threads', 'int', 1, THREADS, READ_ONLY, AtLeast(1)),
-    ('share.coordinator.load.buffer.size', 'int', 5242880, LOAD_BUFFER, READ_ONLY, AtLeast(1)),
     ('share.coordinator.state.topic.compression.codec', 'int', 0, COMPRESSION_CODEC, READ_ONLY, None),
     ('share.coordinator.append.linger.ms', 'int', 10, COORDINATOR_WRITES, READ_ONLY, AtLeast(0)),
     ('share.coordinator.write.timeout.ms', 'int', 5000, COORDINATOR_WRITES, READ_ONLY, AtLeast(1)),
-    ('transaction.state.log.load.buffer.size', 'int', 5242880, LOAD_BUFFER, READ_ONLY, AtLeast(1)),
     ('controller.quorum.voters', 'list', '', KRAFT, READ_ONLY, HostPorts(with_ids=True)),
     ('controller.quorum.bootstrap.servers', 'list', '', KRAFT, READ_ONLY, HostPorts(with_ids=False)),
     ('controller.quorum.election.timeout.ms', 'int', 1000, KRAFT, READ_ONLY, None),

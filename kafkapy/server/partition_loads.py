@@ -1,43 +1,78 @@
 """A coordinator's loads of its state partitions, done in slices on the loop.
 
-Kafka's coordinators load a state partition they come to lead in the background and answer
-COORDINATOR_LOAD_IN_PROGRESS (retriable) for it meanwhile; a partition of millions of records
-replayed in one go on kafkapy's loop would hold every other connection for seconds.
+Kafka's coordinators load a state partition as soon as they come to lead it (the transaction
+coordinator's onElection, the group and share coordinators' scheduleLoadOperation), in the
+background, and answer COORDINATOR_LOAD_IN_PROGRESS (retriable) for it meanwhile; a partition of
+millions of records replayed in one go on kafkapy's loop would hold every other connection for
+seconds.
 
 Theory of operation. A load is a generator, the partition's replay, that yields between two
 slices of its work and returns what it loaded. ``begin`` runs the first slice in place: a
 partition that fits in it is loaded there and then, and ``begin`` returns the result, so the
-common case (a short partition) costs no task and no retry. Otherwise the rest goes on in a task,
-one slice per loop step (kafkapy.server.slices), ``begin`` returns None, and the coordinator
-answers COORDINATOR_LOAD_IN_PROGRESS for the partition while ``epoch_of`` names the load. Before
-each slice the task asks ``still_led(partition, epoch)`` and stops the load if not (Kafka's load
-loop checks its loading set before each read). At the end, ``install(partition, epoch, result)``
-hands the result over. A load that raises is logged and dropped; the next request begins again.
+common case (a short partition) costs no waiting and no retry. Otherwise the rest is queued and
+``begin`` returns None; ``schedule`` queues the whole load. One runner task per coordinator
+takes the queued loads in turn, one slice per loop step (kafkapy.server.slices), so however many
+partitions load at once (a broker starting over fifty) the loop gives them one slice between two
+rounds of everything else, and a short partition is not held behind a long one. Meanwhile the
+coordinator answers COORDINATOR_LOAD_IN_PROGRESS for the partition while ``epoch_of`` names the
+load. Before each slice the runner asks ``still_led(partition, epoch)`` and drops the load if not
+(Kafka's load loop checks its loading set before each read). At the end, ``install(partition,
+epoch, result)`` hands the result over. A load that raises is logged and dropped.
+
+Reading: ``load_batches`` reads the log ``buffer_bytes`` at a time (Kafka's
+``*.load.buffer.size``), whole batches; a batch larger than the buffer is read whole all the
+same (Kafka's loader grows its buffer for it, with a warning), so a tiny buffer loads everything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Generic, TypeVar
 
 import attrs
 
 from kafkapy.errors import KafkaApiError
+from kafkapy.log.base import PartitionLog
+from kafkapy.protocol.records import Batch, Records
 from kafkapy.server.slices import between_slices
 
-__all__ = ["PartitionLoads"]
+__all__ = ["PartitionLoads", "load_batches"]
 
 _T = TypeVar("_T")
 
 
+def load_batches(source: PartitionLog, buffer_bytes: int, *, end: int | None = None, strict: bool = False,
+                 what: str = "", log: logging.Logger | None = None) -> Iterator[Batch]:
+    """Every batch of ``source`` from its log start (up to ``end``, exclusive, or its log end), read
+    ``buffer_bytes`` at a time as a coordinator's load reads it (``*.load.buffer.size``). A batch
+    larger than the buffer comes whole (the read's minimum of one batch); the buffer then grows to
+    it, with Kafka's warning, once per size. OSError (the disk refused a read) is the caller's."""
+    offset = source.log_start_offset
+    buffer = buffer_bytes
+    while end is None or offset < end:
+        read = source.read(offset, buffer_bytes, max_offset=end)
+        if not read.chunks:
+            return
+        size = sum(len(chunk) for chunk in read.chunks)
+        if size > buffer:
+            buffer = size
+            if log is not None:
+                log.warning("loaded %s with a buffer larger (%d bytes) than the configured load buffer "
+                            "size (%d bytes)", what, size, buffer_bytes)
+        for chunk in read.chunks:
+            for batch in Records(chunk).batches(strict=strict):
+                offset = batch.last_offset + 1
+                yield batch
+
+
 @attrs.define
-class _Load:
+class _Load(Generic[_T]):
     """A partition's load under way, begun under the partition's leader ``epoch``."""
 
     epoch: int
-    task: asyncio.Task[None]
+    steps: Generator[None, None, _T]
 
 
 class PartitionLoads(Generic[_T]):
@@ -49,11 +84,12 @@ class PartitionLoads(Generic[_T]):
         self.still_led = still_led
         self.install = install
         self.log = log  # the coordinator's logger: its loads are logged as its own
-        self._loads: dict[int, _Load] = {}
+        self._loads: dict[int, _Load[_T]] = {}  # in the order the runner takes them
+        self._runner: asyncio.Task[None] | None = None
 
     def begin(self, partition: int, epoch: int, steps: Generator[None, None, _T]) -> _T | None:
         """The load's result if its first slice finished it (the caller installs it); else None,
-        the rest going on in a task that installs it. The first slice's exceptions are the
+        the rest queued for the runner, which installs it. The first slice's exceptions are the
         caller's. A load of the partition under way is stopped first."""
         self.stop(partition)
         try:
@@ -61,10 +97,20 @@ class PartitionLoads(Generic[_T]):
         except StopIteration as done:
             result: _T = done.value
             return result
-        task = asyncio.ensure_future(self._rest(partition, epoch, steps))
-        self._loads[partition] = _Load(epoch, task)
-        self.log.info("loading %s-%d at epoch %d in slices", self.topic, partition, epoch)
+        self._queue(partition, epoch, steps)
         return None
+
+    def schedule(self, partition: int, epoch: int, steps: Generator[None, None, _T]) -> None:
+        """The whole load queued for the runner (none of it in place); a load of the partition
+        under way is stopped first."""
+        self.stop(partition)
+        self._queue(partition, epoch, steps)
+
+    def _queue(self, partition: int, epoch: int, steps: Generator[None, None, _T]) -> None:
+        self._loads[partition] = _Load(epoch, steps)
+        self.log.info("loading %s-%d at epoch %d in slices", self.topic, partition, epoch)
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.ensure_future(self._run())
 
     def epoch_of(self, partition: int) -> int | None:
         """The epoch the partition's load under way began under; None when none is."""
@@ -77,41 +123,49 @@ class PartitionLoads(Generic[_T]):
     def stop(self, partition: int) -> None:
         load = self._loads.pop(partition, None)
         if load is not None:
-            load.task.cancel()
+            load.steps.close()
 
     def stop_all(self) -> None:
-        for load in self._loads.values():
-            load.task.cancel()
-        self._loads.clear()
+        for partition in list(self._loads):
+            self.stop(partition)
+        if self._runner is not None:
+            self._runner.cancel()
+            self._runner = None
 
     async def wait(self) -> None:
         """Until no load is under way (tests, a coordinator's drain)."""
-        while self._loads:
-            await asyncio.gather(*(load.task for load in list(self._loads.values())), return_exceptions=True)
+        while self._loads and self._runner is not None:
+            await asyncio.gather(self._runner, return_exceptions=True)
 
-    async def _rest(self, partition: int, epoch: int, steps: Generator[None, None, _T]) -> None:
-        """The load's other slices, one per loop step."""
-        while True:
+    async def _run(self) -> None:
+        """The queued loads' slices, one per loop step, taking the loads in turn."""
+        while self._loads:
             await between_slices()
-            load = self._loads.get(partition)
-            if load is None or load.epoch != epoch:
-                return  # stopped, or replaced by a load under a newer epoch
-            if not self.still_led(partition, epoch):
-                del self._loads[partition]
+            if not self._loads:
+                return
+            partition = next(iter(self._loads))
+            load = self._loads.pop(partition)
+            if not self.still_led(partition, load.epoch):
+                load.steps.close()
                 self.log.info("stopped loading %s-%d: no longer led here at epoch %d", self.topic, partition,
-                              epoch)
-                return
+                              load.epoch)
+                continue
             try:
-                next(steps)
+                next(load.steps)
             except StopIteration as done:
-                del self._loads[partition]
-                self.install(partition, epoch, done.value)
-                return
+                self._install(partition, load.epoch, done.value)
+                continue
             except KafkaApiError as exc:  # unreadable (its log dir failed, say)
-                del self._loads[partition]
                 self.log.warning("loading %s-%d failed: %s", self.topic, partition, exc)
-                return
+                continue
             except Exception:  # a batch the reader refused: logged; the next request begins again
-                del self._loads[partition]
                 self.log.exception("loading %s-%d failed", self.topic, partition)
-                return
+                continue
+            if partition not in self._loads:  # (a newer load queued meanwhile replaces this one)
+                self._loads[partition] = load  # to the back of the queue
+
+    def _install(self, partition: int, epoch: int, result: _T) -> None:
+        try:
+            self.install(partition, epoch, result)
+        except Exception:  # the coordinator's own failure: logged, and the runner goes on
+            self.log.exception("installing %s-%d failed", self.topic, partition)

@@ -6,16 +6,19 @@ Theory of operation
 A share-partition's state lives in the ``__share_group_state`` partition its coordinator key hashes
 to (``state.state_partition_for``); the leader of that partition is its coordinator. Each
 operation first makes sure this broker leads the partition (NOT_COORDINATOR otherwise) and has
-loaded it under the current leader epoch: a partition not loaded, or loaded under another epoch
-(it moved away and back, another coordinator wrote meanwhile), is read from its log start to its
-end and replayed first, as the transaction coordinator loads its partitions. The replay goes into
-a shard of its own, in slices of ``REPLAY_SLICE_RECORDS`` records: the first slice runs in place,
-so a partition that fits in it is loaded before the request goes on; a longer one goes on in a
-task, one slice per loop step (kafkapy.server.slices), and meanwhile its keys are answered
-COORDINATOR_LOAD_IN_PROGRESS, as Kafka's CoordinatorRuntime answers a partition in LOADING (share
-partition leaders retry it: persister.py). Before each slice the load checks that the partition
-is still led here under the epoch it began with, and stops if not. Once replayed, the partition's
-keys join the coordinator's shard whole.
+loaded it under the current leader epoch. A partition is loaded when this broker comes to lead
+it (``on_election``, Kafka's scheduleLoadOperation, called by the module from the cluster view:
+kafkapy.server.coordinator_elections), and again when it is led under a new epoch (it moved away
+and back, another coordinator wrote meanwhile); an operation that finds it neither loaded nor
+loading (the election's pass has not run yet) begins the load itself. It is read from its log
+start to its end, ``share.coordinator.load.buffer.size`` bytes at a time, and replayed into a
+shard of its own, in slices of ``REPLAY_SLICE_RECORDS`` records: the first slice runs in place,
+so a partition that fits in it is loaded before any request for it comes; a longer one goes on
+in the background, one slice per loop step (kafkapy.server.partition_loads), and meanwhile its
+keys are answered COORDINATOR_LOAD_IN_PROGRESS, as Kafka's CoordinatorRuntime answers a partition
+in LOADING (share partition leaders retry it: persister.py). Before each slice the load checks
+that the partition is still led here under the epoch it began with, and stops if not. Once
+replayed, the partition's keys join the coordinator's shard whole.
 
 Then the shard (``state.ShareStateShard``) decides, the record goes to the log as one magic-2
 batch of one uncompressed record (as the transaction coordinator writes its own), and only then is
@@ -35,9 +38,9 @@ from typing import Final
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
 from kafkapy.protocol.one_record_batch import one_record_batch
-from kafkapy.protocol.records import RecordBatch, Records
+from kafkapy.protocol.records import RecordBatch
 from kafkapy.server.internal_topics import APPEND_ERRORS
-from kafkapy.server.partition_loads import PartitionLoads
+from kafkapy.server.partition_loads import PartitionLoads, load_batches
 from kafkapy.sharestate.records import ShareStateRecordError, decode_record, encode_record
 from kafkapy.sharestate.state import (
     SharePartitionKey,
@@ -48,10 +51,11 @@ from kafkapy.sharestate.state import (
     state_partition_for,
 )
 
-__all__ = ["SHARE_STATE_TOPIC", "ShareCoordinator", "share_state_topic_configs"]
+__all__ = ["LOAD_BUFFER_BYTES", "SHARE_STATE_TOPIC", "ShareCoordinator", "share_state_topic_configs"]
 
 SHARE_STATE_TOPIC = "__share_group_state"
-_REPLAY_READ_BYTES = 1 << 20
+LOAD_BUFFER_BYTES: Final = 5 * 1024 * 1024
+"""Bytes read at a time while loading: Kafka's share.coordinator.load.buffer.size default."""
 REPLAY_SLICE_RECORDS: Final = 128
 """Records replayed between two yields of a load: under 10 ms of the loop's time (a state record
 replays in about 50 us on the 2-core machine that measured it)."""
@@ -69,7 +73,7 @@ def share_state_topic_configs(segment_bytes: int, min_isr: int) -> dict[str, str
 
 
 class ShareCoordinator:
-    """The shard of the state partitions led here, loaded on demand, written through the log."""
+    """The shard of the state partitions led here, loaded on election, written through the log."""
 
     def __init__(self, leader_log: Callable[[str, int], PartitionLog],
                  leader_epoch: Callable[[int], int | None], partition_count: Callable[[], int],
@@ -77,7 +81,8 @@ class ShareCoordinator:
                  appended: Callable[[str, int], None] = lambda topic, partition: None,
                  storage_failed: Callable[[str, int, OSError], KafkaApiError] | None = None,
                  append_log: Callable[[str, int], PartitionLog] | None = None,
-                 slice_records: int = REPLAY_SLICE_RECORDS) -> None:
+                 slice_records: int = REPLAY_SLICE_RECORDS,
+                 load_buffer_bytes: int = LOAD_BUFFER_BYTES) -> None:
         self._leader_log = leader_log
         # where a state record is written: refused NOT_ENOUGH_REPLICAS below the topic's min ISR
         # (Kafka's share coordinator writes with acks=-1); leader_log if not given
@@ -93,6 +98,7 @@ class ShareCoordinator:
         self._loads: PartitionLoads[tuple[ShareStateShard, int]] = PartitionLoads(
             SHARE_STATE_TOPIC, self._still_led, self._install, log)
         self._slice_records = slice_records
+        self._load_buffer_bytes = load_buffer_bytes  # share.coordinator.load.buffer.size
 
     def forget_all(self) -> None:
         """Every loaded state partition goes (kafkapy.inspection.reset, which empties the logs)."""
@@ -103,6 +109,10 @@ class ShareCoordinator:
     def close(self) -> None:
         """Every load under way stops (the broker stops, or a reset)."""
         self._loads.stop_all()
+
+    def loaded_partitions(self) -> dict[int, int]:
+        """The state partitions loaded here, each with the leader epoch it was loaded under."""
+        return dict(self._loaded)
 
     def loading(self) -> list[int]:
         """The state partitions whose load is going on."""
@@ -163,15 +173,39 @@ class ShareCoordinator:
             self.shard.forget(k for k in self.shard.states if self.partition_for(k) == partition)
 
     def _load(self, partition: int, epoch: int) -> None:
-        """Loaded in place if the replay fits in one slice; else it goes on in a task and this
-        raises COORDINATOR_LOAD_IN_PROGRESS."""
-        if self._loads.epoch_of(partition) == epoch:
+        """Loaded in place if the replay fits in one slice; else it goes on in the background and
+        this raises COORDINATOR_LOAD_IN_PROGRESS."""
+        if self._loads.epoch_of(partition) == epoch or not self._begin_load(partition, epoch, in_place=True):
             raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, _LOADING_MESSAGE)
+
+    def _begin_load(self, partition: int, epoch: int, *, in_place: bool) -> bool:
+        """The partition's keys go and its replay begins: its first slice now if ``in_place``
+        (True, and installed, if that finished it), else all of it in the background."""
         self._unload(partition)
-        replayed = self._loads.begin(partition, epoch, self._replay_in_slices(partition))
+        steps = self._replay_in_slices(partition)
+        if not in_place:
+            self._loads.schedule(partition, epoch, steps)
+            return False
+        replayed = self._loads.begin(partition, epoch, steps)
         if replayed is None:
-            raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, _LOADING_MESSAGE)
+            return False
         self._install(partition, epoch, replayed)
+        return True
+
+    def on_election(self, partition: int, epoch: int, in_place: bool = True) -> None:
+        """Kafka's scheduleLoadOperation: this broker leads ``partition`` under ``epoch`` now, and
+        its load begins before any request names one of its keys (nothing to do if it is loaded or
+        loading under that epoch already)."""
+        if self._loaded.get(partition) == epoch or self._loads.epoch_of(partition) == epoch:
+            return
+        try:
+            self._begin_load(partition, epoch, in_place=in_place)
+        except KafkaApiError as exc:  # unreadable (its log dir failed, say): a request tries again
+            log.warning("could not load %s-%d: %s", SHARE_STATE_TOPIC, partition, exc)
+
+    def on_resignation(self, partition: int) -> None:
+        """Kafka's scheduleUnloadOperation: the partition's keys and any load under way go."""
+        self._unload(partition)
 
     def _still_led(self, partition: int, epoch: int) -> bool:
         try:
@@ -205,23 +239,18 @@ class ShareCoordinator:
 
     def _replay(self, partition: int) -> Iterator[ShareStateRecord]:
         source = self._log(partition)
-        offset, end = source.log_start_offset, source.log_end_offset
-        while offset < end:
-            read = source.read(offset, _REPLAY_READ_BYTES)
-            if not read.chunks:
-                break
-            for batch in Records(b"".join(read.chunks)).batches():
-                offset = batch.last_offset + 1
-                if not isinstance(batch, RecordBatch) or batch.is_control:
+        for batch in load_batches(source, self._load_buffer_bytes, end=source.log_end_offset,
+                                  what=f"{SHARE_STATE_TOPIC}-{partition}", log=log):
+            if not isinstance(batch, RecordBatch) or batch.is_control:
+                continue
+            for record in batch.records():
+                if record.key is None:
                     continue
-                for record in batch.records():
-                    if record.key is None:
-                        continue
-                    try:
-                        yield decode_record(record.key, record.value)
-                    except ShareStateRecordError as exc:  # a newer broker's record: Kafka skips it too
-                        log.warning("%s-%d offset %d skipped: %s", SHARE_STATE_TOPIC, partition,
-                                    record.offset, exc)
+                try:
+                    yield decode_record(record.key, record.value)
+                except ShareStateRecordError as exc:  # a newer broker's record: Kafka skips it too
+                    log.warning("%s-%d offset %d skipped: %s", SHARE_STATE_TOPIC, partition,
+                                record.offset, exc)
 
     def _commit(self, record: ShareStateRecord) -> None:
         """Append ``record`` to its partition, then replay it into the shard."""

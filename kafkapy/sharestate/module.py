@@ -36,6 +36,7 @@ from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.broker_channel import BrokerChannel
 from kafkapy.server.config import ConfigKey
+from kafkapy.server.coordinator_elections import CoordinatorElections
 from kafkapy.server.internal_topics import InternalTopic
 from kafkapy.server.modules import Answer, ApiHandler, Module, RequestContext
 from kafkapy.server.services import (
@@ -46,7 +47,12 @@ from kafkapy.server.services import (
     PartitionLogs,
 )
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR
-from kafkapy.sharestate.coordinator import SHARE_STATE_TOPIC, ShareCoordinator, share_state_topic_configs
+from kafkapy.sharestate.coordinator import (
+    LOAD_BUFFER_BYTES,
+    SHARE_STATE_TOPIC,
+    ShareCoordinator,
+    share_state_topic_configs,
+)
 from kafkapy.sharestate.persister import SharePersister
 from kafkapy.sharestate.state import (
     DEFAULT_LEADER_EPOCH,
@@ -100,6 +106,9 @@ class ShareCoordinatorModule(Module):
                   "replica count as Kafka caps it (effectiveMinIsr).", AtLeast(1)),
         ConfigKey("share.coordinator.state.topic.segment.bytes", "int", 100 * 1024 * 1024,
                   "segment.bytes of __share_group_state (Kafka's default, 100 MiB).", AtLeast(1)),
+        ConfigKey("share.coordinator.load.buffer.size", "int", LOAD_BUFFER_BYTES,
+                  "Bytes read at a time while loading a __share_group_state partition (Kafka's default, "
+                  "5 MiB; a batch larger than it is read whole).", AtLeast(1)),
         ConfigKey("share.coordinator.snapshot.update.records.per.snapshot", "int", 500,
                   "ShareUpdate records per share-partition before the next write is a ShareSnapshot "
                   "(Kafka's default).", AtLeast(1)),
@@ -116,7 +125,11 @@ class ShareCoordinatorModule(Module):
             leader_log=self._leader_log, leader_epoch=self._led_epoch, partition_count=self._partition_count,
             snapshot_every=services.config["share.coordinator.snapshot.update.records.per.snapshot"],
             now_ms=lambda: int(services.wall_clock() * 1000), appended=self._appended,
-            storage_failed=self._storage_failed, append_log=self._append_log)
+            storage_failed=self._storage_failed, append_log=self._append_log,
+            load_buffer_bytes=services.config["share.coordinator.load.buffer.size"])
+        # Kafka's scheduleLoadOperation/scheduleUnloadOperation on leadership changes
+        self.elections = CoordinatorElections(services.cluster, SHARE_STATE_TOPIC, self._epoch_here,
+                                              self.coordinator.on_election, self.coordinator.on_resignation)
         self._channel = BrokerChannel(
             lambda: services.cluster.brokers, lambda: services.inter_broker_listener,
             client_id="kafkapy-share-partition-leader")
@@ -124,7 +137,11 @@ class ShareCoordinatorModule(Module):
         self.persister = SharePersister(self.coordinator, lambda: services.broker_id, self._locate,
                                         self._channel, self.ensure_state_topic)
 
+    async def start(self) -> None:
+        self.elections.start(self.services.loop)
+
     async def stop(self) -> None:
+        self.elections.stop()
         self._state_topic.cancel()
         self._channel.close()
         self.coordinator.close()
@@ -170,11 +187,18 @@ class ShareCoordinatorModule(Module):
             self._state_topic.request()
             raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                                 "The share coordinator is not available.")
+        return self._epoch_here(partition)
+
+    def _epoch_here(self, partition: int) -> int | None:
+        """``_led_epoch`` of a partition of the topic as it exists (the elections' question)."""
         leadership = self.services.cluster.leadership(SHARE_STATE_TOPIC, partition)
         if leadership is None or leadership[0] != self.services.broker_id:
             return None
-        if self._partition_logs().is_offline(SHARE_STATE_TOPIC, partition):
-            return None  # its log dir failed: resigned, as after Kafka's log dir event
+        try:
+            if self._partition_logs().is_offline(SHARE_STATE_TOPIC, partition):
+                return None  # its log dir failed: resigned, as after Kafka's log dir event
+        except KafkaApiError:  # no data plane: nothing to serve it from
+            return None
         return leadership[1]
 
     def _locate(self, key: SharePartitionKey) -> int | None:

@@ -3,19 +3,22 @@
 Theory of operation. Each transactional id lives in one partition of ``__transaction_state``
 (``transaction_partition_for``), and the broker leading that partition is its coordinator. The
 coordinator keeps, per partition it leads, the latest ``TxnMetadata`` of every id there; the
-cache is filled by replaying the partition the first time it is needed (so a restart with
-log.dirs, or a move of leadership, picks the state up from the log) and dropped when the
-partition is no longer led here.
+cache is filled by replaying the partition when this broker comes to lead it (``on_election``,
+Kafka's onElection: at start with log.dirs, after a move of leadership) and dropped when the
+partition is no longer led here (``on_resignation``). The module calls both from the cluster
+view (kafkapy.server.coordinator_elections); a request that finds a partition led here but
+neither loaded nor loading (the election's pass has not run yet) begins the load itself.
 
 Loading (Kafka's loadTransactionsForTxnTopicPartition): the first slice of the replay
-(``StateLog.replay_in_slices``) runs in place, so a partition that fits in it (the common case)
-is loaded before the request that needed it goes on. A longer one goes on in a task, one slice
-per loop step (kafkapy.server.slices), and until it ends every request for its ids is answered
-COORDINATOR_LOAD_IN_PROGRESS (retriable: clients back off and ask again), ListTransactions too
-(as Kafka, while any partition led here loads); the timers skip it. Before each slice the load
-checks that the partition is still led here under the epoch it began with: if not, it stops
-(Kafka's load loop checks the same), and a request under the new epoch starts a new one. The
-loaded ids go into the cache whole, then the transactions left in PREPARE_* get their markers.
+(``StateLog.replay_in_slices``) runs in place, within the election's pass, so a partition that
+fits in it (the common case) is loaded before any request for it comes. A longer one goes on in
+the background, one slice per loop step (kafkapy.server.partition_loads), and until it ends every
+request for its ids is answered COORDINATOR_LOAD_IN_PROGRESS (retriable: clients back off and ask
+again), ListTransactions too (as Kafka, while any partition led here loads); the timers skip it.
+Before each slice the load checks that the partition is still led here under the epoch it began
+with: if not, it stops (Kafka's load loop checks the same), and the election under the new epoch
+starts a new one. The loaded ids go into the cache whole, then the transactions left in PREPARE_*
+get their markers.
 
 Every change follows one pattern (Kafka's prepareTransition/completeTransition): check the
 request against the current value, build the next value (``TxnMetadata.transit``, checked
@@ -194,19 +197,53 @@ class TransactionCoordinator:
 
     def _load(self, partition: int) -> dict[str, TxnMetadata]:
         """The partition's ids if its replay fits in one slice (loaded in place); else its replay
-        goes on in a task and this raises COORDINATOR_LOAD_IN_PROGRESS."""
+        goes on in the background and this raises COORDINATOR_LOAD_IN_PROGRESS."""
         epoch = self.leader_epoch(partition)
         if self._loads.epoch_of(partition) == epoch:
             raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        self._unload(partition)  # a load under an older epoch stops; the cache of one goes
         try:
-            ids = self._loads.begin(partition, epoch, self.state_log.replay_in_slices(partition))
+            ids = self._begin_load(partition, epoch, in_place=True)
         except KafkaApiError as exc:  # unreadable (its log dir failed, say): not loaded, not led here
             raise _Refused(APPEND_ERRORS.get(exc.code, ErrorCode.UNKNOWN_SERVER_ERROR)) from None
         if ids is None:
             raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        self._install(partition, epoch, ids)
         return ids
+
+    def _begin_load(self, partition: int, epoch: int, *, in_place: bool) -> dict[str, TxnMetadata] | None:
+        """Kafka's loadTransactionsForTxnTopicPartition: what was loaded of the partition goes, and
+        its replay begins (``in_place``: its first slice now, the ids returned and installed if that
+        finished it; else all of it in the background). KafkaApiError when it cannot be read."""
+        self._unload(partition)  # a load under an older epoch stops; the cache of one goes
+        steps = self.state_log.replay_in_slices(partition)
+        if not in_place:
+            self._loads.schedule(partition, epoch, steps)
+            return None
+        ids = self._loads.begin(partition, epoch, steps)
+        if ids is not None:
+            self._install(partition, epoch, ids)
+        return ids
+
+    # --- elections (kafkapy.server.coordinator_elections) ---------------------------------------
+
+    def on_election(self, partition: int, epoch: int, in_place: bool = True) -> None:
+        """Kafka's onElection: this broker leads ``partition`` under ``epoch`` now, and its load
+        begins before any request names one of its ids (nothing to do if it is loaded or loading
+        under that epoch already)."""
+        if self._loads.epoch_of(partition) == epoch or (
+                partition in self._loaded and self._loaded_epochs.get(partition) == epoch):
+            return
+        log.info("elected as the coordinator of %s-%d at epoch %d", TRANSACTION_STATE_TOPIC, partition, epoch)
+        try:
+            self._begin_load(partition, epoch, in_place=in_place)
+        except KafkaApiError as exc:  # unreadable (its log dir failed, say): a request tries again
+            log.warning("could not load %s-%d: %s", TRANSACTION_STATE_TOPIC, partition, exc)
+
+    def on_resignation(self, partition: int) -> None:
+        """Kafka's onResignation: another broker leads ``partition`` (or none does); its ids and
+        any load under way go."""
+        if partition in self._loaded or self._loads.epoch_of(partition) is not None:
+            log.info("resigned as the coordinator of %s-%d", TRANSACTION_STATE_TOPIC, partition)
+        self._unload(partition)
 
     def _still_led(self, partition: int, epoch: int) -> bool:
         return self.leads(partition) and self.leader_epoch(partition) == epoch
@@ -228,13 +265,14 @@ class TransactionCoordinator:
 
     def load_soon(self, partition: int) -> None:
         """Begin loading ``partition`` unless it is loaded or loading (FindCoordinator names this
-        broker: the load starts before the id's first request, as Kafka's starts on election)."""
-        if self.leads(partition) and (partition not in self._loaded or
-                                      self._loaded_epochs.get(partition) != self.leader_epoch(partition)):
-            try:
-                self._load(partition)
-            except _Refused:
-                pass
+        broker before the election's pass has run: the load starts before the id's first request)."""
+        if self.leads(partition):
+            self.on_election(partition, self.leader_epoch(partition))
+
+    def loaded_partitions(self) -> dict[int, int]:
+        """The partitions loaded here, each with the leader epoch it was loaded under (inspection;
+        no side effects)."""
+        return {partition: self._loaded_epochs[partition] for partition in self._loaded}
 
     def loading(self) -> list[int]:
         """The partitions led here whose load is going on (ListTransactions' answer waits for them)."""

@@ -40,6 +40,7 @@ from kafkapy.server.auth import CLUSTER_RESOURCE
 from kafkapy.server.broker_channel import BrokerChannel
 from kafkapy.server.config import ConfigKey
 from kafkapy.server.connection import ConnectionInfo
+from kafkapy.server.coordinator_elections import CoordinatorElections
 from kafkapy.server.coordinator_outages import COORDINATOR_OUTAGES, CoordinatorOutageView
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.internal_topics import InternalTopic
@@ -66,7 +67,7 @@ from kafkapy.transactions.from_frame import TxnFromFrame
 from kafkapy.transactions.marker_channel import MarkerChannel
 from kafkapy.transactions.metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
 from kafkapy.transactions.state import TxnState
-from kafkapy.transactions.state_log import TopicStateLog
+from kafkapy.transactions.state_log import LOAD_BUFFER_BYTES, TopicStateLog
 from kafkapy.validators import AtLeast
 
 __all__ = ["TransactionsModule"]
@@ -108,6 +109,9 @@ class TransactionsModule(Module):
                   AtLeast(1)),
         ConfigKey("transaction.state.log.segment.bytes", "int", 100 * 1024 * 1024,
                   "segment.bytes of __transaction_state (Kafka's default, 100 MiB).", AtLeast(1)),
+        ConfigKey("transaction.state.log.load.buffer.size", "int", LOAD_BUFFER_BYTES,
+                  "Bytes read at a time while loading a __transaction_state partition (Kafka's default, "
+                  "5 MiB; a batch larger than it is read whole).", AtLeast(1)),
         ConfigKey("transaction.max.timeout.ms", "int", 15 * _MINUTE_MS,
                   "The longest transaction.timeout.ms a producer may ask for (Kafka's default).", AtLeast(1)),
         ConfigKey("transactional.id.expiration.ms", "int", 7 * 24 * 60 * _MINUTE_MS,
@@ -140,7 +144,8 @@ class TransactionsModule(Module):
         self.coordinator = TransactionCoordinator(
             state_log=TopicStateLog(self._leader_log, self.now_ms, self._appended,
                                     leader_epoch=self._leader_epoch, storage_failed=self._storage_failed,
-                                    append_log=self._append_log),
+                                    append_log=self._append_log,
+                                    load_buffer_bytes=config["transaction.state.log.load.buffer.size"]),
             send_markers=self._send_markers,
             new_producer_id=self._new_producer_id,
             now_ms=self.now_ms,
@@ -154,6 +159,9 @@ class TransactionsModule(Module):
             leader_epoch=self._state_leader_epoch,
             write_local_markers=self._write_here,
         )
+        # Kafka's onElection/onResignation: each partition's load begins when it comes to be led here.
+        self.elections = CoordinatorElections(services.cluster, TRANSACTION_STATE_TOPIC, self._led_epoch,
+                                              self.coordinator.on_election, self.coordinator.on_resignation)
         self._frames = TxnFromFrame(self.add_codes, self.end_refusal, self.coordinator.end_transaction_now)
 
     def now_ms(self) -> int:
@@ -174,8 +182,10 @@ class TransactionsModule(Module):
                 config["transaction.remove.expired.transaction.cleanup.interval.ms"],
                 self.coordinator.expire_transactional_ids)),
         ]
+        self.elections.start(self.services.loop)
 
     async def stop(self) -> None:
+        self.elections.stop()
         for task in self._timers:
             task.cancel()
         self._state_topic.cancel()
@@ -242,6 +252,10 @@ class TransactionsModule(Module):
             return not self._partition_logs().is_offline(TRANSACTION_STATE_TOPIC, partition)
         except KafkaApiError:
             return False
+
+    def _led_epoch(self, partition: int) -> int | None:
+        """The partition's leader epoch if this broker leads it and can serve it; else None."""
+        return self._state_leader_epoch(partition) if self._leads(partition) else None
 
     async def _new_producer_id(self) -> int:
         ids = self._producer_ids

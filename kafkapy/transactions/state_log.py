@@ -13,8 +13,10 @@ which gives the same answer.
 
 A partition can hold millions of records (every transaction writes several; the cleaner compacts
 them only later), so replay is a generator that yields after every ``REPLAY_SLICE_RECORDS``
-records and reads ``LOAD_BUFFER_BYTES`` at a time: the coordinator runs it in slices
-(kafkapy.server.slices) and the loop serves everyone else between them. ``replay`` is the same
+records and reads ``transaction.state.log.load.buffer.size`` bytes at a time
+(``load_buffer_bytes``, Kafka's default ``LOAD_BUFFER_BYTES``; partition_loads.load_batches): the
+coordinator runs it in slices (kafkapy.server.slices) and the loop serves everyone else between
+them. ``replay`` is the same
 walk in one go.
 """
 
@@ -27,8 +29,9 @@ from typing import Final
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
 from kafkapy.protocol.one_record_batch import one_record_batch
-from kafkapy.protocol.records import RecordBatch, Records
+from kafkapy.protocol.records import RecordBatch
 from kafkapy.protocol.steps import all_at_once
+from kafkapy.server.partition_loads import load_batches
 from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
 from kafkapy.transactions.metadata import TxnMetadata
 from kafkapy.transactions.records import (
@@ -49,7 +52,8 @@ REPLAY_SLICE_RECORDS: Final = 256
 """Records decoded between two yields of a replay: under 10 ms of the loop's time (a record with
 two partitions reads in about 35 us on the 2-core machine that measured it)."""
 LOAD_BUFFER_BYTES: Final = 5 * 1024 * 1024
-"""Bytes per read while replaying: Kafka's transaction.state.log.load.buffer.size default."""
+"""Bytes per read while replaying: Kafka's transaction.state.log.load.buffer.size default (a batch
+larger than the buffer is read whole all the same)."""
 
 
 class TopicStateLog:
@@ -61,7 +65,8 @@ class TopicStateLog:
                  leader_epoch: Callable[[str, int], int] = lambda topic, partition: -1,
                  storage_failed: Callable[[str, int, OSError], KafkaApiError] | None = None,
                  append_log: Callable[[str, int], PartitionLog] | None = None,
-                 slice_records: int = REPLAY_SLICE_RECORDS) -> None:
+                 slice_records: int = REPLAY_SLICE_RECORDS,
+                 load_buffer_bytes: int = LOAD_BUFFER_BYTES) -> None:
         self.leader_log = leader_log
         # where a state record is written: the leader's log, refused NOT_ENOUGH_REPLICAS below the
         # topic's min ISR (Kafka writes __transaction_state with acks=-1); leader_log if not given
@@ -74,6 +79,7 @@ class TopicStateLog:
         # coordinator gets KAFKA_STORAGE_ERROR, which it answers as NOT_COORDINATOR.
         self.storage_failed = storage_failed
         self.slice_records = slice_records  # records a replay reads between two yields
+        self.load_buffer_bytes = load_buffer_bytes  # bytes a replay reads at a time
 
     def _failed(self, partition: int, exc: OSError) -> KafkaApiError:
         if self.storage_failed is not None:
@@ -96,35 +102,32 @@ class TopicStateLog:
         return all_at_once(self.replay_in_slices(partition, slice_records=0))[0]
 
     def replay_in_slices(self, partition: int, slice_records: int | None = None,
-                         read_bytes: int = LOAD_BUFFER_BYTES) -> Replay:
+                         read_bytes: int | None = None) -> Replay:
         """``replay`` as a generator: it yields after every ``slice_records`` records (0: never;
-        None: the log's ``slice_records``) and returns the ids. A tombstone removes its id; a
-        record whose key or value version this broker does not know is skipped, as Kafka skips
-        it (a newer broker wrote it)."""
+        None: the log's ``slice_records``) and returns the ids, reading ``read_bytes`` at a time
+        (None: the log's ``load_buffer_bytes``). A tombstone removes its id; a record whose key or
+        value version this broker does not know is skipped, as Kafka skips it (a newer broker
+        wrote it)."""
         if slice_records is None:
             slice_records = self.slice_records
         source = self.leader_log(self.topic, partition)
         ids: dict[str, TxnMetadata] = {}
-        offset = source.log_start_offset
         since_yield = 0
-        while True:
-            try:
-                read = source.read(offset, read_bytes)
-            except OSError as exc:
-                raise self._failed(partition, exc) from None
-            if not read.chunks:
-                return ids
-            for chunk in read.chunks:
-                for batch in Records(chunk).batches():
-                    offset = batch.last_offset + 1
-                    if not isinstance(batch, RecordBatch) or batch.is_control:
-                        continue
-                    for record in batch.records():
-                        self._apply(partition, ids, record.offset, record.key, record.value)
-                        since_yield += 1
-                        if since_yield == slice_records:
-                            since_yield = 0
-                            yield
+        batches = load_batches(source, self.load_buffer_bytes if read_bytes is None else read_bytes,
+                               what=f"{self.topic}-{partition}", log=log)
+        try:
+            for batch in batches:
+                if not isinstance(batch, RecordBatch) or batch.is_control:
+                    continue
+                for record in batch.records():
+                    self._apply(partition, ids, record.offset, record.key, record.value)
+                    since_yield += 1
+                    if since_yield == slice_records:
+                        since_yield = 0
+                        yield
+        except OSError as exc:
+            raise self._failed(partition, exc) from None
+        return ids
 
     def _apply(self, partition: int, ids: dict[str, TxnMetadata], offset: int,
                key: bytes | None, value: bytes | None) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import confluent_kafka
 import pytest
+from quick_clients import commit_offset
 
 from kafkapy import Broker
 from kafkapy.cli import build_parser, main
@@ -61,12 +62,7 @@ def broker() -> Iterator[Broker]:
 
 def _commit(broker: Broker, group: str, offset: int) -> None:
     """A classic group with a committed offset and no member (Empty), made by confluent-kafka."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
-                                         "enable.auto.commit": False})
-    try:
-        consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, offset)], asynchronous=False)
-    finally:
-        consumer.close()
+    commit_offset(broker.bootstrap_servers, group, TOPIC, offset)
 
 
 def _join_and_leave(broker: Broker, group: str) -> None:

@@ -105,3 +105,39 @@ def test_stop_all_cancels_every_load() -> None:
         assert coordinator.loads.partitions() == [] and coordinator.installed == []
 
     asyncio.run(scenario())
+
+
+def test_a_scheduled_load_runs_nothing_in_place_and_is_installed_by_the_runner() -> None:
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        coordinator.loads.schedule(0, 1, replay(1))
+        assert coordinator.loads.epoch_of(0) == 1 and coordinator.installed == []
+        await coordinator.loads.wait()
+        assert coordinator.installed == [(0, 1, "done")]
+
+    asyncio.run(scenario())
+
+
+def test_loads_take_turns_one_slice_each_per_loop_step() -> None:
+    """Three partitions loading at once: their slices interleave, so a short one is installed
+    after its own few slices, not after the long one's."""
+    order: list[str] = []
+
+    def traced(name: str, slices: int) -> Generator[None, None, str]:
+        for n in range(slices):
+            order.append(f"{name}{n}")
+            if n < slices - 1:
+                yield
+        return name
+
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        coordinator.led = {0: 1, 1: 1, 2: 1}
+        coordinator.loads.schedule(0, 1, traced("long", 4))
+        coordinator.loads.schedule(1, 1, traced("short", 1))
+        coordinator.loads.schedule(2, 1, traced("mid", 2))
+        await coordinator.loads.wait()
+        assert order == ["long0", "short0", "mid0", "long1", "mid1", "long2", "long3"]
+        assert [p for p, _, _ in coordinator.installed] == [1, 2, 0]
+
+    asyncio.run(scenario())
