@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from error_log import ErrorCollector, collected_errors
+from error_log import ErrorCollector
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from server_wire import KafkaSocket, frame, split_address
@@ -98,12 +98,6 @@ def _field(field: FieldSpec, version: int) -> st.SearchStrategy[Any]:
 
 def _struct(fields: tuple[FieldSpec, ...], version: int) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({f.snake: _field(f, version) for f in fields if version in f.versions})
-
-
-@pytest.fixture(scope="module")
-def errors() -> Iterator[ErrorCollector]:
-    with collected_errors() as collector:
-        yield collector
 
 
 @pytest.fixture(scope="module", params=["memory", "log.dirs", "3 brokers", "acls"])
