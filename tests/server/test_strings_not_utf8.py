@@ -73,7 +73,10 @@ def test_a_group_id_that_is_not_utf8_is_a_group_id(broker: Broker, errors: Error
 @pytest.mark.parametrize("fast_paths", [FastPaths(), FastPaths.none()], ids=["fast paths", "plain paths"])
 def test_a_transactional_id_that_is_not_utf8_is_a_transactional_id(fast_paths: FastPaths,
                                                                    errors: ErrorCollector) -> None:
-    """InitProducerId, and AddPartitionsToTxn v3, which a fast path reads from the frame."""
+    """Two transactions of one transactional producer: InitProducerId, then AddPartitionsToTxn v3,
+    two transactional Produce v9 and EndTxn v3 in each. A broker with no observers answers the second
+    request of a key and version from the frame (kafkapy.dataplane.produce_frame, whose KIP-890
+    check asks the coordinator about the transactional id, and kafkapy.transactions.from_frame)."""
     with Broker(fast_paths=fast_paths) as running, KafkaSocket(running.bootstrap_servers) as conn:
         running.seed({TOPIC: {"partitions": 1}})
         found = conn.call(ApiKey.FIND_COORDINATOR, 4,
@@ -82,16 +85,30 @@ def test_a_transactional_id_that_is_not_utf8_is_a_transactional_id(fast_paths: F
         init = conn.call(ApiKey.INIT_PRODUCER_ID, 4,
                          {"transactional_id": TRANSACTIONAL_ID, "transaction_timeout_ms": 60_000}).body
         assert init["error_code"] == ErrorCode.NONE and init["producer_id"] >= 0
-        added = conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
-            "v3_and_below_transactional_id": TRANSACTIONAL_ID,
-            "v3_and_below_producer_id": init["producer_id"],
-            "v3_and_below_producer_epoch": init["producer_epoch"],
-            "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}).body
-        assert [(r["name"], [p["partition_error_code"] for p in r["results_by_partition"]])
-                for r in added["results_by_topic_v3_and_below"]] == [(TOPIC, [ErrorCode.NONE])]
+        producer = {"producer_id": init["producer_id"], "producer_epoch": init["producer_epoch"]}
+        sequence = 0
+        for _ in range(2):
+            added = conn.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+                "v3_and_below_transactional_id": TRANSACTIONAL_ID,
+                **{f"v3_and_below_{name}": value for name, value in producer.items()},
+                "v3_and_below_topics": [{"name": TOPIC, "partitions": [0]}]}).body
+            assert [(r["name"], [p["partition_error_code"] for p in r["results_by_partition"]])
+                    for r in added["results_by_topic_v3_and_below"]] == [(TOPIC, [ErrorCode.NONE])]
+            for _ in range(2):
+                batch = build_record_batch([{"value": b"v"}], base_sequence=sequence, is_transactional=True,
+                                           **producer)
+                sequence += 1
+                produced = conn.call(ApiKey.PRODUCE, 9, {
+                    "transactional_id": TRANSACTIONAL_ID, "acks": -1, "timeout_ms": 1000,
+                    "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]}).body
+                assert produced["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.NONE
+            ended = conn.call(ApiKey.END_TXN, 3, {"transactional_id": TRANSACTIONAL_ID, **producer,
+                                                  "committed": True}).body
+            assert ended["error_code"] == ErrorCode.NONE
         _served_next(conn)
         view = running.transaction(TRANSACTIONAL_ID_AS_KAFKA_READS_IT)
         assert view is not None and view.producer_id == init["producer_id"]
+        assert len(running.records(TOPIC)) == 4 + 2  # the records and the two COMMIT markers
     assert errors.messages == []
 
 
