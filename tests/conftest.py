@@ -21,8 +21,8 @@ from tests.kafka_python_sockets import mend_kafka_python_sockets
 from tests.soak import soaked, soaking
 
 # The test identity provider's fixtures (certificate_authority, idp), for the OIDC tests of
-# tests/interop and tests/commands.
-pytest_plugins = ["oidc_provider", "fd_guard"]
+# tests/interop and tests/commands; the fuzz tests' ``errors`` fixture (tests/error_log.py).
+pytest_plugins = ["oidc_provider", "fd_guard", "error_log"]
 
 mend_kafka_python_sockets()  # kafka-python 3.0.12 leaks sockets (tests/kafka_python_sockets.py)
 

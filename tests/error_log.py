@@ -7,6 +7,8 @@ import contextlib
 import logging
 from collections.abc import Iterator
 
+import pytest
+
 
 class ErrorCollector(logging.Handler):
     def __init__(self) -> None:
@@ -26,3 +28,11 @@ def collected_errors() -> Iterator[ErrorCollector]:
         yield collector
     finally:
         logging.getLogger().removeHandler(collector)
+
+
+@pytest.fixture(scope="module")
+def errors() -> Iterator[ErrorCollector]:
+    """The errors logged while a test module runs (its module-scoped broker's included): a plugin
+    fixture (tests/conftest.py's pytest_plugins), so each fuzz module need not define it."""
+    with collected_errors() as collector:
+        yield collector

@@ -63,6 +63,7 @@ from kafkapy.capture.tcp import (
 )
 from kafkapy.protocol.api_keys import FIRST_PRIVATE_API_KEY, ApiKey
 from kafkapy.protocol.header import unpack_request_prefix
+from kafkapy.protocol.strings import decode_string
 
 __all__ = [
     "MAX_FRAME_SIZE",
@@ -205,11 +206,8 @@ def plausible_request(buf: bytes | bytearray, pos: int, max_size: int = MAX_FRAM
         return False
     if avail < 14 + cid_len:
         return None
-    try:
-        cid = bytes(buf[pos + 14 : pos + 14 + cid_len]).decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return cid.isprintable()
+    # read as the broker reads it (bytes that are not UTF-8 as U+FFFD, which Kafka serves)
+    return decode_string(buf[pos + 14 : pos + 14 + cid_len]).isprintable()
 
 
 def _request_candidates(max_size: int) -> re.Pattern[bytes]:

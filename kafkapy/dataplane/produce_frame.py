@@ -71,6 +71,7 @@ from kafkapy.protocol.records import (
     V2_MAGIC_AT,
     RecordBatch,
 )
+from kafkapy.protocol.strings import JAVA_REPLACE
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import NO_RESPONSE, FromFrame
@@ -282,7 +283,7 @@ class ProduceFromFrame:
                         return None
                     pos += 2
                     if n:
-                        transactional_id = str(frame[pos:pos + n - 1], "utf-8", "surrogateescape")
+                        transactional_id = str(frame[pos:pos + n - 1], "utf-8", JAVA_REPLACE)
                         pos += n - 1
                     acks = _I16(frame, pos)[0]
                     if frame[pos + 6] != 2:  # one topic
@@ -299,7 +300,7 @@ class ProduceFromFrame:
                         if not 0 < n < 0x80:
                             return None
                         name_start, pos = pos, pos + n
-                        name = str(frame[name_start + 1:pos], "utf-8", "surrogateescape")
+                        name = str(frame[name_start + 1:pos], "utf-8", JAVA_REPLACE)
                         name_end = pos
                     if frame[pos] != 2:  # one partition
                         return answer_many(conn, frame)
@@ -332,7 +333,7 @@ class ProduceFromFrame:
                     if n < 0:
                         return None
                     name_start, pos = pos, pos + 2 + n
-                    name = str(frame[name_start + 2:pos], "utf-8", "surrogateescape")
+                    name = str(frame[name_start + 2:pos], "utf-8", JAVA_REPLACE)
                     name_end = pos
                     count, index = _COUNT_I32(frame, pos)
                     if count != 1:
@@ -456,7 +457,7 @@ def _nullable_string(frame: ReceivedFrame, pos: int) -> tuple[str | None, int]:
     pos += 2
     if n < 0:
         return None, pos
-    return str(frame[pos:pos + n], "utf-8", "surrogateescape"), pos + n
+    return str(frame[pos:pos + n], "utf-8", JAVA_REPLACE), pos + n
 
 
 def _read_many(frame: ReceivedFrame, flexible: bool, by_id: bool,
@@ -476,7 +477,7 @@ def _read_many(frame: ReceivedFrame, flexible: bool, by_id: bool,
                 return None
             n, pos = _read_uvarint(frame, pos + 1)
             if n:
-                transactional_id = str(frame[pos:pos + n - 1], "utf-8", "surrogateescape")
+                transactional_id = str(frame[pos:pos + n - 1], "utf-8", JAVA_REPLACE)
                 pos += n - 1
             acks = _I16(frame, pos)[0]
             topic_count, pos = _read_uvarint(frame, pos + 6)
@@ -501,13 +502,13 @@ def _read_many(frame: ReceivedFrame, flexible: bool, by_id: bool,
                 if n < 2:
                     return None
                 pos += n - 1
-                name = str(frame[pos - n + 1:pos], "utf-8", "surrogateescape")
+                name = str(frame[pos - n + 1:pos], "utf-8", JAVA_REPLACE)
             else:
                 n = _I16(frame, pos)[0]
                 if n < 1:
                     return None
                 pos += 2 + n
-                name = str(frame[pos - n:pos], "utf-8", "surrogateescape")
+                name = str(frame[pos - n:pos], "utf-8", JAVA_REPLACE)
             if name in names:
                 return None
             names.add(name)

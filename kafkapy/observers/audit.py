@@ -52,6 +52,7 @@ import attrs
 from kafkapy.protocol import api_name, encode_response
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import request_header_version
+from kafkapy.protocol.strings import decode_string
 
 if TYPE_CHECKING:
     from kafkapy.server.connection import ConnectionInfo
@@ -246,7 +247,7 @@ def _client_id(frame: bytes) -> tuple[int, int, str | None] | None:
         return api_key, correlation_id, None
     if len(frame) < 10 + size:
         return None
-    return api_key, correlation_id, frame[10:10 + size].decode("utf-8", "replace")
+    return api_key, correlation_id, decode_string(frame[10:10 + size])
 
 
 def _topic(entry: Mapping[str, Any], name_field: str) -> str:

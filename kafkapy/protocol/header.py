@@ -28,6 +28,7 @@ from kafkapy.errors import DecodeError
 from kafkapy.protocol.catalogue import request_header_version
 from kafkapy.protocol.schema import MessageSchema
 from kafkapy.protocol.specs import MessageSpec, standard_and_project_specs
+from kafkapy.protocol.strings import JAVA_REPLACE
 
 __all__ = [
     "REQUEST_PREFIX_SIZE",
@@ -147,7 +148,7 @@ def peek_request_header(data: bytes | bytearray | memoryview) -> RequestHeader:
         if n >= 0:
             pos = 10 + n
             if pos <= end:
-                client_id: str | None = str(data[10:pos], "utf-8", "surrogateescape")
+                client_id: str | None = str(data[10:pos], "utf-8", JAVA_REPLACE)
                 if header_version == 1:
                     return _new_tuple(RequestHeader, (key, version, corr, client_id, 1, pos))
                 if pos < end and data[pos] == 0:  # v2 with no tagged fields, the common case

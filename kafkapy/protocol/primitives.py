@@ -21,6 +21,7 @@ from typing import Any
 
 from kafkapy.errors import DecodeError, EncodeError
 from kafkapy.protocol.records import Records
+from kafkapy.protocol.strings import JAVA_REPLACE
 
 __all__ = [
     "Array",
@@ -154,7 +155,7 @@ def to_uuid(value: Any) -> bytes:
 
 def encode_text(value: Any, field: str) -> bytes:
     if isinstance(value, str):
-        # surrogateescape: decoding with it keeps any bytes, so re-encoding is identical
+        # surrogateescape: a caller (a test of a broker) writes bytes that are not UTF-8 as escapes
         return value.encode("utf-8", "surrogateescape")
     raise EncodeError(f"expected str, got {type(value).__name__}", field=field)
 
@@ -455,16 +456,17 @@ class _LengthPrefixed(Primitive):
 
 
 class Text(_LengthPrefixed):
-    """(compact) (nullable) string: an int16 or unsigned-varint length, then UTF-8."""
+    """(compact) (nullable) string: an int16 or unsigned-varint length, then UTF-8, read as Java
+    reads it (kafkapy.protocol.strings: malformed bytes become U+FFFD, as Kafka serves them)."""
 
     width = "int16"
     kind = "string"
 
     def value(self, buf: Buffer, pos: int, end: int) -> Any:
-        return str(buf[pos:end], "utf-8", "surrogateescape")
+        return str(buf[pos:end], "utf-8", JAVA_REPLACE)
 
     def value_source(self, n: str) -> str:
-        return f"str(buf[pos:pos + {n}], 'utf-8', 'surrogateescape')"
+        return f"str(buf[pos:pos + {n}], 'utf-8', {JAVA_REPLACE!r})"
 
     def payload(self, value: Any, field: str) -> bytes:
         data = encode_text(value, field)

@@ -72,6 +72,7 @@ from kafkapy.protocol.compression import (
     decompress_steps,
 )
 from kafkapy.protocol.crc32c import crc32c  # v2 batches' checksum; exported from here too
+from kafkapy.protocol.strings import decode_string
 
 __all__ = [
     "COMPRESSION_MASK",
@@ -579,8 +580,8 @@ def read_v2_records(
                         raise _Corrupt(f"header key length {n} is invalid here", pos)
                     try:
                         hkey = data[pos : pos + n].decode()
-                    except UnicodeDecodeError as exc:
-                        raise _Corrupt(f"header key is not UTF-8: {exc.reason}", pos) from None
+                    except UnicodeDecodeError:  # Header.key() as Java reads it: U+FFFD, never refused
+                        hkey = decode_string(data[pos : pos + n])
                     pos += n
                     b = data[pos]
                     if b < 0x80:
@@ -734,11 +735,7 @@ def _scan_slice(data: bytes | bytearray, pos: int, end: int, first: int, stop: i
                         n, pos = varint(data, pos, 5)
                     if n < 0 or n > rec_end - pos:
                         raise _Corrupt(f"header key length {n} is invalid here", pos)
-                    try:
-                        data[pos : pos + n].decode()
-                    except UnicodeDecodeError as exc:
-                        raise _Corrupt(f"header key is not UTF-8: {exc.reason}", pos) from None
-                    pos += n
+                    pos += n  # the key's bytes are not checked: Kafka reads them only as Header.key()
                     b = data[pos]
                     if b < 0x80:
                         n = zz[b]

@@ -72,6 +72,7 @@ from kafkapy.protocol.records import (
     read_v2_records,
     v2_payload,
 )
+from kafkapy.protocol.strings import decode_string
 
 __all__ = ["records_json", "records_json_at"]
 
@@ -329,8 +330,7 @@ def _quoted_key(raw: bytes) -> bytes:
     """A header key as JSON text, from ``_KEYS`` once seen."""
     quoted = _KEYS.get(raw)
     if quoted is None:
-        # Not UTF-8 raises UnicodeDecodeError, and the reference then reports it.
-        quoted = encode_basestring(raw.decode()).encode()
+        quoted = encode_basestring(decode_string(raw)).encode()  # as the reference reads it
         if len(_KEYS) >= _KEYS_KEPT:
             _KEYS.clear()
         _KEYS[raw] = quoted

@@ -16,7 +16,7 @@ Theory of operation
 -------------------
 1. **Read** the header (the correlation id; the client id skipped; on flexible versions, an empty
    tag section) and the body, which must end where the frame ends and carry no tagged fields.
-   Strings are read as the codec reads them (UTF-8 with surrogateescape).
+   Strings are read as the codec reads them (as Java reads them: kafkapy.protocol.strings).
 2. **Answer** with the shared code. AddPartitionsToTxn (v0-v3: one transaction) never waits.
    EndTxn waits only when a partition of the transaction is led by another broker (its marker is
    tried before the answer): ``TransactionCoordinator.end_transaction_now`` then declines before
@@ -37,6 +37,7 @@ from collections.abc import Callable
 from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.primitives import read_uvarint, uvarint_bytes
+from kafkapy.protocol.strings import JAVA_REPLACE
 from kafkapy.server.connection import ConnectionInfo
 from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import FromFrame
@@ -112,7 +113,7 @@ def _string(frame: ReceivedFrame, pos: int, flexible: bool) -> tuple[str, int]:
     n, pos = _length(frame, pos, flexible, _I16, 2)
     if n < 0 or pos + n > len(frame):
         raise _Unusual
-    return str(frame[pos:pos + n], "utf-8", "surrogateescape"), pos + n
+    return str(frame[pos:pos + n], "utf-8", JAVA_REPLACE), pos + n
 
 
 def _count(frame: ReceivedFrame, pos: int, flexible: bool) -> tuple[int, int]:

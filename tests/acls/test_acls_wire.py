@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from error_log import ErrorCollector, collected_errors
+from error_log import ErrorCollector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,12 +26,6 @@ VERSIONS = (1, 2, 3)
 int8 = st.integers(-128, 127)
 texts = st.one_of(st.sampled_from(["", "*", "User:alice", "User:*", "kafka-cluster", "orders", "alice", "a/b",
                                    ".."]), st.text(max_size=12))
-
-
-@pytest.fixture(scope="module")
-def errors() -> Iterator[ErrorCollector]:
-    with collected_errors() as collector:
-        yield collector
 
 
 @pytest.fixture(scope="module")

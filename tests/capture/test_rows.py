@@ -636,3 +636,18 @@ def test_the_issue_case_a_produce_cut_at_535_bytes() -> None:
     rows = list(decode_capture(io.BytesIO(data)))
     assert [(r["api_name"], r["status"]) for r in rows] == [("Produce", "truncated"), (None, "undecodable")]
     assert rows[0]["reason"].startswith("request frame truncated (capture-end, 105 bytes missing)")
+
+
+def test_strings_that_are_not_utf8_are_shown_as_the_broker_reads_them() -> None:
+    """A client id and a group id whose bytes are not UTF-8 (written as surrogate escapes): Kafka
+    reads them with U+FFFD and serves the request, so the capture frames and decodes it and shows
+    that text (before, the connection's first request was judged no request, and nothing decoded)."""
+    request = encode_request(10, 3, 1, "c\udcff", {"key": "g\udcfe", "key_type": 0})
+    assert b"c\xff" in request and b"g\xfe" in request
+    response = encode_response(10, 3, 1, {"error_code": 0, "node_id": 1, "host": "h", "port": 9092})
+    for rows in (_rows(_pcap([(True, request), (False, response)])),
+                 _midstream([(True, _framed(request)), (False, _framed(response))])):
+        assert [(r["api_name"], r["status"], r["client_id"]) for r in rows] == [
+            ("FindCoordinator", "ok", "c\ufffd")]
+        assert json.loads(rows[0]["request"])["key"] == "g\ufffd"
+        json.dumps(rows[0], ensure_ascii=False).encode()  # writable as UTF-8 (a lone surrogate is not)

@@ -7,7 +7,7 @@ partitions and offsets, impossible timestamps, ids of nothing, duplicates, nulls
 nullable. That reaches the handlers. For every one the broker must answer with Kafka's errors, or
 close that one connection where Kafka would: no handler may fail (a logged traceback), answer
 UNKNOWN_SERVER_ERROR (kafkapy always knows what went wrong), or send what does not decode, and a
-well-behaved connection is served afterwards.
+well-behaved connection is served afterwards. Strings may hold bytes that are not UTF-8.
 
 Values lean towards the names and numbers the broker knows (the seeded topic, its partitions,
 small ids), so that the deeper paths are taken too. Waits are kept short: fields that ask the
@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from error_log import ErrorCollector, collected_errors
+from error_log import ErrorCollector
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from server_wire import KafkaSocket, frame, split_address
@@ -45,6 +45,8 @@ NAMES = [TOPIC, "missing", "__consumer_offsets", "__transaction_state", "", "g",
 # that re.compile fails on with OverflowError / RecursionError instead of re.error.
 TRICKY = ["a{4294967296}", "(" * 1200 + ")" * 1200, "t.*", "User:alice", "client_id=a{4294967296}",
           "metrics=*", "\x00", "9" * 5000, "=", "[", "*"]
+# Bytes that are not UTF-8 (written as surrogate escapes): Kafka reads them as U+FFFD and serves on.
+NOT_UTF8 = st.binary(min_size=1, max_size=6).map(lambda data: data.decode("utf-8", "surrogateescape"))
 ANSWER_WAIT_S = 2.0  # long enough for every short wait below; a request still unanswered then is left
 NO_ANSWER_WAIT_S = 0.2  # acks=0: nothing may come back
 WAITS = ("timeout_ms", "max_wait_ms")  # fields that make a handler wait, by name suffix
@@ -79,7 +81,7 @@ def _scalar(kind: str, name: str) -> st.SearchStrategy[Any]:
     if kind == "float64":
         return st.floats(allow_nan=False)
     if kind == "string":
-        return st.sampled_from(NAMES) | st.text(max_size=6) | st.sampled_from(TRICKY)
+        return st.sampled_from(NAMES) | st.text(max_size=6) | st.sampled_from(TRICKY) | NOT_UTF8
     if kind == "bytes":
         return st.binary(max_size=24)
     if kind == "records":
@@ -98,12 +100,6 @@ def _field(field: FieldSpec, version: int) -> st.SearchStrategy[Any]:
 
 def _struct(fields: tuple[FieldSpec, ...], version: int) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries({f.snake: _field(f, version) for f in fields if version in f.versions})
-
-
-@pytest.fixture(scope="module")
-def errors() -> Iterator[ErrorCollector]:
-    with collected_errors() as collector:
-        yield collector
 
 
 @pytest.fixture(scope="module", params=["memory", "log.dirs", "3 brokers", "acls"])

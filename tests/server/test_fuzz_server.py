@@ -20,7 +20,7 @@ import struct
 from collections.abc import Iterator
 
 import pytest
-from error_log import ErrorCollector, collected_errors
+from error_log import ErrorCollector
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from server_wire import KafkaSocket, frame, split_address
@@ -31,12 +31,6 @@ from kafkapy.protocol import decode_response, encode_request
 SERVED = {3: (0, 13), 18: (0, 4), 60: (0, 2), 1010: (0, 0)}
 IDLE_MS = 5000
 SOFTWARE = {"client_software_name": "fuzz", "client_software_version": "1"}
-
-
-@pytest.fixture(scope="module")
-def errors() -> Iterator[ErrorCollector]:
-    with collected_errors() as collector:
-        yield collector
 
 
 @pytest.fixture(scope="module")

@@ -135,6 +135,10 @@ def test_a_user_name_that_is_not_ascii_cannot_log_in() -> None:
     server = ScramServer("SCRAM-SHA-256", lambda m, u: stored)
     with pytest.raises(MalformedResponse, match="Invalid SCRAM client first message"):
         server.evaluate("n,,n=jos\u00e9,r=abc".encode())
+    # bytes that are not UTF-8: read as Java reads them (U+FFFD, no ASCII saslname), the same refusal
+    with pytest.raises(MalformedResponse) as refused:
+        server.evaluate(b"n,,n=jos\xe9,r=abc")
+    assert refused.value.reason == "Invalid SCRAM client first message"
 
 
 def test_a_final_nonce_must_equal_the_combined_nonce() -> None:

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Protocol
 
+from kafkapy.protocol.strings import decode_string
 from kafkapy.server.sasl.mechanism import AuthenticationFailed, MalformedResponse
 from kafkapy.server.sasl.unsecured_jws import TokenRefused
 
@@ -87,7 +88,7 @@ class ClientInitialResponse:
 def parse_client_initial_response(message: bytes) -> ClientInitialResponse:
     """The parsed message; MalformedResponse with Kafka's reason if it is not one. Bytes that are
     not UTF-8 are replaced, as Java's ``new String(bytes, UTF_8)`` does, and then fail the grammar."""
-    match = _CLIENT_INITIAL_RESPONSE.fullmatch(message.decode("utf-8", errors="replace"))
+    match = _CLIENT_INITIAL_RESPONSE.fullmatch(decode_string(message))
     if match is None:
         raise MalformedResponse("Invalid OAUTHBEARER client first message")
     properties: dict[str, str] = {}

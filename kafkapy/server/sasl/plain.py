@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 
+from kafkapy.protocol.strings import decode_string
 from kafkapy.server.sasl.mechanism import AuthenticationFailed, MalformedResponse
 
 __all__ = ["PLAIN", "PlainServer", "parse_plain_token"]
@@ -23,7 +24,7 @@ def parse_plain_token(token: bytes) -> tuple[str, str, str]:
     """(authorization id, username, password) from a PLAIN token; MalformedResponse or
     AuthenticationFailed as Kafka raises them. Bytes that are not UTF-8 are read as Java's
     ``new String(bytes, UTF_8)`` reads them: replaced, so they match no configured user."""
-    fields = token.decode("utf-8", errors="replace").split("\0")
+    fields = decode_string(token).split("\0")
     if len(fields) != 3:
         raise MalformedResponse(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(fields)}")
     authorization_id, username, password = fields

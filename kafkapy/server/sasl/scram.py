@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import attrs
 
+from kafkapy.protocol.strings import decode_string
 from kafkapy.server.sasl.mechanism import AuthenticationFailed, MalformedResponse
 
 __all__ = ["MECHANISMS", "ScramCredential", "ScramMechanism", "ScramServer",
@@ -129,10 +130,7 @@ class ScramServer:
         self._credential: ScramCredential | None = None
 
     def evaluate(self, token: bytes) -> bytes:
-        try:
-            text = token.decode("utf-8")
-        except UnicodeDecodeError:
-            raise MalformedResponse("Invalid SCRAM message: not UTF-8") from None
+        text = decode_string(token)  # ScramMessages: new String(bytes, UTF_8), never refused
         if self._step == 0:
             return self._client_first(text)
         if self._step == 1:
