@@ -940,17 +940,6 @@ class RecordBatch:
     def crc_valid(self) -> bool:
         return self.computed_crc == self.crc
 
-    def computed_crc_steps(self, every: int) -> Generator[None, None, int]:
-        """:attr:`computed_crc`, ``every`` bytes a call with a yield between two, for a message
-        long enough that one call would hold the broker's loop (zlib's CRC-32 runs at about 1 GB/s)."""
-        view = memoryview(self._buf)
-        crc = 0
-        for at in range(self._pos + 16, self._end, every):
-            if at > self._pos + 16:
-                yield
-            crc = zlib.crc32(view[at : min(at + every, self._end)], crc)
-        return crc
-
     def validate(self) -> None:
         """Check the CRC and decode every record, raising DecodeError on the first fault."""
         self.record_list(check_crc=True)
