@@ -111,6 +111,7 @@ class _Written:
 
     def add(self, index: int, timestamp: int | None, key: bytes | None, value: bytes | memoryview | None
             ) -> Generator[None, None, None]:
+        """Message ``index`` written (a missing timestamp as -1), yielding as the writer asks."""
         stamp = NO_TIMESTAMP if timestamp is None else timestamp
         if stamp < NO_TIMESTAMP and self.negative is None:
             self.negative = (index, stamp)
@@ -124,6 +125,7 @@ class _Written:
             self.too_far = exc
 
     def finish(self, compressed: bool) -> UpConverted:
+        """The batch, or the refusal of timestamps too far apart; ``compressed``: from a wrapper."""
         if self.too_far is not None:
             raise RecordsRejected(ErrorCode.INVALID_TIMESTAMP,
                                   f"The messages cannot be one record batch: {self.too_far}")
@@ -171,7 +173,8 @@ def _shallow_messages(data: bytes | memoryview, max_message_bytes: int, every: i
             raise RecordsRejected(ErrorCode.CORRUPT_MESSAGE,
                                   f"Record is corrupt (stored crc = {message.crc}, computed crc = "
                                   f"{computed})")
-        first_magic = magic
+        if not count:
+            first_magic = magic
         if message.attributes & COMPRESSION_MASK:
             compressed = compressed or message
         elif compressed is None:  # beside a compressed one, the set is refused: nothing to write
