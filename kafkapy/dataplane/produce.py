@@ -2,7 +2,10 @@
 
 Produce v0-v2 may carry the message formats before record batches (magic 0 and 1); each
 partition's messages are converted to one record batch first (``kafkapy.log.message_format``),
-which then goes through the steps below like any other.
+which then goes through the steps below like any other. A conversion longer than one slice
+(``CONVERSION_SLICE_MESSAGES``) goes on in slices as a long record walk does (below); a converted
+timestamp that Kafka's MemoryRecordsBuilder throws on (negative, not -1) is answered
+UNKNOWN_SERVER_ERROR, as Kafka answers it.
 
 Each partition of a request is appended on its own, so one partition's rejection leaves the
 others alone (Kafka's ReplicaManager.appendToLocalLog):
@@ -76,7 +79,7 @@ import struct
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -99,7 +102,12 @@ from kafkapy.log.append import (
     validation_steps,
     walk_is_long,
 )
-from kafkapy.log.message_format import up_convert
+from kafkapy.log.message_format import (
+    CONVERSION_SLICE_MESSAGES,
+    ConversionIsLong,
+    UpConverted,
+    up_conversion_steps,
+)
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
@@ -114,6 +122,7 @@ from kafkapy.protocol.records import (
     RecordBatch,
     Records,
 )
+from kafkapy.protocol.steps import all_at_once
 from kafkapy.server.connection import CloseConnection
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.modules import Answer, EncodedResponse, RequestContext
@@ -341,7 +350,7 @@ class ProduceHandler:
                     answer = _failed(index, *unverified[(name, index)])
                 elif later or (version >= FIRST_BATCH_ONLY_VERSION and (records := partition_data["records"])
                                is not None and walk_is_long(records.raw)):
-                    # a long record walk (magic 0 and 1 messages, below v3, are converted in one go)
+                    # a long record walk (magic 0 and 1 messages, below v3: a long conversion, below)
                     later.append(_Later(answers, len(answers), name, index, partition_data["records"]))
                     answers.append(_failed(index, ErrorCode.NONE))  # its place, filled in after the walk
                     continue
@@ -351,6 +360,11 @@ class ProduceHandler:
                                               inflate_in_one_go_at_most=INFLATE_SLICE_BYTES)
                     except InflationIsLong:  # a long inflation: checked in slices too, from the start
                         later.append(_Later(answers, len(answers), name, index, partition_data["records"]))
+                        answers.append(_failed(index, ErrorCode.NONE))
+                        continue
+                    except ConversionIsLong as long:  # magic 0 and 1 messages: converted in slices from there
+                        later.append(_Later(answers, len(answers), name, index, partition_data["records"],
+                                            long.steps))
                         answers.append(_failed(index, ErrorCode.NONE))
                         continue
                 failed = failed or answer["error_code"] != ErrorCode.NONE
@@ -381,7 +395,8 @@ class ProduceHandler:
         version = ctx.api_version
         named = 0
         for step in later:
-            answer = await self._append_in_slices(step.topic, step.index, step.records, version, acks)
+            answer = await self._append_in_slices(step.topic, step.index, step.records, version, acks,
+                                                  step.conversion)
             step.answers[step.at] = answer
             failed = failed or answer["error_code"] != ErrorCode.NONE
             if answer["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER:
@@ -442,8 +457,9 @@ class ProduceHandler:
         process): the same checks, offsets and producer state; the partition's answer."""
         return self._append(topic, index, Records(batch), version, self.clock_ms())
 
-    async def _append_in_slices(self, topic: str, index: int, records: Any, version: int,
-                                acks: int) -> dict[str, Any]:
+    async def _append_in_slices(self, topic: str, index: int, records: Any, version: int, acks: int,
+                                conversion: Generator[None, None, UpConverted | None] | None = None
+                                ) -> dict[str, Any]:
         """:meth:`_append` of a batch whose record walk is long: its records are checked first, a
         slice at a time (``validation_steps``), yielding to the event loop between slices, and
         rebuilt with the topic's codec if it asks another; then :meth:`_append` makes its checks
@@ -451,29 +467,48 @@ class ProduceHandler:
         then (leadership, producer state, log end), and appends. Timestamps are checked against
         the time the walk began; a log-append time is the time of the append. One such check runs
         at a time on this broker (``_long_checks``); the others wait their turn, the loop serving
-        everything else meanwhile."""
-        checked: tuple[bytearray, AppendPlan] | RecordsRejected
+        everything else meanwhile. Produce v0-v2: the messages are up-converted in slices first,
+        going on with ``conversion`` (begun in place, :class:`ConversionIsLong`) if given."""
+        checked: tuple[bytearray, AppendPlan] | KafkaApiError | _NoWholeMessage
         named = None
         async with self._long_checks:
             config = self.append_config(topic)
             now_ms = self.clock_ms()
-            data = bytearray(records.raw)
+            converted: UpConverted | None = None
             try:
-                plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
-                target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
-                if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
-                    data = await in_slices(recompression_steps(
-                        data, plan, target, compression_level(config, target),
-                        produce_inflate_limit(config.max_message_bytes)))
-                    plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
-                checked = (data, plan)
+                if version < FIRST_BATCH_ONLY_VERSION:
+                    converted = await in_slices(conversion or _conversion(records.raw, config))
+                if version < FIRST_BATCH_ONLY_VERSION and converted is None:
+                    checked = NO_WHOLE_MESSAGE
+                else:
+                    data = bytearray(records.raw if converted is None else converted.batch)
+                    checked = await self._checked_in_slices(data, converted, config, now_ms, version)
             except RecordsRejected as rejected:
-                checked = rejected
-                named = await in_slices(_record_error_answer_steps(rejected.record_errors))
+                checked = _builder_refusal(converted, rejected) or rejected
+                if checked is rejected:
+                    named = await in_slices(_record_error_answer_steps(rejected.record_errors))
+            except KafkaApiError as refused:  # Kafka's builder's refusal
+                checked = refused
         return self._append(topic, index, records, version, self.clock_ms(), acks, checked, named)
 
-    def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int,
-                acks: int = 1, checked: tuple[bytearray, AppendPlan] | RecordsRejected | None = None,
+    @staticmethod
+    async def _checked_in_slices(data: bytearray, converted: UpConverted | None, config: LogConfig,
+                                 now_ms: int, version: int) -> tuple[bytearray, AppendPlan]:
+        """The batch checked in slices, then refused as Kafka's builder refuses an up-converted
+        negative timestamp, then rebuilt (in slices) with the topic's codec if it asks another and
+        checked again; RecordsRejected, or KafkaApiError for the builder's refusal."""
+        plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
+        if (refusal := _builder_refusal(converted, None)) is not None:
+            raise refusal
+        target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
+        if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
+            data = await in_slices(recompression_steps(data, plan, target, compression_level(config, target),
+                                                       produce_inflate_limit(config.max_message_bytes)))
+            plan = await in_slices(validation_steps(data, config, now_ms, produce_version=version))
+        return data, plan
+
+    def _append(self, topic: str, index: int, records: Any, version: int, now_ms: int, acks: int = 1,
+                checked: tuple[bytearray, AppendPlan] | KafkaApiError | _NoWholeMessage | None = None,
                 named: list[dict[str, Any]] | None = None,
                 inflate_in_one_go_at_most: int | None = None) -> dict[str, Any]:
         """One partition's append (steps 1 to 5 above). ``checked``: the records' verdict, reached
@@ -481,7 +516,9 @@ class ProduceHandler:
         checking them here; ``named``: a rejected verdict's record errors as the answer gives
         them, made already too. ``inflate_in_one_go_at_most``: a record batch (v3+) whose payload
         inflates beyond that many bytes raises InflationIsLong, before anything is appended, for
-        the caller to check it in slices (:meth:`_append_in_slices`)."""
+        the caller to check it in slices (:meth:`_append_in_slices`), and so does a v0-v2 message
+        set whose up-conversion takes more than one slice (ConversionIsLong, which carries the
+        conversion begun)."""
         partitions = self.partitions
         try:
             if topic not in partitions.cluster.topics:
@@ -493,8 +530,10 @@ class ProduceHandler:
                 raise KafkaApiError(ErrorCode.NOT_ENOUGH_REPLICAS)
             if records is None:
                 raise RecordsRejected(ErrorCode.INVALID_RECORD, "The produce request has no records.")
-            if isinstance(checked, RecordsRejected):
+            if isinstance(checked, KafkaApiError):
                 raise checked
+            if isinstance(checked, _NoWholeMessage):  # nothing appended, as Kafka answers it
+                return _answer(index, NO_OFFSET, NO_OFFSET, log.log_start_offset)
             if checked is not None:
                 data, plan = checked
             else:
@@ -502,15 +541,21 @@ class ProduceHandler:
                 # walk over it need no copy of their own), its header is stamped in place (offsets,
                 # epoch), and the log keeps it as it is.
                 raw = records.raw
+                converted = None
                 if version < FIRST_BATCH_ONLY_VERSION:  # magic 0 or 1 messages, stored as a record batch
-                    converted = up_convert(raw, max_message_bytes=config.max_message_bytes)
+                    converted = _up_converted(raw, config, in_one_slice=inflate_in_one_go_at_most is not None)
                     if converted is None:  # no whole message: nothing appended, as Kafka answers it
                         return _answer(index, NO_OFFSET, NO_OFFSET, log.log_start_offset)
-                    raw = converted
-                    inflate_in_one_go_at_most = None  # inflated in one go already, to be converted
+                    raw = converted.batch
+                    inflate_in_one_go_at_most = None  # converted in one slice: inflates little
                 data = bytearray(raw)
-                plan = validate_records(data, config, now_ms, produce_version=version,
-                                        inflate_in_one_go_at_most=inflate_in_one_go_at_most)
+                try:
+                    plan = validate_records(data, config, now_ms, produce_version=version,
+                                            inflate_in_one_go_at_most=inflate_in_one_go_at_most)
+                except RecordsRejected as rejected:
+                    raise _builder_refusal(converted, rejected) or rejected from None
+                if (refusal := _builder_refusal(converted, None)) is not None:
+                    raise refusal
                 target = recompression_target(config, data[_ATTRIBUTES_LOW_BYTE])
                 if target is not None:  # the topic's codec, not the producer's: rebuilt, checked again
                     data = recompressed(data, plan, target, compression_level(config, target),
@@ -551,6 +596,39 @@ class _Later:
     topic: str
     index: int
     records: Any
+    conversion: Generator[None, None, UpConverted | None] | None = None  # a v0-v2 up-conversion begun
+
+
+class _NoWholeMessage:
+    """The verdict on a v0-v2 message set holding no whole message: nothing to append."""
+
+
+NO_WHOLE_MESSAGE = _NoWholeMessage()
+
+
+def _conversion(raw: Any, config: LogConfig) -> Generator[None, None, UpConverted | None]:
+    """A v0-v2 partition's messages up-converted in slices of the loop's size."""
+    return up_conversion_steps(raw, max_message_bytes=config.max_message_bytes,
+                               every=CONVERSION_SLICE_MESSAGES, chunk=INFLATE_SLICE_BYTES)
+
+
+def _up_converted(raw: Any, config: LogConfig, *, in_one_slice: bool) -> UpConverted | None:
+    """A v0-v2 partition's messages up-converted (``up_conversion_steps``): in one go, or, with
+    ``in_one_slice``, its first slice here and ConversionIsLong carrying the rest if it has more."""
+    steps = _conversion(raw, config)
+    if not in_one_slice:
+        return all_at_once(steps)[0]
+    try:
+        next(steps)
+    except StopIteration as done:
+        return cast(UpConverted | None, done.value)
+    raise ConversionIsLong(steps)
+
+
+def _builder_refusal(converted: UpConverted | None, verdict: RecordsRejected | None) -> KafkaApiError | None:
+    """Kafka's MemoryRecordsBuilder's refusal of an up-converted negative timestamp, when it comes
+    before ``verdict`` (UpConverted.builder_refusal); None for a record batch sent as one."""
+    return None if converted is None else converted.builder_refusal(verdict)
 
 
 def _record_error_answer_steps(errors: list[tuple[int, str]]) -> Generator[None, None, list[dict[str, Any]]]:

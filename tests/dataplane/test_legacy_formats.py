@@ -88,6 +88,29 @@ def test_kafka_python_on_old_api_versions_produces_and_consumes(
             assert {r.timestamp for r in got} == {-1}  # magic 0 has none; stored as Kafka stores it
 
 
+@pytest.mark.parametrize("codec", [None, "gzip"])
+def test_a_negative_timestamp_from_an_old_producer_is_refused_as_kafkas_builder_refuses_it(
+        broker: Broker, codec: str | None) -> None:
+    """kafka-python on Produce v2 (magic 1) sends a message timestamped -5. Kafka up-converts it
+    with MemoryRecordsBuilder, whose appendWithOffset throws IllegalArgumentException on a negative
+    timestamp other than -1 (NO_TIMESTAMP), and the partition is answered UNKNOWN_SERVER_ERROR
+    (kafka-python's UnknownError); nothing is stored. -1 is stored as no timestamp. kafkapy stored
+    the -5 before."""
+    from kafka import KafkaProducer
+    from kafka.errors import UnknownError
+
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, api_version=(0, 10, 1),
+                             compression_type=codec)
+    try:
+        with pytest.raises(UnknownError):
+            producer.send("negative", b"before-epoch", partition=0, timestamp_ms=-5).get(timeout=TIMEOUT_S)
+        stored = producer.send("negative", b"none", partition=0, timestamp_ms=-1).get(timeout=TIMEOUT_S)
+    finally:
+        producer.close(timeout=TIMEOUT_S)
+    assert (stored.offset, stored.timestamp) == (0, -1)
+    assert [(r.timestamp, r.value) for r in broker.records("negative", 0)] == [(-1, b"none")]
+
+
 def test_an_old_consumer_reads_a_transactional_producers_records_without_markers_or_headers(
         broker: Broker) -> None:
     """Fetch v3 has no isolation level: as Kafka, committed and aborted records alike, the

@@ -10,8 +10,10 @@ builders): a valid v2 header around the records."""
 from __future__ import annotations
 
 import select
+import struct
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -200,3 +202,48 @@ def test_other_connections_are_served_while_a_long_batch_is_recompressed(broker:
     [partition] = answer.body["responses"][0]["partition_responses"]
     assert (partition["error_code"], partition["base_offset"]) == (ErrorCode.MESSAGE_TOO_LARGE, -1)
     assert broker.records("rebuilt", 0) == []
+
+
+def _old_producers_wrapper(count: int) -> bytes:
+    """What an old producer (Produce v2, magic 1) sends for ``count`` empty messages in one gzip
+    wrapper: the inner messages differ only in their offsets, which their CRC-32 leaves out."""
+    body = struct.pack(">bbqii", 1, 0, 1_700_000_000_000, -1, 0)  # magic, attributes, timestamp, key, value
+    message = struct.pack(">I", zlib.crc32(body)) + body
+    inner = b"".join(struct.pack(">qi", offset, len(message)) + message for offset in range(count))
+    gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
+    value = gzip.compress(inner) + gzip.flush()
+    wrapper = struct.pack(">bbqii", 1, int(Compression.GZIP), 1_700_000_000_000, -1, len(value)) + value
+    wrapper = struct.pack(">I", zlib.crc32(wrapper)) + wrapper
+    return struct.pack(">qi", count - 1, len(wrapper)) + wrapper
+
+
+def test_others_are_served_while_an_old_producers_messages_are_up_converted(broker: Broker) -> None:
+    """A Produce v2 of one gzip wrapper of 600,000 magic-1 messages (1.6 MB): each message is read,
+    its CRC-32 checked and written into the record batch stored (kafkapy.log.message_format),
+    seconds of the broker's CPU. That is done a slice at a time (CONVERSION_SLICE_MESSAGES), so
+    another connection's ApiVersions and Metadata are answered before the Produce's answer begins;
+    converted in one go, the first of them came after it. The batch is stored whole."""
+    count = 600_000
+    wrapper = _old_producers_wrapper(count)
+    assert len(wrapper) < 2_000_000  # the topic's max.message.bytes
+    with KafkaSocket(broker.bootstrap_servers, timeout=60) as bomber, \
+            KafkaSocket(broker.bootstrap_servers, timeout=60) as other:
+        other.call(ApiKey.API_VERSIONS, 0)  # connected, outside the race
+        end_before = _log_end(other, 1)
+        produced = bomber.send(ApiKey.PRODUCE, 2, {"acks": 1, "timeout_ms": 30_000, "topic_data": [
+            {"name": "walks", "partition_data": [{"index": 1, "records": wrapper}]}]})
+        time.sleep(0.1)  # the broker has read the Produce and begun to convert
+        for _ in range(3):
+            _served_meanwhile(other, bomber, "walks", 2)
+        answer = bomber.read_response(ApiKey.PRODUCE, 2)
+        assert answer.correlation_id == produced
+        [partition] = answer.body["responses"][0]["partition_responses"]
+        assert (partition["error_code"], partition["base_offset"]) == (ErrorCode.NONE, end_before)
+        assert _log_end(other, 1) == end_before + count
+
+
+def _log_end(conn: KafkaSocket, partition: int) -> int:
+    ends = conn.call(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": "walks", "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                          "timestamp": -1}]}]})
+    return int(ends.body["topics"][0]["partitions"][0]["offset"])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Generator, Iterator
+from typing import Any, cast
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,7 +20,14 @@ from kafka.record.memory_records import MemoryRecords
 
 from kafkapy.errors import ErrorCode
 from kafkapy.log.append import RecordsRejected, produce_inflate_limit, validate_records
-from kafkapy.log.message_format import DownConversionRefused, down_convert, fetch_magic, up_convert
+from kafkapy.log.message_format import (
+    DownConversionRefused,
+    UpConverted,
+    down_convert,
+    fetch_magic,
+    up_conversion_steps,
+    up_convert,
+)
 from kafkapy.log.topic_config import LogConfig
 from kafkapy.protocol.compression import Compression, xxh32
 from kafkapy.protocol.records import (
@@ -29,6 +38,7 @@ from kafkapy.protocol.records import (
     Records,
     build_record_batch,
 )
+from kafkapy.protocol.steps import all_at_once
 
 LEGACY_CODECS = (Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4)
 MAX = 1_048_588
@@ -57,6 +67,13 @@ def read_by_kafka_python(data: bytes) -> list[tuple[int, int | None, int, bytes 
     return found
 
 
+def _converted(data: bytes) -> bytes:
+    """The record batch up-conversion makes of ``data``, which must hold a whole message."""
+    converted = up_convert(data, max_message_bytes=MAX)
+    assert converted is not None
+    return bytes(converted.batch)
+
+
 def test_fetch_versions_map_to_their_message_formats() -> None:
     assert [fetch_magic(v) for v in range(6)] == [0, 0, 1, 1, None, None]
 
@@ -66,7 +83,7 @@ def test_fetch_versions_map_to_their_message_formats() -> None:
        records=st.lists(st.tuples(blobs, blobs, timestamps), min_size=1, max_size=8))
 def test_an_old_producers_messages_become_one_record_batch_with_the_same_records(
         magic: int, codec: Compression, records: list[tuple[bytes | None, bytes | None, int]]) -> None:
-    batch = RecordBatch(up_convert(old_producer_set(magic, codec, records), max_message_bytes=MAX) or b"")
+    batch = RecordBatch(_converted(old_producer_set(magic, codec, records)))
     assert batch.compression == codec
     assert batch.timestamp_type == CREATE_TIME
     assert batch.producer_id == -1 and batch.base_offset == 0
@@ -106,7 +123,7 @@ def test_a_round_trip_through_the_old_format_keeps_the_records(codec: Compressio
     stored = build_record_batch([Record(10 + i, NOW + i, b"k%d" % i, b"v%d" % i) for i in range(5)],
                                 base_offset=10, compression=codec)
     old = down_convert([stored], to_magic=1, fetch_offset=10)
-    again = RecordBatch(up_convert(old, max_message_bytes=MAX) or b"")
+    again = RecordBatch(_converted(old))
     assert [(r.timestamp, r.key, r.value) for r in again.record_list()] == [
         (r.timestamp, r.key, r.value) for r in RecordBatch(stored).record_list()]
 
@@ -151,13 +168,13 @@ def test_a_legacy_message_claiming_log_append_time_keeps_the_claim_for_the_appen
     data = bytearray(builder.build())
     data[12 + 4 + 1] |= 0x08  # the timestamp-type bit of the message's attributes
     struct.pack_into(">I", data, 12, zlib.crc32(data[12 + 4:]))
-    converted = up_convert(bytes(data), max_message_bytes=MAX) or b""
+    converted = _converted(bytes(data))
     assert RecordBatch(converted).timestamp_type == LOG_APPEND_TIME
 
 
 def test_a_record_batch_in_an_old_produce_is_left_to_the_batch_checks() -> None:
     batch = build_record_batch([Record(0, NOW, None, b"v")])
-    assert up_convert(batch, max_message_bytes=MAX) == batch
+    assert _converted(batch) == batch
 
 
 def test_no_whole_message_is_nothing_to_append() -> None:
@@ -212,7 +229,10 @@ def test_any_magic_one_timestamps_give_a_batch_or_a_kafka_error(
     except RecordsRejected as rejected:
         assert rejected.code == ErrorCode.INVALID_TIMESTAMP
         return
-    assert [r.timestamp for r in RecordBatch(converted or b"").record_list()] == [ts for *_, ts in records]
+    assert converted is not None
+    assert [r.timestamp for r in RecordBatch(converted.batch).record_list()] == [ts for *_, ts in records]
+    negative = [i for i, (*_, ts) in enumerate(records) if ts < -1]
+    assert converted.negative_timestamp_at == (negative[0] if negative else None)
 
 
 def test_timestamps_too_far_apart_for_one_batch_are_refused_not_raised() -> None:
@@ -262,20 +282,116 @@ def test_damaged_old_messages_are_refused_with_a_kafka_error_and_nothing_else(
     try:
         converted = up_convert(damaged, max_message_bytes=MAX)
         if converted is not None:
-            validate_records(bytearray(converted), LogConfig(), NOW, produce_version=2)
+            validate_records(bytearray(converted.batch), LogConfig(), NOW, produce_version=2)
     except RecordsRejected as rejected:
         assert rejected.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD,
                                  ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                  ErrorCode.INVALID_TIMESTAMP)
         return
-    if converted is not None and converted is not damaged:
-        list(Records(converted))  # converted: a whole batch
+    if converted is not None and converted.batch is not damaged:
+        list(Records(converted.batch))  # converted: a whole batch
 
 
 @pytest.mark.parametrize("codec", LEGACY_CODECS)
 def test_a_magic_one_timestamp_of_minus_two_is_its_own_not_magic_zero_s_none(codec: Compression) -> None:
     """The message set reader marked magic 0's missing timestamp with -2, so a magic-1 message
-    carrying -2 lost it (read as no timestamp, up-converted as -1). Found by the property above."""
+    carrying -2 lost it (read as no timestamp, up-converted as -1). Found by the property above.
+    Kafka's MemoryRecordsBuilder then refuses it (an IllegalArgumentException, which the Produce
+    partition is answered UNKNOWN_SERVER_ERROR for): the conversion names it."""
     converted = up_convert(old_producer_set(1, codec, [(None, None, -2), (b"k", b"v", 5)]),
                            max_message_bytes=MAX)
-    assert [r.timestamp for r in RecordBatch(converted or b"").record_list()] == [-2, 5]
+    assert converted is not None
+    assert [r.timestamp for r in RecordBatch(converted.batch).record_list()] == [-2, 5]
+    assert (converted.negative_timestamp_at, converted.negative_timestamp) == (0, -2)
+    refusal = converted.builder_refusal(None)
+    assert refusal is not None and refusal.code == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert refusal.message == "Invalid negative timestamp -2"
+
+
+def _verdict(converted: UpConverted, config: LogConfig) -> ErrorCode:
+    """The Produce v0-v2 path's answer code for a converted set: the batch's checks, then whether
+    Kafka's builder would have thrown first."""
+    try:
+        validate_records(bytearray(converted.batch), config, NOW, produce_version=2)
+        rejected = None
+    except RecordsRejected as exc:
+        rejected = exc
+    refusal = converted.builder_refusal(rejected)
+    if refusal is not None:
+        return refusal.code
+    return ErrorCode.NONE if rejected is None else rejected.code
+
+
+@pytest.mark.parametrize("codec", LEGACY_CODECS)
+def test_a_negative_timestamp_is_refused_after_the_record_checks_kafka_makes_before_its_builder(
+        codec: Compression) -> None:
+    """Kafka's LogValidator checks every record of a compressed wrapper before it builds the
+    batch, so a record error anywhere in it is the verdict; of uncompressed messages it checks
+    each and appends it before the next, so a record error only of an earlier message (or of the
+    same one) comes before the builder's exception."""
+    compacted = LogConfig(cleanup_policy="compact")
+    keyless_later = up_convert(old_producer_set(1, codec, [(b"k", b"a", -5), (None, b"b", NOW)]),
+                               max_message_bytes=MAX)
+    keyless_first = up_convert(old_producer_set(1, codec, [(None, b"a", NOW), (b"k", b"b", -5)]),
+                               max_message_bytes=MAX)
+    assert keyless_later is not None and keyless_first is not None
+    assert _verdict(keyless_later, LogConfig()) == ErrorCode.UNKNOWN_SERVER_ERROR
+    assert _verdict(keyless_first, compacted) == ErrorCode.INVALID_RECORD
+    assert _verdict(keyless_later, compacted) == (
+        ErrorCode.INVALID_RECORD if codec != Compression.NONE else ErrorCode.UNKNOWN_SERVER_ERROR)
+    # out of a bounded timestamp range: the record's own INVALID_TIMESTAMP comes first
+    bounded = LogConfig(message_timestamp_before_max_ms=3_600_000)
+    assert _verdict(keyless_later, bounded) == ErrorCode.INVALID_TIMESTAMP
+    # -1 is NO_TIMESTAMP, which the builder takes
+    none = up_convert(old_producer_set(1, codec, [(b"k", b"a", -1)]), max_message_bytes=MAX)
+    assert none is not None and none.negative_timestamp_at is None
+    assert _verdict(none, LogConfig()) == ErrorCode.NONE
+
+
+_EVERY = st.integers(1, 4)
+_CHUNK = st.sampled_from([16, 64, 1 << 20])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), magic=st.sampled_from((0, 1)), codec=st.sampled_from(LEGACY_CODECS),
+       records=st.lists(st.tuples(blobs, st.one_of(st.none(), st.binary(max_size=200)),
+                                  st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=12),
+       every=_EVERY, chunk=_CHUNK)
+def test_up_conversion_in_slices_equals_it_in_one_go(
+        data: st.DataObject, magic: int, codec: Compression, records: Sent, every: int, chunk: int) -> None:
+    """up_conversion_steps with any slice (``every`` messages, ``chunk`` bytes of inflation, CRC
+    and long values) gives what up_convert gives in one go: the same batch and refusal, or the
+    same RecordsRejected, damaged sets included; and it yields between slices."""
+    sent = bytearray(old_producer_set(magic, codec, records))
+    damage = data.draw(st.integers(0, 3))
+    for _ in range(damage):
+        sent[data.draw(st.integers(0, len(sent) - 1))] = data.draw(st.integers(0, 255))
+
+    def outcome(steps: Iterator[None]) -> tuple[Any, int]:
+        try:
+            result, yields = all_at_once(cast(Generator[None, None, UpConverted | None], steps))
+        except RecordsRejected as rejected:
+            return (rejected.code, rejected.message, rejected.record_errors), 0
+        if result is None:
+            return None, yields
+        return (bytes(result.batch), result.compressed, result.negative_timestamp_at,
+                result.negative_timestamp), yields
+
+    whole, _ = outcome(up_conversion_steps(bytes(sent), max_message_bytes=MAX))
+    sliced, yields = outcome(up_conversion_steps(bytes(sent), max_message_bytes=MAX, every=every,
+                                                 chunk=chunk))
+    assert sliced == whole
+    if not damage and len(records) > every and whole is not None and len(whole) == 4:
+        assert yields > 0
+
+
+def test_a_long_value_in_a_wrapper_is_fed_to_the_compressor_in_pieces() -> None:
+    """A 3 MB value inside a gzip wrapper, in 1 MiB pieces: the same batch as in one go, made
+    with yields in the inflation, the inner message's CRC and the compression of its value."""
+    value = bytes(range(256)) * 12_000
+    sent = old_producer_set(1, Compression.GZIP, [(b"k", value, NOW)])
+    whole = up_convert(sent, max_message_bytes=MAX)
+    sliced, yields = all_at_once(up_conversion_steps(sent, max_message_bytes=MAX, every=1, chunk=1 << 20))
+    assert whole is not None and sliced is not None and bytes(sliced.batch) == bytes(whole.batch)
+    assert yields >= 6
+    assert [r.value for r in RecordBatch(bytes(whole.batch)).record_list()] == [value]

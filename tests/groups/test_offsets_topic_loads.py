@@ -1,0 +1,53 @@
+"""The fifty partitions of a new ``__consumer_offsets`` under log.dirs are started one per loop
+step (GroupsModule._follow_leadership): each start creates the partition's log (its directory,
+segment and index files, checkpoints, with fsyncs), and the fifty in one go held the broker's loop
+0.1-0.7 s on the shared machine, every other connection waiting (docs/performance.md)."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+from pathlib import Path
+
+from kafkapy.embedded import Broker
+from kafkapy.errors import ErrorCode
+from kafkapy.groups.module import GroupsModule
+from kafkapy.protocol.api_keys import ApiKey
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "server"))
+from server_wire import KafkaSocket
+
+PARTITIONS = 50  # offsets.topic.num.partitions' default
+
+
+def test_the_offsets_topics_partitions_start_one_per_loop_step_and_each_log_exists(tmp_path: Path) -> None:
+    """A callback that runs once in every iteration of the broker's loop counts the loaded
+    partitions while FindCoordinator creates the topic: the count grows by at most a few (the
+    queued start, and one a request started in place) between two iterations, where it jumped by
+    49 with the starts in one go. Every partition ends loaded, each with its log on disk."""
+    with Broker({"broker.id": 1, "log.dirs": str(tmp_path)}) as broker:
+        assert broker.runtime is not None and broker._loop is not None
+        loop = broker._loop
+        groups = next(m for m in broker.runtime.modules if isinstance(m, GroupsModule))
+        seen: list[int] = []
+        all_loaded = threading.Event()
+
+        def count() -> None:
+            seen.append(len(groups.loaded_partitions()))
+            if seen[-1] < PARTITIONS:
+                loop.call_soon(count)  # the next iteration of the loop, not this one
+            else:
+                all_loaded.set()
+
+        loop.call_soon_threadsafe(count)
+        with KafkaSocket(broker.bootstrap_servers, timeout=60) as conn:
+            [found] = conn.call(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": ["g"]}
+                                ).body["coordinators"]
+            assert found["error_code"] == ErrorCode.NONE
+            assert all_loaded.wait(60)
+            growth = [after - before for before, after in itertools.pairwise(seen)]
+            assert max(growth) <= 3, growth
+            assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("__consumer_offsets-")) == \
+                sorted(f"__consumer_offsets-{p}" for p in range(PARTITIONS))
+            assert groups.coordinates_now("g")
