@@ -206,6 +206,10 @@ class Faults:
 
     def add(self, rule: FaultRule) -> FaultHandle:
         """Install ``rule`` after the others; from any thread."""
+        if not isinstance(rule, FaultRule):  # else an AttributeError from deep in the handle
+            raise TypeError(f"faults.add takes a FaultRule (kafkapy.faults), such as "
+                            f"FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE), "
+                            f"not {rule!r}")
         handle = FaultHandle(self, rule)
 
         def install() -> None:
