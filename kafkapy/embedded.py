@@ -578,7 +578,11 @@ class Broker:
         self._from_thread(self.seed_async(data))
 
     async def seed_async(self, data: Mapping[str, Any] | Sequence[TopicSeed]) -> None:
-        topics = parse_seed(data) if isinstance(data, Mapping) else list(data)
+        # TopicSeeds as they are; anything else (a mapping, or ["orders"] by mistake) is read, or
+        # refused in one SeedError saying what seed data looks like
+        given = data if isinstance(data, Sequence) and not isinstance(data, str) else None
+        topics = list(given) if given is not None and all(isinstance(t, TopicSeed) for t in given) \
+            else parse_seed(data)
         runtime = self._running()
         topics_module = _module(runtime, TopicsModule)
         for topic in topics:
