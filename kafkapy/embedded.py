@@ -330,6 +330,7 @@ class Broker:
     async def stop_broker_async(self, index: int) -> None:
         """Take broker ``index`` down (listeners closed, unregistered) and wait until the other
         brokers' views show its leaderships moved."""
+        self._member_index(index)
         self.brokers[index]._violation_sources()  # strict mode: its violations stay readable
         await self.brokers[index].stop()
         self.runtime = self._first_running()
@@ -339,11 +340,21 @@ class Broker:
         """Bring broker ``index`` back on its ports and wait until every broker sees it and the
         controller has written what its return changes (ISRs; leaders only of partitions that
         had none: the others stay where they are, as in Kafka)."""
-        member = self.brokers[index]
+        member = self.brokers[self._member_index(index)]
         if member.runtime is None:
             await member.start()
         self.runtime = self._first_running()
         await self._settle()
+
+    def _member_index(self, index: int) -> int:
+        """``index`` if it is one of this cluster's brokers; else one ValueError listing them (a
+        negative index would have taken one from the end, as Python's lists do)."""
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.brokers):
+            ids = ", ".join(f"{i}: broker {m.config['broker.id']}" for i, m in enumerate(self.brokers))
+            last = len(self.brokers) - 1
+            raise ValueError(f"no broker at index {index!r}: the brokers are indexed 0-{last}"
+                             + (f" ({ids})" if self.is_cluster else ""))
+        return index
 
     def stop_broker(self, index: int) -> None:
         """``stop_broker_async`` from the test's thread (``with Broker(brokers=N)``)."""

@@ -141,6 +141,17 @@ def test_a_move_that_cannot_be_is_one_clear_error(cluster: Broker, to: Any, code
         assert metadata(client, "stays")[0].leader_epoch == before.leader_epoch
 
 
+@pytest.mark.parametrize("index", [3, -1, 1.0])
+def test_a_broker_index_the_cluster_has_not_is_one_clear_error(cluster: Broker, index: Any) -> None:
+    """stop_broker(-1) took the last broker down without a word (a list's index from the end),
+    and stop_broker(3) of three raised a bare IndexError."""
+    for action in (cluster.stop_broker, cluster.start_broker):
+        with pytest.raises(ValueError, match=r"no broker at index .*indexed 0-2 "
+                                             r"\(0: broker 0, 1: broker 1, 2: broker 2\)"):
+            action(index)
+    assert [m.runtime is not None for m in cluster.brokers] == [True, True, True]
+
+
 def test_a_single_broker_cannot_move_a_leader(broker: Broker) -> None:
     broker.seed({"alone": {}})
     for to in (broker.broker_id, broker.broker_id + 1):
