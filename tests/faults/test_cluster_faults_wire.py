@@ -316,6 +316,15 @@ def test_an_expired_classic_member_is_removed_and_the_group_rebalances(broker: B
         broker.expire_session(group)
 
 
+def test_expiring_a_session_before_any_group_exists_says_the_group_is_not_there() -> None:
+    """A fresh broker has no __consumer_offsets yet: that answered NOT_COORDINATOR, 'no running
+    broker coordinates group', where the docs (and a test author) expect GROUP_ID_NOT_FOUND."""
+    with Broker() as fresh:
+        with pytest.raises(KafkaApiError, match="'billing' does not exist") as missing:
+            fresh.expire_session("billing", client_id="consumer-1")
+        assert missing.value.code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
 def test_an_expired_consumer_protocol_member_is_fenced(broker: Broker) -> None:
     group = "expiring-kip848"
     broker.seed({"kip848": {"partitions": 2}})
