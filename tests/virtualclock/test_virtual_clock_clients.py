@@ -284,3 +284,34 @@ def test_a_group_rebalances_to_the_live_member_when_the_clock_passes_the_session
         wait_until(lambda: _polled(live) and len(live.assignment()) == 4, what="the live member to stay")
     finally:
         live.close()
+
+
+def test_an_asyncio_client_on_a_loop_of_its_own_keeps_real_time(kafka_clock: VirtualClock,
+                                                                kafka_broker: Broker) -> None:
+    """docs/testing.md's pattern for aiokafka: the broker on the clock's loop, the client on
+    asyncio.run's. Its first send to a topic it auto-creates is retried after retry_backoff_ms,
+    which on the clock's own loop would wait for an advance that never comes."""
+    import asyncio
+
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def send_and_read() -> bytes:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+        await producer.start()
+        try:
+            await producer.send_and_wait("made-on-first-send", b"o-1")
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer("made-on-first-send",
+                                             bootstrap_servers=kafka_broker.bootstrap_servers,
+                                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
+        await consumer.start()
+        try:
+            return bytes((await asyncio.wait_for(consumer.getone(), 10)).value)
+        finally:
+            await consumer.stop()
+
+    started = time.monotonic()
+    assert asyncio.run(send_and_read()) == b"o-1"
+    assert time.monotonic() - started < 10
+    assert kafka_clock.time() == 0  # nothing moved the broker's clock
