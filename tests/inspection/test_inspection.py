@@ -46,6 +46,29 @@ def test_records_are_decoded_with_what_only_the_broker_knows(broker: Broker) -> 
     assert broker.records("no-such-topic") == []
 
 
+def test_records_below_the_log_start_are_gone_though_their_batch_stays(broker: Broker) -> None:
+    """DeleteRecords in the middle of a batch moves the log start, and Kafka serves nothing below
+    it; the batch stays in the log whole. records() showed the deleted records at every isolation."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    broker.seed({"trimmed": {"partitions": 1, "records": [{"value": str(i)} for i in range(5)]}})  # one batch
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    [deleted] = admin.delete_records([TopicPartition("trimmed", 0, 3)]).values()
+    assert deleted.result(TIMEOUT_S).low_watermark == 3
+    for isolation in ("log", "read_uncommitted", "read_committed"):
+        assert [r.offset for r in broker.records("trimmed", isolation=isolation)] == [3, 4]
+    assert [r.offset for r in broker.records("trimmed", from_offset=4)] == [4]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "trimmed-reader",
+                         "auto.offset.reset": "earliest"})
+    try:  # what a consumer reads from the start
+        consumer.assign([TopicPartition("trimmed", 0)])
+        read = [consumer.poll(TIMEOUT_S) for _ in range(2)]
+        assert [m.offset() for m in read if m is not None and not m.error()] == [3, 4]
+    finally:
+        consumer.close()
+
+
 def test_records_of_a_plain_producer_have_no_producer_id(broker: Broker) -> None:
     from kafka import KafkaProducer
 
