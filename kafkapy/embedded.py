@@ -114,6 +114,9 @@ QUICK_HEARTBEATS: frozenset[str] = frozenset(
 SEED_BATCH_RECORDS = 500
 SETTLE_TIMEOUT_S = 10.0  # how long a cluster change may take to show in every broker's view
 SETTLE_POLL_S = 0.002
+# What a question to a stopped broker answers (its loop is closed: it was "Event loop is closed").
+_STOPPED = ("the broker has stopped: ask it inside its `with Broker()` block (before `stop()`), "
+            "or keep what the test needs (records(), groups(), snapshot()) before it ends")
 
 
 @attrs.frozen
@@ -225,6 +228,7 @@ class Broker:
         self.runtime: BrokerRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._stopped = False  # a Broker (a whole cluster) runs once: its store and logs close
         self._cluster: Broker | None = None  # set on the brokers of a cluster: the whole
         self._owns_store = False
         # The coordinator outages of this broker, or of this cluster, which its brokers share.
@@ -251,6 +255,9 @@ class Broker:
     # --- on the caller's loop -------------------------------------------------------------
 
     async def start(self) -> Broker:
+        if self._stopped:
+            raise RuntimeError("this Broker has stopped and does not start again (its store and logs "
+                               "are closed): make a new Broker()")
         if self.clock is not None:
             loop = asyncio.get_running_loop()
             if not (isinstance(loop, VirtualTimeLoop) and loop.virtual_clock is self.clock):
@@ -301,12 +308,14 @@ class Broker:
             self.runtime = None
             if self._owns_store and self.store is not None:
                 self.store.close()
+            self._stopped = True
             return
         if self.runtime is not None:
             runtime = self.runtime
             if self._cluster is not None:  # a cluster's broker that is down has no runtime to ask
                 self.runtime = None
             await runtime.stop()
+            self._stopped = self._cluster is None
 
     # --- the HTTP control endpoint ----------------------------------------------------------------
 
@@ -405,6 +414,9 @@ class Broker:
 
     def _from_thread(self, coroutine: Any) -> Any:
         loop = self._loop
+        if loop is not None and loop.is_closed():  # a stopped broker's (the clock's loop lives on)
+            coroutine.close()
+            raise RuntimeError(_STOPPED)
         if loop is None or threading.current_thread() is self._thread:
             coroutine.close()
             raise RuntimeError("on the broker's own loop, await the *_async form instead")
@@ -925,6 +937,8 @@ class Broker:
     def _on_loop(self, action: Callable[[], T]) -> T:
         """``action()`` on the broker's loop (where its state changes), from any thread."""
         loop = self._loop
+        if loop is not None and loop.is_closed():
+            raise RuntimeError(_STOPPED)
         if loop is None or threading.current_thread() is self._thread:
             return action()
 
