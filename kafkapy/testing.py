@@ -83,7 +83,8 @@ from kafkapy.server.clock import VirtualClock
 
 __all__ = ["BrokerFactory", "KafkaTopic", "config_from_kwargs", "kafka_broker", "kafka_broker_factory",
            "kafka_clock", "kafka_cluster", "kafka_faults", "kafka_session_broker", "kafka_topic",
-           "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "strict_report", "wait_until"]
+           "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "pytest_runtest_setup",
+           "strict_report", "wait_until"]
 
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
 _BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
@@ -93,6 +94,7 @@ _SHARED_SINCE = pytest.StashKey[tuple[Broker, float]]()
 
 
 SEED_MARKER = "kafka_seed"
+TOPIC_MARKER = "kafka_topic"
 STRICT_MARKER = "kafka_strict"  # the marker, and the ini option that makes every test strict
 CLUSTER_SIZE = 3  # kafka_cluster: what client test suites written for a real cluster expect
 
@@ -115,6 +117,30 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "kafka_topic fixture's topic (one topic of Broker.seed's shape)")
     config.addinivalue_line("markers", f"{STRICT_MARKER}: kafkapy's fixtures start strict brokers; protocol "
                                        "misuse fails the test at teardown (kafkapy.strict)")
+
+
+# Each marker, and the fixtures it acts through: on a test that uses none of them it would do
+# nothing, without a word (kafka_seed on a kafka_topic test seeds no broker the test sees).
+_MARKER_FIXTURES: dict[str, tuple[str, ...]] = {
+    SEED_MARKER: ("kafka_broker", "kafka_cluster"),
+    TOPIC_MARKER: ("kafka_topic",),
+    STRICT_MARKER: ("kafka_broker", "kafka_cluster", "kafka_broker_factory"),
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a test whose own kafkapy marker acts through none of its fixtures (a marker on its
+    class or module may rightly cover tests that do not use them)."""
+    used = set(getattr(item, "fixturenames", ()))
+    for marker in item.own_markers:
+        wanted = _MARKER_FIXTURES.get(marker.name)
+        if wanted is not None and used.isdisjoint(wanted):
+            pytest.fail(f"@pytest.mark.{marker.name} acts through {' or '.join(wanted)}, which this test "
+                        f"does not use: it would do nothing"
+                        + (f" (give kafka_topic's topic with @pytest.mark.{TOPIC_MARKER}(...))"
+                           if marker.name == SEED_MARKER and "kafka_topic" in used else ""),
+                        pytrace=False)
 
 
 def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: Any) -> dict[str, Any]:
@@ -222,7 +248,6 @@ def kafka_faults(kafka_broker: Broker) -> Iterator[Faults]:
 
 # --- kafka_session_broker, kafka_topic ---------------------------------------------------------
 
-TOPIC_MARKER = "kafka_topic"
 _TOPIC_NAME_MAX = 200  # Kafka allows 249 characters; room left for the unique suffix
 _ILLEGAL_IN_TOPIC = re.compile(r"[^a-zA-Z0-9._-]+")  # Kafka's legal topic characters
 

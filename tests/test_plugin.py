@@ -219,6 +219,45 @@ def test_kafka_cluster_and_the_seed_marker_in_a_fresh_run(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*client 'third' Metadata v9 #1: NONE*"])
 
 
+def test_a_marker_on_a_test_without_its_fixture_fails_it(pytester: pytest.Pytester) -> None:
+    """A test's own kafka_seed, kafka_topic or kafka_strict marker acting through none of its
+    fixtures did nothing and the test passed; one on the module still covers the tests it fits."""
+    pytester.makepyfile("""
+        import pytest
+
+        pytestmark = pytest.mark.kafka_seed({"module-wide": {}})
+
+        @pytest.mark.kafka_seed({"orders": {"partitions": 3}})
+        def test_seed_on_a_topic_test(kafka_topic):
+            pass
+
+        @pytest.mark.kafka_topic(partitions=3)
+        def test_topic_marker_on_a_broker_test(kafka_broker):
+            pass
+
+        @pytest.mark.kafka_strict
+        def test_strict_without_a_broker(kafka_topic):
+            pass
+
+        def test_module_marker_on_a_topic_test(kafka_topic):
+            pass
+
+        @pytest.mark.kafka_strict
+        def test_strict_on_a_factory(kafka_broker_factory):
+            pass
+    """)
+    result = pytester.runpytest(*QUICK)
+    result.assert_outcomes(passed=2, errors=3)
+    result.stdout.fnmatch_lines([  # each one line, no traceback
+        "*ERROR at setup of test_seed_on_a_topic_test*",
+        "@pytest.mark.kafka_seed acts through kafka_broker or kafka_cluster, which this test does not "
+        "use: it would do nothing (give kafka_topic's topic with @pytest.mark.kafka_topic(...))",
+        "*ERROR at setup of test_topic_marker_on_a_broker_test*",
+        "@pytest.mark.kafka_topic acts through kafka_topic, which this test does not use: *",
+        "*ERROR at setup of test_strict_without_a_broker*",
+        "@pytest.mark.kafka_strict acts through kafka_broker or kafka_cluster or kafka_broker_factory,*"])
+
+
 def test_a_failing_kafka_topic_test_reports_the_session_brokers_requests_of_that_test(
         pytester: pytest.Pytester) -> None:
     """kafka_topic shares one broker across the session: a failing test's report shows the
