@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import os
 import threading
 import time
 import uuid
@@ -89,7 +90,7 @@ from kafkapy.telemetry import (
 from kafkapy.topics.module import TopicsModule
 from kafkapy.transactions.module import TransactionsModule
 
-__all__ = ["Broker", "BrokerLogs", "Snapshot"]
+__all__ = ["Broker", "BrokerLogs", "Snapshot", "waited_for"]
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -912,7 +913,7 @@ class Broker:
             if until(seen):
                 return seen
             if time.monotonic() >= deadline:
-                raise AssertionError(_timed_out(timeout, what or _name(until), seen))
+                raise AssertionError(_timed_out(timeout, what or waited_for(until), seen))
             time.sleep(0.02)
 
     async def wait_for(self, observe: Callable[[], T], until: Callable[[T], object] = bool, *,
@@ -925,7 +926,7 @@ class Broker:
             if until(seen):
                 return seen
             if time.monotonic() >= deadline:
-                raise AssertionError(_timed_out(timeout, what or _name(until), seen))
+                raise AssertionError(_timed_out(timeout, what or waited_for(until), seen))
             await sleep_real(0.02)
 
     def _dataplane(self) -> DataPlaneModule:
@@ -986,8 +987,14 @@ def _topic_names(runtime: BrokerRuntime) -> dict[uuid.UUID, str]:
     return {info.topic_id: name for name, info in runtime.cluster.topics.items()}
 
 
-def _name(until: Callable[..., object]) -> str:
-    return str(getattr(until, "__name__", "condition"))
+def waited_for(until: Callable[..., object]) -> str:
+    """What a wait waited for, unless the test said: a function's name, or where a lambda is (each
+    lambda is "<lambda>", which tells a reader of a failed wait nothing)."""
+    name = str(getattr(until, "__name__", "condition"))
+    code = getattr(until, "__code__", None)
+    if name == "<lambda>" and code is not None:
+        return f"the lambda at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+    return name
 
 
 def _timed_out(timeout: float, what: str, seen: object) -> str:

@@ -76,7 +76,7 @@ from typing import Any, Protocol
 import attrs
 import pytest
 
-from kafkapy.embedded import Broker
+from kafkapy.embedded import Broker, waited_for
 from kafkapy.faults import Faults
 from kafkapy.observers.history import with_history
 from kafkapy.server.clock import VirtualClock
@@ -343,15 +343,16 @@ def _history_text(broker: Broker, since: float | None = None) -> str:
     return skipped + "\n".join(str(entry) for entry in shown) if entries else "(no requests)"
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str | None = None) -> Any:
     """Poll ``predicate`` until it returns something truthy, and return that; fail the test with
-    an AssertionError naming ``what`` after ``timeout`` seconds. For cluster state that settles
-    asynchronously (watches, elections, rebalances)."""
+    an AssertionError naming ``what`` (else the predicate, or where its lambda is) after
+    ``timeout`` seconds. For cluster state that settles asynchronously (watches, elections,
+    rebalances)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or waited_for(predicate)}")
         time.sleep(0.02)

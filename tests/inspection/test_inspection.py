@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from quick_clients import KAFKA_PYTHON_CLIENT
@@ -13,6 +14,7 @@ from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import encode_request
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.testing import wait_until
 
 TIMEOUT_S = 20
 HISTORY = "kafkapy.observers.RequestHistory"
@@ -127,6 +129,13 @@ def test_wait_for_sync_returns_what_it_saw_or_says_what_it_saw(broker: Broker) -
     with pytest.raises(AssertionError, match=r"two records; last seen: \[StoredRecord\(.*value=b'a'"):
         broker.wait_for_sync(lambda: broker.records("awaited"), lambda records: len(records) == 2,
                              timeout=0.05, what="two records")  # the message, not the wait, is the point
+    # unnamed, a lambda is named by where it is: the message said "waiting for <lambda>"
+    with pytest.raises(AssertionError, match=r"for the lambda at test_inspection\.py:\d+; last seen: \["):
+        broker.wait_for_sync(lambda: broker.records("awaited"), lambda records: not records, timeout=0.05)
+    with pytest.raises(AssertionError, match=r"waiting for the lambda at test_inspection\.py:\d+$"):
+        wait_until(lambda: False, timeout=0.05)
+    with pytest.raises(AssertionError, match=r"waiting for is_file$"):
+        wait_until(Path("/no/such/file").is_file, timeout=0.05)
 
 
 def test_wait_for_on_the_brokers_own_loop() -> None:
