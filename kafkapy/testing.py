@@ -128,11 +128,22 @@ _MARKER_FIXTURES: dict[str, tuple[str, ...]] = {
 }
 
 
+# The fixtures whose brokers a test's kafka_clock drives; the session's broker keeps real time.
+_ON_THE_CLOCK = ("kafka_broker", "kafka_cluster", "kafka_broker_factory")
+_SESSION_FIXTURES = ("kafka_topic", "kafka_session_broker")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Fail a test whose own kafkapy marker acts through none of its fixtures (a marker on its
-    class or module may rightly cover tests that do not use them)."""
+    class or module may rightly cover tests that do not use them), and one whose kafka_clock
+    drives no broker it uses (kafka_topic's broker is the session's, on real time)."""
     used = set(getattr(item, "fixturenames", ()))
+    if "kafka_clock" in used and used.isdisjoint(_ON_THE_CLOCK) and not used.isdisjoint(_SESSION_FIXTURES):
+        pytest.fail("kafka_clock drives the brokers of kafka_broker, kafka_cluster and kafka_broker_factory; "
+                    "kafka_topic's is the session's broker, which keeps real time, so advance() would not "
+                    "reach it: use kafka_broker (seeded by @pytest.mark.kafka_seed) with kafka_clock",
+                    pytrace=False)
     for marker in item.own_markers:
         wanted = _MARKER_FIXTURES.get(marker.name)
         if wanted is not None and used.isdisjoint(wanted):

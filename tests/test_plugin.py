@@ -219,9 +219,10 @@ def test_kafka_cluster_and_the_seed_marker_in_a_fresh_run(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*client 'third' Metadata v9 #1: NONE*"])
 
 
-def test_a_marker_on_a_test_without_its_fixture_fails_it(pytester: pytest.Pytester) -> None:
+def test_a_marker_or_clock_on_a_test_without_its_fixture_fails_it(pytester: pytest.Pytester) -> None:
     """A test's own kafka_seed, kafka_topic or kafka_strict marker acting through none of its
-    fixtures did nothing and the test passed; one on the module still covers the tests it fits."""
+    fixtures did nothing and the test passed, and so did kafka_clock beside kafka_topic alone;
+    a marker on the module still covers the tests it fits."""
     pytester.makepyfile("""
         import pytest
 
@@ -245,9 +246,12 @@ def test_a_marker_on_a_test_without_its_fixture_fails_it(pytester: pytest.Pytest
         @pytest.mark.kafka_strict
         def test_strict_on_a_factory(kafka_broker_factory):
             pass
+
+        def test_a_clock_for_the_sessions_broker(kafka_clock, kafka_topic):
+            pass  # advance() moved no broker of the test: kafka_topic's keeps real time
     """)
     result = pytester.runpytest(*QUICK)
-    result.assert_outcomes(passed=2, errors=3)
+    result.assert_outcomes(passed=2, errors=4)
     result.stdout.fnmatch_lines([  # each one line, no traceback
         "*ERROR at setup of test_seed_on_a_topic_test*",
         "@pytest.mark.kafka_seed acts through kafka_broker or kafka_cluster, which this test does not "
@@ -255,7 +259,10 @@ def test_a_marker_on_a_test_without_its_fixture_fails_it(pytester: pytest.Pytest
         "*ERROR at setup of test_topic_marker_on_a_broker_test*",
         "@pytest.mark.kafka_topic acts through kafka_topic, which this test does not use: *",
         "*ERROR at setup of test_strict_without_a_broker*",
-        "@pytest.mark.kafka_strict acts through kafka_broker or kafka_cluster or kafka_broker_factory,*"])
+        "@pytest.mark.kafka_strict acts through kafka_broker or kafka_cluster or kafka_broker_factory,*",
+        "*ERROR at setup of test_a_clock_for_the_sessions_broker*",
+        "kafka_clock drives the brokers of kafka_broker, kafka_cluster and kafka_broker_factory; "
+        "kafka_topic's is the session's broker, which keeps real time, *"])
 
 
 def test_a_failing_kafka_topic_test_reports_the_session_brokers_requests_of_that_test(
