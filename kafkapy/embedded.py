@@ -48,7 +48,14 @@ from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.dataplane.partitions import LogHome
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.faults import CoordinatorOutage, CoordinatorOutages, Faults, FaultsModule
+from kafkapy.faults import (
+    ClusterFaults,
+    CoordinatorOutage,
+    CoordinatorOutages,
+    FaultRules,
+    Faults,
+    FaultsModule,
+)
 from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
 from kafkapy.groups.group_configs import check_broker_group_settings
 from kafkapy.groups.module import GroupsModule
@@ -515,9 +522,16 @@ class Broker:
         return BrokerLogs(self)
 
     @property
-    def faults(self) -> Faults:
+    def faults(self) -> FaultRules:
         """Fault injection: ``broker.faults.add(FaultRule(...))`` or ``with broker.faults.injected(rule):``
-        (kafkapy.faults)."""
+        (kafkapy.faults). A cluster's: on every running broker (kafkapy.faults.spread), where a
+        rule on one would fail only what reached it; ``cluster.brokers[i].faults`` for one."""
+        if self.is_cluster:
+            self._running()  # a stopped cluster says so
+            return ClusterFaults(lambda: [m._own_faults() for m in self._running_members()])
+        return self._own_faults()
+
+    def _own_faults(self) -> Faults:
         module = next((m for m in self._running().modules if isinstance(m, FaultsModule)), None)
         if module is None:
             raise RuntimeError("the broker runs no faults module")

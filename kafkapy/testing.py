@@ -19,8 +19,10 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     underscore (``tag.my_tag``) can only be given in the mapping.
 
 ``kafka_faults``
-    The ``kafka_broker``'s fault injection (:class:`kafkapy.faults.Faults`):
-    ``kafka_faults.add(FaultRule(...))``; every rule is removed when the test ends.
+    The ``kafka_broker``'s fault injection (:class:`kafkapy.faults.Faults`), or in a test that
+    uses ``kafka_cluster`` alone the cluster's, each rule on every broker
+    (:class:`kafkapy.faults.ClusterFaults`): ``kafka_faults.add(FaultRule(...))``; every rule
+    is removed when the test ends.
 
 ``kafka_cluster``
     Three brokers in one process (``Broker(brokers=3)``), ids 0-2, sharing one store;
@@ -77,7 +79,7 @@ import attrs
 import pytest
 
 from kafkapy.embedded import Broker, waited_for
-from kafkapy.faults import Faults
+from kafkapy.faults import FaultRules
 from kafkapy.observers.history import with_history
 from kafkapy.server.clock import VirtualClock
 
@@ -248,9 +250,12 @@ def kafka_cluster(request: pytest.FixtureRequest, kafka_broker_factory: BrokerFa
 
 
 @pytest.fixture
-def kafka_faults(kafka_broker: Broker) -> Iterator[Faults]:
-    """``kafka_broker``'s faults; the rules a test adds are removed when it ends."""
-    faults = kafka_broker.faults
+def kafka_faults(request: pytest.FixtureRequest) -> Iterator[FaultRules]:
+    """``kafka_broker``'s faults, or ``kafka_cluster``'s (every broker's) in a test that uses the
+    cluster alone; the rules a test adds are removed when it ends."""
+    used = request.fixturenames
+    faulted = "kafka_cluster" if "kafka_cluster" in used and "kafka_broker" not in used else "kafka_broker"
+    faults = request.getfixturevalue(faulted).faults
     try:
         yield faults
     finally:

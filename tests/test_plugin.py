@@ -192,6 +192,32 @@ def test_kafka_faults_fixture_scopes_rules_to_the_test(pytester: pytest.Pytester
     pytester.runpytest(*QUICK).assert_outcomes(passed=2)
 
 
+def test_kafka_faults_beside_kafka_cluster_are_the_clusters(pytester: pytest.Pytester) -> None:
+    """kafka_faults asked for kafka_broker whatever else the test used: beside kafka_cluster it
+    started a fourth broker of its own, and its rules reached no broker the test talked to."""
+    pytester.makepyfile("""
+        from kafkapy.client import SimpleClient
+        from kafkapy.errors import ErrorCode
+        from kafkapy.faults import ErrorAnswer, FaultRule
+        from kafkapy.protocol.api_keys import ApiKey
+
+        def test_cluster(kafka_cluster, kafka_faults):
+            rule = FaultRule(ErrorAnswer(ErrorCode.TOPIC_AUTHORIZATION_FAILED), api=ApiKey.METADATA)
+            handle = kafka_faults.add(rule)
+            for member in kafka_cluster.brokers:
+                with SimpleClient(member.bootstrap_servers) as client:
+                    answer = client.request(ApiKey.METADATA, 9, {"topics": [{"name": "t"}],
+                                                                 "allow_auto_topic_creation": False})
+                    assert answer.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert handle.fired == 3
+
+        def test_both(kafka_cluster, kafka_broker, kafka_faults):
+            kafka_faults.add(FaultRule(ErrorAnswer(ErrorCode.NOT_CONTROLLER), api=ApiKey.CREATE_TOPICS))
+            assert kafka_broker.faults.handles and not kafka_cluster.faults.handles
+    """)
+    pytester.runpytest(*QUICK).assert_outcomes(passed=2)
+
+
 def test_kafka_cluster_and_the_seed_marker_in_a_fresh_run(pytester: pytest.Pytester) -> None:
     """The marker is registered (--strict-markers passes), seeds the fixture's brokers (the
     closest marker last), and a failing cluster test reports each broker's history."""
