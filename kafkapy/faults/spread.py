@@ -10,12 +10,11 @@ sums what they matched and fired. Brokers started after the rule was added do no
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from kafkapy.faults.injector import FaultHandle, Faults
+from kafkapy.faults.injector import FaultHandle, Faults, scoped
 from kafkapy.faults.rules import FaultRule
 
 __all__ = ["ClusterFaults", "FaultRules", "RuleHandle", "SpreadHandle"]
@@ -96,14 +95,9 @@ class ClusterFaults:
             raise
         return SpreadHandle(rule, handles)
 
-    @contextlib.contextmanager
-    def injected(self, rule: FaultRule) -> Iterator[SpreadHandle]:
+    def injected(self, rule: FaultRule) -> AbstractContextManager[SpreadHandle]:
         """``with cluster.faults.injected(rule) as handle:``: on every broker, inside the block only."""
-        handle = self.add(rule)
-        try:
-            yield handle
-        finally:
-            handle.remove()
+        return scoped(self.add, rule)
 
     def clear(self) -> None:
         """Remove every rule of every running broker (those added to one broker alone too)."""
