@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import os
 import threading
 import time
 import uuid
@@ -47,7 +48,14 @@ from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
 from kafkapy.dataplane.partitions import LogHome
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.faults import CoordinatorOutage, CoordinatorOutages, Faults, FaultsModule
+from kafkapy.faults import (
+    ClusterFaults,
+    CoordinatorOutage,
+    CoordinatorOutages,
+    FaultRules,
+    Faults,
+    FaultsModule,
+)
 from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
 from kafkapy.groups.group_configs import check_broker_group_settings
 from kafkapy.groups.module import GroupsModule
@@ -89,7 +97,7 @@ from kafkapy.telemetry import (
 from kafkapy.topics.module import TopicsModule
 from kafkapy.transactions.module import TransactionsModule
 
-__all__ = ["Broker", "BrokerLogs", "Snapshot"]
+__all__ = ["Broker", "BrokerLogs", "Snapshot", "waited_for"]
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -114,6 +122,9 @@ QUICK_HEARTBEATS: frozenset[str] = frozenset(
 SEED_BATCH_RECORDS = 500
 SETTLE_TIMEOUT_S = 10.0  # how long a cluster change may take to show in every broker's view
 SETTLE_POLL_S = 0.002
+# What a question to a stopped broker answers (its loop is closed: it was "Event loop is closed").
+_STOPPED = ("the broker has stopped: ask it inside its `with Broker()` block (before `stop()`), "
+            "or keep what the test needs (records(), groups(), snapshot()) before it ends")
 
 
 @attrs.frozen
@@ -225,6 +236,7 @@ class Broker:
         self.runtime: BrokerRuntime | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._stopped = False  # a Broker (a whole cluster) runs once: its store and logs close
         self._cluster: Broker | None = None  # set on the brokers of a cluster: the whole
         self._owns_store = False
         # The coordinator outages of this broker, or of this cluster, which its brokers share.
@@ -251,6 +263,9 @@ class Broker:
     # --- on the caller's loop -------------------------------------------------------------
 
     async def start(self) -> Broker:
+        if self._stopped:
+            raise RuntimeError("this Broker has stopped and does not start again (its store and logs "
+                               "are closed): make a new Broker()")
         if self.clock is not None:
             loop = asyncio.get_running_loop()
             if not (isinstance(loop, VirtualTimeLoop) and loop.virtual_clock is self.clock):
@@ -301,12 +316,14 @@ class Broker:
             self.runtime = None
             if self._owns_store and self.store is not None:
                 self.store.close()
+            self._stopped = True
             return
         if self.runtime is not None:
             runtime = self.runtime
             if self._cluster is not None:  # a cluster's broker that is down has no runtime to ask
                 self.runtime = None
             await runtime.stop()
+            self._stopped = self._cluster is None
 
     # --- the HTTP control endpoint ----------------------------------------------------------------
 
@@ -330,6 +347,7 @@ class Broker:
     async def stop_broker_async(self, index: int) -> None:
         """Take broker ``index`` down (listeners closed, unregistered) and wait until the other
         brokers' views show its leaderships moved."""
+        self._member_index(index)
         self.brokers[index]._violation_sources()  # strict mode: its violations stay readable
         await self.brokers[index].stop()
         self.runtime = self._first_running()
@@ -339,11 +357,21 @@ class Broker:
         """Bring broker ``index`` back on its ports and wait until every broker sees it and the
         controller has written what its return changes (ISRs; leaders only of partitions that
         had none: the others stay where they are, as in Kafka)."""
-        member = self.brokers[index]
+        member = self.brokers[self._member_index(index)]
         if member.runtime is None:
             await member.start()
         self.runtime = self._first_running()
         await self._settle()
+
+    def _member_index(self, index: int) -> int:
+        """``index`` if it is one of this cluster's brokers; else one ValueError listing them (a
+        negative index would have taken one from the end, as Python's lists do)."""
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.brokers):
+            ids = ", ".join(f"{i}: broker {m.config['broker.id']}" for i, m in enumerate(self.brokers))
+            last = len(self.brokers) - 1
+            raise ValueError(f"no broker at index {index!r}: the brokers are indexed 0-{last}"
+                             + (f" ({ids})" if self.is_cluster else ""))
+        return index
 
     def stop_broker(self, index: int) -> None:
         """``stop_broker_async`` from the test's thread (``with Broker(brokers=N)``)."""
@@ -394,6 +422,9 @@ class Broker:
 
     def _from_thread(self, coroutine: Any) -> Any:
         loop = self._loop
+        if loop is not None and loop.is_closed():  # a stopped broker's (the clock's loop lives on)
+            coroutine.close()
+            raise RuntimeError(_STOPPED)
         if loop is None or threading.current_thread() is self._thread:
             coroutine.close()
             raise RuntimeError("on the broker's own loop, await the *_async form instead")
@@ -491,9 +522,16 @@ class Broker:
         return BrokerLogs(self)
 
     @property
-    def faults(self) -> Faults:
+    def faults(self) -> FaultRules:
         """Fault injection: ``broker.faults.add(FaultRule(...))`` or ``with broker.faults.injected(rule):``
-        (kafkapy.faults)."""
+        (kafkapy.faults). A cluster's: on every running broker (kafkapy.faults.spread), where a
+        rule on one would fail only what reached it; ``cluster.brokers[i].faults`` for one."""
+        if self.is_cluster:
+            self._running()  # a stopped cluster says so
+            return ClusterFaults(lambda: [m._own_faults() for m in self._running_members()])
+        return self._own_faults()
+
+    def _own_faults(self) -> Faults:
         module = next((m for m in self._running().modules if isinstance(m, FaultsModule)), None)
         if module is None:
             raise RuntimeError("the broker runs no faults module")
@@ -578,7 +616,11 @@ class Broker:
         self._from_thread(self.seed_async(data))
 
     async def seed_async(self, data: Mapping[str, Any] | Sequence[TopicSeed]) -> None:
-        topics = parse_seed(data) if isinstance(data, Mapping) else list(data)
+        # TopicSeeds as they are; anything else (a mapping, or ["orders"] by mistake) is read, or
+        # refused in one SeedError saying what seed data looks like
+        given = data if isinstance(data, Sequence) and not isinstance(data, str) else None
+        topics = list(given) if given is not None and all(isinstance(t, TopicSeed) for t in given) \
+            else parse_seed(data)
         runtime = self._running()
         topics_module = _module(runtime, TopicsModule)
         for topic in topics:
@@ -885,7 +927,7 @@ class Broker:
             if until(seen):
                 return seen
             if time.monotonic() >= deadline:
-                raise AssertionError(_timed_out(timeout, what or _name(until), seen))
+                raise AssertionError(_timed_out(timeout, what or waited_for(until), seen))
             time.sleep(0.02)
 
     async def wait_for(self, observe: Callable[[], T], until: Callable[[T], object] = bool, *,
@@ -898,7 +940,7 @@ class Broker:
             if until(seen):
                 return seen
             if time.monotonic() >= deadline:
-                raise AssertionError(_timed_out(timeout, what or _name(until), seen))
+                raise AssertionError(_timed_out(timeout, what or waited_for(until), seen))
             await sleep_real(0.02)
 
     def _dataplane(self) -> DataPlaneModule:
@@ -910,6 +952,8 @@ class Broker:
     def _on_loop(self, action: Callable[[], T]) -> T:
         """``action()`` on the broker's loop (where its state changes), from any thread."""
         loop = self._loop
+        if loop is not None and loop.is_closed():
+            raise RuntimeError(_STOPPED)
         if loop is None or threading.current_thread() is self._thread:
             return action()
 
@@ -957,8 +1001,14 @@ def _topic_names(runtime: BrokerRuntime) -> dict[uuid.UUID, str]:
     return {info.topic_id: name for name, info in runtime.cluster.topics.items()}
 
 
-def _name(until: Callable[..., object]) -> str:
-    return str(getattr(until, "__name__", "condition"))
+def waited_for(until: Callable[..., object]) -> str:
+    """What a wait waited for, unless the test said: a function's name, or where a lambda is (each
+    lambda is "<lambda>", which tells a reader of a failed wait nothing)."""
+    name = str(getattr(until, "__name__", "condition"))
+    code = getattr(until, "__code__", None)
+    if name == "<lambda>" and code is not None:
+        return f"the lambda at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+    return name
 
 
 def _timed_out(timeout: float, what: str, seen: object) -> str:

@@ -19,8 +19,10 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     underscore (``tag.my_tag``) can only be given in the mapping.
 
 ``kafka_faults``
-    The ``kafka_broker``'s fault injection (:class:`kafkapy.faults.Faults`):
-    ``kafka_faults.add(FaultRule(...))``; every rule is removed when the test ends.
+    The ``kafka_broker``'s fault injection (:class:`kafkapy.faults.Faults`), or in a test that
+    uses ``kafka_cluster`` alone the cluster's, each rule on every broker
+    (:class:`kafkapy.faults.ClusterFaults`): ``kafka_faults.add(FaultRule(...))``; every rule
+    is removed when the test ends.
 
 ``kafka_cluster``
     Three brokers in one process (``Broker(brokers=3)``), ids 0-2, sharing one store;
@@ -76,14 +78,15 @@ from typing import Any, Protocol
 import attrs
 import pytest
 
-from kafkapy.embedded import Broker
-from kafkapy.faults import Faults
+from kafkapy.embedded import Broker, waited_for
+from kafkapy.faults import FaultRules
 from kafkapy.observers.history import with_history
 from kafkapy.server.clock import VirtualClock
 
 __all__ = ["BrokerFactory", "KafkaTopic", "config_from_kwargs", "kafka_broker", "kafka_broker_factory",
            "kafka_clock", "kafka_cluster", "kafka_faults", "kafka_session_broker", "kafka_topic",
-           "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "strict_report", "wait_until"]
+           "pytest_addoption", "pytest_configure", "pytest_runtest_makereport", "pytest_runtest_setup",
+           "strict_report", "wait_until"]
 
 HISTORY_SHOWN = 200  # requests per broker in a failing test's report: the end of the story
 _BROKERS = pytest.StashKey[list[Broker]]()  # the brokers a test's fixtures started
@@ -93,6 +96,7 @@ _SHARED_SINCE = pytest.StashKey[tuple[Broker, float]]()
 
 
 SEED_MARKER = "kafka_seed"
+TOPIC_MARKER = "kafka_topic"
 STRICT_MARKER = "kafka_strict"  # the marker, and the ini option that makes every test strict
 CLUSTER_SIZE = 3  # kafka_cluster: what client test suites written for a real cluster expect
 
@@ -115,6 +119,41 @@ def pytest_configure(config: pytest.Config) -> None:
                                        "kafka_topic fixture's topic (one topic of Broker.seed's shape)")
     config.addinivalue_line("markers", f"{STRICT_MARKER}: kafkapy's fixtures start strict brokers; protocol "
                                        "misuse fails the test at teardown (kafkapy.strict)")
+
+
+# Each marker, and the fixtures it acts through: on a test that uses none of them it would do
+# nothing, without a word (kafka_seed on a kafka_topic test seeds no broker the test sees).
+_MARKER_FIXTURES: dict[str, tuple[str, ...]] = {
+    SEED_MARKER: ("kafka_broker", "kafka_cluster"),
+    TOPIC_MARKER: ("kafka_topic",),
+    STRICT_MARKER: ("kafka_broker", "kafka_cluster", "kafka_broker_factory"),
+}
+
+
+# The fixtures whose brokers a test's kafka_clock drives; the session's broker keeps real time.
+_ON_THE_CLOCK = ("kafka_broker", "kafka_cluster", "kafka_broker_factory")
+_SESSION_FIXTURES = ("kafka_topic", "kafka_session_broker")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Fail a test whose own kafkapy marker acts through none of its fixtures (a marker on its
+    class or module may rightly cover tests that do not use them), and one whose kafka_clock
+    drives no broker it uses (kafka_topic's broker is the session's, on real time)."""
+    used = set(getattr(item, "fixturenames", ()))
+    if "kafka_clock" in used and used.isdisjoint(_ON_THE_CLOCK) and not used.isdisjoint(_SESSION_FIXTURES):
+        pytest.fail("kafka_clock drives the brokers of kafka_broker, kafka_cluster and kafka_broker_factory; "
+                    "kafka_topic's is the session's broker, which keeps real time, so advance() would not "
+                    "reach it: use kafka_broker (seeded by @pytest.mark.kafka_seed) with kafka_clock",
+                    pytrace=False)
+    for marker in item.own_markers:
+        wanted = _MARKER_FIXTURES.get(marker.name)
+        if wanted is not None and used.isdisjoint(wanted):
+            pytest.fail(f"@pytest.mark.{marker.name} acts through {' or '.join(wanted)}, which this test "
+                        f"does not use: it would do nothing"
+                        + (f" (give kafka_topic's topic with @pytest.mark.{TOPIC_MARKER}(...))"
+                           if marker.name == SEED_MARKER and "kafka_topic" in used else ""),
+                        pytrace=False)
 
 
 def config_from_kwargs(config: Mapping[str, Any] | None = None, /, **settings: Any) -> dict[str, Any]:
@@ -211,9 +250,12 @@ def kafka_cluster(request: pytest.FixtureRequest, kafka_broker_factory: BrokerFa
 
 
 @pytest.fixture
-def kafka_faults(kafka_broker: Broker) -> Iterator[Faults]:
-    """``kafka_broker``'s faults; the rules a test adds are removed when it ends."""
-    faults = kafka_broker.faults
+def kafka_faults(request: pytest.FixtureRequest) -> Iterator[FaultRules]:
+    """``kafka_broker``'s faults, or ``kafka_cluster``'s (every broker's) in a test that uses the
+    cluster alone; the rules a test adds are removed when it ends."""
+    used = request.fixturenames
+    faulted = "kafka_cluster" if "kafka_cluster" in used and "kafka_broker" not in used else "kafka_broker"
+    faults = request.getfixturevalue(faulted).faults
     try:
         yield faults
     finally:
@@ -222,7 +264,6 @@ def kafka_faults(kafka_broker: Broker) -> Iterator[Faults]:
 
 # --- kafka_session_broker, kafka_topic ---------------------------------------------------------
 
-TOPIC_MARKER = "kafka_topic"
 _TOPIC_NAME_MAX = 200  # Kafka allows 249 characters; room left for the unique suffix
 _ILLEGAL_IN_TOPIC = re.compile(r"[^a-zA-Z0-9._-]+")  # Kafka's legal topic characters
 
@@ -318,15 +359,16 @@ def _history_text(broker: Broker, since: float | None = None) -> str:
     return skipped + "\n".join(str(entry) for entry in shown) if entries else "(no requests)"
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str | None = None) -> Any:
     """Poll ``predicate`` until it returns something truthy, and return that; fail the test with
-    an AssertionError naming ``what`` after ``timeout`` seconds. For cluster state that settles
-    asynchronously (watches, elections, rebalances)."""
+    an AssertionError naming ``what`` (else the predicate, or where its lambda is) after
+    ``timeout`` seconds. For cluster state that settles asynchronously (watches, elections,
+    rebalances)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or waited_for(predicate)}")
         time.sleep(0.02)

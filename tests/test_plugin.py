@@ -192,6 +192,32 @@ def test_kafka_faults_fixture_scopes_rules_to_the_test(pytester: pytest.Pytester
     pytester.runpytest(*QUICK).assert_outcomes(passed=2)
 
 
+def test_kafka_faults_beside_kafka_cluster_are_the_clusters(pytester: pytest.Pytester) -> None:
+    """kafka_faults asked for kafka_broker whatever else the test used: beside kafka_cluster it
+    started a fourth broker of its own, and its rules reached no broker the test talked to."""
+    pytester.makepyfile("""
+        from kafkapy.client import SimpleClient
+        from kafkapy.errors import ErrorCode
+        from kafkapy.faults import ErrorAnswer, FaultRule
+        from kafkapy.protocol.api_keys import ApiKey
+
+        def test_cluster(kafka_cluster, kafka_faults):
+            rule = FaultRule(ErrorAnswer(ErrorCode.TOPIC_AUTHORIZATION_FAILED), api=ApiKey.METADATA)
+            handle = kafka_faults.add(rule)
+            for member in kafka_cluster.brokers:
+                with SimpleClient(member.bootstrap_servers) as client:
+                    answer = client.request(ApiKey.METADATA, 9, {"topics": [{"name": "t"}],
+                                                                 "allow_auto_topic_creation": False})
+                    assert answer.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            assert handle.fired == 3
+
+        def test_both(kafka_cluster, kafka_broker, kafka_faults):
+            kafka_faults.add(FaultRule(ErrorAnswer(ErrorCode.NOT_CONTROLLER), api=ApiKey.CREATE_TOPICS))
+            assert kafka_broker.faults.handles and not kafka_cluster.faults.handles
+    """)
+    pytester.runpytest(*QUICK).assert_outcomes(passed=2)
+
+
 def test_kafka_cluster_and_the_seed_marker_in_a_fresh_run(pytester: pytest.Pytester) -> None:
     """The marker is registered (--strict-markers passes), seeds the fixture's brokers (the
     closest marker last), and a failing cluster test reports each broker's history."""
@@ -217,6 +243,52 @@ def test_kafka_cluster_and_the_seed_marker_in_a_fresh_run(pytester: pytest.Pytes
     sections = [line for line in result.stdout.lines if "kafkapy request history" in line]
     assert len(sections) == 3, result.stdout.str()
     result.stdout.fnmatch_lines(["*client 'third' Metadata v9 #1: NONE*"])
+
+
+def test_a_marker_or_clock_on_a_test_without_its_fixture_fails_it(pytester: pytest.Pytester) -> None:
+    """A test's own kafka_seed, kafka_topic or kafka_strict marker acting through none of its
+    fixtures did nothing and the test passed, and so did kafka_clock beside kafka_topic alone;
+    a marker on the module still covers the tests it fits."""
+    pytester.makepyfile("""
+        import pytest
+
+        pytestmark = pytest.mark.kafka_seed({"module-wide": {}})
+
+        @pytest.mark.kafka_seed({"orders": {"partitions": 3}})
+        def test_seed_on_a_topic_test(kafka_topic):
+            pass
+
+        @pytest.mark.kafka_topic(partitions=3)
+        def test_topic_marker_on_a_broker_test(kafka_broker):
+            pass
+
+        @pytest.mark.kafka_strict
+        def test_strict_without_a_broker(kafka_topic):
+            pass
+
+        def test_module_marker_on_a_topic_test(kafka_topic):
+            pass
+
+        @pytest.mark.kafka_strict
+        def test_strict_on_a_factory(kafka_broker_factory):
+            pass
+
+        def test_a_clock_for_the_sessions_broker(kafka_clock, kafka_topic):
+            pass  # advance() moved no broker of the test: kafka_topic's keeps real time
+    """)
+    result = pytester.runpytest(*QUICK)
+    result.assert_outcomes(passed=2, errors=4)
+    result.stdout.fnmatch_lines([  # each one line, no traceback
+        "*ERROR at setup of test_seed_on_a_topic_test*",
+        "@pytest.mark.kafka_seed acts through kafka_broker or kafka_cluster, which this test does not "
+        "use: it would do nothing (give kafka_topic's topic with @pytest.mark.kafka_topic(...))",
+        "*ERROR at setup of test_topic_marker_on_a_broker_test*",
+        "@pytest.mark.kafka_topic acts through kafka_topic, which this test does not use: *",
+        "*ERROR at setup of test_strict_without_a_broker*",
+        "@pytest.mark.kafka_strict acts through kafka_broker or kafka_cluster or kafka_broker_factory,*",
+        "*ERROR at setup of test_a_clock_for_the_sessions_broker*",
+        "kafka_clock drives the brokers of kafka_broker, kafka_cluster and kafka_broker_factory; "
+        "kafka_topic's is the session's broker, which keeps real time, *"])
 
 
 def test_a_failing_kafka_topic_test_reports_the_session_brokers_requests_of_that_test(

@@ -31,7 +31,7 @@ from kafkapy.control.records_json import ENCODINGS, record_json
 from kafkapy.control.routes import Call, Reply, Route
 from kafkapy.control.target import ControlMember, ControlTarget
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.faults import CoordinatorOutage, FaultHandle
+from kafkapy.faults import CoordinatorOutage, RuleHandle
 from kafkapy.inspection import Isolation
 from kafkapy.observers.history import HistoryEntry
 from kafkapy.seeding import SeedError, parse_seed, parse_seed_text
@@ -48,7 +48,7 @@ class ControlFault:
 
     id: int
     rule: dict[str, Any]  # as fault_rule read it, in rule_json's shape
-    handles: list[tuple[int, FaultHandle]]  # (broker index, handle)
+    handles: list[tuple[int, RuleHandle]]  # (broker index, handle)
 
     def json(self) -> dict[str, Any]:
         return {"id": self.id, "rule": self.rule, "brokers": [index for index, _ in self.handles],

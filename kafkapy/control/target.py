@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from kafkapy.errors import ErrorCode
-from kafkapy.faults import Faults
+from kafkapy.faults import FaultRules
 from kafkapy.faults.cluster import LeaderMove
 from kafkapy.faults.coordinators import CoordinatorOutage
 from kafkapy.inspection import GroupView, Isolation, StoredRecord, TransactionView
@@ -36,7 +36,7 @@ class ControlMember(Protocol):
     def bootstrap_servers(self) -> str: ...
 
     @property
-    def faults(self) -> Faults: ...
+    def faults(self) -> FaultRules: ...
 
     def history(self, *, connection: str | None = None, client_id: str | None = None,
                 since: float | None = None) -> list[HistoryEntry]: ...

@@ -19,7 +19,9 @@ from kafkapy.faults.rules import (
     Throttle,
     TruncateResponse,
 )
+from kafkapy.faults.spread import ClusterFaults, FaultRules, RuleHandle, SpreadHandle
 
-__all__ = ["FAULTS_CAPABILITY", "CoordinatorOutage", "CoordinatorOutages", "Delay", "DropConnection",
-           "ErrorAnswer", "FaultAction", "FaultHandle", "FaultInjector", "FaultRule", "Faults",
-           "FaultsModule", "Stall", "Throttle", "TruncateResponse", "named_partitions"]
+__all__ = ["FAULTS_CAPABILITY", "ClusterFaults", "CoordinatorOutage", "CoordinatorOutages", "Delay",
+           "DropConnection", "ErrorAnswer", "FaultAction", "FaultHandle", "FaultInjector", "FaultRule",
+           "FaultRules", "Faults", "FaultsModule", "RuleHandle", "SpreadHandle", "Stall", "Throttle",
+           "TruncateResponse", "named_partitions"]

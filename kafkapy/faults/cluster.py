@@ -27,6 +27,7 @@ import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.groups.module import GroupsModule
+from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.server.leadership import PartitionLeadership
 from kafkapy.server.modules import Module
 from kafkapy.server.services import ClusterView
@@ -111,11 +112,16 @@ async def expire_session(runtimes: Sequence[ClusterMember], group_id: str, *, me
                          client_id: str | None = None) -> list[str]:
     """End the session of a member of ``group_id`` (by member id, or every member with a client id)
     at the broker that coordinates the group, now; answers the member ids expired. ValueError
-    unless exactly one of ``member_id``/``client_id`` is given; KafkaApiError NOT_COORDINATOR when
-    no running broker coordinates the group, or the coordinator's refusal (GROUP_ID_NOT_FOUND,
-    UNKNOWN_MEMBER_ID)."""
+    unless exactly one of ``member_id``/``client_id`` is given; KafkaApiError GROUP_ID_NOT_FOUND
+    before any group has a coordinator, NOT_COORDINATOR when no running broker coordinates the
+    group, or the coordinator's refusal (GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID)."""
     if (member_id is None) == (client_id is None):
         raise ValueError("give member_id or client_id (one of them)")
+    if runtimes and all(OFFSETS_TOPIC not in runtime.cluster.topics for runtime in runtimes):
+        # no group has found its coordinator yet, so no broker coordinates any: the group is not
+        # there (NOT_COORDINATOR would send a test looking for a coordinator problem)
+        raise KafkaApiError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist: no group "
+                            f"has joined or committed on these brokers yet (there is no {OFFSETS_TOPIC})")
     refusals = []
     for runtime in runtimes:
         groups = next((m for m in runtime.modules if isinstance(m, GroupsModule)), None)

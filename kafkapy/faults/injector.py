@@ -31,7 +31,7 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kafkapy.errors import KafkaApiError
 from kafkapy.faults.matching import named_partitions
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from kafkapy.server.modules import RequestContext
     from kafkapy.server.services import BrokerServices
 
-__all__ = ["FaultHandle", "FaultInjector", "Faults"]
+__all__ = ["FaultHandle", "FaultInjector", "Faults", "scoped"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,23 @@ T = TypeVar("T")
 _MUTED_UNTIL = "faults.muted_until"  # ConnectionInfo.attributes: loop time a Throttle's mute ends
 THROTTLE_TIME = "throttle_time_ms"
 _FIRED = "faults.fired"  # ConnectionInfo.attributes: the handle that fired for the request in hand
+
+
+class _Removable(Protocol):
+    def remove(self) -> None: ...
+
+
+H = TypeVar("H", bound=_Removable)
+
+
+@contextlib.contextmanager
+def scoped(add: Callable[[FaultRule], H], rule: FaultRule) -> Iterator[H]:
+    """``add(rule)`` on entering the block, its handle removed on leaving (``injected``)."""
+    handle = add(rule)
+    try:
+        yield handle
+    finally:
+        handle.remove()
 
 
 class FaultHandle:
@@ -206,6 +223,10 @@ class Faults:
 
     def add(self, rule: FaultRule) -> FaultHandle:
         """Install ``rule`` after the others; from any thread."""
+        if not isinstance(rule, FaultRule):  # else an AttributeError from deep in the handle
+            raise TypeError(f"faults.add takes a FaultRule (kafkapy.faults), such as "
+                            f"FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE), "
+                            f"not {rule!r}")
         handle = FaultHandle(self, rule)
 
         def install() -> None:
@@ -238,14 +259,9 @@ class Faults:
         for handle in self.handles:
             self.remove(handle)
 
-    @contextlib.contextmanager
-    def injected(self, rule: FaultRule) -> Iterator[FaultHandle]:
+    def injected(self, rule: FaultRule) -> contextlib.AbstractContextManager[FaultHandle]:
         """``with faults.injected(rule) as handle:``: the rule holds inside the block only."""
-        handle = self.add(rule)
-        try:
-            yield handle
-        finally:
-            handle.remove()
+        return scoped(self.add, rule)
 
     def firing(self, context: RequestContext, request: Request) -> FaultHandle | None:
         """The first handle whose rule matches this request and fires."""

@@ -10,6 +10,10 @@ hold when the request names that topic (and partition) anywhere (kafkapy.faults.
 Firing, among the requests that match: the ``every``-th of them (1: each), then with
 ``probability`` from an RNG seeded with ``seed`` (so a failing test replays the same faults),
 and at most ``times`` times (None: no limit).
+
+Every field is checked when the rule is built, in the test's own line: a rule is carried out on
+the broker's loop, where a wrong value (an error code given as text, a delay as a string) would
+fail the request it fires on, close the client's connection and show only in the broker's log.
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ __all__ = ["Delay", "DropConnection", "ErrorAnswer", "FaultAction", "FaultRule",
            "TruncateResponse"]
 
 
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @attrs.frozen
 class ErrorAnswer:
     """Answer with ``code`` instead of handling the request: per partition where the response has
@@ -33,6 +41,12 @@ class ErrorAnswer:
     (kafkapy.protocol.error_answers). The handler does not run: nothing is written."""
 
     code: ErrorCode
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.code, ErrorCode):
+            named = f"ErrorCode.{self.code if isinstance(self.code, str) else 'NOT_LEADER_OR_FOLLOWER'}"
+            raise TypeError(f"ErrorAnswer takes an ErrorCode (kafkapy.errors), such as {named}, "
+                            f"not {self.code!r}")
 
 
 @attrs.frozen
@@ -42,6 +56,10 @@ class Delay:
 
     seconds: float
 
+    def __attrs_post_init__(self) -> None:
+        if not _is_number(self.seconds) or not self.seconds >= 0:
+            raise ValueError(f"Delay takes seconds as a number of at least 0, not {self.seconds!r}")
+
 
 @attrs.frozen
 class Throttle:
@@ -49,6 +67,13 @@ class Throttle:
     connection for that long, as Kafka's quotas do (KIP-219): the next request on it waits."""
 
     milliseconds: int
+
+    def __attrs_post_init__(self) -> None:
+        # throttle_time_ms is an int32 in every response that has it
+        if not isinstance(self.milliseconds, int) or isinstance(self.milliseconds, bool) \
+                or not 0 <= self.milliseconds <= 2**31 - 1:
+            raise ValueError(f"Throttle takes milliseconds as an integer in [0, 2**31 - 1], "
+                             f"not {self.milliseconds!r}")
 
 
 @attrs.frozen
@@ -59,6 +84,10 @@ class DropConnection:
 
     when: Literal["before", "after"] = "before"
 
+    def __attrs_post_init__(self) -> None:
+        if self.when not in ("before", "after"):
+            raise ValueError(f"DropConnection takes \"before\" or \"after\", not {self.when!r}")
+
 
 @attrs.frozen
 class TruncateResponse:
@@ -68,7 +97,7 @@ class TruncateResponse:
     keep: float = 0.5
 
     def __attrs_post_init__(self) -> None:
-        if not 0.0 <= self.keep < 1.0:
+        if not _is_number(self.keep) or not 0.0 <= self.keep < 1.0:
             raise ValueError(f"keep must be in [0, 1), not {self.keep}")
 
 
@@ -78,14 +107,21 @@ class Stall:
 
 
 FaultAction = ErrorAnswer | Delay | Throttle | DropConnection | TruncateResponse | Stall
+_ACTIONS = (ErrorAnswer, Delay, Throttle, DropConnection, TruncateResponse, Stall)
 
 
 def _api_keys(value: ApiKey | Collection[ApiKey] | None) -> frozenset[ApiKey] | None:
     if value is None:
         return None
+    if isinstance(value, str):  # a collection of letters, each "not a valid ApiKey"
+        raise TypeError(f"api takes an ApiKey (kafkapy.protocol.api_keys), such as ApiKey.PRODUCE, "
+                        f"or a collection of them, not {value!r}")
     if isinstance(value, int):
         return frozenset({ApiKey(value)})
-    return frozenset(ApiKey(key) for key in value)
+    keys = frozenset(ApiKey(key) for key in value)
+    if not keys:
+        raise ValueError("api: an empty collection matches nothing; leave api out to match every API")
+    return keys
 
 
 @attrs.frozen
@@ -107,6 +143,9 @@ class FaultRule:
     seed: int | None = None
 
     def __attrs_post_init__(self) -> None:
+        if not isinstance(self.action, _ACTIONS):
+            raise TypeError(f"a FaultRule's action is one of {', '.join(a.__name__ for a in _ACTIONS)}, "
+                            f"not {self.action!r}")
         if self.times is not None and self.times < 1:
             raise ValueError(f"times must be at least 1, not {self.times}")
         if self.every < 1:

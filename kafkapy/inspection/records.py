@@ -114,7 +114,7 @@ def _partition_records(partitions: Partitions, topic: str, partition: int, from_
         if (batch.is_control and isolation is not Isolation.LOG) or (batch.base_offset, last) in dropped:
             continue
         for record in batch.record_list():
-            if record.offset < from_offset or record.offset >= limit:
+            if record.offset < start or record.offset >= limit:  # start: the log start, if later
                 continue
             sequence = batch.base_sequence
             if sequence >= 0:

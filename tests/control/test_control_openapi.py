@@ -212,9 +212,9 @@ def check_the_cluster_fault_routes(checked: Checked, broker: Broker) -> None:
 
     expire = "/groups/{group}/members/expire"
     [(_, _, _, by_client)] = [e for e in request_examples() if e[1] == expire]
-    # No group has been coordinated yet (no __consumer_offsets): no broker coordinates "nobody".
+    # No group has been coordinated yet (no __consumer_offsets): "nobody" is not there.
     status, refused = checked.call("POST", expire, "/groups/nobody/members/expire", by_client)
-    assert status == 409 and refused["error"].startswith("NOT_COORDINATOR: ")
+    assert status == 404 and refused["error"].startswith("GROUP_ID_NOT_FOUND: ")
     assert checked.call("POST", expire, "/groups/nobody/members/expire", {})[0] == 400
 
     # The coordinators' views: none yet (test_control_coordinators.py reads real ones).

@@ -12,7 +12,7 @@ import pytest
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode, KafkaApiError
-from kafkapy.faults import CoordinatorOutages
+from kafkapy.faults import CoordinatorOutages, ErrorAnswer, FaultRule
 from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
@@ -139,6 +139,48 @@ def test_a_move_that_cannot_be_is_one_clear_error(cluster: Broker, to: Any, code
     assert unknown.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     with SimpleClient(cluster.brokers[0].bootstrap_servers) as client:
         assert metadata(client, "stays")[0].leader_epoch == before.leader_epoch
+
+
+@pytest.mark.parametrize("index", [3, -1, 1.0])
+def test_a_broker_index_the_cluster_has_not_is_one_clear_error(cluster: Broker, index: Any) -> None:
+    """stop_broker(-1) took the last broker down without a word (a list's index from the end),
+    and stop_broker(3) of three raised a bare IndexError."""
+    for action in (cluster.stop_broker, cluster.start_broker):
+        with pytest.raises(ValueError, match=r"no broker at index .*indexed 0-2 "
+                                             r"\(0: broker 0, 1: broker 1, 2: broker 2\)"):
+            action(index)
+    assert [m.runtime is not None for m in cluster.brokers] == [True, True, True]
+
+
+def test_a_clusters_faults_put_a_rule_on_every_broker(cluster: Broker) -> None:
+    """cluster.faults was broker 0's alone: a rule failed only the requests that reached broker 0,
+    so a test's producer, writing to each partition's leader, saw a third of what it asked for."""
+    cluster.seed({"everywhere": {"partitions": 3, "replication_factor": 1}})
+    leaders = {}
+    with SimpleClient(cluster.brokers[0].bootstrap_servers) as client:
+        for index, found in metadata(client, "everywhere").items():
+            leaders[found.leader_id] = index
+    assert sorted(leaders) == [0, 1, 2]  # one partition led by each broker
+
+    def produce_to_each() -> list[ErrorCode]:
+        codes = []
+        for leader, index in sorted(leaders.items()):
+            with client_of(cluster, leader) as client:
+                answer = client.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": [
+                    {"name": "everywhere", "partition_data": [
+                        {"index": index, "records": build_record_batch([(None, b"v")])}]}]})
+                codes.append(ErrorCode(answer.responses[0].partition_responses[0].error_code))
+        return codes
+
+    rule = FaultRule(ErrorAnswer(ErrorCode.NOT_ENOUGH_REPLICAS), api=ApiKey.PRODUCE, topic="everywhere")
+    with cluster.faults.injected(rule) as handle:
+        assert produce_to_each() == [ErrorCode.NOT_ENOUGH_REPLICAS] * 3
+        assert (handle.matched, handle.fired) == (3, 3)
+        assert len(cluster.faults.handles) == 3  # one copy on each broker
+    assert handle.removed and cluster.faults.handles == ()
+    assert produce_to_each() == [ErrorCode.NONE] * 3
+    with cluster.brokers[1].faults.injected(rule):  # one broker's, when that is what a test wants
+        assert produce_to_each() == [ErrorCode.NONE, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NONE]
 
 
 def test_a_single_broker_cannot_move_a_leader(broker: Broker) -> None:
@@ -303,6 +345,15 @@ def test_an_expired_classic_member_is_removed_and_the_group_rebalances(broker: B
     assert missing.value.code == ErrorCode.GROUP_ID_NOT_FOUND
     with pytest.raises(ValueError, match="member_id or client_id"):
         broker.expire_session(group)
+
+
+def test_expiring_a_session_before_any_group_exists_says_the_group_is_not_there() -> None:
+    """A fresh broker has no __consumer_offsets yet: that answered NOT_COORDINATOR, 'no running
+    broker coordinates group', where the docs (and a test author) expect GROUP_ID_NOT_FOUND."""
+    with Broker() as fresh:
+        with pytest.raises(KafkaApiError, match="'billing' does not exist") as missing:
+            fresh.expire_session("billing", client_id="consumer-1")
+        assert missing.value.code == ErrorCode.GROUP_ID_NOT_FOUND
 
 
 def test_an_expired_consumer_protocol_member_is_fenced(broker: Broker) -> None:

@@ -227,6 +227,34 @@ def test_rules_reject_nonsense() -> None:
         TruncateResponse(1.5)
 
 
+@pytest.mark.parametrize(("build", "error", "message"), [
+    # each of these was accepted, then failed on the broker's loop when the rule fired: the
+    # request's connection closed (a Delay's after the write, so the client's retry wrote twice)
+    (lambda: ErrorAnswer("NOT_LEADER_OR_FOLLOWER"), TypeError, r"ErrorCode.NOT_LEADER_OR_FOLLOWER"),
+    (lambda: ErrorAnswer(6), TypeError, r"takes an ErrorCode"),
+    (lambda: Delay("0.5"), ValueError, r"Delay takes seconds"),
+    (lambda: Delay(-1), ValueError, r"Delay takes seconds"),
+    (lambda: Throttle(2.5), ValueError, r"Throttle takes milliseconds"),
+    (lambda: Throttle(-1), ValueError, r"Throttle takes milliseconds"),
+    (lambda: DropConnection("later"), ValueError, r"\"before\" or \"after\""),  # type: ignore[arg-type]
+    (lambda: TruncateResponse("half"), ValueError, r"keep"),
+    # a string is a collection of letters: this said "'P' is not a valid ApiKey"
+    (lambda: FaultRule(Stall(), api="Produce"), TypeError, r"api takes an ApiKey"),
+    (lambda: FaultRule(Stall(), api=[]), ValueError, r"empty collection"),
+    (lambda: FaultRule(ErrorCode.NOT_LEADER_OR_FOLLOWER), TypeError, r"action is one of"),
+], ids=["code-as-name", "code-as-number", "delay-as-text", "negative-delay", "fractional-throttle",
+        "negative-throttle", "drop-later", "keep-as-text", "api-as-name", "no-api", "code-as-action"])
+def test_actions_are_checked_where_the_rule_is_built(build: Any, error: type[Exception],
+                                                     message: str) -> None:
+    with pytest.raises(error, match=message):
+        build()
+
+
+def test_add_takes_a_rule(broker: Broker) -> None:
+    with pytest.raises(TypeError, match=r"faults\.add takes a FaultRule"):
+        broker.faults.add(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER))  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("version", [0, 9])
 def test_throttle_says_so_where_the_version_can(broker: Broker, version: int) -> None:
     """Metadata v0 has no throttle_time_ms: the mute alone is the throttle, as for Kafka's quotas."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from quick_clients import KAFKA_PYTHON_CLIENT
@@ -13,6 +14,7 @@ from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.protocol import encode_request
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.testing import wait_until
 
 TIMEOUT_S = 20
 HISTORY = "kafkapy.observers.RequestHistory"
@@ -44,6 +46,29 @@ def test_records_are_decoded_with_what_only_the_broker_knows(broker: Broker) -> 
     assert [r.value for r in broker.records("inspected", partition=1, from_offset=1)] == [b"v3"]
     assert broker.records("inspected", partition=0, from_offset=5) == []
     assert broker.records("no-such-topic") == []
+
+
+def test_records_below_the_log_start_are_gone_though_their_batch_stays(broker: Broker) -> None:
+    """DeleteRecords in the middle of a batch moves the log start, and Kafka serves nothing below
+    it; the batch stays in the log whole. records() showed the deleted records at every isolation."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    broker.seed({"trimmed": {"partitions": 1, "records": [{"value": str(i)} for i in range(5)]}})  # one batch
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    [deleted] = admin.delete_records([TopicPartition("trimmed", 0, 3)]).values()
+    assert deleted.result(TIMEOUT_S).low_watermark == 3
+    for isolation in ("log", "read_uncommitted", "read_committed"):
+        assert [r.offset for r in broker.records("trimmed", isolation=isolation)] == [3, 4]
+    assert [r.offset for r in broker.records("trimmed", from_offset=4)] == [4]
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "trimmed-reader",
+                         "auto.offset.reset": "earliest"})
+    try:  # what a consumer reads from the start
+        consumer.assign([TopicPartition("trimmed", 0)])
+        read = [consumer.poll(TIMEOUT_S) for _ in range(2)]
+        assert [m.offset() for m in read if m is not None and not m.error()] == [3, 4]
+    finally:
+        consumer.close()
 
 
 def test_records_of_a_plain_producer_have_no_producer_id(broker: Broker) -> None:
@@ -104,6 +129,13 @@ def test_wait_for_sync_returns_what_it_saw_or_says_what_it_saw(broker: Broker) -
     with pytest.raises(AssertionError, match=r"two records; last seen: \[StoredRecord\(.*value=b'a'"):
         broker.wait_for_sync(lambda: broker.records("awaited"), lambda records: len(records) == 2,
                              timeout=0.05, what="two records")  # the message, not the wait, is the point
+    # unnamed, a lambda is named by where it is: the message said "waiting for <lambda>"
+    with pytest.raises(AssertionError, match=r"for the lambda at test_inspection\.py:\d+; last seen: \["):
+        broker.wait_for_sync(lambda: broker.records("awaited"), lambda records: not records, timeout=0.05)
+    with pytest.raises(AssertionError, match=r"waiting for the lambda at test_inspection\.py:\d+$"):
+        wait_until(lambda: False, timeout=0.05)
+    with pytest.raises(AssertionError, match=r"waiting for is_file$"):
+        wait_until(Path("/no/such/file").is_file, timeout=0.05)
 
 
 def test_wait_for_on_the_brokers_own_loop() -> None:

@@ -202,6 +202,11 @@ def test_bad_seed_data_fails_before_anything_is_made(kafka_broker: Broker) -> No
     assert "ok" not in kafka_broker.runtime.cluster.topics  # type: ignore[union-attr]
     with pytest.raises(SeedError, match="INVALID_CONFIG"):
         kafka_broker.seed({"badconfig": {"config": {"cleanup.policy": "sometimes"}}})
+    # topic names as a list (or one name) where a mapping goes: an AttributeError from the
+    # create path before, on 'str' having no 'name'
+    for data in (["orders"], "orders"):
+        with pytest.raises(SeedError, match="seed data must be a mapping of topic name"):
+            kafka_broker.seed(data)  # type: ignore[arg-type]
 
 
 # --- snapshots and reset ----------------------------------------------------------------------------

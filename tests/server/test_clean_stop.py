@@ -263,3 +263,23 @@ def test_tls_connections_are_let_go(tmp_path: Path) -> None:
         stop_while(broker, lambda: len(runtime.connections) >= 2)
         assert _sockets_on(port) == []
     del producer
+
+
+def test_a_stopped_broker_says_so_when_asked_or_entered_again() -> None:
+    """After its ``with`` block a broker's loop is closed: records(), seed() and the cluster faults
+    said "Event loop is closed" (and warned of a coroutine never awaited), and entering it again
+    said the metadata store was closed."""
+    broker = Broker()
+    with broker:
+        broker.seed({"kept": {"records": [{"value": "v"}]}})
+        kept = broker.records("kept")
+    assert [r.value for r in kept] == [b"v"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine ... was never awaited" either
+        for ask in (lambda: broker.records("kept"), lambda: broker.seed({"more": {}}), broker.groups,
+                    lambda: broker.move_leader("kept", 0, to=1)):
+            with pytest.raises(RuntimeError, match=r"^the broker has stopped: ask it inside"):
+                ask()
+        gc.collect()
+    with pytest.raises(RuntimeError, match=r"does not start again .*make a new Broker"):
+        broker.__enter__()

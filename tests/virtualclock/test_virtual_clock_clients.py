@@ -28,6 +28,7 @@ from quick_clients import (
 from kafkapy import VirtualClock
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
+from kafkapy.faults import FaultRule, Stall
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import BrokerFactory, wait_until
 
@@ -284,3 +285,67 @@ def test_a_group_rebalances_to_the_live_member_when_the_clock_passes_the_session
         wait_until(lambda: _polled(live) and len(live.assignment()) == 4, what="the live member to stay")
     finally:
         live.close()
+
+
+@pytest.mark.kafka_seed({"jobs": {"partitions": 4}})
+def test_a_member_whose_heartbeats_stall_loses_its_partitions_in_process(
+        kafka_clock: VirtualClock, kafka_broker: Broker) -> None:
+    """docs/testing.md's in-process stuck member: a Stall on one client's Heartbeats (and so on
+    whatever follows them on its coordinator connection) instead of a SIGSTOPped process."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    settings = {"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "stuck-or-not",
+                "session.timeout.ms": SESSION_MS, "heartbeat.interval.ms": HEARTBEAT_MS, **RDKAFKA_WAKE}
+    live = confluent_kafka.Consumer({**settings, "client.id": "live"})
+    stuck = confluent_kafka.Consumer({**settings, "client.id": "stuck"})
+    try:
+        for consumer in (live, stuck):
+            consumer.subscribe(["jobs"])
+        wait_until(lambda: _polled(live) and _polled(stuck) and len(live.assignment()) == 2
+                   and len(stuck.assignment()) == 2, timeout=30, what="the members to share the partitions")
+        before = kafka_broker.group("stuck-or-not")
+        assert before is not None
+        with kafka_broker.faults.injected(FaultRule(Stall(), api=ApiKey.HEARTBEAT, client_id="stuck")):
+            for _ in range(int(SESSION_MS / 1000 / STEP_S) + 1):
+                seen = _heartbeats(kafka_broker, "live")
+                kafka_clock.advance(STEP_S)
+                wait_until(lambda seen=seen: _polled(live) and _heartbeats(kafka_broker, "live") > seen,
+                           what="a heartbeat from the live member")
+            wait_until(lambda: _polled(live) and len(live.assignment()) == 4,
+                       what="the live member to own every partition")
+            after = kafka_broker.group("stuck-or-not")
+            assert after is not None and [m.client_id for m in after.members] == ["live"]
+            assert after.generation > before.generation
+    finally:
+        live.close()
+        stuck.close()
+
+
+def test_an_asyncio_client_on_a_loop_of_its_own_keeps_real_time(kafka_clock: VirtualClock,
+                                                                kafka_broker: Broker) -> None:
+    """docs/testing.md's pattern for aiokafka: the broker on the clock's loop, the client on
+    asyncio.run's. Its first send to a topic it auto-creates is retried after retry_backoff_ms,
+    which on the clock's own loop would wait for an advance that never comes."""
+    import asyncio
+
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def send_and_read() -> bytes:
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+        await producer.start()
+        try:
+            await producer.send_and_wait("made-on-first-send", b"o-1")
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer("made-on-first-send",
+                                             bootstrap_servers=kafka_broker.bootstrap_servers,
+                                             auto_offset_reset="earliest", fetch_max_wait_ms=100)
+        await consumer.start()
+        try:
+            return bytes((await asyncio.wait_for(consumer.getone(), 10)).value)
+        finally:
+            await consumer.stop()
+
+    started = time.monotonic()
+    assert asyncio.run(send_and_read()) == b"o-1"
+    assert time.monotonic() - started < 10
+    assert kafka_clock.time() == 0  # nothing moved the broker's clock
