@@ -11,7 +11,7 @@ from quick_clients import KAFKA_PYTHON_CLIENT
 
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.embedded import Broker
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
@@ -46,6 +46,32 @@ def test_records_are_decoded_with_what_only_the_broker_knows(broker: Broker) -> 
     assert [r.value for r in broker.records("inspected", partition=1, from_offset=1)] == [b"v3"]
     assert broker.records("inspected", partition=0, from_offset=5) == []
     assert broker.records("no-such-topic") == []
+
+
+def test_a_partition_the_topic_has_not_is_unknown_topic_or_partition(broker: Broker) -> None:
+    """A confluent-kafka producer writes to both partitions of a two-partition topic: asking for
+    a third partition's records (or producers) is Kafka's UNKNOWN_TOPIC_OR_PARTITION, where it was
+    [] and a test asserting "nothing written to partition 2" passed on a typo. A topic not made yet
+    still has no records, so a wait loop can start before the producer."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
+                         "linger.ms": 0})
+    for partition in (0, 1):
+        producer.produce("two-partitions", value=b"v%d" % partition, partition=partition)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert [r.value for r in broker.records("two-partitions", partition=1)] == [b"v1"]
+    for missing in (2, -1):
+        with pytest.raises(KafkaApiError) as refused:
+            broker.records("two-partitions", partition=missing)
+        assert refused.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert str(refused.value) == (f"UNKNOWN_TOPIC_OR_PARTITION: no partition two-partitions-{missing}: "
+                                      "the topic has 2 partition(s), numbered from 0")
+        with pytest.raises(KafkaApiError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            broker.producers("two-partitions", missing)
+    assert [view.partition for view in broker.producers("two-partitions", 1)] == [1]
+    assert broker.records("not-made-yet", partition=3) == []
+    assert broker.producers("not-made-yet", 3) == []
 
 
 def test_records_below_the_log_start_are_gone_though_their_batch_stays(broker: Broker) -> None:
