@@ -15,9 +15,7 @@ import json
 from confluent_kafka import Producer
 
 from kafkapy import Broker
-from kafkapy.errors import ErrorCode
-from kafkapy.faults import ErrorAnswer, FaultRule
-from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.faults import ApiKey, ErrorAnswer, ErrorCode, FaultRule
 
 
 def main() -> None:
