@@ -19,7 +19,7 @@ from kafkapy.faults import ApiKey, ErrorAnswer, ErrorCode, FaultRule
 
 
 def main() -> None:
-    with Broker({"observer.class.names": "kafkapy.observers.RequestHistory"}) as broker:
+    with Broker(history=True) as broker:
         not_leader = FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE, times=2)
         with broker.faults.injected(not_leader) as fault:
             producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,

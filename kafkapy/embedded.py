@@ -71,7 +71,7 @@ from kafkapy.inspection.shares import (
     share_partition_views,
 )
 from kafkapy.inspection.transactions import TransactionView, transaction_views
-from kafkapy.observers.history import HistoryEntry, RequestHistory
+from kafkapy.observers.history import HISTORY_OBSERVER, HistoryEntry, RequestHistory, with_history
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
@@ -122,6 +122,11 @@ QUICK_HEARTBEATS: frozenset[str] = frozenset(
 SEED_BATCH_RECORDS = 500
 SETTLE_TIMEOUT_S = 10.0  # how long a cluster change may take to show in every broker's view
 SETTLE_POLL_S = 0.002
+# What history() says on a broker that keeps none: how to turn it on, each way a broker is made.
+NO_HISTORY = ("the broker keeps no request history: start it with Broker(history=True) (or "
+              f"observer.class.names={HISTORY_OBSERVER}, which kafkapy serve takes as "
+              f"--override observer.class.names={HISTORY_OBSERVER}); kafkapy's pytest fixtures "
+              "keep one")
 # What a question to a stopped broker answers (its loop is closed: it was "Event loop is closed").
 _STOPPED = ("the broker has stopped: ask it inside its `with Broker()` block (before `stop()`), "
             "or keep what the test needs (records(), groups(), snapshot()) before it ends")
@@ -196,12 +201,16 @@ class Broker:
                  fast_paths: FastPaths = ALL_FAST_PATHS,
                  defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, clock: VirtualClock | None = None,
                  control: str | None = None, control_allow_remote: bool = False,
-                 strict: bool = False, racks: Sequence[str | None] | None = None) -> None:
+                 strict: bool = False, racks: Sequence[str | None] | None = None,
+                 history: bool = False) -> None:
         """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
         passes none, so it keeps Kafka's). ``clock``: a VirtualClock to run on instead of real time.
         ``control``: serve the HTTP control endpoint there ("127.0.0.1:0"; kafkapy.control) while
         the broker runs. ``strict``: ``kafkapy.strict=true`` (kafkapy.strict). ``racks``: each
-        broker's ``broker.rack``, one per broker (None: no rack), for rack-aware clients."""
+        broker's ``broker.rack``, one per broker (None: no rack), for rack-aware clients.
+        ``history``: keep the request history ``history()`` reads (the RequestHistory observer in
+        ``observer.class.names``, as the pytest fixtures do); off by default, since any observer
+        takes requests off the fast paths (docs/testing.md, "Inspection")."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         if racks is not None and len(racks) != brokers:
@@ -212,6 +221,8 @@ class Broker:
             given["broker.rack"] = racks[0]
         if strict:
             given[STRICT] = True
+        if history:
+            given = with_history(given)
         self._strict_lists: list[Violations] = []  # strict mode's lists, kept once the broker is down
         if brokers > 1:
             # Replicas on more than one broker, so a broker taken down leaves its partitions a
@@ -854,11 +865,10 @@ class Broker:
     def history(self, *, connection: str | None = None, client_id: str | None = None,
                 since: float | None = None) -> list[HistoryEntry]:
         """The requests the broker answered, oldest first (kafkapy.observers.history); the broker must
-        run the RequestHistory observer (``observer.class.names``; the pytest fixtures add it)."""
+        run the RequestHistory observer (``Broker(history=True)``; the pytest fixtures add it)."""
         observer = self.history_observer
         if observer is None:
-            raise RuntimeError("the broker keeps no request history: add kafkapy.observers.RequestHistory "
-                               "to observer.class.names")
+            raise RuntimeError(NO_HISTORY)
         return observer.entries(connection=connection, client_id=client_id, since=since)
 
     # --- client telemetry (KIP-714; kafkapy.telemetry) ------------------------------------------------

@@ -222,7 +222,7 @@ def test_history_needs_the_observer_and_says_so() -> None:
     with Broker(control="127.0.0.1:0") as broker:
         assert broker.control is not None
         status, error = ControlClient(broker.control.url).call("GET", "/history")
-    assert status == 409 and "add kafkapy.observers.RequestHistory" in error["error"]
+    assert status == 409 and "start it with Broker(history=True)" in error["error"]
 
 
 def test_serve_control_starts_it_on_a_running_broker_and_it_stops_with_the_broker() -> None:

@@ -137,9 +137,35 @@ def test_history_is_bounded() -> None:
         assert [e.correlation_id for e in small.history()] == [3, 4, 5]
 
 
-def test_history_needs_its_observer() -> None:
-    with Broker() as plain, pytest.raises(RuntimeError, match="RequestHistory"):
+def test_history_needs_its_observer_and_says_how_to_turn_it_on() -> None:
+    with Broker() as plain, pytest.raises(RuntimeError) as refused:
         plain.history()
+    assert str(refused.value) == (
+        "the broker keeps no request history: start it with Broker(history=True) (or "
+        "observer.class.names=kafkapy.observers.RequestHistory, which kafkapy serve takes as "
+        "--override observer.class.names=kafkapy.observers.RequestHistory); kafkapy's pytest fixtures "
+        "keep one")
+
+
+def test_history_true_keeps_it_on_every_broker_of_a_cluster() -> None:
+    """Broker(history=True), no observer named: a confluent-kafka producer's Produce requests are in
+    the history of the broker that leads each partition, and an observer the test names is kept."""
+    from confluent_kafka import Producer
+
+    with Broker({"observer.class.names": "kafkapy.observers.AuditObserver"}, brokers=2,
+                history=True) as cluster:
+        cluster.seed({"kept": {"partitions": 2, "replication_factor": 1}})
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "client.id": "recorded",
+                             "linger.ms": 0})
+        for partition in (0, 1):
+            producer.produce("kept", b"v", partition=partition)
+        assert producer.flush(TIMEOUT_S) == 0
+        produces = [sum(e.api_key == ApiKey.PRODUCE for e in member.history(client_id="recorded"))
+                    for member in cluster.brokers]
+        assert produces == [1, 1]  # one partition led by each
+        assert all(member.config["observer.class.names"] == ["kafkapy.observers.AuditObserver",
+                                                            "kafkapy.observers.RequestHistory"]
+                   for member in cluster.brokers)
 
 
 def test_wait_for_sync_returns_what_it_saw_or_says_what_it_saw(broker: Broker) -> None:
