@@ -36,7 +36,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -61,6 +61,7 @@ from kafkapy.groups.group_configs import check_broker_group_settings
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import Isolation, StoredRecord, stored_records
 from kafkapy.inspection.connections import ConnectionView, connection_views
+from kafkapy.inspection.group_waits import GroupWanted, pollers, seen_group
 from kafkapy.inspection.groups import GroupView, group_views
 from kafkapy.inspection.producers import ProducerView, producer_views
 from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
@@ -927,21 +928,23 @@ class Broker:
         return next((o for o in self._running().observers.observers if isinstance(o, RequestHistory)), None)
 
     def wait_for_sync(self, observe: Callable[[], T], until: Callable[[T], object] = bool, *,
-                      timeout: float = 10.0, what: str | None = None) -> T:
+                      timeout: float = 10.0, what: str | None = None,
+                      show: Callable[[T], str] = repr) -> T:
         """Call ``observe`` until ``until`` holds for what it returns, and return that; after
-        ``timeout`` seconds an AssertionError that shows the last thing observed. For tests on
-        the thread that runs blocking clients (``with Broker()``)."""
+        ``timeout`` seconds an AssertionError that shows the last thing observed (written by
+        ``show``). For tests on the thread that runs blocking clients (``with Broker()``)."""
         deadline = time.monotonic() + timeout
         while True:
             seen = observe()
             if until(seen):
                 return seen
             if time.monotonic() >= deadline:
-                raise AssertionError(_timed_out(timeout, what or waited_for(until), seen))
+                raise AssertionError(_timed_out(timeout, what or waited_for(until), show(seen)))
             time.sleep(0.02)
 
     async def wait_for(self, observe: Callable[[], T], until: Callable[[T], object] = bool, *,
-                       timeout: float = 10.0, what: str | None = None) -> T:
+                       timeout: float = 10.0, what: str | None = None,
+                       show: Callable[[T], str] = repr) -> T:
         """``wait_for_sync`` for asyncio tests: it sleeps with the loop, so a broker on this loop
         (``await broker.start()``) goes on serving meanwhile."""
         deadline = time.monotonic() + timeout
@@ -950,8 +953,36 @@ class Broker:
             if until(seen):
                 return seen
             if time.monotonic() >= deadline:
-                raise AssertionError(_timed_out(timeout, what or waited_for(until), seen))
+                raise AssertionError(_timed_out(timeout, what or waited_for(until), show(seen)))
             await sleep_real(0.02)
+
+    def wait_for_group(self, group_id: str, *, state: str | None = "Stable", members: int | None = None,
+                       timeout: float = 10.0, poll: Iterable[Any] | Any = ()) -> GroupView:
+        """Wait until the group is in ``state`` (Kafka's name, classic or KIP-848; None: any) with
+        ``members`` members (None: any number), and return its view (``group()``). ``poll``: the
+        consumers (or callables) to poll between looks, for clients that join only while polled
+        (kafkapy.inspection.group_waits). On timeout, an AssertionError with what was last seen.
+        On a cluster, or any of its brokers, the group is read from its coordinator, wherever it is."""
+        wanted, calls = GroupWanted(group_id, state, members), pollers(poll)
+        inspected = self._cluster or self
+
+        def observe() -> GroupView | None:
+            for call in calls:
+                call()
+            return inspected.group(group_id)
+        view = self.wait_for_sync(observe, wanted.met, timeout=timeout, what=str(wanted), show=seen_group)
+        assert view is not None  # wanted.met holds for views only
+        return view
+
+    async def wait_for_group_async(self, group_id: str, *, state: str | None = "Stable",
+                                   members: int | None = None, timeout: float = 10.0) -> GroupView:
+        """``wait_for_group`` for asyncio tests: it sleeps with the loop, so aiokafka consumers (which
+        join from their own tasks) and a broker on this loop go on meanwhile."""
+        wanted, inspected = GroupWanted(group_id, state, members), self._cluster or self
+        view = await self.wait_for(lambda: inspected.group(group_id), wanted.met, timeout=timeout,
+                                   what=str(wanted), show=seen_group)
+        assert view is not None
+        return view
 
     def _dataplane(self) -> DataPlaneModule:
         dataplane = next((m for m in self._running().modules if isinstance(m, DataPlaneModule)), None)
@@ -1021,8 +1052,7 @@ def waited_for(until: Callable[..., object]) -> str:
     return name
 
 
-def _timed_out(timeout: float, what: str, seen: object) -> str:
-    shown = repr(seen)
+def _timed_out(timeout: float, what: str, shown: str) -> str:
     if len(shown) > 2000:  # enough to see what went wrong, not a screenful per record
         shown = shown[:2000] + f"... ({len(shown)} characters)"
     return f"timed out after {timeout:g} s waiting for {what}; last seen: {shown}"
