@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import heapq
 import os
 import threading
 import time
@@ -866,7 +867,15 @@ class Broker:
     def history(self, *, connection: str | None = None, client_id: str | None = None,
                 since: float | None = None) -> list[HistoryEntry]:
         """The requests the broker answered, oldest first (kafkapy.observers.history); the broker must
-        run the RequestHistory observer (``Broker(history=True)``; the pytest fixtures add it)."""
+        run the RequestHistory observer (``Broker(history=True)``; the pytest fixtures add it). A
+        cluster answers for every running broker, merged by arrival: a client talks to each
+        partition's leader, so one broker's history alone misses most of a test's requests."""
+        if self.is_cluster:
+            members = self._running_members()
+            if not members:
+                self._running()  # raises: the cluster is not started
+            return list(heapq.merge(*(m.history(connection=connection, client_id=client_id, since=since)
+                                      for m in members), key=lambda entry: entry.time))
         observer = self.history_observer
         if observer is None:
             raise RuntimeError(NO_HISTORY)

@@ -163,6 +163,11 @@ def test_history_true_keeps_it_on_every_broker_of_a_cluster() -> None:
         produces = [sum(e.api_key == ApiKey.PRODUCE for e in member.history(client_id="recorded"))
                     for member in cluster.brokers]
         assert produces == [1, 1]  # one partition led by each
+        # The cluster's own history is every broker's, merged by arrival (it was broker 0's alone).
+        whole = cluster.history(client_id="recorded")
+        assert sum(e.api_key == ApiKey.PRODUCE for e in whole) == 2
+        assert len(whole) == sum(len(member.history(client_id="recorded")) for member in cluster.brokers)
+        assert [e.time for e in whole] == sorted(e.time for e in whole)
         assert all(member.config["observer.class.names"] == ["kafkapy.observers.AuditObserver",
                                                             "kafkapy.observers.RequestHistory"]
                    for member in cluster.brokers)
