@@ -73,6 +73,18 @@ def short(pos: int, need: int, end: int, field: str) -> DecodeError:
     )
 
 
+def short_run(pos: int, end: int, fields: tuple[tuple[str, int], ...]) -> DecodeError:
+    """The error for a run of fixed-width fields read as one struct that does not fit: it names
+    the first field of the run that runs past ``end``, at that field's offset, as reading the
+    fields one by one would (not the run's first field with the run's total size)."""
+    cut = 0
+    while cut < len(fields) - 1 and pos + fields[cut][1] <= end:
+        pos += fields[cut][1]
+        cut += 1
+    field, size = fields[cut]
+    return short(pos, size, end, field)
+
+
 def bad(pos: int, field: str, reason: str) -> DecodeError:
     return DecodeError(reason, offset=pos, field=field)
 
@@ -189,6 +201,7 @@ RUNTIME: dict[str, Any] = {
     "_ARRAY_STRUCTS": ARRAY_STRUCTS,
     "_Records": Records,
     "_short": short,
+    "_short_run": short_run,
     "_bad": bad,
     "_uvarint": read_uvarint,
     "_uvarint_bytes": uvarint_bytes,

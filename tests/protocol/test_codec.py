@@ -15,6 +15,7 @@ from kafkapy.protocol import (
     catalogue,
     decode_request,
     decode_request_header,
+    decode_request_json,
     decode_response,
     encode_request,
     encode_response,
@@ -65,6 +66,20 @@ def test_truncated_frame_names_api_version_and_offset() -> None:
     err = info.value
     assert err.truncated and err.api_key == 3 and err.api_version == 1 and err.offset is not None
     assert "Metadata (key 3)" in str(err) and "v1" in str(err) and "byte offset" in str(err)
+
+
+def test_frame_cut_inside_a_run_of_fixed_fields_names_the_field_cut() -> None:
+    """Fetch v11 opens with seven fixed-width fields, read as one struct; a frame cut (a capture's
+    snap length) inside session_epoch must name it at its own offset and size, not the run's
+    first field (replica_id) with the run's 25 bytes, in the Body and the JSON decoders alike."""
+    frame = encode_request(1, 11, 5, "rdkafka", {"replica_id": -1, "max_wait_ms": 500})
+    cut = frame[:41]  # header 17 bytes, then 24 of the run's 25
+    for decode in (decode_request, decode_request_json):
+        with pytest.raises(DecodeError) as info:
+            decode(cut)
+        err = info.value
+        assert (err.field, err.offset, err.truncated) == ("session_epoch", 38, True)
+        assert str(err).startswith("needed 4 bytes for session_epoch but only 3 remain")
 
 
 def test_short_header() -> None:
