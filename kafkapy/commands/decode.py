@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TextIO
 
+from kafkapy.capture import options
 from kafkapy.capture.rows import Row, decode_capture, to_json, write_parquet
 from kafkapy.capture.summary import Summary
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
@@ -80,34 +81,23 @@ def outputs_problem(args: argparse.Namespace, *, output_is_file: bool = True) ->
 
 def port_number(text: str) -> int:
     """``--kafka-port``: a TCP port, 1-65535."""
-    if not text.strip().isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
-    return int(text)
+    try:
+        return options.port_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_bodies(text: str) -> frozenset[int] | None:
     """``--bodies``: None for all APIs, else the API keys to decode bodies of."""
-    from kafkapy.protocol import catalogue
-
     value = text.strip().lower()
     if value == "all":
         return None
     if value == "none":
         return frozenset()
-    known = catalogue()
-    by_name = {spec.name.lower(): key for key, spec in known.items()}
-    keys: set[int] = set()
-    for item in value.split(","):
-        item = item.strip()
-        if item.lstrip("-").isdigit():
-            if int(item) not in known:  # no body of a key outside the catalogue can be decoded
-                raise argparse.ArgumentTypeError(f"unknown API key {item} (not in kafkapy's catalogue)")
-            keys.add(int(item))
-        elif item in by_name:
-            keys.add(by_name[item])
-        else:
-            raise argparse.ArgumentTypeError(f"unknown API {item!r} (give a name such as Produce, or a key)")
-    return frozenset(keys)
+    try:
+        return options.body_api_keys(item.strip() for item in value.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def kafka_ports(args: argparse.Namespace) -> tuple[int, ...]:
