@@ -89,12 +89,12 @@ def port_number(text: str) -> int:
 
 def parse_bodies(text: str) -> frozenset[int] | None:
     """``--bodies``: None for all APIs, else the API keys to decode bodies of."""
-    value = text.strip().lower()
-    if value == "all":
+    value = text.strip()
+    if value.lower() == "all":
         return None
-    if value == "none":
+    if value.lower() == "none":
         return frozenset()
-    try:
+    try:  # names in any case; an unknown one is echoed as typed
         return options.body_api_keys(item.strip() for item in value.split(","))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None

@@ -48,7 +48,7 @@ def test_bodies_option(bodies: str, decoded: set[str], capsys: pytest.CaptureFix
 def test_bodies_option_rejects_an_unknown_api(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["decode", "--bodies", "Produce,Nonsense", CAPTURE_FILES[0]])
-    assert "unknown API 'nonsense'" in capsys.readouterr().err
+    assert "unknown API 'Nonsense'" in capsys.readouterr().err  # as typed, not lowercased
 
 
 def test_table_format(capsys: pytest.CaptureFixture[str]) -> None:
