@@ -153,15 +153,32 @@ def zigzag_bytes(value: int, bits: int) -> bytes:
 
 
 def to_uuid(value: Any) -> bytes:
+    """A uuid field's 16 bytes. Anything else is a TypeError, which the callers turn into an
+    EncodeError naming the field (an EncodeError raised here could not name it)."""
     if value is None:
         return ZERO_UUID.bytes
     if isinstance(value, uuid.UUID):
         return value.bytes
     if isinstance(value, str):
-        return uuid.UUID(value).bytes
+        try:
+            return uuid.UUID(value).bytes
+        except ValueError:
+            raise TypeError("give a uuid.UUID, its string or its 16 bytes") from None
     if isinstance(value, (bytes, bytearray)) and len(value) == 16:
         return bytes(value)
-    raise EncodeError(f"not a UUID: {value!r}")
+    raise TypeError("give a uuid.UUID, its string or its 16 bytes")
+
+
+#: A bool field's wire value by its value: True and False, and so 1 and 0, which hash as they do.
+#: Anything else (a string "false", None, 2) fails the lookup, rather than being read for its truth.
+BOOLS = {False: False, True: True}
+
+
+def to_bool(value: Any) -> bool:
+    try:
+        return BOOLS[value]
+    except (KeyError, TypeError):
+        raise TypeError("give True or False") from None
 
 
 def encode_text(value: Any, field: str) -> bytes:
@@ -207,6 +224,7 @@ RUNTIME: dict[str, Any] = {
     "_uvarint_bytes": uvarint_bytes,
     "_SMALL_UV": _SMALL_UVARINTS,
     "_to_uuid": to_uuid,
+    "_BOOLS": BOOLS,
     "_UUID": uuid.UUID,
     "_ZERO_UUID": ZERO_UUID,
     "_encode_text": encode_text,
@@ -261,12 +279,14 @@ class Fixed(Primitive):
         if self.name == "uuid":
             return to_uuid(value)
         if self.name == "bool":
-            return bool(value)
+            return to_bool(value)
         return value
 
     def wire_expr(self, expr: str) -> str:
         if self.name == "uuid":
             return f"_to_uuid({expr})"
+        if self.name == "bool":
+            return f"_BOOLS[{expr}]"
         return expr
 
     def value_expr(self, expr: str) -> str:

@@ -124,6 +124,32 @@ def test_encode_error_names_the_field() -> None:
         encode_response(18, 3, 1, {"error_code": 70000})
 
 
+@pytest.mark.parametrize(("body", "field"), [
+    # a bool field was written as the value's truth: "false" went out as true, None as false
+    ({"topics": None, "allow_auto_topic_creation": "false"}, "allow_auto_topic_creation"),
+    ({"topics": None, "allow_auto_topic_creation": None}, "allow_auto_topic_creation"),
+    ({"topics": None, "include_topic_authorized_operations": 2}, "include_topic_authorized_operations"),
+    # a malformed UUID string was a bare ValueError, with no field named
+    ({"topics": [{"topic_id": "not-a-uuid", "name": "t"}]}, "topics.topic_id"),
+    ({"topics": [{"topic_id": 5, "name": "t"}]}, "topics.topic_id"),
+])
+def test_a_bool_or_uuid_field_of_another_type_is_an_encode_error_naming_it(body: Any, field: str) -> None:
+    with pytest.raises(EncodeError) as info:
+        encode_request(3, 12, 1, "c", body)
+    assert info.value.field == field
+    schema = message_schema(3, "request", 12)
+    with pytest.raises(EncodeError) as info:  # the interpreted path alike
+        schema.root.write(body, bytearray())
+    assert info.value.field == field
+
+
+def test_bools_are_written_from_true_false_and_0_1() -> None:
+    for value, wire in ((True, True), (False, False), (1, True), (0, False)):
+        body = decode_request(encode_request(3, 12, 1, "c", {"topics": None,
+                                                             "allow_auto_topic_creation": value})).body
+        assert body.allow_auto_topic_creation is wire
+
+
 def test_unknown_tagged_fields_survive_a_round_trip() -> None:
     body = {"error_code": 0, "api_keys": [], "throttle_time_ms": 0, "_unknown_tags": {7: b"abc", 99: b""}}
     frame = encode_response(18, 3, 1, body)
