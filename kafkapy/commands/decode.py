@@ -157,13 +157,22 @@ def iter_rows(
             source, kafka_ports=ports, decode_records=decode_records, bodies=bodies, capture=path,
             progress=callback,
         )
+        found = 0
         for row in rows:
+            found += 1
             # a file-level error has no connection (a TLS connection's row is not one)
             if row["api_key"] is None and row["status"] == "undecodable" and row["connection_id"] is None:
                 errors.append(f"{path}: {row['reason']}")
             if progress is not None:
                 progress.rows += 1
             yield row
+        if not found:
+            # A capture read to its end with no row: say why it may be, as an empty output cannot
+            # (a TLS listener's traffic shows nothing until its port is named). Not an error.
+            named = ", ".join(map(str, sorted(ports)))
+            print(f"kafkapy decode: {path}: no Kafka traffic found (broker ports {named} and any "
+                  "port seen carrying Kafka requests); a port with no plaintext request in the "
+                  "capture, such as a TLS listener's, must be named with --kafka-port", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
