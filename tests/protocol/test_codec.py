@@ -82,6 +82,20 @@ def test_frame_cut_inside_a_run_of_fixed_fields_names_the_field_cut() -> None:
         assert str(err).startswith("needed 4 bytes for session_epoch but only 3 remain")
 
 
+def test_a_request_given_with_its_size_prefix_says_so() -> None:
+    """A frame handed over with its 4-byte size prefix read as Produce at a version equal to the
+    size ('Produce v17 is outside the versions kafkapy knows'), which told a proxy's author nothing
+    of the mistake; the error now says the bytes open with their size."""
+    frame = encode_request(3, 12, 1, "me", {"topics": None})
+    prefixed = struct.pack(">i", len(frame)) + frame
+    for decode in (decode_request, decode_request_json):
+        with pytest.raises(UnsupportedVersionError, match=r"open with their own size prefix \(17\)"):
+            decode(prefixed)
+    with pytest.raises(DecodeError) as info:  # a frame without it that fails says nothing of it
+        decode_request(frame[:-1])
+    assert "size prefix" not in str(info.value)
+
+
 def test_short_header() -> None:
     with pytest.raises(DecodeError, match="at least 8 bytes"):
         decode_request(b"\x00\x03\x00")
