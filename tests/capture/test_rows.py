@@ -398,7 +398,10 @@ def test_summary_from_rows() -> None:
     assert s.per_client["consumer-zzzz12-1"] == 3
     assert s.per_topic["zqy-test"] == 2 and s.bytes_per_topic["zqy-test"] > 0
     assert s.latency["(all)"][100.0] == pytest.approx(13000.0)
-    assert "requests per client" in s.table()
+    table = s.table()
+    assert "requests per client" in table
+    # one request is "1 request" (it read "1 requests"), two are "2 requests"
+    assert " 1 request\n" in table and " 1 requests" not in table and " 2 requests\n" in table
 
 
 # --- hostile input ---------------------------------------------------------------------------
