@@ -380,7 +380,7 @@ class _Emitter:
                 g.emit(ind + 1, f"else: {target} = str(list({unpack})).replace(' ', '')")
             g.emit(ind + 1, f"pos += {size}")
             return
-        g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
+        g.emit(ind + 1, f"if {n} > {end} - pos: raise _too_many(pos, {n}, {end}, {field!r})")
         name_key = None
         if isinstance(el, StructCodec) and topics is not None:
             name_key = "name" if "name" in el.keys else "topic" if "topic" in el.keys else None

@@ -73,6 +73,15 @@ def short(pos: int, need: int, end: int, field: str) -> DecodeError:
     )
 
 
+def too_many(pos: int, count: int, end: int, field: str) -> DecodeError:
+    """An array whose count is more than the bytes left could hold (every element takes one at
+    least): it says elements, where ``short`` would have called the count bytes needed."""
+    return DecodeError(
+        f"{field} holds {count} elements, more than the {max(end - pos, 0)} bytes that remain could hold",
+        offset=pos, field=field, truncated=True,
+    )
+
+
 def short_run(pos: int, end: int, fields: tuple[tuple[str, int], ...]) -> DecodeError:
     """The error for a run of fixed-width fields read as one struct that does not fit: it names
     the first field of the run that runs past ``end``, at that field's offset, as reading the
@@ -219,6 +228,7 @@ RUNTIME: dict[str, Any] = {
     "_Records": Records,
     "_short": short,
     "_short_run": short_run,
+    "_too_many": too_many,
     "_bad": bad,
     "_uvarint": read_uvarint,
     "_uvarint_bytes": uvarint_bytes,
@@ -564,8 +574,12 @@ class Array(Primitive):
             if self.nullable:
                 return None, pos
             raise bad(start, field, "null in a non-nullable array")
-        if n > end - pos:
-            raise short(pos, n, end, field)
+        el = self.element
+        if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):
+            if pos + n * el.size > end:  # numbers: the bytes needed are known, as emit_read says
+                raise short(pos, n * el.size, end, field)
+        elif n > end - pos:
+            raise too_many(pos, n, end, field)
         items = []
         for _ in range(n):
             item, pos = self.element.read(buf, pos, end, field + "[]")
@@ -598,7 +612,7 @@ class Array(Primitive):
             g.emit(ind + 1, f"{target} = list(_ARRAY_STRUCTS[{el.fmt!r}][{n}].unpack_from(buf, pos)); "
                             f"pos += {size}")
             return
-        g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
+        g.emit(ind + 1, f"if {n} > {end} - pos: raise _too_many(pos, {n}, {end}, {field!r})")
         g.emit(ind + 1, f"{items} = []")
         g.emit(ind + 1, f"for {i} in range({n}):")
         item = g.var("e")

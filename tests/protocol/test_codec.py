@@ -17,6 +17,7 @@ from kafkapy.protocol import (
     decode_request_header,
     decode_request_json,
     decode_response,
+    decode_response_json,
     encode_request,
     encode_response,
     message_schema,
@@ -80,6 +81,21 @@ def test_frame_cut_inside_a_run_of_fixed_fields_names_the_field_cut() -> None:
         err = info.value
         assert (err.field, err.offset, err.truncated) == ("session_epoch", 38, True)
         assert str(err).startswith("needed 4 bytes for session_epoch but only 3 remain")
+
+
+def test_an_array_count_beyond_the_bytes_left_is_called_elements_not_bytes() -> None:
+    """ApiVersions v3 cut by a snap length: its api_keys count (66) is more than the 43 bytes
+    left. The error called the count 'needed 66 bytes', when 66 entries take 462; it says
+    elements now, on both paths and in the JSON decoder."""
+    frame = encode_response(18, 3, 1, {"api_keys": [
+        {"api_key": key, "min_version": 0, "max_version": 3} for key in range(66)]})
+    said = "api_keys holds 66 elements, more than the 43 bytes that remain could hold"
+    for decode in (decode_response, decode_response_json):
+        with pytest.raises(DecodeError, match=said) as info:
+            decode(frame[:50], 18, 3)
+        assert info.value.truncated and info.value.offset == 7
+    with pytest.raises(DecodeError, match=said):
+        message_schema(18, "response", 3).root.read(memoryview(frame[4:50]), 0, 46)  # header: 4 bytes
 
 
 def test_a_request_given_with_its_size_prefix_says_so() -> None:
