@@ -432,7 +432,10 @@ class GroupsModule(Module):
                                 f"This is not the correct coordinator for group {group_id}.")
         if self._loaded.get(partition) == epoch:
             return
-        if self._loads.epoch_of(partition) != epoch and self._begin_load(partition, epoch, in_place=True):
+        if self._loads.epoch_of(partition) == epoch:
+            if self._loads.take_slice(partition, epoch):
+                return  # queued behind others, and short: loaded by this request's slice
+        elif self._begin_load(partition, epoch, in_place=True):
             return  # led here before the election's pass ran, and short: loaded in place
         raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                             f"The coordinator is loading the groups of {OFFSETS_TOPIC}-{partition}.")

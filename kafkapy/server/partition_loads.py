@@ -13,11 +13,13 @@ common case (a short partition) costs no waiting and no retry. Otherwise the res
 ``begin`` returns None; ``schedule`` queues the whole load. One runner task per coordinator
 takes the queued loads in turn, one slice per loop step (kafkapy.server.slices), so however many
 partitions load at once (a broker starting over fifty) the loop gives them one slice between two
-rounds of everything else, and a short partition is not held behind a long one. Meanwhile the
-coordinator answers COORDINATOR_LOAD_IN_PROGRESS for the partition while ``epoch_of`` names the
-load. Before each slice the runner asks ``still_led(partition, epoch)`` and drops the load if not
-(Kafka's load loop checks its loading set before each read). At the end, ``install(partition,
-epoch, result)`` hands the result over. A load that raises is logged and dropped.
+rounds of everything else, and a short partition is not held behind a long one. Meanwhile a
+request for the partition runs one slice of its load itself (``take_slice``): a short partition
+queued behind others is loaded by it, and a longer one is answered COORDINATOR_LOAD_IN_PROGRESS
+while ``epoch_of`` names the load. Before each slice the runner asks ``still_led(partition,
+epoch)`` and drops the load if not (Kafka's load loop checks its loading set before each read).
+At the end, ``install(partition, epoch, result)`` hands the result over. A load that raises is
+logged and dropped.
 
 Reading: ``load_batches`` reads the log ``buffer_bytes`` at a time (Kafka's
 ``*.load.buffer.size``), whole batches; a batch larger than the buffer is read whole all the
@@ -150,19 +152,39 @@ class PartitionLoads(Generic[_T]):
                 self.log.info("stopped loading %s-%d: no longer led here at epoch %d", self.topic, partition,
                               load.epoch)
                 continue
-            try:
-                next(load.steps)
-            except StopIteration as done:
-                self._install(partition, load.epoch, done.value)
-                continue
-            except KafkaApiError as exc:  # unreadable (its log dir failed, say)
-                self.log.warning("loading %s-%d failed: %s", self.topic, partition, exc)
-                continue
-            except Exception:  # a batch the reader refused: logged; the next request begins again
-                self.log.exception("loading %s-%d failed", self.topic, partition)
-                continue
-            if partition not in self._loads:  # (a newer load queued meanwhile replaces this one)
-                self._loads[partition] = load  # to the back of the queue
+            if self._slice(partition, load) is False and partition not in self._loads:
+                self._loads[partition] = load  # to the back of the queue (unless a newer load replaced it)
+
+    def take_slice(self, partition: int, epoch: int) -> bool:
+        """One slice of the partition's queued load under ``epoch``, run now by a request that
+        would otherwise be answered COORDINATOR_LOAD_IN_PROGRESS; True when that finished it (and
+        it is installed). So a short partition queued behind others (the fifty of a topic just
+        made) serves its first request without waiting its turn, as Kafka's empty partitions are
+        loaded before a client could ask."""
+        load = self._loads.get(partition)
+        if load is None or load.epoch != epoch:
+            return False
+        del self._loads[partition]  # as the runner holds a load it slices: not under way meanwhile
+        finished = self._slice(partition, load)
+        if finished is False and partition not in self._loads:
+            self._loads[partition] = load
+        return finished is True
+
+    def _slice(self, partition: int, load: _Load[_T]) -> bool | None:
+        """One slice of ``load``: True when it finished (installed), False when more is left,
+        None when it failed (logged; the next request begins the load again)."""
+        try:
+            next(load.steps)
+        except StopIteration as done:
+            self._install(partition, load.epoch, done.value)
+            return True
+        except KafkaApiError as exc:  # unreadable (its log dir failed, say)
+            self.log.warning("loading %s-%d failed: %s", self.topic, partition, exc)
+            return None
+        except Exception:  # a batch the reader refused
+            self.log.exception("loading %s-%d failed", self.topic, partition)
+            return None
+        return False
 
     def _install(self, partition: int, epoch: int, result: _T) -> None:
         try:

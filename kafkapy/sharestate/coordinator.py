@@ -175,7 +175,11 @@ class ShareCoordinator:
     def _load(self, partition: int, epoch: int) -> None:
         """Loaded in place if the replay fits in one slice; else it goes on in the background and
         this raises COORDINATOR_LOAD_IN_PROGRESS."""
-        if self._loads.epoch_of(partition) == epoch or not self._begin_load(partition, epoch, in_place=True):
+        if self._loads.epoch_of(partition) == epoch:
+            loaded = self._loads.take_slice(partition, epoch)  # a short one queued ends here
+        else:
+            loaded = self._begin_load(partition, epoch, in_place=True)
+        if not loaded:
             raise KafkaApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, _LOADING_MESSAGE)
 
     def _begin_load(self, partition: int, epoch: int, *, in_place: bool) -> bool:

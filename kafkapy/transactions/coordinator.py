@@ -200,7 +200,9 @@ class TransactionCoordinator:
         goes on in the background and this raises COORDINATOR_LOAD_IN_PROGRESS."""
         epoch = self.leader_epoch(partition)
         if self._loads.epoch_of(partition) == epoch:
-            raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            if not self._loads.take_slice(partition, epoch):  # a short one queued ends here
+                raise _Refused(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            return self._loaded[partition]
         try:
             ids = self._begin_load(partition, epoch, in_place=True)
         except KafkaApiError as exc:  # unreadable (its log dir failed, say): not loaded, not led here

@@ -233,7 +233,8 @@ def test_runtime_errors_exit_1_in_one_line(mock: MockCluster) -> None:
         "kafkapy consume: cannot connect to 127.0.0.1:1: Connection refused"]
     missing = kafkapy("topics", "-b", mock.bootstrap, "--describe", "--topic", "no-such-topic")
     assert missing.returncode == 1
-    assert missing.stderr.decode().strip() == "kafkapy topics: no topic no-such-topic"
+    assert missing.stderr.decode().strip() == \
+        "kafkapy topics: Topic 'no-such-topic' does not exist as expected"
     # A consumer that waited for the topic would wait --timeout (60 s) for its leader; one that
     # does not answers at once, however long a loaded machine takes to start the process.
     started = time.monotonic()

@@ -195,7 +195,7 @@ def test_create_and_delete_over_sasl_with_acls(kafka_broker_factory: BrokerFacto
     assert run(capsys, *admin, "--create", "--topic", "secured") == (0, "Created topic secured.\n", "")
     # alice may not describe it, so no pattern of hers finds it (as Kafka's listing hides it)
     code, _, err = run(capsys, *alice, "--delete", "--topic", "secured")
-    assert (code, err) == (1, "kafkapy topics: no topic secured\n")
+    assert (code, err) == (1, "kafkapy topics: Topic 'secured' does not exist as expected\n")
     assert run(capsys, *admin, "--delete", "--topic", "secured") == (0, "", "")
     code, out, _ = run(capsys, *admin, "--list")
     assert (code, out) == (0, "\n")
@@ -379,7 +379,8 @@ def test_exclude_internal(kafka_broker: Broker, capsys: pytest.CaptureFixture[st
     code, out, _ = run(capsys, bs, "--list", "--topic", ".*")
     assert out.split() == ["__consumer_offsets", "user-topic"]
     code, out, err = run(capsys, bs, "--describe", "--topic", "__.*", "--exclude-internal")
-    assert (code, out, err) == (1, "", "kafkapy topics: no topic __.*\n")  # nothing left to match
+    # nothing left to match
+    assert (code, out, err) == (1, "", "kafkapy topics: Topic '__.*' does not exist as expected\n")
     code, out, _ = run(capsys, bs, "--describe", "--exclude-internal")
     assert {row[0] for row in _rows(out.split("\n\n")[0])} == {"user-topic"}
 

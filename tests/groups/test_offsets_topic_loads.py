@@ -17,6 +17,7 @@ import pytest
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
 from kafkapy.groups.module import GroupsModule
+from kafkapy.groups.partitioning import offsets_partition_for
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.server import coordinator_elections
 
@@ -60,3 +61,22 @@ def test_the_offsets_topics_partitions_start_one_per_loop_step_and_each_log_exis
             assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("__consumer_offsets-")) == \
                 sorted(f"__consumer_offsets-{p}" for p in range(PARTITIONS))
             assert groups.coordinates_now("g")
+
+
+def test_a_request_for_a_partition_queued_behind_the_others_is_served_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """FindCoordinator makes the topic and its fifty loads are queued (no in-place budget here);
+    an OffsetFetch right behind it, for a group of the last partition, loads that (empty)
+    partition with its own slice and is answered, where it was COORDINATOR_LOAD_IN_PROGRESS,
+    which kafka-python's admin client does not retry (list_group_offsets failed)."""
+    monkeypatch.setattr(coordinator_elections, "IN_PLACE_BUDGET_S", 0.0)
+    group = next(name for name in (f"g{i}" for i in itertools.count())
+                 if offsets_partition_for(name, PARTITIONS) == PARTITIONS - 1)
+    with Broker() as broker, KafkaSocket(broker.bootstrap_servers, timeout=60) as conn:
+        conn.send(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+        conn.send(ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": group, "topics": None}],
+                                           "require_stable": False})
+        [found] = conn.read_response(ApiKey.FIND_COORDINATOR, 4).body["coordinators"]
+        assert found["error_code"] == ErrorCode.NONE
+        [fetched] = conn.read_response(ApiKey.OFFSET_FETCH, 8).body["groups"]
+        assert (fetched["error_code"], fetched["topics"]) == (ErrorCode.NONE, [])

@@ -141,3 +141,36 @@ def test_loads_take_turns_one_slice_each_per_loop_step() -> None:
         assert [p for p, _, _ in coordinator.installed] == [1, 2, 0]
 
     asyncio.run(scenario())
+
+
+def test_a_request_takes_a_slice_of_its_queued_load_and_a_short_one_ends_there() -> None:
+    """A load queued behind others (the fifty partitions of a topic just made) is not waited for
+    by a request for it: ``take_slice`` runs a slice now; it finishes a short load (installed,
+    the request served), leaves a long one queued, and does nothing for another epoch."""
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        coordinator.led = {0: 1, 1: 1, 2: 1}
+        for partition, slices in ((0, 3), (1, 1), (2, 3)):
+            coordinator.loads.schedule(partition, 1, replay(slices))
+        assert coordinator.loads.take_slice(1, 2) is False  # not the epoch it loads under
+        assert coordinator.loads.take_slice(1, 1) is True
+        assert coordinator.installed == [(1, 1, "done")] and coordinator.loads.epoch_of(1) is None
+        assert coordinator.loads.take_slice(2, 1) is False  # one slice of three: still loading
+        assert coordinator.loads.epoch_of(2) == 1
+        assert coordinator.loads.take_slice(2, 1) is False
+        assert coordinator.loads.take_slice(2, 1) is True
+        assert coordinator.loads.take_slice(2, 1) is False  # nothing left to take
+        await coordinator.loads.wait()
+        assert sorted(coordinator.installed) == [(0, 1, "done"), (1, 1, "done"), (2, 1, "done")]
+
+    asyncio.run(scenario())
+
+
+def test_a_slice_a_request_takes_that_fails_drops_the_load() -> None:
+    async def scenario() -> None:
+        coordinator = Coordinator()
+        coordinator.loads.schedule(0, 1, replay(1, fail=KafkaApiError(ErrorCode.KAFKA_STORAGE_ERROR, "gone")))
+        assert coordinator.loads.take_slice(0, 1) is False
+        assert coordinator.loads.epoch_of(0) is None and coordinator.installed == []
+
+    asyncio.run(scenario())

@@ -136,7 +136,7 @@ def test_a_longer_partition_loads_in_slices_refusing_its_keys_meanwhile() -> Non
         while fresh.loading():
             steps += 1
             await asyncio.sleep(0)  # the loop runs this between the slices
-        assert steps >= 19
+        assert steps >= 20 - 5  # each request above ran one slice itself; the runner the rest, one a step
         state = fresh.summary(key, -1)
         assert [(b.first_offset, b.last_offset) for b in state.batches] == [(0, 198)]
 

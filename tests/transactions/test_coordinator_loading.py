@@ -99,7 +99,7 @@ def test_a_longer_partition_loads_in_slices_answering_load_in_progress_meanwhile
         while txn.loading():  # the loop runs other work between the slices
             steps += 1
             await asyncio.sleep(0)
-        assert steps >= 19
+        assert steps >= 20 - 6  # each request above ran one slice itself; the runner the rest, one a step
         assert cluster.markers == []
         await txn.drain()
         assert [m.producer_id for m in cluster.markers] == [42]  # found in PREPARE_COMMIT: finished
