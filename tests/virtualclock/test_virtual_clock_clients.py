@@ -100,8 +100,9 @@ def test_retention_ms_deletes_a_segment_after_advance(kafka_clock: VirtualClock,
         consumer.close()
 
 
-def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
-        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+def _abandoned_transaction(kafka_broker_factory: BrokerFactory) -> tuple[Broker, Any]:
+    """A broker with topic "orders", and a confluent-kafka producer that has sent a record there
+    in a transaction it leaves open (no commit, no abort) and gone quiet."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     broker = kafka_broker_factory({"transaction.state.log.num.partitions": 1})
     broker.seed({"orders": {"partitions": 1}})
@@ -109,6 +110,16 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
     stuck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
                                       "transactional.id": "stuck", "transaction.timeout.ms": 60_000,
                                       **RDKAFKA_CLIENT})
+    stuck.init_transactions(20)
+    stuck.begin_transaction()
+    stuck.produce("orders", value=b"never committed", partition=0)
+    stuck.flush(10)
+    return broker, stuck
+
+
+def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    broker, _stuck = _abandoned_transaction(kafka_broker_factory)
     plain = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, **KAFKA_PYTHON_CLIENT)
     # fetch_max_wait_ms=0: each Fetch is answered at once, so "nothing yet" below is a Fetch
     # answered with nothing, not one still waiting out its max wait on the frozen clock
@@ -116,10 +127,6 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
                                    isolation_level="read_committed", auto_offset_reset="earliest",
                                    fetch_max_wait_ms=0, **KAFKA_PYTHON_CLIENT)
     try:
-        stuck.init_transactions(20)
-        stuck.begin_transaction()
-        stuck.produce("orders", value=b"never committed", partition=0)
-        stuck.flush(10)  # the transaction stays open: no commit, no abort
         plain.send("orders", value=b"after", partition=0).get(timeout=10)
         consumer.assign([kafka.TopicPartition("orders", 0)])
         before_abort: list[bytes] = []
@@ -323,6 +330,18 @@ def test_a_member_whose_heartbeats_stall_loses_its_partitions_in_process(
         stuck.close()
 
 
+async def _send_once(bootstrap_servers: str, topic: str, value: bytes) -> None:
+    """One aiokafka producer's send, on the running loop (the topic is made by it if need be)."""
+    import aiokafka
+
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value)
+    finally:
+        await producer.stop()
+
+
 def test_an_asyncio_client_on_a_loop_of_its_own_keeps_real_time(kafka_clock: VirtualClock,
                                                                 kafka_broker: Broker) -> None:
     """docs/testing.md's pattern for aiokafka: the broker on the clock's loop, the client on
@@ -332,12 +351,7 @@ def test_an_asyncio_client_on_a_loop_of_its_own_keeps_real_time(kafka_clock: Vir
     aiokafka = pytest.importorskip("aiokafka")
 
     async def send_and_read() -> bytes:
-        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
-        await producer.start()
-        try:
-            await producer.send_and_wait("made-on-first-send", b"o-1")
-        finally:
-            await producer.stop()
+        await _send_once(kafka_broker.bootstrap_servers, "made-on-first-send", b"o-1")
         consumer = aiokafka.AIOKafkaConsumer("made-on-first-send",
                                              bootstrap_servers=kafka_broker.bootstrap_servers,
                                              auto_offset_reset="earliest", fetch_max_wait_ms=100)
@@ -385,12 +399,7 @@ def test_aiokafka_on_the_clocks_loop_produces_to_a_new_topic_and_consumes_in_a_g
     aiokafka = pytest.importorskip("aiokafka")
 
     async def scenario(broker: Broker) -> tuple[bytes, int | None]:
-        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers)
-        await producer.start()
-        try:
-            await producer.send_and_wait("made-on-first-send", b"o-1")
-        finally:
-            await producer.stop()
+        await _send_once(broker.bootstrap_servers, "made-on-first-send", b"o-1")
         consumer = aiokafka.AIOKafkaConsumer("made-on-first-send", bootstrap_servers=broker.bootstrap_servers,
                                              group_id="readers", auto_offset_reset="earliest",
                                              enable_auto_commit=False)
@@ -443,17 +452,7 @@ def test_kafka_clock_jumps_by_itself_once_the_test_turns_autojump_on(
     """The fixture's path: a client in the test's thread does its part with the clock standing
     still, then, with it quiet, the test sets ``kafka_clock.autojump_threshold`` and the broker's
     timers fire with no advance()."""
-    confluent_kafka = pytest.importorskip("confluent_kafka")
-    broker = kafka_broker_factory({"transaction.state.log.num.partitions": 1})
-    broker.seed({"orders": {"partitions": 1}})
-    warm_transaction_coordinator(broker.bootstrap_servers)
-    stuck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
-                                      "transactional.id": "stuck", "transaction.timeout.ms": 60_000,
-                                      **RDKAFKA_CLIENT})
-    stuck.init_transactions(20)
-    stuck.begin_transaction()
-    stuck.produce("orders", value=b"never committed", partition=0)
-    stuck.flush(10)
+    broker, _stuck = _abandoned_transaction(kafka_broker_factory)
     assert kafka_clock.time() == 0.0
     started = time.monotonic()
     kafka_clock.autojump_threshold = 0.05
