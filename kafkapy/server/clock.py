@@ -15,10 +15,14 @@ advance's target, so the timers fire one instant at a time in due order, and wha
 off at that instant (callbacks, the tasks they wake, timers due at once) runs before the clock
 moves again. Timers due at one instant fire in the order they were set; a target is rounded to
 whole nanoseconds and reaches a timer within asyncio's clock resolution of it, so ten steps of
-0.1 s reach a timer at 1.0. When no timer lies before the target, the clock stands at the target and the
-advance is done: ``advance()`` (from another thread) returns, ``await advance_async()`` (from a
-coroutine on the loop) resumes. Work handed to other threads or to peers (a store write in a
-thread, a client's next request) is not waited for.
+0.1 s reach a timer at 1.0. asyncio runs a timer due within that resolution (1 ns) at once:
+when the earliest one lies those few nanoseconds on, the loop first moves the clock to it, so a
+callback that checks ``time() >= due`` and else sets itself again for the rest runs again at
+its time instead of spinning at an instant that never passes.
+When no timer lies before the target, the clock stands at the target and the advance is done:
+``advance()`` (from another thread) returns, ``await advance_async()`` (from a coroutine on the
+loop) resumes. Work handed to other threads or to peers (a store write in a thread, a client's
+next request) is not waited for.
 
 While the clock stands still, the loop blocks in select() until I/O or a wake-up: a timer's
 virtual delay says nothing about real seconds, so it never bounds the wait. A few waits on the
@@ -228,6 +232,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         jump_in: float | None = None
         if timeout is not None and timeout < resolution:
             wait: float | None = 0.0 if timeout > 0 else timeout
+            if timeout > 0:
+                self._reach_next_due()
         else:
             wait = self._real_timeout()
             if timeout is not None and threshold is not None:
@@ -248,6 +254,16 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             if self._idle_s >= threshold:
                 self._jump()
         return events
+
+    def _reach_next_due(self) -> None:
+        """Move the clock the last few nanoseconds to the timer asyncio is about to run early (it
+        runs what falls due within its resolution): on a clock that stands still, a callback that
+        checks ``time() >= due`` and else sets itself again would otherwise do so for good."""
+        clock = self.virtual_clock
+        due = self._next_due()
+        with clock._lock:
+            if due is not None and due > clock._now:
+                clock._now = due
 
     def _jump(self) -> None:
         """Move the clock to the earliest pending timer, as an advance to that instant would: the
@@ -289,9 +305,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
                 if request.target is None:
                     request.target = round(now + request.seconds, TIME_DIGITS)
                 if due is not None and due < request.target + resolution:
-                    clock._now = min(due, request.target)
+                    clock._now = max(clock._now, min(due, request.target))
                     return
-                clock._now = request.target
+                clock._now = max(clock._now, request.target)  # past it by a timer's few ns
                 clock._advances.pop(0)
             request.done()
 

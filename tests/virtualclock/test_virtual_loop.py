@@ -238,7 +238,7 @@ def test_a_sleep_shorter_than_the_clock_resolution_runs_at_once() -> None:
         done, pending = await wait_real(sleepers, 10.0)
         assert len(done) == len(delays) and not pending
         assert time.monotonic() - started < 5.0  # ran at once, not when the 10 s wait woke the loop
-        assert loop.time() == 0.0  # they ran at this instant; the clock did not move
+        assert 0 < loop.time() < 1e-9  # they ran at once: the clock moved the few ns to the first
 
     clock.run(main())
 
@@ -588,3 +588,36 @@ def test_autojumps_fire_timers_as_explicit_advances_do(timers: list[tuple[int, i
     assert _run_program(timers, clock, nothing) == by_advance
     clock = VirtualClock(autojump_threshold=0)
     assert _run_program(timers, clock, advances_and_jumps) == by_advance
+
+
+@pytest.mark.parametrize("moved_by", ["advance", "autojump"])
+def test_a_timer_due_a_few_nanoseconds_on_never_sees_the_clock_before_its_time(moved_by: str) -> None:
+    """Timers at 9.999999999999995 (steps of 0.2 add up so) and at 10.0: asyncio runs both at the
+    first, within its resolution. A callback that checks ``time() >= due`` and else sets itself
+    again (as the broker's LogMaintenance does) used to spin at that instant for good, holding
+    the loop and every advance."""
+    clock = VirtualClock(autojump_threshold=0 if moved_by == "autojump" else None)
+    seen: list[float] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        early = sum([0.2] * 50)
+        assert 0 < 10.0 - early < 1e-9
+
+        def strict(due: float) -> None:
+            if loop.time() >= due:
+                seen.append(loop.time())
+            else:
+                loop.call_later(due - loop.time(), strict, due)
+
+        loop.call_at(early, lambda: None)
+        loop.call_at(10.0, strict, 10.0)
+        if moved_by == "advance":
+            moving = asyncio.ensure_future(clock.advance_async(early))
+        else:
+            moving = asyncio.ensure_future(asyncio.sleep(20))
+        done, _ = await wait_real([moving], 5)
+        assert done, f"spun at {loop.time()!r}"
+        assert seen == [10.0]
+
+    clock.run(main())
