@@ -33,17 +33,18 @@ Autojump (``VirtualClock(autojump_threshold=S)``, as trio's MockClock): an async
 the clock's loop has its timers on virtual time too, and nobody but the loop knows when it
 waits only on them. So when select() would block with a virtual timer pending and nothing
 ready, it waits at most the rest of S real seconds; if the loop stayed idle that long, the
-clock moves to the earliest pending timer, exactly as an advance to that instant would, and
-the iteration runs what is due there. Idle means: S real seconds spent waiting in select()
-since the last activity, where activity is a socket event (a peer spoke and may speak again
-soon), the clock moving (an advance, a jump: the timers fired are the loop's work) or a job
-handed to a thread still running (``run_in_executor``: ``to_thread``, ``getaddrinfo``; the
-loop waits for it without jumping). Real-timer polls and wake-ups from other threads
-(``broker.wait_for``, ``wait_until`` reading the broker) only observe, so they do not hold a
-jump off. What the loop cannot see is a client in another thread or process about to send its
-next request: S is the user's bet that no such gap is longer. An advance is served whole before
-any jump (a jump never runs while one waits), and an advance's seconds count from wherever the
-clock stands when the loop takes it, jumps included.
+clock moves to the earliest pending timer, exactly as an advance to that instant would, and the
+iteration runs what is due there. Idle means: S real seconds spent waiting in select() since
+the last activity, where activity is a socket event (a peer spoke and may speak again soon),
+the clock moving (an advance, a jump: the timers fired are the loop's work) or work elsewhere
+still running: a job handed to a thread (``run_in_executor``: ``to_thread``, ``getaddrinfo``)
+or a ``working_elsewhere()`` block (the embedded Broker's settle, which polls for its store
+watches' threads); the loop waits for those without jumping. Real-timer polls and wake-ups from
+other threads (``broker.wait_for``, ``wait_until`` reading the broker) only observe, so they do
+not hold a jump off. What the loop cannot see is a client in another thread or process about to
+send its next request: S is the user's bet that no such gap is longer. An advance is served
+whole before any jump (a jump never runs while one waits), and an advance's seconds count from
+wherever the clock stands when the loop takes it, jumps included.
 
 One clock drives one loop at a time. The embedded Broker runs every broker given the same clock
 on that clock's loop, in one thread (``acquire_thread``), so an in-process cluster and any
@@ -53,6 +54,7 @@ other brokers of the test share one time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import heapq
 import itertools
@@ -61,7 +63,7 @@ import math
 import selectors
 import threading
 import time
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["VirtualClock", "VirtualTimeLoop", "call_later_real", "close_stopped_loop", "sleep_real",
@@ -148,7 +150,9 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._idle_s = 0.0
         self._idle_at = clock._now  # the virtual instant that idleness was counted at
         self._jobs_lock = threading.Lock()
-        self._jobs_in_threads = 0  # run_in_executor jobs not yet returned (to_thread, getaddrinfo)
+        # Work elsewhere the loop waits for: run_in_executor jobs not yet returned (to_thread,
+        # getaddrinfo) and working_elsewhere() blocks (a settle waiting on store-watch threads).
+        self._jobs_in_threads = 0
 
     def time(self) -> float:
         return self.virtual_clock._now
@@ -194,6 +198,18 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             with self._jobs_lock:
                 self._jobs_in_threads -= 1
             raise
+
+    @contextlib.contextmanager
+    def working_elsewhere(self) -> Iterator[None]:
+        """While inside, the loop is not idle, whatever it runs: it waits on work it cannot see
+        (store watches settling in their own threads, polled in real time), so autojump holds."""
+        with self._jobs_lock:
+            self._jobs_in_threads += 1
+        try:
+            yield
+        finally:
+            with self._jobs_lock:
+                self._jobs_in_threads -= 1
 
     def run_forever(self) -> None:
         self.virtual_clock._attach(self)
