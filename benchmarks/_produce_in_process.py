@@ -6,11 +6,15 @@ connection's read hands it over): with every fast path (Produce from the frame a
 with the from-frame path off (decode, ProduceHandler, encode). Prints the best of 5 windows of
 process CPU time per request, for each case. Run it from two checkouts in turn to compare them
 without the noise of loopback sockets and a client (as ``_dispatch_in_process``).
+
+``--history``: every fast path, without and with ``Broker(history=True)`` (the RequestHistory
+observer), what keeping the request history costs the common Produce.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any
 
@@ -50,12 +54,12 @@ async def _window(dispatcher: Any, connection: ConnectionInfo, frame: bytes, req
     return last[4:]
 
 
-def _measure(fast_paths: FastPaths) -> dict[str, float]:
+def _measure(fast_paths: FastPaths, history: bool = False) -> dict[str, float]:
     connection = ConnectionInfo(id="bench", listener="PLAINTEXT", security_protocol="PLAINTEXT",
                                 client_address=("127.0.0.1", 1), broker_address=("127.0.0.1", 2),
                                 principal="User:ANONYMOUS")
     results = {}
-    with Broker(fast_paths=fast_paths) as broker:
+    with Broker(fast_paths=fast_paths, history=history) as broker:
         assert broker.runtime is not None and broker._loop is not None and broker.store is not None
         broker.store.create_topic(TOPIC, {0: (broker.runtime.broker_id,)})
         while TOPIC not in broker.runtime.cluster.topics:
@@ -84,8 +88,11 @@ def _measure(fast_paths: FastPaths) -> dict[str, float]:
 
 def main() -> None:
     plain = attrs.evolve(FastPaths(), from_frame=False)
-    for label, fast_paths in (("from-frame", FastPaths()), ("plain", plain)):
-        results = _measure(fast_paths)
+    variants = [("from-frame", FastPaths(), False), ("plain", plain, False)]
+    if "--history" in sys.argv:
+        variants = [("no history", FastPaths(), False), ("history", FastPaths(), True)]
+    for label, fast_paths, history in variants:
+        results = _measure(fast_paths, history)
         print(f"{label}: " + " ".join(f"{name}={us:.1f}us" for name, us in results.items()), flush=True)
 
 

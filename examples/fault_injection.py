@@ -15,13 +15,11 @@ import json
 from confluent_kafka import Producer
 
 from kafkapy import Broker
-from kafkapy.errors import ErrorCode
-from kafkapy.faults import ErrorAnswer, FaultRule
-from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.faults import ApiKey, ErrorAnswer, ErrorCode, FaultRule
 
 
 def main() -> None:
-    with Broker({"observer.class.names": "kafkapy.observers.RequestHistory"}) as broker:
+    with Broker(history=True) as broker:
         not_leader = FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE, times=2)
         with broker.faults.injected(not_leader) as fault:
             producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,

@@ -21,7 +21,7 @@ OLD = (0, 10)
 
 
 def main() -> None:
-    with Broker({"observer.class.names": "kafkapy.observers.RequestHistory"}) as broker:
+    with Broker(history=True) as broker:
         producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, api_version=OLD,
                                  compression_type="gzip")
         for i in range(3):

@@ -22,9 +22,8 @@ RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 def main() -> None:
-    config = {"replica.selector.class": RACK_AWARE,
-              "observer.class.names": "kafkapy.observers.RequestHistory"}  # each broker's history
-    with Broker(config, brokers=3, racks=["az0", "az1", "az2"]) as cluster:
+    config = {"replica.selector.class": RACK_AWARE}
+    with Broker(config, brokers=3, racks=["az0", "az1", "az2"], history=True) as cluster:
         bootstrap = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         admin.create_topics([NewTopic("events", 1, replica_assignment=[[0, 1, 2]])])["events"].result(30)

@@ -33,11 +33,12 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
+import heapq
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -62,6 +63,7 @@ from kafkapy.groups.group_configs import check_broker_group_settings
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import Isolation, StoredRecord, stored_records
 from kafkapy.inspection.connections import ConnectionView, connection_views
+from kafkapy.inspection.group_waits import GroupWanted, pollers, seen_group
 from kafkapy.inspection.groups import GroupView, group_views
 from kafkapy.inspection.producers import ProducerView, producer_views
 from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
@@ -72,7 +74,7 @@ from kafkapy.inspection.shares import (
     share_partition_views,
 )
 from kafkapy.inspection.transactions import TransactionView, transaction_views
-from kafkapy.observers.history import HistoryEntry, RequestHistory
+from kafkapy.observers.history import HISTORY_OBSERVER, HistoryEntry, RequestHistory, with_history
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.seeding import SeedError, TopicSeed, parse_seed, placed
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
@@ -123,6 +125,11 @@ QUICK_HEARTBEATS: frozenset[str] = frozenset(
 SEED_BATCH_RECORDS = 500
 SETTLE_TIMEOUT_S = 10.0  # how long a cluster change may take to show in every broker's view
 SETTLE_POLL_S = 0.002
+# What history() says on a broker that keeps none: how to turn it on, each way a broker is made.
+NO_HISTORY = ("the broker keeps no request history: start it with Broker(history=True) (or "
+              f"observer.class.names={HISTORY_OBSERVER}, which kafkapy serve takes as "
+              f"--override observer.class.names={HISTORY_OBSERVER}); kafkapy's pytest fixtures "
+              "keep one")
 # What a question to a stopped broker answers (its loop is closed: it was "Event loop is closed").
 _STOPPED = ("the broker has stopped: ask it inside its `with Broker()` block (before `stop()`), "
             "or keep what the test needs (records(), groups(), snapshot()) before it ends")
@@ -197,12 +204,16 @@ class Broker:
                  fast_paths: FastPaths = ALL_FAST_PATHS,
                  defaults: Mapping[str, Any] = EMBEDDED_DEFAULTS, clock: VirtualClock | None = None,
                  control: str | None = None, control_allow_remote: bool = False,
-                 strict: bool = False, racks: Sequence[str | None] | None = None) -> None:
+                 strict: bool = False, racks: Sequence[str | None] | None = None,
+                 history: bool = False) -> None:
         """``defaults``: settings under ``config`` (a test's ephemeral port; ``kafkapy serve``
         passes none, so it keeps Kafka's). ``clock``: a VirtualClock to run on instead of real time.
         ``control``: serve the HTTP control endpoint there ("127.0.0.1:0"; kafkapy.control) while
         the broker runs. ``strict``: ``kafkapy.strict=true`` (kafkapy.strict). ``racks``: each
-        broker's ``broker.rack``, one per broker (None: no rack), for rack-aware clients."""
+        broker's ``broker.rack``, one per broker (None: no rack), for rack-aware clients.
+        ``history``: keep the request history ``history()`` reads (the RequestHistory observer in
+        ``observer.class.names``, as the pytest fixtures do); off by default, since any observer
+        takes requests off the fast paths (docs/testing.md, "Inspection")."""
         if brokers < 1:
             raise ConfigError(f"brokers must be at least 1, not {brokers}")
         if racks is not None and len(racks) != brokers:
@@ -213,6 +224,8 @@ class Broker:
             given["broker.rack"] = racks[0]
         if strict:
             given[STRICT] = True
+        if history:
+            given = with_history(given)
         self._strict_lists: list[Violations] = []  # strict mode's lists, kept once the broker is down
         if brokers > 1:
             # Replicas on more than one broker, so a broker taken down leaves its partitions a
@@ -857,11 +870,18 @@ class Broker:
     def history(self, *, connection: str | None = None, client_id: str | None = None,
                 since: float | None = None) -> list[HistoryEntry]:
         """The requests the broker answered, oldest first (kafkapy.observers.history); the broker must
-        run the RequestHistory observer (``observer.class.names``; the pytest fixtures add it)."""
+        run the RequestHistory observer (``Broker(history=True)``; the pytest fixtures add it). A
+        cluster answers for every running broker, merged by arrival: a client talks to each
+        partition's leader, so one broker's history alone misses most of a test's requests."""
+        if self.is_cluster:
+            members = self._running_members()
+            if not members:
+                self._running()  # raises: the cluster is not started
+            return list(heapq.merge(*(m.history(connection=connection, client_id=client_id, since=since)
+                                      for m in members), key=lambda entry: entry.time))
         observer = self.history_observer
         if observer is None:
-            raise RuntimeError("the broker keeps no request history: add kafkapy.observers.RequestHistory "
-                               "to observer.class.names")
+            raise RuntimeError(NO_HISTORY)
         return observer.entries(connection=connection, client_id=client_id, since=since)
 
     # --- client telemetry (KIP-714; kafkapy.telemetry) ------------------------------------------------
@@ -920,21 +940,23 @@ class Broker:
         return next((o for o in self._running().observers.observers if isinstance(o, RequestHistory)), None)
 
     def wait_for_sync(self, observe: Callable[[], T], until: Callable[[T], object] = bool, *,
-                      timeout: float = 10.0, what: str | None = None) -> T:
+                      timeout: float = 10.0, what: str | None = None,
+                      show: Callable[[T], str] = repr) -> T:
         """Call ``observe`` until ``until`` holds for what it returns, and return that; after
-        ``timeout`` seconds an AssertionError that shows the last thing observed. For tests on
-        the thread that runs blocking clients (``with Broker()``)."""
+        ``timeout`` seconds an AssertionError that shows the last thing observed (written by
+        ``show``). For tests on the thread that runs blocking clients (``with Broker()``)."""
         deadline = time.monotonic() + timeout
         while True:
             seen = observe()
             if until(seen):
                 return seen
             if time.monotonic() >= deadline:
-                raise AssertionError(_timed_out(timeout, what or waited_for(until), seen))
+                raise AssertionError(_timed_out(timeout, what or waited_for(until), show(seen)))
             time.sleep(0.02)
 
     async def wait_for(self, observe: Callable[[], T], until: Callable[[T], object] = bool, *,
-                       timeout: float = 10.0, what: str | None = None) -> T:
+                       timeout: float = 10.0, what: str | None = None,
+                       show: Callable[[T], str] = repr) -> T:
         """``wait_for_sync`` for asyncio tests: it sleeps with the loop, so a broker on this loop
         (``await broker.start()``) goes on serving meanwhile."""
         deadline = time.monotonic() + timeout
@@ -943,8 +965,36 @@ class Broker:
             if until(seen):
                 return seen
             if time.monotonic() >= deadline:
-                raise AssertionError(_timed_out(timeout, what or waited_for(until), seen))
+                raise AssertionError(_timed_out(timeout, what or waited_for(until), show(seen)))
             await sleep_real(0.02)
+
+    def wait_for_group(self, group_id: str, *, state: str | None = "Stable", members: int | None = None,
+                       timeout: float = 10.0, poll: Iterable[Any] | Any = ()) -> GroupView:
+        """Wait until the group is in ``state`` (Kafka's name, classic or KIP-848; None: any) with
+        ``members`` members (None: any number), and return its view (``group()``). ``poll``: the
+        consumers (or callables) to poll between looks, for clients that join only while polled
+        (kafkapy.inspection.group_waits). On timeout, an AssertionError with what was last seen.
+        On a cluster, or any of its brokers, the group is read from its coordinator, wherever it is."""
+        wanted, calls = GroupWanted(group_id, state, members), pollers(poll)
+        inspected = self._cluster or self
+
+        def observe() -> GroupView | None:
+            for call in calls:
+                call()
+            return inspected.group(group_id)
+        view = self.wait_for_sync(observe, wanted.met, timeout=timeout, what=str(wanted), show=seen_group)
+        assert view is not None  # wanted.met holds for views only
+        return view
+
+    async def wait_for_group_async(self, group_id: str, *, state: str | None = "Stable",
+                                   members: int | None = None, timeout: float = 10.0) -> GroupView:
+        """``wait_for_group`` for asyncio tests: it sleeps with the loop, so aiokafka consumers (which
+        join from their own tasks) and a broker on this loop go on meanwhile."""
+        wanted, inspected = GroupWanted(group_id, state, members), self._cluster or self
+        view = await self.wait_for(lambda: inspected.group(group_id), wanted.met, timeout=timeout,
+                                   what=str(wanted), show=seen_group)
+        assert view is not None
+        return view
 
     def _dataplane(self) -> DataPlaneModule:
         dataplane = next((m for m in self._running().modules if isinstance(m, DataPlaneModule)), None)
@@ -1020,8 +1070,7 @@ def _working_elsewhere() -> contextlib.AbstractContextManager[None]:
     return loop.working_elsewhere() if isinstance(loop, VirtualTimeLoop) else contextlib.nullcontext()
 
 
-def _timed_out(timeout: float, what: str, seen: object) -> str:
-    shown = repr(seen)
+def _timed_out(timeout: float, what: str, shown: str) -> str:
     if len(shown) > 2000:  # enough to see what went wrong, not a screenful per record
         shown = shown[:2000] + f"... ({len(shown)} characters)"
     return f"timed out after {timeout:g} s waiting for {what}; last seen: {shown}"

@@ -26,7 +26,7 @@ import os
 import secrets
 import threading
 import uuid
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from json.encoder import (  # type: ignore[attr-defined]  # c_make_encoder is CPython's, unstubbed
     c_make_encoder,
     encode_basestring,  # the string escaper of json.dumps(ensure_ascii=False)
@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 
 from kafkapy.capture.errors import CaptureError
 from kafkapy.capture.frames import TLS_BASIS, ConnectionClassified, Frame, FrameReader, Unframed
+from kafkapy.capture.options import body_api_keys, port_numbers
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
 from kafkapy.errors import DecodeError
@@ -466,9 +467,9 @@ def _file_cut(reader: FrameReader) -> bool:
 def decode_capture_values(
     source: str | os.PathLike[str] | BinaryIO,
     *,
-    kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
+    kafka_ports: int | Iterable[int] = DEFAULT_KAFKA_PORTS,
     decode_records: bool = True,
-    bodies: Container[int] | None = None,
+    bodies: Iterable[int | str] | None = None,
     capture: str | None = None,
     progress: Callable[[int], None] | None = None,
     decoder: ProtocolDecoder | None = None,
@@ -477,9 +478,19 @@ def decode_capture_values(
 
     ``decoder``: the pairing decoder; by default a :class:`RowDecoder`, which writes each body's
     JSON directly. Any other (kafkapy.protocol itself, say) gives Bodies that :func:`to_json` writes.
+    ``kafka_ports`` and ``bodies`` are checked here, before the file is opened (ValueError).
     """
     if capture is None and isinstance(source, (str, os.PathLike)):
         capture = os.fspath(source)
+    return _capture_values(source, port_numbers(kafka_ports), decode_records, body_api_keys(bodies),
+                           capture, progress, decoder)
+
+
+def _capture_values(
+    source: str | os.PathLike[str] | BinaryIO, kafka_ports: tuple[int, ...], decode_records: bool,
+    bodies: frozenset[int] | None, capture: str | None, progress: Callable[[int], None] | None,
+    decoder: ProtocolDecoder | None,
+) -> Iterator[tuple[Any, ...]]:
     reader = FrameReader(source, kafka_ports=kafka_ports)
     pairer = Pairer(decoder if decoder is not None else RowDecoder(decode_records), bodies=bodies)
     # Pairer.feed's two halves for a Frame, called straight with one list reused
@@ -541,9 +552,9 @@ def decode_capture_values(
 def decode_capture(
     source: str | os.PathLike[str] | BinaryIO,
     *,
-    kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
+    kafka_ports: int | Iterable[int] = DEFAULT_KAFKA_PORTS,
     decode_records: bool = True,
-    bodies: Container[int] | None = None,
+    bodies: Iterable[int | str] | None = None,
     capture: str | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Iterator[Row]:
@@ -552,8 +563,10 @@ def decode_capture(
     A file that is not a capture, or that breaks off, ends with an
     ``undecodable`` row saying why rather than an exception. ``progress`` is
     called now and then with the count of packets read so far. ``bodies``
-    limits body decoding to those API keys (see :class:`Pairer`); the other
-    rows have no request, response, error_code or topics.
+    limits body decoding to those APIs, by key or name as ``--bodies`` takes
+    them (see :class:`Pairer`); the other rows have no request, response,
+    error_code or topics. A port outside 1-65535, or an API kafkapy does not
+    know, is a ValueError at the call, before the file is read.
     """
     return map(_row, decode_capture_values(
         source, kafka_ports=kafka_ports, decode_records=decode_records, bodies=bodies, capture=capture,

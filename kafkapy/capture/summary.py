@@ -86,7 +86,7 @@ class Summary:
                 return
             width = max(len(k) for k, _ in counts.most_common(top))
             for key, value in counts.most_common(top):
-                out.append(f"  {key:<{width}}  {value:>12,} {unit}")
+                out.append(f"  {key:<{width}}  {value:>12,} {unit if value != 1 else unit[:-1]}")
             if len(counts) > top:
                 out.append(f"  ... {len(counts) - top} more")
 

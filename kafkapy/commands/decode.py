@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TextIO
 
+from kafkapy.capture import options
 from kafkapy.capture.rows import Row, decode_capture, to_json, write_parquet
 from kafkapy.capture.summary import Summary
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
@@ -80,34 +81,23 @@ def outputs_problem(args: argparse.Namespace, *, output_is_file: bool = True) ->
 
 def port_number(text: str) -> int:
     """``--kafka-port``: a TCP port, 1-65535."""
-    if not text.strip().isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
-    return int(text)
+    try:
+        return options.port_number(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_bodies(text: str) -> frozenset[int] | None:
     """``--bodies``: None for all APIs, else the API keys to decode bodies of."""
-    from kafkapy.protocol import catalogue
-
-    value = text.strip().lower()
-    if value == "all":
+    value = text.strip()
+    if value.lower() == "all":
         return None
-    if value == "none":
+    if value.lower() == "none":
         return frozenset()
-    known = catalogue()
-    by_name = {spec.name.lower(): key for key, spec in known.items()}
-    keys: set[int] = set()
-    for item in value.split(","):
-        item = item.strip()
-        if item.lstrip("-").isdigit():
-            if int(item) not in known:  # no body of a key outside the catalogue can be decoded
-                raise argparse.ArgumentTypeError(f"unknown API key {item} (not in kafkapy's catalogue)")
-            keys.add(int(item))
-        elif item in by_name:
-            keys.add(by_name[item])
-        else:
-            raise argparse.ArgumentTypeError(f"unknown API {item!r} (give a name such as Produce, or a key)")
-    return frozenset(keys)
+    try:  # names in any case; an unknown one is echoed as typed
+        return options.body_api_keys(item.strip() for item in value.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def kafka_ports(args: argparse.Namespace) -> tuple[int, ...]:
@@ -167,13 +157,22 @@ def iter_rows(
             source, kafka_ports=ports, decode_records=decode_records, bodies=bodies, capture=path,
             progress=callback,
         )
+        found = 0
         for row in rows:
+            found += 1
             # a file-level error has no connection (a TLS connection's row is not one)
             if row["api_key"] is None and row["status"] == "undecodable" and row["connection_id"] is None:
                 errors.append(f"{path}: {row['reason']}")
             if progress is not None:
                 progress.rows += 1
             yield row
+        if not found:
+            # A capture read to its end with no row: say why it may be, as an empty output cannot
+            # (a TLS listener's traffic shows nothing until its port is named). Not an error.
+            named = ", ".join(map(str, sorted(ports)))
+            print(f"kafkapy decode: {path}: no Kafka traffic found (broker ports {named} and any "
+                  "port seen carrying Kafka requests); a port with no plaintext request in the "
+                  "capture, such as a TLS listener's, must be named with --kafka-port", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -227,8 +227,11 @@ async def records(api: ControlApi, call: Call) -> Reply:
         isolation = Isolation.of(call.request.query.get("isolation", Isolation.LOG.value))
     except ValueError as exc:
         raise ControlError(f"query {exc}") from None
-    found = api.target.records(call.params["topic"], call.query_int("partition"),
-                               call.query_int("from_offset", 0) or 0, isolation=isolation)
+    try:
+        found = api.target.records(call.params["topic"], call.query_int("partition"),
+                                   call.query_int("from_offset", 0) or 0, isolation=isolation)
+    except KafkaApiError as exc:  # a partition the topic has not
+        raise _refused(exc) from None
     return HTTPStatus.OK, {"records": [record_json(record, encoding) for record in found]}
 
 

@@ -13,6 +13,7 @@ import attrs
 
 from kafkapy.dataplane.partitions import Partitions
 from kafkapy.errors import KafkaApiError
+from kafkapy.inspection.records import check_partition
 
 __all__ = ["ProducerView", "producer_views"]
 
@@ -34,11 +35,14 @@ class ProducerView:
 def producer_views(partitions: Partitions, topic: str | None = None,
                    partition: int | None = None) -> Iterator[ProducerView]:
     """The producers of the partitions ``partitions``' broker leads (of ``topic``, of one
-    ``partition``), by topic, partition and producer id."""
+    ``partition``), by topic, partition and producer id. A topic not made yet has none; a
+    partition it has not is UNKNOWN_TOPIC_OR_PARTITION (kafkapy.inspection.records)."""
     for name in sorted(partitions.cluster.topics) if topic is None else [topic]:
         info = partitions.cluster.topics.get(name)
         if info is None:
             continue
+        if partition is not None and topic is not None:
+            check_partition(name, partition, info.partitions)
         for index in sorted(info.partitions) if partition is None else [partition]:
             try:
                 state = partitions.producer_state(name, index)

@@ -16,17 +16,18 @@ exactly-once test asserts on the last view without running a consumer.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 import attrs
 
 from kafkapy.dataplane.partitions import Partitions
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.log.base import PartitionLog
 from kafkapy.log.txn_index import AbortedTxn
 from kafkapy.protocol.records import RecordBatch, Records
 from kafkapy.shares.isolation import BatchHeader, undeliverable
 
-__all__ = ["Isolation", "StoredRecord", "stored_records"]
+__all__ = ["Isolation", "StoredRecord", "check_partition", "stored_records"]
 
 _READ_ALL = 1 << 62  # max_bytes for a read that returns the whole log
 
@@ -72,7 +73,9 @@ def stored_records(partitions: Partitions, topic: str, partition: int | None = N
                    from_offset: int = 0, isolation: Isolation = Isolation.LOG, *,
                    open_transactions_aborted: bool = False) -> list[StoredRecord]:
     """The records of ``topic`` (one partition, or every partition in turn) at or after
-    ``from_offset``, as ``isolation`` sees them; an unknown topic or partition has none.
+    ``from_offset``, as ``isolation`` sees them. A topic not made yet has none (a test waits for
+    it to appear); a partition the topic does not have is Kafka's UNKNOWN_TOPIC_OR_PARTITION, not
+    an empty log that would pass for one nothing was written to.
 
     ``open_transactions_aborted`` (READ_COMMITTED only) reads up to the high watermark as if
     every open transaction had just been aborted: the records a snapshot keeps, since a restore
@@ -80,10 +83,20 @@ def stored_records(partitions: Partitions, topic: str, partition: int | None = N
     info = partitions.cluster.topics.get(topic)
     if info is None:
         return []
+    if partition is not None:
+        check_partition(topic, partition, info.partitions)
     indexes = sorted(info.partitions) if partition is None else [partition]
     return [record for index in indexes
             for record in _partition_records(partitions, topic, index, from_offset, isolation,
                                              open_transactions_aborted)]
+
+
+def check_partition(topic: str, partition: int, partitions: Collection[int]) -> None:
+    """KafkaApiError(UNKNOWN_TOPIC_OR_PARTITION) for a partition ``topic`` has not, saying how many it has."""
+    if partition not in partitions:
+        raise KafkaApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            f"no partition {topic}-{partition}: the topic has {len(partitions)} "
+                            f"partition(s), numbered from 0")
 
 
 def _partition_records(partitions: Partitions, topic: str, partition: int, from_offset: int,

@@ -278,9 +278,24 @@ def decode_request(data: bytes | bytearray | memoryview) -> Request:
     if len(buf) < 8:
         raise DecodeError(f"request header needs at least 8 bytes, got {len(buf)}", offset=0, truncated=True)
     key = _KEY_VERSION.unpack_from(buf, 0)
-    # Unknown keys and versions are reported as such, before their header is attempted.
-    decode = _request_decoders.get(key) or request_decoder(*key)
+    try:
+        # Unknown keys and versions are reported as such, before their header is attempted.
+        decode = _request_decoders.get(key) or request_decoder(*key)
+    except DecodeError as exc:
+        _hint_size_prefix(exc, buf)
+        raise
     return decode(buf)
+
+
+def _hint_size_prefix(exc: DecodeError, buf: bytes) -> None:
+    """Add to the error of a request's unknown API key or version that the bytes open with their
+    own 4-byte size prefix, when they do: frames are decoded without it, and given with it (a
+    proxy's first try) the size reads as Produce (key 0, or higher for a frame over 64 KiB) at a
+    version equal to the size's low half, which says nothing of the real mistake."""
+    if len(buf) >= 4 and int.from_bytes(buf[:4], "big") == len(buf) - 4:
+        exc.reason += (f"; the bytes open with their own size prefix ({len(buf) - 4}): "
+                       "decode the frame without its first 4 bytes")
+        exc.args = (exc.reason,)
 
 
 RenderedRequestDecoder = Callable[[bytes], RenderedRequest]
@@ -309,8 +324,12 @@ def decode_request_json(
     if len(buf) < 8:
         raise DecodeError(f"request header needs at least 8 bytes, got {len(buf)}", offset=0, truncated=True)
     api_key, api_version = _KEY_VERSION.unpack_from(buf, 0)
-    decode = _rendered_request_decoders.get((api_key, api_version, decode_records)) or \
-        rendered_request_decoder(api_key, api_version, decode_records)
+    try:
+        decode = _rendered_request_decoders.get((api_key, api_version, decode_records)) or \
+            rendered_request_decoder(api_key, api_version, decode_records)
+    except DecodeError as exc:
+        _hint_size_prefix(exc, buf)
+        raise
     return decode(buf)
 
 
@@ -331,7 +350,11 @@ def request_json_decoder(
                                   truncated=True)
             # unknown keys and versions raise here, every time, and are never kept
             api_key, api_version = _KEY_VERSION.unpack_from(buf, 0)
-            found = decoders[buf[:4]] = rendered_request_decoder(api_key, api_version, decode_records)
+            try:
+                found = decoders[buf[:4]] = rendered_request_decoder(api_key, api_version, decode_records)
+            except DecodeError as exc:
+                _hint_size_prefix(exc, buf)
+                raise
         return found(buf)
 
     return decode

@@ -51,7 +51,13 @@ from kafkapy.protocol.primitives import (
     emit_length_or_null,
 )
 from kafkapy.protocol.records_json import records_json_at
-from kafkapy.protocol.schema import UNKNOWN_TAGS, NullableStruct, StructCodec, emit_tag_section
+from kafkapy.protocol.schema import (
+    UNKNOWN_TAGS,
+    NullableStruct,
+    StructCodec,
+    emit_tag_section,
+    fixed_run_sizes,
+)
 
 __all__ = ["JsonDecoder", "RenderedBody", "compile_json_decoder"]
 
@@ -235,7 +241,7 @@ class _Emitter:
                 st = g.var("S")
                 self.prelude.append(f"{st} = _Struct({fmt!r})")
                 names = [g.var("x") for _ in run]
-                g.emit(1, f"if pos + {size} > end: raise _short(pos, {size}, end, {first.path!r})")
+                g.emit(1, f"if pos + {size} > end: raise _short_run(pos, end, {fixed_run_sizes(run)!r})")
                 g.emit(1, f"{', '.join(names)}{',' if len(run) == 1 else ''} = {st}.unpack_from(buf, pos)")
                 g.emit(1, f"pos += {size}")
                 for s, var in zip(run, names):
@@ -374,7 +380,7 @@ class _Emitter:
                 g.emit(ind + 1, f"else: {target} = str(list({unpack})).replace(' ', '')")
             g.emit(ind + 1, f"pos += {size}")
             return
-        g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
+        g.emit(ind + 1, f"if {n} > {end} - pos: raise _too_many(pos, {n}, {end}, {field!r})")
         name_key = None
         if isinstance(el, StructCodec) and topics is not None:
             name_key = "name" if "name" in el.keys else "topic" if "topic" in el.keys else None

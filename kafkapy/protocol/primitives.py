@@ -74,6 +74,27 @@ def short(pos: int, need: int, end: int, field: str) -> DecodeError:
     )
 
 
+def too_many(pos: int, count: int, end: int, field: str) -> DecodeError:
+    """An array whose count is more than the bytes left could hold (every element takes one at
+    least): it says elements, where ``short`` would have called the count bytes needed."""
+    return DecodeError(
+        f"{field} holds {count} elements, more than the {max(end - pos, 0)} bytes that remain could hold",
+        offset=pos, field=field, truncated=True,
+    )
+
+
+def short_run(pos: int, end: int, fields: tuple[tuple[str, int], ...]) -> DecodeError:
+    """The error for a run of fixed-width fields read as one struct that does not fit: it names
+    the first field of the run that runs past ``end``, at that field's offset, as reading the
+    fields one by one would (not the run's first field with the run's total size)."""
+    cut = 0
+    while cut < len(fields) - 1 and pos + fields[cut][1] <= end:
+        pos += fields[cut][1]
+        cut += 1
+    field, size = fields[cut]
+    return short(pos, size, end, field)
+
+
 def bad(pos: int, field: str, reason: str) -> DecodeError:
     return DecodeError(reason, offset=pos, field=field)
 
@@ -142,15 +163,32 @@ def zigzag_bytes(value: int, bits: int) -> bytes:
 
 
 def to_uuid(value: Any) -> bytes:
+    """A uuid field's 16 bytes. Anything else is a TypeError, which the callers turn into an
+    EncodeError naming the field (an EncodeError raised here could not name it)."""
     if value is None:
         return ZERO_UUID.bytes
     if isinstance(value, uuid.UUID):
         return value.bytes
     if isinstance(value, str):
-        return uuid.UUID(value).bytes
+        try:
+            return uuid.UUID(value).bytes
+        except ValueError:
+            raise TypeError("give a uuid.UUID, its string or its 16 bytes") from None
     if isinstance(value, (bytes, bytearray)) and len(value) == 16:
         return bytes(value)
-    raise EncodeError(f"not a UUID: {value!r}")
+    raise TypeError("give a uuid.UUID, its string or its 16 bytes")
+
+
+#: A bool field's wire value by its value: True and False, and so 1 and 0, which hash as they do.
+#: Anything else (a string "false", None, 2) fails the lookup, rather than being read for its truth.
+BOOLS = {False: False, True: True}
+
+
+def to_bool(value: Any) -> bool:
+    try:
+        return BOOLS[value]
+    except (KeyError, TypeError):
+        raise TypeError("give True or False") from None
 
 
 def encode_text(value: Any, field: str) -> bytes:
@@ -190,11 +228,14 @@ RUNTIME: dict[str, Any] = {
     "_ARRAY_STRUCTS": ARRAY_STRUCTS,
     "_Records": Records,
     "_short": short,
+    "_short_run": short_run,
+    "_too_many": too_many,
     "_bad": bad,
     "_uvarint": read_uvarint,
     "_uvarint_bytes": uvarint_bytes,
     "_SMALL_UV": _SMALL_UVARINTS,
     "_to_uuid": to_uuid,
+    "_BOOLS": BOOLS,
     "_UUID": uuid.UUID,
     "_ZERO_UUID": ZERO_UUID,
     "_encode_text": encode_text,
@@ -249,12 +290,14 @@ class Fixed(Primitive):
         if self.name == "uuid":
             return to_uuid(value)
         if self.name == "bool":
-            return bool(value)
+            return to_bool(value)
         return value
 
     def wire_expr(self, expr: str) -> str:
         if self.name == "uuid":
             return f"_to_uuid({expr})"
+        if self.name == "bool":
+            return f"_BOOLS[{expr}]"
         return expr
 
     def value_expr(self, expr: str) -> str:
@@ -533,8 +576,12 @@ class Array(Primitive):
             if self.nullable:
                 return None, pos
             raise bad(start, field, "null in a non-nullable array")
-        if n > end - pos:
-            raise short(pos, n, end, field)
+        el = self.element
+        if isinstance(el, Fixed) and el.name not in ("uuid", "bool"):
+            if pos + n * el.size > end:  # numbers: the bytes needed are known, as emit_read says
+                raise short(pos, n * el.size, end, field)
+        elif n > end - pos:
+            raise too_many(pos, n, end, field)
         items = []
         for _ in range(n):
             item, pos = self.element.read(buf, pos, end, field + "[]")
@@ -567,7 +614,7 @@ class Array(Primitive):
             g.emit(ind + 1, f"{target} = list(_ARRAY_STRUCTS[{el.fmt!r}][{n}].unpack_from(buf, pos)); "
                             f"pos += {size}")
             return
-        g.emit(ind + 1, f"if {n} > {end} - pos: raise _short(pos, {n}, {end}, {field!r})")
+        g.emit(ind + 1, f"if {n} > {end} - pos: raise _too_many(pos, {n}, {end}, {field!r})")
         g.emit(ind + 1, f"{items} = []")
         g.emit(ind + 1, f"for {i} in range({n}):")
         item = g.var("e")

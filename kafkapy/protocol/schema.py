@@ -402,7 +402,7 @@ class StructCodec(Primitive):
                 size = struct.calcsize(fmt)
                 st = g.var("S")
                 g.lines.insert(0, f"{st} = _struct.Struct({fmt!r})")
-                g.emit(1, f"if pos + {size} > end: raise _short(pos, {size}, end, {first.path!r})")
+                g.emit(1, f"if pos + {size} > end: raise _short_run(pos, end, {fixed_run_sizes(run)!r})")
                 targets = ", ".join(f"r[{s.key!r}]" for s in run)
                 g.emit(1, f"{targets}{',' if len(run) == 1 else ''} = {st}.unpack_from(buf, pos)")
                 g.emit(1, f"pos += {size}")
@@ -512,6 +512,11 @@ def write_tag_section(out: bytearray, chunks: dict[int, bytes], unknown: Any) ->
         out += uvarint_bytes(tag)
         out += uvarint_bytes(len(data))
         out += data
+
+
+def fixed_run_sizes(run: list[_Slot]) -> tuple[tuple[str, int], ...]:
+    """Each field of a fixed-width run with its size, for ``short_run``'s error."""
+    return tuple((s.path, _fixed(s).size) for s in run)
 
 
 def _fixed(slot: _Slot) -> Fixed:

@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kafkapy.capture.options import body_api_keys, port_numbers
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
 
 if TYPE_CHECKING:
@@ -104,9 +105,9 @@ def read_captures(
     spark: SparkSession,
     paths: str | Sequence[str],
     *,
-    kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
+    kafka_ports: int | Iterable[int] = DEFAULT_KAFKA_PORTS,
     decode_records: bool = True,
-    bodies: Iterable[int] | None = None,
+    bodies: Iterable[int | str] | None = None,
 ) -> DataFrame:
     """Decoded exchanges of capture files, one task per file.
 
@@ -120,8 +121,8 @@ def read_captures(
     files = expand_paths(paths)
     if not files:
         raise FileNotFoundError(f"no capture files match {paths!r}")
-    ports = tuple(kafka_ports)
-    keys = None if bodies is None else frozenset(bodies)
+    ports = port_numbers(kafka_ports)
+    keys = body_api_keys(bodies)
     files = [os.path.abspath(f) for f in files]
     # parallelize with one slice per file: exactly one file per partition, so one task each
     rdd = spark.sparkContext.parallelize([(f,) for f in files], numSlices=len(files))
@@ -225,9 +226,9 @@ def write_captures(
     output: str | os.PathLike[str],
     *,
     mode: str = "errorifexists",
-    kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
+    kafka_ports: int | Iterable[int] = DEFAULT_KAFKA_PORTS,
     decode_records: bool = True,
-    bodies: Iterable[int] | None = None,
+    bodies: Iterable[int | str] | None = None,
 ) -> list[tuple[str, int]]:
     """Decode captures into a Parquet directory, one task and one file per capture.
 
@@ -242,6 +243,8 @@ def write_captures(
     files = [os.path.abspath(f) for f in expand_paths(paths)]
     if not files:
         raise FileNotFoundError(f"no capture files match {paths!r}")
+    ports = port_numbers(kafka_ports)  # before anything is removed or made
+    keys = body_api_keys(bodies)
     out = check_output(output, mode)
     if os.path.exists(out) and mode == "overwrite":
         shutil.rmtree(out)
@@ -249,8 +252,6 @@ def write_captures(
     success = os.path.join(out, "_SUCCESS")
     if os.path.exists(success):
         os.remove(success)
-    ports = tuple(kafka_ports)
-    keys = None if bodies is None else frozenset(bodies)
 
     def task(part: Iterable[str]) -> Iterator[tuple[str, int]]:
         return _write_files(part, out, ports, decode_records, keys)

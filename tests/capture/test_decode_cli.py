@@ -48,7 +48,7 @@ def test_bodies_option(bodies: str, decoded: set[str], capsys: pytest.CaptureFix
 def test_bodies_option_rejects_an_unknown_api(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["decode", "--bodies", "Produce,Nonsense", CAPTURE_FILES[0]])
-    assert "unknown API 'nonsense'" in capsys.readouterr().err
+    assert "unknown API 'Nonsense'" in capsys.readouterr().err  # as typed, not lowercased
 
 
 def test_table_format(capsys: pytest.CaptureFixture[str]) -> None:
@@ -333,6 +333,32 @@ def test_kafka_over_tls_is_one_row_saying_why_it_is_skipped(
     assert rows[0]["reason"].startswith("TLS: ") and "encrypted" in rows[0]["reason"]
     assert (rows[0]["src"], rows[0]["dst"]) == ("10.0.0.1:40000", f"10.0.0.2:{port}")
     assert out.err == ""
+
+
+def test_a_capture_with_no_kafka_traffic_found_says_so_and_what_to_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A TLS listener's port, not named: nothing can tell its traffic is Kafka, so there is no
+    row, and an empty output alone left an analyst guessing. One line on stderr says so and
+    points at --kafka-port; it is not an error (exit status 0)."""
+    from kafkapy.capture import PcapWriter, TcpFlow
+
+    tls = TcpFlow(("10.0.0.1", 40000), ("10.0.0.2", 9093))
+    packets = tls.handshake(1.0) + tls.send(True, _client_hello(), 1.1) + tls.close(1.2)
+    path = tmp_path / "tls-only.pcap"
+    with PcapWriter(path) as w:
+        for ts, frame in packets:
+            w.write(frame, ts)
+    assert main(["decode", str(path)]) == 0
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [
+        f"kafkapy decode: {path}: no Kafka traffic found (broker ports 9092 and any port seen "
+        "carrying Kafka requests); a port with no plaintext request in the capture, such as a "
+        "TLS listener's, must be named with --kafka-port"]
+    assert main(["decode", "--kafka-port", "9093", str(path)]) == 0  # named: its one TLS row
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 1 and out.err == ""
 
 
 def test_a_gzip_compressed_capture_decodes_as_tshark_reads_it(

@@ -398,7 +398,10 @@ def test_summary_from_rows() -> None:
     assert s.per_client["consumer-zzzz12-1"] == 3
     assert s.per_topic["zqy-test"] == 2 and s.bytes_per_topic["zqy-test"] > 0
     assert s.latency["(all)"][100.0] == pytest.approx(13000.0)
-    assert "requests per client" in s.table()
+    table = s.table()
+    assert "requests per client" in table
+    # one request is "1 request" (it read "1 requests"), two are "2 requests"
+    assert " 1 request\n" in table and " 1 requests" not in table and " 2 requests\n" in table
 
 
 # --- hostile input ---------------------------------------------------------------------------
@@ -490,6 +493,22 @@ def test_bodies_of_selected_apis_only(tmp_path: Path) -> None:
     assert all(r["request"] and r["response"] and r["topics"] == ["orders"] for r in produce)
     assert all(r["request"] is None and r["response"] is None for r in others)
     assert {r["status"] for r in rows} == {"ok"}
+
+
+def test_bodies_and_ports_are_checked_at_the_call_as_the_flags_are() -> None:
+    """decode_capture takes API names in ``bodies``, as ``--bodies`` does ({"Produce"} matched no
+    key and left every body undecoded, silently), and refuses what the flags refuse (an unknown
+    API, port 0) with one ValueError at the call, before the file is read."""
+    path = CAPTURES / "mixed-with-unsupported.pcap"  # Fetch, OffsetCommit, Heartbeat
+    by_name = list(decode_capture(path, bodies=["fetch", "Heartbeat"], kafka_ports=9092))
+    assert by_name == list(decode_capture(path, bodies={1, 12}))
+    assert {r["api_name"] for r in by_name if r["request"] is not None} == {"Fetch", "Heartbeat"}
+    for bad, match in (({"bodies": {"Prodyce"}}, "unknown API 'Prodyce'"),
+                       ({"bodies": {9999}}, "unknown API key 9999"),
+                       ({"kafka_ports": [9092, 0]}, "0 is not a TCP port"),
+                       ({"kafka_ports": ["x"]}, "'x' is not a TCP port")):
+        with pytest.raises(ValueError, match=match):
+            decode_capture(CAPTURES / "no-such-file.pcap", **bad)
 
 
 def test_header_only_statuses_of_a_synthetic_conversation() -> None:

@@ -101,6 +101,27 @@ def test_records_give_bytes_that_are_not_text_as_base64(controlled: Controlled) 
         [(1, "base64", base64.b64encode(b"text").decode())]
 
 
+def test_records_of_a_partition_the_topic_has_not_are_404(controlled: Controlled) -> None:
+    """What broker.records() raises, as the endpoint says it: a kafka-python producer's topic has
+    one partition, so partition 1 is UNKNOWN_TOPIC_OR_PARTITION; a topic not made yet has none."""
+    from kafka import KafkaProducer
+
+    broker, control = controlled
+    broker.seed({"single": {"partitions": 1}})
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, **KAFKA_PYTHON_CLIENT)
+    try:
+        producer.send("single", b"only", partition=0).get(timeout=TIMEOUT_S)
+    finally:
+        producer.close()
+    status, body = control.call("GET", "/topics/single/records?partition=1")
+    assert (status, body["error"]) == (
+        404, "UNKNOWN_TOPIC_OR_PARTITION: no partition single-1: the topic has 1 partition(s), "
+             "numbered from 0")
+    status, body = control.call("GET", "/topics/single/records?partition=0")
+    assert [r["value"] for r in body["records"]] == ["only"]
+    assert control.call("GET", "/topics/later/records?partition=4") == (200, {"records": []})
+
+
 def test_records_as_a_read_committed_consumer_keeps_them(controlled: Controlled) -> None:
     """A confluent-kafka transactional producer commits one transaction and aborts one: the
     endpoint's default view holds both and their markers, read_committed only the committed."""
@@ -201,7 +222,7 @@ def test_history_needs_the_observer_and_says_so() -> None:
     with Broker(control="127.0.0.1:0") as broker:
         assert broker.control is not None
         status, error = ControlClient(broker.control.url).call("GET", "/history")
-    assert status == 409 and "add kafkapy.observers.RequestHistory" in error["error"]
+    assert status == 409 and "start it with Broker(history=True)" in error["error"]
 
 
 def test_serve_control_starts_it_on_a_running_broker_and_it_stops_with_the_broker() -> None:

@@ -13,9 +13,7 @@ from quick_clients import KAFKA_PYTHON_CLIENT, RDKAFKA_CLIENT, RDKAFKA_CONSUMER
 
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
-from kafkapy.errors import ErrorCode
-from kafkapy.faults import Delay, DropConnection, ErrorAnswer, FaultRule
-from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.faults import ApiKey, Delay, DropConnection, ErrorAnswer, ErrorCode, FaultRule
 from kafkapy.testing import wait_until
 
 TIMEOUT_S = 30

@@ -11,7 +11,7 @@ from quick_clients import KAFKA_PYTHON_CLIENT
 
 from kafkapy.client import ClientError, SimpleClient
 from kafkapy.embedded import Broker
-from kafkapy.errors import ErrorCode
+from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.protocol import encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
@@ -46,6 +46,32 @@ def test_records_are_decoded_with_what_only_the_broker_knows(broker: Broker) -> 
     assert [r.value for r in broker.records("inspected", partition=1, from_offset=1)] == [b"v3"]
     assert broker.records("inspected", partition=0, from_offset=5) == []
     assert broker.records("no-such-topic") == []
+
+
+def test_a_partition_the_topic_has_not_is_unknown_topic_or_partition(broker: Broker) -> None:
+    """A confluent-kafka producer writes to both partitions of a two-partition topic: asking for
+    a third partition's records (or producers) is Kafka's UNKNOWN_TOPIC_OR_PARTITION, where it was
+    [] and a test asserting "nothing written to partition 2" passed on a typo. A topic not made yet
+    still has no records, so a wait loop can start before the producer."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
+                         "linger.ms": 0})
+    for partition in (0, 1):
+        producer.produce("two-partitions", value=b"v%d" % partition, partition=partition)
+    assert producer.flush(TIMEOUT_S) == 0
+    assert [r.value for r in broker.records("two-partitions", partition=1)] == [b"v1"]
+    for missing in (2, -1):
+        with pytest.raises(KafkaApiError) as refused:
+            broker.records("two-partitions", partition=missing)
+        assert refused.value.code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert str(refused.value) == (f"UNKNOWN_TOPIC_OR_PARTITION: no partition two-partitions-{missing}: "
+                                      "the topic has 2 partition(s), numbered from 0")
+        with pytest.raises(KafkaApiError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            broker.producers("two-partitions", missing)
+    assert [view.partition for view in broker.producers("two-partitions", 1)] == [1]
+    assert broker.records("not-made-yet", partition=3) == []
+    assert broker.producers("not-made-yet", 3) == []
 
 
 def test_records_below_the_log_start_are_gone_though_their_batch_stays(broker: Broker) -> None:
@@ -111,9 +137,40 @@ def test_history_is_bounded() -> None:
         assert [e.correlation_id for e in small.history()] == [3, 4, 5]
 
 
-def test_history_needs_its_observer() -> None:
-    with Broker() as plain, pytest.raises(RuntimeError, match="RequestHistory"):
+def test_history_needs_its_observer_and_says_how_to_turn_it_on() -> None:
+    with Broker() as plain, pytest.raises(RuntimeError) as refused:
         plain.history()
+    assert str(refused.value) == (
+        "the broker keeps no request history: start it with Broker(history=True) (or "
+        "observer.class.names=kafkapy.observers.RequestHistory, which kafkapy serve takes as "
+        "--override observer.class.names=kafkapy.observers.RequestHistory); kafkapy's pytest fixtures "
+        "keep one")
+
+
+def test_history_true_keeps_it_on_every_broker_of_a_cluster() -> None:
+    """Broker(history=True), no observer named: a confluent-kafka producer's Produce requests are in
+    the history of the broker that leads each partition, and an observer the test names is kept."""
+    from confluent_kafka import Producer
+
+    with Broker({"observer.class.names": "kafkapy.observers.AuditObserver"}, brokers=2,
+                history=True) as cluster:
+        cluster.seed({"kept": {"partitions": 2, "replication_factor": 1}})
+        producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "client.id": "recorded",
+                             "linger.ms": 0})
+        for partition in (0, 1):
+            producer.produce("kept", b"v", partition=partition)
+        assert producer.flush(TIMEOUT_S) == 0
+        produces = [sum(e.api_key == ApiKey.PRODUCE for e in member.history(client_id="recorded"))
+                    for member in cluster.brokers]
+        assert produces == [1, 1]  # one partition led by each
+        # The cluster's own history is every broker's, merged by arrival (it was broker 0's alone).
+        whole = cluster.history(client_id="recorded")
+        assert sum(e.api_key == ApiKey.PRODUCE for e in whole) == 2
+        assert len(whole) == sum(len(member.history(client_id="recorded")) for member in cluster.brokers)
+        assert [e.time for e in whole] == sorted(e.time for e in whole)
+        assert all(member.config["observer.class.names"] == ["kafkapy.observers.AuditObserver",
+                                                            "kafkapy.observers.RequestHistory"]
+                   for member in cluster.brokers)
 
 
 def test_wait_for_sync_returns_what_it_saw_or_says_what_it_saw(broker: Broker) -> None:

@@ -15,7 +15,9 @@ from kafkapy.protocol import (
     catalogue,
     decode_request,
     decode_request_header,
+    decode_request_json,
     decode_response,
+    decode_response_json,
     encode_request,
     encode_response,
     message_schema,
@@ -67,6 +69,49 @@ def test_truncated_frame_names_api_version_and_offset() -> None:
     assert "Metadata (key 3)" in str(err) and "v1" in str(err) and "byte offset" in str(err)
 
 
+def test_frame_cut_inside_a_run_of_fixed_fields_names_the_field_cut() -> None:
+    """Fetch v11 opens with seven fixed-width fields, read as one struct; a frame cut (a capture's
+    snap length) inside session_epoch must name it at its own offset and size, not the run's
+    first field (replica_id) with the run's 25 bytes, in the Body and the JSON decoders alike."""
+    frame = encode_request(1, 11, 5, "rdkafka", {"replica_id": -1, "max_wait_ms": 500})
+    cut = frame[:41]  # header 17 bytes, then 24 of the run's 25
+    for decode in (decode_request, decode_request_json):
+        with pytest.raises(DecodeError) as info:
+            decode(cut)
+        err = info.value
+        assert (err.field, err.offset, err.truncated) == ("session_epoch", 38, True)
+        assert str(err).startswith("needed 4 bytes for session_epoch but only 3 remain")
+
+
+def test_an_array_count_beyond_the_bytes_left_is_called_elements_not_bytes() -> None:
+    """ApiVersions v3 cut by a snap length: its api_keys count (66) is more than the 43 bytes
+    left. The error called the count 'needed 66 bytes', when 66 entries take 462; it says
+    elements now, on both paths and in the JSON decoder."""
+    frame = encode_response(18, 3, 1, {"api_keys": [
+        {"api_key": key, "min_version": 0, "max_version": 3} for key in range(66)]})
+    said = "api_keys holds 66 elements, more than the 43 bytes that remain could hold"
+    for decode in (decode_response, decode_response_json):
+        with pytest.raises(DecodeError, match=said) as info:
+            decode(frame[:50], 18, 3)
+        assert info.value.truncated and info.value.offset == 7
+    with pytest.raises(DecodeError, match=said):
+        message_schema(18, "response", 3).root.read(memoryview(frame[4:50]), 0, 46)  # header: 4 bytes
+
+
+def test_a_request_given_with_its_size_prefix_says_so() -> None:
+    """A frame handed over with its 4-byte size prefix read as Produce at a version equal to the
+    size ('Produce v17 is outside the versions kafkapy knows'), which told a proxy's author nothing
+    of the mistake; the error now says the bytes open with their size."""
+    frame = encode_request(3, 12, 1, "me", {"topics": None})
+    prefixed = struct.pack(">i", len(frame)) + frame
+    for decode in (decode_request, decode_request_json):
+        with pytest.raises(UnsupportedVersionError, match=r"open with their own size prefix \(17\)"):
+            decode(prefixed)
+    with pytest.raises(DecodeError) as info:  # a frame without it that fails says nothing of it
+        decode_request(frame[:-1])
+    assert "size prefix" not in str(info.value)
+
+
 def test_short_header() -> None:
     with pytest.raises(DecodeError, match="at least 8 bytes"):
         decode_request(b"\x00\x03\x00")
@@ -107,6 +152,32 @@ def test_encode_error_names_the_field() -> None:
     assert info.value.field == "topics.name"
     with pytest.raises(EncodeError):
         encode_response(18, 3, 1, {"error_code": 70000})
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    # a bool field was written as the value's truth: "false" went out as true, None as false
+    ({"topics": None, "allow_auto_topic_creation": "false"}, "allow_auto_topic_creation"),
+    ({"topics": None, "allow_auto_topic_creation": None}, "allow_auto_topic_creation"),
+    ({"topics": None, "include_topic_authorized_operations": 2}, "include_topic_authorized_operations"),
+    # a malformed UUID string was a bare ValueError, with no field named
+    ({"topics": [{"topic_id": "not-a-uuid", "name": "t"}]}, "topics.topic_id"),
+    ({"topics": [{"topic_id": 5, "name": "t"}]}, "topics.topic_id"),
+])
+def test_a_bool_or_uuid_field_of_another_type_is_an_encode_error_naming_it(body: Any, field: str) -> None:
+    with pytest.raises(EncodeError) as info:
+        encode_request(3, 12, 1, "c", body)
+    assert info.value.field == field
+    schema = message_schema(3, "request", 12)
+    with pytest.raises(EncodeError) as info:  # the interpreted path alike
+        schema.root.write(body, bytearray())
+    assert info.value.field == field
+
+
+def test_bools_are_written_from_true_false_and_0_1() -> None:
+    for value, wire in ((True, True), (False, False), (1, True), (0, False)):
+        body = decode_request(encode_request(3, 12, 1, "c", {"topics": None,
+                                                             "allow_auto_topic_creation": value})).body
+        assert body.allow_auto_topic_creation is wire
 
 
 def test_unknown_tagged_fields_survive_a_round_trip() -> None:

@@ -103,7 +103,8 @@ def _outcome(fn: Any, data: bytes) -> Any:
     try:
         return fn(memoryview(data), 0, len(data))
     except DecodeError as exc:
-        return ("DecodeError", exc.truncated)
+        # the field too: an error must name the same field on both paths
+        return ("DecodeError", exc.truncated, exc.field)
 
 
 SCHEMAS: list[MessageSchema] = [
