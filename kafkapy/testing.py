@@ -34,7 +34,8 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     A :class:`kafkapy.server.clock.VirtualClock`. A test that asks for it gets
     ``kafka_broker``, ``kafka_cluster`` and ``kafka_broker_factory``'s brokers on that
     clock: every broker timer waits for ``kafka_clock.advance(seconds)``, which fires
-    what falls due, in order, and returns once it has run (docs/testing.md, "Virtual clock").
+    what falls due, in order, and returns once it has run (docs/testing.md, "Virtual clock"),
+    or with ``kafka_clock.autojump_threshold = seconds`` for the loop to be idle that long.
 
 ``@pytest.mark.kafka_seed({...})``
     Seeds ``kafka_broker`` and ``kafka_cluster`` before the test (``Broker.seed``'s shape:

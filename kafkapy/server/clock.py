@@ -1,4 +1,5 @@
-"""A virtual clock for the broker: time that moves only when a test says so (issue 18).
+"""A virtual clock for the broker: time that moves only when a test says so, or (autojump) when
+nothing else is happening (issue 18).
 
 Theory of operation. asyncio schedules every timer (``call_later``/``call_at``, and through them
 ``asyncio.sleep``, ``wait_for`` and ``timeout``) by ``loop.time()``. ``VirtualTimeLoop`` is a
@@ -14,15 +15,36 @@ advance's target, so the timers fire one instant at a time in due order, and wha
 off at that instant (callbacks, the tasks they wake, timers due at once) runs before the clock
 moves again. Timers due at one instant fire in the order they were set; a target is rounded to
 whole nanoseconds and reaches a timer within asyncio's clock resolution of it, so ten steps of
-0.1 s reach a timer at 1.0. When no timer lies before the target, the clock stands at the target and the
-advance is done: ``advance()`` (from another thread) returns, ``await advance_async()`` (from a
-coroutine on the loop) resumes. Work handed to other threads or to peers (a store write in a
-thread, a client's next request) is not waited for.
+0.1 s reach a timer at 1.0. asyncio runs a timer due within that resolution (1 ns) at once:
+when the earliest one lies those few nanoseconds on, the loop first moves the clock to it, so a
+callback that checks ``time() >= due`` and else sets itself again for the rest runs again at
+its time instead of spinning at an instant that never passes.
+When no timer lies before the target, the clock stands at the target and the advance is done:
+``advance()`` (from another thread) returns, ``await advance_async()`` (from a coroutine on the
+loop) resumes. Work handed to other threads or to peers (a store write in a thread, a client's
+next request) is not waited for.
 
 While the clock stands still, the loop blocks in select() until I/O or a wake-up: a timer's
 virtual delay says nothing about real seconds, so it never bounds the wait. A few waits on the
 loop must be real (a cluster settling, a test's ``wait_for``, a shutdown's grace): they use
 ``sleep_real``/``wait_real``/``call_later_real``, timers kept apart on the monotonic clock.
+
+Autojump (``VirtualClock(autojump_threshold=S)``, as trio's MockClock): an asyncio client on
+the clock's loop has its timers on virtual time too, and nobody but the loop knows when it
+waits only on them. So when select() would block with a virtual timer pending and nothing
+ready, it waits at most the rest of S real seconds; if the loop stayed idle that long, the
+clock moves to the earliest pending timer, exactly as an advance to that instant would, and the
+iteration runs what is due there. Idle means: S real seconds spent waiting in select() since
+the last activity, where activity is a socket event (a peer spoke and may speak again soon),
+the clock moving (an advance, a jump: the timers fired are the loop's work) or work elsewhere
+still running: a job handed to a thread (``run_in_executor``: ``to_thread``, ``getaddrinfo``)
+or a ``working_elsewhere()`` block (the embedded Broker's settle, which polls for its store
+watches' threads); the loop waits for those without jumping. Real-timer polls and wake-ups from
+other threads (``broker.wait_for``, ``wait_until`` reading the broker) only observe, so they do
+not hold a jump off. What the loop cannot see is a client in another thread or process about to
+send its next request: S is the user's bet that no such gap is longer. An advance is served
+whole before any jump (a jump never runs while one waits), and an advance's seconds count from
+wherever the clock stands when the loop takes it, jumps included.
 
 One clock drives one loop at a time. The embedded Broker runs every broker given the same clock
 on that clock's loop, in one thread (``acquire_thread``), so an in-process cluster and any
@@ -32,14 +54,16 @@ other brokers of the test share one time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import heapq
 import itertools
 import logging
+import math
 import selectors
 import threading
 import time
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Collection, Coroutine, Iterator
 from typing import Any, TypeVar
 
 __all__ = ["VirtualClock", "VirtualTimeLoop", "call_later_real", "close_stopped_loop", "sleep_real",
@@ -48,6 +72,8 @@ __all__ = ["VirtualClock", "VirtualTimeLoop", "call_later_real", "close_stopped_
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_Event = tuple[selectors.SelectorKey, int]
+_Select = Callable[[float | None], list[_Event]]
 
 # How long advance() from another thread waits for the loop before it gives up: a callback that
 # blocks the loop would otherwise hang the test for good (real seconds; an advance takes ms).
@@ -97,20 +123,15 @@ class _OrderedTimerHandle(asyncio.TimerHandle):
 
 
 class _Selector(selectors.DefaultSelector):
-    """The loop's selector: a positive timeout (the next virtual timer's distance) becomes a wait
-    for I/O, a wake-up or the next real timer, whichever comes first. A timeout under the clock's
-    resolution is a timer asyncio runs at this instant (it runs what falls due within the
-    resolution): that select must not wait, or a sleep of a few nanoseconds would hang."""
+    """The loop's selector: how long select() may block is the loop's to say (``wait``), given
+    asyncio's timeout (the next virtual timer's distance, or None for none)."""
 
-    real_timeout: Callable[[], float | None] = staticmethod(lambda: None)
-    resolution = 1e-9  # the loop sets its own _clock_resolution here
+    def __init__(self) -> None:
+        super().__init__()
+        self.wait: Callable[[float | None, _Select], list[_Event]] = lambda timeout, select: select(timeout)
 
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout is None or timeout >= self.resolution:
-            timeout = self.real_timeout()
-        elif timeout > 0:
-            timeout = 0.0
-        return super().select(timeout)
+    def select(self, timeout: float | None = None) -> list[_Event]:
+        return self.wait(timeout, super().select)
 
 
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
@@ -118,13 +139,20 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def __init__(self, clock: VirtualClock) -> None:
         selector = _Selector()
-        selector.real_timeout = self._real_timeout
+        selector.wait = self._wait
         super().__init__(selector)
-        selector.resolution = self._clock_resolution  # type: ignore[attr-defined]
         self.virtual_clock = clock
         self._real_timers: list[tuple[float, int, _RealTimer]] = []
         self._real_seq = itertools.count()
         self._timer_order = itertools.count()
+        # Autojump's idleness: real seconds waited in select() with a jump possible and no socket
+        # event since the last activity (a socket event, the clock moving, a job in a thread).
+        self._idle_s = 0.0
+        self._idle_at = clock._now  # the virtual instant that idleness was counted at
+        self._jobs_lock = threading.Lock()
+        # Work elsewhere the loop waits for: run_in_executor jobs not yet returned (to_thread,
+        # getaddrinfo) and working_elsewhere() blocks (a settle waiting on store-watch threads).
+        self._jobs_in_threads = 0
 
     def time(self) -> float:
         return self.virtual_clock._now
@@ -151,6 +179,38 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         heapq.heappush(self._real_timers, (timer.due, next(self._real_seq), timer))
         return timer
 
+    def run_in_executor(self, executor: Any, func: Callable[..., T],  # type: ignore[override]
+                        *args: Any) -> asyncio.Future[T]:
+        """As asyncio's, counted while the job runs: a loop waiting for a thread is not idle."""
+        with self._jobs_lock:
+            self._jobs_in_threads += 1
+
+        def job(*job_args: Any) -> T:
+            try:
+                return func(*job_args)
+            finally:
+                with self._jobs_lock:
+                    self._jobs_in_threads -= 1
+
+        try:
+            return super().run_in_executor(executor, job, *args)
+        except BaseException:
+            with self._jobs_lock:
+                self._jobs_in_threads -= 1
+            raise
+
+    @contextlib.contextmanager
+    def working_elsewhere(self) -> Iterator[None]:
+        """While inside, the loop is not idle, whatever it runs: it waits on work it cannot see
+        (store watches settling in their own threads, polled in real time), so autojump holds."""
+        with self._jobs_lock:
+            self._jobs_in_threads += 1
+        try:
+            yield
+        finally:
+            with self._jobs_lock:
+                self._jobs_in_threads -= 1
+
     def run_forever(self) -> None:
         self.virtual_clock._attach(self)
         try:
@@ -172,6 +232,66 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             timer = heapq.heappop(timers)[2]
             if not timer.cancelled:
                 self.call_soon(timer.callback)
+
+    def _wait(self, timeout: float | None, select: _Select) -> list[_Event]:
+        """How select() waits. asyncio's ``timeout`` is the next virtual timer's distance (None:
+        no timer): that says nothing about real seconds, so the wait is for I/O, a wake-up or the
+        next real timer, or with autojump on, for the rest of the idle threshold, after which the
+        clock jumps to that timer. A timeout under the clock's resolution is a timer asyncio runs
+        at this instant (it runs what falls due within the resolution): that select must not
+        wait, or a sleep of a few nanoseconds would hang."""
+        resolution: float = self._clock_resolution  # type: ignore[attr-defined]
+        clock = self.virtual_clock
+        if clock._now != self._idle_at:  # the clock moved (an advance, a jump): its timers ran
+            self._idle_s, self._idle_at = 0.0, clock._now
+        threshold = clock._autojump_threshold
+        jump_in: float | None = None
+        if timeout is not None and timeout < resolution:
+            wait: float | None = 0.0 if timeout > 0 else timeout
+            if timeout > 0:
+                self._reach_next_due()
+        else:
+            wait = self._real_timeout()
+            if timeout is not None and threshold is not None:
+                with self._jobs_lock:
+                    busy = self._jobs_in_threads > 0
+                if busy:
+                    self._idle_s = 0.0
+                else:
+                    jump_in = max(threshold - self._idle_s, 0.0)
+                    wait = jump_in if wait is None else min(wait, jump_in)
+        started = time.monotonic()
+        events = select(wait)
+        self_pipe = self._ssock.fileno()  # type: ignore[attr-defined]
+        if any(key.fd != self_pipe for key, _ in events):
+            self._idle_s = 0.0  # a peer spoke: it may speak again soon
+        elif jump_in is not None and threshold is not None:
+            self._idle_s += time.monotonic() - started
+            if self._idle_s >= threshold:
+                self._jump()
+        return events
+
+    def _reach_next_due(self) -> None:
+        """Move the clock the last few nanoseconds to the timer asyncio is about to run early (it
+        runs what falls due within its resolution): on a clock that stands still, a callback that
+        checks ``time() >= due`` and else sets itself again would otherwise do so for good."""
+        clock = self.virtual_clock
+        due = self._next_due()
+        with clock._lock:
+            if due is not None and due > clock._now:
+                clock._now = due
+
+    def _jump(self) -> None:
+        """Move the clock to the earliest pending timer, as an advance to that instant would: the
+        loop's iteration then runs every timer due there, in order. An advance waiting is served
+        first (it has woken the loop)."""
+        clock = self.virtual_clock
+        due = self._next_due()
+        with clock._lock:
+            if due is None or clock._advances or due <= clock._now:
+                return
+            clock._now = due
+        self._idle_s, self._idle_at = 0.0, due
 
     def _real_timeout(self) -> float | None:
         timers = self._real_timers
@@ -201,22 +321,26 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
                 if request.target is None:
                     request.target = round(now + request.seconds, TIME_DIGITS)
                 if due is not None and due < request.target + resolution:
-                    clock._now = min(due, request.target)
+                    clock._now = max(clock._now, min(due, request.target))
                     return
-                clock._now = request.target
+                clock._now = max(clock._now, request.target)  # past it by a timer's few ns
                 clock._advances.pop(0)
             request.done()
 
 
 class VirtualClock:
-    """Time for a broker that moves only on ``advance(seconds)``; see the module docstring.
+    """Time for a broker that moves only on ``advance(seconds)``, or with ``autojump_threshold``
+    (real seconds; None, the default: off) also when its loop has been idle that long; see the
+    module docstring.
 
     ``start`` is where ``time()`` begins (seconds, as the loop reports them); ``wall_start`` the
     epoch seconds it stands for (now, unless given), so timestamps written to records move with
     the clock: ``wall()`` is ``wall_start`` plus the virtual seconds gone by."""
 
-    def __init__(self, start: float = 0.0, *, wall_start: float | None = None) -> None:
+    def __init__(self, start: float = 0.0, *, wall_start: float | None = None,
+                 autojump_threshold: float | None = None) -> None:
         self._start = self._now = float(start)
+        self._autojump_threshold = _checked_threshold(autojump_threshold)
         self.wall_start = time.time() if wall_start is None else float(wall_start)
         self._lock = threading.Lock()
         self._advances: list[_Advance] = []
@@ -237,6 +361,24 @@ class VirtualClock:
 
     def __repr__(self) -> str:
         return f"VirtualClock(time={self._now:g})"
+
+    @property
+    def autojump_threshold(self) -> float | None:
+        """Real seconds the loop must be idle before the clock jumps to its next timer; None: it
+        never jumps (the default), only ``advance()`` moves it. Settable at any time, from any
+        thread: the loop takes the new value at once."""
+        return self._autojump_threshold
+
+    @autojump_threshold.setter
+    def autojump_threshold(self, seconds: float | None) -> None:
+        self._autojump_threshold = _checked_threshold(seconds)
+        with self._lock:
+            loop = self._running
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(_wake)  # a select() waiting for good takes the new value
+            except RuntimeError:  # closed meanwhile
+                pass
 
     # -- moving time ------------------------------------------------------------------------------
 
@@ -350,6 +492,14 @@ class VirtualClock:
 def _checked(seconds: float) -> float:
     if not seconds >= 0:  # NaN too
         raise ValueError(f"a clock moves forward only: advance({seconds!r})")
+    return float(seconds)
+
+
+def _checked_threshold(seconds: float | None) -> float | None:
+    if seconds is None:
+        return None
+    if not 0 <= seconds < math.inf:  # NaN too
+        raise ValueError(f"autojump_threshold is real seconds of idleness (>= 0) or None: {seconds!r}")
     return float(seconds)
 
 

@@ -147,3 +147,21 @@ def test_the_fixtures_cluster_runs_on_kafka_clock(kafka_clock: VirtualClock, kaf
 def test_without_kafka_clock_the_fixtures_keep_real_time(kafka_broker: Broker) -> None:
     assert kafka_broker.clock is None
     assert kafka_broker.runtime is not None and kafka_broker.runtime.clock is time.monotonic
+
+
+def test_an_autojump_clock_stands_still_while_the_broker_starts_and_seeds() -> None:
+    """Start and seed wait in real time for the store's watch threads (the settle polls): work
+    the loop cannot see, so it is held as work in progress and the clock does not jump through
+    it (a single broker's seed used to run 645 virtual seconds of its timers with a threshold of 0)."""
+    clock = VirtualClock(autojump_threshold=0)
+
+    async def main() -> list[float]:
+        times = []
+        for brokers in (1, 3):
+            async with Broker(brokers=brokers, clock=clock) as cluster:
+                times.append(clock.time())
+                await cluster.seed_async({"jobs": {"partitions": 6}})
+                times.append(clock.time())
+        return times
+
+    assert clock.run(main()) == [0.0] * 4

@@ -4,6 +4,7 @@ the clock is advanced past its timeout, with no real waiting for it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import signal
@@ -13,8 +14,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 from quick_clients import (
@@ -30,9 +31,11 @@ from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.faults import FaultRule, Stall
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.server.clock import wait_real
 from kafkapy.testing import BrokerFactory, wait_until
 
 kafka = pytest.importorskip("kafka")
+T = TypeVar("T")
 
 IDLE_MS = 10_000  # connections.max.idle.ms for the idle test (Kafka's default is 10 minutes)
 SESSION_MS = 10_000  # the consumers' session.timeout.ms (Kafka's default is 45 s)
@@ -97,8 +100,9 @@ def test_retention_ms_deletes_a_segment_after_advance(kafka_clock: VirtualClock,
         consumer.close()
 
 
-def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
-        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+def _abandoned_transaction(kafka_broker_factory: BrokerFactory) -> tuple[Broker, Any]:
+    """A broker with topic "orders", and a confluent-kafka producer that has sent a record there
+    in a transaction it leaves open (no commit, no abort) and gone quiet."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     broker = kafka_broker_factory({"transaction.state.log.num.partitions": 1})
     broker.seed({"orders": {"partitions": 1}})
@@ -106,6 +110,16 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
     stuck = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
                                       "transactional.id": "stuck", "transaction.timeout.ms": 60_000,
                                       **RDKAFKA_CLIENT})
+    stuck.init_transactions(20)
+    stuck.begin_transaction()
+    stuck.produce("orders", value=b"never committed", partition=0)
+    stuck.flush(10)
+    return broker, stuck
+
+
+def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    broker, _stuck = _abandoned_transaction(kafka_broker_factory)
     plain = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, **KAFKA_PYTHON_CLIENT)
     # fetch_max_wait_ms=0: each Fetch is answered at once, so "nothing yet" below is a Fetch
     # answered with nothing, not one still waiting out its max wait on the frozen clock
@@ -113,10 +127,6 @@ def test_an_open_transaction_is_aborted_after_transaction_timeout_ms(
                                    isolation_level="read_committed", auto_offset_reset="earliest",
                                    fetch_max_wait_ms=0, **KAFKA_PYTHON_CLIENT)
     try:
-        stuck.init_transactions(20)
-        stuck.begin_transaction()
-        stuck.produce("orders", value=b"never committed", partition=0)
-        stuck.flush(10)  # the transaction stays open: no commit, no abort
         plain.send("orders", value=b"after", partition=0).get(timeout=10)
         consumer.assign([kafka.TopicPartition("orders", 0)])
         before_abort: list[bytes] = []
@@ -320,22 +330,28 @@ def test_a_member_whose_heartbeats_stall_loses_its_partitions_in_process(
         stuck.close()
 
 
+async def _send_once(bootstrap_servers: str, topic: str, value: bytes) -> None:
+    """One aiokafka producer's send, on the running loop (the topic is made by it if need be)."""
+    import aiokafka
+
+    producer = aiokafka.AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value)
+    finally:
+        await producer.stop()
+
+
 def test_an_asyncio_client_on_a_loop_of_its_own_keeps_real_time(kafka_clock: VirtualClock,
                                                                 kafka_broker: Broker) -> None:
     """docs/testing.md's pattern for aiokafka: the broker on the clock's loop, the client on
     asyncio.run's. Its first send to a topic it auto-creates is retried after retry_backoff_ms,
-    which on the clock's own loop would wait for an advance that never comes."""
-    import asyncio
-
+    which on the clock's own loop would wait for an advance that never comes (unless the clock
+    autojumps: see the tests at the end)."""
     aiokafka = pytest.importorskip("aiokafka")
 
     async def send_and_read() -> bytes:
-        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
-        await producer.start()
-        try:
-            await producer.send_and_wait("made-on-first-send", b"o-1")
-        finally:
-            await producer.stop()
+        await _send_once(kafka_broker.bootstrap_servers, "made-on-first-send", b"o-1")
         consumer = aiokafka.AIOKafkaConsumer("made-on-first-send",
                                              bootstrap_servers=kafka_broker.bootstrap_servers,
                                              auto_offset_reset="earliest", fetch_max_wait_ms=100)
@@ -349,3 +365,98 @@ def test_an_asyncio_client_on_a_loop_of_its_own_keeps_real_time(kafka_clock: Vir
     assert asyncio.run(send_and_read()) == b"o-1"
     assert time.monotonic() - started < 10
     assert kafka_clock.time() == 0  # nothing moved the broker's clock
+
+
+# -- asyncio clients on the clock's own loop, with autojump -------------------------------------
+
+AUTOJUMP_S = 0.01  # real seconds of idleness before the clock jumps: the loop's clients are all on it
+HANG_GUARD_S = 30.0  # real seconds: without autojump the scenario waits for an advance for good
+
+
+def _on_autojump_clock(scenario: Callable[[Broker], Awaitable[T]], config: dict[str, Any] | None = None,
+                       ) -> tuple[T, VirtualClock]:
+    """``scenario(broker)`` on an autojump clock's loop, the broker on that loop too; fails (not
+    hangs) when the scenario has not ended after HANG_GUARD_S real seconds."""
+    clock = VirtualClock(autojump_threshold=AUTOJUMP_S)
+
+    async def main() -> T:
+        async with Broker(config or {}, clock=clock) as broker:
+            task = asyncio.ensure_future(scenario(broker))
+            done, _ = await wait_real([task], HANG_GUARD_S)
+            if not done:
+                task.cancel()
+                pytest.fail(f"the scenario did not end within {HANG_GUARD_S:g} real seconds "
+                            f"(virtual clock at {clock.time():g})")
+            return task.result()
+
+    return clock.run(main()), clock
+
+
+def test_aiokafka_on_the_clocks_loop_produces_to_a_new_topic_and_consumes_in_a_group() -> None:
+    """The first send to a topic it auto-creates is answered LEADER_NOT_AVAILABLE and retried
+    after retry_backoff_ms, a virtual timer on this loop: the clock jumps to it, as it does to
+    the group's join and the consumer's fetch waits, with no advance() anywhere."""
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def scenario(broker: Broker) -> tuple[bytes, int | None]:
+        await _send_once(broker.bootstrap_servers, "made-on-first-send", b"o-1")
+        consumer = aiokafka.AIOKafkaConsumer("made-on-first-send", bootstrap_servers=broker.bootstrap_servers,
+                                             group_id="readers", auto_offset_reset="earliest",
+                                             enable_auto_commit=False)
+        await consumer.start()
+        try:
+            record = await consumer.getone()
+            await consumer.commit()
+            partition = aiokafka.TopicPartition("made-on-first-send", record.partition)
+            return bytes(record.value), await consumer.committed(partition)
+        finally:
+            await consumer.stop()
+
+    started = time.monotonic()
+    (value, committed), clock = _on_autojump_clock(scenario)
+    assert (value, committed) == (b"o-1", 1)
+    assert clock.time() > 0  # the clock moved by itself: the retry backoff at least
+    assert time.monotonic() - started < 20
+
+
+def test_a_transaction_left_open_is_aborted_by_autojump_while_no_client_talks() -> None:
+    """An aiokafka transactional producer on the clock's loop sends in a transaction and goes
+    quiet; the test only watches (broker.wait_for polls in real time). The loop is idle, so the
+    clock jumps from timer to timer to transaction.timeout.ms (60 s) and the coordinator's check."""
+    aiokafka = pytest.importorskip("aiokafka")
+
+    async def scenario(broker: Broker) -> tuple[list[Any], float]:
+        await broker.seed_async({"orders": {"partitions": 1}})
+        producer = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers,
+                                             transactional_id="stuck", transaction_timeout_ms=60_000)
+        await producer.start()
+        try:
+            await producer.begin_transaction()
+            await producer.send_and_wait("orders", b"never committed", partition=0)
+            sent_at = asyncio.get_running_loop().time()
+            markers = await broker.wait_for(lambda: [r for r in broker.records("orders") if r.is_control],
+                                            timeout=HANG_GUARD_S - 5, what="the abort marker")
+            return markers, sent_at
+        finally:
+            await producer.stop()
+
+    started = time.monotonic()
+    (markers, sent_at), clock = _on_autojump_clock(scenario)
+    assert len(markers) == 1 and markers[0].is_transactional
+    assert clock.time() >= sent_at + 60  # aborted on the coordinator's clock, past the timeout
+    assert time.monotonic() - started < 20
+
+
+def test_kafka_clock_jumps_by_itself_once_the_test_turns_autojump_on(
+        kafka_clock: VirtualClock, kafka_broker_factory: BrokerFactory) -> None:
+    """The fixture's path: a client in the test's thread does its part with the clock standing
+    still, then, with it quiet, the test sets ``kafka_clock.autojump_threshold`` and the broker's
+    timers fire with no advance()."""
+    broker, _stuck = _abandoned_transaction(kafka_broker_factory)
+    assert kafka_clock.time() == 0.0
+    started = time.monotonic()
+    kafka_clock.autojump_threshold = 0.05
+    markers = wait_until(lambda: [r for r in broker.records("orders") if r.is_control], timeout=20,
+                         what="the abort marker")
+    assert len(markers) == 1 and kafka_clock.time() >= 60
+    assert time.monotonic() - started < 15

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -237,7 +238,7 @@ def test_a_sleep_shorter_than_the_clock_resolution_runs_at_once() -> None:
         done, pending = await wait_real(sleepers, 10.0)
         assert len(done) == len(delays) and not pending
         assert time.monotonic() - started < 5.0  # ran at once, not when the 10 s wait woke the loop
-        assert loop.time() == 0.0  # they ran at this instant; the clock did not move
+        assert 0 < loop.time() < 1e-9  # they ran at once: the clock moved the few ns to the first
 
     clock.run(main())
 
@@ -367,3 +368,256 @@ class LoopAgainstManualScheduler(RuleBasedStateMachine):
 LoopAgainstManualScheduler.TestCase.settings = settings(max_examples=25, stateful_step_count=20,
                                                         deadline=None)
 test_loop_against_manual_scheduler = LoopAgainstManualScheduler.TestCase
+
+
+# -- autojump: the clock moves by itself when the loop is idle -----------------------------------
+
+def test_an_idle_loop_jumps_to_its_next_timer_with_autojump_on() -> None:
+    clock = VirtualClock(autojump_threshold=0.01)
+    fired: list[tuple[str, float]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_later(30, lambda: fired.append(("b", loop.time())))
+        loop.call_later(5, lambda: fired.append(("a", loop.time())))
+        started = time.monotonic()
+        await asyncio.sleep(3600)  # an hour of virtual time, in three jumps
+        assert fired == [("a", 5.0), ("b", 30.0)] and loop.time() == 3600.0
+        assert time.monotonic() - started < 5
+
+    clock.run(main())
+
+
+def test_without_autojump_the_loop_waits_for_an_advance() -> None:
+    clock = VirtualClock()
+    assert clock.autojump_threshold is None
+
+    async def main() -> None:
+        sleeper = asyncio.ensure_future(asyncio.sleep(1))
+        done, _ = await wait_real([sleeper], 0.2)
+        assert not done and clock.time() == 0.0
+        sleeper.cancel()
+
+    clock.run(main())
+
+
+def test_a_loop_waiting_for_a_thread_does_not_jump() -> None:
+    """A job handed to a thread (asyncio.to_thread, getaddrinfo) is work in progress: a timeout
+    set around it must not fire because the loop itself had nothing to do meanwhile."""
+    clock = VirtualClock(autojump_threshold=0.0)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        timed_out = asyncio.Event()
+        loop.call_later(1, timed_out.set)
+        await asyncio.to_thread(time.sleep, 0.2)
+        assert not timed_out.is_set() and loop.time() == 0.0
+        await timed_out.wait()  # and once it returned, the loop is idle again: the clock jumps
+        assert loop.time() == 1.0
+
+    clock.run(main())
+
+
+def test_a_peer_that_keeps_talking_holds_the_jump_off() -> None:
+    """Socket traffic restarts the idle count: the clock does not jump while a peer in another
+    thread sends more often than the threshold, and jumps once it goes quiet. The
+    threshold is 30 times the peer's pauses, so a loaded machine stalling it does not jump."""
+    clock = VirtualClock(autojump_threshold=0.3)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def drain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while await reader.read(100):
+                pass
+            writer.close()
+
+        server = await asyncio.start_server(drain, "127.0.0.1", 0)
+        address = server.sockets[0].getsockname()[:2]
+        quiet = threading.Event()
+
+        def talk() -> None:  # a blocking client, as kafka-python's or librdkafka's threads are
+            with socket.create_connection(address) as peer:
+                while not quiet.is_set():
+                    peer.sendall(b"x")
+                    time.sleep(0.01)
+
+        talking = threading.Thread(target=talk)
+        talking.start()
+        jumped = loop.create_task(asyncio.sleep(5))
+        try:
+            done, _ = await wait_real([jumped], 0.5)  # 0.5 real seconds of talk, 10 ms apart
+            assert not done and loop.time() == 0.0
+        finally:
+            quiet.set()
+            talking.join()
+        done, _ = await wait_real([jumped], 5)
+        assert done and loop.time() == 5.0
+        server.close()
+        await server.wait_closed()
+
+    clock.run(main())
+
+
+def test_real_time_polls_and_wake_ups_do_not_hold_the_jump_off() -> None:
+    """A poll on real time (broker.wait_for's sleep_real) or from another thread (wait_until
+    through call_soon_threadsafe) observes; it is not the system at work, so the clock jumps
+    while it polls more often than the threshold."""
+    clock = VirtualClock(autojump_threshold=0.1)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        polling = threading.Event()
+
+        def poll_from_a_thread() -> None:
+            while not polling.is_set():
+                loop.call_soon_threadsafe(lambda: None)
+                time.sleep(0.01)
+
+        poller = threading.Thread(target=poll_from_a_thread)
+        poller.start()
+        timer_fired = asyncio.Event()
+        loop.call_later(60, timer_fired.set)
+        started = time.monotonic()
+        try:
+            while not timer_fired.is_set():
+                await sleep_real(0.01)
+                assert time.monotonic() - started < 5
+        finally:
+            polling.set()
+            poller.join()
+        assert loop.time() == 60.0
+
+    clock.run(main())
+
+
+def test_autojump_can_be_turned_on_and_off_while_the_loop_waits() -> None:
+    clock = VirtualClock()
+    loop, _ = clock.acquire_thread()
+    try:
+        fired = threading.Event()
+        loop.call_soon_threadsafe(lambda: loop.call_later(10, fired.set))
+        assert not fired.wait(0.2) and clock.time() == 0.0  # off: the loop waits in select for good
+        clock.autojump_threshold = 0.01  # wakes it to take the new value
+        assert fired.wait(5) and clock.time() == 10.0
+        clock.autojump_threshold = None
+        loop.call_soon_threadsafe(lambda: loop.call_later(10, fired.clear))
+        time.sleep(0.2)
+        assert fired.is_set() and clock.time() == 10.0
+        clock.advance(10)  # explicit advances work as ever beside it
+        assert not fired.is_set() and clock.time() == 20.0
+    finally:
+        clock.release_thread()
+
+
+@pytest.mark.parametrize("threshold", [-1.0, float("nan"), float("inf")])
+def test_an_autojump_threshold_that_is_no_duration_is_refused(threshold: float) -> None:
+    with pytest.raises(ValueError, match="autojump_threshold is real seconds"):
+        VirtualClock(autojump_threshold=threshold)
+    clock = VirtualClock()
+    with pytest.raises(ValueError, match="autojump_threshold is real seconds"):
+        clock.autojump_threshold = threshold
+
+
+# A timer program: timer i is set (delay in quarters of a second) at the start, or when timer
+# `parent` fires; when it fires it may cancel timer `cancels`. Quarters are exact in binary.
+_TIMER = st.tuples(st.integers(0, 12), st.none() | st.integers(0, 9), st.none() | st.integers(0, 9))
+
+
+def _run_program(timers: list[tuple[int, int | None, int | None]], clock: VirtualClock,
+                 drive: Callable[[], Any]) -> list[tuple[int, float]]:
+    fired: list[tuple[int, float]] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        handles: dict[int, asyncio.TimerHandle] = {}
+        finished = loop.create_future()
+
+        def settle() -> None:
+            if not finished.done() and all(h.cancelled() or not h._scheduled  # type: ignore[attr-defined]
+                                           for h in handles.values()):
+                finished.set_result(None)
+
+        def fire(index: int) -> None:
+            fired.append((index, loop.time()))
+            cancels = timers[index][2]
+            if cancels is not None and cancels in handles:
+                handles[cancels].cancel()
+            for child, (_, parent, _) in enumerate(timers):
+                if parent == index and child > index:
+                    start(child)
+            loop.call_soon(settle)
+
+        def start(index: int) -> None:
+            handles[index] = loop.call_later(timers[index][0] / 4, fire, index)
+
+        for index, (_, parent, _) in enumerate(timers):
+            if parent is None or parent >= index:
+                start(index)
+        settle()
+        await drive()
+        done, _ = await wait_real([finished], 10)
+        assert done, f"timers left at {loop.time()}: {handles}"
+
+    clock.run(main())
+    return fired
+
+
+@settings(max_examples=40, deadline=None)
+@given(timers=st.lists(_TIMER, max_size=10), steps=st.lists(st.integers(0, 16), max_size=4))
+def test_autojumps_fire_timers_as_explicit_advances_do(timers: list[tuple[int, int | None, int | None]],
+                                                       steps: list[int]) -> None:
+    """Whoever moves the clock (one advance past every timer, the loop's own jumps, or advances
+    mixed with jumps), each timer fires at its instant, in the same order."""
+    horizon = 3 * 10 * len(timers)  # seconds: the longest chain of delays, whatever the program
+
+    async def advance_past_all() -> None:
+        await clock.advance_async(horizon)
+
+    async def advances_and_jumps() -> None:
+        for step in steps:
+            await clock.advance_async(step / 4)
+            await sleep_real(0.001)  # idle: the loop jumps meanwhile, as often as it likes
+
+    async def nothing() -> None:
+        pass
+
+    clock = VirtualClock()
+    by_advance = _run_program(timers, clock, advance_past_all)
+    clock = VirtualClock(autojump_threshold=0)
+    assert _run_program(timers, clock, nothing) == by_advance
+    clock = VirtualClock(autojump_threshold=0)
+    assert _run_program(timers, clock, advances_and_jumps) == by_advance
+
+
+@pytest.mark.parametrize("moved_by", ["advance", "autojump"])
+def test_a_timer_due_a_few_nanoseconds_on_never_sees_the_clock_before_its_time(moved_by: str) -> None:
+    """Timers at 9.999999999999995 (steps of 0.2 add up so) and at 10.0: asyncio runs both at the
+    first, within its resolution. A callback that checks ``time() >= due`` and else sets itself
+    again (as the broker's LogMaintenance does) used to spin at that instant for good, holding
+    the loop and every advance."""
+    clock = VirtualClock(autojump_threshold=0 if moved_by == "autojump" else None)
+    seen: list[float] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        early = sum([0.2] * 50)
+        assert 0 < 10.0 - early < 1e-9
+
+        def strict(due: float) -> None:
+            if loop.time() >= due:
+                seen.append(loop.time())
+            else:
+                loop.call_later(due - loop.time(), strict, due)
+
+        loop.call_at(early, lambda: None)
+        loop.call_at(10.0, strict, 10.0)
+        if moved_by == "advance":
+            moving = asyncio.ensure_future(clock.advance_async(early))
+        else:
+            moving = asyncio.ensure_future(asyncio.sleep(20))
+        done, _ = await wait_real([moving], 5)
+        assert done, f"spun at {loop.time()!r}"
+        assert seen == [10.0]
+
+    clock.run(main())
