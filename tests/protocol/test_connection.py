@@ -4,6 +4,7 @@ and nothing else."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -214,3 +215,12 @@ def test_a_mutated_stream_raises_protocol_error_and_nothing_else(position: int, 
             connection.receive_data(bytes(mutated))
         except ProtocolError:
             assert connection.state is ConnectionState.CLOSED
+
+
+def test_the_docs_example_runs() -> None:
+    """docs/protocol.md's connection example, run as written (tests/test_docs_snippets.py only
+    compiles the page's blocks)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    section = page[page.index("## Connections: framing"):]
+    code = section[section.index("```python\n") + len("```python\n"):section.index("\n```")]
+    exec(compile(code, "docs/protocol.md", "exec"), {})
