@@ -36,16 +36,19 @@ from typing import Any, NamedTuple
 
 from kafkapy.errors import DecodeError, ErrorCode, KafkaPyError
 from kafkapy.protocol.api_keys import ApiKey
-from kafkapy.protocol.catalogue import api_name
+from kafkapy.protocol.catalogue import api_name, catalogue
 from kafkapy.protocol.codec import (
     Request,
     Response,
+    UnsupportedVersionError,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
 )
 from kafkapy.protocol.framing import FrameBuffer, FrameSizeError, ReceivedFrame
+from kafkapy.protocol.header import peek_request_header
+from kafkapy.protocol.schema import Body
 
 __all__ = [
     "DEFAULT_CLIENT_MAX_FRAME_BYTES",
@@ -291,7 +294,7 @@ class ServerConnection(_Connection):
         events: list[Request] = []
         for frame in self._split(data):
             try:
-                request = decode_request(frame)
+                request = self._decoded(frame)
             except DecodeError as exc:
                 error = ProtocolError(f"a request does not decode: {exc}", error_code=exc.error_code)
                 error.events = events
@@ -304,9 +307,26 @@ class ServerConnection(_Connection):
             raise self._fail(self._too_large)
         return events
 
+    @staticmethod
+    def _decoded(frame: ReceivedFrame) -> Request:
+        """The request, or DecodeError. An ApiVersions request at a version the catalogue lacks is
+        taken as Kafka takes it (RequestContext.isUnsupportedApiVersionsRequest): its header is read
+        and its body is not (a client newer than the server may have changed it), so the server can
+        answer UNSUPPORTED_VERSION at v0 and the client retry at a lower version."""
+        try:
+            return decode_request(frame)
+        except UnsupportedVersionError as exc:
+            if exc.api_key != ApiKey.API_VERSIONS:
+                raise
+        header = peek_request_header(frame)
+        return Request(header.api_key, header.api_version, header.correlation_id, header.client_id, Body(),
+                       0, header.header_version)
+
     def send_response(self, request: Request, body: Mapping[str, Any]) -> bytes:
         """The frame to write for the response to ``request``, size prefix included, at the
-        request's version and header version. ``request`` must be the oldest unanswered one."""
+        request's version and header version. ``request`` must be the oldest unanswered one. An
+        ApiVersions request at a version the catalogue lacks is answered at v0, as Kafka answers it
+        (with ``error_code`` UNSUPPORTED_VERSION and the versions the server has)."""
         self._move(_Input.SEND)
         if not self._unanswered or self._unanswered[0] is not request:
             due = self._unanswered[0] if self._unanswered else None
@@ -315,6 +335,9 @@ class ServerConnection(_Connection):
                 f"{request.correlation_id}): "
                 + (f"the oldest unanswered request is correlation id {due.correlation_id}" if due
                    else "no request is waiting for one"), error_code=ErrorCode.INVALID_REQUEST, remote=False)
-        frame = encode_response(request.api_key, request.api_version, request.correlation_id, body)
+        version = request.api_version
+        if request.api_key == ApiKey.API_VERSIONS and version not in catalogue()[request.api_key].versions:
+            version = 0
+        frame = encode_response(request.api_key, version, request.correlation_id, body)
         self._unanswered.popleft()
         return _framed(frame)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkapy.errors import EncodeError, ErrorCode
-from kafkapy.protocol import build_record_batch
+from kafkapy.protocol import build_record_batch, decode_response
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.connection import (
     ClientConnection,
@@ -129,6 +129,27 @@ def test_an_undecodable_request_names_the_codecs_error_and_keeps_it_as_cause() -
     with pytest.raises(ProtocolError, match=r"a request does not decode: .*Metadata") as raised:
         server.receive_data(len(frame).to_bytes(4, "big") + frame)
     assert raised.value.error_code is ErrorCode.CORRUPT_MESSAGE and raised.value.__cause__ is not None
+
+
+def test_an_api_versions_request_at_an_unknown_version_is_answered_at_v0_as_kafka_does() -> None:
+    """A client newer than the catalogue (ApiVersions v0-4) asks v9: Kafka reads the header, not
+    the body, and answers UNSUPPORTED_VERSION with a v0 body so the client retries lower."""
+    header = (ApiKey.API_VERSIONS.to_bytes(2, "big") + (9).to_bytes(2, "big") + (5).to_bytes(4, "big")
+              + (3).to_bytes(2, "big") + b"new" + b"\x00")  # request header v2: client id, no tags
+    frame = header + b"\x07a body v9 may hold"
+    server = ServerConnection()
+    [request] = server.receive_data(len(frame).to_bytes(4, "big") + frame)
+    assert (request.api_key, request.api_version, request.correlation_id, request.client_id) == (
+        ApiKey.API_VERSIONS, 9, 5, "new")
+    answer = server.send_response(request, {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": [
+        {"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 4}]})
+    response = decode_response(answer[4:], ApiKey.API_VERSIONS, 9)
+    assert response.api_version == 0 and response.body.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert response.body.api_keys[0].max_version == 4 and response.correlation_id == 5
+    # any other API at an unknown version does not decode
+    frame = ApiKey.METADATA.to_bytes(2, "big") + (99).to_bytes(2, "big") + header[4:]
+    with pytest.raises(ProtocolError, match="Metadata v99 is outside the versions"):
+        ServerConnection().receive_data(len(frame).to_bytes(4, "big") + frame)
 
 
 def test_end_of_stream() -> None:
