@@ -60,6 +60,7 @@ __all__ = [
     "ResponseReceived",
     "SentRequest",
     "ServerConnection",
+    "StateInput",
 ]
 
 #: Kafka's socket.request.max.bytes default: the largest request a broker reads.
@@ -92,22 +93,24 @@ class ConnectionState(enum.Enum):
     CLOSED = "closed"  # closed by the caller, by the peer's end of stream, or by the peer's bad bytes
 
 
-class _Input(enum.Enum):
+class StateInput(enum.Enum):
+    """What moves a connection between states: the keys of :data:`TRANSITIONS` with the state."""
+
     SEND = "send"
     RECEIVE = "receive"
-    END_OF_STREAM = "end of stream"
-    PEER_ERROR = "peer error"
+    END_OF_STREAM = "take the end of the stream"
+    PEER_ERROR = "take an error from the peer"
     CLOSE = "close"
 
 
 #: (state, what happens) -> the next state. A pair not listed is refused with ProtocolError.
-TRANSITIONS: Mapping[tuple[ConnectionState, _Input], ConnectionState] = {
-    (ConnectionState.OPEN, _Input.SEND): ConnectionState.OPEN,
-    (ConnectionState.OPEN, _Input.RECEIVE): ConnectionState.OPEN,
-    (ConnectionState.OPEN, _Input.END_OF_STREAM): ConnectionState.CLOSED,
-    (ConnectionState.OPEN, _Input.PEER_ERROR): ConnectionState.CLOSED,
-    (ConnectionState.OPEN, _Input.CLOSE): ConnectionState.CLOSED,
-    (ConnectionState.CLOSED, _Input.CLOSE): ConnectionState.CLOSED,
+TRANSITIONS: Mapping[tuple[ConnectionState, StateInput], ConnectionState] = {
+    (ConnectionState.OPEN, StateInput.SEND): ConnectionState.OPEN,
+    (ConnectionState.OPEN, StateInput.RECEIVE): ConnectionState.OPEN,
+    (ConnectionState.OPEN, StateInput.END_OF_STREAM): ConnectionState.CLOSED,
+    (ConnectionState.OPEN, StateInput.PEER_ERROR): ConnectionState.CLOSED,
+    (ConnectionState.OPEN, StateInput.CLOSE): ConnectionState.CLOSED,
+    (ConnectionState.CLOSED, StateInput.CLOSE): ConnectionState.CLOSED,
 }
 
 
@@ -146,7 +149,7 @@ class _Connection:
         self._frames = FrameBuffer(max_frame_bytes, keep_from=None)
         self._too_large: ProtocolError | None = None  # the last _split's refused frame size
 
-    def _move(self, happening: _Input) -> None:
+    def _move(self, happening: StateInput) -> None:
         next_state = TRANSITIONS.get((self.state, happening))
         if next_state is None:
             why = f": {self.error.reason}" if self.error is not None else ""
@@ -155,13 +158,13 @@ class _Connection:
         self.state = next_state
 
     def _fail(self, error: ProtocolError) -> ProtocolError:
-        self._move(_Input.PEER_ERROR)
+        self._move(StateInput.PEER_ERROR)
         self.error = error
         return error
 
     def close(self) -> None:
         """The caller is done with the connection: every later send or receive is refused."""
-        self._move(_Input.CLOSE)
+        self._move(StateInput.CLOSE)
 
     @property
     def buffered_bytes(self) -> int:
@@ -173,12 +176,12 @@ class _Connection:
         decodes the frames and must turn any error into ``_fail`` before returning."""
         if not data:
             pending = self._frames.pending
-            self._move(_Input.END_OF_STREAM)
+            self._move(StateInput.END_OF_STREAM)
             if pending:
                 raise self._peer_gone(f"the stream ended {pending} bytes into a frame")
             self._end_of_stream()
             return []
-        self._move(_Input.RECEIVE)
+        self._move(StateInput.RECEIVE)
         frames: list[ReceivedFrame] = []
         try:
             self._frames.drain(data, frames)
@@ -217,7 +220,7 @@ class ClientConnection(_Connection):
                      client_id: str | None = None) -> bytes:
         """The frame to write for one request, size prefix included, under the next correlation id.
         A body the codec refuses raises its EncodeError and changes nothing."""
-        self._move(_Input.SEND)
+        self._move(StateInput.SEND)
         correlation_id = self._next_correlation_id
         frame = encode_request(api_key, api_version, correlation_id,
                                self.client_id if client_id is None else client_id, body)
@@ -327,7 +330,7 @@ class ServerConnection(_Connection):
         request's version and header version. ``request`` must be the oldest unanswered one. An
         ApiVersions request at a version the catalogue lacks is answered at v0, as Kafka answers it
         (with ``error_code`` UNSUPPORTED_VERSION and the versions the server has)."""
-        self._move(_Input.SEND)
+        self._move(StateInput.SEND)
         if not self._unanswered or self._unanswered[0] is not request:
             due = self._unanswered[0] if self._unanswered else None
             raise ProtocolError(

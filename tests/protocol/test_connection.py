@@ -15,11 +15,13 @@ from kafkapy.errors import EncodeError, ErrorCode
 from kafkapy.protocol import build_record_batch, decode_response
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.connection import (
+    TRANSITIONS,
     ClientConnection,
     ConnectionState,
     ProtocolError,
     SentRequest,
     ServerConnection,
+    StateInput,
 )
 
 METADATA_RESPONSE = {"brokers": [{"node_id": 1, "host": "h", "port": 9092}], "topics": []}
@@ -245,3 +247,15 @@ def test_the_docs_example_runs() -> None:
     section = page[page.index("## Connections: framing"):]
     code = section[section.index("```python\n") + len("```python\n"):section.index("\n```")]
     exec(compile(code, "docs/protocol.md", "exec"), {})
+
+
+def test_the_docs_state_table_is_transitions() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "protocol.md").read_text()
+    section = page[page.index("## Connections: framing"):]
+    rows = [line.strip("|").split("|") for line in section.splitlines()
+            if line.startswith(("| open ", "| closed "))]
+    documented = {(ConnectionState(cells[0].strip()), happening): cells[column].strip()
+                  for cells in rows for column, happening in enumerate(StateInput, start=1)}
+    assert documented == {key: TRANSITIONS[key].value if key in TRANSITIONS else "`ProtocolError`"
+                          for key in documented}
+    assert len(documented) == len(ConnectionState) * len(StateInput)
