@@ -72,6 +72,7 @@ DEFAULT_CLIENT_MAX_FRAME_BYTES = 100_000_000
 #: SaslClientAuthenticator reserves for its own requests (MIN_RESERVED_CORRELATION_ID).
 _CORRELATION_WRAP = 2**31 - 8
 _SIZE_BYTES = 4
+Buffer = bytes | bytearray | memoryview
 
 
 class ProtocolError(KafkaPyError):
@@ -89,6 +90,8 @@ class ProtocolError(KafkaPyError):
 
 
 class ConnectionState(enum.Enum):
+    """Where a connection is; :data:`TRANSITIONS` says what moves it."""
+
     OPEN = "open"  # bytes may flow both ways
     CLOSED = "closed"  # closed by the caller, by the peer's end of stream, or by the peer's bad bytes
 
@@ -147,7 +150,6 @@ class _Connection:
         self.error: ProtocolError | None = None  # the peer error that closed the connection
         # keep_from=None: every frame is handed out as bytes, which the decoders read fastest
         self._frames = FrameBuffer(max_frame_bytes, keep_from=None)
-        self._too_large: ProtocolError | None = None  # the last _split's refused frame size
 
     def _move(self, happening: StateInput) -> None:
         next_state = TRANSITIONS.get((self.state, happening))
@@ -171,27 +173,25 @@ class _Connection:
         """Bytes received that do not yet make a whole frame."""
         return self._frames.pending
 
-    def _split(self, data: bytes | bytearray | memoryview) -> list[ReceivedFrame]:
-        """Whole frames of ``data``; ``b""`` is the end of the stream, as in h11. The caller
-        decodes the frames and must turn any error into ``_fail`` before returning."""
+    def _split(self, data: Buffer) -> tuple[list[ReceivedFrame], ProtocolError | None]:
+        """Whole frames of ``data``, and the error of a frame size refused after them; ``b""`` is the
+        end of the stream, as in h11. The caller decodes the frames, then raises ``_fail`` of the
+        first error."""
         if not data:
             pending = self._frames.pending
             self._move(StateInput.END_OF_STREAM)
             if pending:
                 raise self._peer_gone(f"the stream ended {pending} bytes into a frame")
             self._end_of_stream()
-            return []
+            return [], None
         self._move(StateInput.RECEIVE)
         frames: list[ReceivedFrame] = []
         try:
             self._frames.drain(data, frames)
         except FrameSizeError as exc:
-            self._too_large = ProtocolError(
-                f"frame size {exc.size} is {'negative' if exc.size < 0 else 'over'} "
-                f"max_frame_bytes ({self.max_frame_bytes})")
-        else:
-            self._too_large = None
-        return frames
+            return frames, ProtocolError(f"frame size {exc.size} is {'negative' if exc.size < 0 else 'over'} "
+                                         f"max_frame_bytes ({self.max_frame_bytes})")
+        return frames, None
 
     def _peer_gone(self, reason: str) -> ProtocolError:
         error = self.error = ProtocolError(reason, error_code=ErrorCode.NETWORK_EXCEPTION)
@@ -229,22 +229,22 @@ class ClientConnection(_Connection):
             self._in_flight.append(SentRequest(int(api_key), api_version, correlation_id))
         return _framed(frame)
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> list[ResponseReceived]:
+    def receive_data(self, data: Buffer) -> list[ResponseReceived]:
         """The responses ``data`` completes, in order; ``b""`` says the peer closed the stream.
         Raises ProtocolError, and closes the connection, for a frame over ``max_frame_bytes``, a
         response to no request or to one but the oldest, or a response that does not decode; the
         responses before it in ``data`` are then on the error's ``events``."""
         events: list[ResponseReceived] = []
-        frames = self._split(data)
+        frames, too_large = self._split(data)
         try:
             for frame in frames:
                 events.append(self._response(frame))
         except ProtocolError as exc:
             exc.events = events
             raise self._fail(exc) from exc.__cause__
-        if self._too_large is not None:
-            self._too_large.events = events
-            raise self._fail(self._too_large)
+        if too_large is not None:
+            too_large.events = events
+            raise self._fail(too_large)
         return events
 
     def _response(self, frame: ReceivedFrame) -> ResponseReceived:
@@ -289,13 +289,14 @@ class ServerConnection(_Connection):
         """Requests received that still owe a response, oldest first."""
         return tuple(self._unanswered)
 
-    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Request]:
+    def receive_data(self, data: Buffer) -> list[Request]:
         """The requests ``data`` completes, decoded, in order; ``b""`` says the peer closed the
         stream. Raises ProtocolError, and closes the connection, for a frame over
         ``max_frame_bytes`` or a request that does not decode (an unknown API key or version
         included); the requests before it are then on the error's ``events``."""
         events: list[Request] = []
-        for frame in self._split(data):
+        frames, too_large = self._split(data)
+        for frame in frames:
             try:
                 request = self._decoded(frame)
             except DecodeError as exc:
@@ -305,9 +306,9 @@ class ServerConnection(_Connection):
             if _expects_response(request.api_key, request.body):
                 self._unanswered.append(request)
             events.append(request)
-        if self._too_large is not None:
-            self._too_large.events = events
-            raise self._fail(self._too_large)
+        if too_large is not None:
+            too_large.events = events
+            raise self._fail(too_large)
         return events
 
     @staticmethod
