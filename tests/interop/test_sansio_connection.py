@@ -4,8 +4,11 @@ to the embedded kafkapy broker over a plain socket (ApiVersions, Metadata, Produ
 
 from __future__ import annotations
 
+import json
+import shutil
 import socket
 import socketserver
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator, Mapping
@@ -128,6 +131,21 @@ def test_kafka_python_lists_topics_from_a_server_connection(test_server: _TestSe
     assert test_server.errors == []
 
 
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+
+
+@pytest.mark.skipif(KCAT is None, reason="KCAT NOT INSTALLED (`apt-get install kcat`): kcat listing SKIPPED")
+def test_kcat_lists_topics_from_a_server_connection(test_server: _TestServer) -> None:
+    assert KCAT is not None
+    listed = subprocess.run([KCAT, "-L", "-J", "-b", _address(test_server), "-m", "10"],
+                            capture_output=True, text=True, timeout=30)
+    assert listed.returncode == 0, listed.stderr
+    metadata = json.loads(listed.stdout)
+    assert [topic["topic"] for topic in metadata["topics"]] == [TOPIC]
+    assert [broker["id"] for broker in metadata["brokers"]] == [0]
+    assert test_server.errors == []
+
+
 def _round_trip(sock: socket.socket, connection: ClientConnection, *sent: bytes) -> list[ResponseReceived]:
     """Write requests, then read (7 bytes at a time, so every frame arrives in pieces) until every
     request sent is answered."""
@@ -147,9 +165,11 @@ def test_a_client_connection_talks_to_the_embedded_broker() -> None:
         connection = ClientConnection("sansio-test")
         # pipelined: the broker answers in order, and each answer is decoded at its own version
         wanted = {"topics": [{"name": "sansio"}], "allow_auto_topic_creation": True}  # creates it
-        versions, metadata = _round_trip(sock, connection,
-                                         connection.send_request(ApiKey.API_VERSIONS, 3, SOFTWARE),
-                                         connection.send_request(ApiKey.METADATA, 12, wanted))
+        # ApiVersions' response header is v0 always, Metadata v12's v1 (flexible), v1's v0
+        versions, metadata, old_metadata = _round_trip(
+            sock, connection, connection.send_request(ApiKey.API_VERSIONS, 3, SOFTWARE),
+            connection.send_request(ApiKey.METADATA, 12, wanted),
+            connection.send_request(ApiKey.METADATA, 1, {"topics": [{"name": "sansio"}]}))
         assert versions.request.api_key == ApiKey.API_VERSIONS and versions.response.body.error_code == 0
         advertised = {entry.api_key: entry.max_version for entry in versions.response.body.api_keys}
         assert advertised[ApiKey.PRODUCE] >= 9 and advertised[ApiKey.FETCH] >= 12
@@ -157,6 +177,8 @@ def test_a_client_connection_talks_to_the_embedded_broker() -> None:
         port = int(broker.bootstrap_servers.rsplit(":")[1])
         assert [listener.port for listener in metadata.response.body.brokers] == [port]
         assert [topic.name for topic in metadata.response.body.topics] == ["sansio"]
+        assert old_metadata.request == (ApiKey.METADATA, 1, 2)
+        assert [topic.name for topic in old_metadata.response.body.topics] == ["sansio"]
 
         batch = build_record_batch([(b"k1", b"hello"), (b"k2", b"sans-io")])
         [produced] = _round_trip(sock, connection, connection.send_request(ApiKey.PRODUCE, 9, {
