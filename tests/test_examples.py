@@ -266,3 +266,13 @@ def test_spark_traffic_report_example_agrees_with_the_local_decoder() -> None:
         for api in {row["api_name"] for row in named}}
     assert report["topics_written"] == sorted(
         {topic for row in named if row["api_name"] == "Produce" for topic in row["topics"] or []})
+
+
+def test_logging_proxy_carries_a_producer_and_a_consumer() -> None:
+    result = run(str(EXAMPLES / "logging_proxy.py"), timeout=120)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout[result.stdout.index("\n{") + 1:])
+    assert summary["consumed"] == {"key": "k", "value": "through the proxy"}
+    assert {"ApiVersions", "Metadata", "Produce", "ListOffsets", "Fetch"} <= set(summary["requests"])
+    assert "Produce v" in result.stdout and "(upstream " in result.stdout
+    assert "Traceback" not in result.stderr and "destroyed" not in result.stderr

@@ -24,6 +24,7 @@ from kafkapy.protocol.codec import (
     json_body_decoder,
     message_schema,
 )
+from kafkapy.protocol.connection import ClientConnection, ProtocolError, ResponseReceived, ServerConnection
 from kafkapy.protocol.header import peek_request_header, unpack_request_prefix
 from kafkapy.protocol.json_decoder import RenderedBody
 from kafkapy.protocol.records import Record, RecordBatch, Records, build_record_batch
@@ -32,8 +33,10 @@ from kafkapy.protocol.schema import Body
 __all__ = [
     "ApiSpec",
     "Body",
+    "ClientConnection",
     "DecodeError",
     "EncodeError",
+    "ProtocolError",
     "Record",
     "RecordBatch",
     "Records",
@@ -43,6 +46,8 @@ __all__ = [
     "Request",
     "RequestHeader",
     "Response",
+    "ResponseReceived",
+    "ServerConnection",
     "UnknownApiError",
     "UnsupportedVersionError",
     "api_name",
