@@ -151,8 +151,9 @@ def member_config(config: Mapping[str, Any], index: int,
     member = dict(config)
     if racks is not None:
         member["broker.rack"] = racks[index]
-    base = int(config.get("broker.id", -1))
+    base = int(config.get("broker.id", config.get("node.id", -1)))
     member["broker.id"] = (base if base >= 0 else 0) + index
+    member.pop("node.id", None)  # its synonym: BrokerConfig gives it the member's id
     for key in ("listeners", "advertised.listeners"):
         if config.get(key):
             member[key] = ",".join(str(attrs.evolve(e, port=e.port + index if e.port else 0))

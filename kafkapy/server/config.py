@@ -64,6 +64,9 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("broker.id", "int", -1,
               "This broker's id; -1 lets the metadata store assign one above reserved.broker.max.id.",
               AtLeast(-1)),
+    # KRaft's name for the id (config/kraft/server.properties sets node.id, not broker.id): Kafka reads
+    # either for both (KafkaConfig.populateSynonyms), so a KRaft file keeps its broker's id here.
+    ConfigKey("node.id", "int", -1, "Kafka's synonym of broker.id: either one sets both."),
     ConfigKey("reserved.broker.max.id", "int", 1000, "Kafka's default: generated ids start above it.",
               AtLeast(0)),
     ConfigKey("broker.rack", "string", None, "Rack reported in Metadata."),
@@ -312,6 +315,7 @@ class BrokerConfig:
             raw.update(load_properties(Path(properties)))
         raw.update(settings or {})
         raw.update(parse_overrides(overrides))
+        _populate_id_synonyms(raw)
         keys = {k.name: k for k in (*CORE_KEYS, *INERT_KEYS, *extra_keys)}
         values: dict[str, Any] = {}
         tags: dict[str, str] = {}
@@ -330,6 +334,8 @@ class BrokerConfig:
                                 _did_you_mean(name, (*keys, *declared_keys)))
         for name, key in keys.items():
             values[name] = _checked(key, raw.get(name, key.default))
+        if values["node.id"] != values["broker.id"]:  # Kafka's check and words (KafkaConfig.validateValues)
+            raise ConfigError("You must set `node.id` to the same value as `broker.id`.")
         # Per-listener keys (listener.name.<l>.<key>) are kept verbatim for the modules that read them.
         values.update({k: v for k, v in raw.items() if k.startswith("listener.name.")})
         return cls(values=values, tags=tags, originals={k: str(v) for k, v in raw.items()})
@@ -347,6 +353,15 @@ class BrokerConfig:
             values[key.name] = _checked(key, self.originals.get(key.name, key.default))
             added = True
         return attrs.evolve(self, values=values) if added else self
+
+
+def _populate_id_synonyms(raw: dict[str, Any]) -> None:
+    """broker.id from node.id when only node.id is set, and the other way round, as Kafka's
+    KafkaConfig.populateSynonyms does before it reads either."""
+    if "broker.id" not in raw and "node.id" in raw:
+        raw["broker.id"] = raw["node.id"]
+    elif "node.id" not in raw and "broker.id" in raw:
+        raw["node.id"] = raw["broker.id"]
 
 
 def _did_you_mean(unknown: str, known: Iterable[str]) -> str:

@@ -348,3 +348,17 @@ def test_the_issue_case_broker_with_the_fixtures_keyword_spelling(caplog: pytest
         Broker({"broker_id": 1})  # configured, not started
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         "unknown configuration key 'broker_id' (ignored); did you mean 'broker.id'?"]
+
+
+def test_node_id_is_broker_ids_synonym_as_in_kafka() -> None:
+    """Kafka's config/kraft/server.properties names the broker by node.id alone: Kafka reads either
+    key for both (KafkaConfig.populateSynonyms), so its broker is 1, not a generated 1001."""
+    assert BrokerConfig.build(overrides=["node.id=3"])["broker.id"] == 3
+    assert BrokerConfig.build(overrides=["broker.id=4"])["node.id"] == 4
+    with Broker({"node.id": 5}) as broker:
+        assert broker.broker_id == 5
+    with Broker({"node.id": 5}, brokers=2) as cluster:  # a cluster's ids count up from it
+        assert [member.broker_id for member in cluster.brokers] == [5, 6]
+    with pytest.raises(ConfigError) as refused:  # Kafka's check and words (KafkaConfig.validateValues)
+        BrokerConfig.build(overrides=["node.id=1", "broker.id=2"])
+    assert str(refused.value) == "You must set `node.id` to the same value as `broker.id`."
