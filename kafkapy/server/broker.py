@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from kafkapy.log.manager import configured_log_dirs, stored_broker_id
 from kafkapy.server import eager
 from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, StoreBackedAuthorizer, load_authorizer
@@ -350,6 +351,10 @@ class BrokerRuntime:
             await asyncio.to_thread(store.start)
         try:
             requested = self.config["broker.id"]
+            if requested < 0:  # the id this broker's log dirs were written by, before a new one
+                stored = await asyncio.to_thread(stored_broker_id, configured_log_dirs(
+                    self.config.get("log.dirs"), self.config.get("log.dir")))
+                requested = -1 if stored is None else stored
             self.broker_id = requested if requested >= 0 else await asyncio.to_thread(
                 store.allocate_broker_id, self.config["reserved.broker.max.id"])
             for spec in specs:

@@ -62,7 +62,8 @@ def _kafka_release(value: Any) -> str | None:
 
 CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("broker.id", "int", -1,
-              "This broker's id; -1 lets the metadata store assign one above reserved.broker.max.id.",
+              "This broker's id; -1 takes the one in log.dirs' meta.properties, else the metadata store "
+              "assigns one above reserved.broker.max.id.",
               AtLeast(-1)),
     # KRaft's name for the id (config/kraft/server.properties sets node.id, not broker.id): Kafka reads
     # either for both (KafkaConfig.populateSynonyms), so a KRaft file keeps its broker's id here.
