@@ -24,8 +24,8 @@ from kafkapy.errors import KafkaPyError
 from kafkapy.server.kafka_keys import INERT_TABLE
 from kafkapy.validators import AtLeast, NonNull, OneOf, Validator
 
-__all__ = ["INERT_KEYS", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError", "ConfigKey",
-           "load_properties", "parse_overrides", "refusal"]
+__all__ = ["INERT_KEYS", "LISTENER_PREFIX", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError",
+           "ConfigKey", "load_properties", "parse_overrides", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class ConfigKey:
     acted_on: bool = True
 
 
+LISTENER_PREFIX = "listener.name."  # listener.name.<listener in lower case>.<key>: one listener's setting
 USE_DEFAULT_BUFFER_SIZE = -1  # Kafka's Selectable.USE_DEFAULT_BUFFER_SIZE: leave the OS's socket buffer
 
 
@@ -325,7 +326,9 @@ class BrokerConfig:
             match = _TAG_KEY.match(name)
             if match:
                 tags[match.group(1)] = str(value)
-            elif name not in keys and not name.startswith("listener.name."):
+            elif name.startswith(LISTENER_PREFIX):
+                _warn_unread_listener_key(name)
+            elif name not in keys:
                 unknown.append(name)
         if unknown:
             declared_keys = _declared_elsewhere(raw) | set(declared())
@@ -338,7 +341,7 @@ class BrokerConfig:
         if values["node.id"] != values["broker.id"]:  # Kafka's check and words (KafkaConfig.validateValues)
             raise ConfigError("You must set `node.id` to the same value as `broker.id`.")
         # Per-listener keys (listener.name.<l>.<key>) are kept verbatim for the modules that read them.
-        values.update({k: v for k, v in raw.items() if k.startswith("listener.name.")})
+        values.update({k: v for k, v in raw.items() if k.startswith(LISTENER_PREFIX)})
         return cls(values=values, tags=tags, originals={k: str(v) for k, v in raw.items()})
 
 
@@ -354,6 +357,17 @@ class BrokerConfig:
             values[key.name] = _checked(key, self.originals.get(key.name, key.default))
             added = True
         return attrs.evolve(self, values=values) if added else self
+
+
+def _warn_unread_listener_key(name: str) -> None:
+    """A per-listener key is read under the listener's name in lower case (Kafka's
+    ListenerName.configPrefix, and every reader here): ``listener.name.SASL_PLAINTEXT.x`` is
+    never read, which Kafka reports as a key it does not know, so it is warned about, not kept
+    quietly while the start fails for the key it was meant to be."""
+    listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
+    if listener != listener.lower():
+        log.warning("configuration key %r is never read (ignored): a listener's name is written in "
+                    "lower case there; did you mean %r?", name, f"{LISTENER_PREFIX}{listener.lower()}.{rest}")
 
 
 def _populate_id_synonyms(raw: dict[str, Any]) -> None:

@@ -362,3 +362,18 @@ def test_node_id_is_broker_ids_synonym_as_in_kafka() -> None:
     with pytest.raises(ConfigError) as refused:  # Kafka's check and words (KafkaConfig.validateValues)
         BrokerConfig.build(overrides=["node.id=1", "broker.id=2"])
     assert str(refused.value) == "You must set `node.id` to the same value as `broker.id`."
+
+
+def test_a_listener_key_under_an_upper_case_name_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka reads listener.name.<listener>.<key> under the listener's name in lower case, and so
+    does kafkapy: the upper-case spelling (the name as `listeners` writes it) was kept without a
+    word, and the start then failed for want of the key it was meant to be."""
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="secret";'
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        BrokerConfig.build({"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                            "listener.name.SASL_PLAINTEXT.plain.sasl.jaas.config": jaas,
+                            "listener.name.sasl_plaintext.max.connections": "5"})
+    assert [r.getMessage() for r in caplog.records] == [
+        "configuration key 'listener.name.SASL_PLAINTEXT.plain.sasl.jaas.config' is never read (ignored): "
+        "a listener's name is written in lower case there; did you mean "
+        "'listener.name.sasl_plaintext.plain.sasl.jaas.config'?"]
