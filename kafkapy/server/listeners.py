@@ -119,10 +119,21 @@ def inter_broker_listener(config: BrokerConfig, specs: list[ListenerSpec]) -> st
     return specs[0].name
 
 
+def _java_stores_set(config: BrokerConfig) -> str:
+    """What to add when a Kafka user's keystore settings stand where the PEM files were expected:
+    kafkapy takes them without effect (docs/broker.md), so the refusal names them."""
+    stores = [key for key in ("ssl.keystore.location", "ssl.truststore.location") if config.get(key)]
+    if not stores:
+        return ""
+    return (f": kafkapy reads PEM files (ssl.certfile, ssl.keyfile, ssl.cafile), not Java's stores "
+            f"({' and '.join(f'{key}={config[key]}' for key in stores)} are taken without effect)")
+
+
 def ssl_context(config: BrokerConfig) -> ssl.SSLContext:
     certfile, keyfile = config["ssl.certfile"], config["ssl.keyfile"]
     if not certfile:
-        raise ConfigError("ssl.certfile is required for an SSL or SASL_SSL listener")
+        raise ConfigError("ssl.certfile is required for an SSL or SASL_SSL listener"
+                          + _java_stores_set(config))
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(certfile, keyfile)
