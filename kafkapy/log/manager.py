@@ -347,7 +347,8 @@ class LogManager:
             found = read_meta_properties(path)
             if found.get("broker.id") not in (None, str(self.broker_id)):
                 raise MetaPropertiesMismatch(
-                    f"{path} is broker {found['broker.id']}'s, not {self.broker_id}'s"
+                    f"{path} is broker {found['broker.id']}'s, not {self.broker_id}'s: to serve its "
+                    f"logs set broker.id={found['broker.id']}; for a new broker, empty the directory"
                 )
             if self.cluster_id and found.get("cluster.id") not in (None, self.cluster_id):
                 raise MetaPropertiesMismatch(

@@ -105,8 +105,11 @@ def test_unclean_restart_recovers_torn_tails(tmp_path: Path) -> None:
 
 def test_meta_properties_of_another_broker_is_refused(tmp_path: Path) -> None:
     LogManager([tmp_path], broker_id=1).close()
-    with pytest.raises(MetaPropertiesMismatch):
+    with pytest.raises(MetaPropertiesMismatch) as refused:
         LogManager([tmp_path], broker_id=2)
+    # what to do, as Kafka's InconsistentBrokerIdException says (keep the data: its id; or start anew)
+    assert str(refused.value) == (f"{tmp_path / 'meta.properties'} is broker 1's, not 2's: to serve its "
+                                  f"logs set broker.id=1; for a new broker, empty the directory")
 
 
 def test_a_refused_open_closes_the_logs_it_had_opened(tmp_path: Path) -> None:
