@@ -71,6 +71,11 @@ def _protocol_map(config: BrokerConfig) -> dict[str, str]:
     return mapping
 
 
+# Every interface to bind, no address to connect to: Kafka refuses to advertise it (KafkaConfig's
+# validateValues), so that a broker never tells clients elsewhere to connect to themselves.
+NONROUTABLE_HOST = "0.0.0.0"
+
+
 def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
     binds = parse_endpoints(config["listeners"], "listeners")
     if not binds:
@@ -88,6 +93,9 @@ def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
     unknown = set(advertised) - {s.name for s in specs}
     if unknown:
         raise ConfigError(f"invalid value for advertised.listeners: {sorted(unknown)} are not listeners")
+    if any(spec.advertised.host == NONROUTABLE_HOST for spec in specs):  # Kafka's check and words
+        raise ConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                          "Use a routable IP address.")
     inter = config["inter.broker.listener.name"]
     if inter is not None and _PROTOCOL_KEY in config.originals:
         # Kafka's KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol, its words
