@@ -39,6 +39,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -148,13 +149,20 @@ class Snapshot:
 def member_config(config: Mapping[str, Any], index: int,
                   racks: Sequence[str | None] | None = None) -> dict[str, Any]:
     """The configuration of broker ``index`` of an in-process cluster built from ``config``: its
-    id (broker.id + index, from 0 when unset), its listeners' ports (+ index, 0 stays 0), and its
-    rack when ``racks`` names one per broker."""
+    id (broker.id + index, from 0 when unset), its listeners' ports (+ index, 0 stays 0), its
+    rack when ``racks`` names one per broker, and its own ``broker-<id>`` directory under each of
+    ``log.dirs`` (or ``log.dir``): a log dir is one broker's (its meta.properties names it)."""
     member = dict(config)
     if racks is not None:
         member["broker.rack"] = racks[index]
-    base = int(config.get("broker.id", -1))
+    base = int(config.get("broker.id", config.get("node.id", -1)))
     member["broker.id"] = (base if base >= 0 else 0) + index
+    member.pop("node.id", None)  # its synonym: BrokerConfig gives it the member's id
+    for key in ("log.dirs", "log.dir"):
+        if config.get(key):
+            paths = config[key] if isinstance(config[key], list) else str(config[key]).split(",")
+            member[key] = ",".join(str(Path(str(p).strip()) / f"broker-{member['broker.id']}")
+                                   for p in paths if str(p).strip())
     for key in ("listeners", "advertised.listeners"):
         if config.get(key):
             member[key] = ",".join(str(attrs.evolve(e, port=e.port + index if e.port else 0))

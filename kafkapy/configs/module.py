@@ -51,7 +51,7 @@ from kafkapy.protocol import Request, fit_body
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.versions import VersionRange
 from kafkapy.server.auth import CLUSTER_RESOURCE
-from kafkapy.server.config import CORE_KEYS, INERT_KEYS, ConfigError, ConfigKey
+from kafkapy.server.config import CORE_KEYS, INERT_KEYS, LISTENER_PREFIX, ConfigError, ConfigKey
 from kafkapy.server.kafka_keys import (
     CLUSTER_WIDE,
     KAFKA_INTERNAL_KEYS,
@@ -108,7 +108,6 @@ CONFIG_TYPES = {
     "password": 9,
 }
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
-LISTENER_PREFIX = "listener.name."
 _INT_RANGE = {"short": (-32768, 32767), "int": (-2147483648, 2147483647),
               "long": (-9223372036854775808, 9223372036854775807)}
 

@@ -40,6 +40,7 @@ from kafkapy.log.base import (
     UNDEFINED_EPOCH,
     TimestampAndOffset,
 )
+from kafkapy.log.manager import configured_log_dirs
 from kafkapy.log.topic_config import InvalidTopicConfig
 from kafkapy.protocol import Request
 from kafkapy.protocol.api_keys import ApiKey
@@ -203,7 +204,7 @@ class DataPlaneModule(Module):
     @property
     def log_dirs(self) -> list[str]:
         config = self.services.config
-        return list(config["log.dirs"] or ([config["log.dir"]] if config["log.dir"] else []))
+        return configured_log_dirs(config["log.dirs"], config["log.dir"])
 
     # --- lifecycle ----------------------------------------------------------------------------
 

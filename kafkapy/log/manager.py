@@ -45,7 +45,7 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import attrs
@@ -68,7 +68,7 @@ from kafkapy.log.segments import FileLog
 from kafkapy.log.topic_config import LogConfig
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "AllLogDirsFailed", "LogDirDescription", "LogManager",
-           "MetaPropertiesMismatch", "storage_error"]
+           "MetaPropertiesMismatch", "configured_log_dirs", "storage_error", "stored_broker_id"]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -93,6 +93,34 @@ class AllLogDirsFailed(OSError):
 # What takes a log dir offline while it is opened: the OS refusing (Kafka's IOException) or a
 # checkpoint Kafka's readers refuse (their IOException, "Malformed line ...").
 LOAD_FAILURES = (OSError, CheckpointCorrupt)
+
+
+def configured_log_dirs(log_dirs: Sequence[str] | None, log_dir: str | None) -> list[str]:
+    """The directories of ``log.dirs``, else ``log.dir``'s one, as Kafka's KafkaConfig.logDirs
+    chooses; none: the logs are in memory."""
+    return list(log_dirs or ([log_dir] if log_dir else []))
+
+
+def read_meta_properties(path: Path) -> dict[str, str]:
+    """The ``key=value`` lines of a meta.properties file (comments skipped)."""
+    return dict(line.split("=", 1) for line in path.read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+
+
+def stored_broker_id(directories: Sequence[str]) -> int | None:
+    """The broker id the first of ``directories`` with a meta.properties naming one holds, as
+    Kafka's MetaPropertiesEnsemble.nodeId finds it: a broker started with broker.id unset takes it
+    (KafkaServer.getOrGenerateBrokerId) rather than a new id its own log dirs would refuse. A
+    file that cannot be read is left for the LogManager, which takes that dir offline."""
+    for directory in directories:
+        try:
+            found = read_meta_properties(Path(directory) / META_PROPERTIES)
+        except (OSError, UnicodeDecodeError):
+            continue
+        stored = found.get("broker.id", found.get("node.id"))  # version 0's name, version 1's
+        if stored is not None and stored.strip().lstrip("-").isdigit():
+            return int(stored)
+    return None
 
 
 def storage_error(topic: str, partition: int) -> KafkaApiError:
@@ -316,14 +344,11 @@ class LogManager:
     def _check_meta_properties(self, directory: Path) -> None:
         path = directory / META_PROPERTIES
         if path.exists():
-            found = dict(
-                line.split("=", 1)
-                for line in path.read_text().splitlines()
-                if "=" in line and not line.startswith("#")
-            )
+            found = read_meta_properties(path)
             if found.get("broker.id") not in (None, str(self.broker_id)):
                 raise MetaPropertiesMismatch(
-                    f"{path} is broker {found['broker.id']}'s, not {self.broker_id}'s"
+                    f"{path} is broker {found['broker.id']}'s, not {self.broker_id}'s: to serve its "
+                    f"logs set broker.id={found['broker.id']}; for a new broker, empty the directory"
                 )
             if self.cluster_id and found.get("cluster.id") not in (None, self.cluster_id):
                 raise MetaPropertiesMismatch(

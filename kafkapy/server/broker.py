@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from kafkapy.log.manager import configured_log_dirs, stored_broker_id
 from kafkapy.server import eager
 from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, StoreBackedAuthorizer, load_authorizer
@@ -72,7 +73,7 @@ class BoundListener:
     """A listener after binding: the real port, and what is advertised for it."""
 
     def __init__(self, spec: ListenerSpec, sock: socket.socket, host: str, port: int,
-                 context: ssl.SSLContext | None = None) -> None:
+                 context: ssl.SSLContext | None = None, local_host_name: str | None = None) -> None:
         self.spec = spec
         self.sock = sock
         self.context = context
@@ -81,7 +82,10 @@ class BoundListener:
         self.host = host
         self.port = port
         advertised = spec.advertised
-        self.advertised_host = advertised.host or host
+        # An empty host (PLAINTEXT://:9092, Kafka's default listener) binds every interface and is
+        # advertised as the machine's name, as Kafka advertises InetAddress.getLocalHost's
+        # canonical name: the bound 0.0.0.0 is no address a client can reach the broker at.
+        self.advertised_host = advertised.host or local_host_name or host
         # An advertised port 0 (or an un-advertised ephemeral listener) is the port actually bound.
         self.advertised_port = advertised.port or port
 
@@ -350,6 +354,10 @@ class BrokerRuntime:
             await asyncio.to_thread(store.start)
         try:
             requested = self.config["broker.id"]
+            if requested < 0:  # the id this broker's log dirs were written by, before a new one
+                stored = await asyncio.to_thread(stored_broker_id, configured_log_dirs(
+                    self.config.get("log.dirs"), self.config.get("log.dir")))
+                requested = -1 if stored is None else stored
             self.broker_id = requested if requested >= 0 else await asyncio.to_thread(
                 store.allocate_broker_id, self.config["reserved.broker.max.id"])
             for spec in specs:
@@ -413,7 +421,9 @@ class BrokerRuntime:
                 sock.close()
             raise ConfigError(f"cannot listen on {spec.bind}: {exc.strerror or exc} (listeners)") from None
         name = sock.getsockname()
-        return BoundListener(spec, sock, name[0], name[1], context)
+        # the name may take a DNS lookup: off the loop, and only for a listener that needs it
+        local_host_name = None if spec.advertised.host else await asyncio.to_thread(socket.getfqdn)
+        return BoundListener(spec, sock, name[0], name[1], context, local_host_name)
 
     # The accept loop: the listening socket stays registered with the event loop, and every time it
     # is readable the connections pending are accepted in one go (as asyncio's own servers do), so

@@ -24,8 +24,8 @@ from kafkapy.errors import KafkaPyError
 from kafkapy.server.kafka_keys import INERT_TABLE
 from kafkapy.validators import AtLeast, NonNull, OneOf, Validator
 
-__all__ = ["INERT_KEYS", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError", "ConfigKey",
-           "load_properties", "parse_overrides", "refusal"]
+__all__ = ["INERT_KEYS", "LISTENER_PREFIX", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError",
+           "ConfigKey", "load_properties", "parse_overrides", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,7 @@ class ConfigKey:
     acted_on: bool = True
 
 
+LISTENER_PREFIX = "listener.name."  # listener.name.<listener in lower case>.<key>: one listener's setting
 USE_DEFAULT_BUFFER_SIZE = -1  # Kafka's Selectable.USE_DEFAULT_BUFFER_SIZE: leave the OS's socket buffer
 
 
@@ -62,8 +63,12 @@ def _kafka_release(value: Any) -> str | None:
 
 CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("broker.id", "int", -1,
-              "This broker's id; -1 lets the metadata store assign one above reserved.broker.max.id.",
+              "This broker's id; -1 takes the one in log.dirs' meta.properties, else the metadata store "
+              "assigns one above reserved.broker.max.id.",
               AtLeast(-1)),
+    # KRaft's name for the id (config/kraft/server.properties sets node.id, not broker.id): Kafka reads
+    # either for both (KafkaConfig.populateSynonyms), so a KRaft file keeps its broker's id here.
+    ConfigKey("node.id", "int", -1, "Kafka's synonym of broker.id: either one sets both."),
     ConfigKey("reserved.broker.max.id", "int", 1000, "Kafka's default: generated ids start above it.",
               AtLeast(0)),
     ConfigKey("broker.rack", "string", None, "Rack reported in Metadata."),
@@ -312,6 +317,7 @@ class BrokerConfig:
             raw.update(load_properties(Path(properties)))
         raw.update(settings or {})
         raw.update(parse_overrides(overrides))
+        _populate_id_synonyms(raw)
         keys = {k.name: k for k in (*CORE_KEYS, *INERT_KEYS, *extra_keys)}
         values: dict[str, Any] = {}
         tags: dict[str, str] = {}
@@ -320,7 +326,9 @@ class BrokerConfig:
             match = _TAG_KEY.match(name)
             if match:
                 tags[match.group(1)] = str(value)
-            elif name not in keys and not name.startswith("listener.name."):
+            elif name.startswith(LISTENER_PREFIX):
+                _warn_unread_listener_key(name)
+            elif name not in keys:
                 unknown.append(name)
         if unknown:
             declared_keys = _declared_elsewhere(raw) | set(declared())
@@ -330,8 +338,10 @@ class BrokerConfig:
                                 _did_you_mean(name, (*keys, *declared_keys)))
         for name, key in keys.items():
             values[name] = _checked(key, raw.get(name, key.default))
+        if values["node.id"] != values["broker.id"]:  # Kafka's check and words (KafkaConfig.validateValues)
+            raise ConfigError("You must set `node.id` to the same value as `broker.id`.")
         # Per-listener keys (listener.name.<l>.<key>) are kept verbatim for the modules that read them.
-        values.update({k: v for k, v in raw.items() if k.startswith("listener.name.")})
+        values.update({k: v for k, v in raw.items() if k.startswith(LISTENER_PREFIX)})
         return cls(values=values, tags=tags, originals={k: str(v) for k, v in raw.items()})
 
 
@@ -347,6 +357,26 @@ class BrokerConfig:
             values[key.name] = _checked(key, self.originals.get(key.name, key.default))
             added = True
         return attrs.evolve(self, values=values) if added else self
+
+
+def _warn_unread_listener_key(name: str) -> None:
+    """A per-listener key is read under the listener's name in lower case (Kafka's
+    ListenerName.configPrefix, and every reader here): ``listener.name.SASL_PLAINTEXT.x`` is
+    never read, which Kafka reports as a key it does not know, so it is warned about, not kept
+    quietly while the start fails for the key it was meant to be."""
+    listener, _, rest = name[len(LISTENER_PREFIX):].partition(".")
+    if listener != listener.lower():
+        log.warning("configuration key %r is never read (ignored): a listener's name is written in "
+                    "lower case there; did you mean %r?", name, f"{LISTENER_PREFIX}{listener.lower()}.{rest}")
+
+
+def _populate_id_synonyms(raw: dict[str, Any]) -> None:
+    """broker.id from node.id when only node.id is set, and the other way round, as Kafka's
+    KafkaConfig.populateSynonyms does before it reads either."""
+    if "broker.id" not in raw and "node.id" in raw:
+        raw["broker.id"] = raw["node.id"]
+    elif "node.id" not in raw and "broker.id" in raw:
+        raw["node.id"] = raw["broker.id"]
 
 
 def _did_you_mean(unknown: str, known: Iterable[str]) -> str:

@@ -145,7 +145,6 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('metadata.log.max.record.bytes.between.snapshots', 'long', 20971520, KRAFT, READ_ONLY, AtLeast(1)),
     ('metadata.log.max.snapshot.interval.ms', 'long', 3600000, KRAFT, READ_ONLY, AtLeast(0)),
     ('process.roles', 'list', '', KRAFT, READ_ONLY, EachOneOf(("broker", "controller"))),
-    ('node.id', 'int', -1, KRAFT, READ_ONLY, None),
     ('initial.broker.registration.timeout.ms', 'int', 60000, KRAFT, READ_ONLY, None),
     ('broker.heartbeat.interval.ms', 'int', 2000, KRAFT, READ_ONLY, None),
     ('broker.session.timeout.ms', 'int', 9000, KRAFT, READ_ONLY, None),

@@ -71,6 +71,11 @@ def _protocol_map(config: BrokerConfig) -> dict[str, str]:
     return mapping
 
 
+# Every interface to bind, no address to connect to: Kafka refuses to advertise it (KafkaConfig's
+# validateValues), so that a broker never tells clients elsewhere to connect to themselves.
+NONROUTABLE_HOST = "0.0.0.0"
+
+
 def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
     binds = parse_endpoints(config["listeners"], "listeners")
     if not binds:
@@ -88,6 +93,9 @@ def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
     unknown = set(advertised) - {s.name for s in specs}
     if unknown:
         raise ConfigError(f"invalid value for advertised.listeners: {sorted(unknown)} are not listeners")
+    if any(spec.advertised.host == NONROUTABLE_HOST for spec in specs):  # Kafka's check and words
+        raise ConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                          "Use a routable IP address.")
     inter = config["inter.broker.listener.name"]
     if inter is not None and _PROTOCOL_KEY in config.originals:
         # Kafka's KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol, its words
@@ -119,10 +127,21 @@ def inter_broker_listener(config: BrokerConfig, specs: list[ListenerSpec]) -> st
     return specs[0].name
 
 
+def _java_stores_set(config: BrokerConfig) -> str:
+    """What to add when a Kafka user's keystore settings stand where the PEM files were expected:
+    kafkapy takes them without effect (docs/broker.md), so the refusal names them."""
+    stores = [key for key in ("ssl.keystore.location", "ssl.truststore.location") if config.get(key)]
+    if not stores:
+        return ""
+    return (f": kafkapy reads PEM files (ssl.certfile, ssl.keyfile, ssl.cafile), not Java's stores "
+            f"({' and '.join(f'{key}={config[key]}' for key in stores)} are taken without effect)")
+
+
 def ssl_context(config: BrokerConfig) -> ssl.SSLContext:
     certfile, keyfile = config["ssl.certfile"], config["ssl.keyfile"]
     if not certfile:
-        raise ConfigError("ssl.certfile is required for an SSL or SASL_SSL listener")
+        raise ConfigError("ssl.certfile is required for an SSL or SASL_SSL listener"
+                          + _java_stores_set(config))
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(certfile, keyfile)

@@ -430,14 +430,32 @@ class ZooKeeperStore:
             try:
                 zk.create(path, dumps(encode_broker(registration)), ephemeral=True, makepath=True)
             except NodeExistsError:
-                raise StoreError(f"broker id {registration.broker_id} is already registered in this cluster "
-                                 f"({self._full(path)} exists)") from None
+                raise StoreError(self._registered_already(zk, registration.broker_id, path)) from None
         with self._lock:
             self._registrations[registration.broker_id] = registration
         offline = f"{OFFLINE_REPLICAS}/{registration.broker_id}"
         with self._errors(offline), contextlib.suppress(NoNodeError):  # its dirs are open again
             zk.delete(offline)
         self.elect_controller(registration.broker_id)
+
+    def _registered_already(self, zk: KazooClient, broker_id: int, path: str) -> str:
+        """Why a registration found its znode taken, with who holds it: Kafka refuses the start too
+        (NodeExistsException, naming the znode's session), and the usual holder on a developer's
+        machine is the same broker killed a moment ago, whose ephemeral znode lasts until ZooKeeper
+        expires its session."""
+        message = f"broker id {broker_id} is already registered in this cluster ({self._full(path)} exists"
+        try:
+            data, stat = zk.get(path)
+            holder = json.loads(data)
+            endpoints = ",".join(holder.get("endpoints") or []) or "no endpoints"
+            written = time.strftime("%H:%M:%S", time.localtime(int(holder["timestamp"]) / 1000))
+            message += (f", written at {written} by a broker listening on {endpoints}, held by ZooKeeper "
+                        f"session 0x{stat.ephemeralOwner:x}")
+        except (KazooException, ValueError, TypeError, KeyError, AttributeError):
+            pass  # gone meanwhile, or not Kafka's JSON: the path alone says enough
+        return (message + "): another broker runs with this id, or one stopped without closing its "
+                "session (kill -9) holds it until ZooKeeper expires that session, up to its "
+                "zookeeper.session.timeout.ms (18000 by default) after it stopped")
 
     def unregister_broker(self, broker_id: int) -> None:
         with self._lock:

@@ -105,8 +105,11 @@ def test_unclean_restart_recovers_torn_tails(tmp_path: Path) -> None:
 
 def test_meta_properties_of_another_broker_is_refused(tmp_path: Path) -> None:
     LogManager([tmp_path], broker_id=1).close()
-    with pytest.raises(MetaPropertiesMismatch):
+    with pytest.raises(MetaPropertiesMismatch) as refused:
         LogManager([tmp_path], broker_id=2)
+    # what to do, as Kafka's InconsistentBrokerIdException says (keep the data: its id; or start anew)
+    assert str(refused.value) == (f"{tmp_path / 'meta.properties'} is broker 1's, not 2's: to serve its "
+                                  f"logs set broker.id=1; for a new broker, empty the directory")
 
 
 def test_a_refused_open_closes_the_logs_it_had_opened(tmp_path: Path) -> None:
@@ -138,3 +141,27 @@ def test_topic_configs_and_the_flush_scheduler_hook(tmp_path: Path) -> None:
     assert logs.flush_due() == 1 and log.recovery_point == 2 and other.recovery_point == 0
     assert logs.flush_due() == 0  # nothing new to flush
     logs.close()
+
+
+def test_a_broker_without_broker_id_takes_the_one_its_log_dirs_hold(tmp_path: Path) -> None:
+    """broker.id unset (-1) over log dirs a broker wrote: Kafka's getOrGenerateBrokerId takes the id
+    in their meta.properties before generating one, where a new id had the dirs refuse the start."""
+    from kafkapy import Broker
+
+    (tmp_path / "meta.properties").write_text("#\nversion=0\nbroker.id=7\n")
+    with Broker({"log.dirs": str(tmp_path)}) as broker:
+        assert broker.broker_id == 7
+    with Broker({"log.dirs": f"{tmp_path / 'empty'},{tmp_path}"}) as broker:  # the first dir naming one
+        assert broker.broker_id == 7
+
+
+def test_a_restart_on_zookeeper_without_broker_id_keeps_its_id(zk_connect: str, tmp_path: Path) -> None:
+    """The user's case: Kafka's server.properties without broker.id, on ZooKeeper. The first start
+    takes the next id of /brokers/seqid; the restart had the id after it and its dirs refused it."""
+    from kafkapy import Broker
+
+    settings = {"zookeeper.connect": zk_connect, "log.dirs": str(tmp_path)}
+    with Broker(settings) as first:
+        generated = first.broker_id
+    with Broker(settings) as again:
+        assert again.broker_id == generated > 1000

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -78,6 +79,21 @@ def test_member_configs_count_ids_and_ports_up_from_the_given_ones() -> None:
     assert member_config({"broker.id": 10, "listeners": "PLAINTEXT://127.0.0.1:0",
                           "advertised.listeners": "PLAINTEXT://kafka:19092"}, 1) == {
         "broker.id": 11, "listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "PLAINTEXT://kafka:19093"}
+
+
+def test_a_cluster_with_log_dirs_gives_each_broker_a_directory_of_its_own(tmp_path: Path) -> None:
+    """`kafkapy serve --brokers 3 --override log.dirs=...` (Broker(brokers=3) with log.dirs): every
+    broker opened the same directories, and the second found the first's meta.properties and
+    refused to start. A log dir is one broker's, so each takes broker-<id> under each of them."""
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    assert member_config({"broker.id": 4, "log.dirs": ",".join(map(str, dirs))}, 1)["log.dirs"] == \
+        f"{dirs[0] / 'broker-5'},{dirs[1] / 'broker-5'}"
+    for _ in range(2):  # and again over the same directories, as a restart would
+        with Broker({"log.dirs": ",".join(map(str, dirs)), "num.partitions": 2}, brokers=2) as cluster:
+            cluster.seed({"spread": {"partitions": 2, "records": [{"value": "v", "partition": 1}]}})
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*/meta.properties")) == [
+        "a/broker-0/meta.properties", "a/broker-1/meta.properties",
+        "b/broker-0/meta.properties", "b/broker-1/meta.properties"]
 
 
 def test_three_brokers_each_lead_a_partition_and_a_client_reads_all(kafka_cluster: Broker) -> None:

@@ -348,3 +348,32 @@ def test_the_issue_case_broker_with_the_fixtures_keyword_spelling(caplog: pytest
         Broker({"broker_id": 1})  # configured, not started
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
         "unknown configuration key 'broker_id' (ignored); did you mean 'broker.id'?"]
+
+
+def test_node_id_is_broker_ids_synonym_as_in_kafka() -> None:
+    """Kafka's config/kraft/server.properties names the broker by node.id alone: Kafka reads either
+    key for both (KafkaConfig.populateSynonyms), so its broker is 1, not a generated 1001."""
+    assert BrokerConfig.build(overrides=["node.id=3"])["broker.id"] == 3
+    assert BrokerConfig.build(overrides=["broker.id=4"])["node.id"] == 4
+    with Broker({"node.id": 5}) as broker:
+        assert broker.broker_id == 5
+    with Broker({"node.id": 5}, brokers=2) as cluster:  # a cluster's ids count up from it
+        assert [member.broker_id for member in cluster.brokers] == [5, 6]
+    with pytest.raises(ConfigError) as refused:  # Kafka's check and words (KafkaConfig.validateValues)
+        BrokerConfig.build(overrides=["node.id=1", "broker.id=2"])
+    assert str(refused.value) == "You must set `node.id` to the same value as `broker.id`."
+
+
+def test_a_listener_key_under_an_upper_case_name_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka reads listener.name.<listener>.<key> under the listener's name in lower case, and so
+    does kafkapy: the upper-case spelling (the name as `listeners` writes it) was kept without a
+    word, and the start then failed for want of the key it was meant to be."""
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="secret";'
+    with caplog.at_level(logging.WARNING, logger="kafkapy.server.config"):
+        BrokerConfig.build({"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                            "listener.name.SASL_PLAINTEXT.plain.sasl.jaas.config": jaas,
+                            "listener.name.sasl_plaintext.max.connections": "5"})
+    assert [r.getMessage() for r in caplog.records] == [
+        "configuration key 'listener.name.SASL_PLAINTEXT.plain.sasl.jaas.config' is never read (ignored): "
+        "a listener's name is written in lower case there; did you mean "
+        "'listener.name.sasl_plaintext.plain.sasl.jaas.config'?"]

@@ -125,6 +125,27 @@ def test_advertised_listeners_show_in_metadata() -> None:
             assert "plaintext://kafka.example.com:19092" in tags["endpoints"]
 
 
+def test_an_empty_listener_host_is_advertised_as_the_machines_name_as_in_kafka() -> None:
+    """listeners=PLAINTEXT://:9092 (Kafka's default, and its KRaft example's) binds every interface
+    and Kafka advertises the machine's canonical name; kafkapy told clients to connect to 0.0.0.0,
+    which only a client on the same machine can. An advertised 0.0.0.0 is refused in Kafka's words."""
+    import socket
+
+    with Broker({"listeners": "PLAINTEXT://:0"}) as b:
+        host, port = split_address(b.listeners["PLAINTEXT"])
+        assert host == socket.getfqdn() != "0.0.0.0"
+        assert _metadata_brokers(f"127.0.0.1:{port}") == [(b.broker_id, host, port)]
+    for settings in ({"listeners": "PLAINTEXT://0.0.0.0:0"},
+                     {"listeners": "PLAINTEXT://:0", "advertised.listeners": "PLAINTEXT://0.0.0.0:0"}):
+        with pytest.raises(ConfigError) as refused, Broker(settings):
+            pass
+        assert str(refused.value) == ("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                                      "Use a routable IP address.")
+    everywhere_told_one = {"listeners": "PLAINTEXT://0.0.0.0:0", "advertised.listeners": "PLAINTEXT://127.0.0.1:0"}
+    with Broker(everywhere_told_one) as b:
+        assert split_address(b.listeners["PLAINTEXT"])[0] == "127.0.0.1"
+
+
 # --- SSL ----------------------------------------------------------------------------------------
 
 
@@ -241,6 +262,22 @@ def test_ssl_with_bad_pem_files_fails_at_start(tmp_path: Path, pem_files: dict[s
         with Broker({**SSL_LISTENERS, **pem_files, "ssl.keyfile": str(tmp_path / "missing.key")}):
             pass
 
+
+
+def test_an_ssl_listener_with_kafkas_keystores_is_told_they_are_not_read() -> None:
+    """A server.properties written for Kafka names a JKS keystore and truststore: kafkapy takes
+    those keys without effect, so its refusal for want of ssl.certfile says so, naming them."""
+    with pytest.raises(ConfigError) as refused:
+        with Broker({**SSL_LISTENERS, "ssl.keystore.location": "/etc/kafka/broker.jks",
+                     "ssl.keystore.password": "secret", "ssl.truststore.location": "/etc/kafka/ca.jks"}):
+            pass
+    assert str(refused.value) == (
+        "ssl.certfile is required for an SSL or SASL_SSL listener: kafkapy reads PEM files (ssl.certfile, "
+        "ssl.keyfile, ssl.cafile), not Java's stores (ssl.keystore.location=/etc/kafka/broker.jks and "
+        "ssl.truststore.location=/etc/kafka/ca.jks are taken without effect)")
+    with pytest.raises(ConfigError, match=r"^ssl\.certfile is required for an SSL or SASL_SSL listener$"):
+        with Broker(SSL_LISTENERS):
+            pass
 
 def test_principal_formatting_follows_rfc2253() -> None:
     from kafkapy.server.connection import rfc2253

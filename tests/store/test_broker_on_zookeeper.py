@@ -180,3 +180,25 @@ def test_unreachable_zookeeper_fails_start_with_a_clear_message() -> None:
     assert result.returncode != 0
     assert "zookeeper" in result.stderr.lower() and "Traceback" not in result.stderr
     assert time.monotonic() - started < 30
+
+
+
+def test_a_broker_killed_and_restarted_at_once_is_told_why_its_id_is_taken(zk_connect: str,
+                                                                          serve_process: Any) -> None:
+    """kill -9 leaves the broker's ephemeral /brokers/ids/<id> until ZooKeeper expires its session,
+    and a restart within that time is refused (as Kafka's is, NodeExistsException): the line says
+    who holds the id and that waiting out the session is the way, not only that the znode exists."""
+    from kafkapy.errors import KafkaPyError
+
+    killed, port = serve_process(3)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(timeout=30)
+    with pytest.raises(KafkaPyError) as refused, Broker({"broker.id": 3, "zookeeper.connect": zk_connect}):
+        pass
+    message = str(refused.value)
+    chroot = "/" + zk_connect.partition("/")[2]
+    assert message.startswith(f"broker id 3 is already registered in this cluster ({chroot}/brokers/ids/3 "
+                              f"exists, written at "), message
+    assert f"by a broker listening on PLAINTEXT://127.0.0.1:{port}, held by ZooKeeper session 0x" in message
+    assert "or one stopped without closing its session (kill -9) holds it until ZooKeeper expires" in message
+    assert "\n" not in message
