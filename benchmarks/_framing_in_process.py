@@ -19,9 +19,9 @@ from typing import Any
 from kafkapy import Broker
 from kafkapy.protocol import encode_request
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.framing import FrameBuffer
 from kafkapy.protocol.records import build_record_batch
 from kafkapy.server.connection import ConnectionInfo
-from kafkapy.server.framing import FrameBuffer
 
 WINDOWS = 5
 REQUESTS = 100  # per window: each appends 226 KB to the log

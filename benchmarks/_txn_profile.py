@@ -27,8 +27,8 @@ from benchmarks._processes import ChildProcess
 from benchmarks.dataplane import _load
 from kafkapy import Broker
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.framing import ReceivedFrame
 from kafkapy.server.connection import KafkaConnection
-from kafkapy.server.framing import ReceivedFrame
 
 _KEY_VERSION = struct.Struct(">hh")
 

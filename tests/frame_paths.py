@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkapy.embedded import Broker
+from kafkapy.protocol.framing import ReceivedFrame
 from kafkapy.server.connection import CloseConnection, ConnectionInfo
-from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import FromFrame
 
 __all__ = ["CountedPaths", "answer_one_read"]

@@ -62,6 +62,7 @@ from kafkapy.dataplane.produce import (
 )
 from kafkapy.errors import DecodeError, ErrorCode, KafkaApiError
 from kafkapy.log.append import clean_batch_max_timestamp, recompression_target, stamp_batch
+from kafkapy.protocol.framing import ReceivedFrame
 from kafkapy.protocol.primitives import read_uvarint, uvarint_bytes
 from kafkapy.protocol.records import (
     LOG_APPEND_TIME,
@@ -73,7 +74,6 @@ from kafkapy.protocol.records import (
 )
 from kafkapy.protocol.strings import JAVA_REPLACE
 from kafkapy.server.core import INTERNAL_TOPICS
-from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import NO_RESPONSE, FromFrame
 
 if TYPE_CHECKING:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from kafkapy.log.manager import configured_log_dirs, stored_broker_id
+from kafkapy.protocol.framing import READ_SIZE
 from kafkapy.server import eager
 from kafkapy.server.accept import in_place_transport
 from kafkapy.server.auth import Authorizer, StoreBackedAuthorizer, load_authorizer
@@ -25,7 +26,6 @@ from kafkapy.server.config import USE_DEFAULT_BUFFER_SIZE, BrokerConfig, ConfigE
 from kafkapy.server.conformance import conforms
 from kafkapy.server.connection import BufferedKafkaConnection, KafkaConnection
 from kafkapy.server.fastpaths import FastPaths
-from kafkapy.server.framing import READ_SIZE
 from kafkapy.server.leadership import PartitionLeadership, Rebalance, TopicLogConfigs
 from kafkapy.server.listeners import ListenerSpec, inter_broker_listener, resolve_listeners, ssl_context
 from kafkapy.server.modules import ApiHandler, Module
@@ -272,7 +272,7 @@ class BrokerRuntime:
         self._handshakes: set[asyncio.Task[None]] = set()  # accepted sockets not yet served
         self._make_transport = in_place_transport(self.loop) if fast_paths.in_place_accept else None
         self._connection_class = BufferedKafkaConnection if fast_paths.buffered_reads else KafkaConnection
-        # Where buffered reads land, shared by every connection of this loop (kafkapy.server.framing).
+        # Where buffered reads land, shared by every connection of this loop (kafkapy.protocol.framing).
         self.read_buffer = memoryview(bytearray(READ_SIZE)) if fast_paths.buffered_reads else None
 
     def services_for(self, module_class: type[Module]) -> ModuleServices:

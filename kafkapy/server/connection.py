@@ -54,7 +54,7 @@ from kafkapy.errors import DecodeError
 from kafkapy.protocol import Response, decode_response, encode_request
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.chunks import Chunk, frame_size
-from kafkapy.server.framing import KEEP_FROM, FrameBuffer, FrameSizeError, ReceivedFrame
+from kafkapy.protocol.framing import KEEP_FROM, FrameBuffer, FrameSizeError, ReceivedFrame
 from kafkapy.server.sasl.authenticator import Authenticator, SaslState
 from kafkapy.server.sasl.credentials import SCRAM_CREDENTIALS, ScramCredentialsModule
 from kafkapy.server.sasl.scram import ScramCredential
@@ -594,7 +594,7 @@ class KafkaConnection(asyncio.Protocol):
 class BufferedKafkaConnection(KafkaConnection, asyncio.BufferedProtocol):
     """A KafkaConnection whose transport reads into its FrameBuffer's buffers (FastPaths.buffered_reads):
     a large frame's bytes straight into the body the log may keep, other reads into the read buffer
-    the broker's connections share, instead of a fresh ``bytes`` each (kafkapy.server.framing).
+    the broker's connections share, instead of a fresh ``bytes`` each (kafkapy.protocol.framing).
     Every frame then takes the same way as through ``data_received``."""
 
     def __init__(self, runtime: BrokerRuntime, listener: ListenerSpec) -> None:

@@ -47,6 +47,7 @@ from kafkapy.protocol.codec import (
     response_header,
 )
 from kafkapy.protocol.error_answers import error_answer
+from kafkapy.protocol.framing import ReceivedFrame
 from kafkapy.protocol.header import peek_request_header, unpack_request_prefix
 from kafkapy.protocol.releases import KafkaRelease, kafka_release
 from kafkapy.protocol.schema import Body
@@ -56,7 +57,6 @@ from kafkapy.server.connection import CloseConnection, ConnectionInfo
 from kafkapy.server.core import client_information
 from kafkapy.server.eager import start as eager_start
 from kafkapy.server.eager import stepped as eager_step
-from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.interceptors import Interceptor, run_chain
 from kafkapy.server.memo import AnswerMemo, Table
 from kafkapy.server.modules import (

@@ -40,7 +40,7 @@ the bytes (tests/server/test_fast_paths.py):
   handler, encode every time. Held equal by tests/dataplane/test_produce_from_frame.py
   (AddPartitionsToTxn's and EndTxn's, kafkapy.transactions.from_frame: by
   tests/transactions/test_txn_from_frame.py).
-* ``kept_frames`` (kafkapy.server.framing): a large frame that spans reads is handed out as the
+* ``kept_frames`` (kafkapy.protocol.framing): a large frame that spans reads is handed out as the
   bytearray its body was received into (no copy out); the plain path of the dispatcher takes
   ``bytes`` of it, a ``from_frame`` fast path reads it as it is. Plain path: every frame handed
   out as ``bytes``. Held equal by tests/server/test_framing.py (the frames) and

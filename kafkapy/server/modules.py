@@ -25,8 +25,8 @@ from kafkapy.server.config import ConfigKey
 
 if TYPE_CHECKING:
     from kafkapy.protocol import Request
+    from kafkapy.protocol.framing import ReceivedFrame
     from kafkapy.server.connection import ConnectionInfo
-    from kafkapy.server.framing import ReceivedFrame
     from kafkapy.server.services import BrokerServices
 
 __all__ = ["NO_RESPONSE", "Answer", "ApiHandler", "ChunkedResponse", "EncodedResponse", "FromFrame",

@@ -36,10 +36,10 @@ from collections.abc import Callable
 
 from kafkapy.errors import DecodeError, ErrorCode
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.framing import ReceivedFrame
 from kafkapy.protocol.primitives import read_uvarint, uvarint_bytes
 from kafkapy.protocol.strings import JAVA_REPLACE
 from kafkapy.server.connection import ConnectionInfo
-from kafkapy.server.framing import ReceivedFrame
 from kafkapy.server.modules import FromFrame
 from kafkapy.transactions.answers import by_topic, for_version
 from kafkapy.transactions.metadata import TopicPartition

@@ -9,8 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kafkapy.server import eager
-from kafkapy.server.framing import (
+from kafkapy.protocol.framing import (
     KEEP_FROM,
     PREALLOCATE_UP_TO,
     READ_SIZE,
@@ -18,6 +17,7 @@ from kafkapy.server.framing import (
     FrameSizeError,
     ReceivedFrame,
 )
+from kafkapy.server import eager
 
 
 def _frame(body: bytes) -> bytes:
