@@ -57,8 +57,9 @@ __all__ = [
 ROW_TYPE = (
     "ts timestamp, src string, dst string, connection_id bigint, api_key int, api_name string, "
     "api_version int, correlation_id int, client_id string, request string, response string, "
-    "error_code int, latency_ms double, request_bytes bigint, response_bytes bigint, status string, "
-    "reason string, topics array<string>, capture string"
+    "error_code int, errors array<struct<topic string, topic_id string, partition int, group string, "
+    "member string, resource string, code int, name string>>, latency_ms double, request_bytes bigint, "
+    "response_bytes bigint, status string, reason string, topics array<string>, capture string"
 )
 REQUEST_TYPE = (
     "api_key int, api_name string, api_version int, correlation_id int, client_id string, "

@@ -461,7 +461,7 @@ def test_huge_declared_pcap_record_length() -> None:
 
 # --- header-only rows and the columnar builder -------------------------------------------------
 
-_BODY_COLUMNS = ("request", "response", "error_code", "topics")
+_BODY_COLUMNS = ("request", "response", "error_code", "errors", "topics")
 
 
 def _bench_capture(tmp_path: Path) -> Path:
