@@ -34,6 +34,7 @@ from json.encoder import (  # type: ignore[attr-defined]  # c_make_encoder is CP
 from typing import Any, BinaryIO
 
 from kafkapy.capture.errors import CaptureError
+from kafkapy.capture.filters import RowFilter
 from kafkapy.capture.frames import TLS_BASIS, ConnectionClassified, Frame, FrameReader, Unframed
 from kafkapy.capture.options import body_api_keys, port_numbers
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
@@ -489,17 +490,28 @@ def decode_capture_values(
     capture: str | None = None,
     progress: Callable[[int], None] | None = None,
     decoder: ProtocolDecoder | None = None,
+    api: Iterable[int | str] | int | str | None = None,
+    topic: str | Iterable[str] | None = None,
+    client_id: str | Iterable[str] | None = None,
+    errors_only: bool = False,
+    row_filter: RowFilter | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Like :func:`decode_capture`, each row as a tuple of values in :data:`COLUMNS` order.
 
     ``decoder``: the pairing decoder; by default a :class:`RowDecoder`, which writes each body's
     JSON directly. Any other (kafkapy.protocol itself, say) gives Bodies that :func:`to_json` writes.
-    ``kafka_ports`` and ``bodies`` are checked here, before the file is opened (ValueError).
+    ``kafka_ports``, ``bodies`` and the filters are checked here, before the file is opened
+    (ValueError). ``row_filter``: a :class:`~kafkapy.capture.filters.RowFilter` made by the
+    caller (which counts the rows it saw), in place of ``api``, ``topic``, ``client_id`` and
+    ``errors_only``.
     """
     if capture is None and isinstance(source, (str, os.PathLike)):
         capture = os.fspath(source)
-    return _capture_values(source, port_numbers(kafka_ports), decode_records, body_api_keys(bodies),
-                           capture, progress, decoder)
+    if row_filter is None:
+        row_filter = RowFilter(api=api, topic=topic, client_id=client_id, errors_only=errors_only)
+    values = _capture_values(source, port_numbers(kafka_ports), decode_records, body_api_keys(bodies),
+                             capture, progress, decoder)
+    return filter(row_filter, values) if row_filter.active else values
 
 
 def _capture_values(
@@ -573,6 +585,11 @@ def decode_capture(
     bodies: Iterable[int | str] | None = None,
     capture: str | None = None,
     progress: Callable[[int], None] | None = None,
+    api: Iterable[int | str] | int | str | None = None,
+    topic: str | Iterable[str] | None = None,
+    client_id: str | Iterable[str] | None = None,
+    errors_only: bool = False,
+    row_filter: RowFilter | None = None,
 ) -> Iterator[Row]:
     """Every row of one capture file, streamed (memory bounded by open connections).
 
@@ -583,10 +600,15 @@ def decode_capture(
     them (see :class:`Pairer`); the other rows have no request, response,
     error_code or topics. A port outside 1-65535, or an API kafkapy does not
     know, is a ValueError at the call, before the file is read.
+
+    ``api``, ``topic``, ``client_id`` and ``errors_only`` keep only the rows that pass them all
+    (:mod:`kafkapy.capture.filters`, as ``kafkapy decode``'s options of those names); a bad value
+    is a ValueError at the call too.
     """
     return map(_row, decode_capture_values(
         source, kafka_ports=kafka_ports, decode_records=decode_records, bodies=bodies, capture=capture,
-        progress=progress,
+        progress=progress, api=api, topic=topic, client_id=client_id, errors_only=errors_only,
+        row_filter=row_filter,
     ))  # fmt: skip
 
 

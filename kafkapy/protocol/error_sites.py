@@ -25,7 +25,7 @@ from typing import Any
 
 from kafkapy.errors import ErrorCode
 
-__all__ = ["ERROR_KEYS", "body_errors", "error_entry", "site_key"]
+__all__ = ["ERROR_KEYS", "body_errors", "error_entry", "error_name", "site_key"]
 
 # The keys of an entry, in order (the Arrow/Spark struct's fields).
 ERROR_KEYS = ("topic", "topic_id", "partition", "group", "member", "resource", "code", "name")
@@ -63,12 +63,17 @@ def site_key(field: str, array: str | None) -> str | None:
 _NAMES: dict[int, str] = {code.value: code.name for code in ErrorCode}
 
 
+def error_name(code: int) -> str:
+    """A code's name in kafkapy's ErrorCode (Kafka's), or ``UNKNOWN`` for one it does not have."""
+    return _NAMES.get(code, "UNKNOWN")
+
+
 def error_entry(code: int, where: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     """One entry: ``where``'s (key, value) pairs, outermost first, then the code and its name
     (``UNKNOWN`` for a code kafkapy's ErrorCode does not have)."""
     entry = {key: _plain(value) for key, value in where}
     entry["code"] = code
-    entry["name"] = _NAMES.get(code, "UNKNOWN")
+    entry["name"] = error_name(code)
     return entry
 
 
