@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import socket
-import struct
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from typing import Any
 
 import pytest
 from live_capture import TSHARK, capturing
+from raw_frames import exchange
 
 from kafkapy.capture.rows import decode_capture
 from kafkapy.cli import main as cli_main
@@ -75,22 +75,6 @@ REQUESTS: list[tuple[int, int, dict[str, Any]]] = [
 ]  # fmt: skip
 
 
-def _exchange(sock: socket.socket, frame: bytes) -> bytes:
-    """One request out, its whole response in (so each response is a PDU of its own for tshark)."""
-    sock.sendall(struct.pack(">i", len(frame)) + frame)
-    size = struct.unpack(">i", _read(sock, 4))[0]
-    return _read(sock, size)
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
-
-
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, list[Any]]]:
     path = tmp_path_factory.mktemp("errors") / "errors.pcapng"
@@ -101,7 +85,7 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, in
             for key, version, body in SETUP:
                 for attempt in range(100):
                     frame = encode_request(key, version, attempt, "setup", body)
-                    answer = decode_response(_exchange(sock, frame), key, version)
+                    answer = decode_response(exchange(sock, frame), key, version)
                     if not body_errors(answer.body):
                         break
                     time.sleep(0.1)
@@ -110,7 +94,7 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, in
         with capturing(path, int(port)), socket.create_connection((host, int(port)), timeout=10) as sock:
             for correlation_id, (key, version, body) in enumerate(REQUESTS, 1):
                 frame = encode_request(key, version, correlation_id, "analyst", body)
-                answers.append(decode_response(_exchange(sock, frame), key, version))
+                answers.append(decode_response(exchange(sock, frame), key, version))
     yield path, int(port), answers
 
 
