@@ -33,14 +33,6 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("captures", nargs="+", metavar="CAPTURE", help="pcap or pcapng files; - reads stdin")
     add_common_options(p)
-    p.add_argument("--api", type=parse_apis, metavar="API,...",
-                   help="only rows of these APIs, by name or key, e.g. Produce,Fetch or 0,1")
-    p.add_argument("--topic", action="append", metavar="T",
-                   help="only rows whose request names this topic (repeatable: any of them)")
-    p.add_argument("--client-id", action="append", metavar="C",
-                   help="only rows of requests with this client id (repeatable: any of them)")
-    p.add_argument("--errors-only", action="store_true",
-                   help="only rows whose response has a non-zero error code (the errors column)")
     p.add_argument("--format", choices=("jsonl", "table", "parquet"), default="jsonl")
     p.add_argument("--output", "-o", metavar="PATH", help="output file (default stdout; parquet needs one)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
@@ -58,6 +50,14 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         "no request, response, error_code or topics), or of the APIs listed by name or key, e.g. "
         "Produce,Fetch or 0,1",
     )  # fmt: skip
+    p.add_argument("--api", type=parse_apis, metavar="API,...",
+                   help="only rows of these APIs, by name or key, e.g. Produce,Fetch or 0,1")
+    p.add_argument("--topic", action="append", metavar="T",
+                   help="only rows whose request names this topic (repeatable: any of them)")
+    p.add_argument("--client-id", action="append", metavar="C",
+                   help="only rows of requests with this client id (repeatable: any of them)")
+    p.add_argument("--errors-only", action="store_true",
+                   help="only rows whose response has a non-zero error code (the errors column)")
     p.add_argument("--raw-records", action="store_true", help="keep record batches as base64, not decoded")
     p.add_argument("--summary", action="store_true", help="print a summary table to stderr")
     p.add_argument("--summary-plot", metavar="PNG", help="also draw the summary as a PNG (needs matplotlib)")
