@@ -10,14 +10,18 @@ from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, TextIO
 
 from kafkapy.capture import options
+from kafkapy.capture.filters import RowFilter
 from kafkapy.capture.rows import Row, decode_capture, to_json, write_parquet
 from kafkapy.capture.summary import Summary
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
+from kafkapy.protocol.error_sites import error_name
 
 STDIN = "-"
 # ``reason`` last: it is "-" for ok rows, and a sentence (wrapped within its column) for the others.
 _TABLE_COLUMNS = ("ts", "src", "dst", "api_name", "api_version", "correlation_id", "client_id",
-                  "error_code", "latency_ms", "status", "reason")
+                  "error_code", "errors", "latency_ms", "status", "reason")
+# the errors cell lists this many entries, then how many more there are
+_ERRORS_SHOWN = 3
 
 
 def register(subparsers: Any) -> None:
@@ -46,6 +50,14 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
         "no request, response, error_code or topics), or of the APIs listed by name or key, e.g. "
         "Produce,Fetch or 0,1",
     )  # fmt: skip
+    p.add_argument("--api", type=parse_apis, metavar="API,...",
+                   help="only rows of these APIs, by name or key, e.g. Produce,Fetch or 0,1")
+    p.add_argument("--topic", action="append", metavar="T",
+                   help="only rows whose request names this topic (repeatable: any of them)")
+    p.add_argument("--client-id", action="append", metavar="C",
+                   help="only rows of requests with this client id (repeatable: any of them)")
+    p.add_argument("--errors-only", action="store_true",
+                   help="only rows whose response has a non-zero error code (the errors column)")
     p.add_argument("--raw-records", action="store_true", help="keep record batches as base64, not decoded")
     p.add_argument("--summary", action="store_true", help="print a summary table to stderr")
     p.add_argument("--summary-plot", metavar="PNG", help="also draw the summary as a PNG (needs matplotlib)")
@@ -100,6 +112,23 @@ def parse_bodies(text: str) -> frozenset[int] | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def parse_apis(text: str) -> frozenset[int]:
+    """``--api``: the API keys whose rows are kept, by name (any case) or key."""
+    try:
+        return RowFilter(api=text).api_keys or frozenset()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def row_filter(args: argparse.Namespace) -> RowFilter:
+    """The filter of ``--api``, ``--topic``, ``--client-id`` and ``--errors-only`` (ValueError for a
+    combination that could match nothing)."""
+    if args.bodies == frozenset() and (args.topic or args.errors_only):
+        flag = "--topic" if args.topic else "--errors-only"
+        raise ValueError(f"{flag} reads decoded bodies, which --bodies none leaves out")
+    return RowFilter(api=args.api, topic=args.topic, client_id=args.client_id, errors_only=args.errors_only)
+
+
 def kafka_ports(args: argparse.Namespace) -> tuple[int, ...]:
     return tuple(args.kafka_ports) if args.kafka_ports else tuple(DEFAULT_KAFKA_PORTS)
 
@@ -143,7 +172,7 @@ class _Progress:
 
 def iter_rows(
     paths: list[str], ports: tuple[int, ...], *, decode_records: bool, progress: _Progress | None,
-    errors: list[str], bodies: frozenset[int] | None = None,
+    errors: list[str], bodies: frozenset[int] | None = None, where: RowFilter | None = None,
 ) -> Iterator[Row]:  # fmt: skip
     for i, path in enumerate(paths, 1):
         callback: Callable[[int], None] | None = None
@@ -153,9 +182,10 @@ def iter_rows(
         # "-": a capture piped in (tcpdump -w - | kafkapy decode -), read as a stream; the rows'
         # capture column says "-" too.
         source: str | BinaryIO = sys.stdin.buffer if path == STDIN else path
+        seen_before = where.seen if where is not None else 0
         rows = decode_capture(
             source, kafka_ports=ports, decode_records=decode_records, bodies=bodies, capture=path,
-            progress=callback,
+            progress=callback, row_filter=where,
         )
         found = 0
         for row in rows:
@@ -166,6 +196,8 @@ def iter_rows(
             if progress is not None:
                 progress.rows += 1
             yield row
+        if where is not None and where.active:
+            found = where.seen - seen_before  # rows decoded, whether or not the filter kept them
         if not found:
             # A capture read to its end with no row: say why it may be, as an empty output cannot
             # (a TLS listener's traffic shows nothing until its port is named). Not an error.
@@ -186,12 +218,17 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"kafkapy decode: error: {problem}", file=sys.stderr)
         return 2
+    try:
+        where = row_filter(args)
+    except ValueError as exc:
+        print(f"kafkapy decode: error: {exc}", file=sys.stderr)
+        return 2
     progress = None
     if not args.no_progress and sys.stderr.isatty():
         progress = _Progress(sys.stderr, len(args.captures))
     errors: list[str] = []
     rows = iter_rows(list(args.captures), kafka_ports(args), decode_records=not args.raw_records,
-                     progress=progress, errors=errors, bodies=args.bodies)  # fmt: skip
+                     progress=progress, errors=errors, bodies=args.bodies, where=where)  # fmt: skip
     summary: Summary | None = Summary() if args.summary or args.summary_plot else None
     if summary is not None:
         rows = _tee(rows, summary)
@@ -264,8 +301,28 @@ def table_cells(row: Row) -> list[str]:
             value = _iso_time(value) if value else None
         elif name == "latency_ms" and value is not None:
             value = f"{value:.3f}"
+        elif name == "error_code" and value:
+            value = f"{value} {error_name(value)}"  # "79 MEMBER_ID_REQUIRED": the number alone says little
+        elif name == "errors":
+            value = _errors_cell(value) if value else None
         cells.append("-" if value is None else str(value))
     return cells
+
+
+def _errors_cell(errors: list[dict[str, Any]]) -> str:
+    """"3 UNKNOWN_TOPIC_OR_PARTITION orders-7; ...": each code, its name and where it sits (topic-
+    partition as Kafka's tools print one, else the group, member or resource)."""
+    cells = []
+    for entry in errors[:_ERRORS_SHOWN]:
+        where = [str(entry[key]) for key in ("group", "resource", "member") if entry.get(key) is not None]
+        topic = entry.get("topic", entry.get("topic_id"))
+        if topic is not None:
+            partition = entry.get("partition")
+            where.append(str(topic) if partition is None else f"{topic}-{partition}")
+        cells.append(" ".join([str(entry["code"]), entry["name"], *where]))
+    if len(errors) > _ERRORS_SHOWN:
+        cells.append(f"(+{len(errors) - _ERRORS_SHOWN} more)")
+    return "; ".join(cells)
 
 
 def _iso_time(ts: float) -> str:
@@ -291,8 +348,8 @@ def _write_table(rows: Iterator[Row], out: TextIO) -> int:
     rule = box.SIMPLE_HEAD if terminal else box.Box(_ASCII_HEAD_RULE, ascii=True)
     table = Table(box=rule, show_edge=False, pad_edge=False, highlight=False)
     for name in _TABLE_COLUMNS:
-        numeric = name in ("api_version", "correlation_id", "error_code", "latency_ms")
-        width = _REASON_MAX_WIDTH if name == "reason" else _CELL_MAX_WIDTH
+        numeric = name in ("api_version", "correlation_id", "latency_ms")
+        width = _REASON_MAX_WIDTH if name in ("reason", "errors") else _CELL_MAX_WIDTH
         table.add_column(name, justify="right" if numeric else "left", max_width=width, overflow="fold")
     count = 0
     for row in rows:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kafkapy.commands.decode import add_common_options, kafka_ports, outputs_problem
+from kafkapy.commands.decode import add_common_options, kafka_ports, outputs_problem, row_filter
 
 # The line a JVM prints for an exception that ends it, e.g. spark-submit's
 # `Exception in thread "main" org.apache.spark.SparkException: Master must ...`.
@@ -82,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"kafkapy spark-decode: error: {problem}", file=sys.stderr)
         return 2
+    try:
+        row_filter(args)  # checked before Spark starts
+    except ValueError as exc:
+        print(f"kafkapy spark-decode: error: {exc}", file=sys.stderr)
+        return 2
     with _quiet(args.verbose) as log_path:
         try:
             spark = _start(args.master, log_path)
@@ -92,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
             # the tasks write Parquet themselves (see kafkapy.spark.write_captures)
             parts = write_captures(
                 spark, files, args.output, mode=args.mode, kafka_ports=kafka_ports(args),
-                decode_records=not args.raw_records, bodies=args.bodies,
+                decode_records=not args.raw_records, bodies=args.bodies, api=args.api, topic=args.topic,
+                client_id=args.client_id, errors_only=args.errors_only,
             )  # fmt: skip
             summary = None
             if args.summary or args.summary_plot:

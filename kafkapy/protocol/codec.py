@@ -158,7 +158,7 @@ def json_body_decoder(api_key: int, kind: str, version: int, decode_records: boo
     found = _json_decoders.get(key)
     if found is None:
         root = message_schema(api_key, kind, version).root
-        found = _json_decoders[key] = compile_json_decoder(root, decode_records)
+        found = _json_decoders[key] = compile_json_decoder(root, decode_records, errors=kind == "response")
     return found
 
 

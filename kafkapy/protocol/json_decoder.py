@@ -24,7 +24,13 @@ The top-level function also returns what a capture row wants besides the text,
 so it never needs a Body: the top-level ``error_code`` (an int, else None) and
 the topic names of the top-level ``topic_data``/``topics`` arrays (each entry's
 ``name``, or ``topic`` where it has no ``name``; strings only, first occurrence
-order), as a :class:`RenderedBody`.
+order), as a :class:`RenderedBody`. A response's decoder also lists every non-zero
+``error_code`` at any depth, placed by the identifying fields of its structs
+(:mod:`kafkapy.protocol.error_sites`): a struct function that holds an error code, or
+calls one that does, takes two more arguments, the list and the (key, value) pairs of
+its ancestors' identifying fields; the flat-array fast paths test the codes they unpack
+(one ``any`` over a slice) and build entries only for a non-zero one, so an error-free
+body pays a few comparisons and one tuple per array of such structs.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring  # the string escaper of json.dumps(ensure_ascii=False)
 from typing import Any, NamedTuple
 
+from kafkapy.protocol.error_sites import error_entry, site_key
 from kafkapy.protocol.primitives import (
     ARRAY_STRUCTS,
     RUNTIME,
@@ -71,6 +78,8 @@ class RenderedBody(NamedTuple):
     text: str
     error_code: int | None  # the top-level error_code, when it is an int
     topics: list[str]  # names in the top-level topic_data/topics entries, first occurrence order
+    # a response's non-zero error codes, each placed (error_sites); None for a request
+    errors: list[dict[str, Any]] | None
 
 
 JsonDecoder = Callable[[bytes, int, int], tuple[RenderedBody, int]]
@@ -133,6 +142,16 @@ def _topic_names(names: list[Any]) -> list[str]:
     return [n for n in dict.fromkeys(names) if type(n) is str]
 
 
+def _flat_errors(errs: list[dict[str, Any]], where: tuple[tuple[str, Any], ...], values: tuple[Any, ...],
+                 width: int, code_at: int, sites: tuple[tuple[str, int], ...]) -> None:
+    """The entries of a flat array's elements (unpacked as one tuple, ``width`` values each) whose
+    code is not zero: called only when one is not."""
+    for start in range(0, len(values), width):
+        code = values[start + code_at]
+        if code:
+            errs.append(error_entry(code, where + tuple((key, values[start + i]) for key, i in sites)))
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, uuid.UUID):
         return str(value)
@@ -166,6 +185,8 @@ def _runtime() -> dict[str, Any]:
         "_topic_names": _topic_names,
         "_RenderedBody": RenderedBody,
         "_new": tuple.__new__,
+        "_error_entry": error_entry,
+        "_flat_errors": _flat_errors,
     })  # fmt: skip
     return names
 
@@ -197,9 +218,12 @@ class _Emitter:
     """Emits the JSON decoders of one message: each struct function is generated into its own
     line list (the primitives' emitters write to ``g.lines``), then appended to the module."""
 
-    def __init__(self, g: Gen, decode_records: bool) -> None:
+    def __init__(self, g: Gen, decode_records: bool, errors: bool = False) -> None:
         self.g = g
         self.decode_records = decode_records
+        self.errors = errors  # list error codes (a response's decoder)
+        self._bearing: dict[int, bool] = {}
+        self.here = "where"  # the expression of the struct being emitted: its ancestors' and own sites
         self.prelude: list[str] = []  # module constants (precompiled Structs)
         self.module: list[str] = []  # finished functions, nested ones before their users
         self.functions: dict[int, str] = {}
@@ -207,9 +231,34 @@ class _Emitter:
     def source(self) -> str:
         return "\n".join(self.prelude + self.module) + "\n"
 
-    def function(self, codec: StructCodec, *, name_key: str | None = None, root: bool = False) -> str:
+    def bears_errors(self, codec: Primitive) -> bool:
+        """Whether a struct (or an array of them) holds an error code at any depth, when listing."""
+        if not self.errors:
+            return False
+        if isinstance(codec, NullableStruct):
+            codec = codec.inner
+        if isinstance(codec, Array):
+            return self.bears_errors(codec.element)
+        if not isinstance(codec, StructCodec):
+            return False
+        found = self._bearing.get(id(codec))
+        if found is None:
+            self._bearing[id(codec)] = False  # no struct contains itself; guards the recursion
+            found = self._bearing[id(codec)] = "error_code" in codec.keys or any(
+                self.bears_errors(s.codec) for s in codec.slots + codec.tagged)
+        return found
+
+    def call_args(self, codec: Primitive, end: str, here: str | None = None) -> str:
+        """The arguments of a struct function's call: the error list and sites when it bears errors."""
+        if self.bears_errors(codec):
+            return f"buf, pos, {end}, errs, {here or self.here}"
+        return f"buf, pos, {end}"
+
+    def function(self, codec: StructCodec, *, name_key: str | None = None, root: bool = False,
+                 array: str | None = None) -> str:
         """Emit a struct's function once and return its name. With ``name_key`` it also returns that
-        field's value (a topic entry's name) as a third item; ``root`` returns a RenderedBody."""
+        field's value (a topic entry's name) as a third item; ``root`` returns a RenderedBody.
+        ``array``: the key of the array whose element it is (where an error sits depends on it)."""
         found = self.functions.get(id(codec))
         if found is not None:
             return found
@@ -217,20 +266,44 @@ class _Emitter:
         name = g.var("json_" + codec.name)
         self.functions[id(codec)] = name
         saved, g.lines = g.lines, []
-        g.emit(0, f"def {name}(buf, pos, end):")
-        self._struct_body(codec, name_key, root)
+        saved_here = self.here
+        bearing = not root and self.bears_errors(codec)
+        g.emit(0, f"def {name}(buf, pos, end{', errs, where' if bearing else ''}):")
+        self._struct_body(codec, name_key, root, array)
         g.emit(0, "")
         self.module.extend(g.lines)
         g.lines = saved
+        self.here = saved_here
         return name
 
-    def _struct_body(self, codec: StructCodec, name_key: str | None, root: bool) -> None:
+    def _struct_body(self, codec: StructCodec, name_key: str | None, root: bool, array: str | None) -> None:
         g = self.g
         keep: dict[str, str] = {}  # field key -> local that keeps its value (not only its text)
         if name_key is not None:
             keep[name_key] = "name"
-        if root and "error_code" in codec.keys:
+        bearing = self.bears_errors(codec)
+        if (root or bearing) and "error_code" in codec.keys:
             keep["error_code"] = "error_code"
+        # the fields that say where this struct's errors (and its children's) sit, as they are read
+        sites: dict[str, tuple[str, str]] = {}
+        if bearing:
+            for slot in codec.slots:
+                key = site_key(slot.key, array)
+                if key is not None:
+                    local = keep.setdefault(slot.key, "site_" + slot.key)
+                    sites[slot.key] = (key, local)
+            self.here = "where" if not root else "()"
+        read: list[tuple[str, str]] = []  # sites read so far: the here of the calls that follow
+
+        def site_read(field: str) -> None:
+            if field in sites:
+                read.append(sites[field])
+                pairs = "".join(f"({key!r}, {local}), " for key, local in read)
+                self.here = f"{'where' if not root else '()'} + ({pairs})"
+
+        marked = bearing and "error_code" in keep and any(self.bears_errors(s.codec) for s in codec.slots)
+        if marked:
+            g.emit(1, "mark = len(errs)")  # children's entries are listed before the code: it goes first
         topic_lists: list[str] = []
         parts: list[str] = []  # f-string pieces (key literal and value expression), in Body order
         for run in codec._runs():
@@ -249,6 +322,7 @@ class _Emitter:
                     if s.key in keep:
                         g.emit(1, f"{keep[s.key]} = {var}")
                     parts.append(_key(s.key) + "{" + _fixed_json(s.codec, var) + "}")
+                    site_read(s.key)
                 continue
             target = g.var("j")
             topics = topic_lists if root and first.key in TOPIC_ARRAYS else None
@@ -262,6 +336,7 @@ class _Emitter:
             else:
                 self._emit_json(first.codec, target, 1, first.path, "end", keep.get(first.key), topics)
             parts.append(_key(first.key) + "{" + target + "}")
+            site_read(first.key)
         tail = ""
         if codec.flexible:
             targets = {}
@@ -275,12 +350,19 @@ class _Emitter:
             self._emit_tags(codec, targets, keep)
             tail = "{tail}"
         text = "f'{{" + ",".join(parts) + tail + "}}'"
+        if bearing and "error_code" in keep:
+            entry = f"_error_entry(error_code, {self.here})"
+            add = f"errs.insert(mark, {entry})" if marked else f"errs.append({entry})"
+            g.emit(1, f"if error_code: {add}")
         if root:
+            if bearing:
+                g.lines.insert(1, "    errs = []")
             if topic_lists:
                 g.lines.insert(1, "    " + "; ".join(f"{t} = []" for t in topic_lists))
             code = "error_code if type(error_code) is int else None" if "error_code" in keep else "None"
             listed = f"_topic_names({' + '.join(topic_lists)})" if topic_lists else "[]"
-            g.emit(1, f"return _new(_RenderedBody, ({text}, {code}, {listed})), pos")
+            errs = "errs" if bearing else "[]" if self.errors else "None"
+            g.emit(1, f"return _new(_RenderedBody, ({text}, {code}, {listed}, {errs})), pos")
         elif name_key is not None:
             g.emit(1, f"return {text}, pos, name")
         else:
@@ -306,14 +388,14 @@ class _Emitter:
         entries registers the list its entries' names go to."""
         g = self.g
         if isinstance(codec, StructCodec):
-            g.emit(ind, f"{target}, pos = {self.function(codec)}(buf, pos, {end})")
+            g.emit(ind, f"{target}, pos = {self.function(codec)}({self.call_args(codec, end)})")
         elif isinstance(codec, NullableStruct):
             fn = self.function(codec.inner)
             g.emit(ind, f"if pos + 1 > {end}: raise _short(pos, 1, {end}, {field!r})")
             g.emit(ind, f"if buf[pos] >= 128: pos += 1; {target} = 'null'")
             g.emit(ind, "else:")
             g.emit(ind + 1, "pos += 1")
-            g.emit(ind + 1, f"{target}, pos = {fn}(buf, pos, {end})")
+            g.emit(ind + 1, f"{target}, pos = {fn}({self.call_args(codec.inner, end)})")
         elif isinstance(codec, Array):
             self._emit_array(codec, target, ind, field, end, topics)
         elif isinstance(codec, RecordsField):
@@ -381,6 +463,11 @@ class _Emitter:
             g.emit(ind + 1, f"pos += {size}")
             return
         g.emit(ind + 1, f"if {n} > {end} - pos: raise _too_many(pos, {n}, {end}, {field!r})")
+        array = field.rsplit(".", 1)[-1].rstrip("[]")
+        here = self.here
+        if self.bears_errors(el) and here not in ("where", "()"):
+            here = g.var("h")  # the sites of every element's calls, one tuple for the array
+            g.emit(ind + 1, f"{here} = {self.here}")
         name_key = None
         if isinstance(el, StructCodec) and topics is not None:
             name_key = "name" if "name" in el.keys else "topic" if "topic" in el.keys else None
@@ -388,33 +475,35 @@ class _Emitter:
             assert isinstance(el, StructCodec) and topics is not None
             names = g.var("names")
             topics.append(names)
-            fn = self.function(el, name_key=name_key)
+            fn = self.function(el, name_key=name_key, array=array)
+            args = self.call_args(el, end, here)
             # one entry (a client's one topic, say) needs no list, loop or join
             g.emit(ind + 1, f"if {n} == 1:")
-            g.emit(ind + 2, f"{item}, pos, name = {fn}(buf, pos, {end}); {names}.append(name)")
+            g.emit(ind + 2, f"{item}, pos, name = {fn}({args}); {names}.append(name)")
             g.emit(ind + 2, f"{target} = f'[{{{item}}}]'")
             g.emit(ind + 1, "else:")
             ind += 1
             g.emit(ind + 1, f"{items} = []")
             g.emit(ind + 1, f"for {i} in range({n}):")
-            g.emit(ind + 2, f"{item}, pos, name = {fn}(buf, pos, {end})")
+            g.emit(ind + 2, f"{item}, pos, name = {fn}({args})")
             g.emit(ind + 2, f"{items}.append({item}); {names}.append(name)")
         elif isinstance(el, StructCodec):
-            fn = self.function(el)
+            fn = self.function(el, array=array)
+            args = self.call_args(el, end, here)
             g.emit(ind + 1, f"if {n} == 1:")  # as above
-            g.emit(ind + 2, f"{item}, pos = {fn}(buf, pos, {end})")
+            g.emit(ind + 2, f"{item}, pos = {fn}({args})")
             g.emit(ind + 2, f"{target} = f'[{{{item}}}]'")
-            self._emit_flat_array(el, n, target, ind + 1, end, keyword="elif")
+            self._emit_flat_array(el, n, target, ind + 1, end, keyword="elif", here=here, array=array)
             g.emit(ind + 1, "else:")
             ind += 1
             g.emit(ind + 1, f"{items} = []")
             g.emit(ind + 1, f"for {i} in range({n}):")
-            if self._emit_flat_element(el, items, ind + 2, end):
+            if self._emit_flat_element(el, items, ind + 2, end, here=here, array=array):
                 g.emit(ind + 2, "else:")
-                g.emit(ind + 3, f"{item}, pos = {fn}(buf, pos, {end})")
+                g.emit(ind + 3, f"{item}, pos = {fn}({args})")
                 g.emit(ind + 3, f"{items}.append({item})")
             else:
-                g.emit(ind + 2, f"{item}, pos = {fn}(buf, pos, {end})")
+                g.emit(ind + 2, f"{item}, pos = {fn}({args})")
                 g.emit(ind + 2, f"{items}.append({item})")
         else:
             g.emit(ind + 1, f"{items} = []")
@@ -426,7 +515,7 @@ class _Emitter:
 
 
     def _emit_flat_array(self, codec: StructCodec, n: str, target: str, ind: int, end: str,
-                         keyword: str = "if") -> bool:
+                         keyword: str = "if", here: str = "where", array: str | None = None) -> bool:
         """For an array of structs of int fields only (ApiVersions' 60-odd entries, Fetch's
         partitions), emit an ``if`` for the common array: every element's bytes there and, when
         flexible, every tag section empty. Then one unpack_from reads the whole array and one
@@ -452,11 +541,23 @@ class _Emitter:
         g.emit(ind, f"{keyword} {check}:")
         layout = g.var("L")
         g.emit(ind + 1, f"{layout} = _flat_layout({fmt + 'x' * codec.flexible!r}, {item!r}, {n})")
-        g.emit(ind + 1, f"{target} = f'[{{{layout}[1] % {layout}[0].unpack_from(buf, pos)}}]'")
+        if self.bears_errors(codec):
+            values = g.var("t")
+            width_values = len(codec.slots)
+            at = [s.key for s in codec.slots].index("error_code")
+            sites = tuple((key, i) for i, s in enumerate(codec.slots)
+                          if (key := site_key(s.key, array)) is not None)
+            g.emit(ind + 1, f"{values} = {layout}[0].unpack_from(buf, pos)")
+            g.emit(ind + 1, f"{target} = f'[{{{layout}[1] % {values}}}]'")
+            g.emit(ind + 1, f"if any({values}[{at}::{width_values}]): "
+                            f"_flat_errors(errs, {here}, {values}, {width_values}, {at}, {sites!r})")
+        else:
+            g.emit(ind + 1, f"{target} = f'[{{{layout}[1] % {layout}[0].unpack_from(buf, pos)}}]'")
         g.emit(ind + 1, f"pos += {n} * {width}")
         return True
 
-    def _emit_flat_element(self, codec: StructCodec, items: str, ind: int, end: str) -> bool:
+    def _emit_flat_element(self, codec: StructCodec, items: str, ind: int, end: str, here: str = "where",
+                           array: str | None = None) -> bool:
         """For a struct of fixed-width fields only (ApiVersions' entries, Fetch's partitions), emit
         an inline ``if`` for the common element: all its bytes there and, when flexible, an empty
         tag section. Its text is then what the struct's function returns, so only other elements
@@ -482,20 +583,27 @@ class _Emitter:
         g.emit(ind + 1, f"{', '.join(names)}{',' if len(names) == 1 else ''} = {st}.unpack_from(buf, pos)")
         g.emit(ind + 1, f"pos += {size + codec.flexible}")
         g.emit(ind + 1, f"{items}.append(f'{{{{{','.join(parts)}}}}}')")
+        if self.bears_errors(codec):
+            code = names[[s.key for s in codec.slots].index("error_code")]
+            pairs = "".join(f"({key!r}, {var}), " for s, var in zip(codec.slots, names)
+                            if (key := site_key(s.key, array)) is not None)
+            g.emit(ind + 1, f"if {code}: errs.append(_error_entry({code}, {here} + ({pairs})))")
         return True
 
 
-def json_decoder_source(root: StructCodec, decode_records: bool) -> tuple[str, str]:
-    """The generated source of one message's JSON decoder, and its top-level function's name."""
-    emitter = _Emitter(Gen(), decode_records)
+def json_decoder_source(root: StructCodec, decode_records: bool, errors: bool = False) -> tuple[str, str]:
+    """The generated source of one message's JSON decoder, and its top-level function's name.
+    ``errors``: list the body's non-zero error codes (a response's), else RenderedBody.errors is None."""
+    emitter = _Emitter(Gen(), decode_records, errors)
     name = emitter.function(root, root=True)
     return emitter.source(), name
 
 
-def compile_json_decoder(root: StructCodec, decode_records: bool) -> JsonDecoder:
+def compile_json_decoder(root: StructCodec, decode_records: bool, errors: bool = False) -> JsonDecoder:
     """Generate, compile and load one message's JSON decoder: ``(buf, pos, end)`` to
-    ``(RenderedBody, pos)``, raising what the Body decoder of ``root`` raises."""
-    source, name = json_decoder_source(root, decode_records)
+    ``(RenderedBody, pos)``, raising what the Body decoder of ``root`` raises. ``errors``: list
+    the non-zero error codes (:mod:`kafkapy.protocol.error_sites`)."""
+    source, name = json_decoder_source(root, decode_records, errors)
     namespace = _runtime()
     exec(compile(source, f"<kafkapy json decoder {root.name} v{root.version}>", "exec"), namespace)
     decoder: JsonDecoder = namespace[name]

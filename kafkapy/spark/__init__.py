@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from kafkapy.capture.filters import RowFilter
 from kafkapy.capture.options import body_api_keys, port_numbers
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
 
@@ -57,8 +58,9 @@ __all__ = [
 ROW_TYPE = (
     "ts timestamp, src string, dst string, connection_id bigint, api_key int, api_name string, "
     "api_version int, correlation_id int, client_id string, request string, response string, "
-    "error_code int, latency_ms double, request_bytes bigint, response_bytes bigint, status string, "
-    "reason string, topics array<string>, capture string"
+    "error_code int, errors array<struct<topic string, topic_id string, partition int, group string, "
+    "member string, resource string, code int, name string>>, latency_ms double, request_bytes bigint, "
+    "response_bytes bigint, status string, reason string, topics array<string>, capture string"
 )
 REQUEST_TYPE = (
     "api_key int, api_name string, api_version int, correlation_id int, client_id string, "
@@ -86,7 +88,8 @@ def expand_paths(paths: str | Iterable[str]) -> list[str]:
 
 
 def _decode_files(
-    batches: Iterator[Any], ports: tuple[int, ...], decode_records: bool, bodies: frozenset[int] | None
+    batches: Iterator[Any], ports: tuple[int, ...], decode_records: bool, bodies: frozenset[int] | None,
+    where: RowFilter,
 ) -> Iterator[Any]:
     """mapInArrow body: each input row is a capture path; out come row batches."""
     # Imported here, on the executor: see the module docstring.
@@ -97,7 +100,7 @@ def _decode_files(
         for path in batch.column(0).to_pylist():
             yield from decode_capture_batches(
                 path, batch_rows=_BATCH_ROWS, schema=schema, kafka_ports=ports,
-                decode_records=decode_records, bodies=bodies,
+                decode_records=decode_records, bodies=bodies, row_filter=where,
             )  # fmt: skip
 
 
@@ -108,11 +111,17 @@ def read_captures(
     kafka_ports: int | Iterable[int] = DEFAULT_KAFKA_PORTS,
     decode_records: bool = True,
     bodies: Iterable[int | str] | None = None,
+    api: Iterable[int | str] | int | str | None = None,
+    topic: str | Iterable[str] | None = None,
+    client_id: str | Iterable[str] | None = None,
+    errors_only: bool = False,
 ) -> DataFrame:
     """Decoded exchanges of capture files, one task per file.
 
     ``bodies``: API keys whose bodies are decoded (None: all; empty:
-    header-level rows only), as in :func:`kafkapy.capture.rows.decode_capture`.
+    header-level rows only), as in :func:`kafkapy.capture.rows.decode_capture`;
+    ``api``, ``topic``, ``client_id`` and ``errors_only`` keep only the rows that pass
+    them, as there (checked on the driver: a bad value is a ValueError).
 
     ``paths``: files, directories or glob patterns, expanded on the driver;
     the files must be readable at the same path by every executor (a local
@@ -123,13 +132,14 @@ def read_captures(
         raise FileNotFoundError(f"no capture files match {paths!r}")
     ports = port_numbers(kafka_ports)
     keys = body_api_keys(bodies)
+    where = RowFilter(api=api, topic=topic, client_id=client_id, errors_only=errors_only)
     files = [os.path.abspath(f) for f in files]
     # parallelize with one slice per file: exactly one file per partition, so one task each
     rdd = spark.sparkContext.parallelize([(f,) for f in files], numSlices=len(files))
     paths_df = spark.createDataFrame(rdd, "path string")
 
     def decode(batches: Iterator[Any]) -> Iterator[Any]:
-        return _decode_files(batches, ports, decode_records, keys)
+        return _decode_files(batches, ports, decode_records, keys, where)
 
     return paths_df.mapInArrow(decode, ROW_TYPE)
 
@@ -152,6 +162,7 @@ def _write_files(
     ports: tuple[int, ...],
     decode_records: bool,
     bodies: frozenset[int] | None,
+    where: RowFilter,
 ) -> Iterator[tuple[str, int]]:
     """mapPartitions body: decode each capture into its own Parquet file.
 
@@ -174,7 +185,7 @@ def _write_files(
             with pq.ParquetWriter(partial, schema) as writer:
                 for batch in decode_capture_batches(
                     path, batch_rows=_PARQUET_BATCH_ROWS, schema=schema, kafka_ports=ports,
-                    decode_records=decode_records, bodies=bodies,
+                    decode_records=decode_records, bodies=bodies, row_filter=where,
                 ):  # fmt: skip
                     writer.write_batch(batch)
                     rows += batch.num_rows
@@ -229,6 +240,10 @@ def write_captures(
     kafka_ports: int | Iterable[int] = DEFAULT_KAFKA_PORTS,
     decode_records: bool = True,
     bodies: Iterable[int | str] | None = None,
+    api: Iterable[int | str] | int | str | None = None,
+    topic: str | Iterable[str] | None = None,
+    client_id: str | Iterable[str] | None = None,
+    errors_only: bool = False,
 ) -> list[tuple[str, int]]:
     """Decode captures into a Parquet directory, one task and one file per capture.
 
@@ -238,13 +253,15 @@ def write_captures(
     capture written again replaces its own part). As with
     :func:`read_captures`, captures and ``output`` must be reachable at the
     same paths from every executor; the result reads back with
-    ``spark.read.parquet(output)`` as the rows of :func:`read_captures`.
+    ``spark.read.parquet(output)`` as the rows of :func:`read_captures`. The filters
+    (``api``, ...) are :func:`read_captures`' own.
     """
     files = [os.path.abspath(f) for f in expand_paths(paths)]
     if not files:
         raise FileNotFoundError(f"no capture files match {paths!r}")
     ports = port_numbers(kafka_ports)  # before anything is removed or made
     keys = body_api_keys(bodies)
+    where = RowFilter(api=api, topic=topic, client_id=client_id, errors_only=errors_only)
     out = check_output(output, mode)
     if os.path.exists(out) and mode == "overwrite":
         shutil.rmtree(out)
@@ -254,7 +271,7 @@ def write_captures(
         os.remove(success)
 
     def task(part: Iterable[str]) -> Iterator[tuple[str, int]]:
-        return _write_files(part, out, ports, decode_records, keys)
+        return _write_files(part, out, ports, decode_records, keys, where)
 
     # one slice per file: exactly one file per partition, so one task each
     rdd = spark.sparkContext.parallelize(files, numSlices=len(files))

@@ -57,7 +57,7 @@ def test_table_format(capsys: pytest.CaptureFixture[str]) -> None:
     assert out[0].split()[:4] == ["ts", "src", "dst", "api_name"]
     assert set(out[1]) == {"-"} and len(out[1]) == len(out[0])
     assert out[2].split() == ["2016-11-17T21:06:37.793608Z", "127.0.0.1:34128", "127.0.1.1:9092", "Produce",
-                              "2", "1", "console-producer", "-", "16.107", "ok", "-"]
+                              "2", "1", "console-producer", "-", "-", "16.107", "ok", "-"]
 
 
 def test_table_rows_not_ok_say_why(tmp_path: Path) -> None:
@@ -116,8 +116,8 @@ def test_table_rows_not_ok_say_why(tmp_path: Path) -> None:
         if cells[0]:
             rows.append(cells)
         else:
-            rows[-1][10] += " " + cells[10]
-    by_status = {row[9]: row[10] for row in rows}
+            rows[-1][11] += " " + cells[11]
+    by_status = {row[10]: row[11] for row in rows}
     assert by_status["undecodable"].startswith("TLS: the connection carries TLS records")
     assert by_status["truncated"].startswith("request frame truncated (snap length, ")
     assert re.fullmatch(r"\d+ bytes missing from the server stream at offset \d+", by_status["gap"])
@@ -163,7 +163,7 @@ def test_table_columns_line_up_with_their_headers_whatever_the_cells(tmp_path: P
     header, rule, *lines = out.read_text().splitlines()
     starts = _column_starts(header)
     assert _cells(header, starts) == ["ts", "src", "dst", "api_name", "api_version", "correlation_id",
-                                      "client_id", "error_code", "latency_ms", "status", "reason"]
+                                      "client_id", "error_code", "errors", "latency_ms", "status", "reason"]
     client = starts[6]
     assert starts[7] - client <= 40 + 3  # the client id column folded at 40
     assert all(len(line) <= len(rule) for line in lines)
@@ -172,19 +172,19 @@ def test_table_columns_line_up_with_their_headers_whatever_the_cells(tmp_path: P
     # the long id goes on over the next lines, in its own column only
     folded = [row for row in rows if not row[0]]
     assert "".join([rows[0][6], *(row[6] for row in folded)]) == long_id
-    assert all(cell == "" for row in folded for i, cell in enumerate(row) if i not in (6, 10))
+    assert all(cell == "" for row in folded for i, cell in enumerate(row) if i not in (6, 11))
     full = [row for row in rows if row[0]]
     assert [row[6] for row in full] == [long_id[:40], markup_id, "c", "-"]
-    assert [row[9] for row in full] == ["ok", "ok", "ok", "undecodable"]
+    assert [row[10] for row in full] == ["ok", "ok", "ok", "undecodable"]
     # the reason, wrapped at words within its column: ok rows have none
-    assert [row[10] for row in full[:3]] == ["-", "-", "-"]
+    assert [row[11] for row in full[:3]] == ["-", "-", "-"]
     undecodable = lines.index(next(line for line in lines if "undecodable" in line))
-    reason = " ".join(_cells(line, starts)[10] for line in lines[undecodable:])
+    reason = " ".join(_cells(line, starts)[11] for line in lines[undecodable:])
     assert reason == "capture error: not a pcap or pcapng file (magic 23205265) (file offset 0)"
-    assert full[-1][:9] == ["-"] * 9  # a file that is not a capture has no time, not 00:00:00
+    assert full[-1][:10] == ["-"] * 10  # a file that is not a capture has no time, not 00:00:00
     names = _cells(header, starts)
     for line in (line for line in lines if not line.startswith(" ")):  # numbers end where their header does
-        for i in (4, 5, 7, 8):
+        for i in (4, 5, 9):
             end = starts[i] + len(names[i])
             assert line[end - 1] != " " and line[end] == " ", (names[i], line)
 
@@ -420,3 +420,50 @@ def test_a_tls_connection_joined_mid_stream_is_one_row_saying_why(
     assert main(["decode", "--kafka-port", "9093", str(path)]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["connection_id"], r["status"], r["reason"][:5]) for r in rows] == [(0, "undecodable", "TLS: ")]
+
+
+def test_filters_keep_the_rows_that_pass_them_all(capsys: pytest.CaptureFixture[str]) -> None:
+    """mixed-with-unsupported.pcap: Fetch v13, OffsetCommit v8 and Heartbeat v4 of two clients."""
+    path = str(CAPTURES / "mixed-with-unsupported.pcap")
+
+    def decode(*options: str) -> list[dict[str, object]]:
+        assert main(["decode", *options, path]) == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    every = decode()
+    assert decode("--api", "fetch,12") == [r for r in every if r["api_name"] in ("Fetch", "Heartbeat")]
+    assert decode("--api", "OffsetCommit") == [r for r in every if r["api_name"] == "OffsetCommit"] != []
+    client = str(every[0]["client_id"])
+    assert decode("--client-id", client) == [r for r in every if r["client_id"] == client] != []
+    topic = next(t for r in every for t in (r["topics"] or []))  # type: ignore[attr-defined]
+    assert decode("--topic", topic, "--topic", "other") == [r for r in every if topic in (r["topics"] or [])]  # type: ignore[operator]
+    assert decode("--errors-only") == [r for r in every if r["errors"]]
+    assert decode("--api", "Produce") == []
+    assert "no Kafka traffic" not in capsys.readouterr().err  # rows there, none kept: not "nothing found"
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    (["--api", "Prodyce"], "argument --api: unknown API 'Prodyce' (give a name such as Produce, or a key)"),
+    (["--api", "9999"], "argument --api: unknown API key 9999 (not in kafkapy's catalogue)"),
+    (["--bodies", "none", "--errors-only"],
+     "--errors-only reads decoded bodies, which --bodies none leaves out"),
+    (["--bodies", "none", "--topic", "t"], "--topic reads decoded bodies, which --bodies none leaves out"),
+])  # fmt: skip
+def test_a_bad_filter_is_one_line_exit_2(options: list[str], says: str) -> None:
+    result = _kafkapy("decode", *options, CAPTURE_FILES[0])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"kafkapy decode: error: {says}") and result.stderr.count("\n") == 1
+    assert result.stdout == ""
+
+
+def test_the_table_names_error_codes_and_lists_the_errors() -> None:
+    from kafkapy.commands.decode import table_cells
+
+    row = {"error_code": 79, "errors": [{"member": "m-1", "code": 79, "name": "MEMBER_ID_REQUIRED"}]}
+    cells = table_cells(row)
+    assert "79 MEMBER_ID_REQUIRED" in cells and "79 MEMBER_ID_REQUIRED m-1" in cells
+    produce = {"error_code": None, "errors": [
+        {"topic": "t", "partition": p, "code": 6, "name": "NOT_LEADER_OR_FOLLOWER"} for p in range(5)]}
+    shown = "; ".join(f"6 NOT_LEADER_OR_FOLLOWER t-{p}" for p in range(3))
+    assert f"{shown}; (+2 more)" in table_cells(produce)
+    assert table_cells({"error_code": 0, "errors": []})[7:9] == ["0", "-"]

@@ -461,7 +461,7 @@ def test_huge_declared_pcap_record_length() -> None:
 
 # --- header-only rows and the columnar builder -------------------------------------------------
 
-_BODY_COLUMNS = ("request", "response", "error_code", "topics")
+_BODY_COLUMNS = ("request", "response", "error_code", "errors", "topics")
 
 
 def _bench_capture(tmp_path: Path) -> Path:
@@ -670,3 +670,21 @@ def test_strings_that_are_not_utf8_are_shown_as_the_broker_reads_them() -> None:
             ("FindCoordinator", "ok", "c\ufffd")]
         assert json.loads(rows[0]["request"])["key"] == "g\ufffd"
         json.dumps(rows[0], ensure_ascii=False).encode()  # writable as UTF-8 (a lone surrogate is not)
+
+
+def test_filters_are_checked_at_the_call_and_keep_file_errors() -> None:
+    from kafkapy.capture.filters import _API_KEY, _CLIENT_ID, _CONNECTION_ID, _ERRORS, _TOPICS
+
+    assert [COLUMNS[i] for i in (_CONNECTION_ID, _API_KEY, _CLIENT_ID, _ERRORS, _TOPICS)] == [
+        "connection_id", "api_key", "client_id", "errors", "topics"]
+    for bad, match in (({"api": "Prodyce"}, "unknown API 'Prodyce'"),
+                       ({"topic": [1]}, "topic takes one or more strings"),
+                       ({"client_id": []}, "client_id takes one or more strings"),
+                       ({"errors_only": "yes"}, "errors_only is True or False")):
+        with pytest.raises(ValueError, match=match):
+            decode_capture(CAPTURES / "no-such-file.pcap", **bad)  # type: ignore[arg-type]
+    rows = list(decode_capture(CAPTURES / "README.md", api="Produce", errors_only=True))
+    assert [r["status"] for r in rows] == ["undecodable"]  # the file's problem is kept
+    path = CAPTURES / "00-produce-v9.pcap"
+    assert list(decode_capture(path, api=0, client_id=next(decode_capture(path))["client_id"])) == list(
+        decode_capture(path))

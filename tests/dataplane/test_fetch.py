@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fetch_seeding import ResponseRecorder, on_loop, seeded
+from raw_frames import exchange
 
 from kafkapy.client import SimpleClient
 from kafkapy.dataplane.fetch import FETCH_VERSIONS, FIRST_RECORD_BATCH_VERSION
@@ -316,21 +317,7 @@ def test_sessions_on_the_wire(broker: Broker) -> None:
 def raw_exchange(broker: Broker, frames: list[bytes]) -> list[bytes]:
     """Send request frames on one socket and return the response frames, byte for byte."""
     with socket.create_connection(host_port(broker), timeout=10) as sock:
-        answers = []
-        for frame in frames:
-            sock.sendall(struct.pack(">i", len(frame)) + frame)
-            size = struct.unpack(">i", receive(sock, 4))[0]
-            answers.append(receive(sock, size))
-        return answers
-
-
-def receive(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "the broker closed the connection"
-        data += chunk
-    return data
+        return [exchange(sock, frame) for frame in frames]
 
 
 def host_port(broker: Broker) -> tuple[str, int]:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_codec import _filled
+from test_codec import _filled, _has_struct
 from test_fuzz import mutated
 from test_interop_kafka_python import inject_unknown_tags, struct_strategy
 
@@ -38,6 +38,7 @@ from kafkapy.protocol.codec import (
     request_json_decoder,
     response_json_decoder,
 )
+from kafkapy.protocol.error_sites import body_errors
 from kafkapy.protocol.json_decoder import _float
 
 CASES = [
@@ -66,8 +67,9 @@ def _old(kind: str, data: bytes, key: int, version: int, decode_records: bool) -
     except DecodeError as exc:
         return _error(exc)
     body = r.body
+    errors = body_errors(body) if kind == "response" else None
     return ("ok", head, r.trailing_bytes, to_json(body, decode_records=decode_records), _error_code(body),
-            _topics(body))  # fmt: skip
+            _topics(body), errors)  # fmt: skip
 
 
 # The bound decoders the capture rows use, kept across examples as the rows keep them.
@@ -91,7 +93,7 @@ def _new(kind: str, data: Any, key: int, version: int, decode_records: bool, bou
     except DecodeError as exc:
         return _error(exc)
     body = r.body
-    return ("ok", head, r.trailing_bytes, body.text, body.error_code, body.topics)
+    return ("ok", head, r.trailing_bytes, body.text, body.error_code, body.topics, body.errors)
 
 
 def _general_response(data: Any, key: int, version: int) -> tuple[Any, ...]:
@@ -143,6 +145,59 @@ def test_every_message_and_version_with_defaults_and_every_struct_filled(kind: s
             assert _check(kind, frame, key, version)[0] == "ok"
             checked += 1
     assert checked > 300  # of the 341 versions per direction
+
+
+def _failing(codec: Any, index: int = 0) -> Any:
+    """A body of ``codec`` where every array of structs holds five (so the flat-array paths run),
+    each element's ints its index and its error codes non-zero on every other element."""
+    from kafkapy.protocol.primitives import Array, Fixed
+    from kafkapy.protocol.schema import NullableStruct, StructCodec
+
+    if isinstance(codec, NullableStruct):
+        return _failing(codec.inner, index)
+    if isinstance(codec, StructCodec):
+        body = codec.default_body()
+        for slot in codec.slots + codec.tagged:
+            if slot.key == "error_code":
+                body[slot.key] = 0 if index % 2 else 6 + index
+            elif _has_struct(slot.codec):
+                body[slot.key] = _failing(slot.codec, index)
+            elif isinstance(slot.codec, Fixed) and slot.codec.name in ("int8", "int16", "int32", "int64"):
+                body[slot.key] = index
+        return body
+    if isinstance(codec, Array):
+        return [_failing(codec.element, i) for i in range(5)]
+    raise AssertionError(codec)
+
+
+def test_every_error_code_of_every_response_is_listed_where_it_sits() -> None:
+    """The JSON decoders' errors equal body_errors of the Body decoder's body, on bodies with a
+    non-zero code in every struct that has one (the flat-array fast paths included)."""
+    listed = 0
+    for key, api in sorted(catalogue().items()):
+        for version in range(api.versions.low, api.versions.high + 1):
+            root = message_schema(key, "response", version).root
+            try:
+                frame = _encode("response", key, version, _failing(root))
+            except EncodeError:
+                continue
+            result = _check("response", frame, key, version)
+            assert result[0] == "ok"
+            listed += len(result[-1])
+            if "error_code" in root.keys and root.slots[0].key == "error_code":
+                assert result[-1][0]["code"] == 6  # the top-level code, first as it is read first
+    assert listed > 3000
+
+
+def test_an_error_names_its_topic_partition_and_code() -> None:
+    body = {"responses": [{"name": "t", "partition_responses": [{"index": 3, "error_code": 6},
+                                                                {"index": 4, "error_code": 0}]}]}
+    rendered = decode_response_json(encode_response(0, 9, 1, body), 0, 9).body
+    assert rendered.errors == [{"topic": "t", "partition": 3, "code": 6, "name": "NOT_LEADER_OR_FOLLOWER"}]
+    join = {"error_code": 79, "member_id": "m-1", "generation_id": -1, "leader": "", "members": []}
+    rendered = decode_response_json(encode_response(11, 7, 1, join), 11, 7).body
+    assert rendered.errors == [{"member": "m-1", "code": 79, "name": "MEMBER_ID_REQUIRED"}]
+    assert decode_request_json(encode_request(0, 9, 1, "c", {"topic_data": []})).body.errors is None
 
 
 @st.composite

@@ -81,6 +81,9 @@ def _assert_same_rows(spark_rows: list[Any], want: list[dict[str, Any]]) -> list
                 assert g[col] == pytest.approx(w[col])
             elif col == "topics":
                 assert list(g[col] or []) == list(w[col] or [])
+            elif col == "errors" and w[col] is not None:  # Spark's structs have every key, null where absent
+                assert [{k: v for k, v in e.asDict().items() if v is not None} for e in g[col]] == [
+                    {k: v for k, v in e.items() if v is not None} for e in w[col]]
             else:
                 assert g[col] == w[col], col
     return got
@@ -363,6 +366,27 @@ def test_spark_decode_checks_the_output_before_starting_spark(tmp_path: Path) ->
                           env=no_spark)
     assert bogus.returncode == 2 and len(bogus.stderr.splitlines()) == 1
     assert "'bogus://x' is not a Spark master" in bogus.stderr
+    filtered = _spark_decode(str(CAPTURE_FILES[0]), "--output", str(tmp_path / "new"), "--bodies", "none",
+                             "--errors-only", env=no_spark)
+    assert filtered.returncode == 2
+    assert filtered.stderr == ("kafkapy spark-decode: error: --errors-only reads decoded bodies, which "
+                               "--bodies none leaves out\n")
+
+
+@pytest.mark.parametrize("options", [
+    {"errors_only": True}, {"api": "Fetch,JoinGroup", "client_id": ["consumer-frauddetectionservice-1"]},
+    {"api": [0, 1]}, {"topic": "zqy-test"}], ids=str)  # fmt: skip
+def test_the_filters_keep_the_rows_the_local_decoder_keeps(
+    spark: Any, tmp_path: Path, options: dict[str, Any]
+) -> None:
+    from kafkapy.spark import read_captures, write_captures
+
+    want = _local_rows(**options)
+    _assert_same_rows(read_captures(spark, str(CAPTURES / "*.pcap"), **options).collect(), want)
+    write_captures(spark, str(CAPTURES / "*.pcap"), tmp_path / "rows", **options)
+    _assert_same_rows(spark.read.parquet(str(tmp_path / "rows")).collect(), want)
+    with pytest.raises(ValueError, match="unknown API 'Prodyce'"):
+        read_captures(spark, str(CAPTURES / "*.pcap"), api="Prodyce")
 
 
 def test_a_master_spark_rejects_is_one_line_naming_the_log(tmp_path: Path) -> None:
