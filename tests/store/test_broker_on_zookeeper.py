@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from raw_frames import exchange
 from store_helpers import expire_session, wait_until
 
 from kafkapy import Broker
@@ -28,18 +29,7 @@ def _round_trip(port: int, api_key: int, version: int, body: dict[str, Any]) -> 
 
     frame = encode_request(api_key, version, 1, "zk-test", body)
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(len(frame).to_bytes(4, "big") + frame)
-        size = int.from_bytes(_read(sock, 4), "big")
-        return decode_response(_read(sock, size), api_key, version).body
-
-
-def _read(sock: Any, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        assert chunk, "connection closed early"
-        data += chunk
-    return data
+        return decode_response(exchange(sock, frame), api_key, version).body
 
 
 def _metadata_with(port: int, brokers: int) -> Any:
