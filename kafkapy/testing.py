@@ -49,7 +49,7 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     A fresh topic per test, with a unique name, deleted after the test: ``kafka_topic.name``,
     ``kafka_topic.bootstrap_servers``, ``kafka_topic.broker``, ``str(kafka_topic)``. It is made
     on the test's own broker when the test has one (``kafka_broker``, ``kafka_cluster``, or
-    ``kafka_clock``, which brings ``kafka_broker`` on the clock), else on
+    ``kafka_clock`` or ``kafka_faults``, which bring ``kafka_broker``), else on
     ``kafka_session_broker``. One
     partition unless ``@pytest.mark.kafka_topic(partitions=3, config={...}, records=[...])``
     (one topic of ``Broker.seed``'s shape) or indirect parametrization
@@ -317,13 +317,14 @@ def _topic_spec(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 def _topic_home(request: pytest.FixtureRequest) -> str:
     """The fixture whose broker holds kafka_topic's topic: the test's own broker when it has one
-    (kafka_cluster alone, else kafka_broker, which kafka_clock also implies: the session's broker
-    keeps real time), so ``kafka_broker.records(kafka_topic.name)`` and ``kafka_clock.advance``
-    reach the topic; the session's broker otherwise."""
+    (kafka_cluster alone, else kafka_broker, which kafka_clock and kafka_faults also imply: the
+    session's broker keeps real time and has no test's rules), so
+    ``kafka_broker.records(kafka_topic.name)``, ``kafka_clock.advance`` and ``kafka_faults`` reach
+    the topic; the session's broker otherwise."""
     used = request.fixturenames
     if "kafka_cluster" in used and "kafka_broker" not in used:
         return "kafka_cluster"
-    if "kafka_broker" in used or "kafka_clock" in used:
+    if not {"kafka_broker", "kafka_clock", "kafka_faults"}.isdisjoint(used):
         return "kafka_broker"
     return "kafka_session_broker"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafkapy.embedded import Broker
+from kafkapy.faults import ApiKey, ErrorAnswer, ErrorCode, FaultRule, FaultRules
 from kafkapy.server.clock import VirtualClock
 from kafkapy.testing import KafkaTopic
 
@@ -79,3 +80,18 @@ def test_beside_kafka_broker_the_topic_is_on_it(kafka_broker: Broker, kafka_topi
 
 def test_beside_kafka_cluster_the_topic_is_on_it(kafka_cluster: Broker, kafka_topic: KafkaTopic) -> None:
     assert kafka_topic.broker is kafka_cluster and partitions_of(kafka_cluster, kafka_topic.name) == 1
+
+
+def test_beside_kafka_faults_the_topic_is_on_the_faulted_broker(kafka_topic: KafkaTopic,
+                                                                kafka_faults: FaultRules) -> None:
+    """A rule added through kafka_faults reaches the topic's requests: both are kafka_broker's,
+    where the topic was on the session's broker and the rules on another, so none ever fired."""
+    from confluent_kafka import Producer
+
+    handle = kafka_faults.add(FaultRule(ErrorAnswer(ErrorCode.NOT_LEADER_OR_FOLLOWER), api=ApiKey.PRODUCE,
+                                        topic=kafka_topic.name, times=1))
+    producer = Producer({"bootstrap.servers": kafka_topic.bootstrap_servers, "linger.ms": 0})
+    producer.produce(kafka_topic.name, value=b"retried")
+    assert producer.flush(20) == 0
+    assert handle.fired == 1
+    assert [r.value for r in kafka_topic.broker.records(kafka_topic.name)] == [b"retried"]
