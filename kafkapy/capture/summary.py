@@ -36,6 +36,8 @@ class Summary:
     bytes_per_topic: Counter[str] = attrs.Factory(Counter)
     # per API name: latency percentiles in ms, filled by finish() or by Spark
     latency: dict[str, dict[float, float]] = attrs.Factory(dict)
+    # one line per TLS connection (or direction) not decrypted: which, and why
+    tls: list[str] = attrs.Factory(list)
     _latencies: dict[str, list[float]] = attrs.Factory(dict)
 
     def add(self, row: Mapping[str, Any]) -> None:
@@ -43,6 +45,9 @@ class Summary:
         self.status[row["status"]] += 1
         name = row.get("api_name")
         if name is None:
+            reason = row.get("reason") or ""
+            if reason.startswith("TLS") and row.get("connection_id") is not None:
+                self.tls.append(f"#{row['connection_id']} {row.get('src')} -> {row.get('dst')}: {reason}")
             return
         self.per_api[name] += 1
         self.per_client[row.get("client_id") or "(none)"] += 1
@@ -90,6 +95,10 @@ class Summary:
             if len(counts) > top:
                 out.append(f"  ... {len(counts) - top} more")
 
+        if self.tls:
+            out.append("")
+            out.append("TLS not decrypted")
+            out.extend(f"  {line}" for line in self.tls)
         section("requests per API", self.per_api)
         section("requests per client", self.per_client)
         section("requests per topic", self.per_topic)
