@@ -4,7 +4,8 @@ The embedded broker serves a PLAINTEXT and an SSL listener (trustme's certificat
 records each. On both, the same requests (ApiVersions v3, Metadata v9), written with kafkapy's
 codec, go out on their own connections: over TLS 1.2 with each AEAD suite (Python's ssl), over
 TLS 1.3 with each of its three suites (``openssl s_client -ciphersuites``, OpenSSL being what
-librdkafka links), every client writing the NSS key log. kafka-python produces and consumes over
+librdkafka links) and once with a KeyUpdate from each side before each request, every client
+writing the NSS key log. kafka-python produces and consumes over
 TLS 1.3 and over TLS 1.2 with its ``ssl_context``'s key log; librdkafka, which has no key log
 setting, produces over TLS with the broker's key log (``SSLKEYLOGFILE`` when the broker made its
 context, as Python's ``ssl.create_default_context`` reads it).
@@ -24,6 +25,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -84,17 +86,24 @@ def _python_tls(port: int, ca: Path, keys: Path, suite: str) -> None:
             sock.unwrap()
 
 
-def _openssl_tls13(port: int, ca: Path, keys: Path, suite: str) -> None:
-    """The requests through ``openssl s_client`` (TLS 1.3 with one suite), its key log appended."""
+def _openssl_tls13(port: int, ca: Path, keys: Path, suite: str, *, key_updates: bool = False) -> None:
+    """The requests through ``openssl s_client`` (TLS 1.3 with one suite), its key log appended.
+    With ``key_updates`` a KeyUpdate asking the broker for one back (s_client's ``K`` command,
+    which ``-brief`` leaves on, unlike ``-quiet``) goes before each request."""
     assert OPENSSL is not None
-    own = keys.with_suffix(f".{suite}")
+    own = keys.with_suffix(f".{suite}{'.updates' if key_updates else ''}")
     with subprocess.Popen(
         [OPENSSL, "s_client", "-connect", f"127.0.0.1:{port}", "-tls1_3", "-ciphersuites", suite,
-         "-CAfile", str(ca), "-keylogfile", str(own), "-quiet", "-no_ign_eof"],
+         "-CAfile", str(ca), "-keylogfile", str(own), "-brief", "-no_ign_eof"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     ) as proc:  # fmt: skip
         assert proc.stdin is not None and proc.stdout is not None
-        for frame in _frames(f"tls13-{suite}"):
+        for frame in _frames(f"tls13-{suite}{'-key-updates' if key_updates else ''}"):
+            if key_updates:
+                time.sleep(0.3)  # s_client reads a command from a line of its own
+                proc.stdin.write(b"K\n")
+                proc.stdin.flush()
+                time.sleep(0.3)
             proc.stdin.write(struct.pack(">i", len(frame)) + frame)
             proc.stdin.flush()
             size = struct.unpack(">i", proc.stdout.read(4))[0]
@@ -161,6 +170,7 @@ def tls_capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCapture
                 _python_tls(tls_port, ca_file, client_keys, suite)
             for suite in TLS13_SUITES:
                 _openssl_tls13(tls_port, ca_file, client_keys, suite)
+            _openssl_tls13(tls_port, ca_file, client_keys, TLS13_SUITES[0], key_updates=True)
             for version in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
                 _kafka_python(tls_bootstrap, ca_file, client_keys, version)
             _librdkafka(tls_bootstrap, ca_file)
@@ -199,6 +209,7 @@ def test_decrypted_rows_are_the_plaintext_runs(tls_capture: TlsCapture) -> None:
     assert sorted(plain) == [1, 2] and all(row["status"] == "ok" for row in plain.values())
     rows = _rows(c.tls, c.tls_port, c.client_keys)
     variants = [f"tls12-{suite}" for suite in TLS12_SUITES] + [f"tls13-{suite}" for suite in TLS13_SUITES]
+    variants.append(f"tls13-{TLS13_SUITES[0]}-key-updates")
     for variant in variants:
         mine = {row["correlation_id"]: row for row in rows if row["client_id"] == variant}
         assert sorted(mine) == [1, 2], variant
@@ -259,3 +270,17 @@ def test_connections_without_their_keys_say_so(tls_capture: TlsCapture) -> None:
     bare = _rows(c.tls, c.tls_port)
     assert all(row["reason"].startswith("TLS, no keys") for row in bare)
     assert len(bare) == len({row["connection_id"] for row in full})
+
+
+def test_key_updates_were_on_the_wire(tls_capture: TlsCapture) -> None:
+    """The connection with KeyUpdates (decoded above) had them from both sides, as tshark sees."""
+    c = tls_capture
+    assert TSHARK is not None
+    out = subprocess.run(
+        [TSHARK, "-r", str(c.tls), "-o", f"tls.keylog_file:{c.client_keys}",
+         "-d", f"tcp.port=={c.tls_port},tls", "-Y", "tls.handshake.type == 24", "-T", "fields",
+         "-e", "tcp.srcport"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    senders = out.stdout.split()
+    assert str(c.tls_port) in senders and any(port != str(c.tls_port) for port in senders)
