@@ -7,8 +7,8 @@ TLS 1.3 with each of its three suites (``openssl s_client -ciphersuites``, OpenS
 librdkafka links) and once with a KeyUpdate from each side before each request, every client
 writing the NSS key log. kafka-python produces and consumes over
 TLS 1.3 and over TLS 1.2 with its ``ssl_context``'s key log; librdkafka, which has no key log
-setting, produces over TLS with the broker's key log (``SSLKEYLOGFILE`` when the broker made its
-context, as Python's ``ssl.create_default_context`` reads it).
+setting, produces over TLS 1.3 and over TLS 1.2 with the broker's key log (``SSLKEYLOGFILE`` when
+the broker made its context, as Python's ``ssl.create_default_context`` reads it).
 
 Checked: with the clients' key log every row of theirs is ``ok``, its request bodies and its
 ApiVersions response are the plaintext run's, Metadata's too but for the listener's port, and the
@@ -20,11 +20,13 @@ with the broker's log added. Skipped, saying why, without dumpcap/tshark/openssl
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import ssl
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,13 +133,23 @@ def _kafka_python(bootstrap: str, ca: Path, keys: Path, version: ssl.TLSVersion)
     consumer.close()
 
 
-def _librdkafka(bootstrap: str, ca: Path) -> None:
+def _librdkafka(bootstrap: str, ca: Path, tmp: Path) -> None:
+    """A producer over TLS 1.3 here, and one over TLS 1.2 in a process whose OpenSSL is held to
+    it by an ``OPENSSL_CONF`` file (librdkafka has no setting for the version)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "security.protocol": "SSL",
-                         "ssl.ca.location": str(ca), "client.id": "librdkafka"})  # fmt: skip
+    config = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": str(ca)}
+    producer = Producer({**config, "client.id": "librdkafka"})
     producer.produce("tls-topic", b"from librdkafka")
     assert producer.flush(TIMEOUT_S) == 0
+    conf = tmp / "openssl-tls12.cnf"
+    conf.write_text("openssl_conf = default_conf\n[default_conf]\nssl_conf = ssl_sect\n[ssl_sect]\n"
+                    "system_default = tls12\n[tls12]\nMaxProtocol = TLSv1.2\n")
+    code = ("import sys; from confluent_kafka import Producer\n"
+            f"p = Producer({{**{config!r}, 'client.id': 'librdkafka-tls12'}})\n"
+            "p.produce('tls-topic', b'from librdkafka over TLS 1.2'); sys.exit(p.flush(30))\n")
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, "OPENSSL_CONF": str(conf)},
+                   check=True, timeout=TIMEOUT_S * 2)
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +185,7 @@ def tls_capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCapture
             _openssl_tls13(tls_port, ca_file, client_keys, TLS13_SUITES[0], key_updates=True)
             for version in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
                 _kafka_python(tls_bootstrap, ca_file, client_keys, version)
-            _librdkafka(tls_bootstrap, ca_file)
+            _librdkafka(tls_bootstrap, ca_file, tmp)
     finally:
         broker.__exit__(None, None, None)
     all_keys = tmp / "all.keys"
@@ -254,18 +266,34 @@ def test_clients_decrypted_and_as_tshark_reads_them(tls_capture: TlsCapture) -> 
             assert row["status"] in ("ok", "unmatched_request"), row
 
 
+def _tls12_streams(c: TlsCapture) -> set[int]:
+    """tcp.stream of each connection whose ServerHello chose TLS 1.2 (no supported_versions)."""
+    assert TSHARK is not None
+    out = subprocess.run(
+        [TSHARK, "-r", str(c.tls), "-d", f"tcp.port=={c.tls_port},tls", "-Y",
+         "tls.handshake.type == 2 && !tls.handshake.extensions.supported_version", "-T", "fields",
+         "-e", "tcp.stream"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return {int(stream) for stream in out.stdout.split()}
+
+
 def test_connections_without_their_keys_say_so(tls_capture: TlsCapture) -> None:
     c = tls_capture
     full = _rows(c.tls, c.tls_port, c.all_keys)
-    librdkafka = {row["connection_id"] for row in full if row["client_id"] == "librdkafka"}
-    assert librdkafka and all(row["reason"] is None or not row["reason"].startswith("TLS") for row in full)
-    assert {row["status"] for row in full if row["client_id"] == "librdkafka"} <= {"ok", "unmatched_request"}
+    names = ("librdkafka", "librdkafka-tls12")
+    librdkafka = {row["connection_id"] for row in full if row["client_id"] in names}
+    assert {row["client_id"] for row in full} >= {"librdkafka", "librdkafka-tls12"}
+    tls12 = {row["connection_id"] for row in full if row["client_id"] == "librdkafka-tls12"}
+    assert tls12 <= _tls12_streams(c)  # OPENSSL_CONF held it to TLS 1.2
+    assert all(row["reason"] is None or not row["reason"].startswith("TLS") for row in full)
+    assert {row["status"] for row in full if row["connection_id"] in librdkafka} <= {"ok", "unmatched_request"}
     rows = _rows(c.tls, c.tls_port, c.client_keys)
     no_keys = [row for row in rows if row["reason"] and row["reason"].startswith("TLS, no keys")]
     assert sorted(row["connection_id"] for row in no_keys) == sorted(librdkafka)  # one row each
     assert all(row["status"] == "undecodable" and "no secrets for client random" in row["reason"]
                for row in no_keys)
-    assert not any(row["client_id"] == "librdkafka" for row in rows)
+    assert not any(row["connection_id"] in librdkafka for row in rows if row not in no_keys)
     # without a key log: every TLS connection one row, and nothing else
     bare = _rows(c.tls, c.tls_port)
     assert all(row["reason"].startswith("TLS, no keys") for row in bare)
