@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["PERCENTILES", "Summary", "percentile"]
+__all__ = ["PERCENTILES", "Summary", "is_tls_row", "percentile", "tls_line"]
 
 PERCENTILES = (50.0, 90.0, 99.0, 100.0)
 
@@ -24,6 +24,16 @@ def percentile(sorted_values: list[float], p: float) -> float:
     """Nearest-rank percentile of an ascending list (non-empty)."""
     rank = max(1, math.ceil(p / 100.0 * len(sorted_values)))
     return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def is_tls_row(row: Mapping[str, Any]) -> bool:
+    """A row the TLS layer or the framer made for a TLS connection (or direction) not decrypted."""
+    return row.get("connection_id") is not None and (row.get("reason") or "").startswith("TLS")
+
+
+def tls_line(row: Mapping[str, Any]) -> str:
+    """The summary's line for such a row: the connection, and why."""
+    return f"#{row['connection_id']} {row.get('src')} -> {row.get('dst')}: {row.get('reason')}"
 
 
 @attrs.define
@@ -45,9 +55,8 @@ class Summary:
         self.status[row["status"]] += 1
         name = row.get("api_name")
         if name is None:
-            reason = row.get("reason") or ""
-            if reason.startswith("TLS") and row.get("connection_id") is not None:
-                self.tls.append(f"#{row['connection_id']} {row.get('src')} -> {row.get('dst')}: {reason}")
+            if is_tls_row(row):
+                self.tls.append(tls_line(row))
             return
         self.per_api[name] += 1
         self.per_client[row.get("client_id") or "(none)"] += 1

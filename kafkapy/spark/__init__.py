@@ -410,7 +410,7 @@ def summarize(df: DataFrame) -> Any:
 
     from pyspark.sql import functions as F
 
-    from kafkapy.capture.summary import PERCENTILES, Summary
+    from kafkapy.capture.summary import PERCENTILES, Summary, is_tls_row, tls_line
 
     s = Summary()
     s.rows = df.count()
@@ -436,4 +436,10 @@ def summarize(df: DataFrame) -> Any:
     total = lat.agg(F.percentile("latency_ms", fractions).alias("p")).collect()
     if total and total[0]["p"] is not None:
         s.latency["(all)"] = dict(zip(PERCENTILES, total[0]["p"]))
+    # a few rows: one per TLS connection (or direction) not decrypted
+    tls = df.where(F.col("api_name").isNull() & F.col("connection_id").isNotNull()
+                   & F.col("reason").startswith("TLS"))
+    columns = ("capture", "connection_id", "src", "dst", "reason")
+    rows = [r.asDict() for r in tls.select(*columns).orderBy("capture", "connection_id").collect()]
+    s.tls = [tls_line(row) for row in rows if is_tls_row(row)]
     return s

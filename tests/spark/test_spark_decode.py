@@ -428,3 +428,13 @@ def test_the_key_log_decrypts_tls_as_the_local_decoder_does(spark: Any, tmp_path
                             str(tmp_path / "missing.keys"), env=no_spark)
     assert missing.returncode == 2 and len(missing.stderr.splitlines()) == 1
     assert missing.stderr.startswith("kafkapy spark-decode: error: cannot read the TLS key log")
+
+
+def test_the_summary_has_a_line_per_tls_connection_not_decrypted(spark: Any) -> None:
+    from kafkapy.capture.summary import Summary
+    from kafkapy.spark import read_captures, summarize
+
+    capture = str(TLS / "tls-kafka-python.pcap")
+    local = Summary().add_all(decode_capture(capture, kafka_ports=[40727]))
+    assert len(local.tls) == 6 and all("TLS, no keys" in line for line in local.tls)
+    assert summarize(read_captures(spark, capture, kafka_ports=[40727])).tls == local.tls
