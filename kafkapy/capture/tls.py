@@ -26,9 +26,13 @@ traffic secret 0, replaced at each KeyUpdate. Alerts and post-handshake messages
 
 Until a record authenticates, the connection's events are held (at most ``MAX_HELD`` bytes):
 a key log of another run decrypts nothing, and the connection is then OPAQUE with nothing of it
-handed on. After one has, a record that does not open, or bytes the capture lost, end that
-direction: the nonce of every later record depends on how many were lost. The framer is told of
-an unknown gap there, and a TlsNote row says where.
+handed on. After one has, bytes the capture lost among a direction's application records cost
+only those records: the nonce of every later record depends on how many were lost, so the next
+whole record is found by trying the sequence numbers the lost bytes allow (an AEAD tag does not
+authenticate under a wrong one), and the framer is told of the plaintext lost, as for a gap in
+a plaintext stream (exact when the records lost held application data without padding, as every
+stack read here writes them). A record that does not open, or loss during the handshake, ends
+the direction: the framer is told of an unknown gap there, and a TlsNote row says where.
 """
 
 from __future__ import annotations
@@ -71,7 +75,12 @@ _HRR_RANDOM = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079
 _CHANGE_CIPHER_SPEC, _ALERT, _HANDSHAKE, _APPLICATION_DATA = 20, 21, 22, 23
 _CLIENT_HELLO, _SERVER_HELLO, _FINISHED, _KEY_UPDATE = 1, 2, 20, 24
 _SUPPORTED_VERSIONS = 43  # the extension's number (RFC 8446 section 4.2)
-_MAX_HANDSHAKE_MESSAGE = 1 << 18  # a certificate chain of 256 KiB is already extravagant
+_MAX_HANDSHAKE_MESSAGE = 1 << 18
+# After a gap, sequence numbers tried per candidate record (from the fewest records the lost bytes
+# can hold), and bytes searched for one that opens: four records' worth, since a record that
+# opens follows any lost one within a record's length (or the bytes after it were lost too).
+_MAX_RESYNC_TRIES = 4096
+_MAX_RESYNC_BYTES = 4 * (5 + (1 << 14) + 2048)  # a certificate chain of 256 KiB is already extravagant
 
 _UNDECIDED, _PLAIN, _TLS, _OPAQUE = range(4)
 # the key log's labels a TLS 1.3 connection needs (RFC 8446 section 7.1's secrets, as NSS names them)
@@ -81,7 +90,8 @@ _TLS13_LABELS = ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", "SERVER_HANDSHAKE_TRAFFIC_SE
 class _Half:
     """One direction of a TLS connection."""
 
-    __slots__ = ("buf", "ccs", "handshake", "keys", "lost", "offset", "plain_offset", "secret")
+    __slots__ = ("buf", "ccs", "handshake", "keys", "lost", "offset", "plain_offset", "resync_from",
+                 "resync_pos", "resync_seq", "secret")
 
     def __init__(self) -> None:
         self.buf = bytearray()  # ciphertext not yet a whole record
@@ -92,6 +102,9 @@ class _Half:
         self.handshake = bytearray()  # handshake message bytes not yet a whole message
         self.secret: bytes | None = None  # TLS 1.3: the traffic secret a KeyUpdate derives from
         self.lost = False
+        self.resync_from: int | None = None  # after a gap: the stream offset where records were lost
+        self.resync_seq = 0  # ... and the sequence number of the first lost
+        self.resync_pos = 0  # buf before this holds no record that opens
 
 
 class _Tls:
@@ -189,8 +202,7 @@ class TlsDecryptor:
         if type(event) is StreamData:
             self._data(c, event.side, event.ts, event.data)
         elif type(event) is StreamGap:
-            self._lose(c, event.side, event.ts, f"the capture lost {event.length or 'some'} bytes of the "
-                       f"{_direction(c.conn, event.side)} stream's TLS records at offset {event.offset}")
+            self._gap(c, event.side, event.ts, event.offset, event.length)
         elif type(event) is StreamEnd:
             h = c.halves[event.side]
             c.out.append(StreamEnd(c.conn, event.side, event.ts, h.plain_offset, event.reason))
@@ -244,6 +256,64 @@ class TlsDecryptor:
                              f"TLS: {why}; the rest of the {_direction(c.conn, side)} stream cannot be "
                              "decrypted (each record's nonce counts the ones before it)"))
 
+    def _gap(self, c: _Tls, side: int, ts: float, offset: int, length: int | None) -> None:
+        """Bytes the capture lost: in a direction reading application records, the next record is
+        looked for after them (see _resync); anywhere else, the direction ends."""
+        h = c.halves[side]
+        if h.lost or c.state != _TLS:
+            return
+        reading = h.ccs if c.version == TLS12 else h.secret is not None
+        if not (c.proven and reading and length is not None and h.keys is not None):
+            self._lose(c, side, ts, f"the capture lost {length or 'some'} bytes of the "
+                       f"{_direction(c.conn, side)} stream's TLS records at offset {offset}")
+            return
+        if h.resync_from is None:
+            h.resync_from = h.offset  # the first record lost starts where the bytes held start
+            h.resync_seq = h.keys.seq
+        h.buf.clear()
+        h.offset = offset + length
+
+    def _resync(self, c: _Tls, side: int, ts: float) -> bool:
+        """After a gap: find the first whole record that opens with a sequence number the lost
+        bytes allow, report the plaintext lost (records lost times their overhead less than the
+        bytes lost) as a gap to the framer, and go on from it. False: not found yet."""
+        h = c.halves[side]
+        keys, buf = h.keys, h.buf
+        assert keys is not None and h.resync_from is not None
+        types = (_APPLICATION_DATA,) if c.version == TLS13 else (_ALERT, _HANDSHAKE, _APPLICATION_DATA)
+        pos = h.resync_pos
+        while len(buf) - pos >= 5:
+            length = int.from_bytes(buf[pos + 3 : pos + 5], "big")
+            header = buf[pos] in types and buf[pos + 1] == 3 and buf[pos + 2] == 3
+            if not (header and 0 < length <= _MAX_RECORD):
+                pos += 1
+                continue
+            if len(buf) - pos < 5 + length:
+                break  # a candidate not yet whole: wait for its end
+            span = h.offset + pos - h.resync_from  # ciphertext of the records lost
+            fewest = -(-span // (5 + _MAX_RECORD))
+            most = min(span // keys.overhead, fewest + _MAX_RESYNC_TRIES)
+            found = keys.open_from(h.resync_seq + fewest, h.resync_seq + most, buf[pos],
+                                   (buf[pos + 1] << 8) | buf[pos + 2], bytes(buf[pos + 5 : pos + 5 + length]))
+            if found is None:
+                pos += 1
+                continue
+            seq, (ctype, plain) = found
+            lost = span - (seq - h.resync_seq) * keys.overhead
+            if lost:  # below zero: records not as assumed (padded, or not data): a gap of unknown size
+                c.out.append(StreamGap(c.conn, side, ts, h.plain_offset, lost if lost > 0 else None, "lost"))
+                h.plain_offset += max(lost, 0)
+            h.resync_from, h.resync_pos = None, 0
+            del buf[: pos + 5 + length]
+            h.offset += pos + 5 + length
+            self._record(c, side, ts, ctype, plain)
+            return True
+        h.resync_pos = pos
+        if len(buf) > _MAX_RESYNC_BYTES:
+            self._lose(c, side, ts, f"no record after the bytes the capture lost of the "
+                       f"{_direction(c.conn, side)} stream (at offset {h.resync_from}) decrypts")
+        return False
+
     def _data(self, c: _Tls, side: int, ts: float, data: bytes) -> None:
         h = c.halves[side]
         if h.lost:
@@ -254,6 +324,8 @@ class TlsDecryptor:
     def _pump(self, c: _Tls, side: int, ts: float) -> None:
         """Open the whole records of one direction, as far as the keys known allow."""
         h = c.halves[side]
+        if h.resync_from is not None and not self._resync(c, side, ts):
+            return
         buf = h.buf
         pos = 0
         while len(buf) - pos >= 5 and not h.lost and c.state == _TLS:

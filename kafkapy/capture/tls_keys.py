@@ -18,7 +18,8 @@ From them each direction's write key and IV follow by the RFCs' key schedules:
   does. The additional data is ``seq_num + type + version + plaintext length``.
 
 The sequence number counts the records of one direction under one key, from 0; it is not on the
-wire, so a record the capture lost shifts every later nonce (the caller's concern).
+wire, so after records the capture lost the next one's number is found by trying
+(:meth:`RecordKeys.open_from`): a wrong number fails authentication.
 
 HMAC and the HKDF/PRF expansions are the standard library's; only the AEAD needs
 ``cryptography`` (the ``tls`` extra), imported by :func:`require_aead`.
@@ -154,6 +155,36 @@ class RecordKeys:
         if opened is not None:
             self.seq += 1
         return opened
+
+    def open_from(
+        self, first: int, last: int, content_type: int, version: int, fragment: bytes
+    ) -> tuple[int, tuple[int, bytes]] | None:
+        """The record opened at the first sequence number from ``first`` to ``last`` that
+        authenticates it, and that number (the next is then expected after it), or None: for a
+        record after some the capture lost, whose number is not known. TLS 1.2's AES-GCM tries
+        the explicit nonce first, which OpenSSL and most stacks fill with the sequence number."""
+        numbers: list[int] = []
+        if self._open == self._open12_gcm and len(fragment) >= _EXPLICIT_NONCE:
+            explicit = int.from_bytes(fragment[:_EXPLICIT_NONCE], "big")
+            if first <= explicit <= last:
+                numbers.append(explicit)
+        saved = self.seq
+        for seq in (*numbers, *range(first, last + 1)):
+            self.seq = seq
+            opened = self._open(content_type, version, fragment)
+            if opened is not None:
+                self.seq = seq + 1
+                return seq, opened
+        self.seq = saved
+        return None
+
+    @property
+    def overhead(self) -> int:
+        """Bytes a record adds to its plaintext: header, tag, and TLS 1.3's content type byte or
+        TLS 1.2 AES-GCM's explicit nonce (no padding: none of the stacks read here pads)."""
+        if self._open == self._open13:
+            return 5 + _TAG + 1
+        return 5 + _TAG + (_EXPLICIT_NONCE if self._open == self._open12_gcm else 0)
 
     def _nonce(self) -> bytes:
         iv = self._iv
