@@ -53,16 +53,6 @@ class KeyLog:
             raise KeyLogError(f"the TLS key log {self.path} has no secrets (lines such as "
                               "'CLIENT_RANDOM <random> <secret>' or 'CLIENT_TRAFFIC_SECRET_0 ...')")
 
-    @classmethod
-    def from_lines(cls, lines: list[str]) -> KeyLog:
-        """A key log from its lines, without a file (tests, and callers holding it in memory)."""
-        log = cls.__new__(cls)
-        log.path = "<lines>"
-        log._secrets, log._read_to, log.skipped_lines = {}, 0, 0
-        for line in lines:
-            log._parse(line)
-        return log
-
     def __len__(self) -> int:
         return len(self._secrets)
 
@@ -77,7 +67,7 @@ class KeyLog:
 
     def _grew(self) -> bool:
         try:
-            if self.path == "<lines>" or os.path.getsize(self.path) <= self._read_to:
+            if os.path.getsize(self.path) <= self._read_to:
                 return False
             self._read()
         except OSError:

@@ -48,7 +48,6 @@ from kafkapy.capture.tcp import (
     StreamData,
     StreamEnd,
     StreamGap,
-    StreamOverlap,
     TcpEvent,
 )
 from kafkapy.capture.tls_keys import (
@@ -208,8 +207,7 @@ class TlsDecryptor:
             c.out.append(StreamEnd(c.conn, event.side, event.ts, h.plain_offset, event.reason))
         elif type(event) is ConnectionClosed:
             c.out.append(event)
-        elif type(event) is not StreamOverlap:
-            c.out.append(event)
+        # a StreamOverlap is about ciphertext: the framer has no use for it
         if c.state == _OPAQUE:
             return self._opaque_out(c, event)
         if not c.proven:

@@ -6,7 +6,8 @@ codec, go out on their own connections: over TLS 1.2 with each AEAD suite (Pytho
 TLS 1.3 with each of its three suites (``openssl s_client -ciphersuites``, OpenSSL being what
 librdkafka links) and once with a KeyUpdate from each side before each request, every client
 writing the NSS key log. kafka-python produces and consumes over
-TLS 1.3 and over TLS 1.2 with its ``ssl_context``'s key log; librdkafka, which has no key log
+TLS 1.3 and over TLS 1.2 with its ``ssl_context``'s key log, aiokafka produces over TLS 1.3 the
+same way; librdkafka, which has no key log
 setting, produces over TLS 1.3 and over TLS 1.2 with the broker's key log (``SSLKEYLOGFILE`` when
 the broker made its context, as Python's ``ssl.create_default_context`` reads it).
 
@@ -133,6 +134,26 @@ def _kafka_python(bootstrap: str, ca: Path, keys: Path, version: ssl.TLSVersion)
     consumer.close()
 
 
+def _aiokafka(bootstrap: str, ca: Path, keys: Path) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    context = ssl.create_default_context(cafile=str(ca))
+    context.keylog_filename = str(keys)
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, security_protocol="SSL",
+                                    ssl_context=context, client_id="aiokafka")  # fmt: skip
+        await producer.start()
+        try:
+            await producer.send_and_wait("tls-topic", b"secret from aiokafka")
+        finally:
+            await producer.stop()
+
+    asyncio.run(produce())
+
+
 def _librdkafka(bootstrap: str, ca: Path, tmp: Path) -> None:
     """A producer over TLS 1.3 here, and one over TLS 1.2 in a process whose OpenSSL is held to
     it by an ``OPENSSL_CONF`` file (librdkafka has no setting for the version)."""
@@ -185,6 +206,7 @@ def tls_capture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCapture
             _openssl_tls13(tls_port, ca_file, client_keys, TLS13_SUITES[0], key_updates=True)
             for version in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
                 _kafka_python(tls_bootstrap, ca_file, client_keys, version)
+            _aiokafka(tls_bootstrap, ca_file, client_keys)
             _librdkafka(tls_bootstrap, ca_file, tmp)
     finally:
         broker.__exit__(None, None, None)
@@ -251,11 +273,12 @@ def test_clients_decrypted_and_as_tshark_reads_them(tls_capture: TlsCapture) -> 
     c = tls_capture
     rows = _rows(c.tls, c.tls_port, c.client_keys)
     clients = {row["client_id"] for row in rows}
-    assert {"kafka-python-TLSv1_3", "kafka-python-TLSv1_2"} <= clients
+    assert {"kafka-python-TLSv1_3", "kafka-python-TLSv1_2", "aiokafka"} <= clients
     produced = [row for row in rows if row["api_name"] == "Produce"]
     values = {record["value"] for row in produced for topic in json.loads(row["request"])["topic_data"]
               for part in topic["partition_data"] for record in part["records"]}  # fmt: skip
-    assert {"c2VjcmV0IFRMU3YxXzM=", "c2VjcmV0IFRMU3YxXzI="} <= values  # "secret TLSv1_3", "secret TLSv1_2"
+    # "secret TLSv1_3", "secret TLSv1_2", "secret from aiokafka"
+    assert {"c2VjcmV0IFRMU3YxXzM=", "c2VjcmV0IFRMU3YxXzI=", "c2VjcmV0IGZyb20gYWlva2Fma2E="} <= values
     fetched = [row for row in rows if row["api_name"] == "Fetch" and row["status"] == "ok"]
     assert any("c2VjcmV0IFRMU3Yx" in row["response"] for row in fetched)
     header = ("connection_id", "correlation_id", "api_key", "api_version", "client_id")
