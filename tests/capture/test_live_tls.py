@@ -5,11 +5,11 @@ records each. On both, the same requests (ApiVersions v3, Metadata v9), written 
 codec, go out on their own connections: over TLS 1.2 with each AEAD suite (Python's ssl), over
 TLS 1.3 with each of its three suites (``openssl s_client -ciphersuites``, OpenSSL being what
 librdkafka links) and once with a KeyUpdate from each side before each request, every client
-writing the NSS key log. kafka-python produces and consumes over
-TLS 1.3 and over TLS 1.2 with its ``ssl_context``'s key log, aiokafka produces over TLS 1.3 the
-same way; librdkafka, which has no key log
-setting, produces over TLS 1.3 and over TLS 1.2 with the broker's key log (``SSLKEYLOGFILE`` when
-the broker made its context, as Python's ``ssl.create_default_context`` reads it).
+writing the NSS key log. kafka-python produces and consumes over TLS 1.3 and over TLS 1.2 with
+its ``ssl_context``'s key log, and aiokafka produces over TLS 1.3 the same way; librdkafka, which
+has no key log setting, produces over TLS 1.3 and over TLS 1.2 with the broker's key log
+(``SSLKEYLOGFILE`` when the broker made its context, as Python's ``ssl.create_default_context``
+reads it).
 
 Checked: with the clients' key log every row of theirs is ``ok``, its request bodies and its
 ApiVersions response are the plaintext run's, Metadata's too but for the listener's port, and the
