@@ -39,6 +39,7 @@ from kafkapy.capture.frames import TLS_BASIS, ConnectionClassified, Frame, Frame
 from kafkapy.capture.options import body_api_keys, port_numbers
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
+from kafkapy.capture.topic_names import TopicNames
 from kafkapy.errors import DecodeError
 from kafkapy.protocol.codec import (
     RenderedRequest,
@@ -50,6 +51,7 @@ from kafkapy.protocol.codec import (
 from kafkapy.protocol.error_sites import ERROR_KEYS, body_errors
 from kafkapy.protocol.json_decoder import RenderedBody
 from kafkapy.protocol.records_json import records_json
+from kafkapy.protocol.topic_ids import topic_id_apis
 
 __all__ = [
     "COLUMNS",
@@ -509,8 +511,11 @@ def decode_capture_values(
         capture = os.fspath(source)
     if row_filter is None:
         row_filter = RowFilter(api=api, topic=topic, client_id=client_id, errors_only=errors_only)
-    values = _capture_values(source, port_numbers(kafka_ports), decode_records, body_api_keys(bodies),
-                             capture, progress, decoder)
+    keys = body_api_keys(bodies)
+    values = _capture_values(source, port_numbers(kafka_ports), decode_records, keys, capture, progress,
+                             decoder)
+    if keys is None or not keys.isdisjoint(topic_id_apis()):  # bodies that may name topics by id
+        values = TopicNames().resolve(values)
     return filter(row_filter, values) if row_filter.active else values
 
 

@@ -1,0 +1,146 @@
+"""Topics named by id (KIP-516): which messages do it, and the names a message pairs with the ids.
+
+Since Kafka 3.x several messages name a topic only by its UUID (Fetch v13+, OffsetCommit and
+OffsetFetch v10+, the share-group and KIP-848 messages); others pair the id with its name
+(Metadata v10+, CreateTopics v7+, DeleteTopics v6+, DescribeTopicPartitions). A reader of a
+conversation (the capture rows) learns the pairs from the second kind to name the topics of the
+first. In Kafka's specs no message mixes the two: a struct holding ``TopicId`` either has a name
+field beside it (``Name``, ``Topic`` or ``TopicName``) in every struct of the message, or in none
+(a test holds this), so a message's shape is one of three:
+
+    none    no topic id anywhere
+    ids     topic ids without names: the reader adds what it knows
+    named   ids beside their names: the reader learns from it
+
+The rest works on the JSON text of a body as the JSON decoders write it (keys in snake case, a
+UUID as its 36-character string), so it costs nothing to messages of the ``none`` shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from json.encoder import encode_basestring  # the string escaper of json.dumps(ensure_ascii=False)
+from typing import Any, Literal
+
+from kafkapy.protocol.catalogue import catalogue
+from kafkapy.protocol.codec import message_schema
+from kafkapy.protocol.primitives import Array, Primitive
+from kafkapy.protocol.schema import NullableStruct, StructCodec
+from kafkapy.protocol.specs import FieldSpec
+
+__all__ = ["NAME_KEYS", "TOPIC_NAME_KEY", "TopicIdShape", "add_topic_names", "named_topic_ids",
+           "topic_id_apis", "topic_id_shape"]
+
+TopicIdShape = Literal["none", "ids", "named"]
+
+#: The fields that name a topic beside its id, in Kafka's specs (snake case).
+NAME_KEYS = ("name", "topic", "topic_name")
+#: The key :func:`add_topic_names` writes beside an id: the spelling Kafka's own messages use for
+#: a name next to a ``topic_id`` (ConsumerGroupDescribe's assignments).
+TOPIC_NAME_KEY = "topic_name"
+#: The id Kafka sends where it has none (a Metadata request by name): ``Uuid.ZERO_UUID``.
+ZERO_ID = "00000000-0000-0000-0000-000000000000"
+_ID_KEY = '"topic_id":"'
+_UUID_CHARS = 36
+
+
+def _has_topic_id(fields: tuple[FieldSpec, ...] | None) -> bool:
+    return any(f.snake == "topic_id" or _has_topic_id(f.fields) for f in fields or ())
+
+
+@functools.cache
+def topic_id_apis() -> frozenset[int]:
+    """The API keys with a topic id in some version of their request or response."""
+    return frozenset(key for key, api in catalogue().items()
+                     if _has_topic_id(api.request.fields) or _has_topic_id(api.response.fields))
+
+
+def _structs(codec: Primitive) -> Iterator[StructCodec]:
+    if isinstance(codec, NullableStruct):
+        codec = codec.inner
+    if isinstance(codec, Array):
+        yield from _structs(codec.element)
+    elif isinstance(codec, StructCodec):
+        yield codec
+        for slot in codec.slots + codec.tagged:
+            yield from _structs(slot.codec)
+
+
+_shapes: dict[tuple[int, str, int], TopicIdShape] = {}
+
+
+def topic_id_shape(api_key: int, kind: str, version: int) -> TopicIdShape:
+    """Whether one message (``kind`` "request" or "response") names topics by id only, pairs ids
+    with names, or has no ids (also for an API or version kafkapy does not know)."""
+    key = (api_key, kind, version)
+    found = _shapes.get(key)
+    if found is None:
+        found = "none"
+        if api_key in topic_id_apis():
+            try:
+                root = message_schema(api_key, kind, version).root
+            except Exception:  # an unknown version: the decoder said so already
+                root = None
+            for struct in _structs(root) if root is not None else ():
+                if "topic_id" in struct.keys:
+                    found = "named" if any(k in struct.keys for k in NAME_KEYS) else "ids"
+                    break
+        _shapes[key] = found
+    return found
+
+
+def named_topic_ids(text: str) -> list[tuple[str, str]]:
+    """The (id, name) pairs of a body of the ``named`` shape, in the order they appear; ids that
+    are Kafka's zero id and names that are null (a Metadata topic asked for by an id the broker
+    does not know) are left out."""
+    pairs: list[tuple[str, str]] = []
+    _walk(json.loads(text), pairs)
+    return pairs
+
+
+def _walk(value: Any, pairs: list[tuple[str, str]]) -> None:
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, (dict, list)):
+                _walk(item, pairs)
+    elif isinstance(value, dict):
+        topic_id = value.get("topic_id")
+        if isinstance(topic_id, str) and topic_id != ZERO_ID:
+            name = next((value[k] for k in NAME_KEYS if isinstance(value.get(k), str)), None)
+            if name:
+                pairs.append((topic_id, name))
+        for item in value.values():
+            if isinstance(item, (dict, list)):
+                _walk(item, pairs)
+
+
+def add_topic_names(text: str, names: Mapping[str, str]) -> tuple[str, list[str]]:
+    """A body of the ``ids`` shape with ``"topic_name": <name>`` written after each ``topic_id``
+    that ``names`` knows, and those names (first occurrence order). The ids stay as they were.
+
+    The search is for the key with its quotes: inside a JSON string a quote is escaped, so the
+    text of a string (a record header key, say) can never pass for it.
+    """
+    at = text.find(_ID_KEY)
+    if at < 0 or not names:
+        return text, []
+    pieces: list[str] = []
+    found: list[str] = []
+    done = 0
+    while at >= 0:
+        start = at + len(_ID_KEY)
+        stop = start + _UUID_CHARS
+        name = names.get(text[start:stop]) if text[stop:stop + 1] == '"' else None
+        if name is not None:
+            if name not in found:
+                found.append(name)
+            pieces.append(text[done:stop + 1])
+            pieces.append(f',"{TOPIC_NAME_KEY}":{encode_basestring(name)}')
+            done = stop + 1
+        at = text.find(_ID_KEY, stop)
+    if not pieces:
+        return text, found
+    pieces.append(text[done:])
+    return "".join(pieces), found
