@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 from kafkapy.capture.errors import CaptureError
 from kafkapy.capture.filters import RowFilter
 from kafkapy.capture.frames import TLS_BASIS, ConnectionClassified, Frame, FrameReader, Unframed
+from kafkapy.capture.group_protocols import GroupProtocols
 from kafkapy.capture.options import body_api_keys, port_numbers
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
@@ -51,7 +52,6 @@ from kafkapy.protocol.codec import (
 from kafkapy.protocol.error_sites import ERROR_KEYS, body_errors
 from kafkapy.protocol.json_decoder import RenderedBody
 from kafkapy.protocol.records_json import records_json
-from kafkapy.protocol.topic_ids import topic_id_apis
 
 __all__ = [
     "COLUMNS",
@@ -514,9 +514,35 @@ def decode_capture_values(
     keys = body_api_keys(bodies)
     values = _capture_values(source, port_numbers(kafka_ports), decode_records, keys, capture, progress,
                              decoder)
-    if keys is None or not keys.isdisjoint(topic_id_apis()):  # bodies that may name topics by id
-        values = TopicNames().resolve(values)
+    annotators = _annotators(keys)
+    if annotators:
+        values = _annotated(values, annotators)
     return filter(row_filter, values) if row_filter.active else values
+
+
+Annotator = Callable[[tuple[Any, ...]], tuple[Any, ...]]
+
+
+def _annotators(bodies: frozenset[int] | None) -> dict[int, Annotator]:
+    """What one capture's rows get from what the capture said before them, by API key: the names
+    of topic ids (topic_names), the consumer protocol's bytes decoded (group_protocols). Each
+    holds what it learnt from the capture, so a new set per capture; none for header rows."""
+    found: dict[int, Annotator] = {}
+    for handlers in (TopicNames().handlers(), GroupProtocols().handlers()):
+        for key, handler in handlers.items():
+            if bodies is None or key in bodies:
+                found[key] = handler  # the two sets of keys are disjoint (a test holds them so)
+    return found
+
+
+def _annotated(values: Iterator[tuple[Any, ...]], annotators: dict[int, Annotator]
+               ) -> Iterator[tuple[Any, ...]]:
+    get = annotators.get
+    for row in values:
+        annotate = get(row[4])  # api_key
+        if annotate is not None and (row[9] is not None or row[10] is not None):  # a body decoded
+            row = annotate(row)
+        yield row
 
 
 def _capture_values(

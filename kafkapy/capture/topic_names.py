@@ -18,7 +18,7 @@ connection and broker of a capture.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from kafkapy.protocol.topic_ids import add_topic_names, named_topic_ids, topic_id_apis, topic_id_shape
@@ -40,13 +40,10 @@ class TopicNames:
         self.names: dict[str, str] = {}
         self._apis = topic_id_apis()
 
-    def resolve(self, rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
-        """``rows``, each learnt from or named (see the module docstring), in order."""
-        apis = self._apis
-        for values in rows:
-            if values[_API_KEY] in apis and (values[_REQUEST] is not None or values[_RESPONSE] is not None):
-                values = self.row(values)
-            yield values
+    def handlers(self) -> dict[int, Callable[[tuple[Any, ...]], tuple[Any, ...]]]:
+        """What :func:`kafkapy.capture.rows.decode_capture_values` calls on a row, by API key:
+        :meth:`row` for every API with a topic id in some version."""
+        return dict.fromkeys(self._apis, self.row)
 
     def row(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """One row with what the map knows added, or learnt from."""
