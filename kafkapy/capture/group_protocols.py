@@ -50,7 +50,14 @@ CONSUMER = "consumer"
 #: What a decoded field's key adds to its bytes' key.
 DECODED_SUFFIX = "_decoded"
 # positions in kafkapy.capture.rows.COLUMNS (a test holds them to it)
-_REQUEST, _RESPONSE, _TOPICS = 9, 10, 18
+_API_KEY, _REQUEST, _RESPONSE, _TOPICS = 4, 9, 10, 18
+# Where JoinGroup's and SyncGroup's bytes sit, in the request and in the response: the array of
+# structs that hold them (None: the body itself), their key, and what they are.
+_Site = tuple[str | None, str, str]
+_SITES: dict[int, tuple[_Site, _Site]] = {
+    ApiKey.JOIN_GROUP: (("protocols", "metadata", SUBSCRIPTION), ("members", "metadata", SUBSCRIPTION)),
+    ApiKey.SYNC_GROUP: (("assignments", "assignment", ASSIGNMENT), (None, "assignment", ASSIGNMENT)),
+}
 # Groups whose protocol type a capture keeps: far more than a cluster runs; past it a hostile
 # capture teaches no more, and the groups already known still count.
 MAX_GROUPS = 100_000
@@ -128,7 +135,7 @@ class GroupProtocols:
 
     def handlers(self) -> dict[int, Callable[[Row], Row]]:
         """What :func:`kafkapy.capture.rows.decode_capture_values` calls on a row, by API key."""
-        return {ApiKey.JOIN_GROUP: self.join_group, ApiKey.SYNC_GROUP: self.sync_group,
+        return {ApiKey.JOIN_GROUP: self.join_or_sync, ApiKey.SYNC_GROUP: self.join_or_sync,
                 ApiKey.DESCRIBE_GROUPS: self.describe_groups}
 
     def _group_type(self, request: dict[str, Any] | None) -> str | None:
@@ -141,33 +148,20 @@ class GroupProtocols:
                 self.types[group] = declared
         return declared or self.types.get(group)
 
-    def join_group(self, row: Row) -> Row:
+    def join_or_sync(self, row: Row) -> Row:
+        """A JoinGroup's or SyncGroup's row (the table :data:`_SITES` says where their bytes are)."""
         request, response = _loads(row[_REQUEST]), _loads(row[_RESPONSE])
         declared = self._group_type(request)
         topics = list(row[_TOPICS] or ())
         changed = False
-        if request is not None and declared == CONSUMER:
-            for protocol in request.get("protocols") or ():
-                _beside(protocol, "metadata", SUBSCRIPTION, topics)
+        request_site, response_site = _SITES[row[_API_KEY]]
+        for body, own, (array, key, name) in ((request, None, request_site),
+                                              (response, _type(response), response_site)):
+            if body is None or (own or declared) != CONSUMER:
+                continue
+            for struct in (body.get(array) or ()) if array is not None else (body,):
+                _beside(struct, key, name, topics)
                 changed = True
-        if response is not None and (_type(response) or declared) == CONSUMER:
-            for member in response.get("members") or ():
-                _beside(member, "metadata", SUBSCRIPTION, topics)
-                changed = True
-        return self._row(row, request, response, topics) if changed else row
-
-    def sync_group(self, row: Row) -> Row:
-        request, response = _loads(row[_REQUEST]), _loads(row[_RESPONSE])
-        declared = self._group_type(request)
-        topics = list(row[_TOPICS] or ())
-        changed = False
-        if request is not None and declared == CONSUMER:
-            for assignment in request.get("assignments") or ():
-                _beside(assignment, "assignment", ASSIGNMENT, topics)
-                changed = True
-        if response is not None and (_type(response) or declared) == CONSUMER:
-            _beside(response, "assignment", ASSIGNMENT, topics)
-            changed = True
         return self._row(row, request, response, topics) if changed else row
 
     def describe_groups(self, row: Row) -> Row:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkapy.capture import Frame, FrameReader
-from kafkapy.capture.group_protocols import _REQUEST, _RESPONSE, _TOPICS, GroupProtocols, _dumps
+from kafkapy.capture.group_protocols import _API_KEY, _REQUEST, _RESPONSE, _TOPICS, GroupProtocols, _dumps
 from kafkapy.capture.rows import COLUMNS, decode_capture
 from kafkapy.capture.topic_names import TopicNames
 from kafkapy.protocol import decode_request_json, encode_request, encode_response
@@ -136,4 +136,5 @@ def test_describe_groups_members_of_a_consumer_group() -> None:
 
 def test_each_api_has_one_annotator_and_the_positions_hold() -> None:
     assert not set(TopicNames().handlers()) & set(GroupProtocols().handlers())
-    assert [COLUMNS[i] for i in (_REQUEST, _RESPONSE, _TOPICS)] == ["request", "response", "topics"]
+    assert [COLUMNS[i] for i in (_API_KEY, _REQUEST, _RESPONSE, _TOPICS)] == [
+        "api_key", "request", "response", "topics"]
