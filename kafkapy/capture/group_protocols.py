@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.catalogue import get_api
 from kafkapy.protocol.consumer_protocol import (
     ASSIGNMENT,
     SUBSCRIPTION,
@@ -63,6 +64,12 @@ _SITES: dict[int, tuple[_Site, _Site]] = {
 MAX_GROUPS = 100_000
 
 Row = tuple[Any, ...]
+
+
+def api_versions(api_key: int) -> range:
+    """Every version of an API kafkapy decodes."""
+    api = get_api(api_key)
+    return range(0) if api is None else range(api.versions.low, api.versions.high + 1)
 
 
 def _decoded(name: str, text: Any, topics: list[str]) -> Any:
@@ -133,10 +140,13 @@ class GroupProtocols:
     def __init__(self) -> None:
         self.types: dict[str, str] = {}
 
-    def handlers(self) -> dict[int, Callable[[Row], Row]]:
-        """What :func:`kafkapy.capture.rows.decode_capture_values` calls on a row, by API key."""
-        return {ApiKey.JOIN_GROUP: self.join_or_sync, ApiKey.SYNC_GROUP: self.join_or_sync,
-                ApiKey.DESCRIBE_GROUPS: self.describe_groups}
+    def handlers(self) -> dict[tuple[int, int], Callable[[Row], Row]]:
+        """What :func:`kafkapy.capture.rows.decode_capture_values` calls on a row, by API key and
+        version (every version of the three messages)."""
+        by_key = {ApiKey.JOIN_GROUP: self.join_or_sync, ApiKey.SYNC_GROUP: self.join_or_sync,
+                  ApiKey.DESCRIBE_GROUPS: self.describe_groups}
+        return {(key, version): handler for key, handler in by_key.items()
+                for version in api_versions(key)}
 
     def _group_type(self, request: dict[str, Any] | None) -> str | None:
         declared = _type(request)

@@ -523,23 +523,25 @@ def decode_capture_values(
 Annotator = Callable[[tuple[Any, ...]], tuple[Any, ...]]
 
 
-def _annotators(bodies: frozenset[int] | None) -> dict[int, Annotator]:
-    """What one capture's rows get from what the capture said before them, by API key: the names
-    of topic ids (topic_names), the consumer protocol's bytes decoded (group_protocols). Each
-    holds what it learnt from the capture, so a new set per capture; none for header rows."""
-    found: dict[int, Annotator] = {}
+def _annotators(bodies: frozenset[int] | None) -> dict[tuple[int, int], Annotator]:
+    """What one capture's rows get from what the capture said before them, by API key and
+    version: the names of topic ids (topic_names), the consumer protocol's bytes decoded
+    (group_protocols). Each holds what it learnt from the capture, so a new set per capture;
+    none for header rows. Keyed by version too, so the rows of a version with nothing to add
+    (Fetch v12, Produce v9) pay one lookup."""
+    found: dict[tuple[int, int], Annotator] = {}
     for handlers in (TopicNames().handlers(), GroupProtocols().handlers()):
         for key, handler in handlers.items():
-            if bodies is None or key in bodies:
+            if bodies is None or key[0] in bodies:
                 found[key] = handler  # the two sets of keys are disjoint (a test holds them so)
     return found
 
 
-def _annotated(values: Iterator[tuple[Any, ...]], annotators: dict[int, Annotator]
+def _annotated(values: Iterator[tuple[Any, ...]], annotators: dict[tuple[int, int], Annotator]
                ) -> Iterator[tuple[Any, ...]]:
     get = annotators.get
     for row in values:
-        annotate = get(row[4])  # api_key
+        annotate = get((row[4], row[6]))  # api_key, api_version
         if annotate is not None and (row[9] is not None or row[10] is not None):  # a body decoded
             row = annotate(row)
         yield row

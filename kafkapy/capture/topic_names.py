@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kafkapy.protocol.topic_ids import add_topic_names, named_topic_ids, topic_id_apis, topic_id_shape
+from kafkapy.protocol.topic_ids import add_topic_names, named_topic_ids, topic_id_messages, topic_id_shape
 
 __all__ = ["TopicNames"]
 
@@ -38,12 +38,11 @@ class TopicNames:
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
-        self._apis = topic_id_apis()
 
-    def handlers(self) -> dict[int, Callable[[tuple[Any, ...]], tuple[Any, ...]]]:
-        """What :func:`kafkapy.capture.rows.decode_capture_values` calls on a row, by API key:
-        :meth:`row` for every API with a topic id in some version."""
-        return dict.fromkeys(self._apis, self.row)
+    def handlers(self) -> dict[tuple[int, int], Callable[[tuple[Any, ...]], tuple[Any, ...]]]:
+        """What :func:`kafkapy.capture.rows.decode_capture_values` calls on a row, by API key and
+        version: :meth:`row` for each message version with topic ids (Fetch v13+, not v12)."""
+        return dict.fromkeys(topic_id_messages(), self.row)
 
     def row(self, values: tuple[Any, ...]) -> tuple[Any, ...]:
         """One row with what the map knows added, or learnt from."""

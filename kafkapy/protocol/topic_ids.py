@@ -20,18 +20,15 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from json.encoder import encode_basestring  # the string escaper of json.dumps(ensure_ascii=False)
 from typing import Any, Literal
 
 from kafkapy.protocol.catalogue import catalogue
-from kafkapy.protocol.codec import message_schema
-from kafkapy.protocol.primitives import Array, Primitive
-from kafkapy.protocol.schema import NullableStruct, StructCodec
 from kafkapy.protocol.specs import FieldSpec
 
 __all__ = ["NAME_KEYS", "TOPIC_NAME_KEY", "TopicIdShape", "add_topic_names", "named_topic_ids",
-           "topic_id_apis", "topic_id_shape"]
+           "topic_id_messages", "topic_id_shape"]
 
 TopicIdShape = Literal["none", "ids", "named"]
 
@@ -46,49 +43,42 @@ _ID_KEY = '"topic_id":"'
 _UUID_CHARS = 36
 
 
-def _has_topic_id(fields: tuple[FieldSpec, ...] | None) -> bool:
-    return any(f.snake == "topic_id" or _has_topic_id(f.fields) for f in fields or ())
-
-
-@functools.cache
-def topic_id_apis() -> frozenset[int]:
-    """The API keys with a topic id in some version of their request or response."""
-    return frozenset(key for key, api in catalogue().items()
-                     if _has_topic_id(api.request.fields) or _has_topic_id(api.response.fields))
-
-
-def _structs(codec: Primitive) -> Iterator[StructCodec]:
-    if isinstance(codec, NullableStruct):
-        codec = codec.inner
-    if isinstance(codec, Array):
-        yield from _structs(codec.element)
-    elif isinstance(codec, StructCodec):
-        yield codec
-        for slot in codec.slots + codec.tagged:
-            yield from _structs(slot.codec)
-
-
-_shapes: dict[tuple[int, str, int], TopicIdShape] = {}
+def _shape(fields: tuple[FieldSpec, ...], version: int) -> TopicIdShape:
+    """The shape of the structs of ``fields`` (one struct's, then their children's) at ``version``."""
+    present = [f for f in fields if version in f.versions]
+    keys = {f.snake for f in present}
+    if "topic_id" in keys:
+        return "named" if not keys.isdisjoint(NAME_KEYS) else "ids"
+    for field in present:
+        if field.fields:
+            found = _shape(field.fields, version)
+            if found != "none":
+                return found
+    return "none"
 
 
 def topic_id_shape(api_key: int, kind: str, version: int) -> TopicIdShape:
     """Whether one message (``kind`` "request" or "response") names topics by id only, pairs ids
-    with names, or has no ids (also for an API or version kafkapy does not know)."""
-    key = (api_key, kind, version)
-    found = _shapes.get(key)
-    if found is None:
-        found = "none"
-        if api_key in topic_id_apis():
-            try:
-                root = message_schema(api_key, kind, version).root
-            except Exception:  # an unknown version: the decoder said so already
-                root = None
-            for struct in _structs(root) if root is not None else ():
-                if "topic_id" in struct.keys:
-                    found = "named" if any(k in struct.keys for k in NAME_KEYS) else "ids"
-                    break
-        _shapes[key] = found
+    with names, or has no ids (also for an API kafkapy does not know)."""
+    return _shapes().get((api_key, kind, version), "none")
+
+
+@functools.cache
+def _shapes() -> dict[tuple[int, str, int], TopicIdShape]:
+    """Every message with topic ids, read from the specs once: (API key, kind, version) -> shape."""
+    found: dict[tuple[int, str, int], TopicIdShape] = {}
+    for key, api in catalogue().items():
+        for kind, spec in (("request", api.request), ("response", api.response)):
+            for version in range(api.versions.low, api.versions.high + 1):
+                shape = _shape(spec.fields, version)
+                if shape != "none":
+                    found[key, kind, version] = shape
     return found
+
+
+def topic_id_messages() -> frozenset[tuple[int, int]]:
+    """The (API key, version) pairs whose request or response carries topic ids."""
+    return frozenset((key, version) for key, _, version in _shapes())
 
 
 def named_topic_ids(text: str) -> list[tuple[str, str]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from kafkapy.capture.rows import COLUMNS, decode_capture
@@ -16,7 +17,7 @@ from kafkapy.protocol import build_record_batch, encode_request, encode_response
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import catalogue
 from kafkapy.protocol.codec import message_schema
-from kafkapy.protocol.topic_ids import NAME_KEYS, add_topic_names, topic_id_apis, topic_id_shape
+from kafkapy.protocol.topic_ids import NAME_KEYS, add_topic_names, topic_id_messages, topic_id_shape
 from tests.capture.test_rows import _pcap
 
 ORDERS = uuid.UUID("6f1c4f5e-3a2b-4c1d-9e8f-0123456789ab")
@@ -97,21 +98,31 @@ def test_an_id_inside_a_string_is_not_taken_for_one() -> None:
     assert add_topic_names(text, {}) == (text, [])
 
 
-def test_no_message_mixes_ids_alone_with_ids_beside_names() -> None:
-    """topic_id_shape decides per message; Kafka's specs never mix the two kinds of struct."""
-    from kafkapy.protocol.topic_ids import _structs
+def test_the_shapes_read_from_the_specs_are_those_of_the_schemas() -> None:
+    """topic_id_shape reads the specs' fields (cheap, no schema built); the schemas of every
+    message and version agree, and none mixes ids alone with ids beside names."""
+    from kafkapy.protocol.schema import NullableStruct, StructCodec
 
-    shapes = set()
+    def structs(codec: Any) -> Iterator[StructCodec]:
+        codec = codec.inner if isinstance(codec, NullableStruct) else codec
+        codec = getattr(codec, "element", codec)  # an array's
+        if isinstance(codec, StructCodec):
+            yield codec
+            for slot in codec.slots + codec.tagged:
+                yield from structs(slot.codec)
+
     for key, api in catalogue().items():
         for kind in ("request", "response"):
             for version in range(api.versions.low, api.versions.high + 1):
-                kinds = {any(k in s.keys for k in NAME_KEYS)
-                         for s in _structs(message_schema(key, kind, version).root) if "topic_id" in s.keys}
+                kinds = {"named" if any(k in s.keys for k in NAME_KEYS) else "ids"
+                         for s in structs(message_schema(key, kind, version).root) if "topic_id" in s.keys}
                 assert len(kinds) <= 1, (api.name, kind, version)
-                assert (key in topic_id_apis()) or not kinds
-                shapes.add((api.name, kind, version, topic_id_shape(key, kind, version)))
-    assert ("Fetch", "request", 13, "ids") in shapes and ("Fetch", "request", 12, "none") in shapes
-    assert ("Metadata", "response", 10, "named") in shapes and ("Metadata", "response", 9, "none") in shapes
+                assert topic_id_shape(key, kind, version) == (kinds.pop() if kinds else "none")
+                assert ((key, version) in topic_id_messages()) == any(
+                    topic_id_shape(key, k, version) != "none" for k in ("request", "response"))
+    assert topic_id_shape(ApiKey.FETCH, "request", 13) == "ids"
+    assert topic_id_shape(ApiKey.FETCH, "request", 12) == "none"
+    assert topic_id_shape(ApiKey.METADATA, "response", 10) == "named"
 
 
 def test_column_positions() -> None:
