@@ -453,3 +453,28 @@ def test_the_response_udf_lists_the_errors_the_local_rows_do(spark: Any) -> None
         placed = [{k: v for k, v in e.asDict().items() if v is not None} for e in row["errors"]]
         assert placed == want["errors"]
     assert got[-1]["errors"] is None and got[-1]["error"] is not None
+
+
+def test_read_captures_names_topic_ids_and_decodes_group_bytes_per_file(spark: Any, tmp_path: Path) -> None:
+    """One task per file, each with its own map: the Fetch v13 of a file with the Metadata answer
+    is named, that of a file without it is not (the other file's name does not reach it); the
+    rows equal the local decoder's, consumer-protocol bytes decoded included."""
+    from kafkapy.spark import read_captures
+    from tests.capture.test_group_protocols import ASSIGNED, SUBSCRIBED, _join, _sync
+    from tests.capture.test_rows import _pcap
+    from tests.capture.test_topic_names import _fetch, _metadata
+
+    taught, untaught = tmp_path / "taught.pcap", tmp_path / "untaught.pcap"
+    taught.write_bytes(_pcap([(from_client, frame) for request, response in (_metadata(1), _fetch(2))
+                              for from_client, frame in ((True, request), (False, response))]
+                             + _join(3, "g", "consumer", SUBSCRIBED) + _sync(4, "g", ASSIGNED)))
+    untaught.write_bytes(_pcap([(True, _fetch(1)[0]), (False, _fetch(1)[1])]))
+    want = []
+    for path in (taught, untaught):
+        for row in decode_capture(str(path)):
+            want.append({**row, "ts": round(row["ts"] * 1_000_000)})
+    got = _assert_same_rows(read_captures(spark, str(tmp_path / "*.pcap")).collect(), want)
+    fetches = {r["capture"]: r["topics"] for r in got if r["api_name"] == "Fetch"}
+    assert fetches == {str(taught): ["orders"], str(untaught): []}
+    assert [list(r["topics"]) for r in got if r["api_name"] in ("JoinGroup", "SyncGroup")] == [
+        ["orders", "payments"], ["orders"]]
