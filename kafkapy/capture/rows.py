@@ -37,10 +37,12 @@ from kafkapy.capture.errors import CaptureError
 from kafkapy.capture.events import TlsNote
 from kafkapy.capture.filters import RowFilter
 from kafkapy.capture.frames import TLS_BASIS, ConnectionClassified, Frame, FrameReader, Unframed
+from kafkapy.capture.group_protocols import GroupProtocols
 from kafkapy.capture.keylog import KeyLog
 from kafkapy.capture.options import body_api_keys, port_numbers
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
+from kafkapy.capture.topic_names import TopicNames
 from kafkapy.errors import DecodeError
 from kafkapy.protocol.codec import (
     RenderedRequest,
@@ -526,9 +528,40 @@ def decode_capture_values(
     if row_filter is None:
         row_filter = RowFilter(api=api, topic=topic, client_id=client_id, errors_only=errors_only)
     keylog = open_keylog(tls_keylog)
-    values = _capture_values(source, port_numbers(kafka_ports), decode_records, body_api_keys(bodies),
-                             capture, progress, decoder, keylog)
+    keys = body_api_keys(bodies)
+    values = _capture_values(source, port_numbers(kafka_ports), decode_records, keys, capture, progress,
+                             decoder, keylog)
+    annotators = _annotators(keys)
+    if annotators:
+        values = _annotated(values, annotators)
     return filter(row_filter, values) if row_filter.active else values
+
+
+Annotator = Callable[[tuple[Any, ...]], tuple[Any, ...]]
+
+
+def _annotators(bodies: frozenset[int] | None) -> dict[tuple[int, int], Annotator]:
+    """What one capture's rows get from what the capture said before them, by API key and
+    version: the names of topic ids (topic_names), the consumer protocol's bytes decoded
+    (group_protocols). Each holds what it learnt from the capture, so a new set per capture;
+    none for header rows. Keyed by version too, so the rows of a version with nothing to add
+    (Fetch v12, Produce v9) pay one lookup."""
+    found: dict[tuple[int, int], Annotator] = {}
+    for handlers in (TopicNames().handlers(), GroupProtocols().handlers()):
+        for key, handler in handlers.items():
+            if bodies is None or key[0] in bodies:
+                found[key] = handler  # the two sets of keys are disjoint (a test holds them so)
+    return found
+
+
+def _annotated(values: Iterator[tuple[Any, ...]], annotators: dict[tuple[int, int], Annotator]
+               ) -> Iterator[tuple[Any, ...]]:
+    get = annotators.get
+    for row in values:
+        annotate = get((row[4], row[6]))  # api_key, api_version
+        if annotate is not None and (row[9] is not None or row[10] is not None):  # a body decoded
+            row = annotate(row)
+        yield row
 
 
 def _capture_values(

@@ -43,8 +43,6 @@ import attrs
 
 from kafkapy.errors import ErrorCode, KafkaApiError, KafkaPyError
 from kafkapy.groups.assignors import ASSIGNORS, DEFAULT_ASSIGNOR, Assignment, MemberSpec, TopicId
-from kafkapy.groups.consumer_protocol import ConsumerProtocolError, decode_subscription, encode_assignment
-from kafkapy.groups.consumer_protocol import protocol_version as consumer_protocol_version
 from kafkapy.groups.group import JoinRequest
 from kafkapy.groups.migration import (
     MigrationPolicy,
@@ -76,6 +74,8 @@ from kafkapy.groups.records import (
     to_topic_partitions,
 )
 from kafkapy.groups.retention import CONSUMER_PROTOCOL_TYPE
+from kafkapy.protocol.consumer_protocol import ConsumerProtocolError, decode_subscription, encode_assignment
+from kafkapy.protocol.consumer_protocol import protocol_version as consumer_protocol_version
 from kafkapy.server.core import INTERNAL_TOPICS
 from kafkapy.server.patterns import PatternError, Regex, compile_re2
 

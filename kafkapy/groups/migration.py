@@ -26,13 +26,6 @@ import enum
 from collections.abc import Mapping
 
 from kafkapy.groups.assignors import Assignment, TopicId
-from kafkapy.groups.consumer_protocol import (
-    ConsumerProtocolError,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    protocol_version,
-)
 from kafkapy.groups.group import ClassicGroup, Member
 from kafkapy.groups.reconciliation import ConsumerMember, MemberState
 from kafkapy.groups.records import (
@@ -55,6 +48,13 @@ from kafkapy.groups.records import (
     to_topic_partitions,
 )
 from kafkapy.groups.retention import CONSUMER_PROTOCOL_TYPE
+from kafkapy.protocol.consumer_protocol import (
+    ConsumerProtocolError,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    protocol_version,
+)
 
 __all__ = ["MIGRATION_POLICY_KEY", "MigrationPolicy", "UpgradeRefused", "check_upgrade",
            "classic_group_value", "consumer_group_records", "consumer_group_tombstones",

@@ -15,7 +15,8 @@
 ``decode_request(frame)`` and ``decode_response(frame, api_key, api_version)``
     Arrow UDFs over any DataFrame of binary Kafka frames (the frame without
     its 4-byte size prefix), returning a struct with the header fields, the
-    body as JSON and a decode error message (null when it decoded).
+    body as JSON (a response's also with its top-level ``error_code`` and the
+    rows' ``errors``) and a decode error message (null when it decoded).
 
 The protocol schemas are construct objects compiled at first use; they do not
 pickle, so nothing of kafkapy.protocol is shipped with a task. Each Python
@@ -55,18 +56,21 @@ __all__ = [
 ]
 
 #: Spark DDL of a decoded-exchange row (matches kafkapy.capture.rows.arrow_schema()).
+_ERRORS_TYPE = (
+    "array<struct<topic string, topic_id string, partition int, group string, member string, "
+    "resource string, code int, name string>>"
+)
 ROW_TYPE = (
     "ts timestamp, src string, dst string, connection_id bigint, api_key int, api_name string, "
     "api_version int, correlation_id int, client_id string, request string, response string, "
-    "error_code int, errors array<struct<topic string, topic_id string, partition int, group string, "
-    "member string, resource string, code int, name string>>, latency_ms double, request_bytes bigint, "
+    f"error_code int, errors {_ERRORS_TYPE}, latency_ms double, request_bytes bigint, "
     "response_bytes bigint, status string, reason string, topics array<string>, capture string"
 )
 REQUEST_TYPE = (
     "api_key int, api_name string, api_version int, correlation_id int, client_id string, "
     "body string, error string"
 )
-RESPONSE_TYPE = "correlation_id int, body string, error_code int, error string"
+RESPONSE_TYPE = f"correlation_id int, body string, error_code int, errors {_ERRORS_TYPE}, error string"
 
 _BATCH_ROWS = 4096
 
@@ -343,15 +347,17 @@ def _request_struct(frames: Any) -> Any:
 def _response_struct(frames: Any, api_keys: Any, api_versions: Any) -> Any:
     import pyarrow as pa
 
+    from kafkapy.capture.rows import error_type
     from kafkapy.errors import DecodeError
     from kafkapy.protocol import decode_response_json as decode  # the body's JSON, no Body built
 
     corrs: list[int | None] = []
     bodies: list[str | None] = []
     codes: list[int | None] = []
+    sites: list[list[dict[str, Any]] | None] = []  # the rows' ``errors``: every non-zero code, placed
     errors: list[str | None] = []
     for frame, key, version in zip(frames.to_pylist(), api_keys.to_pylist(), api_versions.to_pylist()):
-        corr = body = code = error = None
+        corr = body = code = placed = error = None
         if frame is None or key is None or version is None:
             error = "null frame, api_key or api_version"
         else:
@@ -359,17 +365,18 @@ def _response_struct(frames: Any, api_keys: Any, api_versions: Any) -> Any:
                 corr = int.from_bytes(frame[:4], "big", signed=True)
             try:
                 rendered = decode(frame, key, version).body
-                body, code = rendered.text, rendered.error_code
+                body, code, placed = rendered.text, rendered.error_code, rendered.errors
             except DecodeError as exc:
                 error = str(exc)
         corrs.append(corr)
         bodies.append(body)
         codes.append(code)
+        sites.append(placed)
         errors.append(error)
     return pa.StructArray.from_arrays(
         [pa.array(corrs, pa.int32()), pa.array(bodies, pa.string()), pa.array(codes, pa.int32()),
-         pa.array(errors, pa.string())],
-        names=["correlation_id", "body", "error_code", "error"],
+         pa.array(sites, pa.list_(error_type())), pa.array(errors, pa.string())],
+        names=["correlation_id", "body", "error_code", "errors", "error"],
     )  # fmt: skip
 
 

@@ -15,12 +15,6 @@ from kafkapy.groups.consumer_group import (
     ConsumerGroups,
     HeartbeatRequest,
 )
-from kafkapy.groups.consumer_protocol import (
-    Subscription,
-    decode_assignment,
-    encode_assignment,
-    encode_subscription,
-)
 from kafkapy.groups.group import ClassicGroup, JoinRequest, Member
 from kafkapy.groups.migration import (
     MigrationPolicy,
@@ -41,6 +35,12 @@ from kafkapy.groups.records import (
     GroupRecord,
 )
 from kafkapy.groups.state import GroupState
+from kafkapy.protocol.consumer_protocol import (
+    Subscription,
+    decode_assignment,
+    encode_assignment,
+    encode_subscription,
+)
 
 T = topic_id("t")
 SESSION_MS, REBALANCE_MS = 6000, 3000

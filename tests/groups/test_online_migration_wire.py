@@ -15,15 +15,15 @@ import pytest
 from kafkapy.client import SimpleClient
 from kafkapy.embedded import Broker
 from kafkapy.errors import ErrorCode
-from kafkapy.groups.consumer_protocol import (
+from kafkapy.groups.module import CoordinatorKeyType, GroupsModule
+from kafkapy.groups.state import GroupState
+from kafkapy.protocol.api_keys import ApiKey
+from kafkapy.protocol.consumer_protocol import (
     Subscription,
     decode_assignment,
     encode_assignment,
     encode_subscription,
 )
-from kafkapy.groups.module import CoordinatorKeyType, GroupsModule
-from kafkapy.groups.state import GroupState
-from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
 JOIN_V = 5  # KIP-394: a new member is first handed its id

@@ -265,14 +265,15 @@ def test_udf_bodies_equal_the_body_decoders_json() -> None:
     from kafkapy.capture.rows import to_json
     from kafkapy.errors import DecodeError
     from kafkapy.protocol import decode_request, decode_response
+    from kafkapy.protocol.error_sites import body_errors
     from kafkapy.spark import _request_struct, _response_struct
 
-    def outcome(decode: Any, *args: Any) -> tuple[Any, Any, Any]:
+    def outcome(decode: Any, *args: Any) -> tuple[Any, Any, Any, Any]:
         try:
             body = decode(*args).body
         except DecodeError as exc:
-            return None, str(exc), None
-        return to_json(body), None, body.get("error_code")
+            return None, str(exc), None, None
+        return to_json(body), None, body.get("error_code"), body_errors(body)
 
     requests: list[bytes] = []
     responses: list[tuple[bytes, int, int]] = []
@@ -290,7 +291,10 @@ def test_udf_bodies_equal_the_body_decoders_json() -> None:
     frames, keys, versions = zip(*responses)
     got = _response_struct(pa.array(frames), pa.array(keys, pa.int32()), pa.array(versions, pa.int32()))
     for (frame, key, version), row in zip(responses, got.to_pylist()):
-        assert (row["body"], row["error"], row["error_code"]) == outcome(decode_response, frame, key, version)
+        errors = None if row["errors"] is None else [
+            {k: v for k, v in e.items() if v is not None} for e in row["errors"]]  # Arrow's every key
+        assert (row["body"], row["error"], row["error_code"], errors) == outcome(
+            decode_response, frame, key, version)
     assert sum(r["error"] is None for r in got.to_pylist()) >= len(CAPTURE_FILES)
 
 
@@ -438,3 +442,72 @@ def test_the_summary_has_a_line_per_tls_connection_not_decrypted(spark: Any) -> 
     local = Summary().add_all(decode_capture(capture, kafka_ports=[40727]))
     assert len(local.tls) == 6 and all("TLS, no keys" in line for line in local.tls)
     assert summarize(read_captures(spark, capture, kafka_ports=[40727])).tls == local.tls
+
+
+def test_the_response_udf_lists_the_errors_the_local_rows_do(spark: Any) -> None:
+    """decode_response's ``errors``, on Spark in local mode, against the rows of the same exchanges
+    decoded by the local decoder: entry for entry (Spark's structs carry every site key)."""
+    import io
+
+    from kafkapy.errors import ErrorCode
+    from kafkapy.protocol.api_keys import ApiKey
+    from kafkapy.spark import decode_response
+    from tests.capture.test_rows import _pcap
+
+    produce = {"responses": [{"name": "orders", "partition_responses": [
+        {"index": p, "error_code": code, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1,
+         "record_errors": [], "error_message": None}
+        for p, code in ((0, 0), (7, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))]}], "throttle_time_ms": 0}
+    join = {"throttle_time_ms": 0, "error_code": ErrorCode.MEMBER_ID_REQUIRED, "generation_id": -1,
+            "protocol_type": None, "protocol_name": None, "leader": "", "skip_assignment": False,
+            "member_id": "m-1", "members": []}
+    exchanges = [
+        (ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 1, "timeout_ms": 100, "topic_data": []},
+         produce),
+        (ApiKey.JOIN_GROUP, 7, {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                "protocols": []}, join),
+        (ApiKey.METADATA, 12, {"topics": None, "allow_auto_topic_creation": False},
+         {"brokers": [], "cluster_id": "c", "controller_id": 1, "topics": []}),
+    ]
+    frames = []
+    conversation: list[tuple[bool, bytes]] = []
+    for corr, (key, version, request, response) in enumerate(exchanges, 1):
+        answer = encode_response(key, version, corr, response)
+        conversation += [(True, encode_request(key, version, corr, "c", request)), (False, answer)]
+        frames.append((answer, int(key), version))
+    frames.append((b"\x00\x00", 0, 8))  # cut short: an error message, and no errors list
+    local = list(decode_capture(io.BytesIO(_pcap(conversation)), capture="mem"))
+    assert [len(r["errors"]) for r in local] == [1, 1, 0]
+    df = spark.createDataFrame(frames, "frame binary, api_key int, api_version int")
+    got = df.select(decode_response("frame", "api_key", "api_version").alias("x")).select("x.*").collect()
+    for row, want in zip(got, local):
+        assert row["error"] is None
+        placed = [{k: v for k, v in e.asDict().items() if v is not None} for e in row["errors"]]
+        assert placed == want["errors"]
+    assert got[-1]["errors"] is None and got[-1]["error"] is not None
+
+
+def test_read_captures_names_topic_ids_and_decodes_group_bytes_per_file(spark: Any, tmp_path: Path) -> None:
+    """One task per file, each with its own map: the Fetch v13 of a file with the Metadata answer
+    is named, that of a file without it is not (the other file's name does not reach it); the
+    rows equal the local decoder's, consumer-protocol bytes decoded included."""
+    from kafkapy.spark import read_captures
+    from tests.capture.test_group_protocols import ASSIGNED, SUBSCRIBED, _join, _sync
+    from tests.capture.test_rows import _pcap
+    from tests.capture.test_topic_names import _fetch, _metadata
+
+    taught, untaught = tmp_path / "taught.pcap", tmp_path / "untaught.pcap"
+    taught.write_bytes(_pcap([(from_client, frame) for request, response in (_metadata(1), _fetch(2))
+                              for from_client, frame in ((True, request), (False, response))]
+                             + _join(3, "g", "consumer", SUBSCRIBED) + _sync(4, "g", ASSIGNED)))
+    untaught.write_bytes(_pcap([(True, _fetch(1)[0]), (False, _fetch(1)[1])]))
+    want = []
+    for path in (taught, untaught):
+        for row in decode_capture(str(path)):
+            want.append({**row, "ts": round(row["ts"] * 1_000_000)})
+    got = _assert_same_rows(read_captures(spark, str(tmp_path / "*.pcap")).collect(), want)
+    fetches = {r["capture"]: r["topics"] for r in got if r["api_name"] == "Fetch"}
+    assert fetches == {str(taught): ["orders"], str(untaught): []}
+    assert [list(r["topics"]) for r in got if r["api_name"] in ("JoinGroup", "SyncGroup")] == [
+        ["orders", "payments"], ["orders"]]

@@ -6,7 +6,8 @@ ConsumerProtocolAssignment. Both start with an int16 version; each version only 
 so bytes of a version newer than kafkapy's specs are read at the newest it knows. KIP-848's
 migration reads them to move classic members into a consumer group, and writes the assignment a
 classic member of a consumer group gets from SyncGroup (at the version of its subscription, as
-Kafka's ``ConsumerProtocol.serializeAssignment``).
+Kafka's ``ConsumerProtocol.serializeAssignment``); the capture rows show them decoded beside the
+bytes (:func:`decode_body`). It sits in the codec's layer so that both can read it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,13 @@ import attrs
 from kafkapy.protocol.schema import MessageSchema
 from kafkapy.protocol.specs import standard_and_project_specs
 
-__all__ = ["ConsumerProtocolError", "Subscription", "decode_assignment", "decode_subscription",
-           "encode_assignment", "encode_subscription", "protocol_version"]
+__all__ = ["ASSIGNMENT", "SUBSCRIPTION", "ConsumerProtocolError", "Subscription", "decode_assignment",
+           "decode_body", "decode_subscription", "encode_assignment", "encode_subscription",
+           "protocol_version"]
+
+#: The two messages' names in Kafka's specs.
+SUBSCRIPTION = "ConsumerProtocolSubscription"
+ASSIGNMENT = "ConsumerProtocolAssignment"
 
 _VERSION = struct.Struct(">h")
 _NEWEST = 3  # the newest ConsumerProtocolSubscription/Assignment version kafkapy's specs know
@@ -52,7 +58,10 @@ def protocol_version(data: bytes) -> int:
     return _VERSION.unpack_from(data)[0] if len(data) >= _VERSION.size else 0
 
 
-def _decode(name: str, data: bytes) -> dict[str, Any]:
+def decode_body(name: str, data: bytes) -> dict[str, Any]:
+    """The fields of a :data:`SUBSCRIPTION` or :data:`ASSIGNMENT` (snake case, the version not
+    among them: :func:`protocol_version`); ConsumerProtocolError, one line, when the bytes are
+    not one."""
     data = bytes(data)
     if len(data) < _VERSION.size or _VERSION.unpack_from(data)[0] < 0:
         raise ConsumerProtocolError(f"not a {name}")
@@ -73,7 +82,7 @@ def _partitions(entries: Iterable[Mapping[str, Any]] | None) -> dict[str, frozen
 
 
 def decode_subscription(data: bytes) -> Subscription:
-    body = _decode("ConsumerProtocolSubscription", data)
+    body = decode_body(SUBSCRIPTION, data)
     version = protocol_version(bytes(data))
     return Subscription(tuple(body.get("topics") or ()), _partitions(body.get("owned_partitions")),
                         body.get("rack_id"), version)
@@ -83,7 +92,7 @@ def decode_assignment(data: bytes) -> dict[str, frozenset[int]]:
     """The partitions of an assignment; empty bytes (a member that never synced) assign none."""
     if not data:
         return {}
-    return _partitions(_decode("ConsumerProtocolAssignment", data).get("assigned_partitions"))
+    return _partitions(decode_body(ASSIGNMENT, data).get("assigned_partitions"))
 
 
 def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int) -> bytes:
@@ -93,7 +102,7 @@ def encode_assignment(partitions: Mapping[str, Iterable[int]], version: int) -> 
                                     for topic, parts in sorted(partitions.items())],
             "user_data": None}
     out = bytearray(_VERSION.pack(version))
-    _codec("ConsumerProtocolAssignment", version)[1](body, out)
+    _codec(ASSIGNMENT, version)[1](body, out)
     return bytes(out)
 
 
@@ -110,5 +119,5 @@ def encode_subscription(subscription: Subscription) -> bytes:
     if version >= 3:
         body["rack_id"] = subscription.rack_id
     out = bytearray(_VERSION.pack(version))
-    _codec("ConsumerProtocolSubscription", version)[1](body, out)
+    _codec(SUBSCRIPTION, version)[1](body, out)
     return bytes(out)
