@@ -93,9 +93,10 @@ from kafkapy.groups.records import (
     TopicPartitions,
     TopicPartitionsInfo,
 )
+from kafkapy.protocol.consumer_protocol import ConsumerProtocolError, decode_json
 from kafkapy.protocol.json_converter import message_json
 from kafkapy.protocol.schema import MessageSchema, default_value
-from kafkapy.protocol.specs import FieldSpec, MessageSpec, record_spec, standard_and_project_specs
+from kafkapy.protocol.specs import FieldSpec, MessageSpec, record_spec
 
 __all__ = [
     "GroupRecordError",
@@ -360,29 +361,13 @@ def record_json(key: bytes, value: bytes | None, *, consumer_protocol: bool = Fa
     return answer
 
 
-@functools.cache
-def _consumer_protocol_schema(name: str, version: int) -> tuple[MessageSpec, Decoder]:
-    spec = next(s for s in standard_and_project_specs() if s.name == name)
-    return spec, MessageSchema(spec, min(version, spec.valid_versions.high)).compiled_codec()[0]
-
-
 def consumer_protocol_json(name: str, data: bytes) -> dict[str, Any] | None:
     """A ConsumerProtocolSubscription or ConsumerProtocolAssignment (what a classic consumer group's
-    members carry) as JSON, fields by spec name, at the version its bytes start with; a newer version
-    is read as the newest kafkapy knows, since each version only appends fields. None when the bytes
-    are not one."""
-    data = bytes(data)
-    if len(data) < _VERSION.size:
-        return None
-    version = _VERSION.unpack_from(data)[0]
-    if version < 0:
-        return None
-    spec, decode = _consumer_protocol_schema(name, version)
+    members carry) as JSON, fields by spec name; None when the bytes are not one."""
     try:
-        body, _ = decode(data, _VERSION.size, len(data))
-    except DecodeError:
+        return decode_json(name, data)
+    except ConsumerProtocolError:
         return None
-    return message_json(body, spec.fields, min(version, spec.valid_versions.high))
 
 
 # --- attrs values <-> decoded bodies -----------------------------------------------------------

@@ -19,11 +19,12 @@ from typing import Any
 
 import attrs
 
+from kafkapy.protocol.json_converter import message_json
 from kafkapy.protocol.schema import MessageSchema
-from kafkapy.protocol.specs import standard_and_project_specs
+from kafkapy.protocol.specs import MessageSpec, standard_and_project_specs
 
 __all__ = ["ASSIGNMENT", "SUBSCRIPTION", "ConsumerProtocolError", "Subscription", "decode_assignment",
-           "decode_body", "decode_subscription", "encode_assignment", "encode_subscription",
+           "decode_body", "decode_json", "decode_subscription", "encode_assignment", "encode_subscription",
            "protocol_version"]
 
 #: The two messages' names in Kafka's specs.
@@ -47,9 +48,13 @@ class Subscription:
 
 
 @functools.cache
+def _spec(name: str) -> MessageSpec:
+    return next(s for s in standard_and_project_specs() if s.name == name)
+
+
+@functools.cache
 def _codec(name: str, version: int) -> tuple[Any, Any]:
-    spec = next(s for s in standard_and_project_specs() if s.name == name)
-    codec: tuple[Any, Any] = MessageSchema(spec, version).compiled_codec()
+    codec: tuple[Any, Any] = MessageSchema(_spec(name), version).compiled_codec()
     return codec
 
 
@@ -71,6 +76,13 @@ def decode_body(name: str, data: bytes) -> dict[str, Any]:
     except Exception as exc:  # the decoder's own errors: the client sent bytes it made up
         raise ConsumerProtocolError(f"malformed {name}: {exc}") from None
     return body
+
+
+def decode_json(name: str, data: bytes) -> dict[str, Any]:
+    """:func:`decode_body` with the fields by their spec names and bytes in base64, as Kafka's
+    console formatters print a member's subscription and assignment."""
+    body = decode_body(name, data)
+    return message_json(body, _spec(name).fields, min(protocol_version(bytes(data)), _NEWEST))
 
 
 def _partitions(entries: Iterable[Mapping[str, Any]] | None) -> dict[str, frozenset[int]]:
