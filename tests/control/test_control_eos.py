@@ -9,10 +9,12 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from confluent_kafka import TopicPartition
-from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
+from quick_clients import RDKAFKA_CLIENT, send_group_offsets, warm_transaction_coordinator
 
+from kafkapy.control.coordinators_json import view_json
 from kafkapy.embedded import Broker
+from kafkapy.groups.partitioning import offsets_partition_for
+from kafkapy.transactions.coordinator import transaction_partition_for
 
 from .conftest import HISTORY, ControlClient
 from .test_control_openapi import Checked
@@ -38,15 +40,15 @@ def transactional_producer(broker: Broker, transactional_id: str) -> confluent_k
     return producer
 
 
-def commit_one(broker: Broker, producer: confluent_kafka.Producer, value: bytes, group: str) -> None:
+def open_transaction(producer: confluent_kafka.Producer, value: bytes) -> None:
     producer.begin_transaction()
     producer.produce(TOPIC, value=value, partition=0)
-    reader = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group})
-    try:
-        producer.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 1)], reader.consumer_group_metadata(),
-                                             TIMEOUT_S)
-    finally:
-        reader.close()
+    assert producer.flush(TIMEOUT_S) == 0
+
+
+def commit_one(broker: Broker, producer: confluent_kafka.Producer, value: bytes, group: str) -> None:
+    open_transaction(producer, value)
+    send_group_offsets(producer, broker.bootstrap_servers, group, TOPIC, 1)
     producer.commit_transaction(TIMEOUT_S)
 
 
@@ -83,3 +85,58 @@ def test_a_bad_id_criterion_is_one_line(cluster: tuple[Broker, Checked], rule: d
     _, checked = cluster
     status, answer = checked.call("POST", "/faults", body={**rule, "action": {"type": "stall"}})
     assert status == 400 and answer["error"].startswith(message) and "\n" not in answer["error"]
+
+
+def test_a_transaction_and_a_group_coordinator_moved_over_http(cluster: tuple[Broker, Checked]) -> None:
+    broker, checked = cluster
+    producer = transactional_producer(broker, "payments")
+    open_transaction(producer, b"paid")
+    status, view = checked.call("GET", "/transactions/{id}", "/transactions/payments")
+    assert status == 200 and view["state"] == "Ongoing"
+    assert view["state_partition"] == transaction_partition_for("payments", 50)  # Kafka's default count
+    to = 1 - view["coordinator"]  # brokers 0 and 1
+    status, move = checked.call("POST", "/transactions/{id}/coordinator",
+                                "/transactions/payments/coordinator", {"broker_id": to})
+    assert status == 200
+    assert (move["topic"], move["partition"], move["previous_leader"], move["leader"]) == \
+        ("__transaction_state", view["state_partition"], view["coordinator"], to)
+    again = checked.call("POST", "/transactions/{id}/coordinator", "/transactions/payments/coordinator",
+                         {"broker_id": to})
+    assert again[0] == 409 and again[1]["error"].startswith("ELECTION_NOT_NEEDED: ")
+    producer.commit_transaction(TIMEOUT_S)
+    status, done = checked.call("GET", "/transactions/{id}", "/transactions/payments")
+    assert (done["state"], done["coordinator"]) == ("CompleteCommit", to)
+    assert done == view_json(broker.transaction("payments"))
+
+    commit_one(broker, producer, b"more", "payers")  # the group's offsets land at its coordinator
+    status, group = checked.call("GET", "/groups/{group}", "/groups/payers")
+    assert status == 200 and group["state_partition"] == offsets_partition_for("payers", 50)
+    status, move = checked.call("POST", "/groups/{group}/coordinator", "/groups/payers/coordinator",
+                                {"broker_id": 1 - group["coordinator"]})
+    assert status == 200
+    assert (move["topic"], move["partition"]) == ("__consumer_offsets", group["state_partition"])
+    status, moved = checked.call("GET", "/groups/{group}", "/groups/payers")
+    assert moved["coordinator"] == move["leader"] and moved["offsets"] == group["offsets"]
+
+
+def test_log_offsets_over_http_are_broker_log_offsets(cluster: tuple[Broker, Checked]) -> None:
+    broker, checked = cluster
+    producer = transactional_producer(broker, "payments")
+    open_transaction(producer, b"aborted")
+    producer.abort_transaction(TIMEOUT_S)
+    open_transaction(producer, b"open")
+    status, answer = checked.call("GET", "/topics/{topic}/offsets", f"/topics/{TOPIC}/offsets")
+    assert status == 200
+    [offsets] = answer["offsets"]
+    # v0 at 0, the aborted record at 1 and its marker at 2, the open transaction's record at 3
+    assert (offsets["log_start_offset"], offsets["last_stable_offset"], offsets["high_watermark"],
+            offsets["log_end_offset"]) == (0, 3, 4, 4)
+    assert [(t["first_offset"], t["last_offset"]) for t in offsets["aborted_transactions"]] == [(1, 2)]
+    assert answer["offsets"] == [view_json(o) for o in broker.log_offsets(TOPIC)]
+    one = checked.call("GET", "/topics/{topic}/offsets", f"/topics/{TOPIC}/offsets?partition=0")
+    assert one == (200, answer)
+    none = checked.call("GET", "/topics/{topic}/offsets", "/topics/not-made/offsets")
+    assert none == (200, {"offsets": []})
+    producer.commit_transaction(TIMEOUT_S)
+    [committed] = checked.call("GET", "/topics/{topic}/offsets", f"/topics/{TOPIC}/offsets")[1]["offsets"]
+    assert committed["last_stable_offset"] == committed["high_watermark"] == committed["log_end_offset"] == 5

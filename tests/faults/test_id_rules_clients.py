@@ -9,8 +9,7 @@ from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
-from confluent_kafka import TopicPartition
-from quick_clients import RDKAFKA_CLIENT, warm_transaction_coordinator
+from quick_clients import RDKAFKA_CLIENT, send_group_offsets, warm_transaction_coordinator
 
 from kafkapy.embedded import Broker
 from kafkapy.faults import ApiKey, Delay, ErrorAnswer, ErrorCode, FaultRule, RuleHandle
@@ -40,13 +39,7 @@ def transaction(broker: Broker, transactional_id: str) -> None:
     producer.init_transactions(TIMEOUT_S)
     producer.begin_transaction()
     producer.produce(TOPIC, value=transactional_id.encode(), partition=0)
-    reader = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers,
-                                       "group.id": f"{transactional_id}-readers"})
-    try:
-        producer.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 3)], reader.consumer_group_metadata(),
-                                             TIMEOUT_S)
-    finally:
-        reader.close()
+    send_group_offsets(producer, broker.bootstrap_servers, f"{transactional_id}-readers", TOPIC, 3)
     producer.commit_transaction(TIMEOUT_S)
 
 
