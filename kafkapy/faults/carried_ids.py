@@ -88,12 +88,10 @@ def carried_ids(api_key: int, body: Mapping[str, Any], kind: IdKind) -> Iterator
             return
         paths: tuple[str, ...] = FIND_COORDINATOR_KEYS
     else:
-        paths = ID_FIELDS[kind].get(ApiKey(api_key), ()) if api_key in _KNOWN else ()
+        # ApiKey is an IntEnum: a plain int finds its row, and an unknown key none
+        paths = ID_FIELDS[kind].get(api_key, ())  # type: ignore[call-overload]
     for path in paths:
         yield from _at(body, path.split("."))
-
-
-_KNOWN = frozenset(int(key) for key in ApiKey)
 
 
 def _at(value: Any, steps: list[str]) -> Iterator[str]:
