@@ -64,13 +64,13 @@ def test_a_transactional_id_rule_fails_that_producer_only_and_it_retries(broker:
     """CONCURRENT_TRANSACTIONS on AddPartitionsToTxn is retriable: payments' producer tries again
     and commits; billing's never meets the rule."""
     warm_transaction_coordinator(broker.bootstrap_servers)
-    rule = FaultRule(ErrorAnswer(ErrorCode.CONCURRENT_TRANSACTIONS), transactional_id="payments", times=2,
+    rule = FaultRule(ErrorAnswer(ErrorCode.CONCURRENT_TRANSACTIONS), transactional_id="payments", times=1,
                      api=ApiKey.ADD_PARTITIONS_TO_TXN)
     with broker.faults.injected(rule) as handle:
         transaction(broker, "billing")
         assert (handle.matched, handle.fired) == (0, 0)
         transaction(broker, "payments")
-    assert handle.fired == 2 and handle.matched >= 3
+    assert handle.fired == 1 and handle.matched >= 2
     view = broker.transaction("payments")
     assert view is not None and view.state == "CompleteCommit"
     assert broker.group("payments-readers") is not None
