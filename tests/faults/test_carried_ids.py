@@ -17,6 +17,7 @@ from kafkapy.protocol.catalogue import catalogue
 from kafkapy.protocol.codec import decode_request, encode_request
 from kafkapy.protocol.specs import FieldSpec
 
+GROUP_KEY, TRANSACTION_KEY = CoordinatorKeyType.GROUP, CoordinatorKeyType.TRANSACTION
 # The names Kafka's specs give an id field (DescribeGroups' array of group ids is "groups").
 ID_NAMES = {IdKind.TRANSACTION: {"transactional_id", "transactional_ids", "v3_and_below_transactional_id"},
             IdKind.GROUP: {"group_id", "group_ids", "groups_names"}}
@@ -128,3 +129,32 @@ def test_a_rule_checks_its_id_criteria_where_it_is_built() -> None:
     both = FaultRule(Delay(0), api=[ApiKey.TXN_OFFSET_COMMIT, ApiKey.PRODUCE], transactional_id="t",
                      group="g")
     assert both.group == "g" and both.transactional_id == "t"
+
+
+def test_a_broker_matches_the_id_in_each_versions_field_and_in_batches() -> None:
+    """Through a running broker's injector: the single-id form and the batched form of OffsetFetch
+    (v7, v8+), AddPartitionsToTxn (v3, v4+) and FindCoordinator (v3, v4+), and a FindCoordinator
+    key of the other key type, which does not match."""
+    from kafkapy.client import SimpleClient
+    from kafkapy.embedded import Broker
+
+    with Broker() as broker, SimpleClient(broker.bootstrap_servers) as client:
+        group = broker.faults.add(FaultRule(Delay(0), group="workers"))
+        txn = broker.faults.add(FaultRule(Delay(0), transactional_id="payments"))
+        sent = [
+            (ApiKey.OFFSET_FETCH, 7, {"group_id": "others", "topics": None}, (0, 0)),
+            (ApiKey.OFFSET_FETCH, 7, {"group_id": "workers", "topics": None}, (1, 0)),
+            (ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "others"}, {"group_id": "workers"}]}, (2, 0)),
+            (ApiKey.FIND_COORDINATOR, 3, {"key": "payments", "key_type": GROUP_KEY}, (2, 0)),
+            (ApiKey.FIND_COORDINATOR, 3, {"key": "payments", "key_type": TRANSACTION_KEY}, (2, 1)),
+            (ApiKey.FIND_COORDINATOR, 4, {"coordinator_keys": ["x", "workers"], "key_type": GROUP_KEY},
+             (3, 1)),
+            (ApiKey.ADD_PARTITIONS_TO_TXN, 3, {"v3_and_below_transactional_id": "payments",
+                                               "v3_and_below_topics": []}, (3, 2)),
+            (ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [
+                {"transactional_id": "billing", "topics": []},
+                {"transactional_id": "payments", "topics": []}]}, (3, 3)),
+        ]
+        for api, version, body, (groups_matched, transactions_matched) in sent:
+            client.request(api, version, body)
+            assert (group.matched, txn.matched) == (groups_matched, transactions_matched), (api.name, version)
