@@ -5,8 +5,6 @@ Broker method it is the JSON form of."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import confluent_kafka
 import pytest
 from quick_clients import RDKAFKA_CLIENT, send_group_offsets, warm_transaction_coordinator
@@ -16,7 +14,6 @@ from kafkapy.embedded import Broker
 from kafkapy.groups.partitioning import offsets_partition_for
 from kafkapy.transactions.coordinator import transaction_partition_for
 
-from .conftest import HISTORY, ControlClient
 from .test_control_openapi import Checked
 
 TIMEOUT_S = 30
@@ -24,13 +21,12 @@ TOPIC = "orders"
 
 
 @pytest.fixture
-def cluster() -> Iterator[tuple[Broker, Checked]]:
-    with Broker(HISTORY, brokers=2, control="127.0.0.1:0") as broker:
-        assert broker.control is not None
-        checked = Checked(ControlClient(broker.control.url))
-        checked.call("POST", "/seed", body={TOPIC: {"partitions": 1, "records": [{"value": "v0"}]}})
-        warm_transaction_coordinator(broker.bootstrap_servers)
-        yield broker, checked
+def cluster(controlled_cluster: tuple[Broker, Checked]) -> tuple[Broker, Checked]:
+    """The two brokers with one record in orders and the transaction coordinator made."""
+    broker, checked = controlled_cluster
+    checked.call("POST", "/seed", body={TOPIC: {"partitions": 1, "records": [{"value": "v0"}]}})
+    warm_transaction_coordinator(broker.bootstrap_servers)
+    return controlled_cluster
 
 
 def transactional_producer(broker: Broker, transactional_id: str) -> confluent_kafka.Producer:
