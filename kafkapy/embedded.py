@@ -22,7 +22,8 @@ connections) waits for ``clock.advance(seconds)``. As a context manager it runs 
 own loop thread, which every broker given that clock shares; ``await broker.start()`` must run on
 the clock's loop (``clock.run(main())``).
 
-Cluster faults (``move_leader``, ``coordinator_unavailable``, ``expire_session``) act on the
+Cluster faults (``move_leader``, ``move_coordinator``, ``coordinator_unavailable``,
+``expire_session``) act on the
 whole cluster, whichever of its brokers they are called on (kafkapy.faults.cluster,
 kafkapy.faults.coordinators).
 """
@@ -59,7 +60,7 @@ from kafkapy.faults import (
     Faults,
     FaultsModule,
 )
-from kafkapy.faults.cluster import LeaderMove, expire_session, move_leader
+from kafkapy.faults.cluster import LeaderMove, expire_session, move_coordinator, move_leader
 from kafkapy.groups.group_configs import check_broker_group_settings
 from kafkapy.groups.module import GroupsModule
 from kafkapy.inspection import Isolation, StoredRecord, stored_records
@@ -602,6 +603,23 @@ class Broker:
 
     async def move_leader_async(self, topic: str, partition: int, *, to: int) -> LeaderMove:
         return await move_leader(self._running_runtimes(), topic, partition, to)
+
+    def move_coordinator(self, *, transactional_id: str | None = None, group: str | None = None,
+                         to: int) -> LeaderMove:
+        """Make broker ``to`` the coordinator of ``transactional_id`` or ``group`` (one of them): the
+        leader of its partition of ``__transaction_state`` / ``__consumer_offsets`` (the views'
+        ``state_partition``) moves as ``move_leader`` moves it, and the new coordinator loads the
+        id's state from that partition. The client's next request to the old one is answered
+        NOT_COORDINATOR and it finds the new one. Also COORDINATOR_NOT_AVAILABLE before any id of
+        that kind has a coordinator (kafkapy.faults.cluster.move_coordinator)."""
+        result: LeaderMove = self._from_thread(
+            self.move_coordinator_async(transactional_id=transactional_id, group=group, to=to))
+        return result
+
+    async def move_coordinator_async(self, *, transactional_id: str | None = None, group: str | None = None,
+                                     to: int) -> LeaderMove:
+        return await move_coordinator(self._running_runtimes(), transactional_id=transactional_id,
+                                      group=group, to=to)
 
     def coordinator_unavailable(self, *, group: str | None = None, transactional_id: str | None = None,
                                 error: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> CoordinatorOutage:

@@ -20,7 +20,7 @@ from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
 __all__ = ["HEARTBEAT_MS", "KAFKA_PYTHON_CLIENT", "KAFKA_PYTHON_CONSUMER", "KCAT_CONSUMER", "RDKAFKA_CLIENT",
-           "RDKAFKA_CONSUMER", "RDKAFKA_WAKE", "commit_offset", "prompt_producer_id",
+           "RDKAFKA_CONSUMER", "RDKAFKA_WAKE", "commit_offset", "prompt_producer_id", "send_group_offsets",
            "warm_transaction_coordinator"]
 
 TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type for a transactional id (0: a group)
@@ -116,3 +116,16 @@ def commit_offset(bootstrap_servers: str, group: str, topic: str, offset: int, p
                         asynchronous=False)
     finally:
         consumer.close()
+
+
+def send_group_offsets(producer: confluent_kafka.Producer, bootstrap_servers: str, group: str, topic: str,
+                       offset: int, partition: int = 0, timeout: float = 30.0) -> None:
+    """``group``'s offset of ``topic``-``partition`` into ``producer``'s open transaction
+    (AddOffsetsToTxn, TxnOffsetCommit), with the group metadata of a confluent-kafka consumer of
+    that group that never joins: what a consume-transform-produce round sends."""
+    reader = confluent_kafka.Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group})
+    try:
+        producer.send_offsets_to_transaction([confluent_kafka.TopicPartition(topic, partition, offset)],
+                                             reader.consumer_group_metadata(), timeout)
+    finally:
+        reader.close()

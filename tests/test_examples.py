@@ -161,6 +161,20 @@ def test_fault_injection_example_delivers_exactly_once() -> None:
     assert out["stored"] == [[i, f"order-{i}", i] for i in range(5)]
 
 
+def test_exactly_once_faults_example_commits_across_coordinator_moves() -> None:
+    result = run(str(EXAMPLES / "exactly_once_faults.py"))
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    [txn_topic, txn_partition, txn_from, txn_to], [group_topic, group_partition, group_from, group_to] = \
+        out["moved"]
+    assert (txn_topic, group_topic) == ("__transaction_state", "__consumer_offsets")
+    assert [txn_partition, group_partition] == out["state_partitions"]
+    assert txn_from != txn_to and group_from != group_to and out["coordinators_after"] == [txn_to, group_to]
+    assert out["end_txn_failed"] == 1
+    assert out["open"] == [4, 5] and out["committed"] == [6, 6]  # two markers before; one record open
+    assert out["invoices"] == [f"invoice for order-{n}" for n in range(3)] and out["group_offset"] == 3
+
+
 def test_seeded_cluster_example_spreads_reads_moves_and_resets() -> None:
     result = run(str(EXAMPLES / "seeded_cluster.py"))
     assert result.returncode == 0, result.stderr

@@ -7,6 +7,9 @@ member (``"PRODUCE"``) or Kafka's own API name (``"Produce"``), an ``ErrorCode``
     {"api": "Produce", "topic": "orders", "times": 2,
      "action": {"type": "error", "error": "NOT_LEADER_OR_FOLLOWER"}}
 
+``transactional_id`` and ``group`` match the requests that carry that id, whatever the API
+(kafkapy.faults.carried_ids).
+
 ``when`` (a Python predicate) has no JSON form. Anything wrong is one ControlError naming the
 field, raised before a rule is built.
 """
@@ -33,7 +36,8 @@ from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["ACTION_TYPES", "RULE_FIELDS", "api_key_named", "error_code_named", "fault_rule", "rule_json"]
 
-RULE_FIELDS = frozenset({"api", "versions", "client_id", "connection", "topic", "partition", "action",
+RULE_FIELDS = frozenset({"api", "versions", "client_id", "connection", "topic", "partition",
+                         "transactional_id", "group", "action",
                          "times", "every", "probability", "seed", "broker"})
 
 _API_BY_NAME = {**{key.name.lower(): key for key in ApiKey},
@@ -162,7 +166,9 @@ def fault_rule(raw: Any) -> FaultRule:
         return FaultRule(_action(raw["action"]), api=keys, versions=versions,
                          client_id=_optional_text(raw, "client_id"),
                          connection=_optional_text(raw, "connection"), topic=_optional_text(raw, "topic"),
-                         partition=_optional_int(raw, "partition"), times=_optional_int(raw, "times"),
+                         partition=_optional_int(raw, "partition"),
+                         transactional_id=_optional_text(raw, "transactional_id"),
+                         group=_optional_text(raw, "group"), times=_optional_int(raw, "times"),
                          every=every, probability=float(probability), seed=_optional_int(raw, "seed"))
     except ValueError as exc:  # FaultRule's and the actions' own checks (times >= 1, keep < 1, ...)
         raise ControlError(str(exc)) from None
@@ -191,7 +197,8 @@ def rule_json(rule: FaultRule) -> dict[str, Any]:
         out["api"] = sorted(api_name(key) for key in rule.api)
     if rule.versions is not None:
         out["versions"] = list(rule.versions)
-    for field in ("client_id", "connection", "topic", "partition", "times", "seed"):
+    for field in ("client_id", "connection", "topic", "partition", "transactional_id", "group", "times",
+                  "seed"):
         if getattr(rule, field) is not None:
             out[field] = getattr(rule, field)
     out["every"], out["probability"] = rule.every, rule.probability

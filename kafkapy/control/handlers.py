@@ -32,6 +32,7 @@ from kafkapy.control.routes import Call, Reply, Route
 from kafkapy.control.target import ControlMember, ControlTarget
 from kafkapy.errors import ErrorCode, KafkaApiError
 from kafkapy.faults import CoordinatorOutage, RuleHandle
+from kafkapy.faults.cluster import LeaderMove
 from kafkapy.inspection import Isolation
 from kafkapy.observers.history import HistoryEntry
 from kafkapy.seeding import SeedError, parse_seed, parse_seed_text
@@ -235,6 +236,16 @@ async def records(api: ControlApi, call: Call) -> Reply:
     return HTTPStatus.OK, {"records": [record_json(record, encoding) for record in found]}
 
 
+async def log_offsets(api: ControlApi, call: Call) -> Reply:
+    """``broker.log_offsets()``: each partition's log start, last stable offset, high watermark,
+    log end and aborted transactions."""
+    try:
+        found = api.target.log_offsets(call.params["topic"], call.query_int("partition"))
+    except KafkaApiError as exc:  # a partition the topic has not
+        raise _refused(exc) from None
+    return HTTPStatus.OK, {"offsets": [view_json(offsets) for offsets in found]}
+
+
 def _entry_json(index: int, entry: HistoryEntry) -> dict[str, Any]:
     code = entry.error_code
     return {"broker": index, "connection": entry.connection,
@@ -365,19 +376,44 @@ def _text(body: dict[str, Any], name: str) -> str | None:
     return value
 
 
+def _broker_id(call: Call) -> int:
+    to = _object(call.json(), {"broker_id"}, required={"broker_id"})["broker_id"]
+    if isinstance(to, bool) or not isinstance(to, int):
+        raise ControlError(f"broker_id: expected a broker id, not {to!r}")
+    return to
+
+
+def _move_json(moved: LeaderMove) -> dict[str, Any]:
+    return {**attrs.asdict(moved), "replicas": list(moved.replicas)}
+
+
+async def _move_coordinator(api: ControlApi, to: int, *, transactional_id: str | None = None,
+                            group: str | None = None) -> Reply:
+    try:
+        moved = await api.target.move_coordinator_async(transactional_id=transactional_id, group=group, to=to)
+    except KafkaApiError as exc:
+        raise _refused(exc) from None
+    return HTTPStatus.OK, _move_json(moved)
+
+
+async def move_transaction_coordinator(api: ControlApi, call: Call) -> Reply:
+    return await _move_coordinator(api, _broker_id(call), transactional_id=call.params["id"])
+
+
+async def move_group_coordinator(api: ControlApi, call: Call) -> Reply:
+    return await _move_coordinator(api, _broker_id(call), group=call.params["group"])
+
+
 async def move_leader(api: ControlApi, call: Call) -> Reply:
     text = call.params["partition"]
     if not text.isdigit() or len(text) > 10:
         raise ControlError(f"partition: expected a partition number, not {text!r}")
-    body = _object(call.json(), {"broker_id"}, required={"broker_id"})
-    to = body["broker_id"]
-    if isinstance(to, bool) or not isinstance(to, int):
-        raise ControlError(f"broker_id: expected a broker id, not {to!r}")
+    to = _broker_id(call)
     try:
         moved = await api.target.move_leader_async(call.params["topic"], int(text), to=to)
     except KafkaApiError as exc:
         raise _refused(exc) from None
-    return HTTPStatus.OK, {**attrs.asdict(moved), "replicas": list(moved.replicas)}
+    return HTTPStatus.OK, _move_json(moved)
 
 
 def _outage_json(outage_id: int, outage: CoordinatorOutage) -> dict[str, Any]:
@@ -470,6 +506,8 @@ ROUTES: tuple[Route[ControlApi], ...] = (
     Route("DELETE", "/snapshots/{name}", delete_snapshot, "forget a snapshot"),
     Route("POST", "/snapshots/{name}/restore", restore_snapshot, "reset, then restore a snapshot"),
     Route("GET", "/topics/{topic}/records", records, "the records a topic's logs hold"),
+    Route("GET", "/topics/{topic}/offsets", log_offsets,
+          "where the topic's logs stand: log start, last stable offset, high watermark, log end"),
     Route("GET", "/history", history, "the requests the brokers saw"),
     Route("GET", "/cluster", cluster, "the brokers, running or not"),
     Route("POST", "/cluster/brokers/{index}/stop", stop_broker, "take a broker down"),
@@ -483,6 +521,10 @@ ROUTES: tuple[Route[ControlApi], ...] = (
           "cut off the coordinator of a group or a transactional id"),
     Route("DELETE", "/coordinators/unavailable/{id}", remove_outage, "end a coordinator outage"),
     Route("POST", "/groups/{group}/members/expire", expire_members, "end members' sessions now"),
+    Route("POST", "/groups/{group}/coordinator", move_group_coordinator,
+          "make a broker the group's coordinator"),
+    Route("POST", "/transactions/{id}/coordinator", move_transaction_coordinator,
+          "make a broker the transactional id's coordinator"),
     Route("GET", "/groups", list_groups, "every group the coordinators hold"),
     Route("GET", "/groups/{group}", get_group, "one group: members, assignments, offsets"),
     Route("GET", "/transactions", list_transactions, "every transactional id the coordinators hold"),

@@ -15,7 +15,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.faults import FaultRules
 from kafkapy.faults.cluster import LeaderMove
 from kafkapy.faults.coordinators import CoordinatorOutage
-from kafkapy.inspection import GroupView, Isolation, StoredRecord, TransactionView
+from kafkapy.inspection import GroupView, Isolation, LogOffsets, StoredRecord, TransactionView
 from kafkapy.observers.history import HistoryEntry
 from kafkapy.seeding import TopicSeed
 from kafkapy.server.clock import VirtualClock
@@ -62,6 +62,8 @@ class ControlTarget(ControlMember, Protocol):
     def records(self, topic: str, partition: int | None = None, from_offset: int = 0, *,
                 isolation: Isolation | str = ...) -> list[StoredRecord]: ...
 
+    def log_offsets(self, topic: str, partition: int | None = None) -> list[LogOffsets]: ...
+
     async def stop_broker_async(self, index: int) -> None: ...
 
     async def start_broker_async(self, index: int) -> None: ...
@@ -72,6 +74,9 @@ class ControlTarget(ControlMember, Protocol):
     def clock(self) -> VirtualClock | None: ...  # None: the broker runs on real time
 
     async def move_leader_async(self, topic: str, partition: int, *, to: int) -> LeaderMove: ...
+
+    async def move_coordinator_async(self, *, transactional_id: str | None = None, group: str | None = None,
+                                     to: int) -> LeaderMove: ...
 
     def coordinator_unavailable(
             self, *, group: str | None = None, transactional_id: str | None = None,

@@ -10,6 +10,11 @@ through the brokers' own paths, so clients see what they would see from Kafka:
   next Metadata names it; the old leader answers NOT_LEADER_OR_FOLLOWER, and the new one
   FENCED_LEADER_EPOCH to a request that still carries the old epoch. The logs stay where they
   are (shared in-process), so nothing is lost.
+* ``move_coordinator`` is ``move_leader`` on the partition of ``__transaction_state`` or
+  ``__consumer_offsets`` that holds a transactional id or a group (``coordinator_partition``:
+  the coordinators' own Kafka hash of the id, over their configured partition count), so a test
+  moves a coordinator without knowing where the id lives. The new leader loads the partition
+  from the shared log on the next request; the old one answers NOT_COORDINATOR.
 * ``expire_session`` ends a group member's session at the group's coordinator as a timeout
   would (kafkapy.groups.module.GroupsModule.expire_session).
 
@@ -31,8 +36,11 @@ from kafkapy.groups.partitioning import OFFSETS_TOPIC
 from kafkapy.server.leadership import PartitionLeadership
 from kafkapy.server.modules import Module
 from kafkapy.server.services import ClusterView
+from kafkapy.transactions.coordinator import TRANSACTION_STATE_TOPIC
+from kafkapy.transactions.module import TransactionsModule
 
-__all__ = ["ClusterMember", "LeaderMove", "expire_session", "move_leader"]
+__all__ = ["ClusterMember", "LeaderMove", "coordinator_partition", "expire_session", "move_coordinator",
+           "move_leader"]
 
 SETTLE_TIMEOUT_S = 10.0  # how long every broker's view may take to show the move
 SETTLE_POLL_S = 0.002
@@ -97,6 +105,43 @@ async def move_leader(runtimes: Sequence[ClusterMember], topic: str, partition: 
             raise TimeoutError(f"{topic}-{partition}: brokers {lagging} do not show broker {to} leading "
                                f"after epoch {epoch} within {timeout:g} s")
         await asyncio.sleep(SETTLE_POLL_S)
+
+
+def coordinator_partition(runtime: ClusterMember, *, transactional_id: str | None = None,
+                          group: str | None = None) -> tuple[str, int]:
+    """The partition of ``__transaction_state`` or ``__consumer_offsets`` whose leader coordinates
+    ``transactional_id`` or ``group``, as ``runtime``'s coordinators place it. ValueError unless
+    exactly one is given, or when the broker runs no such coordinator."""
+    if (transactional_id is None) == (group is None):
+        raise ValueError("give transactional_id or group (one of them): whose coordinator")
+    if transactional_id is not None:
+        transactions = next((m for m in runtime.modules if isinstance(m, TransactionsModule)), None)
+        if transactions is None:
+            raise ValueError("the broker runs no transaction coordinator")
+        return TRANSACTION_STATE_TOPIC, transactions.coordinator.partition_for(transactional_id)
+    assert group is not None
+    groups = next((m for m in runtime.modules if isinstance(m, GroupsModule)), None)
+    if groups is None:
+        raise ValueError("the broker runs no group coordinator")
+    return OFFSETS_TOPIC, groups.group_log.partition_for(group)
+
+
+async def move_coordinator(runtimes: Sequence[ClusterMember], *, transactional_id: str | None = None,
+                           group: str | None = None, to: int,
+                           timeout: float = SETTLE_TIMEOUT_S) -> LeaderMove:
+    """Make broker ``to`` the coordinator of ``transactional_id`` or ``group``: ``move_leader`` on
+    its partition of the state topic (the module docstring). Beyond move_leader's refusals,
+    COORDINATOR_NOT_AVAILABLE while no id of that kind has found its coordinator yet (the state
+    topic is made on the first FindCoordinator, as in Kafka)."""
+    if not runtimes:
+        raise KafkaApiError(ErrorCode.BROKER_NOT_AVAILABLE, "no broker is running")
+    topic, partition = coordinator_partition(runtimes[0], transactional_id=transactional_id, group=group)
+    if topic not in runtimes[0].cluster.topics:
+        kind = "transactional id" if transactional_id is not None else "group"
+        raise KafkaApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                            f"no {kind} has found its coordinator on these brokers yet (there is no "
+                            f"{topic}): a client's FindCoordinator makes it")
+    return await move_leader(runtimes, topic, partition, to, timeout)
 
 
 def _shows(runtime: ClusterMember, topic: str, partition: int, replicas: tuple[int, ...],

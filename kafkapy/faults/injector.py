@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kafkapy.errors import KafkaApiError
+from kafkapy.faults.carried_ids import IdKind, apis_carrying, carried_ids
 from kafkapy.faults.matching import named_partitions
 from kafkapy.faults.rules import (
     Delay,
@@ -44,6 +45,7 @@ from kafkapy.faults.rules import (
     Throttle,
     TruncateResponse,
 )
+from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.catalogue import api_name
 from kafkapy.protocol.chunks import joined
 from kafkapy.protocol.codec import encode_response_body, fit_body
@@ -200,6 +202,16 @@ def _has_throttle_field(api_key: int, api_version: int) -> bool:
     return THROTTLE_TIME in fit_body(api_key, "response", api_version, {THROTTLE_TIME: 0})
 
 
+def _rule_api_keys(rule: FaultRule) -> frozenset[ApiKey] | None:
+    """The APIs ``rule`` can match (None: any): those it names, narrowed to the APIs that carry an
+    id when it names one, so the requests of other APIs skip the injector."""
+    keys = rule.api
+    for kind, wanted in ((IdKind.TRANSACTION, rule.transactional_id), (IdKind.GROUP, rule.group)):
+        if wanted is not None:
+            keys = apis_carrying(kind) if keys is None else keys & apis_carrying(kind)
+    return keys
+
+
 def _truncated(context: RequestContext, answer: Answer, keep: float) -> Answer:
     if answer is None:
         return None  # no answer to cut (Produce acks=0)
@@ -254,9 +266,9 @@ class Faults:
         self._on_loop(uninstall)
 
     def _index(self) -> None:
-        rules = [handle.rule for handle in self.handles]
-        self.every_api = any(rule.api is None for rule in rules)
-        self.api_keys = frozenset(int(key) for rule in rules for key in rule.api or ())
+        keys = [_rule_api_keys(handle.rule) for handle in self.handles]
+        self.every_api = any(found is None for found in keys)
+        self.api_keys = frozenset(int(key) for found in keys for key in found or ())
 
     def clear(self) -> None:
         """Remove every rule."""
@@ -289,6 +301,12 @@ class Faults:
             if not any(topic == rule.topic and (rule.partition is None or partition == rule.partition)
                        for topic, partition in named):
                 return False
+        if rule.transactional_id is not None and rule.transactional_id not in carried_ids(
+                context.api_key, request.body, IdKind.TRANSACTION):
+            return False
+        if rule.group is not None and rule.group not in carried_ids(
+                context.api_key, request.body, IdKind.GROUP):
+            return False
         if rule.when is None:
             return True
         try:

@@ -5,7 +5,9 @@ the counting it needs (matches seen, times fired, its RNG) lives in the handle t
 returns for it (kafkapy.faults.injector).
 
 Matching: every criterion given must hold (None matches anything). ``topic``/``partition``
-hold when the request names that topic (and partition) anywhere (kafkapy.faults.matching).
+hold when the request names that topic (and partition) anywhere (kafkapy.faults.matching);
+``transactional_id``/``group`` when the request carries that id in whichever field its API and
+version keep it (kafkapy.faults.carried_ids), so a rule on them matches only the APIs that do.
 
 Firing, among the requests that match: the ``every``-th of them (1: each), then with
 ``probability`` from an RNG seeded with ``seed`` (so a failing test replays the same faults),
@@ -24,6 +26,7 @@ from typing import Any, Literal
 import attrs
 
 from kafkapy.errors import ErrorCode
+from kafkapy.faults.carried_ids import IdKind, apis_carrying
 from kafkapy.protocol.api_keys import ApiKey
 
 __all__ = ["Delay", "DropConnection", "ErrorAnswer", "FaultAction", "FaultRule", "Stall", "Throttle",
@@ -110,6 +113,13 @@ FaultAction = ErrorAnswer | Delay | Throttle | DropConnection | TruncateResponse
 _ACTIONS = (ErrorAnswer, Delay, Throttle, DropConnection, TruncateResponse, Stall)
 
 
+def _id_text(field: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(rule: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{field} takes the id as text, such as {field}=\"orders-tx\", not {value!r}")
+    return check
+
+
 def _api_keys(value: ApiKey | Collection[ApiKey] | None) -> frozenset[ApiKey] | None:
     if value is None:
         return None
@@ -136,6 +146,8 @@ class FaultRule:
     connection: str | None = None  # a ConnectionInfo.id
     topic: str | None = None
     partition: int | None = None
+    transactional_id: str | None = attrs.field(default=None, validator=_id_text("transactional_id"))
+    group: str | None = attrs.field(default=None, validator=_id_text("group"))
     when: Callable[[Mapping[str, Any]], bool] | None = None  # on the decoded request body
     times: int | None = None
     every: int = 1
@@ -154,3 +166,7 @@ class FaultRule:
             raise ValueError(f"probability must be in [0, 1], not {self.probability}")
         if self.partition is not None and self.topic is None:
             raise ValueError("a partition is matched within a topic: give topic= too")
+        for kind, wanted in ((IdKind.TRANSACTION, self.transactional_id), (IdKind.GROUP, self.group)):
+            if wanted is not None and self.api is not None and not self.api & apis_carrying(kind):
+                raise ValueError(f"{kind.value}: no request of {', '.join(sorted(k.name for k in self.api))} "
+                                 f"carries one, so the rule would match nothing")

@@ -88,6 +88,9 @@ class GroupView:
     offsets: tuple[CommittedOffset, ...]  # committed, by topic and partition
     pending_offsets: tuple[CommittedOffset, ...]  # transactional, not yet committed or aborted
     coordinator: int  # the broker id that coordinates it
+    # Its partition of __consumer_offsets (Kafka's hash of the id modulo offsets.topic.num.partitions),
+    # whose leader is the coordinator: broker.move_coordinator(group=...) moves that leadership.
+    state_partition: int
     assignment_epoch: int | None = None  # KIP-848 only
 
     def committed(self) -> dict[tuple[str, int], int]:
@@ -163,7 +166,7 @@ def _classic(module: GroupsModule, group: ClassicGroup, broker_id: int) -> Group
     offsets, pending = _offsets(module, group.group_id)
     return GroupView(group.group_id, CLASSIC, group.protocol_type or "", group.state.value,
                      group.generation_id, group.protocol_name, group.leader_id, tuple(members), offsets,
-                     pending, broker_id)
+                     pending, broker_id, module.group_log.partition_for(group.group_id))
 
 
 def _consumer(module: GroupsModule, group: ConsumerGroup, broker_id: int,
@@ -180,7 +183,7 @@ def _consumer(module: GroupsModule, group: ConsumerGroup, broker_id: int,
     offsets, pending = _offsets(module, group.group_id)
     return GroupView(group.group_id, CONSUMER, CONSUMER_PROTOCOL_TYPE, group.state.value, group.group_epoch,
                      groups.preferred_assignor(group.members.values()), None, members, offsets, pending,
-                     broker_id, group.assignment_epoch)
+                     broker_id, module.group_log.partition_for(group.group_id), group.assignment_epoch)
 
 
 def group_views(module: GroupsModule, topic_names: Mapping[uuid.UUID, str],
@@ -206,5 +209,5 @@ def group_views(module: GroupsModule, topic_names: Mapping[uuid.UUID, str],
         else:  # offsets alone (a group made again after a load, before its first request)
             offsets, pending = _offsets(module, group_id)
             views.append(GroupView(group_id, CLASSIC, "", "Empty", 0, None, None, (), offsets, pending,
-                                   broker_id))
+                                   broker_id, module.group_log.partition_for(group_id)))
     return views

@@ -29,16 +29,20 @@ class TransactionView:
     start_time_ms: int  # epoch ms the open transaction began; -1 with none
     last_update_ms: int  # epoch ms of the last state change
     coordinator: int  # the broker id that coordinates it
+    # Its partition of __transaction_state (Kafka's hash of the id modulo
+    # transaction.state.log.num.partitions), whose leader is the coordinator:
+    # broker.move_coordinator(transactional_id=...) moves that leadership.
+    state_partition: int
 
     @property
     def topics(self) -> frozenset[str]:
         return frozenset(topic for topic, _ in self.partitions)
 
 
-def _view(metadata: TxnMetadata, broker_id: int) -> TransactionView:
+def _view(metadata: TxnMetadata, broker_id: int, state_partition: int) -> TransactionView:
     return TransactionView(metadata.transactional_id, metadata.state.kafka_name, metadata.producer_id,
                            metadata.producer_epoch, metadata.timeout_ms, tuple(sorted(metadata.partitions)),
-                           metadata.start_ms, metadata.last_update_ms, broker_id)
+                           metadata.start_ms, metadata.last_update_ms, broker_id, state_partition)
 
 
 def transaction_views(module: TransactionsModule,
@@ -47,4 +51,6 @@ def transaction_views(module: TransactionsModule,
     names = None if wanted is None else set(wanted)
     broker_id = module.services.broker_id
     _, found = module.coordinator.list(matches=lambda name: names is None or name in names)
-    return [_view(m, broker_id) for m in sorted(found, key=lambda m: m.transactional_id)]
+    partition_for = module.coordinator.partition_for
+    return [_view(m, broker_id, partition_for(m.transactional_id))
+            for m in sorted(found, key=lambda m: m.transactional_id)]

@@ -5,12 +5,15 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pytest
 
 from kafkapy.embedded import Broker
+
+if TYPE_CHECKING:
+    from .test_control_openapi import Checked
 
 HISTORY = {"observer.class.names": "kafkapy.observers.RequestHistory"}
 
@@ -48,3 +51,14 @@ def controlled() -> Iterator[tuple[Broker, ControlClient]]:
     with Broker(HISTORY, control="127.0.0.1:0") as broker:
         assert broker.control is not None
         yield broker, ControlClient(broker.control.url)
+
+
+@pytest.fixture
+def controlled_cluster() -> Iterator[tuple[Broker, Checked]]:
+    """Two brokers keeping a request history, serving their control endpoint, with a client whose
+    every answer is checked against the OpenAPI document."""
+    from .test_control_openapi import Checked  # which imports this module
+
+    with Broker(HISTORY, brokers=2, control="127.0.0.1:0") as broker:
+        assert broker.control is not None
+        yield broker, Checked(ControlClient(broker.control.url))

@@ -7,9 +7,7 @@ document's responses (``Checked``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import pytest
 from confluent_kafka.admin import AdminClient
 from kafka_python_groups import poll_once, poll_until_assigned, subscribe_when_seen
 from quick_clients import KAFKA_PYTHON_CLIENT
@@ -21,18 +19,10 @@ from kafkapy.groups.module import CoordinatorKeyType
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.testing import wait_until
 
-from .conftest import HISTORY, ControlClient
 from .test_control_openapi import Checked
 
 TIMEOUT_S = 30
 LEADER = "/topics/{topic}/partitions/{partition}/leader"
-
-
-@pytest.fixture
-def cluster() -> Iterator[tuple[Broker, Checked]]:
-    with Broker(HISTORY, brokers=2, control="127.0.0.1:0") as broker:
-        assert broker.control is not None
-        yield broker, Checked(ControlClient(broker.control.url))
 
 
 def metadata_leader(admin: AdminClient, topic: str, partition: int) -> int:
@@ -40,10 +30,10 @@ def metadata_leader(admin: AdminClient, topic: str, partition: int) -> int:
     return leader
 
 
-def test_a_leader_moved_over_http_is_the_one_clients_see(cluster: tuple[Broker, Checked]) -> None:
+def test_a_leader_moved_over_http_is_the_one_clients_see(controlled_cluster: tuple[Broker, Checked]) -> None:
     from kafka import KafkaProducer
 
-    broker, checked = cluster
+    broker, checked = controlled_cluster
     seeded = {"orders": {"partitions": 1, "replication_factor": 2}}
     assert checked.call("POST", "/seed", body=seeded)[0] == 200
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
@@ -74,8 +64,8 @@ def find_coordinator(bootstrap: str, group: str) -> ErrorCode:
     return ErrorCode(answer.error_code)
 
 
-def test_a_coordinator_cut_off_over_http_until_deleted(cluster: tuple[Broker, Checked]) -> None:
-    broker, checked = cluster
+def test_a_coordinator_cut_off_over_http_until_deleted(controlled_cluster: tuple[Broker, Checked]) -> None:
+    broker, checked = controlled_cluster
     bootstrap = broker.brokers[1].bootstrap_servers
     wait_until(lambda: find_coordinator(bootstrap, "workers") == ErrorCode.NONE, what="a coordinator")
     status, outage = checked.call("POST", "/coordinators/unavailable", body={"group": "workers"})
@@ -90,10 +80,10 @@ def test_a_coordinator_cut_off_over_http_until_deleted(cluster: tuple[Broker, Ch
     assert checked.call("GET", "/coordinators/unavailable")[1] == {"outages": []}
 
 
-def test_a_session_expired_over_http_leaves_its_group(cluster: tuple[Broker, Checked]) -> None:
+def test_a_session_expired_over_http_leaves_its_group(controlled_cluster: tuple[Broker, Checked]) -> None:
     from kafka import KafkaConsumer
 
-    broker, checked = cluster
+    broker, checked = controlled_cluster
     checked.call("POST", "/seed", body={"jobs": {"partitions": 2}})
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, group_id="workers",
                              client_id="stuck", session_timeout_ms=30_000, heartbeat_interval_ms=1_000,

@@ -6,9 +6,6 @@ answer is checked against the OpenAPI document (``Checked``) and against ``broke
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from kafka_python_groups import poll_until_assigned, subscribe_when_seen
 from quick_clients import KAFKA_PYTHON_CLIENT, RDKAFKA_CLIENT, warm_transaction_coordinator
 
@@ -16,17 +13,9 @@ from kafkapy.control.coordinators_json import view_json
 from kafkapy.embedded import Broker
 from kafkapy.testing import wait_until
 
-from .conftest import HISTORY, ControlClient
 from .test_control_openapi import Checked
 
 TIMEOUT_S = 30
-
-
-@pytest.fixture
-def controlled_cluster() -> Iterator[tuple[Broker, Checked]]:
-    with Broker(HISTORY, brokers=2, control="127.0.0.1:0") as broker:
-        assert broker.control is not None
-        yield broker, Checked(ControlClient(broker.control.url))
 
 
 def test_a_kafka_python_group_as_json(controlled_cluster: tuple[Broker, Checked]) -> None:

@@ -52,7 +52,8 @@ plausible_fields: dict[str, st.SearchStrategy[Any]] = {
     st.lists(st.sampled_from(["Produce", "Fetch"])),
     "versions": st.lists(st.integers(0, 15), min_size=2, max_size=2), "client_id": st.text(max_size=5),
     "connection": st.text(max_size=5), "topic": st.sampled_from(["orders", "t"]),
-    "partition": st.integers(0, 3), "times": st.integers(0, 3), "every": st.integers(0, 3),
+    "partition": st.integers(0, 3), "transactional_id": st.text(max_size=5),
+    "group": st.sampled_from(["workers", ""]), "times": st.integers(0, 3), "every": st.integers(0, 3),
     "probability": st.floats(0, 1), "seed": st.integers(), "broker": st.integers(0, 1)}
 plausible_rules = st.fixed_dictionaries({"action": plausible_actions}, optional=plausible_fields)
 mixed_rules = st.fixed_dictionaries({}, optional={
@@ -154,7 +155,8 @@ def test_bodies_that_are_not_json_are_400(control: ControlClient, body: bytes) -
        path=st.lists(st.sampled_from(["faults", "1", "x", "snapshots", "restore", "topics", "records",
                                       "cluster", "brokers", "0", "9", "stop", "start", "history", "%2F", "",
                                       "clock", "advance", "partitions", "leader", "coordinators",
-                                      "unavailable", "groups", "members", "expire"]),
+                                      "unavailable", "groups", "members", "expire", "offsets",
+                                      "coordinator", "transactions"]),
                      max_size=4).map(lambda parts: "/" + "/".join(parts)),
        query=st.dictionaries(st.sampled_from(["partition", "from_offset", "encoding", "limit", "since",
                                               "broker", "connection"]),

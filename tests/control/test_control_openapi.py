@@ -198,6 +198,16 @@ def check_the_cluster_fault_routes(checked: Checked, broker: Broker) -> None:
     assert checked.call("POST", leader, "/topics/orders/partitions/0/leader", again)[0] == 409
     assert checked.call("POST", leader, "/topics/nowhere/partitions/0/leader", again)[0] == 404
     assert checked.call("POST", leader, "/topics/orders/partitions/x/leader", again)[0] == 400
+    status, offsets = checked.call("GET", "/topics/{topic}/offsets", "/topics/orders/offsets")
+    assert status == 200 and [o["log_end_offset"] for o in offsets["offsets"]] == [0]
+    assert checked.call("GET", "/topics/{topic}/offsets", "/topics/orders/offsets?partition=3")[0] == 404
+    assert checked.call("GET", "/topics/{topic}/offsets", "/topics/orders/offsets?partition=x")[0] == 400
+    # No group or transactional id has a coordinator yet (test_control_eos.py moves real ones).
+    for template, path in (("/groups/{group}/coordinator", "/groups/workers/coordinator"),
+                           ("/transactions/{id}/coordinator", "/transactions/t1/coordinator")):
+        status, refused = checked.call("POST", template, path, {"broker_id": 1})
+        assert status == 409 and refused["error"].startswith("COORDINATOR_NOT_AVAILABLE: ")
+        assert checked.call("POST", template, path, {"broker_id": "1"})[0] == 400
 
     status, listed = checked.call("GET", "/coordinators/unavailable")
     # The examples' outages, ended by the POST /reset above, are listed until DELETEd.
