@@ -146,13 +146,14 @@ class FaultRule:
     connection: str | None = None  # a ConnectionInfo.id
     topic: str | None = None
     partition: int | None = None
-    transactional_id: str | None = attrs.field(default=None, validator=_id_text("transactional_id"))
-    group: str | None = attrs.field(default=None, validator=_id_text("group"))
     when: Callable[[Mapping[str, Any]], bool] | None = None  # on the decoded request body
     times: int | None = None
     every: int = 1
     probability: float = 1.0
     seed: int | None = None
+    # Last, so that the positional order of the fields above is what it was before these came.
+    transactional_id: str | None = attrs.field(default=None, validator=_id_text("transactional_id"))
+    group: str | None = attrs.field(default=None, validator=_id_text("group"))
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.action, _ACTIONS):
