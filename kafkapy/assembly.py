@@ -42,6 +42,7 @@ from kafkapy.shares import ShareModule
 from kafkapy.sharestate.module import ShareCoordinatorModule
 from kafkapy.store.base import MetadataStore
 from kafkapy.store.durable import DurableStore
+from kafkapy.store.journal import NEVER
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import StrictModule
 from kafkapy.telemetry.client_metrics import ClientMetricsModule
@@ -154,8 +155,12 @@ def make_store(config: BrokerConfig) -> MetadataStore:
                               config["zookeeper.connection.timeout.ms"], cluster_id=config["cluster.id"])
     directory = metadata_log_dir(config)
     if directory is not None:
+        # Flushed as the partition logs are (Kafka's log.flush.interval.*; by default the OS writes back).
+        flush_ms = config["log.flush.interval.ms"]
         return DurableStore(directory, cluster_id=config["cluster.id"],
-                            snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"])
+                            snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"],
+                            flush_messages=config["log.flush.interval.messages"],
+                            flush_ms=NEVER if flush_ms is None else flush_ms)
     return MemoryStore(cluster_id=config["cluster.id"])
 
 

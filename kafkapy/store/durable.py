@@ -3,9 +3,12 @@
 Kafka in KRaft mode keeps its cluster metadata in a metadata log under ``metadata.log.dir`` (the
 first of ``log.dirs`` by default), so a restart, clean or not, loses nothing it acknowledged.
 DurableStore is MemoryStore with the same promise: every lasting change (kafkapy.store.changes)
-is written to the journal and fsynced (kafkapy.store.journal) before it is made, under the store's
-lock, so before any watch or reader sees it and before the call that made it returns; ``start()``
-replays the snapshot and journal into the state. The format is kafkapy's own, not KRaft's records.
+is written to the journal (kafkapy.store.journal) before it is made, under the store's lock, so
+before any watch or reader sees it and before the call that made it returns; it is fsynced as the
+flush policy says (the partition logs' log.flush.interval.messages and .ms: by default the OS
+writes back, as for the records; 1 message fsyncs each change, as Kafka's metadata log is).
+``start()`` replays the snapshot and journal into the state. The format is kafkapy's own, not
+KRaft's records.
 
 What outlives the process: the cluster id, topics (ids, partitions, assignments) and their
 configs, every entity config (quotas, SCRAM credentials, dynamic broker configs), ACLs, finalized
@@ -40,7 +43,7 @@ from kafkapy.store.changes import (
     from_json,
     to_json,
 )
-from kafkapy.store.journal import DEFAULT_SNAPSHOT_BYTES, MetadataJournal
+from kafkapy.store.journal import DEFAULT_SNAPSHOT_BYTES, NEVER, MetadataJournal
 from kafkapy.store.memory import MemoryStore, _Cluster, apply_change
 
 __all__ = ["DurableStore", "state_changes"]
@@ -94,12 +97,14 @@ class DurableStore(MemoryStore):
     reads it, and refuses damage with one line (CorruptMetadata names the file and the byte)."""
 
     def __init__(self, directory: Path | str, cluster_id: str | None = None, *,
-                 snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES) -> None:
+                 snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES, flush_messages: int = NEVER,
+                 flush_ms: int = NEVER) -> None:
         super().__init__(cluster_id)
         self._cluster.lasting = True
         self.directory = Path(directory)
         self._wanted_cluster_id = cluster_id
-        self._journal = MetadataJournal(self.directory, snapshot_bytes)
+        self._journal = MetadataJournal(self.directory, snapshot_bytes, flush_messages=flush_messages,
+                                        flush_ms=flush_ms)
 
     def start(self) -> None:
         """Read the directory (once): the state as it was left."""

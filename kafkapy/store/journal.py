@@ -10,17 +10,22 @@ files whose names have no ``-<partition>`` ending.
   file, fsynced and renamed over the old one (kafkapy.log.checkpoint.write_atomically), so it is
   always whole. Its first line is a header (format, version, cluster id, the last sequence number
   it holds), its last an end line counting the entries between; anything else is refused.
-* ``kafkapy-metadata.journal``: one line per change made since, each fsynced before the change is
-  made, so an acknowledged change is on disk (Kafka fsyncs its metadata log too).
+* ``kafkapy-metadata.journal``: one line per change made since, each written to the file before
+  the change is made, so a change a caller was told of outlives the process (a SIGKILL too). It is
+  fsynced as the partition logs are, by the flush policy: ``flush_messages`` changes or
+  ``flush_ms`` since the last fsync (Kafka's log.flush.interval.messages and .ms, by default never:
+  the OS writes back), on a snapshot, and on close. ``flush_messages=1`` fsyncs every change
+  before it is made, as Kafka's KRaft metadata log does; that costs a disk flush per change.
 
 Each line is ``<crc32c of the JSON, 8 hex digits> <JSON>\\n``, and each journal entry carries a
 sequence number one above the last. On open, the snapshot is read, then the journal's entries
 above the snapshot's number (lower ones are a compaction's leftovers: the snapshot was renamed in
 and the crash came before the journal was emptied). A bad line (its checksum, JSON, or no newline)
 with no good line after it is a write torn by a crash: it and everything after are cut, as Kafka's
-log recovery truncates at the first invalid batch; with an entry fsynced before the next is
-written, only the last can be torn. A bad line with a good one after it, or a gap in the numbers,
-is damage a crash cannot make: the open is refused with one line naming the file and the byte.
+log recovery truncates at the first invalid batch; a process dies between two whole writes, so
+only the last can be torn (after an OS crash, only what the flush policy fsynced is sure). A bad
+line with a good one after it, or a gap in the numbers, is damage: the open is refused with one
+line naming the file and the byte.
 
 A snapshot is written when the journal has grown to ``max(snapshot_bytes, the last snapshot's
 size)``: Kafka's ``metadata.log.max.record.bytes.between.snapshots`` bounds the journal, and the
@@ -36,6 +41,7 @@ import fcntl
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -52,6 +58,7 @@ FORMAT = "kafkapy-metadata"
 VERSION = 1
 # Kafka's default of metadata.log.max.record.bytes.between.snapshots (KRaftConfigs).
 DEFAULT_SNAPSHOT_BYTES = 20 * 1024 * 1024
+NEVER = (1 << 63) - 1  # Java's Long.MAX_VALUE: Kafka's default for the flush intervals
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -97,11 +104,16 @@ def _lines(data: bytes) -> list[tuple[int, bytes]]:
 class MetadataJournal:
     """The snapshot and journal of one metadata directory (module docstring)."""
 
-    def __init__(self, directory: Path | str, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES) -> None:
+    def __init__(self, directory: Path | str, snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES, *,
+                 flush_messages: int = NEVER, flush_ms: int = NEVER) -> None:
         self.directory = Path(directory)
         self.snapshot_path = self.directory / SNAPSHOT_FILE
         self.journal_path = self.directory / JOURNAL_FILE
         self.snapshot_bytes = snapshot_bytes
+        self.flush_messages = flush_messages
+        self.flush_ms = flush_ms
+        self._unflushed = 0  # changes written since the last fsync
+        self._last_flush = time.monotonic()
         self._fd: int | None = None
         self._seq = 0  # the last sequence number written
         self._journal_size = 0
@@ -208,14 +220,19 @@ class MetadataJournal:
         return self._journal_size >= max(self.snapshot_bytes, self._last_snapshot_size)
 
     def append(self, change: dict[str, Any]) -> None:
-        """Write one change and fsync it; StoreError (the journal as it was) if it cannot be."""
+        """Write one change (and fsync it when the flush policy says so); StoreError (the journal as
+        it was) if it cannot be."""
         fd = self._open_fd()
         line = encode_line({**change, "seq": self._seq + 1})
         try:
             written = os.pwrite(fd, line, self._journal_size)
             if written != len(line):
                 raise OSError(f"short write ({written} of {len(line)} bytes)")
-            os.fsync(fd)
+            if self._unflushed + 1 >= self.flush_messages or \
+                    (time.monotonic() - self._last_flush) * 1000 >= self.flush_ms:
+                self._flush(fd)
+            else:
+                self._unflushed += 1
         except OSError as exc:
             try:  # the journal as it was, so the next write does not follow a torn one
                 os.ftruncate(fd, self._journal_size)
@@ -236,6 +253,12 @@ class MetadataJournal:
         except OSError as exc:
             raise StoreError(f"metadata snapshot {self.snapshot_path}: {exc}") from None
         self._journal_size = 0
+        self._unflushed = 0
+
+    def _flush(self, fd: int) -> None:
+        os.fsync(fd)
+        self._unflushed = 0
+        self._last_flush = time.monotonic()
 
     def _write_snapshot_file(self, cluster_id: str, changes: Iterable[dict[str, Any]]) -> None:
         tmp = self.snapshot_path.with_name(SNAPSHOT_FILE + ".tmp")
@@ -259,7 +282,15 @@ class MetadataJournal:
         return self._fd
 
     def close(self) -> None:
-        """Release the directory (its lock goes with the descriptor)."""
+        """Flush what the policy left unflushed (a clean stop leaves everything on disk) and
+        release the directory (its lock goes with the descriptor)."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            os.close(fd)
+            try:
+                if self._unflushed:
+                    os.fsync(fd)
+            except OSError as exc:
+                log.error("metadata journal %s: the last changes may not be on disk: %s",
+                          self.journal_path, exc)
+            finally:
+                os.close(fd)

@@ -10,6 +10,7 @@ one line, and a compaction's leftovers are skipped.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from kafkapy.assembly import default_module_keys, make_store
+from kafkapy.server.config import BrokerConfig
 from kafkapy.store import (
     AclResource,
     CorruptMetadata,
@@ -341,3 +344,25 @@ def test_acls_removed_stay_removed(tmp_path: Path) -> None:
     reopened = _opened(tmp_path)
     assert reopened.acls() == {} and reopened.resource_acls(resource) == (frozenset(), NO_ACL_VERSION)
     reopened.close()
+
+
+@pytest.mark.parametrize(("settings", "per_change"), [({}, False),
+                                                      ({"log.flush.interval.messages": 1}, True)])
+def test_the_journal_is_flushed_as_the_logs_flush_policy_says(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: dict[str, Any], per_change: bool) -> None:
+    """Written before each change is made in any case (a killed process loses nothing); fsynced per
+    change only with log.flush.interval.messages=1 (Kafka's metadata log's way), else on close."""
+    # The broker's keys, as `kafkapy serve` reads them.
+    store = make_store(BrokerConfig.build({"log.dirs": str(tmp_path), **settings},
+                                          extra_keys=default_module_keys()))
+    assert isinstance(store, DurableStore)
+    store.start()
+    syncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: syncs.append(fd) or real_fsync(fd))
+    for index in range(5):
+        store.create_topic(f"t{index}", {0: (1,)})
+        assert (tmp_path / JOURNAL_FILE).stat().st_size > 0  # in the file before the call returned
+    assert len(syncs) == (5 if per_change else 0)
+    store.close()
+    assert len(syncs) == (5 if per_change else 1)  # a clean stop leaves nothing unflushed
