@@ -1,4 +1,4 @@
-"""An in-process cluster with log.dirs keeps one store, on disk in the first of its log dirs.
+"""Where a broker with log.dirs keeps its metadata, and an in-process cluster's one store.
 
 The brokers of ``Broker(brokers=N)`` share one store; with log.dirs it is the durable one, in
 ``metadata.log.dir`` as given to the cluster (by default the first of its log.dirs, beside the
@@ -60,3 +60,16 @@ def test_log_dirs_of_another_cluster_are_refused(tmp_path: Path) -> None:
             pass
     assert str(refused.value).startswith(f"log.dirs {tmp_path}: {tmp_path / 'meta.properties'} is cluster "
                                          f"{cluster_id}'s, not ")
+
+
+def test_metadata_log_dir_places_the_metadata(tmp_path: Path) -> None:
+    logs, metadata = tmp_path / "logs", tmp_path / "metadata"
+    config = {"log.dirs": str(logs), "metadata.log.dir": str(metadata)}
+    with Broker(config) as broker:
+        assert broker.store is not None
+        broker.store.create_topic("kept", {0: (broker.broker_id,)})
+    assert sorted(p.name for p in metadata.iterdir()) == ["kafkapy-metadata.journal",
+                                                           "kafkapy-metadata.snapshot"]
+    assert not list(logs.glob("kafkapy-metadata.*"))
+    with Broker(config) as broker:
+        assert broker.store is not None and list(broker.store.topics()) == ["kept"]
