@@ -8,7 +8,8 @@ that the core knows no I/O wiring):
    points in group ``kafkapy.modules``, or dotted paths), then the caller's;
 2. the config: every module's ``config_keys`` merged in and validated, before
    anything reads it;
-3. the store (ZooKeeper when zookeeper.connect is set, else in memory);
+3. the store (ZooKeeper when zookeeper.connect is set, else on disk under metadata.log.dir when
+   log.dirs is set, else in memory);
 4. the runtime, then the modules, each with its own services, in dependency
    order: a module's ``needs`` and ``wants`` are built (and started) before
    it. A need nobody provides, or a cycle, is a one-line ConfigError.
@@ -29,6 +30,7 @@ from kafkapy.dataplane import DataPlaneModule
 from kafkapy.faults import FaultsModule
 from kafkapy.features import FeaturesModule
 from kafkapy.groups import GroupsModule
+from kafkapy.log.manager import configured_log_dirs
 from kafkapy.quotas import QuotasModule
 from kafkapy.server.broker import ALL_FAST_PATHS, BrokerRuntime
 from kafkapy.server.config import BrokerConfig, ConfigError, ConfigKey
@@ -39,6 +41,8 @@ from kafkapy.server.sasl.credentials import ScramCredentialsModule
 from kafkapy.shares import ShareModule
 from kafkapy.sharestate.module import ShareCoordinatorModule
 from kafkapy.store.base import MetadataStore
+from kafkapy.store.durable import DurableStore
+from kafkapy.store.journal import NEVER
 from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import StrictModule
 from kafkapy.telemetry.client_metrics import ClientMetricsModule
@@ -46,7 +50,7 @@ from kafkapy.topics import TopicsModule
 from kafkapy.transactions import TransactionsModule
 
 __all__ = ["DEFAULT_MODULES", "assemble", "default_module_keys", "dependency_order", "load_module_class",
-           "make_store", "module_classes"]
+           "make_store", "metadata_log_dir", "module_classes"]
 
 MODULE_GROUP = "kafkapy.modules"  # the entry-point group third-party modules register under
 
@@ -132,13 +136,31 @@ def dependency_order(classes: Sequence[type[Module]]) -> list[type[Module]]:
     return ordered
 
 
+def metadata_log_dir(config: BrokerConfig) -> str | None:
+    """Where the embedded store keeps the metadata: Kafka's metadata.log.dir, by default the first
+    of log.dirs (KRaftConfigs); None when the logs are in memory, and so is the metadata."""
+    log_dirs = configured_log_dirs(config["log.dirs"], config["log.dir"])
+    if not log_dirs:
+        return None
+    return str(config["metadata.log.dir"] or log_dirs[0])
+
+
 def make_store(config: BrokerConfig) -> MetadataStore:
-    """ZooKeeper when zookeeper.connect is set, the embedded in-memory store otherwise."""
+    """ZooKeeper when zookeeper.connect is set; else the embedded store, on disk under
+    ``metadata_log_dir`` with log.dirs (kafkapy.store.durable), in memory without."""
     if config["zookeeper.connect"]:
         from kafkapy.store.zookeeper import ZooKeeperStore
 
         return ZooKeeperStore(config["zookeeper.connect"], config["zookeeper.session.timeout.ms"],
                               config["zookeeper.connection.timeout.ms"], cluster_id=config["cluster.id"])
+    directory = metadata_log_dir(config)
+    if directory is not None:
+        # Flushed as the partition logs are (Kafka's log.flush.interval.*; by default the OS writes back).
+        flush_ms = config["log.flush.interval.ms"]
+        return DurableStore(directory, cluster_id=config["cluster.id"],
+                            snapshot_bytes=config["metadata.log.max.record.bytes.between.snapshots"],
+                            flush_messages=config["log.flush.interval.messages"],
+                            flush_ms=NEVER if flush_ms is None else flush_ms)
     return MemoryStore(cluster_id=config["cluster.id"])
 
 

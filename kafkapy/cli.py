@@ -191,18 +191,6 @@ def default_module_keys() -> list[Any]:
     return keys()
 
 
-def _warn_what_a_restart_loses(config: Any) -> None:
-    """Kafka keeps its topics beside its logs (KRaft's metadata log) or in ZooKeeper; kafkapy's
-    in-memory store does not, so a broker given log.dirs alone comes back with its records on disk
-    and no topics: said once at start, where the user who expects Kafka's restart will see it."""
-    settings = config.originals
-    if (settings.get("log.dirs") or settings.get("log.dir")) and not settings.get("zookeeper.connect"):
-        logging.getLogger("kafkapy.cli").warning(
-            "log.dirs keeps the partitions' records, but without zookeeper.connect the topics and their "
-            "configs live in this process only: a restart over these log dirs starts with no "
-            "topics (docs/broker.md, \"What a restart keeps\")")
-
-
 def _serve(args: argparse.Namespace) -> int:
     from kafkapy.errors import KafkaPyError
     from kafkapy.server.config import BrokerConfig
@@ -213,7 +201,6 @@ def _serve(args: argparse.Namespace) -> int:
                                     declared=lambda: [key.name for key in default_module_keys()])
         if args.brokers < 1:
             raise KafkaPyError(f"--brokers must be at least 1, not {args.brokers}")
-        _warn_what_a_restart_loses(config)
         racks = args.racks.split(",") if args.racks else None
         if racks is not None and len(racks) != args.brokers:
             raise KafkaPyError(f"--racks names {len(racks)} racks for {args.brokers} broker(s): "

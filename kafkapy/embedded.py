@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from kafkapy.assembly import assemble, default_module_keys
+from kafkapy.assembly import assemble, default_module_keys, make_store
 from kafkapy.control import ControlServer
 from kafkapy.dataplane.maintenance import LogMaintenance
 from kafkapy.dataplane.module import DataPlaneModule
@@ -90,7 +90,6 @@ from kafkapy.server.modules import Module
 from kafkapy.server.services import NO_LEADER
 from kafkapy.shares import ShareModule
 from kafkapy.store.base import MetadataStore, UnknownTopic
-from kafkapy.store.memory import MemoryStore
 from kafkapy.strict import STRICT, StrictModule, Violations
 from kafkapy.telemetry import (
     CLIENT_METRICS,
@@ -266,7 +265,9 @@ class Broker:
         # The coordinator outages of this broker, or of this cluster, which its brokers share.
         self._coordinator_outages = CoordinatorOutages()
         if brokers > 1 and store is None and not self.config["zookeeper.connect"]:
-            store, self._owns_store = MemoryStore(cluster_id=self.config["cluster.id"]), True
+            # One store for the cluster's brokers: with log.dirs, on disk in metadata.log.dir (by
+            # default the first of the log.dirs given here, beside the brokers' broker-<id> dirs).
+            store, self._owns_store = make_store(self.config), True
         self.store = store
         # One Broker per member of a cluster (sharing the store); [self] for a single broker.
         self.brokers: list[Broker] = [self]
@@ -307,6 +308,8 @@ class Broker:
     async def _start_brokers(self) -> Broker:
         if self.is_cluster:
             try:
+                if self._owns_store and self.store is not None:  # reads the metadata kept on disk
+                    await asyncio.to_thread(self.store.start)
                 for member in self.brokers:
                     member._loop, member._thread = self._loop, self._thread
                     await member.start()

@@ -217,16 +217,17 @@ class DataPlaneModule(Module):
             return int(wall() * 1000)
         if self.log_dirs:
             # meta.properties pins a directory to its cluster only when the cluster has a lasting
-            # identity (ZooKeeper, or cluster.id set): an in-memory store makes a new one each run.
-            config = services.config
-            lasting = bool(config["zookeeper.connect"] or config["cluster.id"])
+            # identity (a store that keeps its metadata: ZooKeeper, or on disk beside the logs; or
+            # cluster.id set): an in-memory store makes a new one each run.
+            kept = services.store.keeps_metadata()
+            lasting = kept or bool(services.config["cluster.id"])
             try:
-                # Topic ids outlive the broker only in ZooKeeper; in memory a topic made again on
+                # Topic ids outlive the broker only in such a store; in memory a topic made again on
                 # restart has a new one, which its logs on disk then take.
                 logs = await asyncio.to_thread(LogManager, self.log_dirs, broker_id=services.broker_id,
                                                cluster_id=services.cluster.cluster_id if lasting else None,
                                                default_config=self.default_log_config, clock=wall_ms,
-                                               lasting_topic_ids=bool(config["zookeeper.connect"]))
+                                               lasting_topic_ids=kept)
                 home = LogHome(logs, producer_id_expiration_ms=expiration)
                 await asyncio.to_thread(home.recover_producer_states)
             except (ValueError, OSError) as exc:  # MetaPropertiesMismatch is a ValueError

@@ -198,11 +198,19 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey("leader.imbalance.per.broker.percentage", "int", 10,
               "Kafka's: the share of a broker's preferred partitions others may lead, in percent."),
     ConfigKey("zookeeper.connect", "string", None,
-              "host:port[,host:port...][/chroot]; unset means the embedded in-memory store."),
+              "host:port[,host:port...][/chroot]; unset means the embedded store: on disk under "
+              "metadata.log.dir with log.dirs, else in memory."),
     ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "Kafka's default ZooKeeper session timeout.",
               AtLeast(1)),
     ConfigKey("zookeeper.connection.timeout.ms", "int", None,
               "How long to wait for ZooKeeper at start; Kafka's default is the session timeout."),
+    ConfigKey("metadata.log.dir", "string", None,
+              "Where the cluster's metadata is kept when log.dirs is set and zookeeper.connect is not "
+              "(kafkapy's journal and snapshot files, not KRaft's log); unset: the first of log.dirs, as "
+              "in Kafka."),
+    ConfigKey("metadata.log.max.record.bytes.between.snapshots", "long", 20971520,
+              "Kafka's default: the metadata journal is compacted into a new snapshot once it holds this "
+              "many bytes (or the last snapshot's size, if larger).", AtLeast(1)),
     ConfigKey("supported.features.max", "list", [],
               "feature:level,... caps the feature levels this broker supports (KIP-584), e.g. to emulate "
               "an older broker in a rolling upgrade; a level below the feature's minimum drops it.",

@@ -34,7 +34,8 @@ THREADS = ("A thread or queue size: kafkapy serves every connection, request and
            "loop.")
 ZOOKEEPER = ("A ZooKeeper client setting kafkapy's client (kazoo) does not take: it uses zookeeper.connect "
              "and the session and connection timeouts only.")
-KRAFT = "KRaft's (controller quorum, metadata log): kafkapy keeps metadata in memory or in ZooKeeper."
+KRAFT = ("KRaft's (controller quorum, metadata log): kafkapy keeps metadata in memory, in its own journal "
+         "under metadata.log.dir, or in ZooKeeper.")
 TIERED = "Tiered storage, which kafkapy has not."
 SSL = ("Java's TLS (keystores, providers, algorithms, principal mapping): kafkapy's TLS listeners take "
        "PEM files (ssl.certfile, ssl.keyfile, ssl.cafile).")
@@ -142,7 +143,6 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('controlled.shutdown.enable', 'boolean', True, SHUTDOWN, READ_ONLY, None),
     ('unstable.api.versions.enable', 'boolean', False, UNSTABLE, READ_ONLY, None),
     ('unstable.feature.versions.enable', 'boolean', False, UNSTABLE, READ_ONLY, None),
-    ('metadata.log.max.record.bytes.between.snapshots', 'long', 20971520, KRAFT, READ_ONLY, AtLeast(1)),
     ('metadata.log.max.snapshot.interval.ms', 'long', 3600000, KRAFT, READ_ONLY, AtLeast(0)),
     ('process.roles', 'list', '', KRAFT, READ_ONLY, EachOneOf(("broker", "controller"))),
     ('initial.broker.registration.timeout.ms', 'int', 60000, KRAFT, READ_ONLY, None),
@@ -150,7 +150,6 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('broker.session.timeout.ms', 'int', 9000, KRAFT, READ_ONLY, None),
     ('controller.listener.names', 'string', None, KRAFT, READ_ONLY, None),
     ('sasl.mechanism.controller.protocol', 'string', 'GSSAPI', SASL, READ_ONLY, None),
-    ('metadata.log.dir', 'string', None, KRAFT, READ_ONLY, None),
     ('metadata.log.segment.bytes', 'int', 1073741824, KRAFT, READ_ONLY, AtLeast(_LOG_OVERHEAD)),
     ('metadata.log.segment.min.bytes', 'int', 8388608, KRAFT, READ_ONLY, AtLeast(_LOG_OVERHEAD)),
     ('metadata.log.segment.ms', 'long', 604800000, KRAFT, READ_ONLY, None),

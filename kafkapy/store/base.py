@@ -350,6 +350,9 @@ class StoreLifecycle(Protocol):
         """Connect (ZooKeeper: fail with StoreError after zookeeper.connection.timeout.ms)."""
 
     def close(self) -> None: ...
+    def keeps_metadata(self) -> bool:
+        """Whether what is stored outlives the broker's process (ZooKeeper; the durable store's
+        files), so the cluster id and topic ids can be held to those its log dirs recorded."""
 
 
 class BrokerStore(Protocol):

@@ -6,6 +6,11 @@ A MemoryStore handle plays the part of one ZooKeeper session: what it
 registers (brokers, the controller and coordinator it holds) is "ephemeral"
 and goes away when the handle is closed. ``peer()`` opens another handle on
 the same cluster state, as a second broker's ZooKeeperStore would.
+
+Every lasting change (kafkapy.store.changes) is made one way: built as a value, handed to the
+cluster's sink if it has one (the durable store's journal, kafkapy.store.durable, which writes it
+to disk before anything else happens), then applied by ``apply_change``, the function a replay
+runs too. All of it under the lock, so the journal's order is the order of the changes.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -45,12 +50,36 @@ from kafkapy.store.base import (
     next_producer_id_block,
 )
 from kafkapy.store.base import Watch as Watch
+from kafkapy.store.changes import (
+    AclsWritten,
+    BrokerSequence,
+    Change,
+    ConfigWritten,
+    FeaturesWritten,
+    MembersWritten,
+    OffsetsCommitted,
+    OwnersWritten,
+    PartitionStateWritten,
+    ProducerIdsAllocated,
+    TopicDeleted,
+    TopicWritten,
+)
 from kafkapy.store.persistent import PersistentMap
 
-__all__ = ["BrokerRegistration", "MemoryStore", "RegisteredEndpoint", "StoreError", "new_cluster_id"]
+__all__ = ["BrokerRegistration", "ChangeSink", "MemoryStore", "RegisteredEndpoint", "StoreError",
+           "apply_change", "new_cluster_id"]
 
 log = logging.getLogger("kafkapy.store.memory")
 
+
+class ChangeSink(Protocol):
+    """Where a durable store writes each lasting change before it is made (the lock held)."""
+
+    def write(self, change: Change) -> None:
+        """On disk when this returns; StoreError (and nothing changed) if it cannot be."""
+
+    def close(self) -> None:
+        """The last handle on the cluster closed: release the files."""
 
 
 class _MemoryWatch:
@@ -98,6 +127,14 @@ class _Cluster:
         self.watches: list[_MemoryWatch] = []
         self.pending: collections.deque[tuple[_MemoryWatch, tuple[Any, ...]]] = collections.deque()
         self.delivering = False  # a thread is running watch callbacks (MemoryStore._drain)
+        self.sink: ChangeSink | None = None  # the durable store's journal (kafkapy.store.durable)
+        self.lasting = False  # a durable store's: the state outlives the process
+
+    def commit(self, change: Change) -> None:
+        """Make a lasting change (the lock held): to the sink first, then to the state."""
+        if self.sink is not None:
+            self.sink.write(change)
+        apply_change(self, change)
 
 
 class MemoryStore:
@@ -118,6 +155,9 @@ class MemoryStore:
     # --- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
         self._check_open()
+
+    def keeps_metadata(self) -> bool:
+        return self._cluster.lasting
 
     def close(self) -> None:
         """End this handle: its brokers, controller and coordinator go, as a session's ephemerals do."""
@@ -140,6 +180,8 @@ class MemoryStore:
                 if watch.owner is self:
                     watch.active = False
             c.watches = [w for w in c.watches if w.active]
+            if not c.handles and c.sink is not None:
+                c.sink.close()
         self._drain()
 
     # --- cluster and brokers -----------------------------------------------------------------
@@ -154,7 +196,7 @@ class MemoryStore:
             candidate = max(c.next_generated_id or 0, reserved_max + 1)
             while candidate in c.brokers:
                 candidate += 1
-            c.next_generated_id = candidate + 1
+            c.commit(BrokerSequence(candidate + 1))
             return candidate
 
     def register_broker(self, registration: BrokerRegistration) -> None:
@@ -261,10 +303,7 @@ class MemoryStore:
         with self._lock:
             self._check_open()
             c = self._cluster
-            if config:
-                c.configs[entity_path] = {str(k): str(v) for k, v in config.items()}
-            else:
-                c.configs.pop(entity_path, None)
+            c.commit(ConfigWritten(entity_path, {str(k): str(v) for k, v in config.items()}))
             c.change_seq += 1
             self._notify("configs", entity_path)
         self._drain()
@@ -286,8 +325,7 @@ class MemoryStore:
             if expected_epoch is not None and expected_epoch != c.feature_epoch:
                 raise FeatureEpochConflict(
                     f"finalized features are at epoch {c.feature_epoch}, not {expected_epoch}")
-            c.features = {str(k): int(v) for k, v in features.items()}
-            c.feature_epoch += 1
+            c.commit(FeaturesWritten(c.feature_epoch + 1, {str(k): int(v) for k, v in features.items()}))
             epoch = c.feature_epoch
             self._notify("features", epoch, dict(c.features))
         self._drain()
@@ -308,11 +346,7 @@ class MemoryStore:
             if name in c.topics:
                 raise TopicAlreadyExists(f"topic {name!r} already exists")
             info = TopicInfo(name, topic_id or uuid.uuid4(), parts)
-            c.topics = c.topics.set(name, info)
-            if config:
-                c.configs[f"topics/{name}"] = {str(k): str(v) for k, v in config.items()}
-            else:
-                c.configs.pop(f"topics/{name}", None)
+            c.commit(TopicWritten(info, {str(k): str(v) for k, v in (config or {}).items()}))
             self._notify("topics", c.topics)
         self._drain()
         return info
@@ -324,13 +358,10 @@ class MemoryStore:
             info = c.topics.get(name)
             if info is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
-            c.topics = c.topics.delete(name)
-            c.configs.pop(f"topics/{name}", None)
+            states_before = c.partition_states
+            c.commit(TopicDeleted(name))
             self._notify("topics", c.topics)
-            # The states live under the topic's znode in Kafka's tree; only its partitions have any.
-            gone = [(name, index) for index in info.partitions if (name, index) in c.partition_states]
-            if gone:
-                c.partition_states = c.partition_states.update(removed=gone)
+            if c.partition_states is not states_before:
                 self._notify("partition_states", c.partition_states)
         self._drain()
 
@@ -351,7 +382,7 @@ class MemoryStore:
             if old is None:
                 raise UnknownTopic(f"topic {name!r} does not exist")
             info = TopicInfo(name, old.topic_id, {**old.partitions, **change(old)})
-            c.topics = c.topics.set(name, info)
+            c.commit(TopicWritten(info, None))
             self._notify("topics", c.topics)
         self._drain()
         return info
@@ -397,7 +428,8 @@ class MemoryStore:
     def set_owners(self, group: str, owners: Mapping[tuple[str, int], str]) -> None:
         with self._lock:
             self._check_open()
-            self._cluster.owners[group] = {(str(t), int(p)): str(o) for (t, p), o in owners.items()}
+            self._cluster.commit(OwnersWritten(group, {(str(t), int(p)): str(o)
+                                                       for (t, p), o in owners.items()}))
 
     def members(self, group: str) -> dict[str, int]:
         with self._lock:
@@ -407,7 +439,7 @@ class MemoryStore:
     def set_members(self, group: str, members: Mapping[str, int]) -> None:
         with self._lock:
             self._check_open()
-            self._cluster.members[group] = {str(c): int(t) for c, t in members.items()}
+            self._cluster.commit(MembersWritten(group, {str(c): int(t) for c, t in members.items()}))
 
     def offsets(self, group: str) -> dict[tuple[str, int], int]:
         with self._lock:
@@ -417,16 +449,17 @@ class MemoryStore:
     def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
         with self._lock:
             self._check_open()
-            committed = self._cluster.offsets.setdefault(group, {})
-            committed.update({(str(t), int(p)): int(o) for (t, p), o in offsets.items()})
+            self._cluster.commit(OffsetsCommitted(group, {(str(t), int(p)): int(o)
+                                                          for (t, p), o in offsets.items()}))
 
     # --- producer ids ------------------------------------------------------------------------
     def allocate_producer_id_block(self, broker_id: int) -> ProducerIdBlock:
         with self._lock:
             self._check_open()
             c = self._cluster
-            c.producer_id_block = next_producer_id_block(c.producer_id_block, broker_id)
-            return c.producer_id_block
+            block = next_producer_id_block(c.producer_id_block, broker_id)
+            c.commit(ProducerIdsAllocated(block))
+            return block
 
     # --- partition states --------------------------------------------------------------------
     def partition_states(self) -> dict[tuple[str, int], PartitionState]:
@@ -449,7 +482,7 @@ class MemoryStore:
                                              f"{found}, not {expected_partition_epoch}")
             # As a znode's version: 0 when created, one more on every write.
             written = attrs.evolve(state, isr=tuple(state.isr), partition_epoch=found + 1)
-            c.partition_states = c.partition_states.set((topic, partition), written)
+            c.commit(PartitionStateWritten(topic, partition, written))
             self._notify("partition_states", c.partition_states)
         self._drain()
         return written
@@ -480,10 +513,7 @@ class MemoryStore:
                                          f"not {expected_version}")
             # As a znode's version: 0 when created, one more on every write, gone when removed.
             version = found + 1 if acls else NO_ACL_VERSION
-            if acls:
-                c.acls[resource] = (frozenset(acls), version)
-            else:
-                c.acls.pop(resource, None)
+            c.commit(AclsWritten(resource, frozenset(acls), version))
             self._notify("acls", resource)
         self._drain()
         return version
@@ -561,6 +591,50 @@ class MemoryStore:
                 self._cluster.pending.append((watch, current()))
         self._drain()
         return watch
+
+
+def apply_change(cluster: _Cluster, change: Change) -> None:
+    """Make ``change`` to ``cluster``'s state: what every write does after its checks, and what a
+    replay of the durable store's journal does (kafkapy.store.durable). No watch is told here."""
+    c = cluster
+    match change:
+        case BrokerSequence(next_id):
+            c.next_generated_id = next_id
+        case ConfigWritten(path, config):
+            if config:
+                c.configs[path] = dict(config)
+            else:
+                c.configs.pop(path, None)
+        case FeaturesWritten(epoch, features):
+            c.feature_epoch, c.features = epoch, dict(features)
+        case TopicWritten(info, config):
+            c.topics = c.topics.set(info.name, info)
+            if config is not None:  # a creation: the topic's overrides are the ones it came with
+                apply_change(c, ConfigWritten(f"topics/{info.name}", config))
+        case TopicDeleted(name):
+            deleted = c.topics.get(name)
+            if deleted is not None:
+                c.topics = c.topics.delete(name)
+                # The states live under the topic's znode in Kafka's tree; only its partitions have any.
+                gone = [(name, index) for index in deleted.partitions if (name, index) in c.partition_states]
+                if gone:
+                    c.partition_states = c.partition_states.update(removed=gone)
+            c.configs.pop(f"topics/{name}", None)
+        case OwnersWritten(group, owners):
+            c.owners[group] = dict(owners)
+        case MembersWritten(group, members):
+            c.members[group] = dict(members)
+        case OffsetsCommitted(group, offsets):
+            c.offsets.setdefault(group, {}).update(offsets)
+        case ProducerIdsAllocated(block):
+            c.producer_id_block = block
+        case PartitionStateWritten(topic, partition, state):
+            c.partition_states = c.partition_states.set((topic, partition), state)
+        case AclsWritten(resource, acls, version):
+            if acls:
+                c.acls[resource] = (acls, version)
+            else:
+                c.acls.pop(resource, None)
 
 
 def check_partitions(topic: str, partitions: Mapping[int, tuple[int, ...]],

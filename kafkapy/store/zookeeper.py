@@ -351,6 +351,9 @@ class ZooKeeperStore:
         for path in (CONTROLLER, COORDINATOR):
             self._watch_election(path)
 
+    def keeps_metadata(self) -> bool:
+        return True
+
     def close(self) -> None:
         """Close the session: every ephemeral node of this store goes at once."""
         if self._closed:

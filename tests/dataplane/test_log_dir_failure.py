@@ -398,8 +398,13 @@ def test_every_log_dir_failing_stops_the_broker_with_kafkas_line(tmp_path: Path)
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_text("not a directory")
     b.write_text("not a directory either")
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(Exception) as refused:  # the metadata's dir (the first) is checked first, as in KRaft
         with Broker({"broker.id": 1, "log.dirs": f"{a},{b}"}):
+            pass
+    assert f"Encountered I/O error in metadata log directory {a}. Cannot continue." in str(refused.value)
+    metadata = {"metadata.log.dir": str(tmp_path / "metadata")}  # the log dirs alone failing
+    with pytest.raises(Exception) as refused:
+        with Broker({"broker.id": 1, "log.dirs": f"{a},{b}", **metadata}):
             pass
     assert (f"Shutdown broker because none of the specified log dirs from {a}, {b} can be created or "
             "validated") in str(refused.value)
@@ -407,7 +412,7 @@ def test_every_log_dir_failing_stops_the_broker_with_kafkas_line(tmp_path: Path)
     (b / "t-0").mkdir(parents=True)
     (b / "t-0" / "partition.metadata").write_text("version: 9\n")
     with pytest.raises(Exception) as refused:
-        with Broker({"broker.id": 1, "log.dirs": f"{a},{b}"}):
+        with Broker({"broker.id": 1, "log.dirs": f"{a},{b}", **metadata}):
             pass
     assert f"Shutdown broker because all log dirs in {a}, {b} have failed" in str(refused.value)
     assert "partition.metadata" in str(refused.value)

@@ -157,8 +157,8 @@ def test_retention_ms_1_empties_the_partition_and_consumers_reset(tmp_path: Path
         assert committed_consumer_position(broker, "gone", "early", "latest") == (8, [])
     if backend == "memory":
         return
-    with Broker(settings) as broker:
-        create_topic(broker, "gone", {"segment.bytes": "200"})  # a fresh in-memory store: made again
+    with Broker(settings) as broker:  # the topic is kept (the store's metadata.log.dir), its config too
+        assert broker.store.entity_config("topics/gone") == {"segment.bytes": "200", "retention.ms": "1"}
         assert low_watermark(broker, "gone") == 8
         produce(broker, "gone", [(b"k", b"after")])
         assert [(m.offset(), m.value()) for m in consume_all(broker, "gone", 0)] == [(8, b"after")]
@@ -303,8 +303,7 @@ def test_the_cleaner_offset_checkpoint_spares_a_restart_the_cleaning(tmp_path: P
         cleaned_to = checkpoint_of(checkpoint)[("table", 0)]  # written by the pass, not by a close
         assert 0 < cleaned_to < 8
         assert broker.call_on_loop(lambda m: m.compact(only_dirty=True)) == {}
-    with Broker(settings) as broker:
-        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
+    with Broker(settings) as broker:  # the topic and its config are kept
         messages = consume_all(broker, "table", 0)  # the log is open, its topic config applied
         assert messages[-1].value() == b"v7"
         assert broker.call_on_loop(lambda m: m.compact(only_dirty=True)) == {}  # clean: nothing to do
@@ -314,7 +313,6 @@ def test_the_cleaner_offset_checkpoint_spares_a_restart_the_cleaning(tmp_path: P
     # Without the checkpoint, the same log would be cleaned again at once.
     checkpoint.unlink()
     with Broker(settings) as broker:
-        create_topic(broker, "table", {"segment.bytes": "100", "cleanup.policy": "compact"})
         consume_all(broker, "table", 0)
         assert not checkpoint.exists()
         broker.call_on_loop(lambda m: m.compact(only_dirty=True))

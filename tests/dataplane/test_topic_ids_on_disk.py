@@ -1,7 +1,8 @@
 """partition.metadata with a running broker: each partition directory records the topic id its
-clients see; in ZooKeeper (topic ids outlive the broker) a log on disk holding another id is
-refused as Kafka refuses it, with one clear line; with an in-memory store the topic is made again
-on restart with a new id and its log follows it, keeping its records."""
+clients see; where topic ids outlive the broker (ZooKeeper; the store kept in metadata.log.dir) a
+log on disk holding another id is refused as Kafka refuses it, with one clear line; with an
+in-memory store the topic is made again on restart with a new id and its log follows it, keeping
+its records."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from kafkapy.errors import ErrorCode
 from kafkapy.log.partition_metadata import PARTITION_METADATA, kafka_uuid, read_partition_metadata
 from kafkapy.protocol.api_keys import ApiKey
 from kafkapy.protocol.records import build_record_batch
+from kafkapy.store import MemoryStore
 
 TIMEOUT_S = 20
 
@@ -58,12 +60,17 @@ def test_each_partition_records_the_topic_id_clients_see(tmp_path: Path) -> None
         first_id = topic_id_of(broker, "ids")
         assert (tmp_path / "ids-0" / PARTITION_METADATA).read_text() == (
             f"version: 0\ntopic_id: {kafka_uuid(first_id)}")
-    # An in-memory store: the topic is made again with a new id, and the log takes it.
+    # The store keeps its metadata beside the logs (metadata.log.dir): the topic and its id stay.
     with Broker(settings) as broker:
+        assert topic_id_of(broker, "ids") == first_id
+        assert produce(broker, "ids", b"two")["base_offset"] == 1
+    # A store that keeps nothing (an in-memory one, given): the topic is made again with a new id,
+    # and the log takes it.
+    with Broker(settings, store=MemoryStore()) as broker:
         create_topic(broker, "ids")
         second_id = topic_id_of(broker, "ids")
         assert second_id != first_id
-        assert produce(broker, "ids", b"two")["base_offset"] == 1  # the records stayed
+        assert produce(broker, "ids", b"three")["base_offset"] == 2  # the records stayed
         assert read_partition_metadata(tmp_path / "ids-0") == second_id
 
 

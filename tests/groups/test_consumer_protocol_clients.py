@@ -108,8 +108,7 @@ def test_committed_offsets_and_the_group_survive_a_restart_with_log_dirs(tmp_pat
         epoch = group.group_epoch
     with Broker(broker_settings(tmp_path)) as running:
         module = groups_module(running)
-        # a fresh in-memory store: the topic again, its log from the same dirs
-        create_topic(running, TIMEOUT_S)
+        # the topic kept by the store (metadata.log.dir), its log from the same dirs
         again = consumer(running, "c1")
         try:
             poll_until([again], lambda: len(assigned(again)) == PARTITIONS, seen)
@@ -154,7 +153,6 @@ def test_classic_consumers_stopped_then_restarted_on_the_consumer_protocol_keep_
             upgraded.close()
     with Broker(broker_settings(tmp_path)) as running:
         module = groups_module(running)
-        create_topic(running, TIMEOUT_S)
         again = consumer(running, "again")
         _owns_every_partition_at_the_committed_offsets(again, seen)
         assert module.consumer.get("g") is not None and "g" not in module.coordinator.groups
@@ -201,6 +199,5 @@ def test_consumer_protocol_members_stopped_then_restarted_as_classic_keep_their_
         finally:
             downgraded.close()
     with Broker(broker_settings(tmp_path)) as running:
-        create_topic(running, TIMEOUT_S)
         again = classic_consumer(running)
         _owns_every_partition_at_the_committed_offsets(again, seen)

@@ -1,6 +1,7 @@
-"""One suite, both metadata stores: MemoryStore and ZooKeeperStore must behave the same.
+"""One suite, every metadata store: MemoryStore, DurableStore (MemoryStore kept on disk) and
+ZooKeeperStore must behave the same.
 
-``cluster`` opens store handles on one cluster: for memory, ``MemoryStore.peer()``; for
+``cluster`` opens store handles on one cluster: for memory and durable, ``peer()``; for
 ZooKeeper, another ZooKeeperStore (another session) on this test's own chroot. Watch callbacks
 are synchronous in memory (with one writer) and arrive on a worker thread with ZooKeeper, so every check of a
 watch or of a re-election waits for it.
@@ -14,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -36,13 +38,14 @@ from kafkapy.store import (
     ZooKeeperStore,
 )
 from kafkapy.store.base import NO_ACL_VERSION, PRODUCER_ID_BLOCK_SIZE, ROLES
+from kafkapy.store.durable import DurableStore
 from kafkapy.store.persistent import WIDTH, PersistentMap, changed_keys
 
 Opener = Callable[[], Any]
 
 
-@pytest.fixture(params=["memory", "zookeeper"])
-def cluster(request: pytest.FixtureRequest) -> Iterator[Opener]:
+@pytest.fixture(params=["memory", "durable", "zookeeper"])
+def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
     """A function opening (and starting) another store handle on one fresh cluster."""
     opened: list[Any] = []
     if request.param == "memory":
@@ -50,6 +53,15 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Opener]:
 
         def open_store() -> Any:
             store = first if not opened else first.peer()
+            store.start()
+            opened.append(store)
+            return store
+    elif request.param == "durable":
+        def open_store() -> Any:
+            # A peer of a handle still open; with none open, the directory opened again, as a
+            # restarted broker opens it (ZooKeeper's state outlives its sessions the same way).
+            live = [s for s in opened if not s._closed]
+            store = live[0].peer() if live else DurableStore(tmp_path / "metadata")
             store.start()
             opened.append(store)
             return store
