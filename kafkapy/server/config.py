@@ -22,7 +22,7 @@ import attrs
 
 from kafkapy.errors import KafkaPyError
 from kafkapy.server.kafka_keys import INERT_TABLE
-from kafkapy.validators import AtLeast, NonNull, OneOf, Validator
+from kafkapy.validators import AtLeast, EachOneOf, NonNull, OneOf, Validator
 
 __all__ = ["INERT_KEYS", "LISTENER_PREFIX", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError",
            "ConfigKey", "load_properties", "parse_overrides", "refusal"]
@@ -69,6 +69,15 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     # KRaft's name for the id (config/kraft/server.properties sets node.id, not broker.id): Kafka reads
     # either for both (KafkaConfig.populateSynonyms), so a KRaft file keeps its broker's id here.
     ConfigKey("node.id", "int", -1, "Kafka's synonym of broker.id: either one sets both."),
+    # KRaft's (kafkapy.server.kraft): the process's roles and the controller's listeners, which a
+    # broker does not serve; kafkapy runs no controller, so a controller-only process is refused.
+    ConfigKey("process.roles", "list", [],
+              "Kafka's KRaft roles: broker, or broker,controller (the controller's listeners, named by "
+              "controller.listener.names, are not served); controller alone is refused, as kafkapy runs no "
+              "KRaft controller. Unset: not KRaft.",
+              EachOneOf(("broker", "controller"))),
+    ConfigKey("controller.listener.names", "string", None,
+              "The KRaft controller's listeners: left out of those the broker serves and advertises."),
     ConfigKey("reserved.broker.max.id", "int", 1000, "Kafka's default: generated ids start above it.",
               AtLeast(0)),
     ConfigKey("broker.rack", "string", None, "Rack reported in Metadata."),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kafkapy.validators import AtLeast, Between, EachOneOf, HostPorts, MinusOneOr, NonEmptyString, Validator
+from kafkapy.validators import AtLeast, Between, HostPorts, MinusOneOr, NonEmptyString, Validator
 
 __all__ = ["CLUSTER_WIDE", "INERT_TABLE", "KAFKA_INTERNAL_KEYS", "LISTENER_ONLY_KEYS", "PER_BROKER",
            "READ_ONLY", "UPDATE_MODES"]
@@ -144,11 +144,9 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('unstable.feature.versions.enable', 'boolean', False, UNSTABLE, READ_ONLY, None),
     ('metadata.log.max.record.bytes.between.snapshots', 'long', 20971520, KRAFT, READ_ONLY, AtLeast(1)),
     ('metadata.log.max.snapshot.interval.ms', 'long', 3600000, KRAFT, READ_ONLY, AtLeast(0)),
-    ('process.roles', 'list', '', KRAFT, READ_ONLY, EachOneOf(("broker", "controller"))),
     ('initial.broker.registration.timeout.ms', 'int', 60000, KRAFT, READ_ONLY, None),
     ('broker.heartbeat.interval.ms', 'int', 2000, KRAFT, READ_ONLY, None),
     ('broker.session.timeout.ms', 'int', 9000, KRAFT, READ_ONLY, None),
-    ('controller.listener.names', 'string', None, KRAFT, READ_ONLY, None),
     ('sasl.mechanism.controller.protocol', 'string', 'GSSAPI', SASL, READ_ONLY, None),
     ('metadata.log.dir', 'string', None, KRAFT, READ_ONLY, None),
     ('metadata.log.segment.bytes', 'int', 1073741824, KRAFT, READ_ONLY, AtLeast(_LOG_OVERHEAD)),

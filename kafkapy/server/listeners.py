@@ -8,11 +8,12 @@ import ssl
 import attrs
 
 from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.server.kraft import broker_listener_names, controller_listener_names
 from kafkapy.server.sasl import SaslSettings, sasl_settings
 
 __all__ = ["Endpoint", "ListenerSpec", "parse_endpoints", "resolve_listeners", "ssl_context"]
 
-_ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:\[\]]*):(-?\d+)$")
+_ENDPOINT = re.compile(r"^([A-Za-z0-9_\-]+)://(\[[^\]]*\]|[^:\[\]]*):(-?\d+)$")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -81,6 +82,12 @@ def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
     if not binds:
         raise ConfigError("invalid value for listeners: at least one listener is required")
     advertised = {e.name: e for e in parse_endpoints(config["advertised.listeners"], "advertised.listeners")}
+    # A KRaft controller's listeners are neither bound nor advertised: kafkapy runs no controller.
+    names = [bind.name for bind in binds]
+    served = broker_listener_names(config, names, list(advertised) or names)
+    binds = [bind for bind in binds if bind.name in served]
+    advertised = {name: endpoint for name, endpoint in advertised.items()
+                  if name in served or name not in controller_listener_names(config)}
     protocols = _protocol_map(config)
     specs = []
     for bind in binds:
