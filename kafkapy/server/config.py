@@ -25,7 +25,7 @@ from kafkapy.server.kafka_keys import INERT_TABLE
 from kafkapy.validators import AtLeast, EachOneOf, NonNull, OneOf, Validator
 
 __all__ = ["INERT_KEYS", "LISTENER_PREFIX", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError",
-           "ConfigKey", "load_properties", "parse_overrides", "refusal"]
+           "ConfigKey", "load_properties", "parse_overrides", "parse_properties", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -439,12 +439,17 @@ def load_properties(path: Path) -> dict[str, str]:
         text = path.read_bytes().decode("iso-8859-1")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    return parse_properties(text, str(path))
+
+
+def parse_properties(text: str, source: str) -> dict[str, str]:
+    """The properties of a .properties text (load_properties' rules); ``source`` names it in errors."""
     result: dict[str, str] = {}
     for number, logical in _logical_lines(text):
         try:
             key, value = _split_property(logical)
         except ValueError as exc:
-            raise ConfigError(f"{path}, line {number}: {exc}") from None
+            raise ConfigError(f"{source}, line {number}: {exc}") from None
         result[key] = value
     return result
 

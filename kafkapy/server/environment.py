@@ -1,0 +1,82 @@
+"""Broker settings from the environment, as the apache/kafka Docker image reads them (``serve --env``).
+
+A docker-compose file or a testcontainers set-up configures the image with variables: every
+``KAFKA_*`` but the image's own (its JVM and log4j options) is a broker setting, and ``CLUSTER_ID``
+the id the image formats its storage with. The image's rule (KafkaDockerWrapper, with KAFKA-17911's
+fix that strips only the leading ``KAFKA_``): drop the prefix, lower-case, then ``_`` is ``.``,
+``___`` is ``-`` and ``__`` is ``_`` (``KAFKA_LISTENER_NAME_SSL__INTERNAL_...`` is
+``listener.name.ssl_internal....``). The settings are appended to the mounted server.properties as
+``key=value`` lines, so they win over the file and are read as a .properties file reads them; with
+neither settings nor a file the image runs its default file, Kafka's config/kraft/server.properties.
+Before that its scripts derive ``KAFKA_LISTENERS`` from ``KAFKA_ADVERTISED_LISTENERS`` (each host
+made 0.0.0.0) when it is unset, unless the process is a controller only.
+
+``kafkapy serve`` reads the environment only when asked (``--env``): the image is a container whose
+environment is its compose file's, where a shell's holds ``KAFKA_*`` variables meant for other
+programs (an application's ``KAFKA_BOOTSTRAP_SERVERS``, Kubernetes' ``KAFKA_PORT`` for a service
+named kafka) that would silently reconfigure the broker.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from kafkapy.server.config import parse_properties
+
+__all__ = ["IMAGE_DEFAULT_CLUSTER_ID", "IMAGE_DEFAULT_SETTINGS", "settings_from_environment"]
+
+PREFIX: Final = "KAFKA_"
+# The image's own variables, which are not broker settings (KafkaDockerWrapper's ExcludeServerPropsEnv).
+EXCLUDED: Final = frozenset({
+    "KAFKA_VERSION", "KAFKA_HEAP_OPTS", "KAFKA_LOG4J_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS",
+    "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS",
+    "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_JMX_HOSTNAME"})
+CLUSTER_ID_VARIABLE: Final = "CLUSTER_ID"
+# The image's configureDefaults: the cluster id its storage is formatted with when CLUSTER_ID is unset.
+IMAGE_DEFAULT_CLUSTER_ID: Final = "5L6g3nShT-eMCtK--X86sw"
+# The image's default server.properties (Kafka's config/kraft/server.properties): its listener and
+# KRaft settings, the ones that differ from kafkapy's defaults. Its log.dirs (/tmp/kraft-combined-logs)
+# is left out, so records stay in memory, and its socket buffer sizes too (docs/broker.md says why).
+IMAGE_DEFAULT_SETTINGS: Final[Mapping[str, str]] = {
+    "process.roles": "broker,controller", "node.id": "1", "controller.quorum.voters": "1@localhost:9093",
+    "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "inter.broker.listener.name": "PLAINTEXT",
+    "advertised.listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
+    "controller.listener.names": "CONTROLLER",
+    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,"
+                                      "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+}
+
+
+def setting_name(variable: str) -> str:
+    """The broker key of a ``KAFKA_*`` variable, by the image's rule (in its order of replacements)."""
+    return (variable[len(PREFIX):].lower()
+            .replace("_", ".").replace("...", "-").replace("..", "_"))
+
+
+def settings_from_environment(environ: Mapping[str, str], file_settings: Mapping[str, str] | None,
+                              ) -> dict[str, str]:
+    """The settings of the image given ``environ`` and the server.properties it was given (None: no
+    file): the file's, then the environment's over them, read as that file reads them; with neither,
+    the image's default file's. The cluster id is CLUSTER_ID, else the image's default, unless
+    ZooKeeper is to hold it (zookeeper.connect: Kafka's broker on ZooKeeper reads it from there)."""
+    variables = {name: value for name, value in environ.items()
+                 if name.startswith(PREFIX) and name not in EXCLUDED}
+    if ("KAFKA_LISTENERS" not in variables and variables.get("KAFKA_ADVERTISED_LISTENERS")
+            and variables.get("KAFKA_PROCESS_ROLES") != "controller"):
+        # the image's configure script: listen on every interface at the advertised ports
+        advertised = variables["KAFKA_ADVERTISED_LISTENERS"]
+        variables["KAFKA_LISTENERS"] = re.sub(r"://[^:]*:", "://0.0.0.0:", advertised)
+    lines = "".join(f"{setting_name(name)}={value}\n" for name, value in variables.items())
+    from_environment = parse_properties(lines, "the KAFKA_* environment variables")
+    if not from_environment and not file_settings:
+        settings = dict(IMAGE_DEFAULT_SETTINGS)
+    else:
+        settings = {**(file_settings or {}), **from_environment}
+    cluster_id = environ.get(CLUSTER_ID_VARIABLE) or None
+    if cluster_id is None and "zookeeper.connect" not in settings:
+        cluster_id = IMAGE_DEFAULT_CLUSTER_ID
+    if cluster_id is not None and "cluster.id" not in settings:
+        settings["cluster.id"] = cluster_id
+    return settings
