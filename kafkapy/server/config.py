@@ -21,7 +21,7 @@ from typing import Any, Final
 import attrs
 
 from kafkapy.errors import KafkaPyError
-from kafkapy.server.kafka_keys import INERT_TABLE
+from kafkapy.server.kafka_keys import INERT_TABLE, TLS_STORE_TABLE
 from kafkapy.validators import AtLeast, EachOneOf, NonNull, OneOf, Validator
 
 __all__ = ["INERT_KEYS", "LISTENER_PREFIX", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError",
@@ -221,6 +221,10 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "level (KIP-584); false leaves the finalized features empty."),
 )
 
+
+# Kafka's key and trust stores, which the TLS listeners read (kafkapy.server.tls_stores).
+CORE_KEYS += tuple(ConfigKey(name, kind, default, why, validator)
+                   for name, kind, default, why, _, validator in TLS_STORE_TABLE)
 
 # Kafka's keys kafkapy takes without effect (server/kafka_keys.py says why, key by key).
 INERT_KEYS: tuple[ConfigKey, ...] = tuple(

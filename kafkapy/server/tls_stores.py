@@ -1,0 +1,184 @@
+"""A TLS listener's key and trust stores, from Kafka's ``ssl.keystore.*`` and ``ssl.truststore.*``.
+
+Kafka reads Java key stores (JKS, PKCS12) and, since KIP-651, PEM: ``ssl.keystore.type=PEM`` with
+``ssl.keystore.location`` a PEM file holding the private key and the certificate chain, or the two
+inline as ``ssl.keystore.key`` and ``ssl.keystore.certificate.chain``; ``ssl.key.password``
+decrypts an encrypted key. ``ssl.truststore.type=PEM`` takes ``ssl.truststore.location`` or the
+certificates inline as ``ssl.truststore.certificates``. kafkapy serves the PEM forms (Python's ssl
+reads no Java store): a JKS or PKCS12 store is refused naming what to set instead.
+
+The checks are Kafka's (DefaultSslEngineFactory.createKeystore and createTruststore), in its order and
+words, and so is what a PEM key may be: PKCS#8 (``BEGIN PRIVATE KEY``), or encrypted PKCS#8
+(``BEGIN ENCRYPTED PRIVATE KEY``) exactly when ``ssl.key.password`` is set; exactly one key, at
+least one certificate. Each key may be set for one listener, ``listener.name.<listener>.<key>``,
+which wins over the plain key, as in Kafka. kafkapy's own ``ssl.certfile``/``ssl.keyfile``/
+``ssl.cafile`` remain; a listener given both kinds is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import ssl
+import tempfile
+from pathlib import Path
+
+from kafkapy.server.config import LISTENER_PREFIX, BrokerConfig, ConfigError
+
+__all__ = ["PEM", "load_key_store", "load_trust_store"]
+
+PEM = "PEM"
+# A PEM block as Kafka's PemParser finds one: BEGIN and END lines naming the type, base64 between.
+_BLOCK = re.compile(r"-+BEGIN\s*([^-]*?)\s*-+\s+(.*?)-+END\s*[^-]*-+", re.S)
+_KEY_LABELS = ("PRIVATE KEY", "ENCRYPTED PRIVATE KEY")
+
+
+def setting(config: BrokerConfig, listener: str, key: str) -> str | None:
+    """``listener.name.<listener>.<key>`` if set, else ``<key>``: Kafka's per-listener SSL settings."""
+    value = config.get(f"{LISTENER_PREFIX}{listener.lower()}.{key}")
+    if value is None:
+        value = config.get(key)
+    return None if value is None else str(value)
+
+
+def load_key_store(context: ssl.SSLContext, config: BrokerConfig, listener: str) -> bool:
+    """Load the listener's PEM key store into ``context``; False if none is configured."""
+    store_type = (setting(config, listener, "ssl.keystore.type") or "JKS").upper()
+    path = setting(config, listener, "ssl.keystore.location")
+    password = setting(config, listener, "ssl.keystore.password")
+    key_password = setting(config, listener, "ssl.key.password")
+    key = setting(config, listener, "ssl.keystore.key")
+    chain = setting(config, listener, "ssl.keystore.certificate.chain")
+    if key is not None:
+        if store_type != PEM:
+            raise _refused(listener, "SSL private key can be specified only for PEM, but key store type is "
+                                     f"{store_type}.")
+        if chain is None:
+            raise _refused(listener, "SSL private key is specified, but certificate chain is not specified.")
+        if path is not None:
+            raise _refused(listener, "Both SSL key store location and separate private key are specified.")
+        if password is not None:
+            raise _refused(listener, "SSL key store password cannot be specified with PEM format, only key "
+                                     "password may be specified.")
+        _load_pem_key_store(context, chain, key, key_password, listener, "Invalid PEM keystore configs")
+        return True
+    if chain is not None:
+        raise _refused(listener, "SSL certificate chain is specified, but private key is not specified")
+    if store_type == PEM and path is not None:
+        if password is not None:
+            raise _refused(listener, "SSL key store password cannot be specified with PEM format, only key "
+                                     "password may be specified")
+        text = _read(path, listener, "keystore")
+        _load_pem_key_store(context, text, text, key_password, listener,
+                            f"Failed to load PEM SSL keystore {path}")
+        return True
+    if path is None and password is not None:
+        raise _refused(listener, "SSL key store is not specified, but key store password is specified.")
+    if path is not None and password is None:
+        raise _refused(listener, "SSL key store is specified, but key store password is not specified.")
+    if path is not None:
+        raise _refused(listener, f"ssl.keystore.type is {store_type}: kafkapy reads PEM key stores only "
+                                 f"(ssl.keystore.location={path}): convert it to PEM and set "
+                                 "ssl.keystore.type=PEM")
+    return False
+
+
+def load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: str) -> bool:
+    """Load the listener's PEM trust store (the CAs its client certificates are checked against)
+    into ``context``; False if none is configured."""
+    store_type = (setting(config, listener, "ssl.truststore.type") or "JKS").upper()
+    path = setting(config, listener, "ssl.truststore.location")
+    password = setting(config, listener, "ssl.truststore.password")
+    certificates = setting(config, listener, "ssl.truststore.certificates")
+    if certificates is not None:
+        if store_type != PEM:
+            raise _refused(listener, "SSL trust store certs can be specified only for PEM, but trust store "
+                                     f"type is {store_type}.")
+        if path is not None:
+            raise _refused(listener, "Both SSL trust store location and separate trust certificates are "
+                                     "specified.")
+        if password is not None:
+            raise _refused(listener, "SSL trust store password cannot be specified for PEM format.")
+        _load_pem_trust_store(context, certificates, listener, "Invalid PEM truststore configs")
+        return True
+    if store_type == PEM and path is not None:
+        if password is not None:
+            raise _refused(listener, "SSL trust store password cannot be specified for PEM format.")
+        _load_pem_trust_store(context, _read(path, listener, "truststore"), listener,
+                              f"Failed to load PEM SSL keystore {path}")  # Kafka's words, for both stores
+        return True
+    if path is None and password is not None:
+        raise _refused(listener, "SSL trust store is not specified, but trust store password is specified.")
+    if path is not None:
+        raise _refused(listener, f"ssl.truststore.type is {store_type}: kafkapy reads PEM trust stores only "
+                                 f"(ssl.truststore.location={path}): convert it to PEM and set "
+                                 "ssl.truststore.type=PEM")
+    return False
+
+
+def _refused(listener: str, reason: str) -> ConfigError:
+    return ConfigError(f"invalid SSL settings for listener {listener}: {reason}")
+
+
+def _read(path: str, listener: str, store: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
+        raise _refused(listener, f"Failed to load PEM SSL {store} {path}: {reason}") from None
+
+
+def _blocks(pem: str) -> list[tuple[str, str]]:
+    return [(label.strip(), body) for label, body in _BLOCK.findall(pem)]
+
+
+def _pem_block(label: str, body: str) -> str:
+    """A block OpenSSL reads: a value written on one line (a .properties file's continued lines) has
+    its base64 joined by spaces, which Kafka's parser skips and OpenSSL's does not."""
+    data = re.sub(r"\s+", "", body)
+    lines = "".join(data[at:at + 64] + "\n" for at in range(0, len(data), 64))
+    return f"-----BEGIN {label}-----\n{lines}-----END {label}-----\n"
+
+
+def _load_pem_key_store(context: ssl.SSLContext, chain: str, key: str, key_password: str | None,
+                        listener: str, failure: str) -> None:
+    certificates = [body for label, body in _blocks(chain) if label == "CERTIFICATE"]
+    if not certificates:
+        raise _refused(listener, f"{failure}: At least one certificate expected, but none found")
+    keys = [(label, body) for label, body in _blocks(key) if label.endswith("PRIVATE KEY")]
+    if not keys:
+        raise _refused(listener, f"{failure}: Private key not provided")
+    if len(keys) != 1:
+        raise _refused(listener, f"{failure}: Expected one private key, but found {len(keys)}")
+    (label, body), = keys
+    wanted = "ENCRYPTED PRIVATE KEY" if key_password is not None else "PRIVATE KEY"
+    if label != wanted:
+        # Kafka reads PKCS#8 only, decrypting it exactly when a key password is given
+        reader = "ssl.key.password asks for" if key_password is not None else "Kafka reads"
+        raise _refused(listener, f"{failure}: Private key could not be loaded: a {label} where {reader} "
+                                 f"a PKCS#8 {wanted} (openssl pkcs8 -topk8 converts one)")
+    pem = "".join(_pem_block("CERTIFICATE", cert) for cert in certificates) + _pem_block(label, body)
+    # Python's ssl loads a certificate chain from a file only: one private to this process, gone at once.
+    with tempfile.TemporaryDirectory(prefix="kafkapy-tls-") as directory:
+        store = os.path.join(directory, "keystore.pem")
+        descriptor = os.open(store, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(descriptor, "w", encoding="ascii") as out:
+            out.write(pem)
+        try:
+            context.load_cert_chain(store, password=key_password)
+        except (ssl.SSLError, ValueError) as exc:
+            # OpenSSL's "PEM lib" is the key it could not read: with a password, one it did not open
+            reason = ("the private key cannot be decrypted with ssl.key.password"
+                      if key_password is not None and "PEM lib" in str(exc) else str(exc))
+            raise _refused(listener, f"{failure}: {reason}") from None
+
+
+def _load_pem_trust_store(context: ssl.SSLContext, pem: str, listener: str, failure: str) -> None:
+    certificates = [body for label, body in _blocks(pem) if label == "CERTIFICATE"]
+    if not certificates:
+        raise _refused(listener, f"{failure}: At least one certificate expected, but none found")
+    try:
+        context.load_verify_locations(cadata="".join(_pem_block("CERTIFICATE", cert)
+                                                     for cert in certificates))
+    except (ssl.SSLError, ValueError) as exc:
+        raise _refused(listener, f"{failure}: {exc}") from None

@@ -1,0 +1,255 @@
+"""Kafka's PEM key and trust stores (KIP-651) on TLS listeners: files, inline PEM, encrypted keys,
+client certificates, and Kafka's refusals in its words."""
+
+from __future__ import annotations
+
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+from confluent_kafka import Producer
+from cryptography.hazmat.primitives import serialization
+from server_wire import Closed, KafkaSocket
+
+from kafkapy import Broker
+from kafkapy.server.config import ConfigError
+from tests.test_cli import Served
+
+TIMEOUT_S = 20
+PASSWORD = "key-secret"
+
+
+def _pkcs8(leaf: trustme.LeafCert, password: str | None = None) -> str:
+    """The leaf's key as Kafka reads one: PKCS#8, encrypted with ``password`` if given."""
+    key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(password.encode()) if password
+        else serialization.NoEncryption())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+    return pem.decode()
+
+
+def _chain(leaf: trustme.LeafCert) -> str:
+    return "".join(blob.bytes().decode() for blob in leaf.cert_chain_pems)
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def server(ca: trustme.CA) -> trustme.LeafCert:
+    return ca.issue_cert("127.0.0.1", "localhost")
+
+
+@pytest.fixture(scope="module")
+def client(ca: trustme.CA) -> trustme.LeafCert:
+    return ca.issue_cert("client@example.com", common_name="client")
+
+
+@pytest.fixture
+def keystore_file(server: trustme.LeafCert, tmp_path: Path) -> str:
+    path = tmp_path / "broker.pem"
+    path.write_text(_pkcs8(server) + _chain(server))
+    return str(path)
+
+
+TLS = {"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL"}
+
+
+def _versions_over_tls(broker: Broker, ca: trustme.CA, leaf: trustme.LeafCert | None = None) -> str:
+    """The principal-blind proof that a TLS client is served: ApiVersions answered over TLS."""
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    if leaf is not None:
+        leaf.configure_cert(context)
+    with KafkaSocket(broker.listeners["SSL"], ssl_context=context) as s:
+        body = s.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).body
+        assert body["error_code"] == 0
+        assert isinstance(s.sock, ssl.SSLSocket)
+        return str(s.sock.version())
+
+
+def test_a_pem_keystore_file_serves_tls(ca: trustme.CA, keystore_file: str) -> None:
+    with Broker({**TLS, "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file}) as broker:
+        assert _versions_over_tls(broker, ca).startswith("TLS")
+
+
+def test_an_inline_chain_and_key_serve_tls_as_written_in_a_file_or_on_one_line(
+        ca: trustme.CA, server: trustme.LeafCert) -> None:
+    chain, key = _chain(server), _pkcs8(server)
+    for written in (lambda pem: pem, lambda pem: " ".join(pem.split("\n"))):  # a .properties continuation
+        settings = {**TLS, "ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": written(chain),
+                    "ssl.keystore.key": written(key)}
+        with Broker(settings) as broker:
+            _versions_over_tls(broker, ca)
+
+
+def test_an_encrypted_key_is_read_with_ssl_key_password(ca: trustme.CA, server: trustme.LeafCert) -> None:
+    settings = {**TLS, "ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": _chain(server),
+                "ssl.keystore.key": _pkcs8(server, PASSWORD), "ssl.key.password": PASSWORD}
+    with Broker(settings) as broker:
+        _versions_over_tls(broker, ca)
+    assert _refusal({**settings, "ssl.key.password": "wrong"}).endswith(
+        "Invalid PEM keystore configs: the private key cannot be decrypted with ssl.key.password")
+    assert _refusal({**settings, "ssl.key.password": None}).endswith(
+        "Invalid PEM keystore configs: Private key could not be loaded: a ENCRYPTED PRIVATE KEY where Kafka "
+        "reads a PKCS#8 PRIVATE KEY (openssl pkcs8 -topk8 converts one)")
+
+
+def test_a_pem_truststore_checks_client_certificates_and_names_the_principal(
+        ca: trustme.CA, client: trustme.LeafCert, keystore_file: str, tmp_path: Path) -> None:
+    trusted = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(trusted))
+    keystore = {"ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file,
+                "ssl.client.auth": "required"}
+    for truststore in ({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(trusted)},
+                       {"ssl.truststore.type": "PEM",
+                        "ssl.truststore.certificates": ca.cert_pem.bytes().decode()}):
+        with Broker({**TLS, **keystore, **truststore}) as broker:
+            _versions_over_tls(broker, ca, client)
+            (connection,) = [c for c in broker.connections() if c.listener == "SSL"]
+            assert connection.principal.startswith("User:CN=client,OU=Testing cert")
+            with pytest.raises((ssl.SSLError, ConnectionError, Closed)):  # TLS 1.3: at the first read
+                _versions_over_tls(broker, ca)  # no client certificate: refused
+
+
+def test_a_listener_prefixed_store_wins(ca: trustme.CA, keystore_file: str) -> None:
+    settings = {**TLS, "listener.name.ssl.ssl.keystore.type": "PEM",
+                "listener.name.ssl.ssl.keystore.location": keystore_file,
+                "ssl.keystore.location": "/nowhere/broker.jks"}  # overridden key by key, as in Kafka
+    with Broker(settings) as broker:
+        _versions_over_tls(broker, ca)
+
+
+def _refusal(settings: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as refused:
+        with Broker({k: v for k, v in settings.items() if v is not None}):
+            pass
+    return str(refused.value)
+
+
+@pytest.mark.parametrize(("settings", "reason"), [
+    ({"ssl.keystore.key": "k"}, "SSL private key can be specified only for PEM, but key store type is JKS."),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "k"},
+     "SSL private key is specified, but certificate chain is not specified."),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c",
+      "ssl.keystore.location": "/a.pem"},
+     "Both SSL key store location and separate private key are specified."),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c",
+      "ssl.keystore.password": "p"},
+     "SSL key store password cannot be specified with PEM format, only key password may be specified."),
+    ({"ssl.keystore.certificate.chain": "c"},
+     "SSL certificate chain is specified, but private key is not specified"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/a.pem", "ssl.keystore.password": "p"},
+     "SSL key store password cannot be specified with PEM format, only key password may be specified"),
+    ({"ssl.keystore.password": "p"}, "SSL key store is not specified, but key store password is specified."),
+    ({"ssl.keystore.location": "/etc/kafka/secrets/kafka01.keystore.jks"},
+     "SSL key store is specified, but key store password is not specified."),
+    ({"ssl.keystore.location": "/etc/kafka/secrets/kafka01.keystore.jks", "ssl.keystore.password": "p"},
+     "ssl.keystore.type is JKS: kafkapy reads PEM key stores only (ssl.keystore.location="
+     "/etc/kafka/secrets/kafka01.keystore.jks): convert it to PEM and set ssl.keystore.type=PEM"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c"},
+     "Invalid PEM keystore configs: At least one certificate expected, but none found"),
+], ids=["key-not-pem", "key-without-chain", "key-and-location", "key-and-password", "chain-without-key",
+        "pem-file-and-password", "password-without-store", "store-without-password", "jks", "no-certificate"])
+def test_kafkas_key_store_refusals_in_its_words(settings: dict[str, str], reason: str) -> None:
+    assert _refusal({**TLS, **settings}) == f"invalid SSL settings for listener SSL: {reason}"
+
+
+@pytest.mark.parametrize(("settings", "reason"), [
+    ({"ssl.truststore.certificates": "c"},
+     "SSL trust store certs can be specified only for PEM, but trust store type is JKS."),
+    ({"ssl.truststore.type": "PEM", "ssl.truststore.certificates": "c", "ssl.truststore.location": "/ca.pem"},
+     "Both SSL trust store location and separate trust certificates are specified."),
+    ({"ssl.truststore.type": "PEM", "ssl.truststore.certificates": "c", "ssl.truststore.password": "p"},
+     "SSL trust store password cannot be specified for PEM format."),
+    ({"ssl.truststore.password": "p"},
+     "SSL trust store is not specified, but trust store password is specified."),
+    ({"ssl.truststore.location": "/etc/kafka/secrets/kafka.truststore.jks", "ssl.truststore.password": "p"},
+     "ssl.truststore.type is JKS: kafkapy reads PEM trust stores only (ssl.truststore.location="
+     "/etc/kafka/secrets/kafka.truststore.jks): convert it to PEM and set ssl.truststore.type=PEM"),
+], ids=["certs-not-pem", "certs-and-location", "certs-and-password", "password-without-store", "jks"])
+def test_kafkas_trust_store_refusals_in_its_words(keystore_file: str, settings: dict[str, str],
+                                                  reason: str) -> None:
+    keystore = {"ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file}
+    assert _refusal({**TLS, **keystore, **settings}) == f"invalid SSL settings for listener SSL: {reason}"
+
+
+def test_a_pkcs1_key_kafka_cannot_read_is_refused(server: trustme.LeafCert, tmp_path: Path) -> None:
+    path = tmp_path / "traditional.pem"
+    path.write_bytes(server.private_key_pem.bytes() + _chain(server).encode())
+    assert _refusal({**TLS, "ssl.keystore.type": "PEM", "ssl.keystore.location": str(path)}) == (
+        f"invalid SSL settings for listener SSL: Failed to load PEM SSL keystore {path}: Private key could "
+        "not be loaded: a EC PRIVATE KEY where Kafka reads a PKCS#8 PRIVATE KEY (openssl pkcs8 -topk8 "
+        "converts one)")
+
+
+def test_both_kinds_of_settings_are_refused(keystore_file: str) -> None:
+    assert "both ssl.certfile and Kafka's ssl.keystore.*" in _refusal(
+        {**TLS, "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file,
+         "ssl.certfile": keystore_file})
+    assert _refusal(TLS).startswith("an SSL or SASL_SSL listener (SSL) needs its certificate and key")
+
+
+# --- kafkapy serve with a server.properties written for Kafka, and real clients over mTLS -----------
+
+def _continued(pem: str) -> str:
+    """PEM as a .properties value: one logical line continued with backslashes, as Kafka's docs write it."""
+    return " \\\n    ".join(pem.strip().split("\n"))
+
+
+@pytest.fixture
+def mtls_broker(ca: trustme.CA, server: trustme.LeafCert, tmp_path: Path) -> Iterator[str]:
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "listeners=SSL://127.0.0.1:0\nlistener.security.protocol.map=SSL:SSL\n"
+        "inter.broker.listener.name=SSL\nssl.client.auth=required\n"
+        "ssl.keystore.type=PEM\nssl.truststore.type=PEM\n"
+        f"ssl.keystore.certificate.chain={_continued(_chain(server))}\n"
+        f"ssl.keystore.key={_continued(_pkcs8(server, PASSWORD))}\nssl.key.password={PASSWORD}\n"
+        f"ssl.truststore.certificates={_continued(ca.cert_pem.bytes().decode())}\n", encoding="utf-8")
+    served = Served("--config", str(properties))
+    try:
+        name, host, port = served.wait_listening()
+        assert name == "SSL"
+        yield f"{host}:{port}"
+        assert served.stop() == 0
+    finally:
+        served.kill()
+
+
+@pytest.fixture
+def client_files(ca: trustme.CA, client: trustme.LeafCert, tmp_path: Path) -> dict[str, str]:
+    paths = {"ca": tmp_path / "ca.pem", "certificate": tmp_path / "client.pem",
+             "key": tmp_path / "client.key"}
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    paths["certificate"].write_text(_chain(client))
+    paths["key"].write_text(_pkcs8(client))
+    return {name: str(path) for name, path in paths.items()}
+
+
+def test_confluent_kafka_and_kcat_over_mtls_against_kafkapy_serve(mtls_broker: str,
+                                                                  client_files: dict[str, str]) -> None:
+    producer = Producer({"bootstrap.servers": mtls_broker, "security.protocol": "SSL",
+                         "ssl.ca.location": client_files["ca"],
+                         "ssl.certificate.location": client_files["certificate"],
+                         "ssl.key.location": client_files["key"]})
+    producer.produce("over-mtls", b"v")
+    assert producer.flush(TIMEOUT_S) == 0
+    kcat = ["kcat", "-b", mtls_broker, "-X", "security.protocol=ssl",
+            "-X", f"ssl.ca.location={client_files['ca']}",
+            "-X", f"ssl.certificate.location={client_files['certificate']}",
+            "-X", f"ssl.key.location={client_files['key']}"]
+    consumed = subprocess.run([*kcat, "-C", "-t", "over-mtls", "-e", "-o", "beginning"], capture_output=True,
+                              text=True, timeout=60)
+    assert consumed.returncode == 0 and consumed.stdout.split() == ["v"], consumed.stderr
+    anonymous = subprocess.run(["kcat", "-b", mtls_broker, "-X", "security.protocol=ssl", "-X",
+                                f"ssl.ca.location={client_files['ca']}", "-L", "-m", "5"],
+                               capture_output=True, text=True, timeout=60)
+    assert anonymous.returncode != 0  # no client certificate: the handshake is refused
