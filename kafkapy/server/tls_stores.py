@@ -43,9 +43,7 @@ def setting(config: BrokerConfig, listener: str, key: str) -> str | None:
 
 def load_key_store(context: ssl.SSLContext, config: BrokerConfig, listener: str) -> bool:
     """Load the listener's PEM key store into ``context``; False if none is configured."""
-    store_type = (setting(config, listener, "ssl.keystore.type") or "JKS").upper()
-    path = setting(config, listener, "ssl.keystore.location")
-    password = setting(config, listener, "ssl.keystore.password")
+    store_type, path, password = _store(config, listener, "keystore")
     key_password = setting(config, listener, "ssl.key.password")
     key = setting(config, listener, "ssl.keystore.key")
     chain = setting(config, listener, "ssl.keystore.certificate.chain")
@@ -77,18 +75,14 @@ def load_key_store(context: ssl.SSLContext, config: BrokerConfig, listener: str)
     if path is not None and password is None:
         raise _refused(listener, "SSL key store is specified, but key store password is not specified.")
     if path is not None:
-        raise _refused(listener, f"ssl.keystore.type is {store_type}: kafkapy reads PEM key stores only "
-                                 f"(ssl.keystore.location={path}): convert it to PEM and set "
-                                 "ssl.keystore.type=PEM")
+        raise _java_store(listener, "keystore", "key", store_type, path)
     return False
 
 
 def load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: str) -> bool:
     """Load the listener's PEM trust store (the CAs its client certificates are checked against)
     into ``context``; False if none is configured."""
-    store_type = (setting(config, listener, "ssl.truststore.type") or "JKS").upper()
-    path = setting(config, listener, "ssl.truststore.location")
-    password = setting(config, listener, "ssl.truststore.password")
+    store_type, path, password = _store(config, listener, "truststore")
     certificates = setting(config, listener, "ssl.truststore.certificates")
     if certificates is not None:
         if store_type != PEM:
@@ -110,10 +104,21 @@ def load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: st
     if path is None and password is not None:
         raise _refused(listener, "SSL trust store is not specified, but trust store password is specified.")
     if path is not None:
-        raise _refused(listener, f"ssl.truststore.type is {store_type}: kafkapy reads PEM trust stores only "
-                                 f"(ssl.truststore.location={path}): convert it to PEM and set "
-                                 "ssl.truststore.type=PEM")
+        raise _java_store(listener, "truststore", "trust", store_type, path)
     return False
+
+
+def _store(config: BrokerConfig, listener: str, kind: str) -> tuple[str, str | None, str | None]:
+    """A store's type (Kafka's default JKS), location and password: ``ssl.<kind>.*``."""
+    store_type = (setting(config, listener, f"ssl.{kind}.type") or "JKS").upper()
+    return store_type, setting(config, listener, f"ssl.{kind}.location"), setting(config, listener,
+                                                                               f"ssl.{kind}.password")
+
+
+def _java_store(listener: str, kind: str, what: str, store_type: str, path: str) -> ConfigError:
+    """A JKS or PKCS12 store, which Python's ssl cannot read: what to set instead."""
+    return _refused(listener, f"ssl.{kind}.type is {store_type}: kafkapy reads PEM {what} stores only "
+                              f"(ssl.{kind}.location={path}): convert it to PEM and set ssl.{kind}.type=PEM")
 
 
 def _refused(listener: str, reason: str) -> ConfigError:

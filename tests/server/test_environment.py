@@ -80,14 +80,16 @@ def _free_port() -> int:
     return port
 
 
-def _environment(**variables: str) -> dict[str, str]:
+def serve_environment(**variables: str) -> dict[str, str]:
+    """A ``kafkapy serve`` child's environment: this one's without its KAFKA_* variables, this tree's
+    kafkapy first (PYTHONPATH), and ``variables``."""
     keep = {name: value for name, value in os.environ.items() if not name.startswith("KAFKA_")}
     return {**keep, "PYTHONPATH": WORKTREE, **variables}
 
 
 def test_serve_env_runs_a_docker_compose_kraft_node_for_a_real_client() -> None:
     port = _free_port()
-    environment = _environment(
+    environment = serve_environment(
         KAFKA_NODE_ID="5", KAFKA_PROCESS_ROLES="broker,controller", CLUSTER_ID="4L6g3nShT-eMCtK--X86sw",
         KAFKA_CONTROLLER_QUORUM_VOTERS="5@localhost:29093", KAFKA_CONTROLLER_LISTENER_NAMES="CONTROLLER",
         KAFKA_LISTENER_SECURITY_PROTOCOL_MAP="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,PLAIN-HOST:PLAINTEXT",
@@ -120,7 +122,7 @@ def test_serve_env_listens_where_it_advertises_and_override_wins(tmp_path: Path)
     port = _free_port()
     config = tmp_path / "server.properties"
     config.write_text("broker.id=1\nnum.partitions=1\n", encoding="utf-8")
-    environment = _environment(KAFKA_ADVERTISED_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}",
+    environment = serve_environment(KAFKA_ADVERTISED_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}",
                                KAFKA_NUM_PARTITIONS="2", KAFKA_BROKER_ID="2")
     server = Served("--env", "--config", str(config), "--override", "broker.id=3", env=environment)
     try:
@@ -135,7 +137,7 @@ def test_serve_env_listens_where_it_advertises_and_override_wins(tmp_path: Path)
 
 
 def test_serve_reads_the_variables_only_with_env() -> None:
-    environment = _environment(KAFKA_BROKER_ID="seven")
+    environment = serve_environment(KAFKA_BROKER_ID="seven")
     result = subprocess.run([sys.executable, "-m", "kafkapy.cli", "serve", "--env"], env=environment,
                             capture_output=True, text=True, timeout=60)
     assert result.stderr == ("kafkapy serve: error: invalid value 'seven' for broker.id: "

@@ -17,6 +17,7 @@ from server_wire import Closed, KafkaSocket
 
 from kafkapy import Broker
 from kafkapy.server.config import ConfigError
+from tests.server.test_environment import serve_environment
 from tests.test_cli import Served
 
 TIMEOUT_S = 20
@@ -63,21 +64,21 @@ TLS = {"listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:
 
 
 def _versions_over_tls(broker: Broker, ca: trustme.CA, leaf: trustme.LeafCert | None = None) -> str:
-    """The principal-blind proof that a TLS client is served: ApiVersions answered over TLS."""
+    """ApiVersions answered over TLS; the principal the broker gave the connection meanwhile."""
     context = ssl.create_default_context()
     ca.configure_trust(context)
     if leaf is not None:
         leaf.configure_cert(context)
     with KafkaSocket(broker.listeners["SSL"], ssl_context=context) as s:
         body = s.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}).body
-        assert body["error_code"] == 0
-        assert isinstance(s.sock, ssl.SSLSocket)
-        return str(s.sock.version())
+        assert body["error_code"] == 0 and isinstance(s.sock, ssl.SSLSocket)
+        (connection,) = [c for c in broker.connections() if c.listener == "SSL"]  # this one, still open
+        return connection.principal
 
 
 def test_a_pem_keystore_file_serves_tls(ca: trustme.CA, keystore_file: str) -> None:
     with Broker({**TLS, "ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file}) as broker:
-        assert _versions_over_tls(broker, ca).startswith("TLS")
+        assert _versions_over_tls(broker, ca) == "User:ANONYMOUS"
 
 
 def test_an_inline_chain_and_key_serve_tls_as_written_in_a_file_or_on_one_line(
@@ -112,9 +113,7 @@ def test_a_pem_truststore_checks_client_certificates_and_names_the_principal(
                        {"ssl.truststore.type": "PEM",
                         "ssl.truststore.certificates": ca.cert_pem.bytes().decode()}):
         with Broker({**TLS, **keystore, **truststore}) as broker:
-            _versions_over_tls(broker, ca, client)
-            (connection,) = [c for c in broker.connections() if c.listener == "SSL"]
-            assert connection.principal.startswith("User:CN=client,OU=Testing cert")
+            assert _versions_over_tls(broker, ca, client).startswith("User:CN=client,OU=Testing cert")
             with pytest.raises((ssl.SSLError, ConnectionError, Closed)):  # TLS 1.3: at the first read
                 _versions_over_tls(broker, ca)  # no client certificate: refused
 
@@ -253,3 +252,28 @@ def test_confluent_kafka_and_kcat_over_mtls_against_kafkapy_serve(mtls_broker: s
                                 f"ssl.ca.location={client_files['ca']}", "-L", "-m", "5"],
                                capture_output=True, text=True, timeout=60)
     assert anonymous.returncode != 0  # no client certificate: the handshake is refused
+
+
+def test_a_docker_compose_ssl_node_from_the_environment(keystore_file: str, ca: trustme.CA,
+                                                        client_files: dict[str, str]) -> None:
+    """``serve --env`` with the image's settings for an SSL listener, a PEM key store file and the
+    trusted CA inline on one line (a multi-line variable would be cut at its first line, as the
+    image's server.properties cuts it)."""
+    one_line = " ".join(ca.cert_pem.bytes().decode().strip().split("\n"))
+    environment = serve_environment(
+        KAFKA_LISTENERS="SSL://127.0.0.1:0", KAFKA_LISTENER_SECURITY_PROTOCOL_MAP="SSL:SSL",
+        KAFKA_INTER_BROKER_LISTENER_NAME="SSL", KAFKA_SSL_KEYSTORE_TYPE="PEM",
+        KAFKA_SSL_KEYSTORE_LOCATION=keystore_file, KAFKA_SSL_CLIENT_AUTH="required",
+        KAFKA_SSL_TRUSTSTORE_TYPE="PEM", KAFKA_SSL_TRUSTSTORE_CERTIFICATES=one_line)
+    served = Served("--env", env=environment)
+    try:
+        _, host, port = served.wait_listening()
+        producer = Producer({"bootstrap.servers": f"{host}:{port}", "security.protocol": "SSL",
+                             "ssl.ca.location": client_files["ca"],
+                             "ssl.certificate.location": client_files["certificate"],
+                             "ssl.key.location": client_files["key"]})
+        producer.produce("from-env-over-tls", b"v")
+        assert producer.flush(TIMEOUT_S) == 0
+        assert served.stop() == 0
+    finally:
+        served.kill()
