@@ -10,8 +10,10 @@ reads no Java store): a JKS or PKCS12 store is refused naming what to set instea
 The checks are Kafka's (DefaultSslEngineFactory.createKeystore and createTruststore), in its order and
 words, and so is what a PEM key may be: PKCS#8 (``BEGIN PRIVATE KEY``), or encrypted PKCS#8
 (``BEGIN ENCRYPTED PRIVATE KEY``) exactly when ``ssl.key.password`` is set; exactly one key, at
-least one certificate. Each key may be set for one listener, ``listener.name.<listener>.<key>``,
-which wins over the plain key, as in Kafka. kafkapy's own ``ssl.certfile``/``ssl.keyfile``/
+least one certificate. (A value written over several lines of an environment variable reaches
+Kafka's file as its first line only, the apache/kafka image's way: no block is found in it.) Each
+key may be set for one listener, ``listener.name.<listener>.<key>``, which wins over the plain key,
+as in Kafka. kafkapy's own ``ssl.certfile``/``ssl.keyfile``/
 ``ssl.cafile`` remain; a listener given both kinds is refused.
 """
 
@@ -30,7 +32,7 @@ __all__ = ["PEM", "load_key_store", "load_trust_store"]
 PEM = "PEM"
 # A PEM block as Kafka's PemParser finds one: BEGIN and END lines naming the type, base64 between.
 _BLOCK = re.compile(r"-+BEGIN\s*([^-]*?)\s*-+\s+(.*?)-+END\s*[^-]*-+", re.S)
-_KEY_LABELS = ("PRIVATE KEY", "ENCRYPTED PRIVATE KEY")
+_NO_CERTIFICATE = "No matching CERTIFICATE entries in PEM file"  # Kafka's PemParser, finding none
 
 
 def setting(config: BrokerConfig, listener: str, key: str) -> str | None:
@@ -93,7 +95,7 @@ def load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: st
                                      "specified.")
         if password is not None:
             raise _refused(listener, "SSL trust store password cannot be specified for PEM format.")
-        _load_pem_trust_store(context, certificates, listener, "Invalid PEM truststore configs")
+        _load_pem_trust_store(context, certificates, listener, None)
         return True
     if store_type == PEM and path is not None:
         if password is not None:
@@ -147,12 +149,10 @@ def _pem_block(label: str, body: str) -> str:
 
 def _load_pem_key_store(context: ssl.SSLContext, chain: str, key: str, key_password: str | None,
                         listener: str, failure: str) -> None:
-    certificates = [body for label, body in _blocks(chain) if label == "CERTIFICATE"]
-    if not certificates:
-        raise _refused(listener, f"{failure}: At least one certificate expected, but none found")
+    # Kafka reads the key first, then the chain (PemStore.createKeyStoreFromPem)
     keys = [(label, body) for label, body in _blocks(key) if label.endswith("PRIVATE KEY")]
     if not keys:
-        raise _refused(listener, f"{failure}: Private key not provided")
+        raise _refused(listener, f"{failure}: No matching PRIVATE KEY entries in PEM file")
     if len(keys) != 1:
         raise _refused(listener, f"{failure}: Expected one private key, but found {len(keys)}")
     (label, body), = keys
@@ -162,6 +162,9 @@ def _load_pem_key_store(context: ssl.SSLContext, chain: str, key: str, key_passw
         reader = "ssl.key.password asks for" if key_password is not None else "Kafka reads"
         raise _refused(listener, f"{failure}: Private key could not be loaded: a {label} where {reader} "
                                  f"a PKCS#8 {wanted} (openssl pkcs8 -topk8 converts one)")
+    certificates = [body for label, body in _blocks(chain) if label == "CERTIFICATE"]
+    if not certificates:
+        raise _refused(listener, f"{failure}: {_NO_CERTIFICATE}")
     pem = "".join(_pem_block("CERTIFICATE", cert) for cert in certificates) + _pem_block(label, body)
     # Python's ssl loads a certificate chain from a file only: one private to this process, gone at once.
     with tempfile.TemporaryDirectory(prefix="kafkapy-tls-") as directory:
@@ -178,12 +181,15 @@ def _load_pem_key_store(context: ssl.SSLContext, chain: str, key: str, key_passw
             raise _refused(listener, f"{failure}: {reason}") from None
 
 
-def _load_pem_trust_store(context: ssl.SSLContext, pem: str, listener: str, failure: str) -> None:
+def _load_pem_trust_store(context: ssl.SSLContext, pem: str, listener: str, failure: str | None) -> None:
+    """``failure`` heads the reason for a file's store, as Kafka's; inline certificates have none
+    (Kafka passes their parser's refusal on as it is)."""
+    head = f"{failure}: " if failure else ""
     certificates = [body for label, body in _blocks(pem) if label == "CERTIFICATE"]
     if not certificates:
-        raise _refused(listener, f"{failure}: At least one certificate expected, but none found")
+        raise _refused(listener, head + _NO_CERTIFICATE)
     try:
         context.load_verify_locations(cadata="".join(_pem_block("CERTIFICATE", cert)
                                                      for cert in certificates))
     except (ssl.SSLError, ValueError) as exc:
-        raise _refused(listener, f"{failure}: {exc}") from None
+        raise _refused(listener, f"{head or 'Invalid PEM truststore configs: '}{exc}") from None

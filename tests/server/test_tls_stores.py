@@ -153,10 +153,15 @@ def _refusal(settings: dict[str, Any]) -> str:
     ({"ssl.keystore.location": "/etc/kafka/secrets/kafka01.keystore.jks", "ssl.keystore.password": "p"},
      "ssl.keystore.type is JKS: kafkapy reads PEM key stores only (ssl.keystore.location="
      "/etc/kafka/secrets/kafka01.keystore.jks): convert it to PEM and set ssl.keystore.type=PEM"),
-    ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "k", "ssl.keystore.certificate.chain": "c"},
-     "Invalid PEM keystore configs: At least one certificate expected, but none found"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": "c",
+      "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"},
+     "Invalid PEM keystore configs: No matching CERTIFICATE entries in PEM file"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----",  # a cut value
+      "ssl.keystore.certificate.chain": "c"},
+     "Invalid PEM keystore configs: No matching PRIVATE KEY entries in PEM file"),
 ], ids=["key-not-pem", "key-without-chain", "key-and-location", "key-and-password", "chain-without-key",
-        "pem-file-and-password", "password-without-store", "store-without-password", "jks", "no-certificate"])
+        "pem-file-and-password", "password-without-store", "store-without-password", "jks", "no-certificate",
+        "no-key"])
 def test_kafkas_key_store_refusals_in_its_words(settings: dict[str, str], reason: str) -> None:
     assert _refusal({**TLS, **settings}) == f"invalid SSL settings for listener SSL: {reason}"
 
@@ -170,10 +175,13 @@ def test_kafkas_key_store_refusals_in_its_words(settings: dict[str, str], reason
      "SSL trust store password cannot be specified for PEM format."),
     ({"ssl.truststore.password": "p"},
      "SSL trust store is not specified, but trust store password is specified."),
+    ({"ssl.truststore.type": "PEM", "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----"},
+     "No matching CERTIFICATE entries in PEM file"),
     ({"ssl.truststore.location": "/etc/kafka/secrets/kafka.truststore.jks", "ssl.truststore.password": "p"},
      "ssl.truststore.type is JKS: kafkapy reads PEM trust stores only (ssl.truststore.location="
      "/etc/kafka/secrets/kafka.truststore.jks): convert it to PEM and set ssl.truststore.type=PEM"),
-], ids=["certs-not-pem", "certs-and-location", "certs-and-password", "password-without-store", "jks"])
+], ids=["certs-not-pem", "certs-and-location", "certs-and-password", "password-without-store",
+        "no-certificate", "jks"])
 def test_kafkas_trust_store_refusals_in_its_words(keystore_file: str, settings: dict[str, str],
                                                   reason: str) -> None:
     keystore = {"ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file}
