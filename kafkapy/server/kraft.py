@@ -62,14 +62,11 @@ def broker_listener_names(config: BrokerConfig, listeners: Sequence[str], advert
             f"{_ROLES_KEY}=controller: kafkapy runs no KRaft controller (its metadata is kept in memory, "
             "or in ZooKeeper with zookeeper.connect), so a controller-only node has nothing to serve: "
             "leave it out, and start each broker with process.roles=broker or broker,controller")
+    # Kafka's checks that the node is (combined) or is not (broker only) among controller.quorum.voters
+    # are not made: they concern a quorum kafkapy does not run, and would refuse the members of a
+    # cluster kafkapy derives from one file (Broker(brokers=N), serve --brokers N), ids 1, 2, 3...
     _require_a_quorum(config)
-    voters = _voter_ids(config)
-    node_id = config["node.id"]
     if roles == {BROKER_ROLE}:
-        if node_id in voters:
-            raise ConfigError(f"If {_ROLES_KEY} contains just the 'broker' role, the node id {node_id} must "
-                              f"not be included in the set of voters controller.quorum.voters="
-                              f"{_scala_set(voters)}")
         if not controllers:
             raise ConfigError(f"{_NAMES_KEY} must contain at least one value when running KRaft with just "
                               "the broker role")
@@ -77,10 +74,6 @@ def broker_listener_names(config: BrokerConfig, listeners: Sequence[str], advert
             raise ConfigError(f"{_NAMES_KEY} must not contain a value appearing in the 'listeners' "
                               "configuration when running KRaft with just the broker role")
     else:  # broker,controller: the combined node of config/kraft/server.properties
-        if voters and node_id not in voters:
-            raise ConfigError(f"If {_ROLES_KEY} contains the 'controller' role, the node id {node_id} must "
-                              "be included in the set of voters controller.quorum.voters="
-                              f"{_scala_set(voters)}")
         if not set(controllers) & set(listeners):
             raise ConfigError(f"{_NAMES_KEY} must contain at least one value appearing in the 'listeners' "
                               "configuration when running the KRaft controller role")
@@ -98,15 +91,6 @@ def _require_a_quorum(config: BrokerConfig) -> None:
         raise ConfigError(f"If using {_ROLES_KEY}, either controller.quorum.bootstrap.servers must contain "
                           "the set of bootstrap controllers or controller.quorum.voters must contain a "
                           "parseable set of controllers.")
-
-
-def _voter_ids(config: BrokerConfig) -> set[int]:
-    """The ids of ``controller.quorum.voters`` (``{id}@{host}:{port}``, its validator has checked)."""
-    return {int(entry.split("@")[0]) for entry in config["controller.quorum.voters"] or ()}
-
-
-def _scala_set(items: set[int]) -> str:
-    return "Set(" + ", ".join(str(item) for item in sorted(items)) + ")"
 
 
 def _scala_list(items: Sequence[Any]) -> str:

@@ -45,6 +45,15 @@ def test_a_combined_node_serves_its_broker_listener_and_not_the_controllers() ->
         assert [str(b) for b in brokers.values()] == [f"{broker.bootstrap_servers}/1"]
 
 
+def test_a_cluster_from_one_kraft_file_serves_each_brokers_listener_only() -> None:
+    """Broker(brokers=3) (serve --brokers 3) makes nodes 1, 2 and 3 of the file's node 1: the voter
+    checks, about a quorum kafkapy does not run, are not made."""
+    with Broker(COMBINED, brokers=3) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        assert sorted(admin.list_topics(timeout=TIMEOUT_S).brokers) == [1, 2, 3]
+        assert all(set(member.listeners) == {"PLAINTEXT"} for member in cluster.brokers)
+
+
 def test_a_broker_only_node_serves_and_its_controller_listener_is_elsewhere() -> None:
     settings = {**COMBINED, "process.roles": "broker", "node.id": "2", "listeners": "PLAINTEXT://127.0.0.1:0"}
     with Broker(settings) as broker:
@@ -63,24 +72,19 @@ def test_a_broker_only_node_serves_and_its_controller_listener_is_elsewhere() ->
     ({"controller.quorum.voters": None},
      "If using process.roles, either controller.quorum.bootstrap.servers must contain the set of bootstrap "
      "controllers or controller.quorum.voters must contain a parseable set of controllers."),
-    ({"node.id": "2"}, "If process.roles contains the 'controller' role, the node id 2 must be included in "
-                       "the set of voters controller.quorum.voters=Set(1)"),
     ({"listeners": "PLAINTEXT://127.0.0.1:0"},
      "controller.listener.names must contain at least one value appearing in the 'listeners' configuration "
      "when running the KRaft controller role"),
     ({"process.roles": "broker", "node.id": "2"},
      "controller.listener.names must not contain a value appearing in the 'listeners' configuration when "
      "running KRaft with just the broker role"),
-    ({"process.roles": "broker", "node.id": "1", "listeners": "PLAINTEXT://127.0.0.1:0"},
-     "If process.roles contains just the 'broker' role, the node id 1 must not be included in the set of "
-     "voters controller.quorum.voters=Set(1)"),
     ({"controller.listener.names": "CONTROLLER,PLAINTEXT"},
      "There must be at least one broker advertised listener. Perhaps all listeners appear in "
      "controller.listener.names?"),
     ({"process.roles": None}, "controller.listener.names must be empty when not running in KRaft mode: "
                               "[CONTROLLER]"),
-], ids=["controller-only", "duplicate", "no-node-id", "no-quorum", "not-a-voter", "no-controller-listener",
-        "broker-with-controller-listener", "broker-a-voter", "no-broker-listener", "names-without-kraft"])
+], ids=["controller-only", "duplicate", "no-node-id", "no-quorum", "no-controller-listener",
+        "broker-with-controller-listener", "no-broker-listener", "names-without-kraft"])
 def test_kafkas_checks_of_the_kraft_keys_in_its_words(changes: dict[str, Any], refusal: str) -> None:
     settings = {**COMBINED, **changes}
     assert _refusal({k: v for k, v in settings.items() if v is not None}) == refusal
