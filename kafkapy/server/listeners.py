@@ -138,7 +138,7 @@ def inter_broker_listener(config: BrokerConfig, specs: list[ListenerSpec]) -> st
 _KAFKAPY_FILES = ("ssl.certfile", "ssl.keyfile", "ssl.cafile")
 
 
-def ssl_context(config: BrokerConfig, listener: str = "SSL") -> ssl.SSLContext:
+def ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
     """The TLS context of an SSL or SASL_SSL listener: Kafka's PEM key and trust stores
     (kafkapy.server.tls_stores), or kafkapy's own PEM files (ssl.certfile, ssl.keyfile, ssl.cafile)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
