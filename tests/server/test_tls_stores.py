@@ -285,3 +285,22 @@ def test_a_docker_compose_ssl_node_from_the_environment(keystore_file: str, ca: 
         assert served.stop() == 0
     finally:
         served.kill()
+
+
+def test_a_sasl_ssl_listener_takes_its_own_pem_store(server: trustme.LeafCert,
+                                                     client_files: dict[str, str]) -> None:
+    """A SASL_SSL listener's store under its listener prefix; librdkafka logs in with PLAIN inside TLS."""
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a" '
+            'user_alice="secret";')
+    settings = {"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+                "sasl.jaas.config": jaas,
+                "listener.name.sasl_ssl.ssl.keystore.type": "PEM",
+                "listener.name.sasl_ssl.ssl.keystore.certificate.chain": _chain(server),
+                "listener.name.sasl_ssl.ssl.keystore.key": _pkcs8(server)}
+    with Broker(settings) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_SSL",
+                             "ssl.ca.location": client_files["ca"], "sasl.mechanism": "PLAIN",
+                             "sasl.username": "alice", "sasl.password": "secret"})
+        producer.produce("sasl-over-pem", b"v")
+        assert producer.flush(TIMEOUT_S) == 0
+        assert [r.value for r in broker.records("sasl-over-pem")] == [b"v"]
