@@ -6,8 +6,8 @@ STAMP := $(VENV)/.installed
 # The test dependencies' versions the suite last passed with (.ci/constraints.txt says why).
 CONSTRAINTS := .ci/constraints.txt
 SYSTEM_STAMP := $(VENV)/.system-packages
-# Real peers the tests compare against; tests that need a missing one skip with a loud reason.
-SYSTEM_PACKAGES := tshark kcat
+# Real peers the tests compare against (openssl: s_client drives TLS 1.3 suites in tests/capture/test_live_tls.py); tests that need a missing one skip with a loud reason.
+SYSTEM_PACKAGES := tshark kcat openssl
 # Sarama (Go), the client tests/interop/test_sarama.py builds: Debian's Go, its packaged Sarama, and
 # xdg-go/scram for Sarama's SCRAM.
 GO_PACKAGES := golang-go golang-github-shopify-sarama-dev golang-github-xdg-go-scram-dev

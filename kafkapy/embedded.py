@@ -66,6 +66,7 @@ from kafkapy.inspection import Isolation, StoredRecord, stored_records
 from kafkapy.inspection.connections import ConnectionView, connection_views
 from kafkapy.inspection.group_waits import GroupWanted, pollers, seen_group
 from kafkapy.inspection.groups import GroupView, group_views
+from kafkapy.inspection.log_offsets import LogOffsets, log_offsets
 from kafkapy.inspection.producers import ProducerView, producer_views
 from kafkapy.inspection.reset import empty_coordinator_logs, forget_groups_and_transactions
 from kafkapy.inspection.shares import (
@@ -804,6 +805,15 @@ class Broker:
         view = Isolation.of(isolation)
         partitions = self._dataplane().partitions
         return self._on_loop(lambda: stored_records(partitions, topic, partition, from_offset, view))
+
+    def log_offsets(self, topic: str, partition: int | None = None) -> list[LogOffsets]:
+        """Where the log of ``topic`` (one partition, or each in turn) stands: log start, last stable
+        offset, high watermark, log end and the aborted transactions, so a test sees what a
+        read_committed consumer may read and why (kafkapy.inspection.log_offsets)."""
+        return self._on_loop(lambda: sorted(
+            (offsets for member in self._running_members()
+             for offsets in log_offsets(member._dataplane().partitions, topic, partition)),
+            key=lambda offsets: offsets.partition))
 
     def producers(self, topic: str | None = None, partition: int | None = None) -> list[ProducerView]:
         """The idempotent and transactional producers each partition's leader knows (of ``topic``,

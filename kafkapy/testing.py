@@ -46,8 +46,11 @@ Installing kafkapy makes these fixtures (and a marker) available to every test s
     ``kafka_broker``); pair it with ``reset()`` between tests to keep them apart.
 
 ``kafka_topic``
-    A fresh topic per test on ``kafka_session_broker``, with a unique name, deleted after the
-    test: ``kafka_topic.name``, ``kafka_topic.bootstrap_servers``, ``str(kafka_topic)``. One
+    A fresh topic per test, with a unique name, deleted after the test: ``kafka_topic.name``,
+    ``kafka_topic.bootstrap_servers``, ``kafka_topic.broker``, ``str(kafka_topic)``. It is made
+    on the test's own broker when the test has one (``kafka_broker``, ``kafka_cluster``, or
+    ``kafka_clock`` or ``kafka_faults``, which bring ``kafka_broker``), else on
+    ``kafka_session_broker``. One
     partition unless ``@pytest.mark.kafka_topic(partitions=3, config={...}, records=[...])``
     (one topic of ``Broker.seed``'s shape) or indirect parametrization
     (``@pytest.mark.parametrize("kafka_topic", [3, {"partitions": 2}], indirect=True)``) says
@@ -131,21 +134,21 @@ _MARKER_FIXTURES: dict[str, tuple[str, ...]] = {
 }
 
 
-# The fixtures whose brokers a test's kafka_clock drives; the session's broker keeps real time.
-_ON_THE_CLOCK = ("kafka_broker", "kafka_cluster", "kafka_broker_factory")
-_SESSION_FIXTURES = ("kafka_topic", "kafka_session_broker")
+# The fixtures whose brokers a test's kafka_clock drives (kafka_topic's is then kafka_broker);
+# the session's broker keeps real time.
+_ON_THE_CLOCK = ("kafka_broker", "kafka_cluster", "kafka_broker_factory", "kafka_topic")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Fail a test whose own kafkapy marker acts through none of its fixtures (a marker on its
     class or module may rightly cover tests that do not use them), and one whose kafka_clock
-    drives no broker it uses (kafka_topic's broker is the session's, on real time)."""
+    drives no broker it uses (the session's broker keeps real time)."""
     used = set(getattr(item, "fixturenames", ()))
-    if "kafka_clock" in used and used.isdisjoint(_ON_THE_CLOCK) and not used.isdisjoint(_SESSION_FIXTURES):
-        pytest.fail("kafka_clock drives the brokers of kafka_broker, kafka_cluster and kafka_broker_factory; "
-                    "kafka_topic's is the session's broker, which keeps real time, so advance() would not "
-                    "reach it: use kafka_broker (seeded by @pytest.mark.kafka_seed) with kafka_clock",
+    if "kafka_clock" in used and used.isdisjoint(_ON_THE_CLOCK) and "kafka_session_broker" in used:
+        pytest.fail("kafka_clock drives the brokers of kafka_broker, kafka_cluster, kafka_broker_factory and "
+                    "kafka_topic; kafka_session_broker keeps real time, so advance() would not reach it: use "
+                    "kafka_broker (seeded by @pytest.mark.kafka_seed) or kafka_topic with kafka_clock",
                     pytrace=False)
     for marker in item.own_markers:
         wanted = _MARKER_FIXTURES.get(marker.name)
@@ -312,18 +315,39 @@ def _topic_spec(request: pytest.FixtureRequest) -> dict[str, Any]:
     return spec
 
 
+def _topic_home(request: pytest.FixtureRequest) -> str:
+    """The fixture whose broker holds kafka_topic's topic: the test's own broker when it has one
+    (kafka_cluster alone, else kafka_broker, which kafka_clock and kafka_faults also imply: the
+    session's broker keeps real time and has no test's rules), so
+    ``kafka_broker.records(kafka_topic.name)``, ``kafka_clock.advance`` and ``kafka_faults`` reach
+    the topic; the session's broker otherwise."""
+    used = request.fixturenames
+    if "kafka_cluster" in used and "kafka_broker" not in used:
+        return "kafka_cluster"
+    if not {"kafka_broker", "kafka_clock", "kafka_faults"}.isdisjoint(used):
+        return "kafka_broker"
+    return "kafka_session_broker"
+
+
 @pytest.fixture
-def kafka_topic(request: pytest.FixtureRequest, kafka_session_broker: Broker) -> Iterator[KafkaTopic]:
-    """A topic of its own for this test on the session's broker, deleted after it."""
+def kafka_topic(request: pytest.FixtureRequest) -> Iterator[KafkaTopic]:
+    """A topic of its own for this test, on the test's broker or else the session's; deleted
+    after it (with the test's broker, which stops)."""
     spec = _topic_spec(request)
     stem = _ILLEGAL_IN_TOPIC.sub("-", request.node.name).strip("-.")[:_TOPIC_NAME_MAX] or "topic"
     name = f"{stem}-{uuid.uuid4().hex[:12]}"
-    request.node.stash[_SHARED_SINCE] = (kafka_session_broker, time.time())
-    kafka_session_broker.seed({name: spec})
+    home = _topic_home(request)
+    broker = request.getfixturevalue(home)
+    assert isinstance(broker, Broker)
+    shared = home == "kafka_session_broker"
+    if shared:
+        request.node.stash[_SHARED_SINCE] = (broker, time.time())
+    broker.seed({name: spec})
     try:
-        yield KafkaTopic(name, int(spec["partitions"]), kafka_session_broker)
+        yield KafkaTopic(name, int(spec["partitions"]), broker)
     finally:
-        kafka_session_broker.delete_topics(name)
+        if shared:
+            broker.delete_topics(name)
 
 
 @pytest.hookimpl(hookwrapper=True)

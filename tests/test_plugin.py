@@ -247,7 +247,7 @@ def test_kafka_cluster_and_the_seed_marker_in_a_fresh_run(pytester: pytest.Pytes
 
 def test_a_marker_or_clock_on_a_test_without_its_fixture_fails_it(pytester: pytest.Pytester) -> None:
     """A test's own kafka_seed, kafka_topic or kafka_strict marker acting through none of its
-    fixtures did nothing and the test passed, and so did kafka_clock beside kafka_topic alone;
+    fixtures did nothing and the test passed, and so did kafka_clock beside kafka_session_broker alone;
     a marker on the module still covers the tests it fits."""
     pytester.makepyfile("""
         import pytest
@@ -273,8 +273,8 @@ def test_a_marker_or_clock_on_a_test_without_its_fixture_fails_it(pytester: pyte
         def test_strict_on_a_factory(kafka_broker_factory):
             pass
 
-        def test_a_clock_for_the_sessions_broker(kafka_clock, kafka_topic):
-            pass  # advance() moved no broker of the test: kafka_topic's keeps real time
+        def test_a_clock_for_the_sessions_broker(kafka_clock, kafka_session_broker):
+            pass  # advance() moved no broker of the test: the session's keeps real time
     """)
     result = pytester.runpytest(*QUICK)
     result.assert_outcomes(passed=2, errors=4)
@@ -287,8 +287,8 @@ def test_a_marker_or_clock_on_a_test_without_its_fixture_fails_it(pytester: pyte
         "*ERROR at setup of test_strict_without_a_broker*",
         "@pytest.mark.kafka_strict acts through kafka_broker or kafka_cluster or kafka_broker_factory,*",
         "*ERROR at setup of test_a_clock_for_the_sessions_broker*",
-        "kafka_clock drives the brokers of kafka_broker, kafka_cluster and kafka_broker_factory; "
-        "kafka_topic's is the session's broker, which keeps real time, *"])
+        "kafka_clock drives the brokers of kafka_broker, kafka_cluster, kafka_broker_factory and "
+        "kafka_topic; kafka_session_broker keeps real time, *"])
 
 
 def test_a_failing_kafka_topic_test_reports_the_session_brokers_requests_of_that_test(

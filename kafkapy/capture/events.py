@@ -10,11 +10,12 @@ import attrs
 
 from kafkapy.capture.tcp import Connection, ConnectionClosed
 
-__all__ = ["ConnectionClassified", "Frame", "FrameEvent", "Unframed", "UnframedReason"]
+__all__ = ["ConnectionClassified", "Frame", "FrameEvent", "TlsNote", "Unframed", "UnframedReason"]
 
 _I32 = struct.Struct(">i")
 
 UnframedReason = Literal["missing", "discarded"]
+NoteStatus = Literal["undecodable", "gap"]
 
 
 class Frame(NamedTuple):
@@ -91,4 +92,16 @@ class ConnectionClassified:
     basis: str
 
 
-FrameEvent = Frame | Unframed | ConnectionClassified | ConnectionClosed
+@attrs.frozen
+class TlsNote:
+    """What the TLS layer could not decrypt, for one row: a whole connection (``side`` None,
+    status ``undecodable``) or the rest of one direction (status ``gap``)."""
+
+    conn: Connection
+    side: int | None
+    ts: float
+    status: NoteStatus
+    reason: str
+
+
+FrameEvent = Frame | Unframed | ConnectionClassified | ConnectionClosed | TlsNote

@@ -42,12 +42,13 @@ import os
 import re
 import struct
 from collections.abc import Iterable, Iterator, MutableSet
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import attrs
 
-from kafkapy.capture.events import ConnectionClassified, Frame, FrameEvent, Unframed
+from kafkapy.capture.events import ConnectionClassified, Frame, FrameEvent, TlsNote, Unframed
 from kafkapy.capture.fused import FusedWalk
+from kafkapy.capture.keylog import KeyLog
 from kafkapy.capture.packets import PacketDecoder
 from kafkapy.capture.pcap import CaptureReader
 from kafkapy.capture.tcp import (
@@ -64,6 +65,9 @@ from kafkapy.capture.tcp import (
 from kafkapy.protocol.api_keys import FIRST_PRIVATE_API_KEY, ApiKey
 from kafkapy.protocol.header import unpack_request_prefix
 from kafkapy.protocol.strings import decode_string
+
+if TYPE_CHECKING:
+    from kafkapy.capture.tls import TlsDecryptor
 
 __all__ = [
     "MAX_FRAME_SIZE",
@@ -840,6 +844,7 @@ class FrameReader:
         kafka_ports: Iterable[int] = DEFAULT_KAFKA_PORTS,
         max_frame_size: int = MAX_FRAME_SIZE,
         idle_timeout: float | None = None,
+        tls_keylog: KeyLog | None = None,
     ) -> None:
         self.source = source
         ports: set[int] = set(kafka_ports)
@@ -847,6 +852,13 @@ class FrameReader:
         self.tcp = TcpReassembler(ports, idle_timeout=idle_timeout)
         self.framer = KafkaFramer(ports, max_frame_size=max_frame_size)
         self.capture: CaptureReader | None = None
+        # With a key log, TLS connections are decrypted between the TCP layer and the framer
+        # (kafkapy.capture.tls); the fused walk, which goes from packets to frames, is not taken.
+        self.tls: TlsDecryptor | None = None
+        if tls_keylog is not None:
+            from kafkapy.capture.tls import TlsDecryptor
+
+            self.tls = TlsDecryptor(tls_keylog, ports)
         # the fast path, which also keeps the counts for the layer-by-layer path
         self._walk = FusedWalk(self.packets, self.tcp, self.framer)
 
@@ -867,16 +879,29 @@ class FrameReader:
     def __iter__(self) -> Iterator[FrameEvent]:
         with CaptureReader(self.source) as capture:
             self.capture = capture
-            if self.tcp.idle_timeout is not None:
-                # Idle sweeps run per segment: only the layer-by-layer path has them.
+            if self.tcp.idle_timeout is not None or self.tls is not None:
+                # Idle sweeps run per segment, and TLS sits between the layers: only the
+                # layer-by-layer path has them.
                 yield from self._layered(capture)
             else:
                 yield from self._walk.walk(capture)
             for event in self.tcp.finish():
-                yield from self.framer.feed(event)
+                yield from self._above_tcp(event)
+
+    def _above_tcp(self, event: TcpEvent) -> Iterator[FrameEvent]:
+        """A TCP event through the TLS layer (when there is one) and the framer."""
+        if self.tls is None:
+            yield from self.framer.feed(event)
+            return
+        for decrypted in self.tls.feed(event):
+            if isinstance(decrypted, TlsNote):
+                yield decrypted
+            else:
+                yield from self.framer.feed(decrypted)
 
     def _layered(self, capture: CaptureReader) -> Iterator[FrameEvent]:
-        decode, feed_tcp, feed_framer = self.packets.decode, self.tcp.feed, self.framer.feed
+        decode, feed_tcp = self.packets.decode, self.tcp.feed
+        above = self._above_tcp
         counts = self._walk
         for packet in capture:
             counts.packet_count += 1
@@ -885,7 +910,7 @@ class FrameReader:
             if seg is None:
                 continue
             for event in feed_tcp(seg):
-                yield from feed_framer(event)
+                yield from above(event)
 
 
 def read_frames(

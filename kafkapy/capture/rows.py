@@ -34,8 +34,10 @@ from json.encoder import (  # type: ignore[attr-defined]  # c_make_encoder is CP
 from typing import Any, BinaryIO
 
 from kafkapy.capture.errors import CaptureError
+from kafkapy.capture.events import TlsNote
 from kafkapy.capture.filters import RowFilter
 from kafkapy.capture.frames import TLS_BASIS, ConnectionClassified, Frame, FrameReader, Unframed
+from kafkapy.capture.keylog import KeyLog
 from kafkapy.capture.options import body_api_keys, port_numbers
 from kafkapy.capture.pairing import Exchange, ExchangeStatus, Pairer, ProtocolDecoder
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS, Connection, Endpoint
@@ -452,19 +454,30 @@ def gap_values(u: Unframed, *, capture: str | None = None) -> tuple[Any, ...]:
             None, None, "gap", reason, None, capture)  # fmt: skip
 
 
-# The reason of a connection skipped because it is encrypted.
+# The reason of a connection skipped because it is encrypted, without a key log...
 TLS_REASON = (
-    "TLS: the connection carries TLS records, so its Kafka traffic is encrypted and cannot be "
-    "decoded (skipped)"
+    "TLS, no keys: the connection carries TLS records, so its Kafka traffic is encrypted (skipped; "
+    "--tls-keylog with the clients' key log decrypts a connection whose handshake is in the capture)"
+)
+# ... and with one, for a connection the capture joined after its handshake (the TLS layer
+# passes those on as they are: nothing tells it which keys they need).
+TLS_JOINED_REASON = (
+    "TLS, no keys: the capture joined the connection after its TLS handshake, whose client random "
+    "names its secrets in the key log (skipped)"
 )
 
 
-def tls_values(event: ConnectionClassified, *, capture: str | None = None) -> tuple[Any, ...]:
+def tls_values(
+    event: ConnectionClassified | TlsNote, *, capture: str | None = None, reason: str = TLS_REASON
+) -> tuple[Any, ...]:
     """The row values for a connection on a Kafka port that speaks TLS (seen at its start, or where
-    the capture joined it): one row says it was skipped."""
+    the capture joined it), or for what the TLS layer could not decrypt: one row says why."""
     conn = event.conn
+    status = "undecodable"
+    if type(event) is TlsNote:
+        status, reason = event.status, event.reason
     return (event.ts, str(conn.client), str(conn.server), conn.id, None, None, None, None, None, None,
-            None, None, None, None, None, None, "undecodable", TLS_REASON, None, capture)  # fmt: skip
+            None, None, None, None, None, None, status, reason, None, capture)  # fmt: skip
 
 
 def gap_row(u: Unframed, *, capture: str | None = None) -> Row:
@@ -495,6 +508,7 @@ def decode_capture_values(
     client_id: str | Iterable[str] | None = None,
     errors_only: bool = False,
     row_filter: RowFilter | None = None,
+    tls_keylog: str | os.PathLike[str] | KeyLog | None = None,
 ) -> Iterator[tuple[Any, ...]]:
     """Like :func:`decode_capture`, each row as a tuple of values in :data:`COLUMNS` order.
 
@@ -503,23 +517,27 @@ def decode_capture_values(
     ``kafka_ports``, ``bodies`` and the filters are checked here, before the file is opened
     (ValueError). ``row_filter``: a :class:`~kafkapy.capture.filters.RowFilter` made by the
     caller (which counts the rows it saw), in place of ``api``, ``topic``, ``client_id`` and
-    ``errors_only``.
+    ``errors_only``. ``tls_keylog``: the clients' NSS key log (a path, or a KeyLog), to decrypt
+    TLS connections; read here, so a missing file is a ValueError at the call, and so is a
+    missing ``cryptography`` (an ImportError).
     """
     if capture is None and isinstance(source, (str, os.PathLike)):
         capture = os.fspath(source)
     if row_filter is None:
         row_filter = RowFilter(api=api, topic=topic, client_id=client_id, errors_only=errors_only)
+    keylog = open_keylog(tls_keylog)
     values = _capture_values(source, port_numbers(kafka_ports), decode_records, body_api_keys(bodies),
-                             capture, progress, decoder)
+                             capture, progress, decoder, keylog)
     return filter(row_filter, values) if row_filter.active else values
 
 
 def _capture_values(
     source: str | os.PathLike[str] | BinaryIO, kafka_ports: tuple[int, ...], decode_records: bool,
     bodies: frozenset[int] | None, capture: str | None, progress: Callable[[int], None] | None,
-    decoder: ProtocolDecoder | None,
+    decoder: ProtocolDecoder | None, tls_keylog: KeyLog | None,
 ) -> Iterator[tuple[Any, ...]]:
-    reader = FrameReader(source, kafka_ports=kafka_ports)
+    reader = FrameReader(source, kafka_ports=kafka_ports, tls_keylog=tls_keylog)
+    tls_reason = TLS_REASON if tls_keylog is None else TLS_JOINED_REASON
     pairer = Pairer(decoder if decoder is not None else RowDecoder(decode_records), bodies=bodies)
     # Pairer.feed's two halves for a Frame, called straight with one list reused
     # (feed makes a list per frame and dispatches on the event's type)
@@ -549,7 +567,9 @@ def _capture_values(
                         out.clear()
             elif type(event) is ConnectionClassified:
                 if event.basis == TLS_BASIS:
-                    yield tls_values(event, capture=capture)
+                    yield tls_values(event, capture=capture, reason=tls_reason)
+            elif type(event) is TlsNote:
+                yield tls_values(event, capture=capture)
             elif isinstance(event, Unframed):
                 # length None: joined mid-stream, a gap before the first byte (not news); bytes
                 # missing once the file was cut are the cut, reported by the row below instead
@@ -577,6 +597,17 @@ def _capture_values(
         progress(reader.packet_count)
 
 
+def open_keylog(tls_keylog: str | os.PathLike[str] | KeyLog | None) -> KeyLog | None:
+    """``tls_keylog`` read (a KeyLogError, a ValueError, if it cannot be), after checking that the
+    AEAD it needs is installed (AeadMissing, an ImportError, if not)."""
+    if tls_keylog is None:
+        return None
+    from kafkapy.capture.tls_keys import require_aead
+
+    require_aead()
+    return tls_keylog if isinstance(tls_keylog, KeyLog) else KeyLog(tls_keylog)
+
+
 def decode_capture(
     source: str | os.PathLike[str] | BinaryIO,
     *,
@@ -590,6 +621,7 @@ def decode_capture(
     client_id: str | Iterable[str] | None = None,
     errors_only: bool = False,
     row_filter: RowFilter | None = None,
+    tls_keylog: str | os.PathLike[str] | KeyLog | None = None,
 ) -> Iterator[Row]:
     """Every row of one capture file, streamed (memory bounded by open connections).
 
@@ -603,12 +635,13 @@ def decode_capture(
 
     ``api``, ``topic``, ``client_id`` and ``errors_only`` keep only the rows that pass them all
     (:mod:`kafkapy.capture.filters`, as ``kafkapy decode``'s options of those names); a bad value
-    is a ValueError at the call too.
+    is a ValueError at the call too. ``tls_keylog`` (``--tls-keylog``) names the clients' key log,
+    which decrypts TLS connections whose handshake the capture holds.
     """
     return map(_row, decode_capture_values(
         source, kafka_ports=kafka_ports, decode_records=decode_records, bodies=bodies, capture=capture,
         progress=progress, api=api, topic=topic, client_id=client_id, errors_only=errors_only,
-        row_filter=row_filter,
+        row_filter=row_filter, tls_keylog=tls_keylog,
     ))  # fmt: skip
 
 

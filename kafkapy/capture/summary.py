@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["PERCENTILES", "Summary", "percentile"]
+__all__ = ["PERCENTILES", "Summary", "is_tls_row", "percentile", "tls_line"]
 
 PERCENTILES = (50.0, 90.0, 99.0, 100.0)
 
@@ -24,6 +24,16 @@ def percentile(sorted_values: list[float], p: float) -> float:
     """Nearest-rank percentile of an ascending list (non-empty)."""
     rank = max(1, math.ceil(p / 100.0 * len(sorted_values)))
     return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def is_tls_row(row: Mapping[str, Any]) -> bool:
+    """A row the TLS layer or the framer made for a TLS connection (or direction) not decrypted."""
+    return row.get("connection_id") is not None and (row.get("reason") or "").startswith("TLS")
+
+
+def tls_line(row: Mapping[str, Any]) -> str:
+    """The summary's line for such a row: the connection, and why."""
+    return f"#{row['connection_id']} {row.get('src')} -> {row.get('dst')}: {row.get('reason')}"
 
 
 @attrs.define
@@ -36,6 +46,8 @@ class Summary:
     bytes_per_topic: Counter[str] = attrs.Factory(Counter)
     # per API name: latency percentiles in ms, filled by finish() or by Spark
     latency: dict[str, dict[float, float]] = attrs.Factory(dict)
+    # one line per TLS connection (or direction) not decrypted: which, and why
+    tls: list[str] = attrs.Factory(list)
     _latencies: dict[str, list[float]] = attrs.Factory(dict)
 
     def add(self, row: Mapping[str, Any]) -> None:
@@ -43,6 +55,8 @@ class Summary:
         self.status[row["status"]] += 1
         name = row.get("api_name")
         if name is None:
+            if is_tls_row(row):
+                self.tls.append(tls_line(row))
             return
         self.per_api[name] += 1
         self.per_client[row.get("client_id") or "(none)"] += 1
@@ -90,6 +104,10 @@ class Summary:
             if len(counts) > top:
                 out.append(f"  ... {len(counts) - top} more")
 
+        if self.tls:
+            out.append("")
+            out.append("TLS not decrypted")
+            out.extend(f"  {line}" for line in self.tls)
         section("requests per API", self.per_api)
         section("requests per client", self.per_client)
         section("requests per topic", self.per_topic)

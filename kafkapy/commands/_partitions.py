@@ -262,9 +262,13 @@ class PartitionClient:
     def _leader_id(self, topic: str, partition: int) -> int:
         leader = self._leaders.get((topic, partition))
         if leader is None:
-            self.topics([topic])
+            described = self.topics([topic])
             leader = self._leaders.get((topic, partition))
             if leader is None:
+                if any(info.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for info in described):
+                    # No such topic: nothing will make it, so fail now, as Kafka's admin client
+                    # fails a partition whose topic Metadata does not know (PartitionLeaderStrategy).
+                    raise ClientError(f"{topic}-{partition}: {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.name}")
                 raise Retry(f"{topic}-{partition}: UNKNOWN_TOPIC_OR_PARTITION")
         if leader < 0:
             raise Retry(f"{topic}-{partition}: LEADER_NOT_AVAILABLE")

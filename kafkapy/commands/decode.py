@@ -11,7 +11,8 @@ from typing import Any, BinaryIO, TextIO
 
 from kafkapy.capture import options
 from kafkapy.capture.filters import RowFilter
-from kafkapy.capture.rows import Row, decode_capture, to_json, write_parquet
+from kafkapy.capture.keylog import KeyLog
+from kafkapy.capture.rows import Row, decode_capture, open_keylog, to_json, write_parquet
 from kafkapy.capture.summary import Summary
 from kafkapy.capture.tcp import DEFAULT_KAFKA_PORTS
 from kafkapy.protocol.error_sites import error_name
@@ -58,6 +59,9 @@ def add_common_options(p: argparse.ArgumentParser) -> None:
                    help="only rows of requests with this client id (repeatable: any of them)")
     p.add_argument("--errors-only", action="store_true",
                    help="only rows whose response has a non-zero error code (the errors column)")
+    p.add_argument("--tls-keylog", metavar="FILE",
+                   help="the clients' TLS key log (SSLKEYLOGFILE format): decrypts TLS connections "
+                   "whose handshake is in the capture (needs cryptography: pip install 'kafkapy[tls]')")
     p.add_argument("--raw-records", action="store_true", help="keep record batches as base64, not decoded")
     p.add_argument("--summary", action="store_true", help="print a summary table to stderr")
     p.add_argument("--summary-plot", metavar="PNG", help="also draw the summary as a PNG (needs matplotlib)")
@@ -129,6 +133,12 @@ def row_filter(args: argparse.Namespace) -> RowFilter:
     return RowFilter(api=args.api, topic=args.topic, client_id=args.client_id, errors_only=args.errors_only)
 
 
+def keylog_problem(args: argparse.Namespace) -> KeyLog | None:
+    """``--tls-keylog`` read, before any capture is: a KeyLogError (a ValueError) for a file that
+    is missing or holds no secrets, an ImportError when ``cryptography`` is not installed."""
+    return open_keylog(args.tls_keylog)
+
+
 def kafka_ports(args: argparse.Namespace) -> tuple[int, ...]:
     return tuple(args.kafka_ports) if args.kafka_ports else tuple(DEFAULT_KAFKA_PORTS)
 
@@ -173,6 +183,7 @@ class _Progress:
 def iter_rows(
     paths: list[str], ports: tuple[int, ...], *, decode_records: bool, progress: _Progress | None,
     errors: list[str], bodies: frozenset[int] | None = None, where: RowFilter | None = None,
+    keylog: KeyLog | None = None,
 ) -> Iterator[Row]:  # fmt: skip
     for i, path in enumerate(paths, 1):
         callback: Callable[[int], None] | None = None
@@ -185,7 +196,7 @@ def iter_rows(
         seen_before = where.seen if where is not None else 0
         rows = decode_capture(
             source, kafka_ports=ports, decode_records=decode_records, bodies=bodies, capture=path,
-            progress=callback, row_filter=where,
+            progress=callback, row_filter=where, tls_keylog=keylog,
         )
         found = 0
         for row in rows:
@@ -220,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         where = row_filter(args)
-    except ValueError as exc:
+        keylog = keylog_problem(args)
+    except (ValueError, ImportError) as exc:
         print(f"kafkapy decode: error: {exc}", file=sys.stderr)
         return 2
     progress = None
@@ -228,7 +240,8 @@ def run(args: argparse.Namespace) -> int:
         progress = _Progress(sys.stderr, len(args.captures))
     errors: list[str] = []
     rows = iter_rows(list(args.captures), kafka_ports(args), decode_records=not args.raw_records,
-                     progress=progress, errors=errors, bodies=args.bodies, where=where)  # fmt: skip
+                     progress=progress, errors=errors, bodies=args.bodies, where=where,
+                     keylog=keylog)  # fmt: skip
     summary: Summary | None = Summary() if args.summary or args.summary_plot else None
     if summary is not None:
         rows = _tee(rows, summary)

@@ -159,19 +159,39 @@ def _offset_rows(client: GroupClient, group: GroupDescription) -> list[dict[str,
     """One row per partition the group has an offset for or a member owns, with the lag."""
     committed = {(c.topic, c.partition): c.offset for c in client.committed(group.group_id)}
     owners = {tp: m for m in group.members for tp in m.assignment}
+    listed = sorted(committed.keys() | owners.keys())
+    missing = _missing_partitions(client, listed)
     rows = []
-    for topic, partition in sorted(committed.keys() | owners.keys()):
-        end = client.list_offset(topic, partition, LATEST)
+    for topic, partition in listed:
+        # A partition whose topic is gone has no log end: "-" in both columns (KAFKA-17218),
+        # where asking its leader would wait out the whole --timeout and fail the command.
+        end = client.list_offset(topic, partition, LATEST) if (topic, partition) not in missing else None
         current = committed.get((topic, partition))
         member = owners.get((topic, partition))
         rows.append({"group": group.group_id, "topic": topic, "partition": partition,
                      "current_offset": current, "log_end_offset": end,
                      # Kafka shows a negative lag as it is: an offset past the log end (a log
                      # truncated under the group) is worth seeing, not hiding as 0.
-                     "lag": None if current is None else end - current,
+                     "lag": None if current is None or end is None else end - current,
                      "consumer_id": member and member.member_id, "host": member and member.client_host,
                      "client_id": member and member.client_id})
     return rows
+
+
+def _missing_partitions(client: GroupClient, listed: Sequence[tuple[str, int]]) -> set[tuple[str, int]]:
+    """The partitions of ``listed`` that no longer exist: their topic is answered
+    UNKNOWN_TOPIC_OR_PARTITION (deleted), or it lists partitions and not this one (made again
+    with fewer). A topic still being made (no partitions yet) is not missing."""
+    if not listed:
+        return set()
+    infos = {info.name: info for info in client.topics(sorted({topic for topic, _ in listed}))}
+    missing = set()
+    for topic, partition in listed:
+        info = infos.get(topic)
+        if info is None or info.error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (
+                info.partitions and partition not in {p.partition for p in info.partitions}):
+            missing.add((topic, partition))
+    return missing
 
 
 def _assignment_cell(assignment: Sequence[tuple[str, int]]) -> str | None:

@@ -18,7 +18,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from kafkapy.commands.decode import add_common_options, kafka_ports, outputs_problem, row_filter
+from kafkapy.commands.decode import (
+    add_common_options,
+    kafka_ports,
+    keylog_problem,
+    outputs_problem,
+    row_filter,
+)
 
 # The line a JVM prints for an exception that ends it, e.g. spark-submit's
 # `Exception in thread "main" org.apache.spark.SparkException: Master must ...`.
@@ -84,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         row_filter(args)  # checked before Spark starts
-    except ValueError as exc:
+        keylog_problem(args)
+    except (ValueError, ImportError) as exc:
         print(f"kafkapy spark-decode: error: {exc}", file=sys.stderr)
         return 2
     with _quiet(args.verbose) as log_path:
@@ -98,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
             parts = write_captures(
                 spark, files, args.output, mode=args.mode, kafka_ports=kafka_ports(args),
                 decode_records=not args.raw_records, bodies=args.bodies, api=args.api, topic=args.topic,
-                client_id=args.client_id, errors_only=args.errors_only,
+                client_id=args.client_id, errors_only=args.errors_only, tls_keylog=args.tls_keylog,
             )  # fmt: skip
             summary = None
             if args.summary or args.summary_plot:

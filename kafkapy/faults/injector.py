@@ -44,6 +44,7 @@ from kafkapy.faults.rules import (
     Throttle,
     TruncateResponse,
 )
+from kafkapy.protocol.catalogue import api_name
 from kafkapy.protocol.chunks import joined
 from kafkapy.protocol.codec import encode_response_body, fit_body
 from kafkapy.protocol.error_answers import error_answer
@@ -91,6 +92,9 @@ class FaultHandle:
         self.rule = rule
         self.matched = 0
         self.fired = 0
+        # Requests whose ``when`` raised (taken as not matching), and the APIs warned of once each.
+        self.when_errors = 0
+        self._when_warned: set[int] = set()
         self.removed = False
         self._faults = faults
         self._random = random.Random(rule.seed)
@@ -266,11 +270,12 @@ class Faults:
     def firing(self, context: RequestContext, request: Request) -> FaultHandle | None:
         """The first handle whose rule matches this request and fires."""
         for handle in self.handles:
-            if self._matches(handle.rule, context, request) and handle._fires():
+            if self._matches(handle, context, request) and handle._fires():
                 return handle
         return None
 
-    def _matches(self, rule: FaultRule, context: RequestContext, request: Request) -> bool:
+    def _matches(self, handle: FaultHandle, context: RequestContext, request: Request) -> bool:
+        rule = handle.rule
         if rule.api is not None and context.api_key not in rule.api:
             return False
         if rule.versions is not None and not rule.versions[0] <= context.api_version <= rule.versions[1]:
@@ -284,7 +289,20 @@ class Faults:
             if not any(topic == rule.topic and (rule.partition is None or partition == rule.partition)
                        for topic, partition in named):
                 return False
-        return rule.when is None or bool(rule.when(request.body))
+        if rule.when is None:
+            return True
+        try:
+            return bool(rule.when(request.body))
+        except Exception as exc:
+            # A predicate written for one API's body (body["transactional_id"]) meets another's: that
+            # request does not match, where the error closed the client's connection with a traceback.
+            handle.when_errors += 1
+            if context.api_key not in handle._when_warned:
+                handle._when_warned.add(context.api_key)
+                log.warning("fault rule %r: its when= raised %s on %s v%d, so it does not match that "
+                            "request (give api= to keep it to the requests it reads)", rule,
+                            f"{type(exc).__name__}: {exc}", api_name(context.api_key), context.api_version)
+            return False
 
     def _topic_name(self, topic_id: uuid.UUID) -> str | None:
         return self._services.cluster.topic_name(topic_id)

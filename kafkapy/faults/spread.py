@@ -33,6 +33,9 @@ class RuleHandle(Protocol):
     def fired(self) -> int: ...
 
     @property
+    def when_errors(self) -> int: ...
+
+    @property
     def removed(self) -> bool: ...
 
     def remove(self) -> None: ...
@@ -62,6 +65,10 @@ class SpreadHandle:
     @property
     def fired(self) -> int:
         return sum(handle.fired for handle in self.handles)
+
+    @property
+    def when_errors(self) -> int:
+        return sum(handle.when_errors for handle in self.handles)
 
     @property
     def removed(self) -> bool:

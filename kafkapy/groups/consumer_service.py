@@ -59,6 +59,7 @@ from kafkapy.groups.records import (
 from kafkapy.groups.retention import (
     CONSUMER_PROTOCOL_TYPE,
     ConsumerGroupFacts,
+    Expiry,
     expire_offsets,
     expiry_tombstones,
 )
@@ -293,6 +294,23 @@ class ConsumerGroupService:
                     await self.delete(group_id)
             except KafkaApiError:
                 continue  # written next pass; a member that joined meanwhile keeps the group
+
+    async def remove_offsets_of_topics(self, loaded: Callable[[int], bool], topics: Collection[str]) -> None:
+        """The offsets of deleted ``topics`` go from the consumer groups of loaded partitions (Kafka's
+        OffsetMetadataManager.onPartitionsDeleted: tombstones only; an empty group left without
+        offsets goes at the next retention pass, as Kafka's cleanup removes it)."""
+        for group_id in list(self.groups.groups):
+            if not loaded(self._partition_for(group_id)):
+                continue
+            gone = tuple(tp for tp in self._offsets.partitions(group_id) if tp[0] in topics)
+            if not gone:
+                continue
+            try:
+                await self._persist(group_id, expiry_tombstones(group_id, Expiry(gone, False)))
+            except KafkaApiError:
+                continue  # not written (the partition moved, or a reset): kept, as Kafka keeps them
+            for topic, partition in gone:
+                self._offsets.delete(group_id, topic, partition)
 
     async def delete_offsets(self, group: ConsumerGroup, partitions: Sequence[tuple[str, int]]
                              ) -> dict[tuple[str, int], ErrorCode]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import attrs
 
@@ -50,6 +50,7 @@ from kafkapy.groups.records import (
 from kafkapy.groups.retention import (
     CONSUMER_PROTOCOL_TYPE,
     ClassicGroupFacts,
+    Expiry,
     GroupFacts,
     StandaloneGroupFacts,
     expire_offsets,
@@ -730,27 +731,46 @@ class ClassicCoordinator:
             held = [tp for tp in offsets if pending(group_id, *tp)]
             expiry = expire_offsets(self._retention_facts(group_id), offsets, now_ms, retention_ms,
                                     pending_transactional=held)
-            group = self.groups.get(group_id)
-            drop_group = expiry.all_expired and group is not None and group.state is S.EMPTY
-            records = expiry_tombstones(group_id, expiry)
-            if drop_group:
-                records.append(GroupRecord(GroupMetadataKey(group_id), None))
-            if not records:
-                continue
+            self._remove_offsets(group_id, expiry.expired, expiry.all_expired, "expired")
 
-            def stored(code: ErrorCode, group_id: str = group_id, expired: tuple[tuple[str, int], ...] =
-                       expiry.expired, drop: bool = drop_group) -> None:
-                if code != ErrorCode.NONE:
-                    return  # written on the next pass
-                for topic, partition in expired:
-                    self.offsets.delete(group_id, topic, partition)
-                group = self.groups.get(group_id)
-                if drop and group is not None and group.state is S.EMPTY:
-                    self._forget(group)
-                    self.offsets.drop_group(group_id)
-                self._log.info("group %s: %d offset(s) expired%s", group_id, len(expired),
-                               "; the empty group is gone" if drop else "")
-            self._persist(group_id, records, stored)
+    def remove_offsets_of_topics(self, loaded: Callable[[int], bool], topics: Collection[str],
+                                 pending: Callable[[str], bool] = lambda group: False) -> None:
+        """Kafka's handleDeletedPartitions: the offsets of deleted ``topics`` go from the classic
+        and standalone groups of loaded partitions (a tombstone each), and an Empty group left
+        with no offsets, committed or ``pending`` in a transaction, goes too."""
+        for group_id in sorted(set(self.offsets.groups()) | set(self.groups)):
+            if not loaded(self._partition_for(group_id)) or self._other_type(group_id):
+                continue
+            held = self.offsets.partitions(group_id)
+            gone = tuple(sorted(tp for tp in held if tp[0] in topics))
+            if gone:
+                left = len(gone) < len(held) or pending(group_id)
+                self._remove_offsets(group_id, gone, not left, "of deleted topics removed")
+
+    def _remove_offsets(self, group_id: str, gone: tuple[tuple[str, int], ...], nothing_left: bool,
+                        why: str) -> None:
+        """Tombstones for ``gone``, and for the group too when it is Empty with ``nothing_left``
+        (Kafka's cleanupGroupMetadata); applied once written (a failed write: the next pass)."""
+        group = self.groups.get(group_id)
+        drop_group = nothing_left and group is not None and group.state is S.EMPTY
+        records = expiry_tombstones(group_id, Expiry(gone, nothing_left))
+        if drop_group:
+            records.append(GroupRecord(GroupMetadataKey(group_id), None))
+        if not records:
+            return
+
+        def stored(code: ErrorCode) -> None:
+            if code != ErrorCode.NONE:
+                return
+            for topic, partition in gone:
+                self.offsets.delete(group_id, topic, partition)
+            group = self.groups.get(group_id)
+            if drop_group and group is not None and group.state is S.EMPTY:
+                self._forget(group)
+                self.offsets.drop_group(group_id)
+            self._log.info("group %s: %d offset(s) %s%s", group_id, len(gone), why,
+                           "; the empty group is gone" if drop_group else "")
+        self._persist(group_id, records, stored)
 
     # --- admin: DeleteGroups ------------------------------------------------------------------
 

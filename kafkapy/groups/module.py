@@ -83,6 +83,7 @@ from kafkapy.server.services import (
     PartitionLogsProvider,
 )
 from kafkapy.server.share_coordinator import SHARE_COORDINATOR, ShareCoordinatorLocator
+from kafkapy.server.topic_deletions import TopicDeletions
 from kafkapy.server.txn_coordinator import TRANSACTION_COORDINATOR, TransactionCoordinatorLocator
 from kafkapy.server.txn_markers import TXN_MARKERS, TxnMarkerEvents
 from kafkapy.validators import AtLeast
@@ -231,6 +232,7 @@ class GroupsModule(Module):
             OFFSETS_TOPIC, self._still_led, self._install, services.log)
         self.elections = CoordinatorElections(services.cluster, OFFSETS_TOPIC, self._led_epoch,
                                               self._on_election, self._unload)
+        self.topic_deletions = TopicDeletions(services.cluster, self._on_topics_deleted)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._offsets_topic = InternalTopic(services, OFFSETS_TOPIC, lambda: (
             config["offsets.topic.num.partitions"], config["offsets.topic.replication.factor"],
@@ -294,6 +296,7 @@ class GroupsModule(Module):
         self._schedule_retention()
 
         self.elections.start(self.services.loop)
+        self.topic_deletions.start(self.services.loop)
         # A broker stopping resigns its groups as Kafka's controlled shutdown moves them away:
         # joins and syncs waiting on other members are answered NOT_COORDINATOR now (their
         # clients look for the next coordinator), not held for the stop's grace.
@@ -318,9 +321,21 @@ class GroupsModule(Module):
         self.coordinator.expire_offsets(loaded, now_ms, retention, self.txn_offsets.pending.is_pending)
         await self.consumer.expire_offsets(loaded, now_ms, retention)
 
+    def _on_topics_deleted(self, topics: frozenset[str]) -> None:
+        """The groups coordinated here forget the offsets of deleted topics, pending ones too
+        (Kafka's onPartitionsDeleted), so OffsetFetch, lag tools and offset retention no longer
+        see partitions that are gone, and a topic made again under the name starts unconsumed."""
+        def loaded(partition: int) -> bool:
+            return partition in self._loaded
+        self.txn_offsets.pending.forget_topics(topics)
+        pending = self.txn_offsets.pending.groups()
+        self.coordinator.remove_offsets_of_topics(loaded, topics, lambda group: group in pending)
+        self._spawn(self.consumer.remove_offsets_of_topics(loaded, topics))
+
     async def stop(self) -> None:
         self.group_configs.stop()
         self.elections.stop()
+        self.topic_deletions.stop()
         self._loads.stop_all()
         if self._stop_markers is not None:
             self._stop_markers()

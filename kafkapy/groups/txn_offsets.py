@@ -46,7 +46,7 @@ one that cannot be reached is answered COORDINATOR_LOAD_IN_PROGRESS, which clien
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from kafkapy.errors import ErrorCode, KafkaApiError
@@ -117,6 +117,20 @@ class PendingTxnOffsets:
 
     def is_pending(self, group: str, topic: str, partition: int) -> bool:
         return any((topic, partition) in groups.get(group, {}) for groups in self._by_producer.values())
+
+    def forget_topics(self, topics: Collection[str]) -> None:
+        """Forget the pending offsets of deleted ``topics`` (Kafka's removeOffsets takes them out of
+        pendingTransactionalOffsetCommits): a commit of their transaction no longer applies them."""
+        for producer_id in list(self._by_producer):
+            groups = self._by_producer[producer_id]
+            for group in list(groups):
+                offsets = groups[group]
+                for key in [k for k in offsets if k[0] in topics]:
+                    del offsets[key]
+                if not offsets:
+                    del groups[group]
+            if not groups:
+                del self._by_producer[producer_id]
 
     def drop(self, in_partition: Callable[[str], bool]) -> None:
         """Forget the groups ``in_partition``: this broker no longer coordinates them."""

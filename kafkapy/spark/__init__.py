@@ -89,7 +89,7 @@ def expand_paths(paths: str | Iterable[str]) -> list[str]:
 
 def _decode_files(
     batches: Iterator[Any], ports: tuple[int, ...], decode_records: bool, bodies: frozenset[int] | None,
-    where: RowFilter,
+    where: RowFilter, tls_keylog: str | None = None,
 ) -> Iterator[Any]:
     """mapInArrow body: each input row is a capture path; out come row batches."""
     # Imported here, on the executor: see the module docstring.
@@ -100,8 +100,19 @@ def _decode_files(
         for path in batch.column(0).to_pylist():
             yield from decode_capture_batches(
                 path, batch_rows=_BATCH_ROWS, schema=schema, kafka_ports=ports,
-                decode_records=decode_records, bodies=bodies, row_filter=where,
+                decode_records=decode_records, bodies=bodies, row_filter=where, tls_keylog=tls_keylog,
             )  # fmt: skip
+
+
+def _checked_keylog(tls_keylog: str | os.PathLike[str] | None) -> str | None:
+    """The key log's absolute path for the tasks, once the driver has read it (a KeyLogError, a
+    ValueError, if it cannot; an ImportError if ``cryptography`` is missing)."""
+    if tls_keylog is None:
+        return None
+    from kafkapy.capture.rows import open_keylog
+
+    open_keylog(tls_keylog)
+    return os.path.abspath(os.fspath(tls_keylog))
 
 
 def read_captures(
@@ -115,13 +126,16 @@ def read_captures(
     topic: str | Iterable[str] | None = None,
     client_id: str | Iterable[str] | None = None,
     errors_only: bool = False,
+    tls_keylog: str | os.PathLike[str] | None = None,
 ) -> DataFrame:
     """Decoded exchanges of capture files, one task per file.
 
     ``bodies``: API keys whose bodies are decoded (None: all; empty:
     header-level rows only), as in :func:`kafkapy.capture.rows.decode_capture`;
     ``api``, ``topic``, ``client_id`` and ``errors_only`` keep only the rows that pass
-    them, as there (checked on the driver: a bad value is a ValueError).
+    them, as there (checked on the driver: a bad value is a ValueError). ``tls_keylog``: the
+    clients' NSS key log, which decrypts TLS connections (read on the driver to check it, and by
+    each task at the same path, like the captures).
 
     ``paths``: files, directories or glob patterns, expanded on the driver;
     the files must be readable at the same path by every executor (a local
@@ -133,13 +147,14 @@ def read_captures(
     ports = port_numbers(kafka_ports)
     keys = body_api_keys(bodies)
     where = RowFilter(api=api, topic=topic, client_id=client_id, errors_only=errors_only)
+    keylog = _checked_keylog(tls_keylog)
     files = [os.path.abspath(f) for f in files]
     # parallelize with one slice per file: exactly one file per partition, so one task each
     rdd = spark.sparkContext.parallelize([(f,) for f in files], numSlices=len(files))
     paths_df = spark.createDataFrame(rdd, "path string")
 
     def decode(batches: Iterator[Any]) -> Iterator[Any]:
-        return _decode_files(batches, ports, decode_records, keys, where)
+        return _decode_files(batches, ports, decode_records, keys, where, keylog)
 
     return paths_df.mapInArrow(decode, ROW_TYPE)
 
@@ -163,6 +178,7 @@ def _write_files(
     decode_records: bool,
     bodies: frozenset[int] | None,
     where: RowFilter,
+    tls_keylog: str | None = None,
 ) -> Iterator[tuple[str, int]]:
     """mapPartitions body: decode each capture into its own Parquet file.
 
@@ -185,7 +201,7 @@ def _write_files(
             with pq.ParquetWriter(partial, schema) as writer:
                 for batch in decode_capture_batches(
                     path, batch_rows=_PARQUET_BATCH_ROWS, schema=schema, kafka_ports=ports,
-                    decode_records=decode_records, bodies=bodies, row_filter=where,
+                    decode_records=decode_records, bodies=bodies, row_filter=where, tls_keylog=tls_keylog,
                 ):  # fmt: skip
                     writer.write_batch(batch)
                     rows += batch.num_rows
@@ -244,6 +260,7 @@ def write_captures(
     topic: str | Iterable[str] | None = None,
     client_id: str | Iterable[str] | None = None,
     errors_only: bool = False,
+    tls_keylog: str | os.PathLike[str] | None = None,
 ) -> list[tuple[str, int]]:
     """Decode captures into a Parquet directory, one task and one file per capture.
 
@@ -262,6 +279,7 @@ def write_captures(
     ports = port_numbers(kafka_ports)  # before anything is removed or made
     keys = body_api_keys(bodies)
     where = RowFilter(api=api, topic=topic, client_id=client_id, errors_only=errors_only)
+    keylog = _checked_keylog(tls_keylog)
     out = check_output(output, mode)
     if os.path.exists(out) and mode == "overwrite":
         shutil.rmtree(out)
@@ -271,7 +289,7 @@ def write_captures(
         os.remove(success)
 
     def task(part: Iterable[str]) -> Iterator[tuple[str, int]]:
-        return _write_files(part, out, ports, decode_records, keys, where)
+        return _write_files(part, out, ports, decode_records, keys, where, keylog)
 
     # one slice per file: exactly one file per partition, so one task each
     rdd = spark.sparkContext.parallelize(files, numSlices=len(files))
@@ -392,7 +410,7 @@ def summarize(df: DataFrame) -> Any:
 
     from pyspark.sql import functions as F
 
-    from kafkapy.capture.summary import PERCENTILES, Summary
+    from kafkapy.capture.summary import PERCENTILES, Summary, is_tls_row, tls_line
 
     s = Summary()
     s.rows = df.count()
@@ -418,4 +436,10 @@ def summarize(df: DataFrame) -> Any:
     total = lat.agg(F.percentile("latency_ms", fractions).alias("p")).collect()
     if total and total[0]["p"] is not None:
         s.latency["(all)"] = dict(zip(PERCENTILES, total[0]["p"]))
+    # a few rows: one per TLS connection (or direction) not decrypted
+    tls = df.where(F.col("api_name").isNull() & F.col("connection_id").isNotNull()
+                   & F.col("reason").startswith("TLS"))
+    columns = ("capture", "connection_id", "src", "dst", "reason")
+    rows = [r.asDict() for r in tls.select(*columns).orderBy("capture", "connection_id").collect()]
+    s.tls = [tls_line(row) for row in rows if is_tls_row(row)]
     return s

@@ -118,7 +118,7 @@ def test_table_rows_not_ok_say_why(tmp_path: Path) -> None:
         else:
             rows[-1][11] += " " + cells[11]
     by_status = {row[10]: row[11] for row in rows}
-    assert by_status["undecodable"].startswith("TLS: the connection carries TLS records")
+    assert by_status["undecodable"].startswith("TLS, no keys: the connection carries TLS records")
     assert by_status["truncated"].startswith("request frame truncated (snap length, ")
     assert re.fullmatch(r"\d+ bytes missing from the server stream at offset \d+", by_status["gap"])
     assert by_status["unmatched_request"].endswith("the response may have been among them")
@@ -330,7 +330,7 @@ def test_kafka_over_tls_is_one_row_saying_why_it_is_skipped(
     assert [(r["connection_id"], r["status"], r["api_name"]) for r in rows] == [
         (0, "undecodable", None), (1, "ok", "ApiVersions")
     ]  # fmt: skip
-    assert rows[0]["reason"].startswith("TLS: ") and "encrypted" in rows[0]["reason"]
+    assert rows[0]["reason"].startswith("TLS, no keys: ") and "encrypted" in rows[0]["reason"]
     assert (rows[0]["src"], rows[0]["dst"]) == ("10.0.0.1:40000", f"10.0.0.2:{port}")
     assert out.err == ""
 
@@ -419,7 +419,8 @@ def test_a_tls_connection_joined_mid_stream_is_one_row_saying_why(
             w.write(frame, ts)
     assert main(["decode", "--kafka-port", "9093", str(path)]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [(r["connection_id"], r["status"], r["reason"][:5]) for r in rows] == [(0, "undecodable", "TLS: ")]
+    said = [(r["connection_id"], r["status"], r["reason"][:14]) for r in rows]
+    assert said == [(0, "undecodable", "TLS, no keys: ")]
 
 
 def test_filters_keep_the_rows_that_pass_them_all(capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from kafkapy import Broker
 from kafkapy.commands._group_cli import topic_arguments
-from kafkapy.commands._groups import GroupDescription, decode_assignment
-from kafkapy.commands.groups import _describe, _reset_plan, _timestamp_ms, _Usage, duration_ms
+from kafkapy.commands._groups import GroupClient, GroupDescription, MemberDescription, decode_assignment
+from kafkapy.commands.groups import _describe, _offset_rows, _reset_plan, _timestamp_ms, _Usage, duration_ms
 from kafkapy.errors import ErrorCode
 from tests.commands.records_cli import MockCluster, kafkapy
 
@@ -315,6 +315,24 @@ def test_reset_of_a_partition_the_topic_lacks_fails_at_once(broker: Broker) -> N
     assert (result.returncode, result.stderr.decode().strip()) == (
         1, f"kafkapy groups: {TOPIC}-5: UNKNOWN_TOPIC_OR_PARTITION")
     assert rows(groups(broker, "--describe", "--group", "lacking"))[1][3] == "2"
+
+
+def test_describe_shows_dashes_for_a_deleted_topic_at_once(broker: Broker) -> None:
+    """A member described as owning a partition of a topic deleted since (the group has not
+    rebalanced yet) gets "-" for LOG-END-OFFSET and LAG, as kafka-consumer-groups.sh shows an
+    unknown partition (KAFKA-17218), and the other rows their numbers: kafkapy asked the gone
+    partition's leader until --timeout ran out and failed the whole command."""
+    broker.seed({"gone": {"partitions": 1, "records": [{"value": "a"}]}})
+    broker.delete_topics("gone")
+    commit_one(broker, "after-delete", 0, 2)
+    member = MemberDescription("m-1", None, "app", "/127.0.0.1", (("gone", 0), (TOPIC, 0)))
+    group = GroupDescription("after-delete", ErrorCode.NONE, "Stable", "consumer", "range", (member,), 0)
+    started = time.monotonic()
+    with GroupClient(broker.bootstrap_servers, timeout=3) as client:
+        described = _offset_rows(client, group)
+    assert time.monotonic() - started < 2
+    assert [(r["topic"], r["partition"], r["current_offset"], r["log_end_offset"], r["lag"])
+            for r in described] == [("gone", 0, None, None, None), (TOPIC, 0, 2, RECORDS // PARTITIONS, 2)]
 
 
 def test_a_broker_without_group_apis_is_a_one_line_error() -> None:

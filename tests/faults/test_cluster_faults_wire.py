@@ -381,3 +381,17 @@ def test_reset_ends_coordinator_outages(broker: Broker) -> None:
         assert find_coordinator(client, group)[0] == ErrorCode.COORDINATOR_NOT_AVAILABLE
         broker.reset()
         assert find_coordinator(client, group)[0] == ErrorCode.NONE
+
+
+def test_a_clusters_handle_counts_the_when_errors_of_every_broker(cluster: Broker) -> None:
+    """A when= that raises on a body does not match it, on each broker; the cluster's handle sums
+    what each broker counted, as it sums matched and fired."""
+    rule = FaultRule(ErrorAnswer(ErrorCode.NOT_COORDINATOR),
+                     when=lambda body: body["transactional_id"] == "x")
+    with cluster.faults.injected(rule) as handle:
+        for broker in cluster.brokers:
+            with SimpleClient(broker.bootstrap_servers) as client:
+                answer = client.request(ApiKey.METADATA, 9, {"topics": [],
+                                                             "allow_auto_topic_creation": False})
+                assert answer.brokers  # answered, not refused: the rule does not match a Metadata
+    assert (handle.when_errors, handle.matched, handle.fired) == (3, 0, 0)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import confluent_kafka
 import pytest
 from quick_clients import KAFKA_PYTHON_CLIENT, RDKAFKA_CLIENT, RDKAFKA_CONSUMER
 
@@ -177,3 +178,24 @@ def test_a_delay_shows_in_the_clients_latency(broker: Broker) -> None:
     finally:
         producer.close(TIMEOUT_S)
     assert delayed >= 2.0 > plain
+
+
+def test_a_when_that_raises_on_another_apis_body_does_not_match_it(
+        broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    """A predicate written for the transactional requests, on a rule without api=, meets
+    ApiVersions, Metadata and FindCoordinator bodies without the field: those requests do not
+    match (one WARNING line per API, no traceback) and confluent-kafka's transactional producer
+    retries through the two InitProducerId answers the rule makes. The KeyError closed every
+    connection (with a traceback in the broker's log), so the producer never got its id."""
+    rule = FaultRule(ErrorAnswer(ErrorCode.CONCURRENT_TRANSACTIONS), times=2,
+                     when=lambda body: body["transactional_id"] == "payments")
+    with broker.faults.injected(rule) as handle:
+        producer = confluent_kafka.Producer({**RDKAFKA_CLIENT, "bootstrap.servers": broker.bootstrap_servers,
+                                             "transactional.id": "payments"})
+        producer.init_transactions(TIMEOUT_S)
+    assert handle.fired == 2 and handle.when_errors > 0
+    warnings = [r for r in caplog.records if r.name == "kafkapy.faults.injector"]
+    assert warnings and all(r.levelname == "WARNING" and r.exc_info is None for r in warnings)
+    assert "its when= raised KeyError: 'transactional_id' on ApiVersions v" in warnings[0].getMessage()
+    assert len({r.getMessage().split(" on ")[1].split(" v")[0] for r in warnings}) == len(warnings)
+    assert not [r for r in caplog.records if r.name == "kafkapy.server.dispatch"]

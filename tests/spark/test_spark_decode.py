@@ -405,3 +405,36 @@ def test_a_master_spark_rejects_is_one_line_naming_the_log(tmp_path: Path) -> No
     assert verbose.returncode == 1 and "SparkException" in verbose.stderr  # Spark's own output let through
     assert verbose.stderr.splitlines()[-1] == ("kafkapy spark-decode: cannot start Spark (--master "
                                                "local[abc]): Could not parse Master URL: 'local[abc]'")
+
+
+TLS = Path(__file__).resolve().parents[1] / "data" / "tls"
+
+
+def test_the_key_log_decrypts_tls_as_the_local_decoder_does(spark: Any, tmp_path: Path) -> None:
+    from kafkapy.capture.keylog import KeyLogError
+    from kafkapy.spark import read_captures, write_captures
+
+    capture, keys = TLS / "tls-kafka-python.pcap", TLS / "tls-kafka-python.keys"
+    want = [dict(row, ts=round(row["ts"] * 1_000_000)) for row in
+            decode_capture(str(capture), tls_keylog=keys)]  # fmt: skip
+    assert len(want) == 19 and {row["status"] for row in want} == {"ok"}
+    _assert_same_rows(read_captures(spark, str(capture), tls_keylog=keys).collect(), want)
+    write_captures(spark, str(capture), tmp_path / "rows", tls_keylog=str(keys))
+    _assert_same_rows(spark.read.parquet(str(tmp_path / "rows")).collect(), want)
+    with pytest.raises(KeyLogError, match="cannot read the TLS key log"):
+        read_captures(spark, str(capture), tls_keylog=tmp_path / "missing.keys")  # on the driver
+    no_spark = {"SPARK_HOME": str(tmp_path / "no-spark")}
+    missing = _spark_decode(str(capture), "--output", str(tmp_path / "new"), "--tls-keylog",
+                            str(tmp_path / "missing.keys"), env=no_spark)
+    assert missing.returncode == 2 and len(missing.stderr.splitlines()) == 1
+    assert missing.stderr.startswith("kafkapy spark-decode: error: cannot read the TLS key log")
+
+
+def test_the_summary_has_a_line_per_tls_connection_not_decrypted(spark: Any) -> None:
+    from kafkapy.capture.summary import Summary
+    from kafkapy.spark import read_captures, summarize
+
+    capture = str(TLS / "tls-kafka-python.pcap")
+    local = Summary().add_all(decode_capture(capture, kafka_ports=[40727]))
+    assert len(local.tls) == 6 and all("TLS, no keys" in line for line in local.tls)
+    assert summarize(read_captures(spark, capture, kafka_ports=[40727])).tls == local.tls

@@ -93,6 +93,19 @@ def test_errors_are_one_line(broker: tuple[Broker, confluent_kafka.Producer]) ->
         "Could not find any open transactions starting at offset 99 on partition out-1")
 
 
+def test_a_topic_that_does_not_exist_fails_at_once(broker: tuple[Broker, confluent_kafka.Producer]) -> None:
+    """As Kafka's admin client fails a partition of a topic Metadata does not know, where kafkapy
+    asked for its leader again until --timeout ran out (10 s)."""
+    running, _ = broker
+    for args in (("describe-producers", "--topic", "nope", "--partition", "0"),
+                 ("abort", "--topic", "nope", "--partition", "0", "--start-offset", "0")):
+        started = time.monotonic()
+        result = transactions(running, *args)
+        assert time.monotonic() - started < 5
+        assert result.returncode == 1
+        assert result.stderr.decode().strip().endswith("nope-0: UNKNOWN_TOPIC_OR_PARTITION"), result.stderr
+
+
 def test_consume_with_the_transaction_log_formatter(broker: tuple[Broker, confluent_kafka.Producer]) -> None:
     """``kafkapy consume --formatter transaction-log`` prints what the coordinator wrote for the
     open transaction, as Kafka's TransactionLogMessageFormatter does."""
