@@ -9,7 +9,9 @@ fix that strips only the leading ``KAFKA_``): drop the prefix, lower-case, then 
 ``key=value`` lines, so they win over the file and are read as a .properties file reads them; with
 neither settings nor a file the image runs its default file, Kafka's config/kraft/server.properties.
 Before that its scripts derive ``KAFKA_LISTENERS`` from ``KAFKA_ADVERTISED_LISTENERS`` (each host
-made 0.0.0.0) when it is unset, unless the process is a controller only.
+made 0.0.0.0) when it is unset, unless the process is a controller only, and, with an SSL listener
+advertised, the key and trust stores' locations and passwords from the files its
+``KAFKA_SSL_*_FILENAME`` and ``KAFKA_SSL_*_CREDENTIALS`` name under /etc/kafka/secrets.
 
 ``kafkapy serve`` reads the environment only when asked (``--env``): the image is a container whose
 environment is its compose file's, where a shell's holds ``KAFKA_*`` variables meant for other
@@ -21,9 +23,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Final
 
-from kafkapy.server.config import parse_properties
+from kafkapy.server.config import ConfigError, parse_properties
 
 __all__ = ["IMAGE_DEFAULT_CLUSTER_ID", "IMAGE_DEFAULT_SETTINGS", "settings_from_environment"]
 
@@ -49,6 +52,17 @@ IMAGE_DEFAULT_SETTINGS: Final[Mapping[str, str]] = {
 }
 
 
+# The image's configure script: with an SSL listener advertised, the key store (and, with client
+# authentication, the trust store) are files named by variables under its secrets directory, and their
+# passwords the contents of files named likewise ($(cat file): trailing newlines dropped).
+SECRETS_DIRECTORY: Final = "/etc/kafka/secrets"
+_KEY_STORE_SECRETS: Final = (("KAFKA_SSL_KEYSTORE_FILENAME", "KAFKA_SSL_KEYSTORE_LOCATION", False),
+                             ("KAFKA_SSL_KEY_CREDENTIALS", "KAFKA_SSL_KEY_PASSWORD", True),
+                             ("KAFKA_SSL_KEYSTORE_CREDENTIALS", "KAFKA_SSL_KEYSTORE_PASSWORD", True))
+_TRUST_STORE_SECRETS: Final = (("KAFKA_SSL_TRUSTSTORE_FILENAME", "KAFKA_SSL_TRUSTSTORE_LOCATION", False),
+                               ("KAFKA_SSL_TRUSTSTORE_CREDENTIALS", "KAFKA_SSL_TRUSTSTORE_PASSWORD", True))
+
+
 def setting_name(variable: str) -> str:
     """The broker key of a ``KAFKA_*`` variable, by the image's rule (in its order of replacements)."""
     return (variable[len(PREFIX):].lower()
@@ -56,7 +70,7 @@ def setting_name(variable: str) -> str:
 
 
 def settings_from_environment(environ: Mapping[str, str], file_settings: Mapping[str, str] | None,
-                              ) -> dict[str, str]:
+                              secrets: str = SECRETS_DIRECTORY) -> dict[str, str]:
     """The settings of the image given ``environ`` and the server.properties it was given (None: no
     file): the file's, then the environment's over them, read as that file reads them; with neither,
     the image's default file's. The cluster id is CLUSTER_ID, else the image's default, unless
@@ -68,6 +82,7 @@ def settings_from_environment(environ: Mapping[str, str], file_settings: Mapping
         # the image's configure script: listen on every interface at the advertised ports
         advertised = variables["KAFKA_ADVERTISED_LISTENERS"]
         variables["KAFKA_LISTENERS"] = re.sub(r"://[^:]*:", "://0.0.0.0:", advertised)
+    variables.update(_ssl_secrets(variables, Path(secrets)))
     lines = "".join(f"{setting_name(name)}={value}\n" for name, value in variables.items())
     from_environment = parse_properties(lines, "the KAFKA_* environment variables")
     if not from_environment and not file_settings:
@@ -80,3 +95,26 @@ def settings_from_environment(environ: Mapping[str, str], file_settings: Mapping
     if cluster_id is not None and "cluster.id" not in settings:
         settings["cluster.id"] = cluster_id
     return settings
+
+
+def _ssl_secrets(variables: Mapping[str, str], secrets: Path) -> dict[str, str]:
+    """The store locations and passwords the image's configure script exports from its secrets
+    directory, for the variables that name them (a PEM store, set directly, needs none of them)."""
+    if "SSL://" not in variables.get("KAFKA_ADVERTISED_LISTENERS", ""):
+        return {}
+    named = list(_KEY_STORE_SECRETS)
+    if any(word in variables.get("KAFKA_SSL_CLIENT_AUTH", "") for word in ("required", "requested")):
+        named += _TRUST_STORE_SECRETS
+    exported = {}
+    for variable, target, read in named:
+        if not variables.get(variable):
+            continue
+        path = secrets / variables[variable]
+        if not read:
+            exported[target] = str(path)
+            continue
+        try:
+            exported[target] = path.read_text(encoding="utf-8").rstrip("\n")
+        except OSError as exc:
+            raise ConfigError(f"{variable}: cannot read {path}: {exc.strerror or exc}") from None
+    return exported

@@ -274,7 +274,8 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
 
 # Kafka's key and trust store keys, which kafkapy's TLS listeners read (PEM stores only, KIP-651:
 # kafkapy.server.tls_stores); kept here for their Kafka facts (types, defaults, update modes).
-TLS_STORES = ("A TLS listener's key or trust store, read at start: PEM only (KIP-651). An alteration at run "
+TLS_STORES = ("A TLS listener's key or trust store, read at start: PEM (KIP-651) or PKCS12 (not Java's JKS "
+              "format). An alteration at run "
               "time is stored and described, as Kafka's per-listener reconfiguration, but the listener "
               "keeps the certificates it started with.")
 TLS_STORE_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]] = (

@@ -4,8 +4,10 @@ Kafka reads Java key stores (JKS, PKCS12) and, since KIP-651, PEM: ``ssl.keystor
 ``ssl.keystore.location`` a PEM file holding the private key and the certificate chain, or the two
 inline as ``ssl.keystore.key`` and ``ssl.keystore.certificate.chain``; ``ssl.key.password``
 decrypts an encrypted key. ``ssl.truststore.type=PEM`` takes ``ssl.truststore.location`` or the
-certificates inline as ``ssl.truststore.certificates``. kafkapy serves the PEM forms (Python's ssl
-reads no Java store): a JKS or PKCS12 store is refused naming what to set instead.
+certificates inline as ``ssl.truststore.certificates``. kafkapy serves the PEM forms, and PKCS12
+stores (keytool's format since Java 9, which Java reads as ``JKS`` too) through the cryptography
+package, turned into PEM for Python's ssl; a store in Java's own JKS format is refused naming the
+conversion.
 
 The checks are Kafka's (DefaultSslEngineFactory.createKeystore and createTruststore), in its order and
 words, and so is what a PEM key may be: PKCS#8 (``BEGIN PRIVATE KEY``), or encrypted PKCS#8
@@ -33,6 +35,8 @@ PEM = "PEM"
 # A PEM block as Kafka's PemParser finds one: BEGIN and END lines naming the type, base64 between.
 _BLOCK = re.compile(r"-+BEGIN\s*([^-]*?)\s*-+\s+(.*?)-+END\s*[^-]*-+", re.S)
 _NO_CERTIFICATE = "No matching CERTIFICATE entries in PEM file"  # Kafka's PemParser, finding none
+_JKS_MAGIC = b"\xfe\xed\xfe\xed"  # the first bytes of Java's JKS format (a PKCS12 file is DER: 0x30)
+_JAVA_STORE_TYPES = ("JKS", "PKCS12")
 
 
 def setting(config: BrokerConfig, listener: str, key: str) -> str | None:
@@ -76,8 +80,14 @@ def load_key_store(context: ssl.SSLContext, config: BrokerConfig, listener: str)
         raise _refused(listener, "SSL key store is not specified, but key store password is specified.")
     if path is not None and password is None:
         raise _refused(listener, "SSL key store is specified, but key store password is not specified.")
-    if path is not None:
-        raise _java_store(listener, "keystore", "key", store_type, path)
+    if path is not None and password is not None:
+        key_entry, certificates = _pkcs12(path, password, store_type, "keystore", listener)
+        if key_entry is None or not certificates:
+            raise _refused(listener, f"Failed to load SSL keystore {path} of type {store_type}: it holds no "
+                                     "private key with its certificate")
+        _load_chain(context, "".join(certificates) + key_entry, None, listener,
+                    f"Failed to load SSL keystore {path} of type {store_type}")
+        return True
     return False
 
 
@@ -106,7 +116,10 @@ def load_trust_store(context: ssl.SSLContext, config: BrokerConfig, listener: st
     if path is None and password is not None:
         raise _refused(listener, "SSL trust store is not specified, but trust store password is specified.")
     if path is not None:
-        raise _java_store(listener, "truststore", "trust", store_type, path)
+        _, trusted = _pkcs12(path, password, store_type, "truststore", listener)
+        _load_pem_trust_store(context, "".join(trusted), listener,
+                              f"Failed to load SSL keystore {path} of type {store_type}")  # Kafka's words
+        return True
     return False
 
 
@@ -117,10 +130,40 @@ def _store(config: BrokerConfig, listener: str, kind: str) -> tuple[str, str | N
                                                                                f"ssl.{kind}.password")
 
 
-def _java_store(listener: str, kind: str, what: str, store_type: str, path: str) -> ConfigError:
-    """A JKS or PKCS12 store, which Python's ssl cannot read: what to set instead."""
-    return _refused(listener, f"ssl.{kind}.type is {store_type}: kafkapy reads PEM {what} stores only "
-                              f"(ssl.{kind}.location={path}): convert it to PEM and set ssl.{kind}.type=PEM")
+def _pkcs12(path: str, password: str | None, store_type: str, kind: str, listener: str,
+            ) -> tuple[str | None, list[str]]:
+    """A Java store's private key (PKCS#8 PEM, or None) and certificates (PEM), read as Java reads
+    a ``JKS`` or ``PKCS12`` store: a PKCS12 file (keytool's format since Java 9, whatever its name or
+    declared type; the apache/kafka image's example ``*.keystore.jks`` are PKCS12) is read with the
+    cryptography package; a JKS one (Java's own format) cannot be, and is refused naming the fix."""
+    failure = f"Failed to load SSL keystore {path} of type {store_type}"  # Kafka's words, both stores
+    if store_type not in _JAVA_STORE_TYPES:
+        raise _refused(listener, f"{failure}: ssl.{kind}.type {store_type} is not one kafkapy reads "
+                                 "(PEM, PKCS12, or JKS holding PKCS12)")
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise _refused(listener, f"{failure}: {exc.strerror or exc}") from None
+    if data[:4] == _JKS_MAGIC:
+        raise _refused(listener, f"{failure}: it is in Java's JKS format, which kafkapy cannot read: "
+                                 f"convert it to PKCS12 (keytool -importkeystore -srckeystore {path} "
+                                 f"-deststoretype PKCS12) or to PEM (ssl.{kind}.type=PEM)")
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+    except ImportError:
+        raise _refused(listener, f"{failure}: reading a PKCS12 store needs the cryptography package "
+                                 "(pip install 'kafkapy[tls]'), or convert it to PEM") from None
+    try:
+        key, certificate, others = pkcs12.load_key_and_certificates(
+            data, password.encode() if password is not None else None)
+    except (ValueError, TypeError) as exc:  # a wrong password, or not a PKCS12 file
+        raise _refused(listener, f"{failure}: {exc}") from None
+    pems = [c.public_bytes(serialization.Encoding.PEM).decode()
+            for c in ([certificate] if certificate is not None else []) + list(others)]
+    key_pem = None if key is None else key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return key_pem, pems
 
 
 def _refused(listener: str, reason: str) -> ConfigError:
@@ -166,6 +209,12 @@ def _load_pem_key_store(context: ssl.SSLContext, chain: str, key: str, key_passw
     if not certificates:
         raise _refused(listener, f"{failure}: {_NO_CERTIFICATE}")
     pem = "".join(_pem_block("CERTIFICATE", cert) for cert in certificates) + _pem_block(label, body)
+    _load_chain(context, pem, key_password, listener, failure)
+
+
+def _load_chain(context: ssl.SSLContext, pem: str, key_password: str | None, listener: str,
+                failure: str) -> None:
+    """Load a certificate chain and its key (PEM text) into ``context``."""
     # Python's ssl loads a certificate chain from a file only: one private to this process, gone at once.
     with tempfile.TemporaryDirectory(prefix="kafkapy-tls-") as directory:
         store = os.path.join(directory, "keystore.pem")

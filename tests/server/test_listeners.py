@@ -264,16 +264,16 @@ def test_ssl_with_bad_pem_files_fails_at_start(tmp_path: Path, pem_files: dict[s
 
 
 
-def test_an_ssl_listener_with_kafkas_jks_keystore_is_told_to_use_pem() -> None:
-    """A server.properties written for Kafka names a JKS keystore: kafkapy reads PEM stores only
-    (tests/server/test_tls_stores.py), and says so, naming the store."""
+def test_an_ssl_listener_with_kafkas_keystore_file_missing_names_it() -> None:
+    """A server.properties written for Kafka names its keystore and truststore (JKS or PKCS12:
+    tests/server/test_tls_stores.py reads them); one that is not there is named in Kafka's words."""
     with pytest.raises(ConfigError) as refused:
         with Broker({**SSL_LISTENERS, "ssl.keystore.location": "/etc/kafka/broker.jks",
                      "ssl.keystore.password": "secret", "ssl.truststore.location": "/etc/kafka/ca.jks"}):
             pass
     assert str(refused.value) == (
-        "invalid SSL settings for listener SSL: ssl.keystore.type is JKS: kafkapy reads PEM key stores only "
-        "(ssl.keystore.location=/etc/kafka/broker.jks): convert it to PEM and set ssl.keystore.type=PEM")
+        "invalid SSL settings for listener SSL: Failed to load SSL keystore /etc/kafka/broker.jks of type "
+        "JKS: No such file or directory")
     needs = r"^an SSL or SASL_SSL listener \(SSL\) needs its certificate and key"
     with pytest.raises(ConfigError, match=needs):
         with Broker(SSL_LISTENERS):

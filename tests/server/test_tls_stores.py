@@ -151,8 +151,8 @@ def _refusal(settings: dict[str, Any]) -> str:
     ({"ssl.keystore.location": "/etc/kafka/secrets/kafka01.keystore.jks"},
      "SSL key store is specified, but key store password is not specified."),
     ({"ssl.keystore.location": "/etc/kafka/secrets/kafka01.keystore.jks", "ssl.keystore.password": "p"},
-     "ssl.keystore.type is JKS: kafkapy reads PEM key stores only (ssl.keystore.location="
-     "/etc/kafka/secrets/kafka01.keystore.jks): convert it to PEM and set ssl.keystore.type=PEM"),
+     "Failed to load SSL keystore /etc/kafka/secrets/kafka01.keystore.jks of type JKS: "
+     "No such file or directory"),
     ({"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": "c",
       "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"},
      "Invalid PEM keystore configs: No matching CERTIFICATE entries in PEM file"),
@@ -160,7 +160,8 @@ def _refusal(settings: dict[str, Any]) -> str:
       "ssl.keystore.certificate.chain": "c"},
      "Invalid PEM keystore configs: No matching PRIVATE KEY entries in PEM file"),
 ], ids=["key-not-pem", "key-without-chain", "key-and-location", "key-and-password", "chain-without-key",
-        "pem-file-and-password", "password-without-store", "store-without-password", "jks", "no-certificate",
+        "pem-file-and-password", "password-without-store", "store-without-password", "no-file",
+        "no-certificate",
         "no-key"])
 def test_kafkas_key_store_refusals_in_its_words(settings: dict[str, str], reason: str) -> None:
     assert _refusal({**TLS, **settings}) == f"invalid SSL settings for listener SSL: {reason}"
@@ -178,10 +179,10 @@ def test_kafkas_key_store_refusals_in_its_words(settings: dict[str, str], reason
     ({"ssl.truststore.type": "PEM", "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----"},
      "No matching CERTIFICATE entries in PEM file"),
     ({"ssl.truststore.location": "/etc/kafka/secrets/kafka.truststore.jks", "ssl.truststore.password": "p"},
-     "ssl.truststore.type is JKS: kafkapy reads PEM trust stores only (ssl.truststore.location="
-     "/etc/kafka/secrets/kafka.truststore.jks): convert it to PEM and set ssl.truststore.type=PEM"),
+     "Failed to load SSL keystore /etc/kafka/secrets/kafka.truststore.jks of type JKS: "
+     "No such file or directory"),
 ], ids=["certs-not-pem", "certs-and-location", "certs-and-password", "password-without-store",
-        "no-certificate", "jks"])
+        "no-certificate", "no-file"])
 def test_kafkas_trust_store_refusals_in_its_words(keystore_file: str, settings: dict[str, str],
                                                   reason: str) -> None:
     keystore = {"ssl.keystore.type": "PEM", "ssl.keystore.location": keystore_file}
@@ -304,3 +305,80 @@ def test_a_sasl_ssl_listener_takes_its_own_pem_store(server: trustme.LeafCert,
         producer.produce("sasl-over-pem", b"v")
         assert producer.flush(TIMEOUT_S) == 0
         assert [r.value for r in broker.records("sasl-over-pem")] == [b"v"]
+
+
+# --- Java stores: PKCS12 (keytool's format since Java 9, whatever the file's name), JKS refused ------
+
+def _pkcs12(path: Path, leaf: trustme.LeafCert | None, trusted: list[trustme.CA], password: str) -> str:
+    """A PKCS12 store as keytool writes one: a key entry (``leaf``) or trusted certificates."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    key = cert = None
+    if leaf is not None:
+        key = serialization.load_pem_private_key(leaf.private_key_pem.bytes(), None)
+        cert = x509.load_pem_x509_certificate(leaf.cert_chain_pems[0].bytes())
+    cas = [x509.load_pem_x509_certificate(ca.cert_pem.bytes()) for ca in trusted]
+    path.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"kafka", key, cert, cas or None, serialization.BestAvailableEncryption(password.encode())))
+    return str(path)
+
+
+def test_pkcs12_stores_named_jks_serve_mtls_as_the_images_example_ones(
+        ca: trustme.CA, server: trustme.LeafCert, client: trustme.LeafCert, tmp_path: Path) -> None:
+    """The apache/kafka image's example keystores are PKCS12 files named *.jks, with the default
+    ssl.keystore.type JKS (Java 9+ reads PKCS12 as JKS): so are these."""
+    keystore = _pkcs12(tmp_path / "kafka01.keystore.jks", server, [], "abcdefgh")
+    truststore = _pkcs12(tmp_path / "kafka.truststore.jks", None, [ca], "abcdefgh")
+    settings = {**TLS, "ssl.keystore.location": keystore, "ssl.keystore.password": "abcdefgh",
+                "ssl.key.password": "abcdefgh", "ssl.truststore.location": truststore,
+                "ssl.truststore.password": "abcdefgh", "ssl.client.auth": "required"}
+    with Broker(settings) as broker:
+        assert _versions_over_tls(broker, ca, client).startswith("User:CN=client")
+    with Broker({**settings, "ssl.keystore.type": "PKCS12", "ssl.truststore.type": "PKCS12"}) as broker:
+        _versions_over_tls(broker, ca, client)
+    wrong = _refusal({**settings, "ssl.keystore.password": "wrong"})
+    assert wrong.startswith("invalid SSL settings for listener SSL: Failed to load SSL keystore "
+                            f"{keystore} of type JKS: ")
+    assert _refusal({**settings, "ssl.truststore.type": "BKS"}) == (
+        f"invalid SSL settings for listener SSL: Failed to load SSL keystore {truststore} of type BKS: "
+        "ssl.truststore.type BKS is not one kafkapy reads (PEM, PKCS12, or JKS holding PKCS12)")
+
+
+def test_a_keystore_in_javas_own_jks_format_is_refused_naming_the_conversion(tmp_path: Path) -> None:
+    path = tmp_path / "old.jks"
+    path.write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02")  # JKS magic and version, as keytool -storetype JKS
+    assert _refusal({**TLS, "ssl.keystore.location": str(path), "ssl.keystore.password": "p"}) == (
+        f"invalid SSL settings for listener SSL: Failed to load SSL keystore {path} of type JKS: it is in "
+        f"Java's JKS format, which kafkapy cannot read: convert it to PKCS12 (keytool -importkeystore "
+        f"-srckeystore {path} -deststoretype PKCS12) or to PEM (ssl.keystore.type=PEM)")
+
+
+def test_the_images_ssl_secrets_convention_from_the_environment(
+        ca: trustme.CA, server: trustme.LeafCert, client: trustme.LeafCert, tmp_path: Path) -> None:
+    """The apache/kafka image's SSL example (docker/examples, single-node/ssl): stores and password
+    files named by KAFKA_SSL_*_FILENAME / *_CREDENTIALS under its secrets directory."""
+    from kafkapy.server.environment import settings_from_environment
+
+    _pkcs12(tmp_path / "kafka01.keystore.jks", server, [], "abcdefgh")
+    _pkcs12(tmp_path / "kafka.truststore.jks", None, [ca], "abcdefgh")
+    for name in ("kafka_keystore_creds", "kafka_ssl_key_creds", "kafka_truststore_creds"):
+        (tmp_path / name).write_text("abcdefgh\n")
+    environ = {"KAFKA_NODE_ID": "1", "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "SSL:SSL",
+               "KAFKA_LISTENERS": "SSL://127.0.0.1:0", "KAFKA_ADVERTISED_LISTENERS": "SSL://127.0.0.1:0",
+               "KAFKA_INTER_BROKER_LISTENER_NAME": "SSL",
+               "KAFKA_SSL_KEYSTORE_FILENAME": "kafka01.keystore.jks",
+               "KAFKA_SSL_KEYSTORE_CREDENTIALS": "kafka_keystore_creds",
+               "KAFKA_SSL_KEY_CREDENTIALS": "kafka_ssl_key_creds",
+               "KAFKA_SSL_TRUSTSTORE_FILENAME": "kafka.truststore.jks",
+               "KAFKA_SSL_TRUSTSTORE_CREDENTIALS": "kafka_truststore_creds",
+               "KAFKA_SSL_CLIENT_AUTH": "required", "KAFKA_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM": ""}
+    settings = settings_from_environment(environ, None, secrets=str(tmp_path))
+    assert settings["ssl.keystore.location"] == str(tmp_path / "kafka01.keystore.jks")
+    assert settings["ssl.keystore.password"] == settings["ssl.key.password"] == "abcdefgh"
+    assert settings["ssl.truststore.location"] == str(tmp_path / "kafka.truststore.jks")
+    with Broker(settings) as broker:
+        assert _versions_over_tls(broker, ca, client).startswith("User:CN=client")
+    (tmp_path / "kafka_ssl_key_creds").unlink()
+    with pytest.raises(ConfigError, match=r"^KAFKA_SSL_KEY_CREDENTIALS: cannot read .*kafka_ssl_key_creds: "):
+        settings_from_environment(environ, None, secrets=str(tmp_path))
