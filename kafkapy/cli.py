@@ -191,14 +191,36 @@ def default_module_keys() -> list[Any]:
     return keys()
 
 
+def _image_settings(config_file: str | None) -> tuple[dict[str, str], list[str]]:
+    """``serve --env``: the settings the apache/kafka image would run with, from this process's
+    environment and the ``--config`` file (kafkapy.server.environment), and the keys the
+    environment gave (or the image's default file)."""
+    from pathlib import Path
+
+    from kafkapy.server.config import load_properties
+    from kafkapy.server.environment import settings_from_environment
+
+    file_settings = load_properties(Path(config_file)) if config_file else None
+    settings = settings_from_environment(os.environ, file_settings)
+    return settings, sorted(key for key, value in settings.items() if (file_settings or {}).get(key) != value)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from kafkapy.errors import KafkaPyError
     from kafkapy.server.config import BrokerConfig
 
     _configure_logging()
     try:
-        config = BrokerConfig.build(properties=args.config, overrides=args.override,
-                                    declared=lambda: [key.name for key in default_module_keys()])
+        def declared() -> list[str]:
+            return [key.name for key in default_module_keys()]
+
+        if args.env:
+            settings, from_environment = _image_settings(args.config)
+            config = BrokerConfig.build(settings, overrides=args.override, declared=declared)
+            logging.getLogger("kafkapy.cli").info("settings from the environment (--env): %s",
+                                                  ", ".join(from_environment) or "none")
+        else:
+            config = BrokerConfig.build(properties=args.config, overrides=args.override, declared=declared)
         if args.brokers < 1:
             raise KafkaPyError(f"--brokers must be at least 1, not {args.brokers}")
         racks = args.racks.split(",") if args.racks else None
@@ -315,10 +337,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser(
         "serve", help="run a broker until SIGTERM or SIGINT",
         description="Run a broker on asyncio. Settings, in increasing precedence: defaults, --config, "
-                    "--override. Logs `listening on NAME://host:port` per listener on stderr.")
+                    "the environment (with --env), --override. Logs `listening on NAME://host:port` per "
+                    "listener on stderr.")
     serve.add_argument("--config", metavar="FILE", help="a server.properties-style file")
     serve.add_argument("--override", metavar="KEY=VALUE", action="append", default=[],
                        help="a setting, e.g. listeners=PLAINTEXT://127.0.0.1:0 (repeatable)")
+    serve.add_argument("--env", action="store_true",
+                       help="also read KAFKA_* variables and CLUSTER_ID as the apache/kafka Docker image "
+                            "does (KAFKA_ADVERTISED_LISTENERS is advertised.listeners; over --config, "
+                            "under --override)")
     serve.add_argument("--brokers", metavar="N", type=int, default=1,
                        help="run N brokers in this process sharing one store, ids broker.id (or 0) "
                             "and up, on consecutive ports (ephemeral ones for port 0)")

@@ -31,8 +31,9 @@ def kafkapy(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]
 class Served:
     """A `kafkapy serve` child process whose stderr is read on a thread."""
 
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "kafkapy.cli", "serve", *args],
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        """``env``: the child's whole environment (None: this process's)."""
+        self.proc = subprocess.Popen([sys.executable, "-m", "kafkapy.cli", "serve", *args], env=env,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.stderr: list[str] = []

@@ -21,11 +21,11 @@ from typing import Any, Final
 import attrs
 
 from kafkapy.errors import KafkaPyError
-from kafkapy.server.kafka_keys import INERT_TABLE
-from kafkapy.validators import AtLeast, NonNull, OneOf, Validator
+from kafkapy.server.kafka_keys import INERT_TABLE, TLS_STORE_TABLE
+from kafkapy.validators import AtLeast, EachOneOf, NonNull, OneOf, Validator
 
 __all__ = ["INERT_KEYS", "LISTENER_PREFIX", "USE_DEFAULT_BUFFER_SIZE", "BrokerConfig", "ConfigError",
-           "ConfigKey", "load_properties", "parse_overrides", "refusal"]
+           "ConfigKey", "load_properties", "parse_overrides", "parse_properties", "refusal"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,15 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
     # KRaft's name for the id (config/kraft/server.properties sets node.id, not broker.id): Kafka reads
     # either for both (KafkaConfig.populateSynonyms), so a KRaft file keeps its broker's id here.
     ConfigKey("node.id", "int", -1, "Kafka's synonym of broker.id: either one sets both."),
+    # KRaft's (kafkapy.server.kraft): the process's roles and the controller's listeners, which a
+    # broker does not serve; kafkapy runs no controller, so a controller-only process is refused.
+    ConfigKey("process.roles", "list", [],
+              "Kafka's KRaft roles: broker, or broker,controller (the controller's listeners, named by "
+              "controller.listener.names, are not served); controller alone is refused, as kafkapy runs no "
+              "KRaft controller. Unset: not KRaft.",
+              EachOneOf(("broker", "controller"))),
+    ConfigKey("controller.listener.names", "string", None,
+              "The KRaft controller's listeners: left out of those the broker serves and advertises."),
     ConfigKey("reserved.broker.max.id", "int", 1000, "Kafka's default: generated ids start above it.",
               AtLeast(0)),
     ConfigKey("broker.rack", "string", None, "Rack reported in Metadata."),
@@ -220,6 +229,10 @@ CORE_KEYS: tuple[ConfigKey, ...] = (
               "level (KIP-584); false leaves the finalized features empty."),
 )
 
+
+# Kafka's key and trust stores, which the TLS listeners read (kafkapy.server.tls_stores).
+CORE_KEYS += tuple(ConfigKey(name, kind, default, why, validator)
+                   for name, kind, default, why, _, validator in TLS_STORE_TABLE)
 
 # Kafka's keys kafkapy takes without effect (server/kafka_keys.py says why, key by key).
 INERT_KEYS: tuple[ConfigKey, ...] = tuple(
@@ -438,12 +451,17 @@ def load_properties(path: Path) -> dict[str, str]:
         text = path.read_bytes().decode("iso-8859-1")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    return parse_properties(text, str(path))
+
+
+def parse_properties(text: str, source: str) -> dict[str, str]:
+    """The properties of a .properties text (load_properties' rules); ``source`` names it in errors."""
     result: dict[str, str] = {}
     for number, logical in _logical_lines(text):
         try:
             key, value = _split_property(logical)
         except ValueError as exc:
-            raise ConfigError(f"{path}, line {number}: {exc}") from None
+            raise ConfigError(f"{source}, line {number}: {exc}") from None
         result[key] = value
     return result
 

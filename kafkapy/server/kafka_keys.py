@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kafkapy.validators import AtLeast, Between, EachOneOf, HostPorts, MinusOneOr, NonEmptyString, Validator
+from kafkapy.validators import AtLeast, Between, HostPorts, MinusOneOr, NonEmptyString, Validator
 
 __all__ = ["CLUSTER_WIDE", "INERT_TABLE", "KAFKA_INTERNAL_KEYS", "LISTENER_ONLY_KEYS", "PER_BROKER",
-           "READ_ONLY", "UPDATE_MODES"]
+           "READ_ONLY", "TLS_STORE_TABLE", "UPDATE_MODES"]
 
 READ_ONLY, PER_BROKER, CLUSTER_WIDE = "read-only", "per-broker", "cluster-wide"  # Kafka's update modes
 
@@ -37,8 +37,9 @@ ZOOKEEPER = ("A ZooKeeper client setting kafkapy's client (kazoo) does not take:
 KRAFT = ("KRaft's (controller quorum, metadata log): kafkapy keeps metadata in memory, in its own journal "
          "under metadata.log.dir, or in ZooKeeper.")
 TIERED = "Tiered storage, which kafkapy has not."
-SSL = ("Java's TLS (keystores, providers, algorithms, principal mapping): kafkapy's TLS listeners take "
-       "PEM files (ssl.certfile, ssl.keyfile, ssl.cafile).")
+SSL = ("Java's TLS (providers, algorithms, principal mapping): kafkapy's TLS listeners take PEM key and "
+       "trust stores (ssl.keystore.*, ssl.truststore.*) or PEM files (ssl.certfile, ssl.keyfile, "
+       "ssl.cafile).")
 SASL = ("Kerberos (GSSAPI) or a SASL client's login: kafkapy serves PLAIN, SCRAM and OAUTHBEARER and logs "
         "in to no one.")
 INTER_BROKER_SASL = ("The SASL mechanism of broker-to-broker connections: kafkapy's brokers do not "
@@ -144,11 +145,9 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('unstable.api.versions.enable', 'boolean', False, UNSTABLE, READ_ONLY, None),
     ('unstable.feature.versions.enable', 'boolean', False, UNSTABLE, READ_ONLY, None),
     ('metadata.log.max.snapshot.interval.ms', 'long', 3600000, KRAFT, READ_ONLY, AtLeast(0)),
-    ('process.roles', 'list', '', KRAFT, READ_ONLY, EachOneOf(("broker", "controller"))),
     ('initial.broker.registration.timeout.ms', 'int', 60000, KRAFT, READ_ONLY, None),
     ('broker.heartbeat.interval.ms', 'int', 2000, KRAFT, READ_ONLY, None),
     ('broker.session.timeout.ms', 'int', 9000, KRAFT, READ_ONLY, None),
-    ('controller.listener.names', 'string', None, KRAFT, READ_ONLY, None),
     ('sasl.mechanism.controller.protocol', 'string', 'GSSAPI', SASL, READ_ONLY, None),
     ('metadata.log.segment.bytes', 'int', 1073741824, KRAFT, READ_ONLY, AtLeast(_LOG_OVERHEAD)),
     ('metadata.log.segment.min.bytes', 'int', 8388608, KRAFT, READ_ONLY, AtLeast(_LOG_OVERHEAD)),
@@ -234,16 +233,6 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('ssl.protocol', 'string', 'TLSv1.3', SSL, PER_BROKER, None),
     ('ssl.provider', 'string', None, SSL, PER_BROKER, None),
     ('ssl.enabled.protocols', 'list', 'TLSv1.2,TLSv1.3', SSL, PER_BROKER, None),
-    ('ssl.keystore.type', 'string', 'JKS', SSL, PER_BROKER, None),
-    ('ssl.keystore.location', 'string', None, SSL, PER_BROKER, None),
-    ('ssl.keystore.password', 'password', None, SSL, PER_BROKER, None),
-    ('ssl.key.password', 'password', None, SSL, PER_BROKER, None),
-    ('ssl.keystore.key', 'password', None, SSL, PER_BROKER, None),
-    ('ssl.keystore.certificate.chain', 'password', None, SSL, PER_BROKER, None),
-    ('ssl.truststore.type', 'string', 'JKS', SSL, PER_BROKER, None),
-    ('ssl.truststore.location', 'string', None, SSL, PER_BROKER, None),
-    ('ssl.truststore.password', 'password', None, SSL, PER_BROKER, None),
-    ('ssl.truststore.certificates', 'password', None, SSL, PER_BROKER, None),
     ('ssl.keymanager.algorithm', 'string', 'SunX509', SSL, PER_BROKER, None),
     ('ssl.trustmanager.algorithm', 'string', 'PKIX', SSL, PER_BROKER, None),
     ('ssl.endpoint.identification.algorithm', 'string', 'https', SSL, PER_BROKER, None),
@@ -282,7 +271,26 @@ INERT_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]]
     ('password.encoder.key.length', 'int', 128, TOKENS, READ_ONLY, AtLeast(8)),
     ('password.encoder.iterations', 'int', 4096, TOKENS, READ_ONLY, AtLeast(1024)),)
 
-UPDATE_MODES: dict[str, str] = {name: mode for name, _, _, _, mode, _ in INERT_TABLE}
+# Kafka's key and trust store keys, which kafkapy's TLS listeners read (PEM stores only, KIP-651:
+# kafkapy.server.tls_stores); kept here for their Kafka facts (types, defaults, update modes).
+TLS_STORES = ("A TLS listener's key or trust store, read at start: PEM (KIP-651) or PKCS12 (not Java's JKS "
+              "format). An alteration at run "
+              "time is stored and described, as Kafka's per-listener reconfiguration, but the listener "
+              "keeps the certificates it started with.")
+TLS_STORE_TABLE: Final[tuple[tuple[str, str, Any, str, str, Validator | None], ...]] = (
+    ('ssl.keystore.type', 'string', 'JKS', TLS_STORES, PER_BROKER, None),
+    ('ssl.keystore.location', 'string', None, TLS_STORES, PER_BROKER, None),
+    ('ssl.keystore.password', 'password', None, TLS_STORES, PER_BROKER, None),
+    ('ssl.key.password', 'password', None, TLS_STORES, PER_BROKER, None),
+    ('ssl.keystore.key', 'password', None, TLS_STORES, PER_BROKER, None),
+    ('ssl.keystore.certificate.chain', 'password', None, TLS_STORES, PER_BROKER, None),
+    ('ssl.truststore.type', 'string', 'JKS', TLS_STORES, PER_BROKER, None),
+    ('ssl.truststore.location', 'string', None, TLS_STORES, PER_BROKER, None),
+    ('ssl.truststore.password', 'password', None, TLS_STORES, PER_BROKER, None),
+    ('ssl.truststore.certificates', 'password', None, TLS_STORES, PER_BROKER, None),
+)
+
+UPDATE_MODES: dict[str, str] = {name: mode for name, _, _, _, mode, _ in (*INERT_TABLE, *TLS_STORE_TABLE)}
 # Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: dynamic only with a listener prefix
 # (listener.name.<l>.ssl.keystore.location), never by their plain names.
 LISTENER_ONLY_KEYS: frozenset[str] = frozenset({

@@ -8,11 +8,13 @@ import ssl
 import attrs
 
 from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.server.kraft import broker_listener_names, controller_listener_names
 from kafkapy.server.sasl import SaslSettings, sasl_settings
+from kafkapy.server.tls_stores import load_key_store, load_trust_store
 
 __all__ = ["Endpoint", "ListenerSpec", "parse_endpoints", "resolve_listeners", "ssl_context"]
 
-_ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:\[\]]*):(-?\d+)$")
+_ENDPOINT = re.compile(r"^([A-Za-z0-9_\-]+)://(\[[^\]]*\]|[^:\[\]]*):(-?\d+)$")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
@@ -81,6 +83,12 @@ def resolve_listeners(config: BrokerConfig) -> list[ListenerSpec]:
     if not binds:
         raise ConfigError("invalid value for listeners: at least one listener is required")
     advertised = {e.name: e for e in parse_endpoints(config["advertised.listeners"], "advertised.listeners")}
+    # A KRaft controller's listeners are neither bound nor advertised: kafkapy runs no controller.
+    names = [bind.name for bind in binds]
+    served = broker_listener_names(config, names, list(advertised) or names)
+    binds = [bind for bind in binds if bind.name in served]
+    advertised = {name: endpoint for name, endpoint in advertised.items()
+                  if name in served or name not in controller_listener_names(config)}
     protocols = _protocol_map(config)
     specs = []
     for bind in binds:
@@ -127,26 +135,32 @@ def inter_broker_listener(config: BrokerConfig, specs: list[ListenerSpec]) -> st
     return specs[0].name
 
 
-def _java_stores_set(config: BrokerConfig) -> str:
-    """What to add when a Kafka user's keystore settings stand where the PEM files were expected:
-    kafkapy takes them without effect (docs/broker.md), so the refusal names them."""
-    stores = [key for key in ("ssl.keystore.location", "ssl.truststore.location") if config.get(key)]
-    if not stores:
-        return ""
-    return (f": kafkapy reads PEM files (ssl.certfile, ssl.keyfile, ssl.cafile), not Java's stores "
-            f"({' and '.join(f'{key}={config[key]}' for key in stores)} are taken without effect)")
+_KAFKAPY_FILES = ("ssl.certfile", "ssl.keyfile", "ssl.cafile")
 
 
-def ssl_context(config: BrokerConfig) -> ssl.SSLContext:
-    certfile, keyfile = config["ssl.certfile"], config["ssl.keyfile"]
-    if not certfile:
-        raise ConfigError("ssl.certfile is required for an SSL or SASL_SSL listener"
-                          + _java_stores_set(config))
+def ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+    """The TLS context of an SSL or SASL_SSL listener: Kafka's PEM key and trust stores
+    (kafkapy.server.tls_stores), or kafkapy's own PEM files (ssl.certfile, ssl.keyfile, ssl.cafile)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    certfile, keyfile, cafile = (config[key] for key in _KAFKAPY_FILES)
+    has_key_store = load_key_store(context, config, listener)
+    if has_key_store and certfile:
+        raise ConfigError(f"invalid SSL settings for listener {listener}: both ssl.certfile and Kafka's "
+                          "ssl.keystore.* name its certificate: set one")
+    if not has_key_store and not certfile:
+        raise ConfigError(f"an SSL or SASL_SSL listener ({listener}) needs its certificate and key: "
+                          "ssl.keystore.type=PEM with ssl.keystore.location (a PEM file of both), or "
+                          "ssl.keystore.certificate.chain and ssl.keystore.key; or ssl.certfile and "
+                          "ssl.keyfile")
+    has_trust_store = load_trust_store(context, config, listener)
+    if has_trust_store and cafile:
+        raise ConfigError(f"invalid SSL settings for listener {listener}: both ssl.cafile and Kafka's "
+                          "ssl.truststore.* name the CAs of client certificates: set one")
     try:
-        context.load_cert_chain(certfile, keyfile)
-        if config["ssl.cafile"]:
-            context.load_verify_locations(config["ssl.cafile"])
+        if certfile:
+            context.load_cert_chain(certfile, keyfile)
+        if cafile:
+            context.load_verify_locations(cafile)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"invalid SSL files (ssl.certfile/ssl.keyfile/ssl.cafile): {exc}") from None
     context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,

@@ -264,20 +264,21 @@ def test_ssl_with_bad_pem_files_fails_at_start(tmp_path: Path, pem_files: dict[s
 
 
 
-def test_an_ssl_listener_with_kafkas_keystores_is_told_they_are_not_read() -> None:
-    """A server.properties written for Kafka names a JKS keystore and truststore: kafkapy takes
-    those keys without effect, so its refusal for want of ssl.certfile says so, naming them."""
+def test_an_ssl_listener_with_kafkas_keystore_file_missing_names_it() -> None:
+    """A server.properties written for Kafka names its keystore and truststore (JKS or PKCS12:
+    tests/server/test_tls_stores.py reads them); one that is not there is named in Kafka's words."""
     with pytest.raises(ConfigError) as refused:
         with Broker({**SSL_LISTENERS, "ssl.keystore.location": "/etc/kafka/broker.jks",
                      "ssl.keystore.password": "secret", "ssl.truststore.location": "/etc/kafka/ca.jks"}):
             pass
     assert str(refused.value) == (
-        "ssl.certfile is required for an SSL or SASL_SSL listener: kafkapy reads PEM files (ssl.certfile, "
-        "ssl.keyfile, ssl.cafile), not Java's stores (ssl.keystore.location=/etc/kafka/broker.jks and "
-        "ssl.truststore.location=/etc/kafka/ca.jks are taken without effect)")
-    with pytest.raises(ConfigError, match=r"^ssl\.certfile is required for an SSL or SASL_SSL listener$"):
+        "invalid SSL settings for listener SSL: Failed to load SSL keystore /etc/kafka/broker.jks of type "
+        "JKS: No such file or directory")
+    needs = r"^an SSL or SASL_SSL listener \(SSL\) needs its certificate and key"
+    with pytest.raises(ConfigError, match=needs):
         with Broker(SSL_LISTENERS):
             pass
+
 
 def test_principal_formatting_follows_rfc2253() -> None:
     from kafkapy.server.connection import rfc2253
