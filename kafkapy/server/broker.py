@@ -399,7 +399,7 @@ class BrokerRuntime:
             log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
 
     async def _bind(self, spec: ListenerSpec) -> BoundListener:
-        context = ssl_context(self.config, spec.name) if spec.uses_tls else None
+        context = ssl_context(self.config, spec.name, spec.security_protocol) if spec.uses_tls else None
         host = spec.bind.host or "0.0.0.0"
         # The broker owns its accept loop (not loop.create_server), so that a connection quota can
         # hold back one listener's accepts without touching the others (KIP-612).

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import ssl
 
 import attrs
 
-from kafkapy.server.config import BrokerConfig, ConfigError
+from kafkapy.server.config import LISTENER_PREFIX, SSL_CLIENT_AUTH, BrokerConfig, ConfigError
 from kafkapy.server.kraft import broker_listener_names, controller_listener_names, process_roles
 from kafkapy.server.sasl import SaslSettings, sasl_settings
-from kafkapy.server.tls_stores import load_key_store, load_trust_store
+from kafkapy.server.tls_stores import load_key_store, load_trust_store, setting
 
 __all__ = ["Endpoint", "ListenerSpec", "parse_endpoints", "resolve_listeners", "ssl_context"]
+
+log = logging.getLogger(__name__)
 
 _ENDPOINT = re.compile(r"^([A-Za-z0-9_\-]+)://(\[[^\]]*\]|[^:\[\]]*):(-?\d+)$")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -158,7 +161,7 @@ def inter_broker_listener(config: BrokerConfig, specs: list[ListenerSpec]) -> st
 _KAFKAPY_FILES = ("ssl.certfile", "ssl.keyfile", "ssl.cafile")
 
 
-def ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
+def ssl_context(config: BrokerConfig, listener: str, security_protocol: str = "SSL") -> ssl.SSLContext:
     """The TLS context of an SSL or SASL_SSL listener: Kafka's PEM key and trust stores
     (kafkapy.server.tls_stores), or kafkapy's own PEM files (ssl.certfile, ssl.keyfile, ssl.cafile)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -183,6 +186,29 @@ def ssl_context(config: BrokerConfig, listener: str) -> ssl.SSLContext:
             context.load_verify_locations(cafile)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"invalid SSL files (ssl.certfile/ssl.keyfile/ssl.cafile): {exc}") from None
-    context.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
-                           "required": ssl.CERT_REQUIRED}[config["ssl.client.auth"]]
+    context.verify_mode = _VERIFY_MODES[client_auth(config, listener, security_protocol)]
     return context
+
+
+_VERIFY_MODES = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+
+
+def client_auth(config: BrokerConfig, listener: str, security_protocol: str) -> str:
+    """The listener's ssl.client.auth: ``listener.name.<listener>.ssl.client.auth`` over the plain
+    key, checked by the key's validator as Kafka parses a listener's prefixed keys at start. A
+    SASL_SSL listener takes only its own (Kafka's ChannelBuilders: SASL authenticates its clients),
+    with Kafka's warning when the plain key asks for certificates."""
+    value = setting(config, listener, "ssl.client.auth") or "none"
+    own = config.get(f"{LISTENER_PREFIX}{listener.lower()}.ssl.client.auth")
+    if security_protocol == "SASL_SSL" and own is None:
+        if value != "none":
+            log.warning("Broker configuration 'ssl.client.auth' is applied only to SSL listeners. "
+                        "Listener-prefixed configuration can be used to enable SSL client authentication "
+                        "for SASL_SSL listeners. In future releases, broker-wide option without listener "
+                        "prefix may be applied to SASL_SSL listeners as well. All configuration options "
+                        "intended for specific listeners should be listener-prefixed.")
+        return "none"
+    refusal = SSL_CLIENT_AUTH.refusal("ssl.client.auth", value)
+    if refusal is not None:
+        raise ConfigError(refusal)
+    return value
