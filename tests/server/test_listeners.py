@@ -193,6 +193,14 @@ def test_an_empty_listener_host_is_advertised_as_the_machines_name_as_in_kafka()
     everywhere_told_one = {"listeners": "PLAINTEXT://0.0.0.0:0", "advertised.listeners": "PLAINTEXT://127.0.0.1:0"}
     with Broker(everywhere_told_one) as b:
         assert split_address(b.listeners["PLAINTEXT"])[0] == "127.0.0.1"
+    # a listener advertised.listeners leaves out is not advertised: its 0.0.0.0 is no refusal
+    internal_only = {**TWO_LISTENERS, "listeners": "PLAINTEXT://0.0.0.0:0,INTERNAL://127.0.0.1:0",
+                     "advertised.listeners": "INTERNAL://127.0.0.1:0",
+                     "inter.broker.listener.name": "INTERNAL"}
+    with Broker(internal_only) as b:
+        assert split_address(b.listeners["PLAINTEXT"])[0] == "0.0.0.0"
+        host, port = split_address(b.listeners["INTERNAL"])
+        assert _metadata_brokers(b.listeners["INTERNAL"]) == [(b.broker_id, host, port)]
 
 
 # --- SSL ----------------------------------------------------------------------------------------
