@@ -416,7 +416,8 @@ class CoreModule(Module):
         requested = request.body.get("topics")
         known = cluster.topics  # one snapshot: the watch replaces the whole dict
         live = {b.broker_id for b in cluster.brokers}
-        view = _ListenerView(frozenset(b.broker_id for b, _, _ in self._brokers_on(ctx.connection.listener)),
+        on_listener = self._brokers_on(ctx.connection.listener)
+        view = _ListenerView(frozenset(b.broker_id for b, _, _ in on_listener),
                              ErrorCode.LISTENER_NOT_FOUND if ctx.api_version >= _METADATA_LISTENER_NOT_FOUND
                              else ErrorCode.LEADER_NOT_AVAILABLE)
         states = cluster.partition_states
@@ -472,7 +473,7 @@ class CoreModule(Module):
         body = {
             "throttle_time_ms": 0,
             "brokers": [{"node_id": b.broker_id, "host": host, "port": port, "rack": b.rack}
-                        for b, host, port in self._brokers_on(ctx.connection.listener)],
+                        for b, host, port in on_listener],
             "cluster_id": cluster.cluster_id,
             "controller_id": cluster.controller_id,
             "topics": topics,
